@@ -8,14 +8,16 @@
  *  - outputs are always passed in; nothing here allocates device memory except the explicit
  *    *_prepare / *_pack functions that document ownership;
  *  - streams are cudaStream_t passed as void* (NULL = legacy default stream).
- * Area headers under b12x/c_api/ declare the op families; this header pulls them all in. */
+ * Area headers under b12x/c_api/ declare the op families (each area's GPU ops, and the CPU
+ * reference of its ops as b12x_ref_*); this header pulls them all in. */
 #ifndef B12X_C_API_H_
 #define B12X_C_API_H_
 
 #include "b12x/c_api/core.h"
 #include "b12x/c_api/formats.h"
-#include "b12x/c_api/reference.h"
 #include "b12x/c_api/gemm.h"
+#include "b12x/c_api/quantize.h"
+#include "b12x/c_api/embedding.h"
 #include "b12x/c_api/moe.h"
 #include "b12x/c_api/attention.h"
 
