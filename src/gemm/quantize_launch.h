@@ -1,0 +1,54 @@
+// Device launchers of the activation quantisers (BF16/FP16 -> FP8 / MXFP8 / NVFP4 / MXFP4).
+//
+// Called by the public quantiser ops (quantize.h) and from inside the GEMM and MoE ops.
+// Contract for every launcher:
+// - x is [M, K] bf16 or fp16 (x_dtype), row stride ldx in values; all outputs are row-major and
+//   dense (no output strides).
+// - EVERY byte of every output is written, including the padding of the swizzled scale grids
+//   (pad rows/columns of the 128x4 layout get 0 for NVFP4 and 127 for MX, formats/swizzle.h), so
+//   callers never pre-fill.
+// - Capture-safe: launches only (no allocation, no host sync, no host read of device data).
+// - M == 0 is a no-op; any M >= 1 works. Nothing expensive is validated here (the public ops
+//   validate); callers guarantee K is a multiple of the block (32 MX, 16 NVFP4, 128 group FP8,
+//   1 per-tensor FP8 -- the per-tensor kernel handles any K), x is 2-byte aligned, and for the
+//   vectorised fast path the kernels themselves check 16-byte alignment of x/ldx at launch.
+// - Numerics are those of formats/block.h (bit-identical to the CPU reference in
+//   src/reference/quantize.*).
+#pragma once
+
+#include <cstdint>
+
+#include "b12x/types.h"
+
+namespace b12x::gemm {
+
+/// MXFP8: E4M3 values, one E8M0 scale per 32 values (pow2-ceil of amax/448).
+/// values: [M, K]; scale_rows: [M, K/32] row-major or nullptr; scale_swizzled: 128x4 layout of
+/// pad128(M) * pad4(K/32) bytes, or nullptr. At least one scale output should be non-null.
+void launch_quantize_mxfp8(const void* x, DType x_dtype, int64_t M, int64_t K, int64_t ldx,
+                           uint8_t* values, uint8_t* scale_rows, uint8_t* scale_swizzled,
+                           Stream stream);
+
+/// FP8 E4M3 with one fp32 scale per 1x128 group: scale = amax/448, q = e4m3(x * (1/scale))
+/// (see formats/block.h for the exact rounding); values [M, K], scales [M, K/128] row-major.
+void launch_quantize_fp8_group128(const void* x, DType x_dtype, int64_t M, int64_t K, int64_t ldx,
+                                  uint8_t* values, float* scales, Stream stream);
+
+/// NVFP4: E2M1 pairs (element 2i in the low nibble), one UE4M3 scale per 16 values with the
+/// fp32 global scale `global_scale` (device fp32[1], multiply convention: the block scale stored
+/// is e4m3(amax/6 * gs)). packed: [M, K/2]; scale_swizzled: pad128(M) * pad4(K/16) bytes.
+void launch_quantize_nvfp4(const void* x, DType x_dtype, int64_t M, int64_t K, int64_t ldx,
+                           const float* global_scale, uint8_t* packed, uint8_t* scale_swizzled,
+                           Stream stream);
+
+/// MXFP4: E2M1 pairs, one E8M0 scale per 32 values; packed [M, K/2]; scale_swizzled
+/// pad128(M) * pad4(K/32) bytes.
+void launch_quantize_mxfp4(const void* x, DType x_dtype, int64_t M, int64_t K, int64_t ldx,
+                           uint8_t* packed, uint8_t* scale_swizzled, Stream stream);
+
+/// Per-tensor FP8 E4M3 with a caller-provided scale (device fp32[1]): q = e4m3(x / scale),
+/// saturating. values: [M, K].
+void launch_quantize_fp8_tensor(const void* x, DType x_dtype, int64_t M, int64_t K, int64_t ldx,
+                                const float* scale, uint8_t* values, Stream stream);
+
+}  // namespace b12x::gemm
