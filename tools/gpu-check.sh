@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# The GPU check: build for the device's architecture with all cores, run the GPU tests area by
+# area, compute-sanitizer on the *GpuSanitize* subset, the Python tests (torch + GPU parts), and
+# the benchmarks. Logs and a summary go to $OUT (default ./gpu-out): summary.txt plus logs.tar.gz.
+#
+#   tools/gpu-check.sh [--stages build,tests,sanitize,python,bench] [--areas "gemm moe ..."]
+#                      [--arch 90a] [--test-timeout 150] [--filter GTEST_FILTER]
+#
+# GPU test suites are named <Area>Gpu* (FormatsGpu, GemmGpu, QuantizeGpu, EmbeddingGpu, MoeGpu,
+# AttentionGpu); each area's output is logs/<area>.log. Without a GPU every test skips.
+set -u
+stages="build,tests,sanitize,python,bench"
+areas="formats gemm quantize embedding moe attention"
+arch="90a"
+test_timeout=150
+extra_filter=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --stages) stages="$2"; shift 2 ;;
+    --areas) areas="$2"; shift 2 ;;
+    --arch) arch="$2"; shift 2 ;;
+    --test-timeout) test_timeout="$2"; shift 2 ;;
+    --filter) extra_filter="$2"; shift 2 ;;
+    *) echo "unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+has() { case ",$stages," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+out=${OUT:-$root/gpu-out}
+logs=$out/logs
+mkdir -p "$logs"
+summary=$out/summary.txt
+: >"$summary"
+say() { echo "$*" | tee -a "$summary"; }
+build=build-gpu
+jobs=$(nproc)
+t0=$(date +%s)
+
+say "== b12x gpu-check $(git rev-parse --short HEAD 2>/dev/null) $(date -u +%FT%TZ) stages=$stages"
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv \
+  >"$logs/nvidia-smi.txt" 2>&1 && say "gpu: $(tail -1 "$logs/nvidia-smi.txt")"
+
+if has build; then
+  tb=$(date +%s)
+  cmake -S . -B $build -G Ninja -DCMAKE_CUDA_ARCHITECTURES="$arch" -DCMAKE_BUILD_TYPE=Release \
+    >"$logs/configure.log" 2>&1 || say "configure FAILED (see logs/configure.log)"
+  cmake --build $build -j"$jobs" -k 0 >"$logs/build.log" 2>&1
+  rc=$?
+  say "build rc=$rc in $(( $(date +%s) - tb ))s"
+  if [ $rc -ne 0 ]; then
+    grep -E "error|FAILED" "$logs/build.log" | head -30 | tee -a "$summary"
+  fi
+fi
+
+gtest=$build/tests/b12x_gpu_tests
+cap() { echo "$1" | sed 's/^./\U&/'; }
+
+if has tests && [ -x "$gtest" ]; then
+  for a in $areas; do
+    A=$(cap "$a")
+    f="${A}Gpu*"
+    [ -n "$extra_filter" ] && f="$f:$extra_filter"
+    ta=$(date +%s)
+    timeout "$test_timeout" "$gtest" --gtest_filter="$f" --gtest_color=no >"$logs/$a.log" 2>&1
+    rc=$?
+    pass=$(grep -c '^\[       OK \]' "$logs/$a.log")
+    fail=$(grep -c '^\[  FAILED  \].*(' "$logs/$a.log")
+    skip=$(grep -c '^\[  SKIPPED \]' "$logs/$a.log")
+    say "tests $a: rc=$rc passed=$pass failed=$fail skipped=$skip in $(( $(date +%s) - ta ))s"
+    grep '^\[  FAILED  \].*(' "$logs/$a.log" | head -15 | sed 's/^/    /' | tee -a "$summary"
+  done
+fi
+
+if has sanitize && [ -x "$gtest" ]; then
+  ts=$(date +%s)
+  timeout 300 compute-sanitizer --tool memcheck --error-exitcode 99 --print-limit 20 \
+    "$gtest" --gtest_filter='*GpuSanitize*' --gtest_color=no >"$logs/sanitizer-memcheck.log" 2>&1
+  rc=$?
+  say "compute-sanitizer memcheck rc=$rc in $(( $(date +%s) - ts ))s ($(grep -c '^\[       OK \]' "$logs/sanitizer-memcheck.log") tests; $(grep -E 'ERROR SUMMARY' "$logs/sanitizer-memcheck.log" | tail -1))"
+  timeout 300 compute-sanitizer --tool racecheck --error-exitcode 99 --print-limit 20 \
+    "$gtest" --gtest_filter='*GpuSanitize*' --gtest_color=no >"$logs/sanitizer-racecheck.log" 2>&1
+  rc=$?
+  say "compute-sanitizer racecheck rc=$rc ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$logs/sanitizer-racecheck.log" | tail -1))"
+fi
+
+if has python; then
+  tp=$(date +%s)
+  B12X_LIBRARY=$root/$build/libb12x.so PYTHONPATH=$root/python timeout 400 \
+    python3 -m pytest tests/python -q -rs -p no:cacheprovider >"$logs/python.log" 2>&1
+  say "python rc=$? $(tail -1 "$logs/python.log") in $(( $(date +%s) - tp ))s"
+fi
+
+if has bench; then
+  export B12X_BENCH_OUT=$logs/bench-results
+  mkdir -p "$B12X_BENCH_OUT"
+  export B12X_GIT_COMMIT=$(git rev-parse --short HEAD 2>/dev/null)
+  for b in $build/bench/bench_*; do
+    [ -x "$b" ] || continue
+    n=$(basename "$b")
+    area=${n#bench_}
+    case " $areas " in *" $area "*) ;; *) continue ;; esac
+    tb=$(date +%s)
+    timeout 240 "$b" >"$logs/$n.log" 2>&1
+    say "bench $n rc=$? in $(( $(date +%s) - tb ))s"
+  done
+  for b in bench/bench_*.py; do
+    [ -f "$b" ] || continue
+    n=$(basename "$b" .py)
+    area=${n#bench_}
+    case " $areas " in *" $area "*) ;; *) continue ;; esac
+    tb=$(date +%s)
+    B12X_LIBRARY=$root/$build/libb12x.so PYTHONPATH=$root/python PYTHONUNBUFFERED=1 \
+      timeout 240 python3 "$b" >"$logs/$n.log" 2>&1
+    say "bench $n rc=$? in $(( $(date +%s) - tb ))s"
+  done
+fi
+
+say "total $(( $(date +%s) - t0 ))s"
+tar czf "$out/logs.tar.gz" -C "$logs" . 2>/dev/null
+exit 0
