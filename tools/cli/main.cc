@@ -17,6 +17,10 @@ std::vector<SelftestCase>& selftest_registry() {
   static std::vector<SelftestCase> r;
   return r;
 }
+std::vector<Command>& command_registry() {
+  static std::vector<Command> r;
+  return r;
+}
 
 namespace {
 
@@ -112,6 +116,7 @@ void usage() {
       "  info                 version, compiled architectures, GPU, path per op family\n"
       "  selftest [--area A]  run every available op against the CPU reference\n"
       "  version              print the version\n");
+  for (const auto& c : command_registry()) std::printf("  %s\n", c.help.c_str());
 }
 
 }  // namespace
@@ -135,6 +140,8 @@ int main(int argc, char** argv) {
       if (argc >= 4 && std::strcmp(argv[2], "--area") == 0) area = argv[3];
       return cmd_selftest(area);
     }
+    for (const auto& c : command_registry())
+      if (c.name == cmd) return c.run(argc - 1, argv + 1);
     if (cmd == "-h" || cmd == "--help" || cmd == "help") {
       usage();
       return 0;

@@ -22,6 +22,19 @@ struct SelftestCase {
 
 std::vector<SelftestCase>& selftest_registry();
 
+/// Further subcommands (inspect, quantize, ...) register themselves from their own files.
+struct Command {
+  std::string name;
+  std::string help;  ///< one line: "inspect CHECKPOINT_DIR   every layer, its format, ..."
+  std::function<int(int argc, char** argv)> run;  ///< argv[0] is the subcommand name
+};
+std::vector<Command>& command_registry();
+struct CommandRegistrar {
+  CommandRegistrar(const char* name, const char* help, std::function<int(int, char**)> fn) {
+    command_registry().push_back({name, help, std::move(fn)});
+  }
+};
+
 struct SelftestRegistrar {
   SelftestRegistrar(const char* area, const char* name, bool needs_gpu,
                     std::function<SelftestResult()> fn) {
