@@ -34,3 +34,27 @@ inline constexpr uint8_t kNvfp4ScalePad = 0;
 inline constexpr uint8_t kMxScalePad = 127;
 
 }  // namespace b12x::fmt
+
+namespace b12x::fmt {
+
+/// Swizzle one [rows, cols] grid (row stride `src_row_stride` bytes) into the 128x4 layout at
+/// `dst` (swizzled_scale_bytes(rows, cols) bytes); every padding byte is set to `pad`.
+/// Host code (packers, references); kernels compute swizzled_scale_offset per element.
+inline void swizzle_scale_grid(const uint8_t* src, int64_t rows, int64_t cols,
+                               int64_t src_row_stride, uint8_t* dst, uint8_t pad) {
+  const int64_t prow = pad_to(rows, 128), pcol = pad_to(cols, 4);
+  for (int64_t r = 0; r < prow; ++r)
+    for (int64_t c = 0; c < pcol; ++c)
+      dst[swizzled_scale_offset(r, c, cols)] =
+          (r < rows && c < cols) ? src[r * src_row_stride + c] : pad;
+}
+
+/// Inverse of swizzle_scale_grid for the logical [rows, cols] part (padding is dropped).
+inline void unswizzle_scale_grid(const uint8_t* src, int64_t rows, int64_t cols, uint8_t* dst,
+                                 int64_t dst_row_stride) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      dst[r * dst_row_stride + c] = src[swizzled_scale_offset(r, c, cols)];
+}
+
+}  // namespace b12x::fmt
