@@ -1,0 +1,284 @@
+// Device kernels of the activation quantisers (BF16/FP16 -> FP8 / MXFP8 / NVFP4 / MXFP4).
+//
+// Work decomposition: one thread owns 8 consecutive values of a row (one 16-byte load), so a
+// quantisation block of B values is owned by B/8 adjacent lanes (2 for NVFP4, 4 for MX, 16 for
+// the 1x128 FP8 groups). K is a multiple of B, so blocks never straddle rows and, because
+// B/8 divides 32 and rows hold a whole number of blocks, a block's lanes always sit in one warp.
+// The block amax is a butterfly of xor shuffles inside those lanes. Warps iterate a grid-stride
+// loop together (the loop bound is warp-uniform) so every shuffle has all 32 lanes present.
+//
+// Numerics: block scales and per-value multipliers come from the block codecs in
+// formats/block.h (shared with the CPU reference); the value conversions are the scalar codecs of
+// formats/scalar.h or, where the architecture has them, the `cvt` instructions they emulate bit
+// for bit (e4m3x2 from sm_89, e2m1x2 on sm_100a+/sm_120a+).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "gemm/quantize_rules.h"
+#include "formats/scalar.h"
+#include "formats/swizzle.h"
+
+namespace b12x::gemm::kernels {
+
+// ------------------------------------------------------------------------ conversions ----------
+__device__ __forceinline__ float in_to_float(uint16_t bits, bool is_bf16) {
+  return is_bf16 ? __uint_as_float(static_cast<uint32_t>(bits) << 16)
+                 : __half2float(__ushort_as_half(bits));
+}
+
+/// Loads 8 consecutive values (16 bytes when `vec`, eight 2-byte loads otherwise).
+template <bool kBF16>
+__device__ __forceinline__ void load8(const uint16_t* p, bool vec, float v[8]) {
+  uint16_t h[8];
+  if (vec) {
+    const uint4 u = __ldg(reinterpret_cast<const uint4*>(p));
+    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      h[2 * j] = static_cast<uint16_t>(w[j] & 0xFFFFu);
+      h[2 * j + 1] = static_cast<uint16_t>(w[j] >> 16);
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) h[j] = __ldg(p + j);
+  }
+#pragma unroll
+  for (int j = 0; j < 8; ++j) v[j] = in_to_float(h[j], kBF16);
+}
+
+/// Two fp32 -> two E4M3 bytes (lo -> byte 0). cvt.rn.satfinite is exactly
+/// fmt::float_to_e4m3_satfinite (formats.md §A.2), available from sm_89.
+__device__ __forceinline__ uint32_t e4m3x2(float lo, float hi) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  uint16_t r;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+  return r;
+#else
+  return fmt::float_to_e4m3_satfinite(lo) | (static_cast<uint32_t>(fmt::float_to_e4m3_satfinite(hi)) << 8);
+#endif
+}
+
+/// Two fp32 -> one E2M1 byte (lo -> low nibble), -0 canonicalised to +0 as every NVFP4/MXFP4
+/// producer stores it.
+__device__ __forceinline__ uint32_t e2m1x2(float lo, float hi) {
+#if defined(__CUDA_ARCH_FEAT_SM100_ALL) || defined(__CUDA_ARCH_FEAT_SM120_ALL) || \
+    defined(__CUDA_ARCH_FEAT_SM121_ALL) ||                                          \
+    (defined(__CUDA_ARCH_FAMILY_SPECIFIC__) && __CUDA_ARCH_FAMILY_SPECIFIC__ >= 1000)
+#define B12X_HAS_CVT_E2M1 1
+#endif
+#if defined(B12X_HAS_CVT_E2M1)
+  uint32_t r;
+  asm("{\n .reg .b8 t;\n cvt.rn.satfinite.e2m1x2.f32 t, %1, %2;\n cvt.u32.u8 %0, t;\n}"
+      : "=r"(r)
+      : "f"(hi), "f"(lo));
+  // Canonicalise -0 nibbles (0x8) to +0.
+  if ((r & 0xFu) == 0x8u) r &= 0xF0u;
+  if ((r & 0xF0u) == 0x80u) r &= 0x0Fu;
+  return r;
+#else
+  return fmt::pack_e2m1x2(fmt::float_to_e2m1_canonical(lo), fmt::float_to_e2m1_canonical(hi));
+#endif
+}
+
+// ------------------------------------------------------------------------ format policies ------
+// Each policy: kBlock (values per scale), kFp4 (packed output), and
+//   scale(amax, ctx) -> {stored scale byte / float, multiplier applied to each value}.
+struct ScaleOut {
+  uint8_t code;  ///< stored scale byte (E8M0 / UE4M3); unused for fp32-scale formats
+  float value;   ///< fp32 scale stored (group128) -- unused otherwise
+  float mul;     ///< per-value multiplier
+};
+
+struct MxFp8Policy {
+  static constexpr int kBlock = 32;
+  static constexpr bool kFp4 = false;
+  static constexpr uint8_t kPad = fmt::kMxScalePad;
+  __device__ static ScaleOut scale(float amax, float) {
+    const uint8_t c = qrules::mxfp8_scale_code(amax);
+    return {c, 0.f, qrules::mx_value_multiplier(c)};
+  }
+  __device__ static float apply(float v, const ScaleOut& s) { return v * s.mul; }
+};
+
+struct MxFp4Policy {
+  static constexpr int kBlock = 32;
+  static constexpr bool kFp4 = true;
+  static constexpr uint8_t kPad = fmt::kMxScalePad;
+  __device__ static ScaleOut scale(float amax, float) {
+    const uint8_t c = qrules::mxfp4_scale_code(amax);
+    return {c, 0.f, qrules::mx_value_multiplier(c)};
+  }
+  __device__ static float apply(float v, const ScaleOut& s) { return v * s.mul; }
+};
+
+struct NvFp4Policy {
+  static constexpr int kBlock = 16;
+  static constexpr bool kFp4 = true;
+  static constexpr uint8_t kPad = fmt::kNvfp4ScalePad;
+  __device__ static ScaleOut scale(float amax, float gs) {
+    const uint8_t c = qrules::nvfp4_scale_code(amax, gs);
+    return {c, 0.f, qrules::nvfp4_value_multiplier(c, gs)};
+  }
+  __device__ static float apply(float v, const ScaleOut& s) { return v * s.mul; }
+};
+
+struct Fp8Group128Policy {
+  static constexpr int kBlock = 128;
+  static constexpr bool kFp4 = false;
+  static constexpr uint8_t kPad = 0;
+  __device__ static ScaleOut scale(float amax, float) {
+    return {0, qrules::fp8_group_scale(amax), 0.f};
+  }
+  __device__ static float apply(float v, const ScaleOut& s) {
+    return qrules::fp8_group_scaled(v, s.value);
+  }
+};
+
+struct BlockQuantParams {
+  const uint16_t* x;
+  int64_t M, K, ldx;
+  uint8_t* values;          ///< FP8 [M, K] or packed FP4 [M, K/2]
+  uint8_t* scale_rows;      ///< [M, K/kBlock] bytes (MX) or nullptr
+  float* scale_f32;         ///< [M, K/128] (group128) or nullptr
+  uint8_t* scale_swizzled;  ///< 128x4 layout or nullptr
+  const float* global_scale;
+  bool vec_in;   ///< x 16-byte aligned and ldx % 8 == 0
+  bool vec_out;  ///< values pointer aligned for 8-byte (FP8) / 4-byte (FP4) stores
+};
+
+template <class P, bool kBF16>
+__global__ void __launch_bounds__(256) block_quant_kernel(const BlockQuantParams p) {
+  constexpr int kLanes = P::kBlock / 8;  // lanes sharing one block
+  static_assert(kLanes >= 1 && kLanes <= 32 && (32 % kLanes) == 0);
+  const int64_t cpr = p.K / 8;  // 8-value chunks per row
+  const int64_t total = p.M * cpr;
+  const int64_t cols = p.K / P::kBlock;
+  const int lane = threadIdx.x & 31;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const float gs = p.global_scale != nullptr ? __ldg(p.global_scale) : 0.f;
+
+  for (int64_t base = static_cast<int64_t>(blockIdx.x) * blockDim.x + (threadIdx.x & ~31);
+       base < total; base += stride) {
+    const int64_t i = base + lane;
+    const bool valid = i < total;
+    const int64_t row = valid ? i / cpr : 0;
+    const int64_t c = valid ? i - row * cpr : 0;
+    float v[8];
+    if (valid) {
+      load8<kBF16>(p.x + row * p.ldx + c * 8, p.vec_in, v);
+    } else {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) v[j] = 0.f;
+    }
+    float amax = 0.f;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) amax = fmaxf(amax, fabsf(v[j]));
+#pragma unroll
+    for (int o = kLanes / 2; o > 0; o >>= 1)
+      amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, o));
+    if (!valid) continue;
+    const ScaleOut s = P::scale(amax, gs);
+    if constexpr (P::kFp4) {
+      uint32_t w = 0;
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        w |= e2m1x2(P::apply(v[2 * j], s), P::apply(v[2 * j + 1], s)) << (8 * j);
+      uint8_t* out = p.values + row * (p.K / 2) + c * 4;
+      if (p.vec_out) {
+        *reinterpret_cast<uint32_t*>(out) = w;
+      } else {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) out[j] = static_cast<uint8_t>(w >> (8 * j));
+      }
+    } else {
+      float q[8];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) q[j] = P::apply(v[j], s);
+      const uint32_t w0 = e4m3x2(q[0], q[1]) | (e4m3x2(q[2], q[3]) << 16);
+      const uint32_t w1 = e4m3x2(q[4], q[5]) | (e4m3x2(q[6], q[7]) << 16);
+      uint8_t* out = p.values + row * p.K + c * 8;
+      if (p.vec_out) {
+        *reinterpret_cast<uint2*>(out) = make_uint2(w0, w1);
+      } else {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          out[j] = static_cast<uint8_t>(w0 >> (8 * j));
+          out[4 + j] = static_cast<uint8_t>(w1 >> (8 * j));
+        }
+      }
+    }
+    if ((c % kLanes) == 0) {
+      const int64_t col = c / kLanes;
+      if (p.scale_rows != nullptr) p.scale_rows[row * cols + col] = s.code;
+      if (p.scale_f32 != nullptr) p.scale_f32[row * cols + col] = s.value;
+      if (p.scale_swizzled != nullptr)
+        p.scale_swizzled[fmt::swizzled_scale_offset(row, col, cols)] = s.code;
+    }
+  }
+
+  // Padding of the swizzled grid: the pad columns of live rows, then whole pad rows.
+  if (p.scale_swizzled != nullptr) {
+    const int64_t pcols = fmt::pad_to(cols, 4);
+    const int64_t prows = fmt::pad_to(p.M, 128);
+    const int64_t n_col_pad = p.M * (pcols - cols);
+    const int64_t n_total = n_col_pad + (prows - p.M) * pcols;
+    for (int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; j < n_total;
+         j += stride) {
+      int64_t r, col;
+      if (j < n_col_pad) {
+        r = j / (pcols - cols);
+        col = cols + (j - r * (pcols - cols));
+      } else {
+        const int64_t k = j - n_col_pad;
+        r = p.M + k / pcols;
+        col = k % pcols;
+      }
+      p.scale_swizzled[fmt::swizzled_scale_offset(r, col, cols)] = P::kPad;
+    }
+  }
+}
+
+// ------------------------------------------------------------------------ per-tensor FP8 -------
+struct TensorFp8Params {
+  const uint16_t* x;
+  int64_t M, K, ldx;
+  uint8_t* values;  ///< [M, K]
+  const float* scale;
+  bool vec;  ///< x 16-byte aligned, ldx % 8 == 0, K % 8 == 0, values 8-byte aligned
+};
+
+template <bool kBF16>
+__global__ void __launch_bounds__(256) tensor_fp8_kernel(const TensorFp8Params p) {
+  const int64_t cpr = (p.K + 7) / 8;
+  const int64_t total = p.M * cpr;
+  const float scale = __ldg(p.scale);
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += stride) {
+    const int64_t row = i / cpr;
+    const int64_t c = i - row * cpr;
+    const uint16_t* src = p.x + row * p.ldx + c * 8;
+    uint8_t* out = p.values + row * p.K + c * 8;
+    if (p.vec) {
+      float v[8];
+      load8<kBF16>(src, true, v);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) v[j] = qrules::fp8_tensor_scaled(v[j], scale);
+      const uint32_t w0 = e4m3x2(v[0], v[1]) | (e4m3x2(v[2], v[3]) << 16);
+      const uint32_t w1 = e4m3x2(v[4], v[5]) | (e4m3x2(v[6], v[7]) << 16);
+      *reinterpret_cast<uint2*>(out) = make_uint2(w0, w1);
+    } else {
+      const int n = static_cast<int>(p.K - c * 8 < 8 ? p.K - c * 8 : 8);
+      for (int j = 0; j < n; ++j) {
+        const float f = in_to_float(__ldg(src + j), kBF16);
+        out[j] = static_cast<uint8_t>(e4m3x2(qrules::fp8_tensor_scaled(f, scale), 0.f) & 0xFFu);
+      }
+    }
+  }
+}
+
+}  // namespace b12x::gemm::kernels

@@ -1,0 +1,111 @@
+// Launchers of the activation quantisers (declared in quantize_launch.h).
+#include "gemm/quantize_launch.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+
+#include "b12x/runtime.h"
+#include "core/cuda_check.h"
+#include "gemm/kernels/quantize.cuh"
+
+namespace b12x::gemm {
+
+namespace {
+
+constexpr int kThreads = 256;
+
+bool aligned(const void* p, int bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
+
+/// Grid for `work` thread-items: enough CTAs to cover the work, capped at a few waves (the
+/// kernels grid-stride). At least one CTA so the swizzle padding is always written.
+int grid_for(int64_t work) {
+  static thread_local int cached_dev = -1, cached_cap = 0;
+  int dev = 0;
+  B12X_CUDA_CHECK(cudaGetDevice(&dev));
+  if (dev != cached_dev) {
+    int sms = 0;
+    B12X_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    cached_cap = std::max(1, sms) * 8;  // 8 CTAs of 256 threads per SM: full occupancy
+    cached_dev = dev;
+  }
+  const int64_t need = (work + kThreads - 1) / kThreads;
+  return static_cast<int>(std::clamp<int64_t>(need, 1, cached_cap));
+}
+
+template <class P>
+void launch_block(const void* x, DType x_dtype, int64_t M, int64_t K, int64_t ldx,
+                  uint8_t* values, uint8_t* scale_rows, float* scale_f32, uint8_t* swizzled,
+                  const float* gs, Stream stream) {
+  if (M <= 0) return;
+  kernels::BlockQuantParams p{};
+  p.x = static_cast<const uint16_t*>(x);
+  p.M = M;
+  p.K = K;
+  p.ldx = ldx;
+  p.values = values;
+  p.scale_rows = scale_rows;
+  p.scale_f32 = scale_f32;
+  p.scale_swizzled = swizzled;
+  p.global_scale = gs;
+  p.vec_in = aligned(x, 16) && ldx % 8 == 0;
+  p.vec_out = aligned(values, P::kFp4 ? 4 : 8);
+  const int64_t work = std::max<int64_t>(M * (K / 8), swizzled ? fmt::pad_to(M, 128) * 4 : 0);
+  const int grid = grid_for(work);
+  auto s = reinterpret_cast<cudaStream_t>(stream);
+  if (x_dtype == DType::kBF16)
+    kernels::block_quant_kernel<P, true><<<grid, kThreads, 0, s>>>(p);
+  else
+    kernels::block_quant_kernel<P, false><<<grid, kThreads, 0, s>>>(p);
+  B12X_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void launch_quantize_mxfp8(const void* x, DType x_dtype, int64_t M, int64_t K, int64_t ldx,
+                           uint8_t* values, uint8_t* scale_rows, uint8_t* scale_swizzled,
+                           Stream stream) {
+  launch_block<kernels::MxFp8Policy>(x, x_dtype, M, K, ldx, values, scale_rows, nullptr,
+                                     scale_swizzled, nullptr, stream);
+}
+
+void launch_quantize_fp8_group128(const void* x, DType x_dtype, int64_t M, int64_t K, int64_t ldx,
+                                  uint8_t* values, float* scales, Stream stream) {
+  launch_block<kernels::Fp8Group128Policy>(x, x_dtype, M, K, ldx, values, nullptr, scales,
+                                           nullptr, nullptr, stream);
+}
+
+void launch_quantize_nvfp4(const void* x, DType x_dtype, int64_t M, int64_t K, int64_t ldx,
+                           const float* global_scale, uint8_t* packed, uint8_t* scale_swizzled,
+                           Stream stream) {
+  launch_block<kernels::NvFp4Policy>(x, x_dtype, M, K, ldx, packed, nullptr, nullptr,
+                                     scale_swizzled, global_scale, stream);
+}
+
+void launch_quantize_mxfp4(const void* x, DType x_dtype, int64_t M, int64_t K, int64_t ldx,
+                           uint8_t* packed, uint8_t* scale_swizzled, Stream stream) {
+  launch_block<kernels::MxFp4Policy>(x, x_dtype, M, K, ldx, packed, nullptr, nullptr,
+                                     scale_swizzled, nullptr, stream);
+}
+
+void launch_quantize_fp8_tensor(const void* x, DType x_dtype, int64_t M, int64_t K, int64_t ldx,
+                                const float* scale, uint8_t* values, Stream stream) {
+  if (M <= 0 || K <= 0) return;
+  kernels::TensorFp8Params p{};
+  p.x = static_cast<const uint16_t*>(x);
+  p.M = M;
+  p.K = K;
+  p.ldx = ldx;
+  p.values = values;
+  p.scale = scale;
+  p.vec = aligned(x, 16) && ldx % 8 == 0 && K % 8 == 0 && aligned(values, 8);
+  const int grid = grid_for(M * ((K + 7) / 8));
+  auto s = reinterpret_cast<cudaStream_t>(stream);
+  if (x_dtype == DType::kBF16)
+    kernels::tensor_fp8_kernel<true><<<grid, kThreads, 0, s>>>(p);
+  else
+    kernels::tensor_fp8_kernel<false><<<grid, kThreads, 0, s>>>(p);
+  B12X_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace b12x::gemm
