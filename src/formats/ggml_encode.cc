@@ -1,0 +1,212 @@
+// Simple IQ2_XXS / IQ2_XS encoders (host). ggml itself has no reference quantizer for these
+// types (it needs an importance matrix); this one exists so tests and demos can make IQ2
+// weights that decode through the real, bit-exact decoders.
+//
+// For an 8-value group with magnitudes a_j and a grid point g (bytes g_j), the error with the
+// natural signs is sum a_j^2 - 2 db sum a_j g_j + db^2 sum g_j^2; when the natural sign pattern
+// has an odd number of negatives, the pattern must flip one element (the format keeps the
+// number of negatives even), which costs 4 db a_j g_j at the cheapest j. These three per-grid
+// terms do not depend on db, so they are computed once per group and then every (d, s, grid)
+// combination costs a few flops. The sub-block scale s (4 bits) is searched exhaustively; the
+// fp16 block scale d is tried at a few candidates derived from the block maximum and the best
+// total squared error wins.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "b12x/formats.h"
+#include "b12x/status.h"
+#include "formats/ggml.h"
+
+namespace b12x::formats {
+namespace {
+
+namespace f = b12x::fmt;
+namespace g = b12x::fmt::ggml;
+
+/// Per-group terms against every grid point.
+struct GroupTerms {
+  double a2 = 0;       // sum a_j^2
+  bool odd = false;    // natural sign pattern has an odd number of negatives
+  uint32_t signs = 0;  // natural sign pattern (bit j = x_j < 0)
+  std::vector<double> dot, norm, minag;
+  std::vector<int> minj;
+};
+
+GroupTerms group_terms(const float* x, const uint64_t* grid, int ngrid) {
+  GroupTerms t;
+  double a[8];
+  for (int j = 0; j < 8; ++j) {
+    a[j] = std::fabs(static_cast<double>(x[j]));
+    t.a2 += a[j] * a[j];
+    if (std::signbit(x[j]) && x[j] != 0.f) t.signs |= 1u << j;
+  }
+  t.odd = __builtin_popcount(t.signs) & 1;
+  t.dot.resize(ngrid);
+  t.norm.resize(ngrid);
+  t.minag.resize(ngrid);
+  t.minj.resize(ngrid);
+  for (int q = 0; q < ngrid; ++q) {
+    double dot = 0, norm = 0, mn = std::numeric_limits<double>::infinity();
+    int mj = 0;
+    for (int j = 0; j < 8; ++j) {
+      const double gj = static_cast<double>((grid[q] >> (8 * j)) & 0xFF);
+      dot += a[j] * gj;
+      norm += gj * gj;
+      if (a[j] * gj < mn) {
+        mn = a[j] * gj;
+        mj = j;
+      }
+    }
+    t.dot[q] = dot;
+    t.norm[q] = norm;
+    t.minag[q] = mn;
+    t.minj[q] = mj;
+  }
+  return t;
+}
+
+struct GroupChoice {
+  double err;
+  int grid;
+};
+
+GroupChoice best_grid(const GroupTerms& t, double db, int ngrid) {
+  GroupChoice best{std::numeric_limits<double>::infinity(), 0};
+  for (int q = 0; q < ngrid; ++q) {
+    double e = t.a2 - 2 * db * t.dot[q] + db * db * t.norm[q];
+    if (t.odd) e += 4 * db * t.minag[q];
+    if (e < best.err) best = {e, q};
+  }
+  return best;
+}
+
+/// 7-bit sign index for the chosen grid point (flipping the cheapest element if needed).
+uint32_t sign_index(const GroupTerms& t, int q) {
+  uint32_t s = t.signs;
+  if (t.odd) s ^= 1u << t.minj[q];
+  return s & 0x7Fu;
+}
+
+/// Scale search over a run of `ngroups` groups sharing one 4-bit scale under block scale d.
+struct ScaleChoice {
+  double err;
+  uint32_t s;
+  int grid[4];
+};
+ScaleChoice best_scale(const GroupTerms* terms, int ngroups, float d, int ngrid) {
+  ScaleChoice best{std::numeric_limits<double>::infinity(), 0, {0, 0, 0, 0}};
+  for (uint32_t s = 0; s < 16; ++s) {
+    const double db = f::ggml::iq2_sub_scale(d, s);  // exactly the decoder's scale
+    ScaleChoice c{0, s, {0, 0, 0, 0}};
+    for (int l = 0; l < ngroups; ++l) {
+      const GroupChoice gc = best_grid(terms[l], db, ngrid);
+      c.err += gc.err;
+      c.grid[l] = gc.grid;
+    }
+    if (c.err < best.err) best = c;
+  }
+  return best;
+}
+
+/// d candidates: the block max mapped onto 43 * (2s+1)/8 for the largest few s.
+std::vector<float> d_candidates(float amax) {
+  std::vector<float> v;
+  for (int s : {15, 14, 13, 12, 11}) {
+    const float d = f::round_to_fp16(amax / (43.0f * (2 * s + 1) / 8.0f));
+    if (d > 0.f && std::isfinite(d)) v.push_back(d);
+  }
+  return v;
+}
+
+void encode_iq2_xxs_block(const float* x, uint8_t* blk) {
+  std::memset(blk, 0, g::kIq2xxsBytes);
+  const float amax = f::block_amax(x, 256);
+  std::vector<GroupTerms> terms;
+  terms.reserve(32);
+  for (int gi = 0; gi < 32; ++gi) terms.push_back(group_terms(x + 8 * gi, g::kIq2xxsGrid, 256));
+  double best_err = std::numeric_limits<double>::infinity();
+  for (float d : d_candidates(amax)) {
+    uint8_t cand[g::kIq2xxsBytes];
+    g::store_u16(cand, f::float_to_fp16_bits(d));
+    double err = 0;
+    for (int ib = 0; ib < 8; ++ib) {
+      const ScaleChoice sc = best_scale(&terms[4 * ib], 4, d, 256);
+      err += sc.err;
+      uint32_t w0 = 0, w1 = sc.s << 28;
+      for (int l = 0; l < 4; ++l) {
+        w0 |= static_cast<uint32_t>(sc.grid[l]) << (8 * l);
+        w1 |= sign_index(terms[4 * ib + l], sc.grid[l]) << (7 * l);
+      }
+      g::store_u32(cand + 2 + 8 * ib, w0);
+      g::store_u32(cand + 2 + 8 * ib + 4, w1);
+    }
+    if (err < best_err) {
+      best_err = err;
+      std::memcpy(blk, cand, g::kIq2xxsBytes);
+    }
+  }
+}
+
+void encode_iq2_xs_block(const float* x, uint8_t* blk) {
+  std::memset(blk, 0, g::kIq2xsBytes);
+  const float amax = f::block_amax(x, 256);
+  std::vector<GroupTerms> terms;
+  terms.reserve(32);
+  for (int gi = 0; gi < 32; ++gi) terms.push_back(group_terms(x + 8 * gi, g::kIq2xsGrid, 512));
+  double best_err = std::numeric_limits<double>::infinity();
+  for (float d : d_candidates(amax)) {
+    uint8_t cand[g::kIq2xsBytes];
+    g::store_u16(cand, f::float_to_fp16_bits(d));
+    double err = 0;
+    for (int ib = 0; ib < 8; ++ib) {
+      uint32_t scales = 0;
+      for (int half = 0; half < 2; ++half) {
+        const int g0 = 4 * ib + 2 * half;
+        const ScaleChoice sc = best_scale(&terms[g0], 2, d, 512);
+        err += sc.err;
+        scales |= sc.s << (4 * half);
+        for (int l = 0; l < 2; ++l) {
+          const uint32_t q = static_cast<uint32_t>(sc.grid[l]) |
+                             (sign_index(terms[g0 + l], sc.grid[l]) << 9);
+          g::store_u16(cand + 2 + 2 * (g0 + l), static_cast<uint16_t>(q));
+        }
+      }
+      cand[66 + ib] = static_cast<uint8_t>(scales);
+    }
+    if (err < best_err) {
+      best_err = err;
+      std::memcpy(blk, cand, g::kIq2xsBytes);
+    }
+  }
+}
+
+void check_iq2_args(const char* op, const float* x, int64_t rows, int64_t k, const uint8_t* out) {
+  B12X_CHECK_ARG(rows >= 0 && k >= 0, op, ": rows=", rows, " k=", k, " must be >= 0");
+  B12X_CHECK_ARG(k % 256 == 0, op, ": k=", k,
+                 " is not a whole number of IQ2 blocks (256 values; partial blocks are not "
+                 "supported)");
+  B12X_CHECK_ARG(rows * k == 0 || (x != nullptr && out != nullptr), op, ": x or blocks is null");
+  for (int64_t i = 0; i < rows * k; ++i)
+    B12X_CHECK_ARG(std::isfinite(x[i]), op, ": x[", i, "]=", x[i],
+                   " is not finite (the IQ2 encoder needs finite input)");
+}
+
+}  // namespace
+
+void quantize_iq2_xxs(const float* x, int64_t rows, int64_t k, uint8_t* blocks) {
+  check_iq2_args("quantize_iq2_xxs", x, rows, k, blocks);
+  for (int64_t b = 0; b < rows * k / 256; ++b)
+    encode_iq2_xxs_block(x + 256 * b, blocks + g::kIq2xxsBytes * b);
+}
+
+void quantize_iq2_xs(const float* x, int64_t rows, int64_t k, uint8_t* blocks) {
+  check_iq2_args("quantize_iq2_xs", x, rows, k, blocks);
+  for (int64_t b = 0; b < rows * k / 256; ++b)
+    encode_iq2_xs_block(x + 256 * b, blocks + g::kIq2xsBytes * b);
+}
+
+}  // namespace b12x::formats
