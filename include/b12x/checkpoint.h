@@ -1,0 +1,203 @@
+// b12x: checkpoints — a validating, memory-mapped safetensors reader and a writer, the
+// quantization config of a checkpoint directory (config.json `quantization_config`, legacy
+// hf_quant_config.json), vLLM-style layer-name resolution, and `inspect`.
+//
+// Every malformed or hostile file gets a b12x::Error (kIoError for I/O and malformed files,
+// kInvalidArgument for bad caller input) naming the file, the tensor and the problem; nothing
+// is read outside the mapping.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "b12x/types.h"
+
+namespace b12x::checkpoint {
+
+// ---- safetensors -------------------------------------------------------------------------------
+
+/// Largest accepted JSON header (bytes after the 8-byte length prefix).
+inline constexpr uint64_t kMaxSafetensorsHeaderBytes = uint64_t{100} << 20;
+
+/// One tensor of a safetensors file. Offsets are relative to the file start.
+struct TensorInfo {
+  std::string name;
+  std::string st_dtype;          ///< safetensors spelling: "BF16", "F8_E4M3", "U8", ...
+  int bits = 0;                  ///< bits per element (4 for F4, 6 for F6_*)
+  std::optional<DType> dtype;    ///< the b12x DType when one exists (F4 -> kFP4E2M1 in values)
+  std::vector<int64_t> shape;
+  uint64_t offset = 0;  ///< absolute byte offset in the file
+  uint64_t nbytes = 0;
+  int64_t numel() const;
+};
+
+/// Safetensors element type table: bits per element and b12x DType (nullopt = none).
+/// Returns false for an unknown name.
+bool safetensors_dtype_info(const std::string& st_dtype, int* bits, std::optional<DType>* dtype);
+/// The safetensors name of a b12x DType ("BF16", ...); throws for packed GGML types (stored as U8).
+const char* safetensors_dtype_name(DType t);
+
+/// The parsed and validated header of a safetensors byte image (no data is touched).
+struct SafetensorsIndex {
+  std::vector<TensorInfo> tensors;           ///< in header order
+  std::map<std::string, std::string> metadata;  ///< "__metadata__" (string values only)
+  uint64_t header_bytes = 0;                 ///< N of the 8-byte prefix
+  uint64_t data_offset = 0;                  ///< 8 + N
+};
+
+/// Validates a whole safetensors image (`size` bytes at `data`); `source` names it in errors.
+/// This is the parser the reader and the fuzz target use.
+SafetensorsIndex parse_safetensors(const uint8_t* data, size_t size, const std::string& source);
+
+/// A read-only, memory-mapped safetensors file. Views stay valid while any copy is alive.
+class SafetensorsFile {
+ public:
+  static SafetensorsFile open(const std::string& path);
+
+  const std::string& path() const { return path_; }
+  const std::vector<TensorInfo>& tensors() const { return index_->tensors; }
+  const std::map<std::string, std::string>& metadata() const { return index_->metadata; }
+  uint64_t file_size() const;
+  /// nullptr when absent.
+  const TensorInfo* find(const std::string& name) const;
+  /// Throws kInvalidArgument naming the file when absent.
+  const TensorInfo& get(const std::string& name) const;
+  /// Pointer to the tensor's bytes inside the mapping (nbytes long).
+  const uint8_t* bytes(const TensorInfo& t) const;
+  /// Zero-copy host view (device -1, contiguous). Throws kUnsupported for safetensors dtypes
+  /// with no b12x DType (use bytes() for those).
+  TensorRef view(const std::string& name) const;
+
+ private:
+  struct Mapping;
+  std::string path_;
+  std::shared_ptr<Mapping> map_;
+  std::shared_ptr<SafetensorsIndex> index_;
+};
+
+/// Builds a safetensors file in memory and writes it atomically (temp file + rename).
+class SafetensorsWriter {
+ public:
+  /// Copies `nbytes` from `data`; nbytes must equal shape × element size.
+  void add(const std::string& name, const std::string& st_dtype, std::vector<int64_t> shape,
+           const void* data, size_t nbytes);
+  void add(const std::string& name, DType dtype, std::vector<int64_t> shape, const void* data,
+           size_t nbytes);
+  void set_metadata(const std::string& key, const std::string& value) { metadata_[key] = value; }
+  /// The serialized file image.
+  std::vector<uint8_t> serialize() const;
+  void write(const std::string& path) const;
+
+ private:
+  struct Entry {
+    std::string name, st_dtype;
+    std::vector<int64_t> shape;
+    std::vector<uint8_t> data;
+  };
+  std::vector<Entry> entries_;
+  std::map<std::string, std::string> metadata_;
+};
+
+/// All tensors of a checkpoint directory (every *.safetensors file; names must be unique).
+class CheckpointDir {
+ public:
+  static CheckpointDir open(const std::string& dir);
+  const std::string& dir() const { return dir_; }
+  const std::vector<SafetensorsFile>& files() const { return files_; }
+  /// (file index, tensor) for a name; nullptr when absent.
+  const TensorInfo* find(const std::string& name, const SafetensorsFile** file = nullptr) const;
+  std::vector<std::string> tensor_names() const;  ///< sorted
+
+ private:
+  std::string dir_;
+  std::vector<SafetensorsFile> files_;
+  std::map<std::string, std::pair<size_t, size_t>> by_name_;
+};
+
+// ---- quantization config ----------------------------------------------------------------------
+
+/// Quantization algorithm of one layer.
+enum class QuantAlgo : int32_t {
+  kNone = 0,        ///< unquantized (BF16/FP16 weights)
+  kFP8 = 1,         ///< per-tensor FP8 E4M3, static activation scale (ModelOpt FP8)
+  kFP8Block = 2,    ///< DeepSeek 128x128 block FP8, dynamic per-token-group activations
+  kMXFP8 = 3,       ///< E4M3 + UE8M0/32
+  kNVFP4 = 4,       ///< W4A4 NVFP4 (E2M1 + E4M3/16 + fp32 global)
+  kW4A16NVFP4 = 5,  ///< NVFP4 weights, BF16 activations
+  kMXFP4 = 6,       ///< E2M1 + UE8M0/32 (gpt-oss experts: BF16 activations; OCP-MX dense: W4A4)
+  kQ8_0 = 7,        ///< GGML Q8_0, 32 values / 34 bytes
+  kIQ2_XS = 8,      ///< GGML IQ2_XS, 256 values / 74 bytes
+  kIQ2_XXS = 9,     ///< GGML IQ2_XXS, 256 values / 66 bytes
+};
+const char* quant_algo_name(QuantAlgo a) noexcept;  ///< "NVFP4", "W4A16_NVFP4", "FP8_BLOCK", ...
+/// Parses a config spelling (case-insensitive: "NVFP4", "fp8", "W4A16_NVFP4", "Q8_0", ...);
+/// throws kInvalidArgument naming `where` and the supported set for anything else.
+QuantAlgo quant_algo_from_name(const std::string& name, const std::string& where);
+
+struct LayerQuant {
+  QuantAlgo algo = QuantAlgo::kNone;
+  int group_size = 0;            ///< values per scale block (16 NVFP4, 32 MX/Q8_0, 256 IQ2, 128 block FP8)
+  int block_payload_bytes = 0;   ///< GGML only (34 / 74 / 66)
+  bool ggml_packing = false;     ///< `packing: "ggml"`
+  int weight_block[2] = {0, 0};  ///< block FP8 [rows, cols]
+  bool dynamic_activation = false;
+  std::string matched;           ///< the config key that matched ("" for the global algo)
+  bool quantized() const { return algo != QuantAlgo::kNone; }
+};
+
+/// Fused modules: {"qkv_proj": ["q_proj", "k_proj", "v_proj"], "gate_up_proj": [...]} —
+/// vLLM's packed_modules_mapping.
+using PackedModules = std::map<std::string, std::vector<std::string>>;
+/// The mapping most HF decoder models use.
+const PackedModules& default_packed_modules();
+
+/// The quantization configuration of a checkpoint.
+class QuantConfig {
+ public:
+  /// Parses a config.json (`quantization_config`) or hf_quant_config.json (`quantization`) text.
+  /// A config without quantization yields method "none". `source` names the text in errors.
+  static QuantConfig from_json(const std::string& text, const std::string& source);
+  /// Reads DIR/config.json, and DIR/hf_quant_config.json when config.json has no
+  /// quantization_config (or does not exist).
+  static QuantConfig from_dir(const std::string& dir);
+
+  /// "none", "modelopt", "modelopt_mixed", "fp8", "fp8_block", "mxfp4".
+  const std::string& method() const { return method_; }
+  const LayerQuant& global() const { return global_; }
+  const std::map<std::string, LayerQuant>& quantized_layers() const { return layers_; }
+  const std::vector<std::string>& excluded() const { return exclude_; }
+  const std::string& kv_cache_algo() const { return kv_cache_; }
+  const std::string& source() const { return source_; }
+
+  /// How the layer with module prefix `prefix` ("model.layers.0.self_attn.qkv_proj",
+  /// "model.layers.3.mlp.experts") is quantized, resolved as vLLM does: exclusions, exact key,
+  /// fused shards via `packed` (all shards must agree), the experts parent prefix, the
+  /// qkv_proj/gate_up_proj shard fallback and `model.language_model.` <-> `language_model.model.`
+  /// aliasing. `is_moe` selects the experts rule of the gpt-oss MXFP4 method. Throws
+  /// kInvalidArgument for disagreeing shards and for quantized norm layers.
+  LayerQuant resolve(const std::string& prefix, bool is_moe = false,
+                     const PackedModules& packed = default_packed_modules()) const;
+
+  /// A normalized JSON description (for the C ABI, Python and `inspect`).
+  std::string to_json() const;
+
+ private:
+  std::string method_ = "none";
+  std::string source_;
+  LayerQuant global_;
+  std::map<std::string, LayerQuant> layers_;
+  std::vector<std::string> exclude_;
+  std::string kv_cache_;
+};
+
+/// True for module names of normalization layers (…norm, …layernorm, ln_f, …).
+bool is_norm_module(const std::string& prefix);
+/// fnmatch-style match ('*' any run, '?' one char) used by exclude lists.
+bool glob_match(const std::string& pattern, const std::string& text);
+
+}  // namespace b12x::checkpoint
