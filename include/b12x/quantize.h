@@ -12,12 +12,14 @@
 // grids (0 for NVFP4, 127 = 1.0 for MX), so outputs need no pre-fill.
 //
 // Numerics (bit-identical to b12x/reference/quantize.h; rules in src/gemm/quantize_rules.h):
-// - NVFP4: block of 16, SF = ue4m3_satfinite(gs * amax * (1/6)), q = e2m1(x * 1/(SF * (1/gs))),
-//   element 2i in the low nibble, -0 stored as +0; gs (device fp32[1]) uses the multiply
-//   convention (gs = 448*6/amax_tensor; vLLM passes 1/input_scale).
+// - NVFP4: block of 16, SF = ue4m3_satfinite((gs * amax) / 6), q = e2m1(x * (1 / (SF * (1/gs)))),
+//   correctly rounded divisions (formats/block.h), element 2i in the low nibble, -0 stored as +0;
+//   gs (device fp32[1]) uses the multiply convention (gs = 448*6/amax_tensor; vLLM passes
+//   1/input_scale). SF == 0 or gs == 0 gives zero values.
 // - MXFP8: block of 32, E8M0 = pow2-ceil(amax/448) (all-zero block: 127), q = e4m3(x * 2^(127-e)).
 // - MXFP4: block of 32, ceil rule E8M0 = ceil(log2(amax/6)) + 127 (never clips; all-zero: 127).
-// - FP8 1x128: s = amax/448 (fp32, multiplied back on dequantisation), q = e4m3(x / s).
+// - FP8 1x128: s = amax/448 (fp32, multiplied back on dequantisation), q = e4m3(x / s); an
+//   all-zero group stores s = 0 and q = 0.
 // - FP8 per tensor: q = e4m3_satfinite(x / scale), scale a device fp32[1].
 #pragma once
 

@@ -22,8 +22,8 @@ gemm::qcheck::Input device_input(const TensorRef& x, const char* op, int block) 
 
 /// A device fp32 scalar ([1] or 0-d).
 const float* device_scalar(const TensorRef& t, const char* op, const char* name, int device) {
-  check_defined(t, op, name);
   B12X_CHECK_ARG(t.data != nullptr, op, ": ", name, " is missing (expected fp32[1] on the device)");
+  check_defined(t, op, name);
   check_dtype(t, op, name, {DType::kFP32});
   B12X_CHECK_ARG(t.numel() == 1, op, ": ", name, " must hold exactly one fp32 value, got ",
                  t.describe());

@@ -29,20 +29,21 @@ void launch_quantize_mxfp8(const void* x, DType x_dtype, int64_t M, int64_t K, i
                            uint8_t* values, uint8_t* scale_rows, uint8_t* scale_swizzled,
                            Stream stream);
 
-/// FP8 E4M3 with one fp32 scale per 1x128 group: scale = amax/448, q = e4m3(x * (1/scale))
-/// (see formats/block.h for the exact rounding); values [M, K], scales [M, K/128] row-major.
+/// FP8 E4M3 with one fp32 scale per 1x128 group: scale = amax/448, q = e4m3(x / scale)
+/// (formats/block.h; an all-zero group stores scale 0); values [M, K], scales [M, K/128].
 void launch_quantize_fp8_group128(const void* x, DType x_dtype, int64_t M, int64_t K, int64_t ldx,
                                   uint8_t* values, float* scales, Stream stream);
 
 /// NVFP4: E2M1 pairs (element 2i in the low nibble), one UE4M3 scale per 16 values with the
 /// fp32 global scale `global_scale` (device fp32[1], multiply convention: the block scale stored
-/// is e4m3(amax/6 * gs)). packed: [M, K/2]; scale_swizzled: pad128(M) * pad4(K/16) bytes.
+/// is ue4m3((gs * amax) / 6), formats/block.h). packed: [M, K/2]; scale_swizzled:
+/// pad128(M) * pad4(K/16) bytes.
 void launch_quantize_nvfp4(const void* x, DType x_dtype, int64_t M, int64_t K, int64_t ldx,
                            const float* global_scale, uint8_t* packed, uint8_t* scale_swizzled,
                            Stream stream);
 
-/// MXFP4: E2M1 pairs, one E8M0 scale per 32 values; packed [M, K/2]; scale_swizzled
-/// pad128(M) * pad4(K/32) bytes.
+/// MXFP4: E2M1 pairs, one E8M0 scale per 32 values with the ceil rule (2^ceil(log2(amax/6)),
+/// never clips; all-zero block 127); packed [M, K/2]; scale_swizzled pad128(M) * pad4(K/32).
 void launch_quantize_mxfp4(const void* x, DType x_dtype, int64_t M, int64_t K, int64_t ldx,
                            uint8_t* packed, uint8_t* scale_swizzled, Stream stream);
 

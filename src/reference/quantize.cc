@@ -6,6 +6,7 @@
 #include <cstring>
 #include <vector>
 
+#include "formats/block.h"
 #include "formats/scalar.h"
 #include "formats/swizzle.h"
 #include "gemm/quantize_check.h"
@@ -23,10 +24,10 @@ float load(const TensorRef& x, int64_t r, int64_t k) {
   return x.dtype == DType::kBF16 ? fmt::bf16_bits_to_float(*p) : fmt::fp16_bits_to_float(*p);
 }
 
-/// Block amax as the kernels compute it: fmax over |x| (NaN ignored), starting from 0.
+/// Block amax (fmt::amax_update: |x| maximum, NaN ignored).
 float block_amax(const TensorRef& x, int64_t r, int64_t k0, int n) {
   float a = 0.f;
-  for (int j = 0; j < n; ++j) a = std::fmax(a, std::fabs(load(x, r, k0 + j)));
+  for (int j = 0; j < n; ++j) a = fmt::amax_update(a, load(x, r, k0 + j));
   return a;
 }
 
@@ -44,22 +45,21 @@ constexpr std::initializer_list<DType> kFp4Out = {DType::kUInt8, DType::kFP4E2M1
 constexpr std::initializer_list<DType> kE8M0Out = {DType::kUE8M0, DType::kUInt8};
 constexpr std::initializer_list<DType> kUE4M3Out = {DType::kUE4M3, DType::kFP8E4M3, DType::kUInt8};
 
-/// Shared body of the two FP4 formats: codes from `scale_code(amax)`, multiplier from `mul(code)`.
-template <class ScaleFn, class MulFn>
+/// Shared body of the two FP4 formats: the scale code from `scale_code(amax)`, each value from
+/// `encode(x, code)` (block.h's *_encode_value).
+template <class ScaleFn, class EncodeFn>
 void fp4_block_quant(const TensorRef& x, const Input& in, int block, uint8_t* packed,
-                     std::vector<uint8_t>& codes, ScaleFn scale_code, MulFn mul) {
+                     std::vector<uint8_t>& codes, ScaleFn scale_code, EncodeFn encode) {
   const int64_t cols = in.K / block;
   codes.assign(in.M * cols, 0);
   for (int64_t r = 0; r < in.M; ++r)
     for (int64_t c = 0; c < cols; ++c) {
       const uint8_t code = scale_code(block_amax(x, r, c * block, block));
       codes[r * cols + c] = code;
-      const float m = mul(code);
       for (int j = 0; j < block; j += 2) {
         const int64_t k = c * block + j;
         packed[r * (in.K / 2) + k / 2] =
-            fmt::pack_e2m1x2(fmt::float_to_e2m1_canonical(load(x, r, k) * m),
-                             fmt::float_to_e2m1_canonical(load(x, r, k + 1) * m));
+            fmt::pack_e2m1x2(encode(load(x, r, k), code), encode(load(x, r, k + 1), code));
       }
     }
 }
@@ -87,10 +87,9 @@ void quantize_mxfp8(const TensorRef& x, const TensorRef& values, const TensorRef
     for (int64_t c = 0; c < cols; ++c) {
       const uint8_t code = qr::mxfp8_scale_code(block_amax(x, r, c * 32, 32));
       codes[r * cols + c] = code;
-      const float m = qr::mx_value_multiplier(code);
       for (int j = 0; j < 32; ++j) {
         const int64_t k = c * 32 + j;
-        v[r * in.K + k] = fmt::float_to_e4m3_satfinite(load(x, r, k) * m);
+        v[r * in.K + k] = fmt::mxfp8_encode_value(load(x, r, k), code);
       }
     }
   if (scale_rows.data != nullptr) std::memcpy(scale_rows.data, codes.data(), codes.size());
@@ -112,7 +111,7 @@ void quantize_mxfp4(const TensorRef& x, const TensorRef& packed, const TensorRef
   fp4_block_quant(
       x, in, 32, static_cast<uint8_t*>(packed.data), codes,
       [](float a) { return qr::mxfp4_scale_code(a); },
-      [](uint8_t c) { return qr::mx_value_multiplier(c); });
+      [](float v, uint8_t c) { return fmt::mxfp4_encode_value(v, c); });
   write_swizzled(static_cast<uint8_t*>(scale_swizzled.data), codes, in.M, cols, fmt::kMxScalePad);
 }
 
@@ -130,7 +129,9 @@ void quantize_nvfp4(const TensorRef& x, float global_scale, const TensorRef& pac
   fp4_block_quant(
       x, in, 16, static_cast<uint8_t*>(packed.data), codes,
       [&](float a) { return qr::nvfp4_scale_code(a, global_scale); },
-      [&](uint8_t c) { return qr::nvfp4_value_multiplier(c, global_scale); });
+      [&](float v, uint8_t c) {
+        return fmt::nvfp4_encode_value(v, fmt::nvfp4_multiplier(c, global_scale));
+      });
   write_swizzled(static_cast<uint8_t*>(scale_swizzled.data), codes, in.M, cols,
                  fmt::kNvfp4ScalePad);
 }
@@ -142,7 +143,7 @@ void quantize_fp8_tensor(const TensorRef& x, float scale, const TensorRef& value
   auto* v = static_cast<uint8_t*>(values.data);
   for (int64_t r = 0; r < in.M; ++r)
     for (int64_t k = 0; k < in.K; ++k)
-      v[r * in.K + k] = fmt::float_to_e4m3_satfinite(qr::fp8_tensor_scaled(load(x, r, k), scale));
+      v[r * in.K + k] = fmt::fp8_encode_value(load(x, r, k), scale);
 }
 
 void quantize_fp8_group128(const TensorRef& x, const TensorRef& values, const TensorRef& scales) {
@@ -160,7 +161,7 @@ void quantize_fp8_group128(const TensorRef& x, const TensorRef& values, const Te
       s[r * cols + c] = sc;
       for (int j = 0; j < 128; ++j) {
         const int64_t k = c * 128 + j;
-        v[r * in.K + k] = fmt::float_to_e4m3_satfinite(qr::fp8_group_scaled(load(x, r, k), sc));
+        v[r * in.K + k] = fmt::fp8_encode_value(load(x, r, k), sc);
       }
     }
 }

@@ -90,7 +90,7 @@ __device__ __forceinline__ uint32_t e2m1x2(float lo, float hi) {
 struct ScaleOut {
   uint8_t code;  ///< stored scale byte (E8M0 / UE4M3); unused for fp32-scale formats
   float value;   ///< fp32 scale stored (group128) -- unused otherwise
-  float mul;     ///< per-value multiplier
+  float mul;     ///< per-value multiplier (NVFP4)
 };
 
 struct MxFp8Policy {
@@ -98,10 +98,9 @@ struct MxFp8Policy {
   static constexpr bool kFp4 = false;
   static constexpr uint8_t kPad = fmt::kMxScalePad;
   __device__ static ScaleOut scale(float amax, float) {
-    const uint8_t c = qrules::mxfp8_scale_code(amax);
-    return {c, 0.f, qrules::mx_value_multiplier(c)};
+    return {qrules::mxfp8_scale_code(amax), 0.f, 0.f};
   }
-  __device__ static float apply(float v, const ScaleOut& s) { return v * s.mul; }
+  __device__ static float apply(float v, const ScaleOut& s) { return qrules::mx_scaled(v, s.code); }
 };
 
 struct MxFp4Policy {
@@ -109,10 +108,9 @@ struct MxFp4Policy {
   static constexpr bool kFp4 = true;
   static constexpr uint8_t kPad = fmt::kMxScalePad;
   __device__ static ScaleOut scale(float amax, float) {
-    const uint8_t c = qrules::mxfp4_scale_code(amax);
-    return {c, 0.f, qrules::mx_value_multiplier(c)};
+    return {qrules::mxfp4_scale_code(amax), 0.f, 0.f};
   }
-  __device__ static float apply(float v, const ScaleOut& s) { return v * s.mul; }
+  __device__ static float apply(float v, const ScaleOut& s) { return qrules::mx_scaled(v, s.code); }
 };
 
 struct NvFp4Policy {
@@ -121,9 +119,11 @@ struct NvFp4Policy {
   static constexpr uint8_t kPad = fmt::kNvfp4ScalePad;
   __device__ static ScaleOut scale(float amax, float gs) {
     const uint8_t c = qrules::nvfp4_scale_code(amax, gs);
-    return {c, 0.f, qrules::nvfp4_value_multiplier(c, gs)};
+    return {c, 0.f, qrules::nvfp4_multiplier(c, gs)};
   }
-  __device__ static float apply(float v, const ScaleOut& s) { return v * s.mul; }
+  __device__ static float apply(float v, const ScaleOut& s) {
+    return qrules::nvfp4_scaled(v, s.mul);
+  }
 };
 
 struct Fp8Group128Policy {
@@ -134,7 +134,7 @@ struct Fp8Group128Policy {
     return {0, qrules::fp8_group_scale(amax), 0.f};
   }
   __device__ static float apply(float v, const ScaleOut& s) {
-    return qrules::fp8_group_scaled(v, s.value);
+    return qrules::fp8_scaled(v, s.value);
   }
 };
 
@@ -176,7 +176,7 @@ __global__ void __launch_bounds__(256) block_quant_kernel(const BlockQuantParams
     }
     float amax = 0.f;
 #pragma unroll
-    for (int j = 0; j < 8; ++j) amax = fmaxf(amax, fabsf(v[j]));
+    for (int j = 0; j < 8; ++j) amax = fmt::amax_update(amax, v[j]);
 #pragma unroll
     for (int o = kLanes / 2; o > 0; o >>= 1)
       amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, o));
@@ -267,7 +267,7 @@ __global__ void __launch_bounds__(256) tensor_fp8_kernel(const TensorFp8Params p
       float v[8];
       load8<kBF16>(src, true, v);
 #pragma unroll
-      for (int j = 0; j < 8; ++j) v[j] = qrules::fp8_tensor_scaled(v[j], scale);
+      for (int j = 0; j < 8; ++j) v[j] = qrules::fp8_scaled(v[j], scale);
       const uint32_t w0 = e4m3x2(v[0], v[1]) | (e4m3x2(v[2], v[3]) << 16);
       const uint32_t w1 = e4m3x2(v[4], v[5]) | (e4m3x2(v[6], v[7]) << 16);
       *reinterpret_cast<uint2*>(out) = make_uint2(w0, w1);
@@ -275,7 +275,7 @@ __global__ void __launch_bounds__(256) tensor_fp8_kernel(const TensorFp8Params p
       const int n = static_cast<int>(p.K - c * 8 < 8 ? p.K - c * 8 : 8);
       for (int j = 0; j < n; ++j) {
         const float f = in_to_float(__ldg(src + j), kBF16);
-        out[j] = static_cast<uint8_t>(e4m3x2(qrules::fp8_tensor_scaled(f, scale), 0.f) & 0xFFu);
+        out[j] = static_cast<uint8_t>(e4m3x2(qrules::fp8_scaled(f, scale), 0.f) & 0xFFu);
       }
     }
   }
