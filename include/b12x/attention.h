@@ -1,0 +1,145 @@
+// b12x: paged causal GQA attention (decode, verify, extend) over a paged KV cache, and the KV
+// append op that writes new K/V rows into that cache.
+//
+// Lifecycle (docs/DEVELOPING.md): plan_paged(caps) sizes ONE uint8 scratch buffer from
+// capacities; bind_paged(plan, scratch, args) checks shapes and does pointer arithmetic only;
+// run_paged(binding, stream) launches only. The live schedule (which request, row tile and KV
+// split each CTA serves) is derived on the device from cache_seqlens / cu_seqlens_q each launch,
+// so one plan + binding can be captured in a CUDA graph and replayed with new lengths and page
+// tables written in place into the same metadata buffers.
+//
+// Semantics (b12x-contract §4):
+//  - k_cache / v_cache: [num_pages, page_size, Hkv, D] views, head_dim contiguous, any other
+//    strides (16-byte aligned), e.g. the K and V planes of one [num_pages, 2, page, Hkv, D] cache.
+//  - page_table int32 [B, W]; cache_seqlens int32 [B] = KV length INCLUDING the new tokens;
+//    cu_seqlens_q int32 [B+1]; q [T, Hq, Dqk]; out [T, Hq, Dv]. Only page-table entries that
+//    cover a request's first cache_seqlens tokens are read.
+//  - Right-aligned causal mask: query row i of a request (q_len Lq, kv length Lk) sees key j iff
+//    j <= i + Lk - Lq; with window_left >= 0 also j >= i + Lk - Lq - window_left (inclusive).
+//  - sinks fp32 [Hq] (natural-log logit units) add exp(sink) to the softmax denominator only.
+//  - softmax scale Dqk^-0.5 unless softmax_scale > 0 is given.
+//  - FP8 E4M3 KV: k_descale / v_descale fp32 [B], [B, 1], [B, Hkv] or [1] (broadcast), required.
+//  - lse (optional) fp32 [T, Hq] (any strides): BASE-2 log-sum-exp of the scaled logits,
+//    including the sink.
+//  - Output rows of tokens at or beyond cu_seqlens_q[B] are not written.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "b12x/types.h"
+
+namespace b12x::attention {
+
+enum class Mode : int32_t {
+  kDecode = 0,  ///< one query token per request
+  kExtend = 1,  ///< prefill / chunked prefill with a cached prefix, any q_len per request
+  kVerify = 2,  ///< speculative verify: uniform q_len > 1 per request (T = B * q_len)
+};
+const char* mode_name(Mode m) noexcept;
+
+/// @brief Capacities a plan is built for. Every later bind must fit inside them.
+struct PagedCaps {
+  int device = 0;
+  Mode mode = Mode::kDecode;
+  DType q_dtype = DType::kBF16;   ///< q and out: bf16 or fp16
+  DType kv_dtype = DType::kBF16;  ///< bf16 (bf16 q), fp16 (fp16 q) or fp8_e4m3 (bf16 q)
+  int num_q_heads = 0;
+  int num_kv_heads = 0;
+  int head_dim_qk = 0;  ///< 64, 128, 192, 256
+  int head_dim_vo = 0;  ///< equal to head_dim_qk, or 128 with head_dim_qk 192
+  int page_size = 0;    ///< 16, 32, 64, 128 (any power of two in [16, 256])
+  int max_batch = 0;
+  int max_page_table_width = 0;  ///< W: pages per request the page table can hold
+  int max_total_q = 0;           ///< T capacity (decode: equals max_batch)
+  /// Largest number of KV splits per (request, row tile); 0 = automatic (from SM count and
+  /// capacities), 1 = never split. Split partials live in the scratch.
+  int max_splits = 0;
+  bool use_cuda_graph = false;  ///< informational: every plan is capture-safe
+};
+
+/// @brief A plan: the kernel variant, split policy and scratch layout for some capacities.
+struct PagedPlan {
+  PagedCaps caps;
+  int64_t scratch_bytes = 0;  ///< size of the ONE uint8 scratch buffer bind() needs
+  // ---- chosen by plan (read-only for callers) ----
+  int tile_rows = 0;       ///< packed (query token x head-in-group) rows per CTA
+  int tile_kv = 0;         ///< KV tokens per pipeline stage
+  int max_splits = 1;      ///< splits the scratch has room for
+  int min_split_kv = 0;    ///< smallest KV chunk a split serves
+  int sm_count = 0;
+  int arch = 0;            ///< 89, 90, 120, 121
+  int target_ctas = 0;     ///< CTAs that fill the device once (SMs x occupancy)
+  int split_limit = 1;     ///< most splits any bind may launch
+  int64_t partial_rows = 0;  ///< (split, token) rows of partials the scratch holds
+  int64_t off_tiles = 0, off_partial_o = 0, off_partial_lse = 0, off_lse = 0;
+  std::string kernel;      ///< kernel variant name (logging / diagnostics)
+  const void* impl = nullptr;  ///< internal: the chosen kernel variant
+
+  /// Splits a bind with `batch` requests of `q_len` rows launches automatically.
+  int auto_splits(int batch, int q_len) const;
+};
+
+/// @brief Plan from capacities (host only; refuses to run while `stream` is capturing).
+PagedPlan plan_paged(const PagedCaps& caps, Stream stream = nullptr);
+
+/// @brief Tensors and options of one call.
+struct PagedArgs {
+  TensorRef q, k_cache, v_cache, out;
+  TensorRef page_table, cache_seqlens, cu_seqlens_q;
+  TensorRef k_descale, v_descale;  ///< optional (required for FP8 KV)
+  TensorRef sinks;                 ///< optional fp32 [Hq]
+  TensorRef lse;                   ///< optional fp32 [T, Hq]
+  int window_left = -1;
+  float softmax_scale = 0.f;  ///< <= 0: Dqk^-0.5
+  int num_splits = 0;         ///< 0 = automatic, 1 = no split, n = at most n splits
+};
+
+/// @brief Everything a launch needs: raw pointers, strides and sizes (no ownership).
+struct PagedBinding {
+  PagedPlan plan;
+  // tensors
+  const void* q = nullptr;
+  const void* k_cache = nullptr;
+  const void* v_cache = nullptr;
+  void* out = nullptr;
+  const int32_t* page_table = nullptr;
+  const int32_t* cache_seqlens = nullptr;
+  const int32_t* cu_seqlens_q = nullptr;
+  const float* k_descale = nullptr;
+  const float* v_descale = nullptr;
+  const float* sinks = nullptr;
+  float* lse = nullptr;
+  uint8_t* scratch = nullptr;
+  // strides in elements
+  int64_t q_stride_t = 0, q_stride_h = 0;
+  int64_t o_stride_t = 0, o_stride_h = 0;
+  int64_t k_stride_page = 0, k_stride_tok = 0, k_stride_head = 0;
+  int64_t v_stride_page = 0, v_stride_tok = 0, v_stride_head = 0;
+  int64_t pt_stride = 0;
+  int64_t kd_stride_b = 0, kd_stride_h = 0, vd_stride_b = 0, vd_stride_h = 0;
+  int64_t lse_stride_t = 0, lse_stride_h = 0;
+  // sizes
+  int batch = 0, total_q = 0, q_len = 0;  ///< q_len: uniform q_len (decode 1, verify T/B)
+  int num_pages = 0;
+  int window_left = -1;
+  float softmax_scale = 0.f;
+  int num_splits = 1;       ///< splits launched (grid z)
+  int num_row_tiles = 0;    ///< grid x bound
+};
+
+/// @brief Check `args` against the plan and the scratch; pointer arithmetic only.
+PagedBinding bind_paged(const PagedPlan& plan, const TensorRef& scratch, const PagedArgs& args);
+
+/// @brief Launch (capture-safe: no allocation, no host sync, no host read of device data).
+void run_paged(const PagedBinding& binding, Stream stream);
+
+/// @brief Writes new K/V rows into the cache: k/v [T, Hkv, D] (bf16/fp16), slot_mapping int64
+/// [T] (page * page_size + offset; negative slots are skipped, like vLLM padding). For an FP8
+/// cache k_scale / v_scale fp32 [1] are required and the stored value is x / scale (RNE,
+/// saturating to +-448); for a bf16/fp16 cache the dtype of k/v must match the cache.
+void append_kv(const TensorRef& k, const TensorRef& v, const TensorRef& k_cache,
+               const TensorRef& v_cache, const TensorRef& slot_mapping, const TensorRef& k_scale,
+               const TensorRef& v_scale, Stream stream);
+
+}  // namespace b12x::attention

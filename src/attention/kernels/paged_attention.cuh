@@ -1,0 +1,621 @@
+// Paged causal GQA attention (FA2 style on mma.sync m16n8k16, runs on SM89, SM90 and SM12x).
+//
+// One CTA serves one (request, row tile, KV head, KV split). A row tile packs `tile_rows` rows of
+// (query token, q head of this KV head's group): packed row p -> token p / group, head
+// kvh * group + p % group, so a decode step of a GQA group fills the MMA's 16 rows.
+// Warps are arranged WM x WN: WM warps split the packed rows (16 each), WN warps split each KV
+// tile along the tokens, each with its own online-softmax state, merged through shared memory at
+// the end (the decode shape: WM = 1, WN = 4).
+//
+// K/V tiles of BN tokens stream through a cp.async ring of kStages stages. Every token row is
+// located through the page table on its own (64-bit offsets), so tiles need not align with pages.
+// Rows beyond the split's range are zero-filled (cp.async src-size 0): a masked P (0) times a
+// stale V (maybe NaN) would otherwise poison the output.
+// FP8 E4M3 KV is staged raw and converted into one bf16 tile per step (exact: every e4m3 value
+// is a bf16); k_descale folds into the softmax scale and v_descale into the final normalisation.
+//
+// Shared-memory tiles of 16-bit values are stored with 16-byte chunks XOR-swizzled by (row & 7),
+// so the 8 row addresses of every ldmatrix phase hit 8 different bank groups.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+#include <type_traits>
+
+#include "attention/paged_params.h"
+
+namespace b12x::attention::detail {
+
+constexpr float kLog2e = 1.4426950408889634f;
+
+// ---------------------------------------------------------------- tile configuration ---------
+template <int kDqk_, int kDv_, bool kDecode, bool kFp8_>
+struct TileCfg {
+  static constexpr int kDqk = kDqk_, kDv = kDv_;
+  static constexpr bool kFp8 = kFp8_;
+  static constexpr int kBN = (kDqk > 128 || kDv > 128) ? 32 : 64;
+  static constexpr int kWM = kDecode ? 1 : 4;
+  static constexpr int kWN = kDecode ? kBN / 16 : 1;
+  static constexpr int kStages = (kDecode && kFp8) ? 3 : 2;
+  static constexpr int kThreads = kWM * kWN * 32;
+  static constexpr int kBM = 16 * kWM;
+  static constexpr int kKvBytes = kFp8 ? 1 : 2;
+  static constexpr int kQBytes = kBM * kDqk * 2;
+  static constexpr int kStageBytes = kBN * (kDqk + kDv) * kKvBytes;
+  static constexpr int kConvBytes = kFp8 ? kBN * (kDqk + kDv) * 2 : 0;
+  static constexpr int kMergeBytes = kWN > 1 ? kWN * (kBM * kDv * 4 + 2 * kBM * 4) : 0;
+  static constexpr int kRingBytes = kStages * kStageBytes;
+  static constexpr int kSmemBytes =
+      kQBytes + kConvBytes + (kRingBytes > kMergeBytes ? kRingBytes : kMergeBytes);
+  static_assert(kSmemBytes <= 101376, "paged attention tile exceeds the SM12x 99 KB smem limit");
+  static_assert((kBN / kWN) % 16 == 0, "each warp needs whole 16-token MMA K steps");
+};
+
+// ---------------------------------------------------------------- PTX helpers ----------------
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
+  const int n = valid ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+template <typename T>
+__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                         uint32_t b1) {
+  if constexpr (sizeof(T) == 2 && std::is_same_v<T, __nv_bfloat16>) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  uint32_t r;
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    r = *reinterpret_cast<uint32_t*>(&v);
+  } else {
+    __half2 v = __floats2half2_rn(lo, hi);
+    r = *reinterpret_cast<uint32_t*>(&v);
+  }
+  return r;
+}
+
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+/// Two e4m3 bytes (low byte = lower element) -> bf16x2, exact.
+__device__ __forceinline__ uint32_t e4m3x2_to_bf16x2(uint16_t v) {
+  uint32_t h;
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;\n" : "=r"(h) : "h"(v));
+  __half2 hh = *reinterpret_cast<__half2*>(&h);
+  float2 f = __half22float2(hh);
+  __nv_bfloat162 b = __floats2bfloat162_rn(f.x, f.y);
+  return *reinterpret_cast<uint32_t*>(&b);
+}
+
+/// Byte offset of 16-byte chunk `chunk` of row `row` in a swizzled tile of `row_bytes` rows.
+__device__ __forceinline__ uint32_t swz(int row, int chunk, int row_bytes) {
+  return static_cast<uint32_t>(row * row_bytes + ((chunk ^ (row & 7)) << 4));
+}
+
+// ---------------------------------------------------------------- schedule -------------------
+struct Work {
+  int b, tile, q0, qlen, lk;
+};
+
+/// Maps a grid x index to (request, row tile). Returns false when the tile has no live rows.
+__device__ __forceinline__ bool find_work(const PagedParams& p, int x, Work& w) {
+  int b;
+  if (p.tiles_per_req > 0) {
+    b = x / p.tiles_per_req;
+    if (b >= p.batch) return false;
+    w.tile = x - b * p.tiles_per_req;
+  } else {
+    if (x >= p.tile_start[p.batch]) return false;
+    int lo = 0, hi = p.batch - 1;  // largest b with tile_start[b] <= x
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) >> 1;
+      if (p.tile_start[mid] <= x) lo = mid; else hi = mid - 1;
+    }
+    b = lo;
+    w.tile = x - p.tile_start[b];
+  }
+  w.b = b;
+  w.q0 = p.cu_q[b];
+  w.qlen = p.cu_q[b + 1] - w.q0;
+  w.lk = p.seqlens[b];
+  return w.tile * p.tile_rows < w.qlen * p.group;
+}
+
+/// KV range [lo, hi) a row tile may see (causal, window) and its split into chunks.
+struct KvRange {
+  int lo, hi, chunk, ns;
+};
+__device__ __forceinline__ KvRange kv_range(const PagedParams& p, int tile, int qlen, int lk) {
+  const int rows0 = tile * p.tile_rows;
+  const int qi_min = rows0 / p.group;
+  const int qi_max = min(qlen - 1, (rows0 + p.tile_rows - 1) / p.group);
+  const int off = lk - qlen;
+  KvRange r;
+  r.hi = max(0, min(lk, qi_max + off + 1));
+  r.lo = p.window_left >= 0 ? max(0, qi_min + off - p.window_left) : 0;
+  if (r.hi < r.lo) r.hi = r.lo;
+  const int n = r.hi - r.lo;
+  int chunk = (n + p.num_splits - 1) / p.num_splits;
+  chunk = max(chunk, p.min_chunk);
+  chunk = (chunk + p.tile_kv - 1) / p.tile_kv * p.tile_kv;
+  r.chunk = chunk;
+  r.ns = n > 0 ? (n + chunk - 1) / chunk : 1;
+  return r;
+}
+
+__device__ __forceinline__ float load_scale(const float* s, int64_t sb, int64_t sh, int b, int h) {
+  return s ? s[b * sb + h * sh] : 1.f;
+}
+
+// ---------------------------------------------------------------- main kernel ----------------
+template <typename T, typename Cfg>
+__global__ void __launch_bounds__(Cfg::kThreads)
+    paged_attention_kernel(const __grid_constant__ PagedParams p) {
+  constexpr int kDqk = Cfg::kDqk, kDv = Cfg::kDv, kBN = Cfg::kBN, kBM = Cfg::kBM;
+  constexpr int kWM = Cfg::kWM, kWN = Cfg::kWN, kStages = Cfg::kStages;
+  constexpr int kThreads = Cfg::kThreads;
+  constexpr bool kFp8 = Cfg::kFp8;
+  constexpr int kNT = kBN / kWN;  // tokens per warp per tile
+  constexpr int kQRow = kDqk * 2, kKRow = kDqk * 2, kVRow = kDv * 2;  // bf16 tile row bytes
+
+  extern __shared__ __align__(128) uint8_t smem[];
+  uint8_t* sQ = smem;
+  uint8_t* sConv = smem + Cfg::kQBytes;                  // fp8 only: bf16 K then V tile
+  uint8_t* sRing = smem + Cfg::kQBytes + Cfg::kConvBytes;  // stages (and the merge area)
+
+  Work w;
+  if (!find_work(p, blockIdx.x, w)) return;
+  const int kvh = blockIdx.y;
+  const int split = blockIdx.z;
+  const KvRange range = kv_range(p, w.tile, w.qlen, w.lk);
+  if (split >= range.ns) return;
+  const int kv_begin = range.lo + split * range.chunk;
+  const int kv_end = min(range.hi, kv_begin + range.chunk);
+  const int n_tiles = (kv_end - kv_begin + kBN - 1) / kBN;  // may be 0 (empty range)
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int wm = warp % kWM, wn = warp / kWM;
+  const int g = lane >> 2, t4 = lane & 3;
+  const int off_diag = w.lk - w.qlen;
+  const int rows0 = w.tile * kBM;
+
+  // ---- Q tile (rows beyond the request or group are zero) -> swizzled smem ----
+  {
+    const T* q = static_cast<const T*>(p.q);
+    constexpr int kCpr = kDqk / 8;
+    for (int i = tid; i < kBM * kCpr; i += kThreads) {
+      const int r = i / kCpr, c = i % kCpr;
+      const int pr = rows0 + r;
+      const int qi = pr / p.group;
+      const bool valid = qi < w.qlen;
+      const int h = kvh * p.group + (pr - qi * p.group);
+      const T* src = valid ? q + (int64_t)(w.q0 + qi) * p.q_st + (int64_t)h * p.q_sh + c * 8 : q;
+      cp_async16(smem_u32(sQ + swz(r, c, kQRow)), src, valid);
+    }
+  }
+
+  // ---- K/V tile loader ----
+  const int32_t* table = p.page_table + (int64_t)w.b * p.pt_stride;
+  const uint8_t* kbase = static_cast<const uint8_t*>(p.k);
+  const uint8_t* vbase = static_cast<const uint8_t*>(p.v);
+  const int64_t koff_h = (int64_t)kvh * p.k_sh * Cfg::kKvBytes;
+  const int64_t voff_h = (int64_t)kvh * p.v_sh * Cfg::kKvBytes;
+  const int page_mask = (1 << p.page_shift) - 1;
+  auto load_tile = [&](int it, int stage) {
+    uint8_t* sk = sRing + stage * Cfg::kStageBytes;
+    uint8_t* sv = sk + kBN * kDqk * Cfg::kKvBytes;
+    const int kv0 = kv_begin + it * kBN;
+    constexpr int kKc = kDqk * Cfg::kKvBytes / 16, kVc = kDv * Cfg::kKvBytes / 16;
+    for (int i = tid; i < kBN * (kKc + kVc); i += kThreads) {
+      const bool is_k = i < kBN * kKc;
+      const int ii = is_k ? i : i - kBN * kKc;
+      const int cpr = is_k ? kKc : kVc;
+      const int j = ii / cpr, c = ii % cpr;
+      const int pos = kv0 + j;
+      const bool valid = pos < kv_end;
+      const uint8_t* src = is_k ? kbase : vbase;
+      if (valid) {
+        const int64_t page = table[pos >> p.page_shift];
+        const int64_t in_page = pos & page_mask;
+        src += is_k ? (page * p.k_sp + in_page * p.k_st) * Cfg::kKvBytes + koff_h
+                    : (page * p.v_sp + in_page * p.v_st) * Cfg::kKvBytes + voff_h;
+        src += c * 16;
+      }
+      uint32_t dst;
+      if constexpr (kFp8) {
+        dst = smem_u32((is_k ? sk : sv) + j * (cpr * 16) + c * 16);
+      } else {
+        dst = smem_u32((is_k ? sk : sv) + swz(j, c, cpr * 16));
+      }
+      cp_async16(dst, src, valid);
+    }
+  };
+
+  // Q and the first kStages-1 tiles.
+  load_tile(0, 0);  // tile 0 always issued (zero-filled when the range is empty)
+  cp_async_commit();
+#pragma unroll
+  for (int s = 1; s < kStages - 1; ++s) {
+    if (s < n_tiles) load_tile(s, s);
+    cp_async_commit();
+  }
+
+  float o[kDv / 8][4];
+#pragma unroll
+  for (int i = 0; i < kDv / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+  float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};
+
+  const float kdesc = load_scale(p.k_descale, p.kd_sb, p.kd_sh, w.b, kvh);
+  const float scale = p.scale_log2 * kdesc;
+
+  // Query positions of this lane's two rows (for the causal / window mask).
+  int row_qi[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) row_qi[r] = (rows0 + wm * 16 + g + 8 * r) / p.group;
+  const int tile_qi_min = rows0 / p.group;
+  const int tile_qi_max = min(w.qlen - 1, (rows0 + kBM - 1) / p.group);
+
+  for (int it = 0; it < n_tiles; ++it) {
+    cp_async_wait<kStages - 2>();
+    __syncthreads();
+    {
+      const int nx = it + kStages - 1;
+      if (nx < n_tiles) load_tile(nx, nx % kStages);
+      cp_async_commit();
+    }
+    const uint8_t* sK;
+    const uint8_t* sV;
+    if constexpr (kFp8) {
+      const uint8_t* rk = sRing + (it % kStages) * Cfg::kStageBytes;
+      const uint8_t* rv = rk + kBN * kDqk;
+      uint8_t* ck = sConv;
+      uint8_t* cv = sConv + kBN * kDqk * 2;
+      constexpr int kKc = kDqk / 16, kVc = kDv / 16;
+      for (int i = tid; i < kBN * (kKc + kVc); i += kThreads) {
+        const bool is_k = i < kBN * kKc;
+        const int ii = is_k ? i : i - kBN * kKc;
+        const int cpr = is_k ? kKc : kVc;
+        const int j = ii / cpr, c = ii % cpr;
+        const uint4 raw = *reinterpret_cast<const uint4*>((is_k ? rk : rv) + j * cpr * 16 + c * 16);
+        const uint32_t wds[4] = {raw.x, raw.y, raw.z, raw.w};
+        uint32_t outw[8];
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          outw[2 * q] = e4m3x2_to_bf16x2(static_cast<uint16_t>(wds[q] & 0xFFFFu));
+          outw[2 * q + 1] = e4m3x2_to_bf16x2(static_cast<uint16_t>(wds[q] >> 16));
+        }
+        uint8_t* base = is_k ? ck : cv;
+        const int rb = cpr * 32;
+        *reinterpret_cast<uint4*>(base + swz(j, 2 * c, rb)) = make_uint4(outw[0], outw[1], outw[2], outw[3]);
+        *reinterpret_cast<uint4*>(base + swz(j, 2 * c + 1, rb)) = make_uint4(outw[4], outw[5], outw[6], outw[7]);
+      }
+      __syncthreads();
+      sK = ck;
+      sV = cv;
+    } else {
+      sK = sRing + (it % kStages) * Cfg::kStageBytes;
+      sV = sK + kBN * kDqk * 2;
+    }
+
+    // ---- S = Q K^T for this warp's 16 rows x kNT tokens ----
+    const int tok0 = wn * kNT;
+    float s[kNT / 8][4];
+#pragma unroll
+    for (int i = 0; i < kNT / 8; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
+#pragma unroll
+    for (int kb = 0; kb < kDqk / 16; ++kb) {
+      uint32_t a[4];
+      ldmatrix_x4(a, smem_u32(sQ + swz(wm * 16 + (lane & 15), kb * 2 + (lane >> 4), kQRow)));
+#pragma unroll
+      for (int nb2 = 0; nb2 < kNT / 16; ++nb2) {
+        uint32_t bf[4];
+        ldmatrix_x4(bf, smem_u32(sK + swz(tok0 + nb2 * 16 + ((lane >> 4) << 3) + (lane & 7),
+                                          kb * 2 + ((lane >> 3) & 1), kKRow)));
+        mma16816<T>(s[2 * nb2], a, bf[0], bf[1]);
+        mma16816<T>(s[2 * nb2 + 1], a, bf[2], bf[3]);
+      }
+    }
+
+    // ---- mask: range end, causal diagonal, window start ----
+    const int kv0 = kv_begin + it * kBN;
+    const bool need_mask = (kv0 + kBN > kv_end) || (kv0 + kBN - 1 > tile_qi_min + off_diag) ||
+                           (p.window_left >= 0 && kv0 < tile_qi_max + off_diag - p.window_left);
+    if (need_mask) {
+#pragma unroll
+      for (int nb = 0; nb < kNT / 8; ++nb) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int pos = kv0 + tok0 + nb * 8 + 2 * t4 + (e & 1);
+          const int qi = row_qi[e >> 1];
+          const int diag = qi + off_diag;
+          const bool ok = pos < kv_end && pos <= diag &&
+                          (p.window_left < 0 || pos >= diag - p.window_left);
+          if (!ok) s[nb][e] = -INFINITY;
+        }
+      }
+    }
+
+    // ---- online softmax (base 2) ----
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float mx = -INFINITY;
+#pragma unroll
+      for (int nb = 0; nb < kNT / 8; ++nb) mx = fmaxf(mx, fmaxf(s[nb][2 * r], s[nb][2 * r + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float m_new = fmaxf(m_run[r], mx * scale);
+      const float m_use = m_new == -INFINITY ? 0.f : m_new;
+      const float alpha = fast_exp2(m_run[r] - m_use);
+      m_run[r] = m_new;
+      l_run[r] *= alpha;
+#pragma unroll
+      for (int db = 0; db < kDv / 8; ++db) {
+        o[db][2 * r] *= alpha;
+        o[db][2 * r + 1] *= alpha;
+      }
+      float sum = 0.f;
+#pragma unroll
+      for (int nb = 0; nb < kNT / 8; ++nb) {
+        s[nb][2 * r] = fast_exp2(fmaf(s[nb][2 * r], scale, -m_use));
+        s[nb][2 * r + 1] = fast_exp2(fmaf(s[nb][2 * r + 1], scale, -m_use));
+        sum += s[nb][2 * r] + s[nb][2 * r + 1];
+      }
+      l_run[r] += sum;
+    }
+
+    // ---- O += P V ----
+#pragma unroll
+    for (int kk = 0; kk < kNT / 16; ++kk) {
+      uint32_t pa[4];
+      pa[0] = pack2<T>(s[2 * kk][0], s[2 * kk][1]);
+      pa[1] = pack2<T>(s[2 * kk][2], s[2 * kk][3]);
+      pa[2] = pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+      pa[3] = pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+#pragma unroll
+      for (int db2 = 0; db2 < kDv / 16; ++db2) {
+        uint32_t bf[4];
+        ldmatrix_x4_trans(bf, smem_u32(sV + swz(tok0 + kk * 16 + (((lane >> 3) & 1) << 3) + (lane & 7),
+                                                db2 * 2 + (lane >> 4), kVRow)));
+        mma16816<T>(o[2 * db2], pa, bf[0], bf[1]);
+        mma16816<T>(o[2 * db2 + 1], pa, bf[2], bf[3]);
+      }
+    }
+  }
+  cp_async_wait<0>();
+
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 1);
+    l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 2);
+  }
+
+  // ---- merge the WN warp states of each row block through shared memory ----
+  if constexpr (kWN > 1) {
+    __syncthreads();  // everyone is done with the ring
+    float* sm_m = reinterpret_cast<float*>(sRing);
+    float* sm_l = sm_m + kWN * kBM;
+    float* sm_o = sm_l + kWN * kBM;
+    if (t4 == 0) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        sm_m[wn * kBM + wm * 16 + g + 8 * r] = m_run[r];
+        sm_l[wn * kBM + wm * 16 + g + 8 * r] = l_run[r];
+      }
+    }
+    __syncthreads();
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int row = wm * 16 + g + 8 * r;
+      float mm = -INFINITY;
+#pragma unroll
+      for (int x = 0; x < kWN; ++x) mm = fmaxf(mm, sm_m[x * kBM + row]);
+      const float m_use = mm == -INFINITY ? 0.f : mm;
+      float ll = 0.f;
+#pragma unroll
+      for (int x = 0; x < kWN; ++x) ll += sm_l[x * kBM + row] * fast_exp2(sm_m[x * kBM + row] - m_use);
+      const float mine = fast_exp2(m_run[r] - m_use);
+#pragma unroll
+      for (int db = 0; db < kDv / 8; ++db) {
+        o[db][2 * r] *= mine;
+        o[db][2 * r + 1] *= mine;
+      }
+      m_run[r] = mm;
+      l_run[r] = ll;
+    }
+    // fragment-ordered partial O of warps wn > 0
+    float* my = sm_o + ((wn * kWM + wm) * (kDv / 8) * 4) * 32;
+    if (wn > 0) {
+#pragma unroll
+      for (int db = 0; db < kDv / 8; ++db)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) my[(db * 4 + e) * 32 + lane] = o[db][e];
+    }
+    __syncthreads();
+    if (wn > 0) return;
+#pragma unroll
+    for (int x = 1; x < kWN; ++x) {
+      const float* other = sm_o + ((x * kWM + wm) * (kDv / 8) * 4) * 32;
+#pragma unroll
+      for (int db = 0; db < kDv / 8; ++db)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) o[db][e] += other[(db * 4 + e) * 32 + lane];
+    }
+  }
+
+  // ---- epilogue: final output (single split) or normalised partial + LSE ----
+  const float vdesc = load_scale(p.v_descale, p.vd_sb, p.vd_sh, w.b, kvh);
+  const bool final_out = range.ns == 1;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int pr = rows0 + wm * 16 + g + 8 * r;
+    const int qi = pr / p.group;
+    if (qi >= w.qlen) continue;
+    const int h = kvh * p.group + (pr - qi * p.group);
+    const int tok = w.q0 + qi;
+    float mm = m_run[r], ll = l_run[r];
+    float rescale = 1.f;
+    if (final_out && p.sinks != nullptr) {
+      const float sl2 = p.sinks[h] * kLog2e;
+      const float mn = fmaxf(mm, sl2);
+      rescale = fast_exp2(mm - mn);  // 0 when there was no key
+      ll = ll * rescale + fast_exp2(sl2 - mn);
+      mm = mn;
+    }
+    const float factor = ll > 0.f ? rescale * vdesc / ll : 0.f;
+    const float lse = ll > 0.f ? mm + __log2f(ll) : -INFINITY;
+    if (final_out) {
+      T* out = static_cast<T*>(p.out) + (int64_t)tok * p.o_st + (int64_t)h * p.o_sh;
+#pragma unroll
+      for (int db = 0; db < kDv / 8; ++db)
+        *reinterpret_cast<uint32_t*>(out + db * 8 + 2 * t4) =
+            pack2<T>(o[db][2 * r] * factor, o[db][2 * r + 1] * factor);
+      if (p.lse != nullptr && t4 == 0) p.lse[(int64_t)tok * p.lse_st + (int64_t)h * p.lse_sh] = lse;
+    } else {
+      const int64_t row = ((int64_t)split * p.total_q + tok) * p.num_q_heads + h;
+      float* po = p.part_o + row * kDv;
+#pragma unroll
+      for (int db = 0; db < kDv / 8; ++db)
+        *reinterpret_cast<float2*>(po + db * 8 + 2 * t4) =
+            make_float2(o[db][2 * r] * factor, o[db][2 * r + 1] * factor);
+      if (t4 == 0) p.part_lse[row] = lse;
+    }
+  }
+}
+
+// ---------------------------------------------------------------- merge ----------------------
+/// Folds the normalised split partials of each (token, head) with their base-2 LSEs (and the
+/// sink as one extra state with no value row). Rows whose tile had a single split were written
+/// by the main kernel and are skipped.
+template <typename T, int kDv>
+__global__ void __launch_bounds__(128) paged_merge_kernel(const __grid_constant__ PagedParams p) {
+  const int tok = blockIdx.x;
+  if (tok >= p.cu_q[p.batch]) return;
+  int lo = 0, hi = p.batch - 1;  // request of this token: largest b with cu_q[b] <= tok
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) >> 1;
+    if (p.cu_q[mid] <= tok) lo = mid; else hi = mid - 1;
+  }
+  const int b = lo;
+  const int q0 = p.cu_q[b];
+  const int qlen = p.cu_q[b + 1] - q0;
+  if (tok - q0 >= qlen) return;
+  const int qi = tok - q0;
+  const int lk = p.seqlens[b];
+  constexpr int kVec = kDv / 4;  // float4 per head row
+  for (int i = threadIdx.x; i < p.num_q_heads * kVec; i += blockDim.x) {
+    const int h = i / kVec, c = i % kVec;
+    const int pr = qi * p.group + h % p.group;
+    const KvRange range = kv_range(p, pr / p.tile_rows, qlen, lk);
+    if (range.ns <= 1) continue;
+    const int64_t stride_split = (int64_t)p.total_q * p.num_q_heads;
+    const int64_t row0 = (int64_t)tok * p.num_q_heads + h;
+    float mm = -INFINITY;
+    for (int s = 0; s < range.ns; ++s) mm = fmaxf(mm, p.part_lse[s * stride_split + row0]);
+    if (p.sinks != nullptr) mm = fmaxf(mm, p.sinks[h] * kLog2e);
+    const float m_use = mm == -INFINITY ? 0.f : mm;
+    float wsum = p.sinks != nullptr ? exp2f(p.sinks[h] * kLog2e - m_use) : 0.f;
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int s = 0; s < range.ns; ++s) {
+      const float ws = exp2f(p.part_lse[s * stride_split + row0] - m_use);
+      wsum += ws;
+      if (ws > 0.f) {
+        const float4 v = *reinterpret_cast<const float4*>(p.part_o + (s * stride_split + row0) * kDv + c * 4);
+        acc.x += ws * v.x;
+        acc.y += ws * v.y;
+        acc.z += ws * v.z;
+        acc.w += ws * v.w;
+      }
+    }
+    const float inv = wsum > 0.f ? 1.f / wsum : 0.f;
+    T* out = static_cast<T*>(p.out) + (int64_t)tok * p.o_st + (int64_t)h * p.o_sh + c * 4;
+    const uint32_t lo2 = pack2<T>(acc.x * inv, acc.y * inv), hi2 = pack2<T>(acc.z * inv, acc.w * inv);
+    *reinterpret_cast<uint2*>(out) = make_uint2(lo2, hi2);
+    if (p.lse != nullptr && c == 0)
+      p.lse[(int64_t)tok * p.lse_st + (int64_t)h * p.lse_sh] = wsum > 0.f ? mm + log2f(wsum) : -INFINITY;
+  }
+}
+
+// ---------------------------------------------------------------- scheduler ------------------
+/// Extend: row tiles per request (ceil(q_len * group / BM)) and their prefix, rebuilt on the
+/// device from cu_seqlens_q each launch. One block.
+template <int kUnused = 0>
+__global__ void __launch_bounds__(1024) paged_schedule_kernel(const __grid_constant__ PagedParams p) {
+  __shared__ int warp_sums[32];
+  __shared__ int carry;
+  if (threadIdx.x == 0) carry = 0;
+  __syncthreads();
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  for (int base = 0; base < p.batch; base += blockDim.x) {
+    const int b = base + threadIdx.x;
+    int n = 0;
+    if (b < p.batch) {
+      const int qlen = max(0, p.cu_q[b + 1] - p.cu_q[b]);
+      n = (qlen * p.group + p.tile_rows - 1) / p.tile_rows;
+    }
+    int x = n;  // inclusive warp scan
+#pragma unroll
+    for (int d = 1; d < 32; d <<= 1) {
+      const int y = __shfl_up_sync(0xffffffffu, x, d);
+      if (lane >= d) x += y;
+    }
+    if (lane == 31) warp_sums[warp] = x;
+    __syncthreads();
+    if (warp == 0) {
+      int v = lane < (int)(blockDim.x >> 5) ? warp_sums[lane] : 0;
+#pragma unroll
+      for (int d = 1; d < 32; d <<= 1) {
+        const int y = __shfl_up_sync(0xffffffffu, v, d);
+        if (lane >= d) v += y;
+      }
+      warp_sums[lane] = v;  // inclusive prefix of warp totals
+    }
+    __syncthreads();
+    const int excl = carry + (warp > 0 ? warp_sums[warp - 1] : 0) + x - n;
+    if (b < p.batch) p.tile_start[b] = excl;
+    __syncthreads();
+    if (threadIdx.x == 0) carry += warp_sums[(blockDim.x >> 5) - 1];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) p.tile_start[p.batch] = carry;
+}
+
+}  // namespace b12x::attention::detail

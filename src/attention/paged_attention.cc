@@ -1,0 +1,376 @@
+// Paged attention host side: capacity planning, binding (checks + pointer arithmetic) and the
+// capture-safe launch sequence (scheduler for extend, main kernel, split merge).
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <mutex>
+#include <vector>
+
+#include "attention/paged_kernels.h"
+#include "attention/paged_params.h"
+#include "attention/paged_validate.h"
+#include "b12x/attention.h"
+#include "b12x/runtime.h"
+#include "b12x/status.h"
+#include "core/cuda_check.h"
+
+namespace b12x::attention {
+
+using detail::KernelInfo;
+using detail::PagedParams;
+
+const char* mode_name(Mode m) noexcept {
+  switch (m) {
+    case Mode::kDecode: return "decode";
+    case Mode::kExtend: return "extend";
+    case Mode::kVerify: return "verify";
+  }
+  return "invalid_mode";
+}
+
+namespace {
+
+constexpr const char* kPlanOp = "attention.plan_paged";
+constexpr const char* kBindOp = "attention.bind_paged";
+constexpr int kMaxSplits = 64;
+constexpr int64_t kAlign = 256;
+
+const std::vector<KernelInfo>& registry() {
+  static const std::vector<KernelInfo> kTable = [] {
+    std::vector<KernelInfo> t;
+    detail::register_paged_d64(t);
+    detail::register_paged_d128(t);
+    detail::register_paged_d192(t);
+    detail::register_paged_d256(t);
+    return t;
+  }();
+  return kTable;
+}
+
+const KernelInfo* find_kernel(int dqk, int dv, bool decode, DType q, bool fp8) {
+  for (const KernelInfo& k : registry())
+    if (k.dqk == dqk && k.dv == dv && k.decode == decode && k.q == q && k.fp8 == fp8) return &k;
+  return nullptr;
+}
+
+int64_t align_up(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
+int ceil_div(int64_t a, int64_t b) { return static_cast<int>((a + b - 1) / b); }
+
+bool is_pow2(int64_t x) { return x > 0 && (x & (x - 1)) == 0; }
+
+// Uniform q_len of a plan (decode 1, verify max_total_q / max_batch), 0 for extend.
+int plan_q_len(const PagedCaps& c) {
+  if (c.mode == Mode::kDecode) return 1;
+  if (c.mode == Mode::kVerify) return std::max(1, c.max_total_q / std::max(1, c.max_batch));
+  return 0;
+}
+
+void check_caps(const PagedCaps& c) {
+  B12X_CHECK_ARG(c.mode == Mode::kDecode || c.mode == Mode::kExtend || c.mode == Mode::kVerify,
+                 kPlanOp, ": mode=", static_cast<int>(c.mode), " (supported: decode, extend, verify)");
+  B12X_CHECK_ARG(c.q_dtype == DType::kBF16 || c.q_dtype == DType::kFP16, kPlanOp, ": q_dtype=",
+                 dtype_name(c.q_dtype), " (supported: bf16, fp16)");
+  const bool fp8 = c.kv_dtype == DType::kFP8E4M3;
+  B12X_CHECK_ARG(c.kv_dtype == c.q_dtype || (fp8 && c.q_dtype == DType::kBF16), kPlanOp,
+                 ": kv_dtype=", dtype_name(c.kv_dtype), " with q_dtype=", dtype_name(c.q_dtype),
+                 " (supported: bf16/bf16, fp16/fp16, bf16 q with fp8_e4m3 KV)");
+  B12X_CHECK_ARG(c.num_kv_heads > 0 && c.num_q_heads > 0 && c.num_q_heads % c.num_kv_heads == 0,
+                 kPlanOp, ": num_q_heads=", c.num_q_heads, ", num_kv_heads=", c.num_kv_heads,
+                 " (supported: positive, num_q_heads % num_kv_heads == 0)");
+  B12X_CHECK_ARG(detail::supported_head_dims(c.head_dim_qk, c.head_dim_vo), kPlanOp,
+                 ": head dims (qk=", c.head_dim_qk, ", vo=", c.head_dim_vo,
+                 ") (supported: 64, 128, 192, 256 equal, or qk 192 with vo 128)");
+  B12X_CHECK_ARG(is_pow2(c.page_size) && c.page_size <= 256, kPlanOp, ": page_size=", c.page_size,
+                 " (supported: powers of two 1..256; vLLM uses 16, 32, 64, 128)");
+  B12X_CHECK_ARG(c.max_batch >= 1, kPlanOp, ": max_batch=", c.max_batch, " (supported: >= 1)");
+  B12X_CHECK_ARG(c.max_page_table_width >= 1, kPlanOp, ": max_page_table_width=",
+                 c.max_page_table_width, " (supported: >= 1)");
+  B12X_CHECK_ARG(c.max_total_q >= 1, kPlanOp, ": max_total_q=", c.max_total_q,
+                 " (supported: >= 1)");
+  B12X_CHECK_ARG(int64_t(c.max_page_table_width) * c.page_size <= (int64_t(1) << 30), kPlanOp,
+                 ": max_page_table_width * page_size = ",
+                 int64_t(c.max_page_table_width) * c.page_size, " tokens (supported: <= 2^30)");
+  B12X_CHECK_ARG(int64_t(c.max_total_q) * c.num_q_heads <= (int64_t(1) << 30), kPlanOp,
+                 ": max_total_q * num_q_heads too large (", int64_t(c.max_total_q) * c.num_q_heads,
+                 ", supported: <= 2^30)");
+  if (c.mode == Mode::kDecode)
+    B12X_CHECK_ARG(c.max_total_q >= c.max_batch, kPlanOp, ": decode needs max_total_q (",
+                   c.max_total_q, ") >= max_batch (", c.max_batch, ")");
+  B12X_CHECK_ARG(c.max_splits >= 0 && c.max_splits <= kMaxSplits, kPlanOp, ": max_splits=",
+                 c.max_splits, " (supported: 0 = automatic, 1..", kMaxSplits, ")");
+}
+
+}  // namespace
+
+int PagedPlan::auto_splits(int batch, int q_len) const {
+  if (split_limit <= 1 || q_len <= 0) return 1;
+  const int group = caps.num_q_heads / caps.num_kv_heads;
+  const int64_t tiles = ceil_div(int64_t(q_len) * group, tile_rows);
+  const int64_t ctas = int64_t(batch) * caps.num_kv_heads * tiles;
+  const int s = ceil_div(target_ctas, std::max<int64_t>(ctas, 1));
+  return std::clamp(s, 1, split_limit);
+}
+
+PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
+  refuse_during_capture(stream, kPlanOp);
+  check_caps(caps);
+  require_compiled_arch(caps.device, kPlanOp);
+  const DeviceInfo& dev = device_info(caps.device);
+
+  PagedPlan plan;
+  plan.caps = caps;
+  plan.arch = static_cast<int>(dev.family);
+  plan.sm_count = dev.sm_count;
+  const int group = caps.num_q_heads / caps.num_kv_heads;
+  const int q_len = plan_q_len(caps);
+  // Decode tile (16 rows, warps split the KV) unless the packed rows of one request need more.
+  const bool decode_tile = caps.mode != Mode::kExtend && int64_t(q_len) * group <= 16;
+  const bool fp8 = caps.kv_dtype == DType::kFP8E4M3;
+  const KernelInfo* k = find_kernel(caps.head_dim_qk, caps.head_dim_vo, decode_tile, caps.q_dtype, fp8);
+  B12X_CHECK_SUPPORTED(k != nullptr, kPlanOp, ": no compiled kernel for head dims (",
+                       caps.head_dim_qk, ", ", caps.head_dim_vo, "), q ", dtype_name(caps.q_dtype),
+                       ", kv ", dtype_name(caps.kv_dtype));
+  B12X_CHECK_SUPPORTED(k->smem <= dev.smem_per_block_optin, kPlanOp, ": kernel ", k->name,
+                       " needs ", k->smem, " bytes of shared memory, device ", dev.name,
+                       " allows ", dev.smem_per_block_optin);
+  int dev_prev = 0;
+  B12X_CUDA_CHECK(cudaGetDevice(&dev_prev));
+  B12X_CUDA_CHECK(cudaSetDevice(caps.device));
+  B12X_CUDA_CHECK(cudaFuncSetAttribute(k->func, cudaFuncAttributeMaxDynamicSharedMemorySize, k->smem));
+  int occ = 0;
+  B12X_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k->func, k->threads, k->smem));
+  B12X_CUDA_CHECK(cudaSetDevice(dev_prev));
+  occ = std::max(occ, 1);
+
+  plan.impl = k;
+  plan.kernel = std::string(k->name) + (k->decode ? "_decode" : "_extend") +
+                (fp8 ? "_kvfp8" : "") + (caps.q_dtype == DType::kFP16 ? "_fp16" : "_bf16");
+  plan.tile_rows = k->tile_rows;
+  plan.tile_kv = k->tile_kv;
+  plan.min_split_kv = std::max(256, k->tile_kv);
+  plan.target_ctas = dev.sm_count * occ;
+
+  const int64_t max_ctx = int64_t(caps.max_page_table_width) * caps.page_size;
+  int limit = caps.max_splits > 0 ? caps.max_splits : (caps.mode == Mode::kExtend ? 1 : kMaxSplits);
+  limit = std::min<int64_t>(limit, std::max<int64_t>(1, ceil_div(max_ctx, plan.min_split_kv)));
+  plan.split_limit = std::max(1, limit);
+
+  // Partial rows the scratch must hold: the worst automatic split over every batch the plan can
+  // see; an explicit max_splits reserves max_splits x max_total_q.
+  int64_t rows = 0;
+  if (plan.split_limit > 1) {
+    if (caps.max_splits > 1 || q_len == 0) {
+      rows = int64_t(plan.split_limit) * caps.max_total_q;
+    } else {
+      for (int b = 1; b <= caps.max_batch; ++b) {
+        const int s = plan.auto_splits(b, q_len);
+        if (s > 1) rows = std::max<int64_t>(rows, int64_t(s) * b * q_len);
+      }
+    }
+  }
+  plan.partial_rows = rows;
+
+  int64_t off = 0;
+  plan.off_tiles = off;
+  off = align_up(off + int64_t(caps.max_batch + 1) * 4, kAlign);
+  plan.off_partial_o = off;
+  off = align_up(off + rows * caps.num_q_heads * caps.head_dim_vo * 4, kAlign);
+  plan.off_partial_lse = off;
+  off = align_up(off + rows * caps.num_q_heads * 4, kAlign);
+  plan.off_lse = off;
+  off = align_up(off + int64_t(caps.num_q_heads) * caps.max_total_q * 4, kAlign);
+  plan.scratch_bytes = off;
+  if (log_level() >= 1)
+    log_message(1, "attention.plan_paged: " + plan.kernel + " mode=" + mode_name(caps.mode) +
+                       " splits<=" + std::to_string(plan.split_limit) +
+                       " scratch=" + std::to_string(plan.scratch_bytes));
+  return plan;
+}
+
+PagedBinding bind_paged(const PagedPlan& plan, const TensorRef& scratch, const PagedArgs& a) {
+  const char* op = kBindOp;
+  B12X_CHECK_ARG(plan.impl != nullptr, op, ": the plan was not created by plan_paged");
+  const PagedCaps& c = plan.caps;
+  const auto s = detail::validate_paged_args(a, op);
+  // Against the plan's capacities.
+  B12X_CHECK_ARG(a.q.dtype == c.q_dtype, op, ": q dtype ", dtype_name(a.q.dtype),
+                 " differs from the plan's ", dtype_name(c.q_dtype));
+  B12X_CHECK_ARG(a.k_cache.dtype == c.kv_dtype, op, ": k_cache dtype ", dtype_name(a.k_cache.dtype),
+                 " differs from the plan's kv_dtype ", dtype_name(c.kv_dtype));
+  B12X_CHECK_ARG(s.num_q_heads == c.num_q_heads && s.num_kv_heads == c.num_kv_heads, op,
+                 ": heads (q=", s.num_q_heads, ", kv=", s.num_kv_heads, ") differ from the plan's (",
+                 c.num_q_heads, ", ", c.num_kv_heads, ")");
+  B12X_CHECK_ARG(s.head_dim_qk == c.head_dim_qk && s.head_dim_vo == c.head_dim_vo, op,
+                 ": head dims (", s.head_dim_qk, ", ", s.head_dim_vo, ") differ from the plan's (",
+                 c.head_dim_qk, ", ", c.head_dim_vo, ")");
+  B12X_CHECK_ARG(s.page_size == c.page_size, op, ": k_cache page_size ", s.page_size,
+                 " differs from the plan's ", c.page_size);
+  B12X_CHECK_ARG(s.batch <= c.max_batch, op, ": batch ", s.batch, " exceeds the plan's max_batch ",
+                 c.max_batch);
+  B12X_CHECK_ARG(s.table_width <= c.max_page_table_width, op, ": page_table width ", s.table_width,
+                 " exceeds the plan's max_page_table_width ", c.max_page_table_width);
+  B12X_CHECK_ARG(s.total_q <= c.max_total_q, op, ": total q ", s.total_q,
+                 " exceeds the plan's max_total_q ", c.max_total_q);
+  B12X_CHECK_ARG(s.num_pages >= 1, op, ": k_cache has no pages");
+  int q_len = 0;
+  if (c.mode == Mode::kDecode) {
+    B12X_CHECK_ARG(s.total_q == s.batch, op, ": decode needs one query per request, got T=",
+                   s.total_q, " for B=", s.batch);
+    q_len = 1;
+  } else if (c.mode == Mode::kVerify) {
+    B12X_CHECK_ARG(s.total_q % s.batch == 0, op, ": verify needs a uniform q_len, got T=", s.total_q,
+                   " for B=", s.batch);
+    q_len = static_cast<int>(s.total_q / s.batch);
+  }
+  // Device, alignment and the scratch.
+  const TensorRef* dev_tensors[] = {&a.q, &a.k_cache, &a.v_cache, &a.out, &a.page_table,
+                                    &a.cache_seqlens, &a.cu_seqlens_q};
+  const char* dev_names[] = {"q", "k_cache", "v_cache", "out", "page_table", "cache_seqlens",
+                             "cu_seqlens_q"};
+  for (int i = 0; i < 7; ++i) check_device(*dev_tensors[i], op, dev_names[i], c.device);
+  if (a.k_descale.data) check_device(a.k_descale, op, "k_descale", c.device);
+  if (a.v_descale.data) check_device(a.v_descale, op, "v_descale", c.device);
+  if (a.sinks.data) check_device(a.sinks, op, "sinks", c.device);
+  if (a.lse.data) check_device(a.lse, op, "lse", c.device);
+  for (const auto* t : {&a.q, &a.k_cache, &a.v_cache, &a.out}) {
+    const char* name = t == &a.q ? "q" : t == &a.k_cache ? "k_cache" : t == &a.v_cache ? "v_cache" : "out";
+    check_aligned(*t, op, name, 16);
+    for (int d = 0; d < t->ndim - 1; ++d)
+      B12X_CHECK_ARG(t->byte_stride(d) % 16 == 0 || t->shape[d] == 1, op, ": ", name, " stride ",
+                     t->stride[d], " of dim ", d, " is not a multiple of 16 bytes (", t->describe(),
+                     "; supported: 16-byte aligned rows)");
+  }
+  check_defined(scratch, op, "scratch");
+  check_dtype(scratch, op, "scratch", {DType::kUInt8});
+  check_ndim(scratch, op, "scratch", 1);
+  check_contiguous(scratch, op, "scratch");
+  check_device(scratch, op, "scratch", c.device);
+  check_aligned(scratch, op, "scratch", 256);
+  B12X_CHECK_ARG(scratch.shape[0] >= plan.scratch_bytes, op, ": scratch has ", scratch.shape[0],
+                 " bytes, the plan needs ", plan.scratch_bytes);
+
+  PagedBinding b;
+  b.plan = plan;
+  b.q = a.q.data;
+  b.k_cache = a.k_cache.data;
+  b.v_cache = a.v_cache.data;
+  b.out = a.out.data;
+  b.page_table = static_cast<const int32_t*>(a.page_table.data);
+  b.cache_seqlens = static_cast<const int32_t*>(a.cache_seqlens.data);
+  b.cu_seqlens_q = static_cast<const int32_t*>(a.cu_seqlens_q.data);
+  b.k_descale = static_cast<const float*>(a.k_descale.data);
+  b.v_descale = static_cast<const float*>(a.v_descale.data);
+  b.sinks = static_cast<const float*>(a.sinks.data);
+  b.lse = static_cast<float*>(a.lse.data);
+  b.scratch = static_cast<uint8_t*>(scratch.data);
+  b.q_stride_t = a.q.stride[0];
+  b.q_stride_h = a.q.stride[1];
+  b.o_stride_t = a.out.stride[0];
+  b.o_stride_h = a.out.stride[1];
+  b.k_stride_page = a.k_cache.stride[0];
+  b.k_stride_tok = a.k_cache.stride[1];
+  b.k_stride_head = a.k_cache.stride[2];
+  b.v_stride_page = a.v_cache.stride[0];
+  b.v_stride_tok = a.v_cache.stride[1];
+  b.v_stride_head = a.v_cache.stride[2];
+  b.pt_stride = a.page_table.stride[0];
+  detail::scale_strides(a.k_descale, &b.kd_stride_b, &b.kd_stride_h);
+  detail::scale_strides(a.v_descale, &b.vd_stride_b, &b.vd_stride_h);
+  if (a.lse.data) {
+    b.lse_stride_t = a.lse.stride[0];
+    b.lse_stride_h = a.lse.stride[1];
+  }
+  b.batch = static_cast<int>(s.batch);
+  b.total_q = static_cast<int>(s.total_q);
+  b.q_len = q_len;
+  b.num_pages = static_cast<int>(std::min<int64_t>(s.num_pages, INT32_MAX));
+  b.window_left = a.window_left;
+  b.softmax_scale = a.softmax_scale > 0 ? a.softmax_scale : 1.f / std::sqrt(float(s.head_dim_qk));
+
+  int splits = 1;
+  if (plan.split_limit > 1) {
+    splits = a.num_splits > 0 ? std::min(a.num_splits, plan.split_limit)
+                               : (q_len > 0 ? plan.auto_splits(b.batch, q_len) : plan.split_limit);
+    if (plan.partial_rows < int64_t(splits) * b.total_q)
+      splits = static_cast<int>(std::max<int64_t>(1, plan.partial_rows / std::max(1, b.total_q)));
+  }
+  b.num_splits = std::max(1, splits);
+  const int group = c.num_q_heads / c.num_kv_heads;
+  if (q_len > 0) {
+    b.num_row_tiles = b.batch * ceil_div(int64_t(q_len) * group, plan.tile_rows);
+  } else {
+    b.num_row_tiles = static_cast<int>(
+        (int64_t(b.total_q) * group + int64_t(b.batch) * (plan.tile_rows - 1)) / plan.tile_rows);
+  }
+  return b;
+}
+
+void run_paged(const PagedBinding& b, Stream stream) {
+  const PagedPlan& plan = b.plan;
+  const auto* k = static_cast<const KernelInfo*>(plan.impl);
+  B12X_CHECK_ARG(k != nullptr, "attention.run_paged: binding was not created by bind_paged");
+  const PagedCaps& c = plan.caps;
+  PagedParams p{};
+  p.q = b.q;
+  p.k = b.k_cache;
+  p.v = b.v_cache;
+  p.out = b.out;
+  p.page_table = b.page_table;
+  p.seqlens = b.cache_seqlens;
+  p.cu_q = b.cu_seqlens_q;
+  p.k_descale = b.k_descale;
+  p.v_descale = b.v_descale;
+  p.sinks = b.sinks;
+  p.lse = b.lse;
+  p.tile_start = reinterpret_cast<int32_t*>(b.scratch + plan.off_tiles);
+  p.part_o = reinterpret_cast<float*>(b.scratch + plan.off_partial_o);
+  p.part_lse = reinterpret_cast<float*>(b.scratch + plan.off_partial_lse);
+  p.q_st = b.q_stride_t;
+  p.q_sh = b.q_stride_h;
+  p.o_st = b.o_stride_t;
+  p.o_sh = b.o_stride_h;
+  p.k_sp = b.k_stride_page;
+  p.k_st = b.k_stride_tok;
+  p.k_sh = b.k_stride_head;
+  p.v_sp = b.v_stride_page;
+  p.v_st = b.v_stride_tok;
+  p.v_sh = b.v_stride_head;
+  p.pt_stride = b.pt_stride;
+  p.kd_sb = b.kd_stride_b;
+  p.kd_sh = b.kd_stride_h;
+  p.vd_sb = b.vd_stride_b;
+  p.vd_sh = b.vd_stride_h;
+  p.lse_st = b.lse_stride_t;
+  p.lse_sh = b.lse_stride_h;
+  p.batch = b.batch;
+  p.total_q = b.total_q;
+  const int group = c.num_q_heads / c.num_kv_heads;
+  p.tiles_per_req = b.q_len > 0 ? ceil_div(int64_t(b.q_len) * group, plan.tile_rows) : 0;
+  p.num_q_heads = c.num_q_heads;
+  p.num_kv_heads = c.num_kv_heads;
+  p.group = group;
+  int shift = 0;
+  while ((1 << shift) < c.page_size) ++shift;
+  p.page_shift = shift;
+  p.window_left = b.window_left;
+  p.num_splits = b.num_splits;
+  p.min_chunk = plan.min_split_kv;
+  p.tile_rows = plan.tile_rows;
+  p.tile_kv = plan.tile_kv;
+  p.scale_log2 = b.softmax_scale * 1.4426950408889634f;
+  if (b.num_row_tiles <= 0) return;
+  auto* s = reinterpret_cast<cudaStream_t>(stream);
+  if (p.tiles_per_req == 0) {
+    detail::launch_paged_schedule(p, s);
+    B12X_CUDA_CHECK_LAUNCH();
+  }
+  k->launch(p, dim3(b.num_row_tiles, c.num_kv_heads, b.num_splits), s);
+  B12X_CUDA_CHECK_LAUNCH();
+  if (b.num_splits > 1) {
+    k->launch_merge(p, dim3(b.total_q), s);
+    B12X_CUDA_CHECK_LAUNCH();
+  }
+}
+
+}  // namespace b12x::attention

@@ -1,0 +1,36 @@
+// Registry of the compiled paged-attention kernel variants (one entry per head dims x q dtype x
+// KV format x decode/extend tile shape). Filled by the instantiation units paged_attention_d*.cu.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <vector>
+
+#include "attention/paged_params.h"
+#include "b12x/types.h"
+
+namespace b12x::attention::detail {
+
+using LaunchFn = void (*)(const PagedParams&, dim3 grid, cudaStream_t);
+
+struct KernelInfo {
+  int dqk = 0, dv = 0;
+  bool decode = false;  ///< decode/verify tile (16 rows, warps split KV) vs extend (64 rows)
+  DType q = DType::kBF16;
+  bool fp8 = false;
+  const void* func = nullptr;
+  int smem = 0, threads = 0, tile_rows = 0, tile_kv = 0, stages = 0, warps_n = 0;
+  LaunchFn launch = nullptr;
+  LaunchFn launch_merge = nullptr;
+  const char* name = "";
+};
+
+void register_paged_d64(std::vector<KernelInfo>& out);
+void register_paged_d128(std::vector<KernelInfo>& out);
+void register_paged_d192(std::vector<KernelInfo>& out);
+void register_paged_d256(std::vector<KernelInfo>& out);
+
+/// The scheduler kernel (extend): tile_start[B+1] from cu_seqlens_q.
+void launch_paged_schedule(const PagedParams& p, cudaStream_t stream);
+
+}  // namespace b12x::attention::detail
