@@ -1,0 +1,475 @@
+// The MoE GEMM engine: one kernel template for FC1 (activation fused in the epilogue) and FC2
+// (fp32 per-route output), parametrised by the weight format and the tile configuration.
+//
+// Orientation: weights on the MMA's M side (16 rows per m16 tile), routed tokens on N (8 per n8
+// tile), portable mma.sync m16n8k16 with BF16 (or FP16, for fp16 A16 modes) operands and fp32
+// accumulation. Each warp owns 32 weight rows (two m16 tiles; for gated FC1 the prepared layout
+// puts 16 gate rows then the 16 up rows of the same features in every 32-row group, so a thread
+// holds gate and up of the same (feature, token) and applies the activation in registers).
+//
+// K permutation ("mapping B"): within each 128-value chunk, MMA step j (0..7) covers physical
+// K values 16j..16j+15 and thread t (lane & 3) holds physical 16j+4t+{0,1,2,3} as its logical
+// {2t, 2t+1, 8+2t, 9+2t}. A step is then exactly one NVFP4 block / half an MX or Q8_0 block /
+// one IQ2_XS scale group, so every block scale multiplies a whole step's fp32 partial sum
+// (`acc += mma(a, b, 0) * s_row`): exact for every scale type (E8M0 extremes, FP16 d of GGML),
+// and the operands themselves (E2M1 codes, int8, IQ2 grid values, quantised activations) are
+// exact in BF16/FP16. The weight repack (prepare) stores each thread's bytes of a chunk
+// contiguously; activations are staged in shared memory in the same fragment order
+// ([step][token][t] x 8 bytes), so every fragment load is one conflict-free 8-byte access.
+//
+// Activations are gathered, quantised per the recipe (formats/block.h rules, per-expert NVFP4
+// global scale) and converted to operand values while staging each K chunk: one code path for
+// every mode, and no separate quantisation launch.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "formats/ggml.h"
+#include "formats/ggml_tables.h"
+#include "moe/moe_launch.h"
+#include "moe/moe_numerics.h"
+
+namespace b12x::moe::dev {
+
+using detail::GemmArgs;
+
+__constant__ uint64_t c_iq2xxs_grid[256] = B12X_GGML_IQ2XXS_GRID_INIT;
+__constant__ uint64_t c_iq2xs_grid[512] = B12X_GGML_IQ2XS_GRID_INIT;
+
+template <typename OpT>
+struct OpTraits;
+template <>
+struct OpTraits<__nv_bfloat16> {
+  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
+    return static_cast<uint32_t>(fmt::float_to_bf16_bits(lo)) |
+           (static_cast<uint32_t>(fmt::float_to_bf16_bits(hi)) << 16);
+  }
+  static __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                             uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%10,%10,%10,%10};\n"
+        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.f));
+  }
+  // Two E2M1 nibbles (nibble p and p+4 of x) -> bf16x2. The 3 magnitude bits go to bf16 bits
+  // 8..6 (exponent low bits + mantissa top bit), giving value * 2^-126 (0.5 lands on a bf16
+  // subnormal, which HMUL2 handles exactly); one multiply by 2^126 restores the value.
+  template <int P>
+  static __device__ __forceinline__ uint32_t fp4x2(uint32_t x) {
+    constexpr int kMag = 6 - 4 * P, kSign = 12 - 4 * P;
+    const uint32_t mag = (kMag >= 0 ? (x << kMag) : (x >> -kMag)) & 0x01C001C0u;
+    const uint32_t r = mag | ((x << kSign) & 0x80008000u);
+    __nv_bfloat162 v = *reinterpret_cast<const __nv_bfloat162*>(&r);
+    const __nv_bfloat162 k = __floats2bfloat162_rn(8.507059173023462e37f, 8.507059173023462e37f);
+    v = __hmul2(v, k);
+    return *reinterpret_cast<uint32_t*>(&v);
+  }
+};
+template <>
+struct OpTraits<__half> {
+  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
+    return static_cast<uint32_t>(fmt::float_to_fp16_bits(lo)) |
+           (static_cast<uint32_t>(fmt::float_to_fp16_bits(hi)) << 16);
+  }
+  static __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                             uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%10,%10,%10,%10};\n"
+        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.f));
+  }
+  // Same trick in FP16: magnitude bits to 11..9, value * 2^-14, times 2^14.
+  template <int P>
+  static __device__ __forceinline__ uint32_t fp4x2(uint32_t x) {
+    constexpr int kMag = 9 - 4 * P, kSign = 12 - 4 * P;
+    const uint32_t mag = (kMag >= 0 ? (x << kMag) : (x >> -kMag)) & 0x0E000E00u;
+    const uint32_t r = mag | ((x << kSign) & 0x80008000u);
+    __half2 v = *reinterpret_cast<const __half2*>(&r);
+    v = __hmul2(v, __floats2half2_rn(16384.f, 16384.f));
+    return *reinterpret_cast<uint32_t*>(&v);
+  }
+};
+
+__device__ __forceinline__ uint4 ldg16(const uint8_t* p) {
+  return __ldg(reinterpret_cast<const uint4*>(p));
+}
+__device__ __forceinline__ uint2 ldg8(const uint8_t* p) {
+  return __ldg(reinterpret_cast<const uint2*>(p));
+}
+__device__ __forceinline__ uint32_t ldg4(const uint8_t* p) {
+  return __ldg(reinterpret_cast<const unsigned int*>(p));
+}
+__device__ __forceinline__ uint32_t u4_word(const uint4& v, int i) {
+  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+}
+/// UE4M3 -> fp32 with 2 instructions: the code's bits placed in an fp32 give value * 2^-120
+/// (subnormal codes land on fp32 subnormals, kept without -ftz).
+__device__ __forceinline__ float ue4m3_fast(uint32_t b) {
+  return __uint_as_float((b & 0x7Fu) << 20) * 1.329227995784916e36f;  // 2^120
+}
+__device__ __forceinline__ float e8m0_fast(uint32_t b) {
+  return b == 0 ? 5.877471754111438e-39f : __uint_as_float((b & 0xFFu) << 23);
+}
+__device__ __forceinline__ float half_bits_to_float(uint32_t h) {
+  return __half2float(__ushort_as_half(static_cast<unsigned short>(h & 0xFFFFu)));
+}
+
+/// Per-row weight fragment of one 128-value K chunk, decoded step by step.
+template <int WF, typename OpT>
+struct WeightFrag;
+
+template <typename OpT>
+struct WeightFrag<detail::kWFp4, OpT> {
+  uint4 v;
+  uint2 s;
+  __device__ __forceinline__ void load(const uint8_t* vrow, const uint8_t* srow, int kk, int t,
+                                       int scale_kind) {
+    v = ldg16(vrow + static_cast<int64_t>(kk) * 64 + t * 16);
+    if (scale_kind == 0)
+      s = ldg8(srow + static_cast<int64_t>(kk) * 8);
+    else
+      s.x = ldg4(srow + static_cast<int64_t>(kk) * 4);
+  }
+  template <int J>
+  __device__ __forceinline__ void decode(uint32_t& lo, uint32_t& hi, const uint64_t*, int) const {
+    const uint32_t w = u4_word(v, J / 2);
+    lo = OpTraits<OpT>::template fp4x2<2 * (J % 2)>(w);
+    hi = OpTraits<OpT>::template fp4x2<2 * (J % 2) + 1>(w);
+  }
+  template <int J>
+  __device__ __forceinline__ float scale(int scale_kind) const {
+    if (scale_kind == 0) return ue4m3_fast(((J < 4 ? s.x : s.y) >> (8 * (J % 4))) & 0xFFu);
+    return e8m0_fast((s.x >> (8 * (J / 2))) & 0xFFu);
+  }
+};
+
+template <typename OpT>
+__device__ __forceinline__ void int8x4_to_op(uint32_t w, uint32_t& lo, uint32_t& hi) {
+  const float f0 = static_cast<float>(static_cast<int8_t>(w & 0xFF));
+  const float f1 = static_cast<float>(static_cast<int8_t>((w >> 8) & 0xFF));
+  const float f2 = static_cast<float>(static_cast<int8_t>((w >> 16) & 0xFF));
+  const float f3 = static_cast<float>(static_cast<int8_t>(w >> 24));
+  lo = OpTraits<OpT>::pack(f0, f1);
+  hi = OpTraits<OpT>::pack(f2, f3);
+}
+
+template <typename OpT>
+struct WeightFrag<detail::kWQ8_0, OpT> {
+  uint4 v0, v1;
+  uint2 d;  // 4 fp16 scales (one per 32 values)
+  __device__ __forceinline__ void load(const uint8_t* vrow, const uint8_t* srow, int kk, int t,
+                                       int) {
+    const uint8_t* p = vrow + static_cast<int64_t>(kk) * 128 + t * 32;
+    v0 = ldg16(p);
+    v1 = ldg16(p + 16);
+    d = ldg8(srow + static_cast<int64_t>(kk) * 8);
+  }
+  template <int J>
+  __device__ __forceinline__ void decode(uint32_t& lo, uint32_t& hi, const uint64_t*, int) const {
+    int8x4_to_op<OpT>(J < 4 ? u4_word(v0, J) : u4_word(v1, J - 4), lo, hi);
+  }
+  template <int J>
+  __device__ __forceinline__ float scale(int) const {
+    const uint32_t w = (J / 2) < 2 ? d.x : d.y;
+    return half_bits_to_float(w >> (16 * ((J / 2) % 2)));
+  }
+};
+
+/// 4 values of an IQ2 8-value group: grid bytes 4h..4h+3 with their signs.
+template <typename OpT>
+__device__ __forceinline__ void iq2_quad(uint64_t grid, uint32_t sign_index, int h, uint32_t& lo,
+                                         uint32_t& hi) {
+  const uint32_t signs = fmt::ggml::ksigns(sign_index);
+  float f[4];
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    const int bi = 4 * h + q;
+    const float m = static_cast<float>((grid >> (8 * bi)) & 0xFFu);
+    f[q] = (signs >> bi) & 1u ? -m : m;
+  }
+  lo = OpTraits<OpT>::pack(f[0], f[1]);
+  hi = OpTraits<OpT>::pack(f[2], f[3]);
+}
+
+template <typename OpT>
+struct WeightFrag<detail::kWIq2xxs, OpT> {
+  uint4 v0, v1;  // 4 sub-blocks x (w0, w1)
+  float d;
+  __device__ __forceinline__ void load(const uint8_t* vrow, const uint8_t* srow, int kk, int,
+                                       int) {
+    const uint8_t* p = vrow + static_cast<int64_t>(kk) * 32;
+    v0 = ldg16(p);
+    v1 = ldg16(p + 16);
+    const uint8_t* dp = srow + static_cast<int64_t>(kk / 2) * 2;
+    d = half_bits_to_float(dp[0] | (static_cast<uint32_t>(dp[1]) << 8));
+  }
+  __device__ __forceinline__ uint32_t word(int i) const {
+    return i < 4 ? u4_word(v0, i) : u4_word(v1, i - 4);
+  }
+  template <int J>
+  __device__ __forceinline__ void decode(uint32_t& lo, uint32_t& hi, const uint64_t* grid,
+                                         int t) const {
+    constexpr int sb = J / 2;
+    const uint32_t w0 = word(2 * sb), w1 = word(2 * sb + 1);
+    const int l = (J % 2) * 2 + (t >> 1);
+    iq2_quad<OpT>(grid[(w0 >> (8 * l)) & 0xFFu], (w1 >> (7 * l)) & 0x7Fu, t & 1, lo, hi);
+  }
+  template <int J>
+  __device__ __forceinline__ float scale(int) const {
+    const uint32_t w1 = word(2 * (J / 2) + 1);
+    return fmt::ggml::iq2_sub_scale(d, w1 >> 28);
+  }
+};
+
+template <typename OpT>
+struct WeightFrag<detail::kWIq2xs, OpT> {
+  uint2 q[4];    // 4 sub-blocks x 4 uint16
+  uint32_t sc;   // 4 scale bytes
+  float d;
+  __device__ __forceinline__ void load(const uint8_t* vrow, const uint8_t* srow, int kk, int,
+                                       int) {
+    const uint8_t* blk = vrow + static_cast<int64_t>(kk / 2) * 72;
+    const int half = kk % 2;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) q[i] = ldg8(blk + half * 32 + i * 8);
+    sc = ldg4(blk + 64 + half * 4);
+    const uint8_t* dp = srow + static_cast<int64_t>(kk / 2) * 2;
+    d = half_bits_to_float(dp[0] | (static_cast<uint32_t>(dp[1]) << 8));
+  }
+  template <int J>
+  __device__ __forceinline__ void decode(uint32_t& lo, uint32_t& hi, const uint64_t* grid,
+                                         int t) const {
+    constexpr int sb = J / 2;
+    const int l = (J % 2) * 2 + (t >> 1);
+    const uint32_t w = (l < 2) ? q[sb].x : q[sb].y;
+    const uint32_t q16 = (w >> (16 * (l % 2))) & 0xFFFFu;
+    iq2_quad<OpT>(grid[q16 & 0x1FFu], q16 >> 9, t & 1, lo, hi);
+  }
+  template <int J>
+  __device__ __forceinline__ float scale(int) const {
+    const uint32_t b = (sc >> (8 * (J / 2))) & 0xFFu;
+    return fmt::ggml::iq2_sub_scale(d, (J % 2) == 0 ? (b & 0xFu) : (b >> 4));
+  }
+};
+
+template <int kWM, int kWK, int kTN>
+struct Cfg {
+  static constexpr int kWarps = kWM * kWK;
+  static constexpr int kThreads = 32 * kWarps;
+  static constexpr int kRows = 32 * kWM;
+  static constexpr int kNT = kTN / 8;
+  static constexpr int kKC = 16384 / kTN;  // K values staged per chunk (32 KB of operands)
+  static constexpr int kSteps = kKC / 16;
+  static constexpr int kSmemAct = kKC * kTN * 2;
+  static_assert(kKC % (128 * kWK) == 0, "each K warp needs whole 128-value sub-chunks");
+  static_assert(kSmemAct + 4096 <= 101376, "SM12x: at most 99 KB of shared memory per block");
+};
+
+template <int WF, typename OpT, int kWM, int kWK, int kTN>
+__global__ void __launch_bounds__(32 * kWM * kWK) moe_gemm_kernel(const GemmArgs args) {
+  using C = Cfg<kWM, kWK, kTN>;
+  __shared__ __align__(16) uint2 s_act[C::kSteps * kTN * 4];
+  __shared__ int64_t s_src[kTN];
+  __shared__ int s_route[kTN];
+  __shared__ uint64_t s_grid[WF == detail::kWIq2xs ? 512 : (WF == detail::kWIq2xxs ? 256 : 1)];
+
+  const int tile_idx = blockIdx.y;
+  if (tile_idx >= *args.num_tiles) return;
+  const int4 tile = reinterpret_cast<const int4*>(args.tiles)[tile_idx];
+  const int e = tile.x, slot0 = tile.y, cnt = tile.z;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int wm = warp % kWM, wk = warp / kWM;
+  const int rb = blockIdx.x * C::kRows + 32 * wm;
+
+  if constexpr (WF == detail::kWIq2xxs) {
+    for (int i = tid; i < 256; i += C::kThreads) s_grid[i] = c_iq2xxs_grid[i];
+  } else if constexpr (WF == detail::kWIq2xs) {
+    for (int i = tid; i < 512; i += C::kThreads) s_grid[i] = c_iq2xs_grid[i];
+  }
+  if (tid < kTN) {
+    int route = -1;
+    int64_t src = -1;
+    if (tid < cnt) {
+      route = args.slot_route[slot0 + tid];
+      src = args.act_by_token ? static_cast<int64_t>(route / args.topk)
+                              : static_cast<int64_t>(slot0 + tid);
+    }
+    s_route[tid] = route;
+    s_src[tid] = src;
+  }
+
+  const detail::WeightView& W = args.w;
+  const uint8_t* vrow[4];
+  const uint8_t* srow[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int64_t r = rb + (i >> 1) * 16 + (i & 1) * 8 + g;  // rows g, g+8, 16+g, 24+g
+    vrow[i] = W.values + e * W.values_expert_stride + r * W.values_row_stride;
+    srow[i] = W.scales + e * W.scales_expert_stride + r * W.scales_row_stride;
+  }
+  const float gs = args.aquant == num::kANvfp4 ? args.a_gscale[e] : 1.f;
+
+  float acc[2][C::kNT][4];
+#pragma unroll
+  for (int m = 0; m < 2; ++m)
+#pragma unroll
+    for (int n = 0; n < C::kNT; ++n)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[m][n][i] = 0.f;
+
+  for (int kc0 = 0; kc0 < W.K_pad; kc0 += C::kKC) {
+    __syncthreads();
+    // ---- stage the activation chunk: gather, quantise, scatter into fragment order ----------
+    constexpr int kBlocks = C::kKC / 32;
+    for (int u = tid; u < kTN * kBlocks; u += C::kThreads) {
+      const int n = u / kBlocks, b = u % kBlocks;
+      const int k = kc0 + 32 * b;
+      float v[32];
+      const int64_t src = s_src[n];
+      if (src >= 0 && k < W.K) {
+        const uint4* p = reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(args.src) +
+                                                        src * args.act_ld + k);
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          const uint4 w = p[q];
+          const uint32_t ws[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+          for (int h = 0; h < 4; ++h) {
+            const uint32_t lo = ws[h] & 0xFFFFu, hi = ws[h] >> 16;
+            v[8 * q + 2 * h] = args.act_fp16 ? fmt::fp16_bits_to_float(lo)
+                                              : fmt::bf16_bits_to_float(lo);
+            v[8 * q + 2 * h + 1] = args.act_fp16 ? fmt::fp16_bits_to_float(hi)
+                                                  : fmt::bf16_bits_to_float(hi);
+          }
+        }
+        if (args.aquant != num::kANone) num::quant_operand32(v, args.aquant, gs);
+      } else {
+#pragma unroll
+        for (int i = 0; i < 32; ++i) v[i] = 0.f;
+      }
+#pragma unroll
+      for (int q4 = 0; q4 < 8; ++q4) {
+        const int p = 32 * b + 4 * q4;
+        const int j = p / 16, tt = (p % 16) / 4;
+        uint2 o;
+        o.x = OpTraits<OpT>::pack(v[4 * q4], v[4 * q4 + 1]);
+        o.y = OpTraits<OpT>::pack(v[4 * q4 + 2], v[4 * q4 + 3]);
+        s_act[(j * kTN + n) * 4 + tt] = o;
+      }
+    }
+    __syncthreads();
+    // ---- MMA over the chunk's 128-value sub-chunks (split across the K warps) ---------------
+    for (int sc = wk; sc < C::kKC / 128; sc += kWK) {
+      const int kk = kc0 / 128 + sc;
+      if (kk * 128 >= W.K_pad) break;
+      WeightFrag<WF, OpT> f[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) f[i].load(vrow[i], srow[i], kk, t, W.scale_kind);
+#define B12X_MOE_STEP(J)                                                                  \
+  {                                                                                       \
+    uint32_t a[2][4];                                                                     \
+    float s[4];                                                                           \
+    _Pragma("unroll") for (int i = 0; i < 4; ++i) {                                       \
+      uint32_t lo, hi;                                                                    \
+      f[i].template decode<J>(lo, hi, s_grid, t);                                         \
+      a[i >> 1][(i & 1)] = lo;                                                            \
+      a[i >> 1][2 + (i & 1)] = hi;                                                        \
+      s[i] = f[i].template scale<J>(W.scale_kind);                                        \
+    }                                                                                     \
+    _Pragma("unroll") for (int n = 0; n < C::kNT; ++n) {                                  \
+      const uint2 b = s_act[((sc * 8 + J) * kTN + n * 8 + g) * 4 + t];                    \
+      _Pragma("unroll") for (int m = 0; m < 2; ++m) {                                     \
+        float d[4];                                                                       \
+        OpTraits<OpT>::mma(d, a[m], b.x, b.y);                                            \
+        acc[m][n][0] = fmaf(d[0], s[2 * m], acc[m][n][0]);                                \
+        acc[m][n][1] = fmaf(d[1], s[2 * m], acc[m][n][1]);                                \
+        acc[m][n][2] = fmaf(d[2], s[2 * m + 1], acc[m][n][2]);                            \
+        acc[m][n][3] = fmaf(d[3], s[2 * m + 1], acc[m][n][3]);                            \
+      }                                                                                   \
+    }                                                                                     \
+  }
+      B12X_MOE_STEP(0) B12X_MOE_STEP(1) B12X_MOE_STEP(2) B12X_MOE_STEP(3)
+      B12X_MOE_STEP(4) B12X_MOE_STEP(5) B12X_MOE_STEP(6) B12X_MOE_STEP(7)
+#undef B12X_MOE_STEP
+    }
+  }
+
+  // ---- split-K reduction (fixed order: deterministic) -------------------------------------
+  if constexpr (kWK > 1) {
+    __syncthreads();
+    float* red = reinterpret_cast<float*>(s_act);
+    constexpr int kPer = 2 * C::kNT * 4;
+    static_assert((kWK - 1) * kWM * 32 * kPer * 4 <= C::kSmemAct, "reduction fits");
+    if (wk > 0) {
+      float* dst = red + ((wk - 1) * kWM + wm) * 32 * kPer + lane;
+#pragma unroll
+      for (int m = 0; m < 2; ++m)
+#pragma unroll
+        for (int n = 0; n < C::kNT; ++n)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) dst[((m * C::kNT + n) * 4 + i) * 32] = acc[m][n][i];
+    }
+    __syncthreads();
+    if (wk > 0) return;
+    for (int w2 = 1; w2 < kWK; ++w2) {
+      const float* src = red + ((w2 - 1) * kWM + wm) * 32 * kPer + lane;
+#pragma unroll
+      for (int m = 0; m < 2; ++m)
+#pragma unroll
+        for (int n = 0; n < C::kNT; ++n)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) acc[m][n][i] += src[((m * C::kNT + n) * 4 + i) * 32];
+    }
+  }
+
+  // ---- epilogue --------------------------------------------------------------------------
+  const float alpha = args.alpha[e];
+#pragma unroll
+  for (int n = 0; n < C::kNT; ++n) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int col = n * 8 + 2 * t + (i & 1);
+      if (col >= cnt) continue;
+      const int route = s_route[col];
+      const int64_t slot = slot0 + col;
+      const int roff = g + 8 * (i >> 1);
+      if (args.epi == 0) {
+        const int f = (rb / 32) * 16 + roff;
+        if (f >= args.features) continue;
+        float gate = acc[0][n][i] * alpha, up = acc[1][n][i] * alpha;
+        if (args.weight_on_input) {
+          const float wr = args.topk_weights[route];
+          gate *= wr;
+          up *= wr;
+        }
+        const float y = num::act_gated(args.act, gate, up);
+        static_cast<uint16_t*>(args.out)[slot * args.out_ld + f] =
+            args.out_fp16 ? fmt::float_to_fp16_bits(y) : fmt::float_to_bf16_bits(y);
+      } else {
+#pragma unroll
+        for (int m = 0; m < 2; ++m) {
+          const int r = rb + 16 * m + roff;
+          float h = acc[m][n][i] * alpha;
+          if (args.epi == 1) {
+            if (r >= args.features) continue;
+            if (args.weight_on_input) h *= args.topk_weights[route];
+            const float y = num::act_relu2(h);
+            static_cast<uint16_t*>(args.out)[slot * args.out_ld + r] =
+                args.out_fp16 ? fmt::float_to_fp16_bits(y) : fmt::float_to_bf16_bits(y);
+          } else {
+            if (r >= W.rows) continue;
+            static_cast<float*>(args.out)[static_cast<int64_t>(route) * args.out_ld + r] = h;
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace b12x::moe::dev

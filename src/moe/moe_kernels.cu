@@ -1,0 +1,262 @@
+// Device side of the MoE op: routing, the GEMM engine instances, the top-k combine and the
+// weight repack used by prepare_weights.
+#include <cub/block/block_scan.cuh>
+
+#include "core/cuda_check.h"
+#include "formats/swizzle.h"
+#include "moe/kernels/moe_gemm.cuh"
+#include "moe/moe_launch.h"
+
+namespace b12x::moe::detail {
+namespace {
+
+__device__ __forceinline__ int64_t load_id(const void* ids, bool ids64, int64_t r) {
+  return ids64 ? static_cast<const int64_t*>(ids)[r]
+               : static_cast<int64_t>(static_cast<const int32_t*>(ids)[r]);
+}
+
+// One CTA: per-expert histogram, prefix sums of rows and of token tiles, the tile list and the
+// slot -> route map (slot order inside an expert is arbitrary; results do not depend on it).
+// Counters live in shared memory and are rebuilt every launch (graph-replay safe).
+constexpr int kRouteThreads = 1024;
+__global__ void __launch_bounds__(kRouteThreads)
+    route_kernel(const void* ids, bool ids64, int routes, int E, int TN, int4* tiles,
+                 int* num_tiles, int* slot_route) {
+  extern __shared__ int sm[];
+  int* cnt = sm;
+  int* cur = sm + E;
+  using Scan = cub::BlockScan<int, kRouteThreads>;
+  __shared__ typename Scan::TempStorage scan_tmp;
+  const int tid = threadIdx.x;
+  for (int e = tid; e < E; e += kRouteThreads) cnt[e] = 0;
+  __syncthreads();
+  for (int r = tid; r < routes; r += kRouteThreads) {
+    const int64_t e = load_id(ids, ids64, r);
+    if (e >= 0 && e < E) atomicAdd(&cnt[e], 1);
+  }
+  __syncthreads();
+  const int per = (E + kRouteThreads - 1) / kRouteThreads;
+  const int e0 = min(tid * per, E), e1 = min(e0 + per, E);
+  int rows = 0, ntiles = 0;
+  for (int e = e0; e < e1; ++e) {
+    rows += cnt[e];
+    ntiles += (cnt[e] + TN - 1) / TN;
+  }
+  int row_off, tile_off, tile_total;
+  Scan(scan_tmp).ExclusiveSum(rows, row_off);
+  __syncthreads();
+  Scan(scan_tmp).ExclusiveSum(ntiles, tile_off, tile_total);
+  for (int e = e0; e < e1; ++e) {
+    const int c = cnt[e];
+    cur[e] = row_off;
+    for (int i = 0; i * TN < c; ++i)
+      tiles[tile_off++] = make_int4(e, row_off + i * TN, min(TN, c - i * TN), 0);
+    row_off += c;
+  }
+  if (tid == 0) *num_tiles = tile_total;
+  __syncthreads();
+  for (int r = tid; r < routes; r += kRouteThreads) {
+    const int64_t e = load_id(ids, ids64, r);
+    if (e >= 0 && e < E) slot_route[atomicAdd(&cur[e], 1)] = r;
+  }
+}
+
+// out[m, h] = sum_k w[m,k] * route_out[m*topk + k, h] in fixed k order (bitwise reproducible).
+__global__ void combine_kernel(const float* route_out, int64_t H, int topk, const void* ids,
+                               bool ids64, int E, const float* weights, bool weight_on_input,
+                               void* out, bool out_fp16, int64_t out_ld) {
+  const int64_t m = blockIdx.y;
+  const int64_t h = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * 4;
+  if (h >= H) return;
+  float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+  for (int k = 0; k < topk; ++k) {
+    const int64_t r = m * topk + k;
+    const int64_t e = load_id(ids, ids64, r);
+    if (e < 0 || e >= E) continue;
+    const float w = weight_on_input ? 1.f : weights[r];
+    const float4 o = *reinterpret_cast<const float4*>(route_out + r * H + h);
+    acc.x = fmaf(w, o.x, acc.x);
+    acc.y = fmaf(w, o.y, acc.y);
+    acc.z = fmaf(w, o.z, acc.z);
+    acc.w = fmaf(w, o.w, acc.w);
+  }
+  uint16_t* o = static_cast<uint16_t*>(out) + m * out_ld + h;
+  const float v[4] = {acc.x, acc.y, acc.z, acc.w};
+  uint16_t b[4];
+  for (int i = 0; i < 4; ++i)
+    b[i] = out_fp16 ? fmt::float_to_fp16_bits(v[i]) : fmt::float_to_bf16_bits(v[i]);
+  *reinterpret_cast<uint2*>(o) = make_uint2(b[0] | (uint32_t(b[1]) << 16),
+                                            b[2] | (uint32_t(b[3]) << 16));
+}
+
+// ---- repack ------------------------------------------------------------------------------
+__device__ int row_map(const RepackSrc& s, int64_t pr) {
+  if (!s.gated) return pr < s.src_rows ? static_cast<int>(pr) : -1;
+  const int64_t q = pr / 32, w = pr % 32;
+  const int64_t f = 16 * q + (w & 15);
+  const bool up = w >= 16;
+  if (f >= s.features) return -1;
+  if (s.w13) return static_cast<int>(up ? f : s.features + f);
+  return static_cast<int>(up ? s.features + f : f);
+}
+
+__device__ __forceinline__ const uint8_t* src_row(const RepackSrc& s, int64_t e, int sr) {
+  return s.values + e * s.values_expert_stride + sr * s.values_row_stride;
+}
+
+// Physical K of nibble i of word w (thread t, chunk c) in the FP4 repacked layout.
+__device__ __forceinline__ int64_t fp4_k(int64_t c, int t, int w, int i) {
+  constexpr int kJ[8] = {0, 0, 1, 1, 0, 0, 1, 1};
+  constexpr int kQ[8] = {0, 2, 0, 2, 1, 3, 1, 3};
+  return 128 * c + 16 * (2 * w + kJ[i]) + 4 * t + kQ[i];
+}
+
+__global__ void repack_values_kernel(int wfmt, RepackSrc s, WeightView d, uint8_t* out, int E) {
+  const int64_t row_bytes = d.values_row_stride;
+  const int64_t per_expert = static_cast<int64_t>(d.rows_pad) * row_bytes;
+  const int64_t total = per_expert * E;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  if (wfmt == kWFp4) {
+    for (int64_t wi = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; wi < total / 4;
+         wi += step) {
+      const int64_t byte = wi * 4;
+      const int64_t e = byte / per_expert, pr = (byte % per_expert) / row_bytes;
+      const int64_t wr = (byte % row_bytes) / 4;  // word in row
+      const int64_t c = wr / 16;
+      const int t = static_cast<int>((wr % 16) / 4), w = static_cast<int>(wr % 4);
+      const int sr = row_map(s, pr);
+      uint32_t word = 0;
+      if (sr >= 0) {
+        const uint8_t* row = src_row(s, e, sr);
+        for (int i = 0; i < 8; ++i) {
+          const int64_t k = fp4_k(c, t, w, i);
+          if (k < d.K) {
+            const uint32_t nib = (row[k / 2] >> (4 * (k & 1))) & 0xFu;
+            word |= nib << (4 * i);
+          }
+        }
+      }
+      reinterpret_cast<uint32_t*>(out)[wi] = word;
+    }
+    return;
+  }
+  for (int64_t byte = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; byte < total;
+       byte += step) {
+    const int64_t e = byte / per_expert, pr = (byte % per_expert) / row_bytes;
+    const int64_t rb = byte % row_bytes;
+    const int sr = row_map(s, pr);
+    uint8_t v = 0;
+    if (sr >= 0) {
+      const uint8_t* row = src_row(s, e, sr);
+      if (wfmt == kWQ8_0) {
+        const int64_t c = rb / 128, t = (rb % 128) / 32, j = (rb % 32) / 4, q = rb % 4;
+        const int64_t k = 128 * c + 16 * j + 4 * t + q;
+        if (k < d.K) v = row[(k / 32) * 34 + 2 + k % 32];
+      } else if (wfmt == kWIq2xxs) {
+        v = row[(rb / 64) * 66 + 2 + rb % 64];
+      } else {
+        v = row[(rb / 72) * 74 + 2 + rb % 72];
+      }
+    }
+    out[byte] = v;
+  }
+}
+
+__global__ void repack_scales_kernel(int wfmt, RepackSrc s, WeightView d, uint8_t* out, int E) {
+  const int64_t row_bytes = d.scales_row_stride;
+  const int64_t per_expert = static_cast<int64_t>(d.rows_pad) * row_bytes;
+  const int64_t total = per_expert * E;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t byte = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; byte < total;
+       byte += step) {
+    const int64_t e = byte / per_expert, pr = (byte % per_expert) / row_bytes;
+    const int64_t rb = byte % row_bytes;
+    const int sr = row_map(s, pr);
+    uint8_t v = 0;
+    if (sr >= 0) {
+      if (wfmt == kWFp4) {
+        const uint8_t* sb = s.scales + e * s.scales_expert_stride;
+        if (d.scale_kind == 0) {
+          if (rb < d.K / 16) v = sb[fmt::swizzled_scale_offset(sr, rb, d.K / 16)];
+        } else {
+          if (rb < d.K / 32) v = sb[sr * s.scales_row_stride + rb];
+        }
+      } else {
+        const uint8_t* row = src_row(s, e, sr);
+        // fp16 d per block: 2 bytes per block of 32 (Q8_0) or 256 (IQ2)
+        const int64_t blk = rb / 2, half = rb % 2;
+        const int bv = wfmt == kWQ8_0 ? 32 : 256;
+        const int bb = wfmt == kWQ8_0 ? 34 : (wfmt == kWIq2xxs ? 66 : 74);
+        if (blk * bv < d.K) v = row[blk * bb + half];
+      }
+    }
+    out[byte] = v;
+  }
+}
+
+template <int WF, typename OpT>
+void launch_gemm_t(int cfg, const GemmArgs& a, int gx, int gy, Stream stream) {
+  const dim3 grid(gx, gy);
+  if (cfg == kCfgDecode) {
+    dev::moe_gemm_kernel<WF, OpT, 1, 4, 8><<<grid, 128, 0, stream>>>(a);
+  } else {
+    dev::moe_gemm_kernel<WF, OpT, 4, 1, 64><<<grid, 128, 0, stream>>>(a);
+  }
+}
+
+}  // namespace
+
+void launch_route(const void* ids, bool ids64, int64_t routes, int num_experts, int tile_tokens,
+                  int* tiles, int* num_tiles, int* slot_route, Stream stream) {
+  const size_t smem = 2 * sizeof(int) * num_experts;
+  route_kernel<<<1, kRouteThreads, smem, stream>>>(ids, ids64, static_cast<int>(routes),
+                                                   num_experts, tile_tokens,
+                                                   reinterpret_cast<int4*>(tiles), num_tiles,
+                                                   slot_route);
+  B12X_CUDA_CHECK_LAUNCH();
+}
+
+void launch_gemm(int wfmt, bool fp16, int cfg, const GemmArgs& a, int gx, int gy, Stream s) {
+  if (gx <= 0 || gy <= 0) return;
+  switch (wfmt) {
+    case kWFp4:
+      fp16 ? launch_gemm_t<kWFp4, __half>(cfg, a, gx, gy, s)
+           : launch_gemm_t<kWFp4, __nv_bfloat16>(cfg, a, gx, gy, s);
+      break;
+    case kWQ8_0:
+      fp16 ? launch_gemm_t<kWQ8_0, __half>(cfg, a, gx, gy, s)
+           : launch_gemm_t<kWQ8_0, __nv_bfloat16>(cfg, a, gx, gy, s);
+      break;
+    case kWIq2xxs:
+      fp16 ? launch_gemm_t<kWIq2xxs, __half>(cfg, a, gx, gy, s)
+           : launch_gemm_t<kWIq2xxs, __nv_bfloat16>(cfg, a, gx, gy, s);
+      break;
+    default:
+      fp16 ? launch_gemm_t<kWIq2xs, __half>(cfg, a, gx, gy, s)
+           : launch_gemm_t<kWIq2xs, __nv_bfloat16>(cfg, a, gx, gy, s);
+      break;
+  }
+  B12X_CUDA_CHECK_LAUNCH();
+}
+
+void launch_combine(const float* route_out, int64_t M, int64_t H, int topk, const void* ids,
+                    bool ids64, int num_experts, const float* weights, bool weight_on_input,
+                    void* out, bool out_fp16, int64_t out_ld, Stream stream) {
+  if (M == 0) return;
+  const int threads = 256;
+  const dim3 grid(static_cast<unsigned>((H / 4 + threads - 1) / threads),
+                  static_cast<unsigned>(M));
+  combine_kernel<<<grid, threads, 0, stream>>>(route_out, H, topk, ids, ids64, num_experts,
+                                               weights, weight_on_input, out, out_fp16, out_ld);
+  B12X_CUDA_CHECK_LAUNCH();
+}
+
+void launch_repack(int wfmt, const RepackSrc& src, const WeightView& dst, uint8_t* values,
+                   uint8_t* scales, int num_experts, Stream stream) {
+  repack_values_kernel<<<2048, 256, 0, stream>>>(wfmt, src, dst, values, num_experts);
+  B12X_CUDA_CHECK_LAUNCH();
+  repack_scales_kernel<<<1024, 256, 0, stream>>>(wfmt, src, dst, scales, num_experts);
+  B12X_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace b12x::moe::detail

@@ -1,0 +1,85 @@
+// Internal interface between the MoE host code (moe.cc) and its device launchers (moe_kernels.cu).
+// No CUDA headers: plain structs of pointers and sizes.
+#pragma once
+
+#include <cstdint>
+
+#include "b12x/types.h"
+#include "moe/moe_numerics.h"
+
+namespace b12x::moe::detail {
+
+/// Weight formats of the engine (one kernel template instance each).
+enum WFmt : int { kWFp4 = 0, kWQ8_0 = 1, kWIq2xxs = 2, kWIq2xs = 3 };
+/// Tile configurations: {warps along rows, warps along K, tokens per tile}.
+enum TileCfg : int { kCfgDecode = 0, kCfgGrouped = 1 };
+inline constexpr int kCfgRows[2] = {32, 128};   // rows per CTA
+inline constexpr int kCfgTokens[2] = {8, 64};   // tokens per CTA tile
+inline constexpr int kPrepRowAlign = 128;       // prepared rows are padded to this
+inline constexpr int kPrepKAlign = 128;         // prepared K is padded to this
+inline constexpr int kMaxExperts = 4096;        // routing keeps per-expert counters in smem
+
+/// Prepared per-expert layout of one GEMM operand (FC1 or FC2).
+struct WeightView {
+  const uint8_t* values = nullptr;
+  const uint8_t* scales = nullptr;
+  int64_t values_expert_stride = 0, scales_expert_stride = 0;  // bytes
+  int64_t values_row_stride = 0, scales_row_stride = 0;        // bytes
+  int rows = 0;        // logical output rows (2I / I / H)
+  int rows_pad = 0;    // prepared rows (multiple of kPrepRowAlign)
+  int K = 0;           // logical reduction length
+  int K_pad = 0;       // multiple of kPrepKAlign
+  int scale_kind = 0;  // FP4 only: 0 = UE4M3 per 16, 1 = E8M0 per 32
+};
+
+struct GemmArgs {
+  WeightView w;
+  const float* alpha = nullptr;     // [E]
+  const float* a_gscale = nullptr;  // [E] NVFP4 activation global scales (aquant == kANvfp4)
+  int aquant = 0;
+  // activation source: FC1 gathers x rows by token (route / topk), FC2 reads intermediate slots
+  const void* src = nullptr;
+  int act_fp16 = 0;
+  int64_t act_ld = 0;  // values
+  int act_by_token = 0;
+  int topk = 1;
+  // routing (scratch)
+  const int* tiles = nullptr;  // int4 {expert, slot0, count, 0}
+  const int* num_tiles = nullptr;
+  const int* slot_route = nullptr;
+  const float* topk_weights = nullptr;
+  int weight_on_input = 0;
+  // epilogue: 0 gated activation -> intermediate, 1 relu2 -> intermediate, 2 fp32 per-route out
+  int epi = 0;
+  num::ActParams act;
+  int features = 0;  // intermediate width I (epi 0/1)
+  void* out = nullptr;
+  int64_t out_ld = 0;  // values
+  int out_fp16 = 0;    // intermediate dtype (epi 0/1): 1 = FP16, 0 = BF16
+};
+
+void launch_route(const void* ids, bool ids64, int64_t routes, int num_experts, int tile_tokens,
+                  int* tiles, int* num_tiles, int* slot_route, Stream stream);
+void launch_gemm(int wfmt, bool fp16_operands, int cfg, const GemmArgs& args, int grid_rows,
+                 int grid_tiles, Stream stream);
+void launch_combine(const float* route_out, int64_t M, int64_t H, int topk, const void* ids,
+                    bool ids64, int num_experts, const float* weights, bool weight_on_input,
+                    void* out, bool out_fp16, int64_t out_ld, Stream stream);
+
+/// Source description for the device repack of one operand.
+struct RepackSrc {
+  const uint8_t* values = nullptr;  // packed FP4 bytes or GGML blocks
+  int64_t values_expert_stride = 0, values_row_stride = 0;  // bytes
+  const uint8_t* scales = nullptr;
+  int64_t scales_expert_stride = 0, scales_row_stride = 0;  // bytes (row stride: plain grids)
+  int scales_swizzled = 0;  // NVFP4: 128x4 swizzle with K/16 logical columns
+  int src_rows = 0;         // rows of the source
+  // FC1 gated reorder: prepared row -> source row (see moe.cc row_map)
+  int gated = 0;
+  int w13 = 1;  // 1: source [up; gate], 0: [gate; up]
+  int features = 0;
+};
+void launch_repack(int wfmt, const RepackSrc& src, const WeightView& dst, uint8_t* values,
+                   uint8_t* scales, int num_experts, Stream stream);
+
+}  // namespace b12x::moe::detail

@@ -1,0 +1,353 @@
+// CPU tests of the fused MoE: the reference against hand-computed cases, the numerics helpers,
+// and every rejection of plan_weights / plan (the GPU comparisons are in tests/gpu/test_moe.cu).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "b12x/moe.h"
+#include "b12x/reference/moe.h"
+#include "b12x/status.h"
+#include "formats/block.h"
+#include "formats/scalar.h"
+#include "formats/swizzle.h"
+#include "moe/moe_numerics.h"
+
+namespace {
+
+using namespace b12x;
+using moe::Activation;
+using moe::QuantMode;
+using moe::SourceFormat;
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+/// NVFP4 source weights with every value one E2M1 code and unit block scales (host tensors).
+struct Nvfp4Src {
+  int64_t E, rows, K;
+  std::vector<uint8_t> w, s;
+  std::vector<float> gs;
+  Nvfp4Src(int64_t E_, int64_t rows_, int64_t K_) : E(E_), rows(rows_), K(K_) {
+    w.assign(E * rows * K / 2, 0);
+    s.assign(E * fmt::swizzled_scale_bytes(rows, K / 16), 0);
+    gs.assign(E, 1.f);
+    for (int64_t e = 0; e < E; ++e)
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < K / 16; ++c) set_scale(e, r, c, 0x38);  // 1.0
+  }
+  void set_scale(int64_t e, int64_t r, int64_t c, uint8_t v) {
+    s[e * fmt::swizzled_scale_bytes(rows, K / 16) + fmt::swizzled_scale_offset(r, c, K / 16)] = v;
+  }
+  void set(int64_t e, int64_t r, int64_t k, uint8_t code) {
+    uint8_t& b = w[(e * rows + r) * (K / 2) + k / 2];
+    b = (k & 1) ? static_cast<uint8_t>((b & 0x0F) | (code << 4))
+                : static_cast<uint8_t>((b & 0xF0) | code);
+  }
+  void fill_row(int64_t e, int64_t r, uint8_t code) {
+    for (int64_t k = 0; k < K; ++k) set(e, r, k, code);
+  }
+  TensorRef values() { return TensorRef::contiguous(w.data(), DType::kUInt8, {E, rows, K / 2}); }
+  TensorRef scales() {
+    return TensorRef::contiguous(s.data(), DType::kUE4M3,
+                                 {E, fmt::pad_to(rows, 128), fmt::pad_to(K / 16, 4)});
+  }
+  TensorRef global() { return TensorRef::contiguous(gs.data(), DType::kFP32, {E}); }
+};
+
+std::vector<uint16_t> bf16_vec(const std::vector<float>& v) {
+  std::vector<uint16_t> o(v.size());
+  for (size_t i = 0; i < v.size(); ++i) o[i] = fmt::float_to_bf16_bits(v[i]);
+  return o;
+}
+
+TEST(Moe, ReferenceRelu2HandComputed) {
+  // E=2, H=32, I=32, relu2 (FC1 has I rows), w4a16 on NVFP4 weights with unit scales.
+  const int64_t E = 2, H = 32, I = 32, M = 2, topk = 2;
+  Nvfp4Src w1(E, I, H), w2(E, H, I);
+  // Expert 0: FC1 row 0 = 0.5 (code 1), other rows 1.0 (code 2); FC2 all 0.5.
+  for (int64_t r = 0; r < I; ++r) w1.fill_row(0, r, r == 0 ? 1 : 2);
+  for (int64_t r = 0; r < H; ++r) w2.fill_row(0, r, 1);
+  // Expert 1: FC1 all -1 (code 0xA) so relu kills everything; FC2 all 6.
+  for (int64_t r = 0; r < I; ++r) w1.fill_row(1, r, 0xA);
+  for (int64_t r = 0; r < H; ++r) w2.fill_row(1, r, 7);
+  w1.gs[0] = 1.f;
+  w2.gs[0] = 1.f;
+  std::vector<uint16_t> x = bf16_vec(std::vector<float>(M * H, 1.f));
+  // token 0: expert 0 (w .5) + expert 1 (w .25); token 1: invalid ids only.
+  std::vector<int32_t> ids = {0, 1, -1, 7};
+  std::vector<float> wts = {0.5f, 0.25f, 1.f, 1.f};
+  std::vector<float> out(M * H, -1.f);
+  reference::MoeRefArgs A;
+  A.quant_mode = QuantMode::kW4A16;
+  A.source_format = SourceFormat::kModeloptNvfp4;
+  A.activation = Activation::kRelu2;
+  A.a = TensorRef::contiguous(x.data(), DType::kBF16, {M, H});
+  A.topk_ids = TensorRef::contiguous(ids.data(), DType::kInt32, {M, topk});
+  A.topk_weights = TensorRef::contiguous(wts.data(), DType::kFP32, {M, topk});
+  A.weights.w1 = w1.values();
+  A.weights.w1_scale = w1.scales();
+  A.weights.w1_global_scale = w1.global();
+  A.weights.w2 = w2.values();
+  A.weights.w2_scale = w2.scales();
+  A.weights.w2_global_scale = w2.global();
+  A.output = TensorRef::contiguous(out.data(), DType::kFP32, {M, H});
+  reference::fused_moe(A);
+  // h = [16, 32 x 31] -> relu2 [256, 1024 x 31] -> FC2 0.5 * 32000 = 16000 -> * 0.5 = 8000.
+  for (int64_t h = 0; h < H; ++h) {
+    EXPECT_EQ(out[h], 8000.f) << h;
+    EXPECT_EQ(out[H + h], 0.f) << h;  // no valid route: zero, fully overwritten
+  }
+  // Global scales and block scales multiply: w2 global 0.25, one FC2 block scale 2.0 (0x40).
+  w2.gs[0] = 0.25f;
+  w2.set_scale(0, 3, 1, 0x40);  // row 3, K block 1 (values 16..31) -> scale 2
+  reference::fused_moe(A);
+  // row 3: 0.5*(256 + 15*1024)*1 + 0.5*(16*1024)*2 = 7808 + 16384 = 24192, x .25 x .5 = 3024
+  EXPECT_EQ(out[3], 3024.f);
+  EXPECT_EQ(out[4], 2000.f);
+}
+
+TEST(Moe, ReferenceSiluLayoutsAgree) {
+  // The same logical expert stored as w13 ([up; gate]) and as w31 ([gate; up]).
+  const int64_t E = 1, H = 32, I = 32, M = 1;
+  Nvfp4Src a13(E, 2 * I, H), a31(E, 2 * I, H), w2(E, H, I);
+  for (int64_t f = 0; f < I; ++f) {
+    const uint8_t up = static_cast<uint8_t>(1 + f % 7), gate = static_cast<uint8_t>(8 + f % 8);
+    a13.fill_row(0, f, up);
+    a13.fill_row(0, I + f, gate);
+    a31.fill_row(0, f, gate);
+    a31.fill_row(0, I + f, up);
+  }
+  for (int64_t r = 0; r < H; ++r) w2.fill_row(0, r, static_cast<uint8_t>(r % 16));
+  std::vector<float> xf(H);
+  for (int64_t i = 0; i < H; ++i) xf[i] = 0.03125f * static_cast<float>(i % 5) - 0.05f;
+  std::vector<uint16_t> x = bf16_vec(xf);
+  std::vector<int64_t> ids = {0};
+  std::vector<float> wts = {1.f};
+  std::vector<float> o13(H), o31(H);
+  reference::MoeRefArgs A;
+  A.quant_mode = QuantMode::kW4A16;
+  A.activation = Activation::kSilu;
+  A.a = TensorRef::contiguous(x.data(), DType::kBF16, {M, H});
+  A.topk_ids = TensorRef::contiguous(ids.data(), DType::kInt64, {M, 1});
+  A.topk_weights = TensorRef::contiguous(wts.data(), DType::kFP32, {M, 1});
+  A.weights.w2 = w2.values();
+  A.weights.w2_scale = w2.scales();
+  A.weights.w2_global_scale = w2.global();
+  A.weights.w1_global_scale = a13.global();
+  A.w13_layout = moe::W13Layout::kW13;
+  A.weights.w1 = a13.values();
+  A.weights.w1_scale = a13.scales();
+  A.output = TensorRef::contiguous(o13.data(), DType::kFP32, {M, H});
+  reference::fused_moe(A);
+  A.w13_layout = moe::W13Layout::kW31;
+  A.weights.w1 = a31.values();
+  A.weights.w1_scale = a31.scales();
+  A.output = TensorRef::contiguous(o31.data(), DType::kFP32, {M, H});
+  reference::fused_moe(A);
+  double nz = 0;
+  for (int64_t h = 0; h < H; ++h) {
+    EXPECT_EQ(o13[h], o31[h]) << h;
+    nz += std::abs(o13[h]);
+  }
+  EXPECT_GT(nz, 0.0);
+  // Hand check of one output: recompute g, u for every feature.
+  double expect = 0;
+  for (int64_t f = 0; f < I; ++f) {
+    double g = 0, u = 0;
+    for (int64_t k = 0; k < H; ++k) {
+      const float xv = fmt::bf16_bits_to_float(x[k]);
+      g += xv * fmt::e2m1_to_float(static_cast<uint8_t>(8 + f % 8));
+      u += xv * fmt::e2m1_to_float(static_cast<uint8_t>(1 + f % 7));
+    }
+    const float y = fmt::round_to_bf16(static_cast<float>(g / (1 + std::exp(-g)) * u));
+    expect += y * fmt::e2m1_to_float(static_cast<uint8_t>(5 % 16));
+  }
+  EXPECT_NEAR(o13[5], expect, 1e-5 * std::abs(expect) + 1e-7);
+}
+
+TEST(Moe, NumericsActivationQuantisers) {
+  // NVFP4 with gs = 1: block amax 6 -> sf = 1.0, values snap to the E2M1 grid (RNE).
+  float v[32];
+  for (int i = 0; i < 32; ++i) v[i] = 0.f;
+  v[0] = 6.f;
+  v[1] = 1.25f;  // tie between 1 and 1.5 -> 1 (even)
+  v[2] = -2.6f;  // -> -3
+  v[16] = 0.75f; // second block: amax .75 -> sf = ue4m3(.125) = .125, values /.125 = 6 -> 6*.125
+  b12x::moe::num::quant_operand32(v, b12x::moe::num::kANvfp4, 1.f);
+  EXPECT_EQ(v[0], 6.f);
+  EXPECT_EQ(v[1], 1.f);
+  EXPECT_EQ(v[2], -3.f);
+  EXPECT_EQ(v[16], 0.75f);
+  // MXFP8: amax 448 -> scale byte 127, values e4m3-rounded.
+  for (int i = 0; i < 32; ++i) v[i] = 0.f;
+  v[0] = 448.f;
+  v[5] = 17.f;  // e4m3 spacing 2 in [16,32): 17 -> 16 (tie to even)
+  b12x::moe::num::quant_operand32(v, b12x::moe::num::kAMxfp8, 1.f);
+  EXPECT_EQ(v[0], 448.f);
+  EXPECT_EQ(v[5], 16.f);
+  // MXFP4 (ceil rule): amax 12 -> scale 2^1, 5 -> 5/2 = 2.5 -> 2 (tie to even) -> 4.
+  for (int i = 0; i < 32; ++i) v[i] = 0.f;
+  v[0] = 12.f;
+  v[1] = 5.f;
+  b12x::moe::num::quant_operand32(v, b12x::moe::num::kAMxfp4, 1.f);
+  EXPECT_EQ(v[0], 12.f);
+  EXPECT_EQ(v[1], 4.f);
+  // Activations.
+  b12x::moe::num::ActParams p;
+  p.kind = b12x::moe::num::kActSilu;
+  EXPECT_NEAR(b12x::moe::num::act_gated(p, 1.f, 2.f), 2.0 / (1 + std::exp(-1.0)), 1e-6);
+  p.has_limit = true;
+  p.limit = 0.5f;
+  EXPECT_NEAR(b12x::moe::num::act_gated(p, 1.f, -2.f), 0.5 / (1 + std::exp(-0.5)) * -0.5, 1e-6);
+  p.kind = b12x::moe::num::kActSwigluOai;
+  p.limit = 7.f;
+  p.alpha = 1.702f;
+  p.beta = 1.f;
+  EXPECT_NEAR(b12x::moe::num::act_gated(p, 9.f, 8.f), 7.0 / (1 + std::exp(-1.702 * 7)) * 8.0,
+              1e-4);
+  p.kind = b12x::moe::num::kActSitu;
+  EXPECT_NEAR(b12x::moe::num::act_gated(p, 2.f, 30.f),
+              4 * std::tanh(0.5) / (1 + std::exp(-2.0)) * 25 * std::tanh(1.2), 1e-4);
+  EXPECT_EQ(b12x::moe::num::act_relu2(-3.f), 0.f);
+  EXPECT_EQ(b12x::moe::num::act_relu2(3.f), 9.f);
+}
+
+moe::WeightsPlanArgs base_args() {
+  moe::WeightsPlanArgs a;
+  a.quant_mode = QuantMode::kNvfp4;
+  a.source_format = SourceFormat::kModeloptNvfp4;
+  a.activation = Activation::kSilu;
+  a.num_experts = 8;
+  a.hidden_size = 256;
+  a.intermediate_size = 128;
+  return a;
+}
+
+void expect_reject(const moe::WeightsPlanArgs& a, const std::string& needle) {
+  const std::string e = error_of([&] { moe::plan_weights(a); });
+  EXPECT_NE(e.find(needle), std::string::npos) << "message: '" << e << "' lacks '" << needle << "'";
+}
+
+TEST(Moe, PlanWeightsRejections) {
+  EXPECT_EQ(error_of([] { moe::plan_weights(base_args()); }), "");
+  auto a = base_args();
+  a.has_expert_bias = true;
+  expect_reject(a, "expert biases are not supported");
+  a = base_args();
+  a.ep_size = 2;
+  expect_reject(a, "expert parallelism is not supported");
+  a = base_args();
+  a.has_expert_map = true;
+  expect_reject(a, "expert maps are not supported");
+  a = base_args();
+  a.has_lora = true;
+  expect_reject(a, "LoRA is not supported");
+  a = base_args();
+  a.params_dtype = DType::kFP32;
+  expect_reject(a, "params_dtype=fp32 is not supported (supported: bf16, fp16)");
+  a = base_args();
+  a.quant_mode = QuantMode::kW4A8Mx;
+  expect_reject(a, "source_format=modelopt_nvfp4 with quant_mode=w4a8_mx is unsupported");
+  a = base_args();
+  a.quant_mode = QuantMode::kMxfp4;
+  a.source_format = SourceFormat::kFp4E8M0K32;
+  a.intermediate_size = 48;
+  expect_reject(a, "intermediate_size=48 is not a multiple of 32 (MXFP4");
+  a = base_args();
+  a.quant_mode = QuantMode::kW4A8Mx;
+  a.source_format = SourceFormat::kFp4E8M0K32;
+  a.hidden_size = 384;
+  expect_reject(a, "hidden_size=384 is not a multiple of 256 (w4a8_mx");
+  a.hidden_size = 512;
+  a.activation = Activation::kRelu2;
+  expect_reject(a, "activation=relu2 is not supported with w4a8_mx (supported: silu, situ)");
+  a = base_args();
+  a.quant_mode = QuantMode::kW4A8Nvfp4;
+  a.activation = Activation::kSwigluOai;
+  expect_reject(a, "swigluoai_uninterleave is not supported with quant_mode=w4a8_nvfp4");
+  a = base_args();
+  a.quant_mode = QuantMode::kGgmlA16;
+  a.source_format = SourceFormat::kGgml;
+  a.activation = Activation::kSitu;
+  expect_reject(a, "activation=situ is not supported with ggml_a16 (supported: silu, relu2)");
+  a.activation = Activation::kSilu;
+  a.ggml_w2_dtype = DType::kIQ2_XS;
+  a.intermediate_size = 384;
+  expect_reject(a, "does not keep whole iq2_xs blocks of 256 values");
+  a.ggml_w2_dtype = DType::kBF16;
+  expect_reject(a, "ggml_w2_dtype=bf16 is not supported");
+  a = base_args();
+  a.hidden_size = 80;
+  expect_reject(a, "must be multiples of 32");
+  a = base_args();
+  a.num_experts = 0;
+  expect_reject(a, "num_experts=0");
+  // Names.
+  EXPECT_EQ(moe::quant_mode_from_name("w4a8_mx"), QuantMode::kW4A8Mx);
+  EXPECT_EQ(moe::activation_from_name("relu2_no_mul"), Activation::kRelu2);
+  EXPECT_EQ(moe::w13_layout_from_name("gate_up"), moe::W13Layout::kW31);
+  EXPECT_NE(error_of([] { moe::activation_from_name("swigluoai"); }).find("interleaved"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { moe::quant_mode_from_name("w6a8_mx"); }).find("supported: nvfp4"),
+            std::string::npos);
+  // Status codes: scope rejections are kUnsupported.
+  a = base_args();
+  a.ep_size = 4;
+  try {
+    moe::plan_weights(a);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Status::kUnsupported);
+  }
+}
+
+TEST(Moe, PlanRejectionsAndScratch) {
+  const moe::WeightsPlan w = moe::plan_weights(base_args());
+  moe::Caps c;
+  c.max_tokens = 16;
+  c.num_topk = 4;
+  c.weight_plan = &w;
+  const moe::Plan p = moe::plan(c);
+  EXPECT_EQ(p.exec.execution, "decode_tn8");
+  EXPECT_GE(p.scratch_bytes, 16 * 4 * (256 * 4 + 128 * 2));
+  EXPECT_EQ(p.scratch_bytes % 256, 0);
+  c.max_tokens = 1024;
+  EXPECT_EQ(moe::plan(c).exec.execution, "grouped_tn64");
+  EXPECT_EQ(moe::plan_execution(2, c).execution, "decode_tn8");
+  auto cc = c;
+  cc.apply_router_weight_on_input = true;
+  EXPECT_NE(error_of([&] { moe::plan(cc); }).find("apply_router_weight_on_input is only"),
+            std::string::npos);
+  cc = c;
+  cc.swiglu_alpha = 1.5f;
+  EXPECT_NE(error_of([&] { moe::plan(cc); }).find("swiglu_alpha/swiglu_beta are only"),
+            std::string::npos);
+  cc = c;
+  cc.num_topk = 0;
+  EXPECT_NE(error_of([&] { moe::plan(cc); }).find("num_topk=0"), std::string::npos);
+  cc = c;
+  cc.weight_plan = nullptr;
+  EXPECT_NE(error_of([&] { moe::plan(cc); }).find("weight_plan is required"), std::string::npos);
+  auto ra = base_args();
+  ra.activation = Activation::kRelu2;
+  const moe::WeightsPlan wr = moe::plan_weights(ra);
+  EXPECT_EQ(wr.w1_rows, 128);
+  cc = c;
+  cc.weight_plan = &wr;
+  cc.swiglu_limit = 7.f;
+  EXPECT_NE(error_of([&] { moe::plan(cc); }).find("swiglu_limit=7 is not supported with "
+                                                  "activation=relu2"),
+            std::string::npos);
+}
+
+}  // namespace
