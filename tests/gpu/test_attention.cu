@@ -1,0 +1,704 @@
+// GPU tests of paged attention and the KV append op against the CPU reference.
+//
+// Every case builds a random paged problem: pages of each request are a random permutation of a
+// pool whose other pages hold NaN (0xFF) bytes, page-table entries past each request's length
+// hold out-of-range garbage ids (reading them would fault), outputs are poisoned before the run.
+// The reference sees a compact host copy of the used pages with the same logical content.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "b12x/attention.h"
+#include "b12x/reference/attention.h"
+#include "b12x/status.h"
+#include "formats/scalar.h"
+#include "gpu/gpu_test_util.h"
+
+namespace {
+
+using b12x::DType;
+using b12x::TensorRef;
+namespace att = b12x::attention;
+
+// Movable device buffer (gpu_test_util's DeviceBuffer API plus move assignment).
+template <typename T>
+struct DeviceBuffer : b12x::test::DeviceBuffer<T> {
+  using Base = b12x::test::DeviceBuffer<T>;
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(size_t n) : Base(n) {}
+  DeviceBuffer(DeviceBuffer&& o) noexcept : Base(std::move(o)) {}
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    if (this != &o) {
+      if (this->ptr) cudaFree(this->ptr);
+      this->ptr = o.ptr;
+      this->count = o.count;
+      o.ptr = nullptr;
+      o.count = 0;
+    }
+    return *this;
+  }
+};
+
+struct Spec {
+  att::Mode mode = att::Mode::kDecode;
+  DType q = DType::kBF16, kv = DType::kBF16;
+  int hq = 8, hkv = 2, dqk = 128, dv = 128, page = 64;
+  std::vector<int> qlens, prefix;  // kv length = prefix + qlen
+  int window = -1;
+  bool sinks = false, lse = true, per_head_scale = false, combined = true;
+  int num_splits = 0, max_splits = 0;
+  int64_t page_base = 0;  // device page ids start here (high ids: 64-bit offsets)
+  int extra_t = 0;        // q rows beyond cu_seqlens_q[B] that must stay untouched
+  float softmax_scale = 0.f;
+  std::string str() const {
+    std::string s = std::string(att::mode_name(mode)) + " q=" + b12x::dtype_name(q) +
+                    " kv=" + b12x::dtype_name(kv) + " hq=" + std::to_string(hq) +
+                    " hkv=" + std::to_string(hkv) + " d=" + std::to_string(dqk) + "/" +
+                    std::to_string(dv) + " page=" + std::to_string(page) +
+                    " window=" + std::to_string(window) + " sinks=" + std::to_string(sinks) +
+                    " splits=" + std::to_string(num_splits) + " lens=";
+    for (size_t i = 0; i < qlens.size(); ++i)
+      s += std::to_string(qlens[i]) + "+" + std::to_string(prefix[i]) + ",";
+    return s;
+  }
+};
+
+int elt_bytes(DType t) { return t == DType::kFP8E4M3 ? 1 : 2; }
+
+uint16_t to_bits(DType t, float x) {
+  return t == DType::kBF16 ? b12x::fmt::float_to_bf16_bits(x) : b12x::fmt::float_to_fp16_bits(x);
+}
+
+// Host problem + device buffers. Metadata lives in persistent device buffers so graph tests can
+// rewrite it in place.
+struct Problem {
+  Spec s;
+  int B = 0, T = 0, Talloc = 0, W = 0, n_used = 0;
+  int64_t pool_pages = 0;
+  std::vector<int> lk, npg;
+  std::vector<int32_t> cu, lens, host_table, dev_table;
+  std::vector<uint8_t> hk, hv, hq;  // host K/V compact cache, q (raw bytes)
+  std::vector<float> kd, vd, sinks;
+  // device
+  DeviceBuffer<uint8_t> pool, pool_v, dq, dout, dscratch;
+  DeviceBuffer<float> dlse, dkd, dvd, dsinks;
+  DeviceBuffer<int32_t> dtable, dlens, dcu;
+  att::PagedPlan plan;
+  att::PagedBinding binding;
+  int64_t k_page_stride = 0, v_page_stride = 0;  // elements
+  uint8_t* kbase = nullptr;
+  uint8_t* vbase = nullptr;
+  std::vector<int64_t> dev_id;  // compact page -> device page id
+
+  int64_t page_elems(int d) const { return int64_t(s.page) * s.hkv * d; }
+
+  explicit Problem(const Spec& spec, std::mt19937_64& rng) : s(spec) {
+    B = static_cast<int>(s.qlens.size());
+    cu.assign(B + 1, 0);
+    for (int b = 0; b < B; ++b) cu[b + 1] = cu[b] + s.qlens[b];
+    T = cu[B];
+    Talloc = T + s.extra_t;
+    lk.resize(B);
+    npg.resize(B);
+    int maxp = 1;
+    for (int b = 0; b < B; ++b) {
+      lk[b] = s.prefix[b] + s.qlens[b];
+      npg[b] = (lk[b] + s.page - 1) / s.page;
+      maxp = std::max(maxp, npg[b]);
+      n_used += npg[b];
+    }
+    W = maxp + 2;
+    lens.assign(lk.begin(), lk.end());
+    // Compact page ids in random order, then a random injective map into the device pool.
+    std::vector<int> compact(n_used);
+    std::iota(compact.begin(), compact.end(), 0);
+    std::shuffle(compact.begin(), compact.end(), rng);
+    const int spare = 3;
+    std::vector<int64_t> slots(n_used + spare);
+    std::iota(slots.begin(), slots.end(), 0);
+    std::shuffle(slots.begin(), slots.end(), rng);
+    dev_id.resize(n_used);
+    for (int c = 0; c < n_used; ++c) dev_id[c] = s.page_base + slots[c];
+    pool_pages = s.page_base + n_used + spare;
+    host_table.assign(size_t(B) * W, 0);
+    dev_table.assign(size_t(B) * W, 0);
+    int next = 0;
+    for (int b = 0; b < B; ++b)
+      for (int i = 0; i < W; ++i) {
+        if (i < npg[b]) {
+          const int c = compact[next++];
+          host_table[size_t(b) * W + i] = c;
+          dev_table[size_t(b) * W + i] = static_cast<int32_t>(dev_id[c]);
+        } else {
+          host_table[size_t(b) * W + i] = (i % 2) ? 0x7FFF0000 + i : -1 - i;  // never read
+          dev_table[size_t(b) * W + i] = host_table[size_t(b) * W + i];
+        }
+      }
+    fill_values(rng);
+    upload();
+  }
+
+  void fill_values(std::mt19937_64& rng) {
+    std::normal_distribution<float> nd(0.f, 1.f);
+    const int kb = elt_bytes(s.kv);
+    auto fill = [&](std::vector<uint8_t>& v, int64_t n, DType t, float sd) {
+      v.resize(n * elt_bytes(t));
+      for (int64_t i = 0; i < n; ++i) {
+        const float x = nd(rng) * sd;
+        if (t == DType::kFP8E4M3) {
+          v[i] = b12x::fmt::float_to_e4m3_satfinite(x);
+        } else {
+          const uint16_t bits = to_bits(t, x);
+          std::memcpy(&v[2 * i], &bits, 2);
+        }
+      }
+    };
+    (void)kb;
+    fill(hk, int64_t(n_used) * page_elems(s.dqk), s.kv, s.kv == DType::kFP8E4M3 ? 3.f : 1.f);
+    fill(hv, int64_t(n_used) * page_elems(s.dv), s.kv, s.kv == DType::kFP8E4M3 ? 3.f : 1.f);
+    fill(hq, int64_t(Talloc) * s.hq * s.dqk, s.q, 1.f);
+    std::uniform_real_distribution<float> ud(0.1f, 0.6f);
+    if (s.kv == DType::kFP8E4M3) {
+      const int n = s.per_head_scale ? B * s.hkv : B;
+      kd.resize(n);
+      vd.resize(n);
+      for (auto& x : kd) x = ud(rng);
+      for (auto& x : vd) x = ud(rng);
+    }
+    if (s.sinks) {
+      sinks.resize(s.hq);
+      for (auto& x : sinks) x = nd(rng) * 2.f;
+    }
+  }
+
+  void upload() {
+    const int eb = elt_bytes(s.kv);
+    const int64_t kpb = page_elems(s.dqk) * eb, vpb = page_elems(s.dv) * eb;
+    if (s.combined && s.dqk == s.dv) {
+      pool = DeviceBuffer<uint8_t>(size_t(pool_pages) * (kpb + vpb));
+      kbase = pool.ptr;
+      vbase = pool.ptr + kpb;
+      k_page_stride = v_page_stride = (kpb + vpb) / eb;
+    } else {
+      pool = DeviceBuffer<uint8_t>(size_t(pool_pages) * kpb);
+      pool_v = DeviceBuffer<uint8_t>(size_t(pool_pages) * vpb);
+      kbase = pool.ptr;
+      vbase = pool_v.ptr;
+      k_page_stride = kpb / eb;
+      v_page_stride = vpb / eb;
+    }
+    pool.poison(0xFF);
+    if (pool_v.ptr) pool_v.poison(0xFF);
+    for (int c = 0; c < n_used; ++c) {
+      EXPECT_EQ(cudaMemcpy(kbase + dev_id[c] * k_page_stride * eb, hk.data() + c * kpb, kpb,
+                           cudaMemcpyHostToDevice), cudaSuccess);
+      EXPECT_EQ(cudaMemcpy(vbase + dev_id[c] * v_page_stride * eb, hv.data() + c * vpb, vpb,
+                           cudaMemcpyHostToDevice), cudaSuccess);
+    }
+    dq = DeviceBuffer<uint8_t>(hq.size());
+    dq.upload(hq);
+    dout = DeviceBuffer<uint8_t>(size_t(Talloc) * s.hq * s.dv * 2);
+    dlse = DeviceBuffer<float>(size_t(Talloc) * s.hq);
+    dtable = DeviceBuffer<int32_t>(dev_table.size());
+    dtable.upload(dev_table);
+    dlens = DeviceBuffer<int32_t>(B);
+    dlens.upload(lens);
+    dcu = DeviceBuffer<int32_t>(B + 1);
+    dcu.upload(cu);
+    if (!kd.empty()) {
+      dkd = DeviceBuffer<float>(kd.size());
+      dkd.upload(kd);
+      dvd = DeviceBuffer<float>(vd.size());
+      dvd.upload(vd);
+    }
+    if (!sinks.empty()) {
+      dsinks = DeviceBuffer<float>(sinks.size());
+      dsinks.upload(sinks);
+    }
+  }
+
+  att::PagedCaps caps() const {
+    att::PagedCaps c;
+    c.device = 0;
+    c.mode = s.mode;
+    c.q_dtype = s.q;
+    c.kv_dtype = s.kv;
+    c.num_q_heads = s.hq;
+    c.num_kv_heads = s.hkv;
+    c.head_dim_qk = s.dqk;
+    c.head_dim_vo = s.dv;
+    c.page_size = s.page;
+    c.max_batch = B;
+    c.max_page_table_width = W;
+    c.max_total_q = Talloc;
+    c.max_splits = s.max_splits;
+    return c;
+  }
+
+  TensorRef scale_ref(float* p) const {
+    if (s.per_head_scale) return TensorRef::contiguous(p, DType::kFP32, {B, s.hkv}, 0);
+    return TensorRef::contiguous(p, DType::kFP32, {B}, 0);
+  }
+
+  att::PagedArgs device_args() {
+    att::PagedArgs a;
+    a.q = TensorRef::contiguous(dq.ptr, s.q, {Talloc, s.hq, s.dqk}, 0);
+    a.k_cache = TensorRef::contiguous(kbase, s.kv, {pool_pages, s.page, s.hkv, s.dqk}, 0);
+    a.k_cache.stride[0] = k_page_stride;
+    a.v_cache = TensorRef::contiguous(vbase, s.kv, {pool_pages, s.page, s.hkv, s.dv}, 0);
+    a.v_cache.stride[0] = v_page_stride;
+    a.out = TensorRef::contiguous(dout.ptr, s.q, {Talloc, s.hq, s.dv}, 0);
+    a.page_table = TensorRef::contiguous(dtable.ptr, DType::kInt32, {B, W}, 0);
+    a.cache_seqlens = TensorRef::contiguous(dlens.ptr, DType::kInt32, {B}, 0);
+    a.cu_seqlens_q = TensorRef::contiguous(dcu.ptr, DType::kInt32, {B + 1}, 0);
+    if (dkd.ptr) {
+      a.k_descale = scale_ref(dkd.ptr);
+      a.v_descale = scale_ref(dvd.ptr);
+    }
+    if (dsinks.ptr) a.sinks = TensorRef::contiguous(dsinks.ptr, DType::kFP32, {s.hq}, 0);
+    if (s.lse) a.lse = TensorRef::contiguous(dlse.ptr, DType::kFP32, {Talloc, s.hq}, 0);
+    a.window_left = s.window;
+    a.softmax_scale = s.softmax_scale;
+    a.num_splits = s.num_splits;
+    return a;
+  }
+
+  void plan_and_bind() {
+    plan = att::plan_paged(caps());
+    dscratch = DeviceBuffer<uint8_t>(std::max<int64_t>(plan.scratch_bytes, 256));
+    binding = att::bind_paged(plan, TensorRef::contiguous(dscratch.ptr, DType::kUInt8,
+                                                           {plan.scratch_bytes}, 0),
+                              device_args());
+  }
+
+  void run(cudaStream_t stream = nullptr) {
+    dout.poison(0xFF);
+    dlse.poison(0xFF);
+    att::run_paged(binding, stream);
+  }
+
+  // Reference on the host copy (compact pages).
+  void reference(std::vector<double>& out, std::vector<double>& lse) {
+    att::PagedArgs a;
+    a.q = TensorRef::contiguous(hq.data(), s.q, {Talloc, s.hq, s.dqk});
+    a.k_cache = TensorRef::contiguous(hk.data(), s.kv, {n_used, s.page, s.hkv, s.dqk});
+    a.v_cache = TensorRef::contiguous(hv.data(), s.kv, {n_used, s.page, s.hkv, s.dv});
+    out.assign(size_t(Talloc) * s.hq * s.dv, 0.0);
+    lse.assign(size_t(Talloc) * s.hq, 0.0);
+    a.out = TensorRef::contiguous(out.data(), DType::kFP64, {Talloc, s.hq, s.dv});
+    a.lse = TensorRef::contiguous(lse.data(), DType::kFP64, {Talloc, s.hq});
+    a.page_table = TensorRef::contiguous(host_table.data(), DType::kInt32, {B, W});
+    a.cache_seqlens = TensorRef::contiguous(lens.data(), DType::kInt32, {B});
+    a.cu_seqlens_q = TensorRef::contiguous(cu.data(), DType::kInt32, {B + 1});
+    if (!kd.empty()) {
+      if (s.per_head_scale) {
+        a.k_descale = TensorRef::contiguous(kd.data(), DType::kFP32, {B, s.hkv});
+        a.v_descale = TensorRef::contiguous(vd.data(), DType::kFP32, {B, s.hkv});
+      } else {
+        a.k_descale = TensorRef::contiguous(kd.data(), DType::kFP32, {B});
+        a.v_descale = TensorRef::contiguous(vd.data(), DType::kFP32, {B});
+      }
+    }
+    if (!sinks.empty()) a.sinks = TensorRef::contiguous(sinks.data(), DType::kFP32, {s.hq});
+    a.window_left = s.window;
+    a.softmax_scale = s.softmax_scale;
+    b12x::reference::paged_attention(a);
+  }
+
+  std::vector<float> download_out() {
+    std::vector<uint8_t> raw = dout.download();
+    std::vector<float> o(raw.size() / 2);
+    for (size_t i = 0; i < o.size(); ++i) {
+      uint16_t b;
+      std::memcpy(&b, &raw[2 * i], 2);
+      o[i] = s.q == DType::kBF16 ? b12x::fmt::bf16_bits_to_float(b) : b12x::fmt::fp16_bits_to_float(b);
+    }
+    return o;
+  }
+
+  // Compares the device result with the reference; rows past cu[B] must stay poisoned.
+  void check(const std::string& what) {
+    std::vector<double> ref, ref_lse;
+    reference(ref, ref_lse);
+    const std::vector<float> got = download_out();
+    const size_t live = size_t(T) * s.hq * s.dv;
+    std::vector<float> g(got.begin(), got.begin() + live);
+    std::vector<double> r(ref.begin(), ref.begin() + live);
+    const auto c = b12x::test::compare(g, r);
+    const double tol = s.q == DType::kFP16 ? 4e-3 : 2e-2;
+    EXPECT_EQ(c.nonfinite, 0) << what << " " << s.str() << " " << c.str();
+    EXPECT_LE(c.max_abs, tol) << what << " " << s.str() << " " << c.str();
+    EXPECT_LE(c.rel_l2, 8e-3) << what << " " << s.str() << " " << c.str();
+    for (size_t i = live; i < got.size(); ++i) {
+      if (!std::isnan(got[i])) {
+        ADD_FAILURE() << what << " padding row value " << i << " was written: " << got[i];
+        break;
+      }
+    }
+    if (s.lse) {
+      const std::vector<float> gl = dlse.download();
+      double worst = 0;
+      for (int t = 0; t < T; ++t)
+        for (int h = 0; h < s.hq; ++h) {
+          const double a = gl[size_t(t) * s.hq + h], b = ref_lse[size_t(t) * s.hq + h];
+          if (!(std::isfinite(a) && std::isfinite(b))) {
+            if (!(std::isinf(a) && std::isinf(b) && a < 0 && b < 0)) worst = INFINITY;
+            continue;
+          }
+          worst = std::max(worst, std::abs(a - b));
+        }
+      EXPECT_LE(worst, 1e-2) << what << " lse " << s.str();
+    }
+  }
+};
+
+std::mt19937_64& rng() {
+  static std::mt19937_64 g(12345);
+  return g;
+}
+
+#define PLAN_AND_BIND(p)                                              \
+  do {                                                                \
+    try {                                                             \
+      (p).plan_and_bind();                                            \
+    } catch (const b12x::Error& e) {                                  \
+      FAIL() << "plan/bind failed: " << e.what() << " " << (p).s.str(); \
+    }                                                                 \
+  } while (0)
+
+void run_case(const Spec& s, const std::string& what) {
+  Problem p(s, rng());
+  PLAN_AND_BIND(p);
+  p.run();
+  B12X_TEST_CUDA(cudaDeviceSynchronize());
+  p.check(what);
+}
+
+struct Dims {
+  int dqk, dv;
+};
+constexpr Dims kDims[] = {{128, 128}, {64, 64}, {256, 256}, {192, 192}, {192, 128}};
+constexpr int kRatios[] = {1, 4, 8, 16, 3, 6, 2, 5};
+
+// Ragged decode lengths: 1, page +- 1, a non-multiple, one long enough to split.
+std::vector<int> decode_prefix(int page) { return {0, page - 1, page, 3 * page + 5, 1700}; }
+
+TEST(AttentionGpuDecode, DtypesPagesWindowsSinks) {
+  B12X_REQUIRE_GPU();
+  int i = 0;
+  for (DType kv : {DType::kBF16, DType::kFP16, DType::kFP8E4M3})
+    for (int page : {16, 32, 64, 128})
+      for (int variant = 0; variant < 2; ++variant, ++i) {
+        Spec s;
+        s.mode = att::Mode::kDecode;
+        s.kv = kv;
+        s.q = kv == DType::kFP16 ? DType::kFP16 : DType::kBF16;
+        s.page = page;
+        const Dims d = kDims[i % 5];
+        s.dqk = d.dqk;
+        s.dv = d.dv;
+        s.hkv = 1 + i % 3;
+        s.hq = s.hkv * kRatios[i % 8];
+        s.prefix = decode_prefix(page);
+        s.qlens.assign(s.prefix.size(), 1);
+        s.window = variant ? 45 : -1;
+        s.sinks = variant == 1;
+        s.per_head_scale = (i % 2) == 0;
+        s.combined = (i % 3) != 0;
+        run_case(s, "decode");
+      }
+}
+
+TEST(AttentionGpuDecode, SplitCountsAgree) {
+  B12X_REQUIRE_GPU();
+  for (int splits : {1, 2, 7, 64}) {
+    Spec s;
+    s.hq = 32;
+    s.hkv = 8;
+    s.prefix = {4000, 63, 1, 2500};
+    s.qlens.assign(4, 1);
+    s.num_splits = splits;
+    s.max_splits = 64;
+    s.sinks = splits == 7;
+    run_case(s, "split=" + std::to_string(splits));
+  }
+}
+
+TEST(AttentionGpuExtend, DtypesPagesWindowsSinks) {
+  B12X_REQUIRE_GPU();
+  int i = 0;
+  for (DType kv : {DType::kBF16, DType::kFP16, DType::kFP8E4M3})
+    for (int page : {16, 32, 64, 128}) {
+      Spec s;
+      s.mode = att::Mode::kExtend;
+      s.kv = kv;
+      s.q = kv == DType::kFP16 ? DType::kFP16 : DType::kBF16;
+      s.page = page;
+      const Dims d = kDims[i % 5];
+      s.dqk = d.dqk;
+      s.dv = d.dv;
+      s.hkv = 1 + i % 2;
+      s.hq = s.hkv * kRatios[(i + 3) % 8];
+      s.qlens = {1, 37, 70, 5};
+      s.prefix = {0, page + 3, 130, 0};
+      s.window = (i % 3 == 1) ? 50 : -1;
+      s.sinks = (i % 2) == 1;
+      s.per_head_scale = (i % 2) == 0;
+      s.extra_t = 3;
+      ++i;
+      run_case(s, "extend");
+    }
+}
+
+TEST(AttentionGpuExtend, ForcedSplitAndSoftmaxScale) {
+  B12X_REQUIRE_GPU();
+  Spec s;
+  s.mode = att::Mode::kExtend;
+  s.hq = 16;
+  s.hkv = 4;
+  s.qlens = {20, 3};
+  s.prefix = {900, 1200};
+  s.max_splits = 5;
+  s.num_splits = 5;
+  s.softmax_scale = 0.05f;
+  s.sinks = true;
+  run_case(s, "extend split");
+}
+
+TEST(AttentionGpuVerify, UniformQueryLength) {
+  B12X_REQUIRE_GPU();
+  int i = 0;
+  for (DType kv : {DType::kBF16, DType::kFP8E4M3})
+    for (int qlen : {2, 4, 7}) {
+      Spec s;
+      s.mode = att::Mode::kVerify;
+      s.kv = kv;
+      s.hkv = 2;
+      s.hq = 2 * (i % 2 ? 8 : 3);
+      s.page = i % 2 ? 128 : 64;
+      s.qlens.assign(3, qlen);
+      s.prefix = {10, 600, 2100};
+      s.window = i == 2 ? 100 : -1;
+      s.sinks = i == 3;
+      ++i;
+      run_case(s, "verify");
+    }
+}
+
+// Live page ids whose byte offset exceeds 2^31 (64-bit page offsets).
+TEST(AttentionGpuDecode, HighPageIdsBeyond2GiB) {
+  B12X_REQUIRE_GPU();
+  for (DType kv : {DType::kBF16, DType::kFP8E4M3}) {
+    Spec s;
+    s.kv = kv;
+    s.hq = 16;
+    s.hkv = 8;
+    s.page = 64;
+    s.qlens = {1, 1};
+    s.prefix = {300, 130};
+    // combined K/V page = 2 * 64 * 8 * 128 * elt bytes: push ids past 2^31 bytes.
+    const int64_t page_bytes = int64_t(2) * 64 * 8 * 128 * elt_bytes(kv);
+    s.page_base = (int64_t(1) << 31) / page_bytes + 7;
+    run_case(s, "high page ids");
+    Spec e = s;
+    e.mode = att::Mode::kExtend;
+    e.qlens = {5, 17};
+    run_case(e, "high page ids extend");
+  }
+}
+
+// Capture run() once, replay 100 times with new lengths and page tables written in place.
+TEST(AttentionGpuGraph, ReplayWithChangingMetadataMatchesEager) {
+  B12X_REQUIRE_GPU();
+  for (att::Mode mode : {att::Mode::kDecode, att::Mode::kExtend}) {
+    Spec s;
+    s.mode = mode;
+    s.hq = 8;
+    s.hkv = 2;
+    s.page = 16;
+    s.qlens = mode == att::Mode::kDecode ? std::vector<int>{1, 1, 1, 1} : std::vector<int>{9, 1, 30, 4};
+    s.prefix = {700, 700, 700, 700};  // capacity: each request may hold up to ~730 tokens
+    s.sinks = true;
+    Problem p(s, rng());
+    PLAN_AND_BIND(p);
+    const int Tcap = p.Talloc;
+    cudaStream_t st;
+    B12X_TEST_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    B12X_TEST_CUDA(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+    att::run_paged(p.binding, st);
+    B12X_TEST_CUDA(cudaStreamEndCapture(st, &graph));
+    B12X_TEST_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+    std::uniform_int_distribution<int> len_d(0, 700);
+    int mismatches = 0;
+    for (int rep = 0; rep < 100; ++rep) {
+      // New lengths (same T for decode, <= capacity for extend) and a reshuffled table.
+      if (mode == att::Mode::kExtend) {
+        int t = 0;
+        for (int b = 0; b < p.B; ++b) {
+          const int q = std::uniform_int_distribution<int>(0, 11)(rng());
+          p.cu[b + 1] = p.cu[b] + std::min(q, Tcap - t);
+          t = p.cu[b + 1];
+        }
+      }
+      for (int b = 0; b < p.B; ++b) {
+        const int ql = p.cu[b + 1] - p.cu[b];
+        p.lens[b] = std::max(std::max(ql, 1), std::min(ql + len_d(rng()), p.npg[b] * s.page));
+      }
+      // Reshuffle each request's pages; entries past the live length become garbage ids.
+      for (int b = 0; b < p.B; ++b) {
+        const int need = (p.lens[b] + s.page - 1) / s.page;
+        auto row = p.host_table.begin() + size_t(b) * p.W;
+        std::shuffle(row, row + p.npg[b], rng());
+        for (int i = 0; i < p.W; ++i)
+          p.dev_table[size_t(b) * p.W + i] =
+              i < need ? static_cast<int32_t>(p.dev_id[row[i]]) : -100 - i;
+      }
+      p.T = p.cu[p.B];
+      B12X_TEST_CUDA(cudaMemcpyAsync(p.dlens.ptr, p.lens.data(), p.B * 4, cudaMemcpyHostToDevice, st));
+      B12X_TEST_CUDA(cudaMemcpyAsync(p.dcu.ptr, p.cu.data(), (p.B + 1) * 4, cudaMemcpyHostToDevice, st));
+      B12X_TEST_CUDA(cudaMemcpyAsync(p.dtable.ptr, p.dev_table.data(), p.dev_table.size() * 4,
+                                     cudaMemcpyHostToDevice, st));
+      B12X_TEST_CUDA(cudaMemsetAsync(p.dout.ptr, 0xFF, p.dout.bytes(), st));
+      B12X_TEST_CUDA(cudaGraphLaunch(exec, st));
+      B12X_TEST_CUDA(cudaStreamSynchronize(st));
+      const std::vector<uint8_t> replay = p.dout.download();
+      const std::vector<float> replay_lse = p.dlse.download();
+      B12X_TEST_CUDA(cudaMemsetAsync(p.dout.ptr, 0xFF, p.dout.bytes(), st));
+      att::run_paged(p.binding, st);
+      B12X_TEST_CUDA(cudaStreamSynchronize(st));
+      const std::vector<uint8_t> eager = p.dout.download();
+      if (std::memcmp(replay.data(), eager.data(), size_t(p.T) * s.hq * s.dv * 2) != 0) ++mismatches;
+      if (rep % 25 == 0) {
+        // Re-check the replayed state against the reference as well.
+        p.check("graph replay " + std::to_string(rep));
+      }
+      (void)replay_lse;
+    }
+    EXPECT_EQ(mismatches, 0) << att::mode_name(mode) << ": replays differing from eager";
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    cudaStreamDestroy(st);
+  }
+}
+
+TEST(AttentionGpuBind, RejectsBadInputs) {
+  B12X_REQUIRE_GPU();
+  Spec s;
+  s.qlens = {1, 1};
+  s.prefix = {10, 20};
+  Problem p(s, rng());
+  PLAN_AND_BIND(p);
+  auto expect_bad = [&](auto mutate, const char* needle) {
+    att::PagedArgs a = p.device_args();
+    TensorRef scratch = TensorRef::contiguous(p.dscratch.ptr, DType::kUInt8, {p.plan.scratch_bytes}, 0);
+    mutate(a, scratch);
+    try {
+      att::bind_paged(p.plan, scratch, a);
+      ADD_FAILURE() << "accepted: " << needle;
+    } catch (const b12x::Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  expect_bad([](att::PagedArgs&, TensorRef& sc) { sc.shape[0] -= 1; }, "scratch has");
+  expect_bad([](att::PagedArgs& a, TensorRef&) { a.q.device = -1; }, "q");
+  expect_bad([](att::PagedArgs& a, TensorRef&) { a.page_table.dtype = DType::kInt64; }, "page_table");
+  expect_bad([](att::PagedArgs& a, TensorRef&) { a.k_cache.stride[0] += 1; }, "not a multiple of 16 bytes");
+  expect_bad([&](att::PagedArgs& a, TensorRef&) { a.cu_seqlens_q.shape[0] = 2; }, "cu_seqlens_q");
+  expect_bad([&](att::PagedArgs& a, TensorRef&) { a.page_table.shape[1] = p.W + 5; a.page_table.stride[0] = p.W + 5; }, "max_page_table_width");
+}
+
+TEST(AttentionGpuAppend, MatchesReference) {
+  B12X_REQUIRE_GPU();
+  for (DType cache : {DType::kBF16, DType::kFP8E4M3}) {
+    const int T = 37, H = 4, D = 128, P = 20, S = 16;
+    std::vector<uint8_t> hk(T * H * D * 2), hv(T * H * D * 2);
+    auto fill = [](std::vector<uint8_t>& v) {
+      const auto f = b12x::test::random_normal(v.size() / 2, 2.f);
+      for (size_t i = 0; i < f.size(); ++i) {
+        const uint16_t b = b12x::fmt::float_to_bf16_bits(f[i]);
+        std::memcpy(&v[2 * i], &b, 2);
+      }
+    };
+    fill(hk);
+    fill(hv);
+    std::vector<int64_t> slots(T);
+    std::vector<int64_t> all(P * S);
+    std::iota(all.begin(), all.end(), 0);
+    std::shuffle(all.begin(), all.end(), rng());
+    for (int t = 0; t < T; ++t) slots[t] = (t % 9 == 4) ? -1 : all[t];
+    const int eb = elt_bytes(cache);
+    const size_t cache_bytes = size_t(P) * S * H * D * eb;
+    std::vector<uint8_t> ref_k(cache_bytes, 0x11), ref_v(cache_bytes, 0x22);
+    DeviceBuffer<uint8_t> dk(hk.size()), dv(hv.size()), dkc(cache_bytes), dvc(cache_bytes);
+    DeviceBuffer<int64_t> dslots(T);
+    DeviceBuffer<float> dks(1), dvs(1);
+    std::vector<float> ks = {0.02f}, vs = {0.03f};
+    dk.upload(hk);
+    dv.upload(hv);
+    dkc.upload(ref_k);
+    dvc.upload(ref_v);
+    dslots.upload(slots);
+    dks.upload(ks);
+    dvs.upload(vs);
+    const bool fp8 = cache == DType::kFP8E4M3;
+    att::append_kv(TensorRef::contiguous(dk.ptr, DType::kBF16, {T, H, D}, 0),
+                   TensorRef::contiguous(dv.ptr, DType::kBF16, {T, H, D}, 0),
+                   TensorRef::contiguous(dkc.ptr, cache, {P, S, H, D}, 0),
+                   TensorRef::contiguous(dvc.ptr, cache, {P, S, H, D}, 0),
+                   TensorRef::contiguous(dslots.ptr, DType::kInt64, {T}, 0),
+                   fp8 ? TensorRef::contiguous(dks.ptr, DType::kFP32, {1}, 0) : TensorRef{},
+                   fp8 ? TensorRef::contiguous(dvs.ptr, DType::kFP32, {1}, 0) : TensorRef{}, nullptr);
+    B12X_TEST_CUDA(cudaDeviceSynchronize());
+    b12x::reference::append_kv(TensorRef::contiguous(hk.data(), DType::kBF16, {T, H, D}),
+                               TensorRef::contiguous(hv.data(), DType::kBF16, {T, H, D}),
+                               TensorRef::contiguous(ref_k.data(), cache, {P, S, H, D}),
+                               TensorRef::contiguous(ref_v.data(), cache, {P, S, H, D}),
+                               TensorRef::contiguous(slots.data(), DType::kInt64, {T}),
+                               fp8 ? TensorRef::contiguous(ks.data(), DType::kFP32, {1}) : TensorRef{},
+                               fp8 ? TensorRef::contiguous(vs.data(), DType::kFP32, {1}) : TensorRef{});
+    EXPECT_EQ(dkc.download(), ref_k) << b12x::dtype_name(cache);
+    EXPECT_EQ(dvc.download(), ref_v) << b12x::dtype_name(cache);
+  }
+}
+
+// Small cases for compute-sanitizer (memcheck + racecheck).
+TEST(AttentionGpuSanitize, DecodeSplitFp8) {
+  B12X_REQUIRE_GPU();
+  Spec s;
+  s.kv = DType::kFP8E4M3;
+  s.hq = 8;
+  s.hkv = 2;
+  s.page = 16;
+  s.qlens = {1, 1, 1};
+  s.prefix = {0, 17, 600};
+  s.num_splits = 3;
+  s.max_splits = 3;
+  s.sinks = true;
+  run_case(s, "sanitize decode");
+}
+
+TEST(AttentionGpuSanitize, ExtendWindow) {
+  B12X_REQUIRE_GPU();
+  Spec s;
+  s.mode = att::Mode::kExtend;
+  s.hq = 4;
+  s.hkv = 1;
+  s.dqk = s.dv = 64;
+  s.page = 32;
+  s.qlens = {3, 40};
+  s.prefix = {70, 0};
+  s.window = 20;
+  s.extra_t = 2;
+  run_case(s, "sanitize extend");
+}
+
+}  // namespace
