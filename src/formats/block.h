@@ -230,4 +230,42 @@ B12X_HD uint8_t block_fp8_requant_value(uint8_t code, float scale, uint8_t ue8m0
   return mxfp8_encode_value(block_fp8_reconstruct(code, scale), ue8m0);
 }
 
+// ---------------------------------------------------------------- rows ----------------------
+// A row of k values (k a multiple of the block) with its linear scale row. Kernels that give a
+// whole row to one thread use these directly; the host API loops over them.
+B12X_HD void nvfp4_encode_row(const float* x, int64_t k, float gs, uint8_t* packed,
+                              uint8_t* scales) {
+  for (int64_t b = 0; b < k / kNvfp4BlockValues; ++b)
+    scales[b] = nvfp4_encode_block(x + b * kNvfp4BlockValues, gs, packed + b * 8);
+}
+B12X_HD void nvfp4_decode_row(const uint8_t* packed, const uint8_t* scales, int64_t k, float gs,
+                              float* out) {
+  for (int64_t b = 0; b < k / kNvfp4BlockValues; ++b)
+    nvfp4_decode_block(packed + b * 8, scales[b], gs, out + b * kNvfp4BlockValues);
+}
+B12X_HD void mxfp4_encode_row(const float* x, int64_t k, MxScaleRule rule,
+                              MxZeroBlockScale zero_block, uint8_t* packed, uint8_t* scales) {
+  for (int64_t b = 0; b < k / kMxBlockValues; ++b)
+    scales[b] = mxfp4_encode_block(x + b * kMxBlockValues, rule, zero_block, packed + b * 16);
+}
+B12X_HD void mxfp4_decode_row(const uint8_t* packed, const uint8_t* scales, int64_t k, float* out) {
+  for (int64_t b = 0; b < k / kMxBlockValues; ++b)
+    mxfp4_decode_block(packed + b * 16, scales[b], out + b * kMxBlockValues);
+}
+B12X_HD void mxfp8_encode_row(const float* x, int64_t k, MxZeroBlockScale zero_block,
+                              uint8_t* values, uint8_t* scales) {
+  for (int64_t b = 0; b < k / kMxBlockValues; ++b)
+    scales[b] = mxfp8_encode_block(x + b * kMxBlockValues, zero_block, values + b * kMxBlockValues);
+}
+B12X_HD void mxfp8_decode_row(const uint8_t* values, const uint8_t* scales, int64_t k, float* out) {
+  for (int64_t b = 0; b < k / kMxBlockValues; ++b)
+    mxfp8_decode_block(values + b * kMxBlockValues, scales[b], out + b * kMxBlockValues);
+}
+/// One 1x128 activation group (DeepSeek): returns the fp32 scale amax/448 (0 for a zero group).
+B12X_HD float fp8_group_encode(const float* x, int n, uint8_t* out) {
+  const float s = fp8_scale_from_amax(block_amax(x, n));
+  for (int i = 0; i < n; ++i) out[i] = fp8_encode_value(x[i], s);
+  return s;
+}
+
 }  // namespace b12x::fmt

@@ -306,7 +306,7 @@ std::vector<T> down(const b12x::test::DeviceBuffer<T>& b) {
   return b.download();
 }
 
-TEST(FormatsGpuBlock, DeviceCodecsMatchHostBitExact) {
+TEST(FormatsGpuSanitize, DeviceCodecsMatchHostBitExact) {
   B12X_REQUIRE_GPU();
   namespace fm = b12x::formats;
   const int n = 256 * 512;
