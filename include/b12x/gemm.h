@@ -1,0 +1,192 @@
+// b12x linear GEMMs: y[M, N] = alpha * x[M, K] . W[N, K]^T (+ bias[N]) for every quantized weight
+// format of the project (FP8 per-tensor, DeepSeek 128x128 block FP8, MXFP8, NVFP4 W4A4/W4A16,
+// MXFP4 W4A4/W4A8/W4A16, GGML IQ2_XXS / IQ2_XS / Q8_0), BF16/FP16 activations and outputs.
+//
+// Lifecycle (docs/DEVELOPING.md):
+//   PackedWeight::pack(source)   once, before capture: repacks the checkpoint tensors into the
+//                                kernel layout (owned device memory); refresh() rewrites the same
+//                                storage so device pointers stay stable.
+//   plan(caps)                   host only: validates, picks the regime (weight-streaming decode
+//                                kernel for small M, tiled kernel for large M) from max_tokens and
+//                                the expected_m hint, sizes ONE uint8 scratch buffer.
+//   bind(plan, scratch, ...)     pointer arithmetic and checks only.
+//   run(binding, stream)         launches only; capture-safe.
+// One-shot helpers (linear()) plan from the call's shapes and use a cached scratch.
+//
+// Numerics: weights and activations are dequantized exactly (FP4/FP8 values times their
+// UE4M3/E8M0 block scales are exact in BF16); scales that are not exact in BF16 (block-FP8 fp32
+// scales, Q8_0 fp16 d, IQ2 d*(2s+1)/8, MX E8M0) are applied in fp32 to per-group partial sums.
+// Results equal the fp64 reference (b12x/reference/linear.h) up to fp32 summation order and the
+// final rounding to the output dtype.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "b12x/types.h"
+
+namespace b12x::gemm {
+
+/// Weight format x activation format of a linear layer. Values are part of the C ABI.
+enum class LinearFormat : int32_t {
+  /// W e4m3 [N,K]; x e4m3 [M,K] quantized by the caller with a static per-tensor scale;
+  /// out = output_scale * (x_q . W_q^T). K % 32 == 0.
+  kFp8Tensor = 0,
+  /// W e4m3 [N,K] + fp32 scales [ceil(N/128), ceil(K/128)] (multiplied, DeepSeek
+  /// "weight_scale_inv"); x bf16/fp16 quantized inside to FP8 with one fp32 scale per 1x128 group
+  /// (or caller-quantized: x e4m3 [M,K] + x_scale fp32 [M, K/128]). K % 128 == 0.
+  kFp8Block = 1,
+  /// W e4m3 [N,K] + E8M0 [N,K/32]; x bf16/fp16 quantized inside to MXFP8. K % 32 == 0.
+  kMxfp8 = 2,
+  /// W4A4: W NVFP4 (packed [N,K/2] + UE4M3 [N,K/16]); x NVFP4 quantized by the caller (packed
+  /// [M,K/2] + 128x4-swizzled UE4M3 scales); alpha = input_scale * weight_scale_2 (device fp32[1]).
+  kNvfp4 = 3,
+  /// W4A16: W NVFP4 + weight_scale_2 (global, multiplied); x bf16/fp16.
+  kNvfp4W4A16 = 4,
+  /// W4A4: W MXFP4 (packed [N,K/2] + E8M0 [N,K/32]); x MXFP4 quantized by the caller (packed +
+  /// 128x4-swizzled E8M0 scales).
+  kMxfp4 = 5,
+  /// W4A8: W MXFP4; x bf16/fp16 quantized inside to MXFP8.
+  kMxfp4W4A8 = 6,
+  /// W4A16: W MXFP4; x bf16/fp16.
+  kMxfp4W4A16 = 7,
+  /// GGML blocks (W [N,K] of iq2_xxs / iq2_xs / q8_0); x bf16/fp16, no activation quantization.
+  kIq2Xxs = 8,
+  kIq2Xs = 9,
+  kQ8_0 = 10,
+};
+inline constexpr int kNumLinearFormats = 11;
+
+const char* format_name(LinearFormat f) noexcept;
+/// Parse "fp8_tensor", "fp8_block", "mxfp8", "nvfp4", "nvfp4_w4a16", "mxfp4", "mxfp4_w4a8",
+/// "mxfp4_w4a16", "iq2_xxs", "iq2_xs", "q8_0".
+LinearFormat format_from_name(const std::string& name);
+/// K must be a multiple of this (32, or 128 for block FP8, 256 for IQ2).
+int format_k_multiple(LinearFormat f) noexcept;
+
+/// Checkpoint-layout weight tensors (host or device memory). Which fields apply:
+///  kFp8Tensor  weight e4m3/uint8 [N,K]; output_scale fp32[1] (= input_scale * weight_scale).
+///  kFp8Block   weight e4m3 [N,K]; weight_scale fp32 [ceil(N/128), ceil(K/128)].
+///  kMxfp8      weight e4m3 [N,K]; weight_scale ue8m0/uint8 [N, >=K/32].
+///  NVFP4       weight uint8 [N,K/2] (or fp4 [N,K]); weight_scale e4m3/ue4m3/uint8 [N,K/16]
+///              linear, or the 128x4-swizzled storage (pad128(N)*pad4(K/16) bytes, any shape)
+///              with scale_swizzled = true; global_scale = weight_scale_2 (W4A16 only; W4A4 takes
+///              alpha per call).
+///  MXFP4       weight uint8 [N,K/2]; weight_scale ue8m0/uint8 [N,K/32] linear or swizzled.
+///  GGML        weight uint8 [N, K/bv*bb] viewed as iq2_xxs/iq2_xs/q8_0 [N,K] (set dtype).
+struct WeightSource {
+  LinearFormat format = LinearFormat::kNvfp4W4A16;
+  TensorRef weight;
+  TensorRef weight_scale;
+  bool scale_swizzled = false;
+  float global_scale = 1.f;
+  TensorRef output_scale;  ///< kFp8Tensor: fp32[1], host or device
+  /// Logical K for swizzled-scale sources whose weight is given as bytes (0 = from weight).
+  int64_t in_features = 0;
+};
+
+/// Weights repacked for the kernels (owned device memory on one device).
+class PackedWeight {
+ public:
+  /// Validates the source and repacks it; refuses to run during capture. `stream` orders the
+  /// device copies (the call synchronizes it before returning).
+  static std::shared_ptr<PackedWeight> pack(const WeightSource& src, int device, Stream stream);
+  ~PackedWeight();
+  PackedWeight(const PackedWeight&) = delete;
+  PackedWeight& operator=(const PackedWeight&) = delete;
+
+  /// Rewrite the packed storage from new tensors of the same format and shape; device pointers
+  /// stay the same (graphs captured with this weight see the new values).
+  void refresh(const WeightSource& src, Stream stream);
+
+  LinearFormat format() const { return format_; }
+  int device() const { return device_; }
+  int64_t out_features() const { return N_; }
+  int64_t in_features() const { return K_; }
+  int64_t padded_in_features() const { return KP_; }
+  /// Bytes of device memory owned (values + scales + tables).
+  int64_t bytes() const { return bytes_; }
+  /// Bytes the kernels stream per full pass (values + scale arrays).
+  int64_t stream_bytes() const { return stream_bytes_; }
+  /// Host-side fp32 multiplier (weight_scale_2 for NVFP4 W4A16; output_scale for FP8 tensor is
+  /// kept on the device).
+  float global_scale() const { return global_scale_; }
+  const uint8_t* values_device() const { return values_; }
+
+  struct Impl;  // internal view for the kernels
+  const Impl& impl() const { return *impl_; }
+
+ private:
+  PackedWeight() = default;
+  LinearFormat format_{};
+  int device_ = -1;
+  int64_t N_ = 0, K_ = 0, KP_ = 0, bytes_ = 0, stream_bytes_ = 0;
+  float global_scale_ = 1.f;
+  uint8_t* values_ = nullptr;
+  std::unique_ptr<Impl> impl_;
+};
+
+/// Capacities of a linear layer.
+struct Caps {
+  int device = 0;
+  LinearFormat format = LinearFormat::kNvfp4W4A16;
+  int64_t max_tokens = 0;
+  int64_t in_features = 0;   ///< K
+  int64_t out_features = 0;  ///< N
+  /// Activation dtype the caller passes: bf16/fp16 for every format that takes unquantized
+  /// activations (W4A16, GGML, MXFP8, W4A8, block FP8 quantized inside); fp8_e4m3 for kFp8Tensor
+  /// and for kFp8Block with caller-quantized activations; fp4_e2m1/uint8 for W4A4.
+  DType act_dtype = DType::kBF16;
+  DType out_dtype = DType::kBF16;
+  /// Regime hint: typical live M (0 = unknown; small-M decode kernel when max_tokens <= 16).
+  int64_t expected_m = 0;
+};
+
+/// Which kernel family a plan uses.
+enum class Regime : int32_t {
+  kDecode = 0,  ///< weight streaming, weights on the MMA M side, tokens on N (M <= 16 per tile)
+  kTiled = 1,   ///< cp.async multi-stage tiles for large M
+  kAuto = 2,    ///< decided at bind from the bound activation shape (host metadata)
+};
+
+struct Plan {
+  Caps caps;
+  Regime regime = Regime::kAuto;
+  int64_t scratch_bytes = 0;
+  // Scratch carve-out (byte offsets, 1024-aligned).
+  int64_t off_qvalues = 0, off_qscales = 0, off_act = 0, off_act_scales = 0, off_partial = 0;
+  int split_k = 1;  ///< decode regime split of K (partials reduced by a second kernel)
+  std::string describe() const;
+};
+
+/// Host only; throws kCaptureActive during capture.
+Plan plan(const Caps& caps);
+
+struct Binding {
+  Plan plan;
+  Regime regime = Regime::kDecode;
+  const PackedWeight* weight = nullptr;
+  TensorRef x, x_scale, out, bias, alpha;
+  int64_t M = 0;
+  uint8_t* scratch = nullptr;
+};
+
+/// x: [M, K] (act_dtype; for W4A4 packed [M, K/2] uint8 or fp4 [M, K]); x_scale: W4A4 swizzled
+/// scales (pad128(M)*pad4(K/16 or K/32) bytes), kFp8Block caller-quantized fp32 [M, K/128], else
+/// empty. out: [M, N] out_dtype, inner dim contiguous. bias: [N] out_dtype or empty. alpha: device
+/// fp32[1] (kNvfp4 W4A4) or empty. M <= caps.max_tokens.
+Binding bind(const Plan& plan, const TensorRef& scratch, const TensorRef& x,
+             const TensorRef& x_scale, const PackedWeight& weight, const TensorRef& out,
+             const TensorRef& bias, const TensorRef& alpha);
+
+/// Launches only (capture-safe).
+void run(const Binding& binding, Stream stream);
+
+/// One-shot: plan (cached per shape), bind with a cached per-device scratch, run. Allocates the
+/// scratch on first use of a shape, so call it once before capturing.
+void linear(const PackedWeight& weight, const TensorRef& x, const TensorRef& x_scale,
+            const TensorRef& out, const TensorRef& bias, const TensorRef& alpha, Stream stream,
+            int64_t expected_m = 0);
+
+}  // namespace b12x::gemm

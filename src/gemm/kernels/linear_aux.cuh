@@ -1,0 +1,79 @@
+// Auxiliary kernels of the linear GEMMs: exact dequantization of quantized activations into BF16
+// (+ fp32 group scales) for the MMA engine, and the split-K reduction with the epilogue.
+#pragma once
+
+#include "formats/swizzle.h"
+#include "gemm/kernels/linear_common.cuh"
+
+namespace b12x::gemm::lin {
+
+__global__ void __launch_bounds__(256) act_dequant_kernel(const ActParams p) {
+  const int64_t chunks = p.KP / 8;
+  const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= p.M * chunks) return;
+  const int64_t m = idx / chunks, k8 = (idx % chunks) * 8;
+  float v[8];
+  for (int i = 0; i < 8; ++i) v[i] = 0.f;
+  float gscale = 1.f;
+  if (k8 < p.K) {
+    const uint8_t* row = p.x + m * p.ldx_bytes;
+    switch (p.kind) {
+      case ActKind::kNvfp4: {
+        const uint8_t sf = p.xs[fmt::swizzled_scale_offset(m, k8 / 16, p.K / 16)];
+        const float s = fmt::ue4m3_to_float(sf);
+        for (int i = 0; i < 8; ++i) {
+          const uint8_t b = row[(k8 + i) / 2];
+          v[i] = fmt::e2m1_to_float(((k8 + i) & 1) ? (b >> 4) : (b & 0xF)) * s;
+        }
+        break;
+      }
+      case ActKind::kMxfp4: {
+        for (int i = 0; i < 8; ++i) {
+          const uint8_t b = row[(k8 + i) / 2];
+          v[i] = fmt::e2m1_to_float(((k8 + i) & 1) ? (b >> 4) : (b & 0xF));
+        }
+        gscale = e8m0_f32(p.xs[fmt::swizzled_scale_offset(m, k8 / 32, p.K / 32)]);
+        break;
+      }
+      case ActKind::kFp8:
+      case ActKind::kFp8Group:
+      case ActKind::kMxfp8Rows: {
+        for (int i = 0; i < 8; ++i) v[i] = fmt::e4m3_to_float(row[k8 + i]);
+        if (p.kind == ActKind::kFp8Group)
+          gscale = reinterpret_cast<const float*>(p.xs)[m * p.xs_ld + k8 / 128];
+        else if (p.kind == ActKind::kMxfp8Rows)
+          gscale = e8m0_f32(p.xs[m * p.xs_ld + k8 / 32]);
+        break;
+      }
+    }
+  }
+  uint4 o;
+  uint32_t* ow = reinterpret_cast<uint32_t*>(&o);
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t lo = __bfloat16_as_ushort(__float2bfloat16_rn(v[2 * i]));
+    const uint32_t hi = __bfloat16_as_ushort(__float2bfloat16_rn(v[2 * i + 1]));
+    ow[i] = lo | (hi << 16);
+  }
+  *reinterpret_cast<uint4*>(p.out + m * p.KP + k8) = o;
+  if (p.out_scale != nullptr && (k8 % p.group) == 0)
+    p.out_scale[m * (p.KP / p.group) + k8 / p.group] = gscale;
+}
+
+/// out[m][n] = mult * sum_s partial[s][m][n] (+ bias[n]).
+__global__ void __launch_bounds__(256) linear_reduce_kernel(const LinearParams p) {
+  const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= p.M * p.N) return;
+  const int64_t m = idx / p.N, n = idx % p.N;
+  float s = 0.f;
+  for (int i = 0; i < p.split; ++i) s += p.partial[(static_cast<int64_t>(i) * p.M + m) * p.NP + n];
+  float mult = p.out_mult;
+  if (p.alpha != nullptr) mult *= *p.alpha;
+  float v = s * mult;
+  if (p.bias != nullptr) v += load_out_type(p.bias, n, p.out_fp16);
+  if (p.out_fp16)
+    store_out<true>(p.out, m * p.ldo + n, v);
+  else
+    store_out<false>(p.out, m * p.ldo + n, v);
+}
+
+}  // namespace b12x::gemm::lin

@@ -1,0 +1,259 @@
+// Weight-streaming linear kernel for small M (the decode regime).
+//
+// The weight rows sit on the MMA's M side (16 rows per warp) and up to 8*NT tokens on N, so the
+// tiny token count costs nothing and every lane streams its fragment bytes with 16-byte loads.
+// A CTA of 4 warps covers 64 rows; grid.y splits K into slices (partials reduced by
+// linear_reduce_kernel), grid.z walks token tiles of 8*NT (the fallback for larger M).
+//
+// Per slice: each warp issues all of its weight loads (and scale loads) into registers first,
+// the CTA stages the activation slice [8*NT][KS] into shared memory, then every warp decodes its
+// atoms and issues the MMAs with B fragments from ldmatrix.
+#pragma once
+
+#include "gemm/kernels/linear_common.cuh"
+
+namespace b12x::gemm::lin {
+
+template <WFmt F, class T, int NT>
+__global__ void __launch_bounds__(128) linear_decode_kernel(const LinearParams p) {
+  constexpr WTraits kTr = wtraits(F);
+  constexpr int kAtoms = kTr.slice_atoms;
+  constexpr int kKS = kAtoms * 32;
+  constexpr int kTok = 8 * NT;
+  constexpr int kPitch = kKS + 8;  // halves; 16-byte skew keeps ldmatrix conflict-free
+  constexpr int kApv = 16 / kTr.lane_bytes;
+  constexpr int kVecs = kAtoms / kApv;
+  constexpr int kGroup = kTr.group;
+  constexpr bool kIq2 = (F == WFmt::kIq2Xxs || F == WFmt::kIq2Xs);
+  constexpr int kGroupsPerSlice = kGroup ? kKS / kGroup : 1;
+
+  __shared__ alignas(16) uint16_t xs[kTok * kPitch];
+  __shared__ float xsc[kTok * kGroupsPerSlice];
+  __shared__ uint32_t lut[F == WFmt::kNvfp4 ? 128 : 1];
+  __shared__ uint16_t grid16[kIq2 ? (F == WFmt::kIq2Xs ? 512 * 4 : 256 * 4) : 1];
+
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int g = lane >> 2, t = lane & 3;
+  const int64_t tile = static_cast<int64_t>(blockIdx.x) * 4 + warp;
+  const bool active = tile < p.n16;
+  const int64_t tok0 = static_cast<int64_t>(blockIdx.z) * kTok;
+  const int64_t total_slices = p.KP / kKS;
+  const int64_t s_begin = static_cast<int64_t>(blockIdx.y) * p.slices_per_cta;
+  const int64_t s_end = min(total_slices, s_begin + p.slices_per_cta);
+
+  if constexpr (F == WFmt::kNvfp4) {
+    lut[threadIdx.x] = nvfp4_scale_splat<T>(static_cast<uint8_t>(threadIdx.x));
+  }
+  if constexpr (kIq2) {
+    constexpr int kEntries = F == WFmt::kIq2Xs ? 512 : 256;
+    for (int i = threadIdx.x; i < kEntries * 4; i += 128) {
+      const uint64_t e = F == WFmt::kIq2Xs ? c_iq2xs_grid[i >> 2] : c_iq2xxs_grid[i >> 2];
+      grid16[i] = static_cast<uint16_t>(e >> (16 * (i & 3)));
+    }
+  }
+
+  float acc[NT][4];
+#pragma unroll
+  for (int n = 0; n < NT; ++n)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) acc[n][i] = 0.f;
+
+  const int64_t row_g = tile * 16 + g, row_g8 = row_g + 8;
+  const uint8_t* wbase = p.wvals;
+  const int slot = kIq2 ? g : lane;
+
+  for (int64_t sl = s_begin; sl < s_end; ++sl) {
+    const int64_t k0 = sl * kKS;
+    // ---- 1. weight (and weight scale) loads into registers
+    uint4 raw[kVecs];
+    if (active) {
+      const int64_t vec0 = k0 / 32 / kApv;
+#pragma unroll
+      for (int v = 0; v < kVecs; ++v)
+        raw[v] = ldg_stream(wbase + ((tile * p.kvec + vec0 + v) * kTr.slots + slot) * 16);
+    }
+    // Scales for this slice (rows g and g+8).
+    uint4 sc_raw[2][2];  // [row][part]
+    float gsc[2][kGroupsPerSlice];
+    if (active) {
+      if constexpr (F == WFmt::kNvfp4) {
+        // 2 * kAtoms bytes per row = 32 bytes
+        const uint8_t* b0 = p.wscale + row_g * p.scale_ld + k0 / 16;
+        const uint8_t* b1 = p.wscale + row_g8 * p.scale_ld + k0 / 16;
+        sc_raw[0][0] = __ldg(reinterpret_cast<const uint4*>(b0));
+        sc_raw[0][1] = __ldg(reinterpret_cast<const uint4*>(b0) + 1);
+        sc_raw[1][0] = __ldg(reinterpret_cast<const uint4*>(b1));
+        sc_raw[1][1] = __ldg(reinterpret_cast<const uint4*>(b1) + 1);
+      } else if constexpr (F == WFmt::kMxfp4 || F == WFmt::kFp8Mx) {
+        const uint8_t* b0 = p.wscale + row_g * p.scale_ld + k0 / 32;
+        const uint8_t* b1 = p.wscale + row_g8 * p.scale_ld + k0 / 32;
+#pragma unroll
+        for (int j = 0; j < kGroupsPerSlice; ++j) {
+          gsc[0][j] = e8m0_f32(__ldg(b0 + j));
+          gsc[1][j] = e8m0_f32(__ldg(b1 + j));
+        }
+      } else if constexpr (F == WFmt::kFp8Block) {
+        const float* b = reinterpret_cast<const float*>(p.wscale) + (row_g / 128) * p.scale_ld +
+                         k0 / 128;
+#pragma unroll
+        for (int j = 0; j < kGroupsPerSlice; ++j) gsc[0][j] = gsc[1][j] = __ldg(b + j);
+      } else if constexpr (F == WFmt::kQ8_0) {
+        const uint16_t* b0 = reinterpret_cast<const uint16_t*>(p.wscale) + row_g * p.scale_ld + k0 / 32;
+        const uint16_t* b1 = reinterpret_cast<const uint16_t*>(p.wscale) + row_g8 * p.scale_ld + k0 / 32;
+#pragma unroll
+        for (int j = 0; j < kGroupsPerSlice; ++j) {
+          gsc[0][j] = half_bits_f32(__ldg(b0 + j));
+          gsc[1][j] = half_bits_f32(__ldg(b1 + j));
+        }
+      } else if constexpr (kIq2) {
+        // One 256-block per slice: d and the sub-scale nibbles.
+        const uint16_t* d = reinterpret_cast<const uint16_t*>(p.wscale);
+        const float d0 = half_bits_f32(__ldg(d + row_g * p.scale_ld + k0 / 256));
+        const float d1 = half_bits_f32(__ldg(d + row_g8 * p.scale_ld + k0 / 256));
+        const uint8_t* n0 = p.wscale2 + row_g * p.scale2_ld + k0 / kGroup / 2;
+        const uint8_t* n1 = p.wscale2 + row_g8 * p.scale2_ld + k0 / kGroup / 2;
+#pragma unroll
+        for (int j = 0; j < kGroupsPerSlice; ++j) {
+          const uint32_t s0 = (__ldg(n0 + j / 2) >> (4 * (j & 1))) & 0xFu;
+          const uint32_t s1 = (__ldg(n1 + j / 2) >> (4 * (j & 1))) & 0xFu;
+          gsc[0][j] = d0 * static_cast<float>(2 * s0 + 1) * 0.125f;
+          gsc[1][j] = d1 * static_cast<float>(2 * s1 + 1) * 0.125f;
+        }
+      }
+    }
+    // ---- 2. stage activations
+    __syncthreads();  // previous slice's readers are done (also orders the LUT fill)
+    {
+      constexpr int kChunks = kTok * kKS / 8;
+      for (int c = threadIdx.x; c < kChunks; c += 128) {
+        const int r = c / (kKS / 8), col = (c % (kKS / 8)) * 8;
+        const int64_t tok = tok0 + r, k = k0 + col;
+        uint4 v = make_uint4(0, 0, 0, 0);
+        if (tok < p.M && k < p.K) {
+          const uint16_t* src = static_cast<const uint16_t*>(p.x) + tok * p.ldx + k;
+          if (p.x_vec16) {
+            v = __ldg(reinterpret_cast<const uint4*>(src));
+          } else {
+            uint16_t h[8];
+#pragma unroll
+            for (int i = 0; i < 8; ++i) h[i] = src[i];
+            v = make_uint4(h[0] | (uint32_t(h[1]) << 16), h[2] | (uint32_t(h[3]) << 16),
+                           h[4] | (uint32_t(h[5]) << 16), h[6] | (uint32_t(h[7]) << 16));
+          }
+        }
+        *reinterpret_cast<uint4*>(&xs[r * kPitch + col]) = v;
+      }
+      if constexpr (kGroup > 0) {
+        if (p.xscale != nullptr) {
+          for (int c = threadIdx.x; c < kTok * kGroupsPerSlice; c += 128) {
+            const int r = c / kGroupsPerSlice, j = c % kGroupsPerSlice;
+            const int64_t tok = tok0 + r;
+            xsc[c] = tok < p.M ? p.xscale[tok * p.xscale_ld + k0 / kGroup + j] : 0.f;
+          }
+        }
+      }
+    }
+    __syncthreads();
+    if (!active) continue;
+
+    // ---- 3. decode + MMA
+    const bool has_xs = (kGroup > 0) && p.xscale != nullptr;
+    float tmp[NT][4];
+#pragma unroll
+    for (int a = 0; a < kAtoms; ++a) {
+      uint32_t af[2][4];
+      const uint4& rv = raw[a / kApv];
+      if constexpr (F == WFmt::kNvfp4 || F == WFmt::kMxfp4) {
+        const uint32_t w[2] = {(a % 2) ? rv.z : rv.x, (a % 2) ? rv.w : rv.y};
+        uint32_t sc[2][2];
+        if constexpr (F == WFmt::kNvfp4) {
+#pragma unroll
+          for (int s = 0; s < 2; ++s) {
+            const int sb = 2 * a + s;  // sub-block within the slice (0..31)
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+              const uint4& q = sc_raw[r][sb / 16];
+              const uint32_t word = (sb % 16) < 4 ? q.x : (sb % 16) < 8 ? q.y : (sb % 16) < 12 ? q.z : q.w;
+              sc[s][r] = lut[(word >> (8 * (sb % 4))) & 0x7Fu];
+            }
+          }
+        } else {
+          sc[0][0] = sc[0][1] = sc[1][0] = sc[1][1] = kFp4Unit2<T>();
+        }
+        decode_fp4_atom<T>(w, sc, af);
+      } else if constexpr (F == WFmt::kQ8_0) {
+        decode_byte_atom<T, true>(rv, af);
+      } else if constexpr (kIq2) {
+        decode_iq2_atom<T>(rv, grid16, t, af);
+      } else {
+        decode_byte_atom<T, false>(rv, af);
+      }
+      // B fragments: ldmatrix.x4 over [tokens 0-7 of tile nt][k 32a .. 32a+31]
+      uint32_t bf[NT][4];
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+        ldmatrix_x4(bf[nt], &xs[(nt * 8 + (lane & 7)) * kPitch + a * 32 + (lane >> 3) * 8]);
+
+#pragma unroll
+      for (int s = 0; s < 2; ++s) {
+        const int kstep = 2 * a + s;  // k16 step within the slice
+        if constexpr (kGroup == 0) {
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt) mma16816<T>(acc[nt], af[s], bf[nt][2 * s], bf[nt][2 * s + 1]);
+        } else {
+          constexpr int kStepsPerGroup = kGroup / 16;
+          if (kstep % kStepsPerGroup == 0) {
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+              for (int i = 0; i < 4; ++i) tmp[nt][i] = 0.f;
+          }
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt) mma16816<T>(tmp[nt], af[s], bf[nt][2 * s], bf[nt][2 * s + 1]);
+          if (kstep % kStepsPerGroup == kStepsPerGroup - 1) {
+            const int j = kstep / kStepsPerGroup;
+            const float w0 = gsc[0][j], w1 = gsc[1][j];
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt) {
+              float x0 = 1.f, x1 = 1.f;
+              if (has_xs) {
+                x0 = xsc[(nt * 8 + 2 * t) * kGroupsPerSlice + j];
+                x1 = xsc[(nt * 8 + 2 * t + 1) * kGroupsPerSlice + j];
+              }
+              acc[nt][0] = fmaf(tmp[nt][0], w0 * x0, acc[nt][0]);
+              acc[nt][1] = fmaf(tmp[nt][1], w0 * x1, acc[nt][1]);
+              acc[nt][2] = fmaf(tmp[nt][2], w1 * x0, acc[nt][2]);
+              acc[nt][3] = fmaf(tmp[nt][3], w1 * x1, acc[nt][3]);
+            }
+          }
+        }
+      }
+    }
+  }
+  if (!active) return;
+
+  // ---- 4. epilogue: c0 = (row g, tok 2t), c1 = (row g, tok 2t+1), c2/c3 = row g+8
+  float mult = p.out_mult;
+  if (p.alpha != nullptr) mult *= *p.alpha;
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int64_t row = (i < 2) ? row_g : row_g8;
+      const int64_t tok = tok0 + nt * 8 + 2 * t + (i & 1);
+      if (tok >= p.M) continue;
+      if (p.partial != nullptr) {
+        p.partial[(static_cast<int64_t>(blockIdx.y) * p.M + tok) * p.NP + row] = acc[nt][i];
+      } else if (row < p.N) {
+        float v = acc[nt][i] * mult;
+        if (p.bias != nullptr) v += load_out_type(p.bias, row, p.out_fp16);
+        if (p.out_fp16)
+          store_out<true>(p.out, tok * p.ldo + row, v);
+        else
+          store_out<false>(p.out, tok * p.ldo + row, v);
+      }
+    }
+  }
+}
+
+}  // namespace b12x::gemm::lin

@@ -1,0 +1,447 @@
+// Linear GEMM host side: validation, planning (regime, split-K, scratch carve-out), binding and
+// launching; the one-shot helper with its plan/scratch cache.
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <tuple>
+
+#include "b12x/gemm.h"
+#include "b12x/runtime.h"
+#include "core/cuda_check.h"
+#include "formats/swizzle.h"
+#include "gemm/linear_internal.h"
+#include "gemm/linear_launch.h"
+#include "gemm/linear_params.h"
+#include "gemm/quantize_launch.h"
+
+namespace b12x::gemm {
+
+using lin::WFmt;
+
+namespace {
+
+constexpr int64_t kAlign = 1024;
+int64_t align_up(int64_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
+
+/// Activation dtypes accepted per format.
+bool act_dtype_ok(LinearFormat f, DType t) {
+  if (format_raw_activations(f) || format_quantizes_inside(f)) {
+    if (t == DType::kBF16 || t == DType::kFP16) return true;
+    return f == LinearFormat::kFp8Block && t == DType::kFP8E4M3;
+  }
+  if (f == LinearFormat::kFp8Tensor) return t == DType::kFP8E4M3 || t == DType::kUInt8;
+  if (format_is_w4a4(f)) return t == DType::kFP4E2M1 || t == DType::kUInt8;
+  return false;
+}
+
+const char* act_dtype_set(LinearFormat f) {
+  if (f == LinearFormat::kFp8Block) return "bf16, fp16 (quantized inside) or fp8_e4m3 + x_scale";
+  if (format_raw_activations(f) || format_quantizes_inside(f)) return "bf16, fp16";
+  if (f == LinearFormat::kFp8Tensor) return "fp8_e4m3 (or uint8)";
+  return "fp4_e2m1 / uint8 packed";
+}
+
+/// The MMA operand dtype: the caller's bf16/fp16 for raw activations, else bf16.
+bool mma_fp16(LinearFormat f, DType act) {
+  return format_raw_activations(f) && act == DType::kFP16;
+}
+
+/// Activation group of the fp32 act scales the engine consumes (0 = none).
+int act_group(LinearFormat f, DType act) {
+  switch (f) {
+    case LinearFormat::kFp8Block: return 128;
+    case LinearFormat::kMxfp8:
+    case LinearFormat::kMxfp4:
+    case LinearFormat::kMxfp4W4A8: return 32;
+    default: return 0;
+  }
+}
+
+int decode_nt(int64_t m) { return m <= 8 ? 1 : 2; }
+
+}  // namespace
+
+std::string Plan::describe() const {
+  std::ostringstream os;
+  os << "linear[" << format_name(caps.format) << " N=" << caps.out_features
+     << " K=" << caps.in_features << " max_tokens=" << caps.max_tokens
+     << " regime=" << (regime == Regime::kDecode ? "decode" : regime == Regime::kTiled ? "tiled" : "auto")
+     << " split_k=" << split_k << " scratch=" << scratch_bytes << "B]";
+  return os.str();
+}
+
+Plan plan(const Caps& caps) {
+  const char* op = "gemm::plan";
+  const int fi = static_cast<int>(caps.format);
+  B12X_CHECK_ARG(fi >= 0 && fi < kNumLinearFormats, op, ": format code ", fi,
+                 " is not a linear format (supported 0..", kNumLinearFormats - 1, ")");
+  const LinearFormat f = caps.format;
+  B12X_CHECK_ARG(caps.max_tokens > 0, op, ": max_tokens=", caps.max_tokens, " must be > 0");
+  B12X_CHECK_ARG(caps.max_tokens <= (int64_t{1} << 24), op, ": max_tokens=", caps.max_tokens,
+                 " exceeds 2^24");
+  B12X_CHECK_ARG(caps.out_features > 0, op, ": out_features=", caps.out_features, " must be > 0");
+  B12X_CHECK_ARG(caps.in_features > 0 && caps.in_features % format_k_multiple(f) == 0, op,
+                 ": in_features K=", caps.in_features, " is not a positive multiple of ",
+                 format_k_multiple(f), " (", format_name(f), " needs K % ", format_k_multiple(f),
+                 " == 0)");
+  B12X_CHECK_ARG(act_dtype_ok(f, caps.act_dtype), op, ": act_dtype=", dtype_name(caps.act_dtype),
+                 " is not supported by ", format_name(f), " (supported: ", act_dtype_set(f), ")");
+  B12X_CHECK_ARG(caps.out_dtype == DType::kBF16 || caps.out_dtype == DType::kFP16, op,
+                 ": out_dtype=", dtype_name(caps.out_dtype), " (supported: bf16, fp16)");
+  B12X_CHECK_ARG(caps.expected_m >= 0, op, ": expected_m=", caps.expected_m, " must be >= 0");
+  refuse_during_capture(nullptr, op);
+  const DeviceInfo& dev = device_info(caps.device);
+  require_compiled_arch(caps.device, op);
+
+  Plan p;
+  p.caps = caps;
+  const WFmt wf = weight_format(f);
+  const lin::Geometry geo = lin::make_geometry(wf, caps.out_features, caps.in_features);
+  const int64_t M = caps.max_tokens, K = caps.in_features;
+  // Regime: the decode kernel is the only engine so far; it walks token tiles for larger M.
+  p.regime = Regime::kDecode;
+  // Split-K only when the partial buffer stays small (M <= 16).
+  const int64_t slices = geo.KP / lin::slice_k(wf);
+  const int64_t ctas_n = (geo.n16 + 3) / 4;
+  int split = 1;
+  if (M <= 16) {
+    const int64_t target = 4 * static_cast<int64_t>(std::max(dev.sm_count, 1));
+    split = static_cast<int>(std::clamp<int64_t>((target + ctas_n - 1) / ctas_n, 1, slices));
+    const int64_t per = (slices + split - 1) / split;
+    split = static_cast<int>((slices + per - 1) / per);
+  }
+  p.split_k = split;
+  int64_t off = 0;
+  if (format_quantizes_inside(f) && caps.act_dtype != DType::kFP8E4M3) {
+    p.off_qvalues = off;
+    off = align_up(off + M * K);
+    p.off_qscales = off;
+    off = align_up(off + (f == LinearFormat::kFp8Block ? M * (K / 128) * 4 : M * (K / 32)));
+  }
+  if (!format_raw_activations(f)) {
+    p.off_act = off;
+    off = align_up(off + M * geo.KP * 2);
+    const int g = act_group(f, caps.act_dtype);
+    if (g > 0) {
+      p.off_act_scales = off;
+      off = align_up(off + M * (geo.KP / g) * 4);
+    }
+  }
+  if (split > 1) {
+    p.off_partial = off;
+    off = align_up(off + static_cast<int64_t>(split) * M * geo.NP * 4);
+  }
+  p.scratch_bytes = off;
+  if (log_level() >= 3) log_message(3, p.describe());
+  return p;
+}
+
+Binding bind(const Plan& plan, const TensorRef& scratch, const TensorRef& x,
+             const TensorRef& x_scale, const PackedWeight& weight, const TensorRef& out,
+             const TensorRef& bias, const TensorRef& alpha) {
+  const char* op = "gemm::bind";
+  const Caps& c = plan.caps;
+  const LinearFormat f = c.format;
+  B12X_CHECK_ARG(weight.format() == f, op, ": weight format ", format_name(weight.format()),
+                 " differs from the plan's ", format_name(f));
+  B12X_CHECK_ARG(weight.out_features() == c.out_features && weight.in_features() == c.in_features,
+                 op, ": weight is [", weight.out_features(), ", ", weight.in_features(),
+                 "], the plan is for [", c.out_features, ", ", c.in_features, "]");
+  const int dev = weight.device();
+  B12X_CHECK_ARG(dev == c.device, op, ": weight is on device ", dev, ", the plan on device ",
+                 c.device);
+  const int64_t N = c.out_features, K = c.in_features;
+
+  check_defined(x, op, "x");
+  B12X_CHECK_ARG(x.data != nullptr, op, ": x is missing");
+  check_ndim(x, op, "x", 2);
+  check_device(x, op, "x", dev);
+  check_inner_contiguous(x, op, "x");
+  B12X_CHECK_ARG(x.dtype == c.act_dtype || (format_is_w4a4(f) && (x.dtype == DType::kUInt8 ||
+                                                                   x.dtype == DType::kFP4E2M1)) ||
+                     (f == LinearFormat::kFp8Tensor && (x.dtype == DType::kUInt8 ||
+                                                        x.dtype == DType::kFP8E4M3)),
+                 op, ": x has dtype ", dtype_name(x.dtype), ", the plan expects ",
+                 dtype_name(c.act_dtype));
+  const int64_t M = x.shape[0];
+  const int64_t xk = x.dtype == DType::kUInt8 && format_is_w4a4(f) ? 2 * x.shape[1] : x.shape[1];
+  B12X_CHECK_ARG(xk == K, op, ": x has K=", xk, " (", x.describe(), "), expected ", K);
+  B12X_CHECK_ARG(M >= 0 && M <= c.max_tokens, op, ": x has M=", M, " rows, the plan allows ",
+                 c.max_tokens, " (max_tokens)");
+  if (x.dtype == DType::kBF16 || x.dtype == DType::kFP16) check_aligned(x, op, "x", 2);
+
+  if (format_is_w4a4(f)) {
+    const int64_t cols = f == LinearFormat::kNvfp4 ? K / 16 : K / 32;
+    B12X_CHECK_ARG(x_scale.data != nullptr, op, ": x_scale (128x4-swizzled ",
+                   f == LinearFormat::kNvfp4 ? "UE4M3" : "E8M0", " scales of x, ",
+                   fmt::swizzled_scale_bytes(M, cols), " bytes) is required");
+    check_defined(x_scale, op, "x_scale");
+    check_device(x_scale, op, "x_scale", dev);
+    if (f == LinearFormat::kNvfp4)
+      check_dtype(x_scale, op, "x_scale", {DType::kUInt8, DType::kFP8E4M3, DType::kUE4M3});
+    else
+      check_dtype(x_scale, op, "x_scale", {DType::kUInt8, DType::kUE8M0});
+    B12X_CHECK_ARG(x_scale.is_contiguous(), op, ": x_scale must be contiguous, got ",
+                   x_scale.describe());
+    B12X_CHECK_ARG(x_scale.numel() >= fmt::swizzled_scale_bytes(M, cols), op, ": x_scale holds ",
+                   x_scale.numel(), " bytes, expected pad128(M)*pad4(", cols, ") = ",
+                   fmt::swizzled_scale_bytes(M, cols));
+  } else if (f == LinearFormat::kFp8Block && x.dtype == DType::kFP8E4M3) {
+    B12X_CHECK_ARG(x_scale.data != nullptr, op,
+                   ": x_scale (fp32 [M, K/128]) is required with fp8_e4m3 activations");
+    check_defined(x_scale, op, "x_scale");
+    check_device(x_scale, op, "x_scale", dev);
+    check_dtype(x_scale, op, "x_scale", {DType::kFP32});
+    check_ndim(x_scale, op, "x_scale", 2);
+    check_shape(x_scale, op, "x_scale", {M, K / 128});
+    check_inner_contiguous(x_scale, op, "x_scale");
+  } else {
+    B12X_CHECK_ARG(x_scale.data == nullptr, op, ": x_scale is not used by ", format_name(f),
+                   " with ", dtype_name(x.dtype), " activations (pass none)");
+  }
+
+  check_defined(out, op, "out");
+  B12X_CHECK_ARG(out.data != nullptr, op, ": out is missing");
+  check_dtype(out, op, "out", {c.out_dtype});
+  check_ndim(out, op, "out", 2);
+  check_shape(out, op, "out", {M, N});
+  check_inner_contiguous(out, op, "out");
+  check_device(out, op, "out", dev);
+  check_aligned(out, op, "out", 2);
+  if (bias.data != nullptr) {
+    check_defined(bias, op, "bias");
+    check_dtype(bias, op, "bias", {c.out_dtype});
+    check_ndim(bias, op, "bias", 1);
+    check_shape(bias, op, "bias", {N});
+    check_contiguous(bias, op, "bias");
+    check_device(bias, op, "bias", dev);
+  }
+  if (alpha.data != nullptr) {
+    check_defined(alpha, op, "alpha");
+    check_dtype(alpha, op, "alpha", {DType::kFP32});
+    B12X_CHECK_ARG(alpha.numel() == 1, op, ": alpha must hold one fp32 value, got ",
+                   alpha.describe());
+    check_device(alpha, op, "alpha", dev);
+    check_aligned(alpha, op, "alpha", 4);
+  }
+  if (plan.scratch_bytes > 0) {
+    check_defined(scratch, op, "scratch");
+    B12X_CHECK_ARG(scratch.data != nullptr, op, ": scratch of ", plan.scratch_bytes,
+                   " bytes is required");
+    check_device(scratch, op, "scratch", dev);
+    B12X_CHECK_ARG(scratch.is_contiguous(), op, ": scratch must be contiguous");
+    B12X_CHECK_ARG(dtype_block_bytes(scratch.dtype) == 1 || scratch.dtype == DType::kUInt8, op,
+                   ": scratch must be a byte tensor, got ", scratch.describe());
+    B12X_CHECK_ARG(scratch.span_bytes() >= plan.scratch_bytes, op, ": scratch has ",
+                   scratch.span_bytes(), " bytes, the plan needs ", plan.scratch_bytes);
+    check_aligned(scratch, op, "scratch", 256);
+  }
+  Binding b;
+  b.plan = plan;
+  b.regime = Regime::kDecode;
+  b.weight = &weight;
+  b.x = x;
+  b.x_scale = x_scale;
+  b.out = out;
+  b.bias = bias;
+  b.alpha = alpha;
+  b.M = M;
+  b.scratch = static_cast<uint8_t*>(scratch.data);
+  return b;
+}
+
+void run(const Binding& b, Stream stream) {
+  const Plan& plan = b.plan;
+  const Caps& c = plan.caps;
+  const LinearFormat f = c.format;
+  const PackedWeight& w = *b.weight;
+  const PackedWeight::Impl& im = w.impl();
+  const lin::Geometry& geo = im.geo;
+  const int64_t M = b.M, K = geo.K;
+  if (M == 0) return;
+
+  lin::LinearParams p{};
+  p.wvals = w.values_device();
+  p.wscale = im.scale;
+  p.wscale2 = im.scale2;
+  p.n16 = geo.n16;
+  p.kvec = geo.kvec;
+  p.KP = geo.KP;
+  p.scale_ld = geo.scale_ld;
+  p.scale2_ld = geo.scale2_ld;
+  p.M = M;
+  p.N = geo.N;
+  p.K = K;
+  p.NP = geo.NP;
+  p.out = b.out.data;
+  p.ldo = b.out.stride[0];
+  p.out_fp16 = c.out_dtype == DType::kFP16;
+  p.bias = b.bias.data;
+  p.alpha = static_cast<const float*>(b.alpha.data);
+  p.out_mult = (lin::wtraits(im.wfmt).shifted ? 128.f : 1.f) * w.global_scale();
+
+  const int g = act_group(f, b.x.dtype);
+  if (format_raw_activations(f)) {
+    p.x = b.x.data;
+    p.ldx = b.x.stride[0];
+    p.x_vec16 = (reinterpret_cast<uintptr_t>(b.x.data) % 16 == 0) && (p.ldx % 8 == 0);
+  } else {
+    lin::ActParams a{};
+    a.M = M;
+    a.K = K;
+    a.KP = geo.KP;
+    a.out = reinterpret_cast<uint16_t*>(b.scratch + plan.off_act);
+    a.out_scale = g ? reinterpret_cast<float*>(b.scratch + plan.off_act_scales) : nullptr;
+    a.group = g ? g : 128;
+    a.x = static_cast<const uint8_t*>(b.x.data);
+    a.ldx_bytes = b.x.byte_stride(0);
+    switch (f) {
+      case LinearFormat::kNvfp4:
+        a.kind = lin::ActKind::kNvfp4;
+        a.xs = static_cast<const uint8_t*>(b.x_scale.data);
+        break;
+      case LinearFormat::kMxfp4:
+        a.kind = lin::ActKind::kMxfp4;
+        a.xs = static_cast<const uint8_t*>(b.x_scale.data);
+        break;
+      case LinearFormat::kFp8Tensor:
+        a.kind = lin::ActKind::kFp8;
+        p.alpha = p.alpha;  // output_scale multiplies below
+        break;
+      case LinearFormat::kFp8Block:
+        a.kind = lin::ActKind::kFp8Group;
+        if (b.x.dtype == DType::kFP8E4M3) {
+          a.xs = static_cast<const uint8_t*>(b.x_scale.data);
+          a.xs_ld = b.x_scale.stride[0];
+        } else {
+          uint8_t* qv = b.scratch + plan.off_qvalues;
+          float* qs = reinterpret_cast<float*>(b.scratch + plan.off_qscales);
+          launch_quantize_fp8_group128(b.x.data, b.x.dtype, M, K, b.x.stride[0], qv, qs, stream);
+          a.x = qv;
+          a.ldx_bytes = K;
+          a.xs = reinterpret_cast<const uint8_t*>(qs);
+          a.xs_ld = K / 128;
+        }
+        break;
+      case LinearFormat::kMxfp8:
+      case LinearFormat::kMxfp4W4A8: {
+        a.kind = lin::ActKind::kMxfp8Rows;
+        uint8_t* qv = b.scratch + plan.off_qvalues;
+        uint8_t* qs = b.scratch + plan.off_qscales;
+        launch_quantize_mxfp8(b.x.data, b.x.dtype, M, K, b.x.stride[0], qv, qs, nullptr, stream);
+        a.x = qv;
+        a.ldx_bytes = K;
+        a.xs = qs;
+        a.xs_ld = K / 32;
+        break;
+      }
+      default: B12X_ASSERT(false, "unhandled format ", format_name(f));
+    }
+    lin::launch_act_dequant(a, stream);
+    p.x = a.out;
+    p.ldx = geo.KP;
+    p.x_vec16 = 1;
+    p.xscale = a.out_scale;
+    p.xscale_ld = g ? geo.KP / g : 0;
+  }
+  if (f == LinearFormat::kFp8Tensor) {
+    // output_scale lives on the device; a caller alpha (rare) is not combinable with it here.
+    B12X_CHECK_ARG(b.alpha.data == nullptr, "gemm::run: fp8_tensor takes its scale from the "
+                   "packed weight's output_scale; alpha must be empty");
+    p.alpha = im.output_scale;
+  }
+
+  const bool fp16 = mma_fp16(f, b.x.dtype);
+  const int nt = decode_nt(std::min<int64_t>(M, 16));
+  if (M > 16) {
+    p.split = 1;
+    p.slices_per_cta = static_cast<int>(geo.KP / lin::slice_k(im.wfmt));
+    p.partial = nullptr;
+    lin::launch_linear_decode(im.wfmt, fp16, 2, p, stream);
+    return;
+  }
+  const int64_t slices = geo.KP / lin::slice_k(im.wfmt);
+  p.split = plan.split_k;
+  p.slices_per_cta = static_cast<int>((slices + p.split - 1) / p.split);
+  p.partial = p.split > 1 ? reinterpret_cast<float*>(b.scratch + plan.off_partial) : nullptr;
+  lin::launch_linear_decode(im.wfmt, fp16, nt, p, stream);
+  if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);
+}
+
+// ---------------------------------------------------------------- one-shot -------------------
+namespace {
+
+struct ScratchCache {
+  std::mutex mu;
+  std::map<std::tuple<int, int, int64_t, int64_t, int, int, int64_t>, Plan> plans;
+  std::map<int, std::pair<void*, int64_t>> scratch;  // per device
+};
+ScratchCache& cache() {
+  static ScratchCache* c = new ScratchCache();  // never destroyed (used at exit by other statics)
+  return *c;
+}
+
+}  // namespace
+
+void linear(const PackedWeight& weight, const TensorRef& x, const TensorRef& x_scale,
+            const TensorRef& out, const TensorRef& bias, const TensorRef& alpha, Stream stream,
+            int64_t expected_m) {
+  const char* op = "gemm::linear";
+  check_defined(x, op, "x");
+  check_ndim(x, op, "x", 2);
+  B12X_CHECK_ARG(x.data != nullptr, op, ": x is missing");
+  const int64_t M = x.shape[0];
+  if (M == 0) return;
+  DType act = x.dtype;
+  if (act == DType::kUInt8 && format_is_w4a4(weight.format())) act = DType::kFP4E2M1;
+  if (act == DType::kUInt8 && weight.format() == LinearFormat::kFp8Tensor) act = DType::kFP8E4M3;
+  Caps caps;
+  caps.device = weight.device();
+  caps.format = weight.format();
+  caps.max_tokens = M;
+  caps.in_features = weight.in_features();
+  caps.out_features = weight.out_features();
+  caps.act_dtype = act;
+  caps.out_dtype = out.dtype;
+  caps.expected_m = expected_m;
+  auto& c = cache();
+  Plan p;
+  void* scratch_ptr = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(c.mu);
+    const auto key = std::make_tuple(caps.device, static_cast<int>(caps.format), caps.in_features,
+                                     caps.out_features, static_cast<int>(act),
+                                     static_cast<int>(out.dtype), M);
+    auto it = c.plans.find(key);
+    if (it == c.plans.end()) {
+      refuse_during_capture(stream, op);
+      it = c.plans.emplace(key, plan(caps)).first;
+    }
+    p = it->second;
+    auto& s = c.scratch[caps.device];
+    if (s.second < p.scratch_bytes) {
+      refuse_during_capture(stream, op);
+      int prev = 0;
+      B12X_CUDA_CHECK(cudaGetDevice(&prev));
+      B12X_CUDA_CHECK(cudaSetDevice(caps.device));
+      // The old buffer may still be in use by queued work on any stream.
+      B12X_CUDA_CHECK(cudaDeviceSynchronize());
+      if (s.first) B12X_CUDA_CHECK(cudaFree(s.first));
+      s.first = nullptr;
+      s.second = 0;
+      B12X_CUDA_CHECK(cudaMalloc(&s.first, p.scratch_bytes));
+      s.second = p.scratch_bytes;
+      B12X_CUDA_CHECK(cudaSetDevice(prev));
+    }
+    scratch_ptr = s.first;
+  }
+  TensorRef scratch;
+  if (p.scratch_bytes > 0)
+    scratch = TensorRef::contiguous(scratch_ptr, DType::kUInt8, {p.scratch_bytes}, caps.device);
+  run(bind(p, scratch, x, x_scale, weight, out, bias, alpha), stream);
+}
+
+}  // namespace b12x::gemm

@@ -1,0 +1,21 @@
+// Host-side launchers of the linear GEMM kernels (defined in linear_launch.cu).
+#pragma once
+
+#include <cstdint>
+
+#include "b12x/types.h"
+#include "gemm/linear_layout.h"
+
+namespace b12x::gemm::lin {
+
+struct LinearParams;
+struct ActParams;
+
+/// True when a decode kernel exists for (format, MMA dtype fp16?, token tiles nt in {1, 2}).
+bool decode_kernel_available(WFmt f, bool fp16, int nt);
+/// grid = (ceil(n16/4), split, ceil(M / (8*nt))).
+void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stream stream);
+void launch_linear_reduce(const LinearParams& p, Stream stream);
+void launch_act_dequant(const ActParams& p, Stream stream);
+
+}  // namespace b12x::gemm::lin

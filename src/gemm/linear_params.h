@@ -1,0 +1,52 @@
+// Parameter blocks of the linear GEMM kernels (plain structs shared by host and device code).
+#pragma once
+
+#include <cstdint>
+
+namespace b12x::gemm::lin {
+
+/// Kernel parameters shared by the decode and tiled kernels.
+struct LinearParams {
+  const uint8_t* wvals;    // packed values
+  const uint8_t* wscale;   // primary scale array (see linear_layout.h)
+  const uint8_t* wscale2;  // IQ2 sub-scales
+  int64_t n16, kvec, KP, scale_ld, scale2_ld;
+  const void* x;  // activations [M][ldx] (bf16/fp16)
+  int64_t ldx;
+  int x_vec16;           // x and ldx allow 16-byte loads
+  const float* xscale;   // act group scales [M][xscale_ld] fp32, or null
+  int64_t xscale_ld;
+  int64_t M, N, K;
+  void* out;  // [M][ldo] bf16/fp16
+  int64_t ldo;
+  int out_fp16;
+  const void* bias;       // [N] out dtype or null
+  const float* alpha;     // device scalar or null
+  float out_mult;         // host multiplier (2^7 compensation, global scale)
+  float* partial;         // split-K partials [split][M][NP] or null
+  int64_t NP;
+  int slices_per_cta;
+  int split;
+};
+
+enum class ActKind : int32_t {
+  kNvfp4 = 0,     ///< packed e2m1 + swizzled UE4M3 / 16: bf16 = v * s (exact), no group scale
+  kMxfp4 = 1,     ///< packed e2m1 + swizzled E8M0 / 32: bf16 = v, scale 2^(e-127)
+  kFp8 = 2,       ///< e4m3: bf16 = v
+  kFp8Group = 3,  ///< e4m3 + fp32 [M][K/128]: bf16 = v, scale copied
+  kMxfp8Rows = 4, ///< e4m3 + E8M0 rows [M][K/32]: bf16 = v, scale 2^(e-127)
+};
+
+struct ActParams {
+  ActKind kind;
+  const uint8_t* x;  // values
+  int64_t ldx_bytes;
+  const uint8_t* xs;  // scales (swizzled bytes, fp32 rows or e8m0 rows)
+  int64_t xs_ld;      // row stride of row-major scales, in elements
+  int64_t M, K, KP;
+  uint16_t* out;      // bf16 [M][KP]
+  float* out_scale;   // [M][KP/group] or null
+  int group;
+};
+
+}  // namespace b12x::gemm::lin

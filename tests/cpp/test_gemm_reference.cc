@@ -1,0 +1,313 @@
+// CPU tests of the linear GEMM reference (hand-computed cases per format), the packed layout
+// (every packed byte traced back to its checkpoint value) and the bad-input catalogue (validation
+// happens before any CUDA call).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "b12x/gemm.h"
+#include "b12x/reference/linear.h"
+#include "b12x/status.h"
+#include "formats/ggml.h"
+#include "formats/scalar.h"
+#include "formats/swizzle.h"
+#include "gemm/linear_internal.h"
+#include "gemm/linear_layout.h"
+
+namespace b12x {
+namespace {
+
+using gemm::LinearFormat;
+using gemm::WeightSource;
+
+uint16_t bf16(float v) { return fmt::float_to_bf16_bits(v); }
+
+TensorRef host(void* p, DType t, std::initializer_list<int64_t> shape) {
+  return TensorRef::contiguous(p, t, shape);
+}
+
+// y = x . W^T for a 1x32 NVFP4 W4A16 weight with two blocks of 16, hand computed.
+TEST(GemmReference, Nvfp4W4A16HandComputed) {
+  const int64_t N = 2, K = 32;
+  std::vector<uint8_t> w(N * K / 2, 0);
+  // row 0: element 0 = code 2 (1.0), element 17 = code 0xB (-1.5); row 1: element 31 = 7 (6.0)
+  w[0] = 0x02;
+  w[8] = 0xB0;
+  w[16 + 15] = 0x70;
+  std::vector<uint8_t> sc = {0x38 /*1.0*/, 0x40 /*2.0*/, 0x30 /*0.5*/, 0x48 /*4.0*/};
+  WeightSource src;
+  src.format = LinearFormat::kNvfp4W4A16;
+  src.weight = host(w.data(), DType::kUInt8, {N, K / 2});
+  src.weight_scale = host(sc.data(), DType::kFP8E4M3, {N, K / 16});
+  src.global_scale = 0.25f;
+  std::vector<uint16_t> x(K);
+  for (int k = 0; k < K; ++k) x[k] = bf16(static_cast<float>(k + 1));
+  std::vector<uint16_t> bias = {bf16(10.f), bf16(-2.f)};
+  std::vector<double> out(N);
+  reference::linear(src, host(x.data(), DType::kBF16, {1, K}), TensorRef{}, 1.0,
+                    host(bias.data(), DType::kBF16, {N}), host(out.data(), DType::kFP64, {1, N}));
+  // row 0: 0.25 * (1.0*1*1 + (-1.5)*2*18) + 10 = 0.25*(1 - 54) + 10 = -3.25
+  EXPECT_DOUBLE_EQ(out[0], -3.25);
+  // row 1: 0.25 * (6 * 4.0 * x[31] = 32) - 2 = 192 - 2 = 190
+  EXPECT_DOUBLE_EQ(out[1], 190.0);
+}
+
+TEST(GemmReference, Mxfp4W4A4SwizzledHandComputed) {
+  const int64_t N = 1, K = 64, M = 1;
+  std::vector<uint8_t> w(K / 2, 0), xw(K / 2, 0);
+  w[0] = 0x03;   // element 0: 1.5
+  w[16] = 0x0C;  // element 32: -2.0
+  xw[0] = 0x04;  // 2.0
+  xw[16] = 0x02; // 1.0
+  std::vector<uint8_t> wsc(fmt::swizzled_scale_bytes(N, 2), 127), xsc(fmt::swizzled_scale_bytes(M, 2), 127);
+  wsc[fmt::swizzled_scale_offset(0, 0, 2)] = 128;  // 2
+  wsc[fmt::swizzled_scale_offset(0, 1, 2)] = 125;  // 0.25
+  xsc[fmt::swizzled_scale_offset(0, 1, 2)] = 130;  // 8
+  WeightSource src;
+  src.format = LinearFormat::kMxfp4;
+  src.weight = host(w.data(), DType::kUInt8, {N, K / 2});
+  src.weight_scale = host(wsc.data(), DType::kUInt8, {static_cast<int64_t>(wsc.size())});
+  src.scale_swizzled = true;
+  double out = 0;
+  reference::linear(src, host(xw.data(), DType::kUInt8, {M, K / 2}),
+                    host(xsc.data(), DType::kUInt8, {static_cast<int64_t>(xsc.size())}), 1.0,
+                    TensorRef{}, host(&out, DType::kFP64, {1, 1}));
+  // 1.5*2 * 2*1 + (-2*0.25) * (1*8) = 6 - 4 = 2
+  EXPECT_DOUBLE_EQ(out, 2.0);
+}
+
+TEST(GemmReference, Fp8BlockCallerQuantized) {
+  const int64_t N = 130, K = 128, M = 1;
+  std::vector<uint8_t> w(N * K, 0);
+  w[0] = 0x38;                   // row 0, k 0: 1.0
+  w[129 * K + 5] = 0xC0;         // row 129, k 5: -2.0
+  std::vector<float> ws = {0.5f, 3.0f};  // [ceil(130/128)=2, 1]
+  std::vector<uint8_t> x(K, 0);
+  x[0] = 0x40;  // 2.0
+  x[5] = 0x38;  // 1.0
+  std::vector<float> xs = {0.25f};
+  WeightSource src;
+  src.format = LinearFormat::kFp8Block;
+  src.weight = host(w.data(), DType::kFP8E4M3, {N, K});
+  src.weight_scale = host(ws.data(), DType::kFP32, {2, 1});
+  std::vector<double> out(N);
+  reference::linear(src, host(x.data(), DType::kFP8E4M3, {M, K}), host(xs.data(), DType::kFP32, {M, 1}),
+                    1.0, TensorRef{}, host(out.data(), DType::kFP64, {M, N}));
+  EXPECT_DOUBLE_EQ(out[0], 1.0 * 0.5 * 2.0 * 0.25);
+  EXPECT_DOUBLE_EQ(out[129], -2.0 * 3.0 * 1.0 * 0.25);
+  EXPECT_DOUBLE_EQ(out[1], 0.0);
+}
+
+TEST(GemmReference, Fp8TensorOutputScaleAndBias) {
+  const int64_t N = 1, K = 32;
+  std::vector<uint8_t> w(K, 0x38), x(K, 0x40);  // 1.0 and 2.0
+  float os = 0.125f;
+  WeightSource src;
+  src.format = LinearFormat::kFp8Tensor;
+  src.weight = host(w.data(), DType::kFP8E4M3, {N, K});
+  src.output_scale = host(&os, DType::kFP32, {1});
+  float bias = 1.5f;
+  double out = 0;
+  reference::linear(src, host(x.data(), DType::kFP8E4M3, {1, K}), TensorRef{}, 1.0,
+                    host(&bias, DType::kFP32, {1}), host(&out, DType::kFP64, {1, 1}));
+  EXPECT_DOUBLE_EQ(out, 0.125 * 64 + 1.5);
+}
+
+TEST(GemmReference, Q8_0HandComputed) {
+  const int64_t N = 1, K = 32;
+  std::vector<uint8_t> blk(34, 0);
+  const uint16_t d = fmt::float_to_fp16_bits(0.5f);
+  blk[0] = d & 0xFF;
+  blk[1] = d >> 8;
+  blk[2] = 4;                            // q0 = 4
+  blk[2 + 31] = static_cast<uint8_t>(-3);  // q31 = -3
+  WeightSource src;
+  src.format = LinearFormat::kQ8_0;
+  src.weight = host(blk.data(), DType::kUInt8, {N, 34});
+  std::vector<uint16_t> x(K, bf16(0.f));
+  x[0] = bf16(3.f);
+  x[31] = bf16(2.f);
+  double out = 0;
+  reference::linear(src, host(x.data(), DType::kBF16, {1, K}), TensorRef{}, 1.0, TensorRef{},
+                    host(&out, DType::kFP64, {1, 1}));
+  EXPECT_DOUBLE_EQ(out, 0.5 * 4 * 3 + 0.5 * -3 * 2);
+}
+
+TEST(GemmReference, Iq2XxsFirstGroup) {
+  // One IQ2_XXS block: d = 1, sub-block 0 scale s = 1 -> db = 3/8; group 0 grid index 0
+  // (all bytes 8), sign index 1 -> signs = 1 | parity(1)<<7 = 0x81: elements 0 and 7 negative.
+  std::vector<uint8_t> blk(66, 0);
+  const uint16_t d = fmt::float_to_fp16_bits(1.f);
+  blk[0] = d & 0xFF;
+  blk[1] = d >> 8;
+  const uint32_t w1 = 1u | (1u << 28);
+  std::memcpy(&blk[2 + 4], &w1, 4);
+  WeightSource src;
+  src.format = LinearFormat::kIq2Xxs;
+  src.weight = host(blk.data(), DType::kUInt8, {1, 66});
+  const auto wd = reference::linear_dequantize_weight(src);
+  ASSERT_EQ(wd.size(), 256u);
+  EXPECT_DOUBLE_EQ(wd[0], -3.0);  // 3/8 * 8, negative
+  EXPECT_DOUBLE_EQ(wd[1], 3.0);
+  EXPECT_DOUBLE_EQ(wd[7], -3.0);
+}
+
+// ---------------------------------------------------------------- packing ------------------
+// Every value of the packed FP4 layout maps back to the checkpoint nibble of frag_coord().
+TEST(GemmPack, Fp4LayoutMatchesFragmentCoordinates) {
+  const int64_t N = 20, K = 96;
+  std::mt19937 g(1);
+  std::vector<uint8_t> w(N * K / 2), sc(N * K / 16);
+  for (auto& b : w) b = static_cast<uint8_t>(g());
+  for (auto& b : sc) b = static_cast<uint8_t>(g() & 0x7F);
+  WeightSource src;
+  src.format = LinearFormat::kNvfp4W4A16;
+  src.weight = host(w.data(), DType::kUInt8, {N, K / 2});
+  src.weight_scale = host(sc.data(), DType::kUInt8, {N, K / 16});
+  const auto ph = gemm::pack_host(src, "test");
+  const auto& geo = ph.geo;
+  EXPECT_EQ(geo.NP, 32);
+  EXPECT_EQ(geo.KP % 512, 0);
+  for (int64_t tile = 0; tile < geo.n16; ++tile)
+    for (int64_t a = 0; a < geo.KP / 32; ++a)
+      for (int lane = 0; lane < 32; ++lane) {
+        uint32_t word[2];
+        std::memcpy(word, ph.values.data() + gemm::lin::atom_offset(ph.wfmt, geo.kvec, tile, a, lane), 8);
+        for (int s = 0; s < 2; ++s)
+          for (int j = 0; j < 4; ++j)
+            for (int e = 0; e < 2; ++e) {
+              int r, k;
+              gemm::lin::frag_coord(lane >> 2, lane & 3, s, j, e, &r, &k);
+              const int64_t n = tile * 16 + r, kk = a * 32 + k;
+              const uint32_t want = (n < N && kk < K) ? ((kk & 1) ? w[n * K / 2 + kk / 2] >> 4
+                                                                  : w[n * K / 2 + kk / 2] & 0xF)
+                                                      : 0;
+              ASSERT_EQ((word[s] >> (4 * (j + 4 * e))) & 0xF, want)
+                  << "tile " << tile << " atom " << a << " lane " << lane;
+            }
+      }
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < K / 16; ++c) ASSERT_EQ(ph.scale[n * geo.scale_ld + c], sc[n * K / 16 + c]);
+}
+
+TEST(GemmPack, SwizzledAndLinearScalesPackIdentically) {
+  const int64_t N = 40, K = 64;
+  std::mt19937 g(2);
+  std::vector<uint8_t> w(N * K / 2), sc(N * K / 32);
+  for (auto& b : w) b = static_cast<uint8_t>(g());
+  for (auto& b : sc) b = static_cast<uint8_t>(100 + g() % 50);
+  std::vector<uint8_t> sw(fmt::swizzled_scale_bytes(N, K / 32), 0);
+  for (int64_t r = 0; r < N; ++r)
+    for (int64_t c = 0; c < K / 32; ++c) sw[fmt::swizzled_scale_offset(r, c, K / 32)] = sc[r * K / 32 + c];
+  WeightSource a, b;
+  a.format = b.format = LinearFormat::kMxfp4W4A16;
+  a.weight = b.weight = host(w.data(), DType::kUInt8, {N, K / 2});
+  a.weight_scale = host(sc.data(), DType::kUE8M0, {N, K / 32});
+  b.weight_scale = host(sw.data(), DType::kUInt8, {static_cast<int64_t>(sw.size())});
+  b.scale_swizzled = true;
+  const auto pa = gemm::pack_host(a, "t"), pb = gemm::pack_host(b, "t");
+  EXPECT_EQ(pa.values, pb.values);
+  EXPECT_EQ(pa.scale, pb.scale);
+}
+
+TEST(GemmPack, Iq2XsEntriesAndScales) {
+  const int64_t N = 3, K = 256;
+  std::mt19937 g(3);
+  std::vector<uint8_t> w(N * 74);
+  for (auto& b : w) b = static_cast<uint8_t>(g());
+  WeightSource src;
+  src.format = LinearFormat::kIq2Xs;
+  src.weight = host(w.data(), DType::kUInt8, {N, 74});
+  const auto ph = gemm::pack_host(src, "t");
+  for (int64_t n = 0; n < N; ++n) {
+    const uint8_t* blk = &w[n * 74];
+    for (int q8 = 0; q8 < 32; ++q8) {
+      const int64_t a = q8 / 4, q = q8 % 4;
+      const int row = static_cast<int>(n % 16), gg = row % 8, half = row / 8;
+      uint16_t e;
+      std::memcpy(&e, ph.values.data() + gemm::lin::atom_offset(ph.wfmt, ph.geo.kvec, 0, a, gg) + 2 * (half * 4 + q), 2);
+      EXPECT_EQ(e, fmt::ggml::load_u16(blk + 2 + 2 * q8));
+    }
+    for (int ib = 0; ib < 8; ++ib) EXPECT_EQ(ph.scale2[n * ph.geo.scale2_ld + ib], blk[66 + ib]);
+  }
+}
+
+// ---------------------------------------------------------------- bad inputs ---------------
+template <class F>
+void expect_invalid(F&& f, const char* needle) {
+  try {
+    f();
+    ADD_FAILURE() << "expected b12x::Error containing '" << needle << "'";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Status::kInvalidArgument) << e.what();
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+TEST(GemmValidation, PackRejectsBadSources) {
+  std::vector<uint8_t> w(16 * 24), sc(16 * 3);
+  WeightSource src;
+  src.format = LinearFormat::kNvfp4W4A16;
+  src.weight = host(w.data(), DType::kUInt8, {16, 24});  // K = 48, not a multiple of 32
+  src.weight_scale = host(sc.data(), DType::kUInt8, {16, 3});
+  expect_invalid([&] { gemm::pack_host(src, "pack"); }, "K=48");
+  src.weight = host(w.data(), DType::kFP32, {16, 24});
+  expect_invalid([&] { gemm::pack_host(src, "pack"); }, "dtype");
+  src.weight = host(w.data(), DType::kUInt8, {16, 16});
+  src.weight_scale = TensorRef{};
+  expect_invalid([&] { gemm::pack_host(src, "pack"); }, "weight_scale");
+  src.weight_scale = host(sc.data(), DType::kUInt8, {8, 2});
+  expect_invalid([&] { gemm::pack_host(src, "pack"); }, "weight_scale has shape");
+  WeightSource q;
+  q.format = LinearFormat::kQ8_0;
+  q.weight = host(w.data(), DType::kUInt8, {4, 35});
+  expect_invalid([&] { gemm::pack_host(q, "pack"); }, "blocks");
+  WeightSource b;
+  b.format = LinearFormat::kFp8Block;
+  b.weight = host(w.data(), DType::kFP8E4M3, {2, 128});
+  std::vector<float> bs(4);
+  b.weight_scale = host(bs.data(), DType::kFP32, {2, 2});
+  expect_invalid([&] { gemm::pack_host(b, "pack"); }, "ceil(N/128)");
+  WeightSource t;
+  t.format = LinearFormat::kFp8Tensor;
+  t.weight = host(w.data(), DType::kFP8E4M3, {2, 32});
+  expect_invalid([&] { gemm::pack_host(t, "pack"); }, "output_scale");
+}
+
+TEST(GemmValidation, PlanRejectsBadCaps) {
+  gemm::Caps c;
+  c.format = LinearFormat::kNvfp4W4A16;
+  c.max_tokens = 4;
+  c.in_features = 100;
+  c.out_features = 64;
+  expect_invalid([&] { gemm::plan(c); }, "K=100");
+  c.in_features = 128;
+  c.act_dtype = DType::kFP32;
+  expect_invalid([&] { gemm::plan(c); }, "act_dtype");
+  c.act_dtype = DType::kBF16;
+  c.out_dtype = DType::kFP8E4M3;
+  expect_invalid([&] { gemm::plan(c); }, "out_dtype");
+  c.out_dtype = DType::kBF16;
+  c.max_tokens = 0;
+  expect_invalid([&] { gemm::plan(c); }, "max_tokens");
+  c.max_tokens = 4;
+  c.format = static_cast<LinearFormat>(99);
+  expect_invalid([&] { gemm::plan(c); }, "format code");
+  c.format = LinearFormat::kFp8Block;
+  c.in_features = 96;
+  expect_invalid([&] { gemm::plan(c); }, "multiple of 128");
+}
+
+TEST(GemmValidation, FormatNames) {
+  for (int i = 0; i < gemm::kNumLinearFormats; ++i) {
+    const auto f = static_cast<LinearFormat>(i);
+    EXPECT_EQ(gemm::format_from_name(gemm::format_name(f)), f);
+  }
+  expect_invalid([] { gemm::format_from_name("int4"); }, "unknown linear format");
+}
+
+}  // namespace
+}  // namespace b12x
