@@ -9,12 +9,14 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "b12x/selection.h"
 #include "b12x/types.h"
 
 namespace b12x::checkpoint {
@@ -199,5 +201,110 @@ class QuantConfig {
 bool is_norm_module(const std::string& prefix);
 /// fnmatch-style match ('*' any run, '?' one char) used by exclude lists.
 bool glob_match(const std::string& pattern, const std::string& text);
+
+// ---- layers ------------------------------------------------------------------------------------
+
+/// The tensors of one dense linear layer, validated against its LayerQuant (ModelOpt names:
+/// weight, weight_scale, weight_scale_2, input_scale, bias; DeepSeek weight_scale_inv).
+/// Views point into the mapped files (zero-copy) and stay valid while the CheckpointDir lives.
+struct LinearWeights {
+  std::string prefix;
+  LayerQuant quant;
+  int64_t n = 0, k = 0;     ///< logical weight shape [n, k] in values
+  TensorRef weight;         ///< as stored: BF16/FP16/FP32, E4M3 [n,k], U8 packed FP4 [n,k/2],
+                            ///< U8 GGML blocks [n, k/group, payload]
+  TensorRef weight_scale;   ///< E4M3 [n,k/16] (NVFP4), U8/E8M0 [n,k/32] (MX), FP32 grid (block
+                            ///< FP8); data == nullptr when none
+  float weight_scale_2 = 0.f;  ///< NVFP4 global dequant scale (ModelOpt amax/2688) or the FP8
+                               ///< per-tensor weight scale; 0 when absent
+  float input_scale = 0.f;     ///< static activation scale; 0 when absent
+  TensorRef bias;
+  std::vector<std::string> tensors;  ///< every tensor name used
+  uint64_t bytes = 0;
+};
+
+/// Loads and validates a dense layer; kInvalidArgument names the tensor and the mismatch.
+LinearWeights load_linear(const CheckpointDir& ckpt, const QuantConfig& config,
+                          const std::string& prefix);
+/// Same with the quantization given (e.g. one expert of a resolved MoE stack).
+LinearWeights load_linear(const CheckpointDir& ckpt, const LayerQuant& quant,
+                          const std::string& prefix);
+/// Host fp32 [n, k] reconstruction of the weight (uses the b12x host codecs).
+std::vector<float> dequantize_linear(const LinearWeights& w);
+
+/// Maps a layer's quantization to the selection policy's weight / activation formats.
+selection::WeightFormat weight_format_of(const LayerQuant& q, DType unquantized_dtype);
+selection::ActFormat act_format_of(const LayerQuant& q, bool is_moe);
+
+// ---- inspect -----------------------------------------------------------------------------------
+
+struct InspectOptions {
+  int compute_capability = 0;  ///< 0: answer for SM120
+  int tp_size = 1;
+  selection::EnvOverrides env = selection::EnvOverrides::from_process();
+};
+
+struct LayerReport {
+  std::string name;    ///< module prefix ("model.layers.0.mlp.experts" for a MoE stack)
+  std::string kind;    ///< linear, moe, embedding, norm, attention, other
+  std::string format;  ///< "NVFP4", "BF16", "Q8_0", ... (quant algo or storage dtype)
+  std::vector<int64_t> shape;  ///< logical [n, k]; MoE [E, hidden, intermediate]
+  std::vector<std::string> tensors;
+  uint64_t bytes = 0;
+  bool has_selection = false;
+  selection::Selection selection;
+  std::string error;   ///< a checkpoint problem for this layer ("" when consistent)
+};
+
+struct InspectReport {
+  std::string dir;
+  std::string quant_method;
+  std::vector<LayerReport> layers;
+  uint64_t total_bytes = 0;
+  int served = 0, not_served = 0, errors = 0;
+  std::string to_json() const;
+};
+
+/// Every layer of a checkpoint directory, its format, bytes and b12x path (or why not).
+/// Throws for unreadable/malformed files and configs; per-layer problems land in `error`.
+InspectReport inspect(const std::string& dir, const InspectOptions& options = {});
+
+// ---- quantize ----------------------------------------------------------------------------------
+
+struct QuantizeOptions {
+  QuantAlgo algo = QuantAlgo::kNVFP4;  ///< NVFP4, MXFP4, MXFP8, FP8, Q8_0, IQ2_XS, IQ2_XXS
+  /// ECMAScript regexes searched in module prefixes; empty = every linear layer except
+  /// embeddings, lm_head and routers.
+  std::vector<std::string> layer_patterns;
+  /// Calibrated activation amax: required for FP8 (static input scale); for NVFP4 it makes a
+  /// W4A4 checkpoint, without it NVFP4 weights are written as W4A16_NVFP4.
+  float input_amax = 0.f;
+  /// Called after each tensor: (done, total, name).
+  std::function<void(size_t, size_t, const std::string&)> progress;
+};
+
+struct QuantizedLayer {
+  std::string name;
+  QuantAlgo algo = QuantAlgo::kNone;
+  int64_t n = 0, k = 0;
+  double rel_rms_error = 0;  ///< ||w - deq(q(w))|| / ||w||
+  double max_abs_error = 0;
+  double bound = 0;          ///< expected rel_rms bound of the format (quantize_error_bound)
+  uint64_t bytes_in = 0, bytes_out = 0;
+};
+
+struct QuantizeReport {
+  std::vector<QuantizedLayer> layers;
+  std::vector<std::pair<std::string, std::string>> skipped;  ///< (tensor, why kept as is)
+  uint64_t bytes_in = 0, bytes_out = 0;
+};
+
+/// Relative RMS error bound used in the summary for weights of roughly Gaussian rows.
+double quantize_error_bound(QuantAlgo algo);
+
+/// BF16/FP16/F32 safetensors in `in_dir` -> a ModelOpt MIXED_PRECISION checkpoint in `out_dir`
+/// (quantized weights + scales + config.json with quantization_config; other files copied).
+QuantizeReport quantize_checkpoint(const std::string& in_dir, const std::string& out_dir,
+                                   const QuantizeOptions& options);
 
 }  // namespace b12x::checkpoint
