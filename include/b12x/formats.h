@@ -95,8 +95,8 @@ void quantize_iq2_xs(const float* x, int64_t rows, int64_t k, uint8_t* blocks);
 
 /// 128x4 swizzle of `batch` grids [rows, cols] (contiguous) into `batch` consecutive swizzled
 /// grids of pad128(rows)*pad4(cols) bytes; padding bytes are `pad` (0 NVFP4, 127 MX).
-void swizzle_block_scale(const uint8_t* src, int64_t batch, int64_t rows, int64_t cols,
-                         uint8_t pad, uint8_t* dst);
+void swizzle_block_scale(const uint8_t* src, int64_t batch, int64_t rows, int64_t cols, uint8_t pad,
+                         uint8_t* dst);
 void unswizzle_block_scale(const uint8_t* src, int64_t batch, int64_t rows, int64_t cols,
                            uint8_t* dst);
 int64_t swizzled_block_scale_bytes(int64_t rows, int64_t cols);

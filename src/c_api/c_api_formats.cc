@@ -13,8 +13,8 @@ formats::QuantParams to_params(const b12x_quant_params* p, const char* op) {
   formats::QuantParams q;
   q.format = static_cast<formats::BlockFormat>(p->format);
   q.mx_rule = static_cast<formats::MxScaleRule>(p->mx_scale_rule);
-  B12X_CHECK_ARG(p->mx_scale_rule == 0 || p->mx_scale_rule == 1, op, ": mx_scale_rule=",
-                 p->mx_scale_rule, " is not supported (0 floor, 1 ceil)");
+  B12X_CHECK_ARG(p->mx_scale_rule == 0 || p->mx_scale_rule == 1, op,
+                 ": mx_scale_rule=", p->mx_scale_rule, " is not supported (0 floor, 1 ceil)");
   B12X_CHECK_ARG(p->zero_block_scale == 0 || p->zero_block_scale == 127, op,
                  ": zero_block_scale=", p->zero_block_scale, " is not supported (127 or 0)");
   q.zero_block = static_cast<formats::MxZeroBlockScale>(p->zero_block_scale);
@@ -24,8 +24,8 @@ formats::QuantParams to_params(const b12x_quant_params* p, const char* op) {
 }
 
 bool is_byte_dtype(DType t) {
-  return t == DType::kUInt8 || t == DType::kInt8 || t == DType::kFP8E4M3 ||
-         t == DType::kFP8E5M2 || t == DType::kUE8M0 || t == DType::kUE4M3;
+  return t == DType::kUInt8 || t == DType::kInt8 || t == DType::kFP8E4M3 || t == DType::kFP8E5M2 ||
+         t == DType::kUE8M0 || t == DType::kUE4M3;
 }
 
 void check_byte_grid(const TensorRef& t, const char* op, const char* name) {
@@ -67,13 +67,12 @@ b12x_status b12x_dequantize(const b12x_tensor* values, const b12x_tensor* scales
     const char* op = "b12x_dequantize";
     const formats::QuantParams q = to_params(params, op);
     formats::dequantize(capi::to_ref_required(values, op, "values"),
-                        capi::to_ref(scales, op, "scales"),
-                        capi::to_ref_required(out, op, "out"), q);
+                        capi::to_ref(scales, op, "scales"), capi::to_ref_required(out, op, "out"),
+                        q);
   });
 }
 
-b12x_status b12x_requantize_block_fp8_to_ue8m0(const b12x_tensor* values,
-                                               const b12x_tensor* scales,
+b12x_status b12x_requantize_block_fp8_to_ue8m0(const b12x_tensor* values, const b12x_tensor* scales,
                                                const b12x_tensor* out_values,
                                                const b12x_tensor* out_scales) {
   return capi::guard([&] {
@@ -101,8 +100,7 @@ b12x_status b12x_requantize_block_fp8_to_ue8m0(const b12x_tensor* values,
   });
 }
 
-b12x_status b12x_swizzle_block_scale(const b12x_tensor* src, const b12x_tensor* dst,
-                                     int32_t pad) {
+b12x_status b12x_swizzle_block_scale(const b12x_tensor* src, const b12x_tensor* dst, int32_t pad) {
   return capi::guard([&] {
     const char* op = "b12x_swizzle_block_scale";
     const TensorRef s = capi::to_ref_required(src, op, "src");
@@ -140,13 +138,12 @@ b12x_status b12x_unswizzle_block_scale(const b12x_tensor* src, const b12x_tensor
   });
 }
 
-b12x_status b12x_encode_scalar(int32_t dtype, int32_t mode, const float* in, void* out,
-                               int64_t n) {
+b12x_status b12x_encode_scalar(int32_t dtype, int32_t mode, const float* in, void* out, int64_t n) {
   return capi::guard([&] {
     B12X_CHECK_ARG(dtype >= 0 && dtype < kNumDTypes, "b12x_encode_scalar: dtype=", dtype,
                    " is not a dtype code");
-    formats::encode_scalar(static_cast<DType>(dtype), static_cast<formats::CvtMode>(mode), in,
-                           out, n);
+    formats::encode_scalar(static_cast<DType>(dtype), static_cast<formats::CvtMode>(mode), in, out,
+                           n);
   });
 }
 

@@ -55,7 +55,9 @@ B12X_HD float div_rn(float a, float b) {
   return a / b;
 #endif
 }
-B12X_HD float abs_f32(float x) { return f32_from_bits(f32_bits(x) & 0x7FFFFFFFu); }
+B12X_HD float abs_f32(float x) {
+  return f32_from_bits(f32_bits(x) & 0x7FFFFFFFu);
+}
 /// max(m, |x|) ignoring NaN x (same result as fmaxf(m, fabsf(x)) for non-NaN m).
 B12X_HD float amax_update(float m, float x) {
   const float a = abs_f32(x);
@@ -114,8 +116,8 @@ B12X_HD uint8_t nvfp4_encode_block(const float* x, float gs, uint8_t* packed) {
   const uint8_t sf = nvfp4_scale(block_amax(x, kNvfp4BlockValues), gs);
   const float mult = nvfp4_multiplier(sf, gs);
   for (int i = 0; i < kNvfp4BlockValues / 2; ++i)
-    packed[i] = pack_e2m1x2(nvfp4_encode_value(x[2 * i], mult),
-                            nvfp4_encode_value(x[2 * i + 1], mult));
+    packed[i] =
+        pack_e2m1x2(nvfp4_encode_value(x[2 * i], mult), nvfp4_encode_value(x[2 * i + 1], mult));
   return sf;
 }
 B12X_HD void nvfp4_decode_block(const uint8_t* packed, uint8_t sf, float gs, float* out) {
@@ -205,7 +207,9 @@ B12X_HD void mxfp8_decode_block(const uint8_t* in, uint8_t scale, float* out) {
 
 // ---------------------------------------------------------------- FP8 with fp32 scales --------
 /// DeepSeek block scale / per-tensor scale from an amax: amax / 448 (0 for an all-zero block).
-B12X_HD float fp8_scale_from_amax(float amax) { return div_rn(amax, 448.0f); }
+B12X_HD float fp8_scale_from_amax(float amax) {
+  return div_rn(amax, 448.0f);
+}
 /// q = e4m3_rn_satfinite(x / scale); 0 when the scale is 0.
 B12X_HD uint8_t fp8_encode_value(float x, float scale) {
   if (scale == 0.f) return 0;

@@ -17,12 +17,17 @@ namespace {
 
 namespace f = b12x::fmt;
 
-f::MxScaleRule to_fmt(MxScaleRule r) { return static_cast<f::MxScaleRule>(r); }
-f::MxZeroBlockScale to_fmt(MxZeroBlockScale z) { return static_cast<f::MxZeroBlockScale>(z); }
+f::MxScaleRule to_fmt(MxScaleRule r) {
+  return static_cast<f::MxScaleRule>(r);
+}
+f::MxZeroBlockScale to_fmt(MxZeroBlockScale z) {
+  return static_cast<f::MxZeroBlockScale>(z);
+}
 
 void check_rule(const char* op, MxScaleRule r) {
-  B12X_CHECK_ARG(r == MxScaleRule::kFloor || r == MxScaleRule::kCeil, op, ": mx_rule=",
-                 static_cast<int>(r), " is not a scale rule (supported: 0 floor (OCP), 1 ceil)");
+  B12X_CHECK_ARG(r == MxScaleRule::kFloor || r == MxScaleRule::kCeil, op,
+                 ": mx_rule=", static_cast<int>(r),
+                 " is not a scale rule (supported: 0 floor (OCP), 1 ceil)");
 }
 void check_zero_block(const char* op, MxZeroBlockScale z) {
   B12X_CHECK_ARG(z == MxZeroBlockScale::kOne || z == MxZeroBlockScale::kZero, op,
@@ -34,14 +39,16 @@ void check_rows_k(const char* op, int64_t rows, int64_t k) {
   B12X_CHECK_ARG(k >= 0, op, ": k=", k, " is negative (supported: k >= 0)");
 }
 void check_whole_blocks(const char* op, int64_t k, int64_t block, const char* fmt_name) {
-  B12X_CHECK_ARG(k % block == 0, op, ": k=", k, " is not a whole number of ", fmt_name,
-                 " blocks (", block, " values; partial blocks are not supported)");
+  B12X_CHECK_ARG(k % block == 0, op, ": k=", k, " is not a whole number of ", fmt_name, " blocks (",
+                 block, " values; partial blocks are not supported)");
 }
 template <typename T>
 void check_ptr(const char* op, const char* name, const T* p, int64_t count) {
   B12X_CHECK_ARG(count == 0 || p != nullptr, op, ": ", name, " is null");
 }
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
 
 }  // namespace
 
@@ -58,8 +65,9 @@ void quantize_nvfp4(const float* x, int64_t rows, int64_t k, float global_scale,
   const char* op = "quantize_nvfp4";
   check_rows_k(op, rows, k);
   check_whole_blocks(op, k, kNvfp4Block, "NVFP4");
-  B12X_CHECK_ARG(std::isfinite(global_scale) && global_scale >= 0.f, op, ": global_scale=",
-                 global_scale, " is not finite and >= 0 (gs = 448*6/amax, multiply convention)");
+  B12X_CHECK_ARG(std::isfinite(global_scale) && global_scale >= 0.f, op,
+                 ": global_scale=", global_scale,
+                 " is not finite and >= 0 (gs = 448*6/amax, multiply convention)");
   const int64_t n = rows * k;
   check_ptr(op, "x", x, n);
   check_ptr(op, "packed", packed, n);
@@ -74,8 +82,8 @@ void dequantize_nvfp4(const uint8_t* packed, const uint8_t* scales, int64_t rows
   const char* op = "dequantize_nvfp4";
   check_rows_k(op, rows, k);
   check_whole_blocks(op, k, kNvfp4Block, "NVFP4");
-  B12X_CHECK_ARG(std::isfinite(global_scale) && global_scale > 0.f, op, ": global_scale=",
-                 global_scale, " is not finite and > 0");
+  B12X_CHECK_ARG(std::isfinite(global_scale) && global_scale > 0.f, op,
+                 ": global_scale=", global_scale, " is not finite and > 0");
   const int64_t n = rows * k;
   check_ptr(op, "packed", packed, n);
   check_ptr(op, "scales", scales, n);
@@ -98,8 +106,8 @@ void quantize_mxfp4(const float* x, int64_t rows, int64_t k, MxScaleRule rule,
   check_ptr(op, "packed", packed, n);
   check_ptr(op, "scales", scales, n);
   for (int64_t b = 0; b < n / kMxBlock; ++b)
-    scales[b] = f::mxfp4_encode_block(x + b * kMxBlock, to_fmt(rule), to_fmt(zero_block),
-                                      packed + b * 16);
+    scales[b] =
+        f::mxfp4_encode_block(x + b * kMxBlock, to_fmt(rule), to_fmt(zero_block), packed + b * 16);
 }
 
 void dequantize_mxfp4(const uint8_t* packed, const uint8_t* scales, int64_t rows, int64_t k,
@@ -187,8 +195,8 @@ void dequantize_block_fp8(const uint8_t* values, const float* scales, int64_t ro
   const int64_t tc = ceil_div(k, kBlockFp8Cols);
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < k; ++c)
-      out[r * k + c] = f::fp8_decode_value(values[r * k + c],
-                                           scales[(r / block_rows) * tc + c / kBlockFp8Cols]);
+      out[r * k + c] =
+          f::fp8_decode_value(values[r * k + c], scales[(r / block_rows) * tc + c / kBlockFp8Cols]);
 }
 
 void requantize_block_fp8_to_ue8m0(const uint8_t* values, const float* scales, int64_t rows,
@@ -232,8 +240,8 @@ float quantize_fp8_per_tensor(const float* x, int64_t n, float static_scale, uin
   B12X_CHECK_ARG(n >= 0, op, ": n=", n, " is negative");
   check_ptr(op, "x", x, n);
   check_ptr(op, "values", values, n);
-  B12X_CHECK_ARG(std::isfinite(static_scale) && static_scale >= 0.f, op, ": static_scale=",
-                 static_scale, " is not finite and >= 0 (0 = compute amax/448)");
+  B12X_CHECK_ARG(std::isfinite(static_scale) && static_scale >= 0.f, op,
+                 ": static_scale=", static_scale, " is not finite and >= 0 (0 = compute amax/448)");
   float s = static_scale;
   if (s == 0.f) {
     float amax = 0.f;
@@ -301,13 +309,13 @@ void dequantize_iq2_xs(const uint8_t* blocks, int64_t rows, int64_t k, float* ou
 
 // ---------------------------------------------------------------- swizzle ---------------------
 int64_t swizzled_block_scale_bytes(int64_t rows, int64_t cols) {
-  B12X_CHECK_ARG(rows >= 0 && cols >= 0, "swizzled_block_scale_bytes: rows=", rows,
-                 " cols=", cols, " must be >= 0");
+  B12X_CHECK_ARG(rows >= 0 && cols >= 0, "swizzled_block_scale_bytes: rows=", rows, " cols=", cols,
+                 " must be >= 0");
   return f::swizzled_scale_bytes(rows, cols);
 }
 
-void swizzle_block_scale(const uint8_t* src, int64_t batch, int64_t rows, int64_t cols,
-                         uint8_t pad, uint8_t* dst) {
+void swizzle_block_scale(const uint8_t* src, int64_t batch, int64_t rows, int64_t cols, uint8_t pad,
+                         uint8_t* dst) {
   const char* op = "swizzle_block_scale";
   B12X_CHECK_ARG(batch >= 0 && rows >= 0 && cols >= 0, op, ": batch=", batch, " rows=", rows,
                  " cols=", cols, " must be >= 0");

@@ -11,14 +11,22 @@ namespace b12x::formats {
 
 const char* block_format_name(BlockFormat f) noexcept {
   switch (f) {
-    case BlockFormat::kNvfp4: return "nvfp4";
-    case BlockFormat::kMxfp4: return "mxfp4";
-    case BlockFormat::kMxfp8: return "mxfp8";
-    case BlockFormat::kBlockFp8: return "block_fp8";
-    case BlockFormat::kFp8PerTensor: return "fp8_per_tensor";
-    case BlockFormat::kQ8_0: return "q8_0";
-    case BlockFormat::kIq2Xxs: return "iq2_xxs";
-    case BlockFormat::kIq2Xs: return "iq2_xs";
+    case BlockFormat::kNvfp4:
+      return "nvfp4";
+    case BlockFormat::kMxfp4:
+      return "mxfp4";
+    case BlockFormat::kMxfp8:
+      return "mxfp8";
+    case BlockFormat::kBlockFp8:
+      return "block_fp8";
+    case BlockFormat::kFp8PerTensor:
+      return "fp8_per_tensor";
+    case BlockFormat::kQ8_0:
+      return "q8_0";
+    case BlockFormat::kIq2Xxs:
+      return "iq2_xxs";
+    case BlockFormat::kIq2Xs:
+      return "iq2_xs";
   }
   return "unknown";
 }
@@ -48,8 +56,8 @@ void check_host_contiguous(const TensorRef& t, const char* op, const char* name)
 /// Numbers of stored bytes a container must hold and which dtypes may describe it.
 void check_container(const TensorRef& t, const char* op, const char* name, int64_t expect_bytes,
                      std::initializer_list<DType> allowed) {
-  B12X_CHECK_ARG(t.data != nullptr || expect_bytes == 0, op, ": ", name,
-                 " is required (", expect_bytes, " bytes) but was not given");
+  B12X_CHECK_ARG(t.data != nullptr || expect_bytes == 0, op, ": ", name, " is required (",
+                 expect_bytes, " bytes) but was not given");
   check_dtype(t, op, name, allowed);
   check_host_contiguous(t, op, name);
   const int64_t bytes = t.span_bytes();
@@ -83,17 +91,24 @@ void from_f32(const std::vector<float>& v, const TensorRef& out) {
     h[i] = out.dtype == DType::kBF16 ? f::float_to_bf16_bits(v[i]) : f::float_to_fp16_bits(v[i]);
 }
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
 
 /// Bytes of the value container for `n` values of format `fmt`.
 int64_t value_bytes(BlockFormat fmt, int64_t n) {
   switch (fmt) {
     case BlockFormat::kNvfp4:
-    case BlockFormat::kMxfp4: return n / 2;
-    case BlockFormat::kQ8_0: return n / 32 * 34;
-    case BlockFormat::kIq2Xxs: return n / 256 * 66;
-    case BlockFormat::kIq2Xs: return n / 256 * 74;
-    default: return n;
+    case BlockFormat::kMxfp4:
+      return n / 2;
+    case BlockFormat::kQ8_0:
+      return n / 32 * 34;
+    case BlockFormat::kIq2Xxs:
+      return n / 256 * 66;
+    case BlockFormat::kIq2Xs:
+      return n / 256 * 74;
+    default:
+      return n;
   }
 }
 std::initializer_list<DType> value_dtypes(BlockFormat fmt) {
@@ -123,13 +138,17 @@ std::initializer_list<DType> value_dtypes(BlockFormat fmt) {
 }
 int64_t block_of(BlockFormat fmt) {
   switch (fmt) {
-    case BlockFormat::kNvfp4: return 16;
+    case BlockFormat::kNvfp4:
+      return 16;
     case BlockFormat::kMxfp4:
     case BlockFormat::kMxfp8:
-    case BlockFormat::kQ8_0: return 32;
+    case BlockFormat::kQ8_0:
+      return 32;
     case BlockFormat::kIq2Xxs:
-    case BlockFormat::kIq2Xs: return 256;
-    default: return 1;
+    case BlockFormat::kIq2Xs:
+      return 256;
+    default:
+      return 1;
   }
 }
 
@@ -162,8 +181,8 @@ void check_quant_tensors(const char* op, const QuantParams& p, const Geometry& g
     case BlockFormat::kBlockFp8:
       B12X_CHECK_ARG(p.block_rows == 128 || p.block_rows == 1, op, ": block_rows=", p.block_rows,
                      " is not supported (supported: 128, 1)");
-      check_container(scales, op, "scales",
-                      4 * ceil_div(g.rows, p.block_rows) * ceil_div(g.k, 128), {DType::kFP32});
+      check_container(scales, op, "scales", 4 * ceil_div(g.rows, p.block_rows) * ceil_div(g.k, 128),
+                      {DType::kFP32});
       break;
     case BlockFormat::kFp8PerTensor:
       check_container(scales, op, "scales", 4, {DType::kFP32});
@@ -188,20 +207,30 @@ void quantize(const TensorRef& src, const TensorRef& values, const TensorRef& sc
   auto* s8 = static_cast<uint8_t*>(scales.data);
   auto* s32 = static_cast<float*>(scales.data);
   switch (p.format) {
-    case BlockFormat::kNvfp4: quantize_nvfp4(x.data(), g.rows, g.k, p.global_scale, v, s8); break;
+    case BlockFormat::kNvfp4:
+      quantize_nvfp4(x.data(), g.rows, g.k, p.global_scale, v, s8);
+      break;
     case BlockFormat::kMxfp4:
       quantize_mxfp4(x.data(), g.rows, g.k, p.mx_rule, p.zero_block, v, s8);
       break;
-    case BlockFormat::kMxfp8: quantize_mxfp8(x.data(), g.rows, g.k, p.zero_block, v, s8); break;
+    case BlockFormat::kMxfp8:
+      quantize_mxfp8(x.data(), g.rows, g.k, p.zero_block, v, s8);
+      break;
     case BlockFormat::kBlockFp8:
       quantize_block_fp8(x.data(), g.rows, g.k, p.block_rows, v, s32);
       break;
     case BlockFormat::kFp8PerTensor:
       s32[0] = quantize_fp8_per_tensor(x.data(), g.rows * g.k, p.global_scale, v);
       break;
-    case BlockFormat::kQ8_0: quantize_q8_0(x.data(), g.rows, g.k, v); break;
-    case BlockFormat::kIq2Xxs: quantize_iq2_xxs(x.data(), g.rows, g.k, v); break;
-    case BlockFormat::kIq2Xs: quantize_iq2_xs(x.data(), g.rows, g.k, v); break;
+    case BlockFormat::kQ8_0:
+      quantize_q8_0(x.data(), g.rows, g.k, v);
+      break;
+    case BlockFormat::kIq2Xxs:
+      quantize_iq2_xxs(x.data(), g.rows, g.k, v);
+      break;
+    case BlockFormat::kIq2Xs:
+      quantize_iq2_xs(x.data(), g.rows, g.k, v);
+      break;
   }
 }
 
@@ -222,17 +251,27 @@ void dequantize(const TensorRef& values, const TensorRef& scales, const TensorRe
     case BlockFormat::kNvfp4:
       dequantize_nvfp4(v, s8, g.rows, g.k, p.global_scale, y.data());
       break;
-    case BlockFormat::kMxfp4: dequantize_mxfp4(v, s8, g.rows, g.k, y.data()); break;
-    case BlockFormat::kMxfp8: dequantize_mxfp8(v, s8, g.rows, g.k, y.data()); break;
+    case BlockFormat::kMxfp4:
+      dequantize_mxfp4(v, s8, g.rows, g.k, y.data());
+      break;
+    case BlockFormat::kMxfp8:
+      dequantize_mxfp8(v, s8, g.rows, g.k, y.data());
+      break;
     case BlockFormat::kBlockFp8:
       dequantize_block_fp8(v, s32, g.rows, g.k, p.block_rows, y.data());
       break;
     case BlockFormat::kFp8PerTensor:
       dequantize_fp8_per_tensor(v, g.rows * g.k, s32[0], y.data());
       break;
-    case BlockFormat::kQ8_0: dequantize_q8_0(v, g.rows, g.k, y.data()); break;
-    case BlockFormat::kIq2Xxs: dequantize_iq2_xxs(v, g.rows, g.k, y.data()); break;
-    case BlockFormat::kIq2Xs: dequantize_iq2_xs(v, g.rows, g.k, y.data()); break;
+    case BlockFormat::kQ8_0:
+      dequantize_q8_0(v, g.rows, g.k, y.data());
+      break;
+    case BlockFormat::kIq2Xxs:
+      dequantize_iq2_xxs(v, g.rows, g.k, y.data());
+      break;
+    case BlockFormat::kIq2Xs:
+      dequantize_iq2_xs(v, g.rows, g.k, y.data());
+      break;
   }
   from_f32(y, out);
 }

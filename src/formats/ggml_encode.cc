@@ -170,8 +170,8 @@ void encode_iq2_xs_block(const float* x, uint8_t* blk) {
         err += sc.err;
         scales |= sc.s << (4 * half);
         for (int l = 0; l < 2; ++l) {
-          const uint32_t q = static_cast<uint32_t>(sc.grid[l]) |
-                             (sign_index(terms[g0 + l], sc.grid[l]) << 9);
+          const uint32_t q =
+              static_cast<uint32_t>(sc.grid[l]) | (sign_index(terms[g0 + l], sc.grid[l]) << 9);
           g::store_u16(cand + 2 + 2 * (g0 + l), static_cast<uint16_t>(q));
         }
       }

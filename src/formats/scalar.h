@@ -200,10 +200,14 @@ B12X_HD uint8_t float_to_ue8m0_ceil(float x) {
 B12X_HD uint8_t float_to_ue4m3_satfinite(float x) {
   return static_cast<uint8_t>(float_to_e4m3_satfinite(x) & 0x7Fu);
 }
-B12X_HD float ue4m3_to_float(uint8_t v) { return e4m3_to_float(static_cast<uint8_t>(v & 0x7Fu)); }
+B12X_HD float ue4m3_to_float(uint8_t v) {
+  return e4m3_to_float(static_cast<uint8_t>(v & 0x7Fu));
+}
 
 // ---------------------------------------------------------------- BF16 / FP16 -----------------
-B12X_HD float bf16_bits_to_float(uint16_t b) { return f32_from_bits(static_cast<uint32_t>(b) << 16); }
+B12X_HD float bf16_bits_to_float(uint16_t b) {
+  return f32_from_bits(static_cast<uint32_t>(b) << 16);
+}
 /// RNE, NaN kept quiet.
 B12X_HD uint16_t float_to_bf16_bits(float x) {
   const uint32_t u = f32_bits(x);
@@ -212,7 +216,9 @@ B12X_HD uint16_t float_to_bf16_bits(float x) {
   return static_cast<uint16_t>((u + 0x7FFFu + lsb) >> 16);
 }
 /// Round an fp32 to the nearest bf16 value and return it as fp32.
-B12X_HD float round_to_bf16(float x) { return bf16_bits_to_float(float_to_bf16_bits(x)); }
+B12X_HD float round_to_bf16(float x) {
+  return bf16_bits_to_float(float_to_bf16_bits(x));
+}
 
 B12X_HD float fp16_bits_to_float(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
@@ -234,6 +240,8 @@ B12X_HD uint16_t float_to_fp16_bits(float x) {
   if (a >= 0x477FF000u) return static_cast<uint16_t>(sign | 0x7C00u);  // rounds to >= 65536
   return static_cast<uint16_t>(sign | minifloat_magnitude_rne<5, 10, 15>(a));
 }
-B12X_HD float round_to_fp16(float x) { return fp16_bits_to_float(float_to_fp16_bits(x)); }
+B12X_HD float round_to_fp16(float x) {
+  return fp16_bits_to_float(float_to_fp16_bits(x));
+}
 
 }  // namespace b12x::fmt

@@ -15,7 +15,9 @@
 
 namespace b12x::fmt {
 
-B12X_HD int64_t pad_to(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+B12X_HD int64_t pad_to(int64_t x, int64_t m) {
+  return (x + m - 1) / m * m;
+}
 
 /// Bytes of swizzled storage for a [rows, cols] logical scale grid.
 B12X_HD int64_t swizzled_scale_bytes(int64_t rows, int64_t cols) {

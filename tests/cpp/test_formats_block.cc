@@ -55,13 +55,13 @@ uint8_t e2m1_nearest(float y) {
 // ---------------------------------------------------------------- NVFP4 ---------------------
 TEST(FormatsBlock, Nvfp4HandWorked) {
   // gs = 1: amax 6 -> scale value 1.0 (0x38), multiplier 1, codes are e2m1(x).
-  const float x[16] = {0, 0.25f, 0.75f, 1.25f, -1.75f, 2.5f, -3.5f, 5, 6, -6, 0.5f, -0.1f,
-                       1, 3, 4, -0.25f};
+  const float x[16] = {0, 0.25f, 0.75f, 1.25f, -1.75f, 2.5f, -3.5f, 5,
+                       6, -6,    0.5f,  -0.1f, 1,      3,    4,     -0.25f};
   uint8_t packed[8];
   const uint8_t sf = f::nvfp4_encode_block(x, 1.0f, packed);
   EXPECT_EQ(sf, 0x38);
-  const uint8_t want[16] = {0, 0, 2, 2, 0xC, 4, 0xE, 6, 7, 0xF, 1, 0 /* -0 -> +0 */, 2, 5, 6,
-                            0 /* -0.25 ties to -0 -> +0 */};
+  const uint8_t want[16] = {0, 0, 2, 2, 0xC, 4, 0xE, 6, 7, 0xF, 1, 0 /* -0 -> +0 */,
+                            2, 5, 6, 0 /* -0.25 ties to -0 -> +0 */};
   for (int i = 0; i < 16; ++i)
     EXPECT_EQ((packed[i / 2] >> (4 * (i & 1))) & 0xF, want[i]) << "element " << i;
   // Zero block: scale 0, all codes 0, decodes to +0.
@@ -128,7 +128,7 @@ TEST(FormatsBlock, MxScaleRules) {
   struct Case {
     float amax;
     int floor, ceil;
-  } cases[] = {{6.f, 127, 127}, {7.f, 127, 128}, {1.f, 125, 125}, {1.6f, 125, 126},
+  } cases[] = {{6.f, 127, 127}, {7.f, 127, 128}, {1.f, 125, 125},        {1.6f, 125, 126},
                {4.f, 127, 127}, {3.f, 126, 126}, {6.0000005f, 127, 128}, {0.75f, 124, 124}};
   for (const Case& c : cases) {
     EXPECT_EQ(f::mxfp4_scale(c.amax, R::kFloor, Z::kOne), c.floor) << c.amax;
@@ -171,8 +171,8 @@ TEST(FormatsBlock, Mxfp4AndMxfp8Blocks) {
       float amax = 0;
       for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[32 * b + i]));
       if (b > 0) {
-        EXPECT_EQ(s[b], rule == formats::MxScaleRule::kFloor ? mx4_floor_ref(amax)
-                                                              : mx4_ceil_ref(amax));
+        EXPECT_EQ(s[b],
+                  rule == formats::MxScaleRule::kFloor ? mx4_floor_ref(amax) : mx4_ceil_ref(amax));
       }
       for (int i = 0; i < 32; ++i) {
         const size_t j = 32 * b + i;
@@ -195,8 +195,8 @@ TEST(FormatsBlock, Mxfp4AndMxfp8Blocks) {
     ASSERT_EQ(v[j], f::float_to_e4m3_satfinite(std::ldexp(x[j], 127 - sb))) << j;
     ASSERT_EQ(y[j], std::ldexp(f::e4m3_to_float(v[j]), sb - 127));
     // E4M3 relative step 2^-3: RNE error <= 2^-4 relative (no block max clips under ceil).
-    ASSERT_LE(std::fabs(y[j] - x[j]), std::ldexp(std::fabs(x[j]), -4) +
-                                          std::ldexp(1.f, sb - 127 - 10))
+    ASSERT_LE(std::fabs(y[j] - x[j]),
+              std::ldexp(std::fabs(x[j]), -4) + std::ldexp(1.f, sb - 127 - 10))
         << j;
   }
 }
@@ -292,7 +292,7 @@ TEST(FormatsGgml, Q8_0HandWorked) {
   for (int i = 8; i < 32; ++i) x[i] = static_cast<float>(i) - 20.f;
   uint8_t blk[34];
   g::q8_0_encode_block(x, blk);
-  EXPECT_EQ(g::load_u16(blk), 0x3C00);  // d = 127/127 = 1.0
+  EXPECT_EQ(g::load_u16(blk), 0x3C00);                      // d = 127/127 = 1.0
   const int8_t want[8] = {127, 83, -104, 1, -1, 2, 3, -3};  // ties away from zero
   for (int i = 0; i < 8; ++i) EXPECT_EQ(static_cast<int8_t>(blk[2 + i]), want[i]) << i;
   float y[32];
@@ -345,8 +345,9 @@ void iq2_reference(const uint8_t* blk, bool xs, float* y) {
       const uint8_t signs = g::kKsignsIq2xs[sidx];
       const double db = d * (0.5 + s) * 0.25;
       for (int j = 0; j < 8; ++j)
-        y[32 * ib + 8 * l + j] = static_cast<float>(
-            db * static_cast<double>((grid >> (8 * j)) & 0xFF) * ((signs & g::kKmaskIq2xs[j]) ? -1 : 1));
+        y[32 * ib + 8 * l + j] =
+            static_cast<float>(db * static_cast<double>((grid >> (8 * j)) & 0xFF) *
+                               ((signs & g::kKmaskIq2xs[j]) ? -1 : 1));
     }
 }
 
@@ -383,7 +384,7 @@ void iq2_roundtrip_test() {
     g::store_u16(blk.data(), f::float_to_fp16_bits(std::ldexp(1.f, trial % 7 - 3)));
     if (kXs) {
       for (int ib = 0; ib < 8; ++ib) blk[66 + ib] &= 0xEE;  // scales <= 14 ...
-      blk[66] |= 0x0F;                                         // ... except sub-block 0 lo = 15
+      blk[66] |= 0x0F;                                      // ... except sub-block 0 lo = 15
       g::store_u16(blk.data() + 2, static_cast<uint16_t>(g::load_u16(blk.data() + 2) & ~0x1FFu) |
                                        0x1FFu);  // grid 511 holds a 43
     } else {
@@ -425,8 +426,12 @@ void iq2_roundtrip_test() {
   EXPECT_LT(rel, kXs ? 0.35 : 0.4);  // measured ~0.28 / ~0.33
 }
 
-TEST(FormatsGgml, Iq2XxsEncoderRoundTrip) { iq2_roundtrip_test<false>(); }
-TEST(FormatsGgml, Iq2XsEncoderRoundTrip) { iq2_roundtrip_test<true>(); }
+TEST(FormatsGgml, Iq2XxsEncoderRoundTrip) {
+  iq2_roundtrip_test<false>();
+}
+TEST(FormatsGgml, Iq2XsEncoderRoundTrip) {
+  iq2_roundtrip_test<true>();
+}
 
 // ---------------------------------------------------------------- swizzle -------------------
 TEST(FormatsSwizzle, KnownOffsetsAndRoundTrip) {
@@ -474,13 +479,13 @@ std::string error_of(const std::function<void()>& fn) {
 TEST(FormatsApi, PartialBlocksAreErrors) {
   std::vector<float> x(1024, 1.f);
   std::vector<uint8_t> o(4096);
-  std::string m = error_of([&] {
-    formats::quantize_nvfp4(x.data(), 1, 40, 1.f, o.data(), o.data());
-  });
+  std::string m =
+      error_of([&] { formats::quantize_nvfp4(x.data(), 1, 40, 1.f, o.data(), o.data()); });
   EXPECT_NE(m.find("k=40"), std::string::npos) << m;
   EXPECT_NE(m.find("16 values"), std::string::npos) << m;
-  m = error_of([&] { formats::quantize_mxfp8(x.data(), 1, 48, formats::MxZeroBlockScale::kOne,
-                                             o.data(), o.data()); });
+  m = error_of([&] {
+    formats::quantize_mxfp8(x.data(), 1, 48, formats::MxZeroBlockScale::kOne, o.data(), o.data());
+  });
   EXPECT_NE(m.find("k=48"), std::string::npos) << m;
   EXPECT_NE(m.find("32 values"), std::string::npos) << m;
   m = error_of([&] { formats::dequantize_iq2_xs(o.data(), 1, 300, x.data()); });

@@ -1,7 +1,7 @@
 // Scalar codecs (src/formats/scalar.h) against the CUDA toolkit's host emulations of the cvt
 // instructions (cuda_fp8.h / cuda_fp4.h / cuda_bf16.h / cuda_fp16.h): every code decoded, and
-// encoders on a dense float32 sweep (every 61st bit pattern, ~70M values per codec) plus every tie and
-// boundary of each format (midpoints between adjacent codes, their +-4 ulp neighbours, the
+// encoders on a dense float32 sweep (every 61st bit pattern, ~70M values per codec) plus every tie
+// and boundary of each format (midpoints between adjacent codes, their +-4 ulp neighbours, the
 // saturation thresholds above the largest code, subnormals, signed zeros, Inf, NaN payloads).
 // The GPU test (tests/gpu/test_formats_cvt.cu) checks all 2^32 patterns against the hardware.
 #include <cuda_bf16.h>
@@ -26,14 +26,20 @@ namespace {
 
 using namespace b12x::fmt;
 
-uint32_t bits(float x) { return f32_bits(x); }
-float from(uint32_t u) { return f32_from_bits(u); }
+uint32_t bits(float x) {
+  return f32_bits(x);
+}
+float from(uint32_t u) {
+  return f32_from_bits(u);
+}
 bool same_or_both_nan(float a, float b) {
   if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);
   return bits(a) == bits(b);
 }
 
-float half_raw_to_float(__half_raw h) { return fp16_bits_to_float(h.x); }
+float half_raw_to_float(__half_raw h) {
+  return fp16_bits_to_float(h.x);
+}
 
 // ---- decoders: every code ------------------------------------------------------------------
 TEST(FormatsScalar, DecodeE4M3EveryCode) {
@@ -41,8 +47,8 @@ TEST(FormatsScalar, DecodeE4M3EveryCode) {
     const float ours = e4m3_to_float(static_cast<uint8_t>(c));
     const __half_raw h = __nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(c), __NV_E4M3);
     const float ref = __half2float(__half(h));
-    EXPECT_TRUE(same_or_both_nan(ours, ref)) << "code 0x" << std::hex << c << " " << ours << " vs "
-                                             << ref;
+    EXPECT_TRUE(same_or_both_nan(ours, ref))
+        << "code 0x" << std::hex << c << " " << ours << " vs " << ref;
   }
   EXPECT_EQ(e4m3_to_float(0x7E), 448.f);
   EXPECT_EQ(e4m3_to_float(0x38), 1.f);
@@ -111,33 +117,32 @@ struct Codec {
 
 std::vector<Codec> codecs() {
   std::vector<Codec> v;
-  v.push_back({"e4m3_satfinite", [](float x) { return (uint32_t)float_to_e4m3_satfinite(x); },
-               [](float x) { return (uint32_t)__nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3); },
-               [](uint32_t c) { return e4m3_to_float((uint8_t)c); }, 256, false});
+  v.push_back(
+      {"e4m3_satfinite", [](float x) { return (uint32_t)float_to_e4m3_satfinite(x); },
+       [](float x) { return (uint32_t)__nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3); },
+       [](uint32_t c) { return e4m3_to_float((uint8_t)c); }, 256, false});
   v.push_back({"e4m3_nosat", [](float x) { return (uint32_t)float_to_e4m3_nosat(x); },
                [](float x) { return (uint32_t)__nv_cvt_float_to_fp8(x, __NV_NOSAT, __NV_E4M3); },
                [](uint32_t c) { return e4m3_to_float((uint8_t)c); }, 256, false});
-  v.push_back({"e5m2_satfinite", [](float x) { return (uint32_t)float_to_e5m2_satfinite(x); },
-               [](float x) { return (uint32_t)__nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E5M2); },
-               [](uint32_t c) { return e5m2_to_float((uint8_t)c); }, 256, false});
+  v.push_back(
+      {"e5m2_satfinite", [](float x) { return (uint32_t)float_to_e5m2_satfinite(x); },
+       [](float x) { return (uint32_t)__nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E5M2); },
+       [](uint32_t c) { return e5m2_to_float((uint8_t)c); }, 256, false});
   v.push_back({"e5m2_nosat", [](float x) { return (uint32_t)float_to_e5m2_nosat(x); },
                [](float x) { return (uint32_t)__nv_cvt_float_to_fp8(x, __NV_NOSAT, __NV_E5M2); },
                [](uint32_t c) { return e5m2_to_float((uint8_t)c); }, 256, false});
-  v.push_back({"e2m1", [](float x) { return (uint32_t)float_to_e2m1(x); },
-               [](float x) {
-                 return (uint32_t)__nv_cvt_float_to_fp4(x, __NV_E2M1, cudaRoundNearest);
-               },
-               [](uint32_t c) { return e2m1_to_float((uint8_t)c); }, 16, false});
-  v.push_back({"ue8m0_rz_satfinite", [](float x) { return (uint32_t)float_to_ue8m0_floor(x); },
-               [](float x) {
-                 return (uint32_t)__nv_cvt_float_to_e8m0(x, __NV_SATFINITE, cudaRoundZero);
-               },
-               [](uint32_t c) { return ue8m0_to_float((uint8_t)c); }, 256, false});
-  v.push_back({"ue8m0_rp_satfinite", [](float x) { return (uint32_t)float_to_ue8m0_ceil(x); },
-               [](float x) {
-                 return (uint32_t)__nv_cvt_float_to_e8m0(x, __NV_SATFINITE, cudaRoundPosInf);
-               },
-               [](uint32_t c) { return ue8m0_to_float((uint8_t)c); }, 256, false});
+  v.push_back(
+      {"e2m1", [](float x) { return (uint32_t)float_to_e2m1(x); },
+       [](float x) { return (uint32_t)__nv_cvt_float_to_fp4(x, __NV_E2M1, cudaRoundNearest); },
+       [](uint32_t c) { return e2m1_to_float((uint8_t)c); }, 16, false});
+  v.push_back(
+      {"ue8m0_rz_satfinite", [](float x) { return (uint32_t)float_to_ue8m0_floor(x); },
+       [](float x) { return (uint32_t)__nv_cvt_float_to_e8m0(x, __NV_SATFINITE, cudaRoundZero); },
+       [](uint32_t c) { return ue8m0_to_float((uint8_t)c); }, 256, false});
+  v.push_back(
+      {"ue8m0_rp_satfinite", [](float x) { return (uint32_t)float_to_ue8m0_ceil(x); },
+       [](float x) { return (uint32_t)__nv_cvt_float_to_e8m0(x, __NV_SATFINITE, cudaRoundPosInf); },
+       [](uint32_t c) { return ue8m0_to_float((uint8_t)c); }, 256, false});
   v.push_back({"bf16_rn", [](float x) { return (uint32_t)float_to_bf16_bits(x); },
                [](float x) { return (uint32_t)__nv_bfloat16_raw(__float2bfloat16_rn(x)).x; },
                [](uint32_t c) { return bf16_bits_to_float((uint16_t)c); }, 65536, true});
@@ -182,9 +187,9 @@ std::vector<uint32_t> boundary_patterns(const Codec& c) {
   }
   // Every power of two of fp32 (E8M0 boundaries, exponent edges) and fp32 subnormal edges.
   for (int e = -149; e <= 127; ++e) add_around(std::ldexp(1.0, e));
-  for (uint32_t u : {0x00000000u, 0x00000001u, 0x00000002u, 0x003FFFFFu, 0x00400000u,
-                     0x00400001u, 0x007FFFFFu, 0x00800000u, 0x7F7FFFFFu, 0x7F800000u,
-                     0x7F800001u, 0x7FC00000u, 0x7FFFFFFFu, 0x7FA00000u}) {
+  for (uint32_t u : {0x00000000u, 0x00000001u, 0x00000002u, 0x003FFFFFu, 0x00400000u, 0x00400001u,
+                     0x007FFFFFu, 0x00800000u, 0x7F7FFFFFu, 0x7F800000u, 0x7F800001u, 0x7FC00000u,
+                     0x7FFFFFFFu, 0x7FA00000u}) {
     pts.insert(u);
     pts.insert(u | 0x80000000u);
   }
@@ -197,7 +202,8 @@ void compare_on(const Codec& c, const std::vector<uint32_t>& pats, int64_t* chec
     const float x = from(u);
     const uint32_t a = c.ours(x), b = c.ref(x);
     bool ok = a == b;
-    if (!ok && c.nan_any_payload && std::isnan(x)) ok = std::isnan(c.decode(a)) && std::isnan(c.decode(b));
+    if (!ok && c.nan_any_payload && std::isnan(x))
+      ok = std::isnan(c.decode(a)) && std::isnan(c.decode(b));
     ++*checked;
     if (!ok && ++*failures <= 10)
       ADD_FAILURE() << c.name << ": x=" << x << " (0x" << std::hex << u << ") ours=0x" << a
@@ -228,8 +234,7 @@ TEST(FormatsScalar, EncodeDenseSweepVsCudaHost) {
     compare_on(c, pats, &checked, &failures);
     EXPECT_EQ(failures, 0) << c.name << ": " << failures << " mismatches of " << checked;
   }
-  const double s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf("[ dense sweep ] %zu codecs in %.2f s\n", all.size(), s);
 }
 

@@ -23,8 +23,8 @@
 #include "formats/scalar.h"
 #include "gpu/gpu_test_util.h"
 
-#if defined(__CUDA_ARCH__) &&                                                        \
-    ((defined(__CUDA_ARCH_SPECIFIC__) && __CUDA_ARCH_SPECIFIC__ >= 1000) ||           \
+#if defined(__CUDA_ARCH__) &&                                               \
+    ((defined(__CUDA_ARCH_SPECIFIC__) && __CUDA_ARCH_SPECIFIC__ >= 1000) || \
      (defined(__CUDA_ARCH_FAMILY_SPECIFIC__) && __CUDA_ARCH_FAMILY_SPECIFIC__ >= 1000))
 #define B12X_TEST_HAS_FP4_CVT 1
 #else
@@ -51,8 +51,12 @@ __device__ void record(SweepResult* r, uint32_t in, uint32_t ours, uint32_t hw) 
   if (slot < 8) r->first[slot] = {in, ours, hw};
 }
 
-__device__ bool bf16_is_nan(uint32_t h) { return (h & 0x7F80u) == 0x7F80u && (h & 0x7Fu); }
-__device__ bool f16_is_nan(uint32_t h) { return (h & 0x7C00u) == 0x7C00u && (h & 0x3FFu); }
+__device__ bool bf16_is_nan(uint32_t h) {
+  return (h & 0x7F80u) == 0x7F80u && (h & 0x7Fu);
+}
+__device__ bool f16_is_nan(uint32_t h) {
+  return (h & 0x7C00u) == 0x7C00u && (h & 0x3FFu);
+}
 
 // Each op: compare(u, &ours, &hw) -> equal?, and whether it is compiled for this arch.
 struct E4m3Sat {
@@ -89,7 +93,8 @@ struct Bf16Rn {
     *ours = (uint32_t(f::float_to_bf16_bits(a)) << 16) | f::float_to_bf16_bits(b);
     if (*ours == *hw) return true;
     // NaN payloads are not part of the contract: NaN in, NaN out.
-    const bool hi_ok = (*ours >> 16) == (*hw >> 16) || (bf16_is_nan(*ours >> 16) && bf16_is_nan(*hw >> 16));
+    const bool hi_ok =
+        (*ours >> 16) == (*hw >> 16) || (bf16_is_nan(*ours >> 16) && bf16_is_nan(*hw >> 16));
     const bool lo_ok = (*ours & 0xFFFFu) == (*hw & 0xFFFFu) ||
                        (bf16_is_nan(*ours & 0xFFFFu) && bf16_is_nan(*hw & 0xFFFFu));
     return hi_ok && lo_ok;
@@ -105,7 +110,8 @@ struct F16Rn {
     *hw = d;
     *ours = (uint32_t(f::float_to_fp16_bits(a)) << 16) | f::float_to_fp16_bits(b);
     if (*ours == *hw) return true;
-    const bool hi_ok = (*ours >> 16) == (*hw >> 16) || (f16_is_nan(*ours >> 16) && f16_is_nan(*hw >> 16));
+    const bool hi_ok =
+        (*ours >> 16) == (*hw >> 16) || (f16_is_nan(*ours >> 16) && f16_is_nan(*hw >> 16));
     const bool lo_ok = (*ours & 0xFFFFu) == (*hw & 0xFFFFu) ||
                        (f16_is_nan(*ours & 0xFFFFu) && f16_is_nan(*hw & 0xFFFFu));
     return hi_ok && lo_ok;
@@ -129,7 +135,9 @@ struct E2m1Sat {
     return true;
 #endif
   }
-  __device__ static bool supported() { return B12X_TEST_HAS_FP4_CVT; }
+  __device__ static bool supported() {
+    return B12X_TEST_HAS_FP4_CVT;
+  }
 };
 template <bool kCeil>
 struct Ue8m0Sat {
@@ -153,7 +161,9 @@ struct Ue8m0Sat {
     return true;
 #endif
   }
-  __device__ static bool supported() { return B12X_TEST_HAS_FP4_CVT; }
+  __device__ static bool supported() {
+    return B12X_TEST_HAS_FP4_CVT;
+  }
 };
 
 template <class Op>
@@ -183,8 +193,8 @@ void run_sweep(bool may_be_unsupported) {
   if (!h.supported) {
     ASSERT_TRUE(may_be_unsupported);
     const auto& d = b12x::device_info(0);
-    GTEST_SKIP() << Op::kName << " exists only on sm_100a/sm_120a/sm_121a; this device ("
-                 << d.name << ", sm_" << d.cc_major << d.cc_minor
+    GTEST_SKIP() << Op::kName << " exists only on sm_100a/sm_120a/sm_121a; this device (" << d.name
+                 << ", sm_" << d.cc_major << d.cc_minor
                  << ") runs a build without it: exhaustive check skipped";
   }
   B12X_TEST_CUDA(cudaMemset(r.ptr, 0, sizeof(SweepResult)));
@@ -195,22 +205,37 @@ void run_sweep(bool may_be_unsupported) {
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   B12X_TEST_CUDA(cudaMemcpy(&h, r.ptr, sizeof(h), cudaMemcpyDeviceToHost));
-  std::printf("[ FormatsGpu ] %s: all 2^32 float32 patterns (each in both operand slots) in "
-              "%.1f ms, %llu mismatches\n",
-              Op::kName, ms, h.mismatches);
+  std::printf(
+      "[ FormatsGpu ] %s: all 2^32 float32 patterns (each in both operand slots) in "
+      "%.1f ms, %llu mismatches\n",
+      Op::kName, ms, h.mismatches);
   for (unsigned i = 0; i < std::min(8u, h.recorded); ++i)
     ADD_FAILURE() << Op::kName << " input 0x" << std::hex << h.first[i].input << " ours 0x"
                   << h.first[i].ours << " hw 0x" << h.first[i].hw << std::dec;
   EXPECT_EQ(h.mismatches, 0ull) << Op::kName;
 }
 
-TEST(FormatsGpuCvt, E4m3x2SatfiniteAll2p32) { run_sweep<E4m3Sat>(false); }
-TEST(FormatsGpuCvt, E5m2x2SatfiniteAll2p32) { run_sweep<E5m2Sat>(false); }
-TEST(FormatsGpuCvt, Bf16x2RnAll2p32) { run_sweep<Bf16Rn>(false); }
-TEST(FormatsGpuCvt, F16x2RnAll2p32) { run_sweep<F16Rn>(false); }
-TEST(FormatsGpuCvt, E2m1x2SatfiniteAll2p32) { run_sweep<E2m1Sat>(true); }
-TEST(FormatsGpuCvt, Ue8m0x2RzSatfiniteAll2p32) { run_sweep<Ue8m0Sat<false>>(true); }
-TEST(FormatsGpuCvt, Ue8m0x2RpSatfiniteAll2p32) { run_sweep<Ue8m0Sat<true>>(true); }
+TEST(FormatsGpuCvt, E4m3x2SatfiniteAll2p32) {
+  run_sweep<E4m3Sat>(false);
+}
+TEST(FormatsGpuCvt, E5m2x2SatfiniteAll2p32) {
+  run_sweep<E5m2Sat>(false);
+}
+TEST(FormatsGpuCvt, Bf16x2RnAll2p32) {
+  run_sweep<Bf16Rn>(false);
+}
+TEST(FormatsGpuCvt, F16x2RnAll2p32) {
+  run_sweep<F16Rn>(false);
+}
+TEST(FormatsGpuCvt, E2m1x2SatfiniteAll2p32) {
+  run_sweep<E2m1Sat>(true);
+}
+TEST(FormatsGpuCvt, Ue8m0x2RzSatfiniteAll2p32) {
+  run_sweep<Ue8m0Sat<false>>(true);
+}
+TEST(FormatsGpuCvt, Ue8m0x2RpSatfiniteAll2p32) {
+  run_sweep<Ue8m0Sat<true>>(true);
+}
 
 // ---------------------------------------------------------------- decoders ------------------
 __global__ void decode_kernel(uint32_t* mismatches, uint32_t* fp4_supported) {
@@ -256,8 +281,9 @@ TEST(FormatsGpuCvt, DecodeEveryCodePair) {
   if (h[3])
     EXPECT_EQ(h[2], 0u) << "ue8m0 decode vs cvt.rn.bf16x2.ue8m0x2";
   else
-    std::printf("[ FormatsGpu ] cvt.rn.bf16x2.ue8m0x2 not in this build (sm_100a/120a only): "
-                "ue8m0 decode checked on the host only\n");
+    std::printf(
+        "[ FormatsGpu ] cvt.rn.bf16x2.ue8m0x2 not in this build (sm_100a/120a only): "
+        "ue8m0 decode checked on the host only\n");
 }
 
 // ---------------------------------------------------------------- block codecs --------------
@@ -333,8 +359,8 @@ TEST(FormatsGpuSanitize, DeviceCodecsMatchHostBitExact) {
   d_iq2xxs.poison();
   d_iq2xs.poison();
   d_deq.poison();
-  BlockOut o{nq.ptr,  ns.ptr, mfq.ptr, mfs.ptr,       mcq.ptr,      mcs.ptr,
-             m8q.ptr, m8s.ptr, q8.ptr, d_iq2xxs.ptr, d_iq2xs.ptr, d_deq.ptr};
+  BlockOut o{nq.ptr,  ns.ptr,  mfq.ptr, mfs.ptr,      mcq.ptr,     mcs.ptr,
+             m8q.ptr, m8s.ptr, q8.ptr,  d_iq2xxs.ptr, d_iq2xs.ptr, d_deq.ptr};
   block_kernel<<<(n / 16 + 127) / 128, 128>>>(dx.ptr, n, gs, d_xxs.ptr, d_xs.ptr, o);
   B12X_TEST_CUDA(cudaGetLastError());
   B12X_TEST_CUDA(cudaDeviceSynchronize());
@@ -351,8 +377,8 @@ TEST(FormatsGpuSanitize, DeviceCodecsMatchHostBitExact) {
                      h4q.data(), h4s.data());
   EXPECT_EQ(down(mfq), h4q) << "MXFP4 floor values";
   EXPECT_EQ(down(mfs), h4s) << "MXFP4 floor scales";
-  fm::quantize_mxfp4(x.data(), 1, n, fm::MxScaleRule::kCeil, fm::MxZeroBlockScale::kOne,
-                     h4q.data(), h4s.data());
+  fm::quantize_mxfp4(x.data(), 1, n, fm::MxScaleRule::kCeil, fm::MxZeroBlockScale::kOne, h4q.data(),
+                     h4s.data());
   EXPECT_EQ(down(mcq), h4q) << "MXFP4 ceil values";
   EXPECT_EQ(down(mcs), h4s) << "MXFP4 ceil scales";
   std::vector<uint8_t> h8q(n), h8s(n / 32);

@@ -60,8 +60,7 @@ B12X_C_API b12x_status b12x_requantize_block_fp8_to_ue8m0(const b12x_tensor* val
 B12X_C_API b12x_status b12x_swizzle_block_scale(const b12x_tensor* src, const b12x_tensor* dst,
                                                 int32_t pad);
 /* Inverse: src [(batch,) pad128(rows), pad4(cols)], dst [(batch,) rows, cols]. */
-B12X_C_API b12x_status b12x_unswizzle_block_scale(const b12x_tensor* src,
-                                                  const b12x_tensor* dst);
+B12X_C_API b12x_status b12x_unswizzle_block_scale(const b12x_tensor* src, const b12x_tensor* dst);
 
 /* Scalar codecs over host arrays. dtype: B12X_DTYPE_FP8_E4M3, _FP8_E5M2, _FP4_E2M1 (one code per
  * byte), _UE8M0, _UE4M3 (1-byte out), _BF16, _FP16 (uint16 bit patterns out). */
