@@ -313,6 +313,27 @@ TEST(EmbeddingGpu, LargeTable64BitOffsets) {
   for (int64_t i = 0; i < T * dim; ++i) ASSERT_EQ(got[i], want[i]) << "token " << i / dim;
 }
 
+/// Small cases for compute-sanitizer: unaligned rows (dim 96), a partial last slice, strided
+/// output, and out-of-range ids (which must not be dereferenced).
+TEST(EmbeddingGpuSanitize, SmallCasesAndBadIds) {
+  B12X_REQUIRE_GPU();
+  run_case_any({50, 96, 7, DType::kInt32, DType::kBF16, 1, 1}, false);
+  run_case_any({50, 2080, 3, DType::kInt64, DType::kFP16}, true);
+  const int64_t vocab = 20, dim = 64, T = 4;
+  auto table = make_table(vocab, dim / 32 * 34, dim);
+  DeviceBuffer<uint8_t> dw(table.size());  // exactly the table: any OOB read is reported
+  dw.upload(table);
+  DeviceBuffer<int32_t> dids(T);
+  dids.upload({3, static_cast<int32_t>(vocab), -7, 2147483647});
+  DeviceBuffer<uint16_t> dout(T * dim);
+  EXPECT_THROW(embedding_q8_0(TensorRef::contiguous(dw.ptr, DType::kQ8_0, {vocab, dim}, 0),
+                              TensorRef::contiguous(dids.ptr, DType::kInt32, {T}, 0),
+                              TensorRef::contiguous(dout.ptr, DType::kBF16, {T, dim}, 0), nullptr),
+               Error);
+  auto got = dout.download();
+  for (int64_t i = dim; i < T * dim; ++i) ASSERT_EQ(got[i], 0) << i;
+}
+
 TEST(EmbeddingGpu, BindRejectsMismatches) {
   B12X_REQUIRE_GPU();
   DeviceBuffer<uint8_t> buf(1 << 16);

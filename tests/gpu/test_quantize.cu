@@ -401,6 +401,18 @@ TEST(QuantizeGpu, GraphReplayWithChangedInputs) {
   cudaStreamDestroy(s);
 }
 
+/// Small cases of every path (vector and scalar loads, partial swizzle tiles) for
+/// compute-sanitizer (memcheck + racecheck run the *GpuSanitize* suites).
+TEST(QuantizeGpuSanitize, SmallShapesAllPaths) {
+  B12X_REQUIRE_GPU();
+  for (Fmt f : kAllFormats)
+    for (int64_t M : {1, 129})
+      for (int64_t extra : {0, 1}) {
+        check_case(f, DType::kBF16, M, ks_for(f)[1], extra, false);
+        check_case(f, DType::kFP16, M, ks_for(f)[0], extra, true);
+      }
+}
+
 TEST(QuantizeGpu, RejectsBadArguments) {
   B12X_REQUIRE_GPU();
   DeviceBuffer<uint16_t> dx(256);
