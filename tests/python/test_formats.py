@@ -373,6 +373,25 @@ def test_swizzle_torch_cpu():
         assert np.array_equal(back.view(torch.uint8).numpy(), a)
 
 
+def test_swizzle_torch_cuda(cuda_torch):
+    """vLLM calls swizzle_block_scale on CUDA weight scales: torch ops on the device."""
+    torch = cuda_torch
+    a = RNG.integers(1, 255, size=(300, 9), dtype=np.uint8)
+    t = torch.from_numpy(a).cuda()
+    for name in ("uint8", "float8_e4m3fn", "float8_e8m0fnu"):
+        if not hasattr(torch, name):
+            continue
+        dt = getattr(torch, name)
+        out = intrinsics.swizzle_block_scale(t.view(dt))
+        assert out.is_cuda and out.dtype == dt and tuple(out.shape) == (384, 12)
+        assert np.array_equal(out.view(torch.uint8).cpu().numpy(), swizzle_ref(a))
+        back = intrinsics.unswizzle_block_scale(out, 300, 9)
+        assert np.array_equal(back.view(torch.uint8).cpu().numpy(), a)
+    b = RNG.integers(1, 255, size=(3, 130, 5), dtype=np.uint8)
+    out = intrinsics.swizzle_block_scale(torch.from_numpy(b).cuda())
+    assert np.array_equal(out.cpu().numpy(), swizzle_ref(b))
+
+
 def test_swizzle_rejects_bad_input():
     with pytest.raises(ValueError):
         intrinsics.swizzle_block_scale(np.zeros((4,), np.uint8))
