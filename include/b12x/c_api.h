@@ -20,5 +20,6 @@
 #include "b12x/c_api/embedding.h"
 #include "b12x/c_api/moe.h"
 #include "b12x/c_api/attention.h"
+#include "b12x/c_api/integration.h"
 
 #endif /* B12X_C_API_H_ */
