@@ -21,6 +21,9 @@ def version() -> str:
 def __getattr__(name):
     if name == "__version__":
         return version()
+    if name == "formats":  # `import b12x; b12x.formats.dequantize_ggml(...)` (lazy submodule)
+        import importlib
+        return importlib.import_module(".formats", __name__)
     raise AttributeError(name)
 
 
