@@ -1,0 +1,579 @@
+// GPU tests of the linear GEMMs: every format against the fp64 CPU reference on fresh random
+// inputs (M from 1 to a few thousand, N and K at and off tile boundaries, bias / no bias, BF16 and
+// FP16), poisoned outputs, CUDA-graph capture + replay with changed activations, weight refresh
+// keeping pointers, and a small-shape subset for compute-sanitizer (GemmGpuSanitize*).
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "b12x/gemm.h"
+#include "b12x/reference/linear.h"
+#include "b12x/reference/quantize.h"
+#include "b12x/status.h"
+#include "formats/ggml.h"
+#include "formats/scalar.h"
+#include "formats/swizzle.h"
+#include "gpu_test_util.h"
+
+namespace b12x {
+namespace {
+
+using gemm::LinearFormat;
+using test::DeviceBuffer;
+
+struct Case {
+  LinearFormat fmt;
+  int64_t M, N, K;
+  DType act = DType::kBF16;  // for raw / quantized-inside formats: bf16/fp16 input dtype
+  DType out = DType::kBF16;
+  bool bias = false;
+  bool caller_quant = false;  // fp8_block: pass e4m3 + fp32 scales
+};
+
+std::string name(const Case& c) {
+  return std::string(gemm::format_name(c.fmt)) + " M=" + std::to_string(c.M) + " N=" +
+         std::to_string(c.N) + " K=" + std::to_string(c.K) + " act=" + dtype_name(c.act) +
+         " out=" + dtype_name(c.out) + (c.bias ? " bias" : "") + (c.caller_quant ? " callerq" : "");
+}
+
+uint16_t to_half_bits(float v, DType t) {
+  return t == DType::kFP16 ? fmt::float_to_fp16_bits(v) : fmt::float_to_bf16_bits(v);
+}
+float from_half_bits(uint16_t h, DType t) {
+  return t == DType::kFP16 ? fmt::fp16_bits_to_float(h) : fmt::bf16_bits_to_float(h);
+}
+
+/// Host checkpoint tensors of one random weight.
+struct HostWeight {
+  std::vector<uint8_t> w, scale_bytes;
+  std::vector<float> scale_f32;
+  float output_scale = 1.f;
+  int64_t N = 0, K = 0, row_bytes = 0;
+  gemm::WeightSource src(LinearFormat f) {
+    gemm::WeightSource s;
+    s.format = f;
+    switch (f) {
+      case LinearFormat::kNvfp4:
+      case LinearFormat::kNvfp4W4A16:
+        s.weight = TensorRef::contiguous(w.data(), DType::kUInt8, {N, K / 2});
+        s.weight_scale = TensorRef::contiguous(scale_bytes.data(), DType::kFP8E4M3, {N, K / 16});
+        s.global_scale = f == LinearFormat::kNvfp4W4A16 ? 0.0625f : 1.f;
+        break;
+      case LinearFormat::kMxfp4:
+      case LinearFormat::kMxfp4W4A8:
+      case LinearFormat::kMxfp4W4A16:
+        s.weight = TensorRef::contiguous(w.data(), DType::kUInt8, {N, K / 2});
+        s.weight_scale = TensorRef::contiguous(scale_bytes.data(), DType::kUE8M0, {N, K / 32});
+        break;
+      case LinearFormat::kFp8Tensor:
+        s.weight = TensorRef::contiguous(w.data(), DType::kFP8E4M3, {N, K});
+        s.output_scale = TensorRef::contiguous(&output_scale, DType::kFP32, {1});
+        break;
+      case LinearFormat::kMxfp8:
+        s.weight = TensorRef::contiguous(w.data(), DType::kFP8E4M3, {N, K});
+        s.weight_scale = TensorRef::contiguous(scale_bytes.data(), DType::kUE8M0, {N, K / 32});
+        break;
+      case LinearFormat::kFp8Block:
+        s.weight = TensorRef::contiguous(w.data(), DType::kFP8E4M3, {N, K});
+        s.weight_scale =
+            TensorRef::contiguous(scale_f32.data(), DType::kFP32, {(N + 127) / 128, K / 128});
+        break;
+      case LinearFormat::kQ8_0:
+      case LinearFormat::kIq2Xxs:
+      case LinearFormat::kIq2Xs:
+        s.weight = TensorRef::contiguous(w.data(), DType::kUInt8, {N, row_bytes});
+        break;
+    }
+    return s;
+  }
+};
+
+uint8_t random_e4m3(std::mt19937_64& g) {
+  uint8_t b = static_cast<uint8_t>(g());
+  if ((b & 0x7F) == 0x7F) b ^= 1;  // no NaN codes in weights
+  return b;
+}
+
+HostWeight make_weight(LinearFormat f, int64_t N, int64_t K) {
+  auto& g = test::rng();
+  HostWeight h;
+  h.N = N;
+  h.K = K;
+  std::uniform_int_distribution<int> e8(118, 132);
+  switch (f) {
+    case LinearFormat::kNvfp4:
+    case LinearFormat::kNvfp4W4A16: {
+      h.w = test::random_bytes(N * K / 2);
+      h.scale_bytes.resize(N * K / 16);
+      // UE4M3 codes over the whole range incl. subnormals (0x01..0x07) and the max (0x7E).
+      std::uniform_int_distribution<int> code(1, 0x7E);
+      for (auto& b : h.scale_bytes) b = static_cast<uint8_t>(code(g));
+      break;
+    }
+    case LinearFormat::kMxfp4:
+    case LinearFormat::kMxfp4W4A8:
+    case LinearFormat::kMxfp4W4A16:
+      h.w = test::random_bytes(N * K / 2);
+      h.scale_bytes.resize(N * K / 32);
+      for (auto& b : h.scale_bytes) b = static_cast<uint8_t>(e8(g));
+      break;
+    case LinearFormat::kFp8Tensor:
+    case LinearFormat::kMxfp8:
+    case LinearFormat::kFp8Block: {
+      h.w.resize(N * K);
+      for (auto& b : h.w) b = random_e4m3(g);
+      if (f == LinearFormat::kMxfp8) {
+        h.scale_bytes.resize(N * K / 32);
+        for (auto& b : h.scale_bytes) b = static_cast<uint8_t>(e8(g));
+      } else if (f == LinearFormat::kFp8Block) {
+        std::uniform_real_distribution<float> u(1e-3f, 1e-1f);
+        h.scale_f32.resize(((N + 127) / 128) * (K / 128));
+        for (auto& v : h.scale_f32) v = u(g);
+      } else {
+        h.output_scale = 0.00390625f * 1.37f;
+      }
+      break;
+    }
+    case LinearFormat::kQ8_0: {
+      h.row_bytes = K / 32 * 34;
+      h.w.resize(N * h.row_bytes);
+      std::normal_distribution<float> nd(0.f, 1.f);
+      std::uniform_real_distribution<float> mag(-3.f, 3.f);
+      float blk[32];
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t b = 0; b < K / 32; ++b) {
+          const float s = std::exp2(mag(g));
+          for (auto& v : blk) v = nd(g) * s;
+          fmt::ggml::q8_0_encode_block(blk, &h.w[n * h.row_bytes + b * 34]);
+        }
+      break;
+    }
+    case LinearFormat::kIq2Xxs:
+    case LinearFormat::kIq2Xs: {
+      const int bb = f == LinearFormat::kIq2Xs ? 74 : 66;
+      h.row_bytes = K / 256 * bb;
+      h.w = test::random_bytes(N * h.row_bytes);
+      std::uniform_real_distribution<float> dd(0.005f, 0.05f);
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t b = 0; b < K / 256; ++b) {
+          const uint16_t d = fmt::float_to_fp16_bits(dd(g) * ((g() & 1) ? -1.f : 1.f));
+          h.w[n * h.row_bytes + b * bb] = d & 0xFF;
+          h.w[n * h.row_bytes + b * bb + 1] = d >> 8;
+        }
+      break;
+    }
+  }
+  return h;
+}
+
+/// Activations as the op takes them, host + device.
+struct Acts {
+  std::vector<uint8_t> x;  // bytes of x
+  std::vector<uint8_t> xs;  // bytes of x_scale
+  DType x_dtype = DType::kBF16;
+  int64_t x_cols = 0;  // in elements of x_dtype
+  DType xs_dtype = DType::kUInt8;
+  std::vector<int64_t> xs_shape;
+  std::unique_ptr<DeviceBuffer<uint8_t>> dx, dxs;
+  TensorRef host_x() {
+    return TensorRef::contiguous(x.data(), x_dtype, {static_cast<int64_t>(x.size()) /
+                                                         (dtype_bytes_for(x_dtype, x_cols)) ,
+                                                     x_cols});
+  }
+  TensorRef host_xs() {
+    if (xs.empty()) return TensorRef{};
+    return TensorRef::contiguous(xs.data(), xs_dtype, static_cast<int>(xs_shape.size()),
+                                 xs_shape.data());
+  }
+  TensorRef dev_x(int dev) {
+    TensorRef t = host_x();
+    t.data = dx->ptr;
+    t.device = dev;
+    return t;
+  }
+  TensorRef dev_xs(int dev) {
+    if (xs.empty()) return TensorRef{};
+    TensorRef t = host_xs();
+    t.data = dxs->ptr;
+    t.device = dev;
+    return t;
+  }
+  void upload() {
+    dx = std::make_unique<DeviceBuffer<uint8_t>>(x.size());
+    dx->upload(x);
+    if (!xs.empty()) {
+      dxs = std::make_unique<DeviceBuffer<uint8_t>>(xs.size());
+      dxs->upload(xs);
+    }
+  }
+};
+
+/// Random bf16/fp16 activations [M, K] with per-row magnitude spread.
+std::vector<uint16_t> make_x(int64_t M, int64_t K, DType t) {
+  auto& g = test::rng();
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::uniform_real_distribution<float> mag(-2.f, 2.f);
+  std::vector<uint16_t> x(M * K);
+  for (int64_t m = 0; m < M; ++m) {
+    const float s = std::exp2(mag(g));
+    for (int64_t k = 0; k < K; ++k) x[m * K + k] = to_half_bits(nd(g) * s, t);
+  }
+  return x;
+}
+
+void make_acts(const Case& c, Acts& a) {
+  const int64_t M = c.M, K = c.K;
+  const bool raw_or_inside = !(c.fmt == LinearFormat::kNvfp4 || c.fmt == LinearFormat::kMxfp4 ||
+                               c.fmt == LinearFormat::kFp8Tensor ||
+                               (c.fmt == LinearFormat::kFp8Block && c.caller_quant));
+  const DType hd = raw_or_inside ? c.act : DType::kBF16;
+  std::vector<uint16_t> xh = make_x(M, K, hd);
+  TensorRef xr = TensorRef::contiguous(xh.data(), hd, {M, K});
+  a.xs.clear();
+  a.xs_shape.clear();
+  if (raw_or_inside) {
+    a.x_dtype = hd;
+    a.x_cols = K;
+    a.x.resize(M * K * 2);
+    std::memcpy(a.x.data(), xh.data(), a.x.size());
+  } else if (c.fmt == LinearFormat::kNvfp4 || c.fmt == LinearFormat::kMxfp4) {
+    const bool nv = c.fmt == LinearFormat::kNvfp4;
+    a.x_dtype = DType::kUInt8;
+    a.x_cols = K / 2;
+    a.x.resize(M * K / 2);
+    const int64_t cols = nv ? K / 16 : K / 32;
+    a.xs.resize(fmt::swizzled_scale_bytes(M, cols));
+    a.xs_shape = {static_cast<int64_t>(a.xs.size())};
+    TensorRef packed = TensorRef::contiguous(a.x.data(), DType::kUInt8, {M, K / 2});
+    TensorRef sw = TensorRef::contiguous(a.xs.data(), DType::kUInt8, {static_cast<int64_t>(a.xs.size())});
+    if (nv) {
+      float amax = 0;
+      for (auto h : xh) amax = std::max(amax, std::fabs(from_half_bits(h, hd)));
+      reference::quantize_nvfp4(xr, 448.f * 6.f / amax, packed, sw);
+    } else {
+      reference::quantize_mxfp4(xr, packed, sw);
+    }
+  } else if (c.fmt == LinearFormat::kFp8Tensor) {
+    a.x_dtype = DType::kFP8E4M3;
+    a.x_cols = K;
+    a.x.resize(M * K);
+    float amax = 0;
+    for (auto h : xh) amax = std::max(amax, std::fabs(from_half_bits(h, hd)));
+    reference::quantize_fp8_tensor(xr, amax / 448.f,
+                                   TensorRef::contiguous(a.x.data(), DType::kFP8E4M3, {M, K}));
+  } else {  // fp8_block caller-quantized
+    a.x_dtype = DType::kFP8E4M3;
+    a.x_cols = K;
+    a.x.resize(M * K);
+    a.xs.resize(M * (K / 128) * 4);
+    a.xs_dtype = DType::kFP32;
+    a.xs_shape = {M, K / 128};
+    reference::quantize_fp8_group128(
+        xr, TensorRef::contiguous(a.x.data(), DType::kFP8E4M3, {M, K}),
+        TensorRef::contiguous(a.xs.data(), DType::kFP32, {M, K / 128}));
+  }
+}
+
+DType plan_act_dtype(const Case& c, const Acts& a) {
+  if (a.x_dtype == DType::kUInt8) return DType::kFP4E2M1;
+  return a.x_dtype;
+}
+
+struct Check {
+  test::Compare cmp;
+  int64_t bad = 0;
+  double worst = 0;
+};
+
+/// |out - ref| <= tol_rel * |ref| + tol_abs * rms(ref) per element, and all finite.
+Check check_out(const std::vector<uint16_t>& out, DType t, const std::vector<double>& ref) {
+  Check ck;
+  std::vector<float> o(out.size());
+  for (size_t i = 0; i < out.size(); ++i) o[i] = from_half_bits(out[i], t);
+  ck.cmp = test::compare(o, ref);
+  double rms = 0;
+  for (double r : ref) rms += r * r;
+  rms = std::sqrt(rms / std::max<size_t>(ref.size(), 1));
+  const double rel = t == DType::kFP16 ? 1.0 / 1024 : 1.0 / 128;
+  for (size_t i = 0; i < o.size(); ++i) {
+    const double err = std::fabs(o[i] - ref[i]);
+    const double tol = rel * std::fabs(ref[i]) + 1e-3 * rms + 1e-30;
+    if (!(err <= tol)) {
+      ++ck.bad;
+      ck.worst = std::max(ck.worst, err / tol);
+    }
+  }
+  return ck;
+}
+
+struct Runner {
+  int dev = 0;
+  std::shared_ptr<gemm::PackedWeight> pw;
+  gemm::Plan plan;
+  DeviceBuffer<uint8_t> scratch;
+  DeviceBuffer<uint16_t> out, bias;
+  DeviceBuffer<float> alpha;
+};
+
+/// Runs one case end to end; returns false (with a gtest failure) on mismatch.
+void run_case(const Case& c, bool graph_replay = false) {
+  SCOPED_TRACE(name(c));
+  const int dev = 0;
+  HostWeight hw = make_weight(c.fmt, c.N, c.K);
+  gemm::WeightSource src = hw.src(c.fmt);
+  std::shared_ptr<gemm::PackedWeight> pw;
+  try {
+    pw = gemm::PackedWeight::pack(src, dev, nullptr);
+  } catch (const Error& e) {
+    FAIL() << "pack failed: " << e.what();
+  }
+  Acts a;
+  make_acts(c, a);
+  a.upload();
+  gemm::Caps caps;
+  caps.device = dev;
+  caps.format = c.fmt;
+  caps.max_tokens = c.M;
+  caps.in_features = c.K;
+  caps.out_features = c.N;
+  caps.act_dtype = plan_act_dtype(c, a);
+  caps.out_dtype = c.out;
+  gemm::Plan plan;
+  try {
+    plan = gemm::plan(caps);
+  } catch (const Error& e) {
+    FAIL() << "plan failed: " << e.what();
+  }
+  DeviceBuffer<uint8_t> scratch(std::max<int64_t>(plan.scratch_bytes, 1));
+  DeviceBuffer<uint16_t> out(c.M * c.N);
+  std::vector<uint16_t> hbias;
+  DeviceBuffer<uint16_t> dbias(c.N);
+  if (c.bias) {
+    auto& g = test::rng();
+    std::normal_distribution<float> nd(0.f, 2.f);
+    for (int64_t n = 0; n < c.N; ++n) hbias.push_back(to_half_bits(nd(g), c.out));
+    dbias.upload(hbias);
+  }
+  const bool w4a4 = c.fmt == LinearFormat::kNvfp4 || c.fmt == LinearFormat::kMxfp4;
+  const float alpha_v = c.fmt == LinearFormat::kNvfp4 ? 0.37f : 1.f;
+  DeviceBuffer<float> dalpha(1);
+  dalpha.upload({alpha_v});
+  TensorRef alpha_t;
+  if (w4a4) alpha_t = TensorRef::contiguous(dalpha.ptr, DType::kFP32, {1}, dev);
+  TensorRef bias_t, bias_h;
+  if (c.bias) {
+    bias_t = TensorRef::contiguous(dbias.ptr, c.out, {c.N}, dev);
+    bias_h = TensorRef::contiguous(hbias.data(), c.out, {c.N});
+  }
+  TensorRef out_t = TensorRef::contiguous(out.ptr, c.out, {c.M, c.N}, dev);
+  TensorRef scratch_t = TensorRef::contiguous(scratch.ptr, DType::kUInt8,
+                                              {std::max<int64_t>(plan.scratch_bytes, 1)}, dev);
+
+  cudaStream_t stream;
+  B12X_TEST_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  out.poison();
+  gemm::Binding b;
+  try {
+    b = gemm::bind(plan, scratch_t, a.dev_x(dev), a.dev_xs(dev), *pw, out_t, bias_t, alpha_t);
+    gemm::run(b, stream);
+  } catch (const Error& e) {
+    cudaStreamDestroy(stream);
+    FAIL() << "bind/run failed: " << e.what();
+  }
+  B12X_TEST_CUDA(cudaStreamSynchronize(stream));
+  B12X_TEST_CUDA(cudaGetLastError());
+
+  auto reference = [&](Acts& acts) {
+    std::vector<double> ref(c.M * c.N);
+    reference::linear(src, acts.host_x(), acts.host_xs(), alpha_v, bias_h,
+                      TensorRef::contiguous(ref.data(), DType::kFP64, {c.M, c.N}));
+    return ref;
+  };
+  {
+    const auto ref = reference(a);
+    const Check ck = check_out(out.download(), c.out, ref);
+    EXPECT_EQ(ck.cmp.nonfinite, 0) << ck.cmp.str();
+    EXPECT_EQ(ck.bad, 0) << ck.cmp.str() << " worst err/tol=" << ck.worst;
+    EXPECT_GT(ck.cmp.cosine, 0.9999) << ck.cmp.str();
+  }
+  if (graph_replay) {
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    B12X_TEST_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+    gemm::run(b, stream);
+    B12X_TEST_CUDA(cudaStreamEndCapture(stream, &graph));
+    B12X_TEST_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+    // New activations in the same buffers.
+    Acts a2;
+    make_acts(c, a2);
+    ASSERT_EQ(a2.x.size(), a.x.size());
+    B12X_TEST_CUDA(cudaMemcpy(a.dx->ptr, a2.x.data(), a2.x.size(), cudaMemcpyHostToDevice));
+    if (!a2.xs.empty())
+      B12X_TEST_CUDA(cudaMemcpy(a.dxs->ptr, a2.xs.data(), a2.xs.size(), cudaMemcpyHostToDevice));
+    out.poison();
+    B12X_TEST_CUDA(cudaGraphLaunch(exec, stream));
+    B12X_TEST_CUDA(cudaStreamSynchronize(stream));
+    const auto graph_out = out.download();
+    out.poison();
+    gemm::run(b, stream);
+    B12X_TEST_CUDA(cudaStreamSynchronize(stream));
+    const auto eager_out = out.download();
+    EXPECT_EQ(graph_out, eager_out) << "graph replay differs from eager";
+    const Check ck = check_out(graph_out, c.out, reference(a2));
+    EXPECT_EQ(ck.bad, 0) << "replay: " << ck.cmp.str();
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+  }
+  cudaStreamDestroy(stream);
+}
+
+std::vector<Case> all_format_cases(int64_t M, int64_t N, int64_t K, bool bias, DType out) {
+  std::vector<Case> v;
+  for (int i = 0; i < gemm::kNumLinearFormats; ++i) {
+    const auto f = static_cast<LinearFormat>(i);
+    const int64_t kk = (K + gemm::format_k_multiple(f) - 1) / gemm::format_k_multiple(f) *
+                       gemm::format_k_multiple(f);
+    v.push_back({f, M, N, kk, DType::kBF16, out, bias});
+  }
+  return v;
+}
+
+// ---------------------------------------------------------------- the grid -----------------
+TEST(GemmGpu, AllFormatsDecodeM1) {
+  B12X_REQUIRE_GPU();
+  for (const auto& c : all_format_cases(1, 256, 1024, false, DType::kBF16)) run_case(c);
+}
+
+TEST(GemmGpu, AllFormatsSmallMBiasFp16Out) {
+  B12X_REQUIRE_GPU();
+  for (int64_t M : {3, 8, 16})
+    for (const auto& c : all_format_cases(M, 200, 768, true, DType::kFP16)) run_case(c);
+}
+
+TEST(GemmGpu, AllFormatsOddShapes) {
+  B12X_REQUIRE_GPU();
+  // N off every tile boundary, K off the slice boundary.
+  for (const auto& c : all_format_cases(5, 72, 1280, true, DType::kBF16)) run_case(c);
+  for (const auto& c : all_format_cases(11, 16, 256, false, DType::kBF16)) run_case(c);
+}
+
+TEST(GemmGpu, Fp16ActivationsRawFormats) {
+  B12X_REQUIRE_GPU();
+  for (LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kMxfp4W4A16, LinearFormat::kQ8_0,
+                         LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs, LinearFormat::kMxfp8,
+                         LinearFormat::kMxfp4W4A8, LinearFormat::kFp8Block})
+    for (int64_t M : {1, 9})
+      run_case({f, M, 128, 512, DType::kFP16, DType::kFP16, M == 9});
+}
+
+TEST(GemmGpu, Fp8BlockCallerQuantized) {
+  B12X_REQUIRE_GPU();
+  for (int64_t M : {1, 7, 40}) {
+    Case c{LinearFormat::kFp8Block, M, 384, 1024};
+    c.caller_quant = true;
+    run_case(c);
+  }
+}
+
+TEST(GemmGpu, LargerMAllFormats) {
+  B12X_REQUIRE_GPU();
+  for (const auto& c : all_format_cases(77, 136, 512, true, DType::kBF16)) run_case(c);
+  for (const auto& c : all_format_cases(300, 64, 512, false, DType::kFP16)) run_case(c);
+}
+
+TEST(GemmGpu, ThousandsOfTokens) {
+  B12X_REQUIRE_GPU();
+  run_case({LinearFormat::kNvfp4W4A16, 2500, 96, 512, DType::kBF16, DType::kBF16, true});
+  run_case({LinearFormat::kNvfp4, 1500, 128, 512, DType::kBF16, DType::kBF16, false});
+  run_case({LinearFormat::kQ8_0, 2048, 64, 256, DType::kFP16, DType::kFP16, true});
+  run_case({LinearFormat::kMxfp8, 1024, 48, 256, DType::kBF16, DType::kBF16, true});
+}
+
+TEST(GemmGpu, LargeWeightShapes) {
+  B12X_REQUIRE_GPU();
+  run_case({LinearFormat::kNvfp4W4A16, 4, 4096, 4096});
+  run_case({LinearFormat::kIq2Xs, 1, 2048, 7168});
+  run_case({LinearFormat::kFp8Tensor, 16, 1024, 4096, DType::kBF16, DType::kFP16});
+}
+
+TEST(GemmGpu, GraphReplayWithNewActivations) {
+  B12X_REQUIRE_GPU();
+  for (LinearFormat f : {LinearFormat::kNvfp4, LinearFormat::kNvfp4W4A16, LinearFormat::kMxfp8,
+                         LinearFormat::kIq2Xxs, LinearFormat::kFp8Block, LinearFormat::kMxfp4W4A8})
+    run_case({f, 4, 256, 1024, DType::kBF16, DType::kBF16, true}, /*graph_replay=*/true);
+  run_case({LinearFormat::kQ8_0, 40, 128, 512, DType::kBF16, DType::kBF16, true}, true);
+}
+
+TEST(GemmGpu, RefreshKeepsPointersAndChangesResult) {
+  B12X_REQUIRE_GPU();
+  const int64_t N = 64, K = 512;
+  HostWeight h1 = make_weight(LinearFormat::kNvfp4W4A16, N, K);
+  HostWeight h2 = make_weight(LinearFormat::kNvfp4W4A16, N, K);
+  auto pw = gemm::PackedWeight::pack(h1.src(LinearFormat::kNvfp4W4A16), 0, nullptr);
+  const uint8_t* before = pw->values_device();
+  pw->refresh(h2.src(LinearFormat::kNvfp4W4A16), nullptr);
+  EXPECT_EQ(before, pw->values_device());
+  std::vector<uint16_t> xh = make_x(2, K, DType::kBF16);
+  DeviceBuffer<uint16_t> dx(xh.size()), dout(2 * N);
+  dx.upload(xh);
+  dout.poison();
+  gemm::linear(*pw, TensorRef::contiguous(dx.ptr, DType::kBF16, {2, K}, 0), TensorRef{},
+               TensorRef::contiguous(dout.ptr, DType::kBF16, {2, N}, 0), TensorRef{}, TensorRef{},
+               nullptr);
+  B12X_TEST_CUDA(cudaDeviceSynchronize());
+  std::vector<double> ref(2 * N);
+  reference::linear(h2.src(LinearFormat::kNvfp4W4A16),
+                    TensorRef::contiguous(xh.data(), DType::kBF16, {2, K}), TensorRef{}, 1.0,
+                    TensorRef{}, TensorRef::contiguous(ref.data(), DType::kFP64, {2, N}));
+  const Check ck = check_out(dout.download(), DType::kBF16, ref);
+  EXPECT_EQ(ck.bad, 0) << ck.cmp.str();
+}
+
+TEST(GemmGpu, BindRejectsBadTensors) {
+  B12X_REQUIRE_GPU();
+  HostWeight h = make_weight(LinearFormat::kNvfp4W4A16, 32, 256);
+  auto pw = gemm::PackedWeight::pack(h.src(LinearFormat::kNvfp4W4A16), 0, nullptr);
+  gemm::Caps caps;
+  caps.format = LinearFormat::kNvfp4W4A16;
+  caps.max_tokens = 4;
+  caps.in_features = 256;
+  caps.out_features = 32;
+  const gemm::Plan plan = gemm::plan(caps);
+  DeviceBuffer<uint8_t> scratch(std::max<int64_t>(plan.scratch_bytes, 1));
+  DeviceBuffer<uint16_t> x(8 * 256), out(8 * 32);
+  const TensorRef st = TensorRef::contiguous(scratch.ptr, DType::kUInt8, {std::max<int64_t>(plan.scratch_bytes, 1)}, 0);
+  auto expect_bad = [&](const TensorRef& xt, const TensorRef& ot, const char* needle) {
+    try {
+      gemm::bind(plan, st, xt, TensorRef{}, *pw, ot, TensorRef{}, TensorRef{});
+      ADD_FAILURE() << "expected an error containing " << needle;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  expect_bad(TensorRef::contiguous(x.ptr, DType::kBF16, {8, 256}, 0),
+             TensorRef::contiguous(out.ptr, DType::kBF16, {8, 32}, 0), "max_tokens");
+  expect_bad(TensorRef::contiguous(x.ptr, DType::kBF16, {2, 128}, 0),
+             TensorRef::contiguous(out.ptr, DType::kBF16, {2, 32}, 0), "K=128");
+  expect_bad(TensorRef::contiguous(x.ptr, DType::kFP32, {2, 256}, 0),
+             TensorRef::contiguous(out.ptr, DType::kBF16, {2, 32}, 0), "dtype");
+  expect_bad(TensorRef::contiguous(x.ptr, DType::kBF16, {2, 256}, 0),
+             TensorRef::contiguous(out.ptr, DType::kFP16, {2, 32}, 0), "out");
+  expect_bad(TensorRef::contiguous(x.ptr, DType::kBF16, {2, 256}, kHostDevice),
+             TensorRef::contiguous(out.ptr, DType::kBF16, {2, 32}, 0), "host");
+}
+
+// ---------------------------------------------------------------- sanitizer subset ---------
+TEST(GemmGpuSanitize, SmallShapesAllFormats) {
+  B12X_REQUIRE_GPU();
+  for (const auto& c : all_format_cases(3, 24, 256, true, DType::kBF16)) run_case(c);
+  for (const auto& c : all_format_cases(18, 40, 512, false, DType::kFP16)) run_case(c);
+}
+
+}  // namespace
+}  // namespace b12x
