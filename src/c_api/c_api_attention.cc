@@ -117,6 +117,15 @@ b12x_status b12x_attention_paged_binding_destroy(b12x_paged_attention_binding bi
   return capi::guard([&] { delete binding; });
 }
 
+b12x_status b12x_attention_paged_binding_info(b12x_paged_attention_binding binding,
+                                              int32_t* num_splits, int32_t* num_row_tiles) {
+  return capi::guard([&] {
+    B12X_CHECK_ARG(binding != nullptr, "b12x_attention_paged_binding_info: binding is NULL");
+    if (num_splits) *num_splits = binding->binding.num_splits;
+    if (num_row_tiles) *num_row_tiles = binding->binding.num_row_tiles;
+  });
+}
+
 b12x_status b12x_attention_paged_run(b12x_paged_attention_binding binding, void* stream) {
   return capi::guard([&] {
     B12X_CHECK_ARG(binding != nullptr, "b12x_attention_paged_run: binding is NULL");

@@ -76,6 +76,10 @@ B12X_C_API b12x_status b12x_attention_paged_bind(b12x_paged_attention_plan plan,
                                                  const b12x_paged_args* args,
                                                  b12x_paged_attention_binding* binding);
 B12X_C_API b12x_status b12x_attention_paged_binding_destroy(b12x_paged_attention_binding binding);
+/* Launch geometry a binding chose: KV splits (grid z) and row tiles (grid x bound). */
+B12X_C_API b12x_status b12x_attention_paged_binding_info(b12x_paged_attention_binding binding,
+                                                         int32_t* num_splits,
+                                                         int32_t* num_row_tiles);
 /* Launch only; capture-safe. */
 B12X_C_API b12x_status b12x_attention_paged_run(b12x_paged_attention_binding binding, void* stream);
 /* bind + run in one call. */

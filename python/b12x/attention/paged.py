@@ -70,6 +70,8 @@ _capi.declare("b12x_attention_paged_plan_info", [_VP, ctypes.POINTER(_CPlanInfo)
 _capi.declare("b12x_attention_paged_bind", [_VP, _T, ctypes.POINTER(_CArgs), ctypes.POINTER(_VP)])
 _capi.declare("b12x_attention_paged_binding_destroy", [_VP])
 _capi.declare("b12x_attention_paged_run", [_VP, _VP])
+_capi.declare("b12x_attention_paged_binding_info",
+              [_VP, ctypes.POINTER(ctypes.c_int32), ctypes.POINTER(ctypes.c_int32)])
 _capi.declare("b12x_attention_paged_forward", [_VP, _T, ctypes.POINTER(_CArgs), _VP])
 _capi.declare("b12x_attention_append_kv", [_T, _T, _T, _T, _T, _T, _T, _VP])
 _capi.declare("b12x_ref_paged_attention", [ctypes.POINTER(_CArgs)])
@@ -359,6 +361,10 @@ class Binding:
         self._handle = handle
         self.window_left = window_left
         self.device_tensor = q
+        splits, tiles = ctypes.c_int32(), ctypes.c_int32()
+        _capi.call("b12x_attention_paged_binding_info", handle, ctypes.byref(splits),
+                   ctypes.byref(tiles))
+        self.num_splits, self.num_row_tiles = int(splits.value), int(tiles.value)
 
     def __del__(self):
         h = getattr(self, "_handle", None)

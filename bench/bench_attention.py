@@ -1,0 +1,271 @@
+"""Paged-attention benchmark (H200 / SM12x): b12x decode and extend vs torch SDPA on the same
+data laid out contiguously. Times CUDA-graph replays over rotating inputs (past L2), measures the
+streaming read bandwidth in the same run, prints a table and writes
+$B12X_BENCH_OUT/attention-<gpu>-<date>.json (bench_common.h's fields).
+
+    B12X_LIBRARY=build/libb12x.so PYTHONPATH=python python3 bench/bench_attention.py [--quick]
+"""
+
+import datetime
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+from b12x.attention import paged
+
+DEV = "cuda"
+L2_BYTES = torch.cuda.get_device_properties(0).L2_cache_size if torch.cuda.is_available() else 0
+T0 = time.time()
+BUDGET_S = float(os.environ.get("B12X_BENCH_BUDGET_S", "200"))
+
+
+def time_graph_us(launch, n_rot, per_graph=20, reps=10):
+    """Median microseconds per launch over graph replays of `per_graph` launches cycling through
+    `n_rot` input sets."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for i in range(3):
+            launch(i % n_rot)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g, stream=s):
+        for i in range(per_graph):
+            launch(i % n_rot)
+    g.replay()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        a = torch.cuda.Event(enable_timing=True)
+        b = torch.cuda.Event(enable_timing=True)
+        a.record()
+        g.replay()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) * 1000.0 / per_graph)
+    del g
+    times.sort()
+    return times[len(times) // 2]
+
+
+def read_bandwidth_gbs():
+    """Streaming read of a 2 GiB tensor (torch sum), graph-timed."""
+    x = torch.ones(2 ** 29, dtype=torch.float32, device=DEV)
+    out = torch.empty((), dtype=torch.float32, device=DEV)
+    us = time_graph_us(lambda i: torch.sum(x, out=out), 1, per_graph=10, reps=10)
+    del x
+    return 2 ** 31 / (us * 1e-6) / 1e9
+
+
+def rotations(bytes_per_set):
+    return max(1, min(16, math.ceil(3 * L2_BYTES / max(bytes_per_set, 1))))
+
+
+def make_paged(B, L, hkv, D, page, kv_dtype, n_rot, qlen=1, hq=None):
+    """n_rot independent page sets (random page order) of B requests x L tokens."""
+    npg = (L + page - 1) // page
+    pool = n_rot * B * npg
+    if kv_dtype == torch.float8_e4m3fn:
+        cache = torch.randint(0, 0x76, (pool, 2, page, hkv, D), dtype=torch.uint8,
+                              device=DEV).view(torch.float8_e4m3fn)
+    else:
+        cache = torch.randn(pool, 2, page, hkv, D, dtype=kv_dtype, device=DEV)
+    perm = torch.randperm(pool, device=DEV).to(torch.int32)
+    tables = [perm[r * B * npg:(r + 1) * B * npg].view(B, npg).contiguous() for r in range(n_rot)]
+    return cache, tables
+
+
+def bench_decode(rows, bw, B, L, hq, hkv, D, page, kv_name):
+    kv_dtype = torch.float8_e4m3fn if kv_name == "fp8" else torch.bfloat16
+    eb = 1 if kv_name == "fp8" else 2
+    kv_bytes = B * L * hkv * 2 * D * eb
+    n_rot = rotations(kv_bytes)
+    cache, tables = make_paged(B, L, hkv, D, page, kv_dtype, n_rot)
+    k_cache, v_cache = cache[:, 0], cache[:, 1]
+    q = [torch.randn(B, hq, D, dtype=torch.bfloat16, device=DEV) for _ in range(n_rot)]
+    out = torch.empty(B, hq, D, dtype=torch.bfloat16, device=DEV)
+    seq = torch.full((B,), L, dtype=torch.int32, device=DEV)
+    cu = torch.arange(B + 1, dtype=torch.int32, device=DEV)
+    kd = torch.full((B,), 0.05, device=DEV) if kv_name == "fp8" else None
+    npg = tables[0].shape[1]
+    caps = paged.Caps(device=0, mode="decode", dtype=torch.bfloat16, kv_dtype=kv_dtype,
+                      num_q_heads=hq, num_kv_heads=hkv, head_dim_qk=D, head_dim_vo=D,
+                      page_size=page, max_total_q=B, max_batch=B, max_page_table_width=npg,
+                      use_cuda_graph=True)
+    pl = paged.plan(caps)
+    scratch = torch.empty(pl.layout.nbytes, dtype=torch.uint8, device=DEV)
+    binds = [pl.bind(scratch, q[r], k_cache, v_cache, out, tables[r], seq, cu, k_descale=kd,
+                     v_descale=kd, return_lse=False) for r in range(n_rot)]
+    us = time_graph_us(lambda i: binds[i].launch(), n_rot)
+    flops = 2.0 * B * hq * L * 2 * D
+    row = dict(op="decode", kv=kv_name, B=B, ctx=L, hq=hq, hkv=hkv, d=D, page=page,
+               us=us, kv_gbs=kv_bytes / us / 1e3, pct_read_bw=100.0 * kv_bytes / us / 1e3 / bw,
+               tflops=flops / us / 1e6, kernel=pl.kernel, splits=binds[0].num_splits)
+    del binds, cache, tables
+    # SDPA on contiguous bf16 K/V [B, Hkv, L, D] (q [B, Hq, 1, D], GQA).
+    sdpa_us = None
+    try:
+        sd_rot = rotations(B * L * hkv * 2 * D * 2)
+        ks = [torch.randn(B, hkv, L, D, dtype=torch.bfloat16, device=DEV) for _ in range(sd_rot)]
+        vs = [torch.randn(B, hkv, L, D, dtype=torch.bfloat16, device=DEV) for _ in range(sd_rot)]
+        qs = [x.view(B, hq, 1, D) for x in q[:1]] * sd_rot
+        sdpa_us = time_graph_us(
+            lambda i: F.scaled_dot_product_attention(qs[i], ks[i], vs[i], enable_gqa=True), sd_rot)
+        del ks, vs
+    except Exception as e:  # noqa: BLE001 - report and continue
+        print(f"  sdpa failed: {type(e).__name__}: {e}", flush=True)
+    row["sdpa_us"] = sdpa_us
+    row["vs_sdpa"] = (sdpa_us / us) if sdpa_us else None
+    rows.append(row)
+    torch.cuda.empty_cache()
+    return row
+
+
+def bench_extend(rows, bw, B, new, prefix, hq, hkv, D, page, kv_name):
+    kv_dtype = torch.float8_e4m3fn if kv_name == "fp8" else torch.bfloat16
+    L = prefix + new
+    cache, tables = make_paged(B, L, hkv, D, page, kv_dtype, 1)
+    k_cache, v_cache = cache[:, 0], cache[:, 1]
+    T = B * new
+    q = torch.randn(T, hq, D, dtype=torch.bfloat16, device=DEV)
+    out = torch.empty(T, hq, D, dtype=torch.bfloat16, device=DEV)
+    seq = torch.full((B,), L, dtype=torch.int32, device=DEV)
+    cu = torch.arange(B + 1, dtype=torch.int32, device=DEV) * new
+    kd = torch.full((B,), 0.05, device=DEV) if kv_name == "fp8" else None
+    caps = paged.Caps(device=0, mode="extend", dtype=torch.bfloat16, kv_dtype=kv_dtype,
+                      num_q_heads=hq, num_kv_heads=hkv, head_dim_qk=D, head_dim_vo=D,
+                      page_size=page, max_total_q=T, max_batch=B,
+                      max_page_table_width=tables[0].shape[1])
+    pl = paged.plan(caps)
+    scratch = torch.empty(pl.layout.nbytes, dtype=torch.uint8, device=DEV)
+    bnd = pl.bind(scratch, q, k_cache, v_cache, out, tables[0], seq, cu, k_descale=kd,
+                  v_descale=kd, return_lse=False)
+    us = time_graph_us(lambda i: bnd.launch(), 1, per_graph=5, reps=5)
+    # causal (right-aligned) pairs: row i sees prefix + i + 1 keys
+    pairs = B * hq * (new * prefix + new * (new + 1) / 2)
+    flops = 2.0 * pairs * 2 * D
+    row = dict(op="extend", kv=kv_name, B=B, new=new, prefix=prefix, hq=hq, hkv=hkv, d=D,
+               page=page, us=us, tflops=flops / us / 1e6, kernel=pl.kernel)
+    del bnd, cache
+    sdpa_us = None
+    try:
+        from torch.nn.attention.bias import causal_lower_right
+        qs = q.view(B, new, hq, D).transpose(1, 2).contiguous()
+        ks = torch.randn(B, hkv, L, D, dtype=torch.bfloat16, device=DEV)
+        vs = torch.randn(B, hkv, L, D, dtype=torch.bfloat16, device=DEV)
+        if prefix == 0:
+            fn = lambda i: F.scaled_dot_product_attention(qs, ks, vs, is_causal=True,  # noqa: E731
+                                                          enable_gqa=True)
+        else:
+            mask = causal_lower_right(new, L)
+            fn = lambda i: F.scaled_dot_product_attention(qs, ks, vs, attn_mask=mask,  # noqa: E731
+                                                          enable_gqa=True)
+        sdpa_us = time_graph_us(fn, 1, per_graph=5, reps=5)
+        del ks, vs
+    except Exception as e:  # noqa: BLE001
+        print(f"  sdpa failed: {type(e).__name__}: {e}", flush=True)
+    row["sdpa_us"] = sdpa_us
+    row["sdpa_tflops"] = flops / sdpa_us / 1e6 if sdpa_us else None
+    row["vs_sdpa"] = (sdpa_us / us) if sdpa_us else None
+    rows.append(row)
+    torch.cuda.empty_cache()
+    return row
+
+
+def fmt(v, nd=1):
+    return "-" if v is None else (f"{v:.{nd}f}" if isinstance(v, float) else str(v))
+
+
+def main():
+    if not torch.cuda.is_available() or not paged.is_supported():
+        print("no supported CUDA device: benchmark skipped")
+        return 0
+    quick = "--quick" in sys.argv
+    bw = read_bandwidth_gbs()
+    gpu = torch.cuda.get_device_name(0)
+    print(f"gpu: {gpu}  read bandwidth (torch sum of 2 GiB, graph): {bw:.0f} GB/s", flush=True)
+    rows = []
+    decode_cases = []
+    # Priority: the target shapes first (32/8/128, BF16 and FP8, page 64), then the rest.
+    for kv in ("bf16", "fp8"):
+        for L in (8192, 1024, 32768):
+            for B in (8, 1, 32, 128):
+                decode_cases.append((B, L, 32, 8, 128, 64, kv))
+    for kv in ("bf16", "fp8"):
+        for (hq, hkv, D) in ((64, 8, 128), (16, 2, 256)):
+            for B in (1, 8, 32):
+                decode_cases.append((B, 8192, hq, hkv, D, 128, kv))
+        for B in (8, 32):
+            decode_cases.append((B, 8192, 32, 8, 128, 128, kv))
+    if quick:
+        decode_cases = decode_cases[:6]
+    print(f"{'op':7}{'kv':5}{'B':>5}{'ctx':>7}{'hq/hkv/d':>12}{'page':>5}{'us':>10}{'GB/s':>8}"
+          f"{'%bw':>6}{'TF/s':>7}{'sdpa_us':>10}{'x sdpa':>8}  kernel", flush=True)
+    extend_cases = [(8, 2048, 0, 32, 8, 128, 64, "bf16"), (8, 2048, 8192, 32, 8, 128, 64, "bf16"),
+                    (8, 2048, 8192, 32, 8, 128, 64, "fp8")]
+    for i, c in enumerate(decode_cases):
+        if time.time() - T0 > BUDGET_S * 0.75:
+            print(f"time budget reached: skipped {len(decode_cases) - i} decode cases", flush=True)
+            break
+        try:
+            r = bench_decode(rows, bw, *c)
+            heads = "%d/%d/%d" % (r["hq"], r["hkv"], r["d"])
+            print(f"{'decode':7}{r['kv']:5}{r['B']:>5}{r['ctx']:>7}"
+                  f"{heads:>12}{r['page']:>5}{r['us']:>10.1f}"
+                  f"{r['kv_gbs']:>8.0f}{r['pct_read_bw']:>6.1f}{r['tflops']:>7.1f}"
+                  f"{fmt(r['sdpa_us']):>10}{fmt(r['vs_sdpa'], 2):>8}  {r['kernel']} s={r['splits']}",
+                  flush=True)
+        except Exception as e:  # noqa: BLE001
+            print(f"decode {c} failed: {type(e).__name__}: {e}", flush=True)
+            torch.cuda.empty_cache()
+    for c in extend_cases:
+        if time.time() - T0 > BUDGET_S:
+            print("time budget reached: extend skipped", flush=True)
+            break
+        try:
+            r = bench_extend(rows, bw, *c)
+            heads = "%d/%d/%d" % (r["hq"], r["hkv"], r["d"])
+            print(f"{'extend':7}{r['kv']:5}{r['B']:>5}{r['prefix']:>7}"
+                  f"{heads:>12}{r['page']:>5}{r['us']:>10.1f}"
+                  f"{'':>8}{'':>6}{r['tflops']:>7.1f}{fmt(r['sdpa_us']):>10}"
+                  f"{fmt(r['vs_sdpa'], 2):>8}  {r['kernel']} sdpa {fmt(r['sdpa_tflops'])} TF/s",
+                  flush=True)
+        except Exception as e:  # noqa: BLE001
+            print(f"extend {c} failed: {type(e).__name__}: {e}", flush=True)
+            torch.cuda.empty_cache()
+    # FP8 vs BF16 speedup at the same decode shape.
+    by = {(r["B"], r["ctx"], r["hq"], r["hkv"], r["d"], r["page"], r["kv"]): r
+          for r in rows if r["op"] == "decode"}
+    for k, r in by.items():
+        if k[-1] == "fp8" and k[:-1] + ("bf16",) in by:
+            r["fp8_speedup_vs_bf16"] = by[k[:-1] + ("bf16",)]["us"] / r["us"]
+    sp = [(k, r["fp8_speedup_vs_bf16"]) for k, r in by.items() if "fp8_speedup_vs_bf16" in r]
+    for k, v in sp:
+        print(f"fp8 vs bf16 B={k[0]} ctx={k[1]} {k[2]}/{k[3]}/{k[4]} page={k[5]}: {v:.2f}x")
+    out_dir = os.environ.get("B12X_BENCH_OUT", "bench/results")
+    os.makedirs(out_dir, exist_ok=True)
+    slug = "".join(c.lower() if c.isalnum() else "-" for c in gpu)
+    date = datetime.datetime.utcnow().strftime("%Y-%m-%d")
+    commit = os.environ.get("B12X_GIT_COMMIT")
+    if not commit:
+        try:
+            commit = subprocess.check_output(["git", "rev-parse", "--short", "HEAD"],
+                                             text=True).strip()
+        except Exception:  # noqa: BLE001
+            commit = "unknown"
+    path = os.path.join(out_dir, f"attention-{slug}-{date}.json")
+    with open(path, "w") as f:
+        json.dump({"area": "attention", "gpu": gpu, "commit": commit, "date": date,
+                   "read_bw_gbs": bw, "rows": rows}, f, indent=1)
+    print(f"wrote {path} ({len(rows)} rows) in {time.time() - T0:.0f}s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
