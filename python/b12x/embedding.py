@@ -20,9 +20,9 @@ Serving (plan once, bind persistent buffers, run inside CUDA graphs; check when 
     emb.status()                        # -> (bad_tokens, first_bad_token, first_bad_id), syncs
     emb.check()                         # raises like the one-shot if the last run saw bad ids
 
-numpy inputs use the CPU reference (bit-identical to the kernel). With torch the one-shot is
-also the custom op ``torch.ops.b12x.embedding_q8_0(weight, ids, out)`` (out-variant schema,
-fake implementation registered).
+numpy inputs use the CPU reference (bit-identical to the kernel). With torch the one-shot body
+is also registered as the custom op ``torch.ops.b12x.embedding_q8_0(weight, ids, out)``
+(out-variant schema, fake implementation for tracing).
 """
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ def reference_embedding_q8_0(weight, ids, out) -> Tuple[int, int, int]:
 def embedding_q8_0_out(weight, ids, out) -> None:
     """One-shot lookup into ``out``; raises on out-of-range ids (after writing zero rows)."""
     if _is_cuda(weight):
-        _torch_ops.op("embedding_q8_0")(weight, ids, out)
+        _gpu_embedding(weight, ids, out)
         return
     vocab, _ = _dim_of(weight)
     bad, first, fid = reference_embedding_q8_0(weight, ids, out)
@@ -175,19 +175,20 @@ class Q8_0Embedding:
             self._plan = None
 
 
+def _gpu_embedding(weight, ids, out):
+    _capi.call("b12x_embedding_q8_0", _capi.ref(weight, _capi.Q8_0, "weight"),
+               _capi.ref(ids, name="ids"), _capi.ref(out, name="out"), _capi.stream_of(out))
+
+
 def _register() -> None:
     if not _torch_ops.torch_available():
         return
-
-    def _impl(weight, ids, out):
-        _capi.call("b12x_embedding_q8_0", _capi.ref(weight, _capi.Q8_0, "weight"),
-                   _capi.ref(ids, name="ids"), _capi.ref(out, name="out"), _capi.stream_of(out))
 
     def _fake(weight, ids, out):
         return None
 
     _torch_ops.register_op("embedding_q8_0", "(Tensor weight, Tensor ids, Tensor(a!) out) -> ()",
-                           _impl, _fake)
+                           _gpu_embedding, _fake)
 
 
 _register()

@@ -105,5 +105,12 @@ def test_gpu_plan_bind_run_graph(cuda_torch):
         np.testing.assert_array_equal(got, expected(table, h))
 
 
-def test_gpu_custom_op_registered(cuda_torch):
-    assert hasattr(cuda_torch.ops.b12x, "embedding_q8_0")
+def test_gpu_custom_op(cuda_torch):
+    torch = cuda_torch
+    table = make_table(300, 512)
+    ids = np.random.randint(0, 300, 9).astype(np.int32)
+    out = torch.empty((9, 512), dtype=torch.float16, device="cuda")
+    torch.ops.b12x.embedding_q8_0(torch.from_numpy(table).cuda(), torch.from_numpy(ids).cuda(),
+                                  out)
+    np.testing.assert_array_equal(out.cpu().numpy().view(np.uint16),
+                                  expected(table, ids, "fp16"))

@@ -184,8 +184,23 @@ def test_gpu_graph_replay(cuda_torch):
         np.testing.assert_array_equal(sw.cpu().numpy(), rs)
 
 
-def test_gpu_custom_ops_registered(cuda_torch):
+def test_gpu_custom_ops(cuda_torch):
     torch = cuda_torch
     for name in ("quantize_nvfp4", "quantize_mxfp8", "quantize_mxfp4", "quantize_fp8_tensor",
                  "quantize_fp8_group128"):
         assert hasattr(torch.ops.b12x, name)
+    xb = bf16_input(40, 256)
+    x = _to_torch_bf16(torch, xb)
+    values = torch.empty((40, 256), dtype=torch.uint8, device="cuda")
+    rows = torch.empty((40, 8), dtype=torch.uint8, device="cuda")
+    torch.ops.b12x.quantize_mxfp8(x, values, rows, None)
+    rv, rr, _ = q.quantize_mxfp8(xb)
+    np.testing.assert_array_equal(values.cpu().numpy(), rv)
+    np.testing.assert_array_equal(rows.cpu().numpy(), rr)
+    gs = torch.tensor([3.0], device="cuda")
+    packed = torch.empty((40, 128), dtype=torch.uint8, device="cuda")
+    sw = torch.empty((128, 16), dtype=torch.uint8, device="cuda")
+    torch.ops.b12x.quantize_nvfp4(x, gs, packed, sw)
+    rp, rs = q.quantize_nvfp4(xb, 3.0)
+    np.testing.assert_array_equal(packed.cpu().numpy(), rp)
+    np.testing.assert_array_equal(sw.cpu().numpy(), rs)

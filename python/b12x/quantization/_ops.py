@@ -6,8 +6,9 @@ buffers and allocates nothing (capture-safe for CUDA tensors), and a functional 
 
 * numpy inputs (``np.uint16`` = bf16 bit patterns, ``np.float16``) run the CPU reference
   (``b12x_ref_quantize_*``), which is bit-identical to the GPU kernels;
-* torch CUDA inputs (bf16/fp16) run the GPU kernels on the current stream through the
-  ``torch.ops.b12x.quantize_*`` custom ops (fake implementations registered for tracing).
+* torch CUDA inputs (bf16/fp16) run the GPU kernels on the current stream; the same bodies are
+  registered as the ``torch.ops.b12x.quantize_*`` custom ops (out-variant schemas, fake
+  implementations for tracing).
 
 Layouts (see ``include/b12x/quantize.h``): ``x`` is ``[M, K]`` (leading dims are flattened by the
 functional forms); FP4 outputs are packed uint8 ``[M, K/2]`` (element 2i in the low nibble);
@@ -90,6 +91,32 @@ def _stream(x):
     return _capi.stream_of(x)
 
 
+# ---- GPU implementations (also the bodies of the torch custom ops) -----------------------------
+def _gpu_nvfp4(x, gs, packed, sf):
+    _capi.call("b12x_quantize_nvfp4", _capi.ref(x, name="x"), _capi.ref(gs, name="global_scale"),
+               _capi.ref(packed, name="packed"), _capi.ref(sf, name="scale_swizzled"), _stream(x))
+
+
+def _gpu_mxfp8(x, values, sr, sw):
+    _capi.call("b12x_quantize_mxfp8", _capi.ref(x, name="x"), _capi.ref(values, name="values"),
+               _capi.ref(sr, name="scale_rows"), _capi.ref(sw, name="scale_swizzled"), _stream(x))
+
+
+def _gpu_mxfp4(x, packed, sw):
+    _capi.call("b12x_quantize_mxfp4", _capi.ref(x, name="x"), _capi.ref(packed, name="packed"),
+               _capi.ref(sw, name="scale_swizzled"), _stream(x))
+
+
+def _gpu_fp8t(x, scale, values):
+    _capi.call("b12x_quantize_fp8_tensor", _capi.ref(x, name="x"), _capi.ref(scale, name="scale"),
+               _capi.ref(values, name="values"), _stream(x))
+
+
+def _gpu_fp8g(x, values, scales):
+    _capi.call("b12x_quantize_fp8_group128", _capi.ref(x, name="x"),
+               _capi.ref(values, name="values"), _capi.ref(scales, name="scales"), _stream(x))
+
+
 # ---- out variants (no allocation) -------------------------------------------------------------
 def quantize_nvfp4_out(x, global_scale, packed, scale_swizzled) -> None:
     """NVFP4 into ``packed`` (M*K/2 bytes) and ``scale_swizzled`` (pad128(M)*pad4(K/16) bytes).
@@ -97,7 +124,7 @@ def quantize_nvfp4_out(x, global_scale, packed, scale_swizzled) -> None:
     ``global_scale``: numpy path a float (multiply convention, e.g. 448*6/amax); torch path a
     float32 [1] CUDA tensor (read on the device at run time, so graphs see updates)."""
     if _is_torch(x) and x.is_cuda:
-        _torch_ops.op("quantize_nvfp4")(x, global_scale, packed, scale_swizzled)
+        _gpu_nvfp4(x, global_scale, packed, scale_swizzled)
         return
     _capi.call("b12x_ref_quantize_nvfp4", _capi.ref(x, name="x"),
                _scalar_float(global_scale, "global_scale"), _capi.ref(packed, name="packed"),
@@ -107,7 +134,7 @@ def quantize_nvfp4_out(x, global_scale, packed, scale_swizzled) -> None:
 def quantize_mxfp8_out(x, values, scale_rows=None, scale_swizzled=None) -> None:
     """MXFP8 into ``values`` [M, K] and ``scale_rows`` [M, K/32] and/or ``scale_swizzled``."""
     if _is_torch(x) and x.is_cuda:
-        _torch_ops.op("quantize_mxfp8")(x, values, scale_rows, scale_swizzled)
+        _gpu_mxfp8(x, values, scale_rows, scale_swizzled)
         return
     _capi.call("b12x_ref_quantize_mxfp8", _capi.ref(x, name="x"), _capi.ref(values, name="values"),
                _capi.ref(scale_rows, name="scale_rows"),
@@ -117,7 +144,7 @@ def quantize_mxfp8_out(x, values, scale_rows=None, scale_swizzled=None) -> None:
 def quantize_mxfp4_out(x, packed, scale_swizzled) -> None:
     """MXFP4 (ceil scale rule) into ``packed`` and ``scale_swizzled`` (pad128(M)*pad4(K/32))."""
     if _is_torch(x) and x.is_cuda:
-        _torch_ops.op("quantize_mxfp4")(x, packed, scale_swizzled)
+        _gpu_mxfp4(x, packed, scale_swizzled)
         return
     _capi.call("b12x_ref_quantize_mxfp4", _capi.ref(x, name="x"), _capi.ref(packed, name="packed"),
                _capi.ref(scale_swizzled, name="scale_swizzled"))
@@ -126,7 +153,7 @@ def quantize_mxfp4_out(x, packed, scale_swizzled) -> None:
 def quantize_fp8_per_tensor_out(x, scale, values) -> None:
     """``values = e4m3_satfinite(x / scale)``; torch path: ``scale`` float32 [1] CUDA tensor."""
     if _is_torch(x) and x.is_cuda:
-        _torch_ops.op("quantize_fp8_tensor")(x, scale, values)
+        _gpu_fp8t(x, scale, values)
         return
     _capi.call("b12x_ref_quantize_fp8_tensor", _capi.ref(x, name="x"),
                _scalar_float(scale, "scale"), _capi.ref(values, name="values"))
@@ -135,7 +162,7 @@ def quantize_fp8_per_tensor_out(x, scale, values) -> None:
 def quantize_fp8_group128_out(x, values, scales) -> None:
     """FP8 with 1x128 groups: ``values`` [M, K], ``scales`` fp32 [M, K/128] (amax/448)."""
     if _is_torch(x) and x.is_cuda:
-        _torch_ops.op("quantize_fp8_group128")(x, values, scales)
+        _gpu_fp8g(x, values, scales)
         return
     _capi.call("b12x_ref_quantize_fp8_group128", _capi.ref(x, name="x"),
                _capi.ref(values, name="values"), _capi.ref(scales, name="scales"))
@@ -216,32 +243,12 @@ def quantize_fp8_group128(x):
     return values, scales
 
 
-# ---- torch custom ops (out-variant schemas, fake impls check nothing but metadata) -------------
+# ---- torch custom ops (out-variant schemas; the fake impls only describe "no outputs") --------
+# Eager Python calls use the _gpu_* functions directly (exceptions keep their b12x types); the
+# registered ops torch.ops.b12x.quantize_* are for torch.compile / custom-op users.
 def _register() -> None:
     if not _torch_ops.torch_available():
         return
-
-    def _nvfp4(x, gs, packed, sf):
-        _capi.call("b12x_quantize_nvfp4", _capi.ref(x, name="x"), _capi.ref(gs, name="global_scale"),
-                   _capi.ref(packed, name="packed"), _capi.ref(sf, name="scale_swizzled"),
-                   _stream(x))
-
-    def _mxfp8(x, values, sr, sw):
-        _capi.call("b12x_quantize_mxfp8", _capi.ref(x, name="x"), _capi.ref(values, name="values"),
-                   _capi.ref(sr, name="scale_rows"), _capi.ref(sw, name="scale_swizzled"),
-                   _stream(x))
-
-    def _mxfp4(x, packed, sw):
-        _capi.call("b12x_quantize_mxfp4", _capi.ref(x, name="x"), _capi.ref(packed, name="packed"),
-                   _capi.ref(sw, name="scale_swizzled"), _stream(x))
-
-    def _fp8t(x, scale, values):
-        _capi.call("b12x_quantize_fp8_tensor", _capi.ref(x, name="x"), _capi.ref(scale, name="scale"),
-                   _capi.ref(values, name="values"), _stream(x))
-
-    def _fp8g(x, values, scales):
-        _capi.call("b12x_quantize_fp8_group128", _capi.ref(x, name="x"),
-                   _capi.ref(values, name="values"), _capi.ref(scales, name="scales"), _stream(x))
 
     def _noop(*args):
         return None
@@ -249,19 +256,20 @@ def _register() -> None:
     _torch_ops.register_op(
         "quantize_nvfp4",
         "(Tensor x, Tensor global_scale, Tensor(a!) packed, Tensor(b!) scale_swizzled) -> ()",
-        _nvfp4, _noop)
+        _gpu_nvfp4, _noop)
     _torch_ops.register_op(
         "quantize_mxfp8",
         "(Tensor x, Tensor(a!) values, Tensor(b!)? scale_rows, Tensor(c!)? scale_swizzled) -> ()",
-        _mxfp8, _noop)
+        _gpu_mxfp8, _noop)
     _torch_ops.register_op(
         "quantize_mxfp4", "(Tensor x, Tensor(a!) packed, Tensor(b!) scale_swizzled) -> ()",
-        _mxfp4, _noop)
+        _gpu_mxfp4, _noop)
     _torch_ops.register_op(
-        "quantize_fp8_tensor", "(Tensor x, Tensor scale, Tensor(a!) values) -> ()", _fp8t, _noop)
+        "quantize_fp8_tensor", "(Tensor x, Tensor scale, Tensor(a!) values) -> ()", _gpu_fp8t,
+        _noop)
     _torch_ops.register_op(
         "quantize_fp8_group128", "(Tensor x, Tensor(a!) values, Tensor(b!) scales) -> ()",
-        _fp8g, _noop)
+        _gpu_fp8g, _noop)
 
 
 _register()
