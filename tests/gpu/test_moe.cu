@@ -1,0 +1,629 @@
+// GPU tests of the fused MoE against the CPU reference: every mode x activation x layout x dtype,
+// both regimes, random routes with duplicates / invalid ids / empty experts, graph capture and
+// replay with changing routes (bit-exact: the combine is deterministic), re-preparation keeping
+// pointers, and a 64-bit expert-offset case.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "b12x/moe.h"
+#include "b12x/reference/moe.h"
+#include "b12x/status.h"
+#include "formats/scalar.h"
+#include "formats/swizzle.h"
+#include "gpu_test_util.h"
+
+namespace {
+
+using namespace b12x;
+
+/// Movable device buffer (the shared DeviceBuffer is move-constructible only).
+template <typename T>
+struct DeviceBuffer {
+  T* ptr = nullptr;
+  size_t count = 0;
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(size_t n) : count(n) {
+    if (n && cudaMalloc(&ptr, n * sizeof(T)) != cudaSuccess) {
+      ptr = nullptr;
+      ADD_FAILURE() << "cudaMalloc of " << n * sizeof(T) << " bytes failed";
+    }
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  DeviceBuffer(DeviceBuffer&& o) noexcept { *this = std::move(o); }
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    std::swap(ptr, o.ptr);
+    std::swap(count, o.count);
+    return *this;
+  }
+  ~DeviceBuffer() {
+    if (ptr) cudaFree(ptr);
+  }
+  size_t bytes() const { return count * sizeof(T); }
+  void upload(const std::vector<T>& h) {
+    EXPECT_EQ(h.size(), count);
+    EXPECT_EQ(cudaMemcpy(ptr, h.data(), bytes(), cudaMemcpyHostToDevice), cudaSuccess);
+  }
+  std::vector<T> download() const {
+    std::vector<T> h(count);
+    EXPECT_EQ(cudaMemcpy(h.data(), ptr, bytes(), cudaMemcpyDeviceToHost), cudaSuccess);
+    return h;
+  }
+  void poison(uint8_t byte = 0xFF) { EXPECT_EQ(cudaMemset(ptr, byte, bytes()), cudaSuccess); }
+};
+using moe::Activation;
+using moe::QuantMode;
+using moe::SourceFormat;
+
+struct Case {
+  QuantMode mode;
+  SourceFormat src;
+  Activation act;
+  moe::W13Layout layout = moe::W13Layout::kW31;
+  DType dtype = DType::kBF16;
+  DType g1 = DType::kQ8_0, g2 = DType::kQ8_0;
+  int64_t E = 8, H = 256, I = 128, M = 5, topk = 4;
+  int regime = -1;
+  bool weight_on_input = false;
+  float limit = NAN;
+  std::string name() const {
+    std::string s = std::string(moe::quant_mode_name(mode)) + "/" + moe::activation_name(act) +
+                    "/" + (layout == moe::W13Layout::kW13 ? "w13" : "w31") + "/" +
+                    dtype_name(dtype) + "/M" + std::to_string(M) + "/E" + std::to_string(E) +
+                    "/r" + std::to_string(regime);
+    if (src == SourceFormat::kGgml) s += std::string("/") + dtype_name(g1) + "," + dtype_name(g2);
+    if (weight_on_input) s += "/win";
+    if (!std::isnan(limit)) s += "/lim";
+    return s;
+  }
+};
+
+std::mt19937_64& rng() { return b12x::test::rng(); }
+int randint(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng()); }
+
+/// Host source tensors of one operand ([E, rows, K]) in the case's format.
+struct HostOperand {
+  std::vector<uint8_t> v, s;
+  std::vector<float> gs;
+  TensorRef tv, ts, tg;  // host views
+  void make(const Case& c, int64_t rows, int64_t K, DType gdt, float gscale) {
+    const int64_t E = c.E;
+    if (c.src == SourceFormat::kGgml) {
+      const int bv = dtype_block_values(gdt), bb = dtype_block_bytes(gdt);
+      v = b12x::test::random_bytes(E * rows * K / bv * bb);
+      const int64_t nb = E * rows * K / bv;
+      for (int64_t b = 0; b < nb; ++b) {
+        // fp16 d in [2^-9, 2^-6] with a random sign
+        const float d = std::ldexp(1.f + randint(0, 1023) / 1024.f, randint(-9, -7)) *
+                        (randint(0, 1) ? -1.f : 1.f) * (gdt == DType::kQ8_0 ? 0.25f : 1.f);
+        const uint16_t h = fmt::float_to_fp16_bits(d);
+        v[b * bb] = h & 0xFF;
+        v[b * bb + 1] = h >> 8;
+      }
+      tv = TensorRef::contiguous(v.data(), gdt, {E, rows, K});
+      return;
+    }
+    v = b12x::test::random_bytes(E * rows * K / 2);
+    for (auto& b : v) {  // canonical FP4 zeros (vLLM pre-canonicalises -0)
+      if ((b & 0xF) == 0x8) b &= 0xF0;
+      if ((b >> 4) == 0x8) b &= 0x0F;
+    }
+    tv = TensorRef::contiguous(v.data(), DType::kUInt8, {E, rows, K / 2});
+    if (c.src == SourceFormat::kModeloptNvfp4) {
+      const int64_t per = fmt::swizzled_scale_bytes(rows, K / 16);
+      s.assign(E * per, 0);
+      for (int64_t e = 0; e < E; ++e)
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t k = 0; k < K / 16; ++k)
+            s[e * per + fmt::swizzled_scale_offset(r, k, K / 16)] =
+                static_cast<uint8_t>(randint(0x28, 0x40));  // 0.25 .. 2
+      ts = TensorRef::contiguous(s.data(), DType::kUE4M3,
+                                 {E, fmt::pad_to(rows, 128), fmt::pad_to(K / 16, 4)});
+      gs.resize(E);
+      for (auto& g : gs) g = gscale * (0.5f + randint(0, 100) / 100.f);
+      tg = TensorRef::contiguous(gs.data(), DType::kFP32, {E});
+    } else {
+      s.resize(E * rows * K / 32);
+      for (auto& b : s) b = static_cast<uint8_t>(randint(121, 126));
+      ts = TensorRef::contiguous(s.data(), DType::kUE8M0, {E, rows, K / 32});
+    }
+  }
+};
+
+template <typename T>
+DeviceBuffer<T> upload(const std::vector<T>& h) {
+  DeviceBuffer<T> d(h.size());
+  if (!h.empty()) d.upload(h);
+  return d;
+}
+TensorRef on_device(TensorRef t, void* p) {
+  t.data = p;
+  t.device = 0;
+  return t;
+}
+
+struct Problem {
+  Case c;
+  HostOperand w1, w2;
+  std::vector<float> a1gs, a2gs;
+  std::vector<uint16_t> x;
+  std::vector<int32_t> ids;
+  std::vector<float> wts;
+  moe::WeightsPlan wplan;
+
+  void make(const Case& cc) {
+    c = cc;
+    const bool gated = c.act != Activation::kRelu2;
+    const float s1 = c.src == SourceFormat::kModeloptNvfp4 ? 1.f / 16 : 1.f;
+    w1.make(c, gated ? 2 * c.I : c.I, c.H, c.g1, s1);
+    w2.make(c, c.H, c.I, c.g2, s1);
+    a1gs.assign(c.E, 0.f);
+    a2gs.assign(c.E, 0.f);
+    for (auto& g : a1gs) g = 2688.f / (3.f + randint(0, 20) / 10.f);
+    for (auto& g : a2gs) g = 2688.f / (1.f + randint(0, 20) / 10.f);
+    const auto xf = b12x::test::random_normal(c.M * c.H);
+    x.resize(xf.size());
+    for (size_t i = 0; i < xf.size(); ++i)
+      x[i] = c.dtype == DType::kBF16 ? fmt::float_to_bf16_bits(xf[i])
+                                     : fmt::float_to_fp16_bits(xf[i]);
+    new_routes();
+    moe::WeightsPlanArgs a;
+    a.quant_mode = c.mode;
+    a.source_format = c.src;
+    a.activation = c.act;
+    a.params_dtype = c.dtype;
+    a.num_experts = c.E;
+    a.hidden_size = c.H;
+    a.intermediate_size = c.I;
+    a.w13_layout = c.layout;
+    a.ggml_w1_dtype = c.g1;
+    a.ggml_w2_dtype = c.g2;
+    wplan = moe::plan_weights(a);
+  }
+  void new_routes() {
+    ids.resize(c.M * c.topk);
+    wts.resize(c.M * c.topk);
+    // Experts 0..E/2-1 only (others stay empty), duplicates allowed, ~10% invalid ids.
+    for (size_t i = 0; i < ids.size(); ++i) {
+      const int r = randint(0, 19);
+      ids[i] = r == 0 ? -1 : (r == 1 ? static_cast<int>(c.E) + randint(0, 3)
+                                     : randint(0, static_cast<int>(c.E / 2) - 1));
+      wts[i] = 0.1f + randint(0, 100) / 100.f;
+    }
+  }
+  std::vector<float> reference() const {
+    std::vector<float> out(c.M * c.H);
+    reference::MoeRefArgs A;
+    A.quant_mode = c.mode;
+    A.source_format = c.src;
+    A.activation = c.act;
+    A.w13_layout = c.layout;
+    A.swiglu_limit = c.limit;
+    A.apply_router_weight_on_input = c.weight_on_input;
+    A.a = TensorRef::contiguous(const_cast<uint16_t*>(x.data()), c.dtype, {c.M, c.H});
+    A.topk_ids = TensorRef::contiguous(const_cast<int32_t*>(ids.data()), DType::kInt32,
+                                       {c.M, c.topk});
+    A.topk_weights = TensorRef::contiguous(const_cast<float*>(wts.data()), DType::kFP32,
+                                           {c.M, c.topk});
+    A.weights = source_views(nullptr);
+    A.output = TensorRef::contiguous(out.data(), DType::kFP32, {c.M, c.H});
+    reference::fused_moe(A);
+    return out;
+  }
+  /// Views of the sources: host (dev == nullptr) or the device copies.
+  moe::SourceWeights source_views(const std::vector<void*>* dev) const {
+    moe::SourceWeights s;
+    auto pick = [&](const TensorRef& t, int i) {
+      return dev ? on_device(t, (*dev)[i]) : t;
+    };
+    s.w1 = pick(w1.tv, 0);
+    s.w2 = pick(w2.tv, 1);
+    if (c.src != SourceFormat::kGgml) {
+      s.w1_scale = pick(w1.ts, 2);
+      s.w2_scale = pick(w2.ts, 3);
+    }
+    if (c.src == SourceFormat::kModeloptNvfp4) {
+      s.w1_global_scale = w1.tg;
+      s.w2_global_scale = w2.tg;
+    }
+    if (c.mode == QuantMode::kNvfp4) {
+      s.a1_gscale = TensorRef::contiguous(const_cast<float*>(a1gs.data()), DType::kFP32, {c.E});
+      s.a2_gscale = TensorRef::contiguous(const_cast<float*>(a2gs.data()), DType::kFP32, {c.E});
+    }
+    return s;
+  }
+};
+
+/// Device state of one problem: prepared experts, plan, scratch and I/O buffers.
+struct GpuRun {
+  const Problem& P;
+  DeviceBuffer<uint8_t> dw1v, dw2v, dw1s, dw2s;
+  moe::PreparedExperts experts;
+  moe::Plan plan;
+  DeviceBuffer<uint8_t> scratch;
+  DeviceBuffer<uint16_t> x, out;
+  DeviceBuffer<int32_t> ids;
+  DeviceBuffer<float> wts;
+  moe::Binding binding;
+
+  explicit GpuRun(const Problem& p) : P(p) {
+    const Case& c = P.c;
+    dw1v = upload(P.w1.v);
+    dw2v = upload(P.w2.v);
+    dw1s = upload(P.w1.s);
+    dw2s = upload(P.w2.s);
+    std::vector<void*> dev = {dw1v.ptr, dw2v.ptr, dw1s.ptr, dw2s.ptr};
+    moe::prepare_weights(P.wplan, P.source_views(&dev), experts, nullptr);
+    moe::Caps caps;
+    caps.max_tokens = c.M;
+    caps.num_topk = c.topk;
+    caps.weight_plan = &P.wplan;
+    caps.apply_router_weight_on_input = c.weight_on_input;
+    caps.swiglu_limit = c.limit;
+    caps.regime = c.regime;
+    plan = moe::plan(caps);
+    scratch = DeviceBuffer<uint8_t>(plan.scratch_bytes);
+    x = upload(P.x);
+    ids = upload(P.ids);
+    wts = upload(P.wts);
+    out = DeviceBuffer<uint16_t>(c.M * c.H);
+    binding = moe::bind(
+        plan, TensorRef::contiguous(scratch.ptr, DType::kUInt8, {plan.scratch_bytes}, 0),
+        TensorRef::contiguous(x.ptr, c.dtype, {c.M, c.H}, 0), experts,
+        TensorRef::contiguous(wts.ptr, DType::kFP32, {c.M, c.topk}, 0),
+        TensorRef::contiguous(ids.ptr, DType::kInt32, {c.M, c.topk}, 0),
+        TensorRef::contiguous(out.ptr, c.dtype, {c.M, c.H}, 0));
+  }
+  std::vector<uint16_t> run_eager(cudaStream_t s = nullptr) {
+    out.poison();
+    scratch.poison(0xA5);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    moe::run(binding, s);
+    EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    return out.download();
+  }
+  std::vector<float> as_float(const std::vector<uint16_t>& h) const {
+    std::vector<float> f(h.size());
+    for (size_t i = 0; i < h.size(); ++i)
+      f[i] = P.c.dtype == DType::kBF16 ? fmt::bf16_bits_to_float(h[i])
+                                       : fmt::fp16_bits_to_float(h[i]);
+    return f;
+  }
+};
+
+void check_against_reference(const Problem& P, const std::vector<float>& got, double min_cos) {
+  const std::vector<float> ref = P.reference();
+  std::vector<double> refd(ref.begin(), ref.end());
+  const auto cmp = b12x::test::compare(got, refd);
+  double ref_max = 0;
+  for (float v : ref) ref_max = std::max(ref_max, static_cast<double>(std::abs(v)));
+  EXPECT_EQ(cmp.nonfinite, 0) << P.c.name() << " " << cmp.str();
+  EXPECT_GE(cmp.cosine, min_cos) << P.c.name() << " " << cmp.str();
+  // BF16 output rounding (2^-8 relative) plus fp32 summation-order effects that may flip
+  // an activation-quantisation decision.
+  EXPECT_LE(cmp.max_abs, 0.02 * ref_max + 1e-6) << P.c.name() << " " << cmp.str()
+                                                  << " ref_max=" << ref_max;
+  // Rows of tokens without a valid route are exactly zero.
+  for (int64_t m = 0; m < P.c.M; ++m) {
+    bool any = false;
+    for (int64_t k = 0; k < P.c.topk; ++k) {
+      const int id = P.ids[m * P.c.topk + k];
+      any |= id >= 0 && id < P.c.E;
+    }
+    if (!any)
+      for (int64_t h = 0; h < P.c.H; ++h) ASSERT_EQ(got[m * P.c.H + h], 0.f) << P.c.name();
+  }
+}
+
+void run_case(const Case& c, double min_cos = 0.9999) {
+  Problem P;
+  P.make(c);
+  GpuRun G(P);
+  const auto got = G.as_float(G.run_eager());
+  check_against_reference(P, got, min_cos);
+}
+
+std::vector<Case> mode_cases() {
+  std::vector<Case> cs;
+  const Activation acts[] = {Activation::kSilu, Activation::kSitu, Activation::kSwigluOai,
+                             Activation::kRelu2};
+  struct MS {
+    QuantMode m;
+    SourceFormat s;
+  };
+  const MS modes[] = {{QuantMode::kNvfp4, SourceFormat::kModeloptNvfp4},
+                      {QuantMode::kW4A8Nvfp4, SourceFormat::kModeloptNvfp4},
+                      {QuantMode::kW4A8Mx, SourceFormat::kFp4E8M0K32},
+                      {QuantMode::kMxfp4, SourceFormat::kFp4E8M0K32},
+                      {QuantMode::kW4A16, SourceFormat::kModeloptNvfp4},
+                      {QuantMode::kW4A16, SourceFormat::kFp4E8M0K32}};
+  int i = 0;
+  for (const auto& ms : modes)
+    for (Activation a : acts) {
+      moe::WeightsPlanArgs wa;
+      wa.quant_mode = ms.m;
+      wa.source_format = ms.s;
+      wa.activation = a;
+      wa.num_experts = 8;
+      wa.hidden_size = 256;
+      wa.intermediate_size = 128;
+      if (!moe::weights_support_reason(wa).empty()) continue;
+      Case c;
+      c.mode = ms.m;
+      c.src = ms.s;
+      c.act = a;
+      c.layout = (i % 2) ? moe::W13Layout::kW13 : moe::W13Layout::kW31;
+      c.M = (i % 3 == 0) ? 1 : (i % 3 == 1 ? 7 : 37);
+      c.dtype = (i % 4 == 3) ? DType::kFP16 : DType::kBF16;
+      if (a == Activation::kSilu && i % 2) c.limit = 3.f;
+      cs.push_back(c);
+      ++i;
+    }
+  return cs;
+}
+
+TEST(MoeGpu, EveryModeAndActivation) {
+  B12X_REQUIRE_GPU();
+  for (const Case& c : mode_cases()) {
+    SCOPED_TRACE(c.name());
+    run_case(c);
+  }
+}
+
+TEST(MoeGpu, BothRegimesBothLayoutsBothDtypes) {
+  B12X_REQUIRE_GPU();
+  for (int regime = 0; regime <= 1; ++regime)
+    for (int l = 0; l < 2; ++l)
+      for (DType dt : {DType::kBF16, DType::kFP16})
+        for (QuantMode qm : {QuantMode::kNvfp4, QuantMode::kW4A16}) {
+          Case c;
+          c.mode = qm;
+          c.src = SourceFormat::kModeloptNvfp4;
+          c.act = Activation::kSilu;
+          c.layout = l ? moe::W13Layout::kW13 : moe::W13Layout::kW31;
+          c.dtype = dt;
+          c.regime = regime;
+          c.M = regime ? 9 : 70;
+          SCOPED_TRACE(c.name());
+          run_case(c);
+        }
+}
+
+TEST(MoeGpu, GgmlA16) {
+  B12X_REQUIRE_GPU();
+  const DType ts[] = {DType::kQ8_0, DType::kIQ2_XXS, DType::kIQ2_XS};
+  int i = 0;
+  for (DType t1 : ts)
+    for (DType t2 : ts) {
+      Case c;
+      c.mode = QuantMode::kGgmlA16;
+      c.src = SourceFormat::kGgml;
+      c.act = (i % 2) ? Activation::kRelu2 : Activation::kSilu;
+      c.g1 = t1;
+      c.g2 = t2;
+      c.H = 256;
+      c.I = 256;
+      c.dtype = (i % 3 == 2) ? DType::kFP16 : DType::kBF16;
+      c.M = (i % 2) ? 3 : 40;
+      c.weight_on_input = (i == 4);
+      c.topk = c.weight_on_input ? 1 : 4;
+      ++i;
+      SCOPED_TRACE(c.name());
+      run_case(c);
+    }
+}
+
+TEST(MoeGpu, RouterWeightOnInputW4A16) {
+  B12X_REQUIRE_GPU();
+  Case c;
+  c.mode = QuantMode::kW4A16;
+  c.src = SourceFormat::kFp4E8M0K32;
+  c.act = Activation::kSilu;
+  c.weight_on_input = true;
+  c.topk = 1;
+  c.M = 33;
+  run_case(c);
+}
+
+TEST(MoeGpu, LargeM) {
+  B12X_REQUIRE_GPU();
+  for (QuantMode qm : {QuantMode::kNvfp4, QuantMode::kW4A16}) {
+    Case c;
+    c.mode = qm;
+    c.src = SourceFormat::kModeloptNvfp4;
+    c.act = Activation::kSilu;
+    c.E = 16;
+    c.M = 1500;
+    c.topk = 4;
+    c.H = 128;
+    c.I = 96;
+    SCOPED_TRACE(c.name());
+    run_case(c);
+  }
+}
+
+TEST(MoeGpu, GraphReplayWithNewRoutesIsBitExact) {
+  B12X_REQUIRE_GPU();
+  for (int regime = 0; regime <= 1; ++regime) {
+    Case c;
+    c.mode = QuantMode::kNvfp4;
+    c.src = SourceFormat::kModeloptNvfp4;
+    c.act = Activation::kSilu;
+    c.regime = regime;
+    c.M = regime ? 6 : 50;
+    Problem P;
+    P.make(c);
+    GpuRun G(P);
+    cudaStream_t s;
+    B12X_TEST_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    B12X_TEST_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    moe::run(G.binding, s);
+    B12X_TEST_CUDA(cudaStreamEndCapture(s, &graph));
+    B12X_TEST_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+    for (int rep = 0; rep < 3; ++rep) {
+      P.new_routes();
+      G.ids.upload(P.ids);
+      G.wts.upload(P.wts);
+      G.out.poison();
+      B12X_TEST_CUDA(cudaDeviceSynchronize());
+      B12X_TEST_CUDA(cudaGraphLaunch(exec, s));
+      B12X_TEST_CUDA(cudaStreamSynchronize(s));
+      const auto replay = G.out.download();
+      const auto eager = G.run_eager(s);
+      ASSERT_EQ(std::memcmp(replay.data(), eager.data(), 2 * replay.size()), 0)
+          << "replay differs from eager, rep " << rep;
+      if (rep == 0) check_against_reference(P, G.as_float(replay), 0.9999);
+    }
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    cudaStreamDestroy(s);
+  }
+}
+
+TEST(MoeGpu, RepreparationKeepsPointers) {
+  B12X_REQUIRE_GPU();
+  Case c;
+  c.mode = QuantMode::kW4A16;
+  c.src = SourceFormat::kModeloptNvfp4;
+  c.act = Activation::kRelu2;
+  Problem P;
+  P.make(c);
+  GpuRun G(P);
+  const void* before = G.experts.storage_ptr();
+  const auto first = G.run_eager();
+  // New weights with the same plan, re-prepared into the same object.
+  Problem Q = P;
+  Q.w1.make(c, c.I, c.H, c.g1, 1.f / 16);
+  Q.w2.make(c, c.H, c.I, c.g2, 1.f / 16);
+  DeviceBuffer<uint8_t> a = upload(Q.w1.v), b = upload(Q.w2.v), cs = upload(Q.w1.s),
+                        d = upload(Q.w2.s);
+  std::vector<void*> dev = {a.ptr, b.ptr, cs.ptr, d.ptr};
+  const std::vector<uint8_t> src_before = Q.w1.v;
+  moe::prepare_weights(Q.wplan, Q.source_views(&dev), G.experts, nullptr);
+  EXPECT_EQ(G.experts.storage_ptr(), before);
+  EXPECT_EQ(a.download(), src_before) << "prepare_weights must not mutate the source";
+  Q.ids = P.ids;
+  Q.wts = P.wts;
+  check_against_reference(Q, G.as_float(G.run_eager()), 0.9999);
+  EXPECT_NE(first, G.out.download());
+}
+
+TEST(MoeGpu, BindRejectsMismatches) {
+  B12X_REQUIRE_GPU();
+  Case c;
+  c.mode = QuantMode::kW4A16;
+  c.src = SourceFormat::kModeloptNvfp4;
+  c.act = Activation::kSilu;
+  Problem P;
+  P.make(c);
+  GpuRun G(P);
+  auto err = [&](auto f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  const auto& B = G.binding;
+  auto small = B.scratch;
+  small.shape[0] = 16;
+  EXPECT_NE(err([&] { moe::bind(G.plan, small, B.a, G.experts, B.topk_weights, B.topk_ids,
+                                B.output); }).find("scratch has 16 bytes"),
+            std::string::npos);
+  auto big = B.a;
+  big.shape[0] = c.M + 1;
+  EXPECT_NE(err([&] { moe::bind(G.plan, B.scratch, big, G.experts, B.topk_weights, B.topk_ids,
+                                B.output); }).find("> plan max_tokens"),
+            std::string::npos);
+  auto w64 = B.topk_weights;
+  w64.dtype = DType::kFP16;
+  EXPECT_NE(err([&] { moe::bind(G.plan, B.scratch, B.a, G.experts, w64, B.topk_ids,
+                                B.output); }).find("topk_weights has dtype fp16"),
+            std::string::npos);
+}
+
+TEST(MoeGpu, ExpertOffsetsBeyond32Bits) {
+  B12X_REQUIRE_GPU();
+  // 640 experts of H=4096, I=1024 NVFP4: the prepared FC1 storage spans 2.7 GB, so expert
+  // offsets of the routed (high) experts exceed 2^31 bytes.
+  Case c;
+  c.mode = QuantMode::kW4A16;
+  c.src = SourceFormat::kModeloptNvfp4;
+  c.act = Activation::kSilu;
+  c.E = 640;
+  c.H = 4096;
+  c.I = 1024;
+  c.M = 2;
+  c.topk = 2;
+  Problem P;
+  P.c = c;
+  // Build sources cheaply: zero everywhere except the routed experts 600 and 639.
+  auto mk = [&](HostOperand& o, int64_t rows, int64_t K) {
+    o.v.assign(c.E * rows * K / 2, 0);
+    const int64_t per = fmt::swizzled_scale_bytes(rows, K / 16);
+    o.s.assign(c.E * per, 0);
+    for (int64_t e : {600, 639}) {
+      auto r = b12x::test::random_bytes(rows * K / 2);
+      std::copy(r.begin(), r.end(), o.v.begin() + e * rows * K / 2);
+      for (int64_t i = 0; i < per; ++i) o.s[e * per + i] = static_cast<uint8_t>(randint(0x28, 0x38));
+    }
+    o.gs.assign(c.E, 1.f / 64);
+    o.tv = TensorRef::contiguous(o.v.data(), DType::kUInt8, {c.E, rows, K / 2});
+    o.ts = TensorRef::contiguous(o.s.data(), DType::kUE4M3,
+                                 {c.E, fmt::pad_to(rows, 128), fmt::pad_to(K / 16, 4)});
+    o.tg = TensorRef::contiguous(o.gs.data(), DType::kFP32, {c.E});
+  };
+  mk(P.w1, 2 * c.I, c.H);
+  mk(P.w2, c.H, c.I);
+  const auto xf = b12x::test::random_normal(c.M * c.H);
+  P.x.resize(xf.size());
+  for (size_t i = 0; i < xf.size(); ++i) P.x[i] = fmt::float_to_bf16_bits(xf[i]);
+  P.ids = {600, 639, 639, -1};
+  P.wts = {0.5f, 0.25f, 1.0f, 1.0f};
+  moe::WeightsPlanArgs a;
+  a.quant_mode = c.mode;
+  a.source_format = c.src;
+  a.activation = c.act;
+  a.num_experts = c.E;
+  a.hidden_size = c.H;
+  a.intermediate_size = c.I;
+  a.w13_layout = c.layout;
+  P.wplan = moe::plan_weights(a);
+  ASSERT_GT(P.wplan.prepared_bytes, int64_t(1) << 31);
+  GpuRun G(P);
+  check_against_reference(P, G.as_float(G.run_eager()), 0.9999);
+}
+
+TEST(MoeGpuSanitize, SmallDecodeAndGrouped) {
+  B12X_REQUIRE_GPU();
+  for (int regime = 0; regime <= 1; ++regime) {
+    Case c;
+    c.mode = QuantMode::kNvfp4;
+    c.src = SourceFormat::kModeloptNvfp4;
+    c.act = Activation::kSilu;
+    c.E = 4;
+    c.H = 128;
+    c.I = 64;
+    c.M = 3;
+    c.topk = 2;
+    c.regime = regime;
+    run_case(c);
+    c.mode = QuantMode::kGgmlA16;
+    c.src = SourceFormat::kGgml;
+    c.g1 = DType::kIQ2_XS;
+    c.g2 = DType::kQ8_0;
+    c.H = 256;
+    run_case(c);
+  }
+}
+
+}  // namespace
