@@ -27,17 +27,61 @@ namespace {
 namespace f = b12x::fmt;
 namespace g = b12x::fmt::ggml;
 
-/// Per-group terms against every grid point.
+/// Grid points grouped by their squared norm: for a fixed db the best point of a norm class is
+/// the one with the largest p = dot - 2*odd*min(a_j g_j), so each group keeps one candidate per
+/// class (12 classes for iq2xxs_grid, 22 for iq2xs_grid) and the scale search only visits those.
+struct GridClasses {
+  int count = 0;
+  double norm[32] = {};
+  std::vector<int> cls;    // class of each grid point
+  std::vector<double> gv;  // grid bytes as doubles, [ngrid][8]
+};
+
+GridClasses make_classes(const uint64_t* grid, int ngrid) {
+  GridClasses c;
+  c.cls.resize(ngrid);
+  c.gv.resize(static_cast<size_t>(ngrid) * 8);
+  for (int q = 0; q < ngrid; ++q) {
+    double n = 0;
+    for (int j = 0; j < 8; ++j) {
+      const double gj = static_cast<double>((grid[q] >> (8 * j)) & 0xFF);
+      c.gv[8 * q + j] = gj;
+      n += gj * gj;
+    }
+    int k = 0;
+    while (k < c.count && c.norm[k] != n) ++k;
+    if (k == c.count) {
+      B12X_ASSERT(c.count < 32, "IQ2 grid has more than 32 norm classes");
+      c.norm[c.count++] = n;
+    }
+    c.cls[q] = k;
+  }
+  return c;
+}
+
+const GridClasses& classes_xxs() {
+  static const GridClasses c = make_classes(g::kIq2xxsGrid, 256);
+  return c;
+}
+const GridClasses& classes_xs() {
+  static const GridClasses c = make_classes(g::kIq2xsGrid, 512);
+  return c;
+}
+
+/// One 8-value group: its best grid point per norm class.
 struct GroupTerms {
   double a2 = 0;       // sum a_j^2
   bool odd = false;    // natural sign pattern has an odd number of negatives
   uint32_t signs = 0;  // natural sign pattern (bit j = x_j < 0)
-  std::vector<double> dot, norm, minag;
-  std::vector<int> minj;
+  const GridClasses* classes = nullptr;
+  double p[32];  // best p of each class
+  int q[32];     // its grid index
+  int minj[32];  // the element flipped for parity
 };
 
-GroupTerms group_terms(const float* x, const uint64_t* grid, int ngrid) {
+GroupTerms group_terms(const float* x, int ngrid, const GridClasses& cl) {
   GroupTerms t;
+  t.classes = &cl;
   double a[8];
   for (int j = 0; j < 8; ++j) {
     a[j] = std::fabs(static_cast<double>(x[j]));
@@ -45,49 +89,53 @@ GroupTerms group_terms(const float* x, const uint64_t* grid, int ngrid) {
     if (std::signbit(x[j]) && x[j] != 0.f) t.signs |= 1u << j;
   }
   t.odd = __builtin_popcount(t.signs) & 1;
-  t.dot.resize(ngrid);
-  t.norm.resize(ngrid);
-  t.minag.resize(ngrid);
-  t.minj.resize(ngrid);
+  for (int k = 0; k < cl.count; ++k) {
+    t.p[k] = -std::numeric_limits<double>::infinity();
+    t.q[k] = 0;
+    t.minj[k] = 0;
+  }
   for (int q = 0; q < ngrid; ++q) {
-    double dot = 0, norm = 0, mn = std::numeric_limits<double>::infinity();
+    double dot = 0, mn = std::numeric_limits<double>::infinity();
     int mj = 0;
+    const double* gq = &cl.gv[8 * static_cast<size_t>(q)];
     for (int j = 0; j < 8; ++j) {
-      const double gj = static_cast<double>((grid[q] >> (8 * j)) & 0xFF);
-      dot += a[j] * gj;
-      norm += gj * gj;
-      if (a[j] * gj < mn) {
-        mn = a[j] * gj;
+      const double ag = a[j] * gq[j];
+      dot += ag;
+      if (ag < mn) {
+        mn = ag;
         mj = j;
       }
     }
-    t.dot[q] = dot;
-    t.norm[q] = norm;
-    t.minag[q] = mn;
-    t.minj[q] = mj;
+    const double p = t.odd ? dot - 2 * mn : dot;
+    const int k = cl.cls[q];
+    if (p > t.p[k]) {
+      t.p[k] = p;
+      t.q[k] = q;
+      t.minj[k] = mj;
+    }
   }
   return t;
 }
 
 struct GroupChoice {
   double err;
-  int grid;
+  int cls;
 };
 
-GroupChoice best_grid(const GroupTerms& t, double db, int ngrid) {
+GroupChoice best_grid(const GroupTerms& t, double db) {
   GroupChoice best{std::numeric_limits<double>::infinity(), 0};
-  for (int q = 0; q < ngrid; ++q) {
-    double e = t.a2 - 2 * db * t.dot[q] + db * db * t.norm[q];
-    if (t.odd) e += 4 * db * t.minag[q];
-    if (e < best.err) best = {e, q};
+  const GridClasses& cl = *t.classes;
+  for (int k = 0; k < cl.count; ++k) {
+    const double e = t.a2 - 2 * db * t.p[k] + db * db * cl.norm[k];
+    if (e < best.err) best = {e, k};
   }
   return best;
 }
 
-/// 7-bit sign index for the chosen grid point (flipping the cheapest element if needed).
-uint32_t sign_index(const GroupTerms& t, int q) {
+/// 7-bit sign index for the chosen class (flipping the cheapest element if needed).
+uint32_t sign_index(const GroupTerms& t, int k) {
   uint32_t s = t.signs;
-  if (t.odd) s ^= 1u << t.minj[q];
+  if (t.odd) s ^= 1u << t.minj[k];
   return s & 0x7Fu;
 }
 
@@ -95,17 +143,17 @@ uint32_t sign_index(const GroupTerms& t, int q) {
 struct ScaleChoice {
   double err;
   uint32_t s;
-  int grid[4];
+  int grid[4];  // chosen class per group
 };
-ScaleChoice best_scale(const GroupTerms* terms, int ngroups, float d, int ngrid) {
+ScaleChoice best_scale(const GroupTerms* terms, int ngroups, float d) {
   ScaleChoice best{std::numeric_limits<double>::infinity(), 0, {0, 0, 0, 0}};
   for (uint32_t s = 0; s < 16; ++s) {
     const double db = f::ggml::iq2_sub_scale(d, s);  // exactly the decoder's scale
     ScaleChoice c{0, s, {0, 0, 0, 0}};
     for (int l = 0; l < ngroups; ++l) {
-      const GroupChoice gc = best_grid(terms[l], db, ngrid);
+      const GroupChoice gc = best_grid(terms[l], db);
       c.err += gc.err;
-      c.grid[l] = gc.grid;
+      c.grid[l] = gc.cls;
     }
     if (c.err < best.err) best = c;
   }
@@ -127,18 +175,18 @@ void encode_iq2_xxs_block(const float* x, uint8_t* blk) {
   const float amax = f::block_amax(x, 256);
   std::vector<GroupTerms> terms;
   terms.reserve(32);
-  for (int gi = 0; gi < 32; ++gi) terms.push_back(group_terms(x + 8 * gi, g::kIq2xxsGrid, 256));
+  for (int gi = 0; gi < 32; ++gi) terms.push_back(group_terms(x + 8 * gi, 256, classes_xxs()));
   double best_err = std::numeric_limits<double>::infinity();
   for (float d : d_candidates(amax)) {
     uint8_t cand[g::kIq2xxsBytes];
     g::store_u16(cand, f::float_to_fp16_bits(d));
     double err = 0;
     for (int ib = 0; ib < 8; ++ib) {
-      const ScaleChoice sc = best_scale(&terms[4 * ib], 4, d, 256);
+      const ScaleChoice sc = best_scale(&terms[4 * ib], 4, d);
       err += sc.err;
       uint32_t w0 = 0, w1 = sc.s << 28;
       for (int l = 0; l < 4; ++l) {
-        w0 |= static_cast<uint32_t>(sc.grid[l]) << (8 * l);
+        w0 |= static_cast<uint32_t>(terms[4 * ib + l].q[sc.grid[l]]) << (8 * l);
         w1 |= sign_index(terms[4 * ib + l], sc.grid[l]) << (7 * l);
       }
       g::store_u32(cand + 2 + 8 * ib, w0);
@@ -156,7 +204,7 @@ void encode_iq2_xs_block(const float* x, uint8_t* blk) {
   const float amax = f::block_amax(x, 256);
   std::vector<GroupTerms> terms;
   terms.reserve(32);
-  for (int gi = 0; gi < 32; ++gi) terms.push_back(group_terms(x + 8 * gi, g::kIq2xsGrid, 512));
+  for (int gi = 0; gi < 32; ++gi) terms.push_back(group_terms(x + 8 * gi, 512, classes_xs()));
   double best_err = std::numeric_limits<double>::infinity();
   for (float d : d_candidates(amax)) {
     uint8_t cand[g::kIq2xsBytes];
@@ -166,12 +214,12 @@ void encode_iq2_xs_block(const float* x, uint8_t* blk) {
       uint32_t scales = 0;
       for (int half = 0; half < 2; ++half) {
         const int g0 = 4 * ib + 2 * half;
-        const ScaleChoice sc = best_scale(&terms[g0], 2, d, 512);
+        const ScaleChoice sc = best_scale(&terms[g0], 2, d);
         err += sc.err;
         scales |= sc.s << (4 * half);
         for (int l = 0; l < 2; ++l) {
-          const uint32_t q =
-              static_cast<uint32_t>(sc.grid[l]) | (sign_index(terms[g0 + l], sc.grid[l]) << 9);
+          const uint32_t q = static_cast<uint32_t>(terms[g0 + l].q[sc.grid[l]]) |
+                             (sign_index(terms[g0 + l], sc.grid[l]) << 9);
           g::store_u16(cand + 2 + 2 * (g0 + l), static_cast<uint16_t>(q));
         }
       }
