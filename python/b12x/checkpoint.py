@@ -1,0 +1,309 @@
+"""Checkpoints: a validating, memory-mapped safetensors reader (numpy views, zero-copy), a
+writer, quantization-config parsing and layer resolution, ``inspect`` and ``quantize``.
+
+Everything goes through the C ABI (``b12x/c_api/integration.h``); malformed files raise
+:class:`b12x.B12xError` (status ``io_error``) naming the file, the tensor and the problem.
+
+    >>> f = open_safetensors("model.safetensors")
+    >>> w = f["model.layers.0.mlp.down_proj.weight"]      # read-only numpy view
+    >>> cfg = load_quant_config("ckpt_dir")               # normalized dict
+    >>> resolve_layer("model.layers.0.self_attn.qkv_proj", "ckpt_dir")["quant_algo"]
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+from dataclasses import dataclass
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from . import _capi
+
+_c = ctypes
+_SIZE = _c.c_size_t
+_P = _c.c_void_p
+MAX_RANK = 8
+
+
+class _TensorC(_c.Structure):
+    _fields_ = [
+        ("name", _c.c_char_p),
+        ("st_dtype", _c.c_char_p),
+        ("dtype", _c.c_int32),
+        ("bits", _c.c_int32),
+        ("ndim", _c.c_int32),
+        ("shape", _c.c_int64 * MAX_RANK),
+        ("offset", _c.c_uint64),
+        ("nbytes", _c.c_uint64),
+        ("data", _c.c_void_p),
+    ]
+
+
+_STR_OUT = [_c.c_char_p, _SIZE, _c.POINTER(_SIZE)]
+_capi.declare("b12x_safetensors_open", [_c.c_char_p, _c.POINTER(_P)])
+_capi.declare("b12x_safetensors_close", [_P])
+_capi.declare("b12x_safetensors_num_tensors", [_P, _c.POINTER(_c.c_int64)])
+_capi.declare("b12x_safetensors_tensor_at", [_P, _c.c_int64, _c.POINTER(_TensorC)])
+_capi.declare("b12x_safetensors_find", [_P, _c.c_char_p, _c.POINTER(_c.c_int64)])
+_capi.declare("b12x_safetensors_metadata_json", [_P] + _STR_OUT)
+_capi.declare("b12x_safetensors_parse", [_c.c_void_p, _SIZE] + _STR_OUT)
+_capi.declare("b12x_safetensors_writer_create", [_c.POINTER(_P)])
+_capi.declare("b12x_safetensors_writer_destroy", [_P])
+_capi.declare("b12x_safetensors_writer_add", [_P, _c.c_char_p, _c.c_char_p, _c.c_int32,
+                                              _c.POINTER(_c.c_int64), _c.c_void_p, _c.c_uint64])
+_capi.declare("b12x_safetensors_writer_set_metadata", [_P, _c.c_char_p, _c.c_char_p])
+_capi.declare("b12x_safetensors_writer_write", [_P, _c.c_char_p])
+_capi.declare("b12x_quant_config_json", [_c.c_char_p, _c.c_char_p] + _STR_OUT)
+_capi.declare("b12x_quant_config_resolve", [_c.c_char_p, _c.c_char_p, _c.c_char_p, _c.c_int32]
+              + _STR_OUT)
+_capi.declare("b12x_checkpoint_inspect", [_c.c_char_p, _c.c_int32, _c.c_int32] + _STR_OUT)
+_capi.declare("b12x_checkpoint_quantize", [_c.c_char_p, _c.c_char_p, _c.c_char_p,
+                                           _c.POINTER(_c.c_char_p), _c.c_int32, _c.c_float]
+              + _STR_OUT)
+_capi.declare("b12x_checkpoint_dequantize_linear", [_c.c_char_p, _c.c_char_p,
+                                                    _c.POINTER(_c.c_float), _c.c_int64,
+                                                    _c.POINTER(_c.c_int64),
+                                                    _c.POINTER(_c.c_int64)])
+
+
+def _b(s: Optional[Union[str, os.PathLike]]) -> Optional[bytes]:
+    return None if s is None else os.fsencode(s)
+
+
+def _string_call(name: str, *args) -> str:
+    """Calls a (…, char* buf, size_t len, size_t* needed) function, growing the buffer."""
+    needed = _SIZE(0)
+    size = 1 << 16
+    while True:
+        buf = _c.create_string_buffer(size)
+        _capi.call(name, *args, buf, _SIZE(size), _c.byref(needed))
+        if needed.value <= size:
+            return buf.value.decode("utf-8")
+        size = needed.value
+
+
+# safetensors dtype -> numpy storage dtype (bf16 and the 8-bit floats as their bit patterns).
+_NP = {
+    "BOOL": np.bool_, "U8": np.uint8, "I8": np.int8, "I16": np.int16, "U16": np.uint16,
+    "F16": np.float16, "BF16": np.uint16, "I32": np.int32, "U32": np.uint32, "F32": np.float32,
+    "F64": np.float64, "I64": np.int64, "U64": np.uint64, "C64": np.complex64,
+    "F8_E4M3": np.uint8, "F8_E5M2": np.uint8, "F8_E8M0": np.uint8,
+}
+_FROM_NP = {
+    np.dtype(np.bool_): "BOOL", np.dtype(np.uint8): "U8", np.dtype(np.int8): "I8",
+    np.dtype(np.int16): "I16", np.dtype(np.uint16): "U16", np.dtype(np.float16): "F16",
+    np.dtype(np.int32): "I32", np.dtype(np.uint32): "U32", np.dtype(np.float32): "F32",
+    np.dtype(np.float64): "F64", np.dtype(np.int64): "I64", np.dtype(np.uint64): "U64",
+}
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    name: str
+    st_dtype: str       # "BF16", "F8_E4M3", ...
+    dtype: int          # b12x dtype code (b12x._capi.BF16, ...) or -1
+    bits: int
+    shape: Tuple[int, ...]
+    offset: int         # absolute byte offset in the file
+    nbytes: int
+
+
+class SafetensorsFile:
+    """A memory-mapped, validated safetensors file. ``f[name]`` is a read-only numpy view into
+    the mapping (bf16 and fp8 come back as their uint16/uint8 bit patterns; F4 as packed uint8
+    with the last dimension halved). The mapping lives as long as this object or any view."""
+
+    def __init__(self, path: Union[str, os.PathLike]):
+        self.path = os.fspath(path)
+        h = _P()
+        _capi.call("b12x_safetensors_open", _b(path), _c.byref(h))
+        self._h = h
+        n = _c.c_int64()
+        _capi.call("b12x_safetensors_num_tensors", h, _c.byref(n))
+        self._infos: List[TensorInfo] = []
+        self._ptrs: Dict[str, int] = {}
+        for i in range(n.value):
+            t = _TensorC()
+            _capi.call("b12x_safetensors_tensor_at", h, _c.c_int64(i), _c.byref(t))
+            info = TensorInfo(t.name.decode("utf-8"), t.st_dtype.decode(), t.dtype, t.bits,
+                              tuple(t.shape[d] for d in range(t.ndim)), t.offset, t.nbytes)
+            self._infos.append(info)
+            self._ptrs[info.name] = t.data or 0
+        self._by_name = {t.name: t for t in self._infos}
+        self.metadata: Dict[str, str] = json.loads(
+            _string_call("b12x_safetensors_metadata_json", h))
+
+    def __del__(self):
+        h = getattr(self, "_h", None)
+        if h is not None and h.value:
+            try:
+                _capi.lib().b12x_safetensors_close(h)
+            except Exception:  # pragma: no cover - interpreter shutdown
+                pass
+            self._h = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def __len__(self) -> int:
+        return len(self._infos)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._by_name
+
+    def keys(self) -> List[str]:
+        return [t.name for t in self._infos]
+
+    def tensors(self) -> List[TensorInfo]:
+        return list(self._infos)
+
+    def info(self, name: str) -> TensorInfo:
+        if name not in self._by_name:
+            raise KeyError(f"{self.path}: no tensor named {name!r}")
+        return self._by_name[name]
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        t = self.info(name)
+        shape = t.shape
+        if t.st_dtype == "F4":
+            if shape and shape[-1] % 2:
+                raise _capi.InvalidArgumentError(1, f"{self.path}: tensor {name!r} (F4) has an "
+                                                    f"odd last dimension")
+            np_dtype, shape = np.uint8, (shape[:-1] + (shape[-1] // 2,)) if shape else shape
+        elif t.st_dtype in _NP:
+            np_dtype = _NP[t.st_dtype]
+        else:  # F6_*: raw bytes
+            np_dtype, shape = np.uint8, (t.nbytes,)
+        if t.nbytes == 0:
+            arr = np.zeros(shape, dtype=np_dtype)
+        else:
+            arr = np.frombuffer(self._buffer(name, t.nbytes), dtype=np_dtype).reshape(shape)
+        arr.flags.writeable = False  # the mapping is read-only
+        return arr
+
+    def bytes_of(self, name: str) -> np.ndarray:
+        """The raw bytes of a tensor (uint8 view)."""
+        t = self.info(name)
+        if t.nbytes == 0:
+            return np.zeros((0,), np.uint8)
+        arr = np.frombuffer(self._buffer(name, t.nbytes), dtype=np.uint8)
+        arr.flags.writeable = False
+        return arr
+
+    def _buffer(self, name: str, nbytes: int):
+        # The ctypes buffer is the numpy view's base and holds this object, so the mapping
+        # outlives every view.
+        buf = (_c.c_uint8 * nbytes).from_address(self._ptrs[name])
+        buf._b12x_owner = self
+        return buf
+
+
+def open_safetensors(path: Union[str, os.PathLike]) -> SafetensorsFile:
+    return SafetensorsFile(path)
+
+
+def parse_safetensors(image: bytes) -> dict:
+    """Validates an in-memory safetensors image and describes it (tensors, metadata)."""
+    data = bytes(image)
+    buf = _c.create_string_buffer(data, len(data)) if data else None
+    return json.loads(_string_call("b12x_safetensors_parse",
+                                   _c.cast(buf, _c.c_void_p) if buf is not None else None,
+                                   _SIZE(len(data))))
+
+
+TensorLike = Union[np.ndarray, Tuple[str, np.ndarray]]
+
+
+def save_safetensors(path: Union[str, os.PathLike], tensors: Mapping[str, TensorLike],
+                     metadata: Optional[Mapping[str, str]] = None) -> None:
+    """Writes ``{name: array}`` (or ``{name: (st_dtype, array)}`` to store e.g. uint16 bit
+    patterns as "BF16" or uint8 as "F8_E4M3"); the file is written atomically."""
+    w = _P()
+    _capi.call("b12x_safetensors_writer_create", _c.byref(w))
+    try:
+        keep = []
+        for name, value in tensors.items():
+            if isinstance(value, tuple):
+                st, arr = value
+            else:
+                arr = value
+                st = _FROM_NP.get(np.asarray(arr).dtype)
+                if st is None:
+                    raise _capi.InvalidArgumentError(
+                        1, f"save_safetensors: {name!r} has numpy dtype {np.asarray(arr).dtype} "
+                           f"with no safetensors type; pass (st_dtype, array)")
+            arr = np.ascontiguousarray(arr)
+            keep.append(arr)
+            shape = (_c.c_int64 * max(arr.ndim, 1))(*arr.shape)
+            if st == "F4":  # arrays hold packed bytes; the file records values
+                shape = (_c.c_int64 * max(arr.ndim, 1))(*arr.shape[:-1], arr.shape[-1] * 2)
+            _capi.call("b12x_safetensors_writer_add", w, name.encode("utf-8"), st.encode(),
+                       _c.c_int32(arr.ndim), shape, _c.c_void_p(arr.ctypes.data),
+                       _c.c_uint64(arr.nbytes))
+        for k, v in (metadata or {}).items():
+            _capi.call("b12x_safetensors_writer_set_metadata", w, k.encode("utf-8"),
+                       v.encode("utf-8"))
+        _capi.call("b12x_safetensors_writer_write", w, _b(path))
+    finally:
+        _capi.lib().b12x_safetensors_writer_destroy(w)
+
+
+def load_quant_config(dir: Optional[Union[str, os.PathLike]] = None,
+                      json_text: Optional[str] = None) -> dict:
+    """The normalized quantization config of a checkpoint directory (config.json, else the
+    legacy hf_quant_config.json) or of a JSON text: method, global, quantized_layers, exclude,
+    kv_cache_quant_algo. Unknown algorithms raise."""
+    return json.loads(_string_call("b12x_quant_config_json", _b(dir),
+                                   None if json_text is None else json_text.encode("utf-8")))
+
+
+def resolve_layer(prefix: str, dir: Optional[Union[str, os.PathLike]] = None,
+                  json_text: Optional[str] = None, is_moe: bool = False) -> dict:
+    """How a layer resolves (exact, fused shards, experts parent, language_model aliasing):
+    {"quant_algo": "NVFP4", "group_size": 16, ...}; "NONE" when unquantized."""
+    return json.loads(_string_call("b12x_quant_config_resolve", _b(dir),
+                                   None if json_text is None else json_text.encode("utf-8"),
+                                   prefix.encode("utf-8"), _c.c_int32(int(is_moe))))
+
+
+def inspect(dir: Union[str, os.PathLike], compute_capability: int = 0, tp_size: int = 1) -> dict:
+    """Every layer with its format, bytes and the b12x path (or the reasons none runs it)."""
+    return json.loads(_string_call("b12x_checkpoint_inspect", _b(dir),
+                                   _c.c_int32(compute_capability), _c.c_int32(tp_size)))
+
+
+FORMATS = ("nvfp4", "mxfp4", "mxfp8", "fp8", "q8_0", "iq2_xs", "iq2_xxs")
+
+
+def quantize(in_dir: Union[str, os.PathLike], out_dir: Union[str, os.PathLike], format: str,
+             layers: Optional[Sequence[str]] = None, input_amax: float = 0.0) -> dict:
+    """BF16/FP16/F32 checkpoint -> ModelOpt MIXED_PRECISION checkpoint; returns the per-layer
+    error report."""
+    pats = [p.encode("utf-8") for p in (layers or [])]
+    arr = (_c.c_char_p * max(len(pats), 1))(*pats)
+    return json.loads(_string_call("b12x_checkpoint_quantize", _b(in_dir), _b(out_dir),
+                                   format.encode(), arr, _c.c_int32(len(pats)),
+                                   _c.c_float(input_amax)))
+
+
+def dequantize_linear(dir: Union[str, os.PathLike], prefix: str) -> np.ndarray:
+    """Loads dense layer ``prefix`` from a checkpoint and reconstructs it as fp32 [n, k]."""
+    n, k = _c.c_int64(), _c.c_int64()
+    _capi.call("b12x_checkpoint_dequantize_linear", _b(dir), prefix.encode("utf-8"), None,
+               _c.c_int64(0), _c.byref(n), _c.byref(k))
+    out = np.empty((n.value, k.value), dtype=np.float32)
+    _capi.call("b12x_checkpoint_dequantize_linear", _b(dir), prefix.encode("utf-8"),
+               out.ctypes.data_as(_c.POINTER(_c.c_float)), _c.c_int64(out.size), _c.byref(n),
+               _c.byref(k))
+    return out
+
+
+__all__ = ["SafetensorsFile", "TensorInfo", "open_safetensors", "parse_safetensors",
+           "save_safetensors", "load_quant_config", "resolve_layer", "inspect", "quantize",
+           "dequantize_linear", "FORMATS"]
