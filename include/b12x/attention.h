@@ -122,6 +122,7 @@ struct PagedBinding {
   // sizes
   int batch = 0, total_q = 0, q_len = 0;  ///< q_len: uniform q_len (decode 1, verify T/B)
   int num_pages = 0;
+  int pt_width = 0;  ///< page-table width W
   int window_left = -1;
   float softmax_scale = 0.f;
   int num_splits = 1;       ///< splits launched (grid z)

@@ -275,6 +275,7 @@ PagedBinding bind_paged(const PagedPlan& plan, const TensorRef& scratch, const P
   b.v_stride_tok = a.v_cache.stride[1];
   b.v_stride_head = a.v_cache.stride[2];
   b.pt_stride = a.page_table.stride[0];
+  b.pt_width = static_cast<int>(s.table_width);
   detail::scale_strides(a.k_descale, &b.kd_stride_b, &b.kd_stride_h);
   detail::scale_strides(a.v_descale, &b.vd_stride_b, &b.vd_stride_h);
   if (a.lse.data) {
@@ -345,6 +346,8 @@ void run_paged(const PagedBinding& b, Stream stream) {
   p.lse_sh = b.lse_stride_h;
   p.batch = b.batch;
   p.total_q = b.total_q;
+  p.num_pages = b.num_pages;
+  p.max_kv = static_cast<int>(std::min<int64_t>(int64_t(b.pt_width) * c.page_size, INT32_MAX));
   const int group = c.num_q_heads / c.num_kv_heads;
   p.tiles_per_req = b.q_len > 0 ? ceil_div(int64_t(b.q_len) * group, plan.tile_rows) : 0;
   p.num_q_heads = c.num_q_heads;

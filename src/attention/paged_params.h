@@ -29,6 +29,8 @@ struct PagedParams {
   int64_t lse_st, lse_sh;
   int32_t batch;
   int32_t total_q;
+  int32_t num_pages;        // page ids are clamped into [0, num_pages): bad ids never fault
+  int32_t max_kv;           // W * page_size: longer cache_seqlens are clamped
   int32_t tiles_per_req;    // > 0: uniform q_len (decode/verify) tiles per request; 0: use tile_start
   int32_t num_q_heads;
   int32_t num_kv_heads;

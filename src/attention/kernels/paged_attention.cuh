@@ -154,9 +154,12 @@ __device__ __forceinline__ bool find_work(const PagedParams& p, int x, Work& w) 
     w.tile = x - p.tile_start[b];
   }
   w.b = b;
+  // Metadata is trusted for values but never for memory safety: rows outside [0, T) and keys
+  // past the page table's reach are dropped.
   w.q0 = p.cu_q[b];
-  w.qlen = p.cu_q[b + 1] - w.q0;
-  w.lk = p.seqlens[b];
+  if (w.q0 < 0 || w.q0 >= p.total_q) return false;
+  w.qlen = min(p.cu_q[b + 1] - w.q0, p.total_q - w.q0);
+  w.lk = min(p.seqlens[b], p.max_kv);
   return w.tile * p.tile_rows < w.qlen * p.group;
 }
 
@@ -254,7 +257,8 @@ __global__ void __launch_bounds__(Cfg::kThreads)
       const bool valid = pos < kv_end;
       const uint8_t* src = is_k ? kbase : vbase;
       if (valid) {
-        const int64_t page = table[pos >> p.page_shift];
+        const int64_t page = min(static_cast<uint32_t>(table[pos >> p.page_shift]),
+                                 static_cast<uint32_t>(p.num_pages - 1));
         const int64_t in_page = pos & page_mask;
         src += is_k ? (page * p.k_sp + in_page * p.k_st) * Cfg::kKvBytes + koff_h
                     : (page * p.v_sp + in_page * p.v_st) * Cfg::kKvBytes + voff_h;
@@ -536,10 +540,10 @@ __global__ void __launch_bounds__(128) paged_merge_kernel(const __grid_constant_
   }
   const int b = lo;
   const int q0 = p.cu_q[b];
-  const int qlen = p.cu_q[b + 1] - q0;
-  if (tok - q0 >= qlen) return;
+  const int qlen = min(p.cu_q[b + 1] - q0, p.total_q - q0);
+  if (q0 < 0 || tok - q0 >= qlen) return;
   const int qi = tok - q0;
-  const int lk = p.seqlens[b];
+  const int lk = min(p.seqlens[b], p.max_kv);
   constexpr int kVec = kDv / 4;  // float4 per head row
   for (int i = threadIdx.x; i < p.num_q_heads * kVec; i += blockDim.x) {
     const int h = i / kVec, c = i % kVec;
@@ -588,7 +592,7 @@ __global__ void __launch_bounds__(1024) paged_schedule_kernel(const __grid_const
     const int b = base + threadIdx.x;
     int n = 0;
     if (b < p.batch) {
-      const int qlen = max(0, p.cu_q[b + 1] - p.cu_q[b]);
+      const int qlen = min(max(0, p.cu_q[b + 1] - p.cu_q[b]), p.total_q);
       n = (qlen * p.group + p.tile_rows - 1) / p.tile_rows;
     }
     int x = n;  // inclusive warp scan
