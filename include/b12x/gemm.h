@@ -99,6 +99,8 @@ class PackedWeight {
   /// Rewrite the packed storage from new tensors of the same format and shape; device pointers
   /// stay the same (graphs captured with this weight see the new values).
   void refresh(const WeightSource& src, Stream stream);
+  /// A device-side copy with its own storage (e.g. to rotate weights past L2 in benchmarks).
+  std::shared_ptr<PackedWeight> clone(Stream stream) const;
 
   LinearFormat format() const { return format_; }
   int device() const { return device_; }

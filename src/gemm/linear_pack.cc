@@ -436,6 +436,43 @@ void PackedWeight::refresh(const WeightSource& src, Stream stream) {
   global_scale_ = ph.global_scale;
 }
 
+std::shared_ptr<PackedWeight> PackedWeight::clone(Stream stream) const {
+  const char* op = "gemm::PackedWeight::clone";
+  refuse_during_capture(stream, op);
+  DeviceGuard guard(device_);
+  std::shared_ptr<PackedWeight> pw(new PackedWeight());
+  pw->impl_ = std::make_unique<Impl>(*impl_);
+  Impl& im = *pw->impl_;
+  im.scale = im.scale2 = nullptr;
+  im.output_scale = nullptr;
+  pw->format_ = format_;
+  pw->device_ = device_;
+  pw->N_ = N_;
+  pw->K_ = K_;
+  pw->KP_ = KP_;
+  pw->bytes_ = bytes_;
+  pw->stream_bytes_ = stream_bytes_;
+  pw->global_scale_ = global_scale_;
+  B12X_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&pw->values_), im.geo.values_bytes));
+  B12X_CUDA_CHECK(cudaMemcpyAsync(pw->values_, values_, im.geo.values_bytes,
+                                  cudaMemcpyDeviceToDevice, stream));
+  if (im.scale_bytes) {
+    B12X_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&im.scale), im.scale_bytes));
+    B12X_CUDA_CHECK(cudaMemcpyAsync(im.scale, impl_->scale, im.scale_bytes,
+                                    cudaMemcpyDeviceToDevice, stream));
+  }
+  if (im.scale2_bytes) {
+    B12X_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&im.scale2), im.scale2_bytes));
+    B12X_CUDA_CHECK(cudaMemcpyAsync(im.scale2, impl_->scale2, im.scale2_bytes,
+                                    cudaMemcpyDeviceToDevice, stream));
+  }
+  B12X_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&im.output_scale), sizeof(float)));
+  B12X_CUDA_CHECK(cudaMemcpyAsync(im.output_scale, impl_->output_scale, 4,
+                                  cudaMemcpyDeviceToDevice, stream));
+  B12X_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return pw;
+}
+
 PackedWeight::~PackedWeight() {
   if (values_) cudaFree(values_);
   if (impl_) {

@@ -1,0 +1,416 @@
+// Linear GEMM benchmark: every weight format on the (N, K) shapes of issue 3 and M in
+// {1, 4, 16, 64, 256, 2048}, with cuBLAS BF16 and cuBLASLt FP8 (per-tensor) peers timed in the
+// same process. CUDA-graph timing, weights rotated past L2, read-bandwidth ceiling measured here.
+//
+// Columns: us, effective GB/s (packed weight bytes + activations + output), % of the measured read
+// bandwidth, TFLOP/s, speed-up vs cuBLAS BF16 and vs cuBLASLt FP8.
+//   B12X_BENCH_FORMATS=nvfp4_w4a16,iq2_xs  restricts the formats; B12X_BENCH_QUICK=1 fewer shapes.
+#include <cublasLt.h>
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "b12x/gemm.h"
+#include "b12x/status.h"
+#include "bench_common.h"
+#include "formats/ggml.h"
+#include "formats/scalar.h"
+#include "formats/swizzle.h"
+
+using namespace b12x;
+using gemm::LinearFormat;
+
+#define CUBLAS_CHECK(expr)                                                       \
+  do {                                                                           \
+    cublasStatus_t s_ = (expr);                                                  \
+    if (s_ != CUBLAS_STATUS_SUCCESS) {                                           \
+      std::fprintf(stderr, "%s:%d %s failed: %d\n", __FILE__, __LINE__, #expr, (int)s_); \
+      std::exit(2);                                                              \
+    }                                                                            \
+  } while (0)
+
+namespace {
+
+std::mt19937_64 g_rng(12345);
+
+std::vector<uint8_t> rand_bytes(size_t n) {
+  std::vector<uint8_t> v(n);
+  uint64_t x = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (i % 8 == 0) x = g_rng();
+    v[i] = static_cast<uint8_t>(x >> (8 * (i % 8)));
+  }
+  return v;
+}
+void fill_range(std::vector<uint8_t>& v, int lo, int hi) {
+  for (auto& b : v) b = static_cast<uint8_t>(lo + b % (hi - lo + 1));
+}
+void no_nan_e4m3(std::vector<uint8_t>& v) {
+  for (auto& b : v)
+    if ((b & 0x7F) == 0x7F) b ^= 1;
+}
+
+struct DevMem {
+  void* p = nullptr;
+  explicit DevMem(size_t n) { BENCH_CUDA(cudaMalloc(&p, std::max<size_t>(n, 16))); }
+  ~DevMem() { cudaFree(p); }
+};
+
+/// Checkpoint tensors (host) of a random weight.
+struct Source {
+  std::vector<uint8_t> w, s;
+  std::vector<float> sf;
+  float os = 0.01f;
+  gemm::WeightSource src;
+};
+
+Source make_source(LinearFormat f, int64_t N, int64_t K) {
+  Source s;
+  s.src.format = f;
+  switch (f) {
+    case LinearFormat::kNvfp4:
+    case LinearFormat::kNvfp4W4A16:
+      s.w = rand_bytes(N * K / 2);
+      s.s = rand_bytes(N * K / 16);
+      fill_range(s.s, 0x20, 0x50);
+      s.src.weight = TensorRef::contiguous(s.w.data(), DType::kUInt8, {N, K / 2});
+      s.src.weight_scale = TensorRef::contiguous(s.s.data(), DType::kFP8E4M3, {N, K / 16});
+      s.src.global_scale = 0.01f;
+      break;
+    case LinearFormat::kMxfp4:
+    case LinearFormat::kMxfp4W4A8:
+    case LinearFormat::kMxfp4W4A16:
+      s.w = rand_bytes(N * K / 2);
+      s.s = rand_bytes(N * K / 32);
+      fill_range(s.s, 118, 126);
+      s.src.weight = TensorRef::contiguous(s.w.data(), DType::kUInt8, {N, K / 2});
+      s.src.weight_scale = TensorRef::contiguous(s.s.data(), DType::kUE8M0, {N, K / 32});
+      break;
+    case LinearFormat::kFp8Tensor:
+    case LinearFormat::kMxfp8:
+    case LinearFormat::kFp8Block:
+      s.w = rand_bytes(N * K);
+      no_nan_e4m3(s.w);
+      s.src.weight = TensorRef::contiguous(s.w.data(), DType::kFP8E4M3, {N, K});
+      if (f == LinearFormat::kMxfp8) {
+        s.s = rand_bytes(N * K / 32);
+        fill_range(s.s, 118, 126);
+        s.src.weight_scale = TensorRef::contiguous(s.s.data(), DType::kUE8M0, {N, K / 32});
+      } else if (f == LinearFormat::kFp8Block) {
+        s.sf.assign(((N + 127) / 128) * (K / 128), 0.01f);
+        s.src.weight_scale =
+            TensorRef::contiguous(s.sf.data(), DType::kFP32, {(N + 127) / 128, K / 128});
+      } else {
+        s.src.output_scale = TensorRef::contiguous(&s.os, DType::kFP32, {1});
+      }
+      break;
+    case LinearFormat::kQ8_0:
+    case LinearFormat::kIq2Xxs:
+    case LinearFormat::kIq2Xs: {
+      const int bv = f == LinearFormat::kQ8_0 ? 32 : 256;
+      const int bb = f == LinearFormat::kQ8_0 ? 34 : f == LinearFormat::kIq2Xs ? 74 : 66;
+      const int64_t rb = K / bv * bb;
+      s.w = rand_bytes(N * rb);
+      const uint16_t d = fmt::float_to_fp16_bits(0.01f);
+      for (int64_t i = 0; i < N * K / bv; ++i) {
+        s.w[i * bb] = d & 0xFF;
+        s.w[i * bb + 1] = d >> 8;
+      }
+      s.src.weight = TensorRef::contiguous(s.w.data(), DType::kUInt8, {N, rb});
+      break;
+    }
+  }
+  return s;
+}
+
+/// The activation inputs of a format (device), sized for M tokens: views into pools generated
+/// once (random bf16, random e4m3/e2m1 bytes, scale bytes in sane ranges).
+struct ActIn {
+  TensorRef xt, xst;
+  DType act = DType::kBF16;
+  int64_t bytes = 0;
+};
+
+struct Pools {
+  std::unique_ptr<DevMem> bf16, bytes, sc_nv, sc_mx;
+  size_t n = 0, nsc = 0;
+  void init(size_t max_values, size_t max_scales) {
+    n = max_values;
+    nsc = max_scales;
+    std::vector<uint8_t> h(2 * n);
+    std::normal_distribution<float> nd(0.f, 1.f);
+    for (size_t i = 0; i < n; ++i) {
+      const uint16_t b = fmt::float_to_bf16_bits(nd(g_rng));
+      h[2 * i] = b & 0xFF;
+      h[2 * i + 1] = b >> 8;
+    }
+    bf16 = std::make_unique<DevMem>(h.size());
+    BENCH_CUDA(cudaMemcpy(bf16->p, h.data(), h.size(), cudaMemcpyHostToDevice));
+    h = rand_bytes(n);
+    no_nan_e4m3(h);
+    bytes = std::make_unique<DevMem>(h.size());
+    BENCH_CUDA(cudaMemcpy(bytes->p, h.data(), h.size(), cudaMemcpyHostToDevice));
+    h = rand_bytes(nsc);
+    fill_range(h, 0x30, 0x40);
+    sc_nv = std::make_unique<DevMem>(h.size());
+    BENCH_CUDA(cudaMemcpy(sc_nv->p, h.data(), h.size(), cudaMemcpyHostToDevice));
+    h = rand_bytes(nsc);
+    fill_range(h, 120, 126);
+    sc_mx = std::make_unique<DevMem>(h.size());
+    BENCH_CUDA(cudaMemcpy(sc_mx->p, h.data(), h.size(), cudaMemcpyHostToDevice));
+  }
+};
+Pools g_pools;
+
+ActIn make_act(LinearFormat f, int64_t M, int64_t K) {
+  ActIn a;
+  if (f == LinearFormat::kNvfp4 || f == LinearFormat::kMxfp4) {
+    const bool nv = f == LinearFormat::kNvfp4;
+    const int64_t cols = nv ? K / 16 : K / 32;
+    const int64_t scb = fmt::swizzled_scale_bytes(M, cols);
+    a.xst = TensorRef::contiguous(nv ? g_pools.sc_nv->p : g_pools.sc_mx->p, DType::kUInt8, {scb}, 0);
+    a.act = DType::kFP4E2M1;
+    a.xt = TensorRef::contiguous(g_pools.bytes->p, DType::kUInt8, {M, K / 2}, 0);
+    a.bytes = M * K / 2 + scb;
+  } else if (f == LinearFormat::kFp8Tensor) {
+    a.act = DType::kFP8E4M3;
+    a.xt = TensorRef::contiguous(g_pools.bytes->p, DType::kFP8E4M3, {M, K}, 0);
+    a.bytes = M * K;
+  } else {
+    a.act = DType::kBF16;
+    a.xt = TensorRef::contiguous(g_pools.bf16->p, DType::kBF16, {M, K}, 0);
+    a.bytes = M * K * 2;
+  }
+  return a;
+}
+
+// ---------------------------------------------------------------- peers ---------------------
+struct CublasPeer {
+  cublasHandle_t h = nullptr;
+  cublasLtHandle_t lt = nullptr;
+  DevMem* ws = nullptr;
+  CublasPeer() {
+    CUBLAS_CHECK(cublasCreate(&h));
+    CUBLAS_CHECK(cublasLtCreate(&lt));
+    ws = new DevMem(64 << 20);
+  }
+  ~CublasPeer() {
+    cublasDestroy(h);
+    cublasLtDestroy(lt);
+    delete ws;
+  }
+};
+
+/// cuBLAS BF16: y[M,N] = x[M,K] W[N,K]^T, column-major y^T = W x^T.
+double time_cublas_bf16(CublasPeer& peer, int64_t M, int64_t N, int64_t K) {
+  const size_t wbytes = static_cast<size_t>(N) * K * 2;
+  const int rot = bench::rotation_count(wbytes);
+  std::vector<std::unique_ptr<DevMem>> ws;
+  for (int i = 0; i < rot; ++i) {
+    ws.push_back(std::make_unique<DevMem>(wbytes));
+    BENCH_CUDA(cudaMemset(ws.back()->p, 0x3c, wbytes));
+  }
+  DevMem x(M * K * 2), y(M * N * 2);
+  BENCH_CUDA(cudaMemset(x.p, 0x3c, M * K * 2));
+  const float alpha = 1.f, beta = 0.f;
+  return bench::time_graph_us(
+      [&](int i, cudaStream_t s) {
+        CUBLAS_CHECK(cublasSetStream(peer.h, s));
+        CUBLAS_CHECK(cublasGemmEx(peer.h, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &alpha,
+                                  ws[i % rot]->p, CUDA_R_16BF, K, x.p, CUDA_R_16BF, K, &beta, y.p,
+                                  CUDA_R_16BF, N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+      },
+      M >= 256 ? 10 : 20, M >= 256 ? 7 : 15);
+}
+
+/// cuBLASLt FP8 e4m3 x e4m3 -> bf16, per-tensor scales (TN). Returns <0 when unsupported.
+double time_cublaslt_fp8(CublasPeer& peer, int64_t M, int64_t N, int64_t K) {
+  const size_t wbytes = static_cast<size_t>(N) * K;
+  const int rot = bench::rotation_count(wbytes);
+  std::vector<std::unique_ptr<DevMem>> ws;
+  for (int i = 0; i < rot; ++i) {
+    ws.push_back(std::make_unique<DevMem>(wbytes));
+    BENCH_CUDA(cudaMemset(ws.back()->p, 0x38, wbytes));
+  }
+  DevMem x(M * K), y(M * N * 2), sc(16);
+  BENCH_CUDA(cudaMemset(x.p, 0x38, M * K));
+  const float one = 1.f;
+  BENCH_CUDA(cudaMemcpy(sc.p, &one, 4, cudaMemcpyHostToDevice));
+  cublasLtMatmulDesc_t op;
+  cublasLtMatrixLayout_t la, lb, lc;
+  if (cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F) != CUBLAS_STATUS_SUCCESS)
+    return -1;
+  cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+  cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta));
+  cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb));
+  void* sp = sc.p;
+  cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sp, sizeof(sp));
+  cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sp, sizeof(sp));
+  cublasLtMatrixLayoutCreate(&la, CUDA_R_8F_E4M3, K, N, K);
+  cublasLtMatrixLayoutCreate(&lb, CUDA_R_8F_E4M3, K, M, K);
+  cublasLtMatrixLayoutCreate(&lc, CUDA_R_16BF, N, M, N);
+  cublasLtMatmulPreference_t pref;
+  cublasLtMatmulPreferenceCreate(&pref);
+  size_t wsz = 64 << 20;
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsz,
+                                       sizeof(wsz));
+  cublasLtMatmulHeuristicResult_t heur;
+  int found = 0;
+  double us = -1;
+  if (cublasLtMatmulAlgoGetHeuristic(peer.lt, op, la, lb, lc, lc, pref, 1, &heur, &found) ==
+          CUBLAS_STATUS_SUCCESS &&
+      found > 0) {
+    const float alpha = 1.f, beta = 0.f;
+    us = bench::time_graph_us(
+        [&](int i, cudaStream_t s) {
+          CUBLAS_CHECK(cublasLtMatmul(peer.lt, op, &alpha, ws[i % rot]->p, la, x.p, lb, &beta,
+                                      y.p, lc, y.p, lc, &heur.algo, peer.ws->p, wsz, s));
+        },
+        M >= 256 ? 10 : 20, M >= 256 ? 7 : 15);
+  }
+  cublasLtMatmulPreferenceDestroy(pref);
+  cublasLtMatrixLayoutDestroy(la);
+  cublasLtMatrixLayoutDestroy(lb);
+  cublasLtMatrixLayoutDestroy(lc);
+  cublasLtMatmulDescDestroy(op);
+  return us;
+}
+
+bool format_enabled(LinearFormat f) {
+  const char* e = std::getenv("B12X_BENCH_FORMATS");
+  if (!e || !*e) return true;
+  std::stringstream ss(e);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    if (item == gemm::format_name(f)) return true;
+  return false;
+}
+
+}  // namespace
+
+int main() {
+  int dev = 0;
+  BENCH_CUDA(cudaSetDevice(dev));
+  const auto t_start = std::chrono::steady_clock::now();
+  const double bw = bench::measure_read_bandwidth_gbs();
+  std::printf("gemm benchmark on %s, read bandwidth %.0f GB/s\n", bench::gpu_name().c_str(), bw);
+  const bool quick = std::getenv("B12X_BENCH_QUICK") != nullptr;
+  std::vector<std::pair<int64_t, int64_t>> shapes = {
+      {4096, 4096}, {14336, 4096}, {4096, 14336}, {6144, 4096}, {2048, 7168}};
+  if (quick) shapes.resize(2);
+  const std::vector<int64_t> Ms = {1, 4, 16, 64, 256, 2048};
+  CublasPeer peer;
+  g_pools.init(2048 * 14336, fmt::swizzled_scale_bytes(2048, 14336 / 16));
+  const char* budget_env = std::getenv("B12X_BENCH_BUDGET_S");
+  const double budget = budget_env ? std::atof(budget_env) : 105.0;
+  bench::JsonRows json;
+  std::printf("%-12s %6s %6s %5s %10s %9s %6s %8s %8s %8s\n", "format", "N", "K", "M", "us",
+              "GB/s", "%bw", "TFLOP/s", "xBF16", "xFP8");
+  for (auto [N, K] : shapes) {
+    std::vector<double> t_bf16(Ms.size()), t_fp8(Ms.size());
+    for (size_t i = 0; i < Ms.size(); ++i) {
+      t_bf16[i] = time_cublas_bf16(peer, Ms[i], N, K);
+      t_fp8[i] = time_cublaslt_fp8(peer, Ms[i], N, K);
+      const double flops = 2.0 * Ms[i] * N * K;
+      for (int p = 0; p < 2; ++p) {
+        const double t = p == 0 ? t_bf16[i] : t_fp8[i];
+        if (t <= 0) continue;
+        const double bytes = static_cast<double>(N) * K * (p == 0 ? 2 : 1) +
+                             static_cast<double>(Ms[i]) * K * (p == 0 ? 2 : 1) + Ms[i] * N * 2.0;
+        std::printf("%-12s %6ld %6ld %5ld %10.2f %9.0f %6.1f %8.1f\n",
+                    p == 0 ? "cublas_bf16" : "cublaslt_fp8", (long)N, (long)K, (long)Ms[i], t,
+                    bytes / t / 1e3, 100.0 * bytes / t / 1e3 / bw, flops / t / 1e6);
+        json.add({{"op", bench::JsonRows::str(p == 0 ? "cublas_bf16" : "cublaslt_fp8")},
+                  {"N", bench::JsonRows::num(N)}, {"K", bench::JsonRows::num(K)},
+                  {"M", bench::JsonRows::num(Ms[i])}, {"us", bench::JsonRows::num(t)},
+                  {"gbs", bench::JsonRows::num(bytes / t / 1e3)},
+                  {"pct_bw", bench::JsonRows::num(100.0 * bytes / t / 1e3 / bw)},
+                  {"tflops", bench::JsonRows::num(flops / t / 1e6)}});
+      }
+    }
+    for (int fi = 0; fi < gemm::kNumLinearFormats; ++fi) {
+      const auto f = static_cast<LinearFormat>(fi);
+      if (!format_enabled(f)) continue;
+      if (K % gemm::format_k_multiple(f) != 0) continue;
+      Source src = make_source(f, N, K);
+      std::shared_ptr<gemm::PackedWeight> base;
+      try {
+        base = gemm::PackedWeight::pack(src.src, dev, nullptr);
+      } catch (const Error& e) {
+        std::printf("%-12s pack failed: %s\n", gemm::format_name(f), e.what());
+        continue;
+      }
+      const int rot = bench::rotation_count(base->stream_bytes());
+      std::vector<std::shared_ptr<gemm::PackedWeight>> wts = {base};
+      for (int r = 1; r < rot; ++r) wts.push_back(base->clone(nullptr));
+      for (size_t mi = 0; mi < Ms.size(); ++mi) {
+        const int64_t M = Ms[mi];
+        ActIn a = make_act(f, M, K);
+        gemm::Caps caps;
+        caps.device = dev;
+        caps.format = f;
+        caps.max_tokens = M;
+        caps.in_features = K;
+        caps.out_features = N;
+        caps.act_dtype = a.act;
+        caps.out_dtype = DType::kBF16;
+        caps.expected_m = M;
+        DevMem y(M * N * 2), alpha(16);
+        const float one = 1.f;
+        BENCH_CUDA(cudaMemcpy(alpha.p, &one, 4, cudaMemcpyHostToDevice));
+        try {
+          const gemm::Plan plan = gemm::plan(caps);
+          DevMem scratch(plan.scratch_bytes);
+          const TensorRef st = TensorRef::contiguous(scratch.p, DType::kUInt8,
+                                                     {std::max<int64_t>(plan.scratch_bytes, 1)}, dev);
+          const TensorRef yt = TensorRef::contiguous(y.p, DType::kBF16, {M, N}, dev);
+          const TensorRef at = (f == LinearFormat::kNvfp4)
+                                   ? TensorRef::contiguous(alpha.p, DType::kFP32, {1}, dev)
+                                   : TensorRef{};
+          std::vector<gemm::Binding> binds;
+          for (auto& w : wts) binds.push_back(gemm::bind(plan, st, a.xt, a.xst, *w, yt, TensorRef{}, at));
+          const double t = bench::time_graph_us(
+              [&](int i, cudaStream_t s) { gemm::run(binds[i % binds.size()], s); },
+              M >= 256 ? 10 : 20, M >= 256 ? 7 : 15);
+          const double flops = 2.0 * M * N * K;
+          const double bytes = static_cast<double>(base->stream_bytes()) + a.bytes + M * N * 2.0;
+          const double xb = t_bf16[mi] / t, xf = t_fp8[mi] > 0 ? t_fp8[mi] / t : 0;
+          std::printf("%-12s %6ld %6ld %5ld %10.2f %9.0f %6.1f %8.1f %8.2f %8.2f\n",
+                      gemm::format_name(f), (long)N, (long)K, (long)M, t, bytes / t / 1e3,
+                      100.0 * bytes / t / 1e3 / bw, flops / t / 1e6, xb, xf);
+          std::fflush(stdout);
+          json.add({{"op", bench::JsonRows::str(gemm::format_name(f))},
+                    {"N", bench::JsonRows::num(N)}, {"K", bench::JsonRows::num(K)},
+                    {"M", bench::JsonRows::num(M)}, {"us", bench::JsonRows::num(t)},
+                    {"gbs", bench::JsonRows::num(bytes / t / 1e3)},
+                    {"pct_bw", bench::JsonRows::num(100.0 * bytes / t / 1e3 / bw)},
+                    {"tflops", bench::JsonRows::num(flops / t / 1e6)},
+                    {"x_cublas_bf16", bench::JsonRows::num(xb)},
+                    {"x_cublaslt_fp8", bench::JsonRows::num(xf)},
+                    {"weight_bytes", bench::JsonRows::num(static_cast<double>(base->stream_bytes()))}});
+        } catch (const Error& e) {
+          std::printf("%-12s M=%ld failed: %s\n", gemm::format_name(f), (long)M, e.what());
+        }
+      }
+      const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+      if (el > budget) {
+        std::printf("time budget reached after %.0f s; stopping\n", el);
+        goto done;
+      }
+    }
+  }
+done:
+  std::printf("results: %s\n", json.write("gemm", bw).c_str());
+  return 0;
+}
