@@ -35,6 +35,23 @@ B12X_HD float nvfp4_scaled(float x, float mult) {
   return mult == 0.f ? 0.f : fmt::mul_rn(x, mult);
 }
 
+/// fmt::float_to_e2m1_canonical by comparisons against the rounding boundaries of the E2M1 grid
+/// {0, .5, 1, 1.5, 2, 3, 4, 6} (ties to even: 0.25 -> 0, 0.75 -> 1, 1.25 -> 1, 1.75 -> 2,
+/// 2.5 -> 2, 3.5 -> 4, 5 -> 4; above 5 and Inf -> 6; NaN -> +6 (0x7); -0 -> +0). Bit-identical
+/// (tests/cpp/test_quantize.cc sweeps fp32), and ~10x cheaper than the integer emulation on
+/// architectures without cvt.e2m1x2 (sm_89/sm_90).
+B12X_HD uint8_t e2m1_code_canonical_cmp(float y) {
+  const uint32_t u = fmt::f32_bits(y);
+  const uint32_t a = u & 0x7FFFFFFFu;
+  if (a > 0x7F800000u) return 0x7;
+  const float m = fmt::f32_from_bits(a);
+  const uint32_t c = static_cast<uint32_t>(m > 0.25f) + static_cast<uint32_t>(m >= 0.75f) +
+                     static_cast<uint32_t>(m > 1.25f) + static_cast<uint32_t>(m >= 1.75f) +
+                     static_cast<uint32_t>(m > 2.5f) + static_cast<uint32_t>(m >= 3.5f) +
+                     static_cast<uint32_t>(m > 5.0f);
+  return static_cast<uint8_t>(c == 0 ? 0u : (c | ((u >> 28) & 0x8u)));
+}
+
 B12X_HD float fp8_group_scale(float amax) { return fmt::fp8_scale_from_amax(amax); }
 /// The value fp8_encode_value converts (a zero scale encodes 0).
 B12X_HD float fp8_scaled(float x, float scale) {

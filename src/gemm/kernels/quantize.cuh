@@ -10,7 +10,8 @@
 // Numerics: block scales and per-value multipliers come from the block codecs in
 // formats/block.h (shared with the CPU reference); the value conversions are the scalar codecs of
 // formats/scalar.h or, where the architecture has them, the `cvt` instructions they emulate bit
-// for bit (e4m3x2 from sm_89, e2m1x2 on sm_100a+/sm_120a+).
+// for bit (e4m3x2 from sm_89, e2m1x2 on sm_100a+/sm_120a+; elsewhere the comparison encoder
+// qrules::e2m1_code_canonical_cmp, checked against the emulation over fp32 on the CPU).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -80,7 +81,7 @@ __device__ __forceinline__ uint32_t e2m1x2(float lo, float hi) {
   if ((r & 0xF0u) == 0x80u) r &= 0x0Fu;
   return r;
 #else
-  return fmt::pack_e2m1x2(fmt::float_to_e2m1_canonical(lo), fmt::float_to_e2m1_canonical(hi));
+  return qrules::e2m1_code_canonical_cmp(lo) | (qrules::e2m1_code_canonical_cmp(hi) << 4);
 #endif
 }
 
