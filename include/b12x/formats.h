@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "b12x/types.h"
 
@@ -109,6 +110,20 @@ enum class CvtMode : int32_t { kSatFinite = 0, kNoSat = 1, kRz = 0, kRp = 1 };
 /// kBF16, kFP16 (uint16 bit patterns)}.
 void encode_scalar(DType dtype, CvtMode mode, const float* in, void* out, int64_t n);
 void decode_scalar(DType dtype, const void* in, float* out, int64_t n);
+
+// ---- device self-check (b12x selftest) ---------------------------------------------------------
+struct DeviceCodecReport {
+  int64_t cvt_checked = 0;     ///< scalar conversions compared with the hardware cvt
+  int64_t cvt_mismatches = 0;  ///< must be 0
+  int64_t block_bytes_checked = 0;
+  int64_t block_mismatches = 0;   ///< device block codecs vs host, bytes differing (must be 0)
+  bool hardware_fp4_cvt = false;  ///< e2m1x2/ue8m0x2 cvt compiled for this device (sm_100a+)
+  std::string detail;             ///< per-conversion counts
+};
+/// Runs the shared codecs on `device`: the scalar encoders against the hardware cvt on `samples`
+/// strided float32 bit patterns (both operand slots), and the block codecs (NVFP4, MXFP4 ceil,
+/// MXFP8, Q8_0, IQ2 decode) against the host implementation. Synchronizes the device.
+DeviceCodecReport check_device_codecs(int device, int64_t samples = int64_t(1) << 24);
 
 // ---- descriptor-level entry points (used by the C ABI) ----------------------------------------
 enum class BlockFormat : int32_t {

@@ -399,3 +399,15 @@ TEST(FormatsGpuSanitize, DeviceCodecsMatchHostBitExact) {
 }
 
 }  // namespace
+
+namespace {
+TEST(FormatsGpuCvt, DeviceSelfCheckApi) {
+  B12X_REQUIRE_GPU();
+  const auto r = b12x::formats::check_device_codecs(0, int64_t(1) << 22);
+  std::printf("[ FormatsGpu ] check_device_codecs: %s\n", r.detail.c_str());
+  EXPECT_GE(r.cvt_checked, 4 * (int64_t(1) << 22));
+  EXPECT_EQ(r.cvt_mismatches, 0);
+  EXPECT_GT(r.block_bytes_checked, 0);
+  EXPECT_EQ(r.block_mismatches, 0);
+}
+}  // namespace
