@@ -162,12 +162,14 @@ __global__ void __launch_bounds__(256) block_quant_kernel(const BlockQuantParams
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   const float gs = p.global_scale != nullptr ? __ldg(p.global_scale) : 0.f;
 
-  for (int64_t base = static_cast<int64_t>(blockIdx.x) * blockDim.x + (threadIdx.x & ~31);
-       base < total; base += stride) {
+  // (row, c) of this lane's chunk, advanced by the grid stride without a division per step.
+  const int64_t start = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  int64_t row = start / cpr, c = start - (start / cpr) * cpr;
+  const int64_t drow = stride / cpr, dc = stride - drow * cpr;
+  for (int64_t base = start - lane; base < total;
+       base += stride, row += drow, c += dc, (c >= cpr ? (c -= cpr, ++row) : 0)) {
     const int64_t i = base + lane;
     const bool valid = i < total;
-    const int64_t row = valid ? i / cpr : 0;
-    const int64_t c = valid ? i - row * cpr : 0;
     float v[8];
     if (valid) {
       load8<kBF16>(p.x + row * p.ldx + c * 8, p.vec_in, v);
@@ -258,10 +260,11 @@ __global__ void __launch_bounds__(256) tensor_fp8_kernel(const TensorFp8Params p
   const int64_t total = p.M * cpr;
   const float scale = __ldg(p.scale);
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
-       i += stride) {
-    const int64_t row = i / cpr;
-    const int64_t c = i - row * cpr;
+  const int64_t start = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  int64_t row = start / cpr, c = start - (start / cpr) * cpr;
+  const int64_t drow = stride / cpr, dc = stride - drow * cpr;
+  for (int64_t i = start; i < total;
+       i += stride, row += drow, c += dc, (c >= cpr ? (c -= cpr, ++row) : 0)) {
     const uint16_t* src = p.x + row * p.ldx + c * 8;
     uint8_t* out = p.values + row * p.K + c * 8;
     if (p.vec) {
