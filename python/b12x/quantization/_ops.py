@@ -245,7 +245,8 @@ def quantize_fp8_group128(x):
 
 # ---- torch custom ops (out-variant schemas; the fake impls only describe "no outputs") --------
 # Eager Python calls use the _gpu_* functions directly (exceptions keep their b12x types); the
-# registered ops torch.ops.b12x.quantize_* are for torch.compile / custom-op users.
+# registered ops torch.ops.b12x.quantize_* are for torch.compile / custom-op users. The MXFP8 op
+# takes both scale outputs (the out-variant Python function accepts None for either).
 def _register() -> None:
     if not _torch_ops.torch_available():
         return
@@ -259,7 +260,7 @@ def _register() -> None:
         _gpu_nvfp4, _noop)
     _torch_ops.register_op(
         "quantize_mxfp8",
-        "(Tensor x, Tensor(a!) values, Tensor(b!)? scale_rows, Tensor(c!)? scale_swizzled) -> ()",
+        "(Tensor x, Tensor(a!) values, Tensor(b!) scale_rows, Tensor(c!) scale_swizzled) -> ()",
         _gpu_mxfp8, _noop)
     _torch_ops.register_op(
         "quantize_mxfp4", "(Tensor x, Tensor(a!) packed, Tensor(b!) scale_swizzled) -> ()",
