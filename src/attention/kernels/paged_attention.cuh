@@ -314,11 +314,17 @@ __global__ void __launch_bounds__(Cfg::kThreads)
       uint8_t* ck = sConv;
       uint8_t* cv = sConv + kBN * kDqk * 2;
       constexpr int kKc = kDqk / 16, kVc = kDv / 16;
-      for (int i = tid; i < kBN * (kKc + kVc); i += kThreads) {
-        const bool is_k = i < kBN * kKc;
-        const int ii = is_k ? i : i - kBN * kKc;
+      // Decode tiles (warps split the tokens): each warp converts only its own tokens, so a
+      // warp barrier suffices; otherwise the whole block converts the tile.
+      constexpr bool kWarpConv = kWN > 1 && kWM == 1;
+      constexpr int kConvTok = kWarpConv ? kNT : kBN;
+      constexpr int kConvThreads = kWarpConv ? 32 : kThreads;
+      const int conv_tok0 = kWarpConv ? wn * kNT : 0;
+      for (int i = kWarpConv ? lane : tid; i < kConvTok * (kKc + kVc); i += kConvThreads) {
+        const bool is_k = i < kConvTok * kKc;
+        const int ii = is_k ? i : i - kConvTok * kKc;
         const int cpr = is_k ? kKc : kVc;
-        const int j = ii / cpr, c = ii % cpr;
+        const int j = conv_tok0 + ii / cpr, c = ii % cpr;
         const uint4 raw = *reinterpret_cast<const uint4*>((is_k ? rk : rv) + j * cpr * 16 + c * 16);
         const uint32_t wds[4] = {raw.x, raw.y, raw.z, raw.w};
         uint32_t outw[8];
@@ -332,7 +338,11 @@ __global__ void __launch_bounds__(Cfg::kThreads)
         *reinterpret_cast<uint4*>(base + swz(j, 2 * c, rb)) = make_uint4(outw[0], outw[1], outw[2], outw[3]);
         *reinterpret_cast<uint4*>(base + swz(j, 2 * c + 1, rb)) = make_uint4(outw[4], outw[5], outw[6], outw[7]);
       }
-      __syncthreads();
+      if constexpr (kWarpConv) {
+        __syncwarp();
+      } else {
+        __syncthreads();
+      }
       sK = ck;
       sV = cv;
     } else {
