@@ -96,12 +96,16 @@ B12X_HD uint8_t nvfp4_scale(float amax, float gs) {
   return float_to_ue4m3_satfinite(div_rn(mul_rn(gs, amax), 6.0f));
 }
 /// Element multiplier gs / dec(sf) in the fixed order 1 / (dec(sf) * (1/gs)); 0 when the block
-/// scale or the global scale is zero (or the product underflows), which makes every value 0.
+/// scale or the global scale is zero (or the product underflows), which makes every value 0;
+/// clamped to FLT_MAX (only reachable with gs > ~2^117).
 B12X_HD float nvfp4_multiplier(uint8_t sf, float gs) {
   if (sf == 0 || gs == 0.f) return 0.f;
   const float denom = mul_rn(ue4m3_to_float(sf), div_rn(1.0f, gs));
   if (denom == 0.f) return 0.f;
-  return div_rn(1.0f, denom);
+  // A subnormal denominator (gs > ~2^117) would give Inf and turn 0 * Inf into NaN -> code 6;
+  // the largest finite multiplier keeps zeros at 0 and still saturates everything else.
+  const float m = div_rn(1.0f, denom);
+  return m <= 3.4028234663852886e38f ? m : 3.4028234663852886e38f;
 }
 /// One value with the block multiplier: 4-bit code, -0 canonicalised to +0.
 B12X_HD uint8_t nvfp4_encode_value(float x, float mult) {
