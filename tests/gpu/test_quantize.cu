@@ -401,6 +401,58 @@ TEST(QuantizeGpu, GraphReplayWithChangedInputs) {
   cudaStreamDestroy(s);
 }
 
+/// Non-finite and extreme inputs (NaN, +-Inf, +-max finite, subnormals, -0) mixed into random
+/// rows: the kernels' conversions (cvt or comparison encoders) must match the reference bits.
+TEST(QuantizeGpu, SpecialValuesBitExact) {
+  B12X_REQUIRE_GPU();
+  for (DType dt : {DType::kBF16, DType::kFP16}) {
+    const bool bf = dt == DType::kBF16;
+    const uint16_t specials[] = {
+        static_cast<uint16_t>(bf ? 0x7FC0 : 0x7E00),  // NaN
+        static_cast<uint16_t>(bf ? 0xFFC1 : 0xFE01),  // -NaN with payload
+        static_cast<uint16_t>(bf ? 0x7F80 : 0x7C00),  // +Inf
+        static_cast<uint16_t>(bf ? 0xFF80 : 0xFC00),  // -Inf
+        static_cast<uint16_t>(bf ? 0x7F7F : 0x7BFF),  // max finite
+        static_cast<uint16_t>(bf ? 0xFF7F : 0xFBFF),
+        0x0001, 0x8003,                               // subnormals
+        0x8000,                                       // -0
+    };
+    for (Fmt f : kAllFormats) {
+      const int64_t M = 40, K = 256;
+      auto hx = make_input(M, K, K, dt, block_of(f));
+      std::uniform_int_distribution<int> pos(0, static_cast<int>(M * K - 1));
+      std::uniform_int_distribution<int> which(0, 8);
+      for (int n = 0; n < 60; ++n) hx[pos(test::rng())] = specials[which(test::rng())];
+      // Whole rows of one special value.
+      for (int64_t k = 0; k < K; ++k) {
+        hx[0 * K + k] = specials[2];
+        hx[1 * K + k] = specials[0];
+        hx[2 * K + k] = specials[6];
+      }
+      SCOPED_TRACE(std::string(fmt_name(f)) + " " + dtype_name(dt));
+      const float scalar = f == Fmt::kNvfp4 ? 0.37f : (f == Fmt::kFp8Tensor ? 0.01f : 1.f);
+      const HostResult want = run_reference(f, hx, dt, M, K, K, scalar);
+      DeviceBuffer<uint16_t> dx(hx.size());
+      dx.upload(hx);
+      DeviceBuffer<float> ds(1);
+      ds.upload({scalar});
+      const Outputs o = sizes(f, M, K);
+      DeviceResult d(o);
+      d.poison();
+      launch(f, dx.ptr, dt, M, K, K, ds.ptr, d, o, false, true, true, nullptr);
+      B12X_TEST_CUDA(cudaDeviceSynchronize());
+      EXPECT_TRUE(same_bytes("values", d.values.download(), want.values, 0xCD));
+      if (o.rows_bytes) EXPECT_TRUE(same_bytes("scale_rows", d.rows.download(), want.rows, 0xCD));
+      if (o.swz_bytes) EXPECT_TRUE(same_bytes("scale_swizzled", d.swz.download(), want.swz, 0xCD));
+      if (o.f32_count) {
+        auto got = d.f32.download();
+        for (int64_t i = 0; i < o.f32_count; ++i)
+          ASSERT_EQ(fmt::f32_bits(got[i]), fmt::f32_bits(want.f32[i])) << "scale " << i;
+      }
+    }
+  }
+}
+
 /// Small cases of every path (vector and scalar loads, partial swizzle tiles) for
 /// compute-sanitizer (memcheck + racecheck run the *GpuSanitize* suites).
 TEST(QuantizeGpuSanitize, SmallShapesAllPaths) {
