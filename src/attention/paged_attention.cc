@@ -105,11 +105,13 @@ void check_caps(const PagedCaps& c) {
 
 int PagedPlan::auto_splits(int batch, int q_len) const {
   if (split_limit <= 1 || q_len <= 0) return 1;
+  // Split until the work fills one wave of resident CTAs, never beyond it: a second partial
+  // wave would leave SMs idle at the tail of a memory-bound kernel.
   const int group = caps.num_q_heads / caps.num_kv_heads;
   const int64_t tiles = ceil_div(int64_t(q_len) * group, tile_rows);
-  const int64_t ctas = int64_t(batch) * caps.num_kv_heads * tiles;
-  const int s = ceil_div(target_ctas, std::max<int64_t>(ctas, 1));
-  return std::clamp(s, 1, split_limit);
+  const int64_t ctas = std::max<int64_t>(int64_t(batch) * caps.num_kv_heads * tiles, 1);
+  const int64_t s = ctas >= target_ctas ? 1 : target_ctas / ctas;
+  return static_cast<int>(std::clamp<int64_t>(s, 1, split_limit));
 }
 
 PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
