@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "b12x/c_api.h"
 #include "b12x/formats.h"
 #include "b12x/status.h"
 #include "formats/block.h"
@@ -526,6 +527,81 @@ TEST(FormatsApi, DescriptorQuantizeMatchesRowFunctions) {
                       TensorRef::contiguous(y.data(), DType::kFP32, {4, 256}), p);
   formats::dequantize_q8_0(b.data(), 4, 256, y2.data());
   EXPECT_EQ(y, y2);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- C ABI -----------------------
+
+namespace {
+
+b12x_tensor desc(void* data, int32_t dtype, std::initializer_list<int64_t> shape) {
+  b12x_tensor t{};
+  t.data = data;
+  t.dtype = dtype;
+  t.ndim = static_cast<int32_t>(shape.size());
+  int64_t stride = 1;
+  int d = t.ndim;
+  for (auto it = shape.end(); it != shape.begin();) {
+    --it;
+    --d;
+    t.shape[d] = *it;
+    t.strides[d] = stride;
+    stride *= *it;
+  }
+  t.device = B12X_HOST_DEVICE;
+  return t;
+}
+
+TEST(FormatsCApi, QuantizeDequantizeSwizzleAndErrors) {
+  std::vector<float> x = normal(2 * 64, 1.f);
+  std::vector<uint8_t> v(64), s(8), v2(64), s2(8);
+  b12x_quant_params p;
+  b12x_quant_params_init(&p, B12X_FORMAT_NVFP4);
+  p.global_scale = formats::nvfp4_global_scale(x.data(), x.size());
+  b12x_tensor src = desc(x.data(), B12X_DTYPE_FP32, {2, 64});
+  b12x_tensor vals = desc(v.data(), B12X_DTYPE_FP4_E2M1, {2, 64});
+  b12x_tensor sc = desc(s.data(), B12X_DTYPE_UE4M3, {2, 4});
+  ASSERT_EQ(b12x_quantize(&src, &vals, &sc, &p), B12X_OK) << b12x_last_error();
+  formats::quantize_nvfp4(x.data(), 2, 64, p.global_scale, v2.data(), s2.data());
+  EXPECT_EQ(v, v2);
+  EXPECT_EQ(s, s2);
+  std::vector<float> y(128), y2(128);
+  b12x_tensor out = desc(y.data(), B12X_DTYPE_FP32, {2, 64});
+  ASSERT_EQ(b12x_dequantize(&vals, &sc, &out, &p), B12X_OK) << b12x_last_error();
+  formats::dequantize_nvfp4(v2.data(), s2.data(), 2, 64, p.global_scale, y2.data());
+  EXPECT_EQ(y, y2);
+  // Errors come back as status + message naming the argument.
+  b12x_tensor bad = desc(x.data(), B12X_DTYPE_FP32, {2, 40});
+  EXPECT_EQ(b12x_quantize(&bad, &vals, &sc, &p), B12X_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(b12x_last_error()).find("k=40"), std::string::npos) << b12x_last_error();
+  EXPECT_EQ(b12x_quantize(&src, &vals, &sc, nullptr), B12X_ERROR_INVALID_ARGUMENT);
+  p.format = 99;
+  EXPECT_EQ(b12x_quantize(&src, &vals, &sc, &p), B12X_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(b12x_last_error()).find("format=99"), std::string::npos);
+  // Swizzle: [130, 5] -> [256, 8], pad 127.
+  std::vector<uint8_t> g(130 * 5), sw(256 * 8), back(130 * 5);
+  for (size_t i = 0; i < g.size(); ++i) g[i] = static_cast<uint8_t>(i * 7 + 1);
+  b12x_tensor gs = desc(g.data(), B12X_DTYPE_UE8M0, {130, 5});
+  b12x_tensor gd = desc(sw.data(), B12X_DTYPE_UE8M0, {256, 8});
+  ASSERT_EQ(b12x_swizzle_block_scale(&gs, &gd, 127), B12X_OK) << b12x_last_error();
+  EXPECT_EQ(sw[f::swizzled_scale_offset(129, 4, 5)], g[129 * 5 + 4]);
+  EXPECT_EQ(sw[f::swizzled_scale_offset(129, 5, 5)], 127);
+  b12x_tensor gb = desc(back.data(), B12X_DTYPE_UINT8, {130, 5});
+  ASSERT_EQ(b12x_unswizzle_block_scale(&gd, &gb), B12X_OK) << b12x_last_error();
+  EXPECT_EQ(back, g);
+  b12x_tensor wrong = desc(sw.data(), B12X_DTYPE_UE8M0, {128, 8});
+  EXPECT_EQ(b12x_swizzle_block_scale(&gs, &wrong, 0), B12X_ERROR_INVALID_ARGUMENT);
+  // Scalar codecs.
+  const float in[3] = {1.f, 500.f, -0.3f};
+  uint8_t codes[3];
+  ASSERT_EQ(b12x_encode_scalar(B12X_DTYPE_FP8_E4M3, B12X_CVT_SATFINITE, in, codes, 3), B12X_OK);
+  EXPECT_EQ(codes[0], 0x38);
+  EXPECT_EQ(codes[1], 0x7E);
+  float dec[3];
+  ASSERT_EQ(b12x_decode_scalar(B12X_DTYPE_FP8_E4M3, codes, dec, 3), B12X_OK);
+  EXPECT_EQ(dec[1], 448.f);
+  EXPECT_EQ(b12x_encode_scalar(B12X_DTYPE_Q8_0, 0, in, codes, 3), B12X_ERROR_INVALID_ARGUMENT);
 }
 
 }  // namespace
