@@ -121,7 +121,7 @@ struct Selection {
   bool supported = false;
   std::string path;            ///< e.g. "gemm.nvfp4_w4a4", "moe.w4a8_mx", "attention.paged"
   ArchPath arch = ArchPath::kNone;
-  std::string arch_detail;     ///< "native sm_120a" / "portable mma.sync sm_90a"
+  std::string arch_detail;     ///< "sm_120a native" / "sm_90a portable mma.sync"
   ActFormat act = ActFormat::kAuto;  ///< activation format the path runs with
   std::string moe_quant_mode;  ///< b12x quant_mode (nvfp4, w4a8_nvfp4, w4a8_mx, w4a16)
   std::string moe_source_format;  ///< modelopt_nvfp4 / fp4_e8m0_k32

@@ -10,7 +10,6 @@
 #include <sstream>
 
 #include "b12x/checkpoint.h"
-#include "b12x/runtime.h"
 #include "b12x/status.h"
 #include "checkpoint/internal.h"
 #include "checkpoint/json.h"

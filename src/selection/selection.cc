@@ -448,9 +448,8 @@ Selection select(const LayerDesc& d, const EnvOverrides& env) {
                             " is not served by b12x (SM120/SM121 natively, SM89/SM90 through the "
                             "portable path)"));
   } else {
-    s.arch_detail = cat(s.arch == ArchPath::kNative ? "native block-scaled mma.sync sm_"
-                                                    : "portable mma.sync sm_",
-                        cc, cc >= 90 ? "a" : "");
+    s.arch_detail = cat("sm_", cc, cc >= 90 ? "a" : "",
+                        s.arch == ArchPath::kNative ? " native" : " portable mma.sync");
     if (d.check_compiled_archs) {
       bool compiled = false;
       for (int a : compiled_archs()) compiled = compiled || a == cc;
