@@ -36,7 +36,9 @@ struct TileCfg {
   static constexpr int kDqk = kDqk_, kDv = kDv_;
   static constexpr bool kFp8 = kFp8_;
   static constexpr int kBN = (kDqk > 128 || kDv > 128) ? 32 : 64;
-  static constexpr int kWM = kDecode ? 1 : 4;
+  // Extend: 8 warps x 16 rows for head dims <= 128 (one K/V tile serves 128 packed rows),
+  // 4 warps for the larger dims (Q tile + ring must fit 99 KB).
+  static constexpr int kWM = kDecode ? 1 : ((kDqk <= 128 && kDv <= 128) ? 8 : 4);
   static constexpr int kWN = kDecode ? kBN / 16 : 1;
   static constexpr int kStages = (kDecode && kFp8) ? 3 : 2;
   static constexpr int kThreads = kWM * kWN * 32;
