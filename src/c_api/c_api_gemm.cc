@@ -6,6 +6,7 @@
 #include "b12x/gemm.h"
 #include "b12x/reference/linear.h"
 #include "c_api/c_api_util.h"
+#include "gemm/linear_internal.h"
 
 struct b12x_linear_weight_s {
   std::shared_ptr<b12x::gemm::PackedWeight> w;
@@ -84,6 +85,14 @@ b12x_status b12x_linear_weight_info(b12x_linear_weight w, int32_t* format, int32
     if (in_features) *in_features = pw.in_features();
     if (padded_in_features) *padded_in_features = pw.padded_in_features();
     if (bytes) *bytes = pw.bytes();
+  });
+}
+
+b12x_status b12x_linear_weight_values(b12x_linear_weight w, void** ptr, int64_t* bytes) {
+  return capi::guard([&] {
+    const auto& pw = capi::weight_of(w, "b12x_linear_weight_values");
+    if (ptr) *ptr = const_cast<uint8_t*>(pw.values_device());
+    if (bytes) *bytes = pw.impl().geo.values_bytes;
   });
 }
 

@@ -60,6 +60,8 @@ B12X_C_API b12x_status b12x_linear_weight_info(b12x_linear_weight w, int32_t* fo
                                                int32_t* device, int64_t* out_features,
                                                int64_t* in_features, int64_t* padded_in_features,
                                                int64_t* bytes);
+/* Device pointer and size of the packed values (stable across refresh). */
+B12X_C_API b12x_status b12x_linear_weight_values(b12x_linear_weight w, void** ptr, int64_t* bytes);
 
 B12X_C_API b12x_status b12x_linear_plan_create(const b12x_linear_caps* caps,
                                                b12x_linear_plan* out);
