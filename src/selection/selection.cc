@@ -83,6 +83,9 @@ std::vector<std::string> auto_order_for(const LayerDesc& d, ActFormat act) {
       if (d.weight == WeightFormat::kMXFP4)
         return {"flashinfer_trtllm", "flashinfer_cutlass", "triton", "marlin", "b12x",
                 "emulation"};
+      if (d.weight == WeightFormat::kQ8_0 || d.weight == WeightFormat::kIQ2_XS ||
+          d.weight == WeightFormat::kIQ2_XXS)
+        return {"gguf", "b12x", "emulation"};
       return {};
     case LayerKind::kAttention: return {"flash_attn", "flashinfer", "triton_attn", "b12x"};
     case LayerKind::kEmbedding:
@@ -116,7 +119,7 @@ void select_dense(const LayerDesc& d, Selection& s) {
         need_k(32, "NVFP4 W4A4 needs K % 32 == 0: 16-byte rows of packed FP4");
       } else if (act == ActFormat::kBF16) {
         s.path = "gemm.nvfp4_w4a16";
-        need_k(16, "NVFP4 needs whole 16-value scale blocks");
+        need_k(32, "the b12x NVFP4 W4A16 GEMM needs K % 32 == 0");
         s.notes.push_back("dense NVFP4 W4A16 is served by b12x (vLLM upstream pins Marlin)");
       } else {
         r.push_back(cat("NVFP4 weights with ", act_format_name(act),
@@ -126,13 +129,17 @@ void select_dense(const LayerDesc& d, Selection& s) {
       break;
     case WeightFormat::kMXFP4:
       if (act == ActFormat::kAuto) act = ActFormat::kMXFP4;
-      if (act == ActFormat::kMXFP4) {
-        s.path = "gemm.mxfp4_w4a4";
+      if (act == ActFormat::kMXFP4 || act == ActFormat::kMXFP8 || act == ActFormat::kBF16) {
+        s.path = act == ActFormat::kMXFP4   ? "gemm.mxfp4_w4a4"
+                 : act == ActFormat::kMXFP8 ? "gemm.mxfp4_w4a8"
+                                            : "gemm.mxfp4_w4a16";
         need_k(32, "MXFP4 needs whole 32-value scale blocks");
+        if (act != ActFormat::kMXFP4)
+          s.notes.push_back("vLLM runs only MXFP4 W4A4 linears on b12x (W4A16 goes to Marlin); "
+                            "the W4A8/W4A16 MXFP4 GEMMs are b12x extensions");
       } else {
         r.push_back(cat("MXFP4 weights with ", act_format_name(act),
-                        " activations: the b12x MXFP4 linear is W4A4 (OCP-MX MXFP4 activations); "
-                        "MXFP4 W4A16 linears are Marlin's"));
+                        " activations (supported: mxfp4, mxfp8, bf16)"));
       }
       break;
     case WeightFormat::kMXFP8:
@@ -203,12 +210,17 @@ bool situ_params_ok(const LayerDesc& d) {
 void select_moe(const LayerDesc& d, const EnvOverrides& env, Selection& s) {
   auto& r = s.reasons;
   check_io_dtype(d, r);
+  const bool ggml = d.weight == WeightFormat::kQ8_0 || d.weight == WeightFormat::kIQ2_XS ||
+                    d.weight == WeightFormat::kIQ2_XXS;
   if (d.weight == WeightFormat::kEXL3 || d.weight == WeightFormat::kNF3) {
     r.push_back(cat(weight_format_name(d.weight), " MoE experts are not supported by b12x"));
-  } else if (!is_fp4(d.weight)) {
+  } else if (!is_fp4(d.weight) && !ggml) {
     r.push_back(cat(weight_format_name(d.weight),
-                    " MoE experts: b12x fused MoE takes NVFP4 or MXFP4 experts"));
+                    " MoE experts: b12x fused MoE takes NVFP4, MXFP4 or GGML (Q8_0, IQ2_XS, "
+                    "IQ2_XXS) experts"));
   }
+  if (d.hidden > 0 && d.hidden % 32 != 0)
+    r.push_back(cat("hidden=", d.hidden, " is not a multiple of 32 (activation blocks)"));
   if (d.hidden <= 0 || d.intermediate_per_rank <= 0 || d.num_experts <= 0 || d.topk <= 0)
     r.push_back(cat("MoE shape hidden=", d.hidden, ", intermediate_per_rank=",
                     d.intermediate_per_rank, ", num_experts=", d.num_experts,
@@ -259,8 +271,6 @@ void select_moe(const LayerDesc& d, const EnvOverrides& env, Selection& s) {
     if (d.intermediate_per_rank > 0 && d.intermediate_per_rank % 32 != 0)
       r.push_back(cat("intermediate_per_rank=", d.intermediate_per_rank,
                       " is not a multiple of 32 (MXFP4 MoE needs I % 32 == 0)"));
-    if (d.hidden > 0 && d.hidden % 32 != 0)
-      r.push_back(cat("hidden=", d.hidden, " is not a multiple of 32 (MXFP4 K blocks)"));
     std::vector<std::string> a8_blockers;
     if (d.hidden % 256 != 0)
       a8_blockers.push_back(cat("hidden=", d.hidden, " is not a multiple of 256"));
@@ -286,14 +296,16 @@ void select_moe(const LayerDesc& d, const EnvOverrides& env, Selection& s) {
       for (const auto& b : a8_blockers) r.push_back("MXFP4 W4A8: " + b);
     } else if (act == ActFormat::kBF16) {
       s.moe_quant_mode = "w4a16";
+    } else if (act == ActFormat::kMXFP4) {
+      s.moe_quant_mode = "mxfp4";
+      if (d.activation == Activation::kSwigluOAIUninterleave)
+        r.push_back("swigluoai_uninterleave is not supported with MXFP4 activations");
     } else {
       r.push_back(cat("MXFP4 experts with ", act_format_name(act),
-                      " activations (supported: mxfp8, bf16)"));
+                      " activations (supported: mxfp8, bf16, mxfp4)"));
     }
   } else if (d.weight == WeightFormat::kNVFP4) {
     s.moe_source_format = "modelopt_nvfp4";
-    if (d.hidden > 0 && d.hidden % 16 != 0)
-      r.push_back(cat("hidden=", d.hidden, " is not a multiple of 16 (NVFP4 blocks)"));
     if (d.intermediate_per_rank > 0 && d.intermediate_per_rank % 16 != 0)
       r.push_back(cat("intermediate_per_rank=", d.intermediate_per_rank,
                       " is not a multiple of 16 (NVFP4 blocks)"));
@@ -313,6 +325,24 @@ void select_moe(const LayerDesc& d, const EnvOverrides& env, Selection& s) {
       r.push_back(cat("NVFP4 experts with ", act_format_name(act),
                       " activations (supported: nvfp4, mxfp8, bf16)"));
     }
+  } else if (ggml) {
+    s.moe_source_format = "ggml";
+    if (act == ActFormat::kAuto) act = ActFormat::kBF16;
+    if (act != ActFormat::kBF16)
+      r.push_back(cat("GGML experts run with BF16/FP16 activations, got ", act_format_name(act)));
+    if (d.activation != Activation::kSiLU && d.activation != Activation::kReLU2 &&
+        d.activation != Activation::kNone)
+      r.push_back(cat("activation ", activation_name(d.activation),
+                      " with GGML experts (supported: silu, relu2)"));
+    const int64_t bv = d.weight == WeightFormat::kQ8_0 ? 32 : 256;
+    if (d.hidden > 0 && d.hidden % bv != 0)
+      r.push_back(cat("hidden=", d.hidden, " does not keep whole ", weight_format_name(d.weight),
+                      " blocks of ", bv, " values"));
+    if (d.intermediate_per_rank > 0 && d.intermediate_per_rank % bv != 0)
+      r.push_back(cat("intermediate_per_rank=", d.intermediate_per_rank, " does not keep whole ",
+                      weight_format_name(d.weight), " blocks of ", bv,
+                      " values (tensor-parallel shards must keep whole blocks)"));
+    s.moe_quant_mode = "ggml_a16";
   }
   if (d.apply_router_weight_on_input && s.moe_quant_mode != "w4a16")
     r.push_back("apply_router_weight_on_input is only supported with BF16 activations (W4A16)");

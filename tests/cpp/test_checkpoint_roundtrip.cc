@@ -215,7 +215,7 @@ INSTANTIATE_TEST_SUITE_P(
              "moe.w4a8_mx"},
         Case{"mxfp8", QuantAlgo::kMXFP8, 0.f, QuantAlgo::kMXFP8, "gemm.mxfp8", nullptr},
         Case{"fp8", QuantAlgo::kFP8, 4.f, QuantAlgo::kFP8, "gemm.fp8_tensor", nullptr},
-        Case{"q8_0", QuantAlgo::kQ8_0, 0.f, QuantAlgo::kQ8_0, "gemm.q8_0", nullptr},
+        Case{"q8_0", QuantAlgo::kQ8_0, 0.f, QuantAlgo::kQ8_0, "gemm.q8_0", "moe.ggml_a16"},
         Case{"iq2_xs", QuantAlgo::kIQ2_XS, 0.f, QuantAlgo::kIQ2_XS, "gemm.iq2_xs", nullptr,
              "self_attn\\.(q|o)_proj", 2},
         Case{"iq2_xxs", QuantAlgo::kIQ2_XXS, 0.f, QuantAlgo::kIQ2_XXS, "gemm.iq2_xxs", nullptr,

@@ -178,7 +178,8 @@ TEST(Selection, MoeRejectsEveryUnsupportedFeatureAtOnce) {
   for (const char* frag : {"expert parallelism", "expert map", "biases", "LoRA", "all2all",
                            "EPLB", "interleaved", "apply_router_weight_on_input"})
     EXPECT_TRUE(has_reason(s, frag)) << frag << " missing in " << s.to_json();
-  for (auto w : {WeightFormat::kEXL3, WeightFormat::kNF3, WeightFormat::kFP8Block}) {
+  for (auto w : {WeightFormat::kEXL3, WeightFormat::kNF3, WeightFormat::kFP8Block,
+                 WeightFormat::kBF16}) {
     const Selection t = select(moe(w), kNoEnv);
     EXPECT_FALSE(t.supported);
   }
@@ -227,7 +228,7 @@ TEST(Selection, DenseLinearPaths) {
   EXPECT_TRUE(has_reason(select(dense(WeightFormat::kFP8Block, 4000, 7168), kNoEnv), "N=4000"));
   EXPECT_TRUE(has_reason(select(dense(WeightFormat::kFP8Block, 4096, 7000), kNoEnv), "K=7000"));
   EXPECT_TRUE(has_reason(select(dense(WeightFormat::kIQ2_XS, 64, 128), kNoEnv), "256"));
-  EXPECT_FALSE(select(dense(WeightFormat::kMXFP4, 64, 64, ActFormat::kBF16), kNoEnv).supported);
+  EXPECT_FALSE(select(dense(WeightFormat::kMXFP4, 64, 64, ActFormat::kNVFP4), kNoEnv).supported);
   EXPECT_FALSE(select(dense(WeightFormat::kBF16, 64, 64), kNoEnv).supported);
   EXPECT_FALSE(select(dense(WeightFormat::kFP8BlockOther, 128, 128), kNoEnv).supported);
   LayerDesc d = dense(WeightFormat::kFP8Tensor, 64, 64);
@@ -359,4 +360,37 @@ TEST(Selection, JsonAndSummary) {
   bad.name = "layer \"0\"";
   bad.ep_size = 4;
   EXPECT_NE(select(bad, kNoEnv).summary().find("not supported"), std::string::npos);
+}
+
+TEST(Selection, ProjectExtensionsBeyondVllm) {
+  // MXFP4 W4A4 MoE and GGML MoE are served by this project's fused MoE.
+  Selection s = select(moe(WeightFormat::kMXFP4, ActFormat::kMXFP4), kNoEnv);
+  ASSERT_TRUE(s.supported) << s.summary();
+  EXPECT_EQ(s.moe_quant_mode, "mxfp4");
+  for (auto w : {WeightFormat::kQ8_0, WeightFormat::kIQ2_XS, WeightFormat::kIQ2_XXS}) {
+    s = select(moe(w, ActFormat::kAuto, 4096, 1024), kNoEnv);
+    ASSERT_TRUE(s.supported) << s.summary();
+    EXPECT_EQ(s.moe_quant_mode, "ggml_a16");
+    EXPECT_EQ(s.moe_source_format, "ggml");
+    EXPECT_EQ(s.auto_order[s.auto_position - 1], "gguf");
+  }
+  // IQ2 shards must keep whole 256-value blocks; Q8_0 whole 32-value blocks.
+  s = select(moe(WeightFormat::kIQ2_XS, ActFormat::kAuto, 4096, 1408), kNoEnv);
+  EXPECT_FALSE(s.supported);
+  EXPECT_TRUE(has_reason(s, "1408"));
+  EXPECT_TRUE(select(moe(WeightFormat::kQ8_0, ActFormat::kAuto, 4096, 1408), kNoEnv).supported);
+  LayerDesc d = moe(WeightFormat::kQ8_0);
+  d.activation = Activation::kSiTU;
+  EXPECT_FALSE(select(d, kNoEnv).supported);
+  // All MoE modes need hidden % 32 == 0.
+  EXPECT_TRUE(has_reason(select(moe(WeightFormat::kNVFP4, ActFormat::kNVFP4, 4008, 1024), kNoEnv),
+                         "hidden=4008"));
+  // Dense MXFP4 with MXFP8 or BF16 activations.
+  s = select(dense(WeightFormat::kMXFP4, 64, 64, ActFormat::kMXFP8), kNoEnv);
+  EXPECT_EQ(s.path, "gemm.mxfp4_w4a8");
+  s = select(dense(WeightFormat::kMXFP4, 64, 64, ActFormat::kBF16), kNoEnv);
+  EXPECT_EQ(s.path, "gemm.mxfp4_w4a16");
+  EXPECT_TRUE(has_note(s, "extension"));
+  // NVFP4 W4A16 dense needs K % 32 (the GEMM's K granule).
+  EXPECT_FALSE(select(dense(WeightFormat::kNVFP4, 64, 48, ActFormat::kBF16), kNoEnv).supported);
 }
