@@ -118,14 +118,23 @@ __device__ __forceinline__ float fast_exp2(float x) {
   return y;
 }
 
-/// Two e4m3 bytes (low byte = lower element) -> bf16x2, exact.
-__device__ __forceinline__ uint32_t e4m3x2_to_bf16x2(uint16_t v) {
-  uint32_t h;
-  asm("cvt.rn.f16x2.e4m3x2 %0, %1;\n" : "=r"(h) : "h"(v));
-  __half2 hh = *reinterpret_cast<__half2*>(&h);
-  float2 f = __half22float2(hh);
-  __nv_bfloat162 b = __floats2bfloat162_rn(f.x, f.y);
-  return *reinterpret_cast<uint32_t*>(&b);
+/// Four e4m3 bytes of `w` (byte i = element i) -> bf16x2 pairs (e0, e1) and (e2, e3), exact.
+/// Integer ops only: the 7 magnitude bits move under the bf16 exponent field, which makes every
+/// e4m3 value (subnormals included, as bf16 subnormals) exactly 2^-120 times its bf16 reading;
+/// one bf16x2 multiply by 2^120 restores it. (e4m3 NaN is not preserved: such a cache is invalid.)
+__device__ __forceinline__ void e4m3x4_to_bf16x4(uint32_t w, uint32_t& lo, uint32_t& hi) {
+  const uint32_t odd = (w & 0x80008000u) | ((w & 0x7F007F00u) >> 4);  // (e1, e3)
+  const uint32_t w8 = w << 8;
+  const uint32_t even = (w8 & 0x80008000u) | ((w8 & 0x7F007F00u) >> 4);  // (e0, e2)
+  uint32_t a = __byte_perm(even, odd, 0x5410);  // (e0, e1)
+  uint32_t b = __byte_perm(even, odd, 0x7632);  // (e2, e3)
+  const uint32_t k2p120 = 0x7B807B80u;          // bf16x2 (2^120, 2^120)
+  __nv_bfloat162 sa = __hmul2(*reinterpret_cast<__nv_bfloat162*>(&a),
+                              *reinterpret_cast<const __nv_bfloat162*>(&k2p120));
+  __nv_bfloat162 sb = __hmul2(*reinterpret_cast<__nv_bfloat162*>(&b),
+                              *reinterpret_cast<const __nv_bfloat162*>(&k2p120));
+  lo = *reinterpret_cast<uint32_t*>(&sa);
+  hi = *reinterpret_cast<uint32_t*>(&sb);
 }
 
 /// Byte offset of 16-byte chunk `chunk` of row `row` in a swizzled tile of `row_bytes` rows.
@@ -331,10 +340,7 @@ __global__ void __launch_bounds__(Cfg::kThreads)
         const uint32_t wds[4] = {raw.x, raw.y, raw.z, raw.w};
         uint32_t outw[8];
 #pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          outw[2 * q] = e4m3x2_to_bf16x2(static_cast<uint16_t>(wds[q] & 0xFFFFu));
-          outw[2 * q + 1] = e4m3x2_to_bf16x2(static_cast<uint16_t>(wds[q] >> 16));
-        }
+        for (int q = 0; q < 4; ++q) e4m3x4_to_bf16x4(wds[q], outw[2 * q], outw[2 * q + 1]);
         uint8_t* base = is_k ? ck : cv;
         const int rb = cpr * 32;
         *reinterpret_cast<uint4*>(base + swz(j, 2 * c, rb)) = make_uint4(outw[0], outw[1], outw[2], outw[3]);
