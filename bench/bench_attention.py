@@ -64,7 +64,7 @@ def read_bandwidth_gbs():
 
 
 def rotations(bytes_per_set):
-    return max(1, min(16, math.ceil(3 * L2_BYTES / max(bytes_per_set, 1))))
+    return max(1, min(48, math.ceil(3 * L2_BYTES / max(bytes_per_set, 1))))
 
 
 def make_paged(B, L, hkv, D, page, kv_dtype, n_rot, qlen=1, hq=None):
