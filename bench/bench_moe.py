@@ -1,0 +1,251 @@
+"""Fused MoE benchmark (H200 / SM12x): b12x fused_moe vs a BF16 grouped peer, CUDA-graph timed.
+
+Per (shape, mode, M): microseconds per call (median over graph replays; each captured graph
+rotates through distinct random routings so successive calls touch different experts), the bytes
+of the experts actually touched (FP4 values + block scales of every distinct routed expert,
+averaged over the rotation), their GB/s and % of the streaming-read bandwidth measured in the
+same run, and the speedup over the BF16 peer (torch._grouped_mm when available, else a
+per-expert matmul loop; routing/sorting excluded from the peer's time).
+JSON: $B12X_BENCH_OUT/moe-<gpu>-<date>.json (or bench/results/).
+"""
+
+import datetime
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+try:
+    import torch
+except ImportError:  # pragma: no cover
+    print("bench_moe: torch not available; skipped")
+    sys.exit(0)
+
+from b12x.moe import fused_moe
+
+SHAPES = [  # (name, E, topk, H, I, activation)
+    ("qwen3-30b-a3b", 128, 8, 2048, 768, "silu"),
+    ("deepseek-tp4", 256, 8, 7168, 512, "silu"),
+    ("minimax-swiglu-oai", 128, 4, 6144, 3072, "swigluoai_uninterleave"),
+    ("qwen3.5-397b-tp4", 512, 10, 4096, 1024, "silu"),
+]
+MS = [1, 2, 4, 8, 16, 64, 256, 1024, 4096]
+MODES = ["nvfp4", "w4a16"]
+ROT = 8  # distinct routings per captured graph
+BUDGET_S = float(os.environ.get("B12X_BENCH_BUDGET_S", "200"))
+
+
+def read_bandwidth_gbs(dev):
+    buf = torch.empty(2 << 30, dtype=torch.uint8, device=dev).view(torch.float32)
+    buf.fill_(1.0)
+    out = torch.empty((), device=dev)
+    t = time_graph(lambda i: torch.sum(buf, out=out), per_graph=5, reps=7)
+    del buf
+    return (2 << 30) / (t * 1e-6) / 1e9
+
+
+def time_graph(fn, per_graph=ROT, reps=9):
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for i in range(2):
+            fn(i)
+    torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for i in range(per_graph):
+            fn(i)
+    g.replay()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        a = torch.cuda.Event(enable_timing=True)
+        b = torch.cuda.Event(enable_timing=True)
+        a.record()
+        g.replay()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) * 1000.0 / per_graph)
+    del g
+    return float(np.median(times))
+
+
+def routes(M, E, topk, dev, gen):
+    logits = torch.rand(M, E, device=dev, generator=gen)
+    w, ids = torch.topk(logits, topk, dim=1)
+    return ids.to(torch.int32).contiguous(), (w / w.sum(1, keepdim=True)).float().contiguous()
+
+
+def make_experts(mode, E, H, I, act, dev):
+    gated = act != "relu2"
+    rows = 2 * I if gated else I
+    src = "modelopt_nvfp4"
+    w1 = torch.randint(0, 256, (E, rows, H // 2), dtype=torch.uint8, device=dev)
+    w2 = torch.randint(0, 256, (E, H, I // 2), dtype=torch.uint8, device=dev)
+    pad = lambda x, m: (x + m - 1) // m * m  # noqa: E731
+    s1 = torch.randint(0x28, 0x38, (E, pad(rows, 128), pad(H // 16, 4)), dtype=torch.uint8,
+                       device=dev)
+    s2 = torch.randint(0x28, 0x38, (E, pad(H, 128), pad(I // 16, 4)), dtype=torch.uint8,
+                       device=dev)
+    g = torch.full((E,), 1.0 / 64, device=dev)
+    ag = torch.full((E,), 2688.0 / 4, device=dev)
+    plan_w = fused_moe.plan_weights(quant_modes=mode, source_format=src, activation=act,
+                                    params_dtype=torch.bfloat16, num_experts=E, hidden_size=H,
+                                    intermediate_size=I, w13_layout="w31")
+    ex = fused_moe.prepare_weights(plan=plan_w, w1_fp4=w1, w2_fp4=w2, w1_blockscale=s1,
+                                   w2_blockscale=s2, w1_global_scale=g, w2_global_scale=g,
+                                   a1_gscale=ag, a2_gscale=ag, params_dtype=torch.bfloat16)
+    # Bytes per expert as streamed: FP4 values + UE4M3/16 scales of FC1 and FC2.
+    per_expert = rows * H // 2 + rows * H // 16 + H * I // 2 + H * I // 16
+    del w1, w2, s1, s2
+    return plan_w, ex, per_expert
+
+
+def peer_setup(E, H, I, act, dev):
+    gated = act != "relu2"
+    rows = 2 * I if gated else I
+    w1 = (torch.randn(E, H, rows, device=dev) * 0.02).to(torch.bfloat16)  # [E, K, N]
+    w2 = (torch.randn(E, I, H, device=dev) * 0.02).to(torch.bfloat16)
+    return w1, w2
+
+
+def peer_call(w1, w2, x, ids, wts, E, I, act, grouped):
+    """BF16 peer: tokens pre-sorted by expert (routing excluded: done outside the timing)."""
+    M, topk = ids.shape
+    flat = ids.view(-1)
+    order = torch.argsort(flat)
+    counts = torch.bincount(flat, minlength=E)
+    offs = torch.cumsum(counts, 0).to(torch.int32)
+    tok = (order // topk)
+    xs = x.index_select(0, tok)
+    return (xs, offs, order, counts.cpu())
+
+
+def peer_run(w1, w2, prep, x, wts, M, topk, I, act, grouped, out):
+    xs, offs, order, counts = prep
+    if grouped:
+        h = torch._grouped_mm(xs, w1, offs=offs)
+    else:
+        parts, start = [], 0
+        for e, c in enumerate(counts.tolist()):
+            if c:
+                parts.append(xs[start:start + c] @ w1[e])
+            start += c
+        h = torch.cat(parts)
+    if act == "relu2":
+        y = torch.relu(h).square()
+    elif act == "swigluoai_uninterleave":
+        g_, u = h[:, :I].clamp(max=7.0), h[:, I:].clamp(-7.0, 7.0)
+        y = g_ * torch.sigmoid(1.702 * g_) * (u + 1)
+    else:
+        y = torch.nn.functional.silu(h[:, :I]) * h[:, I:]
+    y = y.to(torch.bfloat16)
+    if grouped:
+        o = torch._grouped_mm(y, w2, offs=offs)
+    else:
+        parts, start = [], 0
+        for e, c in enumerate(counts.tolist()):
+            if c:
+                parts.append(y[start:start + c] @ w2[e])
+            start += c
+        o = torch.cat(parts)
+    o = o.float() * wts.view(-1)[order].unsqueeze(1)
+    out.zero_()
+    out.index_add_(0, order // topk, o)
+    return out
+
+
+def main():
+    if not torch.cuda.is_available():
+        print("bench_moe: no CUDA device; skipped")
+        return
+    dev = torch.device("cuda:0")
+    gpu = torch.cuda.get_device_name(dev)
+    t_start = time.time()
+    bw = read_bandwidth_gbs(dev)
+    print(f"gpu {gpu}  streaming read bandwidth {bw:.0f} GB/s", flush=True)
+    gen = torch.Generator(device=dev)
+    gen.manual_seed(1234)
+    grouped_ok = hasattr(torch, "_grouped_mm")
+    rows_out = []
+    hdr = (f"{'shape':22s} {'mode':6s} {'M':>5s} {'us':>9s} {'touchedMB':>9s} {'GB/s':>7s} "
+           f"{'%bw':>5s} {'peer_us':>9s} {'x_peer':>6s}")
+    print(hdr, flush=True)
+    for name, E, topk, H, I, act in SHAPES:
+        peer = peer_setup(E, H, I, act, dev)
+        for mode in MODES:
+            if time.time() - t_start > BUDGET_S:
+                print("budget exhausted; stopping", flush=True)
+                break
+            plan_w, ex, per_expert = make_experts(mode, E, H, I, act, dev)
+            for M in MS:
+                if time.time() - t_start > BUDGET_S:
+                    break
+                caps = fused_moe.Caps(max_tokens=M, num_topk=topk, device=dev, weight_plan=plan_w,
+                                      quant_mode=mode,
+                                      swiglu_limit=7.0 if act != "situ" and act != "silu" else None)
+                pl = fused_moe.plan(caps)
+                scratch = torch.empty(pl.scratch_bytes, dtype=torch.uint8, device=dev)
+                xs = [torch.randn(M, H, device=dev, generator=gen).to(torch.bfloat16)
+                      for _ in range(ROT)]
+                rts = [routes(M, E, topk, dev, gen) for _ in range(ROT)]
+                out = torch.empty(M, H, dtype=torch.bfloat16, device=dev)
+                binds = [fused_moe.bind(pl, scratch=scratch, a=xs[i], experts=ex,
+                                        topk_weights=rts[i][1], topk_ids=rts[i][0], output=out)
+                         for i in range(ROT)]
+                us = time_graph(lambda i: fused_moe.run(binding=binds[i % ROT]))
+                uniq = np.mean([torch.unique(r[0]).numel() for r in rts])
+                touched = uniq * per_expert
+                gbs = touched / (us * 1e-6) / 1e9
+                # peer
+                peer_us = float("nan")
+                try:
+                    w1p, w2p = peer
+                    preps = [peer_call(w1p, w2p, xs[i], rts[i][0], rts[i][1], E, I, act,
+                                       grouped_ok) for i in range(ROT)]
+                    pout = torch.empty(M, H, dtype=torch.float32, device=dev)
+                    peer_us = time_graph(lambda i: peer_run(w1p, w2p, preps[i % ROT], xs[i % ROT],
+                                                            rts[i % ROT][1], M, topk, I, act,
+                                                            grouped_ok, pout),
+                                         per_graph=ROT if grouped_ok else 1)
+                except Exception as e:  # pragma: no cover - depends on torch build
+                    print(f"  peer failed: {type(e).__name__}: {e}", flush=True)
+                ratio = peer_us / us if us > 0 else float("nan")
+                print(f"{name:22s} {mode:6s} {M:5d} {us:9.1f} {touched / 1e6:9.1f} {gbs:7.0f} "
+                      f"{100 * gbs / bw:5.1f} {peer_us:9.1f} {ratio:6.2f}", flush=True)
+                rows_out.append({"shape": name, "E": E, "topk": topk, "H": H, "I": I,
+                                 "activation": act, "mode": mode, "M": M,
+                                 "execution": pl.execution.execution, "us": us,
+                                 "touched_bytes": touched, "gbs": gbs,
+                                 "pct_read_bw": 100 * gbs / bw, "peer": "torch._grouped_mm"
+                                 if grouped_ok else "per-expert matmul", "peer_us": peer_us,
+                                 "speedup_vs_peer": ratio})
+                del binds, scratch, xs, rts, out
+            del ex
+            torch.cuda.empty_cache()
+        del peer
+        torch.cuda.empty_cache()
+    outdir = os.environ.get("B12X_BENCH_OUT", os.path.join(os.path.dirname(__file__), "results"))
+    os.makedirs(outdir, exist_ok=True)
+    slug = "".join(c.lower() if c.isalnum() else "-" for c in gpu)
+    date = datetime.datetime.utcnow().strftime("%Y-%m-%d")
+    commit = os.environ.get("B12X_GIT_COMMIT")
+    if not commit:
+        try:
+            commit = subprocess.check_output(["git", "rev-parse", "--short", "HEAD"],
+                                             text=True).strip()
+        except Exception:
+            commit = "unknown"
+    path = os.path.join(outdir, f"moe-{slug}-{date}.json")
+    with open(path, "w") as f:
+        json.dump({"area": "moe", "gpu": gpu, "commit": commit, "date": date,
+                   "read_bw_gbs": bw, "rows": rows_out}, f, indent=1)
+    print(f"wrote {path} in {time.time() - t_start:.0f}s", flush=True)
+
+
+if __name__ == "__main__":
+    main()
