@@ -332,7 +332,11 @@ struct Problem {
     std::vector<float> g(got.begin(), got.begin() + live);
     std::vector<double> r(ref.begin(), ref.begin() + live);
     const auto c = b12x::test::compare(g, r);
-    const double tol = s.q == DType::kFP16 ? 4e-3 : 2e-2;
+    // Tolerance scales with the output magnitude: bf16 output rounding and bf16 P (half-ulp
+    // 2^-9 relative) dominate; fp32 accumulation order is the only other difference.
+    double ref_max = 1.0;
+    for (double x : r) ref_max = std::max(ref_max, std::abs(x));
+    const double tol = (s.q == DType::kFP16 ? 4e-3 : 1.2e-2) * ref_max;
     EXPECT_EQ(c.nonfinite, 0) << what << " " << s.str() << " " << c.str();
     EXPECT_LE(c.max_abs, tol) << what << " " << s.str() << " " << c.str();
     EXPECT_LE(c.rel_l2, 8e-3) << what << " " << s.str() << " " << c.str();
