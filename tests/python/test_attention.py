@@ -168,7 +168,7 @@ def test_gpu_matches_reference(cuda_torch, mode, fp8, sinks, window, combined):
     ref_out, ref_lse = _reference_of(torch, p)
     got = out.float().cpu().numpy()
     assert np.isfinite(got).all()
-    assert np.abs(got - ref_out).max() < 2e-2
+    assert np.abs(got - ref_out).max() < 1.2e-2 * max(1.0, np.abs(ref_out).max())
     assert np.abs(lse.cpu().numpy() - ref_lse).max() < 1e-2
 
 
@@ -199,7 +199,8 @@ def test_gpu_graph_replay_with_new_metadata(cuda_torch):
         g.replay()
         torch.cuda.synchronize()
         ref_out, _ = _reference_of(torch, p)
-        assert np.abs(p["out"].float().cpu().numpy() - ref_out).max() < 2e-2, rep
+        err = np.abs(p["out"].float().cpu().numpy() - ref_out).max()
+        assert err < 1.2e-2 * max(1.0, np.abs(ref_out).max()), rep
 
 
 def test_gpu_append_kv_fp8(cuda_torch):
