@@ -38,7 +38,7 @@ build=build-gpu
 jobs=$(nproc)
 t0=$(date +%s)
 
-say "== b12x gpu-check $(git rev-parse --short HEAD 2>/dev/null) $(date -u +%FT%TZ) stages=$stages"
+say "== b12x gpu-check ${B12X_GIT_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null)} $(date -u +%FT%TZ) stages=$stages"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv \
   >"$logs/nvidia-smi.txt" 2>&1 && say "gpu: $(tail -1 "$logs/nvidia-smi.txt")"
 
@@ -46,7 +46,7 @@ if has build; then
   tb=$(date +%s)
   cmake -S . -B $build -G Ninja -DCMAKE_CUDA_ARCHITECTURES="$arch" -DCMAKE_BUILD_TYPE=Release \
     >"$logs/configure.log" 2>&1 || say "configure FAILED (see logs/configure.log)"
-  cmake --build $build -j"$jobs" -k 0 >"$logs/build.log" 2>&1
+  cmake --build $build -j"$jobs" -- -k 0 >"$logs/build.log" 2>&1
   rc=$?
   say "build rc=$rc in $(( $(date +%s) - tb ))s"
   if [ $rc -ne 0 ]; then
@@ -95,7 +95,7 @@ fi
 if has bench; then
   export B12X_BENCH_OUT=$logs/bench-results
   mkdir -p "$B12X_BENCH_OUT"
-  export B12X_GIT_COMMIT=$(git rev-parse --short HEAD 2>/dev/null)
+  export B12X_GIT_COMMIT=${B12X_GIT_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null)}
   for b in $build/bench/bench_*; do
     [ -x "$b" ] || continue
     n=$(basename "$b")
