@@ -16,7 +16,10 @@
 #include <string>
 #include <vector>
 
+#include "b12x/gemm.h"
+#include "b12x/runtime.h"
 #include "b12x/selection.h"
+#include "b12x/status.h"
 #include "b12x/types.h"
 
 namespace b12x::checkpoint {
@@ -218,6 +221,9 @@ struct LinearWeights {
   float weight_scale_2 = 0.f;  ///< NVFP4 global dequant scale (ModelOpt amax/2688) or the FP8
                                ///< per-tensor weight scale; 0 when absent
   float input_scale = 0.f;     ///< static activation scale; 0 when absent
+  /// Per-tensor FP8: input_scale * weight_scale (the GEMM's fp32 output scale);
+  /// W4A4 NVFP4: input_scale * weight_scale_2 (the per-call alpha). 0 otherwise.
+  float output_scale = 0.f;
   TensorRef bias;
   std::vector<std::string> tensors;  ///< every tensor name used
   uint64_t bytes = 0;
@@ -231,6 +237,37 @@ LinearWeights load_linear(const CheckpointDir& ckpt, const LayerQuant& quant,
                           const std::string& prefix);
 /// Host fp32 [n, k] reconstruction of the weight (uses the b12x host codecs).
 std::vector<float> dequantize_linear(const LinearWeights& w);
+
+/// The selection policy's description of a loaded dense layer (kind linear, or embedding when
+/// `embedding`), for `compute_capability` (0: answer for SM120).
+selection::LayerDesc linear_layer_desc(const LinearWeights& w, DType io_dtype = DType::kBF16,
+                                       int compute_capability = 0, bool embedding = false);
+
+// ---- loading into the GEMM ---------------------------------------------------------------------
+
+/// The gemm::LinearFormat of a selection path ("gemm.nvfp4_w4a4" -> kNvfp4, ...); throws
+/// kInvalidArgument for paths that are not GEMMs.
+gemm::LinearFormat gemm_format_for_path(const std::string& path);
+/// The checkpoint tensors of `w` as a gemm::WeightSource for `format` (zero-copy host views; for
+/// kFp8Tensor output_scale points at w.output_scale). `w` and its CheckpointDir must outlive the
+/// source. Throws kInvalidArgument when the layer's quantization does not fit the format.
+gemm::WeightSource gemm_weight_source(const LinearWeights& w, gemm::LinearFormat format);
+
+/// Checkpoint layer -> packed GEMM weight on `device` (selects the path with the policy first;
+/// throws kUnsupported with every reason when b12x cannot run the layer). Inline so the
+/// checkpoint module does not link the GEMM unless this is used. For W4A4 NVFP4 pass
+/// w.output_scale as the per-call alpha.
+inline std::shared_ptr<gemm::PackedWeight> pack_linear(const LinearWeights& w, int device,
+                                                       Stream stream,
+                                                       DType io_dtype = DType::kBF16) {
+  const DeviceInfo& di = device_info(device);
+  selection::LayerDesc d = linear_layer_desc(w, io_dtype, di.cc_major * 10 + di.cc_minor);
+  d.check_compiled_archs = true;
+  const selection::Selection s = selection::select(d);
+  if (!s.supported) throw Error(Status::kUnsupported, w.prefix + ": " + s.summary());
+  return gemm::PackedWeight::pack(gemm_weight_source(w, gemm_format_for_path(s.path)), device,
+                                  stream);
+}
 
 /// Maps a layer's quantization to the selection policy's weight / activation formats.
 selection::WeightFormat weight_format_of(const LayerQuant& q, DType unquantized_dtype);

@@ -243,16 +243,8 @@ void inspect_module(const CheckpointDir& c, const QuantConfig& cfg, const Inspec
   }
   r.format = format_name(lw.quant, w->st_dtype);
   r.shape = {lw.n, lw.k};
-  sel::LayerDesc d = base_desc(o, m, r.name);
-  d.kind = embedding ? sel::LayerKind::kEmbedding : sel::LayerKind::kDenseLinear;
-  d.weight = weight_format_of(lw.quant, w->st_dtype == "F16" ? DType::kFP16 : DType::kBF16);
-  d.act = act_format_of(lw.quant, false);
-  d.n = lw.n;
-  d.k = lw.k;
-  d.has_bias = lw.bias.data != nullptr;
-  d.static_input_scale = lw.input_scale > 0.f;
-  d.weight_block_128 = lw.quant.algo != QuantAlgo::kFP8Block ||
-                       (lw.quant.weight_block[0] == 128 && lw.quant.weight_block[1] == 128);
+  sel::LayerDesc d = linear_layer_desc(lw, m.io, o.compute_capability, embedding);
+  d.tp_size = o.tp_size;
   r.selection = sel::select(d, o.env);
   r.has_selection = true;
 }

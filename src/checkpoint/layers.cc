@@ -148,6 +148,7 @@ LinearWeights load_linear(const CheckpointDir& c, const LayerQuant& quant,
           B12X_FAIL(Status::kInvalidArgument, where, ": NVFP4 (W4A4) needs ", prefix,
                     ".input_scale; W4A16 checkpoints declare W4A16_NVFP4");
         w.input_scale = read_scalar(in, "input scale");
+        w.output_scale = w.input_scale * w.weight_scale_2;
       }
       break;
     }
@@ -171,6 +172,7 @@ LinearWeights load_linear(const CheckpointDir& c, const LayerQuant& quant,
       need_scale("one fp32 per tensor");
       w.weight_scale_2 = read_scalar(sc, "per-tensor weight scale");
       if (in.info) w.input_scale = read_scalar(in, "input scale");
+      w.output_scale = w.input_scale * w.weight_scale_2;
       if (!in.info && !w.quant.dynamic_activation)
         B12X_FAIL(Status::kInvalidArgument, where,
                   ": static per-tensor FP8 needs ", prefix, ".input_scale");
@@ -251,6 +253,95 @@ std::vector<float> dequantize_linear(const LinearWeights& w) {
     case QuantAlgo::kIQ2_XXS: formats::dequantize_iq2_xxs(v, w.n, w.k, out.data()); break;
   }
   return out;
+}
+
+selection::LayerDesc linear_layer_desc(const LinearWeights& w, DType io_dtype,
+                                       int compute_capability, bool embedding) {
+  selection::LayerDesc d;
+  d.name = w.prefix;
+  d.kind = embedding ? selection::LayerKind::kEmbedding : selection::LayerKind::kDenseLinear;
+  d.weight = weight_format_of(w.quant, w.weight.dtype == DType::kFP16 ? DType::kFP16
+                                                                       : DType::kBF16);
+  d.act = act_format_of(w.quant, false);
+  d.io_dtype = io_dtype;
+  d.n = w.n;
+  d.k = w.k;
+  d.has_bias = w.bias.data != nullptr;
+  d.static_input_scale = w.input_scale > 0.f;
+  d.weight_block_128 = w.quant.algo != QuantAlgo::kFP8Block ||
+                       ((w.quant.weight_block[0] == 0 || w.quant.weight_block[0] == 128) &&
+                        (w.quant.weight_block[1] == 0 || w.quant.weight_block[1] == 128));
+  d.compute_capability = compute_capability;
+  return d;
+}
+
+gemm::LinearFormat gemm_format_for_path(const std::string& path) {
+  using F = gemm::LinearFormat;
+  static const std::pair<const char*, F> table[] = {
+      {"gemm.fp8_tensor", F::kFp8Tensor},    {"gemm.fp8_block", F::kFp8Block},
+      {"gemm.mxfp8", F::kMxfp8},             {"gemm.nvfp4_w4a4", F::kNvfp4},
+      {"gemm.nvfp4_w4a16", F::kNvfp4W4A16},  {"gemm.mxfp4_w4a4", F::kMxfp4},
+      {"gemm.mxfp4_w4a8", F::kMxfp4W4A8},    {"gemm.mxfp4_w4a16", F::kMxfp4W4A16},
+      {"gemm.iq2_xxs", F::kIq2Xxs},          {"gemm.iq2_xs", F::kIq2Xs},
+      {"gemm.q8_0", F::kQ8_0},
+  };
+  for (const auto& [name, f] : table)
+    if (path == name) return f;
+  B12X_FAIL(Status::kInvalidArgument, "gemm_format_for_path: '", path,
+            "' is not a b12x GEMM path (gemm.fp8_tensor, gemm.fp8_block, gemm.mxfp8, "
+            "gemm.nvfp4_w4a4, gemm.nvfp4_w4a16, gemm.mxfp4_w4a4/_w4a8/_w4a16, gemm.q8_0, "
+            "gemm.iq2_xs, gemm.iq2_xxs)");
+}
+
+gemm::WeightSource gemm_weight_source(const LinearWeights& w, gemm::LinearFormat f) {
+  using F = gemm::LinearFormat;
+  QuantAlgo need = QuantAlgo::kNone;
+  switch (f) {
+    case F::kFp8Tensor: need = QuantAlgo::kFP8; break;
+    case F::kFp8Block: need = QuantAlgo::kFP8Block; break;
+    case F::kMxfp8: need = QuantAlgo::kMXFP8; break;
+    case F::kNvfp4: need = QuantAlgo::kNVFP4; break;
+    case F::kNvfp4W4A16: need = QuantAlgo::kW4A16NVFP4; break;
+    case F::kMxfp4:
+    case F::kMxfp4W4A8:
+    case F::kMxfp4W4A16: need = QuantAlgo::kMXFP4; break;
+    case F::kIq2Xxs: need = QuantAlgo::kIQ2_XXS; break;
+    case F::kIq2Xs: need = QuantAlgo::kIQ2_XS; break;
+    case F::kQ8_0: need = QuantAlgo::kQ8_0; break;
+  }
+  // W4A4 NVFP4 weights also run as W4A16 (the activation scale is then unused).
+  const bool ok = w.quant.algo == need ||
+                  (f == F::kNvfp4W4A16 && w.quant.algo == QuantAlgo::kNVFP4);
+  B12X_CHECK_ARG(ok, "gemm_weight_source: layer '", w.prefix, "' is ",
+                 quant_algo_name(w.quant.algo), ", which GEMM format ",
+                 static_cast<int>(f), " does not take (it needs ", quant_algo_name(need), ")");
+  gemm::WeightSource s;
+  s.format = f;
+  s.weight = w.weight;
+  s.weight_scale = w.weight_scale;
+  s.in_features = w.k;
+  switch (need) {
+    case QuantAlgo::kNVFP4:
+    case QuantAlgo::kW4A16NVFP4:
+      s.global_scale = w.weight_scale_2;
+      break;
+    case QuantAlgo::kFP8:
+      s.output_scale = TensorRef::contiguous(const_cast<float*>(&w.output_scale), DType::kFP32,
+                                             {1});
+      break;
+    case QuantAlgo::kQ8_0:
+    case QuantAlgo::kIQ2_XS:
+    case QuantAlgo::kIQ2_XXS: {
+      // GGML rows as a [N, K] block-dtype view over the stored [N, K/group, payload] bytes.
+      const DType dt = need == QuantAlgo::kQ8_0    ? DType::kQ8_0
+                       : need == QuantAlgo::kIQ2_XS ? DType::kIQ2_XS
+                                                    : DType::kIQ2_XXS;
+      s.weight = TensorRef::contiguous(w.weight.data, dt, {w.n, w.k}, w.weight.device);
+      break;
+    }
+    default: break;
+  }
+  return s;
 }
 
 selection::WeightFormat weight_format_of(const LayerQuant& q, DType unquantized) {

@@ -180,6 +180,33 @@ TEST_P(CheckpointRoundTrip, QuantizeInspectLoadDequantize) {
       r2 += src[i] * static_cast<double>(src[i]);
     }
     EXPECT_NEAR(std::sqrt(e2 / r2), l.rel_rms_error, 1e-9) << l.name;
+    // The GEMM source the loader hands to gemm::PackedWeight::pack.
+    const selection::Selection sel =
+        selection::select(linear_layer_desc(lw, DType::kBF16, 120), selection::EnvOverrides{});
+    ASSERT_TRUE(sel.supported) << sel.summary();
+    const gemm::WeightSource gs = gemm_weight_source(lw, gemm_format_for_path(sel.path));
+    EXPECT_EQ(gs.in_features, lw.k);
+    EXPECT_EQ(gs.weight.shape[0], lw.n);
+    if (c.expect_algo == QuantAlgo::kQ8_0 || c.expect_algo == QuantAlgo::kIQ2_XS ||
+        c.expect_algo == QuantAlgo::kIQ2_XXS) {
+      EXPECT_EQ(gs.weight.ndim, 2);
+      EXPECT_EQ(gs.weight.shape[1], lw.k);
+      EXPECT_EQ(gs.weight.span_bytes(), static_cast<int64_t>(ck.find(l.name + ".weight")->nbytes));
+    } else {
+      EXPECT_EQ(gs.weight.data, lw.weight.data);
+    }
+    if (c.expect_algo == QuantAlgo::kFP8) {
+      ASSERT_NE(gs.output_scale.data, nullptr);
+      EXPECT_FLOAT_EQ(*gs.output_scale.ptr<float>(), lw.input_scale * lw.weight_scale_2);
+    }
+    if (c.expect_algo == QuantAlgo::kW4A16NVFP4 || c.expect_algo == QuantAlgo::kNVFP4)
+      EXPECT_EQ(gs.global_scale, lw.weight_scale_2);
+    if (c.expect_algo == QuantAlgo::kNVFP4)
+      EXPECT_FLOAT_EQ(lw.output_scale, lw.input_scale * lw.weight_scale_2);  // the W4A4 alpha
+    EXPECT_THROW(gemm_weight_source(lw, c.expect_algo == QuantAlgo::kMXFP8
+                                            ? gemm::LinearFormat::kQ8_0
+                                            : gemm::LinearFormat::kMxfp8),
+                 Error);
     // Bit-exact against the codec applied directly to the source.
     if (c.expect_algo == QuantAlgo::kQ8_0) {
       std::vector<uint8_t> blocks(src.size() / 32 * 34);
@@ -221,6 +248,13 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"iq2_xxs", QuantAlgo::kIQ2_XXS, 0.f, QuantAlgo::kIQ2_XXS, "gemm.iq2_xxs", nullptr,
              "self_attn\\.(q|o)_proj", 2}),
     [](const ::testing::TestParamInfo<Case>& i) { return std::string(i.param.tag); });
+
+TEST(CheckpointQuantize, GemmPathNames) {
+  EXPECT_EQ(gemm_format_for_path("gemm.nvfp4_w4a16"), gemm::LinearFormat::kNvfp4W4A16);
+  EXPECT_EQ(gemm_format_for_path("gemm.mxfp4_w4a8"), gemm::LinearFormat::kMxfp4W4A8);
+  EXPECT_EQ(gemm_format_for_path("gemm.fp8_block"), gemm::LinearFormat::kFp8Block);
+  EXPECT_THROW(gemm_format_for_path("moe.nvfp4"), Error);
+}
 
 TEST(CheckpointQuantize, RejectsBadRequests) {
   TinyModel m = make_tiny("bad", 7);
