@@ -129,6 +129,13 @@ class PackedWeight {
   std::unique_ptr<Impl> impl_;
 };
 
+/// Which kernel family a plan uses.
+enum class Regime : int32_t {
+  kDecode = 0,  ///< weight streaming, weights on the MMA M side, tokens on N (M <= 16 per tile)
+  kTiled = 1,   ///< cp.async multi-stage tiles for large M
+  kAuto = 2,    ///< decided at bind from the bound activation shape (host metadata)
+};
+
 /// Capacities of a linear layer.
 struct Caps {
   int device = 0;
@@ -143,13 +150,8 @@ struct Caps {
   DType out_dtype = DType::kBF16;
   /// Regime hint: typical live M (0 = unknown; small-M decode kernel when max_tokens <= 16).
   int64_t expected_m = 0;
-};
-
-/// Which kernel family a plan uses.
-enum class Regime : int32_t {
-  kDecode = 0,  ///< weight streaming, weights on the MMA M side, tokens on N (M <= 16 per tile)
-  kTiled = 1,   ///< cp.async multi-stage tiles for large M
-  kAuto = 2,    ///< decided at bind from the bound activation shape (host metadata)
+  /// Force a kernel family (tests, benchmarks); kAuto lets plan/bind decide.
+  Regime regime = Regime::kAuto;
 };
 
 struct Plan {

@@ -101,8 +101,19 @@ Plan plan(const Caps& caps) {
   const WFmt wf = weight_format(f);
   const lin::Geometry geo = lin::make_geometry(wf, caps.out_features, caps.in_features);
   const int64_t M = caps.max_tokens, K = caps.in_features;
-  // Regime: the decode kernel is the only engine so far; it walks token tiles for larger M.
-  p.regime = Regime::kDecode;
+  // Regime: the weight-streaming decode kernel for M <= 16, the tiled kernel above; with a
+  // max_tokens above 16 and no hint the bound shape decides (host metadata, fixed per binding).
+  const bool fp16 = mma_fp16(f, caps.act_dtype);
+  if (caps.regime != Regime::kAuto) {
+    p.regime = caps.regime;
+  } else if (M <= 16 || (caps.expected_m > 0 && caps.expected_m <= 16)) {
+    p.regime = M <= 16 ? Regime::kDecode : Regime::kAuto;
+  } else if (caps.expected_m > 16) {
+    p.regime = Regime::kTiled;
+  } else {
+    p.regime = Regime::kAuto;
+  }
+  if (p.regime != Regime::kDecode) lin::prepare_linear_tiled(wf, fp16);
   // Split-K only when the partial buffer stays small (M <= 16).
   const int64_t slices = geo.KP / lin::slice_k(wf);
   const int64_t ctas_n = (geo.n16 + 3) / 4;
@@ -241,7 +252,8 @@ Binding bind(const Plan& plan, const TensorRef& scratch, const TensorRef& x,
   }
   Binding b;
   b.plan = plan;
-  b.regime = Regime::kDecode;
+  b.regime = plan.regime == Regime::kAuto ? (M <= 16 ? Regime::kDecode : Regime::kTiled)
+                                          : plan.regime;
   b.weight = &weight;
   b.x = x;
   b.x_scale = x_scale;
@@ -356,6 +368,10 @@ void run(const Binding& b, Stream stream) {
 
   const bool fp16 = mma_fp16(f, b.x.dtype);
   const int nt = decode_nt(std::min<int64_t>(M, 16));
+  if (b.regime == Regime::kTiled && p.x_vec16) {
+    lin::launch_linear_tiled(im.wfmt, fp16, p, stream);
+    return;
+  }
   if (M > 16) {
     p.split = 1;
     p.slices_per_cta = static_cast<int>(geo.KP / lin::slice_k(im.wfmt));

@@ -15,6 +15,11 @@ struct ActParams;
 bool decode_kernel_available(WFmt f, bool fp16, int nt);
 /// grid = (ceil(n16/4), split, ceil(M / (8*nt))).
 void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stream stream);
+/// Tiled kernel (M > 16): grid = (ceil(NP/128), ceil(M/128)). x must allow 16-byte loads.
+bool tiled_kernel_available(WFmt f, bool fp16);
+/// Host-only setup (dynamic shared memory opt-in); call before capture (plan does).
+void prepare_linear_tiled(WFmt f, bool fp16);
+void launch_linear_tiled(WFmt f, bool fp16, const LinearParams& p, Stream stream);
 void launch_linear_reduce(const LinearParams& p, Stream stream);
 void launch_act_dequant(const ActParams& p, Stream stream);
 

@@ -34,12 +34,16 @@ struct Case {
   DType out = DType::kBF16;
   bool bias = false;
   bool caller_quant = false;  // fp8_block: pass e4m3 + fp32 scales
+  gemm::Regime regime = gemm::Regime::kAuto;
 };
 
 std::string name(const Case& c) {
   return std::string(gemm::format_name(c.fmt)) + " M=" + std::to_string(c.M) + " N=" +
          std::to_string(c.N) + " K=" + std::to_string(c.K) + " act=" + dtype_name(c.act) +
-         " out=" + dtype_name(c.out) + (c.bias ? " bias" : "") + (c.caller_quant ? " callerq" : "");
+         " out=" + dtype_name(c.out) + (c.bias ? " bias" : "") + (c.caller_quant ? " callerq" : "") +
+         (c.regime == gemm::Regime::kDecode  ? " decode"
+          : c.regime == gemm::Regime::kTiled ? " tiled"
+                                             : "");
 }
 
 uint16_t to_half_bits(float v, DType t) {
@@ -344,6 +348,7 @@ void run_case(const Case& c, bool graph_replay = false) {
   caps.out_features = c.N;
   caps.act_dtype = plan_act_dtype(c, a);
   caps.out_dtype = c.out;
+  caps.regime = c.regime;
   gemm::Plan plan;
   try {
     plan = gemm::plan(caps);
@@ -433,13 +438,16 @@ void run_case(const Case& c, bool graph_replay = false) {
   cudaStreamDestroy(stream);
 }
 
-std::vector<Case> all_format_cases(int64_t M, int64_t N, int64_t K, bool bias, DType out) {
+std::vector<Case> all_format_cases(int64_t M, int64_t N, int64_t K, bool bias, DType out,
+                                   gemm::Regime regime = gemm::Regime::kAuto) {
   std::vector<Case> v;
   for (int i = 0; i < gemm::kNumLinearFormats; ++i) {
     const auto f = static_cast<LinearFormat>(i);
     const int64_t kk = (K + gemm::format_k_multiple(f) - 1) / gemm::format_k_multiple(f) *
                        gemm::format_k_multiple(f);
-    v.push_back({f, M, N, kk, DType::kBF16, out, bias});
+    Case c{f, M, N, kk, DType::kBF16, out, bias};
+    c.regime = regime;
+    v.push_back(c);
   }
   return v;
 }
@@ -487,6 +495,28 @@ TEST(GemmGpu, LargerMAllFormats) {
   for (const auto& c : all_format_cases(300, 64, 512, false, DType::kFP16)) run_case(c);
 }
 
+TEST(GemmGpu, TiledRegimeAllFormats) {
+  B12X_REQUIRE_GPU();
+  // Tiled kernel forced, also for tiny M; N and K off the 128 x 64 tile.
+  for (const auto& c : all_format_cases(1, 200, 1280, true, DType::kBF16, gemm::Regime::kTiled))
+    run_case(c);
+  for (const auto& c : all_format_cases(130, 136, 768, false, DType::kFP16, gemm::Regime::kTiled))
+    run_case(c);
+  for (LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kMxfp4W4A16,
+                         LinearFormat::kQ8_0, LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs}) {
+    Case c{f, 70, 256, 512, DType::kFP16, DType::kFP16, true};
+    c.regime = gemm::Regime::kTiled;
+    run_case(c);
+  }
+}
+
+TEST(GemmGpu, DecodeRegimeLargerM) {
+  B12X_REQUIRE_GPU();
+  // The weight-streaming kernel walking token tiles (M > 16).
+  for (const auto& c : all_format_cases(37, 72, 512, true, DType::kBF16, gemm::Regime::kDecode))
+    run_case(c);
+}
+
 TEST(GemmGpu, ThousandsOfTokens) {
   B12X_REQUIRE_GPU();
   run_case({LinearFormat::kNvfp4W4A16, 2500, 96, 512, DType::kBF16, DType::kBF16, true});
@@ -508,6 +538,7 @@ TEST(GemmGpu, GraphReplayWithNewActivations) {
                          LinearFormat::kIq2Xxs, LinearFormat::kFp8Block, LinearFormat::kMxfp4W4A8})
     run_case({f, 4, 256, 1024, DType::kBF16, DType::kBF16, true}, /*graph_replay=*/true);
   run_case({LinearFormat::kQ8_0, 40, 128, 512, DType::kBF16, DType::kBF16, true}, true);
+  run_case({LinearFormat::kMxfp4, 200, 256, 512, DType::kBF16, DType::kBF16, true}, true);
 }
 
 TEST(GemmGpu, RefreshKeepsPointersAndChangesResult) {
@@ -573,6 +604,8 @@ TEST(GemmGpuSanitize, SmallShapesAllFormats) {
   B12X_REQUIRE_GPU();
   for (const auto& c : all_format_cases(3, 24, 256, true, DType::kBF16)) run_case(c);
   for (const auto& c : all_format_cases(18, 40, 512, false, DType::kFP16)) run_case(c);
+  for (const auto& c : all_format_cases(5, 40, 256, true, DType::kBF16, gemm::Regime::kTiled))
+    run_case(c);
 }
 
 }  // namespace
