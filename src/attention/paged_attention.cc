@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <string>
 #include <mutex>
 #include <vector>
 
@@ -48,10 +50,18 @@ const std::vector<KernelInfo>& registry() {
   return kTable;
 }
 
-const KernelInfo* find_kernel(int dqk, int dv, bool decode, DType q, bool fp8) {
+const KernelInfo* find_kernel(int dqk, int dv, int kind, DType q, bool fp8) {
   for (const KernelInfo& k : registry())
-    if (k.dqk == dqk && k.dv == dv && k.decode == decode && k.q == q && k.fp8 == fp8) return &k;
+    if (k.dqk == dqk && k.dv == dv && k.kind == kind && k.q == q && k.fp8 == fp8) return &k;
   return nullptr;
+}
+
+// Decode tile kind: 2 ("deep", default) or 1 ("wide"); B12X_ATTN_DECODE_TILE=wide|deep
+// overrides (benchmarking).
+int decode_kind() {
+  const char* e = std::getenv("B12X_ATTN_DECODE_TILE");
+  if (e != nullptr && std::string(e) == "wide") return 1;
+  return 2;
 }
 
 int64_t align_up(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
@@ -129,7 +139,8 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   // Decode tile (16 rows, warps split the KV) unless the packed rows of one request need more.
   const bool decode_tile = caps.mode != Mode::kExtend && int64_t(q_len) * group <= 16;
   const bool fp8 = caps.kv_dtype == DType::kFP8E4M3;
-  const KernelInfo* k = find_kernel(caps.head_dim_qk, caps.head_dim_vo, decode_tile, caps.q_dtype, fp8);
+  const KernelInfo* k = find_kernel(caps.head_dim_qk, caps.head_dim_vo,
+                                    decode_tile ? decode_kind() : 0, caps.q_dtype, fp8);
   B12X_CHECK_SUPPORTED(k != nullptr, kPlanOp, ": no compiled kernel for head dims (",
                        caps.head_dim_qk, ", ", caps.head_dim_vo, "), q ", dtype_name(caps.q_dtype),
                        ", kv ", dtype_name(caps.kv_dtype));
@@ -146,7 +157,8 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   occ = std::max(occ, 1);
 
   plan.impl = k;
-  plan.kernel = std::string(k->name) + (k->decode ? "_decode" : "_extend") +
+  plan.kernel = std::string(k->name) +
+                (k->kind == 0 ? "_extend" : k->kind == 1 ? "_decode_wide" : "_decode_deep") +
                 (fp8 ? "_kvfp8" : "") + (caps.q_dtype == DType::kFP16 ? "_fp16" : "_bf16");
   plan.tile_rows = k->tile_rows;
   plan.tile_kv = k->tile_kv;

@@ -15,7 +15,7 @@ using LaunchFn = void (*)(const PagedParams&, dim3 grid, cudaStream_t);
 
 struct KernelInfo {
   int dqk = 0, dv = 0;
-  bool decode = false;  ///< decode/verify tile (16 rows, warps split KV) vs extend (64 rows)
+  int kind = 0;  ///< 0 extend tile, 1 decode wide (4 warps x 16 tokens), 2 decode deep (2 x 16)
   DType q = DType::kBF16;
   bool fp8 = false;
   const void* func = nullptr;

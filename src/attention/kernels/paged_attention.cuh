@@ -31,16 +31,21 @@ namespace b12x::attention::detail {
 constexpr float kLog2e = 1.4426950408889634f;
 
 // ---------------------------------------------------------------- tile configuration ---------
-template <int kDqk_, int kDv_, bool kDecode, bool kFp8_>
+/// Tile shapes. kKind: 0 = extend (WM warps x 16 rows, all warps share each K/V tile);
+/// 1 = decode "wide" (16 rows, 4 warps split a 64-token tile); 2 = decode "deep" (16 rows,
+/// 2 warps split a 32-token tile, as many stages as fit 99 KB, at most 4: more bytes in flight
+/// per SM for the memory-bound decode).
+template <int kDqk_, int kDv_, int kKind_, bool kFp8_>
 struct TileCfg {
-  static constexpr int kDqk = kDqk_, kDv = kDv_;
+  static constexpr int kDqk = kDqk_, kDv = kDv_, kKind = kKind_;
   static constexpr bool kFp8 = kFp8_;
-  static constexpr int kBN = (kDqk > 128 || kDv > 128) ? 32 : 64;
+  static constexpr bool kDecode = kKind != 0;
+  static constexpr bool kBigHead = kDqk > 128 || kDv > 128;
+  static constexpr int kBN = kKind == 2 ? 32 : (kBigHead ? 32 : 64);
   // Extend: 8 warps x 16 rows for head dims <= 128 (one K/V tile serves 128 packed rows),
   // 4 warps for the larger dims (Q tile + ring must fit 99 KB).
-  static constexpr int kWM = kDecode ? 1 : ((kDqk <= 128 && kDv <= 128) ? 8 : 4);
+  static constexpr int kWM = kDecode ? 1 : (kBigHead ? 4 : 8);
   static constexpr int kWN = kDecode ? kBN / 16 : 1;
-  static constexpr int kStages = (kDecode && kFp8) ? 3 : 2;
   static constexpr int kThreads = kWM * kWN * 32;
   static constexpr int kBM = 16 * kWM;
   static constexpr int kKvBytes = kFp8 ? 1 : 2;
@@ -48,9 +53,13 @@ struct TileCfg {
   static constexpr int kStageBytes = kBN * (kDqk + kDv) * kKvBytes;
   static constexpr int kConvBytes = kFp8 ? kBN * (kDqk + kDv) * 2 : 0;
   static constexpr int kMergeBytes = kWN > 1 ? kWN * (kBM * kDv * 4 + 2 * kBM * 4) : 0;
+  static constexpr int kFitStages = (101376 - kQBytes - kConvBytes) / kStageBytes;
+  static constexpr int kStages =
+      kKind == 2 ? (kFitStages < 4 ? kFitStages : 4) : ((kKind == 1 && kFp8) ? 3 : 2);
   static constexpr int kRingBytes = kStages * kStageBytes;
   static constexpr int kSmemBytes =
       kQBytes + kConvBytes + (kRingBytes > kMergeBytes ? kRingBytes : kMergeBytes);
+  static_assert(kStages >= 2, "paged attention needs at least a double-buffered ring");
   static_assert(kSmemBytes <= 101376, "paged attention tile exceeds the SM12x 99 KB smem limit");
   static_assert((kBN / kWN) % 16 == 0, "each warp needs whole 16-token MMA K steps");
 };

@@ -15,13 +15,13 @@ void launch_merge(const PagedParams& p, dim3 grid, cudaStream_t s) {
   paged_merge_kernel<T, kDv><<<grid, 128, 0, s>>>(p);
 }
 
-template <typename T, bool kFp8, int kDqk, int kDv, bool kDecode>
+template <typename T, bool kFp8, int kDqk, int kDv, int kKind>
 KernelInfo make_info(const char* name) {
-  using Cfg = TileCfg<kDqk, kDv, kDecode, kFp8>;
+  using Cfg = TileCfg<kDqk, kDv, kKind, kFp8>;
   KernelInfo k;
   k.dqk = kDqk;
   k.dv = kDv;
-  k.decode = kDecode;
+  k.kind = kKind;
   k.q = std::is_same_v<T, __nv_bfloat16> ? DType::kBF16 : DType::kFP16;
   k.fp8 = kFp8;
   k.func = reinterpret_cast<const void*>(&paged_attention_kernel<T, Cfg>);
@@ -37,16 +37,19 @@ KernelInfo make_info(const char* name) {
   return k;
 }
 
-/// The six variants of one head-dim pair: {bf16 q + bf16 KV, fp16 q + fp16 KV, bf16 q + fp8 KV}
-/// x {decode, extend}.
+/// The variants of one head-dim pair: {bf16 q + bf16 KV, fp16 q + fp16 KV, bf16 q + fp8 KV}
+/// x {extend, decode wide, decode deep}.
+template <typename T, bool kFp8, int kDqk, int kDv>
+void register_kinds(std::vector<KernelInfo>& out, const char* tag) {
+  out.push_back(make_info<T, kFp8, kDqk, kDv, 0>(tag));
+  out.push_back(make_info<T, kFp8, kDqk, kDv, 1>(tag));
+  out.push_back(make_info<T, kFp8, kDqk, kDv, 2>(tag));
+}
 template <int kDqk, int kDv>
 void register_dims(std::vector<KernelInfo>& out, const char* tag) {
-  out.push_back(make_info<__nv_bfloat16, false, kDqk, kDv, true>(tag));
-  out.push_back(make_info<__nv_bfloat16, false, kDqk, kDv, false>(tag));
-  out.push_back(make_info<__half, false, kDqk, kDv, true>(tag));
-  out.push_back(make_info<__half, false, kDqk, kDv, false>(tag));
-  out.push_back(make_info<__nv_bfloat16, true, kDqk, kDv, true>(tag));
-  out.push_back(make_info<__nv_bfloat16, true, kDqk, kDv, false>(tag));
+  register_kinds<__nv_bfloat16, false, kDqk, kDv>(out, tag);
+  register_kinds<__half, false, kDqk, kDv>(out, tag);
+  register_kinds<__nv_bfloat16, true, kDqk, kDv>(out, tag);
 }
 
 }  // namespace b12x::attention::detail
