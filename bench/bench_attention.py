@@ -81,7 +81,7 @@ def make_paged(B, L, hkv, D, page, kv_dtype, n_rot, qlen=1, hq=None):
     return cache, tables
 
 
-def bench_decode(rows, bw, B, L, hq, hkv, D, page, kv_name):
+def bench_decode(rows, bw, B, L, hq, hkv, D, page, kv_name, tile=None):
     kv_dtype = torch.float8_e4m3fn if kv_name == "fp8" else torch.bfloat16
     eb = 1 if kv_name == "fp8" else 2
     kv_bytes = B * L * hkv * 2 * D * eb
@@ -98,7 +98,12 @@ def bench_decode(rows, bw, B, L, hq, hkv, D, page, kv_name):
                       num_q_heads=hq, num_kv_heads=hkv, head_dim_qk=D, head_dim_vo=D,
                       page_size=page, max_total_q=B, max_batch=B, max_page_table_width=npg,
                       use_cuda_graph=True)
-    pl = paged.plan(caps)
+    if tile:
+        os.environ["B12X_ATTN_DECODE_TILE"] = tile
+    try:
+        pl = paged.plan(caps)
+    finally:
+        os.environ.pop("B12X_ATTN_DECODE_TILE", None)
     scratch = torch.empty(pl.layout.nbytes, dtype=torch.uint8, device=DEV)
     binds = [pl.bind(scratch, q[r], k_cache, v_cache, out, tables[r], seq, cu, k_descale=kd,
                      v_descale=kd, return_lse=False) for r in range(n_rot)]
@@ -111,6 +116,8 @@ def bench_decode(rows, bw, B, L, hq, hkv, D, page, kv_name):
     # SDPA on contiguous bf16 K/V [B, Hkv, L, D] (q [B, Hq, 1, D], GQA).
     sdpa_us = None
     try:
+        if tile:
+            raise RuntimeError("peer measured on the default tile row")
         sd_rot = rotations(B * L * hkv * 2 * D * 2)
         ks = [torch.randn(B, hkv, L, D, dtype=torch.bfloat16, device=DEV) for _ in range(sd_rot)]
         vs = [torch.randn(B, hkv, L, D, dtype=torch.bfloat16, device=DEV) for _ in range(sd_rot)]
@@ -203,6 +210,10 @@ def main():
                 decode_cases.append((B, 8192, hq, hkv, D, 128, kv))
         for B in (8, 32):
             decode_cases.append((B, 8192, 32, 8, 128, 128, kv))
+    # Tile-shape comparison (decode 'wide' = 4 warps x 16 tokens) at the target shapes.
+    for kv in ("bf16", "fp8"):
+        for B in (1, 8, 32):
+            decode_cases.append((B, 8192, 32, 8, 128, 64, kv, "wide"))
     if quick:
         decode_cases = decode_cases[:6]
     print(f"{'op':7}{'kv':5}{'B':>5}{'ctx':>7}{'hq/hkv/d':>12}{'page':>5}{'us':>10}{'GB/s':>8}"
