@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <regex>
 #include <set>
 
@@ -128,31 +129,84 @@ QuantizeReport quantize_checkpoint(const std::string& in_dir, const std::string&
   json::Value layers = json::Value::object();
   std::vector<std::pair<std::string, std::string>> weight_map;
 
+  // Decide per tensor, then per fused group: shards that vLLM fuses (q/k/v, gate/up, per expert)
+  // are quantized together or not at all, and share one global scale (NVFP4 weight_scale_2,
+  // FP8 weight_scale), since vLLM applies a single global to the fused weight.
+  struct Decision {
+    bool match = false, eligible = false, want = false;
+    std::string why, group;
+  };
+  std::map<std::string, Decision> decide;
+  std::map<std::string, std::vector<std::string>> groups;
+  for (const auto& f : in.files())
+    for (const auto& t : f.tensors()) {
+      const bool is_weight =
+          t.name.size() > 7 && t.name.compare(t.name.size() - 7, 7, ".weight") == 0;
+      if (!is_weight || t.shape.size() != 2) continue;
+      const std::string module = t.name.substr(0, t.name.size() - 7);
+      if (is_norm_module(module)) continue;
+      Decision d;
+      d.match = patterns.empty() ? default_layer(module) : false;
+      for (const auto& re : patterns) d.match = d.match || std::regex_search(module, re);
+      if (t.st_dtype != "BF16" && t.st_dtype != "F16" && t.st_dtype != "F32")
+        d.why = "dtype " + t.st_dtype + " is not BF16/F16/F32";
+      else if (t.shape[1] % group != 0)
+        d.why = "K=" + std::to_string(t.shape[1]) + " is not a multiple of the " +
+                std::to_string(group) + "-value block";
+      else if (t.shape[0] == 0)
+        d.why = "empty weight";
+      else
+        d.eligible = true;
+      d.group = module;
+      const std::string leaf = last_component(module);
+      const size_t dot = module.rfind('.');
+      const std::string parent = dot == std::string::npos ? "" : module.substr(0, dot);
+      for (const auto& [fused, shards] : default_packed_modules())
+        if (std::find(shards.begin(), shards.end(), leaf) != shards.end())
+          d.group = parent + "." + fused;
+      groups[d.group].push_back(t.name);
+      decide[t.name] = d;
+    }
+  for (const auto& [g, members] : groups) {
+    bool any_match = false;
+    std::string blocker;
+    for (const auto& m : members) {
+      any_match = any_match || decide[m].match;
+      if (!decide[m].eligible) blocker = m;
+    }
+    if (!any_match) continue;
+    for (const auto& m : members) {
+      Decision& d = decide[m];
+      d.want = blocker.empty();
+      if (!d.want && d.why.empty())
+        d.why = "kept with its fused shard " + blocker + " (" + decide[blocker].why + ")";
+    }
+  }
+  // Shared global scale per fused group: the group's |max|.
+  std::map<std::string, float> group_amax;
+  for (const auto& f : in.files())
+    for (const auto& t : f.tensors()) {
+      auto it = decide.find(t.name);
+      if (it == decide.end() || !it->second.want) continue;
+      const std::vector<float> x = to_float(f, t);
+      float m = 0.f;
+      for (float v : x)
+        if (std::fabs(v) > m) m = std::fabs(v);  // NaN never raises the maximum
+      float& g = group_amax[it->second.group];
+      g = std::max(g, m);
+    }
+
   for (const auto& f : in.files()) {
     SafetensorsWriter w;
     const std::string out_name = fs::path(f.path()).filename().string();
     for (const auto& t : f.tensors()) {
       rep.bytes_in += t.nbytes;
       weight_map.emplace_back(t.name, out_name);
-      const bool is_weight = t.name.size() > 7 && t.name.compare(t.name.size() - 7, 7, ".weight") == 0;
-      const std::string module = is_weight ? t.name.substr(0, t.name.size() - 7) : "";
-      bool want = false;
-      std::string why;
-      if (is_weight && t.shape.size() == 2 && !is_norm_module(module)) {
-        bool match = patterns.empty() ? default_layer(module) : false;
-        for (const auto& re : patterns) match = match || std::regex_search(module, re);
-        if (match) {
-          if (t.st_dtype != "BF16" && t.st_dtype != "F16" && t.st_dtype != "F32")
-            why = "dtype " + t.st_dtype + " is not BF16/F16/F32";
-          else if (t.shape[1] % group != 0)
-            why = "K=" + std::to_string(t.shape[1]) + " is not a multiple of the " +
-                  std::to_string(group) + "-value block";
-          else if (t.shape[0] == 0)
-            why = "empty weight";
-          else
-            want = true;
-        }
-      }
+      auto dit = decide.find(t.name);
+      const bool want = dit != decide.end() && dit->second.want;
+      const std::string why = dit != decide.end() && dit->second.match ? dit->second.why : "";
+      const std::string module = want ? t.name.substr(0, t.name.size() - 7) : "";
+      const float amax = want ? group_amax[dit->second.group] : 0.f;
       if (!want) {
         if (!why.empty()) rep.skipped.emplace_back(t.name, why);
         w.add(t.name, t.st_dtype, t.shape, f.bytes(t), t.nbytes);
@@ -176,8 +230,8 @@ QuantizeReport quantize_checkpoint(const std::string& in_dir, const std::string&
         switch (algo) {
           case QuantAlgo::kNVFP4:
           case QuantAlgo::kW4A16NVFP4: {
-            float gs = formats::nvfp4_global_scale(x.data(), n * k);
-            if (gs == 0.f) gs = 1.f;  // all-zero weight: any positive scale decodes to zeros
+            // gs = 448*6 / amax of the fused group (1 for an all-zero group: decodes to zeros).
+            const float gs = amax > 0.f ? (448.f * 6.f) / amax : 1.f;
             values.resize(n * k / 2);
             scales.resize(n * k / 16);
             formats::quantize_nvfp4(x.data(), n, k, gs, values.data(), scales.data());
@@ -215,8 +269,8 @@ QuantizeReport quantize_checkpoint(const std::string& in_dir, const std::string&
             break;
           case QuantAlgo::kFP8: {
             values.resize(n * k);
-            lw.weight_scale_2 = formats::quantize_fp8_per_tensor(x.data(), n * k, 0.f,
-                                                                 values.data());
+            lw.weight_scale_2 = formats::quantize_fp8_per_tensor(
+                x.data(), n * k, amax > 0.f ? amax / 448.f : 0.f, values.data());
             lw.input_scale = o.input_amax / 448.f;
             add(t.name, "F8_E4M3", {n, k}, values.data(), values.size());
             add(module + ".weight_scale", "F32", {}, &lw.weight_scale_2, 4);

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <algorithm>
 #include <map>
 #include <random>
 
@@ -219,14 +220,38 @@ TEST_P(CheckpointRoundTrip, QuantizeInspectLoadDequantize) {
       EXPECT_EQ(std::memcmp(v.data(), lw.weight.data, v.size()), 0) << l.name;
       EXPECT_EQ(std::memcmp(s.data(), lw.weight_scale.data, s.size()), 0) << l.name;
     } else if (c.expect_algo == QuantAlgo::kNVFP4 || c.expect_algo == QuantAlgo::kW4A16NVFP4) {
-      const float gs = formats::nvfp4_global_scale(src.data(), static_cast<int64_t>(src.size()));
-      EXPECT_FLOAT_EQ(lw.weight_scale_2, 1.f / gs);
+      // The global scale is shared by the fused group (its amax), so it is at most the
+      // tensor's own 448*6/amax.
+      const float own = formats::nvfp4_global_scale(src.data(), static_cast<int64_t>(src.size()));
+      const float gs = 1.f / lw.weight_scale_2;
+      EXPECT_LE(gs, own * (1 + 1e-6f)) << l.name;
       std::vector<uint8_t> v(src.size() / 2), s(src.size() / 16);
       formats::quantize_nvfp4(src.data(), lw.n, lw.k, gs, v.data(), s.data());
       EXPECT_EQ(std::memcmp(v.data(), lw.weight.data, v.size()), 0) << l.name;
       if (c.expect_algo == QuantAlgo::kNVFP4)
         EXPECT_FLOAT_EQ(lw.input_scale, c.input_amax / 2688.f);
     }
+  }
+  // Fused shards share their global scale (vLLM applies one global to the fused weight).
+  if (c.expect_algo == QuantAlgo::kNVFP4 || c.expect_algo == QuantAlgo::kW4A16NVFP4 ||
+      c.expect_algo == QuantAlgo::kFP8) {
+    const auto scale_of = [&](const std::string& prefix) {
+      return load_linear(ck, cfg, prefix).weight_scale_2;
+    };
+    const std::string a = "model.layers.0.self_attn.", g = "model.layers.0.mlp.";
+    EXPECT_EQ(scale_of(a + "q_proj"), scale_of(a + "k_proj"));
+    EXPECT_EQ(scale_of(a + "q_proj"), scale_of(a + "v_proj"));
+    EXPECT_EQ(scale_of(g + "gate_proj"), scale_of(g + "up_proj"));
+    EXPECT_NE(scale_of(g + "gate_proj"), scale_of(g + "down_proj"));
+    for (int e = 0; e < 4; ++e) {
+      const std::string x = "model.layers.1.mlp.experts." + std::to_string(e) + ".";
+      EXPECT_EQ(scale_of(x + "gate_proj"), scale_of(x + "up_proj"));
+    }
+    float amax = 0;
+    for (const char* p : {"q_proj", "k_proj", "v_proj"})
+      for (float v : m.weights.at(a + p + ".weight")) amax = std::max(amax, std::fabs(v));
+    const float expect = c.expect_algo == QuantAlgo::kFP8 ? amax / 448.f : amax / 2688.f;
+    EXPECT_NEAR(scale_of(a + "q_proj"), expect, expect * 1e-6f);
   }
   fs::remove_all(m.dir);
   fs::remove_all(out);
@@ -244,9 +269,9 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"fp8", QuantAlgo::kFP8, 4.f, QuantAlgo::kFP8, "gemm.fp8_tensor", nullptr},
         Case{"q8_0", QuantAlgo::kQ8_0, 0.f, QuantAlgo::kQ8_0, "gemm.q8_0", "moe.ggml_a16"},
         Case{"iq2_xs", QuantAlgo::kIQ2_XS, 0.f, QuantAlgo::kIQ2_XS, "gemm.iq2_xs", nullptr,
-             "self_attn\\.(q|o)_proj", 2},
+             "self_attn\\.(q|o)_proj", 4},  // q pulls in its fused k, v
         Case{"iq2_xxs", QuantAlgo::kIQ2_XXS, 0.f, QuantAlgo::kIQ2_XXS, "gemm.iq2_xxs", nullptr,
-             "self_attn\\.(q|o)_proj", 2}),
+             "self_attn\\.(q|o)_proj", 4}),
     [](const ::testing::TestParamInfo<Case>& i) { return std::string(i.param.tag); });
 
 TEST(CheckpointQuantize, GemmPathNames) {
@@ -273,12 +298,18 @@ TEST(CheckpointQuantize, RejectsBadRequests) {
   opt.layer_patterns = {"o_proj$", "lm_head"};
   const auto rep = quantize_checkpoint(m.dir, m.dir + "_o4", opt);
   ASSERT_EQ(rep.layers.size(), 2u);
+  // Selecting one shard of a fused layer quantizes the whole fused group.
+  opt.layer_patterns = {"q_proj$"};
+  const auto rep2 = quantize_checkpoint(m.dir, m.dir + "_o6", opt);
+  EXPECT_EQ(rep2.layers.size(), 3u);
+  const QuantConfig cfg6 = QuantConfig::from_dir(m.dir + "_o6");
+  EXPECT_EQ(cfg6.resolve("model.layers.0.self_attn.qkv_proj").algo, QuantAlgo::kQ8_0);
   // A quantized checkpoint is not accepted as input.
   EXPECT_THROW(quantize_checkpoint(m.dir + "_o4", m.dir + "_o5", opt), Error);
   const QuantConfig cfg = QuantConfig::from_dir(m.dir + "_o4");
   EXPECT_EQ(cfg.resolve("lm_head").algo, QuantAlgo::kQ8_0);
   EXPECT_FALSE(cfg.resolve("model.layers.0.self_attn.q_proj").quantized());
-  for (const char* s : {"", "_o1", "_o2", "_o3", "_o4", "_o5"}) fs::remove_all(m.dir + s);
+  for (const char* s : {"", "_o1", "_o2", "_o3", "_o4", "_o5", "_o6"}) fs::remove_all(m.dir + s);
 }
 
 TEST(CheckpointInspect, ReportsInconsistentCheckpoints) {
