@@ -8,7 +8,8 @@ GGML row data (names fixed by the project contract)::
     dequantize_ggml(ggml_type, blocks) -> numpy.float32 array
     quantize_ggml(ggml_type, values) -> numpy.uint8 array
 
-``ggml_type`` is ``"q8_0"``, ``"iq2_xxs"`` or ``"iq2_xs"``. ``blocks`` is ``bytes`` or a uint8 array
+``ggml_type`` is ``"q8_0"``, ``"iq2_xxs"`` or ``"iq2_xs"`` (the ggml type ids 8 / 16 / 17, e.g.
+``gguf.GGMLQuantizationType.IQ2_XS``, are accepted too). ``blocks`` is ``bytes`` or a uint8 array
 whose last dimension is a whole number of blocks (34 / 66 / 74 bytes); a partial block is an
 error. IQ2 quantization uses b12x's simple encoder (no importance matrix; for tests and demos).
 
@@ -103,8 +104,15 @@ def _ref(a: np.ndarray, name: str):
 
 
 # ---------------------------------------------------------------- GGML ---------------------
-def _ggml(ggml_type: str):
-    key = str(ggml_type).lower()
+#: GGML type ids (ggml.h; gguf.GGMLQuantizationType is an IntEnum with these values).
+GGML_TYPE_IDS = {8: "q8_0", 16: "iq2_xxs", 17: "iq2_xs"}
+
+
+def _ggml(ggml_type):
+    if isinstance(ggml_type, (int, np.integer)) and not isinstance(ggml_type, bool):
+        key = GGML_TYPE_IDS.get(int(ggml_type), f"type id {int(ggml_type)}")
+    else:
+        key = str(ggml_type).lower()
     if key not in GGML_BLOCKS:
         raise _capi.InvalidArgumentError(
             1, f"b12x.formats: ggml_type={ggml_type!r} is not supported "
@@ -112,10 +120,18 @@ def _ggml(ggml_type: str):
     return GGML_BLOCKS[key]
 
 
+def _ggml_name(ggml_type) -> str:
+    for name, spec in GGML_BLOCKS.items():
+        if spec == _ggml(ggml_type):
+            return name
+    raise AssertionError(ggml_type)  # pragma: no cover
+
+
 def dequantize_ggml(ggml_type: str, blocks: Union[bytes, np.ndarray]) -> np.ndarray:
     """Decode GGML blocks (bit-exact with ggml). The last axis of ``blocks`` (bytes) becomes
     the value axis: ``[..., n*block_bytes] -> [..., n*block_values]`` float32."""
     fmt, bv, bb = _ggml(ggml_type)
+    ggml_type = _ggml_name(ggml_type)
     raw = _bytes(blocks, "blocks")
     if raw.ndim == 0:
         raw = raw.reshape(1)
@@ -138,6 +154,7 @@ def quantize_ggml(ggml_type: str, values) -> np.ndarray:
     ``[..., k/block_values*block_bytes]`` uint8. Q8_0 is ggml's reference quantizer bit for bit;
     IQ2_XXS / IQ2_XS use b12x's simple encoder."""
     fmt, bv, bb = _ggml(ggml_type)
+    ggml_type = _ggml_name(ggml_type)
     x = _f32(values, "values")
     k = x.shape[-1]
     if k % bv:

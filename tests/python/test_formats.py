@@ -86,6 +86,9 @@ def test_ggml_decode_matches_gguf(ggml_type):
     with np.errstate(all="ignore"):
         ref = gq.dequantize(raw.reshape(3, -1), GGUF_TYPES[ggml_type])
     assert_same_floats(ours, ref.astype(np.float32), f"{ggml_type} decode")
+    # the gguf enum (an int) names the same type
+    assert_same_floats(F.dequantize_ggml(GGUF_TYPES[ggml_type], raw), ref.reshape(300, -1),
+                       f"{ggml_type} decode (type id)")
     # bytes input gives the flat value vector
     flat = F.dequantize_ggml(ggml_type, raw.tobytes())
     assert_same_floats(flat, ref.reshape(-1), f"{ggml_type} decode (bytes)")
