@@ -194,13 +194,13 @@ __global__ void repack_scales_kernel(int wfmt, RepackSrc s, WeightView d, uint8_
   }
 }
 
-template <int WF, typename OpT>
+template <int WF, typename OpT, bool kFold>
 void launch_gemm_t(int cfg, const GemmArgs& a, int gx, int gy, Stream stream) {
   const dim3 grid(gx, gy);
   if (cfg == kCfgDecode) {
-    dev::moe_gemm_kernel<WF, OpT, 1, 4, 8><<<grid, 128, 0, stream>>>(a);
+    dev::moe_gemm_kernel<WF, OpT, 1, 4, 8, kFold><<<grid, 128, 0, stream>>>(a);
   } else {
-    dev::moe_gemm_kernel<WF, OpT, 4, 1, 64><<<grid, 128, 0, stream>>>(a);
+    dev::moe_gemm_kernel<WF, OpT, 4, 1, 64, kFold><<<grid, 128, 0, stream>>>(a);
   }
 }
 
@@ -220,20 +220,26 @@ void launch_gemm(int wfmt, bool fp16, int cfg, const GemmArgs& a, int gx, int gy
   if (gx <= 0 || gy <= 0) return;
   switch (wfmt) {
     case kWFp4:
-      fp16 ? launch_gemm_t<kWFp4, __half>(cfg, a, gx, gy, s)
-           : launch_gemm_t<kWFp4, __nv_bfloat16>(cfg, a, gx, gy, s);
+      // BF16 operands fold every FP4 block scale exactly; FP16 operands fold UE4M3 scales but
+      // not E8M0 ones (outside the FP16 range), which take the fp32 partial-sum path.
+      if (!fp16)
+        launch_gemm_t<kWFp4, __nv_bfloat16, true>(cfg, a, gx, gy, s);
+      else if (a.w.scale_kind == 0)
+        launch_gemm_t<kWFp4, __half, true>(cfg, a, gx, gy, s);
+      else
+        launch_gemm_t<kWFp4, __half, false>(cfg, a, gx, gy, s);
       break;
     case kWQ8_0:
-      fp16 ? launch_gemm_t<kWQ8_0, __half>(cfg, a, gx, gy, s)
-           : launch_gemm_t<kWQ8_0, __nv_bfloat16>(cfg, a, gx, gy, s);
+      fp16 ? launch_gemm_t<kWQ8_0, __half, false>(cfg, a, gx, gy, s)
+           : launch_gemm_t<kWQ8_0, __nv_bfloat16, false>(cfg, a, gx, gy, s);
       break;
     case kWIq2xxs:
-      fp16 ? launch_gemm_t<kWIq2xxs, __half>(cfg, a, gx, gy, s)
-           : launch_gemm_t<kWIq2xxs, __nv_bfloat16>(cfg, a, gx, gy, s);
+      fp16 ? launch_gemm_t<kWIq2xxs, __half, false>(cfg, a, gx, gy, s)
+           : launch_gemm_t<kWIq2xxs, __nv_bfloat16, false>(cfg, a, gx, gy, s);
       break;
     default:
-      fp16 ? launch_gemm_t<kWIq2xs, __half>(cfg, a, gx, gy, s)
-           : launch_gemm_t<kWIq2xs, __nv_bfloat16>(cfg, a, gx, gy, s);
+      fp16 ? launch_gemm_t<kWIq2xs, __half, false>(cfg, a, gx, gy, s)
+           : launch_gemm_t<kWIq2xs, __nv_bfloat16, false>(cfg, a, gx, gy, s);
       break;
   }
   B12X_CUDA_CHECK_LAUNCH();

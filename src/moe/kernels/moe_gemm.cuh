@@ -55,6 +55,24 @@ struct OpTraits<__nv_bfloat16> {
         : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.f));
   }
+  static __device__ __forceinline__ void mma_acc(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                                 uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+  /// A scale (exactly representable) broadcast to both halves.
+  static __device__ __forceinline__ uint32_t splat(float s) {
+    __nv_bfloat162 v = __float2bfloat162_rn(s);
+    return *reinterpret_cast<uint32_t*>(&v);
+  }
+  static __device__ __forceinline__ uint32_t mul2(uint32_t a, uint32_t b) {
+    __nv_bfloat162 v = __hmul2(*reinterpret_cast<const __nv_bfloat162*>(&a),
+                               *reinterpret_cast<const __nv_bfloat162*>(&b));
+    return *reinterpret_cast<uint32_t*>(&v);
+  }
   // Two E2M1 nibbles (nibble p and p+4 of x) -> bf16x2. The 3 magnitude bits go to bf16 bits
   // 8..6 (exponent low bits + mantissa top bit), giving value * 2^-126 (0.5 lands on a bf16
   // subnormal, which HMUL2 handles exactly); one multiply by 2^126 restores the value.
@@ -82,6 +100,23 @@ struct OpTraits<__half> {
         "{%8,%9}, {%10,%10,%10,%10};\n"
         : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.f));
+  }
+  static __device__ __forceinline__ void mma_acc(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                                 uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+  static __device__ __forceinline__ uint32_t splat(float s) {
+    __half2 v = __float2half2_rn(s);
+    return *reinterpret_cast<uint32_t*>(&v);
+  }
+  static __device__ __forceinline__ uint32_t mul2(uint32_t a, uint32_t b) {
+    __half2 v = __hmul2(*reinterpret_cast<const __half2*>(&a),
+                        *reinterpret_cast<const __half2*>(&b));
+    return *reinterpret_cast<uint32_t*>(&v);
   }
   // Same trick in FP16: magnitude bits to 11..9, value * 2^-14, times 2^14.
   template <int P>
@@ -270,7 +305,11 @@ struct Cfg {
   static_assert(kSmemAct + 4096 <= 101376, "SM12x: at most 99 KB of shared memory per block");
 };
 
-template <int WF, typename OpT, int kWM, int kWK, int kTN>
+/// kFold (FP4 only): multiply each decoded weight pair by its block scale in BF16/FP16 (exact:
+/// E2M1 x UE4M3 has at most 6 significant bits and stays in range; E8M0 scales within
+/// [2^-126, 2^126] likewise in BF16) and accumulate in the MMA directly. Otherwise (GGML d, E8M0
+/// with FP16 operands) the scale multiplies each step's fp32 partial sum.
+template <int WF, typename OpT, int kWM, int kWK, int kTN, bool kFold>
 __global__ void __launch_bounds__(32 * kWM * kWK) moe_gemm_kernel(const GemmArgs args) {
   using C = Cfg<kWM, kWK, kTN>;
   __shared__ __align__(16) uint2 s_act[C::kSteps * kTN * 4];
@@ -378,19 +417,28 @@ __global__ void __launch_bounds__(32 * kWM * kWK) moe_gemm_kernel(const GemmArgs
     _Pragma("unroll") for (int i = 0; i < 4; ++i) {                                       \
       uint32_t lo, hi;                                                                    \
       f[i].template decode<J>(lo, hi, s_grid, t);                                         \
+      s[i] = f[i].template scale<J>(W.scale_kind);                                        \
+      if constexpr (kFold) {                                                              \
+        const uint32_t s2 = OpTraits<OpT>::splat(s[i]);                                   \
+        lo = OpTraits<OpT>::mul2(lo, s2);                                                 \
+        hi = OpTraits<OpT>::mul2(hi, s2);                                                 \
+      }                                                                                   \
       a[i >> 1][(i & 1)] = lo;                                                            \
       a[i >> 1][2 + (i & 1)] = hi;                                                        \
-      s[i] = f[i].template scale<J>(W.scale_kind);                                        \
     }                                                                                     \
     _Pragma("unroll") for (int n = 0; n < C::kNT; ++n) {                                  \
       const uint2 b = s_act[((sc * 8 + J) * kTN + n * 8 + g) * 4 + t];                    \
       _Pragma("unroll") for (int m = 0; m < 2; ++m) {                                     \
-        float d[4];                                                                       \
-        OpTraits<OpT>::mma(d, a[m], b.x, b.y);                                            \
-        acc[m][n][0] = fmaf(d[0], s[2 * m], acc[m][n][0]);                                \
-        acc[m][n][1] = fmaf(d[1], s[2 * m], acc[m][n][1]);                                \
-        acc[m][n][2] = fmaf(d[2], s[2 * m + 1], acc[m][n][2]);                            \
-        acc[m][n][3] = fmaf(d[3], s[2 * m + 1], acc[m][n][3]);                            \
+        if constexpr (kFold) {                                                            \
+          OpTraits<OpT>::mma_acc(acc[m][n], a[m], b.x, b.y);                              \
+        } else {                                                                          \
+          float d[4];                                                                     \
+          OpTraits<OpT>::mma(d, a[m], b.x, b.y);                                          \
+          acc[m][n][0] = fmaf(d[0], s[2 * m], acc[m][n][0]);                              \
+          acc[m][n][1] = fmaf(d[1], s[2 * m], acc[m][n][1]);                              \
+          acc[m][n][2] = fmaf(d[2], s[2 * m + 1], acc[m][n][2]);                          \
+          acc[m][n][3] = fmaf(d[3], s[2 * m + 1], acc[m][n][3]);                          \
+        }                                                                                 \
       }                                                                                   \
     }                                                                                     \
   }
