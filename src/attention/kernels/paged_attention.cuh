@@ -171,7 +171,8 @@ __device__ __forceinline__ bool find_work(const PagedParams& p, int x, Work& w) 
       if (p.tile_start[mid] <= x) lo = mid; else hi = mid - 1;
     }
     b = lo;
-    w.tile = x - p.tile_start[b];
+    // Heaviest (last, most causal keys) tile of each request first: shorter tail.
+    w.tile = p.tile_start[b + 1] - 1 - x;
   }
   w.b = b;
   // Metadata is trusted for values but never for memory safety: rows outside [0, T) and keys
