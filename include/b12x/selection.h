@@ -107,6 +107,16 @@ struct LayerDesc {
 
   /// The device's capability, filled from device_info(ordinal); check_compiled_archs = true.
   LayerDesc& on_device(int ordinal);
+
+  // Shorthands for is_supported() implementations (cc = 10*major+minor, 0 = SM120).
+  static LayerDesc linear(WeightFormat w, int64_t n, int64_t k, ActFormat act = ActFormat::kAuto,
+                          int cc = 0);
+  static LayerDesc moe(WeightFormat w, ActFormat act, int64_t hidden,
+                       int64_t intermediate_per_rank, int64_t num_experts, int64_t topk,
+                       Activation activation, int cc = 0);
+  static LayerDesc attention(WeightFormat kv, int64_t num_q_heads, int64_t num_kv_heads,
+                             int64_t head_dim, int64_t page_size, int cc = 0);
+  static LayerDesc embedding(WeightFormat w, int64_t vocab, int64_t hidden, int cc = 0);
 };
 
 /// The env-derived switches (explicit values make tests independent of the environment).
@@ -132,8 +142,10 @@ struct Selection {
   int auto_position = -1;      ///< index of "b12x" in auto_order (-1 when not listed)
   bool b12x_first = false;     ///< an opt-in override put b12x first
   std::string to_json() const;
-  /// One line: "gemm.nvfp4_w4a4 (native sm_120a)" or "not supported: r1; r2".
+  /// One line: "gemm.nvfp4_w4a4 (sm_120a native, ...)" or "not supported: r1; r2".
   std::string summary() const;
+  /// The reasons joined with "; " ("" when supported): vLLM's is_supported() -> (bool, reason).
+  std::string reason() const;
 };
 
 /// The policy. Logs the decision at B12X_LOG_LEVEL >= 1 (dispatch trace; >= 3 adds shapes).

@@ -454,6 +454,62 @@ LayerDesc& LayerDesc::on_device(int ordinal) {
   return *this;
 }
 
+LayerDesc LayerDesc::linear(WeightFormat w, int64_t n, int64_t k, ActFormat act, int cc) {
+  LayerDesc d;
+  d.kind = LayerKind::kDenseLinear;
+  d.weight = w;
+  d.act = act;
+  d.n = n;
+  d.k = k;
+  d.compute_capability = cc;
+  return d;
+}
+
+LayerDesc LayerDesc::moe(WeightFormat w, ActFormat act, int64_t hidden,
+                         int64_t intermediate_per_rank, int64_t num_experts, int64_t topk,
+                         Activation activation, int cc) {
+  LayerDesc d;
+  d.kind = LayerKind::kMoE;
+  d.weight = w;
+  d.act = act;
+  d.hidden = hidden;
+  d.intermediate_per_rank = intermediate_per_rank;
+  d.num_experts = num_experts;
+  d.topk = topk;
+  d.activation = activation;
+  d.compute_capability = cc;
+  return d;
+}
+
+LayerDesc LayerDesc::attention(WeightFormat kv, int64_t num_q_heads, int64_t num_kv_heads,
+                               int64_t head_dim, int64_t page_size, int cc) {
+  LayerDesc d;
+  d.kind = LayerKind::kAttention;
+  d.weight = kv;
+  d.num_q_heads = num_q_heads;
+  d.num_kv_heads = num_kv_heads;
+  d.head_dim = head_dim;
+  d.page_size = page_size;
+  d.compute_capability = cc;
+  return d;
+}
+
+LayerDesc LayerDesc::embedding(WeightFormat w, int64_t vocab, int64_t hidden, int cc) {
+  LayerDesc d;
+  d.kind = LayerKind::kEmbedding;
+  d.weight = w;
+  d.n = vocab;
+  d.k = hidden;
+  d.compute_capability = cc;
+  return d;
+}
+
+std::string Selection::reason() const {
+  std::string s;
+  for (size_t i = 0; i < reasons.size(); ++i) s += (i ? "; " : "") + reasons[i];
+  return s;
+}
+
 ArchPath arch_path_for(int cc) {
   switch (cc) {
     case 120:

@@ -394,3 +394,18 @@ TEST(Selection, ProjectExtensionsBeyondVllm) {
   // NVFP4 W4A16 dense needs K % 32 (the GEMM's K granule).
   EXPECT_FALSE(select(dense(WeightFormat::kNVFP4, 64, 48, ActFormat::kBF16), kNoEnv).supported);
 }
+
+TEST(Selection, Shorthands) {
+  Selection s = select(LayerDesc::linear(WeightFormat::kMXFP8, 256, 512, ActFormat::kAuto, 121),
+                       kNoEnv);
+  EXPECT_EQ(s.path, "gemm.mxfp8");
+  EXPECT_EQ(s.reason(), "");
+  s = select(LayerDesc::moe(WeightFormat::kNVFP4, ActFormat::kBF16, 2048, 768, 128, 8,
+                            Activation::kSiLU, 120),
+             kNoEnv);
+  EXPECT_EQ(s.moe_quant_mode, "w4a16");
+  s = select(LayerDesc::attention(WeightFormat::kBF16, 16, 4, 96, 128, 120), kNoEnv);
+  EXPECT_FALSE(s.supported);
+  EXPECT_NE(s.reason().find("head_dim 96"), std::string::npos);
+  EXPECT_TRUE(select(LayerDesc::embedding(WeightFormat::kQ8_0, 1000, 512, 90), kNoEnv).supported);
+}
