@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <set>
@@ -265,4 +266,28 @@ TEST(FormatsScalar, HandWorkedCases) {
   EXPECT_EQ(pack_e2m1x2(0x1, 0xA), 0xA1);
 }
 
+}  // namespace
+
+namespace {
+/// All 2^32 float32 patterns on the host for every codec (about 2-3 minutes on one core; run with
+/// B12X_EXHAUSTIVE=1). The GPU test covers the sm_90 cvt forms against the hardware in ms.
+TEST(FormatsScalar, ExhaustiveVsCudaHostOptIn) {
+  const char* env = std::getenv("B12X_EXHAUSTIVE");
+  if (!env || std::string(env) != "1")
+    GTEST_SKIP() << "set B12X_EXHAUSTIVE=1 to compare all 2^32 patterns (minutes on one core)";
+  const auto t0 = std::chrono::steady_clock::now();
+  for (const Codec& c : codecs()) {
+    int64_t bad = 0;
+    for (uint64_t u = 0; u < (1ull << 32); ++u) {
+      const float x = from(static_cast<uint32_t>(u));
+      const uint32_t a = c.ours(x), b = c.ref(x);
+      if (a != b && !(c.nan_any_payload && std::isnan(x))) ++bad;
+    }
+    EXPECT_EQ(bad, 0) << c.name;
+    std::printf("[ exhaustive ] %s: %lld mismatches of 2^32\n", c.name.c_str(),
+                static_cast<long long>(bad));
+  }
+  std::printf("[ exhaustive ] %.0f s\n",
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+}
 }  // namespace
