@@ -160,7 +160,13 @@ struct Plan {
   int64_t scratch_bytes = 0;
   // Scratch carve-out (byte offsets, 1024-aligned).
   int64_t off_qvalues = 0, off_qscales = 0, off_act = 0, off_act_scales = 0, off_partial = 0;
-  int split_k = 1;  ///< decode regime split of K (partials reduced by a second kernel)
+  int split_k = 1;  ///< decode regime split of K
+  /// The split is one thread-block cluster reduced through distributed shared memory (SM90+,
+  /// split <= 8); otherwise partials go to scratch and a second kernel reduces them.
+  bool split_cluster = false;
+  /// Quantized activations are dequantized by a separate pass into scratch (tiled regime)
+  /// rather than while the weight-streaming kernel stages them.
+  bool act_prepass = false;
   std::string describe() const;
 };
 

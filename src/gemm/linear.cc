@@ -3,6 +3,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -125,6 +126,12 @@ Plan plan(const Caps& caps) {
     split = static_cast<int>((slices + per - 1) / per);
   }
   p.split_k = split;
+  const char* split_env = std::getenv("B12X_GEMM_SPLIT");
+  p.split_cluster = split > 1 && split <= 8 && dev.cc_major >= 9 &&
+                    !(split_env != nullptr && std::string(split_env) == "reduce");
+  const char* pre_env = std::getenv("B12X_GEMM_ACT_PREPASS");
+  p.act_prepass = !format_raw_activations(f) &&
+                  (p.regime != Regime::kDecode || (pre_env != nullptr && pre_env[0] == '1'));
   int64_t off = 0;
   if (format_quantizes_inside(f) && caps.act_dtype != DType::kFP8E4M3) {
     p.off_qvalues = off;
@@ -132,7 +139,7 @@ Plan plan(const Caps& caps) {
     p.off_qscales = off;
     off = align_up(off + (f == LinearFormat::kFp8Block ? M * (K / 128) * 4 : M * (K / 32)));
   }
-  if (!format_raw_activations(f)) {
+  if (p.act_prepass) {
     p.off_act = off;
     off = align_up(off + M * geo.KP * 2);
     const int g = act_group(f, caps.act_dtype);
@@ -141,7 +148,7 @@ Plan plan(const Caps& caps) {
       off = align_up(off + M * (geo.KP / g) * 4);
     }
   }
-  if (split > 1) {
+  if (split > 1 && !p.split_cluster) {
     p.off_partial = off;
     off = align_up(off + static_cast<int64_t>(split) * M * geo.NP * 4);
   }
@@ -296,68 +303,97 @@ void run(const Binding& b, Stream stream) {
   p.out_mult = (lin::wtraits(im.wfmt).shifted ? 128.f : 1.f) * w.global_scale();
 
   const int g = act_group(f, b.x.dtype);
+  p.act_kind = lin::kActRaw16;
+  p.xs_kind = lin::kXsNone;
+  const bool tiled = b.regime == Regime::kTiled;
   if (format_raw_activations(f)) {
     p.x = b.x.data;
     p.ldx = b.x.stride[0];
     p.x_vec16 = (reinterpret_cast<uintptr_t>(b.x.data) % 16 == 0) && (p.ldx % 8 == 0);
   } else {
-    lin::ActParams a{};
-    a.M = M;
-    a.K = K;
-    a.KP = geo.KP;
-    a.out = reinterpret_cast<uint16_t*>(b.scratch + plan.off_act);
-    a.out_scale = g ? reinterpret_cast<float*>(b.scratch + plan.off_act_scales) : nullptr;
-    a.group = g ? g : 128;
-    a.x = static_cast<const uint8_t*>(b.x.data);
-    a.ldx_bytes = b.x.byte_stride(0);
+    // Quantized activations: caller-provided or produced here by the activation quantizer.
+    const uint8_t* qx = static_cast<const uint8_t*>(b.x.data);
+    int64_t qld = b.x.byte_stride(0);
+    const uint8_t* qscale = static_cast<const uint8_t*>(b.x_scale.data);
+    int64_t qscale_ld = 0;
+    lin::ActKind kind = lin::ActKind::kFp8;
     switch (f) {
-      case LinearFormat::kNvfp4:
-        a.kind = lin::ActKind::kNvfp4;
-        a.xs = static_cast<const uint8_t*>(b.x_scale.data);
-        break;
-      case LinearFormat::kMxfp4:
-        a.kind = lin::ActKind::kMxfp4;
-        a.xs = static_cast<const uint8_t*>(b.x_scale.data);
-        break;
-      case LinearFormat::kFp8Tensor:
-        a.kind = lin::ActKind::kFp8;
-        p.alpha = p.alpha;  // output_scale multiplies below
-        break;
+      case LinearFormat::kNvfp4: kind = lin::ActKind::kNvfp4; break;
+      case LinearFormat::kMxfp4: kind = lin::ActKind::kMxfp4; break;
+      case LinearFormat::kFp8Tensor: kind = lin::ActKind::kFp8; break;
       case LinearFormat::kFp8Block:
-        a.kind = lin::ActKind::kFp8Group;
+        kind = lin::ActKind::kFp8Group;
         if (b.x.dtype == DType::kFP8E4M3) {
-          a.xs = static_cast<const uint8_t*>(b.x_scale.data);
-          a.xs_ld = b.x_scale.stride[0];
+          qscale_ld = b.x_scale.stride[0];
         } else {
           uint8_t* qv = b.scratch + plan.off_qvalues;
           float* qs = reinterpret_cast<float*>(b.scratch + plan.off_qscales);
           launch_quantize_fp8_group128(b.x.data, b.x.dtype, M, K, b.x.stride[0], qv, qs, stream);
-          a.x = qv;
-          a.ldx_bytes = K;
-          a.xs = reinterpret_cast<const uint8_t*>(qs);
-          a.xs_ld = K / 128;
+          qx = qv;
+          qld = K;
+          qscale = reinterpret_cast<const uint8_t*>(qs);
+          qscale_ld = K / 128;
         }
         break;
       case LinearFormat::kMxfp8:
       case LinearFormat::kMxfp4W4A8: {
-        a.kind = lin::ActKind::kMxfp8Rows;
+        kind = lin::ActKind::kMxfp8Rows;
         uint8_t* qv = b.scratch + plan.off_qvalues;
         uint8_t* qs = b.scratch + plan.off_qscales;
         launch_quantize_mxfp8(b.x.data, b.x.dtype, M, K, b.x.stride[0], qv, qs, nullptr, stream);
-        a.x = qv;
-        a.ldx_bytes = K;
-        a.xs = qs;
-        a.xs_ld = K / 32;
+        qx = qv;
+        qld = K;
+        qscale = qs;
+        qscale_ld = K / 32;
         break;
       }
       default: B12X_ASSERT(false, "unhandled format ", format_name(f));
     }
-    lin::launch_act_dequant(a, stream);
-    p.x = a.out;
-    p.ldx = geo.KP;
-    p.x_vec16 = 1;
-    p.xscale = a.out_scale;
-    p.xscale_ld = g ? geo.KP / g : 0;
+    if (plan.act_prepass) {
+      lin::ActParams a{};
+      a.kind = kind;
+      a.M = M;
+      a.K = K;
+      a.KP = geo.KP;
+      a.out = reinterpret_cast<uint16_t*>(b.scratch + plan.off_act);
+      a.out_scale = g ? reinterpret_cast<float*>(b.scratch + plan.off_act_scales) : nullptr;
+      a.group = g ? g : 128;
+      a.x = qx;
+      a.ldx_bytes = qld;
+      a.xs = qscale;
+      a.xs_ld = qscale_ld;
+      lin::launch_act_dequant(a, stream);
+      p.x = a.out;
+      p.ldx = geo.KP;
+      p.x_vec16 = 1;
+      p.xscale = a.out_scale;
+      p.xscale_ld = g ? geo.KP / g : 0;
+      p.xs_kind = g ? lin::kXsF32Rows : lin::kXsNone;
+    } else {
+      B12X_ASSERT(!tiled, "tiled regime needs the activation pre-pass");
+      p.x = qx;
+      p.ldx_bytes = qld;
+      p.xq_scale = qscale;
+      switch (kind) {
+        case lin::ActKind::kNvfp4: p.act_kind = lin::kActNvfp4; break;
+        case lin::ActKind::kMxfp4:
+          p.act_kind = lin::kActMxfp4;
+          p.xs_kind = lin::kXsE8m0Swz;
+          break;
+        case lin::ActKind::kFp8: p.act_kind = lin::kActFp8; break;
+        case lin::ActKind::kFp8Group:
+          p.act_kind = lin::kActFp8;
+          p.xs_kind = lin::kXsF32Rows;
+          p.xscale = reinterpret_cast<const float*>(qscale);
+          p.xscale_ld = qscale_ld;
+          break;
+        case lin::ActKind::kMxfp8Rows:
+          p.act_kind = lin::kActFp8;
+          p.xs_kind = lin::kXsE8m0Rows;
+          p.xscale_ld = qscale_ld;
+          break;
+      }
+    }
   }
   if (f == LinearFormat::kFp8Tensor) {
     // output_scale lives on the device; a caller alpha (rare) is not combinable with it here.
@@ -368,10 +404,11 @@ void run(const Binding& b, Stream stream) {
 
   const bool fp16 = mma_fp16(f, b.x.dtype);
   const int nt = decode_nt(std::min<int64_t>(M, 16));
-  if (b.regime == Regime::kTiled && p.x_vec16) {
+  if (tiled && p.x_vec16) {
     lin::launch_linear_tiled(im.wfmt, fp16, p, stream);
     return;
   }
+  p.cluster_split = 1;
   if (M > 16) {
     p.split = 1;
     p.slices_per_cta = static_cast<int>(geo.KP / lin::slice_k(im.wfmt));
@@ -382,7 +419,10 @@ void run(const Binding& b, Stream stream) {
   const int64_t slices = geo.KP / lin::slice_k(im.wfmt);
   p.split = plan.split_k;
   p.slices_per_cta = static_cast<int>((slices + p.split - 1) / p.split);
-  p.partial = p.split > 1 ? reinterpret_cast<float*>(b.scratch + plan.off_partial) : nullptr;
+  p.cluster_split = plan.split_cluster ? p.split : 1;
+  p.partial = (p.split > 1 && !plan.split_cluster)
+                  ? reinterpret_cast<float*>(b.scratch + plan.off_partial)
+                  : nullptr;
   lin::launch_linear_decode(im.wfmt, fp16, nt, p, stream);
   if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);
 }

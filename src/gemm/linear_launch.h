@@ -13,7 +13,8 @@ struct ActParams;
 
 /// True when a decode kernel exists for (format, MMA dtype fp16?, token tiles nt in {1, 2}).
 bool decode_kernel_available(WFmt f, bool fp16, int nt);
-/// grid = (ceil(n16/4), split, ceil(M / (8*nt))).
+/// grid = (ceil(n16/4), split, ceil(M / (8*nt))); p.cluster_split > 1 launches grid.y as one
+/// thread-block cluster.
 void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stream stream);
 /// Tiled kernel (M > 16): grid = (ceil(NP/128), ceil(M/128)). x must allow 16-byte loads.
 bool tiled_kernel_available(WFmt f, bool fp16);

@@ -27,6 +27,27 @@ struct LinearParams {
   int64_t NP;
   int slices_per_cta;
   int split;
+  int cluster_split;  // 1: no cluster; >1: grid.y is one cluster, reduced through DSMEM
+  // Activation source of the weight-streaming kernel (dequantized while staging):
+  int act_kind;            // ActSrc
+  int64_t ldx_bytes;       // row stride of quantized x in bytes
+  const uint8_t* xq_scale; // nvfp4/mxfp4 swizzled scale bytes, or e8m0 rows
+  int xs_kind;             // XsSrc: where the fp32 group scales come from
+};
+
+/// Activation source kinds of the weight-streaming kernel.
+enum ActSrc : int32_t {
+  kActRaw16 = 0,  ///< bf16/fp16 x [M][ldx]
+  kActFp8 = 1,    ///< e4m3 bytes
+  kActNvfp4 = 2,  ///< packed e2m1 + swizzled UE4M3 (folded into the staged values)
+  kActMxfp4 = 3,  ///< packed e2m1 (+ swizzled E8M0 group scales)
+};
+/// Group-scale sources.
+enum XsSrc : int32_t {
+  kXsNone = 0,
+  kXsF32Rows = 1,     ///< xscale fp32 [M][xscale_ld]
+  kXsE8m0Rows = 2,    ///< xq_scale bytes [M][xscale_ld]
+  kXsE8m0Swz = 3,     ///< xq_scale 128x4-swizzled, K/32 columns
 };
 
 enum class ActKind : int32_t {

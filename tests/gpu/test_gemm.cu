@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -515,6 +516,26 @@ TEST(GemmGpu, DecodeRegimeLargerM) {
   // The weight-streaming kernel walking token tiles (M > 16).
   for (const auto& c : all_format_cases(37, 72, 512, true, DType::kBF16, gemm::Regime::kDecode))
     run_case(c);
+}
+
+/// Sets an environment variable for the scope (plan() reads the internal overrides).
+struct ScopedEnv {
+  std::string name;
+  ScopedEnv(const char* n, const char* v) : name(n) { setenv(n, v, 1); }
+  ~ScopedEnv() { unsetenv(name.c_str()); }
+};
+
+TEST(GemmGpu, DecodeSplitReduceKernelAndActivationPrepass) {
+  B12X_REQUIRE_GPU();
+  {
+    ScopedEnv e("B12X_GEMM_SPLIT", "reduce");  // global partials + reduce kernel
+    for (const auto& c : all_format_cases(1, 256, 2048, true, DType::kBF16)) run_case(c);
+    for (const auto& c : all_format_cases(12, 96, 1024, false, DType::kFP16)) run_case(c);
+  }
+  {
+    ScopedEnv e("B12X_GEMM_ACT_PREPASS", "1");  // quantized activations dequantized by a pass
+    for (const auto& c : all_format_cases(6, 160, 1024, true, DType::kBF16)) run_case(c);
+  }
 }
 
 TEST(GemmGpu, ThousandsOfTokens) {

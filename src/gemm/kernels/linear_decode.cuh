@@ -10,9 +10,60 @@
 // atoms and issues the MMAs with B fragments from ldmatrix.
 #pragma once
 
+#include <cooperative_groups.h>
+
+#include "formats/swizzle.h"
 #include "gemm/kernels/linear_common.cuh"
 
 namespace b12x::gemm::lin {
+
+/// Stage 8 activation values (k .. k+7 of token tok) as bf16/fp16 bits, dequantizing on the fly.
+template <class T>
+__device__ __forceinline__ uint4 stage_chunk(const LinearParams& p, int64_t tok, int64_t k) {
+  if (p.act_kind == kActRaw16) {
+    const uint16_t* src = static_cast<const uint16_t*>(p.x) + tok * p.ldx + k;
+    if (p.x_vec16) return __ldg(reinterpret_cast<const uint4*>(src));
+    uint16_t h[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) h[i] = src[i];
+    return make_uint4(h[0] | (uint32_t(h[1]) << 16), h[2] | (uint32_t(h[3]) << 16),
+                      h[4] | (uint32_t(h[5]) << 16), h[6] | (uint32_t(h[7]) << 16));
+  }
+  // Quantized sources are staged as bf16 (the MMA dtype of those formats): exact values.
+  float v[8];
+  const uint8_t* row = static_cast<const uint8_t*>(p.x) + tok * p.ldx_bytes;
+  if (p.act_kind == kActFp8) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) v[i] = fmt::e4m3_to_float(row[k + i]);
+  } else {
+    float s = 1.f;
+    if (p.act_kind == kActNvfp4)
+      s = fmt::ue4m3_to_float(p.xq_scale[fmt::swizzled_scale_offset(tok, k / 16, p.K / 16)]);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const uint8_t b = row[k / 2 + i];
+      v[2 * i] = fmt::e2m1_to_float(b & 0xF) * s;
+      v[2 * i + 1] = fmt::e2m1_to_float(b >> 4) * s;
+    }
+  }
+  uint4 o;
+  uint32_t* ow = reinterpret_cast<uint32_t*>(&o);
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+    ow[i] = static_cast<uint32_t>(__bfloat16_as_ushort(__float2bfloat16_rn(v[2 * i]))) |
+            (static_cast<uint32_t>(__bfloat16_as_ushort(__float2bfloat16_rn(v[2 * i + 1]))) << 16);
+  return o;
+}
+
+/// fp32 group scale of (token, group j) from the configured source.
+__device__ __forceinline__ float act_group_scale(const LinearParams& p, int64_t tok, int64_t j) {
+  switch (p.xs_kind) {
+    case kXsF32Rows: return p.xscale[tok * p.xscale_ld + j];
+    case kXsE8m0Rows: return e8m0_f32(p.xq_scale[tok * p.xscale_ld + j]);
+    case kXsE8m0Swz: return e8m0_f32(p.xq_scale[fmt::swizzled_scale_offset(tok, j, p.K / 32)]);
+    default: return 1.f;
+  }
+}
 
 template <WFmt F, class T, int NT>
 __global__ void __launch_bounds__(128) linear_decode_kernel(const LinearParams p) {
@@ -129,26 +180,16 @@ __global__ void __launch_bounds__(128) linear_decode_kernel(const LinearParams p
         const int r = c / (kKS / 8), col = (c % (kKS / 8)) * 8;
         const int64_t tok = tok0 + r, k = k0 + col;
         uint4 v = make_uint4(0, 0, 0, 0);
-        if (tok < p.M && k < p.K) {
-          const uint16_t* src = static_cast<const uint16_t*>(p.x) + tok * p.ldx + k;
-          if (p.x_vec16) {
-            v = __ldg(reinterpret_cast<const uint4*>(src));
-          } else {
-            uint16_t h[8];
-#pragma unroll
-            for (int i = 0; i < 8; ++i) h[i] = src[i];
-            v = make_uint4(h[0] | (uint32_t(h[1]) << 16), h[2] | (uint32_t(h[3]) << 16),
-                           h[4] | (uint32_t(h[5]) << 16), h[6] | (uint32_t(h[7]) << 16));
-          }
-        }
+        if (tok < p.M && k < p.K) v = stage_chunk<T>(p, tok, k);
         *reinterpret_cast<uint4*>(&xs[r * kPitch + col]) = v;
       }
       if constexpr (kGroup > 0) {
-        if (p.xscale != nullptr) {
+        if (p.xs_kind != kXsNone) {
           for (int c = threadIdx.x; c < kTok * kGroupsPerSlice; c += 128) {
             const int r = c / kGroupsPerSlice, j = c % kGroupsPerSlice;
             const int64_t tok = tok0 + r;
-            xsc[c] = tok < p.M ? p.xscale[tok * p.xscale_ld + k0 / kGroup + j] : 0.f;
+            const int64_t gj = k0 / kGroup + j;
+            xsc[c] = (tok < p.M && gj * kGroup < p.K) ? act_group_scale(p, tok, gj) : 0.f;
           }
         }
       }
@@ -157,7 +198,7 @@ __global__ void __launch_bounds__(128) linear_decode_kernel(const LinearParams p
     if (!active) continue;
 
     // ---- 3. decode + MMA
-    const bool has_xs = (kGroup > 0) && p.xscale != nullptr;
+    const bool has_xs = (kGroup > 0) && p.xs_kind != kXsNone;
     float tmp[NT][4];
 #pragma unroll
     for (int a = 0; a < kAtoms; ++a) {
@@ -230,9 +271,31 @@ __global__ void __launch_bounds__(128) linear_decode_kernel(const LinearParams p
       }
     }
   }
+  // ---- 4. split-K across a cluster: ranks > 0 hand their partial sums to rank 0 via DSMEM.
+  __shared__ float red[4][32][NT * 4];
+  if (p.cluster_split > 1) {
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) red[warp][lane][nt * 4 + i] = acc[nt][i];
+    cooperative_groups::cluster_group cl = cooperative_groups::this_cluster();
+    cl.sync();
+    const unsigned rank = cl.block_rank();
+    if (rank == 0) {
+      for (unsigned r = 1; r < cl.num_blocks(); ++r) {
+        const float* rr = cl.map_shared_rank(&red[warp][lane][0], r);
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) acc[nt][i] += rr[nt * 4 + i];
+      }
+    }
+    cl.sync();  // remote shared memory stays alive until rank 0 has read it
+    if (rank != 0) return;
+  }
   if (!active) return;
 
-  // ---- 4. epilogue: c0 = (row g, tok 2t), c1 = (row g, tok 2t+1), c2/c3 = row g+8
+  // ---- 5. epilogue: c0 = (row g, tok 2t), c1 = (row g, tok 2t+1), c2/c3 = row g+8
   float mult = p.out_mult;
   if (p.alpha != nullptr) mult *= *p.alpha;
 #pragma unroll
