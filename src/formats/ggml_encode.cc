@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <thread>
 #include <vector>
 
 #include "b12x/formats.h"
@@ -33,19 +34,21 @@ namespace g = b12x::fmt::ggml;
 struct GridClasses {
   int count = 0;
   double norm[32] = {};
-  std::vector<int> cls;    // class of each grid point
-  std::vector<double> gv;  // grid bytes as doubles, [ngrid][8]
+  std::vector<int> cls;  // class of each grid point
+  int ngrid = 0;
+  std::vector<double> gv;  // grid bytes as doubles, [8][ngrid] (element-major, vectorises)
 };
 
 GridClasses make_classes(const uint64_t* grid, int ngrid) {
   GridClasses c;
+  c.ngrid = ngrid;
   c.cls.resize(ngrid);
   c.gv.resize(static_cast<size_t>(ngrid) * 8);
   for (int q = 0; q < ngrid; ++q) {
     double n = 0;
     for (int j = 0; j < 8; ++j) {
       const double gj = static_cast<double>((grid[q] >> (8 * j)) & 0xFF);
-      c.gv[8 * q + j] = gj;
+      c.gv[static_cast<size_t>(j) * ngrid + q] = gj;
       n += gj * gj;
     }
     int k = 0;
@@ -79,7 +82,7 @@ struct GroupTerms {
   int minj[32];  // the element flipped for parity
 };
 
-GroupTerms group_terms(const float* x, int ngrid, const GridClasses& cl) {
+GroupTerms group_terms(const float* x, const GridClasses& cl) {
   GroupTerms t;
   t.classes = &cl;
   double a[8];
@@ -89,29 +92,44 @@ GroupTerms group_terms(const float* x, int ngrid, const GridClasses& cl) {
     if (std::signbit(x[j]) && x[j] != 0.f) t.signs |= 1u << j;
   }
   t.odd = __builtin_popcount(t.signs) & 1;
+  // dot and min(a_j g_j) of every grid point, element-major so the inner loops vectorise.
+  const int ngrid = cl.ngrid;
+  double dot[512], mn[512];
+  for (int q = 0; q < ngrid; ++q) {
+    dot[q] = 0;
+    mn[q] = std::numeric_limits<double>::infinity();
+  }
+  for (int j = 0; j < 8; ++j) {
+    const double aj = a[j];
+    const double* gj = &cl.gv[static_cast<size_t>(j) * ngrid];
+    for (int q = 0; q < ngrid; ++q) {
+      const double ag = aj * gj[q];
+      dot[q] += ag;
+      mn[q] = ag < mn[q] ? ag : mn[q];
+    }
+  }
   for (int k = 0; k < cl.count; ++k) {
     t.p[k] = -std::numeric_limits<double>::infinity();
     t.q[k] = 0;
-    t.minj[k] = 0;
   }
   for (int q = 0; q < ngrid; ++q) {
-    double dot = 0, mn = std::numeric_limits<double>::infinity();
-    int mj = 0;
-    const double* gq = &cl.gv[8 * static_cast<size_t>(q)];
-    for (int j = 0; j < 8; ++j) {
-      const double ag = a[j] * gq[j];
-      dot += ag;
-      if (ag < mn) {
-        mn = ag;
-        mj = j;
-      }
-    }
-    const double p = t.odd ? dot - 2 * mn : dot;
+    const double p = t.odd ? dot[q] - 2 * mn[q] : dot[q];
     const int k = cl.cls[q];
     if (p > t.p[k]) {
       t.p[k] = p;
       t.q[k] = q;
-      t.minj[k] = mj;
+    }
+  }
+  // The element flipped for parity: the first j with the smallest a_j g_j of the chosen point.
+  for (int k = 0; k < cl.count; ++k) {
+    double best = std::numeric_limits<double>::infinity();
+    t.minj[k] = 0;
+    for (int j = 0; j < 8; ++j) {
+      const double ag = a[j] * cl.gv[static_cast<size_t>(j) * ngrid + t.q[k]];
+      if (ag < best) {
+        best = ag;
+        t.minj[k] = j;
+      }
     }
   }
   return t;
@@ -175,7 +193,7 @@ void encode_iq2_xxs_block(const float* x, uint8_t* blk) {
   const float amax = f::block_amax(x, 256);
   std::vector<GroupTerms> terms;
   terms.reserve(32);
-  for (int gi = 0; gi < 32; ++gi) terms.push_back(group_terms(x + 8 * gi, 256, classes_xxs()));
+  for (int gi = 0; gi < 32; ++gi) terms.push_back(group_terms(x + 8 * gi, classes_xxs()));
   double best_err = std::numeric_limits<double>::infinity();
   for (float d : d_candidates(amax)) {
     uint8_t cand[g::kIq2xxsBytes];
@@ -204,7 +222,7 @@ void encode_iq2_xs_block(const float* x, uint8_t* blk) {
   const float amax = f::block_amax(x, 256);
   std::vector<GroupTerms> terms;
   terms.reserve(32);
-  for (int gi = 0; gi < 32; ++gi) terms.push_back(group_terms(x + 8 * gi, 512, classes_xs()));
+  for (int gi = 0; gi < 32; ++gi) terms.push_back(group_terms(x + 8 * gi, classes_xs()));
   double best_err = std::numeric_limits<double>::infinity();
   for (float d : d_candidates(amax)) {
     uint8_t cand[g::kIq2xsBytes];
@@ -232,6 +250,25 @@ void encode_iq2_xs_block(const float* x, uint8_t* blk) {
   }
 }
 
+/// Runs fn(block) for block in [0, n) on up to hardware_concurrency threads (blocks are
+/// independent, so the result does not depend on the thread count).
+template <typename Fn>
+void parallel_blocks(int64_t n, Fn fn) {
+  const int64_t hw = std::max(1u, std::thread::hardware_concurrency());
+  const int64_t nt = std::min<int64_t>({hw, 32, (n + 15) / 16});
+  if (nt <= 1) {
+    for (int64_t b = 0; b < n; ++b) fn(b);
+    return;
+  }
+  std::vector<std::thread> threads;
+  threads.reserve(nt);
+  for (int64_t t = 0; t < nt; ++t)
+    threads.emplace_back([&, t] {
+      for (int64_t b = n * t / nt; b < n * (t + 1) / nt; ++b) fn(b);
+    });
+  for (auto& th : threads) th.join();
+}
+
 void check_iq2_args(const char* op, const float* x, int64_t rows, int64_t k, const uint8_t* out) {
   B12X_CHECK_ARG(rows >= 0 && k >= 0, op, ": rows=", rows, " k=", k, " must be >= 0");
   B12X_CHECK_ARG(k % 256 == 0, op, ": k=", k,
@@ -247,14 +284,18 @@ void check_iq2_args(const char* op, const float* x, int64_t rows, int64_t k, con
 
 void quantize_iq2_xxs(const float* x, int64_t rows, int64_t k, uint8_t* blocks) {
   check_iq2_args("quantize_iq2_xxs", x, rows, k, blocks);
-  for (int64_t b = 0; b < rows * k / 256; ++b)
+  classes_xxs();  // initialise the shared tables before the workers start
+  parallel_blocks(rows * k / 256, [&](int64_t b) {
     encode_iq2_xxs_block(x + 256 * b, blocks + g::kIq2xxsBytes * b);
+  });
 }
 
 void quantize_iq2_xs(const float* x, int64_t rows, int64_t k, uint8_t* blocks) {
   check_iq2_args("quantize_iq2_xs", x, rows, k, blocks);
-  for (int64_t b = 0; b < rows * k / 256; ++b)
+  classes_xs();
+  parallel_blocks(rows * k / 256, [&](int64_t b) {
     encode_iq2_xs_block(x + 256 * b, blocks + g::kIq2xsBytes * b);
+  });
 }
 
 }  // namespace b12x::formats
