@@ -32,9 +32,9 @@ inline constexpr uint64_t kMaxSafetensorsHeaderBytes = uint64_t{100} << 20;
 /// One tensor of a safetensors file. Offsets are relative to the file start.
 struct TensorInfo {
   std::string name;
-  std::string st_dtype;          ///< safetensors spelling: "BF16", "F8_E4M3", "U8", ...
-  int bits = 0;                  ///< bits per element (4 for F4, 6 for F6_*)
-  std::optional<DType> dtype;    ///< the b12x DType when one exists (F4 -> kFP4E2M1 in values)
+  std::string st_dtype;        ///< safetensors spelling: "BF16", "F8_E4M3", "U8", ...
+  int bits = 0;                ///< bits per element (4 for F4, 6 for F6_*)
+  std::optional<DType> dtype;  ///< the b12x DType when one exists (F4 -> kFP4E2M1 in values)
   std::vector<int64_t> shape;
   uint64_t offset = 0;  ///< absolute byte offset in the file
   uint64_t nbytes = 0;
@@ -49,10 +49,10 @@ const char* safetensors_dtype_name(DType t);
 
 /// The parsed and validated header of a safetensors byte image (no data is touched).
 struct SafetensorsIndex {
-  std::vector<TensorInfo> tensors;           ///< in header order
+  std::vector<TensorInfo> tensors;              ///< in header order
   std::map<std::string, std::string> metadata;  ///< "__metadata__" (string values only)
-  uint64_t header_bytes = 0;                 ///< N of the 8-byte prefix
-  uint64_t data_offset = 0;                  ///< 8 + N
+  uint64_t header_bytes = 0;                    ///< N of the 8-byte prefix
+  uint64_t data_offset = 0;                     ///< 8 + N
 };
 
 /// Validates a whole safetensors image (`size` bytes at `data`); `source` names it in errors.
@@ -146,12 +146,12 @@ QuantAlgo quant_algo_from_name(const std::string& name, const std::string& where
 
 struct LayerQuant {
   QuantAlgo algo = QuantAlgo::kNone;
-  int group_size = 0;            ///< values per scale block (16 NVFP4, 32 MX/Q8_0, 256 IQ2, 128 block FP8)
+  int group_size = 0;  ///< values per scale block (16 NVFP4, 32 MX/Q8_0, 256 IQ2, 128 block FP8)
   int block_payload_bytes = 0;   ///< GGML only (34 / 74 / 66)
   bool ggml_packing = false;     ///< `packing: "ggml"`
   int weight_block[2] = {0, 0};  ///< block FP8 [rows, cols]
   bool dynamic_activation = false;
-  std::string matched;           ///< the config key that matched ("" for the global algo)
+  std::string matched;  ///< the config key that matched ("" for the global algo)
   bool quantized() const { return algo != QuantAlgo::kNone; }
 };
 
@@ -213,11 +213,11 @@ bool glob_match(const std::string& pattern, const std::string& text);
 struct LinearWeights {
   std::string prefix;
   LayerQuant quant;
-  int64_t n = 0, k = 0;     ///< logical weight shape [n, k] in values
-  TensorRef weight;         ///< as stored: BF16/FP16/FP32, E4M3 [n,k], U8 packed FP4 [n,k/2],
-                            ///< U8 GGML blocks [n, k/group, payload]
-  TensorRef weight_scale;   ///< E4M3 [n,k/16] (NVFP4), U8/E8M0 [n,k/32] (MX), FP32 grid (block
-                            ///< FP8); data == nullptr when none
+  int64_t n = 0, k = 0;        ///< logical weight shape [n, k] in values
+  TensorRef weight;            ///< as stored: BF16/FP16/FP32, E4M3 [n,k], U8 packed FP4 [n,k/2],
+                               ///< U8 GGML blocks [n, k/group, payload]
+  TensorRef weight_scale;      ///< E4M3 [n,k/16] (NVFP4), U8/E8M0 [n,k/32] (MX), FP32 grid (block
+                               ///< FP8); data == nullptr when none
   float weight_scale_2 = 0.f;  ///< NVFP4 global dequant scale (ModelOpt amax/2688) or the FP8
                                ///< per-tensor weight scale; 0 when absent
   float input_scale = 0.f;     ///< static activation scale; 0 when absent
@@ -282,15 +282,15 @@ struct InspectOptions {
 };
 
 struct LayerReport {
-  std::string name;    ///< module prefix ("model.layers.0.mlp.experts" for a MoE stack)
-  std::string kind;    ///< linear, moe, embedding, norm, attention, other
-  std::string format;  ///< "NVFP4", "BF16", "Q8_0", ... (quant algo or storage dtype)
+  std::string name;            ///< module prefix ("model.layers.0.mlp.experts" for a MoE stack)
+  std::string kind;            ///< linear, moe, embedding, norm, attention, other
+  std::string format;          ///< "NVFP4", "BF16", "Q8_0", ... (quant algo or storage dtype)
   std::vector<int64_t> shape;  ///< logical [n, k]; MoE [E, hidden, intermediate]
   std::vector<std::string> tensors;
   uint64_t bytes = 0;
   bool has_selection = false;
   selection::Selection selection;
-  std::string error;   ///< a checkpoint problem for this layer ("" when consistent)
+  std::string error;  ///< a checkpoint problem for this layer ("" when consistent)
 };
 
 struct InspectReport {
@@ -326,7 +326,7 @@ struct QuantizedLayer {
   int64_t n = 0, k = 0;
   double rel_rms_error = 0;  ///< ||w - deq(q(w))|| / ||w||
   double max_abs_error = 0;
-  double bound = 0;          ///< expected rel_rms bound of the format (quantize_error_bound)
+  double bound = 0;  ///< expected rel_rms bound of the format (quantize_error_bound)
   uint64_t bytes_in = 0, bytes_out = 0;
 };
 

@@ -30,35 +30,35 @@ enum class LayerKind : int32_t { kDenseLinear = 0, kMoE = 1, kAttention = 2, kEm
 enum class WeightFormat : int32_t {
   kBF16 = 0,
   kFP16 = 1,
-  kFP8Tensor = 2,   ///< per-tensor FP8 E4M3 (ModelOpt FP8)
-  kFP8Block = 3,    ///< 128x128 block FP8 (DeepSeek)
+  kFP8Tensor = 2,  ///< per-tensor FP8 E4M3 (ModelOpt FP8)
+  kFP8Block = 3,   ///< 128x128 block FP8 (DeepSeek)
   kMXFP8 = 4,
   kNVFP4 = 5,
   kMXFP4 = 6,
   kQ8_0 = 7,
   kIQ2_XS = 8,
   kIQ2_XXS = 9,
-  kEXL3 = 10,       ///< fork-only MoE formats b12x does not take
+  kEXL3 = 10,  ///< fork-only MoE formats b12x does not take
   kNF3 = 11,
-  kInt4 = 12,       ///< GPTQ/AWQ style
+  kInt4 = 12,           ///< GPTQ/AWQ style
   kFP8BlockOther = 13,  ///< block FP8 with a block size other than 128x128
 };
 
 /// Activation operand format.
 enum class ActFormat : int32_t {
-  kAuto = 0,       ///< let the policy choose (MoE: the format's preferred path)
-  kBF16 = 1,       ///< unquantized 16-bit activations (A16)
-  kFP8Static = 2,  ///< per-tensor static scale
-  kFP8Dynamic = 3, ///< per-token-group (1x128) dynamic
+  kAuto = 0,        ///< let the policy choose (MoE: the format's preferred path)
+  kBF16 = 1,        ///< unquantized 16-bit activations (A16)
+  kFP8Static = 2,   ///< per-tensor static scale
+  kFP8Dynamic = 3,  ///< per-token-group (1x128) dynamic
   kMXFP8 = 4,
   kNVFP4 = 5,
   kMXFP4 = 6,
 };
 
 enum class Activation : int32_t {
-  kNone = 0,                  ///< not applicable (linear / attention)
+  kNone = 0,  ///< not applicable (linear / attention)
   kSiLU = 1,
-  kSiTU = 2,                  ///< beta 4, linear_beta 25 only
+  kSiTU = 2,  ///< beta 4, linear_beta 25 only
   kSwigluOAIUninterleave = 3,
   kSwigluOAIInterleaved = 4,  ///< gpt-oss row-interleaved layout
   kReLU2 = 5,                 ///< non-gated
@@ -100,9 +100,9 @@ struct LayerDesc {
   int tp_size = 1, ep_size = 1;
   bool has_bias = false;
   bool has_lora = false;
-  bool weight_block_128 = true;  ///< block FP8: the block is 128x128
-  bool static_input_scale = true;  ///< per-tensor FP8: activation scale is static
-  int compute_capability = 0;      ///< 10*major+minor of the device (e.g. 120); 0 = unknown
+  bool weight_block_128 = true;       ///< block FP8: the block is 128x128
+  bool static_input_scale = true;     ///< per-tensor FP8: activation scale is static
+  int compute_capability = 0;         ///< 10*major+minor of the device (e.g. 120); 0 = unknown
   bool check_compiled_archs = false;  ///< also require the device arch in this build
 
   /// The device's capability, filled from device_info(ordinal); check_compiled_archs = true.
@@ -111,9 +111,8 @@ struct LayerDesc {
   // Shorthands for is_supported() implementations (cc = 10*major+minor, 0 = SM120).
   static LayerDesc linear(WeightFormat w, int64_t n, int64_t k, ActFormat act = ActFormat::kAuto,
                           int cc = 0);
-  static LayerDesc moe(WeightFormat w, ActFormat act, int64_t hidden,
-                       int64_t intermediate_per_rank, int64_t num_experts, int64_t topk,
-                       Activation activation, int cc = 0);
+  static LayerDesc moe(WeightFormat w, ActFormat act, int64_t hidden, int64_t intermediate_per_rank,
+                       int64_t num_experts, int64_t topk, Activation activation, int cc = 0);
   static LayerDesc attention(WeightFormat kv, int64_t num_q_heads, int64_t num_kv_heads,
                              int64_t head_dim, int64_t page_size, int cc = 0);
   static LayerDesc embedding(WeightFormat w, int64_t vocab, int64_t hidden, int cc = 0);
@@ -129,18 +128,18 @@ struct EnvOverrides {
 
 struct Selection {
   bool supported = false;
-  std::string path;            ///< e.g. "gemm.nvfp4_w4a4", "moe.w4a8_mx", "attention.paged"
+  std::string path;  ///< e.g. "gemm.nvfp4_w4a4", "moe.w4a8_mx", "attention.paged"
   ArchPath arch = ArchPath::kNone;
-  std::string arch_detail;     ///< "sm_120a native" / "sm_90a portable mma.sync"
-  ActFormat act = ActFormat::kAuto;  ///< activation format the path runs with
-  std::string moe_quant_mode;  ///< b12x quant_mode (nvfp4, w4a8_nvfp4, w4a8_mx, w4a16)
-  std::string moe_source_format;  ///< modelopt_nvfp4 / fp4_e8m0_k32
-  std::string w13_layout;      ///< w13 / w31 as vLLM passes it
-  std::vector<std::string> reasons;  ///< every reason b12x cannot run it (empty when supported)
-  std::vector<std::string> notes;    ///< fallbacks taken, overrides applied
+  std::string arch_detail;              ///< "sm_120a native" / "sm_90a portable mma.sync"
+  ActFormat act = ActFormat::kAuto;     ///< activation format the path runs with
+  std::string moe_quant_mode;           ///< b12x quant_mode (nvfp4, w4a8_nvfp4, w4a8_mx, w4a16)
+  std::string moe_source_format;        ///< modelopt_nvfp4 / fp4_e8m0_k32
+  std::string w13_layout;               ///< w13 / w31 as vLLM passes it
+  std::vector<std::string> reasons;     ///< every reason b12x cannot run it (empty when supported)
+  std::vector<std::string> notes;       ///< fallbacks taken, overrides applied
   std::vector<std::string> auto_order;  ///< automatic backend order with "b12x" in it
-  int auto_position = -1;      ///< index of "b12x" in auto_order (-1 when not listed)
-  bool b12x_first = false;     ///< an opt-in override put b12x first
+  int auto_position = -1;               ///< index of "b12x" in auto_order (-1 when not listed)
+  bool b12x_first = false;              ///< an opt-in override put b12x first
   std::string to_json() const;
   /// One line: "gemm.nvfp4_w4a4 (sm_120a native, ...)" or "not supported: r1; r2".
   std::string summary() const;

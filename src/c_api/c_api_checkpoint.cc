@@ -43,9 +43,9 @@ QuantAlgo quantize_format(const char* format) {
   struct {
     const char* name;
     QuantAlgo algo;
-  } table[] = {{"nvfp4", QuantAlgo::kNVFP4}, {"mxfp4", QuantAlgo::kMXFP4},
-               {"mxfp8", QuantAlgo::kMXFP8}, {"fp8", QuantAlgo::kFP8},
-               {"q8_0", QuantAlgo::kQ8_0},   {"iq2_xs", QuantAlgo::kIQ2_XS},
+  } table[] = {{"nvfp4", QuantAlgo::kNVFP4},    {"mxfp4", QuantAlgo::kMXFP4},
+               {"mxfp8", QuantAlgo::kMXFP8},    {"fp8", QuantAlgo::kFP8},
+               {"q8_0", QuantAlgo::kQ8_0},      {"iq2_xs", QuantAlgo::kIQ2_XS},
                {"iq2_xxs", QuantAlgo::kIQ2_XXS}};
   for (const auto& t : table)
     if (f == t.name) return t.algo;
@@ -85,7 +85,9 @@ std::string quantize_report_json(const QuantizeReport& r) {
   return json::dump(v);
 }
 
-QuantAlgo quantize_format_from_name(const char* f) { return quantize_format(f); }
+QuantAlgo quantize_format_from_name(const char* f) {
+  return quantize_format(f);
+}
 
 }  // namespace b12x::capi
 

@@ -54,15 +54,17 @@ b12x_status b12x_select(const b12x_layer_desc* c, int32_t* supported, char* buf,
   return capi::guard([&] {
     B12X_CHECK_ARG(c != nullptr, "b12x_select: desc is NULL");
     B12X_CHECK_ARG(c->struct_size == static_cast<int32_t>(sizeof(b12x_layer_desc)),
-                   "b12x_select: desc.struct_size=", c->struct_size, " but this library's "
-                   "b12x_layer_desc is ", sizeof(b12x_layer_desc),
+                   "b12x_select: desc.struct_size=", c->struct_size,
+                   " but this library's "
+                   "b12x_layer_desc is ",
+                   sizeof(b12x_layer_desc),
                    " bytes (call b12x_layer_desc_init; header/library mismatch?)");
     LayerDesc d;
     d.kind = enum_arg<LayerKind>(c->kind, 3, "kind");
     d.weight = enum_arg<WeightFormat>(c->weight_format, 13, "weight_format");
     d.act = enum_arg<ActFormat>(c->act_format, 6, "act_format");
-    B12X_CHECK_ARG(c->io_dtype >= 0 && c->io_dtype < kNumDTypes, "b12x_select: io_dtype=",
-                   c->io_dtype);
+    B12X_CHECK_ARG(c->io_dtype >= 0 && c->io_dtype < kNumDTypes,
+                   "b12x_select: io_dtype=", c->io_dtype);
     d.io_dtype = static_cast<DType>(c->io_dtype);
     if (c->name) d.name = c->name;
     d.n = c->n;

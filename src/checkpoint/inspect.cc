@@ -65,8 +65,7 @@ ModelInfo model_info(const std::string& dir) {
     }
   std::string act, model_type;
   if (const json::Value* v = r.find("hidden_act"); v && v->is_string()) act = v->as_string();
-  if (const json::Value* v = r.find("model_type"); v && v->is_string())
-    model_type = v->as_string();
+  if (const json::Value* v = r.find("model_type"); v && v->is_string()) model_type = v->as_string();
   if (model_type == "gpt_oss")
     m.act = sel::Activation::kSwigluOAIInterleaved;
   else if (act == "relu2")
@@ -75,8 +74,8 @@ ModelInfo model_info(const std::string& dir) {
     m.act = sel::Activation::kGeLU;
   else if (!act.empty() && act != "silu" && act != "swish")
     m.act = sel::Activation::kOther;
-  m.topk = int_field(r, {"num_experts_per_tok", "moe_topk", "experts_per_token",
-                         "num_experts_per_token"});
+  m.topk = int_field(
+      r, {"num_experts_per_tok", "moe_topk", "experts_per_token", "num_experts_per_token"});
   m.heads = int_field(r, {"num_attention_heads"});
   m.kv_heads = int_field(r, {"num_key_value_heads"});
   if (m.kv_heads == 0) m.kv_heads = m.heads;
@@ -210,12 +209,13 @@ void inspect_module(const CheckpointDir& c, const QuantConfig& cfg, const Inspec
     r.kind = "norm";
     r.format = w ? w->st_dtype : "?";
     if (w) r.shape = w->shape;
-    bool quantized_storage = w && w->st_dtype != "BF16" && w->st_dtype != "F16" &&
-                             w->st_dtype != "F32";
+    bool quantized_storage =
+        w && w->st_dtype != "BF16" && w->st_dtype != "F16" && w->st_dtype != "F32";
     for (const auto& t : r.tensors)
       if (t != r.name + ".weight" && t != r.name + ".bias") quantized_storage = true;
     if (quantized_storage)
-      r.error = "'" + r.name + "' is a normalization layer with quantized storage; quantized "
+      r.error = "'" + r.name +
+                "' is a normalization layer with quantized storage; quantized "
                 "norm weights are not supported (keep norms in BF16/FP16/FP32)";
     try {
       cfg.resolve(r.name);
@@ -315,9 +315,9 @@ InspectReport inspect(const std::string& dir, const InspectOptions& o) {
     r.shape = {m.heads, m.kv_heads, m.head_dim};
     sel::LayerDesc d = base_desc(o, m, "attention");
     d.kind = sel::LayerKind::kAttention;
-    d.weight = kv.empty() ? sel::WeightFormat::kBF16
-                          : (kv == "FP8" ? sel::WeightFormat::kFP8Tensor
-                                         : sel::WeightFormat::kInt4);
+    d.weight = kv.empty()
+                   ? sel::WeightFormat::kBF16
+                   : (kv == "FP8" ? sel::WeightFormat::kFP8Tensor : sel::WeightFormat::kInt4);
     d.num_q_heads = o.tp_size > 1 && m.heads % o.tp_size == 0 ? m.heads / o.tp_size : m.heads;
     d.num_kv_heads =
         o.tp_size > 1 && m.kv_heads % o.tp_size == 0 ? m.kv_heads / o.tp_size : m.kv_heads;

@@ -72,12 +72,18 @@ void Value::set(const std::string& key, Value v) {
 
 const char* Value::type_name(Type t) {
   switch (t) {
-    case Type::kNull: return "null";
-    case Type::kBool: return "boolean";
-    case Type::kNumber: return "number";
-    case Type::kString: return "string";
-    case Type::kArray: return "array";
-    case Type::kObject: return "object";
+    case Type::kNull:
+      return "null";
+    case Type::kBool:
+      return "boolean";
+    case Type::kNumber:
+      return "number";
+    case Type::kString:
+      return "string";
+    case Type::kArray:
+      return "array";
+    case Type::kObject:
+      return "object";
   }
   return "?";
 }
@@ -125,12 +131,21 @@ class Parser {
     if (eof()) fail("unexpected end of input");
     const char c = t_[p_];
     switch (c) {
-      case '{': return object(depth);
-      case '[': return array(depth);
-      case '"': return Value::string(string());
-      case 't': expect_literal("true"); return Value::boolean(true);
-      case 'f': expect_literal("false"); return Value::boolean(false);
-      case 'n': expect_literal("null"); return Value::null();
+      case '{':
+        return object(depth);
+      case '[':
+        return array(depth);
+      case '"':
+        return Value::string(string());
+      case 't':
+        expect_literal("true");
+        return Value::boolean(true);
+      case 'f':
+        expect_literal("false");
+        return Value::boolean(false);
+      case 'n':
+        expect_literal("null");
+        return Value::null();
       default:
         if (c == '-' || (c >= '0' && c <= '9')) return number();
         fail("unexpected character 0x", std::hex, static_cast<int>(peek()));
@@ -278,14 +293,30 @@ class Parser {
         if (eof()) fail("unterminated escape");
         const char e = t_[p_++];
         switch (e) {
-          case '"': out += '"'; break;
-          case '\\': out += '\\'; break;
-          case '/': out += '/'; break;
-          case 'b': out += '\b'; break;
-          case 'f': out += '\f'; break;
-          case 'n': out += '\n'; break;
-          case 'r': out += '\r'; break;
-          case 't': out += '\t'; break;
+          case '"':
+            out += '"';
+            break;
+          case '\\':
+            out += '\\';
+            break;
+          case '/':
+            out += '/';
+            break;
+          case 'b':
+            out += '\b';
+            break;
+          case 'f':
+            out += '\f';
+            break;
+          case 'n':
+            out += '\n';
+            break;
+          case 'r':
+            out += '\r';
+            break;
+          case 't':
+            out += '\t';
+            break;
           case 'u': {
             uint32_t cp = hex4();
             if (cp >= 0xD800 && cp <= 0xDBFF) {
@@ -301,7 +332,9 @@ class Parser {
             put_utf8(out, cp);
             break;
           }
-          default: --p_; fail("invalid escape '\\", e, "'");
+          default:
+            --p_;
+            fail("invalid escape '\\", e, "'");
         }
         continue;
       }
@@ -387,13 +420,27 @@ std::string quote(std::string_view s) {
   for (const char ch : s) {
     const unsigned char c = static_cast<unsigned char>(ch);
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
       default:
         if (c < 0x20) {
           char buf[8];
@@ -416,8 +463,12 @@ void dump_to(const Value& v, int indent, int level, std::string& out) {
     out.append(static_cast<size_t>(indent * lvl), ' ');
   };
   switch (v.type()) {
-    case Value::Type::kNull: out += "null"; break;
-    case Value::Type::kBool: out += v.as_bool() ? "true" : "false"; break;
+    case Value::Type::kNull:
+      out += "null";
+      break;
+    case Value::Type::kBool:
+      out += v.as_bool() ? "true" : "false";
+      break;
     case Value::Type::kNumber:
       if (v.is_integer()) {
         out += std::to_string(v.as_int());
@@ -427,7 +478,9 @@ void dump_to(const Value& v, int indent, int level, std::string& out) {
         out += buf;
       }
       break;
-    case Value::Type::kString: out += quote(v.as_string()); break;
+    case Value::Type::kString:
+      out += quote(v.as_string());
+      break;
     case Value::Type::kArray: {
       out += '[';
       bool first = true;

@@ -63,7 +63,9 @@ float read_scalar(const Found& f, const std::string& what) {
   return v;
 }
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
 
 }  // namespace
 
@@ -109,7 +111,8 @@ LinearWeights load_linear(const CheckpointDir& c, const LayerQuant& quant,
       need_2d();
       if (wt.info->st_dtype != "BF16" && wt.info->st_dtype != "F16" && wt.info->st_dtype != "F32")
         B12X_FAIL(Status::kInvalidArgument, where, ": weight is stored as ", wt.info->st_dtype,
-                  " but the quantization config does not quantize this layer; refusing to treat it as unquantized");
+                  " but the quantization config does not quantize this layer; refusing to treat it "
+                  "as unquantized");
       if (sc.info || sc2.info)
         B12X_FAIL(Status::kInvalidArgument, where, ": has scale tensors (",
                   sc.info ? sc.info->name : sc2.info->name,
@@ -174,8 +177,8 @@ LinearWeights load_linear(const CheckpointDir& c, const LayerQuant& quant,
       if (in.info) w.input_scale = read_scalar(in, "input scale");
       w.output_scale = w.input_scale * w.weight_scale_2;
       if (!in.info && !w.quant.dynamic_activation)
-        B12X_FAIL(Status::kInvalidArgument, where,
-                  ": static per-tensor FP8 needs ", prefix, ".input_scale");
+        B12X_FAIL(Status::kInvalidArgument, where, ": static per-tensor FP8 needs ", prefix,
+                  ".input_scale");
       break;
     case QuantAlgo::kFP8Block: {
       need_2d();
@@ -238,8 +241,12 @@ std::vector<float> dequantize_linear(const LinearWeights& w) {
     case QuantAlgo::kW4A16NVFP4:
       formats::dequantize_nvfp4(v, s, w.n, w.k, 1.0f / w.weight_scale_2, out.data());
       break;
-    case QuantAlgo::kMXFP4: formats::dequantize_mxfp4(v, s, w.n, w.k, out.data()); break;
-    case QuantAlgo::kMXFP8: formats::dequantize_mxfp8(v, s, w.n, w.k, out.data()); break;
+    case QuantAlgo::kMXFP4:
+      formats::dequantize_mxfp4(v, s, w.n, w.k, out.data());
+      break;
+    case QuantAlgo::kMXFP8:
+      formats::dequantize_mxfp8(v, s, w.n, w.k, out.data());
+      break;
     case QuantAlgo::kFP8:
       formats::dequantize_fp8_per_tensor(v, w.n * w.k, w.weight_scale_2, out.data());
       break;
@@ -248,9 +255,15 @@ std::vector<float> dequantize_linear(const LinearWeights& w) {
                                     w.quant.weight_block[0] ? w.quant.weight_block[0] : 128,
                                     out.data());
       break;
-    case QuantAlgo::kQ8_0: formats::dequantize_q8_0(v, w.n, w.k, out.data()); break;
-    case QuantAlgo::kIQ2_XS: formats::dequantize_iq2_xs(v, w.n, w.k, out.data()); break;
-    case QuantAlgo::kIQ2_XXS: formats::dequantize_iq2_xxs(v, w.n, w.k, out.data()); break;
+    case QuantAlgo::kQ8_0:
+      formats::dequantize_q8_0(v, w.n, w.k, out.data());
+      break;
+    case QuantAlgo::kIQ2_XS:
+      formats::dequantize_iq2_xs(v, w.n, w.k, out.data());
+      break;
+    case QuantAlgo::kIQ2_XXS:
+      formats::dequantize_iq2_xxs(v, w.n, w.k, out.data());
+      break;
   }
   return out;
 }
@@ -260,8 +273,8 @@ selection::LayerDesc linear_layer_desc(const LinearWeights& w, DType io_dtype,
   selection::LayerDesc d;
   d.name = w.prefix;
   d.kind = embedding ? selection::LayerKind::kEmbedding : selection::LayerKind::kDenseLinear;
-  d.weight = weight_format_of(w.quant, w.weight.dtype == DType::kFP16 ? DType::kFP16
-                                                                       : DType::kBF16);
+  d.weight =
+      weight_format_of(w.quant, w.weight.dtype == DType::kFP16 ? DType::kFP16 : DType::kBF16);
   d.act = act_format_of(w.quant, false);
   d.io_dtype = io_dtype;
   d.n = w.n;
@@ -278,11 +291,16 @@ selection::LayerDesc linear_layer_desc(const LinearWeights& w, DType io_dtype,
 gemm::LinearFormat gemm_format_for_path(const std::string& path) {
   using F = gemm::LinearFormat;
   static const std::pair<const char*, F> table[] = {
-      {"gemm.fp8_tensor", F::kFp8Tensor},    {"gemm.fp8_block", F::kFp8Block},
-      {"gemm.mxfp8", F::kMxfp8},             {"gemm.nvfp4_w4a4", F::kNvfp4},
-      {"gemm.nvfp4_w4a16", F::kNvfp4W4A16},  {"gemm.mxfp4_w4a4", F::kMxfp4},
-      {"gemm.mxfp4_w4a8", F::kMxfp4W4A8},    {"gemm.mxfp4_w4a16", F::kMxfp4W4A16},
-      {"gemm.iq2_xxs", F::kIq2Xxs},          {"gemm.iq2_xs", F::kIq2Xs},
+      {"gemm.fp8_tensor", F::kFp8Tensor},
+      {"gemm.fp8_block", F::kFp8Block},
+      {"gemm.mxfp8", F::kMxfp8},
+      {"gemm.nvfp4_w4a4", F::kNvfp4},
+      {"gemm.nvfp4_w4a16", F::kNvfp4W4A16},
+      {"gemm.mxfp4_w4a4", F::kMxfp4},
+      {"gemm.mxfp4_w4a8", F::kMxfp4W4A8},
+      {"gemm.mxfp4_w4a16", F::kMxfp4W4A16},
+      {"gemm.iq2_xxs", F::kIq2Xxs},
+      {"gemm.iq2_xs", F::kIq2Xs},
       {"gemm.q8_0", F::kQ8_0},
   };
   for (const auto& [name, f] : table)
@@ -297,24 +315,42 @@ gemm::WeightSource gemm_weight_source(const LinearWeights& w, gemm::LinearFormat
   using F = gemm::LinearFormat;
   QuantAlgo need = QuantAlgo::kNone;
   switch (f) {
-    case F::kFp8Tensor: need = QuantAlgo::kFP8; break;
-    case F::kFp8Block: need = QuantAlgo::kFP8Block; break;
-    case F::kMxfp8: need = QuantAlgo::kMXFP8; break;
-    case F::kNvfp4: need = QuantAlgo::kNVFP4; break;
-    case F::kNvfp4W4A16: need = QuantAlgo::kW4A16NVFP4; break;
+    case F::kFp8Tensor:
+      need = QuantAlgo::kFP8;
+      break;
+    case F::kFp8Block:
+      need = QuantAlgo::kFP8Block;
+      break;
+    case F::kMxfp8:
+      need = QuantAlgo::kMXFP8;
+      break;
+    case F::kNvfp4:
+      need = QuantAlgo::kNVFP4;
+      break;
+    case F::kNvfp4W4A16:
+      need = QuantAlgo::kW4A16NVFP4;
+      break;
     case F::kMxfp4:
     case F::kMxfp4W4A8:
-    case F::kMxfp4W4A16: need = QuantAlgo::kMXFP4; break;
-    case F::kIq2Xxs: need = QuantAlgo::kIQ2_XXS; break;
-    case F::kIq2Xs: need = QuantAlgo::kIQ2_XS; break;
-    case F::kQ8_0: need = QuantAlgo::kQ8_0; break;
+    case F::kMxfp4W4A16:
+      need = QuantAlgo::kMXFP4;
+      break;
+    case F::kIq2Xxs:
+      need = QuantAlgo::kIQ2_XXS;
+      break;
+    case F::kIq2Xs:
+      need = QuantAlgo::kIQ2_XS;
+      break;
+    case F::kQ8_0:
+      need = QuantAlgo::kQ8_0;
+      break;
   }
   // W4A4 NVFP4 weights also run as W4A16 (the activation scale is then unused).
-  const bool ok = w.quant.algo == need ||
-                  (f == F::kNvfp4W4A16 && w.quant.algo == QuantAlgo::kNVFP4);
+  const bool ok =
+      w.quant.algo == need || (f == F::kNvfp4W4A16 && w.quant.algo == QuantAlgo::kNVFP4);
   B12X_CHECK_ARG(ok, "gemm_weight_source: layer '", w.prefix, "' is ",
-                 quant_algo_name(w.quant.algo), ", which GEMM format ",
-                 static_cast<int>(f), " does not take (it needs ", quant_algo_name(need), ")");
+                 quant_algo_name(w.quant.algo), ", which GEMM format ", static_cast<int>(f),
+                 " does not take (it needs ", quant_algo_name(need), ")");
   gemm::WeightSource s;
   s.format = f;
   s.weight = w.weight;
@@ -326,20 +362,21 @@ gemm::WeightSource gemm_weight_source(const LinearWeights& w, gemm::LinearFormat
       s.global_scale = w.weight_scale_2;
       break;
     case QuantAlgo::kFP8:
-      s.output_scale = TensorRef::contiguous(const_cast<float*>(&w.output_scale), DType::kFP32,
-                                             {1});
+      s.output_scale =
+          TensorRef::contiguous(const_cast<float*>(&w.output_scale), DType::kFP32, {1});
       break;
     case QuantAlgo::kQ8_0:
     case QuantAlgo::kIQ2_XS:
     case QuantAlgo::kIQ2_XXS: {
       // GGML rows as a [N, K] block-dtype view over the stored [N, K/group, payload] bytes.
-      const DType dt = need == QuantAlgo::kQ8_0    ? DType::kQ8_0
+      const DType dt = need == QuantAlgo::kQ8_0     ? DType::kQ8_0
                        : need == QuantAlgo::kIQ2_XS ? DType::kIQ2_XS
                                                     : DType::kIQ2_XXS;
       s.weight = TensorRef::contiguous(w.weight.data, dt, {w.n, w.k}, w.weight.device);
       break;
     }
-    default: break;
+    default:
+      break;
   }
   return s;
 }
@@ -347,19 +384,27 @@ gemm::WeightSource gemm_weight_source(const LinearWeights& w, gemm::LinearFormat
 selection::WeightFormat weight_format_of(const LayerQuant& q, DType unquantized) {
   using W = selection::WeightFormat;
   switch (q.algo) {
-    case QuantAlgo::kNone: return unquantized == DType::kFP16 ? W::kFP16 : W::kBF16;
-    case QuantAlgo::kFP8: return W::kFP8Tensor;
+    case QuantAlgo::kNone:
+      return unquantized == DType::kFP16 ? W::kFP16 : W::kBF16;
+    case QuantAlgo::kFP8:
+      return W::kFP8Tensor;
     case QuantAlgo::kFP8Block:
       return (q.weight_block[0] == 0 || (q.weight_block[0] == 128 && q.weight_block[1] == 128))
                  ? W::kFP8Block
                  : W::kFP8BlockOther;
-    case QuantAlgo::kMXFP8: return W::kMXFP8;
+    case QuantAlgo::kMXFP8:
+      return W::kMXFP8;
     case QuantAlgo::kNVFP4:
-    case QuantAlgo::kW4A16NVFP4: return W::kNVFP4;
-    case QuantAlgo::kMXFP4: return W::kMXFP4;
-    case QuantAlgo::kQ8_0: return W::kQ8_0;
-    case QuantAlgo::kIQ2_XS: return W::kIQ2_XS;
-    case QuantAlgo::kIQ2_XXS: return W::kIQ2_XXS;
+    case QuantAlgo::kW4A16NVFP4:
+      return W::kNVFP4;
+    case QuantAlgo::kMXFP4:
+      return W::kMXFP4;
+    case QuantAlgo::kQ8_0:
+      return W::kQ8_0;
+    case QuantAlgo::kIQ2_XS:
+      return W::kIQ2_XS;
+    case QuantAlgo::kIQ2_XXS:
+      return W::kIQ2_XXS;
   }
   return W::kBF16;
 }
@@ -367,13 +412,20 @@ selection::WeightFormat weight_format_of(const LayerQuant& q, DType unquantized)
 selection::ActFormat act_format_of(const LayerQuant& q, bool is_moe) {
   using A = selection::ActFormat;
   switch (q.algo) {
-    case QuantAlgo::kNVFP4: return A::kNVFP4;
-    case QuantAlgo::kW4A16NVFP4: return A::kBF16;
-    case QuantAlgo::kMXFP4: return is_moe ? A::kAuto : A::kMXFP4;
-    case QuantAlgo::kMXFP8: return A::kMXFP8;
-    case QuantAlgo::kFP8: return q.dynamic_activation ? A::kFP8Dynamic : A::kFP8Static;
-    case QuantAlgo::kFP8Block: return A::kFP8Dynamic;
-    default: return A::kBF16;
+    case QuantAlgo::kNVFP4:
+      return A::kNVFP4;
+    case QuantAlgo::kW4A16NVFP4:
+      return A::kBF16;
+    case QuantAlgo::kMXFP4:
+      return is_moe ? A::kAuto : A::kMXFP4;
+    case QuantAlgo::kMXFP8:
+      return A::kMXFP8;
+    case QuantAlgo::kFP8:
+      return q.dynamic_activation ? A::kFP8Dynamic : A::kFP8Static;
+    case QuantAlgo::kFP8Block:
+      return A::kFP8Dynamic;
+    default:
+      return A::kBF16;
   }
 }
 

@@ -57,7 +57,9 @@ std::string lower(std::string s) {
   return s;
 }
 
-const json::Value* member(const json::Value& obj, const char* key) { return obj.find(key); }
+const json::Value* member(const json::Value& obj, const char* key) {
+  return obj.find(key);
+}
 
 std::string get_string(const json::Value& obj, const char* key, const std::string& where) {
   const json::Value* v = member(obj, key);
@@ -72,8 +74,8 @@ int get_int(const json::Value& obj, const char* key, int dflt, const std::string
   const json::Value* v = member(obj, key);
   if (!v || v->is_null()) return dflt;
   if (!v->is_integer() || v->as_int() <= 0 || v->as_int() > (1 << 20))
-    B12X_FAIL(Status::kInvalidArgument, where, ": \"", key,
-              "\" must be a positive integer, got ", json::dump(*v));
+    B12X_FAIL(Status::kInvalidArgument, where, ": \"", key, "\" must be a positive integer, got ",
+              json::dump(*v));
   return static_cast<int>(v->as_int());
 }
 
@@ -101,8 +103,8 @@ void fill_layer(LayerQuant& q, const json::Value& entry, int default_group,
   const int dflt = ai.group_fixed ? ai.group_size : default_group;
   q.group_size = get_int(entry, "group_size", dflt, where);
   if (ai.group_fixed && q.group_size != ai.group_size)
-    B12X_FAIL(Status::kInvalidArgument, where, ": ", ai.name, " needs group_size ",
-              ai.group_size, ", got ", q.group_size);
+    B12X_FAIL(Status::kInvalidArgument, where, ": ", ai.name, " needs group_size ", ai.group_size,
+              ", got ", q.group_size);
   const std::string packing = get_string(entry, "packing", where);
   if (is_ggml(q.algo)) {
     q.block_payload_bytes = get_int(entry, "block_payload_bytes", ai.payload_bytes, where);
@@ -111,8 +113,8 @@ void fill_layer(LayerQuant& q, const json::Value& entry, int default_group,
                 ai.payload_bytes, " (", ai.group_size, " values per block), got ",
                 q.block_payload_bytes);
     if (!packing.empty() && packing != "ggml")
-      B12X_FAIL(Status::kInvalidArgument, where, ": ", ai.name,
-                " needs packing \"ggml\", got \"", packing, "\"");
+      B12X_FAIL(Status::kInvalidArgument, where, ": ", ai.name, " needs packing \"ggml\", got \"",
+                packing, "\"");
     q.ggml_packing = true;
   } else {
     if (member(entry, "block_payload_bytes"))
@@ -125,8 +127,8 @@ void fill_layer(LayerQuant& q, const json::Value& entry, int default_group,
                 "\" is only valid for the GGML algorithms, not ", ai.name);
   }
   if (q.algo == QuantAlgo::kFP8Block) q.weight_block[0] = q.weight_block[1] = 128;
-  q.dynamic_activation = q.algo == QuantAlgo::kFP8Block || q.algo == QuantAlgo::kMXFP8 ||
-                         q.algo == QuantAlgo::kMXFP4;
+  q.dynamic_activation =
+      q.algo == QuantAlgo::kFP8Block || q.algo == QuantAlgo::kMXFP8 || q.algo == QuantAlgo::kMXFP4;
 }
 
 bool same_quant(const LayerQuant& a, const LayerQuant& b) {
@@ -163,7 +165,9 @@ std::string join(const std::string& parent, const std::string& leaf) {
 
 }  // namespace
 
-const char* quant_algo_name(QuantAlgo a) noexcept { return info(a).name; }
+const char* quant_algo_name(QuantAlgo a) noexcept {
+  return info(a).name;
+}
 
 QuantAlgo quant_algo_from_name(const std::string& name, const std::string& where) {
   const std::string u = upper(name);
@@ -172,10 +176,10 @@ QuantAlgo quant_algo_from_name(const std::string& name, const std::string& where
   if (u == "FP8_BLOCKWISE" || u == "FP8_PB") return QuantAlgo::kFP8Block;
   std::string supported;
   for (const auto& i : kAlgos)
-    if (i.algo != QuantAlgo::kNone) supported += (supported.empty() ? "" : ", ") + std::string(i.name);
+    if (i.algo != QuantAlgo::kNone)
+      supported += (supported.empty() ? "" : ", ") + std::string(i.name);
   B12X_FAIL(Status::kInvalidArgument, where, ": unknown quantization algorithm \"", name,
-            "\" (supported: ", supported,
-            "); refusing to load it as unquantized");
+            "\" (supported: ", supported, "); refusing to load it as unquantized");
 }
 
 bool glob_match(const std::string& pattern, const std::string& text) {
@@ -254,8 +258,7 @@ json::Value layer_quant_json(const LayerQuant& q) {
     b.push(json::Value::integer(q.weight_block[1]));
     v.set("weight_block_size", std::move(b));
   }
-  if (q.quantized())
-    v.set("dynamic_activation", json::Value::boolean(q.dynamic_activation));
+  if (q.quantized()) v.set("dynamic_activation", json::Value::boolean(q.dynamic_activation));
   if (!q.matched.empty()) v.set("matched", json::Value::string(q.matched));
   return v;
 }
@@ -311,7 +314,8 @@ QuantConfig QuantConfig::from_json(const std::string& text, const std::string& s
       int nvfp4_default = 16;
       for (const auto& [name, e] : layers->as_object()) {
         if (!e.is_object()) continue;
-        const std::string a = upper(get_string(e, "quant_algo", where + ".quantized_layers." + name));
+        const std::string a =
+            upper(get_string(e, "quant_algo", where + ".quantized_layers." + name));
         if ((a == "NVFP4" || a == "W4A16_NVFP4") && member(e, "group_size")) {
           nvfp4_default = get_int(e, "group_size", 16, where + ".quantized_layers." + name);
           break;
@@ -462,8 +466,8 @@ LayerQuant QuantConfig::resolve(const std::string& prefix, bool is_moe,
         first_name = sp;
       } else if (!same_quant(*first, *q)) {
         B12X_FAIL(Status::kInvalidArgument, source_, ": fused layer '", prefix, "': shard '",
-                  first_name, "' is ", describe(*first), " but shard '", sp, "' is ",
-                  describe(*q), "; all shards of a fused layer must share one scheme");
+                  first_name, "' is ", describe(*first), " but shard '", sp, "' is ", describe(*q),
+                  "; all shards of a fused layer must share one scheme");
       }
     }
     if (found > 0 && found < fused->second.size())
@@ -490,9 +494,9 @@ LayerQuant QuantConfig::resolve(const std::string& prefix, bool is_moe,
           first = &it->second;
           first_name = it->first;
         } else if (!same_quant(*first, it->second)) {
-          B12X_FAIL(Status::kInvalidArgument, source_, ": experts '", prefix, "': '",
-                    first_name, "' is ", describe(*first), " but '", it->first, "' is ",
-                    describe(it->second), "; one MoE layer needs one scheme for all experts");
+          B12X_FAIL(Status::kInvalidArgument, source_, ": experts '", prefix, "': '", first_name,
+                    "' is ", describe(*first), " but '", it->first, "' is ", describe(it->second),
+                    "; one MoE layer needs one scheme for all experts");
         }
       }
     }

@@ -36,13 +36,17 @@ bool default_layer(const std::string& module) {
 int group_of(QuantAlgo a) {
   switch (a) {
     case QuantAlgo::kNVFP4:
-    case QuantAlgo::kW4A16NVFP4: return 16;
+    case QuantAlgo::kW4A16NVFP4:
+      return 16;
     case QuantAlgo::kMXFP4:
     case QuantAlgo::kMXFP8:
-    case QuantAlgo::kQ8_0: return 32;
+    case QuantAlgo::kQ8_0:
+      return 32;
     case QuantAlgo::kIQ2_XS:
-    case QuantAlgo::kIQ2_XXS: return 256;
-    default: return 1;
+    case QuantAlgo::kIQ2_XXS:
+      return 256;
+    default:
+      return 1;
   }
 }
 
@@ -68,29 +72,39 @@ double quantize_error_bound(QuantAlgo algo) {
   // the round-trip test's rows are 60-85 % of these).
   switch (algo) {
     case QuantAlgo::kNVFP4:
-    case QuantAlgo::kW4A16NVFP4: return 0.13;
-    case QuantAlgo::kMXFP4: return 0.20;
-    case QuantAlgo::kMXFP8: return 0.045;
-    case QuantAlgo::kFP8: return 0.045;
-    case QuantAlgo::kFP8Block: return 0.045;
-    case QuantAlgo::kQ8_0: return 0.012;
-    case QuantAlgo::kIQ2_XS: return 0.50;
-    case QuantAlgo::kIQ2_XXS: return 0.60;
-    default: return 0.0;
+    case QuantAlgo::kW4A16NVFP4:
+      return 0.13;
+    case QuantAlgo::kMXFP4:
+      return 0.20;
+    case QuantAlgo::kMXFP8:
+      return 0.045;
+    case QuantAlgo::kFP8:
+      return 0.045;
+    case QuantAlgo::kFP8Block:
+      return 0.045;
+    case QuantAlgo::kQ8_0:
+      return 0.012;
+    case QuantAlgo::kIQ2_XS:
+      return 0.50;
+    case QuantAlgo::kIQ2_XXS:
+      return 0.60;
+    default:
+      return 0.0;
   }
 }
 
 QuantizeReport quantize_checkpoint(const std::string& in_dir, const std::string& out_dir,
                                    const QuantizeOptions& o) {
   static const std::set<QuantAlgo> kSupported = {
-      QuantAlgo::kNVFP4, QuantAlgo::kMXFP4, QuantAlgo::kMXFP8, QuantAlgo::kFP8,
+      QuantAlgo::kNVFP4, QuantAlgo::kMXFP4,  QuantAlgo::kMXFP8,  QuantAlgo::kFP8,
       QuantAlgo::kQ8_0,  QuantAlgo::kIQ2_XS, QuantAlgo::kIQ2_XXS};
   B12X_CHECK_ARG(kSupported.count(o.algo), "quantize: format ", quant_algo_name(o.algo),
                  " is not a quantize target (supported: NVFP4, MXFP4, MXFP8, FP8, Q8_0, IQ2_XS, "
                  "IQ2_XXS)");
   B12X_CHECK_ARG(o.algo != QuantAlgo::kFP8 || o.input_amax > 0.f,
                  "quantize: FP8 is static W8A8 and needs the calibrated activation amax "
-                 "(--input-amax); got ", o.input_amax);
+                 "(--input-amax); got ",
+                 o.input_amax);
   B12X_CHECK_ARG(std::isfinite(o.input_amax) && o.input_amax >= 0.f,
                  "quantize: input_amax=", o.input_amax, " must be finite and >= 0");
   std::error_code ec;
@@ -108,8 +122,8 @@ QuantizeReport quantize_checkpoint(const std::string& in_dir, const std::string&
 
   const CheckpointDir in = CheckpointDir::open(in_dir);
   const QuantConfig in_cfg = QuantConfig::from_dir(in_dir);
-  B12X_CHECK_ARG(in_cfg.method() == "none", "quantize: ", in_dir,
-                 " is already quantized (", in_cfg.method(), " from ", in_cfg.source(),
+  B12X_CHECK_ARG(in_cfg.method() == "none", "quantize: ", in_dir, " is already quantized (",
+                 in_cfg.method(), " from ", in_cfg.source(),
                  "); start from a BF16/FP16/F32 checkpoint");
   fs::create_directories(out_dir, ec);
   if (ec) B12X_FAIL(Status::kIoError, out_dir, ": cannot create: ", ec.message());
@@ -260,8 +274,8 @@ QuantizeReport quantize_checkpoint(const std::string& in_dir, const std::string&
           case QuantAlgo::kMXFP8:
             values.resize(n * k);
             scales.resize(n * k / 32);
-            formats::quantize_mxfp8(x.data(), n, k, formats::MxZeroBlockScale::kOne,
-                                    values.data(), scales.data());
+            formats::quantize_mxfp8(x.data(), n, k, formats::MxZeroBlockScale::kOne, values.data(),
+                                    scales.data());
             add(t.name, "F8_E4M3", {n, k}, values.data(), values.size());
             add(module + ".weight_scale", "U8", {n, k / 32}, scales.data(), scales.size());
             lw.weight = host_ref(values.data(), DType::kFP8E4M3, {n, k});
@@ -281,7 +295,7 @@ QuantizeReport quantize_checkpoint(const std::string& in_dir, const std::string&
           case QuantAlgo::kQ8_0:
           case QuantAlgo::kIQ2_XS:
           case QuantAlgo::kIQ2_XXS: {
-            const int pb = algo == QuantAlgo::kQ8_0 ? kQ8_0BlockBytes
+            const int pb = algo == QuantAlgo::kQ8_0     ? kQ8_0BlockBytes
                            : algo == QuantAlgo::kIQ2_XS ? kIQ2XSBlockBytes
                                                         : kIQ2XXSBlockBytes;
             values.resize(static_cast<size_t>(n * (k / group) * pb));
@@ -297,7 +311,8 @@ QuantizeReport quantize_checkpoint(const std::string& in_dir, const std::string&
             lw.weight = host_ref(values.data(), DType::kUInt8, {n, k / group, pb});
             break;
           }
-          default: B12X_ASSERT(false, "unhandled quantize target");
+          default:
+            B12X_ASSERT(false, "unhandled quantize target");
         }
         const std::vector<float> y = dequantize_linear(lw);
         double err2 = 0, ref2 = 0, max_abs = 0;
@@ -326,8 +341,8 @@ QuantizeReport quantize_checkpoint(const std::string& in_dir, const std::string&
         for (const char* key : {"quant_algo", "group_size", "block_payload_bytes", "packing"})
           if (const json::Value* v = e.find(key)) clean.set(key, *v);
         e = std::move(clean);
-        log_message(3, "quantize " + module + ": " + quant_algo_name(algo) + " rel_rms=" +
-                           std::to_string(ql.rel_rms_error));
+        log_message(3, "quantize " + module + ": " + quant_algo_name(algo) +
+                           " rel_rms=" + std::to_string(ql.rel_rms_error));
       }
       if (o.progress) o.progress(++done, total, t.name);
     }

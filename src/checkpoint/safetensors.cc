@@ -140,8 +140,8 @@ SafetensorsIndex parse_safetensors(const uint8_t* data, size_t size, const std::
     throw Error(Status::kIoError, e.what());
   }
   if (!root.is_object())
-    B12X_FAIL(Status::kIoError, source, ": header is a JSON ",
-              json::Value::type_name(root.type()), ", expected an object");
+    B12X_FAIL(Status::kIoError, source, ": header is a JSON ", json::Value::type_name(root.type()),
+              ", expected an object");
 
   for (const auto& [name, v] : root.as_object()) {
     if (name == "__metadata__") {
@@ -178,8 +178,7 @@ SafetensorsIndex parse_safetensors(const uint8_t* data, size_t size, const std::
     if (!dt || !shape || !offs)
       B12X_FAIL(Status::kIoError, where, ": missing ",
                 !dt ? "dtype" : (!shape ? "shape" : "data_offsets"));
-    if (!dt->is_string())
-      B12X_FAIL(Status::kIoError, where, ": dtype must be a string");
+    if (!dt->is_string()) B12X_FAIL(Status::kIoError, where, ": dtype must be a string");
     t.st_dtype = dt->as_string();
     if (!safetensors_dtype_info(t.st_dtype, &t.bits, &t.dtype))
       B12X_FAIL(Status::kIoError, where, ": unknown dtype \"", t.st_dtype,
@@ -216,15 +215,16 @@ SafetensorsIndex parse_safetensors(const uint8_t* data, size_t size, const std::
       B12X_FAIL(Status::kIoError, where, ": ", numel, " elements of ", t.st_dtype, " (", t.bits,
                 " bits) are not a whole number of bytes");
     if (bits / 8 != end - begin)
-      B12X_FAIL(Status::kIoError, where, ": shape [",
-                [&] {
-                  std::string s;
-                  for (size_t i = 0; i < t.shape.size(); ++i)
-                    s += (i ? ", " : "") + std::to_string(t.shape[i]);
-                  return s;
-                }(),
-                "] of ", t.st_dtype, " needs ", bits / 8, " bytes but data_offsets [", begin, ", ",
-                end, "] span ", end - begin);
+      B12X_FAIL(
+          Status::kIoError, where, ": shape [",
+          [&] {
+            std::string s;
+            for (size_t i = 0; i < t.shape.size(); ++i)
+              s += (i ? ", " : "") + std::to_string(t.shape[i]);
+            return s;
+          }(),
+          "] of ", t.st_dtype, " needs ", bits / 8, " bytes but data_offsets [", begin, ", ", end,
+          "] span ", end - begin);
     t.offset = idx.data_offset + begin;
     t.nbytes = end - begin;
     idx.tensors.push_back(std::move(t));
@@ -267,8 +267,7 @@ struct SafetensorsFile::Mapping {
 
 SafetensorsFile SafetensorsFile::open(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    B12X_FAIL(Status::kIoError, path, ": cannot open: ", std::strerror(errno));
+  if (fd < 0) B12X_FAIL(Status::kIoError, path, ": cannot open: ", std::strerror(errno));
   struct stat st {};
   if (fstat(fd, &st) != 0) {
     const int err = errno;
@@ -300,7 +299,9 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
   return f;
 }
 
-uint64_t SafetensorsFile::file_size() const { return map_ ? map_->size : 0; }
+uint64_t SafetensorsFile::file_size() const {
+  return map_ ? map_->size : 0;
+}
 
 const TensorInfo* SafetensorsFile::find(const std::string& name) const {
   for (const auto& t : index_->tensors)
@@ -340,11 +341,10 @@ TensorRef SafetensorsFile::view(const std::string& name) const {
 void SafetensorsWriter::add(const std::string& name, const std::string& st_dtype,
                             std::vector<int64_t> shape, const void* data, size_t nbytes) {
   int bits = 0;
-  B12X_CHECK_ARG(safetensors_dtype_info(st_dtype, &bits, nullptr),
-                 "SafetensorsWriter: tensor '", name, "' has unknown dtype ", st_dtype,
-                 " (supported: ", supported_dtypes(), ")");
-  B12X_CHECK_ARG(!name.empty() && name != "__metadata__", "SafetensorsWriter: invalid name '",
-                 name, "'");
+  B12X_CHECK_ARG(safetensors_dtype_info(st_dtype, &bits, nullptr), "SafetensorsWriter: tensor '",
+                 name, "' has unknown dtype ", st_dtype, " (supported: ", supported_dtypes(), ")");
+  B12X_CHECK_ARG(!name.empty() && name != "__metadata__", "SafetensorsWriter: invalid name '", name,
+                 "'");
   for (const auto& e : entries_)
     B12X_CHECK_ARG(e.name != name, "SafetensorsWriter: duplicate tensor name '", name, "'");
   for (int64_t d : shape)
@@ -409,7 +409,8 @@ void SafetensorsWriter::write(const std::string& path) const {
   {
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
     if (!f) B12X_FAIL(Status::kIoError, tmp, ": cannot create: ", std::strerror(errno));
-    f.write(reinterpret_cast<const char*>(image.data()), static_cast<std::streamsize>(image.size()));
+    f.write(reinterpret_cast<const char*>(image.data()),
+            static_cast<std::streamsize>(image.size()));
     f.flush();
     if (!f) {
       std::remove(tmp.c_str());
@@ -428,8 +429,7 @@ void SafetensorsWriter::write(const std::string& path) const {
 CheckpointDir CheckpointDir::open(const std::string& dir) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  if (!fs::is_directory(dir, ec))
-    B12X_FAIL(Status::kIoError, dir, ": not a directory");
+  if (!fs::is_directory(dir, ec)) B12X_FAIL(Status::kIoError, dir, ": not a directory");
   std::vector<std::string> paths;
   for (const auto& e : fs::directory_iterator(dir, ec))
     if (e.path().extension() == ".safetensors" && e.is_regular_file(ec))

@@ -47,7 +47,9 @@ std::string cat(A&&... a) {
   return os.str();
 }
 
-bool is_fp4(WeightFormat f) { return f == WeightFormat::kNVFP4 || f == WeightFormat::kMXFP4; }
+bool is_fp4(WeightFormat f) {
+  return f == WeightFormat::kNVFP4 || f == WeightFormat::kMXFP4;
+}
 bool is_fp8(WeightFormat f) {
   return f == WeightFormat::kFP8Tensor || f == WeightFormat::kFP8Block ||
          f == WeightFormat::kMXFP8 || f == WeightFormat::kFP8BlockOther;
@@ -61,10 +63,19 @@ std::vector<std::string> auto_order_for(const LayerDesc& d, ActFormat act) {
       switch (d.weight) {
         case WeightFormat::kNVFP4:
           if (act == ActFormat::kBF16) return {"marlin", "b12x", "emulation"};
-          return {"flashinfer_cutedsl", "flashinfer_cutlass", "flashinfer_b12x", "cutlass",
-                  "marlin", "flashinfer_trtllm", "flashinfer_cudnn", "fbgemm", "b12x",
-                  "emulation", "humming"};
-        case WeightFormat::kMXFP4: return {"flashinfer", "marlin", "humming", "b12x", "emulation"};
+          return {"flashinfer_cutedsl",
+                  "flashinfer_cutlass",
+                  "flashinfer_b12x",
+                  "cutlass",
+                  "marlin",
+                  "flashinfer_trtllm",
+                  "flashinfer_cudnn",
+                  "fbgemm",
+                  "b12x",
+                  "emulation",
+                  "humming"};
+        case WeightFormat::kMXFP4:
+          return {"flashinfer", "marlin", "humming", "b12x", "emulation"};
         case WeightFormat::kMXFP8:
           return {"flashinfer_cutedsl", "flashinfer_cutlass", "marlin", "b12x", "emulation"};
         case WeightFormat::kFP8Tensor:
@@ -73,21 +84,30 @@ std::vector<std::string> auto_order_for(const LayerDesc& d, ActFormat act) {
           return {"flashinfer_deepgemm", "deepgemm", "cutlass", "b12x", "marlin", "triton"};
         case WeightFormat::kQ8_0:
         case WeightFormat::kIQ2_XS:
-        case WeightFormat::kIQ2_XXS: return {"gguf", "b12x", "emulation"};
-        default: return {};
+        case WeightFormat::kIQ2_XXS:
+          return {"gguf", "b12x", "emulation"};
+        default:
+          return {};
       }
     case LayerKind::kMoE:
       if (d.weight == WeightFormat::kNVFP4)
-        return {"flashinfer_trtllm", "flashinfer_cutedsl", "flashinfer_cutedsl_batched",
-                "flashinfer_cutlass", "vllm_cutlass", "marlin", "humming", "b12x", "emulation"};
-      if (d.weight == WeightFormat::kMXFP4)
-        return {"flashinfer_trtllm", "flashinfer_cutlass", "triton", "marlin", "b12x",
+        return {"flashinfer_trtllm",
+                "flashinfer_cutedsl",
+                "flashinfer_cutedsl_batched",
+                "flashinfer_cutlass",
+                "vllm_cutlass",
+                "marlin",
+                "humming",
+                "b12x",
                 "emulation"};
+      if (d.weight == WeightFormat::kMXFP4)
+        return {"flashinfer_trtllm", "flashinfer_cutlass", "triton", "marlin", "b12x", "emulation"};
       if (d.weight == WeightFormat::kQ8_0 || d.weight == WeightFormat::kIQ2_XS ||
           d.weight == WeightFormat::kIQ2_XXS)
         return {"gguf", "b12x", "emulation"};
       return {};
-    case LayerKind::kAttention: return {"flash_attn", "flashinfer", "triton_attn", "b12x"};
+    case LayerKind::kAttention:
+      return {"flash_attn", "flashinfer", "triton_attn", "b12x"};
     case LayerKind::kEmbedding:
       if (d.weight == WeightFormat::kQ8_0) return {"b12x", "emulation"};
       return {};
@@ -135,8 +155,9 @@ void select_dense(const LayerDesc& d, Selection& s) {
                                             : "gemm.mxfp4_w4a16";
         need_k(32, "MXFP4 needs whole 32-value scale blocks");
         if (act != ActFormat::kMXFP4)
-          s.notes.push_back("vLLM runs only MXFP4 W4A4 linears on b12x (W4A16 goes to Marlin); "
-                            "the W4A8/W4A16 MXFP4 GEMMs are b12x extensions");
+          s.notes.push_back(
+              "vLLM runs only MXFP4 W4A4 linears on b12x (W4A16 goes to Marlin); "
+              "the W4A8/W4A16 MXFP4 GEMMs are b12x extensions");
       } else {
         r.push_back(cat("MXFP4 weights with ", act_format_name(act),
                         " activations (supported: mxfp4, mxfp8, bf16)"));
@@ -181,8 +202,8 @@ void select_dense(const LayerDesc& d, Selection& s) {
     case WeightFormat::kIQ2_XXS: {
       if (act == ActFormat::kAuto) act = ActFormat::kBF16;
       const bool q8 = d.weight == WeightFormat::kQ8_0;
-      s.path = q8 ? "gemm.q8_0"
-                  : (d.weight == WeightFormat::kIQ2_XS ? "gemm.iq2_xs" : "gemm.iq2_xxs");
+      s.path =
+          q8 ? "gemm.q8_0" : (d.weight == WeightFormat::kIQ2_XS ? "gemm.iq2_xs" : "gemm.iq2_xxs");
       if (act != ActFormat::kBF16)
         r.push_back(cat("GGML ", weight_format_name(d.weight),
                         " weights run with BF16/FP16 activations, got ", act_format_name(act)));
@@ -222,24 +243,26 @@ void select_moe(const LayerDesc& d, const EnvOverrides& env, Selection& s) {
   if (d.hidden > 0 && d.hidden % 32 != 0)
     r.push_back(cat("hidden=", d.hidden, " is not a multiple of 32 (activation blocks)"));
   if (d.hidden <= 0 || d.intermediate_per_rank <= 0 || d.num_experts <= 0 || d.topk <= 0)
-    r.push_back(cat("MoE shape hidden=", d.hidden, ", intermediate_per_rank=",
-                    d.intermediate_per_rank, ", num_experts=", d.num_experts,
-                    ", topk=", d.topk, " must be positive"));
+    r.push_back(cat("MoE shape hidden=", d.hidden,
+                    ", intermediate_per_rank=", d.intermediate_per_rank,
+                    ", num_experts=", d.num_experts, ", topk=", d.topk, " must be positive"));
   else if (d.topk > d.num_experts)
     r.push_back(cat("topk=", d.topk, " exceeds num_experts=", d.num_experts));
 
   switch (d.activation) {
     case Activation::kSiLU:
     case Activation::kReLU2:
-    case Activation::kSwigluOAIUninterleave: break;
+    case Activation::kSwigluOAIUninterleave:
+      break;
     case Activation::kSiTU:
       if (!situ_params_ok(d))
         r.push_back(cat("SiTU with beta=", d.situ_beta, ", linear_beta=", d.situ_linear_beta,
                         " (only beta=4, linear_beta=25 is supported)"));
       break;
     case Activation::kSwigluOAIInterleaved:
-      r.push_back("interleaved SwiGLU-OAI (gpt-oss row layout) is not supported; only "
-                  "swigluoai_uninterleave ([gate; up] halves)");
+      r.push_back(
+          "interleaved SwiGLU-OAI (gpt-oss row layout) is not supported; only "
+          "swigluoai_uninterleave ([gate; up] halves)");
       break;
     default:
       r.push_back(cat("activation ", activation_name(d.activation),
@@ -260,8 +283,8 @@ void select_moe(const LayerDesc& d, const EnvOverrides& env, Selection& s) {
       d.activation == Activation::kSiLU || d.activation == Activation::kSiTU;
   if (is_fp4(d.weight) && env.moe_fp4_force_a16) {
     if (act != ActFormat::kAuto && act != ActFormat::kBF16)
-      s.notes.push_back(cat("B12X_MOE_FP4_FORCE_A16 overrides the requested ",
-                            act_format_name(act), " activations"));
+      s.notes.push_back(cat("B12X_MOE_FP4_FORCE_A16 overrides the requested ", act_format_name(act),
+                            " activations"));
     else
       s.notes.push_back("B12X_MOE_FP4_FORCE_A16: BF16 activations");
     act = ActFormat::kBF16;
@@ -275,11 +298,11 @@ void select_moe(const LayerDesc& d, const EnvOverrides& env, Selection& s) {
     if (d.hidden % 256 != 0)
       a8_blockers.push_back(cat("hidden=", d.hidden, " is not a multiple of 256"));
     if (d.intermediate_per_rank % 32 != 0)
-      a8_blockers.push_back(cat("intermediate_per_rank=", d.intermediate_per_rank,
-                                " is not a multiple of 32"));
+      a8_blockers.push_back(
+          cat("intermediate_per_rank=", d.intermediate_per_rank, " is not a multiple of 32"));
     if (!gated_silu_like)
-      a8_blockers.push_back(cat("activation ", activation_name(d.activation),
-                                " (W4A8 takes silu/situ only)"));
+      a8_blockers.push_back(
+          cat("activation ", activation_name(d.activation), " (W4A8 takes silu/situ only)"));
     if (act == ActFormat::kAuto) {
       if (a8_blockers.empty()) {
         act = ActFormat::kMXFP8;
@@ -354,8 +377,9 @@ void select_moe(const LayerDesc& d, const EnvOverrides& env, Selection& s) {
     s.w13_layout = w13 ? "w13" : "w31";
   }
   if (d.weight == WeightFormat::kNVFP4)
-    s.notes.push_back("vLLM upstream leaves B12X out of automatic NVFP4 MoE selection "
-                      "(PR #54719 proposes it before MARLIN); use --moe-backend b12x");
+    s.notes.push_back(
+        "vLLM upstream leaves B12X out of automatic NVFP4 MoE selection "
+        "(PR #54719 proposes it before MARLIN); use --moe-backend b12x");
   if (d.weight == WeightFormat::kMXFP4)
     s.notes.push_back("vLLM reaches B12X MXFP4 MoE only through --moe-backend b12x");
 }
@@ -369,18 +393,18 @@ void select_attention(const LayerDesc& d, Selection& s) {
   if (d.weight == WeightFormat::kFP16)
     r.push_back("float16 KV cache is not supported (supported: bf16, fp8_e4m3)");
   else if (d.weight != WeightFormat::kBF16 && d.weight != WeightFormat::kFP8Tensor)
-    r.push_back(cat("KV cache format ", weight_format_name(d.weight),
-                    " (supported: bf16, fp8_e4m3)"));
+    r.push_back(
+        cat("KV cache format ", weight_format_name(d.weight), " (supported: bf16, fp8_e4m3)"));
   if (d.page_size != 64 && d.page_size != 128)
     r.push_back(cat("page size ", d.page_size, " (supported: 64, 128)"));
   if (d.head_dim != 64 && d.head_dim != 128 && d.head_dim != 192 && d.head_dim != 256)
     r.push_back(cat("head_dim ", d.head_dim, " (supported: 64, 128, 192, 256)"));
   if (d.num_q_heads <= 0 || d.num_kv_heads <= 0)
-    r.push_back(cat("num_q_heads=", d.num_q_heads, ", num_kv_heads=", d.num_kv_heads,
-                    " must be positive"));
+    r.push_back(
+        cat("num_q_heads=", d.num_q_heads, ", num_kv_heads=", d.num_kv_heads, " must be positive"));
   else if (d.num_q_heads % d.num_kv_heads != 0)
-    r.push_back(cat("num_q_heads=", d.num_q_heads, " is not a multiple of num_kv_heads=",
-                    d.num_kv_heads));
+    r.push_back(
+        cat("num_q_heads=", d.num_q_heads, " is not a multiple of num_kv_heads=", d.num_kv_heads));
   if (d.softmax_scale != 0.f && d.head_dim > 0) {
     const double want = 1.0 / std::sqrt(static_cast<double>(d.head_dim));
     if (std::fabs(d.softmax_scale - want) > 1e-6 * want)
@@ -409,8 +433,7 @@ void select_embedding(const LayerDesc& d, Selection& s) {
   } else if (d.weight == WeightFormat::kBF16 || d.weight == WeightFormat::kFP16) {
     r.push_back("unquantized embedding: a plain gather, not a b12x op");
   } else {
-    r.push_back(cat(weight_format_name(d.weight),
-                    " embedding: b12x serves Q8_0 embeddings only"));
+    r.push_back(cat(weight_format_name(d.weight), " embedding: b12x serves Q8_0 embeddings only"));
   }
 }
 
@@ -513,10 +536,13 @@ std::string Selection::reason() const {
 ArchPath arch_path_for(int cc) {
   switch (cc) {
     case 120:
-    case 121: return ArchPath::kNative;
+    case 121:
+      return ArchPath::kNative;
     case 89:
-    case 90: return ArchPath::kPortable;
-    default: return ArchPath::kNone;
+    case 90:
+      return ArchPath::kPortable;
+    default:
+      return ArchPath::kNone;
   }
 }
 
@@ -540,20 +566,30 @@ Selection select(const LayerDesc& d, const EnvOverrides& env) {
       bool compiled = false;
       for (int a : compiled_archs()) compiled = compiled || a == cc;
       if (!compiled)
-        s.reasons.push_back(cat("sm_", cc, " is not in this build's architectures (",
-                                compiled_arch_string(), ")"));
+        s.reasons.push_back(
+            cat("sm_", cc, " is not in this build's architectures (", compiled_arch_string(), ")"));
     }
     if (s.arch == ArchPath::kPortable && (is_fp4(d.weight) || d.weight == WeightFormat::kMXFP8))
-      s.notes.push_back("no block-scaled tensor cores before SM120: the portable path decodes "
-                        "the weights in registers");
+      s.notes.push_back(
+          "no block-scaled tensor cores before SM120: the portable path decodes "
+          "the weights in registers");
   }
 
   switch (d.kind) {
-    case LayerKind::kDenseLinear: select_dense(d, s); break;
-    case LayerKind::kMoE: select_moe(d, env, s); break;
-    case LayerKind::kAttention: select_attention(d, s); break;
-    case LayerKind::kEmbedding: select_embedding(d, s); break;
-    default: s.reasons.push_back(cat("unknown layer kind ", static_cast<int>(d.kind)));
+    case LayerKind::kDenseLinear:
+      select_dense(d, s);
+      break;
+    case LayerKind::kMoE:
+      select_moe(d, env, s);
+      break;
+    case LayerKind::kAttention:
+      select_attention(d, s);
+      break;
+    case LayerKind::kEmbedding:
+      select_embedding(d, s);
+      break;
+    default:
+      s.reasons.push_back(cat("unknown layer kind ", static_cast<int>(d.kind)));
   }
   s.supported = s.reasons.empty();
 
@@ -583,9 +619,9 @@ Selection select(const LayerDesc& d, const EnvOverrides& env) {
   }
 
   if (log_level() >= 1) {
-    std::string line = cat("select ", d.name.empty() ? layer_kind_name(d.kind) : d.name.c_str(),
-                           " [", layer_kind_name(d.kind), " ", weight_format_name(d.weight), "]: ",
-                           s.summary());
+    std::string line =
+        cat("select ", d.name.empty() ? layer_kind_name(d.kind) : d.name.c_str(), " [",
+            layer_kind_name(d.kind), " ", weight_format_name(d.weight), "]: ", s.summary());
     if (log_level() >= 3)
       line += cat(" (n=", d.n, " k=", d.k, " hidden=", d.hidden, " I=", d.intermediate_per_rank,
                   " E=", d.num_experts, " topk=", d.topk, " heads=", d.num_q_heads, "/",
@@ -626,66 +662,102 @@ std::string Selection::to_json() const {
 
 const char* layer_kind_name(LayerKind k) noexcept {
   switch (k) {
-    case LayerKind::kDenseLinear: return "linear";
-    case LayerKind::kMoE: return "moe";
-    case LayerKind::kAttention: return "attention";
-    case LayerKind::kEmbedding: return "embedding";
+    case LayerKind::kDenseLinear:
+      return "linear";
+    case LayerKind::kMoE:
+      return "moe";
+    case LayerKind::kAttention:
+      return "attention";
+    case LayerKind::kEmbedding:
+      return "embedding";
   }
   return "unknown";
 }
 
 const char* weight_format_name(WeightFormat f) noexcept {
   switch (f) {
-    case WeightFormat::kBF16: return "bf16";
-    case WeightFormat::kFP16: return "fp16";
-    case WeightFormat::kFP8Tensor: return "fp8";
-    case WeightFormat::kFP8Block: return "fp8_block";
-    case WeightFormat::kMXFP8: return "mxfp8";
-    case WeightFormat::kNVFP4: return "nvfp4";
-    case WeightFormat::kMXFP4: return "mxfp4";
-    case WeightFormat::kQ8_0: return "q8_0";
-    case WeightFormat::kIQ2_XS: return "iq2_xs";
-    case WeightFormat::kIQ2_XXS: return "iq2_xxs";
-    case WeightFormat::kEXL3: return "exl3";
-    case WeightFormat::kNF3: return "nf3";
-    case WeightFormat::kInt4: return "int4";
-    case WeightFormat::kFP8BlockOther: return "fp8_block_other";
+    case WeightFormat::kBF16:
+      return "bf16";
+    case WeightFormat::kFP16:
+      return "fp16";
+    case WeightFormat::kFP8Tensor:
+      return "fp8";
+    case WeightFormat::kFP8Block:
+      return "fp8_block";
+    case WeightFormat::kMXFP8:
+      return "mxfp8";
+    case WeightFormat::kNVFP4:
+      return "nvfp4";
+    case WeightFormat::kMXFP4:
+      return "mxfp4";
+    case WeightFormat::kQ8_0:
+      return "q8_0";
+    case WeightFormat::kIQ2_XS:
+      return "iq2_xs";
+    case WeightFormat::kIQ2_XXS:
+      return "iq2_xxs";
+    case WeightFormat::kEXL3:
+      return "exl3";
+    case WeightFormat::kNF3:
+      return "nf3";
+    case WeightFormat::kInt4:
+      return "int4";
+    case WeightFormat::kFP8BlockOther:
+      return "fp8_block_other";
   }
   return "unknown";
 }
 
 const char* act_format_name(ActFormat a) noexcept {
   switch (a) {
-    case ActFormat::kAuto: return "auto";
-    case ActFormat::kBF16: return "bf16";
-    case ActFormat::kFP8Static: return "fp8_static";
-    case ActFormat::kFP8Dynamic: return "fp8_dynamic";
-    case ActFormat::kMXFP8: return "mxfp8";
-    case ActFormat::kNVFP4: return "nvfp4";
-    case ActFormat::kMXFP4: return "mxfp4";
+    case ActFormat::kAuto:
+      return "auto";
+    case ActFormat::kBF16:
+      return "bf16";
+    case ActFormat::kFP8Static:
+      return "fp8_static";
+    case ActFormat::kFP8Dynamic:
+      return "fp8_dynamic";
+    case ActFormat::kMXFP8:
+      return "mxfp8";
+    case ActFormat::kNVFP4:
+      return "nvfp4";
+    case ActFormat::kMXFP4:
+      return "mxfp4";
   }
   return "unknown";
 }
 
 const char* activation_name(Activation a) noexcept {
   switch (a) {
-    case Activation::kNone: return "none";
-    case Activation::kSiLU: return "silu";
-    case Activation::kSiTU: return "situ";
-    case Activation::kSwigluOAIUninterleave: return "swigluoai_uninterleave";
-    case Activation::kSwigluOAIInterleaved: return "swigluoai";
-    case Activation::kReLU2: return "relu2";
-    case Activation::kGeLU: return "gelu";
-    case Activation::kOther: return "other";
+    case Activation::kNone:
+      return "none";
+    case Activation::kSiLU:
+      return "silu";
+    case Activation::kSiTU:
+      return "situ";
+    case Activation::kSwigluOAIUninterleave:
+      return "swigluoai_uninterleave";
+    case Activation::kSwigluOAIInterleaved:
+      return "swigluoai";
+    case Activation::kReLU2:
+      return "relu2";
+    case Activation::kGeLU:
+      return "gelu";
+    case Activation::kOther:
+      return "other";
   }
   return "unknown";
 }
 
 const char* arch_path_name(ArchPath a) noexcept {
   switch (a) {
-    case ArchPath::kNone: return "none";
-    case ArchPath::kNative: return "native";
-    case ArchPath::kPortable: return "portable";
+    case ArchPath::kNone:
+      return "none";
+    case ArchPath::kNative:
+      return "native";
+    case ArchPath::kPortable:
+      return "portable";
   }
   return "unknown";
 }

@@ -51,8 +51,8 @@ void expect_bad(const std::vector<uint8_t>& img, std::initializer_list<const cha
 }  // namespace
 
 TEST(CheckpointJson, ParsesValidDocuments) {
-  auto v = json::parse(R"( {"a": [1, -2, 3.5e2, true, false, null], "s": "x\u00e9\ud83d\ude00\n"} )",
-                       "t");
+  auto v = json::parse(
+      R"( {"a": [1, -2, 3.5e2, true, false, null], "s": "x\u00e9\ud83d\ude00\n"} )", "t");
   ASSERT_TRUE(v.is_object());
   const auto& a = v.find("a")->as_array();
   EXPECT_EQ(a[0].as_int(), 1);
@@ -71,10 +71,30 @@ TEST(CheckpointJson, ParsesValidDocuments) {
 
 TEST(CheckpointJson, RejectsMalformedDocuments) {
   const char* bad[] = {
-      "",          "{",           "{\"a\":1,}",   "[1,]",        "{'a':1}",      "01",
-      "1.",        "-",           "1e",           "NaN",         "Infinity",     "tru",
-      "\"\\x\"",   "\"\x01\"",    "\"\\ud800\"",  "\"\\udc00\"", "\"\xc0\xaf\"", "\"\xed\xa0\x80\"",
-      "\"\xff\"",  "{\"a\":1 \"b\":2}", "{\"a\":1,\"a\":2}", "[1] 2", "1e999", "/*c*/1",
+      "",
+      "{",
+      "{\"a\":1,}",
+      "[1,]",
+      "{'a':1}",
+      "01",
+      "1.",
+      "-",
+      "1e",
+      "NaN",
+      "Infinity",
+      "tru",
+      "\"\\x\"",
+      "\"\x01\"",
+      "\"\\ud800\"",
+      "\"\\udc00\"",
+      "\"\xc0\xaf\"",
+      "\"\xed\xa0\x80\"",
+      "\"\xff\"",
+      "{\"a\":1 \"b\":2}",
+      "{\"a\":1,\"a\":2}",
+      "[1] 2",
+      "1e999",
+      "/*c*/1",
   };
   for (const char* s : bad) {
     try {
@@ -109,9 +129,9 @@ TEST(CheckpointSafetensors, WriteThenReadRoundTrip) {
   w.add("empty", "I64", {0, 5}, nullptr, 0);
   w.add("scalar", "F8_E8M0", {}, fp4.data(), 1);
   w.set_metadata("format", "pt");
-  EXPECT_THROW(w.add("b", "F32", {3}, f32.data(), 12), Error);           // duplicate
-  EXPECT_THROW(w.add("d", "F32", {4}, f32.data(), 12), Error);           // size mismatch
-  EXPECT_THROW(w.add("d", "F7", {3}, f32.data(), 12), Error);            // unknown dtype
+  EXPECT_THROW(w.add("b", "F32", {3}, f32.data(), 12), Error);  // duplicate
+  EXPECT_THROW(w.add("d", "F32", {4}, f32.data(), 12), Error);  // size mismatch
+  EXPECT_THROW(w.add("d", "F7", {3}, f32.data(), 12), Error);   // unknown dtype
   const std::string path = dir + "/model.safetensors";
   w.write(path);
 
@@ -195,11 +215,12 @@ TEST(CheckpointSafetensors, MalformedFilesGetClearErrors) {
              {"non-negative"});
   expect_bad(image(R"({"w":{"dtype":"U8","shape":[2.5],"data_offsets":[0,8]}})", 8),
              {"non-negative"});
-  expect_bad(image(R"({"w":{"dtype":"F64","shape":[4294967296,4294967296,16],"data_offsets":[0,8]}})",
-                   8),
-             {"overflows"});
-  expect_bad(image(R"({"w":{"dtype":"U8","shape":[99999999999999999999],"data_offsets":[0,8]}})", 8),
-             {"non-negative"});
+  expect_bad(
+      image(R"({"w":{"dtype":"F64","shape":[4294967296,4294967296,16],"data_offsets":[0,8]}})", 8),
+      {"overflows"});
+  expect_bad(
+      image(R"({"w":{"dtype":"U8","shape":[99999999999999999999],"data_offsets":[0,8]}})", 8),
+      {"non-negative"});
   expect_bad(image(R"({"w":{"dtype":"U8","shape":[8],"data_offsets":[-1,8]}})", 8),
              {"non-negative"});
   // Duplicate names.
@@ -215,9 +236,9 @@ TEST(CheckpointSafetensors, MalformedFilesGetClearErrors) {
   expect_bad(image(R"({"w":{"dtype":"U8","shape":[8]}})", 8), {"missing data_offsets"});
   expect_bad(image(R"({"w":{"dtype":"U8","shape":[8],"data_offsets":[0,8],"x":1}})", 8),
              {"unknown field"});
-  expect_bad(image(R"({"__metadata__":{"a":1},"w":{"dtype":"U8","shape":[8],"data_offsets":[0,8]}})",
-                   8),
-             {"__metadata__"});
+  expect_bad(
+      image(R"({"__metadata__":{"a":1},"w":{"dtype":"U8","shape":[8],"data_offsets":[0,8]}})", 8),
+      {"__metadata__"});
   expect_bad(image(R"({"w":{"dtype":"F4","shape":[3],"data_offsets":[0,2]}})", 2),
              {"whole number of bytes"});
   expect_bad(image(R"({"w":{"dtype":"U8","shape":8,"data_offsets":[0,8]}})", 8), {"shape"});

@@ -124,20 +124,23 @@ TEST(CheckpointConfig, GlobalAlgorithms) {
   EXPECT_FALSE(c.resolve("lm_head").quantized());
 
   c = QuantConfig::from_json(R"({"quantization_config": {"quant_method": "modelopt",
-      "quant_algo": "W4A16_NVFP4"}})", "config.json");
+      "quant_algo": "W4A16_NVFP4"}})",
+                             "config.json");
   EXPECT_EQ(c.resolve("x.o_proj").algo, QuantAlgo::kW4A16NVFP4);
   EXPECT_EQ(c.resolve("x.o_proj").group_size, 16);
 
   // Legacy hf_quant_config.json.
   c = QuantConfig::from_json(R"({"producer": {"name": "modelopt", "version": "0.31"},
       "quantization": {"quant_algo": "FP8", "kv_cache_quant_algo": null,
-                       "exclude_modules": ["lm_head"]}})", "hf_quant_config.json");
+                       "exclude_modules": ["lm_head"]}})",
+                             "hf_quant_config.json");
   EXPECT_EQ(c.method(), "modelopt");
   EXPECT_EQ(c.resolve("model.layers.0.mlp.down_proj").algo, QuantAlgo::kFP8);
 
   // DeepSeek block FP8.
   c = QuantConfig::from_json(R"({"quantization_config": {"activation_scheme": "dynamic",
-      "fmt": "e4m3", "quant_method": "fp8", "weight_block_size": [128, 128]}})", "config.json");
+      "fmt": "e4m3", "quant_method": "fp8", "weight_block_size": [128, 128]}})",
+                             "config.json");
   EXPECT_EQ(c.method(), "fp8_block");
   LayerQuant q = c.resolve("model.layers.0.mlp.experts", true);
   EXPECT_EQ(q.algo, QuantAlgo::kFP8Block);
@@ -146,13 +149,15 @@ TEST(CheckpointConfig, GlobalAlgorithms) {
 
   // Per-tensor FP8 (no block size).
   c = QuantConfig::from_json(R"({"quantization_config": {"quant_method": "fp8",
-      "activation_scheme": "static"}})", "config.json");
+      "activation_scheme": "static"}})",
+                             "config.json");
   EXPECT_EQ(c.resolve("a.o_proj").algo, QuantAlgo::kFP8);
 
   // gpt-oss MXFP4: experts only.
   c = QuantConfig::from_json(R"({"quantization_config": {"quant_method": "mxfp4",
       "modules_to_not_convert": ["model.layers.*.self_attn", "model.layers.*.mlp.router",
-                                 "model.embed_tokens", "lm_head"]}})", "config.json");
+                                 "model.embed_tokens", "lm_head"]}})",
+                             "config.json");
   EXPECT_EQ(c.method(), "mxfp4");
   q = c.resolve("model.layers.0.mlp.experts", true);
   EXPECT_EQ(q.algo, QuantAlgo::kMXFP4);
@@ -207,8 +212,8 @@ TEST(CheckpointConfig, Errors) {
 }
 
 TEST(CheckpointConfig, FromDirPrefersConfigJson) {
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("b12x_cfg_" + std::to_string(::getpid()));
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("b12x_cfg_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   std::ofstream(dir / "config.json") << R"({"hidden_size": 8})";
   std::ofstream(dir / "hf_quant_config.json")

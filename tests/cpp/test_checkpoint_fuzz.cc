@@ -41,10 +41,33 @@ std::vector<std::vector<uint8_t>> safetensors_seeds() {
   return seeds;
 }
 
-const char* kTokens[] = {"-1", "1e308", "99999999999999999999", "18446744073709551615", "{", "}",
-                         "[", "]", "\"", "\\u0000", "\\ud800", ",", ":", "null", "true", "0.5",
-                         "\"F4\"", "\"F6_E2M3\"", "\"U64\"", "[0,0]", "[]", "\"__metadata__\"",
-                         "4294967296", "\xff\xfe", "\xc3\x28", "[[[[[[[[", "\"shape\""};
+const char* kTokens[] = {"-1",
+                         "1e308",
+                         "99999999999999999999",
+                         "18446744073709551615",
+                         "{",
+                         "}",
+                         "[",
+                         "]",
+                         "\"",
+                         "\\u0000",
+                         "\\ud800",
+                         ",",
+                         ":",
+                         "null",
+                         "true",
+                         "0.5",
+                         "\"F4\"",
+                         "\"F6_E2M3\"",
+                         "\"U64\"",
+                         "[0,0]",
+                         "[]",
+                         "\"__metadata__\"",
+                         "4294967296",
+                         "\xff\xfe",
+                         "\xc3\x28",
+                         "[[[[[[[[",
+                         "\"shape\""};
 
 std::vector<uint8_t> mutate(const std::vector<uint8_t>& in, std::mt19937_64& rng) {
   std::vector<uint8_t> m = in;
@@ -59,7 +82,8 @@ std::vector<uint8_t> mutate(const std::vector<uint8_t>& in, std::mt19937_64& rng
         if (!m.empty()) m[pos] = static_cast<uint8_t>(rng());
         break;
       case 2:  // delete a run
-        if (!m.empty()) m.erase(m.begin() + pos, m.begin() + std::min(m.size(), pos + 1 + rng() % 8));
+        if (!m.empty())
+          m.erase(m.begin() + pos, m.begin() + std::min(m.size(), pos + 1 + rng() % 8));
         break;
       case 3:  // insert random bytes
         for (int k = static_cast<int>(rng() % 4); k >= 0; --k)

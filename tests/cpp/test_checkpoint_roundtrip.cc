@@ -2,11 +2,11 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <algorithm>
 #include <map>
 #include <random>
 
@@ -35,8 +35,8 @@ uint16_t to_bf16(float f) {
 // A tiny decoder: one dense layer, one MoE layer with 4 experts, norms, embedding, lm_head.
 TinyModel make_tiny(const std::string& tag, uint32_t seed) {
   TinyModel m;
-  m.dir = (fs::temp_directory_path() / ("b12x_rt_" + tag + "_" + std::to_string(::getpid())))
-              .string();
+  m.dir =
+      (fs::temp_directory_path() / ("b12x_rt_" + tag + "_" + std::to_string(::getpid()))).string();
   fs::remove_all(m.dir);
   fs::create_directories(m.dir);
   std::mt19937 rng(seed);
@@ -99,7 +99,7 @@ struct Case {
   float input_amax;
   QuantAlgo expect_algo;
   const char* dense_path;
-  const char* moe_path;  // nullptr: MoE not served by b12x for this format
+  const char* moe_path;           // nullptr: MoE not served by b12x for this format
   const char* pattern = nullptr;  // --layers (the IQ2 encoders are slow: fewer layers)
   size_t expect_layers = 19;      // 7 dense projections + 12 expert projections
 };
@@ -204,10 +204,10 @@ TEST_P(CheckpointRoundTrip, QuantizeInspectLoadDequantize) {
       EXPECT_EQ(gs.global_scale, lw.weight_scale_2);
     if (c.expect_algo == QuantAlgo::kNVFP4)
       EXPECT_FLOAT_EQ(lw.output_scale, lw.input_scale * lw.weight_scale_2);  // the W4A4 alpha
-    EXPECT_THROW(gemm_weight_source(lw, c.expect_algo == QuantAlgo::kMXFP8
-                                            ? gemm::LinearFormat::kQ8_0
-                                            : gemm::LinearFormat::kMxfp8),
-                 Error);
+    EXPECT_THROW(
+        gemm_weight_source(lw, c.expect_algo == QuantAlgo::kMXFP8 ? gemm::LinearFormat::kQ8_0
+                                                                  : gemm::LinearFormat::kMxfp8),
+        Error);
     // Bit-exact against the codec applied directly to the source.
     if (c.expect_algo == QuantAlgo::kQ8_0) {
       std::vector<uint8_t> blocks(src.size() / 32 * 34);
@@ -263,8 +263,7 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"nvfp4", QuantAlgo::kNVFP4, 8.f, QuantAlgo::kNVFP4, "gemm.nvfp4_w4a4", "moe.nvfp4"},
         Case{"nvfp4a16", QuantAlgo::kNVFP4, 0.f, QuantAlgo::kW4A16NVFP4, "gemm.nvfp4_w4a16",
              "moe.w4a16"},
-        Case{"mxfp4", QuantAlgo::kMXFP4, 0.f, QuantAlgo::kMXFP4, "gemm.mxfp4_w4a4",
-             "moe.w4a8_mx"},
+        Case{"mxfp4", QuantAlgo::kMXFP4, 0.f, QuantAlgo::kMXFP4, "gemm.mxfp4_w4a4", "moe.w4a8_mx"},
         Case{"mxfp8", QuantAlgo::kMXFP8, 0.f, QuantAlgo::kMXFP8, "gemm.mxfp8", nullptr},
         Case{"fp8", QuantAlgo::kFP8, 4.f, QuantAlgo::kFP8, "gemm.fp8_tensor", nullptr},
         Case{"q8_0", QuantAlgo::kQ8_0, 0.f, QuantAlgo::kQ8_0, "gemm.q8_0", "moe.ggml_a16"},

@@ -175,11 +175,11 @@ TEST(Selection, MoeRejectsEveryUnsupportedFeatureAtOnce) {
   const Selection s = select(d, kNoEnv);
   EXPECT_FALSE(s.supported);
   EXPECT_TRUE(s.path.empty());
-  for (const char* frag : {"expert parallelism", "expert map", "biases", "LoRA", "all2all",
-                           "EPLB", "interleaved", "apply_router_weight_on_input"})
+  for (const char* frag : {"expert parallelism", "expert map", "biases", "LoRA", "all2all", "EPLB",
+                           "interleaved", "apply_router_weight_on_input"})
     EXPECT_TRUE(has_reason(s, frag)) << frag << " missing in " << s.to_json();
-  for (auto w : {WeightFormat::kEXL3, WeightFormat::kNF3, WeightFormat::kFP8Block,
-                 WeightFormat::kBF16}) {
+  for (auto w :
+       {WeightFormat::kEXL3, WeightFormat::kNF3, WeightFormat::kFP8Block, WeightFormat::kBF16}) {
     const Selection t = select(moe(w), kNoEnv);
     EXPECT_FALSE(t.supported);
   }
@@ -396,8 +396,8 @@ TEST(Selection, ProjectExtensionsBeyondVllm) {
 }
 
 TEST(Selection, Shorthands) {
-  Selection s = select(LayerDesc::linear(WeightFormat::kMXFP8, 256, 512, ActFormat::kAuto, 121),
-                       kNoEnv);
+  Selection s =
+      select(LayerDesc::linear(WeightFormat::kMXFP8, 256, 512, ActFormat::kAuto, 121), kNoEnv);
   EXPECT_EQ(s.path, "gemm.mxfp8");
   EXPECT_EQ(s.reason(), "");
   s = select(LayerDesc::moe(WeightFormat::kNVFP4, ActFormat::kBF16, 2048, 768, 128, 8,

@@ -48,9 +48,9 @@ inline int quant_config_one(const uint8_t* data, size_t size) {
   try {
     const checkpoint::QuantConfig c = checkpoint::QuantConfig::from_json(
         std::string(reinterpret_cast<const char*>(data), size), "fuzz_config.json");
-    for (const char* p : {"model.layers.0.self_attn.qkv_proj", "model.layers.0.mlp.experts",
-                          "language_model.model.layers.0.mlp.gate_up_proj", "lm_head",
-                          "model.norm"})
+    for (const char* p :
+         {"model.layers.0.self_attn.qkv_proj", "model.layers.0.mlp.experts",
+          "language_model.model.layers.0.mlp.gate_up_proj", "lm_head", "model.norm"})
       try {
         c.resolve(p, std::string(p).find("experts") != std::string::npos);
       } catch (const Error& e) {

@@ -17,14 +17,15 @@ namespace b12x::cli {
 namespace {
 
 int usage() {
-  std::fprintf(stderr,
-               "usage: b12x quantize IN_DIR OUT_DIR --format "
-               "nvfp4|mxfp4|mxfp8|fp8|q8_0|iq2_xs|iq2_xxs\n"
-               "                     [--layers REGEX ...] [--input-amax A] [--quiet]\n"
-               "  --layers REGEX  quantize only modules whose name matches (ECMAScript, searched);\n"
-               "                  default: every linear layer except embeddings, lm_head, routers\n"
-               "  --input-amax A  calibrated activation |max|: required for fp8 (static scales);\n"
-               "                  for nvfp4 it writes W4A4 NVFP4, without it W4A16_NVFP4\n");
+  std::fprintf(
+      stderr,
+      "usage: b12x quantize IN_DIR OUT_DIR --format "
+      "nvfp4|mxfp4|mxfp8|fp8|q8_0|iq2_xs|iq2_xxs\n"
+      "                     [--layers REGEX ...] [--input-amax A] [--quiet]\n"
+      "  --layers REGEX  quantize only modules whose name matches (ECMAScript, searched);\n"
+      "                  default: every linear layer except embeddings, lm_head, routers\n"
+      "  --input-amax A  calibrated activation |max|: required for fp8 (static scales);\n"
+      "                  for nvfp4 it writes W4A4 NVFP4, without it W4A16_NVFP4\n");
   return 2;
 }
 
@@ -33,9 +34,9 @@ struct Algo {
   checkpoint::QuantAlgo algo;
 };
 constexpr Algo kAlgos[] = {
-    {"nvfp4", checkpoint::QuantAlgo::kNVFP4}, {"mxfp4", checkpoint::QuantAlgo::kMXFP4},
-    {"mxfp8", checkpoint::QuantAlgo::kMXFP8}, {"fp8", checkpoint::QuantAlgo::kFP8},
-    {"q8_0", checkpoint::QuantAlgo::kQ8_0},   {"iq2_xs", checkpoint::QuantAlgo::kIQ2_XS},
+    {"nvfp4", checkpoint::QuantAlgo::kNVFP4},     {"mxfp4", checkpoint::QuantAlgo::kMXFP4},
+    {"mxfp8", checkpoint::QuantAlgo::kMXFP8},     {"fp8", checkpoint::QuantAlgo::kFP8},
+    {"q8_0", checkpoint::QuantAlgo::kQ8_0},       {"iq2_xs", checkpoint::QuantAlgo::kIQ2_XS},
     {"iq2_xxs", checkpoint::QuantAlgo::kIQ2_XXS},
 };
 
@@ -96,11 +97,10 @@ int run(int argc, char** argv) {
     if (tty && done == total) std::fprintf(stderr, "\n");
   };
   const checkpoint::QuantizeReport r = checkpoint::quantize_checkpoint(pos[0], pos[1], o);
-  const double secs =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
-  std::printf("%-52s %-12s %-12s %10s %10s %8s\n", "LAYER", "FORMAT", "SHAPE", "REL_RMS",
-              "MAX_ABS", "BOUND");
+  std::printf("%-52s %-12s %-12s %10s %10s %8s\n", "LAYER", "FORMAT", "SHAPE", "REL_RMS", "MAX_ABS",
+              "BOUND");
   int over = 0;
   for (const auto& l : r.layers) {
     const bool bad = l.rel_rms_error > l.bound;
@@ -110,11 +110,13 @@ int run(int argc, char** argv) {
                 (std::to_string(l.n) + "x" + std::to_string(l.k)).c_str(), l.rel_rms_error,
                 l.max_abs_error, l.bound, bad ? "  ABOVE BOUND" : "");
   }
-  for (const auto& [t, why] : r.skipped) std::printf("kept as is: %s (%s)\n", t.c_str(), why.c_str());
-  std::printf("\n%zu layers quantized in %.1f s; %.1f MiB -> %.1f MiB; %d above the format's "
-              "usual error bound\nwrote %s (inspect it with: b12x inspect %s)\n",
-              r.layers.size(), secs, r.bytes_in / 1048576.0, r.bytes_out / 1048576.0, over,
-              pos[1].c_str(), pos[1].c_str());
+  for (const auto& [t, why] : r.skipped)
+    std::printf("kept as is: %s (%s)\n", t.c_str(), why.c_str());
+  std::printf(
+      "\n%zu layers quantized in %.1f s; %.1f MiB -> %.1f MiB; %d above the format's "
+      "usual error bound\nwrote %s (inspect it with: b12x inspect %s)\n",
+      r.layers.size(), secs, r.bytes_in / 1048576.0, r.bytes_out / 1048576.0, over, pos[1].c_str(),
+      pos[1].c_str());
   return 0;
 }
 

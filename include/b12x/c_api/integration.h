@@ -36,15 +36,14 @@ B12X_C_API b12x_status b12x_safetensors_num_tensors(b12x_safetensors f, int64_t*
 B12X_C_API b12x_status b12x_safetensors_tensor_at(b12x_safetensors f, int64_t index,
                                                   b12x_safetensors_tensor* out);
 /* *index = -1 when absent. */
-B12X_C_API b12x_status b12x_safetensors_find(b12x_safetensors f, const char* name,
-                                             int64_t* index);
+B12X_C_API b12x_status b12x_safetensors_find(b12x_safetensors f, const char* name, int64_t* index);
 /* {"key": "value", ...} of __metadata__. */
 B12X_C_API b12x_status b12x_safetensors_metadata_json(b12x_safetensors f, char* buf, size_t len,
                                                       size_t* needed);
 /* Validates an in-memory image; on success describes it as JSON
  * {"tensors": [{"name", "dtype", "shape", "offset", "nbytes"}], "metadata": {...}}. */
-B12X_C_API b12x_status b12x_safetensors_parse(const void* data, size_t size, char* buf,
-                                              size_t len, size_t* needed);
+B12X_C_API b12x_status b12x_safetensors_parse(const void* data, size_t size, char* buf, size_t len,
+                                              size_t* needed);
 
 typedef struct b12x_safetensors_writer_s* b12x_safetensors_writer;
 B12X_C_API b12x_status b12x_safetensors_writer_create(b12x_safetensors_writer* out);
@@ -58,7 +57,8 @@ B12X_C_API b12x_status b12x_safetensors_writer_set_metadata(b12x_safetensors_wri
                                                             const char* key, const char* value);
 B12X_C_API b12x_status b12x_safetensors_writer_write(b12x_safetensors_writer w, const char* path);
 
-/* ---- checkpoint directories ------------------------------------------------------------------- */
+/* ---- checkpoint directories -------------------------------------------------------------------
+ */
 /* The normalized quantization config of DIR (config.json / hf_quant_config.json), or of
  * json_text when it is not NULL (dir is then only used in messages). */
 B12X_C_API b12x_status b12x_quant_config_json(const char* dir, const char* json_text, char* buf,
@@ -83,10 +83,11 @@ B12X_C_API b12x_status b12x_checkpoint_quantize(const char* in_dir, const char* 
 /* Loads dense layer `prefix` and reconstructs it as fp32 [n, k] into out (out_numel >= n*k);
  * out = NULL only reports n and k. */
 B12X_C_API b12x_status b12x_checkpoint_dequantize_linear(const char* dir, const char* prefix,
-                                                         float* out, int64_t out_numel,
-                                                         int64_t* n, int64_t* k);
+                                                         float* out, int64_t out_numel, int64_t* n,
+                                                         int64_t* k);
 
-/* ---- backend selection ------------------------------------------------------------------------ */
+/* ---- backend selection ------------------------------------------------------------------------
+ */
 #define B12X_LAYER_LINEAR 0
 #define B12X_LAYER_MOE 1
 #define B12X_LAYER_ATTENTION 2
