@@ -57,7 +57,8 @@ int main() {
     fill_bytes<<<4096, 256>>>(q8, size_t(sh.vocab) * row_q8, 7);
     fill_bytes<<<4096, 256>>>(bf, size_t(sh.vocab) * row_bf16, 9);
     BENCH_CUDA(cudaDeviceSynchronize());
-    const EmbeddingPlan plan = plan_embedding({sh.vocab, sh.dim, 8192, DType::kInt32, DType::kBF16, 0});
+    const EmbeddingPlan plan =
+        plan_embedding({sh.vocab, sh.dim, 8192, DType::kInt32, DType::kBF16, 0});
     void* scratch = nullptr;
     BENCH_CUDA(cudaMalloc(&scratch, plan.scratch_bytes));
     for (int64_t T : Ts) {

@@ -36,11 +36,16 @@ const char* kNames[] = {"nvfp4", "mxfp8", "mxfp4", "fp8_group128", "fp8_tensor"}
 
 int64_t out_bytes(Fmt f, int64_t M, int64_t K) {
   switch (f) {
-    case kNvfp4: return M * K / 2 + fmt::swizzled_scale_bytes(M, K / 16);
-    case kMxfp8: return M * K + M * K / 32 + fmt::swizzled_scale_bytes(M, K / 32);
-    case kMxfp4: return M * K / 2 + fmt::swizzled_scale_bytes(M, K / 32);
-    case kFp8Group: return M * K + M * K / 128 * 4;
-    case kFp8Tensor: return M * K;
+    case kNvfp4:
+      return M * K / 2 + fmt::swizzled_scale_bytes(M, K / 16);
+    case kMxfp8:
+      return M * K + M * K / 32 + fmt::swizzled_scale_bytes(M, K / 32);
+    case kMxfp4:
+      return M * K / 2 + fmt::swizzled_scale_bytes(M, K / 32);
+    case kFp8Group:
+      return M * K + M * K / 128 * 4;
+    case kFp8Tensor:
+      return M * K;
   }
   return 0;
 }
@@ -105,8 +110,8 @@ int main() {
         });
         const double bytes = double(in_bytes) + double(out_bytes(Fmt(f), M, K));
         const double gbs = bytes / (us * 1e-6) / 1e9;
-        std::printf("%-13s %6lld %6lld %9.2f %9.0f %6.1f %9.2f %7.2f\n", kNames[f],
-                    (long long)M, (long long)K, us, gbs, 100.0 * gbs / bw, copy_us, copy_us / us);
+        std::printf("%-13s %6lld %6lld %9.2f %9.0f %6.1f %9.2f %7.2f\n", kNames[f], (long long)M,
+                    (long long)K, us, gbs, 100.0 * gbs / bw, copy_us, copy_us / us);
         json.add({{"op", JsonRows::str(std::string("quantize_") + kNames[f])},
                   {"M", JsonRows::num(double(M))},
                   {"K", JsonRows::num(double(K))},

@@ -24,11 +24,11 @@
 namespace b12x {
 
 struct EmbeddingCaps {
-  int64_t vocab = 0;       ///< rows of the table (>= 1)
-  int64_t dim = 0;         ///< values per row (multiple of 32)
-  int64_t max_tokens = 0;  ///< capacity: a binding may use any T <= max_tokens
-  DType id_dtype = DType::kInt32;   ///< kInt32 or kInt64
-  DType out_dtype = DType::kBF16;   ///< kBF16 or kFP16
+  int64_t vocab = 0;               ///< rows of the table (>= 1)
+  int64_t dim = 0;                 ///< values per row (multiple of 32)
+  int64_t max_tokens = 0;          ///< capacity: a binding may use any T <= max_tokens
+  DType id_dtype = DType::kInt32;  ///< kInt32 or kInt64
+  DType out_dtype = DType::kBF16;  ///< kBF16 or kFP16
   int device = 0;
 };
 
@@ -52,9 +52,9 @@ struct EmbeddingBinding {
 
 /// Device status of the last run, read back on the host.
 struct EmbeddingStatus {
-  int64_t bad_tokens = 0;       ///< number of tokens whose id was out of range
-  int64_t first_bad_token = -1; ///< smallest such token position, -1 if none
-  int64_t first_bad_id = 0;     ///< ids[first_bad_token] (read from the bound ids)
+  int64_t bad_tokens = 0;        ///< number of tokens whose id was out of range
+  int64_t first_bad_token = -1;  ///< smallest such token position, -1 if none
+  int64_t first_bad_id = 0;      ///< ids[first_bad_token] (read from the bound ids)
 };
 
 /// Validates caps against the device and sizes the scratch. Refuses to run during capture.

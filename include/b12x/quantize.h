@@ -44,7 +44,8 @@ void quantize_nvfp4(const TensorRef& x, const TensorRef& global_scale, const Ten
 void quantize_mxfp8(const TensorRef& x, const TensorRef& values, const TensorRef& scale_rows,
                     const TensorRef& scale_swizzled, Stream stream);
 
-/// MXFP4. packed: M*K/2 bytes; scale_swizzled: ue8m0/uint8, pad128(M)*pad4(K/32) bytes. K % 32 == 0.
+/// MXFP4. packed: M*K/2 bytes; scale_swizzled: ue8m0/uint8, pad128(M)*pad4(K/32) bytes. K % 32 ==
+/// 0.
 void quantize_mxfp4(const TensorRef& x, const TensorRef& packed, const TensorRef& scale_swizzled,
                     Stream stream);
 

@@ -10,7 +10,9 @@ using capi::to_ref;
 using capi::to_ref_required;
 
 namespace {
-Stream as_stream(void* s) { return static_cast<Stream>(s); }
+Stream as_stream(void* s) {
+  return static_cast<Stream>(s);
+}
 }  // namespace
 
 extern "C" {

@@ -24,10 +24,10 @@ void check_caps(const EmbeddingCaps& c, const char* op) {
                  " is not a positive multiple of 32 (Q8_0 blocks hold 32 values)");
   B12X_CHECK_ARG(c.max_tokens >= 0 && c.max_tokens <= std::numeric_limits<int32_t>::max(), op,
                  ": max_tokens=", c.max_tokens, " outside [0, 2^31-1]");
-  B12X_CHECK_ARG(c.id_dtype == DType::kInt32 || c.id_dtype == DType::kInt64, op, ": id_dtype=",
-                 dtype_name(c.id_dtype), " (supported: int32, int64)");
-  B12X_CHECK_ARG(c.out_dtype == DType::kBF16 || c.out_dtype == DType::kFP16, op, ": out_dtype=",
-                 dtype_name(c.out_dtype), " (supported: bf16, fp16)");
+  B12X_CHECK_ARG(c.id_dtype == DType::kInt32 || c.id_dtype == DType::kInt64, op,
+                 ": id_dtype=", dtype_name(c.id_dtype), " (supported: int32, int64)");
+  B12X_CHECK_ARG(c.out_dtype == DType::kBF16 || c.out_dtype == DType::kFP16, op,
+                 ": out_dtype=", dtype_name(c.out_dtype), " (supported: bf16, fp16)");
   B12X_CHECK_ARG(c.device >= 0, op, ": device=", c.device, " (must be a CUDA device ordinal)");
 }
 
@@ -112,7 +112,8 @@ EmbeddingBinding bind_embedding(const EmbeddingPlan& plan, const TensorRef& scra
 }
 
 void run_embedding(const EmbeddingBinding& b, Stream stream) {
-  B12X_CHECK_ARG(b.status != nullptr, "run_embedding: binding is empty (create it with bind_embedding)");
+  B12X_CHECK_ARG(b.status != nullptr,
+                 "run_embedding: binding is empty (create it with bind_embedding)");
   embedding::launch_q8_0_embedding(b.weight, b.row_stride_bytes, b.caps.vocab, b.caps.dim, b.ids,
                                    b.caps.id_dtype, b.num_tokens, b.out, b.caps.out_dtype,
                                    b.out_row_stride, b.status, stream);
@@ -136,7 +137,8 @@ EmbeddingStatus embedding_status(const EmbeddingBinding& b, Stream stream) {
     int64_t id64 = 0;
     int32_t id32 = 0;
     void* dst = es == 8 ? static_cast<void*>(&id64) : static_cast<void*>(&id32);
-    B12X_CUDA_CHECK(cudaMemcpyAsync(dst, static_cast<const uint8_t*>(b.ids) + st.first_bad_token * es,
+    B12X_CUDA_CHECK(cudaMemcpyAsync(dst,
+                                    static_cast<const uint8_t*>(b.ids) + st.first_bad_token * es,
                                     es, cudaMemcpyDeviceToHost, s));
     B12X_CUDA_CHECK(cudaStreamSynchronize(s));
     st.first_bad_id = es == 8 ? id64 : id32;
@@ -163,10 +165,11 @@ void embedding_q8_0(const TensorRef& weight, const TensorRef& ids, const TensorR
                  weight.describe());
   EmbeddingCaps caps;
   caps.vocab = weight.shape[0];
-  caps.dim = weight.dtype == DType::kUInt8 ? weight.shape[1] / kQ8Bytes * kQ8Block : weight.shape[1];
+  caps.dim =
+      weight.dtype == DType::kUInt8 ? weight.shape[1] / kQ8Bytes * kQ8Block : weight.shape[1];
   if (weight.dtype == DType::kUInt8)
-    B12X_CHECK_ARG(weight.shape[1] % kQ8Bytes == 0, op, ": weight (uint8) row of ",
-                   weight.shape[1], " bytes is not a whole number of 34-byte Q8_0 blocks");
+    B12X_CHECK_ARG(weight.shape[1] % kQ8Bytes == 0, op, ": weight (uint8) row of ", weight.shape[1],
+                   " bytes is not a whole number of 34-byte Q8_0 blocks");
   caps.max_tokens = ids.shape[0];
   caps.id_dtype = ids.dtype;
   caps.out_dtype = out.dtype;

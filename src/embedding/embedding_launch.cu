@@ -28,9 +28,9 @@ void launch_q8_0_embedding(const uint8_t* weight, int64_t row_stride_bytes, int6
   p.out_row_stride = out_row_stride;
   p.status = static_cast<kernels::Status*>(status);
   p.out_vec = reinterpret_cast<uintptr_t>(out) % 16 == 0 && out_row_stride % 8 == 0;
-  const dim3 grid(static_cast<unsigned>(num_tokens),
-                  static_cast<unsigned>((p.nblocks + kernels::kSliceBlocks - 1) /
-                                        kernels::kSliceBlocks));
+  const dim3 grid(
+      static_cast<unsigned>(num_tokens),
+      static_cast<unsigned>((p.nblocks + kernels::kSliceBlocks - 1) / kernels::kSliceBlocks));
   const bool bf16 = out_dtype == DType::kBF16;
   if (id_dtype == DType::kInt64) {
     if (bf16)

@@ -73,10 +73,9 @@ void quantize_mxfp8(const TensorRef& x, const TensorRef& values, const TensorRef
                          fmt::swizzled_scale_bytes(in.M, cols), x.device,
                          gemm::qcheck::swizzled_str(in.M, cols));
   require_compiled_arch(x.device, op);
-  gemm::launch_quantize_mxfp8(x.data, in.dtype, in.M, in.K, in.ldx,
-                              static_cast<uint8_t*>(values.data),
-                              static_cast<uint8_t*>(scale_rows.data),
-                              static_cast<uint8_t*>(scale_swizzled.data), stream);
+  gemm::launch_quantize_mxfp8(
+      x.data, in.dtype, in.M, in.K, in.ldx, static_cast<uint8_t*>(values.data),
+      static_cast<uint8_t*>(scale_rows.data), static_cast<uint8_t*>(scale_swizzled.data), stream);
 }
 
 void quantize_mxfp4(const TensorRef& x, const TensorRef& packed, const TensorRef& scale_swizzled,

@@ -15,7 +15,9 @@ namespace {
 
 constexpr int kThreads = 256;
 
-bool aligned(const void* p, int bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
+bool aligned(const void* p, int bytes) {
+  return reinterpret_cast<uintptr_t>(p) % bytes == 0;
+}
 
 /// Grid for `work` thread-items: enough CTAs to cover the work, capped at a few waves (the
 /// kernels grid-stride). At least one CTA so the swizzle padding is always written.
@@ -34,9 +36,9 @@ int grid_for(int64_t work) {
 }
 
 template <class P>
-void launch_block(const void* x, DType x_dtype, int64_t M, int64_t K, int64_t ldx,
-                  uint8_t* values, uint8_t* scale_rows, float* scale_f32, uint8_t* swizzled,
-                  const float* gs, Stream stream) {
+void launch_block(const void* x, DType x_dtype, int64_t M, int64_t K, int64_t ldx, uint8_t* values,
+                  uint8_t* scale_rows, float* scale_f32, uint8_t* swizzled, const float* gs,
+                  Stream stream) {
   if (M <= 0) return;
   kernels::BlockQuantParams p{};
   p.x = static_cast<const uint16_t*>(x);
@@ -71,8 +73,8 @@ void launch_quantize_mxfp8(const void* x, DType x_dtype, int64_t M, int64_t K, i
 
 void launch_quantize_fp8_group128(const void* x, DType x_dtype, int64_t M, int64_t K, int64_t ldx,
                                   uint8_t* values, float* scales, Stream stream) {
-  launch_block<kernels::Fp8Group128Policy>(x, x_dtype, M, K, ldx, values, nullptr, scales,
-                                           nullptr, nullptr, stream);
+  launch_block<kernels::Fp8Group128Policy>(x, x_dtype, M, K, ldx, values, nullptr, scales, nullptr,
+                                           nullptr, stream);
 }
 
 void launch_quantize_nvfp4(const void* x, DType x_dtype, int64_t M, int64_t K, int64_t ldx,

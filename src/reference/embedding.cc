@@ -8,7 +8,8 @@
 
 namespace b12x::reference {
 
-EmbeddingStatus embedding_q8_0(const TensorRef& weight, const TensorRef& ids, const TensorRef& out) {
+EmbeddingStatus embedding_q8_0(const TensorRef& weight, const TensorRef& ids,
+                               const TensorRef& out) {
   const char* op = "reference::embedding_q8_0";
   check_defined(weight, op, "weight");
   check_dtype(weight, op, "weight", {DType::kQ8_0, DType::kUInt8});

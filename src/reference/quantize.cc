@@ -94,8 +94,7 @@ void quantize_mxfp8(const TensorRef& x, const TensorRef& values, const TensorRef
     }
   if (scale_rows.data != nullptr) std::memcpy(scale_rows.data, codes.data(), codes.size());
   if (scale_swizzled.data != nullptr)
-    write_swizzled(static_cast<uint8_t*>(scale_swizzled.data), codes, in.M, cols,
-                   fmt::kMxScalePad);
+    write_swizzled(static_cast<uint8_t*>(scale_swizzled.data), codes, in.M, cols, fmt::kMxScalePad);
 }
 
 void quantize_mxfp4(const TensorRef& x, const TensorRef& packed, const TensorRef& scale_swizzled) {

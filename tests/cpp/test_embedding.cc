@@ -32,7 +32,8 @@ void write_block(uint8_t* blk, float d, int mult) {
   const uint16_t h = fmt::float_to_fp16_bits(d);
   blk[0] = static_cast<uint8_t>(h);
   blk[1] = static_cast<uint8_t>(h >> 8);
-  for (int j = 0; j < 32; ++j) blk[2 + j] = static_cast<uint8_t>(static_cast<int8_t>((j - 16) * mult));
+  for (int j = 0; j < 32; ++j)
+    blk[2 + j] = static_cast<uint8_t>(static_cast<int8_t>((j - 16) * mult));
 }
 
 TEST(EmbeddingReference, HandWorkedRows) {
@@ -71,7 +72,8 @@ TEST(EmbeddingReference, Fp16OutputAndUint8View) {
   reference::embedding_q8_0(TensorRef::contiguous(w.data(), DType::kUInt8, {2, 34}),
                             TensorRef::contiguous(ids.data(), DType::kInt64, {2}),
                             TensorRef::contiguous(out.data(), DType::kFP16, {2, 32}));
-  EXPECT_EQ(fmt::fp16_bits_to_float(out[0]), fmt::round_to_fp16(fmt::fp16_bits_to_float(fmt::float_to_fp16_bits(1000.f)) * -64));
+  EXPECT_EQ(fmt::fp16_bits_to_float(out[0]),
+            fmt::round_to_fp16(fmt::fp16_bits_to_float(fmt::float_to_fp16_bits(1000.f)) * -64));
   EXPECT_EQ(fmt::fp16_bits_to_float(out[32 + 1]), 0.25f * -45);
 }
 
@@ -101,16 +103,29 @@ TEST(EmbeddingValidation, OneShotChecksTensorsFirst) {
   const TensorRef w = TensorRef::contiguous(buf, DType::kQ8_0, {10, 64}, 0);
   const TensorRef ids = TensorRef::contiguous(buf, DType::kInt32, {4}, 0);
   const TensorRef out = TensorRef::contiguous(buf, DType::kBF16, {4, 64}, 0);
-  expect_error([&] { embedding_q8_0(w, ids, TensorRef::contiguous(buf, DType::kBF16, {4, 32}, 0), nullptr); },
-               bad, {"embedding_q8_0", "out", "[4, 64]"});
-  expect_error([&] { embedding_q8_0(w, TensorRef::contiguous(buf, DType::kFP32, {4}, 0), out, nullptr); },
-               bad, {"id_dtype=fp32"});
-  expect_error([&] { embedding_q8_0(TensorRef::contiguous(buf, DType::kQ8_0, {10, 64}), ids, out, nullptr); },
-               bad, {"weight must be on a CUDA device"});
-  expect_error([&] { embedding_q8_0(TensorRef::contiguous(buf, DType::kUInt8, {10, 40}, 0), ids, out, nullptr); },
-               bad, {"40 bytes", "34-byte"});
-  expect_error([&] { embedding_q8_0(TensorRef::contiguous(buf, DType::kFP16, {10, 64}, 0), ids, out, nullptr); },
-               bad, {"weight", "fp16", "q8_0, uint8"});
+  expect_error(
+      [&] {
+        embedding_q8_0(w, ids, TensorRef::contiguous(buf, DType::kBF16, {4, 32}, 0), nullptr);
+      },
+      bad, {"embedding_q8_0", "out", "[4, 64]"});
+  expect_error(
+      [&] { embedding_q8_0(w, TensorRef::contiguous(buf, DType::kFP32, {4}, 0), out, nullptr); },
+      bad, {"id_dtype=fp32"});
+  expect_error(
+      [&] {
+        embedding_q8_0(TensorRef::contiguous(buf, DType::kQ8_0, {10, 64}), ids, out, nullptr);
+      },
+      bad, {"weight must be on a CUDA device"});
+  expect_error(
+      [&] {
+        embedding_q8_0(TensorRef::contiguous(buf, DType::kUInt8, {10, 40}, 0), ids, out, nullptr);
+      },
+      bad, {"40 bytes", "34-byte"});
+  expect_error(
+      [&] {
+        embedding_q8_0(TensorRef::contiguous(buf, DType::kFP16, {10, 64}, 0), ids, out, nullptr);
+      },
+      bad, {"weight", "fp16", "q8_0, uint8"});
   TensorRef ids2 = TensorRef::contiguous(buf, DType::kInt32, {2, 2}, 0);
   expect_error([&] { embedding_q8_0(w, ids2, out, nullptr); }, bad, {"ids must be 1-D"});
   TensorRef ids_strided = ids;

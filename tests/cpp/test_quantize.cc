@@ -36,8 +36,9 @@ void expect_error(F&& f, Status code, std::initializer_list<const char*> parts) 
     ADD_FAILURE() << "no error thrown";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), code) << e.what();
-    for (const char* p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos)
-        << "message '" << e.what() << "' lacks '" << p << "'";
+    for (const char* p : parts)
+      EXPECT_NE(std::string(e.what()).find(p), std::string::npos)
+          << "message '" << e.what() << "' lacks '" << p << "'";
   }
 }
 
@@ -58,8 +59,8 @@ TEST(QuantizeRules, E2m1ComparisonEncoderMatchesEmulation) {
     ASSERT_EQ(gemm::qrules::e2m1_code_canonical_cmp(y), fmt::float_to_e2m1_canonical(y))
         << std::hex << u;
   }
-  for (float b : {0.f, 0.25f, 0.5f, 0.75f, 1.f, 1.25f, 1.5f, 1.75f, 2.f, 2.5f, 3.f, 3.5f, 4.f,
-                  5.f, 6.f, 7.f, 1e30f})
+  for (float b : {0.f, 0.25f, 0.5f, 0.75f, 1.f, 1.25f, 1.5f, 1.75f, 2.f, 2.5f, 3.f, 3.5f, 4.f, 5.f,
+                  6.f, 7.f, 1e30f})
     for (int d = -2; d <= 2; ++d)
       for (uint32_t sign : {0u, 0x80000000u}) {
         const uint32_t bits = (fmt::f32_bits(b) + d) ^ sign;
@@ -115,7 +116,7 @@ TEST(QuantizeReference, Nvfp4HandWorked) {
   EXPECT_EQ(swz[0], 0x38);
   EXPECT_EQ(swz[1], 0x40);
   EXPECT_EQ(swz[2], 0x00);
-  EXPECT_EQ(swz[3], 0x00);  // padding (NVFP4: 0)
+  EXPECT_EQ(swz[3], 0x00);     // padding (NVFP4: 0)
   EXPECT_EQ(packed[0], 0x97);  // lo = 6 (0x7), hi = -0.5 (0x9)
   EXPECT_EQ(packed[1], 0x04);  // lo = 2 (0x4), hi = +0 (canonical)
   EXPECT_EQ(packed[8], 0x37);  // 6 and 1.5
@@ -132,7 +133,7 @@ TEST(QuantizeReference, Mxfp4CeilRule) {
   reference::quantize_mxfp4(TensorRef::contiguous(hx.data(), DType::kBF16, {1, 32}), u8(packed),
                             u8(swz));
   EXPECT_EQ(swz[0], 128);
-  EXPECT_EQ(swz[1], 127);  // padding
+  EXPECT_EQ(swz[1], 127);      // padding
   EXPECT_EQ(packed[0], 0x96);  // lo 4 (0x6), hi -0.5 (0x9)
 }
 
@@ -143,9 +144,9 @@ TEST(QuantizeReference, Fp8Group128AndTensor) {
   auto hx = bf16(x);
   std::vector<uint8_t> values(256);
   std::vector<float> scales(2);
-  reference::quantize_fp8_group128(
-      TensorRef::contiguous(hx.data(), DType::kBF16, {1, 256}), u8(values),
-      TensorRef::contiguous(scales.data(), DType::kFP32, {1, 2}));
+  reference::quantize_fp8_group128(TensorRef::contiguous(hx.data(), DType::kBF16, {1, 256}),
+                                   u8(values),
+                                   TensorRef::contiguous(scales.data(), DType::kFP32, {1, 2}));
   EXPECT_EQ(scales[0], 2.f);
   EXPECT_EQ(scales[1], 0.f);  // all-zero group
   EXPECT_EQ(values[0], 0x7E);
@@ -192,17 +193,27 @@ TEST(QuantizeValidation, Nvfp4) {
   const Status bad = Status::kInvalidArgument;
   expect_error([&] { quantize_nvfp4(d.x(4, 40), d.scalar(), d.bytes(80), d.bytes(512), nullptr); },
                bad, {"quantize_nvfp4", "K=40", "multiple of 16"});
-  expect_error([&] { quantize_nvfp4(d.x(4, 32, DType::kFP32), d.scalar(), d.bytes(64), d.bytes(512), nullptr); },
-               bad, {"quantize_nvfp4", "x", "fp32", "bf16, fp16"});
+  expect_error(
+      [&] {
+        quantize_nvfp4(d.x(4, 32, DType::kFP32), d.scalar(), d.bytes(64), d.bytes(512), nullptr);
+      },
+      bad, {"quantize_nvfp4", "x", "fp32", "bf16, fp16"});
   expect_error([&] { quantize_nvfp4(d.x(4, 32), d.scalar(), d.bytes(63), d.bytes(512), nullptr); },
                bad, {"packed", "63", "expected 64"});
   expect_error([&] { quantize_nvfp4(d.x(4, 32), d.scalar(), d.bytes(64), d.bytes(256), nullptr); },
                bad, {"scale_swizzled", "256", "expected 512", "128 x 4"});
-  expect_error([&] { quantize_nvfp4(d.x(4, 32), d.bytes(4, DType::kFP32), d.bytes(64), d.bytes(512), nullptr); },
-               bad, {"global_scale", "one fp32"});
+  expect_error(
+      [&] {
+        quantize_nvfp4(d.x(4, 32), d.bytes(4, DType::kFP32), d.bytes(64), d.bytes(512), nullptr);
+      },
+      bad, {"global_scale", "one fp32"});
   float host = 1.f;
-  expect_error([&] { quantize_nvfp4(d.x(4, 32), TensorRef::contiguous(&host, DType::kFP32, {1}), d.bytes(64), d.bytes(512), nullptr); },
-               bad, {"global_scale", "host"});
+  expect_error(
+      [&] {
+        quantize_nvfp4(d.x(4, 32), TensorRef::contiguous(&host, DType::kFP32, {1}), d.bytes(64),
+                       d.bytes(512), nullptr);
+      },
+      bad, {"global_scale", "host"});
   TensorRef xh = d.x(4, 32);
   xh.device = kHostDevice;
   expect_error([&] { quantize_nvfp4(xh, d.scalar(), d.bytes(64), d.bytes(512), nullptr); }, bad,
@@ -216,8 +227,11 @@ TEST(QuantizeValidation, Nvfp4) {
   out_other.device = 1;
   expect_error([&] { quantize_nvfp4(d.x(4, 32), d.scalar(), out_other, d.bytes(512), nullptr); },
                bad, {"packed", "device 1", "expected device 0"});
-  expect_error([&] { quantize_nvfp4(d.x(4, 32), d.scalar(), d.bytes(64, DType::kFP16), d.bytes(512), nullptr); },
-               bad, {"packed", "fp16"});
+  expect_error(
+      [&] {
+        quantize_nvfp4(d.x(4, 32), d.scalar(), d.bytes(64, DType::kFP16), d.bytes(512), nullptr);
+      },
+      bad, {"packed", "fp16"});
 }
 
 TEST(QuantizeValidation, Mxfp8Mxfp4Fp8) {
@@ -229,18 +243,22 @@ TEST(QuantizeValidation, Mxfp8Mxfp4Fp8) {
                bad, {"neither scale_rows nor scale_swizzled"});
   expect_error([&] { quantize_mxfp8(d.x(2, 64), d.bytes(128), d.bytes(5), TensorRef{}, nullptr); },
                bad, {"scale_rows", "expected 4"});
-  expect_error([&] { quantize_mxfp8(d.x(2, 64), d.bytes(128), d.bytes(4, DType::kFP8E4M3), TensorRef{}, nullptr); },
-               bad, {"scale_rows", "fp8_e4m3", "ue8m0, uint8"});
+  expect_error(
+      [&] {
+        quantize_mxfp8(d.x(2, 64), d.bytes(128), d.bytes(4, DType::kFP8E4M3), TensorRef{}, nullptr);
+      },
+      bad, {"scale_rows", "fp8_e4m3", "ue8m0, uint8"});
   expect_error([&] { quantize_mxfp4(d.x(2, 64), d.bytes(63), d.bytes(512), nullptr); }, bad,
                {"quantize_mxfp4", "packed", "expected 64"});
   TensorRef x2 = d.x(2, 64);
   x2.stride[0] = 32;  // row stride below K
   expect_error([&] { quantize_mxfp4(x2, d.bytes(64), d.bytes(512), nullptr); }, bad,
                {"row stride 32", "K=64"});
-  expect_error([&] { quantize_fp8_group128(d.x(2, 64), d.bytes(128), d.bytes(4, DType::kFP32), nullptr); },
-               bad, {"quantize_fp8_group128", "K=64", "multiple of 128"});
-  expect_error([&] { quantize_fp8_group128(d.x(1, 128), d.bytes(128), d.bytes(4), nullptr); },
-               bad, {"scales", "uint8", "fp32"});
+  expect_error(
+      [&] { quantize_fp8_group128(d.x(2, 64), d.bytes(128), d.bytes(4, DType::kFP32), nullptr); },
+      bad, {"quantize_fp8_group128", "K=64", "multiple of 128"});
+  expect_error([&] { quantize_fp8_group128(d.x(1, 128), d.bytes(128), d.bytes(4), nullptr); }, bad,
+               {"scales", "uint8", "fp32"});
   expect_error([&] { quantize_fp8_tensor(d.x(1, 7), d.scalar(), d.bytes(8), nullptr); }, bad,
                {"quantize_fp8_tensor", "values", "expected 7"});
   expect_error([&] { quantize_fp8_tensor(d.x(1, 7), TensorRef{}, d.bytes(7), nullptr); }, bad,

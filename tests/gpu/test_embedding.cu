@@ -76,7 +76,8 @@ void run_case(const Case& c, bool one_shot) {
   DeviceBuffer<uint8_t> dw(table.size());
   dw.upload(table);
   DeviceBuffer<IdT> dids(std::max<int64_t>(c.T, 1));
-  if (c.T) B12X_TEST_CUDA(cudaMemcpy(dids.ptr, ids.data(), c.T * sizeof(IdT), cudaMemcpyHostToDevice));
+  if (c.T)
+    B12X_TEST_CUDA(cudaMemcpy(dids.ptr, ids.data(), c.T * sizeof(IdT), cudaMemcpyHostToDevice));
   DeviceBuffer<uint16_t> dout(std::max<int64_t>(c.T * ld, 1) + 8);
   dout.poison(0xFF);
 
@@ -114,8 +115,8 @@ void run_case(const Case& c, bool one_shot) {
   hw.stride[0] = wstride_vals;
   TensorRef hout = TensorRef::contiguous(want.data(), c.out_dtype, {c.T, c.dim});
   hout.stride[0] = ld;
-  const EmbeddingStatus rs = reference::embedding_q8_0(
-      hw, TensorRef::contiguous(ids.data(), c.id_dtype, {c.T}), hout);
+  const EmbeddingStatus rs =
+      reference::embedding_q8_0(hw, TensorRef::contiguous(ids.data(), c.id_dtype, {c.T}), hout);
   EXPECT_EQ(rs.bad_tokens, 0);
   for (int64_t t = 0; t < c.T; ++t) {
     for (int64_t j = 0; j < c.dim; ++j)
@@ -137,12 +138,11 @@ TEST(EmbeddingGpu, BitExactAcrossShapes) {
   B12X_REQUIRE_GPU();
   for (int64_t dim : {32, 96, 256, 2080, 4096, 5120})
     for (DType idt : {DType::kInt32, DType::kInt64})
-      for (DType odt : {DType::kBF16, DType::kFP16})
-        run_case_any({1000, dim, 37, idt, odt}, false);
+      for (DType odt : {DType::kBF16, DType::kFP16}) run_case_any({1000, dim, 37, idt, odt}, false);
   run_case_any({1, 64, 5, DType::kInt32, DType::kBF16}, false);        // vocab 1
   run_case_any({32000, 4096, 1, DType::kInt32, DType::kBF16}, false);  // decode
   run_case_any({32000, 4096, 2048, DType::kInt64, DType::kBF16}, false);
-  run_case_any({100, 64, 0, DType::kInt32, DType::kBF16}, false);      // T = 0
+  run_case_any({100, 64, 0, DType::kInt32, DType::kBF16}, false);  // T = 0
 }
 
 TEST(EmbeddingGpu, StridedTableAndOutput) {
@@ -170,7 +170,7 @@ TEST(EmbeddingGpu, OutOfRangeIds) {
   DeviceBuffer<uint8_t> dw(table.size());
   dw.upload(table);
   std::vector<int64_t> ids = make_ids<int64_t>(T, vocab);
-  ids[3] = vocab;        // first bad token
+  ids[3] = vocab;  // first bad token
   ids[7] = -1;
   ids[9] = int64_t(1) << 40;
   DeviceBuffer<int64_t> dids(T);
@@ -184,7 +184,8 @@ TEST(EmbeddingGpu, OutOfRangeIds) {
   const EmbeddingPlan plan = plan_embedding(caps);
   DeviceBuffer<uint8_t> scratch(plan.scratch_bytes);
   const EmbeddingBinding b = bind_embedding(
-      plan, TensorRef::contiguous(scratch.ptr, DType::kUInt8, {plan.scratch_bytes}, 0), w, tid, out);
+      plan, TensorRef::contiguous(scratch.ptr, DType::kUInt8, {plan.scratch_bytes}, 0), w, tid,
+      out);
   run_embedding(b, nullptr);
   const EmbeddingStatus st = embedding_status(b, nullptr);
   EXPECT_EQ(st.bad_tokens, 3);
@@ -201,10 +202,10 @@ TEST(EmbeddingGpu, OutOfRangeIds) {
   }
   auto got = dout.download();
   std::vector<uint16_t> want(T * dim);
-  const EmbeddingStatus rs = reference::embedding_q8_0(
-      TensorRef::contiguous(table.data(), DType::kQ8_0, {vocab, dim}),
-      TensorRef::contiguous(ids.data(), DType::kInt64, {T}),
-      TensorRef::contiguous(want.data(), DType::kBF16, {T, dim}));
+  const EmbeddingStatus rs =
+      reference::embedding_q8_0(TensorRef::contiguous(table.data(), DType::kQ8_0, {vocab, dim}),
+                                TensorRef::contiguous(ids.data(), DType::kInt64, {T}),
+                                TensorRef::contiguous(want.data(), DType::kBF16, {T, dim}));
   EXPECT_EQ(rs.bad_tokens, 3);
   EXPECT_EQ(rs.first_bad_token, 3);
   for (int64_t i = 0; i < T * dim; ++i) ASSERT_EQ(got[i], want[i]) << i;
@@ -244,7 +245,8 @@ TEST(EmbeddingGpu, GraphReplayWithChangedIds) {
   const EmbeddingPlan plan = plan_embedding({vocab, dim, T, DType::kInt32, DType::kBF16, 0});
   DeviceBuffer<uint8_t> scratch(plan.scratch_bytes);
   const EmbeddingBinding b = bind_embedding(
-      plan, TensorRef::contiguous(scratch.ptr, DType::kUInt8, {plan.scratch_bytes}, 0), w, tid, out);
+      plan, TensorRef::contiguous(scratch.ptr, DType::kUInt8, {plan.scratch_bytes}, 0), w, tid,
+      out);
   cudaStream_t s;
   B12X_TEST_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   auto ids = make_ids<int32_t>(T, vocab);
@@ -295,7 +297,8 @@ TEST(EmbeddingGpu, LargeTable64BitOffsets) {
   auto compact = make_table(T, row, dim);  // row i of `compact` is written at ids[i]
   for (int64_t i = 0; i < T; ++i)
     if (!(i == 6))  // ids[6] repeats ids[0]: keep the first row's contents
-      B12X_TEST_CUDA(cudaMemcpy(dw.ptr + ids[i] * row, &compact[i * row], row, cudaMemcpyHostToDevice));
+      B12X_TEST_CUDA(
+          cudaMemcpy(dw.ptr + ids[i] * row, &compact[i * row], row, cudaMemcpyHostToDevice));
   std::vector<int64_t> cids(T);
   for (int64_t i = 0; i < T; ++i) cids[i] = i == 6 ? 0 : i;
   DeviceBuffer<int64_t> dids(T);
@@ -342,14 +345,14 @@ TEST(EmbeddingGpu, BindRejectsMismatches) {
   const TensorRef w = TensorRef::contiguous(buf.ptr, DType::kQ8_0, {100, 64}, 0);
   const TensorRef out = TensorRef::contiguous(buf.ptr, DType::kBF16, {9, 64}, 0);
   // More tokens than planned.
-  EXPECT_THROW(bind_embedding(plan, scratch, w,
-                              TensorRef::contiguous(buf.ptr, DType::kInt32, {9}, 0), out),
-               Error);
+  EXPECT_THROW(
+      bind_embedding(plan, scratch, w, TensorRef::contiguous(buf.ptr, DType::kInt32, {9}, 0), out),
+      Error);
   // Wrong id dtype.
-  EXPECT_THROW(bind_embedding(plan, scratch, w,
-                              TensorRef::contiguous(buf.ptr, DType::kInt64, {4}, 0),
-                              TensorRef::contiguous(buf.ptr, DType::kBF16, {4, 64}, 0)),
-               Error);
+  EXPECT_THROW(
+      bind_embedding(plan, scratch, w, TensorRef::contiguous(buf.ptr, DType::kInt64, {4}, 0),
+                     TensorRef::contiguous(buf.ptr, DType::kBF16, {4, 64}, 0)),
+      Error);
   // Scratch too small.
   EXPECT_THROW(bind_embedding(plan, TensorRef::contiguous(buf.ptr, DType::kUInt8, {8}, 0), w,
                               TensorRef::contiguous(buf.ptr, DType::kInt32, {4}, 0),

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "b12x/quantize.h"
-#include "b12x/status.h"
 #include "b12x/reference/quantize.h"
+#include "b12x/status.h"
 #include "formats/scalar.h"
 #include "formats/swizzle.h"
 #include "gemm/quantize_launch.h"
@@ -28,22 +28,31 @@ enum class Fmt { kNvfp4, kMxfp8, kMxfp4, kFp8Tensor, kFp8Group };
 
 const char* fmt_name(Fmt f) {
   switch (f) {
-    case Fmt::kNvfp4: return "nvfp4";
-    case Fmt::kMxfp8: return "mxfp8";
-    case Fmt::kMxfp4: return "mxfp4";
-    case Fmt::kFp8Tensor: return "fp8_tensor";
-    case Fmt::kFp8Group: return "fp8_group128";
+    case Fmt::kNvfp4:
+      return "nvfp4";
+    case Fmt::kMxfp8:
+      return "mxfp8";
+    case Fmt::kMxfp4:
+      return "mxfp4";
+    case Fmt::kFp8Tensor:
+      return "fp8_tensor";
+    case Fmt::kFp8Group:
+      return "fp8_group128";
   }
   return "?";
 }
 
 int block_of(Fmt f) {
   switch (f) {
-    case Fmt::kNvfp4: return 16;
+    case Fmt::kNvfp4:
+      return 16;
     case Fmt::kMxfp8:
-    case Fmt::kMxfp4: return 32;
-    case Fmt::kFp8Group: return 128;
-    default: return 1;
+    case Fmt::kMxfp4:
+      return 32;
+    case Fmt::kFp8Group:
+      return 128;
+    default:
+      return 1;
   }
 }
 
@@ -64,12 +73,13 @@ std::vector<uint16_t> make_input(int64_t M, int64_t K, int64_t ldx, DType dt, in
       const float mag = std::exp2(u(g));
       for (int64_t k = k0; k < std::min<int64_t>(K, k0 + b); ++k) {
         float v = n(g) * mag;
-        if (kind == 0) v = 0.f;                      // all-zero block
-        if (kind == 1 && (k % 3 == 0)) v = 0.f;      // partly zero
+        if (kind == 0) v = 0.f;                                   // all-zero block
+        if (kind == 1 && (k % 3 == 0)) v = 0.f;                   // partly zero
         if (kind == 2) v = std::round(n(g) * 8.f) * 0.25f * mag;  // coarse grid: FP4/FP8 ties
         const float lim = dt == DType::kFP16 ? 60000.f : 3e38f;
         v = std::fmax(-lim, std::fmin(lim, v));
-        h[r * ldx + k] = dt == DType::kBF16 ? fmt::float_to_bf16_bits(v) : fmt::float_to_fp16_bits(v);
+        h[r * ldx + k] =
+            dt == DType::kBF16 ? fmt::float_to_bf16_bits(v) : fmt::float_to_fp16_bits(v);
       }
     }
   }
@@ -108,7 +118,9 @@ Outputs sizes(Fmt f, int64_t M, int64_t K) {
       o.values_bytes = M * K / 2;
       o.swz_bytes = fmt::swizzled_scale_bytes(M, K / 32);
       break;
-    case Fmt::kFp8Tensor: o.values_bytes = M * K; break;
+    case Fmt::kFp8Tensor:
+      o.values_bytes = M * K;
+      break;
     case Fmt::kFp8Group:
       o.values_bytes = M * K;
       o.f32_count = M * K / 128;
@@ -135,10 +147,18 @@ HostResult run_reference(Fmt f, std::vector<uint16_t>& hx, DType dt, int64_t M, 
     return TensorRef::contiguous(v.data(), DType::kUInt8, {static_cast<int64_t>(v.size())});
   };
   switch (f) {
-    case Fmt::kNvfp4: reference::quantize_nvfp4(x, scalar, u8(r.values), u8(r.swz)); break;
-    case Fmt::kMxfp8: reference::quantize_mxfp8(x, u8(r.values), u8(r.rows), u8(r.swz)); break;
-    case Fmt::kMxfp4: reference::quantize_mxfp4(x, u8(r.values), u8(r.swz)); break;
-    case Fmt::kFp8Tensor: reference::quantize_fp8_tensor(x, scalar, u8(r.values)); break;
+    case Fmt::kNvfp4:
+      reference::quantize_nvfp4(x, scalar, u8(r.values), u8(r.swz));
+      break;
+    case Fmt::kMxfp8:
+      reference::quantize_mxfp8(x, u8(r.values), u8(r.rows), u8(r.swz));
+      break;
+    case Fmt::kMxfp4:
+      reference::quantize_mxfp4(x, u8(r.values), u8(r.swz));
+      break;
+    case Fmt::kFp8Tensor:
+      reference::quantize_fp8_tensor(x, scalar, u8(r.values));
+      break;
     case Fmt::kFp8Group:
       reference::quantize_fp8_group128(
           x, u8(r.values),
@@ -152,7 +172,9 @@ struct DeviceResult {
   DeviceBuffer<uint8_t> values, rows, swz;
   DeviceBuffer<float> f32;
   explicit DeviceResult(const Outputs& o)
-      : values(o.values_bytes + 8), rows(o.rows_bytes + 8), swz(o.swz_bytes + 8),
+      : values(o.values_bytes + 8),
+        rows(o.rows_bytes + 8),
+        swz(o.swz_bytes + 8),
         f32(o.f32_count + 2) {}
   void poison() {
     values.poison(0xCD);
@@ -205,7 +227,9 @@ void launch(Fmt f, const uint16_t* dx, DType dt, int64_t M, int64_t K, int64_t l
     case Fmt::kMxfp4:
       quantize_mxfp4(x, u8(d.values.ptr, o.values_bytes), u8(d.swz.ptr, o.swz_bytes), st);
       break;
-    case Fmt::kFp8Tensor: quantize_fp8_tensor(x, sc, u8(d.values.ptr, o.values_bytes), st); break;
+    case Fmt::kFp8Tensor:
+      quantize_fp8_tensor(x, sc, u8(d.values.ptr, o.values_bytes), st);
+      break;
     case Fmt::kFp8Group:
       quantize_fp8_group128(x, u8(d.values.ptr, o.values_bytes),
                             TensorRef::contiguous(d.f32.ptr, DType::kFP32, {o.f32_count}, 0), st);
@@ -280,16 +304,19 @@ void check_case(Fmt f, DType dt, int64_t M, int64_t K, int64_t ldx_extra, bool u
   }
 }
 
-const Fmt kAllFormats[] = {Fmt::kNvfp4, Fmt::kMxfp8, Fmt::kMxfp4, Fmt::kFp8Tensor,
-                           Fmt::kFp8Group};
+const Fmt kAllFormats[] = {Fmt::kNvfp4, Fmt::kMxfp8, Fmt::kMxfp4, Fmt::kFp8Tensor, Fmt::kFp8Group};
 
 std::vector<int64_t> ks_for(Fmt f) {
   switch (f) {
-    case Fmt::kNvfp4: return {16, 48, 128, 144, 1024, 4112};
+    case Fmt::kNvfp4:
+      return {16, 48, 128, 144, 1024, 4112};
     case Fmt::kMxfp8:
-    case Fmt::kMxfp4: return {32, 96, 128, 160, 2048, 4128};
-    case Fmt::kFp8Group: return {128, 384, 4096};
-    case Fmt::kFp8Tensor: return {1, 7, 100, 128, 4103};
+    case Fmt::kMxfp4:
+      return {32, 96, 128, 160, 2048, 4128};
+    case Fmt::kFp8Group:
+      return {128, 384, 4096};
+    case Fmt::kFp8Tensor:
+      return {1, 7, 100, 128, 4103};
   }
   return {};
 }
@@ -414,8 +441,9 @@ TEST(QuantizeGpu, SpecialValuesBitExact) {
         static_cast<uint16_t>(bf ? 0xFF80 : 0xFC00),  // -Inf
         static_cast<uint16_t>(bf ? 0x7F7F : 0x7BFF),  // max finite
         static_cast<uint16_t>(bf ? 0xFF7F : 0xFBFF),
-        0x0001, 0x8003,                               // subnormals
-        0x8000,                                       // -0
+        0x0001,
+        0x8003,  // subnormals
+        0x8000,  // -0
     };
     for (Fmt f : kAllFormats) {
       const int64_t M = 40, K = 256;

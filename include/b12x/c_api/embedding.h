@@ -12,10 +12,10 @@
 
 typedef struct b12x_embedding_caps {
   int64_t vocab;
-  int64_t dim;        /* multiple of 32 */
+  int64_t dim; /* multiple of 32 */
   int64_t max_tokens;
-  int32_t id_dtype;   /* B12X_DTYPE_INT32 / INT64 */
-  int32_t out_dtype;  /* B12X_DTYPE_BF16 / FP16 */
+  int32_t id_dtype;  /* B12X_DTYPE_INT32 / INT64 */
+  int32_t out_dtype; /* B12X_DTYPE_BF16 / FP16 */
   int32_t device;
 } b12x_embedding_caps;
 

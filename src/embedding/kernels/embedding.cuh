@@ -48,7 +48,8 @@ __global__ void __launch_bounds__(kThreads) q8_0_embedding_kernel(const Params p
   __shared__ __align__(16) uint8_t smem[kSliceBlocks * kBlockBytes];
   const int64_t t = blockIdx.x;
   const int64_t blk0 = static_cast<int64_t>(blockIdx.y) * kSliceBlocks;
-  const int nb = static_cast<int>(p.nblocks - blk0 < kSliceBlocks ? p.nblocks - blk0 : kSliceBlocks);
+  const int nb =
+      static_cast<int>(p.nblocks - blk0 < kSliceBlocks ? p.nblocks - blk0 : kSliceBlocks);
   const int64_t id = static_cast<int64_t>(__ldg(static_cast<const IdT*>(p.ids) + t));
   const bool bad = id < 0 || id >= p.vocab;
   const int nvals = nb * kBlockValues;

@@ -19,9 +19,9 @@
 
 #include <cstdint>
 
-#include "gemm/quantize_rules.h"
 #include "formats/scalar.h"
 #include "formats/swizzle.h"
+#include "gemm/quantize_rules.h"
 
 namespace b12x::gemm::kernels {
 
@@ -59,7 +59,8 @@ __device__ __forceinline__ uint32_t e4m3x2(float lo, float hi) {
   asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
   return r;
 #else
-  return fmt::float_to_e4m3_satfinite(lo) | (static_cast<uint32_t>(fmt::float_to_e4m3_satfinite(hi)) << 8);
+  return fmt::float_to_e4m3_satfinite(lo) |
+         (static_cast<uint32_t>(fmt::float_to_e4m3_satfinite(hi)) << 8);
 #endif
 }
 
@@ -67,7 +68,7 @@ __device__ __forceinline__ uint32_t e4m3x2(float lo, float hi) {
 /// producer stores it.
 __device__ __forceinline__ uint32_t e2m1x2(float lo, float hi) {
 #if defined(__CUDA_ARCH_FEAT_SM100_ALL) || defined(__CUDA_ARCH_FEAT_SM120_ALL) || \
-    defined(__CUDA_ARCH_FEAT_SM121_ALL) ||                                          \
+    defined(__CUDA_ARCH_FEAT_SM121_ALL) ||                                        \
     (defined(__CUDA_ARCH_FAMILY_SPECIFIC__) && __CUDA_ARCH_FAMILY_SPECIFIC__ >= 1000)
 #define B12X_HAS_CVT_E2M1 1
 #endif
