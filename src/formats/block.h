@@ -158,7 +158,9 @@ B12X_HD uint8_t mxfp4_scale(float amax, MxScaleRule rule, MxZeroBlockScale zero_
   if (byte > 254) byte = 254;
   return static_cast<uint8_t>(byte);
 }
-/// MXFP8 / block-FP8-to-UE8M0 scale byte: pow2_ceil(div_rn(amax, 448)) by the integer bit rule.
+/// MXFP8 / block-FP8-to-UE8M0 scale byte: pow2_ceil(div_rn(amax, 448)) by the integer bit rule
+/// (= cvt.rp.satfinite.ue8m0 of the quotient whenever it is an fp32 normal; a subnormal quotient,
+/// amax < 448*2^-126, gets byte 1 as in b12x's pow2_ceil_ue8m0, even when it is exactly 2^-127).
 B12X_HD uint8_t mxfp8_scale(float amax, MxZeroBlockScale zero_block) {
   const uint32_t a = f32_bits(amax) & 0x7FFFFFFFu;
   if (a == 0) return static_cast<uint8_t>(zero_block);

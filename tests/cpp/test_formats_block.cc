@@ -155,6 +155,12 @@ TEST(FormatsBlock, MxScaleRules) {
     const float m = std::frexp(s, &e);  // s = m*2^e, m in [0.5,1)
     const int want = std::clamp(m == 0.5f ? e - 1 + 127 : e + 127, 1, 254);
     ASSERT_EQ(f::mxfp8_scale(a, Z::kOne), want) << a;
+    // Both ceil rules equal cvt.rp.satfinite.ue8m0 of the correctly rounded quotient (the
+    // TRT-LLM / FlashInfer formulation) whenever the quotient is an fp32 normal.
+    if (a / 6.0f >= std::ldexp(1.f, -126))
+      ASSERT_EQ(f::mxfp4_scale(a, R::kCeil, Z::kOne), f::float_to_ue8m0_ceil(a / 6.0f)) << a;
+    if (s >= std::ldexp(1.f, -126))
+      ASSERT_EQ(f::mxfp8_scale(a, Z::kOne), f::float_to_ue8m0_ceil(s));
   }
 }
 
