@@ -264,34 +264,60 @@ __global__ void __launch_bounds__(Cfg::kThreads)
   const int64_t koff_h = (int64_t)kvh * p.k_sh * Cfg::kKvBytes;
   const int64_t voff_h = (int64_t)kvh * p.v_sh * Cfg::kKvBytes;
   const int page_mask = (1 << p.page_shift) - 1;
+  // One page-table lookup serves the K and V chunks of a token; chunk c of token j lands in a
+  // swizzled (bf16) or row-major (raw fp8) stage row.
+  auto row_src = [&](int pos, int64_t sp, int64_t st, int64_t off_h, const uint8_t* base) {
+    const int64_t page = min(static_cast<uint32_t>(table[pos >> p.page_shift]),
+                             static_cast<uint32_t>(p.num_pages - 1));
+    return base + (page * sp + int64_t(pos & page_mask) * st) * Cfg::kKvBytes + off_h;
+  };
+  auto stage_dst = [&](uint8_t* tile, int j, int c, int cpr) {
+    if constexpr (kFp8) {
+      return smem_u32(tile + j * (cpr * 16) + c * 16);
+    } else {
+      return smem_u32(tile + swz(j, c, cpr * 16));
+    }
+  };
   auto load_tile = [&](int it, int stage) {
     uint8_t* sk = sRing + stage * Cfg::kStageBytes;
     uint8_t* sv = sk + kBN * kDqk * Cfg::kKvBytes;
     const int kv0 = kv_begin + it * kBN;
     constexpr int kKc = kDqk * Cfg::kKvBytes / 16, kVc = kDv * Cfg::kKvBytes / 16;
-    for (int i = tid; i < kBN * (kKc + kVc); i += kThreads) {
-      const bool is_k = i < kBN * kKc;
-      const int ii = is_k ? i : i - kBN * kKc;
-      const int cpr = is_k ? kKc : kVc;
-      const int j = ii / cpr, c = ii % cpr;
-      const int pos = kv0 + j;
-      const bool valid = pos < kv_end;
-      const uint8_t* src = is_k ? kbase : vbase;
-      if (valid) {
-        const int64_t page = min(static_cast<uint32_t>(table[pos >> p.page_shift]),
-                                 static_cast<uint32_t>(p.num_pages - 1));
-        const int64_t in_page = pos & page_mask;
-        src += is_k ? (page * p.k_sp + in_page * p.k_st) * Cfg::kKvBytes + koff_h
-                    : (page * p.v_sp + in_page * p.v_st) * Cfg::kKvBytes + voff_h;
-        src += c * 16;
+    if constexpr (kKc == kVc) {
+#pragma unroll
+      for (int i = tid; i < kBN * kKc; i += kThreads) {
+        const int j = i / kKc, c = i % kKc;
+        const int pos = kv0 + j;
+        const bool valid = pos < kv_end;
+        const uint8_t* ks = kbase;
+        const uint8_t* vs = vbase;
+        if (valid) {
+          const int64_t page = min(static_cast<uint32_t>(table[pos >> p.page_shift]),
+                                   static_cast<uint32_t>(p.num_pages - 1));
+          const int64_t in_page = pos & page_mask;
+          ks += (page * p.k_sp + in_page * p.k_st) * Cfg::kKvBytes + koff_h + c * 16;
+          vs += (page * p.v_sp + in_page * p.v_st) * Cfg::kKvBytes + voff_h + c * 16;
+        }
+        cp_async16(stage_dst(sk, j, c, kKc), ks, valid);
+        cp_async16(stage_dst(sv, j, c, kVc), vs, valid);
       }
-      uint32_t dst;
-      if constexpr (kFp8) {
-        dst = smem_u32((is_k ? sk : sv) + j * (cpr * 16) + c * 16);
-      } else {
-        dst = smem_u32((is_k ? sk : sv) + swz(j, c, cpr * 16));
+    } else {
+#pragma unroll
+      for (int i = tid; i < kBN * kKc; i += kThreads) {
+        const int j = i / kKc, c = i % kKc;
+        const int pos = kv0 + j;
+        const bool valid = pos < kv_end;
+        const uint8_t* src = valid ? row_src(pos, p.k_sp, p.k_st, koff_h, kbase) + c * 16 : kbase;
+        cp_async16(stage_dst(sk, j, c, kKc), src, valid);
       }
-      cp_async16(dst, src, valid);
+#pragma unroll
+      for (int i = tid; i < kBN * kVc; i += kThreads) {
+        const int j = i / kVc, c = i % kVc;
+        const int pos = kv0 + j;
+        const bool valid = pos < kv_end;
+        const uint8_t* src = valid ? row_src(pos, p.v_sp, p.v_st, voff_h, vbase) + c * 16 : vbase;
+        cp_async16(stage_dst(sv, j, c, kVc), src, valid);
+      }
     }
   };
 
@@ -341,20 +367,33 @@ __global__ void __launch_bounds__(Cfg::kThreads)
       constexpr int kConvTok = kWarpConv ? kNT : kBN;
       constexpr int kConvThreads = kWarpConv ? 32 : kThreads;
       const int conv_tok0 = kWarpConv ? wn * kNT : 0;
-      for (int i = kWarpConv ? lane : tid; i < kConvTok * (kKc + kVc); i += kConvThreads) {
-        const bool is_k = i < kConvTok * kKc;
-        const int ii = is_k ? i : i - kConvTok * kKc;
-        const int cpr = is_k ? kKc : kVc;
-        const int j = conv_tok0 + ii / cpr, c = ii % cpr;
-        const uint4 raw = *reinterpret_cast<const uint4*>((is_k ? rk : rv) + j * cpr * 16 + c * 16);
-        const uint32_t wds[4] = {raw.x, raw.y, raw.z, raw.w};
-        uint32_t outw[8];
-#pragma unroll
-        for (int q = 0; q < 4; ++q) e4m3x4_to_bf16x4(wds[q], outw[2 * q], outw[2 * q + 1]);
-        uint8_t* base = is_k ? ck : cv;
+      // 16 raw bytes (chunk c of row j) -> two swizzled 16-byte bf16 chunks 2c, 2c+1.
+      auto convert = [&](const uint8_t* raw_tile, uint8_t* bf_tile, int j, int c, int cpr) {
+        const uint4 raw = *reinterpret_cast<const uint4*>(raw_tile + j * cpr * 16 + c * 16);
+        uint32_t w8[8];
+        e4m3x4_to_bf16x4(raw.x, w8[0], w8[1]);
+        e4m3x4_to_bf16x4(raw.y, w8[2], w8[3]);
+        e4m3x4_to_bf16x4(raw.z, w8[4], w8[5]);
+        e4m3x4_to_bf16x4(raw.w, w8[6], w8[7]);
         const int rb = cpr * 32;
-        *reinterpret_cast<uint4*>(base + swz(j, 2 * c, rb)) = make_uint4(outw[0], outw[1], outw[2], outw[3]);
-        *reinterpret_cast<uint4*>(base + swz(j, 2 * c + 1, rb)) = make_uint4(outw[4], outw[5], outw[6], outw[7]);
+        *reinterpret_cast<uint4*>(bf_tile + swz(j, 2 * c, rb)) = make_uint4(w8[0], w8[1], w8[2], w8[3]);
+        *reinterpret_cast<uint4*>(bf_tile + swz(j, 2 * c + 1, rb)) = make_uint4(w8[4], w8[5], w8[6], w8[7]);
+      };
+      const int conv_first = kWarpConv ? lane : tid;
+      if constexpr (kKc == kVc) {
+#pragma unroll
+        for (int i = conv_first; i < kConvTok * kKc; i += kConvThreads) {
+          const int j = conv_tok0 + i / kKc, c = i % kKc;
+          convert(rk, ck, j, c, kKc);
+          convert(rv, cv, j, c, kVc);
+        }
+      } else {
+#pragma unroll
+        for (int i = conv_first; i < kConvTok * kKc; i += kConvThreads)
+          convert(rk, ck, conv_tok0 + i / kKc, i % kKc, kKc);
+#pragma unroll
+        for (int i = conv_first; i < kConvTok * kVc; i += kConvThreads)
+          convert(rv, cv, conv_tok0 + i / kVc, i % kVc, kVc);
       }
       if constexpr (kWarpConv) {
         __syncwarp();
