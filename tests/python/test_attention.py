@@ -222,3 +222,23 @@ def test_gpu_append_kv_fp8(cuda_torch):
     assert torch.equal(kc[page, off].view(torch.uint8), expect_k.view(torch.uint8))
     expect_v = (val.float() / vs).to(torch.float8_e4m3fn)
     assert torch.equal(vc[page, off].view(torch.uint8), expect_v.view(torch.uint8))
+
+
+def test_gpu_custom_op_matches_run(cuda_torch):
+    torch = cuda_torch
+    if not paged.is_supported():
+        pytest.skip("device not in the compiled architectures")
+    if not hasattr(torch.ops.b12x, "paged_attention"):
+        pytest.skip("torch custom op not registered in this torch build")
+    B, hq, hkv, D, page = 2, 8, 2, 128, 64
+    p = _problem(torch, mode="decode", B=B, hq=hq, hkv=hkv, D=D, page=page, qlens=[1] * B,
+                 prefix=[300, 77], sinks=True)
+    pl, scratch = _plan_for(torch, p, "decode", B, hq, hkv, D, page)
+    out, _ = paged.run(binding=_bind(pl, scratch, p))
+    expect = out.clone()
+    p["out"].fill_(float("nan"))
+    torch.ops.b12x.paged_attention(scratch, p["q"], p["k_cache"], p["v_cache"], p["out"],
+                                   p["table"], p["seq"], p["cu"], None, None, p["sinks"], None,
+                                   pl.handle, -1, 0.0, 0)
+    torch.cuda.synchronize()
+    assert torch.equal(p["out"], expect)
