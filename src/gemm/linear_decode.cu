@@ -1,0 +1,66 @@
+// Weight-streaming (decode regime) kernel instantiations and launcher. Formats whose activations
+// are always dequantized to BF16 (the FP8 weight formats) exist only with BF16 MMAs.
+#include "core/cuda_check.h"
+#include "gemm/kernels/linear_decode.cuh"
+#include "gemm/linear_launch.h"
+
+namespace b12x::gemm::lin {
+
+namespace {
+
+using DecodeFn = void (*)(const LinearParams);
+
+template <WFmt F, class T>
+DecodeFn decode_fn(int nt) {
+  return nt == 1 ? &linear_decode_kernel<F, T, 1> : &linear_decode_kernel<F, T, 2>;
+}
+
+DecodeFn pick_decode(WFmt f, bool fp16, int nt) {
+  switch (f) {
+    case WFmt::kNvfp4: return fp16 ? decode_fn<WFmt::kNvfp4, Fp16Tag>(nt) : decode_fn<WFmt::kNvfp4, Bf16Tag>(nt);
+    case WFmt::kMxfp4: return fp16 ? decode_fn<WFmt::kMxfp4, Fp16Tag>(nt) : decode_fn<WFmt::kMxfp4, Bf16Tag>(nt);
+    case WFmt::kQ8_0: return fp16 ? decode_fn<WFmt::kQ8_0, Fp16Tag>(nt) : decode_fn<WFmt::kQ8_0, Bf16Tag>(nt);
+    case WFmt::kIq2Xxs: return fp16 ? decode_fn<WFmt::kIq2Xxs, Fp16Tag>(nt) : decode_fn<WFmt::kIq2Xxs, Bf16Tag>(nt);
+    case WFmt::kIq2Xs: return fp16 ? decode_fn<WFmt::kIq2Xs, Fp16Tag>(nt) : decode_fn<WFmt::kIq2Xs, Bf16Tag>(nt);
+    case WFmt::kFp8: return fp16 ? nullptr : decode_fn<WFmt::kFp8, Bf16Tag>(nt);
+    case WFmt::kFp8Mx: return fp16 ? nullptr : decode_fn<WFmt::kFp8Mx, Bf16Tag>(nt);
+    case WFmt::kFp8Block: return fp16 ? nullptr : decode_fn<WFmt::kFp8Block, Bf16Tag>(nt);
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+bool decode_kernel_available(WFmt f, bool fp16, int nt) {
+  return (nt == 1 || nt == 2) && pick_decode(f, fp16, nt) != nullptr;
+}
+
+void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stream stream) {
+  DecodeFn fn = pick_decode(f, fp16, nt);
+  B12X_ASSERT(fn != nullptr, "no decode kernel for format ", static_cast<int>(f), " fp16=", fp16);
+  const int64_t tok_tiles = (p.M + 8 * nt - 1) / (8 * nt);
+  B12X_ASSERT(tok_tiles <= 65535, "too many token tiles: M=", p.M);
+  const dim3 grid(static_cast<unsigned>((p.n16 + 3) / 4), static_cast<unsigned>(p.split),
+                  static_cast<unsigned>(tok_tiles));
+  if (p.cluster_split > 1) {
+    B12X_ASSERT(p.cluster_split == p.split && p.split <= 8, "cluster split ", p.cluster_split);
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = dim3(128);
+    cfg.dynamicSmemBytes = 0;
+    cfg.stream = stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = 1;
+    attr[0].val.clusterDim.y = static_cast<unsigned>(p.split);
+    attr[0].val.clusterDim.z = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    B12X_CUDA_CHECK(cudaLaunchKernelEx(&cfg, fn, p));
+  } else {
+    fn<<<grid, 128, 0, stream>>>(p);
+  }
+  B12X_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace b12x::gemm::lin

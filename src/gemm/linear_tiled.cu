@@ -1,0 +1,65 @@
+// Tiled (large-M regime) kernel instantiations and launcher.
+#include "core/cuda_check.h"
+#include "gemm/kernels/linear_tiled.cuh"
+#include "gemm/linear_launch.h"
+
+namespace b12x::gemm::lin {
+
+namespace {
+
+using TiledFn = void (*)(const LinearParams);
+
+template <WFmt F, class T>
+TiledFn tiled_fn() {
+  return &linear_tiled_kernel<F, T>;
+}
+
+struct TiledPick {
+  TiledFn fn = nullptr;
+  int smem = 0;
+};
+
+TiledPick pick_tiled(WFmt f, bool fp16) {
+#define B12X_TILED(FMT)                                                                   \
+  return fp16 ? TiledPick{tiled_fn<FMT, Fp16Tag>(), tiled_smem_bytes<FMT>()}              \
+              : TiledPick{tiled_fn<FMT, Bf16Tag>(), tiled_smem_bytes<FMT>()}
+#define B12X_TILED_BF16(FMT) \
+  return fp16 ? TiledPick{} : TiledPick{tiled_fn<FMT, Bf16Tag>(), tiled_smem_bytes<FMT>()}
+  switch (f) {
+    case WFmt::kNvfp4: B12X_TILED(WFmt::kNvfp4);
+    case WFmt::kMxfp4: B12X_TILED(WFmt::kMxfp4);
+    case WFmt::kQ8_0: B12X_TILED(WFmt::kQ8_0);
+    case WFmt::kIq2Xxs: B12X_TILED(WFmt::kIq2Xxs);
+    case WFmt::kIq2Xs: B12X_TILED(WFmt::kIq2Xs);
+    case WFmt::kFp8: B12X_TILED_BF16(WFmt::kFp8);
+    case WFmt::kFp8Mx: B12X_TILED_BF16(WFmt::kFp8Mx);
+    case WFmt::kFp8Block: B12X_TILED_BF16(WFmt::kFp8Block);
+  }
+#undef B12X_TILED
+#undef B12X_TILED_BF16
+  return {};
+}
+
+}  // namespace
+
+bool tiled_kernel_available(WFmt f, bool fp16) { return pick_tiled(f, fp16).fn != nullptr; }
+
+void prepare_linear_tiled(WFmt f, bool fp16) {
+  const TiledPick k = pick_tiled(f, fp16);
+  B12X_ASSERT(k.fn != nullptr, "no tiled kernel for format ", static_cast<int>(f));
+  B12X_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(k.fn),
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, k.smem));
+}
+
+void launch_linear_tiled(WFmt f, bool fp16, const LinearParams& p, Stream stream) {
+  const TiledPick k = pick_tiled(f, fp16);
+  B12X_ASSERT(k.fn != nullptr, "no tiled kernel for format ", static_cast<int>(f));
+  const int64_t gy = (p.M + TiledConfig::kBM - 1) / TiledConfig::kBM;
+  B12X_ASSERT(gy <= 65535, "too many token tiles: M=", p.M);
+  const dim3 grid(static_cast<unsigned>((p.NP + TiledConfig::kBN - 1) / TiledConfig::kBN),
+                  static_cast<unsigned>(gy));
+  k.fn<<<grid, TiledConfig::kThreads, k.smem, stream>>>(p);
+  B12X_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace b12x::gemm::lin
