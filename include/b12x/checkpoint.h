@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "b12x/gemm.h"
+#include "b12x/moe.h"
 #include "b12x/runtime.h"
 #include "b12x/selection.h"
 #include "b12x/status.h"
@@ -267,6 +268,52 @@ inline std::shared_ptr<gemm::PackedWeight> pack_linear(const LinearWeights& w, i
   if (!s.supported) throw Error(Status::kUnsupported, w.prefix + ": " + s.summary());
   return gemm::PackedWeight::pack(gemm_weight_source(w, gemm_format_for_path(s.path)), device,
                                   stream);
+}
+
+// ---- loading a stack of experts into the fused MoE ---------------------------------------------
+
+struct MoeLoadOptions {
+  selection::Activation activation = selection::Activation::kSiLU;
+  DType params_dtype = DType::kBF16;  ///< activations (bf16 / fp16)
+  int compute_capability = 0;         ///< 0: answer for SM120
+  int64_t topk = 1;
+  /// Activation format; kAuto = the checkpoint's (NVFP4 -> NVFP4, W4A16_NVFP4 -> BF16, MXFP4 ->
+  /// the policy's preference).
+  selection::ActFormat act = selection::ActFormat::kAuto;
+  selection::EnvOverrides env = selection::EnvOverrides::from_process();
+};
+
+/// The experts of one MoE layer stacked into the fused MoE's source layout (host memory owned
+/// here; `source` points into it): FC1 = [gate; up] per expert (vLLM's order, w13_layout w31) or
+/// up only for non-gated layers; NVFP4 block scales in the 128x4 swizzle, per-expert globals and
+/// reciprocal activation scales; MXFP4 plain E8M0 grids; GGML blocks as q8_0/iq2 views.
+struct MoeExpertsSource {
+  std::string prefix;
+  LayerQuant quant;
+  selection::Selection selection;  ///< the policy's answer (quant mode, source format, layout)
+  int64_t num_experts = 0, hidden = 0, intermediate = 0;
+  bool gated = true;
+  moe::WeightsPlanArgs plan_args;  ///< ready for moe::plan_weights
+  moe::SourceWeights source;       ///< views into the buffers below
+  std::vector<uint8_t> w1, w1_scale, w2, w2_scale;
+  std::vector<float> w1_global, a1_gscale, w2_global, a2_gscale;
+};
+
+/// Loads `prefix` ("model.layers.3.mlp.experts", per-expert <e>.{gate,up,down}_proj or
+/// w1/w3/w2 tensors), validates every expert and asks the policy for the path; throws
+/// kUnsupported with every reason when b12x cannot run the layer.
+std::unique_ptr<MoeExpertsSource> load_moe_experts(const CheckpointDir& ckpt,
+                                                   const QuantConfig& config,
+                                                   const std::string& prefix,
+                                                   const MoeLoadOptions& options = {});
+
+/// moe::plan_weights + moe::prepare_weights on `stream`'s device (inline: links the MoE op only
+/// when used).
+inline moe::WeightsPlan prepare_moe(const MoeExpertsSource& src, moe::PreparedExperts& out,
+                                    Stream stream) {
+  const moe::WeightsPlan plan = moe::plan_weights(src.plan_args);
+  moe::prepare_weights(plan, src.source, out, stream);
+  return plan;
 }
 
 /// Maps a layer's quantization to the selection policy's weight / activation formats.

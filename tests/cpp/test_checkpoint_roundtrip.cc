@@ -331,3 +331,84 @@ TEST(CheckpointInspect, ReportsInconsistentCheckpoints) {
   EXPECT_NE(r.to_json().find("\"errors\":"), std::string::npos);
   fs::remove_all(m.dir);
 }
+
+TEST(CheckpointMoeLoader, StacksExpertsForTheFusedMoe) {
+  TinyModel m = make_tiny("moe", 21);
+  MoeLoadOptions mo;
+  mo.compute_capability = 120;
+  mo.topk = 2;
+  mo.env = {};
+  const std::string pre = "model.layers.1.mlp.experts";
+  // BF16 experts are not a fused-MoE format.
+  {
+    const CheckpointDir ck = CheckpointDir::open(m.dir);
+    EXPECT_THROW(load_moe_experts(ck, QuantConfig::from_dir(m.dir), pre, mo), Error);
+  }
+  struct Fmt {
+    QuantAlgo algo;
+    float amax;
+    const char* mode;
+  } fmts[] = {{QuantAlgo::kNVFP4, 6.f, "nvfp4"},
+              {QuantAlgo::kNVFP4, 0.f, "w4a16"},
+              {QuantAlgo::kMXFP4, 0.f, "w4a8_mx"},
+              {QuantAlgo::kQ8_0, 0.f, "ggml_a16"}};
+  int idx = 0;
+  for (const auto& f : fmts) {
+    const std::string out = m.dir + "_m" + std::to_string(idx++);
+    QuantizeOptions opt;
+    opt.algo = f.algo;
+    opt.input_amax = f.amax;
+    quantize_checkpoint(m.dir, out, opt);
+    const CheckpointDir ck = CheckpointDir::open(out);
+    const QuantConfig cfg = QuantConfig::from_dir(out);
+    const auto s = load_moe_experts(ck, cfg, pre, mo);
+    ASSERT_TRUE(s->selection.supported);
+    EXPECT_EQ(s->selection.moe_quant_mode, f.mode);
+    EXPECT_EQ(s->num_experts, 4);
+    EXPECT_EQ(s->hidden, 256);
+    EXPECT_EQ(s->intermediate, 256);
+    EXPECT_EQ(s->plan_args.num_experts, 4);
+    EXPECT_EQ(s->plan_args.w13_layout, moe::W13Layout::kW31);
+    EXPECT_EQ(s->source.w1.shape[1], 512);  // [gate; up]
+    EXPECT_EQ(s->source.w2.shape[1], 256);
+    const int64_t H = 256, I = 256;
+    for (int e = 0; e < 4; ++e) {
+      const std::string ep = pre + "." + std::to_string(e) + ".";
+      const LinearWeights g = load_linear(ck, cfg, ep + "gate_proj");
+      const LinearWeights u = load_linear(ck, cfg, ep + "up_proj");
+      const LinearWeights d = load_linear(ck, cfg, ep + "down_proj");
+      const int64_t row1 = s->source.w1.byte_stride(1), row2 = s->source.w2.byte_stride(1);
+      const uint8_t* w1 = static_cast<const uint8_t*>(s->source.w1.data) + e * 2 * I * row1;
+      const uint8_t* w2 = static_cast<const uint8_t*>(s->source.w2.data) + e * H * row2;
+      EXPECT_EQ(std::memcmp(w1, g.weight.data, I * row1), 0) << e;             // gate first
+      EXPECT_EQ(std::memcmp(w1 + I * row1, u.weight.data, I * row1), 0) << e;  // then up
+      EXPECT_EQ(std::memcmp(w2, d.weight.data, H * row2), 0) << e;
+      if (f.algo == QuantAlgo::kNVFP4) {
+        // Scales come back out of the 128x4 swizzle as [gate; up].
+        std::vector<uint8_t> lin(2 * I * H / 16);
+        const int64_t per = formats::swizzled_block_scale_bytes(2 * I, H / 16);
+        formats::unswizzle_block_scale(s->w1_scale.data() + e * per, 1, 2 * I, H / 16, lin.data());
+        EXPECT_EQ(std::memcmp(lin.data(), g.weight_scale.data, I * H / 16), 0);
+        EXPECT_EQ(std::memcmp(lin.data() + I * H / 16, u.weight_scale.data, I * H / 16), 0);
+        EXPECT_EQ(s->w1_global[e], g.weight_scale_2);
+        EXPECT_EQ(s->w2_global[e], d.weight_scale_2);
+        if (f.amax > 0) {
+          EXPECT_FLOAT_EQ(s->a1_gscale[e], 2688.f / f.amax);
+          EXPECT_FLOAT_EQ(s->a2_gscale[e], 2688.f / f.amax);
+        } else {
+          EXPECT_TRUE(s->a1_gscale.empty());
+        }
+      } else if (f.algo == QuantAlgo::kMXFP4) {
+        EXPECT_EQ(
+            std::memcmp(s->w1_scale.data() + e * 2 * I * H / 32, g.weight_scale.data, I * H / 32),
+            0);
+      }
+    }
+    if (f.algo == QuantAlgo::kQ8_0) {
+      EXPECT_EQ(s->source.w1.dtype, DType::kQ8_0);
+      EXPECT_EQ(s->plan_args.ggml_w1_dtype, DType::kQ8_0);
+    }
+    fs::remove_all(out);
+  }
+  fs::remove_all(m.dir);
+}
