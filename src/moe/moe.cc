@@ -521,7 +521,8 @@ void resolve_activation(const Caps& c, const WeightsPlan& w, Plan& p) {
 int choose_cfg(const Caps& c) {
   if (c.regime == 1) return detail::kCfgDecode;
   if (c.regime == 0) return detail::kCfgGrouped;
-  return c.max_tokens * c.num_topk <= 64 ? detail::kCfgDecode : detail::kCfgGrouped;
+  return c.max_tokens * c.num_topk <= detail::kMaxInlineRoutes ? detail::kCfgDecode
+                                                                 : detail::kCfgGrouped;
 }
 
 ExecutionPlan exec_of(int cfg) {
@@ -555,6 +556,9 @@ Plan plan(const Caps& caps) {
                  "(w4a16, ggml_a16), got quant_mode=", quant_mode_name(w.args.quant_mode));
   B12X_CHECK_ARG(caps.regime >= -1 && caps.regime <= 1, kOp, ".plan: regime=", caps.regime,
                  " (supported: -1 auto, 0 grouped, 1 decode)");
+  B12X_CHECK_ARG(caps.regime != 1 || caps.max_tokens * caps.num_topk <= detail::kMaxInlineRoutes,
+                 kOp, ".plan: regime=1 (decode) needs max_tokens*num_topk <= ",
+                 detail::kMaxInlineRoutes, ", got ", caps.max_tokens * caps.num_topk);
   Plan p;
   p.caps = caps;
   p.weights = w;
@@ -570,7 +574,7 @@ Plan plan(const Caps& caps) {
                  " needs ", p.max_tiles, " token tiles (> 65535); lower max_tokens");
   int64_t o = 0;
   p.off_counts = o;
-  o = align256(o + 16);
+  o = align256(o + 16 + 4 * (round_up(H, detail::kPrepRowAlign) / 32 + 1));
   p.off_tiles = o;
   o = align256(o + 16 * p.max_tiles);
   p.off_slot_route = o;
@@ -668,9 +672,12 @@ void run(const Binding& b, Stream stream) {
   const bool fp16_ops = inter_fp16;  // FP16 MMA only for fp16 A16 modes
   const auto* base = static_cast<const uint8_t*>(S.base);
 
-  detail::launch_route(b.topk_ids.data, ids64, R, static_cast<int>(E), TN, tiles, num_tiles,
-                       slot_route, stream);
-  const int grid_tiles = static_cast<int>(max_tiles_for(R, E, TN));
+  const bool decode = cfg == detail::kCfgDecode;
+  int* counters = num_tiles + 4;
+  if (!decode)
+    detail::launch_route(b.topk_ids.data, ids64, R, static_cast<int>(E), TN, tiles, num_tiles,
+                         slot_route, stream);
+  const int grid_tiles = decode ? static_cast<int>(R) : static_cast<int>(max_tiles_for(R, E, TN));
 
   detail::GemmArgs g;
   g.aquant = aquant_of(wa.quant_mode);
@@ -686,6 +693,12 @@ void run(const Binding& b, Stream stream) {
   g.act.alpha = p.oai_alpha;
   g.act.beta = p.oai_beta;
   g.features = static_cast<int>(I);
+  g.inline_route = decode ? 1 : 0;
+  g.ids = b.topk_ids.data;
+  g.ids64 = ids64 ? 1 : 0;
+  g.routes = static_cast<int>(R);
+  g.num_experts = static_cast<int>(E);
+  g.counters = counters;
 
   // FC1 (+ activation) -> intermediate [slot, I]
   detail::GemmArgs g1 = g;
@@ -702,6 +715,7 @@ void run(const Binding& b, Stream stream) {
   g1.out = inter;
   g1.out_ld = I;
   g1.out_fp16 = inter_fp16;
+  if (decode) g1.num_counters = S.L.fc2.rows_pad / detail::kCfgRows[cfg];
   detail::launch_gemm(S.L.wfmt1, fp16_ops, cfg, g1, g1.w.rows_pad / detail::kCfgRows[cfg],
                       grid_tiles, stream);
 
@@ -720,8 +734,14 @@ void run(const Binding& b, Stream stream) {
   g2.epi = 2;
   g2.out = route_out;
   g2.out_ld = H;
+  g2.weight_on_input = p.caps.apply_router_weight_on_input ? 1 : 0;  // read by the fused combine
+  g2.fused_combine = decode ? 1 : 0;
+  g2.final_out = b.output.data;
+  g2.final_ld = b.output.stride[0];
+  g2.final_fp16 = b.output.dtype == DType::kFP16 ? 1 : 0;
   detail::launch_gemm(S.L.wfmt2, fp16_ops, cfg, g2, g2.w.rows_pad / detail::kCfgRows[cfg],
                       grid_tiles, stream);
+  if (decode) return;
 
   detail::launch_combine(route_out, M, H, static_cast<int>(topk), b.topk_ids.data, ids64,
                          static_cast<int>(E), static_cast<const float*>(b.topk_weights.data),

@@ -56,7 +56,22 @@ struct GemmArgs {
   void* out = nullptr;
   int64_t out_ld = 0;  // values
   int out_fp16 = 0;    // intermediate dtype (epi 0/1): 1 = FP16, 0 = BF16
+  // Decode regime: routing computed inside every CTA from the ids (routes <= kMaxInlineRoutes),
+  // so no routing launch; FC2 then also combines: the last CTA of each row tile (counted in
+  // `counters`, zeroed by FC1 every launch) sums the per-route rows in fixed k order.
+  int inline_route = 0;
+  const void* ids = nullptr;
+  int ids64 = 0;
+  int routes = 0;
+  int num_experts = 0;
+  int* counters = nullptr;
+  int num_counters = 0;  // FC1: zero these many counters
+  int fused_combine = 0;
+  void* final_out = nullptr;
+  int64_t final_ld = 0;
+  int final_fp16 = 0;
 };
+inline constexpr int kMaxInlineRoutes = 64;
 
 void launch_route(const void* ids, bool ids64, int64_t routes, int num_experts, int tile_tokens,
                   int* tiles, int* num_tiles, int* slot_route, Stream stream);

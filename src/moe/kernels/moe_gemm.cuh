@@ -292,6 +292,30 @@ struct WeightFrag<detail::kWIq2xs, OpT> {
   }
 };
 
+/// out[m, r0 .. r0+rows) = sum_k w[m,k] * route_out[m*topk+k, r] over valid routes, fixed k order
+/// (the same arithmetic as the grouped path's combine kernel).
+__device__ __forceinline__ void combine_rows(const GemmArgs& args, int r0, int rows, int H,
+                                             int tid, int nthreads) {
+  const int M = args.routes / args.topk;
+  for (int idx = tid; idx < M * rows; idx += nthreads) {
+    const int m = idx / rows, r = r0 + idx % rows;
+    if (r >= H) continue;
+    float a = 0.f;
+    for (int k = 0; k < args.topk; ++k) {
+      const int route = m * args.topk + k;
+      const int64_t id = args.ids64 ? static_cast<const int64_t*>(args.ids)[route]
+                                    : static_cast<const int32_t*>(args.ids)[route];
+      if (id < 0 || id >= args.num_experts) continue;
+      const float w = args.weight_on_input ? 1.f : args.topk_weights[route];
+      a = fmaf(w, __ldcg(static_cast<const float*>(args.out) +
+                         static_cast<int64_t>(route) * args.out_ld + r),
+               a);
+    }
+    static_cast<uint16_t*>(args.final_out)[static_cast<int64_t>(m) * args.final_ld + r] =
+        args.final_fp16 ? fmt::float_to_fp16_bits(a) : fmt::float_to_bf16_bits(a);
+  }
+}
+
 template <int kWM, int kWK, int kTN>
 struct Cfg {
   static constexpr int kWarps = kWM * kWK;
@@ -317,11 +341,77 @@ __global__ void __launch_bounds__(32 * kWM * kWK) moe_gemm_kernel(const GemmArgs
   __shared__ int s_route[kTN];
   __shared__ uint64_t s_grid[WF == detail::kWIq2xs ? 512 : (WF == detail::kWIq2xxs ? 256 : 1)];
 
-  const int tile_idx = blockIdx.y;
-  if (tile_idx >= *args.num_tiles) return;
-  const int4 tile = reinterpret_cast<const int4*>(args.tiles)[tile_idx];
-  const int e = tile.x, slot0 = tile.y, cnt = tile.z;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int tile_idx = blockIdx.y;
+  int4 tile;
+  int live_tiles = 0;
+  const int* slot_route = args.slot_route;
+  if (args.inline_route) {
+    // Decode: every CTA derives the same expert-sorted slots and tiles from the <= 64 ids
+    // (slot order: by expert, then by route index; deterministic).
+    __shared__ int s_e[detail::kMaxInlineRoutes], s_cnt[detail::kMaxInlineRoutes];
+    __shared__ int s_sr[detail::kMaxInlineRoutes];
+    __shared__ int4 s_tiles[detail::kMaxInlineRoutes];
+    __shared__ int s_ntiles;
+    if (args.num_counters > 0 && blockIdx.x == 0 && blockIdx.y == 0)
+      for (int i = tid; i < args.num_counters; i += C::kThreads) args.counters[i] = 0;
+    const int R = args.routes;
+    if (tid < detail::kMaxInlineRoutes) {
+      int ev = -1;
+      if (tid < R) {
+        const int64_t id = args.ids64 ? static_cast<const int64_t*>(args.ids)[tid]
+                                      : static_cast<const int32_t*>(args.ids)[tid];
+        if (id >= 0 && id < args.num_experts) ev = static_cast<int>(id);
+      }
+      s_e[tid] = ev;
+      s_cnt[tid] = 0;
+    }
+    __syncthreads();
+    int rank = 0, cnt_e = 0, ev = -1;
+    if (tid < R) ev = s_e[tid];
+    if (ev >= 0) {
+      int before = 0;
+      for (int j = 0; j < R; ++j) {
+        const int ej = s_e[j];
+        if (ej < 0) continue;
+        rank += (ej < ev || (ej == ev && j < tid)) ? 1 : 0;
+        if (ej == ev) {
+          ++cnt_e;
+          before += j < tid ? 1 : 0;
+        }
+      }
+      s_sr[rank] = tid;
+      if (before == 0) s_cnt[tid] = cnt_e;
+    }
+    __syncthreads();
+    if (ev >= 0 && s_cnt[tid] > 0) {
+      int base = 0;
+      for (int j = 0; j < R; ++j)
+        if (s_cnt[j] > 0 && s_e[j] < ev) base += (s_cnt[j] + kTN - 1) / kTN;
+      for (int q = 0; q * kTN < cnt_e; ++q)
+        s_tiles[base + q] = make_int4(ev, rank + q * kTN, min(kTN, cnt_e - q * kTN), 0);
+    }
+    if (tid == 0) {
+      int total = 0;
+      for (int j = 0; j < R; ++j) total += (s_cnt[j] + kTN - 1) / kTN;
+      s_ntiles = total;
+    }
+    __syncthreads();
+    live_tiles = s_ntiles;
+    if (tile_idx >= live_tiles) {
+      // No valid route at all: the output must still be fully overwritten (with zeros).
+      if (args.fused_combine && live_tiles == 0 && tile_idx == 0)
+        combine_rows(args, blockIdx.x * C::kRows, C::kRows, args.w.rows, tid, C::kThreads);
+      return;
+    }
+    tile = s_tiles[tile_idx];
+    slot_route = s_sr;
+  } else {
+    live_tiles = *args.num_tiles;
+    if (tile_idx >= live_tiles) return;
+    tile = reinterpret_cast<const int4*>(args.tiles)[tile_idx];
+  }
+  const int e = tile.x, slot0 = tile.y, cnt = tile.z;
   const int g = lane >> 2, t = lane & 3;
   const int wm = warp % kWM, wk = warp / kWM;
   const int rb = blockIdx.x * C::kRows + 32 * wm;
@@ -335,7 +425,7 @@ __global__ void __launch_bounds__(32 * kWM * kWK) moe_gemm_kernel(const GemmArgs
     int route = -1;
     int64_t src = -1;
     if (tid < cnt) {
-      route = args.slot_route[slot0 + tid];
+      route = slot_route[slot0 + tid];
       src = args.act_by_token ? static_cast<int64_t>(route / args.topk)
                               : static_cast<int64_t>(slot0 + tid);
     }
@@ -362,6 +452,15 @@ __global__ void __launch_bounds__(32 * kWM * kWK) moe_gemm_kernel(const GemmArgs
 #pragma unroll
       for (int i = 0; i < 4; ++i) acc[m][n][i] = 0.f;
 
+  // Weight fragments are prefetched one 128-value sub-chunk ahead (also across the staging of
+  // the next activation chunk, which does not depend on them).
+  const int nk = W.K_pad / 128;
+  int kk = wk;
+  WeightFrag<WF, OpT> f[4];
+  if (kk < nk) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) f[i].load(vrow[i], srow[i], kk, t, W.scale_kind);
+  }
   for (int kc0 = 0; kc0 < W.K_pad; kc0 += C::kKC) {
     __syncthreads();
     // ---- stage the activation chunk: gather, quantise, scatter into fragment order ----------
@@ -404,12 +503,14 @@ __global__ void __launch_bounds__(32 * kWM * kWK) moe_gemm_kernel(const GemmArgs
     }
     __syncthreads();
     // ---- MMA over the chunk's 128-value sub-chunks (split across the K warps) ---------------
-    for (int sc = wk; sc < C::kKC / 128; sc += kWK) {
-      const int kk = kc0 / 128 + sc;
-      if (kk * 128 >= W.K_pad) break;
-      WeightFrag<WF, OpT> f[4];
+    const int kk_end = min(nk, (kc0 + C::kKC) / 128);
+    for (; kk < kk_end; kk += kWK) {
+      const int sc = kk - kc0 / 128;
+      WeightFrag<WF, OpT> fn[4];
+      if (kk + kWK < nk) {
 #pragma unroll
-      for (int i = 0; i < 4; ++i) f[i].load(vrow[i], srow[i], kk, t, W.scale_kind);
+        for (int i = 0; i < 4; ++i) fn[i].load(vrow[i], srow[i], kk + kWK, t, W.scale_kind);
+      }
 #define B12X_MOE_STEP(J)                                                                  \
   {                                                                                       \
     uint32_t a[2][4];                                                                     \
@@ -445,6 +546,8 @@ __global__ void __launch_bounds__(32 * kWM * kWK) moe_gemm_kernel(const GemmArgs
       B12X_MOE_STEP(0) B12X_MOE_STEP(1) B12X_MOE_STEP(2) B12X_MOE_STEP(3)
       B12X_MOE_STEP(4) B12X_MOE_STEP(5) B12X_MOE_STEP(6) B12X_MOE_STEP(7)
 #undef B12X_MOE_STEP
+#pragma unroll
+      for (int i = 0; i < 4; ++i) f[i] = fn[i];
     }
   }
 
@@ -464,8 +567,7 @@ __global__ void __launch_bounds__(32 * kWM * kWK) moe_gemm_kernel(const GemmArgs
           for (int i = 0; i < 4; ++i) dst[((m * C::kNT + n) * 4 + i) * 32] = acc[m][n][i];
     }
     __syncthreads();
-    if (wk > 0) return;
-    for (int w2 = 1; w2 < kWK; ++w2) {
+    for (int w2 = 1; w2 < kWK && wk == 0; ++w2) {
       const float* src = red + ((w2 - 1) * kWM + wm) * 32 * kPer + lane;
 #pragma unroll
       for (int m = 0; m < 2; ++m)
@@ -480,6 +582,7 @@ __global__ void __launch_bounds__(32 * kWM * kWK) moe_gemm_kernel(const GemmArgs
   const float alpha = args.alpha[e];
 #pragma unroll
   for (int n = 0; n < C::kNT; ++n) {
+    if (wk != 0) break;
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const int col = n * 8 + 2 * t + (i & 1);
@@ -517,6 +620,19 @@ __global__ void __launch_bounds__(32 * kWM * kWK) moe_gemm_kernel(const GemmArgs
         }
       }
     }
+  }
+
+  // ---- decode FC2: the last CTA of this row tile sums the routes of every token ----------
+  if (args.fused_combine) {
+    __shared__ int s_last;
+    __threadfence();
+    __syncthreads();
+    if (tid == 0) s_last = atomicAdd(&args.counters[blockIdx.x], 1);
+    __syncthreads();
+    if (s_last != live_tiles - 1) return;
+    __threadfence();
+    combine_rows(args, blockIdx.x * C::kRows, C::kRows, W.rows, tid, C::kThreads);
+    if (tid == 0) args.counters[blockIdx.x] = 0;
   }
 }
 
