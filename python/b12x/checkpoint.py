@@ -292,6 +292,44 @@ def quantize(in_dir: Union[str, os.PathLike], out_dir: Union[str, os.PathLike], 
                                    _c.c_float(input_amax)))
 
 
+_capi.declare("b12x_checkpoint_load_linear_json", [_c.c_char_p, _c.c_char_p, _c.c_int32]
+              + _STR_OUT)
+
+
+@dataclass
+class LinearLayer:
+    """A dense layer of a checkpoint, validated against its quantization. Tensors are read-only
+    numpy views into the mapped files (keys: weight, weight_scale, weight_scale_2, input_scale,
+    bias, as present). ``selection`` is the policy's answer (path, reasons, ...)."""
+    prefix: str
+    quant: dict
+    n: int
+    k: int
+    weight_scale_2: float
+    input_scale: float
+    output_scale: float  # FP8: input_scale * weight_scale; NVFP4 W4A4: the alpha
+    tensors: Dict[str, np.ndarray]
+    selection: dict
+
+
+_FILES: Dict[str, SafetensorsFile] = {}
+
+
+def load_linear(dir: Union[str, os.PathLike], prefix: str,
+                compute_capability: int = 0) -> LinearLayer:
+    """Loads dense layer ``prefix`` (ModelOpt / DeepSeek / GGML tensor names)."""
+    j = json.loads(_string_call("b12x_checkpoint_load_linear_json", _b(dir),
+                                prefix.encode("utf-8"), _c.c_int32(compute_capability)))
+    views = {}
+    for key, t in j["tensors"].items():
+        f = _FILES.get(t["file"])
+        if f is None:
+            f = _FILES[t["file"]] = SafetensorsFile(t["file"])
+        views[key] = f[t["name"]]
+    return LinearLayer(j["prefix"], j["quant"], j["n"], j["k"], j["weight_scale_2"],
+                       j["input_scale"], j["output_scale"], views, j["selection"])
+
+
 def dequantize_linear(dir: Union[str, os.PathLike], prefix: str) -> np.ndarray:
     """Loads dense layer ``prefix`` from a checkpoint and reconstructs it as fp32 [n, k]."""
     n, k = _c.c_int64(), _c.c_int64()
@@ -306,4 +344,4 @@ def dequantize_linear(dir: Union[str, os.PathLike], prefix: str) -> np.ndarray:
 
 __all__ = ["SafetensorsFile", "TensorInfo", "open_safetensors", "parse_safetensors",
            "save_safetensors", "load_quant_config", "resolve_layer", "inspect", "quantize",
-           "dequantize_linear", "FORMATS"]
+           "dequantize_linear", "load_linear", "LinearLayer", "FORMATS"]

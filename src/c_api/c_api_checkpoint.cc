@@ -285,4 +285,36 @@ b12x_status b12x_checkpoint_dequantize_linear(const char* dir, const char* prefi
   });
 }
 
+b12x_status b12x_checkpoint_load_linear_json(const char* dir, const char* prefix,
+                                             int32_t compute_capability, char* buf, size_t len,
+                                             size_t* needed) {
+  return capi::guard([&] {
+    B12X_CHECK_ARG(dir && prefix, "b12x_checkpoint_load_linear_json: dir and prefix required");
+    const CheckpointDir c = CheckpointDir::open(dir);
+    const LinearWeights w = load_linear(c, QuantConfig::from_dir(dir), prefix);
+    json::Value v = json::Value::object();
+    v.set("prefix", json::Value::string(w.prefix));
+    v.set("quant", layer_quant_json(w.quant));
+    v.set("n", json::Value::integer(w.n));
+    v.set("k", json::Value::integer(w.k));
+    v.set("weight_scale_2", json::Value::number(w.weight_scale_2));
+    v.set("input_scale", json::Value::number(w.input_scale));
+    v.set("output_scale", json::Value::number(w.output_scale));
+    json::Value ts = json::Value::object();
+    for (const auto& name : w.tensors) {
+      const SafetensorsFile* f = nullptr;
+      c.find(name, &f);
+      json::Value e = json::Value::object();
+      e.set("file", json::Value::string(f->path()));
+      e.set("name", json::Value::string(name));
+      ts.set(name.substr(w.prefix.size() + 1), std::move(e));
+    }
+    v.set("tensors", std::move(ts));
+    const selection::Selection s =
+        selection::select(linear_layer_desc(w, DType::kBF16, compute_capability));
+    v.set("selection", json::parse(s.to_json(), "selection"));
+    capi::copy_out(json::dump(v), buf, len, needed);
+  });
+}
+
 }  // extern "C"

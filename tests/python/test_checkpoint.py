@@ -215,6 +215,13 @@ def test_quantize_q8_0_and_nvfp4_round_trip(tmp_path):
     o = {l["name"]: l for l in ins["layers"]}["model.layers.0.self_attn.o_proj"]
     assert o["format"] == "BF16" and not o["selection"]["supported"]
 
+    layer = ck.load_linear(tmp_path / "nv", name, compute_capability=120)
+    assert layer.quant["quant_algo"] == "NVFP4" and (layer.n, layer.k) == (256, 512)
+    np.testing.assert_array_equal(layer.tensors["weight"], packed)
+    assert set(layer.tensors) == {"weight", "weight_scale", "weight_scale_2", "input_scale"}
+    assert abs(layer.output_scale - layer.input_scale * layer.weight_scale_2) < 1e-12
+    assert layer.selection["path"] == "gemm.nvfp4_w4a4"
+
     with pytest.raises(B12xError, match="input-amax"):
         ck.quantize(tmp_path / "in", tmp_path / "fp8", "fp8")
     with pytest.raises(B12xError, match="format"):

@@ -86,6 +86,13 @@ B12X_C_API b12x_status b12x_checkpoint_dequantize_linear(const char* dir, const 
                                                          float* out, int64_t out_numel, int64_t* n,
                                                          int64_t* k);
 
+/* A dense layer as loaded and validated: {"prefix", "quant": {...}, "n", "k", "weight_scale_2",
+ * "input_scale", "output_scale", "tensors": {"weight": {"file", "name"}, "weight_scale": ...,
+ * "bias": ...}, "selection": {...} (for compute_capability; 0 = SM120)}. */
+B12X_C_API b12x_status b12x_checkpoint_load_linear_json(const char* dir, const char* prefix,
+                                                        int32_t compute_capability, char* buf,
+                                                        size_t len, size_t* needed);
+
 /* ---- backend selection ------------------------------------------------------------------------
  */
 #define B12X_LAYER_LINEAR 0
