@@ -43,20 +43,23 @@ B12X_HD float nvfp4_scaled(float x, float mult) {
   return mult == 0.f ? 0.f : fmt::mul_rn(x, mult);
 }
 
-/// fmt::float_to_e2m1_canonical by comparisons against the rounding boundaries of the E2M1 grid
-/// {0, .5, 1, 1.5, 2, 3, 4, 6} (ties to even: 0.25 -> 0, 0.75 -> 1, 1.25 -> 1, 1.75 -> 2,
-/// 2.5 -> 2, 3.5 -> 4, 5 -> 4; above 5 and Inf -> 6; NaN -> +6 (0x7); -0 -> +0). Bit-identical
-/// (tests/cpp/test_quantize.cc sweeps fp32), and ~10x cheaper than the integer emulation on
-/// architectures without cvt.e2m1x2 (sm_89/sm_90).
-B12X_HD uint8_t e2m1_code_canonical_cmp(float y) {
+/// fmt::float_to_e2m1_canonical without the integer emulation, for architectures without
+/// cvt.e2m1x2 (sm_89/sm_90): on the grid {0, .5, 1, 1.5, 2, 3, 4, 6} the code is rne(2|y|) for
+/// |y| < 2 and 4 + rne(|y| - 2) for 2 <= |y| < 4 (both exact: a power-of-two scale and a
+/// Sterbenz subtraction), rounded to an integer by adding 1.5 * 2^23 (RNE); |y| >= 4 gives 4
+/// (code 6) up to 5 inclusive (tie to even) and 6 (code 7) above, Inf included. NaN -> +6
+/// (0x7), -0 -> +0. Exhaustively equal to the emulation over all 2^32 inputs (checked once; the
+/// CPU test sweeps a strided subset).
+B12X_HD uint8_t e2m1_code_canonical_fast(float y) {
   const uint32_t u = fmt::f32_bits(y);
   const uint32_t a = u & 0x7FFFFFFFu;
   if (a > 0x7F800000u) return 0x7;
   const float m = fmt::f32_from_bits(a);
-  const uint32_t c = static_cast<uint32_t>(m > 0.25f) + static_cast<uint32_t>(m >= 0.75f) +
-                     static_cast<uint32_t>(m > 1.25f) + static_cast<uint32_t>(m >= 1.75f) +
-                     static_cast<uint32_t>(m > 2.5f) + static_cast<uint32_t>(m >= 3.5f) +
-                     static_cast<uint32_t>(m > 5.0f);
+  constexpr float kMagic = 12582912.0f;  // 1.5 * 2^23
+  const uint32_t lo = fmt::f32_bits(m * 2.0f + kMagic) - 0x4B400000u;
+  const uint32_t mid = fmt::f32_bits((m - 2.0f) + kMagic) - 0x4B400000u + 4u;
+  const uint32_t hi = m > 5.0f ? 7u : 6u;
+  const uint32_t c = m < 2.0f ? lo : (m < 4.0f ? mid : hi);
   return static_cast<uint8_t>(c == 0 ? 0u : (c | ((u >> 28) & 0x8u)));
 }
 

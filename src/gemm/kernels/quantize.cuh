@@ -10,8 +10,8 @@
 // Numerics: block scales and per-value multipliers come from the block codecs in
 // formats/block.h (shared with the CPU reference); the value conversions are the scalar codecs of
 // formats/scalar.h or, where the architecture has them, the `cvt` instructions they emulate bit
-// for bit (e4m3x2 from sm_89, e2m1x2 on sm_100a+/sm_120a+; elsewhere the comparison encoder
-// qrules::e2m1_code_canonical_cmp, checked against the emulation over fp32 on the CPU).
+// for bit (e4m3x2 from sm_89, e2m1x2 on sm_100a+/sm_120a+; elsewhere the rounding-by-addition
+// encoder qrules::e2m1_code_canonical_fast, checked against the emulation over fp32 on the CPU).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -82,7 +82,7 @@ __device__ __forceinline__ uint32_t e2m1x2(float lo, float hi) {
   if ((r & 0xF0u) == 0x80u) r &= 0x0Fu;
   return r;
 #else
-  return qrules::e2m1_code_canonical_cmp(lo) | (qrules::e2m1_code_canonical_cmp(hi) << 4);
+  return qrules::e2m1_code_canonical_fast(lo) | (qrules::e2m1_code_canonical_fast(hi) << 4);
 #endif
 }
 
