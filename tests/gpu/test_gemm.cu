@@ -183,6 +183,7 @@ struct Acts {
   std::vector<uint8_t> xs;  // bytes of x_scale
   DType x_dtype = DType::kBF16;
   int64_t x_cols = 0;  // in elements of x_dtype
+  float alpha = 1.f;   // W4A4 NVFP4: brings alpha * (x*gs) . W into the fp16 range
   DType xs_dtype = DType::kUInt8;
   std::vector<int64_t> xs_shape;
   std::unique_ptr<DeviceBuffer<uint8_t>> dx, dxs;
@@ -260,7 +261,9 @@ void make_acts(const Case& c, Acts& a) {
     if (nv) {
       float amax = 0;
       for (auto h : xh) amax = std::max(amax, std::fabs(from_half_bits(h, hd)));
-      reference::quantize_nvfp4(xr, 448.f * 6.f / amax, packed, sw);
+      const float gs = 448.f * 6.f / amax;
+      reference::quantize_nvfp4(xr, gs, packed, sw);
+      a.alpha = 1.f / (gs * 64.f);
     } else {
       reference::quantize_mxfp4(xr, packed, sw);
     }
@@ -367,7 +370,7 @@ void run_case(const Case& c, bool graph_replay = false) {
     dbias.upload(hbias);
   }
   const bool w4a4 = c.fmt == LinearFormat::kNvfp4 || c.fmt == LinearFormat::kMxfp4;
-  const float alpha_v = c.fmt == LinearFormat::kNvfp4 ? 0.37f : 1.f;
+  const float alpha_v = a.alpha;
   DeviceBuffer<float> dalpha(1);
   dalpha.upload({alpha_v});
   TensorRef alpha_t;
