@@ -9,7 +9,7 @@
 # GPU test suites are named <Area>Gpu* (FormatsGpu, GemmGpu, QuantizeGpu, EmbeddingGpu, MoeGpu,
 # AttentionGpu); each area's output is logs/<area>.log. Without a GPU every test skips.
 set -u
-stages="build,tests,sanitize,python,bench"
+stages="build,tests,sanitize,python,bench"  # also: archs (time a 90a;120a;121a build)
 areas="formats gemm quantize embedding moe attention"
 arch="90a"
 test_timeout=150
@@ -52,6 +52,18 @@ if has build; then
   if [ $rc -ne 0 ]; then
     grep -E "error|FAILED" "$logs/build.log" | head -30 | tee -a "$summary"
   fi
+fi
+
+if has archs; then
+  # What CI does on its 2 cores: all three architectures. Reports wall and CPU time so the CI
+  # budget can be estimated (CPU seconds / 2), and the SM12x shared-memory usage from ptxas.
+  ta=$(date +%s)
+  TIMEFORMAT='real %R s, user %U s, sys %S s'
+  { time { cmake -S . -B build-archs -G Ninja -DCMAKE_CUDA_ARCHITECTURES="90a;120a;121a" \
+             -DCMAKE_BUILD_TYPE=Release >/dev/null &&
+           cmake --build build-archs -j"$jobs" -- -k 0; }; } >"$logs/archs.log" 2>&1
+  say "3-arch build: $(tail -1 "$logs/archs.log") (wall $(( $(date +%s) - ta ))s)"
+  grep -E "error" "$logs/archs.log" | head -10 | tee -a "$summary"
 fi
 
 gtest=$build/tests/b12x_gpu_tests
