@@ -14,9 +14,12 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
 
 #include "b12x/checkpoint.h"
 #include "b12x/status.h"
+#include "checkpoint/internal.h"
 #include "checkpoint/json.h"
 
 namespace b12x::checkpoint {
@@ -437,6 +440,41 @@ CheckpointDir CheckpointDir::open(const std::string& dir) {
   if (ec) B12X_FAIL(Status::kIoError, dir, ": cannot list: ", ec.message());
   std::sort(paths.begin(), paths.end());
   if (paths.empty()) B12X_FAIL(Status::kIoError, dir, ": no *.safetensors files");
+  // A sharded checkpoint's index names the shards (other *.safetensors, e.g. Mistral's
+  // consolidated copy, are not part of the HF layout) and where every tensor lives.
+  std::map<std::string, std::string> weight_map;
+  const std::string index_path = (fs::path(dir) / "model.safetensors.index.json").string();
+  if (file_exists(index_path)) {
+    json::Value idx;
+    try {
+      idx = json::parse(read_text_file(index_path), index_path);
+    } catch (const Error& e) {
+      throw Error(Status::kIoError, e.what());
+    }
+    const json::Value* wm = idx.find("weight_map");
+    if (!wm || !wm->is_object())
+      B12X_FAIL(Status::kIoError, index_path, ": needs a \"weight_map\" object");
+    std::set<std::string> shards;
+    for (const auto& [name, file] : wm->as_object()) {
+      if (!file.is_string())
+        B12X_FAIL(Status::kIoError, index_path, ": weight_map[\"", name, "\"] is not a string");
+      const std::string& f = file.as_string();
+      if (f.empty() || f.find('/') != std::string::npos || f.find('\\') != std::string::npos ||
+          f == "." || f == "..")
+        B12X_FAIL(Status::kIoError, index_path, ": weight_map[\"", name, "\"] = \"", f,
+                  "\" is not a file name in the checkpoint directory");
+      shards.insert(f);
+      weight_map[name] = f;
+    }
+    paths.clear();
+    for (const auto& f : shards) {
+      const std::string p = (fs::path(dir) / f).string();
+      if (!file_exists(p))
+        B12X_FAIL(Status::kIoError, index_path, ": shard ", f, " does not exist");
+      paths.push_back(p);
+    }
+    if (paths.empty()) B12X_FAIL(Status::kIoError, index_path, ": empty weight_map");
+  }
   CheckpointDir c;
   c.dir_ = dir;
   for (const auto& p : paths) c.files_.push_back(SafetensorsFile::open(p));
@@ -448,6 +486,14 @@ CheckpointDir CheckpointDir::open(const std::string& dir) {
         B12X_FAIL(Status::kIoError, dir, ": tensor '", name, "' appears in both ",
                   c.files_[it->second.first].path(), " and ", c.files_[f].path());
     }
+  for (const auto& [name, file] : weight_map) {
+    auto it = c.by_name_.find(name);
+    if (it == c.by_name_.end() ||
+        fs::path(c.files_[it->second.first].path()).filename().string() != file)
+      B12X_FAIL(Status::kIoError, index_path, ": tensor '", name, "' is mapped to ", file,
+                it == c.by_name_.end() ? " but no shard holds it"
+                                       : " but lives in " + c.files_[it->second.first].path());
+  }
   return c;
 }
 

@@ -278,3 +278,39 @@ TEST(CheckpointSafetensors, DtypeTable) {
   EXPECT_STREQ(safetensors_dtype_name(DType::kBF16), "BF16");
   EXPECT_THROW(safetensors_dtype_name(DType::kQ8_0), Error);
 }
+
+TEST(CheckpointSafetensors, ShardedDirectoryWithIndex) {
+  const std::string dir = temp_dir("shards");
+  float v[2] = {1.f, 2.f};
+  SafetensorsWriter a, b, stray;
+  a.add("x", "F32", {2}, v, 8);
+  b.add("y", "F32", {1}, v, 4);
+  stray.add("x", "F32", {2}, v, 8);  // a consolidated copy outside the index
+  a.write(dir + "/model-00001-of-00002.safetensors");
+  b.write(dir + "/model-00002-of-00002.safetensors");
+  stray.write(dir + "/consolidated.safetensors");
+  // Without an index the duplicate is an error naming both files.
+  EXPECT_THROW(CheckpointDir::open(dir), Error);
+  const auto write_index = [&](const std::string& body) {
+    std::ofstream(dir + "/model.safetensors.index.json") << body;
+  };
+  write_index(R"({"metadata": {}, "weight_map": {"x": "model-00001-of-00002.safetensors",
+                                                  "y": "model-00002-of-00002.safetensors"}})");
+  const CheckpointDir c = CheckpointDir::open(dir);
+  EXPECT_EQ(c.files().size(), 2u);
+  EXPECT_NE(c.find("y"), nullptr);
+  // Wrong shard, missing shard, path traversal.
+  write_index(R"({"weight_map": {"x": "model-00002-of-00002.safetensors",
+                                 "y": "model-00002-of-00002.safetensors"}})");
+  EXPECT_THROW(CheckpointDir::open(dir), Error);
+  write_index(R"({"weight_map": {"x": "missing.safetensors"}})");
+  EXPECT_THROW(CheckpointDir::open(dir), Error);
+  write_index(R"({"weight_map": {"x": "../etc/passwd"}})");
+  try {
+    CheckpointDir::open(dir);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("not a file name"), std::string::npos) << e.what();
+  }
+  std::filesystem::remove_all(dir);
+}
