@@ -130,7 +130,8 @@ Plan plan(const Caps& caps) {
   p.split_cluster = split > 1 && split <= 8 && dev.cc_major >= 9 &&
                     !(split_env != nullptr && std::string(split_env) == "reduce");
   const char* pre_env = std::getenv("B12X_GEMM_ACT_PREPASS");
-  p.act_prepass = !format_raw_activations(f) &&
+  // FP8 weight formats consume FP8 activations directly in both kernels (FP8 MMAs).
+  p.act_prepass = !format_raw_activations(f) && !lin::wtraits(wf).fp8mma &&
                   (p.regime != Regime::kDecode || (pre_env != nullptr && pre_env[0] == '1'));
   int64_t off = 0;
   if (format_quantizes_inside(f) && caps.act_dtype != DType::kFP8E4M3) {
@@ -370,10 +371,12 @@ void run(const Binding& b, Stream stream) {
       p.xscale_ld = g ? geo.KP / g : 0;
       p.xs_kind = g ? lin::kXsF32Rows : lin::kXsNone;
     } else {
-      B12X_ASSERT(!tiled, "tiled regime needs the activation pre-pass");
+      B12X_ASSERT(!tiled || lin::wtraits(im.wfmt).fp8mma,
+                  "tiled regime needs the activation pre-pass");
       p.x = qx;
       p.ldx_bytes = qld;
       p.xq_scale = qscale;
+      p.x_vec16 = (reinterpret_cast<uintptr_t>(qx) % 16 == 0) && (qld % 16 == 0);
       switch (kind) {
         case lin::ActKind::kNvfp4: p.act_kind = lin::kActNvfp4; break;
         case lin::ActKind::kMxfp4:

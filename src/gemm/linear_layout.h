@@ -11,8 +11,11 @@
 //  FP4 (NVFP4, MXFP4): 8 bytes = two u32 words (step 0, step 1); in each word the pair of reg j
 //    (j = 0..3: a0..a3) has its element e (0,1) in nibble j + 4e, so `word >> 4j` puts the pair at
 //    bits 0-3 and 16-19. Two atoms (consecutive K) share one 16-byte lane vector.
-//  FP8 / Q8_0: 16 bytes = four words w(s, h), h = 0 for a0/a1, 1 for a2/a3, holding bytes
+//  Q8_0: 16 bytes = four words w(s, h), h = 0 for a0/a1, 1 for a2/a3, holding bytes
 //    (row g, k0), (row g, k0+1), (row g+8, k0), (row g+8, k0+1) with k0 = 16s + 8h + 2t.
+//  FP8 weights (per-tensor, MXFP8, block): the e4m3 m16n8k32 fragment instead, which both
+//    kernels feed to FP8 MMAs without any decoding (activations of these formats are FP8):
+//    word j (a0..a3) = bytes (row g + 8(j&1), k = 16(j>>1) + 4t + 0..3).
 //  IQ2: one 16-byte slot per g (the four lanes of a quad share it): u16 entries [half][q], half 0
 //    = row g, 1 = row g+8, q = 8-value group of the atom, entry = grid index | sign7 << 9.
 // Vectors are ordered [row tile][K vector][slot][16 bytes].
@@ -46,21 +49,22 @@ struct WTraits {
   int lane_bytes;   ///< bytes per slot per atom
   int group;        ///< K group of the fp32 scale (0 = scale folded / none)
   int slice_atoms;  ///< atoms a decode warp streams per slice
-  bool shifted;     ///< decoded values are v * 2^-7 (FP4/FP8); GGML decodes to integers
+  bool shifted;     ///< decoded values are v * 2^-7 (FP4); GGML decodes to integers
+  bool fp8mma;      ///< e4m3 x e4m3 m16n8k32 MMAs on undecoded bytes (FP8 weight formats)
 };
 
 B12X_HD constexpr WTraits wtraits(WFmt f) {
   switch (f) {
-    case WFmt::kNvfp4: return {32, 8, 0, 16, true};
-    case WFmt::kMxfp4: return {32, 8, 32, 16, true};
-    case WFmt::kFp8: return {32, 16, 0, 8, true};
-    case WFmt::kFp8Mx: return {32, 16, 32, 8, true};
-    case WFmt::kFp8Block: return {32, 16, 128, 8, true};
-    case WFmt::kQ8_0: return {32, 16, 32, 8, false};
-    case WFmt::kIq2Xxs: return {8, 16, 32, 8, false};
-    case WFmt::kIq2Xs: return {8, 16, 16, 8, false};
+    case WFmt::kNvfp4: return {32, 8, 0, 16, true, false};
+    case WFmt::kMxfp4: return {32, 8, 32, 16, true, false};
+    case WFmt::kFp8: return {32, 16, 0, 8, false, true};
+    case WFmt::kFp8Mx: return {32, 16, 32, 8, false, true};
+    case WFmt::kFp8Block: return {32, 16, 128, 8, false, true};
+    case WFmt::kQ8_0: return {32, 16, 32, 8, false, false};
+    case WFmt::kIq2Xxs: return {8, 16, 32, 8, false, false};
+    case WFmt::kIq2Xs: return {8, 16, 16, 8, false, false};
   }
-  return {32, 16, 0, 8, true};
+  return {32, 16, 0, 8, false, false};
 }
 B12X_HD constexpr int atoms_per_vector(WFmt f) { return 16 / wtraits(f).lane_bytes; }
 B12X_HD constexpr int slice_k(WFmt f) { return wtraits(f).slice_atoms * 32; }
@@ -127,6 +131,12 @@ B12X_HD int64_t atom_offset(WFmt f, int64_t kvec, int64_t tile, int64_t atom, in
 B12X_HD void frag_coord(int g, int t, int s, int j, int e, int* row, int* k) {
   *row = g + 8 * (j & 1);
   *k = 16 * s + 8 * (j >> 1) + 2 * t + e;
+}
+
+/// FP8 (m16n8k32) layout: byte e (0..3) of word j of lane (g, t).
+B12X_HD void frag_coord_k32(int g, int t, int j, int e, int* row, int* k) {
+  *row = g + 8 * (j & 1);
+  *k = 16 * (j >> 1) + 4 * t + e;
 }
 
 }  // namespace b12x::gemm::lin

@@ -277,14 +277,23 @@ PackedHost pack_host(const WeightSource& src, const char* op) {
         for (int64_t a = 0; a < atoms; ++a)
           for (int lane = 0; lane < 32; ++lane) {
             const int g = lane >> 2, t = lane & 3;
-            uint32_t word[4];
-            for (int s = 0; s < 2; ++s)
-              for (int h = 0; h < 2; ++h) {
-                const int64_t k0 = a * 32 + 16 * s + 8 * h + 2 * t;
-                const int64_t r0 = tile * 16 + g;
-                word[2 * s + h] = byte(r0, k0) | (byte(r0, k0 + 1) << 8) |
-                                  (byte(r0 + 8, k0) << 16) | (byte(r0 + 8, k0 + 1) << 24);
-              }
+            uint32_t word[4] = {0, 0, 0, 0};
+            if (q8) {
+              for (int s = 0; s < 2; ++s)
+                for (int h = 0; h < 2; ++h) {
+                  const int64_t k0 = a * 32 + 16 * s + 8 * h + 2 * t;
+                  const int64_t r0 = tile * 16 + g;
+                  word[2 * s + h] = byte(r0, k0) | (byte(r0, k0 + 1) << 8) |
+                                    (byte(r0 + 8, k0) << 16) | (byte(r0 + 8, k0 + 1) << 24);
+                }
+            } else {
+              for (int j = 0; j < 4; ++j)
+                for (int e = 0; e < 4; ++e) {
+                  int r, k;
+                  lin::frag_coord_k32(g, t, j, e, &r, &k);
+                  word[j] |= byte(tile * 16 + r, a * 32 + k) << (8 * e);
+                }
+            }
             std::memcpy(ph.values.data() + lin::atom_offset(ph.wfmt, geo.kvec, tile, a, lane),
                         word, 16);
           }

@@ -193,6 +193,53 @@ TEST(GemmPack, Fp4LayoutMatchesFragmentCoordinates) {
     for (int64_t c = 0; c < K / 16; ++c) ASSERT_EQ(ph.scale[n * geo.scale_ld + c], sc[n * K / 16 + c]);
 }
 
+// FP8 weights use the e4m3 m16n8k32 fragment; Q8_0 the 16-bit one.
+TEST(GemmPack, Fp8AndQ8LayoutsMatchFragmentCoordinates) {
+  const int64_t N = 18, K = 64;
+  std::mt19937 g(4);
+  std::vector<uint8_t> w(N * K), sc(N * K / 32, 127);
+  for (auto& b : w) b = static_cast<uint8_t>(g() & 0x7E);
+  WeightSource src;
+  src.format = LinearFormat::kMxfp8;
+  src.weight = host(w.data(), DType::kFP8E4M3, {N, K});
+  src.weight_scale = host(sc.data(), DType::kUE8M0, {N, K / 32});
+  const auto ph = gemm::pack_host(src, "test");
+  for (int64_t tile = 0; tile < ph.geo.n16; ++tile)
+    for (int64_t a = 0; a < ph.geo.KP / 32; ++a)
+      for (int lane = 0; lane < 32; ++lane) {
+        const uint8_t* v = ph.values.data() + gemm::lin::atom_offset(ph.wfmt, ph.geo.kvec, tile, a, lane);
+        for (int j = 0; j < 4; ++j)
+          for (int e = 0; e < 4; ++e) {
+            int r, k;
+            gemm::lin::frag_coord_k32(lane >> 2, lane & 3, j, e, &r, &k);
+            const int64_t n = tile * 16 + r, kk = a * 32 + k;
+            ASSERT_EQ(v[4 * j + e], (n < N && kk < K) ? w[n * K + kk] : 0);
+          }
+      }
+  // Q8_0: one block per row, q = row + k (mod 100), d = 1.
+  std::vector<uint8_t> q(N * 68);
+  for (int64_t n = 0; n < N; ++n)
+    for (int b = 0; b < 2; ++b) {
+      q[n * 68 + b * 34] = 0x00;
+      q[n * 68 + b * 34 + 1] = 0x3C;
+      for (int j = 0; j < 32; ++j) q[n * 68 + b * 34 + 2 + j] = static_cast<uint8_t>((n + b * 32 + j) % 100);
+    }
+  WeightSource qs;
+  qs.format = LinearFormat::kQ8_0;
+  qs.weight = host(q.data(), DType::kUInt8, {N, 68});
+  const auto pq = gemm::pack_host(qs, "test");
+  for (int lane = 0; lane < 32; ++lane) {
+    const uint8_t* v = pq.values.data() + gemm::lin::atom_offset(pq.wfmt, pq.geo.kvec, 0, 1, lane);
+    for (int s = 0; s < 2; ++s)
+      for (int h = 0; h < 2; ++h)
+        for (int e = 0; e < 4; ++e) {
+          const int row = (lane >> 2) + 8 * (e >> 1);
+          const int k = 32 + 16 * s + 8 * h + 2 * (lane & 3) + (e & 1);
+          ASSERT_EQ(v[4 * (2 * s + h) + e], (row + k) % 100);
+        }
+  }
+}
+
 TEST(GemmPack, SwizzledAndLinearScalesPackIdentically) {
   const int64_t N = 40, K = 64;
   std::mt19937 g(2);

@@ -77,8 +77,11 @@ __global__ void __launch_bounds__(128) linear_decode_kernel(const LinearParams p
   constexpr int kGroup = kTr.group;
   constexpr bool kIq2 = (F == WFmt::kIq2Xxs || F == WFmt::kIq2Xs);
   constexpr int kGroupsPerSlice = kGroup ? kKS / kGroup : 1;
+  constexpr bool kF8 = kTr.fp8mma;   // e4m3 activations staged as bytes, FP8 MMAs
+  constexpr int kPitchB = kKS + 16;  // bytes per staged FP8 token row (16-byte skew)
 
-  __shared__ alignas(16) uint16_t xs[kTok * kPitch];
+  __shared__ alignas(16) uint16_t xs[kF8 ? 8 : kTok * kPitch];
+  __shared__ alignas(16) uint8_t xs8[kF8 ? kTok * kPitchB : 16];
   __shared__ float xsc[kTok * kGroupsPerSlice];
   __shared__ uint32_t lut[F == WFmt::kNvfp4 ? 128 : 1];
   __shared__ uint16_t grid16[kIq2 ? (F == WFmt::kIq2Xs ? 512 * 4 : 256 * 4) : 1];
@@ -174,7 +177,29 @@ __global__ void __launch_bounds__(128) linear_decode_kernel(const LinearParams p
     }
     // ---- 2. stage activations
     __syncthreads();  // previous slice's readers are done (also orders the LUT fill)
-    {
+    if constexpr (kF8) {
+      // FP8 activations as bytes: 16-byte chunks.
+      constexpr int kChunks = kTok * kKS / 16;
+      for (int c = threadIdx.x; c < kChunks; c += 128) {
+        const int r = c / (kKS / 16), col = (c % (kKS / 16)) * 16;
+        const int64_t tok = tok0 + r, k = k0 + col;
+        uint4 v = make_uint4(0, 0, 0, 0);
+        if (tok < p.M && k < p.K) {
+          const uint8_t* src = static_cast<const uint8_t*>(p.x) + tok * p.ldx_bytes + k;
+          if (p.x_vec16) {
+            v = __ldg(reinterpret_cast<const uint4*>(src));
+          } else {
+            uint32_t w[4];
+#pragma unroll
+            for (int i = 0; i < 4; ++i)
+              w[i] = src[4 * i] | (uint32_t(src[4 * i + 1]) << 8) |
+                     (uint32_t(src[4 * i + 2]) << 16) | (uint32_t(src[4 * i + 3]) << 24);
+            v = make_uint4(w[0], w[1], w[2], w[3]);
+          }
+        }
+        *reinterpret_cast<uint4*>(&xs8[r * kPitchB + col]) = v;
+      }
+    } else {
       constexpr int kChunks = kTok * kKS / 8;
       for (int c = threadIdx.x; c < kChunks; c += 128) {
         const int r = c / (kKS / 8), col = (c % (kKS / 8)) * 8;
@@ -183,6 +208,8 @@ __global__ void __launch_bounds__(128) linear_decode_kernel(const LinearParams p
         if (tok < p.M && k < p.K) v = stage_chunk<T>(p, tok, k);
         *reinterpret_cast<uint4*>(&xs[r * kPitch + col]) = v;
       }
+    }
+    {
       if constexpr (kGroup > 0) {
         if (p.xs_kind != kXsNone) {
           for (int c = threadIdx.x; c < kTok * kGroupsPerSlice; c += 128) {
@@ -200,6 +227,49 @@ __global__ void __launch_bounds__(128) linear_decode_kernel(const LinearParams p
     // ---- 3. decode + MMA
     const bool has_xs = (kGroup > 0) && p.xs_kind != kXsNone;
     float tmp[NT][4];
+    if constexpr (kF8) {
+      // Undecoded e4m3 weight fragments x e4m3 activations, one m16n8k32 MMA per atom and n8.
+      constexpr int kAtomsPerGroup = kGroup ? kGroup / 32 : 1;
+#pragma unroll
+      for (int a = 0; a < kAtoms; ++a) {
+        const uint4& rv = raw[a];
+        const uint32_t af[4] = {rv.x, rv.y, rv.z, rv.w};
+        uint32_t bf[NT][2];
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+          ldmatrix_x2(bf[nt], &xs8[(nt * 8 + (lane & 7)) * kPitchB + a * 32 + ((lane >> 3) & 1) * 16]);
+        if constexpr (kGroup == 0) {
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt) mma16832_e4m3(acc[nt], af, bf[nt][0], bf[nt][1]);
+        } else {
+          if (a % kAtomsPerGroup == 0) {
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+              for (int i = 0; i < 4; ++i) tmp[nt][i] = 0.f;
+          }
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt) mma16832_e4m3(tmp[nt], af, bf[nt][0], bf[nt][1]);
+          if (a % kAtomsPerGroup == kAtomsPerGroup - 1) {
+            const int j = a / kAtomsPerGroup;
+            const float w0 = gsc[0][j], w1 = gsc[1][j];
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt) {
+              float x0 = 1.f, x1 = 1.f;
+              if (has_xs) {
+                x0 = xsc[(nt * 8 + 2 * t) * kGroupsPerSlice + j];
+                x1 = xsc[(nt * 8 + 2 * t + 1) * kGroupsPerSlice + j];
+              }
+              acc[nt][0] = fmaf(tmp[nt][0], w0 * x0, acc[nt][0]);
+              acc[nt][1] = fmaf(tmp[nt][1], w0 * x1, acc[nt][1]);
+              acc[nt][2] = fmaf(tmp[nt][2], w1 * x0, acc[nt][2]);
+              acc[nt][3] = fmaf(tmp[nt][3], w1 * x1, acc[nt][3]);
+            }
+          }
+        }
+      }
+      continue;
+    }
 #pragma unroll
     for (int a = 0; a < kAtoms; ++a) {
       uint32_t af[2][4];
@@ -227,7 +297,7 @@ __global__ void __launch_bounds__(128) linear_decode_kernel(const LinearParams p
       } else if constexpr (kIq2) {
         decode_iq2_atom<T>(rv, grid16, t, af);
       } else {
-        decode_byte_atom<T, false>(rv, af);
+        decode_byte_atom<T, false>(rv, af);  // unused: FP8 weights take the kF8 path
       }
       // B fragments: ldmatrix.x4 over [tokens 0-7 of tile nt][k 32a .. 32a+31]
       uint32_t bf[NT][4];

@@ -26,11 +26,19 @@ template <WFmt F>
 __host__ __device__ constexpr int tiled_b_stage_bytes() {
   return TiledConfig::kBTiles * 2 * wtraits(F).slots * wtraits(F).lane_bytes;
 }
+/// FP8 formats stage e4m3 activation bytes (80-byte rows) instead of 16-bit values.
+template <WFmt F>
+__host__ __device__ constexpr int tiled_a_stage_bytes() {
+  return wtraits(F).fp8mma ? TiledConfig::kBM * (TiledConfig::kBK + 16) : TiledConfig::kABytes;
+}
 template <WFmt F>
 __host__ __device__ constexpr int tiled_smem_bytes() {
-  return TiledConfig::kStages * (TiledConfig::kABytes + tiled_b_stage_bytes<F>());
+  return TiledConfig::kStages * (tiled_a_stage_bytes<F>() + tiled_b_stage_bytes<F>());
 }
 static_assert(tiled_smem_bytes<WFmt::kFp8>() <= 101376, "tiled kernel exceeds SM12x smem");
+static_assert(tiled_smem_bytes<WFmt::kQ8_0>() <= 101376, "tiled kernel exceeds SM12x smem");
+static_assert(tiled_smem_bytes<WFmt::kNvfp4>() + 512 <= 101376, "tiled kernel exceeds SM12x smem");
+static_assert(tiled_smem_bytes<WFmt::kIq2Xs>() + 4096 <= 101376, "tiled kernel exceeds SM12x smem");
 
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
   const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
@@ -43,6 +51,15 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(N));
 }
 
+/// fp32 group scale of activation row m, group j (fp32 rows or E8M0 rows; 1 without scales).
+__device__ __forceinline__ float act_scale_tiled(const LinearParams& p, int64_t m, int64_t j) {
+  switch (p.xs_kind) {
+    case kXsF32Rows: return __ldg(p.xscale + m * p.xscale_ld + j);
+    case kXsE8m0Rows: return e8m0_f32(__ldg(p.xq_scale + m * p.xscale_ld + j));
+    default: return 1.f;
+  }
+}
+
 template <WFmt F, class T>
 __global__ void __launch_bounds__(256) linear_tiled_kernel(const LinearParams p) {
   using C = TiledConfig;
@@ -53,6 +70,9 @@ __global__ void __launch_bounds__(256) linear_tiled_kernel(const LinearParams p)
   constexpr bool kIq2 = (F == WFmt::kIq2Xxs || F == WFmt::kIq2Xs);
   constexpr int kGroup = kTr.group;
   constexpr int kScaleStep = kGroup == 16 ? 1 : 2;  // k16 steps per fp32 scale application
+  constexpr bool kF8 = kTr.fp8mma;
+  constexpr int kAStage = tiled_a_stage_bytes<F>();
+  constexpr int kAPitchB = C::kBK + 16;  // FP8 row pitch in bytes
 
   extern __shared__ __align__(16) uint8_t smem[];
   __shared__ uint32_t lut[F == WFmt::kNvfp4 ? 128 : 1];
@@ -76,8 +96,8 @@ __global__ void __launch_bounds__(256) linear_tiled_kernel(const LinearParams p)
     }
   }
 
-  auto a_stage = [&](int s) { return reinterpret_cast<uint16_t*>(smem + s * (C::kABytes + kBStage)); };
-  auto b_stage = [&](int s) { return smem + s * (C::kABytes + kBStage) + C::kABytes; };
+  auto a_stage = [&](int s) { return reinterpret_cast<uint16_t*>(smem + s * (kAStage + kBStage)); };
+  auto b_stage = [&](int s) { return smem + s * (kAStage + kBStage) + kAStage; };
 
   const int64_t num_k = p.KP / C::kBK;
   const uint16_t* x = static_cast<const uint16_t*>(p.x);
@@ -85,14 +105,28 @@ __global__ void __launch_bounds__(256) linear_tiled_kernel(const LinearParams p)
   auto load_stage = [&](int s, int64_t kb) {
     const int64_t k0 = kb * C::kBK;
     uint16_t* as = a_stage(s);
-    // A: 128 rows x 8 chunks of 16 bytes
+    if constexpr (kF8) {
+      // A: 128 rows x 4 chunks of 16 e4m3 bytes
+      const uint8_t* xb = static_cast<const uint8_t*>(p.x);
+      uint8_t* asb = reinterpret_cast<uint8_t*>(as);
 #pragma unroll
-    for (int i = 0; i < (C::kBM * C::kBK / 8) / C::kThreads; ++i) {
-      const int c = tid + i * C::kThreads;
-      const int r = c >> 3, col = (c & 7) * 8;
-      const int64_t m = m0 + r, k = k0 + col;
-      const bool valid = m < p.M && k < p.K;
-      cp_async16(as + r * C::kAPitch + col, valid ? (x + m * p.ldx + k) : x, valid);
+      for (int i = 0; i < (C::kBM * C::kBK / 16) / C::kThreads; ++i) {
+        const int c = tid + i * C::kThreads;
+        const int r = c >> 2, col = (c & 3) * 16;
+        const int64_t m = m0 + r, k = k0 + col;
+        const bool valid = m < p.M && k < p.K;
+        cp_async16(asb + r * kAPitchB + col, valid ? (xb + m * p.ldx_bytes + k) : xb, valid);
+      }
+    } else {
+      // A: 128 rows x 8 chunks of 16 bytes
+#pragma unroll
+      for (int i = 0; i < (C::kBM * C::kBK / 8) / C::kThreads; ++i) {
+        const int c = tid + i * C::kThreads;
+        const int r = c >> 3, col = (c & 7) * 8;
+        const int64_t m = m0 + r, k = k0 + col;
+        const bool valid = m < p.M && k < p.K;
+        cp_async16(as + r * C::kAPitch + col, valid ? (x + m * p.ldx + k) : x, valid);
+      }
     }
     // B: kBTiles row tiles x 2 atoms, contiguous kAtomBytes*2 per tile (the packed order keeps a
     // tile's consecutive K vectors adjacent).
@@ -139,6 +173,74 @@ __global__ void __launch_bounds__(256) linear_tiled_kernel(const LinearParams p)
     const uint8_t* bs = b_stage(s);
     const int64_t k0 = kb * C::kBK;
 
+    if constexpr (kF8) {
+      const uint8_t* asb = reinterpret_cast<const uint8_t*>(as);
+#pragma unroll
+      for (int at = 0; at < 2; ++at) {
+        uint32_t af[4][4];
+#pragma unroll
+        for (int mt = 0; mt < 4; ++mt) {
+          const int row = wm * 64 + mt * 16 + (lane & 15);
+          ldmatrix_x4(af[mt], asb + row * kAPitchB + at * 32 + (lane >> 4) * 16);
+        }
+        uint32_t bw[2][4];
+#pragma unroll
+        for (int ar = 0; ar < 2; ++ar) {
+          const uint4 rv = *reinterpret_cast<const uint4*>(bs + (wn * 2 + ar) * 2 * kAtomBytes +
+                                                           at * kAtomBytes + lane * 16);
+          bw[ar][0] = rv.x;
+          bw[ar][1] = rv.y;
+          bw[ar][2] = rv.z;
+          bw[ar][3] = rv.w;
+        }
+        if constexpr (kGroup == 0) {
+#pragma unroll
+          for (int mt = 0; mt < 4; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < 4; ++nt)
+              mma16832_e4m3(acc[mt][nt], af[mt], bw[nt >> 1][nt & 1], bw[nt >> 1][2 + (nt & 1)]);
+        } else {
+          const int64_t kk = k0 + at * 32;
+          float ws[4][2];
+#pragma unroll
+          for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const int64_t row = n0 + wn * 32 + nt * 8 + 2 * t + e;
+              float v = 0.f;
+              if (row < p.NP) {
+                if constexpr (F == WFmt::kFp8Mx) {
+                  v = e8m0_f32(__ldg(p.wscale + row * p.scale_ld + kk / 32));
+                } else {
+                  v = __ldg(reinterpret_cast<const float*>(p.wscale) + (row / 128) * p.scale_ld +
+                            kk / 128);
+                }
+              }
+              ws[nt][e] = v;
+            }
+          float xs[4][2];
+#pragma unroll
+          for (int mt = 0; mt < 4; ++mt)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const int64_t m = m0 + wm * 64 + mt * 16 + g + 8 * h;
+              xs[mt][h] = m < p.M ? act_scale_tiled(p, m, kk / kGroup) : 1.f;
+            }
+#pragma unroll
+          for (int mt = 0; mt < 4; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < 4; ++nt) {
+              float tmp[4] = {0.f, 0.f, 0.f, 0.f};
+              mma16832_e4m3(tmp, af[mt], bw[nt >> 1][nt & 1], bw[nt >> 1][2 + (nt & 1)]);
+              acc[mt][nt][0] = fmaf(tmp[0], xs[mt][0] * ws[nt][0], acc[mt][nt][0]);
+              acc[mt][nt][1] = fmaf(tmp[1], xs[mt][0] * ws[nt][1], acc[mt][nt][1]);
+              acc[mt][nt][2] = fmaf(tmp[2], xs[mt][1] * ws[nt][0], acc[mt][nt][2]);
+              acc[mt][nt][3] = fmaf(tmp[3], xs[mt][1] * ws[nt][1], acc[mt][nt][3]);
+            }
+        }
+      }
+      continue;
+    }
 #pragma unroll
     for (int at = 0; at < 2; ++at) {  // atom (32 k) within the stage
       // A fragments for 4 m16 tiles x 2 k16 steps.
@@ -243,9 +345,7 @@ __global__ void __launch_bounds__(256) linear_tiled_kernel(const LinearParams p)
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
               const int64_t m = m0 + wm * 64 + mt * 16 + g + 8 * h;
-              xs[mt][h] = (p.xscale != nullptr && m < p.M)
-                              ? __ldg(p.xscale + m * p.xscale_ld + kk / kGroup)
-                              : 1.f;
+              xs[mt][h] = m < p.M ? act_scale_tiled(p, m, kk / kGroup) : 1.f;
             }
 #pragma unroll
           for (int mt = 0; mt < 4; ++mt)
