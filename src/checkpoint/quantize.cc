@@ -215,7 +215,6 @@ QuantizeReport quantize_checkpoint(const std::string& in_dir, const std::string&
     const std::string out_name = fs::path(f.path()).filename().string();
     for (const auto& t : f.tensors()) {
       rep.bytes_in += t.nbytes;
-      weight_map.emplace_back(t.name, out_name);
       auto dit = decide.find(t.name);
       const bool want = dit != decide.end() && dit->second.want;
       const std::string why = dit != decide.end() && dit->second.match ? dit->second.why : "";
@@ -224,6 +223,7 @@ QuantizeReport quantize_checkpoint(const std::string& in_dir, const std::string&
       if (!want) {
         if (!why.empty()) rep.skipped.emplace_back(t.name, why);
         w.add(t.name, t.st_dtype, t.shape, f.bytes(t), t.nbytes);
+        weight_map.emplace_back(t.name, out_name);
         rep.bytes_out += t.nbytes;
       } else {
         const int64_t n = t.shape[0], k = t.shape[1];
@@ -239,6 +239,7 @@ QuantizeReport quantize_checkpoint(const std::string& in_dir, const std::string&
         const auto add = [&](const std::string& name, const char* dt, std::vector<int64_t> shape,
                              const void* p, size_t nb) {
           w.add(name, dt, std::move(shape), p, nb);
+          weight_map.emplace_back(name, out_name);
           out_bytes += nb;
         };
         switch (algo) {

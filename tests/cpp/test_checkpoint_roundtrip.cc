@@ -87,6 +87,11 @@ TinyModel make_tiny(const std::string& tag, uint32_t seed) {
   return m;
 }
 
+std::string read_text(const std::string& path) {
+  std::ifstream f(path);
+  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+}
+
 const LayerReport* find_layer(const InspectReport& r, const std::string& name) {
   for (const auto& l : r.layers)
     if (l.name == name) return &l;
@@ -272,6 +277,42 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"iq2_xxs", QuantAlgo::kIQ2_XXS, 0.f, QuantAlgo::kIQ2_XXS, "gemm.iq2_xxs", nullptr,
              "self_attn\\.(q|o)_proj", 4}),
     [](const ::testing::TestParamInfo<Case>& i) { return std::string(i.param.tag); });
+
+TEST(CheckpointQuantize, ShardedInputKeepsShardsAndWritesAFullIndex) {
+  TinyModel m = make_tiny("sharded", 3);
+  // Re-split the single file into two shards with an index.
+  {
+    const auto f = SafetensorsFile::open(m.dir + "/model.safetensors");
+    SafetensorsWriter a, b;
+    std::string index = R"({"metadata": {}, "weight_map": {)";
+    bool first = true;
+    for (const auto& t : f.tensors()) {
+      const bool second = t.name.find("layers.1.") != std::string::npos;
+      (second ? b : a).add(t.name, t.st_dtype, t.shape, f.bytes(t), t.nbytes);
+      index += std::string(first ? "" : ", ") + "\"" + t.name + "\": \"" +
+               (second ? "model-00002-of-00002.safetensors" : "model-00001-of-00002.safetensors") +
+               "\"";
+      first = false;
+    }
+    a.write(m.dir + "/model-00001-of-00002.safetensors");
+    b.write(m.dir + "/model-00002-of-00002.safetensors");
+    std::ofstream(m.dir + "/model.safetensors.index.json") << index << "}}";
+  }
+  fs::remove(m.dir + "/model.safetensors");
+  QuantizeOptions opt;
+  opt.algo = QuantAlgo::kMXFP8;
+  const auto rep = quantize_checkpoint(m.dir, m.dir + "_q", opt);
+  EXPECT_EQ(rep.layers.size(), 19u);
+  // The new index lists every tensor (scales included) and CheckpointDir verifies it.
+  const CheckpointDir c = CheckpointDir::open(m.dir + "_q");
+  EXPECT_EQ(c.files().size(), 2u);
+  const std::string idx = read_text(m.dir + "_q/model.safetensors.index.json");
+  for (const auto& name : c.tensor_names())
+    EXPECT_NE(idx.find("\"" + name + "\""), std::string::npos) << name;
+  EXPECT_EQ(inspect(m.dir + "_q").errors, 0);
+  fs::remove_all(m.dir);
+  fs::remove_all(m.dir + "_q");
+}
 
 TEST(CheckpointQuantize, GemmPathNames) {
   EXPECT_EQ(gemm_format_for_path("gemm.nvfp4_w4a16"), gemm::LinearFormat::kNvfp4W4A16);
