@@ -120,10 +120,20 @@ Plan plan(const Caps& caps) {
   const int64_t ctas_n = (geo.n16 + 3) / 4;
   int split = 1;
   if (M <= 16) {
-    const int64_t target = 4 * static_cast<int64_t>(std::max(dev.sm_count, 1));
-    split = static_cast<int>(std::clamp<int64_t>((target + ctas_n - 1) / ctas_n, 1, slices));
-    const int64_t per = (slices + split - 1) / split;
-    split = static_cast<int>((slices + per - 1) / per);
+    // Cost model: waves of resident CTAs (about 3 per SM for the weight-streaming kernel) times
+    // slices per CTA; splits above 8 need the reduce kernel (charged one slice pass).
+    const int64_t capacity = 3 * static_cast<int64_t>(std::max(dev.sm_count, 1));
+    double best = 1e30;
+    for (int64_t s = 1; s <= std::min<int64_t>(slices, 32); ++s) {
+      const int64_t per = (slices + s - 1) / s;
+      const int64_t eff = (slices + per - 1) / per;
+      const int64_t waves = (ctas_n * eff + capacity - 1) / capacity;
+      const double cost = static_cast<double>(waves * per) + (eff > 8 ? 1.0 : 0.0);
+      if (cost < best - 1e-9) {
+        best = cost;
+        split = static_cast<int>(eff);
+      }
+    }
   }
   p.split_k = split;
   const char* split_env = std::getenv("B12X_GEMM_SPLIT");

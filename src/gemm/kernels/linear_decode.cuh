@@ -116,65 +116,62 @@ __global__ void __launch_bounds__(128) linear_decode_kernel(const LinearParams p
   const uint8_t* wbase = p.wvals;
   const int slot = kIq2 ? g : lane;
 
-  for (int64_t sl = s_begin; sl < s_end; ++sl) {
-    const int64_t k0 = sl * kKS;
-    // ---- 1. weight (and weight scale) loads into registers
+  // Weight values and raw scale bytes of one slice, loaded one slice ahead (registers).
+  struct SliceRegs {
     uint4 raw[kVecs];
-    if (active) {
-      const int64_t vec0 = k0 / 32 / kApv;
+    uint4 sc[2][2];  // [row g / g+8][part]
+  };
+  auto issue_loads = [&](int64_t sl, SliceRegs& r) {
+    const int64_t k0 = sl * kKS;
+    const int64_t vec0 = k0 / 32 / kApv;
 #pragma unroll
-      for (int v = 0; v < kVecs; ++v)
-        raw[v] = ldg_stream(wbase + ((tile * p.kvec + vec0 + v) * kTr.slots + slot) * 16);
-    }
-    // Scales for this slice (rows g and g+8).
-    uint4 sc_raw[2][2];  // [row][part]
-    float gsc[2][kGroupsPerSlice];
-    if (active) {
+    for (int v = 0; v < kVecs; ++v)
+      r.raw[v] = ldg_stream(wbase + ((tile * p.kvec + vec0 + v) * kTr.slots + slot) * 16);
+    const int64_t rows[2] = {row_g, row_g8};
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int64_t row = rows[h];
       if constexpr (F == WFmt::kNvfp4) {
-        // 2 * kAtoms bytes per row = 32 bytes
-        const uint8_t* b0 = p.wscale + row_g * p.scale_ld + k0 / 16;
-        const uint8_t* b1 = p.wscale + row_g8 * p.scale_ld + k0 / 16;
-        sc_raw[0][0] = __ldg(reinterpret_cast<const uint4*>(b0));
-        sc_raw[0][1] = __ldg(reinterpret_cast<const uint4*>(b0) + 1);
-        sc_raw[1][0] = __ldg(reinterpret_cast<const uint4*>(b1));
-        sc_raw[1][1] = __ldg(reinterpret_cast<const uint4*>(b1) + 1);
-      } else if constexpr (F == WFmt::kMxfp4 || F == WFmt::kFp8Mx) {
-        const uint8_t* b0 = p.wscale + row_g * p.scale_ld + k0 / 32;
-        const uint8_t* b1 = p.wscale + row_g8 * p.scale_ld + k0 / 32;
-#pragma unroll
-        for (int j = 0; j < kGroupsPerSlice; ++j) {
-          gsc[0][j] = e8m0_f32(__ldg(b0 + j));
-          gsc[1][j] = e8m0_f32(__ldg(b1 + j));
-        }
+        const uint4* b = reinterpret_cast<const uint4*>(p.wscale + row * p.scale_ld + k0 / 16);
+        r.sc[h][0] = __ldg(b);
+        r.sc[h][1] = __ldg(b + 1);
+      } else if constexpr (F == WFmt::kMxfp4) {
+        r.sc[h][0] = __ldg(reinterpret_cast<const uint4*>(p.wscale + row * p.scale_ld + k0 / 32));
+      } else if constexpr (F == WFmt::kFp8Mx) {
+        const uint2 v = __ldg(reinterpret_cast<const uint2*>(p.wscale + row * p.scale_ld + k0 / 32));
+        r.sc[h][0] = make_uint4(v.x, v.y, 0, 0);
       } else if constexpr (F == WFmt::kFp8Block) {
-        const float* b = reinterpret_cast<const float*>(p.wscale) + (row_g / 128) * p.scale_ld +
-                         k0 / 128;
-#pragma unroll
-        for (int j = 0; j < kGroupsPerSlice; ++j) gsc[0][j] = gsc[1][j] = __ldg(b + j);
-      } else if constexpr (F == WFmt::kQ8_0) {
-        const uint16_t* b0 = reinterpret_cast<const uint16_t*>(p.wscale) + row_g * p.scale_ld + k0 / 32;
-        const uint16_t* b1 = reinterpret_cast<const uint16_t*>(p.wscale) + row_g8 * p.scale_ld + k0 / 32;
-#pragma unroll
-        for (int j = 0; j < kGroupsPerSlice; ++j) {
-          gsc[0][j] = half_bits_f32(__ldg(b0 + j));
-          gsc[1][j] = half_bits_f32(__ldg(b1 + j));
+        if (h == 0) {
+          const uint2 v = __ldg(reinterpret_cast<const uint2*>(
+              reinterpret_cast<const float*>(p.wscale) + (row / 128) * p.scale_ld + k0 / 128));
+          r.sc[0][0] = make_uint4(v.x, v.y, 0, 0);
         }
+      } else if constexpr (F == WFmt::kQ8_0) {
+        r.sc[h][0] = __ldg(reinterpret_cast<const uint4*>(
+            reinterpret_cast<const uint16_t*>(p.wscale) + row * p.scale_ld + k0 / 32));
       } else if constexpr (kIq2) {
-        // One 256-block per slice: d and the sub-scale nibbles.
-        const uint16_t* d = reinterpret_cast<const uint16_t*>(p.wscale);
-        const float d0 = half_bits_f32(__ldg(d + row_g * p.scale_ld + k0 / 256));
-        const float d1 = half_bits_f32(__ldg(d + row_g8 * p.scale_ld + k0 / 256));
-        const uint8_t* n0 = p.wscale2 + row_g * p.scale2_ld + k0 / kGroup / 2;
-        const uint8_t* n1 = p.wscale2 + row_g8 * p.scale2_ld + k0 / kGroup / 2;
-#pragma unroll
-        for (int j = 0; j < kGroupsPerSlice; ++j) {
-          const uint32_t s0 = (__ldg(n0 + j / 2) >> (4 * (j & 1))) & 0xFu;
-          const uint32_t s1 = (__ldg(n1 + j / 2) >> (4 * (j & 1))) & 0xFu;
-          gsc[0][j] = d0 * static_cast<float>(2 * s0 + 1) * 0.125f;
-          gsc[1][j] = d1 * static_cast<float>(2 * s1 + 1) * 0.125f;
+        const uint32_t d = __ldg(reinterpret_cast<const uint16_t*>(p.wscale) + row * p.scale_ld + k0 / 256);
+        if constexpr (F == WFmt::kIq2Xs) {
+          const uint2 n = __ldg(reinterpret_cast<const uint2*>(p.wscale2 + row * p.scale2_ld + k0 / 32));
+          r.sc[h][0] = make_uint4(d, n.x, n.y, 0);
+        } else {
+          const uint32_t n = __ldg(reinterpret_cast<const uint32_t*>(p.wscale2 + row * p.scale2_ld + k0 / 64));
+          r.sc[h][0] = make_uint4(d, n, 0, 0);
         }
       }
     }
+  };
+
+  SliceRegs cur, nxt;
+  if (active && s_begin < s_end) issue_loads(s_begin, cur);
+
+  for (int64_t sl = s_begin; sl < s_end; ++sl) {
+    const int64_t k0 = sl * kKS;
+    if (sl != s_begin) cur = nxt;
+    // ---- 1. the next slice's loads go out before this slice is staged and computed
+    if (active && sl + 1 < s_end) issue_loads(sl + 1, nxt);
+    const uint4 (&raw)[kVecs] = cur.raw;
+    const uint4 (&sc_raw)[2][2] = cur.sc;
     // ---- 2. stage activations
     __syncthreads();  // previous slice's readers are done (also orders the LUT fill)
     if constexpr (kF8) {
@@ -223,6 +220,28 @@ __global__ void __launch_bounds__(128) linear_decode_kernel(const LinearParams p
     }
     __syncthreads();
     if (!active) continue;
+    float gsc[2][kGroupsPerSlice];
+    {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const uint32_t w[4] = {sc_raw[h][0].x, sc_raw[h][0].y, sc_raw[h][0].z, sc_raw[h][0].w};
+#pragma unroll
+        for (int j = 0; j < kGroupsPerSlice; ++j) {
+          if constexpr (F == WFmt::kMxfp4 || F == WFmt::kFp8Mx) {
+            gsc[h][j] = e8m0_f32((w[j / 4] >> (8 * (j % 4))) & 0xFFu);
+          } else if constexpr (F == WFmt::kFp8Block) {
+            gsc[h][j] = __uint_as_float(j == 0 ? sc_raw[0][0].x : sc_raw[0][0].y);
+          } else if constexpr (F == WFmt::kQ8_0) {
+            gsc[h][j] = half_bits_f32((w[j / 2] >> (16 * (j % 2))) & 0xFFFFu);
+          } else if constexpr (kIq2) {
+            // w[0] = d, w[1..2] = sub-scale nibbles (group j in byte j/2, low nibble first)
+            const uint32_t nb = w[1 + j / 8];
+            const uint32_t sv = (nb >> (4 * (j % 8))) & 0xFu;
+            gsc[h][j] = half_bits_f32(w[0]) * static_cast<float>(2 * sv + 1) * 0.125f;
+          }
+        }
+      }
+    }
 
     // ---- 3. decode + MMA
     const bool has_xs = (kGroup > 0) && p.xs_kind != kXsNone;
