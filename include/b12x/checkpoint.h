@@ -254,6 +254,10 @@ gemm::LinearFormat gemm_format_for_path(const std::string& path);
 /// source. Throws kInvalidArgument when the layer's quantization does not fit the format.
 gemm::WeightSource gemm_weight_source(const LinearWeights& w, gemm::LinearFormat format);
 
+/// A GGML layer (Q8_0 / IQ2_XS / IQ2_XXS) as a block-dtype [n, k] view over its stored
+/// [n, k/group, payload] bytes: the weight of embedding_q8_0 and of the GGML GEMMs.
+TensorRef ggml_weight_view(const LinearWeights& w);
+
 /// Checkpoint layer -> packed GEMM weight on `device` (selects the path with the policy first;
 /// throws kUnsupported with every reason when b12x cannot run the layer). Inline so the
 /// checkpoint module does not link the GEMM unless this is used. For W4A4 NVFP4 pass

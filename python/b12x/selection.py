@@ -162,7 +162,8 @@ def select(kind: Union[str, int] = "linear", *, weight: Union[str, int] = "bf16"
             break
         size = needed.value
     j = json.loads(buf.value.decode("utf-8"))
-    return Selection(**j)
+    known = Selection.__dataclass_fields__
+    return Selection(**{k: v for k, v in j.items() if k in known})
 
 
 def is_supported(kind: Union[str, int] = "linear", **kwargs) -> tuple:

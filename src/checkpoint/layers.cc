@@ -311,6 +311,25 @@ gemm::LinearFormat gemm_format_for_path(const std::string& path) {
             "gemm.iq2_xs, gemm.iq2_xxs)");
 }
 
+TensorRef ggml_weight_view(const LinearWeights& w) {
+  DType dt;
+  switch (w.quant.algo) {
+    case QuantAlgo::kQ8_0:
+      dt = DType::kQ8_0;
+      break;
+    case QuantAlgo::kIQ2_XS:
+      dt = DType::kIQ2_XS;
+      break;
+    case QuantAlgo::kIQ2_XXS:
+      dt = DType::kIQ2_XXS;
+      break;
+    default:
+      B12X_FAIL(Status::kInvalidArgument, "ggml_weight_view: layer '", w.prefix, "' is ",
+                quant_algo_name(w.quant.algo), ", not a GGML format (Q8_0, IQ2_XS, IQ2_XXS)");
+  }
+  return TensorRef::contiguous(w.weight.data, dt, {w.n, w.k}, w.weight.device);
+}
+
 gemm::WeightSource gemm_weight_source(const LinearWeights& w, gemm::LinearFormat f) {
   using F = gemm::LinearFormat;
   QuantAlgo need = QuantAlgo::kNone;
@@ -367,14 +386,9 @@ gemm::WeightSource gemm_weight_source(const LinearWeights& w, gemm::LinearFormat
       break;
     case QuantAlgo::kQ8_0:
     case QuantAlgo::kIQ2_XS:
-    case QuantAlgo::kIQ2_XXS: {
-      // GGML rows as a [N, K] block-dtype view over the stored [N, K/group, payload] bytes.
-      const DType dt = need == QuantAlgo::kQ8_0     ? DType::kQ8_0
-                       : need == QuantAlgo::kIQ2_XS ? DType::kIQ2_XS
-                                                    : DType::kIQ2_XXS;
-      s.weight = TensorRef::contiguous(w.weight.data, dt, {w.n, w.k}, w.weight.device);
+    case QuantAlgo::kIQ2_XXS:
+      s.weight = ggml_weight_view(w);
       break;
-    }
     default:
       break;
   }

@@ -346,6 +346,19 @@ TEST(CheckpointQuantize, RejectsBadRequests) {
   EXPECT_EQ(cfg6.resolve("model.layers.0.self_attn.qkv_proj").algo, QuantAlgo::kQ8_0);
   // A quantized checkpoint is not accepted as input.
   EXPECT_THROW(quantize_checkpoint(m.dir + "_o4", m.dir + "_o5", opt), Error);
+  // The Q8_0 lm_head loads as the block-dtype view the embedding op and GGML GEMMs take.
+  {
+    const CheckpointDir ck = CheckpointDir::open(m.dir + "_o4");
+    const LinearWeights lw = load_linear(ck, QuantConfig::from_dir(m.dir + "_o4"), "lm_head");
+    const TensorRef v = ggml_weight_view(lw);
+    EXPECT_EQ(v.dtype, DType::kQ8_0);
+    EXPECT_EQ(v.shape[0], 64);
+    EXPECT_EQ(v.shape[1], 256);
+    EXPECT_EQ(v.span_bytes(), 64 * 256 / 32 * 34);
+    const LinearWeights o =
+        load_linear(ck, QuantConfig::from_dir(m.dir + "_o4"), "model.layers.0.mlp.down_proj");
+    EXPECT_THROW(ggml_weight_view(o), Error);  // BF16, not GGML
+  }
   const QuantConfig cfg = QuantConfig::from_dir(m.dir + "_o4");
   EXPECT_EQ(cfg.resolve("lm_head").algo, QuantAlgo::kQ8_0);
   EXPECT_FALSE(cfg.resolve("model.layers.0.self_attn.q_proj").quantized());
