@@ -248,7 +248,9 @@ __global__ void __launch_bounds__(128) linear_decode_kernel(const LinearParams p
     float tmp[NT][4];
     if constexpr (kF8) {
       // Undecoded e4m3 weight fragments x e4m3 activations, one m16n8k32 MMA per atom and n8.
-      constexpr int kAtomsPerGroup = kGroup ? kGroup / 32 : 1;
+      // FP8 MMAs may accumulate with reduced precision inside the tensor core (Hopper): partial
+      // sums are promoted to the fp32 accumulators at least every 128 K (per scale group).
+      constexpr int kAtomsPerGroup = kGroup ? kGroup / 32 : 4;
 #pragma unroll
       for (int a = 0; a < kAtoms; ++a) {
         const uint4& rv = raw[a];
@@ -257,10 +259,7 @@ __global__ void __launch_bounds__(128) linear_decode_kernel(const LinearParams p
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt)
           ldmatrix_x2(bf[nt], &xs8[(nt * 8 + (lane & 7)) * kPitchB + a * 32 + ((lane >> 3) & 1) * 16]);
-        if constexpr (kGroup == 0) {
-#pragma unroll
-          for (int nt = 0; nt < NT; ++nt) mma16832_e4m3(acc[nt], af, bf[nt][0], bf[nt][1]);
-        } else {
+        {
           if (a % kAtomsPerGroup == 0) {
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt)
@@ -271,7 +270,8 @@ __global__ void __launch_bounds__(128) linear_decode_kernel(const LinearParams p
           for (int nt = 0; nt < NT; ++nt) mma16832_e4m3(tmp[nt], af, bf[nt][0], bf[nt][1]);
           if (a % kAtomsPerGroup == kAtomsPerGroup - 1) {
             const int j = a / kAtomsPerGroup;
-            const float w0 = gsc[0][j], w1 = gsc[1][j];
+            const float w0 = kGroup ? gsc[0][kGroup ? j : 0] : 1.f;
+            const float w1 = kGroup ? gsc[1][kGroup ? j : 0] : 1.f;
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt) {
               float x0 = 1.f, x1 = 1.f;

@@ -194,11 +194,16 @@ __global__ void __launch_bounds__(256) linear_tiled_kernel(const LinearParams p)
           bw[ar][3] = rv.w;
         }
         if constexpr (kGroup == 0) {
+          // Promote each k32 partial to the fp32 accumulators (FP8 MMA accumulation precision).
 #pragma unroll
           for (int mt = 0; mt < 4; ++mt)
 #pragma unroll
-            for (int nt = 0; nt < 4; ++nt)
-              mma16832_e4m3(acc[mt][nt], af[mt], bw[nt >> 1][nt & 1], bw[nt >> 1][2 + (nt & 1)]);
+            for (int nt = 0; nt < 4; ++nt) {
+              float tmp[4] = {0.f, 0.f, 0.f, 0.f};
+              mma16832_e4m3(tmp, af[mt], bw[nt >> 1][nt & 1], bw[nt >> 1][2 + (nt & 1)]);
+#pragma unroll
+              for (int e = 0; e < 4; ++e) acc[mt][nt][e] += tmp[e];
+            }
         } else {
           const int64_t kk = k0 + at * 32;
           float ws[4][2];
