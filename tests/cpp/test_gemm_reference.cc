@@ -8,6 +8,7 @@
 #include <random>
 #include <vector>
 
+#include "b12x/c_api.h"
 #include "b12x/gemm.h"
 #include "b12x/reference/linear.h"
 #include "b12x/status.h"
@@ -283,77 +284,123 @@ TEST(GemmPack, Iq2XsEntriesAndScales) {
 }
 
 // ---------------------------------------------------------------- bad inputs ---------------
-template <class F>
-void expect_invalid(F&& f, const char* needle) {
-  try {
-    f();
-    ADD_FAILURE() << "expected b12x::Error containing '" << needle << "'";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), Status::kInvalidArgument) << e.what();
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+// Through the C ABI (status + b12x_last_error), which is also how Python and other languages see
+// the errors; validation runs before any CUDA call.
+b12x_tensor desc(void* p, int32_t dtype, std::initializer_list<int64_t> shape) {
+  b12x_tensor t{};
+  t.data = p;
+  t.dtype = dtype;
+  t.ndim = static_cast<int32_t>(shape.size());
+  int i = 0;
+  for (int64_t s : shape) t.shape[i++] = s;
+  int64_t st = 1;
+  for (int d = t.ndim - 1; d >= 0; --d) {
+    t.strides[d] = st;
+    st *= t.shape[d];
   }
+  t.device = B12X_HOST_DEVICE;
+  return t;
+}
+
+void expect_status(b12x_status st, const char* needle) {
+  EXPECT_EQ(st, B12X_ERROR_INVALID_ARGUMENT) << b12x_last_error();
+  EXPECT_NE(std::string(b12x_last_error()).find(needle), std::string::npos) << b12x_last_error();
+}
+
+b12x_linear_weight_source wsrc(int32_t fmt, const b12x_tensor* w, const b12x_tensor* s) {
+  b12x_linear_weight_source src{};
+  src.format = fmt;
+  src.weight = w;
+  src.weight_scale = s;
+  src.global_scale = 1.f;
+  return src;
 }
 
 TEST(GemmValidation, PackRejectsBadSources) {
   std::vector<uint8_t> w(16 * 24), sc(16 * 3);
-  WeightSource src;
-  src.format = LinearFormat::kNvfp4W4A16;
-  src.weight = host(w.data(), DType::kUInt8, {16, 24});  // K = 48, not a multiple of 32
-  src.weight_scale = host(sc.data(), DType::kUInt8, {16, 3});
-  expect_invalid([&] { gemm::pack_host(src, "pack"); }, "K=48");
-  src.weight = host(w.data(), DType::kFP32, {16, 24});
-  expect_invalid([&] { gemm::pack_host(src, "pack"); }, "dtype");
-  src.weight = host(w.data(), DType::kUInt8, {16, 16});
-  src.weight_scale = TensorRef{};
-  expect_invalid([&] { gemm::pack_host(src, "pack"); }, "weight_scale");
-  src.weight_scale = host(sc.data(), DType::kUInt8, {8, 2});
-  expect_invalid([&] { gemm::pack_host(src, "pack"); }, "weight_scale has shape");
-  WeightSource q;
-  q.format = LinearFormat::kQ8_0;
-  q.weight = host(w.data(), DType::kUInt8, {4, 35});
-  expect_invalid([&] { gemm::pack_host(q, "pack"); }, "blocks");
-  WeightSource b;
-  b.format = LinearFormat::kFp8Block;
-  b.weight = host(w.data(), DType::kFP8E4M3, {2, 128});
+  b12x_linear_weight h = nullptr;
+  b12x_tensor wt = desc(w.data(), B12X_DTYPE_UINT8, {16, 24});  // K = 48, not a multiple of 32
+  b12x_tensor st = desc(sc.data(), B12X_DTYPE_UINT8, {16, 3});
+  auto src = wsrc(B12X_LINEAR_NVFP4_W4A16, &wt, &st);
+  expect_status(b12x_linear_weight_pack(&src, 0, nullptr, &h), "K=48");
+  wt = desc(w.data(), B12X_DTYPE_FP32, {16, 24});
+  expect_status(b12x_linear_weight_pack(&src, 0, nullptr, &h), "dtype");
+  wt = desc(w.data(), B12X_DTYPE_UINT8, {16, 16});
+  src.weight_scale = nullptr;
+  expect_status(b12x_linear_weight_pack(&src, 0, nullptr, &h), "weight_scale");
+  b12x_tensor st2 = desc(sc.data(), B12X_DTYPE_UINT8, {8, 2});
+  src.weight_scale = &st2;
+  expect_status(b12x_linear_weight_pack(&src, 0, nullptr, &h), "weight_scale has shape");
+  b12x_tensor q = desc(w.data(), B12X_DTYPE_UINT8, {4, 35});
+  auto qsrc = wsrc(B12X_LINEAR_Q8_0, &q, nullptr);
+  expect_status(b12x_linear_weight_pack(&qsrc, 0, nullptr, &h), "blocks");
   std::vector<float> bs(4);
-  b.weight_scale = host(bs.data(), DType::kFP32, {2, 2});
-  expect_invalid([&] { gemm::pack_host(b, "pack"); }, "ceil(N/128)");
-  WeightSource t;
-  t.format = LinearFormat::kFp8Tensor;
-  t.weight = host(w.data(), DType::kFP8E4M3, {2, 32});
-  expect_invalid([&] { gemm::pack_host(t, "pack"); }, "output_scale");
+  b12x_tensor bw = desc(w.data(), B12X_DTYPE_FP8_E4M3, {2, 128});
+  b12x_tensor bsc = desc(bs.data(), B12X_DTYPE_FP32, {2, 2});
+  auto bsrc = wsrc(B12X_LINEAR_FP8_BLOCK, &bw, &bsc);
+  expect_status(b12x_linear_weight_pack(&bsrc, 0, nullptr, &h), "ceil(N/128)");
+  b12x_tensor tw = desc(w.data(), B12X_DTYPE_FP8_E4M3, {2, 32});
+  auto tsrc = wsrc(B12X_LINEAR_FP8_TENSOR, &tw, nullptr);
+  expect_status(b12x_linear_weight_pack(&tsrc, 0, nullptr, &h), "output_scale");
+  auto bad = wsrc(77, &tw, nullptr);
+  expect_status(b12x_linear_weight_pack(&bad, 0, nullptr, &h), "format code");
+  EXPECT_EQ(h, nullptr);
 }
 
 TEST(GemmValidation, PlanRejectsBadCaps) {
-  gemm::Caps c;
-  c.format = LinearFormat::kNvfp4W4A16;
+  b12x_linear_caps c{};
+  c.format = B12X_LINEAR_NVFP4_W4A16;
   c.max_tokens = 4;
   c.in_features = 100;
   c.out_features = 64;
-  expect_invalid([&] { gemm::plan(c); }, "K=100");
+  c.act_dtype = B12X_DTYPE_BF16;
+  c.out_dtype = B12X_DTYPE_BF16;
+  b12x_linear_plan p = nullptr;
+  expect_status(b12x_linear_plan_create(&c, &p), "K=100");
   c.in_features = 128;
-  c.act_dtype = DType::kFP32;
-  expect_invalid([&] { gemm::plan(c); }, "act_dtype");
-  c.act_dtype = DType::kBF16;
-  c.out_dtype = DType::kFP8E4M3;
-  expect_invalid([&] { gemm::plan(c); }, "out_dtype");
-  c.out_dtype = DType::kBF16;
+  c.act_dtype = B12X_DTYPE_FP32;
+  expect_status(b12x_linear_plan_create(&c, &p), "act_dtype");
+  c.act_dtype = B12X_DTYPE_BF16;
+  c.out_dtype = B12X_DTYPE_FP8_E4M3;
+  expect_status(b12x_linear_plan_create(&c, &p), "out_dtype");
+  c.out_dtype = B12X_DTYPE_BF16;
   c.max_tokens = 0;
-  expect_invalid([&] { gemm::plan(c); }, "max_tokens");
+  expect_status(b12x_linear_plan_create(&c, &p), "max_tokens");
   c.max_tokens = 4;
-  c.format = static_cast<LinearFormat>(99);
-  expect_invalid([&] { gemm::plan(c); }, "format code");
-  c.format = LinearFormat::kFp8Block;
+  c.format = 99;
+  expect_status(b12x_linear_plan_create(&c, &p), "format code");
+  c.format = B12X_LINEAR_FP8_BLOCK;
   c.in_features = 96;
-  expect_invalid([&] { gemm::plan(c); }, "multiple of 128");
+  expect_status(b12x_linear_plan_create(&c, &p), "multiple of 128");
+  c.format = B12X_LINEAR_NVFP4;
+  c.in_features = 128;
+  c.act_dtype = B12X_DTYPE_BF16;  // W4A4 takes packed FP4 activations
+  expect_status(b12x_linear_plan_create(&c, &p), "act_dtype");
+  EXPECT_EQ(p, nullptr);
+}
+
+TEST(GemmValidation, ReferenceRejectsBadActivations) {
+  std::vector<uint8_t> w(4 * 16, 0), sc(4 * 2, 0x38);
+  std::vector<uint16_t> x(2 * 64, 0);
+  std::vector<double> out(8);
+  b12x_tensor wt = desc(w.data(), B12X_DTYPE_UINT8, {4, 16});
+  b12x_tensor st = desc(sc.data(), B12X_DTYPE_UINT8, {4, 2});
+  auto src = wsrc(B12X_LINEAR_NVFP4_W4A16, &wt, &st);
+  b12x_tensor xt = desc(x.data(), B12X_DTYPE_BF16, {2, 64});  // K=64 vs the weight's 32
+  b12x_tensor ot = desc(out.data(), B12X_DTYPE_FP64, {2, 4});
+  expect_status(b12x_ref_linear(&src, &xt, nullptr, 1.0, nullptr, &ot), "K=64");
+  xt = desc(x.data(), B12X_DTYPE_BF16, {2, 32});
+  b12x_tensor bad_out = desc(out.data(), B12X_DTYPE_BF16, {2, 4});
+  expect_status(b12x_ref_linear(&src, &xt, nullptr, 1.0, nullptr, &bad_out), "out must be");
+  EXPECT_EQ(b12x_ref_linear(&src, &xt, nullptr, 1.0, nullptr, &ot), B12X_OK) << b12x_last_error();
 }
 
 TEST(GemmValidation, FormatNames) {
   for (int i = 0; i < gemm::kNumLinearFormats; ++i) {
     const auto f = static_cast<LinearFormat>(i);
-    EXPECT_EQ(gemm::format_from_name(gemm::format_name(f)), f);
+    EXPECT_STREQ(b12x_linear_format_name(i), gemm::format_name(f));
   }
-  expect_invalid([] { gemm::format_from_name("int4"); }, "unknown linear format");
+  EXPECT_STREQ(b12x_linear_format_name(42), "invalid_format");
 }
 
 }  // namespace
