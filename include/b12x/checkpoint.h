@@ -14,6 +14,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "b12x/gemm.h"
@@ -50,10 +51,11 @@ const char* safetensors_dtype_name(DType t);
 
 /// The parsed and validated header of a safetensors byte image (no data is touched).
 struct SafetensorsIndex {
-  std::vector<TensorInfo> tensors;              ///< in header order
-  std::map<std::string, std::string> metadata;  ///< "__metadata__" (string values only)
-  uint64_t header_bytes = 0;                    ///< N of the 8-byte prefix
-  uint64_t data_offset = 0;                     ///< 8 + N
+  std::vector<TensorInfo> tensors;                  ///< in header order
+  std::map<std::string, std::string> metadata;      ///< "__metadata__" (string values only)
+  uint64_t header_bytes = 0;                        ///< N of the 8-byte prefix
+  uint64_t data_offset = 0;                         ///< 8 + N
+  std::unordered_map<std::string, size_t> by_name;  ///< name -> index in `tensors`
 };
 
 /// Validates a whole safetensors image (`size` bytes at `data`); `source` names it in errors.

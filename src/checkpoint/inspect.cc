@@ -311,13 +311,16 @@ InspectReport inspect(const std::string& dir, const InspectOptions& o) {
     r.name = "attention (paged KV cache, every layer)";
     r.kind = "attention";
     const std::string kv = cfg.kv_cache_algo();
-    r.format = kv.empty() ? std::string("BF16 KV") : kv + " KV";
+    r.format = kv.empty() || kv == "NONE" ? std::string("BF16 KV") : kv + " KV";
     r.shape = {m.heads, m.kv_heads, m.head_dim};
     sel::LayerDesc d = base_desc(o, m, "attention");
     d.kind = sel::LayerKind::kAttention;
-    d.weight = kv.empty()
-                   ? sel::WeightFormat::kBF16
-                   : (kv == "FP8" ? sel::WeightFormat::kFP8Tensor : sel::WeightFormat::kInt4);
+    std::string kvu = kv;
+    for (char& ch : kvu) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+    d.weight = kvu.empty() || kvu == "NONE" ? sel::WeightFormat::kBF16
+               : kvu == "FP8"               ? sel::WeightFormat::kFP8Tensor
+               : kvu == "NVFP4"             ? sel::WeightFormat::kNVFP4
+                                            : sel::WeightFormat::kInt4;
     d.num_q_heads = o.tp_size > 1 && m.heads % o.tp_size == 0 ? m.heads / o.tp_size : m.heads;
     d.num_kv_heads =
         o.tp_size > 1 && m.kv_heads % o.tp_size == 0 ? m.kv_heads / o.tp_size : m.kv_heads;

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <unordered_set>
 
 #include "b12x/status.h"
 
@@ -155,6 +156,7 @@ class Parser {
   Value object(int depth) {
     ++p_;  // '{'
     Value v = Value::object();
+    std::unordered_set<std::string> seen;
     skip_ws();
     if (!eof() && t_[p_] == '}') {
       ++p_;
@@ -165,11 +167,20 @@ class Parser {
       if (eof() || t_[p_] != '"') fail("expected a string key");
       const size_t key_at = p_;
       std::string key = string();
-      for (const auto& kv : v.o_)
-        if (kv.first == key) {
-          p_ = key_at;
-          fail("duplicate key \"", key, "\"");
-        }
+      // Linear scan for small objects; a hash set once an object grows (a 100 MB header may
+      // hold millions of keys, and a quadratic check would be a denial of service).
+      bool dup = false;
+      if (v.o_.size() < 16) {
+        for (const auto& kv : v.o_) dup = dup || kv.first == key;
+      } else {
+        if (seen.empty())
+          for (const auto& kv : v.o_) seen.insert(kv.first);
+        dup = !seen.insert(key).second;
+      }
+      if (dup) {
+        p_ = key_at;
+        fail("duplicate key \"", key, "\"");
+      }
       skip_ws();
       if (eof() || t_[p_] != ':') fail("expected ':' after a key");
       ++p_;

@@ -255,6 +255,8 @@ SafetensorsIndex parse_safetensors(const uint8_t* data, size_t size, const std::
   if (at != size)
     B12X_FAIL(Status::kIoError, source, ": ", size - at,
               " trailing bytes after the last tensor in the data section");
+  idx.by_name.reserve(idx.tensors.size());
+  for (size_t i = 0; i < idx.tensors.size(); ++i) idx.by_name.emplace(idx.tensors[i].name, i);
   return idx;
 }
 
@@ -307,9 +309,8 @@ uint64_t SafetensorsFile::file_size() const {
 }
 
 const TensorInfo* SafetensorsFile::find(const std::string& name) const {
-  for (const auto& t : index_->tensors)
-    if (t.name == name) return &t;
-  return nullptr;
+  auto it = index_->by_name.find(name);
+  return it == index_->by_name.end() ? nullptr : &index_->tensors[it->second];
 }
 
 const TensorInfo& SafetensorsFile::get(const std::string& name) const {

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -313,4 +314,26 @@ TEST(CheckpointSafetensors, ShardedDirectoryWithIndex) {
     EXPECT_NE(std::string(e.what()).find("not a file name"), std::string::npos) << e.what();
   }
   std::filesystem::remove_all(dir);
+}
+
+TEST(CheckpointSafetensors, LargeHeadersParseInLinearTime) {
+  // 200k tensors (a ~10 MB header): duplicate detection and lookups must not be quadratic.
+  std::string h = "{";
+  const int n = 200000;
+  for (int i = 0; i < n; ++i)
+    h += (i ? ",\"t" : "\"t") + std::to_string(i) +
+         R"(":{"dtype":"U8","shape":[1],"data_offsets":[)" + std::to_string(i) + "," +
+         std::to_string(i + 1) + "]}";
+  h += "}";
+  std::vector<uint8_t> img = image(h, n);
+  const auto t0 = std::chrono::steady_clock::now();
+  const SafetensorsIndex idx = parse_safetensors(img.data(), img.size(), "big");
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(idx.tensors.size(), static_cast<size_t>(n));
+  EXPECT_EQ(idx.by_name.at("t123456"), 123456u);
+  EXPECT_LT(s, 10.0);
+  // A duplicate late in a big object is still found.
+  h.insert(h.size() - 1, R"(,"t7":{"dtype":"U8","shape":[0],"data_offsets":[0,0]})");
+  img = image(h, n);
+  expect_bad(img, {"duplicate key \"t7\""});
 }
