@@ -361,3 +361,25 @@ def test_moe_naive_fused_slice_would_be_wrong():
     err_naive = np.abs(naive - ref).max()
     assert err_good <= 1e-5 * np.abs(ref).max()
     assert err_naive > 1e-2 * np.abs(ref).max()
+
+
+def test_tp_check_refuses_without_torch_or_gpus(capsys):
+    """tools/tp_check.py imports without torch and refuses clearly when it cannot run."""
+    import importlib.util
+    import os
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    spec = importlib.util.spec_from_file_location("tp_check", os.path.join(root, "tools",
+                                                                           "tp_check.py"))
+    tc = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tc)
+    assert set(tc.LAYERS) == {"fp8_block_mlp", "nvfp4_mlp", "moe_nvfp4", "moe_mxfp4"}
+    try:
+        import torch
+        if torch.cuda.is_available() and torch.cuda.device_count() >= 2:
+            pytest.skip("two GPUs visible: tools/tp_check.py would run")
+        want = "refusing to run"
+    except ImportError:
+        want = "needs PyTorch with CUDA"
+    assert tc.main(["--size", "small", "--layers", "moe_mxfp4"]) == 2
+    assert want in capsys.readouterr().err
+    assert os.environ["NCCL_NVLS_ENABLE"] == "0"
