@@ -330,13 +330,15 @@ def worker(local_rank: int, world_size: int, args_dict: Dict[str, Any]) -> None:
     dev = torch.device("cuda", local_rank)
     dist.init_process_group("nccl", rank=rank, world_size=world_size, device_id=dev)
     try:
-        _worker_body(rank, world_size, dev, args)
-    finally:
+        failed = _worker_body(rank, world_size, dev, args)
         dist.barrier()
+    finally:
         dist.destroy_process_group()
+    if failed:
+        raise SystemExit(1)
 
 
-def _worker_body(rank: int, world_size: int, dev, args) -> None:
+def _worker_body(rank: int, world_size: int, dev, args) -> bool:
     import torch
     import torch.distributed as dist
     results = []
@@ -388,8 +390,7 @@ def _worker_body(rank: int, world_size: int, dev, args) -> None:
         torch.cuda.empty_cache()
     if rank == 0:
         _finish(results, args)
-        if failed:
-            raise SystemExit(1)
+    return failed
 
 
 def _row(c: Dict[str, Any]) -> str:
