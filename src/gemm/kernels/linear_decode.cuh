@@ -287,8 +287,7 @@ __global__ void __launch_bounds__(128) linear_decode_kernel(const LinearParams p
           }
         }
       }
-      continue;
-    }
+    } else {
 #pragma unroll
     for (int a = 0; a < kAtoms; ++a) {
       uint32_t af[2][4];
@@ -359,6 +358,7 @@ __global__ void __launch_bounds__(128) linear_decode_kernel(const LinearParams p
         }
       }
     }
+    }  // !kF8
   }
   // ---- 4. split-K across a cluster: ranks > 0 hand their partial sums to rank 0 via DSMEM.
   __shared__ float red[4][32][NT * 4];

@@ -244,8 +244,7 @@ __global__ void __launch_bounds__(256) linear_tiled_kernel(const LinearParams p)
             }
         }
       }
-      continue;
-    }
+    } else {
 #pragma unroll
     for (int at = 0; at < 2; ++at) {  // atom (32 k) within the stage
       // A fragments for 4 m16 tiles x 2 k16 steps.
@@ -370,6 +369,7 @@ __global__ void __launch_bounds__(256) linear_tiled_kernel(const LinearParams p)
         }
       }
     }
+    }  // !kF8
   }
   cp_async_wait<0>();
 
