@@ -6,6 +6,7 @@
 #include "formats/swizzle.h"
 #include "moe/kernels/moe_gemm.cuh"
 #include "moe/moe_launch.h"
+#include "moe/moe_layout.h"
 
 namespace b12x::moe::detail {
 namespace {
@@ -65,8 +66,8 @@ __global__ void __launch_bounds__(kRouteThreads)
 __global__ void combine_kernel(const float* route_out, int64_t H, int topk, const void* ids,
                                bool ids64, int E, const float* weights, bool weight_on_input,
                                void* out, bool out_fp16, int64_t out_ld) {
-  const int64_t m = blockIdx.y;
-  const int64_t h = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * 4;
+  const int64_t m = blockIdx.x;
+  const int64_t h = (static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x) * 4;
   if (h >= H) return;
   float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
   for (int k = 0; k < topk; ++k) {
@@ -91,24 +92,11 @@ __global__ void combine_kernel(const float* route_out, int64_t H, int topk, cons
 
 // ---- repack ------------------------------------------------------------------------------
 __device__ int row_map(const RepackSrc& s, int64_t pr) {
-  if (!s.gated) return pr < s.src_rows ? static_cast<int>(pr) : -1;
-  const int64_t q = pr / 32, w = pr % 32;
-  const int64_t f = 16 * q + (w & 15);
-  const bool up = w >= 16;
-  if (f >= s.features) return -1;
-  if (s.w13) return static_cast<int>(up ? f : s.features + f);
-  return static_cast<int>(up ? s.features + f : f);
+  return layout::prep_row_source(s.gated != 0, s.w13 != 0, s.features, s.src_rows, pr);
 }
 
 __device__ __forceinline__ const uint8_t* src_row(const RepackSrc& s, int64_t e, int sr) {
   return s.values + e * s.values_expert_stride + sr * s.values_row_stride;
-}
-
-// Physical K of nibble i of word w (thread t, chunk c) in the FP4 repacked layout.
-__device__ __forceinline__ int64_t fp4_k(int64_t c, int t, int w, int i) {
-  constexpr int kJ[8] = {0, 0, 1, 1, 0, 0, 1, 1};
-  constexpr int kQ[8] = {0, 2, 0, 2, 1, 3, 1, 3};
-  return 128 * c + 16 * (2 * w + kJ[i]) + 4 * t + kQ[i];
 }
 
 __global__ void repack_values_kernel(int wfmt, RepackSrc s, WeightView d, uint8_t* out, int E) {
@@ -129,7 +117,7 @@ __global__ void repack_values_kernel(int wfmt, RepackSrc s, WeightView d, uint8_
       if (sr >= 0) {
         const uint8_t* row = src_row(s, e, sr);
         for (int i = 0; i < 8; ++i) {
-          const int64_t k = fp4_k(c, t, w, i);
+          const int64_t k = layout::fp4_word_k(c, t, w, i);
           if (k < d.K) {
             const uint32_t nib = (row[k / 2] >> (4 * (k & 1))) & 0xFu;
             word |= nib << (4 * i);
@@ -250,8 +238,8 @@ void launch_combine(const float* route_out, int64_t M, int64_t H, int topk, cons
                     void* out, bool out_fp16, int64_t out_ld, Stream stream) {
   if (M == 0) return;
   const int threads = 256;
-  const dim3 grid(static_cast<unsigned>((H / 4 + threads - 1) / threads),
-                  static_cast<unsigned>(M));
+  const dim3 grid(static_cast<unsigned>(M),
+                  static_cast<unsigned>((H / 4 + threads - 1) / threads));
   combine_kernel<<<grid, threads, 0, stream>>>(route_out, H, topk, ids, ids64, num_experts,
                                                weights, weight_on_input, out, out_fp16, out_ld);
   B12X_CUDA_CHECK_LAUNCH();

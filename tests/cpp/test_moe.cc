@@ -5,15 +5,18 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <random>
 #include <string>
 #include <vector>
 
+#include "b12x/c_api.h"
 #include "b12x/moe.h"
 #include "b12x/reference/moe.h"
 #include "b12x/status.h"
 #include "formats/block.h"
 #include "formats/scalar.h"
 #include "formats/swizzle.h"
+#include "moe/moe_layout.h"
 #include "moe/moe_numerics.h"
 
 namespace {
@@ -23,14 +26,6 @@ using moe::Activation;
 using moe::QuantMode;
 using moe::SourceFormat;
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 /// NVFP4 source weights with every value one E2M1 code and unit block scales (host tensors).
 struct Nvfp4Src {
@@ -222,132 +217,233 @@ TEST(Moe, NumericsActivationQuantisers) {
   EXPECT_EQ(b12x::moe::num::act_relu2(3.f), 9.f);
 }
 
-moe::WeightsPlanArgs base_args() {
-  moe::WeightsPlanArgs a;
-  a.quant_mode = QuantMode::kNvfp4;
-  a.source_format = SourceFormat::kModeloptNvfp4;
-  a.activation = Activation::kSilu;
-  a.num_experts = 8;
-  a.hidden_size = 256;
-  a.intermediate_size = 128;
-  return a;
+
+TEST(Moe, Fp4RepackAndFragmentDecodeRoundTrip) {
+  // Emulates the device repack (fp4_word_k) and the kernel's per-step decode (word J/2 of the
+  // quad's 16 bytes, pairs 2(J%2) and 2(J%2)+1, times 2^126 / 2^14) for every code.
+  std::mt19937 gen(7);
+  const int K = 256;
+  std::vector<uint8_t> src(K / 2);
+  for (auto& b : src) b = static_cast<uint8_t>(gen());
+  auto code = [&](int64_t k) { return (src[k / 2] >> (4 * (k & 1))) & 0xF; };
+  std::vector<uint32_t> words(K / 8);
+  for (int c = 0; c < K / 128; ++c)
+    for (int t = 0; t < 4; ++t)
+      for (int w = 0; w < 4; ++w) {
+        uint32_t word = 0;
+        for (int i = 0; i < 8; ++i)
+          word |= static_cast<uint32_t>(code(moe::layout::fp4_word_k(c, t, w, i))) << (4 * i);
+        words[c * 16 + t * 4 + w] = word;
+      }
+  const float k2p126 = std::ldexp(1.f, 126), k2p14 = std::ldexp(1.f, 14);
+  int checked = 0;
+  for (int c = 0; c < K / 128; ++c)
+    for (int t = 0; t < 4; ++t)
+      for (int j = 0; j < 8; ++j) {
+        const uint32_t w = words[c * 16 + t * 4 + j / 2];
+        uint32_t lo, hi, lo16, hi16;
+        if (j % 2 == 0) {
+          lo = moe::layout::fp4x2_bf16_bits<0>(w);
+          hi = moe::layout::fp4x2_bf16_bits<1>(w);
+          lo16 = moe::layout::fp4x2_fp16_bits<0>(w);
+          hi16 = moe::layout::fp4x2_fp16_bits<1>(w);
+        } else {
+          lo = moe::layout::fp4x2_bf16_bits<2>(w);
+          hi = moe::layout::fp4x2_bf16_bits<3>(w);
+          lo16 = moe::layout::fp4x2_fp16_bits<2>(w);
+          hi16 = moe::layout::fp4x2_fp16_bits<3>(w);
+        }
+        const int64_t k0 = 128 * c + 16 * j + 4 * t;
+        const uint32_t bb[4] = {lo & 0xFFFF, lo >> 16, hi & 0xFFFF, hi >> 16};
+        const uint32_t hh[4] = {lo16 & 0xFFFF, lo16 >> 16, hi16 & 0xFFFF, hi16 >> 16};
+        for (int q = 0; q < 4; ++q) {
+          const float want = fmt::e2m1_to_float(static_cast<uint8_t>(code(k0 + q)));
+          EXPECT_EQ(fmt::bf16_bits_to_float(static_cast<uint16_t>(bb[q])) * k2p126, want)
+              << "k=" << k0 + q;
+          EXPECT_EQ(fmt::fp16_bits_to_float(static_cast<uint16_t>(hh[q])) * k2p14, want)
+              << "k=" << k0 + q;
+          ++checked;
+        }
+      }
+  EXPECT_EQ(checked, K);
+  // Every UE4M3 code decodes like the reference.
+  for (uint32_t b = 0; b < 127; ++b)
+    EXPECT_EQ(moe::layout::ue4m3_via_bits(b), fmt::ue4m3_to_float(static_cast<uint8_t>(b))) << b;
+  // Row map: gated groups of 16 gate rows then 16 up rows; w13 = [up; gate], w31 = [gate; up].
+  EXPECT_EQ(moe::layout::prep_row_source(true, true, 40, 80, 0), 40);    // gate f0 in w13
+  EXPECT_EQ(moe::layout::prep_row_source(true, true, 40, 80, 16), 0);    // up f0 in w13
+  EXPECT_EQ(moe::layout::prep_row_source(true, false, 40, 80, 0), 0);    // gate f0 in w31
+  EXPECT_EQ(moe::layout::prep_row_source(true, false, 40, 80, 49), 57);  // up f17 in w31
+  EXPECT_EQ(moe::layout::prep_row_source(true, false, 40, 80, 72), -1);  // f40: padding
+  EXPECT_EQ(moe::layout::prep_row_source(false, false, 40, 40, 39), 39);
+  EXPECT_EQ(moe::layout::prep_row_source(false, false, 40, 40, 40), -1);
 }
 
-void expect_reject(const moe::WeightsPlanArgs& a, const std::string& needle) {
-  const std::string e = error_of([&] { moe::plan_weights(a); });
+// Rejections go through the C ABI: C++ exceptions do not cross the library boundary (libb12x
+// links its C++ runtime privately), statuses and messages do.
+b12x_moe_weights_plan_desc base_desc() {
+  b12x_moe_weights_plan_desc d{};
+  d.quant_mode = B12X_MOE_NVFP4;
+  d.source_format = B12X_MOE_SRC_MODELOPT_NVFP4;
+  d.activation = B12X_MOE_ACT_SILU;
+  d.params_dtype = B12X_DTYPE_BF16;
+  d.num_experts = 8;
+  d.hidden_size = 256;
+  d.intermediate_size = 128;
+  d.w13_layout = B12X_MOE_LAYOUT_W31;
+  d.ggml_w1_dtype = B12X_DTYPE_Q8_0;
+  d.ggml_w2_dtype = B12X_DTYPE_Q8_0;
+  d.ep_size = 1;
+  return d;
+}
+
+/// Status and message of plan_weights for a descriptor ("" when accepted).
+std::string plan_weights_error(const b12x_moe_weights_plan_desc& d, b12x_status* code = nullptr) {
+  int64_t bytes = 0;
+  int32_t discards = 0;
+  const b12x_status st = b12x_moe_plan_weights(&d, &bytes, &discards);
+  if (code) *code = st;
+  if (st == B12X_OK) {
+    EXPECT_GT(bytes, 0);
+    EXPECT_EQ(discards, 1);
+    return "";
+  }
+  return b12x_last_error();
+}
+
+void expect_reject(const b12x_moe_weights_plan_desc& d, const std::string& needle,
+                   b12x_status want = B12X_ERROR_INVALID_ARGUMENT) {
+  b12x_status st = 0;
+  const std::string e = plan_weights_error(d, &st);
+  EXPECT_EQ(st, want) << e;
   EXPECT_NE(e.find(needle), std::string::npos) << "message: '" << e << "' lacks '" << needle << "'";
 }
 
 TEST(Moe, PlanWeightsRejections) {
-  EXPECT_EQ(error_of([] { moe::plan_weights(base_args()); }), "");
-  auto a = base_args();
-  a.has_expert_bias = true;
-  expect_reject(a, "expert biases are not supported");
-  a = base_args();
+  EXPECT_EQ(plan_weights_error(base_desc()), "");
+  auto a = base_desc();
+  a.has_expert_bias = 1;
+  expect_reject(a, "expert biases are not supported", B12X_ERROR_UNSUPPORTED);
+  a = base_desc();
   a.ep_size = 2;
-  expect_reject(a, "expert parallelism is not supported");
-  a = base_args();
-  a.has_expert_map = true;
-  expect_reject(a, "expert maps are not supported");
-  a = base_args();
-  a.has_lora = true;
-  expect_reject(a, "LoRA is not supported");
-  a = base_args();
-  a.params_dtype = DType::kFP32;
+  expect_reject(a, "expert parallelism is not supported", B12X_ERROR_UNSUPPORTED);
+  a = base_desc();
+  a.has_expert_map = 1;
+  expect_reject(a, "expert maps are not supported", B12X_ERROR_UNSUPPORTED);
+  a = base_desc();
+  a.has_lora = 1;
+  expect_reject(a, "LoRA is not supported", B12X_ERROR_UNSUPPORTED);
+  a = base_desc();
+  a.params_dtype = B12X_DTYPE_FP32;
   expect_reject(a, "params_dtype=fp32 is not supported (supported: bf16, fp16)");
-  a = base_args();
-  a.quant_mode = QuantMode::kW4A8Mx;
+  a = base_desc();
+  a.quant_mode = B12X_MOE_W4A8_MX;
   expect_reject(a, "source_format=modelopt_nvfp4 with quant_mode=w4a8_mx is unsupported");
-  a = base_args();
-  a.quant_mode = QuantMode::kMxfp4;
-  a.source_format = SourceFormat::kFp4E8M0K32;
+  a = base_desc();
+  a.quant_mode = B12X_MOE_MXFP4;
+  a.source_format = B12X_MOE_SRC_FP4_E8M0_K32;
   a.intermediate_size = 48;
   expect_reject(a, "intermediate_size=48 is not a multiple of 32 (MXFP4");
-  a = base_args();
-  a.quant_mode = QuantMode::kW4A8Mx;
-  a.source_format = SourceFormat::kFp4E8M0K32;
+  a = base_desc();
+  a.quant_mode = B12X_MOE_W4A8_MX;
+  a.source_format = B12X_MOE_SRC_FP4_E8M0_K32;
   a.hidden_size = 384;
   expect_reject(a, "hidden_size=384 is not a multiple of 256 (w4a8_mx");
   a.hidden_size = 512;
-  a.activation = Activation::kRelu2;
+  a.activation = B12X_MOE_ACT_RELU2;
   expect_reject(a, "activation=relu2 is not supported with w4a8_mx (supported: silu, situ)");
-  a = base_args();
-  a.quant_mode = QuantMode::kW4A8Nvfp4;
-  a.activation = Activation::kSwigluOai;
+  a = base_desc();
+  a.quant_mode = B12X_MOE_W4A8_NVFP4;
+  a.activation = B12X_MOE_ACT_SWIGLUOAI_UNINTERLEAVE;
   expect_reject(a, "swigluoai_uninterleave is not supported with quant_mode=w4a8_nvfp4");
-  a = base_args();
-  a.quant_mode = QuantMode::kGgmlA16;
-  a.source_format = SourceFormat::kGgml;
-  a.activation = Activation::kSitu;
+  a = base_desc();
+  a.quant_mode = B12X_MOE_GGML_A16;
+  a.source_format = B12X_MOE_SRC_GGML;
+  a.activation = B12X_MOE_ACT_SITU;
   expect_reject(a, "activation=situ is not supported with ggml_a16 (supported: silu, relu2)");
-  a.activation = Activation::kSilu;
-  a.ggml_w2_dtype = DType::kIQ2_XS;
+  a.activation = B12X_MOE_ACT_SILU;
+  a.ggml_w2_dtype = B12X_DTYPE_IQ2_XS;
   a.intermediate_size = 384;
   expect_reject(a, "does not keep whole iq2_xs blocks of 256 values");
-  a.ggml_w2_dtype = DType::kBF16;
+  a.ggml_w2_dtype = B12X_DTYPE_BF16;
   expect_reject(a, "ggml_w2_dtype=bf16 is not supported");
-  a = base_args();
+  a = base_desc();
   a.hidden_size = 80;
   expect_reject(a, "must be multiples of 32");
-  a = base_args();
+  a = base_desc();
   a.num_experts = 0;
   expect_reject(a, "num_experts=0");
-  // Names.
-  EXPECT_EQ(moe::quant_mode_from_name("w4a8_mx"), QuantMode::kW4A8Mx);
-  EXPECT_EQ(moe::activation_from_name("relu2_no_mul"), Activation::kRelu2);
-  EXPECT_EQ(moe::w13_layout_from_name("gate_up"), moe::W13Layout::kW31);
-  EXPECT_NE(error_of([] { moe::activation_from_name("swigluoai"); }).find("interleaved"),
-            std::string::npos);
-  EXPECT_NE(error_of([] { moe::quant_mode_from_name("w6a8_mx"); }).find("supported: nvfp4"),
-            std::string::npos);
-  // Status codes: scope rejections are kUnsupported.
-  a = base_args();
-  a.ep_size = 4;
-  try {
-    moe::plan_weights(a);
-    FAIL();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), Status::kUnsupported);
-  }
+  a = base_desc();
+  a.quant_mode = 9;
+  expect_reject(a, "quant_mode=9");
+  // The C++ validation entry point gives the same reasons without throwing.
+  moe::WeightsPlanArgs wa;
+  wa.quant_mode = QuantMode::kW4A8Nvfp4;
+  wa.activation = Activation::kSwigluOai;
+  wa.num_experts = 4;
+  wa.hidden_size = 256;
+  wa.intermediate_size = 128;
+  EXPECT_NE(moe::weights_support_reason(wa).find("SwiGLU-OAI is not available"), std::string::npos);
+  wa.activation = Activation::kSilu;
+  EXPECT_EQ(moe::weights_support_reason(wa), "");
+}
+
+std::string plan_error(const b12x_moe_weights_plan_desc& d, const b12x_moe_caps& c,
+                       int64_t* scratch = nullptr) {
+  b12x_moe_plan p = nullptr;
+  const b12x_status st = b12x_moe_plan_create(&d, &c, &p);
+  if (st != B12X_OK) return b12x_last_error();
+  if (scratch) EXPECT_EQ(b12x_moe_plan_scratch_bytes(p, scratch), B12X_OK);
+  EXPECT_EQ(b12x_moe_plan_destroy(p), B12X_OK);
+  return "";
 }
 
 TEST(Moe, PlanRejectionsAndScratch) {
-  const moe::WeightsPlan w = moe::plan_weights(base_args());
-  moe::Caps c;
+  const auto d = base_desc();
+  b12x_moe_caps c{};
   c.max_tokens = 16;
   c.num_topk = 4;
-  c.weight_plan = &w;
-  const moe::Plan p = moe::plan(c);
-  EXPECT_EQ(p.exec.execution, "decode_tn8");
-  EXPECT_GE(p.scratch_bytes, 16 * 4 * (256 * 4 + 128 * 2));
-  EXPECT_EQ(p.scratch_bytes % 256, 0);
-  c.max_tokens = 1024;
-  EXPECT_EQ(moe::plan(c).exec.execution, "grouped_tn64");
-  EXPECT_EQ(moe::plan_execution(2, c).execution, "decode_tn8");
+  c.swiglu_limit = c.swiglu_alpha = c.swiglu_beta = NAN;
+  c.regime = -1;
+  int64_t scratch = 0;
+  EXPECT_EQ(plan_error(d, c, &scratch), "");
+  EXPECT_GE(scratch, 16 * 4 * (256 * 4 + 128 * 2));
+  EXPECT_EQ(scratch % 256, 0);
+  char impl[64], exec[64];
+  ASSERT_EQ(b12x_moe_plan_execution(&d, &c, 16, impl, 64, exec, 64), B12X_OK);
+  EXPECT_STREQ(exec, "decode_tn8");
+  ASSERT_EQ(b12x_moe_plan_execution(&d, &c, 1024, impl, 64, exec, 64), B12X_OK);
+  EXPECT_STREQ(exec, "grouped_tn64");
+  EXPECT_STREQ(impl, "b12x_moe_mma_sync");
   auto cc = c;
-  cc.apply_router_weight_on_input = true;
-  EXPECT_NE(error_of([&] { moe::plan(cc); }).find("apply_router_weight_on_input is only"),
-            std::string::npos);
+  cc.apply_router_weight_on_input = 1;
+  EXPECT_NE(plan_error(d, cc).find("apply_router_weight_on_input is only"), std::string::npos);
   cc = c;
   cc.swiglu_alpha = 1.5f;
-  EXPECT_NE(error_of([&] { moe::plan(cc); }).find("swiglu_alpha/swiglu_beta are only"),
-            std::string::npos);
+  EXPECT_NE(plan_error(d, cc).find("swiglu_alpha/swiglu_beta are only"), std::string::npos);
   cc = c;
   cc.num_topk = 0;
-  EXPECT_NE(error_of([&] { moe::plan(cc); }).find("num_topk=0"), std::string::npos);
+  EXPECT_NE(plan_error(d, cc).find("num_topk=0"), std::string::npos);
   cc = c;
-  cc.weight_plan = nullptr;
-  EXPECT_NE(error_of([&] { moe::plan(cc); }).find("weight_plan is required"), std::string::npos);
-  auto ra = base_args();
-  ra.activation = Activation::kRelu2;
-  const moe::WeightsPlan wr = moe::plan_weights(ra);
-  EXPECT_EQ(wr.w1_rows, 128);
-  cc = c;
-  cc.weight_plan = &wr;
-  cc.swiglu_limit = 7.f;
-  EXPECT_NE(error_of([&] { moe::plan(cc); }).find("swiglu_limit=7 is not supported with "
-                                                  "activation=relu2"),
+  cc.max_tokens = 100;
+  cc.regime = 1;
+  EXPECT_NE(plan_error(d, cc).find("regime=1 (decode) needs max_tokens*num_topk <= 64"),
             std::string::npos);
+  auto dr = d;
+  dr.activation = B12X_MOE_ACT_RELU2;
+  cc = c;
+  cc.swiglu_limit = 7.f;
+  EXPECT_NE(plan_error(dr, cc).find("swiglu_limit=7 is not supported with activation=relu2"),
+            std::string::npos);
+  // Bind/run reject NULLs with a message instead of crashing.
+  EXPECT_EQ(b12x_moe_run(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr),
+            B12X_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(b12x_last_error()).find("plan is NULL"), std::string::npos);
+  // Names (pure functions, no exceptions involved on success).
+  EXPECT_EQ(moe::quant_mode_from_name("w4a8_mx"), QuantMode::kW4A8Mx);
+  EXPECT_EQ(moe::activation_from_name("relu2_no_mul"), Activation::kRelu2);
+  EXPECT_EQ(moe::w13_layout_from_name("gate_up"), moe::W13Layout::kW31);
+  EXPECT_STREQ(moe::quant_mode_name(QuantMode::kGgmlA16), "ggml_a16");
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "b12x/c_api.h"
 #include "b12x/moe.h"
 #include "b12x/reference/moe.h"
 #include "b12x/status.h"
@@ -240,51 +241,114 @@ struct Problem {
   }
 };
 
-/// Device state of one problem: prepared experts, plan, scratch and I/O buffers.
+b12x_tensor ct(const TensorRef& t) {
+  b12x_tensor d{};
+  d.data = t.data;
+  d.dtype = static_cast<int32_t>(t.dtype);
+  d.ndim = t.ndim;
+  for (int i = 0; i < t.ndim; ++i) {
+    d.shape[i] = t.shape[i];
+    d.strides[i] = t.stride[i];
+  }
+  d.device = t.device;
+  return d;
+}
+b12x_moe_weights_plan_desc desc_of(const moe::WeightsPlanArgs& a) {
+  b12x_moe_weights_plan_desc d{};
+  d.quant_mode = static_cast<int32_t>(a.quant_mode);
+  d.source_format = static_cast<int32_t>(a.source_format);
+  d.activation = static_cast<int32_t>(a.activation);
+  d.params_dtype = static_cast<int32_t>(a.params_dtype);
+  d.num_experts = a.num_experts;
+  d.hidden_size = a.hidden_size;
+  d.intermediate_size = a.intermediate_size;
+  d.w13_layout = static_cast<int32_t>(a.w13_layout);
+  d.ggml_w1_dtype = static_cast<int32_t>(a.ggml_w1_dtype);
+  d.ggml_w2_dtype = static_cast<int32_t>(a.ggml_w2_dtype);
+  d.ep_size = 1;
+  return d;
+}
+#define B12X_TEST_OK(expr)                                                    \
+  do {                                                                        \
+    const b12x_status st_ = (expr);                                           \
+    ASSERT_EQ(st_, B12X_OK) << #expr << ": " << b12x_last_error();            \
+  } while (0)
+
+/// Device state of one problem through the C ABI (C++ exceptions do not cross the library
+/// boundary, so every failure surfaces as a status and message here).
 struct GpuRun {
   const Problem& P;
   DeviceBuffer<uint8_t> dw1v, dw2v, dw1s, dw2s;
-  moe::PreparedExperts experts;
-  moe::Plan plan;
+  b12x_moe_weights_plan_desc desc{};
+  b12x_moe_caps caps{};
+  b12x_moe_weights weights = nullptr;
+  b12x_moe_plan plan = nullptr;
+  int64_t scratch_bytes = 0;
   DeviceBuffer<uint8_t> scratch;
   DeviceBuffer<uint16_t> x, out;
   DeviceBuffer<int32_t> ids;
   DeviceBuffer<float> wts;
-  moe::Binding binding;
+  b12x_tensor t_scratch{}, t_x{}, t_out{}, t_ids{}, t_wts{};
+  bool ok = false;
 
-  explicit GpuRun(const Problem& p) : P(p) {
-    const Case& c = P.c;
-    dw1v = upload(P.w1.v);
-    dw2v = upload(P.w2.v);
-    dw1s = upload(P.w1.s);
-    dw2s = upload(P.w2.s);
+  explicit GpuRun(const Problem& p) : P(p) { setup(); }
+  ~GpuRun() {
+    if (plan) b12x_moe_plan_destroy(plan);
+    if (weights) b12x_moe_weights_destroy(weights);
+  }
+  void prepare(const Problem& Q) {
+    dw1v = upload(Q.w1.v);
+    dw2v = upload(Q.w2.v);
+    dw1s = upload(Q.w1.s);
+    dw2s = upload(Q.w2.s);
     std::vector<void*> dev = {dw1v.ptr, dw2v.ptr, dw1s.ptr, dw2s.ptr};
-    moe::prepare_weights(P.wplan, P.source_views(&dev), experts, nullptr);
-    moe::Caps caps;
+    const moe::SourceWeights sw = Q.source_views(&dev);
+    b12x_tensor w1 = ct(sw.w1), w1s = ct(sw.w1_scale), w1g = ct(sw.w1_global_scale),
+                a1g = ct(sw.a1_gscale), w2 = ct(sw.w2), w2s = ct(sw.w2_scale),
+                w2g = ct(sw.w2_global_scale), a2g = ct(sw.a2_gscale);
+    auto opt = [](const TensorRef& t, b12x_tensor* d) { return t.data ? d : nullptr; };
+    B12X_TEST_OK(b12x_moe_prepare_weights(&desc, &w1, opt(sw.w1_scale, &w1s),
+                                          opt(sw.w1_global_scale, &w1g), opt(sw.a1_gscale, &a1g),
+                                          &w2, opt(sw.w2_scale, &w2s),
+                                          opt(sw.w2_global_scale, &w2g), opt(sw.a2_gscale, &a2g),
+                                          nullptr, &weights));
+  }
+  void setup() {
+    const Case& c = P.c;
+    desc = desc_of(P.wplan.args);
+    prepare(P);
     caps.max_tokens = c.M;
     caps.num_topk = c.topk;
-    caps.weight_plan = &P.wplan;
+    caps.device = 0;
     caps.apply_router_weight_on_input = c.weight_on_input;
     caps.swiglu_limit = c.limit;
+    caps.swiglu_alpha = caps.swiglu_beta = NAN;
+    caps.deterministic_output = 1;
     caps.regime = c.regime;
-    plan = moe::plan(caps);
-    scratch = DeviceBuffer<uint8_t>(plan.scratch_bytes);
+    B12X_TEST_OK(b12x_moe_plan_create(&desc, &caps, &plan));
+    B12X_TEST_OK(b12x_moe_plan_scratch_bytes(plan, &scratch_bytes));
+    scratch = DeviceBuffer<uint8_t>(scratch_bytes);
     x = upload(P.x);
     ids = upload(P.ids);
     wts = upload(P.wts);
     out = DeviceBuffer<uint16_t>(c.M * c.H);
-    binding = moe::bind(
-        plan, TensorRef::contiguous(scratch.ptr, DType::kUInt8, {plan.scratch_bytes}, 0),
-        TensorRef::contiguous(x.ptr, c.dtype, {c.M, c.H}, 0), experts,
-        TensorRef::contiguous(wts.ptr, DType::kFP32, {c.M, c.topk}, 0),
-        TensorRef::contiguous(ids.ptr, DType::kInt32, {c.M, c.topk}, 0),
-        TensorRef::contiguous(out.ptr, c.dtype, {c.M, c.H}, 0));
+    t_scratch = ct(TensorRef::contiguous(scratch.ptr, DType::kUInt8, {scratch_bytes}, 0));
+    t_x = ct(TensorRef::contiguous(x.ptr, c.dtype, {c.M, c.H}, 0));
+    t_wts = ct(TensorRef::contiguous(wts.ptr, DType::kFP32, {c.M, c.topk}, 0));
+    t_ids = ct(TensorRef::contiguous(ids.ptr, DType::kInt32, {c.M, c.topk}, 0));
+    t_out = ct(TensorRef::contiguous(out.ptr, c.dtype, {c.M, c.H}, 0));
+    B12X_TEST_OK(b12x_moe_bind(plan, &t_scratch, &t_x, weights, &t_wts, &t_ids, &t_out));
+    ok = true;
+  }
+  b12x_status launch(cudaStream_t s) {
+    return b12x_moe_run(plan, &t_scratch, &t_x, weights, &t_wts, &t_ids, &t_out, s);
   }
   std::vector<uint16_t> run_eager(cudaStream_t s = nullptr) {
     out.poison();
     scratch.poison(0xA5);
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    moe::run(binding, s);
+    const b12x_status st = launch(s);
+    EXPECT_EQ(st, B12X_OK) << b12x_last_error();
     EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
     return out.download();
   }
@@ -294,6 +358,11 @@ struct GpuRun {
       f[i] = P.c.dtype == DType::kBF16 ? fmt::bf16_bits_to_float(h[i])
                                        : fmt::fp16_bits_to_float(h[i]);
     return f;
+  }
+  const void* storage() const {
+    uint64_t p = 0;
+    EXPECT_EQ(b12x_moe_weights_storage(weights, &p, nullptr), B12X_OK);
+    return reinterpret_cast<const void*>(p);
   }
 };
 
@@ -325,6 +394,7 @@ void run_case(const Case& c, double min_cos = 0.9999) {
   Problem P;
   P.make(c);
   GpuRun G(P);
+  ASSERT_TRUE(G.ok) << c.name();
   const auto got = G.as_float(G.run_eager());
   check_against_reference(P, got, min_cos);
 }
@@ -464,9 +534,11 @@ TEST(MoeGpu, GraphReplayWithNewRoutesIsBitExact) {
     B12X_TEST_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     cudaGraph_t graph;
     cudaGraphExec_t exec;
+    ASSERT_TRUE(G.ok);
     B12X_TEST_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-    moe::run(G.binding, s);
+    const b12x_status st = G.launch(s);
     B12X_TEST_CUDA(cudaStreamEndCapture(s, &graph));
+    ASSERT_EQ(st, B12X_OK) << b12x_last_error();
     B12X_TEST_CUDA(cudaGraphInstantiate(&exec, graph, 0));
     for (int rep = 0; rep < 3; ++rep) {
       P.new_routes();
@@ -497,19 +569,16 @@ TEST(MoeGpu, RepreparationKeepsPointers) {
   Problem P;
   P.make(c);
   GpuRun G(P);
-  const void* before = G.experts.storage_ptr();
+  ASSERT_TRUE(G.ok);
+  const void* before = G.storage();
   const auto first = G.run_eager();
   // New weights with the same plan, re-prepared into the same object.
   Problem Q = P;
   Q.w1.make(c, c.I, c.H, c.g1, 1.f / 16);
   Q.w2.make(c, c.H, c.I, c.g2, 1.f / 16);
-  DeviceBuffer<uint8_t> a = upload(Q.w1.v), b = upload(Q.w2.v), cs = upload(Q.w1.s),
-                        d = upload(Q.w2.s);
-  std::vector<void*> dev = {a.ptr, b.ptr, cs.ptr, d.ptr};
-  const std::vector<uint8_t> src_before = Q.w1.v;
-  moe::prepare_weights(Q.wplan, Q.source_views(&dev), G.experts, nullptr);
-  EXPECT_EQ(G.experts.storage_ptr(), before);
-  EXPECT_EQ(a.download(), src_before) << "prepare_weights must not mutate the source";
+  G.prepare(Q);
+  EXPECT_EQ(G.storage(), before);
+  EXPECT_EQ(G.dw1v.download(), Q.w1.v) << "prepare_weights must not mutate the source";
   Q.ids = P.ids;
   Q.wts = P.wts;
   check_against_reference(Q, G.as_float(G.run_eager()), 0.9999);
@@ -525,30 +594,24 @@ TEST(MoeGpu, BindRejectsMismatches) {
   Problem P;
   P.make(c);
   GpuRun G(P);
-  auto err = [&](auto f) {
-    try {
-      f();
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string();
+  ASSERT_TRUE(G.ok);
+  auto bind_err = [&](b12x_tensor sc, b12x_tensor a, b12x_tensor w) {
+    const b12x_status st = b12x_moe_bind(G.plan, &sc, &a, G.weights, &w, &G.t_ids, &G.t_out);
+    return st == B12X_OK ? std::string() : std::string(b12x_last_error());
   };
-  const auto& B = G.binding;
-  auto small = B.scratch;
+  auto small = G.t_scratch;
   small.shape[0] = 16;
-  EXPECT_NE(err([&] { moe::bind(G.plan, small, B.a, G.experts, B.topk_weights, B.topk_ids,
-                                B.output); }).find("scratch has 16 bytes"),
-            std::string::npos);
-  auto big = B.a;
+  EXPECT_NE(bind_err(small, G.t_x, G.t_wts).find("scratch has 16 bytes"), std::string::npos);
+  auto big = G.t_x;
   big.shape[0] = c.M + 1;
-  EXPECT_NE(err([&] { moe::bind(G.plan, B.scratch, big, G.experts, B.topk_weights, B.topk_ids,
-                                B.output); }).find("> plan max_tokens"),
+  EXPECT_NE(bind_err(G.t_scratch, big, G.t_wts).find("> plan max_tokens"), std::string::npos);
+  auto w16 = G.t_wts;
+  w16.dtype = B12X_DTYPE_FP16;
+  EXPECT_NE(bind_err(G.t_scratch, G.t_x, w16).find("topk_weights has dtype fp16"),
             std::string::npos);
-  auto w64 = B.topk_weights;
-  w64.dtype = DType::kFP16;
-  EXPECT_NE(err([&] { moe::bind(G.plan, B.scratch, B.a, G.experts, w64, B.topk_ids,
-                                B.output); }).find("topk_weights has dtype fp16"),
-            std::string::npos);
+  auto host = G.t_x;
+  host.device = -1;
+  EXPECT_NE(bind_err(G.t_scratch, host, G.t_wts).find("a is on the host"), std::string::npos);
 }
 
 TEST(MoeGpu, ExpertOffsetsBeyond32Bits) {
@@ -600,6 +663,7 @@ TEST(MoeGpu, ExpertOffsetsBeyond32Bits) {
   P.wplan = moe::plan_weights(a);
   ASSERT_GT(P.wplan.prepared_bytes, int64_t(1) << 31);
   GpuRun G(P);
+  ASSERT_TRUE(G.ok);
   check_against_reference(P, G.as_float(G.run_eager()), 0.9999);
 }
 

@@ -30,6 +30,7 @@
 #include "formats/ggml.h"
 #include "formats/ggml_tables.h"
 #include "moe/moe_launch.h"
+#include "moe/moe_layout.h"
 #include "moe/moe_numerics.h"
 
 namespace b12x::moe::dev {
@@ -78,9 +79,7 @@ struct OpTraits<__nv_bfloat16> {
   // subnormal, which HMUL2 handles exactly); one multiply by 2^126 restores the value.
   template <int P>
   static __device__ __forceinline__ uint32_t fp4x2(uint32_t x) {
-    constexpr int kMag = 6 - 4 * P, kSign = 12 - 4 * P;
-    const uint32_t mag = (kMag >= 0 ? (x << kMag) : (x >> -kMag)) & 0x01C001C0u;
-    const uint32_t r = mag | ((x << kSign) & 0x80008000u);
+    const uint32_t r = layout::fp4x2_bf16_bits<P>(x);
     __nv_bfloat162 v = *reinterpret_cast<const __nv_bfloat162*>(&r);
     const __nv_bfloat162 k = __floats2bfloat162_rn(8.507059173023462e37f, 8.507059173023462e37f);
     v = __hmul2(v, k);
@@ -121,9 +120,7 @@ struct OpTraits<__half> {
   // Same trick in FP16: magnitude bits to 11..9, value * 2^-14, times 2^14.
   template <int P>
   static __device__ __forceinline__ uint32_t fp4x2(uint32_t x) {
-    constexpr int kMag = 9 - 4 * P, kSign = 12 - 4 * P;
-    const uint32_t mag = (kMag >= 0 ? (x << kMag) : (x >> -kMag)) & 0x0E000E00u;
-    const uint32_t r = mag | ((x << kSign) & 0x80008000u);
+    const uint32_t r = layout::fp4x2_fp16_bits<P>(x);
     __half2 v = *reinterpret_cast<const __half2*>(&r);
     v = __hmul2(v, __floats2half2_rn(16384.f, 16384.f));
     return *reinterpret_cast<uint32_t*>(&v);
