@@ -69,6 +69,7 @@ struct PagedPlan {
   int min_split_kv = 0;    ///< smallest KV chunk a split serves
   int sm_count = 0;
   int arch = 0;            ///< 89, 90, 120, 121
+  bool use_pdl = true;     ///< programmatic dependent launch on SM90+ (B12X_ATTN_PDL=0: off)
   int target_ctas = 0;     ///< CTAs that fill the device once (SMs x occupancy)
   int split_limit = 1;     ///< most splits any bind may launch
   int64_t partial_rows = 0;  ///< (split, token) rows of partials the scratch holds

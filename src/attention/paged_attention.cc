@@ -162,7 +162,9 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
                 (fp8 ? "_kvfp8" : "") + (caps.q_dtype == DType::kFP16 ? "_fp16" : "_bf16");
   plan.tile_rows = k->tile_rows;
   plan.tile_kv = k->tile_kv;
-  plan.min_split_kv = std::max(256, k->tile_kv);
+  plan.min_split_kv = std::max(128, k->tile_kv);
+  const char* pdl_env = std::getenv("B12X_ATTN_PDL");
+  plan.use_pdl = !(pdl_env != nullptr && std::string(pdl_env) == "0");
   plan.target_ctas = dev.sm_count * occ;
 
   const int64_t max_ctx = int64_t(caps.max_page_table_width) * caps.page_size;
@@ -379,14 +381,17 @@ void run_paged(const PagedBinding& b, Stream stream) {
   p.scale_log2 = b.softmax_scale * 1.4426950408889634f;
   if (b.num_row_tiles <= 0) return;
   auto* s = reinterpret_cast<cudaStream_t>(stream);
+  // PDL (SM90+): each kernel may launch while its predecessor drains; all three wait for it
+  // (griddepcontrol.wait) before their first global read.
+  const bool pdl = plan.arch >= 90 && plan.use_pdl;
   if (p.tiles_per_req == 0) {
-    detail::launch_paged_schedule(p, s);
+    detail::launch_paged_schedule(p, s, pdl);
     B12X_CUDA_CHECK_LAUNCH();
   }
-  k->launch(p, dim3(b.num_row_tiles, c.num_kv_heads, b.num_splits), s);
+  k->launch(p, dim3(b.num_row_tiles, c.num_kv_heads, b.num_splits), s, pdl);
   B12X_CUDA_CHECK_LAUNCH();
   if (b.num_splits > 1) {
-    k->launch_merge(p, dim3(b.total_q), s);
+    k->launch_merge(p, dim3(b.total_q), s, pdl);
     B12X_CUDA_CHECK_LAUNCH();
   }
 }

@@ -11,7 +11,26 @@
 
 namespace b12x::attention::detail {
 
-using LaunchFn = void (*)(const PagedParams&, dim3 grid, cudaStream_t);
+/// `pdl`: launch as a programmatic dependent of the previous kernel in the stream (SM90+): the
+/// grid may start while its predecessor drains and waits (griddepcontrol.wait) before reading.
+using LaunchFn = void (*)(const PagedParams&, dim3 grid, cudaStream_t, bool pdl);
+
+/// cudaLaunchKernelEx with the programmatic-stream-serialization attribute when `pdl`.
+template <typename Kernel>
+inline cudaError_t launch_kernel(Kernel kernel, dim3 grid, int threads, int smem, cudaStream_t s,
+                                 bool pdl, const PagedParams& p) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = dim3(threads);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = s;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl ? 1 : 0;
+  return cudaLaunchKernelEx(&cfg, kernel, p);
+}
 
 struct KernelInfo {
   int dqk = 0, dv = 0;
@@ -31,6 +50,6 @@ void register_paged_d192(std::vector<KernelInfo>& out);
 void register_paged_d256(std::vector<KernelInfo>& out);
 
 /// The scheduler kernel (extend): tile_start[B+1] from cu_seqlens_q.
-void launch_paged_schedule(const PagedParams& p, cudaStream_t stream);
+void launch_paged_schedule(const PagedParams& p, cudaStream_t stream, bool pdl);
 
 }  // namespace b12x::attention::detail

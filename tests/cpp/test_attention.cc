@@ -10,6 +10,7 @@
 #include "b12x/reference/attention.h"
 #include "b12x/status.h"
 #include "formats/scalar.h"
+#include "test_attention_capi.h"
 
 namespace {
 
@@ -218,16 +219,13 @@ TEST(AttentionRef, ExplicitSoftmaxScale) {
   EXPECT_NEAR(p.o(0, 0, 0), w1, 1e-12);
 }
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const b12x::Error& e) {
-    EXPECT_EQ(e.code(), b12x::Status::kInvalidArgument) << e.what();
-    return e.what();
-  }
-  ADD_FAILURE() << "no error thrown";
-  return "";
+using b12x::attention_test::c_error_of;
+using b12x::attention_test::CArgs;
+
+// Reference errors through the C ABI (status + message).
+std::string ref_error(const att::PagedArgs& a) {
+  CArgs c(a);
+  return c_error_of([&] { return b12x_ref_paged_attention(&c.a); });
 }
 
 TEST(AttentionRef, RejectsBadArguments) {
@@ -241,25 +239,25 @@ TEST(AttentionRef, RejectsBadArguments) {
   {
     Problem p = fresh();
     p.table[0] = 99;  // a page id beyond the cache
-    EXPECT_NE(error_of([&] { b12x::reference::paged_attention(p.args()); }).find("page_table[0, 0]=99"),
+    EXPECT_NE(ref_error(p.args()).find("page_table[0, 0]=99"),
               std::string::npos);
   }
   {
     Problem p = fresh();
     p.lens = {0};  // below q_len
-    EXPECT_NE(error_of([&] { b12x::reference::paged_attention(p.args()); }).find("cache_seqlens[0]=0"),
+    EXPECT_NE(ref_error(p.args()).find("cache_seqlens[0]=0"),
               std::string::npos);
   }
   {
     Problem p = fresh();
     p.lens = {17};  // beyond W * page_size = 16
-    EXPECT_NE(error_of([&] { b12x::reference::paged_attention(p.args()); }).find("cache_seqlens[0]=17"),
+    EXPECT_NE(ref_error(p.args()).find("cache_seqlens[0]=17"),
               std::string::npos);
   }
   {
     Problem p = fresh();
     p.fp8 = true;  // fp8 without descales
-    EXPECT_NE(error_of([&] { b12x::reference::paged_attention(p.args()); }).find("k_descale"),
+    EXPECT_NE(ref_error(p.args()).find("k_descale"),
               std::string::npos);
   }
   {
@@ -267,7 +265,7 @@ TEST(AttentionRef, RejectsBadArguments) {
     p.hq = 3;
     p.hkv = 2;
     p.alloc();
-    EXPECT_NE(error_of([&] { b12x::reference::paged_attention(p.args()); }).find("num_q_heads=3"),
+    EXPECT_NE(ref_error(p.args()).find("num_q_heads=3"),
               std::string::npos);
   }
   {
@@ -277,21 +275,21 @@ TEST(AttentionRef, RejectsBadArguments) {
     a.k_cache.shape[3] = 96;
     a.v_cache.shape[3] = 96;
     a.out.shape[2] = 96;
-    EXPECT_NE(error_of([&] { b12x::reference::paged_attention(a); }).find("head dims (qk=96"),
+    EXPECT_NE(ref_error(a).find("head dims (qk=96"),
               std::string::npos);
   }
   {
     Problem p = fresh();
     att::PagedArgs a = p.args();
     a.window_left = -2;
-    EXPECT_NE(error_of([&] { b12x::reference::paged_attention(a); }).find("window_left=-2"),
+    EXPECT_NE(ref_error(a).find("window_left=-2"),
               std::string::npos);
   }
   {
     Problem p = fresh();
     att::PagedArgs a = p.args();
     a.cu_seqlens_q.shape[0] = 3;
-    EXPECT_NE(error_of([&] { b12x::reference::paged_attention(a); }).find("cu_seqlens_q"),
+    EXPECT_NE(ref_error(a).find("cu_seqlens_q"),
               std::string::npos);
   }
   {
@@ -299,7 +297,7 @@ TEST(AttentionRef, RejectsBadArguments) {
     att::PagedArgs a = p.args();
     std::vector<float> s(3, 0.f);
     a.sinks = TensorRef::contiguous(s.data(), DType::kFP32, {3});
-    EXPECT_NE(error_of([&] { b12x::reference::paged_attention(a); }).find("sinks"),
+    EXPECT_NE(ref_error(a).find("sinks"),
               std::string::npos);
   }
 }
@@ -316,7 +314,13 @@ TEST(AttentionPlan, RejectsBadCaps) {
   auto bad = [&](auto mutate, const char* needle) {
     att::PagedCaps x = c;
     mutate(x);
-    EXPECT_NE(error_of([&] { att::plan_paged(x); }).find(needle), std::string::npos) << needle;
+    const b12x_paged_caps cc = b12x::attention_test::to_c(x);
+    b12x_paged_attention_plan h = nullptr;
+    EXPECT_NE(c_error_of([&] { return b12x_attention_paged_plan_create(&cc, nullptr, &h); })
+                  .find(needle),
+              std::string::npos)
+        << needle;
+    EXPECT_EQ(h, nullptr);
   };
   bad([](att::PagedCaps& x) { x.head_dim_qk = x.head_dim_vo = 80; }, "head dims (qk=80");
   bad([](att::PagedCaps& x) { x.page_size = 48; }, "page_size=48");
@@ -356,10 +360,14 @@ TEST(AttentionRef, AppendKvBf16AndFp8) {
   const int untouched = ((0 * S + 0) * H + 0) * D;
   EXPECT_EQ(kc8[untouched], 0);
   slots[0] = P * S;  // beyond the cache
-  EXPECT_NE(error_of([&] {
-              b12x::reference::append_kv(kt, vt, TensorRef::contiguous(kc.data(), DType::kBF16, {P, S, H, D}),
-                                         TensorRef::contiguous(vc.data(), DType::kBF16, {P, S, H, D}),
-                                         st, {}, {});
+  const b12x_tensor ck = b12x::attention_test::to_c(kt), cv = b12x::attention_test::to_c(vt),
+                    cs = b12x::attention_test::to_c(st),
+                    ckc = b12x::attention_test::to_c(
+                        TensorRef::contiguous(kc.data(), DType::kBF16, {P, S, H, D})),
+                    cvc = b12x::attention_test::to_c(
+                        TensorRef::contiguous(vc.data(), DType::kBF16, {P, S, H, D}));
+  EXPECT_NE(c_error_of([&] {
+              return b12x_ref_append_kv(&ck, &cv, &ckc, &cvc, &cs, nullptr, nullptr);
             }).find("slot_mapping[0]=8"),
             std::string::npos);
 }

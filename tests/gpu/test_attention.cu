@@ -19,6 +19,7 @@
 #include "b12x/reference/attention.h"
 #include "b12x/status.h"
 #include "formats/scalar.h"
+#include "cpp/test_attention_capi.h"
 #include "gpu/gpu_test_util.h"
 
 namespace {
@@ -270,12 +271,29 @@ struct Problem {
     return a;
   }
 
-  void plan_and_bind() {
+  // Plans and binds; errors are checked through the C ABI first (C++ exceptions do not cross
+  // libb12x's boundary), so a failure is reported instead of terminating the test binary.
+  std::string try_plan_and_bind() {
+    const b12x_paged_caps cc = b12x::attention_test::to_c(caps());
+    b12x_paged_attention_plan h = nullptr;
+    if (b12x_attention_paged_plan_create(&cc, nullptr, &h) != B12X_OK) return b12x_last_error();
+    b12x_paged_plan_info info{};
+    b12x_attention_paged_plan_info(h, &info);
+    dscratch = DeviceBuffer<uint8_t>(std::max<int64_t>(info.scratch_bytes, 256));
+    b12x::attention_test::CArgs ca(device_args());
+    const b12x_tensor cs = b12x::attention_test::to_c(
+        TensorRef::contiguous(dscratch.ptr, DType::kUInt8, {info.scratch_bytes}, 0));
+    b12x_paged_attention_binding bnd = nullptr;
+    std::string err;
+    if (b12x_attention_paged_bind(h, &cs, &ca.a, &bnd) != B12X_OK) err = b12x_last_error();
+    b12x_attention_paged_binding_destroy(bnd);
+    b12x_attention_paged_plan_destroy(h);
+    if (!err.empty()) return err;
     plan = att::plan_paged(caps());
-    dscratch = DeviceBuffer<uint8_t>(std::max<int64_t>(plan.scratch_bytes, 256));
     binding = att::bind_paged(plan, TensorRef::contiguous(dscratch.ptr, DType::kUInt8,
                                                            {plan.scratch_bytes}, 0),
                               device_args());
+    return "";
   }
 
   void run(cudaStream_t stream = nullptr) {
@@ -368,13 +386,10 @@ std::mt19937_64& rng() {
   return g;
 }
 
-#define PLAN_AND_BIND(p)                                              \
-  do {                                                                \
-    try {                                                             \
-      (p).plan_and_bind();                                            \
-    } catch (const b12x::Error& e) {                                  \
-      FAIL() << "plan/bind failed: " << e.what() << " " << (p).s.str(); \
-    }                                                                 \
+#define PLAN_AND_BIND(p)                                                        \
+  do {                                                                          \
+    const std::string err_ = (p).try_plan_and_bind();                           \
+    if (!err_.empty()) FAIL() << "plan/bind failed: " << err_ << " " << (p).s.str(); \
   } while (0)
 
 void run_case(const Spec& s, const std::string& what) {
@@ -601,16 +616,21 @@ TEST(AttentionGpuBind, RejectsBadInputs) {
   s.prefix = {10, 20};
   Problem p(s, rng());
   PLAN_AND_BIND(p);
+  // Errors are observed through the C ABI (C++ exceptions do not cross libb12x's boundary).
+  const b12x_paged_caps cc = b12x::attention_test::to_c(p.caps());
+  b12x_paged_attention_plan plan = nullptr;
+  ASSERT_EQ(b12x_attention_paged_plan_create(&cc, nullptr, &plan), B12X_OK) << b12x_last_error();
   auto expect_bad = [&](auto mutate, const char* needle) {
     att::PagedArgs a = p.device_args();
     TensorRef scratch = TensorRef::contiguous(p.dscratch.ptr, DType::kUInt8, {p.plan.scratch_bytes}, 0);
     mutate(a, scratch);
-    try {
-      att::bind_paged(p.plan, scratch, a);
-      ADD_FAILURE() << "accepted: " << needle;
-    } catch (const b12x::Error& e) {
-      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-    }
+    b12x::attention_test::CArgs ca(a);
+    const b12x_tensor cs = b12x::attention_test::to_c(scratch);
+    b12x_paged_attention_binding bnd = nullptr;
+    const std::string msg = b12x::attention_test::c_error_of(
+        [&] { return b12x_attention_paged_bind(plan, &cs, &ca.a, &bnd); });
+    EXPECT_NE(msg.find(needle), std::string::npos) << msg;
+    EXPECT_EQ(bnd, nullptr);
   };
   expect_bad([](att::PagedArgs&, TensorRef& sc) { sc.shape[0] -= 1; }, "scratch has");
   expect_bad([](att::PagedArgs& a, TensorRef&) { a.q.device = -1; }, "q");
@@ -618,6 +638,20 @@ TEST(AttentionGpuBind, RejectsBadInputs) {
   expect_bad([](att::PagedArgs& a, TensorRef&) { a.k_cache.stride[0] += 1; }, "not a multiple of 16 bytes");
   expect_bad([&](att::PagedArgs& a, TensorRef&) { a.cu_seqlens_q.shape[0] = 2; }, "cu_seqlens_q");
   expect_bad([&](att::PagedArgs& a, TensorRef&) { a.page_table.shape[1] = p.W + 5; a.page_table.stride[0] = p.W + 5; }, "max_page_table_width");
+  // A good bind through the C ABI runs and matches the C++ path.
+  {
+    b12x::attention_test::CArgs ca(p.device_args());
+    const b12x_tensor cs = b12x::attention_test::to_c(
+        TensorRef::contiguous(p.dscratch.ptr, DType::kUInt8, {p.plan.scratch_bytes}, 0));
+    b12x_paged_attention_binding bnd = nullptr;
+    ASSERT_EQ(b12x_attention_paged_bind(plan, &cs, &ca.a, &bnd), B12X_OK) << b12x_last_error();
+    p.dout.poison(0xFF);
+    ASSERT_EQ(b12x_attention_paged_run(bnd, nullptr), B12X_OK) << b12x_last_error();
+    B12X_TEST_CUDA(cudaDeviceSynchronize());
+    p.check("C ABI run");
+    b12x_attention_paged_binding_destroy(bnd);
+  }
+  b12x_attention_paged_plan_destroy(plan);
 }
 
 TEST(AttentionGpuAppend, MatchesReference) {

@@ -121,6 +121,22 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
   return r;
 }
 
+/// Programmatic dependent launch: wait until the preceding grid in the stream has completed and
+/// its writes are visible (a no-op when the grid was launched without the PDL attribute).
+__device__ __forceinline__ void wait_prior_grid() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
+/// Lets the next PDL-launched grid in the stream get scheduled early (it still waits for this
+/// grid's completion before reading anything).
+__device__ __forceinline__ void allow_next_grid() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
 __device__ __forceinline__ float fast_exp2(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
@@ -226,6 +242,8 @@ __global__ void __launch_bounds__(Cfg::kThreads)
   uint8_t* sConv = smem + Cfg::kQBytes;                  // fp8 only: bf16 K then V tile
   uint8_t* sRing = smem + Cfg::kQBytes + Cfg::kConvBytes;  // stages (and the merge area)
 
+  wait_prior_grid();
+  allow_next_grid();
   Work w;
   if (!find_work(p, blockIdx.x, w)) return;
   const int kvh = blockIdx.y;
@@ -598,6 +616,7 @@ __global__ void __launch_bounds__(Cfg::kThreads)
 /// by the main kernel and are skipped.
 template <typename T, int kDv>
 __global__ void __launch_bounds__(128) paged_merge_kernel(const __grid_constant__ PagedParams p) {
+  wait_prior_grid();
   const int tok = blockIdx.x;
   if (tok >= p.cu_q[p.batch]) return;
   int lo = 0, hi = p.batch - 1;  // request of this token: largest b with cu_q[b] <= tok
@@ -650,6 +669,8 @@ __global__ void __launch_bounds__(128) paged_merge_kernel(const __grid_constant_
 /// device from cu_seqlens_q each launch. One block.
 template <int kUnused = 0>
 __global__ void __launch_bounds__(1024) paged_schedule_kernel(const __grid_constant__ PagedParams p) {
+  wait_prior_grid();
+  allow_next_grid();
   __shared__ int warp_sums[32];
   __shared__ int carry;
   if (threadIdx.x == 0) carry = 0;

@@ -7,12 +7,12 @@
 namespace b12x::attention::detail {
 
 template <typename T, typename Cfg>
-void launch_main(const PagedParams& p, dim3 grid, cudaStream_t s) {
-  paged_attention_kernel<T, Cfg><<<grid, Cfg::kThreads, Cfg::kSmemBytes, s>>>(p);
+void launch_main(const PagedParams& p, dim3 grid, cudaStream_t s, bool pdl) {
+  launch_kernel(paged_attention_kernel<T, Cfg>, grid, Cfg::kThreads, Cfg::kSmemBytes, s, pdl, p);
 }
 template <typename T, int kDv>
-void launch_merge(const PagedParams& p, dim3 grid, cudaStream_t s) {
-  paged_merge_kernel<T, kDv><<<grid, 128, 0, s>>>(p);
+void launch_merge(const PagedParams& p, dim3 grid, cudaStream_t s, bool pdl) {
+  launch_kernel(paged_merge_kernel<T, kDv>, grid, 128, 0, s, pdl, p);
 }
 
 template <typename T, bool kFp8, int kDqk, int kDv, int kKind>
