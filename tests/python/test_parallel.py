@@ -383,3 +383,37 @@ def test_tp_check_refuses_without_torch_or_gpus(capsys):
     assert tc.main(["--size", "small", "--layers", "moe_mxfp4"]) == 2
     assert want in capsys.readouterr().err
     assert os.environ["NCCL_NVLS_ENABLE"] == "0"
+
+
+def _sane_ggml(w, fmt):
+    """Random GGML rows with a finite fp16 d (1/64) at the start of every block."""
+    bb = {"q8_0": 34, "iq2_xxs": 66, "iq2_xs": 74}[fmt]
+    w = w.copy()
+    for c in range(0, w.shape[1], bb):
+        w[:, c], w[:, c + 1] = 0x00, 0x24  # fp16 0x2400 = 2^-6
+    return w
+
+
+@pytest.mark.parametrize("fmt", ["fp8_block", "mxfp8", "nvfp4_w4a16", "mxfp4_w4a16", "mxfp4_w4a8",
+                                 "q8_0", "iq2_xs", "iq2_xxs"])
+def test_row_parallel_partials_sum_to_unsharded_every_a16_format(fmt):
+    """Formats that take bf16 activations (quantised inside per 1x128 / 1x32 group, or not at
+    all): K per rank keeps the groups, so the partials add up to the unsharded output."""
+    g = rng(31)
+    M, N, K = 3, 48, 1024
+    w, s = linear_problem(fmt, N, K, g)
+    if fmt in ("q8_0", "iq2_xs", "iq2_xxs"):
+        w = _sane_ggml(w, fmt)
+    x = bf16_bits(g.standard_normal((M, K)))
+    kw = {"global_scale": 0.125} if fmt == "nvfp4_w4a16" else {}
+    full = gemm.reference_linear(fmt, w, s, x, **kw)
+    parts = []
+    for r in range(W):
+        sh = parallel.shard_row_parallel(fmt, w, s, r, W)
+        a, b = sh.ranges[0]
+        parts.append(gemm.reference_linear(fmt, sh.weight, sh.weight_scale,
+                                           np.ascontiguousarray(x[:, a:b]), **kw))
+    assert np.all(np.isfinite(full)) and np.abs(full).max() > 0
+    total = parts[0] + parts[1]
+    scale = np.abs(parts[0]) + np.abs(parts[1]) + np.abs(full)
+    assert np.all(np.abs(total - full) <= 1e-12 * scale + 1e-12), np.abs(total - full).max()
