@@ -12,14 +12,85 @@
 #include <cstdint>
 
 #include "formats/ggml_tables.h"
+#include "formats/scalar.h"
 #include "gemm/linear_layout.h"
 #include "gemm/linear_params.h"
 
 namespace b12x::gemm::lin {
 
-// GGML IQ2 grids (ggml-common.h), copied to shared memory by the kernels that decode IQ2.
-static __constant__ uint64_t c_iq2xxs_grid[256] = B12X_GGML_IQ2XXS_GRID_INIT;
-static __constant__ uint64_t c_iq2xs_grid[512] = B12X_GGML_IQ2XS_GRID_INIT;
+// GGML IQ2 decode tables, built at compile time from the grids of ggml-common.h and copied into
+// shared memory by the kernels that decode IQ2:
+//  - grid pairs: entry idx*4 + t = the grid bytes 2t, 2t+1 of grid[idx] as a bf16x2 / f16x2
+//    (the two values lane t of a quad needs from one 8-value group);
+//  - sign pairs: entry s7*4 + t = the sign bits of elements 2t, 2t+1 (ksigns: 7 stored bits plus
+//    even parity) placed at bits 15 and 31, XORed onto the grid pair.
+namespace iq2tab {
+constexpr uint32_t small_int_bits(uint32_t v, bool fp16) {
+  if (v == 0) return 0;
+  int e = 0;
+  while ((v >> (e + 1)) != 0) ++e;  // floor(log2 v)
+  if (fp16) return ((static_cast<uint32_t>(e) + 15u) << 10) | ((v << (10 - e)) & 0x3FFu);
+  return ((static_cast<uint32_t>(e) + 127u) << 7) | ((v << (7 - e)) & 0x7Fu);
+}
+template <int kEntries>
+struct GridPairs {
+  uint32_t v[kEntries * 4];
+};
+template <int kEntries>
+constexpr GridPairs<kEntries> make_grid_pairs(const uint64_t* grid, bool fp16) {
+  GridPairs<kEntries> t{};
+  for (int i = 0; i < kEntries; ++i)
+    for (int q = 0; q < 4; ++q) {
+      const uint32_t lo = static_cast<uint32_t>((grid[i] >> (16 * q)) & 0xFFu);
+      const uint32_t hi = static_cast<uint32_t>((grid[i] >> (16 * q + 8)) & 0xFFu);
+      t.v[i * 4 + q] = small_int_bits(lo, fp16) | (small_int_bits(hi, fp16) << 16);
+    }
+  return t;
+}
+struct SignPairs {
+  uint32_t v[128 * 4];
+};
+constexpr SignPairs make_sign_pairs() {
+  SignPairs t{};
+  for (uint32_t s7 = 0; s7 < 128; ++s7) {
+    uint32_t par = s7;
+    par ^= par >> 4;
+    par ^= par >> 2;
+    par ^= par >> 1;
+    const uint32_t s8 = s7 | ((par & 1u) << 7);
+    for (uint32_t q = 0; q < 4; ++q)
+      t.v[s7 * 4 + q] = (((s8 >> (2 * q)) & 1u) << 15) | (((s8 >> (2 * q + 1)) & 1u) << 31);
+  }
+  return t;
+}
+}  // namespace iq2tab
+
+static __device__ const iq2tab::GridPairs<256> g_iq2xxs_pairs_bf16 =
+    iq2tab::make_grid_pairs<256>(fmt::ggml::kIq2xxsGrid, false);
+static __device__ const iq2tab::GridPairs<256> g_iq2xxs_pairs_fp16 =
+    iq2tab::make_grid_pairs<256>(fmt::ggml::kIq2xxsGrid, true);
+static __device__ const iq2tab::GridPairs<512> g_iq2xs_pairs_bf16 =
+    iq2tab::make_grid_pairs<512>(fmt::ggml::kIq2xsGrid, false);
+static __device__ const iq2tab::GridPairs<512> g_iq2xs_pairs_fp16 =
+    iq2tab::make_grid_pairs<512>(fmt::ggml::kIq2xsGrid, true);
+static __device__ const iq2tab::SignPairs g_iq2_sign_pairs = iq2tab::make_sign_pairs();
+
+/// Copy the IQ2 tables of a format/dtype into shared memory (gtab: entries*4, stab: 512 words).
+template <bool kXs, class T>
+__device__ __forceinline__ void load_iq2_tables(uint32_t* gtab, uint32_t* stab, int tid,
+                                                int nthreads) {
+  const uint32_t* g;
+  if constexpr (kXs) {
+    g = T::kFp16 ? g_iq2xs_pairs_fp16.v : g_iq2xs_pairs_bf16.v;
+  } else {
+    g = T::kFp16 ? g_iq2xxs_pairs_fp16.v : g_iq2xxs_pairs_bf16.v;
+  }
+  constexpr int kWords = (kXs ? 512 : 256) * 4;
+  for (int i = tid; i < kWords / 4; i += nthreads)
+    reinterpret_cast<uint4*>(gtab)[i] = reinterpret_cast<const uint4*>(g)[i];
+  for (int i = tid; i < 512 / 4; i += nthreads)
+    reinterpret_cast<uint4*>(stab)[i] = reinterpret_cast<const uint4*>(g_iq2_sign_pairs.v)[i];
+}
 
 // ---------------------------------------------------------------- packed-half helpers -------
 struct Bf16Tag {
@@ -196,34 +267,22 @@ __device__ __forceinline__ void decode_byte_atom(const uint4& v, uint32_t a[2][4
   }
 }
 
-/// IQ2 atom: entries (u16) e[half][q]; grid16 = shared table, grid16[idx * 4 + t] = grid bytes
-/// 2t, 2t+1 of entry idx.
+/// IQ2 atom: entries (u16) e[half][q] (grid index | sign7 << 9); gtab / stab are the shared
+/// copies of the grid-pair and sign-pair tables (load_iq2_tables). The values are the exact
+/// integers +-grid; d*(2s+1)/8 is applied in fp32 per group.
 template <class T>
-__device__ __forceinline__ void decode_iq2_atom(const uint4& v, const uint16_t* grid16, int t,
-                                                uint32_t a[2][4]) {
+__device__ __forceinline__ void decode_iq2_atom(const uint4& v, const uint32_t* gtab,
+                                                const uint32_t* stab, int t, uint32_t a[2][4]) {
   const uint32_t w[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
   for (int s = 0; s < 2; ++s) {
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-      const int half = j & 1;       // row g / g+8
+      const int half = j & 1;          // row g / g+8
       const int q = 2 * s + (j >> 1);  // 8-value group in the atom
       const uint32_t word = w[half * 2 + (q >> 1)];
       const uint32_t e = (q & 1) ? (word >> 16) : (word & 0xFFFFu);
-      const uint32_t idx = e & 0x1FFu;
-      const uint32_t s7 = e >> 9;
-      const uint32_t s8 = s7 | ((__popc(s7) & 1u) << 7);
-      const uint32_t y = (s8 >> (2 * t)) & 3u;
-      const uint32_t sbits = (y * 0x40008000u) & 0x80008000u;
-      const uint32_t g2 = grid16[idx * 4 + t];
-      const uint32_t spread = prmt(g2, 0, 0x4140u);
-      uint32_t r;
-      if constexpr (T::kFp16) {
-        r = fma2<T>(spread | 0x64006400u, 0x3C003C00u, 0xE400E400u);  // 1024 + g - 1024
-      } else {
-        r = fma2<T>(spread | 0x43004300u, 0x3F803F80u, 0xC300C300u);  // 128 + g - 128
-      }
-      a[s][j] = r ^ sbits;
+      a[s][j] = gtab[(e & 0x1FFu) * 4 + t] ^ stab[(e >> 9) * 4 + t];
     }
   }
 }

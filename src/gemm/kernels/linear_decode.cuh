@@ -84,7 +84,8 @@ __global__ void __launch_bounds__(128) linear_decode_kernel(const LinearParams p
   __shared__ alignas(16) uint8_t xs8[kF8 ? kTok * kPitchB : 16];
   __shared__ float xsc[kTok * kGroupsPerSlice];
   __shared__ uint32_t lut[F == WFmt::kNvfp4 ? 128 : 1];
-  __shared__ uint16_t grid16[kIq2 ? (F == WFmt::kIq2Xs ? 512 * 4 : 256 * 4) : 1];
+  __shared__ alignas(16) uint32_t gtab[kIq2 ? (F == WFmt::kIq2Xs ? 512 * 4 : 256 * 4) : 4];
+  __shared__ alignas(16) uint32_t stab[kIq2 ? 512 : 4];
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, t = lane & 3;
@@ -98,13 +99,7 @@ __global__ void __launch_bounds__(128) linear_decode_kernel(const LinearParams p
   if constexpr (F == WFmt::kNvfp4) {
     lut[threadIdx.x] = nvfp4_scale_splat<T>(static_cast<uint8_t>(threadIdx.x));
   }
-  if constexpr (kIq2) {
-    constexpr int kEntries = F == WFmt::kIq2Xs ? 512 : 256;
-    for (int i = threadIdx.x; i < kEntries * 4; i += 128) {
-      const uint64_t e = F == WFmt::kIq2Xs ? c_iq2xs_grid[i >> 2] : c_iq2xxs_grid[i >> 2];
-      grid16[i] = static_cast<uint16_t>(e >> (16 * (i & 3)));
-    }
-  }
+  if constexpr (kIq2) load_iq2_tables<F == WFmt::kIq2Xs, T>(gtab, stab, threadIdx.x, 128);
 
   float acc[NT][4];
 #pragma unroll
@@ -313,7 +308,7 @@ __global__ void __launch_bounds__(128) linear_decode_kernel(const LinearParams p
       } else if constexpr (F == WFmt::kQ8_0) {
         decode_byte_atom<T, true>(rv, af);
       } else if constexpr (kIq2) {
-        decode_iq2_atom<T>(rv, grid16, t, af);
+        decode_iq2_atom<T>(rv, gtab, stab, t, af);
       } else {
         decode_byte_atom<T, false>(rv, af);  // unused: FP8 weights take the kF8 path
       }

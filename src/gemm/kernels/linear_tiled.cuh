@@ -38,7 +38,7 @@ __host__ __device__ constexpr int tiled_smem_bytes() {
 static_assert(tiled_smem_bytes<WFmt::kFp8>() <= 101376, "tiled kernel exceeds SM12x smem");
 static_assert(tiled_smem_bytes<WFmt::kQ8_0>() <= 101376, "tiled kernel exceeds SM12x smem");
 static_assert(tiled_smem_bytes<WFmt::kNvfp4>() + 512 <= 101376, "tiled kernel exceeds SM12x smem");
-static_assert(tiled_smem_bytes<WFmt::kIq2Xs>() + 4096 <= 101376, "tiled kernel exceeds SM12x smem");
+static_assert(tiled_smem_bytes<WFmt::kIq2Xs>() + 10240 <= 101376, "tiled kernel exceeds SM12x smem");
 
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
   const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
@@ -76,7 +76,8 @@ __global__ void __launch_bounds__(256) linear_tiled_kernel(const LinearParams p)
 
   extern __shared__ __align__(16) uint8_t smem[];
   __shared__ uint32_t lut[F == WFmt::kNvfp4 ? 128 : 1];
-  __shared__ uint16_t grid16[kIq2 ? (F == WFmt::kIq2Xs ? 512 * 4 : 256 * 4) : 1];
+  __shared__ alignas(16) uint32_t gtab[kIq2 ? (F == WFmt::kIq2Xs ? 512 * 4 : 256 * 4) : 4];
+  __shared__ alignas(16) uint32_t stab[kIq2 ? 512 : 4];
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, t = lane & 3;
@@ -88,13 +89,7 @@ __global__ void __launch_bounds__(256) linear_tiled_kernel(const LinearParams p)
   if constexpr (F == WFmt::kNvfp4) {
     if (tid < 128) lut[tid] = nvfp4_scale_splat<T>(static_cast<uint8_t>(tid));
   }
-  if constexpr (kIq2) {
-    constexpr int kEntries = F == WFmt::kIq2Xs ? 512 : 256;
-    for (int i = tid; i < kEntries * 4; i += 256) {
-      const uint64_t e = F == WFmt::kIq2Xs ? c_iq2xs_grid[i >> 2] : c_iq2xxs_grid[i >> 2];
-      grid16[i] = static_cast<uint16_t>(e >> (16 * (i & 3)));
-    }
-  }
+  if constexpr (kIq2) load_iq2_tables<F == WFmt::kIq2Xs, T>(gtab, stab, tid, 256);
 
   auto a_stage = [&](int s) { return reinterpret_cast<uint16_t*>(smem + s * (kAStage + kBStage)); };
   auto b_stage = [&](int s) { return smem + s * (kAStage + kBStage) + kAStage; };
@@ -296,7 +291,7 @@ __global__ void __launch_bounds__(256) linear_tiled_kernel(const LinearParams p)
         } else if constexpr (F == WFmt::kQ8_0) {
           decode_byte_atom<T, true>(rv, bf[ar]);
         } else if constexpr (kIq2) {
-          decode_iq2_atom<T>(rv, grid16, t, bf[ar]);
+          decode_iq2_atom<T>(rv, gtab, stab, t, bf[ar]);
         } else {
           decode_byte_atom<T, false>(rv, bf[ar]);
         }
