@@ -167,6 +167,8 @@ struct Plan {
   /// Quantized activations are dequantized by a separate pass into scratch (tiled regime)
   /// rather than while the weight-streaming kernel stages them.
   bool act_prepass = false;
+  int sm_count = 0;               ///< SMs of the device (tiled split-K choice)
+  bool tiled_cluster_ok = false;  ///< thread-block clusters available (SM90+)
   std::string describe() const;
 };
 

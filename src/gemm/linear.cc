@@ -137,6 +137,8 @@ Plan plan(const Caps& caps) {
   }
   p.split_k = split;
   const char* split_env = std::getenv("B12X_GEMM_SPLIT");
+  p.sm_count = dev.sm_count;
+  p.tiled_cluster_ok = dev.cc_major >= 9;
   p.split_cluster = split > 1 && split <= 8 && dev.cc_major >= 9 &&
                     !(split_env != nullptr && std::string(split_env) == "reduce");
   const char* pre_env = std::getenv("B12X_GEMM_ACT_PREPASS");
@@ -418,6 +420,15 @@ void run(const Binding& b, Stream stream) {
   const bool fp16 = mma_fp16(f, b.x.dtype);
   const int nt = decode_nt(std::min<int64_t>(M, 16));
   if (tiled && p.x_vec16) {
+    // Split K over a cluster when the 128x128 tiles alone leave SMs idle (M up to a few hundred).
+    const int64_t tiles = ((geo.NP + 127) / 128) * ((M + 127) / 128);
+    const int64_t stages = geo.KP / 64;
+    int split = 1;
+    if (plan.tiled_cluster_ok) {
+      while (split < 8 && tiles * split * 2 <= plan.sm_count && stages >= 4 * split * 2) split *= 2;
+    }
+    p.split = split;
+    p.cluster_split = split;
     lin::launch_linear_tiled(im.wfmt, fp16, p, stream);
     return;
   }

@@ -11,6 +11,8 @@
 // Shared memory: 3 x (128 x 72 halves + 8 x 2 atoms x 512 B) <= 79 KB, within SM12x's 99 KB.
 #pragma once
 
+#include <cooperative_groups.h>
+
 #include "gemm/kernels/linear_common.cuh"
 
 namespace b12x::gemm::lin {
@@ -31,9 +33,12 @@ template <WFmt F>
 __host__ __device__ constexpr int tiled_a_stage_bytes() {
   return wtraits(F).fp8mma ? TiledConfig::kBM * (TiledConfig::kBK + 16) : TiledConfig::kABytes;
 }
+/// The pipeline buffers, at least the 64 KB the split-K reduction reuses them for.
 template <WFmt F>
 __host__ __device__ constexpr int tiled_smem_bytes() {
-  return TiledConfig::kStages * (tiled_a_stage_bytes<F>() + tiled_b_stage_bytes<F>());
+  constexpr int kPipe = TiledConfig::kStages * (tiled_a_stage_bytes<F>() + tiled_b_stage_bytes<F>());
+  constexpr int kRed = TiledConfig::kThreads * 64 * 4;
+  return kPipe > kRed ? kPipe : kRed;
 }
 static_assert(tiled_smem_bytes<WFmt::kFp8>() <= 101376, "tiled kernel exceeds SM12x smem");
 static_assert(tiled_smem_bytes<WFmt::kQ8_0>() <= 101376, "tiled kernel exceeds SM12x smem");
@@ -94,11 +99,15 @@ __global__ void __launch_bounds__(256) linear_tiled_kernel(const LinearParams p)
   auto a_stage = [&](int s) { return reinterpret_cast<uint16_t*>(smem + s * (kAStage + kBStage)); };
   auto b_stage = [&](int s) { return smem + s * (kAStage + kBStage) + kAStage; };
 
-  const int64_t num_k = p.KP / C::kBK;
+  // Split-K over grid.z (one thread-block cluster): this CTA's stages [kb_begin, kb_end).
+  const int64_t total_k = p.KP / C::kBK;
+  const int64_t per_split = (total_k + p.split - 1) / p.split;
+  const int64_t kb_begin = min(total_k, static_cast<int64_t>(blockIdx.z) * per_split);
+  const int64_t num_k = min(total_k, kb_begin + per_split) - kb_begin;
   const uint16_t* x = static_cast<const uint16_t*>(p.x);
 
   auto load_stage = [&](int s, int64_t kb) {
-    const int64_t k0 = kb * C::kBK;
+    const int64_t k0 = kb * C::kBK;  // kb: absolute stage index
     uint16_t* as = a_stage(s);
     if constexpr (kF8) {
       // A: 128 rows x 4 chunks of 16 e4m3 bytes
@@ -151,7 +160,7 @@ __global__ void __launch_bounds__(256) linear_tiled_kernel(const LinearParams p)
 
 #pragma unroll
   for (int s = 0; s < C::kStages - 1; ++s) {
-    if (s < num_k) load_stage(s, s);
+    if (s < num_k) load_stage(s, kb_begin + s);
     cp_async_commit();
   }
 
@@ -160,13 +169,13 @@ __global__ void __launch_bounds__(256) linear_tiled_kernel(const LinearParams p)
     __syncthreads();
     {
       const int64_t nk = kb + C::kStages - 1;
-      if (nk < num_k) load_stage(static_cast<int>(nk % C::kStages), nk);
+      if (nk < num_k) load_stage(static_cast<int>(nk % C::kStages), kb_begin + nk);
       cp_async_commit();
     }
     const int s = static_cast<int>(kb % C::kStages);
     const uint16_t* as = a_stage(s);
     const uint8_t* bs = b_stage(s);
-    const int64_t k0 = kb * C::kBK;
+    const int64_t k0 = (kb_begin + kb) * C::kBK;
 
     if constexpr (kF8) {
       const uint8_t* asb = reinterpret_cast<const uint8_t*>(as);
@@ -367,6 +376,35 @@ __global__ void __launch_bounds__(256) linear_tiled_kernel(const LinearParams p)
     }  // !kF8
   }
   cp_async_wait<0>();
+
+  // Split-K: ranks > 0 leave their accumulators in shared memory; rank 0 adds them over DSMEM.
+  if (p.cluster_split > 1) {
+    __syncthreads();  // the pipeline buffers become the reduction buffer
+    float* red = reinterpret_cast<float*>(smem);
+#pragma unroll
+    for (int mt = 0; mt < 4; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) red[((mt * 4 + nt) * 4 + e) * C::kThreads + tid] = acc[mt][nt][e];
+    cooperative_groups::cluster_group cl = cooperative_groups::this_cluster();
+    cl.sync();
+    const unsigned rank = cl.block_rank();
+    if (rank == 0) {
+      for (unsigned r = 1; r < cl.num_blocks(); ++r) {
+        const float* rr = cl.map_shared_rank(red, r);
+#pragma unroll
+        for (int mt = 0; mt < 4; ++mt)
+#pragma unroll
+          for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+              acc[mt][nt][e] += rr[((mt * 4 + nt) * 4 + e) * C::kThreads + tid];
+      }
+    }
+    cl.sync();
+    if (rank != 0) return;
+  }
 
   // Epilogue: c0 = (token g, row 2t), c1 = (g, 2t+1), c2/c3 = token g+8.
   float mult = p.out_mult;
