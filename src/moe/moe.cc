@@ -673,6 +673,8 @@ void run(const Binding& b, Stream stream) {
   const auto* base = static_cast<const uint8_t*>(S.base);
 
   const bool decode = cfg == detail::kCfgDecode;
+  // Programmatic dependent launches inside the op's own kernel chain (sm_90+ only).
+  const bool pdl = device_info(p.caps.device).cc_major >= 9;
   int* counters = num_tiles + 4;
   if (!decode)
     detail::launch_route(b.topk_ids.data, ids64, R, static_cast<int>(E), TN, tiles, num_tiles,
@@ -716,8 +718,9 @@ void run(const Binding& b, Stream stream) {
   g1.out_ld = I;
   g1.out_fp16 = inter_fp16;
   if (decode) g1.num_counters = S.L.fc2.rows_pad / detail::kCfgRows[cfg];
+  // FC1 follows the caller's kernels (decode) or our routing kernel (grouped).
   detail::launch_gemm(S.L.wfmt1, fp16_ops, cfg, g1, g1.w.rows_pad / detail::kCfgRows[cfg],
-                      grid_tiles, stream);
+                      grid_tiles, stream, pdl && !decode);
 
   // FC2 -> per-route fp32 [route, H]
   detail::GemmArgs g2 = g;
@@ -740,13 +743,13 @@ void run(const Binding& b, Stream stream) {
   g2.final_ld = b.output.stride[0];
   g2.final_fp16 = b.output.dtype == DType::kFP16 ? 1 : 0;
   detail::launch_gemm(S.L.wfmt2, fp16_ops, cfg, g2, g2.w.rows_pad / detail::kCfgRows[cfg],
-                      grid_tiles, stream);
+                      grid_tiles, stream, pdl);
   if (decode) return;
 
   detail::launch_combine(route_out, M, H, static_cast<int>(topk), b.topk_ids.data, ids64,
                          static_cast<int>(E), static_cast<const float*>(b.topk_weights.data),
                          p.caps.apply_router_weight_on_input, b.output.data,
-                         b.output.dtype == DType::kFP16, b.output.stride[0], stream);
+                         b.output.dtype == DType::kFP16, b.output.stride[0], stream, pdl);
 }
 
 bool is_supported(int device) {

@@ -2,6 +2,8 @@
 // weight repack used by prepare_weights.
 #include <cub/block/block_scan.cuh>
 
+#include <utility>
+
 #include "core/cuda_check.h"
 #include "formats/swizzle.h"
 #include "moe/kernels/moe_gemm.cuh"
@@ -29,6 +31,7 @@ __global__ void __launch_bounds__(kRouteThreads)
   using Scan = cub::BlockScan<int, kRouteThreads>;
   __shared__ typename Scan::TempStorage scan_tmp;
   const int tid = threadIdx.x;
+  dev::pdl_trigger();
   for (int e = tid; e < E; e += kRouteThreads) cnt[e] = 0;
   __syncthreads();
   for (int r = tid; r < routes; r += kRouteThreads) {
@@ -66,6 +69,8 @@ __global__ void __launch_bounds__(kRouteThreads)
 __global__ void combine_kernel(const float* route_out, int64_t H, int topk, const void* ids,
                                bool ids64, int E, const float* weights, bool weight_on_input,
                                void* out, bool out_fp16, int64_t out_ld) {
+  dev::pdl_trigger();
+  dev::pdl_wait();
   const int64_t m = blockIdx.x;
   const int64_t h = (static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x) * 4;
   if (h >= H) return;
@@ -182,13 +187,30 @@ __global__ void repack_scales_kernel(int wfmt, RepackSrc s, WeightView d, uint8_
   }
 }
 
+/// Launch with (pdl) or without the programmatic-stream-serialization attribute.
+template <typename... KArgs, typename... Args>
+void launch_k(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, Stream stream,
+              bool pdl, Args&&... args) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl ? 1 : 0;
+  B12X_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
+}
+
 template <int WF, typename OpT, bool kFold>
-void launch_gemm_t(int cfg, const GemmArgs& a, int gx, int gy, Stream stream) {
+void launch_gemm_t(int cfg, const GemmArgs& a, int gx, int gy, Stream stream, bool pdl) {
   const dim3 grid(gx, gy);
   if (cfg == kCfgDecode) {
-    dev::moe_gemm_kernel<WF, OpT, 1, 4, 8, kFold><<<grid, 128, 0, stream>>>(a);
+    launch_k(dev::moe_gemm_kernel<WF, OpT, 1, 4, 8, kFold>, grid, dim3(128), 0, stream, pdl, a);
   } else {
-    dev::moe_gemm_kernel<WF, OpT, 4, 1, 64, kFold><<<grid, 128, 0, stream>>>(a);
+    launch_k(dev::moe_gemm_kernel<WF, OpT, 4, 1, 64, kFold>, grid, dim3(128), 0, stream, pdl, a);
   }
 }
 
@@ -204,30 +226,31 @@ void launch_route(const void* ids, bool ids64, int64_t routes, int num_experts, 
   B12X_CUDA_CHECK_LAUNCH();
 }
 
-void launch_gemm(int wfmt, bool fp16, int cfg, const GemmArgs& a, int gx, int gy, Stream s) {
+void launch_gemm(int wfmt, bool fp16, int cfg, const GemmArgs& a, int gx, int gy, Stream s,
+                 bool pdl) {
   if (gx <= 0 || gy <= 0) return;
   switch (wfmt) {
     case kWFp4:
       // BF16 operands fold every FP4 block scale exactly; FP16 operands fold UE4M3 scales but
       // not E8M0 ones (outside the FP16 range), which take the fp32 partial-sum path.
       if (!fp16)
-        launch_gemm_t<kWFp4, __nv_bfloat16, true>(cfg, a, gx, gy, s);
+        launch_gemm_t<kWFp4, __nv_bfloat16, true>(cfg, a, gx, gy, s, pdl);
       else if (a.w.scale_kind == 0)
-        launch_gemm_t<kWFp4, __half, true>(cfg, a, gx, gy, s);
+        launch_gemm_t<kWFp4, __half, true>(cfg, a, gx, gy, s, pdl);
       else
-        launch_gemm_t<kWFp4, __half, false>(cfg, a, gx, gy, s);
+        launch_gemm_t<kWFp4, __half, false>(cfg, a, gx, gy, s, pdl);
       break;
     case kWQ8_0:
-      fp16 ? launch_gemm_t<kWQ8_0, __half, false>(cfg, a, gx, gy, s)
-           : launch_gemm_t<kWQ8_0, __nv_bfloat16, false>(cfg, a, gx, gy, s);
+      fp16 ? launch_gemm_t<kWQ8_0, __half, false>(cfg, a, gx, gy, s, pdl)
+           : launch_gemm_t<kWQ8_0, __nv_bfloat16, false>(cfg, a, gx, gy, s, pdl);
       break;
     case kWIq2xxs:
-      fp16 ? launch_gemm_t<kWIq2xxs, __half, false>(cfg, a, gx, gy, s)
-           : launch_gemm_t<kWIq2xxs, __nv_bfloat16, false>(cfg, a, gx, gy, s);
+      fp16 ? launch_gemm_t<kWIq2xxs, __half, false>(cfg, a, gx, gy, s, pdl)
+           : launch_gemm_t<kWIq2xxs, __nv_bfloat16, false>(cfg, a, gx, gy, s, pdl);
       break;
     default:
-      fp16 ? launch_gemm_t<kWIq2xs, __half, false>(cfg, a, gx, gy, s)
-           : launch_gemm_t<kWIq2xs, __nv_bfloat16, false>(cfg, a, gx, gy, s);
+      fp16 ? launch_gemm_t<kWIq2xs, __half, false>(cfg, a, gx, gy, s, pdl)
+           : launch_gemm_t<kWIq2xs, __nv_bfloat16, false>(cfg, a, gx, gy, s, pdl);
       break;
   }
   B12X_CUDA_CHECK_LAUNCH();
@@ -235,14 +258,13 @@ void launch_gemm(int wfmt, bool fp16, int cfg, const GemmArgs& a, int gx, int gy
 
 void launch_combine(const float* route_out, int64_t M, int64_t H, int topk, const void* ids,
                     bool ids64, int num_experts, const float* weights, bool weight_on_input,
-                    void* out, bool out_fp16, int64_t out_ld, Stream stream) {
+                    void* out, bool out_fp16, int64_t out_ld, Stream stream, bool pdl) {
   if (M == 0) return;
   const int threads = 256;
   const dim3 grid(static_cast<unsigned>(M),
                   static_cast<unsigned>((H / 4 + threads - 1) / threads));
-  combine_kernel<<<grid, threads, 0, stream>>>(route_out, H, topk, ids, ids64, num_experts,
-                                               weights, weight_on_input, out, out_fp16, out_ld);
-  B12X_CUDA_CHECK_LAUNCH();
+  launch_k(combine_kernel, grid, dim3(threads), 0, stream, pdl, route_out, H, topk, ids, ids64,
+           num_experts, weights, weight_on_input, out, out_fp16, out_ld);
 }
 
 void launch_repack(int wfmt, const RepackSrc& src, const WeightView& dst, uint8_t* values,

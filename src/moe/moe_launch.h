@@ -75,11 +75,13 @@ inline constexpr int kMaxInlineRoutes = 64;
 
 void launch_route(const void* ids, bool ids64, int64_t routes, int num_experts, int tile_tokens,
                   int* tiles, int* num_tiles, int* slot_route, Stream stream);
+/// pdl: launch with programmatic stream serialization (only for a kernel whose predecessor in
+/// the stream is the previous kernel of this op; it then waits for it on the device).
 void launch_gemm(int wfmt, bool fp16_operands, int cfg, const GemmArgs& args, int grid_rows,
-                 int grid_tiles, Stream stream);
+                 int grid_tiles, Stream stream, bool pdl);
 void launch_combine(const float* route_out, int64_t M, int64_t H, int topk, const void* ids,
                     bool ids64, int num_experts, const float* weights, bool weight_on_input,
-                    void* out, bool out_fp16, int64_t out_ld, Stream stream);
+                    void* out, bool out_fp16, int64_t out_ld, Stream stream, bool pdl);
 
 /// Source description for the device repack of one operand.
 struct RepackSrc {

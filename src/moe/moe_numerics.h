@@ -18,6 +18,15 @@ namespace b12x::moe::num {
 enum AQuant : int { kANone = 0, kANvfp4 = 1, kAMxfp8 = 2, kAMxfp4 = 3 };
 enum ActKind : int { kActSilu = 0, kActSitu = 1, kActSwigluOai = 2, kActRelu2 = 3 };
 
+/// E2M1 code -> value without a lookup table (kernels would put the table in local memory):
+/// codes 2..7 are normal (2^(e-1) * (1 + m/2)), code 1 is 0.5, code 0 is 0; bit 3 is the sign.
+B12X_HD float e2m1_value(uint32_t code) {
+  const uint32_t c = code & 7u;
+  const float mag = c >= 2 ? fmt::f32_from_bits((((c >> 1) + 126u) << 23) | ((c & 1u) << 22))
+                           : 0.5f * static_cast<float>(c);
+  return (code & 8u) ? -mag : mag;
+}
+
 /// Quantise-dequantise 32 consecutive K values (one MX block, two NVFP4 blocks) in place into
 /// operand values. `gs` is the NVFP4 activation global scale (a_gscale of the expert).
 B12X_HD void quant_operand32(float* v, int aq, float gs) {
@@ -28,7 +37,7 @@ B12X_HD void quant_operand32(float* v, int aq, float gs) {
       const float mult = fmt::nvfp4_multiplier(sf, gs);
       const float dsf = fmt::ue4m3_to_float(sf);
       for (int i = 0; i < 16; ++i)
-        x[i] = fmt::mul_rn(fmt::e2m1_to_float(fmt::nvfp4_encode_value(x[i], mult)), dsf);
+        x[i] = fmt::mul_rn(e2m1_value(fmt::nvfp4_encode_value(x[i], mult)), dsf);
     }
   } else if (aq == kAMxfp8) {
     const uint8_t s = fmt::mxfp8_scale(fmt::block_amax(v, 32), fmt::MxZeroBlockScale::kOne);
@@ -37,8 +46,9 @@ B12X_HD void quant_operand32(float* v, int aq, float gs) {
   } else if (aq == kAMxfp4) {
     const uint8_t s = fmt::mxfp4_scale(fmt::block_amax(v, 32), fmt::MxScaleRule::kCeil,
                                        fmt::MxZeroBlockScale::kOne);
+    const float scale = fmt::ue8m0_to_float(s);
     for (int i = 0; i < 32; ++i)
-      v[i] = fmt::mxfp4_decode_value(fmt::mxfp4_encode_value(v[i], s), s);
+      v[i] = fmt::mul_rn(e2m1_value(fmt::mxfp4_encode_value(v[i], s)), scale);
   }
 }
 

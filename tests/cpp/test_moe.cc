@@ -266,6 +266,8 @@ TEST(Moe, Fp4RepackAndFragmentDecodeRoundTrip) {
         }
       }
   EXPECT_EQ(checked, K);
+  for (uint32_t c = 0; c < 16; ++c)
+    EXPECT_EQ(moe::num::e2m1_value(c), fmt::e2m1_to_float(static_cast<uint8_t>(c))) << c;
   // Every UE4M3 code decodes like the reference.
   for (uint32_t b = 0; b < 127; ++b)
     EXPECT_EQ(moe::layout::ue4m3_via_bits(b), fmt::ue4m3_to_float(static_cast<uint8_t>(b))) << b;

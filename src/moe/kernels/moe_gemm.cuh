@@ -127,6 +127,20 @@ struct OpTraits<__half> {
   }
 };
 
+// Programmatic dependent launch (sm_90+): the next kernel of the chain may start while this one
+// runs; it calls pdl_wait() before touching this kernel's outputs. Both are no-ops when the
+// kernel was launched without the programmatic attribute (or below sm_90).
+__device__ __forceinline__ void pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 __device__ __forceinline__ uint4 ldg16(const uint8_t* p) {
   return __ldg(reinterpret_cast<const uint4*>(p));
 }
@@ -340,6 +354,10 @@ __global__ void __launch_bounds__(32 * kWM * kWK) moe_gemm_kernel(const GemmArgs
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int tile_idx = blockIdx.y;
+  pdl_trigger();
+  // Grouped: tiles come from the routing kernel, wait for the predecessor first. Decode: routes
+  // are derived from the caller's ids, so FC2 prefetches weights before waiting for FC1.
+  if (!args.inline_route) pdl_wait();
   int4 tile;
   int live_tiles = 0;
   const int* slot_route = args.slot_route;
@@ -458,6 +476,7 @@ __global__ void __launch_bounds__(32 * kWM * kWK) moe_gemm_kernel(const GemmArgs
 #pragma unroll
     for (int i = 0; i < 4; ++i) f[i].load(vrow[i], srow[i], kk, t, W.scale_kind);
   }
+  if (args.inline_route) pdl_wait();
   for (int kc0 = 0; kc0 < W.K_pad; kc0 += C::kKC) {
     __syncthreads();
     // ---- stage the activation chunk: gather, quantise, scatter into fragment order ----------
