@@ -41,27 +41,32 @@ struct TileCfg {
   static constexpr bool kFp8 = kFp8_;
   static constexpr bool kDecode = kKind != 0;
   static constexpr bool kBigHead = kDqk > 128 || kDv > 128;
-  static constexpr int kBN = kKind == 2 ? 32 : (kBigHead ? 32 : 64);
-  // Extend: 8 warps x 16 rows for head dims <= 128 (one K/V tile serves 128 packed rows),
-  // 4 warps for the larger dims (Q tile + ring must fit 99 KB).
-  static constexpr int kWM = kDecode ? 1 : (kBigHead ? 4 : 8);
+  // Extend: 4 warps; for head dims <= 128 each warp owns two 16-row MMA blocks (32 rows, as
+  // FA2), so every K/V fragment read from shared memory feeds two MMAs (32-token tiles keep
+  // the two S blocks in registers for head dim 128). Larger dims keep one block per warp
+  // (registers) and 64-row tiles (Q tile + ring must fit 99 KB).
+  static constexpr int kWM = kDecode ? 1 : 4;
+  static constexpr int kMB = (kDecode || kBigHead) ? 1 : 2;
+  static constexpr int kBN = kKind == 2 ? 32 : (kBigHead ? 32 : (kMB == 2 && kDv > 64 ? 32 : 64));
   static constexpr int kWN = kDecode ? kBN / 16 : 1;
   static constexpr int kThreads = kWM * kWN * 32;
-  static constexpr int kBM = 16 * kWM;
+  static constexpr int kBM = 16 * kWM * kMB;
   static constexpr int kKvBytes = kFp8 ? 1 : 2;
   static constexpr int kQBytes = kBM * kDqk * 2;
   static constexpr int kStageBytes = kBN * (kDqk + kDv) * kKvBytes;
   static constexpr int kConvBytes = kFp8 ? kBN * (kDqk + kDv) * 2 : 0;
   static constexpr int kMergeBytes = kWN > 1 ? kWN * (kBM * kDv * 4 + 2 * kBM * 4) : 0;
   static constexpr int kFitStages = (101376 - kQBytes - kConvBytes) / kStageBytes;
-  static constexpr int kStages =
-      kKind == 2 ? (kFitStages < 4 ? kFitStages : 4) : ((kKind == 1 && kFp8) ? 3 : 2);
+  static constexpr int kMaxStages = kKind == 2 ? 4 : (kKind == 0 && kMB == 2 ? 3 : 0);
+  static constexpr int kStages = kMaxStages > 0 ? (kFitStages < kMaxStages ? kFitStages : kMaxStages)
+                                                : ((kKind == 1 && kFp8) ? 3 : 2);
   static constexpr int kRingBytes = kStages * kStageBytes;
   static constexpr int kSmemBytes =
       kQBytes + kConvBytes + (kRingBytes > kMergeBytes ? kRingBytes : kMergeBytes);
   static_assert(kStages >= 2, "paged attention needs at least a double-buffered ring");
   static_assert(kSmemBytes <= 101376, "paged attention tile exceeds the SM12x 99 KB smem limit");
   static_assert((kBN / kWN) % 16 == 0, "each warp needs whole 16-token MMA K steps");
+  static_assert(kWN == 1 || kMB == 1, "the cross-warp merge handles one row block per warp");
 };
 
 // ---------------------------------------------------------------- PTX helpers ----------------
@@ -348,20 +353,33 @@ __global__ void __launch_bounds__(Cfg::kThreads)
     cp_async_commit();
   }
 
-  float o[kDv / 8][4];
+  constexpr int kMB = Cfg::kMB;  // 16-row MMA blocks per warp
+  const int wrow0 = wm * 16 * kMB;  // this warp's first row in the CTA tile
+  float o[kMB][kDv / 8][4];
 #pragma unroll
-  for (int i = 0; i < kDv / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
-  float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};
+  for (int mb = 0; mb < kMB; ++mb)
+#pragma unroll
+    for (int i = 0; i < kDv / 8; ++i) o[mb][i][0] = o[mb][i][1] = o[mb][i][2] = o[mb][i][3] = 0.f;
+  float m_run[kMB][2], l_run[kMB][2];
+#pragma unroll
+  for (int mb = 0; mb < kMB; ++mb) {
+    m_run[mb][0] = m_run[mb][1] = -INFINITY;
+    l_run[mb][0] = l_run[mb][1] = 0.f;
+  }
 
   const float kdesc = load_scale(p.k_descale, p.kd_sb, p.kd_sh, w.b, kvh);
   const float scale = p.scale_log2 * kdesc;
 
-  // Query positions of this lane's two rows (for the causal / window mask).
-  int row_qi[2];
+  // Query positions of this lane's rows (for the causal / window mask).
+  int row_qi[kMB][2];
 #pragma unroll
-  for (int r = 0; r < 2; ++r) row_qi[r] = (rows0 + wm * 16 + g + 8 * r) / p.group;
+  for (int mb = 0; mb < kMB; ++mb)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) row_qi[mb][r] = (rows0 + wrow0 + mb * 16 + g + 8 * r) / p.group;
   const int tile_qi_min = rows0 / p.group;
   const int tile_qi_max = min(w.qlen - 1, (rows0 + kBM - 1) / p.group);
+  const uint32_t q_tile = smem_u32(sQ);
+  const uint32_t q_lane = swz(wrow0 + (lane & 15), lane >> 4, kQRow);
 
   for (int it = 0; it < n_tiles; ++it) {
     cp_async_wait<kStages - 2>();
@@ -399,17 +417,17 @@ __global__ void __launch_bounds__(Cfg::kThreads)
       };
       const int conv_first = kWarpConv ? lane : tid;
       if constexpr (kKc == kVc) {
-#pragma unroll
+#pragma unroll 1
         for (int i = conv_first; i < kConvTok * kKc; i += kConvThreads) {
           const int j = conv_tok0 + i / kKc, c = i % kKc;
           convert(rk, ck, j, c, kKc);
           convert(rv, cv, j, c, kVc);
         }
       } else {
-#pragma unroll
+#pragma unroll 1
         for (int i = conv_first; i < kConvTok * kKc; i += kConvThreads)
           convert(rk, ck, conv_tok0 + i / kKc, i % kKc, kKc);
-#pragma unroll
+#pragma unroll 1
         for (int i = conv_first; i < kConvTok * kVc; i += kConvThreads)
           convert(rv, cv, conv_tok0 + i / kVc, i % kVc, kVc);
       }
@@ -425,22 +443,34 @@ __global__ void __launch_bounds__(Cfg::kThreads)
       sV = sK + kBN * kDqk * 2;
     }
 
-    // ---- S = Q K^T for this warp's 16 rows x kNT tokens ----
+    // ---- S = Q K^T for this warp's kMB x 16 rows x kNT tokens ----
     const int tok0 = wn * kNT;
-    float s[kNT / 8][4];
+    float s[kMB][kNT / 8][4];
 #pragma unroll
-    for (int i = 0; i < kNT / 8; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
+    for (int mb = 0; mb < kMB; ++mb)
+#pragma unroll
+      for (int i = 0; i < kNT / 8; ++i) s[mb][i][0] = s[mb][i][1] = s[mb][i][2] = s[mb][i][3] = 0.f;
+    // Swizzled ldmatrix addresses: the chunk XOR only touches bits 4.. of the in-row offset,
+    // so k-step kb is `lane_off ^ (kb << 5)` and row blocks are immediate offsets (keeps the
+    // address registers few).
+    const uint32_t k_tile = smem_u32(sK);
+    const uint32_t k_lane = swz(tok0 + ((lane >> 4) << 3) + (lane & 7), (lane >> 3) & 1, kKRow);
 #pragma unroll
     for (int kb = 0; kb < kDqk / 16; ++kb) {
-      uint32_t a[4];
-      ldmatrix_x4(a, smem_u32(sQ + swz(wm * 16 + (lane & 15), kb * 2 + (lane >> 4), kQRow)));
+      uint32_t a[kMB][4];
+      const uint32_t q_off = q_lane ^ (kb << 5);
+#pragma unroll
+      for (int mb = 0; mb < kMB; ++mb) ldmatrix_x4(a[mb], q_tile + q_off + mb * 16 * kQRow);
+      const uint32_t k_off = k_tile + (k_lane ^ (kb << 5));
 #pragma unroll
       for (int nb2 = 0; nb2 < kNT / 16; ++nb2) {
         uint32_t bf[4];
-        ldmatrix_x4(bf, smem_u32(sK + swz(tok0 + nb2 * 16 + ((lane >> 4) << 3) + (lane & 7),
-                                          kb * 2 + ((lane >> 3) & 1), kKRow)));
-        mma16816<T>(s[2 * nb2], a, bf[0], bf[1]);
-        mma16816<T>(s[2 * nb2 + 1], a, bf[2], bf[3]);
+        ldmatrix_x4(bf, k_off + nb2 * 16 * kKRow);
+#pragma unroll
+        for (int mb = 0; mb < kMB; ++mb) {
+          mma16816<T>(s[mb][2 * nb2], a[mb], bf[0], bf[1]);
+          mma16816<T>(s[mb][2 * nb2 + 1], a[mb], bf[2], bf[3]);
+        }
       }
     }
 
@@ -450,74 +480,87 @@ __global__ void __launch_bounds__(Cfg::kThreads)
                            (p.window_left >= 0 && kv0 < tile_qi_max + off_diag - p.window_left);
     if (need_mask) {
 #pragma unroll
-      for (int nb = 0; nb < kNT / 8; ++nb) {
+      for (int mb = 0; mb < kMB; ++mb)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int pos = kv0 + tok0 + nb * 8 + 2 * t4 + (e & 1);
-          const int qi = row_qi[e >> 1];
-          const int diag = qi + off_diag;
-          const bool ok = pos < kv_end && pos <= diag &&
-                          (p.window_left < 0 || pos >= diag - p.window_left);
-          if (!ok) s[nb][e] = -INFINITY;
+        for (int nb = 0; nb < kNT / 8; ++nb) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int pos = kv0 + tok0 + nb * 8 + 2 * t4 + (e & 1);
+            const int diag = row_qi[mb][e >> 1] + off_diag;
+            const bool ok = pos < kv_end && pos <= diag &&
+                            (p.window_left < 0 || pos >= diag - p.window_left);
+            if (!ok) s[mb][nb][e] = -INFINITY;
+          }
         }
-      }
     }
 
     // ---- online softmax (base 2) ----
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float mx = -INFINITY;
+    for (int mb = 0; mb < kMB; ++mb)
 #pragma unroll
-      for (int nb = 0; nb < kNT / 8; ++nb) mx = fmaxf(mx, fmaxf(s[nb][2 * r], s[nb][2 * r + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float m_new = fmaxf(m_run[r], mx * scale);
-      const float m_use = m_new == -INFINITY ? 0.f : m_new;
-      const float alpha = fast_exp2(m_run[r] - m_use);
-      m_run[r] = m_new;
-      l_run[r] *= alpha;
+      for (int r = 0; r < 2; ++r) {
+        float mx = -INFINITY;
 #pragma unroll
-      for (int db = 0; db < kDv / 8; ++db) {
-        o[db][2 * r] *= alpha;
-        o[db][2 * r + 1] *= alpha;
+        for (int nb = 0; nb < kNT / 8; ++nb)
+          mx = fmaxf(mx, fmaxf(s[mb][nb][2 * r], s[mb][nb][2 * r + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float m_new = fmaxf(m_run[mb][r], mx * scale);
+        const float m_use = m_new == -INFINITY ? 0.f : m_new;
+        const float alpha = fast_exp2(m_run[mb][r] - m_use);
+        m_run[mb][r] = m_new;
+        l_run[mb][r] *= alpha;
+#pragma unroll
+        for (int db = 0; db < kDv / 8; ++db) {
+          o[mb][db][2 * r] *= alpha;
+          o[mb][db][2 * r + 1] *= alpha;
+        }
+        float sum = 0.f;
+#pragma unroll
+        for (int nb = 0; nb < kNT / 8; ++nb) {
+          s[mb][nb][2 * r] = fast_exp2(fmaf(s[mb][nb][2 * r], scale, -m_use));
+          s[mb][nb][2 * r + 1] = fast_exp2(fmaf(s[mb][nb][2 * r + 1], scale, -m_use));
+          sum += s[mb][nb][2 * r] + s[mb][nb][2 * r + 1];
+        }
+        l_run[mb][r] += sum;
       }
-      float sum = 0.f;
-#pragma unroll
-      for (int nb = 0; nb < kNT / 8; ++nb) {
-        s[nb][2 * r] = fast_exp2(fmaf(s[nb][2 * r], scale, -m_use));
-        s[nb][2 * r + 1] = fast_exp2(fmaf(s[nb][2 * r + 1], scale, -m_use));
-        sum += s[nb][2 * r] + s[nb][2 * r + 1];
-      }
-      l_run[r] += sum;
-    }
 
     // ---- O += P V ----
+    const uint32_t v_tile = smem_u32(sV);
+    const uint32_t v_lane = swz(tok0 + (((lane >> 3) & 1) << 3) + (lane & 7), lane >> 4, kVRow);
 #pragma unroll
     for (int kk = 0; kk < kNT / 16; ++kk) {
-      uint32_t pa[4];
-      pa[0] = pack2<T>(s[2 * kk][0], s[2 * kk][1]);
-      pa[1] = pack2<T>(s[2 * kk][2], s[2 * kk][3]);
-      pa[2] = pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-      pa[3] = pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+      uint32_t pa[kMB][4];
+#pragma unroll
+      for (int mb = 0; mb < kMB; ++mb) {
+        pa[mb][0] = pack2<T>(s[mb][2 * kk][0], s[mb][2 * kk][1]);
+        pa[mb][1] = pack2<T>(s[mb][2 * kk][2], s[mb][2 * kk][3]);
+        pa[mb][2] = pack2<T>(s[mb][2 * kk + 1][0], s[mb][2 * kk + 1][1]);
+        pa[mb][3] = pack2<T>(s[mb][2 * kk + 1][2], s[mb][2 * kk + 1][3]);
+      }
 #pragma unroll
       for (int db2 = 0; db2 < kDv / 16; ++db2) {
         uint32_t bf[4];
-        ldmatrix_x4_trans(bf, smem_u32(sV + swz(tok0 + kk * 16 + (((lane >> 3) & 1) << 3) + (lane & 7),
-                                                db2 * 2 + (lane >> 4), kVRow)));
-        mma16816<T>(o[2 * db2], pa, bf[0], bf[1]);
-        mma16816<T>(o[2 * db2 + 1], pa, bf[2], bf[3]);
+        ldmatrix_x4_trans(bf, v_tile + (v_lane ^ (db2 << 5)) + kk * 16 * kVRow);
+#pragma unroll
+        for (int mb = 0; mb < kMB; ++mb) {
+          mma16816<T>(o[mb][2 * db2], pa[mb], bf[0], bf[1]);
+          mma16816<T>(o[mb][2 * db2 + 1], pa[mb], bf[2], bf[3]);
+        }
       }
     }
   }
   cp_async_wait<0>();
 
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 1);
-    l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 2);
-  }
+  for (int mb = 0; mb < kMB; ++mb)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      l_run[mb][r] += __shfl_xor_sync(0xffffffffu, l_run[mb][r], 1);
+      l_run[mb][r] += __shfl_xor_sync(0xffffffffu, l_run[mb][r], 2);
+    }
 
-  // ---- merge the WN warp states of each row block through shared memory ----
+  // ---- merge the WN warp states of each row block through shared memory (kMB == 1) ----
   if constexpr (kWN > 1) {
     __syncthreads();  // everyone is done with the ring
     float* sm_m = reinterpret_cast<float*>(sRing);
@@ -526,8 +569,8 @@ __global__ void __launch_bounds__(Cfg::kThreads)
     if (t4 == 0) {
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        sm_m[wn * kBM + wm * 16 + g + 8 * r] = m_run[r];
-        sm_l[wn * kBM + wm * 16 + g + 8 * r] = l_run[r];
+        sm_m[wn * kBM + wm * 16 + g + 8 * r] = m_run[0][r];
+        sm_l[wn * kBM + wm * 16 + g + 8 * r] = l_run[0][r];
       }
     }
     __syncthreads();
@@ -541,14 +584,14 @@ __global__ void __launch_bounds__(Cfg::kThreads)
       float ll = 0.f;
 #pragma unroll
       for (int x = 0; x < kWN; ++x) ll += sm_l[x * kBM + row] * fast_exp2(sm_m[x * kBM + row] - m_use);
-      const float mine = fast_exp2(m_run[r] - m_use);
+      const float mine = fast_exp2(m_run[0][r] - m_use);
 #pragma unroll
       for (int db = 0; db < kDv / 8; ++db) {
-        o[db][2 * r] *= mine;
-        o[db][2 * r + 1] *= mine;
+        o[0][db][2 * r] *= mine;
+        o[0][db][2 * r + 1] *= mine;
       }
-      m_run[r] = mm;
-      l_run[r] = ll;
+      m_run[0][r] = mm;
+      l_run[0][r] = ll;
     }
     // fragment-ordered partial O of warps wn > 0
     float* my = sm_o + ((wn * kWM + wm) * (kDv / 8) * 4) * 32;
@@ -556,7 +599,7 @@ __global__ void __launch_bounds__(Cfg::kThreads)
 #pragma unroll
       for (int db = 0; db < kDv / 8; ++db)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) my[(db * 4 + e) * 32 + lane] = o[db][e];
+        for (int e = 0; e < 4; ++e) my[(db * 4 + e) * 32 + lane] = o[0][db][e];
     }
     __syncthreads();
     if (wn > 0) return;
@@ -566,7 +609,7 @@ __global__ void __launch_bounds__(Cfg::kThreads)
 #pragma unroll
       for (int db = 0; db < kDv / 8; ++db)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) o[db][e] += other[(db * 4 + e) * 32 + lane];
+        for (int e = 0; e < 4; ++e) o[0][db][e] += other[(db * 4 + e) * 32 + lane];
     }
   }
 
@@ -574,40 +617,43 @@ __global__ void __launch_bounds__(Cfg::kThreads)
   const float vdesc = load_scale(p.v_descale, p.vd_sb, p.vd_sh, w.b, kvh);
   const bool final_out = range.ns == 1;
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int pr = rows0 + wm * 16 + g + 8 * r;
-    const int qi = pr / p.group;
-    if (qi >= w.qlen) continue;
-    const int h = kvh * p.group + (pr - qi * p.group);
-    const int tok = w.q0 + qi;
-    float mm = m_run[r], ll = l_run[r];
-    float rescale = 1.f;
-    if (final_out && p.sinks != nullptr) {
-      const float sl2 = p.sinks[h] * kLog2e;
-      const float mn = fmaxf(mm, sl2);
-      rescale = fast_exp2(mm - mn);  // 0 when there was no key
-      ll = ll * rescale + fast_exp2(sl2 - mn);
-      mm = mn;
-    }
-    const float factor = ll > 0.f ? rescale * vdesc / ll : 0.f;
-    const float lse = ll > 0.f ? mm + __log2f(ll) : -INFINITY;
-    if (final_out) {
-      T* out = static_cast<T*>(p.out) + (int64_t)tok * p.o_st + (int64_t)h * p.o_sh;
+  for (int mb = 0; mb < kMB; ++mb)
 #pragma unroll
-      for (int db = 0; db < kDv / 8; ++db)
-        *reinterpret_cast<uint32_t*>(out + db * 8 + 2 * t4) =
-            pack2<T>(o[db][2 * r] * factor, o[db][2 * r + 1] * factor);
-      if (p.lse != nullptr && t4 == 0) p.lse[(int64_t)tok * p.lse_st + (int64_t)h * p.lse_sh] = lse;
-    } else {
-      const int64_t row = ((int64_t)split * p.total_q + tok) * p.num_q_heads + h;
-      float* po = p.part_o + row * kDv;
+    for (int r = 0; r < 2; ++r) {
+      const int pr = rows0 + wrow0 + mb * 16 + g + 8 * r;
+      const int qi = pr / p.group;
+      if (qi >= w.qlen) continue;
+      const int h = kvh * p.group + (pr - qi * p.group);
+      const int tok = w.q0 + qi;
+      float mm = m_run[mb][r], ll = l_run[mb][r];
+      float rescale = 1.f;
+      if (final_out && p.sinks != nullptr) {
+        const float sl2 = p.sinks[h] * kLog2e;
+        const float mn = fmaxf(mm, sl2);
+        rescale = fast_exp2(mm - mn);  // 0 when there was no key
+        ll = ll * rescale + fast_exp2(sl2 - mn);
+        mm = mn;
+      }
+      const float factor = ll > 0.f ? rescale * vdesc / ll : 0.f;
+      const float lse = ll > 0.f ? mm + __log2f(ll) : -INFINITY;
+      if (final_out) {
+        T* out = static_cast<T*>(p.out) + (int64_t)tok * p.o_st + (int64_t)h * p.o_sh;
 #pragma unroll
-      for (int db = 0; db < kDv / 8; ++db)
-        *reinterpret_cast<float2*>(po + db * 8 + 2 * t4) =
-            make_float2(o[db][2 * r] * factor, o[db][2 * r + 1] * factor);
-      if (t4 == 0) p.part_lse[row] = lse;
+        for (int db = 0; db < kDv / 8; ++db)
+          *reinterpret_cast<uint32_t*>(out + db * 8 + 2 * t4) =
+              pack2<T>(o[mb][db][2 * r] * factor, o[mb][db][2 * r + 1] * factor);
+        if (p.lse != nullptr && t4 == 0)
+          p.lse[(int64_t)tok * p.lse_st + (int64_t)h * p.lse_sh] = lse;
+      } else {
+        const int64_t row = ((int64_t)split * p.total_q + tok) * p.num_q_heads + h;
+        float* po = p.part_o + row * kDv;
+#pragma unroll
+        for (int db = 0; db < kDv / 8; ++db)
+          *reinterpret_cast<float2*>(po + db * 8 + 2 * t4) =
+              make_float2(o[mb][db][2 * r] * factor, o[mb][db][2 * r + 1] * factor);
+        if (t4 == 0) p.part_lse[row] = lse;
+      }
     }
-  }
 }
 
 // ---------------------------------------------------------------- merge ----------------------
