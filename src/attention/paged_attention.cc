@@ -391,7 +391,8 @@ void run_paged(const PagedBinding& b, Stream stream) {
   k->launch(p, dim3(b.num_row_tiles, c.num_kv_heads, b.num_splits), s, pdl);
   B12X_CUDA_CHECK_LAUNCH();
   if (b.num_splits > 1) {
-    k->launch_merge(p, dim3(b.total_q), s, pdl);
+    const int64_t rows = int64_t(b.total_q) * c.num_q_heads;
+    k->launch_merge(p, dim3(static_cast<unsigned>((rows + 3) / 4)), s, pdl);  // 4 warps / CTA
     B12X_CUDA_CHECK_LAUNCH();
   }
 }

@@ -658,12 +658,19 @@ __global__ void __launch_bounds__(Cfg::kThreads)
 
 // ---------------------------------------------------------------- merge ----------------------
 /// Folds the normalised split partials of each (token, head) with their base-2 LSEs (and the
-/// sink as one extra state with no value row). Rows whose tile had a single split were written
-/// by the main kernel and are skipped.
+/// sink as one extra state with no value row). One warp per (token, head): lanes share the
+/// split weights (at most 64 splits, two per lane), then each lane sums its float4 columns over
+/// the splits. Rows whose tile had a single split were written by the main kernel: skipped.
+constexpr int kMergeWarps = 4;
 template <typename T, int kDv>
-__global__ void __launch_bounds__(128) paged_merge_kernel(const __grid_constant__ PagedParams p) {
+__global__ void __launch_bounds__(32 * kMergeWarps)
+    paged_merge_kernel(const __grid_constant__ PagedParams p) {
   wait_prior_grid();
-  const int tok = blockIdx.x;
+  const int lane = threadIdx.x & 31;
+  const int64_t row = int64_t(blockIdx.x) * kMergeWarps + (threadIdx.x >> 5);
+  if (row >= int64_t(p.total_q) * p.num_q_heads) return;
+  const int tok = static_cast<int>(row / p.num_q_heads);
+  const int h = static_cast<int>(row % p.num_q_heads);
   if (tok >= p.cu_q[p.batch]) return;
   int lo = 0, hi = p.batch - 1;  // request of this token: largest b with cu_q[b] <= tok
   while (lo < hi) {
@@ -676,38 +683,42 @@ __global__ void __launch_bounds__(128) paged_merge_kernel(const __grid_constant_
   if (q0 < 0 || tok - q0 >= qlen) return;
   const int qi = tok - q0;
   const int lk = min(p.seqlens[b], p.max_kv);
-  constexpr int kVec = kDv / 4;  // float4 per head row
-  for (int i = threadIdx.x; i < p.num_q_heads * kVec; i += blockDim.x) {
-    const int h = i / kVec, c = i % kVec;
-    const int pr = qi * p.group + h % p.group;
-    const KvRange range = kv_range(p, pr / p.tile_rows, qlen, lk);
-    if (range.ns <= 1) continue;
-    const int64_t stride_split = (int64_t)p.total_q * p.num_q_heads;
-    const int64_t row0 = (int64_t)tok * p.num_q_heads + h;
-    float mm = -INFINITY;
-    for (int s = 0; s < range.ns; ++s) mm = fmaxf(mm, p.part_lse[s * stride_split + row0]);
-    if (p.sinks != nullptr) mm = fmaxf(mm, p.sinks[h] * kLog2e);
-    const float m_use = mm == -INFINITY ? 0.f : mm;
-    float wsum = p.sinks != nullptr ? exp2f(p.sinks[h] * kLog2e - m_use) : 0.f;
+  const int pr = qi * p.group + h % p.group;
+  const KvRange range = kv_range(p, pr / p.tile_rows, qlen, lk);
+  if (range.ns <= 1) return;
+  const int ns = min(range.ns, 64);
+  const int64_t split_stride = int64_t(p.total_q) * p.num_q_heads;
+  const float l0 = lane < ns ? p.part_lse[lane * split_stride + row] : -INFINITY;
+  const float l1 = lane + 32 < ns ? p.part_lse[(lane + 32) * split_stride + row] : -INFINITY;
+  float mm = fmaxf(l0, l1);
+#pragma unroll
+  for (int d = 16; d > 0; d >>= 1) mm = fmaxf(mm, __shfl_xor_sync(0xffffffffu, mm, d));
+  const float sink = p.sinks != nullptr ? p.sinks[h] * kLog2e : -INFINITY;
+  mm = fmaxf(mm, sink);
+  const float m_use = mm == -INFINITY ? 0.f : mm;
+  const float w0 = exp2f(l0 - m_use), w1 = exp2f(l1 - m_use);
+  float wsum = w0 + w1;
+#pragma unroll
+  for (int d = 16; d > 0; d >>= 1) wsum += __shfl_xor_sync(0xffffffffu, wsum, d);
+  if (p.sinks != nullptr) wsum += exp2f(sink - m_use);
+  const float inv = wsum > 0.f ? 1.f / wsum : 0.f;
+  T* out = static_cast<T*>(p.out) + (int64_t)tok * p.o_st + (int64_t)h * p.o_sh;
+  for (int c = lane; c < kDv / 4; c += 32) {
     float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-    for (int s = 0; s < range.ns; ++s) {
-      const float ws = exp2f(p.part_lse[s * stride_split + row0] - m_use);
-      wsum += ws;
-      if (ws > 0.f) {
-        const float4 v = *reinterpret_cast<const float4*>(p.part_o + (s * stride_split + row0) * kDv + c * 4);
-        acc.x += ws * v.x;
-        acc.y += ws * v.y;
-        acc.z += ws * v.z;
-        acc.w += ws * v.w;
-      }
+#pragma unroll 4
+    for (int sidx = 0; sidx < ns; ++sidx) {
+      const float ws = __shfl_sync(0xffffffffu, sidx < 32 ? w0 : w1, sidx & 31);
+      const float4 v = *reinterpret_cast<const float4*>(p.part_o + (sidx * split_stride + row) * kDv + c * 4);
+      acc.x += ws * v.x;
+      acc.y += ws * v.y;
+      acc.z += ws * v.z;
+      acc.w += ws * v.w;
     }
-    const float inv = wsum > 0.f ? 1.f / wsum : 0.f;
-    T* out = static_cast<T*>(p.out) + (int64_t)tok * p.o_st + (int64_t)h * p.o_sh + c * 4;
     const uint32_t lo2 = pack2<T>(acc.x * inv, acc.y * inv), hi2 = pack2<T>(acc.z * inv, acc.w * inv);
-    *reinterpret_cast<uint2*>(out) = make_uint2(lo2, hi2);
-    if (p.lse != nullptr && c == 0)
-      p.lse[(int64_t)tok * p.lse_st + (int64_t)h * p.lse_sh] = wsum > 0.f ? mm + log2f(wsum) : -INFINITY;
+    *reinterpret_cast<uint2*>(out + c * 4) = make_uint2(lo2, hi2);
   }
+  if (p.lse != nullptr && lane == 0)
+    p.lse[(int64_t)tok * p.lse_st + (int64_t)h * p.lse_sh] = wsum > 0.f ? mm + log2f(wsum) : -INFINITY;
 }
 
 // ---------------------------------------------------------------- scheduler ------------------

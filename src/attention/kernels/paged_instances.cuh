@@ -12,7 +12,7 @@ void launch_main(const PagedParams& p, dim3 grid, cudaStream_t s, bool pdl) {
 }
 template <typename T, int kDv>
 void launch_merge(const PagedParams& p, dim3 grid, cudaStream_t s, bool pdl) {
-  launch_kernel(paged_merge_kernel<T, kDv>, grid, 128, 0, s, pdl, p);
+  launch_kernel(paged_merge_kernel<T, kDv>, grid, 32 * kMergeWarps, 0, s, pdl, p);
 }
 
 template <typename T, bool kFp8, int kDqk, int kDv, int kKind>
