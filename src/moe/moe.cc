@@ -579,6 +579,15 @@ Plan plan(const Caps& caps) {
   o = align256(o + 16 * p.max_tiles);
   p.off_slot_route = o;
   o = align256(o + 4 * R);
+  p.off_slot_expert = o;
+  o = align256(o + 4 * R);
+  // Grouped regime with quantised activations: the FC1 input is quantised once per slot into
+  // [R, H] BF16 operand rows (the FC2 input is quantised in place in the intermediate).
+  p.off_xq = -1;
+  if (cfg == detail::kCfgGrouped && aquant_of(w.args.quant_mode) != num::kANone) {
+    p.off_xq = o;
+    o = align256(o + 2 * R * H);
+  }
   p.off_inter = o;
   o = align256(o + 2 * R * I);
   p.off_route_out = o;
@@ -676,9 +685,13 @@ void run(const Binding& b, Stream stream) {
   // Programmatic dependent launches inside the op's own kernel chain (sm_90+ only).
   const bool pdl = device_info(p.caps.device).cc_major >= 9;
   int* counters = num_tiles + 4;
+  int* slot_expert = reinterpret_cast<int*>(sc + p.off_slot_expert);
   if (!decode)
     detail::launch_route(b.topk_ids.data, ids64, R, static_cast<int>(E), TN, tiles, num_tiles,
-                         slot_route, stream);
+                         slot_route, slot_expert, stream);
+  // Grouped + quantised activations: quantise once per slot (not once per row tile).
+  const bool preq = !decode && p.off_xq >= 0;
+  uint16_t* xq = preq ? reinterpret_cast<uint16_t*>(sc + p.off_xq) : nullptr;
   const int grid_tiles = decode ? static_cast<int>(R) : static_cast<int>(max_tiles_for(R, E, TN));
 
   detail::GemmArgs g;
@@ -713,6 +726,19 @@ void run(const Binding& b, Stream stream) {
   g1.act_fp16 = fp16_in;
   g1.act_ld = b.a.stride[0];
   g1.act_by_token = 1;
+  // A16: x already holds operand values in the MMA dtype.
+  g1.raw_operands = is_a16 ? 1 : 0;
+  if (preq) {
+    detail::launch_quant_rows(b.a.data, fp16_in, b.a.stride[0], true, static_cast<int>(topk),
+                              slot_route, slot_expert, num_tiles, g1.a_gscale, g1.aquant, xq, H,
+                              static_cast<int>(H), R, stream, pdl);
+    g1.src = xq;
+    g1.act_fp16 = 0;
+    g1.act_ld = H;
+    g1.act_by_token = 0;
+    g1.aquant = num::kANone;
+    g1.raw_operands = 1;
+  }
   g1.epi = p.weights.gated ? 0 : 1;
   g1.out = inter;
   g1.out_ld = I;
@@ -733,7 +759,15 @@ void run(const Binding& b, Stream stream) {
   g2.act_fp16 = inter_fp16;
   g2.act_ld = I;
   g2.act_by_token = 0;
-  g2.weight_on_input = 0;
+  g2.raw_operands = is_a16 ? 1 : 0;
+  if (preq) {
+    detail::launch_quant_rows(inter, false, I, false, static_cast<int>(topk), slot_route,
+                              slot_expert, num_tiles, g2.a_gscale, g2.aquant,
+                              static_cast<uint16_t*>(inter), I, static_cast<int>(I), R, stream,
+                              pdl);
+    g2.aquant = num::kANone;
+    g2.raw_operands = 1;
+  }
   g2.epi = 2;
   g2.out = route_out;
   g2.out_ld = H;

@@ -24,7 +24,7 @@ __device__ __forceinline__ int64_t load_id(const void* ids, bool ids64, int64_t 
 constexpr int kRouteThreads = 1024;
 __global__ void __launch_bounds__(kRouteThreads)
     route_kernel(const void* ids, bool ids64, int routes, int E, int TN, int4* tiles,
-                 int* num_tiles, int* slot_route) {
+                 int* num_tiles, int* slot_route, int* slot_expert) {
   extern __shared__ int sm[];
   int* cnt = sm;
   int* cur = sm + E;
@@ -57,11 +57,62 @@ __global__ void __launch_bounds__(kRouteThreads)
       tiles[tile_off++] = make_int4(e, row_off + i * TN, min(TN, c - i * TN), 0);
     row_off += c;
   }
-  if (tid == 0) *num_tiles = tile_total;
+  if (tid == kRouteThreads - 1) {
+    num_tiles[0] = tile_total;
+    num_tiles[1] = row_off;  // the last thread's running offset = number of valid routes
+  }
   __syncthreads();
   for (int r = tid; r < routes; r += kRouteThreads) {
     const int64_t e = load_id(ids, ids64, r);
-    if (e >= 0 && e < E) slot_route[atomicAdd(&cur[e], 1)] = r;
+    if (e >= 0 && e < E) {
+      const int pos = atomicAdd(&cur[e], 1);
+      slot_route[pos] = r;
+      slot_expert[pos] = static_cast<int>(e);
+    }
+  }
+}
+
+// One CTA per slot row: quantise-dequantise 32-value blocks into BF16 operand values.
+__global__ void quant_rows_kernel(const void* src, bool src_fp16, int64_t src_ld, bool by_token,
+                                  int topk, const int* slot_route, const int* slot_expert,
+                                  const int* counts, const float* gs, int aquant, uint16_t* dst,
+                                  int64_t dst_ld, int K) {
+  dev::pdl_trigger();
+  dev::pdl_wait();
+  const int s = blockIdx.x;
+  if (s >= counts[1]) return;
+  const int64_t row = by_token ? static_cast<int64_t>(slot_route[s] / topk) : s;
+  const float g = aquant == num::kANvfp4 ? gs[slot_expert[s]] : 1.f;
+  const uint16_t* in = static_cast<const uint16_t*>(src) + row * src_ld;
+  uint16_t* out = dst + static_cast<int64_t>(s) * dst_ld;
+  for (int b = threadIdx.x; b < K / 32; b += blockDim.x) {
+    float v[32];
+    const uint4* p = reinterpret_cast<const uint4*>(in + 32 * b);
+    uint4 w[4];
+#pragma unroll
+    for (int q = 0; q < 4; ++q) w[q] = p[q];
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const uint32_t ws[4] = {w[q].x, w[q].y, w[q].z, w[q].w};
+#pragma unroll
+      for (int h = 0; h < 4; ++h) {
+        const uint32_t lo = ws[h] & 0xFFFFu, hi = ws[h] >> 16;
+        v[8 * q + 2 * h] = src_fp16 ? fmt::fp16_bits_to_float(lo) : fmt::bf16_bits_to_float(lo);
+        v[8 * q + 2 * h + 1] =
+            src_fp16 ? fmt::fp16_bits_to_float(hi) : fmt::bf16_bits_to_float(hi);
+      }
+    }
+    num::quant_operand32(v, aquant, g);
+    uint4* o = reinterpret_cast<uint4*>(out + 32 * b);
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      uint32_t r[4];
+#pragma unroll
+      for (int h = 0; h < 4; ++h)
+        r[h] = static_cast<uint32_t>(fmt::float_to_bf16_bits(v[8 * q + 2 * h])) |
+               (static_cast<uint32_t>(fmt::float_to_bf16_bits(v[8 * q + 2 * h + 1])) << 16);
+      o[q] = make_uint4(r[0], r[1], r[2], r[3]);
+    }
   }
 }
 
@@ -217,13 +268,23 @@ void launch_gemm_t(int cfg, const GemmArgs& a, int gx, int gy, Stream stream, bo
 }  // namespace
 
 void launch_route(const void* ids, bool ids64, int64_t routes, int num_experts, int tile_tokens,
-                  int* tiles, int* num_tiles, int* slot_route, Stream stream) {
+                  int* tiles, int* counts, int* slot_route, int* slot_expert, Stream stream) {
   const size_t smem = 2 * sizeof(int) * num_experts;
   route_kernel<<<1, kRouteThreads, smem, stream>>>(ids, ids64, static_cast<int>(routes),
                                                    num_experts, tile_tokens,
-                                                   reinterpret_cast<int4*>(tiles), num_tiles,
-                                                   slot_route);
+                                                   reinterpret_cast<int4*>(tiles), counts,
+                                                   slot_route, slot_expert);
   B12X_CUDA_CHECK_LAUNCH();
+}
+
+void launch_quant_rows(const void* src, bool src_fp16, int64_t src_ld, bool by_token, int topk,
+                       const int* slot_route, const int* slot_expert, const int* counts,
+                       const float* gs, int aquant, uint16_t* dst, int64_t dst_ld, int K,
+                       int64_t max_rows, Stream stream, bool pdl) {
+  if (max_rows <= 0) return;
+  launch_k(quant_rows_kernel, dim3(static_cast<unsigned>(max_rows)), dim3(128), 0, stream, pdl,
+           src, src_fp16, src_ld, by_token, topk, slot_route, slot_expert, counts, gs, aquant,
+           dst, dst_ld, K);
 }
 
 void launch_gemm(int wfmt, bool fp16, int cfg, const GemmArgs& a, int gx, int gy, Stream s,

@@ -42,6 +42,7 @@ struct GemmArgs {
   int act_fp16 = 0;
   int64_t act_ld = 0;  // values
   int act_by_token = 0;
+  int raw_operands = 0;  // src rows already hold operand values in the MMA dtype (no conversion)
   int topk = 1;
   // routing (scratch)
   const int* tiles = nullptr;  // int4 {expert, slot0, count, 0}
@@ -73,8 +74,16 @@ struct GemmArgs {
 };
 inline constexpr int kMaxInlineRoutes = 64;
 
+/// Routing (grouped regime): tiles, slot -> route and slot -> expert maps; counts[1] = slots.
 void launch_route(const void* ids, bool ids64, int64_t routes, int num_experts, int tile_tokens,
-                  int* tiles, int* num_tiles, int* slot_route, Stream stream);
+                  int* tiles, int* counts, int* slot_route, int* slot_expert, Stream stream);
+/// Quantise-dequantise activation rows once per slot into operand values (BF16, physical order):
+/// dst[s, :] = q(src[row(s), :]) with the NVFP4 global scale of slot s's expert. row(s) =
+/// slot_route[s] / topk (by_token) or s. In place when src == dst. Launched after routing (PDL).
+void launch_quant_rows(const void* src, bool src_fp16, int64_t src_ld, bool by_token, int topk,
+                       const int* slot_route, const int* slot_expert, const int* counts,
+                       const float* gs, int aquant, uint16_t* dst, int64_t dst_ld, int K,
+                       int64_t max_rows, Stream stream, bool pdl);
 /// pdl: launch with programmatic stream serialization (only for a kernel whose predecessor in
 /// the stream is the previous kernel of this op; it then waits for it on the device).
 void launch_gemm(int wfmt, bool fp16_operands, int cfg, const GemmArgs& args, int grid_rows,

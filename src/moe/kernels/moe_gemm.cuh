@@ -479,7 +479,28 @@ __global__ void __launch_bounds__(32 * kWM * kWK) moe_gemm_kernel(const GemmArgs
   if (args.inline_route) pdl_wait();
   for (int kc0 = 0; kc0 < W.K_pad; kc0 += C::kKC) {
     __syncthreads();
-    // ---- stage the activation chunk: gather, quantise, scatter into fragment order ----------
+    // ---- stage the activation chunk into fragment order ----------------------------------
+    if (args.raw_operands) {
+      // The source already holds operand values (OpT, physical K order): within a 16-value
+      // step the fragment order is the physical order, so each (token, step) is a 32-byte copy.
+      constexpr int kStepsC = C::kKC / 16;
+      for (int u = tid; u < kTN * kStepsC; u += C::kThreads) {
+        const int n = u / kStepsC, j = u % kStepsC;
+        const int k = kc0 + 16 * j;
+        uint4 a0 = make_uint4(0, 0, 0, 0), a1 = a0;
+        const int64_t src = s_src[n];
+        if (src >= 0 && k < W.K) {
+          const uint4* p = reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(args.src) +
+                                                          src * args.act_ld + k);
+          a0 = p[0];
+          a1 = p[1];
+        }
+        uint4* d = reinterpret_cast<uint4*>(s_act + (j * kTN + n) * 4);
+        d[0] = a0;
+        d[1] = a1;
+      }
+    } else {
+    // gather, convert, quantise (decode), scatter
     constexpr int kBlocks = C::kKC / 32;
     for (int u = tid; u < kTN * kBlocks; u += C::kThreads) {
       const int n = u / kBlocks, b = u % kBlocks;
@@ -516,6 +537,7 @@ __global__ void __launch_bounds__(32 * kWM * kWK) moe_gemm_kernel(const GemmArgs
         o.y = OpTraits<OpT>::pack(v[4 * q4 + 2], v[4 * q4 + 3]);
         s_act[(j * kTN + n) * 4 + tt] = o;
       }
+    }
     }
     __syncthreads();
     // ---- MMA over the chunk's 128-value sub-chunks (split across the K warps) ---------------
