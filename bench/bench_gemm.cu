@@ -234,8 +234,9 @@ double time_cublas_bf16(CublasPeer& peer, int64_t M, int64_t N, int64_t K) {
       M >= 256 ? 10 : 20, M >= 256 ? 7 : 15);
 }
 
-/// cuBLASLt FP8 e4m3 x e4m3 -> bf16, per-tensor scales (TN). Returns <0 when unsupported.
-double time_cublaslt_fp8(CublasPeer& peer, int64_t M, int64_t N, int64_t K) {
+/// cuBLASLt FP8 e4m3 x e4m3 -> bf16 (TN), per-tensor scales or (block = true) DeepSeek-style
+/// 128x128 weight / 1x128 activation fp32 block scales. Returns <0 when unsupported here.
+double time_cublaslt_fp8(CublasPeer& peer, int64_t M, int64_t N, int64_t K, bool block = false) {
   const size_t wbytes = static_cast<size_t>(N) * K;
   const int rot = bench::rotation_count(wbytes);
   std::vector<std::unique_ptr<DevMem>> ws;
@@ -247,6 +248,14 @@ double time_cublaslt_fp8(CublasPeer& peer, int64_t M, int64_t N, int64_t K) {
   BENCH_CUDA(cudaMemset(x.p, 0x38, M * K));
   const float one = 1.f;
   BENCH_CUDA(cudaMemcpy(sc.p, &one, 4, cudaMemcpyHostToDevice));
+  const size_t nsa = static_cast<size_t>((N + 127) / 128 + 1) * ((K + 127) / 128 + 1);
+  const size_t nsb = static_cast<size_t>(M + 128) * ((K + 127) / 128 + 1);
+  DevMem sa(nsa * 4), sb(nsb * 4);
+  {
+    std::vector<float> ones(std::max(nsa, nsb), 1.f);
+    BENCH_CUDA(cudaMemcpy(sa.p, ones.data(), nsa * 4, cudaMemcpyHostToDevice));
+    BENCH_CUDA(cudaMemcpy(sb.p, ones.data(), nsb * 4, cudaMemcpyHostToDevice));
+  }
   cublasLtMatmulDesc_t op;
   cublasLtMatrixLayout_t la, lb, lc;
   if (cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F) != CUBLAS_STATUS_SUCCESS)
@@ -255,8 +264,24 @@ double time_cublaslt_fp8(CublasPeer& peer, int64_t M, int64_t N, int64_t K) {
   cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta));
   cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb));
   void* sp = sc.p;
-  cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sp, sizeof(sp));
-  cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sp, sizeof(sp));
+  if (block) {
+    const int32_t ma = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
+    const int32_t mb = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+    if (cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &ma, sizeof(ma)) !=
+            CUBLAS_STATUS_SUCCESS ||
+        cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mb, sizeof(mb)) !=
+            CUBLAS_STATUS_SUCCESS) {
+      cublasLtMatmulDescDestroy(op);
+      return -1;
+    }
+    void* pa = sa.p;
+    void* pb = sb.p;
+    cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &pa, sizeof(pa));
+    cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &pb, sizeof(pb));
+  } else {
+    cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sp, sizeof(sp));
+    cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sp, sizeof(sp));
+  }
   cublasLtMatrixLayoutCreate(&la, CUDA_R_8F_E4M3, K, N, K);
   cublasLtMatrixLayoutCreate(&lb, CUDA_R_8F_E4M3, K, M, K);
   cublasLtMatrixLayoutCreate(&lc, CUDA_R_16BF, N, M, N);
@@ -318,20 +343,22 @@ int main() {
   std::printf("%-12s %6s %6s %5s %10s %9s %6s %8s %8s %8s\n", "format", "N", "K", "M", "us",
               "GB/s", "%bw", "TFLOP/s", "xBF16", "xFP8");
   for (auto [N, K] : shapes) {
-    std::vector<double> t_bf16(Ms.size()), t_fp8(Ms.size());
+    std::vector<double> t_bf16(Ms.size()), t_fp8(Ms.size()), t_fp8b(Ms.size());
     for (size_t i = 0; i < Ms.size(); ++i) {
       t_bf16[i] = time_cublas_bf16(peer, Ms[i], N, K);
       t_fp8[i] = time_cublaslt_fp8(peer, Ms[i], N, K);
+      t_fp8b[i] = time_cublaslt_fp8(peer, Ms[i], N, K, /*block=*/true);
       const double flops = 2.0 * Ms[i] * N * K;
-      for (int p = 0; p < 2; ++p) {
-        const double t = p == 0 ? t_bf16[i] : t_fp8[i];
+      const char* names[3] = {"cublas_bf16", "cublaslt_fp8", "cublaslt_fp8_block"};
+      for (int p = 0; p < 3; ++p) {
+        const double t = p == 0 ? t_bf16[i] : p == 1 ? t_fp8[i] : t_fp8b[i];
         if (t <= 0) continue;
         const double bytes = static_cast<double>(N) * K * (p == 0 ? 2 : 1) +
                              static_cast<double>(Ms[i]) * K * (p == 0 ? 2 : 1) + Ms[i] * N * 2.0;
-        std::printf("%-12s %6ld %6ld %5ld %10.2f %9.0f %6.1f %8.1f\n",
-                    p == 0 ? "cublas_bf16" : "cublaslt_fp8", (long)N, (long)K, (long)Ms[i], t,
-                    bytes / t / 1e3, 100.0 * bytes / t / 1e3 / bw, flops / t / 1e6);
-        json.add({{"op", bench::JsonRows::str(p == 0 ? "cublas_bf16" : "cublaslt_fp8")},
+        std::printf("%-12s %6ld %6ld %5ld %10.2f %9.0f %6.1f %8.1f\n", names[p], (long)N,
+                    (long)K, (long)Ms[i], t, bytes / t / 1e3, 100.0 * bytes / t / 1e3 / bw,
+                    flops / t / 1e6);
+        json.add({{"op", bench::JsonRows::str(names[p])},
                   {"N", bench::JsonRows::num(N)}, {"K", bench::JsonRows::num(K)},
                   {"M", bench::JsonRows::num(Ms[i])}, {"us", bench::JsonRows::num(t)},
                   {"gbs", bench::JsonRows::num(bytes / t / 1e3)},
@@ -386,6 +413,7 @@ int main() {
           const double flops = 2.0 * M * N * K;
           const double bytes = static_cast<double>(base->stream_bytes()) + a.bytes + M * N * 2.0;
           const double xb = t_bf16[mi] / t, xf = t_fp8[mi] > 0 ? t_fp8[mi] / t : 0;
+          const double xfb = t_fp8b[mi] > 0 ? t_fp8b[mi] / t : 0;
           std::printf("%-12s %6ld %6ld %5ld %10.2f %9.0f %6.1f %8.1f %8.2f %8.2f\n",
                       gemm::format_name(f), (long)N, (long)K, (long)M, t, bytes / t / 1e3,
                       100.0 * bytes / t / 1e3 / bw, flops / t / 1e6, xb, xf);
@@ -398,6 +426,7 @@ int main() {
                     {"tflops", bench::JsonRows::num(flops / t / 1e6)},
                     {"x_cublas_bf16", bench::JsonRows::num(xb)},
                     {"x_cublaslt_fp8", bench::JsonRows::num(xf)},
+                    {"x_cublaslt_fp8_block", bench::JsonRows::num(xfb)},
                     {"weight_bytes", bench::JsonRows::num(static_cast<double>(base->stream_bytes()))}});
         } catch (const Error& e) {
           std::printf("%-12s M=%ld failed: %s\n", gemm::format_name(f), (long)M, e.what());
