@@ -469,10 +469,12 @@ __global__ void __launch_bounds__(32 * kWM * kWK) moe_gemm_kernel(const GemmArgs
 
   // Weight fragments are prefetched one 128-value sub-chunk ahead (also across the staging of
   // the next activation chunk, which does not depend on them).
+  // Prefetching doubles the fragment registers: only the decode tile (few accumulators) does it.
+  constexpr bool kPrefetch = kTN <= 8;
   const int nk = W.K_pad / 128;
   int kk = wk;
   WeightFrag<WF, OpT> f[4];
-  if (kk < nk) {
+  if (kPrefetch && kk < nk) {
 #pragma unroll
     for (int i = 0; i < 4; ++i) f[i].load(vrow[i], srow[i], kk, t, W.scale_kind);
   }
@@ -545,9 +547,14 @@ __global__ void __launch_bounds__(32 * kWM * kWK) moe_gemm_kernel(const GemmArgs
     for (; kk < kk_end; kk += kWK) {
       const int sc = kk - kc0 / 128;
       WeightFrag<WF, OpT> fn[4];
-      if (kk + kWK < nk) {
+      if constexpr (kPrefetch) {
+        if (kk + kWK < nk) {
 #pragma unroll
-        for (int i = 0; i < 4; ++i) fn[i].load(vrow[i], srow[i], kk + kWK, t, W.scale_kind);
+          for (int i = 0; i < 4; ++i) fn[i].load(vrow[i], srow[i], kk + kWK, t, W.scale_kind);
+        }
+      } else {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) f[i].load(vrow[i], srow[i], kk, t, W.scale_kind);
       }
 #define B12X_MOE_STEP(J)                                                                  \
   {                                                                                       \
@@ -584,8 +591,10 @@ __global__ void __launch_bounds__(32 * kWM * kWK) moe_gemm_kernel(const GemmArgs
       B12X_MOE_STEP(0) B12X_MOE_STEP(1) B12X_MOE_STEP(2) B12X_MOE_STEP(3)
       B12X_MOE_STEP(4) B12X_MOE_STEP(5) B12X_MOE_STEP(6) B12X_MOE_STEP(7)
 #undef B12X_MOE_STEP
+      if constexpr (kPrefetch) {
 #pragma unroll
-      for (int i = 0; i < 4; ++i) f[i] = fn[i];
+        for (int i = 0; i < 4; ++i) f[i] = fn[i];
+      }
     }
   }
 
