@@ -203,17 +203,24 @@ def main():
                 gbs = touched / (us * 1e-6) / 1e9
                 # peer
                 peer_us = float("nan")
-                try:
-                    w1p, w2p = peer
-                    preps = [peer_call(w1p, w2p, xs[i], rts[i][0], rts[i][1], E, I, act,
-                                       grouped_ok) for i in range(ROT)]
-                    pout = torch.empty(M, H, dtype=torch.float32, device=dev)
-                    peer_us = time_graph(lambda i: peer_run(w1p, w2p, preps[i % ROT], xs[i % ROT],
-                                                            rts[i % ROT][1], M, topk, I, act,
-                                                            grouped_ok, pout),
-                                         per_graph=ROT if grouped_ok else 1)
-                except Exception as e:  # pragma: no cover - depends on torch build
-                    print(f"  peer failed: {type(e).__name__}: {e}", flush=True)
+                peer_name = "none"
+                w1p, w2p = peer
+                preps = [peer_call(w1p, w2p, xs[i], rts[i][0], rts[i][1], E, I, act,
+                                   grouped_ok) for i in range(ROT)]
+                pout = torch.empty(M, H, dtype=torch.float32, device=dev)
+                for use_grouped in ([True, False] if grouped_ok else [False]):
+                    try:
+                        peer_us = time_graph(
+                            lambda i: peer_run(w1p, w2p, preps[i % ROT], xs[i % ROT],
+                                               rts[i % ROT][1], M, topk, I, act, use_grouped,
+                                               pout),
+                            per_graph=ROT if use_grouped else 1, reps=9 if use_grouped else 3)
+                        peer_name = "torch._grouped_mm" if use_grouped else "per-expert matmul"
+                        break
+                    except Exception as e:  # pragma: no cover - depends on torch build
+                        print(f"  peer ({'grouped' if use_grouped else 'loop'}) failed: "
+                              f"{type(e).__name__}: {str(e)[:200]}", flush=True)
+                        grouped_ok = grouped_ok and not use_grouped
                 ratio = peer_us / us if us > 0 else float("nan")
                 print(f"{name:22s} {mode:6s} {M:5d} {us:9.1f} {touched / 1e6:9.1f} {gbs:7.0f} "
                       f"{100 * gbs / bw:5.1f} {peer_us:9.1f} {ratio:6.2f}", flush=True)
@@ -221,8 +228,8 @@ def main():
                                  "activation": act, "mode": mode, "M": M,
                                  "execution": pl.execution.execution, "us": us,
                                  "touched_bytes": touched, "gbs": gbs,
-                                 "pct_read_bw": 100 * gbs / bw, "peer": "torch._grouped_mm"
-                                 if grouped_ok else "per-expert matmul", "peer_us": peer_us,
+                                 "pct_read_bw": 100 * gbs / bw, "peer": peer_name,
+                                 "peer_us": peer_us,
                                  "speedup_vs_peer": ratio})
                 del binds, scratch, xs, rts, out
             del ex
