@@ -345,7 +345,8 @@ struct Cfg {
 /// [2^-126, 2^126] likewise in BF16) and accumulate in the MMA directly. Otherwise (GGML d, E8M0
 /// with FP16 operands) the scale multiplies each step's fp32 partial sum.
 template <int WF, typename OpT, int kWM, int kWK, int kTN, bool kFold>
-__global__ void __launch_bounds__(32 * kWM * kWK) moe_gemm_kernel(const GemmArgs args) {
+__global__ void __launch_bounds__(32 * kWM * kWK, kTN <= 8 ? 4 : 1)
+    moe_gemm_kernel(const GemmArgs args) {
   using C = Cfg<kWM, kWK, kTN>;
   __shared__ __align__(16) uint2 s_act[C::kSteps * kTN * 4];
   __shared__ int64_t s_src[kTN];
