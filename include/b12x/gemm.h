@@ -169,6 +169,7 @@ struct Plan {
   bool act_prepass = false;
   int sm_count = 0;               ///< SMs of the device (tiled split-K choice)
   bool tiled_cluster_ok = false;  ///< thread-block clusters available (SM90+)
+  bool pdl = false;  ///< programmatic dependent launch (SM90+; B12X_GEMM_PDL=0 disables)
   std::string describe() const;
 };
 

@@ -139,6 +139,8 @@ Plan plan(const Caps& caps) {
   const char* split_env = std::getenv("B12X_GEMM_SPLIT");
   p.sm_count = dev.sm_count;
   p.tiled_cluster_ok = dev.cc_major >= 9;
+  const char* pdl_env = std::getenv("B12X_GEMM_PDL");
+  p.pdl = dev.cc_major >= 9 && !(pdl_env != nullptr && pdl_env[0] == '0');
   p.split_cluster = split > 1 && split <= 8 && dev.cc_major >= 9 &&
                     !(split_env != nullptr && std::string(split_env) == "reduce");
   const char* pre_env = std::getenv("B12X_GEMM_ACT_PREPASS");
@@ -316,6 +318,7 @@ void run(const Binding& b, Stream stream) {
   p.out_mult = (lin::wtraits(im.wfmt).shifted ? 128.f : 1.f) * w.global_scale();
 
   const int g = act_group(f, b.x.dtype);
+  p.pdl = plan.pdl ? 1 : 0;
   p.act_kind = lin::kActRaw16;
   p.xs_kind = lin::kXsNone;
   const bool tiled = b.regime == Regime::kTiled;

@@ -42,24 +42,29 @@ void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stre
   B12X_ASSERT(tok_tiles <= 65535, "too many token tiles: M=", p.M);
   const dim3 grid(static_cast<unsigned>((p.n16 + 3) / 4), static_cast<unsigned>(p.split),
                   static_cast<unsigned>(tok_tiles));
+  // Programmatic dependent launch lets the weight stream start while the previous kernel
+  // finishes; split-K CTAs of one row block form a cluster.
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = dim3(128);
+  cfg.dynamicSmemBytes = 0;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[2];
+  int na = 0;
+  attr[na].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[na].val.programmaticStreamSerializationAllowed = p.pdl ? 1 : 0;
+  ++na;
   if (p.cluster_split > 1) {
     B12X_ASSERT(p.cluster_split == p.split && p.split <= 8, "cluster split ", p.cluster_split);
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = grid;
-    cfg.blockDim = dim3(128);
-    cfg.dynamicSmemBytes = 0;
-    cfg.stream = stream;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = 1;
-    attr[0].val.clusterDim.y = static_cast<unsigned>(p.split);
-    attr[0].val.clusterDim.z = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    B12X_CUDA_CHECK(cudaLaunchKernelEx(&cfg, fn, p));
-  } else {
-    fn<<<grid, 128, 0, stream>>>(p);
+    attr[na].id = cudaLaunchAttributeClusterDimension;
+    attr[na].val.clusterDim.x = 1;
+    attr[na].val.clusterDim.y = static_cast<unsigned>(p.split);
+    attr[na].val.clusterDim.z = 1;
+    ++na;
   }
+  cfg.attrs = attr;
+  cfg.numAttrs = na;
+  B12X_CUDA_CHECK(cudaLaunchKernelEx(&cfg, fn, p));
   B12X_CUDA_CHECK_LAUNCH();
 }
 

@@ -33,6 +33,7 @@ struct LinearParams {
   int64_t ldx_bytes;       // row stride of quantized x in bytes
   const uint8_t* xq_scale; // nvfp4/mxfp4 swizzled scale bytes, or e8m0 rows
   int xs_kind;             // XsSrc: where the fp32 group scales come from
+  int pdl;                 // launch with programmatic stream serialization (SM90+)
 };
 
 /// Activation source kinds of the weight-streaming kernel.

@@ -58,25 +58,29 @@ void launch_linear_tiled(WFmt f, bool fp16, const LinearParams& p, Stream stream
   B12X_ASSERT(gy <= 65535, "too many token tiles: M=", p.M);
   const dim3 grid(static_cast<unsigned>((p.NP + TiledConfig::kBN - 1) / TiledConfig::kBN),
                   static_cast<unsigned>(gy), static_cast<unsigned>(p.split));
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = dim3(TiledConfig::kThreads);
+  cfg.dynamicSmemBytes = static_cast<size_t>(k.smem);
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[2];
+  int na = 0;
+  attr[na].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[na].val.programmaticStreamSerializationAllowed = p.pdl ? 1 : 0;
+  ++na;
   if (p.cluster_split > 1) {
     B12X_ASSERT(p.cluster_split == p.split && p.split <= 8, "tiled cluster split ", p.split);
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = grid;
-    cfg.blockDim = dim3(TiledConfig::kThreads);
-    cfg.dynamicSmemBytes = static_cast<size_t>(k.smem);
-    cfg.stream = stream;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = 1;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = static_cast<unsigned>(p.split);
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    B12X_CUDA_CHECK(cudaLaunchKernelEx(&cfg, k.fn, p));
+    attr[na].id = cudaLaunchAttributeClusterDimension;
+    attr[na].val.clusterDim.x = 1;
+    attr[na].val.clusterDim.y = 1;
+    attr[na].val.clusterDim.z = static_cast<unsigned>(p.split);
+    ++na;
   } else {
     B12X_ASSERT(p.split == 1, "tiled split without a cluster");
-    k.fn<<<grid, TiledConfig::kThreads, k.smem, stream>>>(p);
   }
+  cfg.attrs = attr;
+  cfg.numAttrs = na;
+  B12X_CUDA_CHECK(cudaLaunchKernelEx(&cfg, k.fn, p));
   B12X_CUDA_CHECK_LAUNCH();
 }
 

@@ -165,6 +165,21 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t r[4], const void* sme
                : "r"(a));
 }
 
+/// Programmatic dependent launch (SM90+): wait until the preceding kernel of the stream has
+/// completed and flushed (a no-op wait when it was not launched as a PDL primary), and let the
+/// next kernel start its prologue. Weights do not depend on earlier kernels, so the GEMMs issue
+/// their first weight loads before waiting.
+__device__ __forceinline__ void griddep_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void griddep_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 /// Streaming 16-byte load that bypasses L1 allocation (weights are read once).
 __device__ __forceinline__ uint4 ldg_stream(const void* p) {
   uint4 v;

@@ -159,6 +159,7 @@ __global__ void __launch_bounds__(128) linear_decode_kernel(const LinearParams p
 
   SliceRegs cur, nxt;
   if (active && s_begin < s_end) issue_loads(s_begin, cur);
+  griddep_wait();  // activations, scales of x and the output belong to earlier kernels
 
   for (int64_t sl = s_begin; sl < s_end; ++sl) {
     const int64_t k0 = sl * kKS;
@@ -355,6 +356,7 @@ __global__ void __launch_bounds__(128) linear_decode_kernel(const LinearParams p
     }
     }  // !kF8
   }
+  griddep_launch_dependents();
   // ---- 4. split-K across a cluster: ranks > 0 hand their partial sums to rank 0 via DSMEM.
   __shared__ float red[4][32][NT * 4];
   if (p.cluster_split > 1) {

@@ -96,6 +96,8 @@ __global__ void __launch_bounds__(256) linear_tiled_kernel(const LinearParams p)
   }
   if constexpr (kIq2) load_iq2_tables<F == WFmt::kIq2Xs, T>(gtab, stab, tid, 256);
 
+  griddep_wait();  // activations and the output belong to earlier kernels of the stream
+
   auto a_stage = [&](int s) { return reinterpret_cast<uint16_t*>(smem + s * (kAStage + kBStage)); };
   auto b_stage = [&](int s) { return smem + s * (kAStage + kBStage) + kAStage; };
 
@@ -376,6 +378,7 @@ __global__ void __launch_bounds__(256) linear_tiled_kernel(const LinearParams p)
     }  // !kF8
   }
   cp_async_wait<0>();
+  griddep_launch_dependents();
 
   // Split-K: ranks > 0 leave their accumulators in shared memory; rank 0 adds them over DSMEM.
   if (p.cluster_split > 1) {
