@@ -29,6 +29,7 @@ has() { case ",$stages," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 out=${OUT:-$root/gpu-out}
+mkdir -p "$out"
 logs=$(mktemp -d)
 mkdir -p "$logs"
 summary=$out/summary.txt
