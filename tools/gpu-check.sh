@@ -115,7 +115,7 @@ if has bench; then
     area=${n#bench_}
     case " $areas " in *" $area "*) ;; *) continue ;; esac
     tb=$(date +%s)
-    timeout 240 "$b" >"$logs/$n.log" 2>&1
+    timeout 75 "$b" >"$logs/$n.log" 2>&1
     say "bench $n rc=$? in $(( $(date +%s) - tb ))s"
   done
   for b in bench/bench_*.py; do
@@ -125,7 +125,7 @@ if has bench; then
     case " $areas " in *" $area "*) ;; *) continue ;; esac
     tb=$(date +%s)
     B12X_LIBRARY=$root/$build/libb12x.so PYTHONPATH=$root/python PYTHONUNBUFFERED=1 \
-      timeout 240 python3 "$b" >"$logs/$n.log" 2>&1
+      timeout 75 python3 "$b" >"$logs/$n.log" 2>&1
     say "bench $n rc=$? in $(( $(date +%s) - tb ))s"
   done
 fi
