@@ -167,6 +167,13 @@ __device__ __forceinline__ void e4m3x4_to_bf16x4(uint32_t w, uint32_t& lo, uint3
   hi = *reinterpret_cast<uint32_t*>(&sb);
 }
 
+/// In-row part of swz(): XOR-ing it with (k << 5) selects chunk pair k (chunks 2k, 2k+1) of the
+/// same swizzled row; the row part row * row_bytes is added separately (row_bytes need not be a
+/// power of two: 384 for head dim 192).
+__device__ __forceinline__ uint32_t swz_in_row(int row, int chunk) {
+  return static_cast<uint32_t>((chunk ^ (row & 7)) << 4);
+}
+
 /// Byte offset of 16-byte chunk `chunk` of row `row` in a swizzled tile of `row_bytes` rows.
 __device__ __forceinline__ uint32_t swz(int row, int chunk, int row_bytes) {
   return static_cast<uint32_t>(row * row_bytes + ((chunk ^ (row & 7)) << 4));
@@ -378,8 +385,8 @@ __global__ void __launch_bounds__(Cfg::kThreads)
     for (int r = 0; r < 2; ++r) row_qi[mb][r] = (rows0 + wrow0 + mb * 16 + g + 8 * r) / p.group;
   const int tile_qi_min = rows0 / p.group;
   const int tile_qi_max = min(w.qlen - 1, (rows0 + kBM - 1) / p.group);
-  const uint32_t q_tile = smem_u32(sQ);
-  const uint32_t q_lane = swz(wrow0 + (lane & 15), lane >> 4, kQRow);
+  const uint32_t q_base = smem_u32(sQ) + (wrow0 + (lane & 15)) * kQRow;
+  const uint32_t q_lane = swz_in_row(wrow0 + (lane & 15), lane >> 4);
 
   for (int it = 0; it < n_tiles; ++it) {
     cp_async_wait<kStages - 2>();
@@ -453,15 +460,16 @@ __global__ void __launch_bounds__(Cfg::kThreads)
     // Swizzled ldmatrix addresses: the chunk XOR only touches bits 4.. of the in-row offset,
     // so k-step kb is `lane_off ^ (kb << 5)` and row blocks are immediate offsets (keeps the
     // address registers few).
-    const uint32_t k_tile = smem_u32(sK);
-    const uint32_t k_lane = swz(tok0 + ((lane >> 4) << 3) + (lane & 7), (lane >> 3) & 1, kKRow);
+    const int k_row = tok0 + ((lane >> 4) << 3) + (lane & 7);
+    const uint32_t k_base = smem_u32(sK) + k_row * kKRow;
+    const uint32_t k_lane = swz_in_row(k_row, (lane >> 3) & 1);
 #pragma unroll
     for (int kb = 0; kb < kDqk / 16; ++kb) {
       uint32_t a[kMB][4];
-      const uint32_t q_off = q_lane ^ (kb << 5);
+      const uint32_t q_off = q_base + (q_lane ^ (kb << 5));
 #pragma unroll
-      for (int mb = 0; mb < kMB; ++mb) ldmatrix_x4(a[mb], q_tile + q_off + mb * 16 * kQRow);
-      const uint32_t k_off = k_tile + (k_lane ^ (kb << 5));
+      for (int mb = 0; mb < kMB; ++mb) ldmatrix_x4(a[mb], q_off + mb * 16 * kQRow);
+      const uint32_t k_off = k_base + (k_lane ^ (kb << 5));
 #pragma unroll
       for (int nb2 = 0; nb2 < kNT / 16; ++nb2) {
         uint32_t bf[4];
@@ -526,8 +534,9 @@ __global__ void __launch_bounds__(Cfg::kThreads)
       }
 
     // ---- O += P V ----
-    const uint32_t v_tile = smem_u32(sV);
-    const uint32_t v_lane = swz(tok0 + (((lane >> 3) & 1) << 3) + (lane & 7), lane >> 4, kVRow);
+    const int v_row = tok0 + (((lane >> 3) & 1) << 3) + (lane & 7);
+    const uint32_t v_base = smem_u32(sV) + v_row * kVRow;
+    const uint32_t v_lane = swz_in_row(v_row, lane >> 4);
 #pragma unroll
     for (int kk = 0; kk < kNT / 16; ++kk) {
       uint32_t pa[kMB][4];
@@ -541,7 +550,7 @@ __global__ void __launch_bounds__(Cfg::kThreads)
 #pragma unroll
       for (int db2 = 0; db2 < kDv / 16; ++db2) {
         uint32_t bf[4];
-        ldmatrix_x4_trans(bf, v_tile + (v_lane ^ (db2 << 5)) + kk * 16 * kVRow);
+        ldmatrix_x4_trans(bf, v_base + (v_lane ^ (db2 << 5)) + kk * 16 * kVRow);
 #pragma unroll
         for (int mb = 0; mb < kMB; ++mb) {
           mma16816<T>(o[mb][2 * db2], pa[mb], bf[0], bf[1]);
