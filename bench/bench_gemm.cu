@@ -196,6 +196,11 @@ ActIn make_act(LinearFormat f, int64_t M, int64_t K) {
 }
 
 // ---------------------------------------------------------------- peers ---------------------
+// Launches per graph and timed replays: large-M runs are long enough for fewer samples (the whole
+// benchmark must stay under a minute).
+int per_graph(int64_t M) { return M >= 256 ? 4 : 20; }
+int reps(int64_t M) { return M >= 256 ? 5 : 9; }
+
 struct CublasPeer {
   cublasHandle_t h = nullptr;
   cublasLtHandle_t lt = nullptr;
@@ -318,11 +323,6 @@ double time_cublaslt_fp8(CublasPeer& peer, int64_t M, int64_t N, int64_t K, bool
   cublasLtMatmulDescDestroy(op);
   return us;
 }
-
-// Launches per graph and timed replays: large-M runs are long enough for fewer samples (the whole
-// benchmark must stay under a minute).
-int per_graph(int64_t M) { return M >= 256 ? 4 : 20; }
-int reps(int64_t M) { return M >= 256 ? 5 : 9; }
 
 bool format_enabled(LinearFormat f) {
   const char* e = std::getenv("B12X_BENCH_FORMATS");
