@@ -226,9 +226,10 @@ __device__ __forceinline__ KvRange kv_range(const PagedParams& p, int tile, int 
   r.lo = p.window_left >= 0 ? max(0, qi_min + off - p.window_left) : 0;
   if (r.hi < r.lo) r.hi = r.lo;
   const int n = r.hi - r.lo;
+  // Chunks need not align with KV tiles (tokens are located one by one and masked), so the
+  // split count is exactly what the plan asked for: CTAs per SM stay balanced.
   int chunk = (n + p.num_splits - 1) / p.num_splits;
   chunk = max(chunk, p.min_chunk);
-  chunk = (chunk + p.tile_kv - 1) / p.tile_kv * p.tile_kv;
   r.chunk = chunk;
   r.ns = n > 0 ? (n + chunk - 1) / chunk : 1;
   return r;
