@@ -63,6 +63,10 @@ int act_group(LinearFormat f, DType act) {
 
 int decode_nt(int64_t m) { return m <= 8 ? 1 : 2; }
 
+/// Up to this many tokens the weight-streaming kernel (token tiles of 16 re-reading the weights
+/// from L2) beats 128-row tiles, whose MMAs would be mostly padding.
+constexpr int64_t kDecodeMaxM = 32;
+
 }  // namespace
 
 std::string Plan::describe() const {
@@ -107,9 +111,9 @@ Plan plan(const Caps& caps) {
   const bool fp16 = mma_fp16(f, caps.act_dtype);
   if (caps.regime != Regime::kAuto) {
     p.regime = caps.regime;
-  } else if (M <= 16 || (caps.expected_m > 0 && caps.expected_m <= 16)) {
-    p.regime = M <= 16 ? Regime::kDecode : Regime::kAuto;
-  } else if (caps.expected_m > 16) {
+  } else if (M <= kDecodeMaxM || (caps.expected_m > 0 && caps.expected_m <= kDecodeMaxM)) {
+    p.regime = M <= kDecodeMaxM ? Regime::kDecode : Regime::kAuto;
+  } else if (caps.expected_m > kDecodeMaxM) {
     p.regime = Regime::kTiled;
   } else {
     p.regime = Regime::kAuto;
@@ -119,7 +123,7 @@ Plan plan(const Caps& caps) {
   const int64_t slices = geo.KP / lin::slice_k(wf);
   const int64_t ctas_n = (geo.n16 + 3) / 4;
   int split = 1;
-  if (M <= 16) {
+  if (M <= kDecodeMaxM) {
     // Cost model: waves of resident CTAs (about 3 per SM for the weight-streaming kernel) times
     // slices per CTA; splits above 8 need the reduce kernel (charged one slice pass).
     const int64_t capacity = 3 * static_cast<int64_t>(std::max(dev.sm_count, 1));
@@ -274,7 +278,7 @@ Binding bind(const Plan& plan, const TensorRef& scratch, const TensorRef& x,
   }
   Binding b;
   b.plan = plan;
-  b.regime = plan.regime == Regime::kAuto ? (M <= 16 ? Regime::kDecode : Regime::kTiled)
+  b.regime = plan.regime == Regime::kAuto ? (M <= kDecodeMaxM ? Regime::kDecode : Regime::kTiled)
                                           : plan.regime;
   b.weight = &weight;
   b.x = x;
@@ -421,7 +425,7 @@ void run(const Binding& b, Stream stream) {
   }
 
   const bool fp16 = mma_fp16(f, b.x.dtype);
-  const int nt = decode_nt(std::min<int64_t>(M, 16));
+  const int nt = decode_nt(M);
   if (tiled && p.x_vec16) {
     // Split K over a cluster when the 128x128 tiles alone leave SMs idle (M up to a few hundred).
     const int64_t tiles = ((geo.NP + 127) / 128) * ((M + 127) / 128);
@@ -436,7 +440,7 @@ void run(const Binding& b, Stream stream) {
     return;
   }
   p.cluster_split = 1;
-  if (M > 16) {
+  if (M > kDecodeMaxM || M > plan.caps.max_tokens) {
     p.split = 1;
     p.slices_per_cta = static_cast<int>(geo.KP / lin::slice_k(im.wfmt));
     p.partial = nullptr;

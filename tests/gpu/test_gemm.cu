@@ -476,6 +476,13 @@ TEST(GemmGpu, AllFormatsOddShapes) {
   for (const auto& c : all_format_cases(11, 16, 256, false, DType::kBF16)) run_case(c);
 }
 
+TEST(GemmGpu, AllFormatsMidM) {
+  B12X_REQUIRE_GPU();
+  // 17..32 tokens: the weight-streaming kernel with two token tiles and split K.
+  for (const auto& c : all_format_cases(17, 200, 1024, true, DType::kBF16)) run_case(c);
+  for (const auto& c : all_format_cases(32, 144, 2048, false, DType::kFP16)) run_case(c);
+}
+
 TEST(GemmGpu, Fp16ActivationsRawFormats) {
   B12X_REQUIRE_GPU();
   for (LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kMxfp4W4A16, LinearFormat::kQ8_0,
