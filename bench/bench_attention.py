@@ -263,6 +263,18 @@ def main():
     sp = [(k, r["fp8_speedup_vs_bf16"]) for k, r in by.items() if "fp8_speedup_vs_bf16" in r]
     for k, v in sp:
         print(f"fp8 vs bf16 B={k[0]} ctx={k[1]} {k[2]}/{k[3]}/{k[4]} page={k[5]}: {v:.2f}x")
+    print("\nMarkdown (BENCHMARKS.md):")
+    print("| op | kv | B | ctx/prefix | Hq/Hkv/D | page | us | KV GB/s | % read BW | TFLOP/s "
+          "| SDPA us | x SDPA |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        if r.get("tile", "default") != "default":
+            continue
+        ctx = r.get("ctx", r.get("prefix"))
+        print(f"| {r['op']} | {r['kv']} | {r['B']} | {ctx} | {r['hq']}/{r['hkv']}/{r['d']} | "
+              f"{r['page']} | {r['us']:.1f} | {fmt(r.get('kv_gbs'), 0)} | "
+              f"{fmt(r.get('pct_read_bw'))} | {r['tflops']:.1f} | {fmt(r.get('sdpa_us'))} | "
+              f"{fmt(r.get('vs_sdpa'), 2)} |")
     out_dir = os.environ.get("B12X_BENCH_OUT", "bench/results")
     os.makedirs(out_dir, exist_ok=True)
     slug = "".join(c.lower() if c.isalnum() else "-" for c in gpu)
