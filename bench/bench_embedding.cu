@@ -38,6 +38,8 @@ __global__ void fill_bytes(uint8_t* p, size_t n, uint32_t seed) {
 }  // namespace
 
 int main() {
+  // Line-buffered so a timeout still leaves every printed row; the JSON is rewritten per row.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   const double bw = measure_read_bandwidth_gbs();
   std::printf("read bandwidth ceiling: %.0f GB/s\n", bw);
   std::printf("%7s %6s %6s %9s %9s %6s %9s %8s\n", "vocab", "dim", "T", "us", "GB/s", "%bw",
@@ -109,6 +111,7 @@ int main() {
                 {"peer_us", JsonRows::num(peer_us)},
                 {"peer_gbs", JsonRows::num(peer_gbs)},
                 {"speedup_vs_peer", JsonRows::num(peer_us / us)}});
+      json.write("embedding", bw);
       for (auto* p : ids) cudaFree(p);
       cudaFree(out);
       cudaFree(out_peer);

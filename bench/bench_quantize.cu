@@ -53,6 +53,8 @@ int64_t out_bytes(Fmt f, int64_t M, int64_t K) {
 }  // namespace
 
 int main() {
+  // Line-buffered so a timeout still leaves every printed row; the JSON is rewritten per row.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   const double bw = measure_read_bandwidth_gbs();
   std::printf("read bandwidth ceiling: %.0f GB/s\n", bw);
   std::printf("%-13s %6s %6s %9s %9s %6s %9s %7s\n", "format", "M", "K", "us", "GB/s", "%bw",
@@ -122,6 +124,7 @@ int main() {
                   {"peer", JsonRows::str("bf16 d2d copy of the input")},
                   {"peer_us", JsonRows::num(copy_us)},
                   {"speedup_vs_peer", JsonRows::num(copy_us / us)}});
+        json.write("quantize", bw);
       }
       for (int i = 0; i < sets; ++i) {
         cudaFree(xs[i]);
