@@ -2,6 +2,7 @@
 // weight repack used by prepare_weights.
 #include <cub/block/block_scan.cuh>
 
+#include <mutex>
 #include <utility>
 
 #include "core/cuda_check.h"
@@ -255,13 +256,35 @@ void launch_k(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, Stre
   B12X_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
 }
 
+template <typename OpT, bool kFold>
+void launch_pipe(const GemmArgs& a, dim3 grid, Stream stream, bool pdl) {
+  auto* k = dev::moe_gemm_pipe_kernel<OpT, kFold>;
+  static std::once_flag once;  // per instantiation; a host attribute, not a stream operation
+  std::call_once(once, [&] {
+    B12X_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         dev::PipeCfg::kSmem));
+  });
+  launch_k(k, grid, dim3(dev::PipeCfg::kThreads), dev::PipeCfg::kSmem, stream, pdl, a);
+}
+
 template <int WF, typename OpT, bool kFold>
 void launch_gemm_t(int cfg, const GemmArgs& a, int gx, int gy, Stream stream, bool pdl) {
   const dim3 grid(gx, gy);
-  if (cfg == kCfgDecode) {
-    launch_k(dev::moe_gemm_kernel<WF, OpT, 1, 4, 8, kFold>, grid, dim3(128), 0, stream, pdl, a);
+  if constexpr (WF == kWFp4) {
+    // Grouped FP4 always stages raw operands (A16 inputs or per-slot pre-quantised rows) through
+    // the cp.async pipeline; decode keeps the register-prefetch tile.
+    if (cfg == kCfgGrouped) {
+      B12X_ASSERT(a.raw_operands, "grouped FP4 needs pre-quantised operands");
+      launch_pipe<OpT, kFold>(a, grid, stream, pdl);
+    } else {
+      launch_k(dev::moe_gemm_kernel<WF, OpT, 1, 4, 8, kFold>, grid, dim3(128), 0, stream, pdl, a);
+    }
   } else {
-    launch_k(dev::moe_gemm_kernel<WF, OpT, 4, 1, 64, kFold>, grid, dim3(128), 0, stream, pdl, a);
+    if (cfg == kCfgDecode) {
+      launch_k(dev::moe_gemm_kernel<WF, OpT, 1, 4, 8, kFold>, grid, dim3(128), 0, stream, pdl, a);
+    } else {
+      launch_k(dev::moe_gemm_kernel<WF, OpT, 4, 1, 64, kFold>, grid, dim3(128), 0, stream, pdl, a);
+    }
   }
 }
 

@@ -327,6 +327,55 @@ __device__ __forceinline__ void combine_rows(const GemmArgs& args, int r0, int r
   }
 }
 
+/// FC1: activation (gated: acc[0] = gate rows, acc[1] = up rows of the same 16 features) into
+/// the intermediate slot rows; FC2: fp32 per-route rows. Rows rb + {g, g+8, 16+g, 24+g}.
+template <int kNT>
+__device__ __forceinline__ void epilogue(const GemmArgs& args, const float (&acc)[2][kNT][4],
+                                         int e, int slot0, int cnt, const int* s_route, int rb,
+                                         int g, int t) {
+  const float alpha = args.alpha[e];
+#pragma unroll
+  for (int n = 0; n < kNT; ++n) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int col = n * 8 + 2 * t + (i & 1);
+      if (col >= cnt) continue;
+      const int route = s_route[col];
+      const int64_t slot = slot0 + col;
+      const int roff = g + 8 * (i >> 1);
+      if (args.epi == 0) {
+        const int f = (rb / 32) * 16 + roff;
+        if (f >= args.features) continue;
+        float gate = acc[0][n][i] * alpha, up = acc[1][n][i] * alpha;
+        if (args.weight_on_input) {
+          const float wr = args.topk_weights[route];
+          gate *= wr;
+          up *= wr;
+        }
+        const float y = num::act_gated(args.act, gate, up);
+        static_cast<uint16_t*>(args.out)[slot * args.out_ld + f] =
+            args.out_fp16 ? fmt::float_to_fp16_bits(y) : fmt::float_to_bf16_bits(y);
+      } else {
+#pragma unroll
+        for (int m = 0; m < 2; ++m) {
+          const int r = rb + 16 * m + roff;
+          float h = acc[m][n][i] * alpha;
+          if (args.epi == 1) {
+            if (r >= args.features) continue;
+            if (args.weight_on_input) h *= args.topk_weights[route];
+            const float y = num::act_relu2(h);
+            static_cast<uint16_t*>(args.out)[slot * args.out_ld + r] =
+                args.out_fp16 ? fmt::float_to_fp16_bits(y) : fmt::float_to_bf16_bits(y);
+          } else {
+            if (r >= args.w.rows) continue;
+            static_cast<float*>(args.out)[static_cast<int64_t>(route) * args.out_ld + r] = h;
+          }
+        }
+      }
+    }
+  }
+}
+
 template <int kWM, int kWK, int kTN>
 struct Cfg {
   static constexpr int kWarps = kWM * kWK;
@@ -627,48 +676,7 @@ __global__ void __launch_bounds__(32 * kWM * kWK, kTN <= 8 ? 4 : 1)
   }
 
   // ---- epilogue --------------------------------------------------------------------------
-  const float alpha = args.alpha[e];
-#pragma unroll
-  for (int n = 0; n < C::kNT; ++n) {
-    if (wk != 0) break;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int col = n * 8 + 2 * t + (i & 1);
-      if (col >= cnt) continue;
-      const int route = s_route[col];
-      const int64_t slot = slot0 + col;
-      const int roff = g + 8 * (i >> 1);
-      if (args.epi == 0) {
-        const int f = (rb / 32) * 16 + roff;
-        if (f >= args.features) continue;
-        float gate = acc[0][n][i] * alpha, up = acc[1][n][i] * alpha;
-        if (args.weight_on_input) {
-          const float wr = args.topk_weights[route];
-          gate *= wr;
-          up *= wr;
-        }
-        const float y = num::act_gated(args.act, gate, up);
-        static_cast<uint16_t*>(args.out)[slot * args.out_ld + f] =
-            args.out_fp16 ? fmt::float_to_fp16_bits(y) : fmt::float_to_bf16_bits(y);
-      } else {
-#pragma unroll
-        for (int m = 0; m < 2; ++m) {
-          const int r = rb + 16 * m + roff;
-          float h = acc[m][n][i] * alpha;
-          if (args.epi == 1) {
-            if (r >= args.features) continue;
-            if (args.weight_on_input) h *= args.topk_weights[route];
-            const float y = num::act_relu2(h);
-            static_cast<uint16_t*>(args.out)[slot * args.out_ld + r] =
-                args.out_fp16 ? fmt::float_to_fp16_bits(y) : fmt::float_to_bf16_bits(y);
-          } else {
-            if (r >= W.rows) continue;
-            static_cast<float*>(args.out)[static_cast<int64_t>(route) * args.out_ld + r] = h;
-          }
-        }
-      }
-    }
-  }
+  if (wk == 0) epilogue<C::kNT>(args, acc, e, slot0, cnt, s_route, rb, g, t);
 
   // ---- decode FC2: the last CTA of this row tile sums the routes of every token ----------
   if (args.fused_combine) {
@@ -682,6 +690,176 @@ __global__ void __launch_bounds__(32 * kWM * kWK, kTN <= 8 ? 4 : 1)
     combine_rows(args, blockIdx.x * C::kRows, C::kRows, W.rows, tid, C::kThreads);
     if (tid == 0) args.counters[blockIdx.x] = 0;
   }
+}
+
+
+// ---- grouped FP4 kernel: cp.async multi-stage pipeline -----------------------------------
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
+  const unsigned sa = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  const int sz = valid ? 16 : 0;  // 0: zero-fill
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sa), "l"(gmem), "r"(sz)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async8(void* smem, const void* gmem) {
+  const unsigned sa = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(sa), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void cp_async4(void* smem, const void* gmem) {
+  const unsigned sa = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(sa), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+/// Grouped tile for FP4 weights with pre-quantised (raw) operands: 128 weight rows x 64 slots,
+/// one 128-value K sub-chunk per pipeline stage (weights 8 KB + scales 1 KB + activations
+/// 16 KB), kStages stages in flight via cp.async.
+struct PipeCfg {
+  static constexpr int kThreads = 128, kRows = 128, kTN = 64, kNT = 8, kStages = 3;
+  static constexpr int kValBytes = kRows * 64, kScaleBytes = kRows * 8, kActBytes = 8 * kTN * 32;
+  static constexpr int kStageBytes = kValBytes + kScaleBytes + kActBytes;
+  static constexpr int kSmem = kStages * kStageBytes;
+  static_assert(kSmem + 2048 <= 101376, "SM12x: at most 99 KB of shared memory per block");
+};
+
+template <typename OpT, bool kFold>
+__global__ void __launch_bounds__(PipeCfg::kThreads, 1) moe_gemm_pipe_kernel(const GemmArgs args) {
+  using P = PipeCfg;
+  extern __shared__ __align__(16) uint8_t smem[];
+  __shared__ int64_t s_src[P::kTN];
+  __shared__ int s_route[P::kTN];
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  pdl_trigger();
+  pdl_wait();
+  const int tile_idx = blockIdx.y;
+  if (tile_idx >= *args.num_tiles) return;
+  const int4 tile = reinterpret_cast<const int4*>(args.tiles)[tile_idx];
+  const int e = tile.x, slot0 = tile.y, cnt = tile.z;
+  const int g = lane >> 2, t = lane & 3;
+  const int rb = blockIdx.x * P::kRows + 32 * warp;
+  if (tid < P::kTN) {
+    int route = -1;
+    int64_t src = -1;
+    if (tid < cnt) {
+      route = args.slot_route[slot0 + tid];
+      src = args.act_by_token ? static_cast<int64_t>(route / args.topk)
+                              : static_cast<int64_t>(slot0 + tid);
+    }
+    s_route[tid] = route;
+    s_src[tid] = src;
+  }
+  __syncthreads();
+  const detail::WeightView& W = args.w;
+  const int nk = W.K_pad / 128;
+  const int scale_bytes = W.scale_kind == 0 ? 8 : 4;
+  const uint8_t* wbase = W.values + e * W.values_expert_stride +
+                         static_cast<int64_t>(blockIdx.x) * P::kRows * W.values_row_stride;
+  const uint8_t* sbase = W.scales + e * W.scales_expert_stride +
+                         static_cast<int64_t>(blockIdx.x) * P::kRows * W.scales_row_stride;
+  const uint16_t* abase = static_cast<const uint16_t*>(args.src);
+
+  auto issue = [&](int kk) {
+    uint8_t* st = smem + (kk % P::kStages) * P::kStageBytes;
+    // weights: 128 rows x 64 B
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int idx = tid + i * P::kThreads;  // 0..511
+      const int r = idx >> 2, q = idx & 3;
+      cp_async16(st + r * 64 + q * 16,
+                 wbase + r * W.values_row_stride + static_cast<int64_t>(kk) * 64 + q * 16, true);
+    }
+    // scales: 128 rows x 8 B (UE4M3/16) or 4 B (E8M0/32, in the low half)
+    const uint8_t* sp = sbase + tid * W.scales_row_stride + static_cast<int64_t>(kk) * scale_bytes;
+    if (scale_bytes == 8)
+      cp_async8(st + P::kValBytes + tid * 8, sp);
+    else
+      cp_async4(st + P::kValBytes + tid * 8, sp);
+    // activations: 64 slots x 8 steps x 32 B in [step][slot] order
+    uint8_t* act = st + P::kValBytes + P::kScaleBytes;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const int idx = tid + i * P::kThreads;  // 0..1023 = (step, slot, half)
+      const int h = idx & 1, n = (idx >> 1) & 63, j = idx >> 7;
+      const int k = kk * 128 + 16 * j + 8 * h;
+      const int64_t src = s_src[n];
+      const bool ok = src >= 0 && k < W.K;
+      const uint16_t* gp = ok ? abase + src * args.act_ld + k : abase;
+      cp_async16(act + (j * P::kTN + n) * 32 + h * 16, gp, ok);
+    }
+  };
+
+  float acc[2][P::kNT][4];
+#pragma unroll
+  for (int m = 0; m < 2; ++m)
+#pragma unroll
+    for (int n = 0; n < P::kNT; ++n)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[m][n][i] = 0.f;
+
+#pragma unroll
+  for (int s = 0; s < P::kStages - 1; ++s) {
+    if (s < nk) issue(s);
+    cp_async_commit();
+  }
+  for (int kk = 0; kk < nk; ++kk) {
+    cp_async_wait<P::kStages - 2>();
+    __syncthreads();
+    if (kk + P::kStages - 1 < nk) issue(kk + P::kStages - 1);
+    cp_async_commit();
+    const uint8_t* st = smem + (kk % P::kStages) * P::kStageBytes;
+    const uint2* s_act = reinterpret_cast<const uint2*>(st + P::kValBytes + P::kScaleBytes);
+    WeightFrag<detail::kWFp4, OpT> f[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int r = 32 * warp + (i >> 1) * 16 + (i & 1) * 8 + g;
+      f[i].v = *reinterpret_cast<const uint4*>(st + r * 64 + t * 16);
+      f[i].s = *reinterpret_cast<const uint2*>(st + P::kValBytes + r * 8);
+    }
+    constexpr int kTN = P::kTN;
+    constexpr int sc = 0;
+#define B12X_PIPE_STEP(J)                                                                 \
+  {                                                                                       \
+    uint32_t a[2][4];                                                                     \
+    float s[4];                                                                           \
+    _Pragma("unroll") for (int i = 0; i < 4; ++i) {                                       \
+      uint32_t lo, hi;                                                                    \
+      f[i].template decode<J>(lo, hi, nullptr, t);                                        \
+      s[i] = f[i].template scale<J>(W.scale_kind);                                        \
+      if constexpr (kFold) {                                                              \
+        const uint32_t s2 = OpTraits<OpT>::splat(s[i]);                                   \
+        lo = OpTraits<OpT>::mul2(lo, s2);                                                 \
+        hi = OpTraits<OpT>::mul2(hi, s2);                                                 \
+      }                                                                                   \
+      a[i >> 1][(i & 1)] = lo;                                                            \
+      a[i >> 1][2 + (i & 1)] = hi;                                                        \
+    }                                                                                     \
+    _Pragma("unroll") for (int n = 0; n < P::kNT; ++n) {                                  \
+      const uint2 b = s_act[((sc * 8 + J) * kTN + n * 8 + g) * 4 + t];                    \
+      _Pragma("unroll") for (int m = 0; m < 2; ++m) {                                     \
+        if constexpr (kFold) {                                                            \
+          OpTraits<OpT>::mma_acc(acc[m][n], a[m], b.x, b.y);                              \
+        } else {                                                                          \
+          float d[4];                                                                     \
+          OpTraits<OpT>::mma(d, a[m], b.x, b.y);                                          \
+          acc[m][n][0] = fmaf(d[0], s[2 * m], acc[m][n][0]);                              \
+          acc[m][n][1] = fmaf(d[1], s[2 * m], acc[m][n][1]);                              \
+          acc[m][n][2] = fmaf(d[2], s[2 * m + 1], acc[m][n][2]);                          \
+          acc[m][n][3] = fmaf(d[3], s[2 * m + 1], acc[m][n][3]);                          \
+        }                                                                                 \
+      }                                                                                   \
+    }                                                                                     \
+  }
+    B12X_PIPE_STEP(0) B12X_PIPE_STEP(1) B12X_PIPE_STEP(2) B12X_PIPE_STEP(3)
+    B12X_PIPE_STEP(4) B12X_PIPE_STEP(5) B12X_PIPE_STEP(6) B12X_PIPE_STEP(7)
+#undef B12X_PIPE_STEP
+  }
+  cp_async_wait<0>();
+  epilogue<P::kNT>(args, acc, e, slot0, cnt, s_route, rb, g, t);
 }
 
 }  // namespace b12x::moe::dev
