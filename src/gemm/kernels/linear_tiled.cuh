@@ -181,6 +181,17 @@ __global__ void __launch_bounds__(256) linear_tiled_kernel(const LinearParams p)
 
     if constexpr (kF8) {
       const uint8_t* asb = reinterpret_cast<const uint8_t*>(as);
+      // Per-tensor FP8: the stage's two k32 MMAs accumulate in a temporary that is promoted to
+      // the fp32 accumulators once per 64 K (FP8 MMA accumulation precision).
+      float stage_acc[4][4][4];
+      if constexpr (kGroup == 0) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+#pragma unroll
+          for (int j = 0; j < 4; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) stage_acc[i][j][e] = 0.f;
+      }
 #pragma unroll
       for (int at = 0; at < 2; ++at) {
         uint32_t af[4][4];
@@ -200,16 +211,12 @@ __global__ void __launch_bounds__(256) linear_tiled_kernel(const LinearParams p)
           bw[ar][3] = rv.w;
         }
         if constexpr (kGroup == 0) {
-          // Promote each k32 partial to the fp32 accumulators (FP8 MMA accumulation precision).
 #pragma unroll
           for (int mt = 0; mt < 4; ++mt)
 #pragma unroll
-            for (int nt = 0; nt < 4; ++nt) {
-              float tmp[4] = {0.f, 0.f, 0.f, 0.f};
-              mma16832_e4m3(tmp, af[mt], bw[nt >> 1][nt & 1], bw[nt >> 1][2 + (nt & 1)]);
-#pragma unroll
-              for (int e = 0; e < 4; ++e) acc[mt][nt][e] += tmp[e];
-            }
+            for (int nt = 0; nt < 4; ++nt)
+              mma16832_e4m3(stage_acc[mt][nt], af[mt], bw[nt >> 1][nt & 1],
+                            bw[nt >> 1][2 + (nt & 1)]);
         } else {
           const int64_t kk = k0 + at * 32;
           float ws[4][2];
@@ -249,6 +256,14 @@ __global__ void __launch_bounds__(256) linear_tiled_kernel(const LinearParams p)
               acc[mt][nt][3] = fmaf(tmp[3], xs[mt][1] * ws[nt][1], acc[mt][nt][3]);
             }
         }
+      }
+      if constexpr (kGroup == 0) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+#pragma unroll
+          for (int j = 0; j < 4; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[i][j][e] += stage_acc[i][j][e];
       }
     } else {
 #pragma unroll
