@@ -209,6 +209,8 @@ Binding bind(const Plan& plan, const TensorRef& scratch, const TensorRef& x,
   B12X_CHECK_ARG(M >= 0 && M <= c.max_tokens, op, ": x has M=", M, " rows, the plan allows ",
                  c.max_tokens, " (max_tokens)");
   if (x.dtype == DType::kBF16 || x.dtype == DType::kFP16) check_aligned(x, op, "x", 2);
+  B12X_CHECK_ARG(M <= 1 || x.stride[0] >= x.shape[1], op, ": x row stride ", x.stride[0],
+                 " is smaller than its row length ", x.shape[1], " (rows must not overlap)");
 
   if (format_is_w4a4(f)) {
     const int64_t cols = f == LinearFormat::kNvfp4 ? K / 16 : K / 32;
@@ -235,6 +237,8 @@ Binding bind(const Plan& plan, const TensorRef& scratch, const TensorRef& x,
     check_ndim(x_scale, op, "x_scale", 2);
     check_shape(x_scale, op, "x_scale", {M, K / 128});
     check_inner_contiguous(x_scale, op, "x_scale");
+    B12X_CHECK_ARG(M <= 1 || x_scale.stride[0] >= K / 128, op, ": x_scale row stride ",
+                   x_scale.stride[0], " is smaller than K/128=", K / 128);
   } else {
     B12X_CHECK_ARG(x_scale.data == nullptr, op, ": x_scale is not used by ", format_name(f),
                    " with ", dtype_name(x.dtype), " activations (pass none)");
@@ -248,6 +252,8 @@ Binding bind(const Plan& plan, const TensorRef& scratch, const TensorRef& x,
   check_inner_contiguous(out, op, "out");
   check_device(out, op, "out", dev);
   check_aligned(out, op, "out", 2);
+  B12X_CHECK_ARG(M <= 1 || out.stride[0] >= N, op, ": out row stride ", out.stride[0],
+                 " is smaller than N=", N, " (rows must not overlap)");
   if (bias.data != nullptr) {
     check_defined(bias, op, "bias");
     check_dtype(bias, op, "bias", {c.out_dtype});
