@@ -8,10 +8,11 @@
 //
 // Out-of-range ids (id < 0 or id >= vocab) are an error that must be reported without reading
 // out of bounds. run() cannot synchronise, so the check happens on the device: the kernel writes
-// zeros for such a row and records the error in a small device status word inside the plan's
-// scratch (number of bad tokens and the first bad token position), reset at the start of every
-// run. embedding_status() reads it back (synchronising the stream); the one-shot
-// embedding_q8_0() does that itself and throws an Error naming the first bad id and the vocab.
+// zeros for such a row and records the error in the plan's scratch, which holds one status byte
+// per token (1 = out-of-range id) rewritten for every live token by every run, so it always
+// describes the last run and needs no reset. embedding_status() reads it back (synchronising the
+// stream); the one-shot embedding_q8_0() does that itself and throws an Error naming the first
+// bad id and the vocab.
 //
 // Lifecycle: plan (host only, not during capture) -> bind (pointer checks) -> run (launch only,
 // capture-safe; a replayed graph reads the current ids).
@@ -35,7 +36,7 @@ struct EmbeddingCaps {
 /// Immutable result of plan_embedding (host data only).
 struct EmbeddingPlan {
   EmbeddingCaps caps;
-  int64_t scratch_bytes = 0;  ///< bytes of the device scratch a binding needs (16-byte aligned)
+  int64_t scratch_bytes = 0;  ///< device scratch a binding needs: pad16(max(max_tokens, 1)) bytes
 };
 
 /// What bind_embedding resolved: pointers and sizes the launcher uses (no ownership).
@@ -47,7 +48,7 @@ struct EmbeddingBinding {
   int64_t num_tokens = 0;
   void* out = nullptr;
   int64_t out_row_stride = 0;  ///< values
-  void* status = nullptr;      ///< device status word inside scratch
+  void* status = nullptr;      ///< per-token device status flags (the scratch)
 };
 
 /// Device status of the last run, read back on the host.

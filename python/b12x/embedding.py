@@ -4,7 +4,7 @@
 is an fp16 scale ``d`` then 32 int8 values; value = fp16(d) * q). ``ids`` is int32 or int64
 ``[T]``; ``out`` is bf16 or fp16 ``[T, dim]`` (numpy: uint16 bf16 bit patterns or float16).
 Out-of-range ids (``id < 0`` or ``id >= vocab``) are an error, reported without reading out of
-bounds: the kernel writes a zero row and records the error in a device status word.
+bounds: the kernel writes a zero row and sets the token's device status flag.
 
 One-shot (synchronises to check the status; raises ``InvalidArgumentError`` naming the first bad
 id and the vocab)::
@@ -15,7 +15,7 @@ id and the vocab)::
 Serving (plan once, bind persistent buffers, run inside CUDA graphs; check when convenient)::
 
     emb = Q8_0Embedding(weight, max_tokens=8192, id_dtype="int32", out_dtype="bf16")
-    emb.bind(ids_buffer, out_buffer)    # a 16-byte status scratch is allocated here
+    emb.bind(ids_buffer, out_buffer)    # status scratch (1 byte/token) allocated by the ctor
     emb.run()                           # launch only, capture-safe
     emb.status()                        # -> (bad_tokens, first_bad_token, first_bad_id), syncs
     emb.check()                         # raises like the one-shot if the last run saw bad ids

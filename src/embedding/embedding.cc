@@ -77,11 +77,6 @@ EmbeddingBinding bind_tensors(const EmbeddingCaps& caps, const TensorRef& weight
   return b;
 }
 
-struct StatusWord {
-  unsigned long long bad_tokens, not_first_bad;
-};
-static_assert(sizeof(StatusWord) == embedding::kStatusBytes);
-
 }  // namespace
 
 EmbeddingPlan plan_embedding(const EmbeddingCaps& caps) {
@@ -90,7 +85,7 @@ EmbeddingPlan plan_embedding(const EmbeddingCaps& caps) {
   require_compiled_arch(caps.device, op);
   EmbeddingPlan p;
   p.caps = caps;
-  p.scratch_bytes = 16;  // the status word
+  p.scratch_bytes = embedding::status_flag_bytes(caps.max_tokens);  // one status byte per token
   return p;
 }
 
@@ -107,7 +102,7 @@ EmbeddingBinding bind_embedding(const EmbeddingPlan& plan, const TensorRef& scra
   check_aligned(scratch, op, "scratch", 16);
   B12X_CHECK_ARG(scratch.span_bytes() >= plan.scratch_bytes, op, ": scratch holds ",
                  scratch.span_bytes(), " bytes, the plan needs ", plan.scratch_bytes);
-  b.status = scratch.data;
+  b.status = scratch.data;  // per-token status flags
   return b;
 }
 
@@ -116,7 +111,7 @@ void run_embedding(const EmbeddingBinding& b, Stream stream) {
                  "run_embedding: binding is empty (create it with bind_embedding)");
   embedding::launch_q8_0_embedding(b.weight, b.row_stride_bytes, b.caps.vocab, b.caps.dim, b.ids,
                                    b.caps.id_dtype, b.num_tokens, b.out, b.caps.out_dtype,
-                                   b.out_row_stride, b.status, stream);
+                                   b.out_row_stride, static_cast<uint8_t*>(b.status), stream);
 }
 
 EmbeddingStatus embedding_status(const EmbeddingBinding& b, Stream stream) {
@@ -124,15 +119,17 @@ EmbeddingStatus embedding_status(const EmbeddingBinding& b, Stream stream) {
   B12X_CHECK_ARG(b.status != nullptr, op, ": binding is empty (create it with bind_embedding)");
   refuse_during_capture(stream, op);
   auto s = reinterpret_cast<cudaStream_t>(stream);
-  StatusWord w{};
-  B12X_CUDA_CHECK(cudaMemcpyAsync(&w, b.status, sizeof(w), cudaMemcpyDeviceToHost, s));
-  B12X_CUDA_CHECK(cudaStreamSynchronize(s));
   EmbeddingStatus st;
-  st.bad_tokens = static_cast<int64_t>(w.bad_tokens);
-  if (w.bad_tokens != 0) {
-    st.first_bad_token = static_cast<int64_t>(~w.not_first_bad);
-    B12X_ASSERT(st.first_bad_token >= 0 && st.first_bad_token < b.num_tokens,
-                "status word names token ", st.first_bad_token, " of ", b.num_tokens);
+  if (b.num_tokens == 0) return st;
+  std::vector<uint8_t> flags(b.num_tokens);
+  B12X_CUDA_CHECK(cudaMemcpyAsync(flags.data(), b.status, flags.size(), cudaMemcpyDeviceToHost, s));
+  B12X_CUDA_CHECK(cudaStreamSynchronize(s));
+  for (int64_t t = 0; t < b.num_tokens; ++t) {
+    B12X_ASSERT(flags[t] <= 1, "status flag of token ", t, " is ", int(flags[t]),
+                " (the binding's scratch was overwritten?)");
+    if (flags[t] != 0 && st.bad_tokens++ == 0) st.first_bad_token = t;
+  }
+  if (st.bad_tokens != 0) {
     const int es = b.caps.id_dtype == DType::kInt64 ? 8 : 4;
     int64_t id64 = 0;
     int32_t id32 = 0;
@@ -181,24 +178,31 @@ void embedding_q8_0(const TensorRef& weight, const TensorRef& ids, const TensorR
   require_compiled_arch(caps.device, op);
   const EmbeddingPlan plan = plan_embedding(caps);
 
-  // A small per-device status word owned by the library; the mutex covers run + read-back.
+  // Per-device status flags owned by the library, grown on demand (the previous one-shot has
+  // completed: it synchronised); the mutex covers run + read-back.
+  struct Flags {
+    void* ptr = nullptr;
+    int64_t bytes = 0;
+  };
   static std::mutex mu;
-  static std::vector<void*> status_words;
+  static std::vector<Flags> flags;
   std::lock_guard<std::mutex> lock(mu);
-  if (status_words.size() <= static_cast<size_t>(caps.device))
-    status_words.resize(caps.device + 1, nullptr);
-  if (status_words[caps.device] == nullptr) {
+  if (flags.size() <= static_cast<size_t>(caps.device)) flags.resize(caps.device + 1);
+  Flags& f = flags[caps.device];
+  if (f.bytes < plan.scratch_bytes) {
     int prev = 0;
     B12X_CUDA_CHECK(cudaGetDevice(&prev));
     B12X_CUDA_CHECK(cudaSetDevice(caps.device));
+    if (f.ptr != nullptr) cudaFree(f.ptr);
+    f = Flags{};
     void* p = nullptr;
     const cudaError_t e = cudaMalloc(&p, plan.scratch_bytes);
     cudaSetDevice(prev);
     B12X_CUDA_CHECK(e);
-    status_words[caps.device] = p;
+    f = Flags{p, plan.scratch_bytes};
   }
-  const TensorRef scratch = TensorRef::contiguous(status_words[caps.device], DType::kUInt8,
-                                                  {plan.scratch_bytes}, caps.device);
+  const TensorRef scratch =
+      TensorRef::contiguous(f.ptr, DType::kUInt8, {plan.scratch_bytes}, caps.device);
   const EmbeddingBinding b = bind_embedding(plan, scratch, weight, ids, out);
   run_embedding(b, stream);
   embedding_check(b, stream);

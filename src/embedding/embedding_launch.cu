@@ -8,14 +8,11 @@
 
 namespace b12x::embedding {
 
-static_assert(sizeof(kernels::Status) == kStatusBytes);
-
 void launch_q8_0_embedding(const uint8_t* weight, int64_t row_stride_bytes, int64_t vocab,
                            int64_t dim, const void* ids, DType id_dtype, int64_t num_tokens,
-                           void* out, DType out_dtype, int64_t out_row_stride, void* status,
+                           void* out, DType out_dtype, int64_t out_row_stride, uint8_t* flags,
                            Stream stream) {
   auto s = reinterpret_cast<cudaStream_t>(stream);
-  B12X_CUDA_CHECK(cudaMemsetAsync(status, 0, kStatusBytes, s));
   if (num_tokens <= 0) return;
   kernels::Params p{};
   p.weight = weight;
@@ -26,7 +23,7 @@ void launch_q8_0_embedding(const uint8_t* weight, int64_t row_stride_bytes, int6
   p.num_tokens = num_tokens;
   p.out = out;
   p.out_row_stride = out_row_stride;
-  p.status = static_cast<kernels::Status*>(status);
+  p.flags = flags;
   p.out_vec = reinterpret_cast<uintptr_t>(out) % 16 == 0 && out_row_stride % 8 == 0;
   const dim3 grid(
       static_cast<unsigned>(num_tokens),

@@ -2,7 +2,7 @@
  *
  * plan_create (host only) -> bind (pointer checks; the binding is kept in the plan handle) ->
  * run (launch only, capture-safe) -> status / check (synchronise the stream, read the device
- * status word of the last run). Out-of-range ids produce zero rows and a status error;
+ * status flags of the last run). Out-of-range ids produce zero rows and a status error;
  * b12x_embedding_check and the one-shot b12x_embedding_q8_0 return B12X_ERROR_INVALID_ARGUMENT
  * with a message naming the first bad id and the vocab. */
 #ifndef B12X_C_API_EMBEDDING_H_

@@ -7,9 +7,10 @@
 // decodes 8 consecutive values from shared memory and writes them with one 16-byte store.
 // Byte offsets are 64-bit (id * row_stride_bytes exceeds 2^31 for large tables).
 //
-// Out-of-range ids: the row is written as zeros and the status word records the error (count,
-// and the smallest bad token position as an atomicMax of its bitwise complement, so an all-zero
-// status word means "no error" and the per-run reset is a plain memset).
+// Out-of-range ids: the row is written as zeros and the token's status flag (one byte per token,
+// written by the slice-0 CTA of every token on every run, 1 = bad) records the error. Because
+// every flag of the live tokens is rewritten by each launch, nothing needs resetting between runs
+// (no memset node in a captured graph, no read-before-write state).
 #pragma once
 
 #include <cstdint>
@@ -24,12 +25,6 @@ inline constexpr int kSliceBlocks = 64;  // 2048 values, 2176 bytes of shared me
 inline constexpr int kBlockBytes = 34;
 inline constexpr int kBlockValues = 32;
 
-/// Device status word (16 bytes, zeroed before each run).
-struct Status {
-  unsigned long long bad_tokens;
-  unsigned long long not_first_bad;  ///< ~token of the first bad token (max of complements)
-};
-
 struct Params {
   const uint8_t* weight;
   int64_t row_stride_bytes;
@@ -39,8 +34,8 @@ struct Params {
   int64_t num_tokens;
   void* out;
   int64_t out_row_stride;  ///< values
-  Status* status;
-  bool out_vec;  ///< out 16-byte aligned with a row stride multiple of 8 values
+  uint8_t* flags;          ///< [num_tokens] status flags, 1 = out-of-range id
+  bool out_vec;            ///< out 16-byte aligned with a row stride multiple of 8 values
 };
 
 template <typename IdT, bool kBF16>
@@ -55,11 +50,8 @@ __global__ void __launch_bounds__(kThreads) q8_0_embedding_kernel(const Params p
   const int nvals = nb * kBlockValues;
   uint16_t* out_row = static_cast<uint16_t*>(p.out) + t * p.out_row_stride + blk0 * kBlockValues;
 
+  if (blockIdx.y == 0 && threadIdx.x == 0) p.flags[t] = bad ? 1 : 0;
   if (bad) {
-    if (blockIdx.y == 0 && threadIdx.x == 0) {
-      atomicAdd(&p.status->bad_tokens, 1ull);
-      atomicMax(&p.status->not_first_bad, ~static_cast<unsigned long long>(t));
-    }
     for (int v = threadIdx.x * 8; v < nvals; v += kThreads * 8) {
       if (p.out_vec) {
         *reinterpret_cast<uint4*>(out_row + v) = make_uint4(0, 0, 0, 0);

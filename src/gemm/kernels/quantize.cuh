@@ -95,11 +95,15 @@ struct ScaleOut {
   float mul;     ///< per-value multiplier (NVFP4)
 };
 
+// `scale(amax, gs, table)`: `table` is the per-CTA shared table of the 128 NVFP4 multipliers
+// nvfp4_multiplier(sf, gs) (one per UE4M3 code; gs is the same for the whole launch), so a block
+// needs one lookup instead of two divisions and a decode. Other formats ignore it.
 struct MxFp8Policy {
   static constexpr int kBlock = 32;
   static constexpr bool kFp4 = false;
+  static constexpr bool kTable = false;
   static constexpr uint8_t kPad = fmt::kMxScalePad;
-  __device__ static ScaleOut scale(float amax, float) {
+  __device__ static ScaleOut scale(float amax, float, const float*) {
     return {qrules::mxfp8_scale_code(amax), 0.f, 0.f};
   }
   __device__ static float apply(float v, const ScaleOut& s) { return qrules::mx_scaled(v, s.code); }
@@ -108,8 +112,9 @@ struct MxFp8Policy {
 struct MxFp4Policy {
   static constexpr int kBlock = 32;
   static constexpr bool kFp4 = true;
+  static constexpr bool kTable = false;
   static constexpr uint8_t kPad = fmt::kMxScalePad;
-  __device__ static ScaleOut scale(float amax, float) {
+  __device__ static ScaleOut scale(float amax, float, const float*) {
     return {qrules::mxfp4_scale_code(amax), 0.f, 0.f};
   }
   __device__ static float apply(float v, const ScaleOut& s) { return qrules::mx_scaled(v, s.code); }
@@ -118,10 +123,11 @@ struct MxFp4Policy {
 struct NvFp4Policy {
   static constexpr int kBlock = 16;
   static constexpr bool kFp4 = true;
+  static constexpr bool kTable = true;
   static constexpr uint8_t kPad = fmt::kNvfp4ScalePad;
-  __device__ static ScaleOut scale(float amax, float gs) {
-    const uint8_t c = qrules::nvfp4_scale_code(amax, gs);
-    return {c, 0.f, qrules::nvfp4_multiplier(c, gs)};
+  __device__ static ScaleOut scale(float amax, float gs, const float* table) {
+    const uint8_t c = qrules::nvfp4_scale_code(amax, gs);  // <= 0x7E (satfinite, no NaN)
+    return {c, 0.f, table[c & 0x7Fu]};
   }
   __device__ static float apply(float v, const ScaleOut& s) {
     return qrules::nvfp4_scaled(v, s.mul);
@@ -131,8 +137,9 @@ struct NvFp4Policy {
 struct Fp8Group128Policy {
   static constexpr int kBlock = 128;
   static constexpr bool kFp4 = false;
+  static constexpr bool kTable = false;
   static constexpr uint8_t kPad = 0;
-  __device__ static ScaleOut scale(float amax, float) {
+  __device__ static ScaleOut scale(float amax, float, const float*) {
     return {0, qrules::fp8_group_scale(amax), 0.f};
   }
   __device__ static float apply(float v, const ScaleOut& s) {
@@ -152,6 +159,81 @@ struct BlockQuantParams {
   bool vec_out;  ///< values pointer aligned for 8-byte (FP8) / 4-byte (FP4) stores
 };
 
+/// Quantises one 8-value chunk (row, c) whose values are in v; every lane of the warp calls it
+/// (the block amax is a shuffle), `valid` says whether this lane's chunk exists.
+template <class P>
+__device__ __forceinline__ void quant_chunk(const BlockQuantParams& p, const float (&v)[8],
+                                            bool valid, int64_t row, int64_t c, int64_t cols,
+                                            float gs, const float* table) {
+  constexpr int kLanes = P::kBlock / 8;
+  float amax = 0.f;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) amax = fmt::amax_update(amax, v[j]);
+#pragma unroll
+  for (int o = kLanes / 2; o > 0; o >>= 1)
+    amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, o));
+  if (!valid) return;
+  const ScaleOut s = P::scale(amax, gs, table);
+  if constexpr (P::kFp4) {
+    uint32_t w = 0;
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      w |= e2m1x2(P::apply(v[2 * j], s), P::apply(v[2 * j + 1], s)) << (8 * j);
+    uint8_t* out = p.values + row * (p.K / 2) + c * 4;
+    if (p.vec_out) {
+      *reinterpret_cast<uint32_t*>(out) = w;
+    } else {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) out[j] = static_cast<uint8_t>(w >> (8 * j));
+    }
+  } else {
+    float q[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) q[j] = P::apply(v[j], s);
+    const uint32_t w0 = e4m3x2(q[0], q[1]) | (e4m3x2(q[2], q[3]) << 16);
+    const uint32_t w1 = e4m3x2(q[4], q[5]) | (e4m3x2(q[6], q[7]) << 16);
+    uint8_t* out = p.values + row * p.K + c * 8;
+    if (p.vec_out) {
+      *reinterpret_cast<uint2*>(out) = make_uint2(w0, w1);
+    } else {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        out[j] = static_cast<uint8_t>(w0 >> (8 * j));
+        out[4 + j] = static_cast<uint8_t>(w1 >> (8 * j));
+      }
+    }
+  }
+  if ((c % kLanes) == 0) {
+    const int64_t col = c / kLanes;
+    if (p.scale_rows != nullptr) p.scale_rows[row * cols + col] = s.code;
+    if (p.scale_f32 != nullptr) p.scale_f32[row * cols + col] = s.value;
+    if (p.scale_swizzled != nullptr)
+      p.scale_swizzled[fmt::swizzled_scale_offset(row, col, cols)] = s.code;
+  }
+}
+
+template <bool kBF16>
+__device__ __forceinline__ void load_chunk(const BlockQuantParams& p, bool valid, int64_t row,
+                                           int64_t c, float (&v)[8]) {
+  if (valid) {
+    load8<kBF16>(p.x + row * p.ldx + c * 8, p.vec_in, v);
+  } else {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) v[j] = 0.f;
+  }
+}
+
+/// Advances a (row, chunk) position by (drow, dc) chunks-per-row units (dc < cpr).
+__device__ __forceinline__ void advance(int64_t& row, int64_t& c, int64_t drow, int64_t dc,
+                                        int64_t cpr) {
+  row += drow;
+  c += dc;
+  if (c >= cpr) {
+    c -= cpr;
+    ++row;
+  }
+}
+
 template <class P, bool kBF16>
 __global__ void __launch_bounds__(256) block_quant_kernel(const BlockQuantParams p) {
   constexpr int kLanes = P::kBlock / 8;  // lanes sharing one block
@@ -162,66 +244,31 @@ __global__ void __launch_bounds__(256) block_quant_kernel(const BlockQuantParams
   const int lane = threadIdx.x & 31;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   const float gs = p.global_scale != nullptr ? __ldg(p.global_scale) : 0.f;
+  __shared__ float table[P::kTable ? 128 : 1];
+  if constexpr (P::kTable) {
+    for (int i = threadIdx.x; i < 128; i += blockDim.x)
+      table[i] = qrules::nvfp4_multiplier(static_cast<uint8_t>(i), gs);
+    __syncthreads();
+  }
 
-  // (row, c) of this lane's chunk, advanced by the grid stride without a division per step.
+  // Each iteration handles two chunks a grid stride apart (both loads issued before any math,
+  // for memory-level parallelism). (row, c) positions advance without divisions.
   const int64_t start = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  int64_t row = start / cpr, c = start - (start / cpr) * cpr;
+  int64_t row0 = start / cpr, c0 = start - (start / cpr) * cpr;
   const int64_t drow = stride / cpr, dc = stride - drow * cpr;
-  for (int64_t base = start - lane; base < total;
-       base += stride, row += drow, c += dc, (c >= cpr ? (c -= cpr, ++row) : 0)) {
-    const int64_t i = base + lane;
-    const bool valid = i < total;
-    float v[8];
-    if (valid) {
-      load8<kBF16>(p.x + row * p.ldx + c * 8, p.vec_in, v);
-    } else {
-#pragma unroll
-      for (int j = 0; j < 8; ++j) v[j] = 0.f;
-    }
-    float amax = 0.f;
-#pragma unroll
-    for (int j = 0; j < 8; ++j) amax = fmt::amax_update(amax, v[j]);
-#pragma unroll
-    for (int o = kLanes / 2; o > 0; o >>= 1)
-      amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, o));
-    if (!valid) continue;
-    const ScaleOut s = P::scale(amax, gs);
-    if constexpr (P::kFp4) {
-      uint32_t w = 0;
-#pragma unroll
-      for (int j = 0; j < 4; ++j)
-        w |= e2m1x2(P::apply(v[2 * j], s), P::apply(v[2 * j + 1], s)) << (8 * j);
-      uint8_t* out = p.values + row * (p.K / 2) + c * 4;
-      if (p.vec_out) {
-        *reinterpret_cast<uint32_t*>(out) = w;
-      } else {
-#pragma unroll
-        for (int j = 0; j < 4; ++j) out[j] = static_cast<uint8_t>(w >> (8 * j));
-      }
-    } else {
-      float q[8];
-#pragma unroll
-      for (int j = 0; j < 8; ++j) q[j] = P::apply(v[j], s);
-      const uint32_t w0 = e4m3x2(q[0], q[1]) | (e4m3x2(q[2], q[3]) << 16);
-      const uint32_t w1 = e4m3x2(q[4], q[5]) | (e4m3x2(q[6], q[7]) << 16);
-      uint8_t* out = p.values + row * p.K + c * 8;
-      if (p.vec_out) {
-        *reinterpret_cast<uint2*>(out) = make_uint2(w0, w1);
-      } else {
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          out[j] = static_cast<uint8_t>(w0 >> (8 * j));
-          out[4 + j] = static_cast<uint8_t>(w1 >> (8 * j));
-        }
-      }
-    }
-    if ((c % kLanes) == 0) {
-      const int64_t col = c / kLanes;
-      if (p.scale_rows != nullptr) p.scale_rows[row * cols + col] = s.code;
-      if (p.scale_f32 != nullptr) p.scale_f32[row * cols + col] = s.value;
-      if (p.scale_swizzled != nullptr)
-        p.scale_swizzled[fmt::swizzled_scale_offset(row, col, cols)] = s.code;
-    }
+  const int64_t drow2 = (2 * stride) / cpr, dc2 = 2 * stride - drow2 * cpr;
+  for (int64_t base = start - lane; base < total; base += 2 * stride) {
+    const bool valid0 = base + lane < total;
+    const bool valid1 = base + stride + lane < total;
+    int64_t row1 = row0, c1 = c0;
+    advance(row1, c1, drow, dc, cpr);
+    float v0[8], v1[8];
+    load_chunk<kBF16>(p, valid0, row0, c0, v0);
+    load_chunk<kBF16>(p, valid1, row1, c1, v1);
+    quant_chunk<P>(p, v0, valid0, row0, c0, cols, gs, table);
+    if (base + stride < total)  // warp-uniform
+      quant_chunk<P>(p, v1, valid1, row1, c1, cols, gs, table);
+    advance(row0, c0, drow2, dc2, cpr);
   }
 
   // Padding of the swizzled grid: the pad columns of live rows, then whole pad rows.
