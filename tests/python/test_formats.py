@@ -11,7 +11,7 @@
     * E2M1: both saturate at +-6; NaN -> 0x7 in hardware, 0x8 (or 0x0) in ml_dtypes.
     * E8M0: ml_dtypes rounds to the nearest power of two (ties up); hardware only has rz (floor)
       and rp (ceil). On normal positive inputs below 2^127 ml_dtypes equals rp when the fp32
-      mantissa is >= 0x400000 and rz otherwise; ml_dtypes sends negatives/overflow to NaN
+      mantissa is above 0x400000 and rz below it (exact ties differ between versions); ml_dtypes sends negatives/overflow to NaN
       (0xFF) where cvt ignores the sign and satfinite clamps to 0xFE.
 - block formats vs numpy re-implementations built on ml_dtypes casts;
 - the 128x4 swizzle vs vLLM's reshape/permute formulation (numpy, and torch when present);
@@ -205,8 +205,10 @@ def test_ue8m0_vs_ml_dtypes():
     ml = x.astype(e8m0).view(np.uint8)
     rz = F.encode_scalar("ue8m0", x, "rz")
     rp = F.encode_scalar("ue8m0", x, "rp")
-    want = np.where((u & 0x7FFFFF) >= 0x400000, rp, rz)
-    assert np.array_equal(ml, want)
+    want = np.where((u & 0x7FFFFF) > 0x400000, rp, rz)
+    # Exact ties (mantissa 1.5) are left out: ml_dtypes versions differ there (0.6 rounds up).
+    off_tie = (u & 0x7FFFFF) != 0x400000
+    assert np.array_equal(ml[off_tie], want[off_tie])
     codes = np.arange(256, dtype=np.uint8)
     assert_same_floats(F.decode_scalar("ue8m0", codes), codes.view(e8m0).astype(np.float32),
                        "ue8m0 decode")
