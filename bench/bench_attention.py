@@ -215,6 +215,8 @@ def main():
         for B in (8, 32):
             decode_cases.append((B, 8192, 32, 8, 128, 128, kv))
     # Tile-shape comparison (decode 'wide' = 4 warps x 16 tokens) at the target shapes.
+    for B in (1, 8, 32, 128):
+        decode_cases.append((B, 8192, 32, 8, 128, 64, "fp8", "direct"))
     for kv in ("bf16", "fp8"):
         for B in (1, 8, 32):
             decode_cases.append((B, 8192, 32, 8, 128, 64, kv, "wide"))

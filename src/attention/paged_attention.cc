@@ -56,11 +56,12 @@ const KernelInfo* find_kernel(int dqk, int dv, int kind, DType q, bool fp8) {
   return nullptr;
 }
 
-// Decode tile kind: 2 ("deep", default) or 1 ("wide"); B12X_ATTN_DECODE_TILE=wide|deep
-// overrides (benchmarking).
+// Decode tile kind: 2 ("deep", default), 1 ("wide") or 3 ("direct": deep with FP8 K fragments
+// converted in registers; FP8 KV with head dim 128/256 only); B12X_ATTN_DECODE_TILE overrides.
 int decode_kind() {
   const char* e = std::getenv("B12X_ATTN_DECODE_TILE");
   if (e != nullptr && std::string(e) == "wide") return 1;
+  if (e != nullptr && std::string(e) == "direct") return 3;
   return 2;
 }
 
@@ -141,6 +142,8 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   const bool fp8 = caps.kv_dtype == DType::kFP8E4M3;
   const KernelInfo* k = find_kernel(caps.head_dim_qk, caps.head_dim_vo,
                                     decode_tile ? decode_kind() : 0, caps.q_dtype, fp8);
+  if (k == nullptr && decode_tile)  // e.g. "direct" asked for a shape it does not cover
+    k = find_kernel(caps.head_dim_qk, caps.head_dim_vo, 2, caps.q_dtype, fp8);
   B12X_CHECK_SUPPORTED(k != nullptr, kPlanOp, ": no compiled kernel for head dims (",
                        caps.head_dim_qk, ", ", caps.head_dim_vo, "), q ", dtype_name(caps.q_dtype),
                        ", kv ", dtype_name(caps.kv_dtype));
@@ -158,7 +161,10 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
 
   plan.impl = k;
   plan.kernel = std::string(k->name) +
-                (k->kind == 0 ? "_extend" : k->kind == 1 ? "_decode_wide" : "_decode_deep") +
+                (k->kind == 0   ? "_extend"
+                 : k->kind == 1 ? "_decode_wide"
+                 : k->kind == 2 ? "_decode_deep"
+                                : "_decode_direct") +
                 (fp8 ? "_kvfp8" : "") + (caps.q_dtype == DType::kFP16 ? "_fp16" : "_bf16");
   plan.tile_rows = k->tile_rows;
   plan.tile_kv = k->tile_kv;

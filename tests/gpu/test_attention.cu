@@ -435,6 +435,40 @@ TEST(AttentionGpuDecode, DtypesPagesWindowsSinks) {
       }
 }
 
+// The non-default decode tiles ("wide": 4 warps x 16 tokens; "direct": FP8 K fragments
+// converted in registers) selected through B12X_ATTN_DECODE_TILE at plan time.
+TEST(AttentionGpuDecode, AlternativeTiles) {
+  B12X_REQUIRE_GPU();
+  for (const char* tile : {"wide", "direct"}) {
+    setenv("B12X_ATTN_DECODE_TILE", tile, 1);
+    int i = 0;
+    for (int d : {128, 256})
+      for (int page : {16, 64}) {
+        Spec s;
+        s.kv = DType::kFP8E4M3;
+        s.dqk = s.dv = d;
+        s.page = page;
+        s.hkv = 2;
+        s.hq = 2 * (i % 2 ? 8 : 5);
+        s.prefix = decode_prefix(page);
+        s.qlens.assign(s.prefix.size(), 1);
+        s.window = i == 1 ? 70 : -1;
+        s.sinks = i >= 2;
+        s.per_head_scale = i % 2 == 0;
+        s.num_splits = i == 3 ? 5 : 0;
+        s.max_splits = i == 3 ? 5 : 0;
+        ++i;
+        run_case(s, std::string("tile=") + tile);
+        if (std::string(tile) == "wide") {  // the wide tile also serves bf16
+          Spec b = s;
+          b.kv = DType::kBF16;
+          run_case(b, "tile=wide bf16");
+        }
+      }
+    unsetenv("B12X_ATTN_DECODE_TILE");
+  }
+}
+
 TEST(AttentionGpuDecode, SplitCountsAgree) {
   B12X_REQUIRE_GPU();
   for (int splits : {1, 2, 7, 64}) {

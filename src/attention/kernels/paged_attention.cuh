@@ -40,6 +40,11 @@ struct TileCfg {
   static constexpr int kDqk = kDqk_, kDv = kDv_, kKind = kKind_;
   static constexpr bool kFp8 = kFp8_;
   static constexpr bool kDecode = kKind != 0;
+  // kind 3: the deep decode tile with FP8 K fragments converted straight from the raw stage
+  // (no K conversion pass); Q is stored in the matching permuted slot order.
+  static constexpr bool kDirectK = kKind == 3;
+  static_assert(!kDirectK || (kFp8_ && (kDqk_ == 128 || kDqk_ == 256)),
+                "direct-K decode needs FP8 KV and a power-of-two head dim >= 128");
   static constexpr bool kBigHead = kDqk > 128 || kDv > 128;
   // Extend: 4 warps; for head dims <= 128 each warp owns two 16-row MMA blocks (32 rows, as
   // FA2), so every K/V fragment read from shared memory feeds two MMAs (32-token tiles keep
@@ -47,17 +52,18 @@ struct TileCfg {
   // (registers) and 64-row tiles (Q tile + ring must fit 99 KB).
   static constexpr int kWM = kDecode ? 1 : 4;
   static constexpr int kMB = (kDecode || kBigHead) ? 1 : 2;
-  static constexpr int kBN = kKind == 2 ? 32 : (kBigHead ? 32 : (kMB == 2 && kDv > 64 ? 32 : 64));
+  static constexpr int kBN =
+      kKind >= 2 ? 32 : (kBigHead ? 32 : (kMB == 2 && kDv > 64 ? 32 : 64));
   static constexpr int kWN = kDecode ? kBN / 16 : 1;
   static constexpr int kThreads = kWM * kWN * 32;
   static constexpr int kBM = 16 * kWM * kMB;
   static constexpr int kKvBytes = kFp8 ? 1 : 2;
   static constexpr int kQBytes = kBM * kDqk * 2;
   static constexpr int kStageBytes = kBN * (kDqk + kDv) * kKvBytes;
-  static constexpr int kConvBytes = kFp8 ? kBN * (kDqk + kDv) * 2 : 0;
+  static constexpr int kConvBytes = kFp8 ? kBN * ((kDirectK ? 0 : kDqk) + kDv) * 2 : 0;
   static constexpr int kMergeBytes = kWN > 1 ? kWN * (kBM * kDv * 4 + 2 * kBM * 4) : 0;
   static constexpr int kFitStages = (101376 - kQBytes - kConvBytes) / kStageBytes;
-  static constexpr int kMaxStages = kKind == 2 ? 4 : (kKind == 0 && kMB == 2 ? 3 : 0);
+  static constexpr int kMaxStages = kKind >= 2 ? 4 : (kKind == 0 && kMB == 2 ? 3 : 0);
   static constexpr int kStages = kMaxStages > 0 ? (kFitStages < kMaxStages ? kFitStages : kMaxStages)
                                                 : ((kKind == 1 && kFp8) ? 3 : 2);
   static constexpr int kRingBytes = kStages * kStageBytes;
@@ -174,6 +180,21 @@ __device__ __forceinline__ uint32_t swz_in_row(int row, int chunk) {
   return static_cast<uint32_t>((chunk ^ (row & 7)) << 4);
 }
 
+/// Four e4m3 bytes -> bf16x2 (e0, e2) and (e1, e3), exact (the pairing the direct-K fragments
+/// use: Q is stored with each 16-dim block's even dims first, then its odd dims).
+__device__ __forceinline__ void e4m3x4_to_bf16_evenodd(uint32_t w, uint32_t& even, uint32_t& odd) {
+  uint32_t o = (w & 0x80008000u) | ((w & 0x7F007F00u) >> 4);  // (e1, e3)
+  const uint32_t w8 = w << 8;
+  uint32_t e = (w8 & 0x80008000u) | ((w8 & 0x7F007F00u) >> 4);  // (e0, e2)
+  const uint32_t k2p120 = 0x7B807B80u;
+  __nv_bfloat162 se = __hmul2(*reinterpret_cast<__nv_bfloat162*>(&e),
+                              *reinterpret_cast<const __nv_bfloat162*>(&k2p120));
+  __nv_bfloat162 so = __hmul2(*reinterpret_cast<__nv_bfloat162*>(&o),
+                              *reinterpret_cast<const __nv_bfloat162*>(&k2p120));
+  even = *reinterpret_cast<uint32_t*>(&se);
+  odd = *reinterpret_cast<uint32_t*>(&so);
+}
+
 /// Byte offset of 16-byte chunk `chunk` of row `row` in a swizzled tile of `row_bytes` rows.
 __device__ __forceinline__ uint32_t swz(int row, int chunk, int row_bytes) {
   return static_cast<uint32_t>(row * row_bytes + ((chunk ^ (row & 7)) << 4));
@@ -274,7 +295,35 @@ __global__ void __launch_bounds__(Cfg::kThreads)
   const int rows0 = w.tile * kBM;
 
   // ---- Q tile (rows beyond the request or group are zero) -> swizzled smem ----
-  {
+  if constexpr (Cfg::kDirectK) {
+    // Each 16-dim block is stored as its 8 even dims then its 8 odd dims (16-bit shuffles), so
+    // MMA k-slots (2t, 2t+1, 8+2t, 9+2t) hold dims (4t, 4t+2, 4t+1, 4t+3): exactly the pairs
+    // one 4-byte FP8 read of dims 4t..4t+3 converts to.
+    const T* q = static_cast<const T*>(p.q);
+    constexpr int kBlocks = kDqk / 16;
+    for (int i = tid; i < kBM * kBlocks; i += kThreads) {
+      const int r = i / kBlocks, kb = i % kBlocks;
+      const int pr = rows0 + r;
+      const int qi = pr / p.group;
+      uint4 lo = make_uint4(0, 0, 0, 0), hi = make_uint4(0, 0, 0, 0);
+      if (qi < w.qlen) {
+        const int h = kvh * p.group + (pr - qi * p.group);
+        const uint4* src = reinterpret_cast<const uint4*>(
+            q + (int64_t)(w.q0 + qi) * p.q_st + (int64_t)h * p.q_sh + kb * 16);
+        lo = src[0];
+        hi = src[1];
+      }
+      const uint32_t wv[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+      uint32_t ev[4], od[4];
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        ev[k] = __byte_perm(wv[2 * k], wv[2 * k + 1], 0x5410);
+        od[k] = __byte_perm(wv[2 * k], wv[2 * k + 1], 0x7632);
+      }
+      *reinterpret_cast<uint4*>(sQ + swz(r, 2 * kb, kQRow)) = make_uint4(ev[0], ev[1], ev[2], ev[3]);
+      *reinterpret_cast<uint4*>(sQ + swz(r, 2 * kb + 1, kQRow)) = make_uint4(od[0], od[1], od[2], od[3]);
+    }
+  } else {
     const T* q = static_cast<const T*>(p.q);
     constexpr int kCpr = kDqk / 8;
     for (int i = tid; i < kBM * kCpr; i += kThreads) {
@@ -302,8 +351,11 @@ __global__ void __launch_bounds__(Cfg::kThreads)
                              static_cast<uint32_t>(p.num_pages - 1));
     return base + (page * sp + int64_t(pos & page_mask) * st) * Cfg::kKvBytes + off_h;
   };
-  auto stage_dst = [&](uint8_t* tile, int j, int c, int cpr) {
-    if constexpr (kFp8) {
+  auto stage_dst = [&](uint8_t* tile, int j, int c, int cpr, bool is_k) {
+    if constexpr (Cfg::kDirectK) {
+      // raw FP8 K rows are swizzled too (8 rows are read at once as 4-byte fragments); V plain
+      return smem_u32(tile) + static_cast<uint32_t>(j * (cpr * 16) + ((is_k ? (c ^ (j & 7)) : c) << 4));
+    } else if constexpr (kFp8) {
       return smem_u32(tile + j * (cpr * 16) + c * 16);
     } else {
       return smem_u32(tile + swz(j, c, cpr * 16));
@@ -329,8 +381,8 @@ __global__ void __launch_bounds__(Cfg::kThreads)
           ks += (page * p.k_sp + in_page * p.k_st) * Cfg::kKvBytes + koff_h + c * 16;
           vs += (page * p.v_sp + in_page * p.v_st) * Cfg::kKvBytes + voff_h + c * 16;
         }
-        cp_async16(stage_dst(sk, j, c, kKc), ks, valid);
-        cp_async16(stage_dst(sv, j, c, kVc), vs, valid);
+        cp_async16(stage_dst(sk, j, c, kKc, true), ks, valid);
+        cp_async16(stage_dst(sv, j, c, kVc, false), vs, valid);
       }
     } else {
 #pragma unroll
@@ -339,7 +391,7 @@ __global__ void __launch_bounds__(Cfg::kThreads)
         const int pos = kv0 + j;
         const bool valid = pos < kv_end;
         const uint8_t* src = valid ? row_src(pos, p.k_sp, p.k_st, koff_h, kbase) + c * 16 : kbase;
-        cp_async16(stage_dst(sk, j, c, kKc), src, valid);
+        cp_async16(stage_dst(sk, j, c, kKc, true), src, valid);
       }
 #pragma unroll
       for (int i = tid; i < kBN * kVc; i += kThreads) {
@@ -347,7 +399,7 @@ __global__ void __launch_bounds__(Cfg::kThreads)
         const int pos = kv0 + j;
         const bool valid = pos < kv_end;
         const uint8_t* src = valid ? row_src(pos, p.v_sp, p.v_st, voff_h, vbase) + c * 16 : vbase;
-        cp_async16(stage_dst(sv, j, c, kVc), src, valid);
+        cp_async16(stage_dst(sv, j, c, kVc, false), src, valid);
       }
     }
   };
@@ -403,7 +455,7 @@ __global__ void __launch_bounds__(Cfg::kThreads)
       const uint8_t* rk = sRing + (it % kStages) * Cfg::kStageBytes;
       const uint8_t* rv = rk + kBN * kDqk;
       uint8_t* ck = sConv;
-      uint8_t* cv = sConv + kBN * kDqk * 2;
+      uint8_t* cv = sConv + (Cfg::kDirectK ? 0 : kBN * kDqk * 2);
       constexpr int kKc = kDqk / 16, kVc = kDv / 16;
       // Decode tiles (warps split the tokens): each warp converts only its own tokens, so a
       // warp barrier suffices; otherwise the whole block converts the tile.
@@ -424,7 +476,11 @@ __global__ void __launch_bounds__(Cfg::kThreads)
         *reinterpret_cast<uint4*>(bf_tile + swz(j, 2 * c + 1, rb)) = make_uint4(w8[4], w8[5], w8[6], w8[7]);
       };
       const int conv_first = kWarpConv ? lane : tid;
-      if constexpr (kKc == kVc) {
+      if constexpr (Cfg::kDirectK) {
+#pragma unroll 1
+        for (int i = conv_first; i < kConvTok * kVc; i += kConvThreads)
+          convert(rv, cv, conv_tok0 + i / kVc, i % kVc, kVc);
+      } else if constexpr (kKc == kVc) {
 #pragma unroll 1
         for (int i = conv_first; i < kConvTok * kKc; i += kConvThreads) {
           const int j = conv_tok0 + i / kKc, c = i % kKc;
@@ -444,7 +500,7 @@ __global__ void __launch_bounds__(Cfg::kThreads)
       } else {
         __syncthreads();
       }
-      sK = ck;
+      sK = Cfg::kDirectK ? rk : ck;
       sV = cv;
     } else {
       sK = sRing + (it % kStages) * Cfg::kStageBytes;
@@ -461,11 +517,32 @@ __global__ void __launch_bounds__(Cfg::kThreads)
     // Swizzled ldmatrix addresses: the chunk XOR only touches bits 4.. of the in-row offset,
     // so k-step kb is `lane_off ^ (kb << 5)` and row blocks are immediate offsets (keeps the
     // address registers few).
+    if constexpr (Cfg::kDirectK) {
+      // B fragments straight from the raw FP8 K rows: lane (g, t) reads dims 4t..4t+3 of k-step
+      // kb of token row g (one 4-byte read; rows' 16-byte chunks are swizzled by row & 7).
+#pragma unroll
+      for (int kb = 0; kb < kDqk / 16; ++kb) {
+        uint32_t a[kMB][4];
+        const uint32_t q_off = q_base + (q_lane ^ (kb << 5));
+#pragma unroll
+        for (int mb = 0; mb < kMB; ++mb) ldmatrix_x4(a[mb], q_off + mb * 16 * kQRow);
+#pragma unroll
+        for (int nb = 0; nb < kNT / 8; ++nb) {
+          const int row = tok0 + nb * 8 + g;
+          const uint32_t wv = *reinterpret_cast<const uint32_t*>(
+              sK + row * kDqk + ((kb ^ (row & 7)) << 4) + 4 * t4);
+          uint32_t b0, b1;
+          e4m3x4_to_bf16_evenodd(wv, b0, b1);
+#pragma unroll
+          for (int mb = 0; mb < kMB; ++mb) mma16816<T>(s[mb][nb], a[mb], b0, b1);
+        }
+      }
+    }
     const int k_row = tok0 + ((lane >> 4) << 3) + (lane & 7);
     const uint32_t k_base = smem_u32(sK) + k_row * kKRow;
     const uint32_t k_lane = swz_in_row(k_row, (lane >> 3) & 1);
 #pragma unroll
-    for (int kb = 0; kb < kDqk / 16; ++kb) {
+    for (int kb = 0; kb < (Cfg::kDirectK ? 0 : kDqk / 16); ++kb) {
       uint32_t a[kMB][4];
       const uint32_t q_off = q_base + (q_lane ^ (kb << 5));
 #pragma unroll

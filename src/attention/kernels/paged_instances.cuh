@@ -44,6 +44,7 @@ void register_kinds(std::vector<KernelInfo>& out, const char* tag) {
   out.push_back(make_info<T, kFp8, kDqk, kDv, 0>(tag));
   out.push_back(make_info<T, kFp8, kDqk, kDv, 1>(tag));
   out.push_back(make_info<T, kFp8, kDqk, kDv, 2>(tag));
+  if constexpr (kFp8 && (kDqk == 128 || kDqk == 256)) out.push_back(make_info<T, kFp8, kDqk, kDv, 3>(tag));
 }
 template <int kDqk, int kDv>
 void register_dims(std::vector<KernelInfo>& out, const char* tag) {
