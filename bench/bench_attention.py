@@ -226,25 +226,20 @@ def main():
           f"{'%bw':>6}{'TF/s':>7}{'sdpa_us':>10}{'x sdpa':>8}  kernel", flush=True)
     extend_cases = [(8, 2048, 0, 32, 8, 128, 64, "bf16"), (8, 2048, 8192, 32, 8, 128, 64, "bf16"),
                     (8, 2048, 8192, 32, 8, 128, 64, "fp8")]
-    for i, c in enumerate(decode_cases):
-        if time.time() - T0 > BUDGET_S * 0.75:
-            print(f"time budget reached: skipped {len(decode_cases) - i} decode cases", flush=True)
-            break
+    def run_decode(c):
         try:
             r = bench_decode(rows, bw, *c)
             heads = "%d/%d/%d" % (r["hq"], r["hkv"], r["d"])
             print(f"{'decode':7}{r['kv']:5}{r['B']:>5}{r['ctx']:>7}"
                   f"{heads:>12}{r['page']:>5}{r['us']:>10.1f}"
                   f"{r['kv_gbs']:>8.0f}{r['pct_read_bw']:>6.1f}{r['tflops']:>7.1f}"
-                  f"{fmt(r['sdpa_us']):>10}{fmt(r['vs_sdpa'], 2):>8}  {r['kernel']} s={r['splits']}",
-                  flush=True)
+                  f"{fmt(r['sdpa_us']):>10}{fmt(r['vs_sdpa'], 2):>8}  {r['kernel']} "
+                  f"s={r['splits']} tile={r['tile']}", flush=True)
         except Exception as e:  # noqa: BLE001
             print(f"decode {c} failed: {type(e).__name__}: {e}", flush=True)
             torch.cuda.empty_cache()
-    for c in extend_cases:
-        if time.time() - T0 > BUDGET_S:
-            print("time budget reached: extend skipped", flush=True)
-            break
+
+    def run_extend(c):
         try:
             r = bench_extend(rows, bw, *c)
             heads = "%d/%d/%d" % (r["hq"], r["hkv"], r["d"])
@@ -256,6 +251,15 @@ def main():
         except Exception as e:  # noqa: BLE001
             print(f"extend {c} failed: {type(e).__name__}: {e}", flush=True)
             torch.cuda.empty_cache()
+
+    # Priority: the 8k target decode rows, then extend, then everything else (time budget).
+    jobs = [("d", c) for c in decode_cases[:8]] + [("e", c) for c in extend_cases] + \
+           [("d", c) for c in decode_cases[8:]]
+    for i, (kind, c) in enumerate(jobs):
+        if time.time() - T0 > BUDGET_S:
+            print(f"time budget reached: skipped {len(jobs) - i} cases", flush=True)
+            break
+        (run_decode if kind == "d" else run_extend)(c)
     # FP8 vs BF16 speedup at the same decode shape.
     by = {(r["B"], r["ctx"], r["hq"], r["hkv"], r["d"], r["page"], r["kv"]): r
           for r in rows if r["op"] == "decode" and r["tile"] == "default"}
