@@ -743,9 +743,12 @@ void run(const Binding& b, Stream stream) {
   g1.out = inter;
   g1.out_ld = I;
   g1.out_fp16 = inter_fp16;
-  if (decode) g1.num_counters = S.L.fc2.rows_pad / detail::kCfgRows[cfg];
+  // Decode picks the tile per GEMM (short K: wide tile); FC2's row tiles own the counters.
+  const int cfg1 = decode ? detail::decode_cfg_for(S.L.wfmt1, S.L.fc1.K_pad) : cfg;
+  const int cfg2 = decode ? detail::decode_cfg_for(S.L.wfmt2, S.L.fc2.K_pad) : cfg;
+  if (decode) g1.num_counters = S.L.fc2.rows_pad / detail::kCfgRows[cfg2];
   // FC1 follows the caller's kernels (decode) or our routing kernel (grouped).
-  detail::launch_gemm(S.L.wfmt1, fp16_ops, cfg, g1, g1.w.rows_pad / detail::kCfgRows[cfg],
+  detail::launch_gemm(S.L.wfmt1, fp16_ops, cfg1, g1, g1.w.rows_pad / detail::kCfgRows[cfg1],
                       grid_tiles, stream, pdl && !decode);
 
   // FC2 -> per-route fp32 [route, H]
@@ -776,7 +779,7 @@ void run(const Binding& b, Stream stream) {
   g2.final_out = b.output.data;
   g2.final_ld = b.output.stride[0];
   g2.final_fp16 = b.output.dtype == DType::kFP16 ? 1 : 0;
-  detail::launch_gemm(S.L.wfmt2, fp16_ops, cfg, g2, g2.w.rows_pad / detail::kCfgRows[cfg],
+  detail::launch_gemm(S.L.wfmt2, fp16_ops, cfg2, g2, g2.w.rows_pad / detail::kCfgRows[cfg2],
                       grid_tiles, stream, pdl);
   if (decode) return;
 

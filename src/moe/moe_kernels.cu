@@ -276,6 +276,8 @@ void launch_gemm_t(int cfg, const GemmArgs& a, int gx, int gy, Stream stream, bo
     if (cfg == kCfgGrouped) {
       B12X_ASSERT(a.raw_operands, "grouped FP4 needs pre-quantised operands");
       launch_pipe<OpT, kFold>(a, grid, stream, pdl);
+    } else if (cfg == kCfgDecodeWide) {
+      launch_k(dev::moe_gemm_kernel<WF, OpT, 4, 1, 8, kFold>, grid, dim3(128), 0, stream, pdl, a);
     } else {
       launch_k(dev::moe_gemm_kernel<WF, OpT, 1, 4, 8, kFold>, grid, dim3(128), 0, stream, pdl, a);
     }

@@ -12,9 +12,15 @@ namespace b12x::moe::detail {
 /// Weight formats of the engine (one kernel template instance each).
 enum WFmt : int { kWFp4 = 0, kWQ8_0 = 1, kWIq2xxs = 2, kWIq2xs = 3 };
 /// Tile configurations: {warps along rows, warps along K, tokens per tile}.
-enum TileCfg : int { kCfgDecode = 0, kCfgGrouped = 1 };
-inline constexpr int kCfgRows[2] = {32, 128};   // rows per CTA
-inline constexpr int kCfgTokens[2] = {8, 64};   // tokens per CTA tile
+/// kCfgDecodeWide (FP4, short K): 4 warps x 32 rows each over the whole K instead of 4 warps
+/// splitting K of 32 rows, so short-K decode GEMMs (FC2 with I <= 1024) get 4x fewer, longer CTAs.
+enum TileCfg : int { kCfgDecode = 0, kCfgGrouped = 1, kCfgDecodeWide = 2 };
+inline constexpr int kCfgRows[3] = {32, 128, 128};  // rows per CTA
+inline constexpr int kCfgTokens[3] = {8, 64, 8};    // tokens per CTA tile
+/// The decode tile for one GEMM of reduction length K_pad and weight format wfmt.
+inline int decode_cfg_for(int wfmt, int K_pad) {
+  return (wfmt == 0 && K_pad < 2048) ? kCfgDecodeWide : kCfgDecode;
+}
 inline constexpr int kPrepRowAlign = 128;       // prepared rows are padded to this
 inline constexpr int kPrepKAlign = 128;         // prepared K is padded to this
 inline constexpr int kMaxExperts = 4096;        // routing keeps per-expert counters in smem
