@@ -159,7 +159,7 @@ struct Caps {
   float swiglu_beta = std::numeric_limits<float>::quiet_NaN();   ///< NaN = 1.0 (oai only)
   /// The combine is always bitwise reproducible; kept for API parity with b12x.
   bool deterministic_output = true;
-  /// Regime: -1 auto (decode when max_tokens*topk <= 64), 0 force grouped, 1 force decode.
+  /// Regime: -1 auto (decode when max_tokens*topk <= 128), 0 force grouped, 1 force decode.
   int regime = -1;
 };
 

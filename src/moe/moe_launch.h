@@ -78,7 +78,7 @@ struct GemmArgs {
   int64_t final_ld = 0;
   int final_fp16 = 0;
 };
-inline constexpr int kMaxInlineRoutes = 64;
+inline constexpr int kMaxInlineRoutes = 128;  // one route per thread of the 128-thread CTA
 
 /// Routing (grouped regime): tiles, slot -> route and slot -> expert maps; counts[1] = slots.
 void launch_route(const void* ids, bool ids64, int64_t routes, int num_experts, int tile_tokens,

@@ -427,9 +427,9 @@ TEST(Moe, PlanRejectionsAndScratch) {
   cc.num_topk = 0;
   EXPECT_NE(plan_error(d, cc).find("num_topk=0"), std::string::npos);
   cc = c;
-  cc.max_tokens = 100;
+  cc.max_tokens = 200;
   cc.regime = 1;
-  EXPECT_NE(plan_error(d, cc).find("regime=1 (decode) needs max_tokens*num_topk <= 64"),
+  EXPECT_NE(plan_error(d, cc).find("regime=1 (decode) needs max_tokens*num_topk <= 128"),
             std::string::npos);
   auto dr = d;
   dr.activation = B12X_MOE_ACT_RELU2;

@@ -411,8 +411,9 @@ __global__ void __launch_bounds__(32 * kWM * kWK, kTN <= 8 ? 4 : 1)
   int4 tile;
   int live_tiles = 0;
   const int* slot_route = args.slot_route;
+  static_assert(C::kThreads >= detail::kMaxInlineRoutes, "one thread per inline route");
   if (args.inline_route) {
-    // Decode: every CTA derives the same expert-sorted slots and tiles from the <= 64 ids
+    // Decode: every CTA derives the same expert-sorted slots and tiles from the <= 128 ids
     // (slot order: by expert, then by route index; deterministic).
     __shared__ int s_e[detail::kMaxInlineRoutes], s_cnt[detail::kMaxInlineRoutes];
     __shared__ int s_sr[detail::kMaxInlineRoutes];
