@@ -518,6 +518,38 @@ TEST(MoeGpu, LargeM) {
   }
 }
 
+TEST(MoeGpu, LongKBothRegimesEveryFp4Variant) {
+  B12X_REQUIRE_GPU();
+  // K of 1024 / 512 runs the grouped cp.async pipeline through many stages and the decode tiles
+  // (split-K and wide) over several sub-chunks; covers bf16 fold, fp16 fold and fp16 E8M0 paths.
+  struct V {
+    QuantMode m;
+    SourceFormat s;
+    DType dt;
+    Activation a;
+  };
+  const V vs[] = {{QuantMode::kNvfp4, SourceFormat::kModeloptNvfp4, DType::kBF16, Activation::kSilu},
+                  {QuantMode::kW4A16, SourceFormat::kModeloptNvfp4, DType::kFP16, Activation::kSitu},
+                  {QuantMode::kW4A16, SourceFormat::kFp4E8M0K32, DType::kFP16, Activation::kRelu2},
+                  {QuantMode::kW4A8Mx, SourceFormat::kFp4E8M0K32, DType::kBF16, Activation::kSilu}};
+  for (const V& v : vs)
+    for (int regime = 0; regime <= 1; ++regime) {
+      Case c;
+      c.mode = v.m;
+      c.src = v.s;
+      c.act = v.a;
+      c.dtype = v.dt;
+      c.H = 1024;
+      c.I = 512;
+      c.E = 8;
+      c.topk = 4;
+      c.M = regime ? 5 : 100;
+      c.regime = regime;
+      SCOPED_TRACE(c.name());
+      run_case(c);
+    }
+}
+
 TEST(MoeGpu, GraphReplayWithNewRoutesIsBitExact) {
   B12X_REQUIRE_GPU();
   for (int regime = 0; regime <= 1; ++regime) {
