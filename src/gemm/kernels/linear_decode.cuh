@@ -368,12 +368,25 @@ __global__ void __launch_bounds__(128) linear_decode_kernel(const LinearParams p
     cl.sync();
     const unsigned rank = cl.block_rank();
     if (rank == 0) {
-      for (unsigned r = 1; r < cl.num_blocks(); ++r) {
-        const float* rr = cl.map_shared_rank(&red[warp][lane][0], r);
+      // All remote loads are issued before the adds (one DSMEM round trip, not seven).
+      const unsigned nb = cl.num_blocks();
+      float part[7][NT * 4];
 #pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
+      for (int r = 1; r < 8; ++r) {
+        if (static_cast<unsigned>(r) < nb) {
+          const float* rr = cl.map_shared_rank(&red[warp][lane][0], static_cast<unsigned>(r));
 #pragma unroll
-          for (int i = 0; i < 4; ++i) acc[nt][i] += rr[nt * 4 + i];
+          for (int i = 0; i < NT * 4; ++i) part[r - 1][i] = rr[i];
+        }
+      }
+#pragma unroll
+      for (int r = 1; r < 8; ++r) {
+        if (static_cast<unsigned>(r) < nb) {
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) acc[nt][i] += part[r - 1][nt * 4 + i];
+        }
       }
     }
     cl.sync();  // remote shared memory stays alive until rank 0 has read it
