@@ -117,8 +117,8 @@ double run_case(JsonRows& json, double bw, const char* op, int B, int L, int qle
         plan, TensorRef::contiguous(scratch, DType::kUInt8, {plan.scratch_bytes}, 0), a));
   }
   const double us = b12x::bench::time_graph_us(
-      [&](int i, cudaStream_t st) { att::run_paged(s.binds[i % rot], st); }, qlen == 1 ? 20 : 3,
-      qlen == 1 ? 15 : 5);
+      [&](int i, cudaStream_t st) { att::run_paged(s.binds[i % rot], st); }, qlen == 1 ? 10 : 3,
+      qlen == 1 ? 7 : 3);
   const double pairs = qlen == 1 ? double(B) * hq * L
                                  : double(B) * hq * (double(qlen) * (L - qlen) + qlen * (qlen + 1) / 2.0);
   const double tflops = 2.0 * pairs * 2 * D / us / 1e6;

@@ -56,13 +56,15 @@ const KernelInfo* find_kernel(int dqk, int dv, int kind, DType q, bool fp8) {
   return nullptr;
 }
 
-// Decode tile kind: 2 ("deep", default), 1 ("wide") or 3 ("direct": deep with FP8 K fragments
-// converted in registers; FP8 KV with head dim 128/256 only); B12X_ATTN_DECODE_TILE overrides.
-int decode_kind() {
+// Decode tile kind: 2 ("deep"), 1 ("wide") or 3 ("direct": deep with FP8 K fragments converted
+// in registers; FP8 KV with head dim 128/256 only, the default there; other shapes fall back to
+// deep). B12X_ATTN_DECODE_TILE=wide|deep|direct overrides (benchmarking).
+int decode_kind(bool fp8) {
   const char* e = std::getenv("B12X_ATTN_DECODE_TILE");
   if (e != nullptr && std::string(e) == "wide") return 1;
+  if (e != nullptr && std::string(e) == "deep") return 2;
   if (e != nullptr && std::string(e) == "direct") return 3;
-  return 2;
+  return fp8 ? 3 : 2;
 }
 
 int64_t align_up(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
@@ -141,7 +143,7 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   const bool decode_tile = caps.mode != Mode::kExtend && int64_t(q_len) * group <= 16;
   const bool fp8 = caps.kv_dtype == DType::kFP8E4M3;
   const KernelInfo* k = find_kernel(caps.head_dim_qk, caps.head_dim_vo,
-                                    decode_tile ? decode_kind() : 0, caps.q_dtype, fp8);
+                                    decode_tile ? decode_kind(fp8) : 0, caps.q_dtype, fp8);
   if (k == nullptr && decode_tile)  // e.g. "direct" asked for a shape it does not cover
     k = find_kernel(caps.head_dim_qk, caps.head_dim_vo, 2, caps.q_dtype, fp8);
   B12X_CHECK_SUPPORTED(k != nullptr, kPlanOp, ": no compiled kernel for head dims (",

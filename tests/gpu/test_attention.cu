@@ -435,11 +435,12 @@ TEST(AttentionGpuDecode, DtypesPagesWindowsSinks) {
       }
 }
 
-// The non-default decode tiles ("wide": 4 warps x 16 tokens; "direct": FP8 K fragments
-// converted in registers) selected through B12X_ATTN_DECODE_TILE at plan time.
+// Every decode tile ("wide": 4 warps x 16 tokens; "deep": 2 warps x 16 tokens, the BF16
+// default; "direct": deep with FP8 K fragments converted in registers, the FP8 default for head
+// dims 128/256) selected through B12X_ATTN_DECODE_TILE at plan time.
 TEST(AttentionGpuDecode, AlternativeTiles) {
   B12X_REQUIRE_GPU();
-  for (const char* tile : {"wide", "direct"}) {
+  for (const char* tile : {"wide", "deep", "direct"}) {
     setenv("B12X_ATTN_DECODE_TILE", tile, 1);
     int i = 0;
     for (int d : {128, 256})
