@@ -187,8 +187,21 @@ def bench_extend(rows, bw, B, new, prefix, hq, hkv, D, page, kv_name):
             mask = causal_lower_right(new, L)
             fn = lambda i: F.scaled_dot_product_attention(qs, ks, vs, attn_mask=mask,  # noqa: E731
                                                           enable_gqa=True)
-        with fused_sdpa_only():
-            sdpa_us = time_graph_us(fn, 1, per_graph=3, reps=3)
+        try:
+            with fused_sdpa_only():
+                sdpa_us = time_graph_us(fn, 1, per_graph=3, reps=3)
+        except Exception as e:  # noqa: BLE001 - retry with the KV heads expanded (no GQA flag)
+            print(f"  sdpa with enable_gqa failed ({type(e).__name__}); expanding KV heads",
+                  flush=True)
+            ks = ks.repeat_interleave(hq // hkv, dim=1)
+            vs = vs.repeat_interleave(hq // hkv, dim=1)
+            mask = causal_lower_right(new, L)
+            if prefix == 0:
+                fn = lambda i: F.scaled_dot_product_attention(qs, ks, vs, is_causal=True)  # noqa: E731
+            else:
+                fn = lambda i: F.scaled_dot_product_attention(qs, ks, vs, attn_mask=mask)  # noqa: E731
+            with fused_sdpa_only():
+                sdpa_us = time_graph_us(fn, 1, per_graph=3, reps=3)
         del ks, vs
     except Exception as e:  # noqa: BLE001
         print(f"  sdpa failed: {type(e).__name__}: {e}", flush=True)
