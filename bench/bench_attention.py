@@ -132,10 +132,21 @@ def bench_decode(rows, bw, B, L, hq, hkv, D, page, kv_name, tile=None):
         ks = [torch.randn(B, hkv, L, D, dtype=torch.bfloat16, device=DEV) for _ in range(sd_rot)]
         vs = [torch.randn(B, hkv, L, D, dtype=torch.bfloat16, device=DEV) for _ in range(sd_rot)]
         qs = [x.view(B, hq, 1, D) for x in q[:1]] * sd_rot
-        with fused_sdpa_only():
-            sdpa_us = time_graph_us(
-                lambda i: F.scaled_dot_product_attention(qs[i], ks[i], vs[i], enable_gqa=True),
-                sd_rot)
+        try:
+            with fused_sdpa_only():
+                sdpa_us = time_graph_us(
+                    lambda i: F.scaled_dot_product_attention(qs[i], ks[i], vs[i], enable_gqa=True),
+                    sd_rot)
+        except Exception as e:  # noqa: BLE001 - retry with the KV heads expanded (no GQA flag)
+            if B * L * hq * 2 * D * 2 * sd_rot > 24 * 2 ** 30:
+                raise
+            print(f"  sdpa with enable_gqa failed ({type(e).__name__}); expanding KV heads",
+                  flush=True)
+            ks = [k.repeat_interleave(hq // hkv, dim=1) for k in ks]
+            vs = [v.repeat_interleave(hq // hkv, dim=1) for v in vs]
+            with fused_sdpa_only():
+                sdpa_us = time_graph_us(
+                    lambda i: F.scaled_dot_product_attention(qs[i], ks[i], vs[i]), sd_rot)
         del ks, vs
     except LookupError:
         pass
