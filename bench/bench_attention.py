@@ -142,6 +142,7 @@ def bench_decode(rows, bw, B, L, hq, hkv, D, page, kv_name, tile=None):
                 raise
             print(f"  sdpa with enable_gqa failed ({type(e).__name__}); expanding KV heads",
                   flush=True)
+            row["sdpa_note"] = "kv heads expanded (enable_gqa unsupported)"
             ks = [k.repeat_interleave(hq // hkv, dim=1) for k in ks]
             vs = [v.repeat_interleave(hq // hkv, dim=1) for v in vs]
             with fused_sdpa_only():
@@ -204,6 +205,7 @@ def bench_extend(rows, bw, B, new, prefix, hq, hkv, D, page, kv_name):
         except Exception as e:  # noqa: BLE001 - retry with the KV heads expanded (no GQA flag)
             print(f"  sdpa with enable_gqa failed ({type(e).__name__}); expanding KV heads",
                   flush=True)
+            row["sdpa_note"] = "kv heads expanded (enable_gqa unsupported)"
             ks = ks.repeat_interleave(hq // hkv, dim=1)
             vs = vs.repeat_interleave(hq // hkv, dim=1)
             mask = causal_lower_right(new, L)
