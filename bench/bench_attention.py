@@ -260,7 +260,7 @@ def main():
     rows = []
     decode_cases = []
     # Priority: the target shapes first (32/8/128, BF16 and FP8, page 64), then the rest.
-    for L in (8192, 1024, 32768):
+    for L in (8192, 32768, 1024):
         for kv in ("bf16", "fp8"):
             for B in (8, 1, 32, 128):
                 decode_cases.append((B, L, 32, 8, 128, 64, kv))
