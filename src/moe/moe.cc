@@ -744,8 +744,11 @@ void run(const Binding& b, Stream stream) {
   g1.out_ld = I;
   g1.out_fp16 = inter_fp16;
   // Decode picks the tile per GEMM (short K: wide tile); FC2's row tiles own the counters.
-  const int cfg1 = decode ? detail::decode_cfg_for(S.L.wfmt1, S.L.fc1.K_pad) : cfg;
-  const int cfg2 = decode ? detail::decode_cfg_for(S.L.wfmt2, S.L.fc2.K_pad) : cfg;
+  const int sms = device_info(p.caps.device).sm_count;
+  const int cfg1 =
+      decode ? detail::decode_cfg_for(S.L.wfmt1, S.L.fc1.K_pad, S.L.fc1.rows_pad, R, sms) : cfg;
+  const int cfg2 =
+      decode ? detail::decode_cfg_for(S.L.wfmt2, S.L.fc2.K_pad, S.L.fc2.rows_pad, R, sms) : cfg;
   if (decode) g1.num_counters = S.L.fc2.rows_pad / detail::kCfgRows[cfg2];
   // FC1 follows the caller's kernels (decode) or our routing kernel (grouped).
   detail::launch_gemm(S.L.wfmt1, fp16_ops, cfg1, g1, g1.w.rows_pad / detail::kCfgRows[cfg1],

@@ -17,9 +17,14 @@ enum WFmt : int { kWFp4 = 0, kWQ8_0 = 1, kWIq2xxs = 2, kWIq2xs = 3 };
 enum TileCfg : int { kCfgDecode = 0, kCfgGrouped = 1, kCfgDecodeWide = 2 };
 inline constexpr int kCfgRows[3] = {32, 128, 128};  // rows per CTA
 inline constexpr int kCfgTokens[3] = {8, 64, 8};    // tokens per CTA tile
-/// The decode tile for one GEMM of reduction length K_pad and weight format wfmt.
-inline int decode_cfg_for(int wfmt, int K_pad) {
-  return (wfmt == 0 && K_pad < 2048) ? kCfgDecodeWide : kCfgDecode;
+/// The decode tile for one GEMM (FP4 only; GGML always splits K): the wide tile when K is tiny
+/// or when its grid (row tiles x routes, a shape not a value) already gives every SM two CTAs;
+/// otherwise split K over the warps of 32-row CTAs for 4x more CTAs in flight.
+inline int decode_cfg_for(int wfmt, int K_pad, int rows_pad, int64_t routes, int sm_count) {
+  if (wfmt != 0) return kCfgDecode;
+  const int64_t wide_ctas = static_cast<int64_t>(rows_pad / kCfgRows[kCfgDecodeWide]) * routes;
+  return (K_pad <= 256 || wide_ctas >= 2 * static_cast<int64_t>(sm_count)) ? kCfgDecodeWide
+                                                                           : kCfgDecode;
 }
 inline constexpr int kPrepRowAlign = 128;       // prepared rows are padded to this
 inline constexpr int kPrepKAlign = 128;         // prepared K is padded to this
