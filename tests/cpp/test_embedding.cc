@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "b12x/c_api/embedding.h"
+#include "b12x/c_api/quantize.h"
 #include "b12x/embedding.h"
 #include "b12x/reference/embedding.h"
 #include "b12x/status.h"
@@ -136,6 +138,55 @@ TEST(EmbeddingValidation, OneShotChecksTensorsFirst) {
   out_dev1.device = 1;
   expect_error([&] { embedding_q8_0(w, ids, out_dev1, nullptr); }, bad,
                {"out is on device 1", "expected device 0"});
+}
+
+TEST(EmbeddingCApi, StatusCodesAndMessages) {
+  b12x_embedding_caps caps{100, 48, 8, B12X_DTYPE_INT32, B12X_DTYPE_BF16, 0};
+  b12x_embedding_plan plan = nullptr;
+  EXPECT_EQ(b12x_embedding_plan_create(&caps, &plan), B12X_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(b12x_last_error()).find("dim=48"), std::string::npos) << b12x_last_error();
+  EXPECT_EQ(plan, nullptr);
+  caps.dim = 64;
+  caps.id_dtype = 99;
+  EXPECT_EQ(b12x_embedding_plan_create(&caps, &plan), B12X_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(b12x_embedding_plan_create(nullptr, &plan), B12X_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(b12x_embedding_run(nullptr, nullptr), B12X_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(b12x_last_error()).find("plan is NULL"), std::string::npos);
+  EXPECT_EQ(b12x_embedding_plan_destroy(nullptr), B12X_OK);
+  // Reference through the C ABI: an out-of-range id is reported, not raised.
+  std::vector<uint8_t> w(2 * 34, 0);
+  std::vector<int64_t> ids = {1, 2};
+  std::vector<uint16_t> out(64, 0xFFFF);
+  b12x_tensor tw{w.data(), B12X_DTYPE_Q8_0, 2, {2, 32}, {32, 1}, B12X_HOST_DEVICE};
+  b12x_tensor ti{ids.data(), B12X_DTYPE_INT64, 1, {2}, {1}, B12X_HOST_DEVICE};
+  b12x_tensor to{out.data(), B12X_DTYPE_BF16, 2, {2, 32}, {32, 1}, B12X_HOST_DEVICE};
+  int64_t bad = -1, first = -1, fid = -1;
+  EXPECT_EQ(b12x_ref_embedding_q8_0(&tw, &ti, &to, &bad, &first, &fid), B12X_OK);
+  EXPECT_EQ(bad, 1);
+  EXPECT_EQ(first, 1);
+  EXPECT_EQ(fid, 2);
+  EXPECT_EQ(out[32], 0);
+}
+
+TEST(QuantizeCApi, StatusCodesAndMessages) {
+  int64_t bytes = 0;
+  EXPECT_EQ(b12x_swizzled_scale_bytes(130, 5, &bytes), B12X_OK);
+  EXPECT_EQ(bytes, 256 * 8);
+  EXPECT_EQ(b12x_swizzled_scale_bytes(1, 1, nullptr), B12X_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(b12x_quantize_mxfp4(nullptr, nullptr, nullptr, nullptr), B12X_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(b12x_last_error()).find("is required but was not given"), std::string::npos)
+      << b12x_last_error();
+  std::vector<uint16_t> x(64, 0x3F80);  // bf16 1.0
+  std::vector<uint8_t> v(64), s(4);
+  b12x_tensor tx{x.data(), B12X_DTYPE_BF16, 2, {2, 32}, {32, 1}, B12X_HOST_DEVICE};
+  b12x_tensor tv{v.data(), B12X_DTYPE_UINT8, 2, {2, 32}, {32, 1}, B12X_HOST_DEVICE};
+  b12x_tensor ts{s.data(), B12X_DTYPE_UINT8, 2, {2, 1}, {1, 1}, B12X_HOST_DEVICE};
+  EXPECT_EQ(b12x_ref_quantize_mxfp8(&tx, &tv, &ts, nullptr), B12X_OK);
+  EXPECT_EQ(s[0], 119);   // pow2-ceil(1/448) = 2^-8
+  EXPECT_EQ(v[0], 0x78);  // 256 in E4M3
+  // The GPU op rejects host tensors with a message naming the argument.
+  EXPECT_EQ(b12x_quantize_mxfp8(&tx, &tv, &ts, nullptr, nullptr), B12X_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(b12x_last_error()).find("x must be on a CUDA device"), std::string::npos);
 }
 
 }  // namespace
