@@ -439,7 +439,11 @@ int main() {
                     {"x_cublas_bf16", bench::JsonRows::num(xb)},
                     {"x_cublaslt_fp8", bench::JsonRows::num(xf)},
                     {"x_cublaslt_fp8_block", bench::JsonRows::num(xfb)},
-                    {"weight_bytes", bench::JsonRows::num(static_cast<double>(base->stream_bytes()))}});
+                    {"weight_bytes", bench::JsonRows::num(static_cast<double>(base->stream_bytes()))},
+                    {"kernel", bench::JsonRows::str(binds[0].regime == gemm::Regime::kDecode
+                                                         ? "decode"
+                                                         : "tiled")},
+                    {"split_k", bench::JsonRows::num(plan.split_k)}});
         } catch (const Error& e) {
           std::printf("%-12s M=%ld failed: %s\n", gemm::format_name(f), (long)M, e.what());
         }
