@@ -38,8 +38,10 @@ if os.path.join(ROOT, "python") not in sys.path:
 
 LAYERS = ("fp8_block_mlp", "nvfp4_mlp", "moe_nvfp4", "moe_mxfp4")
 
-#: Shapes: "full" ~ Llama-3-8B MLP and Qwen3-30B-A3B MoE; "small" for tests.
+#: Shapes: "full" ~ Llama-3-8B MLP and Qwen3-30B-A3B MoE; "medium" (fewer experts, narrower
+#: MLP) for a quick one-GPU timing; "small" for tests.
 SIZES = {
+    "medium": {"H": 2048, "I": 8192, "E": 32, "moe_H": 2048, "moe_I": 768, "topk": 8},
     "full": {"H": 4096, "I": 14336, "E": 128, "moe_H": 2048, "moe_I": 768, "topk": 8},
     "small": {"H": 512, "I": 1024, "E": 8, "moe_H": 256, "moe_I": 256, "topk": 4},
 }
@@ -258,9 +260,12 @@ def compare(tp, ref) -> Dict[str, float]:
 
 
 def simulate(layer: str, tokens: Sequence[int] = (4, 64), world_size: int = 2,
-             size: str = "small", seed: int = 1234, device="cuda:0") -> List[Dict[str, Any]]:
+             size: str = "small", seed: int = 1234, device="cuda:0",
+             timing: Optional[Sequence[int]] = None) -> List[Dict[str, Any]]:
     """All ranks' shards one after another on one GPU, summed like the all-reduce; compared with
-    the unsharded layer on the same GPU. Returns one result dict per token count."""
+    the unsharded layer on the same GPU. Returns one result dict per token count. ``timing`` =
+    (iters, warmup) also times the unsharded layer and each rank's shard on this GPU (median ms;
+    the slowest shard estimates the two-GPU compute time, without the all-reduce)."""
     import torch
     p = make_problem(layer, size, seed)
     inputs = [make_inputs(p, m) for m in tokens]
@@ -275,6 +280,10 @@ def simulate(layer: str, tokens: Sequence[int] = (4, 64), world_size: int = 2,
         torch.cuda.synchronize()
         c = compare(reduce_like_nccl(parts), ref)
         c.update({"layer": layer, "tokens": m, "world_size": world_size})
+        if timing:
+            it, wu = int(timing[0]), int(timing[1])
+            c["one_gpu_ms"] = time_one_gpu(lambda: full.forward(inp), it, wu)
+            c["rank_ms"] = [time_one_gpu(lambda rk=rk: rk.forward(inp), it, wu) for rk in ranks]
         res.append(c)
     return res
 
@@ -396,7 +405,10 @@ def _worker_body(rank: int, world_size: int, dev, args) -> bool:
 def _row(c: Dict[str, Any]) -> str:
     s = (f"{c['layer']:<14} M={c['tokens']:<5} {'OK  ' if c['ok'] else 'FAIL'} "
          f"rel_l2={c['rel_l2']:.2e} cos={c['cos']:.6f}")
-    if c.get("one_gpu_ms") is not None:
+    if c.get("rank_ms") is not None:
+        s += (f"  1gpu={c['one_gpu_ms']:.3f}ms  per-rank shard on the same GPU="
+              f"{'/'.join(f'{t:.3f}' for t in c['rank_ms'])}ms (no all-reduce)")
+    elif c.get("one_gpu_ms") is not None:
         s += (f"  1gpu={c['one_gpu_ms']:.3f}ms  {c['world_size']}gpu={c['tp_ms']:.3f}ms "
               f"(compute {c['tp_compute_ms']:.3f}, all-reduce {c['allreduce_ms']:.3f} = "
               f"{100 * c['allreduce_share']:.0f}%)  speedup={c['speedup']:.2f}x")
@@ -444,7 +456,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return 2
         ok = True
         for layer in args.layers:
-            for c in simulate(layer, args.tokens, args.world_size, args.size, args.seed):
+            for c in simulate(layer, args.tokens, args.world_size, args.size, args.seed,
+                              timing=(args.iters, args.warmup)):
                 ok &= c["ok"]
                 print(_row(c), flush=True)
         return 0 if ok else 1

@@ -111,3 +111,27 @@ def test_gpu_tp_check_simulate_cli(cuda_torch, capsys):
     tc = _tp_check()
     assert tc.main(["--simulate", "--size", "small", "--layers", "moe_mxfp4", "--tokens", "2"]) == 0
     assert "moe_mxfp4" in capsys.readouterr().out
+
+
+class TPReport(UserWarning):
+    """Informational: the one-GPU tensor-parallel numbers, shown in pytest's warnings summary
+    (the GPU check keeps only pytest's output)."""
+
+
+def test_gpu_tp2_medium_shapes_report(cuda_torch):
+    """Medium shapes (MLP H 2048 / I 8192; MoE 32 experts, H 2048, I 768, top-8), decode and
+    prefill token counts: the sum of the two shards matches the one-GPU layer, and the one-GPU
+    layer time and each shard's time on the same GPU are reported."""
+    import warnings
+    _supported(cuda_torch)
+    tc = _tp_check()
+    lines = []
+    bad = []
+    for layer in tc.LAYERS:
+        for c in tc.simulate(layer, tokens=(1, 64), world_size=2, size="medium",
+                             device="cuda:0", timing=(20, 5)):
+            lines.append(tc._row(c))
+            if not c["ok"]:
+                bad.append(c)
+    warnings.warn(TPReport("tp2 one-GPU simulation (medium shapes):\n" + "\n".join(lines)))
+    assert not bad, bad
