@@ -170,6 +170,60 @@ TEST(Moe, ReferenceSiluLayoutsAgree) {
   EXPECT_NEAR(o13[5], expect, 1e-5 * std::abs(expect) + 1e-7);
 }
 
+
+TEST(Moe, ReferenceGgmlQ8AndMxfp4HandComputed) {
+  // relu2, E=1, H=I=32, x = 1, one route with weight 0.5.
+  const int64_t H = 32, I = 32;
+  std::vector<uint16_t> x = bf16_vec(std::vector<float>(H, 1.f));
+  std::vector<int32_t> ids = {0};
+  std::vector<float> wts = {0.5f}, out(H);
+  reference::MoeRefArgs A;
+  A.activation = Activation::kRelu2;
+  A.a = TensorRef::contiguous(x.data(), DType::kBF16, {1, H});
+  A.topk_ids = TensorRef::contiguous(ids.data(), DType::kInt32, {1, 1});
+  A.topk_weights = TensorRef::contiguous(wts.data(), DType::kFP32, {1, 1});
+  A.output = TensorRef::contiguous(out.data(), DType::kFP32, {1, H});
+  // GGML Q8_0: FC1 d = 1, qs = 1 (row 0) or 2; FC2 d = 0.5, qs = 1.
+  //   h = [32, 64 x 31] -> relu2 [1024, 4096 x 31] -> FC2 0.5 * 128000 = 64000 -> x 0.5 = 32000
+  std::vector<uint8_t> q1(I * 34), q2(H * 34);
+  for (int64_t r = 0; r < I; ++r) {
+    q1[r * 34] = 0x00;
+    q1[r * 34 + 1] = 0x3C;  // fp16 1.0
+    for (int j = 0; j < 32; ++j) q1[r * 34 + 2 + j] = r == 0 ? 1 : 2;
+  }
+  for (int64_t r = 0; r < H; ++r) {
+    q2[r * 34] = 0x00;
+    q2[r * 34 + 1] = 0x38;  // fp16 0.5
+    for (int j = 0; j < 32; ++j) q2[r * 34 + 2 + j] = 1;
+  }
+  A.quant_mode = QuantMode::kGgmlA16;
+  A.source_format = SourceFormat::kGgml;
+  A.weights.w1 = TensorRef::contiguous(q1.data(), DType::kQ8_0, {1, I, H});
+  A.weights.w2 = TensorRef::contiguous(q2.data(), DType::kQ8_0, {1, H, I});
+  reference::fused_moe(A);
+  for (int64_t h = 0; h < H; ++h) EXPECT_EQ(out[h], 32000.f) << h;
+  // MXFP4 (w4a16): FC1 code 2 (1.0) x scale byte 126 (0.5), row 0 code 1 (0.5) x 0.5;
+  // FC2 code 4 (2.0) x scale 125 (0.25).
+  //   h = [8, 16 x 31] -> relu2 [64, 256 x 31] -> FC2 0.5 * 8000 = 4000 -> x 0.5 = 2000
+  std::vector<uint8_t> m1(I * H / 2), m2(H * I / 2), s1(I * H / 32, 126), s2(H * I / 32, 125);
+  for (int64_t r = 0; r < I; ++r)
+    for (int64_t k = 0; k < H / 2; ++k) m1[r * H / 2 + k] = r == 0 ? 0x11 : 0x22;
+  for (auto& b : m2) b = 0x44;
+  A.quant_mode = QuantMode::kW4A16;
+  A.source_format = SourceFormat::kFp4E8M0K32;
+  A.weights.w1 = TensorRef::contiguous(m1.data(), DType::kUInt8, {1, I, H / 2});
+  A.weights.w2 = TensorRef::contiguous(m2.data(), DType::kUInt8, {1, H, I / 2});
+  A.weights.w1_scale = TensorRef::contiguous(s1.data(), DType::kUE8M0, {1, I, H / 32});
+  A.weights.w2_scale = TensorRef::contiguous(s2.data(), DType::kUE8M0, {1, H, I / 32});
+  reference::fused_moe(A);
+  for (int64_t h = 0; h < H; ++h) EXPECT_EQ(out[h], 2000.f) << h;
+  // Router weight on the input (A16): the FC1 output is scaled before relu2 and the combine
+  // uses weight 1: h = [4, 8 x 31] -> [16, 64 x 31] -> 0.5 * 2000 = 1000.
+  A.apply_router_weight_on_input = true;
+  reference::fused_moe(A);
+  for (int64_t h = 0; h < H; ++h) EXPECT_EQ(out[h], 1000.f) << h;
+}
+
 TEST(Moe, NumericsActivationQuantisers) {
   // NVFP4 with gs = 1: block amax 6 -> sf = 1.0, values snap to the E2M1 grid (RNE).
   float v[32];
