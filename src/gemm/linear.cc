@@ -67,6 +67,14 @@ int decode_nt(int64_t m) { return m <= 8 ? 1 : 2; }
 /// from L2) beats 128-row tiles, whose MMAs would be mostly padding.
 constexpr int64_t kDecodeMaxM = 32;
 
+/// The most K slices whose staged activations (`rows` token rows) fit the decode kernel's
+/// shared-memory budget (at least one: a slice of 16 rows is at most 16 KB).
+int64_t stage_fit_slices(lin::WFmt f, int64_t rows) {
+  int64_t s = 1;
+  while (lin::stage_geom(f, rows, s + 1).bytes <= lin::kDecodeStageBudget) ++s;
+  return s;
+}
+
 }  // namespace
 
 std::string Plan::describe() const {
@@ -125,14 +133,21 @@ Plan plan(const Caps& caps) {
   int split = 1;
   if (M <= kDecodeMaxM) {
     // Cost model: waves of resident CTAs (about 3 per SM for the weight-streaming kernel) times
-    // slices per CTA; splits above 8 need the reduce kernel (charged one slice pass).
+    // (slices per CTA + one slice-time of fixed prologue/epilogue latency); splits above 8 need
+    // the reduce kernel (charged one slice pass); every extra activation staging chunk costs a
+    // barrier pair (half a slice).
     const int64_t capacity = 3 * static_cast<int64_t>(std::max(dev.sm_count, 1));
+    const int nt = decode_nt(M);
+    const int64_t tok_tiles = (M + 8 * nt - 1) / (8 * nt);
+    const int64_t fit = stage_fit_slices(wf, std::min<int64_t>(M, 8 * nt));
     double best = 1e30;
     for (int64_t s = 1; s <= std::min<int64_t>(slices, 32); ++s) {
       const int64_t per = (slices + s - 1) / s;
       const int64_t eff = (slices + per - 1) / per;
-      const int64_t waves = (ctas_n * eff + capacity - 1) / capacity;
-      const double cost = static_cast<double>(waves * per) + (eff > 8 ? 1.0 : 0.0);
+      const int64_t waves = (ctas_n * eff * tok_tiles + capacity - 1) / capacity;
+      const int64_t chunks = (per + fit - 1) / fit;
+      const double cost = static_cast<double>(waves * (per + 1)) + (eff > 8 ? 1.0 : 0.0) +
+                          0.5 * static_cast<double>(chunks - 1);
       if (cost < best - 1e-9) {
         best = cost;
         split = static_cast<int>(eff);
@@ -450,6 +465,8 @@ void run(const Binding& b, Stream stream) {
     p.split = 1;
     p.slices_per_cta = static_cast<int>(geo.KP / lin::slice_k(im.wfmt));
     p.partial = nullptr;
+    p.stage_rows = 16;
+    p.stage_slices = static_cast<int>(std::min<int64_t>(p.slices_per_cta, stage_fit_slices(im.wfmt, 16)));
     lin::launch_linear_decode(im.wfmt, fp16, 2, p, stream);
     return;
   }
@@ -457,6 +474,9 @@ void run(const Binding& b, Stream stream) {
   p.split = plan.split_k;
   p.slices_per_cta = static_cast<int>((slices + p.split - 1) / p.split);
   p.cluster_split = plan.split_cluster ? p.split : 1;
+  p.stage_rows = static_cast<int>(std::min<int64_t>(M, 8 * nt));
+  p.stage_slices = static_cast<int>(
+      std::min<int64_t>(p.slices_per_cta, stage_fit_slices(im.wfmt, p.stage_rows)));
   p.partial = (p.split > 1 && !plan.split_cluster)
                   ? reinterpret_cast<float*>(b.scratch + plan.off_partial)
                   : nullptr;

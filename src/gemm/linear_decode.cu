@@ -1,5 +1,8 @@
 // Weight-streaming (decode regime) kernel instantiations and launcher. Formats whose activations
 // are always dequantized to BF16 (the FP8 weight formats) exist only with BF16 MMAs.
+#include <mutex>
+#include <set>
+
 #include "core/cuda_check.h"
 #include "gemm/kernels/linear_decode.cuh"
 #include "gemm/linear_launch.h"
@@ -38,6 +41,21 @@ bool decode_kernel_available(WFmt f, bool fp16, int nt) {
 void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stream stream) {
   DecodeFn fn = pick_decode(f, fp16, nt);
   B12X_ASSERT(fn != nullptr, "no decode kernel for format ", static_cast<int>(f), " fp16=", fp16);
+  B12X_ASSERT(p.stage_rows >= 1 && p.stage_rows <= 8 * nt && p.stage_slices >= 1,
+              "decode staging rows=", p.stage_rows, " slices=", p.stage_slices);
+  const int64_t smem = stage_geom(f, p.stage_rows, p.stage_slices).bytes;
+  B12X_ASSERT(smem <= kDecodeStageBudget, "decode staging needs ", smem, " B of shared memory");
+  {
+    // The opt-in above 48 KB is a function attribute (not a stream operation, so legal while a
+    // stream captures); set it once per kernel to the whole budget.
+    static std::mutex mu;
+    static std::set<DecodeFn> opted;
+    std::lock_guard<std::mutex> lock(mu);
+    if (opted.insert(fn).second) {
+      B12X_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           static_cast<int>(kDecodeStageBudget)));
+    }
+  }
   const int64_t tok_tiles = (p.M + 8 * nt - 1) / (8 * nt);
   B12X_ASSERT(tok_tiles <= 65535, "too many token tiles: M=", p.M);
   const dim3 grid(static_cast<unsigned>((p.n16 + 3) / 4), static_cast<unsigned>(p.split),
@@ -47,7 +65,7 @@ void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stre
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = dim3(128);
-  cfg.dynamicSmemBytes = 0;
+  cfg.dynamicSmemBytes = static_cast<size_t>(smem);
   cfg.stream = stream;
   cudaLaunchAttribute attr[2];
   int na = 0;

@@ -13,8 +13,11 @@ struct ActParams;
 
 /// True when a decode kernel exists for (format, MMA dtype fp16?, token tiles nt in {1, 2}).
 bool decode_kernel_available(WFmt f, bool fp16, int nt);
+/// Dynamic shared memory budget of the decode kernel's activation staging (with the static part,
+/// at most ~16 KB, it stays under SM12x's 99 KB and lets three CTAs share an SM90 SM).
+inline constexpr int64_t kDecodeStageBudget = 56 * 1024;
 /// grid = (ceil(n16/4), split, ceil(M / (8*nt))); p.cluster_split > 1 launches grid.y as one
-/// thread-block cluster.
+/// thread-block cluster. p.stage_rows / p.stage_slices size the activation staging.
 void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stream stream);
 /// Tiled kernel (M > 16): grid = (ceil(NP/128), ceil(M/128)). x must allow 16-byte loads.
 bool tiled_kernel_available(WFmt f, bool fp16);

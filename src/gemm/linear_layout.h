@@ -139,4 +139,24 @@ B12X_HD void frag_coord_k32(int g, int t, int j, int e, int* row, int* k) {
   *k = 16 * (j >> 1) + 4 * t + e;
 }
 
+/// Dynamic shared memory of the weight-streaming kernel: `rows` staged token rows of a chunk of
+/// `slices` K slices (bf16 halves, or e4m3 bytes for the FP8 weight formats) with a 16-byte row
+/// skew (rows 16 bytes apart modulo 128 keep ldmatrix conflict-free), then the fp32 activation
+/// group scales [rows][chunk groups].
+struct StageGeom {
+  int64_t ck = 0;           ///< K values per chunk
+  int64_t pitch_bytes = 0;  ///< bytes per staged row
+  int64_t groups = 0;       ///< group scales per row
+  int64_t bytes = 0;        ///< total dynamic shared memory
+};
+B12X_HD StageGeom stage_geom(WFmt f, int64_t rows, int64_t slices) {
+  const WTraits tr = wtraits(f);
+  StageGeom s;
+  s.ck = slices * slice_k(f);
+  s.pitch_bytes = (tr.fp8mma ? s.ck : 2 * s.ck) + 16;
+  s.groups = tr.group ? s.ck / tr.group : 0;
+  s.bytes = rows * s.pitch_bytes + rows * s.groups * 4;
+  return s;
+}
+
 }  // namespace b12x::gemm::lin

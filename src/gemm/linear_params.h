@@ -34,6 +34,10 @@ struct LinearParams {
   const uint8_t* xq_scale; // nvfp4/mxfp4 swizzled scale bytes, or e8m0 rows
   int xs_kind;             // XsSrc: where the fp32 group scales come from
   int pdl;                 // launch with programmatic stream serialization (SM90+)
+  // Weight-streaming kernel: activation rows staged per CTA (min(M, 8*NT)) and K slices per
+  // staged chunk (dynamic shared memory = stage_geom(format, stage_rows, stage_slices).bytes).
+  int stage_rows;
+  int stage_slices;
 };
 
 /// Activation source kinds of the weight-streaming kernel.

@@ -2,12 +2,18 @@
 //
 // The weight rows sit on the MMA's M side (16 rows per warp) and up to 8*NT tokens on N, so the
 // tiny token count costs nothing and every lane streams its fragment bytes with 16-byte loads.
-// A CTA of 4 warps covers 64 rows; grid.y splits K into slices (partials reduced by
-// linear_reduce_kernel), grid.z walks token tiles of 8*NT (the fallback for larger M).
+// A CTA of 4 warps covers 64 rows; grid.y splits K into slices (partials reduced through a
+// cluster's distributed shared memory, or by linear_reduce_kernel), grid.z walks token tiles of
+// 8*NT (the fallback for larger M).
 //
-// Per slice: each warp issues all of its weight loads (and scale loads) into registers first,
-// the CTA stages the activation slice [8*NT][KS] into shared memory, then every warp decodes its
-// atoms and issues the MMAs with B fragments from ldmatrix.
+// Latency structure (what makes it stream): the activations of the CTA's whole K range are
+// staged into shared memory ONCE (only the valid token rows: ldmatrix row addresses of missing
+// tokens are clamped to the last valid row, whose products land in output columns that are never
+// stored), so the slice loop has no CTA barrier; each warp keeps two slices of weight loads in
+// flight in ping-pong registers (no register copies of in-flight loads, which would stall), and
+// the first two slices are requested before the kernel waits on its predecessor (PDL). When the
+// K range does not fit the staging budget the activations are staged in chunks (one barrier pair
+// per chunk; the planner sizes the split so that one chunk is the common case).
 #pragma once
 
 #include <cooperative_groups.h>
@@ -39,9 +45,16 @@ __device__ __forceinline__ uint4 stage_chunk(const LinearParams& p, int64_t tok,
     float s = 1.f;
     if (p.act_kind == kActNvfp4)
       s = fmt::ue4m3_to_float(p.xq_scale[fmt::swizzled_scale_offset(tok, k / 16, p.K / 16)]);
+    const uint8_t* src = row + k / 2;
+    uint32_t packed;
+    if ((reinterpret_cast<uintptr_t>(src) & 3u) == 0) {
+      packed = __ldg(reinterpret_cast<const uint32_t*>(src));
+    } else {
+      packed = src[0] | (uint32_t(src[1]) << 8) | (uint32_t(src[2]) << 16) | (uint32_t(src[3]) << 24);
+    }
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      const uint8_t b = row[k / 2 + i];
+      const uint32_t b = (packed >> (8 * i)) & 0xFFu;
       v[2 * i] = fmt::e2m1_to_float(b & 0xF) * s;
       v[2 * i + 1] = fmt::e2m1_to_float(b >> 4) * s;
     }
@@ -66,23 +79,18 @@ __device__ __forceinline__ float act_group_scale(const LinearParams& p, int64_t 
 }
 
 template <WFmt F, class T, int NT>
-__global__ void __launch_bounds__(128) linear_decode_kernel(const LinearParams p) {
+__global__ void __launch_bounds__(128, 3) linear_decode_kernel(const LinearParams p) {
   constexpr WTraits kTr = wtraits(F);
   constexpr int kAtoms = kTr.slice_atoms;
   constexpr int kKS = kAtoms * 32;
-  constexpr int kTok = 8 * NT;
-  constexpr int kPitch = kKS + 8;  // halves; 16-byte skew keeps ldmatrix conflict-free
   constexpr int kApv = 16 / kTr.lane_bytes;
   constexpr int kVecs = kAtoms / kApv;
   constexpr int kGroup = kTr.group;
   constexpr bool kIq2 = (F == WFmt::kIq2Xxs || F == WFmt::kIq2Xs);
   constexpr int kGroupsPerSlice = kGroup ? kKS / kGroup : 1;
-  constexpr bool kF8 = kTr.fp8mma;   // e4m3 activations staged as bytes, FP8 MMAs
-  constexpr int kPitchB = kKS + 16;  // bytes per staged FP8 token row (16-byte skew)
+  constexpr bool kF8 = kTr.fp8mma;  // e4m3 activations staged as bytes, FP8 MMAs
 
-  __shared__ alignas(16) uint16_t xs[kF8 ? 8 : kTok * kPitch];
-  __shared__ alignas(16) uint8_t xs8[kF8 ? kTok * kPitchB : 16];
-  __shared__ float xsc[kTok * kGroupsPerSlice];
+  extern __shared__ __align__(16) uint8_t dsm[];
   __shared__ uint32_t lut[F == WFmt::kNvfp4 ? 128 : 1];
   __shared__ alignas(16) uint32_t gtab[kIq2 ? (F == WFmt::kIq2Xs ? 512 * 4 : 256 * 4) : 4];
   __shared__ alignas(16) uint32_t stab[kIq2 ? 512 : 4];
@@ -91,10 +99,17 @@ __global__ void __launch_bounds__(128) linear_decode_kernel(const LinearParams p
   const int g = lane >> 2, t = lane & 3;
   const int64_t tile = static_cast<int64_t>(blockIdx.x) * 4 + warp;
   const bool active = tile < p.n16;
-  const int64_t tok0 = static_cast<int64_t>(blockIdx.z) * kTok;
+  const int64_t tok0 = static_cast<int64_t>(blockIdx.z) * (8 * NT);
   const int64_t total_slices = p.KP / kKS;
   const int64_t s_begin = static_cast<int64_t>(blockIdx.y) * p.slices_per_cta;
   const int64_t s_end = min(total_slices, s_begin + p.slices_per_cta);
+
+  // Staged activations: [rows][pitch] (bf16 halves, or e4m3 bytes for the FP8 formats), then
+  // the fp32 group scales [rows][chunk groups].
+  const StageGeom sg = stage_geom(F, p.stage_rows, p.stage_slices);
+  uint8_t* const xs = dsm;
+  float* const xsc = reinterpret_cast<float*>(dsm + p.stage_rows * sg.pitch_bytes);
+  const int rows = static_cast<int>(min(static_cast<int64_t>(p.stage_rows), p.M - tok0));
 
   if constexpr (F == WFmt::kNvfp4) {
     lut[threadIdx.x] = nvfp4_scale_splat<T>(static_cast<uint8_t>(threadIdx.x));
@@ -111,7 +126,7 @@ __global__ void __launch_bounds__(128) linear_decode_kernel(const LinearParams p
   const uint8_t* wbase = p.wvals;
   const int slot = kIq2 ? g : lane;
 
-  // Weight values and raw scale bytes of one slice, loaded one slice ahead (registers).
+  // Weight values and raw scale bytes of one slice (registers).
   struct SliceRegs {
     uint4 raw[kVecs];
     uint4 sc[2][2];  // [row g / g+8][part]
@@ -122,10 +137,10 @@ __global__ void __launch_bounds__(128) linear_decode_kernel(const LinearParams p
 #pragma unroll
     for (int v = 0; v < kVecs; ++v)
       r.raw[v] = ldg_stream(wbase + ((tile * p.kvec + vec0 + v) * kTr.slots + slot) * 16);
-    const int64_t rows[2] = {row_g, row_g8};
+    const int64_t rws[2] = {row_g, row_g8};
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int64_t row = rows[h];
+      const int64_t row = rws[h];
       if constexpr (F == WFmt::kNvfp4) {
         const uint4* b = reinterpret_cast<const uint4*>(p.wscale + row * p.scale_ld + k0 / 16);
         r.sc[h][0] = __ldg(b);
@@ -157,90 +172,118 @@ __global__ void __launch_bounds__(128) linear_decode_kernel(const LinearParams p
     }
   };
 
-  SliceRegs cur, nxt;
-  if (active && s_begin < s_end) issue_loads(s_begin, cur);
-  griddep_wait();  // activations, scales of x and the output belong to earlier kernels
+  // Stage slices [c0, c1) of the valid token rows. Loads go out in batches of 8 per thread
+  // before any shared store, so a chunk costs about one L2 round trip, not one per element.
+  auto stage = [&](int64_t c0, int64_t c1) {
+    const int64_t kbase = c0 * kKS;
+    constexpr int kElem = kF8 ? 16 : 8;  // K values per 16-byte chunk
+    const int per_row = static_cast<int>((c1 - c0) * kKS / kElem);
+    const int total = rows * per_row;
+    constexpr int kBatch = 8;
+    for (int c0i = threadIdx.x; c0i < total; c0i += 128 * kBatch) {
+      uint4 v[kBatch];
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b) {
+        const int c = c0i + b * 128;
+        v[b] = make_uint4(0, 0, 0, 0);
+        if (c < total) {
+          const int r = c / per_row, col = (c % per_row) * kElem;
+          const int64_t tok = tok0 + r, k = kbase + col;
+          if (k < p.K) {
+            if constexpr (kF8) {
+              const uint8_t* src = static_cast<const uint8_t*>(p.x) + tok * p.ldx_bytes + k;
+              if (p.x_vec16) {
+                v[b] = __ldg(reinterpret_cast<const uint4*>(src));
+              } else {
+                uint32_t w[4];
+#pragma unroll
+                for (int i = 0; i < 4; ++i)
+                  w[i] = src[4 * i] | (uint32_t(src[4 * i + 1]) << 8) |
+                         (uint32_t(src[4 * i + 2]) << 16) | (uint32_t(src[4 * i + 3]) << 24);
+                v[b] = make_uint4(w[0], w[1], w[2], w[3]);
+              }
+            } else {
+              v[b] = stage_chunk<T>(p, tok, k);
+            }
+          }
+        }
+      }
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b) {
+        const int c = c0i + b * 128;
+        if (c < total) {
+          const int r = c / per_row, col = (c % per_row) * kElem;
+          *reinterpret_cast<uint4*>(xs + r * sg.pitch_bytes + col * (kF8 ? 1 : 2)) = v[b];
+        }
+      }
+    }
+    if constexpr (kGroup > 0) {
+      if (p.xs_kind != kXsNone) {
+        const int gpr = static_cast<int>((c1 - c0) * kGroupsPerSlice);
+        for (int c = threadIdx.x; c < rows * gpr; c += 128) {
+          const int r = c / gpr, j = c % gpr;
+          const int64_t tok = tok0 + r;
+          const int64_t gj = kbase / kGroup + j;
+          xsc[r * sg.groups + j] = (gj * kGroup < p.K) ? act_group_scale(p, tok, gj) : 0.f;
+        }
+      }
+    }
+  };
 
-  for (int64_t sl = s_begin; sl < s_end; ++sl) {
-    const int64_t k0 = sl * kKS;
-    if (sl != s_begin) cur = nxt;
-    // ---- 1. the next slice's loads go out before this slice is staged and computed
-    if (active && sl + 1 < s_end) issue_loads(sl + 1, nxt);
+  const bool has_xs = (kGroup > 0) && p.xs_kind != kXsNone;
+  // ldmatrix row of token (nt*8 + lane&7), clamped to the staged rows.
+  auto xrow = [&](int nt) -> uint8_t* {
+    const int r = min(nt * 8 + (lane & 7), rows - 1);
+    return xs + r * sg.pitch_bytes;
+  };
+  auto xsc_at = [&](int tokr, int col) -> float {
+    return xsc[min(tokr, rows - 1) * sg.groups + col];
+  };
+
+  // Decode + MMA of one slice whose activations start at staged column koff (K values).
+  auto compute = [&](const SliceRegs& cur, int64_t koff) {
     const uint4 (&raw)[kVecs] = cur.raw;
     const uint4 (&sc_raw)[2][2] = cur.sc;
-    // ---- 2. stage activations
-    __syncthreads();  // previous slice's readers are done (also orders the LUT fill)
-    if constexpr (kF8) {
-      // FP8 activations as bytes: 16-byte chunks.
-      constexpr int kChunks = kTok * kKS / 16;
-      for (int c = threadIdx.x; c < kChunks; c += 128) {
-        const int r = c / (kKS / 16), col = (c % (kKS / 16)) * 16;
-        const int64_t tok = tok0 + r, k = k0 + col;
-        uint4 v = make_uint4(0, 0, 0, 0);
-        if (tok < p.M && k < p.K) {
-          const uint8_t* src = static_cast<const uint8_t*>(p.x) + tok * p.ldx_bytes + k;
-          if (p.x_vec16) {
-            v = __ldg(reinterpret_cast<const uint4*>(src));
-          } else {
-            uint32_t w[4];
-#pragma unroll
-            for (int i = 0; i < 4; ++i)
-              w[i] = src[4 * i] | (uint32_t(src[4 * i + 1]) << 8) |
-                     (uint32_t(src[4 * i + 2]) << 16) | (uint32_t(src[4 * i + 3]) << 24);
-            v = make_uint4(w[0], w[1], w[2], w[3]);
-          }
-        }
-        *reinterpret_cast<uint4*>(&xs8[r * kPitchB + col]) = v;
-      }
-    } else {
-      constexpr int kChunks = kTok * kKS / 8;
-      for (int c = threadIdx.x; c < kChunks; c += 128) {
-        const int r = c / (kKS / 8), col = (c % (kKS / 8)) * 8;
-        const int64_t tok = tok0 + r, k = k0 + col;
-        uint4 v = make_uint4(0, 0, 0, 0);
-        if (tok < p.M && k < p.K) v = stage_chunk<T>(p, tok, k);
-        *reinterpret_cast<uint4*>(&xs[r * kPitch + col]) = v;
-      }
-    }
-    {
-      if constexpr (kGroup > 0) {
-        if (p.xs_kind != kXsNone) {
-          for (int c = threadIdx.x; c < kTok * kGroupsPerSlice; c += 128) {
-            const int r = c / kGroupsPerSlice, j = c % kGroupsPerSlice;
-            const int64_t tok = tok0 + r;
-            const int64_t gj = k0 / kGroup + j;
-            xsc[c] = (tok < p.M && gj * kGroup < p.K) ? act_group_scale(p, tok, gj) : 0.f;
-          }
-        }
-      }
-    }
-    __syncthreads();
-    if (!active) continue;
+    const int gcol0 = static_cast<int>(kGroup ? koff / kGroup : 0);
     float gsc[2][kGroupsPerSlice];
-    {
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const uint32_t w[4] = {sc_raw[h][0].x, sc_raw[h][0].y, sc_raw[h][0].z, sc_raw[h][0].w};
+    for (int h = 0; h < 2; ++h) {
+      const uint32_t w[4] = {sc_raw[h][0].x, sc_raw[h][0].y, sc_raw[h][0].z, sc_raw[h][0].w};
 #pragma unroll
-        for (int j = 0; j < kGroupsPerSlice; ++j) {
-          if constexpr (F == WFmt::kMxfp4 || F == WFmt::kFp8Mx) {
-            gsc[h][j] = e8m0_f32((w[j / 4] >> (8 * (j % 4))) & 0xFFu);
-          } else if constexpr (F == WFmt::kFp8Block) {
-            gsc[h][j] = __uint_as_float(j == 0 ? sc_raw[0][0].x : sc_raw[0][0].y);
-          } else if constexpr (F == WFmt::kQ8_0) {
-            gsc[h][j] = half_bits_f32((w[j / 2] >> (16 * (j % 2))) & 0xFFFFu);
-          } else if constexpr (kIq2) {
-            // w[0] = d, w[1..2] = sub-scale nibbles (group j in byte j/2, low nibble first)
-            const uint32_t nb = w[1 + j / 8];
-            const uint32_t sv = (nb >> (4 * (j % 8))) & 0xFu;
-            gsc[h][j] = half_bits_f32(w[0]) * static_cast<float>(2 * sv + 1) * 0.125f;
-          }
+      for (int j = 0; j < kGroupsPerSlice; ++j) {
+        if constexpr (F == WFmt::kMxfp4 || F == WFmt::kFp8Mx) {
+          gsc[h][j] = e8m0_f32((w[j / 4] >> (8 * (j % 4))) & 0xFFu);
+        } else if constexpr (F == WFmt::kFp8Block) {
+          gsc[h][j] = __uint_as_float(j == 0 ? sc_raw[0][0].x : sc_raw[0][0].y);
+        } else if constexpr (F == WFmt::kQ8_0) {
+          gsc[h][j] = half_bits_f32((w[j / 2] >> (16 * (j % 2))) & 0xFFFFu);
+        } else if constexpr (kIq2) {
+          // w[0] = d, w[1..2] = sub-scale nibbles (group j in byte j/2, low nibble first)
+          const uint32_t nb = w[1 + j / 8];
+          const uint32_t sv = (nb >> (4 * (j % 8))) & 0xFu;
+          gsc[h][j] = half_bits_f32(w[0]) * static_cast<float>(2 * sv + 1) * 0.125f;
+        } else {
+          gsc[h][j] = 1.f;
         }
       }
     }
-
-    // ---- 3. decode + MMA
-    const bool has_xs = (kGroup > 0) && p.xs_kind != kXsNone;
+    // fp32 group epilogue: acc += tmp * (weight group scale x activation group scale).
+    auto fold = [&](float (&tmp)[NT][4], int j) {
+      const float w0 = kGroup ? gsc[0][j] : 1.f;
+      const float w1 = kGroup ? gsc[1][j] : 1.f;
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+        float x0 = 1.f, x1 = 1.f;
+        if (has_xs) {
+          x0 = xsc_at(nt * 8 + 2 * t, gcol0 + j);
+          x1 = xsc_at(nt * 8 + 2 * t + 1, gcol0 + j);
+        }
+        acc[nt][0] = fmaf(tmp[nt][0], w0 * x0, acc[nt][0]);
+        acc[nt][1] = fmaf(tmp[nt][1], w0 * x1, acc[nt][1]);
+        acc[nt][2] = fmaf(tmp[nt][2], w1 * x0, acc[nt][2]);
+        acc[nt][3] = fmaf(tmp[nt][3], w1 * x1, acc[nt][3]);
+      }
+    };
     float tmp[NT][4];
     if constexpr (kF8) {
       // Undecoded e4m3 weight fragments x e4m3 activations, one m16n8k32 MMA per atom and n8.
@@ -254,110 +297,110 @@ __global__ void __launch_bounds__(128) linear_decode_kernel(const LinearParams p
         uint32_t bf[NT][2];
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt)
-          ldmatrix_x2(bf[nt], &xs8[(nt * 8 + (lane & 7)) * kPitchB + a * 32 + ((lane >> 3) & 1) * 16]);
-        {
-          if (a % kAtomsPerGroup == 0) {
+          ldmatrix_x2(bf[nt], xrow(nt) + koff + a * 32 + ((lane >> 3) & 1) * 16);
+        if (a % kAtomsPerGroup == 0) {
 #pragma unroll
-            for (int nt = 0; nt < NT; ++nt)
+          for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-              for (int i = 0; i < 4; ++i) tmp[nt][i] = 0.f;
-          }
-#pragma unroll
-          for (int nt = 0; nt < NT; ++nt) mma16832_e4m3(tmp[nt], af, bf[nt][0], bf[nt][1]);
-          if (a % kAtomsPerGroup == kAtomsPerGroup - 1) {
-            const int j = a / kAtomsPerGroup;
-            const float w0 = kGroup ? gsc[0][kGroup ? j : 0] : 1.f;
-            const float w1 = kGroup ? gsc[1][kGroup ? j : 0] : 1.f;
-#pragma unroll
-            for (int nt = 0; nt < NT; ++nt) {
-              float x0 = 1.f, x1 = 1.f;
-              if (has_xs) {
-                x0 = xsc[(nt * 8 + 2 * t) * kGroupsPerSlice + j];
-                x1 = xsc[(nt * 8 + 2 * t + 1) * kGroupsPerSlice + j];
-              }
-              acc[nt][0] = fmaf(tmp[nt][0], w0 * x0, acc[nt][0]);
-              acc[nt][1] = fmaf(tmp[nt][1], w0 * x1, acc[nt][1]);
-              acc[nt][2] = fmaf(tmp[nt][2], w1 * x0, acc[nt][2]);
-              acc[nt][3] = fmaf(tmp[nt][3], w1 * x1, acc[nt][3]);
-            }
-          }
+            for (int i = 0; i < 4; ++i) tmp[nt][i] = 0.f;
         }
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) mma16832_e4m3(tmp[nt], af, bf[nt][0], bf[nt][1]);
+        if (a % kAtomsPerGroup == kAtomsPerGroup - 1) fold(tmp, kGroup ? a / kAtomsPerGroup : 0);
       }
     } else {
 #pragma unroll
-    for (int a = 0; a < kAtoms; ++a) {
-      uint32_t af[2][4];
-      const uint4& rv = raw[a / kApv];
-      if constexpr (F == WFmt::kNvfp4 || F == WFmt::kMxfp4) {
-        const uint32_t w[2] = {(a % 2) ? rv.z : rv.x, (a % 2) ? rv.w : rv.y};
-        uint32_t sc[2][2];
-        if constexpr (F == WFmt::kNvfp4) {
+      for (int a = 0; a < kAtoms; ++a) {
+        uint32_t af[2][4];
+        const uint4& rv = raw[a / kApv];
+        if constexpr (F == WFmt::kNvfp4 || F == WFmt::kMxfp4) {
+          const uint32_t w[2] = {(a % 2) ? rv.z : rv.x, (a % 2) ? rv.w : rv.y};
+          uint32_t sc[2][2];
+          if constexpr (F == WFmt::kNvfp4) {
 #pragma unroll
-          for (int s = 0; s < 2; ++s) {
-            const int sb = 2 * a + s;  // sub-block within the slice (0..31)
+            for (int s = 0; s < 2; ++s) {
+              const int sb = 2 * a + s;  // sub-block within the slice (0..31)
 #pragma unroll
-            for (int r = 0; r < 2; ++r) {
-              const uint4& q = sc_raw[r][sb / 16];
-              const uint32_t word = (sb % 16) < 4 ? q.x : (sb % 16) < 8 ? q.y : (sb % 16) < 12 ? q.z : q.w;
-              sc[s][r] = lut[(word >> (8 * (sb % 4))) & 0x7Fu];
+              for (int r = 0; r < 2; ++r) {
+                const uint4& q = sc_raw[r][sb / 16];
+                const uint32_t word =
+                    (sb % 16) < 4 ? q.x : (sb % 16) < 8 ? q.y : (sb % 16) < 12 ? q.z : q.w;
+                sc[s][r] = lut[(word >> (8 * (sb % 4))) & 0x7Fu];
+              }
             }
+          } else {
+            sc[0][0] = sc[0][1] = sc[1][0] = sc[1][1] = kFp4Unit2<T>();
           }
+          decode_fp4_atom<T>(w, sc, af);
+        } else if constexpr (F == WFmt::kQ8_0) {
+          decode_byte_atom<T, true>(rv, af);
+        } else if constexpr (kIq2) {
+          decode_iq2_atom<T>(rv, gtab, stab, t, af);
         } else {
-          sc[0][0] = sc[0][1] = sc[1][0] = sc[1][1] = kFp4Unit2<T>();
+          decode_byte_atom<T, false>(rv, af);  // unused: FP8 weights take the kF8 path
         }
-        decode_fp4_atom<T>(w, sc, af);
-      } else if constexpr (F == WFmt::kQ8_0) {
-        decode_byte_atom<T, true>(rv, af);
-      } else if constexpr (kIq2) {
-        decode_iq2_atom<T>(rv, gtab, stab, t, af);
-      } else {
-        decode_byte_atom<T, false>(rv, af);  // unused: FP8 weights take the kF8 path
-      }
-      // B fragments: ldmatrix.x4 over [tokens 0-7 of tile nt][k 32a .. 32a+31]
-      uint32_t bf[NT][4];
+        // B fragments: ldmatrix.x4 over [tokens 0-7 of tile nt][k 32a .. 32a+31]
+        uint32_t bf[NT][4];
 #pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
-        ldmatrix_x4(bf[nt], &xs[(nt * 8 + (lane & 7)) * kPitch + a * 32 + (lane >> 3) * 8]);
-
+        for (int nt = 0; nt < NT; ++nt)
+          ldmatrix_x4(bf[nt], xrow(nt) + (koff + a * 32 + (lane >> 3) * 8) * 2);
 #pragma unroll
-      for (int s = 0; s < 2; ++s) {
-        const int kstep = 2 * a + s;  // k16 step within the slice
-        if constexpr (kGroup == 0) {
-#pragma unroll
-          for (int nt = 0; nt < NT; ++nt) mma16816<T>(acc[nt], af[s], bf[nt][2 * s], bf[nt][2 * s + 1]);
-        } else {
-          constexpr int kStepsPerGroup = kGroup / 16;
-          if (kstep % kStepsPerGroup == 0) {
+        for (int s = 0; s < 2; ++s) {
+          const int kstep = 2 * a + s;  // k16 step within the slice
+          if constexpr (kGroup == 0) {
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt)
+              mma16816<T>(acc[nt], af[s], bf[nt][2 * s], bf[nt][2 * s + 1]);
+          } else {
+            constexpr int kStepsPerGroup = kGroup / 16;
+            if (kstep % kStepsPerGroup == 0) {
 #pragma unroll
-              for (int i = 0; i < 4; ++i) tmp[nt][i] = 0.f;
-          }
+              for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-          for (int nt = 0; nt < NT; ++nt) mma16816<T>(tmp[nt], af[s], bf[nt][2 * s], bf[nt][2 * s + 1]);
-          if (kstep % kStepsPerGroup == kStepsPerGroup - 1) {
-            const int j = kstep / kStepsPerGroup;
-            const float w0 = gsc[0][j], w1 = gsc[1][j];
-#pragma unroll
-            for (int nt = 0; nt < NT; ++nt) {
-              float x0 = 1.f, x1 = 1.f;
-              if (has_xs) {
-                x0 = xsc[(nt * 8 + 2 * t) * kGroupsPerSlice + j];
-                x1 = xsc[(nt * 8 + 2 * t + 1) * kGroupsPerSlice + j];
-              }
-              acc[nt][0] = fmaf(tmp[nt][0], w0 * x0, acc[nt][0]);
-              acc[nt][1] = fmaf(tmp[nt][1], w0 * x1, acc[nt][1]);
-              acc[nt][2] = fmaf(tmp[nt][2], w1 * x0, acc[nt][2]);
-              acc[nt][3] = fmaf(tmp[nt][3], w1 * x1, acc[nt][3]);
+                for (int i = 0; i < 4; ++i) tmp[nt][i] = 0.f;
             }
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt)
+              mma16816<T>(tmp[nt], af[s], bf[nt][2 * s], bf[nt][2 * s + 1]);
+            if (kstep % kStepsPerGroup == kStepsPerGroup - 1) fold(tmp, kstep / kStepsPerGroup);
           }
         }
       }
     }
-    }  // !kF8
+  };
+
+  // ---- pipeline: two slices in flight (ping-pong A/B), staging once per chunk.
+  SliceRegs A, B;
+  if (active && s_begin < s_end) issue_loads(s_begin, A);
+  if (active && s_begin + 1 < s_end) issue_loads(s_begin + 1, B);
+  griddep_wait();  // activations, scales of x and the output belong to earlier kernels
+
+  int64_t chunk_begin = s_begin, chunk_end = s_begin;
+  // Barriers inside depend only on block-uniform values (slice indices), never on `active`.
+  auto ensure_staged = [&](int64_t sl) {
+    if (sl < chunk_end) return;
+    if (sl != s_begin) __syncthreads();  // readers of the previous chunk are done
+    chunk_begin = sl;
+    chunk_end = min(s_end, sl + p.stage_slices);
+    stage(chunk_begin, chunk_end);
+    __syncthreads();  // also orders the LUT / IQ2 table fills before the first decode
+  };
+  for (int64_t sl = s_begin; sl < s_end; sl += 2) {
+    ensure_staged(sl);
+    if (active) {
+      compute(A, (sl - chunk_begin) * kKS);
+      if (sl + 2 < s_end) issue_loads(sl + 2, A);
+    }
+    if (sl + 1 < s_end) {
+      ensure_staged(sl + 1);
+      if (active) {
+        compute(B, (sl + 1 - chunk_begin) * kKS);
+        if (sl + 3 < s_end) issue_loads(sl + 3, B);
+      }
+    }
   }
   griddep_launch_dependents();
-  // ---- 4. split-K across a cluster: ranks > 0 hand their partial sums to rank 0 via DSMEM.
+  // ---- split-K across a cluster: ranks > 0 hand their partial sums to rank 0 via DSMEM.
   __shared__ float red[4][32][NT * 4];
   if (p.cluster_split > 1) {
 #pragma unroll
@@ -394,7 +437,7 @@ __global__ void __launch_bounds__(128) linear_decode_kernel(const LinearParams p
   }
   if (!active) return;
 
-  // ---- 5. epilogue: c0 = (row g, tok 2t), c1 = (row g, tok 2t+1), c2/c3 = row g+8
+  // ---- epilogue: c0 = (row g, tok 2t), c1 = (row g, tok 2t+1), c2/c3 = row g+8
   float mult = p.out_mult;
   if (p.alpha != nullptr) mult *= *p.alpha;
 #pragma unroll
