@@ -45,7 +45,9 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --f
 
 if has build; then
   tb=$(date +%s)
+  # B12X_AREAS (env, e.g. "gemm;reference") restricts the build for a quick single-area round.
   cmake -S . -B $build -G Ninja -DCMAKE_CUDA_ARCHITECTURES="$arch" -DCMAKE_BUILD_TYPE=Release \
+    -DB12X_AREAS="${B12X_AREAS:-}" \
     >"$logs/configure.log" 2>&1 || say "configure FAILED (see logs/configure.log)"
   cmake --build $build -j"$jobs" -- -k 0 >"$logs/build.log" 2>&1
   rc=$?
