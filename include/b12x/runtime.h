@@ -52,10 +52,43 @@ bool stream_is_capturing(Stream stream);
 /// @brief Host-only steps (plan, prepare, pack) call this; throws kCaptureActive while capturing.
 void refuse_during_capture(Stream stream, const char* op);
 
-// ---- kernel-resolution freeze (warm up, freeze, then capture) -------------------------------
+// ---- kernel resolution: registry, warm-up and freeze ----------------------------------------
+// Every plan() names the compiled kernels it resolved with a signature string (op family,
+// formats, dtypes, tile/regime, split mode: what a run at the plan's capacity launches, never
+// sizes) and records it here, per device. b12x::warmup (b12x/warmup.h) plans every regime a
+// server will see and launches each signature once, so the CUDA driver's lazy module loading
+// (CUDA_MODULE_LOADING=LAZY, the default) happens before serving and outside graph capture.
+// After freeze_kernel_resolution() a plan whose signature was never resolved on its device
+// throws Status::kFrozen naming the op, the shape, the signature and the freeze reason.
+
+/// One resolved kernel signature.
+struct KernelResolution {
+  int device = 0;
+  std::string op;         ///< the op that resolved it first ("gemm::plan", ...)
+  std::string signature;  ///< e.g. "gemm.nvfp4_w4a16 act=bf16 out=bf16 decode nt=1 split=cluster"
+  std::string shape;      ///< the shape that resolved it first
+  int64_t plans = 0;      ///< plans that resolved it so far
+};
+/// Every signature resolved in this process, in first-resolution order.
+std::vector<KernelResolution> resolved_kernels();
+/// Forgets every resolution (tests; a frozen process then refuses every new plan).
+void clear_resolved_kernels();
+/// From now on a plan whose kernel signature was never resolved throws kFrozen; `reason` is
+/// quoted in that error.
 void freeze_kernel_resolution(const std::string& reason);
 void unfreeze_kernel_resolution();
 bool kernel_resolution_frozen();
+
+namespace detail {
+/// Called by every plan() once it chose its kernels: records (device, signature), or throws
+/// kFrozen when resolution is frozen and the signature is new on that device. `shape` describes
+/// the request in the error. Also remembers the signature for last_kernel_signature().
+void resolve_kernels(const char* op, int device, const std::string& signature,
+                     const std::string& shape);
+/// The signature the last plan() on this thread resolved ("" if none): how warm-up learns the
+/// signature of a plan without a field in every op's plan struct.
+const std::string& last_kernel_signature();
+}  // namespace detail
 
 // ---- logging: B12X_LOG_LEVEL (0 off, 1 errors+dispatch names, 3 shapes, 5 stats) ------------
 int log_level();

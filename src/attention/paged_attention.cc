@@ -209,6 +209,20 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
     log_message(1, "attention.plan_paged: " + plan.kernel + " mode=" + mode_name(caps.mode) +
                        " splits<=" + std::to_string(plan.split_limit) +
                        " scratch=" + std::to_string(plan.scratch_bytes));
+  // Kernel signature (warm-up / freeze, b12x/runtime.h): the variant, and whether a run at
+  // max_batch splits the KV (the merge kernel); never head counts or lengths.
+  const bool splits = plan.split_limit > 1 && (q_len == 0 || plan.auto_splits(caps.max_batch, q_len) > 1);
+  b12x::detail::resolve_kernels(kPlanOp, caps.device,
+                          "attention." + plan.kernel + " mode=" + mode_name(caps.mode) +
+                              (splits ? " split_merge" : ""),
+                          "Hq=" + std::to_string(caps.num_q_heads) + " Hkv=" +
+                              std::to_string(caps.num_kv_heads) + " D=" +
+                              std::to_string(caps.head_dim_qk) + "/" +
+                              std::to_string(caps.head_dim_vo) + " page=" +
+                              std::to_string(caps.page_size) + " max_batch=" +
+                              std::to_string(caps.max_batch) + " max_total_q=" +
+                              std::to_string(caps.max_total_q) + " W=" +
+                              std::to_string(caps.max_page_table_width));
   return plan;
 }
 

@@ -106,7 +106,15 @@ void require_compiled_arch(int ordinal, const char* op) {
 bool stream_is_capturing(Stream stream) {
   if (device_count() == 0) return false;
   cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
-  B12X_CUDA_CHECK(cudaStreamIsCapturing(stream, &st));
+  const cudaError_t e = cudaStreamIsCapturing(stream, &st);
+  // Plans without a stream argument ask about the legacy stream: while a blocking stream of the
+  // device is being captured, that query answers cudaErrorStreamCaptureImplicit (the capture
+  // itself is not invalidated), which means exactly "a capture is in progress".
+  if (stream == nullptr && e == cudaErrorStreamCaptureImplicit) {
+    cudaGetLastError();
+    return true;
+  }
+  B12X_CUDA_CHECK(e);
   return st != cudaStreamCaptureStatusNone;
 }
 
@@ -118,18 +126,83 @@ void refuse_during_capture(Stream stream, const char* op) {
 }
 
 namespace {
-std::atomic<bool> g_frozen{false};
-std::mutex g_freeze_mu;
-std::string g_freeze_reason;
+struct Registry {
+  std::mutex mu;
+  bool frozen = false;
+  std::string reason;
+  std::vector<KernelResolution> entries;               // first-resolution order
+  std::map<std::pair<int, std::string>, size_t> index;  // (device, signature) -> entry
+};
+Registry& registry() {
+  static Registry* r = new Registry();  // never destroyed: plans may run from other statics
+  return *r;
+}
+std::atomic<bool> g_frozen{false};  // lock-free fast path for kernel_resolution_frozen()
+thread_local std::string t_last_signature;
 }  // namespace
 
 void freeze_kernel_resolution(const std::string& reason) {
-  std::lock_guard<std::mutex> lock(g_freeze_mu);
-  g_freeze_reason = reason;
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  r.reason = reason;
+  r.frozen = true;
   g_frozen = true;
 }
-void unfreeze_kernel_resolution() { g_frozen = false; }
+void unfreeze_kernel_resolution() {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  r.frozen = false;
+  g_frozen = false;
+}
 bool kernel_resolution_frozen() { return g_frozen.load(); }
+
+std::vector<KernelResolution> resolved_kernels() {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  return r.entries;
+}
+
+void clear_resolved_kernels() {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  r.entries.clear();
+  r.index.clear();
+}
+
+namespace detail {
+
+void resolve_kernels(const char* op, int device, const std::string& signature,
+                     const std::string& shape) {
+  B12X_ASSERT(!signature.empty(), op, ": empty kernel signature");
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  const auto key = std::make_pair(device, signature);
+  auto it = r.index.find(key);
+  if (it == r.index.end()) {
+    if (r.frozen)
+      B12X_FAIL(Status::kFrozen, op, ": kernel resolution is frozen",
+                r.reason.empty() ? std::string() : " (" + r.reason + ")", " and ", shape,
+                " on device ", device, " needs kernel signature '", signature,
+                "', which was not resolved before the freeze (", r.index.size(),
+                " signatures were); warm this shape up (b12x::warmup, or plan it once) before "
+                "freeze_kernel_resolution(), or call unfreeze_kernel_resolution()");
+    KernelResolution e;
+    e.device = device;
+    e.op = op;
+    e.signature = signature;
+    e.shape = shape;
+    it = r.index.emplace(key, r.entries.size()).first;
+    r.entries.push_back(std::move(e));
+  }
+  ++r.entries[it->second].plans;
+  t_last_signature = signature;
+  if (log_level() >= 3)
+    log_message(3, std::string(op) + ": kernels '" + signature + "' for " + shape);
+}
+
+const std::string& last_kernel_signature() { return t_last_signature; }
+
+}  // namespace detail
 
 int log_level() {
   static const int level = [] {

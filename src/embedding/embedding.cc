@@ -83,9 +83,17 @@ EmbeddingPlan plan_embedding(const EmbeddingCaps& caps) {
   const char* op = "plan_embedding";
   check_caps(caps, op);
   require_compiled_arch(caps.device, op);
+  refuse_during_capture(nullptr, op);  // no stream in the caps: the legacy-stream query
   EmbeddingPlan p;
   p.caps = caps;
   p.scratch_bytes = embedding::status_flag_bytes(caps.max_tokens);  // one status byte per token
+  // Kernel signature (warm-up / freeze, b12x/runtime.h): one kernel per id / output dtype.
+  detail::resolve_kernels(op, caps.device,
+                          std::string("embedding.q8_0 ids=") + dtype_name(caps.id_dtype) +
+                              " out=" + dtype_name(caps.out_dtype),
+                          "vocab=" + std::to_string(caps.vocab) + " dim=" +
+                              std::to_string(caps.dim) + " max_tokens=" +
+                              std::to_string(caps.max_tokens));
   return p;
 }
 

@@ -188,6 +188,20 @@ Plan plan(const Caps& caps) {
   }
   p.scratch_bytes = off;
   if (log_level() >= 3) log_message(3, p.describe());
+  {
+    // Kernel signature (warm-up / freeze, b12x/runtime.h): the kernels a run at max_tokens
+    // launches (an auto regime above kDecodeMaxM runs tiled there), never N, K or M.
+    std::ostringstream sig;
+    sig << "gemm." << format_name(f) << " act=" << dtype_name(caps.act_dtype)
+        << " out=" << dtype_name(caps.out_dtype);
+    if (p.regime == Regime::kTiled || (p.regime == Regime::kAuto && M > kDecodeMaxM))
+      sig << " tiled";
+    else
+      sig << " decode nt=" << (M > kDecodeMaxM ? 2 : decode_nt(M)) << " split="
+          << (M > kDecodeMaxM || split == 1 ? "none" : p.split_cluster ? "cluster" : "reduce");
+    if (p.act_prepass) sig << " act_prepass";
+    b12x::detail::resolve_kernels(op, caps.device, sig.str(), p.describe());
+  }
   return p;
 }
 

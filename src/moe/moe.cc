@@ -593,6 +593,29 @@ Plan plan(const Caps& caps) {
   p.off_route_out = o;
   o = align256(o + 4 * R * H);
   p.scratch_bytes = o;
+  // Host-only step: refused during capture (no stream in Caps: the legacy-stream query).
+  refuse_during_capture(nullptr, "fused_moe.plan");
+  {
+    // Kernel signature (warm-up / freeze, b12x/runtime.h): the kernels a run at max_tokens
+    // launches (decode picks each GEMM's tile from the route count, as run() does).
+    std::ostringstream sig;
+    sig << "moe." << quant_mode_name(w.args.quant_mode) << " src="
+        << source_format_name(w.args.source_format) << " act=" << activation_name(w.args.activation)
+        << " io=" << dtype_name(w.args.params_dtype) << " " << p.exec.execution;
+    if (w.args.source_format == SourceFormat::kGgml)
+      sig << " w1=" << dtype_name(w.args.ggml_w1_dtype) << " w2=" << dtype_name(w.args.ggml_w2_dtype);
+    if (cfg == detail::kCfgDecode) {
+      const Layout L = layout_of(w);
+      const int sms = device_count() > 0 ? device_info(caps.device).sm_count : 0;  // CPU: plan only
+      sig << " fc1_tile=" << detail::decode_cfg_for(L.wfmt1, L.fc1.K_pad, L.fc1.rows_pad, R, sms)
+          << " fc2_tile=" << detail::decode_cfg_for(L.wfmt2, L.fc2.K_pad, L.fc2.rows_pad, R, sms);
+    }
+    if (caps.apply_router_weight_on_input) sig << " weight_on_input";
+    std::ostringstream shape;
+    shape << "E=" << E << " H=" << H << " I=" << I << " max_tokens=" << caps.max_tokens
+          << " topk=" << caps.num_topk;
+    b12x::detail::resolve_kernels("fused_moe.plan", caps.device, sig.str(), shape.str());
+  }
   return p;
 }
 
