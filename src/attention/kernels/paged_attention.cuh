@@ -338,19 +338,50 @@ __global__ void __launch_bounds__(Cfg::kThreads)
   }
 
   // ---- K/V tile loader ----
+  // Page ids are read one tile ahead of the copies that use them: lane l of every warp loads the
+  // id of token l + 32 r of a tile (one coalesced read per 32 tokens) and each copy takes its
+  // token's id with a shuffle. A copy that waited on its own page-table load put one
+  // load round trip per copy loop iteration (queued behind the ring's outstanding cp.async
+  // traffic) on every tile's critical path: the H200 showed ~2 us per decode tile whatever its
+  // bytes (8 or 16 KB), i.e. the kernel was latency-bound in the loader, not by DRAM.
+  constexpr int kKvB = Cfg::kKvBytes;
+  constexpr int kKc = kDqk * kKvB / 16, kVc = kDv * kKvB / 16;  // 16-byte chunks per row
+  constexpr int kIdRegs = kBN / 32;
+  static_assert(kBN % 32 == 0, "page ids are fetched 32 tokens per warp register");
+  static_assert((kBN * kKc) % kThreads == 0 && (kBN * kVc) % kThreads == 0,
+                "copy loops must be warp-uniform (page ids travel by shuffle)");
   const int32_t* table = p.page_table + (int64_t)w.b * p.pt_stride;
-  const uint8_t* kbase = static_cast<const uint8_t*>(p.k);
-  const uint8_t* vbase = static_cast<const uint8_t*>(p.v);
-  const int64_t koff_h = (int64_t)kvh * p.k_sh * Cfg::kKvBytes;
-  const int64_t voff_h = (int64_t)kvh * p.v_sh * Cfg::kKvBytes;
   const int page_mask = (1 << p.page_shift) - 1;
-  // One page-table lookup serves the K and V chunks of a token; chunk c of token j lands in a
-  // swizzled (bf16) or row-major (raw fp8) stage row.
-  auto row_src = [&](int pos, int64_t sp, int64_t st, int64_t off_h, const uint8_t* base) {
-    const int64_t page = min(static_cast<uint32_t>(table[pos >> p.page_shift]),
-                             static_cast<uint32_t>(p.num_pages - 1));
-    return base + (page * sp + int64_t(pos & page_mask) * st) * Cfg::kKvBytes + off_h;
+  const uint32_t max_page = static_cast<uint32_t>(p.num_pages - 1);
+  auto load_ids = [&](int it, int (&pg)[kIdRegs]) {
+    const int kv0 = kv_begin + it * kBN;
+#pragma unroll
+    for (int r = 0; r < kIdRegs; ++r) {
+      const int pos = kv0 + lane + 32 * r;
+      // Entries past the range are never read (the table may end there); ids are clamped into
+      // the cache so bad metadata cannot fault.
+      pg[r] = pos < kv_end ? static_cast<int>(min(static_cast<uint32_t>(__ldg(table + (pos >> p.page_shift))),
+                                                  max_page))
+                           : 0;
+    }
   };
+  // The id of tile token j (all lanes call this together).
+  auto page_of = [&](const int (&pg)[kIdRegs], int j) {
+    int v = 0;
+#pragma unroll
+    for (int r = 0; r < kIdRegs; ++r) {
+      const int x = __shfl_sync(0xffffffffu, pg[r], j & 31);
+      if ((j >> 5) == r) v = x;
+    }
+    return v;
+  };
+  const uint8_t* kbase =
+      static_cast<const uint8_t*>(p.k) + (int64_t)kvh * p.k_sh * kKvB;
+  const uint8_t* vbase =
+      static_cast<const uint8_t*>(p.v) + (int64_t)kvh * p.v_sh * kKvB;
+  const int64_t k_sp = p.k_sp * kKvB, k_st = p.k_st * kKvB;
+  const int64_t v_sp = p.v_sp * kKvB, v_st = p.v_st * kKvB;
+  // Chunk c of token j lands in a swizzled (bf16) or row-major (raw fp8) stage row.
   auto stage_dst = [&](uint8_t* tile, int j, int c, int cpr, bool is_k) {
     if constexpr (Cfg::kDirectK) {
       // raw FP8 K rows are swizzled too (8 rows are read at once as 4-byte fragments); V plain
@@ -361,57 +392,66 @@ __global__ void __launch_bounds__(Cfg::kThreads)
       return smem_u32(tile + swz(j, c, cpr * 16));
     }
   };
-  auto load_tile = [&](int it, int stage) {
+  // One tile's copies; rows past the range are zero-filled (src-size 0).
+  auto load_tile = [&](int it, int stage, const int (&pg)[kIdRegs]) {
     uint8_t* sk = sRing + stage * Cfg::kStageBytes;
-    uint8_t* sv = sk + kBN * kDqk * Cfg::kKvBytes;
+    uint8_t* sv = sk + kBN * kDqk * kKvB;
     const int kv0 = kv_begin + it * kBN;
-    constexpr int kKc = kDqk * Cfg::kKvBytes / 16, kVc = kDv * Cfg::kKvBytes / 16;
     if constexpr (kKc == kVc) {
 #pragma unroll
-      for (int i = tid; i < kBN * kKc; i += kThreads) {
+      for (int k = 0; k < kBN * kKc / kThreads; ++k) {
+        const int i = tid + k * kThreads;
         const int j = i / kKc, c = i % kKc;
+        const int page = page_of(pg, j);
         const int pos = kv0 + j;
         const bool valid = pos < kv_end;
-        const uint8_t* ks = kbase;
-        const uint8_t* vs = vbase;
-        if (valid) {
-          const int64_t page = min(static_cast<uint32_t>(table[pos >> p.page_shift]),
-                                   static_cast<uint32_t>(p.num_pages - 1));
-          const int64_t in_page = pos & page_mask;
-          ks += (page * p.k_sp + in_page * p.k_st) * Cfg::kKvBytes + koff_h + c * 16;
-          vs += (page * p.v_sp + in_page * p.v_st) * Cfg::kKvBytes + voff_h + c * 16;
-        }
+        const int64_t in_page = pos & page_mask;
+        const uint8_t* ks = valid ? kbase + page * k_sp + in_page * k_st + c * 16 : kbase;
+        const uint8_t* vs = valid ? vbase + page * v_sp + in_page * v_st + c * 16 : vbase;
         cp_async16(stage_dst(sk, j, c, kKc, true), ks, valid);
         cp_async16(stage_dst(sv, j, c, kVc, false), vs, valid);
       }
     } else {
 #pragma unroll
-      for (int i = tid; i < kBN * kKc; i += kThreads) {
+      for (int k = 0; k < kBN * kKc / kThreads; ++k) {
+        const int i = tid + k * kThreads;
         const int j = i / kKc, c = i % kKc;
+        const int page = page_of(pg, j);
         const int pos = kv0 + j;
         const bool valid = pos < kv_end;
-        const uint8_t* src = valid ? row_src(pos, p.k_sp, p.k_st, koff_h, kbase) + c * 16 : kbase;
-        cp_async16(stage_dst(sk, j, c, kKc, true), src, valid);
+        const uint8_t* ks =
+            valid ? kbase + page * k_sp + int64_t(pos & page_mask) * k_st + c * 16 : kbase;
+        cp_async16(stage_dst(sk, j, c, kKc, true), ks, valid);
       }
 #pragma unroll
-      for (int i = tid; i < kBN * kVc; i += kThreads) {
+      for (int k = 0; k < kBN * kVc / kThreads; ++k) {
+        const int i = tid + k * kThreads;
         const int j = i / kVc, c = i % kVc;
+        const int page = page_of(pg, j);
         const int pos = kv0 + j;
         const bool valid = pos < kv_end;
-        const uint8_t* src = valid ? row_src(pos, p.v_sp, p.v_st, voff_h, vbase) + c * 16 : vbase;
-        cp_async16(stage_dst(sv, j, c, kVc, false), src, valid);
+        const uint8_t* vs =
+            valid ? vbase + page * v_sp + int64_t(pos & page_mask) * v_st + c * 16 : vbase;
+        cp_async16(stage_dst(sv, j, c, kVc, false), vs, valid);
       }
     }
   };
 
-  // Q and the first kStages-1 tiles.
-  load_tile(0, 0);  // tile 0 always issued (zero-filled when the range is empty)
-  cp_async_commit();
+  // Q and the first kStages-1 tiles (their page ids read together first).
+  int pg_next[kIdRegs];
+  {
+    int pg0[kStages - 1][kIdRegs];
 #pragma unroll
-  for (int s = 1; s < kStages - 1; ++s) {
-    if (s < n_tiles) load_tile(s, s);
+    for (int s = 0; s < kStages - 1; ++s) load_ids(s, pg0[s]);
+    load_tile(0, 0, pg0[0]);  // tile 0 always issued (zero-filled when the range is empty)
     cp_async_commit();
+#pragma unroll
+    for (int s = 1; s < kStages - 1; ++s) {
+      if (s < n_tiles) load_tile(s, s, pg0[s]);
+      cp_async_commit();
+    }
   }
+  load_ids(kStages - 1, pg_next);
 
   constexpr int kMB = Cfg::kMB;  // 16-row MMA blocks per warp
   const int wrow0 = wm * 16 * kMB;  // this warp's first row in the CTA tile
@@ -446,7 +486,10 @@ __global__ void __launch_bounds__(Cfg::kThreads)
     __syncthreads();
     {
       const int nx = it + kStages - 1;
-      if (nx < n_tiles) load_tile(nx, nx % kStages);
+      if (nx < n_tiles) {  // CTA-uniform
+        load_tile(nx, nx % kStages, pg_next);
+        load_ids(nx + 1, pg_next);  // consumed next iteration: its latency hides behind a tile
+      }
       cp_async_commit();
     }
     const uint8_t* sK;
