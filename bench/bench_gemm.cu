@@ -346,7 +346,27 @@ int main() {
   std::vector<std::pair<int64_t, int64_t>> shapes = {
       {4096, 4096}, {14336, 4096}, {4096, 14336}, {6144, 4096}, {2048, 7168}};
   if (quick) shapes.resize(2);
-  const std::vector<int64_t> Ms = {1, 4, 16, 64, 256, 2048};
+  std::vector<int64_t> Ms = {1, 4, 16, 64, 256, 2048};
+  // Probe filters (tools/gemm-probe.sh): B12X_BENCH_SHAPES="14336x4096,4096x4096" (N x K) and
+  // B12X_BENCH_MS="1,16" restrict the sweep.
+  if (const char* e = std::getenv("B12X_BENCH_SHAPES"); e && *e) {
+    std::vector<std::pair<int64_t, int64_t>> keep;
+    std::stringstream ss(e);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+      const auto x = item.find('x');
+      if (x == std::string::npos) continue;
+      keep.emplace_back(std::atoll(item.substr(0, x).c_str()), std::atoll(item.substr(x + 1).c_str()));
+    }
+    shapes = keep;
+  }
+  if (const char* e = std::getenv("B12X_BENCH_MS"); e && *e) {
+    std::vector<int64_t> keep;
+    std::stringstream ss(e);
+    std::string item;
+    while (std::getline(ss, item, ',')) keep.push_back(std::atoll(item.c_str()));
+    Ms = keep;
+  }
   CublasPeer peer;
   g_pools.init(2048 * 14336, fmt::swizzled_scale_bytes(2048, 14336 / 16));
   const char* budget_env = std::getenv("B12X_BENCH_BUDGET_S");
