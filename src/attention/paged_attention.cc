@@ -118,13 +118,29 @@ void check_caps(const PagedCaps& c) {
 
 int PagedPlan::auto_splits(int batch, int q_len) const {
   if (split_limit <= 1 || q_len <= 0) return 1;
-  // Split until the work fills one wave of resident CTAs, never beyond it: a second partial
-  // wave would leave SMs idle at the tail of a memory-bound kernel.
+  // Equal CTAs of a memory-bound kernel run in waves of target_ctas (SMs x resident CTAs), each
+  // CTA at its own latency-bound rate, so a partial wave leaves bandwidth unused: B=32 x 8 KV
+  // heads = 256 CTAs fill 0.65 of an H200's 396 slots unsplit, 1.94 waves split in 3. Estimate
+  // the time in KV-tile steps for each split count: waves x (tiles per split + a prologue of
+  // ~3 tiles), plus ~2 for the merge launch; the context is the plan's capacity (bind does not
+  // see the live lengths). Ties go to fewer splits.
   const int group = caps.num_q_heads / caps.num_kv_heads;
   const int64_t tiles = ceil_div(int64_t(q_len) * group, tile_rows);
   const int64_t ctas = std::max<int64_t>(int64_t(batch) * caps.num_kv_heads * tiles, 1);
-  const int64_t s = ctas >= target_ctas ? 1 : target_ctas / ctas;
-  return static_cast<int>(std::clamp<int64_t>(s, 1, split_limit));
+  const int64_t ctx = int64_t(caps.max_page_table_width) * caps.page_size;
+  const double kv_tiles = double(std::max<int64_t>(1, ceil_div(ctx, tile_kv)));
+  const int64_t slots = std::max(1, target_ctas);
+  int best = 1;
+  double best_t = 0;
+  for (int s = 1; s <= split_limit; ++s) {
+    const double waves = double(ceil_div(ctas * s, slots));
+    const double t = waves * (std::ceil(kv_tiles / s) + 3.0) + (s > 1 ? 2.0 : 0.0);
+    if (s == 1 || t < best_t) {
+      best = s;
+      best_t = t;
+    }
+  }
+  return best;
 }
 
 PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
@@ -174,6 +190,10 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   const char* pdl_env = std::getenv("B12X_ATTN_PDL");
   plan.use_pdl = !(pdl_env != nullptr && std::string(pdl_env) == "0");
   plan.target_ctas = dev.sm_count * occ;
+  // Grid order (benchmarking): with the KV heads fastest, the CTAs reading one token row's
+  // heads (adjacent 256-512 B pieces of one cache row) run in the same wave.
+  const char* grid_env = std::getenv("B12X_ATTN_GRID");
+  plan.heads_inner = grid_env != nullptr && std::string(grid_env) == "heads";
 
   const int64_t max_ctx = int64_t(caps.max_page_table_width) * caps.page_size;
   int limit = caps.max_splits > 0 ? caps.max_splits : (caps.mode == Mode::kExtend ? 1 : kMaxSplits);
@@ -400,6 +420,7 @@ void run_paged(const PagedBinding& b, Stream stream) {
   p.min_chunk = plan.min_split_kv;
   p.tile_rows = plan.tile_rows;
   p.tile_kv = plan.tile_kv;
+  p.heads_inner = plan.heads_inner ? 1 : 0;
   p.scale_log2 = b.softmax_scale * 1.4426950408889634f;
   if (b.num_row_tiles <= 0) return;
   auto* s = reinterpret_cast<cudaStream_t>(stream);
@@ -410,7 +431,10 @@ void run_paged(const PagedBinding& b, Stream stream) {
     detail::launch_paged_schedule(p, s, pdl);
     B12X_CUDA_CHECK_LAUNCH();
   }
-  k->launch(p, dim3(b.num_row_tiles, c.num_kv_heads, b.num_splits), s, pdl);
+  const dim3 grid = plan.heads_inner
+                        ? dim3(unsigned(int64_t(b.num_row_tiles) * c.num_kv_heads), 1, b.num_splits)
+                        : dim3(b.num_row_tiles, c.num_kv_heads, b.num_splits);
+  k->launch(p, grid, s, pdl);
   B12X_CUDA_CHECK_LAUNCH();
   if (b.num_splits > 1) {
     const int64_t rows = int64_t(b.total_q) * c.num_q_heads;

@@ -41,6 +41,7 @@ struct PagedParams {
   int32_t min_chunk;        // smallest KV chunk of a split (multiple of the KV tile)
   int32_t tile_rows;        // packed rows per CTA (BM)
   int32_t tile_kv;          // KV tile (BN)
+  int32_t heads_inner;      // 1: blockIdx.x = row tile * num_kv_heads + KV head (grid y = 1)
   float scale_log2;         // softmax scale * log2(e)
 };
 

@@ -485,6 +485,35 @@ TEST(AttentionGpuDecode, SplitCountsAgree) {
   }
 }
 
+// B12X_ATTN_GRID=heads: grid x enumerates (row tile, KV head) with the heads fastest; decode
+// (automatic and forced splits, FP8 direct tile) and extend must match the reference as with
+// the default (row tile, head) = (x, y) grid.
+TEST(AttentionGpuDecode, HeadsInnerGrid) {
+  B12X_REQUIRE_GPU();
+  setenv("B12X_ATTN_GRID", "heads", 1);
+  for (int i = 0; i < 3; ++i) {
+    Spec s;
+    s.hq = 32;
+    s.hkv = 8;
+    s.kv = i == 1 ? DType::kFP8E4M3 : DType::kBF16;
+    s.prefix = {4000, 63, 1, 2500, 700};
+    s.qlens.assign(5, 1);
+    s.num_splits = i == 2 ? 7 : 0;
+    s.max_splits = i == 2 ? 7 : 0;
+    s.sinks = i == 2;
+    run_case(s, "grid=heads decode");
+  }
+  Spec e;
+  e.mode = att::Mode::kExtend;
+  e.hq = 12;
+  e.hkv = 3;
+  e.qlens = {1, 37, 70, 5};
+  e.prefix = {0, 67, 130, 0};
+  e.window = 50;
+  run_case(e, "grid=heads extend");
+  unsetenv("B12X_ATTN_GRID");
+}
+
 TEST(AttentionGpuExtend, DtypesPagesWindowsSinks) {
   B12X_REQUIRE_GPU();
   int i = 0;

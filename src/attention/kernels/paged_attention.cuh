@@ -69,6 +69,13 @@ struct TileCfg {
   static constexpr int kRingBytes = kStages * kStageBytes;
   static constexpr int kSmemBytes =
       kQBytes + kConvBytes + (kRingBytes > kMergeBytes ? kRingBytes : kMergeBytes);
+  // Decode CTAs are few warps each, so the SM's latency hiding comes from co-resident CTAs:
+  // ask ptxas to keep as many resident as shared memory allows on an SM90 (228 KB per SM), at
+  // most 4 (a register cap only; SM12x fits one or two by shared memory anyway).
+  static constexpr int kSmPerSm = 233472;
+  static constexpr int kMinBlocks =
+      kKind == 0 ? 1
+                 : (kSmPerSm / (kSmemBytes + 1024) > 4 ? 4 : (kSmPerSm / (kSmemBytes + 1024)));
   static_assert(kStages >= 2, "paged attention needs at least a double-buffered ring");
   static_assert(kSmemBytes <= 101376, "paged attention tile exceeds the SM12x 99 KB smem limit");
   static_assert((kBN / kWN) % 16 == 0, "each warp needs whole 16-token MMA K steps");
@@ -262,7 +269,7 @@ __device__ __forceinline__ float load_scale(const float* s, int64_t sb, int64_t 
 
 // ---------------------------------------------------------------- main kernel ----------------
 template <typename T, typename Cfg>
-__global__ void __launch_bounds__(Cfg::kThreads)
+__global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     paged_attention_kernel(const __grid_constant__ PagedParams p) {
   constexpr int kDqk = Cfg::kDqk, kDv = Cfg::kDv, kBN = Cfg::kBN, kBM = Cfg::kBM;
   constexpr int kWM = Cfg::kWM, kWN = Cfg::kWN, kStages = Cfg::kStages;
@@ -279,8 +286,12 @@ __global__ void __launch_bounds__(Cfg::kThreads)
   wait_prior_grid();
   allow_next_grid();
   Work w;
-  if (!find_work(p, blockIdx.x, w)) return;
-  const int kvh = blockIdx.y;
+  int tile_x = blockIdx.x, kvh = blockIdx.y;
+  if (p.heads_inner) {
+    tile_x = blockIdx.x / p.num_kv_heads;
+    kvh = blockIdx.x - tile_x * p.num_kv_heads;
+  }
+  if (!find_work(p, tile_x, w)) return;
   const int split = blockIdx.z;
   const KvRange range = kv_range(p, w.tile, w.qlen, w.lk);
   if (split >= range.ns) return;
@@ -398,7 +409,7 @@ __global__ void __launch_bounds__(Cfg::kThreads)
     uint8_t* sv = sk + kBN * kDqk * kKvB;
     const int kv0 = kv_begin + it * kBN;
     if constexpr (kKc == kVc) {
-#pragma unroll
+#pragma unroll 2
       for (int k = 0; k < kBN * kKc / kThreads; ++k) {
         const int i = tid + k * kThreads;
         const int j = i / kKc, c = i % kKc;
@@ -412,7 +423,7 @@ __global__ void __launch_bounds__(Cfg::kThreads)
         cp_async16(stage_dst(sv, j, c, kVc, false), vs, valid);
       }
     } else {
-#pragma unroll
+#pragma unroll 2
       for (int k = 0; k < kBN * kKc / kThreads; ++k) {
         const int i = tid + k * kThreads;
         const int j = i / kKc, c = i % kKc;
@@ -423,7 +434,7 @@ __global__ void __launch_bounds__(Cfg::kThreads)
             valid ? kbase + page * k_sp + int64_t(pos & page_mask) * k_st + c * 16 : kbase;
         cp_async16(stage_dst(sk, j, c, kKc, true), ks, valid);
       }
-#pragma unroll
+#pragma unroll 2
       for (int k = 0; k < kBN * kVc / kThreads; ++k) {
         const int i = tid + k * kThreads;
         const int j = i / kVc, c = i % kVc;
