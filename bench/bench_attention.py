@@ -89,7 +89,7 @@ def make_paged(B, L, hkv, D, page, kv_dtype, n_rot, qlen=1, hq=None):
     return cache, tables
 
 
-def bench_decode(rows, bw, B, L, hq, hkv, D, page, kv_name, tile=None, splits=None):
+def bench_decode(rows, bw, B, L, hq, hkv, D, page, kv_name, tile=None, splits=None, grid=None):
     kv_dtype = torch.float8_e4m3fn if kv_name == "fp8" else torch.bfloat16
     eb = 1 if kv_name == "fp8" else 2
     kv_bytes = B * L * hkv * 2 * D * eb
@@ -108,10 +108,13 @@ def bench_decode(rows, bw, B, L, hq, hkv, D, page, kv_name, tile=None, splits=No
                       use_cuda_graph=True)
     if tile:
         os.environ["B12X_ATTN_DECODE_TILE"] = tile
+    if grid:
+        os.environ["B12X_ATTN_GRID"] = grid
     try:
         pl = paged.plan(caps)
     finally:
         os.environ.pop("B12X_ATTN_DECODE_TILE", None)
+        os.environ.pop("B12X_ATTN_GRID", None)
     scratch = torch.empty(pl.layout.nbytes, dtype=torch.uint8, device=DEV)
     binds = [pl.bind(scratch, q[r], k_cache, v_cache, out, tables[r], seq, cu, k_descale=kd,
                      v_descale=kd, return_lse=False, num_splits=splits) for r in range(n_rot)]
@@ -120,12 +123,13 @@ def bench_decode(rows, bw, B, L, hq, hkv, D, page, kv_name, tile=None, splits=No
     row = dict(op="decode", kv=kv_name, B=B, ctx=L, hq=hq, hkv=hkv, d=D, page=page,
                us=us, kv_gbs=kv_bytes / us / 1e3, pct_read_bw=100.0 * kv_bytes / us / 1e3 / bw,
                tflops=flops / us / 1e6, kernel=pl.kernel, splits=binds[0].num_splits,
-               tile=(tile or "default") + (f"/s{splits}" if splits else ""))
+               tile=(tile or "default") + (f"/s{splits}" if splits else "") +
+               (f"/grid={grid}" if grid else ""))
     del binds, cache, tables
     # SDPA on contiguous bf16 K/V [B, Hkv, L, D] (q [B, Hq, 1, D], GQA).
     sdpa_us = None
     try:
-        sd_rot = 0 if (tile or splits) else rotations(B * L * hkv * 2 * D * 2)
+        sd_rot = 0 if (tile or splits or grid) else rotations(B * L * hkv * 2 * D * 2)
         if sd_rot == 0:
             raise LookupError("peer measured on the default-tile row")
         sd_rot = rotations(B * L * hkv * 2 * D * 2)
@@ -278,6 +282,10 @@ def main():
     decode_cases.append((8, 32768, 32, 8, 128, 64, "bf16", "wide"))
     for B in (8, 32):
         decode_cases.append((B, 8192, 32, 8, 128, 64, "fp8", "deep"))
+    # Grid order (KV heads fastest) where the CTAs run in several waves.
+    for B in (32, 128):
+        decode_cases.append((B, 8192, 32, 8, 128, 64, "bf16", None, None, "heads"))
+    decode_cases.append((128, 8192, 32, 8, 128, 64, "bf16", "wide", None, "heads"))
     # Split-count comparison for B=1 x 8k (the automatic count fills one wave of CTAs).
     for kv in ("bf16", "fp8"):
         for s in (8, 16, 24, 32):
