@@ -286,6 +286,9 @@ def main():
     for B in (32, 128):
         decode_cases.append((B, 8192, 32, 8, 128, 64, "bf16", None, None, "heads"))
     decode_cases.append((128, 8192, 32, 8, 128, 64, "bf16", "wide", None, "heads"))
+    # Unsplit B=32 / B=128 (the wave model splits them) for comparison.
+    for B in (32, 128):
+        decode_cases.append((B, 8192, 32, 8, 128, 64, "bf16", None, 1))
     # Split-count comparison for B=1 x 8k (the automatic count fills one wave of CTAs).
     for kv in ("bf16", "fp8"):
         for s in (8, 16, 24, 32):
