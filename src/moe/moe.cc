@@ -534,6 +534,10 @@ ExecutionPlan exec_of(int cfg) {
   return e;
 }
 
+/// FP4 weights take the decode stream in the decode regime; GGML weights keep the generic
+/// split-K decode tile.
+bool decode_stream(const WeightsPlan& w) { return w.args.source_format != SourceFormat::kGgml; }
+
 int64_t max_tiles_for(int64_t routes, int64_t E, int tn) {
   return (routes + tn - 1) / tn + std::min(E, routes);
 }
@@ -581,17 +585,24 @@ Plan plan(const Caps& caps) {
   o = align256(o + 4 * R);
   p.off_slot_expert = o;
   o = align256(o + 4 * R);
-  // Grouped regime with quantised activations: the FC1 input is quantised once per slot into
-  // [R, H] BF16 operand rows (the FC2 input is quantised in place in the intermediate).
+  // Quantised activations: the FC1 input is quantised once per slot (grouped) or per route
+  // (decode stream) into [R, H] BF16 operand rows (the FC2 input is quantised in place in the
+  // intermediate, or by FC1's epilogue in the decode stream).
+  const bool stream = cfg == detail::kCfgDecode && decode_stream(w);
   p.off_xq = -1;
-  if (cfg == detail::kCfgGrouped && aquant_of(w.args.quant_mode) != num::kANone) {
+  if (aquant_of(w.args.quant_mode) != num::kANone && (cfg == detail::kCfgGrouped || stream)) {
     p.off_xq = o;
     o = align256(o + 2 * R * H);
   }
   p.off_inter = o;
   o = align256(o + 2 * R * I);
-  p.off_route_out = o;
-  o = align256(o + 4 * R * H);
+  // fp32 per-route FC2 rows for the separate (grouped) or counter-fused (GGML decode) combine;
+  // the decode stream combines in shared memory.
+  p.off_route_out = -1;
+  if (!stream) {
+    p.off_route_out = o;
+    o = align256(o + 4 * R * H);
+  }
   p.scratch_bytes = o;
   // Host-only step: refused during capture (no stream in Caps: the legacy-stream query).
   refuse_during_capture(nullptr, "fused_moe.plan");
@@ -604,12 +615,8 @@ Plan plan(const Caps& caps) {
         << " io=" << dtype_name(w.args.params_dtype) << " " << p.exec.execution;
     if (w.args.source_format == SourceFormat::kGgml)
       sig << " w1=" << dtype_name(w.args.ggml_w1_dtype) << " w2=" << dtype_name(w.args.ggml_w2_dtype);
-    if (cfg == detail::kCfgDecode) {
-      const Layout L = layout_of(w);
-      const int sms = device_count() > 0 ? device_info(caps.device).sm_count : 0;  // CPU: plan only
-      sig << " fc1_tile=" << detail::decode_cfg_for(L.wfmt1, L.fc1.K_pad, L.fc1.rows_pad, R, sms)
-          << " fc2_tile=" << detail::decode_cfg_for(L.wfmt2, L.fc2.K_pad, L.fc2.rows_pad, R, sms);
-    }
+    // Decode: the FP4 decode stream (quantise, FC1, FC2+combine) or GGML's split-K tiles.
+    if (cfg == detail::kCfgDecode) sig << (stream ? " decode_stream" : " decode_split_k");
     if (caps.apply_router_weight_on_input) sig << " weight_on_input";
     std::ostringstream shape;
     shape << "E=" << E << " H=" << H << " I=" << I << " max_tokens=" << caps.max_tokens
@@ -696,7 +703,8 @@ void run(const Binding& b, Stream stream) {
   int* tiles = reinterpret_cast<int*>(sc + p.off_tiles);
   int* slot_route = reinterpret_cast<int*>(sc + p.off_slot_route);
   void* inter = sc + p.off_inter;
-  float* route_out = reinterpret_cast<float*>(sc + p.off_route_out);
+  float* route_out =
+      p.off_route_out >= 0 ? reinterpret_cast<float*>(sc + p.off_route_out) : nullptr;
   const bool ids64 = b.topk_ids.dtype == DType::kInt64;
   const bool fp16_in = b.a.dtype == DType::kFP16;
   const bool is_a16 = a16(wa.quant_mode);
@@ -707,6 +715,46 @@ void run(const Binding& b, Stream stream) {
   const bool decode = cfg == detail::kCfgDecode;
   // Programmatic dependent launches inside the op's own kernel chain (sm_90+ only).
   const bool pdl = device_info(p.caps.device).cc_major >= 9;
+  if (decode && decode_stream(p.weights)) {
+    detail::DecodeArgs d;
+    d.ids = b.topk_ids.data;
+    d.ids64 = ids64 ? 1 : 0;
+    d.routes = static_cast<int>(R);
+    d.topk = static_cast<int>(topk);
+    d.num_tokens = static_cast<int>(M);
+    d.num_experts = static_cast<int>(E);
+    d.topk_weights = static_cast<const float*>(b.topk_weights.data);
+    d.weight_on_input = p.caps.apply_router_weight_on_input ? 1 : 0;
+    d.w1 = S.L.fc1;
+    d.w1.values = base + S.L.off_w1v;
+    d.w1.scales = base + S.L.off_w1s;
+    d.w2 = S.L.fc2;
+    d.w2.values = base + S.L.off_w2v;
+    d.w2.scales = base + S.L.off_w2s;
+    d.alpha1 = reinterpret_cast<const float*>(base + S.L.off_alpha1);
+    d.alpha2 = reinterpret_cast<const float*>(base + S.L.off_alpha2);
+    d.a1gs = reinterpret_cast<const float*>(base + S.L.off_a1gs);
+    d.a2gs = reinterpret_cast<const float*>(base + S.L.off_a2gs);
+    d.aquant = aquant_of(wa.quant_mode);
+    d.x = b.a.data;
+    d.x_ld = b.a.stride[0];
+    d.x_fp16 = fp16_in ? 1 : 0;
+    d.xq = p.off_xq >= 0 ? reinterpret_cast<uint16_t*>(sc + p.off_xq) : nullptr;
+    d.inter = reinterpret_cast<uint16_t*>(inter);
+    d.inter_fp16 = inter_fp16 ? 1 : 0;
+    d.act.kind = p.act_kind;
+    d.act.has_limit = p.has_limit;
+    d.act.limit = p.limit;
+    d.act.alpha = p.oai_alpha;
+    d.act.beta = p.oai_beta;
+    d.gated = p.weights.gated ? 1 : 0;
+    d.features = static_cast<int>(I);
+    d.out = b.output.data;
+    d.out_ld = b.output.stride[0];
+    d.out_fp16 = b.output.dtype == DType::kFP16 ? 1 : 0;
+    detail::launch_decode_stream(d, fp16_ops, stream, pdl);
+    return;
+  }
   int* counters = num_tiles + 4;
   int* slot_expert = reinterpret_cast<int*>(sc + p.off_slot_expert);
   if (!decode)
@@ -766,12 +814,8 @@ void run(const Binding& b, Stream stream) {
   g1.out = inter;
   g1.out_ld = I;
   g1.out_fp16 = inter_fp16;
-  // Decode picks the tile per GEMM (short K: wide tile); FC2's row tiles own the counters.
-  const int sms = device_info(p.caps.device).sm_count;
-  const int cfg1 =
-      decode ? detail::decode_cfg_for(S.L.wfmt1, S.L.fc1.K_pad, S.L.fc1.rows_pad, R, sms) : cfg;
-  const int cfg2 =
-      decode ? detail::decode_cfg_for(S.L.wfmt2, S.L.fc2.K_pad, S.L.fc2.rows_pad, R, sms) : cfg;
+  // (GGML) decode: FC2's row tiles own the fused combine's counters, zeroed by FC1.
+  const int cfg1 = cfg, cfg2 = cfg;
   if (decode) g1.num_counters = S.L.fc2.rows_pad / detail::kCfgRows[cfg2];
   // FC1 follows the caller's kernels (decode) or our routing kernel (grouped).
   detail::launch_gemm(S.L.wfmt1, fp16_ops, cfg1, g1, g1.w.rows_pad / detail::kCfgRows[cfg1],

@@ -272,15 +272,10 @@ void launch_gemm_t(int cfg, const GemmArgs& a, int gx, int gy, Stream stream, bo
   const dim3 grid(gx, gy);
   if constexpr (WF == kWFp4) {
     // Grouped FP4 always stages raw operands (A16 inputs or per-slot pre-quantised rows) through
-    // the cp.async pipeline; decode keeps the register-prefetch tile.
-    if (cfg == kCfgGrouped) {
-      B12X_ASSERT(a.raw_operands, "grouped FP4 needs pre-quantised operands");
-      launch_pipe<OpT, kFold>(a, grid, stream, pdl);
-    } else if (cfg == kCfgDecodeWide) {
-      launch_k(dev::moe_gemm_kernel<WF, OpT, 4, 1, 8, kFold>, grid, dim3(128), 0, stream, pdl, a);
-    } else {
-      launch_k(dev::moe_gemm_kernel<WF, OpT, 1, 4, 8, kFold>, grid, dim3(128), 0, stream, pdl, a);
-    }
+    // the cp.async pipeline; FP4 decode is the decode stream (moe_decode.cu), not this engine.
+    B12X_ASSERT(cfg == kCfgGrouped && a.raw_operands,
+                "FP4 GEMMs of this engine are grouped with pre-quantised operands, got cfg=", cfg);
+    launch_pipe<OpT, kFold>(a, grid, stream, pdl);
   } else {
     if (cfg == kCfgDecode) {
       launch_k(dev::moe_gemm_kernel<WF, OpT, 1, 4, 8, kFold>, grid, dim3(128), 0, stream, pdl, a);

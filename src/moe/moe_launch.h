@@ -11,21 +11,11 @@ namespace b12x::moe::detail {
 
 /// Weight formats of the engine (one kernel template instance each).
 enum WFmt : int { kWFp4 = 0, kWQ8_0 = 1, kWIq2xxs = 2, kWIq2xs = 3 };
-/// Tile configurations: {warps along rows, warps along K, tokens per tile}.
-/// kCfgDecodeWide (FP4, short K): 4 warps x 32 rows each over the whole K instead of 4 warps
-/// splitting K of 32 rows, so short-K decode GEMMs (FC2 with I <= 1024) get 4x fewer, longer CTAs.
-enum TileCfg : int { kCfgDecode = 0, kCfgGrouped = 1, kCfgDecodeWide = 2 };
-inline constexpr int kCfgRows[3] = {32, 128, 128};  // rows per CTA
-inline constexpr int kCfgTokens[3] = {8, 64, 8};    // tokens per CTA tile
-/// The decode tile for one GEMM (FP4 only; GGML always splits K): the wide tile when K is tiny
-/// or when its grid (row tiles x routes, a shape not a value) already gives every SM two CTAs;
-/// otherwise split K over the warps of 32-row CTAs for 4x more CTAs in flight.
-inline int decode_cfg_for(int wfmt, int K_pad, int rows_pad, int64_t routes, int sm_count) {
-  if (wfmt != 0) return kCfgDecode;
-  const int64_t wide_ctas = static_cast<int64_t>(rows_pad / kCfgRows[kCfgDecodeWide]) * routes;
-  return (K_pad <= 256 || wide_ctas >= 2 * static_cast<int64_t>(sm_count)) ? kCfgDecodeWide
-                                                                           : kCfgDecode;
-}
+/// Tile configurations of the generic engine (moe_gemm.cuh): the split-K decode tile (GGML
+/// weights; FP4 weights decode through the decode stream below) and the grouped tile.
+enum TileCfg : int { kCfgDecode = 0, kCfgGrouped = 1 };
+inline constexpr int kCfgRows[2] = {32, 128};  // rows per CTA
+inline constexpr int kCfgTokens[2] = {8, 64};  // tokens per CTA tile
 inline constexpr int kPrepRowAlign = 128;       // prepared rows are padded to this
 inline constexpr int kPrepKAlign = 128;         // prepared K is padded to this
 inline constexpr int kMaxExperts = 4096;        // routing keeps per-expert counters in smem
@@ -84,6 +74,46 @@ struct GemmArgs {
   int final_fp16 = 0;
 };
 inline constexpr int kMaxInlineRoutes = 128;  // one route per thread of the 128-thread CTA
+
+/// Decode regime for FP4 weights ("decode stream", kernels/moe_decode.cuh): up to three launches
+/// chained by programmatic dependent launch — [quantise x per route] -> FC1 + activation (+ the
+/// FC2 input quantisation in its epilogue) -> FC2 + deterministic combine into the output. Every
+/// CTA derives the expert-sorted tiles from the <= kMaxInlineRoutes ids itself, issues all of its
+/// weight loads (cp.async rings) before waiting for its predecessor's data, and FC2 accumulates
+/// the routes of each token in a fixed order (no atomics: bitwise reproducible).
+struct DecodeArgs {
+  const void* ids = nullptr;
+  int ids64 = 0;
+  int routes = 0;      // live M * topk (<= kMaxInlineRoutes)
+  int topk = 1;
+  int num_tokens = 0;  // live M
+  int num_experts = 0;
+  const float* topk_weights = nullptr;
+  int weight_on_input = 0;
+  WeightView w1, w2;
+  const float* alpha1 = nullptr;  // [E]
+  const float* alpha2 = nullptr;  // [E]
+  const float* a1gs = nullptr;    // [E] NVFP4 activation global scales (FC1 input)
+  const float* a2gs = nullptr;    // [E] (FC2 input)
+  int aquant = 0;                 // num::AQuant of both GEMM inputs (kANone: A16)
+  const void* x = nullptr;        // [M, H] caller activations
+  int64_t x_ld = 0;               // values
+  int x_fp16 = 0;
+  uint16_t* xq = nullptr;     // [routes, H] FC1 operand rows (aquant != kANone), scratch
+  uint16_t* inter = nullptr;  // [routes, I] FC2 operand rows (slot order), scratch
+  int inter_fp16 = 0;         // A16 with fp16 input: FP16 operands; else BF16
+  num::ActParams act;
+  int gated = 1;
+  int features = 0;  // I
+  void* out = nullptr;
+  int64_t out_ld = 0;
+  int out_fp16 = 0;
+};
+/// Launches the decode stream (fp16_operands: FP16 MMA for fp16 A16 inputs).
+void launch_decode_stream(const DecodeArgs& args, bool fp16_operands, Stream stream, bool pdl);
+/// Dynamic shared memory of the decode stream kernels (plan-time checks and tests).
+int decode_fc1_smem_bytes();
+int decode_fc2_smem_bytes(int num_tokens);
 
 /// Routing (grouped regime): tiles, slot -> route and slot -> expert maps; counts[1] = slots.
 void launch_route(const void* ids, bool ids64, int64_t routes, int num_experts, int tile_tokens,

@@ -27,28 +27,45 @@ B12X_HD float e2m1_value(uint32_t code) {
   return (code & 8u) ? -mag : mag;
 }
 
+/// One activation-quantisation block, decided from its amax: NVFP4 (16 values) keeps the UE4M3
+/// byte, the element multiplier and the decoded scale; MXFP8/MXFP4 (32 values) the E8M0 byte
+/// (and, MXFP4, its decoded scale). Split out of quant_operand32 so kernels that spread one block
+/// over several lanes (amax by shuffles) compute bit for bit what the CPU reference computes.
+struct QBlock {
+  float mult = 0.f, dsf = 0.f;
+  uint8_t s = 0;
+};
+B12X_HD int quant_block_values(int aq) { return aq == kANvfp4 ? 16 : 32; }
+B12X_HD QBlock quant_block(int aq, float amax, float gs) {
+  QBlock q;
+  if (aq == kANvfp4) {
+    q.s = fmt::nvfp4_scale(amax, gs);
+    q.mult = fmt::nvfp4_multiplier(q.s, gs);
+    q.dsf = fmt::ue4m3_to_float(q.s);
+  } else if (aq == kAMxfp8) {
+    q.s = fmt::mxfp8_scale(amax, fmt::MxZeroBlockScale::kOne);
+  } else if (aq == kAMxfp4) {
+    q.s = fmt::mxfp4_scale(amax, fmt::MxScaleRule::kCeil, fmt::MxZeroBlockScale::kOne);
+    q.dsf = fmt::ue8m0_to_float(q.s);
+  }
+  return q;
+}
+/// The operand value of x inside a block decided by quant_block (x itself for kANone).
+B12X_HD float quant_value(int aq, const QBlock& q, float x) {
+  if (aq == kANvfp4) return fmt::mul_rn(e2m1_value(fmt::nvfp4_encode_value(x, q.mult)), q.dsf);
+  if (aq == kAMxfp8) return fmt::mxfp8_decode_value(fmt::mxfp8_encode_value(x, q.s), q.s);
+  if (aq == kAMxfp4) return fmt::mul_rn(e2m1_value(fmt::mxfp4_encode_value(x, q.s)), q.dsf);
+  return x;
+}
+
 /// Quantise-dequantise 32 consecutive K values (one MX block, two NVFP4 blocks) in place into
 /// operand values. `gs` is the NVFP4 activation global scale (a_gscale of the expert).
 B12X_HD void quant_operand32(float* v, int aq, float gs) {
-  if (aq == kANvfp4) {
-    for (int h = 0; h < 2; ++h) {
-      float* x = v + 16 * h;
-      const uint8_t sf = fmt::nvfp4_scale(fmt::block_amax(x, 16), gs);
-      const float mult = fmt::nvfp4_multiplier(sf, gs);
-      const float dsf = fmt::ue4m3_to_float(sf);
-      for (int i = 0; i < 16; ++i)
-        x[i] = fmt::mul_rn(e2m1_value(fmt::nvfp4_encode_value(x[i], mult)), dsf);
-    }
-  } else if (aq == kAMxfp8) {
-    const uint8_t s = fmt::mxfp8_scale(fmt::block_amax(v, 32), fmt::MxZeroBlockScale::kOne);
-    for (int i = 0; i < 32; ++i)
-      v[i] = fmt::mxfp8_decode_value(fmt::mxfp8_encode_value(v[i], s), s);
-  } else if (aq == kAMxfp4) {
-    const uint8_t s = fmt::mxfp4_scale(fmt::block_amax(v, 32), fmt::MxScaleRule::kCeil,
-                                       fmt::MxZeroBlockScale::kOne);
-    const float scale = fmt::ue8m0_to_float(s);
-    for (int i = 0; i < 32; ++i)
-      v[i] = fmt::mul_rn(e2m1_value(fmt::mxfp4_encode_value(v[i], s)), scale);
+  if (aq == kANone) return;
+  const int bv = quant_block_values(aq);
+  for (int b0 = 0; b0 < 32; b0 += bv) {
+    const QBlock q = quant_block(aq, fmt::block_amax(v + b0, bv), gs);
+    for (int i = 0; i < bv; ++i) v[b0 + i] = quant_value(aq, q, v[b0 + i]);
   }
 }
 

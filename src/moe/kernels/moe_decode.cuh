@@ -1,0 +1,533 @@
+// The decode stream: the small-M (M * topk <= 128) path of the fused MoE for FP4 weights.
+//
+// Why a separate path: at decode sizes the op is a weight stream (Qwen3-30B-A3B at M = 1 reads
+// 21 MB of expert weights, ~5 us at the H200's 4.4 TB/s) and its time is set by how many bytes
+// each SM keeps in flight and by the serial latency of the launch chain, not by math. So:
+//
+//  * Launches: [Q] quantise x once per route (only for quantised-activation modes) -> [FC1]
+//    gated/ReLU2 activation, and the FC2 input quantisation, in the epilogue -> [FC2] with the
+//    top-k combine fused. All three use programmatic dependent launch: each kernel is resident
+//    and has its weight loads in flight before its predecessor's data is ready (griddepcontrol).
+//    There is no routing launch (every CTA sorts the <= 128 ids itself) and no combine launch.
+//  * Bytes in flight: each warp owns a ring of kStages cp.async stages (one 128-value K
+//    sub-chunk of its 32 or 16 weight rows + the matching activation fragments per stage) and
+//    issues every stage's weights before the first wait, so a CTA has 32-70 KB in flight
+//    (~27 KB per SM covers the H200's bandwidth-latency product). Warps never wait for each
+//    other inside the K loop (no per-slice __syncthreads: a warp's ring is private).
+//  * Parallelism: FC1 CTAs are (64 rows, expert tile) — Qwen3-30B at M = 1 gets 192 CTAs; FC2
+//    CTAs own 16 output rows for *all* routes (H / 16 CTAs), so the combine is a fixed-order
+//    sum in shared memory: deterministic, no atomics, no per-route fp32 round trip.
+//
+// MMA orientation, K permutation and the FP4 fragment decode are those of moe_gemm.cuh.
+#pragma once
+
+#include "moe/kernels/moe_gemm.cuh"
+
+namespace b12x::moe::dev {
+
+using detail::DecodeArgs;
+
+struct DecodeCfg {
+  static constexpr int kThreads = 128;
+  static constexpr int kStages = 4;  // per-warp ring depth
+  static constexpr int kActBytes = 8 * 8 * 4 * 8;  // 8 steps x 8 tokens x 4 quads x 8 B
+  // FC1: 2 warps along rows (32 rows each) x 2 along K.
+  static constexpr int kFc1Rows = 64, kFc1WarpRows = 32;
+  static constexpr int kFc1Stage = kFc1WarpRows * 64 + kFc1WarpRows * 8 + kActBytes;
+  static constexpr int kFc1Smem = 4 * kStages * kFc1Stage;
+  // FC2: 16 rows per CTA, the 4 warps split the expert tiles.
+  static constexpr int kFc2Rows = 16;
+  static constexpr int kFc2Stage = kFc2Rows * 64 + kFc2Rows * 8 + kActBytes;
+  static constexpr int kFc2Ring = 4 * kStages * kFc2Stage;
+  static constexpr int kMaxTokens = detail::kMaxInlineRoutes;
+  static constexpr int kFc2SmemMax = kFc2Ring + 4 * kMaxTokens * kFc2Rows * 4;
+  // Static shared memory of the kernels (routing arrays) is below 5 KB.
+  static_assert(kFc1Smem + 5120 <= 101376, "SM12x: at most 99 KB of shared memory per block");
+  static_assert(kFc2SmemMax + 5120 <= 101376, "SM12x: at most 99 KB of shared memory per block");
+  static_assert(kFc1Stage % 16 == 0 && kFc2Stage % 16 == 0, "16-byte cp.async destinations");
+};
+
+/// Routing of the decode regime, identical in every CTA of every decode kernel: slots sorted by
+/// expert, then by route index (deterministic); tiles of <= 8 slots of one expert in expert
+/// order. Needs blockDim.x >= kMaxInlineRoutes. Returns the number of tiles.
+__device__ __forceinline__ int decode_route(const DecodeArgs& a, int* s_e, int* s_cnt, int* s_sr,
+                                            int4* s_tiles, int* s_ntiles) {
+  constexpr int kTN = 8;
+  const int tid = threadIdx.x;
+  const int R = a.routes;
+  if (tid < detail::kMaxInlineRoutes) {
+    int ev = -1;
+    if (tid < R) {
+      const int64_t id = a.ids64 ? static_cast<const int64_t*>(a.ids)[tid]
+                                 : static_cast<const int32_t*>(a.ids)[tid];
+      if (id >= 0 && id < a.num_experts) ev = static_cast<int>(id);
+    }
+    s_e[tid] = ev;
+    s_cnt[tid] = 0;
+  }
+  __syncthreads();
+  int rank = 0, cnt_e = 0, ev = -1;
+  if (tid < R) ev = s_e[tid];
+  if (ev >= 0) {
+    int before = 0;
+    for (int j = 0; j < R; ++j) {
+      const int ej = s_e[j];
+      if (ej < 0) continue;
+      rank += (ej < ev || (ej == ev && j < tid)) ? 1 : 0;
+      if (ej == ev) {
+        ++cnt_e;
+        before += j < tid ? 1 : 0;
+      }
+    }
+    s_sr[rank] = tid;
+    if (before == 0) s_cnt[tid] = cnt_e;
+  }
+  __syncthreads();
+  if (ev >= 0 && s_cnt[tid] > 0) {
+    int base = 0;
+    for (int j = 0; j < R; ++j)
+      if (s_cnt[j] > 0 && s_e[j] < ev) base += (s_cnt[j] + kTN - 1) / kTN;
+    for (int q = 0; q * kTN < cnt_e; ++q)
+      s_tiles[base + q] = make_int4(ev, rank + q * kTN, min(kTN, cnt_e - q * kTN), 0);
+  }
+  if (tid == 0) {
+    int total = 0;
+    for (int j = 0; j < R; ++j) total += (s_cnt[j] + kTN - 1) / kTN;
+    *s_ntiles = total;
+  }
+  __syncthreads();
+  return *s_ntiles;
+}
+
+/// One warp's cp.async ring stage: kRows weight rows x 128 K values (64 B each), their block
+/// scales (8 B per row; E8M0 rows use the low 4 B) and the activation fragments of up to 8
+/// tokens in [step][token][quad] x 8 B order (moe_gemm.cuh's s_act layout).
+template <int kRows>
+struct WarpStage {
+  static constexpr int kScaleOff = kRows * 64;
+  static constexpr int kActOff = kRows * 72;
+  /// Weights and scales of sub-chunk kk of the rows starting at vrow/srow.
+  static __device__ __forceinline__ void issue_w(uint8_t* st, const uint8_t* vrow,
+                                                 const uint8_t* srow, int64_t vstride,
+                                                 int64_t sstride, int kk, int scale_kind,
+                                                 int lane) {
+#pragma unroll
+    for (int c = 0; c < kRows / 8; ++c) {
+      const int idx = lane + 32 * c;
+      const int r = idx >> 2, q = idx & 3;
+      cp_async16(st + r * 64 + q * 16, vrow + r * vstride + static_cast<int64_t>(kk) * 64 + q * 16,
+                 true);
+    }
+    if (lane < kRows) {
+      if (scale_kind == 0)
+        cp_async8(st + kScaleOff + lane * 8, srow + lane * sstride + static_cast<int64_t>(kk) * 8);
+      else
+        cp_async4(st + kScaleOff + lane * 8, srow + lane * sstride + static_cast<int64_t>(kk) * 4);
+    }
+  }
+  /// Activation fragments of sub-chunk kk: this lane copies token n = (lane >> 1) & 7, half
+  /// h = lane & 1 of steps (lane >> 4) + 2c. `src` is the token's operand row (nullptr: absent
+  /// token, zero-filled), K its valid length (zero-filled beyond).
+  static __device__ __forceinline__ void issue_a(uint8_t* st, const uint16_t* src, int K, int kk,
+                                                 int lane, const void* any_valid) {
+    const int n = (lane >> 1) & 7, h = lane & 1;
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      const int j = (lane >> 4) + 2 * c;
+      const int k = kk * 128 + 16 * j + 8 * h;
+      const bool ok = src != nullptr && k < K;
+      cp_async16(st + kActOff + (j * 8 + n) * 32 + h * 16, ok ? src + k : any_valid, ok);
+    }
+  }
+};
+
+/// acc[m] += W(rows m*16 + {g, g+8}) x act over one staged 128-value sub-chunk. kM = number of
+/// 16-row MMA tiles of the warp (2 for FC1's 32 rows, 1 for FC2's 16).
+template <typename OpT, bool kFold, int kM>
+__device__ __forceinline__ void stage_mma(const uint8_t* st, float (&acc)[kM][4], int g, int t,
+                                          int scale_kind) {
+  constexpr int kRows = 16 * kM;
+  WeightFrag<detail::kWFp4, OpT> f[2 * kM];
+#pragma unroll
+  for (int i = 0; i < 2 * kM; ++i) {
+    const int r = (i >> 1) * 16 + (i & 1) * 8 + g;
+    f[i].v = *reinterpret_cast<const uint4*>(st + r * 64 + t * 16);
+    f[i].s = *reinterpret_cast<const uint2*>(st + WarpStage<kRows>::kScaleOff + r * 8);
+  }
+  const uint2* s_act = reinterpret_cast<const uint2*>(st + WarpStage<kRows>::kActOff);
+#define B12X_DEC_STEP(J)                                                                  \
+  {                                                                                       \
+    uint32_t a[kM][4];                                                                    \
+    float s[2 * kM];                                                                      \
+    _Pragma("unroll") for (int i = 0; i < 2 * kM; ++i) {                                  \
+      uint32_t lo, hi;                                                                    \
+      f[i].template decode<J>(lo, hi, nullptr, t);                                        \
+      s[i] = f[i].template scale<J>(scale_kind);                                          \
+      if constexpr (kFold) {                                                              \
+        const uint32_t s2 = OpTraits<OpT>::splat(s[i]);                                   \
+        lo = OpTraits<OpT>::mul2(lo, s2);                                                 \
+        hi = OpTraits<OpT>::mul2(hi, s2);                                                 \
+      }                                                                                   \
+      a[i >> 1][(i & 1)] = lo;                                                            \
+      a[i >> 1][2 + (i & 1)] = hi;                                                        \
+    }                                                                                     \
+    const uint2 b = s_act[(J * 8 + g) * 4 + t];                                          \
+    _Pragma("unroll") for (int m = 0; m < kM; ++m) {                                      \
+      if constexpr (kFold) {                                                              \
+        OpTraits<OpT>::mma_acc(acc[m], a[m], b.x, b.y);                                   \
+      } else {                                                                            \
+        float d[4];                                                                       \
+        OpTraits<OpT>::mma(d, a[m], b.x, b.y);                                            \
+        acc[m][0] = fmaf(d[0], s[2 * m], acc[m][0]);                                      \
+        acc[m][1] = fmaf(d[1], s[2 * m], acc[m][1]);                                      \
+        acc[m][2] = fmaf(d[2], s[2 * m + 1], acc[m][2]);                                  \
+        acc[m][3] = fmaf(d[3], s[2 * m + 1], acc[m][3]);                                  \
+      }                                                                                   \
+    }                                                                                     \
+  }
+  B12X_DEC_STEP(0) B12X_DEC_STEP(1) B12X_DEC_STEP(2) B12X_DEC_STEP(3)
+  B12X_DEC_STEP(4) B12X_DEC_STEP(5) B12X_DEC_STEP(6) B12X_DEC_STEP(7)
+#undef B12X_DEC_STEP
+}
+
+__device__ __forceinline__ uint32_t pack_op(float lo, float hi, bool fp16) {
+  return fp16 ? (static_cast<uint32_t>(fmt::float_to_fp16_bits(lo)) |
+                 (static_cast<uint32_t>(fmt::float_to_fp16_bits(hi)) << 16))
+              : (static_cast<uint32_t>(fmt::float_to_bf16_bits(lo)) |
+                 (static_cast<uint32_t>(fmt::float_to_bf16_bits(hi)) << 16));
+}
+
+/// Max of |partial amaxes| over the `lanes` (power of two) consecutive lanes sharing a block.
+/// Same result as the sequential block_amax: max is order-free and partial maxima are never NaN.
+__device__ __forceinline__ float group_amax(float m, int lanes) {
+  for (int o = 1; o < lanes; o <<= 1) {
+    const float p = __shfl_xor_sync(0xFFFFFFFFu, m, o);
+    m = p > m ? p : m;
+  }
+  return m;
+}
+
+// ---- [Q] x -> per-route operand rows (quantised-activation modes only) --------------------
+// grid (routes, ceil(H / 1024)), 128 threads x 8 values. The op's first kernel: it waits for the
+// caller's kernels before reading x/ids, then lets FC1 launch (FC1 reads ids before its wait).
+__global__ void __launch_bounds__(DecodeCfg::kThreads) moe_decode_quant_kernel(const DecodeArgs a) {
+  pdl_wait();
+  pdl_trigger();
+  const int route = blockIdx.x;
+  const int64_t id = a.ids64 ? static_cast<const int64_t*>(a.ids)[route]
+                             : static_cast<const int32_t*>(a.ids)[route];
+  if (id < 0 || id >= a.num_experts) return;  // uniform over the CTA: FC1 never reads this row
+  const int H = a.w1.K;
+  const int k = (blockIdx.y * DecodeCfg::kThreads + threadIdx.x) * 8;
+  float v[8];
+  float amax = 0.f;
+  if (k < H) {
+    const uint4 w = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(a.x) +
+                                                    static_cast<int64_t>(route / a.topk) * a.x_ld +
+                                                    k);
+    const uint32_t ws[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+    for (int h = 0; h < 4; ++h) {
+      const uint32_t lo = ws[h] & 0xFFFFu, hi = ws[h] >> 16;
+      v[2 * h] = a.x_fp16 ? fmt::fp16_bits_to_float(lo) : fmt::bf16_bits_to_float(lo);
+      v[2 * h + 1] = a.x_fp16 ? fmt::fp16_bits_to_float(hi) : fmt::bf16_bits_to_float(hi);
+    }
+#pragma unroll
+    for (int i = 0; i < 8; ++i) amax = fmt::amax_update(amax, v[i]);
+  } else {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) v[i] = 0.f;
+  }
+  // H % 32 == 0: the 2 (NVFP4) or 4 (MX) lanes of a block are all inside or all outside H.
+  amax = group_amax(amax, num::quant_block_values(a.aquant) / 8);
+  if (k >= H) return;
+  const float gs = a.aquant == num::kANvfp4 ? a.a1gs[id] : 1.f;
+  const num::QBlock qb = num::quant_block(a.aquant, amax, gs);
+  uint32_t o[4];
+#pragma unroll
+  for (int h = 0; h < 4; ++h)
+    o[h] = pack_op(num::quant_value(a.aquant, qb, v[2 * h]),
+                   num::quant_value(a.aquant, qb, v[2 * h + 1]), false);
+  *reinterpret_cast<uint4*>(a.xq + static_cast<int64_t>(route) * H + k) =
+      make_uint4(o[0], o[1], o[2], o[3]);
+}
+
+// ---- [FC1] (64 rows, expert tile) per CTA ------------------------------------------------
+template <typename OpT, bool kFold>
+__global__ void __launch_bounds__(DecodeCfg::kThreads)
+    moe_decode_fc1_kernel(const DecodeArgs a) {
+  using C = DecodeCfg;
+  using St = WarpStage<C::kFc1WarpRows>;
+  constexpr int kS = C::kStages, kWK = 2;
+  extern __shared__ __align__(16) uint8_t smem[];
+  __shared__ int s_e[detail::kMaxInlineRoutes], s_cnt[detail::kMaxInlineRoutes],
+      s_sr[detail::kMaxInlineRoutes];
+  __shared__ int4 s_tiles[detail::kMaxInlineRoutes];
+  __shared__ int s_ntiles;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int wm = warp & 1, wk = warp >> 1;
+  // A16: FC1 is the op's first kernel and reads x directly, so it waits for the caller first.
+  // Quantised modes: the [Q] kernel waited for the caller before letting FC1 launch, so the ids
+  // may be read (and the weights streamed) now; only xq needs the wait below.
+  const bool first = a.aquant == num::kANone;
+  if (first) pdl_wait();
+  pdl_trigger();  // FC2 may launch now and stream its own weights (it waits for us before reading)
+  const int ntiles = decode_route(a, s_e, s_cnt, s_sr, s_tiles, &s_ntiles);
+  const int tile_idx = blockIdx.y;
+  const int R0 = blockIdx.x * C::kFc1Rows;
+  const int F0 = a.gated ? R0 / 2 : R0;
+  if (tile_idx >= ntiles || F0 >= a.features) {
+    pdl_wait();  // completion of this grid must imply completion of the predecessor
+    return;
+  }
+  const int4 tile = s_tiles[tile_idx];
+  const int e = tile.x, slot0 = tile.y, cnt = tile.z;
+  const detail::WeightView& W = a.w1;
+  const int nk = W.K_pad / 128;
+  const int n_my = wk < nk ? (nk - wk + kWK - 1) / kWK : 0;
+  const int64_t r0 = R0 + 32 * wm;
+  const uint8_t* vrow = W.values + e * W.values_expert_stride + r0 * W.values_row_stride;
+  const uint8_t* srow = W.scales + e * W.scales_expert_stride + r0 * W.scales_row_stride;
+  uint8_t* ring = smem + warp * kS * C::kFc1Stage;
+  // Per-expert scalars, loaded now and used in the epilogue (latency off the critical path).
+  const float alpha = a.alpha1[e];
+  const float gs2 = a.aquant == num::kANvfp4 ? a.a2gs[e] : 1.f;
+
+  float acc[2][4];
+#pragma unroll
+  for (int m = 0; m < 2; ++m)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) acc[m][i] = 0.f;
+
+#pragma unroll
+  for (int s = 0; s < kS; ++s) {
+    if (s < n_my)
+      St::issue_w(ring + s * C::kFc1Stage, vrow, srow, W.values_row_stride, W.scales_row_stride,
+                  wk + kWK * s, W.scale_kind, lane);
+    cp_async_commit();
+  }
+  if (!first) pdl_wait();  // xq is written by [Q]
+  // This lane's activation token (fixed for the whole K loop).
+  const uint16_t* src = nullptr;
+  {
+    const int n = (lane >> 1) & 7;
+    if (n < cnt) {
+      const int route = s_sr[slot0 + n];
+      src = first ? static_cast<const uint16_t*>(a.x) + static_cast<int64_t>(route / a.topk) * a.x_ld
+                  : a.xq + static_cast<int64_t>(route) * W.K;
+    }
+  }
+#pragma unroll
+  for (int s = 0; s < kS; ++s) {
+    if (s < n_my) St::issue_a(ring + s * C::kFc1Stage, src, W.K, wk + kWK * s, lane, vrow);
+    cp_async_commit();
+  }
+  for (int i = 0; i < n_my; ++i) {
+    cp_async_wait<kS - 1>();
+    __syncwarp();
+    uint8_t* st = ring + (i % kS) * C::kFc1Stage;
+    stage_mma<OpT, kFold, 2>(st, acc, g, t, W.scale_kind);
+    __syncwarp();  // every lane is done reading the slot before it is refilled
+    const int nx = i + kS;
+    if (nx < n_my) {
+      St::issue_w(st, vrow, srow, W.values_row_stride, W.scales_row_stride, wk + kWK * nx,
+                  W.scale_kind, lane);
+      St::issue_a(st, src, W.K, wk + kWK * nx, lane, vrow);
+    }
+    cp_async_commit();
+  }
+  cp_async_wait<0>();
+  __syncthreads();  // the rings are free: reuse them for the split-K partials and the epilogue
+
+  // ---- split-K reduction (fixed order) ----------------------------------------------------
+  float* red = reinterpret_cast<float*>(smem);  // [wm][m*4+i][lane]
+  if (wk == 1) {
+#pragma unroll
+    for (int m = 0; m < 2; ++m)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) red[(wm * 8 + m * 4 + i) * 32 + lane] = acc[m][i];
+  }
+  __syncthreads();
+  // ---- activation (fp32 -> intermediate dtype) into ys[token][feature] ---------------------
+  float* ys = reinterpret_cast<float*>(smem + 4096);  // [8][64]
+  if (wk == 0) {
+#pragma unroll
+    for (int m = 0; m < 2; ++m)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[m][i] += red[(wm * 8 + m * 4 + i) * 32 + lane];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int col = 2 * t + (i & 1);
+      if (col >= cnt) continue;
+      const float w = a.weight_on_input ? a.topk_weights[s_sr[slot0 + col]] : 1.f;
+      const int roff = g + 8 * (i >> 1);
+      if (a.gated) {
+        float gate = acc[0][i] * alpha, up = acc[1][i] * alpha;
+        if (a.weight_on_input) {
+          gate *= w;
+          up *= w;
+        }
+        ys[col * 64 + wm * 16 + roff] =
+            num::round_inter(num::act_gated(a.act, gate, up), a.inter_fp16 != 0);
+      } else {
+#pragma unroll
+        for (int m = 0; m < 2; ++m) {
+          float h = acc[m][i] * alpha;
+          if (a.weight_on_input) h *= w;
+          ys[col * 64 + wm * 32 + 16 * m + roff] =
+              num::round_inter(num::act_relu2(h), a.inter_fp16 != 0);
+        }
+      }
+    }
+  }
+  __syncthreads();
+  // ---- FC2 operand rows: 4 consecutive features of one token per thread --------------------
+  // Quantised modes quantise here, once per (slot, block), instead of in every FC2 CTA: the CTA
+  // owns whole blocks (32 features gated, 64 ReLU2; I % 32 == 0).
+  const int nf = a.gated ? 32 : 64;
+  const int qpt = nf / 4;  // threads per token
+  const int idx = tid;
+  if (idx < 8 * qpt) {  // whole warps: 8 * qpt is 64 or 128
+    const int col = idx / qpt, fl = 4 * (idx % qpt);
+    float v[4];
+    float amax = 0.f;
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      v[q] = col < cnt ? ys[col * 64 + fl + q] : 0.f;
+      amax = fmt::amax_update(amax, v[q]);
+    }
+    if (a.aquant != num::kANone) {
+      amax = group_amax(amax, num::quant_block_values(a.aquant) / 4);
+      const num::QBlock qb = num::quant_block(a.aquant, amax, gs2);
+#pragma unroll
+      for (int q = 0; q < 4; ++q) v[q] = num::quant_value(a.aquant, qb, v[q]);
+    }
+    const int f = F0 + fl;
+    if (col < cnt && f < a.features)
+      *reinterpret_cast<uint2*>(a.inter + static_cast<int64_t>(slot0 + col) * a.features + f) =
+          make_uint2(pack_op(v[0], v[1], a.inter_fp16 != 0), pack_op(v[2], v[3], a.inter_fp16 != 0));
+  }
+}
+
+// ---- [FC2] 16 output rows x every route per CTA, combine fused ---------------------------
+template <typename OpT, bool kFold>
+__global__ void __launch_bounds__(DecodeCfg::kThreads)
+    moe_decode_fc2_kernel(const DecodeArgs a) {
+  using C = DecodeCfg;
+  using St = WarpStage<C::kFc2Rows>;
+  constexpr int kS = C::kStages;
+  extern __shared__ __align__(16) uint8_t smem[];
+  __shared__ int s_e[detail::kMaxInlineRoutes], s_cnt[detail::kMaxInlineRoutes],
+      s_sr[detail::kMaxInlineRoutes];
+  __shared__ int4 s_tiles[detail::kMaxInlineRoutes];
+  __shared__ int s_ntiles;
+  __shared__ float s_w[detail::kMaxInlineRoutes];  // combine weight per slot
+  __shared__ int s_tok[detail::kMaxInlineRoutes];  // token per slot
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int ntiles = decode_route(a, s_e, s_cnt, s_sr, s_tiles, &s_ntiles);
+  const int R0 = blockIdx.x * C::kFc2Rows;
+  const detail::WeightView& W = a.w2;
+  if (R0 >= W.rows) {
+    pdl_wait();
+    return;
+  }
+  {
+    // Slots [0, valid routes) are the tiles' slots, contiguous in expert order.
+    const int nvalid = ntiles > 0 ? s_tiles[ntiles - 1].y + s_tiles[ntiles - 1].z : 0;
+    if (tid < nvalid) {
+      const int route = s_sr[tid];
+      s_w[tid] = a.weight_on_input ? 1.f : a.topk_weights[route];
+      s_tok[tid] = route / a.topk;
+    }
+  }
+  const int M = a.num_tokens;
+  float* pacc = reinterpret_cast<float*>(smem + C::kFc2Ring) + warp * M * C::kFc2Rows;
+  for (int i = lane; i < M * C::kFc2Rows; i += 32) pacc[i] = 0.f;
+
+  const int nk = W.K_pad / 128;
+  const int my_tiles = warp < ntiles ? (ntiles - warp + 3) / 4 : 0;
+  const int n_my = my_tiles * nk;
+  uint8_t* ring = smem + warp * kS * C::kFc2Stage;
+  auto chunk_tile = [&](int c) { return warp + 4 * (c / nk); };
+  auto issue_w = [&](uint8_t* st, int c) {
+    const int e = s_tiles[chunk_tile(c)].x;
+    St::issue_w(st, W.values + e * W.values_expert_stride + R0 * W.values_row_stride,
+                W.scales + e * W.scales_expert_stride + R0 * W.scales_row_stride,
+                W.values_row_stride, W.scales_row_stride, c % nk, W.scale_kind, lane);
+  };
+  auto issue_a = [&](uint8_t* st, int c) {
+    const int4 tl = s_tiles[chunk_tile(c)];
+    const int n = (lane >> 1) & 7;
+    const uint16_t* src =
+        n < tl.z ? a.inter + static_cast<int64_t>(tl.y + n) * a.features : nullptr;
+    St::issue_a(st, src, W.K, c % nk, lane, W.values);
+  };
+#pragma unroll
+  for (int s = 0; s < kS; ++s) {
+    if (s < n_my) issue_w(ring + s * C::kFc2Stage, s);
+    cp_async_commit();
+  }
+  pdl_wait();  // the intermediate is written by FC1
+  pdl_trigger();
+#pragma unroll
+  for (int s = 0; s < kS; ++s) {
+    if (s < n_my) issue_a(ring + s * C::kFc2Stage, s);
+    cp_async_commit();
+  }
+  __syncthreads();  // s_w / s_tok / pacc initialised before the first flush
+
+  float acc[1][4] = {{0.f, 0.f, 0.f, 0.f}};
+  float alpha = 0.f;
+  for (int c = 0; c < n_my; ++c) {
+    const int kk = c % nk;
+    if (kk == 0) alpha = a.alpha2[s_tiles[chunk_tile(c)].x];  // used at the tile's end
+    cp_async_wait<kS - 1>();
+    __syncwarp();
+    uint8_t* st = ring + (c % kS) * C::kFc2Stage;
+    stage_mma<OpT, kFold, 1>(st, acc, g, t, W.scale_kind);
+    __syncwarp();
+    const int nx = c + kS;
+    if (nx < n_my) {
+      issue_w(st, nx);
+      issue_a(st, nx);
+    }
+    cp_async_commit();
+    if (kk == nk - 1) {
+      // Tile done: out[token, row] += w_route * (alpha * acc). Columns one at a time in slot
+      // order, so duplicate (token, expert) routes never race and the order is fixed.
+      const int4 tl = s_tiles[chunk_tile(c)];
+      for (int col = 0; col < tl.z; ++col) {
+        if (t == (col >> 1)) {
+          const int slot = tl.y + col;
+          float* p = pacc + s_tok[slot] * C::kFc2Rows;
+          const float w = s_w[slot];
+          // Registers are selected, not indexed by the runtime column (no local memory).
+          const float v0 = (col & 1) ? acc[0][1] : acc[0][0];
+          const float v1 = (col & 1) ? acc[0][3] : acc[0][2];
+          p[g] = fmaf(w, v0 * alpha, p[g]);
+          p[g + 8] = fmaf(w, v1 * alpha, p[g + 8]);
+        }
+        __syncwarp();
+      }
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[0][i] = 0.f;
+    }
+  }
+  cp_async_wait<0>();
+  __syncthreads();
+  // Fixed-order sum of the 4 warps' partial combines; tokens without a route get exact zeros.
+  const float* pall = reinterpret_cast<const float*>(smem + C::kFc2Ring);
+  for (int i = tid; i < M * C::kFc2Rows; i += C::kThreads) {
+    const int m = i / C::kFc2Rows, r = i % C::kFc2Rows;
+    if (R0 + r >= W.rows) continue;
+    float s = pall[i];
+#pragma unroll
+    for (int w = 1; w < 4; ++w) s += pall[w * M * C::kFc2Rows + i];
+    static_cast<uint16_t*>(a.out)[static_cast<int64_t>(m) * a.out_ld + R0 + r] =
+        a.out_fp16 ? fmt::float_to_fp16_bits(s) : fmt::float_to_bf16_bits(s);
+  }
+}
+
+}  // namespace b12x::moe::dev

@@ -1,0 +1,84 @@
+// Launchers of the decode stream (kernels/moe_decode.cuh): FP4 weights, M * topk <= 128.
+#include <mutex>
+
+#include "core/cuda_check.h"
+#include "moe/kernels/moe_decode.cuh"
+#include "moe/moe_launch.h"
+
+namespace b12x::moe::detail {
+namespace {
+
+using dev::DecodeCfg;
+
+/// Launch with programmatic stream serialization (pdl) or without; every decode kernel calls
+/// griddepcontrol.wait before touching its predecessor's outputs, so both are correct.
+template <typename... KArgs, typename... Args>
+void launch_pdl(void (*kernel)(KArgs...), dim3 grid, size_t smem, Stream stream, bool pdl,
+                Args&&... args) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = dim3(DecodeCfg::kThreads);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl ? 1 : 0;
+  B12X_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
+}
+
+template <typename OpT, bool kFold>
+void launch_gemms(const DecodeArgs& a, Stream stream, bool pdl) {
+  auto* k1 = dev::moe_decode_fc1_kernel<OpT, kFold>;
+  auto* k2 = dev::moe_decode_fc2_kernel<OpT, kFold>;
+  // Above 48 KB of dynamic shared memory needs the opt-in (a function attribute, not a stream
+  // operation: legal during capture; once per instantiation).
+  static std::once_flag once;
+  std::call_once(once, [&] {
+    B12X_CUDA_CHECK(
+        cudaFuncSetAttribute(k1, cudaFuncAttributeMaxDynamicSharedMemorySize, DecodeCfg::kFc1Smem));
+    B12X_CUDA_CHECK(cudaFuncSetAttribute(k2, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         DecodeCfg::kFc2SmemMax));
+  });
+  const dim3 g1(static_cast<unsigned>(a.w1.rows_pad / DecodeCfg::kFc1Rows),
+                static_cast<unsigned>(a.routes));
+  launch_pdl(k1, g1, DecodeCfg::kFc1Smem, stream, pdl, a);
+  B12X_CUDA_CHECK_LAUNCH();
+  const dim3 g2(static_cast<unsigned>(a.w2.rows_pad / DecodeCfg::kFc2Rows));
+  launch_pdl(k2, g2, static_cast<size_t>(decode_fc2_smem_bytes(a.num_tokens)), stream, pdl, a);
+  B12X_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+int decode_fc1_smem_bytes() { return DecodeCfg::kFc1Smem; }
+int decode_fc2_smem_bytes(int num_tokens) {
+  return DecodeCfg::kFc2Ring + 4 * num_tokens * DecodeCfg::kFc2Rows * 4;
+}
+
+void launch_decode_stream(const DecodeArgs& a, bool fp16_operands, Stream stream, bool pdl) {
+  B12X_ASSERT(a.routes >= 1 && a.routes <= kMaxInlineRoutes && a.num_tokens >= 1 &&
+                  a.num_tokens <= DecodeCfg::kMaxTokens,
+              "decode stream: routes=", a.routes, " num_tokens=", a.num_tokens,
+              " outside the decode regime");
+  B12X_ASSERT(a.w1.rows_pad % DecodeCfg::kFc1Rows == 0 && a.w2.rows_pad % DecodeCfg::kFc2Rows == 0,
+              "decode stream: prepared rows ", a.w1.rows_pad, "/", a.w2.rows_pad,
+              " are not multiples of the CTA tiles");
+  if (a.aquant != num::kANone) {
+    const dim3 gq(static_cast<unsigned>(a.routes),
+                  static_cast<unsigned>((a.w1.K + 8 * DecodeCfg::kThreads - 1) /
+                                        (8 * DecodeCfg::kThreads)));
+    launch_pdl(dev::moe_decode_quant_kernel, gq, 0, stream, pdl, a);
+    B12X_CUDA_CHECK_LAUNCH();
+  }
+  // Same operand/scale-folding choice as the other FP4 kernels (launch_gemm).
+  if (!fp16_operands)
+    launch_gemms<__nv_bfloat16, true>(a, stream, pdl);
+  else if (a.w1.scale_kind == 0)
+    launch_gemms<__half, true>(a, stream, pdl);
+  else
+    launch_gemms<__half, false>(a, stream, pdl);
+}
+
+}  // namespace b12x::moe::detail
