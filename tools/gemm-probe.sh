@@ -52,6 +52,7 @@ for c in "${ncu_cases[@]}"; do
       ncu -k regex:linear_ --launch-skip 2 --launch-count 1 --section SpeedOfLight \
       --section MemoryWorkloadAnalysis --section Occupancy --section SchedulerStats \
       --section WarpStateStats --section LaunchStats --section InstructionStats \
+      --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \
       "$bench" >"$out/ncu-$tag.txt" 2>&1
     echo "ncu $tag rc=$?"
   fi

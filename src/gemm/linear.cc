@@ -154,8 +154,11 @@ Plan plan(const Caps& caps) {
       }
     }
   }
-  p.split_k = split;
   const char* split_env = std::getenv("B12X_GEMM_SPLIT");
+  // Probe override (tools/gemm-probe.sh): B12X_GEMM_SPLIT=<n> forces the decode split count.
+  if (M <= kDecodeMaxM && split_env != nullptr && std::atoi(split_env) > 0)
+    split = static_cast<int>(std::min<int64_t>(std::atoi(split_env), slices));
+  p.split_k = split;
   p.sm_count = dev.sm_count;
   p.tiled_cluster_ok = dev.cc_major >= 9;
   const char* pdl_env = std::getenv("B12X_GEMM_PDL");

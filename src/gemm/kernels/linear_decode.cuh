@@ -116,11 +116,13 @@ __global__ void __launch_bounds__(128, 3) linear_decode_kernel(const LinearParam
   }
   if constexpr (kIq2) load_iq2_tables<F == WFmt::kIq2Xs, T>(gtab, stab, threadIdx.x, 128);
 
-  float acc[NT][4];
+  // Two accumulator sets (even / odd k16 steps of formats without group scales) so that
+  // consecutive MMAs do not wait on each other's results; summed before the reduction.
+  float acc[NT][4], acc_odd[NT][4];
 #pragma unroll
   for (int n = 0; n < NT; ++n)
 #pragma unroll
-    for (int i = 0; i < 4; ++i) acc[n][i] = 0.f;
+    for (int i = 0; i < 4; ++i) acc[n][i] = acc_odd[n][i] = 0.f;
 
   const int64_t row_g = tile * 16 + g, row_g8 = row_g + 8;
   const uint8_t* wbase = p.wvals;
@@ -179,7 +181,8 @@ __global__ void __launch_bounds__(128, 3) linear_decode_kernel(const LinearParam
     constexpr int kElem = kF8 ? 16 : 8;  // K values per 16-byte chunk
     const int per_row = static_cast<int>((c1 - c0) * kKS / kElem);
     const int total = rows * per_row;
-    constexpr int kBatch = 8;
+    constexpr int kBatch = 4;  // 4 x 16 B in flight per thread; more costs registers while
+                               // the first two weight slices are outstanding
     for (int c0i = threadIdx.x; c0i < total; c0i += 128 * kBatch) {
       uint4 v[kBatch];
 #pragma unroll
@@ -267,8 +270,15 @@ __global__ void __launch_bounds__(128, 3) linear_decode_kernel(const LinearParam
         }
       }
     }
-    // fp32 group epilogue: acc += tmp * (weight group scale x activation group scale).
-    auto fold = [&](float (&tmp)[NT][4], int j) {
+    // fp32 group epilogue: acc += (tmp0 + tmp1) * (weight group scale x activation group
+    // scale). A group's MMAs alternate between tmp0 and tmp1 (two independent chains).
+    auto fold = [&](float (&tmp2)[2][NT][4], int j, int parity) {
+      float (&dst)[NT][4] = parity ? acc_odd : acc;  // alternate FFMA chains too
+      float tmp[NT][4];
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) tmp[nt][i] = tmp2[0][nt][i] + tmp2[1][nt][i];
       const float w0 = kGroup ? gsc[0][j] : 1.f;
       const float w1 = kGroup ? gsc[1][j] : 1.f;
 #pragma unroll
@@ -278,13 +288,21 @@ __global__ void __launch_bounds__(128, 3) linear_decode_kernel(const LinearParam
           x0 = xsc_at(nt * 8 + 2 * t, gcol0 + j);
           x1 = xsc_at(nt * 8 + 2 * t + 1, gcol0 + j);
         }
-        acc[nt][0] = fmaf(tmp[nt][0], w0 * x0, acc[nt][0]);
-        acc[nt][1] = fmaf(tmp[nt][1], w0 * x1, acc[nt][1]);
-        acc[nt][2] = fmaf(tmp[nt][2], w1 * x0, acc[nt][2]);
-        acc[nt][3] = fmaf(tmp[nt][3], w1 * x1, acc[nt][3]);
+        dst[nt][0] = fmaf(tmp[nt][0], w0 * x0, dst[nt][0]);
+        dst[nt][1] = fmaf(tmp[nt][1], w0 * x1, dst[nt][1]);
+        dst[nt][2] = fmaf(tmp[nt][2], w1 * x0, dst[nt][2]);
+        dst[nt][3] = fmaf(tmp[nt][3], w1 * x1, dst[nt][3]);
       }
     };
-    float tmp[NT][4];
+    float tmp[2][NT][4];
+    auto zero_tmp = [&]() {
+#pragma unroll
+      for (int c = 0; c < 2; ++c)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) tmp[c][nt][i] = 0.f;
+    };
     if constexpr (kF8) {
       // Undecoded e4m3 weight fragments x e4m3 activations, one m16n8k32 MMA per atom and n8.
       // FP8 MMAs may accumulate with reduced precision inside the tensor core (Hopper): partial
@@ -298,15 +316,12 @@ __global__ void __launch_bounds__(128, 3) linear_decode_kernel(const LinearParam
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt)
           ldmatrix_x2(bf[nt], xrow(nt) + koff + a * 32 + ((lane >> 3) & 1) * 16);
-        if (a % kAtomsPerGroup == 0) {
+        if (a % kAtomsPerGroup == 0) zero_tmp();
 #pragma unroll
-          for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-            for (int i = 0; i < 4; ++i) tmp[nt][i] = 0.f;
-        }
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt) mma16832_e4m3(tmp[nt], af, bf[nt][0], bf[nt][1]);
-        if (a % kAtomsPerGroup == kAtomsPerGroup - 1) fold(tmp, kGroup ? a / kAtomsPerGroup : 0);
+        for (int nt = 0; nt < NT; ++nt)
+          mma16832_e4m3(tmp[(a % kAtomsPerGroup) & 1][nt], af, bf[nt][0], bf[nt][1]);
+        if (a % kAtomsPerGroup == kAtomsPerGroup - 1)
+          fold(tmp, kGroup ? a / kAtomsPerGroup : 0, (a / kAtomsPerGroup) & 1);
       }
     } else {
 #pragma unroll
@@ -350,19 +365,16 @@ __global__ void __launch_bounds__(128, 3) linear_decode_kernel(const LinearParam
           if constexpr (kGroup == 0) {
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt)
-              mma16816<T>(acc[nt], af[s], bf[nt][2 * s], bf[nt][2 * s + 1]);
+              mma16816<T>(s ? acc_odd[nt] : acc[nt], af[s], bf[nt][2 * s], bf[nt][2 * s + 1]);
           } else {
             constexpr int kStepsPerGroup = kGroup / 16;
-            if (kstep % kStepsPerGroup == 0) {
-#pragma unroll
-              for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-                for (int i = 0; i < 4; ++i) tmp[nt][i] = 0.f;
-            }
+            if (kstep % kStepsPerGroup == 0) zero_tmp();
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt)
-              mma16816<T>(tmp[nt], af[s], bf[nt][2 * s], bf[nt][2 * s + 1]);
-            if (kstep % kStepsPerGroup == kStepsPerGroup - 1) fold(tmp, kstep / kStepsPerGroup);
+              mma16816<T>(tmp[(kstep % kStepsPerGroup) & 1][nt], af[s], bf[nt][2 * s],
+                          bf[nt][2 * s + 1]);
+            if (kstep % kStepsPerGroup == kStepsPerGroup - 1)
+              fold(tmp, kstep / kStepsPerGroup, (kstep / kStepsPerGroup) & 1);
           }
         }
       }
@@ -400,6 +412,10 @@ __global__ void __launch_bounds__(128, 3) linear_decode_kernel(const LinearParam
     }
   }
   griddep_launch_dependents();
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) acc[nt][i] += acc_odd[nt][i];
   // ---- split-K across a cluster: ranks > 0 hand their partial sums to rank 0 via DSMEM.
   __shared__ float red[4][32][NT * 4];
   if (p.cluster_split > 1) {
