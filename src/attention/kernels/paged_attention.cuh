@@ -635,6 +635,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     }
 
     // ---- online softmax (base 2) ----
+    float alpha[kMB][2];
+    bool grew = false;
 #pragma unroll
     for (int mb = 0; mb < kMB; ++mb)
 #pragma unroll
@@ -647,14 +649,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
         const float m_new = fmaxf(m_run[mb][r], mx * scale);
         const float m_use = m_new == -INFINITY ? 0.f : m_new;
-        const float alpha = fast_exp2(m_run[mb][r] - m_use);
+        alpha[mb][r] = fast_exp2(m_run[mb][r] - m_use);  // exactly 1 when the max held
+        grew |= alpha[mb][r] != 1.f;
         m_run[mb][r] = m_new;
-        l_run[mb][r] *= alpha;
-#pragma unroll
-        for (int db = 0; db < kDv / 8; ++db) {
-          o[mb][db][2 * r] *= alpha;
-          o[mb][db][2 * r + 1] *= alpha;
-        }
+        l_run[mb][r] *= alpha[mb][r];
         float sum = 0.f;
 #pragma unroll
         for (int nb = 0; nb < kNT / 8; ++nb) {
@@ -664,6 +662,20 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
         }
         l_run[mb][r] += sum;
       }
+    // O is rescaled only when some row of the warp raised its running max: past the first tiles
+    // of a long range the max rarely moves, and the rescale (kDv / 4 multiplies per row pair, as
+    // many FP32 ops as the tile's MMAs for decode) is skipped. Bit-identical (x * 1 == x).
+    if (__any_sync(0xffffffffu, grew)) {
+#pragma unroll
+      for (int mb = 0; mb < kMB; ++mb)
+#pragma unroll
+        for (int r = 0; r < 2; ++r)
+#pragma unroll
+          for (int db = 0; db < kDv / 8; ++db) {
+            o[mb][db][2 * r] *= alpha[mb][r];
+            o[mb][db][2 * r + 1] *= alpha[mb][r];
+          }
+    }
 
     // ---- O += P V ----
     const int v_row = tok0 + (((lane >> 3) & 1) << 3) + (lane & 7);
