@@ -359,11 +359,15 @@ void run(const Binding& b, Stream stream) {
   p.alpha = static_cast<const float*>(b.alpha.data);
   p.out_mult = (lin::wtraits(im.wfmt).shifted ? 128.f : 1.f) * w.global_scale();
 
-  const int g = act_group(f, b.x.dtype);
+  const bool fp16 = mma_fp16(f, b.x.dtype);
+  const bool tiled = b.regime == Regime::kTiled;
+  // The tiled kernel folds MXFP4's E8M0 scales into BF16 operands (weights in the kernel,
+  // activations in the pre-pass), so its pre-pass emits no group scales.
+  const bool tiled_mx_fold = tiled && im.wfmt == WFmt::kMxfp4 && !fp16;
+  const int g = tiled_mx_fold ? 0 : act_group(f, b.x.dtype);
   p.pdl = plan.pdl ? 1 : 0;
   p.act_kind = lin::kActRaw16;
   p.xs_kind = lin::kXsNone;
-  const bool tiled = b.regime == Regime::kTiled;
   if (format_raw_activations(f)) {
     p.x = b.x.data;
     p.ldx = b.x.stride[0];
@@ -462,11 +466,15 @@ void run(const Binding& b, Stream stream) {
     p.alpha = im.output_scale;
   }
 
-  const bool fp16 = mma_fp16(f, b.x.dtype);
   const int nt = decode_nt(M);
   if (tiled && p.x_vec16) {
-    // Split K over a cluster when the 128x128 tiles alone leave SMs idle (M up to a few hundred).
-    const int64_t tiles = ((geo.NP + 127) / 128) * ((M + 127) / 128);
+    B12X_ASSERT(!tiled_mx_fold || p.xs_kind == lin::kXsNone,
+                "tiled MXFP4 expects folded activation scales");
+    // Split K over a cluster when the 128 x bn tiles alone leave SMs idle (M up to a few
+    // hundred): the largest power of two (<= 8) that keeps every CTA within one wave and at
+    // least 4 K stages of 64 per CTA.
+    const int bn = lin::tiled_block_n(im.wfmt, fp16);
+    const int64_t tiles = ((geo.NP + bn - 1) / bn) * ((M + 127) / 128);
     const int64_t stages = geo.KP / 64;
     int split = 1;
     if (plan.tiled_cluster_ok) {

@@ -19,8 +19,11 @@ inline constexpr int64_t kDecodeStageBudget = 56 * 1024;
 /// grid = (ceil(n16/4), split, ceil(M / (8*nt))); p.cluster_split > 1 launches grid.y as one
 /// thread-block cluster. p.stage_rows / p.stage_slices size the activation staging.
 void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stream stream);
-/// Tiled kernel (M > 16): grid = (ceil(NP/128), ceil(M/128)). x must allow 16-byte loads.
+/// Tiled kernel (M > 16): grid = (ceil(NP/tiled_block_n), ceil(M/128), split). x must allow
+/// 16-byte loads.
 bool tiled_kernel_available(WFmt f, bool fp16);
+/// Weight rows per CTA of the tiled kernel (128 or 256; 128 tokens per CTA for every format).
+int tiled_block_n(WFmt f, bool fp16);
 /// Host-only setup (dynamic shared memory opt-in); call before capture (plan does).
 void prepare_linear_tiled(WFmt f, bool fp16);
 void launch_linear_tiled(WFmt f, bool fp16, const LinearParams& p, Stream stream);

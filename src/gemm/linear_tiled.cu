@@ -17,14 +17,18 @@ TiledFn tiled_fn() {
 struct TiledPick {
   TiledFn fn = nullptr;
   int smem = 0;
+  int bn = 0;  // weight rows per CTA
 };
 
+template <WFmt F, class T>
+TiledPick tiled_pick() {
+  return {tiled_fn<F, T>(), TiledCfg<F, T>::kSmemBytes, TiledCfg<F, T>::kBN};
+}
+
 TiledPick pick_tiled(WFmt f, bool fp16) {
-#define B12X_TILED(FMT)                                                                   \
-  return fp16 ? TiledPick{tiled_fn<FMT, Fp16Tag>(), tiled_smem_bytes<FMT>()}              \
-              : TiledPick{tiled_fn<FMT, Bf16Tag>(), tiled_smem_bytes<FMT>()}
-#define B12X_TILED_BF16(FMT) \
-  return fp16 ? TiledPick{} : TiledPick{tiled_fn<FMT, Bf16Tag>(), tiled_smem_bytes<FMT>()}
+#define B12X_TILED(FMT) \
+  return fp16 ? tiled_pick<FMT, Fp16Tag>() : tiled_pick<FMT, Bf16Tag>()
+#define B12X_TILED_BF16(FMT) return fp16 ? TiledPick{} : tiled_pick<FMT, Bf16Tag>()
   switch (f) {
     case WFmt::kNvfp4: B12X_TILED(WFmt::kNvfp4);
     case WFmt::kMxfp4: B12X_TILED(WFmt::kMxfp4);
@@ -44,6 +48,12 @@ TiledPick pick_tiled(WFmt f, bool fp16) {
 
 bool tiled_kernel_available(WFmt f, bool fp16) { return pick_tiled(f, fp16).fn != nullptr; }
 
+int tiled_block_n(WFmt f, bool fp16) {
+  const TiledPick k = pick_tiled(f, fp16);
+  B12X_ASSERT(k.fn != nullptr, "no tiled kernel for format ", static_cast<int>(f));
+  return k.bn;
+}
+
 void prepare_linear_tiled(WFmt f, bool fp16) {
   const TiledPick k = pick_tiled(f, fp16);
   B12X_ASSERT(k.fn != nullptr, "no tiled kernel for format ", static_cast<int>(f));
@@ -54,13 +64,13 @@ void prepare_linear_tiled(WFmt f, bool fp16) {
 void launch_linear_tiled(WFmt f, bool fp16, const LinearParams& p, Stream stream) {
   const TiledPick k = pick_tiled(f, fp16);
   B12X_ASSERT(k.fn != nullptr, "no tiled kernel for format ", static_cast<int>(f));
-  const int64_t gy = (p.M + TiledConfig::kBM - 1) / TiledConfig::kBM;
+  const int64_t gy = (p.M + 127) / 128;  // TiledCfg::kBM of every format
   B12X_ASSERT(gy <= 65535, "too many token tiles: M=", p.M);
-  const dim3 grid(static_cast<unsigned>((p.NP + TiledConfig::kBN - 1) / TiledConfig::kBN),
+  const dim3 grid(static_cast<unsigned>((p.NP + k.bn - 1) / k.bn),
                   static_cast<unsigned>(gy), static_cast<unsigned>(p.split));
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
-  cfg.blockDim = dim3(TiledConfig::kThreads);
+  cfg.blockDim = dim3(256);  // TiledCfg::kThreads
   cfg.dynamicSmemBytes = static_cast<size_t>(k.smem);
   cfg.stream = stream;
   cudaLaunchAttribute attr[2];

@@ -47,6 +47,12 @@ __global__ void __launch_bounds__(256) act_dequant_kernel(const ActParams p) {
       }
     }
   }
+  // Without a scale output the group scale is folded into the values: exact for the power-of-two
+  // E8M0 scales (e2m1 / e4m3 times 2^k is a BF16 number within BF16's range); the fp32 group
+  // scales of kFp8Group always go to out_scale.
+  if (p.out_scale == nullptr) {
+    for (int i = 0; i < 8; ++i) v[i] *= gscale;
+  }
   uint4 o;
   uint32_t* ow = reinterpret_cast<uint32_t*>(&o);
   for (int i = 0; i < 4; ++i) {
