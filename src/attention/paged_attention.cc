@@ -438,7 +438,7 @@ void run_paged(const PagedBinding& b, Stream stream) {
   B12X_CUDA_CHECK_LAUNCH();
   if (b.num_splits > 1) {
     const int64_t rows = int64_t(b.total_q) * c.num_q_heads;
-    k->launch_merge(p, dim3(static_cast<unsigned>((rows + 3) / 4)), s, pdl);  // 4 warps / CTA
+    k->launch_merge(p, dim3(static_cast<unsigned>(rows)), s, pdl);  // one CTA per (token, head)
     B12X_CUDA_CHECK_LAUNCH();
   }
 }

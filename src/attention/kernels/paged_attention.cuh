@@ -811,16 +811,21 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 
 // ---------------------------------------------------------------- merge ----------------------
 /// Folds the normalised split partials of each (token, head) with their base-2 LSEs (and the
-/// sink as one extra state with no value row). One warp per (token, head): lanes share the
-/// split weights (at most 64 splits, two per lane), then each lane sums its float4 columns over
-/// the splits. Rows whose tile had a single split were written by the main kernel: skipped.
+/// sink as one extra state with no value row). One CTA per (token, head): warp 0 turns the (at
+/// most 64) LSEs into weights, then the kMergeWarps warps each sum every kMergeWarps-th split
+/// (lane = float4 column) and the CTA adds the warps' sums. Spreading the splits over warps
+/// keeps the dependent L2 reads per warp few: a B=1 merge of ~50 splits was one warp walking
+/// them all. Rows whose tile had a single split were written by the main kernel: skipped.
 constexpr int kMergeWarps = 4;
 template <typename T, int kDv>
 __global__ void __launch_bounds__(32 * kMergeWarps)
     paged_merge_kernel(const __grid_constant__ PagedParams p) {
+  __shared__ float s_w[64];
+  __shared__ __align__(16) float s_acc[kMergeWarps][kDv];
+  __shared__ float s_inv;
   wait_prior_grid();
-  const int lane = threadIdx.x & 31;
-  const int64_t row = int64_t(blockIdx.x) * kMergeWarps + (threadIdx.x >> 5);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t row = blockIdx.x;
   if (row >= int64_t(p.total_q) * p.num_q_heads) return;
   const int tok = static_cast<int>(row / p.num_q_heads);
   const int h = static_cast<int>(row % p.num_q_heads);
@@ -838,40 +843,63 @@ __global__ void __launch_bounds__(32 * kMergeWarps)
   const int lk = min(p.seqlens[b], p.max_kv);
   const int pr = qi * p.group + h % p.group;
   const KvRange range = kv_range(p, pr / p.tile_rows, qlen, lk);
-  if (range.ns <= 1) return;
+  if (range.ns <= 1) return;  // CTA-uniform
   const int ns = min(range.ns, 64);
   const int64_t split_stride = int64_t(p.total_q) * p.num_q_heads;
-  const float l0 = lane < ns ? p.part_lse[lane * split_stride + row] : -INFINITY;
-  const float l1 = lane + 32 < ns ? p.part_lse[(lane + 32) * split_stride + row] : -INFINITY;
-  float mm = fmaxf(l0, l1);
+  if (warp == 0) {
+    const float l0 = lane < ns ? p.part_lse[lane * split_stride + row] : -INFINITY;
+    const float l1 = lane + 32 < ns ? p.part_lse[(lane + 32) * split_stride + row] : -INFINITY;
+    float mm = fmaxf(l0, l1);
 #pragma unroll
-  for (int d = 16; d > 0; d >>= 1) mm = fmaxf(mm, __shfl_xor_sync(0xffffffffu, mm, d));
-  const float sink = p.sinks != nullptr ? p.sinks[h] * kLog2e : -INFINITY;
-  mm = fmaxf(mm, sink);
-  const float m_use = mm == -INFINITY ? 0.f : mm;
-  const float w0 = exp2f(l0 - m_use), w1 = exp2f(l1 - m_use);
-  float wsum = w0 + w1;
+    for (int d = 16; d > 0; d >>= 1) mm = fmaxf(mm, __shfl_xor_sync(0xffffffffu, mm, d));
+    const float sink = p.sinks != nullptr ? p.sinks[h] * kLog2e : -INFINITY;
+    mm = fmaxf(mm, sink);
+    const float m_use = mm == -INFINITY ? 0.f : mm;
+    const float w0 = exp2f(l0 - m_use), w1 = exp2f(l1 - m_use);
+    float wsum = w0 + w1;
 #pragma unroll
-  for (int d = 16; d > 0; d >>= 1) wsum += __shfl_xor_sync(0xffffffffu, wsum, d);
-  if (p.sinks != nullptr) wsum += exp2f(sink - m_use);
-  const float inv = wsum > 0.f ? 1.f / wsum : 0.f;
-  T* out = static_cast<T*>(p.out) + (int64_t)tok * p.o_st + (int64_t)h * p.o_sh;
+    for (int d = 16; d > 0; d >>= 1) wsum += __shfl_xor_sync(0xffffffffu, wsum, d);
+    if (p.sinks != nullptr) wsum += exp2f(sink - m_use);
+    s_w[lane] = w0;
+    s_w[lane + 32] = w1;
+    if (lane == 0) {
+      s_inv = wsum > 0.f ? 1.f / wsum : 0.f;
+      if (p.lse != nullptr)
+        p.lse[(int64_t)tok * p.lse_st + (int64_t)h * p.lse_sh] =
+            wsum > 0.f ? mm + log2f(wsum) : -INFINITY;
+    }
+  }
+  __syncthreads();
   for (int c = lane; c < kDv / 4; c += 32) {
     float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll 4
-    for (int sidx = 0; sidx < ns; ++sidx) {
-      const float ws = __shfl_sync(0xffffffffu, sidx < 32 ? w0 : w1, sidx & 31);
-      const float4 v = *reinterpret_cast<const float4*>(p.part_o + (sidx * split_stride + row) * kDv + c * 4);
+    for (int sidx = warp; sidx < ns; sidx += kMergeWarps) {
+      const float ws = s_w[sidx];
+      const float4 v =
+          *reinterpret_cast<const float4*>(p.part_o + (sidx * split_stride + row) * kDv + c * 4);
       acc.x += ws * v.x;
       acc.y += ws * v.y;
       acc.z += ws * v.z;
       acc.w += ws * v.w;
     }
+    *reinterpret_cast<float4*>(&s_acc[warp][c * 4]) = acc;
+  }
+  __syncthreads();
+  const float inv = s_inv;
+  T* out = static_cast<T*>(p.out) + (int64_t)tok * p.o_st + (int64_t)h * p.o_sh;
+  for (int c = threadIdx.x; c < kDv / 4; c += 32 * kMergeWarps) {
+    float4 acc = *reinterpret_cast<const float4*>(&s_acc[0][c * 4]);
+#pragma unroll
+    for (int x = 1; x < kMergeWarps; ++x) {
+      const float4 v = *reinterpret_cast<const float4*>(&s_acc[x][c * 4]);
+      acc.x += v.x;
+      acc.y += v.y;
+      acc.z += v.z;
+      acc.w += v.w;
+    }
     const uint32_t lo2 = pack2<T>(acc.x * inv, acc.y * inv), hi2 = pack2<T>(acc.z * inv, acc.w * inv);
     *reinterpret_cast<uint2*>(out + c * 4) = make_uint2(lo2, hi2);
   }
-  if (p.lse != nullptr && lane == 0)
-    p.lse[(int64_t)tok * p.lse_st + (int64_t)h * p.lse_sh] = wsum > 0.f ? mm + log2f(wsum) : -INFINITY;
 }
 
 // ---------------------------------------------------------------- scheduler ------------------
