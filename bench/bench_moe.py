@@ -265,6 +265,50 @@ def main():
         torch.cuda.empty_cache()
     path = write_json(rows_out, gpu, bw)
     print(f"wrote {path} in {time.time() - t_start:.0f}s", flush=True)
+    if os.environ.get("B12X_MOE_BENCH_PROFILE", "1") != "0":
+        try:
+            profile_kernels(dev, gen)
+        except Exception as e:  # pragma: no cover - diagnostics only, never fail the bench
+            print(f"profile failed: {type(e).__name__}: {str(e)[:200]}", flush=True)
+
+
+def profile_kernels(dev, gen):
+    """Per-kernel device time of decode calls (torch.profiler / CUPTI), to see which launch of
+    the chain dominates. With programmatic dependent launch a kernel's span starts when it is
+    launched early, so it includes its wait for the predecessor: read the spans as overlapping."""
+    try:
+        from torch.profiler import ProfilerActivity, profile
+    except ImportError:  # pragma: no cover
+        return
+    cases = [(sh, mode, M) for sh in SHAPES[:2] for mode in ("nvfp4", "w4a16") for M in (1, 8)]
+    for (name, E, topk, H, I, act), mode, M in cases:
+        plan_w, ex, _ = make_experts(mode, E, H, I, act, dev)
+        caps = fused_moe.Caps(max_tokens=M, num_topk=topk, device=dev, weight_plan=plan_w,
+                              quant_mode=mode)
+        pl = fused_moe.plan(caps)
+        scratch = torch.empty(pl.scratch_bytes, dtype=torch.uint8, device=dev)
+        x = torch.randn(M, H, device=dev, generator=gen).to(torch.bfloat16)
+        ids, wts = routes(M, E, topk, dev, gen)
+        out = torch.empty(M, H, dtype=torch.bfloat16, device=dev)
+        b = fused_moe.bind(pl, scratch=scratch, a=x, experts=ex, topk_weights=wts, topk_ids=ids,
+                           output=out)
+        for _ in range(3):
+            fused_moe.run(binding=b)
+        torch.cuda.synchronize()
+        reps = 20
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(reps):
+                fused_moe.run(binding=b)
+            torch.cuda.synchronize()
+        spans = {}
+        for ev in prof.events():
+            if ev.device_type is not None and "CUDA" in str(ev.device_type):
+                k = ev.name.split("(")[0].split("<")[0].split("::")[-1][:40]
+                spans.setdefault(k, []).append(ev.time_range.elapsed_us())
+        txt = "  ".join(f"{k}={np.median(v):.1f}us" for k, v in spans.items())
+        print(f"profile {name:20s} {mode:6s} M={M:<3d} {txt}", flush=True)
+        del ex, scratch
+        torch.cuda.empty_cache()
 
 
 if __name__ == "__main__":

@@ -4,29 +4,12 @@
 #include "core/cuda_check.h"
 #include "moe/kernels/moe_decode.cuh"
 #include "moe/moe_launch.h"
+#include "moe/moe_launch_util.h"
 
 namespace b12x::moe::detail {
 namespace {
 
 using dev::DecodeCfg;
-
-/// Launch with programmatic stream serialization (pdl) or without; every decode kernel calls
-/// griddepcontrol.wait before touching its predecessor's outputs, so both are correct.
-template <typename... KArgs, typename... Args>
-void launch_pdl(void (*kernel)(KArgs...), dim3 grid, size_t smem, Stream stream, bool pdl,
-                Args&&... args) {
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = grid;
-  cfg.blockDim = dim3(DecodeCfg::kThreads);
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = pdl ? 1 : 0;
-  B12X_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
-}
 
 template <typename OpT, bool kFold>
 void launch_gemms(const DecodeArgs& a, Stream stream, bool pdl) {
@@ -43,10 +26,11 @@ void launch_gemms(const DecodeArgs& a, Stream stream, bool pdl) {
   });
   const dim3 g1(static_cast<unsigned>(a.w1.rows_pad / DecodeCfg::kFc1Rows),
                 static_cast<unsigned>(a.routes));
-  launch_pdl(k1, g1, DecodeCfg::kFc1Smem, stream, pdl, a);
+  launch_k(k1, g1, dim3(DecodeCfg::kThreads), DecodeCfg::kFc1Smem, stream, pdl, a);
   B12X_CUDA_CHECK_LAUNCH();
   const dim3 g2(static_cast<unsigned>(a.w2.rows_pad / DecodeCfg::kFc2Rows));
-  launch_pdl(k2, g2, static_cast<size_t>(decode_fc2_smem_bytes(a.num_tokens)), stream, pdl, a);
+  launch_k(k2, g2, dim3(DecodeCfg::kThreads),
+           static_cast<size_t>(decode_fc2_smem_bytes(a.num_tokens)), stream, pdl, a);
   B12X_CUDA_CHECK_LAUNCH();
 }
 
@@ -69,7 +53,7 @@ void launch_decode_stream(const DecodeArgs& a, bool fp16_operands, Stream stream
     const dim3 gq(static_cast<unsigned>(a.routes),
                   static_cast<unsigned>((a.w1.K + 8 * DecodeCfg::kThreads - 1) /
                                         (8 * DecodeCfg::kThreads)));
-    launch_pdl(dev::moe_decode_quant_kernel, gq, 0, stream, pdl, a);
+    launch_k(dev::moe_decode_quant_kernel, gq, dim3(DecodeCfg::kThreads), 0, stream, pdl, a);
     B12X_CUDA_CHECK_LAUNCH();
   }
   // Same operand/scale-folding choice as the other FP4 kernels (launch_gemm).

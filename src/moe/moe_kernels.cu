@@ -1,8 +1,8 @@
-// Device side of the MoE op: routing, the GEMM engine instances, the top-k combine and the
-// weight repack used by prepare_weights.
+// Device side of the MoE op: routing, per-slot quantisation, the top-k combine, the weight
+// repack used by prepare_weights, and the dispatch to the GEMM engine's per-format units
+// (moe_gemm_<format>.cu). The decode stream lives in moe_decode.cu.
 #include <cub/block/block_scan.cuh>
 
-#include <mutex>
 #include <utility>
 
 #include "core/cuda_check.h"
@@ -10,6 +10,7 @@
 #include "moe/kernels/moe_gemm.cuh"
 #include "moe/moe_launch.h"
 #include "moe/moe_layout.h"
+#include "moe/moe_launch_util.h"
 
 namespace b12x::moe::detail {
 namespace {
@@ -239,52 +240,6 @@ __global__ void repack_scales_kernel(int wfmt, RepackSrc s, WeightView d, uint8_
   }
 }
 
-/// Launch with (pdl) or without the programmatic-stream-serialization attribute.
-template <typename... KArgs, typename... Args>
-void launch_k(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, Stream stream,
-              bool pdl, Args&&... args) {
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = grid;
-  cfg.blockDim = block;
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = pdl ? 1 : 0;
-  B12X_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
-}
-
-template <typename OpT, bool kFold>
-void launch_pipe(const GemmArgs& a, dim3 grid, Stream stream, bool pdl) {
-  auto* k = dev::moe_gemm_pipe_kernel<OpT, kFold>;
-  static std::once_flag once;  // per instantiation; a host attribute, not a stream operation
-  std::call_once(once, [&] {
-    B12X_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         dev::PipeCfg::kSmem));
-  });
-  launch_k(k, grid, dim3(dev::PipeCfg::kThreads), dev::PipeCfg::kSmem, stream, pdl, a);
-}
-
-template <int WF, typename OpT, bool kFold>
-void launch_gemm_t(int cfg, const GemmArgs& a, int gx, int gy, Stream stream, bool pdl) {
-  const dim3 grid(gx, gy);
-  if constexpr (WF == kWFp4) {
-    // Grouped FP4 always stages raw operands (A16 inputs or per-slot pre-quantised rows) through
-    // the cp.async pipeline; FP4 decode is the decode stream (moe_decode.cu), not this engine.
-    B12X_ASSERT(cfg == kCfgGrouped && a.raw_operands,
-                "FP4 GEMMs of this engine are grouped with pre-quantised operands, got cfg=", cfg);
-    launch_pipe<OpT, kFold>(a, grid, stream, pdl);
-  } else {
-    if (cfg == kCfgDecode) {
-      launch_k(dev::moe_gemm_kernel<WF, OpT, 1, 4, 8, kFold>, grid, dim3(128), 0, stream, pdl, a);
-    } else {
-      launch_k(dev::moe_gemm_kernel<WF, OpT, 4, 1, 64, kFold>, grid, dim3(128), 0, stream, pdl, a);
-    }
-  }
-}
-
 }  // namespace
 
 void launch_route(const void* ids, bool ids64, int64_t routes, int num_experts, int tile_tokens,
@@ -310,29 +265,12 @@ void launch_quant_rows(const void* src, bool src_fp16, int64_t src_ld, bool by_t
 void launch_gemm(int wfmt, bool fp16, int cfg, const GemmArgs& a, int gx, int gy, Stream s,
                  bool pdl) {
   if (gx <= 0 || gy <= 0) return;
+  // One instantiation unit per weight format (moe_gemm_<format>.cu) so they compile in parallel.
   switch (wfmt) {
-    case kWFp4:
-      // BF16 operands fold every FP4 block scale exactly; FP16 operands fold UE4M3 scales but
-      // not E8M0 ones (outside the FP16 range), which take the fp32 partial-sum path.
-      if (!fp16)
-        launch_gemm_t<kWFp4, __nv_bfloat16, true>(cfg, a, gx, gy, s, pdl);
-      else if (a.w.scale_kind == 0)
-        launch_gemm_t<kWFp4, __half, true>(cfg, a, gx, gy, s, pdl);
-      else
-        launch_gemm_t<kWFp4, __half, false>(cfg, a, gx, gy, s, pdl);
-      break;
-    case kWQ8_0:
-      fp16 ? launch_gemm_t<kWQ8_0, __half, false>(cfg, a, gx, gy, s, pdl)
-           : launch_gemm_t<kWQ8_0, __nv_bfloat16, false>(cfg, a, gx, gy, s, pdl);
-      break;
-    case kWIq2xxs:
-      fp16 ? launch_gemm_t<kWIq2xxs, __half, false>(cfg, a, gx, gy, s, pdl)
-           : launch_gemm_t<kWIq2xxs, __nv_bfloat16, false>(cfg, a, gx, gy, s, pdl);
-      break;
-    default:
-      fp16 ? launch_gemm_t<kWIq2xs, __half, false>(cfg, a, gx, gy, s, pdl)
-           : launch_gemm_t<kWIq2xs, __nv_bfloat16, false>(cfg, a, gx, gy, s, pdl);
-      break;
+    case kWFp4: launch_gemm_fp4(fp16, cfg, a, gx, gy, s, pdl); break;
+    case kWQ8_0: launch_gemm_q8_0(fp16, cfg, a, gx, gy, s, pdl); break;
+    case kWIq2xxs: launch_gemm_iq2xxs(fp16, cfg, a, gx, gy, s, pdl); break;
+    default: launch_gemm_iq2xs(fp16, cfg, a, gx, gy, s, pdl); break;
   }
   B12X_CUDA_CHECK_LAUNCH();
 }

@@ -129,6 +129,11 @@ void launch_quant_rows(const void* src, bool src_fp16, int64_t src_ld, bool by_t
 /// the stream is the previous kernel of this op; it then waits for it on the device).
 void launch_gemm(int wfmt, bool fp16_operands, int cfg, const GemmArgs& args, int grid_rows,
                  int grid_tiles, Stream stream, bool pdl);
+/// launch_gemm's per-format instantiation units (moe_gemm_<format>.cu).
+void launch_gemm_fp4(bool fp16, int cfg, const GemmArgs& a, int gx, int gy, Stream s, bool pdl);
+void launch_gemm_q8_0(bool fp16, int cfg, const GemmArgs& a, int gx, int gy, Stream s, bool pdl);
+void launch_gemm_iq2xxs(bool fp16, int cfg, const GemmArgs& a, int gx, int gy, Stream s, bool pdl);
+void launch_gemm_iq2xs(bool fp16, int cfg, const GemmArgs& a, int gx, int gy, Stream s, bool pdl);
 void launch_combine(const float* route_out, int64_t M, int64_t H, int topk, const void* ids,
                     bool ids64, int num_experts, const float* weights, bool weight_on_input,
                     void* out, bool out_fp16, int64_t out_ld, Stream stream, bool pdl);
