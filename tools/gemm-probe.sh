@@ -10,7 +10,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 out=${OUT:-$root/gpu-out}
 mkdir -p "$out"
-build=build-probe
+build=${B12X_PROBE_BUILD:-build-probe}  # reuse tools/gpu-check.sh's build-gpu if it exists
 sass_re=""
 ncu_cases=()
 variants=("")
@@ -23,8 +23,8 @@ while [ $# -gt 0 ]; do
   esac
 done
 t0=$(date +%s)
-cmake -S . -B $build -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90a -DCMAKE_BUILD_TYPE=Release \
-  -DB12X_AREAS="gemm;reference" >"$out/configure.log" 2>&1
+[ -f $build/build.ninja ] || cmake -S . -B $build -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90a \
+  -DCMAKE_BUILD_TYPE=Release -DB12X_AREAS="gemm;reference" >"$out/configure.log" 2>&1
 if ! cmake --build $build -j"$(nproc)" --target b12x bench_gemm >"$out/build.log" 2>&1; then
   grep -E "error|FAILED" "$out/build.log" | head -20
   exit 1

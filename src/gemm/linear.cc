@@ -132,11 +132,12 @@ Plan plan(const Caps& caps) {
   const int64_t ctas_n = (geo.n16 + 3) / 4;
   int split = 1;
   if (M <= kDecodeMaxM) {
-    // Cost model: waves of resident CTAs (about 3 per SM for the weight-streaming kernel) times
-    // (slices per CTA + one slice-time of fixed prologue/epilogue latency); splits above 8 need
-    // the reduce kernel (charged one slice pass); every extra activation staging chunk costs a
-    // barrier pair (half a slice).
-    const int64_t capacity = 3 * static_cast<int64_t>(std::max(dev.sm_count, 1));
+    // Cost model (calibrated on the H200 with tools/gemm-probe.sh): the kernel is issue-bound,
+    // so an SM's time is its CTA count times the per-CTA slices (+1 slice of fixed prologue /
+    // epilogue latency), and an SM needs about three co-resident CTAs before adding more stops
+    // shortening the per-CTA time. Splits above 8 need the reduce kernel (charged one slice);
+    // every extra activation staging chunk costs a barrier pair (half a slice).
+    const int64_t sms = std::max(dev.sm_count, 1);
     const int nt = decode_nt(M);
     const int64_t tok_tiles = (M + 8 * nt - 1) / (8 * nt);
     const int64_t fit = stage_fit_slices(wf, std::min<int64_t>(M, 8 * nt));
@@ -144,10 +145,10 @@ Plan plan(const Caps& caps) {
     for (int64_t s = 1; s <= std::min<int64_t>(slices, 32); ++s) {
       const int64_t per = (slices + s - 1) / s;
       const int64_t eff = (slices + per - 1) / per;
-      const int64_t waves = (ctas_n * eff * tok_tiles + capacity - 1) / capacity;
+      const int64_t per_sm = (ctas_n * eff * tok_tiles + sms - 1) / sms;
       const int64_t chunks = (per + fit - 1) / fit;
-      const double cost = static_cast<double>(waves * (per + 1)) + (eff > 8 ? 1.0 : 0.0) +
-                          0.5 * static_cast<double>(chunks - 1);
+      const double cost = static_cast<double>((per + 1) * std::max<int64_t>(per_sm, 3)) +
+                          (eff > 8 ? 1.0 : 0.0) + 0.5 * static_cast<double>(chunks - 1);
       if (cost < best - 1e-9) {
         best = cost;
         split = static_cast<int>(eff);

@@ -11,6 +11,10 @@ namespace b12x::gemm::lin {
 
 namespace {
 
+constexpr int64_t kDecodeRingMax = 4 * kDecodeStages * 4096;
+static_assert(kDecodeRingMax + kDecodeStageBudget + 15 * 1024 <= 101376,
+              "decode kernel must fit SM12x's 99 KB of shared memory per block");
+
 using DecodeFn = void (*)(const LinearParams);
 
 template <WFmt F, class T>
@@ -43,8 +47,10 @@ void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stre
   B12X_ASSERT(fn != nullptr, "no decode kernel for format ", static_cast<int>(f), " fp16=", fp16);
   B12X_ASSERT(p.stage_rows >= 1 && p.stage_rows <= 8 * nt && p.stage_slices >= 1,
               "decode staging rows=", p.stage_rows, " slices=", p.stage_slices);
-  const int64_t smem = stage_geom(f, p.stage_rows, p.stage_slices).bytes;
-  B12X_ASSERT(smem <= kDecodeStageBudget, "decode staging needs ", smem, " B of shared memory");
+  const int64_t stage_bytes = stage_geom(f, p.stage_rows, p.stage_slices).bytes;
+  B12X_ASSERT(stage_bytes <= kDecodeStageBudget, "decode staging needs ", stage_bytes,
+              " B of shared memory");
+  const int64_t smem = decode_ring_bytes(f) + stage_bytes;
   {
     // The opt-in above 48 KB is a function attribute (not a stream operation, so legal while a
     // stream captures); set it once per kernel to the whole budget.
@@ -53,7 +59,7 @@ void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stre
     std::lock_guard<std::mutex> lock(mu);
     if (opted.insert(fn).second) {
       B12X_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           static_cast<int>(kDecodeStageBudget)));
+                                           static_cast<int>(kDecodeRingMax + kDecodeStageBudget)));
     }
   }
   const int64_t tok_tiles = (p.M + 8 * nt - 1) / (8 * nt);

@@ -13,9 +13,10 @@ struct ActParams;
 
 /// True when a decode kernel exists for (format, MMA dtype fp16?, token tiles nt in {1, 2}).
 bool decode_kernel_available(WFmt f, bool fp16, int nt);
-/// Dynamic shared memory budget of the decode kernel's activation staging (with the static part,
-/// at most ~16 KB, it stays under SM12x's 99 KB and lets three CTAs share an SM90 SM).
-inline constexpr int64_t kDecodeStageBudget = 56 * 1024;
+/// Dynamic shared memory budget of the decode kernel's activation staging. With the weight rings
+/// (at most 48 KB) and the static part (at most ~15 KB) it stays under SM12x's 99 KB; at M <= 8
+/// the staging is a few KB, so four CTAs share an SM90 SM.
+inline constexpr int64_t kDecodeStageBudget = 32 * 1024;
 /// grid = (ceil(n16/4), split, ceil(M / (8*nt))); p.cluster_split > 1 launches grid.y as one
 /// thread-block cluster. p.stage_rows / p.stage_slices size the activation staging.
 void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stream stream);

@@ -139,7 +139,15 @@ B12X_HD void frag_coord_k32(int g, int t, int j, int e, int* row, int* k) {
   *k = 16 * (j >> 1) + 4 * t + e;
 }
 
-/// Dynamic shared memory of the weight-streaming kernel: `rows` staged token rows of a chunk of
+/// Weight-streaming kernel: slices of weight values per warp ring (cp.async), bytes of one
+/// warp-slice (one contiguous run of the packed layout), and the ring of its four warps.
+inline constexpr int kDecodeStages = 3;
+B12X_HD constexpr int decode_chunk_bytes(WFmt f) {
+  return wtraits(f).slice_atoms / atoms_per_vector(f) * wtraits(f).slots * 16;
+}
+B12X_HD constexpr int decode_ring_bytes(WFmt f) { return 4 * kDecodeStages * decode_chunk_bytes(f); }
+
+/// Activation staging of the weight-streaming kernel (after the rings in dynamic shared memory): `rows` staged token rows of a chunk of
 /// `slices` K slices (bf16 halves, or e4m3 bytes for the FP8 weight formats) with a 16-byte row
 /// skew (rows 16 bytes apart modulo 128 keep ldmatrix conflict-free), then the fp32 activation
 /// group scales [rows][chunk groups].

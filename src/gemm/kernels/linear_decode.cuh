@@ -6,14 +6,15 @@
 // cluster's distributed shared memory, or by linear_reduce_kernel), grid.z walks token tiles of
 // 8*NT (the fallback for larger M).
 //
-// Latency structure (what makes it stream): the activations of the CTA's whole K range are
-// staged into shared memory ONCE (only the valid token rows: ldmatrix row addresses of missing
+// Latency structure (what makes it stream): the activations of the CTA's K range are staged
+// into shared memory once per chunk (only the valid token rows: ldmatrix row addresses of missing
 // tokens are clamped to the last valid row, whose products land in output columns that are never
-// stored), so the slice loop has no CTA barrier; each warp keeps two slices of weight loads in
-// flight in ping-pong registers (no register copies of in-flight loads, which would stall), and
-// the first two slices are requested before the kernel waits on its predecessor (PDL). When the
-// K range does not fit the staging budget the activations are staged in chunks (one barrier pair
-// per chunk; the planner sizes the split so that one chunk is the common case).
+// stored), so the slice loop has no CTA barrier in the common one-chunk case. Each warp streams
+// its 16-row tile through a private ring of kDecodeStages slices in shared memory with cp.async
+// (a warp-slice of values is one contiguous run of the packed layout), so in-flight weight bytes
+// cost no registers: the kernel fits four CTAs per SM90 SM and the per-slice code exists once.
+// Block scales (a few bytes per row) are loaded into registers one slice ahead. The first
+// kDecodeStages-1 slices are requested before the kernel waits on its predecessor (PDL).
 #pragma once
 
 #include <cooperative_groups.h>
@@ -78,8 +79,18 @@ __device__ __forceinline__ float act_group_scale(const LinearParams& p, int64_t 
   }
 }
 
+__device__ __forceinline__ void dec_cp_async16(void* smem, const void* gmem) {
+  const uint32_t sa = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sa), "l"(gmem));
+}
+__device__ __forceinline__ void dec_cp_async_commit() { asm volatile("cp.async.commit_group;"); }
+template <int N>
+__device__ __forceinline__ void dec_cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
 template <WFmt F, class T, int NT>
-__global__ void __launch_bounds__(128, 3) linear_decode_kernel(const LinearParams p) {
+__global__ void __launch_bounds__(128, 4) linear_decode_kernel(const LinearParams p) {
   constexpr WTraits kTr = wtraits(F);
   constexpr int kAtoms = kTr.slice_atoms;
   constexpr int kKS = kAtoms * 32;
@@ -104,11 +115,15 @@ __global__ void __launch_bounds__(128, 3) linear_decode_kernel(const LinearParam
   const int64_t s_begin = static_cast<int64_t>(blockIdx.y) * p.slices_per_cta;
   const int64_t s_end = min(total_slices, s_begin + p.slices_per_cta);
 
-  // Staged activations: [rows][pitch] (bf16 halves, or e4m3 bytes for the FP8 formats), then
-  // the fp32 group scales [rows][chunk groups].
+  // Dynamic shared memory: the warps' weight rings [4][kStages][kChunk], then the staged
+  // activations [rows][pitch] (bf16 halves, or e4m3 bytes for the FP8 formats), then the fp32
+  // activation group scales [rows][chunk groups].
+  constexpr int kStages = kDecodeStages;
+  constexpr int kChunk = decode_chunk_bytes(F);
   const StageGeom sg = stage_geom(F, p.stage_rows, p.stage_slices);
-  uint8_t* const xs = dsm;
-  float* const xsc = reinterpret_cast<float*>(dsm + p.stage_rows * sg.pitch_bytes);
+  uint8_t* const ring = dsm + warp * (kStages * kChunk);
+  uint8_t* const xs = dsm + decode_ring_bytes(F);
+  float* const xsc = reinterpret_cast<float*>(xs + p.stage_rows * sg.pitch_bytes);
   const int rows = static_cast<int>(min(static_cast<int64_t>(p.stage_rows), p.M - tok0));
 
   if constexpr (F == WFmt::kNvfp4) {
@@ -125,20 +140,23 @@ __global__ void __launch_bounds__(128, 3) linear_decode_kernel(const LinearParam
     for (int i = 0; i < 4; ++i) acc[n][i] = acc_odd[n][i] = 0.f;
 
   const int64_t row_g = tile * 16 + g, row_g8 = row_g + 8;
-  const uint8_t* wbase = p.wvals;
   const int slot = kIq2 ? g : lane;
+  // The tile's packed values are contiguous along K: slice sl of this warp is the run
+  // [sl * kChunk, (sl + 1) * kChunk) from the tile base.
+  const uint8_t* const wtile = p.wvals + tile * p.kvec * kTr.slots * 16;
+  auto issue_values = [&](int64_t sl, int stage) {
+    const uint8_t* src = wtile + sl * kChunk;
+    uint8_t* dst = ring + stage * kChunk;
+#pragma unroll
+    for (int i = lane; i < kChunk / 16; i += 32) dec_cp_async16(dst + i * 16, src + i * 16);
+  };
 
-  // Weight values and raw scale bytes of one slice (registers).
-  struct SliceRegs {
-    uint4 raw[kVecs];
+  // Raw scale bytes of one slice (registers).
+  struct SliceScales {
     uint4 sc[2][2];  // [row g / g+8][part]
   };
-  auto issue_loads = [&](int64_t sl, SliceRegs& r) {
+  auto load_scales = [&](int64_t sl, SliceScales& r) {
     const int64_t k0 = sl * kKS;
-    const int64_t vec0 = k0 / 32 / kApv;
-#pragma unroll
-    for (int v = 0; v < kVecs; ++v)
-      r.raw[v] = ldg_stream(wbase + ((tile * p.kvec + vec0 + v) * kTr.slots + slot) * 16);
     const int64_t rws[2] = {row_g, row_g8};
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -244,8 +262,12 @@ __global__ void __launch_bounds__(128, 3) linear_decode_kernel(const LinearParam
   };
 
   // Decode + MMA of one slice whose activations start at staged column koff (K values).
-  auto compute = [&](const SliceRegs& cur, int64_t koff) {
-    const uint4 (&raw)[kVecs] = cur.raw;
+  auto compute = [&](const uint8_t* vals, const SliceScales& cur, int64_t koff) {
+    // This lane's 16-byte fragment vector v of the slice (conflict-free: lanes read
+    // consecutive 16-byte slots; the IQ2 quads share one slot).
+    auto raw = [&](int v) -> uint4 {
+      return *reinterpret_cast<const uint4*>(vals + (v * kTr.slots + slot) * 16);
+    };
     const uint4 (&sc_raw)[2][2] = cur.sc;
     const int gcol0 = static_cast<int>(kGroup ? koff / kGroup : 0);
     float gsc[2][kGroupsPerSlice];
@@ -310,7 +332,7 @@ __global__ void __launch_bounds__(128, 3) linear_decode_kernel(const LinearParam
       constexpr int kAtomsPerGroup = kGroup ? kGroup / 32 : 4;
 #pragma unroll
       for (int a = 0; a < kAtoms; ++a) {
-        const uint4& rv = raw[a];
+        const uint4 rv = raw(a);
         const uint32_t af[4] = {rv.x, rv.y, rv.z, rv.w};
         uint32_t bf[NT][2];
 #pragma unroll
@@ -327,7 +349,7 @@ __global__ void __launch_bounds__(128, 3) linear_decode_kernel(const LinearParam
 #pragma unroll
       for (int a = 0; a < kAtoms; ++a) {
         uint32_t af[2][4];
-        const uint4& rv = raw[a / kApv];
+        const uint4 rv = raw(a / kApv);
         if constexpr (F == WFmt::kNvfp4 || F == WFmt::kMxfp4) {
           const uint32_t w[2] = {(a % 2) ? rv.z : rv.x, (a % 2) ? rv.w : rv.y};
           uint32_t sc[2][2];
@@ -381,10 +403,16 @@ __global__ void __launch_bounds__(128, 3) linear_decode_kernel(const LinearParam
     }
   };
 
-  // ---- pipeline: two slices in flight (ping-pong A/B), staging once per chunk.
-  SliceRegs A, B;
-  if (active && s_begin < s_end) issue_loads(s_begin, A);
-  if (active && s_begin + 1 < s_end) issue_loads(s_begin + 1, B);
+  // ---- pipeline: kStages-1 slices in flight per warp, staging once per chunk.
+  SliceScales cur, nxt;
+  if (active) {
+#pragma unroll
+    for (int i = 0; i < kStages - 1; ++i) {
+      if (s_begin + i < s_end) issue_values(s_begin + i, i);
+      dec_cp_async_commit();  // empty groups keep the group count uniform
+    }
+    if (s_begin < s_end) load_scales(s_begin, cur);
+  }
   griddep_wait();  // activations, scales of x and the output belong to earlier kernels
 
   int64_t chunk_begin = s_begin, chunk_end = s_begin;
@@ -397,19 +425,20 @@ __global__ void __launch_bounds__(128, 3) linear_decode_kernel(const LinearParam
     stage(chunk_begin, chunk_end);
     __syncthreads();  // also orders the LUT / IQ2 table fills before the first decode
   };
-  for (int64_t sl = s_begin; sl < s_end; sl += 2) {
+  int st = 0;
+  for (int64_t sl = s_begin; sl < s_end; ++sl) {
     ensure_staged(sl);
     if (active) {
-      compute(A, (sl - chunk_begin) * kKS);
-      if (sl + 2 < s_end) issue_loads(sl + 2, A);
+      __syncwarp();  // every lane has finished reading the stage refilled below (slice sl-1)
+      if (sl + kStages - 1 < s_end) issue_values(sl + kStages - 1, (st + kStages - 1) % kStages);
+      dec_cp_async_commit();
+      if (sl + 1 < s_end) load_scales(sl + 1, nxt);
+      dec_cp_async_wait<kStages - 1>();  // this lane's copies of slice sl have landed...
+      __syncwarp();                      // ...and so have every other lane's
+      compute(ring + st * kChunk, cur, (sl - chunk_begin) * kKS);
+      cur = nxt;  // loaded a whole slice of compute ago: no stall
     }
-    if (sl + 1 < s_end) {
-      ensure_staged(sl + 1);
-      if (active) {
-        compute(B, (sl + 1 - chunk_begin) * kKS);
-        if (sl + 3 < s_end) issue_loads(sl + 3, B);
-      }
-    }
+    st = (st + 1 == kStages) ? 0 : st + 1;
   }
   griddep_launch_dependents();
 #pragma unroll
