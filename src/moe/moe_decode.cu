@@ -11,10 +11,10 @@ namespace {
 
 using dev::DecodeCfg;
 
-template <typename OpT, bool kFold>
+template <typename OpT, bool kFold, int kSK>
 void launch_gemms(const DecodeArgs& a, Stream stream, bool pdl) {
-  auto* k1 = dev::moe_decode_fc1_kernel<OpT, kFold>;
-  auto* k2 = dev::moe_decode_fc2_kernel<OpT, kFold>;
+  auto* k1 = dev::moe_decode_fc1_kernel<OpT, kFold, kSK>;
+  auto* k2 = dev::moe_decode_fc2_kernel<OpT, kFold, kSK>;
   // Above 48 KB of dynamic shared memory needs the opt-in (a function attribute, not a stream
   // operation: legal during capture; once per instantiation).
   static std::once_flag once;
@@ -56,13 +56,19 @@ void launch_decode_stream(const DecodeArgs& a, bool fp16_operands, Stream stream
     launch_k(dev::moe_decode_quant_kernel, gq, dim3(DecodeCfg::kThreads), 0, stream, pdl, a);
     B12X_CUDA_CHECK_LAUNCH();
   }
-  // Same operand/scale-folding choice as the other FP4 kernels (launch_gemm).
-  if (!fp16_operands)
-    launch_gemms<__nv_bfloat16, true>(a, stream, pdl);
-  else if (a.w1.scale_kind == 0)
-    launch_gemms<__half, true>(a, stream, pdl);
-  else
-    launch_gemms<__half, false>(a, stream, pdl);
+  // Same operand/scale-folding choice as the other FP4 kernels (moe_gemm_unit.cuh); the scale
+  // kind (UE4M3/16 for modelopt_nvfp4, E8M0/32 for fp4_e8m0_k32) is a template constant.
+  B12X_ASSERT(a.w1.scale_kind == a.w2.scale_kind, "decode stream: FC1/FC2 scale kinds differ");
+  if (!fp16_operands) {
+    if (a.w1.scale_kind == 0)
+      launch_gemms<__nv_bfloat16, true, 0>(a, stream, pdl);
+    else
+      launch_gemms<__nv_bfloat16, true, 1>(a, stream, pdl);
+  } else if (a.w1.scale_kind == 0) {
+    launch_gemms<__half, true, 0>(a, stream, pdl);
+  } else {
+    launch_gemms<__half, false, 1>(a, stream, pdl);
+  }
 }
 
 }  // namespace b12x::moe::detail

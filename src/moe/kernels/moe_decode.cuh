@@ -142,10 +142,11 @@ struct WarpStage {
 };
 
 /// acc[m] += W(rows m*16 + {g, g+8}) x act over one staged 128-value sub-chunk. kM = number of
-/// 16-row MMA tiles of the warp (2 for FC1's 32 rows, 1 for FC2's 16).
-template <typename OpT, bool kFold, int kM>
-__device__ __forceinline__ void stage_mma(const uint8_t* st, float (&acc)[kM][4], int g, int t,
-                                          int scale_kind) {
+/// 16-row MMA tiles of the warp (2 for FC1's 32 rows, 1 for FC2's 16). kSK = the scale kind
+/// (0 UE4M3/16, 1 E8M0/32) as a constant: a runtime kind put two branches in every (row, step),
+/// splitting the unrolled body into small basic blocks the scheduler could not interleave.
+template <typename OpT, bool kFold, int kSK, int kM>
+__device__ __forceinline__ void stage_mma(const uint8_t* st, float (&acc)[kM][4], int g, int t) {
   constexpr int kRows = 16 * kM;
   WeightFrag<detail::kWFp4, OpT> f[2 * kM];
 #pragma unroll
@@ -162,7 +163,7 @@ __device__ __forceinline__ void stage_mma(const uint8_t* st, float (&acc)[kM][4]
     _Pragma("unroll") for (int i = 0; i < 2 * kM; ++i) {                                  \
       uint32_t lo, hi;                                                                    \
       f[i].template decode<J>(lo, hi, nullptr, t);                                        \
-      s[i] = f[i].template scale<J>(scale_kind);                                          \
+      s[i] = f[i].template scale<J>(kSK);                                                 \
       if constexpr (kFold) {                                                              \
         const uint32_t s2 = OpTraits<OpT>::splat(s[i]);                                   \
         lo = OpTraits<OpT>::mul2(lo, s2);                                                 \
@@ -253,7 +254,7 @@ __global__ void __launch_bounds__(DecodeCfg::kThreads) moe_decode_quant_kernel(c
 }
 
 // ---- [FC1] (64 rows, expert tile) per CTA ------------------------------------------------
-template <typename OpT, bool kFold>
+template <typename OpT, bool kFold, int kSK>
 __global__ void __launch_bounds__(DecodeCfg::kThreads)
     moe_decode_fc1_kernel(const DecodeArgs a) {
   using C = DecodeCfg;
@@ -304,7 +305,7 @@ __global__ void __launch_bounds__(DecodeCfg::kThreads)
   for (int s = 0; s < kS; ++s) {
     if (s < n_my)
       St::issue_w(ring + s * C::kFc1Stage, vrow, srow, W.values_row_stride, W.scales_row_stride,
-                  wk + kWK * s, W.scale_kind, lane);
+                  wk + kWK * s, kSK, lane);
     cp_async_commit();
   }
   if (!first) pdl_wait();  // xq is written by [Q]
@@ -327,12 +328,12 @@ __global__ void __launch_bounds__(DecodeCfg::kThreads)
     cp_async_wait<kS - 1>();
     __syncwarp();
     uint8_t* st = ring + (i % kS) * C::kFc1Stage;
-    stage_mma<OpT, kFold, 2>(st, acc, g, t, W.scale_kind);
+    stage_mma<OpT, kFold, kSK, 2>(st, acc, g, t);
     __syncwarp();  // every lane is done reading the slot before it is refilled
     const int nx = i + kS;
     if (nx < n_my) {
       St::issue_w(st, vrow, srow, W.values_row_stride, W.scales_row_stride, wk + kWK * nx,
-                  W.scale_kind, lane);
+                  kSK, lane);
       St::issue_a(st, src, W.K, wk + kWK * nx, lane, vrow);
     }
     cp_async_commit();
@@ -411,7 +412,7 @@ __global__ void __launch_bounds__(DecodeCfg::kThreads)
 }
 
 // ---- [FC2] 16 output rows x every route per CTA, combine fused ---------------------------
-template <typename OpT, bool kFold>
+template <typename OpT, bool kFold, int kSK>
 __global__ void __launch_bounds__(DecodeCfg::kThreads)
     moe_decode_fc2_kernel(const DecodeArgs a) {
   using C = DecodeCfg;
@@ -455,7 +456,7 @@ __global__ void __launch_bounds__(DecodeCfg::kThreads)
     const int e = s_tiles[chunk_tile(c)].x;
     St::issue_w(st, W.values + e * W.values_expert_stride + R0 * W.values_row_stride,
                 W.scales + e * W.scales_expert_stride + R0 * W.scales_row_stride,
-                W.values_row_stride, W.scales_row_stride, c % nk, W.scale_kind, lane);
+                W.values_row_stride, W.scales_row_stride, c % nk, kSK, lane);
   };
   auto issue_a = [&](uint8_t* st, int c) {
     const int4 tl = s_tiles[chunk_tile(c)];
@@ -486,7 +487,7 @@ __global__ void __launch_bounds__(DecodeCfg::kThreads)
     cp_async_wait<kS - 1>();
     __syncwarp();
     uint8_t* st = ring + (c % kS) * C::kFc2Stage;
-    stage_mma<OpT, kFold, 1>(st, acc, g, t, W.scale_kind);
+    stage_mma<OpT, kFold, kSK, 1>(st, acc, g, t);
     __syncwarp();
     const int nx = c + kS;
     if (nx < n_my) {
