@@ -7,10 +7,11 @@
 #                      [--arch 90a] [--test-timeout 150] [--filter GTEST_FILTER]
 #
 # GPU test suites are named <Area>Gpu* (FormatsGpu, GemmGpu, QuantizeGpu, EmbeddingGpu, MoeGpu,
-# AttentionGpu); each area's output is logs/<area>.log. Without a GPU every test skips.
+# AttentionGpu, IntegrationGpu: warm-up/freeze and checkpoint round trips); each area's output is
+# logs/<area>.log. Without a GPU every test skips.
 set -u
 stages="build,tests,sanitize,python,bench"  # also: archs (time a 90a;120a;121a build)
-areas="formats gemm quantize embedding moe attention"
+areas="formats gemm quantize embedding moe attention integration"
 arch="90a"
 test_timeout=150
 extra_filter=""

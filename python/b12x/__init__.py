@@ -10,8 +10,11 @@ from . import _capi
 from ._capi import (B12xError, CaptureActiveError, InvalidArgumentError,  # noqa: F401
                     KernelResolutionFrozenError, UnsupportedError)
 
+from ._warmup import clear_resolved_kernels, resolved_kernels, warmup  # noqa: F401
+
 __all__ = ["version", "compiled_archs", "device_count", "freeze_kernel_resolution",
-           "unfreeze_kernel_resolution", "kernel_resolution_frozen", "B12xError"]
+           "unfreeze_kernel_resolution", "kernel_resolution_frozen", "warmup",
+           "resolved_kernels", "clear_resolved_kernels", "B12xError"]
 
 
 def version() -> str:

@@ -330,6 +330,55 @@ def load_linear(dir: Union[str, os.PathLike], prefix: str,
                        j["input_scale"], j["output_scale"], views, j["selection"])
 
 
+# Selection paths whose GEMM format name differs from the path's tail.
+_PATH_FORMAT = {"nvfp4_w4a4": "nvfp4", "mxfp4_w4a4": "mxfp4"}
+
+
+def gemm_format_for_path(path: str) -> str:
+    """The ``b12x.gemm`` format of a selection path (``"gemm.nvfp4_w4a16"`` -> ``"nvfp4_w4a16"``,
+    ``"gemm.nvfp4_w4a4"`` -> ``"nvfp4"``)."""
+    if not path.startswith("gemm."):
+        raise _capi.InvalidArgumentError(1, f"gemm_format_for_path: '{path}' is not a GEMM path "
+                                            f"(expected gemm.<format>)")
+    tail = path[len("gemm."):]
+    return _PATH_FORMAT.get(tail, tail)
+
+
+def pack_linear(layer: Union[LinearLayer, str, os.PathLike], prefix: Optional[str] = None,
+                device: int = 0, compute_capability: Optional[int] = None, stream=None):
+    """Loads dense layer ``prefix`` of checkpoint ``layer`` (a directory, or an already loaded
+    :class:`LinearLayer`) into a ``b12x.gemm.PackedWeight`` on ``device``, with the GEMM format
+    the selection policy picks for that device. Raises ``UnsupportedError`` with every reason
+    when b12x cannot run the layer. W4A4 NVFP4 layers take ``layer.output_scale`` as the
+    per-call alpha; their activations are quantized with global scale ``1 / input_scale``."""
+    from .gemm import _linear
+    if not isinstance(layer, LinearLayer):
+        if prefix is None:
+            raise _capi.InvalidArgumentError(1, "pack_linear: prefix is required with a directory")
+        if compute_capability is None:
+            cc, sms, ok = _c.c_int32(), _c.c_int32(), _c.c_int32()
+            _capi.call("b12x_device_query", _c.c_int32(device), _c.byref(cc), _c.byref(sms),
+                       _c.byref(ok), None, _SIZE(0))
+            compute_capability = cc.value
+        layer = load_linear(layer, prefix, compute_capability)
+    sel = layer.selection
+    if not sel.get("supported"):
+        raise _capi.UnsupportedError(2, f"{layer.prefix}: not supported by b12x: "
+                                        f"{'; '.join(sel.get('reasons', []))}")
+    fmt = gemm_format_for_path(sel["path"])
+    t = layer.tensors
+    weight = t["weight"]
+    if fmt in ("q8_0", "iq2_xs", "iq2_xxs"):
+        weight = weight.reshape(weight.shape[0], -1)  # [N, K/group, payload] -> GGML rows
+    kw = {}
+    if fmt in ("nvfp4", "nvfp4_w4a16"):
+        kw["global_scale"] = layer.weight_scale_2
+    if fmt == "fp8_tensor":
+        kw["output_scale"] = layer.output_scale
+    return _linear.pack_weight(fmt, weight, t.get("weight_scale"), device=device, stream=stream,
+                               **kw)
+
+
 def dequantize_linear(dir: Union[str, os.PathLike], prefix: str) -> np.ndarray:
     """Loads dense layer ``prefix`` from a checkpoint and reconstructs it as fp32 [n, k]."""
     n, k = _c.c_int64(), _c.c_int64()
@@ -344,4 +393,5 @@ def dequantize_linear(dir: Union[str, os.PathLike], prefix: str) -> np.ndarray:
 
 __all__ = ["SafetensorsFile", "TensorInfo", "open_safetensors", "parse_safetensors",
            "save_safetensors", "load_quant_config", "resolve_layer", "inspect", "quantize",
-           "dequantize_linear", "load_linear", "LinearLayer", "FORMATS"]
+           "dequantize_linear", "load_linear", "LinearLayer", "FORMATS", "pack_linear",
+           "gemm_format_for_path"]

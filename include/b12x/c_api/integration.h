@@ -157,6 +157,33 @@ B12X_C_API void b12x_layer_desc_init(b12x_layer_desc* d);
 B12X_C_API b12x_status b12x_select(const b12x_layer_desc* d, int32_t* supported, char* buf,
                                    size_t len, size_t* needed);
 
+/* ---- warm-up and kernel resolution (b12x/warmup.h, b12x/runtime.h) ---------------------------
+ * layers_json: a JSON array of layer descriptions; every field but "kind" has the default shown
+ * or is required (R):
+ *   {"kind": "linear", "name": "", "device": 0, "format": R ("nvfp4_w4a16", ... as
+ *    b12x_linear_format_name), "in_features": R, "out_features": R, "act_dtype": "bf16",
+ *    "out_dtype": "bf16", "expected_m": 0, "quantize_from": "bf16"}
+ *   {"kind": "moe", "name": "", "device": 0, "quant_mode": R, "source_format": R,
+ *    "activation": "silu", "params_dtype": "bf16", "num_experts": R, "hidden_size": R,
+ *    "intermediate_size": R, "w13_layout": "w31", "ggml_w1_dtype": "q8_0",
+ *    "ggml_w2_dtype": "q8_0", "num_topk": R, "apply_router_weight_on_input": false}
+ *   {"kind": "attention", "name": "", "device": 0, "mode": "decode", "q_dtype": "bf16",
+ *    "kv_dtype": "bf16", "num_q_heads": R, "num_kv_heads": R, "head_dim_qk": R,
+ *    "head_dim_vo": head_dim_qk, "page_size": R, "max_batch": 1, "max_page_table_width": R,
+ *    "max_total_q": max_batch, "max_splits": 0}
+ *   {"kind": "embedding", "name": "", "device": 0, "vocab": R, "dim": R, "id_dtype": "int32",
+ *    "out_dtype": "bf16"}
+ * Weights are constant dummies packed/prepared inside (the kernels do not depend on values).
+ * Unknown keys are an error. The report comes back as JSON: {"planned", "unique", "launched",
+ * "already_warm", "seconds", "entries": [{"layer", "op", "tokens", "signature", "launched",
+ * "launch_ms"}]}. */
+B12X_C_API b12x_status b12x_warmup(const char* layers_json, const int64_t* token_counts,
+                                   int32_t num_token_counts, void* stream, char* buf, size_t len,
+                                   size_t* needed);
+/* Every resolved kernel signature: [{"device", "op", "signature", "shape", "plans"}]. */
+B12X_C_API b12x_status b12x_resolved_kernels_json(char* buf, size_t len, size_t* needed);
+B12X_C_API b12x_status b12x_clear_resolved_kernels(void);
+
 #ifdef __cplusplus
 }
 #endif

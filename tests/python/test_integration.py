@@ -1,0 +1,194 @@
+"""Warm-up, kernel-resolution freeze, and the checkpoint -> GPU round trip from Python.
+
+The registry and the warm-up's layer parsing run on the CPU (the fused-MoE plan needs no
+device); the warm-up launches and the checkpoint round trip need a GPU (and torch for the
+latter) and skip without them."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+import b12x
+import b12x.gemm  # noqa: F401  (b12x.gemm.linear, reference_linear)
+from b12x import _capi
+from b12x import checkpoint as ck
+from b12x.moe import fused_moe
+
+
+@pytest.fixture(autouse=True)
+def _unfrozen():
+    b12x.unfreeze_kernel_resolution()
+    yield
+    b12x.unfreeze_kernel_resolution()
+
+
+def _moe_plan(max_tokens, activation="silu"):
+    p = fused_moe.plan_weights(quant_modes="w4a16", source_format="modelopt_nvfp4",
+                               activation=activation, params_dtype="bfloat16", num_experts=4,
+                               hidden_size=64, intermediate_size=32, w13_layout="w31")
+    return fused_moe.plan(fused_moe.Caps(max_tokens=max_tokens, num_topk=2, weight_plan=p))
+
+
+def test_registry_records_plans_and_freeze_names_the_shape():
+    b12x.clear_resolved_kernels()
+    assert b12x.resolved_kernels() == []
+    _moe_plan(3)
+    r = b12x.resolved_kernels()
+    assert len(r) == 1
+    assert r[0]["op"] == "fused_moe.plan"
+    assert r[0]["signature"].startswith("moe.w4a16 src=modelopt_nvfp4 act=silu io=bf16")
+    assert "max_tokens=3" in r[0]["shape"] and r[0]["plans"] == 1
+    b12x.freeze_kernel_resolution("pytest")
+    _moe_plan(3)  # the same signature keeps planning
+    assert b12x.resolved_kernels()[0]["plans"] == 2
+    with pytest.raises(b12x.KernelResolutionFrozenError) as e:
+        _moe_plan(5, activation="relu2")
+    msg = str(e.value)
+    for part in ("fused_moe.plan", "E=4 H=64 I=32 max_tokens=5 topk=2", "act=relu2", "frozen",
+                 "pytest"):
+        assert part in msg, msg
+    assert len(b12x.resolved_kernels()) == 1  # the refused plan recorded nothing
+    b12x.unfreeze_kernel_resolution()
+    _moe_plan(5, activation="relu2")
+    assert len(b12x.resolved_kernels()) == 2
+    b12x.clear_resolved_kernels()
+
+
+def test_warmup_rejects_bad_descriptions():
+    lin = {"kind": "linear", "format": "q8_0", "in_features": 256, "out_features": 256}
+    with pytest.raises(_capi.InvalidArgumentError, match=r"layers\[0\]\.kind='conv'"):
+        b12x.warmup([{"kind": "conv"}], [1])
+    with pytest.raises(_capi.InvalidArgumentError, match=r"layers\[0\] has unknown key 'in_feature'"):
+        b12x.warmup([{"kind": "linear", "format": "q8_0", "in_feature": 256,
+                      "in_features": 256, "out_features": 256}], [1])
+    with pytest.raises(_capi.InvalidArgumentError, match=r"layers\[1\]\.num_topk is required"):
+        b12x.warmup([lin, {"kind": "moe", "quant_mode": "w4a16",
+                           "source_format": "modelopt_nvfp4", "num_experts": 4,
+                           "hidden_size": 64, "intermediate_size": 32}], [1])
+    with pytest.raises(_capi.InvalidArgumentError, match=r"token_counts\[1\]=0"):
+        b12x.warmup([lin], [1, 0])
+    with pytest.raises(_capi.InvalidArgumentError, match="token_counts must hold"):
+        b12x.warmup([lin], [])
+    with pytest.raises(_capi.InvalidArgumentError, match="unknown dtype name 'bf17'"):
+        b12x.warmup([dict(lin, act_dtype="bf17")], [1])
+    with pytest.raises(_capi.InvalidArgumentError, match="mode='prefill'"):
+        b12x.warmup([{"kind": "attention", "mode": "prefill", "num_q_heads": 8,
+                      "num_kv_heads": 2, "head_dim_qk": 128, "page_size": 16,
+                      "max_page_table_width": 8}], [1])
+
+
+needs_gpu = pytest.mark.skipif(b12x.device_count() == 0, reason="needs a CUDA device")
+
+
+@needs_gpu
+def test_warmup_then_freeze_on_gpu():
+    layers = [
+        {"kind": "linear", "name": "o", "format": "nvfp4_w4a16", "in_features": 512,
+         "out_features": 256},
+        {"kind": "linear", "name": "qkv", "format": "nvfp4_w4a16", "in_features": 512,
+         "out_features": 768},
+        {"kind": "moe", "name": "experts", "quant_mode": "ggml_a16", "source_format": "ggml",
+         "ggml_w1_dtype": "q8_0", "ggml_w2_dtype": "q8_0", "num_experts": 8, "hidden_size": 256,
+         "intermediate_size": 128, "num_topk": 2},
+        {"kind": "attention", "name": "attn", "num_q_heads": 8, "num_kv_heads": 2,
+         "head_dim_qk": 128, "page_size": 16, "max_page_table_width": 64, "max_batch": 8},
+        {"kind": "embedding", "name": "embed", "vocab": 1000, "dim": 256},
+    ]
+    counts = [1, 8, 64]
+    r = b12x.warmup(layers, counts)
+    assert r["planned"] == len(layers) * len(counts)
+    assert len(r["entries"]) == r["planned"]
+    sigs = {e["signature"] for e in r["entries"]}
+    assert r["unique"] == len(sigs) < r["planned"]
+    assert r["launched"] + r["already_warm"] == r["unique"]
+    launched = [e["signature"] for e in r["entries"] if e["launched"]]
+    assert len(launched) == len(set(launched)) == r["launched"]
+    by = {(e["layer"], e["tokens"]): e["signature"] for e in r["entries"]}
+    assert by[("o", 1)] == by[("qkv", 1)]
+    again = b12x.warmup(layers, counts)
+    assert again["launched"] == 0 and again["already_warm"] == r["unique"]
+
+    b12x.freeze_kernel_resolution("serving")
+    assert b12x.warmup(layers, counts)["launched"] == 0  # warmed shapes still plan
+    with pytest.raises(b12x.KernelResolutionFrozenError, match="gemm::plan.*N=256 K=256"):
+        b12x.warmup([{"kind": "linear", "format": "iq2_xxs", "in_features": 256,
+                      "out_features": 256, "out_dtype": "fp16"}], [3])
+    b12x.unfreeze_kernel_resolution()
+    b12x.warmup([{"kind": "linear", "format": "iq2_xxs", "in_features": 256,
+                  "out_features": 256, "out_dtype": "fp16"}], [3])
+
+
+# ---- checkpoint round trip on the GPU ------------------------------------------------------------
+
+def _bf16_bits(x):
+    b = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
+    return ((b + 0x7FFF + ((b >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def _bf16_to_f32(bits):
+    return (bits.astype(np.uint32) << 16).view(np.float32)
+
+
+# (format, --layers, expected dense path, weight error bound: loose rel_l2 vs the BF16 weights)
+_CASES = [
+    ("nvfp4", "nvfp4_w4a16", 0.15),  # no input amax: a W4A16 checkpoint
+    ("mxfp8", "mxfp8", 0.08),
+    ("q8_0", "q8_0", 0.02),
+    ("iq2_xs", "iq2_xs", 0.60),
+]
+
+
+@pytest.mark.parametrize("fmt,gemm_fmt,loose", _CASES, ids=[c[0] for c in _CASES])
+def test_checkpoint_round_trip_on_gpu(tmp_path, cuda_torch, fmt, gemm_fmt, loose):
+    torch = cuda_torch
+    rng = np.random.default_rng()
+    src, out = tmp_path / "bf16", tmp_path / "q"
+    os.makedirs(src)
+    w = rng.standard_normal((256, 512)).astype(np.float32) * 0.02
+    w.flat[::97] *= 8  # outliers
+    wb = _bf16_bits(w)
+    ck.save_safetensors(src / "model.safetensors",
+                        {"model.layers.0.self_attn.o_proj.weight": ("BF16", wb),
+                         "model.norm.weight": ("BF16", _bf16_bits(np.ones(256)))})
+    (src / "config.json").write_text(json.dumps({"hidden_size": 256, "num_attention_heads": 4,
+                                                 "torch_dtype": "bfloat16"}))
+    rep = ck.quantize(src, out, fmt, layers=["o_proj$"])
+    assert [l["name"] for l in rep["layers"]] == ["model.layers.0.self_attn.o_proj"]
+
+    cc, _, _ = _device_cc()
+    ins = ck.inspect(out, compute_capability=cc)
+    layer = next(l for l in ins["layers"] if l["name"] == "model.layers.0.self_attn.o_proj")
+    assert layer["selection"]["supported"], layer
+    assert ck.gemm_format_for_path(layer["selection"]["path"]) == gemm_fmt
+
+    lay = ck.load_linear(out, "model.layers.0.self_attn.o_proj", cc)
+    packed = ck.pack_linear(lay, device=0)
+    assert packed.format == gemm_fmt and packed.out_features == 256 and packed.in_features == 512
+
+    for m in (3, 40):
+        x = torch.randn(m, 512, dtype=torch.bfloat16, device="cuda")
+        y = b12x.gemm.linear(x, packed).float().cpu().numpy()
+        xb = x.view(torch.int16).cpu().numpy().view(np.uint16)
+        weight = lay.tensors["weight"]
+        if gemm_fmt in ("q8_0", "iq2_xs"):
+            weight = weight.reshape(weight.shape[0], -1)
+        ref = b12x.gemm.reference_linear(
+            gemm_fmt, weight, lay.tensors.get("weight_scale"), xb,
+            global_scale=lay.weight_scale_2 if gemm_fmt == "nvfp4_w4a16" else 1.0)
+        rms = np.sqrt(np.mean(ref ** 2))
+        assert np.all(np.isfinite(y))
+        assert np.all(np.abs(y - ref) <= np.abs(ref) / 128 + 1e-3 * rms), \
+            f"{fmt} M={m}: max err {np.max(np.abs(y - ref))}"
+        full = _bf16_to_f32(xb).astype(np.float64) @ _bf16_to_f32(wb).astype(np.float64).T
+        rel = np.linalg.norm(y - full) / np.linalg.norm(full)
+        assert 0 < rel < loose, f"{fmt} M={m}: rel_l2 vs bf16 weights {rel}"
+
+
+def _device_cc():
+    import ctypes
+    cc, sms, ok = ctypes.c_int32(), ctypes.c_int32(), ctypes.c_int32()
+    _capi.call("b12x_device_query", ctypes.c_int32(0), ctypes.byref(cc), ctypes.byref(sms),
+               ctypes.byref(ok), None, ctypes.c_size_t(0))
+    return cc.value, sms.value, ok.value
