@@ -56,14 +56,16 @@ const KernelInfo* find_kernel(int dqk, int dv, int kind, DType q, bool fp8) {
   return nullptr;
 }
 
-// Decode tile kind: 2 ("deep"), 1 ("wide") or 3 ("direct": deep with FP8 K fragments converted
+// Decode tile kind: 2 ("deep"), 1 ("wide"), 3 ("direct": deep with FP8 K fragments converted
 // in registers; FP8 KV with head dim 128/256 only, the default there; other shapes fall back to
-// deep). B12X_ATTN_DECODE_TILE=wide|deep|direct overrides (benchmarking).
+// deep) or 4 ("wdirect": 4 warps x 16 tokens, FP8 K and V fragments from the raw stage).
+// B12X_ATTN_DECODE_TILE=wide|deep|direct|wdirect overrides (benchmarking).
 int decode_kind(bool fp8) {
   const char* e = std::getenv("B12X_ATTN_DECODE_TILE");
   if (e != nullptr && std::string(e) == "wide") return 1;
   if (e != nullptr && std::string(e) == "deep") return 2;
   if (e != nullptr && std::string(e) == "direct") return 3;
+  if (e != nullptr && std::string(e) == "wdirect") return 4;
   return fp8 ? 3 : 2;
 }
 
@@ -182,7 +184,8 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
                 (k->kind == 0   ? "_extend"
                  : k->kind == 1 ? "_decode_wide"
                  : k->kind == 2 ? "_decode_deep"
-                                : "_decode_direct") +
+                 : k->kind == 3 ? "_decode_direct"
+                                : "_decode_wdirect") +
                 (fp8 ? "_kvfp8" : "") + (caps.q_dtype == DType::kFP16 ? "_fp16" : "_bf16");
   plan.tile_rows = k->tile_rows;
   plan.tile_kv = k->tile_kv;

@@ -437,10 +437,11 @@ TEST(AttentionGpuDecode, DtypesPagesWindowsSinks) {
 
 // Every decode tile ("wide": 4 warps x 16 tokens; "deep": 2 warps x 16 tokens, the BF16
 // default; "direct": deep with FP8 K fragments converted in registers, the FP8 default for head
-// dims 128/256) selected through B12X_ATTN_DECODE_TILE at plan time.
+// dims 128/256; "wdirect": 4 warps x 16 tokens with FP8 K and V fragments from the raw stage,
+// output dims permuted in registers) selected through B12X_ATTN_DECODE_TILE at plan time.
 TEST(AttentionGpuDecode, AlternativeTiles) {
   B12X_REQUIRE_GPU();
-  for (const char* tile : {"wide", "deep", "direct"}) {
+  for (const char* tile : {"wide", "deep", "direct", "wdirect"}) {
     setenv("B12X_ATTN_DECODE_TILE", tile, 1);
     int i = 0;
     for (int d : {128, 256})

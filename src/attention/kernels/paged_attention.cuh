@@ -34,7 +34,9 @@ constexpr float kLog2e = 1.4426950408889634f;
 /// Tile shapes. kKind: 0 = extend (WM warps x 16 rows, all warps share each K/V tile);
 /// 1 = decode "wide" (16 rows, 4 warps split a 64-token tile); 2 = decode "deep" (16 rows,
 /// 2 warps split a 32-token tile, as many stages as fit 99 KB, at most 4: more bytes in flight
-/// per SM for the memory-bound decode).
+/// per SM for the memory-bound decode); 3 = decode "direct" (deep with FP8 K fragments read
+/// from the raw stage); 4 = decode "wdirect" (4 warps split a 64-token tile, FP8 K and V
+/// fragments both read from the raw stage: no conversion pass at all).
 template <int kDqk_, int kDv_, int kKind_, bool kFp8_>
 struct TileCfg {
   static constexpr int kDqk = kDqk_, kDv = kDv_, kKind = kKind_;
@@ -42,9 +44,14 @@ struct TileCfg {
   static constexpr bool kDecode = kKind != 0;
   // kind 3: the deep decode tile with FP8 K fragments converted straight from the raw stage
   // (no K conversion pass); Q is stored in the matching permuted slot order.
-  static constexpr bool kDirectK = kKind == 3;
+  static constexpr bool kDirectK = kKind == 3 || kKind == 4;
+  // kind 4 also reads V's B fragments from raw FP8 rows (4-byte reads of 4 dims of one token;
+  // output dims permuted within 32-dim groups, undone in the epilogue).
+  static constexpr bool kDirectV = kKind == 4;
   static_assert(!kDirectK || (kFp8_ && (kDqk_ == 128 || kDqk_ == 256)),
                 "direct-K decode needs FP8 KV and a power-of-two head dim >= 128");
+  static_assert(!kDirectV || kDv_ == 128 || kDv_ == 256,
+                "direct-V decode needs a power-of-two value dim >= 128");
   static constexpr bool kBigHead = kDqk > 128 || kDv > 128;
   // Extend: 4 warps; for head dims <= 128 each warp owns two 16-row MMA blocks (32 rows, as
   // FA2), so every K/V fragment read from shared memory feeds two MMAs (32-token tiles keep
@@ -53,14 +60,15 @@ struct TileCfg {
   static constexpr int kWM = kDecode ? 1 : 4;
   static constexpr int kMB = (kDecode || kBigHead) ? 1 : 2;
   static constexpr int kBN =
-      kKind >= 2 ? 32 : (kBigHead ? 32 : (kMB == 2 && kDv > 64 ? 32 : 64));
+      kKind == 4 ? 64 : (kKind >= 2 ? 32 : (kBigHead ? 32 : (kMB == 2 && kDv > 64 ? 32 : 64)));
   static constexpr int kWN = kDecode ? kBN / 16 : 1;
   static constexpr int kThreads = kWM * kWN * 32;
   static constexpr int kBM = 16 * kWM * kMB;
   static constexpr int kKvBytes = kFp8 ? 1 : 2;
   static constexpr int kQBytes = kBM * kDqk * 2;
   static constexpr int kStageBytes = kBN * (kDqk + kDv) * kKvBytes;
-  static constexpr int kConvBytes = kFp8 ? kBN * ((kDirectK ? 0 : kDqk) + kDv) * 2 : 0;
+  static constexpr int kConvBytes =
+      kFp8 ? kBN * ((kDirectK ? 0 : kDqk) + (kDirectV ? 0 : kDv)) * 2 : 0;
   static constexpr int kMergeBytes = kWN > 1 ? kWN * (kBM * kDv * 4 + 2 * kBM * 4) : 0;
   static constexpr int kFitStages = (101376 - kQBytes - kConvBytes) / kStageBytes;
   static constexpr int kMaxStages = kKind >= 2 ? 4 : (kKind == 0 && kMB == 2 ? 3 : 0);
@@ -71,11 +79,14 @@ struct TileCfg {
       kQBytes + kConvBytes + (kRingBytes > kMergeBytes ? kRingBytes : kMergeBytes);
   // Decode CTAs are few warps each, so the SM's latency hiding comes from co-resident CTAs:
   // ask ptxas to keep as many resident as shared memory allows on an SM90 (228 KB per SM), at
-  // most 4 (a register cap only; SM12x fits one or two by shared memory anyway).
+  // most 4 and no more than a register estimate allows (O accumulators kDv / 2 per lane plus
+  // ~96): a register cap only; SM12x fits one or two by shared memory anyway.
   static constexpr int kSmPerSm = 233472;
+  static constexpr int kBySmem = kSmPerSm / (kSmemBytes + 1024);
+  static constexpr int kByRegs = 65536 / (kThreads * (kDv / 2 + 96));
+  static constexpr int kMinBlocksRaw = kBySmem < kByRegs ? kBySmem : kByRegs;
   static constexpr int kMinBlocks =
-      kKind == 0 ? 1
-                 : (kSmPerSm / (kSmemBytes + 1024) > 4 ? 4 : (kSmPerSm / (kSmemBytes + 1024)));
+      kKind == 0 ? 1 : (kMinBlocksRaw > 4 ? 4 : (kMinBlocksRaw < 1 ? 1 : kMinBlocksRaw));
   static_assert(kStages >= 2, "paged attention needs at least a double-buffered ring");
   static_assert(kSmemBytes <= 101376, "paged attention tile exceeds the SM12x 99 KB smem limit");
   static_assert((kBN / kWN) % 16 == 0, "each warp needs whole 16-token MMA K steps");
@@ -395,8 +406,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   // Chunk c of token j lands in a swizzled (bf16) or row-major (raw fp8) stage row.
   auto stage_dst = [&](uint8_t* tile, int j, int c, int cpr, bool is_k) {
     if constexpr (Cfg::kDirectK) {
-      // raw FP8 K rows are swizzled too (8 rows are read at once as 4-byte fragments); V plain
-      return smem_u32(tile) + static_cast<uint32_t>(j * (cpr * 16) + ((is_k ? (c ^ (j & 7)) : c) << 4));
+      // raw FP8 rows read as 4-byte fragments (8 or 4 rows at once) are swizzled too: K, and V
+      // when its fragments are read directly
+      const bool sw = is_k || Cfg::kDirectV;
+      return smem_u32(tile) + static_cast<uint32_t>(j * (cpr * 16) + ((sw ? (c ^ (j & 7)) : c) << 4));
     } else if constexpr (kFp8) {
       return smem_u32(tile + j * (cpr * 16) + c * 16);
     } else {
@@ -505,7 +518,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     }
     const uint8_t* sK;
     const uint8_t* sV;
-    if constexpr (kFp8) {
+    if constexpr (Cfg::kDirectV) {
+      sK = sRing + (it % kStages) * Cfg::kStageBytes;
+      sV = sK + kBN * kDqk;
+    } else if constexpr (kFp8) {
       const uint8_t* rk = sRing + (it % kStages) * Cfg::kStageBytes;
       const uint8_t* rv = rk + kBN * kDqk;
       uint8_t* ck = sConv;
@@ -691,6 +707,33 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
         pa[mb][2] = pack2<T>(s[mb][2 * kk + 1][0], s[mb][2 * kk + 1][1]);
         pa[mb][3] = pack2<T>(s[mb][2 * kk + 1][2], s[mb][2 * kk + 1][3]);
       }
+      if constexpr (Cfg::kDirectV) {
+        // B fragment of n-block (4 q + i), lane (g, t): tokens (2t, 2t+1) and (2t+8, 2t+9) of the
+        // k-step at "n = g", which stands for dim 32 q + 4 g + i. One 4-byte read of dims
+        // 32q+4g..+3 per token row therefore feeds all four n-blocks of the 32-dim group; rows'
+        // 16-byte chunks are swizzled by row & 7 (conflict-free: the 4 rows x 2 chunks of a read
+        // land in 8 distinct chunk slots).
+        const int r0 = tok0 + kk * 16 + 2 * t4;
+#pragma unroll
+        for (int q = 0; q < kDv / 32; ++q) {
+          const int c = 2 * q + (g >> 2);
+          auto rd = [&](int row) {
+            return *reinterpret_cast<const uint32_t*>(sV + row * kDv + ((c ^ (row & 7)) << 4) +
+                                                      4 * (g & 3));
+          };
+          const uint32_t w0 = rd(r0), w1 = rd(r0 + 1), w8 = rd(r0 + 8), w9 = rd(r0 + 9);
+          uint32_t b0[4], b1[4];
+          e4m3x4_to_bf16x4(__byte_perm(w0, w1, 0x5140), b0[0], b0[1]);
+          e4m3x4_to_bf16x4(__byte_perm(w0, w1, 0x7362), b0[2], b0[3]);
+          e4m3x4_to_bf16x4(__byte_perm(w8, w9, 0x5140), b1[0], b1[1]);
+          e4m3x4_to_bf16x4(__byte_perm(w8, w9, 0x7362), b1[2], b1[3]);
+#pragma unroll
+          for (int i = 0; i < 4; ++i)
+#pragma unroll
+            for (int mb = 0; mb < kMB; ++mb) mma16816<T>(o[mb][4 * q + i], pa[mb], b0[i], b1[i]);
+        }
+        continue;
+      }
 #pragma unroll
       for (int db2 = 0; db2 < kDv / 16; ++db2) {
         uint32_t bf[4];
@@ -789,7 +832,39 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
       }
       const float factor = ll > 0.f ? rescale * vdesc / ll : 0.f;
       const float lse = ll > 0.f ? mm + __log2f(ll) : -INFINITY;
-      if (final_out) {
+      if (Cfg::kDirectV && final_out) {
+        // permuted dims: this lane holds dims 32 q + 8 t .. +7 of each 32-dim group q (one
+        // 16-byte store): dim 32q+8t+i is o[4q+i][2r], dim 32q+8t+4+i is o[4q+i][2r+1]
+        T* out = static_cast<T*>(p.out) + (int64_t)tok * p.o_st + (int64_t)h * p.o_sh;
+#pragma unroll
+        for (int q = 0; q < kDv / 32; ++q) {
+          const float(&x0)[4] = o[mb][4 * q];
+          const float(&x1)[4] = o[mb][4 * q + 1];
+          const float(&x2)[4] = o[mb][4 * q + 2];
+          const float(&x3)[4] = o[mb][4 * q + 3];
+          *reinterpret_cast<uint4*>(out + 32 * q + 8 * t4) =
+              make_uint4(pack2<T>(x0[2 * r] * factor, x1[2 * r] * factor),
+                         pack2<T>(x2[2 * r] * factor, x3[2 * r] * factor),
+                         pack2<T>(x0[2 * r + 1] * factor, x1[2 * r + 1] * factor),
+                         pack2<T>(x2[2 * r + 1] * factor, x3[2 * r + 1] * factor));
+        }
+        if (p.lse != nullptr && t4 == 0)
+          p.lse[(int64_t)tok * p.lse_st + (int64_t)h * p.lse_sh] = lse;
+      } else if (Cfg::kDirectV) {
+        const int64_t row = ((int64_t)split * p.total_q + tok) * p.num_q_heads + h;
+        float* po = p.part_o + row * kDv;
+#pragma unroll
+        for (int q = 0; q < kDv / 32; ++q) {
+          *reinterpret_cast<float4*>(po + 32 * q + 8 * t4) =
+              make_float4(o[mb][4 * q][2 * r] * factor, o[mb][4 * q + 1][2 * r] * factor,
+                          o[mb][4 * q + 2][2 * r] * factor, o[mb][4 * q + 3][2 * r] * factor);
+          *reinterpret_cast<float4*>(po + 32 * q + 8 * t4 + 4) =
+              make_float4(o[mb][4 * q][2 * r + 1] * factor, o[mb][4 * q + 1][2 * r + 1] * factor,
+                          o[mb][4 * q + 2][2 * r + 1] * factor,
+                          o[mb][4 * q + 3][2 * r + 1] * factor);
+        }
+        if (t4 == 0) p.part_lse[row] = lse;
+      } else if (final_out) {
         T* out = static_cast<T*>(p.out) + (int64_t)tok * p.o_st + (int64_t)h * p.o_sh;
 #pragma unroll
         for (int db = 0; db < kDv / 8; ++db)
