@@ -211,13 +211,19 @@ TEST_P(IntegrationGpuCheckpoint, QuantizeInspectLoadRun) {
   EXPECT_EQ(pw->format(), fmt);
   const gemm::WeightSource host_src = gemm_weight_source(lw, fmt);
   {
-    // The loader's host reconstruction and the GEMM reference's dequantization agree.
+    // The loader's host reconstruction and the GEMM reference's dequantization agree. The
+    // reference leaves the per-tensor weight scale of W4A4 NVFP4 and FP8 to the per-call alpha /
+    // output scale, the checkpoint reconstruction includes it.
     const std::vector<float> deq = dequantize_linear(lw);
     const std::vector<double> ref_deq = reference::linear_dequantize_weight(host_src);
+    const double factor =
+        fmt == gemm::LinearFormat::kNvfp4 || fmt == gemm::LinearFormat::kFp8Tensor
+            ? lw.weight_scale_2
+            : 1.0;
     ASSERT_EQ(deq.size(), ref_deq.size());
     int64_t diff = 0;
     for (size_t i = 0; i < deq.size(); ++i)
-      diff += std::fabs(deq[i] - ref_deq[i]) > 1e-6 * std::fabs(ref_deq[i]) + 1e-30;
+      diff += std::fabs(deq[i] - ref_deq[i] * factor) > 1e-6 * std::fabs(ref_deq[i] * factor) + 1e-30;
     EXPECT_EQ(diff, 0) << "dequantize_linear differs from reference::linear_dequantize_weight";
   }
   for (int64_t M : {3, 40}) {  // weight-streaming decode and tiled regimes
