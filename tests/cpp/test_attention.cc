@@ -331,6 +331,34 @@ TEST(AttentionPlan, RejectsBadCaps) {
   bad([](att::PagedCaps& x) { x.max_splits = 65; }, "max_splits=65");
 }
 
+// The automatic split count (PagedPlan::auto_splits, host arithmetic only): H200-like numbers,
+// 396 resident CTA slots, 16-row decode tiles of 32 KV tokens, 8 KV heads of 4 q heads, 8k
+// context capacity. A batch whose CTAs fill a wave stays unsplit only when that wave is nearly
+// full; a batch of 32 (256 CTAs, 0.65 of a wave) splits in 3 (1.94 waves).
+TEST(AttentionPlan, AutoSplitsFillWaves) {
+  att::PagedPlan plan;
+  plan.caps.mode = att::Mode::kDecode;
+  plan.caps.num_q_heads = 32;
+  plan.caps.num_kv_heads = 8;
+  plan.caps.page_size = 64;
+  plan.caps.max_page_table_width = 128;
+  plan.tile_rows = 16;
+  plan.tile_kv = 32;
+  plan.target_ctas = 396;
+  plan.split_limit = 64;
+  EXPECT_EQ(plan.auto_splits(32, 1), 3);
+  EXPECT_EQ(plan.auto_splits(8, 1), 6);
+  EXPECT_GE(plan.auto_splits(1, 1), 32);  // one request: enough CTAs for every SM
+  EXPECT_LE(plan.auto_splits(1, 1), 49);  // never a second wave
+  for (int b = 1; b <= 512; ++b) {
+    const int s = plan.auto_splits(b, 1);
+    EXPECT_GE(s, 1);
+    EXPECT_LE(s, plan.split_limit);
+  }
+  plan.split_limit = 1;
+  EXPECT_EQ(plan.auto_splits(1, 1), 1);
+}
+
 TEST(AttentionRef, AppendKvBf16AndFp8) {
   const int T = 3, H = 2, D = 64, P = 4, S = 2;
   std::vector<uint16_t> k(T * H * D), v(T * H * D), kc(P * S * H * D, 0), vc(P * S * H * D, 0);
