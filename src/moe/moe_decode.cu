@@ -1,5 +1,6 @@
 // Launchers of the decode stream (kernels/moe_decode.cuh): FP4 weights, M * topk <= 128.
 #include <mutex>
+#include <type_traits>
 
 #include "core/cuda_check.h"
 #include "moe/kernels/moe_decode.cuh"
@@ -11,34 +12,61 @@ namespace {
 
 using dev::DecodeCfg;
 
-template <typename OpT, bool kFold, int kSK>
-void launch_gemms(const DecodeArgs& a, Stream stream, bool pdl) {
-  auto* k1 = dev::moe_decode_fc1_kernel<OpT, kFold, kSK>;
-  auto* k2 = dev::moe_decode_fc2_kernel<OpT, kFold, kSK>;
+template <typename OpT, bool kFold, int kSK, int kWM>
+void launch_fc1(const DecodeArgs& a, Stream stream, bool pdl) {
+  auto* k = dev::moe_decode_fc1_kernel<OpT, kFold, kSK, kWM>;
   // Above 48 KB of dynamic shared memory needs the opt-in (a function attribute, not a stream
-  // operation: legal during capture; once per instantiation).
+  // operation: legal during capture); once per kernel instance.
   static std::once_flag once;
   std::call_once(once, [&] {
     B12X_CUDA_CHECK(
-        cudaFuncSetAttribute(k1, cudaFuncAttributeMaxDynamicSharedMemorySize, DecodeCfg::kFc1Smem));
-    B12X_CUDA_CHECK(cudaFuncSetAttribute(k2, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         DecodeCfg::kFc2SmemMax));
+        cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, DecodeCfg::kFc1Smem));
   });
-  const dim3 g1(static_cast<unsigned>(a.w1.rows_pad / DecodeCfg::kFc1Rows),
-                static_cast<unsigned>(a.routes));
-  launch_k(k1, g1, dim3(DecodeCfg::kThreads), DecodeCfg::kFc1Smem, stream, pdl, a);
+  const dim3 grid(static_cast<unsigned>(a.w1.rows_pad / (32 * kWM)),
+                  static_cast<unsigned>(a.routes));
+  launch_k(k, grid, dim3(DecodeCfg::kFc1Threads), DecodeCfg::kFc1Smem, stream, pdl, a);
   B12X_CUDA_CHECK_LAUNCH();
-  const dim3 g2(static_cast<unsigned>(a.w2.rows_pad / DecodeCfg::kFc2Rows));
-  launch_k(k2, g2, dim3(DecodeCfg::kThreads),
-           static_cast<size_t>(decode_fc2_smem_bytes(a.num_tokens)), stream, pdl, a);
+}
+
+template <typename OpT, bool kFold, int kSK, int kW>
+void launch_fc2(const DecodeArgs& a, Stream stream, bool pdl) {
+  auto* k = dev::moe_decode_fc2_kernel<OpT, kFold, kSK, kW>;
+  static std::once_flag once;  // the largest shared memory this instance is launched with
+  std::call_once(once, [&] {
+    B12X_CUDA_CHECK(cudaFuncSetAttribute(
+        k, cudaFuncAttributeMaxDynamicSharedMemorySize,
+        DecodeCfg::fc2_smem(kW, kW == 8 ? DecodeCfg::kFc2WideMaxTokens : DecodeCfg::kMaxTokens)));
+  });
+  const dim3 grid(static_cast<unsigned>(a.w2.rows_pad / DecodeCfg::kFc2Rows));
+  launch_k(k, grid, dim3(32 * kW), static_cast<size_t>(DecodeCfg::fc2_smem(kW, a.num_tokens)),
+           stream, pdl, a);
   B12X_CUDA_CHECK_LAUNCH();
+}
+
+template <typename OpT, bool kFold, int kSK>
+void launch_gemms(const DecodeArgs& a, Stream stream, bool pdl) {
+  // Gated activations with MX-quantised FC2 inputs need 32 whole features per FC1 CTA.
+  const bool mx = a.aquant == num::kAMxfp8 || a.aquant == num::kAMxfp4;
+  if constexpr (std::is_same_v<OpT, __nv_bfloat16>) {
+    if (mx && a.gated)
+      launch_fc1<OpT, kFold, kSK, 2>(a, stream, pdl);
+    else
+      launch_fc1<OpT, kFold, kSK, 1>(a, stream, pdl);
+  } else {
+    B12X_ASSERT(!mx, "decode stream: FP16 operands are A16-only");
+    launch_fc1<OpT, kFold, kSK, 1>(a, stream, pdl);
+  }
+  if (a.num_tokens <= DecodeCfg::kFc2WideMaxTokens)
+    launch_fc2<OpT, kFold, kSK, 8>(a, stream, pdl);
+  else
+    launch_fc2<OpT, kFold, kSK, 4>(a, stream, pdl);
 }
 
 }  // namespace
 
 int decode_fc1_smem_bytes() { return DecodeCfg::kFc1Smem; }
 int decode_fc2_smem_bytes(int num_tokens) {
-  return DecodeCfg::kFc2Ring + 4 * num_tokens * DecodeCfg::kFc2Rows * 4;
+  return DecodeCfg::fc2_smem(num_tokens <= DecodeCfg::kFc2WideMaxTokens ? 8 : 4, num_tokens);
 }
 
 void launch_decode_stream(const DecodeArgs& a, bool fp16_operands, Stream stream, bool pdl) {
@@ -46,14 +74,15 @@ void launch_decode_stream(const DecodeArgs& a, bool fp16_operands, Stream stream
                   a.num_tokens <= DecodeCfg::kMaxTokens,
               "decode stream: routes=", a.routes, " num_tokens=", a.num_tokens,
               " outside the decode regime");
-  B12X_ASSERT(a.w1.rows_pad % DecodeCfg::kFc1Rows == 0 && a.w2.rows_pad % DecodeCfg::kFc2Rows == 0,
+  B12X_ASSERT(a.w1.rows_pad % 64 == 0 && a.w2.rows_pad % DecodeCfg::kFc2Rows == 0,
               "decode stream: prepared rows ", a.w1.rows_pad, "/", a.w2.rows_pad,
               " are not multiples of the CTA tiles");
   if (a.aquant != num::kANone) {
     const dim3 gq(static_cast<unsigned>(a.routes),
-                  static_cast<unsigned>((a.w1.K + 8 * DecodeCfg::kThreads - 1) /
-                                        (8 * DecodeCfg::kThreads)));
-    launch_k(dev::moe_decode_quant_kernel, gq, dim3(DecodeCfg::kThreads), 0, stream, pdl, a);
+                  static_cast<unsigned>((a.w1.K + 8 * DecodeCfg::kQuantThreads - 1) /
+                                        (8 * DecodeCfg::kQuantThreads)));
+    launch_k(dev::moe_decode_quant_kernel, gq, dim3(DecodeCfg::kQuantThreads), 0, stream, pdl,
+             a);
     B12X_CUDA_CHECK_LAUNCH();
   }
   // Same operand/scale-folding choice as the other FP4 kernels (moe_gemm_unit.cuh); the scale

@@ -9,14 +9,17 @@
 //    top-k combine fused. All three use programmatic dependent launch: each kernel is resident
 //    and has its weight loads in flight before its predecessor's data is ready (griddepcontrol).
 //    There is no routing launch (every CTA sorts the <= 128 ids itself) and no combine launch.
-//  * Bytes in flight: each warp owns a ring of kStages cp.async stages (one 128-value K
-//    sub-chunk of its 32 or 16 weight rows + the matching activation fragments per stage) and
-//    issues every stage's weights before the first wait, so a CTA has 32-70 KB in flight
-//    (~27 KB per SM covers the H200's bandwidth-latency product). Warps never wait for each
+//  * Bytes in flight: each warp owns a ring of cp.async stages (one 128-value K sub-chunk of
+//    its 32 or 16 weight rows + the matching activation fragments per stage) and issues every
+//    stage's weights before the first wait; with 16-24 warps per SM that is 70+ KB in flight
+//    per SM (~27 KB covers the H200's bandwidth-latency product). Warps never wait for each
 //    other inside the K loop (no per-slice __syncthreads: a warp's ring is private).
-//  * Parallelism: FC1 CTAs are (64 rows, expert tile) — Qwen3-30B at M = 1 gets 192 CTAs; FC2
-//    CTAs own 16 output rows for *all* routes (H / 16 CTAs), so the combine is a fixed-order
-//    sum in shared memory: deterministic, no atomics, no per-route fp32 round trip.
+//  * Parallelism: the FP4 decode math (~0.12 warp instructions per weight) is as expensive as
+//    the HBM stream, so every SM needs many warps: FC1 CTAs are (32 rows, expert tile) with 8
+//    warps splitting K (Qwen3-30B at M = 1: 384 CTAs, ~3 per SM, balanced); FC2 CTAs own 16
+//    output rows for *all* routes (H / 16 CTAs, 8 warps taking every 8th expert tile), so the
+//    combine is a fixed-order sum in shared memory: deterministic, no atomics, no per-route
+//    fp32 round trip.
 //
 // MMA orientation, K permutation and the FP4 fragment decode are those of moe_gemm.cuh.
 #pragma once
@@ -28,24 +31,33 @@ namespace b12x::moe::dev {
 using detail::DecodeArgs;
 
 struct DecodeCfg {
-  static constexpr int kThreads = 128;
-  static constexpr int kStages = 4;  // per-warp ring depth
   static constexpr int kActBytes = 8 * 8 * 4 * 8;  // 8 steps x 8 tokens x 4 quads x 8 B
-  // FC1: 2 warps along rows (32 rows each) x 2 along K.
-  static constexpr int kFc1Rows = 64, kFc1WarpRows = 32;
-  static constexpr int kFc1Stage = kFc1WarpRows * 64 + kFc1WarpRows * 8 + kActBytes;
-  static constexpr int kFc1Smem = 4 * kStages * kFc1Stage;
-  // FC2: 16 rows per CTA, the 4 warps split the expert tiles.
+  static constexpr int kMaxTokens = detail::kMaxInlineRoutes;
+  static constexpr int kQuantThreads = 128;  // [Q]: 8 values per thread
+  // FC1: 8 warps = kWM along rows (32 rows each) x 8 / kWM along K, a 2-stage ring per warp:
+  // 16+ warps per SM at two CTAs per SM hide the decode math's latency, and 16 x 2 stages of
+  // 2.3 KB of weights keep ~70 KB per SM in flight.
+  static constexpr int kFc1Warps = 8, kFc1Threads = 32 * kFc1Warps, kFc1Stages = 2;
+  static constexpr int kFc1Stage = 32 * 64 + 32 * 8 + kActBytes;
+  static constexpr int kFc1Smem = kFc1Warps * kFc1Stages * kFc1Stage;
+  // FC2: 16 output rows per CTA; kW warps (8 while the per-warp combine rows fit, else 4) take
+  // every kW-th expert tile.
   static constexpr int kFc2Rows = 16;
   static constexpr int kFc2Stage = kFc2Rows * 64 + kFc2Rows * 8 + kActBytes;
-  static constexpr int kFc2Ring = 4 * kStages * kFc2Stage;
-  static constexpr int kMaxTokens = detail::kMaxInlineRoutes;
-  static constexpr int kFc2SmemMax = kFc2Ring + 4 * kMaxTokens * kFc2Rows * 4;
+  static constexpr int kFc2WideMaxTokens = 32;
+  static constexpr int fc2_stages(int warps) { return warps == 8 ? 3 : 4; }
+  static constexpr int fc2_ring(int warps) { return warps * fc2_stages(warps) * kFc2Stage; }
+  static constexpr int fc2_smem(int warps, int tokens) {
+    return fc2_ring(warps) + warps * tokens * kFc2Rows * 4;
+  }
   // Static shared memory of the kernels (routing arrays) is below 5 KB.
   static_assert(kFc1Smem + 5120 <= 101376, "SM12x: at most 99 KB of shared memory per block");
-  static_assert(kFc2SmemMax + 5120 <= 101376, "SM12x: at most 99 KB of shared memory per block");
   static_assert(kFc1Stage % 16 == 0 && kFc2Stage % 16 == 0, "16-byte cp.async destinations");
 };
+static_assert(DecodeCfg::fc2_smem(8, DecodeCfg::kFc2WideMaxTokens) + 5120 <= 101376,
+              "SM12x: at most 99 KB of shared memory per block");
+static_assert(DecodeCfg::fc2_smem(4, DecodeCfg::kMaxTokens) + 5120 <= 101376,
+              "SM12x: at most 99 KB of shared memory per block");
 
 /// Routing of the decode regime, identical in every CTA of every decode kernel: slots sorted by
 /// expert, then by route index (deterministic); tiles of <= 8 slots of one expert in expert
@@ -211,7 +223,8 @@ __device__ __forceinline__ float group_amax(float m, int lanes) {
 // ---- [Q] x -> per-route operand rows (quantised-activation modes only) --------------------
 // grid (routes, ceil(H / 1024)), 128 threads x 8 values. The op's first kernel: it waits for the
 // caller's kernels before reading x/ids, then lets FC1 launch (FC1 reads ids before its wait).
-__global__ void __launch_bounds__(DecodeCfg::kThreads) moe_decode_quant_kernel(const DecodeArgs a) {
+__global__ void __launch_bounds__(DecodeCfg::kQuantThreads)
+    moe_decode_quant_kernel(const DecodeArgs a) {
   pdl_wait();
   pdl_trigger();
   const int route = blockIdx.x;
@@ -219,7 +232,7 @@ __global__ void __launch_bounds__(DecodeCfg::kThreads) moe_decode_quant_kernel(c
                              : static_cast<const int32_t*>(a.ids)[route];
   if (id < 0 || id >= a.num_experts) return;  // uniform over the CTA: FC1 never reads this row
   const int H = a.w1.K;
-  const int k = (blockIdx.y * DecodeCfg::kThreads + threadIdx.x) * 8;
+  const int k = (blockIdx.y * DecodeCfg::kQuantThreads + threadIdx.x) * 8;
   float v[8];
   float amax = 0.f;
   if (k < H) {
@@ -253,13 +266,15 @@ __global__ void __launch_bounds__(DecodeCfg::kThreads) moe_decode_quant_kernel(c
       make_uint4(o[0], o[1], o[2], o[3]);
 }
 
-// ---- [FC1] (64 rows, expert tile) per CTA ------------------------------------------------
-template <typename OpT, bool kFold, int kSK>
-__global__ void __launch_bounds__(DecodeCfg::kThreads)
+// ---- [FC1] (32 * kWM rows, expert tile) per CTA ----------------------------------------
+// kWM = 2 only for gated activations with MX-quantised FC2 inputs: the epilogue quantises whole
+// 32-feature blocks, and a gated 32-row warp holds 16 features.
+template <typename OpT, bool kFold, int kSK, int kWM>
+__global__ void __launch_bounds__(DecodeCfg::kFc1Threads)
     moe_decode_fc1_kernel(const DecodeArgs a) {
   using C = DecodeCfg;
-  using St = WarpStage<C::kFc1WarpRows>;
-  constexpr int kS = C::kStages, kWK = 2;
+  using St = WarpStage<32>;
+  constexpr int kS = C::kFc1Stages, kWK = C::kFc1Warps / kWM, kRows = 32 * kWM;
   extern __shared__ __align__(16) uint8_t smem[];
   __shared__ int s_e[detail::kMaxInlineRoutes], s_cnt[detail::kMaxInlineRoutes],
       s_sr[detail::kMaxInlineRoutes];
@@ -267,7 +282,7 @@ __global__ void __launch_bounds__(DecodeCfg::kThreads)
   __shared__ int s_ntiles;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t = lane & 3;
-  const int wm = warp & 1, wk = warp >> 1;
+  const int wm = warp % kWM, wk = warp / kWM;
   // A16: FC1 is the op's first kernel and reads x directly, so it waits for the caller first.
   // Quantised modes: the [Q] kernel waited for the caller before letting FC1 launch, so the ids
   // may be read (and the weights streamed) now; only xq needs the wait below.
@@ -276,7 +291,7 @@ __global__ void __launch_bounds__(DecodeCfg::kThreads)
   pdl_trigger();  // FC2 may launch now and stream its own weights (it waits for us before reading)
   const int ntiles = decode_route(a, s_e, s_cnt, s_sr, s_tiles, &s_ntiles);
   const int tile_idx = blockIdx.y;
-  const int R0 = blockIdx.x * C::kFc1Rows;
+  const int R0 = blockIdx.x * kRows;
   const int F0 = a.gated ? R0 / 2 : R0;
   if (tile_idx >= ntiles || F0 >= a.features) {
     pdl_wait();  // completion of this grid must imply completion of the predecessor
@@ -341,22 +356,24 @@ __global__ void __launch_bounds__(DecodeCfg::kThreads)
   cp_async_wait<0>();
   __syncthreads();  // the rings are free: reuse them for the split-K partials and the epilogue
 
-  // ---- split-K reduction (fixed order) ----------------------------------------------------
-  float* red = reinterpret_cast<float*>(smem);  // [wm][m*4+i][lane]
-  if (wk == 1) {
+  // ---- split-K reduction (fixed order: K warp 1, 2, ... into K warp 0) --------------------
+  float* red = reinterpret_cast<float*>(smem);  // [(wk - 1) * kWM + wm][m * 4 + i][lane]
+  static_assert((kWK - 1) * kWM * 8 * 32 * 4 <= 8192, "partials fit below ys");
+  if (wk > 0) {
 #pragma unroll
     for (int m = 0; m < 2; ++m)
 #pragma unroll
-      for (int i = 0; i < 4; ++i) red[(wm * 8 + m * 4 + i) * 32 + lane] = acc[m][i];
+      for (int i = 0; i < 4; ++i) red[(((wk - 1) * kWM + wm) * 8 + m * 4 + i) * 32 + lane] = acc[m][i];
   }
   __syncthreads();
   // ---- activation (fp32 -> intermediate dtype) into ys[token][feature] ---------------------
-  float* ys = reinterpret_cast<float*>(smem + 4096);  // [8][64]
+  float* ys = reinterpret_cast<float*>(smem + 8192);  // [8][64]
   if (wk == 0) {
+    for (int w2 = 1; w2 < kWK; ++w2)
 #pragma unroll
-    for (int m = 0; m < 2; ++m)
+      for (int m = 0; m < 2; ++m)
 #pragma unroll
-      for (int i = 0; i < 4; ++i) acc[m][i] += red[(wm * 8 + m * 4 + i) * 32 + lane];
+        for (int i = 0; i < 4; ++i) acc[m][i] += red[(((w2 - 1) * kWM + wm) * 8 + m * 4 + i) * 32 + lane];
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const int col = 2 * t + (i & 1);
@@ -384,12 +401,12 @@ __global__ void __launch_bounds__(DecodeCfg::kThreads)
   }
   __syncthreads();
   // ---- FC2 operand rows: 4 consecutive features of one token per thread --------------------
-  // Quantised modes quantise here, once per (slot, block), instead of in every FC2 CTA: the CTA
-  // owns whole blocks (32 features gated, 64 ReLU2; I % 32 == 0).
-  const int nf = a.gated ? 32 : 64;
+  // Quantised modes quantise here, once per (route, block), instead of in every FC2 CTA: the CTA
+  // owns whole blocks (16 * kWM features gated, 32 * kWM ReLU2; I % 32 == 0).
+  const int nf = a.gated ? 16 * kWM : 32 * kWM;
   const int qpt = nf / 4;  // threads per token
   const int idx = tid;
-  if (idx < 8 * qpt) {  // whole warps: 8 * qpt is 64 or 128
+  if (idx < 8 * qpt) {  // whole warps: 8 * qpt is 32, 64 or 128
     const int col = idx / qpt, fl = 4 * (idx % qpt);
     float v[4];
     float amax = 0.f;
@@ -412,12 +429,11 @@ __global__ void __launch_bounds__(DecodeCfg::kThreads)
 }
 
 // ---- [FC2] 16 output rows x every route per CTA, combine fused ---------------------------
-template <typename OpT, bool kFold, int kSK>
-__global__ void __launch_bounds__(DecodeCfg::kThreads)
-    moe_decode_fc2_kernel(const DecodeArgs a) {
+template <typename OpT, bool kFold, int kSK, int kW>
+__global__ void __launch_bounds__(32 * kW) moe_decode_fc2_kernel(const DecodeArgs a) {
   using C = DecodeCfg;
   using St = WarpStage<C::kFc2Rows>;
-  constexpr int kS = C::kStages;
+  constexpr int kS = C::fc2_stages(kW), kRing = C::fc2_ring(kW);
   extern __shared__ __align__(16) uint8_t smem[];
   __shared__ int s_e[detail::kMaxInlineRoutes], s_cnt[detail::kMaxInlineRoutes],
       s_sr[detail::kMaxInlineRoutes];
@@ -444,14 +460,14 @@ __global__ void __launch_bounds__(DecodeCfg::kThreads)
     }
   }
   const int M = a.num_tokens;
-  float* pacc = reinterpret_cast<float*>(smem + C::kFc2Ring) + warp * M * C::kFc2Rows;
+  float* pacc = reinterpret_cast<float*>(smem + kRing) + warp * M * C::kFc2Rows;
   for (int i = lane; i < M * C::kFc2Rows; i += 32) pacc[i] = 0.f;
 
   const int nk = W.K_pad / 128;
-  const int my_tiles = warp < ntiles ? (ntiles - warp + 3) / 4 : 0;
+  const int my_tiles = warp < ntiles ? (ntiles - warp + kW - 1) / kW : 0;
   const int n_my = my_tiles * nk;
   uint8_t* ring = smem + warp * kS * C::kFc2Stage;
-  auto chunk_tile = [&](int c) { return warp + 4 * (c / nk); };
+  auto chunk_tile = [&](int c) { return warp + kW * (c / nk); };
   auto issue_w = [&](uint8_t* st, int c) {
     const int e = s_tiles[chunk_tile(c)].x;
     St::issue_w(st, W.values + e * W.values_expert_stride + R0 * W.values_row_stride,
@@ -518,14 +534,14 @@ __global__ void __launch_bounds__(DecodeCfg::kThreads)
   }
   cp_async_wait<0>();
   __syncthreads();
-  // Fixed-order sum of the 4 warps' partial combines; tokens without a route get exact zeros.
-  const float* pall = reinterpret_cast<const float*>(smem + C::kFc2Ring);
-  for (int i = tid; i < M * C::kFc2Rows; i += C::kThreads) {
+  // Fixed-order sum of the kW warps' partial combines; tokens without a route get exact zeros.
+  const float* pall = reinterpret_cast<const float*>(smem + kRing);
+  for (int i = tid; i < M * C::kFc2Rows; i += 32 * kW) {
     const int m = i / C::kFc2Rows, r = i % C::kFc2Rows;
     if (R0 + r >= W.rows) continue;
     float s = pall[i];
 #pragma unroll
-    for (int w = 1; w < 4; ++w) s += pall[w * M * C::kFc2Rows + i];
+    for (int w = 1; w < kW; ++w) s += pall[w * M * C::kFc2Rows + i];
     static_cast<uint16_t*>(a.out)[static_cast<int64_t>(m) * a.out_ld + R0 + r] =
         a.out_fp16 ? fmt::float_to_fp16_bits(s) : fmt::float_to_bf16_bits(s);
   }
