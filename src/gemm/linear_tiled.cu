@@ -1,4 +1,6 @@
 // Tiled (large-M regime) kernel instantiations and launcher.
+#include <cstdlib>
+
 #include "core/cuda_check.h"
 #include "gemm/kernels/linear_tiled.cuh"
 #include "gemm/linear_launch.h"
@@ -9,9 +11,9 @@ namespace {
 
 using TiledFn = void (*)(const LinearParams);
 
-template <WFmt F, class T>
+template <WFmt F, class T, bool kWide>
 TiledFn tiled_fn() {
-  return &linear_tiled_kernel<F, T>;
+  return &linear_tiled_kernel<F, T, kWide>;
 }
 
 struct TiledPick {
@@ -20,26 +22,48 @@ struct TiledPick {
   int bn = 0;  // weight rows per CTA
 };
 
-template <WFmt F, class T>
+template <WFmt F, class T, bool kWide = false>
 TiledPick tiled_pick() {
-  return {tiled_fn<F, T>(), TiledCfg<F, T>::kSmemBytes, TiledCfg<F, T>::kBN};
+  using C = TiledCfg<F, T, kWide>;
+  return {tiled_fn<F, T, kWide>(), C::kSmemBytes, C::kBN};
+}
+
+/// Probe override B12X_GEMM_TILED_WIDE=1: 64x64 warp tiles (bn = 256) also for the FP8, IQ2 and
+/// FP16-MXFP4 kernels, whose registers then reach the 255 limit (ptxas spills a few words).
+/// Read once; plan (prepare) and run see the same value.
+bool tiled_wide() {
+  static const bool wide = [] {
+    const char* e = std::getenv("B12X_GEMM_TILED_WIDE");
+    return e != nullptr && e[0] == '1';
+  }();
+  return wide;
 }
 
 TiledPick pick_tiled(WFmt f, bool fp16) {
+  const bool wide = tiled_wide();
 #define B12X_TILED(FMT) \
   return fp16 ? tiled_pick<FMT, Fp16Tag>() : tiled_pick<FMT, Bf16Tag>()
-#define B12X_TILED_BF16(FMT) return fp16 ? TiledPick{} : tiled_pick<FMT, Bf16Tag>()
+#define B12X_TILED_W(FMT)                                                                \
+  if (wide) return fp16 ? tiled_pick<FMT, Fp16Tag, true>() : tiled_pick<FMT, Bf16Tag, true>(); \
+  B12X_TILED(FMT)
+#define B12X_TILED_BF16(FMT)                                             \
+  if (fp16) return TiledPick{};                                          \
+  return wide ? tiled_pick<FMT, Bf16Tag, true>() : tiled_pick<FMT, Bf16Tag>()
   switch (f) {
     case WFmt::kNvfp4: B12X_TILED(WFmt::kNvfp4);
-    case WFmt::kMxfp4: B12X_TILED(WFmt::kMxfp4);
-    case WFmt::kQ8_0: B12X_TILED(WFmt::kQ8_0);
-    case WFmt::kIq2Xxs: B12X_TILED(WFmt::kIq2Xxs);
-    case WFmt::kIq2Xs: B12X_TILED(WFmt::kIq2Xs);
+    case WFmt::kMxfp4:
+      // BF16 MXFP4 folds its scales and is always 64x64; the FP16 (group) variant may widen.
+      if (fp16 && wide) return tiled_pick<WFmt::kMxfp4, Fp16Tag, true>();
+      B12X_TILED(WFmt::kMxfp4);
+    case WFmt::kQ8_0: B12X_TILED(WFmt::kQ8_0);  // 16 KB of packed B per wide stage: no room
+    case WFmt::kIq2Xxs: B12X_TILED_W(WFmt::kIq2Xxs);
+    case WFmt::kIq2Xs: B12X_TILED_W(WFmt::kIq2Xs);
     case WFmt::kFp8: B12X_TILED_BF16(WFmt::kFp8);
     case WFmt::kFp8Mx: B12X_TILED_BF16(WFmt::kFp8Mx);
     case WFmt::kFp8Block: B12X_TILED_BF16(WFmt::kFp8Block);
   }
 #undef B12X_TILED
+#undef B12X_TILED_W
 #undef B12X_TILED_BF16
   return {};
 }

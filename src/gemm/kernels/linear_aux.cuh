@@ -7,32 +7,42 @@
 
 namespace b12x::gemm::lin {
 
+/// E2M1 nibble -> fp32 by bit arithmetic (fmt::e2m1_to_float indexes a local table, which the
+/// device compiler places in local memory): magnitudes 2..7 are (1 + m/2) * 2^(e-1) with e, m the
+/// nibble's exponent/mantissa bits, 1 is 0.5, 0 is 0.
+__device__ __forceinline__ float e2m1_f32_fast(uint32_t nib) {
+  const uint32_t mag = nib & 7u;
+  const uint32_t bits = mag >= 2u ? (((mag >> 1) + 126u) << 23) | ((mag & 1u) << 22)
+                                  : (mag == 1u ? 0x3F000000u : 0u);
+  return __uint_as_float(bits | ((nib & 8u) << 28));
+}
+
 __global__ void __launch_bounds__(256) act_dequant_kernel(const ActParams p) {
   const int64_t chunks = p.KP / 8;
   const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (idx >= p.M * chunks) return;
   const int64_t m = idx / chunks, k8 = (idx % chunks) * 8;
   float v[8];
+#pragma unroll
   for (int i = 0; i < 8; ++i) v[i] = 0.f;
   float gscale = 1.f;
   if (k8 < p.K) {
     const uint8_t* row = p.x + m * p.ldx_bytes;
     switch (p.kind) {
-      case ActKind::kNvfp4: {
-        const uint8_t sf = p.xs[fmt::swizzled_scale_offset(m, k8 / 16, p.K / 16)];
-        const float s = fmt::ue4m3_to_float(sf);
-        for (int i = 0; i < 8; ++i) {
-          const uint8_t b = row[(k8 + i) / 2];
-          v[i] = fmt::e2m1_to_float(((k8 + i) & 1) ? (b >> 4) : (b & 0xF)) * s;
-        }
-        break;
-      }
+      case ActKind::kNvfp4:
       case ActKind::kMxfp4: {
-        for (int i = 0; i < 8; ++i) {
-          const uint8_t b = row[(k8 + i) / 2];
-          v[i] = fmt::e2m1_to_float(((k8 + i) & 1) ? (b >> 4) : (b & 0xF));
+        // 8 values = 4 packed bytes (element 2i in the low nibble).
+        uint32_t w = 0;
+#pragma unroll
+        for (int i = 0; i < 4; ++i) w |= static_cast<uint32_t>(row[k8 / 2 + i]) << (8 * i);
+        float s = 1.f;
+        if (p.kind == ActKind::kNvfp4) {
+          s = fmt::ue4m3_to_float(p.xs[fmt::swizzled_scale_offset(m, k8 / 16, p.K / 16)]);
+        } else {
+          gscale = e8m0_f32(p.xs[fmt::swizzled_scale_offset(m, k8 / 32, p.K / 32)]);
         }
-        gscale = e8m0_f32(p.xs[fmt::swizzled_scale_offset(m, k8 / 32, p.K / 32)]);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) v[i] = e2m1_f32_fast((w >> (4 * i)) & 0xFu) * s;
         break;
       }
       case ActKind::kFp8:

@@ -42,7 +42,7 @@ enum class TiledMode : int { kFold, kGroup, kF8Promote, kF8Group };
 
 /// Per-(format, MMA dtype) shape of the CTA tile and of one pipeline stage:
 /// [A tile][packed B tile][scale area].
-template <WFmt F, class T>
+template <WFmt F, class T, bool kWide = false>
 struct TiledCfg {
   static constexpr int kBM = 128, kBK = 64, kThreads = 256;
   static constexpr int kAPitch = kBK + 8;     // halves; 144-byte rows keep ldmatrix conflict-free
@@ -58,7 +58,9 @@ struct TiledCfg {
   static constexpr int kGroup = kTr.group;  // K group of the weight scale (0: none)
   /// 16-row weight tiles per warp: 4 (64x64 warp tiles) where the registers allow it; the fp32
   /// group temporaries of kGroup would spill with 128 accumulators.
-  static constexpr int kWN = kMode == TiledMode::kFold ? 4 : 2;
+  /// kWide forces 64x64 for the other modes (probe variant: their registers reach 255 and
+  /// spill a little).
+  static constexpr int kWN = (kMode == TiledMode::kFold || kWide) ? 4 : 2;
   static constexpr int kNT = 2 * kWN;                   // n8 tiles per warp
   static constexpr int kBN = 4 * 16 * kWN;
   static constexpr int kBTiles = kBN / 16;
@@ -125,10 +127,10 @@ __device__ __forceinline__ uint32_t e8m0_bf16_splat(uint32_t e) {
 
 /// Raw scale word of item i for the stage starting at absolute K k0 (see TiledCfg): fetched with
 /// plain loads into registers, converted by tiled_scale_store one iteration later.
-template <WFmt F, class T>
+template <WFmt F, class T, bool kWide>
 __device__ __forceinline__ uint32_t tiled_scale_fetch(const LinearParams& p, int i, int64_t n0,
                                                       int64_t m0, int64_t k0) {
-  using C = TiledCfg<F, T>;
+  using C = TiledCfg<F, T, kWide>;
   if (i < C::kWItems) {
     if constexpr (F == WFmt::kNvfp4) {
       const int64_t row = n0 + i;
@@ -181,10 +183,10 @@ __device__ __forceinline__ uint32_t tiled_scale_fetch(const LinearParams& p, int
 
 /// Convert and store item i into a stage's scale area (weights: [group][row], activations:
 /// [group][token] after the weight words).
-template <WFmt F, class T>
+template <WFmt F, class T, bool kWide>
 __device__ __forceinline__ void tiled_scale_store(const LinearParams& p, int i, uint32_t raw,
                                                   uint32_t* area, const uint32_t* lut) {
-  using C = TiledCfg<F, T>;
+  using C = TiledCfg<F, T, kWide>;
   if (i < C::kWItems) {
     if constexpr (F == WFmt::kNvfp4) {
 #pragma unroll
@@ -207,9 +209,9 @@ __device__ __forceinline__ void tiled_scale_store(const LinearParams& p, int i, 
   }
 }
 
-template <WFmt F, class T>
+template <WFmt F, class T, bool kWide>
 __global__ void __launch_bounds__(256) linear_tiled_kernel(const LinearParams p) {
-  using C = TiledCfg<F, T>;
+  using C = TiledCfg<F, T, kWide>;
   constexpr WTraits kTr = C::kTr;
   constexpr int kApv = 16 / kTr.lane_bytes;  // atoms per 16-byte lane vector
   constexpr int kAtomBytes = C::kAtomBytes;
@@ -306,14 +308,14 @@ __global__ void __launch_bounds__(256) linear_tiled_kernel(const LinearParams p)
 #pragma unroll
     for (int j = 0; j < C::kItemsPerThread; ++j) {
       const int i = tid + j * C::kThreads;
-      sraw[j] = i < C::kItems ? tiled_scale_fetch<F, T>(p, i, n0, m0, kb * C::kBK) : 0u;
+      sraw[j] = i < C::kItems ? tiled_scale_fetch<F, T, kWide>(p, i, n0, m0, kb * C::kBK) : 0u;
     }
   };
   auto store_scales = [&](int s) {
 #pragma unroll
     for (int j = 0; j < C::kItemsPerThread; ++j) {
       const int i = tid + j * C::kThreads;
-      if (i < C::kItems) tiled_scale_store<F, T>(p, i, sraw[j], scale_area(s), lut);
+      if (i < C::kItems) tiled_scale_store<F, T, kWide>(p, i, sraw[j], scale_area(s), lut);
     }
   };
 
