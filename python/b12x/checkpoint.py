@@ -379,6 +379,126 @@ def pack_linear(layer: Union[LinearLayer, str, os.PathLike], prefix: Optional[st
                                **kw)
 
 
+# ---- MoE expert stacks -------------------------------------------------------------------------
+_capi.declare("b12x_checkpoint_load_moe", [_c.c_char_p, _c.c_char_p, _c.c_int64, _c.c_int32,
+                                           _c.c_int32, _c.c_int32, _c.c_int32, _c.POINTER(_P)])
+_capi.declare("b12x_checkpoint_moe_destroy", [_P])
+_capi.declare("b12x_checkpoint_moe_json", [_P] + _STR_OUT)
+_capi.declare("b12x_checkpoint_moe_tensor", [_P, _c.c_char_p, _capi.TensorP])
+
+# B12X_ACTIVATION_* and B12X_ACT_* of b12x/c_api/integration.h.
+_ACTIVATIONS = {"silu": 1, "situ": 2, "swigluoai_uninterleave": 3, "swiglu_oai": 3,
+                "swigluoai": 4, "relu2": 5, "relu2_no_mul": 5, "gelu": 6}
+_ACT_FORMATS = {"auto": 0, "bf16": 1, "fp8_static": 2, "fp8_dynamic": 3, "mxfp8": 4,
+                "nvfp4": 5, "mxfp4": 6}
+_MOE_TENSORS = ("w1", "w1_scale", "w1_global_scale", "a1_gscale", "w2", "w2_scale",
+                "w2_global_scale", "a2_gscale")
+
+
+class _MoeHandle:
+    def __init__(self, h):
+        self.h = h
+
+    def __del__(self):
+        try:
+            if self.h is not None and self.h.value:
+                _capi.lib().b12x_checkpoint_moe_destroy(self.h)
+        except Exception:  # pragma: no cover - interpreter shutdown
+            pass
+
+
+def _host_view(desc, owner) -> Optional[np.ndarray]:
+    """numpy view of a host descriptor (blocked dtypes as their bytes), keeping `owner` alive."""
+    if not desc.data:
+        return None
+    shape = [int(desc.shape[i]) for i in range(desc.ndim)]
+    if desc.dtype in _capi.BLOCKS:
+        bv, bb = _capi.BLOCKS[desc.dtype]
+        shape[-1] = shape[-1] // bv * bb
+        np_dt = np.uint8
+    else:
+        np_dt = {_capi.FP32: np.float32, _capi.UINT8: np.uint8, _capi.UE8M0: np.uint8,
+                 _capi.UE4M3: np.uint8, _capi.FP8_E4M3: np.uint8}[desc.dtype]
+    n = int(np.prod(shape)) * np.dtype(np_dt).itemsize
+    buf = (_c.c_uint8 * n).from_address(desc.data)
+    buf._owner = owner  # the numpy view keeps the buffer, the buffer the loader handle
+    return np.frombuffer(buf, dtype=np_dt).reshape(shape)
+
+
+@dataclass
+class MoeLayer:
+    """A checkpoint's expert stack in the fused MoE's source layout (host memory). ``plan`` holds
+    the ``fused_moe.plan_weights`` arguments the policy chose; ``tensors`` the read-only numpy
+    sources (keys of ``prepare_weights``: w1, w1_scale, w1_global_scale, a1_gscale, w2, ...)."""
+    prefix: str
+    quant: dict
+    selection: dict
+    num_experts: int
+    hidden: int
+    intermediate: int
+    gated: bool
+    plan: dict
+    tensors: Dict[str, np.ndarray]
+
+
+def load_moe(dir: Union[str, os.PathLike], prefix: str, topk: int = 1,
+             compute_capability: int = 0, activation: str = "silu", act_format: str = "auto",
+             params_dtype: str = "bfloat16") -> MoeLayer:
+    """Loads the experts under ``prefix`` ("model.layers.3.mlp.experts"), validates every expert
+    and asks the selection policy for the path (raises ``UnsupportedError`` with every reason)."""
+    if activation not in _ACTIVATIONS:
+        raise _capi.InvalidArgumentError(1, f"load_moe: activation={activation!r} (supported: "
+                                            f"{', '.join(sorted(_ACTIVATIONS))})")
+    if act_format not in _ACT_FORMATS:
+        raise _capi.InvalidArgumentError(1, f"load_moe: act_format={act_format!r} (supported: "
+                                            f"{', '.join(sorted(_ACT_FORMATS))})")
+    pd = {"bfloat16": _capi.BF16, "bf16": _capi.BF16, "float16": _capi.FP16,
+          "fp16": _capi.FP16}.get(str(params_dtype).replace("torch.", ""))
+    if pd is None:
+        raise _capi.InvalidArgumentError(1, f"load_moe: params_dtype={params_dtype!r} "
+                                            f"(supported: bfloat16, float16)")
+    h = _P()
+    _capi.call("b12x_checkpoint_load_moe", _b(dir), prefix.encode("utf-8"), _c.c_int64(topk),
+               _c.c_int32(compute_capability), _c.c_int32(_ACTIVATIONS[activation]),
+               _c.c_int32(_ACT_FORMATS[act_format]), _c.c_int32(pd), _c.byref(h))
+    owner = _MoeHandle(h)
+    j = json.loads(_string_call("b12x_checkpoint_moe_json", h))
+    tensors = {}
+    for name in _MOE_TENSORS:
+        d = _capi.Tensor()
+        _capi.call("b12x_checkpoint_moe_tensor", h, name.encode(), _c.byref(d))
+        v = _host_view(d, owner)
+        if v is not None:
+            tensors[name] = v
+    return MoeLayer(j["prefix"], j["quant"], j["selection"], j["num_experts"], j["hidden"],
+                    j["intermediate"], j["gated"], j["plan"], tensors)
+
+
+def prepare_moe(layer: MoeLayer, device: int = 0, stream=None):
+    """Copies a loaded expert stack to ``device`` (torch) and prepares it for the fused MoE.
+    Returns ``(weight_plan, experts)`` for ``fused_moe.Caps(weight_plan=...)`` / ``bind``."""
+    import torch
+    from .moe import fused_moe
+    p = layer.plan
+    plan = fused_moe.plan_weights(
+        quant_modes=p["quant_mode"], source_format=p["source_format"],
+        activation=p["activation"], params_dtype=p["params_dtype"],
+        num_experts=layer.num_experts, hidden_size=layer.hidden,
+        intermediate_size=layer.intermediate, w13_layout=p["w13_layout"],
+        ggml_w1_dtype=p["ggml_w1_dtype"], ggml_w2_dtype=p["ggml_w2_dtype"])
+    dev = torch.device("cuda", device)
+    t = layer.tensors
+    # Values and block scales are read on the device; per-expert scalars may stay on the host.
+    on_dev = {k: torch.from_numpy(np.array(t[k])).to(dev) for k in ("w1", "w1_scale", "w2",
+                                                                    "w2_scale") if k in t}
+    experts = fused_moe.prepare_weights(
+        plan=plan, w1=on_dev["w1"], w2=on_dev["w2"], w1_blockscale=on_dev.get("w1_scale"),
+        w2_blockscale=on_dev.get("w2_scale"), w1_global_scale=t.get("w1_global_scale"),
+        w2_global_scale=t.get("w2_global_scale"), a1_gscale=t.get("a1_gscale"),
+        a2_gscale=t.get("a2_gscale"), stream=stream)
+    return plan, experts
+
+
 def dequantize_linear(dir: Union[str, os.PathLike], prefix: str) -> np.ndarray:
     """Loads dense layer ``prefix`` from a checkpoint and reconstructs it as fp32 [n, k]."""
     n, k = _c.c_int64(), _c.c_int64()
@@ -394,4 +514,4 @@ def dequantize_linear(dir: Union[str, os.PathLike], prefix: str) -> np.ndarray:
 __all__ = ["SafetensorsFile", "TensorInfo", "open_safetensors", "parse_safetensors",
            "save_safetensors", "load_quant_config", "resolve_layer", "inspect", "quantize",
            "dequantize_linear", "load_linear", "LinearLayer", "FORMATS", "pack_linear",
-           "gemm_format_for_path"]
+           "gemm_format_for_path", "load_moe", "prepare_moe", "MoeLayer"]

@@ -2,18 +2,25 @@
 // kernel-resolution registry.
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "b12x/c_api.h"
+#include "b12x/checkpoint.h"
 #include "b12x/runtime.h"
 #include "b12x/status.h"
 #include "b12x/warmup.h"
 #include "c_api/c_api_util.h"
+#include "checkpoint/internal.h"
 #include "checkpoint/json.h"
 
 using namespace b12x;
+
+struct b12x_checkpoint_moe_s {
+  std::unique_ptr<checkpoint::MoeExpertsSource> src;
+};
 
 namespace {
 
@@ -190,6 +197,97 @@ b12x_status b12x_warmup(const char* layers_json, const int64_t* token_counts,
     const std::vector<int64_t> counts(token_counts, token_counts + num_token_counts);
     const WarmupReport r = warmup(layers, counts, static_cast<Stream>(stream));
     copy_string(r.to_json(), buf, len, needed);
+  });
+}
+
+b12x_status b12x_checkpoint_load_moe(const char* dir, const char* prefix, int64_t topk,
+                                     int32_t compute_capability, int32_t activation,
+                                     int32_t act_format, int32_t params_dtype,
+                                     b12x_checkpoint_moe* out) {
+  return capi::guard([&] {
+    const char* op = "b12x_checkpoint_load_moe";
+    B12X_CHECK_ARG(dir != nullptr && prefix != nullptr && out != nullptr, op,
+                   ": dir, prefix and out must not be NULL");
+    B12X_CHECK_ARG(activation >= 1 && activation <= 7, op, ": activation=", activation,
+                   " (supported: B12X_ACTIVATION_SILU .. B12X_ACTIVATION_OTHER)");
+    B12X_CHECK_ARG(act_format >= 0 && act_format <= 6, op, ": act_format=", act_format,
+                   " (supported: B12X_ACT_AUTO .. B12X_ACT_MXFP4)");
+    B12X_CHECK_ARG(params_dtype == B12X_DTYPE_BF16 || params_dtype == B12X_DTYPE_FP16, op,
+                   ": params_dtype=", params_dtype, " (supported: bf16, fp16)");
+    checkpoint::MoeLoadOptions o;
+    o.activation = static_cast<selection::Activation>(activation);
+    o.act = static_cast<selection::ActFormat>(act_format);
+    o.params_dtype = static_cast<DType>(params_dtype);
+    o.compute_capability = compute_capability;
+    o.topk = topk;
+    const checkpoint::CheckpointDir ck = checkpoint::CheckpointDir::open(dir);
+    const checkpoint::QuantConfig cfg = checkpoint::QuantConfig::from_dir(dir);
+    auto h = std::make_unique<b12x_checkpoint_moe_s>();
+    h->src = checkpoint::load_moe_experts(ck, cfg, prefix, o);
+    *out = h.release();
+  });
+}
+
+b12x_status b12x_checkpoint_moe_destroy(b12x_checkpoint_moe m) {
+  return capi::guard([&] { delete m; });
+}
+
+b12x_status b12x_checkpoint_moe_json(b12x_checkpoint_moe m, char* buf, size_t len,
+                                     size_t* needed) {
+  return capi::guard([&] {
+    B12X_CHECK_ARG(m != nullptr && m->src, "b12x_checkpoint_moe_json: handle is NULL");
+    const checkpoint::MoeExpertsSource& s = *m->src;
+    const moe::WeightsPlanArgs& a = s.plan_args;
+    json::Value v = json::Value::object();
+    v.set("prefix", json::Value::string(s.prefix));
+    v.set("quant", checkpoint::layer_quant_json(s.quant));
+    v.set("selection", json::parse(s.selection.to_json(), "selection"));
+    v.set("num_experts", json::Value::integer(s.num_experts));
+    v.set("hidden", json::Value::integer(s.hidden));
+    v.set("intermediate", json::Value::integer(s.intermediate));
+    v.set("gated", json::Value::boolean(s.gated));
+    json::Value p = json::Value::object();
+    p.set("quant_mode", json::Value::string(moe::quant_mode_name(a.quant_mode)));
+    p.set("source_format", json::Value::string(moe::source_format_name(a.source_format)));
+    p.set("activation", json::Value::string(moe::activation_name(a.activation)));
+    p.set("params_dtype", json::Value::string(dtype_name(a.params_dtype)));
+    p.set("w13_layout", json::Value::string(a.w13_layout == moe::W13Layout::kW13 ? "w13" : "w31"));
+    p.set("ggml_w1_dtype", json::Value::string(dtype_name(a.ggml_w1_dtype)));
+    p.set("ggml_w2_dtype", json::Value::string(dtype_name(a.ggml_w2_dtype)));
+    v.set("plan", std::move(p));
+    copy_string(json::dump(v), buf, len, needed);
+  });
+}
+
+b12x_status b12x_checkpoint_moe_tensor(b12x_checkpoint_moe m, const char* which,
+                                       b12x_tensor* out) {
+  return capi::guard([&] {
+    const char* op = "b12x_checkpoint_moe_tensor";
+    B12X_CHECK_ARG(m != nullptr && m->src && which != nullptr && out != nullptr, op,
+                   ": handle, which and out must not be NULL");
+    const moe::SourceWeights& s = m->src->source;
+    const std::string w = which;
+    const TensorRef* t = w == "w1"                ? &s.w1
+                         : w == "w1_scale"        ? &s.w1_scale
+                         : w == "w1_global_scale" ? &s.w1_global_scale
+                         : w == "a1_gscale"       ? &s.a1_gscale
+                         : w == "w2"              ? &s.w2
+                         : w == "w2_scale"        ? &s.w2_scale
+                         : w == "w2_global_scale" ? &s.w2_global_scale
+                         : w == "a2_gscale"       ? &s.a2_gscale
+                                                  : nullptr;
+    B12X_CHECK_ARG(t != nullptr, op, ": which='", w,
+                   "' (supported: w1, w1_scale, w1_global_scale, a1_gscale, w2, w2_scale, "
+                   "w2_global_scale, a2_gscale)");
+    *out = b12x_tensor{};
+    out->data = t->data;
+    out->dtype = static_cast<int32_t>(t->dtype);
+    out->ndim = t->data ? t->ndim : 0;
+    for (int i = 0; i < out->ndim; ++i) {
+      out->shape[i] = t->shape[i];
+      out->strides[i] = t->stride[i];
+    }
+    out->device = B12X_HOST_DEVICE;
   });
 }
 

@@ -192,3 +192,95 @@ def _device_cc():
     _capi.call("b12x_device_query", ctypes.c_int32(0), ctypes.byref(cc), ctypes.byref(sms),
                ctypes.byref(ok), None, ctypes.c_size_t(0))
     return cc.value, sms.value, ok.value
+
+
+def _moe_checkpoint(tmp_path, rng):
+    """BF16 checkpoint of one 4-expert MoE layer (H = I = 256) and its router; returns the dir
+    and the float32 weights by name."""
+    src = tmp_path / "moe_bf16"
+    os.makedirs(src)
+    tensors, w = {}, {}
+    for e in range(4):
+        for p in ("gate_proj", "up_proj", "down_proj"):
+            name = f"model.layers.0.mlp.experts.{e}.{p}.weight"
+            v = rng.standard_normal((256, 256)).astype(np.float32) * 0.02
+            bits = _bf16_bits(v)
+            tensors[name] = ("BF16", bits)
+            w[name] = _bf16_to_f32(bits)
+    tensors["model.layers.0.mlp.gate.weight"] = ("BF16", _bf16_bits(rng.standard_normal((4, 256))))
+    ck.save_safetensors(src / "model.safetensors", tensors)
+    (src / "config.json").write_text(json.dumps({"hidden_size": 256, "num_attention_heads": 4,
+                                                 "num_experts_per_tok": 2}))
+    return src, w
+
+
+_MOE = "model.layers.0.mlp.experts"
+
+
+def test_load_moe_on_cpu(tmp_path):
+    src, w = _moe_checkpoint(tmp_path, np.random.default_rng())
+    ck.quantize(src, tmp_path / "q", "q8_0")
+    layer = ck.load_moe(tmp_path / "q", _MOE, topk=2, compute_capability=120)
+    assert layer.selection["supported"] and layer.selection["path"] == "moe.ggml_a16"
+    assert (layer.num_experts, layer.hidden, layer.intermediate, layer.gated) == (4, 256, 256, True)
+    assert layer.plan["quant_mode"] == "ggml_a16" and layer.plan["w13_layout"] == "w31"
+    w1 = layer.tensors["w1"]
+    assert w1.shape == (4, 512, 256 // 32 * 34) and w1.dtype == np.uint8
+    # FC1 rows are [gate; up] per expert: expert 1's up rows are up_proj's Q8_0 blocks.
+    up1 = ck.open_safetensors(tmp_path / "q" / "model.safetensors")[f"{_MOE}.1.up_proj.weight"]
+    np.testing.assert_array_equal(w1[1, 256:].reshape(-1), np.asarray(up1).reshape(-1))
+    del layer
+    import gc
+    gc.collect()
+    np.testing.assert_array_equal(w1[1, 256:].reshape(-1), np.asarray(up1).reshape(-1))
+    with pytest.raises(_capi.UnsupportedError):
+        ck.load_moe(src, _MOE, topk=2)  # BF16 experts: no fused-MoE path
+    with pytest.raises(_capi.InvalidArgumentError, match="activation='tanh'"):
+        ck.load_moe(tmp_path / "q", _MOE, activation="tanh")
+
+
+@pytest.mark.parametrize("fmt,mode,loose", [("nvfp4", "w4a16", 0.35), ("q8_0", "ggml_a16", 0.05)])
+def test_moe_checkpoint_round_trip_on_gpu(tmp_path, cuda_torch, fmt, mode, loose):
+    torch = cuda_torch
+    from b12x.moe import fused_moe as fm
+    rng = np.random.default_rng()
+    src, w = _moe_checkpoint(tmp_path, rng)
+    ck.quantize(src, tmp_path / "q", fmt)
+    cc, _, _ = _device_cc()
+    ins = ck.inspect(tmp_path / "q", compute_capability=cc)
+    lay = next(l for l in ins["layers"] if l["name"] == _MOE)
+    assert lay["selection"]["path"] == "moe." + mode, lay
+    layer = ck.load_moe(tmp_path / "q", _MOE, topk=2, compute_capability=cc)
+    plan, experts = ck.prepare_moe(layer, device=0)
+    for m in (5, 80):  # decode and grouped regimes
+        x = torch.randn(m, 256, dtype=torch.bfloat16, device="cuda")
+        ids = torch.randint(0, 4, (m, 2), dtype=torch.int32, device="cuda")
+        wts = torch.rand(m, 2, dtype=torch.float32, device="cuda") + 0.1
+        p = fm.plan(fm.Caps(max_tokens=m, num_topk=2, weight_plan=plan))
+        scratch = torch.empty(max(p.scratch_bytes, 1), dtype=torch.uint8, device="cuda")
+        out = torch.full_like(x, float("nan"))
+        fm.run(fm.bind(p, scratch=scratch, a=x, experts=experts, topk_weights=wts, topk_ids=ids,
+                       output=out))
+        torch.cuda.synchronize()
+        got = out.float().cpu().numpy()
+        xb = x.view(torch.int16).cpu().numpy().view(np.uint16)
+        idn, wn = ids.cpu().numpy(), wts.cpu().numpy()
+        t = layer.tensors
+        ref = fm.reference(weight_plan=plan, a=xb, topk_ids=idn, topk_weights=wn, w1=t["w1"],
+                           w2=t["w2"], w1_blockscale=t.get("w1_scale"),
+                           w2_blockscale=t.get("w2_scale"),
+                           w1_global_scale=t.get("w1_global_scale"),
+                           w2_global_scale=t.get("w2_global_scale"))
+        assert np.all(np.isfinite(got))
+        assert np.max(np.abs(got - ref)) <= 0.02 * np.max(np.abs(ref)) + 1e-6
+        # silu(gate x) * (up x) -> down with the original BF16 weights, top-k weighted.
+        xf = _bf16_to_f32(xb).astype(np.float64)
+        full = np.zeros_like(xf)
+        for i in range(m):
+            for k in range(2):
+                pre = f"{_MOE}.{idn[i, k]}."
+                g = w[pre + "gate_proj.weight"] @ xf[i]
+                u = w[pre + "up_proj.weight"] @ xf[i]
+                full[i] += wn[i, k] * (w[pre + "down_proj.weight"] @ (g / (1 + np.exp(-g)) * u))
+        rel = np.linalg.norm(got - full) / np.linalg.norm(full)
+        assert 0 < rel < loose, f"{fmt} M={m}: rel_l2 vs bf16 weights {rel}"

@@ -157,6 +157,29 @@ B12X_C_API void b12x_layer_desc_init(b12x_layer_desc* d);
 B12X_C_API b12x_status b12x_select(const b12x_layer_desc* d, int32_t* supported, char* buf,
                                    size_t len, size_t* needed);
 
+/* ---- a MoE expert stack of a checkpoint (b12x::checkpoint::load_moe_experts) ------------------
+ * Loads and stacks the experts under `prefix` ("model.layers.3.mlp.experts") in host memory owned
+ * by the handle, in the fused MoE's source layout (FC1 = [gate; up], w13_layout w31), after asking
+ * the selection policy for the path (B12X_ERROR_UNSUPPORTED with every reason when none).
+ * activation: B12X_ACTIVATION_*; act_format: B12X_ACT_* (AUTO = the checkpoint's);
+ * params_dtype: B12X_DTYPE_BF16 / FP16; compute_capability 0 answers for SM120. */
+typedef struct b12x_checkpoint_moe_s* b12x_checkpoint_moe;
+B12X_C_API b12x_status b12x_checkpoint_load_moe(const char* dir, const char* prefix, int64_t topk,
+                                                int32_t compute_capability, int32_t activation,
+                                                int32_t act_format, int32_t params_dtype,
+                                                b12x_checkpoint_moe* out);
+B12X_C_API b12x_status b12x_checkpoint_moe_destroy(b12x_checkpoint_moe m);
+/* {"prefix", "quant": {...}, "selection": {...}, "num_experts", "hidden", "intermediate",
+ * "gated", "plan": {"quant_mode", "source_format", "activation", "params_dtype", "w13_layout",
+ * "ggml_w1_dtype", "ggml_w2_dtype"}} (names as b12x_moe_* and b12x.moe.fused_moe take them). */
+B12X_C_API b12x_status b12x_checkpoint_moe_json(b12x_checkpoint_moe m, char* buf, size_t len,
+                                                size_t* needed);
+/* Host view of one source tensor, valid while the handle lives: which = "w1", "w1_scale",
+ * "w1_global_scale", "a1_gscale", "w2", "w2_scale", "w2_global_scale", "a2_gscale";
+ * out->data = NULL when the layer has none. */
+B12X_C_API b12x_status b12x_checkpoint_moe_tensor(b12x_checkpoint_moe m, const char* which,
+                                                  b12x_tensor* out);
+
 /* ---- warm-up and kernel resolution (b12x/warmup.h, b12x/runtime.h) ---------------------------
  * layers_json: a JSON array of layer descriptions; every field but "kind" has the default shown
  * or is required (R):
