@@ -10,7 +10,23 @@ from . import _capi
 from ._capi import (B12xError, CaptureActiveError, InvalidArgumentError,  # noqa: F401
                     KernelResolutionFrozenError, UnsupportedError)
 
-from ._warmup import clear_resolved_kernels, resolved_kernels, warmup  # noqa: F401
+
+def warmup(layers, token_counts, stream=None) -> dict:
+    """Plan every (layer, token count), launch each new kernel signature once (see
+    ``b12x._warmup``; imported on first use so builds without the integration area still load)."""
+    from . import _warmup
+    return _warmup.warmup(layers, token_counts, stream)
+
+
+def resolved_kernels() -> list:
+    """Every kernel signature resolved by a plan in this process."""
+    from . import _warmup
+    return _warmup.resolved_kernels()
+
+
+def clear_resolved_kernels() -> None:
+    from . import _warmup
+    _warmup.clear_resolved_kernels()
 
 __all__ = ["version", "compiled_archs", "device_count", "freeze_kernel_resolution",
            "unfreeze_kernel_resolution", "kernel_resolution_frozen", "warmup",

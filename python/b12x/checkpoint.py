@@ -380,11 +380,23 @@ def pack_linear(layer: Union[LinearLayer, str, os.PathLike], prefix: Optional[st
 
 
 # ---- MoE expert stacks -------------------------------------------------------------------------
-_capi.declare("b12x_checkpoint_load_moe", [_c.c_char_p, _c.c_char_p, _c.c_int64, _c.c_int32,
-                                           _c.c_int32, _c.c_int32, _c.c_int32, _c.POINTER(_P)])
-_capi.declare("b12x_checkpoint_moe_destroy", [_P])
-_capi.declare("b12x_checkpoint_moe_json", [_P] + _STR_OUT)
-_capi.declare("b12x_checkpoint_moe_tensor", [_P, _c.c_char_p, _capi.TensorP])
+_MOE_DECLARED = False
+
+
+def _declare_moe() -> None:
+    """Declared on first use: the MoE loader lives in the integration area of the library
+    (src/c_api/c_api_integration.cc), which developer builds of the checkpoint area lack."""
+    global _MOE_DECLARED
+    if _MOE_DECLARED:
+        return
+    _capi.declare("b12x_checkpoint_load_moe", [_c.c_char_p, _c.c_char_p, _c.c_int64,
+                                               _c.c_int32, _c.c_int32, _c.c_int32, _c.c_int32,
+                                               _c.POINTER(_P)])
+    _capi.declare("b12x_checkpoint_moe_destroy", [_P])
+    _capi.declare("b12x_checkpoint_moe_json", [_P] + _STR_OUT)
+    _capi.declare("b12x_checkpoint_moe_tensor", [_P, _c.c_char_p, _capi.TensorP])
+    _MOE_DECLARED = True
+
 
 # B12X_ACTIVATION_* and B12X_ACT_* of b12x/c_api/integration.h.
 _ACTIVATIONS = {"silu": 1, "situ": 2, "swigluoai_uninterleave": 3, "swiglu_oai": 3,
@@ -457,6 +469,7 @@ def load_moe(dir: Union[str, os.PathLike], prefix: str, topk: int = 1,
     if pd is None:
         raise _capi.InvalidArgumentError(1, f"load_moe: params_dtype={params_dtype!r} "
                                             f"(supported: bfloat16, float16)")
+    _declare_moe()
     h = _P()
     _capi.call("b12x_checkpoint_load_moe", _b(dir), prefix.encode("utf-8"), _c.c_int64(topk),
                _c.c_int32(compute_capability), _c.c_int32(_ACTIVATIONS[activation]),
