@@ -36,7 +36,7 @@ mkdir -p "$logs"
 summary=$out/summary.txt
 : >"$summary"
 say() { echo "$*" | tee -a "$summary"; }
-build=build-gpu
+build=${B12X_GPU_BUILD:-build-gpu}  # e.g. ../build-gpu: outside a carried snapshot, so it survives
 jobs=$(nproc)
 t0=$(date +%s)
 

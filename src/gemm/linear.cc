@@ -127,32 +127,25 @@ Plan plan(const Caps& caps) {
     p.regime = Regime::kAuto;
   }
   if (p.regime != Regime::kDecode) lin::prepare_linear_tiled(wf, fp16);
-  // Split-K only when the partial buffer stays small (M <= 16).
+  // Split-K (weight-streaming regime only).
   const int64_t slices = geo.KP / lin::slice_k(wf);
   const int64_t ctas_n = (geo.n16 + 3) / 4;
   int split = 1;
   if (M <= kDecodeMaxM) {
-    // Cost model (calibrated on the H200 with tools/gemm-probe.sh): the kernel is issue-bound,
-    // so an SM's time is its CTA count times the per-CTA slices (+1 slice of fixed prologue /
-    // epilogue latency), and an SM needs about three co-resident CTAs before adding more stops
-    // shortening the per-CTA time. Splits above 8 need the reduce kernel (charged one slice);
-    // every extra activation staging chunk costs a barrier pair (half a slice).
+    // Measured on the H200 (tools/gemm-probe.sh, splits 1/2/4/8 forced over three shapes and
+    // M = 1, 16): the kernel is fastest with about one CTA (four streaming warps) per SM — more
+    // CTAs only add cluster barriers and prologues while the SM is already issue-bound. So: the
+    // smallest split that brings the CTA count to ~0.9 x SMs (cluster splits up to 8; beyond,
+    // the reduce kernel), and never a split that leaves a CTA without a slice.
     const int64_t sms = std::max(dev.sm_count, 1);
     const int nt = decode_nt(M);
     const int64_t tok_tiles = (M + 8 * nt - 1) / (8 * nt);
-    const int64_t fit = stage_fit_slices(wf, std::min<int64_t>(M, 8 * nt));
-    double best = 1e30;
+    const int64_t want = (9 * sms + 9) / 10;
     for (int64_t s = 1; s <= std::min<int64_t>(slices, 32); ++s) {
       const int64_t per = (slices + s - 1) / s;
       const int64_t eff = (slices + per - 1) / per;
-      const int64_t per_sm = (ctas_n * eff * tok_tiles + sms - 1) / sms;
-      const int64_t chunks = (per + fit - 1) / fit;
-      const double cost = static_cast<double>((per + 1) * std::max<int64_t>(per_sm, 3)) +
-                          (eff > 8 ? 1.0 : 0.0) + 0.5 * static_cast<double>(chunks - 1);
-      if (cost < best - 1e-9) {
-        best = cost;
-        split = static_cast<int>(eff);
-      }
+      split = static_cast<int>(eff);
+      if (ctas_n * eff * tok_tiles >= want) break;
     }
   }
   const char* split_env = std::getenv("B12X_GEMM_SPLIT");
