@@ -251,13 +251,14 @@ __global__ void __launch_bounds__(256) linear_tiled_kernel(const LinearParams p)
   };
 
   // Split-K over grid.z (one thread-block cluster): this CTA's stages [kb_begin, kb_end).
-  const int64_t total_k = p.KP / C::kBK;
-  const int64_t per_split = (total_k + p.split - 1) / p.split;
-  const int64_t kb_begin = min(total_k, static_cast<int64_t>(blockIdx.z) * per_split);
-  const int64_t num_k = min(total_k, kb_begin + per_split) - kb_begin;
+  // (32-bit stage counters: KP / 64 < 2^31.)
+  const int total_k = static_cast<int>(p.KP / C::kBK);
+  const int per_split = (total_k + p.split - 1) / p.split;
+  const int kb_begin = min(total_k, static_cast<int>(blockIdx.z) * per_split);
+  const int num_k = min(total_k, kb_begin + per_split) - kb_begin;
 
-  auto load_stage = [&](int s, int64_t kb) {
-    const int64_t k0 = kb * C::kBK;  // kb: absolute stage index
+  auto load_stage = [&](int s, int kb) {
+    const int64_t k0 = static_cast<int64_t>(kb) * C::kBK;  // kb: absolute stage index
     uint8_t* as = a_stage(s);
     // A: 128 rows x (kBK * element bytes / 16) chunks; chunk c = tid + 256 i is row
     // c / kRowChunks, so pass i moves 256 / kRowChunks rows from one base pointer.
@@ -304,11 +305,13 @@ __global__ void __launch_bounds__(256) linear_tiled_kernel(const LinearParams p)
   };
 
   uint32_t sraw[C::kItemsPerThread > 0 ? C::kItemsPerThread : 1];
-  auto fetch_scales = [&](int64_t kb) {
+  auto fetch_scales = [&](int kb) {
 #pragma unroll
     for (int j = 0; j < C::kItemsPerThread; ++j) {
       const int i = tid + j * C::kThreads;
-      sraw[j] = i < C::kItems ? tiled_scale_fetch<F, T, kWide>(p, i, n0, m0, kb * C::kBK) : 0u;
+      sraw[j] = i < C::kItems ? tiled_scale_fetch<F, T, kWide>(p, i, n0, m0,
+                                                               static_cast<int64_t>(kb) * C::kBK)
+                              : 0u;
     }
   };
   auto store_scales = [&](int s) {
@@ -337,17 +340,17 @@ __global__ void __launch_bounds__(256) linear_tiled_kernel(const LinearParams p)
     cp_async_commit();
   }
 
-  for (int64_t kb = 0; kb < num_k; ++kb) {
+  for (int kb = 0; kb < num_k; ++kb) {
     cp_async_wait<kStages - 2>();
     __syncthreads();
     {
       // Scales of stage kb+kStages-2 (fetched last iteration) go to its slot, whose previous
       // stage (kb-2) every warp finished before the previous barrier; the stage is consumed
       // at least one barrier later. Then the copies and scale fetches of stage kb+kStages-1.
-      const int64_t nk = kb + kStages - 1;
-      if (kb >= 1 && nk - 1 < num_k) store_scales(static_cast<int>((nk - 1) % kStages));
+      const int nk = kb + kStages - 1;
+      if (kb >= 1 && nk - 1 < num_k) store_scales((nk - 1) % kStages);
       if (nk < num_k) {
-        load_stage(static_cast<int>(nk % kStages), kb_begin + nk);
+        load_stage(nk % kStages, kb_begin + nk);
         fetch_scales(kb_begin + nk);
       }
       cp_async_commit();
@@ -594,9 +597,11 @@ __global__ void __launch_bounds__(256) linear_tiled_kernel(const LinearParams p)
     if (rank != 0) return;
   }
 
-  // Epilogue: c0 = (token g, row 2t), c1 = (g, 2t+1), c2/c3 = token g+8.
+  // Epilogue: c0 = (token g, row 2t), c1 = (g, 2t+1), c2/c3 = token g+8. n is even, so a pair
+  // is one 4-byte store when the output rows are 4-byte aligned (even ldo, aligned base).
   float mult = p.out_mult;
   if (p.alpha != nullptr) mult *= *p.alpha;
+  const bool pair_ok = ((p.ldo & 1) == 0) && ((reinterpret_cast<uintptr_t>(p.out) & 3) == 0);
 #pragma unroll
   for (int mt = 0; mt < 4; ++mt)
 #pragma unroll
@@ -606,15 +611,31 @@ __global__ void __launch_bounds__(256) linear_tiled_kernel(const LinearParams p)
         const int64_t m = m0 + wm * 64 + mt * 16 + g + 8 * h;
         const int64_t n = n0 + wn * (kBN / 4) + nt * 8 + 2 * t;
         if (m >= p.M) continue;
+        float v[2];
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          if (n + e >= p.N) continue;
-          float v = acc[mt][nt][2 * h + e] * mult;
-          if (p.bias != nullptr) v += load_out_type(p.bias, n + e, p.out_fp16);
-          if (p.out_fp16)
-            store_out<true>(p.out, m * p.ldo + n + e, v);
-          else
-            store_out<false>(p.out, m * p.ldo + n + e, v);
+          v[e] = acc[mt][nt][2 * h + e] * mult;
+          if (p.bias != nullptr && n + e < p.N) v[e] += load_out_type(p.bias, n + e, p.out_fp16);
+        }
+        if (pair_ok && n + 1 < p.N) {
+          uint32_t bits;
+          if (p.out_fp16) {
+            bits = static_cast<uint32_t>(__half_as_ushort(__float2half_rn(v[0]))) |
+                   (static_cast<uint32_t>(__half_as_ushort(__float2half_rn(v[1]))) << 16);
+          } else {
+            bits = static_cast<uint32_t>(__bfloat16_as_ushort(__float2bfloat16_rn(v[0]))) |
+                   (static_cast<uint32_t>(__bfloat16_as_ushort(__float2bfloat16_rn(v[1]))) << 16);
+          }
+          *reinterpret_cast<uint32_t*>(static_cast<uint16_t*>(p.out) + m * p.ldo + n) = bits;
+        } else {
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            if (n + e >= p.N) continue;
+            if (p.out_fp16)
+              store_out<true>(p.out, m * p.ldo + n + e, v[e]);
+            else
+              store_out<false>(p.out, m * p.ldo + n + e, v[e]);
+          }
         }
       }
 }
