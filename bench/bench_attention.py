@@ -280,6 +280,8 @@ def main():
         for B in (8, 32, 128, 1):
             decode_cases.append((B, 8192, 32, 8, 128, 64, kv, "wide"))
     decode_cases.append((8, 32768, 32, 8, 128, 64, "bf16", "wide"))
+    for B in (8, 32, 128, 1):  # wide with Q in registers and 3 stages
+        decode_cases.append((B, 8192, 32, 8, 128, 64, "bf16", "wide3"))
     for B in (8, 32, 128, 1):  # FP8 K and V fragments straight from the raw stage
         decode_cases.append((B, 8192, 32, 8, 128, 64, "fp8", "wdirect"))
     for B in (8, 32):

@@ -58,14 +58,17 @@ const KernelInfo* find_kernel(int dqk, int dv, int kind, DType q, bool fp8) {
 
 // Decode tile kind: 2 ("deep"), 1 ("wide"), 3 ("direct": deep with FP8 K fragments converted
 // in registers; FP8 KV with head dim 128/256 only, the default there; other shapes fall back to
-// deep) or 4 ("wdirect": 4 warps x 16 tokens, FP8 K and V fragments from the raw stage).
-// B12X_ATTN_DECODE_TILE=wide|deep|direct|wdirect overrides (benchmarking).
+// deep), 4 ("wdirect": 4 warps x 16 tokens, FP8 K and V fragments from the raw stage) or 5
+// ("wide3": the wide tile with Q in registers and 3 stages; 16-bit KV, head dims <= 128).
+// B12X_ATTN_DECODE_TILE=wide|deep|direct|wdirect|wide3 overrides (benchmarking); a kind not
+// compiled for the shape falls back to deep.
 int decode_kind(bool fp8) {
   const char* e = std::getenv("B12X_ATTN_DECODE_TILE");
   if (e != nullptr && std::string(e) == "wide") return 1;
   if (e != nullptr && std::string(e) == "deep") return 2;
   if (e != nullptr && std::string(e) == "direct") return 3;
   if (e != nullptr && std::string(e) == "wdirect") return 4;
+  if (e != nullptr && std::string(e) == "wide3") return 5;
   return fp8 ? 3 : 2;
 }
 
@@ -185,7 +188,8 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
                  : k->kind == 1 ? "_decode_wide"
                  : k->kind == 2 ? "_decode_deep"
                  : k->kind == 3 ? "_decode_direct"
-                                : "_decode_wdirect") +
+                 : k->kind == 4 ? "_decode_wdirect"
+                                : "_decode_wide3") +
                 (fp8 ? "_kvfp8" : "") + (caps.q_dtype == DType::kFP16 ? "_fp16" : "_bf16");
   plan.tile_rows = k->tile_rows;
   plan.tile_kv = k->tile_kv;

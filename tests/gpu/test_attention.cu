@@ -438,10 +438,11 @@ TEST(AttentionGpuDecode, DtypesPagesWindowsSinks) {
 // Every decode tile ("wide": 4 warps x 16 tokens; "deep": 2 warps x 16 tokens, the BF16
 // default; "direct": deep with FP8 K fragments converted in registers, the FP8 default for head
 // dims 128/256; "wdirect": 4 warps x 16 tokens with FP8 K and V fragments from the raw stage,
-// output dims permuted in registers) selected through B12X_ATTN_DECODE_TILE at plan time.
+// output dims permuted in registers; "wide3": the wide tile with Q in registers and 3 stages,
+// 16-bit KV and head dims <= 128, else deep) selected through B12X_ATTN_DECODE_TILE at plan time.
 TEST(AttentionGpuDecode, AlternativeTiles) {
   B12X_REQUIRE_GPU();
-  for (const char* tile : {"wide", "deep", "direct", "wdirect"}) {
+  for (const char* tile : {"wide", "deep", "direct", "wdirect", "wide3"}) {
     setenv("B12X_ATTN_DECODE_TILE", tile, 1);
     int i = 0;
     for (int d : {128, 256})
@@ -461,10 +462,16 @@ TEST(AttentionGpuDecode, AlternativeTiles) {
         s.max_splits = i == 3 ? 5 : 0;
         ++i;
         run_case(s, std::string("tile=") + tile);
-        if (std::string(tile) == "wide") {  // the wide tile also serves bf16
+        if (std::string(tile) == "wide" || std::string(tile) == "wide3") {  // 16-bit KV tiles
           Spec b = s;
           b.kv = DType::kBF16;
-          run_case(b, "tile=wide bf16");
+          run_case(b, std::string("tile=") + tile + " bf16");
+          if (d == 128) {
+            Spec f = s;
+            f.kv = DType::kFP16;
+            f.q = DType::kFP16;
+            run_case(f, std::string("tile=") + tile + " fp16");
+          }
         }
       }
     unsetenv("B12X_ATTN_DECODE_TILE");

@@ -36,7 +36,8 @@ constexpr float kLog2e = 1.4426950408889634f;
 /// 2 warps split a 32-token tile, as many stages as fit 99 KB, at most 4: more bytes in flight
 /// per SM for the memory-bound decode); 3 = decode "direct" (deep with FP8 K fragments read
 /// from the raw stage); 4 = decode "wdirect" (4 warps split a 64-token tile, FP8 K and V
-/// fragments both read from the raw stage: no conversion pass at all).
+/// fragments both read from the raw stage: no conversion pass at all); 5 = decode "wide3" (the
+/// wide tile with Q's fragments held in registers, so its shared memory goes to a third stage).
 template <int kDqk_, int kDv_, int kKind_, bool kFp8_>
 struct TileCfg {
   static constexpr int kDqk = kDqk_, kDv = kDv_, kKind = kKind_;
@@ -48,6 +49,10 @@ struct TileCfg {
   // kind 4 also reads V's B fragments from raw FP8 rows (4-byte reads of 4 dims of one token;
   // output dims permuted within 32-dim groups, undone in the epilogue).
   static constexpr bool kDirectV = kKind == 4;
+  // kind 5: Q is staged in the ring's last stage (free until the first loop iteration issues
+  // into it) and read once into registers; the 4 KB of a Q tile then buys a third 32 KB stage.
+  static constexpr bool kQInRegs = kKind == 5;
+  static_assert(!kQInRegs || (!kFp8_ && kDqk_ <= 128), "wide3: 16-bit KV, head dim <= 128");
   static_assert(!kDirectK || (kFp8_ && (kDqk_ == 128 || kDqk_ == 256)),
                 "direct-K decode needs FP8 KV and a power-of-two head dim >= 128");
   static_assert(!kDirectV || kDv_ == 128 || kDv_ == 256,
@@ -60,12 +65,13 @@ struct TileCfg {
   static constexpr int kWM = kDecode ? 1 : 4;
   static constexpr int kMB = (kDecode || kBigHead) ? 1 : 2;
   static constexpr int kBN =
-      kKind == 4 ? 64 : (kKind >= 2 ? 32 : (kBigHead ? 32 : (kMB == 2 && kDv > 64 ? 32 : 64)));
+      (kKind == 4 || kKind == 5) ? 64
+                                 : (kKind >= 2 ? 32 : (kBigHead ? 32 : (kMB == 2 && kDv > 64 ? 32 : 64)));
   static constexpr int kWN = kDecode ? kBN / 16 : 1;
   static constexpr int kThreads = kWM * kWN * 32;
   static constexpr int kBM = 16 * kWM * kMB;
   static constexpr int kKvBytes = kFp8 ? 1 : 2;
-  static constexpr int kQBytes = kBM * kDqk * 2;
+  static constexpr int kQBytes = kQInRegs ? 0 : kBM * kDqk * 2;
   static constexpr int kStageBytes = kBN * (kDqk + kDv) * kKvBytes;
   static constexpr int kConvBytes =
       kFp8 ? kBN * ((kDirectK ? 0 : kDqk) + (kDirectV ? 0 : kDv)) * 2 : 0;
@@ -290,9 +296,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   constexpr int kQRow = kDqk * 2, kKRow = kDqk * 2, kVRow = kDv * 2;  // bf16 tile row bytes
 
   extern __shared__ __align__(128) uint8_t smem[];
-  uint8_t* sQ = smem;
   uint8_t* sConv = smem + Cfg::kQBytes;                  // fp8 only: bf16 K then V tile
   uint8_t* sRing = smem + Cfg::kQBytes + Cfg::kConvBytes;  // stages (and the merge area)
+  static_assert(!Cfg::kQInRegs || kBM * kDqk * 2 <= Cfg::kStageBytes, "Q staging fits a stage");
+  uint8_t* sQ = Cfg::kQInRegs ? sRing + (kStages - 1) * Cfg::kStageBytes : smem;
 
   wait_prior_grid();
   allow_next_grid();
@@ -505,6 +512,16 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   const uint32_t q_base = smem_u32(sQ) + (wrow0 + (lane & 15)) * kQRow;
   const uint32_t q_lane = swz_in_row(wrow0 + (lane & 15), lane >> 4);
 
+  // wide3: Q (cp.async group 0, with tile 0) into registers before the first iteration issues
+  // into the last stage, where Q was staged; that iteration's barrier orders the two.
+  uint32_t qa[Cfg::kQInRegs ? kDqk / 16 : 1][4];
+  if constexpr (Cfg::kQInRegs) {
+    cp_async_wait<kStages - 2>();
+    __syncthreads();
+#pragma unroll
+    for (int kb = 0; kb < kDqk / 16; ++kb) ldmatrix_x4(qa[kb], q_base + (q_lane ^ (kb << 5)));
+  }
+
   for (int it = 0; it < n_tiles; ++it) {
     cp_async_wait<kStages - 2>();
     __syncthreads();
@@ -614,9 +631,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 #pragma unroll
     for (int kb = 0; kb < (Cfg::kDirectK ? 0 : kDqk / 16); ++kb) {
       uint32_t a[kMB][4];
-      const uint32_t q_off = q_base + (q_lane ^ (kb << 5));
+      if constexpr (Cfg::kQInRegs) {
 #pragma unroll
-      for (int mb = 0; mb < kMB; ++mb) ldmatrix_x4(a[mb], q_off + mb * 16 * kQRow);
+        for (int e = 0; e < 4; ++e) a[0][e] = qa[kb][e];
+      } else {
+        const uint32_t q_off = q_base + (q_lane ^ (kb << 5));
+#pragma unroll
+        for (int mb = 0; mb < kMB; ++mb) ldmatrix_x4(a[mb], q_off + mb * 16 * kQRow);
+      }
       const uint32_t k_off = k_base + (k_lane ^ (kb << 5));
 #pragma unroll
       for (int nb2 = 0; nb2 < kNT / 16; ++nb2) {
