@@ -103,6 +103,9 @@ __global__ void __launch_bounds__(128, 4) linear_decode_kernel(const LinearParam
 
   extern __shared__ __align__(16) uint8_t dsm[];
   __shared__ uint32_t lut[F == WFmt::kNvfp4 ? 128 : 1];
+  // NVFP4: the current slice's scale splats [warp][sub-block][g] = (row g, row g+8), expanded
+  // once per slice by the quad's four lanes instead of looked up by each lane at every step.
+  __shared__ uint2 spl[F == WFmt::kNvfp4 ? 4 : 1][F == WFmt::kNvfp4 ? 32 : 1][8];
   __shared__ alignas(16) uint32_t gtab[kIq2 ? (F == WFmt::kIq2Xs ? 512 * 4 : 256 * 4) : 4];
   __shared__ alignas(16) uint32_t stab[kIq2 ? 512 : 4];
 
@@ -162,9 +165,9 @@ __global__ void __launch_bounds__(128, 4) linear_decode_kernel(const LinearParam
     for (int h = 0; h < 2; ++h) {
       const int64_t row = rws[h];
       if constexpr (F == WFmt::kNvfp4) {
-        const uint4* b = reinterpret_cast<const uint4*>(p.wscale + row * p.scale_ld + k0 / 16);
-        r.sc[h][0] = __ldg(b);
-        r.sc[h][1] = __ldg(b + 1);
+        // Lane t of a quad expands sub-blocks 8t..8t+7 of its two rows (splats below).
+        const uint2 v = __ldg(reinterpret_cast<const uint2*>(p.wscale + row * p.scale_ld + k0 / 16 + 8 * t));
+        r.sc[h][0] = make_uint4(v.x, v.y, 0, 0);
       } else if constexpr (F == WFmt::kMxfp4) {
         r.sc[h][0] = __ldg(reinterpret_cast<const uint4*>(p.wscale + row * p.scale_ld + k0 / 32));
       } else if constexpr (F == WFmt::kFp8Mx) {
@@ -356,14 +359,9 @@ __global__ void __launch_bounds__(128, 4) linear_decode_kernel(const LinearParam
           if constexpr (F == WFmt::kNvfp4) {
 #pragma unroll
             for (int s = 0; s < 2; ++s) {
-              const int sb = 2 * a + s;  // sub-block within the slice (0..31)
-#pragma unroll
-              for (int r = 0; r < 2; ++r) {
-                const uint4& q = sc_raw[r][sb / 16];
-                const uint32_t word =
-                    (sb % 16) < 4 ? q.x : (sb % 16) < 8 ? q.y : (sb % 16) < 12 ? q.z : q.w;
-                sc[s][r] = lut[(word >> (8 * (sb % 4))) & 0x7Fu];
-              }
+              const uint2 sp = spl[warp][2 * a + s][g];  // (row g, row g+8) of sub-block 2a+s
+              sc[s][0] = sp.x;
+              sc[s][1] = sp.y;
             }
           } else {
             sc[0][0] = sc[0][1] = sc[1][0] = sc[1][1] = kFp4Unit2<T>();
@@ -435,6 +433,17 @@ __global__ void __launch_bounds__(128, 4) linear_decode_kernel(const LinearParam
       if (sl + 1 < s_end) load_scales(sl + 1, nxt);
       dec_cp_async_wait<kStages - 1>();  // this lane's copies of slice sl have landed...
       __syncwarp();                      // ...and so have every other lane's
+      if constexpr (F == WFmt::kNvfp4) {
+        // The previous slice's readers of spl are past the __syncwarp at the top of the loop.
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          const uint32_t w0 = i < 4 ? cur.sc[0][0].x : cur.sc[0][0].y;
+          const uint32_t w1 = i < 4 ? cur.sc[1][0].x : cur.sc[1][0].y;
+          spl[warp][8 * t + i][g] = make_uint2(lut[(w0 >> (8 * (i % 4))) & 0x7Fu],
+                                               lut[(w1 >> (8 * (i % 4))) & 0x7Fu]);
+        }
+        __syncwarp();
+      }
       compute(ring + st * kChunk, cur, (sl - chunk_begin) * kKS);
       cur = nxt;  // loaded a whole slice of compute ago: no stall
     }
