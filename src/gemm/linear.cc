@@ -477,6 +477,12 @@ void run(const Binding& b, Stream stream) {
     int split = 1;
     if (plan.tiled_cluster_ok) {
       while (split < 8 && tiles * split * 2 <= plan.sm_count && stages >= 4 * split * 2) split *= 2;
+      // Probe override (B12X_GEMM_TILED_SPLIT=1|2|4|8), clamped to the stages available.
+      const int forced = lin::tiled_split_override();
+      if (forced > 0) {
+        split = 1;
+        while (split < forced && stages >= 2 * split * 2) split *= 2;
+      }
     }
     p.split = split;
     p.cluster_split = split;

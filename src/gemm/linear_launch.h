@@ -25,6 +25,8 @@ void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stre
 bool tiled_kernel_available(WFmt f, bool fp16);
 /// Weight rows per CTA of the tiled kernel (128 or 256; 128 tokens per CTA for every format).
 int tiled_block_n(WFmt f, bool fp16);
+/// B12X_GEMM_TILED_SPLIT=<n> (probe): forced cluster split of the tiled kernel, 0 when unset.
+int tiled_split_override();
 /// Host-only setup (dynamic shared memory opt-in); call before capture (plan does).
 void prepare_linear_tiled(WFmt f, bool fp16);
 void launch_linear_tiled(WFmt f, bool fp16, const LinearParams& p, Stream stream);

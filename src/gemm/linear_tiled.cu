@@ -72,6 +72,15 @@ TiledPick pick_tiled(WFmt f, bool fp16) {
 
 bool tiled_kernel_available(WFmt f, bool fp16) { return pick_tiled(f, fp16).fn != nullptr; }
 
+int tiled_split_override() {
+  static const int forced = [] {
+    const char* e = std::getenv("B12X_GEMM_TILED_SPLIT");
+    const int v = e != nullptr ? std::atoi(e) : 0;
+    return (v == 1 || v == 2 || v == 4 || v == 8) ? v : 0;
+  }();
+  return forced;
+}
+
 int tiled_block_n(WFmt f, bool fp16) {
   const TiledPick k = pick_tiled(f, fp16);
   B12X_ASSERT(k.fn != nullptr, "no tiled kernel for format ", static_cast<int>(f));

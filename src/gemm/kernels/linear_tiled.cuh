@@ -60,9 +60,15 @@ struct TiledCfg {
   /// group temporaries of kGroup would spill with 128 accumulators.
   /// kWide forces 64x64 for the other modes (probe variant: their registers reach 255 and
   /// spill a little).
-  static constexpr int kWN = (kMode == TiledMode::kFold || kWide) ? 4 : 2;
+  static constexpr int kWN = (kMode != TiledMode::kFold && kWide) ? 4 : 2;
   static constexpr int kNT = 2 * kWN;                   // n8 tiles per warp
-  static constexpr int kBN = 4 * 16 * kWN;
+  /// Warp grid: kFold runs 1 (tokens) x 8 (rows) warps of 128x32, so that every weight fragment
+  /// is decoded by exactly one warp and reused by 8 m16 tiles (the FP4 decode is ~5 instructions
+  /// per fragment register, the dominant non-MMA work); the others run 2 x 4 warps of 64 x 16kWN.
+  static constexpr int kWarpsM = kMode == TiledMode::kFold ? 1 : 2;
+  static constexpr int kWarpsN = 8 / kWarpsM;
+  static constexpr int kMT = kBM / 16 / kWarpsM;  // m16 tiles per warp
+  static constexpr int kBN = kWarpsN * 16 * kWN;
   static constexpr int kBTiles = kBN / 16;
   static constexpr int kAtomBytes = kTr.slots * kTr.lane_bytes;
   static constexpr int kABytes = kF8 ? kBM * kAPitchF8 : kBM * kAPitch * 2;
@@ -93,7 +99,7 @@ struct TiledCfg {
   static constexpr int kStages = 4 * kStageBytes + kStaticBytes <= 101376   ? 4
                                  : 3 * kStageBytes + kStaticBytes <= 101376 ? 3
                                                                             : 2;
-  static constexpr int kAccPerThread = 4 * kNT * 4;
+  static constexpr int kAccPerThread = kMT * kNT * 4;
   /// The split-K reduction moves the accumulators through shared memory in chunks of 64 floats
   /// per thread (64 KB), which the pipeline buffers must hold.
   static constexpr int kRedChunk = 64;
@@ -105,6 +111,7 @@ struct TiledCfg {
   static_assert(kSmemBytes + kStaticBytes <= 101376,
                 "tiled kernel exceeds SM12x's 99 KB of shared memory");
   static_assert(kAccPerThread % kRedChunk == 0, "reduction chunks");
+  static_assert(kMode == TiledMode::kFold || kMT == 4, "group / FP8 loops assume 4 m16 tiles");
 };
 
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
@@ -220,7 +227,9 @@ __global__ void __launch_bounds__(256) linear_tiled_kernel(const LinearParams p)
   constexpr int kScaleStep = kGroup == 16 ? 1 : 2;  // k16 steps per fp32 scale application
   constexpr bool kF8 = C::kF8;
   constexpr int kStages = C::kStages;
-  constexpr int kWN = C::kWN, kNT = C::kNT, kBN = C::kBN;
+  constexpr int kWN = C::kWN, kNT = C::kNT, kBN = C::kBN, kMT = C::kMT;
+  constexpr int kWRows = kBN / C::kWarpsN;  // weight rows per warp (16 kWN)
+  constexpr int kWTok = C::kBM / C::kWarpsM;  // tokens per warp
   constexpr TiledMode kMode = C::kMode;
 
   extern __shared__ __align__(16) uint8_t smem[];
@@ -230,7 +239,7 @@ __global__ void __launch_bounds__(256) linear_tiled_kernel(const LinearParams p)
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, t = lane & 3;
-  const int wm = warp >> 2, wn = warp & 3;  // warp position: tokens 64*wm, rows (kBN/4)*wn
+  const int wm = warp / C::kWarpsN, wn = warp % C::kWarpsN;  // tokens kWTok*wm, rows kWRows*wn
   const int64_t m0 = static_cast<int64_t>(blockIdx.y) * C::kBM;
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kBN;
   const int64_t tile0 = n0 / 16;  // first 16-row tile of the CTA
@@ -322,9 +331,9 @@ __global__ void __launch_bounds__(256) linear_tiled_kernel(const LinearParams p)
     }
   };
 
-  float acc[4][kNT][4];
+  float acc[kMT][kNT][4];
 #pragma unroll
-  for (int i = 0; i < 4; ++i)
+  for (int i = 0; i < kMT; ++i)
 #pragma unroll
     for (int j = 0; j < kNT; ++j)
 #pragma unroll
@@ -386,7 +395,7 @@ __global__ void __launch_bounds__(256) linear_tiled_kernel(const LinearParams p)
               xs[at][mt][h] = xsa[at * C::kBM + tok];
             } else if constexpr (kGroup == 128) {
               // The warp's kBN/4 (<= 64) rows lie in one 128-row block.
-              xs[at][mt][h] = xsa[tok] * wsa[(wn * (kBN / 4)) / 128];
+              xs[at][mt][h] = xsa[tok] * wsa[(wn * kWRows) / 128];
             } else {
               xs[at][mt][h] = 1.f;
             }
@@ -457,6 +466,65 @@ __global__ void __launch_bounds__(256) linear_tiled_kernel(const LinearParams p)
                 a[2] = fmaf(tmp[2], xs[at][mt][1] * ws[n2][0], a[2]);
                 a[3] = fmaf(tmp[3], xs[at][mt][1] * ws[n2][1], a[3]);
               }
+          }
+        }
+      }
+    } else if constexpr (kMode == TiledMode::kFold) {
+      // 1 x 8 warps, warp tile 128 tokens x 32 rows (kWN = 2 weight tiles = 4 n8 tiles): the FP4
+      // fragments of a tile are decoded once per k16 step and feed 8 m16 tiles.
+      const uint16_t* ash = reinterpret_cast<const uint16_t*>(as);
+      static_assert(kApv == 2, "fold mode is FP4: both atoms of a tile share a lane vector");
+      // The lane's packed words of the stage: atom 0 = (x: step 0, y: step 1), atom 1 = (z, w).
+      uint4 rv[kWN];
+#pragma unroll
+      for (int ar = 0; ar < kWN; ++ar)
+        rv[ar] = *reinterpret_cast<const uint4*>(bs + (wn * kWN + ar) * 2 * kAtomBytes + lane * 16);
+#pragma unroll
+      for (int at = 0; at < 2; ++at) {
+        // 16-bit scale splats of rows g (r = 0) and g+8 (r = 1) of each tile for the atom's two
+        // k16 steps: NVFP4 [16-group][row] (groups 2at, 2at+1), MXFP4 [32-group][row].
+        uint32_t sc[kWN][2][2];
+#pragma unroll
+        for (int ar = 0; ar < kWN; ++ar) {
+          const int r = (wn * kWN + ar) * 16 + g;
+#pragma unroll
+          for (int st = 0; st < 2; ++st)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              if constexpr (F == WFmt::kNvfp4) {
+                sc[ar][st][h] = sa[(2 * at + st) * kBN + r + 8 * h];
+              } else {
+                sc[ar][st][h] = sa[at * kBN + r + 8 * h];
+              }
+            }
+        }
+#pragma unroll
+        for (int st = 0; st < 2; ++st) {
+          uint32_t af[kMT][4];
+#pragma unroll
+          for (int mt = 0; mt < kMT; ++mt)
+            ldmatrix_x4(af[mt], ash + (mt * 16 + (lane & 15)) * C::kAPitch + at * 32 + st * 16 +
+                                    (lane >> 4) * 8);
+#pragma unroll
+          for (int ar = 0; ar < kWN; ++ar) {
+            const uint32_t w = at ? (st ? rv[ar].w : rv[ar].z) : (st ? rv[ar].y : rv[ar].x);
+            uint32_t bf[4];  // a0..a3 of the 16-row tile = b0/b1 of its two n8 tiles
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+              const uint32_t bits = fp4_pair_bits<T>(w >> (4 * j));
+              if constexpr (F == WFmt::kNvfp4) {
+                bf[j] = fma2<T>(bits, sc[ar][st][j & 1], kNegZero2<T>());
+              } else {
+                // v * 2^-7 (exact), then times the E8M0 splat (exact within BF16's range).
+                bf[j] = fma2<T>(fma2<T>(bits, kFp4Unit2<T>(), kNegZero2<T>()), sc[ar][st][j & 1],
+                                kNegZero2<T>());
+              }
+            }
+#pragma unroll
+            for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+              for (int n2 = 0; n2 < 2; ++n2)
+                mma16816<T>(acc[mt][2 * ar + n2], af[mt], bf[n2], bf[2 + n2]);
           }
         }
       }
@@ -603,13 +671,13 @@ __global__ void __launch_bounds__(256) linear_tiled_kernel(const LinearParams p)
   if (p.alpha != nullptr) mult *= *p.alpha;
   const bool pair_ok = ((p.ldo & 1) == 0) && ((reinterpret_cast<uintptr_t>(p.out) & 3) == 0);
 #pragma unroll
-  for (int mt = 0; mt < 4; ++mt)
+  for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
     for (int nt = 0; nt < kNT; ++nt)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int64_t m = m0 + wm * 64 + mt * 16 + g + 8 * h;
-        const int64_t n = n0 + wn * (kBN / 4) + nt * 8 + 2 * t;
+        const int64_t m = m0 + wm * kWTok + mt * 16 + g + 8 * h;
+        const int64_t n = n0 + wn * kWRows + nt * 8 + 2 * t;
         if (m >= p.M) continue;
         float v[2];
 #pragma unroll
