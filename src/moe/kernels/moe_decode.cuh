@@ -59,56 +59,86 @@ static_assert(DecodeCfg::fc2_smem(8, DecodeCfg::kFc2WideMaxTokens) + 5120 <= 101
 static_assert(DecodeCfg::fc2_smem(4, DecodeCfg::kMaxTokens) + 5120 <= 101376,
               "SM12x: at most 99 KB of shared memory per block");
 
+/// Shared-memory state of the decode routing (one per CTA).
+struct RouteSmem {
+  int key[detail::kMaxInlineRoutes];     // (expert << 7 | route), INT_MAX for absent/invalid
+  int sorted[detail::kMaxInlineRoutes];  // keys of the valid routes in slot order
+  int sr[detail::kMaxInlineRoutes];      // slot -> route
+  int4 tiles[detail::kMaxInlineRoutes];  // {expert, first slot, slots, 0}
+  int warp_heads[detail::kMaxInlineRoutes / 32];
+};
+
+/// First index i in [0, n) with sorted[i] >= target (n if none).
+__device__ __forceinline__ int lower_bound_key(const int* sorted, int n, int target) {
+  int lo = 0, hi = n;
+  while (lo < hi) {
+    const int mid = (lo + hi) >> 1;
+    if (sorted[mid] < target)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
 /// Routing of the decode regime, identical in every CTA of every decode kernel: slots sorted by
 /// expert, then by route index (deterministic); tiles of <= 8 slots of one expert in expert
-/// order. Needs blockDim.x >= kMaxInlineRoutes. Returns the number of tiles.
-__device__ __forceinline__ int decode_route(const DecodeArgs& a, int* s_e, int* s_cnt, int* s_sr,
-                                            int4* s_tiles, int* s_ntiles) {
-  constexpr int kTN = 8;
-  const int tid = threadIdx.x;
-  const int R = a.routes;
-  if (tid < detail::kMaxInlineRoutes) {
-    int ev = -1;
-    if (tid < R) {
-      const int64_t id = a.ids64 ? static_cast<const int64_t*>(a.ids)[tid]
-                                 : static_cast<const int32_t*>(a.ids)[tid];
-      if (id >= 0 && id < a.num_experts) ev = static_cast<int>(id);
+/// order. Needs blockDim.x >= kMaxInlineRoutes; all threads must call it. Returns the number of
+/// tiles. Branch-free ranks (each route counts the smaller keys, 4 per 16-byte shared load),
+/// binary searches for the expert runs and a ballot scan for the tile heads keep it at a few
+/// hundred instructions: every FC1/FC2 CTA pays it before it can stream weights.
+__device__ __forceinline__ int decode_route(const DecodeArgs& a, RouteSmem& rs) {
+  constexpr int kTN = 8, kN = detail::kMaxInlineRoutes;
+  const int tid = threadIdx.x, lane = tid & 31;
+  int key = 0x7FFFFFFF;
+  if (tid < a.routes) {
+    const int64_t id = a.ids64 ? static_cast<const int64_t*>(a.ids)[tid]
+                               : static_cast<const int32_t*>(a.ids)[tid];
+    if (id >= 0 && id < a.num_experts) key = (static_cast<int>(id) << 7) | tid;
+  }
+  const bool valid = key != 0x7FFFFFFF;
+  if (tid < kN) rs.key[tid] = key;
+  __syncthreads();
+  if (valid) {
+    int rank = 0;
+    const int4* k4 = reinterpret_cast<const int4*>(rs.key);
+#pragma unroll 8
+    for (int j = 0; j < kN / 4; ++j) {
+      const int4 k = k4[j];
+      rank += (k.x < key) + (k.y < key) + (k.z < key) + (k.w < key);
     }
-    s_e[tid] = ev;
-    s_cnt[tid] = 0;
+    rs.sorted[rank] = key;
+    rs.sr[rank] = tid;
+  }
+  const int nvalid = __syncthreads_count(valid);  // also the barrier for sorted / sr
+  bool head = false;
+  int e = 0, pos = 0, cnt_e = 0;
+  const int p = tid;  // slot
+  if (p < nvalid) {
+    e = rs.sorted[p] >> 7;
+    // First slot of expert e and of expert e + 1 (lower bounds in the sorted keys).
+    const int first = lower_bound_key(rs.sorted, nvalid, e << 7);
+    const int last = lower_bound_key(rs.sorted, nvalid, (e + 1) << 7);
+    pos = p - first;
+    cnt_e = last - first;
+    head = pos % kTN == 0;
+  }
+  int before = 0;
+  if (tid < kN) {
+    const unsigned b = __ballot_sync(0xFFFFFFFFu, head);
+    before = __popc(b & ((1u << lane) - 1u));
+    if (lane == 0) rs.warp_heads[tid >> 5] = __popc(b);
   }
   __syncthreads();
-  int rank = 0, cnt_e = 0, ev = -1;
-  if (tid < R) ev = s_e[tid];
-  if (ev >= 0) {
-    int before = 0;
-    for (int j = 0; j < R; ++j) {
-      const int ej = s_e[j];
-      if (ej < 0) continue;
-      rank += (ej < ev || (ej == ev && j < tid)) ? 1 : 0;
-      if (ej == ev) {
-        ++cnt_e;
-        before += j < tid ? 1 : 0;
-      }
-    }
-    s_sr[rank] = tid;
-    if (before == 0) s_cnt[tid] = cnt_e;
+  int ntiles = 0;
+#pragma unroll
+  for (int w = 0; w < kN / 32; ++w) {
+    if (w < (tid >> 5)) before += rs.warp_heads[w];
+    ntiles += rs.warp_heads[w];
   }
+  if (head) rs.tiles[before] = make_int4(e, p, min(kTN, cnt_e - pos), 0);
   __syncthreads();
-  if (ev >= 0 && s_cnt[tid] > 0) {
-    int base = 0;
-    for (int j = 0; j < R; ++j)
-      if (s_cnt[j] > 0 && s_e[j] < ev) base += (s_cnt[j] + kTN - 1) / kTN;
-    for (int q = 0; q * kTN < cnt_e; ++q)
-      s_tiles[base + q] = make_int4(ev, rank + q * kTN, min(kTN, cnt_e - q * kTN), 0);
-  }
-  if (tid == 0) {
-    int total = 0;
-    for (int j = 0; j < R; ++j) total += (s_cnt[j] + kTN - 1) / kTN;
-    *s_ntiles = total;
-  }
-  __syncthreads();
-  return *s_ntiles;
+  return ntiles;
 }
 
 /// One warp's cp.async ring stage: kRows weight rows x 128 K values (64 B each), their block
@@ -270,16 +300,15 @@ __global__ void __launch_bounds__(DecodeCfg::kQuantThreads)
 // kWM = 2 only for gated activations with MX-quantised FC2 inputs: the epilogue quantises whole
 // 32-feature blocks, and a gated 32-row warp holds 16 features.
 template <typename OpT, bool kFold, int kSK, int kWM>
-__global__ void __launch_bounds__(DecodeCfg::kFc1Threads)
+__global__ void __launch_bounds__(DecodeCfg::kFc1Threads, 3)
     moe_decode_fc1_kernel(const DecodeArgs a) {
   using C = DecodeCfg;
   using St = WarpStage<32>;
   constexpr int kS = C::kFc1Stages, kWK = C::kFc1Warps / kWM, kRows = 32 * kWM;
   extern __shared__ __align__(16) uint8_t smem[];
-  __shared__ int s_e[detail::kMaxInlineRoutes], s_cnt[detail::kMaxInlineRoutes],
-      s_sr[detail::kMaxInlineRoutes];
-  __shared__ int4 s_tiles[detail::kMaxInlineRoutes];
-  __shared__ int s_ntiles;
+  __shared__ RouteSmem rs;
+  const int* s_sr = rs.sr;
+  const int4* s_tiles = rs.tiles;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int wm = warp % kWM, wk = warp / kWM;
@@ -289,7 +318,7 @@ __global__ void __launch_bounds__(DecodeCfg::kFc1Threads)
   const bool first = a.aquant == num::kANone;
   if (first) pdl_wait();
   pdl_trigger();  // FC2 may launch now and stream its own weights (it waits for us before reading)
-  const int ntiles = decode_route(a, s_e, s_cnt, s_sr, s_tiles, &s_ntiles);
+  const int ntiles = decode_route(a, rs);
   const int tile_idx = blockIdx.y;
   const int R0 = blockIdx.x * kRows;
   const int F0 = a.gated ? R0 / 2 : R0;
@@ -435,15 +464,14 @@ __global__ void __launch_bounds__(32 * kW) moe_decode_fc2_kernel(const DecodeArg
   using St = WarpStage<C::kFc2Rows>;
   constexpr int kS = C::fc2_stages(kW), kRing = C::fc2_ring(kW);
   extern __shared__ __align__(16) uint8_t smem[];
-  __shared__ int s_e[detail::kMaxInlineRoutes], s_cnt[detail::kMaxInlineRoutes],
-      s_sr[detail::kMaxInlineRoutes];
-  __shared__ int4 s_tiles[detail::kMaxInlineRoutes];
-  __shared__ int s_ntiles;
+  __shared__ RouteSmem rs;
+  const int* s_sr = rs.sr;
+  const int4* s_tiles = rs.tiles;
   __shared__ float s_w[detail::kMaxInlineRoutes];  // combine weight per slot
   __shared__ int s_tok[detail::kMaxInlineRoutes];  // token per slot
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t = lane & 3;
-  const int ntiles = decode_route(a, s_e, s_cnt, s_sr, s_tiles, &s_ntiles);
+  const int ntiles = decode_route(a, rs);
   const int R0 = blockIdx.x * C::kFc2Rows;
   const detail::WeightView& W = a.w2;
   if (R0 >= W.rows) {
