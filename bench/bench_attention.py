@@ -105,7 +105,7 @@ def bench_decode(rows, bw, B, L, hq, hkv, D, page, kv_name, tile=None, splits=No
     caps = paged.Caps(device=0, mode="decode", dtype=torch.bfloat16, kv_dtype=kv_dtype,
                       num_q_heads=hq, num_kv_heads=hkv, head_dim_qk=D, head_dim_vo=D,
                       page_size=page, max_total_q=B, max_batch=B, max_page_table_width=npg,
-                      use_cuda_graph=True)
+                      max_splits=splits or 0, use_cuda_graph=True)
     if tile:
         os.environ["B12X_ATTN_DECODE_TILE"] = tile
     if grid:
@@ -274,29 +274,27 @@ def main():
                 decode_cases.append((B, 8192, hq, hkv, D, 128, kv))
         for B in (8, 32):
             decode_cases.append((B, 8192, 32, 8, 128, 128, kv))
-    # Tile-shape comparison at the target shapes (B12X_ATTN_DECODE_TILE): 'wide' (4 warps x 16
-    # tokens, 64-token tiles) vs the default; FP8 also 'deep' (K converted through smem).
-    for kv in ("bf16", "fp8"):
-        for B in (8, 32, 128, 1):
-            decode_cases.append((B, 8192, 32, 8, 128, 64, kv, "wide"))
-    decode_cases.append((8, 32768, 32, 8, 128, 64, "bf16", "wide"))
-    for B in (8, 32, 128, 1):  # wide with Q in registers and 3 stages
+    # Tile-shape comparison at the target shapes (B12X_ATTN_DECODE_TILE; defaults: BF16 'wide',
+    # FP8 'wdirect'): 'deep' (2 warps x 16 tokens, 4 stages), 'wide3' (wide with Q in registers,
+    # 3 stages), FP8 'direct' (deep with K fragments from the raw stage).
+    for B in (8, 32, 128, 1):
+        decode_cases.append((B, 8192, 32, 8, 128, 64, "bf16", "deep"))
         decode_cases.append((B, 8192, 32, 8, 128, 64, "bf16", "wide3"))
-    for B in (8, 32, 128, 1):  # FP8 K and V fragments straight from the raw stage
-        decode_cases.append((B, 8192, 32, 8, 128, 64, "fp8", "wdirect"))
-    for B in (8, 32):
-        decode_cases.append((B, 8192, 32, 8, 128, 64, "fp8", "deep"))
-    # Grid order (KV heads fastest) where the CTAs run in several waves.
+        decode_cases.append((B, 8192, 32, 8, 128, 64, "fp8", "direct"))
+    decode_cases.append((8, 32768, 32, 8, 128, 64, "bf16", "deep"))
+    decode_cases.append((8, 32768, 32, 8, 128, 64, "fp8", "direct"))
+    # Grid order: the default puts the KV heads fastest; 'tiles' is the former order.
     for B in (32, 128):
-        decode_cases.append((B, 8192, 32, 8, 128, 64, "bf16", None, None, "heads"))
-    decode_cases.append((128, 8192, 32, 8, 128, 64, "bf16", "wide", None, "heads"))
+        decode_cases.append((B, 8192, 32, 8, 128, 64, "bf16", None, None, "tiles"))
     # Unsplit B=32 / B=128 (the wave model splits them) for comparison.
     for B in (32, 128):
         decode_cases.append((B, 8192, 32, 8, 128, 64, "bf16", None, 1))
-    # Split-count comparison for B=1 x 8k (the automatic count fills one wave of CTAs).
+    # Split counts for B=1 x 8k (default tile and deep).
     for kv in ("bf16", "fp8"):
-        for s in (8, 16, 24, 32):
+        for s in (16, 32, 64):
             decode_cases.append((1, 8192, 32, 8, 128, 64, kv, None, s))
+    for s in (16, 32, 64):
+        decode_cases.append((1, 8192, 32, 8, 128, 64, "bf16", "deep", s))
     if quick:
         decode_cases = decode_cases[:6]
     print(f"{'op':7}{'kv':5}{'B':>5}{'ctx':>7}{'hq/hkv/d':>12}{'page':>5}{'us':>10}{'GB/s':>8}"

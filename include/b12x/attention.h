@@ -71,7 +71,7 @@ struct PagedPlan {
   int arch = 0;            ///< 89, 90, 120, 121
   bool use_pdl = true;     ///< programmatic dependent launch on SM90+ (B12X_ATTN_PDL=0: off)
   int target_ctas = 0;     ///< CTAs that fill the device once (SMs x occupancy)
-  bool heads_inner = false;  ///< grid x = (row tile, KV head), heads fastest (B12X_ATTN_GRID=heads)
+  bool heads_inner = false;  ///< grid x = (row tile, KV head), heads fastest (decode default; B12X_ATTN_GRID=heads|tiles)
   int split_limit = 1;     ///< most splits any bind may launch
   int64_t partial_rows = 0;  ///< (split, token) rows of partials the scratch holds
   int64_t off_tiles = 0, off_partial_o = 0, off_partial_lse = 0, off_lse = 0;

@@ -435,10 +435,10 @@ TEST(AttentionGpuDecode, DtypesPagesWindowsSinks) {
       }
 }
 
-// Every decode tile ("wide": 4 warps x 16 tokens; "deep": 2 warps x 16 tokens, the BF16
-// default; "direct": deep with FP8 K fragments converted in registers, the FP8 default for head
-// dims 128/256; "wdirect": 4 warps x 16 tokens with FP8 K and V fragments from the raw stage,
-// output dims permuted in registers; "wide3": the wide tile with Q in registers and 3 stages,
+// Every decode tile ("wide": 4 warps x 16 tokens, the 16-bit default; "deep": 2 warps x 16
+// tokens; "direct": deep with FP8 K fragments converted in registers; "wdirect": 4 warps x 16
+// tokens with FP8 K and V fragments from the raw stage, output dims permuted in registers, the
+// FP8 default for head dims 128/256; "wide3": the wide tile with Q in registers and 3 stages,
 // 16-bit KV and head dims <= 128, else deep) selected through B12X_ATTN_DECODE_TILE at plan time.
 TEST(AttentionGpuDecode, AlternativeTiles) {
   B12X_REQUIRE_GPU();

@@ -76,13 +76,17 @@ struct TileCfg {
   static constexpr int kConvBytes =
       kFp8 ? kBN * ((kDirectK ? 0 : kDqk) + (kDirectV ? 0 : kDv)) * 2 : 0;
   static constexpr int kMergeBytes = kWN > 1 ? kWN * (kBM * kDv * 4 + 2 * kBM * 4) : 0;
-  static constexpr int kFitStages = (101376 - kQBytes - kConvBytes) / kStageBytes;
+  // Each stage also holds its tile's page ids (kBN int32, see the loader).
+  static constexpr int kIdStageBytes = kBN * 4;
+  static constexpr int kFitStages =
+      (101376 - kQBytes - kConvBytes) / (kStageBytes + kIdStageBytes);
   static constexpr int kMaxStages = kKind >= 2 ? 4 : (kKind == 0 && kMB == 2 ? 3 : 0);
   static constexpr int kStages = kMaxStages > 0 ? (kFitStages < kMaxStages ? kFitStages : kMaxStages)
                                                 : ((kKind == 1 && kFp8) ? 3 : 2);
   static constexpr int kRingBytes = kStages * kStageBytes;
+  static constexpr int kIdBytes = kStages * kIdStageBytes;
   static constexpr int kSmemBytes =
-      kQBytes + kConvBytes + (kRingBytes > kMergeBytes ? kRingBytes : kMergeBytes);
+      kQBytes + kConvBytes + kIdBytes + (kRingBytes > kMergeBytes ? kRingBytes : kMergeBytes);
   // Decode CTAs are few warps each, so the SM's latency hiding comes from co-resident CTAs:
   // ask ptxas to keep as many resident as shared memory allows on an SM90 (228 KB per SM), at
   // most 4 and no more than a register estimate allows (O accumulators kDv / 2 per lane plus
@@ -107,6 +111,11 @@ __device__ __forceinline__ uint32_t smem_u32(const void* p) {
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
   const int n = valid ? 16 : 0;
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n));
+}
+/// 4-byte copy (page ids); src-size 0 zero-fills without reading.
+__device__ __forceinline__ void cp_async4(uint32_t dst, const void* src, bool valid) {
+  const int n = valid ? 4 : 0;
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(n));
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
@@ -297,7 +306,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 
   extern __shared__ __align__(128) uint8_t smem[];
   uint8_t* sConv = smem + Cfg::kQBytes;                  // fp8 only: bf16 K then V tile
-  uint8_t* sRing = smem + Cfg::kQBytes + Cfg::kConvBytes;  // stages (and the merge area)
+  int32_t* sIds = reinterpret_cast<int32_t*>(smem + Cfg::kQBytes + Cfg::kConvBytes);  // id ring
+  uint8_t* sRing = smem + Cfg::kQBytes + Cfg::kConvBytes + Cfg::kIdBytes;  // stages, merge area
   static_assert(!Cfg::kQInRegs || kBM * kDqk * 2 <= Cfg::kStageBytes, "Q staging fits a stage");
   uint8_t* sQ = Cfg::kQInRegs ? sRing + (kStages - 1) * Cfg::kStageBytes : smem;
 
@@ -367,12 +377,16 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   }
 
   // ---- K/V tile loader ----
-  // Page ids are read one tile ahead of the copies that use them: lane l of every warp loads the
-  // id of token l + 32 r of a tile (one coalesced read per 32 tokens) and each copy takes its
-  // token's id with a shuffle. A copy that waited on its own page-table load put one
-  // load round trip per copy loop iteration (queued behind the ring's outstanding cp.async
-  // traffic) on every tile's critical path: the H200 showed ~2 us per decode tile whatever its
-  // bytes (8 or 16 KB), i.e. the kernel was latency-bound in the loader, not by DRAM.
+  // Page ids never come from a global load in the steady state. A load issued after the ring's
+  // cp.async copies returns only after them (L1TEX serves a warp's requests in order), so a copy
+  // that needs a page id loaded in the loop waits for the previous tiles' data: the ring
+  // collapses to one tile in flight. Round 4 (ids loaded by each copy) and round 5 (ids loaded
+  // one tile ahead into registers) both measured ~1.8 us per decode tile whatever its bytes (8
+  // KB FP8 or 16 KB BF16) and whatever the load on the GPU. Instead the ids of tile t travel by
+  // cp.async in the group of tile t - (kStages - 1) into an id ring in shared memory (slot
+  // t % kStages), so they have landed when tile t's copies are issued. The prologue's tiles
+  // take their ids from direct loads (one round trip, once): lane l of every warp loads the id
+  // of token l + 32 r and each copy takes its token's id with a shuffle.
   constexpr int kKvB = Cfg::kKvBytes;
   constexpr int kKc = kDqk * kKvB / 16, kVc = kDv * kKvB / 16;  // 16-byte chunks per row
   constexpr int kIdRegs = kBN / 32;
@@ -423,8 +437,18 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
       return smem_u32(tile + swz(j, c, cpr * 16));
     }
   };
-  // One tile's copies; rows past the range are zero-filled (src-size 0).
-  auto load_tile = [&](int it, int stage, const int (&pg)[kIdRegs]) {
+  // Ids of tile t's tokens -> id-ring slot t % kStages (zero past the range, nothing read).
+  auto issue_ids = [&](int t) {
+    if (tid < kBN) {
+      const int pos = kv_begin + t * kBN + tid;
+      const bool valid = pos < kv_end;
+      cp_async4(smem_u32(sIds + (t % kStages) * kBN + tid),
+                valid ? table + (pos >> p.page_shift) : table, valid);
+    }
+  };
+  // One tile's copies; rows past the range are zero-filled (src-size 0). page_at(j): the
+  // (clamped) page id of tile token j, called by all lanes together.
+  auto load_tile = [&](int it, int stage, auto&& page_at) {
     uint8_t* sk = sRing + stage * Cfg::kStageBytes;
     uint8_t* sv = sk + kBN * kDqk * kKvB;
     const int kv0 = kv_begin + it * kBN;
@@ -433,7 +457,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
       for (int k = 0; k < kBN * kKc / kThreads; ++k) {
         const int i = tid + k * kThreads;
         const int j = i / kKc, c = i % kKc;
-        const int page = page_of(pg, j);
+        const int page = page_at(j);
         const int pos = kv0 + j;
         const bool valid = pos < kv_end;
         const int64_t in_page = pos & page_mask;
@@ -447,7 +471,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
       for (int k = 0; k < kBN * kKc / kThreads; ++k) {
         const int i = tid + k * kThreads;
         const int j = i / kKc, c = i % kKc;
-        const int page = page_of(pg, j);
+        const int page = page_at(j);
         const int pos = kv0 + j;
         const bool valid = pos < kv_end;
         const uint8_t* ks =
@@ -458,7 +482,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
       for (int k = 0; k < kBN * kVc / kThreads; ++k) {
         const int i = tid + k * kThreads;
         const int j = i / kVc, c = i % kVc;
-        const int page = page_of(pg, j);
+        const int page = page_at(j);
         const int pos = kv0 + j;
         const bool valid = pos < kv_end;
         const uint8_t* vs =
@@ -468,21 +492,26 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     }
   };
 
-  // Q and the first kStages-1 tiles (their page ids read together first).
-  int pg_next[kIdRegs];
+  // Q and the first kStages-1 tiles (their page ids read together first); group s also carries
+  // the ids of tile s + kStages - 1 (ring slots the prologue does not read).
   {
     int pg0[kStages - 1][kIdRegs];
 #pragma unroll
     for (int s = 0; s < kStages - 1; ++s) load_ids(s, pg0[s]);
-    load_tile(0, 0, pg0[0]);  // tile 0 always issued (zero-filled when the range is empty)
+    // tile 0 always issued (zero-filled when the range is empty)
+    load_tile(0, 0, [&](int j) { return page_of(pg0[0], j); });
+    issue_ids(kStages - 1);
     cp_async_commit();
 #pragma unroll
     for (int s = 1; s < kStages - 1; ++s) {
-      if (s < n_tiles) load_tile(s, s, pg0[s]);
+      if (s < n_tiles) load_tile(s, s, [&](int j) { return page_of(pg0[s], j); });
+      issue_ids(s + kStages - 1);
       cp_async_commit();
     }
   }
-  load_ids(kStages - 1, pg_next);
+  auto ring_page = [&](const int32_t* ids, int j) {
+    return static_cast<int>(min(static_cast<uint32_t>(ids[j]), max_page));
+  };
 
   constexpr int kMB = Cfg::kMB;  // 16-row MMA blocks per warp
   const int wrow0 = wm * 16 * kMB;  // this warp's first row in the CTA tile
@@ -528,8 +557,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     {
       const int nx = it + kStages - 1;
       if (nx < n_tiles) {  // CTA-uniform
-        load_tile(nx, nx % kStages, pg_next);
-        load_ids(nx + 1, pg_next);  // consumed next iteration: its latency hides behind a tile
+        // Tile nx's ids landed with tile it's group (waited above). The slot written now,
+        // (nx + kStages - 1) % kStages, held the ids of the tile issued last iteration.
+        const int32_t* ids = sIds + (nx % kStages) * kBN;
+        load_tile(nx, nx % kStages, [&](int j) { return ring_page(ids, j); });
+        issue_ids(nx + kStages - 1);
       }
       cp_async_commit();
     }
