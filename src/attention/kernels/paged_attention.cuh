@@ -438,6 +438,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     }
   };
   // Ids of tile t's tokens -> id-ring slot t % kStages (zero past the range, nothing read).
+  static_assert(kBN <= kThreads, "one thread per tile token copies the page ids");
   auto issue_ids = [&](int t) {
     if (tid < kBN) {
       const int pos = kv_begin + t * kBN + tid;
