@@ -198,11 +198,17 @@ def main():
     hdr = (f"{'shape':22s} {'mode':6s} {'M':>5s} {'us':>9s} {'touchedMB':>9s} {'GB/s':>7s} "
            f"{'%bw':>5s} {'peer_us':>9s} {'x_peer':>6s}")
     print(hdr, flush=True)
-    for (mode, ms), (name, E, topk, H, I, act) in [(p, sh) for p in PASSES for sh in SHAPES]:
+    passes = [(p, sh) for p in PASSES for sh in SHAPES]
+    # B12X_MOE_BENCH_CASES="shape:mode:M,..." runs only those rows, without the peer or the
+    # profile section (for Nsight Compute: ncu -k regex:moe_decode ... python3 bench/bench_moe.py).
+    only = [c.split(":") for c in os.environ.get("B12X_MOE_BENCH_CASES", "").split(",") if c]
+    if only:
+        passes = [((mo, [int(m)]), sh) for n, mo, m in only for sh in SHAPES if sh[0] == n]
+    for (mode, ms), (name, E, topk, H, I, act) in passes:
         if time.time() - t_start > BUDGET_S:
             print("budget exhausted; stopping", flush=True)
             break
-        need_peer = any((name, M) not in peer_cache for M in ms)
+        need_peer = not only and any((name, M) not in peer_cache for M in ms)
         peer = peer_setup(E, H, I, act, dev) if need_peer else (None, None)
         if True:
             plan_w, ex, per_expert = make_experts(mode, E, H, I, act, dev)
@@ -228,11 +234,11 @@ def main():
                 # peer
                 peer_us, peer_name = peer_cache.get((name, M), (float("nan"), "none"))
                 w1p, w2p = peer
-                if (name, M) not in peer_cache:
+                if (name, M) not in peer_cache and need_peer:
                     preps = [peer_call(w1p, w2p, xs[i], rts[i][0], rts[i][1], E, I, act,
                                        grouped_ok) for i in range(ROT)]
                     pout = torch.empty(M, H, dtype=torch.float32, device=dev)
-                for use_grouped in ([] if (name, M) in peer_cache else
+                for use_grouped in ([] if (name, M) in peer_cache or not need_peer else
                                     ([True, False] if grouped_ok else [False])):
                     try:
                         peer_us = time_graph(
@@ -257,15 +263,18 @@ def main():
                                  "pct_read_bw": 100 * gbs / bw, "peer": peer_name,
                                  "peer_us": peer_us,
                                  "speedup_vs_peer": ratio})
-                write_json(rows_out, gpu, bw)
+                if not only:  # a probe run never overwrites the full table
+                    write_json(rows_out, gpu, bw)
                 del binds, scratch, xs, rts, out
             del ex
             torch.cuda.empty_cache()
         del peer
         torch.cuda.empty_cache()
+    if only:
+        return
     path = write_json(rows_out, gpu, bw)
     print(f"wrote {path} in {time.time() - t_start:.0f}s", flush=True)
-    if os.environ.get("B12X_MOE_BENCH_PROFILE", "1") != "0":
+    if os.environ.get("B12X_MOE_BENCH_PROFILE", "1") != "0" and not only:
         try:
             profile_kernels(dev, gen)
         except Exception as e:  # pragma: no cover - diagnostics only, never fail the bench

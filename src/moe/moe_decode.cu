@@ -21,6 +21,9 @@ void launch_fc1(const DecodeArgs& a, Stream stream, bool pdl) {
   std::call_once(once, [&] {
     B12X_CUDA_CHECK(
         cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, DecodeCfg::kFc1Smem));
+    // Three CTAs (3 x ~74 KB) per SM only with the whole unified L1 given to shared memory.
+    B12X_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                         cudaSharedmemCarveoutMaxShared));
   });
   const dim3 grid(static_cast<unsigned>(a.w1.rows_pad / (32 * kWM)),
                   static_cast<unsigned>(a.routes));
@@ -36,6 +39,8 @@ void launch_fc2(const DecodeArgs& a, Stream stream, bool pdl) {
     B12X_CUDA_CHECK(cudaFuncSetAttribute(
         k, cudaFuncAttributeMaxDynamicSharedMemorySize,
         DecodeCfg::fc2_smem(kW, kW == 8 ? DecodeCfg::kFc2WideMaxTokens : DecodeCfg::kMaxTokens)));
+    B12X_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                         cudaSharedmemCarveoutMaxShared));
   });
   const dim3 grid(static_cast<unsigned>(a.w2.rows_pad / DecodeCfg::kFc2Rows));
   launch_k(k, grid, dim3(32 * kW), static_cast<size_t>(DecodeCfg::fc2_smem(kW, a.num_tokens)),
