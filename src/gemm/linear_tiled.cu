@@ -28,7 +28,7 @@ TiledPick tiled_pick() {
   return {tiled_fn<F, T, kWide>(), C::kSmemBytes, C::kBN};
 }
 
-/// Probe override B12X_GEMM_TILED_WIDE=1: 64x64 warp tiles (bn = 256) also for the FP8, IQ2 and
+/// Probe override B12X_GEMM_TILED_WIDE=1: 64x64 warp tiles (bn = 256) also for the MXFP8, IQ2 and
 /// FP16-MXFP4 kernels, whose registers then reach the 255 limit (ptxas spills a few words).
 /// Read once; plan (prepare) and run see the same value.
 bool tiled_wide() {
@@ -58,9 +58,9 @@ TiledPick pick_tiled(WFmt f, bool fp16) {
     case WFmt::kQ8_0: B12X_TILED(WFmt::kQ8_0);  // 16 KB of packed B per wide stage: no room
     case WFmt::kIq2Xxs: B12X_TILED_W(WFmt::kIq2Xxs);
     case WFmt::kIq2Xs: B12X_TILED_W(WFmt::kIq2Xs);
-    case WFmt::kFp8: B12X_TILED_BF16(WFmt::kFp8);
+    case WFmt::kFp8: return fp16 ? TiledPick{} : tiled_pick<WFmt::kFp8, Bf16Tag>();
     case WFmt::kFp8Mx: B12X_TILED_BF16(WFmt::kFp8Mx);
-    case WFmt::kFp8Block: B12X_TILED_BF16(WFmt::kFp8Block);
+    case WFmt::kFp8Block: return fp16 ? TiledPick{} : tiled_pick<WFmt::kFp8Block, Bf16Tag>();
   }
 #undef B12X_TILED
 #undef B12X_TILED_W

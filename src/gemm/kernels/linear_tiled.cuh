@@ -33,6 +33,7 @@
 #pragma once
 
 #include <cooperative_groups.h>
+#include <cuda/std/type_traits>
 
 #include "gemm/kernels/linear_common.cuh"
 
@@ -58,9 +59,10 @@ struct TiledCfg {
   static constexpr int kGroup = kTr.group;  // K group of the weight scale (0: none)
   /// 16-row weight tiles per warp: 4 (64x64 warp tiles) where the registers allow it; the fp32
   /// group temporaries of kGroup would spill with 128 accumulators.
-  /// kWide forces 64x64 for the other modes (probe variant: their registers reach 255 and
-  /// spill a little).
-  static constexpr int kWN = (kMode != TiledMode::kFold && kWide) ? 4 : 2;
+  /// kWide forces 64x64 for the group / MXFP8 modes (probe variant: their registers reach 255
+  /// and spill a little; FP8 promotion keeps a second warp-tile-sized accumulator, so never).
+  static constexpr int kWN =
+      (kWide && kMode != TiledMode::kFold && kMode != TiledMode::kF8Promote) ? 4 : 2;
   static constexpr int kNT = 2 * kWN;                   // n8 tiles per warp
   /// Warp grid: kFold runs 1 (tokens) x 8 (rows) warps of 128x32, so that every weight fragment
   /// is decoded by exactly one warp and reused by 8 m16 tiles (the FP4 decode is ~5 instructions
@@ -123,6 +125,17 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(N));
+}
+
+/// e4m3 m16n8k32 with a zero accumulator input (ptxas feeds RZ), so a fresh FP8 partial needs no
+/// zeroing instructions.
+__device__ __forceinline__ void mma16832_e4m3_zero(float d[4], const uint32_t a[4], uint32_t b0,
+                                                   uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%10,%10,%10,%10};"
+      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.f));
 }
 
 /// BF16 splat of the E8M0 scale 2^(e-127) (e = 0: the subnormal 2^-127; 255: NaN), multiplied
@@ -338,6 +351,10 @@ __global__ void __launch_bounds__(256) linear_tiled_kernel(const LinearParams p)
     for (int j = 0; j < kNT; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
+  // FP8 MMA partials of the current 128-K group (two stages): written fresh by the group's first
+  // MMAs, promoted to acc at the group's end.
+  constexpr bool kF8P = kMode == TiledMode::kF8Promote;
+  float pacc[kF8P ? kMT : 1][kF8P ? kNT : 1][4];
 
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
@@ -371,7 +388,59 @@ __global__ void __launch_bounds__(256) linear_tiled_kernel(const LinearParams p)
     const float* wsa = reinterpret_cast<const float*>(sa);
     const float* xsa = reinterpret_cast<const float*>(sa + C::kWWords);
 
-    if constexpr (kF8) {
+    if constexpr (kMode == TiledMode::kF8Promote) {
+      // Per-tensor / block FP8: atom by atom into the group partials (the first atom of a group
+      // starts them from zero), promoted once per 128-K group: one FFMA per output element per
+      // four k32 MMAs.
+      auto f8_atom = [&](auto fresh, int at) {
+        uint32_t af[4][4];
+#pragma unroll
+        for (int mt = 0; mt < 4; ++mt) {
+          const int row = wm * 64 + mt * 16 + (lane & 15);
+          ldmatrix_x4(af[mt], as + row * C::kAPitchF8 + at * 32 + (lane >> 4) * 16);
+        }
+#pragma unroll
+        for (int ar = 0; ar < kWN; ++ar) {
+          const uint4 rv = *reinterpret_cast<const uint4*>(bs + (wn * kWN + ar) * 2 * kAtomBytes +
+                                                           at * kAtomBytes + lane * 16);
+          const uint32_t bw[4] = {rv.x, rv.y, rv.z, rv.w};
+#pragma unroll
+          for (int mt = 0; mt < 4; ++mt)
+#pragma unroll
+            for (int n2 = 0; n2 < 2; ++n2) {
+              if constexpr (decltype(fresh)::value) {
+                mma16832_e4m3_zero(pacc[mt][2 * ar + n2], af[mt], bw[n2], bw[2 + n2]);
+              } else {
+                mma16832_e4m3(pacc[mt][2 * ar + n2], af[mt], bw[n2], bw[2 + n2]);
+              }
+            }
+        }
+      };
+      const int kabs = kb_begin + kb;  // absolute stage: groups are stages (2j, 2j+1)
+      if ((kabs & 1) == 0 || kb == 0) {
+        f8_atom(cuda::std::true_type{}, 0);
+      } else {
+        f8_atom(cuda::std::false_type{}, 0);
+      }
+      f8_atom(cuda::std::false_type{}, 1);
+      if ((kabs & 1) != 0 || kb == num_k - 1) {
+        // Block FP8: the group's activation x weight block scales (the warp's 32 rows lie in one
+        // 128-row block).
+#pragma unroll
+        for (int mt = 0; mt < 4; ++mt)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            float sxw = 1.f;
+            if constexpr (kGroup == 128)
+              sxw = xsa[wm * 64 + mt * 16 + g + 8 * h] * wsa[(wn * kWRows) / 128];
+#pragma unroll
+            for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+              for (int e = 0; e < 2; ++e)
+                acc[mt][nt][2 * h + e] = fmaf(pacc[mt][nt][2 * h + e], sxw, acc[mt][nt][2 * h + e]);
+          }
+      }
+    } else if constexpr (kF8) {
       // A fragments of both k32 atoms, then weight tile by weight tile (so that the FP8
       // temporary covers one 16-row tile, not the warp tile).
       uint32_t af[2][4][4];
