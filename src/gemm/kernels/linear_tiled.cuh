@@ -138,6 +138,25 @@ __device__ __forceinline__ void mma16832_e4m3_zero(float d[4], const uint32_t a[
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.f));
 }
 
+/// BF16/FP16 m16n8k16 with a zero accumulator input (the group temporaries of kGroup).
+template <class T>
+__device__ __forceinline__ void mma16816_zero(float d[4], const uint32_t a[4], uint32_t b0,
+                                              uint32_t b1) {
+  if constexpr (T::kFp16) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%10,%10,%10,%10};"
+        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.f));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%10,%10,%10,%10};"
+        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.f));
+  }
+}
+
 /// BF16 splat of the E8M0 scale 2^(e-127) (e = 0: the subnormal 2^-127; 255: NaN), multiplied
 /// onto FP4 values already decoded to v * 2^-7: exact whenever the product is a BF16 number.
 __device__ __forceinline__ uint32_t e8m0_bf16_splat(uint32_t e) {
@@ -527,8 +546,8 @@ __global__ void __launch_bounds__(256) linear_tiled_kernel(const LinearParams p)
             for (int mt = 0; mt < 4; ++mt)
 #pragma unroll
               for (int n2 = 0; n2 < 2; ++n2) {
-                float tmp[4] = {0.f, 0.f, 0.f, 0.f};
-                mma16832_e4m3(tmp, af[at][mt], bw[at][n2], bw[at][2 + n2]);
+                float tmp[4];
+                mma16832_e4m3_zero(tmp, af[at][mt], bw[at][n2], bw[at][2 + n2]);
                 float* a = acc[mt][2 * ar + n2];
                 a[0] = fmaf(tmp[0], xs[at][mt][0] * ws[n2][0], a[0]);
                 a[1] = fmaf(tmp[1], xs[at][mt][0] * ws[n2][1], a[1]);
@@ -684,9 +703,11 @@ __global__ void __launch_bounds__(256) linear_tiled_kernel(const LinearParams p)
               for (int mt = 0; mt < 4; ++mt)
 #pragma unroll
                 for (int n2 = 0; n2 < 2; ++n2) {
-                  float tmp[4] = {0.f, 0.f, 0.f, 0.f};
+                  float tmp[4];
+                  mma16816_zero<T>(tmp, af[mt][sg * kScaleStep], bf[sg * kScaleStep][n2],
+                                   bf[sg * kScaleStep][2 + n2]);
 #pragma unroll
-                  for (int st = sg * kScaleStep; st < (sg + 1) * kScaleStep; ++st)
+                  for (int st = sg * kScaleStep + 1; st < (sg + 1) * kScaleStep; ++st)
                     mma16816<T>(tmp, af[mt][st], bf[st][n2], bf[st][2 + n2]);
                   float* a = acc[mt][2 * ar + n2];
                   a[0] = fmaf(tmp[0], ws[n2][0], a[0]);
