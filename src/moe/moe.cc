@@ -577,8 +577,8 @@ Plan plan(const Caps& caps) {
   B12X_CHECK_ARG(p.max_tiles <= 65535, kOp, ".plan: max_tokens*num_topk=", R,
                  " needs ", p.max_tiles, " token tiles (> 65535); lower max_tokens");
   int64_t o = 0;
-  p.off_counts = o;
-  o = align256(o + 16 + 4 * (round_up(H, detail::kPrepRowAlign) / 32 + 1));
+  p.off_counts = o;  // GGML decode: counters per 32-row tile; decode stream: per 16-row block
+  o = align256(o + 16 + 4 * (round_up(H, detail::kPrepRowAlign) / 16 + 1));
   p.off_tiles = o;
   o = align256(o + 16 * p.max_tiles);
   p.off_slot_route = o;
@@ -598,10 +598,14 @@ Plan plan(const Caps& caps) {
   o = align256(o + 2 * R * I);
   // fp32 per-route FC2 rows for the separate (grouped) or counter-fused (GGML decode) combine;
   // the decode stream combines in shared memory.
+  // (decode stream: fp32 [split][token][H] partial combines when FC2 splits its tiles).
   p.off_route_out = -1;
   if (!stream) {
     p.off_route_out = o;
     o = align256(o + 4 * R * H);
+  } else if (detail::decode_fc2_split(R) > 1) {
+    p.off_route_out = o;
+    o = align256(o + 4 * detail::decode_fc2_split(R) * caps.max_tokens * H);
   }
   p.scratch_bytes = o;
   // Host-only step: refused during capture (no stream in Caps: the legacy-stream query).
@@ -752,6 +756,10 @@ void run(const Binding& b, Stream stream) {
     d.out = b.output.data;
     d.out_ld = b.output.stride[0];
     d.out_fp16 = b.output.dtype == DType::kFP16 ? 1 : 0;
+    d.fc2_split = detail::decode_fc2_split(R);
+    d.partial = route_out;  // sized for the plan's split x max_tokens (>= this call's)
+    d.counters = num_tiles + 4;
+    B12X_ASSERT(d.fc2_split == 1 || d.partial != nullptr, "decode stream: no partial buffer");
     detail::launch_decode_stream(d, fp16_ops, stream, pdl);
     return;
   }

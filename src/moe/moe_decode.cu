@@ -42,7 +42,8 @@ void launch_fc2(const DecodeArgs& a, Stream stream, bool pdl) {
     B12X_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout,
                                          cudaSharedmemCarveoutMaxShared));
   });
-  const dim3 grid(static_cast<unsigned>(a.w2.rows_pad / DecodeCfg::kFc2Rows));
+  const dim3 grid(static_cast<unsigned>(a.w2.rows_pad / DecodeCfg::kFc2Rows),
+                  static_cast<unsigned>(a.fc2_split));
   launch_k(k, grid, dim3(32 * kW), static_cast<size_t>(DecodeCfg::fc2_smem(kW, a.num_tokens)),
            stream, pdl, a);
   B12X_CUDA_CHECK_LAUNCH();

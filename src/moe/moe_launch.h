@@ -108,7 +108,18 @@ struct DecodeArgs {
   void* out = nullptr;
   int64_t out_ld = 0;
   int out_fp16 = 0;
+  // FC2 split over expert tiles (decode_fc2_split): CTA (row block, p) sums the tiles
+  // p, p + split, ... into partial[p][token][H]; the last CTA of a row block (counter) adds the
+  // splits in p order. counters[rows_pad(H) / 16] are zeroed by FC1 every launch.
+  int fc2_split = 1;
+  float* partial = nullptr;
+  int* counters = nullptr;
 };
+/// FC2 tile split for `routes` routes: 1 up to 16 routes (each warp already has <= 2 tiles),
+/// then one split per 16 routes up to 4, so larger decode batches keep more CTAs per SM.
+inline int decode_fc2_split(int64_t routes) {
+  return routes <= 16 ? 1 : static_cast<int>(routes / 16 < 4 ? (routes + 15) / 16 : 4);
+}
 /// Launches the decode stream (fp16_operands: FP16 MMA for fp16 A16 inputs).
 void launch_decode_stream(const DecodeArgs& args, bool fp16_operands, Stream stream, bool pdl);
 /// Dynamic shared memory of the decode stream kernels (plan-time checks and tests).

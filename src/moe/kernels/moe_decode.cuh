@@ -18,8 +18,9 @@
 //    the HBM stream, so every SM needs many warps: FC1 CTAs are (32 rows, expert tile) with 8
 //    warps splitting K (Qwen3-30B at M = 1: 384 CTAs, ~3 per SM, balanced); FC2 CTAs own 16
 //    output rows for *all* routes (H / 16 CTAs, 8 warps taking every 8th expert tile), so the
-//    combine is a fixed-order sum in shared memory: deterministic, no atomics, no per-route
-//    fp32 round trip.
+//    combine is a fixed-order sum in shared memory: deterministic, no per-route fp32 round trip.
+//    Above 16 routes up to 4 CTAs share a row block's tiles and the last one adds their fp32
+//    partials in split order (an atomic counter picks the adder, never the order).
 //
 // MMA orientation, K permutation and the FP4 fragment decode are those of moe_gemm.cuh.
 #pragma once
@@ -300,7 +301,7 @@ __global__ void __launch_bounds__(DecodeCfg::kQuantThreads)
 // kWM = 2 only for gated activations with MX-quantised FC2 inputs: the epilogue quantises whole
 // 32-feature blocks, and a gated 32-row warp holds 16 features.
 template <typename OpT, bool kFold, int kSK, int kWM>
-__global__ void __launch_bounds__(DecodeCfg::kFc1Threads, 3)
+__global__ void __launch_bounds__(DecodeCfg::kFc1Threads, kFold ? 3 : 2)
     moe_decode_fc1_kernel(const DecodeArgs a) {
   using C = DecodeCfg;
   using St = WarpStage<32>;
@@ -319,6 +320,11 @@ __global__ void __launch_bounds__(DecodeCfg::kFc1Threads, 3)
   if (first) pdl_wait();
   pdl_trigger();  // FC2 may launch now and stream its own weights (it waits for us before reading)
   const int ntiles = decode_route(a, rs);
+  if (a.fc2_split > 1 && blockIdx.x == 0 && blockIdx.y == 0) {
+    // FC2's split counters: read by FC2 only after it waited for this grid. The previous call's
+    // FC2 is complete: A16 waited above, otherwise [Q] waited before FC1 could launch.
+    for (int i = tid; i < a.w2.rows_pad / C::kFc2Rows; i += C::kFc1Threads) a.counters[i] = 0;
+  }
   const int tile_idx = blockIdx.y;
   const int R0 = blockIdx.x * kRows;
   const int F0 = a.gated ? R0 / 2 : R0;
@@ -492,10 +498,13 @@ __global__ void __launch_bounds__(32 * kW) moe_decode_fc2_kernel(const DecodeArg
   for (int i = lane; i < M * C::kFc2Rows; i += 32) pacc[i] = 0.f;
 
   const int nk = W.K_pad / 128;
-  const int my_tiles = warp < ntiles ? (ntiles - warp + kW - 1) / kW : 0;
+  // This warp's tiles: split + P * (warp + kW * j) for j = 0, 1, ... (P = fc2_split CTAs share
+  // the row block, kW warps share the CTA).
+  const int P = a.fc2_split, first_tile = blockIdx.y + P * warp, tile_step = P * kW;
+  const int my_tiles = first_tile < ntiles ? (ntiles - first_tile + tile_step - 1) / tile_step : 0;
   const int n_my = my_tiles * nk;
   uint8_t* ring = smem + warp * kS * C::kFc2Stage;
-  auto chunk_tile = [&](int c) { return warp + kW * (c / nk); };
+  auto chunk_tile = [&](int c) { return first_tile + tile_step * (c / nk); };
   auto issue_w = [&](uint8_t* st, int c) {
     const int e = s_tiles[chunk_tile(c)].x;
     St::issue_w(st, W.values + e * W.values_expert_stride + R0 * W.values_row_stride,
@@ -564,14 +573,39 @@ __global__ void __launch_bounds__(32 * kW) moe_decode_fc2_kernel(const DecodeArg
   __syncthreads();
   // Fixed-order sum of the kW warps' partial combines; tokens without a route get exact zeros.
   const float* pall = reinterpret_cast<const float*>(smem + kRing);
+  auto store = [&](int m, int r, float v) {
+    static_cast<uint16_t*>(a.out)[static_cast<int64_t>(m) * a.out_ld + R0 + r] =
+        a.out_fp16 ? fmt::float_to_fp16_bits(v) : fmt::float_to_bf16_bits(v);
+  };
+  const int H = W.rows;
   for (int i = tid; i < M * C::kFc2Rows; i += 32 * kW) {
     const int m = i / C::kFc2Rows, r = i % C::kFc2Rows;
-    if (R0 + r >= W.rows) continue;
+    if (R0 + r >= H) continue;
     float s = pall[i];
 #pragma unroll
     for (int w = 1; w < kW; ++w) s += pall[w * M * C::kFc2Rows + i];
-    static_cast<uint16_t*>(a.out)[static_cast<int64_t>(m) * a.out_ld + R0 + r] =
-        a.out_fp16 ? fmt::float_to_fp16_bits(s) : fmt::float_to_bf16_bits(s);
+    if (P == 1)
+      store(m, r, s);
+    else
+      a.partial[(static_cast<int64_t>(blockIdx.y) * M + m) * H + R0 + r] = s;
+  }
+  if (P == 1) return;
+  // Split row block: the last of its P CTAs adds the P partials in split order (deterministic;
+  // the counter only decides who adds, not the order).
+  __shared__ int s_last;
+  __threadfence();
+  __syncthreads();
+  if (tid == 0) s_last = atomicAdd(&a.counters[blockIdx.x], 1) == P - 1;
+  __syncthreads();
+  if (!s_last) return;
+  __threadfence();
+  for (int i = tid; i < M * C::kFc2Rows; i += 32 * kW) {
+    const int m = i / C::kFc2Rows, r = i % C::kFc2Rows;
+    if (R0 + r >= H) continue;
+    float s = 0.f;
+    for (int q = 0; q < P; ++q)
+      s += __ldcg(a.partial + (static_cast<int64_t>(q) * M + m) * H + R0 + r);
+    store(m, r, s);
   }
 }
 
