@@ -722,6 +722,18 @@ TEST(MoeGpuSanitize, SmallDecodeAndGrouped) {
     c.H = 256;
     run_case(c);
   }
+  // Decode stream with FC2 split over 3 CTAs per row block (36 routes): partials + counters.
+  Case c;
+  c.mode = QuantMode::kW4A16;
+  c.src = SourceFormat::kModeloptNvfp4;
+  c.act = Activation::kSilu;
+  c.E = 4;
+  c.H = 128;
+  c.I = 64;
+  c.M = 9;
+  c.topk = 4;
+  c.regime = 1;
+  run_case(c);
 }
 
 }  // namespace
