@@ -165,7 +165,11 @@ Plan plan(const Caps& caps) {
   // weight-streaming kernel repeats the work in every CTA (measured on the H200: NVFP4 W4A4 at
   // 14336x4096 took 23 / 40 / 137 us at M = 1 / 4 / 16 against 18 / 22 / 42 us for W4A16).
   // B12X_GEMM_ACT_PREPASS=0 keeps the in-kernel path of the decode regime (for measurements).
-  p.act_prepass = !format_raw_activations(f) && !lin::wtraits(wf).fp8mma &&
+  // MXFP8 too in the tiled regime, whose kernel runs it on BF16 MMAs with folded E8M0 scales
+  // (activations dequantized in the FP8 fragment's k order, see lin::ActParams::kperm).
+  p.act_prepass = !format_raw_activations(f) &&
+                  (!lin::wtraits(wf).fp8mma ||
+                   (wf == WFmt::kFp8Mx && p.regime != Regime::kDecode)) &&
                   (p.regime != Regime::kDecode || pre_env == nullptr || pre_env[0] != '0');
   int64_t off = 0;
   if (format_quantizes_inside(f) && caps.act_dtype != DType::kFP8E4M3) {
@@ -362,7 +366,10 @@ void run(const Binding& b, Stream stream) {
   // The tiled kernel folds MXFP4's E8M0 scales into BF16 operands (weights in the kernel,
   // activations in the pre-pass), so its pre-pass emits no group scales.
   const bool tiled_mx_fold = tiled && im.wfmt == WFmt::kMxfp4 && !fp16;
-  const int g = tiled_mx_fold ? 0 : act_group(f, b.x.dtype);
+  // MXFP8 weights: the tiled kernel decodes them to BF16 (E8M0 folded) and needs the activations
+  // dequantized (E8M0 folded) in the FP8 fragment's k order; the decode kernel reads FP8.
+  const bool tiled_f8_fold = tiled && im.wfmt == WFmt::kFp8Mx;
+  const int g = (tiled_mx_fold || tiled_f8_fold) ? 0 : act_group(f, b.x.dtype);
   p.pdl = plan.pdl ? 1 : 0;
   p.act_kind = lin::kActRaw16;
   p.xs_kind = lin::kXsNone;
@@ -409,9 +416,10 @@ void run(const Binding& b, Stream stream) {
       }
       default: B12X_ASSERT(false, "unhandled format ", format_name(f));
     }
-    if (plan.act_prepass) {
+    if (plan.act_prepass && (!lin::wtraits(im.wfmt).fp8mma || tiled_f8_fold)) {
       lin::ActParams a{};
       a.kind = kind;
+      a.kperm = tiled_f8_fold ? 1 : 0;
       a.M = M;
       a.K = K;
       a.KP = geo.KP;
@@ -466,8 +474,8 @@ void run(const Binding& b, Stream stream) {
 
   const int nt = decode_nt(M);
   if (tiled && p.x_vec16) {
-    B12X_ASSERT(!tiled_mx_fold || p.xs_kind == lin::kXsNone,
-                "tiled MXFP4 expects folded activation scales");
+    B12X_ASSERT(!(tiled_mx_fold || tiled_f8_fold) || p.xs_kind == lin::kXsNone,
+                "tiled MXFP4 / MXFP8 expect folded activation scales");
     // Split K over a cluster when the 128 x bn tiles alone leave SMs idle (M up to a few
     // hundred): the largest power of two (<= 8) that keeps every CTA within one wave and at
     // least 4 K stages of 64 per CTA.

@@ -73,6 +73,10 @@ struct ActParams {
   uint16_t* out;      // bf16 [M][KP]
   float* out_scale;   // [M][KP/group] or null
   int group;
+  /// 1: write every 32-K block in the k order of the e4m3 m16n8k32 weight fragment (slot
+  /// 16s + 8h + 2t + e holds k = 16s + 4t + 2h + e), so that BF16 m16n8k16 MMAs can consume FP8
+  /// weight fragments decoded in place (the tiled kernel's MXFP8 fold mode).
+  int kperm;
 };
 
 }  // namespace b12x::gemm::lin

@@ -28,8 +28,9 @@ TiledPick tiled_pick() {
   return {tiled_fn<F, T, kWide>(), C::kSmemBytes, C::kBN};
 }
 
-/// Probe override B12X_GEMM_TILED_WIDE=1: 64x64 warp tiles (bn = 256) also for the MXFP8, IQ2 and
-/// FP16-MXFP4 kernels, whose registers then reach the 255 limit (ptxas spills a few words).
+/// Probe override B12X_GEMM_TILED_WIDE=1: 64x64 warp tiles (bn = 256) also for the IQ2 and
+/// FP16-MXFP4 (group mode) kernels, whose registers then reach the 255 limit (ptxas spills a few
+/// words).
 /// Read once; plan (prepare) and run see the same value.
 bool tiled_wide() {
   static const bool wide = [] {
@@ -46,25 +47,21 @@ TiledPick pick_tiled(WFmt f, bool fp16) {
 #define B12X_TILED_W(FMT)                                                                \
   if (wide) return fp16 ? tiled_pick<FMT, Fp16Tag, true>() : tiled_pick<FMT, Bf16Tag, true>(); \
   B12X_TILED(FMT)
-#define B12X_TILED_BF16(FMT)                                             \
-  if (fp16) return TiledPick{};                                          \
-  return wide ? tiled_pick<FMT, Bf16Tag, true>() : tiled_pick<FMT, Bf16Tag>()
   switch (f) {
     case WFmt::kNvfp4: B12X_TILED(WFmt::kNvfp4);
     case WFmt::kMxfp4:
-      // BF16 MXFP4 folds its scales and is always 64x64; the FP16 (group) variant may widen.
+      // BF16 MXFP4 runs the fold mode; the FP16 (group mode) variant may widen.
       if (fp16 && wide) return tiled_pick<WFmt::kMxfp4, Fp16Tag, true>();
       B12X_TILED(WFmt::kMxfp4);
     case WFmt::kQ8_0: B12X_TILED(WFmt::kQ8_0);  // 16 KB of packed B per wide stage: no room
     case WFmt::kIq2Xxs: B12X_TILED_W(WFmt::kIq2Xxs);
     case WFmt::kIq2Xs: B12X_TILED_W(WFmt::kIq2Xs);
     case WFmt::kFp8: return fp16 ? TiledPick{} : tiled_pick<WFmt::kFp8, Bf16Tag>();
-    case WFmt::kFp8Mx: B12X_TILED_BF16(WFmt::kFp8Mx);
+    case WFmt::kFp8Mx: return fp16 ? TiledPick{} : tiled_pick<WFmt::kFp8Mx, Bf16Tag>();
     case WFmt::kFp8Block: return fp16 ? TiledPick{} : tiled_pick<WFmt::kFp8Block, Bf16Tag>();
   }
 #undef B12X_TILED
 #undef B12X_TILED_W
-#undef B12X_TILED_BF16
   return {};
 }
 

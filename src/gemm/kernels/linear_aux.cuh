@@ -48,7 +48,15 @@ __global__ void __launch_bounds__(256) act_dequant_kernel(const ActParams p) {
       case ActKind::kFp8:
       case ActKind::kFp8Group:
       case ActKind::kMxfp8Rows: {
-        for (int i = 0; i < 8; ++i) v[i] = fmt::e4m3_to_float(row[k8 + i]);
+        if (p.kperm) {
+          // Slots k8..k8+7 = (s, h) fixed, t = 0..3, e = 0..1: k = 16s + 4t + 2h + e (a 32-K block
+          // never straddles K, which is a multiple of 32 for the FP8 formats).
+          const int64_t base = (k8 & ~int64_t{31}) + 16 * ((k8 >> 4) & 1) + 2 * ((k8 >> 3) & 1);
+#pragma unroll
+          for (int i = 0; i < 8; ++i) v[i] = fmt::e4m3_to_float(row[base + 4 * (i >> 1) + (i & 1)]);
+        } else {
+          for (int i = 0; i < 8; ++i) v[i] = fmt::e4m3_to_float(row[k8 + i]);
+        }
         if (p.kind == ActKind::kFp8Group)
           gscale = reinterpret_cast<const float*>(p.xs)[m * p.xs_ld + k8 / 128];
         else if (p.kind == ActKind::kMxfp8Rows)

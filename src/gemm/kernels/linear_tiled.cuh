@@ -1,17 +1,16 @@
 // Tiled linear kernel for large M (the prefill regime).
 //
-// CTA tile 128 tokens x kBN weight rows (256 for most formats, 128 for Q8_0 whose 8-bit packed
-// stage would not leave room for 3 stages), K stage of 64 (two packed atoms), 8 warps as 2
-// (tokens) x 4 (weight rows): each warp owns 64 tokens x kBN/4 weight rows, i.e. 4 m16 tiles x
-// kWN 16-row weight tiles. 64x64 warp tiles halve the shared-memory bytes read per MMA compared
-// with 64x32 (ldmatrix of A is the dominant shared-memory traffic; it is shared by 4 weight
-// tiles instead of 2).
+// CTA tile 128 tokens x kBN weight rows x 64 K per stage, 8 warps, 3-4 stage cp.async pipeline
+// (as many stages as fit SM12x's 99 KB), one barrier per stage. Activations (bf16/fp16 or e4m3,
+// row major) come from shared memory by ldmatrix; B fragments are decoded per lane from the
+// packed atoms straight into MMA registers (an atom's a0..a3 registers are the b0/b1 registers of
+// its two n8 tiles), which keeps the shared-memory traffic of B at the packed size.
 //
-// Activations (bf16/fp16 or e4m3, row major) and packed weight atoms stream into shared memory
-// through a 3-4 stage cp.async pipeline; A fragments come from ldmatrix, B fragments are decoded
-// per lane from the packed atoms (the same decoders as the weight-streaming kernel: an atom's
-// a0..a3 registers are the b0/b1 registers of its two n8 tiles), which keeps the shared-memory
-// traffic of B at the packed size (a quarter of BF16 for FP4).
+// The budget that matters is instructions per MMA (one scheduler issues one instruction per
+// cycle and an m16n8k16 every ~6 cycles at the H200's mma.sync rate): decoding a fragment
+// register costs ~5, so the FP4 fold mode runs 1 x 8 warps of 128 tokens x 32 rows (each
+// fragment decoded once per CTA, reused by 8 m16 tiles; kBN = 256); the other modes run 2 x 4
+// warps of 64 x 32 (kBN = 128).
 //
 // Scales never sit on the MMA critical path: every stage carries a small scale area in shared
 // memory holding exactly what that stage's MMAs need, already converted. The scale words of stage
@@ -20,16 +19,17 @@
 // consumed), so their latency overlaps the MMAs.
 //
 // Numerics per mode (all exact up to fp32 summation order, see docs/gemm.md):
-//  - kFold (NVFP4, MXFP4 with BF16 MMAs): the block scale is folded into the decoded 16-bit
-//    weights (FP4 x UE4M3 x 2^-7 and FP4 x 2^-7 x E8M0 are exact in BF16; the MXFP4 activation
-//    E8M0 is folded into the BF16 activations by the pre-pass), no fp32 group work.
+//  - kFold (NVFP4; MXFP4 with BF16 MMAs; MXFP8): the block scale is folded into the decoded BF16
+//    weights (FP4 x UE4M3 x 2^-7, FP4 x 2^-7 x E8M0 and E4M3 x 2^-7 x E8M0 are exact in BF16);
+//    the activation E8M0 is folded into the BF16 activations by the pre-pass. MXFP8 activations
+//    are pre-passed in the k order of the e4m3 k32 weight fragment, so the fragment's bytes are
+//    BF16 k16 fragments once decoded in place.
 //  - kGroup (Q8_0, IQ2, MXFP4 with FP16 MMAs): fp32 weight group scales applied per group (32 K,
-//    16 for IQ2_XS) to a per-weight-tile temporary.
-//  - kF8Promote (per-tensor / block FP8): e4m3 m16n8k32 MMAs accumulate one 64-K stage in a
-//    temporary (the FP8 MMA accumulator keeps only ~13 mantissa bits on SM89/SM90), then promote
-//    to fp32 (times the activation x weight block scales for block FP8; a stage never straddles
-//    a 128-K group).
-//  - kF8Group (MXFP8): E8M0 weight x activation scales per 32-K MMA.
+//    16 for IQ2_XS) to a per-weight-tile temporary (BF16 cannot hold Q8_0 d x q or IQ2
+//    d x (2s+1)/8 x grid exactly, FP16 cannot hold FP4 x E8M0).
+//  - kF8Promote (per-tensor / block FP8): e4m3 m16n8k32 MMAs accumulate one 128-K group (two
+//    stages) in a temporary (the FP8 MMA accumulator keeps only ~13 mantissa bits on SM89/SM90),
+//    then promote to fp32, times the activation x weight block scales for block FP8.
 #pragma once
 
 #include <cooperative_groups.h>
@@ -39,7 +39,7 @@
 
 namespace b12x::gemm::lin {
 
-enum class TiledMode : int { kFold, kGroup, kF8Promote, kF8Group };
+enum class TiledMode : int { kFold, kGroup, kF8Promote };
 
 /// Per-(format, MMA dtype) shape of the CTA tile and of one pipeline stage:
 /// [A tile][packed B tile][scale area].
@@ -49,25 +49,28 @@ struct TiledCfg {
   static constexpr int kAPitch = kBK + 8;     // halves; 144-byte rows keep ldmatrix conflict-free
   static constexpr int kAPitchF8 = kBK + 16;  // bytes; 80-byte rows, conflict-free as well
   static constexpr WTraits kTr = wtraits(F);
-  static constexpr bool kF8 = kTr.fp8mma;
+  /// FP8 MMAs on e4m3 activations: per-tensor and block FP8. MXFP8 runs on BF16 MMAs instead
+  /// (its per-32 activation x weight scales would cost 8 fp32 instructions per FP8 MMA).
+  static constexpr bool kF8 = kTr.fp8mma && F != WFmt::kFp8Mx;
   static constexpr bool kIq2 = F == WFmt::kIq2Xxs || F == WFmt::kIq2Xs;
-  static constexpr bool kMxFold = F == WFmt::kMxfp4 && !T::kFp16;
-  static constexpr TiledMode kMode = kF8 ? (kTr.group == 32 ? TiledMode::kF8Group
-                                                            : TiledMode::kF8Promote)
-                                     : (F == WFmt::kNvfp4 || kMxFold) ? TiledMode::kFold
+  /// E8M0 weight scales folded into the decoded BF16 weights (MXFP4 with BF16 MMAs, MXFP8).
+  static constexpr bool kE8Fold = (F == WFmt::kMxfp4 && !T::kFp16) || F == WFmt::kFp8Mx;
+  static constexpr TiledMode kMode = kF8 ? TiledMode::kF8Promote
+                                     : (F == WFmt::kNvfp4 || kE8Fold) ? TiledMode::kFold
                                                                       : TiledMode::kGroup;
   static constexpr int kGroup = kTr.group;  // K group of the weight scale (0: none)
   /// 16-row weight tiles per warp: 4 (64x64 warp tiles) where the registers allow it; the fp32
   /// group temporaries of kGroup would spill with 128 accumulators.
-  /// kWide forces 64x64 for the group / MXFP8 modes (probe variant: their registers reach 255
-  /// and spill a little; FP8 promotion keeps a second warp-tile-sized accumulator, so never).
-  static constexpr int kWN =
-      (kWide && kMode != TiledMode::kFold && kMode != TiledMode::kF8Promote) ? 4 : 2;
+  /// kWide forces 64x64 for the group mode (probe variant: its registers reach 255 and spill a
+  /// little; FP8 promotion keeps a second warp-tile-sized accumulator, so never).
+  static constexpr int kWN = (kWide && kMode == TiledMode::kGroup) ? 4 : 2;
   static constexpr int kNT = 2 * kWN;                   // n8 tiles per warp
-  /// Warp grid: kFold runs 1 (tokens) x 8 (rows) warps of 128x32, so that every weight fragment
-  /// is decoded by exactly one warp and reused by 8 m16 tiles (the FP4 decode is ~5 instructions
-  /// per fragment register, the dominant non-MMA work); the others run 2 x 4 warps of 64 x 16kWN.
-  static constexpr int kWarpsM = kMode == TiledMode::kFold ? 1 : 2;
+  /// Warp grid: FP4 fold runs 1 (tokens) x 8 (rows) warps of 128x32, so that every weight
+  /// fragment is decoded by exactly one warp and reused by 8 m16 tiles (the FP4 decode is ~5
+  /// instructions per fragment register, the dominant non-MMA work); the others (MXFP8 too:
+  /// 16 KB of packed B per 256-row stage would leave room for 2 stages) run 2 x 4 warps of
+  /// 64 x 16kWN.
+  static constexpr int kWarpsM = (kMode == TiledMode::kFold && F != WFmt::kFp8Mx) ? 1 : 2;
   static constexpr int kWarpsN = 8 / kWarpsM;
   static constexpr int kMT = kBM / 16 / kWarpsM;  // m16 tiles per warp
   static constexpr int kBN = kWarpsN * 16 * kWN;
@@ -85,7 +88,7 @@ struct TiledCfg {
                                                         : kBN * (kBK / kGroup);
   static constexpr int kWWords = F == WFmt::kNvfp4 ? 4 * kBN : (kWItems + 3) / 4 * 4;
   /// Activation group scales (fp32 rows or E8M0 rows) of the FP8 formats with groups.
-  static constexpr bool kHasXs = F == WFmt::kFp8Mx || F == WFmt::kFp8Block;
+  static constexpr bool kHasXs = F == WFmt::kFp8Block;
   static constexpr int kXGroups = !kHasXs ? 0 : (kGroup >= kBK ? 1 : kBK / kGroup);
   static constexpr int kXItems = kXGroups * kBM;
   static constexpr int kItems = kWItems + kXItems;
@@ -114,6 +117,7 @@ struct TiledCfg {
                 "tiled kernel exceeds SM12x's 99 KB of shared memory");
   static_assert(kAccPerThread % kRedChunk == 0, "reduction chunks");
   static_assert(kMode == TiledMode::kFold || kMT == 4, "group / FP8 loops assume 4 m16 tiles");
+  static_assert(kMode != TiledMode::kFold || kWN == 2, "fold loop: 2 weight tiles per warp");
 };
 
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
@@ -230,7 +234,7 @@ __device__ __forceinline__ void tiled_scale_store(const LinearParams& p, int i, 
     if constexpr (F == WFmt::kNvfp4) {
 #pragma unroll
       for (int j = 0; j < 4; ++j) area[j * C::kBN + i] = lut[(raw >> (8 * j)) & 0x7Fu];
-    } else if constexpr (C::kMxFold) {
+    } else if constexpr (C::kE8Fold) {
       area[i] = e8m0_bf16_splat(raw);
     } else if constexpr (F == WFmt::kMxfp4 || F == WFmt::kFp8Mx) {
       area[i] = __float_as_uint(e8m0_f32(raw));
@@ -459,118 +463,31 @@ __global__ void __launch_bounds__(256) linear_tiled_kernel(const LinearParams p)
                 acc[mt][nt][2 * h + e] = fmaf(pacc[mt][nt][2 * h + e], sxw, acc[mt][nt][2 * h + e]);
           }
       }
-    } else if constexpr (kF8) {
-      // A fragments of both k32 atoms, then weight tile by weight tile (so that the FP8
-      // temporary covers one 16-row tile, not the warp tile).
-      uint32_t af[2][4][4];
-#pragma unroll
-      for (int at = 0; at < 2; ++at)
-#pragma unroll
-        for (int mt = 0; mt < 4; ++mt) {
-          const int row = wm * 64 + mt * 16 + (lane & 15);
-          ldmatrix_x4(af[at][mt], as + row * C::kAPitchF8 + at * 32 + (lane >> 4) * 16);
-        }
-      // Activation (x weight) scales: [atom][mt][h] for MXFP8, [mt][h] per stage for block FP8.
-      float xs[2][4][2];
-#pragma unroll
-      for (int at = 0; at < 2; ++at)
-#pragma unroll
-        for (int mt = 0; mt < 4; ++mt)
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const int tok = wm * 64 + mt * 16 + g + 8 * h;
-            if constexpr (kMode == TiledMode::kF8Group) {
-              xs[at][mt][h] = xsa[at * C::kBM + tok];
-            } else if constexpr (kGroup == 128) {
-              // The warp's kBN/4 (<= 64) rows lie in one 128-row block.
-              xs[at][mt][h] = xsa[tok] * wsa[(wn * kWRows) / 128];
-            } else {
-              xs[at][mt][h] = 1.f;
-            }
-          }
-#pragma unroll
-      for (int ar = 0; ar < kWN; ++ar) {
-        const int tl = wn * kWN + ar;
-        uint32_t bw[2][4];
-#pragma unroll
-        for (int at = 0; at < 2; ++at) {
-          const uint4 rv =
-              *reinterpret_cast<const uint4*>(bs + tl * 2 * kAtomBytes + at * kAtomBytes + lane * 16);
-          bw[at][0] = rv.x;
-          bw[at][1] = rv.y;
-          bw[at][2] = rv.z;
-          bw[at][3] = rv.w;
-        }
-        if constexpr (kMode == TiledMode::kF8Promote) {
-          // Two m32 halves in turn keep the temporary at 16 registers.
-#pragma unroll
-          for (int mh = 0; mh < 2; ++mh) {
-            float pacc[2][2][4];
-#pragma unroll
-            for (int mi = 0; mi < 2; ++mi)
-#pragma unroll
-              for (int n2 = 0; n2 < 2; ++n2)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) pacc[mi][n2][e] = 0.f;
-#pragma unroll
-            for (int at = 0; at < 2; ++at)
-#pragma unroll
-              for (int mi = 0; mi < 2; ++mi)
-#pragma unroll
-                for (int n2 = 0; n2 < 2; ++n2)
-                  mma16832_e4m3(pacc[mi][n2], af[at][2 * mh + mi], bw[at][n2], bw[at][2 + n2]);
-#pragma unroll
-            for (int mi = 0; mi < 2; ++mi)
-#pragma unroll
-              for (int n2 = 0; n2 < 2; ++n2)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                  const int mt = 2 * mh + mi;
-                  acc[mt][2 * ar + n2][e] =
-                      fmaf(pacc[mi][n2][e], xs[0][mt][e >> 1], acc[mt][2 * ar + n2][e]);
-                }
-          }
-        } else {
-          // MXFP8: E8M0 weight x activation scales per 32-K atom.
-#pragma unroll
-          for (int at = 0; at < 2; ++at) {
-            float ws[2][2];
-#pragma unroll
-            for (int n2 = 0; n2 < 2; ++n2) {
-              const float2 v = *reinterpret_cast<const float2*>(wsa + at * kBN + tl * 16 +
-                                                                n2 * 8 + 2 * t);
-              ws[n2][0] = v.x;
-              ws[n2][1] = v.y;
-            }
-#pragma unroll
-            for (int mt = 0; mt < 4; ++mt)
-#pragma unroll
-              for (int n2 = 0; n2 < 2; ++n2) {
-                float tmp[4];
-                mma16832_e4m3_zero(tmp, af[at][mt], bw[at][n2], bw[at][2 + n2]);
-                float* a = acc[mt][2 * ar + n2];
-                a[0] = fmaf(tmp[0], xs[at][mt][0] * ws[n2][0], a[0]);
-                a[1] = fmaf(tmp[1], xs[at][mt][0] * ws[n2][1], a[1]);
-                a[2] = fmaf(tmp[2], xs[at][mt][1] * ws[n2][0], a[2]);
-                a[3] = fmaf(tmp[3], xs[at][mt][1] * ws[n2][1], a[3]);
-              }
-          }
-        }
-      }
     } else if constexpr (kMode == TiledMode::kFold) {
-      // 1 x 8 warps, warp tile 128 tokens x 32 rows (kWN = 2 weight tiles = 4 n8 tiles): the FP4
-      // fragments of a tile are decoded once per k16 step and feed 8 m16 tiles.
+      // Warp tile kWTok tokens x 32 rows (kWN = 2 weight tiles = 4 n8 tiles): a tile's
+      // fragments are decoded once per k16 step and feed the warp's kMT m16 tiles.
       const uint16_t* ash = reinterpret_cast<const uint16_t*>(as);
-      static_assert(kApv == 2, "fold mode is FP4: both atoms of a tile share a lane vector");
-      // The lane's packed words of the stage: atom 0 = (x: step 0, y: step 1), atom 1 = (z, w).
+      constexpr bool kFp4 = F != WFmt::kFp8Mx;
+      // The lane's packed words. FP4: both atoms of a tile in one vector, atom 0 = (x: step 0,
+      // y: step 1), atom 1 = (z, w). FP8 (one vector per atom): the k32 fragment, x/y = rows
+      // g/g+8 of k 4t..4t+3 (step 0), z/w the same of k 16+4t.. (step 1).
       uint4 rv[kWN];
+      if constexpr (kFp4) {
 #pragma unroll
-      for (int ar = 0; ar < kWN; ++ar)
-        rv[ar] = *reinterpret_cast<const uint4*>(bs + (wn * kWN + ar) * 2 * kAtomBytes + lane * 16);
+        for (int ar = 0; ar < kWN; ++ar)
+          rv[ar] =
+              *reinterpret_cast<const uint4*>(bs + (wn * kWN + ar) * 2 * kAtomBytes + lane * 16);
+      }
 #pragma unroll
       for (int at = 0; at < 2; ++at) {
-        // 16-bit scale splats of rows g (r = 0) and g+8 (r = 1) of each tile for the atom's two
-        // k16 steps: NVFP4 [16-group][row] (groups 2at, 2at+1), MXFP4 [32-group][row].
+        if constexpr (!kFp4) {
+#pragma unroll
+          for (int ar = 0; ar < kWN; ++ar)
+            rv[ar] = *reinterpret_cast<const uint4*>(bs + (wn * kWN + ar) * 2 * kAtomBytes +
+                                                     at * kAtomBytes + lane * 16);
+        }
+        // 16-bit scale splats of rows g (h = 0) and g+8 (h = 1) of each tile for the atom's two
+        // k16 steps: NVFP4 [16-group][row] (groups 2at, 2at+1), E8M0 [32-group][row].
         uint32_t sc[kWN][2][2];
 #pragma unroll
         for (int ar = 0; ar < kWN; ++ar) {
@@ -591,22 +508,35 @@ __global__ void __launch_bounds__(256) linear_tiled_kernel(const LinearParams p)
           uint32_t af[kMT][4];
 #pragma unroll
           for (int mt = 0; mt < kMT; ++mt)
-            ldmatrix_x4(af[mt], ash + (mt * 16 + (lane & 15)) * C::kAPitch + at * 32 + st * 16 +
-                                    (lane >> 4) * 8);
+            ldmatrix_x4(af[mt], ash + (wm * kWTok + mt * 16 + (lane & 15)) * C::kAPitch +
+                                    at * 32 + st * 16 + (lane >> 4) * 8);
 #pragma unroll
           for (int ar = 0; ar < kWN; ++ar) {
-            const uint32_t w = at ? (st ? rv[ar].w : rv[ar].z) : (st ? rv[ar].y : rv[ar].x);
             uint32_t bf[4];  // a0..a3 of the 16-row tile = b0/b1 of its two n8 tiles
+            if constexpr (kFp4) {
+              const uint32_t w = at ? (st ? rv[ar].w : rv[ar].z) : (st ? rv[ar].y : rv[ar].x);
 #pragma unroll
-            for (int j = 0; j < 4; ++j) {
-              const uint32_t bits = fp4_pair_bits<T>(w >> (4 * j));
-              if constexpr (F == WFmt::kNvfp4) {
-                bf[j] = fma2<T>(bits, sc[ar][st][j & 1], kNegZero2<T>());
-              } else {
-                // v * 2^-7 (exact), then times the E8M0 splat (exact within BF16's range).
-                bf[j] = fma2<T>(fma2<T>(bits, kFp4Unit2<T>(), kNegZero2<T>()), sc[ar][st][j & 1],
-                                kNegZero2<T>());
+              for (int j = 0; j < 4; ++j) {
+                const uint32_t bits = fp4_pair_bits<T>(w >> (4 * j));
+                if constexpr (F == WFmt::kNvfp4) {
+                  bf[j] = fma2<T>(bits, sc[ar][st][j & 1], kNegZero2<T>());
+                } else {
+                  // v * 2^-7 (exact), then times the E8M0 splat (exact within BF16's range).
+                  bf[j] = fma2<T>(fma2<T>(bits, kFp4Unit2<T>(), kNegZero2<T>()),
+                                  sc[ar][st][j & 1], kNegZero2<T>());
+                }
               }
+            } else {
+              // MXFP8: the k32 fragment's bytes (k = 16st + 4t + 0..3) are this step's slots
+              // (2t, 2t+1 | 8+2t, 9+2t) in the permuted k order of the activation pre-pass:
+              // a0/a2 = bytes 0-1 / 2-3 of row g's word, a1/a3 the same of row g+8's. Each pair
+              // decodes to v * 2^-7 (exact), then times the E8M0 splat.
+              const uint32_t w0 = st ? rv[ar].z : rv[ar].x;
+              const uint32_t w1 = st ? rv[ar].w : rv[ar].y;
+              bf[0] = fma2<T>(fp8_pair_bf16(prmt(w0, 0, 0x4140u)), sc[ar][st][0], kNegZero2<T>());
+              bf[2] = fma2<T>(fp8_pair_bf16(prmt(w0, 0, 0x4342u)), sc[ar][st][0], kNegZero2<T>());
+              bf[1] = fma2<T>(fp8_pair_bf16(prmt(w1, 0, 0x4140u)), sc[ar][st][1], kNegZero2<T>());
+              bf[3] = fma2<T>(fp8_pair_bf16(prmt(w1, 0, 0x4342u)), sc[ar][st][1], kNegZero2<T>());
             }
 #pragma unroll
             for (int mt = 0; mt < kMT; ++mt)
@@ -617,6 +547,7 @@ __global__ void __launch_bounds__(256) linear_tiled_kernel(const LinearParams p)
         }
       }
     } else {
+      // kGroup: 2 x 4 warps of 64 x 16kWN; fp32 weight group scales on per-tile temporaries.
 #pragma unroll
       for (int at = 0; at < 2; ++at) {  // atom (32 k) within the stage
         // A fragments for 4 m16 tiles x 2 k16 steps.
@@ -645,31 +576,12 @@ __global__ void __launch_bounds__(256) linear_tiled_kernel(const LinearParams p)
             rv = *reinterpret_cast<const uint4*>(ab + at * kAtomBytes + slot * 16);
           }
           uint32_t bf[2][4];  // [step][a0..a3]
-          if constexpr (F == WFmt::kNvfp4 || F == WFmt::kMxfp4) {
+          if constexpr (F == WFmt::kMxfp4) {
+            // FP16 MXFP4: v * 2^-7 here, the E8M0 scale in fp32 below.
             const uint32_t w[2] = {at ? rv.z : rv.x, at ? rv.w : rv.y};
-            uint32_t sc[2][2];
-            if constexpr (F == WFmt::kNvfp4) {
-              // Splats [16-group of the stage][row]: groups 2at, 2at+1 are the atom's steps.
-              const int r = tl * 16 + g;
-#pragma unroll
-              for (int st = 0; st < 2; ++st) {
-                sc[st][0] = sa[(2 * at + st) * kBN + r];
-                sc[st][1] = sa[(2 * at + st) * kBN + r + 8];
-              }
-            } else {
-              sc[0][0] = sc[0][1] = sc[1][0] = sc[1][1] = kFp4Unit2<T>();
-            }
+            const uint32_t sc[2][2] = {{kFp4Unit2<T>(), kFp4Unit2<T>()},
+                                       {kFp4Unit2<T>(), kFp4Unit2<T>()}};
             decode_fp4_atom<T>(w, sc, bf);
-            if constexpr (C::kMxFold) {
-              // v * 2^-7 times the E8M0 splat of rows g (a0, a2) and g+8 (a1, a3).
-              const uint32_t s0 = sa[at * kBN + tl * 16 + g];
-              const uint32_t s1 = sa[at * kBN + tl * 16 + g + 8];
-#pragma unroll
-              for (int st = 0; st < 2; ++st)
-#pragma unroll
-                for (int j = 0; j < 4; ++j)
-                  bf[st][j] = fma2<T>(bf[st][j], (j & 1) ? s1 : s0, kNegZero2<T>());
-            }
           } else if constexpr (F == WFmt::kQ8_0) {
             decode_byte_atom<T, true>(rv, bf);
           } else if constexpr (kIq2) {
@@ -678,15 +590,7 @@ __global__ void __launch_bounds__(256) linear_tiled_kernel(const LinearParams p)
             decode_byte_atom<T, false>(rv, bf);
           }
 
-          if constexpr (kMode == TiledMode::kFold) {
-#pragma unroll
-            for (int st = 0; st < 2; ++st)
-#pragma unroll
-              for (int mt = 0; mt < 4; ++mt)
-#pragma unroll
-                for (int n2 = 0; n2 < 2; ++n2)
-                  mma16816<T>(acc[mt][2 * ar + n2], af[mt][st], bf[st][n2], bf[st][2 + n2]);
-          } else {
+          {
             // fp32 weight scales of rows (2t, 2t+1) of each n8 tile ([group][row] words).
 #pragma unroll
             for (int sg = 0; sg < 2 / kScaleStep; ++sg) {
@@ -757,7 +661,8 @@ __global__ void __launch_bounds__(256) linear_tiled_kernel(const LinearParams p)
 
   // Epilogue: c0 = (token g, row 2t), c1 = (g, 2t+1), c2/c3 = token g+8. n is even, so a pair
   // is one 4-byte store when the output rows are 4-byte aligned (even ldo, aligned base).
-  float mult = p.out_mult;
+  // MXFP8 weights decode to v * 2^-7 here (the host's out_mult has no 2^7 for FP8 formats).
+  float mult = F == WFmt::kFp8Mx ? 128.f * p.out_mult : p.out_mult;
   if (p.alpha != nullptr) mult *= *p.alpha;
   const bool pair_ok = ((p.ldo & 1) == 0) && ((reinterpret_cast<uintptr_t>(p.out) & 3) == 0);
 #pragma unroll
