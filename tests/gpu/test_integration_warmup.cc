@@ -1,6 +1,7 @@
 // Warm-up, kernel-resolution freeze and the capture guard of every plan, on the GPU.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <map>
 #include <set>
 #include <string>
@@ -104,6 +105,14 @@ TEST_F(IntegrationGpuWarmup, DedupsBySignatureAndLaunchesEachOnce) {
   EXPECT_EQ(static_cast<int64_t>(launches.size()), r.launched);
   for (const auto& [s, n] : launches) EXPECT_EQ(n, 1) << s;
   EXPECT_GT(r.seconds, 0.0);
+  // The first launch of each kernel includes the driver's lazy module load: print the times.
+  std::printf("warmup: %lld plans, %lld signatures, %lld launched in %.3f s\n",
+              static_cast<long long>(r.planned), static_cast<long long>(r.unique),
+              static_cast<long long>(r.launched), r.seconds);
+  for (const WarmupEntry& x : r.entries)
+    if (x.launched)
+      std::printf("  %8.3f ms  %-12s t=%-4lld %s\n", x.launch_ms, x.layer.c_str(),
+                  static_cast<long long>(x.tokens), x.signature.c_str());
 
   // The signatures name the regimes a server sees.
   auto sig_of = [&](const std::string& layer, int64_t t) {
