@@ -132,20 +132,19 @@ Plan plan(const Caps& caps) {
   const int64_t ctas_n = (geo.n16 + 3) / 4;
   int split = 1;
   if (M <= kDecodeMaxM) {
-    // Measured on the H200 (tools/gemm-probe.sh, splits 1/2/4/8 forced over three shapes and
-    // M = 1, 16): the kernel is fastest with about one CTA (four streaming warps) per SM — more
-    // CTAs only add cluster barriers and prologues while the SM is already issue-bound. So: the
-    // smallest split that brings the CTA count to ~0.9 x SMs (cluster splits up to 8; beyond,
-    // the reduce kernel), and never a split that leaves a CTA without a slice.
+    // Measured on the H200 (tools/gemm-probe.sh, ncu): the kernel is issue-bound, and an SM
+    // issues well only with >= 3 co-resident CTAs (12+ warps), so the grid should fill about
+    // three CTAs per SM; each CTA keeps >= 2 slices so its prologue and the cluster reduction
+    // stay amortised (cluster splits up to 8; beyond, the reduce kernel).
     const int64_t sms = std::max(dev.sm_count, 1);
     const int nt = decode_nt(M);
     const int64_t tok_tiles = (M + 8 * nt - 1) / (8 * nt);
-    const int64_t want = (9 * sms + 9) / 10;
     for (int64_t s = 1; s <= std::min<int64_t>(slices, 32); ++s) {
       const int64_t per = (slices + s - 1) / s;
       const int64_t eff = (slices + per - 1) / per;
+      if (per < 2 && s > 1) break;
       split = static_cast<int>(eff);
-      if (ctas_n * eff * tok_tiles >= want) break;
+      if (ctas_n * eff * tok_tiles >= 3 * sms) break;
     }
   }
   const char* split_env = std::getenv("B12X_GEMM_SPLIT");
@@ -164,13 +163,15 @@ Plan plan(const Caps& caps) {
   // FP4 activations are dequantized to BF16 once by the pre-pass: dequantizing them inside the
   // weight-streaming kernel repeats the work in every CTA (measured on the H200: NVFP4 W4A4 at
   // 14336x4096 took 23 / 40 / 137 us at M = 1 / 4 / 16 against 18 / 22 / 42 us for W4A16).
-  // B12X_GEMM_ACT_PREPASS=0 keeps the in-kernel path of the decode regime (for measurements).
+  // At M = 1 the in-kernel path is as fast (one row per CTA). B12X_GEMM_ACT_PREPASS=0/1 forces
+  // the choice in the decode regime (for measurements).
   // MXFP8 too in the tiled regime, whose kernel runs it on BF16 MMAs with folded E8M0 scales
   // (activations dequantized in the FP8 fragment's k order, see lin::ActParams::kperm).
   p.act_prepass = !format_raw_activations(f) &&
                   (!lin::wtraits(wf).fp8mma ||
                    (wf == WFmt::kFp8Mx && p.regime != Regime::kDecode)) &&
-                  (p.regime != Regime::kDecode || pre_env == nullptr || pre_env[0] != '0');
+                  (p.regime != Regime::kDecode || (pre_env != nullptr && pre_env[0] == '1') ||
+                   (M >= 2 && !(pre_env != nullptr && pre_env[0] == '0')));
   int64_t off = 0;
   if (format_quantizes_inside(f) && caps.act_dtype != DType::kFP8E4M3) {
     p.off_qvalues = off;

@@ -141,7 +141,7 @@ B12X_HD void frag_coord_k32(int g, int t, int j, int e, int* row, int* k) {
 
 /// Weight-streaming kernel: slices of weight values per warp ring (cp.async), bytes of one
 /// warp-slice (one contiguous run of the packed layout), and the ring of its four warps.
-inline constexpr int kDecodeStages = 3;
+inline constexpr int kDecodeStages = 2;
 B12X_HD constexpr int decode_chunk_bytes(WFmt f) {
   return wtraits(f).slice_atoms / atoms_per_vector(f) * wtraits(f).slots * 16;
 }
