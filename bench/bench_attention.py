@@ -274,27 +274,20 @@ def main():
                 decode_cases.append((B, 8192, hq, hkv, D, 128, kv))
         for B in (8, 32):
             decode_cases.append((B, 8192, 32, 8, 128, 128, kv))
-    # Tile-shape comparison at the target shapes (B12X_ATTN_DECODE_TILE; defaults: BF16 'wide',
-    # FP8 'wdirect'): 'deep' (2 warps x 16 tokens, 4 stages), 'wide3' (wide with Q in registers,
-    # 3 stages), FP8 'direct' (deep with K fragments from the raw stage).
+    # Tile-shape comparison at the target shapes (B12X_ATTN_DECODE_TILE; defaults: BF16 'wide3'
+    # (wide with Q in registers, 3 stages), FP8 'wdirect'): BF16 'wide' (2 stages, 3 CTAs/SM),
+    # FP8 'wdirect2' (128-token tiles).
     for B in (8, 32, 128, 1):
-        decode_cases.append((B, 8192, 32, 8, 128, 64, "bf16", "deep"))
-        decode_cases.append((B, 8192, 32, 8, 128, 64, "bf16", "wide3"))
-        decode_cases.append((B, 8192, 32, 8, 128, 64, "fp8", "direct"))
-    decode_cases.append((8, 32768, 32, 8, 128, 64, "bf16", "deep"))
-    decode_cases.append((8, 32768, 32, 8, 128, 64, "fp8", "direct"))
-    # Grid order: the default puts the KV heads fastest; 'tiles' is the former order.
-    for B in (32, 128):
-        decode_cases.append((B, 8192, 32, 8, 128, 64, "bf16", None, None, "tiles"))
-    # Unsplit B=32 / B=128 (the wave model splits them) for comparison.
-    for B in (32, 128):
-        decode_cases.append((B, 8192, 32, 8, 128, 64, "bf16", None, 1))
-    # Split counts for B=1 x 8k (default tile and deep).
+        decode_cases.append((B, 8192, 32, 8, 128, 64, "fp8", "wdirect2"))
+        decode_cases.append((B, 8192, 32, 8, 128, 64, "bf16", "wide"))
+    decode_cases.append((8, 32768, 32, 8, 128, 64, "fp8", "wdirect2"))
+    decode_cases.append((8, 32768, 32, 8, 128, 64, "bf16", "wide"))
+    # Split counts for B=1 x 8k.
     for kv in ("bf16", "fp8"):
-        for s in (16, 32, 64):
+        for s in (16, 24, 48):
             decode_cases.append((1, 8192, 32, 8, 128, 64, kv, None, s))
-    for s in (16, 32, 64):
-        decode_cases.append((1, 8192, 32, 8, 128, 64, "bf16", "deep", s))
+    for s in (16, 32, 48):
+        decode_cases.append((1, 8192, 32, 8, 128, 64, "fp8", "wdirect2", s))
     if quick:
         decode_cases = decode_cases[:6]
     print(f"{'op':7}{'kv':5}{'B':>5}{'ctx':>7}{'hq/hkv/d':>12}{'page':>5}{'us':>10}{'GB/s':>8}"

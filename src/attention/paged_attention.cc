@@ -56,12 +56,12 @@ const KernelInfo* find_kernel(int dqk, int dv, int kind, DType q, bool fp8) {
   return nullptr;
 }
 
-// Decode tile kind: 2 ("deep"), 1 ("wide"), 3 ("direct": deep with FP8 K fragments converted
-// in registers; FP8 KV with head dim 128/256 only, the default there; other shapes fall back to
-// deep), 4 ("wdirect": 4 warps x 16 tokens, FP8 K and V fragments from the raw stage) or 5
-// ("wide3": the wide tile with Q in registers and 3 stages; 16-bit KV, head dims <= 128).
-// B12X_ATTN_DECODE_TILE=wide|deep|direct|wdirect|wide3 overrides (benchmarking); a kind not
-// compiled for the shape falls back to deep.
+// Decode tile kind: 1 ("wide": 4 warps x 16 tokens), 2 ("deep": 2 warps x 16 tokens), 3
+// ("direct": deep with FP8 K fragments converted in registers; FP8 head dims 128/256), 4
+// ("wdirect": wide with FP8 K and V fragments from the raw stage; FP8 128/256), 5 ("wide3": wide
+// with Q in registers and 3 stages; 16-bit KV, head dims <= 128) or 6 ("wdirect2": wdirect with
+// 128-token tiles; FP8 head dim 128).
+// B12X_ATTN_DECODE_TILE=wide|deep|direct|wdirect|wide3|wdirect2 overrides (benchmarking).
 int decode_kind(bool fp8) {
   const char* e = std::getenv("B12X_ATTN_DECODE_TILE");
   if (e != nullptr && std::string(e) == "wide") return 1;
@@ -69,10 +69,11 @@ int decode_kind(bool fp8) {
   if (e != nullptr && std::string(e) == "direct") return 3;
   if (e != nullptr && std::string(e) == "wdirect") return 4;
   if (e != nullptr && std::string(e) == "wide3") return 5;
-  // Defaults from the H200 (round 5, 32/8/128, 8k): the wide tile streamed BF16 at 81-95% of
-  // the read bandwidth (B=8..128) against 67-75% for deep; for FP8 wdirect beat direct by
-  // 10-20% (B=8: 67.9 vs 81.8 us). Shapes without a wdirect kernel fall back to deep.
-  return fp8 ? 4 : 1;
+  if (e != nullptr && std::string(e) == "wdirect2") return 6;
+  // Defaults from the H200 (rounds 5-6, 32/8/128, 8k): BF16 wide3 streamed at 85-99% of the
+  // read bandwidth (B=8..128; wide 83-98%, deep 68-77%); for FP8 wdirect beat direct by 10-20%
+  // (B=8: 66.6 vs 79.0 us). Shapes without these kernels fall back (plan_paged).
+  return fp8 ? 4 : 5;
 }
 
 int64_t align_up(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
@@ -168,7 +169,11 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   const bool fp8 = caps.kv_dtype == DType::kFP8E4M3;
   const KernelInfo* k = find_kernel(caps.head_dim_qk, caps.head_dim_vo,
                                     decode_tile ? decode_kind(fp8) : 0, caps.q_dtype, fp8);
-  if (k == nullptr && decode_tile)  // e.g. "direct" asked for a shape it does not cover
+  // A tile not compiled for the shape (wide3: head dims <= 128; direct kinds: FP8 128/256) falls
+  // back to wide for 16-bit KV, then deep (FP8: deep, which beat wide there in round 5).
+  if (k == nullptr && decode_tile && !fp8)
+    k = find_kernel(caps.head_dim_qk, caps.head_dim_vo, 1, caps.q_dtype, fp8);
+  if (k == nullptr && decode_tile)
     k = find_kernel(caps.head_dim_qk, caps.head_dim_vo, 2, caps.q_dtype, fp8);
   B12X_CHECK_SUPPORTED(k != nullptr, kPlanOp, ": no compiled kernel for head dims (",
                        caps.head_dim_qk, ", ", caps.head_dim_vo, "), q ", dtype_name(caps.q_dtype),
@@ -192,7 +197,8 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
                  : k->kind == 2 ? "_decode_deep"
                  : k->kind == 3 ? "_decode_direct"
                  : k->kind == 4 ? "_decode_wdirect"
-                                : "_decode_wide3") +
+                 : k->kind == 5 ? "_decode_wide3"
+                                : "_decode_wdirect2") +
                 (fp8 ? "_kvfp8" : "") + (caps.q_dtype == DType::kFP16 ? "_fp16" : "_bf16");
   plan.tile_rows = k->tile_rows;
   plan.tile_kv = k->tile_kv;

@@ -37,7 +37,9 @@ constexpr float kLog2e = 1.4426950408889634f;
 /// per SM for the memory-bound decode); 3 = decode "direct" (deep with FP8 K fragments read
 /// from the raw stage); 4 = decode "wdirect" (4 warps split a 64-token tile, FP8 K and V
 /// fragments both read from the raw stage: no conversion pass at all); 5 = decode "wide3" (the
-/// wide tile with Q's fragments held in registers, so its shared memory goes to a third stage).
+/// wide tile with Q's fragments held in registers, so its shared memory goes to a third stage);
+/// 6 = decode "wdirect2" (wdirect with 128-token tiles: 4 warps x 32 tokens, twice the bytes per
+/// pipeline step).
 template <int kDqk_, int kDv_, int kKind_, bool kFp8_>
 struct TileCfg {
   static constexpr int kDqk = kDqk_, kDv = kDv_, kKind = kKind_;
@@ -45,10 +47,10 @@ struct TileCfg {
   static constexpr bool kDecode = kKind != 0;
   // kind 3: the deep decode tile with FP8 K fragments converted straight from the raw stage
   // (no K conversion pass); Q is stored in the matching permuted slot order.
-  static constexpr bool kDirectK = kKind == 3 || kKind == 4;
+  static constexpr bool kDirectK = kKind == 3 || kKind == 4 || kKind == 6;
   // kind 4 also reads V's B fragments from raw FP8 rows (4-byte reads of 4 dims of one token;
   // output dims permuted within 32-dim groups, undone in the epilogue).
-  static constexpr bool kDirectV = kKind == 4;
+  static constexpr bool kDirectV = kKind == 4 || kKind == 6;
   // kind 5: Q is staged in the ring's last stage (free until the first loop iteration issues
   // into it) and read once into registers; the 4 KB of a Q tile then buys a third 32 KB stage.
   static constexpr bool kQInRegs = kKind == 5;
@@ -65,9 +67,10 @@ struct TileCfg {
   static constexpr int kWM = kDecode ? 1 : 4;
   static constexpr int kMB = (kDecode || kBigHead) ? 1 : 2;
   static constexpr int kBN =
-      (kKind == 4 || kKind == 5) ? 64
+      kKind == 6 ? 128
+      : (kKind == 4 || kKind == 5) ? 64
                                  : (kKind >= 2 ? 32 : (kBigHead ? 32 : (kMB == 2 && kDv > 64 ? 32 : 64)));
-  static constexpr int kWN = kDecode ? kBN / 16 : 1;
+  static constexpr int kWN = kDecode ? (kBN > 64 ? 4 : kBN / 16) : 1;
   static constexpr int kThreads = kWM * kWN * 32;
   static constexpr int kBM = 16 * kWM * kMB;
   static constexpr int kKvBytes = kFp8 ? 1 : 2;
