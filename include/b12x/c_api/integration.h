@@ -196,7 +196,10 @@ B12X_C_API b12x_status b12x_checkpoint_moe_tensor(b12x_checkpoint_moe m, const c
  *    "max_total_q": max_batch, "max_splits": 0}
  *   {"kind": "embedding", "name": "", "device": 0, "vocab": R, "dim": R, "id_dtype": "int32",
  *    "out_dtype": "bf16"}
- * Weights are constant dummies packed/prepared inside (the kernels do not depend on values).
+ * Weights are constant dummies packed/prepared inside (the kernels do not depend on values); the
+ * call allocates, synchronises `stream` and frees before returning, so it is refused while
+ * `stream` is being captured (B12X_ERROR_CAPTURE_ACTIVE) and, after a freeze, fails with
+ * B12X_ERROR_FROZEN when a layer needs a signature that was never resolved.
  * Unknown keys are an error. The report comes back as JSON: {"planned", "unique", "launched",
  * "already_warm", "seconds", "entries": [{"layer", "op", "tokens", "signature", "launched",
  * "launch_ms"}]}. */
