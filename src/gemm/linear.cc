@@ -132,19 +132,20 @@ Plan plan(const Caps& caps) {
   const int64_t ctas_n = (geo.n16 + 3) / 4;
   int split = 1;
   if (M <= kDecodeMaxM) {
-    // Measured on the H200 (tools/gemm-probe.sh, ncu): the kernel is issue-bound, and an SM
-    // issues well only with >= 3 co-resident CTAs (12+ warps), so the grid should fill about
-    // three CTAs per SM; each CTA keeps >= 2 slices so its prologue and the cluster reduction
-    // stay amortised (cluster splits up to 8; beyond, the reduce kernel).
+    // Measured on the H200 (tools/gemm-probe.sh: splits 1/2/4/8 forced over three shapes, M = 1
+    // and 16, and a "three CTAs per SM" rule): the fastest grids have about one CTA per SM —
+    // more CTAs add prologues and cluster barriers to an SM that is already issue-bound. So: the
+    // smallest split that brings the CTA count to ~0.9 x SMs (cluster splits up to 8; beyond,
+    // the reduce kernel).
     const int64_t sms = std::max(dev.sm_count, 1);
     const int nt = decode_nt(M);
     const int64_t tok_tiles = (M + 8 * nt - 1) / (8 * nt);
+    const int64_t want = (9 * sms + 9) / 10;
     for (int64_t s = 1; s <= std::min<int64_t>(slices, 32); ++s) {
       const int64_t per = (slices + s - 1) / s;
       const int64_t eff = (slices + per - 1) / per;
-      if (per < 2 && s > 1) break;
       split = static_cast<int>(eff);
-      if (ctas_n * eff * tok_tiles >= 3 * sms) break;
+      if (ctas_n * eff * tok_tiles >= want) break;
     }
   }
   const char* split_env = std::getenv("B12X_GEMM_SPLIT");
