@@ -174,10 +174,15 @@ __global__ void repack_values_kernel(int wfmt, RepackSrc s, WeightView d, uint8_
       uint32_t word = 0;
       if (sr >= 0) {
         const uint8_t* row = src_row(s, e, sr);
+        const uint8_t* sb = s.scales + e * s.scales_expert_stride;
         for (int i = 0; i < 8; ++i) {
           const int64_t k = layout::fp4_word_k(c, t, w, i);
           if (k < d.K) {
-            const uint32_t nib = (row[k / 2] >> (4 * (k & 1))) & 0xFu;
+            uint32_t nib = (row[k / 2] >> (4 * (k & 1))) & 0xFu;
+            // NVFP4: a zero block scale zeroes its codes (the prepared E5M3 scale byte 0 is
+            // then never decoded against a non-zero code; see moe_layout.h).
+            if (d.scale_kind == 0 && sb[fmt::swizzled_scale_offset(sr, k / 16, d.K / 16)] == 0)
+              nib = 0;
             word |= nib << (4 * i);
           }
         }
@@ -223,7 +228,8 @@ __global__ void repack_scales_kernel(int wfmt, RepackSrc s, WeightView d, uint8_
       if (wfmt == kWFp4) {
         const uint8_t* sb = s.scales + e * s.scales_expert_stride;
         if (d.scale_kind == 0) {
-          if (rb < d.K / 16) v = sb[fmt::swizzled_scale_offset(sr, rb, d.K / 16)];
+          if (rb < d.K / 16)
+            v = layout::e5m3_from_ue4m3(sb[fmt::swizzled_scale_offset(sr, rb, d.K / 16)]);
         } else {
           if (rb < d.K / 32) v = sb[sr * s.scales_row_stride + rb];
         }

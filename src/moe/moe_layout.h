@@ -54,9 +54,28 @@ B12X_HD uint32_t fp4x2_fp16_bits(uint32_t x) {
   return mag | ((x << kSign) & 0x80008000u);
 }
 
-/// UE4M3 code -> fp32 as the kernels compute it: bits placed at 26..20 give value * 2^-120.
-B12X_HD float ue4m3_via_bits(uint32_t b) {
-  return fmt::f32_from_bits((b & 0x7Fu) << 20) * 1.329227995784916e36f;  // 2^120
+/// Prepared NVFP4 block scales ("E5M3"). A UE4M3 scale s = 2^E (1 + m/8), E in [-9, 8] once its
+/// subnormals are normalised, is stored as ((E + 10) << 3) | m, so every kernel decodes it with
+/// one integer multiply-add and no case split: fp32 bits (p << 20) + (117 << 23), or bf16 bits
+/// (p << 4) + ((117 + D) << 7) for s * 2^D. A zero scale is stored as 0 and the repack zeroes
+/// the FP4 codes of its block, so whatever the byte decodes to is multiplied by zero codes.
+/// (UE4M3 0x7F, NaN in E4M3FN, is stored as the largest value: checkpoints never contain it.)
+B12X_HD uint8_t e5m3_from_ue4m3(uint32_t b) {
+  b &= 0x7Fu;
+  if (b == 0) return 0;
+  const uint32_t e = b >> 3, m = b & 7u;
+  if (e != 0) return static_cast<uint8_t>(((e + 3u) << 3) | m);  // E = e - 7
+  // Subnormal m * 2^-9: E = p - 9 with p = floor(log2 m), mantissa (m - 2^p) << (3 - p).
+  const uint32_t p = m >= 4 ? 2u : (m >= 2 ? 1u : 0u);
+  return static_cast<uint8_t>(((p + 1u) << 3) | (((m - (1u << p)) << (3u - p)) & 7u));
+}
+/// Value of a prepared scale byte (0 for the zero scale).
+B12X_HD float e5m3_value(uint32_t p) {
+  return p == 0 ? 0.f : fmt::f32_from_bits(((p & 0xFFu) << 20) + (117u << 23));
+}
+/// BF16 bits of s * 2^118 (the decode stream's one-multiply scale fold), both halves.
+B12X_HD uint32_t e5m3_bf16x2_2p118(uint32_t p) {
+  return ((p & 0xFFu) * 0x00100010u) + 0x75807580u;  // (p << 4) + (235 << 7) per half
 }
 
 }  // namespace b12x::moe::layout

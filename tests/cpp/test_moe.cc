@@ -322,9 +322,20 @@ TEST(Moe, Fp4RepackAndFragmentDecodeRoundTrip) {
   EXPECT_EQ(checked, K);
   for (uint32_t c = 0; c < 16; ++c)
     EXPECT_EQ(moe::num::e2m1_value(c), fmt::e2m1_to_float(static_cast<uint8_t>(c))) << c;
-  // Every UE4M3 code decodes like the reference.
-  for (uint32_t b = 0; b < 127; ++b)
-    EXPECT_EQ(moe::layout::ue4m3_via_bits(b), fmt::ue4m3_to_float(static_cast<uint8_t>(b))) << b;
+  // Prepared NVFP4 scales (E5M3): every finite UE4M3 code round-trips, through the fp32 decode
+  // and through the decode stream's BF16 splat of s * 2^118 (both halves).
+  for (uint32_t b = 0; b < 127; ++b) {
+    const float want = fmt::ue4m3_to_float(static_cast<uint8_t>(b));
+    const uint32_t p = moe::layout::e5m3_from_ue4m3(b);
+    EXPECT_EQ(moe::layout::e5m3_value(p), want) << b;
+    if (b == 0) continue;
+    const uint32_t s2 = moe::layout::e5m3_bf16x2_2p118(p);
+    EXPECT_EQ(fmt::bf16_bits_to_float(static_cast<uint16_t>(s2 & 0xFFFF)),
+              want * std::ldexp(1.f, 118)) << b;
+    EXPECT_EQ(s2 >> 16, s2 & 0xFFFF) << b;
+    // The fp32 kernel decode: (p << 20) + (117 << 23).
+    EXPECT_EQ(fmt::f32_from_bits((p << 20) + (117u << 23)), want) << b;
+  }
   // Row map: gated groups of 16 gate rows then 16 up rows; w13 = [up; gate], w31 = [gate; up].
   EXPECT_EQ(moe::layout::prep_row_source(true, true, 40, 80, 0), 40);    // gate f0 in w13
   EXPECT_EQ(moe::layout::prep_row_source(true, true, 40, 80, 16), 0);    // up f0 in w13

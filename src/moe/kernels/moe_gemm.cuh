@@ -153,10 +153,10 @@ __device__ __forceinline__ uint32_t ldg4(const uint8_t* p) {
 __device__ __forceinline__ uint32_t u4_word(const uint4& v, int i) {
   return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
 }
-/// UE4M3 -> fp32 with 2 instructions: the code's bits placed in an fp32 give value * 2^-120
-/// (subnormal codes land on fp32 subnormals, kept without -ftz).
-__device__ __forceinline__ float ue4m3_fast(uint32_t b) {
-  return __uint_as_float((b & 0x7Fu) << 20) * 1.329227995784916e36f;  // 2^120
+/// Prepared NVFP4 scale (moe_layout.h e5m3_from_ue4m3) -> fp32 with one integer multiply-add.
+/// The zero scale decodes to 2^-10, harmless: the repack zeroed the codes of its block.
+__device__ __forceinline__ float e5m3_fast(uint32_t p) {
+  return __uint_as_float((p << 20) + (117u << 23));
 }
 __device__ __forceinline__ float e8m0_fast(uint32_t b) {
   return b == 0 ? 5.877471754111438e-39f : __uint_as_float((b & 0xFFu) << 23);
@@ -189,7 +189,7 @@ struct WeightFrag<detail::kWFp4, OpT> {
   }
   template <int J>
   __device__ __forceinline__ float scale(int scale_kind) const {
-    if (scale_kind == 0) return ue4m3_fast(((J < 4 ? s.x : s.y) >> (8 * (J % 4))) & 0xFFu);
+    if (scale_kind == 0) return e5m3_fast(((J < 4 ? s.x : s.y) >> (8 * (J % 4))) & 0xFFu);
     return e8m0_fast((s.x >> (8 * (J / 2))) & 0xFFu);
   }
 };
