@@ -202,9 +202,30 @@ __global__ void __launch_bounds__(128, 4) linear_decode_kernel(const LinearParam
     constexpr int kElem = kF8 ? 16 : 8;  // K values per 16-byte chunk
     const int per_row = static_cast<int>((c1 - c0) * kKS / kElem);
     const int total = rows * per_row;
-    constexpr int kBatch = 4;  // 4 x 16 B in flight per thread; more costs registers while
-                               // the first two weight slices are outstanding
-    for (int c0i = threadIdx.x; c0i < total; c0i += 128 * kBatch) {
+    // Plain 16-byte copies (BF16/FP16 activations, or e4m3 bytes for the FP8 formats, 16-byte
+    // aligned) go through cp.async: every copy of the chunk is in flight at once and costs no
+    // registers, so a 32 KB chunk takes about one L2 round trip. The wait also drains the weight
+    // ring's outstanding slices (at most one ahead), which the next MMAs need soon anyway.
+    const bool async_copy = p.x_vec16 && (kF8 || p.act_kind == kActRaw16);
+    if (async_copy) {
+      for (int c = threadIdx.x; c < total; c += 128) {
+        const int r = c / per_row, col = (c % per_row) * kElem;
+        const int64_t tok = tok0 + r, k = kbase + col;
+        uint8_t* dst = xs + r * sg.pitch_bytes + col * (kF8 ? 1 : 2);
+        if (k < p.K) {
+          const uint8_t* src = kF8 ? static_cast<const uint8_t*>(p.x) + tok * p.ldx_bytes + k
+                                   : reinterpret_cast<const uint8_t*>(
+                                         static_cast<const uint16_t*>(p.x) + tok * p.ldx + k);
+          dec_cp_async16(dst, src);
+        } else {
+          *reinterpret_cast<uint4*>(dst) = make_uint4(0, 0, 0, 0);
+        }
+      }
+      dec_cp_async_commit();
+      dec_cp_async_wait<0>();
+    }
+    constexpr int kBatch = 4;  // 4 x 16 B in flight per thread (dequantizing sources)
+    for (int c0i = async_copy ? total : threadIdx.x; c0i < total; c0i += 128 * kBatch) {
       uint4 v[kBatch];
 #pragma unroll
       for (int b = 0; b < kBatch; ++b) {
