@@ -479,14 +479,20 @@ void run(const Binding& b, Stream stream) {
     B12X_ASSERT(!(tiled_mx_fold || tiled_f8_fold) || p.xs_kind == lin::kXsNone,
                 "tiled MXFP4 / MXFP8 expect folded activation scales");
     // Split K over a cluster when the 128 x bn tiles alone leave SMs idle (M up to a few
-    // hundred): the largest power of two (<= 8) that keeps every CTA within one wave and at
-    // least 4 K stages of 64 per CTA.
+    // hundred): 2 when that keeps every CTA within one wave, every cluster co-resident (a
+    // cluster takes `split` SMs of one GPC) and at least 4 K stages of 64 per CTA. Measured on
+    // the H200 (round 6): splits of 4 and 8 were slower than 2 at M = 64 / 256 (e.g. NVFP4
+    // W4A16 4096x4096 M=256: 85 us at 4, 67 us at 2, 115 us at 1).
+    constexpr int kMaxTiledSplit = 2;
     const int bn = lin::tiled_block_n(im.wfmt, fp16);
     const int64_t tiles = ((geo.NP + bn - 1) / bn) * ((M + 127) / 128);
     const int64_t stages = geo.KP / 64;
     int split = 1;
     if (plan.tiled_cluster_ok) {
-      while (split < 8 && tiles * split * 2 <= plan.sm_count && stages >= 4 * split * 2) split *= 2;
+      while (split < kMaxTiledSplit && tiles * split * 2 <= plan.sm_count &&
+             stages >= 4 * split * 2 &&
+             tiles <= lin::tiled_max_active_clusters(c.device, im.wfmt, fp16, split * 2))
+        split *= 2;
       // Probe override (B12X_GEMM_TILED_SPLIT=1|2|4|8), clamped to the stages available.
       const int forced = lin::tiled_split_override();
       if (forced > 0) {

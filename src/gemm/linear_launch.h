@@ -27,8 +27,12 @@ bool tiled_kernel_available(WFmt f, bool fp16);
 int tiled_block_n(WFmt f, bool fp16);
 /// B12X_GEMM_TILED_SPLIT=<n> (probe): forced cluster split of the tiled kernel, 0 when unset.
 int tiled_split_override();
-/// Host-only setup (dynamic shared memory opt-in); call before capture (plan does).
+/// Host-only setup (dynamic shared memory opt-in, co-resident cluster counts); call before
+/// capture (plan does).
 void prepare_linear_tiled(WFmt f, bool fp16);
+/// Co-resident clusters of `split` CTAs of the tiled kernel on `device` (0 when prepare did not
+/// run for it there); a host table lookup, no CUDA call.
+int tiled_max_active_clusters(int device, WFmt f, bool fp16, int split);
 void launch_linear_tiled(WFmt f, bool fp16, const LinearParams& p, Stream stream);
 void launch_linear_reduce(const LinearParams& p, Stream stream);
 void launch_act_dequant(const ActParams& p, Stream stream);

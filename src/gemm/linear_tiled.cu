@@ -1,5 +1,8 @@
 // Tiled (large-M regime) kernel instantiations and launcher.
 #include <cstdlib>
+#include <map>
+#include <mutex>
+#include <tuple>
 
 #include "core/cuda_check.h"
 #include "gemm/kernels/linear_tiled.cuh"
@@ -13,7 +16,11 @@ using TiledFn = void (*)(const LinearParams);
 
 template <WFmt F, class T, bool kWide>
 TiledFn tiled_fn() {
-  return &linear_tiled_kernel<F, T, kWide>;
+  if constexpr (F == WFmt::kFp8Mx) {
+    return &linear_tiled_kernel_2cta<F, T, kWide>;
+  } else {
+    return &linear_tiled_kernel<F, T, kWide>;
+  }
 }
 
 struct TiledPick {
@@ -84,11 +91,58 @@ int tiled_block_n(WFmt f, bool fp16) {
   return k.bn;
 }
 
+namespace {
+
+/// Clusters of the tiled kernel that can be co-resident, per (device, kernel, split 2/4/8):
+/// a cluster needs `split` SMs of one GPC at one CTA per SM, so a grid of more clusters than
+/// this runs in several waves. Filled by prepare_linear_tiled (plan time), read by run.
+struct ClusterTable {
+  std::mutex mu;
+  std::map<std::tuple<int, const void*, int>, int> max_active;
+};
+ClusterTable& cluster_table() {
+  static ClusterTable* t = new ClusterTable();  // never destroyed (used at exit by other statics)
+  return *t;
+}
+
+}  // namespace
+
 void prepare_linear_tiled(WFmt f, bool fp16) {
   const TiledPick k = pick_tiled(f, fp16);
   B12X_ASSERT(k.fn != nullptr, "no tiled kernel for format ", static_cast<int>(f));
   B12X_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(k.fn),
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, k.smem));
+  int dev = 0;
+  B12X_CUDA_CHECK(cudaGetDevice(&dev));
+  int major = 0;
+  B12X_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  if (major < 9) return;  // no clusters: run() never splits
+  for (int split = 2; split <= 8; split *= 2) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(1, 1, static_cast<unsigned>(split));
+    cfg.blockDim = dim3(256);
+    cfg.dynamicSmemBytes = static_cast<size_t>(k.smem);
+    cudaLaunchAttribute attr;
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = 1;
+    attr.val.clusterDim.y = 1;
+    attr.val.clusterDim.z = static_cast<unsigned>(split);
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    int clusters = 0;
+    B12X_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, reinterpret_cast<const void*>(k.fn),
+                                                   &cfg));
+    std::lock_guard<std::mutex> lock(cluster_table().mu);
+    cluster_table().max_active[{dev, reinterpret_cast<const void*>(k.fn), split}] = clusters;
+  }
+}
+
+int tiled_max_active_clusters(int device, WFmt f, bool fp16, int split) {
+  const TiledPick k = pick_tiled(f, fp16);
+  std::lock_guard<std::mutex> lock(cluster_table().mu);
+  const auto it =
+      cluster_table().max_active.find({device, reinterpret_cast<const void*>(k.fn), split});
+  return it == cluster_table().max_active.end() ? 0 : it->second;
 }
 
 void launch_linear_tiled(WFmt f, bool fp16, const LinearParams& p, Stream stream) {

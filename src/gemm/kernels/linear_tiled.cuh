@@ -253,7 +253,7 @@ __device__ __forceinline__ void tiled_scale_store(const LinearParams& p, int i, 
 }
 
 template <WFmt F, class T, bool kWide>
-__global__ void __launch_bounds__(256) linear_tiled_kernel(const LinearParams p) {
+__device__ __forceinline__ void linear_tiled_body(const LinearParams& p) {
   using C = TiledCfg<F, T, kWide>;
   constexpr WTraits kTr = C::kTr;
   constexpr int kApv = 16 / kTr.lane_bytes;  // atoms per 16-byte lane vector
@@ -701,6 +701,19 @@ __global__ void __launch_bounds__(256) linear_tiled_kernel(const LinearParams p)
           }
         }
       }
+}
+
+/// One CTA per SM (the 128-accumulator warp tiles use up to 255 registers).
+template <WFmt F, class T, bool kWide>
+__global__ void __launch_bounds__(256) linear_tiled_kernel(const LinearParams p) {
+  linear_tiled_body<F, T, kWide>(p);
+}
+
+/// Two CTAs per SM (<= 128 registers, 2 x the shared memory of one CTA on SM90): MXFP8, whose
+/// 64 x 32 warp tiles fit, so that twice the warps hide the decode and ldmatrix latencies.
+template <WFmt F, class T, bool kWide>
+__global__ void __launch_bounds__(256, 2) linear_tiled_kernel_2cta(const LinearParams p) {
+  linear_tiled_body<F, T, kWide>(p);
 }
 
 }  // namespace b12x::gemm::lin
