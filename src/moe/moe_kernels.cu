@@ -181,7 +181,8 @@ __global__ void repack_values_kernel(int wfmt, RepackSrc s, WeightView d, uint8_
             uint32_t nib = (row[k / 2] >> (4 * (k & 1))) & 0xFu;
             // NVFP4: a zero block scale zeroes its codes (the prepared E5M3 scale byte 0 is
             // then never decoded against a non-zero code; see moe_layout.h).
-            if (d.scale_kind == 0 && sb[fmt::swizzled_scale_offset(sr, k / 16, d.K / 16)] == 0)
+            if (d.scale_kind == 0 &&
+                (sb[fmt::swizzled_scale_offset(sr, k / 16, d.K / 16)] & 0x7Fu) == 0)
               nib = 0;
             word |= nib << (4 * i);
           }
