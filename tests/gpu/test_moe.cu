@@ -72,6 +72,7 @@ struct Case {
   int64_t E = 8, H = 256, I = 128, M = 5, topk = 4;
   int regime = -1;
   bool weight_on_input = false;
+  bool edge_scales = false;  // NVFP4: also zero (0x00 / 0x80) and subnormal UE4M3 block scales
   float limit = NAN;
   std::string name() const {
     std::string s = std::string(moe::quant_mode_name(mode)) + "/" + moe::activation_name(act) +
@@ -80,6 +81,7 @@ struct Case {
                     "/r" + std::to_string(regime);
     if (src == SourceFormat::kGgml) s += std::string("/") + dtype_name(g1) + "," + dtype_name(g2);
     if (weight_on_input) s += "/win";
+    if (edge_scales) s += "/edge";
     if (!std::isnan(limit)) s += "/lim";
     return s;
   }
@@ -122,8 +124,11 @@ struct HostOperand {
       for (int64_t e = 0; e < E; ++e)
         for (int64_t r = 0; r < rows; ++r)
           for (int64_t k = 0; k < K / 16; ++k)
-            s[e * per + fmt::swizzled_scale_offset(r, k, K / 16)] =
-                static_cast<uint8_t>(randint(0x28, 0x40));  // 0.25 .. 2
+            s[e * per + fmt::swizzled_scale_offset(r, k, K / 16)] = static_cast<uint8_t>(
+                !c.edge_scales || randint(0, 3) != 0 ? randint(0x28, 0x40)  // 0.25 .. 2
+                : randint(0, 1) ? randint(0, 7)                               // 0, subnormals
+                                : 0x80);                                      // "-0": zero
+
       ts = TensorRef::contiguous(s.data(), DType::kUE4M3,
                                  {E, fmt::pad_to(rows, 128), fmt::pad_to(K / 16, 4)});
       gs.resize(E);
@@ -550,6 +555,27 @@ TEST(MoeGpu, LongKBothRegimesEveryFp4Variant) {
       SCOPED_TRACE(c.name());
       run_case(c);
     }
+}
+
+TEST(MoeGpu, Nvfp4ZeroAndSubnormalBlockScales) {
+  B12X_REQUIRE_GPU();
+  // Prepared NVFP4 scales are re-encoded (moe_layout.h E5M3) and zero-scale blocks get zero
+  // codes: every regime and operand path must still match the reference exactly as before.
+  for (int regime = 0; regime <= 1; ++regime)
+    for (QuantMode qm : {QuantMode::kNvfp4, QuantMode::kW4A16})
+      for (DType dt : {DType::kBF16, DType::kFP16}) {
+        if (qm == QuantMode::kNvfp4 && dt == DType::kFP16) continue;
+        Case c;
+        c.mode = qm;
+        c.src = SourceFormat::kModeloptNvfp4;
+        c.act = Activation::kSilu;
+        c.dtype = dt;
+        c.edge_scales = true;
+        c.regime = regime;
+        c.M = regime ? 6 : 40;
+        SCOPED_TRACE(c.name());
+        run_case(c);
+      }
 }
 
 TEST(MoeGpu, GraphReplayWithNewRoutesIsBitExact) {
