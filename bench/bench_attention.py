@@ -164,7 +164,7 @@ def bench_decode(rows, bw, B, L, hq, hkv, D, page, kv_name, tile=None, splits=No
     return row
 
 
-def bench_extend(rows, bw, B, new, prefix, hq, hkv, D, page, kv_name):
+def bench_extend(rows, bw, B, new, prefix, hq, hkv, D, page, kv_name, tile=None):
     kv_dtype = torch.float8_e4m3fn if kv_name == "fp8" else torch.bfloat16
     L = prefix + new
     cache, tables = make_paged(B, L, hkv, D, page, kv_dtype, 1)
@@ -179,7 +179,12 @@ def bench_extend(rows, bw, B, new, prefix, hq, hkv, D, page, kv_name):
                       num_q_heads=hq, num_kv_heads=hkv, head_dim_qk=D, head_dim_vo=D,
                       page_size=page, max_total_q=T, max_batch=B,
                       max_page_table_width=tables[0].shape[1])
-    pl = paged.plan(caps)
+    if tile:
+        os.environ["B12X_ATTN_EXTEND_TILE"] = tile
+    try:
+        pl = paged.plan(caps)
+    finally:
+        os.environ.pop("B12X_ATTN_EXTEND_TILE", None)
     scratch = torch.empty(pl.layout.nbytes, dtype=torch.uint8, device=DEV)
     bnd = pl.bind(scratch, q, k_cache, v_cache, out, tables[0], seq, cu, k_descale=kd,
                   v_descale=kd, return_lse=False)
@@ -188,8 +193,14 @@ def bench_extend(rows, bw, B, new, prefix, hq, hkv, D, page, kv_name):
     pairs = B * hq * (new * prefix + new * (new + 1) / 2)
     flops = 2.0 * pairs * 2 * D
     row = dict(op="extend", kv=kv_name, B=B, new=new, prefix=prefix, hq=hq, hkv=hkv, d=D,
-               page=page, us=us, tflops=flops / us / 1e6, kernel=pl.kernel)
+               page=page, us=us, tflops=flops / us / 1e6, kernel=pl.kernel,
+               tile=tile or "default")
     del bnd, cache
+    if tile:  # peer measured on the default-tile row
+        row["sdpa_us"] = row["sdpa_tflops"] = row["vs_sdpa"] = None
+        rows.append(row)
+        torch.cuda.empty_cache()
+        return row
     sdpa_us = None
     try:
         from torch.nn.attention.bias import causal_lower_right
@@ -293,7 +304,10 @@ def main():
     print(f"{'op':7}{'kv':5}{'B':>5}{'ctx':>7}{'hq/hkv/d':>12}{'page':>5}{'us':>10}{'GB/s':>8}"
           f"{'%bw':>6}{'TF/s':>7}{'sdpa_us':>10}{'x sdpa':>8}  kernel", flush=True)
     extend_cases = [(8, 2048, 0, 32, 8, 128, 64, "bf16"), (8, 2048, 8192, 32, 8, 128, 64, "bf16"),
-                    (8, 2048, 8192, 32, 8, 128, 64, "fp8")]
+                    (8, 2048, 8192, 32, 8, 128, 64, "fp8"),
+                    # B12X_ATTN_EXTEND_TILE=wide: 64-token stages as two 32-token sub-tiles
+                    (8, 2048, 0, 32, 8, 128, 64, "bf16", "wide"),
+                    (8, 2048, 8192, 32, 8, 128, 64, "bf16", "wide")]
     def run_decode(c):
         try:
             r = bench_decode(rows, bw, *c)

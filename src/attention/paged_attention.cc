@@ -76,6 +76,13 @@ int decode_kind(bool fp8) {
   return fp8 ? 4 : 5;
 }
 
+// Extend tile kind: 0 (32-token stages) or 7 ("wide": 64-token stages computed as two 32-token
+// sub-tiles, head dim 128 only; B12X_ATTN_EXTEND_TILE=wide, benchmarking). Unavailable -> 0.
+int extend_kind() {
+  const char* e = std::getenv("B12X_ATTN_EXTEND_TILE");
+  return e != nullptr && std::string(e) == "wide" ? 7 : 0;
+}
+
 int64_t align_up(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
 int ceil_div(int64_t a, int64_t b) { return static_cast<int>((a + b - 1) / b); }
 
@@ -168,7 +175,9 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   const bool decode_tile = caps.mode != Mode::kExtend && int64_t(q_len) * group <= 16;
   const bool fp8 = caps.kv_dtype == DType::kFP8E4M3;
   const KernelInfo* k = find_kernel(caps.head_dim_qk, caps.head_dim_vo,
-                                    decode_tile ? decode_kind(fp8) : 0, caps.q_dtype, fp8);
+                                    decode_tile ? decode_kind(fp8) : extend_kind(), caps.q_dtype, fp8);
+  if (k == nullptr && !decode_tile)
+    k = find_kernel(caps.head_dim_qk, caps.head_dim_vo, 0, caps.q_dtype, fp8);
   // A tile not compiled for the shape (wide3: head dims <= 128; direct kinds: FP8 128/256) falls
   // back to wide for 16-bit KV, then deep (FP8: deep, which beat wide there in round 5).
   if (k == nullptr && decode_tile && !fp8)
@@ -193,6 +202,7 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   plan.impl = k;
   plan.kernel = std::string(k->name) +
                 (k->kind == 0   ? "_extend"
+                 : k->kind == 7 ? "_extend_wide"
                  : k->kind == 1 ? "_decode_wide"
                  : k->kind == 2 ? "_decode_deep"
                  : k->kind == 3 ? "_decode_direct"

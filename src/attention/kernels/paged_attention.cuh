@@ -39,12 +39,15 @@ constexpr float kLog2e = 1.4426950408889634f;
 /// fragments both read from the raw stage: no conversion pass at all); 5 = decode "wide3" (the
 /// wide tile with Q's fragments held in registers, so its shared memory goes to a third stage);
 /// 6 = decode "wdirect2" (wdirect with 128-token tiles: 4 warps x 32 tokens, twice the bytes per
-/// pipeline step).
+/// pipeline step); 7 = extend "wide" (the extend tile with 64-token stages computed as two
+/// 32-token sub-tiles: one barrier and one ring step per 64 tokens, registers as for 32).
 template <int kDqk_, int kDv_, int kKind_, bool kFp8_>
 struct TileCfg {
   static constexpr int kDqk = kDqk_, kDv = kDv_, kKind = kKind_;
   static constexpr bool kFp8 = kFp8_;
-  static constexpr bool kDecode = kKind != 0;
+  static constexpr bool kDecode = kKind != 0 && kKind != 7;
+  // Sub-tiles per stage: the MMA/softmax body runs on kBN / kSub tokens at a time.
+  static constexpr int kSub = kKind == 7 ? 2 : 1;
   // kind 3: the deep decode tile with FP8 K fragments converted straight from the raw stage
   // (no K conversion pass); Q is stored in the matching permuted slot order.
   static constexpr bool kDirectK = kKind == 3 || kKind == 4 || kKind == 6;
@@ -68,10 +71,11 @@ struct TileCfg {
   static constexpr int kMB = (kDecode || kBigHead) ? 1 : 2;
   static constexpr int kBN =
       kKind == 6 ? 128
-      : (kKind == 4 || kKind == 5) ? 64
+      : (kKind == 4 || kKind == 5 || kKind == 7) ? 64
                                  : (kKind >= 2 ? 32 : (kBigHead ? 32 : (kMB == 2 && kDv > 64 ? 32 : 64)));
   static constexpr int kWN = kDecode ? (kBN > 64 ? 4 : kBN / 16) : 1;
   static constexpr int kThreads = kWM * kWN * 32;
+  static constexpr int kSubBN = kBN / kSub;
   static constexpr int kBM = 16 * kWM * kMB;
   static constexpr int kKvBytes = kFp8 ? 1 : 2;
   static constexpr int kQBytes = kQInRegs ? 0 : kBM * kDqk * 2;
@@ -83,7 +87,8 @@ struct TileCfg {
   static constexpr int kIdStageBytes = kBN * 4;
   static constexpr int kFitStages =
       (101376 - kQBytes - kConvBytes) / (kStageBytes + kIdStageBytes);
-  static constexpr int kMaxStages = kKind >= 2 ? 4 : (kKind == 0 && kMB == 2 ? 3 : 0);
+  static constexpr int kMaxStages =
+      kKind == 7 ? 3 : (kKind >= 2 ? 4 : (kKind == 0 && kMB == 2 ? 3 : 0));
   static constexpr int kStages = kMaxStages > 0 ? (kFitStages < kMaxStages ? kFitStages : kMaxStages)
                                                 : ((kKind == 1 && kFp8) ? 3 : 2);
   static constexpr int kRingBytes = kStages * kStageBytes;
@@ -99,10 +104,10 @@ struct TileCfg {
   static constexpr int kByRegs = 65536 / (kThreads * (kDv / 2 + 96));
   static constexpr int kMinBlocksRaw = kBySmem < kByRegs ? kBySmem : kByRegs;
   static constexpr int kMinBlocks =
-      kKind == 0 ? 1 : (kMinBlocksRaw > 4 ? 4 : (kMinBlocksRaw < 1 ? 1 : kMinBlocksRaw));
+      !kDecode ? 1 : (kMinBlocksRaw > 4 ? 4 : (kMinBlocksRaw < 1 ? 1 : kMinBlocksRaw));
   static_assert(kStages >= 2, "paged attention needs at least a double-buffered ring");
   static_assert(kSmemBytes <= 101376, "paged attention tile exceeds the SM12x 99 KB smem limit");
-  static_assert((kBN / kWN) % 16 == 0, "each warp needs whole 16-token MMA K steps");
+  static_assert((kSubBN / kWN) % 16 == 0, "each warp needs whole 16-token MMA K steps");
   static_assert(kWN == 1 || kMB == 1, "the cross-warp merge handles one row block per warp");
 };
 
@@ -304,7 +309,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   constexpr int kWM = Cfg::kWM, kWN = Cfg::kWN, kStages = Cfg::kStages;
   constexpr int kThreads = Cfg::kThreads;
   constexpr bool kFp8 = Cfg::kFp8;
-  constexpr int kNT = kBN / kWN;  // tokens per warp per tile
+  constexpr int kNT = Cfg::kSubBN / kWN;  // tokens per warp per (sub-)tile
   constexpr int kQRow = kDqk * 2, kKRow = kDqk * 2, kVRow = kDv * 2;  // bf16 tile row bytes
 
   extern __shared__ __align__(128) uint8_t smem[];
@@ -569,11 +574,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
       }
       cp_async_commit();
     }
-    const uint8_t* sK;
-    const uint8_t* sV;
+    const uint8_t* sK_t;  // this stage's K and V tiles as the body reads them
+    const uint8_t* sV_t;
     if constexpr (Cfg::kDirectV) {
-      sK = sRing + (it % kStages) * Cfg::kStageBytes;
-      sV = sK + kBN * kDqk;
+      sK_t = sRing + (it % kStages) * Cfg::kStageBytes;
+      sV_t = sK_t + kBN * kDqk;
     } else if constexpr (kFp8) {
       const uint8_t* rk = sRing + (it % kStages) * Cfg::kStageBytes;
       const uint8_t* rv = rk + kBN * kDqk;
@@ -623,12 +628,22 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
       } else {
         __syncthreads();
       }
-      sK = Cfg::kDirectK ? rk : ck;
-      sV = cv;
+      sK_t = Cfg::kDirectK ? rk : ck;
+      sV_t = cv;
     } else {
-      sK = sRing + (it % kStages) * Cfg::kStageBytes;
-      sV = sK + kBN * kDqk * 2;
+      sK_t = sRing + (it % kStages) * Cfg::kStageBytes;
+      sV_t = sK_t + kBN * kDqk * 2;
     }
+
+    constexpr int kKRowS = Cfg::kDirectK ? kDqk : kKRow;  // row bytes of the tiles read below
+    constexpr int kVRowS = Cfg::kDirectV ? kDv : kVRow;
+#pragma unroll 1
+    for (int sub = 0; sub < Cfg::kSub; ++sub) {
+    const int kv0 = kv_begin + it * kBN + sub * Cfg::kSubBN;
+    if (Cfg::kSub > 1 && kv0 >= kv_end) break;  // CTA-uniform: nothing left in this stage
+    // Sub-tiles start at multiples of 32 rows, so the row & 7 swizzles read the same.
+    const uint8_t* sK = sK_t + sub * Cfg::kSubBN * kKRowS;
+    const uint8_t* sV = sV_t + sub * Cfg::kSubBN * kVRowS;
 
     // ---- S = Q K^T for this warp's kMB x 16 rows x kNT tokens ----
     const int tok0 = wn * kNT;
@@ -689,8 +704,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     }
 
     // ---- mask: range end, causal diagonal, window start ----
-    const int kv0 = kv_begin + it * kBN;
-    const bool need_mask = (kv0 + kBN > kv_end) || (kv0 + kBN - 1 > tile_qi_min + off_diag) ||
+    constexpr int kSBN = Cfg::kSubBN;
+    const bool need_mask = (kv0 + kSBN > kv_end) || (kv0 + kSBN - 1 > tile_qi_min + off_diag) ||
                            (p.window_left >= 0 && kv0 < tile_qi_max + off_diag - p.window_left);
     if (need_mask) {
 #pragma unroll
@@ -803,6 +818,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
         }
       }
     }
+    }  // sub-tiles
   }
   cp_async_wait<0>();
 
