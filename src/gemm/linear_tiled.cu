@@ -14,12 +14,12 @@ namespace {
 
 using TiledFn = void (*)(const LinearParams);
 
-template <WFmt F, class T, bool kWide>
+template <WFmt F, class T, bool kAlt>
 TiledFn tiled_fn() {
-  if constexpr (F == WFmt::kFp8Mx) {
-    return &linear_tiled_kernel_2cta<F, T, kWide>;
+  if constexpr (TiledCfg<F, T, kAlt>::kTwoCta) {
+    return &linear_tiled_kernel_2cta<F, T, kAlt>;
   } else {
-    return &linear_tiled_kernel<F, T, kWide>;
+    return &linear_tiled_kernel<F, T, kAlt>;
   }
 }
 
@@ -29,46 +29,41 @@ struct TiledPick {
   int bn = 0;  // weight rows per CTA
 };
 
-template <WFmt F, class T, bool kWide = false>
+template <WFmt F, class T, bool kAlt = false>
 TiledPick tiled_pick() {
-  using C = TiledCfg<F, T, kWide>;
-  return {tiled_fn<F, T, kWide>(), C::kSmemBytes, C::kBN};
+  using C = TiledCfg<F, T, kAlt>;
+  return {tiled_fn<F, T, kAlt>(), C::kSmemBytes, C::kBN};
 }
 
-/// Probe override B12X_GEMM_TILED_WIDE=1: 64x64 warp tiles (bn = 256) also for the IQ2 and
-/// FP16-MXFP4 (group mode) kernels, whose registers then reach the 255 limit (ptxas spills a few
-/// words).
-/// Read once; plan (prepare) and run see the same value.
-bool tiled_wide() {
-  static const bool wide = [] {
-    const char* e = std::getenv("B12X_GEMM_TILED_WIDE");
+/// Probe override B12X_GEMM_TILED_ALT=1 (TiledCfg::kAlt): the group mode (IQ2, FP16 MXFP4) on
+/// 64x64 warp tiles, the FP4 fold mode (NVFP4, BF16 MXFP4) on 2 x 4 warps of 64x32 at two CTAs
+/// per SM. Read once; plan (prepare) and run see the same value.
+bool tiled_alt() {
+  static const bool alt = [] {
+    const char* e = std::getenv("B12X_GEMM_TILED_ALT");
     return e != nullptr && e[0] == '1';
   }();
-  return wide;
+  return alt;
 }
 
 TiledPick pick_tiled(WFmt f, bool fp16) {
-  const bool wide = tiled_wide();
+  const bool alt = tiled_alt();
 #define B12X_TILED(FMT) \
+  if (alt) return fp16 ? tiled_pick<FMT, Fp16Tag, true>() : tiled_pick<FMT, Bf16Tag, true>(); \
   return fp16 ? tiled_pick<FMT, Fp16Tag>() : tiled_pick<FMT, Bf16Tag>()
-#define B12X_TILED_W(FMT)                                                                \
-  if (wide) return fp16 ? tiled_pick<FMT, Fp16Tag, true>() : tiled_pick<FMT, Bf16Tag, true>(); \
-  B12X_TILED(FMT)
   switch (f) {
     case WFmt::kNvfp4: B12X_TILED(WFmt::kNvfp4);
-    case WFmt::kMxfp4:
-      // BF16 MXFP4 runs the fold mode; the FP16 (group mode) variant may widen.
-      if (fp16 && wide) return tiled_pick<WFmt::kMxfp4, Fp16Tag, true>();
-      B12X_TILED(WFmt::kMxfp4);
-    case WFmt::kQ8_0: B12X_TILED(WFmt::kQ8_0);  // 16 KB of packed B per wide stage: no room
-    case WFmt::kIq2Xxs: B12X_TILED_W(WFmt::kIq2Xxs);
-    case WFmt::kIq2Xs: B12X_TILED_W(WFmt::kIq2Xs);
+    case WFmt::kMxfp4: B12X_TILED(WFmt::kMxfp4);
+    case WFmt::kIq2Xxs: B12X_TILED(WFmt::kIq2Xxs);
+    case WFmt::kIq2Xs: B12X_TILED(WFmt::kIq2Xs);
+    // No variants: Q8_0's 16 KB of packed B per 64x64-tile stage leaves no room for 3 stages;
+    // MXFP8 already runs 64x32 at two CTAs per SM; FP8 promotion has no register room.
+    case WFmt::kQ8_0: return fp16 ? tiled_pick<WFmt::kQ8_0, Fp16Tag>() : tiled_pick<WFmt::kQ8_0, Bf16Tag>();
     case WFmt::kFp8: return fp16 ? TiledPick{} : tiled_pick<WFmt::kFp8, Bf16Tag>();
     case WFmt::kFp8Mx: return fp16 ? TiledPick{} : tiled_pick<WFmt::kFp8Mx, Bf16Tag>();
     case WFmt::kFp8Block: return fp16 ? TiledPick{} : tiled_pick<WFmt::kFp8Block, Bf16Tag>();
   }
 #undef B12X_TILED
-#undef B12X_TILED_W
   return {};
 }
 

@@ -43,7 +43,7 @@ enum class TiledMode : int { kFold, kGroup, kF8Promote };
 
 /// Per-(format, MMA dtype) shape of the CTA tile and of one pipeline stage:
 /// [A tile][packed B tile][scale area].
-template <WFmt F, class T, bool kWide = false>
+template <WFmt F, class T, bool kAlt = false>
 struct TiledCfg {
   static constexpr int kBM = 128, kBK = 64, kThreads = 256;
   static constexpr int kAPitch = kBK + 8;     // halves; 144-byte rows keep ldmatrix conflict-free
@@ -61,16 +61,21 @@ struct TiledCfg {
   static constexpr int kGroup = kTr.group;  // K group of the weight scale (0: none)
   /// 16-row weight tiles per warp: 4 (64x64 warp tiles) where the registers allow it; the fp32
   /// group temporaries of kGroup would spill with 128 accumulators.
-  /// kWide forces 64x64 for the group mode (probe variant: its registers reach 255 and spill a
-  /// little; FP8 promotion keeps a second warp-tile-sized accumulator, so never).
-  static constexpr int kWN = (kWide && kMode == TiledMode::kGroup) ? 4 : 2;
+  /// kAlt (probe variants, B12X_GEMM_TILED_ALT=1): the group mode on 64x64 warp tiles (its
+  /// registers reach 255 and spill a little), the fold mode on 2 x 4 warps of 64x32 at two CTAs
+  /// per SM (twice the warps to hide latencies, each fragment decoded by two warps). FP8
+  /// promotion keeps a second warp-tile-sized accumulator and has no variant.
+  static constexpr int kWN = (kAlt && kMode == TiledMode::kGroup) ? 4 : 2;
   static constexpr int kNT = 2 * kWN;                   // n8 tiles per warp
   /// Warp grid: FP4 fold runs 1 (tokens) x 8 (rows) warps of 128x32, so that every weight
   /// fragment is decoded by exactly one warp and reused by 8 m16 tiles (the FP4 decode is ~5
   /// instructions per fragment register, the dominant non-MMA work); the others (MXFP8 too:
   /// 16 KB of packed B per 256-row stage would leave room for 2 stages) run 2 x 4 warps of
   /// 64 x 16kWN.
-  static constexpr int kWarpsM = (kMode == TiledMode::kFold && F != WFmt::kFp8Mx) ? 1 : 2;
+  static constexpr int kWarpsM = (kMode == TiledMode::kFold && F != WFmt::kFp8Mx && !kAlt) ? 1 : 2;
+  /// Launch with __launch_bounds__(256, 2): the fold configs with 64x32 warp tiles fit 128
+  /// registers and 2 x their shared memory fits an SM90 SM.
+  static constexpr bool kTwoCta = kMode == TiledMode::kFold && kWarpsM == 2;
   static constexpr int kWarpsN = 8 / kWarpsM;
   static constexpr int kMT = kBM / 16 / kWarpsM;  // m16 tiles per warp
   static constexpr int kBN = kWarpsN * 16 * kWN;
@@ -170,10 +175,10 @@ __device__ __forceinline__ uint32_t e8m0_bf16_splat(uint32_t e) {
 
 /// Raw scale word of item i for the stage starting at absolute K k0 (see TiledCfg): fetched with
 /// plain loads into registers, converted by tiled_scale_store one iteration later.
-template <WFmt F, class T, bool kWide>
+template <WFmt F, class T, bool kAlt>
 __device__ __forceinline__ uint32_t tiled_scale_fetch(const LinearParams& p, int i, int64_t n0,
                                                       int64_t m0, int64_t k0) {
-  using C = TiledCfg<F, T, kWide>;
+  using C = TiledCfg<F, T, kAlt>;
   if (i < C::kWItems) {
     if constexpr (F == WFmt::kNvfp4) {
       const int64_t row = n0 + i;
@@ -226,10 +231,10 @@ __device__ __forceinline__ uint32_t tiled_scale_fetch(const LinearParams& p, int
 
 /// Convert and store item i into a stage's scale area (weights: [group][row], activations:
 /// [group][token] after the weight words).
-template <WFmt F, class T, bool kWide>
+template <WFmt F, class T, bool kAlt>
 __device__ __forceinline__ void tiled_scale_store(const LinearParams& p, int i, uint32_t raw,
                                                   uint32_t* area, const uint32_t* lut) {
-  using C = TiledCfg<F, T, kWide>;
+  using C = TiledCfg<F, T, kAlt>;
   if (i < C::kWItems) {
     if constexpr (F == WFmt::kNvfp4) {
 #pragma unroll
@@ -252,9 +257,9 @@ __device__ __forceinline__ void tiled_scale_store(const LinearParams& p, int i, 
   }
 }
 
-template <WFmt F, class T, bool kWide>
+template <WFmt F, class T, bool kAlt>
 __device__ __forceinline__ void linear_tiled_body(const LinearParams& p) {
-  using C = TiledCfg<F, T, kWide>;
+  using C = TiledCfg<F, T, kAlt>;
   constexpr WTraits kTr = C::kTr;
   constexpr int kApv = 16 / kTr.lane_bytes;  // atoms per 16-byte lane vector
   constexpr int kAtomBytes = C::kAtomBytes;
@@ -354,7 +359,7 @@ __device__ __forceinline__ void linear_tiled_body(const LinearParams& p) {
 #pragma unroll
     for (int j = 0; j < C::kItemsPerThread; ++j) {
       const int i = tid + j * C::kThreads;
-      sraw[j] = i < C::kItems ? tiled_scale_fetch<F, T, kWide>(p, i, n0, m0,
+      sraw[j] = i < C::kItems ? tiled_scale_fetch<F, T, kAlt>(p, i, n0, m0,
                                                                static_cast<int64_t>(kb) * C::kBK)
                               : 0u;
     }
@@ -363,7 +368,7 @@ __device__ __forceinline__ void linear_tiled_body(const LinearParams& p) {
 #pragma unroll
     for (int j = 0; j < C::kItemsPerThread; ++j) {
       const int i = tid + j * C::kThreads;
-      if (i < C::kItems) tiled_scale_store<F, T, kWide>(p, i, sraw[j], scale_area(s), lut);
+      if (i < C::kItems) tiled_scale_store<F, T, kAlt>(p, i, sraw[j], scale_area(s), lut);
     }
   };
 
@@ -704,16 +709,17 @@ __device__ __forceinline__ void linear_tiled_body(const LinearParams& p) {
 }
 
 /// One CTA per SM (the 128-accumulator warp tiles use up to 255 registers).
-template <WFmt F, class T, bool kWide>
+template <WFmt F, class T, bool kAlt>
 __global__ void __launch_bounds__(256) linear_tiled_kernel(const LinearParams p) {
-  linear_tiled_body<F, T, kWide>(p);
+  linear_tiled_body<F, T, kAlt>(p);
 }
 
-/// Two CTAs per SM (<= 128 registers, 2 x the shared memory of one CTA on SM90): MXFP8, whose
-/// 64 x 32 warp tiles fit, so that twice the warps hide the decode and ldmatrix latencies.
-template <WFmt F, class T, bool kWide>
+/// Two CTAs per SM (<= 128 registers, 2 x the shared memory of one CTA on SM90): the fold configs
+/// with 64 x 32 warp tiles (TiledCfg::kTwoCta), so that twice the warps hide the decode and
+/// ldmatrix latencies.
+template <WFmt F, class T, bool kAlt>
 __global__ void __launch_bounds__(256, 2) linear_tiled_kernel_2cta(const LinearParams p) {
-  linear_tiled_body<F, T, kWide>(p);
+  linear_tiled_body<F, T, kAlt>(p);
 }
 
 }  // namespace b12x::gemm::lin
