@@ -124,9 +124,13 @@ void prepare_linear_tiled(WFmt f, bool fp16) {
     attr.val.clusterDim.z = static_cast<unsigned>(split);
     cfg.attrs = &attr;
     cfg.numAttrs = 1;
+    // A device or driver that cannot answer (no cluster support) leaves 0: run() never splits.
     int clusters = 0;
-    B12X_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, reinterpret_cast<const void*>(k.fn),
-                                                   &cfg));
+    if (cudaOccupancyMaxActiveClusters(&clusters, reinterpret_cast<const void*>(k.fn), &cfg) !=
+        cudaSuccess) {
+      (void)cudaGetLastError();  // clear the non-sticky error of the query
+      clusters = 0;
+    }
     std::lock_guard<std::mutex> lock(cluster_table().mu);
     cluster_table().max_active[{dev, reinterpret_cast<const void*>(k.fn), split}] = clusters;
   }
