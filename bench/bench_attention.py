@@ -293,6 +293,9 @@ def main():
         decode_cases.append((B, 8192, 32, 8, 128, 64, "bf16", "wide"))
     decode_cases.append((8, 32768, 32, 8, 128, 64, "fp8", "wdirect2"))
     decode_cases.append((8, 32768, 32, 8, 128, 64, "bf16", "wide"))
+    # Split counts around the automatic choice (wide3: B=8 -> 4, B=32 -> 1).
+    for B, sp in ((8, 8), (8, 2), (32, 2)):
+        decode_cases.append((B, 8192, 32, 8, 128, 64, "bf16", None, sp))
     # Split counts for B=1 x 8k.
     for kv in ("bf16", "fp8"):
         for s in (16, 24, 48):
