@@ -70,7 +70,9 @@ void launch_gemms(const DecodeArgs& a, Stream stream, bool pdl) {
 
 }  // namespace
 
-int decode_fc1_smem_bytes() { return DecodeCfg::kFc1Smem; }
+int decode_fc1_smem_bytes() {
+  return DecodeCfg::kFc1Smem;
+}
 int decode_fc2_smem_bytes(int num_tokens) {
   return DecodeCfg::fc2_smem(num_tokens <= DecodeCfg::kFc2WideMaxTokens ? 8 : 4, num_tokens);
 }
@@ -87,8 +89,7 @@ void launch_decode_stream(const DecodeArgs& a, bool fp16_operands, Stream stream
     const dim3 gq(static_cast<unsigned>(a.routes),
                   static_cast<unsigned>((a.w1.K + 8 * DecodeCfg::kQuantThreads - 1) /
                                         (8 * DecodeCfg::kQuantThreads)));
-    launch_k(dev::moe_decode_quant_kernel, gq, dim3(DecodeCfg::kQuantThreads), 0, stream, pdl,
-             a);
+    launch_k(dev::moe_decode_quant_kernel, gq, dim3(DecodeCfg::kQuantThreads), 0, stream, pdl, a);
     B12X_CUDA_CHECK_LAUNCH();
   }
   // Same operand/scale-folding choice as the other FP4 kernels (moe_gemm_unit.cuh); the scale

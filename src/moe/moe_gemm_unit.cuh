@@ -16,8 +16,8 @@ void launch_pipe(const GemmArgs& a, dim3 grid, Stream stream, bool pdl) {
   auto* k = dev::moe_gemm_pipe_kernel<OpT, kFold>;
   static std::once_flag once;  // per instantiation; a host attribute, not a stream operation
   std::call_once(once, [&] {
-    B12X_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         dev::PipeCfg::kSmem));
+    B12X_CUDA_CHECK(
+        cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, dev::PipeCfg::kSmem));
   });
   launch_k(k, grid, dim3(dev::PipeCfg::kThreads), dev::PipeCfg::kSmem, stream, pdl, a);
 }
@@ -44,8 +44,7 @@ void launch_gemm_t(int cfg, const GemmArgs& a, int gx, int gy, Stream stream, bo
 /// FP16 operands fold UE4M3 scales but not E8M0 ones (outside the FP16 range), which take the
 /// fp32 partial-sum path; GGML scales (FP16 d) always multiply the fp32 partial sums.
 template <int WF>
-void launch_gemm_format(bool fp16, int cfg, const GemmArgs& a, int gx, int gy, Stream s,
-                        bool pdl) {
+void launch_gemm_format(bool fp16, int cfg, const GemmArgs& a, int gx, int gy, Stream s, bool pdl) {
   if constexpr (WF == kWFp4) {
     if (!fp16)
       launch_gemm_t<WF, __nv_bfloat16, true>(cfg, a, gx, gy, s, pdl);

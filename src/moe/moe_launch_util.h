@@ -14,8 +14,8 @@ namespace b12x::moe::detail {
 /// launched with it may start before its predecessor in the stream finishes; every MoE kernel
 /// calls griddepcontrol.wait before touching data its predecessor writes (or reads).
 template <typename... KArgs, typename... Args>
-void launch_k(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, Stream stream,
-              bool pdl, Args&&... args) {
+void launch_k(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, Stream stream, bool pdl,
+              Args&&... args) {
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = grid;
   cfg.blockDim = block;

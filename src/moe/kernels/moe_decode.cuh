@@ -95,8 +95,8 @@ __device__ __forceinline__ int decode_route(const DecodeArgs& a, RouteSmem& rs) 
   const int tid = threadIdx.x, lane = tid & 31;
   int key = 0x7FFFFFFF;
   if (tid < a.routes) {
-    const int64_t id = a.ids64 ? static_cast<const int64_t*>(a.ids)[tid]
-                               : static_cast<const int32_t*>(a.ids)[tid];
+    const int64_t id =
+        a.ids64 ? static_cast<const int64_t*>(a.ids)[tid] : static_cast<const int32_t*>(a.ids)[tid];
     if (id >= 0 && id < a.num_experts) key = (static_cast<int>(id) << 7) | tid;
   }
   const bool valid = key != 0x7FFFFFFF;
@@ -196,8 +196,11 @@ struct WarpStage {
 /// (exact: <= 6 significant bits, far from the BF16 limits). The accumulators carry 2^-8; the
 /// epilogues multiply alpha by kAccScale = 2^8 (exact). Saves the separate 2^126 multiplies and
 /// the fp32 scale conversion: ~11 instead of ~15 instructions per (row, 16-value step).
+// (clang-format misreads the && after a variable template's argument list)
+// clang-format off
 template <typename OpT, bool kFold, int kSK>
-inline constexpr bool kOneMulFold = std::is_same_v<OpT, __nv_bfloat16> && kFold && kSK == 0;
+inline constexpr bool kOneMulFold = kFold && kSK == 0 && std::is_same_v<OpT, __nv_bfloat16>;
+// clang-format on
 template <typename OpT, bool kFold, int kSK>
 inline constexpr float kAccScale = kOneMulFold<OpT, kFold, kSK> ? 256.f : 1.f;
 
@@ -213,48 +216,54 @@ __device__ __forceinline__ void stage_mma(const uint8_t* st, float (&acc)[kM][4]
     f[i].s = *reinterpret_cast<const uint2*>(st + WarpStage<kRows>::kScaleOff + r * 8);
   }
   const uint2* s_act = reinterpret_cast<const uint2*>(st + WarpStage<kRows>::kActOff);
-#define B12X_DEC_STEP(J)                                                                  \
-  {                                                                                       \
-    uint32_t a[kM][4];                                                                    \
-    float s[2 * kM];                                                                      \
-    _Pragma("unroll") for (int i = 0; i < 2 * kM; ++i) {                                  \
-      uint32_t lo, hi;                                                                    \
-      if constexpr (kOne) {                                                               \
-        const uint32_t w = u4_word(f[i].v, J / 2);                                        \
-        const uint32_t sb = __byte_perm(J < 4 ? f[i].s.x : f[i].s.y, 0u,                 \
-                                        0x4040u | ((J % 4) << 8) | (J % 4));              \
-        const uint32_t s2 = sb * 16u + 0x75807580u; /* e5m3_bf16x2_2p118 */              \
-        lo = OpTraits<OpT>::mul2(layout::fp4x2_bf16_bits<2 * (J % 2)>(w), s2);           \
-        hi = OpTraits<OpT>::mul2(layout::fp4x2_bf16_bits<2 * (J % 2) + 1>(w), s2);       \
-        s[i] = 0.f;                                                                       \
-      } else {                                                                            \
-      f[i].template decode<J>(lo, hi, nullptr, t);                                        \
-      s[i] = f[i].template scale<J>(kSK);                                                 \
-      if constexpr (kFold) {                                                              \
-        const uint32_t s2 = OpTraits<OpT>::splat(s[i]);                                   \
-        lo = OpTraits<OpT>::mul2(lo, s2);                                                 \
-        hi = OpTraits<OpT>::mul2(hi, s2);                                                 \
-      }                                                                                   \
-      }                                                                                   \
-      a[i >> 1][(i & 1)] = lo;                                                            \
-      a[i >> 1][2 + (i & 1)] = hi;                                                        \
-    }                                                                                     \
-    const uint2 b = s_act[(J * 8 + g) * 4 + t];                                          \
-    _Pragma("unroll") for (int m = 0; m < kM; ++m) {                                      \
-      if constexpr (kFold) {                                                              \
-        OpTraits<OpT>::mma_acc(acc[m], a[m], b.x, b.y);                                   \
-      } else {                                                                            \
-        float d[4];                                                                       \
-        OpTraits<OpT>::mma(d, a[m], b.x, b.y);                                            \
-        acc[m][0] = fmaf(d[0], s[2 * m], acc[m][0]);                                      \
-        acc[m][1] = fmaf(d[1], s[2 * m], acc[m][1]);                                      \
-        acc[m][2] = fmaf(d[2], s[2 * m + 1], acc[m][2]);                                  \
-        acc[m][3] = fmaf(d[3], s[2 * m + 1], acc[m][3]);                                  \
-      }                                                                                   \
-    }                                                                                     \
+#define B12X_DEC_STEP(J)                                                                      \
+  {                                                                                           \
+    uint32_t a[kM][4];                                                                        \
+    float s[2 * kM];                                                                          \
+    _Pragma("unroll") for (int i = 0; i < 2 * kM; ++i) {                                      \
+      uint32_t lo, hi;                                                                        \
+      if constexpr (kOne) {                                                                   \
+        const uint32_t w = u4_word(f[i].v, J / 2);                                            \
+        const uint32_t sb =                                                                   \
+            __byte_perm(J < 4 ? f[i].s.x : f[i].s.y, 0u, 0x4040u | ((J % 4) << 8) | (J % 4)); \
+        const uint32_t s2 = sb * 16u + 0x75807580u; /* e5m3_bf16x2_2p118 */                   \
+        lo = OpTraits<OpT>::mul2(layout::fp4x2_bf16_bits<2 * (J % 2)>(w), s2);                \
+        hi = OpTraits<OpT>::mul2(layout::fp4x2_bf16_bits<2 * (J % 2) + 1>(w), s2);            \
+        s[i] = 0.f;                                                                           \
+      } else {                                                                                \
+        f[i].template decode<J>(lo, hi, nullptr, t);                                          \
+        s[i] = f[i].template scale<J>(kSK);                                                   \
+        if constexpr (kFold) {                                                                \
+          const uint32_t s2 = OpTraits<OpT>::splat(s[i]);                                     \
+          lo = OpTraits<OpT>::mul2(lo, s2);                                                   \
+          hi = OpTraits<OpT>::mul2(hi, s2);                                                   \
+        }                                                                                     \
+      }                                                                                       \
+      a[i >> 1][(i & 1)] = lo;                                                                \
+      a[i >> 1][2 + (i & 1)] = hi;                                                            \
+    }                                                                                         \
+    const uint2 b = s_act[(J * 8 + g) * 4 + t];                                               \
+    _Pragma("unroll") for (int m = 0; m < kM; ++m) {                                          \
+      if constexpr (kFold) {                                                                  \
+        OpTraits<OpT>::mma_acc(acc[m], a[m], b.x, b.y);                                       \
+      } else {                                                                                \
+        float d[4];                                                                           \
+        OpTraits<OpT>::mma(d, a[m], b.x, b.y);                                                \
+        acc[m][0] = fmaf(d[0], s[2 * m], acc[m][0]);                                          \
+        acc[m][1] = fmaf(d[1], s[2 * m], acc[m][1]);                                          \
+        acc[m][2] = fmaf(d[2], s[2 * m + 1], acc[m][2]);                                      \
+        acc[m][3] = fmaf(d[3], s[2 * m + 1], acc[m][3]);                                      \
+      }                                                                                       \
+    }                                                                                         \
   }
-  B12X_DEC_STEP(0) B12X_DEC_STEP(1) B12X_DEC_STEP(2) B12X_DEC_STEP(3)
-  B12X_DEC_STEP(4) B12X_DEC_STEP(5) B12X_DEC_STEP(6) B12X_DEC_STEP(7)
+  B12X_DEC_STEP(0);
+  B12X_DEC_STEP(1);
+  B12X_DEC_STEP(2);
+  B12X_DEC_STEP(3);
+  B12X_DEC_STEP(4);
+  B12X_DEC_STEP(5);
+  B12X_DEC_STEP(6);
+  B12X_DEC_STEP(7);
 #undef B12X_DEC_STEP
 }
 
@@ -291,9 +300,8 @@ __global__ void __launch_bounds__(DecodeCfg::kQuantThreads)
   float v[8];
   float amax = 0.f;
   if (k < H) {
-    const uint4 w = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(a.x) +
-                                                    static_cast<int64_t>(route / a.topk) * a.x_ld +
-                                                    k);
+    const uint4 w = *reinterpret_cast<const uint4*>(
+        static_cast<const uint16_t*>(a.x) + static_cast<int64_t>(route / a.topk) * a.x_ld + k);
     const uint32_t ws[4] = {w.x, w.y, w.z, w.w};
 #pragma unroll
     for (int h = 0; h < 4; ++h) {
@@ -389,8 +397,9 @@ __global__ void __launch_bounds__(DecodeCfg::kFc1Threads, kFold ? 3 : 2)
     const int n = (lane >> 1) & 7;
     if (n < cnt) {
       const int route = s_sr[slot0 + n];
-      src = first ? static_cast<const uint16_t*>(a.x) + static_cast<int64_t>(route / a.topk) * a.x_ld
-                  : a.xq + static_cast<int64_t>(route) * W.K;
+      src = first
+                ? static_cast<const uint16_t*>(a.x) + static_cast<int64_t>(route / a.topk) * a.x_ld
+                : a.xq + static_cast<int64_t>(route) * W.K;
     }
   }
 #pragma unroll
@@ -406,8 +415,8 @@ __global__ void __launch_bounds__(DecodeCfg::kFc1Threads, kFold ? 3 : 2)
     __syncwarp();  // every lane is done reading the slot before it is refilled
     const int nx = i + kS;
     if (nx < n_my) {
-      St::issue_w(st, vrow, srow, W.values_row_stride, W.scales_row_stride, wk + kWK * nx,
-                  kSK, lane);
+      St::issue_w(st, vrow, srow, W.values_row_stride, W.scales_row_stride, wk + kWK * nx, kSK,
+                  lane);
       St::issue_a(st, src, W.K, wk + kWK * nx, lane, vrow);
     }
     cp_async_commit();
@@ -422,7 +431,8 @@ __global__ void __launch_bounds__(DecodeCfg::kFc1Threads, kFold ? 3 : 2)
 #pragma unroll
     for (int m = 0; m < 2; ++m)
 #pragma unroll
-      for (int i = 0; i < 4; ++i) red[(((wk - 1) * kWM + wm) * 8 + m * 4 + i) * 32 + lane] = acc[m][i];
+      for (int i = 0; i < 4; ++i)
+        red[(((wk - 1) * kWM + wm) * 8 + m * 4 + i) * 32 + lane] = acc[m][i];
   }
   __syncthreads();
   // ---- activation (fp32 -> intermediate dtype) into ys[token][feature] ---------------------
@@ -432,7 +442,8 @@ __global__ void __launch_bounds__(DecodeCfg::kFc1Threads, kFold ? 3 : 2)
 #pragma unroll
       for (int m = 0; m < 2; ++m)
 #pragma unroll
-        for (int i = 0; i < 4; ++i) acc[m][i] += red[(((w2 - 1) * kWM + wm) * 8 + m * 4 + i) * 32 + lane];
+        for (int i = 0; i < 4; ++i)
+          acc[m][i] += red[(((w2 - 1) * kWM + wm) * 8 + m * 4 + i) * 32 + lane];
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const int col = 2 * t + (i & 1);
@@ -483,7 +494,8 @@ __global__ void __launch_bounds__(DecodeCfg::kFc1Threads, kFold ? 3 : 2)
     const int f = F0 + fl;
     if (col < cnt && f < a.features)
       *reinterpret_cast<uint2*>(a.inter + static_cast<int64_t>(slot0 + col) * a.features + f) =
-          make_uint2(pack_op(v[0], v[1], a.inter_fp16 != 0), pack_op(v[2], v[3], a.inter_fp16 != 0));
+          make_uint2(pack_op(v[0], v[1], a.inter_fp16 != 0),
+                     pack_op(v[2], v[3], a.inter_fp16 != 0));
   }
 }
 
@@ -522,25 +534,35 @@ __global__ void __launch_bounds__(32 * kW) moe_decode_fc2_kernel(const DecodeArg
   for (int i = lane; i < M * C::kFc2Rows; i += 32) pacc[i] = 0.f;
 
   const int nk = W.K_pad / 128;
-  // This warp's tiles: split + P * (warp + kW * j) for j = 0, 1, ... (P = fc2_split CTAs share
-  // the row block, kW warps share the CTA).
-  const int P = a.fc2_split, first_tile = blockIdx.y + P * warp, tile_step = P * kW;
-  const int my_tiles = first_tile < ntiles ? (ntiles - first_tile + tile_step - 1) / tile_step : 0;
-  const int n_my = my_tiles * nk;
+  // Work of this warp. The CTA owns the tiles split, split + P, ... (P = fc2_split CTAs share
+  // the row block). With fewer tiles than warps (e.g. top-4 routing at M = 1) the warps also
+  // split K: kW = TW tile groups x KS K slices, so no warp idles while another streams a whole
+  // tile. Warp (tg, ks) takes the CTA's tiles tg, tg + TW, ... and their sub-chunks
+  // ks, ks + KS, ...; each warp adds into its own combine rows, summed in warp order at the end.
+  const int P = a.fc2_split;
+  const int split = static_cast<int>(blockIdx.y);
+  const int cta_tiles = split < ntiles ? (ntiles - split + P - 1) / P : 0;
+  int TW = kW;
+  while (TW > 1 && TW / 2 >= cta_tiles) TW /= 2;
+  const int KS = kW / TW, tg = warp % TW, ks = warp / TW;
+  const int my_tiles = tg < cta_tiles ? (cta_tiles - tg + TW - 1) / TW : 0;
+  const int n_k = ks < nk ? (nk - ks + KS - 1) / KS : 0;  // sub-chunks per tile
+  const int n_my = my_tiles * n_k;
   uint8_t* ring = smem + warp * kS * C::kFc2Stage;
-  auto chunk_tile = [&](int c) { return first_tile + tile_step * (c / nk); };
+  auto chunk_tile = [&](int c) { return split + P * (tg + TW * (c / n_k)); };
+  auto chunk_kk = [&](int c) { return ks + KS * (c % n_k); };
   auto issue_w = [&](uint8_t* st, int c) {
     const int e = s_tiles[chunk_tile(c)].x;
     St::issue_w(st, W.values + e * W.values_expert_stride + R0 * W.values_row_stride,
                 W.scales + e * W.scales_expert_stride + R0 * W.scales_row_stride,
-                W.values_row_stride, W.scales_row_stride, c % nk, kSK, lane);
+                W.values_row_stride, W.scales_row_stride, chunk_kk(c), kSK, lane);
   };
   auto issue_a = [&](uint8_t* st, int c) {
     const int4 tl = s_tiles[chunk_tile(c)];
     const int n = (lane >> 1) & 7;
     const uint16_t* src =
         n < tl.z ? a.inter + static_cast<int64_t>(tl.y + n) * a.features : nullptr;
-    St::issue_a(st, src, W.K, c % nk, lane, W.values);
+    St::issue_a(st, src, W.K, chunk_kk(c), lane, W.values);
   };
 #pragma unroll
   for (int s = 0; s < kS; ++s) {
@@ -559,8 +581,8 @@ __global__ void __launch_bounds__(32 * kW) moe_decode_fc2_kernel(const DecodeArg
   float acc[1][4] = {{0.f, 0.f, 0.f, 0.f}};
   float alpha = 0.f;
   for (int c = 0; c < n_my; ++c) {
-    const int kk = c % nk;
-    if (kk == 0)  // used at the tile's end
+    const int kc = c % n_k;  // this warp's sub-chunk index within the tile
+    if (kc == 0)             // used at the tile's end
       alpha = a.alpha2[s_tiles[chunk_tile(c)].x] * kAccScale<OpT, kFold, kSK>;
     cp_async_wait<kS - 1>();
     __syncwarp();
@@ -573,9 +595,9 @@ __global__ void __launch_bounds__(32 * kW) moe_decode_fc2_kernel(const DecodeArg
       issue_a(st, nx);
     }
     cp_async_commit();
-    if (kk == nk - 1) {
-      // Tile done: out[token, row] += w_route * (alpha * acc). Columns one at a time in slot
-      // order, so duplicate (token, expert) routes never race and the order is fixed.
+    if (kc == n_k - 1) {
+      // Tile (slice) done: out[token, row] += w_route * (alpha * acc). Columns one at a time in
+      // slot order, so duplicate (token, expert) routes never race and the order is fixed.
       const int4 tl = s_tiles[chunk_tile(c)];
       for (int col = 0; col < tl.z; ++col) {
         if (t == (col >> 1)) {
