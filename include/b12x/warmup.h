@@ -79,8 +79,8 @@ struct WarmupLayers {
 
 /// One (layer, token count) of a warm-up.
 struct WarmupEntry {
-  std::string layer;      ///< the layer's name (or "<kind>[index]")
-  std::string op;         ///< "linear", "moe", "attention", "embedding", "quantize"
+  std::string layer;  ///< the layer's name (or "<kind>[index]")
+  std::string op;     ///< "linear", "moe", "attention", "embedding", "quantize"
   int64_t tokens = 0;
   std::string signature;  ///< the kernel signature its plan resolved
   bool launched = false;  ///< this entry ran the signature's one launch
@@ -89,8 +89,8 @@ struct WarmupEntry {
 
 struct WarmupReport {
   std::vector<WarmupEntry> entries;  ///< one per (layer, token count), plus quantizer launches
-  int64_t planned = 0;       ///< plans made
-  int64_t unique = 0;        ///< distinct (device, signature) pairs among them
+  int64_t planned = 0;               ///< plans made
+  int64_t unique = 0;                ///< distinct (device, signature) pairs among them
   int64_t launched = 0;      ///< launches run (unique minus those warmed by an earlier call)
   int64_t already_warm = 0;  ///< unique signatures launched by an earlier warmup() call
   double seconds = 0;        ///< wall time of the whole call

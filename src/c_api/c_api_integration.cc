@@ -39,7 +39,8 @@ void copy_string(const std::string& s, char* buf, size_t len, size_t* needed) {
 /// not a silently ignored option).
 class Fields {
  public:
-  Fields(const json::Value& v, size_t index) : v_(v), where_("layers[" + std::to_string(index) + "]") {
+  Fields(const json::Value& v, size_t index)
+      : v_(v), where_("layers[" + std::to_string(index) + "]") {
     B12X_CHECK_ARG(v.is_object(), kOp, ": ", where_, " is not a JSON object");
   }
   const json::Value* get(const char* key) {
@@ -232,8 +233,7 @@ b12x_status b12x_checkpoint_moe_destroy(b12x_checkpoint_moe m) {
   return capi::guard([&] { delete m; });
 }
 
-b12x_status b12x_checkpoint_moe_json(b12x_checkpoint_moe m, char* buf, size_t len,
-                                     size_t* needed) {
+b12x_status b12x_checkpoint_moe_json(b12x_checkpoint_moe m, char* buf, size_t len, size_t* needed) {
   return capi::guard([&] {
     B12X_CHECK_ARG(m != nullptr && m->src, "b12x_checkpoint_moe_json: handle is NULL");
     const checkpoint::MoeExpertsSource& s = *m->src;
@@ -259,8 +259,7 @@ b12x_status b12x_checkpoint_moe_json(b12x_checkpoint_moe m, char* buf, size_t le
   });
 }
 
-b12x_status b12x_checkpoint_moe_tensor(b12x_checkpoint_moe m, const char* which,
-                                       b12x_tensor* out) {
+b12x_status b12x_checkpoint_moe_tensor(b12x_checkpoint_moe m, const char* which, b12x_tensor* out) {
   return capi::guard([&] {
     const char* op = "b12x_checkpoint_moe_tensor";
     B12X_CHECK_ARG(m != nullptr && m->src && which != nullptr && out != nullptr, op,

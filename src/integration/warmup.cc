@@ -145,7 +145,7 @@ std::shared_ptr<gemm::PackedWeight> dummy_weight(const gemm::Caps& c, Stream str
       break;
     case F::kNvfp4:
     case F::kNvfp4W4A16:
-      v.assign(static_cast<size_t>(N * K / 2), 0x22);  // e2m1 1.0 in both nibbles
+      v.assign(static_cast<size_t>(N * K / 2), 0x22);     // e2m1 1.0 in both nibbles
       s.assign(static_cast<size_t>(N * (K / 16)), 0x38);  // ue4m3 1.0
       src.weight = TensorRef::contiguous(v.data(), DType::kUInt8, {N, K / 2});
       src.weight_scale = TensorRef::contiguous(s.data(), DType::kUE4M3, {N, K / 16});
@@ -162,7 +162,7 @@ std::shared_ptr<gemm::PackedWeight> dummy_weight(const gemm::Caps& c, Stream str
     case F::kIq2Xxs:
     case F::kIq2Xs:
     case F::kQ8_0: {
-      const DType dt = c.format == F::kQ8_0   ? DType::kQ8_0
+      const DType dt = c.format == F::kQ8_0    ? DType::kQ8_0
                        : c.format == F::kIq2Xs ? DType::kIQ2_XS
                                                : DType::kIQ2_XXS;
       v.assign(static_cast<size_t>(dtype_bytes_for(dt, N * K)), 0);  // d = 0: all zeros
@@ -208,11 +208,11 @@ std::string name_or(const std::string& name, const char* kind, size_t i) {
 void warm_quantizer(Run& r, const WarmupLinear& L, const std::string& layer, int64_t M) {
   using F = gemm::LinearFormat;
   const gemm::Caps& c = L.caps;
-  const char* kind = c.format == F::kNvfp4                                  ? "nvfp4"
-                     : c.format == F::kMxfp4                                ? "mxfp4"
-                     : c.format == F::kFp8Tensor                            ? "fp8_tensor"
+  const char* kind = c.format == F::kNvfp4                                        ? "nvfp4"
+                     : c.format == F::kMxfp4                                      ? "mxfp4"
+                     : c.format == F::kFp8Tensor                                  ? "fp8_tensor"
                      : c.format == F::kFp8Block && c.act_dtype == DType::kFP8E4M3 ? "fp8_group128"
-                                                                            : nullptr;
+                                                                                  : nullptr;
   if (kind == nullptr) return;
   B12X_CHECK_ARG(L.quantize_from == DType::kBF16 || L.quantize_from == DType::kFP16, kOp,
                  ": layer '", layer, "' quantize_from=", dtype_name(L.quantize_from),
@@ -280,8 +280,8 @@ void warm_linear(Run& r, const WarmupLinear& L, size_t index) {
       if (c.format == F::kNvfp4) oal = a.add(4);
       const int64_t oo = a.add(M * N * 2), osc = a.add(p.scratch_bytes);
       a.allocate(r.stream);
-      TensorRef x = packed_x ? a.tensor(ox, DType::kUInt8, {M, K / 2})
-                             : a.tensor(ox, c.act_dtype, {M, K});
+      TensorRef x =
+          packed_x ? a.tensor(ox, DType::kUInt8, {M, K / 2}) : a.tensor(ox, c.act_dtype, {M, K});
       TensorRef xs;
       if (oxs >= 0)
         xs = w4a4 ? a.tensor(oxs, DType::kUInt8,
@@ -378,10 +378,10 @@ void warm_moe(Run& r, const WarmupMoe& L, size_t index) {
       const int64_t oo = a.add(M * H * 2), os = a.add(p.scratch_bytes);
       a.allocate(r.stream);
       a.upload(oi, ids.data(), M * K * 4, r.stream);
-      const moe::Binding b = moe::bind(
-          p, a.tensor(os, DType::kUInt8, {std::max<int64_t>(p.scratch_bytes, 1)}),
-          a.tensor(oa, io, {M, H}), *experts, a.tensor(ow, DType::kFP32, {M, K}),
-          a.tensor(oi, DType::kInt32, {M, K}), a.tensor(oo, io, {M, H}));
+      const moe::Binding b =
+          moe::bind(p, a.tensor(os, DType::kUInt8, {std::max<int64_t>(p.scratch_bytes, 1)}),
+                    a.tensor(oa, io, {M, H}), *experts, a.tensor(ow, DType::kFP32, {M, K}),
+                    a.tensor(oi, DType::kInt32, {M, K}), a.tensor(oo, io, {M, H}));
       r.launched(e, c.device, timed_launch(r.stream, [&] { moe::run(b, r.stream); }));
     }
     r.report.entries.push_back(e);
@@ -398,8 +398,10 @@ void warm_attention(Run& r, const WarmupAttention& L, size_t index) {
   for (int64_t t : r.tokens) {
     attention::PagedCaps c = base;
     int q_len = 1;
-    B12X_CHECK_ARG(t <= (int64_t{1} << 24), kOp, ": token count ", t, " is too large for "
-                   "attention layer '", layer, "' (supported: <= 2^24)");
+    B12X_CHECK_ARG(t <= (int64_t{1} << 24), kOp, ": token count ", t,
+                   " is too large for "
+                   "attention layer '",
+                   layer, "' (supported: <= 2^24)");
     if (c.mode == Mode::kDecode) {
       c.max_batch = c.max_total_q = static_cast<int>(t);
     } else if (c.mode == Mode::kVerify) {
@@ -415,7 +417,8 @@ void warm_attention(Run& r, const WarmupAttention& L, size_t index) {
     const int64_t kv_len = std::min<int64_t>(max_ctx, std::max<int64_t>(2048, q_len));
     B12X_CHECK_ARG(kv_len >= q_len, kOp, ": attention layer '", layer, "' with ", q_len,
                    " query tokens per request does not fit its context capacity "
-                   "max_page_table_width*page_size=", max_ctx);
+                   "max_page_table_width*page_size=",
+                   max_ctx);
     DeviceScope ds(c.device);
     const attention::PagedPlan p = attention::plan_paged(c, r.stream);
     WarmupEntry e;
@@ -490,11 +493,11 @@ void warm_embedding(Run& r, const WarmupEmbedding& L, size_t index) {
       const EmbeddingPlan p = plan_embedding(lc);
       const int64_t ib = c.id_dtype == DType::kInt64 ? 8 : 4;
       Arena a(c.device);
-      const int64_t ow = a.add(dtype_bytes_for(DType::kQ8_0, lc.vocab * c.dim)),
-                    oi = a.add(t * ib), oo = a.add(t * c.dim * 2), os = a.add(p.scratch_bytes);
+      const int64_t ow = a.add(dtype_bytes_for(DType::kQ8_0, lc.vocab * c.dim)), oi = a.add(t * ib),
+                    oo = a.add(t * c.dim * 2), os = a.add(p.scratch_bytes);
       a.allocate(r.stream);
-      const TensorRef w = L.weight.data != nullptr ? L.weight
-                                                   : a.tensor(ow, DType::kQ8_0, {1, c.dim});
+      const TensorRef w =
+          L.weight.data != nullptr ? L.weight : a.tensor(ow, DType::kQ8_0, {1, c.dim});
       const EmbeddingBinding b =
           bind_embedding(p, a.tensor(os, DType::kUInt8, {p.scratch_bytes}), w,
                          a.tensor(oi, c.id_dtype, {t}), a.tensor(oo, c.out_dtype, {t, c.dim}));
@@ -550,7 +553,8 @@ WarmupReport warmup(const WarmupLayers& layers, const std::vector<int64_t>& toke
                    " (supported: 1 .. 2^24)");
     if (std::find(tokens.begin(), tokens.end(), t) == tokens.end()) tokens.push_back(t);
   }
-  B12X_CHECK_ARG(!tokens.empty(), kOp, ": token_counts is empty (give the batch sizes the "
+  B12X_CHECK_ARG(!tokens.empty(), kOp,
+                 ": token_counts is empty (give the batch sizes the "
                  "server will run, e.g. its CUDA-graph sizes and its prefill chunk)");
   refuse_during_capture(stream, kOp);
   WarmupReport report;

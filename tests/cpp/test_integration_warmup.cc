@@ -48,8 +48,7 @@ std::string capi_error(const char* layers, std::vector<int64_t> counts = {1}) {
 TEST(IntegrationWarmup, CApiParsesAndRejectsLayerDescriptions) {
   EXPECT_NE(capi_error("{}").find("must be a JSON array"), std::string::npos);
   EXPECT_NE(capi_error("[1]").find("layers[0] is not a JSON object"), std::string::npos);
-  EXPECT_NE(capi_error(R"([{"kind": "conv"}])").find("layers[0].kind='conv'"),
-            std::string::npos);
+  EXPECT_NE(capi_error(R"([{"kind": "conv"}])").find("layers[0].kind='conv'"), std::string::npos);
   EXPECT_NE(capi_error(R"([{"format": "q8_0"}])").find("layers[0].kind is required"),
             std::string::npos);
   EXPECT_NE(capi_error(R"([{"kind": "linear", "format": "q8_0", "in_features": 256,

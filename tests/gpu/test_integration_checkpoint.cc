@@ -53,8 +53,7 @@ struct Model {
 /// A tiny decoder: one dense projection, a 4-expert MoE layer with its router, an lm_head.
 Model make_model(const std::string& tag) {
   Model m;
-  m.dir = (fs::temp_directory_path() /
-           ("b12x_gpu_rt_" + tag + "_" + std::to_string(::getpid())))
+  m.dir = (fs::temp_directory_path() / ("b12x_gpu_rt_" + tag + "_" + std::to_string(::getpid())))
               .string();
   fs::remove_all(m.dir);
   fs::create_directories(m.dir);
@@ -151,13 +150,17 @@ struct Case {
   std::vector<std::string> layers;  // --layers; empty: every linear layer but lm_head/router
   QuantAlgo expect_algo;
   const char* dense_path;
-  const char* moe_mode;    // "" when the case does not quantize the experts for the MoE
-  double loose_dense;      // rel_l2 bound vs the BF16 weights (weights + activation quantization)
+  const char* moe_mode;  // "" when the case does not quantize the experts for the MoE
+  double loose_dense;    // rel_l2 bound vs the BF16 weights (weights + activation quantization)
   double loose_moe;
 };
 
-std::string case_name(const ::testing::TestParamInfo<Case>& i) { return i.param.tag; }
-void PrintTo(const Case& c, std::ostream* os) { *os << c.tag; }
+std::string case_name(const ::testing::TestParamInfo<Case>& i) {
+  return i.param.tag;
+}
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.tag;
+}
 
 class IntegrationGpuCheckpoint : public ::testing::TestWithParam<Case> {};
 
@@ -216,14 +219,14 @@ TEST_P(IntegrationGpuCheckpoint, QuantizeInspectLoadRun) {
     // output scale, the checkpoint reconstruction includes it.
     const std::vector<float> deq = dequantize_linear(lw);
     const std::vector<double> ref_deq = reference::linear_dequantize_weight(host_src);
-    const double factor =
-        fmt == gemm::LinearFormat::kNvfp4 || fmt == gemm::LinearFormat::kFp8Tensor
-            ? lw.weight_scale_2
-            : 1.0;
+    const double factor = fmt == gemm::LinearFormat::kNvfp4 || fmt == gemm::LinearFormat::kFp8Tensor
+                              ? lw.weight_scale_2
+                              : 1.0;
     ASSERT_EQ(deq.size(), ref_deq.size());
     int64_t diff = 0;
     for (size_t i = 0; i < deq.size(); ++i)
-      diff += std::fabs(deq[i] - ref_deq[i] * factor) > 1e-6 * std::fabs(ref_deq[i] * factor) + 1e-30;
+      diff +=
+          std::fabs(deq[i] - ref_deq[i] * factor) > 1e-6 * std::fabs(ref_deq[i] * factor) + 1e-30;
     EXPECT_EQ(diff, 0) << "dequantize_linear differs from reference::linear_dequantize_weight";
   }
   for (int64_t M : {3, 40}) {  // weight-streaming decode and tiled regimes
@@ -238,7 +241,8 @@ TEST_P(IntegrationGpuCheckpoint, QuantizeInspectLoadRun) {
     TensorRef xr = TensorRef::contiguous(x.ptr, DType::kBF16, {M, K}, 0);
     TensorRef xs_dev, alpha_dev;
     std::vector<uint8_t> xq_host, xs_host;
-    TensorRef xq_ref = TensorRef::contiguous(const_cast<uint16_t*>(xb.data()), DType::kBF16, {M, K});
+    TensorRef xq_ref =
+        TensorRef::contiguous(const_cast<uint16_t*>(xb.data()), DType::kBF16, {M, K});
     TensorRef xs_ref;
     double alpha = 1.0;
     DeviceBuffer<uint8_t> xq(M * K), xs(std::max<int64_t>(swizzled_scale_bytes(M, K / 16), 1));
@@ -290,7 +294,8 @@ TEST_P(IntegrationGpuCheckpoint, QuantizeInspectLoadRun) {
     const double loose = rel_l2_vs_bf16(got, xv, m.w.at(std::string(kDense) + ".weight"), M, N, K);
     EXPECT_LT(loose, c.loose_dense) << "dense vs the BF16 weights";
     EXPECT_GT(loose, 0.0);  // lossy formats never reproduce BF16 exactly
-    RecordProperty(std::string("dense_rel_l2_vs_bf16_M") + std::to_string(M), std::to_string(loose));
+    RecordProperty(std::string("dense_rel_l2_vs_bf16_M") + std::to_string(M),
+                   std::to_string(loose));
   }
 
   // ---- MoE experts -> PreparedExperts -> fused MoE on the device ----
@@ -434,23 +439,70 @@ TEST_P(IntegrationGpuCheckpoint, QuantizeInspectLoadRun) {
 // path quantizes activations, with margin; MoE compounds two GEMMs and the activation.
 // The instantiation prefix starts with the area name so tools/gpu-check.sh's "IntegrationGpu*"
 // filter selects it.
-INSTANTIATE_TEST_SUITE_P(
-    IntegrationGpu, IntegrationGpuCheckpoint,
-    ::testing::Values(
-        Case{"nvfp4", QuantAlgo::kNVFP4, 8.f, {}, QuantAlgo::kNVFP4, "gemm.nvfp4_w4a4", "nvfp4",
-             0.30, 0.50},
-        Case{"nvfp4_w4a16", QuantAlgo::kNVFP4, 0.f, {}, QuantAlgo::kW4A16NVFP4,
-             "gemm.nvfp4_w4a16", "w4a16", 0.15, 0.35},
-        Case{"mxfp4", QuantAlgo::kMXFP4, 0.f, {}, QuantAlgo::kMXFP4, "gemm.mxfp4_w4a4", "w4a8_mx",
-             0.40, 0.50},
-        Case{"mxfp8", QuantAlgo::kMXFP8, 0.f, {"o_proj$"}, QuantAlgo::kMXFP8, "gemm.mxfp8", "",
-             0.08, 0},
-        Case{"fp8", QuantAlgo::kFP8, 4.f, {"o_proj$"}, QuantAlgo::kFP8, "gemm.fp8_tensor", "",
-             0.08, 0},
-        Case{"q8_0", QuantAlgo::kQ8_0, 0.f, {"o_proj$", "experts\\.", "lm_head"},
-             QuantAlgo::kQ8_0, "gemm.q8_0", "ggml_a16", 0.02, 0.05},
-        Case{"iq2_xs", QuantAlgo::kIQ2_XS, 0.f, {"o_proj$"}, QuantAlgo::kIQ2_XS, "gemm.iq2_xs",
-             "", 0.60, 0}),
-    case_name);
+INSTANTIATE_TEST_SUITE_P(IntegrationGpu, IntegrationGpuCheckpoint,
+                         ::testing::Values(Case{"nvfp4",
+                                                QuantAlgo::kNVFP4,
+                                                8.f,
+                                                {},
+                                                QuantAlgo::kNVFP4,
+                                                "gemm.nvfp4_w4a4",
+                                                "nvfp4",
+                                                0.30,
+                                                0.50},
+                                           Case{"nvfp4_w4a16",
+                                                QuantAlgo::kNVFP4,
+                                                0.f,
+                                                {},
+                                                QuantAlgo::kW4A16NVFP4,
+                                                "gemm.nvfp4_w4a16",
+                                                "w4a16",
+                                                0.15,
+                                                0.35},
+                                           Case{"mxfp4",
+                                                QuantAlgo::kMXFP4,
+                                                0.f,
+                                                {},
+                                                QuantAlgo::kMXFP4,
+                                                "gemm.mxfp4_w4a4",
+                                                "w4a8_mx",
+                                                0.40,
+                                                0.50},
+                                           Case{"mxfp8",
+                                                QuantAlgo::kMXFP8,
+                                                0.f,
+                                                {"o_proj$"},
+                                                QuantAlgo::kMXFP8,
+                                                "gemm.mxfp8",
+                                                "",
+                                                0.08,
+                                                0},
+                                           Case{"fp8",
+                                                QuantAlgo::kFP8,
+                                                4.f,
+                                                {"o_proj$"},
+                                                QuantAlgo::kFP8,
+                                                "gemm.fp8_tensor",
+                                                "",
+                                                0.08,
+                                                0},
+                                           Case{"q8_0",
+                                                QuantAlgo::kQ8_0,
+                                                0.f,
+                                                {"o_proj$", "experts\\.", "lm_head"},
+                                                QuantAlgo::kQ8_0,
+                                                "gemm.q8_0",
+                                                "ggml_a16",
+                                                0.02,
+                                                0.05},
+                                           Case{"iq2_xs",
+                                                QuantAlgo::kIQ2_XS,
+                                                0.f,
+                                                {"o_proj$"},
+                                                QuantAlgo::kIQ2_XS,
+                                                "gemm.iq2_xs",
+                                                "",
+                                                0.60,
+                                                0}),
+                         case_name);
 
 }  // namespace

@@ -166,8 +166,7 @@ TEST_F(IntegrationGpuWarmup, FreezeRefusesUnseenSignaturesAndNamesTheShape) {
   // what this warm-up plans counts as resolved.
   clear_resolved_kernels();
   WarmupLayers L;
-  L.linear.push_back(linear_layer("mx", gemm::LinearFormat::kMxfp4W4A16, 256, 512,
-                                  DType::kFP16));
+  L.linear.push_back(linear_layer("mx", gemm::LinearFormat::kMxfp4W4A16, 256, 512, DType::kFP16));
   warmup(L, {1, 128});
   freeze_kernel_resolution("IntegrationGpu freeze test");
   EXPECT_TRUE(kernel_resolution_frozen());
@@ -191,8 +190,8 @@ TEST_F(IntegrationGpuWarmup, FreezeRefusesUnseenSignaturesAndNamesTheShape) {
     EXPECT_EQ(e.code(), Status::kFrozen);
     const std::string m = e.what();
     EXPECT_NE(m.find("gemm::plan"), std::string::npos) << m;
-    EXPECT_NE(m.find("N=768 K=512"), std::string::npos) << m;  // the shape
-    EXPECT_NE(m.find("gemm.mxfp4_w4a16 act=fp16"), std::string::npos) << m;  // the signature
+    EXPECT_NE(m.find("N=768 K=512"), std::string::npos) << m;                 // the shape
+    EXPECT_NE(m.find("gemm.mxfp4_w4a16 act=fp16"), std::string::npos) << m;   // the signature
     EXPECT_NE(m.find("IntegrationGpu freeze test"), std::string::npos) << m;  // the reason
   }
 
@@ -207,8 +206,7 @@ TEST_F(IntegrationGpuWarmup, FreezeRefusesUnseenSignaturesAndNamesTheShape) {
     FAIL() << "moe plan succeeded while frozen";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), Status::kFrozen);
-    EXPECT_NE(std::string(e.what()).find("E=8 H=256 I=128 max_tokens=3 topk=2"),
-              std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("E=8 H=256 I=128 max_tokens=3 topk=2"), std::string::npos)
         << e.what();
   }
   attention::PagedCaps ac = attention_layer("a", 64, attention::Mode::kExtend).caps;
