@@ -70,10 +70,11 @@ int decode_kind(bool fp8) {
   if (e != nullptr && std::string(e) == "wdirect") return 4;
   if (e != nullptr && std::string(e) == "wide3") return 5;
   if (e != nullptr && std::string(e) == "wdirect2") return 6;
-  // Defaults from the H200 (rounds 5-6, 32/8/128, 8k): BF16 wide3 streamed at 85-99% of the
-  // read bandwidth (B=8..128; wide 83-98%, deep 68-77%); for FP8 wdirect beat direct by 10-20%
-  // (B=8: 66.6 vs 79.0 us). Shapes without these kernels fall back (plan_paged).
-  return fp8 ? 4 : 5;
+  // Defaults from the H200 (rounds 5-7, 32/8/128, 8k): BF16 wide3 streamed at 84-99% of the
+  // read bandwidth (B=8..128; wide 83-98%, deep 68-77%); for FP8 wdirect2 beat wdirect by
+  // 15-19% (round 7, B=8/32/128: 57.5/194.2/699.2 vs 66.0/221.8/829.2 us) and wdirect beat
+  // direct by 10-20%. Shapes without these kernels fall back (plan_paged).
+  return fp8 ? 6 : 5;
 }
 
 // Extend tile kind: 0 (32-token stages) or 7 ("wide": 64-token stages computed as two 32-token
@@ -178,10 +179,11 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
                                     decode_tile ? decode_kind(fp8) : extend_kind(), caps.q_dtype, fp8);
   if (k == nullptr && !decode_tile)
     k = find_kernel(caps.head_dim_qk, caps.head_dim_vo, 0, caps.q_dtype, fp8);
-  // A tile not compiled for the shape (wide3: head dims <= 128; direct kinds: FP8 128/256) falls
-  // back to wide for 16-bit KV, then deep (FP8: deep, which beat wide there in round 5).
-  if (k == nullptr && decode_tile && !fp8)
-    k = find_kernel(caps.head_dim_qk, caps.head_dim_vo, 1, caps.q_dtype, fp8);
+  // A tile not compiled for the shape (wide3: head dims <= 128; wdirect2: FP8 128; wdirect and
+  // direct: FP8 128/256) falls back to wide for 16-bit KV, to wdirect for FP8, then to deep
+  // (FP8: deep beat wide there in round 5).
+  if (k == nullptr && decode_tile)
+    k = find_kernel(caps.head_dim_qk, caps.head_dim_vo, fp8 ? 4 : 1, caps.q_dtype, fp8);
   if (k == nullptr && decode_tile)
     k = find_kernel(caps.head_dim_qk, caps.head_dim_vo, 2, caps.q_dtype, fp8);
   B12X_CHECK_SUPPORTED(k != nullptr, kPlanOp, ": no compiled kernel for head dims (",

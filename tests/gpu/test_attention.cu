@@ -437,10 +437,10 @@ TEST(AttentionGpuDecode, DtypesPagesWindowsSinks) {
 
 // Every decode tile ("wide": 4 warps x 16 tokens; "deep": 2 warps x 16 tokens; "direct": deep
 // with FP8 K fragments converted in registers; "wdirect": 4 warps x 16 tokens with FP8 K and V
-// fragments from the raw stage, output dims permuted in registers, the FP8 default for head dims
-// 128/256; "wide3": the wide tile with Q in registers and 3 stages, the 16-bit default for head
-// dims <= 128; "wdirect2": wdirect with 128-token tiles, FP8 head dim 128) selected through
-// B12X_ATTN_DECODE_TILE at plan time (shapes a tile does not cover fall back).
+// fragments from the raw stage, output dims permuted in registers, the FP8 default for head dim
+// 256; "wide3": the wide tile with Q in registers and 3 stages, the 16-bit default for head
+// dims <= 128; "wdirect2": wdirect with 128-token tiles, the FP8 default for head dim 128)
+// selected through B12X_ATTN_DECODE_TILE at plan time (shapes a tile does not cover fall back).
 TEST(AttentionGpuDecode, AlternativeTiles) {
   B12X_REQUIRE_GPU();
   for (const char* tile : {"wide", "deep", "direct", "wdirect", "wide3", "wdirect2"}) {
