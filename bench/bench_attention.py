@@ -286,12 +286,12 @@ def main():
         for B in (8, 32):
             decode_cases.append((B, 8192, 32, 8, 128, 128, kv))
     # Tile-shape comparison at the target shapes (B12X_ATTN_DECODE_TILE; defaults: BF16 'wide3'
-    # (wide with Q in registers, 3 stages), FP8 'wdirect'): BF16 'wide' (2 stages, 3 CTAs/SM),
-    # FP8 'wdirect2' (128-token tiles).
+    # (wide with Q in registers, 3 stages), FP8 'wdirect2' (128-token tiles)): BF16 'wide'
+    # (2 stages, 3 CTAs/SM), FP8 'wdirect' (64-token tiles).
     for B in (8, 32, 128, 1):
-        decode_cases.append((B, 8192, 32, 8, 128, 64, "fp8", "wdirect2"))
+        decode_cases.append((B, 8192, 32, 8, 128, 64, "fp8", "wdirect"))
         decode_cases.append((B, 8192, 32, 8, 128, 64, "bf16", "wide"))
-    decode_cases.append((8, 32768, 32, 8, 128, 64, "fp8", "wdirect2"))
+    decode_cases.append((8, 32768, 32, 8, 128, 64, "fp8", "wdirect"))
     decode_cases.append((8, 32768, 32, 8, 128, 64, "bf16", "wide"))
     # Split counts around the automatic choice (wide3: B=8 -> 4, B=32 -> 1).
     for B, sp in ((8, 8), (8, 2), (32, 2)):
@@ -300,8 +300,6 @@ def main():
     for kv in ("bf16", "fp8"):
         for s in (16, 24, 48):
             decode_cases.append((1, 8192, 32, 8, 128, 64, kv, None, s))
-    for s in (16, 32, 48):
-        decode_cases.append((1, 8192, 32, 8, 128, 64, "fp8", "wdirect2", s))
     if quick:
         decode_cases = decode_cases[:6]
     print(f"{'op':7}{'kv':5}{'B':>5}{'ctx':>7}{'hq/hkv/d':>12}{'page':>5}{'us':>10}{'GB/s':>8}"
