@@ -7,16 +7,6 @@
 
 namespace b12x::gemm::lin {
 
-/// E2M1 nibble -> fp32 by bit arithmetic (fmt::e2m1_to_float indexes a local table, which the
-/// device compiler places in local memory): magnitudes 2..7 are (1 + m/2) * 2^(e-1) with e, m the
-/// nibble's exponent/mantissa bits, 1 is 0.5, 0 is 0.
-__device__ __forceinline__ float e2m1_f32_fast(uint32_t nib) {
-  const uint32_t mag = nib & 7u;
-  const uint32_t bits = mag >= 2u ? (((mag >> 1) + 126u) << 23) | ((mag & 1u) << 22)
-                                  : (mag == 1u ? 0x3F000000u : 0u);
-  return __uint_as_float(bits | ((nib & 8u) << 28));
-}
-
 __global__ void __launch_bounds__(256) act_dequant_kernel(const ActParams p) {
   const int64_t chunks = p.KP / 8;
   const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;

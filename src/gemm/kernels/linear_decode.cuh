@@ -56,8 +56,8 @@ __device__ __forceinline__ uint4 stage_chunk(const LinearParams& p, int64_t tok,
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const uint32_t b = (packed >> (8 * i)) & 0xFFu;
-      v[2 * i] = fmt::e2m1_to_float(b & 0xF) * s;
-      v[2 * i + 1] = fmt::e2m1_to_float(b >> 4) * s;
+      v[2 * i] = e2m1_f32_fast(b & 0xFu) * s;
+      v[2 * i + 1] = e2m1_f32_fast(b >> 4) * s;
     }
   }
   uint4 o;
