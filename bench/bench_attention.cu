@@ -119,20 +119,30 @@ double run_case(JsonRows& json, double bw, const char* op, int B, int L, int qle
   const double us = b12x::bench::time_graph_us(
       [&](int i, cudaStream_t st) { att::run_paged(s.binds[i % rot], st); }, qlen == 1 ? 10 : 3,
       qlen == 1 ? 7 : 3);
-  const double pairs = qlen == 1 ? double(B) * hq * L
-                                 : double(B) * hq * (double(qlen) * (L - qlen) + qlen * (qlen + 1) / 2.0);
+  const double pairs = qlen == 1
+                           ? double(B) * hq * L
+                           : double(B) * hq * (double(qlen) * (L - qlen) + qlen * (qlen + 1) / 2.0);
   const double tflops = 2.0 * pairs * 2 * D / us / 1e6;
   const double gbs = kv_bytes / us / 1e3;
-  std::printf("%-7s %-5s B=%-4d ctx=%-6d q=%-5d %2d/%d/%-3d page=%-3d %9.1f us %7.0f GB/s %5.1f%% bw "
-              "%6.1f TF/s splits=%d %s\n",
-              op, fp8 ? "fp8" : "bf16", B, L, qlen, hq, hkv, D, page, us, gbs, 100 * gbs / bw,
-              tflops, s.binds[0].num_splits, plan.kernel.c_str());
-  json.add({{"op", JsonRows::str(op)}, {"kv", JsonRows::str(fp8 ? "fp8" : "bf16")},
-            {"B", JsonRows::num(B)}, {"ctx", JsonRows::num(L)}, {"q_len", JsonRows::num(qlen)},
-            {"hq", JsonRows::num(hq)}, {"hkv", JsonRows::num(hkv)}, {"d", JsonRows::num(D)},
-            {"page", JsonRows::num(page)}, {"us", JsonRows::num(us)},
-            {"kv_gbs", JsonRows::num(gbs)}, {"pct_read_bw", JsonRows::num(100 * gbs / bw)},
-            {"tflops", JsonRows::num(tflops)}, {"splits", JsonRows::num(s.binds[0].num_splits)},
+  std::printf(
+      "%-7s %-5s B=%-4d ctx=%-6d q=%-5d %2d/%d/%-3d page=%-3d %9.1f us %7.0f GB/s %5.1f%% bw "
+      "%6.1f TF/s splits=%d %s\n",
+      op, fp8 ? "fp8" : "bf16", B, L, qlen, hq, hkv, D, page, us, gbs, 100 * gbs / bw, tflops,
+      s.binds[0].num_splits, plan.kernel.c_str());
+  json.add({{"op", JsonRows::str(op)},
+            {"kv", JsonRows::str(fp8 ? "fp8" : "bf16")},
+            {"B", JsonRows::num(B)},
+            {"ctx", JsonRows::num(L)},
+            {"q_len", JsonRows::num(qlen)},
+            {"hq", JsonRows::num(hq)},
+            {"hkv", JsonRows::num(hkv)},
+            {"d", JsonRows::num(D)},
+            {"page", JsonRows::num(page)},
+            {"us", JsonRows::num(us)},
+            {"kv_gbs", JsonRows::num(gbs)},
+            {"pct_read_bw", JsonRows::num(100 * gbs / bw)},
+            {"tflops", JsonRows::num(tflops)},
+            {"splits", JsonRows::num(s.binds[0].num_splits)},
             {"kernel", JsonRows::str(plan.kernel)}});
   return us;
 }
@@ -154,7 +164,8 @@ int main() {
     run_case(json, bw, "decode", 8, 8192, 1, 64, 8, 128, 128, fp8);
     run_case(json, bw, "decode", 8, 8192, 1, 16, 2, 256, 128, fp8);
   }
-  for (int prefix : {0, 8192}) run_case(json, bw, "extend", 8, prefix + 2048, 2048, 32, 8, 128, 64, false);
+  for (int prefix : {0, 8192})
+    run_case(json, bw, "extend", 8, prefix + 2048, 2048, 32, 8, 128, 64, false);
   run_case(json, bw, "extend", 8, 8192 + 2048, 2048, 32, 8, 128, 64, true);
   std::printf("wrote %s\n", json.write("attention_cpp", bw).c_str());
   return 0;

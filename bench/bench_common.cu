@@ -1,8 +1,8 @@
 #include "bench_common.h"
 
+#include <sys/stat.h>
 #include <array>
 #include <memory>
-#include <sys/stat.h>
 
 namespace b12x::bench {
 
@@ -79,7 +79,8 @@ std::string JsonRows::str(const std::string& v) {
 std::string JsonRows::write(const std::string& area, double read_bw_gbs) const {
   std::string gpu = gpu_name();
   std::string slug;
-  for (char c : gpu) slug += (std::isalnum(static_cast<unsigned char>(c)) ? char(std::tolower(c)) : '-');
+  for (char c : gpu)
+    slug += (std::isalnum(static_cast<unsigned char>(c)) ? char(std::tolower(c)) : '-');
   const char* dir_env = std::getenv("B12X_BENCH_OUT");
   std::string dir = dir_env ? dir_env : "bench/results";
   mkdir(dir.c_str(), 0755);

@@ -31,13 +31,13 @@
 using namespace b12x;
 using gemm::LinearFormat;
 
-#define CUBLAS_CHECK(expr)                                                       \
-  do {                                                                           \
-    cublasStatus_t s_ = (expr);                                                  \
-    if (s_ != CUBLAS_STATUS_SUCCESS) {                                           \
+#define CUBLAS_CHECK(expr)                                                               \
+  do {                                                                                   \
+    cublasStatus_t s_ = (expr);                                                          \
+    if (s_ != CUBLAS_STATUS_SUCCESS) {                                                   \
       std::fprintf(stderr, "%s:%d %s failed: %d\n", __FILE__, __LINE__, #expr, (int)s_); \
-      std::exit(2);                                                              \
-    }                                                                            \
+      std::exit(2);                                                                      \
+    }                                                                                    \
   } while (0)
 
 namespace {
@@ -179,7 +179,8 @@ ActIn make_act(LinearFormat f, int64_t M, int64_t K) {
     const bool nv = f == LinearFormat::kNvfp4;
     const int64_t cols = nv ? K / 16 : K / 32;
     const int64_t scb = fmt::swizzled_scale_bytes(M, cols);
-    a.xst = TensorRef::contiguous(nv ? g_pools.sc_nv->p : g_pools.sc_mx->p, DType::kUInt8, {scb}, 0);
+    a.xst =
+        TensorRef::contiguous(nv ? g_pools.sc_nv->p : g_pools.sc_mx->p, DType::kUInt8, {scb}, 0);
     a.act = DType::kFP4E2M1;
     a.xt = TensorRef::contiguous(g_pools.bytes->p, DType::kUInt8, {M, K / 2}, 0);
     a.bytes = M * K / 2 + scb;
@@ -198,8 +199,12 @@ ActIn make_act(LinearFormat f, int64_t M, int64_t K) {
 // ---------------------------------------------------------------- peers ---------------------
 // Launches per graph and timed replays: large-M runs are long enough for fewer samples (the whole
 // benchmark must stay under a minute).
-int per_graph(int64_t M) { return M >= 256 ? 4 : 20; }
-int reps(int64_t M) { return M >= 256 ? 5 : 9; }
+int per_graph(int64_t M) {
+  return M >= 256 ? 4 : 20;
+}
+int reps(int64_t M) {
+  return M >= 256 ? 5 : 9;
+}
 
 struct CublasPeer {
   cublasHandle_t h = nullptr;
@@ -232,9 +237,9 @@ double time_cublas_bf16(CublasPeer& peer, int64_t M, int64_t N, int64_t K) {
   return bench::time_graph_us(
       [&](int i, cudaStream_t s) {
         CUBLAS_CHECK(cublasSetStream(peer.h, s));
-        CUBLAS_CHECK(cublasGemmEx(peer.h, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &alpha,
-                                  ws[i % rot]->p, CUDA_R_16BF, K, x.p, CUDA_R_16BF, K, &beta, y.p,
-                                  CUDA_R_16BF, N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+        CUBLAS_CHECK(cublasGemmEx(peer.h, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &alpha, ws[i % rot]->p,
+                                  CUDA_R_16BF, K, x.p, CUDA_R_16BF, K, &beta, y.p, CUDA_R_16BF, N,
+                                  CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
       },
       per_graph(M), reps(M));
 }
@@ -302,10 +307,10 @@ double time_cublaslt_fp8(CublasPeer& peer, int64_t M, int64_t N, int64_t K, bool
           CUBLAS_STATUS_SUCCESS &&
       found > 0) {
     const float alpha = 1.f, beta = 0.f;
-    const bool ok = cublasLtMatmul(peer.lt, op, &alpha, ws[0]->p, la, x.p, lb, &beta, y.p, lc,
-                                   y.p, lc, &heur.algo, peer.ws->p, wsz, nullptr) ==
-                        CUBLAS_STATUS_SUCCESS &&
-                    cudaDeviceSynchronize() == cudaSuccess;
+    const bool ok =
+        cublasLtMatmul(peer.lt, op, &alpha, ws[0]->p, la, x.p, lb, &beta, y.p, lc, y.p, lc,
+                       &heur.algo, peer.ws->p, wsz, nullptr) == CUBLAS_STATUS_SUCCESS &&
+        cudaDeviceSynchronize() == cudaSuccess;
     cudaGetLastError();
     if (ok) {
       us = bench::time_graph_us(
@@ -356,7 +361,8 @@ int main() {
     while (std::getline(ss, item, ',')) {
       const auto x = item.find('x');
       if (x == std::string::npos) continue;
-      keep.emplace_back(std::atoll(item.substr(0, x).c_str()), std::atoll(item.substr(x + 1).c_str()));
+      keep.emplace_back(std::atoll(item.substr(0, x).c_str()),
+                        std::atoll(item.substr(x + 1).c_str()));
     }
     shapes = keep;
   }
@@ -372,8 +378,8 @@ int main() {
   const char* budget_env = std::getenv("B12X_BENCH_BUDGET_S");
   const double budget = budget_env ? std::atof(budget_env) : 50.0;
   bench::JsonRows json;
-  std::printf("%-12s %6s %6s %5s %10s %9s %6s %8s %8s %8s\n", "format", "N", "K", "M", "us",
-              "GB/s", "%bw", "TFLOP/s", "xBF16", "xFP8");
+  std::printf("%-12s %6s %6s %5s %10s %9s %6s %8s %8s %8s\n", "format", "N", "K", "M", "us", "GB/s",
+              "%bw", "TFLOP/s", "xBF16", "xFP8");
   for (auto [N, K] : shapes) {
     std::vector<double> t_bf16(Ms.size()), t_fp8(Ms.size()), t_fp8b(Ms.size());
     for (size_t i = 0; i < Ms.size(); ++i) {
@@ -387,12 +393,13 @@ int main() {
         if (t <= 0) continue;
         const double bytes = static_cast<double>(N) * K * (p == 0 ? 2 : 1) +
                              static_cast<double>(Ms[i]) * K * (p == 0 ? 2 : 1) + Ms[i] * N * 2.0;
-        std::printf("%-12s %6ld %6ld %5ld %10.2f %9.0f %6.1f %8.1f\n", names[p], (long)N,
-                    (long)K, (long)Ms[i], t, bytes / t / 1e3, 100.0 * bytes / t / 1e3 / bw,
-                    flops / t / 1e6);
+        std::printf("%-12s %6ld %6ld %5ld %10.2f %9.0f %6.1f %8.1f\n", names[p], (long)N, (long)K,
+                    (long)Ms[i], t, bytes / t / 1e3, 100.0 * bytes / t / 1e3 / bw, flops / t / 1e6);
         json.add({{"op", bench::JsonRows::str(names[p])},
-                  {"N", bench::JsonRows::num(N)}, {"K", bench::JsonRows::num(K)},
-                  {"M", bench::JsonRows::num(Ms[i])}, {"us", bench::JsonRows::num(t)},
+                  {"N", bench::JsonRows::num(N)},
+                  {"K", bench::JsonRows::num(K)},
+                  {"M", bench::JsonRows::num(Ms[i])},
+                  {"us", bench::JsonRows::num(t)},
                   {"gbs", bench::JsonRows::num(bytes / t / 1e3)},
                   {"pct_bw", bench::JsonRows::num(100.0 * bytes / t / 1e3 / bw)},
                   {"tflops", bench::JsonRows::num(flops / t / 1e6)}});
@@ -431,17 +438,18 @@ int main() {
         try {
           const gemm::Plan plan = gemm::plan(caps);
           DevMem scratch(plan.scratch_bytes);
-          const TensorRef st = TensorRef::contiguous(scratch.p, DType::kUInt8,
-                                                     {std::max<int64_t>(plan.scratch_bytes, 1)}, dev);
+          const TensorRef st = TensorRef::contiguous(
+              scratch.p, DType::kUInt8, {std::max<int64_t>(plan.scratch_bytes, 1)}, dev);
           const TensorRef yt = TensorRef::contiguous(y.p, DType::kBF16, {M, N}, dev);
           const TensorRef at = (f == LinearFormat::kNvfp4)
                                    ? TensorRef::contiguous(alpha.p, DType::kFP32, {1}, dev)
                                    : TensorRef{};
           std::vector<gemm::Binding> binds;
-          for (auto& w : wts) binds.push_back(gemm::bind(plan, st, a.xt, a.xst, *w, yt, TensorRef{}, at));
+          for (auto& w : wts)
+            binds.push_back(gemm::bind(plan, st, a.xt, a.xst, *w, yt, TensorRef{}, at));
           const double t = bench::time_graph_us(
-              [&](int i, cudaStream_t s) { gemm::run(binds[i % binds.size()], s); },
-              per_graph(M), reps(M));
+              [&](int i, cudaStream_t s) { gemm::run(binds[i % binds.size()], s); }, per_graph(M),
+              reps(M));
           const double flops = 2.0 * M * N * K;
           const double bytes = static_cast<double>(base->stream_bytes()) + a.bytes + M * N * 2.0;
           const double xb = t_bf16[mi] / t, xf = t_fp8[mi] > 0 ? t_fp8[mi] / t : 0;
@@ -450,26 +458,29 @@ int main() {
                       gemm::format_name(f), (long)N, (long)K, (long)M, t, bytes / t / 1e3,
                       100.0 * bytes / t / 1e3 / bw, flops / t / 1e6, xb, xf);
           std::fflush(stdout);
-          json.add({{"op", bench::JsonRows::str(gemm::format_name(f))},
-                    {"N", bench::JsonRows::num(N)}, {"K", bench::JsonRows::num(K)},
-                    {"M", bench::JsonRows::num(M)}, {"us", bench::JsonRows::num(t)},
-                    {"gbs", bench::JsonRows::num(bytes / t / 1e3)},
-                    {"pct_bw", bench::JsonRows::num(100.0 * bytes / t / 1e3 / bw)},
-                    {"tflops", bench::JsonRows::num(flops / t / 1e6)},
-                    {"x_cublas_bf16", bench::JsonRows::num(xb)},
-                    {"x_cublaslt_fp8", bench::JsonRows::num(xf)},
-                    {"x_cublaslt_fp8_block", bench::JsonRows::num(xfb)},
-                    {"weight_bytes", bench::JsonRows::num(static_cast<double>(base->stream_bytes()))},
-                    {"kernel", bench::JsonRows::str(binds[0].regime == gemm::Regime::kDecode
-                                                         ? "decode"
-                                                         : "tiled")},
-                    {"split_k", bench::JsonRows::num(plan.split_k)}});
+          json.add(
+              {{"op", bench::JsonRows::str(gemm::format_name(f))},
+               {"N", bench::JsonRows::num(N)},
+               {"K", bench::JsonRows::num(K)},
+               {"M", bench::JsonRows::num(M)},
+               {"us", bench::JsonRows::num(t)},
+               {"gbs", bench::JsonRows::num(bytes / t / 1e3)},
+               {"pct_bw", bench::JsonRows::num(100.0 * bytes / t / 1e3 / bw)},
+               {"tflops", bench::JsonRows::num(flops / t / 1e6)},
+               {"x_cublas_bf16", bench::JsonRows::num(xb)},
+               {"x_cublaslt_fp8", bench::JsonRows::num(xf)},
+               {"x_cublaslt_fp8_block", bench::JsonRows::num(xfb)},
+               {"weight_bytes", bench::JsonRows::num(static_cast<double>(base->stream_bytes()))},
+               {"kernel", bench::JsonRows::str(binds[0].regime == gemm::Regime::kDecode ? "decode"
+                                                                                        : "tiled")},
+               {"split_k", bench::JsonRows::num(plan.split_k)}});
         } catch (const Error& e) {
           std::printf("%-12s M=%ld failed: %s\n", gemm::format_name(f), (long)M, e.what());
         }
       }
       json.write("gemm", bw);  // incremental: a timeout still leaves the rows so far
-      const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+      const double el =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
       if (el > budget) {
         std::printf("time budget reached after %.0f s; stopping\n", el);
         goto done;

@@ -63,19 +63,20 @@ struct PagedPlan {
   PagedCaps caps;
   int64_t scratch_bytes = 0;  ///< size of the ONE uint8 scratch buffer bind() needs
   // ---- chosen by plan (read-only for callers) ----
-  int tile_rows = 0;       ///< packed (query token x head-in-group) rows per CTA
-  int tile_kv = 0;         ///< KV tokens per pipeline stage
-  int max_splits = 1;      ///< splits the scratch has room for
-  int min_split_kv = 0;    ///< smallest KV chunk a split serves
+  int tile_rows = 0;     ///< packed (query token x head-in-group) rows per CTA
+  int tile_kv = 0;       ///< KV tokens per pipeline stage
+  int max_splits = 1;    ///< splits the scratch has room for
+  int min_split_kv = 0;  ///< smallest KV chunk a split serves
   int sm_count = 0;
-  int arch = 0;            ///< 89, 90, 120, 121
-  bool use_pdl = true;     ///< programmatic dependent launch on SM90+ (B12X_ATTN_PDL=0: off)
-  int target_ctas = 0;     ///< CTAs that fill the device once (SMs x occupancy)
-  bool heads_inner = false;  ///< grid x = (row tile, KV head), heads fastest (decode default; B12X_ATTN_GRID=heads|tiles)
-  int split_limit = 1;     ///< most splits any bind may launch
+  int arch = 0;              ///< 89, 90, 120, 121
+  bool use_pdl = true;       ///< programmatic dependent launch on SM90+ (B12X_ATTN_PDL=0: off)
+  int target_ctas = 0;       ///< CTAs that fill the device once (SMs x occupancy)
+  bool heads_inner = false;  ///< grid x = (row tile, KV head), heads fastest (decode default;
+                             ///< B12X_ATTN_GRID=heads|tiles)
+  int split_limit = 1;       ///< most splits any bind may launch
   int64_t partial_rows = 0;  ///< (split, token) rows of partials the scratch holds
   int64_t off_tiles = 0, off_partial_o = 0, off_partial_lse = 0, off_lse = 0;
-  std::string kernel;      ///< kernel variant name (logging / diagnostics)
+  std::string kernel;          ///< kernel variant name (logging / diagnostics)
   const void* impl = nullptr;  ///< internal: the chosen kernel variant
 
   /// Splits a bind with `batch` requests of `q_len` rows launches automatically.
@@ -127,8 +128,8 @@ struct PagedBinding {
   int pt_width = 0;  ///< page-table width W
   int window_left = -1;
   float softmax_scale = 0.f;
-  int num_splits = 1;       ///< splits launched (grid z)
-  int num_row_tiles = 0;    ///< grid x bound
+  int num_splits = 1;     ///< splits launched (grid z)
+  int num_row_tiles = 0;  ///< grid x bound
 };
 
 /// @brief Check `args` against the plan and the scratch; pointer arithmetic only.

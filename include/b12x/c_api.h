@@ -13,13 +13,13 @@
 #ifndef B12X_C_API_H_
 #define B12X_C_API_H_
 
+#include "b12x/c_api/attention.h"
 #include "b12x/c_api/core.h"
+#include "b12x/c_api/embedding.h"
 #include "b12x/c_api/formats.h"
 #include "b12x/c_api/gemm.h"
-#include "b12x/c_api/quantize.h"
-#include "b12x/c_api/embedding.h"
-#include "b12x/c_api/moe.h"
-#include "b12x/c_api/attention.h"
 #include "b12x/c_api/integration.h"
+#include "b12x/c_api/moe.h"
+#include "b12x/c_api/quantize.h"
 
 #endif /* B12X_C_API_H_ */

@@ -316,8 +316,7 @@ std::unique_ptr<MoeExpertsSource> load_moe_experts(const CheckpointDir& ckpt,
 /// moe::plan_weights + moe::prepare_weights on the current device: the host-side stack is staged
 /// in temporary device memory first (prepare_weights reads its sources on the device), and freed
 /// once prepared (synchronises `stream`; refused during capture). Defined in src/integration.
-moe::WeightsPlan prepare_moe(const MoeExpertsSource& src, moe::PreparedExperts& out,
-                             Stream stream);
+moe::WeightsPlan prepare_moe(const MoeExpertsSource& src, moe::PreparedExperts& out, Stream stream);
 
 /// Maps a layer's quantization to the selection policy's weight / activation formats.
 selection::WeightFormat weight_format_of(const LayerQuant& q, DType unquantized_dtype);

@@ -18,11 +18,11 @@ const char* compiled_arch_string() noexcept;
 
 /// @brief Kernel family a device runs. Dispatch is on the exact compute capability.
 enum class ArchFamily : int32_t {
-  kNone = 0,      ///< no device / not compiled
-  kSm89 = 89,     ///< Ada: portable mma.sync path
-  kSm90 = 90,     ///< Hopper: portable mma.sync path
-  kSm120 = 120,   ///< Blackwell RTX PRO 6000 / 5090
-  kSm121 = 121,   ///< GB10 (DGX Spark)
+  kNone = 0,     ///< no device / not compiled
+  kSm89 = 89,    ///< Ada: portable mma.sync path
+  kSm90 = 90,    ///< Hopper: portable mma.sync path
+  kSm120 = 120,  ///< Blackwell RTX PRO 6000 / 5090
+  kSm121 = 121,  ///< GB10 (DGX Spark)
 };
 
 struct DeviceInfo {

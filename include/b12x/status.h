@@ -55,24 +55,25 @@ std::string concat(Args&&... args) {
 }  // namespace b12x
 
 /// Throw b12x::Error(code, message) where message is the streamed concatenation of the arguments.
-#define B12X_FAIL(code, ...) ::b12x::detail::throw_error((code), ::b12x::detail::concat(__VA_ARGS__))
+#define B12X_FAIL(code, ...) \
+  ::b12x::detail::throw_error((code), ::b12x::detail::concat(__VA_ARGS__))
 
 /// Validate a caller-supplied value; the message must name the argument, value and supported set.
-#define B12X_CHECK_ARG(cond, ...)                                      \
-  do {                                                                 \
+#define B12X_CHECK_ARG(cond, ...)                                          \
+  do {                                                                     \
     if (!(cond)) B12X_FAIL(::b12x::Status::kInvalidArgument, __VA_ARGS__); \
   } while (0)
 
 /// A request that is well formed but not supported by this build or device.
-#define B12X_CHECK_SUPPORTED(cond, ...)                               \
-  do {                                                                \
+#define B12X_CHECK_SUPPORTED(cond, ...)                                \
+  do {                                                                 \
     if (!(cond)) B12X_FAIL(::b12x::Status::kUnsupported, __VA_ARGS__); \
   } while (0)
 
 /// An internal invariant; failing it is a b12x bug.
-#define B12X_ASSERT(cond, ...)                                                          \
-  do {                                                                                  \
-    if (!(cond))                                                                        \
+#define B12X_ASSERT(cond, ...)                                                              \
+  do {                                                                                      \
+    if (!(cond))                                                                            \
       B12X_FAIL(::b12x::Status::kInternal, __FILE__, ":", __LINE__, ": assertion `", #cond, \
-                "` failed: ", ##__VA_ARGS__);                                           \
+                "` failed: ", ##__VA_ARGS__);                                               \
   } while (0)

@@ -52,10 +52,13 @@ DType dtype_from_name(const std::string& name);
 
 /// @brief Values per storage block: 2 for packed FP4, 32 for Q8_0, 256 for IQ2_*, 1 otherwise.
 int dtype_block_values(DType t) noexcept;
-/// @brief Bytes per storage block: 1 for FP4 (2 values), 34 / 66 / 74 for GGML, element size otherwise.
+/// @brief Bytes per storage block: 1 for FP4 (2 values), 34 / 66 / 74 for GGML, element size
+/// otherwise.
 int dtype_block_bytes(DType t) noexcept;
 /// @brief True for packed/block types whose innermost dimension must be a whole number of blocks.
-inline bool dtype_is_blocked(DType t) noexcept { return dtype_block_values(t) > 1; }
+inline bool dtype_is_blocked(DType t) noexcept {
+  return dtype_block_values(t) > 1;
+}
 /// @brief Bytes occupied by `values` contiguous values (values must be a multiple of the block).
 inline int64_t dtype_bytes_for(DType t, int64_t values) noexcept {
   return values / dtype_block_values(t) * dtype_block_bytes(t);

@@ -14,8 +14,8 @@ namespace b12x::attention {
 namespace {
 
 struct AppendParams {
-  const uint8_t* src[2];   // k, v
-  uint8_t* dst[2];         // k_cache, v_cache
+  const uint8_t* src[2];  // k, v
+  uint8_t* dst[2];        // k_cache, v_cache
   int64_t s_st[2], s_sh[2];
   int64_t d_sp[2], d_st[2], d_sh[2];
   const int64_t* slots;
@@ -38,7 +38,8 @@ __global__ void append_kv_kernel(const __grid_constant__ AppendParams p) {
   const int64_t slot = p.slots[t * p.slot_stride];
   if (slot < 0 || slot >= p.capacity) return;
   const int64_t page = slot / p.page_size, off = slot % p.page_size;
-  const uint16_t* src = reinterpret_cast<const uint16_t*>(p.src[which]) + t * p.s_st[which] + h * p.s_sh[which];
+  const uint16_t* src =
+      reinterpret_cast<const uint16_t*>(p.src[which]) + t * p.s_st[which] + h * p.s_sh[which];
   if (p.fp8) {
     uint8_t* dst = p.dst[which] + page * p.d_sp[which] + off * p.d_st[which] + h * p.d_sh[which];
     const float sc = p.scale[which][0];

@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <string>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "attention/paged_kernels.h"
@@ -24,9 +24,12 @@ using detail::PagedParams;
 
 const char* mode_name(Mode m) noexcept {
   switch (m) {
-    case Mode::kDecode: return "decode";
-    case Mode::kExtend: return "extend";
-    case Mode::kVerify: return "verify";
+    case Mode::kDecode:
+      return "decode";
+    case Mode::kExtend:
+      return "extend";
+    case Mode::kVerify:
+      return "verify";
   }
   return "invalid_mode";
 }
@@ -84,10 +87,16 @@ int extend_kind() {
   return e != nullptr && std::string(e) == "wide" ? 7 : 0;
 }
 
-int64_t align_up(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
-int ceil_div(int64_t a, int64_t b) { return static_cast<int>((a + b - 1) / b); }
+int64_t align_up(int64_t x, int64_t a) {
+  return (x + a - 1) / a * a;
+}
+int ceil_div(int64_t a, int64_t b) {
+  return static_cast<int>((a + b - 1) / b);
+}
 
-bool is_pow2(int64_t x) { return x > 0 && (x & (x - 1)) == 0; }
+bool is_pow2(int64_t x) {
+  return x > 0 && (x & (x - 1)) == 0;
+}
 
 // Uniform q_len of a plan (decode 1, verify max_total_q / max_batch), 0 for extend.
 int plan_q_len(const PagedCaps& c) {
@@ -98,9 +107,10 @@ int plan_q_len(const PagedCaps& c) {
 
 void check_caps(const PagedCaps& c) {
   B12X_CHECK_ARG(c.mode == Mode::kDecode || c.mode == Mode::kExtend || c.mode == Mode::kVerify,
-                 kPlanOp, ": mode=", static_cast<int>(c.mode), " (supported: decode, extend, verify)");
-  B12X_CHECK_ARG(c.q_dtype == DType::kBF16 || c.q_dtype == DType::kFP16, kPlanOp, ": q_dtype=",
-                 dtype_name(c.q_dtype), " (supported: bf16, fp16)");
+                 kPlanOp, ": mode=", static_cast<int>(c.mode),
+                 " (supported: decode, extend, verify)");
+  B12X_CHECK_ARG(c.q_dtype == DType::kBF16 || c.q_dtype == DType::kFP16, kPlanOp,
+                 ": q_dtype=", dtype_name(c.q_dtype), " (supported: bf16, fp16)");
   const bool fp8 = c.kv_dtype == DType::kFP8E4M3;
   B12X_CHECK_ARG(c.kv_dtype == c.q_dtype || (fp8 && c.q_dtype == DType::kBF16), kPlanOp,
                  ": kv_dtype=", dtype_name(c.kv_dtype), " with q_dtype=", dtype_name(c.q_dtype),
@@ -114,8 +124,8 @@ void check_caps(const PagedCaps& c) {
   B12X_CHECK_ARG(is_pow2(c.page_size) && c.page_size <= 256, kPlanOp, ": page_size=", c.page_size,
                  " (supported: powers of two 1..256; vLLM uses 16, 32, 64, 128)");
   B12X_CHECK_ARG(c.max_batch >= 1, kPlanOp, ": max_batch=", c.max_batch, " (supported: >= 1)");
-  B12X_CHECK_ARG(c.max_page_table_width >= 1, kPlanOp, ": max_page_table_width=",
-                 c.max_page_table_width, " (supported: >= 1)");
+  B12X_CHECK_ARG(c.max_page_table_width >= 1, kPlanOp,
+                 ": max_page_table_width=", c.max_page_table_width, " (supported: >= 1)");
   B12X_CHECK_ARG(c.max_total_q >= 1, kPlanOp, ": max_total_q=", c.max_total_q,
                  " (supported: >= 1)");
   B12X_CHECK_ARG(int64_t(c.max_page_table_width) * c.page_size <= (int64_t(1) << 30), kPlanOp,
@@ -127,8 +137,8 @@ void check_caps(const PagedCaps& c) {
   if (c.mode == Mode::kDecode)
     B12X_CHECK_ARG(c.max_total_q >= c.max_batch, kPlanOp, ": decode needs max_total_q (",
                    c.max_total_q, ") >= max_batch (", c.max_batch, ")");
-  B12X_CHECK_ARG(c.max_splits >= 0 && c.max_splits <= kMaxSplits, kPlanOp, ": max_splits=",
-                 c.max_splits, " (supported: 0 = automatic, 1..", kMaxSplits, ")");
+  B12X_CHECK_ARG(c.max_splits >= 0 && c.max_splits <= kMaxSplits, kPlanOp,
+                 ": max_splits=", c.max_splits, " (supported: 0 = automatic, 1..", kMaxSplits, ")");
 }
 
 }  // namespace
@@ -175,8 +185,9 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   // Decode tile (16 rows, warps split the KV) unless the packed rows of one request need more.
   const bool decode_tile = caps.mode != Mode::kExtend && int64_t(q_len) * group <= 16;
   const bool fp8 = caps.kv_dtype == DType::kFP8E4M3;
-  const KernelInfo* k = find_kernel(caps.head_dim_qk, caps.head_dim_vo,
-                                    decode_tile ? decode_kind(fp8) : extend_kind(), caps.q_dtype, fp8);
+  const KernelInfo* k =
+      find_kernel(caps.head_dim_qk, caps.head_dim_vo,
+                  decode_tile ? decode_kind(fp8) : extend_kind(), caps.q_dtype, fp8);
   if (k == nullptr && !decode_tile)
     k = find_kernel(caps.head_dim_qk, caps.head_dim_vo, 0, caps.q_dtype, fp8);
   // A tile not compiled for the shape (wide3: head dims <= 128; wdirect2: FP8 128; wdirect and
@@ -190,14 +201,16 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
                        caps.head_dim_qk, ", ", caps.head_dim_vo, "), q ", dtype_name(caps.q_dtype),
                        ", kv ", dtype_name(caps.kv_dtype));
   B12X_CHECK_SUPPORTED(k->smem <= dev.smem_per_block_optin, kPlanOp, ": kernel ", k->name,
-                       " needs ", k->smem, " bytes of shared memory, device ", dev.name,
-                       " allows ", dev.smem_per_block_optin);
+                       " needs ", k->smem, " bytes of shared memory, device ", dev.name, " allows ",
+                       dev.smem_per_block_optin);
   int dev_prev = 0;
   B12X_CUDA_CHECK(cudaGetDevice(&dev_prev));
   B12X_CUDA_CHECK(cudaSetDevice(caps.device));
-  B12X_CUDA_CHECK(cudaFuncSetAttribute(k->func, cudaFuncAttributeMaxDynamicSharedMemorySize, k->smem));
+  B12X_CUDA_CHECK(
+      cudaFuncSetAttribute(k->func, cudaFuncAttributeMaxDynamicSharedMemorySize, k->smem));
   int occ = 0;
-  B12X_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k->func, k->threads, k->smem));
+  B12X_CUDA_CHECK(
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k->func, k->threads, k->smem));
   B12X_CUDA_CHECK(cudaSetDevice(dev_prev));
   occ = std::max(occ, 1);
 
@@ -261,18 +274,16 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
                        " scratch=" + std::to_string(plan.scratch_bytes));
   // Kernel signature (warm-up / freeze, b12x/runtime.h): the variant, and whether a run at
   // max_batch splits the KV (the merge kernel); never head counts or lengths.
-  const bool splits = plan.split_limit > 1 && (q_len == 0 || plan.auto_splits(caps.max_batch, q_len) > 1);
-  b12x::detail::resolve_kernels(kPlanOp, caps.device,
-                          "attention." + plan.kernel + " mode=" + mode_name(caps.mode) +
-                              (splits ? " split_merge" : ""),
-                          "Hq=" + std::to_string(caps.num_q_heads) + " Hkv=" +
-                              std::to_string(caps.num_kv_heads) + " D=" +
-                              std::to_string(caps.head_dim_qk) + "/" +
-                              std::to_string(caps.head_dim_vo) + " page=" +
-                              std::to_string(caps.page_size) + " max_batch=" +
-                              std::to_string(caps.max_batch) + " max_total_q=" +
-                              std::to_string(caps.max_total_q) + " W=" +
-                              std::to_string(caps.max_page_table_width));
+  const bool splits =
+      plan.split_limit > 1 && (q_len == 0 || plan.auto_splits(caps.max_batch, q_len) > 1);
+  b12x::detail::resolve_kernels(
+      kPlanOp, caps.device,
+      "attention." + plan.kernel + " mode=" + mode_name(caps.mode) + (splits ? " split_merge" : ""),
+      "Hq=" + std::to_string(caps.num_q_heads) + " Hkv=" + std::to_string(caps.num_kv_heads) +
+          " D=" + std::to_string(caps.head_dim_qk) + "/" + std::to_string(caps.head_dim_vo) +
+          " page=" + std::to_string(caps.page_size) + " max_batch=" +
+          std::to_string(caps.max_batch) + " max_total_q=" + std::to_string(caps.max_total_q) +
+          " W=" + std::to_string(caps.max_page_table_width));
   return plan;
 }
 
@@ -287,8 +298,8 @@ PagedBinding bind_paged(const PagedPlan& plan, const TensorRef& scratch, const P
   B12X_CHECK_ARG(a.k_cache.dtype == c.kv_dtype, op, ": k_cache dtype ", dtype_name(a.k_cache.dtype),
                  " differs from the plan's kv_dtype ", dtype_name(c.kv_dtype));
   B12X_CHECK_ARG(s.num_q_heads == c.num_q_heads && s.num_kv_heads == c.num_kv_heads, op,
-                 ": heads (q=", s.num_q_heads, ", kv=", s.num_kv_heads, ") differ from the plan's (",
-                 c.num_q_heads, ", ", c.num_kv_heads, ")");
+                 ": heads (q=", s.num_q_heads, ", kv=", s.num_kv_heads,
+                 ") differ from the plan's (", c.num_q_heads, ", ", c.num_kv_heads, ")");
   B12X_CHECK_ARG(s.head_dim_qk == c.head_dim_qk && s.head_dim_vo == c.head_dim_vo, op,
                  ": head dims (", s.head_dim_qk, ", ", s.head_dim_vo, ") differ from the plan's (",
                  c.head_dim_qk, ", ", c.head_dim_vo, ")");
@@ -304,26 +315,30 @@ PagedBinding bind_paged(const PagedPlan& plan, const TensorRef& scratch, const P
   int q_len = 0;
   if (c.mode == Mode::kDecode) {
     // T < B happens with padded graph batches: requests whose row lies past T are dropped.
-    B12X_CHECK_ARG(s.total_q <= s.batch, op, ": decode needs one query per request, got T=",
-                   s.total_q, " for B=", s.batch, " (supported: T <= B)");
+    B12X_CHECK_ARG(s.total_q <= s.batch, op,
+                   ": decode needs one query per request, got T=", s.total_q, " for B=", s.batch,
+                   " (supported: T <= B)");
     q_len = 1;
   } else if (c.mode == Mode::kVerify) {
-    B12X_CHECK_ARG(s.total_q % s.batch == 0, op, ": verify needs a uniform q_len, got T=", s.total_q,
-                   " for B=", s.batch);
+    B12X_CHECK_ARG(s.total_q % s.batch == 0, op,
+                   ": verify needs a uniform q_len, got T=", s.total_q, " for B=", s.batch);
     q_len = static_cast<int>(s.total_q / s.batch);
   }
   // Device, alignment and the scratch.
-  const TensorRef* dev_tensors[] = {&a.q, &a.k_cache, &a.v_cache, &a.out, &a.page_table,
-                                    &a.cache_seqlens, &a.cu_seqlens_q};
-  const char* dev_names[] = {"q", "k_cache", "v_cache", "out", "page_table", "cache_seqlens",
-                             "cu_seqlens_q"};
+  const TensorRef* dev_tensors[] = {&a.q,          &a.k_cache,       &a.v_cache,     &a.out,
+                                    &a.page_table, &a.cache_seqlens, &a.cu_seqlens_q};
+  const char* dev_names[] = {"q",          "k_cache",       "v_cache",     "out",
+                             "page_table", "cache_seqlens", "cu_seqlens_q"};
   for (int i = 0; i < 7; ++i) check_device(*dev_tensors[i], op, dev_names[i], c.device);
   if (a.k_descale.data) check_device(a.k_descale, op, "k_descale", c.device);
   if (a.v_descale.data) check_device(a.v_descale, op, "v_descale", c.device);
   if (a.sinks.data) check_device(a.sinks, op, "sinks", c.device);
   if (a.lse.data) check_device(a.lse, op, "lse", c.device);
   for (const auto* t : {&a.q, &a.k_cache, &a.v_cache, &a.out}) {
-    const char* name = t == &a.q ? "q" : t == &a.k_cache ? "k_cache" : t == &a.v_cache ? "v_cache" : "out";
+    const char* name = t == &a.q         ? "q"
+                       : t == &a.k_cache ? "k_cache"
+                       : t == &a.v_cache ? "v_cache"
+                                         : "out";
     check_aligned(*t, op, name, 16);
     for (int d = 0; d < t->ndim - 1; ++d)
       B12X_CHECK_ARG(t->byte_stride(d) % 16 == 0 || t->shape[d] == 1, op, ": ", name, " stride ",
@@ -381,7 +396,7 @@ PagedBinding bind_paged(const PagedPlan& plan, const TensorRef& scratch, const P
   int splits = 1;
   if (plan.split_limit > 1) {
     splits = a.num_splits > 0 ? std::min(a.num_splits, plan.split_limit)
-                               : (q_len > 0 ? plan.auto_splits(b.batch, q_len) : plan.split_limit);
+                              : (q_len > 0 ? plan.auto_splits(b.batch, q_len) : plan.split_limit);
     if (plan.partial_rows < int64_t(splits) * b.total_q)
       splits = static_cast<int>(std::max<int64_t>(1, plan.partial_rows / std::max(1, b.total_q)));
   }

@@ -2,5 +2,7 @@
 #include "attention/kernels/paged_instances.cuh"
 
 namespace b12x::attention::detail {
-void register_paged_d64(std::vector<KernelInfo>& out) { register_dims<64, 64>(out, "paged_fa2_d64"); }
+void register_paged_d64(std::vector<KernelInfo>& out) {
+  register_dims<64, 64>(out, "paged_fa2_d64");
+}
 }  // namespace b12x::attention::detail

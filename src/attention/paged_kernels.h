@@ -34,7 +34,8 @@ inline cudaError_t launch_kernel(Kernel kernel, dim3 grid, int threads, int smem
 
 struct KernelInfo {
   int dqk = 0, dv = 0;
-  int kind = 0;  ///< 0 extend, 1 decode wide (4 warps x 16 tokens), 2 deep (2 x 16), 3 direct, 4 wdirect
+  int kind =
+      0;  ///< 0 extend, 1 decode wide (4 warps x 16 tokens), 2 deep (2 x 16), 3 direct, 4 wdirect
   DType q = DType::kBF16;
   bool fp8 = false;
   const void* func = nullptr;

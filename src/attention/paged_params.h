@@ -11,15 +11,15 @@ struct PagedParams {
   const void* v;
   void* out;
   const int32_t* page_table;
-  const int32_t* seqlens;   // [B] kv length incl. new tokens
-  const int32_t* cu_q;      // [B+1]
-  const float* k_descale;   // nullable
-  const float* v_descale;   // nullable
-  const float* sinks;       // nullable, [Hq] natural log units
-  float* lse;               // nullable, base 2
-  float* part_o;            // [num_splits][T][Hq][Dv] fp32 (split partials, normalised)
-  float* part_lse;          // [num_splits][T][Hq] fp32 base 2
-  int32_t* tile_start;      // [B+1] row-tile prefix (extend), written by the scheduler kernel
+  const int32_t* seqlens;  // [B] kv length incl. new tokens
+  const int32_t* cu_q;     // [B+1]
+  const float* k_descale;  // nullable
+  const float* v_descale;  // nullable
+  const float* sinks;      // nullable, [Hq] natural log units
+  float* lse;              // nullable, base 2
+  float* part_o;           // [num_splits][T][Hq][Dv] fp32 (split partials, normalised)
+  float* part_lse;         // [num_splits][T][Hq] fp32 base 2
+  int32_t* tile_start;     // [B+1] row-tile prefix (extend), written by the scheduler kernel
   int64_t q_st, q_sh;
   int64_t o_st, o_sh;
   int64_t k_sp, k_st, k_sh;
@@ -29,20 +29,20 @@ struct PagedParams {
   int64_t lse_st, lse_sh;
   int32_t batch;
   int32_t total_q;
-  int32_t num_pages;        // page ids are clamped into [0, num_pages): bad ids never fault
-  int32_t max_kv;           // W * page_size: longer cache_seqlens are clamped
-  int32_t tiles_per_req;    // > 0: uniform q_len (decode/verify) tiles per request; 0: use tile_start
+  int32_t num_pages;      // page ids are clamped into [0, num_pages): bad ids never fault
+  int32_t max_kv;         // W * page_size: longer cache_seqlens are clamped
+  int32_t tiles_per_req;  // > 0: uniform q_len (decode/verify) tiles per request; 0: use tile_start
   int32_t num_q_heads;
   int32_t num_kv_heads;
-  int32_t group;            // Hq / Hkv
-  int32_t page_shift;       // log2(page_size)
-  int32_t window_left;      // -1 = off
-  int32_t num_splits;       // grid z
-  int32_t min_chunk;        // smallest KV chunk of a split (multiple of the KV tile)
-  int32_t tile_rows;        // packed rows per CTA (BM)
-  int32_t tile_kv;          // KV tile (BN)
-  int32_t heads_inner;      // 1: blockIdx.x = row tile * num_kv_heads + KV head (grid y = 1)
-  float scale_log2;         // softmax scale * log2(e)
+  int32_t group;        // Hq / Hkv
+  int32_t page_shift;   // log2(page_size)
+  int32_t window_left;  // -1 = off
+  int32_t num_splits;   // grid z
+  int32_t min_chunk;    // smallest KV chunk of a split (multiple of the KV tile)
+  int32_t tile_rows;    // packed rows per CTA (BM)
+  int32_t tile_kv;      // KV tile (BN)
+  int32_t heads_inner;  // 1: blockIdx.x = row tile * num_kv_heads + KV head (grid y = 1)
+  float scale_log2;     // softmax scale * log2(e)
 };
 
 }  // namespace b12x::attention::detail

@@ -27,12 +27,12 @@ inline void check_scale_tensor(const TensorRef& t, const char* op, const char* n
   check_dtype(t, op, name, {DType::kFP32});
   if (t.ndim == 1) {
     B12X_CHECK_ARG(t.shape[0] == batch || t.shape[0] == 1, op, ": ", name, " has shape ",
-                   t.describe(), " (supported: [B]=[", batch, "], [B, 1], [B, Hkv]=[", batch,
-                   ", ", hkv, "] or [1])");
+                   t.describe(), " (supported: [B]=[", batch, "], [B, 1], [B, Hkv]=[", batch, ", ",
+                   hkv, "] or [1])");
   } else if (t.ndim == 2) {
     B12X_CHECK_ARG(t.shape[0] == batch && (t.shape[1] == hkv || t.shape[1] == 1), op, ": ", name,
-                   " has shape ", t.describe(), " (supported: [B]=[", batch, "], [B, 1], [B, Hkv]=[",
-                   batch, ", ", hkv, "] or [1])");
+                   " has shape ", t.describe(), " (supported: [B]=[", batch,
+                   "], [B, 1], [B, Hkv]=[", batch, ", ", hkv, "] or [1])");
   } else if (t.ndim != 0) {
     B12X_CHECK_ARG(false, op, ": ", name, " has ", t.ndim, " dims ", t.describe(),
                    " (supported: [B], [B, 1], [B, Hkv] or [1])");
@@ -85,20 +85,20 @@ inline PagedShape validate_paged_args(const PagedArgs& a, const char* op) {
   s.num_pages = a.k_cache.shape[0];
   s.page_size = a.k_cache.shape[1];
   s.num_kv_heads = a.k_cache.shape[2];
-  B12X_CHECK_ARG(a.k_cache.shape[3] == s.head_dim_qk, op, ": k_cache head_dim ",
-                 a.k_cache.shape[3], " differs from q head_dim ", s.head_dim_qk,
-                 " (supported: equal)");
+  B12X_CHECK_ARG(a.k_cache.shape[3] == s.head_dim_qk, op, ": k_cache head_dim ", a.k_cache.shape[3],
+                 " differs from q head_dim ", s.head_dim_qk, " (supported: equal)");
   s.head_dim_vo = a.v_cache.shape[3];
   B12X_CHECK_ARG(a.v_cache.shape[0] == s.num_pages && a.v_cache.shape[1] == s.page_size &&
                      a.v_cache.shape[2] == s.num_kv_heads,
                  op, ": v_cache ", a.v_cache.describe(), " does not match k_cache ",
                  a.k_cache.describe(), " in pages, page_size or heads");
-  B12X_CHECK_ARG(supported_head_dims(s.head_dim_qk, s.head_dim_vo), op, ": head dims (qk=",
-                 s.head_dim_qk, ", vo=", s.head_dim_vo,
+  B12X_CHECK_ARG(supported_head_dims(s.head_dim_qk, s.head_dim_vo), op,
+                 ": head dims (qk=", s.head_dim_qk, ", vo=", s.head_dim_vo,
                  ") unsupported (supported: 64, 128, 192, 256 equal, or qk 192 with vo 128)");
-  B12X_CHECK_ARG(s.num_kv_heads > 0 && s.num_q_heads > 0 && s.num_q_heads % s.num_kv_heads == 0,
-                 op, ": num_q_heads=", s.num_q_heads, " is not a multiple of num_kv_heads=",
-                 s.num_kv_heads, " (supported: GQA with Hq % Hkv == 0)");
+  B12X_CHECK_ARG(s.num_kv_heads > 0 && s.num_q_heads > 0 && s.num_q_heads % s.num_kv_heads == 0, op,
+                 ": num_q_heads=", s.num_q_heads,
+                 " is not a multiple of num_kv_heads=", s.num_kv_heads,
+                 " (supported: GQA with Hq % Hkv == 0)");
   B12X_CHECK_ARG(s.page_size >= 1 && s.page_size <= 256 && (s.page_size & (s.page_size - 1)) == 0,
                  op, ": page_size=", s.page_size, " (supported: powers of two 1..256)");
   check_shape(a.out, op, "out", {s.total_q, s.num_q_heads, s.head_dim_vo});

@@ -40,9 +40,9 @@ attention::PagedArgs to_args(const b12x_paged_args* a, const char* op) {
 
 attention::PagedCaps to_caps(const b12x_paged_caps* c, const char* op) {
   B12X_CHECK_ARG(c != nullptr, op, ": caps is NULL");
-  B12X_CHECK_ARG(c->q_dtype >= 0 && c->q_dtype < kNumDTypes && c->kv_dtype >= 0 &&
-                     c->kv_dtype < kNumDTypes,
-                 op, ": dtype codes q=", c->q_dtype, " kv=", c->kv_dtype, " out of range");
+  B12X_CHECK_ARG(
+      c->q_dtype >= 0 && c->q_dtype < kNumDTypes && c->kv_dtype >= 0 && c->kv_dtype < kNumDTypes,
+      op, ": dtype codes q=", c->q_dtype, " kv=", c->kv_dtype, " out of range");
   attention::PagedCaps r;
   r.device = c->device;
   r.mode = static_cast<attention::Mode>(c->mode);
@@ -160,7 +160,8 @@ b12x_status b12x_attention_append_kv(const b12x_tensor* k, const b12x_tensor* v,
 }
 
 b12x_status b12x_ref_paged_attention(const b12x_paged_args* args) {
-  return capi::guard([&] { reference::paged_attention(to_args(args, "b12x_ref_paged_attention")); });
+  return capi::guard(
+      [&] { reference::paged_attention(to_args(args, "b12x_ref_paged_attention")); });
 }
 
 b12x_status b12x_ref_append_kv(const b12x_tensor* k, const b12x_tensor* v,
@@ -173,7 +174,8 @@ b12x_status b12x_ref_append_kv(const b12x_tensor* k, const b12x_tensor* v,
                          capi::to_ref_required(k_cache, op, "k_cache"),
                          capi::to_ref_required(v_cache, op, "v_cache"),
                          capi::to_ref_required(slot_mapping, op, "slot_mapping"),
-                         capi::to_ref(k_scale, op, "k_scale"), capi::to_ref(v_scale, op, "v_scale"));
+                         capi::to_ref(k_scale, op, "k_scale"),
+                         capi::to_ref(v_scale, op, "v_scale"));
   });
 }
 

@@ -10,9 +10,15 @@ namespace b12x::capi {
 namespace {
 thread_local std::string t_last_error;
 }
-void set_last_error(const std::string& message) { t_last_error = message; }
-void clear_last_error() { t_last_error.clear(); }
-const char* last_error_c_str() { return t_last_error.c_str(); }
+void set_last_error(const std::string& message) {
+  t_last_error = message;
+}
+void clear_last_error() {
+  t_last_error.clear();
+}
+const char* last_error_c_str() {
+  return t_last_error.c_str();
+}
 
 TensorRef to_ref(const b12x_tensor* t, const char* op, const char* name) {
   TensorRef r;
@@ -44,12 +50,24 @@ using namespace b12x;
 
 extern "C" {
 
-const char* b12x_last_error(void) { return capi::last_error_c_str(); }
-const char* b12x_status_name(b12x_status s) { return status_name(static_cast<Status>(s)); }
-const char* b12x_version(void) { return version(); }
-const char* b12x_compiled_archs(void) { return compiled_arch_string(); }
-const char* b12x_dtype_name(int32_t dtype) { return dtype_name(static_cast<DType>(dtype)); }
-int32_t b12x_device_count(void) { return device_count(); }
+const char* b12x_last_error(void) {
+  return capi::last_error_c_str();
+}
+const char* b12x_status_name(b12x_status s) {
+  return status_name(static_cast<Status>(s));
+}
+const char* b12x_version(void) {
+  return version();
+}
+const char* b12x_compiled_archs(void) {
+  return compiled_arch_string();
+}
+const char* b12x_dtype_name(int32_t dtype) {
+  return dtype_name(static_cast<DType>(dtype));
+}
+int32_t b12x_device_count(void) {
+  return device_count();
+}
 
 b12x_status b12x_device_query(int32_t ordinal, int32_t* cc, int32_t* sm_count,
                               int32_t* arch_compiled, char* name, size_t name_len) {
@@ -71,6 +89,8 @@ b12x_status b12x_freeze_kernel_resolution(const char* reason) {
 b12x_status b12x_unfreeze_kernel_resolution(void) {
   return capi::guard([&] { unfreeze_kernel_resolution(); });
 }
-int32_t b12x_kernel_resolution_frozen(void) { return kernel_resolution_frozen() ? 1 : 0; }
+int32_t b12x_kernel_resolution_frozen(void) {
+  return kernel_resolution_frozen() ? 1 : 0;
+}
 
 }  // extern "C"

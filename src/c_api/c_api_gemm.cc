@@ -57,7 +57,8 @@ b12x_status b12x_linear_weight_pack(const b12x_linear_weight_source* src, int32_
     const char* op = "b12x_linear_weight_pack";
     B12X_CHECK_ARG(out != nullptr, op, ": out handle pointer is NULL");
     *out = nullptr;
-    auto w = gemm::PackedWeight::pack(capi::to_source(src, op), device, static_cast<Stream>(stream));
+    auto w =
+        gemm::PackedWeight::pack(capi::to_source(src, op), device, static_cast<Stream>(stream));
     *out = new b12x_linear_weight_s{std::move(w)};
   });
 }
@@ -130,17 +131,18 @@ b12x_status b12x_linear_plan_destroy(b12x_linear_plan plan) {
   return capi::guard([&] { delete plan; });
 }
 
-b12x_status b12x_linear_run(b12x_linear_plan plan, const b12x_tensor* scratch,
-                            const b12x_tensor* x, const b12x_tensor* x_scale, b12x_linear_weight w,
+b12x_status b12x_linear_run(b12x_linear_plan plan, const b12x_tensor* scratch, const b12x_tensor* x,
+                            const b12x_tensor* x_scale, b12x_linear_weight w,
                             const b12x_tensor* out, const b12x_tensor* bias,
                             const b12x_tensor* alpha, void* stream) {
   return capi::guard([&] {
     const char* op = "b12x_linear_run";
     B12X_CHECK_ARG(plan != nullptr, op, ": plan is NULL");
-    const auto b = gemm::bind(plan->plan, capi::to_ref(scratch, op, "scratch"),
-                              capi::to_ref_required(x, op, "x"), capi::to_ref(x_scale, op, "x_scale"),
-                              capi::weight_of(w, op), capi::to_ref_required(out, op, "out"),
-                              capi::to_ref(bias, op, "bias"), capi::to_ref(alpha, op, "alpha"));
+    const auto b =
+        gemm::bind(plan->plan, capi::to_ref(scratch, op, "scratch"),
+                   capi::to_ref_required(x, op, "x"), capi::to_ref(x_scale, op, "x_scale"),
+                   capi::weight_of(w, op), capi::to_ref_required(out, op, "out"),
+                   capi::to_ref(bias, op, "bias"), capi::to_ref(alpha, op, "alpha"));
     gemm::run(b, static_cast<Stream>(stream));
   });
 }
@@ -177,8 +179,8 @@ b12x_status b12x_ref_linear_dequantize_weight(const b12x_linear_weight_source* w
     const auto v = reference::linear_dequantize_weight(src);
     B12X_CHECK_ARG(o.device == kHostDevice && o.dtype == DType::kFP64 && o.is_contiguous() &&
                        o.numel() == static_cast<int64_t>(v.size()),
-                   op, ": out must be a contiguous host fp64 tensor of ", v.size(),
-                   " values, got ", o.describe());
+                   op, ": out must be a contiguous host fp64 tensor of ", v.size(), " values, got ",
+                   o.describe());
     std::memcpy(o.data, v.data(), v.size() * sizeof(double));
   });
 }

@@ -19,14 +19,14 @@ using namespace b12x;
 
 moe::WeightsPlanArgs args_of(const b12x_moe_weights_plan_desc* d) {
   B12X_CHECK_ARG(d != nullptr, "fused_moe: weights plan descriptor is NULL");
-  B12X_CHECK_ARG(d->quant_mode >= 0 && d->quant_mode <= 5, "fused_moe: quant_mode=",
-                 d->quant_mode, " (supported 0..5)");
-  B12X_CHECK_ARG(d->source_format >= 0 && d->source_format <= 2, "fused_moe: source_format=",
-                 d->source_format, " (supported 0..2)");
-  B12X_CHECK_ARG(d->activation >= 0 && d->activation <= 3, "fused_moe: activation=",
-                 d->activation, " (supported 0..3)");
-  B12X_CHECK_ARG(d->w13_layout == 0 || d->w13_layout == 1, "fused_moe: w13_layout=",
-                 d->w13_layout, " (supported 0 = w13, 1 = w31)");
+  B12X_CHECK_ARG(d->quant_mode >= 0 && d->quant_mode <= 5, "fused_moe: quant_mode=", d->quant_mode,
+                 " (supported 0..5)");
+  B12X_CHECK_ARG(d->source_format >= 0 && d->source_format <= 2,
+                 "fused_moe: source_format=", d->source_format, " (supported 0..2)");
+  B12X_CHECK_ARG(d->activation >= 0 && d->activation <= 3, "fused_moe: activation=", d->activation,
+                 " (supported 0..3)");
+  B12X_CHECK_ARG(d->w13_layout == 0 || d->w13_layout == 1, "fused_moe: w13_layout=", d->w13_layout,
+                 " (supported 0 = w13, 1 = w31)");
   for (int32_t t : {d->params_dtype, d->ggml_w1_dtype, d->ggml_w2_dtype})
     B12X_CHECK_ARG(t >= 0 && t < kNumDTypes, "fused_moe: dtype code ", t, " is invalid");
   moe::WeightsPlanArgs a;
@@ -62,9 +62,8 @@ moe::Caps caps_of(const b12x_moe_caps* c) {
   return k;
 }
 
-moe::SourceWeights sources_of(const b12x_tensor* w1, const b12x_tensor* w1s,
-                              const b12x_tensor* w1g, const b12x_tensor* a1g,
-                              const b12x_tensor* w2, const b12x_tensor* w2s,
+moe::SourceWeights sources_of(const b12x_tensor* w1, const b12x_tensor* w1s, const b12x_tensor* w1g,
+                              const b12x_tensor* a1g, const b12x_tensor* w2, const b12x_tensor* w2s,
                               const b12x_tensor* w2g, const b12x_tensor* a2g, const char* op) {
   moe::SourceWeights s;
   s.w1 = capi::to_ref_required(w1, op, "w1");
@@ -84,11 +83,10 @@ moe::Binding bind_of(b12x_moe_plan plan, const b12x_tensor* scratch, const b12x_
   const char* op = "fused_moe.bind";
   B12X_CHECK_ARG(plan != nullptr, op, ": plan is NULL");
   B12X_CHECK_ARG(weights != nullptr, op, ": experts (weights) is NULL");
-  return moe::bind(plan->plan, capi::to_ref_required(scratch, op, "scratch"),
-                   capi::to_ref_required(a, op, "a"), weights->experts,
-                   capi::to_ref_required(tw, op, "topk_weights"),
-                   capi::to_ref_required(ti, op, "topk_ids"),
-                   capi::to_ref_required(out, op, "output"));
+  return moe::bind(
+      plan->plan, capi::to_ref_required(scratch, op, "scratch"), capi::to_ref_required(a, op, "a"),
+      weights->experts, capi::to_ref_required(tw, op, "topk_weights"),
+      capi::to_ref_required(ti, op, "topk_ids"), capi::to_ref_required(out, op, "output"));
 }
 }  // namespace
 
@@ -103,14 +101,11 @@ b12x_status b12x_moe_plan_weights(const b12x_moe_weights_plan_desc* desc, int64_
   });
 }
 
-b12x_status b12x_moe_prepare_weights(const b12x_moe_weights_plan_desc* desc,
-                                     const b12x_tensor* w1, const b12x_tensor* w1_scale,
-                                     const b12x_tensor* w1_global_scale,
-                                     const b12x_tensor* a1_gscale, const b12x_tensor* w2,
-                                     const b12x_tensor* w2_scale,
-                                     const b12x_tensor* w2_global_scale,
-                                     const b12x_tensor* a2_gscale, void* stream,
-                                     b12x_moe_weights* weights) {
+b12x_status b12x_moe_prepare_weights(
+    const b12x_moe_weights_plan_desc* desc, const b12x_tensor* w1, const b12x_tensor* w1_scale,
+    const b12x_tensor* w1_global_scale, const b12x_tensor* a1_gscale, const b12x_tensor* w2,
+    const b12x_tensor* w2_scale, const b12x_tensor* w2_global_scale, const b12x_tensor* a2_gscale,
+    void* stream, b12x_moe_weights* weights) {
   return capi::guard([&] {
     const char* op = "fused_moe.prepare_weights";
     B12X_CHECK_ARG(weights != nullptr, op, ": weights (out) is NULL");
@@ -141,8 +136,8 @@ b12x_status b12x_moe_weights_storage(b12x_moe_weights weights, uint64_t* ptr, in
   });
 }
 
-b12x_status b12x_moe_plan_create(const b12x_moe_weights_plan_desc* desc,
-                                 const b12x_moe_caps* caps, b12x_moe_plan* plan) {
+b12x_status b12x_moe_plan_create(const b12x_moe_weights_plan_desc* desc, const b12x_moe_caps* caps,
+                                 b12x_moe_plan* plan) {
   return capi::guard([&] {
     B12X_CHECK_ARG(plan != nullptr, "fused_moe.plan: plan (out) is NULL");
     const moe::WeightsPlan wp = moe::plan_weights(args_of(desc));
@@ -187,8 +182,7 @@ b12x_status b12x_moe_plan_execution(const b12x_moe_weights_plan_desc* desc,
 b12x_status b12x_moe_bind(b12x_moe_plan plan, const b12x_tensor* scratch, const b12x_tensor* a,
                           b12x_moe_weights weights, const b12x_tensor* topk_weights,
                           const b12x_tensor* topk_ids, const b12x_tensor* output) {
-  return capi::guard(
-      [&] { bind_of(plan, scratch, a, weights, topk_weights, topk_ids, output); });
+  return capi::guard([&] { bind_of(plan, scratch, a, weights, topk_weights, topk_ids, output); });
 }
 
 b12x_status b12x_moe_run(b12x_moe_plan plan, const b12x_tensor* scratch, const b12x_tensor* a,
@@ -200,7 +194,9 @@ b12x_status b12x_moe_run(b12x_moe_plan plan, const b12x_tensor* scratch, const b
   });
 }
 
-int32_t b12x_moe_is_supported(int32_t device) { return moe::is_supported(device) ? 1 : 0; }
+int32_t b12x_moe_is_supported(int32_t device) {
+  return moe::is_supported(device) ? 1 : 0;
+}
 
 b12x_status b12x_ref_moe(const b12x_moe_weights_plan_desc* desc, const b12x_moe_caps* caps,
                          const b12x_tensor* a, const b12x_tensor* topk_ids,
@@ -225,11 +221,11 @@ b12x_status b12x_ref_moe(const b12x_moe_weights_plan_desc* desc, const b12x_moe_
     A.a = capi::to_ref_required(a, op, "a");
     A.topk_ids = capi::to_ref_required(topk_ids, op, "topk_ids");
     A.topk_weights = capi::to_ref_required(topk_weights, op, "topk_weights");
-    A.weights = sources_of(w1, w1_scale, w1_global_scale, a1_gscale, w2, w2_scale,
-                           w2_global_scale, a2_gscale, op);
+    A.weights = sources_of(w1, w1_scale, w1_global_scale, a1_gscale, w2, w2_scale, w2_global_scale,
+                           a2_gscale, op);
     A.output = capi::to_ref_required(output, op, "output");
-    for (const TensorRef* t : {&A.a, &A.topk_ids, &A.topk_weights, &A.weights.w1, &A.weights.w2,
-                               &A.output})
+    for (const TensorRef* t :
+         {&A.a, &A.topk_ids, &A.topk_weights, &A.weights.w1, &A.weights.w2, &A.output})
       check_device(*t, op, "tensor", kHostDevice);
     reference::fused_moe(A);
   });

@@ -6,14 +6,14 @@
 
 #include "b12x/status.h"
 
-#define B12X_CUDA_CHECK(expr)                                                                    \
-  do {                                                                                           \
-    cudaError_t b12x_err_ = (expr);                                                              \
-    if (b12x_err_ != cudaSuccess) {                                                              \
-      cudaGetLastError();                                                                        \
+#define B12X_CUDA_CHECK(expr)                                                                      \
+  do {                                                                                             \
+    cudaError_t b12x_err_ = (expr);                                                                \
+    if (b12x_err_ != cudaSuccess) {                                                                \
+      cudaGetLastError();                                                                          \
       B12X_FAIL(::b12x::Status::kCudaError, #expr, " failed: ", cudaGetErrorName(b12x_err_), " (", \
-                cudaGetErrorString(b12x_err_), ") at ", __FILE__, ":", __LINE__);                \
-    }                                                                                            \
+                cudaGetErrorString(b12x_err_), ") at ", __FILE__, ":", __LINE__);                  \
+    }                                                                                              \
   } while (0)
 
 /// After a kernel launch: report launch-configuration errors without synchronizing.

@@ -16,8 +16,12 @@
 
 namespace b12x {
 
-const char* version() noexcept { return B12X_VERSION_STRING; }
-const char* compiled_arch_string() noexcept { return B12X_CUDA_ARCHITECTURES; }
+const char* version() noexcept {
+  return B12X_VERSION_STRING;
+}
+const char* compiled_arch_string() noexcept {
+  return B12X_CUDA_ARCHITECTURES;
+}
 
 std::vector<int> compiled_archs() {
   std::vector<int> out;
@@ -50,11 +54,16 @@ namespace {
 ArchFamily family_of(int major, int minor) {
   const int cc = major * 10 + minor;
   switch (cc) {
-    case 89: return ArchFamily::kSm89;
-    case 90: return ArchFamily::kSm90;
-    case 120: return ArchFamily::kSm120;
-    case 121: return ArchFamily::kSm121;
-    default: return ArchFamily::kNone;
+    case 89:
+      return ArchFamily::kSm89;
+    case 90:
+      return ArchFamily::kSm90;
+    case 120:
+      return ArchFamily::kSm120;
+    case 121:
+      return ArchFamily::kSm121;
+    default:
+      return ArchFamily::kNone;
   }
 }
 }  // namespace
@@ -95,9 +104,8 @@ int current_device() {
 void require_compiled_arch(int ordinal, const char* op) {
   const DeviceInfo& d = device_info(ordinal);
   if (!d.arch_compiled || d.family == ArchFamily::kNone)
-    B12X_FAIL(Status::kArchNotCompiled, op, ": device ", ordinal, " (", d.name, ", sm_",
-              d.cc_major, d.cc_minor, ") is not supported by this build (compiled: ",
-              B12X_CUDA_ARCHITECTURES,
+    B12X_FAIL(Status::kArchNotCompiled, op, ": device ", ordinal, " (", d.name, ", sm_", d.cc_major,
+              d.cc_minor, ") is not supported by this build (compiled: ", B12X_CUDA_ARCHITECTURES,
               "; supported families sm_89, sm_90a, sm_120a, sm_121a; rebuild with "
               "-DCMAKE_CUDA_ARCHITECTURES including ",
               d.cc_major, d.cc_minor, d.cc_major >= 9 ? "a" : "", ")");
@@ -130,7 +138,7 @@ struct Registry {
   std::mutex mu;
   bool frozen = false;
   std::string reason;
-  std::vector<KernelResolution> entries;               // first-resolution order
+  std::vector<KernelResolution> entries;                // first-resolution order
   std::map<std::pair<int, std::string>, size_t> index;  // (device, signature) -> entry
 };
 Registry& registry() {
@@ -154,7 +162,9 @@ void unfreeze_kernel_resolution() {
   r.frozen = false;
   g_frozen = false;
 }
-bool kernel_resolution_frozen() { return g_frozen.load(); }
+bool kernel_resolution_frozen() {
+  return g_frozen.load();
+}
 
 std::vector<KernelResolution> resolved_kernels() {
   Registry& r = registry();
@@ -200,7 +210,9 @@ void resolve_kernels(const char* op, int device, const std::string& signature,
     log_message(3, std::string(op) + ": kernels '" + signature + "' for " + shape);
 }
 
-const std::string& last_kernel_signature() { return t_last_signature; }
+const std::string& last_kernel_signature() {
+  return t_last_signature;
+}
 
 }  // namespace detail
 

@@ -15,15 +15,22 @@ struct DTypeInfo {
   int block_bytes;
 };
 constexpr DTypeInfo kDTypes[] = {
-    {DType::kBF16, "bf16", 1, 2},         {DType::kFP16, "fp16", 1, 2},
-    {DType::kFP32, "fp32", 1, 4},         {DType::kInt32, "int32", 1, 4},
-    {DType::kInt64, "int64", 1, 8},       {DType::kUInt8, "uint8", 1, 1},
-    {DType::kFP8E4M3, "fp8_e4m3", 1, 1},  {DType::kFP8E5M2, "fp8_e5m2", 1, 1},
-    {DType::kFP4E2M1, "fp4_e2m1", 2, 1},  {DType::kUE8M0, "ue8m0", 1, 1},
-    {DType::kUE4M3, "ue4m3", 1, 1},       {DType::kQ8_0, "q8_0", kQ8_0BlockValues, kQ8_0BlockBytes},
+    {DType::kBF16, "bf16", 1, 2},
+    {DType::kFP16, "fp16", 1, 2},
+    {DType::kFP32, "fp32", 1, 4},
+    {DType::kInt32, "int32", 1, 4},
+    {DType::kInt64, "int64", 1, 8},
+    {DType::kUInt8, "uint8", 1, 1},
+    {DType::kFP8E4M3, "fp8_e4m3", 1, 1},
+    {DType::kFP8E5M2, "fp8_e5m2", 1, 1},
+    {DType::kFP4E2M1, "fp4_e2m1", 2, 1},
+    {DType::kUE8M0, "ue8m0", 1, 1},
+    {DType::kUE4M3, "ue4m3", 1, 1},
+    {DType::kQ8_0, "q8_0", kQ8_0BlockValues, kQ8_0BlockBytes},
     {DType::kIQ2_XXS, "iq2_xxs", kIQ2XXSBlockValues, kIQ2XXSBlockBytes},
     {DType::kIQ2_XS, "iq2_xs", kIQ2XSBlockValues, kIQ2XSBlockBytes},
-    {DType::kFP64, "fp64", 1, 8},         {DType::kInt8, "int8", 1, 1},
+    {DType::kFP64, "fp64", 1, 8},
+    {DType::kInt8, "int8", 1, 1},
 };
 const DTypeInfo* find(DType t) {
   for (const auto& d : kDTypes)
@@ -45,20 +52,29 @@ DType dtype_from_name(const std::string& name) {
     DType t;
   };
   static const Alias kAliases[] = {
-      {"bfloat16", DType::kBF16},          {"float16", DType::kFP16},
-      {"half", DType::kFP16},              {"float32", DType::kFP32},
-      {"float", DType::kFP32},             {"float64", DType::kFP64},
-      {"float8_e4m3fn", DType::kFP8E4M3},  {"e4m3", DType::kFP8E4M3},
-      {"float8_e5m2", DType::kFP8E5M2},    {"e5m2", DType::kFP8E5M2},
-      {"float4_e2m1fn_x2", DType::kFP4E2M1}, {"float4_e2m1fn", DType::kFP4E2M1},
-      {"e2m1", DType::kFP4E2M1},           {"float8_e8m0fnu", DType::kUE8M0},
-      {"e8m0", DType::kUE8M0},             {"ue4m3fn", DType::kUE4M3},
+      {"bfloat16", DType::kBF16},
+      {"float16", DType::kFP16},
+      {"half", DType::kFP16},
+      {"float32", DType::kFP32},
+      {"float", DType::kFP32},
+      {"float64", DType::kFP64},
+      {"float8_e4m3fn", DType::kFP8E4M3},
+      {"e4m3", DType::kFP8E4M3},
+      {"float8_e5m2", DType::kFP8E5M2},
+      {"e5m2", DType::kFP8E5M2},
+      {"float4_e2m1fn_x2", DType::kFP4E2M1},
+      {"float4_e2m1fn", DType::kFP4E2M1},
+      {"e2m1", DType::kFP4E2M1},
+      {"float8_e8m0fnu", DType::kUE8M0},
+      {"e8m0", DType::kUE8M0},
+      {"ue4m3fn", DType::kUE4M3},
   };
   for (const auto& a : kAliases)
     if (name == a.alias) return a.t;
   std::ostringstream os;
   for (const auto& d : kDTypes) os << (&d == kDTypes ? "" : ", ") << d.name;
-  B12X_FAIL(Status::kInvalidArgument, "unknown dtype name '", name, "' (supported: ", os.str(), ")");
+  B12X_FAIL(Status::kInvalidArgument, "unknown dtype name '", name, "' (supported: ", os.str(),
+            ")");
 }
 
 int dtype_block_values(DType t) noexcept {
@@ -77,8 +93,8 @@ TensorRef TensorRef::contiguous(void* data, DType dtype, std::initializer_list<i
 
 TensorRef TensorRef::contiguous(void* data, DType dtype, int ndim, const int64_t* shape,
                                 int device) {
-  B12X_CHECK_ARG(ndim >= 0 && ndim <= kMaxDims, "TensorRef: ndim=", ndim, " outside [0, ",
-                 kMaxDims, "]");
+  B12X_CHECK_ARG(ndim >= 0 && ndim <= kMaxDims, "TensorRef: ndim=", ndim, " outside [0, ", kMaxDims,
+                 "]");
   TensorRef t;
   t.data = data;
   t.dtype = dtype;
@@ -137,13 +153,13 @@ std::string TensorRef::describe() const {
 }
 
 void check_defined(const TensorRef& t, const char* op, const char* name) {
-  B12X_CHECK_ARG(t.data != nullptr || t.numel() == 0, op, ": ", name,
-                 " is a null pointer with ", t.numel(), " elements");
+  B12X_CHECK_ARG(t.data != nullptr || t.numel() == 0, op, ": ", name, " is a null pointer with ",
+                 t.numel(), " elements");
   B12X_CHECK_ARG(t.ndim >= 0 && t.ndim <= kMaxDims, op, ": ", name, " has ndim=", t.ndim,
                  " (supported 0..", kMaxDims, ")");
   for (int d = 0; d < t.ndim; ++d)
-    B12X_CHECK_ARG(t.shape[d] >= 0, op, ": ", name, " has negative size ", t.shape[d],
-                   " in dim ", d);
+    B12X_CHECK_ARG(t.shape[d] >= 0, op, ": ", name, " has negative size ", t.shape[d], " in dim ",
+                   d);
   const int bv = dtype_block_values(t.dtype);
   if (bv > 1 && t.ndim > 0) {
     B12X_CHECK_ARG(t.stride[t.ndim - 1] == 1 || t.shape[t.ndim - 1] <= 1, op, ": ", name, " (",
@@ -153,9 +169,8 @@ void check_defined(const TensorRef& t, const char* op, const char* name) {
                    ") last dim ", t.shape[t.ndim - 1], " is not a multiple of its block of ", bv,
                    " values");
     for (int d = 0; d + 1 < t.ndim; ++d)
-      B12X_CHECK_ARG(t.stride[d] % bv == 0, op, ": ", name, " (", dtype_name(t.dtype),
-                     ") stride ", t.stride[d], " of dim ", d, " is not a whole number of ", bv,
-                     "-value blocks");
+      B12X_CHECK_ARG(t.stride[d] % bv == 0, op, ": ", name, " (", dtype_name(t.dtype), ") stride ",
+                     t.stride[d], " of dim ", d, " is not a whole number of ", bv, "-value blocks");
   }
 }
 
@@ -221,12 +236,11 @@ void check_aligned(const TensorRef& t, const char* op, const char* name, int byt
 }
 
 void check_device(const TensorRef& t, const char* op, const char* name, int device) {
-  B12X_CHECK_ARG(t.device == device, op, ": ", name, " is on ",
-                 t.device == kHostDevice ? std::string("the host")
-                                         : "device " + std::to_string(t.device),
-                 ", expected ",
-                 device == kHostDevice ? std::string("the host")
-                                       : "device " + std::to_string(device));
+  B12X_CHECK_ARG(
+      t.device == device, op, ": ", name, " is on ",
+      t.device == kHostDevice ? std::string("the host") : "device " + std::to_string(t.device),
+      ", expected ",
+      device == kHostDevice ? std::string("the host") : "device " + std::to_string(device));
 }
 
 void check_same_device(const TensorRef& a, const char* a_name, const TensorRef& b,

@@ -91,9 +91,9 @@ EmbeddingPlan plan_embedding(const EmbeddingCaps& caps) {
   detail::resolve_kernels(op, caps.device,
                           std::string("embedding.q8_0 ids=") + dtype_name(caps.id_dtype) +
                               " out=" + dtype_name(caps.out_dtype),
-                          "vocab=" + std::to_string(caps.vocab) + " dim=" +
-                              std::to_string(caps.dim) + " max_tokens=" +
-                              std::to_string(caps.max_tokens));
+                          "vocab=" + std::to_string(caps.vocab) +
+                              " dim=" + std::to_string(caps.dim) +
+                              " max_tokens=" + std::to_string(caps.max_tokens));
   return p;
 }
 

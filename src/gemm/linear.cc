@@ -25,7 +25,9 @@ using lin::WFmt;
 namespace {
 
 constexpr int64_t kAlign = 1024;
-int64_t align_up(int64_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
+int64_t align_up(int64_t x) {
+  return (x + kAlign - 1) / kAlign * kAlign;
+}
 
 /// Activation dtypes accepted per format.
 bool act_dtype_ok(LinearFormat f, DType t) {
@@ -53,15 +55,20 @@ bool mma_fp16(LinearFormat f, DType act) {
 /// Activation group of the fp32 act scales the engine consumes (0 = none).
 int act_group(LinearFormat f, DType act) {
   switch (f) {
-    case LinearFormat::kFp8Block: return 128;
+    case LinearFormat::kFp8Block:
+      return 128;
     case LinearFormat::kMxfp8:
     case LinearFormat::kMxfp4:
-    case LinearFormat::kMxfp4W4A8: return 32;
-    default: return 0;
+    case LinearFormat::kMxfp4W4A8:
+      return 32;
+    default:
+      return 0;
   }
 }
 
-int decode_nt(int64_t m) { return m <= 8 ? 1 : 2; }
+int decode_nt(int64_t m) {
+  return m <= 8 ? 1 : 2;
+}
 
 /// Up to this many tokens the weight-streaming kernel (token tiles of 16 re-reading the weights
 /// from L2) beats 128-row tiles, whose MMAs would be mostly padding.
@@ -80,8 +87,10 @@ int64_t stage_fit_slices(lin::WFmt f, int64_t rows) {
 std::string Plan::describe() const {
   std::ostringstream os;
   os << "linear[" << format_name(caps.format) << " N=" << caps.out_features
-     << " K=" << caps.in_features << " max_tokens=" << caps.max_tokens
-     << " regime=" << (regime == Regime::kDecode ? "decode" : regime == Regime::kTiled ? "tiled" : "auto")
+     << " K=" << caps.in_features << " max_tokens=" << caps.max_tokens << " regime="
+     << (regime == Regime::kDecode  ? "decode"
+         : regime == Regime::kTiled ? "tiled"
+                                    : "auto")
      << " split_k=" << split_k << " scratch=" << scratch_bytes << "B]";
   return os.str();
 }
@@ -168,11 +177,11 @@ Plan plan(const Caps& caps) {
   // the choice in the decode regime (for measurements).
   // MXFP8 too in the tiled regime, whose kernel runs it on BF16 MMAs with folded E8M0 scales
   // (activations dequantized in the FP8 fragment's k order, see lin::ActParams::kperm).
-  p.act_prepass = !format_raw_activations(f) &&
-                  (!lin::wtraits(wf).fp8mma ||
-                   (wf == WFmt::kFp8Mx && p.regime != Regime::kDecode)) &&
-                  (p.regime != Regime::kDecode || (pre_env != nullptr && pre_env[0] == '1') ||
-                   (M >= 2 && !(pre_env != nullptr && pre_env[0] == '0')));
+  p.act_prepass =
+      !format_raw_activations(f) &&
+      (!lin::wtraits(wf).fp8mma || (wf == WFmt::kFp8Mx && p.regime != Regime::kDecode)) &&
+      (p.regime != Regime::kDecode || (pre_env != nullptr && pre_env[0] == '1') ||
+       (M >= 2 && !(pre_env != nullptr && pre_env[0] == '0')));
   int64_t off = 0;
   if (format_quantizes_inside(f) && caps.act_dtype != DType::kFP8E4M3) {
     p.off_qvalues = off;
@@ -205,7 +214,9 @@ Plan plan(const Caps& caps) {
       sig << " tiled";
     else
       sig << " decode nt=" << (M > kDecodeMaxM ? 2 : decode_nt(M)) << " split="
-          << (M > kDecodeMaxM || split == 1 ? "none" : p.split_cluster ? "cluster" : "reduce");
+          << (M > kDecodeMaxM || split == 1 ? "none"
+              : p.split_cluster             ? "cluster"
+                                            : "reduce");
     if (p.act_prepass) sig << " act_prepass";
     b12x::detail::resolve_kernels(op, caps.device, sig.str(), p.describe());
   }
@@ -233,12 +244,12 @@ Binding bind(const Plan& plan, const TensorRef& scratch, const TensorRef& x,
   check_ndim(x, op, "x", 2);
   check_device(x, op, "x", dev);
   check_inner_contiguous(x, op, "x");
-  B12X_CHECK_ARG(x.dtype == c.act_dtype || (format_is_w4a4(f) && (x.dtype == DType::kUInt8 ||
-                                                                   x.dtype == DType::kFP4E2M1)) ||
-                     (f == LinearFormat::kFp8Tensor && (x.dtype == DType::kUInt8 ||
-                                                        x.dtype == DType::kFP8E4M3)),
-                 op, ": x has dtype ", dtype_name(x.dtype), ", the plan expects ",
-                 dtype_name(c.act_dtype));
+  B12X_CHECK_ARG(
+      x.dtype == c.act_dtype ||
+          (format_is_w4a4(f) && (x.dtype == DType::kUInt8 || x.dtype == DType::kFP4E2M1)) ||
+          (f == LinearFormat::kFp8Tensor &&
+           (x.dtype == DType::kUInt8 || x.dtype == DType::kFP8E4M3)),
+      op, ": x has dtype ", dtype_name(x.dtype), ", the plan expects ", dtype_name(c.act_dtype));
   const int64_t M = x.shape[0];
   const int64_t xk = x.dtype == DType::kUInt8 && format_is_w4a4(f) ? 2 * x.shape[1] : x.shape[1];
   B12X_CHECK_ARG(xk == K, op, ": x has K=", xk, " (", x.describe(), "), expected ", K);
@@ -262,8 +273,8 @@ Binding bind(const Plan& plan, const TensorRef& scratch, const TensorRef& x,
     B12X_CHECK_ARG(x_scale.is_contiguous(), op, ": x_scale must be contiguous, got ",
                    x_scale.describe());
     B12X_CHECK_ARG(x_scale.numel() >= fmt::swizzled_scale_bytes(M, cols), op, ": x_scale holds ",
-                   x_scale.numel(), " bytes, expected pad128(M)*pad4(", cols, ") = ",
-                   fmt::swizzled_scale_bytes(M, cols));
+                   x_scale.numel(), " bytes, expected pad128(M)*pad4(", cols,
+                   ") = ", fmt::swizzled_scale_bytes(M, cols));
   } else if (f == LinearFormat::kFp8Block && x.dtype == DType::kFP8E4M3) {
     B12X_CHECK_ARG(x_scale.data != nullptr, op,
                    ": x_scale (fp32 [M, K/128]) is required with fp8_e4m3 activations");
@@ -387,9 +398,15 @@ void run(const Binding& b, Stream stream) {
     int64_t qscale_ld = 0;
     lin::ActKind kind = lin::ActKind::kFp8;
     switch (f) {
-      case LinearFormat::kNvfp4: kind = lin::ActKind::kNvfp4; break;
-      case LinearFormat::kMxfp4: kind = lin::ActKind::kMxfp4; break;
-      case LinearFormat::kFp8Tensor: kind = lin::ActKind::kFp8; break;
+      case LinearFormat::kNvfp4:
+        kind = lin::ActKind::kNvfp4;
+        break;
+      case LinearFormat::kMxfp4:
+        kind = lin::ActKind::kMxfp4;
+        break;
+      case LinearFormat::kFp8Tensor:
+        kind = lin::ActKind::kFp8;
+        break;
       case LinearFormat::kFp8Block:
         kind = lin::ActKind::kFp8Group;
         if (b.x.dtype == DType::kFP8E4M3) {
@@ -416,7 +433,8 @@ void run(const Binding& b, Stream stream) {
         qscale_ld = K / 32;
         break;
       }
-      default: B12X_ASSERT(false, "unhandled format ", format_name(f));
+      default:
+        B12X_ASSERT(false, "unhandled format ", format_name(f));
     }
     if (plan.act_prepass && (!lin::wtraits(im.wfmt).fp8mma || tiled_f8_fold)) {
       lin::ActParams a{};
@@ -447,12 +465,16 @@ void run(const Binding& b, Stream stream) {
       p.xq_scale = qscale;
       p.x_vec16 = (reinterpret_cast<uintptr_t>(qx) % 16 == 0) && (qld % 16 == 0);
       switch (kind) {
-        case lin::ActKind::kNvfp4: p.act_kind = lin::kActNvfp4; break;
+        case lin::ActKind::kNvfp4:
+          p.act_kind = lin::kActNvfp4;
+          break;
         case lin::ActKind::kMxfp4:
           p.act_kind = lin::kActMxfp4;
           p.xs_kind = lin::kXsE8m0Swz;
           break;
-        case lin::ActKind::kFp8: p.act_kind = lin::kActFp8; break;
+        case lin::ActKind::kFp8:
+          p.act_kind = lin::kActFp8;
+          break;
         case lin::ActKind::kFp8Group:
           p.act_kind = lin::kActFp8;
           p.xs_kind = lin::kXsF32Rows;
@@ -469,7 +491,8 @@ void run(const Binding& b, Stream stream) {
   }
   if (f == LinearFormat::kFp8Tensor) {
     // output_scale lives on the device; a caller alpha (rare) is not combinable with it here.
-    B12X_CHECK_ARG(b.alpha.data == nullptr, "gemm::run: fp8_tensor takes its scale from the "
+    B12X_CHECK_ARG(b.alpha.data == nullptr,
+                   "gemm::run: fp8_tensor takes its scale from the "
                    "packed weight's output_scale; alpha must be empty");
     p.alpha = im.output_scale;
   }
@@ -511,7 +534,8 @@ void run(const Binding& b, Stream stream) {
     p.slices_per_cta = static_cast<int>(geo.KP / lin::slice_k(im.wfmt));
     p.partial = nullptr;
     p.stage_rows = 16;
-    p.stage_slices = static_cast<int>(std::min<int64_t>(p.slices_per_cta, stage_fit_slices(im.wfmt, 16)));
+    p.stage_slices =
+        static_cast<int>(std::min<int64_t>(p.slices_per_cta, stage_fit_slices(im.wfmt, 16)));
     lin::launch_linear_decode(im.wfmt, fp16, 2, p, stream);
     return;
   }
@@ -570,9 +594,9 @@ void linear(const PackedWeight& weight, const TensorRef& x, const TensorRef& x_s
   void* scratch_ptr = nullptr;
   {
     std::lock_guard<std::mutex> lock(c.mu);
-    const auto key = std::make_tuple(caps.device, static_cast<int>(caps.format), caps.in_features,
-                                     caps.out_features, static_cast<int>(act),
-                                     static_cast<int>(out.dtype), M);
+    const auto key =
+        std::make_tuple(caps.device, static_cast<int>(caps.format), caps.in_features,
+                        caps.out_features, static_cast<int>(act), static_cast<int>(out.dtype), M);
     auto it = c.plans.find(key);
     if (it == c.plans.end()) {
       refuse_during_capture(stream, op);

@@ -24,14 +24,22 @@ DecodeFn decode_fn(int nt) {
 
 DecodeFn pick_decode(WFmt f, bool fp16, int nt) {
   switch (f) {
-    case WFmt::kNvfp4: return fp16 ? decode_fn<WFmt::kNvfp4, Fp16Tag>(nt) : decode_fn<WFmt::kNvfp4, Bf16Tag>(nt);
-    case WFmt::kMxfp4: return fp16 ? decode_fn<WFmt::kMxfp4, Fp16Tag>(nt) : decode_fn<WFmt::kMxfp4, Bf16Tag>(nt);
-    case WFmt::kQ8_0: return fp16 ? decode_fn<WFmt::kQ8_0, Fp16Tag>(nt) : decode_fn<WFmt::kQ8_0, Bf16Tag>(nt);
-    case WFmt::kIq2Xxs: return fp16 ? decode_fn<WFmt::kIq2Xxs, Fp16Tag>(nt) : decode_fn<WFmt::kIq2Xxs, Bf16Tag>(nt);
-    case WFmt::kIq2Xs: return fp16 ? decode_fn<WFmt::kIq2Xs, Fp16Tag>(nt) : decode_fn<WFmt::kIq2Xs, Bf16Tag>(nt);
-    case WFmt::kFp8: return fp16 ? nullptr : decode_fn<WFmt::kFp8, Bf16Tag>(nt);
-    case WFmt::kFp8Mx: return fp16 ? nullptr : decode_fn<WFmt::kFp8Mx, Bf16Tag>(nt);
-    case WFmt::kFp8Block: return fp16 ? nullptr : decode_fn<WFmt::kFp8Block, Bf16Tag>(nt);
+    case WFmt::kNvfp4:
+      return fp16 ? decode_fn<WFmt::kNvfp4, Fp16Tag>(nt) : decode_fn<WFmt::kNvfp4, Bf16Tag>(nt);
+    case WFmt::kMxfp4:
+      return fp16 ? decode_fn<WFmt::kMxfp4, Fp16Tag>(nt) : decode_fn<WFmt::kMxfp4, Bf16Tag>(nt);
+    case WFmt::kQ8_0:
+      return fp16 ? decode_fn<WFmt::kQ8_0, Fp16Tag>(nt) : decode_fn<WFmt::kQ8_0, Bf16Tag>(nt);
+    case WFmt::kIq2Xxs:
+      return fp16 ? decode_fn<WFmt::kIq2Xxs, Fp16Tag>(nt) : decode_fn<WFmt::kIq2Xxs, Bf16Tag>(nt);
+    case WFmt::kIq2Xs:
+      return fp16 ? decode_fn<WFmt::kIq2Xs, Fp16Tag>(nt) : decode_fn<WFmt::kIq2Xs, Bf16Tag>(nt);
+    case WFmt::kFp8:
+      return fp16 ? nullptr : decode_fn<WFmt::kFp8, Bf16Tag>(nt);
+    case WFmt::kFp8Mx:
+      return fp16 ? nullptr : decode_fn<WFmt::kFp8Mx, Bf16Tag>(nt);
+    case WFmt::kFp8Block:
+      return fp16 ? nullptr : decode_fn<WFmt::kFp8Block, Bf16Tag>(nt);
   }
   return nullptr;
 }

@@ -12,8 +12,8 @@ namespace b12x::gemm {
 struct PackedWeight::Impl {
   lin::WFmt wfmt = lin::WFmt::kNvfp4;
   lin::Geometry geo;
-  uint8_t* scale = nullptr;   // primary scale array (device)
-  uint8_t* scale2 = nullptr;  // IQ2 sub-scales (device)
+  uint8_t* scale = nullptr;       // primary scale array (device)
+  uint8_t* scale2 = nullptr;      // IQ2 sub-scales (device)
   float* output_scale = nullptr;  // kFp8Tensor: device fp32[1]
   int64_t scale_bytes = 0, scale2_bytes = 0;
 };

@@ -55,19 +55,31 @@ struct WTraits {
 
 B12X_HD constexpr WTraits wtraits(WFmt f) {
   switch (f) {
-    case WFmt::kNvfp4: return {32, 8, 0, 16, true, false};
-    case WFmt::kMxfp4: return {32, 8, 32, 16, true, false};
-    case WFmt::kFp8: return {32, 16, 0, 8, false, true};
-    case WFmt::kFp8Mx: return {32, 16, 32, 8, false, true};
-    case WFmt::kFp8Block: return {32, 16, 128, 8, false, true};
-    case WFmt::kQ8_0: return {32, 16, 32, 8, false, false};
-    case WFmt::kIq2Xxs: return {8, 16, 32, 8, false, false};
-    case WFmt::kIq2Xs: return {8, 16, 16, 8, false, false};
+    case WFmt::kNvfp4:
+      return {32, 8, 0, 16, true, false};
+    case WFmt::kMxfp4:
+      return {32, 8, 32, 16, true, false};
+    case WFmt::kFp8:
+      return {32, 16, 0, 8, false, true};
+    case WFmt::kFp8Mx:
+      return {32, 16, 32, 8, false, true};
+    case WFmt::kFp8Block:
+      return {32, 16, 128, 8, false, true};
+    case WFmt::kQ8_0:
+      return {32, 16, 32, 8, false, false};
+    case WFmt::kIq2Xxs:
+      return {8, 16, 32, 8, false, false};
+    case WFmt::kIq2Xs:
+      return {8, 16, 16, 8, false, false};
   }
   return {32, 16, 0, 8, false, false};
 }
-B12X_HD constexpr int atoms_per_vector(WFmt f) { return 16 / wtraits(f).lane_bytes; }
-B12X_HD constexpr int slice_k(WFmt f) { return wtraits(f).slice_atoms * 32; }
+B12X_HD constexpr int atoms_per_vector(WFmt f) {
+  return 16 / wtraits(f).lane_bytes;
+}
+B12X_HD constexpr int slice_k(WFmt f) {
+  return wtraits(f).slice_atoms * 32;
+}
 
 /// Geometry of one packed weight.
 struct Geometry {
@@ -77,7 +89,7 @@ struct Geometry {
   int64_t n16 = 0;       ///< row tiles
   int64_t kvec = 0;      ///< 16-byte lane vectors per row tile along K
   int64_t values_bytes = 0;
-  int64_t scale_ld = 0;   ///< elements per row of the primary scale array
+  int64_t scale_ld = 0;  ///< elements per row of the primary scale array
   int64_t scale_rows = 0;
   int64_t scale_elem = 0;  ///< bytes per element of the primary scale array
   int64_t scale2_ld = 0;   ///< IQ2 sub-scale bytes per row
@@ -96,16 +108,29 @@ inline Geometry make_geometry(WFmt f, int64_t N, int64_t K) {
   g.values_bytes = g.n16 * g.kvec * tr.slots * 16;
   g.scale_rows = g.NP;
   switch (f) {
-    case WFmt::kNvfp4: g.scale_ld = g.KP / 16; g.scale_elem = 1; break;
+    case WFmt::kNvfp4:
+      g.scale_ld = g.KP / 16;
+      g.scale_elem = 1;
+      break;
     case WFmt::kMxfp4:
-    case WFmt::kFp8Mx: g.scale_ld = g.KP / 32; g.scale_elem = 1; break;
-    case WFmt::kFp8: g.scale_ld = 0; g.scale_rows = 0; g.scale_elem = 0; break;
+    case WFmt::kFp8Mx:
+      g.scale_ld = g.KP / 32;
+      g.scale_elem = 1;
+      break;
+    case WFmt::kFp8:
+      g.scale_ld = 0;
+      g.scale_rows = 0;
+      g.scale_elem = 0;
+      break;
     case WFmt::kFp8Block:
       g.scale_ld = g.KP / 128;
       g.scale_rows = (g.NP + 127) / 128;
       g.scale_elem = 4;
       break;
-    case WFmt::kQ8_0: g.scale_ld = g.KP / 32; g.scale_elem = 2; break;
+    case WFmt::kQ8_0:
+      g.scale_ld = g.KP / 32;
+      g.scale_elem = 2;
+      break;
     case WFmt::kIq2Xxs:
       g.scale_ld = g.KP / 256;
       g.scale_elem = 2;
@@ -145,12 +170,14 @@ inline constexpr int kDecodeStages = 2;
 B12X_HD constexpr int decode_chunk_bytes(WFmt f) {
   return wtraits(f).slice_atoms / atoms_per_vector(f) * wtraits(f).slots * 16;
 }
-B12X_HD constexpr int decode_ring_bytes(WFmt f) { return 4 * kDecodeStages * decode_chunk_bytes(f); }
+B12X_HD constexpr int decode_ring_bytes(WFmt f) {
+  return 4 * kDecodeStages * decode_chunk_bytes(f);
+}
 
-/// Activation staging of the weight-streaming kernel (after the rings in dynamic shared memory): `rows` staged token rows of a chunk of
-/// `slices` K slices (bf16 halves, or e4m3 bytes for the FP8 weight formats) with a 16-byte row
-/// skew (rows 16 bytes apart modulo 128 keep ldmatrix conflict-free), then the fp32 activation
-/// group scales [rows][chunk groups].
+/// Activation staging of the weight-streaming kernel (after the rings in dynamic shared memory):
+/// `rows` staged token rows of a chunk of `slices` K slices (bf16 halves, or e4m3 bytes for the FP8
+/// weight formats) with a 16-byte row skew (rows 16 bytes apart modulo 128 keep ldmatrix
+/// conflict-free), then the fp32 activation group scales [rows][chunk groups].
 struct StageGeom {
   int64_t ck = 0;           ///< K values per chunk
   int64_t pitch_bytes = 0;  ///< bytes per staged row

@@ -19,17 +19,28 @@ using lin::WFmt;
 
 const char* format_name(LinearFormat f) noexcept {
   switch (f) {
-    case LinearFormat::kFp8Tensor: return "fp8_tensor";
-    case LinearFormat::kFp8Block: return "fp8_block";
-    case LinearFormat::kMxfp8: return "mxfp8";
-    case LinearFormat::kNvfp4: return "nvfp4";
-    case LinearFormat::kNvfp4W4A16: return "nvfp4_w4a16";
-    case LinearFormat::kMxfp4: return "mxfp4";
-    case LinearFormat::kMxfp4W4A8: return "mxfp4_w4a8";
-    case LinearFormat::kMxfp4W4A16: return "mxfp4_w4a16";
-    case LinearFormat::kIq2Xxs: return "iq2_xxs";
-    case LinearFormat::kIq2Xs: return "iq2_xs";
-    case LinearFormat::kQ8_0: return "q8_0";
+    case LinearFormat::kFp8Tensor:
+      return "fp8_tensor";
+    case LinearFormat::kFp8Block:
+      return "fp8_block";
+    case LinearFormat::kMxfp8:
+      return "mxfp8";
+    case LinearFormat::kNvfp4:
+      return "nvfp4";
+    case LinearFormat::kNvfp4W4A16:
+      return "nvfp4_w4a16";
+    case LinearFormat::kMxfp4:
+      return "mxfp4";
+    case LinearFormat::kMxfp4W4A8:
+      return "mxfp4_w4a8";
+    case LinearFormat::kMxfp4W4A16:
+      return "mxfp4_w4a16";
+    case LinearFormat::kIq2Xxs:
+      return "iq2_xxs";
+    case LinearFormat::kIq2Xs:
+      return "iq2_xs";
+    case LinearFormat::kQ8_0:
+      return "q8_0";
   }
   return "invalid_format";
 }
@@ -44,26 +55,37 @@ LinearFormat format_from_name(const std::string& name) {
 
 int format_k_multiple(LinearFormat f) noexcept {
   switch (f) {
-    case LinearFormat::kFp8Block: return 128;
+    case LinearFormat::kFp8Block:
+      return 128;
     case LinearFormat::kIq2Xxs:
-    case LinearFormat::kIq2Xs: return 256;
-    default: return 32;
+    case LinearFormat::kIq2Xs:
+      return 256;
+    default:
+      return 32;
   }
 }
 
 lin::WFmt weight_format(LinearFormat f) {
   switch (f) {
-    case LinearFormat::kFp8Tensor: return WFmt::kFp8;
-    case LinearFormat::kFp8Block: return WFmt::kFp8Block;
-    case LinearFormat::kMxfp8: return WFmt::kFp8Mx;
+    case LinearFormat::kFp8Tensor:
+      return WFmt::kFp8;
+    case LinearFormat::kFp8Block:
+      return WFmt::kFp8Block;
+    case LinearFormat::kMxfp8:
+      return WFmt::kFp8Mx;
     case LinearFormat::kNvfp4:
-    case LinearFormat::kNvfp4W4A16: return WFmt::kNvfp4;
+    case LinearFormat::kNvfp4W4A16:
+      return WFmt::kNvfp4;
     case LinearFormat::kMxfp4:
     case LinearFormat::kMxfp4W4A8:
-    case LinearFormat::kMxfp4W4A16: return WFmt::kMxfp4;
-    case LinearFormat::kIq2Xxs: return WFmt::kIq2Xxs;
-    case LinearFormat::kIq2Xs: return WFmt::kIq2Xs;
-    case LinearFormat::kQ8_0: return WFmt::kQ8_0;
+    case LinearFormat::kMxfp4W4A16:
+      return WFmt::kMxfp4;
+    case LinearFormat::kIq2Xxs:
+      return WFmt::kIq2Xxs;
+    case LinearFormat::kIq2Xs:
+      return WFmt::kIq2Xs;
+    case LinearFormat::kQ8_0:
+      return WFmt::kQ8_0;
   }
   B12X_FAIL(Status::kInvalidArgument, "invalid linear format code ", static_cast<int>(f));
 }
@@ -72,8 +94,7 @@ bool format_is_w4a4(LinearFormat f) {
   return f == LinearFormat::kNvfp4 || f == LinearFormat::kMxfp4;
 }
 bool format_quantizes_inside(LinearFormat f) {
-  return f == LinearFormat::kFp8Block || f == LinearFormat::kMxfp8 ||
-         f == LinearFormat::kMxfp4W4A8;
+  return f == LinearFormat::kFp8Block || f == LinearFormat::kMxfp8 || f == LinearFormat::kMxfp4W4A8;
 }
 bool format_raw_activations(LinearFormat f) {
   return f == LinearFormat::kNvfp4W4A16 || f == LinearFormat::kMxfp4W4A16 ||
@@ -175,8 +196,8 @@ WeightDims weight_dims(const WeightSource& src, const char* op) {
   B12X_CHECK_ARG(d.K > 0 && d.K % format_k_multiple(f) == 0, op, ": K=", d.K,
                  " is not a positive multiple of ", format_k_multiple(f), " (", format_name(f),
                  " needs K % ", format_k_multiple(f), " == 0)");
-  B12X_CHECK_ARG(d.N < (int64_t{1} << 31) && d.K < (int64_t{1} << 31), op, ": N=", d.N, " K=",
-                 d.K, " exceed 2^31");
+  B12X_CHECK_ARG(d.N < (int64_t{1} << 31) && d.K < (int64_t{1} << 31), op, ": N=", d.N, " K=", d.K,
+                 " exceed 2^31");
   return d;
 }
 
@@ -244,8 +265,8 @@ PackedHost pack_host(const WeightSource& src, const char* op) {
             std::memcpy(dst, word, 8);
           }
       if (ph.wfmt == WFmt::kNvfp4) {
-        const auto sc = fetch_block_scales(src, N, K / 16,
-                                           {DType::kFP8E4M3, DType::kUE4M3, DType::kUInt8}, op);
+        const auto sc =
+            fetch_block_scales(src, N, K / 16, {DType::kFP8E4M3, DType::kUE4M3, DType::kUInt8}, op);
         for (int64_t n = 0; n < N; ++n)
           for (int64_t c = 0; c < K / 16; ++c) {
             const uint8_t v = sc[n * (K / 16) + c];
@@ -294,8 +315,8 @@ PackedHost pack_host(const WeightSource& src, const char* op) {
                   word[j] |= byte(tile * 16 + r, a * 32 + k) << (8 * e);
                 }
             }
-            std::memcpy(ph.values.data() + lin::atom_offset(ph.wfmt, geo.kvec, tile, a, lane),
-                        word, 16);
+            std::memcpy(ph.values.data() + lin::atom_offset(ph.wfmt, geo.kvec, tile, a, lane), word,
+                        16);
           }
       if (ph.wfmt == WFmt::kFp8Mx) {
         const auto sc = fetch_block_scales(src, N, K / 32, {DType::kUE8M0, DType::kUInt8}, op);
@@ -304,7 +325,8 @@ PackedHost pack_host(const WeightSource& src, const char* op) {
             ph.scale[n * geo.scale_ld + c] = (n < N && c < K / 32) ? sc[n * (K / 32) + c] : 127;
       } else if (ph.wfmt == WFmt::kFp8Block) {
         const TensorRef& s = src.weight_scale;
-        B12X_CHECK_ARG(s.data != nullptr, op, ": weight_scale (fp32 [ceil(N/128), ceil(K/128)]) "
+        B12X_CHECK_ARG(s.data != nullptr, op,
+                       ": weight_scale (fp32 [ceil(N/128), ceil(K/128)]) "
                        "is required for fp8_block");
         check_defined(s, op, "weight_scale");
         check_dtype(s, op, "weight_scale", {DType::kFP32});
@@ -418,8 +440,10 @@ std::shared_ptr<PackedWeight> PackedWeight::pack(const WeightSource& src, int de
   im.scale_bytes = static_cast<int64_t>(ph.scale.size());
   im.scale2_bytes = static_cast<int64_t>(ph.scale2.size());
   B12X_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&pw->values_), ph.values.size()));
-  if (im.scale_bytes) B12X_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&im.scale), im.scale_bytes));
-  if (im.scale2_bytes) B12X_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&im.scale2), im.scale2_bytes));
+  if (im.scale_bytes)
+    B12X_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&im.scale), im.scale_bytes));
+  if (im.scale2_bytes)
+    B12X_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&im.scale2), im.scale2_bytes));
   B12X_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&im.output_scale), sizeof(float)));
   pw->bytes_ = static_cast<int64_t>(ph.values.size()) + im.scale_bytes + im.scale2_bytes + 4;
   pw->stream_bytes_ = static_cast<int64_t>(ph.values.size()) + im.scale_bytes + im.scale2_bytes;
@@ -439,8 +463,8 @@ void PackedWeight::refresh(const WeightSource& src, Stream stream) {
   upload(values_, ph.values, stream);
   upload(impl_->scale, ph.scale, stream);
   upload(impl_->scale2, ph.scale2, stream);
-  B12X_CUDA_CHECK(cudaMemcpyAsync(impl_->output_scale, &ph.output_scale, 4,
-                                  cudaMemcpyHostToDevice, stream));
+  B12X_CUDA_CHECK(
+      cudaMemcpyAsync(impl_->output_scale, &ph.output_scale, 4, cudaMemcpyHostToDevice, stream));
   B12X_CUDA_CHECK(cudaStreamSynchronize(stream));
   global_scale_ = ph.global_scale;
 }
@@ -463,12 +487,12 @@ std::shared_ptr<PackedWeight> PackedWeight::clone(Stream stream) const {
   pw->stream_bytes_ = stream_bytes_;
   pw->global_scale_ = global_scale_;
   B12X_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&pw->values_), im.geo.values_bytes));
-  B12X_CUDA_CHECK(cudaMemcpyAsync(pw->values_, values_, im.geo.values_bytes,
-                                  cudaMemcpyDeviceToDevice, stream));
+  B12X_CUDA_CHECK(
+      cudaMemcpyAsync(pw->values_, values_, im.geo.values_bytes, cudaMemcpyDeviceToDevice, stream));
   if (im.scale_bytes) {
     B12X_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&im.scale), im.scale_bytes));
-    B12X_CUDA_CHECK(cudaMemcpyAsync(im.scale, impl_->scale, im.scale_bytes,
-                                    cudaMemcpyDeviceToDevice, stream));
+    B12X_CUDA_CHECK(
+        cudaMemcpyAsync(im.scale, impl_->scale, im.scale_bytes, cudaMemcpyDeviceToDevice, stream));
   }
   if (im.scale2_bytes) {
     B12X_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&im.scale2), im.scale2_bytes));
@@ -476,8 +500,8 @@ std::shared_ptr<PackedWeight> PackedWeight::clone(Stream stream) const {
                                     cudaMemcpyDeviceToDevice, stream));
   }
   B12X_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&im.output_scale), sizeof(float)));
-  B12X_CUDA_CHECK(cudaMemcpyAsync(im.output_scale, impl_->output_scale, 4,
-                                  cudaMemcpyDeviceToDevice, stream));
+  B12X_CUDA_CHECK(
+      cudaMemcpyAsync(im.output_scale, impl_->output_scale, 4, cudaMemcpyDeviceToDevice, stream));
   B12X_CUDA_CHECK(cudaStreamSynchronize(stream));
   return pw;
 }

@@ -13,27 +13,27 @@ struct LinearParams {
   int64_t n16, kvec, KP, scale_ld, scale2_ld;
   const void* x;  // activations [M][ldx] (bf16/fp16)
   int64_t ldx;
-  int x_vec16;           // x and ldx allow 16-byte loads
-  const float* xscale;   // act group scales [M][xscale_ld] fp32, or null
+  int x_vec16;          // x and ldx allow 16-byte loads
+  const float* xscale;  // act group scales [M][xscale_ld] fp32, or null
   int64_t xscale_ld;
   int64_t M, N, K;
   void* out;  // [M][ldo] bf16/fp16
   int64_t ldo;
   int out_fp16;
-  const void* bias;       // [N] out dtype or null
-  const float* alpha;     // device scalar or null
-  float out_mult;         // host multiplier (2^7 compensation, global scale)
-  float* partial;         // split-K partials [split][M][NP] or null
+  const void* bias;    // [N] out dtype or null
+  const float* alpha;  // device scalar or null
+  float out_mult;      // host multiplier (2^7 compensation, global scale)
+  float* partial;      // split-K partials [split][M][NP] or null
   int64_t NP;
   int slices_per_cta;
   int split;
   int cluster_split;  // 1: no cluster; >1: grid.y is one cluster, reduced through DSMEM
   // Activation source of the weight-streaming kernel (dequantized while staging):
-  int act_kind;            // ActSrc
-  int64_t ldx_bytes;       // row stride of quantized x in bytes
-  const uint8_t* xq_scale; // nvfp4/mxfp4 swizzled scale bytes, or e8m0 rows
-  int xs_kind;             // XsSrc: where the fp32 group scales come from
-  int pdl;                 // launch with programmatic stream serialization (SM90+)
+  int act_kind;             // ActSrc
+  int64_t ldx_bytes;        // row stride of quantized x in bytes
+  const uint8_t* xq_scale;  // nvfp4/mxfp4 swizzled scale bytes, or e8m0 rows
+  int xs_kind;              // XsSrc: where the fp32 group scales come from
+  int pdl;                  // launch with programmatic stream serialization (SM90+)
   // Weight-streaming kernel: activation rows staged per CTA (min(M, 8*NT)) and K slices per
   // staged chunk (dynamic shared memory = stage_geom(format, stage_rows, stage_slices).bytes).
   int stage_rows;
@@ -50,17 +50,17 @@ enum ActSrc : int32_t {
 /// Group-scale sources.
 enum XsSrc : int32_t {
   kXsNone = 0,
-  kXsF32Rows = 1,     ///< xscale fp32 [M][xscale_ld]
-  kXsE8m0Rows = 2,    ///< xq_scale bytes [M][xscale_ld]
-  kXsE8m0Swz = 3,     ///< xq_scale 128x4-swizzled, K/32 columns
+  kXsF32Rows = 1,   ///< xscale fp32 [M][xscale_ld]
+  kXsE8m0Rows = 2,  ///< xq_scale bytes [M][xscale_ld]
+  kXsE8m0Swz = 3,   ///< xq_scale 128x4-swizzled, K/32 columns
 };
 
 enum class ActKind : int32_t {
-  kNvfp4 = 0,     ///< packed e2m1 + swizzled UE4M3 / 16: bf16 = v * s (exact), no group scale
-  kMxfp4 = 1,     ///< packed e2m1 + swizzled E8M0 / 32: bf16 = v, scale 2^(e-127)
-  kFp8 = 2,       ///< e4m3: bf16 = v
-  kFp8Group = 3,  ///< e4m3 + fp32 [M][K/128]: bf16 = v, scale copied
-  kMxfp8Rows = 4, ///< e4m3 + E8M0 rows [M][K/32]: bf16 = v, scale 2^(e-127)
+  kNvfp4 = 0,      ///< packed e2m1 + swizzled UE4M3 / 16: bf16 = v * s (exact), no group scale
+  kMxfp4 = 1,      ///< packed e2m1 + swizzled E8M0 / 32: bf16 = v, scale 2^(e-127)
+  kFp8 = 2,        ///< e4m3: bf16 = v
+  kFp8Group = 3,   ///< e4m3 + fp32 [M][K/128]: bf16 = v, scale copied
+  kMxfp8Rows = 4,  ///< e4m3 + E8M0 rows [M][K/32]: bf16 = v, scale 2^(e-127)
 };
 
 struct ActParams {
@@ -70,8 +70,8 @@ struct ActParams {
   const uint8_t* xs;  // scales (swizzled bytes, fp32 rows or e8m0 rows)
   int64_t xs_ld;      // row stride of row-major scales, in elements
   int64_t M, K, KP;
-  uint16_t* out;      // bf16 [M][KP]
-  float* out_scale;   // [M][KP/group] or null
+  uint16_t* out;     // bf16 [M][KP]
+  float* out_scale;  // [M][KP/group] or null
   int group;
   /// 1: write every 32-K block in the k order of the e4m3 m16n8k32 weight fragment (slot
   /// 16s + 8h + 2t + e holds k = 16s + 4t + 2h + e), so that BF16 m16n8k16 MMAs can consume FP8

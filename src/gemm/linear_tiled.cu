@@ -48,20 +48,28 @@ bool tiled_alt() {
 
 TiledPick pick_tiled(WFmt f, bool fp16) {
   const bool alt = tiled_alt();
-#define B12X_TILED(FMT) \
+#define B12X_TILED(FMT)                                                                       \
   if (alt) return fp16 ? tiled_pick<FMT, Fp16Tag, true>() : tiled_pick<FMT, Bf16Tag, true>(); \
   return fp16 ? tiled_pick<FMT, Fp16Tag>() : tiled_pick<FMT, Bf16Tag>()
   switch (f) {
-    case WFmt::kNvfp4: B12X_TILED(WFmt::kNvfp4);
-    case WFmt::kMxfp4: B12X_TILED(WFmt::kMxfp4);
-    case WFmt::kIq2Xxs: B12X_TILED(WFmt::kIq2Xxs);
-    case WFmt::kIq2Xs: B12X_TILED(WFmt::kIq2Xs);
+    case WFmt::kNvfp4:
+      B12X_TILED(WFmt::kNvfp4);
+    case WFmt::kMxfp4:
+      B12X_TILED(WFmt::kMxfp4);
+    case WFmt::kIq2Xxs:
+      B12X_TILED(WFmt::kIq2Xxs);
+    case WFmt::kIq2Xs:
+      B12X_TILED(WFmt::kIq2Xs);
     // No variants: Q8_0's 16 KB of packed B per 64x64-tile stage leaves no room for 3 stages;
     // MXFP8 already runs 64x32 at two CTAs per SM; FP8 promotion has no register room.
-    case WFmt::kQ8_0: return fp16 ? tiled_pick<WFmt::kQ8_0, Fp16Tag>() : tiled_pick<WFmt::kQ8_0, Bf16Tag>();
-    case WFmt::kFp8: return fp16 ? TiledPick{} : tiled_pick<WFmt::kFp8, Bf16Tag>();
-    case WFmt::kFp8Mx: return fp16 ? TiledPick{} : tiled_pick<WFmt::kFp8Mx, Bf16Tag>();
-    case WFmt::kFp8Block: return fp16 ? TiledPick{} : tiled_pick<WFmt::kFp8Block, Bf16Tag>();
+    case WFmt::kQ8_0:
+      return fp16 ? tiled_pick<WFmt::kQ8_0, Fp16Tag>() : tiled_pick<WFmt::kQ8_0, Bf16Tag>();
+    case WFmt::kFp8:
+      return fp16 ? TiledPick{} : tiled_pick<WFmt::kFp8, Bf16Tag>();
+    case WFmt::kFp8Mx:
+      return fp16 ? TiledPick{} : tiled_pick<WFmt::kFp8Mx, Bf16Tag>();
+    case WFmt::kFp8Block:
+      return fp16 ? TiledPick{} : tiled_pick<WFmt::kFp8Block, Bf16Tag>();
   }
 #undef B12X_TILED
   return {};
@@ -69,7 +77,9 @@ TiledPick pick_tiled(WFmt f, bool fp16) {
 
 }  // namespace
 
-bool tiled_kernel_available(WFmt f, bool fp16) { return pick_tiled(f, fp16).fn != nullptr; }
+bool tiled_kernel_available(WFmt f, bool fp16) {
+  return pick_tiled(f, fp16).fn != nullptr;
+}
 
 int tiled_split_override() {
   static const int forced = [] {
@@ -149,8 +159,8 @@ void launch_linear_tiled(WFmt f, bool fp16, const LinearParams& p, Stream stream
   B12X_ASSERT(k.fn != nullptr, "no tiled kernel for format ", static_cast<int>(f));
   const int64_t gy = (p.M + 127) / 128;  // TiledCfg::kBM of every format
   B12X_ASSERT(gy <= 65535, "too many token tiles: M=", p.M);
-  const dim3 grid(static_cast<unsigned>((p.NP + k.bn - 1) / k.bn),
-                  static_cast<unsigned>(gy), static_cast<unsigned>(p.split));
+  const dim3 grid(static_cast<unsigned>((p.NP + k.bn - 1) / k.bn), static_cast<unsigned>(gy),
+                  static_cast<unsigned>(p.split));
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = dim3(256);  // TiledCfg::kThreads

@@ -22,29 +22,42 @@ using detail::WeightView;
 // ---------------------------------------------------------------- names ----------------------
 const char* quant_mode_name(QuantMode m) noexcept {
   switch (m) {
-    case QuantMode::kNvfp4: return "nvfp4";
-    case QuantMode::kW4A8Nvfp4: return "w4a8_nvfp4";
-    case QuantMode::kW4A8Mx: return "w4a8_mx";
-    case QuantMode::kMxfp4: return "mxfp4";
-    case QuantMode::kW4A16: return "w4a16";
-    case QuantMode::kGgmlA16: return "ggml_a16";
+    case QuantMode::kNvfp4:
+      return "nvfp4";
+    case QuantMode::kW4A8Nvfp4:
+      return "w4a8_nvfp4";
+    case QuantMode::kW4A8Mx:
+      return "w4a8_mx";
+    case QuantMode::kMxfp4:
+      return "mxfp4";
+    case QuantMode::kW4A16:
+      return "w4a16";
+    case QuantMode::kGgmlA16:
+      return "ggml_a16";
   }
   return "invalid";
 }
 const char* activation_name(Activation a) noexcept {
   switch (a) {
-    case Activation::kSilu: return "silu";
-    case Activation::kSitu: return "situ";
-    case Activation::kSwigluOai: return "swigluoai_uninterleave";
-    case Activation::kRelu2: return "relu2";
+    case Activation::kSilu:
+      return "silu";
+    case Activation::kSitu:
+      return "situ";
+    case Activation::kSwigluOai:
+      return "swigluoai_uninterleave";
+    case Activation::kRelu2:
+      return "relu2";
   }
   return "invalid";
 }
 const char* source_format_name(SourceFormat f) noexcept {
   switch (f) {
-    case SourceFormat::kModeloptNvfp4: return "modelopt_nvfp4";
-    case SourceFormat::kFp4E8M0K32: return "fp4_e8m0_k32";
-    case SourceFormat::kGgml: return "ggml";
+    case SourceFormat::kModeloptNvfp4:
+      return "modelopt_nvfp4";
+    case SourceFormat::kFp4E8M0K32:
+      return "fp4_e8m0_k32";
+    case SourceFormat::kGgml:
+      return "ggml";
   }
   return "invalid";
 }
@@ -81,8 +94,12 @@ namespace {
 
 constexpr const char* kOp = "fused_moe";
 
-int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
-int64_t align256(int64_t x) { return round_up(x, 256); }
+int64_t round_up(int64_t x, int64_t m) {
+  return (x + m - 1) / m * m;
+}
+int64_t align256(int64_t x) {
+  return round_up(x, 256);
+}
 
 bool is_ggml_dtype(DType t) {
   return t == DType::kQ8_0 || t == DType::kIQ2_XXS || t == DType::kIQ2_XS;
@@ -93,14 +110,20 @@ int wfmt_of(SourceFormat f, DType ggml) {
   if (ggml == DType::kIQ2_XXS) return detail::kWIq2xxs;
   return detail::kWIq2xs;
 }
-bool a16(QuantMode m) { return m == QuantMode::kW4A16 || m == QuantMode::kGgmlA16; }
+bool a16(QuantMode m) {
+  return m == QuantMode::kW4A16 || m == QuantMode::kGgmlA16;
+}
 int aquant_of(QuantMode m) {
   switch (m) {
-    case QuantMode::kNvfp4: return num::kANvfp4;
+    case QuantMode::kNvfp4:
+      return num::kANvfp4;
     case QuantMode::kW4A8Nvfp4:
-    case QuantMode::kW4A8Mx: return num::kAMxfp8;
-    case QuantMode::kMxfp4: return num::kAMxfp4;
-    default: return num::kANone;
+    case QuantMode::kW4A8Mx:
+      return num::kAMxfp8;
+    case QuantMode::kMxfp4:
+      return num::kAMxfp4;
+    default:
+      return num::kANone;
   }
 }
 
@@ -281,8 +304,8 @@ std::string weights_support_reason(const WeightsPlanArgs& a) {
 WeightsPlan plan_weights(const WeightsPlanArgs& args) {
   const std::string why = weights_support_reason(args);
   if (!why.empty()) {
-    const bool unsupported = args.has_expert_bias || args.ep_size != 1 || args.has_expert_map ||
-                             args.has_lora;
+    const bool unsupported =
+        args.has_expert_bias || args.ep_size != 1 || args.has_expert_map || args.has_lora;
     B12X_FAIL(unsupported ? Status::kUnsupported : Status::kInvalidArgument,
               "fused_moe.plan_weights: ", why);
   }
@@ -321,13 +344,19 @@ struct PreparedStorage {
 
 PreparedExperts::PreparedExperts() = default;
 PreparedExperts::~PreparedExperts() = default;
-bool PreparedExperts::empty() const { return !s_ || !s_->base; }
+bool PreparedExperts::empty() const {
+  return !s_ || !s_->base;
+}
 const WeightsPlan& PreparedExperts::plan() const {
   B12X_CHECK_ARG(s_ != nullptr, kOp, ": the prepared experts object is empty");
   return s_->plan;
 }
-int PreparedExperts::device() const { return s_ ? s_->device : -1; }
-const void* PreparedExperts::storage_ptr() const { return s_ ? s_->base : nullptr; }
+int PreparedExperts::device() const {
+  return s_ ? s_->device : -1;
+}
+const void* PreparedExperts::storage_ptr() const {
+  return s_ ? s_->base : nullptr;
+}
 const PreparedStorage& PreparedExperts::storage() const {
   B12X_CHECK_ARG(s_ != nullptr, kOp, ": the prepared experts object is empty");
   return *s_;
@@ -365,8 +394,8 @@ std::vector<float> read_expert_vector(const TensorRef& t, int64_t E, const char*
     B12X_CUDA_CHECK(cudaMemcpy(host.data(), t.data, 4 * n, cudaMemcpyDeviceToHost));
   for (int64_t e = 0; e < E; ++e) {
     out[e] = host[n == 1 ? 0 : e];
-    B12X_CHECK_ARG(std::isfinite(out[e]), "fused_moe.prepare_weights: ", name, "[", e,
-                   "]=", out[e], " is not finite");
+    B12X_CHECK_ARG(std::isfinite(out[e]), "fused_moe.prepare_weights: ", name, "[", e, "]=", out[e],
+                   " is not finite");
   }
   return out;
 }
@@ -477,18 +506,17 @@ void prepare_weights(const WeightsPlan& plan, const SourceWeights& src, Prepared
     r.w13 = a.w13_layout == W13Layout::kW13 ? 1 : 0;
     r.features = static_cast<int>(I);
     const WeightView& d = w == 1 ? L.fc1 : L.fc2;
-    detail::launch_repack(w == 1 ? L.wfmt1 : L.wfmt2, r, d,
-                          base + (w == 1 ? L.off_w1v : L.off_w2v),
+    detail::launch_repack(w == 1 ? L.wfmt1 : L.wfmt2, r, d, base + (w == 1 ? L.off_w1v : L.off_w2v),
                           base + (w == 1 ? L.off_w1s : L.off_w2s), static_cast<int>(E), stream);
   }
-  B12X_CUDA_CHECK(cudaMemcpyAsync(base + L.off_alpha1, alpha1.data(), 4 * E,
-                                  cudaMemcpyHostToDevice, stream));
-  B12X_CUDA_CHECK(cudaMemcpyAsync(base + L.off_alpha2, alpha2.data(), 4 * E,
-                                  cudaMemcpyHostToDevice, stream));
-  B12X_CUDA_CHECK(cudaMemcpyAsync(base + L.off_a1gs, a1gs.data(), 4 * E, cudaMemcpyHostToDevice,
-                                  stream));
-  B12X_CUDA_CHECK(cudaMemcpyAsync(base + L.off_a2gs, a2gs.data(), 4 * E, cudaMemcpyHostToDevice,
-                                  stream));
+  B12X_CUDA_CHECK(
+      cudaMemcpyAsync(base + L.off_alpha1, alpha1.data(), 4 * E, cudaMemcpyHostToDevice, stream));
+  B12X_CUDA_CHECK(
+      cudaMemcpyAsync(base + L.off_alpha2, alpha2.data(), 4 * E, cudaMemcpyHostToDevice, stream));
+  B12X_CUDA_CHECK(
+      cudaMemcpyAsync(base + L.off_a1gs, a1gs.data(), 4 * E, cudaMemcpyHostToDevice, stream));
+  B12X_CUDA_CHECK(
+      cudaMemcpyAsync(base + L.off_a2gs, a2gs.data(), 4 * E, cudaMemcpyHostToDevice, stream));
   B12X_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
@@ -500,13 +528,17 @@ void resolve_activation(const Caps& c, const WeightsPlan& w, Plan& p) {
   const bool al = !std::isnan(c.swiglu_alpha), be = !std::isnan(c.swiglu_beta);
   if (lim)
     B12X_CHECK_ARG(act == Activation::kSilu || act == Activation::kSwigluOai, kOp,
-                   ".plan: swiglu_limit=", c.swiglu_limit, " is not supported with activation=",
-                   activation_name(act), " (supported with: silu, swigluoai_uninterleave)");
+                   ".plan: swiglu_limit=", c.swiglu_limit,
+                   " is not supported with activation=", activation_name(act),
+                   " (supported with: silu, swigluoai_uninterleave)");
   if (al || be)
-    B12X_CHECK_ARG(act == Activation::kSwigluOai, kOp, ".plan: swiglu_alpha/swiglu_beta are only "
-                   "supported with activation=swigluoai_uninterleave, got ", activation_name(act));
-  if (lim) B12X_CHECK_ARG(c.swiglu_limit > 0, kOp, ".plan: swiglu_limit=", c.swiglu_limit,
-                          " must be positive");
+    B12X_CHECK_ARG(act == Activation::kSwigluOai, kOp,
+                   ".plan: swiglu_alpha/swiglu_beta are only "
+                   "supported with activation=swigluoai_uninterleave, got ",
+                   activation_name(act));
+  if (lim)
+    B12X_CHECK_ARG(c.swiglu_limit > 0, kOp, ".plan: swiglu_limit=", c.swiglu_limit,
+                   " must be positive");
   p.act_kind = static_cast<int>(act);
   p.has_limit = lim;
   p.limit = lim ? c.swiglu_limit : 0.f;
@@ -522,7 +554,7 @@ int choose_cfg(const Caps& c) {
   if (c.regime == 1) return detail::kCfgDecode;
   if (c.regime == 0) return detail::kCfgGrouped;
   return c.max_tokens * c.num_topk <= detail::kMaxInlineRoutes ? detail::kCfgDecode
-                                                                 : detail::kCfgGrouped;
+                                                               : detail::kCfgGrouped;
 }
 
 ExecutionPlan exec_of(int cfg) {
@@ -536,7 +568,9 @@ ExecutionPlan exec_of(int cfg) {
 
 /// FP4 weights take the decode stream in the decode regime; GGML weights keep the generic
 /// split-K decode tile.
-bool decode_stream(const WeightsPlan& w) { return w.args.source_format != SourceFormat::kGgml; }
+bool decode_stream(const WeightsPlan& w) {
+  return w.args.source_format != SourceFormat::kGgml;
+}
 
 int64_t max_tiles_for(int64_t routes, int64_t E, int tn) {
   return (routes + tn - 1) / tn + std::min(E, routes);
@@ -550,19 +584,21 @@ Plan plan(const Caps& caps) {
   B12X_CHECK_ARG(why.empty(), kOp, ".plan: ", why);
   B12X_CHECK_ARG(caps.max_tokens >= 1 && caps.max_tokens <= (1 << 24), kOp,
                  ".plan: max_tokens=", caps.max_tokens, " outside [1, 2^24]");
-  B12X_CHECK_ARG(caps.num_topk >= 1 && caps.num_topk <= 64, kOp, ".plan: num_topk=",
-                 caps.num_topk, " outside [1, 64]");
+  B12X_CHECK_ARG(caps.num_topk >= 1 && caps.num_topk <= 64, kOp, ".plan: num_topk=", caps.num_topk,
+                 " outside [1, 64]");
   B12X_CHECK_ARG(caps.max_tokens * caps.num_topk <= (int64_t(1) << 30), kOp,
                  ".plan: max_tokens*num_topk=", caps.max_tokens * caps.num_topk,
                  " exceeds 2^30 routes");
   B12X_CHECK_ARG(!caps.apply_router_weight_on_input || a16(w.args.quant_mode), kOp,
                  ".plan: apply_router_weight_on_input is only supported with the A16 modes "
-                 "(w4a16, ggml_a16), got quant_mode=", quant_mode_name(w.args.quant_mode));
+                 "(w4a16, ggml_a16), got quant_mode=",
+                 quant_mode_name(w.args.quant_mode));
   B12X_CHECK_ARG(caps.regime >= -1 && caps.regime <= 1, kOp, ".plan: regime=", caps.regime,
                  " (supported: -1 auto, 0 grouped, 1 decode)");
   B12X_CHECK_ARG(caps.regime != 1 || caps.max_tokens * caps.num_topk <= detail::kMaxInlineRoutes,
-                 kOp, ".plan: regime=1 (decode) needs max_tokens*num_topk <= ",
-                 detail::kMaxInlineRoutes, ", got ", caps.max_tokens * caps.num_topk);
+                 kOp,
+                 ".plan: regime=1 (decode) needs max_tokens*num_topk <= ", detail::kMaxInlineRoutes,
+                 ", got ", caps.max_tokens * caps.num_topk);
   Plan p;
   p.caps = caps;
   p.weights = w;
@@ -574,8 +610,8 @@ Plan plan(const Caps& caps) {
   const int64_t E = w.args.num_experts, H = w.args.hidden_size, I = w.args.intermediate_size;
   p.max_routes = R;
   p.max_tiles = max_tiles_for(R, E, p.exec.tile_tokens);
-  B12X_CHECK_ARG(p.max_tiles <= 65535, kOp, ".plan: max_tokens*num_topk=", R,
-                 " needs ", p.max_tiles, " token tiles (> 65535); lower max_tokens");
+  B12X_CHECK_ARG(p.max_tiles <= 65535, kOp, ".plan: max_tokens*num_topk=", R, " needs ",
+                 p.max_tiles, " token tiles (> 65535); lower max_tokens");
   int64_t o = 0;
   p.off_counts = o;  // GGML decode: counters per 32-row tile; decode stream: per 16-row block
   o = align256(o + 16 + 4 * (round_up(H, detail::kPrepRowAlign) / 16 + 1));
@@ -614,11 +650,13 @@ Plan plan(const Caps& caps) {
     // Kernel signature (warm-up / freeze, b12x/runtime.h): the kernels a run at max_tokens
     // launches (decode picks each GEMM's tile from the route count, as run() does).
     std::ostringstream sig;
-    sig << "moe." << quant_mode_name(w.args.quant_mode) << " src="
-        << source_format_name(w.args.source_format) << " act=" << activation_name(w.args.activation)
+    sig << "moe." << quant_mode_name(w.args.quant_mode)
+        << " src=" << source_format_name(w.args.source_format)
+        << " act=" << activation_name(w.args.activation)
         << " io=" << dtype_name(w.args.params_dtype) << " " << p.exec.execution;
     if (w.args.source_format == SourceFormat::kGgml)
-      sig << " w1=" << dtype_name(w.args.ggml_w1_dtype) << " w2=" << dtype_name(w.args.ggml_w2_dtype);
+      sig << " w1=" << dtype_name(w.args.ggml_w1_dtype)
+          << " w2=" << dtype_name(w.args.ggml_w2_dtype);
     // Decode: the FP4 decode stream (quantise, FC1, FC2+combine) or GGML's split-K tiles.
     if (cfg == detail::kCfgDecode) sig << (stream ? " decode_stream" : " decode_split_k");
     if (caps.apply_router_weight_on_input) sig << " weight_on_input";
@@ -653,8 +691,8 @@ Binding bind(const Plan& p, const TensorRef& scratch, const TensorRef& a,
   check_dtype(a, op, "a", {p.weights.args.params_dtype});
   check_device(a, op, "a", dev);
   const int64_t M = a.size(0);
-  B12X_CHECK_ARG(M <= p.caps.max_tokens, op, ": a has M=", M, " tokens > plan max_tokens=",
-                 p.caps.max_tokens);
+  B12X_CHECK_ARG(M <= p.caps.max_tokens, op, ": a has M=", M,
+                 " tokens > plan max_tokens=", p.caps.max_tokens);
   check_shape(a, op, "a", {M, H});
   check_inner_contiguous(a, op, "a");
   check_aligned(a, op, "a", 16);

@@ -9,8 +9,8 @@
 #include "formats/swizzle.h"
 #include "moe/kernels/moe_gemm.cuh"
 #include "moe/moe_launch.h"
-#include "moe/moe_layout.h"
 #include "moe/moe_launch_util.h"
+#include "moe/moe_layout.h"
 
 namespace b12x::moe::detail {
 namespace {
@@ -100,8 +100,7 @@ __global__ void quant_rows_kernel(const void* src, bool src_fp16, int64_t src_ld
       for (int h = 0; h < 4; ++h) {
         const uint32_t lo = ws[h] & 0xFFFFu, hi = ws[h] >> 16;
         v[8 * q + 2 * h] = src_fp16 ? fmt::fp16_bits_to_float(lo) : fmt::bf16_bits_to_float(lo);
-        v[8 * q + 2 * h + 1] =
-            src_fp16 ? fmt::fp16_bits_to_float(hi) : fmt::bf16_bits_to_float(hi);
+        v[8 * q + 2 * h + 1] = src_fp16 ? fmt::fp16_bits_to_float(hi) : fmt::bf16_bits_to_float(hi);
       }
     }
     num::quant_operand32(v, aquant, g);
@@ -144,8 +143,8 @@ __global__ void combine_kernel(const float* route_out, int64_t H, int topk, cons
   uint16_t b[4];
   for (int i = 0; i < 4; ++i)
     b[i] = out_fp16 ? fmt::float_to_fp16_bits(v[i]) : fmt::float_to_bf16_bits(v[i]);
-  *reinterpret_cast<uint2*>(o) = make_uint2(b[0] | (uint32_t(b[1]) << 16),
-                                            b[2] | (uint32_t(b[3]) << 16));
+  *reinterpret_cast<uint2*>(o) =
+      make_uint2(b[0] | (uint32_t(b[1]) << 16), b[2] | (uint32_t(b[3]) << 16));
 }
 
 // ---- repack ------------------------------------------------------------------------------
@@ -163,8 +162,7 @@ __global__ void repack_values_kernel(int wfmt, RepackSrc s, WeightView d, uint8_
   const int64_t total = per_expert * E;
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
   if (wfmt == kWFp4) {
-    for (int64_t wi = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; wi < total / 4;
-         wi += step) {
+    for (int64_t wi = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; wi < total / 4; wi += step) {
       const int64_t byte = wi * 4;
       const int64_t e = byte / per_expert, pr = (byte % per_expert) / row_bytes;
       const int64_t wr = (byte % row_bytes) / 4;  // word in row
@@ -192,8 +190,7 @@ __global__ void repack_values_kernel(int wfmt, RepackSrc s, WeightView d, uint8_
     }
     return;
   }
-  for (int64_t byte = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; byte < total;
-       byte += step) {
+  for (int64_t byte = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; byte < total; byte += step) {
     const int64_t e = byte / per_expert, pr = (byte % per_expert) / row_bytes;
     const int64_t rb = byte % row_bytes;
     const int sr = row_map(s, pr);
@@ -219,8 +216,7 @@ __global__ void repack_scales_kernel(int wfmt, RepackSrc s, WeightView d, uint8_
   const int64_t per_expert = static_cast<int64_t>(d.rows_pad) * row_bytes;
   const int64_t total = per_expert * E;
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t byte = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; byte < total;
-       byte += step) {
+  for (int64_t byte = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; byte < total; byte += step) {
     const int64_t e = byte / per_expert, pr = (byte % per_expert) / row_bytes;
     const int64_t rb = byte % row_bytes;
     const int sr = row_map(s, pr);
@@ -252,10 +248,9 @@ __global__ void repack_scales_kernel(int wfmt, RepackSrc s, WeightView d, uint8_
 void launch_route(const void* ids, bool ids64, int64_t routes, int num_experts, int tile_tokens,
                   int* tiles, int* counts, int* slot_route, int* slot_expert, Stream stream) {
   const size_t smem = 2 * sizeof(int) * num_experts;
-  route_kernel<<<1, kRouteThreads, smem, stream>>>(ids, ids64, static_cast<int>(routes),
-                                                   num_experts, tile_tokens,
-                                                   reinterpret_cast<int4*>(tiles), counts,
-                                                   slot_route, slot_expert);
+  route_kernel<<<1, kRouteThreads, smem, stream>>>(
+      ids, ids64, static_cast<int>(routes), num_experts, tile_tokens,
+      reinterpret_cast<int4*>(tiles), counts, slot_route, slot_expert);
   B12X_CUDA_CHECK_LAUNCH();
 }
 
@@ -264,9 +259,9 @@ void launch_quant_rows(const void* src, bool src_fp16, int64_t src_ld, bool by_t
                        const float* gs, int aquant, uint16_t* dst, int64_t dst_ld, int K,
                        int64_t max_rows, Stream stream, bool pdl) {
   if (max_rows <= 0) return;
-  launch_k(quant_rows_kernel, dim3(static_cast<unsigned>(max_rows)), dim3(128), 0, stream, pdl,
-           src, src_fp16, src_ld, by_token, topk, slot_route, slot_expert, counts, gs, aquant,
-           dst, dst_ld, K);
+  launch_k(quant_rows_kernel, dim3(static_cast<unsigned>(max_rows)), dim3(128), 0, stream, pdl, src,
+           src_fp16, src_ld, by_token, topk, slot_route, slot_expert, counts, gs, aquant, dst,
+           dst_ld, K);
 }
 
 void launch_gemm(int wfmt, bool fp16, int cfg, const GemmArgs& a, int gx, int gy, Stream s,
@@ -274,10 +269,18 @@ void launch_gemm(int wfmt, bool fp16, int cfg, const GemmArgs& a, int gx, int gy
   if (gx <= 0 || gy <= 0) return;
   // One instantiation unit per weight format (moe_gemm_<format>.cu) so they compile in parallel.
   switch (wfmt) {
-    case kWFp4: launch_gemm_fp4(fp16, cfg, a, gx, gy, s, pdl); break;
-    case kWQ8_0: launch_gemm_q8_0(fp16, cfg, a, gx, gy, s, pdl); break;
-    case kWIq2xxs: launch_gemm_iq2xxs(fp16, cfg, a, gx, gy, s, pdl); break;
-    default: launch_gemm_iq2xs(fp16, cfg, a, gx, gy, s, pdl); break;
+    case kWFp4:
+      launch_gemm_fp4(fp16, cfg, a, gx, gy, s, pdl);
+      break;
+    case kWQ8_0:
+      launch_gemm_q8_0(fp16, cfg, a, gx, gy, s, pdl);
+      break;
+    case kWIq2xxs:
+      launch_gemm_iq2xxs(fp16, cfg, a, gx, gy, s, pdl);
+      break;
+    default:
+      launch_gemm_iq2xs(fp16, cfg, a, gx, gy, s, pdl);
+      break;
   }
   B12X_CUDA_CHECK_LAUNCH();
 }
@@ -287,8 +290,7 @@ void launch_combine(const float* route_out, int64_t M, int64_t H, int topk, cons
                     void* out, bool out_fp16, int64_t out_ld, Stream stream, bool pdl) {
   if (M == 0) return;
   const int threads = 256;
-  const dim3 grid(static_cast<unsigned>(M),
-                  static_cast<unsigned>((H / 4 + threads - 1) / threads));
+  const dim3 grid(static_cast<unsigned>(M), static_cast<unsigned>((H / 4 + threads - 1) / threads));
   launch_k(combine_kernel, grid, dim3(threads), 0, stream, pdl, route_out, H, topk, ids, ids64,
            num_experts, weights, weight_on_input, out, out_fp16, out_ld);
 }

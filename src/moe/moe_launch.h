@@ -16,9 +16,9 @@ enum WFmt : int { kWFp4 = 0, kWQ8_0 = 1, kWIq2xxs = 2, kWIq2xs = 3 };
 enum TileCfg : int { kCfgDecode = 0, kCfgGrouped = 1 };
 inline constexpr int kCfgRows[2] = {32, 128};  // rows per CTA
 inline constexpr int kCfgTokens[2] = {8, 64};  // tokens per CTA tile
-inline constexpr int kPrepRowAlign = 128;       // prepared rows are padded to this
-inline constexpr int kPrepKAlign = 128;         // prepared K is padded to this
-inline constexpr int kMaxExperts = 4096;        // routing keeps per-expert counters in smem
+inline constexpr int kPrepRowAlign = 128;      // prepared rows are padded to this
+inline constexpr int kPrepKAlign = 128;        // prepared K is padded to this
+inline constexpr int kMaxExperts = 4096;       // routing keeps per-expert counters in smem
 
 /// Prepared per-expert layout of one GEMM operand (FC1 or FC2).
 struct WeightView {
@@ -26,7 +26,7 @@ struct WeightView {
   const uint8_t* scales = nullptr;
   int64_t values_expert_stride = 0, scales_expert_stride = 0;  // bytes
   int64_t values_row_stride = 0, scales_row_stride = 0;        // bytes
-  int rows = 0;        // logical output rows (2I / I / H)
+  int rows = 0;                                                // logical output rows (2I / I / H)
   int rows_pad = 0;    // prepared rows (multiple of kPrepRowAlign)
   int K = 0;           // logical reduction length
   int K_pad = 0;       // multiple of kPrepKAlign
@@ -84,7 +84,7 @@ inline constexpr int kMaxInlineRoutes = 128;  // one route per thread of the 128
 struct DecodeArgs {
   const void* ids = nullptr;
   int ids64 = 0;
-  int routes = 0;      // live M * topk (<= kMaxInlineRoutes)
+  int routes = 0;  // live M * topk (<= kMaxInlineRoutes)
   int topk = 1;
   int num_tokens = 0;  // live M
   int num_experts = 0;
@@ -151,7 +151,7 @@ void launch_combine(const float* route_out, int64_t M, int64_t H, int topk, cons
 
 /// Source description for the device repack of one operand.
 struct RepackSrc {
-  const uint8_t* values = nullptr;  // packed FP4 bytes or GGML blocks
+  const uint8_t* values = nullptr;                          // packed FP4 bytes or GGML blocks
   int64_t values_expert_stride = 0, values_row_stride = 0;  // bytes
   const uint8_t* scales = nullptr;
   int64_t scales_expert_stride = 0, scales_row_stride = 0;  // bytes (row stride: plain grids)

@@ -19,8 +19,7 @@
 namespace b12x::moe::layout {
 
 /// Source row of prepared row `pr` (-1: padding). w13: source [up; gate]; else [gate; up].
-B12X_HD int prep_row_source(bool gated, bool w13, int64_t features, int64_t src_rows,
-                            int64_t pr) {
+B12X_HD int prep_row_source(bool gated, bool w13, int64_t features, int64_t src_rows, int64_t pr) {
   if (!gated) return pr < src_rows ? static_cast<int>(pr) : -1;
   const int64_t q = pr / 32, w = pr % 32;
   const int64_t f = 16 * q + (w & 15);

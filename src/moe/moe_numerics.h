@@ -35,7 +35,9 @@ struct QBlock {
   float mult = 0.f, dsf = 0.f;
   uint8_t s = 0;
 };
-B12X_HD int quant_block_values(int aq) { return aq == kANvfp4 ? 16 : 32; }
+B12X_HD int quant_block_values(int aq) {
+  return aq == kANvfp4 ? 16 : 32;
+}
 B12X_HD QBlock quant_block(int aq, float amax, float gs) {
   QBlock q;
   if (aq == kANvfp4) {
@@ -69,7 +71,9 @@ B12X_HD void quant_operand32(float* v, int aq, float gs) {
   }
 }
 
-B12X_HD float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+B12X_HD float sigmoid(float x) {
+  return 1.0f / (1.0f + expf(-x));
+}
 
 /// Activation parameters resolved by the plan (limit only when has_limit).
 struct ActParams {
@@ -80,7 +84,9 @@ struct ActParams {
   float beta = 1.0f;     // swigluoai
 };
 
-B12X_HD float clamp_sym(float u, float L) { return fminf(fmaxf(u, -L), L); }
+B12X_HD float clamp_sym(float u, float L) {
+  return fminf(fmaxf(u, -L), L);
+}
 
 /// Gated activation of (gate, up); fp32.
 B12X_HD float act_gated(const ActParams& p, float g, float u) {

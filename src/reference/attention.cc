@@ -80,9 +80,9 @@ void paged_attention(const attention::PagedArgs& args) {
     v.lse.dtype = DType::kFP32;
   }
   const attention::detail::PagedShape s = attention::detail::validate_paged_args(v, op);
-  for (const TensorRef* t : {&args.q, &args.k_cache, &args.v_cache, &args.out, &args.page_table,
-                             &args.cache_seqlens, &args.cu_seqlens_q, &args.k_descale,
-                             &args.v_descale, &args.sinks, &args.lse})
+  for (const TensorRef* t :
+       {&args.q, &args.k_cache, &args.v_cache, &args.out, &args.page_table, &args.cache_seqlens,
+        &args.cu_seqlens_q, &args.k_descale, &args.v_descale, &args.sinks, &args.lse})
     check_host(*t, op, "tensor");
 
   const int32_t* cu = static_cast<const int32_t*>(args.cu_seqlens_q.data);
@@ -97,12 +97,11 @@ void paged_attention(const attention::PagedArgs& args) {
   for (int64_t b = 0; b < s.batch; ++b) {
     const int64_t lq = int64_t(cu[b + 1]) - cu[b];
     const int64_t lk = lens[b];
-    B12X_CHECK_ARG(lq >= 0 && cu[b + 1] <= s.total_q, op, ": cu_seqlens_q[", b + 1, "]=",
-                   cu[b + 1], " is below cu_seqlens_q[", b, "]=", cu[b], " or above T=",
-                   s.total_q);
+    B12X_CHECK_ARG(lq >= 0 && cu[b + 1] <= s.total_q, op, ": cu_seqlens_q[", b + 1, "]=", cu[b + 1],
+                   " is below cu_seqlens_q[", b, "]=", cu[b], " or above T=", s.total_q);
     B12X_CHECK_ARG(lk >= lq && lk <= s.table_width * s.page_size, op, ": cache_seqlens[", b,
-                   "]=", lk, " (supported: q_len=", lq, " <= cache_seqlens <= W*page_size=",
-                   s.table_width * s.page_size, ")");
+                   "]=", lk, " (supported: q_len=", lq,
+                   " <= cache_seqlens <= W*page_size=", s.table_width * s.page_size, ")");
     for (int64_t p = 0; p < (lk + s.page_size - 1) / s.page_size; ++p) {
       const int32_t id = table[b * args.page_table.stride[0] + p];
       B12X_CHECK_ARG(id >= 0 && id < s.num_pages, op, ": page_table[", b, ", ", p, "]=", id,
@@ -118,7 +117,8 @@ void paged_attention(const attention::PagedArgs& args) {
     for (int64_t i = 0; i < lq; ++i) {
       const int64_t t = cu[b] + i;
       const int64_t diag = i + lk - lq;  // last visible key
-      const int64_t first = args.window_left >= 0 ? std::max<int64_t>(0, diag - args.window_left) : 0;
+      const int64_t first =
+          args.window_left >= 0 ? std::max<int64_t>(0, diag - args.window_left) : 0;
       for (int64_t h = 0; h < s.num_q_heads; ++h) {
         const int64_t kvh = h / group;
         const double kd = scale_at(args.k_descale, b, kvh);
@@ -126,7 +126,8 @@ void paged_attention(const attention::PagedArgs& args) {
         double m = kNegInf;
         for (int64_t j = first; j <= diag; ++j) {
           const int64_t page = table[b * args.page_table.stride[0] + j / s.page_size];
-          const int64_t koff = page * args.k_cache.stride[0] + (j % s.page_size) * args.k_cache.stride[1] +
+          const int64_t koff = page * args.k_cache.stride[0] +
+                               (j % s.page_size) * args.k_cache.stride[1] +
                                kvh * args.k_cache.stride[2];
           double dot = 0;
           for (int64_t d = 0; d < s.head_dim_qk; ++d)
@@ -136,7 +137,8 @@ void paged_attention(const attention::PagedArgs& args) {
           m = std::max(m, logits[j]);
         }
         const bool has_sink = args.sinks.data != nullptr;
-        const double sink = has_sink ? static_cast<const float*>(args.sinks.data)[h * args.sinks.stride[0]] : 0.0;
+        const double sink =
+            has_sink ? static_cast<const float*>(args.sinks.data)[h * args.sinks.stride[0]] : 0.0;
         if (has_sink) m = std::max(m, sink);
         double denom = has_sink ? std::exp(sink - m) : 0.0;
         std::fill(acc.begin(), acc.end(), 0.0);
@@ -144,13 +146,16 @@ void paged_attention(const attention::PagedArgs& args) {
           const double p = std::exp(logits[j] - m);
           denom += p;
           const int64_t page = table[b * args.page_table.stride[0] + j / s.page_size];
-          const int64_t voff = page * args.v_cache.stride[0] + (j % s.page_size) * args.v_cache.stride[1] +
+          const int64_t voff = page * args.v_cache.stride[0] +
+                               (j % s.page_size) * args.v_cache.stride[1] +
                                kvh * args.v_cache.stride[2];
-          for (int64_t d = 0; d < s.head_dim_vo; ++d) acc[d] += p * load_value(args.v_cache, voff + d);
+          for (int64_t d = 0; d < s.head_dim_vo; ++d)
+            acc[d] += p * load_value(args.v_cache, voff + d);
         }
         const bool empty = !(denom > 0);
         for (int64_t d = 0; d < s.head_dim_vo; ++d)
-          store_value(args.out, t * args.out.stride[0] + h * args.out.stride[1] + d * args.out.stride[2],
+          store_value(args.out,
+                      t * args.out.stride[0] + h * args.out.stride[1] + d * args.out.stride[2],
                       empty ? 0.0 : acc[d] * vd / denom);
         if (args.lse.data) {
           const double lse = empty ? kNegInf : (m + std::log(denom)) / std::log(2.0);
@@ -165,7 +170,8 @@ void append_kv(const TensorRef& k, const TensorRef& v, const TensorRef& k_cache,
                const TensorRef& v_cache, const TensorRef& slot_mapping, const TensorRef& k_scale,
                const TensorRef& v_scale) {
   const char* op = "reference::append_kv";
-  for (const TensorRef* t : {&k, &v, &k_cache, &v_cache, &slot_mapping}) check_defined(*t, op, "tensor");
+  for (const TensorRef* t : {&k, &v, &k_cache, &v_cache, &slot_mapping})
+    check_defined(*t, op, "tensor");
   check_ndim(k, op, "k", 3);
   check_ndim(v, op, "v", 3);
   check_ndim(k_cache, op, "k_cache", 4);
@@ -195,8 +201,8 @@ void append_kv(const TensorRef& k, const TensorRef& v, const TensorRef& k_cache,
   for (int64_t t = 0; t < T; ++t) {
     const int64_t slot = static_cast<const int64_t*>(slot_mapping.data)[t * slot_mapping.stride[0]];
     if (slot < 0) continue;
-    B12X_CHECK_ARG(slot < cap, op, ": slot_mapping[", t, "]=", slot, " beyond the cache (",
-                   cap, " slots)");
+    B12X_CHECK_ARG(slot < cap, op, ": slot_mapping[", t, "]=", slot, " beyond the cache (", cap,
+                   " slots)");
     const int64_t page = slot / ps, off = slot % ps;
     for (int pass = 0; pass < 2; ++pass) {
       const TensorRef& src = pass ? v : k;
@@ -206,12 +212,13 @@ void append_kv(const TensorRef& k, const TensorRef& v, const TensorRef& k_cache,
         for (int64_t d = 0; d < src.shape[2]; ++d) {
           const float x = static_cast<float>(
               load_value(src, t * src.stride[0] + h * src.stride[1] + d * src.stride[2]));
-          const int64_t o = page * dst.stride[0] + off * dst.stride[1] + h * dst.stride[2] + d * dst.stride[3];
+          const int64_t o =
+              page * dst.stride[0] + off * dst.stride[1] + h * dst.stride[2] + d * dst.stride[3];
           if (fp8)
             static_cast<uint8_t*>(dst.data)[o] = fmt::float_to_e4m3_satfinite(x / sc);
           else
-            static_cast<uint16_t*>(dst.data)[o] = static_cast<const uint16_t*>(src.data)
-                [t * src.stride[0] + h * src.stride[1] + d * src.stride[2]];
+            static_cast<uint16_t*>(dst.data)[o] = static_cast<const uint16_t*>(
+                src.data)[t * src.stride[0] + h * src.stride[1] + d * src.stride[2]];
         }
     }
   }

@@ -53,7 +53,8 @@ double load_float(const TensorRef& t, int64_t i) {
       std::memcpy(&d, p + 8 * i, 8);
       return d;
     }
-    default: B12X_FAIL(Status::kInvalidArgument, kOp, ": unsupported dtype ", dtype_name(t.dtype));
+    default:
+      B12X_FAIL(Status::kInvalidArgument, kOp, ": unsupported dtype ", dtype_name(t.dtype));
   }
 }
 
@@ -65,14 +66,16 @@ std::vector<uint8_t> scale_bytes(const TensorRef& s, bool swizzled, int64_t rows
   std::vector<uint8_t> out(static_cast<size_t>(rows * cols));
   if (swizzled) {
     B12X_CHECK_ARG(s.is_contiguous() && s.numel() >= fmt::swizzled_scale_bytes(rows, cols), kOp,
-                   ": ", name, " must be contiguous with >= ", fmt::swizzled_scale_bytes(rows, cols),
+                   ": ", name,
+                   " must be contiguous with >= ", fmt::swizzled_scale_bytes(rows, cols),
                    " bytes (128x4 layout), got ", s.describe());
     const uint8_t* p = static_cast<const uint8_t*>(s.data);
     for (int64_t r = 0; r < rows; ++r)
-      for (int64_t c = 0; c < cols; ++c) out[r * cols + c] = p[fmt::swizzled_scale_offset(r, c, cols)];
+      for (int64_t c = 0; c < cols; ++c)
+        out[r * cols + c] = p[fmt::swizzled_scale_offset(r, c, cols)];
   } else {
-    B12X_CHECK_ARG(s.ndim == 2 && s.shape[0] == rows && s.shape[1] >= cols && s.stride[1] == 1,
-                   kOp, ": ", name, " must be [", rows, ", >=", cols, "] (inner contiguous), got ",
+    B12X_CHECK_ARG(s.ndim == 2 && s.shape[0] == rows && s.shape[1] >= cols && s.stride[1] == 1, kOp,
+                   ": ", name, " must be [", rows, ", >=", cols, "] (inner contiguous), got ",
                    s.describe());
     for (int64_t r = 0; r < rows; ++r) std::memcpy(&out[r * cols], row_ptr(s, r), cols);
   }
@@ -102,12 +105,13 @@ Dims weight_dims(const gemm::WeightSource& w) {
     case LinearFormat::kIq2Xs: {
       const DType bt = w.format == LinearFormat::kQ8_0    ? DType::kQ8_0
                        : w.format == LinearFormat::kIq2Xs ? DType::kIQ2_XS
-                                                           : DType::kIQ2_XXS;
+                                                          : DType::kIQ2_XXS;
       d.K = t.dtype == DType::kUInt8 ? t.shape[1] / dtype_block_bytes(bt) * dtype_block_values(bt)
                                      : t.shape[1];
       break;
     }
-    default: d.K = t.shape[1];
+    default:
+      d.K = t.shape[1];
   }
   B12X_CHECK_ARG(d.K % gemm::format_k_multiple(w.format) == 0, kOp, ": K=", d.K,
                  " is not a multiple of ", gemm::format_k_multiple(w.format));
@@ -170,8 +174,7 @@ std::vector<double> linear_dequantize_weight(const gemm::WeightSource& w) {
     case LinearFormat::kFp8Block: {
       const TensorRef& s = w.weight_scale;
       B12X_CHECK_ARG(s.data != nullptr && s.dtype == DType::kFP32 && s.ndim == 2 &&
-                         s.shape[0] == (N + 127) / 128 && s.shape[1] == K / 128 &&
-                         s.stride[1] == 1,
+                         s.shape[0] == (N + 127) / 128 && s.shape[1] == K / 128 && s.stride[1] == 1,
                      kOp, ": weight_scale must be fp32 [ceil(N/128), K/128], got ", s.describe());
       require_host(s, "weight_scale");
       for (int64_t n = 0; n < N; ++n)
@@ -186,7 +189,9 @@ std::vector<double> linear_dequantize_weight(const gemm::WeightSource& w) {
     case LinearFormat::kIq2Xxs:
     case LinearFormat::kIq2Xs: {
       const int bv = w.format == LinearFormat::kQ8_0 ? 32 : 256;
-      const int bb = w.format == LinearFormat::kQ8_0 ? 34 : w.format == LinearFormat::kIq2Xs ? 74 : 66;
+      const int bb = w.format == LinearFormat::kQ8_0    ? 34
+                     : w.format == LinearFormat::kIq2Xs ? 74
+                                                        : 66;
       std::vector<float> blk(bv);
       for (int64_t n = 0; n < N; ++n)
         for (int64_t b = 0; b < K / bv; ++b) {
@@ -205,8 +210,8 @@ std::vector<double> linear_dequantize_weight(const gemm::WeightSource& w) {
   B12X_FAIL(Status::kInvalidArgument, kOp, ": invalid format");
 }
 
-void linear(const gemm::WeightSource& w, const TensorRef& x, const TensorRef& x_scale,
-            double alpha, const TensorRef& bias, const TensorRef& out) {
+void linear(const gemm::WeightSource& w, const TensorRef& x, const TensorRef& x_scale, double alpha,
+            const TensorRef& bias, const TensorRef& out) {
   const Dims d = weight_dims(w);
   const int64_t N = d.N, K = d.K;
   B12X_CHECK_ARG(x.data != nullptr && x.ndim == 2 && x.stride[1] == 1, kOp,
@@ -228,7 +233,9 @@ void linear(const gemm::WeightSource& w, const TensorRef& x, const TensorRef& x_
     case LinearFormat::kMxfp4W4A16:
     case LinearFormat::kIq2Xxs:
     case LinearFormat::kIq2Xs:
-    case LinearFormat::kQ8_0: raw(); break;
+    case LinearFormat::kQ8_0:
+      raw();
+      break;
     case LinearFormat::kNvfp4:
     case LinearFormat::kMxfp4: {
       const int64_t xk = x.dtype == DType::kFP4E2M1 ? x.shape[1] : 2 * x.shape[1];
@@ -254,7 +261,8 @@ void linear(const gemm::WeightSource& w, const TensorRef& x, const TensorRef& x_
                        kOp, ": x_scale must be fp32 [M, K/128]");
         require_host(x_scale, "x_scale");
         qs.resize(static_cast<size_t>(M * (K / 128)));
-        for (int64_t m = 0; m < M; ++m) std::memcpy(&qs[m * (K / 128)], row_ptr(x_scale, m), K / 128 * 4);
+        for (int64_t m = 0; m < M; ++m)
+          std::memcpy(&qs[m * (K / 128)], row_ptr(x_scale, m), K / 128 * 4);
         vp = static_cast<const uint8_t*>(x.data);
         vld = x.byte_stride(0);
       } else {
@@ -292,11 +300,10 @@ void linear(const gemm::WeightSource& w, const TensorRef& x, const TensorRef& x_
     std::memcpy(&v, s.data, 4);
     scale *= v;
   }
-  B12X_CHECK_ARG(out.data != nullptr && out.ndim == 2 && out.shape[0] == M && out.shape[1] == N &&
-                     out.is_contiguous() &&
-                     (out.dtype == DType::kFP64 || out.dtype == DType::kFP32),
-                 kOp, ": out must be a contiguous host fp64/fp32 [", M, ", ", N, "], got ",
-                 out.describe());
+  B12X_CHECK_ARG(
+      out.data != nullptr && out.ndim == 2 && out.shape[0] == M && out.shape[1] == N &&
+          out.is_contiguous() && (out.dtype == DType::kFP64 || out.dtype == DType::kFP32),
+      kOp, ": out must be a contiguous host fp64/fp32 [", M, ", ", N, "], got ", out.describe());
   require_host(out, "out");
   if (bias.data != nullptr) {
     require_host(bias, "bias");

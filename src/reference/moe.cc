@@ -50,8 +50,8 @@ float expert_scalar(const TensorRef& t, int64_t e) {
 std::vector<float> decode_row(SourceFormat f, const TensorRef& w, const TensorRef& ws, int64_t e,
                               int64_t r, int64_t K) {
   std::vector<float> out(static_cast<size_t>(K));
-  const uint8_t* row = static_cast<const uint8_t*>(w.data) + e * w.byte_stride(0) +
-                       r * w.byte_stride(1);
+  const uint8_t* row =
+      static_cast<const uint8_t*>(w.data) + e * w.byte_stride(0) + r * w.byte_stride(1);
   if (f == SourceFormat::kGgml) {
     const int bv = dtype_block_values(w.dtype), bb = dtype_block_bytes(w.dtype);
     for (int64_t b = 0; b < K / bv; ++b) {

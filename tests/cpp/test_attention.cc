@@ -18,7 +18,9 @@ using b12x::DType;
 using b12x::TensorRef;
 namespace att = b12x::attention;
 
-uint16_t bf(float x) { return b12x::fmt::float_to_bf16_bits(x); }
+uint16_t bf(float x) {
+  return b12x::fmt::float_to_bf16_bits(x);
+}
 
 // A small paged problem on the host with bf16 q/KV (or fp8 KV), fp64 out and lse.
 struct Problem {
@@ -67,8 +69,10 @@ struct Problem {
     a.page_table = TensorRef::contiguous(table.data(), DType::kInt32, {B(), width});
     a.cache_seqlens = TensorRef::contiguous(lens.data(), DType::kInt32, {B()});
     a.cu_seqlens_q = TensorRef::contiguous(cu.data(), DType::kInt32, {B() + 1});
-    if (!kd.empty()) a.k_descale = TensorRef::contiguous(kd.data(), DType::kFP32, {int64_t(kd.size())});
-    if (!vd.empty()) a.v_descale = TensorRef::contiguous(vd.data(), DType::kFP32, {int64_t(vd.size())});
+    if (!kd.empty())
+      a.k_descale = TensorRef::contiguous(kd.data(), DType::kFP32, {int64_t(kd.size())});
+    if (!vd.empty())
+      a.v_descale = TensorRef::contiguous(vd.data(), DType::kFP32, {int64_t(vd.size())});
     if (!sinks.empty()) a.sinks = TensorRef::contiguous(sinks.data(), DType::kFP32, {hq});
     a.window_left = window;
     a.softmax_scale = scale;
@@ -85,7 +89,7 @@ TEST(AttentionRef, DecodeTwoKeysClosedForm) {
   p.cu = {0, 1};
   p.table = {5, 1, 2, 3};
   p.alloc();
-  p.q[0] = bf(2.f);                  // q = 2 e0
+  p.q[0] = bf(2.f);                         // q = 2 e0
   p.k[p.kv_index(0, 0, 0, p.d)] = bf(3.f);  // k0 = 3 e0, k1 = 0
   for (int dd = 0; dd < p.dv; ++dd) {
     p.v[p.kv_index(0, 0, 0, p.dv) + dd] = bf(float(dd));
@@ -239,34 +243,29 @@ TEST(AttentionRef, RejectsBadArguments) {
   {
     Problem p = fresh();
     p.table[0] = 99;  // a page id beyond the cache
-    EXPECT_NE(ref_error(p.args()).find("page_table[0, 0]=99"),
-              std::string::npos);
+    EXPECT_NE(ref_error(p.args()).find("page_table[0, 0]=99"), std::string::npos);
   }
   {
     Problem p = fresh();
     p.lens = {0};  // below q_len
-    EXPECT_NE(ref_error(p.args()).find("cache_seqlens[0]=0"),
-              std::string::npos);
+    EXPECT_NE(ref_error(p.args()).find("cache_seqlens[0]=0"), std::string::npos);
   }
   {
     Problem p = fresh();
     p.lens = {17};  // beyond W * page_size = 16
-    EXPECT_NE(ref_error(p.args()).find("cache_seqlens[0]=17"),
-              std::string::npos);
+    EXPECT_NE(ref_error(p.args()).find("cache_seqlens[0]=17"), std::string::npos);
   }
   {
     Problem p = fresh();
     p.fp8 = true;  // fp8 without descales
-    EXPECT_NE(ref_error(p.args()).find("k_descale"),
-              std::string::npos);
+    EXPECT_NE(ref_error(p.args()).find("k_descale"), std::string::npos);
   }
   {
     Problem p = fresh();
     p.hq = 3;
     p.hkv = 2;
     p.alloc();
-    EXPECT_NE(ref_error(p.args()).find("num_q_heads=3"),
-              std::string::npos);
+    EXPECT_NE(ref_error(p.args()).find("num_q_heads=3"), std::string::npos);
   }
   {
     Problem p = fresh();
@@ -275,30 +274,26 @@ TEST(AttentionRef, RejectsBadArguments) {
     a.k_cache.shape[3] = 96;
     a.v_cache.shape[3] = 96;
     a.out.shape[2] = 96;
-    EXPECT_NE(ref_error(a).find("head dims (qk=96"),
-              std::string::npos);
+    EXPECT_NE(ref_error(a).find("head dims (qk=96"), std::string::npos);
   }
   {
     Problem p = fresh();
     att::PagedArgs a = p.args();
     a.window_left = -2;
-    EXPECT_NE(ref_error(a).find("window_left=-2"),
-              std::string::npos);
+    EXPECT_NE(ref_error(a).find("window_left=-2"), std::string::npos);
   }
   {
     Problem p = fresh();
     att::PagedArgs a = p.args();
     a.cu_seqlens_q.shape[0] = 3;
-    EXPECT_NE(ref_error(a).find("cu_seqlens_q"),
-              std::string::npos);
+    EXPECT_NE(ref_error(a).find("cu_seqlens_q"), std::string::npos);
   }
   {
     Problem p = fresh();
     att::PagedArgs a = p.args();
     std::vector<float> s(3, 0.f);
     a.sinks = TensorRef::contiguous(s.data(), DType::kFP32, {3});
-    EXPECT_NE(ref_error(a).find("sinks"),
-              std::string::npos);
+    EXPECT_NE(ref_error(a).find("sinks"), std::string::npos);
   }
 }
 
@@ -316,16 +311,21 @@ TEST(AttentionPlan, RejectsBadCaps) {
     mutate(x);
     const b12x_paged_caps cc = b12x::attention_test::to_c(x);
     b12x_paged_attention_plan h = nullptr;
-    EXPECT_NE(c_error_of([&] { return b12x_attention_paged_plan_create(&cc, nullptr, &h); })
-                  .find(needle),
-              std::string::npos)
+    EXPECT_NE(
+        c_error_of([&] { return b12x_attention_paged_plan_create(&cc, nullptr, &h); }).find(needle),
+        std::string::npos)
         << needle;
     EXPECT_EQ(h, nullptr);
   };
   bad([](att::PagedCaps& x) { x.head_dim_qk = x.head_dim_vo = 80; }, "head dims (qk=80");
   bad([](att::PagedCaps& x) { x.page_size = 48; }, "page_size=48");
   bad([](att::PagedCaps& x) { x.num_kv_heads = 5; }, "num_kv_heads=5");
-  bad([](att::PagedCaps& x) { x.kv_dtype = DType::kFP8E4M3; x.q_dtype = DType::kFP16; }, "kv_dtype=fp8_e4m3");
+  bad(
+      [](att::PagedCaps& x) {
+        x.kv_dtype = DType::kFP8E4M3;
+        x.q_dtype = DType::kFP16;
+      },
+      "kv_dtype=fp8_e4m3");
   bad([](att::PagedCaps& x) { x.max_batch = 0; }, "max_batch=0");
   bad([](att::PagedCaps& x) { x.max_total_q = 2; }, "max_total_q (2)");
   bad([](att::PagedCaps& x) { x.max_splits = 65; }, "max_splits=65");
@@ -371,7 +371,8 @@ TEST(AttentionRef, AppendKvBf16AndFp8) {
   auto vt = TensorRef::contiguous(v.data(), DType::kBF16, {T, H, D});
   auto st = TensorRef::contiguous(slots.data(), DType::kInt64, {T});
   b12x::reference::append_kv(kt, vt, TensorRef::contiguous(kc.data(), DType::kBF16, {P, S, H, D}),
-                             TensorRef::contiguous(vc.data(), DType::kBF16, {P, S, H, D}), st, {}, {});
+                             TensorRef::contiguous(vc.data(), DType::kBF16, {P, S, H, D}), st, {},
+                             {});
   for (int h = 0; h < H; ++h)
     for (int d = 0; d < D; ++d) {
       EXPECT_EQ(kc[((3 * S + 1) * H + h) * D + d], k[(0 * H + h) * D + d]);
@@ -379,10 +380,10 @@ TEST(AttentionRef, AppendKvBf16AndFp8) {
     }
   std::vector<uint8_t> kc8(P * S * H * D, 0), vc8(P * S * H * D, 0);
   float ks = 0.5f, vs = 4.f;
-  b12x::reference::append_kv(kt, vt, TensorRef::contiguous(kc8.data(), DType::kFP8E4M3, {P, S, H, D}),
-                             TensorRef::contiguous(vc8.data(), DType::kFP8E4M3, {P, S, H, D}), st,
-                             TensorRef::contiguous(&ks, DType::kFP32, {1}),
-                             TensorRef::contiguous(&vs, DType::kFP32, {1}));
+  b12x::reference::append_kv(
+      kt, vt, TensorRef::contiguous(kc8.data(), DType::kFP8E4M3, {P, S, H, D}),
+      TensorRef::contiguous(vc8.data(), DType::kFP8E4M3, {P, S, H, D}), st,
+      TensorRef::contiguous(&ks, DType::kFP32, {1}), TensorRef::contiguous(&vs, DType::kFP32, {1}));
   const float x = b12x::fmt::bf16_bits_to_float(k[5]);
   EXPECT_EQ(kc8[((3 * S + 1) * H + 0) * D + 5], b12x::fmt::float_to_e4m3_satfinite(x / ks));
   const int untouched = ((0 * S + 0) * H + 0) * D;

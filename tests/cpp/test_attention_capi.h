@@ -30,12 +30,12 @@ struct CArgs {
   b12x_tensor t[11];
   b12x_paged_args a{};
   explicit CArgs(const attention::PagedArgs& x) {
-    const TensorRef* refs[11] = {&x.q, &x.k_cache, &x.v_cache, &x.out, &x.page_table,
-                                 &x.cache_seqlens, &x.cu_seqlens_q, &x.k_descale, &x.v_descale,
-                                 &x.sinks, &x.lse};
-    const b12x_tensor** slots[11] = {&a.q, &a.k_cache, &a.v_cache, &a.out, &a.page_table,
-                                     &a.cache_seqlens, &a.cu_seqlens_q, &a.k_descale,
-                                     &a.v_descale, &a.sinks, &a.lse};
+    const TensorRef* refs[11] = {&x.q,          &x.k_cache,       &x.v_cache,      &x.out,
+                                 &x.page_table, &x.cache_seqlens, &x.cu_seqlens_q, &x.k_descale,
+                                 &x.v_descale,  &x.sinks,         &x.lse};
+    const b12x_tensor** slots[11] = {&a.q,          &a.k_cache,       &a.v_cache,      &a.out,
+                                     &a.page_table, &a.cache_seqlens, &a.cu_seqlens_q, &a.k_descale,
+                                     &a.v_descale,  &a.sinks,         &a.lse};
     for (int i = 0; i < 11; ++i) {
       t[i] = to_c(*refs[i]);
       *slots[i] = refs[i]->data ? &t[i] : nullptr;

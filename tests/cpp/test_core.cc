@@ -37,21 +37,21 @@ TEST(Core, BlockSizes) {
 }
 
 TEST(Core, TensorRefContiguousAndStrides) {
-  auto t = b12x::TensorRef::contiguous(reinterpret_cast<void*>(0x1000), b12x::DType::kFP4E2M1,
-                                       {4, 64});
+  auto t =
+      b12x::TensorRef::contiguous(reinterpret_cast<void*>(0x1000), b12x::DType::kFP4E2M1, {4, 64});
   EXPECT_TRUE(t.is_contiguous());
   EXPECT_EQ(t.numel(), 256);
   EXPECT_EQ(t.byte_stride(0), 32);
   EXPECT_EQ(t.span_bytes(), 128);
-  auto q = b12x::TensorRef::contiguous(reinterpret_cast<void*>(0x1000), b12x::DType::kIQ2_XS,
-                                       {3, 512});
+  auto q =
+      b12x::TensorRef::contiguous(reinterpret_cast<void*>(0x1000), b12x::DType::kIQ2_XS, {3, 512});
   EXPECT_EQ(q.byte_stride(0), 148);
   EXPECT_EQ(q.span_bytes(), 3 * 148);
 }
 
 TEST(Core, ChecksNameArgumentValueAndSupportedSet) {
-  auto t = b12x::TensorRef::contiguous(reinterpret_cast<void*>(0x1000), b12x::DType::kFP16,
-                                       {2, 3}, 0);
+  auto t =
+      b12x::TensorRef::contiguous(reinterpret_cast<void*>(0x1000), b12x::DType::kFP16, {2, 3}, 0);
   const std::string e = error_of([&] {
     b12x::check_dtype(t, "mm_test", "x", {b12x::DType::kBF16, b12x::DType::kFP32});
   });
@@ -67,8 +67,8 @@ TEST(Core, ChecksNameArgumentValueAndSupportedSet) {
   EXPECT_NE(a.find("is not 16-byte aligned"), std::string::npos) << a;
   const std::string d = error_of([&] { b12x::check_device(t, "op", "w", b12x::kHostDevice); });
   EXPECT_NE(d.find("w is on device 0, expected the host"), std::string::npos) << d;
-  auto blk = b12x::TensorRef::contiguous(reinterpret_cast<void*>(0x1000), b12x::DType::kQ8_0,
-                                         {2, 48});
+  auto blk =
+      b12x::TensorRef::contiguous(reinterpret_cast<void*>(0x1000), b12x::DType::kQ8_0, {2, 48});
   const std::string b = error_of([&] { b12x::check_defined(blk, "op", "w"); });
   EXPECT_NE(b.find("not a multiple of its block of 32"), std::string::npos) << b;
 }

@@ -24,7 +24,9 @@ namespace {
 using gemm::LinearFormat;
 using gemm::WeightSource;
 
-uint16_t bf16(float v) { return fmt::float_to_bf16_bits(v); }
+uint16_t bf16(float v) {
+  return fmt::float_to_bf16_bits(v);
+}
 
 TensorRef host(void* p, DType t, std::initializer_list<int64_t> shape) {
   return TensorRef::contiguous(p, t, shape);
@@ -59,11 +61,12 @@ TEST(GemmReference, Nvfp4W4A16HandComputed) {
 TEST(GemmReference, Mxfp4W4A4SwizzledHandComputed) {
   const int64_t N = 1, K = 64, M = 1;
   std::vector<uint8_t> w(K / 2, 0), xw(K / 2, 0);
-  w[0] = 0x03;   // element 0: 1.5
-  w[16] = 0x0C;  // element 32: -2.0
-  xw[0] = 0x04;  // 2.0
-  xw[16] = 0x02; // 1.0
-  std::vector<uint8_t> wsc(fmt::swizzled_scale_bytes(N, 2), 127), xsc(fmt::swizzled_scale_bytes(M, 2), 127);
+  w[0] = 0x03;    // element 0: 1.5
+  w[16] = 0x0C;   // element 32: -2.0
+  xw[0] = 0x04;   // 2.0
+  xw[16] = 0x02;  // 1.0
+  std::vector<uint8_t> wsc(fmt::swizzled_scale_bytes(N, 2), 127),
+      xsc(fmt::swizzled_scale_bytes(M, 2), 127);
   wsc[fmt::swizzled_scale_offset(0, 0, 2)] = 128;  // 2
   wsc[fmt::swizzled_scale_offset(0, 1, 2)] = 125;  // 0.25
   xsc[fmt::swizzled_scale_offset(0, 1, 2)] = 130;  // 8
@@ -83,8 +86,8 @@ TEST(GemmReference, Mxfp4W4A4SwizzledHandComputed) {
 TEST(GemmReference, Fp8BlockCallerQuantized) {
   const int64_t N = 130, K = 128, M = 1;
   std::vector<uint8_t> w(N * K, 0);
-  w[0] = 0x38;                   // row 0, k 0: 1.0
-  w[129 * K + 5] = 0xC0;         // row 129, k 5: -2.0
+  w[0] = 0x38;                           // row 0, k 0: 1.0
+  w[129 * K + 5] = 0xC0;                 // row 129, k 5: -2.0
   std::vector<float> ws = {0.5f, 3.0f};  // [ceil(130/128)=2, 1]
   std::vector<uint8_t> x(K, 0);
   x[0] = 0x40;  // 2.0
@@ -95,8 +98,9 @@ TEST(GemmReference, Fp8BlockCallerQuantized) {
   src.weight = host(w.data(), DType::kFP8E4M3, {N, K});
   src.weight_scale = host(ws.data(), DType::kFP32, {2, 1});
   std::vector<double> out(N);
-  reference::linear(src, host(x.data(), DType::kFP8E4M3, {M, K}), host(xs.data(), DType::kFP32, {M, 1}),
-                    1.0, TensorRef{}, host(out.data(), DType::kFP64, {M, N}));
+  reference::linear(src, host(x.data(), DType::kFP8E4M3, {M, K}),
+                    host(xs.data(), DType::kFP32, {M, 1}), 1.0, TensorRef{},
+                    host(out.data(), DType::kFP64, {M, N}));
   EXPECT_DOUBLE_EQ(out[0], 1.0 * 0.5 * 2.0 * 0.25);
   EXPECT_DOUBLE_EQ(out[129], -2.0 * 3.0 * 1.0 * 0.25);
   EXPECT_DOUBLE_EQ(out[1], 0.0);
@@ -123,7 +127,7 @@ TEST(GemmReference, Q8_0HandComputed) {
   const uint16_t d = fmt::float_to_fp16_bits(0.5f);
   blk[0] = d & 0xFF;
   blk[1] = d >> 8;
-  blk[2] = 4;                            // q0 = 4
+  blk[2] = 4;                              // q0 = 4
   blk[2 + 31] = static_cast<uint8_t>(-3);  // q31 = -3
   WeightSource src;
   src.format = LinearFormat::kQ8_0;
@@ -176,7 +180,8 @@ TEST(GemmPack, Fp4LayoutMatchesFragmentCoordinates) {
     for (int64_t a = 0; a < geo.KP / 32; ++a)
       for (int lane = 0; lane < 32; ++lane) {
         uint32_t word[2];
-        std::memcpy(word, ph.values.data() + gemm::lin::atom_offset(ph.wfmt, geo.kvec, tile, a, lane), 8);
+        std::memcpy(word,
+                    ph.values.data() + gemm::lin::atom_offset(ph.wfmt, geo.kvec, tile, a, lane), 8);
         for (int s = 0; s < 2; ++s)
           for (int j = 0; j < 4; ++j)
             for (int e = 0; e < 2; ++e) {
@@ -191,7 +196,8 @@ TEST(GemmPack, Fp4LayoutMatchesFragmentCoordinates) {
             }
       }
   for (int64_t n = 0; n < N; ++n)
-    for (int64_t c = 0; c < K / 16; ++c) ASSERT_EQ(ph.scale[n * geo.scale_ld + c], sc[n * K / 16 + c]);
+    for (int64_t c = 0; c < K / 16; ++c)
+      ASSERT_EQ(ph.scale[n * geo.scale_ld + c], sc[n * K / 16 + c]);
 }
 
 // FP8 weights use the e4m3 m16n8k32 fragment; Q8_0 the 16-bit one.
@@ -208,7 +214,8 @@ TEST(GemmPack, Fp8AndQ8LayoutsMatchFragmentCoordinates) {
   for (int64_t tile = 0; tile < ph.geo.n16; ++tile)
     for (int64_t a = 0; a < ph.geo.KP / 32; ++a)
       for (int lane = 0; lane < 32; ++lane) {
-        const uint8_t* v = ph.values.data() + gemm::lin::atom_offset(ph.wfmt, ph.geo.kvec, tile, a, lane);
+        const uint8_t* v =
+            ph.values.data() + gemm::lin::atom_offset(ph.wfmt, ph.geo.kvec, tile, a, lane);
         for (int j = 0; j < 4; ++j)
           for (int e = 0; e < 4; ++e) {
             int r, k;
@@ -223,7 +230,8 @@ TEST(GemmPack, Fp8AndQ8LayoutsMatchFragmentCoordinates) {
     for (int b = 0; b < 2; ++b) {
       q[n * 68 + b * 34] = 0x00;
       q[n * 68 + b * 34 + 1] = 0x3C;
-      for (int j = 0; j < 32; ++j) q[n * 68 + b * 34 + 2 + j] = static_cast<uint8_t>((n + b * 32 + j) % 100);
+      for (int j = 0; j < 32; ++j)
+        q[n * 68 + b * 34 + 2 + j] = static_cast<uint8_t>((n + b * 32 + j) % 100);
     }
   WeightSource qs;
   qs.format = LinearFormat::kQ8_0;
@@ -249,7 +257,8 @@ TEST(GemmPack, SwizzledAndLinearScalesPackIdentically) {
   for (auto& b : sc) b = static_cast<uint8_t>(100 + g() % 50);
   std::vector<uint8_t> sw(fmt::swizzled_scale_bytes(N, K / 32), 0);
   for (int64_t r = 0; r < N; ++r)
-    for (int64_t c = 0; c < K / 32; ++c) sw[fmt::swizzled_scale_offset(r, c, K / 32)] = sc[r * K / 32 + c];
+    for (int64_t c = 0; c < K / 32; ++c)
+      sw[fmt::swizzled_scale_offset(r, c, K / 32)] = sc[r * K / 32 + c];
   WeightSource a, b;
   a.format = b.format = LinearFormat::kMxfp4W4A16;
   a.weight = b.weight = host(w.data(), DType::kUInt8, {N, K / 2});
@@ -276,7 +285,10 @@ TEST(GemmPack, Iq2XsEntriesAndScales) {
       const int64_t a = q8 / 4, q = q8 % 4;
       const int row = static_cast<int>(n % 16), gg = row % 8, half = row / 8;
       uint16_t e;
-      std::memcpy(&e, ph.values.data() + gemm::lin::atom_offset(ph.wfmt, ph.geo.kvec, 0, a, gg) + 2 * (half * 4 + q), 2);
+      std::memcpy(&e,
+                  ph.values.data() + gemm::lin::atom_offset(ph.wfmt, ph.geo.kvec, 0, a, gg) +
+                      2 * (half * 4 + q),
+                  2);
       EXPECT_EQ(e, fmt::ggml::load_u16(blk + 2 + 2 * q8));
     }
     for (int ib = 0; ib < 8; ++ib) EXPECT_EQ(ph.scale2[n * ph.geo.scale2_ld + ib], blk[66 + ib]);

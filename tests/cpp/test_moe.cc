@@ -26,7 +26,6 @@ using moe::Activation;
 using moe::QuantMode;
 using moe::SourceFormat;
 
-
 /// NVFP4 source weights with every value one E2M1 code and unit block scales (host tensors).
 struct Nvfp4Src {
   int64_t E, rows, K;
@@ -170,7 +169,6 @@ TEST(Moe, ReferenceSiluLayoutsAgree) {
   EXPECT_NEAR(o13[5], expect, 1e-5 * std::abs(expect) + 1e-7);
 }
 
-
 TEST(Moe, ReferenceGgmlQ8AndMxfp4HandComputed) {
   // relu2, E=1, H=I=32, x = 1, one route with weight 0.5.
   const int64_t H = 32, I = 32;
@@ -229,9 +227,9 @@ TEST(Moe, NumericsActivationQuantisers) {
   float v[32];
   for (int i = 0; i < 32; ++i) v[i] = 0.f;
   v[0] = 6.f;
-  v[1] = 1.25f;  // tie between 1 and 1.5 -> 1 (even)
-  v[2] = -2.6f;  // -> -3
-  v[16] = 0.75f; // second block: amax .75 -> sf = ue4m3(.125) = .125, values /.125 = 6 -> 6*.125
+  v[1] = 1.25f;   // tie between 1 and 1.5 -> 1 (even)
+  v[2] = -2.6f;   // -> -3
+  v[16] = 0.75f;  // second block: amax .75 -> sf = ue4m3(.125) = .125, values /.125 = 6 -> 6*.125
   b12x::moe::num::quant_operand32(v, b12x::moe::num::kANvfp4, 1.f);
   EXPECT_EQ(v[0], 6.f);
   EXPECT_EQ(v[1], 1.f);
@@ -262,15 +260,13 @@ TEST(Moe, NumericsActivationQuantisers) {
   p.limit = 7.f;
   p.alpha = 1.702f;
   p.beta = 1.f;
-  EXPECT_NEAR(b12x::moe::num::act_gated(p, 9.f, 8.f), 7.0 / (1 + std::exp(-1.702 * 7)) * 8.0,
-              1e-4);
+  EXPECT_NEAR(b12x::moe::num::act_gated(p, 9.f, 8.f), 7.0 / (1 + std::exp(-1.702 * 7)) * 8.0, 1e-4);
   p.kind = b12x::moe::num::kActSitu;
   EXPECT_NEAR(b12x::moe::num::act_gated(p, 2.f, 30.f),
               4 * std::tanh(0.5) / (1 + std::exp(-2.0)) * 25 * std::tanh(1.2), 1e-4);
   EXPECT_EQ(b12x::moe::num::act_relu2(-3.f), 0.f);
   EXPECT_EQ(b12x::moe::num::act_relu2(3.f), 9.f);
 }
-
 
 TEST(Moe, Fp4RepackAndFragmentDecodeRoundTrip) {
   // Emulates the device repack (fp4_word_k) and the kernel's per-step decode (word J/2 of the
@@ -331,7 +327,8 @@ TEST(Moe, Fp4RepackAndFragmentDecodeRoundTrip) {
     if (b == 0) continue;
     const uint32_t s2 = moe::layout::e5m3_bf16x2_2p118(p);
     EXPECT_EQ(fmt::bf16_bits_to_float(static_cast<uint16_t>(s2 & 0xFFFF)),
-              want * std::ldexp(1.f, 118)) << b;
+              want * std::ldexp(1.f, 118))
+        << b;
     EXPECT_EQ(s2 >> 16, s2 & 0xFFFF) << b;
     // The fp32 kernel decode: (p << 20) + (117 << 23).
     EXPECT_EQ(fmt::f32_from_bits((p << 20) + (117u << 23)), want) << b;

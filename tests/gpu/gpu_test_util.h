@@ -14,21 +14,21 @@
 
 #include "b12x/runtime.h"
 
-#define B12X_TEST_CUDA(expr)                                                               \
-  do {                                                                                     \
-    cudaError_t e_ = (expr);                                                               \
-    ASSERT_EQ(e_, cudaSuccess) << #expr << ": " << cudaGetErrorName(e_) << " "             \
-                               << cudaGetErrorString(e_);                                  \
+#define B12X_TEST_CUDA(expr)                                                   \
+  do {                                                                         \
+    cudaError_t e_ = (expr);                                                   \
+    ASSERT_EQ(e_, cudaSuccess) << #expr << ": " << cudaGetErrorName(e_) << " " \
+                               << cudaGetErrorString(e_);                      \
   } while (0)
 
 /// Skip the test (with a clear message) when no GPU this build can run on is present.
-#define B12X_REQUIRE_GPU()                                                                 \
-  do {                                                                                     \
+#define B12X_REQUIRE_GPU()                                                                     \
+  do {                                                                                         \
     if (b12x::device_count() == 0) GTEST_SKIP() << "no CUDA device visible: GPU test skipped"; \
-    const auto& d_ = b12x::device_info(0);                                                 \
-    if (!d_.arch_compiled)                                                                 \
-      GTEST_SKIP() << "device " << d_.name << " (sm_" << d_.cc_major << d_.cc_minor        \
-                   << ") not in the compiled architectures: GPU test skipped";             \
+    const auto& d_ = b12x::device_info(0);                                                     \
+    if (!d_.arch_compiled)                                                                     \
+      GTEST_SKIP() << "device " << d_.name << " (sm_" << d_.cc_major << d_.cc_minor            \
+                   << ") not in the compiled architectures: GPU test skipped";                 \
   } while (0)
 
 namespace b12x::test {

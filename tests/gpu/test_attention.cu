@@ -18,8 +18,8 @@
 #include "b12x/attention.h"
 #include "b12x/reference/attention.h"
 #include "b12x/status.h"
-#include "formats/scalar.h"
 #include "cpp/test_attention_capi.h"
+#include "formats/scalar.h"
 #include "gpu/gpu_test_util.h"
 
 namespace {
@@ -71,7 +71,9 @@ struct Spec {
   }
 };
 
-int elt_bytes(DType t) { return t == DType::kFP8E4M3 ? 1 : 2; }
+int elt_bytes(DType t) {
+  return t == DType::kFP8E4M3 ? 1 : 2;
+}
 
 uint16_t to_bits(DType t, float x) {
   return t == DType::kBF16 ? b12x::fmt::float_to_bf16_bits(x) : b12x::fmt::float_to_fp16_bits(x);
@@ -199,9 +201,11 @@ struct Problem {
     if (pool_v.ptr) pool_v.poison(0xFF);
     for (int c = 0; c < n_used; ++c) {
       EXPECT_EQ(cudaMemcpy(kbase + dev_id[c] * k_page_stride * eb, hk.data() + c * kpb, kpb,
-                           cudaMemcpyHostToDevice), cudaSuccess);
+                           cudaMemcpyHostToDevice),
+                cudaSuccess);
       EXPECT_EQ(cudaMemcpy(vbase + dev_id[c] * v_page_stride * eb, hv.data() + c * vpb, vpb,
-                           cudaMemcpyHostToDevice), cudaSuccess);
+                           cudaMemcpyHostToDevice),
+                cudaSuccess);
     }
     dq = DeviceBuffer<uint8_t>(hq.size());
     dq.upload(hq);
@@ -290,9 +294,9 @@ struct Problem {
     b12x_attention_paged_plan_destroy(h);
     if (!err.empty()) return err;
     plan = att::plan_paged(caps());
-    binding = att::bind_paged(plan, TensorRef::contiguous(dscratch.ptr, DType::kUInt8,
-                                                           {plan.scratch_bytes}, 0),
-                              device_args());
+    binding = att::bind_paged(
+        plan, TensorRef::contiguous(dscratch.ptr, DType::kUInt8, {plan.scratch_bytes}, 0),
+        device_args());
     return "";
   }
 
@@ -336,7 +340,8 @@ struct Problem {
     for (size_t i = 0; i < o.size(); ++i) {
       uint16_t b;
       std::memcpy(&b, &raw[2 * i], 2);
-      o[i] = s.q == DType::kBF16 ? b12x::fmt::bf16_bits_to_float(b) : b12x::fmt::fp16_bits_to_float(b);
+      o[i] =
+          s.q == DType::kBF16 ? b12x::fmt::bf16_bits_to_float(b) : b12x::fmt::fp16_bits_to_float(b);
     }
     return o;
   }
@@ -386,9 +391,9 @@ std::mt19937_64& rng() {
   return g;
 }
 
-#define PLAN_AND_BIND(p)                                                        \
-  do {                                                                          \
-    const std::string err_ = (p).try_plan_and_bind();                           \
+#define PLAN_AND_BIND(p)                                                             \
+  do {                                                                               \
+    const std::string err_ = (p).try_plan_and_bind();                                \
     if (!err_.empty()) FAIL() << "plan/bind failed: " << err_ << " " << (p).s.str(); \
   } while (0)
 
@@ -407,7 +412,9 @@ constexpr Dims kDims[] = {{128, 128}, {64, 64}, {256, 256}, {192, 192}, {192, 12
 constexpr int kRatios[] = {1, 4, 8, 16, 3, 6, 2, 5};
 
 // Ragged decode lengths: 1, page +- 1, a non-multiple, one long enough to split.
-std::vector<int> decode_prefix(int page) { return {0, page - 1, page, 3 * page + 5, 1700}; }
+std::vector<int> decode_prefix(int page) {
+  return {0, page - 1, page, 3 * page + 5, 1700};
+}
 
 TEST(AttentionGpuDecode, DtypesPagesWindowsSinks) {
   B12X_REQUIRE_GPU();
@@ -649,7 +656,8 @@ TEST(AttentionGpuGraph, ReplayWithChangingMetadataMatchesEager) {
     s.hq = 8;
     s.hkv = 2;
     s.page = 16;
-    s.qlens = mode == att::Mode::kDecode ? std::vector<int>{1, 1, 1, 1} : std::vector<int>{9, 1, 30, 4};
+    s.qlens =
+        mode == att::Mode::kDecode ? std::vector<int>{1, 1, 1, 1} : std::vector<int>{9, 1, 30, 4};
     s.prefix = {700, 700, 700, 700};  // capacity: each request may hold up to ~730 tokens
     s.sinks = true;
     Problem p(s, rng());
@@ -689,8 +697,10 @@ TEST(AttentionGpuGraph, ReplayWithChangingMetadataMatchesEager) {
               i < need ? static_cast<int32_t>(p.dev_id[row[i]]) : -100 - i;
       }
       p.T = p.cu[p.B];
-      B12X_TEST_CUDA(cudaMemcpyAsync(p.dlens.ptr, p.lens.data(), p.B * 4, cudaMemcpyHostToDevice, st));
-      B12X_TEST_CUDA(cudaMemcpyAsync(p.dcu.ptr, p.cu.data(), (p.B + 1) * 4, cudaMemcpyHostToDevice, st));
+      B12X_TEST_CUDA(
+          cudaMemcpyAsync(p.dlens.ptr, p.lens.data(), p.B * 4, cudaMemcpyHostToDevice, st));
+      B12X_TEST_CUDA(
+          cudaMemcpyAsync(p.dcu.ptr, p.cu.data(), (p.B + 1) * 4, cudaMemcpyHostToDevice, st));
       B12X_TEST_CUDA(cudaMemcpyAsync(p.dtable.ptr, p.dev_table.data(), p.dev_table.size() * 4,
                                      cudaMemcpyHostToDevice, st));
       B12X_TEST_CUDA(cudaMemsetAsync(p.dout.ptr, 0xFF, p.dout.bytes(), st));
@@ -702,7 +712,8 @@ TEST(AttentionGpuGraph, ReplayWithChangingMetadataMatchesEager) {
       att::run_paged(p.binding, st);
       B12X_TEST_CUDA(cudaStreamSynchronize(st));
       const std::vector<uint8_t> eager = p.dout.download();
-      if (std::memcmp(replay.data(), eager.data(), size_t(p.T) * s.hq * s.dv * 2) != 0) ++mismatches;
+      if (std::memcmp(replay.data(), eager.data(), size_t(p.T) * s.hq * s.dv * 2) != 0)
+        ++mismatches;
       if (rep % 25 == 0) {
         // Re-check the replayed state against the reference as well.
         p.check("graph replay " + std::to_string(rep));
@@ -729,7 +740,8 @@ TEST(AttentionGpuBind, RejectsBadInputs) {
   ASSERT_EQ(b12x_attention_paged_plan_create(&cc, nullptr, &plan), B12X_OK) << b12x_last_error();
   auto expect_bad = [&](auto mutate, const char* needle) {
     att::PagedArgs a = p.device_args();
-    TensorRef scratch = TensorRef::contiguous(p.dscratch.ptr, DType::kUInt8, {p.plan.scratch_bytes}, 0);
+    TensorRef scratch =
+        TensorRef::contiguous(p.dscratch.ptr, DType::kUInt8, {p.plan.scratch_bytes}, 0);
     mutate(a, scratch);
     b12x::attention_test::CArgs ca(a);
     const b12x_tensor cs = b12x::attention_test::to_c(scratch);
@@ -741,10 +753,17 @@ TEST(AttentionGpuBind, RejectsBadInputs) {
   };
   expect_bad([](att::PagedArgs&, TensorRef& sc) { sc.shape[0] -= 1; }, "scratch has");
   expect_bad([](att::PagedArgs& a, TensorRef&) { a.q.device = -1; }, "q");
-  expect_bad([](att::PagedArgs& a, TensorRef&) { a.page_table.dtype = DType::kInt64; }, "page_table");
-  expect_bad([](att::PagedArgs& a, TensorRef&) { a.k_cache.stride[0] += 1; }, "not a multiple of 16 bytes");
+  expect_bad([](att::PagedArgs& a, TensorRef&) { a.page_table.dtype = DType::kInt64; },
+             "page_table");
+  expect_bad([](att::PagedArgs& a, TensorRef&) { a.k_cache.stride[0] += 1; },
+             "not a multiple of 16 bytes");
   expect_bad([&](att::PagedArgs& a, TensorRef&) { a.cu_seqlens_q.shape[0] = 2; }, "cu_seqlens_q");
-  expect_bad([&](att::PagedArgs& a, TensorRef&) { a.page_table.shape[1] = p.W + 5; a.page_table.stride[0] = p.W + 5; }, "max_page_table_width");
+  expect_bad(
+      [&](att::PagedArgs& a, TensorRef&) {
+        a.page_table.shape[1] = p.W + 5;
+        a.page_table.stride[0] = p.W + 5;
+      },
+      "max_page_table_width");
   // A good bind through the C ABI runs and matches the C++ path.
   {
     b12x::attention_test::CArgs ca(p.device_args());
@@ -801,15 +820,17 @@ TEST(AttentionGpuAppend, MatchesReference) {
                    TensorRef::contiguous(dvc.ptr, cache, {P, S, H, D}, 0),
                    TensorRef::contiguous(dslots.ptr, DType::kInt64, {T}, 0),
                    fp8 ? TensorRef::contiguous(dks.ptr, DType::kFP32, {1}, 0) : TensorRef{},
-                   fp8 ? TensorRef::contiguous(dvs.ptr, DType::kFP32, {1}, 0) : TensorRef{}, nullptr);
+                   fp8 ? TensorRef::contiguous(dvs.ptr, DType::kFP32, {1}, 0) : TensorRef{},
+                   nullptr);
     B12X_TEST_CUDA(cudaDeviceSynchronize());
-    b12x::reference::append_kv(TensorRef::contiguous(hk.data(), DType::kBF16, {T, H, D}),
-                               TensorRef::contiguous(hv.data(), DType::kBF16, {T, H, D}),
-                               TensorRef::contiguous(ref_k.data(), cache, {P, S, H, D}),
-                               TensorRef::contiguous(ref_v.data(), cache, {P, S, H, D}),
-                               TensorRef::contiguous(slots.data(), DType::kInt64, {T}),
-                               fp8 ? TensorRef::contiguous(ks.data(), DType::kFP32, {1}) : TensorRef{},
-                               fp8 ? TensorRef::contiguous(vs.data(), DType::kFP32, {1}) : TensorRef{});
+    b12x::reference::append_kv(
+        TensorRef::contiguous(hk.data(), DType::kBF16, {T, H, D}),
+        TensorRef::contiguous(hv.data(), DType::kBF16, {T, H, D}),
+        TensorRef::contiguous(ref_k.data(), cache, {P, S, H, D}),
+        TensorRef::contiguous(ref_v.data(), cache, {P, S, H, D}),
+        TensorRef::contiguous(slots.data(), DType::kInt64, {T}),
+        fp8 ? TensorRef::contiguous(ks.data(), DType::kFP32, {1}) : TensorRef{},
+        fp8 ? TensorRef::contiguous(vs.data(), DType::kFP32, {1}) : TensorRef{});
     EXPECT_EQ(dkc.download(), ref_k) << b12x::dtype_name(cache);
     EXPECT_EQ(dvc.download(), ref_v) << b12x::dtype_name(cache);
   }

@@ -40,9 +40,10 @@ struct Case {
 };
 
 std::string name(const Case& c) {
-  return std::string(gemm::format_name(c.fmt)) + " M=" + std::to_string(c.M) + " N=" +
-         std::to_string(c.N) + " K=" + std::to_string(c.K) + " act=" + dtype_name(c.act) +
-         " out=" + dtype_name(c.out) + (c.bias ? " bias" : "") + (c.caller_quant ? " callerq" : "") +
+  return std::string(gemm::format_name(c.fmt)) + " M=" + std::to_string(c.M) +
+         " N=" + std::to_string(c.N) + " K=" + std::to_string(c.K) + " act=" + dtype_name(c.act) +
+         " out=" + dtype_name(c.out) + (c.bias ? " bias" : "") +
+         (c.caller_quant ? " callerq" : "") +
          (c.regime == gemm::Regime::kDecode  ? " decode"
           : c.regime == gemm::Regime::kTiled ? " tiled"
                                              : "");
@@ -180,7 +181,7 @@ HostWeight make_weight(LinearFormat f, int64_t N, int64_t K) {
 
 /// Activations as the op takes them, host + device.
 struct Acts {
-  std::vector<uint8_t> x;  // bytes of x
+  std::vector<uint8_t> x;   // bytes of x
   std::vector<uint8_t> xs;  // bytes of x_scale
   DType x_dtype = DType::kBF16;
   int64_t x_cols = 0;  // in elements of x_dtype
@@ -189,9 +190,9 @@ struct Acts {
   std::vector<int64_t> xs_shape;
   std::unique_ptr<DeviceBuffer<uint8_t>> dx, dxs;
   TensorRef host_x() {
-    return TensorRef::contiguous(x.data(), x_dtype, {static_cast<int64_t>(x.size()) /
-                                                         (dtype_bytes_for(x_dtype, x_cols)) ,
-                                                     x_cols});
+    return TensorRef::contiguous(
+        x.data(), x_dtype,
+        {static_cast<int64_t>(x.size()) / (dtype_bytes_for(x_dtype, x_cols)), x_cols});
   }
   TensorRef host_xs() {
     if (xs.empty()) return TensorRef{};
@@ -236,9 +237,9 @@ std::vector<uint16_t> make_x(int64_t M, int64_t K, DType t) {
 
 void make_acts(const Case& c, Acts& a) {
   const int64_t M = c.M, K = c.K;
-  const bool raw_or_inside = !(c.fmt == LinearFormat::kNvfp4 || c.fmt == LinearFormat::kMxfp4 ||
-                               c.fmt == LinearFormat::kFp8Tensor ||
-                               (c.fmt == LinearFormat::kFp8Block && c.caller_quant));
+  const bool raw_or_inside =
+      !(c.fmt == LinearFormat::kNvfp4 || c.fmt == LinearFormat::kMxfp4 ||
+        c.fmt == LinearFormat::kFp8Tensor || (c.fmt == LinearFormat::kFp8Block && c.caller_quant));
   const DType hd = raw_or_inside ? c.act : DType::kBF16;
   std::vector<uint16_t> xh = make_x(M, K, hd);
   TensorRef xr = TensorRef::contiguous(xh.data(), hd, {M, K});
@@ -258,7 +259,8 @@ void make_acts(const Case& c, Acts& a) {
     a.xs.resize(fmt::swizzled_scale_bytes(M, cols));
     a.xs_shape = {static_cast<int64_t>(a.xs.size())};
     TensorRef packed = TensorRef::contiguous(a.x.data(), DType::kUInt8, {M, K / 2});
-    TensorRef sw = TensorRef::contiguous(a.xs.data(), DType::kUInt8, {static_cast<int64_t>(a.xs.size())});
+    TensorRef sw =
+        TensorRef::contiguous(a.xs.data(), DType::kUInt8, {static_cast<int64_t>(a.xs.size())});
     if (nv) {
       float amax = 0;
       for (auto h : xh) amax = std::max(amax, std::fabs(from_half_bits(h, hd)));
@@ -488,8 +490,7 @@ TEST(GemmGpu, Fp16ActivationsRawFormats) {
   for (LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kMxfp4W4A16, LinearFormat::kQ8_0,
                          LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs, LinearFormat::kMxfp8,
                          LinearFormat::kMxfp4W4A8, LinearFormat::kFp8Block})
-    for (int64_t M : {1, 9})
-      run_case({f, M, 128, 512, DType::kFP16, DType::kFP16, M == 9});
+    for (int64_t M : {1, 9}) run_case({f, M, 128, 512, DType::kFP16, DType::kFP16, M == 9});
 }
 
 TEST(GemmGpu, Fp8BlockCallerQuantized) {
@@ -514,8 +515,8 @@ TEST(GemmGpu, TiledRegimeAllFormats) {
     run_case(c);
   for (const auto& c : all_format_cases(130, 136, 768, false, DType::kFP16, gemm::Regime::kTiled))
     run_case(c);
-  for (LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kMxfp4W4A16,
-                         LinearFormat::kQ8_0, LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs}) {
+  for (LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kMxfp4W4A16, LinearFormat::kQ8_0,
+                         LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs}) {
     Case c{f, 70, 256, 512, DType::kFP16, DType::kFP16, true};
     c.regime = gemm::Regime::kTiled;
     run_case(c);
@@ -646,19 +647,23 @@ TEST(GemmGpu, BindRejectsBadTensors) {
               B12X_ERROR_INVALID_ARGUMENT);
     EXPECT_NE(std::string(b12x_last_error()).find(needle), std::string::npos) << b12x_last_error();
   };
-  expect_bad(cdesc(x.ptr, B12X_DTYPE_BF16, {8, 256}, 0), cdesc(out.ptr, B12X_DTYPE_BF16, {8, 32}, 0),
-             "max_tokens");
-  expect_bad(cdesc(x.ptr, B12X_DTYPE_BF16, {2, 128}, 0), cdesc(out.ptr, B12X_DTYPE_BF16, {2, 32}, 0),
-             "K=128");
-  expect_bad(cdesc(x.ptr, B12X_DTYPE_FP32, {2, 256}, 0), cdesc(out.ptr, B12X_DTYPE_BF16, {2, 32}, 0),
-             "dtype");
-  expect_bad(cdesc(x.ptr, B12X_DTYPE_BF16, {2, 256}, 0), cdesc(out.ptr, B12X_DTYPE_FP16, {2, 32}, 0),
-             "out");
+  expect_bad(cdesc(x.ptr, B12X_DTYPE_BF16, {8, 256}, 0),
+             cdesc(out.ptr, B12X_DTYPE_BF16, {8, 32}, 0), "max_tokens");
+  expect_bad(cdesc(x.ptr, B12X_DTYPE_BF16, {2, 128}, 0),
+             cdesc(out.ptr, B12X_DTYPE_BF16, {2, 32}, 0), "K=128");
+  expect_bad(cdesc(x.ptr, B12X_DTYPE_FP32, {2, 256}, 0),
+             cdesc(out.ptr, B12X_DTYPE_BF16, {2, 32}, 0), "dtype");
+  expect_bad(cdesc(x.ptr, B12X_DTYPE_BF16, {2, 256}, 0),
+             cdesc(out.ptr, B12X_DTYPE_FP16, {2, 32}, 0), "out");
   expect_bad(cdesc(x.ptr, B12X_DTYPE_BF16, {2, 256}, B12X_HOST_DEVICE),
              cdesc(out.ptr, B12X_DTYPE_BF16, {2, 32}, 0), "host");
   // A valid call through the same ABI.
   std::vector<uint16_t> xh = make_x(2, 256, DType::kBF16);
-  x.upload([&] { std::vector<uint16_t> v(8 * 256, 0); std::copy(xh.begin(), xh.end(), v.begin()); return v; }());
+  x.upload([&] {
+    std::vector<uint16_t> v(8 * 256, 0);
+    std::copy(xh.begin(), xh.end(), v.begin());
+    return v;
+  }());
   out.poison();
   b12x_tensor xt = cdesc(x.ptr, B12X_DTYPE_BF16, {2, 256}, 0);
   b12x_tensor ot = cdesc(out.ptr, B12X_DTYPE_BF16, {2, 32}, 0);
@@ -666,8 +671,9 @@ TEST(GemmGpu, BindRejectsBadTensors) {
       << b12x_last_error();
   B12X_TEST_CUDA(cudaDeviceSynchronize());
   std::vector<double> ref(2 * 32);
-  reference::linear(h.src(LinearFormat::kNvfp4W4A16), TensorRef::contiguous(xh.data(), DType::kBF16, {2, 256}),
-                    TensorRef{}, 1.0, TensorRef{}, TensorRef::contiguous(ref.data(), DType::kFP64, {2, 32}));
+  reference::linear(h.src(LinearFormat::kNvfp4W4A16),
+                    TensorRef::contiguous(xh.data(), DType::kBF16, {2, 256}), TensorRef{}, 1.0,
+                    TensorRef{}, TensorRef::contiguous(ref.data(), DType::kFP64, {2, 32}));
   auto o = out.download();
   o.resize(64);
   const Check ck = check_out(o, DType::kBF16, ref);

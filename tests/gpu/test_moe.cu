@@ -77,8 +77,8 @@ struct Case {
   std::string name() const {
     std::string s = std::string(moe::quant_mode_name(mode)) + "/" + moe::activation_name(act) +
                     "/" + (layout == moe::W13Layout::kW13 ? "w13" : "w31") + "/" +
-                    dtype_name(dtype) + "/M" + std::to_string(M) + "/E" + std::to_string(E) +
-                    "/r" + std::to_string(regime);
+                    dtype_name(dtype) + "/M" + std::to_string(M) + "/E" + std::to_string(E) + "/r" +
+                    std::to_string(regime);
     if (src == SourceFormat::kGgml) s += std::string("/") + dtype_name(g1) + "," + dtype_name(g2);
     if (weight_on_input) s += "/win";
     if (edge_scales) s += "/edge";
@@ -87,8 +87,12 @@ struct Case {
   }
 };
 
-std::mt19937_64& rng() { return b12x::test::rng(); }
-int randint(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng()); }
+std::mt19937_64& rng() {
+  return b12x::test::rng();
+}
+int randint(int lo, int hi) {
+  return std::uniform_int_distribution<int>(lo, hi)(rng());
+}
 
 /// Host source tensors of one operand ([E, rows, K]) in the case's format.
 struct HostOperand {
@@ -126,8 +130,8 @@ struct HostOperand {
           for (int64_t k = 0; k < K / 16; ++k)
             s[e * per + fmt::swizzled_scale_offset(r, k, K / 16)] = static_cast<uint8_t>(
                 !c.edge_scales || randint(0, 3) != 0 ? randint(0x28, 0x40)  // 0.25 .. 2
-                : randint(0, 1) ? randint(0, 7)                               // 0, subnormals
-                                : 0x80);                                      // "-0": zero
+                : randint(0, 1)                      ? randint(0, 7)        // 0, subnormals
+                                                     : 0x80);                                    // "-0": zero
 
       ts = TensorRef::contiguous(s.data(), DType::kUE4M3,
                                  {E, fmt::pad_to(rows, 128), fmt::pad_to(K / 16, 4)});
@@ -178,8 +182,8 @@ struct Problem {
     const auto xf = b12x::test::random_normal(c.M * c.H);
     x.resize(xf.size());
     for (size_t i = 0; i < xf.size(); ++i)
-      x[i] = c.dtype == DType::kBF16 ? fmt::float_to_bf16_bits(xf[i])
-                                     : fmt::float_to_fp16_bits(xf[i]);
+      x[i] =
+          c.dtype == DType::kBF16 ? fmt::float_to_bf16_bits(xf[i]) : fmt::float_to_fp16_bits(xf[i]);
     new_routes();
     moe::WeightsPlanArgs a;
     a.quant_mode = c.mode;
@@ -200,8 +204,9 @@ struct Problem {
     // Experts 0..E/2-1 only (others stay empty), duplicates allowed, ~10% invalid ids.
     for (size_t i = 0; i < ids.size(); ++i) {
       const int r = randint(0, 19);
-      ids[i] = r == 0 ? -1 : (r == 1 ? static_cast<int>(c.E) + randint(0, 3)
-                                     : randint(0, static_cast<int>(c.E / 2) - 1));
+      ids[i] = r == 0 ? -1
+                      : (r == 1 ? static_cast<int>(c.E) + randint(0, 3)
+                                : randint(0, static_cast<int>(c.E / 2) - 1));
       wts[i] = 0.1f + randint(0, 100) / 100.f;
     }
   }
@@ -215,10 +220,10 @@ struct Problem {
     A.swiglu_limit = c.limit;
     A.apply_router_weight_on_input = c.weight_on_input;
     A.a = TensorRef::contiguous(const_cast<uint16_t*>(x.data()), c.dtype, {c.M, c.H});
-    A.topk_ids = TensorRef::contiguous(const_cast<int32_t*>(ids.data()), DType::kInt32,
-                                       {c.M, c.topk});
-    A.topk_weights = TensorRef::contiguous(const_cast<float*>(wts.data()), DType::kFP32,
-                                           {c.M, c.topk});
+    A.topk_ids =
+        TensorRef::contiguous(const_cast<int32_t*>(ids.data()), DType::kInt32, {c.M, c.topk});
+    A.topk_weights =
+        TensorRef::contiguous(const_cast<float*>(wts.data()), DType::kFP32, {c.M, c.topk});
     A.weights = source_views(nullptr);
     A.output = TensorRef::contiguous(out.data(), DType::kFP32, {c.M, c.H});
     reference::fused_moe(A);
@@ -227,9 +232,7 @@ struct Problem {
   /// Views of the sources: host (dev == nullptr) or the device copies.
   moe::SourceWeights source_views(const std::vector<void*>* dev) const {
     moe::SourceWeights s;
-    auto pick = [&](const TensorRef& t, int i) {
-      return dev ? on_device(t, (*dev)[i]) : t;
-    };
+    auto pick = [&](const TensorRef& t, int i) { return dev ? on_device(t, (*dev)[i]) : t; };
     s.w1 = pick(w1.tv, 0);
     s.w2 = pick(w2.tv, 1);
     if (c.src != SourceFormat::kGgml) {
@@ -275,10 +278,10 @@ b12x_moe_weights_plan_desc desc_of(const moe::WeightsPlanArgs& a) {
   d.ep_size = 1;
   return d;
 }
-#define B12X_TEST_OK(expr)                                                    \
-  do {                                                                        \
-    const b12x_status st_ = (expr);                                           \
-    ASSERT_EQ(st_, B12X_OK) << #expr << ": " << b12x_last_error();            \
+#define B12X_TEST_OK(expr)                                         \
+  do {                                                             \
+    const b12x_status st_ = (expr);                                \
+    ASSERT_EQ(st_, B12X_OK) << #expr << ": " << b12x_last_error(); \
   } while (0)
 
 /// Device state of one problem through the C ABI (C++ exceptions do not cross the library
@@ -314,11 +317,10 @@ struct GpuRun {
                 a1g = ct(sw.a1_gscale), w2 = ct(sw.w2), w2s = ct(sw.w2_scale),
                 w2g = ct(sw.w2_global_scale), a2g = ct(sw.a2_gscale);
     auto opt = [](const TensorRef& t, b12x_tensor* d) { return t.data ? d : nullptr; };
-    B12X_TEST_OK(b12x_moe_prepare_weights(&desc, &w1, opt(sw.w1_scale, &w1s),
-                                          opt(sw.w1_global_scale, &w1g), opt(sw.a1_gscale, &a1g),
-                                          &w2, opt(sw.w2_scale, &w2s),
-                                          opt(sw.w2_global_scale, &w2g), opt(sw.a2_gscale, &a2g),
-                                          nullptr, &weights));
+    B12X_TEST_OK(b12x_moe_prepare_weights(
+        &desc, &w1, opt(sw.w1_scale, &w1s), opt(sw.w1_global_scale, &w1g), opt(sw.a1_gscale, &a1g),
+        &w2, opt(sw.w2_scale, &w2s), opt(sw.w2_global_scale, &w2g), opt(sw.a2_gscale, &a2g),
+        nullptr, &weights));
   }
   void setup() {
     const Case& c = P.c;
@@ -362,8 +364,8 @@ struct GpuRun {
   std::vector<float> as_float(const std::vector<uint16_t>& h) const {
     std::vector<float> f(h.size());
     for (size_t i = 0; i < h.size(); ++i)
-      f[i] = P.c.dtype == DType::kBF16 ? fmt::bf16_bits_to_float(h[i])
-                                       : fmt::fp16_bits_to_float(h[i]);
+      f[i] =
+          P.c.dtype == DType::kBF16 ? fmt::bf16_bits_to_float(h[i]) : fmt::fp16_bits_to_float(h[i]);
     return f;
   }
   const void* storage() const {
@@ -383,8 +385,8 @@ void check_against_reference(const Problem& P, const std::vector<float>& got, do
   EXPECT_GE(cmp.cosine, min_cos) << P.c.name() << " " << cmp.str();
   // BF16 output rounding (2^-8 relative) plus fp32 summation-order effects that may flip
   // an activation-quantisation decision.
-  EXPECT_LE(cmp.max_abs, 0.02 * ref_max + 1e-6) << P.c.name() << " " << cmp.str()
-                                                  << " ref_max=" << ref_max;
+  EXPECT_LE(cmp.max_abs, 0.02 * ref_max + 1e-6)
+      << P.c.name() << " " << cmp.str() << " ref_max=" << ref_max;
   // Rows of tokens without a valid route are exactly zero.
   for (int64_t m = 0; m < P.c.M; ++m) {
     bool any = false;
@@ -535,10 +537,11 @@ TEST(MoeGpu, LongKBothRegimesEveryFp4Variant) {
     DType dt;
     Activation a;
   };
-  const V vs[] = {{QuantMode::kNvfp4, SourceFormat::kModeloptNvfp4, DType::kBF16, Activation::kSilu},
-                  {QuantMode::kW4A16, SourceFormat::kModeloptNvfp4, DType::kFP16, Activation::kSitu},
-                  {QuantMode::kW4A16, SourceFormat::kFp4E8M0K32, DType::kFP16, Activation::kRelu2},
-                  {QuantMode::kW4A8Mx, SourceFormat::kFp4E8M0K32, DType::kBF16, Activation::kSilu}};
+  const V vs[] = {
+      {QuantMode::kNvfp4, SourceFormat::kModeloptNvfp4, DType::kBF16, Activation::kSilu},
+      {QuantMode::kW4A16, SourceFormat::kModeloptNvfp4, DType::kFP16, Activation::kSitu},
+      {QuantMode::kW4A16, SourceFormat::kFp4E8M0K32, DType::kFP16, Activation::kRelu2},
+      {QuantMode::kW4A8Mx, SourceFormat::kFp4E8M0K32, DType::kBF16, Activation::kSilu}};
   for (const V& v : vs)
     for (int regime = 0; regime <= 1; ++regime) {
       Case c;
@@ -697,7 +700,8 @@ TEST(MoeGpu, ExpertOffsetsBeyond32Bits) {
     for (int64_t e : {600, 639}) {
       auto r = b12x::test::random_bytes(rows * K / 2);
       std::copy(r.begin(), r.end(), o.v.begin() + e * rows * K / 2);
-      for (int64_t i = 0; i < per; ++i) o.s[e * per + i] = static_cast<uint8_t>(randint(0x28, 0x38));
+      for (int64_t i = 0; i < per; ++i)
+        o.s[e * per + i] = static_cast<uint8_t>(randint(0x28, 0x38));
     }
     o.gs.assign(c.E, 1.f / 64);
     o.tv = TensorRef::contiguous(o.v.data(), DType::kUInt8, {c.E, rows, K / 2});

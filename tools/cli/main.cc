@@ -38,11 +38,16 @@ std::string path_for(const DeviceInfo* d) {
     return "none: sm_" + std::to_string(d->cc_major * 10 + d->cc_minor) +
            " not compiled (compiled: " + compiled_arch_string() + ")";
   switch (d->family) {
-    case ArchFamily::kSm89: return "portable mma.sync (sm_89)";
-    case ArchFamily::kSm90: return "portable mma.sync (sm_90a)";
-    case ArchFamily::kSm120: return "portable mma.sync (sm_120a)";
-    case ArchFamily::kSm121: return "portable mma.sync (sm_121a)";
-    default: return "none: unsupported architecture";
+    case ArchFamily::kSm89:
+      return "portable mma.sync (sm_89)";
+    case ArchFamily::kSm90:
+      return "portable mma.sync (sm_90a)";
+    case ArchFamily::kSm120:
+      return "portable mma.sync (sm_120a)";
+    case ArchFamily::kSm121:
+      return "portable mma.sync (sm_121a)";
+    default:
+      return "none: unsupported architecture";
   }
 }
 

@@ -47,8 +47,8 @@ struct SelftestRegistrar {
 #define B12X_SELFTEST_CAT2(a, b) a##b
 #define B12X_SELFTEST_CAT(a, b) B12X_SELFTEST_CAT2(a, b)
 /// B12X_SELFTEST("gemm", "nvfp4 w4a4 m=16", true) { ...; return {ok, detail}; }
-#define B12X_SELFTEST(area, name, needs_gpu)                                               \
-  static ::b12x::cli::SelftestResult B12X_SELFTEST_CAT(b12x_selftest_fn_, __LINE__)();     \
-  static ::b12x::cli::SelftestRegistrar B12X_SELFTEST_CAT(b12x_selftest_reg_, __LINE__)(   \
-      area, name, needs_gpu, B12X_SELFTEST_CAT(b12x_selftest_fn_, __LINE__));              \
+#define B12X_SELFTEST(area, name, needs_gpu)                                             \
+  static ::b12x::cli::SelftestResult B12X_SELFTEST_CAT(b12x_selftest_fn_, __LINE__)();   \
+  static ::b12x::cli::SelftestRegistrar B12X_SELFTEST_CAT(b12x_selftest_reg_, __LINE__)( \
+      area, name, needs_gpu, B12X_SELFTEST_CAT(b12x_selftest_fn_, __LINE__));            \
   static ::b12x::cli::SelftestResult B12X_SELFTEST_CAT(b12x_selftest_fn_, __LINE__)()

@@ -30,8 +30,7 @@ struct Operand {
   TensorRef tv, ts, tg;
 };
 
-Operand make_operand(std::mt19937& rng, moe::SourceFormat f, int64_t E, int64_t rows,
-                     int64_t K) {
+Operand make_operand(std::mt19937& rng, moe::SourceFormat f, int64_t E, int64_t rows, int64_t K) {
   Operand o;
   std::uniform_int_distribution<int> byte(0, 255);
   if (f == moe::SourceFormat::kGgml) {
@@ -93,8 +92,8 @@ TensorRef to_dev(TensorRef t, const void* host, size_t bytes, std::vector<DevBuf
 }
 
 /// Runs one problem on the GPU and compares with the reference (cosine and max-abs).
-SelftestResult gpu_case(moe::QuantMode qm, moe::SourceFormat sf, moe::Activation act,
-                        int64_t M, int64_t topk) {
+SelftestResult gpu_case(moe::QuantMode qm, moe::SourceFormat sf, moe::Activation act, int64_t M,
+                        int64_t topk) {
   std::vector<DevBuf*> keep;
   try {
     if (b12x::device_count() == 0) return {false, "no CUDA device"};
@@ -147,15 +146,15 @@ SelftestResult gpu_case(moe::QuantMode qm, moe::SourceFormat sf, moe::Activation
     caps.num_topk = topk;
     caps.weight_plan = &wp;
     const moe::Plan plan = moe::plan(caps);
-    const TensorRef sc = to_dev(TensorRef::contiguous(nullptr, DType::kUInt8, {plan.scratch_bytes}),
-                                std::vector<uint8_t>(plan.scratch_bytes).data(),
-                                plan.scratch_bytes, keep);
-    const TensorRef tx = to_dev(TensorRef::contiguous(nullptr, DType::kBF16, {M, H}), x.data(),
-                                2 * x.size(), keep);
+    const TensorRef sc =
+        to_dev(TensorRef::contiguous(nullptr, DType::kUInt8, {plan.scratch_bytes}),
+               std::vector<uint8_t>(plan.scratch_bytes).data(), plan.scratch_bytes, keep);
+    const TensorRef tx =
+        to_dev(TensorRef::contiguous(nullptr, DType::kBF16, {M, H}), x.data(), 2 * x.size(), keep);
     const TensorRef ti = to_dev(TensorRef::contiguous(nullptr, DType::kInt32, {M, topk}),
                                 ids.data(), 4 * ids.size(), keep);
-    const TensorRef tw = to_dev(TensorRef::contiguous(nullptr, DType::kFP32, {M, topk}),
-                                wts.data(), 4 * wts.size(), keep);
+    const TensorRef tw = to_dev(TensorRef::contiguous(nullptr, DType::kFP32, {M, topk}), wts.data(),
+                                4 * wts.size(), keep);
     std::vector<uint16_t> out(M * H, 0xFFFF);
     const TensorRef to = to_dev(TensorRef::contiguous(nullptr, DType::kBF16, {M, H}), out.data(),
                                 2 * out.size(), keep);
@@ -187,9 +186,8 @@ SelftestResult gpu_case(moe::QuantMode qm, moe::SourceFormat sf, moe::Activation
     const double cos = (nr > 0 && ng > 0) ? dot / std::sqrt(nr * ng) : (nr == ng ? 1.0 : 0.0);
     for (auto* b : keep) delete b;
     const bool ok = cos >= 0.9999 && max_abs <= 0.02 * ref_max + 1e-6;
-    return {ok, plan.exec.execution + " cos=" + std::to_string(cos) +
-                    " max_abs=" + std::to_string(max_abs) + " (tol " +
-                    std::to_string(0.02 * ref_max) + ")"};
+    return {ok, plan.exec.execution + " cos=" + std::to_string(cos) + " max_abs=" +
+                    std::to_string(max_abs) + " (tol " + std::to_string(0.02 * ref_max) + ")"};
   } catch (const std::exception& e) {
     for (auto* b : keep) delete b;
     return {false, e.what()};
@@ -239,16 +237,16 @@ B12X_SELFTEST("moe", "reference relu2 hand-computed (E=1, H=I=32)", false) {
 }
 
 B12X_SELFTEST("moe", "nvfp4 silu decode M=2 topk=4 vs reference", true) {
-  return gpu_case(moe::QuantMode::kNvfp4, moe::SourceFormat::kModeloptNvfp4,
-                  moe::Activation::kSilu, 2, 4);
+  return gpu_case(moe::QuantMode::kNvfp4, moe::SourceFormat::kModeloptNvfp4, moe::Activation::kSilu,
+                  2, 4);
 }
 B12X_SELFTEST("moe", "w4a16 mxfp4 swiglu-oai grouped M=40 topk=4 vs reference", true) {
   return gpu_case(moe::QuantMode::kW4A16, moe::SourceFormat::kFp4E8M0K32,
                   moe::Activation::kSwigluOai, 40, 4);
 }
 B12X_SELFTEST("moe", "ggml_a16 q8_0 relu2 M=3 topk=2 vs reference", true) {
-  return gpu_case(moe::QuantMode::kGgmlA16, moe::SourceFormat::kGgml, moe::Activation::kRelu2,
-                  3, 2);
+  return gpu_case(moe::QuantMode::kGgmlA16, moe::SourceFormat::kGgml, moe::Activation::kRelu2, 3,
+                  2);
 }
 
 }  // namespace

@@ -59,9 +59,9 @@ typedef struct b12x_paged_args {
   const b12x_tensor* v_descale;
   const b12x_tensor* sinks;
   const b12x_tensor* lse;
-  int32_t window_left;   /* -1 = off */
-  float softmax_scale;   /* <= 0: head_dim_qk^-0.5 */
-  int32_t num_splits;    /* 0 = automatic */
+  int32_t window_left; /* -1 = off */
+  float softmax_scale; /* <= 0: head_dim_qk^-0.5 */
+  int32_t num_splits;  /* 0 = automatic */
 } b12x_paged_args;
 
 /* Host only; refuses while `stream` is capturing. */

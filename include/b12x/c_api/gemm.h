@@ -30,10 +30,10 @@ typedef struct b12x_linear_weight_source {
   int32_t format;
   int32_t scale_swizzled; /* weight_scale given in the 128x4 layout */
   const b12x_tensor* weight;
-  const b12x_tensor* weight_scale;  /* NULL when the format has none */
-  const b12x_tensor* output_scale;  /* fp8_tensor: fp32[1] */
-  float global_scale;               /* nvfp4_w4a16: weight_scale_2 (1 otherwise) */
-  int64_t in_features;              /* 0 = from the weight */
+  const b12x_tensor* weight_scale; /* NULL when the format has none */
+  const b12x_tensor* output_scale; /* fp8_tensor: fp32[1] */
+  float global_scale;              /* nvfp4_w4a16: weight_scale_2 (1 otherwise) */
+  int64_t in_features;             /* 0 = from the weight */
 } b12x_linear_weight_source;
 
 typedef struct b12x_linear_caps {
@@ -48,9 +48,8 @@ typedef struct b12x_linear_caps {
 } b12x_linear_caps;
 
 B12X_C_API const char* b12x_linear_format_name(int32_t format);
-B12X_C_API b12x_status b12x_linear_weight_pack(const b12x_linear_weight_source* src,
-                                               int32_t device, void* stream,
-                                               b12x_linear_weight* out);
+B12X_C_API b12x_status b12x_linear_weight_pack(const b12x_linear_weight_source* src, int32_t device,
+                                               void* stream, b12x_linear_weight* out);
 /* Rewrites the packed storage in place (same format and shape; pointers stay stable). */
 B12X_C_API b12x_status b12x_linear_weight_refresh(b12x_linear_weight w,
                                                   const b12x_linear_weight_source* src,
@@ -63,8 +62,7 @@ B12X_C_API b12x_status b12x_linear_weight_info(b12x_linear_weight w, int32_t* fo
 /* Device pointer and size of the packed values (stable across refresh). */
 B12X_C_API b12x_status b12x_linear_weight_values(b12x_linear_weight w, void** ptr, int64_t* bytes);
 
-B12X_C_API b12x_status b12x_linear_plan_create(const b12x_linear_caps* caps,
-                                               b12x_linear_plan* out);
+B12X_C_API b12x_status b12x_linear_plan_create(const b12x_linear_caps* caps, b12x_linear_plan* out);
 B12X_C_API b12x_status b12x_linear_plan_scratch_bytes(b12x_linear_plan plan, int64_t* bytes);
 B12X_C_API b12x_status b12x_linear_plan_destroy(b12x_linear_plan plan);
 /* Bind (checks only) and launch. x_scale, bias, alpha may be NULL. */

@@ -71,8 +71,8 @@ B12X_C_API b12x_status b12x_moe_plan_weights(const b12x_moe_weights_plan_desc* d
 B12X_C_API b12x_status b12x_moe_prepare_weights(
     const b12x_moe_weights_plan_desc* desc, const b12x_tensor* w1, const b12x_tensor* w1_scale,
     const b12x_tensor* w1_global_scale, const b12x_tensor* a1_gscale, const b12x_tensor* w2,
-    const b12x_tensor* w2_scale, const b12x_tensor* w2_global_scale,
-    const b12x_tensor* a2_gscale, void* stream, b12x_moe_weights* weights);
+    const b12x_tensor* w2_scale, const b12x_tensor* w2_global_scale, const b12x_tensor* a2_gscale,
+    void* stream, b12x_moe_weights* weights);
 B12X_C_API b12x_status b12x_moe_weights_destroy(b12x_moe_weights weights);
 /* Base device address of the prepared storage (stable across refreshes). */
 B12X_C_API b12x_status b12x_moe_weights_storage(b12x_moe_weights weights, uint64_t* ptr,
@@ -90,8 +90,8 @@ B12X_C_API b12x_status b12x_moe_plan_execution(const b12x_moe_weights_plan_desc*
 /* Validates the call (bind) without launching. */
 B12X_C_API b12x_status b12x_moe_bind(b12x_moe_plan plan, const b12x_tensor* scratch,
                                      const b12x_tensor* a, b12x_moe_weights weights,
-                                     const b12x_tensor* topk_weights,
-                                     const b12x_tensor* topk_ids, const b12x_tensor* output);
+                                     const b12x_tensor* topk_weights, const b12x_tensor* topk_ids,
+                                     const b12x_tensor* output);
 /* bind + run: launches only (no allocation, no sync), capture-safe. */
 B12X_C_API b12x_status b12x_moe_run(b12x_moe_plan plan, const b12x_tensor* scratch,
                                     const b12x_tensor* a, b12x_moe_weights weights,
@@ -106,8 +106,7 @@ B12X_C_API b12x_status b12x_ref_moe(const b12x_moe_weights_plan_desc* desc,
                                     const b12x_tensor* w1, const b12x_tensor* w1_scale,
                                     const b12x_tensor* w1_global_scale,
                                     const b12x_tensor* a1_gscale, const b12x_tensor* w2,
-                                    const b12x_tensor* w2_scale,
-                                    const b12x_tensor* w2_global_scale,
+                                    const b12x_tensor* w2_scale, const b12x_tensor* w2_global_scale,
                                     const b12x_tensor* a2_gscale, const b12x_tensor* output);
 
 #ifdef __cplusplus

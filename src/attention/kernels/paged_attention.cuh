@@ -71,8 +71,9 @@ struct TileCfg {
   static constexpr int kMB = (kDecode || kBigHead) ? 1 : 2;
   static constexpr int kBN =
       kKind == 6 ? 128
-      : (kKind == 4 || kKind == 5 || kKind == 7) ? 64
-                                 : (kKind >= 2 ? 32 : (kBigHead ? 32 : (kMB == 2 && kDv > 64 ? 32 : 64)));
+      : (kKind == 4 || kKind == 5 || kKind == 7)
+          ? 64
+          : (kKind >= 2 ? 32 : (kBigHead ? 32 : (kMB == 2 && kDv > 64 ? 32 : 64)));
   static constexpr int kWN = kDecode ? (kBN > 64 ? 4 : kBN / 16) : 1;
   static constexpr int kThreads = kWM * kWN * 32;
   static constexpr int kSubBN = kBN / kSub;
@@ -82,15 +83,15 @@ struct TileCfg {
   static constexpr int kStageBytes = kBN * (kDqk + kDv) * kKvBytes;
   static constexpr int kConvBytes =
       kFp8 ? kBN * ((kDirectK ? 0 : kDqk) + (kDirectV ? 0 : kDv)) * 2 : 0;
-  static constexpr int kMergeBytes = kWN > 1 ? kWN * (kBM * kDv * 4 + 2 * kBM * 4) : 0;
+  static constexpr int kMergeBytes = kWN > 1 ? kWN*(kBM* kDv * 4 + 2 * kBM * 4) : 0;
   // Each stage also holds its tile's page ids (kBN int32, see the loader).
   static constexpr int kIdStageBytes = kBN * 4;
-  static constexpr int kFitStages =
-      (101376 - kQBytes - kConvBytes) / (kStageBytes + kIdStageBytes);
+  static constexpr int kFitStages = (101376 - kQBytes - kConvBytes) / (kStageBytes + kIdStageBytes);
   static constexpr int kMaxStages =
       kKind == 7 ? 3 : (kKind >= 2 ? 4 : (kKind == 0 && kMB == 2 ? 3 : 0));
-  static constexpr int kStages = kMaxStages > 0 ? (kFitStages < kMaxStages ? kFitStages : kMaxStages)
-                                                : ((kKind == 1 && kFp8) ? 3 : 2);
+  static constexpr int kStages = kMaxStages > 0
+                                     ? (kFitStages < kMaxStages ? kFitStages : kMaxStages)
+                                     : ((kKind == 1 && kFp8) ? 3 : 2);
   static constexpr int kRingBytes = kStages * kStageBytes;
   static constexpr int kIdBytes = kStages * kIdStageBytes;
   static constexpr int kSmemBytes =
@@ -125,7 +126,9 @@ __device__ __forceinline__ void cp_async4(uint32_t dst, const void* src, bool va
   const int n = valid ? 4 : 0;
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(n));
 }
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::);
+}
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
@@ -203,9 +206,9 @@ __device__ __forceinline__ void e4m3x4_to_bf16x4(uint32_t w, uint32_t& lo, uint3
   const uint32_t odd = (w & 0x80008000u) | ((w & 0x7F007F00u) >> 4);  // (e1, e3)
   const uint32_t w8 = w << 8;
   const uint32_t even = (w8 & 0x80008000u) | ((w8 & 0x7F007F00u) >> 4);  // (e0, e2)
-  uint32_t a = __byte_perm(even, odd, 0x5410);  // (e0, e1)
-  uint32_t b = __byte_perm(even, odd, 0x7632);  // (e2, e3)
-  const uint32_t k2p120 = 0x7B807B80u;          // bf16x2 (2^120, 2^120)
+  uint32_t a = __byte_perm(even, odd, 0x5410);                           // (e0, e1)
+  uint32_t b = __byte_perm(even, odd, 0x7632);                           // (e2, e3)
+  const uint32_t k2p120 = 0x7B807B80u;                                   // bf16x2 (2^120, 2^120)
   __nv_bfloat162 sa = __hmul2(*reinterpret_cast<__nv_bfloat162*>(&a),
                               *reinterpret_cast<const __nv_bfloat162*>(&k2p120));
   __nv_bfloat162 sb = __hmul2(*reinterpret_cast<__nv_bfloat162*>(&b),
@@ -258,7 +261,10 @@ __device__ __forceinline__ bool find_work(const PagedParams& p, int x, Work& w) 
     int lo = 0, hi = p.batch - 1;  // largest b with tile_start[b] <= x
     while (lo < hi) {
       const int mid = (lo + hi + 1) >> 1;
-      if (p.tile_start[mid] <= x) lo = mid; else hi = mid - 1;
+      if (p.tile_start[mid] <= x)
+        lo = mid;
+      else
+        hi = mid - 1;
     }
     b = lo;
     // Heaviest (last, most causal keys) tile of each request first: shorter tail.
@@ -313,7 +319,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   constexpr int kQRow = kDqk * 2, kKRow = kDqk * 2, kVRow = kDv * 2;  // bf16 tile row bytes
 
   extern __shared__ __align__(128) uint8_t smem[];
-  uint8_t* sConv = smem + Cfg::kQBytes;                  // fp8 only: bf16 K then V tile
+  uint8_t* sConv = smem + Cfg::kQBytes;  // fp8 only: bf16 K then V tile
   int32_t* sIds = reinterpret_cast<int32_t*>(smem + Cfg::kQBytes + Cfg::kConvBytes);  // id ring
   uint8_t* sRing = smem + Cfg::kQBytes + Cfg::kConvBytes + Cfg::kIdBytes;  // stages, merge area
   static_assert(!Cfg::kQInRegs || kBM * kDqk * 2 <= Cfg::kStageBytes, "Q staging fits a stage");
@@ -355,8 +361,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
       uint4 lo = make_uint4(0, 0, 0, 0), hi = make_uint4(0, 0, 0, 0);
       if (qi < w.qlen) {
         const int h = kvh * p.group + (pr - qi * p.group);
-        const uint4* src = reinterpret_cast<const uint4*>(
-            q + (int64_t)(w.q0 + qi) * p.q_st + (int64_t)h * p.q_sh + kb * 16);
+        const uint4* src = reinterpret_cast<const uint4*>(q + (int64_t)(w.q0 + qi) * p.q_st +
+                                                          (int64_t)h * p.q_sh + kb * 16);
         lo = src[0];
         hi = src[1];
       }
@@ -367,8 +373,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
         ev[k] = __byte_perm(wv[2 * k], wv[2 * k + 1], 0x5410);
         od[k] = __byte_perm(wv[2 * k], wv[2 * k + 1], 0x7632);
       }
-      *reinterpret_cast<uint4*>(sQ + swz(r, 2 * kb, kQRow)) = make_uint4(ev[0], ev[1], ev[2], ev[3]);
-      *reinterpret_cast<uint4*>(sQ + swz(r, 2 * kb + 1, kQRow)) = make_uint4(od[0], od[1], od[2], od[3]);
+      *reinterpret_cast<uint4*>(sQ + swz(r, 2 * kb, kQRow)) =
+          make_uint4(ev[0], ev[1], ev[2], ev[3]);
+      *reinterpret_cast<uint4*>(sQ + swz(r, 2 * kb + 1, kQRow)) =
+          make_uint4(od[0], od[1], od[2], od[3]);
     }
   } else {
     const T* q = static_cast<const T*>(p.q);
@@ -404,20 +412,21 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   const int32_t* table = p.page_table + (int64_t)w.b * p.pt_stride;
   const int page_mask = (1 << p.page_shift) - 1;
   const uint32_t max_page = static_cast<uint32_t>(p.num_pages - 1);
-  auto load_ids = [&](int it, int (&pg)[kIdRegs]) {
+  auto load_ids = [&](int it, int(&pg)[kIdRegs]) {
     const int kv0 = kv_begin + it * kBN;
 #pragma unroll
     for (int r = 0; r < kIdRegs; ++r) {
       const int pos = kv0 + lane + 32 * r;
       // Entries past the range are never read (the table may end there); ids are clamped into
       // the cache so bad metadata cannot fault.
-      pg[r] = pos < kv_end ? static_cast<int>(min(static_cast<uint32_t>(__ldg(table + (pos >> p.page_shift))),
-                                                  max_page))
-                           : 0;
+      pg[r] = pos < kv_end
+                  ? static_cast<int>(
+                        min(static_cast<uint32_t>(__ldg(table + (pos >> p.page_shift))), max_page))
+                  : 0;
     }
   };
   // The id of tile token j (all lanes call this together).
-  auto page_of = [&](const int (&pg)[kIdRegs], int j) {
+  auto page_of = [&](const int(&pg)[kIdRegs], int j) {
     int v = 0;
 #pragma unroll
     for (int r = 0; r < kIdRegs; ++r) {
@@ -426,10 +435,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     }
     return v;
   };
-  const uint8_t* kbase =
-      static_cast<const uint8_t*>(p.k) + (int64_t)kvh * p.k_sh * kKvB;
-  const uint8_t* vbase =
-      static_cast<const uint8_t*>(p.v) + (int64_t)kvh * p.v_sh * kKvB;
+  const uint8_t* kbase = static_cast<const uint8_t*>(p.k) + (int64_t)kvh * p.k_sh * kKvB;
+  const uint8_t* vbase = static_cast<const uint8_t*>(p.v) + (int64_t)kvh * p.v_sh * kKvB;
   const int64_t k_sp = p.k_sp * kKvB, k_st = p.k_st * kKvB;
   const int64_t v_sp = p.v_sp * kKvB, v_st = p.v_st * kKvB;
   // Chunk c of token j lands in a swizzled (bf16) or row-major (raw fp8) stage row.
@@ -438,7 +445,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
       // raw FP8 rows read as 4-byte fragments (8 or 4 rows at once) are swizzled too: K, and V
       // when its fragments are read directly
       const bool sw = is_k || Cfg::kDirectV;
-      return smem_u32(tile) + static_cast<uint32_t>(j * (cpr * 16) + ((sw ? (c ^ (j & 7)) : c) << 4));
+      return smem_u32(tile) +
+             static_cast<uint32_t>(j * (cpr * 16) + ((sw ? (c ^ (j & 7)) : c) << 4));
     } else if constexpr (kFp8) {
       return smem_u32(tile + j * (cpr * 16) + c * 16);
     } else {
@@ -522,7 +530,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     return static_cast<int>(min(static_cast<uint32_t>(ids[j]), max_page));
   };
 
-  constexpr int kMB = Cfg::kMB;  // 16-row MMA blocks per warp
+  constexpr int kMB = Cfg::kMB;     // 16-row MMA blocks per warp
   const int wrow0 = wm * 16 * kMB;  // this warp's first row in the CTA tile
   float o[kMB][kDv / 8][4];
 #pragma unroll
@@ -600,8 +608,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
         e4m3x4_to_bf16x4(raw.z, w8[4], w8[5]);
         e4m3x4_to_bf16x4(raw.w, w8[6], w8[7]);
         const int rb = cpr * 32;
-        *reinterpret_cast<uint4*>(bf_tile + swz(j, 2 * c, rb)) = make_uint4(w8[0], w8[1], w8[2], w8[3]);
-        *reinterpret_cast<uint4*>(bf_tile + swz(j, 2 * c + 1, rb)) = make_uint4(w8[4], w8[5], w8[6], w8[7]);
+        *reinterpret_cast<uint4*>(bf_tile + swz(j, 2 * c, rb)) =
+            make_uint4(w8[0], w8[1], w8[2], w8[3]);
+        *reinterpret_cast<uint4*>(bf_tile + swz(j, 2 * c + 1, rb)) =
+            make_uint4(w8[4], w8[5], w8[6], w8[7]);
       };
       const int conv_first = kWarpConv ? lane : tid;
       if constexpr (Cfg::kDirectK) {
@@ -639,185 +649,186 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     constexpr int kVRowS = Cfg::kDirectV ? kDv : kVRow;
 #pragma unroll 1
     for (int sub = 0; sub < Cfg::kSub; ++sub) {
-    const int kv0 = kv_begin + it * kBN + sub * Cfg::kSubBN;
-    if (Cfg::kSub > 1 && kv0 >= kv_end) break;  // CTA-uniform: nothing left in this stage
-    // Sub-tiles start at multiples of 32 rows, so the row & 7 swizzles read the same.
-    const uint8_t* sK = sK_t + sub * Cfg::kSubBN * kKRowS;
-    const uint8_t* sV = sV_t + sub * Cfg::kSubBN * kVRowS;
+      const int kv0 = kv_begin + it * kBN + sub * Cfg::kSubBN;
+      if (Cfg::kSub > 1 && kv0 >= kv_end) break;  // CTA-uniform: nothing left in this stage
+      // Sub-tiles start at multiples of 32 rows, so the row & 7 swizzles read the same.
+      const uint8_t* sK = sK_t + sub * Cfg::kSubBN * kKRowS;
+      const uint8_t* sV = sV_t + sub * Cfg::kSubBN * kVRowS;
 
-    // ---- S = Q K^T for this warp's kMB x 16 rows x kNT tokens ----
-    const int tok0 = wn * kNT;
-    float s[kMB][kNT / 8][4];
+      // ---- S = Q K^T for this warp's kMB x 16 rows x kNT tokens ----
+      const int tok0 = wn * kNT;
+      float s[kMB][kNT / 8][4];
 #pragma unroll
-    for (int mb = 0; mb < kMB; ++mb)
+      for (int mb = 0; mb < kMB; ++mb)
 #pragma unroll
-      for (int i = 0; i < kNT / 8; ++i) s[mb][i][0] = s[mb][i][1] = s[mb][i][2] = s[mb][i][3] = 0.f;
-    // Swizzled ldmatrix addresses: the chunk XOR only touches bits 4.. of the in-row offset,
-    // so k-step kb is `lane_off ^ (kb << 5)` and row blocks are immediate offsets (keeps the
-    // address registers few).
-    if constexpr (Cfg::kDirectK) {
-      // B fragments straight from the raw FP8 K rows: lane (g, t) reads dims 4t..4t+3 of k-step
-      // kb of token row g (one 4-byte read; rows' 16-byte chunks are swizzled by row & 7).
+        for (int i = 0; i < kNT / 8; ++i)
+          s[mb][i][0] = s[mb][i][1] = s[mb][i][2] = s[mb][i][3] = 0.f;
+      // Swizzled ldmatrix addresses: the chunk XOR only touches bits 4.. of the in-row offset,
+      // so k-step kb is `lane_off ^ (kb << 5)` and row blocks are immediate offsets (keeps the
+      // address registers few).
+      if constexpr (Cfg::kDirectK) {
+        // B fragments straight from the raw FP8 K rows: lane (g, t) reads dims 4t..4t+3 of k-step
+        // kb of token row g (one 4-byte read; rows' 16-byte chunks are swizzled by row & 7).
 #pragma unroll
-      for (int kb = 0; kb < kDqk / 16; ++kb) {
+        for (int kb = 0; kb < kDqk / 16; ++kb) {
+          uint32_t a[kMB][4];
+          const uint32_t q_off = q_base + (q_lane ^ (kb << 5));
+#pragma unroll
+          for (int mb = 0; mb < kMB; ++mb) ldmatrix_x4(a[mb], q_off + mb * 16 * kQRow);
+#pragma unroll
+          for (int nb = 0; nb < kNT / 8; ++nb) {
+            const int row = tok0 + nb * 8 + g;
+            const uint32_t wv = *reinterpret_cast<const uint32_t*>(
+                sK + row * kDqk + ((kb ^ (row & 7)) << 4) + 4 * t4);
+            uint32_t b0, b1;
+            e4m3x4_to_bf16_evenodd(wv, b0, b1);
+#pragma unroll
+            for (int mb = 0; mb < kMB; ++mb) mma16816<T>(s[mb][nb], a[mb], b0, b1);
+          }
+        }
+      }
+      const int k_row = tok0 + ((lane >> 4) << 3) + (lane & 7);
+      const uint32_t k_base = smem_u32(sK) + k_row * kKRow;
+      const uint32_t k_lane = swz_in_row(k_row, (lane >> 3) & 1);
+#pragma unroll
+      for (int kb = 0; kb < (Cfg::kDirectK ? 0 : kDqk / 16); ++kb) {
         uint32_t a[kMB][4];
-        const uint32_t q_off = q_base + (q_lane ^ (kb << 5));
+        if constexpr (Cfg::kQInRegs) {
 #pragma unroll
-        for (int mb = 0; mb < kMB; ++mb) ldmatrix_x4(a[mb], q_off + mb * 16 * kQRow);
+          for (int e = 0; e < 4; ++e) a[0][e] = qa[kb][e];
+        } else {
+          const uint32_t q_off = q_base + (q_lane ^ (kb << 5));
 #pragma unroll
-        for (int nb = 0; nb < kNT / 8; ++nb) {
-          const int row = tok0 + nb * 8 + g;
-          const uint32_t wv = *reinterpret_cast<const uint32_t*>(
-              sK + row * kDqk + ((kb ^ (row & 7)) << 4) + 4 * t4);
-          uint32_t b0, b1;
-          e4m3x4_to_bf16_evenodd(wv, b0, b1);
+          for (int mb = 0; mb < kMB; ++mb) ldmatrix_x4(a[mb], q_off + mb * 16 * kQRow);
+        }
+        const uint32_t k_off = k_base + (k_lane ^ (kb << 5));
 #pragma unroll
-          for (int mb = 0; mb < kMB; ++mb) mma16816<T>(s[mb][nb], a[mb], b0, b1);
+        for (int nb2 = 0; nb2 < kNT / 16; ++nb2) {
+          uint32_t bf[4];
+          ldmatrix_x4(bf, k_off + nb2 * 16 * kKRow);
+#pragma unroll
+          for (int mb = 0; mb < kMB; ++mb) {
+            mma16816<T>(s[mb][2 * nb2], a[mb], bf[0], bf[1]);
+            mma16816<T>(s[mb][2 * nb2 + 1], a[mb], bf[2], bf[3]);
+          }
         }
       }
-    }
-    const int k_row = tok0 + ((lane >> 4) << 3) + (lane & 7);
-    const uint32_t k_base = smem_u32(sK) + k_row * kKRow;
-    const uint32_t k_lane = swz_in_row(k_row, (lane >> 3) & 1);
-#pragma unroll
-    for (int kb = 0; kb < (Cfg::kDirectK ? 0 : kDqk / 16); ++kb) {
-      uint32_t a[kMB][4];
-      if constexpr (Cfg::kQInRegs) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) a[0][e] = qa[kb][e];
-      } else {
-        const uint32_t q_off = q_base + (q_lane ^ (kb << 5));
-#pragma unroll
-        for (int mb = 0; mb < kMB; ++mb) ldmatrix_x4(a[mb], q_off + mb * 16 * kQRow);
-      }
-      const uint32_t k_off = k_base + (k_lane ^ (kb << 5));
-#pragma unroll
-      for (int nb2 = 0; nb2 < kNT / 16; ++nb2) {
-        uint32_t bf[4];
-        ldmatrix_x4(bf, k_off + nb2 * 16 * kKRow);
-#pragma unroll
-        for (int mb = 0; mb < kMB; ++mb) {
-          mma16816<T>(s[mb][2 * nb2], a[mb], bf[0], bf[1]);
-          mma16816<T>(s[mb][2 * nb2 + 1], a[mb], bf[2], bf[3]);
-        }
-      }
-    }
 
-    // ---- mask: range end, causal diagonal, window start ----
-    constexpr int kSBN = Cfg::kSubBN;
-    const bool need_mask = (kv0 + kSBN > kv_end) || (kv0 + kSBN - 1 > tile_qi_min + off_diag) ||
-                           (p.window_left >= 0 && kv0 < tile_qi_max + off_diag - p.window_left);
-    if (need_mask) {
+      // ---- mask: range end, causal diagonal, window start ----
+      constexpr int kSBN = Cfg::kSubBN;
+      const bool need_mask = (kv0 + kSBN > kv_end) || (kv0 + kSBN - 1 > tile_qi_min + off_diag) ||
+                             (p.window_left >= 0 && kv0 < tile_qi_max + off_diag - p.window_left);
+      if (need_mask) {
+#pragma unroll
+        for (int mb = 0; mb < kMB; ++mb)
+#pragma unroll
+          for (int nb = 0; nb < kNT / 8; ++nb) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              const int pos = kv0 + tok0 + nb * 8 + 2 * t4 + (e & 1);
+              const int diag = row_qi[mb][e >> 1] + off_diag;
+              const bool ok =
+                  pos < kv_end && pos <= diag && (p.window_left < 0 || pos >= diag - p.window_left);
+              if (!ok) s[mb][nb][e] = -INFINITY;
+            }
+          }
+      }
+
+      // ---- online softmax (base 2) ----
+      float alpha[kMB][2];
+      bool grew = false;
 #pragma unroll
       for (int mb = 0; mb < kMB; ++mb)
 #pragma unroll
-        for (int nb = 0; nb < kNT / 8; ++nb) {
+        for (int r = 0; r < 2; ++r) {
+          float mx = -INFINITY;
 #pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int pos = kv0 + tok0 + nb * 8 + 2 * t4 + (e & 1);
-            const int diag = row_qi[mb][e >> 1] + off_diag;
-            const bool ok = pos < kv_end && pos <= diag &&
-                            (p.window_left < 0 || pos >= diag - p.window_left);
-            if (!ok) s[mb][nb][e] = -INFINITY;
+          for (int nb = 0; nb < kNT / 8; ++nb)
+            mx = fmaxf(mx, fmaxf(s[mb][nb][2 * r], s[mb][nb][2 * r + 1]));
+          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+          const float m_new = fmaxf(m_run[mb][r], mx * scale);
+          const float m_use = m_new == -INFINITY ? 0.f : m_new;
+          alpha[mb][r] = fast_exp2(m_run[mb][r] - m_use);  // exactly 1 when the max held
+          grew |= alpha[mb][r] != 1.f;
+          m_run[mb][r] = m_new;
+          l_run[mb][r] *= alpha[mb][r];
+          float sum = 0.f;
+#pragma unroll
+          for (int nb = 0; nb < kNT / 8; ++nb) {
+            s[mb][nb][2 * r] = fast_exp2(fmaf(s[mb][nb][2 * r], scale, -m_use));
+            s[mb][nb][2 * r + 1] = fast_exp2(fmaf(s[mb][nb][2 * r + 1], scale, -m_use));
+            sum += s[mb][nb][2 * r] + s[mb][nb][2 * r + 1];
           }
+          l_run[mb][r] += sum;
         }
-    }
+      // O is rescaled only when some row of the warp raised its running max: past the first tiles
+      // of a long range the max rarely moves, and the rescale (kDv / 4 multiplies per row pair, as
+      // many FP32 ops as the tile's MMAs for decode) is skipped. Bit-identical (x * 1 == x).
+      if (__any_sync(0xffffffffu, grew)) {
+#pragma unroll
+        for (int mb = 0; mb < kMB; ++mb)
+#pragma unroll
+          for (int r = 0; r < 2; ++r)
+#pragma unroll
+            for (int db = 0; db < kDv / 8; ++db) {
+              o[mb][db][2 * r] *= alpha[mb][r];
+              o[mb][db][2 * r + 1] *= alpha[mb][r];
+            }
+      }
 
-    // ---- online softmax (base 2) ----
-    float alpha[kMB][2];
-    bool grew = false;
+      // ---- O += P V ----
+      const int v_row = tok0 + (((lane >> 3) & 1) << 3) + (lane & 7);
+      const uint32_t v_base = smem_u32(sV) + v_row * kVRow;
+      const uint32_t v_lane = swz_in_row(v_row, lane >> 4);
 #pragma unroll
-    for (int mb = 0; mb < kMB; ++mb)
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        float mx = -INFINITY;
-#pragma unroll
-        for (int nb = 0; nb < kNT / 8; ++nb)
-          mx = fmaxf(mx, fmaxf(s[mb][nb][2 * r], s[mb][nb][2 * r + 1]));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        const float m_new = fmaxf(m_run[mb][r], mx * scale);
-        const float m_use = m_new == -INFINITY ? 0.f : m_new;
-        alpha[mb][r] = fast_exp2(m_run[mb][r] - m_use);  // exactly 1 when the max held
-        grew |= alpha[mb][r] != 1.f;
-        m_run[mb][r] = m_new;
-        l_run[mb][r] *= alpha[mb][r];
-        float sum = 0.f;
-#pragma unroll
-        for (int nb = 0; nb < kNT / 8; ++nb) {
-          s[mb][nb][2 * r] = fast_exp2(fmaf(s[mb][nb][2 * r], scale, -m_use));
-          s[mb][nb][2 * r + 1] = fast_exp2(fmaf(s[mb][nb][2 * r + 1], scale, -m_use));
-          sum += s[mb][nb][2 * r] + s[mb][nb][2 * r + 1];
-        }
-        l_run[mb][r] += sum;
-      }
-    // O is rescaled only when some row of the warp raised its running max: past the first tiles
-    // of a long range the max rarely moves, and the rescale (kDv / 4 multiplies per row pair, as
-    // many FP32 ops as the tile's MMAs for decode) is skipped. Bit-identical (x * 1 == x).
-    if (__any_sync(0xffffffffu, grew)) {
-#pragma unroll
-      for (int mb = 0; mb < kMB; ++mb)
-#pragma unroll
-        for (int r = 0; r < 2; ++r)
-#pragma unroll
-          for (int db = 0; db < kDv / 8; ++db) {
-            o[mb][db][2 * r] *= alpha[mb][r];
-            o[mb][db][2 * r + 1] *= alpha[mb][r];
-          }
-    }
-
-    // ---- O += P V ----
-    const int v_row = tok0 + (((lane >> 3) & 1) << 3) + (lane & 7);
-    const uint32_t v_base = smem_u32(sV) + v_row * kVRow;
-    const uint32_t v_lane = swz_in_row(v_row, lane >> 4);
-#pragma unroll
-    for (int kk = 0; kk < kNT / 16; ++kk) {
-      uint32_t pa[kMB][4];
-#pragma unroll
-      for (int mb = 0; mb < kMB; ++mb) {
-        pa[mb][0] = pack2<T>(s[mb][2 * kk][0], s[mb][2 * kk][1]);
-        pa[mb][1] = pack2<T>(s[mb][2 * kk][2], s[mb][2 * kk][3]);
-        pa[mb][2] = pack2<T>(s[mb][2 * kk + 1][0], s[mb][2 * kk + 1][1]);
-        pa[mb][3] = pack2<T>(s[mb][2 * kk + 1][2], s[mb][2 * kk + 1][3]);
-      }
-      if constexpr (Cfg::kDirectV) {
-        // B fragment of n-block (4 q + i), lane (g, t): tokens (2t, 2t+1) and (2t+8, 2t+9) of the
-        // k-step at "n = g", which stands for dim 32 q + 4 g + i. One 4-byte read of dims
-        // 32q+4g..+3 per token row therefore feeds all four n-blocks of the 32-dim group; rows'
-        // 16-byte chunks are swizzled by row & 7 (conflict-free: the 4 rows x 2 chunks of a read
-        // land in 8 distinct chunk slots).
-        const int r0 = tok0 + kk * 16 + 2 * t4;
-#pragma unroll
-        for (int q = 0; q < kDv / 32; ++q) {
-          const int c = 2 * q + (g >> 2);
-          auto rd = [&](int row) {
-            return *reinterpret_cast<const uint32_t*>(sV + row * kDv + ((c ^ (row & 7)) << 4) +
-                                                      4 * (g & 3));
-          };
-          const uint32_t w0 = rd(r0), w1 = rd(r0 + 1), w8 = rd(r0 + 8), w9 = rd(r0 + 9);
-          uint32_t b0[4], b1[4];
-          e4m3x4_to_bf16x4(__byte_perm(w0, w1, 0x5140), b0[0], b0[1]);
-          e4m3x4_to_bf16x4(__byte_perm(w0, w1, 0x7362), b0[2], b0[3]);
-          e4m3x4_to_bf16x4(__byte_perm(w8, w9, 0x5140), b1[0], b1[1]);
-          e4m3x4_to_bf16x4(__byte_perm(w8, w9, 0x7362), b1[2], b1[3]);
-#pragma unroll
-          for (int i = 0; i < 4; ++i)
-#pragma unroll
-            for (int mb = 0; mb < kMB; ++mb) mma16816<T>(o[mb][4 * q + i], pa[mb], b0[i], b1[i]);
-        }
-        continue;
-      }
-#pragma unroll
-      for (int db2 = 0; db2 < kDv / 16; ++db2) {
-        uint32_t bf[4];
-        ldmatrix_x4_trans(bf, v_base + (v_lane ^ (db2 << 5)) + kk * 16 * kVRow);
+      for (int kk = 0; kk < kNT / 16; ++kk) {
+        uint32_t pa[kMB][4];
 #pragma unroll
         for (int mb = 0; mb < kMB; ++mb) {
-          mma16816<T>(o[mb][2 * db2], pa[mb], bf[0], bf[1]);
-          mma16816<T>(o[mb][2 * db2 + 1], pa[mb], bf[2], bf[3]);
+          pa[mb][0] = pack2<T>(s[mb][2 * kk][0], s[mb][2 * kk][1]);
+          pa[mb][1] = pack2<T>(s[mb][2 * kk][2], s[mb][2 * kk][3]);
+          pa[mb][2] = pack2<T>(s[mb][2 * kk + 1][0], s[mb][2 * kk + 1][1]);
+          pa[mb][3] = pack2<T>(s[mb][2 * kk + 1][2], s[mb][2 * kk + 1][3]);
+        }
+        if constexpr (Cfg::kDirectV) {
+          // B fragment of n-block (4 q + i), lane (g, t): tokens (2t, 2t+1) and (2t+8, 2t+9) of the
+          // k-step at "n = g", which stands for dim 32 q + 4 g + i. One 4-byte read of dims
+          // 32q+4g..+3 per token row therefore feeds all four n-blocks of the 32-dim group; rows'
+          // 16-byte chunks are swizzled by row & 7 (conflict-free: the 4 rows x 2 chunks of a read
+          // land in 8 distinct chunk slots).
+          const int r0 = tok0 + kk * 16 + 2 * t4;
+#pragma unroll
+          for (int q = 0; q < kDv / 32; ++q) {
+            const int c = 2 * q + (g >> 2);
+            auto rd = [&](int row) {
+              return *reinterpret_cast<const uint32_t*>(sV + row * kDv + ((c ^ (row & 7)) << 4) +
+                                                        4 * (g & 3));
+            };
+            const uint32_t w0 = rd(r0), w1 = rd(r0 + 1), w8 = rd(r0 + 8), w9 = rd(r0 + 9);
+            uint32_t b0[4], b1[4];
+            e4m3x4_to_bf16x4(__byte_perm(w0, w1, 0x5140), b0[0], b0[1]);
+            e4m3x4_to_bf16x4(__byte_perm(w0, w1, 0x7362), b0[2], b0[3]);
+            e4m3x4_to_bf16x4(__byte_perm(w8, w9, 0x5140), b1[0], b1[1]);
+            e4m3x4_to_bf16x4(__byte_perm(w8, w9, 0x7362), b1[2], b1[3]);
+#pragma unroll
+            for (int i = 0; i < 4; ++i)
+#pragma unroll
+              for (int mb = 0; mb < kMB; ++mb) mma16816<T>(o[mb][4 * q + i], pa[mb], b0[i], b1[i]);
+          }
+          continue;
+        }
+#pragma unroll
+        for (int db2 = 0; db2 < kDv / 16; ++db2) {
+          uint32_t bf[4];
+          ldmatrix_x4_trans(bf, v_base + (v_lane ^ (db2 << 5)) + kk * 16 * kVRow);
+#pragma unroll
+          for (int mb = 0; mb < kMB; ++mb) {
+            mma16816<T>(o[mb][2 * db2], pa[mb], bf[0], bf[1]);
+            mma16816<T>(o[mb][2 * db2 + 1], pa[mb], bf[2], bf[3]);
+          }
         }
       }
-    }
     }  // sub-tiles
   }
   cp_async_wait<0>();
@@ -853,7 +864,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
       const float m_use = mm == -INFINITY ? 0.f : mm;
       float ll = 0.f;
 #pragma unroll
-      for (int x = 0; x < kWN; ++x) ll += sm_l[x * kBM + row] * fast_exp2(sm_m[x * kBM + row] - m_use);
+      for (int x = 0; x < kWN; ++x)
+        ll += sm_l[x * kBM + row] * fast_exp2(sm_m[x * kBM + row] - m_use);
       const float mine = fast_exp2(m_run[0][r] - m_use);
 #pragma unroll
       for (int db = 0; db < kDv / 8; ++db) {
@@ -932,10 +944,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
           *reinterpret_cast<float4*>(po + 32 * q + 8 * t4) =
               make_float4(o[mb][4 * q][2 * r] * factor, o[mb][4 * q + 1][2 * r] * factor,
                           o[mb][4 * q + 2][2 * r] * factor, o[mb][4 * q + 3][2 * r] * factor);
-          *reinterpret_cast<float4*>(po + 32 * q + 8 * t4 + 4) =
-              make_float4(o[mb][4 * q][2 * r + 1] * factor, o[mb][4 * q + 1][2 * r + 1] * factor,
-                          o[mb][4 * q + 2][2 * r + 1] * factor,
-                          o[mb][4 * q + 3][2 * r + 1] * factor);
+          *reinterpret_cast<float4*>(po + 32 * q + 8 * t4 + 4) = make_float4(
+              o[mb][4 * q][2 * r + 1] * factor, o[mb][4 * q + 1][2 * r + 1] * factor,
+              o[mb][4 * q + 2][2 * r + 1] * factor, o[mb][4 * q + 3][2 * r + 1] * factor);
         }
         if (t4 == 0) p.part_lse[row] = lse;
       } else if (final_out) {
@@ -982,7 +993,10 @@ __global__ void __launch_bounds__(32 * kMergeWarps)
   int lo = 0, hi = p.batch - 1;  // request of this token: largest b with cu_q[b] <= tok
   while (lo < hi) {
     const int mid = (lo + hi + 1) >> 1;
-    if (p.cu_q[mid] <= tok) lo = mid; else hi = mid - 1;
+    if (p.cu_q[mid] <= tok)
+      lo = mid;
+    else
+      hi = mid - 1;
   }
   const int b = lo;
   const int q0 = p.cu_q[b];
@@ -1046,7 +1060,8 @@ __global__ void __launch_bounds__(32 * kMergeWarps)
       acc.z += v.z;
       acc.w += v.w;
     }
-    const uint32_t lo2 = pack2<T>(acc.x * inv, acc.y * inv), hi2 = pack2<T>(acc.z * inv, acc.w * inv);
+    const uint32_t lo2 = pack2<T>(acc.x * inv, acc.y * inv),
+                   hi2 = pack2<T>(acc.z * inv, acc.w * inv);
     *reinterpret_cast<uint2*>(out + c * 4) = make_uint2(lo2, hi2);
   }
 }
@@ -1055,7 +1070,8 @@ __global__ void __launch_bounds__(32 * kMergeWarps)
 /// Extend: row tiles per request (ceil(q_len * group / BM)) and their prefix, rebuilt on the
 /// device from cu_seqlens_q each launch. One block.
 template <int kUnused = 0>
-__global__ void __launch_bounds__(1024) paged_schedule_kernel(const __grid_constant__ PagedParams p) {
+__global__ void __launch_bounds__(1024)
+    paged_schedule_kernel(const __grid_constant__ PagedParams p) {
   wait_prior_grid();
   allow_next_grid();
   __shared__ int warp_sums[32];

@@ -52,7 +52,8 @@ void register_kinds(std::vector<KernelInfo>& out, const char* tag) {
     out.push_back(make_info<T, kFp8, kDqk, kDv, 3>(tag));
     out.push_back(make_info<T, kFp8, kDqk, kDv, 4>(tag));
   }
-  if constexpr (kFp8 && kDqk == 128 && kDv == 128) out.push_back(make_info<T, kFp8, kDqk, kDv, 6>(tag));
+  if constexpr (kFp8 && kDqk == 128 && kDv == 128)
+    out.push_back(make_info<T, kFp8, kDqk, kDv, 6>(tag));
 }
 template <int kDqk, int kDv>
 void register_dims(std::vector<KernelInfo>& out, const char* tag) {

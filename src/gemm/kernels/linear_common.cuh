@@ -307,15 +307,15 @@ __device__ __forceinline__ void decode_iq2_atom(const uint4& v, const uint32_t* 
 /// nibble's exponent/mantissa bits, 1 is 0.5, 0 is 0.
 __device__ __forceinline__ float e2m1_f32_fast(uint32_t nib) {
   const uint32_t mag = nib & 7u;
-  const uint32_t bits = mag >= 2u ? (((mag >> 1) + 126u) << 23) | ((mag & 1u) << 22)
-                                  : (mag == 1u ? 0x3F000000u : 0u);
+  const uint32_t bits =
+      mag >= 2u ? (((mag >> 1) + 126u) << 23) | ((mag & 1u) << 22) : (mag == 1u ? 0x3F000000u : 0u);
   return __uint_as_float(bits | ((nib & 8u) << 28));
 }
 
 /// E8M0 -> fp32 2^(e-127) (0 -> 2^-127, 255 -> NaN).
 __device__ __forceinline__ float e8m0_f32(uint32_t e) {
-  return e == 0 ? __uint_as_float(0x00400000u) : (e == 255 ? __uint_as_float(0x7FC00000u)
-                                                            : __uint_as_float(e << 23));
+  return e == 0 ? __uint_as_float(0x00400000u)
+                : (e == 255 ? __uint_as_float(0x7FC00000u) : __uint_as_float(e << 23));
 }
 
 __device__ __forceinline__ float half_bits_f32(uint32_t h) {

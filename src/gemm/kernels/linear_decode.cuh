@@ -51,7 +51,8 @@ __device__ __forceinline__ uint4 stage_chunk(const LinearParams& p, int64_t tok,
     if ((reinterpret_cast<uintptr_t>(src) & 3u) == 0) {
       packed = __ldg(reinterpret_cast<const uint32_t*>(src));
     } else {
-      packed = src[0] | (uint32_t(src[1]) << 8) | (uint32_t(src[2]) << 16) | (uint32_t(src[3]) << 24);
+      packed =
+          src[0] | (uint32_t(src[1]) << 8) | (uint32_t(src[2]) << 16) | (uint32_t(src[3]) << 24);
     }
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
@@ -72,10 +73,14 @@ __device__ __forceinline__ uint4 stage_chunk(const LinearParams& p, int64_t tok,
 /// fp32 group scale of (token, group j) from the configured source.
 __device__ __forceinline__ float act_group_scale(const LinearParams& p, int64_t tok, int64_t j) {
   switch (p.xs_kind) {
-    case kXsF32Rows: return p.xscale[tok * p.xscale_ld + j];
-    case kXsE8m0Rows: return e8m0_f32(p.xq_scale[tok * p.xscale_ld + j]);
-    case kXsE8m0Swz: return e8m0_f32(p.xq_scale[fmt::swizzled_scale_offset(tok, j, p.K / 32)]);
-    default: return 1.f;
+    case kXsF32Rows:
+      return p.xscale[tok * p.xscale_ld + j];
+    case kXsE8m0Rows:
+      return e8m0_f32(p.xq_scale[tok * p.xscale_ld + j]);
+    case kXsE8m0Swz:
+      return e8m0_f32(p.xq_scale[fmt::swizzled_scale_offset(tok, j, p.K / 32)]);
+    default:
+      return 1.f;
   }
 }
 
@@ -83,7 +88,9 @@ __device__ __forceinline__ void dec_cp_async16(void* smem, const void* gmem) {
   const uint32_t sa = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sa), "l"(gmem));
 }
-__device__ __forceinline__ void dec_cp_async_commit() { asm volatile("cp.async.commit_group;"); }
+__device__ __forceinline__ void dec_cp_async_commit() {
+  asm volatile("cp.async.commit_group;");
+}
 template <int N>
 __device__ __forceinline__ void dec_cp_async_wait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
@@ -166,12 +173,14 @@ __global__ void __launch_bounds__(128, 4) linear_decode_kernel(const LinearParam
       const int64_t row = rws[h];
       if constexpr (F == WFmt::kNvfp4) {
         // Lane t of a quad expands sub-blocks 8t..8t+7 of its two rows (splats below).
-        const uint2 v = __ldg(reinterpret_cast<const uint2*>(p.wscale + row * p.scale_ld + k0 / 16 + 8 * t));
+        const uint2 v =
+            __ldg(reinterpret_cast<const uint2*>(p.wscale + row * p.scale_ld + k0 / 16 + 8 * t));
         r.sc[h][0] = make_uint4(v.x, v.y, 0, 0);
       } else if constexpr (F == WFmt::kMxfp4) {
         r.sc[h][0] = __ldg(reinterpret_cast<const uint4*>(p.wscale + row * p.scale_ld + k0 / 32));
       } else if constexpr (F == WFmt::kFp8Mx) {
-        const uint2 v = __ldg(reinterpret_cast<const uint2*>(p.wscale + row * p.scale_ld + k0 / 32));
+        const uint2 v =
+            __ldg(reinterpret_cast<const uint2*>(p.wscale + row * p.scale_ld + k0 / 32));
         r.sc[h][0] = make_uint4(v.x, v.y, 0, 0);
       } else if constexpr (F == WFmt::kFp8Block) {
         if (h == 0) {
@@ -183,12 +192,15 @@ __global__ void __launch_bounds__(128, 4) linear_decode_kernel(const LinearParam
         r.sc[h][0] = __ldg(reinterpret_cast<const uint4*>(
             reinterpret_cast<const uint16_t*>(p.wscale) + row * p.scale_ld + k0 / 32));
       } else if constexpr (kIq2) {
-        const uint32_t d = __ldg(reinterpret_cast<const uint16_t*>(p.wscale) + row * p.scale_ld + k0 / 256);
+        const uint32_t d =
+            __ldg(reinterpret_cast<const uint16_t*>(p.wscale) + row * p.scale_ld + k0 / 256);
         if constexpr (F == WFmt::kIq2Xs) {
-          const uint2 n = __ldg(reinterpret_cast<const uint2*>(p.wscale2 + row * p.scale2_ld + k0 / 32));
+          const uint2 n =
+              __ldg(reinterpret_cast<const uint2*>(p.wscale2 + row * p.scale2_ld + k0 / 32));
           r.sc[h][0] = make_uint4(d, n.x, n.y, 0);
         } else {
-          const uint32_t n = __ldg(reinterpret_cast<const uint32_t*>(p.wscale2 + row * p.scale2_ld + k0 / 64));
+          const uint32_t n =
+              __ldg(reinterpret_cast<const uint32_t*>(p.wscale2 + row * p.scale2_ld + k0 / 64));
           r.sc[h][0] = make_uint4(d, n, 0, 0);
         }
       }
@@ -292,7 +304,7 @@ __global__ void __launch_bounds__(128, 4) linear_decode_kernel(const LinearParam
     auto raw = [&](int v) -> uint4 {
       return *reinterpret_cast<const uint4*>(vals + (v * kTr.slots + slot) * 16);
     };
-    const uint4 (&sc_raw)[2][2] = cur.sc;
+    const uint4(&sc_raw)[2][2] = cur.sc;
     const int gcol0 = static_cast<int>(kGroup ? koff / kGroup : 0);
     float gsc[2][kGroupsPerSlice];
 #pragma unroll
@@ -318,8 +330,8 @@ __global__ void __launch_bounds__(128, 4) linear_decode_kernel(const LinearParam
     }
     // fp32 group epilogue: acc += (tmp0 + tmp1) * (weight group scale x activation group
     // scale). A group's MMAs alternate between tmp0 and tmp1 (two independent chains).
-    auto fold = [&](float (&tmp2)[2][NT][4], int j, int parity) {
-      float (&dst)[NT][4] = parity ? acc_odd : acc;  // alternate FFMA chains too
+    auto fold = [&](float(&tmp2)[2][NT][4], int j, int parity) {
+      float(&dst)[NT][4] = parity ? acc_odd : acc;  // alternate FFMA chains too
       float tmp[NT][4];
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt)
@@ -460,8 +472,8 @@ __global__ void __launch_bounds__(128, 4) linear_decode_kernel(const LinearParam
         for (int i = 0; i < 8; ++i) {
           const uint32_t w0 = i < 4 ? cur.sc[0][0].x : cur.sc[0][0].y;
           const uint32_t w1 = i < 4 ? cur.sc[1][0].x : cur.sc[1][0].y;
-          spl[warp][8 * t + i][g] = make_uint2(lut[(w0 >> (8 * (i % 4))) & 0x7Fu],
-                                               lut[(w1 >> (8 * (i % 4))) & 0x7Fu]);
+          spl[warp][8 * t + i][g] =
+              make_uint2(lut[(w0 >> (8 * (i % 4))) & 0x7Fu], lut[(w1 >> (8 * (i % 4))) & 0x7Fu]);
         }
         __syncwarp();
       }

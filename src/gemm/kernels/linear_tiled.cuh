@@ -55,7 +55,7 @@ struct TiledCfg {
   static constexpr bool kIq2 = F == WFmt::kIq2Xxs || F == WFmt::kIq2Xs;
   /// E8M0 weight scales folded into the decoded BF16 weights (MXFP4 with BF16 MMAs, MXFP8).
   static constexpr bool kE8Fold = (F == WFmt::kMxfp4 && !T::kFp16) || F == WFmt::kFp8Mx;
-  static constexpr TiledMode kMode = kF8 ? TiledMode::kF8Promote
+  static constexpr TiledMode kMode = kF8                              ? TiledMode::kF8Promote
                                      : (F == WFmt::kNvfp4 || kE8Fold) ? TiledMode::kFold
                                                                       : TiledMode::kGroup;
   static constexpr int kGroup = kTr.group;  // K group of the weight scale (0: none)
@@ -66,7 +66,7 @@ struct TiledCfg {
   /// per SM (twice the warps to hide latencies, each fragment decoded by two warps). FP8
   /// promotion keeps a second warp-tile-sized accumulator and has no variant.
   static constexpr int kWN = (kAlt && kMode == TiledMode::kGroup) ? 4 : 2;
-  static constexpr int kNT = 2 * kWN;                   // n8 tiles per warp
+  static constexpr int kNT = 2 * kWN;  // n8 tiles per warp
   /// Warp grid: FP4 fold runs 1 (tokens) x 8 (rows) warps of 128x32, so that every weight
   /// fragment is decoded by exactly one warp and reused by 8 m16 tiles (the FP4 decode is ~5
   /// instructions per fragment register, the dominant non-MMA work); the others (MXFP8 too:
@@ -115,7 +115,7 @@ struct TiledCfg {
   static constexpr int kRedChunk = 64;
   static constexpr int kPipeBytes = kStages * kStageBytes;
   static constexpr int kSmemBytes =
-      kPipeBytes > kThreads * kRedChunk * 4 ? kPipeBytes : kThreads * kRedChunk * 4;
+      kPipeBytes > kThreads* kRedChunk * 4 ? kPipeBytes : kThreads* kRedChunk * 4;
   static_assert(kStageBytes % 16 == 0, "stage must keep 16-byte alignment");
   static_assert(kStages >= 3, "tiled pipeline needs 3 stages");
   static_assert(kSmemBytes + kStaticBytes <= 101376,
@@ -130,7 +130,9 @@ __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool va
   const int n = valid ? 16 : 0;
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(gmem), "r"(n));
 }
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;");
+}
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(N));
@@ -183,14 +185,14 @@ __device__ __forceinline__ uint32_t tiled_scale_fetch(const LinearParams& p, int
     if constexpr (F == WFmt::kNvfp4) {
       const int64_t row = n0 + i;
       // scale_ld = KP/16 is a multiple of 32 and k0/16 of 4: an aligned u32 of 4 codes.
-      return row < p.NP ? __ldg(reinterpret_cast<const uint32_t*>(p.wscale + row * p.scale_ld +
-                                                                  k0 / 16))
-                        : 0u;
+      return row < p.NP
+                 ? __ldg(reinterpret_cast<const uint32_t*>(p.wscale + row * p.scale_ld + k0 / 16))
+                 : 0u;
     } else if constexpr (F == WFmt::kFp8Block) {
       // n0 is a multiple of 128; a block past the padded rows has no scale row.
       if (n0 + 128 * i >= p.NP) return 0u;
-      return __float_as_uint(__ldg(reinterpret_cast<const float*>(p.wscale) +
-                                   (n0 / 128 + i) * p.scale_ld + k0 / 128));
+      return __float_as_uint(
+          __ldg(reinterpret_cast<const float*>(p.wscale) + (n0 / 128 + i) * p.scale_ld + k0 / 128));
     } else if constexpr (C::kGroup > 0) {
       const int j = i / C::kBN;
       const int64_t row = n0 + (i % C::kBN);
@@ -222,8 +224,10 @@ __device__ __forceinline__ uint32_t tiled_scale_fetch(const LinearParams& p, int
       case kXsF32Rows:
         return valid ? __float_as_uint(__ldg(p.xscale + m * p.xscale_ld + kk / C::kGroup))
                      : 0x3F800000u;
-      case kXsE8m0Rows: return valid ? __ldg(p.xq_scale + m * p.xscale_ld + kk / C::kGroup) : 127u;
-      default: return 127u;
+      case kXsE8m0Rows:
+        return valid ? __ldg(p.xq_scale + m * p.xscale_ld + kk / C::kGroup) : 127u;
+      default:
+        return 127u;
     }
   }
   return 0u;
@@ -269,7 +273,7 @@ __device__ __forceinline__ void linear_tiled_body(const LinearParams& p) {
   constexpr bool kF8 = C::kF8;
   constexpr int kStages = C::kStages;
   constexpr int kWN = C::kWN, kNT = C::kNT, kBN = C::kBN, kMT = C::kMT;
-  constexpr int kWRows = kBN / C::kWarpsN;  // weight rows per warp (16 kWN)
+  constexpr int kWRows = kBN / C::kWarpsN;    // weight rows per warp (16 kWN)
   constexpr int kWTok = C::kBM / C::kWarpsM;  // tokens per warp
   constexpr TiledMode kMode = C::kMode;
 
@@ -359,9 +363,9 @@ __device__ __forceinline__ void linear_tiled_body(const LinearParams& p) {
 #pragma unroll
     for (int j = 0; j < C::kItemsPerThread; ++j) {
       const int i = tid + j * C::kThreads;
-      sraw[j] = i < C::kItems ? tiled_scale_fetch<F, T, kAlt>(p, i, n0, m0,
-                                                               static_cast<int64_t>(kb) * C::kBK)
-                              : 0u;
+      sraw[j] = i < C::kItems
+                    ? tiled_scale_fetch<F, T, kAlt>(p, i, n0, m0, static_cast<int64_t>(kb) * C::kBK)
+                    : 0u;
     }
   };
   auto store_scales = [&](int s) {
@@ -513,8 +517,8 @@ __device__ __forceinline__ void linear_tiled_body(const LinearParams& p) {
           uint32_t af[kMT][4];
 #pragma unroll
           for (int mt = 0; mt < kMT; ++mt)
-            ldmatrix_x4(af[mt], ash + (wm * kWTok + mt * 16 + (lane & 15)) * C::kAPitch +
-                                    at * 32 + st * 16 + (lane >> 4) * 8);
+            ldmatrix_x4(af[mt], ash + (wm * kWTok + mt * 16 + (lane & 15)) * C::kAPitch + at * 32 +
+                                    st * 16 + (lane >> 4) * 8);
 #pragma unroll
           for (int ar = 0; ar < kWN; ++ar) {
             uint32_t bf[4];  // a0..a3 of the 16-row tile = b0/b1 of its two n8 tiles
@@ -527,8 +531,8 @@ __device__ __forceinline__ void linear_tiled_body(const LinearParams& p) {
                   bf[j] = fma2<T>(bits, sc[ar][st][j & 1], kNegZero2<T>());
                 } else {
                   // v * 2^-7 (exact), then times the E8M0 splat (exact within BF16's range).
-                  bf[j] = fma2<T>(fma2<T>(bits, kFp4Unit2<T>(), kNegZero2<T>()),
-                                  sc[ar][st][j & 1], kNegZero2<T>());
+                  bf[j] = fma2<T>(fma2<T>(bits, kFp4Unit2<T>(), kNegZero2<T>()), sc[ar][st][j & 1],
+                                  kNegZero2<T>());
                 }
               }
             } else {
@@ -603,8 +607,8 @@ __device__ __forceinline__ void linear_tiled_body(const LinearParams& p) {
               float ws[2][2];
 #pragma unroll
               for (int n2 = 0; n2 < 2; ++n2) {
-                const float2 v = *reinterpret_cast<const float2*>(wsa + gi * kBN + tl * 16 +
-                                                                  n2 * 8 + 2 * t);
+                const float2 v =
+                    *reinterpret_cast<const float2*>(wsa + gi * kBN + tl * 16 + n2 * 8 + 2 * t);
                 ws[n2][0] = v.x;
                 ws[n2][1] = v.y;
               }

@@ -113,8 +113,8 @@ struct OpTraits<__half> {
     return *reinterpret_cast<uint32_t*>(&v);
   }
   static __device__ __forceinline__ uint32_t mul2(uint32_t a, uint32_t b) {
-    __half2 v = __hmul2(*reinterpret_cast<const __half2*>(&a),
-                        *reinterpret_cast<const __half2*>(&b));
+    __half2 v =
+        __hmul2(*reinterpret_cast<const __half2*>(&a), *reinterpret_cast<const __half2*>(&b));
     return *reinterpret_cast<uint32_t*>(&v);
   }
   // Same trick in FP16: magnitude bits to 11..9, value * 2^-14, times 2^14.
@@ -246,8 +246,7 @@ template <typename OpT>
 struct WeightFrag<detail::kWIq2xxs, OpT> {
   uint4 v0, v1;  // 4 sub-blocks x (w0, w1)
   float d;
-  __device__ __forceinline__ void load(const uint8_t* vrow, const uint8_t* srow, int kk, int,
-                                       int) {
+  __device__ __forceinline__ void load(const uint8_t* vrow, const uint8_t* srow, int kk, int, int) {
     const uint8_t* p = vrow + static_cast<int64_t>(kk) * 32;
     v0 = ldg16(p);
     v1 = ldg16(p + 16);
@@ -274,11 +273,10 @@ struct WeightFrag<detail::kWIq2xxs, OpT> {
 
 template <typename OpT>
 struct WeightFrag<detail::kWIq2xs, OpT> {
-  uint2 q[4];    // 4 sub-blocks x 4 uint16
-  uint32_t sc;   // 4 scale bytes
+  uint2 q[4];   // 4 sub-blocks x 4 uint16
+  uint32_t sc;  // 4 scale bytes
   float d;
-  __device__ __forceinline__ void load(const uint8_t* vrow, const uint8_t* srow, int kk, int,
-                                       int) {
+  __device__ __forceinline__ void load(const uint8_t* vrow, const uint8_t* srow, int kk, int, int) {
     const uint8_t* blk = vrow + static_cast<int64_t>(kk / 2) * 72;
     const int half = kk % 2;
 #pragma unroll
@@ -305,8 +303,8 @@ struct WeightFrag<detail::kWIq2xs, OpT> {
 
 /// out[m, r0 .. r0+rows) = sum_k w[m,k] * route_out[m*topk+k, r] over valid routes, fixed k order
 /// (the same arithmetic as the grouped path's combine kernel).
-__device__ __forceinline__ void combine_rows(const GemmArgs& args, int r0, int rows, int H,
-                                             int tid, int nthreads) {
+__device__ __forceinline__ void combine_rows(const GemmArgs& args, int r0, int rows, int H, int tid,
+                                             int nthreads) {
   const int M = args.routes / args.topk;
   for (int idx = tid; idx < M * rows; idx += nthreads) {
     const int m = idx / rows, r = r0 + idx % rows;
@@ -318,8 +316,9 @@ __device__ __forceinline__ void combine_rows(const GemmArgs& args, int r0, int r
                                     : static_cast<const int32_t*>(args.ids)[route];
       if (id < 0 || id >= args.num_experts) continue;
       const float w = args.weight_on_input ? 1.f : args.topk_weights[route];
-      a = fmaf(w, __ldcg(static_cast<const float*>(args.out) +
-                         static_cast<int64_t>(route) * args.out_ld + r),
+      a = fmaf(w,
+               __ldcg(static_cast<const float*>(args.out) +
+                      static_cast<int64_t>(route) * args.out_ld + r),
                a);
     }
     static_cast<uint16_t*>(args.final_out)[static_cast<int64_t>(m) * args.final_ld + r] =
@@ -330,9 +329,9 @@ __device__ __forceinline__ void combine_rows(const GemmArgs& args, int r0, int r
 /// FC1: activation (gated: acc[0] = gate rows, acc[1] = up rows of the same 16 features) into
 /// the intermediate slot rows; FC2: fp32 per-route rows. Rows rb + {g, g+8, 16+g, 24+g}.
 template <int kNT>
-__device__ __forceinline__ void epilogue(const GemmArgs& args, const float (&acc)[2][kNT][4],
-                                         int e, int slot0, int cnt, const int* s_route, int rb,
-                                         int g, int t) {
+__device__ __forceinline__ void epilogue(const GemmArgs& args, const float (&acc)[2][kNT][4], int e,
+                                         int slot0, int cnt, const int* s_route, int rb, int g,
+                                         int t) {
   const float alpha = args.alpha[e];
 #pragma unroll
   for (int n = 0; n < kNT; ++n) {
@@ -553,44 +552,44 @@ __global__ void __launch_bounds__(32 * kWM * kWK, kTN <= 8 ? 4 : 1)
         d[1] = a1;
       }
     } else {
-    // gather, convert, quantise (decode), scatter
-    constexpr int kBlocks = C::kKC / 32;
-    for (int u = tid; u < kTN * kBlocks; u += C::kThreads) {
-      const int n = u / kBlocks, b = u % kBlocks;
-      const int k = kc0 + 32 * b;
-      float v[32];
-      const int64_t src = s_src[n];
-      if (src >= 0 && k < W.K) {
-        const uint4* p = reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(args.src) +
-                                                        src * args.act_ld + k);
+      // gather, convert, quantise (decode), scatter
+      constexpr int kBlocks = C::kKC / 32;
+      for (int u = tid; u < kTN * kBlocks; u += C::kThreads) {
+        const int n = u / kBlocks, b = u % kBlocks;
+        const int k = kc0 + 32 * b;
+        float v[32];
+        const int64_t src = s_src[n];
+        if (src >= 0 && k < W.K) {
+          const uint4* p = reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(args.src) +
+                                                          src * args.act_ld + k);
 #pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          const uint4 w = p[q];
-          const uint32_t ws[4] = {w.x, w.y, w.z, w.w};
+          for (int q = 0; q < 4; ++q) {
+            const uint4 w = p[q];
+            const uint32_t ws[4] = {w.x, w.y, w.z, w.w};
 #pragma unroll
-          for (int h = 0; h < 4; ++h) {
-            const uint32_t lo = ws[h] & 0xFFFFu, hi = ws[h] >> 16;
-            v[8 * q + 2 * h] = args.act_fp16 ? fmt::fp16_bits_to_float(lo)
-                                              : fmt::bf16_bits_to_float(lo);
-            v[8 * q + 2 * h + 1] = args.act_fp16 ? fmt::fp16_bits_to_float(hi)
-                                                  : fmt::bf16_bits_to_float(hi);
+            for (int h = 0; h < 4; ++h) {
+              const uint32_t lo = ws[h] & 0xFFFFu, hi = ws[h] >> 16;
+              v[8 * q + 2 * h] =
+                  args.act_fp16 ? fmt::fp16_bits_to_float(lo) : fmt::bf16_bits_to_float(lo);
+              v[8 * q + 2 * h + 1] =
+                  args.act_fp16 ? fmt::fp16_bits_to_float(hi) : fmt::bf16_bits_to_float(hi);
+            }
           }
+          if (args.aquant != num::kANone) num::quant_operand32(v, args.aquant, gs);
+        } else {
+#pragma unroll
+          for (int i = 0; i < 32; ++i) v[i] = 0.f;
         }
-        if (args.aquant != num::kANone) num::quant_operand32(v, args.aquant, gs);
-      } else {
 #pragma unroll
-        for (int i = 0; i < 32; ++i) v[i] = 0.f;
+        for (int q4 = 0; q4 < 8; ++q4) {
+          const int p = 32 * b + 4 * q4;
+          const int j = p / 16, tt = (p % 16) / 4;
+          uint2 o;
+          o.x = OpTraits<OpT>::pack(v[4 * q4], v[4 * q4 + 1]);
+          o.y = OpTraits<OpT>::pack(v[4 * q4 + 2], v[4 * q4 + 3]);
+          s_act[(j * kTN + n) * 4 + tt] = o;
+        }
       }
-#pragma unroll
-      for (int q4 = 0; q4 < 8; ++q4) {
-        const int p = 32 * b + 4 * q4;
-        const int j = p / 16, tt = (p % 16) / 4;
-        uint2 o;
-        o.x = OpTraits<OpT>::pack(v[4 * q4], v[4 * q4 + 1]);
-        o.y = OpTraits<OpT>::pack(v[4 * q4 + 2], v[4 * q4 + 3]);
-        s_act[(j * kTN + n) * 4 + tt] = o;
-      }
-    }
     }
     __syncthreads();
     // ---- MMA over the chunk's 128-value sub-chunks (split across the K warps) ---------------
@@ -607,42 +606,43 @@ __global__ void __launch_bounds__(32 * kWM * kWK, kTN <= 8 ? 4 : 1)
 #pragma unroll
         for (int i = 0; i < 4; ++i) f[i].load(vrow[i], srow[i], kk, t, W.scale_kind);
       }
-#define B12X_MOE_STEP(J)                                                                  \
-  {                                                                                       \
-    uint32_t a[2][4];                                                                     \
-    float s[4];                                                                           \
-    _Pragma("unroll") for (int i = 0; i < 4; ++i) {                                       \
-      uint32_t lo, hi;                                                                    \
-      f[i].template decode<J>(lo, hi, s_grid, t);                                         \
-      s[i] = f[i].template scale<J>(W.scale_kind);                                        \
-      if constexpr (kFold) {                                                              \
-        const uint32_t s2 = OpTraits<OpT>::splat(s[i]);                                   \
-        lo = OpTraits<OpT>::mul2(lo, s2);                                                 \
-        hi = OpTraits<OpT>::mul2(hi, s2);                                                 \
-      }                                                                                   \
-      a[i >> 1][(i & 1)] = lo;                                                            \
-      a[i >> 1][2 + (i & 1)] = hi;                                                        \
-    }                                                                                     \
-    _Pragma("unroll") for (int n = 0; n < C::kNT; ++n) {                                  \
-      const uint2 b = s_act[((sc * 8 + J) * kTN + n * 8 + g) * 4 + t];                    \
-      _Pragma("unroll") for (int m = 0; m < 2; ++m) {                                     \
-        if constexpr (kFold) {                                                            \
-          OpTraits<OpT>::mma_acc(acc[m][n], a[m], b.x, b.y);                              \
-        } else {                                                                          \
-          float d[4];                                                                     \
-          OpTraits<OpT>::mma(d, a[m], b.x, b.y);                                          \
-          acc[m][n][0] = fmaf(d[0], s[2 * m], acc[m][n][0]);                              \
-          acc[m][n][1] = fmaf(d[1], s[2 * m], acc[m][n][1]);                              \
-          acc[m][n][2] = fmaf(d[2], s[2 * m + 1], acc[m][n][2]);                          \
-          acc[m][n][3] = fmaf(d[3], s[2 * m + 1], acc[m][n][3]);                          \
-        }                                                                                 \
-      }                                                                                   \
-    }                                                                                     \
+#define B12X_MOE_STEP(J)                                               \
+  {                                                                    \
+    uint32_t a[2][4];                                                  \
+    float s[4];                                                        \
+    _Pragma("unroll") for (int i = 0; i < 4; ++i) {                    \
+      uint32_t lo, hi;                                                 \
+      f[i].template decode<J>(lo, hi, s_grid, t);                      \
+      s[i] = f[i].template scale<J>(W.scale_kind);                     \
+      if constexpr (kFold) {                                           \
+        const uint32_t s2 = OpTraits<OpT>::splat(s[i]);                \
+        lo = OpTraits<OpT>::mul2(lo, s2);                              \
+        hi = OpTraits<OpT>::mul2(hi, s2);                              \
+      }                                                                \
+      a[i >> 1][(i & 1)] = lo;                                         \
+      a[i >> 1][2 + (i & 1)] = hi;                                     \
+    }                                                                  \
+    _Pragma("unroll") for (int n = 0; n < C::kNT; ++n) {               \
+      const uint2 b = s_act[((sc * 8 + J) * kTN + n * 8 + g) * 4 + t]; \
+      _Pragma("unroll") for (int m = 0; m < 2; ++m) {                  \
+        if constexpr (kFold) {                                         \
+          OpTraits<OpT>::mma_acc(acc[m][n], a[m], b.x, b.y);           \
+        } else {                                                       \
+          float d[4];                                                  \
+          OpTraits<OpT>::mma(d, a[m], b.x, b.y);                       \
+          acc[m][n][0] = fmaf(d[0], s[2 * m], acc[m][n][0]);           \
+          acc[m][n][1] = fmaf(d[1], s[2 * m], acc[m][n][1]);           \
+          acc[m][n][2] = fmaf(d[2], s[2 * m + 1], acc[m][n][2]);       \
+          acc[m][n][3] = fmaf(d[3], s[2 * m + 1], acc[m][n][3]);       \
+        }                                                              \
+      }                                                                \
+    }                                                                  \
   }
-      B12X_MOE_STEP(0) B12X_MOE_STEP(1) B12X_MOE_STEP(2) B12X_MOE_STEP(3)
-      B12X_MOE_STEP(4) B12X_MOE_STEP(5) B12X_MOE_STEP(6) B12X_MOE_STEP(7)
+      B12X_MOE_STEP(0)
+      B12X_MOE_STEP(1) B12X_MOE_STEP(2) B12X_MOE_STEP(3) B12X_MOE_STEP(4) B12X_MOE_STEP(5)
+          B12X_MOE_STEP(6) B12X_MOE_STEP(7)
 #undef B12X_MOE_STEP
-      if constexpr (kPrefetch) {
+              if constexpr (kPrefetch) {
 #pragma unroll
         for (int i = 0; i < 4; ++i) f[i] = fn[i];
       }
@@ -692,7 +692,6 @@ __global__ void __launch_bounds__(32 * kWM * kWK, kTN <= 8 ? 4 : 1)
     if (tid == 0) args.counters[blockIdx.x] = 0;
   }
 }
-
 
 // ---- grouped FP4 kernel: cp.async multi-stage pipeline -----------------------------------
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
@@ -823,40 +822,41 @@ __global__ void __launch_bounds__(PipeCfg::kThreads, 1) moe_gemm_pipe_kernel(con
     }
     constexpr int kTN = P::kTN;
     constexpr int sc = 0;
-#define B12X_PIPE_STEP(J)                                                                 \
-  {                                                                                       \
-    uint32_t a[2][4];                                                                     \
-    float s[4];                                                                           \
-    _Pragma("unroll") for (int i = 0; i < 4; ++i) {                                       \
-      uint32_t lo, hi;                                                                    \
-      f[i].template decode<J>(lo, hi, nullptr, t);                                        \
-      s[i] = f[i].template scale<J>(W.scale_kind);                                        \
-      if constexpr (kFold) {                                                              \
-        const uint32_t s2 = OpTraits<OpT>::splat(s[i]);                                   \
-        lo = OpTraits<OpT>::mul2(lo, s2);                                                 \
-        hi = OpTraits<OpT>::mul2(hi, s2);                                                 \
-      }                                                                                   \
-      a[i >> 1][(i & 1)] = lo;                                                            \
-      a[i >> 1][2 + (i & 1)] = hi;                                                        \
-    }                                                                                     \
-    _Pragma("unroll") for (int n = 0; n < P::kNT; ++n) {                                  \
-      const uint2 b = s_act[((sc * 8 + J) * kTN + n * 8 + g) * 4 + t];                    \
-      _Pragma("unroll") for (int m = 0; m < 2; ++m) {                                     \
-        if constexpr (kFold) {                                                            \
-          OpTraits<OpT>::mma_acc(acc[m][n], a[m], b.x, b.y);                              \
-        } else {                                                                          \
-          float d[4];                                                                     \
-          OpTraits<OpT>::mma(d, a[m], b.x, b.y);                                          \
-          acc[m][n][0] = fmaf(d[0], s[2 * m], acc[m][n][0]);                              \
-          acc[m][n][1] = fmaf(d[1], s[2 * m], acc[m][n][1]);                              \
-          acc[m][n][2] = fmaf(d[2], s[2 * m + 1], acc[m][n][2]);                          \
-          acc[m][n][3] = fmaf(d[3], s[2 * m + 1], acc[m][n][3]);                          \
-        }                                                                                 \
-      }                                                                                   \
-    }                                                                                     \
+#define B12X_PIPE_STEP(J)                                              \
+  {                                                                    \
+    uint32_t a[2][4];                                                  \
+    float s[4];                                                        \
+    _Pragma("unroll") for (int i = 0; i < 4; ++i) {                    \
+      uint32_t lo, hi;                                                 \
+      f[i].template decode<J>(lo, hi, nullptr, t);                     \
+      s[i] = f[i].template scale<J>(W.scale_kind);                     \
+      if constexpr (kFold) {                                           \
+        const uint32_t s2 = OpTraits<OpT>::splat(s[i]);                \
+        lo = OpTraits<OpT>::mul2(lo, s2);                              \
+        hi = OpTraits<OpT>::mul2(hi, s2);                              \
+      }                                                                \
+      a[i >> 1][(i & 1)] = lo;                                         \
+      a[i >> 1][2 + (i & 1)] = hi;                                     \
+    }                                                                  \
+    _Pragma("unroll") for (int n = 0; n < P::kNT; ++n) {               \
+      const uint2 b = s_act[((sc * 8 + J) * kTN + n * 8 + g) * 4 + t]; \
+      _Pragma("unroll") for (int m = 0; m < 2; ++m) {                  \
+        if constexpr (kFold) {                                         \
+          OpTraits<OpT>::mma_acc(acc[m][n], a[m], b.x, b.y);           \
+        } else {                                                       \
+          float d[4];                                                  \
+          OpTraits<OpT>::mma(d, a[m], b.x, b.y);                       \
+          acc[m][n][0] = fmaf(d[0], s[2 * m], acc[m][n][0]);           \
+          acc[m][n][1] = fmaf(d[1], s[2 * m], acc[m][n][1]);           \
+          acc[m][n][2] = fmaf(d[2], s[2 * m + 1], acc[m][n][2]);       \
+          acc[m][n][3] = fmaf(d[3], s[2 * m + 1], acc[m][n][3]);       \
+        }                                                              \
+      }                                                                \
+    }                                                                  \
   }
-    B12X_PIPE_STEP(0) B12X_PIPE_STEP(1) B12X_PIPE_STEP(2) B12X_PIPE_STEP(3)
-    B12X_PIPE_STEP(4) B12X_PIPE_STEP(5) B12X_PIPE_STEP(6) B12X_PIPE_STEP(7)
+    B12X_PIPE_STEP(0)
+    B12X_PIPE_STEP(1) B12X_PIPE_STEP(2) B12X_PIPE_STEP(3) B12X_PIPE_STEP(4) B12X_PIPE_STEP(5)
+        B12X_PIPE_STEP(6) B12X_PIPE_STEP(7)
 #undef B12X_PIPE_STEP
   }
   cp_async_wait<0>();
