@@ -189,6 +189,18 @@ def _torch_dtype_code(t) -> int:
     return table[t.dtype]
 
 
+def refuse_if_capturing(what: str) -> None:
+    """Raise CaptureActiveError when torch's current CUDA stream is capturing a graph.
+
+    Plans that take no stream (MoE, embedding) can only detect a capture on the legacy stream in
+    C++; serving engines capture on their own (non-blocking) streams, so the Python layer checks
+    torch's current stream before planning."""
+    torch = _torch()
+    if torch is not None and torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
+        raise CaptureActiveError(6, f"{what}: planning is refused while a CUDA graph is being "
+                                    "captured on the current stream; plan before capture")
+
+
 def is_torch_tensor(x) -> bool:
     torch = _torch()
     return torch is not None and isinstance(x, torch.Tensor)

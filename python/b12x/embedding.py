@@ -100,6 +100,8 @@ def reference_embedding_q8_0(weight, ids, out) -> Tuple[int, int, int]:
 def embedding_q8_0_out(weight, ids, out) -> None:
     """One-shot lookup into ``out``; raises on out-of-range ids (after writing zero rows)."""
     if _is_cuda(weight):
+        # The one-shot synchronises to read the out-of-range status: never inside a capture.
+        _capi.refuse_if_capturing("b12x.embedding.embedding_q8_0")
         _gpu_embedding(weight, ids, out)
         return
     vocab, _ = _dim_of(weight)
@@ -130,6 +132,7 @@ class Q8_0Embedding:
     """plan -> bind -> run wrapper over the C ABI (torch CUDA tensors)."""
 
     def __init__(self, weight, *, max_tokens: int, id_dtype="int32", out_dtype="bf16"):
+        _capi.refuse_if_capturing("b12x.embedding.Q8_0Embedding")
         if not _is_cuda(weight):
             raise _capi.InvalidArgumentError(
                 1, "b12x.embedding.Q8_0Embedding: weight must be a torch CUDA tensor (use "

@@ -345,6 +345,7 @@ class ExecutionPlan:
 
 class Plan:
     def __init__(self, caps: Caps):
+        _capi.refuse_if_capturing("b12x.moe.fused_moe.plan")
         wp = _check_caps(caps)
         self.caps = caps
         self.weight_plan = wp
@@ -382,7 +383,7 @@ class Plan:
 
 
 def plan(caps: Caps) -> Plan:
-    """Host-only planning (refused while capturing in the C++ layer's callers)."""
+    """Host-only planning; refused while torch's current stream captures a CUDA graph."""
     return Plan(caps)
 
 
