@@ -8,6 +8,7 @@
 
 #include "attention/paged_params.h"
 #include "b12x/types.h"
+#include "core/launch.h"
 
 namespace b12x::attention::detail {
 
@@ -19,17 +20,8 @@ using LaunchFn = void (*)(const PagedParams&, dim3 grid, cudaStream_t, bool pdl)
 template <typename Kernel>
 inline cudaError_t launch_kernel(Kernel kernel, dim3 grid, int threads, int smem, cudaStream_t s,
                                  bool pdl, const PagedParams& p) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = grid;
-  cfg.blockDim = dim3(threads);
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = s;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = pdl ? 1 : 0;
-  return cudaLaunchKernelEx(&cfg, kernel, p);
+  return ::b12x::detail::launch_ex(kernel, grid, dim3(threads), static_cast<size_t>(smem), s, pdl,
+                                   dim3(1, 1, 1), p);
 }
 
 struct KernelInfo {

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "core/cuda_check.h"
+#include "core/launch.h"
 #include "gemm/kernels/linear_decode.cuh"
 #include "gemm/linear_launch.h"
 
@@ -76,27 +77,11 @@ void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stre
                   static_cast<unsigned>(tok_tiles));
   // Programmatic dependent launch lets the weight stream start while the previous kernel
   // finishes; split-K CTAs of one row block form a cluster.
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = grid;
-  cfg.blockDim = dim3(128);
-  cfg.dynamicSmemBytes = static_cast<size_t>(smem);
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[2];
-  int na = 0;
-  attr[na].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[na].val.programmaticStreamSerializationAllowed = p.pdl ? 1 : 0;
-  ++na;
-  if (p.cluster_split > 1) {
-    B12X_ASSERT(p.cluster_split == p.split && p.split <= 8, "cluster split ", p.cluster_split);
-    attr[na].id = cudaLaunchAttributeClusterDimension;
-    attr[na].val.clusterDim.x = 1;
-    attr[na].val.clusterDim.y = static_cast<unsigned>(p.split);
-    attr[na].val.clusterDim.z = 1;
-    ++na;
-  }
-  cfg.attrs = attr;
-  cfg.numAttrs = na;
-  B12X_CUDA_CHECK(cudaLaunchKernelEx(&cfg, fn, p));
+  B12X_ASSERT(p.cluster_split <= 1 || (p.cluster_split == p.split && p.split <= 8),
+              "cluster split ", p.cluster_split);
+  const dim3 cluster(1, p.cluster_split > 1 ? static_cast<unsigned>(p.split) : 1u, 1);
+  B12X_CUDA_CHECK(b12x::detail::launch_ex(fn, grid, dim3(128), static_cast<size_t>(smem), stream,
+                                          p.pdl != 0, cluster, p));
   B12X_CUDA_CHECK_LAUNCH();
 }
 

@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "core/cuda_check.h"
+#include "core/launch.h"
 #include "gemm/kernels/linear_tiled.cuh"
 #include "gemm/linear_launch.h"
 
@@ -161,29 +162,15 @@ void launch_linear_tiled(WFmt f, bool fp16, const LinearParams& p, Stream stream
   B12X_ASSERT(gy <= 65535, "too many token tiles: M=", p.M);
   const dim3 grid(static_cast<unsigned>((p.NP + k.bn - 1) / k.bn), static_cast<unsigned>(gy),
                   static_cast<unsigned>(p.split));
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = grid;
-  cfg.blockDim = dim3(256);  // TiledCfg::kThreads
-  cfg.dynamicSmemBytes = static_cast<size_t>(k.smem);
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[2];
-  int na = 0;
-  attr[na].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[na].val.programmaticStreamSerializationAllowed = p.pdl ? 1 : 0;
-  ++na;
   if (p.cluster_split > 1) {
     B12X_ASSERT(p.cluster_split == p.split && p.split <= 8, "tiled cluster split ", p.split);
-    attr[na].id = cudaLaunchAttributeClusterDimension;
-    attr[na].val.clusterDim.x = 1;
-    attr[na].val.clusterDim.y = 1;
-    attr[na].val.clusterDim.z = static_cast<unsigned>(p.split);
-    ++na;
   } else {
     B12X_ASSERT(p.split == 1, "tiled split without a cluster");
   }
-  cfg.attrs = attr;
-  cfg.numAttrs = na;
-  B12X_CUDA_CHECK(cudaLaunchKernelEx(&cfg, k.fn, p));
+  const dim3 cluster(1, 1, p.cluster_split > 1 ? static_cast<unsigned>(p.split) : 1u);
+  B12X_CUDA_CHECK(b12x::detail::launch_ex(k.fn, grid, dim3(256) /* TiledCfg::kThreads */,
+                                          static_cast<size_t>(k.smem), stream, p.pdl != 0, cluster,
+                                          p));
   B12X_CUDA_CHECK_LAUNCH();
 }
 

@@ -7,6 +7,7 @@
 
 #include "b12x/types.h"
 #include "core/cuda_check.h"
+#include "core/launch.h"
 
 namespace b12x::moe::detail {
 
@@ -16,17 +17,8 @@ namespace b12x::moe::detail {
 template <typename... KArgs, typename... Args>
 void launch_k(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, Stream stream, bool pdl,
               Args&&... args) {
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = grid;
-  cfg.blockDim = block;
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = pdl ? 1 : 0;
-  B12X_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
+  B12X_CUDA_CHECK(::b12x::detail::launch_ex(kernel, grid, block, smem, stream, pdl, dim3(1, 1, 1),
+                                            std::forward<Args>(args)...));
 }
 
 }  // namespace b12x::moe::detail

@@ -638,9 +638,10 @@ __global__ void __launch_bounds__(32 * kWM * kWK, kTN <= 8 ? 4 : 1)
       }                                                                \
     }                                                                  \
   }
-      B12X_MOE_STEP(0)
-      B12X_MOE_STEP(1) B12X_MOE_STEP(2) B12X_MOE_STEP(3) B12X_MOE_STEP(4) B12X_MOE_STEP(5)
-          B12X_MOE_STEP(6) B12X_MOE_STEP(7)
+      // clang-format off
+      B12X_MOE_STEP(0) B12X_MOE_STEP(1) B12X_MOE_STEP(2) B12X_MOE_STEP(3)
+      B12X_MOE_STEP(4) B12X_MOE_STEP(5) B12X_MOE_STEP(6) B12X_MOE_STEP(7)
+      // clang-format on
 #undef B12X_MOE_STEP
               if constexpr (kPrefetch) {
 #pragma unroll
@@ -854,9 +855,10 @@ __global__ void __launch_bounds__(PipeCfg::kThreads, 1) moe_gemm_pipe_kernel(con
       }                                                                \
     }                                                                  \
   }
-    B12X_PIPE_STEP(0)
-    B12X_PIPE_STEP(1) B12X_PIPE_STEP(2) B12X_PIPE_STEP(3) B12X_PIPE_STEP(4) B12X_PIPE_STEP(5)
-        B12X_PIPE_STEP(6) B12X_PIPE_STEP(7)
+    // clang-format off
+    B12X_PIPE_STEP(0) B12X_PIPE_STEP(1) B12X_PIPE_STEP(2) B12X_PIPE_STEP(3)
+    B12X_PIPE_STEP(4) B12X_PIPE_STEP(5) B12X_PIPE_STEP(6) B12X_PIPE_STEP(7)
+    // clang-format on
 #undef B12X_PIPE_STEP
   }
   cp_async_wait<0>();
