@@ -12,6 +12,7 @@
 #include "b12x/gemm.h"
 #include "b12x/reference/linear.h"
 #include "b12x/status.h"
+#include "c_tensor_desc.h"
 #include "formats/ggml.h"
 #include "formats/scalar.h"
 #include "formats/swizzle.h"
@@ -298,21 +299,6 @@ TEST(GemmPack, Iq2XsEntriesAndScales) {
 // ---------------------------------------------------------------- bad inputs ---------------
 // Through the C ABI (status + b12x_last_error), which is also how Python and other languages see
 // the errors; validation runs before any CUDA call.
-b12x_tensor desc(void* p, int32_t dtype, std::initializer_list<int64_t> shape) {
-  b12x_tensor t{};
-  t.data = p;
-  t.dtype = dtype;
-  t.ndim = static_cast<int32_t>(shape.size());
-  int i = 0;
-  for (int64_t s : shape) t.shape[i++] = s;
-  int64_t st = 1;
-  for (int d = t.ndim - 1; d >= 0; --d) {
-    t.strides[d] = st;
-    st *= t.shape[d];
-  }
-  t.device = B12X_HOST_DEVICE;
-  return t;
-}
 
 void expect_status(b12x_status st, const char* needle) {
   EXPECT_EQ(st, B12X_ERROR_INVALID_ARGUMENT) << b12x_last_error();
@@ -331,27 +317,27 @@ b12x_linear_weight_source wsrc(int32_t fmt, const b12x_tensor* w, const b12x_ten
 TEST(GemmValidation, PackRejectsBadSources) {
   std::vector<uint8_t> w(16 * 24), sc(16 * 3);
   b12x_linear_weight h = nullptr;
-  b12x_tensor wt = desc(w.data(), B12X_DTYPE_UINT8, {16, 24});  // K = 48, not a multiple of 32
-  b12x_tensor st = desc(sc.data(), B12X_DTYPE_UINT8, {16, 3});
+  b12x_tensor wt = c_desc(w.data(), B12X_DTYPE_UINT8, {16, 24});  // K = 48, not a multiple of 32
+  b12x_tensor st = c_desc(sc.data(), B12X_DTYPE_UINT8, {16, 3});
   auto src = wsrc(B12X_LINEAR_NVFP4_W4A16, &wt, &st);
   expect_status(b12x_linear_weight_pack(&src, 0, nullptr, &h), "K=48");
-  wt = desc(w.data(), B12X_DTYPE_FP32, {16, 24});
+  wt = c_desc(w.data(), B12X_DTYPE_FP32, {16, 24});
   expect_status(b12x_linear_weight_pack(&src, 0, nullptr, &h), "dtype");
-  wt = desc(w.data(), B12X_DTYPE_UINT8, {16, 16});
+  wt = c_desc(w.data(), B12X_DTYPE_UINT8, {16, 16});
   src.weight_scale = nullptr;
   expect_status(b12x_linear_weight_pack(&src, 0, nullptr, &h), "weight_scale");
-  b12x_tensor st2 = desc(sc.data(), B12X_DTYPE_UINT8, {8, 2});
+  b12x_tensor st2 = c_desc(sc.data(), B12X_DTYPE_UINT8, {8, 2});
   src.weight_scale = &st2;
   expect_status(b12x_linear_weight_pack(&src, 0, nullptr, &h), "weight_scale has shape");
-  b12x_tensor q = desc(w.data(), B12X_DTYPE_UINT8, {4, 35});
+  b12x_tensor q = c_desc(w.data(), B12X_DTYPE_UINT8, {4, 35});
   auto qsrc = wsrc(B12X_LINEAR_Q8_0, &q, nullptr);
   expect_status(b12x_linear_weight_pack(&qsrc, 0, nullptr, &h), "blocks");
   std::vector<float> bs(4);
-  b12x_tensor bw = desc(w.data(), B12X_DTYPE_FP8_E4M3, {2, 128});
-  b12x_tensor bsc = desc(bs.data(), B12X_DTYPE_FP32, {2, 2});
+  b12x_tensor bw = c_desc(w.data(), B12X_DTYPE_FP8_E4M3, {2, 128});
+  b12x_tensor bsc = c_desc(bs.data(), B12X_DTYPE_FP32, {2, 2});
   auto bsrc = wsrc(B12X_LINEAR_FP8_BLOCK, &bw, &bsc);
   expect_status(b12x_linear_weight_pack(&bsrc, 0, nullptr, &h), "ceil(N/128)");
-  b12x_tensor tw = desc(w.data(), B12X_DTYPE_FP8_E4M3, {2, 32});
+  b12x_tensor tw = c_desc(w.data(), B12X_DTYPE_FP8_E4M3, {2, 32});
   auto tsrc = wsrc(B12X_LINEAR_FP8_TENSOR, &tw, nullptr);
   expect_status(b12x_linear_weight_pack(&tsrc, 0, nullptr, &h), "output_scale");
   auto bad = wsrc(77, &tw, nullptr);
@@ -395,14 +381,14 @@ TEST(GemmValidation, ReferenceRejectsBadActivations) {
   std::vector<uint8_t> w(4 * 16, 0), sc(4 * 2, 0x38);
   std::vector<uint16_t> x(2 * 64, 0);
   std::vector<double> out(8);
-  b12x_tensor wt = desc(w.data(), B12X_DTYPE_UINT8, {4, 16});
-  b12x_tensor st = desc(sc.data(), B12X_DTYPE_UINT8, {4, 2});
+  b12x_tensor wt = c_desc(w.data(), B12X_DTYPE_UINT8, {4, 16});
+  b12x_tensor st = c_desc(sc.data(), B12X_DTYPE_UINT8, {4, 2});
   auto src = wsrc(B12X_LINEAR_NVFP4_W4A16, &wt, &st);
-  b12x_tensor xt = desc(x.data(), B12X_DTYPE_BF16, {2, 64});  // K=64 vs the weight's 32
-  b12x_tensor ot = desc(out.data(), B12X_DTYPE_FP64, {2, 4});
+  b12x_tensor xt = c_desc(x.data(), B12X_DTYPE_BF16, {2, 64});  // K=64 vs the weight's 32
+  b12x_tensor ot = c_desc(out.data(), B12X_DTYPE_FP64, {2, 4});
   expect_status(b12x_ref_linear(&src, &xt, nullptr, 1.0, nullptr, &ot), "K=64");
-  xt = desc(x.data(), B12X_DTYPE_BF16, {2, 32});
-  b12x_tensor bad_out = desc(out.data(), B12X_DTYPE_BF16, {2, 4});
+  xt = c_desc(x.data(), B12X_DTYPE_BF16, {2, 32});
+  b12x_tensor bad_out = c_desc(out.data(), B12X_DTYPE_BF16, {2, 4});
   expect_status(b12x_ref_linear(&src, &xt, nullptr, 1.0, nullptr, &bad_out), "out must be");
   EXPECT_EQ(b12x_ref_linear(&src, &xt, nullptr, 1.0, nullptr, &ot), B12X_OK) << b12x_last_error();
 }

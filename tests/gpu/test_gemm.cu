@@ -18,6 +18,7 @@
 #include "b12x/reference/linear.h"
 #include "b12x/reference/quantize.h"
 #include "b12x/status.h"
+#include "c_tensor_desc.h"
 #include "formats/ggml.h"
 #include "formats/scalar.h"
 #include "formats/swizzle.h"
@@ -599,28 +600,12 @@ TEST(GemmGpu, RefreshKeepsPointersAndChangesResult) {
   EXPECT_EQ(ck.bad, 0) << ck.cmp.str();
 }
 
-b12x_tensor cdesc(void* p, int32_t dtype, std::initializer_list<int64_t> shape, int device) {
-  b12x_tensor t{};
-  t.data = p;
-  t.dtype = dtype;
-  t.ndim = static_cast<int32_t>(shape.size());
-  int i = 0;
-  for (int64_t s : shape) t.shape[i++] = s;
-  int64_t st = 1;
-  for (int d = t.ndim - 1; d >= 0; --d) {
-    t.strides[d] = st;
-    st *= t.shape[d];
-  }
-  t.device = device;
-  return t;
-}
-
 // Through the C ABI (status + message), also exercising pack/plan/run there.
 TEST(GemmGpu, BindRejectsBadTensors) {
   B12X_REQUIRE_GPU();
   HostWeight h = make_weight(LinearFormat::kNvfp4W4A16, 32, 256);
-  b12x_tensor wt = cdesc(h.w.data(), B12X_DTYPE_UINT8, {32, 128}, B12X_HOST_DEVICE);
-  b12x_tensor st = cdesc(h.scale_bytes.data(), B12X_DTYPE_FP8_E4M3, {32, 16}, B12X_HOST_DEVICE);
+  b12x_tensor wt = c_desc(h.w.data(), B12X_DTYPE_UINT8, {32, 128}, B12X_HOST_DEVICE);
+  b12x_tensor st = c_desc(h.scale_bytes.data(), B12X_DTYPE_FP8_E4M3, {32, 16}, B12X_HOST_DEVICE);
   b12x_linear_weight_source src{};
   src.format = B12X_LINEAR_NVFP4_W4A16;
   src.weight = &wt;
@@ -641,22 +626,22 @@ TEST(GemmGpu, BindRejectsBadTensors) {
   ASSERT_EQ(b12x_linear_plan_scratch_bytes(plan, &sb), B12X_OK);
   DeviceBuffer<uint8_t> scratch(std::max<int64_t>(sb, 256));
   DeviceBuffer<uint16_t> x(8 * 256), out(8 * 32);
-  b12x_tensor sct = cdesc(scratch.ptr, B12X_DTYPE_UINT8, {std::max<int64_t>(sb, 256)}, 0);
+  b12x_tensor sct = c_desc(scratch.ptr, B12X_DTYPE_UINT8, {std::max<int64_t>(sb, 256)}, 0);
   auto expect_bad = [&](b12x_tensor xt, b12x_tensor ot, const char* needle) {
     EXPECT_EQ(b12x_linear_run(plan, &sct, &xt, nullptr, w, &ot, nullptr, nullptr, nullptr),
               B12X_ERROR_INVALID_ARGUMENT);
     EXPECT_NE(std::string(b12x_last_error()).find(needle), std::string::npos) << b12x_last_error();
   };
-  expect_bad(cdesc(x.ptr, B12X_DTYPE_BF16, {8, 256}, 0),
-             cdesc(out.ptr, B12X_DTYPE_BF16, {8, 32}, 0), "max_tokens");
-  expect_bad(cdesc(x.ptr, B12X_DTYPE_BF16, {2, 128}, 0),
-             cdesc(out.ptr, B12X_DTYPE_BF16, {2, 32}, 0), "K=128");
-  expect_bad(cdesc(x.ptr, B12X_DTYPE_FP32, {2, 256}, 0),
-             cdesc(out.ptr, B12X_DTYPE_BF16, {2, 32}, 0), "dtype");
-  expect_bad(cdesc(x.ptr, B12X_DTYPE_BF16, {2, 256}, 0),
-             cdesc(out.ptr, B12X_DTYPE_FP16, {2, 32}, 0), "out");
-  expect_bad(cdesc(x.ptr, B12X_DTYPE_BF16, {2, 256}, B12X_HOST_DEVICE),
-             cdesc(out.ptr, B12X_DTYPE_BF16, {2, 32}, 0), "host");
+  expect_bad(c_desc(x.ptr, B12X_DTYPE_BF16, {8, 256}, 0),
+             c_desc(out.ptr, B12X_DTYPE_BF16, {8, 32}, 0), "max_tokens");
+  expect_bad(c_desc(x.ptr, B12X_DTYPE_BF16, {2, 128}, 0),
+             c_desc(out.ptr, B12X_DTYPE_BF16, {2, 32}, 0), "K=128");
+  expect_bad(c_desc(x.ptr, B12X_DTYPE_FP32, {2, 256}, 0),
+             c_desc(out.ptr, B12X_DTYPE_BF16, {2, 32}, 0), "dtype");
+  expect_bad(c_desc(x.ptr, B12X_DTYPE_BF16, {2, 256}, 0),
+             c_desc(out.ptr, B12X_DTYPE_FP16, {2, 32}, 0), "out");
+  expect_bad(c_desc(x.ptr, B12X_DTYPE_BF16, {2, 256}, B12X_HOST_DEVICE),
+             c_desc(out.ptr, B12X_DTYPE_BF16, {2, 32}, 0), "host");
   // A valid call through the same ABI.
   std::vector<uint16_t> xh = make_x(2, 256, DType::kBF16);
   x.upload([&] {
@@ -665,8 +650,8 @@ TEST(GemmGpu, BindRejectsBadTensors) {
     return v;
   }());
   out.poison();
-  b12x_tensor xt = cdesc(x.ptr, B12X_DTYPE_BF16, {2, 256}, 0);
-  b12x_tensor ot = cdesc(out.ptr, B12X_DTYPE_BF16, {2, 32}, 0);
+  b12x_tensor xt = c_desc(x.ptr, B12X_DTYPE_BF16, {2, 256}, 0);
+  b12x_tensor ot = c_desc(out.ptr, B12X_DTYPE_BF16, {2, 32}, 0);
   ASSERT_EQ(b12x_linear_run(plan, &sct, &xt, nullptr, w, &ot, nullptr, nullptr, nullptr), B12X_OK)
       << b12x_last_error();
   B12X_TEST_CUDA(cudaDeviceSynchronize());
