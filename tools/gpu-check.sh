@@ -10,7 +10,8 @@
 # AttentionGpu, IntegrationGpu: warm-up/freeze and checkpoint round trips); each area's output is
 # logs/<area>.log. Without a GPU every test skips.
 set -u
-stages="build,tests,sanitize,python,bench"  # also: archs (time a 90a;120a;121a build)
+stages="build,tests,sanitize,python,bench"  # also: archs (time a 90a;120a;121a build),
+                                             # tp (two-GPU tensor-parallel check, >= 2 GPUs)
 areas="formats gemm quantize embedding moe attention integration"
 arch="90a"
 test_timeout=150
@@ -106,6 +107,22 @@ if has python; then
   B12X_LIBRARY=$root/$build/libb12x.so PYTHONPATH=$root/python timeout 400 \
     python3 -m pytest tests/python -q -rs -p no:cacheprovider >"$logs/python.log" 2>&1
   say "python rc=$? $(tail -1 "$logs/python.log") in $(( $(date +%s) - tp ))s"
+fi
+
+if has tp; then
+  # Issue 7: one process per GPU, NCCL all-reduce through torch.distributed, vs the one-GPU
+  # layer. NVLink multicast stays off (required on the shared multi-GPU hosts).
+  ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+  if [ "$ngpu" -ge 2 ]; then
+    tt=$(date +%s)
+    NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 \
+      B12X_LIBRARY=$root/$build/libb12x.so PYTHONPATH=$root/python PYTHONUNBUFFERED=1 \
+      timeout 400 python3 tools/tp_check.py --json "$logs/tp_check.json" >"$logs/tp_check.log" 2>&1
+    say "tp_check rc=$? in $(( $(date +%s) - tt ))s"
+    grep -E '^(fp8_block_mlp|nvfp4_mlp|moe_)' "$logs/tp_check.log" | sed 's/^/    /' | tee -a "$summary"
+  else
+    say "tp_check skipped: $ngpu GPU(s) visible, needs 2"
+  fi
 fi
 
 if has bench; then

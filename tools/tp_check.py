@@ -18,7 +18,8 @@ Run (one process per GPU; needs >= 2 visible GPUs of one host, refuses otherwise
 
 ``--simulate`` runs every rank's shard on one GPU in turn and sums the partials exactly as a
 two-rank NCCL bf16 all-reduce does (one fp32 add rounded to bf16); the test suite uses it.
-NVLink multicast stays off: NCCL_NVLS_ENABLE=0 is set before any process group exists.
+NVLink multicast stays off: NCCL_NVLS_ENABLE=0, TORCH_SYMM_MEM_DISABLE_MULTICAST=1 and
+NVSHMEM_DISABLE_NVLS=1 are set before any process group exists (the shared hosts require it).
 """
 
 from __future__ import annotations
@@ -332,7 +333,7 @@ def time_tp(fn, all_reduce, iters: int, warmup: int):
 def worker(local_rank: int, world_size: int, args_dict: Dict[str, Any]) -> None:
     import torch
     import torch.distributed as dist
-    os.environ["NCCL_NVLS_ENABLE"] = "0"
+    _multicast_off()
     args = argparse.Namespace(**args_dict)
     rank = int(os.environ.get("RANK", local_rank))
     torch.cuda.set_device(local_rank)
@@ -423,6 +424,14 @@ def _finish(results, args) -> None:
         print(f"tp_check: results written to {args.json}")
 
 
+def _multicast_off() -> None:
+    """NVLink multicast off in NCCL, PyTorch symmetric memory and NVSHMEM: on shared hosts a
+    program using it can take every GPU of the host out of service."""
+    os.environ["NCCL_NVLS_ENABLE"] = "0"
+    os.environ["TORCH_SYMM_MEM_DISABLE_MULTICAST"] = "1"
+    os.environ["NVSHMEM_DISABLE_NVLS"] = "1"
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -443,7 +452,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                     help="run the ranks one after another on one GPU (no NCCL)")
     args = ap.parse_args(argv)
     # The workplace requires NVLink multicast (NVLS) off; children inherit the environment.
-    os.environ["NCCL_NVLS_ENABLE"] = "0"
+    _multicast_off()
     try:
         import torch
     except ImportError:
