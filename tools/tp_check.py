@@ -8,7 +8,7 @@ checkpoint tensors are generated from a seed (identically in every process), sha
 are summed by an NCCL all-reduce through ``torch.distributed``. Rank 0 also runs the unsharded
 layer on its GPU and checks the two-rank result against it; every rank checks that it holds the
 same reduced tensor. Reported per layer and token count: median time of the one-GPU layer, of the
-two-GPU layer (compute + all-reduce, CUDA events after warm-up) and the all-reduce share.
+two-GPU layer (compute + all-reduce; each timed as CUDA-graph replays after warm-up, ranks lined up by a barrier) and the all-reduce share.
 
 Run (one process per GPU; needs >= 2 visible GPUs of one host, refuses otherwise)::
 
@@ -294,39 +294,64 @@ def _median_ms(starts, ends) -> float:
     return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))
 
 
-def time_one_gpu(fn, iters: int, warmup: int) -> float:
+def _graph_of(fn, warmup: int):
+    """fn's launches captured in a CUDA graph after ``warmup`` eager calls on a side stream (the
+    b12x plans and MoE bindings exist by then, so nothing plans during capture). Timing graph
+    replays measures the GPU, not the Python wrappers' launch overhead (~100 us per layer)."""
     import torch
-    for _ in range(warmup):
-        fn()
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(max(1, warmup)):
+            fn()
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        out = fn()
+    return g, out
+
+
+def time_one_gpu(fn, iters: int, warmup: int) -> float:
+    """Median ms of one graph replay of fn."""
+    import torch
+    g, _ = _graph_of(fn, warmup)
+    for _ in range(3):
+        g.replay()
     torch.cuda.synchronize()
     ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
           for _ in range(iters)]
     for s, e in ev:
         s.record()
-        fn()
+        g.replay()
         e.record()
     torch.cuda.synchronize()
     return _median_ms([s for s, _ in ev], [e for _, e in ev])
 
 
-def time_tp(fn, all_reduce, iters: int, warmup: int):
-    """Median (total, compute, all-reduce) ms of one rank: compute then the all-reduce."""
+def time_tp(fn, all_reduce, barrier, iters: int, warmup: int):
+    """Median (total, compute, all-reduce) ms of one rank: the shard's graph replay, then the
+    NCCL all-reduce of its output. A barrier before each iteration lines the ranks up, so the
+    all-reduce time is the collective's, not the other rank's lag."""
     import torch
-    for _ in range(warmup):
-        all_reduce(fn())
+    g, y = _graph_of(fn, warmup)
+    for _ in range(3):
+        g.replay()
+        all_reduce(y)
     torch.cuda.synchronize()
-    ev = [tuple(torch.cuda.Event(enable_timing=True) for _ in range(3)) for _ in range(iters)]
-    for a, b, c in ev:
+    tot, comp, ar = [], [], []
+    for _ in range(iters):
+        a, b, c = (torch.cuda.Event(enable_timing=True) for _ in range(3))
+        barrier()
         a.record()
-        y = fn()
+        g.replay()
         b.record()
         all_reduce(y)
         c.record()
-    torch.cuda.synchronize()
-    tot = _median_ms([a for a, _, _ in ev], [c for _, _, c in ev])
-    comp = _median_ms([a for a, _, _ in ev], [b for _, b, _ in ev])
-    ar = _median_ms([b for _, b, _ in ev], [c for _, _, c in ev])
-    return tot, comp, ar
+        c.synchronize()
+        tot.append(a.elapsed_time(c))
+        comp.append(a.elapsed_time(b))
+        ar.append(b.elapsed_time(c))
+    return statistics.median(tot), statistics.median(comp), statistics.median(ar)
 
 
 # ---- the distributed worker ---------------------------------------------------------------------
@@ -380,7 +405,8 @@ def _worker_body(rank: int, world_size: int, dev, args) -> bool:
                 c = compare(y, ref)
                 t1 = time_one_gpu(lambda: full.forward(inp), args.iters, args.warmup)
             dist.barrier()
-            tot, comp, ar = time_tp(lambda: shard.forward(inp), dist.all_reduce, args.iters,
+            tot, comp, ar = time_tp(lambda: shard.forward(inp), dist.all_reduce,
+                                    lambda: dist.barrier(device_ids=[dev.index]), args.iters,
                                     args.warmup)
             # report the slowest rank's times (the layer finishes when every rank has)
             tt = torch.tensor([tot, comp, ar], dtype=torch.float64, device=dev)
