@@ -8,7 +8,10 @@ checkpoint tensors are generated from a seed (identically in every process), sha
 are summed by an NCCL all-reduce through ``torch.distributed``. Rank 0 also runs the unsharded
 layer on its GPU and checks the two-rank result against it; every rank checks that it holds the
 same reduced tensor. Reported per layer and token count: median time of the one-GPU layer, of the
-two-GPU layer (compute + all-reduce; each timed as CUDA-graph replays after warm-up, ranks lined up by a barrier) and the all-reduce share.
+two-GPU layer (the shard's layer and its NCCL all-reduce captured in one CUDA graph), of the
+shard's layer alone and of the all-reduce alone (each a graph replay after warm-up, the ranks
+lined up by a barrier before each timed replay; the slowest rank's median), and the all-reduce
+share (all-reduce alone / two-GPU layer).
 
 Run (one process per GPU; needs >= 2 visible GPUs of one host, refuses otherwise)::
 
@@ -328,30 +331,49 @@ def time_one_gpu(fn, iters: int, warmup: int) -> float:
     return _median_ms([s for s, _ in ev], [e for _, e in ev])
 
 
+def _timed(barrier, iters: int, body) -> float:
+    """Median ms of ``body()`` between two CUDA events, the ranks lined up by a barrier first (so
+    a collective's time is its own, not the other rank's lag)."""
+    import torch
+    t = []
+    for _ in range(iters):
+        a, c = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        barrier()
+        a.record()
+        body()
+        c.record()
+        c.synchronize()
+        t.append(a.elapsed_time(c))
+    return statistics.median(t)
+
+
 def time_tp(fn, all_reduce, barrier, iters: int, warmup: int):
-    """Median (total, compute, all-reduce) ms of one rank: the shard's graph replay, then the
-    NCCL all-reduce of its output. A barrier before each iteration lines the ranks up, so the
-    all-reduce time is the collective's, not the other rank's lag."""
+    """Median (total, compute, all-reduce) ms of one rank. Each is timed on its own as a CUDA
+    graph replay: the shard's layer, the NCCL all-reduce of its output, and both in one graph
+    (the layer as a serving engine replays it). NCCL collectives are capturable once the
+    communicator exists (the warm-up runs them eagerly); if capture fails the all-reduce runs
+    eagerly instead (reported in the result)."""
     import torch
     g, y = _graph_of(fn, warmup)
     for _ in range(3):
         g.replay()
         all_reduce(y)
     torch.cuda.synchronize()
-    tot, comp, ar = [], [], []
-    for _ in range(iters):
-        a, b, c = (torch.cuda.Event(enable_timing=True) for _ in range(3))
-        barrier()
-        a.record()
-        g.replay()
-        b.record()
-        all_reduce(y)
-        c.record()
-        c.synchronize()
-        tot.append(a.elapsed_time(c))
-        comp.append(a.elapsed_time(b))
-        ar.append(b.elapsed_time(c))
-    return statistics.median(tot), statistics.median(comp), statistics.median(ar)
+    captured = True
+    try:
+        g_ar, _ = _graph_of(lambda: all_reduce(y), 1)
+        g_all, _ = _graph_of(lambda: all_reduce(fn()), 1)
+    except Exception as e:  # pragma: no cover - depends on the NCCL/torch build
+        print(f"tp_check: NCCL all-reduce not capturable ({e}); timing it eagerly", flush=True)
+        captured = False
+    comp = _timed(barrier, iters, g.replay)
+    if captured:
+        ar = _timed(barrier, iters, g_ar.replay)
+        tot = _timed(barrier, iters, g_all.replay)
+    else:
+        ar = _timed(barrier, iters, lambda: all_reduce(y))
+        tot = _timed(barrier, iters, lambda: (g.replay(), all_reduce(y)))
+    return tot, comp, ar, captured
 
 
 # ---- the distributed worker ---------------------------------------------------------------------
@@ -405,7 +427,7 @@ def _worker_body(rank: int, world_size: int, dev, args) -> bool:
                 c = compare(y, ref)
                 t1 = time_one_gpu(lambda: full.forward(inp), args.iters, args.warmup)
             dist.barrier()
-            tot, comp, ar = time_tp(lambda: shard.forward(inp), dist.all_reduce,
+            tot, comp, ar, captured = time_tp(lambda: shard.forward(inp), dist.all_reduce,
                                     lambda: dist.barrier(device_ids=[dev.index]), args.iters,
                                     args.warmup)
             # report the slowest rank's times (the layer finishes when every rank has)
@@ -415,7 +437,7 @@ def _worker_body(rank: int, world_size: int, dev, args) -> bool:
                 c.update({"layer": layer, "tokens": m, "world_size": world_size,
                           "ranks_identical": same, "one_gpu_ms": t1,
                           "tp_ms": float(tt[0]), "tp_compute_ms": float(tt[1]),
-                          "allreduce_ms": float(tt[2]),
+                          "allreduce_ms": float(tt[2]), "allreduce_in_graph": captured,
                           "allreduce_share": float(tt[2]) / max(float(tt[0]), 1e-9),
                           "speedup": t1 / max(float(tt[0]), 1e-9)})
                 c["ok"] = bool(c["ok"] and same)
