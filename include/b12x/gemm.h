@@ -169,6 +169,9 @@ struct Plan {
   bool act_prepass = false;
   int sm_count = 0;               ///< SMs of the device (tiled split-K choice)
   bool tiled_cluster_ok = false;  ///< thread-block clusters available (SM90+)
+  /// Tiled regime on compute capability 9.0: tokens per CTA (128 or 256) of the wgmma kernel, 0
+  /// for the portable mma.sync tiled kernel (B12X_GEMM_WGMMA=0|1|128|256 overrides the choice).
+  int tiled_wgmma = 0;
   bool pdl = false;  ///< programmatic dependent launch (SM90+; B12X_GEMM_PDL=0 disables)
   std::string describe() const;
 };

@@ -74,6 +74,10 @@ int decode_nt(int64_t m) {
 /// from L2) beats 128-row tiles, whose MMAs would be mostly padding.
 constexpr int64_t kDecodeMaxM = 32;
 
+/// wgmma tiled kernel (SM90): used from this many tokens, with 256-token CTAs from kWgmmaTok256M.
+constexpr int64_t kWgmmaMinM = 256;
+constexpr int64_t kWgmmaTok256M = 1024;
+
 /// The most K slices whose staged activations (`rows` token rows) fit the decode kernel's
 /// shared-memory budget (at least one: a slice of 16 rows is at most 16 KB).
 int64_t stage_fit_slices(lin::WFmt f, int64_t rows) {
@@ -136,6 +140,22 @@ Plan plan(const Caps& caps) {
     p.regime = Regime::kAuto;
   }
   if (p.regime != Regime::kDecode) lin::prepare_linear_tiled(wf, fp16);
+  // SM90 (exactly 9.0: wgmma and 227 KB of shared memory per block) runs the fold formats on the
+  // wgmma kernel from kWgmmaMinM tokens (plan capacity, or the expected M when given);
+  // B12X_GEMM_WGMMA=0 keeps the mma.sync kernel, 1 forces wgmma for any tiled run, 128 / 256
+  // force its token tile. Read per plan (tests scope it).
+  if (p.regime != Regime::kDecode && dev.cc_major == 9 && dev.cc_minor == 0 &&
+      lin::wgmma_kernel_available(wf, fp16)) {
+    const int64_t m_eff = caps.expected_m > 0 ? caps.expected_m : M;
+    const char* e = std::getenv("B12X_GEMM_WGMMA");
+    const int forced = e != nullptr ? std::atoi(e) : -1;
+    const int auto_tok = m_eff >= kWgmmaTok256M ? 256 : 128;
+    if (forced == 128 || forced == 256)
+      p.tiled_wgmma = forced;
+    else if (forced == 1 || (forced < 0 && m_eff >= kWgmmaMinM))
+      p.tiled_wgmma = auto_tok;
+    if (p.tiled_wgmma > 0) lin::prepare_linear_wgmma(wf, fp16, p.tiled_wgmma);
+  }
   // Split-K (weight-streaming regime only).
   const int64_t slices = geo.KP / lin::slice_k(wf);
   const int64_t ctas_n = (geo.n16 + 3) / 4;
@@ -211,7 +231,7 @@ Plan plan(const Caps& caps) {
     sig << "gemm." << format_name(f) << " act=" << dtype_name(caps.act_dtype)
         << " out=" << dtype_name(caps.out_dtype);
     if (p.regime == Regime::kTiled || (p.regime == Regime::kAuto && M > kDecodeMaxM))
-      sig << " tiled";
+      sig << " tiled" << (p.tiled_wgmma > 0 ? " wgmma" + std::to_string(p.tiled_wgmma) : "");
     else
       sig << " decode nt=" << (M > kDecodeMaxM ? 2 : decode_nt(M)) << " split="
           << (M > kDecodeMaxM || split == 1 ? "none"
@@ -506,6 +526,12 @@ void run(const Binding& b, Stream stream) {
     // cluster takes `split` SMs of one GPC) and at least 4 K stages of 64 per CTA. Measured on
     // the H200 (round 6): splits of 4 and 8 were slower than 2 at M = 64 / 256 (e.g. NVFP4
     // W4A16 4096x4096 M=256: 85 us at 4, 67 us at 2, 115 us at 1).
+    if (plan.tiled_wgmma > 0) {
+      p.split = 1;
+      p.cluster_split = 1;
+      lin::launch_linear_wgmma(im.wfmt, fp16, plan.tiled_wgmma, p, stream);
+      return;
+    }
     constexpr int kMaxTiledSplit = 2;
     const int bn = lin::tiled_block_n(im.wfmt, fp16);
     const int64_t tiles = ((geo.NP + bn - 1) / bn) * ((M + 127) / 128);

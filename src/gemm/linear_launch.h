@@ -34,6 +34,13 @@ void prepare_linear_tiled(WFmt f, bool fp16);
 /// run for it there); a host table lookup, no CUDA call.
 int tiled_max_active_clusters(int device, WFmt f, bool fp16, int split);
 void launch_linear_tiled(WFmt f, bool fp16, const LinearParams& p, Stream stream);
+/// SM90 wgmma tiled kernel (compute capability 9.0 only): 128 weight rows x `tok` (128 or 256)
+/// tokens per CTA, grid = (ceil(NP/128), ceil(M/tok)); NVFP4, BF16 MXFP4 and MXFP8 (the fold
+/// formats). x must allow 16-byte loads.
+bool wgmma_kernel_available(WFmt f, bool fp16);
+/// Host-only setup (dynamic shared memory opt-in); call before capture (plan does).
+void prepare_linear_wgmma(WFmt f, bool fp16, int tok);
+void launch_linear_wgmma(WFmt f, bool fp16, int tok, const LinearParams& p, Stream stream);
 void launch_linear_reduce(const LinearParams& p, Stream stream);
 void launch_act_dequant(const ActParams& p, Stream stream);
 

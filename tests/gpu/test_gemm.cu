@@ -551,6 +551,32 @@ TEST(GemmGpu, DecodeSplitReduceKernelAndActivationPrepass) {
   }
 }
 
+/// Formats the SM90 wgmma tiled kernel runs (NVFP4 W4A4 / W4A16, MXFP4 W4A4 / W4A8 / W4A16 with
+/// BF16 MMAs, MXFP8); the others keep the mma.sync tiled kernel under the same override.
+std::vector<Case> wgmma_cases(int64_t M, int64_t N, int64_t K, bool bias, DType out) {
+  std::vector<Case> v;
+  for (LinearFormat f : {LinearFormat::kNvfp4, LinearFormat::kNvfp4W4A16, LinearFormat::kMxfp4,
+                         LinearFormat::kMxfp4W4A8, LinearFormat::kMxfp4W4A16, LinearFormat::kMxfp8})
+    v.push_back({f, M, N, K, DType::kBF16, out, bias});
+  v.push_back({LinearFormat::kNvfp4W4A16, M, N, K, DType::kFP16, out, bias});  // FP16 MMAs
+  return v;
+}
+
+TEST(GemmGpu, TiledWgmmaTokenTiles) {
+  B12X_REQUIRE_GPU();
+  // Both token tiles forced (a no-op off compute capability 9.0, where the override is ignored):
+  // token tails (M off 128 / 256), row tails (N off 128 and off 8), K off the 64-K stage and the
+  // packed slice, and 1 / 2 / 12 token tiles.
+  for (const char* tok : {"128", "256"}) {
+    ScopedEnv e("B12X_GEMM_WGMMA", tok);
+    for (const auto& c : wgmma_cases(64, 200, 1280, true, DType::kBF16)) run_case(c);
+    for (const auto& c : wgmma_cases(300, 136, 768, false, DType::kFP16)) run_case(c);
+    for (const auto& c : wgmma_cases(3000, 264, 512, true, DType::kBF16)) run_case(c);
+  }
+  // The automatic choice at M >= 256 (every tiled format, wgmma where it applies).
+  for (const auto& c : all_format_cases(1000, 384, 1024, true, DType::kBF16)) run_case(c);
+}
+
 TEST(GemmGpu, ThousandsOfTokens) {
   B12X_REQUIRE_GPU();
   run_case({LinearFormat::kNvfp4W4A16, 2500, 96, 512, DType::kBF16, DType::kBF16, true});
@@ -674,6 +700,10 @@ TEST(GemmGpuSanitize, SmallShapesAllFormats) {
   for (const auto& c : all_format_cases(18, 40, 512, false, DType::kFP16)) run_case(c);
   for (const auto& c : all_format_cases(5, 40, 256, true, DType::kBF16, gemm::Regime::kTiled))
     run_case(c);
+  {
+    ScopedEnv e("B12X_GEMM_WGMMA", "1");  // the SM90 wgmma tiled kernel (9.0 only)
+    for (const auto& c : wgmma_cases(40, 136, 320, true, DType::kBF16)) run_case(c);
+  }
 }
 
 }  // namespace

@@ -1,0 +1,489 @@
+// SM90 (Hopper) tiled linear kernel for large M: warpgroup MMAs (wgmma) with the weights on the
+// MMA's M side, decoded from the packed atoms straight into wgmma's register A operand, and the
+// activations as the shared-memory B operand (a "swapped" GEMM: D[weight row][token]).
+//
+// Why this shape: the packed layout (gemm/linear_layout.h) already holds, per lane, the bytes of
+// the mma.sync m16n8k16 A fragment of a 16-row tile, and wgmma's register A fragment of warp w of
+// a warpgroup is exactly that fragment for rows 16w..16w+15 of the warpgroup's 64 rows. So each
+// warp decodes one 16-row tile per 64-K stage (one 16-byte load per lane for FP4, ~5 instructions
+// per fragment register) and issues four m64nNk16 wgmmas whose tensor work (64 x N x 64 MACs per
+// warpgroup) dwarfs the decode. Weights never pass through shared memory as BF16; the B operand
+// (activations, BF16/FP16, K-major) is what the 128-byte-swizzled stages hold.
+//
+// CTA = 2 warpgroups (256 threads) = 128 weight rows x kTok tokens (128 or 256) x 64 K per stage.
+// Every thread issues cp.async copies for a stage kStages-2 ahead: the activation tile (rows of
+// 128 bytes, 16-byte chunk c of row r stored at chunk c ^ (r & 7), the layout wgmma's 128B
+// swizzle mode reads), the packed weight run of the CTA's eight 16-row tiles and one u32 of
+// block scales per row. One CTA barrier per stage; wgmma groups stay one stage in flight
+// (wait_group 1), so the slot refilled at stage kb (that of stage kb-2) is free: every warpgroup
+// waited for the group of stage kb-2 before the barrier.
+//
+// Formats (the tiled kernel's fold mode, same numerics): NVFP4 (BF16 or FP16 MMAs; FP4 x UE4M3
+// splat, exact), MXFP4 with BF16 MMAs (FP4 x 2^-7 x E8M0 splat, exact; activation E8M0 folded by
+// the pre-pass) and MXFP8 (E4M3 x 2^-7 x E8M0, activations pre-passed in the k32 fragment's k
+// order). Epilogue: accumulators (weight row, token) staged transposed through shared memory,
+// then 16-byte row stores of out[token][row].
+//
+// SM90 only (227 KB of shared memory per block): the body compiles under
+// __CUDA_ARCH_FEAT_SM90_ALL and traps elsewhere; the host dispatches it only on compute
+// capability 9.0.
+#pragma once
+
+#include "gemm/kernels/linear_common.cuh"
+#include "gemm/kernels/linear_tiled.cuh"  // e8m0_bf16_splat
+
+namespace b12x::gemm::lin {
+
+template <WFmt F, class T, int kTokens>
+struct WgmmaCfg {
+  static constexpr int kRows = 128;  ///< weight rows per CTA (2 warpgroups x 64)
+  static constexpr int kTok = kTokens;
+  static constexpr int kBK = 64;
+  static constexpr int kThreads = 256;
+  static constexpr bool kFp4 = F == WFmt::kNvfp4 || F == WFmt::kMxfp4;
+  static constexpr int kActBytes = kTok * 128;           // kTok rows x 64 bf16
+  static constexpr int kWTileBytes = kFp4 ? 512 : 1024;  // one 16-row tile x 64 K, packed
+  static constexpr int kWBytes = (kRows / 16) * kWTileBytes;
+  static constexpr int kSBytes = kRows * 4;  // one u32 of block scales per row
+  static constexpr int kStageBytes = (kActBytes + kWBytes + kSBytes + 1023) / 1024 * 1024;
+  static constexpr int kSmemLimit = 232448;  // SM90 opt-in maximum per block
+  static constexpr int kStaticBytes = 512;   // NVFP4 splat table
+  static constexpr int kMaxStages = (kSmemLimit - kStaticBytes - 1024) / kStageBytes;
+  /// 256 tokens: one CTA per SM, as many stages as fit (up to 6). 128 tokens: 4 stages, so that
+  /// two CTAs (<= 128 registers per thread) share an SM and one's epilogue overlaps the other's
+  /// main loop.
+  static constexpr int kStages = kTok == 128 ? 4 : (kMaxStages > 6 ? 6 : kMaxStages);
+  static constexpr int kMinBlocks = kTok == 128 ? 2 : 1;
+  static constexpr int kEpPitch = kRows * 2 + 16;  // bytes per staged output row (token)
+  static constexpr int kPipeBytes = kStages * kStageBytes;
+  static constexpr int kSmemBytes =
+      (kPipeBytes > kTok * kEpPitch ? kPipeBytes : kTok * kEpPitch) + 1024;  // + alignment
+  static constexpr int kAcc = kTok / 2;  // fp32 accumulators per thread (64 x kTok / 128)
+  static_assert(kStages >= 3, "wgmma pipeline needs 3 stages");
+  static_assert(kSmemBytes + kStaticBytes <= kSmemLimit, "wgmma kernel exceeds 227 KB");
+  static_assert(F == WFmt::kNvfp4 || ((F == WFmt::kMxfp4 || F == WFmt::kFp8Mx) && !T::kFp16),
+                "wgmma kernel: NVFP4, BF16 MXFP4 and MXFP8 (fold mode) only");
+};
+
+/// True for the (format, MMA dtype) pairs the wgmma kernel implements.
+B12X_HD constexpr bool wgmma_format_ok(WFmt f, bool fp16) {
+  return f == WFmt::kNvfp4 || ((f == WFmt::kMxfp4 || f == WFmt::kFp8Mx) && !fp16);
+}
+
+namespace wg {
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+__device__ __forceinline__ void wgmma_rs_m64n128k16_bf16(float (&d)[64], const uint32_t (&a)[4],
+                                                         uint64_t desc, int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+      "{"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+      "}, {%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]),
+        "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+        "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+        "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
+        "+f"(d[63])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));
+}
+
+__device__ __forceinline__ void wgmma_rs_m64n128k16_f16(float (&d)[64], const uint32_t (&a)[4],
+                                                        uint64_t desc, int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
+      "{"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+      "}, {%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]),
+        "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+        "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+        "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
+        "+f"(d[63])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));
+}
+
+__device__ __forceinline__ void wgmma_rs_m64n256k16_bf16(float (&d)[128], const uint32_t (&a)[4],
+                                                         uint64_t desc, int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
+      "{"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
+      "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
+      "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, "
+      "%127"
+      "}, {%128, %129, %130, %131}, %132, p, 1, 1, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]),
+        "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+        "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+        "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
+        "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]),
+        "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]),
+        "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]),
+        "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]),
+        "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]),
+        "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+        "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]),
+        "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]),
+        "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]),
+        "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));
+}
+
+__device__ __forceinline__ void wgmma_rs_m64n256k16_f16(float (&d)[128], const uint32_t (&a)[4],
+                                                        uint64_t desc, int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 "
+      "{"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
+      "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
+      "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, "
+      "%127"
+      "}, {%128, %129, %130, %131}, %132, p, 1, 1, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]),
+        "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+        "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+        "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
+        "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]),
+        "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]),
+        "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]),
+        "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]),
+        "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]),
+        "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+        "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]),
+        "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]),
+        "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]),
+        "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));
+}
+
+#endif
+
+/// Shared-memory matrix descriptor of a K-major operand in the 128-byte swizzle mode: rows of 128
+/// bytes, 8-row groups 1024 bytes apart (stride byte offset), leading byte offset unused (1).
+__device__ __forceinline__ uint64_t desc_sw128(uint32_t saddr) {
+  return static_cast<uint64_t>((saddr & 0x3FFFFu) >> 4) | (uint64_t{1} << 16) |
+         (uint64_t{1024 >> 4} << 32) | (uint64_t{1} << 62);
+}
+
+template <class T, int kN>
+__device__ __forceinline__ void mma(float (&d)[kN / 2], const uint32_t (&a)[4], uint64_t desc,
+                                    int scale_d) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  if constexpr (kN == 256) {
+    if constexpr (T::kFp16) {
+      wgmma_rs_m64n256k16_f16(d, a, desc, scale_d);
+    } else {
+      wgmma_rs_m64n256k16_bf16(d, a, desc, scale_d);
+    }
+  } else {
+    static_assert(kN == 128, "wgmma N");
+    if constexpr (T::kFp16) {
+      wgmma_rs_m64n128k16_f16(d, a, desc, scale_d);
+    } else {
+      wgmma_rs_m64n128k16_bf16(d, a, desc, scale_d);
+    }
+  }
+#endif
+}
+
+__device__ __forceinline__ void fence() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void commit() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+#endif
+}
+template <int N>
+__device__ __forceinline__ void wait() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+#endif
+}
+/// Pins accumulator registers at this point of the program (the compiler does not know that
+/// wgmma writes them asynchronously until wait_group).
+template <int N>
+__device__ __forceinline__ void fence_acc(float (&d)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+__device__ __forceinline__ void cp16(uint32_t saddr, const void* gmem, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(saddr), "l"(gmem),
+               "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp4(uint32_t saddr, const void* gmem, bool valid) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(saddr), "l"(gmem),
+               "r"(valid ? 4 : 0));
+}
+__device__ __forceinline__ void cp_commit() {
+  asm volatile("cp.async.commit_group;");
+}
+template <int N>
+__device__ __forceinline__ void cp_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N));
+}
+
+}  // namespace wg
+
+template <WFmt F, class T, int kTokens>
+__global__ void __launch_bounds__(256, WgmmaCfg<F, T, kTokens>::kMinBlocks)
+    linear_wgmma_kernel(const LinearParams p) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using C = WgmmaCfg<F, T, kTokens>;
+  constexpr int kStages = C::kStages;
+  constexpr int kTok = C::kTok;
+  constexpr WTraits kTr = wtraits(F);
+
+  extern __shared__ uint8_t smem_raw[];
+  __shared__ uint32_t lut[F == WFmt::kNvfp4 ? 128 : 1];
+  // The 128B swizzle pattern repeats every 1024 bytes and wgmma computes it from the address:
+  // stages start on 1024-byte boundaries.
+  const uint32_t sbase =
+      (static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw)) + 1023u) & ~1023u;
+  uint8_t* const sgen =
+      smem_raw + (sbase - static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw)));
+
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int g = lane >> 2, t = lane & 3;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * C::kRows;
+  const int64_t m0 = static_cast<int64_t>(blockIdx.y) * kTok;
+  const int64_t tile0 = n0 / 16;
+
+  if constexpr (F == WFmt::kNvfp4) {
+    if (tid < 128) lut[tid] = nvfp4_scale_splat<T>(static_cast<uint8_t>(tid));
+  }
+
+  const int num_k = static_cast<int>(p.KP / C::kBK);
+  const int64_t tile_stride = p.kvec * static_cast<int64_t>(kTr.slots) * 16;
+  constexpr int kApv = 16 / kTr.lane_bytes;
+
+  auto act_addr = [&](int s) { return sbase + s * C::kStageBytes; };
+  auto w_addr = [&](int s) { return sbase + s * C::kStageBytes + C::kActBytes; };
+  auto s_addr = [&](int s) { return sbase + s * C::kStageBytes + C::kActBytes + C::kWBytes; };
+
+  // Weights and their scales do not depend on earlier kernels (issued before griddepcontrol.wait).
+  auto load_weights = [&](int s, int kb) {
+    const int64_t k0 = static_cast<int64_t>(kb) * C::kBK;
+    constexpr int kChunksPerTile = C::kWTileBytes / 16;
+    constexpr int kChunks = (C::kRows / 16) * kChunksPerTile;
+#pragma unroll
+    for (int i = 0; i < (kChunks + C::kThreads - 1) / C::kThreads; ++i) {
+      const int ci = tid + i * C::kThreads;
+      if (kChunks % C::kThreads == 0 || ci < kChunks) {
+        const int tl = ci / kChunksPerTile, off = (ci % kChunksPerTile) * 16;
+        const bool valid = tile0 + tl < p.n16;
+        const uint8_t* src = p.wvals + (tile0 + tl) * tile_stride +
+                             (k0 / 32 / kApv) * static_cast<int64_t>(kTr.slots) * 16 + off;
+        wg::cp16(w_addr(s) + ci * 16, valid ? src : p.wvals, valid);
+      }
+    }
+    if (tid < C::kRows) {
+      const int64_t row = n0 + tid;
+      const bool valid = row < p.NP;
+      // NVFP4: the stage's four UE4M3 codes (KP/16 is a multiple of 32, k0/16 of 4); E8M0: the
+      // aligned u32 holding the stage's two 32-K scales (bytes 2(kb&1), 2(kb&1)+1).
+      const int64_t col = F == WFmt::kNvfp4 ? k0 / 16 : (k0 / 32) & ~int64_t{3};
+      const uint8_t* src = p.wscale + row * p.scale_ld + col;
+      wg::cp4(s_addr(s) + tid * 4, valid ? src : p.wscale, valid);
+    }
+  };
+  auto load_acts = [&](int s, int kb) {
+    const int64_t k0 = static_cast<int64_t>(kb) * C::kBK;
+    const uint16_t* x = static_cast<const uint16_t*>(p.x);
+    const int c = tid & 7;
+    const bool kvalid = k0 + c * 8 < p.K;
+#pragma unroll
+    for (int i = 0; i < kTok / 32; ++i) {
+      const int r = (tid >> 3) + 32 * i;
+      const bool valid = kvalid && m0 + r < p.M;
+      const uint16_t* src = x + (m0 + r) * p.ldx + k0 + c * 8;
+      wg::cp16(act_addr(s) + r * 128 + ((c ^ (r & 7)) << 4), valid ? src : x, valid);
+    }
+  };
+
+  float acc[C::kAcc];
+#pragma unroll
+  for (int i = 0; i < C::kAcc; ++i) acc[i] = 0.f;
+
+    // Prologue: stages 0..kStages-3 (the weights first, then the wait for the activations).
+#pragma unroll
+  for (int s = 0; s < kStages - 2; ++s)
+    if (s < num_k) load_weights(s, s);
+  griddep_wait();
+#pragma unroll
+  for (int s = 0; s < kStages - 2; ++s) {
+    if (s < num_k) load_acts(s, s);
+    wg::cp_commit();
+  }
+  __syncthreads();  // lut
+
+  for (int kb = 0; kb < num_k; ++kb) {
+    wg::cp_wait<kStages - 3>();
+    __syncthreads();
+    {
+      const int nk = kb + kStages - 2;  // its slot held stage kb-2, whose wgmmas completed
+      if (nk < num_k) {
+        load_weights(nk % kStages, nk);
+        load_acts(nk % kStages, nk);
+      }
+      wg::cp_commit();
+    }
+    const int s = kb % kStages;
+    // This warp's 16-row tile: A fragments of the stage's four k16 steps.
+    uint32_t af[4][4];
+    const uint8_t* wsg = sgen + s * C::kStageBytes + C::kActBytes + warp * C::kWTileBytes;
+    const uint32_t* ssg =
+        reinterpret_cast<const uint32_t*>(sgen + s * C::kStageBytes + C::kActBytes + C::kWBytes);
+    const uint32_t s_lo = ssg[warp * 16 + g], s_hi = ssg[warp * 16 + g + 8];
+    if constexpr (C::kFp4) {
+      const uint4 rv = *reinterpret_cast<const uint4*>(wsg + lane * 16);
+      const uint32_t words[4] = {rv.x, rv.y, rv.z, rv.w};  // (atom 0: step 0, 1), (atom 1: ...)
+#pragma unroll
+      for (int ks = 0; ks < 4; ++ks) {
+        uint32_t sc[2];
+        if constexpr (F == WFmt::kNvfp4) {
+          sc[0] = lut[(s_lo >> (8 * ks)) & 0x7Fu];
+          sc[1] = lut[(s_hi >> (8 * ks)) & 0x7Fu];
+        } else {
+          const int sh = 8 * (2 * (kb & 1) + (ks >> 1));
+          sc[0] = e8m0_bf16_splat((s_lo >> sh) & 0xFFu);
+          sc[1] = e8m0_bf16_splat((s_hi >> sh) & 0xFFu);
+        }
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const uint32_t bits = fp4_pair_bits<T>(words[ks] >> (4 * j));
+          if constexpr (F == WFmt::kNvfp4) {
+            af[ks][j] = fma2<T>(bits, sc[j & 1], kNegZero2<T>());
+          } else {
+            af[ks][j] =
+                fma2<T>(fma2<T>(bits, kFp4Unit2<T>(), kNegZero2<T>()), sc[j & 1], kNegZero2<T>());
+          }
+        }
+      }
+    } else {
+      // MXFP8: per atom one 16-byte vector, the e4m3 k32 fragment; its bytes decode in place
+      // into two BF16 k16 fragments in the pre-pass's permuted k order (see linear_tiled.cuh).
+#pragma unroll
+      for (int at = 0; at < 2; ++at) {
+        const uint4 rv = *reinterpret_cast<const uint4*>(wsg + at * 512 + lane * 16);
+        const int sh = 8 * (2 * (kb & 1) + at);
+        const uint32_t sc0 = e8m0_bf16_splat((s_lo >> sh) & 0xFFu);
+        const uint32_t sc1 = e8m0_bf16_splat((s_hi >> sh) & 0xFFu);
+#pragma unroll
+        for (int st = 0; st < 2; ++st) {
+          const uint32_t w0 = st ? rv.z : rv.x;
+          const uint32_t w1 = st ? rv.w : rv.y;
+          uint32_t* a = af[2 * at + st];
+          a[0] = fma2<T>(fp8_pair_bf16(prmt(w0, 0, 0x4140u)), sc0, kNegZero2<T>());
+          a[2] = fma2<T>(fp8_pair_bf16(prmt(w0, 0, 0x4342u)), sc0, kNegZero2<T>());
+          a[1] = fma2<T>(fp8_pair_bf16(prmt(w1, 0, 0x4140u)), sc1, kNegZero2<T>());
+          a[3] = fma2<T>(fp8_pair_bf16(prmt(w1, 0, 0x4342u)), sc1, kNegZero2<T>());
+        }
+      }
+    }
+    const uint64_t desc = wg::desc_sw128(act_addr(s));
+    wg::fence_acc(acc);
+    wg::fence();
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) wg::mma<T, kTok>(acc, af[ks], desc + 2 * ks, 1);
+    wg::commit();
+    wg::wait<1>();
+    wg::fence_acc(acc);
+  }
+  wg::wait<0>();
+  wg::fence_acc(acc);
+  wg::cp_wait<0>();
+  griddep_launch_dependents();
+  __syncthreads();  // the pipeline buffers become the output staging tile
+
+  // Accumulator (wgmma D fragment): acc[4j + 2h + e] = (weight row 16 warp + g + 8h, token
+  // 8j + 2t + e). Staged as out dtype [token][row] (kEpPitch-byte rows), then written as rows.
+  float mult = F == WFmt::kFp8Mx ? 128.f * p.out_mult : p.out_mult;
+  if (p.alpha != nullptr) mult *= *p.alpha;
+  float bias[2] = {0.f, 0.f};
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int64_t n = n0 + warp * 16 + g + 8 * h;
+    if (p.bias != nullptr && n < p.N) bias[h] = load_out_type(p.bias, n, p.out_fp16);
+  }
+  uint16_t* ep = reinterpret_cast<uint16_t*>(sgen);
+#pragma unroll
+  for (int j = 0; j < kTok / 8; ++j)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const float v = acc[4 * j + 2 * h + e] * mult + bias[h];
+        const uint16_t bits = p.out_fp16 ? __half_as_ushort(__float2half_rn(v))
+                                         : __bfloat16_as_ushort(__float2bfloat16_rn(v));
+        ep[(8 * j + 2 * t + e) * (C::kEpPitch / 2) + warp * 16 + g + 8 * h] = bits;
+      }
+  __syncthreads();
+  const bool vec_ok =
+      (p.ldo % 8 == 0) && (reinterpret_cast<uintptr_t>(p.out) % 16 == 0) && n0 + C::kRows <= p.N;
+  uint16_t* out = static_cast<uint16_t*>(p.out);
+  constexpr int kRowChunks = C::kRows * 2 / 16;
+  for (int idx = tid; idx < kTok * kRowChunks; idx += C::kThreads) {
+    const int r = idx / kRowChunks, c = idx % kRowChunks;
+    const int64_t m = m0 + r;
+    if (m >= p.M) continue;
+    const uint16_t* src = ep + r * (C::kEpPitch / 2) + c * 8;
+    if (vec_ok) {
+      *reinterpret_cast<uint4*>(out + m * p.ldo + n0 + c * 8) =
+          *reinterpret_cast<const uint4*>(src);
+    } else {
+#pragma unroll
+      for (int e = 0; e < 8; ++e)
+        if (n0 + c * 8 + e < p.N) out[m * p.ldo + n0 + c * 8 + e] = src[e];
+    }
+  }
+#else
+  __trap();  // SM90 only: the host dispatches this kernel on compute capability 9.0 alone
+#endif
+}
+
+}  // namespace b12x::gemm::lin

@@ -1,0 +1,66 @@
+// SM90 wgmma tiled kernel (gemm/kernels/linear_tiled_sm90.cuh): instantiations and launcher.
+#include "core/cuda_check.h"
+#include "core/launch.h"
+#include "gemm/kernels/linear_tiled_sm90.cuh"
+#include "gemm/linear_launch.h"
+
+namespace b12x::gemm::lin {
+
+namespace {
+
+using WgmmaFn = void (*)(const LinearParams);
+
+struct WgmmaPick {
+  WgmmaFn fn = nullptr;
+  int smem = 0;
+};
+
+template <WFmt F, class T, int kTok>
+WgmmaPick wgmma_pick() {
+  return {&linear_wgmma_kernel<F, T, kTok>, WgmmaCfg<F, T, kTok>::kSmemBytes};
+}
+
+template <int kTok>
+WgmmaPick pick_tok(WFmt f, bool fp16) {
+  switch (f) {
+    case WFmt::kNvfp4:
+      return fp16 ? wgmma_pick<WFmt::kNvfp4, Fp16Tag, kTok>()
+                  : wgmma_pick<WFmt::kNvfp4, Bf16Tag, kTok>();
+    case WFmt::kMxfp4:
+      return fp16 ? WgmmaPick{} : wgmma_pick<WFmt::kMxfp4, Bf16Tag, kTok>();
+    case WFmt::kFp8Mx:
+      return fp16 ? WgmmaPick{} : wgmma_pick<WFmt::kFp8Mx, Bf16Tag, kTok>();
+    default:
+      return {};
+  }
+}
+
+WgmmaPick pick(WFmt f, bool fp16, int tok) {
+  return tok == 256 ? pick_tok<256>(f, fp16) : tok == 128 ? pick_tok<128>(f, fp16) : WgmmaPick{};
+}
+
+}  // namespace
+
+bool wgmma_kernel_available(WFmt f, bool fp16) {
+  return wgmma_format_ok(f, fp16);
+}
+
+void prepare_linear_wgmma(WFmt f, bool fp16, int tok) {
+  const WgmmaPick k = pick(f, fp16, tok);
+  B12X_ASSERT(k.fn != nullptr, "no wgmma kernel for format ", static_cast<int>(f), " tok ", tok);
+  B12X_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(k.fn),
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, k.smem));
+}
+
+void launch_linear_wgmma(WFmt f, bool fp16, int tok, const LinearParams& p, Stream stream) {
+  const WgmmaPick k = pick(f, fp16, tok);
+  B12X_ASSERT(k.fn != nullptr, "no wgmma kernel for format ", static_cast<int>(f), " tok ", tok);
+  const int64_t gy = (p.M + tok - 1) / tok;
+  B12X_ASSERT(gy <= 65535, "too many token tiles: M=", p.M);
+  const dim3 grid(static_cast<unsigned>((p.NP + 127) / 128), static_cast<unsigned>(gy), 1);
+  B12X_CUDA_CHECK(b12x::detail::launch_ex(k.fn, grid, dim3(256), static_cast<size_t>(k.smem),
+                                          stream, p.pdl != 0, dim3(1, 1, 1), p));
+  B12X_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace b12x::gemm::lin
