@@ -4,6 +4,11 @@ streaming read bandwidth in the same run, prints a table and writes
 $B12X_BENCH_OUT/attention-<gpu>-<date>.json (bench_common.h's fields).
 
     B12X_LIBRARY=build/libb12x.so PYTHONPATH=python python3 bench/bench_attention.py [--quick]
+
+B12X_ATTN_BENCH_CASES (optional) replaces the case list: ';'-separated entries
+'d:B:ctx:kv[:tile[:splits]]' (decode, 32/8/128, page 64; tile '' = default) or
+'e:B:new:prefix:kv[:tile]' (extend), e.g. 'd:8:8192:fp8;d:8:8192:fp8:hcvt;d:1:8192:bf16::32'.
+SDPA peers are measured on rows without a tile or split override.
 """
 
 import datetime
@@ -309,6 +314,21 @@ def main():
                     # B12X_ATTN_EXTEND_TILE=wide: 64-token stages as two 32-token sub-tiles
                     (8, 2048, 0, 32, 8, 128, 64, "bf16", "wide"),
                     (8, 2048, 8192, 32, 8, 128, 64, "bf16", "wide")]
+    custom = os.environ.get("B12X_ATTN_BENCH_CASES", "").strip()
+    if custom:
+        decode_cases, extend_cases = [], []
+        for ent in filter(None, (e.strip() for e in custom.split(";"))):
+            f = ent.split(":")
+            if f[0] == "d":
+                tile = f[4] if len(f) > 4 and f[4] else None
+                splits = int(f[5]) if len(f) > 5 and f[5] else None
+                decode_cases.append((int(f[1]), int(f[2]), 32, 8, 128, 64, f[3], tile, splits))
+            elif f[0] == "e":
+                tile = f[5] if len(f) > 5 and f[5] else None
+                extend_cases.append((int(f[1]), int(f[2]), int(f[3]), 32, 8, 128, 64, f[4], tile))
+            else:
+                raise SystemExit(f"B12X_ATTN_BENCH_CASES: bad entry {ent!r}")
+
     def run_decode(c):
         try:
             r = bench_decode(rows, bw, *c)
@@ -338,6 +358,8 @@ def main():
     # Priority: the 8k target decode rows, then extend, then everything else (time budget).
     jobs = [("d", c) for c in decode_cases[:8]] + [("e", c) for c in extend_cases] + \
            [("d", c) for c in decode_cases[8:]]
+    if custom:
+        jobs = [("d", c) for c in decode_cases] + [("e", c) for c in extend_cases]
     for i, (kind, c) in enumerate(jobs):
         if time.time() - T0 > BUDGET_S:
             print(f"time budget reached: skipped {len(jobs) - i} cases", flush=True)

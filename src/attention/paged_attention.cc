@@ -62,9 +62,12 @@ const KernelInfo* find_kernel(int dqk, int dv, int kind, DType q, bool fp8) {
 // Decode tile kind: 1 ("wide": 4 warps x 16 tokens), 2 ("deep": 2 warps x 16 tokens), 3
 // ("direct": deep with FP8 K fragments converted in registers; FP8 head dims 128/256), 4
 // ("wdirect": wide with FP8 K and V fragments from the raw stage; FP8 128/256), 5 ("wide3": wide
-// with Q in registers and 3 stages; 16-bit KV, head dims <= 128) or 6 ("wdirect2": wdirect with
-// 128-token tiles; FP8 head dim 128).
-// B12X_ATTN_DECODE_TILE=wide|deep|direct|wdirect|wide3|wdirect2 overrides (benchmarking).
+// with Q in registers and 3 stages; 16-bit KV, head dims <= 128), 6 ("wdirect2": wdirect with
+// 128-token tiles; FP8 head dim 128), 8 ("hcvt": wdirect2 with fp16 MMAs fed by the hardware
+// e4m3x2 -> f16x2 conversion) or 9 ("hbits": wdirect2 with fp16 MMAs fed by the exact
+// e4m3 -> fp16 * 2^-8 bit move).
+// B12X_ATTN_DECODE_TILE=wide|deep|direct|wdirect|wide3|wdirect2|hcvt|hbits overrides
+// (benchmarking).
 int decode_kind(bool fp8) {
   const char* e = std::getenv("B12X_ATTN_DECODE_TILE");
   if (e != nullptr && std::string(e) == "wide") return 1;
@@ -73,6 +76,8 @@ int decode_kind(bool fp8) {
   if (e != nullptr && std::string(e) == "wdirect") return 4;
   if (e != nullptr && std::string(e) == "wide3") return 5;
   if (e != nullptr && std::string(e) == "wdirect2") return 6;
+  if (e != nullptr && std::string(e) == "hcvt") return 8;
+  if (e != nullptr && std::string(e) == "hbits") return 9;
   // Defaults from the H200 (rounds 5-7, 32/8/128, 8k): BF16 wide3 streamed at 84-99% of the
   // read bandwidth (B=8..128; wide 83-98%, deep 68-77%); for FP8 wdirect2 beat wdirect by
   // 15-19% (round 7, B=8/32/128: 57.5/194.2/699.2 vs 66.0/221.8/829.2 us) and wdirect beat
@@ -191,7 +196,8 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   if (k == nullptr && !decode_tile)
     k = find_kernel(caps.head_dim_qk, caps.head_dim_vo, 0, caps.q_dtype, fp8);
   // A tile not compiled for the shape (wide3: head dims <= 128; wdirect2: FP8 128; wdirect and
-  // direct: FP8 128/256) falls back to wide for 16-bit KV, to wdirect for FP8, then to deep
+  // direct: FP8 128/256; hcvt, hbits: FP8 128) falls back to wide for 16-bit KV, to wdirect for
+  // FP8, then to deep
   // (FP8: deep beat wide there in round 5).
   if (k == nullptr && decode_tile)
     k = find_kernel(caps.head_dim_qk, caps.head_dim_vo, fp8 ? 4 : 1, caps.q_dtype, fp8);
@@ -223,7 +229,9 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
                  : k->kind == 3 ? "_decode_direct"
                  : k->kind == 4 ? "_decode_wdirect"
                  : k->kind == 5 ? "_decode_wide3"
-                                : "_decode_wdirect2") +
+                 : k->kind == 6 ? "_decode_wdirect2"
+                 : k->kind == 8 ? "_decode_hcvt"
+                                : "_decode_hbits") +
                 (fp8 ? "_kvfp8" : "") + (caps.q_dtype == DType::kFP16 ? "_fp16" : "_bf16");
   plan.tile_rows = k->tile_rows;
   plan.tile_kv = k->tile_kv;

@@ -58,13 +58,17 @@ struct Spec {
   int64_t page_base = 0;  // device page ids start here (high ids: 64-bit offsets)
   int extra_t = 0;        // q rows beyond cu_seqlens_q[B] that must stay untouched
   float softmax_scale = 0.f;
+  // > 0: q row (token, head) is scaled by 2^k, k in [-q_exp_spread, q_exp_spread] varying by
+  // row (the fp16-MMA tiles scale Q rows into fp16's range by powers of two)
+  int q_exp_spread = 0;
   std::string str() const {
     std::string s = std::string(att::mode_name(mode)) + " q=" + b12x::dtype_name(q) +
                     " kv=" + b12x::dtype_name(kv) + " hq=" + std::to_string(hq) +
                     " hkv=" + std::to_string(hkv) + " d=" + std::to_string(dqk) + "/" +
                     std::to_string(dv) + " page=" + std::to_string(page) +
                     " window=" + std::to_string(window) + " sinks=" + std::to_string(sinks) +
-                    " splits=" + std::to_string(num_splits) + " lens=";
+                    " splits=" + std::to_string(num_splits) +
+                    " q_exp_spread=" + std::to_string(q_exp_spread) + " lens=";
     for (size_t i = 0; i < qlens.size(); ++i)
       s += std::to_string(qlens[i]) + "+" + std::to_string(prefix[i]) + ",";
     return s;
@@ -167,6 +171,21 @@ struct Problem {
     fill(hk, int64_t(n_used) * page_elems(s.dqk), s.kv, s.kv == DType::kFP8E4M3 ? 3.f : 1.f);
     fill(hv, int64_t(n_used) * page_elems(s.dv), s.kv, s.kv == DType::kFP8E4M3 ? 3.f : 1.f);
     fill(hq, int64_t(Talloc) * s.hq * s.dqk, s.q, 1.f);
+    if (s.q_exp_spread > 0) {
+      const int span = 2 * s.q_exp_spread + 1;
+      for (int64_t row = 0; row < int64_t(Talloc) * s.hq; ++row) {
+        const float f = std::ldexp(1.f, int((row * 7) % span) - s.q_exp_spread);
+        for (int d = 0; d < s.dqk; ++d) {
+          uint16_t bits;
+          std::memcpy(&bits, &hq[2 * (row * s.dqk + d)], 2);
+          const float x = (s.q == DType::kBF16 ? b12x::fmt::bf16_bits_to_float(bits)
+                                               : b12x::fmt::fp16_bits_to_float(bits)) *
+                          f;
+          bits = to_bits(s.q, x);
+          std::memcpy(&hq[2 * (row * s.dqk + d)], &bits, 2);
+        }
+      }
+    }
     std::uniform_real_distribution<float> ud(0.1f, 0.6f);
     if (s.kv == DType::kFP8E4M3) {
       const int n = s.per_head_scale ? B * s.hkv : B;
@@ -446,11 +465,13 @@ TEST(AttentionGpuDecode, DtypesPagesWindowsSinks) {
 // with FP8 K fragments converted in registers; "wdirect": 4 warps x 16 tokens with FP8 K and V
 // fragments from the raw stage, output dims permuted in registers, the FP8 default for head dim
 // 256; "wide3": the wide tile with Q in registers and 3 stages, the 16-bit default for head
-// dims <= 128; "wdirect2": wdirect with 128-token tiles, the FP8 default for head dim 128)
-// selected through B12X_ATTN_DECODE_TILE at plan time (shapes a tile does not cover fall back).
+// dims <= 128; "wdirect2": wdirect with 128-token tiles; "hcvt" / "hbits": wdirect2 on fp16 MMAs
+// with hardware / bit-move FP8 conversion, head dim 128) selected through B12X_ATTN_DECODE_TILE at
+// plan time (shapes a tile does not cover fall back).
 TEST(AttentionGpuDecode, AlternativeTiles) {
   B12X_REQUIRE_GPU();
-  for (const char* tile : {"wide", "deep", "direct", "wdirect", "wide3", "wdirect2"}) {
+  for (const char* tile :
+       {"wide", "deep", "direct", "wdirect", "wide3", "wdirect2", "hcvt", "hbits"}) {
     setenv("B12X_ATTN_DECODE_TILE", tile, 1);
     int i = 0;
     for (int d : {128, 256})
@@ -482,6 +503,33 @@ TEST(AttentionGpuDecode, AlternativeTiles) {
           }
         }
       }
+    unsetenv("B12X_ATTN_DECODE_TILE");
+  }
+}
+
+// The fp16-MMA FP8 tiles convert Q to fp16 after scaling each row by a power of two: rows
+// spanning 2^-18..2^18 (q beyond fp16's range at the top, into its subnormals at the bottom) must
+// match the reference, with and without splits, sinks and per-head descales.
+TEST(AttentionGpuDecode, Fp16MmaQueryRange) {
+  B12X_REQUIRE_GPU();
+  for (const char* tile : {"hcvt", "hbits", "default"}) {
+    if (std::string(tile) != "default") setenv("B12X_ATTN_DECODE_TILE", tile, 1);
+    for (int i = 0; i < 3; ++i) {
+      Spec s;
+      s.kv = DType::kFP8E4M3;
+      s.hq = 16;
+      s.hkv = 2;
+      s.page = i == 0 ? 16 : 64;
+      s.prefix = decode_prefix(s.page);
+      s.qlens.assign(s.prefix.size(), 1);
+      s.q_exp_spread = 18;
+      s.softmax_scale = 1.f / 16384;  // logits of the 2^18 rows stay ~1e2 (LSE checked to 1e-2)
+      s.sinks = i == 1;
+      s.per_head_scale = i != 2;
+      s.num_splits = i == 2 ? 7 : 0;
+      s.max_splits = i == 2 ? 7 : 0;
+      run_case(s, std::string("q range tile=") + tile);
+    }
     unsetenv("B12X_ATTN_DECODE_TILE");
   }
 }

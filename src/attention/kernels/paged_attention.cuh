@@ -40,7 +40,10 @@ constexpr float kLog2e = 1.4426950408889634f;
 /// wide tile with Q's fragments held in registers, so its shared memory goes to a third stage);
 /// 6 = decode "wdirect2" (wdirect with 128-token tiles: 4 warps x 32 tokens, twice the bytes per
 /// pipeline step); 7 = extend "wide" (the extend tile with 64-token stages computed as two
-/// 32-token sub-tiles: one barrier and one ring step per 64 tokens, registers as for 32).
+/// 32-token sub-tiles: one barrier and one ring step per 64 tokens, registers as for 32);
+/// 8 = decode "hcvt" and 9 = decode "hbits" (wdirect2 with FP16 MMAs: FP8 fragments become fp16
+/// pairs with one hardware cvt.rn.f16x2.e4m3x2 per pair (hcvt) or with the exact bit trick
+/// e4m3 -> fp16 * 2^-8 (hbits); Q is staged as fp16 scaled per row by a power of two).
 template <int kDqk_, int kDv_, int kKind_, bool kFp8_>
 struct TileCfg {
   static constexpr int kDqk = kDqk_, kDv = kDv_, kKind = kKind_;
@@ -50,10 +53,20 @@ struct TileCfg {
   static constexpr int kSub = kKind == 7 ? 2 : 1;
   // kind 3: the deep decode tile with FP8 K fragments converted straight from the raw stage
   // (no K conversion pass); Q is stored in the matching permuted slot order.
-  static constexpr bool kDirectK = kKind == 3 || kKind == 4 || kKind == 6;
+  static constexpr bool kDirectK =
+      kKind == 3 || kKind == 4 || kKind == 6 || kKind == 8 || kKind == 9;
   // kind 4 also reads V's B fragments from raw FP8 rows (4-byte reads of 4 dims of one token;
   // output dims permuted within 32-dim groups, undone in the epilogue).
-  static constexpr bool kDirectV = kKind == 4 || kKind == 6;
+  static constexpr bool kDirectV = kKind == 4 || kKind == 6 || kKind == 8 || kKind == 9;
+  // kinds 8/9: the MMAs run on fp16 (P in [0, 1] and power-of-two-scaled Q lose nothing against
+  // bf16: fp16 has 3 more mantissa bits). hcvt converts with the hardware e4m3x2 -> f16x2 cvt
+  // (sm_89+, one instruction per pair); hbits moves the 7 magnitude bits under the fp16
+  // exponent field, which reads as the e4m3 value times 2^-8 (exact, subnormals included), and
+  // folds the 2^8 into the score and output scales.
+  static constexpr bool kF16Mma = kKind == 8 || kKind == 9;
+  static constexpr bool kHwCvt = kKind == 8;
+  static_assert(!kF16Mma || (kFp8_ && kDqk_ == 128 && kDv_ == 128),
+                "fp16-MMA decode tiles: FP8 KV, head dim 128");
   // kind 5: Q is staged in the ring's last stage (free until the first loop iteration issues
   // into it) and read once into registers; the 4 KB of a Q tile then buys a third 32 KB stage.
   static constexpr bool kQInRegs = kKind == 5;
@@ -70,7 +83,7 @@ struct TileCfg {
   static constexpr int kWM = kDecode ? 1 : 4;
   static constexpr int kMB = (kDecode || kBigHead) ? 1 : 2;
   static constexpr int kBN =
-      kKind == 6 ? 128
+      (kKind == 6 || kKind == 8 || kKind == 9) ? 128
       : (kKind == 4 || kKind == 5 || kKind == 7)
           ? 64
           : (kKind >= 2 ? 32 : (kBigHead ? 32 : (kMB == 2 && kDv > 64 ? 32 : 64)));
@@ -239,6 +252,33 @@ __device__ __forceinline__ void e4m3x4_to_bf16_evenodd(uint32_t w, uint32_t& eve
   odd = *reinterpret_cast<uint32_t*>(&so);
 }
 
+/// Bytes 1 and 3 of `y` (the low bytes are ignored) -> fp16x2, each the e4m3 value times 2^-8,
+/// exactly: sign stays at bit 15, the 7 magnitude bits (exponent 4, mantissa 3) move one bit
+/// down under fp16's 5-bit exponent, whose bias is 8 larger (subnormals map to subnormals).
+__device__ __forceinline__ uint32_t e4m3_hi_bytes_to_f16x2_scaled(uint32_t y) {
+  return (y & 0x80008000u) | ((y & 0x7F007F00u) >> 1);
+}
+
+/// Bytes (0, 1) and (2, 3) of `w` -> fp16x2 pairs, exact: the hardware conversion (sm_89+, one
+/// F2FP per pair, the high half selected for free). Without it (older targets), the bit trick
+/// and one fp16x2 multiply by 2^8.
+__device__ __forceinline__ void e4m3x4_to_f16x4_hw(uint32_t w, uint32_t& lo, uint32_t& hi) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  asm("{\n .reg .b16 l, h;\n mov.b32 {l, h}, %2;\n cvt.rn.f16x2.e4m3x2 %0, l;\n"
+      " cvt.rn.f16x2.e4m3x2 %1, h;\n}\n"
+      : "=r"(lo), "=r"(hi)
+      : "r"(w));
+#else
+  const uint32_t k2p8 = 0x5C005C00u;  // fp16x2 (256, 256)
+  uint32_t a = e4m3_hi_bytes_to_f16x2_scaled(__byte_perm(w, 0, 0x1404));
+  uint32_t b = e4m3_hi_bytes_to_f16x2_scaled(__byte_perm(w, 0, 0x3424));
+  __half2 sa = __hmul2(*reinterpret_cast<__half2*>(&a), *reinterpret_cast<const __half2*>(&k2p8));
+  __half2 sb = __hmul2(*reinterpret_cast<__half2*>(&b), *reinterpret_cast<const __half2*>(&k2p8));
+  lo = *reinterpret_cast<uint32_t*>(&sa);
+  hi = *reinterpret_cast<uint32_t*>(&sb);
+#endif
+}
+
 /// Byte offset of 16-byte chunk `chunk` of row `row` in a swizzled tile of `row_bytes` rows.
 __device__ __forceinline__ uint32_t swz(int row, int chunk, int row_bytes) {
   return static_cast<uint32_t>(row * row_bytes + ((chunk ^ (row & 7)) << 4));
@@ -324,6 +364,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   uint8_t* sRing = smem + Cfg::kQBytes + Cfg::kConvBytes + Cfg::kIdBytes;  // stages, merge area
   static_assert(!Cfg::kQInRegs || kBM * kDqk * 2 <= Cfg::kStageBytes, "Q staging fits a stage");
   uint8_t* sQ = Cfg::kQInRegs ? sRing + (kStages - 1) * Cfg::kStageBytes : smem;
+  // The MMA operand type: fp16 for the fp16-MMA FP8 tiles, else the q dtype.
+  using TM = std::conditional_t<Cfg::kF16Mma, __half, T>;
+  // fp16-MMA tiles: the power-of-two exponent each Q row was scaled by (see the Q staging).
+  __shared__ int s_qexp[Cfg::kF16Mma ? kBM : 1];
 
   wait_prior_grid();
   allow_next_grid();
@@ -348,7 +392,72 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   const int rows0 = w.tile * kBM;
 
   // ---- Q tile (rows beyond the request or group are zero) -> swizzled smem ----
-  if constexpr (Cfg::kDirectK) {
+  if constexpr (Cfg::kF16Mma) {
+    // fp16 MMAs: each Q row is scaled by 2^e (e from its largest |q|, so the row's maximum lands
+    // in [2^14, 2^15)) and converted to fp16, exactly for every element within 2^-28 of the
+    // row's maximum (bf16 has 8 significant bits, fp16 11); any finite bf16 row fits, and the
+    // softmax scale takes the 2^-e back per row (plus 2^8 for hbits' K). Slot order per 16-dim
+    // block matches the K fragments' conversion: hbits pairs dims (4t, 4t+2), (4t+1, 4t+3)
+    // (even dims then odd dims), hcvt pairs (4t, 4t+1), (4t+2, 4t+3) (even words then odd).
+    static_assert(std::is_same_v<T, __nv_bfloat16>, "FP8 KV takes bf16 q");
+    const T* q = static_cast<const T*>(p.q);
+    constexpr int kBlocks = kDqk / 16;
+    static_assert((kBM * kBlocks) % kThreads == 0 && 32 % kBlocks == 0,
+                  "a row's blocks are adjacent lanes of one warp (max by shuffle)");
+    for (int i = tid; i < kBM * kBlocks; i += kThreads) {
+      const int r = i / kBlocks, kb = i % kBlocks;
+      const int pr = rows0 + r;
+      const int qi = pr / p.group;
+      uint4 lo = make_uint4(0, 0, 0, 0), hi = make_uint4(0, 0, 0, 0);
+      if (qi < w.qlen) {
+        const int h = kvh * p.group + (pr - qi * p.group);
+        const uint4* src = reinterpret_cast<const uint4*>(q + (int64_t)(w.q0 + qi) * p.q_st +
+                                                          (int64_t)h * p.q_sh + kb * 16);
+        lo = src[0];
+        hi = src[1];
+      }
+      const uint32_t wv[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+      float f[16];
+      float mx = 0.f;
+#pragma unroll
+      for (int k = 0; k < 8; ++k) {
+        f[2 * k] = __uint_as_float(wv[k] << 16);
+        f[2 * k + 1] = __uint_as_float(wv[k] & 0xFFFF0000u);
+        mx = fmaxf(mx, fmaxf(fabsf(f[2 * k]), fabsf(f[2 * k + 1])));
+      }
+#pragma unroll
+      for (int d = 1; d < kBlocks; d <<= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, d));
+      int ex = 0;
+      if (mx > 0.f) {
+        int x;
+        frexpf(mx, &x);        // mx = m * 2^x, m in [0.5, 1)
+        ex = min(15 - x, 64);  // x >= -133 for bf16; 64 bounds the score scale's 2^-e
+      }
+      const float sc = __int_as_float((127 + ex) << 23);  // ex in [-113, 64]
+      uint32_t hv[8];
+#pragma unroll
+      for (int k = 0; k < 8; ++k) {
+        __half2 h2 = __floats2half2_rn(f[2 * k] * sc, f[2 * k + 1] * sc);
+        hv[k] = *reinterpret_cast<uint32_t*>(&h2);
+      }
+      uint32_t ev[4], od[4];
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        if constexpr (Cfg::kHwCvt) {
+          ev[k] = hv[2 * k];
+          od[k] = hv[2 * k + 1];
+        } else {
+          ev[k] = __byte_perm(hv[2 * k], hv[2 * k + 1], 0x5410);
+          od[k] = __byte_perm(hv[2 * k], hv[2 * k + 1], 0x7632);
+        }
+      }
+      *reinterpret_cast<uint4*>(sQ + swz(r, 2 * kb, kQRow)) =
+          make_uint4(ev[0], ev[1], ev[2], ev[3]);
+      *reinterpret_cast<uint4*>(sQ + swz(r, 2 * kb + 1, kQRow)) =
+          make_uint4(od[0], od[1], od[2], od[3]);
+      if (kb == 0) s_qexp[r] = ex;
+    }
+  } else if constexpr (Cfg::kDirectK) {
     // Each 16-dim block is stored as its 8 even dims then its 8 odd dims (16-bit shuffles), so
     // MMA k-slots (2t, 2t+1, 8+2t, 9+2t) hold dims (4t, 4t+2, 4t+1, 4t+3): exactly the pairs
     // one 4-byte FP8 read of dims 4t..4t+3 converts to.
@@ -546,6 +655,17 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 
   const float kdesc = load_scale(p.k_descale, p.kd_sb, p.kd_sh, w.b, kvh);
   const float scale = p.scale_log2 * kdesc;
+  // Per-row score scale: fp16-MMA tiles undo each Q row's 2^e (and hbits' 2^-8 on K).
+  float row_scale[Cfg::kMB][2];
+#pragma unroll
+  for (int mb = 0; mb < Cfg::kMB; ++mb) row_scale[mb][0] = row_scale[mb][1] = scale;
+  if constexpr (Cfg::kF16Mma) {
+    __syncthreads();  // s_qexp
+    constexpr int kKExp = Cfg::kHwCvt ? 0 : 8;
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
+      row_scale[0][r] = scale * __int_as_float((127 + kKExp - s_qexp[g + 8 * r]) << 23);
+  }
 
   // Query positions of this lane's rows (for the causal / window mask).
   int row_qi[kMB][2];
@@ -681,9 +801,16 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
             const uint32_t wv = *reinterpret_cast<const uint32_t*>(
                 sK + row * kDqk + ((kb ^ (row & 7)) << 4) + 4 * t4);
             uint32_t b0, b1;
-            e4m3x4_to_bf16_evenodd(wv, b0, b1);
+            if constexpr (Cfg::kHwCvt) {
+              e4m3x4_to_f16x4_hw(wv, b0, b1);  // (4t, 4t+1), (4t+2, 4t+3)
+            } else if constexpr (Cfg::kF16Mma) {
+              b0 = e4m3_hi_bytes_to_f16x2_scaled(wv << 8);  // (4t, 4t+2)
+              b1 = e4m3_hi_bytes_to_f16x2_scaled(wv);       // (4t+1, 4t+3)
+            } else {
+              e4m3x4_to_bf16_evenodd(wv, b0, b1);
+            }
 #pragma unroll
-            for (int mb = 0; mb < kMB; ++mb) mma16816<T>(s[mb][nb], a[mb], b0, b1);
+            for (int mb = 0; mb < kMB; ++mb) mma16816<TM>(s[mb][nb], a[mb], b0, b1);
           }
         }
       }
@@ -708,8 +835,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
           ldmatrix_x4(bf, k_off + nb2 * 16 * kKRow);
 #pragma unroll
           for (int mb = 0; mb < kMB; ++mb) {
-            mma16816<T>(s[mb][2 * nb2], a[mb], bf[0], bf[1]);
-            mma16816<T>(s[mb][2 * nb2 + 1], a[mb], bf[2], bf[3]);
+            mma16816<TM>(s[mb][2 * nb2], a[mb], bf[0], bf[1]);
+            mma16816<TM>(s[mb][2 * nb2 + 1], a[mb], bf[2], bf[3]);
           }
         }
       }
@@ -747,7 +874,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
             mx = fmaxf(mx, fmaxf(s[mb][nb][2 * r], s[mb][nb][2 * r + 1]));
           mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
           mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-          const float m_new = fmaxf(m_run[mb][r], mx * scale);
+          const float m_new = fmaxf(m_run[mb][r], mx * row_scale[mb][r]);
           const float m_use = m_new == -INFINITY ? 0.f : m_new;
           alpha[mb][r] = fast_exp2(m_run[mb][r] - m_use);  // exactly 1 when the max held
           grew |= alpha[mb][r] != 1.f;
@@ -756,8 +883,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
           float sum = 0.f;
 #pragma unroll
           for (int nb = 0; nb < kNT / 8; ++nb) {
-            s[mb][nb][2 * r] = fast_exp2(fmaf(s[mb][nb][2 * r], scale, -m_use));
-            s[mb][nb][2 * r + 1] = fast_exp2(fmaf(s[mb][nb][2 * r + 1], scale, -m_use));
+            s[mb][nb][2 * r] = fast_exp2(fmaf(s[mb][nb][2 * r], row_scale[mb][r], -m_use));
+            s[mb][nb][2 * r + 1] = fast_exp2(fmaf(s[mb][nb][2 * r + 1], row_scale[mb][r], -m_use));
             sum += s[mb][nb][2 * r] + s[mb][nb][2 * r + 1];
           }
           l_run[mb][r] += sum;
@@ -786,10 +913,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
         uint32_t pa[kMB][4];
 #pragma unroll
         for (int mb = 0; mb < kMB; ++mb) {
-          pa[mb][0] = pack2<T>(s[mb][2 * kk][0], s[mb][2 * kk][1]);
-          pa[mb][1] = pack2<T>(s[mb][2 * kk][2], s[mb][2 * kk][3]);
-          pa[mb][2] = pack2<T>(s[mb][2 * kk + 1][0], s[mb][2 * kk + 1][1]);
-          pa[mb][3] = pack2<T>(s[mb][2 * kk + 1][2], s[mb][2 * kk + 1][3]);
+          pa[mb][0] = pack2<TM>(s[mb][2 * kk][0], s[mb][2 * kk][1]);
+          pa[mb][1] = pack2<TM>(s[mb][2 * kk][2], s[mb][2 * kk][3]);
+          pa[mb][2] = pack2<TM>(s[mb][2 * kk + 1][0], s[mb][2 * kk + 1][1]);
+          pa[mb][3] = pack2<TM>(s[mb][2 * kk + 1][2], s[mb][2 * kk + 1][3]);
         }
         if constexpr (Cfg::kDirectV) {
           // B fragment of n-block (4 q + i), lane (g, t): tokens (2t, 2t+1) and (2t+8, 2t+9) of the
@@ -807,14 +934,29 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
             };
             const uint32_t w0 = rd(r0), w1 = rd(r0 + 1), w8 = rd(r0 + 8), w9 = rd(r0 + 9);
             uint32_t b0[4], b1[4];
-            e4m3x4_to_bf16x4(__byte_perm(w0, w1, 0x5140), b0[0], b0[1]);
-            e4m3x4_to_bf16x4(__byte_perm(w0, w1, 0x7362), b0[2], b0[3]);
-            e4m3x4_to_bf16x4(__byte_perm(w8, w9, 0x5140), b1[0], b1[1]);
-            e4m3x4_to_bf16x4(__byte_perm(w8, w9, 0x7362), b1[2], b1[3]);
+            if constexpr (Cfg::kHwCvt) {
+              e4m3x4_to_f16x4_hw(__byte_perm(w0, w1, 0x5140), b0[0], b0[1]);
+              e4m3x4_to_f16x4_hw(__byte_perm(w0, w1, 0x7362), b0[2], b0[3]);
+              e4m3x4_to_f16x4_hw(__byte_perm(w8, w9, 0x5140), b1[0], b1[1]);
+              e4m3x4_to_f16x4_hw(__byte_perm(w8, w9, 0x7362), b1[2], b1[3]);
+            } else if constexpr (Cfg::kF16Mma) {
+              // dim i's bytes of the two token rows straight into the halves' high bytes
+#pragma unroll
+              for (int i = 0; i < 4; ++i) {
+                const uint32_t sel = 0x4000u + 0x1010u * i;
+                b0[i] = e4m3_hi_bytes_to_f16x2_scaled(__byte_perm(w0, w1, sel));
+                b1[i] = e4m3_hi_bytes_to_f16x2_scaled(__byte_perm(w8, w9, sel));
+              }
+            } else {
+              e4m3x4_to_bf16x4(__byte_perm(w0, w1, 0x5140), b0[0], b0[1]);
+              e4m3x4_to_bf16x4(__byte_perm(w0, w1, 0x7362), b0[2], b0[3]);
+              e4m3x4_to_bf16x4(__byte_perm(w8, w9, 0x5140), b1[0], b1[1]);
+              e4m3x4_to_bf16x4(__byte_perm(w8, w9, 0x7362), b1[2], b1[3]);
+            }
 #pragma unroll
             for (int i = 0; i < 4; ++i)
 #pragma unroll
-              for (int mb = 0; mb < kMB; ++mb) mma16816<T>(o[mb][4 * q + i], pa[mb], b0[i], b1[i]);
+              for (int mb = 0; mb < kMB; ++mb) mma16816<TM>(o[mb][4 * q + i], pa[mb], b0[i], b1[i]);
           }
           continue;
         }
@@ -824,8 +966,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
           ldmatrix_x4_trans(bf, v_base + (v_lane ^ (db2 << 5)) + kk * 16 * kVRow);
 #pragma unroll
           for (int mb = 0; mb < kMB; ++mb) {
-            mma16816<T>(o[mb][2 * db2], pa[mb], bf[0], bf[1]);
-            mma16816<T>(o[mb][2 * db2 + 1], pa[mb], bf[2], bf[3]);
+            mma16816<TM>(o[mb][2 * db2], pa[mb], bf[0], bf[1]);
+            mma16816<TM>(o[mb][2 * db2 + 1], pa[mb], bf[2], bf[3]);
           }
         }
       }
@@ -916,7 +1058,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
         ll = ll * rescale + fast_exp2(sl2 - mn);
         mm = mn;
       }
-      const float factor = ll > 0.f ? rescale * vdesc / ll : 0.f;
+      // hbits' V fragments carry 2^-8 (see e4m3_hi_bytes_to_f16x2_scaled)
+      constexpr float kVScale = (Cfg::kF16Mma && !Cfg::kHwCvt) ? 256.f : 1.f;
+      const float factor = ll > 0.f ? rescale * vdesc * kVScale / ll : 0.f;
       const float lse = ll > 0.f ? mm + __log2f(ll) : -INFINITY;
       if (Cfg::kDirectV && final_out) {
         // permuted dims: this lane holds dims 32 q + 8 t .. +7 of each 32-dim group q (one

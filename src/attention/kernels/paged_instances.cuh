@@ -39,8 +39,8 @@ KernelInfo make_info(const char* name) {
 
 /// The variants of one head-dim pair: {bf16 q + bf16 KV, fp16 q + fp16 KV, bf16 q + fp8 KV}
 /// x {extend, decode wide, decode deep}, plus the FP8 direct decode tiles (direct, wdirect, and
-/// wdirect2 for head dim 128), the 16-bit wide3 tile (head dims <= 128) and the extend tile with
-/// 64-token stages (head dim 128).
+/// wdirect2, hcvt, hbits for head dim 128), the 16-bit wide3 tile (head dims <= 128) and the extend
+/// tile with 64-token stages (head dim 128).
 template <typename T, bool kFp8, int kDqk, int kDv>
 void register_kinds(std::vector<KernelInfo>& out, const char* tag) {
   out.push_back(make_info<T, kFp8, kDqk, kDv, 0>(tag));
@@ -52,8 +52,11 @@ void register_kinds(std::vector<KernelInfo>& out, const char* tag) {
     out.push_back(make_info<T, kFp8, kDqk, kDv, 3>(tag));
     out.push_back(make_info<T, kFp8, kDqk, kDv, 4>(tag));
   }
-  if constexpr (kFp8 && kDqk == 128 && kDv == 128)
+  if constexpr (kFp8 && kDqk == 128 && kDv == 128) {
     out.push_back(make_info<T, kFp8, kDqk, kDv, 6>(tag));
+    out.push_back(make_info<T, kFp8, kDqk, kDv, 8>(tag));
+    out.push_back(make_info<T, kFp8, kDqk, kDv, 9>(tag));
+  }
 }
 template <int kDqk, int kDv>
 void register_dims(std::vector<KernelInfo>& out, const char* tag) {
