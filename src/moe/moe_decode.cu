@@ -1,4 +1,5 @@
 // Launchers of the decode stream (kernels/moe_decode.cuh): FP4 weights, M * topk <= 128.
+#include <cstdlib>
 #include <mutex>
 #include <type_traits>
 
@@ -51,24 +52,20 @@ void launch_fc2(const DecodeArgs& a, Stream stream, bool pdl) {
 
 template <typename OpT, bool kFold, int kSK>
 void launch_gemms(const DecodeArgs& a, Stream stream, bool pdl) {
-  // Gated activations with MX-quantised FC2 inputs need 32 whole features per FC1 CTA.
   const bool mx = a.aquant == num::kAMxfp8 || a.aquant == num::kAMxfp4;
-  if constexpr (std::is_same_v<OpT, __nv_bfloat16>) {
-    if (mx && a.gated)
-      launch_fc1<OpT, kFold, kSK, 2>(a, stream, pdl);
-    else
-      launch_fc1<OpT, kFold, kSK, 1>(a, stream, pdl);
-  } else {
+  if constexpr (!std::is_same_v<OpT, __nv_bfloat16>)
     B12X_ASSERT(!mx, "decode stream: FP16 operands are A16-only");
+  if (a.fc1_wm == 4)
+    launch_fc1<OpT, kFold, kSK, 4>(a, stream, pdl);
+  else if (a.fc1_wm == 2)
+    launch_fc1<OpT, kFold, kSK, 2>(a, stream, pdl);
+  else
     launch_fc1<OpT, kFold, kSK, 1>(a, stream, pdl);
-  }
   if (a.num_tokens <= DecodeCfg::kFc2WideMaxTokens)
     launch_fc2<OpT, kFold, kSK, 8>(a, stream, pdl);
   else
     launch_fc2<OpT, kFold, kSK, 4>(a, stream, pdl);
 }
-
-}  // namespace
 
 int decode_fc1_smem_bytes() {
   return DecodeCfg::kFc1Smem;
@@ -77,7 +74,29 @@ int decode_fc2_smem_bytes(int num_tokens) {
   return DecodeCfg::fc2_smem(num_tokens <= DecodeCfg::kFc2WideMaxTokens ? 8 : 4, num_tokens);
 }
 
-void launch_decode_stream(const DecodeArgs& a, bool fp16_operands, Stream stream, bool pdl) {
+int env_knob(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != 0 ? std::atoi(v) : fallback;
+}
+
+}  // namespace
+
+int decode_fc1_row_warps(int routes, int aquant, bool gated) {
+  // Gated activations with MX-quantised FC2 inputs need 32 whole features per FC1 CTA.
+  const bool mx = aquant == num::kAMxfp8 || aquant == num::kAMxfp4;
+  // Measurement knob (bench/bench_moe.py variants): B12X_MOE_FC1_WM=1|2|4.
+  static const int forced = env_knob("B12X_MOE_FC1_WM", 0);
+  int wm = forced == 1 || forced == 2 || forced == 4 ? forced : 1;
+  (void)routes;
+  if (mx && gated && wm < 2) wm = 2;
+  return wm;
+}
+
+void launch_decode_stream(const DecodeArgs& args, bool fp16_operands, Stream stream, bool pdl) {
+  DecodeArgs a = args;
+  if (a.fc1_wm == 0) a.fc1_wm = decode_fc1_row_warps(a.routes, a.aquant, a.gated != 0);
+  static const int q_early = env_knob("B12X_MOE_Q_EARLY", 0);
+  a.q_early = q_early ? 1 : 0;
   B12X_ASSERT(a.routes >= 1 && a.routes <= kMaxInlineRoutes && a.num_tokens >= 1 &&
                   a.num_tokens <= DecodeCfg::kMaxTokens,
               "decode stream: routes=", a.routes, " num_tokens=", a.num_tokens,

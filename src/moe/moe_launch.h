@@ -114,12 +114,19 @@ struct DecodeArgs {
   int fc2_split = 1;
   float* partial = nullptr;
   int* counters = nullptr;
+  // Launch shape of the stream, chosen by launch_decode_stream (decode_fc1_row_warps) unless
+  // set: FC1 row warps per CTA (0: auto; 1, 2 or 4) and whether [Q] lets FC1 launch before it
+  // waits for the caller (FC1 then waits before reading anything).
+  int fc1_wm = 0;
+  int q_early = 0;
 };
 /// FC2 tile split for `routes` routes: 1 up to 16 routes (each warp already has <= 2 tiles),
 /// then one split per 16 routes up to 4, so larger decode batches keep more CTAs per SM.
 inline int decode_fc2_split(int64_t routes) {
   return routes <= 16 ? 1 : static_cast<int>(routes / 16 < 4 ? (routes + 15) / 16 : 4);
 }
+/// FC1 row warps per CTA (1, 2 or 4) of the decode stream for `routes` live routes.
+int decode_fc1_row_warps(int routes, int aquant, bool gated);
 /// Launches the decode stream (fp16_operands: FP16 MMA for fp16 A16 inputs).
 void launch_decode_stream(const DecodeArgs& args, bool fp16_operands, Stream stream, bool pdl);
 /// Dynamic shared memory of the decode stream kernels (plan-time checks and tests).

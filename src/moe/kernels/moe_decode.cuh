@@ -103,10 +103,13 @@ __device__ __forceinline__ int decode_route(const DecodeArgs& a, RouteSmem& rs) 
   if (tid < kN) rs.key[tid] = key;
   __syncthreads();
   if (valid) {
+    // Only the live routes' keys can be smaller (the rest are INT_MAX): at M = 1 this is
+    // 2 iterations instead of 32.
     int rank = 0;
     const int4* k4 = reinterpret_cast<const int4*>(rs.key);
-#pragma unroll 8
-    for (int j = 0; j < kN / 4; ++j) {
+    const int n4 = (a.routes + 3) >> 2;
+#pragma unroll 4
+    for (int j = 0; j < n4; ++j) {
       const int4 k = k4[j];
       rank += (k.x < key) + (k.y < key) + (k.z < key) + (k.w < key);
     }
@@ -289,8 +292,15 @@ __device__ __forceinline__ float group_amax(float m, int lanes) {
 // caller's kernels before reading x/ids, then lets FC1 launch (FC1 reads ids before its wait).
 __global__ void __launch_bounds__(DecodeCfg::kQuantThreads)
     moe_decode_quant_kernel(const DecodeArgs a) {
-  pdl_wait();
-  pdl_trigger();
+  // q_early: FC1 may launch (and wait, before reading anything) while this grid still waits for
+  // the caller; FC1's wait for this grid's completion covers the caller transitively.
+  if (a.q_early) {
+    pdl_trigger();
+    pdl_wait();
+  } else {
+    pdl_wait();
+    pdl_trigger();
+  }
   const int route = blockIdx.x;
   const int64_t id = a.ids64 ? static_cast<const int64_t*>(a.ids)[route]
                              : static_cast<const int32_t*>(a.ids)[route];
@@ -330,8 +340,10 @@ __global__ void __launch_bounds__(DecodeCfg::kQuantThreads)
 }
 
 // ---- [FC1] (32 * kWM rows, expert tile) per CTA ----------------------------------------
-// kWM = 2 only for gated activations with MX-quantised FC2 inputs: the epilogue quantises whole
-// 32-feature blocks, and a gated 32-row warp holds 16 features.
+// kWM row warps x 8 / kWM K warps. kWM >= 2 for gated activations with MX-quantised FC2 inputs
+// (the epilogue quantises whole 32-feature blocks, a gated 32-row warp holds 16 features); at
+// larger route counts kWM 2 / 4 give each warp 2 / 4 times the sub-chunks per CTA, amortising
+// the CTA's routing, first DRAM round trip and epilogue over more weight bytes.
 template <typename OpT, bool kFold, int kSK, int kWM>
 __global__ void __launch_bounds__(DecodeCfg::kFc1Threads, kFold ? 3 : 2)
     moe_decode_fc1_kernel(const DecodeArgs a) {
@@ -349,7 +361,10 @@ __global__ void __launch_bounds__(DecodeCfg::kFc1Threads, kFold ? 3 : 2)
   // Quantised modes: the [Q] kernel waited for the caller before letting FC1 launch, so the ids
   // may be read (and the weights streamed) now; only xq needs the wait below.
   const bool first = a.aquant == num::kANone;
-  if (first) pdl_wait();
+  // q_early: [Q] let this grid launch before the caller finished, so not even the ids may be
+  // read before the wait (which then also covers xq).
+  const bool wait_first = first || a.q_early;
+  if (wait_first) pdl_wait();
   pdl_trigger();  // FC2 may launch now and stream its own weights (it waits for us before reading)
   const int ntiles = decode_route(a, rs);
   if (a.fc2_split > 1 && blockIdx.x == 0 && blockIdx.y == 0) {
@@ -361,7 +376,7 @@ __global__ void __launch_bounds__(DecodeCfg::kFc1Threads, kFold ? 3 : 2)
   const int R0 = blockIdx.x * kRows;
   const int F0 = a.gated ? R0 / 2 : R0;
   if (tile_idx >= ntiles || F0 >= a.features) {
-    pdl_wait();  // completion of this grid must imply completion of the predecessor
+    if (!wait_first) pdl_wait();  // completion of this grid implies the predecessor's
     return;
   }
   const int4 tile = s_tiles[tile_idx];
@@ -390,7 +405,7 @@ __global__ void __launch_bounds__(DecodeCfg::kFc1Threads, kFold ? 3 : 2)
                   wk + kWK * s, kSK, lane);
     cp_async_commit();
   }
-  if (!first) pdl_wait();  // xq is written by [Q]
+  if (!wait_first) pdl_wait();  // xq is written by [Q]
   // This lane's activation token (fixed for the whole K loop).
   const uint16_t* src = nullptr;
   {
@@ -436,7 +451,8 @@ __global__ void __launch_bounds__(DecodeCfg::kFc1Threads, kFold ? 3 : 2)
   }
   __syncthreads();
   // ---- activation (fp32 -> intermediate dtype) into ys[token][feature] ---------------------
-  float* ys = reinterpret_cast<float*>(smem + 8192);  // [8][64]
+  constexpr int kYs = 32 * kWM;  // features per token row of ys (gated: 16 * kWM used)
+  float* ys = reinterpret_cast<float*>(smem + 8192);  // [8][kYs]
   if (wk == 0) {
     for (int w2 = 1; w2 < kWK; ++w2)
 #pragma unroll
@@ -456,14 +472,14 @@ __global__ void __launch_bounds__(DecodeCfg::kFc1Threads, kFold ? 3 : 2)
           gate *= w;
           up *= w;
         }
-        ys[col * 64 + wm * 16 + roff] =
+        ys[col * kYs + wm * 16 + roff] =
             num::round_inter(num::act_gated(a.act, gate, up), a.inter_fp16 != 0);
       } else {
 #pragma unroll
         for (int m = 0; m < 2; ++m) {
           float h = acc[m][i] * alpha;
           if (a.weight_on_input) h *= w;
-          ys[col * 64 + wm * 32 + 16 * m + roff] =
+          ys[col * kYs + wm * 32 + 16 * m + roff] =
               num::round_inter(num::act_relu2(h), a.inter_fp16 != 0);
         }
       }
@@ -482,7 +498,7 @@ __global__ void __launch_bounds__(DecodeCfg::kFc1Threads, kFold ? 3 : 2)
     float amax = 0.f;
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
-      v[q] = col < cnt ? ys[col * 64 + fl + q] : 0.f;
+      v[q] = col < cnt ? ys[col * kYs + fl + q] : 0.f;
       amax = fmt::amax_update(amax, v[q]);
     }
     if (a.aquant != num::kANone) {
