@@ -145,15 +145,18 @@ Plan plan(const Caps& caps) {
   // B12X_GEMM_WGMMA=0 keeps the mma.sync kernel, 1 forces wgmma for any tiled run, 128 / 256
   // force its token tile. Read per plan (tests scope it).
   if (p.regime != Regime::kDecode && dev.cc_major == 9 && dev.cc_minor == 0 &&
-      lin::wgmma_kernel_available(wf, fp16)) {
+      lin::wgmma_kernel_available(wf, fp16, 128)) {
     const int64_t m_eff = caps.expected_m > 0 ? caps.expected_m : M;
     const char* e = std::getenv("B12X_GEMM_WGMMA");
     const int forced = e != nullptr ? std::atoi(e) : -1;
-    const int auto_tok = m_eff >= kWgmmaTok256M ? 256 : 128;
+    int tok = 0;
     if (forced == 128 || forced == 256)
-      p.tiled_wgmma = forced;
+      tok = forced;
     else if (forced == 1 || (forced < 0 && m_eff >= kWgmmaMinM))
-      p.tiled_wgmma = auto_tok;
+      tok = m_eff >= kWgmmaTok256M ? 256 : 128;
+    // FP8 (two accumulator sets per thread) has 128-token CTAs only.
+    if (tok == 256 && !lin::wgmma_kernel_available(wf, fp16, 256)) tok = 128;
+    p.tiled_wgmma = tok;
     if (p.tiled_wgmma > 0) lin::prepare_linear_wgmma(wf, fp16, p.tiled_wgmma);
   }
   // Split-K (weight-streaming regime only).

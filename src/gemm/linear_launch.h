@@ -36,8 +36,9 @@ int tiled_max_active_clusters(int device, WFmt f, bool fp16, int split);
 void launch_linear_tiled(WFmt f, bool fp16, const LinearParams& p, Stream stream);
 /// SM90 wgmma tiled kernel (compute capability 9.0 only): 128 weight rows x `tok` (128 or 256)
 /// tokens per CTA, grid = (ceil(NP/128), ceil(M/tok)); NVFP4, BF16 MXFP4 and MXFP8 (the fold
-/// formats). x must allow 16-byte loads.
-bool wgmma_kernel_available(WFmt f, bool fp16);
+/// formats; 128 / 256 tokens), per-tensor and block FP8 (128 tokens). x must allow 16-byte
+/// loads.
+bool wgmma_kernel_available(WFmt f, bool fp16, int tok);
 /// Host-only setup (dynamic shared memory opt-in); call before capture (plan does).
 void prepare_linear_wgmma(WFmt f, bool fp16, int tok);
 void launch_linear_wgmma(WFmt f, bool fp16, int tok, const LinearParams& p, Stream stream);

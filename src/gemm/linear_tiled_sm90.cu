@@ -30,6 +30,12 @@ WgmmaPick pick_tok(WFmt f, bool fp16) {
       return fp16 ? WgmmaPick{} : wgmma_pick<WFmt::kMxfp4, Bf16Tag, kTok>();
     case WFmt::kFp8Mx:
       return fp16 ? WgmmaPick{} : wgmma_pick<WFmt::kFp8Mx, Bf16Tag, kTok>();
+    case WFmt::kFp8:
+      if constexpr (kTok == 128) return wgmma_pick<WFmt::kFp8, Bf16Tag, kTok>();
+      return {};
+    case WFmt::kFp8Block:
+      if constexpr (kTok == 128) return wgmma_pick<WFmt::kFp8Block, Bf16Tag, kTok>();
+      return {};
     default:
       return {};
   }
@@ -41,8 +47,8 @@ WgmmaPick pick(WFmt f, bool fp16, int tok) {
 
 }  // namespace
 
-bool wgmma_kernel_available(WFmt f, bool fp16) {
-  return wgmma_format_ok(f, fp16);
+bool wgmma_kernel_available(WFmt f, bool fp16, int tok) {
+  return pick(f, fp16, tok).fn != nullptr;
 }
 
 void prepare_linear_wgmma(WFmt f, bool fp16, int tok) {

@@ -552,13 +552,18 @@ TEST(GemmGpu, DecodeSplitReduceKernelAndActivationPrepass) {
 }
 
 /// Formats the SM90 wgmma tiled kernel runs (NVFP4 W4A4 / W4A16, MXFP4 W4A4 / W4A8 / W4A16 with
-/// BF16 MMAs, MXFP8); the others keep the mma.sync tiled kernel under the same override.
+/// BF16 MMAs, MXFP8, per-tensor and block FP8; K must be a multiple of 128 for block FP8); the
+/// others keep the mma.sync tiled kernel under the same override.
 std::vector<Case> wgmma_cases(int64_t M, int64_t N, int64_t K, bool bias, DType out) {
   std::vector<Case> v;
   for (LinearFormat f : {LinearFormat::kNvfp4, LinearFormat::kNvfp4W4A16, LinearFormat::kMxfp4,
-                         LinearFormat::kMxfp4W4A8, LinearFormat::kMxfp4W4A16, LinearFormat::kMxfp8})
+                         LinearFormat::kMxfp4W4A8, LinearFormat::kMxfp4W4A16, LinearFormat::kMxfp8,
+                         LinearFormat::kFp8Tensor, LinearFormat::kFp8Block})
     v.push_back({f, M, N, K, DType::kBF16, out, bias});
   v.push_back({LinearFormat::kNvfp4W4A16, M, N, K, DType::kFP16, out, bias});  // FP16 MMAs
+  Case cq{LinearFormat::kFp8Block, M, N, K, DType::kBF16, out, bias};
+  cq.caller_quant = true;  // e4m3 + fp32 [M, K/128] from the caller
+  v.push_back(cq);
   return v;
 }
 
@@ -702,7 +707,7 @@ TEST(GemmGpuSanitize, SmallShapesAllFormats) {
     run_case(c);
   {
     ScopedEnv e("B12X_GEMM_WGMMA", "1");  // the SM90 wgmma tiled kernel (9.0 only)
-    for (const auto& c : wgmma_cases(40, 136, 320, true, DType::kBF16)) run_case(c);
+    for (const auto& c : wgmma_cases(40, 136, 384, true, DType::kBF16)) run_case(c);
   }
 }
 

@@ -38,13 +38,21 @@ template <WFmt F, class T, int kTokens>
 struct WgmmaCfg {
   static constexpr int kRows = 128;  ///< weight rows per CTA (2 warpgroups x 64)
   static constexpr int kTok = kTokens;
-  static constexpr int kBK = 64;
   static constexpr int kThreads = 256;
   static constexpr bool kFp4 = F == WFmt::kNvfp4 || F == WFmt::kMxfp4;
-  static constexpr int kActBytes = kTok * 128;           // kTok rows x 64 bf16
-  static constexpr int kWTileBytes = kFp4 ? 512 : 1024;  // one 16-row tile x 64 K, packed
+  /// FP8 weights with FP8 activations (per-tensor, block): e4m3 wgmmas on the undecoded packed
+  /// fragments (the e4m3 k32 A fragment), one fp32 promotion per 128-K stage.
+  static constexpr bool kF8 = F == WFmt::kFp8 || F == WFmt::kFp8Block;
+  static constexpr int kBK = kF8 ? 128 : 64;  // K per stage: 128-byte activation rows either way
+  static constexpr int kActBytes = kTok * 128;
+  static constexpr int kWTileBytes = kFp4 ? 512 : (kF8 ? 2048 : 1024);  // 16 rows x kBK, packed
   static constexpr int kWBytes = (kRows / 16) * kWTileBytes;
-  static constexpr int kSBytes = kRows * 4;  // one u32 of block scales per row
+  /// Scale area: one u32 of block scales per row (NVFP4 / E8M0 codes); block FP8: the kTok
+  /// activation scales of the stage's 128-K group, then the weight block scale.
+  static constexpr int kSBytes = kF8 ? (F == WFmt::kFp8Block ? kTok * 4 + 16 : 0) : kRows * 4;
+  /// Stages between a slot's consumption and its refill: the BF16 path keeps one wgmma group in
+  /// flight (wait_group 1), the FP8 path drains each stage before promoting it (wait_group 0).
+  static constexpr int kLag = kF8 ? 1 : 2;
   static constexpr int kStageBytes = (kActBytes + kWBytes + kSBytes + 1023) / 1024 * 1024;
   static constexpr int kSmemLimit = 232448;  // SM90 opt-in maximum per block
   static constexpr int kStaticBytes = 512;   // NVFP4 splat table
@@ -52,8 +60,9 @@ struct WgmmaCfg {
   /// 256 tokens: one CTA per SM, as many stages as fit (up to 6). 128 tokens: 4 stages, so that
   /// two CTAs (<= 128 registers per thread) share an SM and one's epilogue overlaps the other's
   /// main loop.
-  static constexpr int kStages = kTok == 128 ? 4 : (kMaxStages > 6 ? 6 : kMaxStages);
-  static constexpr int kMinBlocks = kTok == 128 ? 2 : 1;
+  /// FP8 (128 tokens: 64 partial + 64 promoted accumulators): one CTA per SM, up to 6 stages.
+  static constexpr int kStages = (kTok == 128 && !kF8) ? 4 : (kMaxStages > 6 ? 6 : kMaxStages);
+  static constexpr int kMinBlocks = (kTok == 128 && !kF8) ? 2 : 1;
   static constexpr int kEpPitch = kRows * 2 + 16;  // bytes per staged output row (token)
   static constexpr int kPipeBytes = kStages * kStageBytes;
   static constexpr int kSmemBytes =
@@ -61,13 +70,16 @@ struct WgmmaCfg {
   static constexpr int kAcc = kTok / 2;  // fp32 accumulators per thread (64 x kTok / 128)
   static_assert(kStages >= 3, "wgmma pipeline needs 3 stages");
   static_assert(kSmemBytes + kStaticBytes <= kSmemLimit, "wgmma kernel exceeds 227 KB");
-  static_assert(F == WFmt::kNvfp4 || ((F == WFmt::kMxfp4 || F == WFmt::kFp8Mx) && !T::kFp16),
-                "wgmma kernel: NVFP4, BF16 MXFP4 and MXFP8 (fold mode) only");
+  static_assert(F == WFmt::kNvfp4 || ((F == WFmt::kMxfp4 || F == WFmt::kFp8Mx) && !T::kFp16) ||
+                    (kF8 && !T::kFp16 && kTok == 128),
+                "wgmma kernel: NVFP4, BF16 MXFP4, MXFP8 (fold mode), FP8 at 128 tokens");
 };
 
 /// True for the (format, MMA dtype) pairs the wgmma kernel implements.
 B12X_HD constexpr bool wgmma_format_ok(WFmt f, bool fp16) {
-  return f == WFmt::kNvfp4 || ((f == WFmt::kMxfp4 || f == WFmt::kFp8Mx) && !fp16);
+  return f == WFmt::kNvfp4 ||
+         ((f == WFmt::kMxfp4 || f == WFmt::kFp8Mx || f == WFmt::kFp8 || f == WFmt::kFp8Block) &&
+          !fp16);
 }
 
 namespace wg {
@@ -197,6 +209,29 @@ __device__ __forceinline__ void wgmma_rs_m64n256k16_f16(float (&d)[128], const u
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));
 }
 
+__device__ __forceinline__ void wgmma_rs_m64n128k32_e4m3(float (&d)[64], const uint32_t (&a)[4],
+                                                         uint64_t desc, int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 "
+      "{"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+      "}, {%64, %65, %66, %67}, %68, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]),
+        "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+        "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+        "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
+        "+f"(d[63])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));
+}
 #endif
 
 /// Shared-memory matrix descriptor of a K-major operand in the 128-byte swizzle mode: rows of 128
@@ -205,6 +240,11 @@ __device__ __forceinline__ uint64_t desc_sw128(uint32_t saddr) {
   return static_cast<uint64_t>((saddr & 0x3FFFFu) >> 4) | (uint64_t{1} << 16) |
          (uint64_t{1024 >> 4} << 32) | (uint64_t{1} << 62);
 }
+
+/// Operand tag of the e4m3 wgmma (k32).
+struct F8Tag {
+  static constexpr bool kFp16 = false;
+};
 
 template <class T, int kN>
 __device__ __forceinline__ void mma(float (&d)[kN / 2], const uint32_t (&a)[4], uint64_t desc,
@@ -218,7 +258,9 @@ __device__ __forceinline__ void mma(float (&d)[kN / 2], const uint32_t (&a)[4], 
     }
   } else {
     static_assert(kN == 128, "wgmma N");
-    if constexpr (T::kFp16) {
+    if constexpr (cuda::std::is_same_v<T, F8Tag>) {
+      wgmma_rs_m64n128k32_e4m3(d, a, desc, scale_d);
+    } else if constexpr (T::kFp16) {
       wgmma_rs_m64n128k16_f16(d, a, desc, scale_d);
     } else {
       wgmma_rs_m64n128k16_bf16(d, a, desc, scale_d);
@@ -297,7 +339,7 @@ __global__ void __launch_bounds__(256, WgmmaCfg<F, T, kTokens>::kMinBlocks)
     if (tid < 128) lut[tid] = nvfp4_scale_splat<T>(static_cast<uint8_t>(tid));
   }
 
-  const int num_k = static_cast<int>(p.KP / C::kBK);
+  const int num_k = static_cast<int>(p.KP / C::kBK);  // KP: a multiple of 256 (FP8) or 512
   const int64_t tile_stride = p.kvec * static_cast<int64_t>(kTr.slots) * 16;
   constexpr int kApv = 16 / kTr.lane_bytes;
 
@@ -321,7 +363,12 @@ __global__ void __launch_bounds__(256, WgmmaCfg<F, T, kTokens>::kMinBlocks)
         wg::cp16(w_addr(s) + ci * 16, valid ? src : p.wvals, valid);
       }
     }
-    if (tid < C::kRows) {
+    if constexpr (F == WFmt::kFp8Block) {
+      // The CTA's 128 rows lie in one 128-row block (n0 is a multiple of 128).
+      if (tid == 0)
+        wg::cp4(s_addr(s) + kTok * 4,
+                reinterpret_cast<const float*>(p.wscale) + (n0 / 128) * p.scale_ld + kb, true);
+    } else if (!C::kF8 && tid < C::kRows) {
       const int64_t row = n0 + tid;
       const bool valid = row < p.NP;
       // NVFP4: the stage's four UE4M3 codes (KP/16 is a multiple of 32, k0/16 of 4); E8M0: the
@@ -333,39 +380,54 @@ __global__ void __launch_bounds__(256, WgmmaCfg<F, T, kTokens>::kMinBlocks)
   };
   auto load_acts = [&](int s, int kb) {
     const int64_t k0 = static_cast<int64_t>(kb) * C::kBK;
-    const uint16_t* x = static_cast<const uint16_t*>(p.x);
+    const uint8_t* x = static_cast<const uint8_t*>(p.x);
+    constexpr int kElem = C::kF8 ? 1 : 2;  // bytes per activation
+    const int64_t ldb = C::kF8 ? p.ldx_bytes : 2 * p.ldx;
     const int c = tid & 7;
-    const bool kvalid = k0 + c * 8 < p.K;
+    const bool kvalid = k0 + c * (16 / kElem) < p.K;
 #pragma unroll
     for (int i = 0; i < kTok / 32; ++i) {
       const int r = (tid >> 3) + 32 * i;
       const bool valid = kvalid && m0 + r < p.M;
-      const uint16_t* src = x + (m0 + r) * p.ldx + k0 + c * 8;
+      const uint8_t* src = x + (m0 + r) * ldb + k0 * kElem + c * 16;
       wg::cp16(act_addr(s) + r * 128 + ((c ^ (r & 7)) << 4), valid ? src : x, valid);
+    }
+    if constexpr (F == WFmt::kFp8Block) {
+      // Activation scales of the stage's group (zero-filled past M / K, where x is zero too).
+      if (tid < kTok) {
+        const int64_t m = m0 + tid;
+        const bool valid = m < p.M && k0 < p.K;
+        const float* src = p.xscale + m * p.xscale_ld + kb;
+        wg::cp4(s_addr(s) + tid * 4, valid ? src : p.xscale, valid);
+      }
     }
   };
 
   float acc[C::kAcc];
 #pragma unroll
   for (int i = 0; i < C::kAcc; ++i) acc[i] = 0.f;
+  // FP8: the stage's partial sums (the FP8 MMA accumulator keeps ~13 mantissa bits on SM90).
+  float part[C::kF8 ? C::kAcc : 1];
 
-    // Prologue: stages 0..kStages-3 (the weights first, then the wait for the activations).
+  // Prologue: stages 0..kStages-1-kLag (the weights first, then the wait for the activations).
+  constexpr int kAhead = kStages - C::kLag;  // stages in flight ahead of the consumed one
 #pragma unroll
-  for (int s = 0; s < kStages - 2; ++s)
+  for (int s = 0; s < kAhead; ++s)
     if (s < num_k) load_weights(s, s);
   griddep_wait();
 #pragma unroll
-  for (int s = 0; s < kStages - 2; ++s) {
+  for (int s = 0; s < kAhead; ++s) {
     if (s < num_k) load_acts(s, s);
     wg::cp_commit();
   }
   __syncthreads();  // lut
 
   for (int kb = 0; kb < num_k; ++kb) {
-    wg::cp_wait<kStages - 3>();
+    wg::cp_wait<kAhead - 1>();
     __syncthreads();
     {
-      const int nk = kb + kStages - 2;  // its slot held stage kb-2, whose wgmmas completed
+      // Its slot held stage kb-kLag, whose wgmmas every warpgroup waited for before the barrier.
+      const int nk = kb + kAhead;
       if (nk < num_k) {
         load_weights(nk % kStages, nk);
         load_acts(nk % kStages, nk);
@@ -378,8 +440,19 @@ __global__ void __launch_bounds__(256, WgmmaCfg<F, T, kTokens>::kMinBlocks)
     const uint8_t* wsg = sgen + s * C::kStageBytes + C::kActBytes + warp * C::kWTileBytes;
     const uint32_t* ssg =
         reinterpret_cast<const uint32_t*>(sgen + s * C::kStageBytes + C::kActBytes + C::kWBytes);
-    const uint32_t s_lo = ssg[warp * 16 + g], s_hi = ssg[warp * 16 + g + 8];
-    if constexpr (C::kFp4) {
+    const uint32_t s_lo = C::kF8 ? 0u : ssg[warp * 16 + g];
+    const uint32_t s_hi = C::kF8 ? 0u : ssg[warp * 16 + g + 8];
+    if constexpr (C::kF8) {
+      // The packed e4m3 k32 fragments are wgmma's register A operand as they are.
+#pragma unroll
+      for (int at = 0; at < 4; ++at) {
+        const uint4 rv = *reinterpret_cast<const uint4*>(wsg + at * 512 + lane * 16);
+        af[at][0] = rv.x;
+        af[at][1] = rv.y;
+        af[at][2] = rv.z;
+        af[at][3] = rv.w;
+      }
+    } else if constexpr (C::kFp4) {
       const uint4 rv = *reinterpret_cast<const uint4*>(wsg + lane * 16);
       const uint32_t words[4] = {rv.x, rv.y, rv.z, rv.w};  // (atom 0: step 0, 1), (atom 1: ...)
 #pragma unroll
@@ -426,13 +499,40 @@ __global__ void __launch_bounds__(256, WgmmaCfg<F, T, kTokens>::kMinBlocks)
       }
     }
     const uint64_t desc = wg::desc_sw128(act_addr(s));
-    wg::fence_acc(acc);
-    wg::fence();
+    if constexpr (C::kF8) {
+      wg::fence_acc(part);
+      wg::fence();
 #pragma unroll
-    for (int ks = 0; ks < 4; ++ks) wg::mma<T, kTok>(acc, af[ks], desc + 2 * ks, 1);
-    wg::commit();
-    wg::wait<1>();
-    wg::fence_acc(acc);
+      for (int ks = 0; ks < 4; ++ks) wg::mma<wg::F8Tag, kTok>(part, af[ks], desc + 2 * ks, ks);
+      wg::commit();
+      wg::wait<0>();
+      wg::fence_acc(part);
+      if constexpr (F == WFmt::kFp8Block) {
+        const float* xs = reinterpret_cast<const float*>(ssg);
+        const float ws = xs[kTok];
+#pragma unroll
+        for (int j = 0; j < kTok / 8; ++j) {
+          const float2 x2 = *reinterpret_cast<const float2*>(xs + 8 * j + 2 * t);
+          const float s0 = x2.x * ws, s1 = x2.y * ws;
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            acc[4 * j + 2 * h] = fmaf(part[4 * j + 2 * h], s0, acc[4 * j + 2 * h]);
+            acc[4 * j + 2 * h + 1] = fmaf(part[4 * j + 2 * h + 1], s1, acc[4 * j + 2 * h + 1]);
+          }
+        }
+      } else {
+#pragma unroll
+        for (int i = 0; i < C::kAcc; ++i) acc[i] += part[i];
+      }
+    } else {
+      wg::fence_acc(acc);
+      wg::fence();
+#pragma unroll
+      for (int ks = 0; ks < 4; ++ks) wg::mma<T, kTok>(acc, af[ks], desc + 2 * ks, 1);
+      wg::commit();
+      wg::wait<1>();
+      wg::fence_acc(acc);
+    }
   }
   wg::wait<0>();
   wg::fence_acc(acc);
