@@ -293,6 +293,12 @@ __device__ __forceinline__ void fence_acc(float (&d)[N]) {
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
+__device__ __forceinline__ void fence_proxy_async() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
+}
+
 __device__ __forceinline__ void cp16(uint32_t saddr, const void* gmem, bool valid) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(saddr), "l"(gmem),
                "r"(valid ? 16 : 0));
@@ -424,6 +430,9 @@ __global__ void __launch_bounds__(256, WgmmaCfg<F, T, kTokens>::kMinBlocks)
 
   for (int kb = 0; kb < num_k; ++kb) {
     wg::cp_wait<kAhead - 1>();
+    // The stage was written through the generic proxy (cp.async); wgmma reads it through the
+    // async proxy.
+    wg::fence_proxy_async();
     __syncthreads();
     {
       // Its slot held stage kb-kLag, whose wgmmas every warpgroup waited for before the barrier.
