@@ -265,6 +265,16 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
     }
   }
   plan.partial_rows = rows;
+  // Decode/verify (uniform q_len: the grid maps to (request, row tile) arithmetically) merge
+  // their splits in the main kernel: the last CTA of each (row tile, KV head) folds the partials
+  // (no merge launch; run() zeroes the tickets). B12X_ATTN_FUSED_MERGE=0: the merge kernel.
+  const char* fm_env = std::getenv("B12X_ATTN_FUSED_MERGE");
+  plan.fused_merge = q_len > 0 && rows > 0 && !(fm_env != nullptr && std::string(fm_env) == "0");
+  // Tickets: at most B * ceil(q_len * group / tile_rows) <= T * group / tile_rows + B row tiles.
+  const int64_t max_row_tiles =
+      plan.fused_merge
+          ? ceil_div(int64_t(caps.max_total_q) * group, plan.tile_rows) + caps.max_batch
+          : 0;
 
   int64_t off = 0;
   plan.off_tiles = off;
@@ -275,6 +285,8 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   off = align_up(off + rows * caps.num_q_heads * 4, kAlign);
   plan.off_lse = off;
   off = align_up(off + int64_t(caps.num_q_heads) * caps.max_total_q * 4, kAlign);
+  plan.off_merge_ctr = off;
+  off = align_up(off + max_row_tiles * caps.num_kv_heads * 4, kAlign);
   plan.scratch_bytes = off;
   if (log_level() >= 1)
     log_message(1, "attention.plan_paged: " + plan.kernel + " mode=" + mode_name(caps.mode) +
@@ -286,7 +298,8 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
       plan.split_limit > 1 && (q_len == 0 || plan.auto_splits(caps.max_batch, q_len) > 1);
   b12x::detail::resolve_kernels(
       kPlanOp, caps.device,
-      "attention." + plan.kernel + " mode=" + mode_name(caps.mode) + (splits ? " split_merge" : ""),
+      "attention." + plan.kernel + " mode=" + mode_name(caps.mode) +
+          (splits ? (plan.fused_merge ? " split_merge_fused" : " split_merge") : ""),
       "Hq=" + std::to_string(caps.num_q_heads) + " Hkv=" + std::to_string(caps.num_kv_heads) +
           " D=" + std::to_string(caps.head_dim_qk) + "/" + std::to_string(caps.head_dim_vo) +
           " page=" + std::to_string(caps.page_size) + " max_batch=" +
@@ -484,12 +497,20 @@ void run_paged(const PagedBinding& b, Stream stream) {
     detail::launch_paged_schedule(p, s, pdl);
     B12X_CUDA_CHECK_LAUNCH();
   }
+  // Fused merge: the tickets of the live (row tile, KV head) pairs start at zero every launch
+  // (a memset node when captured: capture-safe, no allocation).
+  const bool fused = b.num_splits > 1 && plan.fused_merge && p.tiles_per_req > 0;
+  if (fused) {
+    p.merge_ctr = reinterpret_cast<int32_t*>(b.scratch + plan.off_merge_ctr);
+    B12X_CUDA_CHECK(cudaMemsetAsync(p.merge_ctr, 0,
+                                    size_t(b.num_row_tiles) * c.num_kv_heads * sizeof(int32_t), s));
+  }
   const dim3 grid = plan.heads_inner
                         ? dim3(unsigned(int64_t(b.num_row_tiles) * c.num_kv_heads), 1, b.num_splits)
                         : dim3(b.num_row_tiles, c.num_kv_heads, b.num_splits);
   k->launch(p, grid, s, pdl);
   B12X_CUDA_CHECK_LAUNCH();
-  if (b.num_splits > 1) {
+  if (b.num_splits > 1 && !fused) {
     const int64_t rows = int64_t(b.total_q) * c.num_q_heads;
     k->launch_merge(p, dim3(static_cast<unsigned>(rows)), s, pdl);  // one CTA per (token, head)
     B12X_CUDA_CHECK_LAUNCH();

@@ -20,6 +20,8 @@ struct PagedParams {
   float* part_o;           // [num_splits][T][Hq][Dv] fp32 (split partials, normalised)
   float* part_lse;         // [num_splits][T][Hq] fp32 base 2
   int32_t* tile_start;     // [B+1] row-tile prefix (extend), written by the scheduler kernel
+  int32_t* merge_ctr;      // non-null: fused split merge, one ticket per (row tile, KV head),
+                           // zeroed before the launch (decode/verify only)
   int64_t q_st, q_sh;
   int64_t o_st, o_sh;
   int64_t k_sp, k_st, k_sh;

@@ -534,18 +534,27 @@ TEST(AttentionGpuDecode, Fp16MmaQueryRange) {
   }
 }
 
+// Forced split counts, with the splits merged in the main kernel (the default for decode: the
+// last CTA of each row tile and KV head merges) and by the merge kernel
+// (B12X_ATTN_FUSED_MERGE=0).
 TEST(AttentionGpuDecode, SplitCountsAgree) {
   B12X_REQUIRE_GPU();
-  for (int splits : {1, 2, 7, 64}) {
-    Spec s;
-    s.hq = 32;
-    s.hkv = 8;
-    s.prefix = {4000, 63, 1, 2500};
-    s.qlens.assign(4, 1);
-    s.num_splits = splits;
-    s.max_splits = 64;
-    s.sinks = splits == 7;
-    run_case(s, "split=" + std::to_string(splits));
+  for (const char* fused : {"1", "0"}) {
+    setenv("B12X_ATTN_FUSED_MERGE", fused, 1);
+    for (int splits : {1, 2, 7, 64}) {
+      Spec s;
+      s.hq = 32;
+      s.hkv = 8;
+      s.prefix = {4000, 63, 1, 2500};
+      s.qlens.assign(4, 1);
+      s.num_splits = splits;
+      s.max_splits = 64;
+      s.sinks = splits == 7;
+      s.kv = splits == 2 ? DType::kFP8E4M3 : DType::kBF16;
+      s.per_head_scale = true;
+      run_case(s, "split=" + std::to_string(splits) + " fused=" + fused);
+    }
+    unsetenv("B12X_ATTN_FUSED_MERGE");
   }
 }
 
@@ -668,6 +677,8 @@ TEST(AttentionGpuVerify, UniformQueryLength) {
       s.prefix = {10, 600, 2100};
       s.window = i == 2 ? 100 : -1;
       s.sinks = i == 3;
+      // forced splits (merged in the main kernel; qlen 7 x group 8 runs the extend tile)
+      s.num_splits = s.max_splits = i >= 4 ? 3 : 0;
       ++i;
       run_case(s, "verify");
     }
@@ -898,6 +909,26 @@ TEST(AttentionGpuSanitize, DecodeSplitFp8) {
   s.max_splits = 3;
   s.sinks = true;
   run_case(s, "sanitize decode");
+}
+
+TEST(AttentionGpuSanitize, DecodeFp16MmaTiles) {
+  B12X_REQUIRE_GPU();
+  for (const char* tile : {"hcvt", "hbits"}) {
+    setenv("B12X_ATTN_DECODE_TILE", tile, 1);
+    Spec s;
+    s.kv = DType::kFP8E4M3;
+    s.hq = 8;
+    s.hkv = 2;
+    s.page = 16;
+    s.qlens = {1, 1, 1};
+    s.prefix = {0, 17, 600};
+    s.num_splits = 3;
+    s.max_splits = 3;
+    s.q_exp_spread = 18;
+    s.softmax_scale = 1.f / 16384;
+    run_case(s, std::string("sanitize decode tile=") + tile);
+    unsetenv("B12X_ATTN_DECODE_TILE");
+  }
 }
 
 TEST(AttentionGpuSanitize, ExtendWindow) {

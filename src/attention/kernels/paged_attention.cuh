@@ -347,6 +347,63 @@ __device__ __forceinline__ float load_scale(const float* s, int64_t sb, int64_t 
   return s ? s[b * sb + h * sh] : 1.f;
 }
 
+// ---------------------------------------------------------------- split merge ----------------
+/// One warp folds the `ns` (<= 64) normalised partials of row (tok, h) with their base-2 LSEs
+/// and the sink, writes the output row and its LSE. Lane = float4 column; eight splits' loads in
+/// flight per lane (L2 latency, not bandwidth, bounds a merge).
+template <typename T, int kDv>
+__device__ __forceinline__ void merge_row_warp(const PagedParams& p, int tok, int h, int ns,
+                                               int lane) {
+  const int64_t row = (int64_t)tok * p.num_q_heads + h;
+  const int64_t ss = (int64_t)p.total_q * p.num_q_heads;  // split stride (rows)
+  const float l0 = lane < ns ? __ldcg(p.part_lse + lane * ss + row) : -INFINITY;
+  const float l1 = lane + 32 < ns ? __ldcg(p.part_lse + (lane + 32) * ss + row) : -INFINITY;
+  float mm = fmaxf(l0, l1);
+#pragma unroll
+  for (int d = 16; d > 0; d >>= 1) mm = fmaxf(mm, __shfl_xor_sync(0xffffffffu, mm, d));
+  const float sink = p.sinks != nullptr ? p.sinks[h] * kLog2e : -INFINITY;
+  mm = fmaxf(mm, sink);
+  const float m_use = mm == -INFINITY ? 0.f : mm;
+  const float w0 = exp2f(l0 - m_use), w1 = exp2f(l1 - m_use);
+  float wsum = w0 + w1;
+#pragma unroll
+  for (int d = 16; d > 0; d >>= 1) wsum += __shfl_xor_sync(0xffffffffu, wsum, d);
+  if (p.sinks != nullptr) wsum += exp2f(sink - m_use);
+  const float inv = wsum > 0.f ? 1.f / wsum : 0.f;
+  T* out = static_cast<T*>(p.out) + (int64_t)tok * p.o_st + (int64_t)h * p.o_sh;
+#pragma unroll
+  for (int c0 = 0; c0 < kDv / 4; c0 += 32) {
+    const int c = c0 + lane;
+    const bool ok = c < kDv / 4;
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int s0 = 0; s0 < ns; s0 += 8) {
+      float4 v[8];
+      float ws[8];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const int sidx = s0 + j;  // < 64; weights past ns are 0
+        ws[j] = __shfl_sync(0xffffffffu, sidx < 32 ? w0 : w1, sidx & 31);
+        v[j] = ok && sidx < ns ? __ldcg(reinterpret_cast<const float4*>(
+                                     p.part_o + (sidx * ss + row) * kDv + c * 4))
+                               : make_float4(0.f, 0.f, 0.f, 0.f);
+      }
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        acc.x += ws[j] * v[j].x;
+        acc.y += ws[j] * v[j].y;
+        acc.z += ws[j] * v[j].z;
+        acc.w += ws[j] * v[j].w;
+      }
+    }
+    if (ok)
+      *reinterpret_cast<uint2*>(out + c * 4) =
+          make_uint2(pack2<T>(acc.x * inv, acc.y * inv), pack2<T>(acc.z * inv, acc.w * inv));
+  }
+  if (p.lse != nullptr && lane == 0)
+    p.lse[(int64_t)tok * p.lse_st + (int64_t)h * p.lse_sh] =
+        wsum > 0.f ? mm + log2f(wsum) : -INFINITY;
+}
+
 // ---------------------------------------------------------------- main kernel ----------------
 template <typename T, typename Cfg>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
@@ -1026,9 +1083,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
         for (int e = 0; e < 4; ++e) my[(db * 4 + e) * 32 + lane] = o[0][db][e];
     }
     __syncthreads();
-    if (wn > 0) return;
+    // Warps wn > 0 are done unless the CTA may merge the splits afterwards (all warps do).
+    if (wn > 0 && !(p.merge_ctr != nullptr && range.ns > 1)) return;
 #pragma unroll
-    for (int x = 1; x < kWN; ++x) {
+    for (int x = 1; x < kWN && wn == 0; ++x) {
       const float* other = sm_o + ((x * kWM + wm) * (kDv / 8) * 4) * 32;
 #pragma unroll
       for (int db = 0; db < kDv / 8; ++db)
@@ -1040,77 +1098,99 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   // ---- epilogue: final output (single split) or normalised partial + LSE ----
   const float vdesc = load_scale(p.v_descale, p.vd_sb, p.vd_sh, w.b, kvh);
   const bool final_out = range.ns == 1;
+  if (kWN == 1 || wn == 0) {
 #pragma unroll
-  for (int mb = 0; mb < kMB; ++mb)
+    for (int mb = 0; mb < kMB; ++mb)
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const int pr = rows0 + wrow0 + mb * 16 + g + 8 * r;
+      for (int r = 0; r < 2; ++r) {
+        const int pr = rows0 + wrow0 + mb * 16 + g + 8 * r;
+        const int qi = pr / p.group;
+        if (qi >= w.qlen) continue;
+        const int h = kvh * p.group + (pr - qi * p.group);
+        const int tok = w.q0 + qi;
+        float mm = m_run[mb][r], ll = l_run[mb][r];
+        float rescale = 1.f;
+        if (final_out && p.sinks != nullptr) {
+          const float sl2 = p.sinks[h] * kLog2e;
+          const float mn = fmaxf(mm, sl2);
+          rescale = fast_exp2(mm - mn);  // 0 when there was no key
+          ll = ll * rescale + fast_exp2(sl2 - mn);
+          mm = mn;
+        }
+        // hbits' V fragments carry 2^-8 (see e4m3_hi_bytes_to_f16x2_scaled)
+        constexpr float kVScale = (Cfg::kF16Mma && !Cfg::kHwCvt) ? 256.f : 1.f;
+        const float factor = ll > 0.f ? rescale * vdesc * kVScale / ll : 0.f;
+        const float lse = ll > 0.f ? mm + __log2f(ll) : -INFINITY;
+        if (Cfg::kDirectV && final_out) {
+          // permuted dims: this lane holds dims 32 q + 8 t .. +7 of each 32-dim group q (one
+          // 16-byte store): dim 32q+8t+i is o[4q+i][2r], dim 32q+8t+4+i is o[4q+i][2r+1]
+          T* out = static_cast<T*>(p.out) + (int64_t)tok * p.o_st + (int64_t)h * p.o_sh;
+#pragma unroll
+          for (int q = 0; q < kDv / 32; ++q) {
+            const float(&x0)[4] = o[mb][4 * q];
+            const float(&x1)[4] = o[mb][4 * q + 1];
+            const float(&x2)[4] = o[mb][4 * q + 2];
+            const float(&x3)[4] = o[mb][4 * q + 3];
+            *reinterpret_cast<uint4*>(out + 32 * q + 8 * t4) =
+                make_uint4(pack2<T>(x0[2 * r] * factor, x1[2 * r] * factor),
+                           pack2<T>(x2[2 * r] * factor, x3[2 * r] * factor),
+                           pack2<T>(x0[2 * r + 1] * factor, x1[2 * r + 1] * factor),
+                           pack2<T>(x2[2 * r + 1] * factor, x3[2 * r + 1] * factor));
+          }
+          if (p.lse != nullptr && t4 == 0)
+            p.lse[(int64_t)tok * p.lse_st + (int64_t)h * p.lse_sh] = lse;
+        } else if (Cfg::kDirectV) {
+          const int64_t row = ((int64_t)split * p.total_q + tok) * p.num_q_heads + h;
+          float* po = p.part_o + row * kDv;
+#pragma unroll
+          for (int q = 0; q < kDv / 32; ++q) {
+            *reinterpret_cast<float4*>(po + 32 * q + 8 * t4) =
+                make_float4(o[mb][4 * q][2 * r] * factor, o[mb][4 * q + 1][2 * r] * factor,
+                            o[mb][4 * q + 2][2 * r] * factor, o[mb][4 * q + 3][2 * r] * factor);
+            *reinterpret_cast<float4*>(po + 32 * q + 8 * t4 + 4) = make_float4(
+                o[mb][4 * q][2 * r + 1] * factor, o[mb][4 * q + 1][2 * r + 1] * factor,
+                o[mb][4 * q + 2][2 * r + 1] * factor, o[mb][4 * q + 3][2 * r + 1] * factor);
+          }
+          if (t4 == 0) p.part_lse[row] = lse;
+        } else if (final_out) {
+          T* out = static_cast<T*>(p.out) + (int64_t)tok * p.o_st + (int64_t)h * p.o_sh;
+#pragma unroll
+          for (int db = 0; db < kDv / 8; ++db)
+            *reinterpret_cast<uint32_t*>(out + db * 8 + 2 * t4) =
+                pack2<T>(o[mb][db][2 * r] * factor, o[mb][db][2 * r + 1] * factor);
+          if (p.lse != nullptr && t4 == 0)
+            p.lse[(int64_t)tok * p.lse_st + (int64_t)h * p.lse_sh] = lse;
+        } else {
+          const int64_t row = ((int64_t)split * p.total_q + tok) * p.num_q_heads + h;
+          float* po = p.part_o + row * kDv;
+#pragma unroll
+          for (int db = 0; db < kDv / 8; ++db)
+            *reinterpret_cast<float2*>(po + db * 8 + 2 * t4) =
+                make_float2(o[mb][db][2 * r] * factor, o[mb][db][2 * r + 1] * factor);
+          if (t4 == 0) p.part_lse[row] = lse;
+        }
+      }
+  }
+
+  // ---- fused split merge (decode/verify): the last CTA of the tile's splits merges ----
+  // Each CTA publishes its partials (fence, then one ticket per CTA); the CTA that draws the
+  // last ticket sees every other CTA's partials in L2 (read with ld.global.cg: L1 is not
+  // coherent). run() zeroes the tickets before every launch (a memset node in a graph).
+  if (p.merge_ctr != nullptr && range.ns > 1) {  // CTA-uniform
+    __shared__ int s_ticket;
+    __threadfence();
+    __syncthreads();
+    if (tid == 0) s_ticket = atomicAdd(p.merge_ctr + (int64_t)tile_x * p.num_kv_heads + kvh, 1);
+    __syncthreads();
+    if (s_ticket != range.ns - 1) return;
+    __threadfence();
+    for (int i = warp; i < kBM; i += kThreads / 32) {  // one warp per packed row
+      const int pr = rows0 + i;
       const int qi = pr / p.group;
-      if (qi >= w.qlen) continue;
-      const int h = kvh * p.group + (pr - qi * p.group);
-      const int tok = w.q0 + qi;
-      float mm = m_run[mb][r], ll = l_run[mb][r];
-      float rescale = 1.f;
-      if (final_out && p.sinks != nullptr) {
-        const float sl2 = p.sinks[h] * kLog2e;
-        const float mn = fmaxf(mm, sl2);
-        rescale = fast_exp2(mm - mn);  // 0 when there was no key
-        ll = ll * rescale + fast_exp2(sl2 - mn);
-        mm = mn;
-      }
-      // hbits' V fragments carry 2^-8 (see e4m3_hi_bytes_to_f16x2_scaled)
-      constexpr float kVScale = (Cfg::kF16Mma && !Cfg::kHwCvt) ? 256.f : 1.f;
-      const float factor = ll > 0.f ? rescale * vdesc * kVScale / ll : 0.f;
-      const float lse = ll > 0.f ? mm + __log2f(ll) : -INFINITY;
-      if (Cfg::kDirectV && final_out) {
-        // permuted dims: this lane holds dims 32 q + 8 t .. +7 of each 32-dim group q (one
-        // 16-byte store): dim 32q+8t+i is o[4q+i][2r], dim 32q+8t+4+i is o[4q+i][2r+1]
-        T* out = static_cast<T*>(p.out) + (int64_t)tok * p.o_st + (int64_t)h * p.o_sh;
-#pragma unroll
-        for (int q = 0; q < kDv / 32; ++q) {
-          const float(&x0)[4] = o[mb][4 * q];
-          const float(&x1)[4] = o[mb][4 * q + 1];
-          const float(&x2)[4] = o[mb][4 * q + 2];
-          const float(&x3)[4] = o[mb][4 * q + 3];
-          *reinterpret_cast<uint4*>(out + 32 * q + 8 * t4) =
-              make_uint4(pack2<T>(x0[2 * r] * factor, x1[2 * r] * factor),
-                         pack2<T>(x2[2 * r] * factor, x3[2 * r] * factor),
-                         pack2<T>(x0[2 * r + 1] * factor, x1[2 * r + 1] * factor),
-                         pack2<T>(x2[2 * r + 1] * factor, x3[2 * r + 1] * factor));
-        }
-        if (p.lse != nullptr && t4 == 0)
-          p.lse[(int64_t)tok * p.lse_st + (int64_t)h * p.lse_sh] = lse;
-      } else if (Cfg::kDirectV) {
-        const int64_t row = ((int64_t)split * p.total_q + tok) * p.num_q_heads + h;
-        float* po = p.part_o + row * kDv;
-#pragma unroll
-        for (int q = 0; q < kDv / 32; ++q) {
-          *reinterpret_cast<float4*>(po + 32 * q + 8 * t4) =
-              make_float4(o[mb][4 * q][2 * r] * factor, o[mb][4 * q + 1][2 * r] * factor,
-                          o[mb][4 * q + 2][2 * r] * factor, o[mb][4 * q + 3][2 * r] * factor);
-          *reinterpret_cast<float4*>(po + 32 * q + 8 * t4 + 4) = make_float4(
-              o[mb][4 * q][2 * r + 1] * factor, o[mb][4 * q + 1][2 * r + 1] * factor,
-              o[mb][4 * q + 2][2 * r + 1] * factor, o[mb][4 * q + 3][2 * r + 1] * factor);
-        }
-        if (t4 == 0) p.part_lse[row] = lse;
-      } else if (final_out) {
-        T* out = static_cast<T*>(p.out) + (int64_t)tok * p.o_st + (int64_t)h * p.o_sh;
-#pragma unroll
-        for (int db = 0; db < kDv / 8; ++db)
-          *reinterpret_cast<uint32_t*>(out + db * 8 + 2 * t4) =
-              pack2<T>(o[mb][db][2 * r] * factor, o[mb][db][2 * r + 1] * factor);
-        if (p.lse != nullptr && t4 == 0)
-          p.lse[(int64_t)tok * p.lse_st + (int64_t)h * p.lse_sh] = lse;
-      } else {
-        const int64_t row = ((int64_t)split * p.total_q + tok) * p.num_q_heads + h;
-        float* po = p.part_o + row * kDv;
-#pragma unroll
-        for (int db = 0; db < kDv / 8; ++db)
-          *reinterpret_cast<float2*>(po + db * 8 + 2 * t4) =
-              make_float2(o[mb][db][2 * r] * factor, o[mb][db][2 * r + 1] * factor);
-        if (t4 == 0) p.part_lse[row] = lse;
-      }
+      if (qi >= w.qlen) break;  // rows are in token order
+      merge_row_warp<T, kDv>(p, w.q0 + qi, kvh * p.group + (pr - qi * p.group), range.ns, lane);
     }
+  }
 }
 
 // ---------------------------------------------------------------- merge ----------------------
