@@ -439,49 +439,51 @@ __global__ void __launch_bounds__(DecodeCfg::kFc1Threads, kFold ? 3 : 2)
   cp_async_wait<0>();
   __syncthreads();  // the rings are free: reuse them for the split-K partials and the epilogue
 
-  // ---- split-K reduction (fixed order: K warp 1, 2, ... into K warp 0) --------------------
-  float* red = reinterpret_cast<float*>(smem);  // [(wk - 1) * kWM + wm][m * 4 + i][lane]
-  static_assert((kWK - 1) * kWM * 8 * 32 * 4 <= 8192, "partials fit below ys");
-  if (wk > 0) {
+  // ---- split-K reduction and activation into ys[token][feature] ---------------------------
+  // Every warp parks its partials; then each thread sums one output (gated: a (gate, up) pair)
+  // over the K warps in fixed order 0, 1, ... (the same sum as accumulating into K warp 0), so
+  // the tail is ~kWK loads per thread instead of one warp summing all partials serially.
+  float* red = reinterpret_cast<float*>(smem);  // [wk * kWM + wm][m * 4 + i][lane]
+  static_assert(kWK * kWM * 8 * 32 * 4 <= 8192, "partials fit below ys");
 #pragma unroll
-    for (int m = 0; m < 2; ++m)
+  for (int m = 0; m < 2; ++m)
 #pragma unroll
-      for (int i = 0; i < 4; ++i)
-        red[(((wk - 1) * kWM + wm) * 8 + m * 4 + i) * 32 + lane] = acc[m][i];
-  }
+    for (int i = 0; i < 4; ++i) red[((wk * kWM + wm) * 8 + m * 4 + i) * 32 + lane] = acc[m][i];
   __syncthreads();
-  // ---- activation (fp32 -> intermediate dtype) into ys[token][feature] ---------------------
   constexpr int kYs = 32 * kWM;  // features per token row of ys (gated: 16 * kWM used)
   float* ys = reinterpret_cast<float*>(smem + 8192);  // [8][kYs]
-  if (wk == 0) {
-    for (int w2 = 1; w2 < kWK; ++w2)
-#pragma unroll
-      for (int m = 0; m < 2; ++m)
-#pragma unroll
-        for (int i = 0; i < 4; ++i)
-          acc[m][i] += red[(((w2 - 1) * kWM + wm) * 8 + m * 4 + i) * 32 + lane];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int col = 2 * t + (i & 1);
+  {
+    // Item q: (wm, [m,] i, lane) of the accumulator fragments; gated items pair m = 0 / 1.
+    const int per_wm = a.gated ? 128 : 256;
+    for (int q = tid; q < kWM * per_wm; q += C::kFc1Threads) {
+      const int qw = q / per_wm, r = q % per_wm;
+      const int qm = a.gated ? 0 : r / 128, qi = (r / 32) % 4, ql = r % 32;
+      const int col = 2 * (ql & 3) + (qi & 1);
       if (col >= cnt) continue;
+      const int roff = (ql >> 2) + 8 * (qi >> 1);
+      auto sum = [&](int m) {
+        float v = 0.f;
+#pragma unroll
+        for (int w2 = 0; w2 < kWK; ++w2) {
+          const float p = red[((w2 * kWM + qw) * 8 + m * 4 + qi) * 32 + ql];
+          v = w2 == 0 ? p : v + p;
+        }
+        return v * alpha;
+      };
       const float w = a.weight_on_input ? a.topk_weights[s_sr[slot0 + col]] : 1.f;
-      const int roff = g + 8 * (i >> 1);
       if (a.gated) {
-        float gate = acc[0][i] * alpha, up = acc[1][i] * alpha;
+        float gate = sum(0), up = sum(1);
         if (a.weight_on_input) {
           gate *= w;
           up *= w;
         }
-        ys[col * kYs + wm * 16 + roff] =
+        ys[col * kYs + qw * 16 + roff] =
             num::round_inter(num::act_gated(a.act, gate, up), a.inter_fp16 != 0);
       } else {
-#pragma unroll
-        for (int m = 0; m < 2; ++m) {
-          float h = acc[m][i] * alpha;
-          if (a.weight_on_input) h *= w;
-          ys[col * kYs + wm * 32 + 16 * m + roff] =
-              num::round_inter(num::act_relu2(h), a.inter_fp16 != 0);
-        }
+        float h = sum(qm);
+        if (a.weight_on_input) h *= w;
+        ys[col * kYs + qw * 32 + 16 * qm + roff] =
+            num::round_inter(num::act_relu2(h), a.inter_fp16 != 0);
       }
     }
   }
