@@ -8,8 +8,9 @@
 // K inside a 128-value chunk ("mapping B"): MMA step j (0..7) covers values 16j..16j+15, lane
 // quad t holds 16j+4t+{0,1,2,3} as its logical {2t,2t+1,8+2t,9+2t}. Packed FP4 rows are stored
 // as 64-byte chunks in which quad t owns bytes 16t..16t+15: word w (4 bytes) holds steps 2w and
-// 2w+1 with nibbles [v0(2w), v2(2w), v0(2w+1), v2(2w+1), v1(2w), v3(2w), v1(2w+1), v3(2w+1)]
-// (v_q(j) = value 16j+4t+q), so nibble p and p+4 form one 16-bit pair of an MMA A register.
+// 2w+1 as four MMA A-register pairs P = 2 * (j - 2w) + q / 2 (v_q(j) = value 16j+4t+q; the low
+// 16-bit half holds q even, the high half q odd). Inside each 16-bit half the codes are not
+// nibbles: the bits are placed so that the BF16 decode needs few shifts (fp4_place below).
 #pragma once
 
 #include <cstdint>
@@ -29,28 +30,58 @@ B12X_HD int prep_row_source(bool gated, bool w13, int64_t features, int64_t src_
   return static_cast<int>(up ? features + f : f);
 }
 
-/// Physical K of nibble i (0..7) of word w (0..3) of quad t in FP4 chunk c.
+/// Physical K of value slot i (0..7) of word w (0..3) of quad t in FP4 chunk c: slot i is pair
+/// P = i & 3, half i >> 2 (fp4_place).
 B12X_HD int64_t fp4_word_k(int64_t c, int t, int w, int i) {
   const int j = 2 * w + ((i >> 1) & 1);
   const int q = ((i & 1) << 1) | (i >> 2);  // i: 0->0, 1->2, 2->0, 3->2, 4->1, 5->3, 6->1, 7->3
   return 128 * c + 16 * j + 4 * t + q;
 }
 
-/// Nibbles p and p+4 of x as a BF16 pair scaled by 2^-126: the 3 magnitude bits go to bits
-/// 8..6 (exponent low bits + mantissa top bit; code 1 = 0.5 becomes a BF16 subnormal), the sign
-/// to bit 15. Multiplying by 2^126 yields the E2M1 values exactly.
+// Bit placement of an E2M1 code inside its 16-bit half of a prepared word. The BF16 decode of a
+// pair wants the 3 magnitude bits at bits 8..6 (exponent low bits + mantissa top bit: code 1 =
+// 0.5 becomes a BF16 subnormal, the value is scaled by 2^-126) and the sign at bit 15. Four
+// (magnitude, sign) groups cannot all be translates of {8..6, 15} in 16 bits, so the layout mixes
+// (magnitude at, sign at): P0 (6, 15): in place, one AND; P1 (0, 9): one shift; P2 (3, 10) and
+// P3 (11, 14): magnitude and sign shifted separately. 11 operations per word for the 4 pairs
+// instead of 16 with plain nibbles (a shift and a mask each for magnitude and sign).
+// (Packed into integer constants: device code may not index a host array at run time.)
+B12X_HD constexpr int fp4_mag_pos(int p) {
+  return (0x0B030006 >> (8 * p)) & 0xFF;  // {6, 0, 3, 11}
+}
+B12X_HD constexpr int fp4_sign_pos(int p) {
+  return (0x0E0A090F >> (8 * p)) & 0xFF;  // {15, 9, 10, 14}
+}
+
+/// Bits of E2M1 `code` (4 bits) in value slot i (pair i & 3, half i >> 2) of a prepared word.
+B12X_HD uint32_t fp4_place(uint32_t code, int i) {
+  const int p = i & 3, h = 16 * (i >> 2);
+  return ((code & 7u) << (fp4_mag_pos(p) + h)) | (((code >> 3) & 1u) << (fp4_sign_pos(p) + h));
+}
+
+namespace detail {
+/// (x shifted left by S, or right by -S) & mask.
+template <int S>
+B12X_HD uint32_t shl_mask(uint32_t x, uint32_t mask) {
+  return (S >= 0 ? (x << (S >= 0 ? S : 0)) : (x >> (S < 0 ? -S : 0))) & mask;
+}
+}  // namespace detail
+
+/// Pair P of a prepared word as BF16 bits of value * 2^-126 (both halves). Multiplying by 2^126
+/// (or folding 2^126 into the scale) yields the E2M1 values exactly.
 template <int P>
 B12X_HD uint32_t fp4x2_bf16_bits(uint32_t x) {
-  constexpr int kMag = 6 - 4 * P, kSign = 12 - 4 * P;
-  const uint32_t mag = (kMag >= 0 ? (x << kMag) : (x >> -kMag)) & 0x01C001C0u;
-  return mag | ((x << kSign) & 0x80008000u);
+  constexpr uint32_t kMag = 0x01C001C0u, kSign = 0x80008000u;
+  constexpr int sm = 6 - fp4_mag_pos(P), ss = 15 - fp4_sign_pos(P);
+  if constexpr (sm == ss) return detail::shl_mask<sm>(x, kMag | kSign);
+  return detail::shl_mask<sm>(x, kMag) | detail::shl_mask<ss>(x, kSign);
 }
 /// Same for FP16: magnitude bits to 11..9, value * 2^-14.
 template <int P>
 B12X_HD uint32_t fp4x2_fp16_bits(uint32_t x) {
-  constexpr int kMag = 9 - 4 * P, kSign = 12 - 4 * P;
-  const uint32_t mag = (kMag >= 0 ? (x << kMag) : (x >> -kMag)) & 0x0E000E00u;
-  return mag | ((x << kSign) & 0x80008000u);
+  constexpr uint32_t kMag = 0x0E000E00u, kSign = 0x80008000u;
+  constexpr int sm = 9 - fp4_mag_pos(P), ss = 15 - fp4_sign_pos(P);
+  return detail::shl_mask<sm>(x, kMag) | detail::shl_mask<ss>(x, kSign);
 }
 
 /// Prepared NVFP4 block scales ("E5M3"). A UE4M3 scale s = 2^E (1 + m/8), E in [-9, 8] once its

@@ -282,7 +282,8 @@ TEST(Moe, Fp4RepackAndFragmentDecodeRoundTrip) {
       for (int w = 0; w < 4; ++w) {
         uint32_t word = 0;
         for (int i = 0; i < 8; ++i)
-          word |= static_cast<uint32_t>(code(moe::layout::fp4_word_k(c, t, w, i))) << (4 * i);
+          word |= moe::layout::fp4_place(
+              static_cast<uint32_t>(code(moe::layout::fp4_word_k(c, t, w, i))), i);
         words[c * 16 + t * 4 + w] = word;
       }
   const float k2p126 = std::ldexp(1.f, 126), k2p14 = std::ldexp(1.f, 14);

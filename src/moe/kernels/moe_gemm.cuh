@@ -74,7 +74,7 @@ struct OpTraits<__nv_bfloat16> {
                                *reinterpret_cast<const __nv_bfloat162*>(&b));
     return *reinterpret_cast<uint32_t*>(&v);
   }
-  // Two E2M1 nibbles (nibble p and p+4 of x) -> bf16x2. The 3 magnitude bits go to bf16 bits
+  // Pair P of a prepared word (moe_layout.h) -> bf16x2. The 3 magnitude bits go to bf16 bits
   // 8..6 (exponent low bits + mantissa top bit), giving value * 2^-126 (0.5 lands on a bf16
   // subnormal, which HMUL2 handles exactly); one multiply by 2^126 restores the value.
   template <int P>
