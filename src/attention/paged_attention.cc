@@ -87,9 +87,12 @@ int decode_kind(bool fp8) {
 
 // Extend tile kind: 0 (32-token stages) or 7 ("wide": 64-token stages computed as two 32-token
 // sub-tiles, head dim 128 only; B12X_ATTN_EXTEND_TILE=wide, benchmarking). Unavailable -> 0.
+// B12X_ATTN_EXTEND_TILE=n64: 64-token steps in one body (kind 10, head dim 128).
 int extend_kind() {
   const char* e = std::getenv("B12X_ATTN_EXTEND_TILE");
-  return e != nullptr && std::string(e) == "wide" ? 7 : 0;
+  if (e != nullptr && std::string(e) == "wide") return 7;
+  if (e != nullptr && std::string(e) == "n64") return 10;
+  return 0;
 }
 
 int64_t align_up(int64_t x, int64_t a) {
@@ -222,16 +225,17 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
 
   plan.impl = k;
   plan.kernel = std::string(k->name) +
-                (k->kind == 0   ? "_extend"
-                 : k->kind == 7 ? "_extend_wide"
-                 : k->kind == 1 ? "_decode_wide"
-                 : k->kind == 2 ? "_decode_deep"
-                 : k->kind == 3 ? "_decode_direct"
-                 : k->kind == 4 ? "_decode_wdirect"
-                 : k->kind == 5 ? "_decode_wide3"
-                 : k->kind == 6 ? "_decode_wdirect2"
-                 : k->kind == 8 ? "_decode_hcvt"
-                                : "_decode_hbits") +
+                (k->kind == 0    ? "_extend"
+                 : k->kind == 7  ? "_extend_wide"
+                 : k->kind == 10 ? "_extend_n64"
+                 : k->kind == 1  ? "_decode_wide"
+                 : k->kind == 2  ? "_decode_deep"
+                 : k->kind == 3  ? "_decode_direct"
+                 : k->kind == 4  ? "_decode_wdirect"
+                 : k->kind == 5  ? "_decode_wide3"
+                 : k->kind == 6  ? "_decode_wdirect2"
+                 : k->kind == 8  ? "_decode_hcvt"
+                                 : "_decode_hbits") +
                 (fp8 ? "_kvfp8" : "") + (caps.q_dtype == DType::kFP16 ? "_fp16" : "_bf16");
   plan.tile_rows = k->tile_rows;
   plan.tile_kv = k->tile_kv;

@@ -613,38 +613,41 @@ TEST(AttentionGpuExtend, DtypesPagesWindowsSinks) {
     }
 }
 
-// B12X_ATTN_EXTEND_TILE=wide: 64-token stages computed as two 32-token sub-tiles (head dim 128;
-// other dims keep the default tile). Ranges ending in either sub-tile, windows, sinks, FP8.
+// B12X_ATTN_EXTEND_TILE=wide (64-token stages computed as two 32-token sub-tiles) and n64
+// (64-token steps in one body), head dim 128 (other dims keep the default tile). Ranges ending in
+// either half of a 64-token step, windows, sinks, FP8, verify on the extend tile.
 TEST(AttentionGpuExtend, WideTile) {
   B12X_REQUIRE_GPU();
-  setenv("B12X_ATTN_EXTEND_TILE", "wide", 1);
-  int i = 0;
-  for (DType kv : {DType::kBF16, DType::kFP16, DType::kFP8E4M3})
-    for (int page : {16, 64}) {
-      Spec s;
-      s.mode = att::Mode::kExtend;
-      s.kv = kv;
-      s.q = kv == DType::kFP16 ? DType::kFP16 : DType::kBF16;
-      s.page = page;
-      s.hkv = 1 + i % 2;
-      s.hq = s.hkv * (i % 3 == 0 ? 4 : 7);
-      s.qlens = {1, 37, 70, 5, 200};
-      s.prefix = {0, page + 3, 130, 33, 96};
-      s.window = i == 2 ? 50 : -1;
-      s.sinks = i % 2 == 1;
-      s.per_head_scale = i % 2 == 0;
-      s.extra_t = 2;
-      ++i;
-      run_case(s, "extend tile=wide");
-    }
-  Spec v;
-  v.mode = att::Mode::kVerify;
-  v.hq = 32;
-  v.hkv = 4;
-  v.qlens.assign(3, 6);
-  v.prefix = {0, 61, 700};
-  run_case(v, "verify (extend tile) tile=wide");
-  unsetenv("B12X_ATTN_EXTEND_TILE");
+  for (const char* tile : {"wide", "n64"}) {
+    setenv("B12X_ATTN_EXTEND_TILE", tile, 1);
+    int i = 0;
+    for (DType kv : {DType::kBF16, DType::kFP16, DType::kFP8E4M3})
+      for (int page : {16, 64}) {
+        Spec s;
+        s.mode = att::Mode::kExtend;
+        s.kv = kv;
+        s.q = kv == DType::kFP16 ? DType::kFP16 : DType::kBF16;
+        s.page = page;
+        s.hkv = 1 + i % 2;
+        s.hq = s.hkv * (i % 3 == 0 ? 4 : 7);
+        s.qlens = {1, 37, 70, 5, 200};
+        s.prefix = {0, page + 3, 130, 33, 96};
+        s.window = i == 2 ? 50 : -1;
+        s.sinks = i % 2 == 1;
+        s.per_head_scale = i % 2 == 0;
+        s.extra_t = 2;
+        ++i;
+        run_case(s, std::string("extend tile=") + tile);
+      }
+    Spec v;
+    v.mode = att::Mode::kVerify;
+    v.hq = 32;
+    v.hkv = 4;
+    v.qlens.assign(3, 6);
+    v.prefix = {0, 61, 700};
+    run_case(v, std::string("verify (extend tile) tile=") + tile);
+    unsetenv("B12X_ATTN_EXTEND_TILE");
+  }
 }
 
 TEST(AttentionGpuExtend, ForcedSplitAndSoftmaxScale) {

@@ -43,12 +43,14 @@ constexpr float kLog2e = 1.4426950408889634f;
 /// 32-token sub-tiles: one barrier and one ring step per 64 tokens, registers as for 32);
 /// 8 = decode "hcvt" and 9 = decode "hbits" (wdirect2 with FP16 MMAs: FP8 fragments become fp16
 /// pairs with one hardware cvt.rn.f16x2.e4m3x2 per pair (hcvt) or with the exact bit trick
-/// e4m3 -> fp16 * 2^-8 (hbits); Q is staged as fp16 scaled per row by a power of two).
+/// e4m3 -> fp16 * 2^-8 (hbits); Q is staged as fp16 scaled per row by a power of two);
+/// 10 = extend "n64" (the extend tile with 64-token steps in one body: twice the MMAs per
+/// barrier and per softmax round, 2 stages; ptxas spills a few registers).
 template <int kDqk_, int kDv_, int kKind_, bool kFp8_>
 struct TileCfg {
   static constexpr int kDqk = kDqk_, kDv = kDv_, kKind = kKind_;
   static constexpr bool kFp8 = kFp8_;
-  static constexpr bool kDecode = kKind != 0 && kKind != 7;
+  static constexpr bool kDecode = kKind != 0 && kKind != 7 && kKind != 10;
   // Sub-tiles per stage: the MMA/softmax body runs on kBN / kSub tokens at a time.
   static constexpr int kSub = kKind == 7 ? 2 : 1;
   // kind 3: the deep decode tile with FP8 K fragments converted straight from the raw stage
@@ -84,6 +86,7 @@ struct TileCfg {
   static constexpr int kMB = (kDecode || kBigHead) ? 1 : 2;
   static constexpr int kBN =
       (kKind == 6 || kKind == 8 || kKind == 9) ? 128
+      : kKind == 10                            ? 64
       : (kKind == 4 || kKind == 5 || kKind == 7)
           ? 64
           : (kKind >= 2 ? 32 : (kBigHead ? 32 : (kMB == 2 && kDv > 64 ? 32 : 64)));

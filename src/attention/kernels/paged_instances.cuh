@@ -44,7 +44,10 @@ KernelInfo make_info(const char* name) {
 template <typename T, bool kFp8, int kDqk, int kDv>
 void register_kinds(std::vector<KernelInfo>& out, const char* tag) {
   out.push_back(make_info<T, kFp8, kDqk, kDv, 0>(tag));
-  if constexpr (kDqk == 128 && kDv == 128) out.push_back(make_info<T, kFp8, kDqk, kDv, 7>(tag));
+  if constexpr (kDqk == 128 && kDv == 128) {
+    out.push_back(make_info<T, kFp8, kDqk, kDv, 7>(tag));
+    out.push_back(make_info<T, kFp8, kDqk, kDv, 10>(tag));
+  }
   out.push_back(make_info<T, kFp8, kDqk, kDv, 1>(tag));
   out.push_back(make_info<T, kFp8, kDqk, kDv, 2>(tag));
   if constexpr (!kFp8 && kDqk <= 128) out.push_back(make_info<T, kFp8, kDqk, kDv, 5>(tag));
