@@ -316,16 +316,18 @@ def main():
                     (8, 2048, 8192, 32, 8, 128, 64, "bf16", "wide")]
     custom = os.environ.get("B12X_ATTN_BENCH_CASES", "").strip()
     if custom:
-        decode_cases, extend_cases = [], []
+        decode_cases, extend_cases, custom_jobs = [], [], []
         for ent in filter(None, (e.strip() for e in custom.split(";"))):
             f = ent.split(":")
             if f[0] == "d":
                 tile = f[4] if len(f) > 4 and f[4] else None
                 splits = int(f[5]) if len(f) > 5 and f[5] else None
                 decode_cases.append((int(f[1]), int(f[2]), 32, 8, 128, 64, f[3], tile, splits))
+                custom_jobs.append(("d", decode_cases[-1]))
             elif f[0] == "e":
                 tile = f[5] if len(f) > 5 and f[5] else None
                 extend_cases.append((int(f[1]), int(f[2]), int(f[3]), 32, 8, 128, 64, f[4], tile))
+                custom_jobs.append(("e", extend_cases[-1]))
             else:
                 raise SystemExit(f"B12X_ATTN_BENCH_CASES: bad entry {ent!r}")
 
@@ -359,7 +361,7 @@ def main():
     jobs = [("d", c) for c in decode_cases[:8]] + [("e", c) for c in extend_cases] + \
            [("d", c) for c in decode_cases[8:]]
     if custom:
-        jobs = [("d", c) for c in decode_cases] + [("e", c) for c in extend_cases]
+        jobs = custom_jobs  # in the given order
     for i, (kind, c) in enumerate(jobs):
         if time.time() - T0 > BUDGET_S:
             print(f"time budget reached: skipped {len(jobs) - i} cases", flush=True)
