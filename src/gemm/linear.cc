@@ -77,6 +77,8 @@ constexpr int64_t kDecodeMaxM = 32;
 /// wgmma tiled kernel (SM90): used from this many tokens, with 256-token CTAs from kWgmmaTok256M.
 constexpr int64_t kWgmmaMinM = 256;
 constexpr int64_t kWgmmaTok256M = 1024;
+/// FP8 on the wgmma kernel: overlapped promotion (1) or a drained stage per promotion (0).
+constexpr int kWgmmaF8Overlap = 0;
 
 /// The most K slices whose staged activations (`rows` token rows) fit the decode kernel's
 /// shared-memory budget (at least one: a slice of 16 rows is at most 16 KB).
@@ -157,7 +159,11 @@ Plan plan(const Caps& caps) {
     // FP8 (two accumulator sets per thread) has 128-token CTAs only.
     if (tok == 256 && !lin::wgmma_kernel_available(wf, fp16, 256)) tok = 128;
     p.tiled_wgmma = tok;
-    if (p.tiled_wgmma > 0) lin::prepare_linear_wgmma(wf, fp16, p.tiled_wgmma);
+    if (wf == WFmt::kFp8 || wf == WFmt::kFp8Block) {
+      const char* v = std::getenv("B12X_GEMM_WGMMA_F8");
+      p.tiled_wgmma_var = v != nullptr ? (v[0] == '1' ? 1 : 0) : kWgmmaF8Overlap;
+    }
+    if (p.tiled_wgmma > 0) lin::prepare_linear_wgmma(wf, fp16, p.tiled_wgmma, p.tiled_wgmma_var);
   }
   // Split-K (weight-streaming regime only).
   const int64_t slices = geo.KP / lin::slice_k(wf);
@@ -234,7 +240,10 @@ Plan plan(const Caps& caps) {
     sig << "gemm." << format_name(f) << " act=" << dtype_name(caps.act_dtype)
         << " out=" << dtype_name(caps.out_dtype);
     if (p.regime == Regime::kTiled || (p.regime == Regime::kAuto && M > kDecodeMaxM))
-      sig << " tiled" << (p.tiled_wgmma > 0 ? " wgmma" + std::to_string(p.tiled_wgmma) : "");
+      sig << " tiled"
+          << (p.tiled_wgmma > 0
+                  ? " wgmma" + std::to_string(p.tiled_wgmma) + (p.tiled_wgmma_var ? "o" : "")
+                  : "");
     else
       sig << " decode nt=" << (M > kDecodeMaxM ? 2 : decode_nt(M)) << " split="
           << (M > kDecodeMaxM || split == 1 ? "none"
@@ -532,7 +541,7 @@ void run(const Binding& b, Stream stream) {
     if (plan.tiled_wgmma > 0) {
       p.split = 1;
       p.cluster_split = 1;
-      lin::launch_linear_wgmma(im.wfmt, fp16, plan.tiled_wgmma, p, stream);
+      lin::launch_linear_wgmma(im.wfmt, fp16, plan.tiled_wgmma, plan.tiled_wgmma_var, p, stream);
       return;
     }
     constexpr int kMaxTiledSplit = 2;

@@ -39,9 +39,10 @@ void launch_linear_tiled(WFmt f, bool fp16, const LinearParams& p, Stream stream
 /// formats; 128 / 256 tokens), per-tensor and block FP8 (128 tokens). x must allow 16-byte
 /// loads.
 bool wgmma_kernel_available(WFmt f, bool fp16, int tok);
+/// `var` 1: the FP8 formats' overlapped promotion (two partial sets); 0 otherwise.
 /// Host-only setup (dynamic shared memory opt-in); call before capture (plan does).
-void prepare_linear_wgmma(WFmt f, bool fp16, int tok);
-void launch_linear_wgmma(WFmt f, bool fp16, int tok, const LinearParams& p, Stream stream);
+void prepare_linear_wgmma(WFmt f, bool fp16, int tok, int var);
+void launch_linear_wgmma(WFmt f, bool fp16, int tok, int var, const LinearParams& p, Stream stream);
 void launch_linear_reduce(const LinearParams& p, Stream stream);
 void launch_act_dequant(const ActParams& p, Stream stream);
 

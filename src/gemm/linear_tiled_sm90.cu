@@ -15,13 +15,13 @@ struct WgmmaPick {
   int smem = 0;
 };
 
-template <WFmt F, class T, int kTok>
+template <WFmt F, class T, int kTok, int kVar = 0>
 WgmmaPick wgmma_pick() {
-  return {&linear_wgmma_kernel<F, T, kTok>, WgmmaCfg<F, T, kTok>::kSmemBytes};
+  return {&linear_wgmma_kernel<F, T, kTok, kVar>, WgmmaCfg<F, T, kTok, kVar>::kSmemBytes};
 }
 
 template <int kTok>
-WgmmaPick pick_tok(WFmt f, bool fp16) {
+WgmmaPick pick_tok(WFmt f, bool fp16, int var) {
   switch (f) {
     case WFmt::kNvfp4:
       return fp16 ? wgmma_pick<WFmt::kNvfp4, Fp16Tag, kTok>()
@@ -31,35 +31,45 @@ WgmmaPick pick_tok(WFmt f, bool fp16) {
     case WFmt::kFp8Mx:
       return fp16 ? WgmmaPick{} : wgmma_pick<WFmt::kFp8Mx, Bf16Tag, kTok>();
     case WFmt::kFp8:
-      if constexpr (kTok == 128) return wgmma_pick<WFmt::kFp8, Bf16Tag, kTok>();
+      if constexpr (kTok == 128)
+        return var ? wgmma_pick<WFmt::kFp8, Bf16Tag, kTok, 1>()
+                   : wgmma_pick<WFmt::kFp8, Bf16Tag, kTok>();
       return {};
     case WFmt::kFp8Block:
-      if constexpr (kTok == 128) return wgmma_pick<WFmt::kFp8Block, Bf16Tag, kTok>();
+      if constexpr (kTok == 128)
+        return var ? wgmma_pick<WFmt::kFp8Block, Bf16Tag, kTok, 1>()
+                   : wgmma_pick<WFmt::kFp8Block, Bf16Tag, kTok>();
       return {};
     default:
       return {};
   }
 }
 
-WgmmaPick pick(WFmt f, bool fp16, int tok) {
-  return tok == 256 ? pick_tok<256>(f, fp16) : tok == 128 ? pick_tok<128>(f, fp16) : WgmmaPick{};
+/// var: 1 = the FP8 overlapped promotion (WgmmaCfg::kF8Overlap); ignored by the other formats.
+WgmmaPick pick(WFmt f, bool fp16, int tok, int var) {
+  const bool f8 = f == WFmt::kFp8 || f == WFmt::kFp8Block;
+  const int v = f8 ? var : 0;
+  return tok == 256   ? pick_tok<256>(f, fp16, v)
+         : tok == 128 ? pick_tok<128>(f, fp16, v)
+                      : WgmmaPick{};
 }
 
 }  // namespace
 
 bool wgmma_kernel_available(WFmt f, bool fp16, int tok) {
-  return pick(f, fp16, tok).fn != nullptr;
+  return pick(f, fp16, tok, 0).fn != nullptr;
 }
 
-void prepare_linear_wgmma(WFmt f, bool fp16, int tok) {
-  const WgmmaPick k = pick(f, fp16, tok);
+void prepare_linear_wgmma(WFmt f, bool fp16, int tok, int var) {
+  const WgmmaPick k = pick(f, fp16, tok, var);
   B12X_ASSERT(k.fn != nullptr, "no wgmma kernel for format ", static_cast<int>(f), " tok ", tok);
   B12X_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(k.fn),
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, k.smem));
 }
 
-void launch_linear_wgmma(WFmt f, bool fp16, int tok, const LinearParams& p, Stream stream) {
-  const WgmmaPick k = pick(f, fp16, tok);
+void launch_linear_wgmma(WFmt f, bool fp16, int tok, int var, const LinearParams& p,
+                         Stream stream) {
+  const WgmmaPick k = pick(f, fp16, tok, var);
   B12X_ASSERT(k.fn != nullptr, "no wgmma kernel for format ", static_cast<int>(f), " tok ", tok);
   const int64_t gy = (p.M + tok - 1) / tok;
   B12X_ASSERT(gy <= 65535, "too many token tiles: M=", p.M);

@@ -34,7 +34,7 @@
 
 namespace b12x::gemm::lin {
 
-template <WFmt F, class T, int kTokens>
+template <WFmt F, class T, int kTokens, int kVariant = 0>
 struct WgmmaCfg {
   static constexpr int kRows = 128;  ///< weight rows per CTA (2 warpgroups x 64)
   static constexpr int kTok = kTokens;
@@ -52,7 +52,10 @@ struct WgmmaCfg {
   static constexpr int kSBytes = kF8 ? (F == WFmt::kFp8Block ? kTok * 4 + 16 : 0) : kRows * 4;
   /// Stages between a slot's consumption and its refill: the BF16 path keeps one wgmma group in
   /// flight (wait_group 1), the FP8 path drains each stage before promoting it (wait_group 0).
-  static constexpr int kLag = kF8 ? 1 : 2;
+  /// kVariant 1 (FP8): two partial sets, the promotion of stage kb-1 overlapping the wgmmas of
+  /// stage kb (wait_group 1, as the BF16 path).
+  static constexpr bool kF8Overlap = kF8 && kVariant == 1;
+  static constexpr int kLag = (kF8 && !kF8Overlap) ? 1 : 2;
   static constexpr int kStageBytes = (kActBytes + kWBytes + kSBytes + 1023) / 1024 * 1024;
   static constexpr int kSmemLimit = 232448;  // SM90 opt-in maximum per block
   static constexpr int kStaticBytes = 512;   // NVFP4 splat table
@@ -317,11 +320,11 @@ __device__ __forceinline__ void cp_wait() {
 
 }  // namespace wg
 
-template <WFmt F, class T, int kTokens>
-__global__ void __launch_bounds__(256, WgmmaCfg<F, T, kTokens>::kMinBlocks)
+template <WFmt F, class T, int kTokens, int kVariant>
+__global__ void __launch_bounds__(256, WgmmaCfg<F, T, kTokens, kVariant>::kMinBlocks)
     linear_wgmma_kernel(const LinearParams p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using C = WgmmaCfg<F, T, kTokens>;
+  using C = WgmmaCfg<F, T, kTokens, kVariant>;
   constexpr int kStages = C::kStages;
   constexpr int kTok = C::kTok;
   constexpr WTraits kTr = wtraits(F);
@@ -412,8 +415,32 @@ __global__ void __launch_bounds__(256, WgmmaCfg<F, T, kTokens>::kMinBlocks)
   float acc[C::kAcc];
 #pragma unroll
   for (int i = 0; i < C::kAcc; ++i) acc[i] = 0.f;
-  // FP8: the stage's partial sums (the FP8 MMA accumulator keeps ~13 mantissa bits on SM90).
-  float part[C::kF8 ? C::kAcc : 1];
+  // FP8: the stage's partial sums (the FP8 MMA accumulator keeps ~13 mantissa bits on SM90);
+  // two sets when the promotion overlaps the next stage's wgmmas.
+  float part0[C::kF8 ? C::kAcc : 1];
+  float part1[C::kF8Overlap ? C::kAcc : 1];
+
+  // acc += partial of stage kb (times the block scales in the stage's scale area).
+  auto promote = [&](float(&pt)[C::kF8 ? C::kAcc : 1], int kb) {
+    if constexpr (F == WFmt::kFp8Block) {
+      const float* xs = reinterpret_cast<const float*>(sgen + (kb % kStages) * C::kStageBytes +
+                                                       C::kActBytes + C::kWBytes);
+      const float ws = xs[kTok];
+#pragma unroll
+      for (int j = 0; j < kTok / 8; ++j) {
+        const float2 x2 = *reinterpret_cast<const float2*>(xs + 8 * j + 2 * t);
+        const float s0 = x2.x * ws, s1 = x2.y * ws;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          acc[4 * j + 2 * h] = fmaf(pt[4 * j + 2 * h], s0, acc[4 * j + 2 * h]);
+          acc[4 * j + 2 * h + 1] = fmaf(pt[4 * j + 2 * h + 1], s1, acc[4 * j + 2 * h + 1]);
+        }
+      }
+    } else if constexpr (C::kF8) {
+#pragma unroll
+      for (int i = 0; i < C::kAcc; ++i) acc[i] += pt[i];
+    }
+  };
 
   // Prologue: stages 0..kStages-1-kLag (the weights first, then the wait for the activations).
   constexpr int kAhead = kStages - C::kLag;  // stages in flight ahead of the consumed one
@@ -428,7 +455,10 @@ __global__ void __launch_bounds__(256, WgmmaCfg<F, T, kTokens>::kMinBlocks)
   }
   __syncthreads();  // lut
 
-  for (int kb = 0; kb < num_k; ++kb) {
+  // One stage: wait for its copies, refill the slot freed kLag stages ago, decode this warp's A
+  // fragments, issue the wgmmas. FP8: into partial set pc; pp holds the previous stage's
+  // partials (overlapped promotion).
+  auto step = [&](int kb, float(&pc)[C::kF8 ? C::kAcc : 1], float(&pp)[C::kF8 ? C::kAcc : 1]) {
     wg::cp_wait<kAhead - 1>();
     // The stage was written through the generic proxy (cp.async); wgmma reads it through the
     // async proxy.
@@ -509,29 +539,19 @@ __global__ void __launch_bounds__(256, WgmmaCfg<F, T, kTokens>::kMinBlocks)
     }
     const uint64_t desc = wg::desc_sw128(act_addr(s));
     if constexpr (C::kF8) {
-      wg::fence_acc(part);
+      wg::fence_acc(pc);
       wg::fence();
 #pragma unroll
-      for (int ks = 0; ks < 4; ++ks) wg::mma<wg::F8Tag, kTok>(part, af[ks], desc + 2 * ks, ks);
+      for (int ks = 0; ks < 4; ++ks) wg::mma<wg::F8Tag, kTok>(pc, af[ks], desc + 2 * ks, ks);
       wg::commit();
-      wg::wait<0>();
-      wg::fence_acc(part);
-      if constexpr (F == WFmt::kFp8Block) {
-        const float* xs = reinterpret_cast<const float*>(ssg);
-        const float ws = xs[kTok];
-#pragma unroll
-        for (int j = 0; j < kTok / 8; ++j) {
-          const float2 x2 = *reinterpret_cast<const float2*>(xs + 8 * j + 2 * t);
-          const float s0 = x2.x * ws, s1 = x2.y * ws;
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            acc[4 * j + 2 * h] = fmaf(part[4 * j + 2 * h], s0, acc[4 * j + 2 * h]);
-            acc[4 * j + 2 * h + 1] = fmaf(part[4 * j + 2 * h + 1], s1, acc[4 * j + 2 * h + 1]);
-          }
-        }
+      if constexpr (C::kF8Overlap) {
+        wg::wait<1>();  // the previous stage's group
+        wg::fence_acc(pp);
+        if (kb > 0) promote(pp, kb - 1);
       } else {
-#pragma unroll
-        for (int i = 0; i < C::kAcc; ++i) acc[i] += part[i];
+        wg::wait<0>();
+        wg::fence_acc(pc);
+        promote(pc, kb);
       }
     } else {
       wg::fence_acc(acc);
@@ -542,6 +562,23 @@ __global__ void __launch_bounds__(256, WgmmaCfg<F, T, kTokens>::kMinBlocks)
       wg::wait<1>();
       wg::fence_acc(acc);
     }
+  };
+  if constexpr (C::kF8Overlap) {
+    // Unrolled by two so that the partial sets stay in fixed registers.
+    for (int kb = 0; kb < num_k; kb += 2) {
+      step(kb, part0, part1);
+      if (kb + 1 < num_k) step(kb + 1, part1, part0);
+    }
+    wg::wait<0>();
+    if ((num_k - 1) & 1) {
+      wg::fence_acc(part1);
+      promote(part1, num_k - 1);
+    } else {
+      wg::fence_acc(part0);
+      promote(part0, num_k - 1);
+    }
+  } else {
+    for (int kb = 0; kb < num_k; ++kb) step(kb, part0, part0);
   }
   wg::wait<0>();
   wg::fence_acc(acc);
