@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
 
 #include "b12x/types.h"
 #include "moe/moe_numerics.h"
@@ -122,7 +123,14 @@ struct DecodeArgs {
 };
 /// FC2 tile split for `routes` routes: 1 up to 16 routes (each warp already has <= 2 tiles),
 /// then one split per 16 routes up to 4, so larger decode batches keep more CTAs per SM.
+/// (Measurement knob B12X_MOE_FC2_SPLIT=1..4 forces the split; plan and run both read it.)
 inline int decode_fc2_split(int64_t routes) {
+  static const int forced = [] {
+    const char* v = std::getenv("B12X_MOE_FC2_SPLIT");
+    const int n = v != nullptr ? std::atoi(v) : 0;
+    return n >= 1 && n <= 4 ? n : 0;
+  }();
+  if (forced) return forced;
   return routes <= 16 ? 1 : static_cast<int>(routes / 16 < 4 ? (routes + 15) / 16 : 4);
 }
 /// FC1 row warps per CTA (1, 2 or 4) of the decode stream for `routes` live routes.
