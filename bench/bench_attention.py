@@ -6,7 +6,7 @@ $B12X_BENCH_OUT/attention-<gpu>-<date>.json (bench_common.h's fields).
     B12X_LIBRARY=build/libb12x.so PYTHONPATH=python python3 bench/bench_attention.py [--quick]
 
 B12X_ATTN_BENCH_CASES (optional) replaces the case list: ';'-separated entries
-'d:B:ctx:kv[:tile[:splits]]' (decode, 32/8/128, page 64; tile '' = default) or
+'d:B:ctx:kv[:tile[:splits[:HQxHKVxDxPAGE]]]' (decode, default 32x8x128x64; tile '' = default) or
 'e:B:new:prefix:kv[:tile]' (extend), e.g. 'd:8:8192:fp8;d:8:8192:fp8:hcvt;d:1:8192:bf16::32'.
 SDPA peers are measured on rows without a tile or split override.
 """
@@ -291,12 +291,13 @@ def main():
         for B in (8, 32):
             decode_cases.append((B, 8192, 32, 8, 128, 128, kv))
     # Tile-shape comparison at the target shapes (B12X_ATTN_DECODE_TILE; defaults: BF16 'wide3'
-    # (wide with Q in registers, 3 stages), FP8 'wdirect2' (128-token tiles)): BF16 'wide'
-    # (2 stages, 3 CTAs/SM), FP8 'wdirect' (64-token tiles).
+    # (wide with Q in registers, 3 stages), FP8 'hcvt' (128-token tiles, fp16 MMAs, hardware
+    # e4m3x2 conversion)): BF16 'wide' (2 stages, 3 CTAs/SM), FP8 'wdirect2' (bf16 MMAs,
+    # integer conversion).
     for B in (8, 32, 128, 1):
-        decode_cases.append((B, 8192, 32, 8, 128, 64, "fp8", "wdirect"))
+        decode_cases.append((B, 8192, 32, 8, 128, 64, "fp8", "wdirect2"))
         decode_cases.append((B, 8192, 32, 8, 128, 64, "bf16", "wide"))
-    decode_cases.append((8, 32768, 32, 8, 128, 64, "fp8", "wdirect"))
+    decode_cases.append((8, 32768, 32, 8, 128, 64, "fp8", "wdirect2"))
     decode_cases.append((8, 32768, 32, 8, 128, 64, "bf16", "wide"))
     # Split counts around the automatic choice (wide3: B=8 -> 4, B=32 -> 1).
     for B, sp in ((8, 8), (8, 2), (32, 2)):
@@ -322,7 +323,8 @@ def main():
             if f[0] == "d":
                 tile = f[4] if len(f) > 4 and f[4] else None
                 splits = int(f[5]) if len(f) > 5 and f[5] else None
-                decode_cases.append((int(f[1]), int(f[2]), 32, 8, 128, 64, f[3], tile, splits))
+                hq, hkv, d, pg = (int(x) for x in f[6].split("x")) if len(f) > 6 else (32, 8, 128, 64)
+                decode_cases.append((int(f[1]), int(f[2]), hq, hkv, d, pg, f[3], tile, splits))
                 custom_jobs.append(("d", decode_cases[-1]))
             elif f[0] == "e":
                 tile = f[5] if len(f) > 5 and f[5] else None

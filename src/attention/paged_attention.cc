@@ -65,7 +65,7 @@ const KernelInfo* find_kernel(int dqk, int dv, int kind, DType q, bool fp8) {
 // with Q in registers and 3 stages; 16-bit KV, head dims <= 128), 6 ("wdirect2": wdirect with
 // 128-token tiles; FP8 head dim 128), 8 ("hcvt": wdirect2 with fp16 MMAs fed by the hardware
 // e4m3x2 -> f16x2 conversion) or 9 ("hbits": wdirect2 with fp16 MMAs fed by the exact
-// e4m3 -> fp16 * 2^-8 bit move).
+// e4m3 -> fp16 * 2^-8 bit move); FP8 head dims 128 (128-token tiles) and 256 (64-token tiles).
 // B12X_ATTN_DECODE_TILE=wide|deep|direct|wdirect|wide3|wdirect2|hcvt|hbits overrides
 // (benchmarking).
 int decode_kind(bool fp8) {
@@ -81,8 +81,11 @@ int decode_kind(bool fp8) {
   // Defaults from the H200 (rounds 5-7, 32/8/128, 8k): BF16 wide3 streamed at 84-99% of the
   // read bandwidth (B=8..128; wide 83-98%, deep 68-77%); for FP8 wdirect2 beat wdirect by
   // 15-19% (round 7, B=8/32/128: 57.5/194.2/699.2 vs 66.0/221.8/829.2 us) and wdirect beat
-  // direct by 10-20%. Shapes without these kernels fall back (plan_paged).
-  return fp8 ? 6 : 5;
+  // direct by 10-20%; hcvt (wdirect2 on fp16 MMAs, hardware conversion) beat wdirect2 by
+  // 17-21% (round 8, B=8/32/128: 48.1/156.8/554.7 vs 57.9/195.2/700.1 us; issued instructions
+  // -26%) while hbits (the bit move) gained nothing. Shapes without these kernels fall back
+  // (plan_paged).
+  return fp8 ? 8 : 5;
 }
 
 // Extend tile kind: 0 (32-token stages) or 7 ("wide": 64-token stages computed as two 32-token
@@ -198,10 +201,9 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
                   decode_tile ? decode_kind(fp8) : extend_kind(), caps.q_dtype, fp8);
   if (k == nullptr && !decode_tile)
     k = find_kernel(caps.head_dim_qk, caps.head_dim_vo, 0, caps.q_dtype, fp8);
-  // A tile not compiled for the shape (wide3: head dims <= 128; wdirect2: FP8 128; wdirect and
-  // direct: FP8 128/256; hcvt, hbits: FP8 128) falls back to wide for 16-bit KV, to wdirect for
-  // FP8, then to deep
-  // (FP8: deep beat wide there in round 5).
+  // A tile not compiled for the shape (wide3: head dims <= 128; wdirect2: FP8 128; wdirect,
+  // direct, hcvt, hbits: FP8 128/256) falls back to wide for 16-bit KV, to wdirect for FP8, then
+  // to deep (FP8: deep beat wide there in round 5).
   if (k == nullptr && decode_tile)
     k = find_kernel(caps.head_dim_qk, caps.head_dim_vo, fp8 ? 4 : 1, caps.q_dtype, fp8);
   if (k == nullptr && decode_tile)

@@ -466,8 +466,8 @@ TEST(AttentionGpuDecode, DtypesPagesWindowsSinks) {
 // fragments from the raw stage, output dims permuted in registers, the FP8 default for head dim
 // 256; "wide3": the wide tile with Q in registers and 3 stages, the 16-bit default for head
 // dims <= 128; "wdirect2": wdirect with 128-token tiles; "hcvt" / "hbits": wdirect2 on fp16 MMAs
-// with hardware / bit-move FP8 conversion, head dim 128) selected through B12X_ATTN_DECODE_TILE at
-// plan time (shapes a tile does not cover fall back).
+// with hardware / bit-move FP8 conversion, head dims 128/256) selected through
+// B12X_ATTN_DECODE_TILE at plan time (shapes a tile does not cover fall back).
 TEST(AttentionGpuDecode, AlternativeTiles) {
   B12X_REQUIRE_GPU();
   for (const char* tile :
@@ -522,6 +522,7 @@ TEST(AttentionGpuDecode, Fp16MmaQueryRange) {
       s.page = i == 0 ? 16 : 64;
       s.prefix = decode_prefix(s.page);
       s.qlens.assign(s.prefix.size(), 1);
+      s.dqk = s.dv = i == 1 ? 256 : 128;
       s.q_exp_spread = 18;
       s.softmax_scale = 1.f / 16384;  // logits of the 2^18 rows stay ~1e2 (LSE checked to 1e-2)
       s.sinks = i == 1;

@@ -67,8 +67,8 @@ struct TileCfg {
   // folds the 2^8 into the score and output scales.
   static constexpr bool kF16Mma = kKind == 8 || kKind == 9;
   static constexpr bool kHwCvt = kKind == 8;
-  static_assert(!kF16Mma || (kFp8_ && kDqk_ == 128 && kDv_ == 128),
-                "fp16-MMA decode tiles: FP8 KV, head dim 128");
+  static_assert(!kF16Mma || (kFp8_ && kDqk_ == kDv_ && (kDqk_ == 128 || kDqk_ == 256)),
+                "fp16-MMA decode tiles: FP8 KV, head dim 128 or 256");
   // kind 5: Q is staged in the ring's last stage (free until the first loop iteration issues
   // into it) and read once into registers; the 4 KB of a Q tile then buys a third 32 KB stage.
   static constexpr bool kQInRegs = kKind == 5;
@@ -85,9 +85,9 @@ struct TileCfg {
   static constexpr int kWM = kDecode ? 1 : 4;
   static constexpr int kMB = (kDecode || kBigHead) ? 1 : 2;
   static constexpr int kBN =
-      (kKind == 6 || kKind == 8 || kKind == 9) ? 128
-      : kKind == 10                            ? 64
-      : (kKind == 4 || kKind == 5 || kKind == 7)
+      (kKind == 6 || ((kKind == 8 || kKind == 9) && kDqk == 128)) ? 128
+      : kKind == 10                                               ? 64
+      : (kKind == 4 || kKind == 5 || kKind == 7 || kKind == 8 || kKind == 9)
           ? 64
           : (kKind >= 2 ? 32 : (kBigHead ? 32 : (kMB == 2 && kDv > 64 ? 32 : 64)));
   static constexpr int kWN = kDecode ? (kBN > 64 ? 4 : kBN / 16) : 1;

@@ -60,6 +60,10 @@ void register_kinds(std::vector<KernelInfo>& out, const char* tag) {
     out.push_back(make_info<T, kFp8, kDqk, kDv, 8>(tag));
     out.push_back(make_info<T, kFp8, kDqk, kDv, 9>(tag));
   }
+  if constexpr (kFp8 && kDqk == 256 && kDv == 256) {
+    out.push_back(make_info<T, kFp8, kDqk, kDv, 8>(tag));
+    out.push_back(make_info<T, kFp8, kDqk, kDv, 9>(tag));
+  }
 }
 template <int kDqk, int kDv>
 void register_dims(std::vector<KernelInfo>& out, const char* tag) {
