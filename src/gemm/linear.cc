@@ -78,8 +78,9 @@ constexpr int64_t kDecodeMaxM = 32;
 constexpr int64_t kWgmmaMinM = int64_t{1}
                                << 62;  // off by default until verified (round 8: wrong results)
 constexpr int64_t kWgmmaTok256M = 1024;
-/// FP8 on the wgmma kernel: overlapped promotion (1) or a drained stage per promotion (0).
-constexpr int kWgmmaF8Overlap = 0;
+/// FP8 on the wgmma kernel: the promotion schedule (lin::WgmmaCfg::kF8Sub: 0 = a drained
+/// 128-K stage per promotion, 1 / 2 = overlapped promotions per 64 / 32 K).
+constexpr int kWgmmaF8Var = 2;
 
 /// The most K slices whose staged activations (`rows` token rows) fit the decode kernel's
 /// shared-memory budget (at least one: a slice of 16 rows is at most 16 KB).
@@ -162,7 +163,8 @@ Plan plan(const Caps& caps) {
     p.tiled_wgmma = tok;
     if (wf == WFmt::kFp8 || wf == WFmt::kFp8Block) {
       const char* v = std::getenv("B12X_GEMM_WGMMA_F8");
-      p.tiled_wgmma_var = v != nullptr ? (v[0] == '1' ? 1 : 0) : kWgmmaF8Overlap;
+      p.tiled_wgmma_var =
+          v != nullptr && (v[0] == '0' || v[0] == '1' || v[0] == '2') ? v[0] - '0' : kWgmmaF8Var;
     }
     if (p.tiled_wgmma > 0) lin::prepare_linear_wgmma(wf, fp16, p.tiled_wgmma, p.tiled_wgmma_var);
   }
@@ -243,7 +245,8 @@ Plan plan(const Caps& caps) {
     if (p.regime == Regime::kTiled || (p.regime == Regime::kAuto && M > kDecodeMaxM))
       sig << " tiled"
           << (p.tiled_wgmma > 0
-                  ? " wgmma" + std::to_string(p.tiled_wgmma) + (p.tiled_wgmma_var ? "o" : "")
+                  ? " wgmma" + std::to_string(p.tiled_wgmma) +
+                        (p.tiled_wgmma_var ? " f8v" + std::to_string(p.tiled_wgmma_var) : "")
                   : "");
     else
       sig << " decode nt=" << (M > kDecodeMaxM ? 2 : decode_nt(M)) << " split="

@@ -32,20 +32,23 @@ WgmmaPick pick_tok(WFmt f, bool fp16, int var) {
       return fp16 ? WgmmaPick{} : wgmma_pick<WFmt::kFp8Mx, Bf16Tag, kTok>();
     case WFmt::kFp8:
       if constexpr (kTok == 128)
-        return var ? wgmma_pick<WFmt::kFp8, Bf16Tag, kTok, 1>()
-                   : wgmma_pick<WFmt::kFp8, Bf16Tag, kTok>();
+        return var == 2   ? wgmma_pick<WFmt::kFp8, Bf16Tag, kTok, 2>()
+               : var == 1 ? wgmma_pick<WFmt::kFp8, Bf16Tag, kTok, 1>()
+                          : wgmma_pick<WFmt::kFp8, Bf16Tag, kTok>();
       return {};
     case WFmt::kFp8Block:
       if constexpr (kTok == 128)
-        return var ? wgmma_pick<WFmt::kFp8Block, Bf16Tag, kTok, 1>()
-                   : wgmma_pick<WFmt::kFp8Block, Bf16Tag, kTok>();
+        return var == 2   ? wgmma_pick<WFmt::kFp8Block, Bf16Tag, kTok, 2>()
+               : var == 1 ? wgmma_pick<WFmt::kFp8Block, Bf16Tag, kTok, 1>()
+                          : wgmma_pick<WFmt::kFp8Block, Bf16Tag, kTok>();
       return {};
     default:
       return {};
   }
 }
 
-/// var: 1 = the FP8 overlapped promotion (WgmmaCfg::kF8Overlap); ignored by the other formats.
+/// var: the FP8 promotion schedule (WgmmaCfg: 0 per 128 K drained, 1 / 2 per 64 / 32 K
+/// overlapped); ignored by the other formats.
 WgmmaPick pick(WFmt f, bool fp16, int tok, int var) {
   const bool f8 = f == WFmt::kFp8 || f == WFmt::kFp8Block;
   const int v = f8 ? var : 0;

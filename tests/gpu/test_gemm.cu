@@ -580,9 +580,9 @@ TEST(GemmGpu, TiledWgmmaTokenTiles) {
   }
   // The automatic choice at M >= 256 (every tiled format, wgmma where it applies).
   for (const auto& c : all_format_cases(1000, 384, 1024, true, DType::kBF16)) run_case(c);
-  // Both FP8 promotion schedules (drained stage / overlapped with the next stage's wgmmas); K
-  // with and without a zero-filled tail stage.
-  for (const char* var : {"0", "1"}) {
+  // Every FP8 promotion schedule (a drained 128-K stage; overlapped per 64 / 32 K); K with and
+  // without a zero-filled tail stage.
+  for (const char* var : {"0", "1", "2"}) {
     ScopedEnv e("B12X_GEMM_WGMMA", "1"), ev("B12X_GEMM_WGMMA_F8", var);
     for (int64_t K : {384, 1536})
       for (const auto& c : wgmma_cases(200, 136, K, true, DType::kBF16))

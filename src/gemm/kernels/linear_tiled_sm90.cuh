@@ -52,9 +52,12 @@ struct WgmmaCfg {
   static constexpr int kSBytes = kF8 ? (F == WFmt::kFp8Block ? kTok * 4 + 16 : 0) : kRows * 4;
   /// Stages between a slot's consumption and its refill: the BF16 path keeps one wgmma group in
   /// flight (wait_group 1), the FP8 path drains each stage before promoting it (wait_group 0).
-  /// kVariant 1 (FP8): two partial sets, the promotion of stage kb-1 overlapping the wgmmas of
-  /// stage kb (wait_group 1, as the BF16 path).
-  static constexpr bool kF8Overlap = kF8 && kVariant == 1;
+  /// FP8 promotion schedule. kVariant 0: one partial per 128-K stage, drained (wait_group 0)
+  /// and promoted before the next stage. kVariant 1 / 2: a partial per 64 / 32 K (kF8Sub = 2 / 4
+  /// sub-blocks per stage) in two alternating partial sets, each sub-block's promotion
+  /// overlapping the next sub-block's wgmmas (wait_group 1).
+  static constexpr int kF8Sub = !kF8 ? 1 : (kVariant == 1 ? 2 : kVariant == 2 ? 4 : 1);
+  static constexpr bool kF8Overlap = kF8Sub > 1;
   static constexpr int kLag = (kF8 && !kF8Overlap) ? 1 : 2;
   static constexpr int kStageBytes = (kActBytes + kWBytes + kSBytes + 1023) / 1024 * 1024;
   static constexpr int kSmemLimit = 232448;  // SM90 opt-in maximum per block
@@ -419,6 +422,7 @@ __global__ void __launch_bounds__(256, WgmmaCfg<F, T, kTokens, kVariant>::kMinBl
   // two sets when the promotion overlaps the next stage's wgmmas.
   float part0[C::kF8 ? C::kAcc : 1];
   float part1[C::kF8Overlap ? C::kAcc : 1];
+  static_assert(C::kF8Sub == 1 || C::kF8Sub % 2 == 0, "sub-blocks alternate two partial sets");
 
   // acc += partial of stage kb (times the block scales in the stage's scale area).
   auto promote = [&](float(&pt)[C::kF8 ? C::kAcc : 1], int kb) {
@@ -458,7 +462,17 @@ __global__ void __launch_bounds__(256, WgmmaCfg<F, T, kTokens, kVariant>::kMinBl
   // One stage: wait for its copies, refill the slot freed kLag stages ago, decode this warp's A
   // fragments, issue the wgmmas. FP8: into partial set pc; pp holds the previous stage's
   // partials (overlapped promotion).
-  auto step = [&](int kb, float(&pc)[C::kF8 ? C::kAcc : 1], float(&pp)[C::kF8 ? C::kAcc : 1]) {
+  // A fragments of the wgmma group still in flight after a stage (wait_group 1): wgmma reads its
+  // register operands asynchronously, so they stay live (and their registers untouched) until
+  // the wait that retires the group.
+  uint32_t held[C::kLag == 2 ? 4 : 1][4] = {};
+  auto release_held = [&] {
+#pragma unroll
+    for (int i = 0; i < (C::kLag == 2 ? 4 : 1); ++i)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) asm volatile("" ::"r"(held[i][j]));
+  };
+  auto step = [&](int kb) {
     wg::cp_wait<kAhead - 1>();
     // The stage was written through the generic proxy (cp.async); wgmma reads it through the
     // async proxy.
@@ -505,9 +519,11 @@ __global__ void __launch_bounds__(256, WgmmaCfg<F, T, kTokens, kVariant>::kMinBl
           sc[0] = e8m0_bf16_splat((s_lo >> sh) & 0xFFu);
           sc[1] = e8m0_bf16_splat((s_hi >> sh) & 0xFFu);
         }
+        uint32_t pairs[4];
+        fp4_word_pairs<T>(words[ks], pairs);
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
-          const uint32_t bits = fp4_pair_bits<T>(words[ks] >> (4 * j));
+          const uint32_t bits = pairs[j];
           if constexpr (F == WFmt::kNvfp4) {
             af[ks][j] = fma2<T>(bits, sc[j & 1], kNegZero2<T>());
           } else {
@@ -538,21 +554,38 @@ __global__ void __launch_bounds__(256, WgmmaCfg<F, T, kTokens, kVariant>::kMinBl
       }
     }
     const uint64_t desc = wg::desc_sw128(act_addr(s));
-    if constexpr (C::kF8) {
-      wg::fence_acc(pc);
+    if constexpr (C::kF8Overlap) {
+      // Sub-block i (kF8Sub per stage) into partial set i & 1; its wait retires sub-block i-1
+      // (the previous stage's last for i = 0), whose partials are then promoted.
+      constexpr int kPer = 4 / C::kF8Sub;  // k32 wgmmas per sub-block
+#pragma unroll
+      for (int i = 0; i < C::kF8Sub; ++i) {
+        float(&pc)[C::kAcc] = (i & 1) ? part1 : part0;
+        float(&pp)[C::kAcc] = (i & 1) ? part0 : part1;
+        wg::fence_acc(pc);
+        wg::fence();
+#pragma unroll
+        for (int q = 0; q < kPer; ++q)
+          wg::mma<wg::F8Tag, kTok>(pc, af[i * kPer + q], desc + 2 * (i * kPer + q), q);
+        wg::commit();
+        wg::wait<1>();
+        wg::fence_acc(pp);
+        if (i == 0) {
+          release_held();
+          if (kb > 0) promote(pp, kb - 1);
+        } else {
+          promote(pp, kb);
+        }
+      }
+    } else if constexpr (C::kF8) {
+      wg::fence_acc(part0);
       wg::fence();
 #pragma unroll
-      for (int ks = 0; ks < 4; ++ks) wg::mma<wg::F8Tag, kTok>(pc, af[ks], desc + 2 * ks, ks);
+      for (int ks = 0; ks < 4; ++ks) wg::mma<wg::F8Tag, kTok>(part0, af[ks], desc + 2 * ks, ks);
       wg::commit();
-      if constexpr (C::kF8Overlap) {
-        wg::wait<1>();  // the previous stage's group
-        wg::fence_acc(pp);
-        if (kb > 0) promote(pp, kb - 1);
-      } else {
-        wg::wait<0>();
-        wg::fence_acc(pc);
-        promote(pc, kb);
-      }
+      wg::wait<0>();
+      wg::fence_acc(part0);
+      promote(part0, kb);
     } else {
       wg::fence_acc(acc);
       wg::fence();
@@ -561,26 +594,23 @@ __global__ void __launch_bounds__(256, WgmmaCfg<F, T, kTokens, kVariant>::kMinBl
       wg::commit();
       wg::wait<1>();
       wg::fence_acc(acc);
+      release_held();
+    }
+    if constexpr (C::kLag == 2) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) held[i][j] = af[i][j];
     }
   };
-  if constexpr (C::kF8Overlap) {
-    // Unrolled by two so that the partial sets stay in fixed registers.
-    for (int kb = 0; kb < num_k; kb += 2) {
-      step(kb, part0, part1);
-      if (kb + 1 < num_k) step(kb + 1, part1, part0);
-    }
-    wg::wait<0>();
-    if ((num_k - 1) & 1) {
-      wg::fence_acc(part1);
-      promote(part1, num_k - 1);
-    } else {
-      wg::fence_acc(part0);
-      promote(part0, num_k - 1);
-    }
-  } else {
-    for (int kb = 0; kb < num_k; ++kb) step(kb, part0, part0);
-  }
+  for (int kb = 0; kb < num_k; ++kb) step(kb);
   wg::wait<0>();
+  release_held();
+  if constexpr (C::kF8Overlap) {
+    // The last sub-block (kF8Sub is even: partial set 1).
+    wg::fence_acc(part1);
+    promote(part1, num_k - 1);
+  }
   wg::fence_acc(acc);
   wg::cp_wait<0>();
   griddep_launch_dependents();
