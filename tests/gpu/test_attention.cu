@@ -471,7 +471,7 @@ TEST(AttentionGpuDecode, DtypesPagesWindowsSinks) {
 TEST(AttentionGpuDecode, AlternativeTiles) {
   B12X_REQUIRE_GPU();
   for (const char* tile :
-       {"wide", "deep", "direct", "wdirect", "wide3", "wdirect2", "hcvt", "hbits"}) {
+       {"wide", "deep", "direct", "wdirect", "wide3", "wdirect2", "hcvt", "hbits", "hvec"}) {
     setenv("B12X_ATTN_DECODE_TILE", tile, 1);
     int i = 0;
     for (int d : {128, 256})
@@ -512,7 +512,7 @@ TEST(AttentionGpuDecode, AlternativeTiles) {
 // match the reference, with and without splits, sinks and per-head descales.
 TEST(AttentionGpuDecode, Fp16MmaQueryRange) {
   B12X_REQUIRE_GPU();
-  for (const char* tile : {"hcvt", "hbits", "default"}) {
+  for (const char* tile : {"hcvt", "hbits", "hvec", "default"}) {
     if (std::string(tile) != "default") setenv("B12X_ATTN_DECODE_TILE", tile, 1);
     for (int i = 0; i < 3; ++i) {
       Spec s;
@@ -917,7 +917,7 @@ TEST(AttentionGpuSanitize, DecodeSplitFp8) {
 
 TEST(AttentionGpuSanitize, DecodeFp16MmaTiles) {
   B12X_REQUIRE_GPU();
-  for (const char* tile : {"hcvt", "hbits"}) {
+  for (const char* tile : {"hcvt", "hbits", "hvec"}) {
     setenv("B12X_ATTN_DECODE_TILE", tile, 1);
     Spec s;
     s.kv = DType::kFP8E4M3;

@@ -56,17 +56,24 @@ struct TileCfg {
   // kind 3: the deep decode tile with FP8 K fragments converted straight from the raw stage
   // (no K conversion pass); Q is stored in the matching permuted slot order.
   static constexpr bool kDirectK =
-      kKind == 3 || kKind == 4 || kKind == 6 || kKind == 8 || kKind == 9;
+      kKind == 3 || kKind == 4 || kKind == 6 || kKind == 8 || kKind == 9 || kKind == 11;
   // kind 4 also reads V's B fragments from raw FP8 rows (4-byte reads of 4 dims of one token;
   // output dims permuted within 32-dim groups, undone in the epilogue).
-  static constexpr bool kDirectV = kKind == 4 || kKind == 6 || kKind == 8 || kKind == 9;
+  static constexpr bool kDirectV =
+      kKind == 4 || kKind == 6 || kKind == 8 || kKind == 9 || kKind == 11;
   // kinds 8/9: the MMAs run on fp16 (P in [0, 1] and power-of-two-scaled Q lose nothing against
   // bf16: fp16 has 3 more mantissa bits). hcvt converts with the hardware e4m3x2 -> f16x2 cvt
   // (sm_89+, one instruction per pair); hbits moves the 7 magnitude bits under the fp16
   // exponent field, which reads as the e4m3 value times 2^-8 (exact, subnormals included), and
   // folds the 2^8 into the score and output scales.
-  static constexpr bool kF16Mma = kKind == 8 || kKind == 9;
-  static constexpr bool kHwCvt = kKind == 8;
+  static constexpr bool kF16Mma = kKind == 8 || kKind == 9 || kKind == 11;
+  static constexpr bool kHwCvt = kKind == 8 || kKind == 11;
+  // kind 11 ("hvec"): hcvt with 16-byte fragment reads. The MMA k-slots and the output columns
+  // are assigned to dims so that one lane's 16 raw bytes feed four K k-steps (k-step 4a + b,
+  // lane t: dims 64a + 16t + 4b .. +3) or all sixteen V n-blocks (n-block nb, column g: dim
+  // 16g + nb): 16 LDS.128 per step instead of 64 LDS.32.
+  static constexpr bool kVec = kKind == 11;
+  static_assert(!kVec || (kDqk_ == 128 && kDv_ == 128), "hvec: head dim 128");
   static_assert(!kF16Mma || (kFp8_ && kDqk_ == kDv_ && (kDqk_ == 128 || kDqk_ == 256)),
                 "fp16-MMA decode tiles: FP8 KV, head dim 128 or 256");
   // kind 5: Q is staged in the ring's last stage (free until the first loop iteration issues
@@ -85,8 +92,8 @@ struct TileCfg {
   static constexpr int kWM = kDecode ? 1 : 4;
   static constexpr int kMB = (kDecode || kBigHead) ? 1 : 2;
   static constexpr int kBN =
-      (kKind == 6 || ((kKind == 8 || kKind == 9) && kDqk == 128)) ? 128
-      : kKind == 10                                               ? 64
+      (kKind == 6 || kKind == 11 || ((kKind == 8 || kKind == 9) && kDqk == 128)) ? 128
+      : kKind == 10                                                              ? 64
       : (kKind == 4 || kKind == 5 || kKind == 7 || kKind == 8 || kKind == 9)
           ? 64
           : (kKind >= 2 ? 32 : (kBigHead ? 32 : (kMB == 2 && kDv > 64 ? 32 : 64)));
@@ -500,6 +507,19 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
         __half2 h2 = __floats2half2_rn(f[2 * k] * sc, f[2 * k + 1] * sc);
         hv[k] = *reinterpret_cast<uint32_t*>(&h2);
       }
+      if constexpr (Cfg::kVec) {
+        // dims 16kb..16kb+15 = (a, t) = (kb / 4, kb % 4): words 2b, 2b+1 go to k-step 4a + b,
+        // slot words t (slots 2t, 2t+1) and 4 + t (slots 2t+8, 2t+9)
+        const int a = kb >> 2, t = kb & 3;
+#pragma unroll
+        for (int b = 0; b < 4; ++b) {
+          *reinterpret_cast<uint32_t*>(sQ + swz(r, 2 * (4 * a + b), kQRow) + 4 * t) = hv[2 * b];
+          *reinterpret_cast<uint32_t*>(sQ + swz(r, 2 * (4 * a + b) + 1, kQRow) + 4 * t) =
+              hv[2 * b + 1];
+        }
+        if (kb == 0) s_qexp[r] = ex;
+        continue;
+      }
       uint32_t ev[4], od[4];
 #pragma unroll
       for (int k = 0; k < 4; ++k) {
@@ -610,7 +630,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   const int64_t v_sp = p.v_sp * kKvB, v_st = p.v_st * kKvB;
   // Chunk c of token j lands in a swizzled (bf16) or row-major (raw fp8) stage row.
   auto stage_dst = [&](uint8_t* tile, int j, int c, int cpr, bool is_k) {
-    if constexpr (Cfg::kDirectK) {
+    if constexpr (Cfg::kVec) {
+      // 16-byte fragment reads: K rows g, g+1 of a phase take opposite halves (c ^ 4 on odd
+      // rows); V rows 2t (t = 0..3) of a phase spread by c ^ (row & 6)
+      return smem_u32(tile) +
+             static_cast<uint32_t>(j * (cpr * 16) + ((c ^ (is_k ? (j & 1) << 2 : (j & 6))) << 4));
+    } else if constexpr (Cfg::kDirectK) {
       // raw FP8 rows read as 4-byte fragments (8 or 4 rows at once) are swizzled too: K, and V
       // when its fragments are read directly
       const bool sw = is_k || Cfg::kDirectV;
@@ -846,7 +871,29 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
       // Swizzled ldmatrix addresses: the chunk XOR only touches bits 4.. of the in-row offset,
       // so k-step kb is `lane_off ^ (kb << 5)` and row blocks are immediate offsets (keeps the
       // address registers few).
-      if constexpr (Cfg::kDirectK) {
+      if constexpr (Cfg::kVec) {
+        // lane (g, t): 16 bytes of token row g = dims 64a + 16t .. +15 = its slots of k-steps
+        // 4a .. 4a+3 (word b -> k-step 4a + b; low half dims +0, +1, high half +2, +3)
+#pragma unroll
+        for (int a = 0; a < kDqk / 64; ++a) {
+          uint32_t qa4[4][4];
+#pragma unroll
+          for (int b = 0; b < 4; ++b) ldmatrix_x4(qa4[b], q_base + (q_lane ^ ((4 * a + b) << 5)));
+#pragma unroll
+          for (int nb = 0; nb < kNT / 8; ++nb) {
+            const int row = tok0 + nb * 8 + g;
+            const uint4 wk = *reinterpret_cast<const uint4*>(
+                sK + row * kDqk + (((4 * a + t4) ^ ((row & 1) << 2)) << 4));
+            const uint32_t wv[4] = {wk.x, wk.y, wk.z, wk.w};
+#pragma unroll
+            for (int b = 0; b < 4; ++b) {
+              uint32_t b0, b1;
+              e4m3x4_to_f16x4_hw(wv[b], b0, b1);
+              mma16816<TM>(s[0][nb], qa4[b], b0, b1);
+            }
+          }
+        }
+      } else if constexpr (Cfg::kDirectK) {
         // B fragments straight from the raw FP8 K rows: lane (g, t) reads dims 4t..4t+3 of k-step
         // kb of token row g (one 4-byte read; rows' 16-byte chunks are swizzled by row & 7).
 #pragma unroll
@@ -978,7 +1025,28 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
           pa[mb][2] = pack2<TM>(s[mb][2 * kk + 1][0], s[mb][2 * kk + 1][1]);
           pa[mb][3] = pack2<TM>(s[mb][2 * kk + 1][2], s[mb][2 * kk + 1][3]);
         }
-        if constexpr (Cfg::kDirectV) {
+        if constexpr (Cfg::kVec) {
+          // n-block nb, column g stands for dim 16 g + nb: lane (g, t) reads 16 bytes (chunk g)
+          // of token rows 2t, 2t+1, 2t+8, 2t+9 and pairs the two rows' byte nb for n-block nb
+          const int r0 = tok0 + kk * 16 + 2 * t4;
+          auto rd = [&](int row) {
+            return *reinterpret_cast<const uint4*>(sV + row * kDv + ((g ^ (row & 6)) << 4));
+          };
+          const uint4 x0 = rd(r0), x1 = rd(r0 + 1), x8 = rd(r0 + 8), x9 = rd(r0 + 9);
+          const uint32_t v0[4] = {x0.x, x0.y, x0.z, x0.w}, v1[4] = {x1.x, x1.y, x1.z, x1.w};
+          const uint32_t v8[4] = {x8.x, x8.y, x8.z, x8.w}, v9[4] = {x9.x, x9.y, x9.z, x9.w};
+#pragma unroll
+          for (int k = 0; k < 4; ++k) {
+            uint32_t b0[4], b1[4];
+            e4m3x4_to_f16x4_hw(__byte_perm(v0[k], v1[k], 0x5140), b0[0], b0[1]);
+            e4m3x4_to_f16x4_hw(__byte_perm(v0[k], v1[k], 0x7362), b0[2], b0[3]);
+            e4m3x4_to_f16x4_hw(__byte_perm(v8[k], v9[k], 0x5140), b1[0], b1[1]);
+            e4m3x4_to_f16x4_hw(__byte_perm(v8[k], v9[k], 0x7362), b1[2], b1[3]);
+#pragma unroll
+            for (int i = 0; i < 4; ++i) mma16816<TM>(o[0][4 * k + i], pa[0], b0[i], b1[i]);
+          }
+          continue;
+        } else if constexpr (Cfg::kDirectV) {
           // B fragment of n-block (4 q + i), lane (g, t): tokens (2t, 2t+1) and (2t+8, 2t+9) of the
           // k-step at "n = g", which stands for dim 32 q + 4 g + i. One 4-byte read of dims
           // 32q+4g..+3 per token row therefore feeds all four n-blocks of the 32-dim group; rows'
@@ -1124,7 +1192,36 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
         constexpr float kVScale = (Cfg::kF16Mma && !Cfg::kHwCvt) ? 256.f : 1.f;
         const float factor = ll > 0.f ? rescale * vdesc * kVScale / ll : 0.f;
         const float lse = ll > 0.f ? mm + __log2f(ll) : -INFINITY;
-        if (Cfg::kDirectV && final_out) {
+        if (Cfg::kVec && final_out) {
+          // column c of n-block nb is dim 16c + nb: this lane holds dims 32t + nb (o[nb][2r])
+          // and 32t + 16 + nb (o[nb][2r+1]), two runs of 16 dims (two 16-byte stores each)
+          T* out = static_cast<T*>(p.out) + (int64_t)tok * p.o_st + (int64_t)h * p.o_sh + 32 * t4;
+#pragma unroll
+          for (int e = 0; e < 2; ++e)
+#pragma unroll
+            for (int hlf = 0; hlf < 2; ++hlf) {
+              uint32_t wv[4];
+#pragma unroll
+              for (int k = 0; k < 4; ++k)
+                wv[k] = pack2<T>(o[mb][8 * hlf + 2 * k][2 * r + e] * factor,
+                                 o[mb][8 * hlf + 2 * k + 1][2 * r + e] * factor);
+              *reinterpret_cast<uint4*>(out + 16 * e + 8 * hlf) =
+                  make_uint4(wv[0], wv[1], wv[2], wv[3]);
+            }
+          if (p.lse != nullptr && t4 == 0)
+            p.lse[(int64_t)tok * p.lse_st + (int64_t)h * p.lse_sh] = lse;
+        } else if (Cfg::kVec) {
+          const int64_t row = ((int64_t)split * p.total_q + tok) * p.num_q_heads + h;
+          float* po = p.part_o + row * kDv + 32 * t4;
+#pragma unroll
+          for (int e = 0; e < 2; ++e)
+#pragma unroll
+            for (int k = 0; k < 4; ++k)
+              *reinterpret_cast<float4*>(po + 16 * e + 4 * k) = make_float4(
+                  o[mb][4 * k][2 * r + e] * factor, o[mb][4 * k + 1][2 * r + e] * factor,
+                  o[mb][4 * k + 2][2 * r + e] * factor, o[mb][4 * k + 3][2 * r + e] * factor);
+          if (t4 == 0) p.part_lse[row] = lse;
+        } else if (Cfg::kDirectV && final_out) {
           // permuted dims: this lane holds dims 32 q + 8 t .. +7 of each 32-dim group q (one
           // 16-byte store): dim 32q+8t+i is o[4q+i][2r], dim 32q+8t+4+i is o[4q+i][2r+1]
           T* out = static_cast<T*>(p.out) + (int64_t)tok * p.o_st + (int64_t)h * p.o_sh;
