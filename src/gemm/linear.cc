@@ -161,10 +161,13 @@ Plan plan(const Caps& caps) {
     // FP8 (two accumulator sets per thread) has 128-token CTAs only.
     if (tok == 256 && !lin::wgmma_kernel_available(wf, fp16, 256)) tok = 128;
     p.tiled_wgmma = tok;
-    if (wf == WFmt::kFp8 || wf == WFmt::kFp8Block) {
-      const char* v = std::getenv("B12X_GEMM_WGMMA_F8");
-      p.tiled_wgmma_var =
-          v != nullptr && (v[0] == '0' || v[0] == '1' || v[0] == '2') ? v[0] - '0' : kWgmmaF8Var;
+    // Schedule variant (B12X_GEMM_WGMMA_VAR=<n> probes; an unknown one for the format keeps the
+    // default).
+    const bool f8 = wf == WFmt::kFp8 || wf == WFmt::kFp8Block;
+    p.tiled_wgmma_var = f8 ? kWgmmaF8Var : 0;
+    if (const char* v = std::getenv("B12X_GEMM_WGMMA_VAR"); v != nullptr && tok > 0) {
+      const int want = std::atoi(v);
+      if (lin::wgmma_kernel_available(wf, fp16, tok, want)) p.tiled_wgmma_var = want;
     }
     if (p.tiled_wgmma > 0) lin::prepare_linear_wgmma(wf, fp16, p.tiled_wgmma, p.tiled_wgmma_var);
   }
@@ -246,7 +249,7 @@ Plan plan(const Caps& caps) {
       sig << " tiled"
           << (p.tiled_wgmma > 0
                   ? " wgmma" + std::to_string(p.tiled_wgmma) +
-                        (p.tiled_wgmma_var ? " f8v" + std::to_string(p.tiled_wgmma_var) : "")
+                        (p.tiled_wgmma_var ? " v" + std::to_string(p.tiled_wgmma_var) : "")
                   : "");
     else
       sig << " decode nt=" << (M > kDecodeMaxM ? 2 : decode_nt(M)) << " split="

@@ -20,47 +20,56 @@ WgmmaPick wgmma_pick() {
   return {&linear_wgmma_kernel<F, T, kTok, kVar>, WgmmaCfg<F, T, kTok, kVar>::kSmemBytes};
 }
 
+template <WFmt F, class T, int kTok>
+WgmmaPick pick_var(int var) {
+  constexpr bool kF8 = F == WFmt::kFp8 || F == WFmt::kFp8Block;
+  if constexpr (kF8) {
+    if constexpr (kTok != 128) {
+      return {};
+    } else {
+      return var == 2   ? wgmma_pick<F, T, kTok, 2>()
+             : var == 1 ? wgmma_pick<F, T, kTok, 1>()
+             : var == 0 ? wgmma_pick<F, T, kTok, 0>()
+                        : WgmmaPick{};
+    }
+  } else {
+    return var == 3   ? wgmma_pick<F, T, kTok, 3>()
+           : var == 0 ? wgmma_pick<F, T, kTok, 0>()
+                      : WgmmaPick{};
+  }
+}
+
 template <int kTok>
 WgmmaPick pick_tok(WFmt f, bool fp16, int var) {
   switch (f) {
     case WFmt::kNvfp4:
-      return fp16 ? wgmma_pick<WFmt::kNvfp4, Fp16Tag, kTok>()
-                  : wgmma_pick<WFmt::kNvfp4, Bf16Tag, kTok>();
+      return fp16 ? pick_var<WFmt::kNvfp4, Fp16Tag, kTok>(var)
+                  : pick_var<WFmt::kNvfp4, Bf16Tag, kTok>(var);
     case WFmt::kMxfp4:
-      return fp16 ? WgmmaPick{} : wgmma_pick<WFmt::kMxfp4, Bf16Tag, kTok>();
+      return fp16 ? WgmmaPick{} : pick_var<WFmt::kMxfp4, Bf16Tag, kTok>(var);
     case WFmt::kFp8Mx:
-      return fp16 ? WgmmaPick{} : wgmma_pick<WFmt::kFp8Mx, Bf16Tag, kTok>();
+      return fp16 ? WgmmaPick{} : pick_var<WFmt::kFp8Mx, Bf16Tag, kTok>(var);
     case WFmt::kFp8:
-      if constexpr (kTok == 128)
-        return var == 2   ? wgmma_pick<WFmt::kFp8, Bf16Tag, kTok, 2>()
-               : var == 1 ? wgmma_pick<WFmt::kFp8, Bf16Tag, kTok, 1>()
-                          : wgmma_pick<WFmt::kFp8, Bf16Tag, kTok>();
-      return {};
+      return fp16 ? WgmmaPick{} : pick_var<WFmt::kFp8, Bf16Tag, kTok>(var);
     case WFmt::kFp8Block:
-      if constexpr (kTok == 128)
-        return var == 2   ? wgmma_pick<WFmt::kFp8Block, Bf16Tag, kTok, 2>()
-               : var == 1 ? wgmma_pick<WFmt::kFp8Block, Bf16Tag, kTok, 1>()
-                          : wgmma_pick<WFmt::kFp8Block, Bf16Tag, kTok>();
-      return {};
+      return fp16 ? WgmmaPick{} : pick_var<WFmt::kFp8Block, Bf16Tag, kTok>(var);
     default:
       return {};
   }
 }
 
-/// var: the FP8 promotion schedule (WgmmaCfg: 0 per 128 K drained, 1 / 2 per 64 / 32 K
-/// overlapped); ignored by the other formats.
+/// var: the schedule (WgmmaCfg): FP8 0 = per-128-K drained, 1 / 2 = per 64 / 32 K overlapped;
+/// BF16-operand formats 0 = one group in flight, 3 = drained.
 WgmmaPick pick(WFmt f, bool fp16, int tok, int var) {
-  const bool f8 = f == WFmt::kFp8 || f == WFmt::kFp8Block;
-  const int v = f8 ? var : 0;
-  return tok == 256   ? pick_tok<256>(f, fp16, v)
-         : tok == 128 ? pick_tok<128>(f, fp16, v)
+  return tok == 256   ? pick_tok<256>(f, fp16, var)
+         : tok == 128 ? pick_tok<128>(f, fp16, var)
                       : WgmmaPick{};
 }
 
 }  // namespace
 
-bool wgmma_kernel_available(WFmt f, bool fp16, int tok) {
-  return pick(f, fp16, tok, 0).fn != nullptr;
+bool wgmma_kernel_available(WFmt f, bool fp16, int tok, int var) {
+  return pick(f, fp16, tok, var).fn != nullptr;
 }
 
 void prepare_linear_wgmma(WFmt f, bool fp16, int tok, int var) {

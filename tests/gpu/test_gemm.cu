@@ -583,10 +583,16 @@ TEST(GemmGpu, TiledWgmmaTokenTiles) {
   // Every FP8 promotion schedule (a drained 128-K stage; overlapped per 64 / 32 K); K with and
   // without a zero-filled tail stage.
   for (const char* var : {"0", "1", "2"}) {
-    ScopedEnv e("B12X_GEMM_WGMMA", "1"), ev("B12X_GEMM_WGMMA_F8", var);
+    ScopedEnv e("B12X_GEMM_WGMMA", "1"), ev("B12X_GEMM_WGMMA_VAR", var);
     for (int64_t K : {384, 1536})
       for (const auto& c : wgmma_cases(200, 136, K, true, DType::kBF16))
         if (c.fmt == LinearFormat::kFp8Tensor || c.fmt == LinearFormat::kFp8Block) run_case(c);
+  }
+  {
+    // The drained schedule of the BF16-operand formats (a probe variant).
+    ScopedEnv e("B12X_GEMM_WGMMA", "1"), ev("B12X_GEMM_WGMMA_VAR", "3");
+    for (const auto& c : wgmma_cases(300, 136, 768, true, DType::kBF16))
+      if (c.fmt != LinearFormat::kFp8Tensor && c.fmt != LinearFormat::kFp8Block) run_case(c);
   }
 }
 

@@ -58,7 +58,10 @@ struct WgmmaCfg {
   /// overlapping the next sub-block's wgmmas (wait_group 1).
   static constexpr int kF8Sub = !kF8 ? 1 : (kVariant == 1 ? 2 : kVariant == 2 ? 4 : 1);
   static constexpr bool kF8Overlap = kF8Sub > 1;
-  static constexpr int kLag = (kF8 && !kF8Overlap) ? 1 : 2;
+  /// BF16-operand formats: kVariant 3 drains each stage's wgmmas (wait_group 0) before the next
+  /// stage (a probe against the default one-group-in-flight schedule).
+  static constexpr bool kDrain = (kF8 && !kF8Overlap) || (!kF8 && kVariant == 3);
+  static constexpr int kLag = kDrain ? 1 : 2;
   static constexpr int kStageBytes = (kActBytes + kWBytes + kSBytes + 1023) / 1024 * 1024;
   static constexpr int kSmemLimit = 232448;  // SM90 opt-in maximum per block
   static constexpr int kStaticBytes = 512;   // NVFP4 splat table
@@ -592,7 +595,11 @@ __global__ void __launch_bounds__(256, WgmmaCfg<F, T, kTokens, kVariant>::kMinBl
 #pragma unroll
       for (int ks = 0; ks < 4; ++ks) wg::mma<T, kTok>(acc, af[ks], desc + 2 * ks, 1);
       wg::commit();
-      wg::wait<1>();
+      if constexpr (C::kDrain) {
+        wg::wait<0>();
+      } else {
+        wg::wait<1>();
+      }
       wg::fence_acc(acc);
       release_held();
     }
