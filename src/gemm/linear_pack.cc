@@ -259,7 +259,7 @@ PackedHost pack_host(const WeightSource& src, const char* op) {
                 for (int e = 0; e < 2; ++e) {
                   int r, k;
                   lin::frag_coord(g, t, s, j, e, &r, &k);
-                  word[s] |= nib(tile * 16 + r, a * 32 + k) << (4 * (j + 4 * e));
+                  word[s] |= lin::fp4_place(nib(tile * 16 + r, a * 32 + k), j, e);
                 }
             uint8_t* dst = ph.values.data() + lin::atom_offset(ph.wfmt, geo.kvec, tile, a, lane);
             std::memcpy(dst, word, 8);

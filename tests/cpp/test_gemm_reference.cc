@@ -192,7 +192,7 @@ TEST(GemmPack, Fp4LayoutMatchesFragmentCoordinates) {
               const uint32_t want = (n < N && kk < K) ? ((kk & 1) ? w[n * K / 2 + kk / 2] >> 4
                                                                   : w[n * K / 2 + kk / 2] & 0xF)
                                                       : 0;
-              ASSERT_EQ((word[s] >> (4 * (j + 4 * e))) & 0xF, want)
+              ASSERT_EQ(gemm::lin::fp4_code_at(word[s], j, e), want)
                   << "tile " << tile << " atom " << a << " lane " << lane;
             }
       }

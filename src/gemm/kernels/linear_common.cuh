@@ -202,12 +202,37 @@ __device__ __forceinline__ constexpr uint32_t kFp4Unit2() {
   return T::kFp16 ? 0x58005800u /* 2^7 */ : 0x7B007B00u /* 2^119 */;
 }
 
-/// One FP4 pair (nibbles at bits 0-3 and 16-19 of w) -> bits of v * 2^-126 (bf16) or
-/// v * 2^-14 (fp16), exact (subnormal for v = 0.5).
-template <class T>
+/// (x shifted left by S, or right by -S) & mask.
+template <int S>
+__device__ __forceinline__ uint32_t shl_mask(uint32_t x, uint32_t mask) {
+  if constexpr (S >= 0) {
+    return (x << S) & mask;
+  } else {
+    return (x >> -S) & mask;
+  }
+}
+
+/// Register J's FP4 pair of a packed weight word (placement: lin::fp4_place) -> bits of
+/// v * 2^-126 (bf16) or v * 2^-14 (fp16) in both halves, exact (v = 0.5 lands on a subnormal).
+template <class T, int J>
 __device__ __forceinline__ uint32_t fp4_pair_bits(uint32_t w) {
-  constexpr int kMagShift = T::kFp16 ? 9 : 6;
-  return ((w << kMagShift) & (0x00070007u << kMagShift)) | ((w << 12) & 0x80008000u);
+  constexpr int kMagTo = T::kFp16 ? 9 : 6;
+  constexpr uint32_t kMag = 0x00070007u << kMagTo, kSign = 0x80008000u;
+  constexpr int sm = kMagTo - fp4_mag_pos(J), ss = 15 - fp4_sign_pos(J);
+  if constexpr (sm == ss) {
+    return shl_mask<sm>(w, kMag | kSign);
+  } else {
+    return shl_mask<sm>(w, kMag) | shl_mask<ss>(w, kSign);
+  }
+}
+
+/// The four pairs (MMA registers 0..3) of a packed FP4 weight word.
+template <class T>
+__device__ __forceinline__ void fp4_word_pairs(uint32_t w, uint32_t bits[4]) {
+  bits[0] = fp4_pair_bits<T, 0>(w);
+  bits[1] = fp4_pair_bits<T, 1>(w);
+  bits[2] = fp4_pair_bits<T, 2>(w);
+  bits[3] = fp4_pair_bits<T, 3>(w);
 }
 
 /// The UE4M3 block scale as a splat of scale * 2^119 (bf16) or scale * 2^7 (fp16), so that
@@ -231,11 +256,10 @@ __device__ __forceinline__ void decode_fp4_atom(const uint32_t w[2], const uint3
                                                 uint32_t a[2][4]) {
 #pragma unroll
   for (int s = 0; s < 2; ++s) {
+    uint32_t bits[4];
+    fp4_word_pairs<T>(w[s], bits);
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const uint32_t bits = fp4_pair_bits<T>(w[s] >> (4 * j));
-      a[s][j] = fma2<T>(bits, sc[s][j & 1], kNegZero2<T>());
-    }
+    for (int j = 0; j < 4; ++j) a[s][j] = fma2<T>(bits[j], sc[s][j & 1], kNegZero2<T>());
   }
 }
 

@@ -524,9 +524,11 @@ __device__ __forceinline__ void linear_tiled_body(const LinearParams& p) {
             uint32_t bf[4];  // a0..a3 of the 16-row tile = b0/b1 of its two n8 tiles
             if constexpr (kFp4) {
               const uint32_t w = at ? (st ? rv[ar].w : rv[ar].z) : (st ? rv[ar].y : rv[ar].x);
+              uint32_t pairs[4];
+              fp4_word_pairs<T>(w, pairs);
 #pragma unroll
               for (int j = 0; j < 4; ++j) {
-                const uint32_t bits = fp4_pair_bits<T>(w >> (4 * j));
+                const uint32_t bits = pairs[j];
                 if constexpr (F == WFmt::kNvfp4) {
                   bf[j] = fma2<T>(bits, sc[ar][st][j & 1], kNegZero2<T>());
                 } else {
