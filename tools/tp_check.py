@@ -472,6 +472,22 @@ def _finish(results, args) -> None:
         print(f"tp_check: results written to {args.json}")
 
 
+def markdown_table(path: str) -> str:
+    """The results file of a two-GPU run (--json) as a markdown table (docs/TENSOR_PARALLEL.md)."""
+    with open(path) as f:
+        d = json.load(f)
+    out = ["| layer | M | rel L2 | cos | ranks identical | 1 GPU (us) | 2 GPUs (us) | "
+           "shard layer (us) | all-reduce (us) | all-reduce share | speed-up |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in d["results"]:
+        out.append(f"| {r['layer']} | {r['tokens']} | {r['rel_l2']:.2e} | {r['cos']:.6f} | "
+                   f"{'yes' if r['ranks_identical'] else 'no'} | {r['one_gpu_ms'] * 1e3:.0f} | "
+                   f"{r['tp_ms'] * 1e3:.0f} | {r['tp_compute_ms'] * 1e3:.0f} | "
+                   f"{r['allreduce_ms'] * 1e3:.0f} | {100 * r['allreduce_share']:.0f}% | "
+                   f"{r['speedup']:.2f}x |")
+    return "\n".join(out)
+
+
 def _multicast_off() -> None:
     """NVLink multicast off in NCCL, PyTorch symmetric memory and NVSHMEM: on shared hosts a
     program using it can take every GPU of the host out of service."""
@@ -498,7 +514,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--json", default=None, help="write the results here (rank 0)")
     ap.add_argument("--simulate", action="store_true",
                     help="run the ranks one after another on one GPU (no NCCL)")
+    ap.add_argument("--table", default=None, metavar="RESULTS_JSON",
+                    help="print a results file of an earlier run as a markdown table and exit")
     args = ap.parse_args(argv)
+    if args.table:
+        print(markdown_table(args.table))
+        return 0
     # The workplace requires NVLink multicast (NVLS) off; children inherit the environment.
     _multicast_off()
     try:
