@@ -363,20 +363,41 @@ __global__ void __launch_bounds__(256, WgmmaCfg<F, T, kTokens, kVariant>::kMinBl
   auto s_addr = [&](int s) { return sbase + s * C::kStageBytes + C::kActBytes + C::kWBytes; };
 
   // Weights and their scales do not depend on earlier kernels (issued before griddepcontrol.wait).
+  // Per-thread copy sources, computed once: a 16-row tile's stage is the contiguous run
+  // [kb * kWTileBytes, +kWTileBytes) of its packed row (the packed order keeps a tile's K vectors
+  // adjacent); chunk i of this thread is tile (tid + 256 i) / kChunksPerTile.
+  constexpr int kChunksPerTile = C::kWTileBytes / 16;
+  constexpr int kWChunks = (C::kRows / 16) * kChunksPerTile;
+  constexpr int kWPerThread = (kWChunks + C::kThreads - 1) / C::kThreads;
+  static_assert(kWChunks % C::kThreads == 0 || kWChunks < C::kThreads, "weight chunk split");
+  static_assert(C::kWTileBytes == C::kBK / 32 / kApv * kTr.slots * 16, "stage run of a tile");
+  const uint8_t* wsrc[kWPerThread];
+  bool wvalid[kWPerThread];
+#pragma unroll
+  for (int i = 0; i < kWPerThread; ++i) {
+    const int ci = tid + i * C::kThreads;
+    const int tl = ci / kChunksPerTile, off = (ci % kChunksPerTile) * 16;
+    wvalid[i] = (kWChunks % C::kThreads == 0 || ci < kWChunks) && tile0 + tl < p.n16;
+    wsrc[i] = wvalid[i] ? p.wvals + (tile0 + tl) * tile_stride + off : p.wvals;
+  }
+  // Activation rows r0 + 32 i of 16-byte chunk c: the swizzled chunk (c ^ (r & 7)) is the same
+  // for every i; rows at and past M are zero-filled.
+  const int ar0 = tid >> 3, ac = tid & 7;
+  constexpr int kElem = C::kF8 ? 1 : 2;  // bytes per activation
+  const int64_t ldb = C::kF8 ? p.ldx_bytes : 2 * p.ldx;
+  const uint8_t* const xb = static_cast<const uint8_t*>(p.x);
+  const uint8_t* const asrc0 = xb + (m0 + ar0) * ldb + ac * 16;
+  const uint32_t adst0 = ar0 * 128 + ((ac ^ (ar0 & 7)) << 4);
+  const int64_t rows_left = p.M - m0 - ar0;  // rows i with 32 i < rows_left are valid
+
   auto load_weights = [&](int s, int kb) {
     const int64_t k0 = static_cast<int64_t>(kb) * C::kBK;
-    constexpr int kChunksPerTile = C::kWTileBytes / 16;
-    constexpr int kChunks = (C::kRows / 16) * kChunksPerTile;
 #pragma unroll
-    for (int i = 0; i < (kChunks + C::kThreads - 1) / C::kThreads; ++i) {
-      const int ci = tid + i * C::kThreads;
-      if (kChunks % C::kThreads == 0 || ci < kChunks) {
-        const int tl = ci / kChunksPerTile, off = (ci % kChunksPerTile) * 16;
-        const bool valid = tile0 + tl < p.n16;
-        const uint8_t* src = p.wvals + (tile0 + tl) * tile_stride +
-                             (k0 / 32 / kApv) * static_cast<int64_t>(kTr.slots) * 16 + off;
-        wg::cp16(w_addr(s) + ci * 16, valid ? src : p.wvals, valid);
-      }
+    for (int i = 0; i < kWPerThread; ++i) {
+      if (kWChunks % C::kThreads == 0 || tid + i * C::kThreads < kWChunks)
+        wg::cp16(w_addr(s) + (tid + i * C::kThreads) * 16,
+                 wvalid[i] ? wsrc[i] + static_cast<int64_t>(kb) * C::kWTileBytes : p.wvals,
+                 wvalid[i]);
     }
     if constexpr (F == WFmt::kFp8Block) {
       // The CTA's 128 rows lie in one 128-row block (n0 is a multiple of 128).
@@ -395,17 +416,13 @@ __global__ void __launch_bounds__(256, WgmmaCfg<F, T, kTokens, kVariant>::kMinBl
   };
   auto load_acts = [&](int s, int kb) {
     const int64_t k0 = static_cast<int64_t>(kb) * C::kBK;
-    const uint8_t* x = static_cast<const uint8_t*>(p.x);
-    constexpr int kElem = C::kF8 ? 1 : 2;  // bytes per activation
-    const int64_t ldb = C::kF8 ? p.ldx_bytes : 2 * p.ldx;
-    const int c = tid & 7;
-    const bool kvalid = k0 + c * (16 / kElem) < p.K;
+    const bool kvalid = k0 + ac * (16 / kElem) < p.K;
+    const uint8_t* src = asrc0 + k0 * kElem;
+    const uint32_t dst = act_addr(s) + adst0;
 #pragma unroll
     for (int i = 0; i < kTok / 32; ++i) {
-      const int r = (tid >> 3) + 32 * i;
-      const bool valid = kvalid && m0 + r < p.M;
-      const uint8_t* src = x + (m0 + r) * ldb + k0 * kElem + c * 16;
-      wg::cp16(act_addr(s) + r * 128 + ((c ^ (r & 7)) << 4), valid ? src : x, valid);
+      const bool valid = kvalid && 32 * i < rows_left;
+      wg::cp16(dst + i * 4096, valid ? src + i * 32 * ldb : xb, valid);
     }
     if constexpr (F == WFmt::kFp8Block) {
       // Activation scales of the stage's group (zero-filled past M / K, where x is zero too).
