@@ -797,6 +797,7 @@ void run(const Binding& b, Stream stream) {
     d.fc2_split = detail::decode_fc2_split(R);
     d.partial = route_out;  // sized for the plan's split x max_tokens (>= this call's)
     d.counters = num_tiles + 4;
+    d.sm_count = device_info(p.caps.device).sm_count;
     B12X_ASSERT(d.fc2_split == 1 || d.partial != nullptr, "decode stream: no partial buffer");
     detail::launch_decode_stream(d, fp16_ops, stream, pdl);
     return;

@@ -1,4 +1,5 @@
 // Launchers of the decode stream (kernels/moe_decode.cuh): FP4 weights, M * topk <= 128.
+#include <algorithm>
 #include <cstdlib>
 #include <mutex>
 #include <type_traits>
@@ -13,6 +14,11 @@ namespace {
 
 using dev::DecodeCfg;
 
+int env_knob(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != 0 ? std::atoi(v) : fallback;
+}
+
 template <typename OpT, bool kFold, int kSK, int kWM>
 void launch_fc1(const DecodeArgs& a, Stream stream, bool pdl) {
   auto* k = dev::moe_decode_fc1_kernel<OpT, kFold, kSK, kWM>;
@@ -22,31 +28,34 @@ void launch_fc1(const DecodeArgs& a, Stream stream, bool pdl) {
   std::call_once(once, [&] {
     B12X_CUDA_CHECK(
         cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, DecodeCfg::kFc1Smem));
-    // Three CTAs (3 x ~74 KB) per SM only with the whole unified L1 given to shared memory.
+    // Three CTAs (3 x ~67 KB) per SM only with the whole unified L1 given to shared memory.
     B12X_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout,
                                          cudaSharedmemCarveoutMaxShared));
   });
-  const dim3 grid(static_cast<unsigned>(a.w1.rows_pad / (32 * kWM)),
-                  static_cast<unsigned>(a.routes));
+  const int row_blocks = a.w1.rows_pad / (32 * kWM);
+  const dim3 grid(static_cast<unsigned>(row_blocks),
+                  static_cast<unsigned>(decode_fc1_tile_groups(a.routes, row_blocks, a.sm_count)));
   launch_k(k, grid, dim3(DecodeCfg::kFc1Threads), DecodeCfg::kFc1Smem, stream, pdl, a);
   B12X_CUDA_CHECK_LAUNCH();
 }
 
-template <typename OpT, bool kFold, int kSK, int kW>
+template <typename OpT, bool kFold, int kSK, int kW, bool kDeep>
 void launch_fc2(const DecodeArgs& a, Stream stream, bool pdl) {
-  auto* k = dev::moe_decode_fc2_kernel<OpT, kFold, kSK, kW>;
+  auto* k = dev::moe_decode_fc2_kernel<OpT, kFold, kSK, kW, kDeep>;
   static std::once_flag once;  // the largest shared memory this instance is launched with
   std::call_once(once, [&] {
-    B12X_CUDA_CHECK(cudaFuncSetAttribute(
-        k, cudaFuncAttributeMaxDynamicSharedMemorySize,
-        DecodeCfg::fc2_smem(kW, kW == 8 ? DecodeCfg::kFc2WideMaxTokens : DecodeCfg::kMaxTokens)));
+    const int max_tokens = kDeep     ? kFc2DeepMaxRoutes
+                           : kW == 8 ? DecodeCfg::kFc2WideMaxTokens
+                                     : DecodeCfg::kMaxTokens;
+    B12X_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         DecodeCfg::fc2_smem(kW, kDeep, max_tokens)));
     B12X_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout,
                                          cudaSharedmemCarveoutMaxShared));
   });
   const dim3 grid(static_cast<unsigned>(a.w2.rows_pad / DecodeCfg::kFc2Rows),
                   static_cast<unsigned>(a.fc2_split));
-  launch_k(k, grid, dim3(32 * kW), static_cast<size_t>(DecodeCfg::fc2_smem(kW, a.num_tokens)),
-           stream, pdl, a);
+  launch_k(k, grid, dim3(32 * kW),
+           static_cast<size_t>(DecodeCfg::fc2_smem(kW, kDeep, a.num_tokens)), stream, pdl, a);
   B12X_CUDA_CHECK_LAUNCH();
 }
 
@@ -61,25 +70,37 @@ void launch_gemms(const DecodeArgs& a, Stream stream, bool pdl) {
     launch_fc1<OpT, kFold, kSK, 2>(a, stream, pdl);
   else
     launch_fc1<OpT, kFold, kSK, 1>(a, stream, pdl);
-  if (a.num_tokens <= DecodeCfg::kFc2WideMaxTokens)
-    launch_fc2<OpT, kFold, kSK, 8>(a, stream, pdl);
+  if (decode_fc2_deep(a.routes, a.fc2_split))
+    launch_fc2<OpT, kFold, kSK, 8, true>(a, stream, pdl);
+  else if (a.num_tokens <= DecodeCfg::kFc2WideMaxTokens)
+    launch_fc2<OpT, kFold, kSK, 8, false>(a, stream, pdl);
   else
-    launch_fc2<OpT, kFold, kSK, 4>(a, stream, pdl);
+    launch_fc2<OpT, kFold, kSK, 4, false>(a, stream, pdl);
 }
+
+}  // namespace
 
 int decode_fc1_smem_bytes() {
   return DecodeCfg::kFc1Smem;
 }
-int decode_fc2_smem_bytes(int num_tokens) {
-  return DecodeCfg::fc2_smem(num_tokens <= DecodeCfg::kFc2WideMaxTokens ? 8 : 4, num_tokens);
+int decode_fc2_smem_bytes(int num_tokens, int routes) {
+  const bool deep = decode_fc2_deep(routes, decode_fc2_split(routes));
+  return DecodeCfg::fc2_smem(num_tokens <= DecodeCfg::kFc2WideMaxTokens ? 8 : 4, deep, num_tokens);
 }
 
-int env_knob(const char* name, int fallback) {
-  const char* v = std::getenv(name);
-  return v != nullptr && *v != 0 ? std::atoi(v) : fallback;
+int decode_fc1_tile_groups(int routes, int row_blocks, int sm_count) {
+  // About one wave of FC1 CTAs (3 per SM): each CTA then walks ~ntiles / groups expert tiles.
+  // At M = 1 (routes <= 3 * SMs / row blocks) this is one tile per CTA, as before.
+  static const int forced = env_knob("B12X_MOE_FC1_GROUPS", 0);
+  if (forced > 0) return std::min(forced, routes);
+  const int slots = 3 * std::max(sm_count, 1);
+  return std::max(1, std::min(routes, slots / std::max(row_blocks, 1)));
 }
-
-}  // namespace
+bool decode_fc2_deep(int routes, int fc2_split) {
+  // The deep ring (one CTA per SM) only where the grid has at most ~one CTA per SM anyway.
+  static const int knob = env_knob("B12X_MOE_FC2_DEEP", 1);
+  return knob != 0 && fc2_split == 1 && routes <= kFc2DeepMaxRoutes;
+}
 
 int decode_fc1_row_warps(int routes, int aquant, bool gated) {
   // Gated activations with MX-quantised FC2 inputs need 32 whole features per FC1 CTA.

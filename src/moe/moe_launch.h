@@ -120,6 +120,7 @@ struct DecodeArgs {
   // waits for the caller (FC1 then waits before reading anything).
   int fc1_wm = 0;
   int q_early = 0;
+  int sm_count = 0;  // sizes FC1's tile groups (decode_fc1_tile_groups)
 };
 /// FC2 tile split for `routes` routes: 1 up to 16 routes (each warp already has <= 2 tiles),
 /// then one split per 16 routes up to 4, so larger decode batches keep more CTAs per SM.
@@ -139,7 +140,12 @@ int decode_fc1_row_warps(int routes, int aquant, bool gated);
 void launch_decode_stream(const DecodeArgs& args, bool fp16_operands, Stream stream, bool pdl);
 /// Dynamic shared memory of the decode stream kernels (plan-time checks and tests).
 int decode_fc1_smem_bytes();
-int decode_fc2_smem_bytes(int num_tokens);
+int decode_fc2_smem_bytes(int num_tokens, int routes);
+/// FC1 grid.y: expert-tile groups (a CTA walks tiles y, y + groups, ...), about one wave.
+int decode_fc1_tile_groups(int routes, int row_blocks, int sm_count);
+/// FC2 with the deep ring (one CTA per SM, 5 stages per warp): fc2_split == 1 and few routes.
+inline constexpr int kFc2DeepMaxRoutes = 16;
+bool decode_fc2_deep(int routes, int fc2_split);
 
 /// Routing (grouped regime): tiles, slot -> route and slot -> expert maps; counts[1] = slots.
 void launch_route(const void* ids, bool ids64, int64_t routes, int num_experts, int tile_tokens,

@@ -560,6 +560,39 @@ TEST(MoeGpu, LongKBothRegimesEveryFp4Variant) {
     }
 }
 
+TEST(MoeGpu, DecodeStreamCtasWalkSeveralTiles) {
+  B12X_REQUIRE_GPU();
+  // A wide intermediate (I = 3072: 192 / 96 FC1 row blocks) leaves room for only 2-4 expert-tile
+  // groups in a one-wave FC1 grid, so each FC1 CTA walks several tiles with one ring; 32 routes
+  // on 8 experts give experts with more than 4 routes (split into several 4-slot tiles).
+  struct V {
+    QuantMode m;
+    SourceFormat s;
+    DType dt;
+    Activation a;
+  };
+  const V vs[] = {
+      {QuantMode::kNvfp4, SourceFormat::kModeloptNvfp4, DType::kBF16, Activation::kSilu},
+      {QuantMode::kW4A8Mx, SourceFormat::kFp4E8M0K32, DType::kBF16, Activation::kSwigluOai},
+      {QuantMode::kW4A16, SourceFormat::kFp4E8M0K32, DType::kFP16, Activation::kRelu2},
+      {QuantMode::kMxfp4, SourceFormat::kFp4E8M0K32, DType::kBF16, Activation::kRelu2}};
+  for (const V& v : vs) {
+    Case c;
+    c.mode = v.m;
+    c.src = v.s;
+    c.act = v.a;
+    c.dtype = v.dt;
+    c.E = 16;
+    c.H = 256;
+    c.I = 3072;
+    c.M = 8;
+    c.topk = 4;
+    c.regime = 1;
+    SCOPED_TRACE(c.name());
+    run_case(c);
+  }
+}
+
 TEST(MoeGpu, Nvfp4ZeroAndSubnormalBlockScales) {
   B12X_REQUIRE_GPU();
   // Prepared NVFP4 scales are re-encoded (moe_layout.h E5M3) and zero-scale blocks get zero

@@ -34,32 +34,49 @@ namespace b12x::moe::dev {
 using detail::DecodeArgs;
 
 struct DecodeCfg {
-  static constexpr int kActBytes = 8 * 8 * 4 * 8;  // 8 steps x 8 tokens x 4 quads x 8 B
+  // Expert tiles hold <= kTileTokens slots (routes) of one expert: the activation fragments of a
+  // ring stage are staged for kTileTokens tokens (MMA columns beyond are zero registers), which
+  // keeps a stage at 3.3 KB (FC1) / 2.2 KB (FC2). At decode sizes nearly every expert has 1-2
+  // routes; an expert with more than 4 routes becomes several tiles (its weights are read again).
+  static constexpr int kTileTokens = 4;
+  static constexpr int kActBytes = 8 * kTileTokens * 4 * 8;  // 8 steps x tokens x 4 quads x 8 B
   static constexpr int kMaxTokens = detail::kMaxInlineRoutes;
   static constexpr int kQuantThreads = 128;  // [Q]: 8 values per thread
-  // FC1: 8 warps = kWM along rows (32 rows each) x 8 / kWM along K, a 2-stage ring per warp:
-  // 16+ warps per SM at two CTAs per SM hide the decode math's latency, and 16 x 2 stages of
-  // 2.3 KB of weights keep ~70 KB per SM in flight.
+  // FC1: 8 warps = kWM along rows (32 rows each) x 8 / kWM along K, a 2-stage ring per warp
+  // that runs on across the CTA's expert tiles; split-K partials and the activated rows of a
+  // finished tile go to their own areas (red, ys) so the ring never drains. 62 KB: 3 CTAs
+  // (24 warps, ~80 KB of weights in flight) per SM.
   static constexpr int kFc1Warps = 8, kFc1Threads = 32 * kFc1Warps, kFc1Stages = 2;
   static constexpr int kFc1Stage = 32 * 64 + 32 * 8 + kActBytes;
-  static constexpr int kFc1Smem = kFc1Warps * kFc1Stages * kFc1Stage;
+  static constexpr int kFc1Ring = kFc1Warps * kFc1Stages * kFc1Stage;
+  static constexpr int kFc1Red = kFc1Warps * 8 * 32 * 4;   // [warp][8 acc][lane] fp32
+  static constexpr int kFc1Ys = kTileTokens * 4 * 32 * 4;  // [token][<= 128 features] fp32
+  static constexpr int kFc1Smem = kFc1Ring + kFc1Red + kFc1Ys;
   // FC2: 16 output rows per CTA; kW warps (8 while the per-warp combine rows fit, else 4) take
-  // every kW-th expert tile.
+  // every kW-th expert tile. The deep variant (5 stages, one CTA per SM) serves launches with at
+  // most one CTA per SM anyway (<= 16 routes): each warp's whole K stream is then in flight.
   static constexpr int kFc2Rows = 16;
   static constexpr int kFc2Stage = kFc2Rows * 64 + kFc2Rows * 8 + kActBytes;
   static constexpr int kFc2WideMaxTokens = 32;
-  static constexpr int fc2_stages(int warps) { return warps == 8 ? 3 : 4; }
-  static constexpr int fc2_ring(int warps) { return warps * fc2_stages(warps) * kFc2Stage; }
-  static constexpr int fc2_smem(int warps, int tokens) {
-    return fc2_ring(warps) + warps * tokens * kFc2Rows * 4;
+  static constexpr int kFc2DeepStages = 5;
+  static constexpr int fc2_stages(int warps, bool deep) {
+    return warps == 8 ? (deep ? kFc2DeepStages : 3) : 4;
+  }
+  static constexpr int fc2_ring(int warps, bool deep) {
+    return warps * fc2_stages(warps, deep) * kFc2Stage;
+  }
+  static constexpr int fc2_smem(int warps, bool deep, int tokens) {
+    return fc2_ring(warps, deep) + warps * tokens * kFc2Rows * 4;
   }
   // Static shared memory of the kernels (routing arrays) is below 5 KB.
   static_assert(kFc1Smem + 5120 <= 101376, "SM12x: at most 99 KB of shared memory per block");
   static_assert(kFc1Stage % 16 == 0 && kFc2Stage % 16 == 0, "16-byte cp.async destinations");
 };
-static_assert(DecodeCfg::fc2_smem(8, DecodeCfg::kFc2WideMaxTokens) + 5120 <= 101376,
+static_assert(DecodeCfg::fc2_smem(8, false, DecodeCfg::kFc2WideMaxTokens) + 5120 <= 101376,
               "SM12x: at most 99 KB of shared memory per block");
-static_assert(DecodeCfg::fc2_smem(4, DecodeCfg::kMaxTokens) + 5120 <= 101376,
+static_assert(DecodeCfg::fc2_smem(8, true, 16) + 5120 <= 101376,
+              "SM12x: at most 99 KB of shared memory per block");
+static_assert(DecodeCfg::fc2_smem(4, false, DecodeCfg::kMaxTokens) + 5120 <= 101376,
               "SM12x: at most 99 KB of shared memory per block");
 
 /// Shared-memory state of the decode routing (one per CTA).
@@ -85,13 +102,13 @@ __device__ __forceinline__ int lower_bound_key(const int* sorted, int n, int tar
 }
 
 /// Routing of the decode regime, identical in every CTA of every decode kernel: slots sorted by
-/// expert, then by route index (deterministic); tiles of <= 8 slots of one expert in expert
-/// order. Needs blockDim.x >= kMaxInlineRoutes; all threads must call it. Returns the number of
-/// tiles. Branch-free ranks (each route counts the smaller keys, 4 per 16-byte shared load),
+/// expert, then by route index (deterministic); tiles of <= kTileTokens slots of one expert in
+/// expert order. Needs blockDim.x >= kMaxInlineRoutes; all threads must call it. Returns the number
+/// of tiles. Branch-free ranks (each route counts the smaller keys, 4 per 16-byte shared load),
 /// binary searches for the expert runs and a ballot scan for the tile heads keep it at a few
 /// hundred instructions: every FC1/FC2 CTA pays it before it can stream weights.
 __device__ __forceinline__ int decode_route(const DecodeArgs& a, RouteSmem& rs) {
-  constexpr int kTN = 8, kN = detail::kMaxInlineRoutes;
+  constexpr int kTN = DecodeCfg::kTileTokens, kN = detail::kMaxInlineRoutes;
   const int tid = threadIdx.x, lane = tid & 31;
   int key = 0x7FFFFFFF;
   if (tid < a.routes) {
@@ -148,10 +165,11 @@ __device__ __forceinline__ int decode_route(const DecodeArgs& a, RouteSmem& rs) 
 }
 
 /// One warp's cp.async ring stage: kRows weight rows x 128 K values (64 B each), their block
-/// scales (8 B per row; E8M0 rows use the low 4 B) and the activation fragments of up to 8
-/// tokens in [step][token][quad] x 8 B order (moe_gemm.cuh's s_act layout).
+/// scales (8 B per row; E8M0 rows use the low 4 B) and the activation fragments of up to
+/// kTileTokens tokens in [step][token][quad] x 8 B order (moe_gemm.cuh's s_act layout).
 template <int kRows>
 struct WarpStage {
+  static constexpr int kT = DecodeCfg::kTileTokens;
   static constexpr int kScaleOff = kRows * 64;
   static constexpr int kActOff = kRows * 72;
   /// Weights and scales of sub-chunk kk of the rows starting at vrow/srow.
@@ -173,18 +191,24 @@ struct WarpStage {
         cp_async4(st + kScaleOff + lane * 8, srow + lane * sstride + static_cast<int64_t>(kk) * 4);
     }
   }
-  /// Activation fragments of sub-chunk kk: this lane copies token n = (lane >> 1) & 7, half
-  /// h = lane & 1 of steps (lane >> 4) + 2c. `src` is the token's operand row (nullptr: absent
-  /// token, zero-filled), K its valid length (zero-filled beyond).
+  /// Token whose activation fragments this lane copies (fixed per lane).
+  static __device__ __forceinline__ int lane_token(int lane) {
+    return (lane >> 1) % kT;
+  }
+  /// Activation fragments of sub-chunk kk: 8 steps x kT tokens x 2 halves of 16 B; this lane
+  /// copies half lane & 1 of token lane_token(lane), steps lane / (2 kT) + c * 16 / kT. `src` is
+  /// that token's operand row (nullptr: absent token, zero-filled), K its valid length
+  /// (zero-filled beyond).
   static __device__ __forceinline__ void issue_a(uint8_t* st, const uint16_t* src, int K, int kk,
                                                  int lane, const void* any_valid) {
-    const int n = (lane >> 1) & 7, h = lane & 1;
+    static_assert(kT >= 2 && 16 % kT == 0, "2..16 tokens per tile, a divisor of 16");
+    const int n = lane_token(lane), h = lane & 1;
 #pragma unroll
-    for (int c = 0; c < 4; ++c) {
-      const int j = (lane >> 4) + 2 * c;
+    for (int c = 0; c < kT / 2; ++c) {
+      const int j = (lane + 32 * c) / (2 * kT);
       const int k = kk * 128 + 16 * j + 8 * h;
       const bool ok = src != nullptr && k < K;
-      cp_async16(st + kActOff + (j * 8 + n) * 32 + h * 16, ok ? src + k : any_valid, ok);
+      cp_async16(st + kActOff + (j * kT + n) * 32 + h * 16, ok ? src + k : any_valid, ok);
     }
   }
 };
@@ -209,7 +233,7 @@ inline constexpr float kAccScale = kOneMulFold<OpT, kFold, kSK> ? 256.f : 1.f;
 
 template <typename OpT, bool kFold, int kSK, int kM>
 __device__ __forceinline__ void stage_mma(const uint8_t* st, float (&acc)[kM][4], int g, int t) {
-  constexpr int kRows = 16 * kM;
+  constexpr int kRows = 16 * kM, kT = DecodeCfg::kTileTokens;
   constexpr bool kOne = kOneMulFold<OpT, kFold, kSK>;
   WeightFrag<detail::kWFp4, OpT> f[2 * kM];
 #pragma unroll
@@ -245,7 +269,7 @@ __device__ __forceinline__ void stage_mma(const uint8_t* st, float (&acc)[kM][4]
       a[i >> 1][(i & 1)] = lo;                                                                \
       a[i >> 1][2 + (i & 1)] = hi;                                                            \
     }                                                                                         \
-    const uint2 b = s_act[(J * 8 + g) * 4 + t];                                               \
+    const uint2 b = s_act[(J * kT + (g & (kT - 1))) * 4 + t]; /* columns >= kT: unused */     \
     _Pragma("unroll") for (int m = 0; m < kM; ++m) {                                          \
       if constexpr (kFold) {                                                                  \
         OpTraits<OpT>::mma_acc(acc[m], a[m], b.x, b.y);                                       \
@@ -339,16 +363,22 @@ __global__ void __launch_bounds__(DecodeCfg::kQuantThreads)
       make_uint4(o[0], o[1], o[2], o[3]);
 }
 
-// ---- [FC1] (32 * kWM rows, expert tile) per CTA ----------------------------------------
+// ---- [FC1] (32 * kWM rows) x (expert tiles y, y + Y, ...) per CTA -----------------------
 // kWM row warps x 8 / kWM K warps. kWM >= 2 for gated activations with MX-quantised FC2 inputs
-// (the epilogue quantises whole 32-feature blocks, a gated 32-row warp holds 16 features); at
-// larger route counts kWM 2 / 4 give each warp 2 / 4 times the sub-chunks per CTA, amortising
-// the CTA's routing, first DRAM round trip and epilogue over more weight bytes.
+// (the epilogue quantises whole 32-feature blocks, a gated 32-row warp holds 16 features).
+// A CTA walks the expert tiles blockIdx.y, blockIdx.y + gridDim.y, ... of its row block with one
+// continuous per-warp ring: at M = 8 a single-tile CTA streamed 2 sub-chunks per warp between
+// its routing and its epilogue; now the host sizes gridDim.y so that the grid is about one wave
+// (decode_fc1_tile_groups) and each warp streams all of its tiles' sub-chunks back to back.
+// At a tile's end every warp parks its partials (red), the CTA sums them in fixed K-warp order,
+// applies the activation (ys) and writes the FC2 operand rows, while the ring's next loads are
+// already in flight. No co-residency is assumed: CTAs never wait for each other.
 template <typename OpT, bool kFold, int kSK, int kWM>
 __global__ void __launch_bounds__(DecodeCfg::kFc1Threads, kFold ? 3 : 2)
     moe_decode_fc1_kernel(const DecodeArgs a) {
   using C = DecodeCfg;
   using St = WarpStage<32>;
+  constexpr int kT = C::kTileTokens;
   constexpr int kS = C::kFc1Stages, kWK = C::kFc1Warps / kWM, kRows = 32 * kWM;
   extern __shared__ __align__(16) uint8_t smem[];
   __shared__ RouteSmem rs;
@@ -359,10 +389,9 @@ __global__ void __launch_bounds__(DecodeCfg::kFc1Threads, kFold ? 3 : 2)
   const int wm = warp % kWM, wk = warp / kWM;
   // A16: FC1 is the op's first kernel and reads x directly, so it waits for the caller first.
   // Quantised modes: the [Q] kernel waited for the caller before letting FC1 launch, so the ids
-  // may be read (and the weights streamed) now; only xq needs the wait below.
+  // may be read (and the weights streamed) now; only xq needs the wait below. q_early: [Q] let
+  // this grid launch before the caller finished, so not even the ids may be read before the wait.
   const bool first = a.aquant == num::kANone;
-  // q_early: [Q] let this grid launch before the caller finished, so not even the ids may be
-  // read before the wait (which then also covers xq).
   const bool wait_first = first || a.q_early;
   if (wait_first) pdl_wait();
   pdl_trigger();  // FC2 may launch now and stream its own weights (it waits for us before reading)
@@ -372,157 +401,163 @@ __global__ void __launch_bounds__(DecodeCfg::kFc1Threads, kFold ? 3 : 2)
     // FC2 is complete: A16 waited above, otherwise [Q] waited before FC1 could launch.
     for (int i = tid; i < a.w2.rows_pad / C::kFc2Rows; i += C::kFc1Threads) a.counters[i] = 0;
   }
-  const int tile_idx = blockIdx.y;
   const int R0 = blockIdx.x * kRows;
   const int F0 = a.gated ? R0 / 2 : R0;
-  if (tile_idx >= ntiles || F0 >= a.features) {
+  const int y0 = blockIdx.y, Y = gridDim.y;
+  const int n_t = y0 < ntiles && F0 < a.features ? (ntiles - y0 + Y - 1) / Y : 0;  // my tiles
+  if (n_t == 0) {
     if (!wait_first) pdl_wait();  // completion of this grid implies the predecessor's
     return;
   }
-  const int4 tile = s_tiles[tile_idx];
-  const int e = tile.x, slot0 = tile.y, cnt = tile.z;
   const detail::WeightView& W = a.w1;
   const int nk = W.K_pad / 128;
-  const int n_my = wk < nk ? (nk - wk + kWK - 1) / kWK : 0;
+  const int n_k = wk < nk ? (nk - wk + kWK - 1) / kWK : 0;  // sub-chunks per tile of this warp
+  const int n_my = n_t * n_k;
   const int64_t r0 = R0 + 32 * wm;
-  const uint8_t* vrow = W.values + e * W.values_expert_stride + r0 * W.values_row_stride;
-  const uint8_t* srow = W.scales + e * W.scales_expert_stride + r0 * W.scales_row_stride;
+  const uint8_t* vrow = W.values + r0 * W.values_row_stride;
+  const uint8_t* srow = W.scales + r0 * W.scales_row_stride;
   uint8_t* ring = smem + warp * kS * C::kFc1Stage;
-  // Per-expert scalars, loaded now and used in the epilogue (latency off the critical path).
-  const float alpha = a.alpha1[e] * kAccScale<OpT, kFold, kSK>;
-  const float gs2 = a.aquant == num::kANvfp4 ? a.a2gs[e] : 1.f;
+  float* red = reinterpret_cast<float*>(smem + C::kFc1Ring);  // [wk * kWM + wm][m * 4 + i][lane]
+  float* ys = reinterpret_cast<float*>(smem + C::kFc1Ring + C::kFc1Red);  // [token][kYs]
+  constexpr int kYs = 32 * kWM;  // features per token row of ys (gated: 16 * kWM used)
+  static_assert(C::kFc1Red == kWK * kWM * 8 * 32 * 4 && C::kFc1Ys >= kT * kYs * 4, "areas");
+
+  // Chunk c of this warp: tile y0 + Y * (c / n_k), sub-chunk wk + kWK * (c % n_k).
+  const int n_lane = St::lane_token(lane);
+  auto issue = [&](uint8_t* st, int c, bool weights, bool acts) {
+    const int4 tl = s_tiles[y0 + Y * (c / n_k)];
+    const int kk = wk + kWK * (c % n_k);
+    if (weights)
+      St::issue_w(st, vrow + tl.x * W.values_expert_stride, srow + tl.x * W.scales_expert_stride,
+                  W.values_row_stride, W.scales_row_stride, kk, kSK, lane);
+    if (acts) {
+      const uint16_t* src = nullptr;
+      if (n_lane < tl.z) {
+        const int route = s_sr[tl.y + n_lane];
+        src = first ? static_cast<const uint16_t*>(a.x) +
+                          static_cast<int64_t>(route / a.topk) * a.x_ld
+                    : a.xq + static_cast<int64_t>(route) * W.K;
+      }
+      St::issue_a(st, src, W.K, kk, lane, W.values);
+    }
+  };
+#pragma unroll
+  for (int s = 0; s < kS; ++s) {
+    if (s < n_my) issue(ring + s * C::kFc1Stage, s, true, false);
+    cp_async_commit();
+  }
+  if (!wait_first) pdl_wait();  // xq is written by [Q]
+#pragma unroll
+  for (int s = 0; s < kS; ++s) {
+    if (s < n_my) issue(ring + s * C::kFc1Stage, s, false, true);
+    cp_async_commit();
+  }
 
   float acc[2][4];
 #pragma unroll
   for (int m = 0; m < 2; ++m)
 #pragma unroll
     for (int i = 0; i < 4; ++i) acc[m][i] = 0.f;
-
-#pragma unroll
-  for (int s = 0; s < kS; ++s) {
-    if (s < n_my)
-      St::issue_w(ring + s * C::kFc1Stage, vrow, srow, W.values_row_stride, W.scales_row_stride,
-                  wk + kWK * s, kSK, lane);
-    cp_async_commit();
-  }
-  if (!wait_first) pdl_wait();  // xq is written by [Q]
-  // This lane's activation token (fixed for the whole K loop).
-  const uint16_t* src = nullptr;
-  {
-    const int n = (lane >> 1) & 7;
-    if (n < cnt) {
-      const int route = s_sr[slot0 + n];
-      src = first
-                ? static_cast<const uint16_t*>(a.x) + static_cast<int64_t>(route / a.topk) * a.x_ld
-                : a.xq + static_cast<int64_t>(route) * W.K;
+  int c = 0;
+  for (int it = 0; it < n_t; ++it) {
+    const int4 tile = s_tiles[y0 + Y * it];
+    const int e = tile.x, slot0 = tile.y, cnt = tile.z;
+    // Per-expert scalars, loaded now and used in the epilogue (latency off the critical path).
+    const float alpha = a.alpha1[e] * kAccScale<OpT, kFold, kSK>;
+    const float gs2 = a.aquant == num::kANvfp4 ? a.a2gs[e] : 1.f;
+    for (int kc = 0; kc < n_k; ++kc, ++c) {
+      cp_async_wait<kS - 1>();
+      __syncwarp();
+      uint8_t* st = ring + (c % kS) * C::kFc1Stage;
+      stage_mma<OpT, kFold, kSK, 2>(st, acc, g, t);
+      __syncwarp();  // every lane is done reading the slot before it is refilled
+      if (c + kS < n_my) issue(st, c + kS, true, true);
+      cp_async_commit();
     }
-  }
-#pragma unroll
-  for (int s = 0; s < kS; ++s) {
-    if (s < n_my) St::issue_a(ring + s * C::kFc1Stage, src, W.K, wk + kWK * s, lane, vrow);
-    cp_async_commit();
-  }
-  for (int i = 0; i < n_my; ++i) {
-    cp_async_wait<kS - 1>();
-    __syncwarp();
-    uint8_t* st = ring + (i % kS) * C::kFc1Stage;
-    stage_mma<OpT, kFold, kSK, 2>(st, acc, g, t);
-    __syncwarp();  // every lane is done reading the slot before it is refilled
-    const int nx = i + kS;
-    if (nx < n_my) {
-      St::issue_w(st, vrow, srow, W.values_row_stride, W.scales_row_stride, wk + kWK * nx, kSK,
-                  lane);
-      St::issue_a(st, src, W.K, wk + kWK * nx, lane, vrow);
-    }
-    cp_async_commit();
-  }
-  cp_async_wait<0>();
-  __syncthreads();  // the rings are free: reuse them for the split-K partials and the epilogue
 
-  // ---- split-K reduction and activation into ys[token][feature] ---------------------------
-  // Every warp parks its partials; then each thread sums one output (gated: a (gate, up) pair)
-  // over the K warps in fixed order 0, 1, ... (the same sum as accumulating into K warp 0), so
-  // the tail is ~kWK loads per thread instead of one warp summing all partials serially.
-  float* red = reinterpret_cast<float*>(smem);  // [wk * kWM + wm][m * 4 + i][lane]
-  static_assert(kWK * kWM * 8 * 32 * 4 <= 8192, "partials fit below ys");
+    // ---- split-K reduction and activation into ys[token][feature] -------------------------
+    // Every warp parks its partials; then each thread sums one output (gated: a (gate, up)
+    // pair) over the K warps in fixed order 0, 1, ... and applies the activation.
 #pragma unroll
-  for (int m = 0; m < 2; ++m)
+    for (int m = 0; m < 2; ++m)
 #pragma unroll
-    for (int i = 0; i < 4; ++i) red[((wk * kWM + wm) * 8 + m * 4 + i) * 32 + lane] = acc[m][i];
-  __syncthreads();
-  constexpr int kYs = 32 * kWM;  // features per token row of ys (gated: 16 * kWM used)
-  float* ys = reinterpret_cast<float*>(smem + 8192);  // [8][kYs]
-  {
-    // Item q: (wm, [m,] i, lane) of the accumulator fragments; gated items pair m = 0 / 1.
-    const int per_wm = a.gated ? 128 : 256;
-    for (int q = tid; q < kWM * per_wm; q += C::kFc1Threads) {
-      const int qw = q / per_wm, r = q % per_wm;
-      const int qm = a.gated ? 0 : r / 128, qi = (r / 32) % 4, ql = r % 32;
-      const int col = 2 * (ql & 3) + (qi & 1);
-      if (col >= cnt) continue;
-      const int roff = (ql >> 2) + 8 * (qi >> 1);
-      auto sum = [&](int m) {
-        float v = 0.f;
+      for (int i = 0; i < 4; ++i) {
+        red[((wk * kWM + wm) * 8 + m * 4 + i) * 32 + lane] = acc[m][i];
+        acc[m][i] = 0.f;
+      }
+    __syncthreads();  // partials complete; the previous tile's ys readers are done
+    {
+      // Item q: (wm, [m,] i, lane) of the accumulator fragments; gated items pair m = 0 / 1.
+      const int per_wm = a.gated ? 128 : 256;
+      for (int q = tid; q < kWM * per_wm; q += C::kFc1Threads) {
+        const int qw = q / per_wm, r = q % per_wm;
+        const int qm = a.gated ? 0 : r / 128, qi = (r / 32) % 4, ql = r % 32;
+        const int col = 2 * (ql & 3) + (qi & 1);
+        if (col >= cnt) continue;
+        const int roff = (ql >> 2) + 8 * (qi >> 1);
+        auto sum = [&](int m) {
+          float v = 0.f;
 #pragma unroll
-        for (int w2 = 0; w2 < kWK; ++w2) {
-          const float p = red[((w2 * kWM + qw) * 8 + m * 4 + qi) * 32 + ql];
-          v = w2 == 0 ? p : v + p;
+          for (int w2 = 0; w2 < kWK; ++w2) {
+            const float p = red[((w2 * kWM + qw) * 8 + m * 4 + qi) * 32 + ql];
+            v = w2 == 0 ? p : v + p;
+          }
+          return v * alpha;
+        };
+        const float w = a.weight_on_input ? a.topk_weights[s_sr[slot0 + col]] : 1.f;
+        if (a.gated) {
+          float gate = sum(0), up = sum(1);
+          if (a.weight_on_input) {
+            gate *= w;
+            up *= w;
+          }
+          ys[col * kYs + qw * 16 + roff] =
+              num::round_inter(num::act_gated(a.act, gate, up), a.inter_fp16 != 0);
+        } else {
+          float h = sum(qm);
+          if (a.weight_on_input) h *= w;
+          ys[col * kYs + qw * 32 + 16 * qm + roff] =
+              num::round_inter(num::act_relu2(h), a.inter_fp16 != 0);
         }
-        return v * alpha;
-      };
-      const float w = a.weight_on_input ? a.topk_weights[s_sr[slot0 + col]] : 1.f;
-      if (a.gated) {
-        float gate = sum(0), up = sum(1);
-        if (a.weight_on_input) {
-          gate *= w;
-          up *= w;
-        }
-        ys[col * kYs + qw * 16 + roff] =
-            num::round_inter(num::act_gated(a.act, gate, up), a.inter_fp16 != 0);
-      } else {
-        float h = sum(qm);
-        if (a.weight_on_input) h *= w;
-        ys[col * kYs + qw * 32 + 16 * qm + roff] =
-            num::round_inter(num::act_relu2(h), a.inter_fp16 != 0);
       }
     }
-  }
-  __syncthreads();
-  // ---- FC2 operand rows: 4 consecutive features of one token per thread --------------------
-  // Quantised modes quantise here, once per (route, block), instead of in every FC2 CTA: the CTA
-  // owns whole blocks (16 * kWM features gated, 32 * kWM ReLU2; I % 32 == 0).
-  const int nf = a.gated ? 16 * kWM : 32 * kWM;
-  const int qpt = nf / 4;  // threads per token
-  const int idx = tid;
-  if (idx < 8 * qpt) {  // whole warps: 8 * qpt is 32, 64 or 128
-    const int col = idx / qpt, fl = 4 * (idx % qpt);
-    float v[4];
-    float amax = 0.f;
+    __syncthreads();  // ys complete; red may be overwritten by the next tile
+    // ---- FC2 operand rows: 4 consecutive features of one token per thread ------------------
+    // Quantised modes quantise here, once per (route, block), instead of in every FC2 CTA: the
+    // CTA owns whole blocks (16 * kWM features gated, 32 * kWM ReLU2; I % 32 == 0).
+    const int nf = a.gated ? 16 * kWM : 32 * kWM;
+    const int qpt = nf / 4;               // threads per token
+    if (tid < ((kT * qpt + 31) & ~31)) {  // whole warps (the amax shuffles use full masks)
+      const int col = tid / qpt, fl = 4 * (tid % qpt);
+      float v[4];
+      float amax = 0.f;
 #pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      v[q] = col < cnt ? ys[col * kYs + fl + q] : 0.f;
-      amax = fmt::amax_update(amax, v[q]);
-    }
-    if (a.aquant != num::kANone) {
-      amax = group_amax(amax, num::quant_block_values(a.aquant) / 4);
-      const num::QBlock qb = num::quant_block(a.aquant, amax, gs2);
+      for (int q = 0; q < 4; ++q) {
+        v[q] = col < cnt ? ys[col * kYs + fl + q] : 0.f;
+        amax = fmt::amax_update(amax, v[q]);
+      }
+      if (a.aquant != num::kANone) {
+        amax = group_amax(amax, num::quant_block_values(a.aquant) / 4);
+        const num::QBlock qb = num::quant_block(a.aquant, amax, gs2);
 #pragma unroll
-      for (int q = 0; q < 4; ++q) v[q] = num::quant_value(a.aquant, qb, v[q]);
+        for (int q = 0; q < 4; ++q) v[q] = num::quant_value(a.aquant, qb, v[q]);
+      }
+      const int f = F0 + fl;
+      if (col < cnt && f < a.features)
+        *reinterpret_cast<uint2*>(a.inter + static_cast<int64_t>(slot0 + col) * a.features + f) =
+            make_uint2(pack_op(v[0], v[1], a.inter_fp16 != 0),
+                       pack_op(v[2], v[3], a.inter_fp16 != 0));
     }
-    const int f = F0 + fl;
-    if (col < cnt && f < a.features)
-      *reinterpret_cast<uint2*>(a.inter + static_cast<int64_t>(slot0 + col) * a.features + f) =
-          make_uint2(pack_op(v[0], v[1], a.inter_fp16 != 0),
-                     pack_op(v[2], v[3], a.inter_fp16 != 0));
   }
+  cp_async_wait<0>();
 }
 
 // ---- [FC2] 16 output rows x every route per CTA, combine fused ---------------------------
-template <typename OpT, bool kFold, int kSK, int kW>
+template <typename OpT, bool kFold, int kSK, int kW, bool kDeep>
 __global__ void __launch_bounds__(32 * kW) moe_decode_fc2_kernel(const DecodeArgs a) {
   using C = DecodeCfg;
   using St = WarpStage<C::kFc2Rows>;
-  constexpr int kS = C::fc2_stages(kW), kRing = C::fc2_ring(kW);
+  constexpr int kS = C::fc2_stages(kW, kDeep), kRing = C::fc2_ring(kW, kDeep);
   extern __shared__ __align__(16) uint8_t smem[];
   __shared__ RouteSmem rs;
   const int* s_sr = rs.sr;
@@ -577,7 +612,7 @@ __global__ void __launch_bounds__(32 * kW) moe_decode_fc2_kernel(const DecodeArg
   };
   auto issue_a = [&](uint8_t* st, int c) {
     const int4 tl = s_tiles[chunk_tile(c)];
-    const int n = (lane >> 1) & 7;
+    const int n = St::lane_token(lane);
     const uint16_t* src =
         n < tl.z ? a.inter + static_cast<int64_t>(tl.y + n) * a.features : nullptr;
     St::issue_a(st, src, W.K, chunk_kk(c), lane, W.values);
