@@ -421,7 +421,11 @@ void run(const Binding& b, Stream stream) {
   // MXFP8 weights: the tiled kernel decodes them to BF16 (E8M0 folded) and needs the activations
   // dequantized (E8M0 folded) in the FP8 fragment's k order; the decode kernel reads FP8.
   const bool tiled_f8_fold = tiled && im.wfmt == WFmt::kFp8Mx;
-  const int g = (tiled_mx_fold || tiled_f8_fold) ? 0 : act_group(f, b.x.dtype);
+  // The decode kernel folds MXFP4's E8M0 scales the same way with BF16 MMAs (weights per atom,
+  // activations in the pre-pass, or in its staging at M = 1 from the group scales below).
+  const bool decode_mx_fold = !tiled && im.wfmt == WFmt::kMxfp4 && !fp16;
+  const int g =
+      (tiled_mx_fold || tiled_f8_fold || decode_mx_fold) ? 0 : act_group(f, b.x.dtype);
   p.pdl = plan.pdl ? 1 : 0;
   p.act_kind = lin::kActRaw16;
   p.xs_kind = lin::kXsNone;

@@ -235,6 +235,13 @@ __device__ __forceinline__ void fp4_word_pairs(uint32_t w, uint32_t bits[4]) {
   bits[3] = fp4_pair_bits<T, 3>(w);
 }
 
+/// BF16 splat of the E8M0 scale 2^(e-127) (e = 0: the subnormal 2^-127; 255: NaN), multiplied
+/// onto FP4 values already decoded to v * 2^-7: exact whenever the product is a BF16 number.
+__device__ __forceinline__ uint32_t e8m0_bf16_splat(uint32_t e) {
+  const uint32_t h = e == 0 ? 0x0040u : (e == 255 ? 0x7FC0u : (e << 7));
+  return h * 0x10001u;
+}
+
 /// The UE4M3 block scale as a splat of scale * 2^119 (bf16) or scale * 2^7 (fp16), so that
 /// fma2(fp4_pair_bits, it, -0) = v * scale * 2^-7 exactly.
 template <class T>

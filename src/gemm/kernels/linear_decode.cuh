@@ -24,8 +24,12 @@
 
 namespace b12x::gemm::lin {
 
+__device__ __forceinline__ float act_group_scale(const LinearParams& p, int64_t tok, int64_t j);
+
 /// Stage 8 activation values (k .. k+7 of token tok) as bf16/fp16 bits, dequantizing on the fly.
-template <class T>
+/// kFoldXs: the activation group scale (E8M0 of MXFP4 / MXFP8 activations) is multiplied in
+/// here (exact in BF16 whenever the product is a BF16 number) instead of per group in fp32.
+template <class T, bool kFoldXs = false>
 __device__ __forceinline__ uint4 stage_chunk(const LinearParams& p, int64_t tok, int64_t k) {
   if (p.act_kind == kActRaw16) {
     const uint16_t* src = static_cast<const uint16_t*>(p.x) + tok * p.ldx + k;
@@ -40,12 +44,15 @@ __device__ __forceinline__ uint4 stage_chunk(const LinearParams& p, int64_t tok,
   float v[8];
   const uint8_t* row = static_cast<const uint8_t*>(p.x) + tok * p.ldx_bytes;
   if (p.act_kind == kActFp8) {
+    const float s = (kFoldXs && p.xs_kind != kXsNone) ? act_group_scale(p, tok, k / 32) : 1.f;
 #pragma unroll
-    for (int i = 0; i < 8; ++i) v[i] = fmt::e4m3_to_float(row[k + i]);
+    for (int i = 0; i < 8; ++i) v[i] = fmt::e4m3_to_float(row[k + i]) * s;
   } else {
     float s = 1.f;
     if (p.act_kind == kActNvfp4)
       s = fmt::ue4m3_to_float(p.xq_scale[fmt::swizzled_scale_offset(tok, k / 16, p.K / 16)]);
+    else if (kFoldXs && p.xs_kind != kXsNone)
+      s = act_group_scale(p, tok, k / 32);
     const uint8_t* src = row + k / 2;
     uint32_t packed;
     if ((reinterpret_cast<uintptr_t>(src) & 3u) == 0) {
@@ -103,7 +110,13 @@ __global__ void __launch_bounds__(128, 4) linear_decode_kernel(const LinearParam
   constexpr int kKS = kAtoms * 32;
   constexpr int kApv = 16 / kTr.lane_bytes;
   constexpr int kVecs = kAtoms / kApv;
-  constexpr int kGroup = kTr.group;
+  // MXFP4 weights with BF16 MMAs: the E8M0 scales are folded into the decoded BF16 operands
+  // (weights: v * 2^-7 times a per-(row, atom) splat of 2^(e-127), two exact HFMA2s; activations:
+  // in the pre-pass or the staging), like the tiled kernel, instead of a per-32-K fp32 group
+  // epilogue that costs as many instructions as the decode. FP16's range is too small for it.
+  constexpr bool kMxFold = F == WFmt::kMxfp4 && !T::kFp16;
+  constexpr int kGroup = kMxFold ? 0 : kTr.group;
+  constexpr bool kSplat = F == WFmt::kNvfp4 || kMxFold;
   constexpr bool kIq2 = (F == WFmt::kIq2Xxs || F == WFmt::kIq2Xs);
   constexpr int kGroupsPerSlice = kGroup ? kKS / kGroup : 1;
   constexpr bool kF8 = kTr.fp8mma;  // e4m3 activations staged as bytes, FP8 MMAs
@@ -112,7 +125,8 @@ __global__ void __launch_bounds__(128, 4) linear_decode_kernel(const LinearParam
   __shared__ uint32_t lut[F == WFmt::kNvfp4 ? 128 : 1];
   // NVFP4: the current slice's scale splats [warp][sub-block][g] = (row g, row g+8), expanded
   // once per slice by the quad's four lanes instead of looked up by each lane at every step.
-  __shared__ uint2 spl[F == WFmt::kNvfp4 ? 4 : 1][F == WFmt::kNvfp4 ? 32 : 1][8];
+  // MXFP4 (kMxFold): the E8M0 splats of the slice's 16 atoms, [warp][atom][g] likewise.
+  __shared__ uint2 spl[kSplat ? 4 : 1][kSplat ? 32 : 1][8];
   __shared__ alignas(16) uint32_t gtab[kIq2 ? (F == WFmt::kIq2Xs ? 512 * 4 : 256 * 4) : 4];
   __shared__ alignas(16) uint32_t stab[kIq2 ? 512 : 4];
 
@@ -260,7 +274,7 @@ __global__ void __launch_bounds__(128, 4) linear_decode_kernel(const LinearParam
                 v[b] = make_uint4(w[0], w[1], w[2], w[3]);
               }
             } else {
-              v[b] = stage_chunk<T>(p, tok, k);
+              v[b] = stage_chunk<T, kMxFold>(p, tok, k);
             }
           }
         }
@@ -400,6 +414,16 @@ __global__ void __launch_bounds__(128, 4) linear_decode_kernel(const LinearParam
             sc[0][0] = sc[0][1] = sc[1][0] = sc[1][1] = kFp4Unit2<T>();
           }
           decode_fp4_atom<T>(w, sc, af);
+          if constexpr (kMxFold) {
+            // v * 2^-7 (exact) times the atom's E8M0 splat (rows g, g+8): exact whenever the
+            // product is a BF16 number (|v| * 2^(e-127) below 2^128, above 2^-134).
+            const uint2 sp = spl[warp][a][g];
+#pragma unroll
+            for (int s = 0; s < 2; ++s)
+#pragma unroll
+              for (int j = 0; j < 4; ++j)
+                af[s][j] = fma2<T>(af[s][j], (j & 1) ? sp.y : sp.x, kNegZero2<T>());
+          }
         } else if constexpr (F == WFmt::kQ8_0) {
           decode_byte_atom<T, true>(rv, af);
         } else if constexpr (kIq2) {
@@ -475,6 +499,17 @@ __global__ void __launch_bounds__(128, 4) linear_decode_kernel(const LinearParam
           spl[warp][8 * t + i][g] =
               make_uint2(lut[(w0 >> (8 * (i % 4))) & 0x7Fu], lut[(w1 >> (8 * (i % 4))) & 0x7Fu]);
         }
+        __syncwarp();
+      } else if constexpr (kMxFold) {
+        // Lane t of a quad expands atoms 4t..4t+3 (scale bytes 4t..4t+3 of rows g, g+8).
+        const uint32_t w0 = t == 0 ? cur.sc[0][0].x : t == 1 ? cur.sc[0][0].y
+                          : t == 2 ? cur.sc[0][0].z : cur.sc[0][0].w;
+        const uint32_t w1 = t == 0 ? cur.sc[1][0].x : t == 1 ? cur.sc[1][0].y
+                          : t == 2 ? cur.sc[1][0].z : cur.sc[1][0].w;
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+          spl[warp][4 * t + i][g] = make_uint2(e8m0_bf16_splat((w0 >> (8 * i)) & 0xFFu),
+                                               e8m0_bf16_splat((w1 >> (8 * i)) & 0xFFu));
         __syncwarp();
       }
       compute(ring + st * kChunk, cur, (sl - chunk_begin) * kKS);

@@ -168,13 +168,6 @@ __device__ __forceinline__ void mma16816_zero(float d[4], const uint32_t a[4], u
   }
 }
 
-/// BF16 splat of the E8M0 scale 2^(e-127) (e = 0: the subnormal 2^-127; 255: NaN), multiplied
-/// onto FP4 values already decoded to v * 2^-7: exact whenever the product is a BF16 number.
-__device__ __forceinline__ uint32_t e8m0_bf16_splat(uint32_t e) {
-  const uint32_t h = e == 0 ? 0x0040u : (e == 255 ? 0x7FC0u : (e << 7));
-  return h * 0x10001u;
-}
-
 /// Raw scale word of item i for the stage starting at absolute K k0 (see TiledCfg): fetched with
 /// plain loads into registers, converted by tiled_scale_store one iteration later.
 template <WFmt F, class T, bool kAlt>

@@ -172,23 +172,27 @@ struct WarpStage {
   static constexpr int kT = DecodeCfg::kTileTokens;
   static constexpr int kScaleOff = kRows * 64;
   static constexpr int kActOff = kRows * 72;
-  /// Weights and scales of sub-chunk kk of the rows starting at vrow/srow.
+  /// Weights and scales of sub-chunk kk of the rows starting at vrow/srow. Lane copies rows
+  /// lane / 4 + 8c, quad lane % 4 (4 lanes read 64 contiguous bytes per instruction). The
+  /// in-block offsets are 32-bit (a warp's rows span < 4 GB), so each copy costs one 64-bit add
+  /// on top of the per-chunk base instead of a full 64-bit row-address computation.
   static __device__ __forceinline__ void issue_w(uint8_t* st, const uint8_t* vrow,
                                                  const uint8_t* srow, int64_t vstride,
                                                  int64_t sstride, int kk, int scale_kind,
                                                  int lane) {
+    const uint8_t* v = vrow + static_cast<int64_t>(kk) * 64;
+    const uint32_t off = static_cast<uint32_t>(lane >> 2) * static_cast<uint32_t>(vstride) +
+                         static_cast<uint32_t>(lane & 3) * 16u;
+    const uint32_t step = 8u * static_cast<uint32_t>(vstride);
+    uint8_t* d = st + (lane >> 2) * 64 + (lane & 3) * 16;
 #pragma unroll
-    for (int c = 0; c < kRows / 8; ++c) {
-      const int idx = lane + 32 * c;
-      const int r = idx >> 2, q = idx & 3;
-      cp_async16(st + r * 64 + q * 16, vrow + r * vstride + static_cast<int64_t>(kk) * 64 + q * 16,
-                 true);
-    }
+    for (int c = 0; c < kRows / 8; ++c) cp_async16(d + c * 512, v + (off + c * step), true);
     if (lane < kRows) {
+      const uint32_t so = static_cast<uint32_t>(lane) * static_cast<uint32_t>(sstride);
       if (scale_kind == 0)
-        cp_async8(st + kScaleOff + lane * 8, srow + lane * sstride + static_cast<int64_t>(kk) * 8);
+        cp_async8(st + kScaleOff + lane * 8, srow + static_cast<int64_t>(kk) * 8 + so);
       else
-        cp_async4(st + kScaleOff + lane * 8, srow + lane * sstride + static_cast<int64_t>(kk) * 4);
+        cp_async4(st + kScaleOff + lane * 8, srow + static_cast<int64_t>(kk) * 4 + so);
     }
   }
   /// Token whose activation fragments this lane copies (fixed per lane).
@@ -422,11 +426,12 @@ __global__ void __launch_bounds__(DecodeCfg::kFc1Threads, kFold ? 3 : 2)
   constexpr int kYs = 32 * kWM;  // features per token row of ys (gated: 16 * kWM used)
   static_assert(C::kFc1Red == kWK * kWM * 8 * 32 * 4 && C::kFc1Ys >= kT * kYs * 4, "areas");
 
-  // Chunk c of this warp: tile y0 + Y * (c / n_k), sub-chunk wk + kWK * (c % n_k).
+  // Chunk (it, kc) of this warp: tile y0 + Y * it, sub-chunk wk + kWK * kc. The loads run kS
+  // chunks ahead of the math; (ni_t, ni_k) is the next chunk to load (no divisions per chunk).
   const int n_lane = St::lane_token(lane);
-  auto issue = [&](uint8_t* st, int c, bool weights, bool acts) {
-    const int4 tl = s_tiles[y0 + Y * (c / n_k)];
-    const int kk = wk + kWK * (c % n_k);
+  auto issue = [&](uint8_t* st, int it, int kc, bool weights, bool acts) {
+    const int4 tl = s_tiles[y0 + Y * it];
+    const int kk = wk + kWK * kc;
     if (weights)
       St::issue_w(st, vrow + tl.x * W.values_expert_stride, srow + tl.x * W.scales_expert_stride,
                   W.values_row_stride, W.scales_row_stride, kk, kSK, lane);
@@ -441,15 +446,31 @@ __global__ void __launch_bounds__(DecodeCfg::kFc1Threads, kFold ? 3 : 2)
       St::issue_a(st, src, W.K, kk, lane, W.values);
     }
   };
+  int ni_t = 0, ni_k = 0;
+  auto advance = [&](int& t_, int& k_) {
+    if (++k_ == n_k) {
+      k_ = 0;
+      ++t_;
+    }
+  };
+  {
+    int t_ = 0, k_ = 0;
 #pragma unroll
-  for (int s = 0; s < kS; ++s) {
-    if (s < n_my) issue(ring + s * C::kFc1Stage, s, true, false);
-    cp_async_commit();
+    for (int s = 0; s < kS; ++s) {
+      if (s < n_my) {
+        issue(ring + s * C::kFc1Stage, t_, k_, true, false);
+        advance(t_, k_);
+      }
+      cp_async_commit();
+    }
   }
   if (!wait_first) pdl_wait();  // xq is written by [Q]
 #pragma unroll
   for (int s = 0; s < kS; ++s) {
-    if (s < n_my) issue(ring + s * C::kFc1Stage, s, false, true);
+    if (s < n_my) {
+      issue(ring + s * C::kFc1Stage, ni_t, ni_k, false, true);
+      advance(ni_t, ni_k);
+    }
     cp_async_commit();
   }
 
@@ -471,7 +492,10 @@ __global__ void __launch_bounds__(DecodeCfg::kFc1Threads, kFold ? 3 : 2)
       uint8_t* st = ring + (c % kS) * C::kFc1Stage;
       stage_mma<OpT, kFold, kSK, 2>(st, acc, g, t);
       __syncwarp();  // every lane is done reading the slot before it is refilled
-      if (c + kS < n_my) issue(st, c + kS, true, true);
+      if (c + kS < n_my) {
+        issue(st, ni_t, ni_k, true, true);
+        advance(ni_t, ni_k);
+      }
       cp_async_commit();
     }
 
@@ -602,72 +626,87 @@ __global__ void __launch_bounds__(32 * kW) moe_decode_fc2_kernel(const DecodeArg
   const int n_k = ks < nk ? (nk - ks + KS - 1) / KS : 0;  // sub-chunks per tile
   const int n_my = my_tiles * n_k;
   uint8_t* ring = smem + warp * kS * C::kFc2Stage;
-  auto chunk_tile = [&](int c) { return split + P * (tg + TW * (c / n_k)); };
-  auto chunk_kk = [&](int c) { return ks + KS * (c % n_k); };
-  auto issue_w = [&](uint8_t* st, int c) {
-    const int e = s_tiles[chunk_tile(c)].x;
+  // Chunk (it, kc) of this warp: CTA tile tg + TW * it (global tile split + P * that), sub-chunk
+  // ks + KS * kc. Loads run kS chunks ahead; (ni_t, ni_k) is the next one (no divisions).
+  auto tile_of = [&](int it) { return split + P * (tg + TW * it); };
+  auto issue_w = [&](uint8_t* st, int it, int kc) {
+    const int e = s_tiles[tile_of(it)].x;
     St::issue_w(st, W.values + e * W.values_expert_stride + R0 * W.values_row_stride,
                 W.scales + e * W.scales_expert_stride + R0 * W.scales_row_stride,
-                W.values_row_stride, W.scales_row_stride, chunk_kk(c), kSK, lane);
+                W.values_row_stride, W.scales_row_stride, ks + KS * kc, kSK, lane);
   };
-  auto issue_a = [&](uint8_t* st, int c) {
-    const int4 tl = s_tiles[chunk_tile(c)];
+  auto issue_a = [&](uint8_t* st, int it, int kc) {
+    const int4 tl = s_tiles[tile_of(it)];
     const int n = St::lane_token(lane);
     const uint16_t* src =
         n < tl.z ? a.inter + static_cast<int64_t>(tl.y + n) * a.features : nullptr;
-    St::issue_a(st, src, W.K, chunk_kk(c), lane, W.values);
+    St::issue_a(st, src, W.K, ks + KS * kc, lane, W.values);
   };
+  auto advance = [&](int& t_, int& k_) {
+    if (++k_ == n_k) {
+      k_ = 0;
+      ++t_;
+    }
+  };
+  int ni_t = 0, ni_k = 0;
+  {
+    int t_ = 0, k_ = 0;
 #pragma unroll
-  for (int s = 0; s < kS; ++s) {
-    if (s < n_my) issue_w(ring + s * C::kFc2Stage, s);
-    cp_async_commit();
+    for (int s = 0; s < kS; ++s) {
+      if (s < n_my) {
+        issue_w(ring + s * C::kFc2Stage, t_, k_);
+        advance(t_, k_);
+      }
+      cp_async_commit();
+    }
   }
   pdl_wait();  // the intermediate is written by FC1
   pdl_trigger();
 #pragma unroll
   for (int s = 0; s < kS; ++s) {
-    if (s < n_my) issue_a(ring + s * C::kFc2Stage, s);
+    if (s < n_my) {
+      issue_a(ring + s * C::kFc2Stage, ni_t, ni_k);
+      advance(ni_t, ni_k);
+    }
     cp_async_commit();
   }
   __syncthreads();  // s_w / s_tok / pacc initialised before the first flush
 
   float acc[1][4] = {{0.f, 0.f, 0.f, 0.f}};
-  float alpha = 0.f;
-  for (int c = 0; c < n_my; ++c) {
-    const int kc = c % n_k;  // this warp's sub-chunk index within the tile
-    if (kc == 0)             // used at the tile's end
-      alpha = a.alpha2[s_tiles[chunk_tile(c)].x] * kAccScale<OpT, kFold, kSK>;
-    cp_async_wait<kS - 1>();
-    __syncwarp();
-    uint8_t* st = ring + (c % kS) * C::kFc2Stage;
-    stage_mma<OpT, kFold, kSK, 1>(st, acc, g, t);
-    __syncwarp();
-    const int nx = c + kS;
-    if (nx < n_my) {
-      issue_w(st, nx);
-      issue_a(st, nx);
-    }
-    cp_async_commit();
-    if (kc == n_k - 1) {
-      // Tile (slice) done: out[token, row] += w_route * (alpha * acc). Columns one at a time in
-      // slot order, so duplicate (token, expert) routes never race and the order is fixed.
-      const int4 tl = s_tiles[chunk_tile(c)];
-      for (int col = 0; col < tl.z; ++col) {
-        if (t == (col >> 1)) {
-          const int slot = tl.y + col;
-          float* p = pacc + s_tok[slot] * C::kFc2Rows;
-          const float w = s_w[slot];
-          // Registers are selected, not indexed by the runtime column (no local memory).
-          const float v0 = (col & 1) ? acc[0][1] : acc[0][0];
-          const float v1 = (col & 1) ? acc[0][3] : acc[0][2];
-          p[g] = fmaf(w, v0 * alpha, p[g]);
-          p[g + 8] = fmaf(w, v1 * alpha, p[g + 8]);
-        }
-        __syncwarp();
+  int c = 0;
+  for (int it = 0; it < my_tiles && n_k > 0; ++it) {
+    const int4 tl = s_tiles[tile_of(it)];
+    const float alpha = a.alpha2[tl.x] * kAccScale<OpT, kFold, kSK>;  // used at the tile's end
+    for (int kc = 0; kc < n_k; ++kc, ++c) {
+      cp_async_wait<kS - 1>();
+      __syncwarp();
+      uint8_t* st = ring + (c % kS) * C::kFc2Stage;
+      stage_mma<OpT, kFold, kSK, 1>(st, acc, g, t);
+      __syncwarp();
+      if (c + kS < n_my) {
+        issue_w(st, ni_t, ni_k);
+        issue_a(st, ni_t, ni_k);
+        advance(ni_t, ni_k);
       }
-#pragma unroll
-      for (int i = 0; i < 4; ++i) acc[0][i] = 0.f;
+      cp_async_commit();
     }
+    // Tile (slice) done: out[token, row] += w_route * (alpha * acc). Columns one at a time in
+    // slot order, so duplicate (token, expert) routes never race and the order is fixed.
+    for (int col = 0; col < tl.z; ++col) {
+      if (t == (col >> 1)) {
+        const int slot = tl.y + col;
+        float* p = pacc + s_tok[slot] * C::kFc2Rows;
+        const float w = s_w[slot];
+        // Registers are selected, not indexed by the runtime column (no local memory).
+        const float v0 = (col & 1) ? acc[0][1] : acc[0][0];
+        const float v1 = (col & 1) ? acc[0][3] : acc[0][2];
+        p[g] = fmaf(w, v0 * alpha, p[g]);
+        p[g + 8] = fmaf(w, v1 * alpha, p[g + 8]);
+      }
+      __syncwarp();
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) acc[0][i] = 0.f;
   }
   cp_async_wait<0>();
   __syncthreads();
