@@ -502,10 +502,14 @@ __global__ void __launch_bounds__(128, 4) linear_decode_kernel(const LinearParam
         __syncwarp();
       } else if constexpr (kMxFold) {
         // Lane t of a quad expands atoms 4t..4t+3 (scale bytes 4t..4t+3 of rows g, g+8).
-        const uint32_t w0 = t == 0 ? cur.sc[0][0].x : t == 1 ? cur.sc[0][0].y
-                          : t == 2 ? cur.sc[0][0].z : cur.sc[0][0].w;
-        const uint32_t w1 = t == 0 ? cur.sc[1][0].x : t == 1 ? cur.sc[1][0].y
-                          : t == 2 ? cur.sc[1][0].z : cur.sc[1][0].w;
+        const uint32_t w0 = t == 0   ? cur.sc[0][0].x
+                            : t == 1 ? cur.sc[0][0].y
+                            : t == 2 ? cur.sc[0][0].z
+                                     : cur.sc[0][0].w;
+        const uint32_t w1 = t == 0   ? cur.sc[1][0].x
+                            : t == 1 ? cur.sc[1][0].y
+                            : t == 2 ? cur.sc[1][0].z
+                                     : cur.sc[1][0].w;
 #pragma unroll
         for (int i = 0; i < 4; ++i)
           spl[warp][4 * t + i][g] = make_uint2(e8m0_bf16_splat((w0 >> (8 * i)) & 0xFFu),
