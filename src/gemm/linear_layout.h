@@ -167,8 +167,12 @@ B12X_HD void frag_coord(int g, int t, int s, int j, int e, int* row, int* k) {
 // j=2 (3, 10) and j=3 (11, 14) magnitude and sign shifted separately: 11 integer operations per
 // word for BF16 instead of 16 with plain nibbles (a shift and a mask each for magnitude and
 // sign). Positions packed into integer constants (device code may not index a host array).
-B12X_HD constexpr int fp4_mag_pos(int j) { return (0x0B030006 >> (8 * j)) & 0xFF; }
-B12X_HD constexpr int fp4_sign_pos(int j) { return (0x0E0A090F >> (8 * j)) & 0xFF; }
+B12X_HD constexpr int fp4_mag_pos(int j) {
+  return (0x0B030006 >> (8 * j)) & 0xFF;
+}
+B12X_HD constexpr int fp4_sign_pos(int j) {
+  return (0x0E0A090F >> (8 * j)) & 0xFF;
+}
 
 /// Bits of E2M1 `code` as value (register j, half e) of a packed FP4 weight word.
 B12X_HD uint32_t fp4_place(uint32_t code, int j, int e) {
