@@ -78,7 +78,7 @@ struct PagedPlan {
   int64_t off_tiles = 0, off_partial_o = 0, off_partial_lse = 0, off_lse = 0;
   /// Decode/verify splits are merged by the main kernel (the last CTA of each row tile and KV
   /// head, found through a ticket counter that run() zeroes) instead of a merge kernel
-  /// (B12X_ATTN_FUSED_MERGE=0 turns it off).
+  /// (B12X_ATTN_FUSED_MERGE=1; off by default: slower on the H200).
   bool fused_merge = false;
   int64_t off_merge_ctr = 0;   ///< int32 tickets, one per (row tile, KV head)
   std::string kernel;          ///< kernel variant name (logging / diagnostics)

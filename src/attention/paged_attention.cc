@@ -274,11 +274,14 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
     }
   }
   plan.partial_rows = rows;
-  // Decode/verify (uniform q_len: the grid maps to (request, row tile) arithmetically) merge
-  // their splits in the main kernel: the last CTA of each (row tile, KV head) folds the partials
-  // (no merge launch; run() zeroes the tickets). B12X_ATTN_FUSED_MERGE=0: the merge kernel.
+  // B12X_ATTN_FUSED_MERGE=1: decode/verify (uniform q_len: the grid maps to (request, row
+  // tile) arithmetically) merge their splits in the main kernel: the last CTA of each (row tile,
+  // KV head) folds the partials (no merge launch; run() zeroes the tickets). Off by default: on
+  // the H200 (round 9) it was slower than the PDL-launched merge kernel (B=1 x 8k BF16 20.7 vs
+  // 17.2 us, FP8 18.4 vs 14.5; B=8 73.1 vs 71.9): the last CTA's merge (dependent L2 round
+  // trips on one SM) and the memset node cost more than the launch they save.
   const char* fm_env = std::getenv("B12X_ATTN_FUSED_MERGE");
-  plan.fused_merge = q_len > 0 && rows > 0 && !(fm_env != nullptr && std::string(fm_env) == "0");
+  plan.fused_merge = q_len > 0 && rows > 0 && fm_env != nullptr && std::string(fm_env) == "1";
   // Tickets: at most B * ceil(q_len * group / tile_rows) <= T * group / tile_rows + B row tiles.
   const int64_t max_row_tiles =
       plan.fused_merge

@@ -535,9 +535,8 @@ TEST(AttentionGpuDecode, Fp16MmaQueryRange) {
   }
 }
 
-// Forced split counts, with the splits merged in the main kernel (the default for decode: the
-// last CTA of each row tile and KV head merges) and by the merge kernel
-// (B12X_ATTN_FUSED_MERGE=0).
+// Forced split counts, with the splits merged by the merge kernel (the default) and in the main
+// kernel (B12X_ATTN_FUSED_MERGE=1: the last CTA of each row tile and KV head merges).
 TEST(AttentionGpuDecode, SplitCountsAgree) {
   B12X_REQUIRE_GPU();
   for (const char* fused : {"1", "0"}) {
@@ -681,7 +680,7 @@ TEST(AttentionGpuVerify, UniformQueryLength) {
       s.prefix = {10, 600, 2100};
       s.window = i == 2 ? 100 : -1;
       s.sinks = i == 3;
-      // forced splits (merged in the main kernel; qlen 7 x group 8 runs the extend tile)
+      // forced splits (qlen 7 x group 8 runs the extend tile)
       s.num_splits = s.max_splits = i >= 4 ? 3 : 0;
       ++i;
       run_case(s, "verify");
@@ -902,17 +901,21 @@ TEST(AttentionGpuAppend, MatchesReference) {
 // Small cases for compute-sanitizer (memcheck + racecheck).
 TEST(AttentionGpuSanitize, DecodeSplitFp8) {
   B12X_REQUIRE_GPU();
-  Spec s;
-  s.kv = DType::kFP8E4M3;
-  s.hq = 8;
-  s.hkv = 2;
-  s.page = 16;
-  s.qlens = {1, 1, 1};
-  s.prefix = {0, 17, 600};
-  s.num_splits = 3;
-  s.max_splits = 3;
-  s.sinks = true;
-  run_case(s, "sanitize decode");
+  for (const char* fused : {"0", "1"}) {  // merge kernel, fused merge (tickets, atomics)
+    setenv("B12X_ATTN_FUSED_MERGE", fused, 1);
+    Spec s;
+    s.kv = DType::kFP8E4M3;
+    s.hq = 8;
+    s.hkv = 2;
+    s.page = 16;
+    s.qlens = {1, 1, 1};
+    s.prefix = {0, 17, 600};
+    s.num_splits = 3;
+    s.max_splits = 3;
+    s.sinks = true;
+    run_case(s, std::string("sanitize decode fused=") + fused);
+    unsetenv("B12X_ATTN_FUSED_MERGE");
+  }
 }
 
 TEST(AttentionGpuSanitize, DecodeFp16MmaTiles) {
