@@ -172,9 +172,8 @@ struct Plan {
   /// Tiled regime on compute capability 9.0: tokens per CTA (128 or 256) of the wgmma kernel, 0
   /// for the portable mma.sync tiled kernel (B12X_GEMM_WGMMA=0|1|128|256 overrides the choice).
   int tiled_wgmma = 0;
-  /// wgmma kernel schedule: FP8 0 = promotion per 128-K stage drained, 1 / 2 = per 64 / 32 K
-  /// overlapped with the next wgmmas; other formats 0 = one group in flight, 3 = drained
-  /// (B12X_GEMM_WGMMA_VAR=<n> overrides).
+  /// wgmma kernel, FP8 formats: the fp32 promotion schedule, 2 = per 32 K (default), 1 = per
+  /// 64 K, 0 = per 128-K stage (B12X_GEMM_WGMMA_VAR=<n> overrides); 0 for the other formats.
   int tiled_wgmma_var = 0;
   bool pdl = false;  ///< programmatic dependent launch (SM90+; B12X_GEMM_PDL=0 disables)
   std::string describe() const;

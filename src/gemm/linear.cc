@@ -74,12 +74,17 @@ int decode_nt(int64_t m) {
 /// from L2) beats 128-row tiles, whose MMAs would be mostly padding.
 constexpr int64_t kDecodeMaxM = 32;
 
-/// wgmma tiled kernel (SM90): used from this many tokens, with 256-token CTAs from kWgmmaTok256M.
-constexpr int64_t kWgmmaMinM = int64_t{1}
-                               << 62;  // off by default until verified (round 8: wrong results)
-constexpr int64_t kWgmmaTok256M = 1024;
-/// FP8 on the wgmma kernel: the promotion schedule (lin::WgmmaCfg::kF8Sub: 0 = a drained
-/// 128-K stage per promotion, 1 / 2 = overlapped promotions per 64 / 32 K).
+/// wgmma tiled kernel (SM90), measured on the H200 (rounds 8/9, 4096x4096 and 14336x4096): with
+/// 128-token CTAs it is 1.3-2.6x the mma.sync tiled kernel at M >= 256 for every format, and
+/// ahead from M = 64 (MXFP8 at N = 4096: from M = 128) with the one-group-in-flight schedule
+/// since removed, which the drained one trails by 2-20%: hence M >= 128. 256-token CTAs
+/// (B12X_GEMM_WGMMA=256) are opt-in: their drained schedule was not timed.
+constexpr int64_t kWgmmaMinM = 128;
+constexpr int64_t kWgmmaTok256M = int64_t{1} << 62;
+/// FP8 on the wgmma kernel: the promotion schedule (lin::WgmmaCfg::kF8Sub). 2 = per 32 K, the one
+/// that kept every element within the test tolerance in rounds 8/9 (per 128 K, the FP8 wgmma
+/// accumulator's precision put ~5 elements in 10^5 just outside it; per 64 K is ~7% faster and
+/// passed round 9's smaller cases only). B12X_GEMM_WGMMA_VAR=0|1 are measurement probes.
 constexpr int kWgmmaF8Var = 2;
 
 /// The most K slices whose staged activations (`rows` token rows) fit the decode kernel's

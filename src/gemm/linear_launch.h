@@ -39,8 +39,8 @@ void launch_linear_tiled(WFmt f, bool fp16, const LinearParams& p, Stream stream
 /// formats; 128 / 256 tokens), per-tensor and block FP8 (128 tokens). x must allow 16-byte
 /// loads.
 bool wgmma_kernel_available(WFmt f, bool fp16, int tok, int var = 0);
-/// `var`: the schedule variant (FP8: 0 = promotion per 128 K drained, 1 / 2 = per 64 / 32 K
-/// overlapped; BF16-operand formats: 0 = one wgmma group in flight, 3 = drained).
+/// `var`: the FP8 promotion schedule (0 = per 128 K, 1 / 2 = per 64 / 32 K); 0 for the
+/// BF16-operand formats.
 /// Host-only setup (dynamic shared memory opt-in); call before capture (plan does).
 void prepare_linear_wgmma(WFmt f, bool fp16, int tok, int var);
 void launch_linear_wgmma(WFmt f, bool fp16, int tok, int var, const LinearParams& p, Stream stream);

@@ -33,9 +33,7 @@ WgmmaPick pick_var(int var) {
                         : WgmmaPick{};
     }
   } else {
-    return var == 3   ? wgmma_pick<F, T, kTok, 3>()
-           : var == 0 ? wgmma_pick<F, T, kTok, 0>()
-                      : WgmmaPick{};
+    return var == 0 ? wgmma_pick<F, T, kTok, 0>() : WgmmaPick{};
   }
 }
 
@@ -58,8 +56,8 @@ WgmmaPick pick_tok(WFmt f, bool fp16, int var) {
   }
 }
 
-/// var: the schedule (WgmmaCfg): FP8 0 = per-128-K drained, 1 / 2 = per 64 / 32 K overlapped;
-/// BF16-operand formats 0 = one group in flight, 3 = drained.
+/// var: the FP8 promotion schedule (WgmmaCfg): 0 = per 128 K, 1 / 2 = per 64 / 32 K; the
+/// BF16-operand formats have one (0).
 WgmmaPick pick(WFmt f, bool fp16, int tok, int var) {
   return tok == 256   ? pick_tok<256>(f, fp16, var)
          : tok == 128 ? pick_tok<128>(f, fp16, var)
