@@ -312,9 +312,9 @@ def main():
           f"{'%bw':>6}{'TF/s':>7}{'sdpa_us':>10}{'x sdpa':>8}  kernel", flush=True)
     extend_cases = [(8, 2048, 0, 32, 8, 128, 64, "bf16"), (8, 2048, 8192, 32, 8, 128, 64, "bf16"),
                     (8, 2048, 8192, 32, 8, 128, 64, "fp8"),
-                    # B12X_ATTN_EXTEND_TILE=wide: 64-token stages as two 32-token sub-tiles
-                    (8, 2048, 0, 32, 8, 128, 64, "bf16", "wide"),
-                    (8, 2048, 8192, 32, 8, 128, 64, "bf16", "wide")]
+                    # B12X_ATTN_EXTEND_TILE=n64: 64-token steps in one body
+                    (8, 2048, 0, 32, 8, 128, 64, "bf16", "n64"),
+                    (8, 2048, 8192, 32, 8, 128, 64, "bf16", "n64")]
     custom = os.environ.get("B12X_ATTN_BENCH_CASES", "").strip()
     if custom:
         decode_cases, extend_cases, custom_jobs = [], [], []
