@@ -169,8 +169,8 @@ struct Plan {
   bool act_prepass = false;
   int sm_count = 0;               ///< SMs of the device (tiled split-K choice)
   bool tiled_cluster_ok = false;  ///< thread-block clusters available (SM90+)
-  /// Tiled regime on compute capability 9.0: tokens per CTA (128 or 256) of the wgmma kernel, 0
-  /// for the portable mma.sync tiled kernel (B12X_GEMM_WGMMA=0|1|128|256 overrides the choice).
+  /// Tiled regime on compute capability 9.0: tokens per CTA (128) of the wgmma kernel, 0 for the
+  /// portable mma.sync tiled kernel (B12X_GEMM_WGMMA=0|1 overrides the choice).
   int tiled_wgmma = 0;
   /// wgmma kernel, FP8 formats: the fp32 promotion schedule, 2 = per 32 K (default), 1 = per
   /// 64 K, 0 = per 128-K stage (B12X_GEMM_WGMMA_VAR=<n> overrides); 0 for the other formats.

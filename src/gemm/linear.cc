@@ -77,10 +77,8 @@ constexpr int64_t kDecodeMaxM = 32;
 /// wgmma tiled kernel (SM90), measured on the H200 (rounds 8/9, 4096x4096 and 14336x4096): with
 /// 128-token CTAs it is 1.3-2.6x the mma.sync tiled kernel at M >= 256 for every format, and
 /// ahead from M = 64 (MXFP8 at N = 4096: from M = 128) with the one-group-in-flight schedule
-/// since removed, which the drained one trails by 2-20%: hence M >= 128. 256-token CTAs
-/// (B12X_GEMM_WGMMA=256) are opt-in: their drained schedule was not timed.
+/// since removed, which the drained one trails by 2-20%: hence M >= 128.
 constexpr int64_t kWgmmaMinM = 128;
-constexpr int64_t kWgmmaTok256M = int64_t{1} << 62;
 /// FP8 on the wgmma kernel: the promotion schedule (lin::WgmmaCfg::kF8Sub). 2 = per 32 K, the one
 /// that kept every element within the test tolerance in rounds 8/9 (per 128 K, the FP8 wgmma
 /// accumulator's precision put ~5 elements in 10^5 just outside it; per 64 K is ~7% faster and
@@ -151,20 +149,14 @@ Plan plan(const Caps& caps) {
   if (p.regime != Regime::kDecode) lin::prepare_linear_tiled(wf, fp16);
   // SM90 (exactly 9.0: wgmma and 227 KB of shared memory per block) runs the fold formats on the
   // wgmma kernel from kWgmmaMinM tokens (plan capacity, or the expected M when given);
-  // B12X_GEMM_WGMMA=0 keeps the mma.sync kernel, 1 forces wgmma for any tiled run, 128 / 256
-  // force its token tile. Read per plan (tests scope it).
+  // B12X_GEMM_WGMMA=0 keeps the mma.sync kernel, 1 forces wgmma for any tiled run. Read per plan
+  // (tests scope it).
   if (p.regime != Regime::kDecode && dev.cc_major == 9 && dev.cc_minor == 0 &&
       lin::wgmma_kernel_available(wf, fp16, 128)) {
     const int64_t m_eff = caps.expected_m > 0 ? caps.expected_m : M;
     const char* e = std::getenv("B12X_GEMM_WGMMA");
     const int forced = e != nullptr ? std::atoi(e) : -1;
-    int tok = 0;
-    if (forced == 128 || forced == 256)
-      tok = forced;
-    else if (forced == 1 || (forced < 0 && m_eff >= kWgmmaMinM))
-      tok = m_eff >= kWgmmaTok256M ? 256 : 128;
-    // FP8 (two accumulator sets per thread) has 128-token CTAs only.
-    if (tok == 256 && !lin::wgmma_kernel_available(wf, fp16, 256)) tok = 128;
+    const int tok = (forced == 1 || (forced < 0 && m_eff >= kWgmmaMinM)) ? 128 : 0;
     p.tiled_wgmma = tok;
     // Schedule variant (B12X_GEMM_WGMMA_VAR=<n> probes; an unknown one for the format keeps the
     // default).

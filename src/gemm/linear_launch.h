@@ -34,10 +34,9 @@ void prepare_linear_tiled(WFmt f, bool fp16);
 /// run for it there); a host table lookup, no CUDA call.
 int tiled_max_active_clusters(int device, WFmt f, bool fp16, int split);
 void launch_linear_tiled(WFmt f, bool fp16, const LinearParams& p, Stream stream);
-/// SM90 wgmma tiled kernel (compute capability 9.0 only): 128 weight rows x `tok` (128 or 256)
-/// tokens per CTA, grid = (ceil(NP/128), ceil(M/tok)); NVFP4, BF16 MXFP4 and MXFP8 (the fold
-/// formats; 128 / 256 tokens), per-tensor and block FP8 (128 tokens). x must allow 16-byte
-/// loads.
+/// SM90 wgmma tiled kernel (compute capability 9.0 only): 128 weight rows x `tok` (128) tokens
+/// per CTA, grid = (ceil(NP/128), ceil(M/tok)); NVFP4, BF16 MXFP4 and MXFP8 (the fold formats),
+/// per-tensor and block FP8. x must allow 16-byte loads.
 bool wgmma_kernel_available(WFmt f, bool fp16, int tok, int var = 0);
 /// `var`: the FP8 promotion schedule (0 = per 128 K, 1 / 2 = per 64 / 32 K); 0 for the
 /// BF16-operand formats.

@@ -59,9 +59,7 @@ WgmmaPick pick_tok(WFmt f, bool fp16, int var) {
 /// var: the FP8 promotion schedule (WgmmaCfg): 0 = per 128 K, 1 / 2 = per 64 / 32 K; the
 /// BF16-operand formats have one (0).
 WgmmaPick pick(WFmt f, bool fp16, int tok, int var) {
-  return tok == 256   ? pick_tok<256>(f, fp16, var)
-         : tok == 128 ? pick_tok<128>(f, fp16, var)
-                      : WgmmaPick{};
+  return tok == 128 ? pick_tok<128>(f, fp16, var) : WgmmaPick{};
 }
 
 }  // namespace
