@@ -639,9 +639,9 @@ Plan plan(const Caps& caps) {
   if (!stream) {
     p.off_route_out = o;
     o = align256(o + 4 * R * H);
-  } else if (detail::decode_fc2_split(R) > 1) {
+  } else if (detail::decode_fc2_split_bound(R) > 1) {
     p.off_route_out = o;
-    o = align256(o + 4 * detail::decode_fc2_split(R) * caps.max_tokens * H);
+    o = align256(o + 4 * detail::decode_fc2_split_bound(R) * caps.max_tokens * H);
   }
   p.scratch_bytes = o;
   // Host-only step: refused during capture (no stream in Caps: the legacy-stream query).
@@ -794,10 +794,10 @@ void run(const Binding& b, Stream stream) {
     d.out = b.output.data;
     d.out_ld = b.output.stride[0];
     d.out_fp16 = b.output.dtype == DType::kFP16 ? 1 : 0;
-    d.fc2_split = detail::decode_fc2_split(R);
+    d.sm_count = device_info(p.caps.device).sm_count;
+    d.fc2_split = detail::decode_fc2_split(R, S.L.fc2.rows_pad / 16, d.sm_count);
     d.partial = route_out;  // sized for the plan's split x max_tokens (>= this call's)
     d.counters = num_tiles + 4;
-    d.sm_count = device_info(p.caps.device).sm_count;
     B12X_ASSERT(d.fc2_split == 1 || d.partial != nullptr, "decode stream: no partial buffer");
     detail::launch_decode_stream(d, fp16_ops, stream, pdl);
     return;

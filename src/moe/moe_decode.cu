@@ -70,7 +70,7 @@ void launch_gemms(const DecodeArgs& a, Stream stream, bool pdl) {
     launch_fc1<OpT, kFold, kSK, 2>(a, stream, pdl);
   else
     launch_fc1<OpT, kFold, kSK, 1>(a, stream, pdl);
-  if (decode_fc2_deep(a.routes, a.fc2_split))
+  if (decode_fc2_deep(a.routes, a.fc2_split, a.w2.rows_pad / DecodeCfg::kFc2Rows, a.sm_count))
     launch_fc2<OpT, kFold, kSK, 8, true>(a, stream, pdl);
   else if (a.num_tokens <= DecodeCfg::kFc2WideMaxTokens)
     launch_fc2<OpT, kFold, kSK, 8, false>(a, stream, pdl);
@@ -83,8 +83,9 @@ void launch_gemms(const DecodeArgs& a, Stream stream, bool pdl) {
 int decode_fc1_smem_bytes() {
   return DecodeCfg::kFc1Smem;
 }
-int decode_fc2_smem_bytes(int num_tokens, int routes) {
-  const bool deep = decode_fc2_deep(routes, decode_fc2_split(routes));
+int decode_fc2_smem_bytes(int num_tokens, int routes, int row_blocks, int sm_count) {
+  const bool deep =
+      decode_fc2_deep(routes, decode_fc2_split(routes, row_blocks, sm_count), row_blocks, sm_count);
   return DecodeCfg::fc2_smem(num_tokens <= DecodeCfg::kFc2WideMaxTokens ? 8 : 4, deep, num_tokens);
 }
 
@@ -96,10 +97,13 @@ int decode_fc1_tile_groups(int routes, int row_blocks, int sm_count) {
   const int slots = 3 * std::max(sm_count, 1);
   return std::max(1, std::min(routes, slots / std::max(row_blocks, 1)));
 }
-bool decode_fc2_deep(int routes, int fc2_split) {
-  // The deep ring (one CTA per SM) only where the grid has at most ~one CTA per SM anyway.
+bool decode_fc2_deep(int routes, int fc2_split, int row_blocks, int sm_count) {
+  // The deep ring (one CTA per SM) only where the grid needs at most ~2 waves of it (H200 round
+  // 9, M = 1: Qwen3-30B / Qwen3.5-TP4 with 128 / 256 row blocks faster with it, DeepSeek-TP4 /
+  // MiniMax with 448 / 384 faster with 3 shallow CTAs per SM).
   static const int knob = env_knob("B12X_MOE_FC2_DEEP", 1);
-  return knob != 0 && fc2_split == 1 && routes <= kFc2DeepMaxRoutes;
+  return knob != 0 && fc2_split == 1 && routes <= kFc2DeepMaxRoutes &&
+         row_blocks <= 2 * std::max(sm_count, 1);
 }
 
 int decode_fc1_row_warps(int routes, int aquant, bool gated) {

@@ -2,6 +2,7 @@
 // No CUDA headers: plain structs of pointers and sizes.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 
@@ -122,10 +123,11 @@ struct DecodeArgs {
   int q_early = 0;
   int sm_count = 0;  // sizes FC1's tile groups (decode_fc1_tile_groups)
 };
-/// FC2 tile split for `routes` routes: 1 up to 16 routes (each warp already has <= 2 tiles),
-/// then one split per 16 routes up to 4, so larger decode batches keep more CTAs per SM.
+/// Upper bound of the FC2 tile split for `routes` routes (plan sizes the fp32 partials with it):
+/// 1 up to 16 routes (each warp already has <= 2 tiles), then one split per 16 routes up to 4,
+/// so larger decode batches keep more CTAs per SM.
 /// (Measurement knob B12X_MOE_FC2_SPLIT=1..4 forces the split; plan and run both read it.)
-inline int decode_fc2_split(int64_t routes) {
+inline int decode_fc2_split_bound(int64_t routes) {
   static const int forced = [] {
     const char* v = std::getenv("B12X_MOE_FC2_SPLIT");
     const int n = v != nullptr ? std::atoi(v) : 0;
@@ -134,18 +136,32 @@ inline int decode_fc2_split(int64_t routes) {
   if (forced) return forced;
   return routes <= 16 ? 1 : static_cast<int>(routes / 16 < 4 ? (routes + 15) / 16 : 4);
 }
+/// FC2 tile split of a run: the bound, but no more splits than about 1.25 waves of 3 CTAs per SM
+/// need over `row_blocks` 16-row blocks (rows_pad(H) / 16) on `sm_count` SMs: beyond that the
+/// fp32 partials and the repeated routing cost more than the balance gains (H200, M = 8:
+/// DeepSeek-TP4 / Qwen3.5-TP4 with 448 / 256 row blocks are faster with 2 splits than 4,
+/// Qwen3-30B with 128 with 4).
+inline int decode_fc2_split(int64_t routes, int64_t row_blocks, int sm_count) {
+  const int bound = decode_fc2_split_bound(routes);
+  if (bound <= 1 || std::getenv("B12X_MOE_FC2_SPLIT") != nullptr) return bound;
+  const int64_t rb = row_blocks > 0 ? row_blocks : 1;
+  const int64_t sms = sm_count > 0 ? sm_count : 1;
+  const int64_t by_grid = (15 * sms + 4 * rb - 1) / (4 * rb);  // ceil(1.25 * 3 * SMs / rb)
+  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(bound, by_grid)));
+}
 /// FC1 row warps per CTA (1, 2 or 4) of the decode stream for `routes` live routes.
 int decode_fc1_row_warps(int routes, int aquant, bool gated);
 /// Launches the decode stream (fp16_operands: FP16 MMA for fp16 A16 inputs).
 void launch_decode_stream(const DecodeArgs& args, bool fp16_operands, Stream stream, bool pdl);
 /// Dynamic shared memory of the decode stream kernels (plan-time checks and tests).
 int decode_fc1_smem_bytes();
-int decode_fc2_smem_bytes(int num_tokens, int routes);
+int decode_fc2_smem_bytes(int num_tokens, int routes, int row_blocks, int sm_count);
 /// FC1 grid.y: expert-tile groups (a CTA walks tiles y, y + groups, ...), about one wave.
 int decode_fc1_tile_groups(int routes, int row_blocks, int sm_count);
-/// FC2 with the deep ring (one CTA per SM, 5 stages per warp): fc2_split == 1 and few routes.
+/// FC2 with the deep ring (one CTA per SM, 5 stages per warp): fc2_split == 1, few routes and
+/// at most 2 row blocks per SM (more would cost extra waves at one CTA per SM).
 inline constexpr int kFc2DeepMaxRoutes = 16;
-bool decode_fc2_deep(int routes, int fc2_split);
+bool decode_fc2_deep(int routes, int fc2_split, int row_blocks, int sm_count);
 
 /// Routing (grouped regime): tiles, slot -> route and slot -> expert maps; counts[1] = slots.
 void launch_route(const void* ids, bool ids64, int64_t routes, int num_experts, int tile_tokens,

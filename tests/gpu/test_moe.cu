@@ -573,7 +573,7 @@ TEST(MoeGpu, DecodeStreamCtasWalkSeveralTiles) {
   };
   const V vs[] = {
       {QuantMode::kNvfp4, SourceFormat::kModeloptNvfp4, DType::kBF16, Activation::kSilu},
-      {QuantMode::kW4A8Mx, SourceFormat::kFp4E8M0K32, DType::kBF16, Activation::kSwigluOai},
+      {QuantMode::kW4A8Mx, SourceFormat::kFp4E8M0K32, DType::kBF16, Activation::kSitu},
       {QuantMode::kW4A16, SourceFormat::kFp4E8M0K32, DType::kFP16, Activation::kRelu2},
       {QuantMode::kMxfp4, SourceFormat::kFp4E8M0K32, DType::kBF16, Activation::kRelu2}};
   for (const V& v : vs) {
