@@ -45,7 +45,8 @@ constexpr float kLog2e = 1.4426950408889634f;
 /// pairs with one hardware cvt.rn.f16x2.e4m3x2 per pair (hcvt) or with the exact bit trick
 /// e4m3 -> fp16 * 2^-8 (hbits); Q is staged as fp16 scaled per row by a power of two);
 /// 10 = extend "n64" (the extend tile with 64-token steps in one body: twice the MMAs per
-/// barrier and per softmax round, 2 stages; ptxas spills a few registers).
+/// barrier and per softmax round, 2 stages; ptxas spills a few registers); 11 = decode "hvec"
+/// (hcvt with 16-byte K/V fragment reads).
 template <int kDqk_, int kDv_, int kKind_, bool kFp8_>
 struct TileCfg {
   static constexpr int kDqk = kDqk_, kDv = kDv_, kKind = kKind_;
