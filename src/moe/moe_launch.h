@@ -123,17 +123,21 @@ struct DecodeArgs {
   int q_early = 0;
   int sm_count = 0;  // sizes FC1's tile groups (decode_fc1_tile_groups)
 };
-/// Upper bound of the FC2 tile split for `routes` routes (plan sizes the fp32 partials with it):
-/// 1 up to 16 routes (each warp already has <= 2 tiles), then one split per 16 routes up to 4,
-/// so larger decode batches keep more CTAs per SM.
-/// (Measurement knob B12X_MOE_FC2_SPLIT=1..4 forces the split; plan and run both read it.)
-inline int decode_fc2_split_bound(int64_t routes) {
+/// B12X_MOE_FC2_SPLIT (measurement knob): 1..4 forces the FC2 split, else 0.
+inline int decode_fc2_split_forced() {
   static const int forced = [] {
     const char* v = std::getenv("B12X_MOE_FC2_SPLIT");
     const int n = v != nullptr ? std::atoi(v) : 0;
     return n >= 1 && n <= 4 ? n : 0;
   }();
-  if (forced) return forced;
+  return forced;
+}
+/// Upper bound of the FC2 tile split for `routes` routes (plan sizes the fp32 partials with it):
+/// 1 up to 16 routes (each warp already has <= 2 tiles), then one split per 16 routes up to 4,
+/// so larger decode batches keep more CTAs per SM.
+/// (Measurement knob B12X_MOE_FC2_SPLIT=1..4 forces the split; plan and run both read it.)
+inline int decode_fc2_split_bound(int64_t routes) {
+  if (const int forced = decode_fc2_split_forced()) return forced;
   return routes <= 16 ? 1 : static_cast<int>(routes / 16 < 4 ? (routes + 15) / 16 : 4);
 }
 /// FC2 tile split of a run: the bound, but no more splits than about 1.25 waves of 3 CTAs per SM
@@ -143,7 +147,7 @@ inline int decode_fc2_split_bound(int64_t routes) {
 /// Qwen3-30B with 128 with 4).
 inline int decode_fc2_split(int64_t routes, int64_t row_blocks, int sm_count) {
   const int bound = decode_fc2_split_bound(routes);
-  if (bound <= 1 || std::getenv("B12X_MOE_FC2_SPLIT") != nullptr) return bound;
+  if (bound <= 1 || decode_fc2_split_forced() != 0) return bound;
   const int64_t rb = row_blocks > 0 ? row_blocks : 1;
   const int64_t sms = sm_count > 0 ? sm_count : 1;
   const int64_t by_grid = (15 * sms + 4 * rb - 1) / (4 * rb);  // ceil(1.25 * 3 * SMs / rb)
