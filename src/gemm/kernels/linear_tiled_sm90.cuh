@@ -62,7 +62,7 @@ struct WgmmaCfg {
   static constexpr bool kF8Overlap = kF8Sub > 1;
   /// BF16-operand formats drain each stage's wgmmas (wait_group 0) before the next stage. (A
   /// schedule keeping one group in flight across the stage barrier returned wrong results on the
-  /// H200 in rounds 8 and 9 — for both token tiles, with the in-flight A fragments held live —
+  /// H200 in rounds 8 and 9: ptxas reallocated the A-fragment registers of the group in flight —
   /// and was removed; the drained schedule measured 2-20% slower than it.) kLag: stages between a
   /// slot's consumption and its refill.
   static constexpr bool kDrain = !kF8Overlap;
@@ -405,9 +405,11 @@ __global__ void __launch_bounds__(256, WgmmaCfg<F, T, kTokens, kVariant>::kMinBl
   // One stage: wait for its copies, refill the slot freed kLag stages ago, decode this warp's A
   // fragments, issue the wgmmas. FP8: into partial set pc; pp holds the previous stage's
   // partials (overlapped promotion).
-  // A fragments of the wgmma group still in flight after a stage (wait_group 1): wgmma reads its
-  // register operands asynchronously, so they stay live (and their registers untouched) until
-  // the wait that retires the group.
+  // A fragments of the wgmma group still in flight after a stage (wait_group 1), meant to keep
+  // them live until the wait that retires the group. This does not reach ptxas (the empty asm
+  // emits no PTX; round 9's SASS reuses the registers), so it protects nothing: the FP8 32 / 64-K
+  // schedules are correct because ptxas serializes their wgmmas (C7514), and the BF16 path
+  // drains every stage. See docs/gemm.md.
   uint32_t held[C::kLag == 2 ? 4 : 1][4] = {};
   auto release_held = [&] {
 #pragma unroll
