@@ -11,16 +11,18 @@
 //    There is no routing launch (every CTA sorts the <= 128 ids itself) and no combine launch.
 //  * Bytes in flight: each warp owns a ring of cp.async stages (one 128-value K sub-chunk of
 //    its 32 or 16 weight rows + the matching activation fragments per stage) and issues every
-//    stage's weights before the first wait; with 16-24 warps per SM that is 70+ KB in flight
-//    per SM (~27 KB covers the H200's bandwidth-latency product). Warps never wait for each
+//    stage's weights before the first wait; with 24 warps per SM that is ~110 KB of weights in
+//    flight per SM (~27 KB covers the H200's bandwidth-latency product). Warps never wait for each
 //    other inside the K loop (no per-slice __syncthreads: a warp's ring is private).
-//  * Parallelism: the FP4 decode math (~0.12 warp instructions per weight) is as expensive as
-//    the HBM stream, so every SM needs many warps: FC1 CTAs are (32 rows, expert tile) with 8
-//    warps splitting K (Qwen3-30B at M = 1: 384 CTAs, ~3 per SM, balanced); FC2 CTAs own 16
-//    output rows for *all* routes (H / 16 CTAs, 8 warps taking every 8th expert tile), so the
-//    combine is a fixed-order sum in shared memory: deterministic, no per-route fp32 round trip.
-//    Above 16 routes up to 4 CTAs share a row block's tiles and the last one adds their fp32
-//    partials in split order (an atomic counter picks the adder, never the order).
+//  * Parallelism: the FP4 decode math (~0.1 warp instructions per weight) is as expensive as
+//    the HBM stream, so every SM needs many warps: FC1 CTAs are (32 rows) x (a group of expert
+//    tiles of <= 4 routes each) with 8 warps splitting K, the grid about one wave of 3 CTAs per
+//    SM (Qwen3-30B at M = 1: 384 CTAs of one tile; at M = 8 384 CTAs of ~6 tiles, each warp's
+//    ring running on across its tiles); FC2 CTAs own 16 output rows for *all* routes (H / 16
+//    CTAs, 8 warps taking every 8th expert tile), so the combine is a fixed-order sum in shared
+//    memory: deterministic, no per-route fp32 round trip. Above 16 routes up to 4 CTAs share a
+//    row block's tiles and the last one adds their fp32 partials in split order (an atomic
+//    counter picks the adder, never the order).
 //
 // MMA orientation, K permutation and the FP4 fragment decode are those of moe_gemm.cuh.
 #pragma once
