@@ -421,8 +421,7 @@ void run(const Binding& b, Stream stream) {
   // The decode kernel folds MXFP4's E8M0 scales the same way with BF16 MMAs (weights per atom,
   // activations in the pre-pass, or in its staging at M = 1 from the group scales below).
   const bool decode_mx_fold = !tiled && im.wfmt == WFmt::kMxfp4 && !fp16;
-  const int g =
-      (tiled_mx_fold || tiled_f8_fold || decode_mx_fold) ? 0 : act_group(f, b.x.dtype);
+  const int g = (tiled_mx_fold || tiled_f8_fold || decode_mx_fold) ? 0 : act_group(f, b.x.dtype);
   p.pdl = plan.pdl ? 1 : 0;
   p.act_kind = lin::kActRaw16;
   p.xs_kind = lin::kXsNone;

@@ -28,6 +28,7 @@
 
 #include <cstdint>
 
+#include "formats/fp4_placement.h"
 #include "formats/scalar.h"
 
 namespace b12x::gemm::lin {
@@ -158,33 +159,10 @@ B12X_HD void frag_coord(int g, int t, int s, int j, int e, int* row, int* k) {
   *k = 16 * s + 8 * (j >> 1) + 2 * t + e;
 }
 
-// Bit placement of the FP4 (E2M1) codes inside a packed weight word. Word s of a lane's atom
-// holds the 8 values of MMA step s: register j (0..3) takes value (j, e) in 16-bit half e. The
-// decode wants, in each half, the 3 magnitude bits at bits 8..6 (BF16: exponent low bits and
-// mantissa top bit, value * 2^-126) or 11..9 (FP16, value * 2^-14) and the sign at bit 15. Four
-// (magnitude, sign) groups cannot all be translates of {8..6, 15} inside 16 bits, so the packing
-// mixes positions (magnitude at, sign at): j=0 (6, 15) in place, one AND; j=1 (0, 9) one shift;
-// j=2 (3, 10) and j=3 (11, 14) magnitude and sign shifted separately: 11 integer operations per
-// word for BF16 instead of 16 with plain nibbles (a shift and a mask each for magnitude and
-// sign). Positions packed into integer constants (device code may not index a host array).
-B12X_HD constexpr int fp4_mag_pos(int j) {
-  return (0x0B030006 >> (8 * j)) & 0xFF;
-}
-B12X_HD constexpr int fp4_sign_pos(int j) {
-  return (0x0E0A090F >> (8 * j)) & 0xFF;
-}
-
-/// Bits of E2M1 `code` as value (register j, half e) of a packed FP4 weight word.
-B12X_HD uint32_t fp4_place(uint32_t code, int j, int e) {
-  const int h = 16 * e;
-  return ((code & 7u) << (fp4_mag_pos(j) + h)) | (((code >> 3) & 1u) << (fp4_sign_pos(j) + h));
-}
-
-/// The E2M1 code of value (register j, half e) of a packed FP4 weight word.
-B12X_HD uint32_t fp4_code_at(uint32_t word, int j, int e) {
-  const int h = 16 * e;
-  return ((word >> (fp4_mag_pos(j) + h)) & 7u) | (((word >> (fp4_sign_pos(j) + h)) & 1u) << 3);
-}
+// FP4 words: value (register j, half e) of MMA step s's word is placed by fmt::fp4_place
+// (formats/fp4_placement.h: bit groups chosen for a cheap BF16 / FP16 decode).
+using fmt::fp4_code_at;
+using fmt::fp4_place;
 
 /// FP8 (m16n8k32) layout: byte e (0..3) of word j of lane (g, t).
 B12X_HD void frag_coord_k32(int g, int t, int j, int e, int* row, int* k) {

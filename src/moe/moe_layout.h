@@ -15,6 +15,7 @@
 
 #include <cstdint>
 
+#include "formats/fp4_placement.h"
 #include "formats/scalar.h"
 
 namespace b12x::moe::layout {
@@ -38,50 +39,23 @@ B12X_HD int64_t fp4_word_k(int64_t c, int t, int w, int i) {
   return 128 * c + 16 * j + 4 * t + q;
 }
 
-// Bit placement of an E2M1 code inside its 16-bit half of a prepared word. The BF16 decode of a
-// pair wants the 3 magnitude bits at bits 8..6 (exponent low bits + mantissa top bit: code 1 =
-// 0.5 becomes a BF16 subnormal, the value is scaled by 2^-126) and the sign at bit 15. Four
-// (magnitude, sign) groups cannot all be translates of {8..6, 15} in 16 bits, so the layout mixes
-// (magnitude at, sign at): P0 (6, 15): in place, one AND; P1 (0, 9): one shift; P2 (3, 10) and
-// P3 (11, 14): magnitude and sign shifted separately. 11 operations per word for the 4 pairs
-// instead of 16 with plain nibbles (a shift and a mask each for magnitude and sign).
-// (Packed into integer constants: device code may not index a host array at run time.)
-B12X_HD constexpr int fp4_mag_pos(int p) {
-  return (0x0B030006 >> (8 * p)) & 0xFF;  // {6, 0, 3, 11}
-}
-B12X_HD constexpr int fp4_sign_pos(int p) {
-  return (0x0E0A090F >> (8 * p)) & 0xFF;  // {15, 9, 10, 14}
-}
-
-/// Bits of E2M1 `code` (4 bits) in value slot i (pair i & 3, half i >> 2) of a prepared word.
+/// Bits of E2M1 `code` (4 bits) in value slot i (pair i & 3, half i >> 2) of a prepared word
+/// (fmt::fp4_place, formats/fp4_placement.h: the bit groups the BF16 / FP16 decode wants, shared
+/// with the linear layout).
 B12X_HD uint32_t fp4_place(uint32_t code, int i) {
-  const int p = i & 3, h = 16 * (i >> 2);
-  return ((code & 7u) << (fp4_mag_pos(p) + h)) | (((code >> 3) & 1u) << (fp4_sign_pos(p) + h));
+  return fmt::fp4_place(code, i & 3, i >> 2);
 }
-
-namespace detail {
-/// (x shifted left by S, or right by -S) & mask.
-template <int S>
-B12X_HD uint32_t shl_mask(uint32_t x, uint32_t mask) {
-  return (S >= 0 ? (x << (S >= 0 ? S : 0)) : (x >> (S < 0 ? -S : 0))) & mask;
-}
-}  // namespace detail
 
 /// Pair P of a prepared word as BF16 bits of value * 2^-126 (both halves). Multiplying by 2^126
 /// (or folding 2^126 into the scale) yields the E2M1 values exactly.
 template <int P>
 B12X_HD uint32_t fp4x2_bf16_bits(uint32_t x) {
-  constexpr uint32_t kMag = 0x01C001C0u, kSign = 0x80008000u;
-  constexpr int sm = 6 - fp4_mag_pos(P), ss = 15 - fp4_sign_pos(P);
-  if constexpr (sm == ss) return detail::shl_mask<sm>(x, kMag | kSign);
-  return detail::shl_mask<sm>(x, kMag) | detail::shl_mask<ss>(x, kSign);
+  return fmt::fp4x2_bits<6, P>(x);
 }
 /// Same for FP16: magnitude bits to 11..9, value * 2^-14.
 template <int P>
 B12X_HD uint32_t fp4x2_fp16_bits(uint32_t x) {
-  constexpr uint32_t kMag = 0x0E000E00u, kSign = 0x80008000u;
-  constexpr int sm = 9 - fp4_mag_pos(P), ss = 15 - fp4_sign_pos(P);
-  return detail::shl_mask<sm>(x, kMag) | detail::shl_mask<ss>(x, kSign);
+  return fmt::fp4x2_bits<9, P>(x);
 }
 
 /// Prepared NVFP4 block scales ("E5M3"). A UE4M3 scale s = 2^E (1 + m/8), E in [-9, 8] once its

@@ -202,28 +202,11 @@ __device__ __forceinline__ constexpr uint32_t kFp4Unit2() {
   return T::kFp16 ? 0x58005800u /* 2^7 */ : 0x7B007B00u /* 2^119 */;
 }
 
-/// (x shifted left by S, or right by -S) & mask.
-template <int S>
-__device__ __forceinline__ uint32_t shl_mask(uint32_t x, uint32_t mask) {
-  if constexpr (S >= 0) {
-    return (x << S) & mask;
-  } else {
-    return (x >> -S) & mask;
-  }
-}
-
-/// Register J's FP4 pair of a packed weight word (placement: lin::fp4_place) -> bits of
+/// Register J's FP4 pair of a packed weight word (placement: fmt::fp4_place) -> bits of
 /// v * 2^-126 (bf16) or v * 2^-14 (fp16) in both halves, exact (v = 0.5 lands on a subnormal).
 template <class T, int J>
 __device__ __forceinline__ uint32_t fp4_pair_bits(uint32_t w) {
-  constexpr int kMagTo = T::kFp16 ? 9 : 6;
-  constexpr uint32_t kMag = 0x00070007u << kMagTo, kSign = 0x80008000u;
-  constexpr int sm = kMagTo - fp4_mag_pos(J), ss = 15 - fp4_sign_pos(J);
-  if constexpr (sm == ss) {
-    return shl_mask<sm>(w, kMag | kSign);
-  } else {
-    return shl_mask<sm>(w, kMag) | shl_mask<ss>(w, kSign);
-  }
+  return fmt::fp4x2_bits < T::kFp16 ? 9 : 6, J > (w);
 }
 
 /// The four pairs (MMA registers 0..3) of a packed FP4 weight word.
