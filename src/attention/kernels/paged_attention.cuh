@@ -460,6 +460,23 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   const int rows0 = w.tile * kBM;
 
   // ---- Q tile (rows beyond the request or group are zero) -> swizzled smem ----
+  // The 16 dims of block kb of tile row r (query token x head of this KV head's group) as 8
+  // words, zero past the request (the fp16-MMA and direct-K tiles rearrange them per block).
+  auto load_q_block = [&](int r, int kb, uint32_t(&wv)[8]) {
+    const T* q = static_cast<const T*>(p.q);
+    const int pr = rows0 + r;
+    const int qi = pr / p.group;
+    uint4 lo = make_uint4(0, 0, 0, 0), hi = make_uint4(0, 0, 0, 0);
+    if (qi < w.qlen) {
+      const int h = kvh * p.group + (pr - qi * p.group);
+      const uint4* src = reinterpret_cast<const uint4*>(q + (int64_t)(w.q0 + qi) * p.q_st +
+                                                        (int64_t)h * p.q_sh + kb * 16);
+      lo = src[0];
+      hi = src[1];
+    }
+    wv[0] = lo.x, wv[1] = lo.y, wv[2] = lo.z, wv[3] = lo.w;
+    wv[4] = hi.x, wv[5] = hi.y, wv[6] = hi.z, wv[7] = hi.w;
+  };
   if constexpr (Cfg::kF16Mma) {
     // fp16 MMAs: each Q row is scaled by 2^e (e from its largest |q|, so the row's maximum lands
     // in [2^14, 2^15)) and converted to fp16, exactly for every element within 2^-28 of the
@@ -468,23 +485,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     // block matches the K fragments' conversion: hbits pairs dims (4t, 4t+2), (4t+1, 4t+3)
     // (even dims then odd dims), hcvt pairs (4t, 4t+1), (4t+2, 4t+3) (even words then odd).
     static_assert(std::is_same_v<T, __nv_bfloat16>, "FP8 KV takes bf16 q");
-    const T* q = static_cast<const T*>(p.q);
     constexpr int kBlocks = kDqk / 16;
     static_assert((kBM * kBlocks) % kThreads == 0 && 32 % kBlocks == 0,
                   "a row's blocks are adjacent lanes of one warp (max by shuffle)");
     for (int i = tid; i < kBM * kBlocks; i += kThreads) {
       const int r = i / kBlocks, kb = i % kBlocks;
-      const int pr = rows0 + r;
-      const int qi = pr / p.group;
-      uint4 lo = make_uint4(0, 0, 0, 0), hi = make_uint4(0, 0, 0, 0);
-      if (qi < w.qlen) {
-        const int h = kvh * p.group + (pr - qi * p.group);
-        const uint4* src = reinterpret_cast<const uint4*>(q + (int64_t)(w.q0 + qi) * p.q_st +
-                                                          (int64_t)h * p.q_sh + kb * 16);
-        lo = src[0];
-        hi = src[1];
-      }
-      const uint32_t wv[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+      uint32_t wv[8];
+      load_q_block(r, kb, wv);
       float f[16];
       float mx = 0.f;
 #pragma unroll
@@ -542,21 +549,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     // Each 16-dim block is stored as its 8 even dims then its 8 odd dims (16-bit shuffles), so
     // MMA k-slots (2t, 2t+1, 8+2t, 9+2t) hold dims (4t, 4t+2, 4t+1, 4t+3): exactly the pairs
     // one 4-byte FP8 read of dims 4t..4t+3 converts to.
-    const T* q = static_cast<const T*>(p.q);
     constexpr int kBlocks = kDqk / 16;
     for (int i = tid; i < kBM * kBlocks; i += kThreads) {
       const int r = i / kBlocks, kb = i % kBlocks;
-      const int pr = rows0 + r;
-      const int qi = pr / p.group;
-      uint4 lo = make_uint4(0, 0, 0, 0), hi = make_uint4(0, 0, 0, 0);
-      if (qi < w.qlen) {
-        const int h = kvh * p.group + (pr - qi * p.group);
-        const uint4* src = reinterpret_cast<const uint4*>(q + (int64_t)(w.q0 + qi) * p.q_st +
-                                                          (int64_t)h * p.q_sh + kb * 16);
-        lo = src[0];
-        hi = src[1];
-      }
-      const uint32_t wv[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+      uint32_t wv[8];
+      load_q_block(r, kb, wv);
       uint32_t ev[4], od[4];
 #pragma unroll
       for (int k = 0; k < 4; ++k) {
