@@ -359,6 +359,35 @@ __device__ __forceinline__ float load_scale(const float* s, int64_t sb, int64_t 
 }
 
 // ---------------------------------------------------------------- split merge ----------------
+/// Merge weights of the `ns` (<= 64) split partials of row `row`: lanes l and l+32 take splits l
+/// and l+32, w = 2^(lse - max) with the sink (natural-log units) in the max; mm = that max and
+/// wsum = the warp's weight sum plus the sink's, both warp-uniform. kCoherent: L2 loads, for
+/// partials written by other CTAs of the same kernel (the fused merge).
+template <bool kCoherent>
+__device__ __forceinline__ void split_weights(const PagedParams& p, int64_t row, int ns, int h,
+                                              int lane, float& w0, float& w1, float& mm,
+                                              float& wsum) {
+  const int64_t ss = (int64_t)p.total_q * p.num_q_heads;  // split stride (rows)
+  auto lse = [&](int s) {
+    const float* a = p.part_lse + s * ss + row;
+    return kCoherent ? __ldcg(a) : *a;
+  };
+  const float l0 = lane < ns ? lse(lane) : -INFINITY;
+  const float l1 = lane + 32 < ns ? lse(lane + 32) : -INFINITY;
+  mm = fmaxf(l0, l1);
+#pragma unroll
+  for (int d = 16; d > 0; d >>= 1) mm = fmaxf(mm, __shfl_xor_sync(0xffffffffu, mm, d));
+  const float sink = p.sinks != nullptr ? p.sinks[h] * kLog2e : -INFINITY;
+  mm = fmaxf(mm, sink);
+  const float m_use = mm == -INFINITY ? 0.f : mm;
+  w0 = exp2f(l0 - m_use);
+  w1 = exp2f(l1 - m_use);
+  wsum = w0 + w1;
+#pragma unroll
+  for (int d = 16; d > 0; d >>= 1) wsum += __shfl_xor_sync(0xffffffffu, wsum, d);
+  if (p.sinks != nullptr) wsum += exp2f(sink - m_use);
+}
+
 /// One warp folds the `ns` (<= 64) normalised partials of row (tok, h) with their base-2 LSEs
 /// and the sink, writes the output row and its LSE. Lane = float4 column; eight splits' loads in
 /// flight per lane (L2 latency, not bandwidth, bounds a merge).
@@ -367,19 +396,8 @@ __device__ __forceinline__ void merge_row_warp(const PagedParams& p, int tok, in
                                                int lane) {
   const int64_t row = (int64_t)tok * p.num_q_heads + h;
   const int64_t ss = (int64_t)p.total_q * p.num_q_heads;  // split stride (rows)
-  const float l0 = lane < ns ? __ldcg(p.part_lse + lane * ss + row) : -INFINITY;
-  const float l1 = lane + 32 < ns ? __ldcg(p.part_lse + (lane + 32) * ss + row) : -INFINITY;
-  float mm = fmaxf(l0, l1);
-#pragma unroll
-  for (int d = 16; d > 0; d >>= 1) mm = fmaxf(mm, __shfl_xor_sync(0xffffffffu, mm, d));
-  const float sink = p.sinks != nullptr ? p.sinks[h] * kLog2e : -INFINITY;
-  mm = fmaxf(mm, sink);
-  const float m_use = mm == -INFINITY ? 0.f : mm;
-  const float w0 = exp2f(l0 - m_use), w1 = exp2f(l1 - m_use);
-  float wsum = w0 + w1;
-#pragma unroll
-  for (int d = 16; d > 0; d >>= 1) wsum += __shfl_xor_sync(0xffffffffu, wsum, d);
-  if (p.sinks != nullptr) wsum += exp2f(sink - m_use);
+  float w0, w1, mm, wsum;
+  split_weights<true>(p, row, ns, h, lane, w0, w1, mm, wsum);
   const float inv = wsum > 0.f ? 1.f / wsum : 0.f;
   T* out = static_cast<T*>(p.out) + (int64_t)tok * p.o_st + (int64_t)h * p.o_sh;
 #pragma unroll
@@ -1332,19 +1350,8 @@ __global__ void __launch_bounds__(32 * kMergeWarps)
   const int ns = min(range.ns, 64);
   const int64_t split_stride = int64_t(p.total_q) * p.num_q_heads;
   if (warp == 0) {
-    const float l0 = lane < ns ? p.part_lse[lane * split_stride + row] : -INFINITY;
-    const float l1 = lane + 32 < ns ? p.part_lse[(lane + 32) * split_stride + row] : -INFINITY;
-    float mm = fmaxf(l0, l1);
-#pragma unroll
-    for (int d = 16; d > 0; d >>= 1) mm = fmaxf(mm, __shfl_xor_sync(0xffffffffu, mm, d));
-    const float sink = p.sinks != nullptr ? p.sinks[h] * kLog2e : -INFINITY;
-    mm = fmaxf(mm, sink);
-    const float m_use = mm == -INFINITY ? 0.f : mm;
-    const float w0 = exp2f(l0 - m_use), w1 = exp2f(l1 - m_use);
-    float wsum = w0 + w1;
-#pragma unroll
-    for (int d = 16; d > 0; d >>= 1) wsum += __shfl_xor_sync(0xffffffffu, wsum, d);
-    if (p.sinks != nullptr) wsum += exp2f(sink - m_use);
+    float w0, w1, mm, wsum;
+    split_weights<false>(p, row, ns, h, lane, w0, w1, mm, wsum);
     s_w[lane] = w0;
     s_w[lane + 32] = w1;
     if (lane == 0) {
