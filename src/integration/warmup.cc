@@ -12,6 +12,7 @@
 #include <mutex>
 #include <set>
 #include <sstream>
+#include <utility>
 
 #include "b12x/quantize.h"
 #include "b12x/runtime.h"
@@ -205,6 +206,22 @@ std::string name_or(const std::string& name, const char* kind, size_t i) {
 // ---- linear -------------------------------------------------------------------------------------
 
 /// The activation quantizer a server runs before a layer that takes quantized activations.
+
+/// The entry of one planned regime of a layer.
+WarmupEntry entry(const std::string& layer, const char* op, int64_t tokens, std::string signature) {
+  WarmupEntry e;
+  e.layer = layer;
+  e.op = op;
+  e.tokens = tokens;
+  e.signature = std::move(signature);
+  return e;
+}
+
+/// The entry of the plan just made (its kernel signature was recorded by resolve_kernels).
+WarmupEntry planned_entry(const std::string& layer, const char* op, int64_t tokens) {
+  return entry(layer, op, tokens, detail::last_kernel_signature());
+}
+
 void warm_quantizer(Run& r, const WarmupLinear& L, const std::string& layer, int64_t M) {
   using F = gemm::LinearFormat;
   const gemm::Caps& c = L.caps;
@@ -217,11 +234,8 @@ void warm_quantizer(Run& r, const WarmupLinear& L, const std::string& layer, int
   B12X_CHECK_ARG(L.quantize_from == DType::kBF16 || L.quantize_from == DType::kFP16, kOp,
                  ": layer '", layer, "' quantize_from=", dtype_name(L.quantize_from),
                  " (supported: bf16, fp16)");
-  WarmupEntry e;
-  e.layer = layer;
-  e.op = "quantize";
-  e.tokens = M;
-  e.signature = std::string("quantize.") + kind + " in=" + dtype_name(L.quantize_from);
+  WarmupEntry e = entry(layer, "quantize", M,
+                        std::string("quantize.") + kind + " in=" + dtype_name(L.quantize_from));
   if (r.note(e, c.device, false)) {
     const int64_t K = c.in_features;
     Arena a(c.device);
@@ -256,11 +270,7 @@ void warm_linear(Run& r, const WarmupLinear& L, size_t index) {
     c.max_tokens = t;
     DeviceScope ds(c.device);
     const gemm::Plan p = gemm::plan(c);
-    WarmupEntry e;
-    e.layer = layer;
-    e.op = "linear";
-    e.tokens = t;
-    e.signature = detail::last_kernel_signature();
+    WarmupEntry e = planned_entry(layer, "linear", t);
     if (r.note(e, c.device, true)) {
       const gemm::PackedWeight* w = L.weight;
       if (w == nullptr) {
@@ -353,11 +363,7 @@ void warm_moe(Run& r, const WarmupMoe& L, size_t index) {
     c.weight_plan = &wp;
     DeviceScope ds(c.device);
     const moe::Plan p = moe::plan(c);
-    WarmupEntry e;
-    e.layer = layer;
-    e.op = "moe";
-    e.tokens = t;
-    e.signature = detail::last_kernel_signature();
+    WarmupEntry e = planned_entry(layer, "moe", t);
     if (r.note(e, c.device, true)) {
       const moe::PreparedExperts* experts = L.experts;
       if (experts == nullptr) {
@@ -421,11 +427,7 @@ void warm_attention(Run& r, const WarmupAttention& L, size_t index) {
                    max_ctx);
     DeviceScope ds(c.device);
     const attention::PagedPlan p = attention::plan_paged(c, r.stream);
-    WarmupEntry e;
-    e.layer = layer;
-    e.op = "attention";
-    e.tokens = t;
-    e.signature = detail::last_kernel_signature();
+    WarmupEntry e = planned_entry(layer, "attention", t);
     if (r.note(e, c.device, true)) {
       const int64_t B = c.max_batch, T = c.max_total_q, W = c.max_page_table_width;
       const int64_t pages = (kv_len + c.page_size - 1) / c.page_size;
@@ -481,11 +483,7 @@ void warm_embedding(Run& r, const WarmupEmbedding& L, size_t index) {
     c.max_tokens = t;
     DeviceScope ds(c.device);
     plan_embedding(c);
-    WarmupEntry e;
-    e.layer = layer;
-    e.op = "embedding";
-    e.tokens = t;
-    e.signature = detail::last_kernel_signature();
+    WarmupEntry e = planned_entry(layer, "embedding", t);
     if (r.note(e, c.device, true)) {
       // Without the caller's table: a one-row table (same kernel, same signature) and ids 0.
       EmbeddingCaps lc = c;
