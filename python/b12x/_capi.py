@@ -159,6 +159,22 @@ def call(name: str, *args) -> None:
     check(getattr(lib(), name)(*args))
 
 
+#: Argument types of a string-returning C ABI function's tail (char* buf, size_t len, size_t* needed).
+STR_OUT = [ctypes.c_char_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)]
+
+
+def string_call(name: str, *args) -> str:
+    """Calls a (..., char* buf, size_t len, size_t* needed) function, growing the buffer."""
+    needed = ctypes.c_size_t(0)
+    size = 1 << 16
+    while True:
+        buf = ctypes.create_string_buffer(size)
+        call(name, *args, buf, ctypes.c_size_t(size), ctypes.byref(needed))
+        if needed.value <= size:
+            return buf.value.decode("utf-8")
+        size = needed.value
+
+
 # ---- numpy / torch -> descriptor ------------------------------------------------------------
 _NUMPY_DTYPES = {
     np.dtype(np.float16): FP16, np.dtype(np.float32): FP32, np.dtype(np.float64): FP64,

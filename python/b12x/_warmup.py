@@ -27,23 +27,14 @@ from typing import Iterable, List, Mapping
 
 from . import _capi
 
-_SIZE = ctypes.c_size_t
-_STR_OUT = [ctypes.c_char_p, _SIZE, ctypes.POINTER(_SIZE)]
+_STR_OUT = _capi.STR_OUT
 _capi.declare("b12x_warmup", [ctypes.c_char_p, ctypes.POINTER(ctypes.c_int64), ctypes.c_int32,
                               ctypes.c_void_p] + _STR_OUT)
 _capi.declare("b12x_resolved_kernels_json", _STR_OUT)
 _capi.declare("b12x_clear_resolved_kernels", [])
 
 
-def _string_call(name: str, *args) -> str:
-    needed = _SIZE(0)
-    size = 1 << 16
-    while True:
-        buf = ctypes.create_string_buffer(size)
-        _capi.call(name, *args, buf, _SIZE(size), ctypes.byref(needed))
-        if needed.value <= size:
-            return buf.value.decode("utf-8")
-        size = needed.value
+_string_call = _capi.string_call
 
 
 def _default_stream(stream):

@@ -42,7 +42,7 @@ class _TensorC(_c.Structure):
     ]
 
 
-_STR_OUT = [_c.c_char_p, _SIZE, _c.POINTER(_SIZE)]
+_STR_OUT = _capi.STR_OUT
 _capi.declare("b12x_safetensors_open", [_c.c_char_p, _c.POINTER(_P)])
 _capi.declare("b12x_safetensors_close", [_P])
 _capi.declare("b12x_safetensors_num_tensors", [_P, _c.POINTER(_c.c_int64)])
@@ -73,16 +73,7 @@ def _b(s: Optional[Union[str, os.PathLike]]) -> Optional[bytes]:
     return None if s is None else os.fsencode(s)
 
 
-def _string_call(name: str, *args) -> str:
-    """Calls a (…, char* buf, size_t len, size_t* needed) function, growing the buffer."""
-    needed = _SIZE(0)
-    size = 1 << 16
-    while True:
-        buf = _c.create_string_buffer(size)
-        _capi.call(name, *args, buf, _SIZE(size), _c.byref(needed))
-        if needed.value <= size:
-            return buf.value.decode("utf-8")
-        size = needed.value
+_string_call = _capi.string_call
 
 
 # safetensors dtype -> numpy storage dtype (bf16 and the 8-bit floats as their bit patterns).
