@@ -1,0 +1,312 @@
+// SM90 (Hopper) wgmma tiled kernel of the GGML weight formats (Q8_0, IQ2_XXS, IQ2_XS): the swapped
+// GEMM of linear_tiled_sm90.cuh (D[weight row][token], weights = wgmma's register A operand decoded
+// from the packed atoms, activations = the 128-byte-swizzled shared-memory B operand) with the
+// per-group fp32 weight scales of the mma.sync kernel's group mode.
+//
+// Why a partial per group: Q8_0 d x q and IQ2 d x (2s+1)/8 x grid are not BF16 / FP16 numbers, so
+// the scales cannot be folded into the operands. The packed values decode to exact integers (the
+// group-mode decoders of linear_common.cuh), every K group (32, or 16 for IQ2_XS) runs its k16
+// wgmmas into a partial started from zero (scale-d = 0), and the partial is promoted into the fp32
+// accumulators: acc[row][token] += scale[row][group] * partial. The accumulator rows of a thread
+// are weight rows 16 warp + g and + 8, so each thread needs two fp32 scales per group.
+//
+// Schedule: every group's wgmmas are drained (wait_group 0) before the promotion reads the
+// partial (ptxas serializes a promotion that overlaps the next group's wgmmas anyway, C7514:
+// accumulator registers read inside the wgmma pipeline). With 64 accumulators + 64 partials per
+// thread the CTA (2 warpgroups, 128 rows x 128 tokens) runs one per SM; the two warpgroups'
+// promotions and wgmmas interleave on the tensor pipe.
+//
+// Pipeline: all 256 threads issue cp.async copies for the stage kStages-1 ahead (activation rows
+// with the swizzle, the CTA's eight packed tile runs of the stage, the stage's raw scale words of
+// each row), fence.proxy.async, one CTA barrier per stage; the refilled slot's wgmmas were drained
+// before that barrier. Epilogue as in linear_tiled_sm90.cuh.
+//
+// SM90 only: the body compiles under __CUDA_ARCH_FEAT_SM90_ALL and traps elsewhere; the host
+// dispatches it only on compute capability 9.0.
+#pragma once
+
+#include "gemm/kernels/linear_common.cuh"
+#include "gemm/kernels/linear_tiled_sm90.cuh"  // wg:: wgmma / descriptor / fence / cp.async
+
+namespace b12x::gemm::lin {
+
+/// True for the formats of the group wgmma kernel.
+B12X_HD constexpr bool wgmma_group_format_ok(WFmt f) {
+  return f == WFmt::kQ8_0 || f == WFmt::kIq2Xxs || f == WFmt::kIq2Xs;
+}
+
+template <WFmt F, class T>
+struct WgmmaGroupCfg {
+  static constexpr int kRows = 128;  ///< weight rows per CTA (2 warpgroups x 64)
+  static constexpr int kTok = 128;   ///< tokens per CTA (wgmma N)
+  static constexpr int kThreads = 256;
+  static constexpr WTraits kTr = wtraits(F);
+  static constexpr bool kIq2 = F == WFmt::kIq2Xxs || F == WFmt::kIq2Xs;
+  static constexpr int kBK = 64;            ///< K per stage (128-byte activation rows)
+  static constexpr int kGroup = kTr.group;  ///< K per fp32 weight scale
+  static constexpr int kGroups = kBK / kGroup;
+  static constexpr int kStepsPerGroup = kGroup / 16;  ///< k16 wgmmas per partial
+  static constexpr int kActBytes = kTok * 128;
+  static constexpr int kWTileBytes = (kBK / 32) * kTr.slots * 16;  ///< 16 rows x kBK, packed
+  static constexpr int kWBytes = (kRows / 16) * kWTileBytes;
+  /// Raw scale words per row and stage: Q8_0 the two fp16 d of the stage; IQ2 the aligned u32
+  /// holding the super-block's fp16 d, then the aligned u32 holding the stage's sub-scales.
+  static constexpr int kSWords = kIq2 ? 2 : 1;
+  static constexpr int kSBytes = kRows * kSWords * 4;
+  static constexpr int kStageBytes = (kActBytes + kWBytes + kSBytes + 1023) / 1024 * 1024;
+  static constexpr int kSmemLimit = 232448;  // SM90 opt-in maximum per block
+  static constexpr int kStages = 6;
+  static constexpr int kEpPitch = kRows * 2 + 16;  // bytes per staged output row (token)
+  static constexpr int kPipeBytes = kStages * kStageBytes;
+  static constexpr int kSmemBytes =
+      (kPipeBytes > kTok * kEpPitch ? kPipeBytes : kTok * kEpPitch) + 1024;  // + alignment
+  static constexpr int kTabWords = kIq2 ? (F == WFmt::kIq2Xs ? 512 * 4 : 256 * 4) + 512 : 0;
+  static constexpr int kAcc = kTok / 2;  // fp32 accumulators per thread (64 x kTok / 128)
+  static_assert(wgmma_group_format_ok(F), "group wgmma kernel: Q8_0, IQ2_XXS, IQ2_XS");
+  static_assert(kBK % kGroup == 0 && kGroup % 16 == 0, "whole groups per stage");
+  static_assert(kSmemBytes + kTabWords * 4 <= kSmemLimit, "group wgmma kernel exceeds 227 KB");
+};
+
+template <WFmt F, class T>
+__global__ void __launch_bounds__(256, 1) linear_wgmma_group_kernel(const LinearParams p) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using C = WgmmaGroupCfg<F, T>;
+  constexpr int kStages = C::kStages;
+  constexpr int kTok = C::kTok;
+  constexpr int kAhead = kStages - 1;  // stages in flight ahead of the consumed one
+
+  extern __shared__ uint8_t smem_raw[];
+  __shared__ alignas(16) uint32_t gtab[C::kIq2 ? (F == WFmt::kIq2Xs ? 512 * 4 : 256 * 4) : 4];
+  __shared__ alignas(16) uint32_t stab[C::kIq2 ? 512 : 4];
+  // The 128B swizzle pattern repeats every 1024 bytes and wgmma computes it from the address:
+  // stages start on 1024-byte boundaries.
+  const uint32_t sbase =
+      (static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw)) + 1023u) & ~1023u;
+  uint8_t* const sgen =
+      smem_raw + (sbase - static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw)));
+
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int g = lane >> 2, t = lane & 3;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * C::kRows;
+  const int64_t m0 = static_cast<int64_t>(blockIdx.y) * kTok;
+  const int64_t tile0 = n0 / 16;
+
+  if constexpr (C::kIq2) load_iq2_tables<F == WFmt::kIq2Xs, T>(gtab, stab, tid, C::kThreads);
+
+  const int num_k = static_cast<int>(p.KP / C::kBK);  // KP: a multiple of 256
+  const int64_t tile_stride = p.kvec * static_cast<int64_t>(C::kTr.slots) * 16;
+
+  auto act_addr = [&](int s) { return sbase + s * C::kStageBytes; };
+  auto w_addr = [&](int s) { return sbase + s * C::kStageBytes + C::kActBytes; };
+  auto s_addr = [&](int s) { return sbase + s * C::kStageBytes + C::kActBytes + C::kWBytes; };
+
+  // Weight copy sources: a 16-row tile's stage is the contiguous run [kb * kWTileBytes,
+  // +kWTileBytes) of its packed row tile; chunk i of this thread is tile ci / kChunksPerTile.
+  constexpr int kChunksPerTile = C::kWTileBytes / 16;
+  constexpr int kWChunks = (C::kRows / 16) * kChunksPerTile;
+  constexpr int kWPerThread = (kWChunks + C::kThreads - 1) / C::kThreads;
+  static_assert(kWChunks % C::kThreads == 0 || kWChunks < C::kThreads, "weight chunk split");
+  const uint8_t* wsrc[kWPerThread];
+  bool wvalid[kWPerThread];
+#pragma unroll
+  for (int i = 0; i < kWPerThread; ++i) {
+    const int ci = tid + i * C::kThreads;
+    const int tl = ci / kChunksPerTile, off = (ci % kChunksPerTile) * 16;
+    wvalid[i] = (kWChunks % C::kThreads == 0 || ci < kWChunks) && tile0 + tl < p.n16;
+    wsrc[i] = wvalid[i] ? p.wvals + (tile0 + tl) * tile_stride + off : p.wvals;
+  }
+  // Scale words: thread tid < 128 copies row tid's first word, tid >= 128 (IQ2) row tid-128's
+  // sub-scale word. Rows past NP are zero-filled (their outputs are never stored).
+  const int srow = tid & (C::kRows - 1);
+  const bool sthread = C::kIq2 || tid < C::kRows;
+  const bool svalid = sthread && n0 + srow < p.NP;
+  // Activation rows r0 + 32 i of 16-byte chunk c: the swizzled chunk (c ^ (r & 7)) is the same
+  // for every i; rows at and past M are zero-filled.
+  const int ar0 = tid >> 3, ac = tid & 7;
+  const int64_t ldb = 2 * p.ldx;
+  const uint8_t* const xb = static_cast<const uint8_t*>(p.x);
+  const uint8_t* const asrc0 = xb + (m0 + ar0) * ldb + ac * 16;
+  const uint32_t adst0 = ar0 * 128 + ((ac ^ (ar0 & 7)) << 4);
+  const int64_t rows_left = p.M - m0 - ar0;  // rows i with 32 i < rows_left are valid
+
+  auto load_weights = [&](int s, int kb) {
+#pragma unroll
+    for (int i = 0; i < kWPerThread; ++i) {
+      if (kWChunks % C::kThreads == 0 || tid + i * C::kThreads < kWChunks)
+        wg::cp16(w_addr(s) + (tid + i * C::kThreads) * 16,
+                 wvalid[i] ? wsrc[i] + static_cast<int64_t>(kb) * C::kWTileBytes : p.wvals,
+                 wvalid[i]);
+    }
+    if (sthread) {
+      const int64_t row = n0 + srow;
+      const uint8_t* src = p.wscale;
+      if constexpr (F == WFmt::kQ8_0) {
+        // The stage's two fp16 d (scale_ld = KP/32 is a multiple of 8: an aligned u32).
+        src = p.wscale + (row * p.scale_ld + 2 * kb) * 2;
+      } else if (tid < C::kRows) {
+        // The u32 holding the fp16 d of super-block kb / 4 (the d at its byte 0 or 2).
+        src = p.wscale + ((row * p.scale_ld + kb / 4) * 2 & ~int64_t{3});
+      } else {
+        // The u32 holding the stage's sub-scale nibbles: IQ2_XXS byte kb (scale2_ld = KP/64),
+        // IQ2_XS bytes 2kb, 2kb+1 (scale2_ld = KP/32), both multiples of 4.
+        const int64_t b = F == WFmt::kIq2Xs ? 2 * static_cast<int64_t>(kb) : kb;
+        src = p.wscale2 + row * p.scale2_ld + (b & ~int64_t{3});
+      }
+      wg::cp4(s_addr(s) + tid * 4, svalid ? src : p.wscale, svalid);
+    }
+  };
+  auto load_acts = [&](int s, int kb) {
+    const int64_t k0 = static_cast<int64_t>(kb) * C::kBK;
+    const bool kvalid = k0 + ac * 8 < p.K;
+    const uint8_t* src = asrc0 + k0 * 2;
+    const uint32_t dst = act_addr(s) + adst0;
+#pragma unroll
+    for (int i = 0; i < kTok / 32; ++i) {
+      const bool valid = kvalid && 32 * i < rows_left;
+      wg::cp16(dst + i * 4096, valid ? src + i * 32 * ldb : xb, valid);
+    }
+  };
+
+  // fp32 scales of rows g (h = 0) and g + 8 (h = 1) of this warp's tile for group j of stage kb.
+  auto group_scales = [&](const uint32_t* ssg, int kb, int j, float(&sc)[2]) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = warp * 16 + g + 8 * h;
+      if constexpr (F == WFmt::kQ8_0) {
+        sc[h] = half_bits_f32((ssg[r] >> (16 * j)) & 0xFFFFu);
+      } else {
+        const int64_t row = n0 + r;
+        const int dsh = static_cast<int>(((row * p.scale_ld + kb / 4) & 1) * 16);
+        const float d = half_bits_f32((ssg[r] >> dsh) & 0xFFFFu);
+        const int ssh = F == WFmt::kIq2Xs ? 16 * (kb & 1) + 4 * j : 8 * (kb & 3) + 4 * j;
+        const uint32_t sv = (ssg[C::kRows + r] >> ssh) & 0xFu;
+        sc[h] = d * static_cast<float>(2 * sv + 1) * 0.125f;
+      }
+    }
+  };
+
+  float acc[C::kAcc];
+#pragma unroll
+  for (int i = 0; i < C::kAcc; ++i) acc[i] = 0.f;
+  float part[C::kAcc];
+
+  // Prologue: stages 0..kAhead-1 (the weights first, then the wait for the activations).
+#pragma unroll
+  for (int s = 0; s < kAhead; ++s)
+    if (s < num_k) load_weights(s, s);
+  griddep_wait();
+#pragma unroll
+  for (int s = 0; s < kAhead; ++s) {
+    if (s < num_k) load_acts(s, s);
+    wg::cp_commit();
+  }
+  __syncthreads();  // IQ2 tables
+
+  for (int kb = 0; kb < num_k; ++kb) {
+    wg::cp_wait<kAhead - 1>();
+    // The stage was written through the generic proxy (cp.async); wgmma reads it through the
+    // async proxy.
+    wg::fence_proxy_async();
+    __syncthreads();
+    {
+      // Its slot held stage kb-1, whose wgmmas every warpgroup drained before the barrier.
+      const int nk = kb + kAhead;
+      if (nk < num_k) {
+        load_weights(nk % kStages, nk);
+        load_acts(nk % kStages, nk);
+      }
+      wg::cp_commit();
+    }
+    const int s = kb % kStages;
+    // This warp's 16-row tile: A fragments of the stage's four k16 steps (exact integers).
+    uint32_t af[4][4];
+    const uint8_t* wsg = sgen + s * C::kStageBytes + C::kActBytes + warp * C::kWTileBytes;
+    const uint32_t* ssg =
+        reinterpret_cast<const uint32_t*>(sgen + s * C::kStageBytes + C::kActBytes + C::kWBytes);
+#pragma unroll
+    for (int at = 0; at < 2; ++at) {
+      const int slot = C::kIq2 ? g : lane;
+      const uint4 rv = *reinterpret_cast<const uint4*>(wsg + at * C::kTr.slots * 16 + slot * 16);
+      uint32_t a2[2][4];
+      if constexpr (C::kIq2) {
+        decode_iq2_atom<T>(rv, gtab, stab, t, a2);
+      } else {
+        decode_byte_atom<T, true>(rv, a2);
+      }
+#pragma unroll
+      for (int st = 0; st < 2; ++st)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) af[2 * at + st][j] = a2[st][j];
+    }
+    const uint64_t desc = wg::desc_sw128(act_addr(s));
+#pragma unroll
+    for (int j = 0; j < C::kGroups; ++j) {
+      wg::fence_acc(part);
+      wg::fence();
+#pragma unroll
+      for (int q = 0; q < C::kStepsPerGroup; ++q) {
+        const int ks = j * C::kStepsPerGroup + q;
+        wg::mma<T, kTok>(part, af[ks], desc + 2 * ks, q);
+      }
+      wg::commit();
+      wg::wait<0>();
+      wg::fence_acc(part);
+      float sc[2];
+      group_scales(ssg, kb, j, sc);
+      // part[4i + 2h + e] = (weight row 16 warp + g + 8h, token 8i + 2t + e).
+#pragma unroll
+      for (int i = 0; i < C::kAcc; ++i) acc[i] = fmaf(part[i], sc[(i >> 1) & 1], acc[i]);
+    }
+  }
+  wg::cp_wait<0>();
+  griddep_launch_dependents();
+  __syncthreads();  // the pipeline buffers become the output staging tile
+
+  // Accumulator (wgmma D fragment): acc[4j + 2h + e] = (weight row 16 warp + g + 8h, token
+  // 8j + 2t + e). Staged as out dtype [token][row] (kEpPitch-byte rows), then written as rows.
+  // (The same epilogue as linear_wgmma_kernel's.)
+  float mult = p.out_mult;
+  if (p.alpha != nullptr) mult *= *p.alpha;
+  float bias[2] = {0.f, 0.f};
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int64_t n = n0 + warp * 16 + g + 8 * h;
+    if (p.bias != nullptr && n < p.N) bias[h] = load_out_type(p.bias, n, p.out_fp16);
+  }
+  uint16_t* ep = reinterpret_cast<uint16_t*>(sgen);
+#pragma unroll
+  for (int j = 0; j < kTok / 8; ++j)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const float v = acc[4 * j + 2 * h + e] * mult + bias[h];
+        const uint16_t bits = p.out_fp16 ? __half_as_ushort(__float2half_rn(v))
+                                         : __bfloat16_as_ushort(__float2bfloat16_rn(v));
+        ep[(8 * j + 2 * t + e) * (C::kEpPitch / 2) + warp * 16 + g + 8 * h] = bits;
+      }
+  __syncthreads();
+  const bool vec_ok =
+      (p.ldo % 8 == 0) && (reinterpret_cast<uintptr_t>(p.out) % 16 == 0) && n0 + C::kRows <= p.N;
+  uint16_t* out = static_cast<uint16_t*>(p.out);
+  constexpr int kRowChunks = C::kRows * 2 / 16;
+  for (int idx = tid; idx < kTok * kRowChunks; idx += C::kThreads) {
+    const int r = idx / kRowChunks, c = idx % kRowChunks;
+    const int64_t m = m0 + r;
+    if (m >= p.M) continue;
+    const uint16_t* src = ep + r * (C::kEpPitch / 2) + c * 8;
+    if (vec_ok) {
+      *reinterpret_cast<uint4*>(out + m * p.ldo + n0 + c * 8) =
+          *reinterpret_cast<const uint4*>(src);
+    } else {
+#pragma unroll
+      for (int e = 0; e < 8; ++e)
+        if (n0 + c * 8 + e < p.N) out[m * p.ldo + n0 + c * 8 + e] = src[e];
+    }
+  }
+#else
+  __trap();  // SM90 only: the host dispatches this kernel on compute capability 9.0 alone
+#endif
+}
+
+}  // namespace b12x::gemm::lin

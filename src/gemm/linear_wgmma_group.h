@@ -1,0 +1,20 @@
+// Host-side launcher of the SM90 wgmma tiled kernel of the GGML formats (Q8_0, IQ2_XXS, IQ2_XS),
+// defined in linear_tiled_sm90_group.cu; compute capability 9.0 only.
+#pragma once
+
+#include "b12x/types.h"
+#include "gemm/linear_layout.h"
+
+namespace b12x::gemm::lin {
+
+struct LinearParams;
+
+/// True for the (format, MMA dtype fp16?) pairs the group wgmma kernel implements.
+bool wgmma_group_kernel_available(WFmt f, bool fp16);
+/// Host-only setup (dynamic shared memory opt-in); call before capture (plan does).
+void prepare_linear_wgmma_group(WFmt f, bool fp16);
+/// grid = (ceil(NP/128), ceil(M/128)): 128 weight rows x 128 tokens per CTA, one CTA per SM.
+/// x must allow 16-byte loads.
+void launch_linear_wgmma_group(WFmt f, bool fp16, const LinearParams& p, Stream stream);
+
+}  // namespace b12x::gemm::lin
