@@ -687,6 +687,42 @@ TEST(GemmGpu, TiledWgmmaTokenTiles) {
     if (c.fmt == LinearFormat::kFp8Tensor || c.fmt == LinearFormat::kFp8Block) run_case(c);
 }
 
+/// The GGML formats on the SM90 group wgmma kernel (opt-in: B12X_GEMM_WGMMA_GROUP=1, compute
+/// capability 9.0 only): the plan must pick it there.
+void run_wgmma_group_case(const Case& c) {
+  SCOPED_TRACE(name(c));
+  const auto& d = device_info(0);
+  if (d.cc_major == 9 && d.cc_minor == 0) {
+    gemm::Caps caps;
+    caps.format = c.fmt;
+    caps.max_tokens = c.M;
+    caps.in_features = c.K;
+    caps.out_features = c.N;
+    caps.act_dtype = c.act;
+    caps.out_dtype = c.out;
+    EXPECT_GT(gemm::plan(caps).tiled_wgmma, 0) << "group wgmma kernel not chosen";
+  }
+  run_case(c);
+}
+
+TEST(GemmGpu, TiledWgmmaGgmlFormats) {
+  B12X_REQUIRE_GPU();
+  // Token tails (M off 128: 1, 2, 3, 16 token tiles), row tails (N off 128 and off 8), K off the
+  // 64-K stage (Q8_0) and over several IQ2 super-blocks, BF16 and FP16 activations and outputs.
+  ScopedEnv eg("B12X_GEMM_WGMMA_GROUP", "1");
+  for (LinearFormat f : {LinearFormat::kQ8_0, LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs}) {
+    const bool q8 = f == LinearFormat::kQ8_0;
+    run_wgmma_group_case({f, 128, 136, 768, DType::kBF16, DType::kBF16, true});
+    run_wgmma_group_case({f, 200, 200, q8 ? 1312 : 1280, DType::kBF16, DType::kFP16, false});
+    run_wgmma_group_case({f, 2000, 264, 1024, DType::kBF16, DType::kBF16, true});
+    run_wgmma_group_case({f, 300, 72, 512, DType::kFP16, DType::kFP16, true});
+  }
+  // Forced below 128 tokens (one partial token tile).
+  ScopedEnv e("B12X_GEMM_WGMMA", "1");
+  for (LinearFormat f : {LinearFormat::kQ8_0, LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs})
+    run_wgmma_group_case({f, 40, 136, 512, DType::kBF16, DType::kBF16, true});
+}
+
 TEST(GemmGpu, ThousandsOfTokens) {
   B12X_REQUIRE_GPU();
   run_case({LinearFormat::kNvfp4W4A16, 2500, 96, 512, DType::kBF16, DType::kBF16, true});
@@ -813,6 +849,9 @@ TEST(GemmGpuSanitize, SmallShapesAllFormats) {
   {
     ScopedEnv e("B12X_GEMM_WGMMA", "1");  // the SM90 wgmma tiled kernel (9.0 only)
     for (const auto& c : wgmma_cases(40, 136, 384, true, DType::kBF16)) run_case(c);
+    ScopedEnv eg("B12X_GEMM_WGMMA_GROUP", "1");  // and its GGML kernel
+    for (LinearFormat f : {LinearFormat::kQ8_0, LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs})
+      run_case({f, 40, 136, 512, DType::kBF16, DType::kBF16, true});
   }
 }
 
