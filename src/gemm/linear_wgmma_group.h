@@ -9,12 +9,13 @@ namespace b12x::gemm::lin {
 
 struct LinearParams;
 
-/// True for the (format, MMA dtype fp16?) pairs the group wgmma kernel implements.
-bool wgmma_group_kernel_available(WFmt f, bool fp16);
+/// True for the (format, MMA dtype fp16?, tokens per CTA: 128 or 256) the group wgmma kernel
+/// implements.
+bool wgmma_group_kernel_available(WFmt f, bool fp16, int tok = 128);
 /// Host-only setup (dynamic shared memory opt-in); call before capture (plan does).
-void prepare_linear_wgmma_group(WFmt f, bool fp16);
-/// grid = (ceil(NP/128), ceil(M/128)): 128 weight rows x 128 tokens per CTA, one CTA per SM.
+void prepare_linear_wgmma_group(WFmt f, bool fp16, int tok);
+/// grid = (ceil(NP/128), ceil(M/tok)): 128 weight rows x tok tokens per CTA, one CTA per SM.
 /// x must allow 16-byte loads.
-void launch_linear_wgmma_group(WFmt f, bool fp16, const LinearParams& p, Stream stream);
+void launch_linear_wgmma_group(WFmt f, bool fp16, int tok, const LinearParams& p, Stream stream);
 
 }  // namespace b12x::gemm::lin

@@ -35,10 +35,13 @@ B12X_HD constexpr bool wgmma_group_format_ok(WFmt f) {
   return f == WFmt::kQ8_0 || f == WFmt::kIq2Xxs || f == WFmt::kIq2Xs;
 }
 
-template <WFmt F, class T>
+template <WFmt F, class T, int kTokens>
 struct WgmmaGroupCfg {
   static constexpr int kRows = 128;  ///< weight rows per CTA (2 warpgroups x 64)
-  static constexpr int kTok = 128;   ///< tokens per CTA (wgmma N)
+  /// Tokens per CTA: 128 (one m64n128 wgmma per k16 step) or 256 (two, into the same partial
+  /// in turn: half the decode and copy work per MAC, 128 accumulators per thread).
+  static constexpr int kTok = kTokens;
+  static constexpr int kHalves = kTok / 128;
   static constexpr int kThreads = 256;
   static constexpr WTraits kTr = wtraits(F);
   static constexpr bool kIq2 = F == WFmt::kIq2Xxs || F == WFmt::kIq2Xs;
@@ -55,22 +58,25 @@ struct WgmmaGroupCfg {
   static constexpr int kSBytes = kRows * kSWords * 4;
   static constexpr int kStageBytes = (kActBytes + kWBytes + kSBytes + 1023) / 1024 * 1024;
   static constexpr int kSmemLimit = 232448;  // SM90 opt-in maximum per block
-  static constexpr int kStages = 6;
+  static constexpr int kTabWords = kIq2 ? (F == WFmt::kIq2Xs ? 512 * 4 : 256 * 4) + 512 : 0;
+  static constexpr int kMaxStages = (kSmemLimit - kTabWords * 4 - 1024) / kStageBytes;
+  static constexpr int kStages = kMaxStages > 6 ? 6 : kMaxStages;
   static constexpr int kEpPitch = kRows * 2 + 16;  // bytes per staged output row (token)
   static constexpr int kPipeBytes = kStages * kStageBytes;
   static constexpr int kSmemBytes =
       (kPipeBytes > kTok * kEpPitch ? kPipeBytes : kTok * kEpPitch) + 1024;  // + alignment
-  static constexpr int kTabWords = kIq2 ? (F == WFmt::kIq2Xs ? 512 * 4 : 256 * 4) + 512 : 0;
   static constexpr int kAcc = kTok / 2;  // fp32 accumulators per thread (64 x kTok / 128)
+  static_assert(kTok == 128 || kTok == 256, "128- or 256-token CTAs");
+  static_assert(kStages >= 3, "pipeline depth");
   static_assert(wgmma_group_format_ok(F), "group wgmma kernel: Q8_0, IQ2_XXS, IQ2_XS");
   static_assert(kBK % kGroup == 0 && kGroup % 16 == 0, "whole groups per stage");
   static_assert(kSmemBytes + kTabWords * 4 <= kSmemLimit, "group wgmma kernel exceeds 227 KB");
 };
 
-template <WFmt F, class T>
+template <WFmt F, class T, int kTokens>
 __global__ void __launch_bounds__(256, 1) linear_wgmma_group_kernel(const LinearParams p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using C = WgmmaGroupCfg<F, T>;
+  using C = WgmmaGroupCfg<F, T, kTokens>;
   constexpr int kStages = C::kStages;
   constexpr int kTok = C::kTok;
   constexpr int kAhead = kStages - 1;  // stages in flight ahead of the consumed one
@@ -188,7 +194,7 @@ __global__ void __launch_bounds__(256, 1) linear_wgmma_group_kernel(const Linear
   float acc[C::kAcc];
 #pragma unroll
   for (int i = 0; i < C::kAcc; ++i) acc[i] = 0.f;
-  float part[C::kAcc];
+  float part[64];  // one m64n128 partial (128 tokens)
 
   // Prologue: stages 0..kAhead-1 (the weights first, then the wait for the activations).
 #pragma unroll
@@ -241,21 +247,26 @@ __global__ void __launch_bounds__(256, 1) linear_wgmma_group_kernel(const Linear
     const uint64_t desc = wg::desc_sw128(act_addr(s));
 #pragma unroll
     for (int j = 0; j < C::kGroups; ++j) {
-      wg::fence_acc(part);
-      wg::fence();
-#pragma unroll
-      for (int q = 0; q < C::kStepsPerGroup; ++q) {
-        const int ks = j * C::kStepsPerGroup + q;
-        wg::mma<T, kTok>(part, af[ks], desc + 2 * ks, q);
-      }
-      wg::commit();
-      wg::wait<0>();
-      wg::fence_acc(part);
       float sc[2];
       group_scales(ssg, kb, j, sc);
-      // part[4i + 2h + e] = (weight row 16 warp + g + 8h, token 8i + 2t + e).
 #pragma unroll
-      for (int i = 0; i < C::kAcc; ++i) acc[i] = fmaf(part[i], sc[(i >> 1) & 1], acc[i]);
+      for (int hh = 0; hh < C::kHalves; ++hh) {
+        wg::fence_acc(part);
+        wg::fence();
+#pragma unroll
+        for (int q = 0; q < C::kStepsPerGroup; ++q) {
+          const int ks = j * C::kStepsPerGroup + q;
+          // Tokens 128 hh.. start 128 rows (16 KB) further into the stage.
+          wg::mma<T, 128>(part, af[ks], desc + hh * (16384 >> 4) + 2 * ks, q);
+        }
+        wg::commit();
+        wg::wait<0>();
+        wg::fence_acc(part);
+        // part[4i + 2h + e] = (weight row 16 warp + g + 8h, token 128 hh + 8i + 2t + e).
+#pragma unroll
+        for (int i = 0; i < 64; ++i)
+          acc[64 * hh + i] = fmaf(part[i], sc[(i >> 1) & 1], acc[64 * hh + i]);
+      }
     }
   }
   wg::cp_wait<0>();
