@@ -27,13 +27,16 @@ WgmmaPick pick_var(int var) {
     if constexpr (kTok != 128) {
       return {};
     } else {
-      return var == 2   ? wgmma_pick<F, T, kTok, 2>()
+      return var == 3   ? wgmma_pick<F, T, kTok, 3>()
+             : var == 2 ? wgmma_pick<F, T, kTok, 2>()
              : var == 1 ? wgmma_pick<F, T, kTok, 1>()
              : var == 0 ? wgmma_pick<F, T, kTok, 0>()
                         : WgmmaPick{};
     }
   } else {
-    return var == 0 ? wgmma_pick<F, T, kTok, 0>() : WgmmaPick{};
+    return var == 1   ? wgmma_pick<F, T, kTok, 1>()
+           : var == 0 ? wgmma_pick<F, T, kTok, 0>()
+                      : WgmmaPick{};
   }
 }
 
@@ -56,8 +59,8 @@ WgmmaPick pick_tok(WFmt f, bool fp16, int var) {
   }
 }
 
-/// var: the FP8 promotion schedule (WgmmaCfg): 0 = per 128 K, 1 / 2 = per 64 / 32 K; the
-/// BF16-operand formats have one (0).
+/// var (WgmmaCfg): FP8 0 = per-128-K promotion, 1 / 2 = per 64 / 32 K, 3 = per 128 K on the
+/// mbarrier pipeline; BF16-operand formats 0 = CTA-barrier pipeline, 1 = mbarrier pipeline.
 WgmmaPick pick(WFmt f, bool fp16, int tok, int var) {
   return tok == 128 ? pick_tok<128>(f, fp16, var) : WgmmaPick{};
 }

@@ -60,16 +60,23 @@ struct WgmmaCfg {
   /// ~5 elements in 10^5 fell just outside the test tolerance on the H200 (round 8).
   static constexpr int kF8Sub = !kF8 ? 1 : (kVariant == 1 ? 2 : kVariant == 2 ? 4 : 1);
   static constexpr bool kF8Overlap = kF8Sub > 1;
+  /// mbarrier pipeline (FP8 variant 3: with the 128-K promotion; BF16 operands: variant 1)
+  /// instead of one CTA barrier per stage: each thread's copies of a stage arrive on the slot's
+  /// "full" mbarrier when they land (cp.async.mbarrier.arrive.noinc), each warp arrives on its
+  /// "empty" mbarrier once its wgmmas of the slot retired, and a slot is refilled two stages after
+  /// its consumption (kLag 2), so the two warpgroups drift up to a stage apart and one's wgmmas
+  /// fill the other's drain / promotion / decode gaps.
+  static constexpr bool kMbar = kF8 ? kVariant == 3 : kVariant == 1;
   /// BF16-operand formats drain each stage's wgmmas (wait_group 0) before the next stage. (A
   /// schedule keeping one group in flight across the stage barrier returned wrong results on the
   /// H200 in rounds 8 and 9: ptxas reallocated the A-fragment registers of the group in flight —
   /// and was removed; the drained schedule measured 2-20% slower than it.) kLag: stages between a
   /// slot's consumption and its refill.
   static constexpr bool kDrain = !kF8Overlap;
-  static constexpr int kLag = kDrain ? 1 : 2;
+  static constexpr int kLag = kDrain && !kMbar ? 1 : 2;
   static constexpr int kStageBytes = (kActBytes + kWBytes + kSBytes + 1023) / 1024 * 1024;
-  static constexpr int kSmemLimit = 232448;  // SM90 opt-in maximum per block
-  static constexpr int kStaticBytes = 512;   // NVFP4 splat table
+  static constexpr int kSmemLimit = 232448;          // SM90 opt-in maximum per block
+  static constexpr int kStaticBytes = 512 + 16 * 8;  // NVFP4 splat table, kMbar barriers
   static constexpr int kMaxStages = (kSmemLimit - kStaticBytes - 1024) / kStageBytes;
   /// BF16 operands: 4 stages, so that two CTAs (<= 128 registers per thread) share an SM and one's
   /// epilogue overlaps the other's main loop. FP8 (64 partial + 64 promoted accumulators, two
@@ -197,6 +204,31 @@ __device__ __forceinline__ void fence_proxy_async() {
 #endif
 }
 
+/// mbarrier (shared::cta) primitives of the kMbar pipeline.
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+/// Arrives on `bar` once all of this thread's earlier cp.async copies have landed (the arrival
+/// is counted in the barrier's initial count: .noinc).
+__device__ __forceinline__ void mbar_cp_arrive(uint32_t bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+/// Waits until the phase of parity `parity` of `bar` has completed.
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+  uint32_t done;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (done == 0);
+}
+
 __device__ __forceinline__ void cp16(uint32_t saddr, const void* gmem, bool valid) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(saddr), "l"(gmem),
                "r"(valid ? 16 : 0));
@@ -241,6 +273,20 @@ __global__ void __launch_bounds__(256, WgmmaCfg<F, T, kTokens, kVariant>::kMinBl
 
   if constexpr (F == WFmt::kNvfp4) {
     if (tid < 128) lut[tid] = nvfp4_scale_splat<T>(static_cast<uint8_t>(tid));
+  }
+  // kMbar: per slot a "full" barrier (256 copy arrivals) and an "empty" one (8 warp arrivals),
+  // outside the dynamic area (which the epilogue reuses).
+  __shared__ alignas(8) uint64_t bars[C::kMbar ? 2 * kStages : 1];
+  const uint32_t full0 = static_cast<uint32_t>(__cvta_generic_to_shared(bars));
+  const uint32_t empty0 = full0 + 8 * kStages;
+  if constexpr (C::kMbar) {
+    if (tid == 0) {
+      for (int i = 0; i < kStages; ++i) {
+        wg::mbar_init(full0 + 8 * i, C::kThreads);
+        wg::mbar_init(empty0 + 8 * i, C::kThreads / 32);
+      }
+    }
+    __syncthreads();
   }
 
   const int num_k = static_cast<int>(p.KP / C::kBK);  // KP: a multiple of 256 (FP8) or 512
@@ -333,11 +379,11 @@ __global__ void __launch_bounds__(256, WgmmaCfg<F, T, kTokens, kVariant>::kMinBl
   float part1[C::kF8Overlap ? C::kAcc : 1];
   static_assert(C::kF8Sub == 1 || C::kF8Sub % 2 == 0, "sub-blocks alternate two partial sets");
 
-  // acc += partial of stage kb (times the block scales in the stage's scale area).
-  auto promote = [&](float(&pt)[C::kF8 ? C::kAcc : 1], int kb) {
+  // acc += partial of the stage in slot `sl` (times the block scales in its scale area).
+  auto promote = [&](float(&pt)[C::kF8 ? C::kAcc : 1], int sl) {
     if constexpr (F == WFmt::kFp8Block) {
-      const float* xs = reinterpret_cast<const float*>(sgen + (kb % kStages) * C::kStageBytes +
-                                                       C::kActBytes + C::kWBytes);
+      const float* xs =
+          reinterpret_cast<const float*>(sgen + sl * C::kStageBytes + C::kActBytes + C::kWBytes);
       const float ws = xs[kTok];
 #pragma unroll
       for (int j = 0; j < kTok / 8; ++j) {
@@ -364,7 +410,11 @@ __global__ void __launch_bounds__(256, WgmmaCfg<F, T, kTokens, kVariant>::kMinBl
 #pragma unroll
   for (int s = 0; s < kAhead; ++s) {
     if (s < num_k) load_acts(s, s);
-    wg::cp_commit();
+    if constexpr (C::kMbar) {
+      if (s < num_k) wg::mbar_cp_arrive(full0 + 8 * s);
+    } else {
+      wg::cp_commit();
+    }
   }
   __syncthreads();  // lut
 
@@ -376,29 +426,51 @@ __global__ void __launch_bounds__(256, WgmmaCfg<F, T, kTokens, kVariant>::kMinBl
   // emits no PTX; round 9's SASS reuses the registers), so it protects nothing: the FP8 32 / 64-K
   // schedules are correct because ptxas serializes their wgmmas (C7514), and the BF16 path
   // drains every stage. See docs/gemm.md.
-  uint32_t held[C::kLag == 2 ? 4 : 1][4] = {};
+  uint32_t held[C::kF8Overlap ? 4 : 1][4] = {};
   auto release_held = [&] {
 #pragma unroll
-    for (int i = 0; i < (C::kLag == 2 ? 4 : 1); ++i)
+    for (int i = 0; i < (C::kF8Overlap ? 4 : 1); ++i)
 #pragma unroll
       for (int j = 0; j < 4; ++j) asm volatile("" ::"r"(held[i][j]));
   };
+  // kMbar: slot and phase parity of the consumed stage and of the refilled one (counters, not
+  // modulo).
+  int slot = 0, ph = 0, wslot = kAhead % kStages, wph = kAhead / kStages;
   auto step = [&](int kb) {
-    wg::cp_wait<kAhead - 1>();
-    // The stage was written through the generic proxy (cp.async); wgmma reads it through the
-    // async proxy.
-    wg::fence_proxy_async();
-    __syncthreads();
-    {
-      // Its slot held stage kb-kLag, whose wgmmas every warpgroup waited for before the barrier.
+    int s;
+    if constexpr (C::kMbar) {
+      // Refill first: the slot of stage kb-kLag (= nk - kStages), once all eight warps retired
+      // its wgmmas (its empty barrier's phase nk / kStages - 1).
       const int nk = kb + kAhead;
       if (nk < num_k) {
-        load_weights(nk % kStages, nk);
-        load_acts(nk % kStages, nk);
+        if (nk >= kStages) wg::mbar_wait(empty0 + 8 * wslot, wph ^ 1);
+        load_weights(wslot, nk);
+        load_acts(wslot, nk);
+        wg::mbar_cp_arrive(full0 + 8 * wslot);
       }
-      wg::cp_commit();
+      if (++wslot == kStages) wslot = 0, wph ^= 1;
+      s = slot;
+      wg::mbar_wait(full0 + 8 * s, ph);
+      // Written through the generic proxy (cp.async, made visible by the barrier); wgmma reads
+      // through the async proxy.
+      wg::fence_proxy_async();
+    } else {
+      wg::cp_wait<kAhead - 1>();
+      // The stage was written through the generic proxy (cp.async); wgmma reads it through the
+      // async proxy.
+      wg::fence_proxy_async();
+      __syncthreads();
+      {
+        // Its slot held stage kb-kLag, whose wgmmas every warpgroup waited for before the barrier.
+        const int nk = kb + kAhead;
+        if (nk < num_k) {
+          load_weights(nk % kStages, nk);
+          load_acts(nk % kStages, nk);
+        }
+        wg::cp_commit();
+      }
+      s = kb % kStages;
     }
-    const int s = kb % kStages;
     // This warp's 16-row tile: A fragments of the stage's four k16 steps.
     uint32_t af[4][4];
     const uint8_t* wsg = sgen + s * C::kStageBytes + C::kActBytes + warp * C::kWTileBytes;
@@ -483,9 +555,9 @@ __global__ void __launch_bounds__(256, WgmmaCfg<F, T, kTokens, kVariant>::kMinBl
         wg::fence_acc(pp);
         if (i == 0) {
           release_held();
-          if (kb > 0) promote(pp, kb - 1);
+          if (kb > 0) promote(pp, (kb - 1) % kStages);
         } else {
-          promote(pp, kb);
+          promote(pp, s);
         }
       }
     } else if constexpr (C::kF8) {
@@ -496,7 +568,7 @@ __global__ void __launch_bounds__(256, WgmmaCfg<F, T, kTokens, kVariant>::kMinBl
       wg::commit();
       wg::wait<0>();
       wg::fence_acc(part0);
-      promote(part0, kb);
+      promote(part0, s);
     } else {
       wg::fence_acc(acc);
       wg::fence();
@@ -511,11 +583,17 @@ __global__ void __launch_bounds__(256, WgmmaCfg<F, T, kTokens, kVariant>::kMinBl
       wg::fence_acc(acc);
       release_held();
     }
-    if constexpr (C::kLag == 2) {
+    if constexpr (C::kF8Overlap) {
 #pragma unroll
       for (int i = 0; i < 4; ++i)
 #pragma unroll
         for (int j = 0; j < 4; ++j) held[i][j] = af[i][j];
+    }
+    if constexpr (C::kMbar) {
+      // This warp's wgmmas of the slot retired (wait_group 0) and its scale reads are done.
+      __syncwarp();
+      if (lane == 0) wg::mbar_arrive(empty0 + 8 * s);
+      if (++slot == kStages) slot = 0, ph ^= 1;
     }
   };
   for (int kb = 0; kb < num_k; ++kb) step(kb);
@@ -524,7 +602,7 @@ __global__ void __launch_bounds__(256, WgmmaCfg<F, T, kTokens, kVariant>::kMinBl
   if constexpr (C::kF8Overlap) {
     // The last sub-block (kF8Sub is even: partial set 1).
     wg::fence_acc(part1);
-    promote(part1, num_k - 1);
+    promote(part1, (num_k - 1) % kStages);
   }
   wg::fence_acc(acc);
   wg::cp_wait<0>();
