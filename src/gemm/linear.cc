@@ -175,10 +175,16 @@ Plan plan(const Caps& caps) {
       if (lin::wgmma_kernel_available(wf, fp16, tok, want)) p.tiled_wgmma_var = want;
     }
     if (p.tiled_wgmma > 0 && wgmma_group) {
-      // B12X_GEMM_WGMMA_GROUP_TOK=256 (probe): 256-token CTAs.
+      // Probes: B12X_GEMM_WGMMA_GROUP_TOK=256 (256-token CTAs), B12X_GEMM_WGMMA_GROUP_VAR=1
+      // (promotions overlapping the next partial's wgmmas).
       const char* gt = std::getenv("B12X_GEMM_WGMMA_GROUP_TOK");
       if (gt != nullptr && std::atoi(gt) == 256) p.tiled_wgmma = 256;
-      lin::prepare_linear_wgmma_group(wf, fp16, p.tiled_wgmma);
+      const char* gv = std::getenv("B12X_GEMM_WGMMA_GROUP_VAR");
+      p.tiled_wgmma_var = 0;
+      if (gv != nullptr &&
+          lin::wgmma_group_kernel_available(wf, fp16, p.tiled_wgmma, std::atoi(gv)))
+        p.tiled_wgmma_var = std::atoi(gv);
+      lin::prepare_linear_wgmma_group(wf, fp16, p.tiled_wgmma, p.tiled_wgmma_var);
     } else if (p.tiled_wgmma > 0) {
       lin::prepare_linear_wgmma(wf, fp16, p.tiled_wgmma, p.tiled_wgmma_var);
     }
@@ -565,7 +571,8 @@ void run(const Binding& b, Stream stream) {
       p.split = 1;
       p.cluster_split = 1;
       if (lin::wgmma_group_kernel_available(im.wfmt, fp16)) {
-        lin::launch_linear_wgmma_group(im.wfmt, fp16, plan.tiled_wgmma, p, stream);
+        lin::launch_linear_wgmma_group(im.wfmt, fp16, plan.tiled_wgmma, plan.tiled_wgmma_var, p,
+                                       stream);
       } else {
         lin::launch_linear_wgmma(im.wfmt, fp16, plan.tiled_wgmma, plan.tiled_wgmma_var, p, stream);
       }

@@ -16,26 +16,33 @@ struct GroupPick {
   int smem = 0;
 };
 
-template <WFmt F, class T, int kTok>
+template <WFmt F, class T, int kTok, bool kOverlap>
 GroupPick group_pick() {
-  return {&linear_wgmma_group_kernel<F, T, kTok>, WgmmaGroupCfg<F, T, kTok>::kSmemBytes};
+  return {&linear_wgmma_group_kernel<F, T, kTok, kOverlap>,
+          WgmmaGroupCfg<F, T, kTok, kOverlap>::kSmemBytes};
 }
 
-template <WFmt F>
-GroupPick pick_dtype(bool fp16, int tok) {
-  if (tok == 256) return fp16 ? group_pick<F, Fp16Tag, 256>() : group_pick<F, Bf16Tag, 256>();
-  if (tok == 128) return fp16 ? group_pick<F, Fp16Tag, 128>() : group_pick<F, Bf16Tag, 128>();
+template <WFmt F, class T>
+GroupPick pick_cfg(int tok, int var) {
+  if (tok == 256 && var == 0) return group_pick<F, T, 256, false>();
+  if (tok == 128 && var == 0) return group_pick<F, T, 128, false>();
+  if (tok == 128 && var == 1) return group_pick<F, T, 128, true>();
   return {};
 }
 
-GroupPick pick(WFmt f, bool fp16, int tok) {
+/// var: 0 = each unit's wgmmas drained before its promotion, 1 = promotion overlapping the next
+/// unit's wgmmas (two partial sets, 128 tokens).
+GroupPick pick(WFmt f, bool fp16, int tok, int var) {
   switch (f) {
     case WFmt::kQ8_0:
-      return pick_dtype<WFmt::kQ8_0>(fp16, tok);
+      return fp16 ? pick_cfg<WFmt::kQ8_0, Fp16Tag>(tok, var)
+                  : pick_cfg<WFmt::kQ8_0, Bf16Tag>(tok, var);
     case WFmt::kIq2Xxs:
-      return pick_dtype<WFmt::kIq2Xxs>(fp16, tok);
+      return fp16 ? pick_cfg<WFmt::kIq2Xxs, Fp16Tag>(tok, var)
+                  : pick_cfg<WFmt::kIq2Xxs, Bf16Tag>(tok, var);
     case WFmt::kIq2Xs:
-      return pick_dtype<WFmt::kIq2Xs>(fp16, tok);
+      return fp16 ? pick_cfg<WFmt::kIq2Xs, Fp16Tag>(tok, var)
+                  : pick_cfg<WFmt::kIq2Xs, Bf16Tag>(tok, var);
     default:
       return {};
   }
@@ -43,21 +50,22 @@ GroupPick pick(WFmt f, bool fp16, int tok) {
 
 }  // namespace
 
-bool wgmma_group_kernel_available(WFmt f, bool fp16, int tok) {
-  return pick(f, fp16, tok).fn != nullptr;
+bool wgmma_group_kernel_available(WFmt f, bool fp16, int tok, int var) {
+  return pick(f, fp16, tok, var).fn != nullptr;
 }
 
-void prepare_linear_wgmma_group(WFmt f, bool fp16, int tok) {
-  const GroupPick k = pick(f, fp16, tok);
+void prepare_linear_wgmma_group(WFmt f, bool fp16, int tok, int var) {
+  const GroupPick k = pick(f, fp16, tok, var);
   B12X_ASSERT(k.fn != nullptr, "no group wgmma kernel for format ", static_cast<int>(f));
   B12X_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(k.fn),
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, k.smem));
 }
 
-void launch_linear_wgmma_group(WFmt f, bool fp16, int tok, const LinearParams& p, Stream stream) {
-  const GroupPick k = pick(f, fp16, tok);
+void launch_linear_wgmma_group(WFmt f, bool fp16, int tok, int var, const LinearParams& p,
+                               Stream stream) {
+  const GroupPick k = pick(f, fp16, tok, var);
   B12X_ASSERT(k.fn != nullptr, "no group wgmma kernel for format ", static_cast<int>(f), " tok ",
-              tok);
+              tok, " var ", var);
   const int64_t gy = (p.M + tok - 1) / tok;
   B12X_ASSERT(gy <= 65535, "too many token tiles: M=", p.M);
   const dim3 grid(static_cast<unsigned>((p.NP + 127) / 128), static_cast<unsigned>(gy), 1);

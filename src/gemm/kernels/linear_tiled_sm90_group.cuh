@@ -35,13 +35,16 @@ B12X_HD constexpr bool wgmma_group_format_ok(WFmt f) {
   return f == WFmt::kQ8_0 || f == WFmt::kIq2Xxs || f == WFmt::kIq2Xs;
 }
 
-template <WFmt F, class T, int kTokens>
+template <WFmt F, class T, int kTokens, bool kOverlapped = false>
 struct WgmmaGroupCfg {
   static constexpr int kRows = 128;  ///< weight rows per CTA (2 warpgroups x 64)
   /// Tokens per CTA: 128 (one m64n128 wgmma per k16 step) or 256 (two, into the same partial
   /// in turn: half the decode and copy work per MAC, 128 accumulators per thread).
   static constexpr int kTok = kTokens;
   static constexpr int kHalves = kTok / 128;
+  /// Two partial sets: a unit's promotion overlaps the next unit's wgmmas within the stage (128
+  /// tokens only: 64 accumulators + 2 x 64 partials).
+  static constexpr bool kOverlap = kOverlapped;
   static constexpr int kThreads = 256;
   static constexpr WTraits kTr = wtraits(F);
   static constexpr bool kIq2 = F == WFmt::kIq2Xxs || F == WFmt::kIq2Xs;
@@ -67,16 +70,17 @@ struct WgmmaGroupCfg {
       (kPipeBytes > kTok * kEpPitch ? kPipeBytes : kTok * kEpPitch) + 1024;  // + alignment
   static constexpr int kAcc = kTok / 2;  // fp32 accumulators per thread (64 x kTok / 128)
   static_assert(kTok == 128 || kTok == 256, "128- or 256-token CTAs");
+  static_assert(!kOverlap || kTok == 128, "overlapped promotion: 128-token CTAs");
   static_assert(kStages >= 3, "pipeline depth");
   static_assert(wgmma_group_format_ok(F), "group wgmma kernel: Q8_0, IQ2_XXS, IQ2_XS");
   static_assert(kBK % kGroup == 0 && kGroup % 16 == 0, "whole groups per stage");
   static_assert(kSmemBytes + kTabWords * 4 <= kSmemLimit, "group wgmma kernel exceeds 227 KB");
 };
 
-template <WFmt F, class T, int kTokens>
+template <WFmt F, class T, int kTokens, bool kOverlap>
 __global__ void __launch_bounds__(256, 1) linear_wgmma_group_kernel(const LinearParams p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using C = WgmmaGroupCfg<F, T, kTokens>;
+  using C = WgmmaGroupCfg<F, T, kTokens, kOverlap>;
   constexpr int kStages = C::kStages;
   constexpr int kTok = C::kTok;
   constexpr int kAhead = kStages - 1;  // stages in flight ahead of the consumed one
@@ -194,7 +198,8 @@ __global__ void __launch_bounds__(256, 1) linear_wgmma_group_kernel(const Linear
   float acc[C::kAcc];
 #pragma unroll
   for (int i = 0; i < C::kAcc; ++i) acc[i] = 0.f;
-  float part[64];  // one m64n128 partial (128 tokens)
+  float part0[64];  // m64n128 partials (128 tokens); two sets when promotions overlap wgmmas
+  float part1[C::kOverlap ? 64 : 1];
 
   // Prologue: stages 0..kAhead-1 (the weights first, then the wait for the activations).
 #pragma unroll
@@ -245,28 +250,52 @@ __global__ void __launch_bounds__(256, 1) linear_wgmma_group_kernel(const Linear
         for (int j = 0; j < 4; ++j) af[2 * at + st][j] = a2[st][j];
     }
     const uint64_t desc = wg::desc_sw128(act_addr(s));
+    // Unit u = (group u / kHalves, token half u % kHalves): its k16 wgmmas into partial set
+    // u & 1 (kOverlap) or the one set, then acc += scale x partial. kOverlap: unit u's
+    // promotion runs after unit u+1's wgmmas are issued (wait_group 1); the stage's last unit is
+    // drained (wait_group 0), so no wgmma stays in flight across the stage barrier and the next
+    // stage's decode (its A fragments would be rewritten while in flight).
+    constexpr int kUnits = C::kGroups * C::kHalves;
+    float sc[C::kGroups][2];
 #pragma unroll
-    for (int j = 0; j < C::kGroups; ++j) {
-      float sc[2];
-      group_scales(ssg, kb, j, sc);
+    for (int j = 0; j < C::kGroups; ++j) group_scales(ssg, kb, j, sc[j]);
+    auto issue = [&](float(&pt)[64], int u) {
+      const int j = u / C::kHalves, hh = u % C::kHalves;
+      wg::fence_acc(pt);
+      wg::fence();
 #pragma unroll
-      for (int hh = 0; hh < C::kHalves; ++hh) {
-        wg::fence_acc(part);
-        wg::fence();
-#pragma unroll
-        for (int q = 0; q < C::kStepsPerGroup; ++q) {
-          const int ks = j * C::kStepsPerGroup + q;
-          // Tokens 128 hh.. start 128 rows (16 KB) further into the stage.
-          wg::mma<T, 128>(part, af[ks], desc + hh * (16384 >> 4) + 2 * ks, q);
-        }
-        wg::commit();
-        wg::wait<0>();
-        wg::fence_acc(part);
-        // part[4i + 2h + e] = (weight row 16 warp + g + 8h, token 128 hh + 8i + 2t + e).
-#pragma unroll
-        for (int i = 0; i < 64; ++i)
-          acc[64 * hh + i] = fmaf(part[i], sc[(i >> 1) & 1], acc[64 * hh + i]);
+      for (int q = 0; q < C::kStepsPerGroup; ++q) {
+        const int ks = j * C::kStepsPerGroup + q;
+        // Tokens 128 hh.. start 128 rows (16 KB) further into the stage.
+        wg::mma<T, 128>(pt, af[ks], desc + hh * (16384 >> 4) + 2 * ks, q);
       }
+      wg::commit();
+    };
+    auto promote = [&](float(&pt)[64], int u) {
+      const int j = u / C::kHalves, hh = u % C::kHalves;
+      wg::fence_acc(pt);
+      // pt[4i + 2h + e] = (weight row 16 warp + g + 8h, token 128 hh + 8i + 2t + e).
+#pragma unroll
+      for (int i = 0; i < 64; ++i)
+        acc[64 * hh + i] = fmaf(pt[i], sc[j][(i >> 1) & 1], acc[64 * hh + i]);
+    };
+#pragma unroll
+    for (int u = 0; u < kUnits; ++u) {
+      if constexpr (C::kOverlap) {
+        issue((u & 1) ? part1 : part0, u);
+        if (u > 0) {
+          wg::wait<1>();
+          promote((u & 1) ? part0 : part1, u - 1);
+        }
+      } else {
+        issue(part0, u);
+        wg::wait<0>();
+        promote(part0, u);
+      }
+    }
+    if constexpr (C::kOverlap) {
+      wg::wait<0>();
+      promote(((kUnits - 1) & 1) ? part1 : part0, kUnits - 1);
     }
   }
   wg::cp_wait<0>();
