@@ -50,7 +50,8 @@ def read_bandwidth_gbs(dev):
     return (2 << 30) / (t * 1e-6) / 1e9
 
 
-def time_graph(fn, per_graph=ROT, reps=5):
+def make_graph(fn, per_graph):
+    """Two warm-up calls on a side stream, then a graph of per_graph calls, replayed once."""
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
@@ -64,6 +65,11 @@ def time_graph(fn, per_graph=ROT, reps=5):
             fn(i)
     g.replay()
     torch.cuda.synchronize()
+    return g
+
+
+def time_graph(fn, per_graph=ROT, reps=5):
+    g = make_graph(fn, per_graph)
     times = []
     for _ in range(reps):
         a = torch.cuda.Event(enable_timing=True)
@@ -75,6 +81,33 @@ def time_graph(fn, per_graph=ROT, reps=5):
         times.append(a.elapsed_time(b) * 1000.0 / per_graph)
     del g
     return float(np.median(times))
+
+
+def timeline(fn, per_graph=ROT):
+    """Device timeline of one graph replay of per_graph calls (torch.profiler / CUPTI): each
+    kernel's start and end in us from the replay's first kernel start. With programmatic
+    dependent launch a kernel starts when it is launched early (then waits on the device)."""
+    import tempfile
+
+    from torch.profiler import ProfilerActivity, profile
+    g = make_graph(fn, per_graph)
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        g.replay()
+        torch.cuda.synchronize()
+    with tempfile.NamedTemporaryFile(suffix=".json") as f:
+        prof.export_chrome_trace(f.name)
+        with open(f.name) as fj:
+            evs = [e for e in json.load(fj)["traceEvents"] if e.get("cat") == "kernel"]
+    del g
+    evs.sort(key=lambda e: e["ts"])
+    if not evs:
+        print("  timeline: no kernel events", flush=True)
+        return
+    t0 = evs[0]["ts"]
+    for e in evs:
+        name = e["name"].split("(")[0].split("<")[0].split("::")[-1].replace("moe_decode_", "")
+        print(f"  tl {name[:24]:24s} {e['ts'] - t0:8.2f} {e['ts'] + e['dur'] - t0:8.2f} "
+              f"{e['dur']:7.2f}", flush=True)
 
 
 def routes(M, E, topk, dev, gen):
@@ -200,7 +233,8 @@ def main():
     print(hdr, flush=True)
     passes = [(p, sh) for p in PASSES for sh in SHAPES]
     # B12X_MOE_BENCH_CASES="shape:mode:M,..." runs only those rows, without the peer or the
-    # profile section (for Nsight Compute: ncu -k regex:moe_decode ... python3 bench/bench_moe.py).
+    # profile section (for Nsight Compute: ncu -k regex:moe_decode ... python3 bench/bench_moe.py);
+    # with B12X_MOE_BENCH_TIMELINE=1 each row also prints the kernel timeline of one replay.
     only = [c.split(":") for c in os.environ.get("B12X_MOE_BENCH_CASES", "").split(",") if c]
     if only:
         passes = [((mo, [int(m)]), sh) for n, mo, m in only for sh in SHAPES if sh[0] == n]
@@ -265,6 +299,8 @@ def main():
                                  "speedup_vs_peer": ratio})
                 if not only:  # a probe run never overwrites the full table
                     write_json(rows_out, gpu, bw)
+                elif os.environ.get("B12X_MOE_BENCH_TIMELINE", "0") != "0":
+                    timeline(lambda i: fused_moe.run(binding=binds[i % ROT]))
                 del binds, scratch, xs, rts, out
             del ex
             torch.cuda.empty_cache()

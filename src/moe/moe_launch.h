@@ -121,6 +121,11 @@ struct DecodeArgs {
   // waits for the caller (FC1 then waits before reading anything).
   int fc1_wm = 0;
   int q_early = 0;
+  // [Q] folded into FC1 (quantised modes): FC1 stages raw x rows and quantises each ring stage
+  // in place (no [Q] launch; chosen by launch_decode_stream, decode_q_fold).
+  int q_fold = 0;
+  // FC1 asks L2 for FC2's weights of its tiles (measurement knob B12X_MOE_FC2_PREFETCH).
+  int fc2_prefetch = 0;
   int sm_count = 0;  // sizes FC1's tile groups (decode_fc1_tile_groups)
 };
 /// B12X_MOE_FC2_SPLIT (measurement knob): 1..4 forces the FC2 split, else 0.
@@ -153,6 +158,8 @@ inline int decode_fc2_split(int64_t routes, int64_t row_blocks, int sm_count) {
   const int64_t by_grid = (15 * sms + 4 * rb - 1) / (4 * rb);  // ceil(1.25 * 3 * SMs / rb)
   return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(bound, by_grid)));
 }
+/// Whether the decode stream folds the [Q] step into FC1 for `num_tokens` live tokens.
+bool decode_q_fold(int num_tokens, int aquant);
 /// FC1 row warps per CTA (1, 2 or 4) of the decode stream for `routes` live routes.
 int decode_fc1_row_warps(int routes, int aquant, bool gated);
 /// Launches the decode stream (fp16_operands: FP16 MMA for fp16 A16 inputs).
