@@ -8,6 +8,8 @@ $B12X_BENCH_OUT/attention-<gpu>-<date>.json (bench_common.h's fields).
 B12X_ATTN_BENCH_CASES (optional) replaces the case list: ';'-separated entries
 'd:B:ctx:kv[:tile[:splits[:HQxHKVxDxPAGE]]]' (decode, default 32x8x128x64; tile '' = default) or
 'e:B:new:prefix:kv[:tile]' (extend), e.g. 'd:8:8192:fp8;d:8:8192:fp8:hcvt;d:1:8192:bf16::32'.
+A tile field holding '=' sets environment knobs around plan() instead, ','-separated, e.g.
+'e:8:2048:0:bf16:B12X_ATTN_GRID=tiles,B12X_ATTN_RESCALE_SLACK=0'.
 SDPA peers are measured on rows without a tile or split override.
 """
 
@@ -80,6 +82,25 @@ def rotations(bytes_per_set):
     return max(1, min(48, math.ceil(3 * L2_BYTES / max(bytes_per_set, 1))))
 
 
+def plan_with(caps, tile_env, tile):
+    """paged.plan(caps) with `tile_env`=tile set, or with the knobs of a 'K=V,K2=V2' tile."""
+    env = {}
+    if tile and "=" in tile:
+        env = dict(kv.split("=", 1) for kv in tile.split(","))
+    elif tile:
+        env = {tile_env: tile}
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        return paged.plan(caps)
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 def make_paged(B, L, hkv, D, page, kv_dtype, n_rot, qlen=1, hq=None):
     """n_rot independent page sets (random page order) of B requests x L tokens."""
     npg = (L + page - 1) // page
@@ -111,15 +132,11 @@ def bench_decode(rows, bw, B, L, hq, hkv, D, page, kv_name, tile=None, splits=No
                       num_q_heads=hq, num_kv_heads=hkv, head_dim_qk=D, head_dim_vo=D,
                       page_size=page, max_total_q=B, max_batch=B, max_page_table_width=npg,
                       max_splits=splits or 0, use_cuda_graph=True)
-    if tile:
-        os.environ["B12X_ATTN_DECODE_TILE"] = tile
-    if grid:
-        os.environ["B12X_ATTN_GRID"] = grid
-    try:
-        pl = paged.plan(caps)
-    finally:
-        os.environ.pop("B12X_ATTN_DECODE_TILE", None)
-        os.environ.pop("B12X_ATTN_GRID", None)
+    knobs = tile
+    if grid:  # both knobs as 'K=V' pairs
+        named = tile if not tile or "=" in tile else f"B12X_ATTN_DECODE_TILE={tile}"
+        knobs = ",".join(x for x in (named, f"B12X_ATTN_GRID={grid}") if x)
+    pl = plan_with(caps, "B12X_ATTN_DECODE_TILE", knobs)
     scratch = torch.empty(pl.layout.nbytes, dtype=torch.uint8, device=DEV)
     binds = [pl.bind(scratch, q[r], k_cache, v_cache, out, tables[r], seq, cu, k_descale=kd,
                      v_descale=kd, return_lse=False, num_splits=splits) for r in range(n_rot)]
@@ -184,12 +201,7 @@ def bench_extend(rows, bw, B, new, prefix, hq, hkv, D, page, kv_name, tile=None)
                       num_q_heads=hq, num_kv_heads=hkv, head_dim_qk=D, head_dim_vo=D,
                       page_size=page, max_total_q=T, max_batch=B,
                       max_page_table_width=tables[0].shape[1])
-    if tile:
-        os.environ["B12X_ATTN_EXTEND_TILE"] = tile
-    try:
-        pl = paged.plan(caps)
-    finally:
-        os.environ.pop("B12X_ATTN_EXTEND_TILE", None)
+    pl = plan_with(caps, "B12X_ATTN_EXTEND_TILE", tile)
     scratch = torch.empty(pl.layout.nbytes, dtype=torch.uint8, device=DEV)
     bnd = pl.bind(scratch, q, k_cache, v_cache, out, tables[0], seq, cu, k_descale=kd,
                   v_descale=kd, return_lse=False)

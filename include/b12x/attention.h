@@ -74,6 +74,10 @@ struct PagedPlan {
   bool heads_inner = false;  ///< grid x = (row tile, KV head), heads fastest (decode default;
                              ///< B12X_ATTN_GRID=heads|tiles)
   int split_limit = 1;       ///< most splits any bind may launch
+  /// The online softmax keeps its running max (and skips the O rescale) unless a tile's max
+  /// exceeds it by more than this many base-2 units: P then stays below 2^slack, exact in
+  /// fp32 accumulation (B12X_ATTN_RESCALE_SLACK; 0 = rescale on every increase).
+  float rescale_slack = 8.f;
   int64_t partial_rows = 0;  ///< (split, token) rows of partials the scratch holds
   int64_t off_tiles = 0, off_partial_o = 0, off_partial_lse = 0, off_lse = 0;
   /// Decode/verify splits are merged by the main kernel (the last CTA of each row tile and KV

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <mutex>
 #include <string>
@@ -92,11 +93,13 @@ int decode_kind(bool fp8) {
 
 // Extend tile kind: 0 (32-token stages) or 7 ("wide": 64-token stages computed as two 32-token
 // sub-tiles, head dim 128 only; B12X_ATTN_EXTEND_TILE=wide, benchmarking). Unavailable -> 0.
-// B12X_ATTN_EXTEND_TILE=n64: 64-token steps in one body (kind 10, head dim 128).
+// B12X_ATTN_EXTEND_TILE=n64: 64-token steps in one body (kind 10, head dim 128); m64: 64-row
+// tiles with Q in registers, 3 CTAs per SM (kind 12, 16-bit KV, head dim 128).
 int extend_kind() {
   const char* e = std::getenv("B12X_ATTN_EXTEND_TILE");
   if (e != nullptr && std::string(e) == "wide") return 7;
   if (e != nullptr && std::string(e) == "n64") return 10;
+  if (e != nullptr && std::string(e) == "m64") return 12;
   return 0;
 }
 
@@ -232,6 +235,7 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
                 (k->kind == 0    ? "_extend"
                  : k->kind == 7  ? "_extend_wide"
                  : k->kind == 10 ? "_extend_n64"
+                 : k->kind == 12 ? "_extend_m64"
                  : k->kind == 1  ? "_decode_wide"
                  : k->kind == 2  ? "_decode_deep"
                  : k->kind == 3  ? "_decode_direct"
@@ -250,10 +254,17 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   plan.target_ctas = dev.sm_count * occ;
   // Grid order: with the KV heads fastest, the CTAs reading one token row's heads (adjacent
   // 256-512 B pieces of one cache row) run in the same wave; the default for decode/verify
-  // (H200 round 5: B=128 x 8k wide tile 1008 vs 1021 us, neutral elsewhere).
+  // (H200 round 5: B=128 x 8k wide tile 1008 vs 1021 us, neutral elsewhere). Extend too: each
+  // request's row tiles run heaviest first with its KV heads side by side, so the last
+  // request's heaviest tiles start a request (not a request x KV head) before the end and the
+  // causal tail is short (a list-scheduling model of 8 x 2048 tokens, 64 row tiles x 8 KV
+  // heads in 264 slots: 6% shorter), while the CTAs running together still read few K/V
+  // streams (one request's 8 heads: L2 reuse).
   // B12X_ATTN_GRID=heads|tiles overrides (benchmarking).
   const char* grid_env = std::getenv("B12X_ATTN_GRID");
-  plan.heads_inner = grid_env != nullptr ? std::string(grid_env) == "heads" : decode_tile;
+  plan.heads_inner = grid_env != nullptr ? std::string(grid_env) == "heads" : true;
+  const char* slack_env = std::getenv("B12X_ATTN_RESCALE_SLACK");
+  if (slack_env != nullptr) plan.rescale_slack = std::max(0.f, std::strtof(slack_env, nullptr));
 
   const int64_t max_ctx = int64_t(caps.max_page_table_width) * caps.page_size;
   int limit = caps.max_splits > 0 ? caps.max_splits : (caps.mode == Mode::kExtend ? 1 : kMaxSplits);
@@ -378,6 +389,19 @@ PagedBinding bind_paged(const PagedPlan& plan, const TensorRef& scratch, const P
                      t->stride[d], " of dim ", d, " is not a multiple of 16 bytes (", t->describe(),
                      "; supported: 16-byte aligned rows)");
   }
+  // The kernels address a K/V row as base + page id x page stride (32 x 32 -> 64-bit) plus a
+  // 32-bit offset inside the page.
+  const int64_t kv_eb = c.kv_dtype == DType::kFP8E4M3 ? 1 : 2;
+  for (const auto* t : {&a.k_cache, &a.v_cache}) {
+    const char* name = t == &a.k_cache ? "k_cache" : "v_cache";
+    const bool page_ok =
+        t->shape[0] <= 1 || (t->stride[0] >= 0 && t->stride[0] * kv_eb <= UINT32_MAX);
+    const bool tok_ok = t->stride[1] >= 0 && t->stride[1] * kv_eb * s.page_size <= INT32_MAX;
+    B12X_CHECK_SUPPORTED(page_ok && tok_ok, op, ": ", name, " strides (page ", t->stride[0],
+                         ", token ", t->stride[1],
+                         " elements; supported: a page stride below 4 GiB "
+                         "and page_size x the token stride below 2 GiB, both non-negative)");
+  }
   check_defined(scratch, op, "scratch");
   check_dtype(scratch, op, "scratch", {DType::kUInt8});
   check_ndim(scratch, op, "scratch", 1);
@@ -500,6 +524,7 @@ void run_paged(const PagedBinding& b, Stream stream) {
   p.tile_kv = plan.tile_kv;
   p.heads_inner = plan.heads_inner ? 1 : 0;
   p.scale_log2 = b.softmax_scale * 1.4426950408889634f;
+  p.rescale_slack = plan.rescale_slack;
   if (b.num_row_tiles <= 0) return;
   auto* s = reinterpret_cast<cudaStream_t>(stream);
   // PDL (SM90+): each kernel may launch while its predecessor drains; all three wait for it

@@ -558,33 +558,67 @@ TEST(AttentionGpuDecode, SplitCountsAgree) {
   }
 }
 
-// B12X_ATTN_GRID=heads: grid x enumerates (row tile, KV head) with the heads fastest; decode
-// (automatic and forced splits, FP8 direct tile) and extend must match the reference as with
-// the default (row tile, head) = (x, y) grid.
+// B12X_ATTN_GRID=heads (the default): grid x enumerates (row tile, KV head) with the heads
+// fastest; tiles: (row tile, head) = (x, y). Decode (automatic and forced splits, FP8 direct
+// tile) and extend must match the reference with either.
 TEST(AttentionGpuDecode, HeadsInnerGrid) {
   B12X_REQUIRE_GPU();
-  setenv("B12X_ATTN_GRID", "heads", 1);
-  for (int i = 0; i < 3; ++i) {
-    Spec s;
-    s.hq = 32;
-    s.hkv = 8;
-    s.kv = i == 1 ? DType::kFP8E4M3 : DType::kBF16;
-    s.prefix = {4000, 63, 1, 2500, 700};
-    s.qlens.assign(5, 1);
-    s.num_splits = i == 2 ? 7 : 0;
-    s.max_splits = i == 2 ? 7 : 0;
-    s.sinks = i == 2;
-    run_case(s, "grid=heads decode");
+  for (const char* grid : {"heads", "tiles"}) {
+    setenv("B12X_ATTN_GRID", grid, 1);
+    for (int i = 0; i < 3; ++i) {
+      Spec s;
+      s.hq = 32;
+      s.hkv = 8;
+      s.kv = i == 1 ? DType::kFP8E4M3 : DType::kBF16;
+      s.prefix = {4000, 63, 1, 2500, 700};
+      s.qlens.assign(5, 1);
+      s.num_splits = i == 2 ? 7 : 0;
+      s.max_splits = i == 2 ? 7 : 0;
+      s.sinks = i == 2;
+      run_case(s, std::string("decode grid=") + grid);
+    }
+    Spec e;
+    e.mode = att::Mode::kExtend;
+    e.hq = 12;
+    e.hkv = 3;
+    e.qlens = {1, 37, 70, 5};
+    e.prefix = {0, 67, 130, 0};
+    e.window = 50;
+    run_case(e, std::string("extend grid=") + grid);
+    unsetenv("B12X_ATTN_GRID");
   }
-  Spec e;
-  e.mode = att::Mode::kExtend;
-  e.hq = 12;
-  e.hkv = 3;
-  e.qlens = {1, 37, 70, 5};
-  e.prefix = {0, 67, 130, 0};
-  e.window = 50;
-  run_case(e, "grid=heads extend");
-  unsetenv("B12X_ATTN_GRID");
+}
+
+// The online softmax's running max moves only past a slack of 8 (base 2; default) or on every
+// increase (B12X_ATTN_RESCALE_SLACK=0). Q rows scaled by up to 2^+-4 make scores whose row
+// maxima jump by far more than 8 between tiles of long causal rows (both branches taken), on
+// the default and the m64 extend tiles, a decode tile and an FP8 hcvt decode.
+TEST(AttentionGpuExtend, RescaleSlack) {
+  B12X_REQUIRE_GPU();
+  for (const char* slack : {"8", "0"})
+    for (const char* tile : {"default", "m64"}) {
+      setenv("B12X_ATTN_RESCALE_SLACK", slack, 1);
+      if (std::string(tile) != "default") setenv("B12X_ATTN_EXTEND_TILE", tile, 1);
+      Spec e;
+      e.mode = att::Mode::kExtend;
+      e.hq = 16;
+      e.hkv = 4;
+      e.qlens = {300, 37, 129};
+      e.prefix = {0, 500, 64};
+      e.q_exp_spread = 4;
+      e.sinks = std::string(tile) == "m64";
+      run_case(e, std::string("extend slack=") + slack + " tile=" + tile);
+      unsetenv("B12X_ATTN_EXTEND_TILE");
+      Spec d;
+      d.hq = 32;
+      d.hkv = 8;
+      d.kv = std::string(tile) == "m64" ? DType::kFP8E4M3 : DType::kBF16;
+      d.qlens.assign(3, 1);
+      d.prefix = {1500, 63, 700};
+      d.q_exp_spread = 4;
+      run_case(d, std::string("decode slack=") + slack);
+      unsetenv("B12X_ATTN_RESCALE_SLACK");
+    }
 }
 
 TEST(AttentionGpuExtend, DtypesPagesWindowsSinks) {
@@ -613,12 +647,13 @@ TEST(AttentionGpuExtend, DtypesPagesWindowsSinks) {
     }
 }
 
-// B12X_ATTN_EXTEND_TILE=wide (64-token stages computed as two 32-token sub-tiles) and n64
-// (64-token steps in one body), head dim 128 (other dims keep the default tile). Ranges ending in
+// B12X_ATTN_EXTEND_TILE=wide (64-token stages computed as two 32-token sub-tiles), n64
+// (64-token steps in one body) and m64 (64-row tiles, Q in registers; 16-bit KV, FP8 falls back
+// to the default tile), head dim 128 (other dims keep the default tile). Ranges ending in
 // either half of a 64-token step, windows, sinks, FP8, verify on the extend tile.
 TEST(AttentionGpuExtend, WideTile) {
   B12X_REQUIRE_GPU();
-  for (const char* tile : {"wide", "n64"}) {
+  for (const char* tile : {"wide", "n64", "m64"}) {
     setenv("B12X_ATTN_EXTEND_TILE", tile, 1);
     int i = 0;
     for (DType kv : {DType::kBF16, DType::kFP16, DType::kFP8E4M3})

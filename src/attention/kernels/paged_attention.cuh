@@ -46,12 +46,14 @@ constexpr float kLog2e = 1.4426950408889634f;
 /// e4m3 -> fp16 * 2^-8 (hbits); Q is staged as fp16 scaled per row by a power of two);
 /// 10 = extend "n64" (the extend tile with 64-token steps in one body: twice the MMAs per
 /// barrier and per softmax round, 2 stages; ptxas spills a few registers); 11 = decode "hvec"
-/// (hcvt with 16-byte K/V fragment reads).
+/// (hcvt with 16-byte K/V fragment reads); 12 = extend "m64" (16-bit KV, head dims <= 128: 64-row
+/// tiles, one 16-row block per warp with Q's fragments in registers, 64-token steps, 2 stages:
+/// ~170 registers, so 3 CTAs (12 warps) per SM instead of 2).
 template <int kDqk_, int kDv_, int kKind_, bool kFp8_>
 struct TileCfg {
   static constexpr int kDqk = kDqk_, kDv = kDv_, kKind = kKind_;
   static constexpr bool kFp8 = kFp8_;
-  static constexpr bool kDecode = kKind != 0 && kKind != 7 && kKind != 10;
+  static constexpr bool kDecode = kKind != 0 && kKind != 7 && kKind != 10 && kKind != 12;
   // Sub-tiles per stage: the MMA/softmax body runs on kBN / kSub tokens at a time.
   static constexpr int kSub = kKind == 7 ? 2 : 1;
   // kind 3: the deep decode tile with FP8 K fragments converted straight from the raw stage
@@ -79,8 +81,8 @@ struct TileCfg {
                 "fp16-MMA decode tiles: FP8 KV, head dim 128 or 256");
   // kind 5: Q is staged in the ring's last stage (free until the first loop iteration issues
   // into it) and read once into registers; the 4 KB of a Q tile then buys a third 32 KB stage.
-  static constexpr bool kQInRegs = kKind == 5;
-  static_assert(!kQInRegs || (!kFp8_ && kDqk_ <= 128), "wide3: 16-bit KV, head dim <= 128");
+  static constexpr bool kQInRegs = kKind == 5 || kKind == 12;
+  static_assert(!kQInRegs || (!kFp8_ && kDqk_ <= 128), "wide3, m64: 16-bit KV, head dim <= 128");
   static_assert(!kDirectK || (kFp8_ && (kDqk_ == 128 || kDqk_ == 256)),
                 "direct-K decode needs FP8 KV and a power-of-two head dim >= 128");
   static_assert(!kDirectV || kDv_ == 128 || kDv_ == 256,
@@ -91,10 +93,10 @@ struct TileCfg {
   // the two S blocks in registers for head dim 128). Larger dims keep one block per warp
   // (registers) and 64-row tiles (Q tile + ring must fit 99 KB).
   static constexpr int kWM = kDecode ? 1 : 4;
-  static constexpr int kMB = (kDecode || kBigHead) ? 1 : 2;
+  static constexpr int kMB = (kDecode || kBigHead || kKind == 12) ? 1 : 2;
   static constexpr int kBN =
       (kKind == 6 || kKind == 11 || ((kKind == 8 || kKind == 9) && kDqk == 128)) ? 128
-      : kKind == 10                                                              ? 64
+      : (kKind == 10)                                                            ? 64
       : (kKind == 4 || kKind == 5 || kKind == 7 || kKind == 8 || kKind == 9)
           ? 64
           : (kKind >= 2 ? 32 : (kBigHead ? 32 : (kMB == 2 && kDv > 64 ? 32 : 64)));
@@ -112,7 +114,7 @@ struct TileCfg {
   static constexpr int kIdStageBytes = kBN * 4;
   static constexpr int kFitStages = (101376 - kQBytes - kConvBytes) / (kStageBytes + kIdStageBytes);
   static constexpr int kMaxStages =
-      kKind == 7 ? 3 : (kKind >= 2 ? 4 : (kKind == 0 && kMB == 2 ? 3 : 0));
+      kKind == 12 ? 3 : (kKind == 7 ? 3 : (kKind >= 2 ? 4 : (kKind == 0 && kMB == 2 ? 3 : 0)));
   static constexpr int kStages = kMaxStages > 0
                                      ? (kFitStages < kMaxStages ? kFitStages : kMaxStages)
                                      : ((kKind == 1 && kFp8) ? 3 : 2);
@@ -129,7 +131,9 @@ struct TileCfg {
   static constexpr int kByRegs = 65536 / (kThreads * (kDv / 2 + 96));
   static constexpr int kMinBlocksRaw = kBySmem < kByRegs ? kBySmem : kByRegs;
   static constexpr int kMinBlocks =
-      !kDecode ? 1 : (kMinBlocksRaw > 4 ? 4 : (kMinBlocksRaw < 1 ? 1 : kMinBlocksRaw));
+      kKind == 12
+          ? 3
+          : (!kDecode ? 1 : (kMinBlocksRaw > 4 ? 4 : (kMinBlocksRaw < 1 ? 1 : kMinBlocksRaw)));
   static_assert(kStages >= 2, "paged attention needs at least a double-buffered ring");
   static_assert(kSmemBytes <= 101376, "paged attention tile exceeds the SM12x 99 KB smem limit");
   static_assert((kSubBN / kWN) % 16 == 0, "each warp needs whole 16-token MMA K steps");
@@ -642,8 +646,22 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   };
   const uint8_t* kbase = static_cast<const uint8_t*>(p.k) + (int64_t)kvh * p.k_sh * kKvB;
   const uint8_t* vbase = static_cast<const uint8_t*>(p.v) + (int64_t)kvh * p.v_sh * kKvB;
-  const int64_t k_sp = p.k_sp * kKvB, k_st = p.k_st * kKvB;
-  const int64_t v_sp = p.v_sp * kKvB, v_st = p.v_st * kKvB;
+  // Byte strides in 32 bits (bind checks: page strides < 4 GiB, a page's token rows < 2 GiB):
+  // a row's address is base + page * sp (one 32x32 -> 64-bit multiply-add) + a 32-bit in-page
+  // offset. With 64-bit products the loader cost ~50 instructions per K/V token pair, a third of
+  // the extend tile's instructions (sm_90a SASS).
+  const uint32_t k_sp = static_cast<uint32_t>(p.k_sp * kKvB),
+                 k_st = static_cast<uint32_t>(p.k_st * kKvB);
+  const uint32_t v_sp = static_cast<uint32_t>(p.v_sp * kKvB),
+                 v_st = static_cast<uint32_t>(p.v_st * kKvB);
+  // Chunk c of token pos's row: a masked position (past the range: page id 0, since the id
+  // loads and copies zero-fill there) still addresses a row of page 0, which the copy never reads
+  // (src-size 0), so no select is needed.
+  auto row_src = [&](const uint8_t* base, uint32_t sp, uint32_t st, int page, int pos, int c) {
+    const uint32_t in_page =
+        static_cast<uint32_t>(pos & page_mask) * st + static_cast<uint32_t>(c) * 16u;
+    return base + (static_cast<uint64_t>(static_cast<uint32_t>(page)) * sp + in_page);
+  };
   // Chunk c of token j lands in a swizzled (bf16) or row-major (raw fp8) stage row.
   auto stage_dst = [&](uint8_t* tile, int j, int c, int cpr, bool is_k) {
     if constexpr (Cfg::kVec) {
@@ -687,11 +705,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
         const int page = page_at(j);
         const int pos = kv0 + j;
         const bool valid = pos < kv_end;
-        const int64_t in_page = pos & page_mask;
-        const uint8_t* ks = valid ? kbase + page * k_sp + in_page * k_st + c * 16 : kbase;
-        const uint8_t* vs = valid ? vbase + page * v_sp + in_page * v_st + c * 16 : vbase;
-        cp_async16(stage_dst(sk, j, c, kKc, true), ks, valid);
-        cp_async16(stage_dst(sv, j, c, kVc, false), vs, valid);
+        cp_async16(stage_dst(sk, j, c, kKc, true), row_src(kbase, k_sp, k_st, page, pos, c), valid);
+        cp_async16(stage_dst(sv, j, c, kVc, false), row_src(vbase, v_sp, v_st, page, pos, c),
+                   valid);
       }
     } else {
 #pragma unroll 2
@@ -700,10 +716,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
         const int j = i / kKc, c = i % kKc;
         const int page = page_at(j);
         const int pos = kv0 + j;
-        const bool valid = pos < kv_end;
-        const uint8_t* ks =
-            valid ? kbase + page * k_sp + int64_t(pos & page_mask) * k_st + c * 16 : kbase;
-        cp_async16(stage_dst(sk, j, c, kKc, true), ks, valid);
+        cp_async16(stage_dst(sk, j, c, kKc, true), row_src(kbase, k_sp, k_st, page, pos, c),
+                   pos < kv_end);
       }
 #pragma unroll 2
       for (int k = 0; k < kBN * kVc / kThreads; ++k) {
@@ -711,10 +725,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
         const int j = i / kVc, c = i % kVc;
         const int page = page_at(j);
         const int pos = kv0 + j;
-        const bool valid = pos < kv_end;
-        const uint8_t* vs =
-            valid ? vbase + page * v_sp + int64_t(pos & page_mask) * v_st + c * 16 : vbase;
-        cp_async16(stage_dst(sv, j, c, kVc, false), vs, valid);
+        cp_async16(stage_dst(sv, j, c, kVc, false), row_src(vbase, v_sp, v_st, page, pos, c),
+                   pos < kv_end);
       }
     }
   };
@@ -997,7 +1009,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
             mx = fmaxf(mx, fmaxf(s[mb][nb][2 * r], s[mb][nb][2 * r + 1]));
           mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
           mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-          const float m_new = fmaxf(m_run[mb][r], mx * row_scale[mb][r]);
+          // The running max moves only past a slack (P then stays below 2^slack; exact, the
+          // normalisation uses the same max): after the first tiles a causal row's max rarely
+          // jumps that far, so the O rescale below is rarely due. -inf (no key yet) always moves.
+          const float m_cand = fmaxf(m_run[mb][r], mx * row_scale[mb][r]);
+          const float m_new = m_cand > m_run[mb][r] + p.rescale_slack ? m_cand : m_run[mb][r];
           const float m_use = m_new == -INFINITY ? 0.f : m_new;
           alpha[mb][r] = fast_exp2(m_run[mb][r] - m_use);  // exactly 1 when the max held
           grew |= alpha[mb][r] != 1.f;
@@ -1311,19 +1327,22 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 
 // ---------------------------------------------------------------- merge ----------------------
 /// Folds the normalised split partials of each (token, head) with their base-2 LSEs (and the
-/// sink as one extra state with no value row). One CTA per (token, head): warp 0 turns the (at
-/// most 64) LSEs into weights, then the kMergeWarps warps each sum every kMergeWarps-th split
-/// (lane = float4 column) and the CTA adds the warps' sums. Spreading the splits over warps
-/// keeps the dependent L2 reads per warp few: a B=1 merge of ~50 splits was one warp walking
-/// them all. Rows whose tile had a single split were written by the main kernel: skipped.
+/// sink as one extra state with no value row). One CTA per (token, head); the kMergeWarps warps
+/// each sum every kMergeWarps-th split (lane = float4 column) and the CTA adds the warps' sums.
+/// The metadata (cu_seqlens_q, cache_seqlens: inputs the main kernel only reads, final before it
+/// let this grid launch, since its CTAs trigger the launch after their own griddepcontrol.wait)
+/// are read before waiting for the main kernel; after it, each warp's first kMergePre splits'
+/// partials are loaded while warp 0 turns the (at most 64) LSEs into weights, so the merge
+/// costs one L2 round trip after the main kernel, not three or four. Rows whose tile had a
+/// single split were written by the main kernel: skipped.
 constexpr int kMergeWarps = 4;
+constexpr int kMergePre = 8;
 template <typename T, int kDv>
 __global__ void __launch_bounds__(32 * kMergeWarps)
     paged_merge_kernel(const __grid_constant__ PagedParams p) {
   __shared__ float s_w[64];
   __shared__ __align__(16) float s_acc[kMergeWarps][kDv];
   __shared__ float s_inv;
-  wait_prior_grid();
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t row = blockIdx.x;
   if (row >= int64_t(p.total_q) * p.num_q_heads) return;
@@ -1349,6 +1368,19 @@ __global__ void __launch_bounds__(32 * kMergeWarps)
   if (range.ns <= 1) return;  // CTA-uniform
   const int ns = min(range.ns, 64);
   const int64_t split_stride = int64_t(p.total_q) * p.num_q_heads;
+  wait_prior_grid();
+  constexpr int kCols = (kDv / 4 + 31) / 32;  // float4 columns per lane
+  auto part = [&](int sidx, int c) {
+    return *reinterpret_cast<const float4*>(p.part_o + (sidx * split_stride + row) * kDv + c * 4);
+  };
+  float4 pre[kCols][kMergePre];
+#pragma unroll
+  for (int ci = 0; ci < kCols; ++ci)
+#pragma unroll
+    for (int j = 0; j < kMergePre; ++j) {
+      const int c = lane + 32 * ci, sidx = warp + kMergeWarps * j;
+      pre[ci][j] = c < kDv / 4 && sidx < ns ? part(sidx, c) : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
   if (warp == 0) {
     float w0, w1, mm, wsum;
     split_weights<false>(p, row, ns, h, lane, w0, w1, mm, wsum);
@@ -1362,18 +1394,25 @@ __global__ void __launch_bounds__(32 * kMergeWarps)
     }
   }
   __syncthreads();
-  for (int c = lane; c < kDv / 4; c += 32) {
+#pragma unroll
+  for (int ci = 0; ci < kCols; ++ci) {
+    const int c = lane + 32 * ci;
+    if (c >= kDv / 4) break;
     float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll 4
-    for (int sidx = warp; sidx < ns; sidx += kMergeWarps) {
-      const float ws = s_w[sidx];
-      const float4 v =
-          *reinterpret_cast<const float4*>(p.part_o + (sidx * split_stride + row) * kDv + c * 4);
+    auto add = [&](float ws, const float4& v) {
       acc.x += ws * v.x;
       acc.y += ws * v.y;
       acc.z += ws * v.z;
       acc.w += ws * v.w;
+    };
+#pragma unroll
+    for (int j = 0; j < kMergePre; ++j) {
+      const int sidx = warp + kMergeWarps * j;
+      if (sidx < ns) add(s_w[sidx], pre[ci][j]);
     }
+#pragma unroll 4
+    for (int sidx = warp + kMergeWarps * kMergePre; sidx < ns; sidx += kMergeWarps)
+      add(s_w[sidx], part(sidx, c));
     *reinterpret_cast<float4*>(&s_acc[warp][c * 4]) = acc;
   }
   __syncthreads();

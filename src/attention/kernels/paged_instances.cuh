@@ -47,6 +47,7 @@ void register_kinds(std::vector<KernelInfo>& out, const char* tag) {
   if constexpr (kDqk == 128 && kDv == 128) {
     out.push_back(make_info<T, kFp8, kDqk, kDv, 7>(tag));
     out.push_back(make_info<T, kFp8, kDqk, kDv, 10>(tag));
+    if constexpr (!kFp8) out.push_back(make_info<T, kFp8, kDqk, kDv, 12>(tag));
   }
   out.push_back(make_info<T, kFp8, kDqk, kDv, 1>(tag));
   out.push_back(make_info<T, kFp8, kDqk, kDv, 2>(tag));
