@@ -186,6 +186,11 @@ Plan plan(const Caps& caps) {
         p.tiled_wgmma_var = std::atoi(gv);
       lin::prepare_linear_wgmma_group(wf, fp16, p.tiled_wgmma, p.tiled_wgmma_var);
     } else if (p.tiled_wgmma > 0) {
+      // Probe: B12X_GEMM_WGMMA_TOK=192|256 (wider token tiles where the kernel has them).
+      if (const char* t = std::getenv("B12X_GEMM_WGMMA_TOK"); t != nullptr) {
+        const int want = std::atoi(t);
+        if (lin::wgmma_kernel_available(wf, fp16, want, p.tiled_wgmma_var)) p.tiled_wgmma = want;
+      }
       lin::prepare_linear_wgmma(wf, fp16, p.tiled_wgmma, p.tiled_wgmma_var);
     }
   }

@@ -24,8 +24,12 @@ template <WFmt F, class T, int kTok>
 WgmmaPick pick_var(int var) {
   constexpr bool kF8 = F == WFmt::kFp8 || F == WFmt::kFp8Block;
   if constexpr (kF8) {
-    if constexpr (kTok != 128) {
+    if constexpr (kTok == 256) {
       return {};
+    } else if constexpr (kTok == 192) {  // one partial set: the 128-K promotion only
+      return var == 3   ? wgmma_pick<F, T, kTok, 3>()
+             : var == 0 ? wgmma_pick<F, T, kTok, 0>()
+                        : WgmmaPick{};
     } else {
       return var == 3   ? wgmma_pick<F, T, kTok, 3>()
              : var == 2 ? wgmma_pick<F, T, kTok, 2>()
@@ -59,10 +63,14 @@ WgmmaPick pick_tok(WFmt f, bool fp16, int var) {
   }
 }
 
-/// var (WgmmaCfg): FP8 0 = per-128-K promotion, 1 / 2 = per 64 / 32 K, 3 = per 128 K on the
+/// tok: 128 (default), 192 / 256 (probes; FP8: 192 with variants 0 / 3). var (WgmmaCfg): FP8 0 =
+/// per-128-K promotion, 1 / 2 = per 64 / 32 K, 3 = per 128 K on the
 /// mbarrier pipeline; BF16-operand formats 0 = CTA-barrier pipeline, 1 = mbarrier pipeline.
 WgmmaPick pick(WFmt f, bool fp16, int tok, int var) {
-  return tok == 128 ? pick_tok<128>(f, fp16, var) : WgmmaPick{};
+  return tok == 128   ? pick_tok<128>(f, fp16, var)
+         : tok == 192 ? pick_tok<192>(f, fp16, var)
+         : tok == 256 ? pick_tok<256>(f, fp16, var)
+                      : WgmmaPick{};
 }
 
 }  // namespace

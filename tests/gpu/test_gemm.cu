@@ -690,6 +690,15 @@ TEST(GemmGpu, TiledWgmmaTokenTiles) {
     for (const auto& c : wgmma_cases(300, 136, 768, false, DType::kFP16)) run_case(c);
     for (const auto& c : wgmma_cases(3000, 264, 512, true, DType::kBF16)) run_case(c);
   }
+  // Wider token tiles (probes: B12X_GEMM_WGMMA_TOK=192 / 256; FP8 has 192 only, BF16 operands
+  // both), on the CTA-barrier and the mbarrier pipeline (VAR 1: BF16 operands, 3: FP8): token
+  // tails in the second / third tile.
+  for (const char* tok : {"192", "256"})
+    for (const char* var : {"0", "1", "3"}) {
+      ScopedEnv e("B12X_GEMM_WGMMA", "1"), et("B12X_GEMM_WGMMA_TOK", tok),
+          ev("B12X_GEMM_WGMMA_VAR", var);
+      for (const auto& c : wgmma_cases(450, 136, 768, true, DType::kBF16)) run_case(c);
+    }
   // A long K at the default interval (32 promotions of 128 K).
   for (const auto& c : wgmma_cases(256, 256, 4096, false, DType::kBF16))
     if (c.fmt == LinearFormat::kFp8Tensor || c.fmt == LinearFormat::kFp8Block) run_case(c);

@@ -78,13 +78,14 @@ struct WgmmaCfg {
   static constexpr int kSmemLimit = 232448;          // SM90 opt-in maximum per block
   static constexpr int kStaticBytes = 512 + 16 * 8;  // NVFP4 splat table, kMbar barriers
   static constexpr int kMaxStages = (kSmemLimit - kStaticBytes - 1024) / kStageBytes;
-  /// BF16 operands: 4 stages, so that two CTAs (<= 128 registers per thread) share an SM and one's
-  /// epilogue overlaps the other's main loop. FP8 (64 partial + 64 promoted accumulators, two
-  /// partial sets for the 32-K promotion): one CTA per SM, up to 6 stages. (256-token CTAs, one
-  /// per SM, measured 10-15% faster at M = 2048 with a schedule that returned wrong results; not
-  /// kept.)
-  static constexpr int kStages = !kF8 ? 4 : (kMaxStages > 6 ? 6 : kMaxStages);
-  static constexpr int kMinBlocks = !kF8 ? 2 : 1;
+  /// BF16 operands at 128 tokens: 4 stages, so that two CTAs (<= 128 registers per thread) share
+  /// an SM and one's epilogue overlaps the other's main loop. FP8 (kTok / 2 partial + kTok / 2
+  /// promoted accumulators, two partial sets for the 32 / 64-K promotion) and 192 / 256-token
+  /// CTAs (probes: more MACs per copied byte and per decoded fragment): one CTA per SM, up to 6
+  /// stages.
+  static constexpr bool kWide = kTok > 128;
+  static constexpr int kStages = !kF8 && !kWide ? 4 : (kMaxStages > 6 ? 6 : kMaxStages);
+  static constexpr int kMinBlocks = !kF8 && !kWide ? 2 : 1;
   static constexpr int kEpPitch = kRows * 2 + 16;  // bytes per staged output row (token)
   static constexpr int kPipeBytes = kStages * kStageBytes;
   static constexpr int kSmemBytes =
@@ -92,10 +93,12 @@ struct WgmmaCfg {
   static constexpr int kAcc = kTok / 2;  // fp32 accumulators per thread (64 x kTok / 128)
   static_assert(kStages >= 3, "wgmma pipeline needs 3 stages");
   static_assert(kSmemBytes + kStaticBytes <= kSmemLimit, "wgmma kernel exceeds 227 KB");
-  static_assert(kTok == 128, "128-token CTAs");
+  static_assert(kTok == 128 || kTok == 192 || (kTok == 256 && !kF8),
+                "128 / 192-token CTAs (FP8: partials + accumulators), 256 for BF16 operands");
+  static_assert(!kWide || !kF8Overlap, "two FP8 partial sets only at 128 tokens");
   static_assert(F == WFmt::kNvfp4 || ((F == WFmt::kMxfp4 || F == WFmt::kFp8Mx) && !T::kFp16) ||
                     (kF8 && !T::kFp16),
-                "wgmma kernel: NVFP4, BF16 MXFP4, MXFP8 (fold mode), FP8 at 128 tokens");
+                "wgmma kernel: NVFP4, BF16 MXFP4, MXFP8 (fold mode), FP8");
 };
 
 /// True for the (format, MMA dtype) pairs the wgmma kernel implements.
@@ -108,8 +111,8 @@ B12X_HD constexpr bool wgmma_format_ok(WFmt f, bool fp16) {
 namespace wg {
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-// The 64 fp32 accumulators of an m64n128 wgmma (one warpgroup): their PTX operand list and the
-// inline-asm constraints, shared by the three instruction variants below.
+// The fp32 accumulators of an m64nN wgmma (one warpgroup, NA = N / 2 per thread; N = 128, 192,
+// 256): their PTX operand list and inline-asm constraints, shared by the instruction variants.
 #define B12X_WGMMA_D64_REGS                                                          \
   "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "           \
   "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
@@ -125,26 +128,94 @@ namespace wg {
       "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]),  \
       "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]),  \
       "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+#define B12X_WGMMA_D96_REGS                                                          \
+  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "           \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, " \
+  "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
+  "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
+#define B12X_WGMMA_D96_OUT(d)                                                                     \
+  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+      "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),    \
+      "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),  \
+      "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]),  \
+      "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),  \
+      "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]),  \
+      "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]),  \
+      "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]),  \
+      "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),  \
+      "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]),  \
+      "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]),  \
+      "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]),  \
+      "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]),  \
+      "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
+#define B12X_WGMMA_D128_REGS                                                                     \
+  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                       \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "             \
+  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "             \
+  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "             \
+  "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "             \
+  "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "             \
+  "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, " \
+  "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+#define B12X_WGMMA_D128_OUT(d)                                                                    \
+  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+      "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),    \
+      "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),  \
+      "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]),  \
+      "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),  \
+      "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]),  \
+      "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]),  \
+      "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]),  \
+      "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),  \
+      "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]),  \
+      "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]),  \
+      "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]),  \
+      "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]),  \
+      "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]),  \
+      "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]),          \
+      "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]),         \
+      "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]),         \
+      "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]),         \
+      "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
 // One wgmma with A from registers (4 x b32 per thread) and B from a shared-memory descriptor;
-// scale_d = 0 starts the accumulators from zero. TAIL: the immediates after the predicate
-// (scale-a, scale-b and, for 16-bit types, the B transpose flag).
-#define B12X_WGMMA_RS(NAME, INSTR, TAIL)                                                     \
-  __device__ __forceinline__ void NAME(float(&d)[64], const uint32_t(&a)[4], uint64_t desc,  \
-                                       int scale_d) {                                        \
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n" INSTR " {" B12X_WGMMA_D64_REGS \
-                 "}, {%64, %65, %66, %67}, %68, p, " TAIL ";\n}\n"                           \
-                 : B12X_WGMMA_D64_OUT(d)                                                     \
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));     \
+// scale_d = 0 starts the accumulators from zero. AOPS / PRED: the operand numbers of the A
+// registers and descriptor / of scale_d (after the NA accumulators); TAIL: the immediates after
+// the predicate (scale-a, scale-b and, for 16-bit types, the B transpose flag).
+#define B12X_WGMMA_RS(NAME, NA, AOPS, PRED, INSTR, TAIL)                                    \
+  __device__ __forceinline__ void NAME(float(&d)[NA], const uint32_t(&a)[4], uint64_t desc, \
+                                       int scale_d) {                                       \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " PRED ", 0;\n" INSTR                    \
+                 " {" B12X_WGMMA_D##NA##_REGS "}, " AOPS ", p, " TAIL ";\n}\n"              \
+                 : B12X_WGMMA_D##NA##_OUT(d)                                                \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));    \
   }
-B12X_WGMMA_RS(wgmma_rs_m64n128k16_bf16, "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16",
-              "1, 1, 0")
-B12X_WGMMA_RS(wgmma_rs_m64n128k16_f16, "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16",
-              "1, 1, 0")
-B12X_WGMMA_RS(wgmma_rs_m64n128k32_e4m3, "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3",
-              "1, 1")
+B12X_WGMMA_RS(wgmma_rs_m64n128k16_bf16, 64, "{%64, %65, %66, %67}, %68", "%69",
+              "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16", "1, 1, 0")
+B12X_WGMMA_RS(wgmma_rs_m64n128k16_f16, 64, "{%64, %65, %66, %67}, %68", "%69",
+              "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16", "1, 1, 0")
+B12X_WGMMA_RS(wgmma_rs_m64n128k32_e4m3, 64, "{%64, %65, %66, %67}, %68", "%69",
+              "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3", "1, 1")
+B12X_WGMMA_RS(wgmma_rs_m64n192k16_bf16, 96, "{%96, %97, %98, %99}, %100", "%101",
+              "wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16", "1, 1, 0")
+B12X_WGMMA_RS(wgmma_rs_m64n192k16_f16, 96, "{%96, %97, %98, %99}, %100", "%101",
+              "wgmma.mma_async.sync.aligned.m64n192k16.f32.f16.f16", "1, 1, 0")
+B12X_WGMMA_RS(wgmma_rs_m64n192k32_e4m3, 96, "{%96, %97, %98, %99}, %100", "%101",
+              "wgmma.mma_async.sync.aligned.m64n192k32.f32.e4m3.e4m3", "1, 1")
+B12X_WGMMA_RS(wgmma_rs_m64n256k16_bf16, 128, "{%128, %129, %130, %131}, %132", "%133",
+              "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16", "1, 1, 0")
+B12X_WGMMA_RS(wgmma_rs_m64n256k16_f16, 128, "{%128, %129, %130, %131}, %132", "%133",
+              "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16", "1, 1, 0")
+B12X_WGMMA_RS(wgmma_rs_m64n256k32_e4m3, 128, "{%128, %129, %130, %131}, %132", "%133",
+              "wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3", "1, 1")
 #undef B12X_WGMMA_RS
 #undef B12X_WGMMA_D64_OUT
 #undef B12X_WGMMA_D64_REGS
+#undef B12X_WGMMA_D96_OUT
+#undef B12X_WGMMA_D96_REGS
+#undef B12X_WGMMA_D128_OUT
+#undef B12X_WGMMA_D128_REGS
 #endif
 
 /// Shared-memory matrix descriptor of a K-major operand in the 128-byte swizzle mode: rows of 128
@@ -163,14 +234,23 @@ template <class T, int kN>
 __device__ __forceinline__ void mma(float (&d)[kN / 2], const uint32_t (&a)[4], uint64_t desc,
                                     int scale_d) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  static_assert(kN == 128, "wgmma N: 128-token CTAs");
-  if constexpr (cuda::std::is_same_v<T, F8Tag>) {
-    wgmma_rs_m64n128k32_e4m3(d, a, desc, scale_d);
-  } else if constexpr (T::kFp16) {
-    wgmma_rs_m64n128k16_f16(d, a, desc, scale_d);
-  } else {
-    wgmma_rs_m64n128k16_bf16(d, a, desc, scale_d);
+  static_assert(kN == 128 || kN == 192 || kN == 256, "wgmma N: 128 / 192 / 256-token CTAs");
+#define B12X_WGMMA_PICK(N)                           \
+  if constexpr (cuda::std::is_same_v<T, F8Tag>) {    \
+    wgmma_rs_m64n##N##k32_e4m3(d, a, desc, scale_d); \
+  } else if constexpr (T::kFp16) {                   \
+    wgmma_rs_m64n##N##k16_f16(d, a, desc, scale_d);  \
+  } else {                                           \
+    wgmma_rs_m64n##N##k16_bf16(d, a, desc, scale_d); \
   }
+  if constexpr (kN == 128) {
+    B12X_WGMMA_PICK(128)
+  } else if constexpr (kN == 192) {
+    B12X_WGMMA_PICK(192)
+  } else {
+    B12X_WGMMA_PICK(256)
+  }
+#undef B12X_WGMMA_PICK
 #endif
 }
 
