@@ -499,8 +499,10 @@ void run_case(const Case& c, bool graph_replay = false) {
       for (double r : ref) rms += r * r;
       for (double v : bound) bmax = std::max(bmax, v);
       rms = std::sqrt(rms / std::max<size_t>(ref.size(), 1));
-      std::printf("[fp8 wgmma bound] %s chain=%d worst err/tol=%.4g max bound/rms=%.4g\n",
-                  name(c).c_str(), f8_chain, ck.worst, bmax / rms);
+      std::printf(
+          "[fp8 wgmma bound] %s tok=%d var=%d chain=%d worst err/tol=%.4g "
+          "max bound/rms=%.4g\n",
+          name(c).c_str(), plan.tiled_wgmma, plan.tiled_wgmma_var, f8_chain, ck.worst, bmax / rms);
     }
     EXPECT_EQ(ck.cmp.nonfinite, 0) << ck.cmp.str();
     EXPECT_EQ(ck.bad, 0) << ck.cmp.str() << " worst err/tol=" << ck.worst;
