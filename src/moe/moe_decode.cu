@@ -19,9 +19,9 @@ int env_knob(const char* name, int fallback) {
   return v != nullptr && *v != 0 ? std::atoi(v) : fallback;
 }
 
-template <typename OpT, bool kFold, int kSK, int kWM>
+template <typename OpT, bool kFold, int kSK, int kWM, int kG>
 void launch_fc1(const DecodeArgs& a, Stream stream, bool pdl) {
-  auto* k = dev::moe_decode_fc1_kernel<OpT, kFold, kSK, kWM>;
+  auto* k = dev::moe_decode_fc1_kernel<OpT, kFold, kSK, kWM, kG>;
   // Above 48 KB of dynamic shared memory needs the opt-in (a function attribute, not a stream
   // operation: legal during capture); once per kernel instance.
   static std::once_flag once;
@@ -65,11 +65,17 @@ void launch_gemms(const DecodeArgs& a, Stream stream, bool pdl) {
   if constexpr (!std::is_same_v<OpT, __nv_bfloat16>)
     B12X_ASSERT(!mx, "decode stream: FP16 operands are A16-only");
   if (a.fc1_wm == 4)
-    launch_fc1<OpT, kFold, kSK, 4>(a, stream, pdl);
+    launch_fc1<OpT, kFold, kSK, 4, 1>(a, stream, pdl);
   else if (a.fc1_wm == 2)
-    launch_fc1<OpT, kFold, kSK, 2>(a, stream, pdl);
+    launch_fc1<OpT, kFold, kSK, 2, 1>(a, stream, pdl);
+  else if (a.fc1_groups == 8)
+    launch_fc1<OpT, kFold, kSK, 1, 8>(a, stream, pdl);
+  else if (a.fc1_groups == 4)
+    launch_fc1<OpT, kFold, kSK, 1, 4>(a, stream, pdl);
+  else if (a.fc1_groups == 2)
+    launch_fc1<OpT, kFold, kSK, 1, 2>(a, stream, pdl);
   else
-    launch_fc1<OpT, kFold, kSK, 1>(a, stream, pdl);
+    launch_fc1<OpT, kFold, kSK, 1, 1>(a, stream, pdl);
   if (decode_fc2_deep(a.routes, a.fc2_split, a.w2.rows_pad / DecodeCfg::kFc2Rows, a.sm_count))
     launch_fc2<OpT, kFold, kSK, 8, true>(a, stream, pdl);
   else if (a.num_tokens <= DecodeCfg::kFc2WideMaxTokens)
@@ -117,6 +123,16 @@ int decode_fc1_row_warps(int routes, int aquant, bool gated) {
   return wm;
 }
 
+int decode_fc1_groups(int routes, int row_blocks, int sm_count, int wm) {
+  // Measurement knob B12X_MOE_FC1_KG=1|2|4|8 (warp groups per FC1 CTA, one row warp only).
+  static const int forced = env_knob("B12X_MOE_FC1_KG", 0);
+  (void)routes;
+  (void)row_blocks;
+  (void)sm_count;
+  if (wm != 1) return 1;
+  return forced == 2 || forced == 4 || forced == 8 ? forced : 1;
+}
+
 bool decode_q_fold(int num_tokens, int aquant) {
   // Measurement knob B12X_MOE_Q_FOLD=N: fold up to N live tokens (0: never).
   static const int knob = env_knob("B12X_MOE_Q_FOLD", 0);
@@ -126,6 +142,9 @@ bool decode_q_fold(int num_tokens, int aquant) {
 void launch_decode_stream(const DecodeArgs& args, bool fp16_operands, Stream stream, bool pdl) {
   DecodeArgs a = args;
   if (a.fc1_wm == 0) a.fc1_wm = decode_fc1_row_warps(a.routes, a.aquant, a.gated != 0);
+  if (a.fc1_groups == 0)
+    a.fc1_groups =
+        decode_fc1_groups(a.routes, a.w1.rows_pad / (32 * a.fc1_wm), a.sm_count, a.fc1_wm);
   static const int q_early = env_knob("B12X_MOE_Q_EARLY", 0);
   a.q_early = q_early ? 1 : 0;
   a.q_fold = decode_q_fold(a.num_tokens, a.aquant) ? 1 : 0;

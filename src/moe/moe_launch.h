@@ -120,6 +120,8 @@ struct DecodeArgs {
   // set: FC1 row warps per CTA (0: auto; 1, 2 or 4) and whether [Q] lets FC1 launch before it
   // waits for the caller (FC1 then waits before reading anything).
   int fc1_wm = 0;
+  // FC1 warp groups per CTA (0: auto, decode_fc1_groups; 1, 2, 4 or 8 with one row warp).
+  int fc1_groups = 0;
   int q_early = 0;
   // [Q] folded into FC1 (quantised modes): FC1 stages raw x rows and quantises each ring stage
   // in place (no [Q] launch; chosen by launch_decode_stream, decode_q_fold).
@@ -158,6 +160,8 @@ inline int decode_fc2_split(int64_t routes, int64_t row_blocks, int sm_count) {
   const int64_t by_grid = (15 * sms + 4 * rb - 1) / (4 * rb);  // ceil(1.25 * 3 * SMs / rb)
   return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(bound, by_grid)));
 }
+/// FC1 warp groups per CTA (1, 2, 4, 8; > 1 only with fc1_wm == 1) of the decode stream.
+int decode_fc1_groups(int routes, int row_blocks, int sm_count, int wm);
 /// Whether the decode stream folds the [Q] step into FC1 for `num_tokens` live tokens.
 bool decode_q_fold(int num_tokens, int aquant);
 /// FC1 row warps per CTA (1, 2 or 4) of the decode stream for `routes` live routes.

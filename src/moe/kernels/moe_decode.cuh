@@ -51,8 +51,9 @@ struct DecodeCfg {
   static constexpr int kFc1Warps = 8, kFc1Threads = 32 * kFc1Warps, kFc1Stages = 2;
   static constexpr int kFc1Stage = 32 * 64 + 32 * 8 + kActBytes;
   static constexpr int kFc1Ring = kFc1Warps * kFc1Stages * kFc1Stage;
-  static constexpr int kFc1Red = kFc1Warps * 8 * 32 * 4;   // [warp][8 acc][lane] fp32
-  static constexpr int kFc1Ys = kTileTokens * 4 * 32 * 4;  // [token][<= 128 features] fp32
+  static constexpr int kFc1Red = kFc1Warps * 8 * 32 * 4;  // [warp][8 acc][lane] fp32
+  // [group][token][features] fp32: kG groups x kWM row warps x 32 rows <= 256 rows per CTA.
+  static constexpr int kFc1Ys = kTileTokens * 8 * 32 * 4;
   static constexpr int kFc1Smem = kFc1Ring + kFc1Red + kFc1Ys;
   // FC2: 16 output rows per CTA; kW warps (8 while the per-warp combine rows fit, else 4) take
   // every kW-th expert tile. The deep variant (5 stages, one CTA per SM) serves launches with at
@@ -424,20 +425,39 @@ __global__ void __launch_bounds__(DecodeCfg::kQuantThreads)
 // At a tile's end every warp parks its partials (red), the CTA sums them in fixed K-warp order,
 // applies the activation (ys) and writes the FC2 operand rows, while the ring's next loads are
 // already in flight. No co-residency is assumed: CTAs never wait for each other.
-template <typename OpT, bool kFold, int kSK, int kWM>
+// kG > 1 splits the CTA into kG independent warp groups (kWM x kWK warps each) that take the
+// CTA's tiles round robin, each synchronised by its own named barrier (one warp: __syncwarp):
+// fewer K warps per tile and no CTA-wide barrier at tile ends, for launches with many tiles per
+// CTA (the tile-end barriers were the top stall of FC1 at M = 8).
+template <int kThreads>
+__device__ __forceinline__ void group_sync(int id) {
+  if constexpr (kThreads == DecodeCfg::kFc1Threads)
+    __syncthreads();
+  else if constexpr (kThreads == 32)
+    __syncwarp();
+  else
+    asm volatile("bar.sync %0, %1;" ::"r"(id), "n"(kThreads) : "memory");
+}
+
+template <typename OpT, bool kFold, int kSK, int kWM, int kG>
 __global__ void __launch_bounds__(DecodeCfg::kFc1Threads, kFold ? 3 : 2)
     moe_decode_fc1_kernel(const DecodeArgs a) {
   using C = DecodeCfg;
   using St = WarpStage<32>;
   constexpr int kT = C::kTileTokens;
-  constexpr int kS = C::kFc1Stages, kWK = C::kFc1Warps / kWM, kRows = 32 * kWM;
+  constexpr int kS = C::kFc1Stages, kWK = C::kFc1Warps / (kWM * kG), kRows = 32 * kWM;
+  constexpr int kGT = 32 * kWM * kWK;  // threads per group
+  static_assert(kWK >= 1 && kWK * kWM * kG == C::kFc1Warps, "warps = groups x rows x K");
   extern __shared__ __align__(16) uint8_t smem[];
   __shared__ RouteSmem rs;
   const int* s_sr = rs.sr;
   const int4* s_tiles = rs.tiles;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t = lane & 3;
-  const int wm = warp % kWM, wk = warp / kWM;
+  // (Warps < 8: with one group grp is 0 and wk warp / kWM, known at compile time.)
+  const int grp = kG == 1 ? 0 : warp / (kWM * kWK);
+  const int wm = warp % kWM, wk = kG == 1 ? warp / kWM : (warp / kWM) % kWK;
+  const int gtid = kG == 1 ? tid : tid - grp * kGT;
   // A16: FC1 is the op's first kernel and reads x directly, so it waits for the caller first.
   // Quantised modes: the [Q] kernel waited for the caller before letting FC1 launch, so the ids
   // may be read (and the weights streamed) now; only xq needs the wait below. q_early: [Q] let
@@ -463,24 +483,29 @@ __global__ void __launch_bounds__(DecodeCfg::kFc1Threads, kFold ? 3 : 2)
     if (!wait_first) pdl_wait();  // completion of this grid implies the predecessor's
     return;
   }
+  // This group's tiles: the CTA's tiles grp, grp + kG, ... (CTA tile i = global y0 + Y * i).
+  const int n_tg = grp < n_t ? (n_t - grp + kG - 1) / kG : 0;
+  auto tile_of = [&](int it) { return s_tiles[y0 + Y * (grp + kG * it)]; };
   const detail::WeightView& W = a.w1;
   const int nk = W.K_pad / 128;
   const int n_k = wk < nk ? (nk - wk + kWK - 1) / kWK : 0;  // sub-chunks per tile of this warp
-  const int n_my = n_t * n_k;
+  const int n_my = n_tg * n_k;
   const int64_t r0 = R0 + 32 * wm;
   const uint8_t* vrow = W.values + r0 * W.values_row_stride;
   const uint8_t* srow = W.scales + r0 * W.scales_row_stride;
   uint8_t* ring = smem + warp * kS * C::kFc1Stage;
-  float* red = reinterpret_cast<float*>(smem + C::kFc1Ring);  // [wk * kWM + wm][m * 4 + i][lane]
-  float* ys = reinterpret_cast<float*>(smem + C::kFc1Ring + C::kFc1Red);  // [token][kYs]
   constexpr int kYs = 32 * kWM;  // features per token row of ys (gated: 16 * kWM used)
-  static_assert(C::kFc1Red == kWK * kWM * 8 * 32 * 4 && C::kFc1Ys >= kT * kYs * 4, "areas");
+  // Group areas: red [wk * kWM + wm][m * 4 + i][lane], ys [token][kYs].
+  float* red = reinterpret_cast<float*>(smem + C::kFc1Ring) + grp * (kWK * kWM * 8 * 32);
+  float* ys = reinterpret_cast<float*>(smem + C::kFc1Ring + C::kFc1Red) + grp * (kT * kYs);
+  static_assert(C::kFc1Red == kG * kWK * kWM * 8 * 32 * 4 && C::kFc1Ys >= kG * kT * kYs * 4,
+                "areas");
 
-  // Chunk (it, kc) of this warp: tile y0 + Y * it, sub-chunk wk + kWK * kc. The loads run kS
+  // Chunk (it, kc) of this warp: group tile it, sub-chunk wk + kWK * kc. The loads run kS
   // chunks ahead of the math; (ni_t, ni_k) is the next chunk to load (no divisions per chunk).
   const int n_lane = St::lane_token(lane);
   auto issue = [&](uint8_t* st, int it, int kc, bool weights, bool acts) {
-    const int4 tl = s_tiles[y0 + Y * it];
+    const int4 tl = tile_of(it);
     const int kk = wk + kWK * kc;
     if (weights)
       St::issue_w(st, vrow + tl.x * W.values_expert_stride, srow + tl.x * W.scales_expert_stride,
@@ -545,8 +570,8 @@ __global__ void __launch_bounds__(DecodeCfg::kFc1Threads, kFold ? 3 : 2)
 #pragma unroll
     for (int i = 0; i < 4; ++i) acc[m][i] = 0.f;
   int c = 0;
-  for (int it = 0; it < n_t; ++it) {
-    const int4 tile = s_tiles[y0 + Y * it];
+  for (int it = 0; it < n_tg; ++it) {
+    const int4 tile = tile_of(it);
     const int e = tile.x, slot0 = tile.y, cnt = tile.z;
     // Per-expert scalars, loaded now and used in the epilogue (latency off the critical path).
     const float alpha = a.alpha1[e] * kAccScale<OpT, kFold, kSK>;
@@ -579,11 +604,11 @@ __global__ void __launch_bounds__(DecodeCfg::kFc1Threads, kFold ? 3 : 2)
         red[((wk * kWM + wm) * 8 + m * 4 + i) * 32 + lane] = acc[m][i];
         acc[m][i] = 0.f;
       }
-    __syncthreads();  // partials complete; the previous tile's ys readers are done
+    group_sync<kGT>(1 + grp);  // partials complete; the previous tile's ys readers are done
     {
       // Item q: (wm, [m,] i, lane) of the accumulator fragments; gated items pair m = 0 / 1.
       const int per_wm = a.gated ? 128 : 256;
-      for (int q = tid; q < kWM * per_wm; q += C::kFc1Threads) {
+      for (int q = gtid; q < kWM * per_wm; q += kGT) {
         const int qw = q / per_wm, r = q % per_wm;
         const int qm = a.gated ? 0 : r / 128, qi = (r / 32) % 4, ql = r % 32;
         const int col = 2 * (ql & 3) + (qi & 1);
@@ -615,14 +640,14 @@ __global__ void __launch_bounds__(DecodeCfg::kFc1Threads, kFold ? 3 : 2)
         }
       }
     }
-    __syncthreads();  // ys complete; red may be overwritten by the next tile
+    group_sync<kGT>(1 + grp);  // ys complete; red may be overwritten by the next tile
     // ---- FC2 operand rows: 4 consecutive features of one token per thread ------------------
     // Quantised modes quantise here, once per (route, block), instead of in every FC2 CTA: the
     // CTA owns whole blocks (16 * kWM features gated, 32 * kWM ReLU2; I % 32 == 0).
     const int nf = a.gated ? 16 * kWM : 32 * kWM;
-    const int qpt = nf / 4;               // threads per token
-    if (tid < ((kT * qpt + 31) & ~31)) {  // whole warps (the amax shuffles use full masks)
-      const int col = tid / qpt, fl = 4 * (tid % qpt);
+    const int qpt = nf / 4;                // threads per token
+    if (gtid < ((kT * qpt + 31) & ~31)) {  // whole warps (the amax shuffles use full masks)
+      const int col = gtid / qpt, fl = 4 * (gtid % qpt);
       float v[4];
       float amax = 0.f;
 #pragma unroll
