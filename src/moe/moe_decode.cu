@@ -124,13 +124,14 @@ int decode_fc1_row_warps(int routes, int aquant, bool gated) {
 }
 
 int decode_fc1_groups(int routes, int row_blocks, int sm_count, int wm) {
-  // Measurement knob B12X_MOE_FC1_KG=1|2|4|8 (warp groups per FC1 CTA, one row warp only).
+  // Measurement knob B12X_MOE_FC1_KG=1|2|4|8 (warp groups per FC1 CTA, one row warp only),
+  // capped by the expected tiles per CTA (~routes / tile groups): a group without a tile idles.
   static const int forced = env_knob("B12X_MOE_FC1_KG", 0);
-  (void)routes;
-  (void)row_blocks;
-  (void)sm_count;
   if (wm != 1) return 1;
-  return forced == 2 || forced == 4 || forced == 8 ? forced : 1;
+  const int per_cta = routes / decode_fc1_tile_groups(routes, row_blocks, sm_count);
+  int g = forced == 2 || forced == 4 || forced == 8 ? forced : 1;
+  while (g > 1 && g > per_cta) g /= 2;
+  return g;
 }
 
 bool decode_q_fold(int num_tokens, int aquant) {
