@@ -84,7 +84,11 @@ struct WgmmaCfg {
   /// CTAs (probes: more MACs per copied byte and per decoded fragment): one CTA per SM, up to 6
   /// stages.
   static constexpr bool kWide = kTok > 128;
-  static constexpr int kStages = !kF8 && !kWide ? 4 : (kMaxStages > 6 ? 6 : kMaxStages);
+  /// Two CTAs per SM: each within half of the SM's 228 KB less 1 KB reserved per block. The
+  /// mbarrier pipeline (refill two stages after consumption) takes a fifth stage where it fits.
+  static constexpr int kMaxStages2 = (115712 - kStaticBytes - 1024) / kStageBytes;
+  static constexpr int kStages =
+      !kF8 && !kWide ? (kMbar && kMaxStages2 >= 5 ? 5 : 4) : (kMaxStages > 6 ? 6 : kMaxStages);
   static constexpr int kMinBlocks = !kF8 && !kWide ? 2 : 1;
   static constexpr int kEpPitch = kRows * 2 + 16;  // bytes per staged output row (token)
   static constexpr int kPipeBytes = kStages * kStageBytes;
