@@ -644,8 +644,15 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     }
     return v;
   };
-  const uint8_t* kbase = static_cast<const uint8_t*>(p.k) + (int64_t)kvh * p.k_sh * kKvB;
-  const uint8_t* vbase = static_cast<const uint8_t*>(p.v) + (int64_t)kvh * p.v_sh * kKvB;
+  // The head's base pointers are made opaque to the compiler: otherwise it re-associates
+  // kvh x head stride (a 64-bit product) into every row address of the loader.
+  auto opaque = [](const void* ptr) {
+    uint64_t v = reinterpret_cast<uint64_t>(ptr);
+    asm("" : "+l"(v));
+    return reinterpret_cast<const uint8_t*>(v);
+  };
+  const uint8_t* kbase = opaque(static_cast<const uint8_t*>(p.k) + (int64_t)kvh * p.k_sh * kKvB);
+  const uint8_t* vbase = opaque(static_cast<const uint8_t*>(p.v) + (int64_t)kvh * p.v_sh * kKvB);
   // Byte strides in 32 bits (bind checks: page strides < 4 GiB, a page's token rows < 2 GiB):
   // a row's address is base + page * sp (one 32x32 -> 64-bit multiply-add) + a 32-bit in-page
   // offset. With 64-bit products the loader cost ~50 instructions per K/V token pair, a third of
@@ -697,7 +704,24 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     uint8_t* sk = sRing + stage * Cfg::kStageBytes;
     uint8_t* sv = sk + kBN * kDqk * kKvB;
     const int kv0 = kv_begin + it * kBN;
-    if constexpr (kKc == kVc) {
+    if constexpr (kKc == kVc && kThreads % kKc == 0) {
+      // A thread copies chunk c of token rows j0, j0 + kRows, ...: the chunk's column offset
+      // and the row swizzle (kRows % 8 == 0: j & 7 == j0 & 7) are loop-invariant, so only the
+      // page id and the in-page row change per copy.
+      constexpr int kRows = kThreads / kKc;
+      const int c = static_cast<int>(static_cast<unsigned>(tid) % kKc);
+      const int j0 = static_cast<int>(static_cast<unsigned>(tid) / kKc);
+#pragma unroll
+      for (int k = 0; k < kBN / kRows; ++k) {
+        const int j = j0 + k * kRows;
+        const int page = page_at(j);
+        const int pos = kv0 + j;
+        const bool valid = pos < kv_end;
+        cp_async16(stage_dst(sk, j, c, kKc, true), row_src(kbase, k_sp, k_st, page, pos, c), valid);
+        cp_async16(stage_dst(sv, j, c, kVc, false), row_src(vbase, v_sp, v_st, page, pos, c),
+                   valid);
+      }
+    } else if constexpr (kKc == kVc) {
 #pragma unroll 2
       for (int k = 0; k < kBN * kKc / kThreads; ++k) {
         const int i = tid + k * kThreads;
