@@ -87,6 +87,7 @@ struct RouteSmem {
   int key[detail::kMaxInlineRoutes];     // (expert << 7 | route), INT_MAX for absent/invalid
   int sorted[detail::kMaxInlineRoutes];  // keys of the valid routes in slot order
   int sr[detail::kMaxInlineRoutes];      // slot -> route
+  int tok[detail::kMaxInlineRoutes];     // slot -> token (route / topk: no division per refill)
   int4 tiles[detail::kMaxInlineRoutes];  // {expert, first slot, slots, 0}
   int warp_heads[detail::kMaxInlineRoutes / 32];
 };
@@ -135,6 +136,7 @@ __device__ __forceinline__ int decode_route(const DecodeArgs& a, RouteSmem& rs) 
     }
     rs.sorted[rank] = key;
     rs.sr[rank] = tid;
+    rs.tok[rank] = tid / a.topk;
   }
   const int nvalid = __syncthreads_count(valid);  // also the barrier for sorted / sr
   bool head = false;
@@ -513,10 +515,10 @@ __global__ void __launch_bounds__(DecodeCfg::kFc1Threads, kFold ? 3 : 2)
     if (acts) {
       const uint16_t* src = nullptr;
       if (n_lane < tl.z) {
-        const int route = s_sr[tl.y + n_lane];
-        src = first ? static_cast<const uint16_t*>(a.x) +
-                          static_cast<int64_t>(route / a.topk) * a.x_ld
-                    : a.xq + static_cast<int64_t>(route) * W.K;
+        const int slot = tl.y + n_lane;
+        src = first
+                  ? static_cast<const uint16_t*>(a.x) + static_cast<int64_t>(rs.tok[slot]) * a.x_ld
+                  : a.xq + static_cast<int64_t>(s_sr[slot]) * W.K;
       }
       St::issue_a(st, src, W.K, kk, lane, W.values);
     }
@@ -682,7 +684,7 @@ __global__ void __launch_bounds__(32 * kW) moe_decode_fc2_kernel(const DecodeArg
   const int* s_sr = rs.sr;
   const int4* s_tiles = rs.tiles;
   __shared__ float s_w[detail::kMaxInlineRoutes];  // combine weight per slot
-  __shared__ int s_tok[detail::kMaxInlineRoutes];  // token per slot
+  const int* s_tok = rs.tok;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int ntiles = decode_route(a, rs);
@@ -698,7 +700,6 @@ __global__ void __launch_bounds__(32 * kW) moe_decode_fc2_kernel(const DecodeArg
     if (tid < nvalid) {
       const int route = s_sr[tid];
       s_w[tid] = a.weight_on_input ? 1.f : a.topk_weights[route];
-      s_tok[tid] = route / a.topk;
     }
   }
   const int M = a.num_tokens;
