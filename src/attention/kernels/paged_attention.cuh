@@ -1367,6 +1367,10 @@ __global__ void __launch_bounds__(32 * kMergeWarps)
   __shared__ float s_w[64];
   __shared__ __align__(16) float s_acc[kMergeWarps][kDv];
   __shared__ float s_inv;
+  // The next PDL-launched kernel (e.g. the next call's main kernel) may get scheduled now: it
+  // waits for this grid's completion before reading anything, and its launch latency overlaps
+  // the merge instead of following it.
+  allow_next_grid();
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t row = blockIdx.x;
   if (row >= int64_t(p.total_q) * p.num_q_heads) return;
