@@ -704,6 +704,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     uint8_t* sk = sRing + stage * Cfg::kStageBytes;
     uint8_t* sv = sk + kBN * kDqk * kKvB;
     const int kv0 = kv_begin + it * kBN;
+    // Chunk c of token j's K (is_k) or V row.
+    auto copy = [&](bool is_k, int j, int c, int page) {
+      const int pos = kv0 + j;
+      cp_async16(
+          stage_dst(is_k ? sk : sv, j, c, is_k ? kKc : kVc, is_k),
+          row_src(is_k ? kbase : vbase, is_k ? k_sp : v_sp, is_k ? k_st : v_st, page, pos, c),
+          pos < kv_end);
+    };
     if constexpr (kKc == kVc && kThreads % kKc == 0) {
       // A thread copies chunk c of token rows j0, j0 + kRows, ...: the chunk's column offset
       // and the row swizzle (kRows % 8 == 0: j & 7 == j0 & 7) are loop-invariant, so only the
@@ -715,42 +723,27 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
       for (int k = 0; k < kBN / kRows; ++k) {
         const int j = j0 + k * kRows;
         const int page = page_at(j);
-        const int pos = kv0 + j;
-        const bool valid = pos < kv_end;
-        cp_async16(stage_dst(sk, j, c, kKc, true), row_src(kbase, k_sp, k_st, page, pos, c), valid);
-        cp_async16(stage_dst(sv, j, c, kVc, false), row_src(vbase, v_sp, v_st, page, pos, c),
-                   valid);
+        copy(true, j, c, page);
+        copy(false, j, c, page);
       }
     } else if constexpr (kKc == kVc) {
 #pragma unroll 2
       for (int k = 0; k < kBN * kKc / kThreads; ++k) {
         const int i = tid + k * kThreads;
-        const int j = i / kKc, c = i % kKc;
-        const int page = page_at(j);
-        const int pos = kv0 + j;
-        const bool valid = pos < kv_end;
-        cp_async16(stage_dst(sk, j, c, kKc, true), row_src(kbase, k_sp, k_st, page, pos, c), valid);
-        cp_async16(stage_dst(sv, j, c, kVc, false), row_src(vbase, v_sp, v_st, page, pos, c),
-                   valid);
+        const int page = page_at(i / kKc);
+        copy(true, i / kKc, i % kKc, page);
+        copy(false, i / kKc, i % kKc, page);
       }
     } else {
 #pragma unroll 2
       for (int k = 0; k < kBN * kKc / kThreads; ++k) {
         const int i = tid + k * kThreads;
-        const int j = i / kKc, c = i % kKc;
-        const int page = page_at(j);
-        const int pos = kv0 + j;
-        cp_async16(stage_dst(sk, j, c, kKc, true), row_src(kbase, k_sp, k_st, page, pos, c),
-                   pos < kv_end);
+        copy(true, i / kKc, i % kKc, page_at(i / kKc));
       }
 #pragma unroll 2
       for (int k = 0; k < kBN * kVc / kThreads; ++k) {
         const int i = tid + k * kThreads;
-        const int j = i / kVc, c = i % kVc;
-        const int page = page_at(j);
-        const int pos = kv0 + j;
-        cp_async16(stage_dst(sv, j, c, kVc, false), row_src(vbase, v_sp, v_st, page, pos, c),
-                   pos < kv_end);
+        copy(false, i / kVc, i % kVc, page_at(i / kVc));
       }
     }
   };
