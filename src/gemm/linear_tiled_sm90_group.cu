@@ -16,22 +16,24 @@ struct GroupPick {
   int smem = 0;
 };
 
-template <WFmt F, class T, int kTok, bool kOverlap>
+template <WFmt F, class T, int kTok, int kRowSets, bool kOverlap>
 GroupPick group_pick() {
-  return {&linear_wgmma_group_kernel<F, T, kTok, kOverlap>,
-          WgmmaGroupCfg<F, T, kTok, kOverlap>::kSmemBytes};
+  return {&linear_wgmma_group_kernel<F, T, kTok, kRowSets, kOverlap>,
+          WgmmaGroupCfg<F, T, kTok, kRowSets, kOverlap>::kSmemBytes};
 }
 
 template <WFmt F, class T>
 GroupPick pick_cfg(int tok, int var) {
-  if (tok == 256 && var == 0) return group_pick<F, T, 256, false>();
-  if (tok == 128 && var == 0) return group_pick<F, T, 128, false>();
-  if (tok == 128 && var == 1) return group_pick<F, T, 128, true>();
+  if (tok == 256 && var == 0) return group_pick<F, T, 256, 1, false>();
+  if (tok == 128 && var == 0) return group_pick<F, T, 128, 1, false>();
+  if (tok == 128 && var == 1) return group_pick<F, T, 128, 1, true>();
+  if (tok == 128 && var == 2) return group_pick<F, T, 128, 2, false>();
   return {};
 }
 
-/// var: 0 = each unit's wgmmas drained before its promotion, 1 = promotion overlapping the next
-/// unit's wgmmas (two partial sets, 128 tokens).
+/// var: 0 = each partial's wgmmas drained before its promotion, 1 = promotion overlapping the
+/// next partial's wgmmas (two partial sets, 128 tokens), 2 = 256-row CTAs (two 64-row sets per
+/// warpgroup, 128 tokens).
 GroupPick pick(WFmt f, bool fp16, int tok, int var) {
   switch (f) {
     case WFmt::kQ8_0:
@@ -68,7 +70,8 @@ void launch_linear_wgmma_group(WFmt f, bool fp16, int tok, int var, const Linear
               tok, " var ", var);
   const int64_t gy = (p.M + tok - 1) / tok;
   B12X_ASSERT(gy <= 65535, "too many token tiles: M=", p.M);
-  const dim3 grid(static_cast<unsigned>((p.NP + 127) / 128), static_cast<unsigned>(gy), 1);
+  const int rows = var == 2 ? 256 : 128;
+  const dim3 grid(static_cast<unsigned>((p.NP + rows - 1) / rows), static_cast<unsigned>(gy), 1);
   B12X_CUDA_CHECK(b12x::detail::launch_ex(k.fn, grid, dim3(256), static_cast<size_t>(k.smem),
                                           stream, p.pdl != 0, dim3(1, 1, 1), p));
   B12X_CUDA_CHECK_LAUNCH();

@@ -35,15 +35,21 @@ B12X_HD constexpr bool wgmma_group_format_ok(WFmt f) {
   return f == WFmt::kQ8_0 || f == WFmt::kIq2Xxs || f == WFmt::kIq2Xs;
 }
 
-template <WFmt F, class T, int kTokens, bool kOverlapped = false>
+template <WFmt F, class T, int kTokens, int kRowSetsPerWg = 1, bool kOverlapped = false>
 struct WgmmaGroupCfg {
-  static constexpr int kRows = 128;  ///< weight rows per CTA (2 warpgroups x 64)
+  /// 64-row sets per warpgroup: 1, or 2 (each warp decodes two 16-row tiles and issues the
+  /// wgmmas of both into the same partial in turn: half the activation traffic per MAC).
+  static constexpr int kRowSets = kRowSetsPerWg;
+  static constexpr int kRows = 128 * kRowSets;  ///< weight rows per CTA (2 warpgroups)
   /// Tokens per CTA: 128 (one m64n128 wgmma per k16 step) or 256 (two, into the same partial
   /// in turn: half the decode and copy work per MAC, 128 accumulators per thread).
   static constexpr int kTok = kTokens;
   static constexpr int kHalves = kTok / 128;
-  /// Two partial sets: a unit's promotion overlaps the next unit's wgmmas within the stage (128
-  /// tokens only: 64 accumulators + 2 x 64 partials).
+  /// m64n128 partial units per K group (row set x token half), each promoted into its own 64
+  /// accumulators.
+  static constexpr int kUnitsPerGroup = kHalves * kRowSets;
+  /// Two partial sets: a unit's promotion overlaps the next unit's wgmmas within the stage (one
+  /// unit per group only: 64 accumulators + 2 x 64 partials).
   static constexpr bool kOverlap = kOverlapped;
   static constexpr int kThreads = 256;
   static constexpr WTraits kTr = wtraits(F);
@@ -68,19 +74,21 @@ struct WgmmaGroupCfg {
   static constexpr int kPipeBytes = kStages * kStageBytes;
   static constexpr int kSmemBytes =
       (kPipeBytes > kTok * kEpPitch ? kPipeBytes : kTok * kEpPitch) + 1024;  // + alignment
-  static constexpr int kAcc = kTok / 2;  // fp32 accumulators per thread (64 x kTok / 128)
+  static constexpr int kAcc = 64 * kUnitsPerGroup;  // fp32 accumulators per thread
   static_assert(kTok == 128 || kTok == 256, "128- or 256-token CTAs");
-  static_assert(!kOverlap || kTok == 128, "overlapped promotion: 128-token CTAs");
+  static_assert(kRowSets == 1 || kRowSets == 2, "one or two 64-row sets per warpgroup");
+  static_assert(kUnitsPerGroup <= 2, "at most 128 accumulators per thread");
+  static_assert(!kOverlap || kUnitsPerGroup == 1, "overlapped promotion: one unit per group");
   static_assert(kStages >= 3, "pipeline depth");
   static_assert(wgmma_group_format_ok(F), "group wgmma kernel: Q8_0, IQ2_XXS, IQ2_XS");
   static_assert(kBK % kGroup == 0 && kGroup % 16 == 0, "whole groups per stage");
   static_assert(kSmemBytes + kTabWords * 4 <= kSmemLimit, "group wgmma kernel exceeds 227 KB");
 };
 
-template <WFmt F, class T, int kTokens, bool kOverlap>
+template <WFmt F, class T, int kTokens, int kRowSets, bool kOverlap>
 __global__ void __launch_bounds__(256, 1) linear_wgmma_group_kernel(const LinearParams p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using C = WgmmaGroupCfg<F, T, kTokens, kOverlap>;
+  using C = WgmmaGroupCfg<F, T, kTokens, kRowSets, kOverlap>;
   constexpr int kStages = C::kStages;
   constexpr int kTok = C::kTok;
   constexpr int kAhead = kStages - 1;  // stages in flight ahead of the consumed one
@@ -97,6 +105,9 @@ __global__ void __launch_bounds__(256, 1) linear_wgmma_group_kernel(const Linear
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, t = lane & 3;
+  // 16-row tile of row set rs of this warp (warp w of warpgroup wg: rows 16w.. of each of the
+  // warpgroup's 64-row sets).
+  auto tile_of = [&](int rs) { return ((warp >> 2) * C::kRowSets + rs) * 4 + (warp & 3); };
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * C::kRows;
   const int64_t m0 = static_cast<int64_t>(blockIdx.y) * kTok;
   const int64_t tile0 = n0 / 16;
@@ -125,11 +136,10 @@ __global__ void __launch_bounds__(256, 1) linear_wgmma_group_kernel(const Linear
     wvalid[i] = (kWChunks % C::kThreads == 0 || ci < kWChunks) && tile0 + tl < p.n16;
     wsrc[i] = wvalid[i] ? p.wvals + (tile0 + tl) * tile_stride + off : p.wvals;
   }
-  // Scale words: thread tid < 128 copies row tid's first word, tid >= 128 (IQ2) row tid-128's
-  // sub-scale word. Rows past NP are zero-filled (their outputs are never stored).
-  const int srow = tid & (C::kRows - 1);
-  const bool sthread = C::kIq2 || tid < C::kRows;
-  const bool svalid = sthread && n0 + srow < p.NP;
+  // Scale words [kind][row] (kind 0: d, 1: IQ2 sub-scales): word tid + 256 i of the stage.
+  // Rows past NP are zero-filled (their outputs are never stored).
+  constexpr int kSW = C::kRows * C::kSWords;
+  constexpr int kSPerThread = (kSW + C::kThreads - 1) / C::kThreads;
   // Activation rows r0 + 32 i of 16-byte chunk c: the swizzled chunk (c ^ (r & 7)) is the same
   // for every i; rows at and past M are zero-filled.
   const int ar0 = tid >> 3, ac = tid & 7;
@@ -147,13 +157,17 @@ __global__ void __launch_bounds__(256, 1) linear_wgmma_group_kernel(const Linear
                  wvalid[i] ? wsrc[i] + static_cast<int64_t>(kb) * C::kWTileBytes : p.wvals,
                  wvalid[i]);
     }
-    if (sthread) {
-      const int64_t row = n0 + srow;
+#pragma unroll
+    for (int i = 0; i < kSPerThread; ++i) {
+      const int wi = tid + i * C::kThreads;
+      if (kSW % C::kThreads != 0 && wi >= kSW) break;
+      const int64_t row = n0 + wi % C::kRows;
+      const bool valid = row < p.NP;
       const uint8_t* src = p.wscale;
       if constexpr (F == WFmt::kQ8_0) {
         // The stage's two fp16 d (scale_ld = KP/32 is a multiple of 8: an aligned u32).
         src = p.wscale + (row * p.scale_ld + 2 * kb) * 2;
-      } else if (tid < C::kRows) {
+      } else if (wi < C::kRows) {
         // The u32 holding the fp16 d of super-block kb / 4 (the d at its byte 0 or 2).
         src = p.wscale + ((row * p.scale_ld + kb / 4) * 2 & ~int64_t{3});
       } else {
@@ -162,7 +176,7 @@ __global__ void __launch_bounds__(256, 1) linear_wgmma_group_kernel(const Linear
         const int64_t b = F == WFmt::kIq2Xs ? 2 * static_cast<int64_t>(kb) : kb;
         src = p.wscale2 + row * p.scale2_ld + (b & ~int64_t{3});
       }
-      wg::cp4(s_addr(s) + tid * 4, svalid ? src : p.wscale, svalid);
+      wg::cp4(s_addr(s) + wi * 4, valid ? src : p.wscale, valid);
     }
   };
   auto load_acts = [&](int s, int kb) {
@@ -177,11 +191,12 @@ __global__ void __launch_bounds__(256, 1) linear_wgmma_group_kernel(const Linear
     }
   };
 
-  // fp32 scales of rows g (h = 0) and g + 8 (h = 1) of this warp's tile for group j of stage kb.
-  auto group_scales = [&](const uint32_t* ssg, int kb, int j, float(&sc)[2]) {
+  // fp32 scales of rows g (h = 0) and g + 8 (h = 1) of this warp's tile of row set rs for group
+  // j of stage kb.
+  auto group_scales = [&](const uint32_t* ssg, int kb, int j, int rs, float(&sc)[2]) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int r = warp * 16 + g + 8 * h;
+      const int r = tile_of(rs) * 16 + g + 8 * h;
       if constexpr (F == WFmt::kQ8_0) {
         sc[h] = half_bits_f32((ssg[r] >> (16 * j)) & 0xFFFFu);
       } else {
@@ -229,55 +244,64 @@ __global__ void __launch_bounds__(256, 1) linear_wgmma_group_kernel(const Linear
       wg::cp_commit();
     }
     const int s = kb % kStages;
-    // This warp's 16-row tile: A fragments of the stage's four k16 steps (exact integers).
-    uint32_t af[4][4];
-    const uint8_t* wsg = sgen + s * C::kStageBytes + C::kActBytes + warp * C::kWTileBytes;
+    // This warp's 16-row tiles: A fragments of the stage's four k16 steps (exact integers).
+    uint32_t af[C::kRowSets][4][4];
     const uint32_t* ssg =
         reinterpret_cast<const uint32_t*>(sgen + s * C::kStageBytes + C::kActBytes + C::kWBytes);
 #pragma unroll
-    for (int at = 0; at < 2; ++at) {
-      const int slot = C::kIq2 ? g : lane;
-      const uint4 rv = *reinterpret_cast<const uint4*>(wsg + at * C::kTr.slots * 16 + slot * 16);
-      uint32_t a2[2][4];
-      if constexpr (C::kIq2) {
-        decode_iq2_atom<T>(rv, gtab, stab, t, a2);
-      } else {
-        decode_byte_atom<T, true>(rv, a2);
+    for (int rs = 0; rs < C::kRowSets; ++rs) {
+      const uint8_t* wsg = sgen + s * C::kStageBytes + C::kActBytes + tile_of(rs) * C::kWTileBytes;
+#pragma unroll
+      for (int at = 0; at < 2; ++at) {
+        const int slot = C::kIq2 ? g : lane;
+        const uint4 rv = *reinterpret_cast<const uint4*>(wsg + at * C::kTr.slots * 16 + slot * 16);
+        uint32_t a2[2][4];
+        if constexpr (C::kIq2) {
+          decode_iq2_atom<T>(rv, gtab, stab, t, a2);
+        } else {
+          decode_byte_atom<T, true>(rv, a2);
+        }
+#pragma unroll
+        for (int st = 0; st < 2; ++st)
+#pragma unroll
+          for (int j = 0; j < 4; ++j) af[rs][2 * at + st][j] = a2[st][j];
       }
-#pragma unroll
-      for (int st = 0; st < 2; ++st)
-#pragma unroll
-        for (int j = 0; j < 4; ++j) af[2 * at + st][j] = a2[st][j];
     }
     const uint64_t desc = wg::desc_sw128(act_addr(s));
-    // Unit u = (group u / kHalves, token half u % kHalves): its k16 wgmmas into partial set
+    // Unit u = (group u / kUnitsPerGroup, row set, token half): its k16 wgmmas into partial set
     // u & 1 (kOverlap) or the one set, then acc += scale x partial. kOverlap: unit u's
     // promotion runs after unit u+1's wgmmas are issued (wait_group 1); the stage's last unit is
     // drained (wait_group 0), so no wgmma stays in flight across the stage barrier and the next
     // stage's decode (its A fragments would be rewritten while in flight).
-    constexpr int kUnits = C::kGroups * C::kHalves;
-    float sc[C::kGroups][2];
+    constexpr int kUnits = C::kGroups * C::kUnitsPerGroup;
+    float sc[C::kGroups][C::kRowSets][2];
 #pragma unroll
-    for (int j = 0; j < C::kGroups; ++j) group_scales(ssg, kb, j, sc[j]);
+    for (int j = 0; j < C::kGroups; ++j)
+#pragma unroll
+      for (int rs = 0; rs < C::kRowSets; ++rs) group_scales(ssg, kb, j, rs, sc[j][rs]);
+    // Unit u's accumulators: acc[64 (u % kUnitsPerGroup) + i], (row set, half) = (v / kHalves,
+    // v % kHalves) for v = u % kUnitsPerGroup.
     auto issue = [&](float(&pt)[64], int u) {
-      const int j = u / C::kHalves, hh = u % C::kHalves;
+      const int j = u / C::kUnitsPerGroup, v = u % C::kUnitsPerGroup;
+      const int rs = v / C::kHalves, hh = v % C::kHalves;
       wg::fence_acc(pt);
       wg::fence();
 #pragma unroll
       for (int q = 0; q < C::kStepsPerGroup; ++q) {
         const int ks = j * C::kStepsPerGroup + q;
         // Tokens 128 hh.. start 128 rows (16 KB) further into the stage.
-        wg::mma<T, 128>(pt, af[ks], desc + hh * (16384 >> 4) + 2 * ks, q);
+        wg::mma<T, 128>(pt, af[rs][ks], desc + hh * (16384 >> 4) + 2 * ks, q);
       }
       wg::commit();
     };
     auto promote = [&](float(&pt)[64], int u) {
-      const int j = u / C::kHalves, hh = u % C::kHalves;
+      const int j = u / C::kUnitsPerGroup, v = u % C::kUnitsPerGroup;
+      const int rs = v / C::kHalves;
       wg::fence_acc(pt);
-      // pt[4i + 2h + e] = (weight row 16 warp + g + 8h, token 128 hh + 8i + 2t + e).
+      // pt[4i + 2h + e] = (row 16 tile_of(rs) + g + 8h, token 128 hh + 8i + 2t + e).
 #pragma unroll
       for (int i = 0; i < 64; ++i)
-        acc[64 * hh + i] = fmaf(pt[i], sc[j][(i >> 1) & 1], acc[64 * hh + i]);
+        acc[64 * v + i] = fmaf(pt[i], sc[j][rs][(i >> 1) & 1], acc[64 * v + i]);
     };
 #pragma unroll
     for (int u = 0; u < kUnits; ++u) {
@@ -302,29 +326,34 @@ __global__ void __launch_bounds__(256, 1) linear_wgmma_group_kernel(const Linear
   griddep_launch_dependents();
   __syncthreads();  // the pipeline buffers become the output staging tile
 
-  // Accumulator (wgmma D fragment): acc[4j + 2h + e] = (weight row 16 warp + g + 8h, token
-  // 8j + 2t + e). Staged as out dtype [token][row] (kEpPitch-byte rows), then written as rows.
-  // (The same epilogue as linear_wgmma_kernel's.)
+  // Accumulators (wgmma D fragments): acc[64 v + 4j + 2h + e] = (weight row 16 tile_of(rs) + g
+  // + 8h, token 128 hh + 8j + 2t + e) for unit v = (rs, hh). Staged as out dtype [token][row]
+  // (kEpPitch-byte rows), then written as rows (the epilogue of linear_wgmma_kernel).
   float mult = p.out_mult;
   if (p.alpha != nullptr) mult *= *p.alpha;
-  float bias[2] = {0.f, 0.f};
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int64_t n = n0 + warp * 16 + g + 8 * h;
-    if (p.bias != nullptr && n < p.N) bias[h] = load_out_type(p.bias, n, p.out_fp16);
-  }
   uint16_t* ep = reinterpret_cast<uint16_t*>(sgen);
 #pragma unroll
-  for (int j = 0; j < kTok / 8; ++j)
+  for (int v = 0; v < C::kUnitsPerGroup; ++v) {
+    const int rs = v / C::kHalves, hh = v % C::kHalves;
+    const int r0 = tile_of(rs) * 16 + g;
+    float bias[2] = {0.f, 0.f};
 #pragma unroll
-    for (int h = 0; h < 2; ++h)
+    for (int h = 0; h < 2; ++h) {
+      const int64_t n = n0 + r0 + 8 * h;
+      if (p.bias != nullptr && n < p.N) bias[h] = load_out_type(p.bias, n, p.out_fp16);
+    }
 #pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const float v = acc[4 * j + 2 * h + e] * mult + bias[h];
-        const uint16_t bits = p.out_fp16 ? __half_as_ushort(__float2half_rn(v))
-                                         : __bfloat16_as_ushort(__float2bfloat16_rn(v));
-        ep[(8 * j + 2 * t + e) * (C::kEpPitch / 2) + warp * 16 + g + 8 * h] = bits;
-      }
+    for (int j = 0; j < 16; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const float x = acc[64 * v + 4 * j + 2 * h + e] * mult + bias[h];
+          const uint16_t bits = p.out_fp16 ? __half_as_ushort(__float2half_rn(x))
+                                           : __bfloat16_as_ushort(__float2bfloat16_rn(x));
+          ep[(128 * hh + 8 * j + 2 * t + e) * (C::kEpPitch / 2) + r0 + 8 * h] = bits;
+        }
+  }
   __syncthreads();
   const bool vec_ok =
       (p.ldo % 8 == 0) && (reinterpret_cast<uintptr_t>(p.out) % 16 == 0) && n0 + C::kRows <= p.N;
