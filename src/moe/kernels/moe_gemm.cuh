@@ -26,6 +26,7 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <utility>
 
 #include "formats/ggml.h"
 #include "formats/ggml_tables.h"
@@ -328,6 +329,58 @@ __device__ __forceinline__ void combine_rows(const GemmArgs& args, int r0, int r
 
 /// FC1: activation (gated: acc[0] = gate rows, acc[1] = up rows of the same 16 features) into
 /// the intermediate slot rows; FC2: fp32 per-route rows. Rows rb + {g, g+8, 16+g, 24+g}.
+/// One 16-value step J of a warp's 4 weight fragments (32 rows) x kNT 8-column tiles: decode
+/// (kFold: and scale-fold) each fragment, then one MMA per (16-row tile m, column tile n).
+/// s_act: the 128-value sub-chunk's activation fragments, [step][kTN columns][quad] x 8 B.
+template <int J, int kTN, int kNT, bool kFold, int WF, typename OpT>
+__device__ __forceinline__ void warp_fp4_step(const WeightFrag<WF, OpT> (&f)[4], const uint2* s_act,
+                                              const uint64_t* s_grid, int scale_kind, int g, int t,
+                                              float (&acc)[2][kNT][4]) {
+  uint32_t a[2][4];
+  float s[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    uint32_t lo, hi;
+    f[i].template decode<J>(lo, hi, s_grid, t);
+    s[i] = f[i].template scale<J>(scale_kind);
+    if constexpr (kFold) {
+      const uint32_t s2 = OpTraits<OpT>::splat(s[i]);
+      lo = OpTraits<OpT>::mul2(lo, s2);
+      hi = OpTraits<OpT>::mul2(hi, s2);
+    }
+    a[i >> 1][(i & 1)] = lo;
+    a[i >> 1][2 + (i & 1)] = hi;
+  }
+#pragma unroll
+  for (int n = 0; n < kNT; ++n) {
+    const uint2 b = s_act[(J * kTN + n * 8 + g) * 4 + t];
+#pragma unroll
+    for (int m = 0; m < 2; ++m) {
+      if constexpr (kFold) {
+        OpTraits<OpT>::mma_acc(acc[m][n], a[m], b.x, b.y);
+      } else {
+        float d[4];
+        OpTraits<OpT>::mma(d, a[m], b.x, b.y);
+        acc[m][n][0] = fmaf(d[0], s[2 * m], acc[m][n][0]);
+        acc[m][n][1] = fmaf(d[1], s[2 * m], acc[m][n][1]);
+        acc[m][n][2] = fmaf(d[2], s[2 * m + 1], acc[m][n][2]);
+        acc[m][n][3] = fmaf(d[3], s[2 * m + 1], acc[m][n][3]);
+      }
+    }
+  }
+}
+/// The 8 steps of one 128-value sub-chunk (the split-K tile's and the pipeline tile's MMA).
+template <int kTN, int kNT, bool kFold, int WF, typename OpT>
+__device__ __forceinline__ void warp_fp4_subchunk(const WeightFrag<WF, OpT> (&f)[4],
+                                                  const uint2* s_act, const uint64_t* s_grid,
+                                                  int scale_kind, int g, int t,
+                                                  float (&acc)[2][kNT][4]) {
+  [&]<int... J>(std::integer_sequence<int, J...>) {
+    (warp_fp4_step<J, kTN, kNT, kFold>(f, s_act, s_grid, scale_kind, g, t, acc), ...);
+  }
+  (std::make_integer_sequence<int, 8>{});
+}
+
 template <int kNT>
 __device__ __forceinline__ void epilogue(const GemmArgs& args, const float (&acc)[2][kNT][4], int e,
                                          int slot0, int cnt, const int* s_route, int rb, int g,
@@ -606,44 +659,9 @@ __global__ void __launch_bounds__(32 * kWM * kWK, kTN <= 8 ? 4 : 1)
 #pragma unroll
         for (int i = 0; i < 4; ++i) f[i].load(vrow[i], srow[i], kk, t, W.scale_kind);
       }
-#define B12X_MOE_STEP(J)                                               \
-  {                                                                    \
-    uint32_t a[2][4];                                                  \
-    float s[4];                                                        \
-    _Pragma("unroll") for (int i = 0; i < 4; ++i) {                    \
-      uint32_t lo, hi;                                                 \
-      f[i].template decode<J>(lo, hi, s_grid, t);                      \
-      s[i] = f[i].template scale<J>(W.scale_kind);                     \
-      if constexpr (kFold) {                                           \
-        const uint32_t s2 = OpTraits<OpT>::splat(s[i]);                \
-        lo = OpTraits<OpT>::mul2(lo, s2);                              \
-        hi = OpTraits<OpT>::mul2(hi, s2);                              \
-      }                                                                \
-      a[i >> 1][(i & 1)] = lo;                                         \
-      a[i >> 1][2 + (i & 1)] = hi;                                     \
-    }                                                                  \
-    _Pragma("unroll") for (int n = 0; n < C::kNT; ++n) {               \
-      const uint2 b = s_act[((sc * 8 + J) * kTN + n * 8 + g) * 4 + t]; \
-      _Pragma("unroll") for (int m = 0; m < 2; ++m) {                  \
-        if constexpr (kFold) {                                         \
-          OpTraits<OpT>::mma_acc(acc[m][n], a[m], b.x, b.y);           \
-        } else {                                                       \
-          float d[4];                                                  \
-          OpTraits<OpT>::mma(d, a[m], b.x, b.y);                       \
-          acc[m][n][0] = fmaf(d[0], s[2 * m], acc[m][n][0]);           \
-          acc[m][n][1] = fmaf(d[1], s[2 * m], acc[m][n][1]);           \
-          acc[m][n][2] = fmaf(d[2], s[2 * m + 1], acc[m][n][2]);       \
-          acc[m][n][3] = fmaf(d[3], s[2 * m + 1], acc[m][n][3]);       \
-        }                                                              \
-      }                                                                \
-    }                                                                  \
-  }
-      // clang-format off
-      B12X_MOE_STEP(0) B12X_MOE_STEP(1) B12X_MOE_STEP(2) B12X_MOE_STEP(3)
-      B12X_MOE_STEP(4) B12X_MOE_STEP(5) B12X_MOE_STEP(6) B12X_MOE_STEP(7)
-      // clang-format on
-#undef B12X_MOE_STEP
-              if constexpr (kPrefetch) {
+      warp_fp4_subchunk<kTN, C::kNT, kFold>(f, s_act + sc * 8 * kTN * 4, s_grid, W.scale_kind, g, t,
+                                            acc);
+      if constexpr (kPrefetch) {
 #pragma unroll
         for (int i = 0; i < 4; ++i) f[i] = fn[i];
       }
@@ -821,45 +839,7 @@ __global__ void __launch_bounds__(PipeCfg::kThreads, 1) moe_gemm_pipe_kernel(con
       f[i].v = *reinterpret_cast<const uint4*>(st + r * 64 + t * 16);
       f[i].s = *reinterpret_cast<const uint2*>(st + P::kValBytes + r * 8);
     }
-    constexpr int kTN = P::kTN;
-    constexpr int sc = 0;
-#define B12X_PIPE_STEP(J)                                              \
-  {                                                                    \
-    uint32_t a[2][4];                                                  \
-    float s[4];                                                        \
-    _Pragma("unroll") for (int i = 0; i < 4; ++i) {                    \
-      uint32_t lo, hi;                                                 \
-      f[i].template decode<J>(lo, hi, nullptr, t);                     \
-      s[i] = f[i].template scale<J>(W.scale_kind);                     \
-      if constexpr (kFold) {                                           \
-        const uint32_t s2 = OpTraits<OpT>::splat(s[i]);                \
-        lo = OpTraits<OpT>::mul2(lo, s2);                              \
-        hi = OpTraits<OpT>::mul2(hi, s2);                              \
-      }                                                                \
-      a[i >> 1][(i & 1)] = lo;                                         \
-      a[i >> 1][2 + (i & 1)] = hi;                                     \
-    }                                                                  \
-    _Pragma("unroll") for (int n = 0; n < P::kNT; ++n) {               \
-      const uint2 b = s_act[((sc * 8 + J) * kTN + n * 8 + g) * 4 + t]; \
-      _Pragma("unroll") for (int m = 0; m < 2; ++m) {                  \
-        if constexpr (kFold) {                                         \
-          OpTraits<OpT>::mma_acc(acc[m][n], a[m], b.x, b.y);           \
-        } else {                                                       \
-          float d[4];                                                  \
-          OpTraits<OpT>::mma(d, a[m], b.x, b.y);                       \
-          acc[m][n][0] = fmaf(d[0], s[2 * m], acc[m][n][0]);           \
-          acc[m][n][1] = fmaf(d[1], s[2 * m], acc[m][n][1]);           \
-          acc[m][n][2] = fmaf(d[2], s[2 * m + 1], acc[m][n][2]);       \
-          acc[m][n][3] = fmaf(d[3], s[2 * m + 1], acc[m][n][3]);       \
-        }                                                              \
-      }                                                                \
-    }                                                                  \
-  }
-    // clang-format off
-    B12X_PIPE_STEP(0) B12X_PIPE_STEP(1) B12X_PIPE_STEP(2) B12X_PIPE_STEP(3)
-    B12X_PIPE_STEP(4) B12X_PIPE_STEP(5) B12X_PIPE_STEP(6) B12X_PIPE_STEP(7)
-    // clang-format on
-#undef B12X_PIPE_STEP
+    warp_fp4_subchunk<P::kTN, P::kNT, kFold>(f, s_act, nullptr, W.scale_kind, g, t, acc);
   }
   cp_async_wait<0>();
   epilogue<P::kNT>(args, acc, e, slot0, cnt, s_route, rb, g, t);
