@@ -19,6 +19,13 @@ int env_knob(const char* name, int fallback) {
   return v != nullptr && *v != 0 ? std::atoi(v) : fallback;
 }
 
+// FC2 warps per CTA: 8 while the per-warp combine rows fit (<= 32 tokens), else 4.
+// Measurement knob B12X_MOE_FC2_WARPS=4 forces 4 (6 shallow CTAs per SM instead of 3).
+int fc2_warps(int num_tokens) {
+  static const int forced = env_knob("B12X_MOE_FC2_WARPS", 0);
+  return forced == 4 || num_tokens > DecodeCfg::kFc2WideMaxTokens ? 4 : 8;
+}
+
 template <typename OpT, bool kFold, int kSK, int kWM, int kG>
 void launch_fc1(const DecodeArgs& a, Stream stream, bool pdl) {
   auto* k = dev::moe_decode_fc1_kernel<OpT, kFold, kSK, kWM, kG>;
@@ -76,12 +83,14 @@ void launch_gemms(const DecodeArgs& a, Stream stream, bool pdl) {
     launch_fc1<OpT, kFold, kSK, 1, 2>(a, stream, pdl);
   else
     launch_fc1<OpT, kFold, kSK, 1, 1>(a, stream, pdl);
-  if (decode_fc2_deep(a.routes, a.fc2_split, a.w2.rows_pad / DecodeCfg::kFc2Rows, a.sm_count))
-    launch_fc2<OpT, kFold, kSK, 8, true>(a, stream, pdl);
-  else if (a.num_tokens <= DecodeCfg::kFc2WideMaxTokens)
-    launch_fc2<OpT, kFold, kSK, 8, false>(a, stream, pdl);
-  else
+  const bool deep =
+      decode_fc2_deep(a.routes, a.fc2_split, a.w2.rows_pad / DecodeCfg::kFc2Rows, a.sm_count);
+  if (fc2_warps(a.num_tokens) == 4)
     launch_fc2<OpT, kFold, kSK, 4, false>(a, stream, pdl);
+  else if (deep)
+    launch_fc2<OpT, kFold, kSK, 8, true>(a, stream, pdl);
+  else
+    launch_fc2<OpT, kFold, kSK, 8, false>(a, stream, pdl);
 }
 
 }  // namespace
@@ -92,7 +101,8 @@ int decode_fc1_smem_bytes() {
 int decode_fc2_smem_bytes(int num_tokens, int routes, int row_blocks, int sm_count) {
   const bool deep =
       decode_fc2_deep(routes, decode_fc2_split(routes, row_blocks, sm_count), row_blocks, sm_count);
-  return DecodeCfg::fc2_smem(num_tokens <= DecodeCfg::kFc2WideMaxTokens ? 8 : 4, deep, num_tokens);
+  const int warps = fc2_warps(num_tokens);
+  return DecodeCfg::fc2_smem(warps, deep && warps == 8, num_tokens);
 }
 
 int decode_fc1_tile_groups(int routes, int row_blocks, int sm_count) {
