@@ -176,7 +176,8 @@ Plan plan(const Caps& caps) {
     }
     if (p.tiled_wgmma > 0 && wgmma_group) {
       // Probes: B12X_GEMM_WGMMA_GROUP_TOK=256 (256-token CTAs), B12X_GEMM_WGMMA_GROUP_VAR=1
-      // (promotions overlapping the next partial's wgmmas) or 2 (256-row CTAs).
+      // (promotions overlapping the next partial's wgmmas) or 2 (256-row CTAs), + 4 with the
+      // mbarrier pipeline.
       const char* gt = std::getenv("B12X_GEMM_WGMMA_GROUP_TOK");
       if (gt != nullptr && std::atoi(gt) == 256) p.tiled_wgmma = 256;
       const char* gv = std::getenv("B12X_GEMM_WGMMA_GROUP_VAR");
