@@ -19,6 +19,11 @@ int env_knob(const char* name, int fallback) {
   return v != nullptr && *v != 0 ? std::atoi(v) : fallback;
 }
 
+// FC1 CTAs per SM the tile groups are sized for: 3 of 8 warps, 2 of the 12-warp variant.
+constexpr int fc1_ctas_per_sm(int warps) {
+  return warps == DecodeCfg::kFc1Warps ? 3 : 2;
+}
+
 // FC2 warps per CTA: 8 while the per-warp combine rows fit (<= 32 tokens), else 4.
 // Measurement knob B12X_MOE_FC2_WARPS=4 forces 4 (6 shallow CTAs per SM instead of 3).
 int fc2_warps(int num_tokens) {
@@ -26,23 +31,24 @@ int fc2_warps(int num_tokens) {
   return forced == 4 || num_tokens > DecodeCfg::kFc2WideMaxTokens ? 4 : 8;
 }
 
-template <typename OpT, bool kFold, int kSK, int kWM, int kG>
+template <typename OpT, bool kFold, int kSK, int kWM, int kG, int kNW = DecodeCfg::kFc1Warps>
 void launch_fc1(const DecodeArgs& a, Stream stream, bool pdl) {
-  auto* k = dev::moe_decode_fc1_kernel<OpT, kFold, kSK, kWM, kG>;
+  auto* k = dev::moe_decode_fc1_kernel<OpT, kFold, kSK, kWM, kG, kNW>;
+  constexpr int kSmem = DecodeCfg::fc1_smem(kNW);
   // Above 48 KB of dynamic shared memory needs the opt-in (a function attribute, not a stream
   // operation: legal during capture); once per kernel instance.
   static std::once_flag once;
   std::call_once(once, [&] {
-    B12X_CUDA_CHECK(
-        cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, DecodeCfg::kFc1Smem));
-    // Three CTAs (3 x ~67 KB) per SM only with the whole unified L1 given to shared memory.
+    B12X_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+    // Three CTAs (3 x ~69 KB) per SM only with the whole unified L1 given to shared memory.
     B12X_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout,
                                          cudaSharedmemCarveoutMaxShared));
   });
   const int row_blocks = a.w1.rows_pad / (32 * kWM);
   const dim3 grid(static_cast<unsigned>(row_blocks),
-                  static_cast<unsigned>(decode_fc1_tile_groups(a.routes, row_blocks, a.sm_count)));
-  launch_k(k, grid, dim3(DecodeCfg::kFc1Threads), DecodeCfg::kFc1Smem, stream, pdl, a);
+                  static_cast<unsigned>(decode_fc1_tile_groups(a.routes, row_blocks, a.sm_count,
+                                                               fc1_ctas_per_sm(kNW))));
+  launch_k(k, grid, dim3(32 * kNW), kSmem, stream, pdl, a);
   B12X_CUDA_CHECK_LAUNCH();
 }
 
@@ -75,6 +81,8 @@ void launch_gemms(const DecodeArgs& a, Stream stream, bool pdl) {
     launch_fc1<OpT, kFold, kSK, 4, 1>(a, stream, pdl);
   else if (a.fc1_wm == 2)
     launch_fc1<OpT, kFold, kSK, 2, 1>(a, stream, pdl);
+  else if (a.fc1_warps == DecodeCfg::kFc1WideWarps)
+    launch_fc1<OpT, kFold, kSK, 1, 1, DecodeCfg::kFc1WideWarps>(a, stream, pdl);
   else if (a.fc1_groups == 8)
     launch_fc1<OpT, kFold, kSK, 1, 8>(a, stream, pdl);
   else if (a.fc1_groups == 4)
@@ -96,7 +104,7 @@ void launch_gemms(const DecodeArgs& a, Stream stream, bool pdl) {
 }  // namespace
 
 int decode_fc1_smem_bytes() {
-  return DecodeCfg::kFc1Smem;
+  return DecodeCfg::fc1_smem(DecodeCfg::kFc1WideWarps);  // the larger of the two variants
 }
 int decode_fc2_smem_bytes(int num_tokens, int routes, int row_blocks, int sm_count) {
   const bool deep =
@@ -105,12 +113,12 @@ int decode_fc2_smem_bytes(int num_tokens, int routes, int row_blocks, int sm_cou
   return DecodeCfg::fc2_smem(warps, deep && warps == 8, num_tokens);
 }
 
-int decode_fc1_tile_groups(int routes, int row_blocks, int sm_count) {
-  // About one wave of FC1 CTAs (3 per SM): each CTA then walks ~ntiles / groups expert tiles.
+int decode_fc1_tile_groups(int routes, int row_blocks, int sm_count, int ctas_per_sm) {
+  // About one wave of FC1 CTAs: each CTA then walks ~ntiles / groups expert tiles.
   // At M = 1 (routes <= 3 * SMs / row blocks) this is one tile per CTA, as before.
   static const int forced = env_knob("B12X_MOE_FC1_GROUPS", 0);
   if (forced > 0) return std::min(forced, routes);
-  const int slots = 3 * std::max(sm_count, 1);
+  const int slots = ctas_per_sm * std::max(sm_count, 1);
   return std::max(1, std::min(routes, slots / std::max(row_blocks, 1)));
 }
 bool decode_fc2_deep(int routes, int fc2_split, int row_blocks, int sm_count) {
@@ -138,10 +146,20 @@ int decode_fc1_groups(int routes, int row_blocks, int sm_count, int wm) {
   // capped by the expected tiles per CTA (~routes / tile groups): a group without a tile idles.
   static const int forced = env_knob("B12X_MOE_FC1_KG", 0);
   if (wm != 1) return 1;
-  const int per_cta = routes / decode_fc1_tile_groups(routes, row_blocks, sm_count);
+  const int per_cta = routes / decode_fc1_tile_groups(routes, row_blocks, sm_count, 3);
   int g = forced == 2 || forced == 4 || forced == 8 ? forced : 1;
   while (g > 1 && g > per_cta) g /= 2;
   return g;
+}
+
+int decode_fc1_warps(int routes, int row_blocks, int sm_count, int wm, int groups) {
+  // The 12-warp FC1 CTA (2 per SM) where the 8-warp grid would have at most 2 CTAs per SM: the
+  // same CTAs with 1.5x the warps. Measurement knob B12X_MOE_FC1_WIDE=1 (default 0: never).
+  static const int knob = env_knob("B12X_MOE_FC1_WIDE", 0);
+  const int ctas = row_blocks * decode_fc1_tile_groups(routes, row_blocks, sm_count, 3);
+  return knob == 1 && wm == 1 && groups == 1 && ctas <= 2 * std::max(sm_count, 1)
+             ? DecodeCfg::kFc1WideWarps
+             : DecodeCfg::kFc1Warps;
 }
 
 bool decode_q_fold(int num_tokens, int aquant) {
@@ -153,9 +171,11 @@ bool decode_q_fold(int num_tokens, int aquant) {
 void launch_decode_stream(const DecodeArgs& args, bool fp16_operands, Stream stream, bool pdl) {
   DecodeArgs a = args;
   if (a.fc1_wm == 0) a.fc1_wm = decode_fc1_row_warps(a.routes, a.aquant, a.gated != 0);
+  const int fc1_row_blocks = a.w1.rows_pad / (32 * a.fc1_wm);
   if (a.fc1_groups == 0)
-    a.fc1_groups =
-        decode_fc1_groups(a.routes, a.w1.rows_pad / (32 * a.fc1_wm), a.sm_count, a.fc1_wm);
+    a.fc1_groups = decode_fc1_groups(a.routes, fc1_row_blocks, a.sm_count, a.fc1_wm);
+  if (a.fc1_warps == 0)
+    a.fc1_warps = decode_fc1_warps(a.routes, fc1_row_blocks, a.sm_count, a.fc1_wm, a.fc1_groups);
   static const int q_early = env_knob("B12X_MOE_Q_EARLY", 0);
   a.q_early = q_early ? 1 : 0;
   a.q_fold = decode_q_fold(a.num_tokens, a.aquant) ? 1 : 0;

@@ -122,6 +122,8 @@ struct DecodeArgs {
   int fc1_wm = 0;
   // FC1 warp groups per CTA (0: auto, decode_fc1_groups; 1, 2, 4 or 8 with one row warp).
   int fc1_groups = 0;
+  // FC1 warps per CTA (0: auto, decode_fc1_warps; 8, or 12 with one row warp and one group).
+  int fc1_warps = 0;
   int q_early = 0;
   // [Q] folded into FC1 (quantised modes): FC1 stages raw x rows and quantises each ring stage
   // in place (no [Q] launch; chosen by launch_decode_stream, decode_q_fold).
@@ -171,8 +173,11 @@ void launch_decode_stream(const DecodeArgs& args, bool fp16_operands, Stream str
 /// Dynamic shared memory of the decode stream kernels (plan-time checks and tests).
 int decode_fc1_smem_bytes();
 int decode_fc2_smem_bytes(int num_tokens, int routes, int row_blocks, int sm_count);
-/// FC1 grid.y: expert-tile groups (a CTA walks tiles y, y + groups, ...), about one wave.
-int decode_fc1_tile_groups(int routes, int row_blocks, int sm_count);
+/// FC1 grid.y: expert-tile groups (a CTA walks tiles y, y + groups, ...), about one wave of
+/// `ctas_per_sm` CTAs per SM.
+int decode_fc1_tile_groups(int routes, int row_blocks, int sm_count, int ctas_per_sm);
+/// FC1 warps per CTA (8, or 12 where the 8-warp grid leaves the SMs under-occupied).
+int decode_fc1_warps(int routes, int row_blocks, int sm_count, int wm, int groups);
 /// FC2 with the deep ring (one CTA per SM, 5 stages per warp): fc2_split == 1, few routes and
 /// at most 2 row blocks per SM (more would cost extra waves at one CTA per SM).
 inline constexpr int kFc2DeepMaxRoutes = 16;

@@ -46,15 +46,18 @@ struct DecodeCfg {
   static constexpr int kQuantThreads = 128;  // [Q]: 8 values per thread
   // FC1: 8 warps = kWM along rows (32 rows each) x 8 / kWM along K, a 2-stage ring per warp
   // that runs on across the CTA's expert tiles; split-K partials and the activated rows of a
-  // finished tile go to their own areas (red, ys) so the ring never drains. 62 KB: 3 CTAs
-  // (24 warps, ~80 KB of weights in flight) per SM.
+  // finished tile go to their own areas (red, ys) so the ring never drains. 64 KB: 3 CTAs
+  // (24 warps, ~80 KB of weights in flight) per SM. The wide variant (12 K warps, 94 KB, 2 CTAs
+  // per SM) fills the SMs where a launch has only ~2 CTAs per SM of 8 warps (few row blocks x
+  // few tiles with a long K: DeepSeek-TP4 at M = 1 has 256 CTAs with 7 sub-chunks per warp).
   static constexpr int kFc1Warps = 8, kFc1Threads = 32 * kFc1Warps, kFc1Stages = 2;
+  static constexpr int kFc1WideWarps = 12;
   static constexpr int kFc1Stage = 32 * 64 + 32 * 8 + kActBytes;
-  static constexpr int kFc1Ring = kFc1Warps * kFc1Stages * kFc1Stage;
-  static constexpr int kFc1Red = kFc1Warps * 8 * 32 * 4;  // [warp][8 acc][lane] fp32
+  static constexpr int fc1_ring(int warps) { return warps * kFc1Stages * kFc1Stage; }
+  static constexpr int fc1_red(int warps) { return warps * 8 * 32 * 4; }  // [warp][8][lane] fp32
   // [group][token][features] fp32: kG groups x kWM row warps x 32 rows <= 256 rows per CTA.
   static constexpr int kFc1Ys = kTileTokens * 8 * 32 * 4;
-  static constexpr int kFc1Smem = kFc1Ring + kFc1Red + kFc1Ys;
+  static constexpr int fc1_smem(int warps) { return fc1_ring(warps) + fc1_red(warps) + kFc1Ys; }
   // FC2: 16 output rows per CTA; kW warps (8 while the per-warp combine rows fit, else 4) take
   // every kW-th expert tile. The deep variant (5 stages, one CTA per SM) serves launches with at
   // most one CTA per SM anyway (<= 16 routes): each warp's whole K stream is then in flight.
@@ -71,10 +74,11 @@ struct DecodeCfg {
   static constexpr int fc2_smem(int warps, bool deep, int tokens) {
     return fc2_ring(warps, deep) + warps * tokens * kFc2Rows * 4;
   }
-  // Static shared memory of the kernels (routing arrays) is below 5 KB.
-  static_assert(kFc1Smem + 5120 <= 101376, "SM12x: at most 99 KB of shared memory per block");
   static_assert(kFc1Stage % 16 == 0 && kFc2Stage % 16 == 0, "16-byte cp.async destinations");
 };
+// Static shared memory of the kernels (routing arrays) is below 5 KB.
+static_assert(DecodeCfg::fc1_smem(DecodeCfg::kFc1WideWarps) + 5120 <= 101376,
+              "SM12x: at most 99 KB of shared memory per block");
 static_assert(DecodeCfg::fc2_smem(8, false, DecodeCfg::kFc2WideMaxTokens) + 5120 <= 101376,
               "SM12x: at most 99 KB of shared memory per block");
 static_assert(DecodeCfg::fc2_smem(8, true, 16) + 5120 <= 101376,
@@ -431,9 +435,9 @@ __global__ void __launch_bounds__(DecodeCfg::kQuantThreads)
 // CTA's tiles round robin, each synchronised by its own named barrier (one warp: __syncwarp):
 // fewer K warps per tile and no CTA-wide barrier at tile ends, for launches with many tiles per
 // CTA (the tile-end barriers were the top stall of FC1 at M = 8).
-template <int kThreads>
+template <int kThreads, int kCta>
 __device__ __forceinline__ void group_sync(int id) {
-  if constexpr (kThreads == DecodeCfg::kFc1Threads)
+  if constexpr (kThreads == kCta)
     __syncthreads();
   else if constexpr (kThreads == 32)
     __syncwarp();
@@ -441,15 +445,16 @@ __device__ __forceinline__ void group_sync(int id) {
     asm volatile("bar.sync %0, %1;" ::"r"(id), "n"(kThreads) : "memory");
 }
 
-template <typename OpT, bool kFold, int kSK, int kWM, int kG>
-__global__ void __launch_bounds__(DecodeCfg::kFc1Threads, kFold ? 3 : 2)
+template <typename OpT, bool kFold, int kSK, int kWM, int kG, int kNW = DecodeCfg::kFc1Warps>
+__global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold ? 3 : 2) : 2)
     moe_decode_fc1_kernel(const DecodeArgs a) {
   using C = DecodeCfg;
   using St = WarpStage<32>;
   constexpr int kT = C::kTileTokens;
-  constexpr int kS = C::kFc1Stages, kWK = C::kFc1Warps / (kWM * kG), kRows = 32 * kWM;
-  constexpr int kGT = 32 * kWM * kWK;  // threads per group
-  static_assert(kWK >= 1 && kWK * kWM * kG == C::kFc1Warps, "warps = groups x rows x K");
+  constexpr int kS = C::kFc1Stages, kWK = kNW / (kWM * kG), kRows = 32 * kWM;
+  constexpr int kGT = 32 * kWM * kWK, kCta = 32 * kNW;  // threads per group / CTA
+  constexpr int kRing = C::fc1_ring(kNW), kRed = C::fc1_red(kNW);
+  static_assert(kWK >= 1 && kWK * kWM * kG == kNW, "warps = groups x rows x K");
   extern __shared__ __align__(16) uint8_t smem[];
   __shared__ RouteSmem rs;
   const int* s_sr = rs.sr;
@@ -475,7 +480,7 @@ __global__ void __launch_bounds__(DecodeCfg::kFc1Threads, kFold ? 3 : 2)
   if (a.fc2_split > 1 && blockIdx.x == 0 && blockIdx.y == 0) {
     // FC2's split counters: read by FC2 only after it waited for this grid. The previous call's
     // FC2 is complete: A16 waited above, otherwise [Q] waited before FC1 could launch.
-    for (int i = tid; i < a.w2.rows_pad / C::kFc2Rows; i += C::kFc1Threads) a.counters[i] = 0;
+    for (int i = tid; i < a.w2.rows_pad / C::kFc2Rows; i += kCta) a.counters[i] = 0;
   }
   const int R0 = blockIdx.x * kRows;
   const int F0 = a.gated ? R0 / 2 : R0;
@@ -498,10 +503,9 @@ __global__ void __launch_bounds__(DecodeCfg::kFc1Threads, kFold ? 3 : 2)
   uint8_t* ring = smem + warp * kS * C::kFc1Stage;
   constexpr int kYs = 32 * kWM;  // features per token row of ys (gated: 16 * kWM used)
   // Group areas: red [wk * kWM + wm][m * 4 + i][lane], ys [token][kYs].
-  float* red = reinterpret_cast<float*>(smem + C::kFc1Ring) + grp * (kWK * kWM * 8 * 32);
-  float* ys = reinterpret_cast<float*>(smem + C::kFc1Ring + C::kFc1Red) + grp * (kT * kYs);
-  static_assert(C::kFc1Red == kG * kWK * kWM * 8 * 32 * 4 && C::kFc1Ys >= kG * kT * kYs * 4,
-                "areas");
+  float* red = reinterpret_cast<float*>(smem + kRing) + grp * (kWK * kWM * 8 * 32);
+  float* ys = reinterpret_cast<float*>(smem + kRing + kRed) + grp * (kT * kYs);
+  static_assert(kRed == kG * kWK * kWM * 8 * 32 * 4 && C::kFc1Ys >= kG * kT * kYs * 4, "areas");
 
   // Chunk (it, kc) of this warp: group tile it, sub-chunk wk + kWK * kc. The loads run kS
   // chunks ahead of the math; (ni_t, ni_k) is the next chunk to load (no divisions per chunk).
@@ -551,7 +555,7 @@ __global__ void __launch_bounds__(DecodeCfg::kFc1Threads, kFold ? 3 : 2)
     cp_async_commit();
   }
 
-  if (a.fc2_prefetch && warp == C::kFc1Warps - 1) {
+  if (a.fc2_prefetch && warp == kNW - 1) {
     // FC2 weights into L2 while FC1 runs (FC2 cannot be resident yet): the gridDim.x row-block
     // CTAs of each of this CTA's tiles take 1/gridDim.x of the tile expert's FC2 values and
     // scales, a slice per lane, issued after this CTA's own first loads.
@@ -606,7 +610,7 @@ __global__ void __launch_bounds__(DecodeCfg::kFc1Threads, kFold ? 3 : 2)
         red[((wk * kWM + wm) * 8 + m * 4 + i) * 32 + lane] = acc[m][i];
         acc[m][i] = 0.f;
       }
-    group_sync<kGT>(1 + grp);  // partials complete; the previous tile's ys readers are done
+    group_sync<kGT, kCta>(1 + grp);  // partials complete; the previous tile's ys readers are done
     {
       // Item q: (wm, [m,] i, lane) of the accumulator fragments; gated items pair m = 0 / 1.
       const int per_wm = a.gated ? 128 : 256;
@@ -642,7 +646,7 @@ __global__ void __launch_bounds__(DecodeCfg::kFc1Threads, kFold ? 3 : 2)
         }
       }
     }
-    group_sync<kGT>(1 + grp);  // ys complete; red may be overwritten by the next tile
+    group_sync<kGT, kCta>(1 + grp);  // ys complete; red may be overwritten by the next tile
     // ---- FC2 operand rows: 4 consecutive features of one token per thread ------------------
     // Quantised modes quantise here, once per (route, block), instead of in every FC2 CTA: the
     // CTA owns whole blocks (16 * kWM features gated, 32 * kWM ReLU2; I % 32 == 0).
