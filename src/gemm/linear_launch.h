@@ -16,7 +16,11 @@ bool decode_kernel_available(WFmt f, bool fp16, int nt);
 /// Dynamic shared memory budget of the decode kernel's activation staging. With the weight rings
 /// (at most 48 KB) and the static part (at most ~15 KB) it stays under SM12x's 99 KB; at M <= 8
 /// the staging is a few KB, so four CTAs share an SM90 SM.
-inline constexpr int64_t kDecodeStageBudget = 32 * 1024;
+/// A deeper ring (B12X_DECODE_STAGES probe) takes its shared memory out of the staging budget.
+inline constexpr int64_t kDecodeStageBudget =
+    4 * kDecodeStages * 4096 + 32 * 1024 + 15 * 1024 <= 101376
+        ? 32 * 1024
+        : 101376 - 15 * 1024 - 4 * kDecodeStages * 4096;
 /// grid = (ceil(n16/4), split, ceil(M / (8*nt))); p.cluster_split > 1 launches grid.y as one
 /// thread-block cluster. p.stage_rows / p.stage_slices size the activation staging.
 void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stream stream);

@@ -172,7 +172,12 @@ B12X_HD void frag_coord_k32(int g, int t, int j, int e, int* row, int* k) {
 
 /// Weight-streaming kernel: slices of weight values per warp ring (cp.async), bytes of one
 /// warp-slice (one contiguous run of the packed layout), and the ring of its four warps.
-inline constexpr int kDecodeStages = 2;
+// B12X_DECODE_STAGES: build-time probe of the ring depth (tools: gpu-results snippets); the ring,
+// the staging budget and 15 KB of static tables must fit SM12x's 99 KB (linear_decode.cu).
+#ifndef B12X_DECODE_STAGES
+#define B12X_DECODE_STAGES 2
+#endif
+inline constexpr int kDecodeStages = B12X_DECODE_STAGES;
 B12X_HD constexpr int decode_chunk_bytes(WFmt f) {
   return wtraits(f).slice_atoms / atoms_per_vector(f) * wtraits(f).slots * 16;
 }
