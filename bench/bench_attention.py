@@ -9,7 +9,8 @@ B12X_ATTN_BENCH_CASES (optional) replaces the case list: ';'-separated entries
 'd:B:ctx:kv[:tile[:splits[:HQxHKVxDxPAGE]]]' (decode, default 32x8x128x64; tile '' = default) or
 'e:B:new:prefix:kv[:tile]' (extend), e.g. 'd:8:8192:fp8;d:8:8192:fp8:hcvt;d:1:8192:bf16::32'.
 A tile field holding '=' sets environment knobs around plan() instead, ','-separated, e.g.
-'e:8:2048:0:bf16:B12X_ATTN_GRID=tiles,B12X_ATTN_RESCALE_SLACK=0'.
+'e:8:2048:0:bf16:B12X_ATTN_GRID=tiles,B12X_ATTN_RESCALE_SLACK=0'. B12X_ATTN_BENCH_TIMELINE=1
+prints each decode row's kernel timeline (one graph replay of 6 calls).
 SDPA peers are measured on rows without a tile or split override.
 """
 
@@ -141,6 +142,10 @@ def bench_decode(rows, bw, B, L, hq, hkv, D, page, kv_name, tile=None, splits=No
     binds = [pl.bind(scratch, q[r], k_cache, v_cache, out, tables[r], seq, cu, k_descale=kd,
                      v_descale=kd, return_lse=False, num_splits=splits) for r in range(n_rot)]
     us = time_graph_us(lambda i: binds[i].launch(), n_rot)
+    if os.environ.get("B12X_ATTN_BENCH_TIMELINE", "0") != "0":
+        # kernel start / end of one replay of 6 calls (bench_moe's CUPTI timeline)
+        from bench_moe import timeline
+        timeline(lambda i: binds[i % n_rot].launch(), 6)
     flops = 2.0 * B * hq * L * 2 * D
     row = dict(op="decode", kv=kv_name, B=B, ctx=L, hq=hq, hkv=hkv, d=D, page=page,
                us=us, kv_gbs=kv_bytes / us / 1e3, pct_read_bw=100.0 * kv_bytes / us / 1e3 / bw,

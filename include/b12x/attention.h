@@ -78,6 +78,10 @@ struct PagedPlan {
   /// exceeds it by more than this many base-2 units: P then stays below 2^slack, exact in
   /// fp32 accumulation (B12X_ATTN_RESCALE_SLACK; 0 = rescale on every increase).
   float rescale_slack = 8.f;
+  /// Decode/verify CTAs prefetch their first K/V tiles into L2 before waiting for the previous
+  /// kernel (programmatic dependent launch), from metadata read through L2 that may still be
+  /// stale: only prefetch addresses depend on it (B12X_ATTN_PREFETCH=1|0).
+  bool prefetch = false;
   int64_t partial_rows = 0;  ///< (split, token) rows of partials the scratch holds
   int64_t off_tiles = 0, off_partial_o = 0, off_partial_lse = 0, off_lse = 0;
   /// Decode/verify splits are merged by the main kernel (the last CTA of each row tile and KV

@@ -265,6 +265,8 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   plan.heads_inner = grid_env != nullptr ? std::string(grid_env) == "heads" : true;
   const char* slack_env = std::getenv("B12X_ATTN_RESCALE_SLACK");
   if (slack_env != nullptr) plan.rescale_slack = std::max(0.f, std::strtof(slack_env, nullptr));
+  const char* pf_env = std::getenv("B12X_ATTN_PREFETCH");
+  if (pf_env != nullptr) plan.prefetch = std::string(pf_env) == "1";
 
   const int64_t max_ctx = int64_t(caps.max_page_table_width) * caps.page_size;
   int limit = caps.max_splits > 0 ? caps.max_splits : (caps.mode == Mode::kExtend ? 1 : kMaxSplits);
@@ -528,8 +530,11 @@ void run_paged(const PagedBinding& b, Stream stream) {
   if (b.num_row_tiles <= 0) return;
   auto* s = reinterpret_cast<cudaStream_t>(stream);
   // PDL (SM90+): each kernel may launch while its predecessor drains; all three wait for it
-  // (griddepcontrol.wait) before their first global read.
+  // (griddepcontrol.wait) before they read anything it may write (before the wait, the merge
+  // kernel reads the metadata, which its predecessor only reads, and a prefetching main kernel
+  // reads metadata only to form prefetch addresses).
   const bool pdl = plan.arch >= 90 && plan.use_pdl;
+  p.prefetch = plan.prefetch && pdl ? 1 : 0;  // only useful while waiting for the previous grid
   if (p.tiles_per_req == 0) {
     detail::launch_paged_schedule(p, s, pdl);
     B12X_CUDA_CHECK_LAUNCH();

@@ -45,6 +45,8 @@ struct PagedParams {
   int32_t tile_kv;      // KV tile (BN)
   int32_t heads_inner;  // 1: blockIdx.x = row tile * num_kv_heads + KV head (grid y = 1)
   float scale_log2;     // softmax scale * log2(e)
+  int32_t prefetch;     // 1: decode/verify CTAs prefetch their first K/V rows into L2 before the
+                        // PDL wait (B12X_ATTN_PREFETCH)
   float rescale_slack;  // the running max moves only when a tile's max exceeds it by more
                         // (base-2 units; 0 = every increase)
 };

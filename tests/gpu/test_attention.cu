@@ -430,6 +430,17 @@ struct Dims {
 constexpr Dims kDims[] = {{128, 128}, {64, 64}, {256, 256}, {192, 192}, {192, 128}};
 constexpr int kRatios[] = {1, 4, 8, 16, 3, 6, 2, 5};
 
+// Verify: 32 q heads over hkv KV heads, three requests of q_len rows on prefixes 0 / 61 / 700.
+Spec verify_spec(int hkv, int q_len) {
+  Spec v;
+  v.mode = att::Mode::kVerify;
+  v.hq = 32;
+  v.hkv = hkv;
+  v.qlens.assign(3, q_len);
+  v.prefix = {0, 61, 700};
+  return v;
+}
+
 // Ragged decode lengths: 1, page +- 1, a non-multiple, one long enough to split.
 std::vector<int> decode_prefix(int page) {
   return {0, page - 1, page, 3 * page + 5, 1700};
@@ -674,13 +685,7 @@ TEST(AttentionGpuExtend, WideTile) {
         ++i;
         run_case(s, std::string("extend tile=") + tile);
       }
-    Spec v;
-    v.mode = att::Mode::kVerify;
-    v.hq = 32;
-    v.hkv = 4;
-    v.qlens.assign(3, 6);
-    v.prefix = {0, 61, 700};
-    run_case(v, std::string("verify (extend tile) tile=") + tile);
+    run_case(verify_spec(4, 6), std::string("verify (extend tile) tile=") + tile);
     unsetenv("B12X_ATTN_EXTEND_TILE");
   }
 }
@@ -745,9 +750,13 @@ TEST(AttentionGpuDecode, HighPageIdsBeyond2GiB) {
 }
 
 // Capture run() once, replay 100 times with new lengths and page tables written in place.
+// Decode also with B12X_ATTN_PREFETCH=1 (first K/V tiles prefetched before the PDL wait from
+// metadata read early): replays must still match eager runs and the reference.
 TEST(AttentionGpuGraph, ReplayWithChangingMetadataMatchesEager) {
   B12X_REQUIRE_GPU();
-  for (att::Mode mode : {att::Mode::kDecode, att::Mode::kExtend}) {
+  for (int run = 0; run < 3; ++run) {
+    const att::Mode mode = run == 1 ? att::Mode::kExtend : att::Mode::kDecode;
+    if (run == 2) setenv("B12X_ATTN_PREFETCH", "1", 1);
     Spec s;
     s.mode = mode;
     s.hq = 8;
@@ -817,11 +826,35 @@ TEST(AttentionGpuGraph, ReplayWithChangingMetadataMatchesEager) {
       }
       (void)replay_lse;
     }
-    EXPECT_EQ(mismatches, 0) << att::mode_name(mode) << ": replays differing from eager";
+    EXPECT_EQ(mismatches, 0) << att::mode_name(mode) << " prefetch=" << (run == 2)
+                             << ": replays differing from eager";
     cudaGraphExecDestroy(exec);
     cudaGraphDestroy(graph);
     cudaStreamDestroy(st);
+    unsetenv("B12X_ATTN_PREFETCH");
   }
+}
+
+// B12X_ATTN_PREFETCH=1: decode (BF16 and FP8 tiles, automatic and forced splits, window, sinks)
+// and verify on the decode tile, against the reference.
+TEST(AttentionGpuDecode, PrefetchBeforeWait) {
+  B12X_REQUIRE_GPU();
+  setenv("B12X_ATTN_PREFETCH", "1", 1);
+  for (int i = 0; i < 4; ++i) {
+    Spec s;
+    s.hq = 32;
+    s.hkv = 8;
+    s.kv = i % 2 == 1 ? DType::kFP8E4M3 : DType::kBF16;
+    s.prefix = {4000, 63, 1, 2500, 700};
+    s.qlens.assign(5, 1);
+    s.num_splits = i == 2 ? 7 : 0;
+    s.max_splits = i == 2 ? 7 : 0;
+    s.window = i == 3 ? 300 : -1;
+    s.sinks = i >= 2;
+    run_case(s, "decode prefetch");
+  }
+  run_case(verify_spec(8, 2), "verify prefetch");
+  unsetenv("B12X_ATTN_PREFETCH");
 }
 
 TEST(AttentionGpuBind, RejectsBadInputs) {

@@ -437,6 +437,48 @@ __device__ __forceinline__ void merge_row_warp(const PagedParams& p, int tok, in
         wsum > 0.f ? mm + log2f(wsum) : -INFINITY;
 }
 
+/// Decode/verify, before the PDL wait: the CTA's first kStages - 1 tiles of K/V rows (and their
+/// page-table entries) are prefetched into L2, so that after the wait the prologue's dependent
+/// reads hit L2. The metadata are read through L2 (ld.cg: nothing stale stays in L1 for the
+/// loads after the wait) and may be stale (the previous grid may still be writing them): only
+/// prefetch addresses depend on them, every index is bounded like the main path's.
+template <typename Cfg>
+__device__ __forceinline__ void prefetch_first_tiles(const PagedParams& p, int tile_x, int kvh,
+                                                     int split) {
+  if (p.tiles_per_req <= 0) return;
+  const int b = tile_x / p.tiles_per_req;
+  if (b >= p.batch) return;
+  const int q0 = __ldcg(p.cu_q + b);
+  if (q0 < 0 || q0 >= p.total_q) return;
+  const int qlen = min(__ldcg(p.cu_q + b + 1) - q0, p.total_q - q0);
+  const int lk = min(__ldcg(p.seqlens + b), p.max_kv);
+  const int tile = tile_x - b * p.tiles_per_req;
+  if (qlen <= 0 || lk <= 0 || tile * p.tile_rows >= qlen * p.group) return;
+  const KvRange r = kv_range(p, tile, qlen, lk);
+  if (split >= r.ns) return;
+  const int begin = r.lo + split * r.chunk;
+  const int end = min(min(r.hi, begin + r.chunk), begin + (Cfg::kStages - 1) * Cfg::kBN);
+  const int32_t* table = p.page_table + (int64_t)b * p.pt_stride;
+  const uint32_t max_page = static_cast<uint32_t>(p.num_pages - 1);
+  for (int pos = begin + static_cast<int>(threadIdx.x); pos < end; pos += Cfg::kThreads) {
+    const uint32_t page =
+        min(static_cast<uint32_t>(__ldcg(table + (pos >> p.page_shift))), max_page);
+    const int64_t in_page = pos & ((1 << p.page_shift) - 1);
+    const uint8_t* k =
+        static_cast<const uint8_t*>(p.k) +
+        ((int64_t)page * p.k_sp + in_page * p.k_st + (int64_t)kvh * p.k_sh) * Cfg::kKvBytes;
+    const uint8_t* v =
+        static_cast<const uint8_t*>(p.v) +
+        ((int64_t)page * p.v_sp + in_page * p.v_st + (int64_t)kvh * p.v_sh) * Cfg::kKvBytes;
+#pragma unroll
+    for (int off = 0; off < Cfg::kDqk * Cfg::kKvBytes; off += 128)
+      asm volatile("prefetch.global.L2 [%0];\n" ::"l"(k + off));
+#pragma unroll
+    for (int off = 0; off < Cfg::kDv * Cfg::kKvBytes; off += 128)
+      asm volatile("prefetch.global.L2 [%0];\n" ::"l"(v + off));
+  }
+}
+
 // ---------------------------------------------------------------- main kernel ----------------
 template <typename T, typename Cfg>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
@@ -459,14 +501,15 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   // fp16-MMA tiles: the power-of-two exponent each Q row was scaled by (see the Q staging).
   __shared__ int s_qexp[Cfg::kF16Mma ? kBM : 1];
 
-  wait_prior_grid();
-  allow_next_grid();
-  Work w;
   int tile_x = blockIdx.x, kvh = blockIdx.y;
   if (p.heads_inner) {
     tile_x = blockIdx.x / p.num_kv_heads;
     kvh = blockIdx.x - tile_x * p.num_kv_heads;
   }
+  if (p.prefetch) prefetch_first_tiles<Cfg>(p, tile_x, kvh, blockIdx.z);
+  wait_prior_grid();
+  allow_next_grid();
+  Work w;
   if (!find_work(p, tile_x, w)) return;
   const int split = blockIdx.z;
   const KvRange range = kv_range(p, w.tile, w.qlen, w.lk);
