@@ -80,13 +80,15 @@ constexpr int64_t kDecodeMaxM = 32;
 /// ahead from M = 64 (MXFP8 at N = 4096: from M = 128) with the one-group-in-flight schedule
 /// since removed, which the drained one trails by 2-20%: hence M >= 128.
 constexpr int64_t kWgmmaMinM = 128;
-/// FP8 on the wgmma kernel: the promotion schedule (lin::WgmmaCfg::kF8Sub). 0 = per 128 K (one
-/// block-FP8 scale group per promotion, as DeepGEMM / cuBLASLt), 15% (per-tensor) to 45% (block)
-/// faster than per 32 K (round 9). The FP8 wgmma accumulator keeps 13 fraction bits, so the GPU
-/// test checks this path against a derived accumulation-error bound (fp8_wgmma_bound in
-/// tests/gpu/test_gemm.cu) rather than the generic tolerance, which per 128 K missed by up to 2.2x
-/// on ~5 elements in 10^5 (round 8). B12X_GEMM_WGMMA_VAR=1|2 (per 64 / 32 K) remain as probes.
-constexpr int kWgmmaF8Var = 0;
+/// FP8 on the wgmma kernel: the schedule (lin::WgmmaCfg). 3 = promotion per 128 K (one block-FP8
+/// scale group per promotion, as DeepGEMM / cuBLASLt) on the mbarrier pipeline: per-tensor FP8
+/// 712 / 748 -> 725 / 766 TFLOP/s at M = 2048 (4096x4096 / 2048x7168, round 12); the 128-K
+/// promotion itself is 15% (per-tensor) to 45% (block) faster than per 32 K (round 9). The FP8
+/// wgmma accumulator keeps 13 fraction bits, so the GPU test checks this path against a derived
+/// accumulation-error bound (fp8_wgmma_bound in tests/gpu/test_gemm.cu) rather than the generic
+/// tolerance, which per 128 K missed by up to 2.2x on ~5 elements in 10^5 (round 8).
+/// B12X_GEMM_WGMMA_VAR=0 (CTA-barrier pipeline) and 1 / 2 (per 64 / 32 K) remain as probes.
+constexpr int kWgmmaF8Var = 3;
 
 /// The most K slices whose staged activations (`rows` token rows) fit the decode kernel's
 /// shared-memory budget (at least one: a slice of 16 rows is at most 16 KB).
@@ -155,10 +157,17 @@ Plan plan(const Caps& caps) {
   // B12X_GEMM_WGMMA=0 keeps the mma.sync kernel, 1 forces wgmma for any tiled run. Read per plan
   // (tests scope it).
   // The GGML formats (fp32 group scales) run on their own wgmma kernel (per-group partials
-  // promoted in fp32), opt-in with B12X_GEMM_WGMMA_GROUP=1 until verified on the H200.
+  // promoted in fp32) when its 128 x 128 tiles alone give >= 0.7 x SMs CTAs (round 12, M = 256:
+  // 1.5-1.7x the mma.sync kernel at 96 / 224 CTAs, 0.8-0.9x at 32 / 64 CTAs, where that kernel's
+  // split-K clusters fill the GPU). B12X_GEMM_WGMMA_GROUP=0 keeps them on the mma.sync kernel,
+  // 1 takes the group kernel whenever the wgmma kernel is chosen.
   const char* ge = std::getenv("B12X_GEMM_WGMMA_GROUP");
+  const int group_env = ge != nullptr ? std::atoi(ge) : -1;
+  const int64_t m_grp = caps.expected_m > 0 ? caps.expected_m : M;
+  const int64_t grp_row_ctas = (geo.NP + 127) / 128;
   const bool wgmma_group =
-      lin::wgmma_group_kernel_available(wf, fp16) && ge != nullptr && std::atoi(ge) == 1;
+      lin::wgmma_group_kernel_available(wf, fp16) && group_env != 0 &&
+      (group_env == 1 || grp_row_ctas * ((m_grp + 127) / 128) * 10 >= 7 * dev.sm_count);
   if (p.regime != Regime::kDecode && dev.cc_major == 9 && dev.cc_minor == 0 &&
       (lin::wgmma_kernel_available(wf, fp16, 128) || wgmma_group)) {
     const int64_t m_eff = caps.expected_m > 0 ? caps.expected_m : M;
@@ -170,16 +179,27 @@ Plan plan(const Caps& caps) {
     // default).
     const bool f8 = wf == WFmt::kFp8 || wf == WFmt::kFp8Block;
     p.tiled_wgmma_var = f8 ? kWgmmaF8Var : 0;
+    // MXFP8: 256-token CTAs (one per SM) on the mbarrier pipeline (variant 1) when they still
+    // give ~0.9 x SMs CTAs: round 12, M = 2048, 4096x4096 / 2048x7168: 376 / 344 -> 419 / 379
+    // TFLOP/s (half the weight decode and copy work per MAC). B12X_GEMM_WGMMA_TOK / _VAR override.
+    if (wf == WFmt::kFp8Mx && tok > 0 && forced < 0 &&
+        (geo.NP + 127) / 128 * ((m_eff + 255) / 256) * 10 >= 9 * dev.sm_count) {
+      p.tiled_wgmma = 256;
+      p.tiled_wgmma_var = 1;
+    }
     if (const char* v = std::getenv("B12X_GEMM_WGMMA_VAR"); v != nullptr && tok > 0) {
       const int want = std::atoi(v);
-      if (lin::wgmma_kernel_available(wf, fp16, tok, want)) p.tiled_wgmma_var = want;
+      if (lin::wgmma_kernel_available(wf, fp16, p.tiled_wgmma, want)) p.tiled_wgmma_var = want;
     }
     if (p.tiled_wgmma > 0 && wgmma_group) {
-      // Probes: B12X_GEMM_WGMMA_GROUP_TOK=256 (256-token CTAs), B12X_GEMM_WGMMA_GROUP_VAR=1
-      // (promotions overlapping the next partial's wgmmas) or 2 (256-row CTAs), + 4 with the
-      // mbarrier pipeline.
+      // 256-token CTAs when they still give ~0.9 x SMs CTAs (round 12, M = 2048: 1.2-1.3x the
+      // 128-token ones, half the decode work per MAC). Probes: B12X_GEMM_WGMMA_GROUP_TOK=128|256,
+      // B12X_GEMM_WGMMA_GROUP_VAR=1 (promotions overlapping the next partial's wgmmas) or 2
+      // (256-row CTAs), + 4 with the mbarrier pipeline.
+      p.tiled_wgmma = grp_row_ctas * ((m_grp + 255) / 256) * 10 >= 9 * dev.sm_count ? 256 : 128;
       const char* gt = std::getenv("B12X_GEMM_WGMMA_GROUP_TOK");
-      if (gt != nullptr && std::atoi(gt) == 256) p.tiled_wgmma = 256;
+      if (gt != nullptr && (std::atoi(gt) == 128 || std::atoi(gt) == 256))
+        p.tiled_wgmma = std::atoi(gt);
       const char* gv = std::getenv("B12X_GEMM_WGMMA_GROUP_VAR");
       p.tiled_wgmma_var = 0;
       if (gv != nullptr &&
@@ -187,7 +207,7 @@ Plan plan(const Caps& caps) {
         p.tiled_wgmma_var = std::atoi(gv);
       lin::prepare_linear_wgmma_group(wf, fp16, p.tiled_wgmma, p.tiled_wgmma_var);
     } else if (p.tiled_wgmma > 0) {
-      // Probe: B12X_GEMM_WGMMA_TOK=192|256 (wider token tiles where the kernel has them).
+      // Probe: B12X_GEMM_WGMMA_TOK=128|192|256 (the token tile where the kernel has it).
       if (const char* t = std::getenv("B12X_GEMM_WGMMA_TOK"); t != nullptr) {
         const int want = std::atoi(t);
         if (lin::wgmma_kernel_available(wf, fp16, want, p.tiled_wgmma_var)) p.tiled_wgmma = want;

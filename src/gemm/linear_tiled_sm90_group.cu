@@ -16,15 +16,16 @@ struct GroupPick {
   int smem = 0;
 };
 
-template <WFmt F, class T, int kTok, int kRowSets, bool kOverlap, bool kMbar>
+template <WFmt F, class T, int kTok, int kRowSets, bool kOverlap, bool kMbar, int kUnitN = 128>
 GroupPick group_pick() {
-  return {&linear_wgmma_group_kernel<F, T, kTok, kRowSets, kOverlap, kMbar>,
-          WgmmaGroupCfg<F, T, kTok, kRowSets, kOverlap, kMbar>::kSmemBytes};
+  return {&linear_wgmma_group_kernel<F, T, kTok, kRowSets, kOverlap, kMbar, kUnitN>,
+          WgmmaGroupCfg<F, T, kTok, kRowSets, kOverlap, kMbar, kUnitN>::kSmemBytes};
 }
 
 template <WFmt F, class T, bool kMbar>
 GroupPick pick_tile(int tok, int var) {
   if (tok == 256 && var == 0) return group_pick<F, T, 256, 1, false, kMbar>();
+  if (tok == 256 && var == 1) return group_pick<F, T, 256, 1, true, kMbar, 64>();
   if (tok == 128 && var == 0) return group_pick<F, T, 128, 1, false, kMbar>();
   if (tok == 128 && var == 1) return group_pick<F, T, 128, 1, true, kMbar>();
   if (tok == 128 && var == 2) return group_pick<F, T, 128, 2, false, kMbar>();
@@ -37,8 +38,9 @@ GroupPick pick_cfg(int tok, int var) {
 }
 
 /// var: 0 = each partial's wgmmas drained before its promotion, 1 = promotion overlapping the
-/// next partial's wgmmas (two partial sets, 128 tokens), 2 = 256-row CTAs (two 64-row sets per
-/// warpgroup, 128 tokens); + 4: the mbarrier pipeline instead of a CTA barrier per stage.
+/// next partial's wgmmas (two partial sets; at 256 tokens in 64-token units), 2 = 256-row CTAs (two
+/// 64-row sets per warpgroup, 128 tokens); + 4: the mbarrier pipeline instead of a CTA barrier per
+/// stage.
 GroupPick pick(WFmt f, bool fp16, int tok, int var) {
   switch (f) {
     case WFmt::kQ8_0:

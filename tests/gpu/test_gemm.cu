@@ -728,13 +728,17 @@ TEST(GemmGpu, TiledWgmmaGgmlFormats) {
   B12X_REQUIRE_GPU();
   // Token tails (M off 128: 1, 2, 3, 16 token tiles), row tails (N off 128 and off 8), K off the
   // 64-K stage (Q8_0) and over several IQ2 super-blocks, BF16 and FP16 activations and outputs.
+  // 128- and 256-token CTAs (the plan picks 256 where they fill the GPU, not at these N).
   ScopedEnv eg("B12X_GEMM_WGMMA_GROUP", "1");
-  for (LinearFormat f : {LinearFormat::kQ8_0, LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs}) {
-    const bool q8 = f == LinearFormat::kQ8_0;
-    run_wgmma_group_case({f, 128, 136, 768, DType::kBF16, DType::kBF16, true});
-    run_wgmma_group_case({f, 200, 200, q8 ? 1312 : 1280, DType::kBF16, DType::kFP16, false});
-    run_wgmma_group_case({f, 2000, 264, 1024, DType::kBF16, DType::kBF16, true});
-    run_wgmma_group_case({f, 300, 72, 512, DType::kFP16, DType::kFP16, true});
+  for (const char* tok : {"128", "256"}) {
+    ScopedEnv et("B12X_GEMM_WGMMA_GROUP_TOK", tok);
+    for (LinearFormat f : {LinearFormat::kQ8_0, LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs}) {
+      const bool q8 = f == LinearFormat::kQ8_0;
+      run_wgmma_group_case({f, 128, 136, 768, DType::kBF16, DType::kBF16, true});
+      run_wgmma_group_case({f, 200, 200, q8 ? 1312 : 1280, DType::kBF16, DType::kFP16, false});
+      run_wgmma_group_case({f, 2000, 264, 1024, DType::kBF16, DType::kBF16, true});
+      run_wgmma_group_case({f, 300, 72, 512, DType::kFP16, DType::kFP16, true});
+    }
   }
   // Forced below 128 tokens (one partial token tile).
   ScopedEnv e("B12X_GEMM_WGMMA", "1");

@@ -39,20 +39,51 @@ B12X_HD constexpr bool wgmma_group_format_ok(WFmt f) {
   return f == WFmt::kQ8_0 || f == WFmt::kIq2Xxs || f == WFmt::kIq2Xs;
 }
 
+/// m64n64k16 wgmma (A from registers, B from a shared-memory descriptor; scale_d = 0 starts the
+/// 32 accumulators from zero): the 64-token partial units of the overlapped 256-token schedule.
+/// (linear_tiled_sm90.cuh's wrappers are m64n128 only.)
+template <class T>
+__device__ __forceinline__ void wgmma_m64n64k16(float (&d)[32], const uint32_t (&a)[4],
+                                                uint64_t desc, int scale_d) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define B12X_WGMMA_N64(TY)                                                                         \
+  asm volatile(                                                                                    \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"                                                 \
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY                                      \
+      " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, "    \
+      "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "                         \
+      "{%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"                                                \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),        \
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),    \
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), \
+        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), \
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])                                         \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d))
+  if constexpr (T::kFp16) {
+    B12X_WGMMA_N64("f16");
+  } else {
+    B12X_WGMMA_N64("bf16");
+  }
+#undef B12X_WGMMA_N64
+#endif
+}
+
 template <WFmt F, class T, int kTokens, int kRowSetsPerWg = 1, bool kOverlapped = false,
-          bool kMbarrier = false>
+          bool kMbarrier = false, int kUnitTokens = 128>
 struct WgmmaGroupCfg {
   /// 64-row sets per warpgroup: 1, or 2 (each warp decodes two 16-row tiles and issues the
   /// wgmmas of both into the same partial in turn: half the activation traffic per MAC).
   static constexpr int kRowSets = kRowSetsPerWg;
   static constexpr int kRows = 128 * kRowSets;  ///< weight rows per CTA (2 warpgroups)
-  /// Tokens per CTA: 128 (one m64n128 wgmma per k16 step) or 256 (two, into the same partial
-  /// in turn: half the decode and copy work per MAC, 128 accumulators per thread).
+  /// Tokens per CTA: 128 or 256 (half the decode and copy work per MAC, 128 accumulators per
+  /// thread).
   static constexpr int kTok = kTokens;
-  static constexpr int kHalves = kTok / 128;
-  /// m64n128 partial units per K group (row set x token half), each promoted into its own 64
-  /// accumulators.
-  static constexpr int kUnitsPerGroup = kHalves * kRowSets;
+  /// Partial units per K group: (row set, token block of kUnitN = 128 or 64 tokens), each an
+  /// m64 x kUnitN wgmma chain promoted into its own kPart accumulators.
+  static constexpr int kUnitN = kUnitTokens;
+  static constexpr int kTokUnits = kTok / kUnitN;
+  static constexpr int kPart = kUnitN / 2;
+  static constexpr int kUnitsPerGroup = kTokUnits * kRowSets;
   /// Two partial sets: a unit's promotion overlaps the next unit's wgmmas within the stage (one
   /// unit per group only: 64 accumulators + 2 x 64 partials).
   static constexpr bool kOverlap = kOverlapped;
@@ -85,11 +116,12 @@ struct WgmmaGroupCfg {
   static constexpr int kPipeBytes = kStages * kStageBytes;
   static constexpr int kSmemBytes =
       (kPipeBytes > kTok * kEpPitch ? kPipeBytes : kTok * kEpPitch) + 1024;  // + alignment
-  static constexpr int kAcc = 64 * kUnitsPerGroup;  // fp32 accumulators per thread
+  static constexpr int kAcc = kPart * kUnitsPerGroup;  // fp32 accumulators per thread
   static_assert(kTok == 128 || kTok == 256, "128- or 256-token CTAs");
+  static_assert(kUnitN == 128 || kUnitN == 64, "m64n128 or m64n64 partial units");
   static_assert(kRowSets == 1 || kRowSets == 2, "one or two 64-row sets per warpgroup");
-  static_assert(kUnitsPerGroup <= 2, "at most 128 accumulators per thread");
-  static_assert(!kOverlap || kUnitsPerGroup == 1, "overlapped promotion: one unit per group");
+  static_assert(kAcc <= 128, "at most 128 accumulators per thread");
+  static_assert(!kOverlap || kAcc + 2 * kPart <= 192, "overlapped promotion: two partial sets");
   static_assert(kStages >= 3, "pipeline depth");
   static_assert(wgmma_group_format_ok(F), "group wgmma kernel: Q8_0, IQ2_XXS, IQ2_XS");
   static_assert(kBK % kGroup == 0 && kGroup % 16 == 0, "whole groups per stage");
@@ -97,10 +129,10 @@ struct WgmmaGroupCfg {
                 "group wgmma kernel exceeds 227 KB");
 };
 
-template <WFmt F, class T, int kTokens, int kRowSets, bool kOverlap, bool kMbar>
+template <WFmt F, class T, int kTokens, int kRowSets, bool kOverlap, bool kMbar, int kUnitN>
 __global__ void __launch_bounds__(256, 1) linear_wgmma_group_kernel(const LinearParams p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using C = WgmmaGroupCfg<F, T, kTokens, kRowSets, kOverlap, kMbar>;
+  using C = WgmmaGroupCfg<F, T, kTokens, kRowSets, kOverlap, kMbar, kUnitN>;
   constexpr int kStages = C::kStages;
   constexpr int kTok = C::kTok;
   constexpr int kAhead = kStages - C::kLag;  // stages in flight ahead of the consumed one
@@ -239,8 +271,8 @@ __global__ void __launch_bounds__(256, 1) linear_wgmma_group_kernel(const Linear
   float acc[C::kAcc];
 #pragma unroll
   for (int i = 0; i < C::kAcc; ++i) acc[i] = 0.f;
-  float part0[64];  // m64n128 partials (128 tokens); two sets when promotions overlap wgmmas
-  float part1[C::kOverlap ? 64 : 1];
+  float part0[C::kPart];  // unit partials; two sets when promotions overlap wgmmas
+  float part1[C::kOverlap ? C::kPart : 1];
 
   // Prologue: stages 0..kAhead-1 (the weights first, then the wait for the activations).
 #pragma unroll
@@ -330,29 +362,34 @@ __global__ void __launch_bounds__(256, 1) linear_wgmma_group_kernel(const Linear
     for (int j = 0; j < C::kGroups; ++j)
 #pragma unroll
       for (int rs = 0; rs < C::kRowSets; ++rs) group_scales(ssg, kb, j, rs, sc[j][rs]);
-    // Unit u's accumulators: acc[64 (u % kUnitsPerGroup) + i], (row set, half) = (v / kHalves,
-    // v % kHalves) for v = u % kUnitsPerGroup.
-    auto issue = [&](float(&pt)[64], int u) {
+    // Unit u's accumulators: acc[kPart v + i] for v = u % kUnitsPerGroup = (row set v /
+    // kTokUnits, token block v % kTokUnits).
+    auto issue = [&](float(&pt)[C::kPart], int u) {
       const int j = u / C::kUnitsPerGroup, v = u % C::kUnitsPerGroup;
-      const int rs = v / C::kHalves, hh = v % C::kHalves;
+      const int rs = v / C::kTokUnits, tq = v % C::kTokUnits;
       wg::fence_acc(pt);
       wg::fence();
 #pragma unroll
       for (int q = 0; q < C::kStepsPerGroup; ++q) {
         const int ks = j * C::kStepsPerGroup + q;
-        // Tokens 128 hh.. start 128 rows (16 KB) further into the stage.
-        wg::mma<T, 128>(pt, af[rs][ks], desc + hh * (16384 >> 4) + 2 * ks, q);
+        // Token block tq starts kUnitN rows of 128 bytes further into the stage.
+        const uint64_t d = desc + tq * (C::kUnitN * 128 >> 4) + 2 * ks;
+        if constexpr (C::kUnitN == 128) {
+          wg::mma<T, 128>(pt, af[rs][ks], d, q);
+        } else {
+          wgmma_m64n64k16<T>(pt, af[rs][ks], d, q);
+        }
       }
       wg::commit();
     };
-    auto promote = [&](float(&pt)[64], int u) {
+    auto promote = [&](float(&pt)[C::kPart], int u) {
       const int j = u / C::kUnitsPerGroup, v = u % C::kUnitsPerGroup;
-      const int rs = v / C::kHalves;
+      const int rs = v / C::kTokUnits;
       wg::fence_acc(pt);
-      // pt[4i + 2h + e] = (row 16 tile_of(rs) + g + 8h, token 128 hh + 8i + 2t + e).
+      // pt[4i + 2h + e] = (row 16 tile_of(rs) + g + 8h, token kUnitN tq + 8i + 2t + e).
 #pragma unroll
-      for (int i = 0; i < 64; ++i)
-        acc[64 * v + i] = fmaf(pt[i], sc[j][rs][(i >> 1) & 1], acc[64 * v + i]);
+      for (int i = 0; i < C::kPart; ++i)
+        acc[C::kPart * v + i] = fmaf(pt[i], sc[j][rs][(i >> 1) & 1], acc[C::kPart * v + i]);
     };
 #pragma unroll
     for (int u = 0; u < kUnits; ++u) {
@@ -383,15 +420,16 @@ __global__ void __launch_bounds__(256, 1) linear_wgmma_group_kernel(const Linear
   griddep_launch_dependents();
   __syncthreads();  // the pipeline buffers become the output staging tile
 
-  // Accumulators (wgmma D fragments): acc[64 v + 4j + 2h + e] = (weight row 16 tile_of(rs) + g
-  // + 8h, token 128 hh + 8j + 2t + e) for unit v = (rs, hh). Staged as out dtype [token][row]
-  // (kEpPitch-byte rows), then written as rows (the epilogue of linear_wgmma_kernel).
+  // Accumulators (wgmma D fragments): acc[kPart v + 4j + 2h + e] = (weight row 16 tile_of(rs) +
+  // g + 8h, token kUnitN tq + 8j + 2t + e) for unit v = (rs, tq). Staged as out dtype
+  // [token][row] (kEpPitch-byte rows), then written as rows (the epilogue of
+  // linear_wgmma_kernel).
   float mult = p.out_mult;
   if (p.alpha != nullptr) mult *= *p.alpha;
   uint16_t* ep = reinterpret_cast<uint16_t*>(sgen);
 #pragma unroll
   for (int v = 0; v < C::kUnitsPerGroup; ++v) {
-    const int rs = v / C::kHalves, hh = v % C::kHalves;
+    const int rs = v / C::kTokUnits, tq = v % C::kTokUnits;
     const int r0 = tile_of(rs) * 16 + g;
     float bias[2] = {0.f, 0.f};
 #pragma unroll
@@ -400,15 +438,15 @@ __global__ void __launch_bounds__(256, 1) linear_wgmma_group_kernel(const Linear
       if (p.bias != nullptr && n < p.N) bias[h] = load_out_type(p.bias, n, p.out_fp16);
     }
 #pragma unroll
-    for (int j = 0; j < 16; ++j)
+    for (int j = 0; j < C::kUnitN / 8; ++j)
 #pragma unroll
       for (int h = 0; h < 2; ++h)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          const float x = acc[64 * v + 4 * j + 2 * h + e] * mult + bias[h];
+          const float x = acc[C::kPart * v + 4 * j + 2 * h + e] * mult + bias[h];
           const uint16_t bits = p.out_fp16 ? __half_as_ushort(__float2half_rn(x))
                                            : __bfloat16_as_ushort(__float2bfloat16_rn(x));
-          ep[(128 * hh + 8 * j + 2 * t + e) * (C::kEpPitch / 2) + r0 + 8 * h] = bits;
+          ep[(C::kUnitN * tq + 8 * j + 2 * t + e) * (C::kEpPitch / 2) + r0 + 8 * h] = bits;
         }
   }
   __syncthreads();
