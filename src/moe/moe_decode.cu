@@ -162,12 +162,6 @@ int decode_fc1_warps(int routes, int row_blocks, int sm_count, int wm, int group
              : DecodeCfg::kFc1Warps;
 }
 
-bool decode_q_fold(int num_tokens, int aquant) {
-  // Measurement knob B12X_MOE_Q_FOLD=N: fold up to N live tokens (0: never).
-  static const int knob = env_knob("B12X_MOE_Q_FOLD", 0);
-  return aquant != num::kANone && num_tokens <= knob;
-}
-
 void launch_decode_stream(const DecodeArgs& args, bool fp16_operands, Stream stream, bool pdl) {
   DecodeArgs a = args;
   if (a.fc1_wm == 0) a.fc1_wm = decode_fc1_row_warps(a.routes, a.aquant, a.gated != 0);
@@ -178,9 +172,6 @@ void launch_decode_stream(const DecodeArgs& args, bool fp16_operands, Stream str
     a.fc1_warps = decode_fc1_warps(a.routes, fc1_row_blocks, a.sm_count, a.fc1_wm, a.fc1_groups);
   static const int q_early = env_knob("B12X_MOE_Q_EARLY", 0);
   a.q_early = q_early ? 1 : 0;
-  a.q_fold = decode_q_fold(a.num_tokens, a.aquant) ? 1 : 0;
-  static const int fc2_prefetch = env_knob("B12X_MOE_FC2_PREFETCH", 0);
-  a.fc2_prefetch = fc2_prefetch > 0 && a.num_tokens <= fc2_prefetch ? 1 : 0;
   B12X_ASSERT(a.routes >= 1 && a.routes <= kMaxInlineRoutes && a.num_tokens >= 1 &&
                   a.num_tokens <= DecodeCfg::kMaxTokens,
               "decode stream: routes=", a.routes, " num_tokens=", a.num_tokens,
@@ -188,7 +179,7 @@ void launch_decode_stream(const DecodeArgs& args, bool fp16_operands, Stream str
   B12X_ASSERT(a.w1.rows_pad % 64 == 0 && a.w2.rows_pad % DecodeCfg::kFc2Rows == 0,
               "decode stream: prepared rows ", a.w1.rows_pad, "/", a.w2.rows_pad,
               " are not multiples of the CTA tiles");
-  if (a.aquant != num::kANone && !a.q_fold) {
+  if (a.aquant != num::kANone) {
     const dim3 gq(static_cast<unsigned>(a.routes),
                   static_cast<unsigned>((a.w1.K + 8 * DecodeCfg::kQuantThreads - 1) /
                                         (8 * DecodeCfg::kQuantThreads)));

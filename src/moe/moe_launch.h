@@ -125,11 +125,6 @@ struct DecodeArgs {
   // FC1 warps per CTA (0: auto, decode_fc1_warps; 8, or 12 with one row warp and one group).
   int fc1_warps = 0;
   int q_early = 0;
-  // [Q] folded into FC1 (quantised modes): FC1 stages raw x rows and quantises each ring stage
-  // in place (no [Q] launch; chosen by launch_decode_stream, decode_q_fold).
-  int q_fold = 0;
-  // FC1 asks L2 for FC2's weights of its tiles (measurement knob B12X_MOE_FC2_PREFETCH).
-  int fc2_prefetch = 0;
   int sm_count = 0;  // sizes FC1's tile groups (decode_fc1_tile_groups)
 };
 /// B12X_MOE_FC2_SPLIT (measurement knob): 1..4 forces the FC2 split, else 0.
@@ -164,8 +159,6 @@ inline int decode_fc2_split(int64_t routes, int64_t row_blocks, int sm_count) {
 }
 /// FC1 warp groups per CTA (1, 2, 4, 8; > 1 only with fc1_wm == 1) of the decode stream.
 int decode_fc1_groups(int routes, int row_blocks, int sm_count, int wm);
-/// Whether the decode stream folds the [Q] step into FC1 for `num_tokens` live tokens.
-bool decode_q_fold(int num_tokens, int aquant);
 /// FC1 row warps per CTA (1, 2 or 4) of the decode stream for `routes` live routes.
 int decode_fc1_row_warps(int routes, int aquant, bool gated);
 /// Launches the decode stream (fp16_operands: FP16 MMA for fp16 A16 inputs).

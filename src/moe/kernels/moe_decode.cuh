@@ -173,21 +173,6 @@ __device__ __forceinline__ int decode_route(const DecodeArgs& a, RouteSmem& rs) 
   return ntiles;
 }
 
-/// Asks L2 for part `i` of `parts` 16-byte-aligned slices of [p, p + bytes) (bulk prefetch: one
-/// instruction per slice, nothing waits for it). sm_90+; a no-op below.
-__device__ __forceinline__ void prefetch_l2_part(const uint8_t* p, int64_t bytes, int parts,
-                                                 int i) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  const int64_t chunk = ((bytes + parts - 1) / parts + 15) & ~static_cast<int64_t>(15);
-  const int64_t b = static_cast<int64_t>(i) * chunk;
-  const int64_t n = (b < bytes ? (chunk < bytes - b ? chunk : bytes - b) : 0) & ~15;
-  if (n > 0)
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p + b),
-                 "r"(static_cast<uint32_t>(n))
-                 : "memory");
-#endif
-}
-
 /// One warp's cp.async ring stage: kRows weight rows x 128 K values (64 B each), their block
 /// scales (8 B per row; E8M0 rows use the low 4 B) and the activation fragments of up to
 /// kTileTokens tokens in [step][token][quad] x 8 B order (moe_gemm.cuh's s_act layout).
@@ -339,56 +324,6 @@ __device__ __forceinline__ float group_amax(float m, int lanes) {
   return m;
 }
 
-/// Unpacks 8 activation values (one 16-byte load of BF16 or FP16 bits) and returns their amax.
-__device__ __forceinline__ float unpack_x8(uint4 w, bool fp16, float (&v)[8]) {
-  const uint32_t ws[4] = {w.x, w.y, w.z, w.w};
-  float amax = 0.f;
-#pragma unroll
-  for (int h = 0; h < 4; ++h) {
-    const uint32_t lo = ws[h] & 0xFFFFu, hi = ws[h] >> 16;
-    v[2 * h] = fp16 ? fmt::fp16_bits_to_float(lo) : fmt::bf16_bits_to_float(lo);
-    v[2 * h + 1] = fp16 ? fmt::fp16_bits_to_float(hi) : fmt::bf16_bits_to_float(hi);
-  }
-#pragma unroll
-  for (int i = 0; i < 8; ++i) amax = fmt::amax_update(amax, v[i]);
-  return amax;
-}
-
-/// Quantise-dequantise 8 values into BF16 operand bits. The lanes holding one quantisation block
-/// (2 for NVFP4, 4 for MX) are consecutive; all 32 lanes must call (full-mask shuffles). Same
-/// operations in the same order as the CPU reference (num::quant_operand32).
-__device__ __forceinline__ uint4 quant_x8(const float (&v)[8], float amax, int aquant, float gs) {
-  amax = group_amax(amax, num::quant_block_values(aquant) / 8);
-  const num::QBlock qb = num::quant_block(aquant, amax, gs);
-  uint32_t o[4];
-#pragma unroll
-  for (int h = 0; h < 4; ++h)
-    o[h] = pack_op(num::quant_value(aquant, qb, v[2 * h]),
-                   num::quant_value(aquant, qb, v[2 * h + 1]), false);
-  return make_uint4(o[0], o[1], o[2], o[3]);
-}
-
-/// The [Q] step folded into FC1 (DecodeArgs::q_fold): quantises the staged activation fragments
-/// of one ring stage in place (raw x rows of tokens [0, cnt), staged like A16 operands; `gs` the
-/// tile expert's NVFP4 activation global scale). A 16-value step of one token is one NVFP4 block
-/// (two consecutive steps one MX block): lane l takes 8 values, token (l + 32 c) / 16, K eighth
-/// (l + 32 c) % 16, so a block's lanes are consecutive. Bit for bit what [Q] writes to xq.
-template <int kRows>
-__device__ __forceinline__ void quant_stage_acts(uint8_t* st, int cnt, int aquant, float gs,
-                                                 bool fp16, int lane) {
-  constexpr int kT = DecodeCfg::kTileTokens;
-#pragma unroll
-  for (int c = 0; c < kT / 2; ++c) {
-    if (32 * c >= 16 * cnt) break;  // warp-uniform: no live token in this pass
-    const int idx = lane + 32 * c, kh = idx & 15;
-    uint4* p = reinterpret_cast<uint4*>(st + WarpStage<kRows>::kActOff +
-                                        ((kh >> 1) * kT + (idx >> 4)) * 32 + (kh & 1) * 16);
-    float v[8];
-    const float amax = unpack_x8(*p, fp16, v);
-    *p = quant_x8(v, amax, aquant, gs);
-  }
-}
-
 // ---- [Q] x -> per-route operand rows (quantised-activation modes only) --------------------
 // grid (routes, ceil(H / 1024)), 128 threads x 8 values. The op's first kernel: it waits for the
 // caller's kernels before reading x/ids, then lets FC1 launch (FC1 reads ids before its wait).
@@ -409,16 +344,36 @@ __global__ void __launch_bounds__(DecodeCfg::kQuantThreads)
   if (id < 0 || id >= a.num_experts) return;  // uniform over the CTA: FC1 never reads this row
   const int H = a.w1.K;
   const int k = (blockIdx.y * DecodeCfg::kQuantThreads + threadIdx.x) * 8;
-  float v[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+  float v[8];
   float amax = 0.f;
-  if (k < H)
-    amax = unpack_x8(
-        *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(a.x) +
-                                        static_cast<int64_t>(route / a.topk) * a.x_ld + k),
-        a.x_fp16 != 0, v);
+  if (k < H) {
+    const uint4 w = *reinterpret_cast<const uint4*>(
+        static_cast<const uint16_t*>(a.x) + static_cast<int64_t>(route / a.topk) * a.x_ld + k);
+    const uint32_t ws[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+    for (int h = 0; h < 4; ++h) {
+      const uint32_t lo = ws[h] & 0xFFFFu, hi = ws[h] >> 16;
+      v[2 * h] = a.x_fp16 ? fmt::fp16_bits_to_float(lo) : fmt::bf16_bits_to_float(lo);
+      v[2 * h + 1] = a.x_fp16 ? fmt::fp16_bits_to_float(hi) : fmt::bf16_bits_to_float(hi);
+    }
+#pragma unroll
+    for (int i = 0; i < 8; ++i) amax = fmt::amax_update(amax, v[i]);
+  } else {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) v[i] = 0.f;
+  }
   // H % 32 == 0: the 2 (NVFP4) or 4 (MX) lanes of a block are all inside or all outside H.
-  const uint4 q = quant_x8(v, amax, a.aquant, a.aquant == num::kANvfp4 ? a.a1gs[id] : 1.f);
-  if (k < H) *reinterpret_cast<uint4*>(a.xq + static_cast<int64_t>(route) * H + k) = q;
+  amax = group_amax(amax, num::quant_block_values(a.aquant) / 8);
+  if (k >= H) return;
+  const float gs = a.aquant == num::kANvfp4 ? a.a1gs[id] : 1.f;
+  const num::QBlock qb = num::quant_block(a.aquant, amax, gs);
+  uint32_t o[4];
+#pragma unroll
+  for (int h = 0; h < 4; ++h)
+    o[h] = pack_op(num::quant_value(a.aquant, qb, v[2 * h]),
+                   num::quant_value(a.aquant, qb, v[2 * h + 1]), false);
+  *reinterpret_cast<uint4*>(a.xq + static_cast<int64_t>(route) * H + k) =
+      make_uint4(o[0], o[1], o[2], o[3]);
 }
 
 // ---- [FC1] (32 * kWM rows) x (expert tiles y, y + Y, ...) per CTA -----------------------
@@ -469,10 +424,7 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
   // Quantised modes: the [Q] kernel waited for the caller before letting FC1 launch, so the ids
   // may be read (and the weights streamed) now; only xq needs the wait below. q_early: [Q] let
   // this grid launch before the caller finished, so not even the ids may be read before the wait.
-  // q_fold: no [Q] launch; FC1 stages raw x like A16 and quantises it in the ring (first kernel).
-  // (Quantised modes have BF16 operands: the FP16 instances never fold.)
-  const bool fold = std::is_same_v<OpT, __nv_bfloat16> && a.q_fold != 0 && a.aquant != num::kANone;
-  const bool first = a.aquant == num::kANone || fold;
+  const bool first = a.aquant == num::kANone;
   const bool wait_first = first || a.q_early;
   if (wait_first) pdl_wait();
   pdl_trigger();  // FC2 may launch now and stream its own weights (it waits for us before reading)
@@ -555,21 +507,6 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
     cp_async_commit();
   }
 
-  if (a.fc2_prefetch && warp == kNW - 1) {
-    // FC2 weights into L2 while FC1 runs (FC2 cannot be resident yet): the gridDim.x row-block
-    // CTAs of each of this CTA's tiles take 1/gridDim.x of the tile expert's FC2 values and
-    // scales, a slice per lane, issued after this CTA's own first loads.
-    const detail::WeightView& W2 = a.w2;
-    const int parts = gridDim.x * 32, part = blockIdx.x * 32 + lane;
-    for (int it = 0; it < n_t; ++it) {
-      const int e = s_tiles[y0 + Y * it].x;
-      prefetch_l2_part(W2.values + e * W2.values_expert_stride, W2.rows * W2.values_row_stride,
-                       parts, part);
-      prefetch_l2_part(W2.scales + e * W2.scales_expert_stride, W2.rows * W2.scales_row_stride,
-                       parts, part);
-    }
-  }
-
   float acc[2][4];
 #pragma unroll
   for (int m = 0; m < 2; ++m)
@@ -582,15 +519,10 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
     // Per-expert scalars, loaded now and used in the epilogue (latency off the critical path).
     const float alpha = a.alpha1[e] * kAccScale<OpT, kFold, kSK>;
     const float gs2 = a.aquant == num::kANvfp4 ? a.a2gs[e] : 1.f;
-    const float gs1 = fold && a.aquant == num::kANvfp4 ? a.a1gs[e] : 1.f;
     for (int kc = 0; kc < n_k; ++kc, ++c) {
       cp_async_wait<kS - 1>();
       __syncwarp();
       uint8_t* st = ring + (c % kS) * C::kFc1Stage;
-      if (fold) {
-        quant_stage_acts<32>(st, cnt, a.aquant, gs1, a.x_fp16 != 0, lane);
-        __syncwarp();
-      }
       stage_mma<OpT, kFold, kSK, 2>(st, acc, g, t);
       __syncwarp();  // every lane is done reading the slot before it is refilled
       if (c + kS < n_my) {
