@@ -281,6 +281,10 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
   } while (done == 0);
 }
 
+/// 16-byte cp.async copying `bytes` (16 or 0: zero-fill) of the source.
+__device__ __forceinline__ void cp16n(uint32_t saddr, const void* gmem, uint32_t bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(saddr), "l"(gmem), "r"(bytes));
+}
 __device__ __forceinline__ void cp16(uint32_t saddr, const void* gmem, bool valid) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(saddr), "l"(gmem),
                "r"(valid ? 16 : 0));
@@ -358,33 +362,38 @@ __global__ void __launch_bounds__(256, WgmmaCfg<F, T, kTokens, kVariant>::kMinBl
   constexpr int kWPerThread = (kWChunks + C::kThreads - 1) / C::kThreads;
   static_assert(kWChunks % C::kThreads == 0 || kWChunks < C::kThreads, "weight chunk split");
   static_assert(C::kWTileBytes == C::kBK / 32 / kApv * kTr.slots * 16, "stage run of a tile");
+  // Chunks of tiles past the matrix read the last tile (in bounds) with zero bytes copied, so a
+  // stage's copy is one add and the cp.async (no select).
   const uint8_t* wsrc[kWPerThread];
-  bool wvalid[kWPerThread];
+  uint32_t wbytes[kWPerThread];
 #pragma unroll
   for (int i = 0; i < kWPerThread; ++i) {
     const int ci = tid + i * C::kThreads;
     const int tl = ci / kChunksPerTile, off = (ci % kChunksPerTile) * 16;
-    wvalid[i] = (kWChunks % C::kThreads == 0 || ci < kWChunks) && tile0 + tl < p.n16;
-    wsrc[i] = wvalid[i] ? p.wvals + (tile0 + tl) * tile_stride + off : p.wvals;
+    const bool valid = (kWChunks % C::kThreads == 0 || ci < kWChunks) && tile0 + tl < p.n16;
+    const int64_t tile = valid ? tile0 + tl : p.n16 - 1;
+    wsrc[i] = p.wvals + tile * tile_stride + off;
+    wbytes[i] = valid ? 16u : 0u;
   }
   // Activation rows r0 + 32 i of 16-byte chunk c: the swizzled chunk (c ^ (r & 7)) is the same
-  // for every i; rows at and past M are zero-filled.
+  // for every i; rows at and past M are zero-filled (zero bytes copied from the start of x).
   const int ar0 = tid >> 3, ac = tid & 7;
   constexpr int kElem = C::kF8 ? 1 : 2;  // bytes per activation
   const int64_t ldb = C::kF8 ? p.ldx_bytes : 2 * p.ldx;
   const uint8_t* const xb = static_cast<const uint8_t*>(p.x);
+  const int64_t rows_left = p.M - m0 - ar0;  // rows i with 32 i < rows_left are valid
   const uint8_t* const asrc0 = xb + (m0 + ar0) * ldb + ac * 16;
   const uint32_t adst0 = ar0 * 128 + ((ac ^ (ar0 & 7)) << 4);
-  const int64_t rows_left = p.M - m0 - ar0;  // rows i with 32 i < rows_left are valid
+  // All kTok / 32 rows of this thread valid (every token tile but a tail one).
+  const bool arows_full = rows_left > 32 * (kTok / 32 - 1);
 
   auto load_weights = [&](int s, int kb) {
     const int64_t k0 = static_cast<int64_t>(kb) * C::kBK;
+    const uint32_t koff = static_cast<uint32_t>(kb) * C::kWTileBytes;  // <= 16 KP bytes
 #pragma unroll
     for (int i = 0; i < kWPerThread; ++i) {
       if (kWChunks % C::kThreads == 0 || tid + i * C::kThreads < kWChunks)
-        wg::cp16(w_addr(s) + (tid + i * C::kThreads) * 16,
-                 wvalid[i] ? wsrc[i] + static_cast<int64_t>(kb) * C::kWTileBytes : p.wvals,
-                 wvalid[i]);
+        wg::cp16n(w_addr(s) + (tid + i * C::kThreads) * 16, wsrc[i] + koff, wbytes[i]);
     }
     if constexpr (F == WFmt::kFp8Block) {
       // The CTA's 128 rows lie in one 128-row block (n0 is a multiple of 128).
@@ -406,10 +415,17 @@ __global__ void __launch_bounds__(256, WgmmaCfg<F, T, kTokens, kVariant>::kMinBl
     const bool kvalid = k0 + ac * (16 / kElem) < p.K;
     const uint8_t* src = asrc0 + k0 * kElem;
     const uint32_t dst = act_addr(s) + adst0;
+    if (arows_full && kvalid) {
 #pragma unroll
-    for (int i = 0; i < kTok / 32; ++i) {
-      const bool valid = kvalid && 32 * i < rows_left;
-      wg::cp16(dst + i * 4096, valid ? src + i * 32 * ldb : xb, valid);
+      for (int i = 0; i < kTok / 32; ++i) wg::cp16n(dst + i * 4096, src + i * 32 * ldb, 16u);
+    } else {
+      // A token tail or the K tail (the zero-filled last stage): invalid rows / chunks copy zero
+      // bytes from the start of x.
+#pragma unroll
+      for (int i = 0; i < kTok / 32; ++i) {
+        const bool valid = kvalid && 32 * i < rows_left;
+        wg::cp16n(dst + i * 4096, valid ? src + i * 32 * ldb : xb, valid ? 16u : 0u);
+      }
     }
     if constexpr (F == WFmt::kFp8Block) {
       // Activation scales of the stage's group (zero-filled past M / K, where x is zero too).
