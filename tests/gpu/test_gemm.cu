@@ -410,7 +410,8 @@ struct Runner {
 };
 
 /// Runs one case end to end; returns false (with a gtest failure) on mismatch.
-void run_case(const Case& c, bool graph_replay = false) {
+/// `tiled_wgmma`: where given, receives the plan's wgmma token width (0: not the wgmma kernel).
+void run_case(const Case& c, bool graph_replay = false, int* tiled_wgmma = nullptr) {
   SCOPED_TRACE(name(c));
   const int dev = 0;
   HostWeight hw = make_weight(c.fmt, c.N, c.K);
@@ -439,6 +440,7 @@ void run_case(const Case& c, bool graph_replay = false) {
   } catch (const Error& e) {
     FAIL() << "plan failed: " << e.what();
   }
+  if (tiled_wgmma != nullptr) *tiled_wgmma = plan.tiled_wgmma;
   DeviceBuffer<uint8_t> scratch(std::max<int64_t>(plan.scratch_bytes, 1));
   DeviceBuffer<uint16_t> out(c.M * c.N);
   std::vector<uint16_t> hbias;
@@ -692,10 +694,10 @@ TEST(GemmGpu, TiledWgmmaTokenTiles) {
     for (const auto& c : wgmma_cases(300, 136, 768, false, DType::kFP16)) run_case(c);
     for (const auto& c : wgmma_cases(3000, 264, 512, true, DType::kBF16)) run_case(c);
   }
-  // Wider token tiles (probes: B12X_GEMM_WGMMA_TOK=192 / 256; FP8 has 192 only, BF16 operands
-  // both), on the CTA-barrier and the mbarrier pipeline (VAR 1: BF16 operands, 3: FP8): token
-  // tails in the second / third tile.
-  for (const char* tok : {"192", "256"})
+  // Other token tiles (probes: B12X_GEMM_WGMMA_TOK=64 / 192 / 256; FP8 has 64 and 192, BF16
+  // operands 192 and 256), on the CTA-barrier and the mbarrier pipeline (VAR 1: BF16 operands,
+  // 3: FP8): token tails in a later tile.
+  for (const char* tok : {"64", "192", "256"})
     for (const char* var : {"0", "1", "3"}) {
       ScopedEnv e("B12X_GEMM_WGMMA", "1"), et("B12X_GEMM_WGMMA_TOK", tok),
           ev("B12X_GEMM_WGMMA_VAR", var);
@@ -711,19 +713,10 @@ TEST(GemmGpu, TiledWgmmaTokenTiles) {
 /// The GGML formats on the SM90 group wgmma kernel (opt-in: B12X_GEMM_WGMMA_GROUP=1, compute
 /// capability 9.0 only): the plan must pick it there.
 void run_wgmma_group_case(const Case& c) {
-  SCOPED_TRACE(name(c));
+  int wgmma = 0;
+  run_case(c, false, &wgmma);
   const auto& d = device_info(0);
-  if (d.cc_major == 9 && d.cc_minor == 0) {
-    gemm::Caps caps;
-    caps.format = c.fmt;
-    caps.max_tokens = c.M;
-    caps.in_features = c.K;
-    caps.out_features = c.N;
-    caps.act_dtype = c.act;
-    caps.out_dtype = c.out;
-    EXPECT_GT(gemm::plan(caps).tiled_wgmma, 0) << "group wgmma kernel not chosen";
-  }
-  run_case(c);
+  if (d.cc_major == 9 && d.cc_minor == 0) EXPECT_GT(wgmma, 0) << name(c) << ": not on wgmma";
 }
 
 TEST(GemmGpu, TiledWgmmaGgmlFormats) {
