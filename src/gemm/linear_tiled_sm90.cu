@@ -26,7 +26,7 @@ WgmmaPick pick_var(int var) {
   if constexpr (kF8) {
     if constexpr (kTok == 256) {
       return {};
-    } else if constexpr (kTok == 192) {  // one partial set: the 128-K promotion only
+    } else if constexpr (kTok == 192 || kTok == 64) {  // one partial set: 128-K promotion only
       return var == 3   ? wgmma_pick<F, T, kTok, 3>()
              : var == 0 ? wgmma_pick<F, T, kTok, 0>()
                         : WgmmaPick{};
@@ -37,6 +37,8 @@ WgmmaPick pick_var(int var) {
              : var == 0 ? wgmma_pick<F, T, kTok, 0>()
                         : WgmmaPick{};
     }
+  } else if constexpr (kTok == 64) {
+    return {};
   } else {
     return var == 1   ? wgmma_pick<F, T, kTok, 1>()
            : var == 0 ? wgmma_pick<F, T, kTok, 0>()
@@ -63,11 +65,13 @@ WgmmaPick pick_tok(WFmt f, bool fp16, int var) {
   }
 }
 
-/// tok: 128 (default), 192 / 256 (probes; FP8: 192 with variants 0 / 3). var (WgmmaCfg): FP8 0 =
+/// tok: 128 (default; MXFP8 256 where the grid fills), 64 / 192 (FP8 probes, variants 0 / 3),
+/// 192 / 256 (BF16 operands). var (WgmmaCfg): FP8 0 =
 /// per-128-K promotion, 1 / 2 = per 64 / 32 K, 3 = per 128 K on the
 /// mbarrier pipeline; BF16-operand formats 0 = CTA-barrier pipeline, 1 = mbarrier pipeline.
 WgmmaPick pick(WFmt f, bool fp16, int tok, int var) {
-  return tok == 128   ? pick_tok<128>(f, fp16, var)
+  return tok == 64    ? pick_tok<64>(f, fp16, var)
+         : tok == 128 ? pick_tok<128>(f, fp16, var)
          : tok == 192 ? pick_tok<192>(f, fp16, var)
          : tok == 256 ? pick_tok<256>(f, fp16, var)
                       : WgmmaPick{};

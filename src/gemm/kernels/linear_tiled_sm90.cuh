@@ -87,9 +87,12 @@ struct WgmmaCfg {
   /// Two CTAs per SM: each within half of the SM's 228 KB less 1 KB reserved per block. The
   /// mbarrier pipeline (refill two stages after consumption) takes a fifth stage where it fits.
   static constexpr int kMaxStages2 = (115712 - kStaticBytes - 1024) / kStageBytes;
-  static constexpr int kStages =
-      !kF8 && !kWide ? (kMbar && kMaxStages2 >= 5 ? 5 : 4) : (kMaxStages > 6 ? 6 : kMaxStages);
-  static constexpr int kMinBlocks = !kF8 && !kWide ? 2 : 1;
+  /// FP8 at 64 tokens (probe): 32 + 32 accumulators, so two CTAs per SM as many stages as fit.
+  static constexpr bool kNarrow = kTok < 128;
+  static constexpr int kStages = kNarrow          ? (kMaxStages2 > 6 ? 6 : kMaxStages2)
+                                 : !kF8 && !kWide ? (kMbar && kMaxStages2 >= 5 ? 5 : 4)
+                                                  : (kMaxStages > 6 ? 6 : kMaxStages);
+  static constexpr int kMinBlocks = (!kF8 && !kWide) || kNarrow ? 2 : 1;
   static constexpr int kEpPitch = kRows * 2 + 16;  // bytes per staged output row (token)
   static constexpr int kPipeBytes = kStages * kStageBytes;
   static constexpr int kSmemBytes =
@@ -97,8 +100,9 @@ struct WgmmaCfg {
   static constexpr int kAcc = kTok / 2;  // fp32 accumulators per thread (64 x kTok / 128)
   static_assert(kStages >= 3, "wgmma pipeline needs 3 stages");
   static_assert(kSmemBytes + kStaticBytes <= kSmemLimit, "wgmma kernel exceeds 227 KB");
-  static_assert(kTok == 128 || kTok == 192 || (kTok == 256 && !kF8),
-                "128 / 192-token CTAs (FP8: partials + accumulators), 256 for BF16 operands");
+  static_assert(kTok == 128 || kTok == 192 || ((kTok == 256) != kF8 && (kTok == 256 || kTok == 64)),
+                "128 / 192-token CTAs, 64 for FP8 (two CTAs per SM), 256 for BF16 operands");
+  static_assert(!kNarrow || !kF8Overlap, "two FP8 partial sets only at 128 tokens");
   static_assert(!kWide || !kF8Overlap, "two FP8 partial sets only at 128 tokens");
   static_assert(F == WFmt::kNvfp4 || ((F == WFmt::kMxfp4 || F == WFmt::kFp8Mx) && !T::kFp16) ||
                     (kF8 && !T::kFp16),
@@ -117,21 +121,26 @@ namespace wg {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // The fp32 accumulators of an m64nN wgmma (one warpgroup, NA = N / 2 per thread; N = 128, 192,
 // 256): their PTX operand list and inline-asm constraints, shared by the instruction variants.
-#define B12X_WGMMA_D64_REGS                                                          \
-  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "           \
-  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
-  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
-  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
-#define B12X_WGMMA_D64_OUT(d)                                                                     \
+#define B12X_WGMMA_D32_REGS                                                \
+  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+#define B12X_WGMMA_D32_OUT(d)                                                                     \
   "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
       "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),    \
       "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),  \
       "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]),  \
-      "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),  \
-      "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]),  \
-      "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]),  \
-      "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]),  \
-      "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+#define B12X_WGMMA_D64_REGS                                                              \
+  B12X_WGMMA_D32_REGS                                                                    \
+      ", "                                                                               \
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+#define B12X_WGMMA_D64_OUT(d)                                                                    \
+  B12X_WGMMA_D32_OUT(d), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]),        \
+      "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), \
+      "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), \
+      "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), \
+      "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
 #define B12X_WGMMA_D96_REGS                                                          \
   B12X_WGMMA_D64_REGS                                                                \
   ", "                                                                               \
@@ -177,6 +186,7 @@ namespace wg {
                 "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32.f16.f16", "1, 1, 0")   \
   B12X_WGMMA_RS(wgmma_rs_m64n##N##k32_e4m3, NA, AOPS, PRED,                            \
                 "wgmma.mma_async.sync.aligned.m64n" #N "k32.f32.e4m3.e4m3", "1, 1")
+B12X_WGMMA_RS_TYPES(64, 32, "{%32, %33, %34, %35}, %36", "%37")
 B12X_WGMMA_RS_TYPES(128, 64, "{%64, %65, %66, %67}, %68", "%69")
 B12X_WGMMA_RS_TYPES(192, 96, "{%96, %97, %98, %99}, %100", "%101")
 B12X_WGMMA_RS_TYPES(256, 128, "{%128, %129, %130, %131}, %132", "%133")
@@ -184,6 +194,8 @@ B12X_WGMMA_RS_TYPES(256, 128, "{%128, %129, %130, %131}, %132", "%133")
 #undef B12X_WGMMA_RS
 #undef B12X_WGMMA_D64_OUT
 #undef B12X_WGMMA_D64_REGS
+#undef B12X_WGMMA_D32_OUT
+#undef B12X_WGMMA_D32_REGS
 #undef B12X_WGMMA_D96_OUT
 #undef B12X_WGMMA_D96_REGS
 #undef B12X_WGMMA_D128_OUT
@@ -206,7 +218,7 @@ template <class T, int kN>
 __device__ __forceinline__ void mma(float (&d)[kN / 2], const uint32_t (&a)[4], uint64_t desc,
                                     int scale_d) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  static_assert(kN == 128 || kN == 192 || kN == 256, "wgmma N: 128 / 192 / 256-token CTAs");
+  static_assert(kN == 64 || kN == 128 || kN == 192 || kN == 256, "wgmma N: 64..256-token CTAs");
 #define B12X_WGMMA_PICK(N)                           \
   if constexpr (cuda::std::is_same_v<T, F8Tag>) {    \
     wgmma_rs_m64n##N##k32_e4m3(d, a, desc, scale_d); \
@@ -215,7 +227,9 @@ __device__ __forceinline__ void mma(float (&d)[kN / 2], const uint32_t (&a)[4], 
   } else {                                           \
     wgmma_rs_m64n##N##k16_bf16(d, a, desc, scale_d); \
   }
-  if constexpr (kN == 128) {
+  if constexpr (kN == 64) {
+    B12X_WGMMA_PICK(64)
+  } else if constexpr (kN == 128) {
     B12X_WGMMA_PICK(128)
   } else if constexpr (kN == 192) {
     B12X_WGMMA_PICK(192)
