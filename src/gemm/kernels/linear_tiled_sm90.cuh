@@ -75,8 +75,12 @@ struct WgmmaCfg {
   static constexpr bool kDrain = !kF8Overlap;
   static constexpr int kLag = kDrain && !kMbar ? 1 : 2;
   static constexpr int kStageBytes = (kActBytes + kWBytes + kSBytes + 1023) / 1024 * 1024;
-  static constexpr int kSmemLimit = 232448;          // SM90 opt-in maximum per block
-  static constexpr int kStaticBytes = 512 + 16 * 8;  // NVFP4 splat table, kMbar barriers
+  static constexpr int kSmemLimit = 232448;  // SM90 opt-in maximum per block
+  /// Block FP8: per warp the stage's combined scales, [t][kTok / 4 (+ 4 pad)] floats.
+  static constexpr int kBsPitch = kTok / 4 + 4;
+  static constexpr int kBsFloats = F == WFmt::kFp8Block ? 4 * kBsPitch : 1;
+  /// NVFP4 splat table, kMbar barriers, block-FP8 combined scales.
+  static constexpr int kStaticBytes = 512 + 16 * 8 + kThreads / 32 * kBsFloats * 4;
   static constexpr int kMaxStages = (kSmemLimit - kStaticBytes - 1024) / kStageBytes;
   /// BF16 operands at 128 tokens: 4 stages, so that two CTAs (<= 128 registers per thread) share
   /// an SM and one's epilogue overlaps the other's main loop. FP8 (kTok / 2 partial + kTok / 2
@@ -130,11 +134,11 @@ namespace wg {
       "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),  \
       "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]),  \
       "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-#define B12X_WGMMA_D64_REGS                                                              \
-  B12X_WGMMA_D32_REGS                                                                    \
-      ", "                                                                               \
-      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
-      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+#define B12X_WGMMA_D64_REGS                                                          \
+  B12X_WGMMA_D32_REGS                                                                \
+  ", "                                                                               \
+  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
 #define B12X_WGMMA_D64_OUT(d)                                                                    \
   B12X_WGMMA_D32_OUT(d), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]),        \
       "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), \
@@ -344,6 +348,7 @@ __global__ void __launch_bounds__(256, WgmmaCfg<F, T, kTokens, kVariant>::kMinBl
   if constexpr (F == WFmt::kNvfp4) {
     if (tid < 128) lut[tid] = nvfp4_scale_splat<T>(static_cast<uint8_t>(tid));
   }
+  __shared__ alignas(16) float bscale[C::kThreads / 32][C::kBsFloats];  // block FP8 (promote)
   // kMbar: per slot a "full" barrier (256 copy arrivals) and an "empty" one (8 warp arrivals),
   // outside the dynamic area (which the epilogue reuses).
   __shared__ alignas(8) uint64_t bars[C::kMbar ? 2 * kStages : 1];
@@ -464,17 +469,32 @@ __global__ void __launch_bounds__(256, WgmmaCfg<F, T, kTokens, kVariant>::kMinBl
   // acc += partial of the stage in slot `sl` (times the block scales in its scale area).
   auto promote = [&](float(&pt)[C::kF8 ? C::kAcc : 1], int sl) {
     if constexpr (F == WFmt::kFp8Block) {
+      // The combined scales x_scale[token] * w_scale, computed once per warp (four tokens per
+      // lane) rather than by each lane for its kTok / 4 tokens, stored so that lane (g, t) reads
+      // its tokens 8j + 2t + e as float4 runs of [t][2j + e].
       const float* xs =
           reinterpret_cast<const float*>(sgen + sl * C::kStageBytes + C::kActBytes + C::kWBytes);
       const float ws = xs[kTok];
+      float* const bs = bscale[warp];
+      __syncwarp();  // the previous stage's reads of bs
 #pragma unroll
-      for (int j = 0; j < kTok / 8; ++j) {
-        const float2 x2 = *reinterpret_cast<const float2*>(xs + 8 * j + 2 * t);
-        const float s0 = x2.x * ws, s1 = x2.y * ws;
+      for (int q = lane; q < kTok / 4; q += 32) {
+        const float4 x4 = *reinterpret_cast<const float4*>(xs + 4 * q);
+        float* d = bs + 2 * (q & 1) * C::kBsPitch + 2 * (q >> 1);  // tokens 4q, 4q+1: t = 2(q&1)
+        *reinterpret_cast<float2*>(d) = make_float2(x4.x * ws, x4.y * ws);
+        *reinterpret_cast<float2*>(d + C::kBsPitch) = make_float2(x4.z * ws, x4.w * ws);
+      }
+      __syncwarp();
+      const float* mine = bs + t * C::kBsPitch;
+#pragma unroll
+      for (int jj = 0; jj < kTok / 16; ++jj) {
+        const float4 v = *reinterpret_cast<const float4*>(mine + 4 * jj);
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          acc[4 * j + 2 * h] = fmaf(pt[4 * j + 2 * h], s0, acc[4 * j + 2 * h]);
-          acc[4 * j + 2 * h + 1] = fmaf(pt[4 * j + 2 * h + 1], s1, acc[4 * j + 2 * h + 1]);
+          acc[8 * jj + 2 * h] = fmaf(pt[8 * jj + 2 * h], v.x, acc[8 * jj + 2 * h]);
+          acc[8 * jj + 2 * h + 1] = fmaf(pt[8 * jj + 2 * h + 1], v.y, acc[8 * jj + 2 * h + 1]);
+          acc[8 * jj + 4 + 2 * h] = fmaf(pt[8 * jj + 4 + 2 * h], v.z, acc[8 * jj + 4 + 2 * h]);
+          acc[8 * jj + 5 + 2 * h] = fmaf(pt[8 * jj + 5 + 2 * h], v.w, acc[8 * jj + 5 + 2 * h]);
         }
       }
     } else if constexpr (C::kF8) {
