@@ -141,13 +141,18 @@ int decode_fc1_row_warps(int routes, int aquant, bool gated) {
   return wm;
 }
 
-int decode_fc1_groups(int routes, int row_blocks, int sm_count, int wm) {
-  // Measurement knob B12X_MOE_FC1_KG=1|2|4|8 (warp groups per FC1 CTA, one row warp only),
-  // capped by the expected tiles per CTA (~routes / tile groups): a group without a tile idles.
+int decode_fc1_groups(int routes, int row_blocks, int sm_count, int wm, int k_chunks) {
+  // Two warp groups (4 K warps per tile) where a tile is short (<= 16 sub-chunks: 2 per warp
+  // with 8 K warps) and a CTA walks >= 4 tiles (H200 round 12, Qwen3-30B nvfp4: M = 4 63.3 ->
+  // 59.4 us, M = 8 96.1 -> 89.6; DeepSeek-TP4 / Qwen3.5-TP4 at M = 8 with 56 / 32 sub-chunks
+  // per tile were slower with groups). Capped by the expected tiles per CTA (~routes / tile
+  // groups): a group without a tile idles. Measurement knob B12X_MOE_FC1_KG=1|2|4|8.
   static const int forced = env_knob("B12X_MOE_FC1_KG", 0);
   if (wm != 1) return 1;
   const int per_cta = routes / decode_fc1_tile_groups(routes, row_blocks, sm_count, 3);
-  int g = forced == 2 || forced == 4 || forced == 8 ? forced : 1;
+  int g = forced == 1 || forced == 2 || forced == 4 || forced == 8 ? forced
+          : k_chunks <= 16 && per_cta >= 4                         ? 2
+                                                                   : 1;
   while (g > 1 && g > per_cta) g /= 2;
   return g;
 }
@@ -167,7 +172,8 @@ void launch_decode_stream(const DecodeArgs& args, bool fp16_operands, Stream str
   if (a.fc1_wm == 0) a.fc1_wm = decode_fc1_row_warps(a.routes, a.aquant, a.gated != 0);
   const int fc1_row_blocks = a.w1.rows_pad / (32 * a.fc1_wm);
   if (a.fc1_groups == 0)
-    a.fc1_groups = decode_fc1_groups(a.routes, fc1_row_blocks, a.sm_count, a.fc1_wm);
+    a.fc1_groups =
+        decode_fc1_groups(a.routes, fc1_row_blocks, a.sm_count, a.fc1_wm, a.w1.K_pad / 128);
   if (a.fc1_warps == 0)
     a.fc1_warps = decode_fc1_warps(a.routes, fc1_row_blocks, a.sm_count, a.fc1_wm, a.fc1_groups);
   static const int q_early = env_knob("B12X_MOE_Q_EARLY", 0);

@@ -158,7 +158,7 @@ inline int decode_fc2_split(int64_t routes, int64_t row_blocks, int sm_count) {
   return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(bound, by_grid)));
 }
 /// FC1 warp groups per CTA (1, 2, 4, 8; > 1 only with fc1_wm == 1) of the decode stream.
-int decode_fc1_groups(int routes, int row_blocks, int sm_count, int wm);
+int decode_fc1_groups(int routes, int row_blocks, int sm_count, int wm, int k_chunks);
 /// FC1 row warps per CTA (1, 2 or 4) of the decode stream for `routes` live routes.
 int decode_fc1_row_warps(int routes, int aquant, bool gated);
 /// Launches the decode stream (fp16_operands: FP16 MMA for fp16 A16 inputs).

@@ -27,6 +27,26 @@ B12X_HD float e2m1_value(uint32_t code) {
   return (code & 8u) ? -mag : mag;
 }
 
+/// e2m1_value(float_to_e2m1_canonical(y)) without the generic minifloat encoder (whose
+/// subnormal / normal branches diverge inside a warp and whose inlined code dominated the decode
+/// kernels): round-to-nearest-even on {0, .5, 1, 1.5, 2, 3, 4, 6} as a select chain on |y|, ties
+/// to the even code (0.25 -> 0, 0.75 -> 1, 1.25 -> 1, 1.75 -> 2, 2.5 -> 2, 3.5 -> 4, 5 -> 4),
+/// |y| > 5 (and Inf) -> 6, NaN -> +6, -0 and small negatives -> +0. Same value bit for bit
+/// (tests/gpu/test_moe.cu sweeps it against the encoder).
+B12X_HD float e2m1_round(float y) {
+  const float a = fabsf(y);
+  const float r = a > 5.f      ? 6.f
+                  : a >= 3.5f  ? 4.f
+                  : a > 2.5f   ? 3.f
+                  : a >= 1.75f ? 2.f
+                  : a > 1.25f  ? 1.5f
+                  : a >= 0.75f ? 1.f
+                  : a > 0.25f  ? 0.5f
+                               : 0.f;
+  if (!(a == a)) return 6.f;
+  return y < 0.f && r != 0.f ? -r : r;
+}
+
 /// One activation-quantisation block, decided from its amax: NVFP4 (16 values) keeps the UE4M3
 /// byte, the element multiplier and the decoded scale; MXFP8/MXFP4 (32 values) the E8M0 byte
 /// (and, MXFP4, its decoded scale). Split out of quant_operand32 so kernels that spread one block
@@ -53,10 +73,12 @@ B12X_HD QBlock quant_block(int aq, float amax, float gs) {
   return q;
 }
 /// The operand value of x inside a block decided by quant_block (x itself for kANone).
+/// (nvfp4_encode_value / mxfp4_encode_value followed by e2m1_value, through e2m1_round.)
 B12X_HD float quant_value(int aq, const QBlock& q, float x) {
-  if (aq == kANvfp4) return fmt::mul_rn(e2m1_value(fmt::nvfp4_encode_value(x, q.mult)), q.dsf);
+  if (aq == kANvfp4)
+    return fmt::mul_rn(q.mult == 0.f ? 0.f : e2m1_round(fmt::mul_rn(x, q.mult)), q.dsf);
   if (aq == kAMxfp8) return fmt::mxfp8_decode_value(fmt::mxfp8_encode_value(x, q.s), q.s);
-  if (aq == kAMxfp4) return fmt::mul_rn(e2m1_value(fmt::mxfp4_encode_value(x, q.s)), q.dsf);
+  if (aq == kAMxfp4) return fmt::mul_rn(e2m1_round(fmt::mul_rn(x, fmt::ue8m0_inverse(q.s))), q.dsf);
   return x;
 }
 

@@ -18,6 +18,7 @@
 #include "formats/scalar.h"
 #include "formats/swizzle.h"
 #include "gpu_test_util.h"
+#include "moe/moe_numerics.h"
 
 namespace {
 
@@ -593,6 +594,30 @@ TEST(MoeGpu, DecodeStreamCtasWalkSeveralTiles) {
   }
 }
 
+TEST(MoeGpu, E2m1RoundMatchesTheGenericEncoder) {
+  // Host check (no GPU needed) of the select-chain E2M1 rounding the activation quantisers use
+  // on both sides: every BF16 pattern, a strided sweep of every fp32 exponent and sign, and every
+  // fp32 in +-[2^-7, 16) (all thresholds and their neighbours), bit for bit against the encoder.
+  int64_t bad = 0;
+  auto check = [&](float y) {
+    const float want = moe::num::e2m1_value(fmt::float_to_e2m1_canonical(y));
+    const float got = moe::num::e2m1_round(y);
+    if (fmt::f32_bits(got) != fmt::f32_bits(want) && bad++ < 8)
+      ADD_FAILURE() << "y bits 0x" << std::hex << fmt::f32_bits(y) << ": got " << got
+                    << ", encoder " << want;
+  };
+  for (uint32_t b = 0; b < 0x10000u; ++b) check(fmt::f32_from_bits(b << 16));
+  for (uint32_t sign = 0; sign < 2; ++sign) {
+    for (uint32_t e = 0; e < 256; ++e)
+      for (uint32_t m = 0; m < (1u << 23); m += 1021)
+        check(fmt::f32_from_bits((sign << 31) | (e << 23) | m));
+    for (uint32_t e = 120; e <= 130; ++e)
+      for (uint32_t m = 0; m < (1u << 23); ++m)
+        check(fmt::f32_from_bits((sign << 31) | (e << 23) | m));
+  }
+  EXPECT_EQ(bad, 0);
+}
+
 TEST(MoeGpu, Nvfp4ZeroAndSubnormalBlockScales) {
   B12X_REQUIRE_GPU();
   // Prepared NVFP4 scales are re-encoded (moe_layout.h E5M3) and zero-scale blocks get zero
@@ -796,6 +821,13 @@ TEST(MoeGpuSanitize, SmallDecodeAndGrouped) {
   c.M = 9;
   c.topk = 4;
   c.regime = 1;
+  run_case(c);
+  // Decode FC1 CTAs walking many tiles (I = 3072: 2 tile groups of 192 row blocks, 16 tiles per
+  // CTA): FC1 warp groups, each synchronised by its own named barrier.
+  c.mode = QuantMode::kNvfp4;
+  c.E = 8;
+  c.I = 3072;
+  c.M = 8;
   run_case(c);
 }
 
