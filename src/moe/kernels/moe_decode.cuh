@@ -329,14 +329,16 @@ __device__ __forceinline__ float group_amax(float m, int lanes) {
 // caller's kernels before reading x/ids, then lets FC1 launch (FC1 reads ids before its wait).
 __global__ void __launch_bounds__(DecodeCfg::kQuantThreads)
     moe_decode_quant_kernel(const DecodeArgs a) {
-  // q_early: FC1 may launch (and wait, before reading anything) while this grid still waits for
-  // the caller; FC1's wait for this grid's completion covers the caller transitively.
-  if (a.q_early) {
+  // q_early 1: FC1 may launch (and wait, before reading anything) while this grid still waits
+  // for the caller; FC1's wait for this grid's completion covers the caller transitively.
+  // q_early 2: no trigger, FC1 launches when every CTA here has exited (its 24 warps per SM no
+  // longer compete with this grid's quantisation; FC1 then streams no weights before its wait).
+  if (a.q_early == 1) {
     pdl_trigger();
     pdl_wait();
   } else {
     pdl_wait();
-    pdl_trigger();
+    if (a.q_early == 0) pdl_trigger();
   }
   const int route = blockIdx.x;
   const int64_t id = a.ids64 ? static_cast<const int64_t*>(a.ids)[route]
@@ -425,7 +427,7 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
   // may be read (and the weights streamed) now; only xq needs the wait below. q_early: [Q] let
   // this grid launch before the caller finished, so not even the ids may be read before the wait.
   const bool first = a.aquant == num::kANone;
-  const bool wait_first = first || a.q_early;
+  const bool wait_first = first || a.q_early == 1;
   if (wait_first) pdl_wait();
   pdl_trigger();  // FC2 may launch now and stream its own weights (it waits for us before reading)
   const int ntiles = decode_route(a, rs);
