@@ -487,7 +487,7 @@ void run_case(const Case& c, bool graph_replay = false, int* tiled_wgmma = nullp
     return ref;
   };
   // FP8 on the wgmma kernel: the accumulation-error bound of its promotion interval (plan
-  // variant: 0 and 3 = per 128 K, 1 = 64 K, 2 = 32 K; lin::WgmmaCfg::kF8Sub).
+  // variant: 0, 3 and 4 = per 128 K, 1 = 64 K, 2 = 32 K; lin::WgmmaCfg::kF8Sub).
   const bool f8_wgmma = plan.tiled_wgmma > 0 &&
                         (c.fmt == LinearFormat::kFp8Tensor || c.fmt == LinearFormat::kFp8Block);
   const int f8_chain = plan.tiled_wgmma_var == 2 ? 32 : plan.tiled_wgmma_var == 1 ? 64 : 128;
@@ -677,19 +677,20 @@ TEST(GemmGpu, TiledWgmmaTokenTiles) {
   }
   // The automatic choice at M >= 128 (every tiled format, wgmma where it applies).
   for (const auto& c : all_format_cases(1000, 384, 1024, true, DType::kBF16)) run_case(c);
-  // The FP8 promotion intervals (variant 0 = per 128 K, the default; 1 / 2 = per 64 / 32 K; 3 = per
-  // 128 K on the mbarrier pipeline), each against the accumulation-error bound of its interval
-  // (fp8_wgmma_bound); K with and without a zero-filled tail stage.
-  for (const char* var : {"0", "1", "2", "3"}) {
+  // The FP8 promotion intervals (variant 0 = per 128 K; 1 / 2 = per 64 / 32 K; 3 = per 128 K on the
+  // mbarrier pipeline, the default; 4 = 3 in weight-sharing token-tile pairs), each against the
+  // accumulation-error bound of its interval (fp8_wgmma_bound); K with and without a zero-filled
+  // tail stage.
+  for (const char* var : {"0", "1", "2", "3", "4"}) {
     ScopedEnv e("B12X_GEMM_WGMMA", "1"), ev("B12X_GEMM_WGMMA_VAR", var);
     for (int64_t K : {384, 1536})
       for (const auto& c : wgmma_cases(200, 136, K, true, DType::kBF16))
         if (c.fmt == LinearFormat::kFp8Tensor || c.fmt == LinearFormat::kFp8Block) run_case(c);
   }
-  // The mbarrier pipeline (lin::WgmmaCfg::kMbar: FP8 variant 3, the BF16-operand formats
-  // variant 1; FP8 under "1" runs the 64-K promotion): token / row / K tails, 1 and 24 token
-  // tiles.
-  for (const char* var : {"1", "3"}) {
+  // The mbarrier pipeline (lin::WgmmaCfg::kMbar: FP8 variants 3 / 4, the BF16-operand formats
+  // variant 1; FP8 under "1" runs the 64-K promotion): token / row / K tails, 1 / 3 (4: a pair
+  // padded with an empty tile) and 24 token tiles.
+  for (const char* var : {"1", "3", "4"}) {
     ScopedEnv e("B12X_GEMM_WGMMA", "1"), ev("B12X_GEMM_WGMMA_VAR", var);
     for (const auto& c : wgmma_cases(300, 136, 768, false, DType::kFP16)) run_case(c);
     for (const auto& c : wgmma_cases(3000, 264, 512, true, DType::kBF16)) run_case(c);
