@@ -678,19 +678,19 @@ TEST(GemmGpu, TiledWgmmaTokenTiles) {
   // The automatic choice at M >= 128 (every tiled format, wgmma where it applies).
   for (const auto& c : all_format_cases(1000, 384, 1024, true, DType::kBF16)) run_case(c);
   // The FP8 promotion intervals (variant 0 = per 128 K; 1 / 2 = per 64 / 32 K; 3 = per 128 K on the
-  // mbarrier pipeline, the default; 4 = 3 in weight-sharing token-tile pairs), each against the
+  // mbarrier pipeline, the default), each against the
   // accumulation-error bound of its interval (fp8_wgmma_bound); K with and without a zero-filled
   // tail stage.
-  for (const char* var : {"0", "1", "2", "3", "4"}) {
+  for (const char* var : {"0", "1", "2", "3"}) {
     ScopedEnv e("B12X_GEMM_WGMMA", "1"), ev("B12X_GEMM_WGMMA_VAR", var);
     for (int64_t K : {384, 1536})
       for (const auto& c : wgmma_cases(200, 136, K, true, DType::kBF16))
         if (c.fmt == LinearFormat::kFp8Tensor || c.fmt == LinearFormat::kFp8Block) run_case(c);
   }
-  // The mbarrier pipeline (lin::WgmmaCfg::kMbar: FP8 variants 3 / 4, the BF16-operand formats
-  // variant 1; FP8 under "1" runs the 64-K promotion): token / row / K tails, 1 / 3 (4: a pair
-  // padded with an empty tile) and 24 token tiles.
-  for (const char* var : {"1", "3", "4"}) {
+  // The mbarrier pipeline (lin::WgmmaCfg::kMbar: FP8 variant 3, the BF16-operand formats
+  // variant 1; FP8 under "1" runs the 64-K promotion): token / row / K tails, 1 and 24 token
+  // tiles.
+  for (const char* var : {"1", "3"}) {
     ScopedEnv e("B12X_GEMM_WGMMA", "1"), ev("B12X_GEMM_WGMMA_VAR", var);
     for (const auto& c : wgmma_cases(300, 136, 768, false, DType::kFP16)) run_case(c);
     for (const auto& c : wgmma_cases(3000, 264, 512, true, DType::kBF16)) run_case(c);
@@ -740,6 +740,20 @@ TEST(GemmGpu, TiledWgmmaGgmlFormats) {
   ScopedEnv e("B12X_GEMM_WGMMA", "1");
   for (LinearFormat f : {LinearFormat::kQ8_0, LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs})
     run_wgmma_group_case({f, 40, 136, 512, DType::kBF16, DType::kBF16, true});
+}
+
+// FP8 weight-sharing token-tile pairs (B12X_GEMM_WGMMA_VAR=4, thread-block clusters): disabled
+// until verified on the H200 (run with --gtest_also_run_disabled_tests): K with and without a
+// zero-filled tail stage, 2 / 3 (a pair padded with an empty tile) / 24 token tiles.
+TEST(GemmGpu, DISABLED_TiledWgmmaPairsProbe) {
+  B12X_REQUIRE_GPU();
+  ScopedEnv e("B12X_GEMM_WGMMA", "1"), ev("B12X_GEMM_WGMMA_VAR", "4");
+  for (const auto& c : wgmma_cases(200, 136, 1536, true, DType::kBF16))
+    if (c.fmt == LinearFormat::kFp8Tensor || c.fmt == LinearFormat::kFp8Block) run_case(c);
+  for (const auto& c : wgmma_cases(300, 136, 768, false, DType::kFP16))
+    if (c.fmt == LinearFormat::kFp8Tensor || c.fmt == LinearFormat::kFp8Block) run_case(c);
+  for (const auto& c : wgmma_cases(3000, 264, 384, true, DType::kBF16))
+    if (c.fmt == LinearFormat::kFp8Tensor || c.fmt == LinearFormat::kFp8Block) run_case(c);
 }
 
 TEST(GemmGpu, ThousandsOfTokens) {
