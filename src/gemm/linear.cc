@@ -90,6 +90,11 @@ constexpr int64_t kWgmmaMinM = 128;
 /// B12X_GEMM_WGMMA_VAR=0 (CTA-barrier pipeline) and 1 / 2 (per 64 / 32 K) remain as probes.
 constexpr int kWgmmaF8Var = 3;
 
+/// GGML formats on the SM90 group wgmma kernel: the schedule variant (lin::WgmmaGroupCfg; 0 =
+/// each partial drained before its promotion) per token width (128 / 256).
+constexpr int kWgmmaGroupVar128 = 0;
+constexpr int kWgmmaGroupVar256 = 0;
+
 /// The most K slices whose staged activations (`rows` token rows) fit the decode kernel's
 /// shared-memory budget (at least one: a slice of 16 rows is at most 16 KB).
 int64_t stage_fit_slices(lin::WFmt f, int64_t rows) {
@@ -201,7 +206,7 @@ Plan plan(const Caps& caps) {
       if (gt != nullptr && (std::atoi(gt) == 128 || std::atoi(gt) == 256))
         p.tiled_wgmma = std::atoi(gt);
       const char* gv = std::getenv("B12X_GEMM_WGMMA_GROUP_VAR");
-      p.tiled_wgmma_var = 0;
+      p.tiled_wgmma_var = p.tiled_wgmma == 256 ? kWgmmaGroupVar256 : kWgmmaGroupVar128;
       if (gv != nullptr &&
           lin::wgmma_group_kernel_available(wf, fp16, p.tiled_wgmma, std::atoi(gv)))
         p.tiled_wgmma_var = std::atoi(gv);
