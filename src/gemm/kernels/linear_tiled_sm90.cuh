@@ -370,6 +370,62 @@ __device__ __forceinline__ void cp_wait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(N));
 }
 
+/// The stage ring of the wgmma kernels: kStages shared-memory slots, stage kb + kAhead loaded
+/// into the slot consumed kStages - kAhead stages before it. kMbar: per-slot "full" mbarriers (each
+/// thread's copies arrive when they land: cp.async.mbarrier.arrive.noinc) and "empty" ones (one
+/// arrival per warp, of both CTAs of a pair when kPair), no CTA barrier; slot and phase are
+/// counters. Else one CTA barrier per stage: the copies of stage kb waited for (cp.async groups),
+/// then the refill of the slot every warp finished before the barrier.
+template <int kStages, int kAhead, bool kMbar, bool kPair = false>
+struct StagePipe {
+  uint32_t full0, empty0;  ///< barrier arrays (kMbar), 8 bytes per slot
+  int slot = 0, ph = 0, wslot = kAhead % kStages, wph = kAhead / kStages;
+
+  /// Refills (load(slot, stage) for stage kb + kAhead < num_k), waits until stage kb has landed
+  /// and returns its slot.
+  template <class Load>
+  __device__ __forceinline__ int advance(int kb, int num_k, Load&& load) {
+    const int nk = kb + kAhead;
+    if constexpr (kMbar) {
+      // Refill first: the slot of stage nk - kStages, once every warp released it (its empty
+      // barrier's phase nk / kStages - 1).
+      if (nk < num_k) {
+        if (nk >= kStages) mbar_wait<kPair>(empty0 + 8 * wslot, wph ^ 1);
+        load(wslot, nk);
+        mbar_cp_arrive(full0 + 8 * wslot);
+      }
+      if (++wslot == kStages) wslot = 0, wph ^= 1;
+      mbar_wait(full0 + 8 * slot, ph);
+      // Written through the generic proxy (cp.async; visible through the barrier), read by wgmma
+      // through the async proxy.
+      fence_proxy_async();
+      return slot;
+    } else {
+      cp_wait<kAhead - 1>();
+      fence_proxy_async();  // as above, before the barrier that publishes every thread's copies
+      __syncthreads();
+      if (nk < num_k) load(nk % kStages, nk);  // its slot: stage nk - kStages, drained by all
+      cp_commit();
+      return kb % kStages;
+    }
+  }
+  /// kMbar: this warp is done with the consumed slot (its wgmmas retired, its reads done).
+  __device__ __forceinline__ void release(int lane) {
+    if constexpr (kMbar) {
+      __syncwarp();
+      if (lane == 0) {
+        if constexpr (kPair) {
+          mbar_arrive_cluster(empty0 + 8 * slot, 0);
+          mbar_arrive_cluster(empty0 + 8 * slot, 1);
+        } else {
+          mbar_arrive(empty0 + 8 * slot);
+        }
+      }
+      if (++slot == kStages) slot = 0, ph ^= 1;
+    }
+  }
+};
+
 }  // namespace wg
 
 template <WFmt F, class T, int kTokens, int kVariant>
@@ -610,44 +666,12 @@ __global__ void __launch_bounds__(256, WgmmaCfg<F, T, kTokens, kVariant>::kMinBl
 #pragma unroll
       for (int j = 0; j < 4; ++j) asm volatile("" ::"r"(held[i][j]));
   };
-  // kMbar: slot and phase parity of the consumed stage and of the refilled one (counters, not
-  // modulo).
-  int slot = 0, ph = 0, wslot = kAhead % kStages, wph = kAhead / kStages;
+  wg::StagePipe<kStages, kAhead, C::kMbar, C::kPair> pipe{full0, empty0};
   auto step = [&](int kb) {
-    int s;
-    if constexpr (C::kMbar) {
-      // Refill first: the slot of stage kb-kLag (= nk - kStages), once all eight warps retired
-      // its wgmmas (its empty barrier's phase nk / kStages - 1).
-      const int nk = kb + kAhead;
-      if (nk < num_k) {
-        if (nk >= kStages) wg::mbar_wait<C::kPair>(empty0 + 8 * wslot, wph ^ 1);
-        load_weights(wslot, nk);
-        load_acts(wslot, nk);
-        wg::mbar_cp_arrive(full0 + 8 * wslot);
-      }
-      if (++wslot == kStages) wslot = 0, wph ^= 1;
-      s = slot;
-      wg::mbar_wait(full0 + 8 * s, ph);
-      // Written through the generic proxy (cp.async, made visible by the barrier); wgmma reads
-      // through the async proxy.
-      wg::fence_proxy_async();
-    } else {
-      wg::cp_wait<kAhead - 1>();
-      // The stage was written through the generic proxy (cp.async); wgmma reads it through the
-      // async proxy.
-      wg::fence_proxy_async();
-      __syncthreads();
-      {
-        // Its slot held stage kb-kLag, whose wgmmas every warpgroup waited for before the barrier.
-        const int nk = kb + kAhead;
-        if (nk < num_k) {
-          load_weights(nk % kStages, nk);
-          load_acts(nk % kStages, nk);
-        }
-        wg::cp_commit();
-      }
-      s = kb % kStages;
-    }
+    const int s = pipe.advance(kb, num_k, [&](int sl, int k) {
+      load_weights(sl, k);
+      load_acts(sl, k);
+    });
     // This warp's 16-row tile: A fragments of the stage's four k16 steps.
     uint32_t af[4][4];
     const uint8_t* wsg = sgen + s * C::kStageBytes + C::kActBytes + warp * C::kWTileBytes;
@@ -766,20 +790,9 @@ __global__ void __launch_bounds__(256, WgmmaCfg<F, T, kTokens, kVariant>::kMinBl
 #pragma unroll
         for (int j = 0; j < 4; ++j) held[i][j] = af[i][j];
     }
-    if constexpr (C::kMbar) {
-      // This warp's wgmmas of the slot retired (wait_group 0) and its scale reads are done
-      // (kPair: the peer multicasts into this slot too, so both CTAs' barriers hear of it).
-      __syncwarp();
-      if (lane == 0) {
-        if constexpr (C::kPair) {
-          wg::mbar_arrive_cluster(empty0 + 8 * s, 0);
-          wg::mbar_arrive_cluster(empty0 + 8 * s, 1);
-        } else {
-          wg::mbar_arrive(empty0 + 8 * s);
-        }
-      }
-      if (++slot == kStages) slot = 0, ph ^= 1;
-    }
+    // This warp's wgmmas of the slot retired (wait_group 0) and its scale reads are done (kPair:
+    // the peer multicasts into this slot too, so both CTAs' barriers hear of it).
+    pipe.release(lane);
   };
   for (int kb = 0; kb < num_k; ++kb) step(kb);
   wg::wait<0>();
