@@ -12,7 +12,7 @@ namespace b12x::gemm::lin {
 
 namespace {
 
-constexpr int64_t kDecodeRingMax = 4 * kDecodeStages * 4096;
+constexpr int64_t kDecodeRingMax = 4 * kDecodeStagesMax * 4096;
 static_assert(kDecodeRingMax + kDecodeStageBudget + 15 * 1024 <= 101376,
               "decode kernel must fit SM12x's 99 KB of shared memory per block");
 

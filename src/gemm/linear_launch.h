@@ -18,9 +18,9 @@ bool decode_kernel_available(WFmt f, bool fp16, int nt);
 /// the staging is a few KB, so four CTAs share an SM90 SM.
 /// A deeper ring (B12X_DECODE_STAGES probe) takes its shared memory out of the staging budget.
 inline constexpr int64_t kDecodeStageBudget =
-    4 * kDecodeStages * 4096 + 32 * 1024 + 15 * 1024 <= 101376
+    4 * kDecodeStagesMax * 4096 + 32 * 1024 + 15 * 1024 <= 101376
         ? 32 * 1024
-        : 101376 - 15 * 1024 - 4 * kDecodeStages * 4096;
+        : 101376 - 15 * 1024 - 4 * kDecodeStagesMax * 4096;
 /// grid = (ceil(n16/4), split, ceil(M / (8*nt))); p.cluster_split > 1 launches grid.y as one
 /// thread-block cluster. p.stage_rows / p.stage_slices size the activation staging.
 void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stream stream);

@@ -172,17 +172,28 @@ B12X_HD void frag_coord_k32(int g, int t, int j, int e, int* row, int* k) {
 
 /// Weight-streaming kernel: slices of weight values per warp ring (cp.async), bytes of one
 /// warp-slice (one contiguous run of the packed layout), and the ring of its four warps.
-// B12X_DECODE_STAGES: build-time probe of the ring depth (tools: gpu-results snippets); the ring,
-// the staging budget and 15 KB of static tables must fit SM12x's 99 KB (linear_decode.cu).
-#ifndef B12X_DECODE_STAGES
-#define B12X_DECODE_STAGES 2
+/// Slices in each warp's ring (kStages - 1 in flight while one is computed). FP8 weights
+/// (no decode: the kernel waits on memory) take three: round 13 on the H200, M = 1 / 16,
+/// fp8_tensor 4096x14336 19.3 -> 17.6 us, 14336x4096 16.7 -> 16.3, 4096x4096 7.8 -> 7.4; the
+/// FP4 / GGML decodes are bound by their instruction chains and were flat or slower (NVFP4
+/// 14336x4096 21.6 -> 22.2 us), as was a split-K of 2 (more warps per SM, 10-20% slower).
+/// B12X_DECODE_STAGES=<n> (build-time probe) forces one depth for every format.
+#ifdef B12X_DECODE_STAGES
+B12X_HD constexpr int decode_stages(WFmt) {
+  return B12X_DECODE_STAGES;
+}
+inline constexpr int kDecodeStagesMax = B12X_DECODE_STAGES;
+#else
+B12X_HD constexpr int decode_stages(WFmt f) {
+  return wtraits(f).fp8mma ? 3 : 2;
+}
+inline constexpr int kDecodeStagesMax = 3;
 #endif
-inline constexpr int kDecodeStages = B12X_DECODE_STAGES;
 B12X_HD constexpr int decode_chunk_bytes(WFmt f) {
   return wtraits(f).slice_atoms / atoms_per_vector(f) * wtraits(f).slots * 16;
 }
 B12X_HD constexpr int decode_ring_bytes(WFmt f) {
-  return 4 * kDecodeStages * decode_chunk_bytes(f);
+  return 4 * decode_stages(f) * decode_chunk_bytes(f);
 }
 
 /// Activation staging of the weight-streaming kernel (after the rings in dynamic shared memory):

@@ -10,11 +10,11 @@
 // into shared memory once per chunk (only the valid token rows: ldmatrix row addresses of missing
 // tokens are clamped to the last valid row, whose products land in output columns that are never
 // stored), so the slice loop has no CTA barrier in the common one-chunk case. Each warp streams
-// its 16-row tile through a private ring of kDecodeStages slices in shared memory with cp.async
+// its 16-row tile through a private ring of decode_stages(F) slices in shared memory with cp.async
 // (a warp-slice of values is one contiguous run of the packed layout), so in-flight weight bytes
 // cost no registers: the kernel fits four CTAs per SM90 SM and the per-slice code exists once.
 // Block scales (a few bytes per row) are loaded into registers one slice ahead. The first
-// kDecodeStages-1 slices are requested before the kernel waits on its predecessor (PDL).
+// decode_stages(F)-1 slices are requested before the kernel waits on its predecessor (PDL).
 #pragma once
 
 #include <cooperative_groups.h>
@@ -154,7 +154,7 @@ __global__ void __launch_bounds__(128, 4) linear_decode_kernel(const LinearParam
   // Dynamic shared memory: the warps' weight rings [4][kStages][kChunk], then the staged
   // activations [rows][pitch] (bf16 halves, or e4m3 bytes for the FP8 formats), then the fp32
   // activation group scales [rows][chunk groups].
-  constexpr int kStages = kDecodeStages;
+  constexpr int kStages = decode_stages(F);
   constexpr int kChunk = decode_chunk_bytes(F);
   const StageGeom sg = stage_geom(F, p.stage_rows, p.stage_slices);
   uint8_t* const ring = dsm + warp * (kStages * kChunk);
