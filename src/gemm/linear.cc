@@ -90,10 +90,13 @@ constexpr int64_t kWgmmaMinM = 128;
 /// B12X_GEMM_WGMMA_VAR=0 (CTA-barrier pipeline) and 1 / 2 (per 64 / 32 K) remain as probes.
 constexpr int kWgmmaF8Var = 3;
 
-/// GGML formats on the SM90 group wgmma kernel: the schedule variant (lin::WgmmaGroupCfg; 0 =
-/// each partial drained before its promotion) per token width (128 / 256).
-constexpr int kWgmmaGroupVar128 = 0;
-constexpr int kWgmmaGroupVar256 = 0;
+/// GGML formats on the SM90 group wgmma kernel: the schedule variant (lin::WgmmaGroupCfg) per
+/// token width (128 / 256). 1 = two partial sets, each promotion issued after the next partial's
+/// wgmmas (m64n64 units at 256 tokens): round 12 (128 tokens) +3-10% and round 13 (256 tokens)
+/// +8-13% over 0 (each partial drained before its promotion); the mbarrier pipeline (+4) and
+/// 256-row CTAs (2) measured slower.
+constexpr int kWgmmaGroupVar128 = 1;
+constexpr int kWgmmaGroupVar256 = 1;
 
 /// The most K slices whose staged activations (`rows` token rows) fit the decode kernel's
 /// shared-memory budget (at least one: a slice of 16 rows is at most 16 KB).
