@@ -139,25 +139,31 @@ inline int decode_fc2_split_forced() {
   return forced;
 }
 /// Upper bound of the FC2 tile split for `routes` routes (plan sizes the fp32 partials with it):
-/// 1 up to 16 routes (each warp already has <= 2 tiles), then one split per 16 routes up to 4,
-/// so larger decode batches keep more CTAs per SM.
-/// (Measurement knob B12X_MOE_FC2_SPLIT=1..4 forces the split; plan and run both read it.)
+/// 1 up to 8 routes (M = 1: each warp already has <= 1-2 tiles, and a split only adds partials),
+/// else 4. (Measurement knob B12X_MOE_FC2_SPLIT=1..4 forces the split; plan and run read it.)
 inline int decode_fc2_split_bound(int64_t routes) {
   if (const int forced = decode_fc2_split_forced()) return forced;
-  return routes <= 16 ? 1 : static_cast<int>(routes / 16 < 4 ? (routes + 15) / 16 : 4);
+  return routes <= 8 ? 1 : 4;
 }
-/// FC2 tile split of a run: the bound, but no more splits than about 1.25 waves of 3 CTAs per SM
-/// need over `row_blocks` 16-row blocks (rows_pad(H) / 16) on `sm_count` SMs: beyond that the
-/// fp32 partials and the repeated routing cost more than the balance gains (H200, M = 8:
-/// DeepSeek-TP4 / Qwen3.5-TP4 with 448 / 256 row blocks are faster with 2 splits than 4,
-/// Qwen3-30B with 128 with 4).
+/// FC2 tile split of a run over `row_blocks` 16-row blocks (rows_pad(H) / 16) on `sm_count`
+/// SMs: as many CTAs per row block as one wave of 3 CTAs per SM holds, at least 2 and at most 4
+/// (above 64 routes: one split per 16 routes, at most ~1.25 waves). Up to 16 routes only where
+/// that gives >= 3 (few row blocks). H200 round 13, Qwen3-30B (128 row blocks) nvfp4 with 3
+/// splits instead of 1 / 2 / 4 at M = 2 / 4 / 8: 37.8 -> 34.2, 54.7 -> 50.2, 82.2 -> 79.3 us;
+/// DeepSeek-TP4 (448 row blocks) M = 8 with 3 instead of 2: 170 -> 179; Qwen3.5-TP4 (256) M = 8
+/// the same with 2 or 3; every shape slower with a split at M = 1.
 inline int decode_fc2_split(int64_t routes, int64_t row_blocks, int sm_count) {
   const int bound = decode_fc2_split_bound(routes);
   if (bound <= 1 || decode_fc2_split_forced() != 0) return bound;
   const int64_t rb = row_blocks > 0 ? row_blocks : 1;
   const int64_t sms = sm_count > 0 ? sm_count : 1;
-  const int64_t by_grid = (15 * sms + 4 * rb - 1) / (4 * rb);  // ceil(1.25 * 3 * SMs / rb)
-  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(bound, by_grid)));
+  if (routes > 64) {
+    const int64_t by_grid = (15 * sms + 4 * rb - 1) / (4 * rb);  // ceil(1.25 * 3 * SMs / rb)
+    const int64_t by_routes = (routes + 15) / 16;
+    return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>({4, by_grid, by_routes})));
+  }
+  const int64_t wave = std::min<int64_t>(4, std::max<int64_t>(2, 3 * sms / rb));
+  return routes <= 16 && wave < 3 ? 1 : static_cast<int>(wave);
 }
 /// FC1 warp groups per CTA (1, 2, 4, 8; > 1 only with fc1_wm == 1) of the decode stream.
 int decode_fc1_groups(int routes, int row_blocks, int sm_count, int wm, int k_chunks);

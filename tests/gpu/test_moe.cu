@@ -810,7 +810,8 @@ TEST(MoeGpuSanitize, SmallDecodeAndGrouped) {
     c.H = 256;
     run_case(c);
   }
-  // Decode stream with FC2 split over 3 CTAs per row block (36 routes): partials + counters.
+  // Decode stream with the FC2 split over several CTAs per row block (36 routes on 8 row
+  // blocks): partials + counters.
   Case c;
   c.mode = QuantMode::kW4A16;
   c.src = SourceFormat::kModeloptNvfp4;
