@@ -20,7 +20,7 @@
 //    SM (Qwen3-30B at M = 1: 384 CTAs of one tile; at M = 8 384 CTAs of ~6 tiles, each warp's
 //    ring running on across its tiles); FC2 CTAs own 16 output rows for *all* routes (H / 16
 //    CTAs, 8 warps taking every 8th expert tile), so the combine is a fixed-order sum in shared
-//    memory: deterministic, no per-route fp32 round trip. Above 16 routes up to 4 CTAs share a
+//    memory: deterministic, no per-route fp32 round trip. From 9 routes up to 4 CTAs may share a
 //    row block's tiles and the last one adds their fp32 partials in split order (an atomic
 //    counter picks the adder, never the order).
 //
