@@ -704,8 +704,11 @@ TEST(GemmGpu, TiledWgmmaTokenTiles) {
           ev("B12X_GEMM_WGMMA_VAR", var);
       for (const auto& c : wgmma_cases(450, 136, 768, true, DType::kBF16)) run_case(c);
     }
-  // MXFP8's default 256-token tiles (chosen where they give ~0.9 x SMs CTAs: 32 x 4 here).
+  // The BF16-operand formats' default 256-token tiles on the mbarrier pipeline (chosen where they
+  // give ~0.9 x SMs CTAs: 32 x 4 here).
   run_case({LinearFormat::kMxfp8, 1000, 4096, 512, DType::kBF16, DType::kBF16, true});
+  run_case({LinearFormat::kNvfp4W4A16, 1000, 4096, 512, DType::kFP16, DType::kBF16, false});
+  run_case({LinearFormat::kMxfp4W4A8, 1000, 4096, 512, DType::kBF16, DType::kFP16, true});
   // A long K at the default interval (32 promotions of 128 K).
   for (const auto& c : wgmma_cases(256, 256, 4096, false, DType::kBF16))
     if (c.fmt == LinearFormat::kFp8Tensor || c.fmt == LinearFormat::kFp8Block) run_case(c);
