@@ -93,8 +93,8 @@ constexpr int kWgmmaF8Var = 3;
 /// GGML formats on the SM90 group wgmma kernel: the schedule variant (lin::WgmmaGroupCfg) per
 /// token width (128 / 256). 1 = two partial sets, each promotion issued after the next partial's
 /// wgmmas (m64n64 units at 256 tokens): round 12 (128 tokens) +3-10% and round 13 (256 tokens)
-/// +8-13% over 0 (each partial drained before its promotion); the mbarrier pipeline (+4) and
-/// 256-row CTAs (2) measured slower.
+/// +8-13% over 0 (each partial drained before its promotion); 256-row CTAs (2) and an mbarrier
+/// pipeline (removed) measured slower.
 constexpr int kWgmmaGroupVar128 = 1;
 constexpr int kWgmmaGroupVar256 = 1;
 
@@ -187,10 +187,13 @@ Plan plan(const Caps& caps) {
     // default).
     const bool f8 = wf == WFmt::kFp8 || wf == WFmt::kFp8Block;
     p.tiled_wgmma_var = f8 ? kWgmmaF8Var : 0;
-    // MXFP8: 256-token CTAs (one per SM) on the mbarrier pipeline (variant 1) when they still
-    // give ~0.9 x SMs CTAs: round 12, M = 2048, 4096x4096 / 2048x7168: 376 / 344 -> 419 / 379
-    // TFLOP/s (half the weight decode and copy work per MAC). B12X_GEMM_WGMMA_TOK / _VAR override.
-    if (wf == WFmt::kFp8Mx && tok > 0 && forced < 0 &&
+    // BF16-operand formats (NVFP4, MXFP4, MXFP8): 256-token CTAs (one per SM) on the mbarrier
+    // pipeline (variant 1) when they still give ~0.9 x SMs CTAs (half the weight decode and copy
+    // work per MAC). Round 13 (ac50acd, M = 2048, five shapes) against 128-token CTAs on the CTA
+    // barrier: MXFP8 +6-9% (402-512 TFLOP/s), MXFP4 W4A8 +5-11%, NVFP4 +5-7%, NVFP4 W4A16 +5-8%,
+    // MXFP4 +6-12%, MXFP4 W4A16 +7-14%; every format's TOK=256 / VAR=1 test cases passed there.
+    // B12X_GEMM_WGMMA_TOK / _VAR override.
+    if (!f8 && tok > 0 && forced < 0 && lin::wgmma_kernel_available(wf, fp16, 256, 1) &&
         (geo.NP + 127) / 128 * ((m_eff + 255) / 256) * 10 >= 9 * dev.sm_count) {
       p.tiled_wgmma = 256;
       p.tiled_wgmma_var = 1;
@@ -202,8 +205,8 @@ Plan plan(const Caps& caps) {
     if (p.tiled_wgmma > 0 && wgmma_group) {
       // 256-token CTAs when they still give ~0.9 x SMs CTAs (round 12, M = 2048: 1.2-1.3x the
       // 128-token ones, half the decode work per MAC). Probes: B12X_GEMM_WGMMA_GROUP_TOK=128|256,
-      // B12X_GEMM_WGMMA_GROUP_VAR=1 (promotions overlapping the next partial's wgmmas) or 2
-      // (256-row CTAs), + 4 with the mbarrier pipeline.
+      // B12X_GEMM_WGMMA_GROUP_VAR=0 (each partial drained before its promotion) or 2 (256-row
+      // CTAs, 128 tokens).
       p.tiled_wgmma = grp_row_ctas * ((m_grp + 255) / 256) * 10 >= 9 * dev.sm_count ? 256 : 128;
       const char* gt = std::getenv("B12X_GEMM_WGMMA_GROUP_TOK");
       if (gt != nullptr && (std::atoi(gt) == 128 || std::atoi(gt) == 256))

@@ -16,31 +16,25 @@ struct GroupPick {
   int smem = 0;
 };
 
-template <WFmt F, class T, int kTok, int kRowSets, bool kOverlap, bool kMbar, int kUnitN = 128>
+template <WFmt F, class T, int kTok, int kRowSets, bool kOverlap, int kUnitN = 128>
 GroupPick group_pick() {
-  return {&linear_wgmma_group_kernel<F, T, kTok, kRowSets, kOverlap, kMbar, kUnitN>,
-          WgmmaGroupCfg<F, T, kTok, kRowSets, kOverlap, kMbar, kUnitN>::kSmemBytes};
-}
-
-template <WFmt F, class T, bool kMbar>
-GroupPick pick_tile(int tok, int var) {
-  if (tok == 256 && var == 0) return group_pick<F, T, 256, 1, false, kMbar>();
-  if (tok == 256 && var == 1) return group_pick<F, T, 256, 1, true, kMbar, 64>();
-  if (tok == 128 && var == 0) return group_pick<F, T, 128, 1, false, kMbar>();
-  if (tok == 128 && var == 1) return group_pick<F, T, 128, 1, true, kMbar>();
-  if (tok == 128 && var == 2) return group_pick<F, T, 128, 2, false, kMbar>();
-  return {};
+  return {&linear_wgmma_group_kernel<F, T, kTok, kRowSets, kOverlap, kUnitN>,
+          WgmmaGroupCfg<F, T, kTok, kRowSets, kOverlap, kUnitN>::kSmemBytes};
 }
 
 template <WFmt F, class T>
 GroupPick pick_cfg(int tok, int var) {
-  return (var & 4) ? pick_tile<F, T, true>(tok, var & 3) : pick_tile<F, T, false>(tok, var);
+  if (tok == 256 && var == 0) return group_pick<F, T, 256, 1, false>();
+  if (tok == 256 && var == 1) return group_pick<F, T, 256, 1, true, 64>();
+  if (tok == 128 && var == 0) return group_pick<F, T, 128, 1, false>();
+  if (tok == 128 && var == 1) return group_pick<F, T, 128, 1, true>();
+  if (tok == 128 && var == 2) return group_pick<F, T, 128, 2, false>();
+  return {};
 }
 
 /// var: 0 = each partial's wgmmas drained before its promotion, 1 = promotion overlapping the
 /// next partial's wgmmas (two partial sets; at 256 tokens in 64-token units), 2 = 256-row CTAs (two
-/// 64-row sets per warpgroup, 128 tokens); + 4: the mbarrier pipeline instead of a CTA barrier per
-/// stage.
+/// 64-row sets per warpgroup, 128 tokens).
 GroupPick pick(WFmt f, bool fp16, int tok, int var) {
   switch (f) {
     case WFmt::kQ8_0:
@@ -77,7 +71,7 @@ void launch_linear_wgmma_group(WFmt f, bool fp16, int tok, int var, const Linear
               tok, " var ", var);
   const int64_t gy = (p.M + tok - 1) / tok;
   B12X_ASSERT(gy <= 65535, "too many token tiles: M=", p.M);
-  const int rows = (var & 3) == 2 ? 256 : 128;
+  const int rows = var == 2 ? 256 : 128;
   const dim3 grid(static_cast<unsigned>((p.NP + rows - 1) / rows), static_cast<unsigned>(gy), 1);
   B12X_CUDA_CHECK(b12x::detail::launch_ex(k.fn, grid, dim3(256), static_cast<size_t>(k.smem),
                                           stream, p.pdl != 0, dim3(1, 1, 1), p));

@@ -10,13 +10,13 @@ namespace b12x::gemm::lin {
 struct LinearParams;
 
 /// True for the (format, MMA dtype fp16?, tokens per CTA: 128 or 256, var) the group wgmma
-/// kernel implements. var 0: 128 rows per CTA, each partial drained before its promotion; 1 (128
-/// tokens): two partial sets, a promotion overlapping the next partial's wgmmas; 2 (128 tokens):
-/// 256 rows per CTA; + 4 (4, 5, 6, or 4 at 256 tokens): the mbarrier pipeline.
+/// kernel implements. var 0: 128 rows per CTA, each partial drained before its promotion; 1: two
+/// partial sets, a promotion overlapping the next partial's wgmmas (m64n64 units at 256 tokens);
+/// 2 (128 tokens): 256 rows per CTA.
 bool wgmma_group_kernel_available(WFmt f, bool fp16, int tok = 128, int var = 0);
 /// Host-only setup (dynamic shared memory opt-in); call before capture (plan does).
 void prepare_linear_wgmma_group(WFmt f, bool fp16, int tok, int var);
-/// grid = (ceil(NP/rows), ceil(M/tok)): rows (128, 256 for var 2 / 6) weight rows x tok tokens per
+/// grid = (ceil(NP/rows), ceil(M/tok)): rows (128, 256 for var 2) weight rows x tok tokens per
 /// CTA, one CTA per SM.
 /// x must allow 16-byte loads.
 void launch_linear_wgmma_group(WFmt f, bool fp16, int tok, int var, const LinearParams& p,

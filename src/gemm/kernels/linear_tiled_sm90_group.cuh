@@ -18,7 +18,9 @@
 // while the next stage's A fragments are decoded; ptxas reports no C7514 serialization), 256
 // tokens (two m64n128 units per K group into the same partial in turn: half the weight traffic
 // and decode per MAC) and 256 rows (two 64-row sets per warpgroup: half the activation traffic
-// per MAC), each at 128 accumulators per thread.
+// per MAC), each at 128 accumulators per thread. (An mbarrier pipeline without the per-stage CTA
+// barrier, as the wgmma kernel's probe, measured 5-15% slower on the H200 in round 13 and was
+// removed.)
 //
 // Pipeline: all 256 threads issue cp.async copies for the stage kStages-1 ahead (activation rows
 // with the swizzle, the CTA's eight packed tile runs of the stage, the stage's raw scale words of
@@ -69,7 +71,7 @@ __device__ __forceinline__ void wgmma_m64n64k16(float (&d)[32], const uint32_t (
 }
 
 template <WFmt F, class T, int kTokens, int kRowSetsPerWg = 1, bool kOverlapped = false,
-          bool kMbarrier = false, int kUnitTokens = 128>
+          int kUnitTokens = 128>
 struct WgmmaGroupCfg {
   /// 64-row sets per warpgroup: 1, or 2 (each warp decodes two 16-row tiles and issues the
   /// wgmmas of both into the same partial in turn: half the activation traffic per MAC).
@@ -87,12 +89,6 @@ struct WgmmaGroupCfg {
   /// Two partial sets: a unit's promotion overlaps the next unit's wgmmas within the stage (one
   /// unit per group only: 64 accumulators + 2 x 64 partials).
   static constexpr bool kOverlap = kOverlapped;
-  /// mbarrier pipeline (wg::mbar_*, as linear_wgmma_kernel's probe) instead of one CTA barrier
-  /// per stage: a slot's "full" barrier takes every thread's cp.async arrival, its "empty" one
-  /// an arrival per warp after the warp's wgmmas of the slot retired; a slot is refilled two
-  /// stages after its consumption (kLag 2), so the warpgroups drift up to a stage apart.
-  static constexpr bool kMbar = kMbarrier;
-  static constexpr int kLag = kMbar ? 2 : 1;
   static constexpr int kThreads = 256;
   static constexpr WTraits kTr = wtraits(F);
   static constexpr bool kIq2 = F == WFmt::kIq2Xxs || F == WFmt::kIq2Xs;
@@ -110,7 +106,7 @@ struct WgmmaGroupCfg {
   static constexpr int kStageBytes = (kActBytes + kWBytes + kSBytes + 1023) / 1024 * 1024;
   static constexpr int kSmemLimit = 232448;  // SM90 opt-in maximum per block
   static constexpr int kTabWords = kIq2 ? (F == WFmt::kIq2Xs ? 512 * 4 : 256 * 4) + 512 : 0;
-  static constexpr int kMaxStages = (kSmemLimit - kTabWords * 4 - 128 - 1024) / kStageBytes;
+  static constexpr int kMaxStages = (kSmemLimit - kTabWords * 4 - 1024) / kStageBytes;
   static constexpr int kStages = kMaxStages > 6 ? 6 : kMaxStages;
   static constexpr int kEpPitch = kRows * 2 + 16;  // bytes per staged output row (token)
   static constexpr int kPipeBytes = kStages * kStageBytes;
@@ -125,17 +121,16 @@ struct WgmmaGroupCfg {
   static_assert(kStages >= 3, "pipeline depth");
   static_assert(wgmma_group_format_ok(F), "group wgmma kernel: Q8_0, IQ2_XXS, IQ2_XS");
   static_assert(kBK % kGroup == 0 && kGroup % 16 == 0, "whole groups per stage");
-  static_assert(kSmemBytes + kTabWords * 4 + 128 <= kSmemLimit,
-                "group wgmma kernel exceeds 227 KB");
+  static_assert(kSmemBytes + kTabWords * 4 <= kSmemLimit, "group wgmma kernel exceeds 227 KB");
 };
 
-template <WFmt F, class T, int kTokens, int kRowSets, bool kOverlap, bool kMbar, int kUnitN>
+template <WFmt F, class T, int kTokens, int kRowSets, bool kOverlap, int kUnitN>
 __global__ void __launch_bounds__(256, 1) linear_wgmma_group_kernel(const LinearParams p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using C = WgmmaGroupCfg<F, T, kTokens, kRowSets, kOverlap, kMbar, kUnitN>;
+  using C = WgmmaGroupCfg<F, T, kTokens, kRowSets, kOverlap, kUnitN>;
   constexpr int kStages = C::kStages;
   constexpr int kTok = C::kTok;
-  constexpr int kAhead = kStages - C::kLag;  // stages in flight ahead of the consumed one
+  constexpr int kAhead = kStages - 1;  // stages in flight ahead of the consumed one
 
   extern __shared__ uint8_t smem_raw[];
   __shared__ alignas(16) uint32_t gtab[C::kIq2 ? (F == WFmt::kIq2Xs ? 512 * 4 : 256 * 4) : 4];
@@ -157,20 +152,6 @@ __global__ void __launch_bounds__(256, 1) linear_wgmma_group_kernel(const Linear
   const int64_t tile0 = n0 / 16;
 
   if constexpr (C::kIq2) load_iq2_tables<F == WFmt::kIq2Xs, T>(gtab, stab, tid, C::kThreads);
-  // kMbar: per slot a "full" barrier (256 copy arrivals) and an "empty" one (8 warp arrivals),
-  // outside the dynamic area (which the epilogue reuses).
-  __shared__ alignas(8) uint64_t bars[C::kMbar ? 2 * kStages : 1];
-  const uint32_t full0 = static_cast<uint32_t>(__cvta_generic_to_shared(bars));
-  const uint32_t empty0 = full0 + 8 * kStages;
-  if constexpr (C::kMbar) {
-    if (tid == 0) {
-      for (int i = 0; i < kStages; ++i) {
-        wg::mbar_init(full0 + 8 * i, C::kThreads);
-        wg::mbar_init(empty0 + 8 * i, C::kThreads / 32);
-      }
-    }
-    __syncthreads();
-  }
 
   const int num_k = static_cast<int>(p.KP / C::kBK);  // KP: a multiple of 256
   const int64_t tile_stride = p.kvec * static_cast<int64_t>(C::kTr.slots) * 16;
@@ -282,51 +263,26 @@ __global__ void __launch_bounds__(256, 1) linear_wgmma_group_kernel(const Linear
 #pragma unroll
   for (int s = 0; s < kAhead; ++s) {
     if (s < num_k) load_acts(s, s);
-    if constexpr (C::kMbar) {
-      if (s < num_k) wg::mbar_cp_arrive(full0 + 8 * s);
-    } else {
-      wg::cp_commit();
-    }
+    wg::cp_commit();
   }
   __syncthreads();  // IQ2 tables
 
-  // kMbar: slot and phase parity of the consumed stage and of the refilled one.
-  int slot = 0, ph = 0, wslot = kAhead % kStages, wph = kAhead / kStages;
   for (int kb = 0; kb < num_k; ++kb) {
-    int s;
-    if constexpr (C::kMbar) {
-      // Refill first: the slot of stage kb-kLag (= nk - kStages), once all eight warps retired
-      // its wgmmas (its empty barrier's phase nk / kStages - 1).
+    wg::cp_wait<kAhead - 1>();
+    // The stage was written through the generic proxy (cp.async); wgmma reads it through the
+    // async proxy.
+    wg::fence_proxy_async();
+    __syncthreads();
+    {
+      // Its slot held stage kb-1, whose wgmmas every warpgroup drained before the barrier.
       const int nk = kb + kAhead;
       if (nk < num_k) {
-        if (nk >= kStages) wg::mbar_wait(empty0 + 8 * wslot, wph ^ 1);
-        load_weights(wslot, nk);
-        load_acts(wslot, nk);
-        wg::mbar_cp_arrive(full0 + 8 * wslot);
+        load_weights(nk % kStages, nk);
+        load_acts(nk % kStages, nk);
       }
-      if (++wslot == kStages) wslot = 0, wph ^= 1;
-      s = slot;
-      wg::mbar_wait(full0 + 8 * s, ph);
-      // Written through the generic proxy (cp.async, made visible by the barrier); wgmma reads
-      // through the async proxy.
-      wg::fence_proxy_async();
-    } else {
-      wg::cp_wait<kAhead - 1>();
-      // The stage was written through the generic proxy (cp.async); wgmma reads it through the
-      // async proxy.
-      wg::fence_proxy_async();
-      __syncthreads();
-      {
-        // Its slot held stage kb-1, whose wgmmas every warpgroup drained before the barrier.
-        const int nk = kb + kAhead;
-        if (nk < num_k) {
-          load_weights(nk % kStages, nk);
-          load_acts(nk % kStages, nk);
-        }
-        wg::cp_commit();
-      }
-      s = kb % kStages;
+      wg::cp_commit();
     }
+    const int s = kb % kStages;
     // This warp's 16-row tiles: A fragments of the stage's four k16 steps (exact integers).
     uint32_t af[C::kRowSets][4][4];
     const uint32_t* ssg =
@@ -408,12 +364,6 @@ __global__ void __launch_bounds__(256, 1) linear_wgmma_group_kernel(const Linear
     if constexpr (C::kOverlap) {
       wg::wait<0>();
       promote(((kUnits - 1) & 1) ? part1 : part0, kUnits - 1);
-    }
-    if constexpr (C::kMbar) {
-      // This warp's wgmmas of the slot retired (wait_group 0) and its scale reads are done.
-      __syncwarp();
-      if (lane == 0) wg::mbar_arrive(empty0 + 8 * s);
-      if (++slot == kStages) slot = 0, ph ^= 1;
     }
   }
   wg::cp_wait<0>();
