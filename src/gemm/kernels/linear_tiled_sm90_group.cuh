@@ -160,6 +160,8 @@ __global__ void __launch_bounds__(256, 1) linear_wgmma_group_kernel(const Linear
   auto w_addr = [&](int s) { return sbase + s * C::kStageBytes + C::kActBytes; };
   auto s_addr = [&](int s) { return sbase + s * C::kStageBytes + C::kActBytes + C::kWBytes; };
 
+  // (The stage copies and the epilogue's row stores below are copies of linear_wgmma_kernel's,
+  // which this file may not edit this session: to be shared through one helper.)
   // Weight copy sources: a 16-row tile's stage is the contiguous run [kb * kWTileBytes,
   // +kWTileBytes) of its packed row tile; chunk i of this thread is tile ci / kChunksPerTile.
   constexpr int kChunksPerTile = C::kWTileBytes / 16;
