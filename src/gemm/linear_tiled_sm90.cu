@@ -13,13 +13,11 @@ using WgmmaFn = void (*)(const LinearParams);
 struct WgmmaPick {
   WgmmaFn fn = nullptr;
   int smem = 0;
-  int cluster_y = 1;  ///< token tiles per cluster (FP8 variant 4: pairs)
 };
 
 template <WFmt F, class T, int kTok, int kVar = 0>
 WgmmaPick wgmma_pick() {
-  using C = WgmmaCfg<F, T, kTok, kVar>;
-  return {&linear_wgmma_kernel<F, T, kTok, kVar>, C::kSmemBytes, C::kClusterY};
+  return {&linear_wgmma_kernel<F, T, kTok, kVar>, WgmmaCfg<F, T, kTok, kVar>::kSmemBytes};
 }
 
 template <WFmt F, class T, int kTok>
@@ -33,8 +31,7 @@ WgmmaPick pick_var(int var) {
              : var == 0 ? wgmma_pick<F, T, kTok, 0>()
                         : WgmmaPick{};
     } else {
-      return var == 4   ? wgmma_pick<F, T, kTok, 4>()
-             : var == 3 ? wgmma_pick<F, T, kTok, 3>()
+      return var == 3   ? wgmma_pick<F, T, kTok, 3>()
              : var == 2 ? wgmma_pick<F, T, kTok, 2>()
              : var == 1 ? wgmma_pick<F, T, kTok, 1>()
              : var == 0 ? wgmma_pick<F, T, kTok, 0>()
@@ -70,9 +67,8 @@ WgmmaPick pick_tok(WFmt f, bool fp16, int var) {
 
 /// tok: 128 (default; MXFP8 256 where the grid fills), 64 / 192 (FP8 probes, variants 0 / 3),
 /// 192 / 256 (BF16 operands). var (WgmmaCfg): FP8 0 =
-/// per-128-K promotion, 1 / 2 = per 64 / 32 K, 3 = per 128 K on the mbarrier pipeline, 4 = 3 in
-/// token-tile pairs sharing the weight runs (128 tokens); BF16-operand formats 0 = CTA-barrier
-/// pipeline, 1 = mbarrier pipeline.
+/// per-128-K promotion, 1 / 2 = per 64 / 32 K, 3 = per 128 K on the mbarrier pipeline;
+/// BF16-operand formats 0 = CTA-barrier pipeline, 1 = mbarrier pipeline.
 WgmmaPick pick(WFmt f, bool fp16, int tok, int var) {
   return tok == 64    ? pick_tok<64>(f, fp16, var)
          : tok == 128 ? pick_tok<128>(f, fp16, var)
@@ -98,13 +94,11 @@ void launch_linear_wgmma(WFmt f, bool fp16, int tok, int var, const LinearParams
                          Stream stream) {
   const WgmmaPick k = pick(f, fp16, tok, var);
   B12X_ASSERT(k.fn != nullptr, "no wgmma kernel for format ", static_cast<int>(f), " tok ", tok);
-  // Token tiles rounded up to whole clusters (a tile past M copies and stores nothing).
-  const int64_t gy = ((p.M + tok - 1) / tok + k.cluster_y - 1) / k.cluster_y * k.cluster_y;
+  const int64_t gy = (p.M + tok - 1) / tok;
   B12X_ASSERT(gy <= 65535, "too many token tiles: M=", p.M);
   const dim3 grid(static_cast<unsigned>((p.NP + 127) / 128), static_cast<unsigned>(gy), 1);
   B12X_CUDA_CHECK(b12x::detail::launch_ex(k.fn, grid, dim3(256), static_cast<size_t>(k.smem),
-                                          stream, p.pdl != 0,
-                                          dim3(1, static_cast<unsigned>(k.cluster_y), 1), p));
+                                          stream, p.pdl != 0, dim3(1, 1, 1), p));
   B12X_CUDA_CHECK_LAUNCH();
 }
 

@@ -66,13 +66,7 @@ struct WgmmaCfg {
   /// "empty" mbarrier once its wgmmas of the slot retired, and a slot is refilled two stages after
   /// its consumption (kLag 2), so the two warpgroups drift up to a stage apart and one's wgmmas
   /// fill the other's drain / promotion / decode gaps.
-  static constexpr bool kMbar = kF8 ? kVariant == 3 || kVariant == 4 : kVariant == 1;
-  /// FP8 variant 4 (probe): the variant-3 pipeline in clusters of two token tiles sharing the
-  /// weight tiles: each CTA bulk-copies half of the stage's eight weight runs, multicast into both
-  /// CTAs (cp.async.bulk .multicast::cluster, complete_tx on each CTA's full barrier), halving the
-  /// weights' L2 traffic; a slot's empty barrier then counts the warps of both CTAs.
-  static constexpr bool kPair = kF8 && kVariant == 4;
-  static constexpr int kClusterY = kPair ? 2 : 1;
+  static constexpr bool kMbar = kF8 ? kVariant == 3 : kVariant == 1;
   /// BF16-operand formats drain each stage's wgmmas (wait_group 0) before the next stage. (A
   /// schedule keeping one group in flight across the stage barrier returned wrong results on the
   /// H200 in rounds 8 and 9: ptxas reallocated the A-fragment registers of the group in flight —
@@ -292,61 +286,16 @@ __device__ __forceinline__ void mbar_cp_arrive(uint32_t bar) {
 __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
 }
-/// Arrives on `bar` and adds `bytes` to the transactions its current phase waits for.
-__device__ __forceinline__ void mbar_arrive_tx(uint32_t bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
-               : "memory");
-}
-/// Arrives on the barrier at CTA-relative address `bar` of cluster CTA `rank`.
-__device__ __forceinline__ void mbar_arrive_cluster(uint32_t bar, uint32_t rank) {
-  asm volatile(
-      "{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, %0, %1;\n"
-      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra];\n}\n" ::"r"(bar),
-      "r"(rank)
-      : "memory");
-}
-/// `bytes` from global memory to CTA-relative `saddr` of every CTA in `mask` (a cluster), each
-/// completing the transactions on its barrier at CTA-relative `bar`.
-__device__ __forceinline__ void bulk_multicast(uint32_t saddr, const void* gmem, uint32_t bytes,
-                                               uint32_t bar, uint16_t mask) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], "
-      "[%1], %2, [%3], %4;" ::"r"(saddr),
-      "l"(gmem), "r"(bytes), "r"(bar), "h"(mask)
-      : "memory");
-}
-__device__ __forceinline__ uint32_t cluster_rank() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-  return r;
-}
-/// All threads of the cluster's CTAs (release / acquire).
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::
-                   : "memory");
-}
-
-/// Waits until the phase of parity `parity` of `bar` has completed (kCluster: acquire at cluster
-/// scope, for arrivals released by the other CTA of a cluster).
-template <bool kCluster = false>
+/// Waits until the phase of parity `parity` of `bar` has completed.
 __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
   uint32_t done;
   do {
-    if constexpr (kCluster) {
-      asm volatile(
-          "{\n.reg .pred p;\nmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], "
-          "%2;\nselp.u32 %0, 1, 0, p;\n}\n"
-          : "=r"(done)
-          : "r"(bar), "r"(parity)
-          : "memory");
-    } else {
-      asm volatile(
-          "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-          "selp.u32 %0, 1, 0, p;\n}\n"
-          : "=r"(done)
-          : "r"(bar), "r"(parity)
-          : "memory");
-    }
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
   } while (done == 0);
 }
 
@@ -373,10 +322,10 @@ __device__ __forceinline__ void cp_wait() {
 /// The stage ring of the wgmma kernels: kStages shared-memory slots, stage kb + kAhead loaded
 /// into the slot consumed kStages - kAhead stages before it. kMbar: per-slot "full" mbarriers (each
 /// thread's copies arrive when they land: cp.async.mbarrier.arrive.noinc) and "empty" ones (one
-/// arrival per warp, of both CTAs of a pair when kPair), no CTA barrier; slot and phase are
-/// counters. Else one CTA barrier per stage: the copies of stage kb waited for (cp.async groups),
-/// then the refill of the slot every warp finished before the barrier.
-template <int kStages, int kAhead, bool kMbar, bool kPair = false>
+/// arrival per warp), no CTA barrier; slot and phase are counters. Else one CTA barrier per stage:
+/// the copies of stage kb waited for (cp.async groups), then the refill of the slot every warp
+/// finished before the barrier.
+template <int kStages, int kAhead, bool kMbar>
 struct StagePipe {
   uint32_t full0, empty0;  ///< barrier arrays (kMbar), 8 bytes per slot
   int slot = 0, ph = 0, wslot = kAhead % kStages, wph = kAhead / kStages;
@@ -390,7 +339,7 @@ struct StagePipe {
       // Refill first: the slot of stage nk - kStages, once every warp released it (its empty
       // barrier's phase nk / kStages - 1).
       if (nk < num_k) {
-        if (nk >= kStages) mbar_wait<kPair>(empty0 + 8 * wslot, wph ^ 1);
+        if (nk >= kStages) mbar_wait(empty0 + 8 * wslot, wph ^ 1);
         load(wslot, nk);
         mbar_cp_arrive(full0 + 8 * wslot);
       }
@@ -413,14 +362,7 @@ struct StagePipe {
   __device__ __forceinline__ void release(int lane) {
     if constexpr (kMbar) {
       __syncwarp();
-      if (lane == 0) {
-        if constexpr (kPair) {
-          mbar_arrive_cluster(empty0 + 8 * slot, 0);
-          mbar_arrive_cluster(empty0 + 8 * slot, 1);
-        } else {
-          mbar_arrive(empty0 + 8 * slot);
-        }
-      }
+      if (lane == 0) mbar_arrive(empty0 + 8 * slot);
       if (++slot == kStages) slot = 0, ph ^= 1;
     }
   }
@@ -461,23 +403,14 @@ __global__ void __launch_bounds__(256, WgmmaCfg<F, T, kTokens, kVariant>::kMinBl
   __shared__ alignas(8) uint64_t bars[C::kMbar ? 2 * kStages : 1];
   const uint32_t full0 = static_cast<uint32_t>(__cvta_generic_to_shared(bars));
   const uint32_t empty0 = full0 + 8 * kStages;
-  // kPair: this CTA's rank in its pair and the rows of the eight weight runs it multicasts.
-  const uint32_t prank = C::kPair ? wg::cluster_rank() : 0;
   if constexpr (C::kMbar) {
     if (tid == 0) {
       for (int i = 0; i < kStages; ++i) {
-        // kPair: + the arrival that registers the stage's multicast weight bytes.
-        wg::mbar_init(full0 + 8 * i, C::kThreads + (C::kPair ? 1 : 0));
-        wg::mbar_init(empty0 + 8 * i, C::kThreads / 32 * C::kClusterY);
+        wg::mbar_init(full0 + 8 * i, C::kThreads);
+        wg::mbar_init(empty0 + 8 * i, C::kThreads / 32);
       }
     }
-    if constexpr (C::kPair) {
-      // The peer arrives on / copies into this CTA's barriers from here on.
-      asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-      wg::cluster_sync();
-    } else {
-      __syncthreads();
-    }
+    __syncthreads();
   }
 
   const int num_k = static_cast<int>(p.KP / C::kBK);  // KP: a multiple of 256 (FP8) or 512
@@ -525,25 +458,10 @@ __global__ void __launch_bounds__(256, WgmmaCfg<F, T, kTokens, kVariant>::kMinBl
   auto load_weights = [&](int s, int kb) {
     const int64_t k0 = static_cast<int64_t>(kb) * C::kBK;
     const uint32_t koff = static_cast<uint32_t>(kb) * C::kWTileBytes;  // <= 16 KP bytes
-    if constexpr (C::kPair) {
-      // Thread 0 registers the stage's eight runs (both halves) on this CTA's full barrier and
-      // multicasts its half (tiles 4 prank .. +3; past N: the last tile, rows never stored).
-      if (tid == 0) {
-        wg::mbar_arrive_tx(full0 + 8 * s, C::kWBytes);
 #pragma unroll
-        for (int q = 0; q < C::kRows / 32; ++q) {
-          const int tl = static_cast<int>(prank) * (C::kRows / 32) + q;
-          const int64_t tile = tile0 + tl < p.n16 ? tile0 + tl : p.n16 - 1;
-          wg::bulk_multicast(w_addr(s) + tl * C::kWTileBytes, p.wvals + tile * tile_stride + koff,
-                             C::kWTileBytes, full0 + 8 * s, 0x3);
-        }
-      }
-    } else {
-#pragma unroll
-      for (int i = 0; i < kWPerThread; ++i) {
-        if (kWChunks % C::kThreads == 0 || tid + i * C::kThreads < kWChunks)
-          wg::cp16n(w_addr(s) + (tid + i * C::kThreads) * 16, wsrc[i] + koff, wbytes[i]);
-      }
+    for (int i = 0; i < kWPerThread; ++i) {
+      if (kWChunks % C::kThreads == 0 || tid + i * C::kThreads < kWChunks)
+        wg::cp16n(w_addr(s) + (tid + i * C::kThreads) * 16, wsrc[i] + koff, wbytes[i]);
     }
     if constexpr (F == WFmt::kFp8Block) {
       // The CTA's 128 rows lie in one 128-row block (n0 is a multiple of 128).
@@ -666,7 +584,7 @@ __global__ void __launch_bounds__(256, WgmmaCfg<F, T, kTokens, kVariant>::kMinBl
 #pragma unroll
       for (int j = 0; j < 4; ++j) asm volatile("" ::"r"(held[i][j]));
   };
-  wg::StagePipe<kStages, kAhead, C::kMbar, C::kPair> pipe{full0, empty0};
+  wg::StagePipe<kStages, kAhead, C::kMbar> pipe{full0, empty0};
   auto step = [&](int kb) {
     const int s = pipe.advance(kb, num_k, [&](int sl, int k) {
       load_weights(sl, k);
@@ -790,8 +708,7 @@ __global__ void __launch_bounds__(256, WgmmaCfg<F, T, kTokens, kVariant>::kMinBl
 #pragma unroll
         for (int j = 0; j < 4; ++j) held[i][j] = af[i][j];
     }
-    // This warp's wgmmas of the slot retired (wait_group 0) and its scale reads are done (kPair:
-    // the peer multicasts into this slot too, so both CTAs' barriers hear of it).
+    // This warp's wgmmas of the slot retired (wait_group 0) and its scale reads are done.
     pipe.release(lane);
   };
   for (int kb = 0; kb < num_k; ++kb) step(kb);
@@ -805,13 +722,7 @@ __global__ void __launch_bounds__(256, WgmmaCfg<F, T, kTokens, kVariant>::kMinBl
   wg::fence_acc(acc);
   wg::cp_wait<0>();
   griddep_launch_dependents();
-  // The pipeline buffers become the output staging tile. kPair: past this point the peer neither
-  // copies into this CTA's slots nor arrives on its barriers (it may exit first).
-  if constexpr (C::kPair) {
-    wg::cluster_sync();
-  } else {
-    __syncthreads();
-  }
+  __syncthreads();  // the pipeline buffers become the output staging tile
 
   // Accumulator (wgmma D fragment): acc[4j + 2h + e] = (weight row 16 warp + g + 8h, token
   // 8j + 2t + e). Staged as out dtype [token][row] (kEpPitch-byte rows), then written as rows.
