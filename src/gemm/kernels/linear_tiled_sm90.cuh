@@ -370,6 +370,38 @@ struct StagePipe {
 
 }  // namespace wg
 
+/// One output element of the wgmma kernels' epilogue: rounded to the output dtype's bits.
+__device__ __forceinline__ uint16_t wgmma_out_bits(float v, bool fp16) {
+  return fp16 ? __half_as_ushort(__float2half_rn(v)) : __bfloat16_as_ushort(__float2bfloat16_rn(v));
+}
+
+/// The wgmma kernels' output stores: the tile staged in shared memory as ep[token][row]
+/// (kEpPitch-byte rows of output-dtype bits) for weight rows n0.. and tokens m0.., written as
+/// 16-byte row runs of out[token][row] (per element at the N edge or for unaligned outputs).
+/// Call after the barrier that follows the staging.
+template <int kRows, int kTok, int kThreads, int kEpPitch>
+__device__ __forceinline__ void wgmma_store_rows(const uint16_t* ep, const LinearParams& p,
+                                                 int64_t n0, int64_t m0, int tid) {
+  const bool vec_ok =
+      (p.ldo % 8 == 0) && (reinterpret_cast<uintptr_t>(p.out) % 16 == 0) && n0 + kRows <= p.N;
+  uint16_t* out = static_cast<uint16_t*>(p.out);
+  constexpr int kRowChunks = kRows * 2 / 16;
+  for (int idx = tid; idx < kTok * kRowChunks; idx += kThreads) {
+    const int r = idx / kRowChunks, c = idx % kRowChunks;
+    const int64_t m = m0 + r;
+    if (m >= p.M) continue;
+    const uint16_t* src = ep + r * (kEpPitch / 2) + c * 8;
+    if (vec_ok) {
+      *reinterpret_cast<uint4*>(out + m * p.ldo + n0 + c * 8) =
+          *reinterpret_cast<const uint4*>(src);
+    } else {
+#pragma unroll
+      for (int e = 0; e < 8; ++e)
+        if (n0 + c * 8 + e < p.N) out[m * p.ldo + n0 + c * 8 + e] = src[e];
+    }
+  }
+}
+
 template <WFmt F, class T, int kTokens, int kVariant>
 __global__ void __launch_bounds__(256, WgmmaCfg<F, T, kTokens, kVariant>::kMinBlocks)
     linear_wgmma_kernel(const LinearParams p) {
@@ -741,30 +773,11 @@ __global__ void __launch_bounds__(256, WgmmaCfg<F, T, kTokens, kVariant>::kMinBl
     for (int h = 0; h < 2; ++h)
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
-        const float v = acc[4 * j + 2 * h + e] * mult + bias[h];
-        const uint16_t bits = p.out_fp16 ? __half_as_ushort(__float2half_rn(v))
-                                         : __bfloat16_as_ushort(__float2bfloat16_rn(v));
-        ep[(8 * j + 2 * t + e) * (C::kEpPitch / 2) + warp * 16 + g + 8 * h] = bits;
+        ep[(8 * j + 2 * t + e) * (C::kEpPitch / 2) + warp * 16 + g + 8 * h] =
+            wgmma_out_bits(acc[4 * j + 2 * h + e] * mult + bias[h], p.out_fp16);
       }
   __syncthreads();
-  const bool vec_ok =
-      (p.ldo % 8 == 0) && (reinterpret_cast<uintptr_t>(p.out) % 16 == 0) && n0 + C::kRows <= p.N;
-  uint16_t* out = static_cast<uint16_t*>(p.out);
-  constexpr int kRowChunks = C::kRows * 2 / 16;
-  for (int idx = tid; idx < kTok * kRowChunks; idx += C::kThreads) {
-    const int r = idx / kRowChunks, c = idx % kRowChunks;
-    const int64_t m = m0 + r;
-    if (m >= p.M) continue;
-    const uint16_t* src = ep + r * (C::kEpPitch / 2) + c * 8;
-    if (vec_ok) {
-      *reinterpret_cast<uint4*>(out + m * p.ldo + n0 + c * 8) =
-          *reinterpret_cast<const uint4*>(src);
-    } else {
-#pragma unroll
-      for (int e = 0; e < 8; ++e)
-        if (n0 + c * 8 + e < p.N) out[m * p.ldo + n0 + c * 8 + e] = src[e];
-    }
-  }
+  wgmma_store_rows<C::kRows, kTok, C::kThreads, C::kEpPitch>(ep, p, n0, m0, tid);
 #else
   __trap();  // SM90 only: the host dispatches this kernel on compute capability 9.0 alone
 #endif
