@@ -871,6 +871,15 @@ TEST(GemmGpuSanitize, SmallShapesAllFormats) {
   {
     ScopedEnv e("B12X_GEMM_WGMMA", "1");  // the SM90 wgmma tiled kernel (9.0 only)
     for (const auto& c : wgmma_cases(40, 136, 384, true, DType::kBF16)) run_case(c);
+    // K = 2048 refills every slot of the mbarrier pipelines several times (FP8: the default
+    // variant; the BF16-operand formats: 256-token CTAs, their default on wide grids).
+    for (LinearFormat f : {LinearFormat::kFp8Tensor, LinearFormat::kFp8Block})
+      run_case({f, 136, 136, 2048, DType::kBF16, DType::kBF16, true});
+    {
+      ScopedEnv et("B12X_GEMM_WGMMA_TOK", "256"), ev("B12X_GEMM_WGMMA_VAR", "1");
+      for (LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kMxfp8})
+        run_case({f, 300, 136, 2048, DType::kBF16, DType::kBF16, true});
+    }
     ScopedEnv eg("B12X_GEMM_WGMMA_GROUP", "1");  // and its GGML kernel
     for (LinearFormat f : {LinearFormat::kQ8_0, LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs})
       run_case({f, 40, 136, 512, DType::kBF16, DType::kBF16, true});
