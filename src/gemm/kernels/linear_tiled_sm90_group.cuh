@@ -160,8 +160,8 @@ __global__ void __launch_bounds__(256, 1) linear_wgmma_group_kernel(const Linear
   auto w_addr = [&](int s) { return sbase + s * C::kStageBytes + C::kActBytes; };
   auto s_addr = [&](int s) { return sbase + s * C::kStageBytes + C::kActBytes + C::kWBytes; };
 
-  // (The stage copies and the epilogue's row stores below are copies of linear_wgmma_kernel's,
-  // which this file may not edit this session: to be shared through one helper.)
+  // (The stage copies below follow linear_wgmma_kernel's CTA-barrier mode, specialised to this
+  // kernel's 64-K stages and per-row scale runs; the epilogue shares its row stores.)
   // Weight copy sources: a 16-row tile's stage is the contiguous run [kb * kWTileBytes,
   // +kWTileBytes) of its packed row tile; chunk i of this thread is tile ci / kChunksPerTile.
   constexpr int kChunksPerTile = C::kWTileBytes / 16;
@@ -395,31 +395,12 @@ __global__ void __launch_bounds__(256, 1) linear_wgmma_group_kernel(const Linear
       for (int h = 0; h < 2; ++h)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          const float x = acc[C::kPart * v + 4 * j + 2 * h + e] * mult + bias[h];
-          const uint16_t bits = p.out_fp16 ? __half_as_ushort(__float2half_rn(x))
-                                           : __bfloat16_as_ushort(__float2bfloat16_rn(x));
-          ep[(C::kUnitN * tq + 8 * j + 2 * t + e) * (C::kEpPitch / 2) + r0 + 8 * h] = bits;
+          ep[(C::kUnitN * tq + 8 * j + 2 * t + e) * (C::kEpPitch / 2) + r0 + 8 * h] =
+              wgmma_out_bits(acc[C::kPart * v + 4 * j + 2 * h + e] * mult + bias[h], p.out_fp16);
         }
   }
   __syncthreads();
-  const bool vec_ok =
-      (p.ldo % 8 == 0) && (reinterpret_cast<uintptr_t>(p.out) % 16 == 0) && n0 + C::kRows <= p.N;
-  uint16_t* out = static_cast<uint16_t*>(p.out);
-  constexpr int kRowChunks = C::kRows * 2 / 16;
-  for (int idx = tid; idx < kTok * kRowChunks; idx += C::kThreads) {
-    const int r = idx / kRowChunks, c = idx % kRowChunks;
-    const int64_t m = m0 + r;
-    if (m >= p.M) continue;
-    const uint16_t* src = ep + r * (C::kEpPitch / 2) + c * 8;
-    if (vec_ok) {
-      *reinterpret_cast<uint4*>(out + m * p.ldo + n0 + c * 8) =
-          *reinterpret_cast<const uint4*>(src);
-    } else {
-#pragma unroll
-      for (int e = 0; e < 8; ++e)
-        if (n0 + c * 8 + e < p.N) out[m * p.ldo + n0 + c * 8 + e] = src[e];
-    }
-  }
+  wgmma_store_rows<C::kRows, kTok, C::kThreads, C::kEpPitch>(ep, p, n0, m0, tid);
 #else
   __trap();  // SM90 only: the host dispatches this kernel on compute capability 9.0 alone
 #endif
