@@ -967,19 +967,25 @@ TEST(AttentionGpuAppend, MatchesReference) {
 }
 
 // Small cases for compute-sanitizer (memcheck + racecheck).
+// Three FP8-KV decode requests (empty, short and 600-token prefixes, 16-token pages) in 3 splits.
+Spec sanitize_fp8_decode_spec() {
+  Spec s;
+  s.kv = DType::kFP8E4M3;
+  s.hq = 8;
+  s.hkv = 2;
+  s.page = 16;
+  s.qlens = {1, 1, 1};
+  s.prefix = {0, 17, 600};
+  s.num_splits = 3;
+  s.max_splits = 3;
+  return s;
+}
+
 TEST(AttentionGpuSanitize, DecodeSplitFp8) {
   B12X_REQUIRE_GPU();
   for (const char* fused : {"0", "1"}) {  // merge kernel, fused merge (tickets, atomics)
     setenv("B12X_ATTN_FUSED_MERGE", fused, 1);
-    Spec s;
-    s.kv = DType::kFP8E4M3;
-    s.hq = 8;
-    s.hkv = 2;
-    s.page = 16;
-    s.qlens = {1, 1, 1};
-    s.prefix = {0, 17, 600};
-    s.num_splits = 3;
-    s.max_splits = 3;
+    Spec s = sanitize_fp8_decode_spec();
     s.sinks = true;
     run_case(s, std::string("sanitize decode fused=") + fused);
     unsetenv("B12X_ATTN_FUSED_MERGE");
@@ -990,15 +996,7 @@ TEST(AttentionGpuSanitize, DecodeFp16MmaTiles) {
   B12X_REQUIRE_GPU();
   for (const char* tile : {"hcvt", "hbits", "hvec"}) {
     setenv("B12X_ATTN_DECODE_TILE", tile, 1);
-    Spec s;
-    s.kv = DType::kFP8E4M3;
-    s.hq = 8;
-    s.hkv = 2;
-    s.page = 16;
-    s.qlens = {1, 1, 1};
-    s.prefix = {0, 17, 600};
-    s.num_splits = 3;
-    s.max_splits = 3;
+    Spec s = sanitize_fp8_decode_spec();
     s.q_exp_spread = 18;
     s.softmax_scale = 1.f / 16384;
     run_case(s, std::string("sanitize decode tile=") + tile);

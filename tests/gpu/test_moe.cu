@@ -528,34 +528,42 @@ TEST(MoeGpu, LargeM) {
   }
 }
 
+// One FP4-weight variant (mode, source format, dtype, activation) of the multi-variant cases.
+struct Fp4Variant {
+  QuantMode m;
+  SourceFormat s;
+  DType dt;
+  Activation a;
+};
+
+Case fp4_variant_case(const Fp4Variant& v, int64_t E, int64_t H, int64_t I, int64_t M, int topk,
+                      int regime) {
+  Case c;
+  c.mode = v.m;
+  c.src = v.s;
+  c.act = v.a;
+  c.dtype = v.dt;
+  c.E = E;
+  c.H = H;
+  c.I = I;
+  c.M = M;
+  c.topk = topk;
+  c.regime = regime;
+  return c;
+}
+
 TEST(MoeGpu, LongKBothRegimesEveryFp4Variant) {
   B12X_REQUIRE_GPU();
   // K of 1024 / 512 runs the grouped cp.async pipeline through many stages and the decode tiles
   // (split-K and wide) over several sub-chunks; covers bf16 fold, fp16 fold and fp16 E8M0 paths.
-  struct V {
-    QuantMode m;
-    SourceFormat s;
-    DType dt;
-    Activation a;
-  };
-  const V vs[] = {
+  const Fp4Variant vs[] = {
       {QuantMode::kNvfp4, SourceFormat::kModeloptNvfp4, DType::kBF16, Activation::kSilu},
       {QuantMode::kW4A16, SourceFormat::kModeloptNvfp4, DType::kFP16, Activation::kSitu},
       {QuantMode::kW4A16, SourceFormat::kFp4E8M0K32, DType::kFP16, Activation::kRelu2},
       {QuantMode::kW4A8Mx, SourceFormat::kFp4E8M0K32, DType::kBF16, Activation::kSilu}};
-  for (const V& v : vs)
+  for (const Fp4Variant& v : vs)
     for (int regime = 0; regime <= 1; ++regime) {
-      Case c;
-      c.mode = v.m;
-      c.src = v.s;
-      c.act = v.a;
-      c.dtype = v.dt;
-      c.H = 1024;
-      c.I = 512;
-      c.E = 8;
-      c.topk = 4;
-      c.M = regime ? 5 : 100;
-      c.regime = regime;
+      const Case c = fp4_variant_case(v, 8, 1024, 512, regime ? 5 : 100, 4, regime);
       SCOPED_TRACE(c.name());
       run_case(c);
     }
@@ -566,29 +574,13 @@ TEST(MoeGpu, DecodeStreamCtasWalkSeveralTiles) {
   // A wide intermediate (I = 3072: 192 / 96 FC1 row blocks) leaves room for only 2-4 expert-tile
   // groups in a one-wave FC1 grid, so each FC1 CTA walks several tiles with one ring; 32 routes
   // on 8 experts give experts with more than 4 routes (split into several 4-slot tiles).
-  struct V {
-    QuantMode m;
-    SourceFormat s;
-    DType dt;
-    Activation a;
-  };
-  const V vs[] = {
+  const Fp4Variant vs[] = {
       {QuantMode::kNvfp4, SourceFormat::kModeloptNvfp4, DType::kBF16, Activation::kSilu},
       {QuantMode::kW4A8Mx, SourceFormat::kFp4E8M0K32, DType::kBF16, Activation::kSitu},
       {QuantMode::kW4A16, SourceFormat::kFp4E8M0K32, DType::kFP16, Activation::kRelu2},
       {QuantMode::kMxfp4, SourceFormat::kFp4E8M0K32, DType::kBF16, Activation::kRelu2}};
-  for (const V& v : vs) {
-    Case c;
-    c.mode = v.m;
-    c.src = v.s;
-    c.act = v.a;
-    c.dtype = v.dt;
-    c.E = 16;
-    c.H = 256;
-    c.I = 3072;
-    c.M = 8;
-    c.topk = 4;
-    c.regime = 1;
+  for (const Fp4Variant& v : vs) {
+    const Case c = fp4_variant_case(v, 16, 256, 3072, 8, 4, 1);
     SCOPED_TRACE(c.name());
     run_case(c);
   }
