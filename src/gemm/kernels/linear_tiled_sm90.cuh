@@ -319,12 +319,46 @@ __device__ __forceinline__ void cp_wait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(N));
 }
 
+/// A thread's share of the packed weight copies of one stage: a 16-row tile's stage is the
+/// contiguous run [kb * kWTileBytes, +kWTileBytes) of its packed row (the packed order keeps a
+/// tile's K vectors adjacent); 16-byte chunk tid + kThreads i is tile chunk / kChunksPerTile.
+/// Sources are computed once; chunks of tiles past the matrix read the last tile (in bounds) with
+/// zero bytes copied, so a stage's copy is one add and the cp.async (no select).
+template <int kWTileBytes, int kRows, int kThreads>
+struct WeightRuns {
+  static constexpr int kChunksPerTile = kWTileBytes / 16;
+  static constexpr int kChunks = (kRows / 16) * kChunksPerTile;
+  static constexpr int kPerThread = (kChunks + kThreads - 1) / kThreads;
+  static_assert(kChunks % kThreads == 0 || kChunks < kThreads, "weight chunk split");
+  const uint8_t* src[kPerThread];
+  uint32_t bytes[kPerThread];
+
+  __device__ __forceinline__ WeightRuns(const uint8_t* wvals, int64_t tile0, int64_t n16,
+                                        int64_t tile_stride, int tid) {
+#pragma unroll
+    for (int i = 0; i < kPerThread; ++i) {
+      const int ci = tid + i * kThreads;
+      const int tl = ci / kChunksPerTile, off = (ci % kChunksPerTile) * 16;
+      const bool valid = (kChunks % kThreads == 0 || ci < kChunks) && tile0 + tl < n16;
+      src[i] = wvals + (valid ? tile0 + tl : n16 - 1) * tile_stride + off;
+      bytes[i] = valid ? 16u : 0u;
+    }
+  }
+  /// Stage kb's runs into the slot's weight area dst (koff = kb * kWTileBytes, < 2^32).
+  __device__ __forceinline__ void load(uint32_t dst, uint32_t koff, int tid) const {
+#pragma unroll
+    for (int i = 0; i < kPerThread; ++i)
+      if (kChunks % kThreads == 0 || tid + i * kThreads < kChunks)
+        cp16n(dst + (tid + i * kThreads) * 16, src[i] + koff, bytes[i]);
+  }
+};
+
 /// The stage ring of the wgmma kernels: kStages shared-memory slots, stage kb + kAhead loaded
 /// into the slot consumed kStages - kAhead stages before it. kMbar: per-slot "full" mbarriers (each
 /// thread's copies arrive when they land: cp.async.mbarrier.arrive.noinc) and "empty" ones (one
-/// arrival per warp), no CTA barrier; slot and phase are counters. Else one CTA barrier per stage:
-/// the copies of stage kb waited for (cp.async groups), then the refill of the slot every warp
-/// finished before the barrier.
+/// arrival per thread), no CTA barrier; slot and phase are counters. Else one CTA barrier per
+/// stage: the copies of stage kb waited for (cp.async groups), then the refill of the slot every
+/// warp finished before the barrier.
 template <int kStages, int kAhead, bool kMbar>
 struct StagePipe {
   uint32_t full0, empty0;  ///< barrier arrays (kMbar), 8 bytes per slot
@@ -458,27 +492,9 @@ __global__ void __launch_bounds__(256, WgmmaCfg<F, T, kTokens, kVariant>::kMinBl
   auto s_addr = [&](int s) { return sbase + s * C::kStageBytes + C::kActBytes + C::kWBytes; };
 
   // Weights and their scales do not depend on earlier kernels (issued before griddepcontrol.wait).
-  // Per-thread copy sources, computed once: a 16-row tile's stage is the contiguous run
-  // [kb * kWTileBytes, +kWTileBytes) of its packed row (the packed order keeps a tile's K vectors
-  // adjacent); chunk i of this thread is tile (tid + 256 i) / kChunksPerTile.
-  constexpr int kChunksPerTile = C::kWTileBytes / 16;
-  constexpr int kWChunks = (C::kRows / 16) * kChunksPerTile;
-  constexpr int kWPerThread = (kWChunks + C::kThreads - 1) / C::kThreads;
-  static_assert(kWChunks % C::kThreads == 0 || kWChunks < C::kThreads, "weight chunk split");
   static_assert(C::kWTileBytes == C::kBK / 32 / kApv * kTr.slots * 16, "stage run of a tile");
-  // Chunks of tiles past the matrix read the last tile (in bounds) with zero bytes copied, so a
-  // stage's copy is one add and the cp.async (no select).
-  const uint8_t* wsrc[kWPerThread];
-  uint32_t wbytes[kWPerThread];
-#pragma unroll
-  for (int i = 0; i < kWPerThread; ++i) {
-    const int ci = tid + i * C::kThreads;
-    const int tl = ci / kChunksPerTile, off = (ci % kChunksPerTile) * 16;
-    const bool valid = (kWChunks % C::kThreads == 0 || ci < kWChunks) && tile0 + tl < p.n16;
-    const int64_t tile = valid ? tile0 + tl : p.n16 - 1;
-    wsrc[i] = p.wvals + tile * tile_stride + off;
-    wbytes[i] = valid ? 16u : 0u;
-  }
+  const wg::WeightRuns<C::kWTileBytes, C::kRows, C::kThreads> wruns(p.wvals, tile0, p.n16,
+                                                                    tile_stride, tid);
   // Activation rows r0 + 32 i of 16-byte chunk c: the swizzled chunk (c ^ (r & 7)) is the same
   // for every i; rows at and past M are zero-filled (zero bytes copied from the start of x).
   const int ar0 = tid >> 3, ac = tid & 7;
@@ -493,12 +509,7 @@ __global__ void __launch_bounds__(256, WgmmaCfg<F, T, kTokens, kVariant>::kMinBl
 
   auto load_weights = [&](int s, int kb) {
     const int64_t k0 = static_cast<int64_t>(kb) * C::kBK;
-    const uint32_t koff = static_cast<uint32_t>(kb) * C::kWTileBytes;  // <= 16 KP bytes
-#pragma unroll
-    for (int i = 0; i < kWPerThread; ++i) {
-      if (kWChunks % C::kThreads == 0 || tid + i * C::kThreads < kWChunks)
-        wg::cp16n(w_addr(s) + (tid + i * C::kThreads) * 16, wsrc[i] + koff, wbytes[i]);
-    }
+    wruns.load(w_addr(s), static_cast<uint32_t>(kb) * C::kWTileBytes, tid);  // <= 16 KP bytes
     if constexpr (F == WFmt::kFp8Block) {
       // The CTA's 128 rows lie in one 128-row block (n0 is a multiple of 128).
       if (tid == 0)

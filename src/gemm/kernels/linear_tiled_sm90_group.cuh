@@ -160,23 +160,10 @@ __global__ void __launch_bounds__(256, 1) linear_wgmma_group_kernel(const Linear
   auto w_addr = [&](int s) { return sbase + s * C::kStageBytes + C::kActBytes; };
   auto s_addr = [&](int s) { return sbase + s * C::kStageBytes + C::kActBytes + C::kWBytes; };
 
-  // (The stage copies below follow linear_wgmma_kernel's CTA-barrier mode, specialised to this
-  // kernel's 64-K stages and per-row scale runs; the epilogue shares its row stores.)
-  // Weight copy sources: a 16-row tile's stage is the contiguous run [kb * kWTileBytes,
-  // +kWTileBytes) of its packed row tile; chunk i of this thread is tile ci / kChunksPerTile.
-  constexpr int kChunksPerTile = C::kWTileBytes / 16;
-  constexpr int kWChunks = (C::kRows / 16) * kChunksPerTile;
-  constexpr int kWPerThread = (kWChunks + C::kThreads - 1) / C::kThreads;
-  static_assert(kWChunks % C::kThreads == 0 || kWChunks < C::kThreads, "weight chunk split");
-  const uint8_t* wsrc[kWPerThread];
-  bool wvalid[kWPerThread];
-#pragma unroll
-  for (int i = 0; i < kWPerThread; ++i) {
-    const int ci = tid + i * C::kThreads;
-    const int tl = ci / kChunksPerTile, off = (ci % kChunksPerTile) * 16;
-    wvalid[i] = (kWChunks % C::kThreads == 0 || ci < kWChunks) && tile0 + tl < p.n16;
-    wsrc[i] = wvalid[i] ? p.wvals + (tile0 + tl) * tile_stride + off : p.wvals;
-  }
+  // Weight copies: the packed 16-row tile runs of the stage (wg::WeightRuns, as the FP4 / FP8
+  // kernel); the epilogue shares its row stores too.
+  const wg::WeightRuns<C::kWTileBytes, C::kRows, C::kThreads> wruns(p.wvals, tile0, p.n16,
+                                                                    tile_stride, tid);
   // Scale words [kind][row] (kind 0: d, 1: IQ2 sub-scales): word tid + 256 i of the stage.
   // Rows past NP are zero-filled (their outputs are never stored).
   constexpr int kSW = C::kRows * C::kSWords;
@@ -191,13 +178,7 @@ __global__ void __launch_bounds__(256, 1) linear_wgmma_group_kernel(const Linear
   const int64_t rows_left = p.M - m0 - ar0;  // rows i with 32 i < rows_left are valid
 
   auto load_weights = [&](int s, int kb) {
-#pragma unroll
-    for (int i = 0; i < kWPerThread; ++i) {
-      if (kWChunks % C::kThreads == 0 || tid + i * C::kThreads < kWChunks)
-        wg::cp16(w_addr(s) + (tid + i * C::kThreads) * 16,
-                 wvalid[i] ? wsrc[i] + static_cast<int64_t>(kb) * C::kWTileBytes : p.wvals,
-                 wvalid[i]);
-    }
+    wruns.load(w_addr(s), static_cast<uint32_t>(kb) * C::kWTileBytes, tid);
 #pragma unroll
     for (int i = 0; i < kSPerThread; ++i) {
       const int wi = tid + i * C::kThreads;
