@@ -172,9 +172,12 @@ struct Plan {
   /// Tiled regime on compute capability 9.0: tokens per CTA (128) of the wgmma kernel, 0 for the
   /// portable mma.sync tiled kernel (B12X_GEMM_WGMMA=0|1 overrides the choice).
   int tiled_wgmma = 0;
-  /// wgmma kernel, FP8 formats: the fp32 promotion schedule, 2 = per 32 K (default), 1 = per
-  /// 64 K, 0 = per 128-K stage (B12X_GEMM_WGMMA_VAR=<n> overrides); 0 for the other formats.
+  /// wgmma kernel schedule variant (FP8: 3 = per-128-K promotion on the mbarrier pipeline;
+  /// B12X_GEMM_WGMMA_VAR=<n> overrides).
   int tiled_wgmma_var = 0;
+  /// wgmma kernel CTA order: 0 = weight tile fastest, 1 = bands of token tiles sized to L2,
+  /// n > 1 = bands of n token tiles (B12X_GEMM_WGMMA_RASTER=<n> overrides).
+  int tiled_wgmma_raster = 0;
   bool pdl = false;  ///< programmatic dependent launch (SM90+; B12X_GEMM_PDL=0 disables)
   std::string describe() const;
 };

@@ -89,6 +89,8 @@ constexpr int64_t kWgmmaMinM = 128;
 /// tolerance, which per 128 K missed by up to 2.2x on ~5 elements in 10^5 (round 8).
 /// B12X_GEMM_WGMMA_VAR=0 (CTA-barrier pipeline) and 1 / 2 (per 64 / 32 K) remain as probes.
 constexpr int kWgmmaF8Var = 3;
+/// wgmma kernel CTA order (Plan::tiled_wgmma_raster): 0 = weight tile fastest.
+constexpr int kWgmmaRaster = 0;
 
 /// GGML formats on the SM90 group wgmma kernel: the schedule variant (lin::WgmmaGroupCfg) per
 /// token width (128 / 256). 1 = two partial sets, each promotion issued after the next partial's
@@ -224,6 +226,9 @@ Plan plan(const Caps& caps) {
         if (lin::wgmma_kernel_available(wf, fp16, want, p.tiled_wgmma_var)) p.tiled_wgmma = want;
       }
       lin::prepare_linear_wgmma(wf, fp16, p.tiled_wgmma, p.tiled_wgmma_var);
+      p.tiled_wgmma_raster = kWgmmaRaster;
+      if (const char* r = std::getenv("B12X_GEMM_WGMMA_RASTER"); r != nullptr)
+        p.tiled_wgmma_raster = std::max(0, std::atoi(r));
     }
   }
   // Split-K (weight-streaming regime only).
@@ -611,7 +616,8 @@ void run(const Binding& b, Stream stream) {
         lin::launch_linear_wgmma_group(im.wfmt, fp16, plan.tiled_wgmma, plan.tiled_wgmma_var, p,
                                        stream);
       } else {
-        lin::launch_linear_wgmma(im.wfmt, fp16, plan.tiled_wgmma, plan.tiled_wgmma_var, p, stream);
+        lin::launch_linear_wgmma(im.wfmt, fp16, plan.tiled_wgmma, plan.tiled_wgmma_var,
+                                 plan.tiled_wgmma_raster, p, stream);
       }
       return;
     }

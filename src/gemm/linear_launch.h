@@ -39,14 +39,18 @@ void prepare_linear_tiled(WFmt f, bool fp16);
 int tiled_max_active_clusters(int device, WFmt f, bool fp16, int split);
 void launch_linear_tiled(WFmt f, bool fp16, const LinearParams& p, Stream stream);
 /// SM90 wgmma tiled kernel (compute capability 9.0 only): 128 weight rows x `tok` (128) tokens
-/// per CTA, grid = (ceil(NP/128), ceil(M/tok)); NVFP4, BF16 MXFP4 and MXFP8 (the fold formats),
-/// per-tensor and block FP8. x must allow 16-byte loads.
+/// per CTA, grid = (ceil(NP/128), ceil(M/tok)), or 1-D in raster bands (`raster`, below); NVFP4,
+/// BF16 MXFP4 and MXFP8 (the fold formats), per-tensor and block FP8. x must allow 16-byte
+/// loads.
 bool wgmma_kernel_available(WFmt f, bool fp16, int tok, int var = 0);
-/// `var`: the FP8 promotion schedule (0 = per 128 K, 1 / 2 = per 64 / 32 K); 0 for the
-/// BF16-operand formats.
+/// `var`: the schedule variant (lin::WgmmaCfg; FP8: 0 / 3 = per-128-K promotion on the CTA-barrier
+/// / mbarrier pipeline, 1 / 2 = per 64 / 32 K, 5 = 3 warp-specialized; BF16 operands: 0 / 1).
 /// Host-only setup (dynamic shared memory opt-in); call before capture (plan does).
 void prepare_linear_wgmma(WFmt f, bool fp16, int tok, int var);
-void launch_linear_wgmma(WFmt f, bool fp16, int tok, int var, const LinearParams& p, Stream stream);
+/// `raster`: 0 = 2-D grid (weight tile fastest); 1 = bands of token tiles whose activations fit
+/// a share of L2 (kWgmmaRasterBytes), token tile fastest; n > 1 = bands of n token tiles.
+void launch_linear_wgmma(WFmt f, bool fp16, int tok, int var, int raster, const LinearParams& p,
+                         Stream stream);
 void launch_linear_reduce(const LinearParams& p, Stream stream);
 void launch_act_dequant(const ActParams& p, Stream stream);
 

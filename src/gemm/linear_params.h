@@ -38,6 +38,9 @@ struct LinearParams {
   // staged chunk (dynamic shared memory = stage_geom(format, stage_rows, stage_slices).bytes).
   int stage_rows;
   int stage_slices;
+  // wgmma tiled kernel: 0 = 2-D grid (weight tiles on x, token tiles on y); g > 0 = 1-D grid in
+  // bands of g token tiles, the token tile fastest within a band (lin::wgmma_tile).
+  int raster_group;
 };
 
 /// Activation source kinds of the weight-streaming kernel.

@@ -4,6 +4,9 @@
 #include "gemm/kernels/linear_tiled_sm90.cuh"
 #include "gemm/linear_launch.h"
 
+#include <algorithm>
+#include <cstdint>
+
 namespace b12x::gemm::lin {
 
 namespace {
@@ -13,11 +16,13 @@ using WgmmaFn = void (*)(const LinearParams);
 struct WgmmaPick {
   WgmmaFn fn = nullptr;
   int smem = 0;
+  int threads = 256;
 };
 
 template <WFmt F, class T, int kTok, int kVar = 0>
 WgmmaPick wgmma_pick() {
-  return {&linear_wgmma_kernel<F, T, kTok, kVar>, WgmmaCfg<F, T, kTok, kVar>::kSmemBytes};
+  using C = WgmmaCfg<F, T, kTok, kVar>;
+  return {&linear_wgmma_kernel<F, T, kTok, kVar>, C::kSmemBytes, C::kThreads};
 }
 
 template <WFmt F, class T, int kTok>
@@ -26,12 +31,18 @@ WgmmaPick pick_var(int var) {
   if constexpr (kF8) {
     if constexpr (kTok == 256) {
       return {};
-    } else if constexpr (kTok == 192 || kTok == 64) {  // one partial set: 128-K promotion only
+    } else if constexpr (kTok == 64) {  // one partial set: 128-K promotion only
       return var == 3   ? wgmma_pick<F, T, kTok, 3>()
              : var == 0 ? wgmma_pick<F, T, kTok, 0>()
                         : WgmmaPick{};
+    } else if constexpr (kTok == 192) {
+      return var == 5   ? wgmma_pick<F, T, kTok, 5>()
+             : var == 3 ? wgmma_pick<F, T, kTok, 3>()
+             : var == 0 ? wgmma_pick<F, T, kTok, 0>()
+                        : WgmmaPick{};
     } else {
-      return var == 3   ? wgmma_pick<F, T, kTok, 3>()
+      return var == 5   ? wgmma_pick<F, T, kTok, 5>()
+             : var == 3 ? wgmma_pick<F, T, kTok, 3>()
              : var == 2 ? wgmma_pick<F, T, kTok, 2>()
              : var == 1 ? wgmma_pick<F, T, kTok, 1>()
              : var == 0 ? wgmma_pick<F, T, kTok, 0>()
@@ -65,9 +76,9 @@ WgmmaPick pick_tok(WFmt f, bool fp16, int var) {
   }
 }
 
-/// tok: 128 (default; MXFP8 256 where the grid fills), 64 / 192 (FP8 probes, variants 0 / 3),
-/// 192 / 256 (BF16 operands). var (WgmmaCfg): FP8 0 =
-/// per-128-K promotion, 1 / 2 = per 64 / 32 K, 3 = per 128 K on the mbarrier pipeline;
+/// tok: 128 (default; MXFP8 256 where the grid fills), 64 / 192 (FP8 probes, variants 0 / 3; 192
+/// also 5), 192 / 256 (BF16 operands). var (WgmmaCfg): FP8 0 = per-128-K promotion, 1 / 2 = per
+/// 64 / 32 K, 3 = per 128 K on the mbarrier pipeline, 5 = 3 warp-specialized (a copy warpgroup);
 /// BF16-operand formats 0 = CTA-barrier pipeline, 1 = mbarrier pipeline.
 WgmmaPick pick(WFmt f, bool fp16, int tok, int var) {
   return tok == 64    ? pick_tok<64>(f, fp16, var)
@@ -76,6 +87,11 @@ WgmmaPick pick(WFmt f, bool fp16, int tok, int var) {
          : tok == 256 ? pick_tok<256>(f, fp16, var)
                       : WgmmaPick{};
 }
+
+/// Raster bands: the activation bytes of one band's token tiles (re-read by every weight tile of
+/// the band, so meant to stay in L2: a third of the H200's 50 MB, the rest for the weight tiles
+/// in flight and the output).
+constexpr int64_t kWgmmaRasterBytes = int64_t{16} << 20;
 
 }  // namespace
 
@@ -90,15 +106,29 @@ void prepare_linear_wgmma(WFmt f, bool fp16, int tok, int var) {
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, k.smem));
 }
 
-void launch_linear_wgmma(WFmt f, bool fp16, int tok, int var, const LinearParams& p,
+void launch_linear_wgmma(WFmt f, bool fp16, int tok, int var, int raster, const LinearParams& p,
                          Stream stream) {
   const WgmmaPick k = pick(f, fp16, tok, var);
   B12X_ASSERT(k.fn != nullptr, "no wgmma kernel for format ", static_cast<int>(f), " tok ", tok);
+  const int64_t gx = (p.NP + 127) / 128;
   const int64_t gy = (p.M + tok - 1) / tok;
-  B12X_ASSERT(gy <= 65535, "too many token tiles: M=", p.M);
-  const dim3 grid(static_cast<unsigned>((p.NP + 127) / 128), static_cast<unsigned>(gy), 1);
-  B12X_CUDA_CHECK(b12x::detail::launch_ex(k.fn, grid, dim3(256), static_cast<size_t>(k.smem),
-                                          stream, p.pdl != 0, dim3(1, 1, 1), p));
+  LinearParams q = p;
+  q.raster_group = 0;
+  dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(gy), 1);
+  if (raster > 0) {
+    // Activation bytes of one token tile (FP8 activations: 1 byte per element, else BF16/FP16).
+    const bool f8 = f == WFmt::kFp8 || f == WFmt::kFp8Block;
+    const int64_t tile_bytes = static_cast<int64_t>(tok) * p.K * (f8 ? 1 : 2);
+    int64_t g = raster > 1 ? raster : kWgmmaRasterBytes / tile_bytes;
+    g = std::max<int64_t>(1, std::min<int64_t>(g, gy));
+    B12X_ASSERT(gx * gy <= INT32_MAX, "too many wgmma tiles: NP=", p.NP, " M=", p.M);
+    q.raster_group = static_cast<int>(g);
+    grid = dim3(static_cast<unsigned>(gx * gy), 1, 1);
+  } else {
+    B12X_ASSERT(gy <= 65535, "too many token tiles: M=", p.M);
+  }
+  B12X_CUDA_CHECK(b12x::detail::launch_ex(k.fn, grid, dim3(k.threads), static_cast<size_t>(k.smem),
+                                          stream, p.pdl != 0, dim3(1, 1, 1), q));
   B12X_CUDA_CHECK_LAUNCH();
 }
 

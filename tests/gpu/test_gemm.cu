@@ -487,7 +487,7 @@ void run_case(const Case& c, bool graph_replay = false, int* tiled_wgmma = nullp
     return ref;
   };
   // FP8 on the wgmma kernel: the accumulation-error bound of its promotion interval (plan
-  // variant: 0 and 3 = per 128 K, 1 = 64 K, 2 = 32 K; lin::WgmmaCfg::kF8Sub).
+  // variant: 0, 3 and 5 = per 128 K, 1 = 64 K, 2 = 32 K; lin::WgmmaCfg::kF8Sub).
   const bool f8_wgmma = plan.tiled_wgmma > 0 &&
                         (c.fmt == LinearFormat::kFp8Tensor || c.fmt == LinearFormat::kFp8Block);
   const int f8_chain = plan.tiled_wgmma_var == 2 ? 32 : plan.tiled_wgmma_var == 1 ? 64 : 128;
@@ -712,6 +712,27 @@ TEST(GemmGpu, TiledWgmmaTokenTiles) {
   // A long K at the default interval (32 promotions of 128 K).
   for (const auto& c : wgmma_cases(256, 256, 4096, false, DType::kBF16))
     if (c.fmt == LinearFormat::kFp8Tensor || c.fmt == LinearFormat::kFp8Block) run_case(c);
+  // Warp-specialized FP8 (variant 5: a copy warpgroup, 128 and 192 tokens): token / row / K
+  // tails, 1 and 24 token tiles, a long K refilling every slot many times.
+  for (const char* tok : {"128", "192"}) {
+    ScopedEnv e("B12X_GEMM_WGMMA", "1"), et("B12X_GEMM_WGMMA_TOK", tok),
+        ev("B12X_GEMM_WGMMA_VAR", "5");
+    for (const auto& c : wgmma_cases(300, 136, 768, false, DType::kFP16))
+      if (c.fmt == LinearFormat::kFp8Tensor || c.fmt == LinearFormat::kFp8Block) run_case(c);
+    for (const auto& c : wgmma_cases(3000, 264, 512, true, DType::kBF16))
+      if (c.fmt == LinearFormat::kFp8Tensor || c.fmt == LinearFormat::kFp8Block) run_case(c);
+    for (const auto& c : wgmma_cases(256, 256, 4096, false, DType::kBF16))
+      if (c.fmt == LinearFormat::kFp8Tensor || c.fmt == LinearFormat::kFp8Block) run_case(c);
+  }
+  // Raster bands (B12X_GEMM_WGMMA_RASTER: 1 = sized to L2, one band here; 5 = bands of five token
+  // tiles, the last of four, token tails in it), every format, with the FP8 variants 3 and 5.
+  for (const char* r : {"1", "5"}) {
+    ScopedEnv e("B12X_GEMM_WGMMA", "1"), er("B12X_GEMM_WGMMA_RASTER", r);
+    for (const auto& c : wgmma_cases(3000, 264, 512, true, DType::kBF16)) run_case(c);
+    ScopedEnv ev("B12X_GEMM_WGMMA_VAR", "5");
+    for (const auto& c : wgmma_cases(3000, 264, 512, true, DType::kBF16))
+      if (c.fmt == LinearFormat::kFp8Tensor || c.fmt == LinearFormat::kFp8Block) run_case(c);
+  }
 }
 
 /// The GGML formats on the SM90 group wgmma kernel (opt-in: B12X_GEMM_WGMMA_GROUP=1, compute
@@ -875,6 +896,12 @@ TEST(GemmGpuSanitize, SmallShapesAllFormats) {
     // variant; the BF16-operand formats: 256-token CTAs, their default on wide grids).
     for (LinearFormat f : {LinearFormat::kFp8Tensor, LinearFormat::kFp8Block})
       run_case({f, 136, 136, 2048, DType::kBF16, DType::kBF16, true});
+    {
+      // The warp-specialized FP8 probe (variant 5) and raster bands of one token tile.
+      ScopedEnv ev("B12X_GEMM_WGMMA_VAR", "5"), er("B12X_GEMM_WGMMA_RASTER", "1");
+      for (LinearFormat f : {LinearFormat::kFp8Tensor, LinearFormat::kFp8Block})
+        run_case({f, 136, 136, 2048, DType::kBF16, DType::kBF16, true});
+    }
     {
       ScopedEnv et("B12X_GEMM_WGMMA_TOK", "256"), ev("B12X_GEMM_WGMMA_VAR", "1");
       for (LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kMxfp8})

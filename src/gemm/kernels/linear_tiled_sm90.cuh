@@ -40,11 +40,24 @@ template <WFmt F, class T, int kTokens, int kVariant = 0>
 struct WgmmaCfg {
   static constexpr int kRows = 128;  ///< weight rows per CTA (2 warpgroups x 64)
   static constexpr int kTok = kTokens;
-  static constexpr int kThreads = 256;
   static constexpr bool kFp4 = F == WFmt::kNvfp4 || F == WFmt::kMxfp4;
   /// FP8 weights with FP8 activations (per-tensor, block): e4m3 wgmmas on the undecoded packed
   /// fragments (the e4m3 k32 A fragment), fp32 promotion per kF8Sub sub-block.
   static constexpr bool kF8 = F == WFmt::kFp8 || F == WFmt::kFp8Block;
+  /// FP8 variant 5 (probe): warp-specialized. A third warpgroup (warpgroup 0, `setmaxnreg` down
+  /// to kProdRegs) issues every copy of the ring; the two consumer warpgroups (up to kConsRegs)
+  /// only wait for full slots, issue their wgmmas, promote and release the slot, so no copy
+  /// issue, address arithmetic or empty-slot wait sits between one stage's promotion and the
+  /// next stage's wgmmas.
+  static constexpr bool kWs = kF8 && kVariant == 5;
+  static constexpr int kThreads = kWs ? 384 : 256;
+  static constexpr int kCopyThreads = kWs ? 128 : 256;  ///< threads issuing a stage's copies
+  static constexpr int kMmaThreads = 256;               ///< threads of the two MMA warpgroups
+  /// Per-thread register budgets (128 kProdRegs + 256 kConsRegs <= the 384 x 168 the launch
+  /// holds): 128 tokens fit 208 (64 + 64 accumulators) with a producer free of spills; 192
+  /// tokens need 232 (96 + 96), where the producer reloads some copy sources from the stack.
+  static constexpr int kProdRegs = kTok == 128 ? 80 : 40;
+  static constexpr int kConsRegs = kTok == 128 ? 208 : 232;
   static constexpr int kBK = kF8 ? 128 : 64;  // K per stage: 128-byte activation rows either way
   static constexpr int kActBytes = kTok * 128;
   static constexpr int kWTileBytes = kFp4 ? 512 : (kF8 ? 2048 : 1024);  // 16 rows x kBK, packed
@@ -66,7 +79,7 @@ struct WgmmaCfg {
   /// "empty" mbarrier once its wgmmas of the slot retired, and a slot is refilled two stages after
   /// its consumption (kLag 2), so the two warpgroups drift up to a stage apart and one's wgmmas
   /// fill the other's drain / promotion / decode gaps.
-  static constexpr bool kMbar = kF8 ? kVariant == 3 : kVariant == 1;
+  static constexpr bool kMbar = kF8 ? (kVariant == 3 || kWs) : kVariant == 1;
   /// BF16-operand formats drain each stage's wgmmas (wait_group 0) before the next stage. (A
   /// schedule keeping one group in flight across the stage barrier returned wrong results on the
   /// H200 in rounds 8 and 9: ptxas reallocated the A-fragment registers of the group in flight —
@@ -80,7 +93,7 @@ struct WgmmaCfg {
   static constexpr int kBsPitch = kTok / 4 + 4;
   static constexpr int kBsFloats = F == WFmt::kFp8Block ? 4 * kBsPitch : 1;
   /// NVFP4 splat table, kMbar barriers, block-FP8 combined scales.
-  static constexpr int kStaticBytes = 512 + 16 * 8 + kThreads / 32 * kBsFloats * 4;
+  static constexpr int kStaticBytes = 512 + 16 * 8 + kMmaThreads / 32 * kBsFloats * 4;
   static constexpr int kMaxStages = (kSmemLimit - kStaticBytes - 1024) / kStageBytes;
   /// BF16 operands at 128 tokens: 4 stages, so that two CTAs (<= 128 registers per thread) share
   /// an SM and one's epilogue overlaps the other's main loop. FP8 (kTok / 2 partial + kTok / 2
@@ -108,6 +121,7 @@ struct WgmmaCfg {
                 "128 / 192-token CTAs, 64 for FP8 (two CTAs per SM), 256 for BF16 operands");
   static_assert(!kNarrow || !kF8Overlap, "two FP8 partial sets only at 128 tokens");
   static_assert(!kWide || !kF8Overlap, "two FP8 partial sets only at 128 tokens");
+  static_assert(!kWs || kTok == 128 || kTok == 192, "warp-specialized FP8 at 128 / 192 tokens");
   static_assert(F == WFmt::kNvfp4 || ((F == WFmt::kMxfp4 || F == WFmt::kFp8Mx) && !T::kFp16) ||
                     (kF8 && !T::kFp16),
                 "wgmma kernel: NVFP4, BF16 MXFP4, MXFP8 (fold mode), FP8");
@@ -271,6 +285,21 @@ __device__ __forceinline__ void fence_acc(float (&d)[N]) {
 __device__ __forceinline__ void fence_proxy_async() {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
+}
+
+/// Warpgroup register budget of a warp-specialized kernel (every warp of the warpgroup executes
+/// it): the producer gives registers back, the MMA warpgroups take them.
+template <int N>
+__device__ __forceinline__ void setmaxnreg_dec() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(N));
+#endif
+}
+template <int N>
+__device__ __forceinline__ void setmaxnreg_inc() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(N));
 #endif
 }
 
@@ -440,8 +469,26 @@ __device__ __forceinline__ void wgmma_store_rows(const uint16_t* ep, const Linea
   }
 }
 
+/// The (weight tile, token tile) of this CTA. Raster bands (p.raster_group = g > 0, 1-D grid):
+/// band b holds token tiles [b g, b g + g) x every weight tile, the token tile fastest, so the
+/// CTAs resident at once share a few weight tiles (each read from HBM about once per band
+/// instead of once per token tile when the weights exceed L2) while the band's activations stay
+/// in L2. 0: the 2-D grid, weight tile fastest (blockIdx.x).
+__device__ __forceinline__ int2 wgmma_tile(const LinearParams& p, int rows, int tok) {
+  if (p.raster_group <= 0) return make_int2(blockIdx.x, blockIdx.y);
+  const int tiles_w = static_cast<int>((p.NP + rows - 1) / rows);
+  const int tiles_t = static_cast<int>((p.M + tok - 1) / tok);
+  const int g = p.raster_group;
+  const int id = blockIdx.x;
+  const int band = id / (g * tiles_w);
+  const int in = id - band * g * tiles_w;
+  const int gs = min(g, tiles_t - band * g);  // the last band may be narrower
+  return make_int2(in / gs, band * g + in % gs);
+}
+
 template <WFmt F, class T, int kTokens, int kVariant>
-__global__ void __launch_bounds__(256, WgmmaCfg<F, T, kTokens, kVariant>::kMinBlocks)
+__global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
+                                  WgmmaCfg<F, T, kTokens, kVariant>::kMinBlocks)
     linear_wgmma_kernel(const LinearParams p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using C = WgmmaCfg<F, T, kTokens, kVariant>;
@@ -460,24 +507,25 @@ __global__ void __launch_bounds__(256, WgmmaCfg<F, T, kTokens, kVariant>::kMinBl
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, t = lane & 3;
-  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * C::kRows;
-  const int64_t m0 = static_cast<int64_t>(blockIdx.y) * kTok;
+  const int2 tile = wgmma_tile(p, C::kRows, kTok);
+  const int64_t n0 = static_cast<int64_t>(tile.x) * C::kRows;
+  const int64_t m0 = static_cast<int64_t>(tile.y) * kTok;
   const int64_t tile0 = n0 / 16;
 
   if constexpr (F == WFmt::kNvfp4) {
     if (tid < 128) lut[tid] = nvfp4_scale_splat<T>(static_cast<uint8_t>(tid));
   }
-  __shared__ alignas(16) float bscale[C::kThreads / 32][C::kBsFloats];  // block FP8 (promote)
-  // kMbar: per slot a "full" barrier (256 copy arrivals) and an "empty" one (8 warp arrivals),
-  // outside the dynamic area (which the epilogue reuses).
+  __shared__ alignas(16) float bscale[C::kMmaThreads / 32][C::kBsFloats];  // block FP8 (promote)
+  // kMbar: per slot a "full" barrier (one arrival per copying thread) and an "empty" one (one per
+  // MMA thread), outside the dynamic area (which the epilogue reuses).
   __shared__ alignas(8) uint64_t bars[C::kMbar ? 2 * kStages : 1];
   const uint32_t full0 = static_cast<uint32_t>(__cvta_generic_to_shared(bars));
   const uint32_t empty0 = full0 + 8 * kStages;
   if constexpr (C::kMbar) {
     if (tid == 0) {
       for (int i = 0; i < kStages; ++i) {
-        wg::mbar_init(full0 + 8 * i, C::kThreads);
-        wg::mbar_init(empty0 + 8 * i, C::kThreads);
+        wg::mbar_init(full0 + 8 * i, C::kCopyThreads);
+        wg::mbar_init(empty0 + 8 * i, C::kMmaThreads);
       }
     }
     __syncthreads();
@@ -493,19 +541,24 @@ __global__ void __launch_bounds__(256, WgmmaCfg<F, T, kTokens, kVariant>::kMinBl
 
   // Weights and their scales do not depend on earlier kernels (issued before griddepcontrol.wait).
   static_assert(C::kWTileBytes == C::kBK / 32 / kApv * kTr.slots * 16, "stage run of a tile");
-  const wg::WeightRuns<C::kWTileBytes, C::kRows, C::kThreads> wruns(p.wvals, tile0, p.n16,
-                                                                    tile_stride, tid);
-  // Activation rows r0 + 32 i of 16-byte chunk c: the swizzled chunk (c ^ (r & 7)) is the same
-  // for every i; rows at and past M are zero-filled (zero bytes copied from the start of x).
+  // Copying threads (every thread; warpgroup 0 alone when warp-specialized).
+  constexpr int kCT = C::kCopyThreads;
+  constexpr int kAR = kCT / 8;  // activation rows per pass (8 chunks of 16 bytes per row)
+  const wg::WeightRuns<C::kWTileBytes, C::kRows, kCT> wruns(p.wvals, tile0, p.n16, tile_stride,
+                                                            tid);
+  // Activation rows r0 + kAR i of 16-byte chunk c: the swizzled chunk (c ^ (r & 7)) is the same
+  // for every i (kAR is a multiple of 8); rows at and past M are zero-filled (zero bytes copied
+  // from the start of x).
   const int ar0 = tid >> 3, ac = tid & 7;
   constexpr int kElem = C::kF8 ? 1 : 2;  // bytes per activation
   const int64_t ldb = C::kF8 ? p.ldx_bytes : 2 * p.ldx;
   const uint8_t* const xb = static_cast<const uint8_t*>(p.x);
-  const int64_t rows_left = p.M - m0 - ar0;  // rows i with 32 i < rows_left are valid
+  const int64_t rows_left = p.M - m0 - ar0;  // rows i with kAR i < rows_left are valid
   const uint8_t* const asrc0 = xb + (m0 + ar0) * ldb + ac * 16;
   const uint32_t adst0 = ar0 * 128 + ((ac ^ (ar0 & 7)) << 4);
-  // All kTok / 32 rows of this thread valid (every token tile but a tail one).
-  const bool arows_full = rows_left > 32 * (kTok / 32 - 1);
+  // All kTok / kAR rows of this thread valid (every token tile but a tail one).
+  static_assert(kTok % kAR == 0, "activation rows per copying thread");
+  const bool arows_full = rows_left > kAR * (kTok / kAR - 1);
 
   auto load_weights = [&](int s, int kb) {
     const int64_t k0 = static_cast<int64_t>(kb) * C::kBK;
@@ -532,26 +585,58 @@ __global__ void __launch_bounds__(256, WgmmaCfg<F, T, kTokens, kVariant>::kMinBl
     const uint32_t dst = act_addr(s) + adst0;
     if (arows_full && kvalid) {
 #pragma unroll
-      for (int i = 0; i < kTok / 32; ++i) wg::cp16n(dst + i * 4096, src + i * 32 * ldb, 16u);
+      for (int i = 0; i < kTok / kAR; ++i) wg::cp16n(dst + i * kAR * 128, src + i * kAR * ldb, 16u);
     } else {
       // A token tail or the K tail (the zero-filled last stage): invalid rows / chunks copy zero
       // bytes from the start of x.
 #pragma unroll
-      for (int i = 0; i < kTok / 32; ++i) {
-        const bool valid = kvalid && 32 * i < rows_left;
-        wg::cp16n(dst + i * 4096, valid ? src + i * 32 * ldb : xb, valid ? 16u : 0u);
+      for (int i = 0; i < kTok / kAR; ++i) {
+        const bool valid = kvalid && kAR * i < rows_left;
+        wg::cp16n(dst + i * kAR * 128, valid ? src + i * kAR * ldb : xb, valid ? 16u : 0u);
       }
     }
     if constexpr (F == WFmt::kFp8Block) {
       // Activation scales of the stage's group (zero-filled past M / K, where x is zero too).
-      if (tid < kTok) {
-        const int64_t m = m0 + tid;
+      for (int r = tid; r < kTok; r += kCT) {
+        const int64_t m = m0 + r;
         const bool valid = m < p.M && k0 < p.K;
         const float* src = p.xscale + m * p.xscale_ld + kb;
-        wg::cp4(s_addr(s) + tid * 4, valid ? src : p.xscale, valid);
+        wg::cp4(s_addr(s) + r * 4, valid ? src : p.xscale, valid);
       }
     }
   };
+
+  if constexpr (C::kWs) {
+    if (warp < 4) {
+      // Producer warpgroup: fills slot kb % kStages with stage kb once the MMA warpgroups
+      // released its previous stage (empty barrier phase kb / kStages - 1); the first kStages
+      // stages' weights go out before griddepcontrol.wait, as in the shared ring.
+      wg::setmaxnreg_dec<C::kProdRegs>();
+      const int pro = num_k < kStages ? num_k : kStages;
+      for (int s = 0; s < pro; ++s) load_weights(s, s);
+      griddep_wait();
+      for (int s = 0; s < pro; ++s) {
+        load_acts(s, s);
+        wg::mbar_cp_arrive(full0 + 8 * s);
+      }
+      int sl = 0;
+      uint32_t ph = 0;
+      for (int kb = kStages; kb < num_k; ++kb) {
+        wg::mbar_wait(empty0 + 8 * sl, ph);
+        load_weights(sl, kb);
+        load_acts(sl, kb);
+        wg::mbar_cp_arrive(full0 + 8 * sl);
+        if (++sl == kStages) sl = 0, ph ^= 1;
+      }
+      wg::cp_wait<0>();  // no copy of this thread outlives it
+      griddep_launch_dependents();
+      return;
+    }
+    wg::setmaxnreg_inc<C::kConsRegs>();
+    griddep_wait();  // alpha / bias in the epilogue
+  }
+  // This warp among the MMA warps: its 16-row tile of the CTA's weight rows.
+  const int cw = C::kWs ? warp - 4 : warp;
 
   float acc[C::kAcc];
 #pragma unroll
@@ -571,7 +656,7 @@ __global__ void __launch_bounds__(256, WgmmaCfg<F, T, kTokens, kVariant>::kMinBl
       const float* xs =
           reinterpret_cast<const float*>(sgen + sl * C::kStageBytes + C::kActBytes + C::kWBytes);
       const float ws = xs[kTok];
-      float* const bs = bscale[warp];
+      float* const bs = bscale[cw];
       __syncwarp();  // the previous stage's reads of bs
 #pragma unroll
       for (int q = lane; q < kTok / 4; q += 32) {
@@ -601,20 +686,22 @@ __global__ void __launch_bounds__(256, WgmmaCfg<F, T, kTokens, kVariant>::kMinBl
 
   // Prologue: stages 0..kStages-1-kLag (the weights first, then the wait for the activations).
   constexpr int kAhead = kStages - C::kLag;  // stages in flight ahead of the consumed one
+  if constexpr (!C::kWs) {
 #pragma unroll
-  for (int s = 0; s < kAhead; ++s)
-    if (s < num_k) load_weights(s, s);
-  griddep_wait();
+    for (int s = 0; s < kAhead; ++s)
+      if (s < num_k) load_weights(s, s);
+    griddep_wait();
 #pragma unroll
-  for (int s = 0; s < kAhead; ++s) {
-    if (s < num_k) load_acts(s, s);
-    if constexpr (C::kMbar) {
-      if (s < num_k) wg::mbar_cp_arrive(full0 + 8 * s);
-    } else {
-      wg::cp_commit();
+    for (int s = 0; s < kAhead; ++s) {
+      if (s < num_k) load_acts(s, s);
+      if constexpr (C::kMbar) {
+        if (s < num_k) wg::mbar_cp_arrive(full0 + 8 * s);
+      } else {
+        wg::cp_commit();
+      }
     }
+    __syncthreads();  // lut
   }
-  __syncthreads();  // lut
 
   // One stage: wait for its copies, refill the slot freed kLag stages ago, decode this warp's A
   // fragments, issue the wgmmas. FP8: into partial set pc; pp holds the previous stage's
@@ -631,19 +718,15 @@ __global__ void __launch_bounds__(256, WgmmaCfg<F, T, kTokens, kVariant>::kMinBl
 #pragma unroll
       for (int j = 0; j < 4; ++j) asm volatile("" ::"r"(held[i][j]));
   };
-  wg::StagePipe<kStages, kAhead, C::kMbar> pipe{full0, empty0};
-  auto step = [&](int kb) {
-    const int s = pipe.advance(kb, num_k, [&](int sl, int k) {
-      load_weights(sl, k);
-      load_acts(sl, k);
-    });
+  // Stage kb in slot s (landed): this warp's A fragments, the wgmmas, the promotion.
+  auto compute = [&](int s, int kb) {
     // This warp's 16-row tile: A fragments of the stage's four k16 steps.
     uint32_t af[4][4];
-    const uint8_t* wsg = sgen + s * C::kStageBytes + C::kActBytes + warp * C::kWTileBytes;
+    const uint8_t* wsg = sgen + s * C::kStageBytes + C::kActBytes + cw * C::kWTileBytes;
     const uint32_t* ssg =
         reinterpret_cast<const uint32_t*>(sgen + s * C::kStageBytes + C::kActBytes + C::kWBytes);
-    const uint32_t s_lo = C::kF8 ? 0u : ssg[warp * 16 + g];
-    const uint32_t s_hi = C::kF8 ? 0u : ssg[warp * 16 + g + 8];
+    const uint32_t s_lo = C::kF8 ? 0u : ssg[cw * 16 + g];
+    const uint32_t s_hi = C::kF8 ? 0u : ssg[cw * 16 + g + 8];
     if constexpr (C::kF8) {
       // The packed e4m3 k32 fragments are wgmma's register A operand as they are.
 #pragma unroll
@@ -755,10 +838,31 @@ __global__ void __launch_bounds__(256, WgmmaCfg<F, T, kTokens, kVariant>::kMinBl
 #pragma unroll
         for (int j = 0; j < 4; ++j) held[i][j] = af[i][j];
     }
-    // This warp's wgmmas of the slot retired (wait_group 0) and its scale reads are done.
-    pipe.release(lane);
   };
-  for (int kb = 0; kb < num_k; ++kb) step(kb);
+  if constexpr (C::kWs) {
+    // MMA warpgroups: wait for stage kb's slot to fill (full phase kb / kStages), consume it,
+    // release it (this thread's wgmmas of the slot retired and its shared-memory reads done).
+    int sl = 0;
+    uint32_t ph = 0;
+    for (int kb = 0; kb < num_k; ++kb) {
+      wg::mbar_wait(full0 + 8 * sl, ph);
+      wg::fence_proxy_async();  // cp.async writes (generic proxy) read by wgmma (async proxy)
+      compute(sl, kb);
+      wg::mbar_arrive(empty0 + 8 * sl);
+      if (++sl == kStages) sl = 0, ph ^= 1;
+    }
+  } else {
+    wg::StagePipe<kStages, kAhead, C::kMbar> pipe{full0, empty0};
+    for (int kb = 0; kb < num_k; ++kb) {
+      const int s = pipe.advance(kb, num_k, [&](int sl, int k) {
+        load_weights(sl, k);
+        load_acts(sl, k);
+      });
+      compute(s, kb);
+      // This warp's wgmmas of the slot retired (wait_group 0) and its scale reads are done.
+      pipe.release(lane);
+    }
+  }
   wg::wait<0>();
   release_held();
   if constexpr (C::kF8Overlap) {
@@ -769,16 +873,24 @@ __global__ void __launch_bounds__(256, WgmmaCfg<F, T, kTokens, kVariant>::kMinBl
   wg::fence_acc(acc);
   wg::cp_wait<0>();
   griddep_launch_dependents();
-  __syncthreads();  // the pipeline buffers become the output staging tile
+  // Barrier of the MMA warps (the producer warpgroup has returned: named barrier 1 of 256).
+  auto mma_sync = [] {
+    if constexpr (C::kWs) {
+      asm volatile("bar.sync 1, %0;" ::"n"(C::kMmaThreads) : "memory");
+    } else {
+      __syncthreads();
+    }
+  };
+  mma_sync();  // the pipeline buffers become the output staging tile
 
-  // Accumulator (wgmma D fragment): acc[4j + 2h + e] = (weight row 16 warp + g + 8h, token
+  // Accumulator (wgmma D fragment): acc[4j + 2h + e] = (weight row 16 cw + g + 8h, token
   // 8j + 2t + e). Staged as out dtype [token][row] (kEpPitch-byte rows), then written as rows.
   float mult = F == WFmt::kFp8Mx ? 128.f * p.out_mult : p.out_mult;
   if (p.alpha != nullptr) mult *= *p.alpha;
   float bias[2] = {0.f, 0.f};
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    const int64_t n = n0 + warp * 16 + g + 8 * h;
+    const int64_t n = n0 + cw * 16 + g + 8 * h;
     if (p.bias != nullptr && n < p.N) bias[h] = load_out_type(p.bias, n, p.out_fp16);
   }
   uint16_t* ep = reinterpret_cast<uint16_t*>(sgen);
@@ -788,11 +900,11 @@ __global__ void __launch_bounds__(256, WgmmaCfg<F, T, kTokens, kVariant>::kMinBl
     for (int h = 0; h < 2; ++h)
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
-        ep[(8 * j + 2 * t + e) * (C::kEpPitch / 2) + warp * 16 + g + 8 * h] =
+        ep[(8 * j + 2 * t + e) * (C::kEpPitch / 2) + cw * 16 + g + 8 * h] =
             wgmma_out_bits(acc[4 * j + 2 * h + e] * mult + bias[h], p.out_fp16);
       }
-  __syncthreads();
-  wgmma_store_rows<C::kRows, kTok, C::kThreads, C::kEpPitch>(ep, p, n0, m0, tid);
+  mma_sync();
+  wgmma_store_rows<C::kRows, kTok, C::kMmaThreads, C::kEpPitch>(ep, p, n0, m0, 32 * cw + lane);
 #else
   __trap();  // SM90 only: the host dispatches this kernel on compute capability 9.0 alone
 #endif
