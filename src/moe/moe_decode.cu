@@ -25,9 +25,11 @@ constexpr int fc1_ctas_per_sm(int warps) {
 }
 
 // FC2 warps per CTA: 8 while the per-warp combine rows fit (<= 32 tokens), else 4.
-// Measurement knob B12X_MOE_FC2_WARPS=4 forces 4 (6 shallow CTAs per SM instead of 3).
-int fc2_warps(int num_tokens) {
+// Measurement knob B12X_MOE_FC2_WARPS=4 forces 4 (6 shallow CTAs per SM instead of 3), =16 the
+// 16-warp CTA where the deep ring would apply (one CTA per SM, <= 16 routes).
+int fc2_warps(int num_tokens, bool deep) {
   static const int forced = env_knob("B12X_MOE_FC2_WARPS", 0);
+  if (forced == DecodeCfg::kFc2TallWarps && deep) return DecodeCfg::kFc2TallWarps;
   return forced == 4 || num_tokens > DecodeCfg::kFc2WideMaxTokens ? 4 : 8;
 }
 
@@ -57,9 +59,9 @@ void launch_fc2(const DecodeArgs& a, Stream stream, bool pdl) {
   auto* k = dev::moe_decode_fc2_kernel<OpT, kFold, kSK, kW, kDeep>;
   static std::once_flag once;  // the largest shared memory this instance is launched with
   std::call_once(once, [&] {
-    const int max_tokens = kDeep     ? kFc2DeepMaxRoutes
-                           : kW == 8 ? DecodeCfg::kFc2WideMaxTokens
-                                     : DecodeCfg::kMaxTokens;
+    const int max_tokens = kDeep || kW == DecodeCfg::kFc2TallWarps ? kFc2DeepMaxRoutes
+                           : kW == 8                               ? DecodeCfg::kFc2WideMaxTokens
+                                                                   : DecodeCfg::kMaxTokens;
     B12X_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          DecodeCfg::fc2_smem(kW, kDeep, max_tokens)));
     B12X_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout,
@@ -93,8 +95,11 @@ void launch_gemms(const DecodeArgs& a, Stream stream, bool pdl) {
     launch_fc1<OpT, kFold, kSK, 1, 1>(a, stream, pdl);
   const bool deep =
       decode_fc2_deep(a.routes, a.fc2_split, a.w2.rows_pad / DecodeCfg::kFc2Rows, a.sm_count);
-  if (fc2_warps(a.num_tokens) == 4)
+  const int fc2_w = fc2_warps(a.num_tokens, deep);
+  if (fc2_w == 4)
     launch_fc2<OpT, kFold, kSK, 4, false>(a, stream, pdl);
+  else if (fc2_w == DecodeCfg::kFc2TallWarps)
+    launch_fc2<OpT, kFold, kSK, DecodeCfg::kFc2TallWarps, false>(a, stream, pdl);
   else if (deep)
     launch_fc2<OpT, kFold, kSK, 8, true>(a, stream, pdl);
   else
@@ -109,7 +114,7 @@ int decode_fc1_smem_bytes() {
 int decode_fc2_smem_bytes(int num_tokens, int routes, int row_blocks, int sm_count) {
   const bool deep =
       decode_fc2_deep(routes, decode_fc2_split(routes, row_blocks, sm_count), row_blocks, sm_count);
-  const int warps = fc2_warps(num_tokens);
+  const int warps = fc2_warps(num_tokens, deep);
   return DecodeCfg::fc2_smem(warps, deep && warps == 8, num_tokens);
 }
 
@@ -179,6 +184,8 @@ void launch_decode_stream(const DecodeArgs& args, bool fp16_operands, Stream str
     a.fc1_warps = decode_fc1_warps(a.routes, fc1_row_blocks, a.sm_count, a.fc1_wm, a.fc1_groups);
   static const int q_early = env_knob("B12X_MOE_Q_EARLY", 0);
   a.q_early = q_early == 1 || q_early == 2 ? q_early : 0;
+  static const int a16_gate = env_knob("B12X_MOE_A16_GATE", 0);
+  a.a16_gate = pdl && a.aquant == num::kANone && a16_gate == 1 ? 1 : 0;
   B12X_ASSERT(a.routes >= 1 && a.routes <= kMaxInlineRoutes && a.num_tokens >= 1 &&
                   a.num_tokens <= DecodeCfg::kMaxTokens,
               "decode stream: routes=", a.routes, " num_tokens=", a.num_tokens,
@@ -191,6 +198,10 @@ void launch_decode_stream(const DecodeArgs& args, bool fp16_operands, Stream str
                   static_cast<unsigned>((a.w1.K + 8 * DecodeCfg::kQuantThreads - 1) /
                                         (8 * DecodeCfg::kQuantThreads)));
     launch_k(dev::moe_decode_quant_kernel, gq, dim3(DecodeCfg::kQuantThreads), 0, stream, pdl, a);
+    B12X_CUDA_CHECK_LAUNCH();
+  }
+  if (a.a16_gate) {
+    launch_k(dev::moe_decode_gate_kernel, dim3(1), dim3(32), 0, stream, pdl);
     B12X_CUDA_CHECK_LAUNCH();
   }
   // Same operand/scale-folding choice as the other FP4 kernels (moe_gemm_unit.cuh); the scale

@@ -65,8 +65,12 @@ struct DecodeCfg {
   static constexpr int kFc2Stage = kFc2Rows * 64 + kFc2Rows * 8 + kActBytes;
   static constexpr int kFc2WideMaxTokens = 32;
   static constexpr int kFc2DeepStages = 5;
+  // The 16-warp variant (opt-in B12X_MOE_FC2_WARPS=16, deep launches only: <= 16 routes, <= 1
+  // CTA per SM) halves each warp's K chain (top-8 at M = 1: 8 tiles x 2 K slices, 3 sub-chunks
+  // per warp instead of 6) with 2 stages per warp (99 KB limit).
+  static constexpr int kFc2TallWarps = 16;
   static constexpr int fc2_stages(int warps, bool deep) {
-    return warps == 8 ? (deep ? kFc2DeepStages : 3) : 4;
+    return warps == 8 ? (deep ? kFc2DeepStages : 3) : warps == kFc2TallWarps ? 2 : 4;
   }
   static constexpr int fc2_ring(int warps, bool deep) {
     return warps * fc2_stages(warps, deep) * kFc2Stage;
@@ -82,6 +86,8 @@ static_assert(DecodeCfg::fc1_smem(DecodeCfg::kFc1WideWarps) + 5120 <= 101376,
 static_assert(DecodeCfg::fc2_smem(8, false, DecodeCfg::kFc2WideMaxTokens) + 5120 <= 101376,
               "SM12x: at most 99 KB of shared memory per block");
 static_assert(DecodeCfg::fc2_smem(8, true, 16) + 5120 <= 101376,
+              "SM12x: at most 99 KB of shared memory per block");
+static_assert(DecodeCfg::fc2_smem(DecodeCfg::kFc2TallWarps, false, 16) + 5120 <= 101376,
               "SM12x: at most 99 KB of shared memory per block");
 static_assert(DecodeCfg::fc2_smem(4, false, DecodeCfg::kMaxTokens) + 5120 <= 101376,
               "SM12x: at most 99 KB of shared memory per block");
@@ -226,6 +232,30 @@ struct WarpStage {
   }
 };
 
+/// Fills the first kS stages of a warp's ring in one pass (fn(s) issues stage s's copies), one
+/// commit group per stage, empty past the warp's n chunks. The rings are primed in two passes
+/// with the same group order: weights before the PDL wait (they do not depend on the
+/// predecessor), activations after it; the K loop's cp_async_wait<kS - 1> counts on this order.
+/// (tile, sub-chunk) of a warp's next chunk; next() steps without a division.
+struct ChunkCursor {
+  int t = 0, k = 0;
+  __device__ __forceinline__ void next(int n_k) {
+    if (++k == n_k) {
+      k = 0;
+      ++t;
+    }
+  }
+};
+
+template <int kS, typename Fn>
+__device__ __forceinline__ void prime_ring(int n, Fn&& fn) {
+#pragma unroll
+  for (int s = 0; s < kS; ++s) {
+    if (s < n) fn(s);
+    cp_async_commit();
+  }
+}
+
 /// acc[m] += W(rows m*16 + {g, g+8}) x act over one staged 128-value sub-chunk. kM = number of
 /// 16-row MMA tiles of the warp (2 for FC1's 32 rows, 1 for FC2's 16). kSK = the scale kind
 /// (0 UE4M3/16, 1 E8M0/32) as a constant: a runtime kind put two branches in every (row, step),
@@ -244,6 +274,15 @@ inline constexpr bool kOneMulFold = kFold && kSK == 0 && std::is_same_v<OpT, __n
 template <typename OpT, bool kFold, int kSK>
 inline constexpr float kAccScale = kOneMulFold<OpT, kFold, kSK> ? 256.f : 1.f;
 
+/// bf16x2 a times the bf16 half H of b in both lanes (HMUL2 with a .H0_H0 / .H1_H1 operand).
+template <int H>
+__device__ __forceinline__ uint32_t mul2_half(uint32_t a, uint32_t b) {
+  const __nv_bfloat162 bb = *reinterpret_cast<const __nv_bfloat162*>(&b);
+  const __nv_bfloat162 v = __hmul2(*reinterpret_cast<const __nv_bfloat162*>(&a),
+                                   H == 0 ? __low2bfloat162(bb) : __high2bfloat162(bb));
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
 template <typename OpT, bool kFold, int kSK, int kM>
 __device__ __forceinline__ void stage_mma(const uint8_t* st, float (&acc)[kM][4], int g, int t) {
   constexpr int kRows = 16 * kM, kT = DecodeCfg::kTileTokens;
@@ -256,45 +295,48 @@ __device__ __forceinline__ void stage_mma(const uint8_t* st, float (&acc)[kM][4]
     f[i].s = *reinterpret_cast<const uint2*>(st + WarpStage<kRows>::kScaleOff + r * 8);
   }
   const uint2* s_act = reinterpret_cast<const uint2*>(st + WarpStage<kRows>::kActOff);
-#define B12X_DEC_STEP(J)                                                                      \
-  {                                                                                           \
-    uint32_t a[kM][4];                                                                        \
-    float s[2 * kM];                                                                          \
-    _Pragma("unroll") for (int i = 0; i < 2 * kM; ++i) {                                      \
-      uint32_t lo, hi;                                                                        \
-      if constexpr (kOne) {                                                                   \
-        const uint32_t w = u4_word(f[i].v, J / 2);                                            \
-        const uint32_t sb =                                                                   \
-            __byte_perm(J < 4 ? f[i].s.x : f[i].s.y, 0u, 0x4040u | ((J % 4) << 8) | (J % 4)); \
-        const uint32_t s2 = sb * 16u + 0x75807580u; /* e5m3_bf16x2_2p118 */                   \
-        lo = OpTraits<OpT>::mul2(layout::fp4x2_bf16_bits<2 * (J % 2)>(w), s2);                \
-        hi = OpTraits<OpT>::mul2(layout::fp4x2_bf16_bits<2 * (J % 2) + 1>(w), s2);            \
-        s[i] = 0.f;                                                                           \
-      } else {                                                                                \
-        f[i].template decode<J>(lo, hi, nullptr, t);                                          \
-        s[i] = f[i].template scale<J>(kSK);                                                   \
-        if constexpr (kFold) {                                                                \
-          const uint32_t s2 = OpTraits<OpT>::splat(s[i]);                                     \
-          lo = OpTraits<OpT>::mul2(lo, s2);                                                   \
-          hi = OpTraits<OpT>::mul2(hi, s2);                                                   \
-        }                                                                                     \
-      }                                                                                       \
-      a[i >> 1][(i & 1)] = lo;                                                                \
-      a[i >> 1][2 + (i & 1)] = hi;                                                            \
-    }                                                                                         \
-    const uint2 b = s_act[(J * kT + (g & (kT - 1))) * 4 + t]; /* columns >= kT: unused */     \
-    _Pragma("unroll") for (int m = 0; m < kM; ++m) {                                          \
-      if constexpr (kFold) {                                                                  \
-        OpTraits<OpT>::mma_acc(acc[m], a[m], b.x, b.y);                                       \
-      } else {                                                                                \
-        float d[4];                                                                           \
-        OpTraits<OpT>::mma(d, a[m], b.x, b.y);                                                \
-        acc[m][0] = fmaf(d[0], s[2 * m], acc[m][0]);                                          \
-        acc[m][1] = fmaf(d[1], s[2 * m], acc[m][1]);                                          \
-        acc[m][2] = fmaf(d[2], s[2 * m + 1], acc[m][2]);                                      \
-        acc[m][3] = fmaf(d[3], s[2 * m + 1], acc[m][3]);                                      \
-      }                                                                                       \
-    }                                                                                         \
+  uint32_t sp[2 * kM];  // scale splats of two steps (kOne)
+#define B12X_DEC_STEP(J)                                                                  \
+  {                                                                                       \
+    uint32_t a[kM][4];                                                                    \
+    float s[2 * kM];                                                                      \
+    _Pragma("unroll") for (int i = 0; i < 2 * kM; ++i) {                                  \
+      uint32_t lo, hi;                                                                    \
+      if constexpr (kOne) {                                                               \
+        const uint32_t w = u4_word(f[i].v, J / 2);                                        \
+        if (J % 2 == 0) {                                                                 \
+          const uint32_t sb = __byte_perm(J < 4 ? f[i].s.x : f[i].s.y, 0u,                \
+                                          0x4040u | (((J + 1) % 4) << 8) | (J % 4));      \
+          sp[i] = sb * 16u + 0x75807580u; /* e5m3_bf16x2_2p118, steps J and J + 1 */      \
+        }                                                                                 \
+        lo = mul2_half<J % 2>(layout::fp4x2_bf16_bits<2 * (J % 2)>(w), sp[i]);            \
+        hi = mul2_half<J % 2>(layout::fp4x2_bf16_bits<2 * (J % 2) + 1>(w), sp[i]);        \
+        s[i] = 0.f;                                                                       \
+      } else {                                                                            \
+        f[i].template decode<J>(lo, hi, nullptr, t);                                      \
+        s[i] = f[i].template scale<J>(kSK);                                               \
+        if constexpr (kFold) {                                                            \
+          const uint32_t s2 = OpTraits<OpT>::splat(s[i]);                                 \
+          lo = OpTraits<OpT>::mul2(lo, s2);                                               \
+          hi = OpTraits<OpT>::mul2(hi, s2);                                               \
+        }                                                                                 \
+      }                                                                                   \
+      a[i >> 1][(i & 1)] = lo;                                                            \
+      a[i >> 1][2 + (i & 1)] = hi;                                                        \
+    }                                                                                     \
+    const uint2 b = s_act[(J * kT + (g & (kT - 1))) * 4 + t]; /* columns >= kT: unused */ \
+    _Pragma("unroll") for (int m = 0; m < kM; ++m) {                                      \
+      if constexpr (kFold) {                                                              \
+        OpTraits<OpT>::mma_acc(acc[m], a[m], b.x, b.y);                                   \
+      } else {                                                                            \
+        float d[4];                                                                       \
+        OpTraits<OpT>::mma(d, a[m], b.x, b.y);                                            \
+        acc[m][0] = fmaf(d[0], s[2 * m], acc[m][0]);                                      \
+        acc[m][1] = fmaf(d[1], s[2 * m], acc[m][1]);                                      \
+        acc[m][2] = fmaf(d[2], s[2 * m + 1], acc[m][2]);                                  \
+        acc[m][3] = fmaf(d[3], s[2 * m + 1], acc[m][3]);                                  \
+      }                                                                                   \
+    }                                                                                     \
   }
   B12X_DEC_STEP(0);
   B12X_DEC_STEP(1);
@@ -378,6 +420,16 @@ __global__ void __launch_bounds__(DecodeCfg::kQuantThreads)
       make_uint4(o[0], o[1], o[2], o[3]);
 }
 
+// ---- A16 gate: the stream's first kernel when there is no [Q] (a16_gate) ------------------
+// Waits for the caller, then lets FC1 launch: FC1's CTAs become resident only once the caller's
+// data is complete (not while the caller's last grid still needs the SMs for later CTAs), and
+// may read the ids and stream weights before their own wait, which covers the caller through
+// this grid's completion.
+__global__ void __launch_bounds__(32) moe_decode_gate_kernel() {
+  pdl_wait();
+  pdl_trigger();
+}
+
 // ---- [FC1] (32 * kWM rows) x (expert tiles y, y + Y, ...) per CTA -----------------------
 // kWM row warps x 8 / kWM K warps. kWM >= 2 for gated activations with MX-quantised FC2 inputs
 // (the epilogue quantises whole 32-feature blocks, a gated 32-row warp holds 16 features).
@@ -422,18 +474,19 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
   const int grp = kG == 1 ? 0 : warp / (kWM * kWK);
   const int wm = warp % kWM, wk = kG == 1 ? warp / kWM : (warp / kWM) % kWK;
   const int gtid = kG == 1 ? tid : tid - grp * kGT;
-  // A16: FC1 is the op's first kernel and reads x directly, so it waits for the caller first.
-  // Quantised modes: the [Q] kernel waited for the caller before letting FC1 launch, so the ids
-  // may be read (and the weights streamed) now; only xq needs the wait below. q_early: [Q] let
-  // this grid launch before the caller finished, so not even the ids may be read before the wait.
+  // A16: FC1 is the op's first kernel and reads x directly, so it waits for the caller first
+  // (unless the gate kernel did). Quantised modes: the [Q] kernel waited for the caller before
+  // letting FC1 launch, so the ids may be read (and the weights streamed) now; only xq needs the
+  // wait below. q_early: [Q] let this grid launch before the caller finished, so not even the
+  // ids may be read before the wait.
   const bool first = a.aquant == num::kANone;
-  const bool wait_first = first || a.q_early == 1;
+  const bool wait_first = (first && a.a16_gate == 0) || a.q_early == 1;
   if (wait_first) pdl_wait();
   pdl_trigger();  // FC2 may launch now and stream its own weights (it waits for us before reading)
   const int ntiles = decode_route(a, rs);
   if (a.fc2_split > 1 && blockIdx.x == 0 && blockIdx.y == 0) {
     // FC2's split counters: read by FC2 only after it waited for this grid. The previous call's
-    // FC2 is complete: A16 waited above, otherwise [Q] waited before FC1 could launch.
+    // FC2 is complete: A16 waited above (or the gate did), else [Q] waited before FC1 launched.
     for (int i = tid; i < a.w2.rows_pad / C::kFc2Rows; i += kCta) a.counters[i] = 0;
   }
   const int R0 = blockIdx.x * kRows;
@@ -462,7 +515,7 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
   static_assert(kRed == kG * kWK * kWM * 8 * 32 * 4 && C::kFc1Ys >= kG * kT * kYs * 4, "areas");
 
   // Chunk (it, kc) of this warp: group tile it, sub-chunk wk + kWK * kc. The loads run kS
-  // chunks ahead of the math; (ni_t, ni_k) is the next chunk to load (no divisions per chunk).
+  // chunks ahead of the math; the ChunkCursor ni is the next chunk to load.
   const int n_lane = St::lane_token(lane);
   auto issue = [&](uint8_t* st, int it, int kc, bool weights, bool acts) {
     const int4 tl = tile_of(it);
@@ -481,33 +534,19 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
       St::issue_a(st, src, W.K, kk, lane, W.values);
     }
   };
-  int ni_t = 0, ni_k = 0;
-  auto advance = [&](int& t_, int& k_) {
-    if (++k_ == n_k) {
-      k_ = 0;
-      ++t_;
-    }
-  };
+  ChunkCursor ni;  // the next chunk to load
   {
-    int t_ = 0, k_ = 0;
-#pragma unroll
-    for (int s = 0; s < kS; ++s) {
-      if (s < n_my) {
-        issue(ring + s * C::kFc1Stage, t_, k_, true, false);
-        advance(t_, k_);
-      }
-      cp_async_commit();
-    }
+    ChunkCursor wc;  // the weights' cursor in the first pass
+    prime_ring<kS>(n_my, [&](int s) {
+      issue(ring + s * C::kFc1Stage, wc.t, wc.k, true, false);
+      wc.next(n_k);
+    });
   }
-  if (!wait_first) pdl_wait();  // xq is written by [Q]
-#pragma unroll
-  for (int s = 0; s < kS; ++s) {
-    if (s < n_my) {
-      issue(ring + s * C::kFc1Stage, ni_t, ni_k, false, true);
-      advance(ni_t, ni_k);
-    }
-    cp_async_commit();
-  }
+  if (!wait_first) pdl_wait();  // xq is written by [Q] (gate: no data, only the completion)
+  prime_ring<kS>(n_my, [&](int s) {
+    issue(ring + s * C::kFc1Stage, ni.t, ni.k, false, true);
+    ni.next(n_k);
+  });
 
   float acc[2][4];
 #pragma unroll
@@ -528,8 +567,8 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
       stage_mma<OpT, kFold, kSK, 2>(st, acc, g, t);
       __syncwarp();  // every lane is done reading the slot before it is refilled
       if (c + kS < n_my) {
-        issue(st, ni_t, ni_k, true, true);
-        advance(ni_t, ni_k);
+        issue(st, ni.t, ni.k, true, true);
+        ni.next(n_k);
       }
       cp_async_commit();
     }
@@ -661,7 +700,7 @@ __global__ void __launch_bounds__(32 * kW) moe_decode_fc2_kernel(const DecodeArg
   const int n_my = my_tiles * n_k;
   uint8_t* ring = smem + warp * kS * C::kFc2Stage;
   // Chunk (it, kc) of this warp: CTA tile tg + TW * it (global tile split + P * that), sub-chunk
-  // ks + KS * kc. Loads run kS chunks ahead; (ni_t, ni_k) is the next one (no divisions).
+  // ks + KS * kc. Loads run kS chunks ahead; the ChunkCursor ni is the next one.
   auto tile_of = [&](int it) { return split + P * (tg + TW * it); };
   auto issue_w = [&](uint8_t* st, int it, int kc) {
     const int e = s_tiles[tile_of(it)].x;
@@ -676,34 +715,20 @@ __global__ void __launch_bounds__(32 * kW) moe_decode_fc2_kernel(const DecodeArg
         n < tl.z ? a.inter + static_cast<int64_t>(tl.y + n) * a.features : nullptr;
     St::issue_a(st, src, W.K, ks + KS * kc, lane, W.values);
   };
-  auto advance = [&](int& t_, int& k_) {
-    if (++k_ == n_k) {
-      k_ = 0;
-      ++t_;
-    }
-  };
-  int ni_t = 0, ni_k = 0;
+  ChunkCursor ni;  // the next chunk to load
   {
-    int t_ = 0, k_ = 0;
-#pragma unroll
-    for (int s = 0; s < kS; ++s) {
-      if (s < n_my) {
-        issue_w(ring + s * C::kFc2Stage, t_, k_);
-        advance(t_, k_);
-      }
-      cp_async_commit();
-    }
+    ChunkCursor wc;  // the weights' cursor in the first pass
+    prime_ring<kS>(n_my, [&](int s) {
+      issue_w(ring + s * C::kFc2Stage, wc.t, wc.k);
+      wc.next(n_k);
+    });
   }
   pdl_wait();  // the intermediate is written by FC1
   pdl_trigger();
-#pragma unroll
-  for (int s = 0; s < kS; ++s) {
-    if (s < n_my) {
-      issue_a(ring + s * C::kFc2Stage, ni_t, ni_k);
-      advance(ni_t, ni_k);
-    }
-    cp_async_commit();
-  }
+  prime_ring<kS>(n_my, [&](int s) {
+    issue_a(ring + s * C::kFc2Stage, ni.t, ni.k);
+    ni.next(n_k);
+  });
   __syncthreads();  // s_w / s_tok / pacc initialised before the first flush
 
   float acc[1][4] = {{0.f, 0.f, 0.f, 0.f}};
@@ -718,9 +743,9 @@ __global__ void __launch_bounds__(32 * kW) moe_decode_fc2_kernel(const DecodeArg
       stage_mma<OpT, kFold, kSK, 1>(st, acc, g, t);
       __syncwarp();
       if (c + kS < n_my) {
-        issue_w(st, ni_t, ni_k);
-        issue_a(st, ni_t, ni_k);
-        advance(ni_t, ni_k);
+        issue_w(st, ni.t, ni.k);
+        issue_a(st, ni.t, ni.k);
+        ni.next(n_k);
       }
       cp_async_commit();
     }
