@@ -13,6 +13,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "b12x/c_api.h"
@@ -712,11 +713,14 @@ TEST(GemmGpu, TiledWgmmaTokenTiles) {
   // A long K at the default interval (32 promotions of 128 K).
   for (const auto& c : wgmma_cases(256, 256, 4096, false, DType::kBF16))
     if (c.fmt == LinearFormat::kFp8Tensor || c.fmt == LinearFormat::kFp8Block) run_case(c);
-  // Warp-specialized FP8 (variant 5: a copy warpgroup, 128 and 192 tokens): token / row / K
-  // tails, 1 and 24 token tiles, a long K refilling every slot many times.
-  for (const char* tok : {"128", "192"}) {
+  // Warp-specialized FP8 (variant 5: a copy warpgroup, 128 and 192 tokens; 6: with the MMA
+  // warpgroups' wgmma issue taking turns; 7: variant 3 taking turns): token / row / K tails, 1
+  // and 24 token tiles, a long K refilling every slot many times.
+  for (const auto& [tok, var] :
+       {std::pair{"128", "5"}, std::pair{"128", "6"}, std::pair{"128", "7"}, std::pair{"192", "5"},
+        std::pair{"192", "6"}}) {
     ScopedEnv e("B12X_GEMM_WGMMA", "1"), et("B12X_GEMM_WGMMA_TOK", tok),
-        ev("B12X_GEMM_WGMMA_VAR", "5");
+        ev("B12X_GEMM_WGMMA_VAR", var);
     for (const auto& c : wgmma_cases(300, 136, 768, false, DType::kFP16))
       if (c.fmt == LinearFormat::kFp8Tensor || c.fmt == LinearFormat::kFp8Block) run_case(c);
     for (const auto& c : wgmma_cases(3000, 264, 512, true, DType::kBF16))
@@ -896,9 +900,10 @@ TEST(GemmGpuSanitize, SmallShapesAllFormats) {
     // variant; the BF16-operand formats: 256-token CTAs, their default on wide grids).
     for (LinearFormat f : {LinearFormat::kFp8Tensor, LinearFormat::kFp8Block})
       run_case({f, 136, 136, 2048, DType::kBF16, DType::kBF16, true});
-    {
-      // The warp-specialized FP8 probe (variant 5) and raster bands of one token tile.
-      ScopedEnv ev("B12X_GEMM_WGMMA_VAR", "5"), er("B12X_GEMM_WGMMA_RASTER", "1");
+    // The FP8 probes: warp-specialized (variant 5, 6 with ordered issue; raster bands of one
+    // token tile), ordered issue on the shared ring (7).
+    for (const char* var : {"5", "6", "7"}) {
+      ScopedEnv ev("B12X_GEMM_WGMMA_VAR", var), er("B12X_GEMM_WGMMA_RASTER", "1");
       for (LinearFormat f : {LinearFormat::kFp8Tensor, LinearFormat::kFp8Block})
         run_case({f, 136, 136, 2048, DType::kBF16, DType::kBF16, true});
     }

@@ -49,7 +49,13 @@ struct WgmmaCfg {
   /// only wait for full slots, issue their wgmmas, promote and release the slot, so no copy
   /// issue, address arithmetic or empty-slot wait sits between one stage's promotion and the
   /// next stage's wgmmas.
-  static constexpr bool kWs = kF8 && kVariant == 5;
+  static constexpr bool kWs = kF8 && (kVariant == 5 || kVariant == 6);
+  /// FP8 variants 6 (= 5) and 7 (= 3) with ordered wgmma issue (probe): the two MMA warpgroups
+  /// take turns issuing a stage's wgmmas (warpgroup 0 stage kb, then 1 stage kb, then 0 stage
+  /// kb + 1, ...: two named barriers), so the tensor pipe runs one warpgroup's wgmmas while the
+  /// other drains and promotes, instead of both issuing at once when the same slot lands and
+  /// then both promoting while the pipe idles.
+  static constexpr bool kOrder = kF8 && (kVariant == 6 || kVariant == 7);
   static constexpr int kThreads = kWs ? 384 : 256;
   static constexpr int kCopyThreads = kWs ? 128 : 256;  ///< threads issuing a stage's copies
   static constexpr int kMmaThreads = 256;               ///< threads of the two MMA warpgroups
@@ -79,7 +85,7 @@ struct WgmmaCfg {
   /// "empty" mbarrier once its wgmmas of the slot retired, and a slot is refilled two stages after
   /// its consumption (kLag 2), so the two warpgroups drift up to a stage apart and one's wgmmas
   /// fill the other's drain / promotion / decode gaps.
-  static constexpr bool kMbar = kF8 ? (kVariant == 3 || kWs) : kVariant == 1;
+  static constexpr bool kMbar = kF8 ? (kVariant == 3 || kVariant == 7 || kWs) : kVariant == 1;
   /// BF16-operand formats drain each stage's wgmmas (wait_group 0) before the next stage. (A
   /// schedule keeping one group in flight across the stage barrier returned wrong results on the
   /// H200 in rounds 8 and 9: ptxas reallocated the A-fragment registers of the group in flight —
@@ -301,6 +307,15 @@ __device__ __forceinline__ void setmaxnreg_inc() {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(N));
 #endif
+}
+
+/// Named CTA barriers (ids 1..15; 0 is __syncthreads): wait until `count` threads arrived /
+/// arrive without waiting.
+__device__ __forceinline__ void bar_sync(int id, int count) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(count) : "memory");
+}
+__device__ __forceinline__ void bar_arrive(int id, int count) {
+  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(count) : "memory");
 }
 
 /// mbarrier (shared::cta) primitives of the kMbar pipeline.
@@ -812,9 +827,25 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
     } else if constexpr (C::kF8) {
       wg::fence_acc(part0);
       wg::fence();
+      // kOrder: MMA warpgroup 0 issues stage kb after warpgroup 1 issued stage kb - 1 (named
+      // barrier 2), warpgroup 1 after warpgroup 0 issued stage kb (barrier 3); the arrivals are
+      // balanced (no barrier left with a partial count at exit).
+      [[maybe_unused]] const int mwg = cw >> 2;  // MMA warpgroup
+      if constexpr (C::kOrder) {
+        if (mwg == 1)
+          wg::bar_sync(3, C::kMmaThreads);
+        else if (kb > 0)
+          wg::bar_sync(2, C::kMmaThreads);
+      }
 #pragma unroll
       for (int ks = 0; ks < 4; ++ks) wg::mma<wg::F8Tag, kTok>(part0, af[ks], desc + 2 * ks, ks);
       wg::commit();
+      if constexpr (C::kOrder) {
+        if (mwg == 0)
+          wg::bar_arrive(3, C::kMmaThreads);
+        else if (kb + 1 < num_k)
+          wg::bar_arrive(2, C::kMmaThreads);
+      }
       wg::wait<0>();
       wg::fence_acc(part0);
       promote(part0, s);
@@ -876,7 +907,7 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
   // Barrier of the MMA warps (the producer warpgroup has returned: named barrier 1 of 256).
   auto mma_sync = [] {
     if constexpr (C::kWs) {
-      asm volatile("bar.sync 1, %0;" ::"n"(C::kMmaThreads) : "memory");
+      wg::bar_sync(1, C::kMmaThreads);
     } else {
       __syncthreads();
     }
