@@ -82,6 +82,10 @@ struct PagedPlan {
   /// kernel (programmatic dependent launch), from metadata read through L2 that may still be
   /// stale: only prefetch addresses depend on it (B12X_ATTN_PREFETCH=1|0).
   bool prefetch = false;
+  /// Decode/verify tiles fill every stage of their K/V ring before the first wait (wide3 then
+  /// loads Q's fragments from global memory instead of staging Q in the ring), so a short
+  /// split has one more tile in flight behind its first round trip (B12X_ATTN_FULL_RING=1|0).
+  bool full_ring = true;
   int64_t partial_rows = 0;  ///< (split, token) rows of partials the scratch holds
   int64_t off_tiles = 0, off_partial_o = 0, off_partial_lse = 0, off_lse = 0;
   /// Decode/verify splits are merged by the main kernel (the last CTA of each row tile and KV

@@ -70,7 +70,7 @@ const KernelInfo* find_kernel(int dqk, int dv, int kind, DType q, bool fp8) {
 // 11 ("hvec": hcvt with 16-byte fragment reads, FP8 head dim 128).
 // B12X_ATTN_DECODE_TILE=wide|deep|direct|wdirect|wide3|wdirect2|hcvt|hbits|hvec overrides
 // (benchmarking).
-int decode_kind(bool fp8) {
+int decode_kind(bool fp8, int head_dim) {
   const char* e = std::getenv("B12X_ATTN_DECODE_TILE");
   if (e != nullptr && std::string(e) == "wide") return 1;
   if (e != nullptr && std::string(e) == "deep") return 2;
@@ -88,7 +88,8 @@ int decode_kind(bool fp8) {
   // 17-21% (round 8, B=8/32/128: 48.1/156.8/554.7 vs 57.9/195.2/700.1 us; issued instructions
   // -26%) while hbits (the bit move) gained nothing. Shapes without these kernels fall back
   // (plan_paged).
-  return fp8 ? 8 : 5;
+  // wide3 for head dim 256 (32-token tiles, 3 stages) is a measurement variant for now.
+  return fp8 ? 8 : (head_dim <= 128 ? 5 : 1);
 }
 
 // Extend tile kind: 0 (32-token stages) or 7 ("wide": 64-token stages computed as two 32-token
@@ -201,9 +202,10 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   // Decode tile (16 rows, warps split the KV) unless the packed rows of one request need more.
   const bool decode_tile = caps.mode != Mode::kExtend && int64_t(q_len) * group <= 16;
   const bool fp8 = caps.kv_dtype == DType::kFP8E4M3;
-  const KernelInfo* k =
-      find_kernel(caps.head_dim_qk, caps.head_dim_vo,
-                  decode_tile ? decode_kind(fp8) : extend_kind(), caps.q_dtype, fp8);
+  const KernelInfo* k = find_kernel(
+      caps.head_dim_qk, caps.head_dim_vo,
+      decode_tile ? decode_kind(fp8, std::max(caps.head_dim_qk, caps.head_dim_vo)) : extend_kind(),
+      caps.q_dtype, fp8);
   if (k == nullptr && !decode_tile)
     k = find_kernel(caps.head_dim_qk, caps.head_dim_vo, 0, caps.q_dtype, fp8);
   // A tile not compiled for the shape (wide3: head dims <= 128; wdirect2: FP8 128; wdirect,
@@ -267,6 +269,8 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   if (slack_env != nullptr) plan.rescale_slack = std::max(0.f, std::strtof(slack_env, nullptr));
   const char* pf_env = std::getenv("B12X_ATTN_PREFETCH");
   if (pf_env != nullptr) plan.prefetch = std::string(pf_env) == "1";
+  const char* fr_env = std::getenv("B12X_ATTN_FULL_RING");
+  if (fr_env != nullptr) plan.full_ring = std::string(fr_env) != "0";
 
   const int64_t max_ctx = int64_t(caps.max_page_table_width) * caps.page_size;
   int limit = caps.max_splits > 0 ? caps.max_splits : (caps.mode == Mode::kExtend ? 1 : kMaxSplits);
@@ -527,6 +531,7 @@ void run_paged(const PagedBinding& b, Stream stream) {
   p.heads_inner = plan.heads_inner ? 1 : 0;
   p.scale_log2 = b.softmax_scale * 1.4426950408889634f;
   p.rescale_slack = plan.rescale_slack;
+  p.full_ring = plan.full_ring ? 1 : 0;
   if (b.num_row_tiles <= 0) return;
   auto* s = reinterpret_cast<cudaStream_t>(stream);
   // PDL (SM90+): each kernel may launch while its predecessor drains; all three wait for it

@@ -506,7 +506,7 @@ TEST(AttentionGpuDecode, AlternativeTiles) {
           Spec b = s;
           b.kv = DType::kBF16;
           run_case(b, std::string("tile=") + tile + " bf16");
-          if (d == 128) {
+          if (d == 128 || std::string(tile) == "wide3") {
             Spec f = s;
             f.kv = DType::kFP16;
             f.q = DType::kFP16;
@@ -857,6 +857,35 @@ TEST(AttentionGpuDecode, PrefetchBeforeWait) {
   unsetenv("B12X_ATTN_PREFETCH");
 }
 
+// B12X_ATTN_FULL_RING=0: decode tiles keep kStages - 1 tiles in flight from the prologue (wide3
+// stages Q in the ring's last stage); the default fills every stage (wide3 loads Q's fragments
+// from global memory). Every decode tile family, short (1-3 tiles) and long splits.
+TEST(AttentionGpuDecode, FullRingOff) {
+  B12X_REQUIRE_GPU();
+  setenv("B12X_ATTN_FULL_RING", "0", 1);
+  int i = 0;
+  for (const char* tile : {"wide3", "hcvt", "wide", "deep", "wdirect"})
+    for (int d : {128, 256}) {
+      setenv("B12X_ATTN_DECODE_TILE", tile, 1);
+      Spec s;
+      const std::string t = tile;
+      s.kv = t == "wide3" || t == "wide" ? DType::kBF16 : DType::kFP8E4M3;
+      s.dqk = s.dv = d;
+      s.hkv = 2;
+      s.hq = 2 * (i % 2 ? 8 : 4);
+      s.prefix = {4000, 63, 1, 200, 700};
+      s.qlens.assign(5, 1);
+      s.num_splits = i % 3 == 0 ? 7 : 0;
+      s.max_splits = i % 3 == 0 ? 7 : 0;
+      s.window = i == 2 ? 300 : -1;
+      s.sinks = i % 2 == 1;
+      ++i;
+      run_case(s, std::string("full ring off, tile=") + tile);
+    }
+  unsetenv("B12X_ATTN_DECODE_TILE");
+  unsetenv("B12X_ATTN_FULL_RING");
+}
+
 TEST(AttentionGpuBind, RejectsBadInputs) {
   B12X_REQUIRE_GPU();
   Spec s;
@@ -1002,6 +1031,23 @@ TEST(AttentionGpuSanitize, DecodeFp16MmaTiles) {
     run_case(s, std::string("sanitize decode tile=") + tile);
     unsetenv("B12X_ATTN_DECODE_TILE");
   }
+}
+
+// 16-bit decode tiles with the full ring (the default: wide3 loads Q's fragments from global
+// memory, every stage takes K/V) and without it; wide3 for head dims 128 and 256.
+TEST(AttentionGpuSanitize, DecodeRing16Bit) {
+  B12X_REQUIRE_GPU();
+  for (const char* ring : {"1", "0"})
+    for (int d : {128, 256}) {
+      setenv("B12X_ATTN_FULL_RING", ring, 1);
+      setenv("B12X_ATTN_DECODE_TILE", "wide3", 1);
+      Spec s = sanitize_fp8_decode_spec();
+      s.kv = DType::kBF16;
+      s.dqk = s.dv = d;
+      run_case(s, std::string("sanitize decode wide3 full_ring=") + ring);
+      unsetenv("B12X_ATTN_DECODE_TILE");
+      unsetenv("B12X_ATTN_FULL_RING");
+    }
 }
 
 TEST(AttentionGpuSanitize, ExtendWindow) {

@@ -82,7 +82,8 @@ struct TileCfg {
   // kind 5: Q is staged in the ring's last stage (free until the first loop iteration issues
   // into it) and read once into registers; the 4 KB of a Q tile then buys a third 32 KB stage.
   static constexpr bool kQInRegs = kKind == 5 || kKind == 12;
-  static_assert(!kQInRegs || (!kFp8_ && kDqk_ <= 128), "wide3, m64: 16-bit KV, head dim <= 128");
+  static_assert(!kQInRegs || (!kFp8_ && (kDqk_ <= 128 || (kKind == 5 && kDqk_ == 256))),
+                "wide3, m64: 16-bit KV, head dim <= 128 (wide3 also 256)");
   static_assert(!kDirectK || (kFp8_ && (kDqk_ == 128 || kDqk_ == 256)),
                 "direct-K decode needs FP8 KV and a power-of-two head dim >= 128");
   static_assert(!kDirectV || kDv_ == 128 || kDv_ == 256,
@@ -94,9 +95,12 @@ struct TileCfg {
   // (registers) and 64-row tiles (Q tile + ring must fit 99 KB).
   static constexpr int kWM = kDecode ? 1 : 4;
   static constexpr int kMB = (kDecode || kBigHead || kKind == 12) ? 1 : 2;
+  // wide3 for head dim 256: 32-token tiles (2 warps), so three 32 KB stages fit with Q's 64
+  // fragment registers per lane instead of a Q tile in shared memory.
   static constexpr int kBN =
-      (kKind == 6 || kKind == 11 || ((kKind == 8 || kKind == 9) && kDqk == 128)) ? 128
-      : (kKind == 10)                                                            ? 64
+      (kKind == 5 && kBigHead)                                                     ? 32
+      : (kKind == 6 || kKind == 11 || ((kKind == 8 || kKind == 9) && kDqk == 128)) ? 128
+      : (kKind == 10)                                                              ? 64
       : (kKind == 4 || kKind == 5 || kKind == 7 || kKind == 8 || kKind == 9)
           ? 64
           : (kKind >= 2 ? 32 : (kBigHead ? 32 : (kMB == 2 && kDv > 64 ? 32 : 64)));
@@ -437,11 +441,12 @@ __device__ __forceinline__ void merge_row_warp(const PagedParams& p, int tok, in
         wsum > 0.f ? mm + log2f(wsum) : -INFINITY;
 }
 
-/// Decode/verify, before the PDL wait: the CTA's first kStages - 1 tiles of K/V rows (and their
-/// page-table entries) are prefetched into L2, so that after the wait the prologue's dependent
-/// reads hit L2. The metadata are read through L2 (ld.cg: nothing stale stays in L1 for the
-/// loads after the wait) and may be stale (the previous grid may still be writing them): only
-/// prefetch addresses depend on them, every index is bounded like the main path's.
+/// Decode/verify, before the PDL wait: the K/V rows of the tiles the CTA's prologue loads
+/// (kStages - 1, or all kStages with the full ring) and their page-table entries are prefetched
+/// into L2, so that after the wait the prologue's dependent reads hit L2. The metadata are read
+/// through L2 (ld.cg: nothing stale stays in L1 for the loads after the wait) and may be stale
+/// (the previous grid may still be writing them): only prefetch addresses depend on them, every
+/// index is bounded like the main path's.
 template <typename Cfg>
 __device__ __forceinline__ void prefetch_first_tiles(const PagedParams& p, int tile_x, int kvh,
                                                      int split) {
@@ -457,7 +462,8 @@ __device__ __forceinline__ void prefetch_first_tiles(const PagedParams& p, int t
   const KvRange r = kv_range(p, tile, qlen, lk);
   if (split >= r.ns) return;
   const int begin = r.lo + split * r.chunk;
-  const int end = min(min(r.hi, begin + r.chunk), begin + (Cfg::kStages - 1) * Cfg::kBN);
+  const int ahead = Cfg::kDecode && p.full_ring ? Cfg::kStages : Cfg::kStages - 1;  // prologue's
+  const int end = min(min(r.hi, begin + r.chunk), begin + ahead * Cfg::kBN);
   const int32_t* table = p.page_table + (int64_t)b * p.pt_stride;
   const uint32_t max_page = static_cast<uint32_t>(p.num_pages - 1);
   for (int pos = begin + static_cast<int>(threadIdx.x); pos < end; pos += Cfg::kThreads) {
@@ -519,6 +525,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   const int n_tiles = (kv_end - kv_begin + kBN - 1) / kBN;  // may be 0 (empty range)
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  // Full ring (decode tiles, p.full_ring): the prologue fills every stage, not kStages - 1, and
+  // iteration 0 issues nothing; from iteration 1 on both rings refill the stage consumed one
+  // iteration earlier. A CTA of a short split (B = 1 x 8k: 4 wide3 tiles, 2 hcvt tiles) then
+  // has 3 (2) instead of 2 (1) tiles in flight behind its first round trip.
+  const bool full_ring = Cfg::kDecode && p.full_ring != 0;
   const int wm = warp % kWM, wn = warp / kWM;
   const int g = lane >> 2, t4 = lane & 3;
   const int off_diag = w.lk - w.qlen;
@@ -630,7 +641,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
       *reinterpret_cast<uint4*>(sQ + swz(r, 2 * kb + 1, kQRow)) =
           make_uint4(od[0], od[1], od[2], od[3]);
     }
-  } else {
+  } else if (!(Cfg::kQInRegs && full_ring)) {
     const T* q = static_cast<const T*>(p.q);
     constexpr int kCpr = kDqk / 8;
     for (int i = tid; i < kBM * kCpr; i += kThreads) {
@@ -641,6 +652,31 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
       const int h = kvh * p.group + (pr - qi * p.group);
       const T* src = valid ? q + (int64_t)(w.q0 + qi) * p.q_st + (int64_t)h * p.q_sh + c * 8 : q;
       cp_async16(smem_u32(sQ + swz(r, c, kQRow)), src, valid);
+    }
+  }
+  // wide3 with the full ring: every stage takes K/V, so Q's MMA A fragments come straight from
+  // global memory (lane (g, t): rows g and g + 8, dims 16 kb + 2t, +1 and +8, +9), issued
+  // before the page-id loads and copies (a load behind the copies would return after them).
+  uint32_t qa[Cfg::kQInRegs ? kDqk / 16 : 1][4];
+  if constexpr (Cfg::kQInRegs && Cfg::kDecode) {
+    if (full_ring) {
+      const uint32_t* src[2];
+      bool ok[2];
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int pr = rows0 + (lane >> 2) + 8 * r;
+        const int qi = pr / p.group;
+        ok[r] = qi < w.qlen;
+        const int h = kvh * p.group + (pr - qi * p.group);
+        src[r] = reinterpret_cast<const uint32_t*>(
+            static_cast<const T*>(p.q) +
+            (ok[r] ? (int64_t)(w.q0 + qi) * p.q_st + (int64_t)h * p.q_sh : 0));
+      }
+#pragma unroll
+      for (int kb = 0; kb < kDqk / 16; ++kb)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          qa[kb][e] = ok[e & 1] ? src[e & 1][kb * 8 + (lane & 3) + 4 * (e >> 1)] : 0u;
     }
   }
 
@@ -791,18 +827,21 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     }
   };
 
-  // Q and the first kStages-1 tiles (their page ids read together first); group s also carries
-  // the ids of tile s + kStages - 1 (ring slots the prologue does not read).
+  // Q and the first kStages-1 tiles, or with the full ring all kStages (their page ids read
+  // together first); group s also carries the ids of tile s + kStages - 1 (the first tile the
+  // loop issues, from iteration s; unused for the full ring's group 0).
   {
-    int pg0[kStages - 1][kIdRegs];
+    int pg0[kStages][kIdRegs];
 #pragma unroll
-    for (int s = 0; s < kStages - 1; ++s) load_ids(s, pg0[s]);
+    for (int s = 0; s < kStages; ++s)
+      if (s < kStages - 1 || full_ring) load_ids(s, pg0[s]);
     // tile 0 always issued (zero-filled when the range is empty)
     load_tile(0, 0, [&](int j) { return page_of(pg0[0], j); });
     issue_ids(kStages - 1);
     cp_async_commit();
 #pragma unroll
-    for (int s = 1; s < kStages - 1; ++s) {
+    for (int s = 1; s < kStages; ++s) {
+      if (s == kStages - 1 && !full_ring) break;
       if (s < n_tiles) load_tile(s, s, [&](int j) { return page_of(pg0[s], j); });
       issue_ids(s + kStages - 1);
       cp_async_commit();
@@ -852,19 +891,27 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   const uint32_t q_lane = swz_in_row(wrow0 + (lane & 15), lane >> 4);
 
   // wide3: Q (cp.async group 0, with tile 0) into registers before the first iteration issues
-  // into the last stage, where Q was staged; that iteration's barrier orders the two.
-  uint32_t qa[Cfg::kQInRegs ? kDqk / 16 : 1][4];
+  // into the last stage, where Q was staged; that iteration's barrier orders the two. (The full
+  // ring loaded Q's fragments from global memory above.)
   if constexpr (Cfg::kQInRegs) {
-    cp_async_wait<kStages - 2>();
-    __syncthreads();
+    if (!full_ring) {
+      cp_async_wait<kStages - 2>();
+      __syncthreads();
 #pragma unroll
-    for (int kb = 0; kb < kDqk / 16; ++kb) ldmatrix_x4(qa[kb], q_base + (q_lane ^ (kb << 5)));
+      for (int kb = 0; kb < kDqk / 16; ++kb) ldmatrix_x4(qa[kb], q_base + (q_lane ^ (kb << 5)));
+    }
   }
 
   for (int it = 0; it < n_tiles; ++it) {
-    cp_async_wait<kStages - 2>();
+    // Group g holds tile g (the full ring's iteration 0 commits none): kStages - 1 groups may
+    // stay pending at iteration 0 of the full ring, kStages - 2 otherwise.
+    const bool refill = !(full_ring && it == 0);  // the full ring's stages are all in use
+    if (refill)
+      cp_async_wait<kStages - 2>();
+    else
+      cp_async_wait<kStages - 1>();
     __syncthreads();
-    {
+    if (refill) {
       const int nx = it + kStages - 1;
       if (nx < n_tiles) {  // CTA-uniform
         // Tile nx's ids landed with tile it's group (waited above). The slot written now,
@@ -1205,7 +1252,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 
   // ---- merge the WN warp states of each row block through shared memory (kMB == 1) ----
   if constexpr (kWN > 1) {
-    __syncthreads();  // everyone is done with the ring
+    cp_async_wait<0>();  // an empty range issued a zero-filled tile 0 that no iteration waited for
+    __syncthreads();     // everyone is done with the ring
     float* sm_m = reinterpret_cast<float*>(sRing);
     float* sm_l = sm_m + kWN * kBM;
     float* sm_o = sm_l + kWN * kBM;
