@@ -187,27 +187,35 @@ struct WarpStage {
   static constexpr int kT = DecodeCfg::kTileTokens;
   static constexpr int kScaleOff = kRows * 64;
   static constexpr int kActOff = kRows * 72;
-  /// Weights and scales of sub-chunk kk of the rows starting at vrow/srow. Lane copies rows
-  /// lane / 4 + 8c, quad lane % 4 (4 lanes read 64 contiguous bytes per instruction). The
-  /// in-block offsets are 32-bit (a warp's rows span < 4 GB), so each copy costs one 64-bit add
-  /// on top of the per-chunk base instead of a full 64-bit row-address computation.
-  static __device__ __forceinline__ void issue_w(uint8_t* st, const uint8_t* vrow,
-                                                 const uint8_t* srow, int64_t vstride,
-                                                 int64_t sstride, int kk, int scale_kind,
-                                                 int lane) {
-    const uint8_t* v = vrow + static_cast<int64_t>(kk) * 64;
+  /// This lane's copy sources in one expert tile: the 16-byte quad lane % 4 of weight row
+  /// lane / 4, scale row `lane` (lanes < kRows) and the operand row of token lane_token(lane)
+  /// (nullptr: absent token). Built once per tile, so a refill only adds the sub-chunk offset.
+  struct Src {
+    const uint8_t* w;
+    const uint8_t* s;
+    const uint16_t* a;
+  };
+  static __device__ __forceinline__ Src src(const uint8_t* vrow, const uint8_t* srow,
+                                            int64_t vstride, int64_t sstride, const uint16_t* arow,
+                                            int lane) {
     const uint32_t off = static_cast<uint32_t>(lane >> 2) * static_cast<uint32_t>(vstride) +
                          static_cast<uint32_t>(lane & 3) * 16u;
-    const uint32_t step = 8u * static_cast<uint32_t>(vstride);
+    return {vrow + off, srow + static_cast<uint32_t>(lane) * static_cast<uint32_t>(sstride), arow};
+  }
+  /// Weights and scales of sub-chunk kk. Lane copies rows lane / 4 + 8c, quad lane % 4 (4 lanes
+  /// read 64 contiguous bytes per instruction); `step` = 8 rows of the weight matrix in bytes.
+  /// The row offsets are 32-bit (a warp's rows span < 4 GB): one 64-bit add per copy.
+  static __device__ __forceinline__ void issue_w(uint8_t* st, const Src& s, uint32_t step, int kk,
+                                                 int scale_kind, int lane) {
+    const uint8_t* v = s.w + kk * 64;
     uint8_t* d = st + (lane >> 2) * 64 + (lane & 3) * 16;
 #pragma unroll
-    for (int c = 0; c < kRows / 8; ++c) cp_async16(d + c * 512, v + (off + c * step), true);
+    for (int c = 0; c < kRows / 8; ++c) cp_async16(d + c * 512, v + c * step, true);
     if (lane < kRows) {
-      const uint32_t so = static_cast<uint32_t>(lane) * static_cast<uint32_t>(sstride);
       if (scale_kind == 0)
-        cp_async8(st + kScaleOff + lane * 8, srow + static_cast<int64_t>(kk) * 8 + so);
+        cp_async8(st + kScaleOff + lane * 8, s.s + kk * 8);
       else
-        cp_async4(st + kScaleOff + lane * 8, srow + static_cast<int64_t>(kk) * 4 + so);
+        cp_async4(st + kScaleOff + lane * 8, s.s + kk * 4);
     }
   }
   /// Token whose activation fragments this lane copies (fixed per lane).
@@ -517,36 +525,39 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
   // Chunk (it, kc) of this warp: group tile it, sub-chunk wk + kWK * kc. The loads run kS
   // chunks ahead of the math; the ChunkCursor ni is the next chunk to load.
   const int n_lane = St::lane_token(lane);
-  auto issue = [&](uint8_t* st, int it, int kc, bool weights, bool acts) {
+  const uint32_t wstep = 8u * static_cast<uint32_t>(W.values_row_stride);
+  auto src_of = [&](int it) {
     const int4 tl = tile_of(it);
-    const int kk = wk + kWK * kc;
-    if (weights)
-      St::issue_w(st, vrow + tl.x * W.values_expert_stride, srow + tl.x * W.scales_expert_stride,
-                  W.values_row_stride, W.scales_row_stride, kk, kSK, lane);
-    if (acts) {
-      const uint16_t* src = nullptr;
-      if (n_lane < tl.z) {
-        const int slot = tl.y + n_lane;
-        src = first
-                  ? static_cast<const uint16_t*>(a.x) + static_cast<int64_t>(rs.tok[slot]) * a.x_ld
-                  : a.xq + static_cast<int64_t>(s_sr[slot]) * W.K;
-      }
-      St::issue_a(st, src, W.K, kk, lane, W.values);
+    const uint16_t* arow = nullptr;
+    if (n_lane < tl.z) {
+      const int slot = tl.y + n_lane;
+      arow = first ? static_cast<const uint16_t*>(a.x) + static_cast<int64_t>(rs.tok[slot]) * a.x_ld
+                   : a.xq + static_cast<int64_t>(s_sr[slot]) * W.K;
     }
+    return St::src(vrow + tl.x * W.values_expert_stride, srow + tl.x * W.scales_expert_stride,
+                   W.values_row_stride, W.scales_row_stride, arow, lane);
+  };
+  auto issue = [&](uint8_t* st, const typename St::Src& sc, int kc, bool weights, bool acts) {
+    const int kk = wk + kWK * kc;
+    if (weights) St::issue_w(st, sc, wstep, kk, kSK, lane);
+    if (acts) St::issue_a(st, sc.a, W.K, kk, lane, W.values);
   };
   ChunkCursor ni;  // the next chunk to load
   {
     ChunkCursor wc;  // the weights' cursor in the first pass
     prime_ring<kS>(n_my, [&](int s) {
-      issue(ring + s * C::kFc1Stage, wc.t, wc.k, true, false);
+      issue(ring + s * C::kFc1Stage, src_of(wc.t), wc.k, true, false);
       wc.next(n_k);
     });
   }
   if (!wait_first) pdl_wait();  // xq is written by [Q] (gate: no data, only the completion)
   prime_ring<kS>(n_my, [&](int s) {
-    issue(ring + s * C::kFc1Stage, ni.t, ni.k, false, true);
+    issue(ring + s * C::kFc1Stage, src_of(ni.t), ni.k, false, true);
     ni.next(n_k);
   });
+  // Sources of the next chunk's tile, rebuilt only when the cursor enters a new tile.
+  typename St::Src nsrc{};
+  if (ni.t < n_tg) nsrc = src_of(ni.t);
 
   float acc[2][4];
 #pragma unroll
@@ -567,8 +578,9 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
       stage_mma<OpT, kFold, kSK, 2>(st, acc, g, t);
       __syncwarp();  // every lane is done reading the slot before it is refilled
       if (c + kS < n_my) {
-        issue(st, ni.t, ni.k, true, true);
+        issue(st, nsrc, ni.k, true, true);
         ni.next(n_k);
+        if (ni.k == 0 && ni.t < n_tg) nsrc = src_of(ni.t);
       }
       cp_async_commit();
     }
@@ -702,33 +714,33 @@ __global__ void __launch_bounds__(32 * kW) moe_decode_fc2_kernel(const DecodeArg
   // Chunk (it, kc) of this warp: CTA tile tg + TW * it (global tile split + P * that), sub-chunk
   // ks + KS * kc. Loads run kS chunks ahead; the ChunkCursor ni is the next one.
   auto tile_of = [&](int it) { return split + P * (tg + TW * it); };
-  auto issue_w = [&](uint8_t* st, int it, int kc) {
-    const int e = s_tiles[tile_of(it)].x;
-    St::issue_w(st, W.values + e * W.values_expert_stride + R0 * W.values_row_stride,
-                W.scales + e * W.scales_expert_stride + R0 * W.scales_row_stride,
-                W.values_row_stride, W.scales_row_stride, ks + KS * kc, kSK, lane);
-  };
-  auto issue_a = [&](uint8_t* st, int it, int kc) {
+  const uint32_t wstep = 8u * static_cast<uint32_t>(W.values_row_stride);
+  auto src_of = [&](int it) {
     const int4 tl = s_tiles[tile_of(it)];
     const int n = St::lane_token(lane);
-    const uint16_t* src =
-        n < tl.z ? a.inter + static_cast<int64_t>(tl.y + n) * a.features : nullptr;
-    St::issue_a(st, src, W.K, ks + KS * kc, lane, W.values);
+    return St::src(W.values + tl.x * W.values_expert_stride + R0 * W.values_row_stride,
+                   W.scales + tl.x * W.scales_expert_stride + R0 * W.scales_row_stride,
+                   W.values_row_stride, W.scales_row_stride,
+                   n < tl.z ? a.inter + static_cast<int64_t>(tl.y + n) * a.features : nullptr,
+                   lane);
   };
   ChunkCursor ni;  // the next chunk to load
   {
     ChunkCursor wc;  // the weights' cursor in the first pass
     prime_ring<kS>(n_my, [&](int s) {
-      issue_w(ring + s * C::kFc2Stage, wc.t, wc.k);
+      St::issue_w(ring + s * C::kFc2Stage, src_of(wc.t), wstep, ks + KS * wc.k, kSK, lane);
       wc.next(n_k);
     });
   }
   pdl_wait();  // the intermediate is written by FC1
   pdl_trigger();
   prime_ring<kS>(n_my, [&](int s) {
-    issue_a(ring + s * C::kFc2Stage, ni.t, ni.k);
+    St::issue_a(ring + s * C::kFc2Stage, src_of(ni.t).a, W.K, ks + KS * ni.k, lane, W.values);
     ni.next(n_k);
   });
+  // Sources of the next chunk's tile, rebuilt only when the cursor enters a new tile.
+  typename St::Src nsrc{};
+  if (ni.t < my_tiles) nsrc = src_of(ni.t);
   __syncthreads();  // s_w / s_tok / pacc initialised before the first flush
 
   float acc[1][4] = {{0.f, 0.f, 0.f, 0.f}};
@@ -743,9 +755,11 @@ __global__ void __launch_bounds__(32 * kW) moe_decode_fc2_kernel(const DecodeArg
       stage_mma<OpT, kFold, kSK, 1>(st, acc, g, t);
       __syncwarp();
       if (c + kS < n_my) {
-        issue_w(st, ni.t, ni.k);
-        issue_a(st, ni.t, ni.k);
+        const int kk = ks + KS * ni.k;
+        St::issue_w(st, nsrc, wstep, kk, kSK, lane);
+        St::issue_a(st, nsrc.a, W.K, kk, lane, W.values);
         ni.next(n_k);
+        if (ni.k == 0 && ni.t < my_tiles) nsrc = src_of(ni.t);
       }
       cp_async_commit();
     }
