@@ -53,6 +53,11 @@ WgmmaPick pick_var(int var) {
     }
   } else if constexpr (kTok == 64) {
     return {};
+  } else if constexpr (kTok == 128 || kTok == 256) {
+    return var == 2   ? wgmma_pick<F, T, kTok, 2>()
+           : var == 1 ? wgmma_pick<F, T, kTok, 1>()
+           : var == 0 ? wgmma_pick<F, T, kTok, 0>()
+                      : WgmmaPick{};
   } else {
     return var == 1   ? wgmma_pick<F, T, kTok, 1>()
            : var == 0 ? wgmma_pick<F, T, kTok, 0>()
@@ -83,7 +88,8 @@ WgmmaPick pick_tok(WFmt f, bool fp16, int var) {
 /// also 5 / 6), 192 / 256 (BF16 operands). var (WgmmaCfg): FP8 0 = per-128-K promotion, 1 / 2 = per
 /// 64 / 32 K, 3 = per 128 K on the mbarrier pipeline, 5 = 3 warp-specialized (a copy warpgroup),
 /// 6 / 7 = 5 / 3 with the MMA warpgroups' wgmma issue taking turns;
-/// BF16-operand formats 0 = CTA-barrier pipeline, 1 = mbarrier pipeline.
+/// BF16-operand formats 0 = CTA-barrier pipeline, 1 = mbarrier pipeline, 2 = 1 taking turns
+/// (128 / 256 tokens).
 WgmmaPick pick(WFmt f, bool fp16, int tok, int var) {
   return tok == 64    ? pick_tok<64>(f, fp16, var)
          : tok == 128 ? pick_tok<128>(f, fp16, var)

@@ -728,6 +728,16 @@ TEST(GemmGpu, TiledWgmmaTokenTiles) {
     for (const auto& c : wgmma_cases(256, 256, 4096, false, DType::kBF16))
       if (c.fmt == LinearFormat::kFp8Tensor || c.fmt == LinearFormat::kFp8Block) run_case(c);
   }
+  // The BF16-operand formats with the MMA warpgroups taking turns (variant 2, 128 and 256
+  // tokens): token / row / K tails, several token tiles.
+  for (const char* tok : {"128", "256"}) {
+    ScopedEnv e("B12X_GEMM_WGMMA", "1"), et("B12X_GEMM_WGMMA_TOK", tok),
+        ev("B12X_GEMM_WGMMA_VAR", "2");
+    for (const auto& c : wgmma_cases(450, 136, 768, true, DType::kBF16))
+      if (c.fmt != LinearFormat::kFp8Tensor && c.fmt != LinearFormat::kFp8Block) run_case(c);
+    for (const auto& c : wgmma_cases(300, 136, 768, false, DType::kFP16))
+      if (c.fmt != LinearFormat::kFp8Tensor && c.fmt != LinearFormat::kFp8Block) run_case(c);
+  }
   // Raster bands (B12X_GEMM_WGMMA_RASTER: 1 = sized to L2, one band here; 5 = bands of five token
   // tiles, the last of four, token tails in it), every format, with the FP8 variants 3 and 5.
   for (const char* r : {"1", "5"}) {
@@ -907,8 +917,8 @@ TEST(GemmGpuSanitize, SmallShapesAllFormats) {
       for (LinearFormat f : {LinearFormat::kFp8Tensor, LinearFormat::kFp8Block})
         run_case({f, 136, 136, 2048, DType::kBF16, DType::kBF16, true});
     }
-    {
-      ScopedEnv et("B12X_GEMM_WGMMA_TOK", "256"), ev("B12X_GEMM_WGMMA_VAR", "1");
+    for (const char* var : {"1", "2"}) {  // 2: the warpgroups taking turns (probe)
+      ScopedEnv et("B12X_GEMM_WGMMA_TOK", "256"), ev("B12X_GEMM_WGMMA_VAR", var);
       for (LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kMxfp8})
         run_case({f, 300, 136, 2048, DType::kBF16, DType::kBF16, true});
     }

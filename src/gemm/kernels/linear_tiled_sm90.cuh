@@ -50,12 +50,12 @@ struct WgmmaCfg {
   /// issue, address arithmetic or empty-slot wait sits between one stage's promotion and the
   /// next stage's wgmmas.
   static constexpr bool kWs = kF8 && (kVariant == 5 || kVariant == 6);
-  /// FP8 variants 6 (= 5) and 7 (= 3) with ordered wgmma issue (probe): the two MMA warpgroups
-  /// take turns issuing a stage's wgmmas (warpgroup 0 stage kb, then 1 stage kb, then 0 stage
-  /// kb + 1, ...: two named barriers), so the tensor pipe runs one warpgroup's wgmmas while the
-  /// other drains and promotes, instead of both issuing at once when the same slot lands and
-  /// then both promoting while the pipe idles.
-  static constexpr bool kOrder = kF8 && (kVariant == 6 || kVariant == 7);
+  /// FP8 variants 6 (= 5) and 7 (= 3), BF16-operand variant 2 (= 1), with ordered wgmma issue
+  /// (probes): the two MMA warpgroups take turns issuing a stage's wgmmas (warpgroup 0 stage kb,
+  /// then 1 stage kb, then 0 stage kb + 1, ...: two named barriers), so the tensor pipe runs one
+  /// warpgroup's wgmmas while the other drains and promotes (FP8) or decodes its next fragments,
+  /// instead of both issuing at once when the same slot lands and then both idling it.
+  static constexpr bool kOrder = kF8 ? (kVariant == 6 || kVariant == 7) : kVariant == 2;
   static constexpr int kThreads = kWs ? 384 : 256;
   static constexpr int kCopyThreads = kWs ? 128 : 256;  ///< threads issuing a stage's copies
   static constexpr int kMmaThreads = 256;               ///< threads of the two MMA warpgroups
@@ -85,7 +85,8 @@ struct WgmmaCfg {
   /// "empty" mbarrier once its wgmmas of the slot retired, and a slot is refilled two stages after
   /// its consumption (kLag 2), so the two warpgroups drift up to a stage apart and one's wgmmas
   /// fill the other's drain / promotion / decode gaps.
-  static constexpr bool kMbar = kF8 ? (kVariant == 3 || kVariant == 7 || kWs) : kVariant == 1;
+  static constexpr bool kMbar =
+      kF8 ? (kVariant == 3 || kVariant == 7 || kWs) : (kVariant == 1 || kVariant == 2);
   /// BF16-operand formats drain each stage's wgmmas (wait_group 0) before the next stage. (A
   /// schedule keeping one group in flight across the stage barrier returned wrong results on the
   /// H200 in rounds 8 and 9: ptxas reallocated the A-fragment registers of the group in flight —
@@ -733,6 +734,26 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
 #pragma unroll
       for (int j = 0; j < 4; ++j) asm volatile("" ::"r"(held[i][j]));
   };
+  // kOrder: MMA warpgroup 0 issues stage kb after warpgroup 1 issued stage kb - 1 (named barrier
+  // 2), warpgroup 1 after warpgroup 0 issued stage kb (barrier 3); the arrivals are balanced (no
+  // barrier left with a partial count at exit).
+  [[maybe_unused]] const int mwg = cw >> 2;  // MMA warpgroup
+  auto issue_turn = [&](int kb) {
+    if constexpr (C::kOrder) {
+      if (mwg == 1)
+        wg::bar_sync(3, C::kMmaThreads);
+      else if (kb > 0)
+        wg::bar_sync(2, C::kMmaThreads);
+    }
+  };
+  auto pass_turn = [&](int kb) {
+    if constexpr (C::kOrder) {
+      if (mwg == 0)
+        wg::bar_arrive(3, C::kMmaThreads);
+      else if (kb + 1 < num_k)
+        wg::bar_arrive(2, C::kMmaThreads);
+    }
+  };
   // Stage kb in slot s (landed): this warp's A fragments, the wgmmas, the promotion.
   auto compute = [&](int s, int kb) {
     // This warp's 16-row tile: A fragments of the stage's four k16 steps.
@@ -827,34 +848,22 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
     } else if constexpr (C::kF8) {
       wg::fence_acc(part0);
       wg::fence();
-      // kOrder: MMA warpgroup 0 issues stage kb after warpgroup 1 issued stage kb - 1 (named
-      // barrier 2), warpgroup 1 after warpgroup 0 issued stage kb (barrier 3); the arrivals are
-      // balanced (no barrier left with a partial count at exit).
-      [[maybe_unused]] const int mwg = cw >> 2;  // MMA warpgroup
-      if constexpr (C::kOrder) {
-        if (mwg == 1)
-          wg::bar_sync(3, C::kMmaThreads);
-        else if (kb > 0)
-          wg::bar_sync(2, C::kMmaThreads);
-      }
+      issue_turn(kb);
 #pragma unroll
       for (int ks = 0; ks < 4; ++ks) wg::mma<wg::F8Tag, kTok>(part0, af[ks], desc + 2 * ks, ks);
       wg::commit();
-      if constexpr (C::kOrder) {
-        if (mwg == 0)
-          wg::bar_arrive(3, C::kMmaThreads);
-        else if (kb + 1 < num_k)
-          wg::bar_arrive(2, C::kMmaThreads);
-      }
+      pass_turn(kb);
       wg::wait<0>();
       wg::fence_acc(part0);
       promote(part0, s);
     } else {
       wg::fence_acc(acc);
       wg::fence();
+      issue_turn(kb);
 #pragma unroll
       for (int ks = 0; ks < 4; ++ks) wg::mma<T, kTok>(acc, af[ks], desc + 2 * ks, 1);
       wg::commit();
+      pass_turn(kb);
       if constexpr (C::kDrain) {
         wg::wait<0>();
       } else {
