@@ -259,17 +259,29 @@ __device__ __forceinline__ uint32_t fp8_pair_bf16(uint32_t spread) {
   return fma2<Bf16Tag>(bits, 0x78007800u /* 2^113 */, 0x80008000u);
 }
 
+/// One LOP3 with lookup table kLut over (a, b, c). Written as PTX so that two constant operands
+/// stay one instruction (ptxas keeps one of them in a register); C++ `(x & m) | c` becomes two
+/// LOP3s with an immediate each.
+template <uint32_t kLut>
+__device__ __forceinline__ uint32_t lop3(uint32_t a, uint32_t b, uint32_t c) {
+  uint32_t d;
+  asm("lop3.b32 %0, %1, %2, %3, %4;" : "=r"(d) : "r"(a), "r"(b), "r"(c), "n"(kLut));
+  return d;
+}
+inline constexpr uint32_t kLutAndOr = (0xF0 & 0xCC) | 0xAA;  ///< (a & b) | c
+inline constexpr uint32_t kLutXorOr = (0xF0 ^ 0xCC) | 0xAA;  ///< (a ^ b) | c
+
 /// Q8_0 int8 pair (spread) -> exact integers.
 template <class T>
 __device__ __forceinline__ uint32_t q8_pair(uint32_t spread) {
   if constexpr (T::kFp16) {
     // 1024 + (q + 128) - 1152
-    const uint32_t h = (spread ^ 0x00800080u) | 0x64006400u;
+    const uint32_t h = lop3<kLutXorOr>(spread, 0x00800080u, 0x64006400u);
     return fma2<T>(h, 0x3C003C00u, 0xE480E480u);
   } else {
     // (128 + low7) - (128 or 256)
-    const uint32_t a = (spread & 0x007F007Fu) | 0x43004300u;
-    const uint32_t b = (spread & 0x00800080u) | 0x43004300u;
+    const uint32_t a = lop3<kLutAndOr>(spread, 0x007F007Fu, 0x43004300u);
+    const uint32_t b = lop3<kLutAndOr>(spread, 0x00800080u, 0x43004300u);
     return fma2<T>(b, 0xBF80BF80u, a);
   }
 }

@@ -180,11 +180,14 @@ __global__ void __launch_bounds__(128, 4) linear_decode_kernel(const LinearParam
   // The tile's packed values are contiguous along K: slice sl of this warp is the run
   // [sl * kChunk, (sl + 1) * kChunk) from the tile base.
   const uint8_t* const wtile = p.wvals + tile * p.kvec * kTr.slots * 16;
+  // Lane l copies the 16-byte pieces l + 32 i: one base address per slice, the pieces at
+  // immediate offsets (512 i) from it.
+  static_assert(kChunk % 512 == 0, "whole 512-byte rows of lane pieces per slice");
   auto issue_values = [&](int64_t sl, int stage) {
-    const uint8_t* src = wtile + sl * kChunk;
-    uint8_t* dst = ring + stage * kChunk;
+    const uint8_t* src = wtile + sl * kChunk + lane * 16;
+    uint8_t* dst = ring + stage * kChunk + lane * 16;
 #pragma unroll
-    for (int i = lane; i < kChunk / 16; i += 32) dec_cp_async16(dst + i * 16, src + i * 16);
+    for (int i = 0; i < kChunk / 512; ++i) dec_cp_async16(dst + i * 512, src + i * 512);
   };
 
   // Raw scale bytes of one slice (registers).
@@ -313,7 +316,10 @@ __global__ void __launch_bounds__(128, 4) linear_decode_kernel(const LinearParam
     }
   };
 
-  const bool has_xs = (kGroup > 0) && p.xs_kind != kXsNone;
+  // GGML formats take BF16 / FP16 activations only (no activation group scales): constant false
+  // there, so their fold has no activation-scale loads or multiplies.
+  constexpr bool kGgml = F == WFmt::kQ8_0 || kIq2;
+  const bool has_xs = (kGroup > 0) && !kGgml && p.xs_kind != kXsNone;
   // ldmatrix row of token (nt*8 + lane&7), clamped to the staged rows.
   auto xrow = [&](int nt) -> uint8_t* {
     const int r = min(nt * 8 + (lane & 7), rows - 1);
@@ -355,14 +361,18 @@ __global__ void __launch_bounds__(128, 4) linear_decode_kernel(const LinearParam
       }
     }
     // fp32 group epilogue: acc += (tmp0 + tmp1) * (weight group scale x activation group
-    // scale). A group's MMAs alternate between tmp0 and tmp1 (two independent chains).
+    // scale). A group's MMAs alternate between tmp0 and tmp1 (two independent chains), except for
+    // the GGML formats (groups of one or two k16 steps): one chain in tmp0, no adds (the slice's
+    // other groups keep the MMAs independent).
+    constexpr bool kOneChain = kGgml;
     auto fold = [&](float(&tmp2)[2][NT][4], int j, int parity) {
       float(&dst)[NT][4] = parity ? acc_odd : acc;  // alternate FFMA chains too
       float tmp[NT][4];
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-        for (int i = 0; i < 4; ++i) tmp[nt][i] = tmp2[0][nt][i] + tmp2[1][nt][i];
+        for (int i = 0; i < 4; ++i)
+          tmp[nt][i] = kOneChain ? tmp2[0][nt][i] : tmp2[0][nt][i] + tmp2[1][nt][i];
       const float w0 = kGroup ? gsc[0][j] : 1.f;
       const float w1 = kGroup ? gsc[1][j] : 1.f;
 #pragma unroll
@@ -460,8 +470,8 @@ __global__ void __launch_bounds__(128, 4) linear_decode_kernel(const LinearParam
             if (kstep % kStepsPerGroup == 0) zero_tmp();
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt)
-              mma16816<T>(tmp[(kstep % kStepsPerGroup) & 1][nt], af[s], bf[nt][2 * s],
-                          bf[nt][2 * s + 1]);
+              mma16816<T>(tmp[kOneChain ? 0 : (kstep % kStepsPerGroup) & 1][nt], af[s],
+                          bf[nt][2 * s], bf[nt][2 * s + 1]);
             if (kstep % kStepsPerGroup == kStepsPerGroup - 1)
               fold(tmp, kstep / kStepsPerGroup, (kstep / kStepsPerGroup) & 1);
           }

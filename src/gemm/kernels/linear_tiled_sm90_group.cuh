@@ -164,55 +164,100 @@ __global__ void __launch_bounds__(256, 1) linear_wgmma_group_kernel(const Linear
   // kernel); the epilogue shares its row stores too.
   const wg::WeightRuns<C::kWTileBytes, C::kRows, C::kThreads> wruns(p.wvals, tile0, p.n16,
                                                                     tile_stride, tid);
-  // Scale words [kind][row] (kind 0: d, 1: IQ2 sub-scales): word tid + 256 i of the stage.
-  // Rows past NP are zero-filled (their outputs are never stored).
+  // Scale words [kind][row] (kind 0: d, 1: IQ2 sub-scales): word wi = tid + kThreads i of the
+  // stage. The source row of each is fixed per thread: its base is computed once, a stage adds a
+  // 32-bit byte offset. Rows past NP copy zero bytes from (in-bounds) row 0.
+  // Q8_0: the stage's two fp16 d at byte 4 kb of the row (scale_ld = KP/32, a multiple of 8).
+  // IQ2 d: the aligned u32 holding the fp16 d of super-block kb / 4, element row x scale_ld +
+  // kb / 4; the row's parity (dpar) and the aligned row base split the 64-bit part from the
+  // stage's. IQ2 sub-scales: IQ2_XXS byte kb (scale2_ld = KP/64), IQ2_XS bytes 2kb, 2kb+1
+  // (scale2_ld = KP/32), both at 4-byte aligned row starts.
   constexpr int kSW = C::kRows * C::kSWords;
   constexpr int kSPerThread = (kSW + C::kThreads - 1) / C::kThreads;
-  // Activation rows r0 + 32 i of 16-byte chunk c: the swizzled chunk (c ^ (r & 7)) is the same
-  // for every i; rows at and past M are zero-filled.
-  const int ar0 = tid >> 3, ac = tid & 7;
+  static_assert(kSW % C::kThreads == 0 || kSW < C::kThreads, "scale word split");
+  const uint8_t* s_base[kSPerThread];
+  uint32_t s_par[kSPerThread];
+  bool s_valid[kSPerThread];
+#pragma unroll
+  for (int i = 0; i < kSPerThread; ++i) {
+    const int wi = tid + i * C::kThreads;
+    const bool sub = C::kIq2 && wi >= C::kRows;
+    s_valid[i] = wi < kSW && n0 + wi % C::kRows < p.NP;
+    const int64_t row = s_valid[i] ? n0 + wi % C::kRows : 0;
+    const int64_t delem = row * p.scale_ld;
+    s_base[i] = !C::kIq2 ? p.wscale + 2 * delem
+                : sub    ? p.wscale2 + row * p.scale2_ld
+                         : p.wscale + 2 * (delem & ~int64_t{1});
+    s_par[i] = sub ? 2u : static_cast<uint32_t>(delem & 1);  // 2: a sub-scale word
+  }
+  auto s_off = [&](int i, int kb) -> uint32_t {
+    if constexpr (!C::kIq2) {
+      return 4u * kb;
+    } else {
+      const uint32_t sub = F == WFmt::kIq2Xs ? 2u * kb & ~3u : static_cast<uint32_t>(kb) & ~3u;
+      return s_par[i] == 2u ? sub : (2u * (s_par[i] + kb / 4) & ~3u);
+    }
+  };
+  // Activations: thread tid copies 16-byte chunks 2c + (tid & 1), c = 0..3, of token rows
+  // ar + 128 j (ar = tid / 2, j < kTok / 128): a lane pair covers 32 contiguous bytes of a row per
+  // copy (whole sectors), and the four copies of a row differ by immediate offsets (c x 32 bytes).
+  // The 128-byte swizzle puts chunk q of row r at q ^ (r & 7); with q = 2c + (tid & 1) that is the
+  // row's base chunk (tid & 1) ^ (r & 7) XOR 2c, and rows ar + 128 j share r & 7.
+  constexpr int kArows = kTok / 128;  // token rows per thread
+  const int ar = tid >> 1;
   const int64_t ldb = 2 * p.ldx;
   const uint8_t* const xb = static_cast<const uint8_t*>(p.x);
-  const uint8_t* const asrc0 = xb + (m0 + ar0) * ldb + ac * 16;
-  const uint32_t adst0 = ar0 * 128 + ((ac ^ (ar0 & 7)) << 4);
-  const int64_t rows_left = p.M - m0 - ar0;  // rows i with 32 i < rows_left are valid
+  // The whole CTA's kTok rows are tokens (every token tile but a tail one).
+  const bool m_full = m0 + kTok <= p.M;
+  const uint8_t* const asrc0 = xb + (m_full ? (m0 + ar) * ldb : 0) + (tid & 1) * 16;
+  const int64_t astep = 128 * ldb;
+  const uint32_t adst0 = ar * 128 + ((((tid & 1) ^ (ar & 7))) << 4);
 
   auto load_weights = [&](int s, int kb) {
     wruns.load(w_addr(s), static_cast<uint32_t>(kb) * C::kWTileBytes, tid);
 #pragma unroll
-    for (int i = 0; i < kSPerThread; ++i) {
-      const int wi = tid + i * C::kThreads;
-      if (kSW % C::kThreads != 0 && wi >= kSW) break;
-      const int64_t row = n0 + wi % C::kRows;
-      const bool valid = row < p.NP;
-      const uint8_t* src = p.wscale;
-      if constexpr (F == WFmt::kQ8_0) {
-        // The stage's two fp16 d (scale_ld = KP/32 is a multiple of 8: an aligned u32).
-        src = p.wscale + (row * p.scale_ld + 2 * kb) * 2;
-      } else if (wi < C::kRows) {
-        // The u32 holding the fp16 d of super-block kb / 4 (the d at its byte 0 or 2).
-        src = p.wscale + ((row * p.scale_ld + kb / 4) * 2 & ~int64_t{3});
-      } else {
-        // The u32 holding the stage's sub-scale nibbles: IQ2_XXS byte kb (scale2_ld = KP/64),
-        // IQ2_XS bytes 2kb, 2kb+1 (scale2_ld = KP/32), both multiples of 4.
-        const int64_t b = F == WFmt::kIq2Xs ? 2 * static_cast<int64_t>(kb) : kb;
-        src = p.wscale2 + row * p.scale2_ld + (b & ~int64_t{3});
-      }
-      wg::cp4(s_addr(s) + wi * 4, valid ? src : p.wscale, valid);
-    }
+    for (int i = 0; i < kSPerThread; ++i)
+      if (kSW % C::kThreads == 0 || tid + i * C::kThreads < kSW)
+        wg::cp4(s_addr(s) + (tid + i * C::kThreads) * 4, s_base[i] + s_off(i, kb), s_valid[i]);
   };
   auto load_acts = [&](int s, int kb) {
-    const int64_t k0 = static_cast<int64_t>(kb) * C::kBK;
-    const bool kvalid = k0 + ac * 8 < p.K;
-    const uint8_t* src = asrc0 + k0 * 2;
+    const int k0 = kb * C::kBK;
     const uint32_t dst = act_addr(s) + adst0;
+    if (m_full && k0 + C::kBK <= p.K) {
+      const uint8_t* src = asrc0 + 2 * k0;
 #pragma unroll
-    for (int i = 0; i < kTok / 32; ++i) {
-      const bool valid = kvalid && 32 * i < rows_left;
-      wg::cp16(dst + i * 4096, valid ? src + i * 32 * ldb : xb, valid);
+      for (int j = 0; j < kArows; ++j) {
+#pragma unroll
+        for (int c = 0; c < 4; ++c) wg::cp16n((dst ^ (c << 5)) + j * 16384, src + 32 * c, 16u);
+        src += astep;
+      }
+    } else {
+      // A token tail or the K tail (the zero-filled last stage): invalid rows / chunks copy zero
+      // bytes from the start of x.
+#pragma unroll
+      for (int j = 0; j < kArows; ++j) {
+        const int64_t m = m0 + ar + 128 * j;
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          const bool valid = m < p.M && k0 + (2 * c + (tid & 1)) * 8 < p.K;
+          const uint8_t* src = xb + m * ldb + 2 * k0 + (2 * c + (tid & 1)) * 16;
+          wg::cp16n((dst ^ (c << 5)) + j * 16384, valid ? src : xb, valid ? 16u : 0u);
+        }
+      }
     }
   };
 
+  // IQ2: parity of the fp16 d element index row x scale_ld of rows g (h = 0) and g + 8 (h = 1) of
+  // this warp's tile of row set rs (the d of stage kb sits at half (parity + kb / 4) & 1 of the
+  // copied word).
+  uint32_t dpar[C::kRowSets][2];
+#pragma unroll
+  for (int rs = 0; rs < C::kRowSets; ++rs)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+      dpar[rs][h] =
+          C::kIq2 ? static_cast<uint32_t>(((n0 + tile_of(rs) * 16 + g + 8 * h) * p.scale_ld) & 1)
+                  : 0u;
   // fp32 scales of rows g (h = 0) and g + 8 (h = 1) of this warp's tile of row set rs for group
   // j of stage kb.
   auto group_scales = [&](const uint32_t* ssg, int kb, int j, int rs, float(&sc)[2]) {
@@ -222,8 +267,7 @@ __global__ void __launch_bounds__(256, 1) linear_wgmma_group_kernel(const Linear
       if constexpr (F == WFmt::kQ8_0) {
         sc[h] = half_bits_f32((ssg[r] >> (16 * j)) & 0xFFFFu);
       } else {
-        const int64_t row = n0 + r;
-        const int dsh = static_cast<int>(((row * p.scale_ld + kb / 4) & 1) * 16);
+        const uint32_t dsh = ((dpar[rs][h] + kb / 4) & 1u) * 16u;
         const float d = half_bits_f32((ssg[r] >> dsh) & 0xFFFFu);
         const int ssh = F == WFmt::kIq2Xs ? 16 * (kb & 1) + 4 * j : 8 * (kb & 3) + 4 * j;
         const uint32_t sv = (ssg[C::kRows + r] >> ssh) & 0xFu;
@@ -250,7 +294,8 @@ __global__ void __launch_bounds__(256, 1) linear_wgmma_group_kernel(const Linear
   }
   __syncthreads();  // IQ2 tables
 
-  for (int kb = 0; kb < num_k; ++kb) {
+  // s = kb % kStages; stage kb + kAhead refills slot (s + kAhead) % kStages = the previous slot.
+  for (int kb = 0, s = 0; kb < num_k; ++kb, s = s + 1 == kStages ? 0 : s + 1) {
     wg::cp_wait<kAhead - 1>();
     // The stage was written through the generic proxy (cp.async); wgmma reads it through the
     // async proxy.
@@ -258,23 +303,25 @@ __global__ void __launch_bounds__(256, 1) linear_wgmma_group_kernel(const Linear
     __syncthreads();
     {
       // Its slot held stage kb-1, whose wgmmas every warpgroup drained before the barrier.
+      static_assert(kAhead == kStages - 1, "refill slot");
       const int nk = kb + kAhead;
+      const int ns = s == 0 ? kStages - 1 : s - 1;
       if (nk < num_k) {
-        load_weights(nk % kStages, nk);
-        load_acts(nk % kStages, nk);
+        load_weights(ns, nk);
+        load_acts(ns, nk);
       }
       wg::cp_commit();
     }
-    const int s = kb % kStages;
-    // This warp's 16-row tiles: A fragments of the stage's four k16 steps (exact integers).
+    // This warp's 16-row tiles: A fragments of the stage's four k16 steps (exact integers);
+    // atom at (32 K) holds steps 2 at, 2 at + 1.
     uint32_t af[C::kRowSets][4][4];
     const uint32_t* ssg =
         reinterpret_cast<const uint32_t*>(sgen + s * C::kStageBytes + C::kActBytes + C::kWBytes);
+    auto decode_atom = [&](int at) {
 #pragma unroll
-    for (int rs = 0; rs < C::kRowSets; ++rs) {
-      const uint8_t* wsg = sgen + s * C::kStageBytes + C::kActBytes + tile_of(rs) * C::kWTileBytes;
-#pragma unroll
-      for (int at = 0; at < 2; ++at) {
+      for (int rs = 0; rs < C::kRowSets; ++rs) {
+        const uint8_t* wsg =
+            sgen + s * C::kStageBytes + C::kActBytes + tile_of(rs) * C::kWTileBytes;
         const int slot = C::kIq2 ? g : lane;
         const uint4 rv = *reinterpret_cast<const uint4*>(wsg + at * C::kTr.slots * 16 + slot * 16);
         uint32_t a2[2][4];
@@ -288,7 +335,15 @@ __global__ void __launch_bounds__(256, 1) linear_wgmma_group_kernel(const Linear
 #pragma unroll
           for (int j = 0; j < 4; ++j) af[rs][2 * at + st][j] = a2[st][j];
       }
-    }
+    };
+    // Several token units per group on one row set: atom 1 is decoded after the first unit's
+    // wgmmas are issued (under them), while atom 0's fragments stay live for the group's later
+    // units, so no register of an in-flight wgmma can be reallocated to the decode. (With one
+    // unit per group, or two row sets, a fragment is dead once its last wgmma is issued: decoded
+    // up front there.)
+    constexpr bool kLateAtom1 = C::kRowSets == 1 && C::kTokUnits > 1;
+    decode_atom(0);
+    if constexpr (!kLateAtom1) decode_atom(1);
     const uint64_t desc = wg::desc_sw128(act_addr(s));
     // Unit u = (group u / kUnitsPerGroup, row set, token half): its k16 wgmmas into partial set
     // u & 1 (kOverlap) or the one set, then acc += scale x partial. kOverlap: unit u's
@@ -334,12 +389,14 @@ __global__ void __launch_bounds__(256, 1) linear_wgmma_group_kernel(const Linear
     for (int u = 0; u < kUnits; ++u) {
       if constexpr (C::kOverlap) {
         issue((u & 1) ? part1 : part0, u);
+        if (kLateAtom1 && u == 0) decode_atom(1);
         if (u > 0) {
           wg::wait<1>();
           promote((u & 1) ? part0 : part1, u - 1);
         }
       } else {
         issue(part0, u);
+        if (kLateAtom1 && u == 0) decode_atom(1);
         wg::wait<0>();
         promote(part0, u);
       }
