@@ -24,13 +24,21 @@ constexpr int fc1_ctas_per_sm(int warps) {
   return warps == DecodeCfg::kFc1Warps ? 3 : 2;
 }
 
-// FC2 warps per CTA: 8 while the per-warp combine rows fit (<= 32 tokens), else 4.
-// Measurement knob B12X_MOE_FC2_WARPS=4 forces 4 (6 shallow CTAs per SM instead of 3), =16 the
-// 16-warp CTA where the deep ring would apply (one CTA per SM, <= 16 routes).
-int fc2_warps(int num_tokens, bool deep) {
+// FC2 CTA shape {warps, ring stages per warp}: 8 warps while the per-warp combine rows fit
+// (<= 32 tokens), else 4 x 4; 5 stages where the deep ring applies, else 3. Measurement knobs:
+// B12X_MOE_FC2_WARPS=4 forces 4 x 4 (6 shallow CTAs per SM instead of 3), =16 the 16-warp CTA
+// (2 stages) where the deep ring would apply; B12X_MOE_FC2_STAGES=2 the 2-stage 8-warp CTA
+// (4 per SM) where the shallow one would apply.
+struct Fc2Shape {
+  int warps, stages;
+};
+Fc2Shape fc2_shape(int num_tokens, bool deep) {
   static const int forced = env_knob("B12X_MOE_FC2_WARPS", 0);
-  if (forced == DecodeCfg::kFc2TallWarps && deep) return DecodeCfg::kFc2TallWarps;
-  return forced == 4 || num_tokens > DecodeCfg::kFc2WideMaxTokens ? 4 : 8;
+  static const int stages = env_knob("B12X_MOE_FC2_STAGES", 0);
+  if (forced == DecodeCfg::kFc2TallWarps && deep) return {DecodeCfg::kFc2TallWarps, 2};
+  if (forced == 4 || num_tokens > DecodeCfg::kFc2WideMaxTokens) return {4, 4};
+  if (deep) return {8, DecodeCfg::kFc2DeepStages};
+  return {8, stages == 2 ? 2 : 3};
 }
 
 template <typename OpT, bool kFold, int kSK, int kWM, int kG, int kNW = DecodeCfg::kFc1Warps>
@@ -54,23 +62,24 @@ void launch_fc1(const DecodeArgs& a, Stream stream, bool pdl) {
   B12X_CUDA_CHECK_LAUNCH();
 }
 
-template <typename OpT, bool kFold, int kSK, int kW, bool kDeep>
+template <typename OpT, bool kFold, int kSK, int kW, int kS>
 void launch_fc2(const DecodeArgs& a, Stream stream, bool pdl) {
-  auto* k = dev::moe_decode_fc2_kernel<OpT, kFold, kSK, kW, kDeep>;
+  auto* k = dev::moe_decode_fc2_kernel<OpT, kFold, kSK, kW, kS>;
   static std::once_flag once;  // the largest shared memory this instance is launched with
   std::call_once(once, [&] {
-    const int max_tokens = kDeep || kW == DecodeCfg::kFc2TallWarps ? kFc2DeepMaxRoutes
-                           : kW == 8                               ? DecodeCfg::kFc2WideMaxTokens
-                                                                   : DecodeCfg::kMaxTokens;
+    const bool deep = kW == DecodeCfg::kFc2TallWarps || kS == DecodeCfg::kFc2DeepStages;
+    const int max_tokens = deep      ? kFc2DeepMaxRoutes
+                           : kW == 8 ? DecodeCfg::kFc2WideMaxTokens
+                                     : DecodeCfg::kMaxTokens;
     B12X_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         DecodeCfg::fc2_smem(kW, kDeep, max_tokens)));
+                                         DecodeCfg::fc2_smem(kW, kS, max_tokens)));
     B12X_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout,
                                          cudaSharedmemCarveoutMaxShared));
   });
   const dim3 grid(static_cast<unsigned>(a.w2.rows_pad / DecodeCfg::kFc2Rows),
                   static_cast<unsigned>(a.fc2_split));
-  launch_k(k, grid, dim3(32 * kW),
-           static_cast<size_t>(DecodeCfg::fc2_smem(kW, kDeep, a.num_tokens)), stream, pdl, a);
+  launch_k(k, grid, dim3(32 * kW), static_cast<size_t>(DecodeCfg::fc2_smem(kW, kS, a.num_tokens)),
+           stream, pdl, a);
   B12X_CUDA_CHECK_LAUNCH();
 }
 
@@ -95,15 +104,17 @@ void launch_gemms(const DecodeArgs& a, Stream stream, bool pdl) {
     launch_fc1<OpT, kFold, kSK, 1, 1>(a, stream, pdl);
   const bool deep =
       decode_fc2_deep(a.routes, a.fc2_split, a.w2.rows_pad / DecodeCfg::kFc2Rows, a.sm_count);
-  const int fc2_w = fc2_warps(a.num_tokens, deep);
-  if (fc2_w == 4)
-    launch_fc2<OpT, kFold, kSK, 4, false>(a, stream, pdl);
-  else if (fc2_w == DecodeCfg::kFc2TallWarps)
-    launch_fc2<OpT, kFold, kSK, DecodeCfg::kFc2TallWarps, false>(a, stream, pdl);
-  else if (deep)
-    launch_fc2<OpT, kFold, kSK, 8, true>(a, stream, pdl);
+  const Fc2Shape f2 = fc2_shape(a.num_tokens, deep);
+  if (f2.warps == 4)
+    launch_fc2<OpT, kFold, kSK, 4, 4>(a, stream, pdl);
+  else if (f2.warps == DecodeCfg::kFc2TallWarps)
+    launch_fc2<OpT, kFold, kSK, DecodeCfg::kFc2TallWarps, 2>(a, stream, pdl);
+  else if (f2.stages == DecodeCfg::kFc2DeepStages)
+    launch_fc2<OpT, kFold, kSK, 8, DecodeCfg::kFc2DeepStages>(a, stream, pdl);
+  else if (f2.stages == 2)
+    launch_fc2<OpT, kFold, kSK, 8, 2>(a, stream, pdl);
   else
-    launch_fc2<OpT, kFold, kSK, 8, false>(a, stream, pdl);
+    launch_fc2<OpT, kFold, kSK, 8, 3>(a, stream, pdl);
 }
 
 }  // namespace
@@ -114,8 +125,8 @@ int decode_fc1_smem_bytes() {
 int decode_fc2_smem_bytes(int num_tokens, int routes, int row_blocks, int sm_count) {
   const bool deep =
       decode_fc2_deep(routes, decode_fc2_split(routes, row_blocks, sm_count), row_blocks, sm_count);
-  const int warps = fc2_warps(num_tokens, deep);
-  return DecodeCfg::fc2_smem(warps, deep && warps == 8, num_tokens);
+  const Fc2Shape f2 = fc2_shape(num_tokens, deep);
+  return DecodeCfg::fc2_smem(f2.warps, f2.stages, num_tokens);
 }
 
 int decode_fc1_tile_groups(int routes, int row_blocks, int sm_count, int ctas_per_sm) {
@@ -183,7 +194,7 @@ void launch_decode_stream(const DecodeArgs& args, bool fp16_operands, Stream str
   if (a.fc1_warps == 0)
     a.fc1_warps = decode_fc1_warps(a.routes, fc1_row_blocks, a.sm_count, a.fc1_wm, a.fc1_groups);
   static const int q_early = env_knob("B12X_MOE_Q_EARLY", 0);
-  a.q_early = q_early == 1 || q_early == 2 ? q_early : 0;
+  a.q_early = q_early >= 1 && q_early <= 3 ? q_early : 0;
   static const int a16_gate = env_knob("B12X_MOE_A16_GATE", 0);
   a.a16_gate = pdl && a.aquant == num::kANone && a16_gate == 1 ? 1 : 0;
   B12X_ASSERT(a.routes >= 1 && a.routes <= kMaxInlineRoutes && a.num_tokens >= 1 &&

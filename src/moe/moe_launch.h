@@ -125,7 +125,7 @@ struct DecodeArgs {
   // FC1 warps per CTA (0: auto, decode_fc1_warps; 8, or 12 with one row warp and one group).
   int fc1_warps = 0;
   // [Q]'s trigger (B12X_MOE_Q_EARLY): 0 after its wait, 1 before it, 2 none (FC1 launches when
-  // [Q] has finished).
+  // [Q] has finished), 3 after its activation load.
   int q_early = 0;
   // A16 (B12X_MOE_A16_GATE=1, with PDL): a one-warp gate kernel waits for the caller and then
   // lets FC1 launch, so FC1 may read the ids and stream its weights before its own wait (as

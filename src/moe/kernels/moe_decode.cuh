@@ -67,29 +67,26 @@ struct DecodeCfg {
   static constexpr int kFc2DeepStages = 5;
   // The 16-warp variant (opt-in B12X_MOE_FC2_WARPS=16, deep launches only: <= 16 routes, <= 1
   // CTA per SM) halves each warp's K chain (top-8 at M = 1: 8 tiles x 2 K slices, 3 sub-chunks
-  // per warp instead of 6) with 2 stages per warp (99 KB limit).
+  // per warp instead of 6) with 2 stages per warp (99 KB limit). The 2-stage 8-warp variant
+  // (opt-in B12X_MOE_FC2_STAGES=2 for shallow launches) fits 4 CTAs per SM instead of 3: one
+  // wave for grids of 397..528 CTAs (DeepSeek-TP4's 448 row blocks).
   static constexpr int kFc2TallWarps = 16;
-  static constexpr int fc2_stages(int warps, bool deep) {
-    return warps == 8 ? (deep ? kFc2DeepStages : 3) : warps == kFc2TallWarps ? 2 : 4;
-  }
-  static constexpr int fc2_ring(int warps, bool deep) {
-    return warps * fc2_stages(warps, deep) * kFc2Stage;
-  }
-  static constexpr int fc2_smem(int warps, bool deep, int tokens) {
-    return fc2_ring(warps, deep) + warps * tokens * kFc2Rows * 4;
+  static constexpr int fc2_ring(int warps, int stages) { return warps * stages * kFc2Stage; }
+  static constexpr int fc2_smem(int warps, int stages, int tokens) {
+    return fc2_ring(warps, stages) + warps * tokens * kFc2Rows * 4;
   }
   static_assert(kFc1Stage % 16 == 0 && kFc2Stage % 16 == 0, "16-byte cp.async destinations");
 };
 // Static shared memory of the kernels (routing arrays) is below 5 KB.
 static_assert(DecodeCfg::fc1_smem(DecodeCfg::kFc1WideWarps) + 5120 <= 101376,
               "SM12x: at most 99 KB of shared memory per block");
-static_assert(DecodeCfg::fc2_smem(8, false, DecodeCfg::kFc2WideMaxTokens) + 5120 <= 101376,
+static_assert(DecodeCfg::fc2_smem(8, 3, DecodeCfg::kFc2WideMaxTokens) + 5120 <= 101376,
               "SM12x: at most 99 KB of shared memory per block");
-static_assert(DecodeCfg::fc2_smem(8, true, 16) + 5120 <= 101376,
+static_assert(DecodeCfg::fc2_smem(8, DecodeCfg::kFc2DeepStages, 16) + 5120 <= 101376,
               "SM12x: at most 99 KB of shared memory per block");
-static_assert(DecodeCfg::fc2_smem(DecodeCfg::kFc2TallWarps, false, 16) + 5120 <= 101376,
+static_assert(DecodeCfg::fc2_smem(DecodeCfg::kFc2TallWarps, 2, 16) + 5120 <= 101376,
               "SM12x: at most 99 KB of shared memory per block");
-static_assert(DecodeCfg::fc2_smem(4, false, DecodeCfg::kMaxTokens) + 5120 <= 101376,
+static_assert(DecodeCfg::fc2_smem(4, 4, DecodeCfg::kMaxTokens) + 5120 <= 101376,
               "SM12x: at most 99 KB of shared memory per block");
 
 /// Shared-memory state of the decode routing (one per CTA).
@@ -383,6 +380,8 @@ __global__ void __launch_bounds__(DecodeCfg::kQuantThreads)
   // for the caller; FC1's wait for this grid's completion covers the caller transitively.
   // q_early 2: no trigger, FC1 launches when every CTA here has exited (its 24 warps per SM no
   // longer compete with this grid's quantisation; FC1 then streams no weights before its wait).
+  // q_early 3: trigger once this CTA's x is loaded (its load is not queued behind FC1's weight
+  // stream; FC1 still routes and issues weights while this grid quantises and stores).
   if (a.q_early == 1) {
     pdl_trigger();
     pdl_wait();
@@ -414,6 +413,7 @@ __global__ void __launch_bounds__(DecodeCfg::kQuantThreads)
 #pragma unroll
     for (int i = 0; i < 8; ++i) v[i] = 0.f;
   }
+  if (a.q_early == 3) pdl_trigger();  // after the uses of the loaded values above
   // H % 32 == 0: the 2 (NVFP4) or 4 (MX) lanes of a block are all inside or all outside H.
   amax = group_amax(amax, num::quant_block_values(a.aquant) / 8);
   if (k >= H) return;
@@ -663,11 +663,13 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
 }
 
 // ---- [FC2] 16 output rows x every route per CTA, combine fused ---------------------------
-template <typename OpT, bool kFold, int kSK, int kW, bool kDeep>
-__global__ void __launch_bounds__(32 * kW) moe_decode_fc2_kernel(const DecodeArgs a) {
+// kW warps with a kS-stage ring each (DecodeCfg: 8 x 3, 8 x 5 deep, 8 x 2, 4 x 4, 16 x 2).
+template <typename OpT, bool kFold, int kSK, int kW, int kS>
+__global__ void __launch_bounds__(32 * kW, kW == 8 && kS == 2 ? 4 : 1)
+    moe_decode_fc2_kernel(const DecodeArgs a) {
   using C = DecodeCfg;
   using St = WarpStage<C::kFc2Rows>;
-  constexpr int kS = C::fc2_stages(kW, kDeep), kRing = C::fc2_ring(kW, kDeep);
+  constexpr int kRing = C::fc2_ring(kW, kS);
   extern __shared__ __align__(16) uint8_t smem[];
   __shared__ RouteSmem rs;
   const int* s_sr = rs.sr;
