@@ -53,7 +53,14 @@ WgmmaPick pick_var(int var) {
     }
   } else if constexpr (kTok == 64) {
     return {};
-  } else if constexpr (kTok == 128 || kTok == 256) {
+  } else if constexpr (kTok == 256) {
+    return var == 4   ? wgmma_pick<F, T, kTok, 4>()
+           : var == 3 ? wgmma_pick<F, T, kTok, 3>()
+           : var == 2 ? wgmma_pick<F, T, kTok, 2>()
+           : var == 1 ? wgmma_pick<F, T, kTok, 1>()
+           : var == 0 ? wgmma_pick<F, T, kTok, 0>()
+                      : WgmmaPick{};
+  } else if constexpr (kTok == 128) {
     return var == 2   ? wgmma_pick<F, T, kTok, 2>()
            : var == 1 ? wgmma_pick<F, T, kTok, 1>()
            : var == 0 ? wgmma_pick<F, T, kTok, 0>()
@@ -89,7 +96,7 @@ WgmmaPick pick_tok(WFmt f, bool fp16, int var) {
 /// 64 / 32 K, 3 = per 128 K on the mbarrier pipeline, 5 = 3 warp-specialized (a copy warpgroup),
 /// 6 / 7 = 5 / 3 with the MMA warpgroups' wgmma issue taking turns;
 /// BF16-operand formats 0 = CTA-barrier pipeline, 1 = mbarrier pipeline, 2 = 1 taking turns
-/// (128 / 256 tokens).
+/// (128 / 256 tokens), 3 / 4 = warp-specialized / and taking turns (256 tokens).
 WgmmaPick pick(WFmt f, bool fp16, int tok, int var) {
   return tok == 64    ? pick_tok<64>(f, fp16, var)
          : tok == 128 ? pick_tok<128>(f, fp16, var)

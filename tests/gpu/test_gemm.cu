@@ -729,10 +729,12 @@ TEST(GemmGpu, TiledWgmmaTokenTiles) {
       if (c.fmt == LinearFormat::kFp8Tensor || c.fmt == LinearFormat::kFp8Block) run_case(c);
   }
   // The BF16-operand formats with the MMA warpgroups taking turns (variant 2, 128 and 256
-  // tokens): token / row / K tails, several token tiles.
-  for (const char* tok : {"128", "256"}) {
+  // tokens), warp-specialized (3) and both (4) at 256 tokens: token / row / K tails, several
+  // token tiles.
+  for (const auto& [tok, var] : {std::pair{"128", "2"}, std::pair{"256", "2"},
+                                 std::pair{"256", "3"}, std::pair{"256", "4"}}) {
     ScopedEnv e("B12X_GEMM_WGMMA", "1"), et("B12X_GEMM_WGMMA_TOK", tok),
-        ev("B12X_GEMM_WGMMA_VAR", "2");
+        ev("B12X_GEMM_WGMMA_VAR", var);
     for (const auto& c : wgmma_cases(450, 136, 768, true, DType::kBF16))
       if (c.fmt != LinearFormat::kFp8Tensor && c.fmt != LinearFormat::kFp8Block) run_case(c);
     for (const auto& c : wgmma_cases(300, 136, 768, false, DType::kFP16))
@@ -917,7 +919,7 @@ TEST(GemmGpuSanitize, SmallShapesAllFormats) {
       for (LinearFormat f : {LinearFormat::kFp8Tensor, LinearFormat::kFp8Block})
         run_case({f, 136, 136, 2048, DType::kBF16, DType::kBF16, true});
     }
-    for (const char* var : {"1", "2"}) {  // 2: the warpgroups taking turns (probe)
+    for (const char* var : {"1", "2", "4"}) {  // probes: 2 taking turns, 4 and warp-specialized
       ScopedEnv et("B12X_GEMM_WGMMA_TOK", "256"), ev("B12X_GEMM_WGMMA_VAR", var);
       for (LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kMxfp8})
         run_case({f, 300, 136, 2048, DType::kBF16, DType::kBF16, true});

@@ -44,26 +44,30 @@ struct WgmmaCfg {
   /// FP8 weights with FP8 activations (per-tensor, block): e4m3 wgmmas on the undecoded packed
   /// fragments (the e4m3 k32 A fragment), fp32 promotion per kF8Sub sub-block.
   static constexpr bool kF8 = F == WFmt::kFp8 || F == WFmt::kFp8Block;
-  /// FP8 variant 5 (probe): warp-specialized. A third warpgroup (warpgroup 0, `setmaxnreg` down
-  /// to kProdRegs) issues every copy of the ring; the two consumer warpgroups (up to kConsRegs)
-  /// only wait for full slots, issue their wgmmas, promote and release the slot, so no copy
-  /// issue, address arithmetic or empty-slot wait sits between one stage's promotion and the
-  /// next stage's wgmmas.
-  static constexpr bool kWs = kF8 && (kVariant == 5 || kVariant == 6);
-  /// FP8 variants 6 (= 5) and 7 (= 3), BF16-operand variant 2 (= 1), with ordered wgmma issue
-  /// (probes): the two MMA warpgroups take turns issuing a stage's wgmmas (warpgroup 0 stage kb,
-  /// then 1 stage kb, then 0 stage kb + 1, ...: two named barriers), so the tensor pipe runs one
-  /// warpgroup's wgmmas while the other drains and promotes (FP8) or decodes its next fragments,
-  /// instead of both issuing at once when the same slot lands and then both idling it.
-  static constexpr bool kOrder = kF8 ? (kVariant == 6 || kVariant == 7) : kVariant == 2;
+  /// FP8 variant 5, BF16-operand variant 3 (probes): warp-specialized. A third warpgroup
+  /// (warpgroup 0, `setmaxnreg` down to kProdRegs) issues every copy of the ring; the two MMA
+  /// warpgroups (up to kConsRegs) only wait for full slots, decode, issue their wgmmas, promote
+  /// and release the slot, so no copy issue, address arithmetic or empty-slot wait sits between
+  /// one stage's wgmmas and the next's.
+  static constexpr bool kWs =
+      kF8 ? (kVariant == 5 || kVariant == 6) : (kVariant == 3 || kVariant == 4);
+  /// FP8 variants 6 (= 5) and 7 (= 3), BF16-operand variants 2 (= 1) and 4 (= 3), with ordered
+  /// wgmma issue (probes): the two MMA warpgroups take turns issuing a stage's wgmmas (warpgroup
+  /// 0 stage kb, then 1 stage kb, then 0 stage kb + 1, ...: two named barriers), so the tensor
+  /// pipe runs one warpgroup's wgmmas while the other drains and promotes (FP8) or decodes its
+  /// next fragments, instead of both issuing at once when the same slot lands and then both
+  /// idling it.
+  static constexpr bool kOrder =
+      kF8 ? (kVariant == 6 || kVariant == 7) : (kVariant == 2 || kVariant == 4);
   static constexpr int kThreads = kWs ? 384 : 256;
   static constexpr int kCopyThreads = kWs ? 128 : 256;  ///< threads issuing a stage's copies
   static constexpr int kMmaThreads = 256;               ///< threads of the two MMA warpgroups
   /// Per-thread register budgets (128 kProdRegs + 256 kConsRegs <= the 384 x 168 the launch
-  /// holds): 128 tokens fit 208 (64 + 64 accumulators) with a producer free of spills; 192
-  /// tokens need 232 (96 + 96), where the producer reloads some copy sources from the stack.
-  static constexpr int kProdRegs = kTok == 128 ? 80 : 40;
-  static constexpr int kConsRegs = kTok == 128 ? 208 : 232;
+  /// holds): FP8 at 128 tokens and the BF16 operands at 256 fit 208 (64 + 64 / 128
+  /// accumulators) with a producer free of spills; FP8 at 192 tokens needs 232 (96 + 96), where
+  /// the producer reloads some copy sources from the stack.
+  static constexpr int kProdRegs = kF8 ? (kTok == 128 ? 80 : 40) : 80;
+  static constexpr int kConsRegs = kF8 ? (kTok == 128 ? 208 : 232) : 208;
   static constexpr int kBK = kF8 ? 128 : 64;  // K per stage: 128-byte activation rows either way
   static constexpr int kActBytes = kTok * 128;
   static constexpr int kWTileBytes = kFp4 ? 512 : (kF8 ? 2048 : 1024);  // 16 rows x kBK, packed
@@ -86,7 +90,7 @@ struct WgmmaCfg {
   /// its consumption (kLag 2), so the two warpgroups drift up to a stage apart and one's wgmmas
   /// fill the other's drain / promotion / decode gaps.
   static constexpr bool kMbar =
-      kF8 ? (kVariant == 3 || kVariant == 7 || kWs) : (kVariant == 1 || kVariant == 2);
+      kF8 ? (kVariant == 3 || kVariant == 7 || kWs) : (kVariant == 1 || kVariant == 2 || kWs);
   /// BF16-operand formats drain each stage's wgmmas (wait_group 0) before the next stage. (A
   /// schedule keeping one group in flight across the stage barrier returned wrong results on the
   /// H200 in rounds 8 and 9: ptxas reallocated the A-fragment registers of the group in flight —
@@ -128,7 +132,8 @@ struct WgmmaCfg {
                 "128 / 192-token CTAs, 64 for FP8 (two CTAs per SM), 256 for BF16 operands");
   static_assert(!kNarrow || !kF8Overlap, "two FP8 partial sets only at 128 tokens");
   static_assert(!kWide || !kF8Overlap, "two FP8 partial sets only at 128 tokens");
-  static_assert(!kWs || kTok == 128 || kTok == 192, "warp-specialized FP8 at 128 / 192 tokens");
+  static_assert(!kWs || (kF8 ? kTok == 128 || kTok == 192 : kTok == 256),
+                "warp-specialized: FP8 at 128 / 192 tokens, BF16 operands at 256");
   static_assert(F == WFmt::kNvfp4 || ((F == WFmt::kMxfp4 || F == WFmt::kFp8Mx) && !T::kFp16) ||
                     (kF8 && !T::kFp16),
                 "wgmma kernel: NVFP4, BF16 MXFP4, MXFP8 (fold mode), FP8");
