@@ -715,7 +715,7 @@ TEST(GemmGpu, TiledWgmmaTokenTiles) {
     if (c.fmt == LinearFormat::kFp8Tensor || c.fmt == LinearFormat::kFp8Block) run_case(c);
   // Warp-specialized FP8 (variant 5: a copy warpgroup, 128 and 192 tokens; 6: with the MMA
   // warpgroups' wgmma issue taking turns; 7: variant 3 taking turns): token / row / K tails, 1
-  // and 24 token tiles, a long K refilling every slot many times.
+  // and (6) 16-24 token tiles, a long K refilling every slot many times.
   for (const auto& [tok, var] :
        {std::pair{"128", "5"}, std::pair{"128", "6"}, std::pair{"128", "7"}, std::pair{"192", "5"},
         std::pair{"192", "6"}}) {
@@ -724,7 +724,9 @@ TEST(GemmGpu, TiledWgmmaTokenTiles) {
     for (const auto& c : wgmma_cases(300, 136, 768, false, DType::kFP16))
       if (c.fmt == LinearFormat::kFp8Tensor || c.fmt == LinearFormat::kFp8Block) run_case(c);
     for (const auto& c : wgmma_cases(3000, 264, 512, true, DType::kBF16))
-      if (c.fmt == LinearFormat::kFp8Tensor || c.fmt == LinearFormat::kFp8Block) run_case(c);
+      if ((c.fmt == LinearFormat::kFp8Tensor || c.fmt == LinearFormat::kFp8Block) &&
+          std::string(var) == "6")
+        run_case(c);
     for (const auto& c : wgmma_cases(256, 256, 4096, false, DType::kBF16))
       if (c.fmt == LinearFormat::kFp8Tensor || c.fmt == LinearFormat::kFp8Block) run_case(c);
   }
@@ -741,12 +743,12 @@ TEST(GemmGpu, TiledWgmmaTokenTiles) {
       if (c.fmt != LinearFormat::kFp8Tensor && c.fmt != LinearFormat::kFp8Block) run_case(c);
   }
   // Raster bands (B12X_GEMM_WGMMA_RASTER: 1 = sized to L2, one band here; 5 = bands of five token
-  // tiles, the last of four, token tails in it), every format, with the FP8 variants 3 and 5.
+  // tiles, the last of two, token tails in it), every format, with the FP8 variants 3 and 6.
   for (const char* r : {"1", "5"}) {
     ScopedEnv e("B12X_GEMM_WGMMA", "1"), er("B12X_GEMM_WGMMA_RASTER", r);
-    for (const auto& c : wgmma_cases(3000, 264, 512, true, DType::kBF16)) run_case(c);
-    ScopedEnv ev("B12X_GEMM_WGMMA_VAR", "5");
-    for (const auto& c : wgmma_cases(3000, 264, 512, true, DType::kBF16))
+    for (const auto& c : wgmma_cases(1500, 264, 256, true, DType::kBF16)) run_case(c);
+    ScopedEnv ev("B12X_GEMM_WGMMA_VAR", "6");
+    for (const auto& c : wgmma_cases(1500, 264, 256, true, DType::kBF16))
       if (c.fmt == LinearFormat::kFp8Tensor || c.fmt == LinearFormat::kFp8Block) run_case(c);
   }
 }
