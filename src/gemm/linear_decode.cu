@@ -1,5 +1,6 @@
 // Weight-streaming (decode regime) kernel instantiations and launcher. Formats whose activations
 // are always dequantized to BF16 (the FP8 weight formats) exist only with BF16 MMAs.
+#include <cstdlib>
 #include <mutex>
 #include <set>
 
@@ -18,31 +19,51 @@ static_assert(kDecodeRingMax + kDecodeStageBudget + 15 * 1024 <= 101376,
 
 using DecodeFn = void (*)(const LinearParams);
 
+/// ws: warps per weight tile (linear_decode_kernel's kWS), 2 and 4 for one token tile only.
 template <WFmt F, class T>
-DecodeFn decode_fn(int nt) {
+DecodeFn decode_fn(int nt, int ws) {
+  if (nt == 1 && ws == 2) return &linear_decode_kernel<F, T, 1, 2>;
+  if (nt == 1 && ws == 4) return &linear_decode_kernel<F, T, 1, 4>;
+  if (ws != 1) return nullptr;
   return nt == 1 ? &linear_decode_kernel<F, T, 1> : &linear_decode_kernel<F, T, 2>;
 }
 
-DecodeFn pick_decode(WFmt f, bool fp16, int nt) {
+DecodeFn pick_decode(WFmt f, bool fp16, int nt, int ws = 1) {
   switch (f) {
     case WFmt::kNvfp4:
-      return fp16 ? decode_fn<WFmt::kNvfp4, Fp16Tag>(nt) : decode_fn<WFmt::kNvfp4, Bf16Tag>(nt);
+      return fp16 ? decode_fn<WFmt::kNvfp4, Fp16Tag>(nt, ws)
+                  : decode_fn<WFmt::kNvfp4, Bf16Tag>(nt, ws);
     case WFmt::kMxfp4:
-      return fp16 ? decode_fn<WFmt::kMxfp4, Fp16Tag>(nt) : decode_fn<WFmt::kMxfp4, Bf16Tag>(nt);
+      return fp16 ? decode_fn<WFmt::kMxfp4, Fp16Tag>(nt, ws)
+                  : decode_fn<WFmt::kMxfp4, Bf16Tag>(nt, ws);
     case WFmt::kQ8_0:
-      return fp16 ? decode_fn<WFmt::kQ8_0, Fp16Tag>(nt) : decode_fn<WFmt::kQ8_0, Bf16Tag>(nt);
+      return fp16 ? decode_fn<WFmt::kQ8_0, Fp16Tag>(nt, ws)
+                  : decode_fn<WFmt::kQ8_0, Bf16Tag>(nt, ws);
     case WFmt::kIq2Xxs:
-      return fp16 ? decode_fn<WFmt::kIq2Xxs, Fp16Tag>(nt) : decode_fn<WFmt::kIq2Xxs, Bf16Tag>(nt);
+      return fp16 ? decode_fn<WFmt::kIq2Xxs, Fp16Tag>(nt, ws)
+                  : decode_fn<WFmt::kIq2Xxs, Bf16Tag>(nt, ws);
     case WFmt::kIq2Xs:
-      return fp16 ? decode_fn<WFmt::kIq2Xs, Fp16Tag>(nt) : decode_fn<WFmt::kIq2Xs, Bf16Tag>(nt);
+      return fp16 ? decode_fn<WFmt::kIq2Xs, Fp16Tag>(nt, ws)
+                  : decode_fn<WFmt::kIq2Xs, Bf16Tag>(nt, ws);
     case WFmt::kFp8:
-      return fp16 ? nullptr : decode_fn<WFmt::kFp8, Bf16Tag>(nt);
+      return fp16 ? nullptr : decode_fn<WFmt::kFp8, Bf16Tag>(nt, ws);
     case WFmt::kFp8Mx:
-      return fp16 ? nullptr : decode_fn<WFmt::kFp8Mx, Bf16Tag>(nt);
+      return fp16 ? nullptr : decode_fn<WFmt::kFp8Mx, Bf16Tag>(nt, ws);
     case WFmt::kFp8Block:
-      return fp16 ? nullptr : decode_fn<WFmt::kFp8Block, Bf16Tag>(nt);
+      return fp16 ? nullptr : decode_fn<WFmt::kFp8Block, Bf16Tag>(nt, ws);
   }
   return nullptr;
+}
+
+/// Probe B12X_GEMM_DECODE_WSPLIT=2|4: warps per weight tile (K split inside the CTA) for one
+/// token tile, where the run has no split over CTAs and the whole K range fits the staging.
+int decode_wsplit_env() {
+  static const int ws = [] {
+    const char* e = std::getenv("B12X_GEMM_DECODE_WSPLIT");
+    const int v = e != nullptr ? std::atoi(e) : 1;
+    return v == 2 || v == 4 ? v : 1;
+  }();
+  return ws;
 }
 
 }  // namespace
@@ -51,8 +72,22 @@ bool decode_kernel_available(WFmt f, bool fp16, int nt) {
   return (nt == 1 || nt == 2) && pick_decode(f, fp16, nt) != nullptr;
 }
 
-void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stream stream) {
-  DecodeFn fn = pick_decode(f, fp16, nt);
+void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p0, Stream stream) {
+  LinearParams p = p0;
+  int ws = nt == 1 && p.partial == nullptr ? decode_wsplit_env() : 1;
+  if (ws > 1) {
+    // One CTA per 4 / ws row tiles over the whole K range (a cluster split is folded into it).
+    const int64_t slices = p.KP / slice_k(f);
+    if (stage_geom(f, p.stage_rows, slices).bytes <= kDecodeStageBudget) {
+      p.split = 1;
+      p.cluster_split = 1;
+      p.slices_per_cta = static_cast<int>(slices);
+      p.stage_slices = static_cast<int>(slices);
+    } else {
+      ws = 1;
+    }
+  }
+  DecodeFn fn = pick_decode(f, fp16, nt, ws);
   B12X_ASSERT(fn != nullptr, "no decode kernel for format ", static_cast<int>(f), " fp16=", fp16);
   B12X_ASSERT(p.stage_rows >= 1 && p.stage_rows <= 8 * nt && p.stage_slices >= 1,
               "decode staging rows=", p.stage_rows, " slices=", p.stage_slices);
@@ -73,8 +108,9 @@ void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stre
   }
   const int64_t tok_tiles = (p.M + 8 * nt - 1) / (8 * nt);
   B12X_ASSERT(tok_tiles <= 65535, "too many token tiles: M=", p.M);
-  const dim3 grid(static_cast<unsigned>((p.n16 + 3) / 4), static_cast<unsigned>(p.split),
-                  static_cast<unsigned>(tok_tiles));
+  const int tiles_per_cta = 4 / ws;
+  const dim3 grid(static_cast<unsigned>((p.n16 + tiles_per_cta - 1) / tiles_per_cta),
+                  static_cast<unsigned>(p.split), static_cast<unsigned>(tok_tiles));
   // Programmatic dependent launch lets the weight stream start while the previous kernel
   // finishes; split-K CTAs of one row block form a cluster.
   B12X_ASSERT(p.cluster_split <= 1 || (p.cluster_split == p.split && p.split <= 8),

@@ -115,8 +115,14 @@ __device__ __forceinline__ void dec_cp_async_wait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
 
-template <WFmt F, class T, int NT>
+/// kWS (warps per weight tile, 1, 2 or 4): the CTA's 4 warps cover 4 / kWS 16-row tiles, and the
+/// kWS warps of a tile split the CTA's K range (contiguous parts of ceil(slices / kWS) slices),
+/// reduced through shared memory at the end: kWS x the warps of the grid for the same weight
+/// stream, each with 1 / kWS of the slices. kWS > 1 needs the whole K range staged at once
+/// (stage_slices >= slices_per_cta) and no split over CTAs (split == 1).
+template <WFmt F, class T, int NT, int kWS = 1>
 __global__ void __launch_bounds__(128, 4) linear_decode_kernel(const LinearParams p) {
+  static_assert(kWS == 1 || kWS == 2 || kWS == 4, "warps per weight tile");
   constexpr WTraits kTr = wtraits(F);
   constexpr int kAtoms = kTr.slice_atoms;
   constexpr int kKS = kAtoms * 32;
@@ -144,12 +150,18 @@ __global__ void __launch_bounds__(128, 4) linear_decode_kernel(const LinearParam
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, t = lane & 3;
-  const int64_t tile = static_cast<int64_t>(blockIdx.x) * 4 + warp;
+  constexpr int kTilesPerCta = 4 / kWS;
+  const int wt = warp % kTilesPerCta, wk = warp / kTilesPerCta;  // tile in the CTA, K part
+  const int64_t tile = static_cast<int64_t>(blockIdx.x) * kTilesPerCta + wt;
   const bool active = tile < p.n16;
   const int64_t tok0 = static_cast<int64_t>(blockIdx.z) * (8 * NT);
   const int64_t total_slices = p.KP / kKS;
-  const int64_t s_begin = static_cast<int64_t>(blockIdx.y) * p.slices_per_cta;
-  const int64_t s_end = min(total_slices, s_begin + p.slices_per_cta);
+  // The CTA's slices [c_begin, c_end); this warp's [s_begin, s_end).
+  const int64_t c_begin = static_cast<int64_t>(blockIdx.y) * p.slices_per_cta;
+  const int64_t c_end = min(total_slices, c_begin + p.slices_per_cta);
+  const int64_t w_per = (c_end - c_begin + kWS - 1) / kWS;
+  const int64_t s_begin = kWS == 1 ? c_begin : min(c_end, c_begin + wk * w_per);
+  const int64_t s_end = kWS == 1 ? c_end : min(c_end, s_begin + w_per);
 
   // Dynamic shared memory: the warps' weight rings [4][kStages][kChunk], then the staged
   // activations [rows][pitch] (bf16 halves, or e4m3 bytes for the FP8 formats), then the fp32
@@ -493,9 +505,17 @@ __global__ void __launch_bounds__(128, 4) linear_decode_kernel(const LinearParam
   griddep_wait();  // activations, scales of x and the output belong to earlier kernels
 
   int64_t chunk_begin = s_begin, chunk_end = s_begin;
+  if constexpr (kWS > 1) {
+    // The CTA's whole K range at once (its warps work on different parts of it): no barrier in
+    // the slice loop, whose trip counts differ between the K parts.
+    chunk_begin = c_begin;
+    chunk_end = c_end;
+    if (c_begin < c_end) stage(c_begin, c_end);
+    __syncthreads();  // also orders the LUT / IQ2 table fills before the first decode
+  }
   // Barriers inside depend only on block-uniform values (slice indices), never on `active`.
   auto ensure_staged = [&](int64_t sl) {
-    if (sl < chunk_end) return;
+    if (kWS > 1 || sl < chunk_end) return;
     if (sl != s_begin) __syncthreads();  // readers of the previous chunk are done
     chunk_begin = sl;
     chunk_end = min(s_end, sl + p.stage_slices);
@@ -548,6 +568,24 @@ __global__ void __launch_bounds__(128, 4) linear_decode_kernel(const LinearParam
   for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
     for (int i = 0; i < 4; ++i) acc[nt][i] += acc_odd[nt][i];
+  if constexpr (kWS > 1) {
+    // K parts 1.. of each tile hand their sums to part 0 (the same lane holds the same outputs).
+    __shared__ float wred[4][32][NT * 4];
+    if (wk > 0) {
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) wred[warp][lane][nt * 4 + i] = acc[nt][i];
+    }
+    __syncthreads();
+    if (wk > 0) return;  // no cluster split with kWS > 1 (the host checks it)
+#pragma unroll
+    for (int k = 1; k < kWS; ++k)
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[nt][i] += wred[wt + k * kTilesPerCta][lane][nt * 4 + i];
+  }
   // ---- split-K across a cluster: ranks > 0 hand their partial sums to rank 0 via DSMEM.
   __shared__ float red[4][32][NT * 4];
   if (p.cluster_split > 1) {
