@@ -699,23 +699,24 @@ __global__ void __launch_bounds__(32 * kW, kW == 8 && kS == 2 ? 4 : 1)
 
   const int nk = W.K_pad / 128;
   // Work of this warp. The CTA owns the tiles split, split + P, ... (P = fc2_split CTAs share
-  // the row block). With fewer tiles than warps (e.g. top-4 routing at M = 1) the warps also
-  // split K: kW = TW tile groups x KS K slices, so no warp idles while another streams a whole
-  // tile. Warp (tg, ks) takes the CTA's tiles tg, tg + TW, ... and their sub-chunks
-  // ks, ks + KS, ...; each warp adds into its own combine rows, summed in warp order at the end.
+  // the row block): cta_tiles x nk (tile, sub-chunk) chunks in tile-major order, of which warp w
+  // takes the contiguous range [w, w + 1) * total / kW. Every warp streams the same number of
+  // sub-chunks (+-1) whatever the tile count: whole tiles round robin left warps with one tile
+  // more than others idle (Qwen3-30B at M = 8: 17 tiles on 8 warps, 3 vs 2.1 on average), and
+  // with fewer tiles than warps (top-4 routing at M = 1) a tile spreads over several warps. A
+  // warp adds each tile's (partial K) sum into its own combine rows when its range leaves the
+  // tile; the warps' rows are summed in warp order at the end (a fixed order for given routes).
   const int P = a.fc2_split;
   const int split = static_cast<int>(blockIdx.y);
   const int cta_tiles = split < ntiles ? (ntiles - split + P - 1) / P : 0;
-  int TW = kW;
-  while (TW > 1 && TW / 2 >= cta_tiles) TW /= 2;
-  const int KS = kW / TW, tg = warp % TW, ks = warp / TW;
-  const int my_tiles = tg < cta_tiles ? (cta_tiles - tg + TW - 1) / TW : 0;
-  const int n_k = ks < nk ? (nk - ks + KS - 1) / KS : 0;  // sub-chunks per tile
-  const int n_my = my_tiles * n_k;
+  const int total = cta_tiles * nk;
+  const int j0 = warp * total / kW;
+  const int n_my = (warp + 1) * total / kW - j0;
   uint8_t* ring = smem + warp * kS * C::kFc2Stage;
-  // Chunk (it, kc) of this warp: CTA tile tg + TW * it (global tile split + P * that), sub-chunk
-  // ks + KS * kc. Loads run kS chunks ahead; the ChunkCursor ni is the next one.
-  auto tile_of = [&](int it) { return split + P * (tg + TW * it); };
+  // Chunk (it, kk): CTA tile it (global tile split + P * it), sub-chunk kk. Loads run kS chunks
+  // ahead; the ChunkCursor ni is the next one.
+  auto tile_of = [&](int it) { return split + P * it; };
+  const ChunkCursor first{nk > 0 ? j0 / nk : 0, nk > 0 ? j0 % nk : 0};
   const uint32_t wstep = 8u * static_cast<uint32_t>(W.values_row_stride);
   auto src_of = [&](int it) {
     const int4 tl = s_tiles[tile_of(it)];
@@ -726,45 +727,45 @@ __global__ void __launch_bounds__(32 * kW, kW == 8 && kS == 2 ? 4 : 1)
                    n < tl.z ? a.inter + static_cast<int64_t>(tl.y + n) * a.features : nullptr,
                    lane);
   };
-  ChunkCursor ni;  // the next chunk to load
+  ChunkCursor ni = first;  // the next chunk to load
   {
-    ChunkCursor wc;  // the weights' cursor in the first pass
+    ChunkCursor wc = first;  // the weights' cursor in the first pass
     prime_ring<kS>(n_my, [&](int s) {
-      St::issue_w(ring + s * C::kFc2Stage, src_of(wc.t), wstep, ks + KS * wc.k, kSK, lane);
-      wc.next(n_k);
+      St::issue_w(ring + s * C::kFc2Stage, src_of(wc.t), wstep, wc.k, kSK, lane);
+      wc.next(nk);
     });
   }
   pdl_wait();  // the intermediate is written by FC1
   pdl_trigger();
   prime_ring<kS>(n_my, [&](int s) {
-    St::issue_a(ring + s * C::kFc2Stage, src_of(ni.t).a, W.K, ks + KS * ni.k, lane, W.values);
-    ni.next(n_k);
+    St::issue_a(ring + s * C::kFc2Stage, src_of(ni.t).a, W.K, ni.k, lane, W.values);
+    ni.next(nk);
   });
   // Sources of the next chunk's tile, rebuilt only when the cursor enters a new tile.
   typename St::Src nsrc{};
-  if (ni.t < my_tiles) nsrc = src_of(ni.t);
+  if (n_my > kS) nsrc = src_of(ni.t);
   __syncthreads();  // s_w / s_tok / pacc initialised before the first flush
 
   float acc[1][4] = {{0.f, 0.f, 0.f, 0.f}};
-  int c = 0;
-  for (int it = 0; it < my_tiles && n_k > 0; ++it) {
-    const int4 tl = s_tiles[tile_of(it)];
-    const float alpha = a.alpha2[tl.x] * kAccScale<OpT, kFold, kSK>;  // used at the tile's end
-    for (int kc = 0; kc < n_k; ++kc, ++c) {
-      cp_async_wait<kS - 1>();
-      __syncwarp();
-      uint8_t* st = ring + (c % kS) * C::kFc2Stage;
-      stage_mma<OpT, kFold, kSK, 1>(st, acc, g, t);
-      __syncwarp();
-      if (c + kS < n_my) {
-        const int kk = ks + KS * ni.k;
-        St::issue_w(st, nsrc, wstep, kk, kSK, lane);
-        St::issue_a(st, nsrc.a, W.K, kk, lane, W.values);
-        ni.next(n_k);
-        if (ni.k == 0 && ni.t < my_tiles) nsrc = src_of(ni.t);
-      }
-      cp_async_commit();
+  ChunkCursor cur = first;  // the chunk being multiplied
+  int4 tl = n_my > 0 ? s_tiles[tile_of(cur.t)] : make_int4(0, 0, 0, 0);
+  // Per-expert scale, loaded at the tile's start and used at its end (latency off the chain).
+  float alpha = n_my > 0 ? a.alpha2[tl.x] * kAccScale<OpT, kFold, kSK> : 0.f;
+  for (int c = 0; c < n_my; ++c) {
+    cp_async_wait<kS - 1>();
+    __syncwarp();
+    uint8_t* st = ring + (c % kS) * C::kFc2Stage;
+    stage_mma<OpT, kFold, kSK, 1>(st, acc, g, t);
+    __syncwarp();
+    if (c + kS < n_my) {
+      St::issue_w(st, nsrc, wstep, ni.k, kSK, lane);
+      St::issue_a(st, nsrc.a, W.K, ni.k, lane, W.values);
+      ni.next(nk);
+      if (ni.k == 0 && c + kS + 1 < n_my) nsrc = src_of(ni.t);
     }
+    cp_async_commit();
+    cur.next(nk);
+    if (cur.k != 0 && c + 1 < n_my) continue;  // the range stays in this tile
     // Tile (slice) done: out[token, row] += w_route * (alpha * acc). Columns one at a time in
     // slot order, so duplicate (token, expert) routes never race and the order is fixed.
     for (int col = 0; col < tl.z; ++col) {
@@ -782,6 +783,10 @@ __global__ void __launch_bounds__(32 * kW, kW == 8 && kS == 2 ? 4 : 1)
     }
 #pragma unroll
     for (int i = 0; i < 4; ++i) acc[0][i] = 0.f;
+    if (c + 1 < n_my) {
+      tl = s_tiles[tile_of(cur.t)];
+      alpha = a.alpha2[tl.x] * kAccScale<OpT, kFold, kSK>;
+    }
   }
   cp_async_wait<0>();
   __syncthreads();
