@@ -63,13 +63,14 @@ const KernelInfo* find_kernel(int dqk, int dv, int kind, DType q, bool fp8) {
 // Decode tile kind: 1 ("wide": 4 warps x 16 tokens), 2 ("deep": 2 warps x 16 tokens), 3
 // ("direct": deep with FP8 K fragments converted in registers; FP8 head dims 128/256), 4
 // ("wdirect": wide with FP8 K and V fragments from the raw stage; FP8 128/256), 5 ("wide3": wide
-// with Q in registers and 3 stages; 16-bit KV, head dims <= 128), 6 ("wdirect2": wdirect with
-// 128-token tiles; FP8 head dim 128), 8 ("hcvt": wdirect2 with fp16 MMAs fed by the hardware
-// e4m3x2 -> f16x2 conversion) or 9 ("hbits": wdirect2 with fp16 MMAs fed by the exact
-// e4m3 -> fp16 * 2^-8 bit move); FP8 head dims 128 (128-token tiles) and 256 (64-token tiles);
-// 11 ("hvec": hcvt with 16-byte fragment reads, FP8 head dim 128).
-// B12X_ATTN_DECODE_TILE=wide|deep|direct|wdirect|wide3|wdirect2|hcvt|hbits|hvec overrides
-// (benchmarking).
+// with Q in registers and 3 stages; 16-bit KV, head dims <= 128 and 256), 6 ("wdirect2":
+// wdirect with 128-token tiles; FP8 head dim 128), 8 ("hcvt": wdirect2 with fp16 MMAs fed by
+// the hardware e4m3x2 -> f16x2 conversion) or 9 ("hbits": wdirect2 with fp16 MMAs fed by the
+// exact e4m3 -> fp16 * 2^-8 bit move); FP8 head dims 128 (128-token tiles) and 256 (64-token
+// tiles); 11 ("hvec": hcvt with 16-byte fragment reads, FP8 head dim 128); 13 ("hcvt3": hcvt
+// with 3 stages, > 99 KB of shared memory: SM90 only, hcvt elsewhere).
+// B12X_ATTN_DECODE_TILE=wide|deep|direct|wdirect|wide3|wdirect2|hcvt|hbits|hvec|hcvt3
+// overrides (benchmarking).
 int decode_kind(bool fp8, int head_dim) {
   const char* e = std::getenv("B12X_ATTN_DECODE_TILE");
   if (e != nullptr && std::string(e) == "wide") return 1;
@@ -81,6 +82,7 @@ int decode_kind(bool fp8, int head_dim) {
   if (e != nullptr && std::string(e) == "hcvt") return 8;
   if (e != nullptr && std::string(e) == "hbits") return 9;
   if (e != nullptr && std::string(e) == "hvec") return 11;
+  if (e != nullptr && std::string(e) == "hcvt3") return 13;
   // Defaults from the H200 (rounds 5-7, 32/8/128, 8k): BF16 wide3 streamed at 84-99% of the
   // read bandwidth (B=8..128; wide 83-98%, deep 68-77%); for FP8 wdirect2 beat wdirect by
   // 15-19% (round 7, B=8/32/128: 57.5/194.2/699.2 vs 66.0/221.8/829.2 us) and wdirect beat
@@ -215,6 +217,9 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
     k = find_kernel(caps.head_dim_qk, caps.head_dim_vo, fp8 ? 4 : 1, caps.q_dtype, fp8);
   if (k == nullptr && decode_tile)
     k = find_kernel(caps.head_dim_qk, caps.head_dim_vo, 2, caps.q_dtype, fp8);
+  // hcvt3 needs more than SM12x's (and SM89's) 99 KB of shared memory per block: hcvt there.
+  if (k != nullptr && k->kind == 13 && k->smem > dev.smem_per_block_optin)
+    k = find_kernel(caps.head_dim_qk, caps.head_dim_vo, 8, caps.q_dtype, fp8);
   B12X_CHECK_SUPPORTED(k != nullptr, kPlanOp, ": no compiled kernel for head dims (",
                        caps.head_dim_qk, ", ", caps.head_dim_vo, "), q ", dtype_name(caps.q_dtype),
                        ", kv ", dtype_name(caps.kv_dtype));
@@ -246,6 +251,7 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
                  : k->kind == 6  ? "_decode_wdirect2"
                  : k->kind == 8  ? "_decode_hcvt"
                  : k->kind == 11 ? "_decode_hvec"
+                 : k->kind == 13 ? "_decode_hcvt3"
                                  : "_decode_hbits") +
                 (fp8 ? "_kvfp8" : "") + (caps.q_dtype == DType::kFP16 ? "_fp16" : "_bf16");
   plan.tile_rows = k->tile_rows;

@@ -481,8 +481,8 @@ TEST(AttentionGpuDecode, DtypesPagesWindowsSinks) {
 // B12X_ATTN_DECODE_TILE at plan time (shapes a tile does not cover fall back).
 TEST(AttentionGpuDecode, AlternativeTiles) {
   B12X_REQUIRE_GPU();
-  for (const char* tile :
-       {"wide", "deep", "direct", "wdirect", "wide3", "wdirect2", "hcvt", "hbits", "hvec"}) {
+  for (const char* tile : {"wide", "deep", "direct", "wdirect", "wide3", "wdirect2", "hcvt",
+                           "hbits", "hvec", "hcvt3"}) {
     setenv("B12X_ATTN_DECODE_TILE", tile, 1);
     int i = 0;
     for (int d : {128, 256})
@@ -523,7 +523,7 @@ TEST(AttentionGpuDecode, AlternativeTiles) {
 // match the reference, with and without splits, sinks and per-head descales.
 TEST(AttentionGpuDecode, Fp16MmaQueryRange) {
   B12X_REQUIRE_GPU();
-  for (const char* tile : {"hcvt", "hbits", "hvec", "default"}) {
+  for (const char* tile : {"hcvt", "hbits", "hvec", "hcvt3", "default"}) {
     if (std::string(tile) != "default") setenv("B12X_ATTN_DECODE_TILE", tile, 1);
     for (int i = 0; i < 3; ++i) {
       Spec s;
@@ -1023,7 +1023,7 @@ TEST(AttentionGpuSanitize, DecodeSplitFp8) {
 
 TEST(AttentionGpuSanitize, DecodeFp16MmaTiles) {
   B12X_REQUIRE_GPU();
-  for (const char* tile : {"hcvt", "hbits", "hvec"}) {
+  for (const char* tile : {"hcvt", "hbits", "hvec", "hcvt3"}) {
     setenv("B12X_ATTN_DECODE_TILE", tile, 1);
     Spec s = sanitize_fp8_decode_spec();
     s.q_exp_spread = 18;

@@ -48,7 +48,9 @@ constexpr float kLog2e = 1.4426950408889634f;
 /// barrier and per softmax round, 2 stages; ptxas spills a few registers); 11 = decode "hvec"
 /// (hcvt with 16-byte K/V fragment reads); 12 = extend "m64" (16-bit KV, head dims <= 128: 64-row
 /// tiles, one 16-row block per warp with Q's fragments in registers, 64-token steps, 2 stages:
-/// ~170 registers, so 3 CTAs (12 warps) per SM instead of 2).
+/// ~170 registers, so 3 CTAs (12 warps) per SM instead of 2); 13 = decode "hcvt3" (hcvt with 3
+/// stages: 102-105 KB, beyond SM12x's 99 KB, so SM90 only; 2 CTAs per SM instead of 3).
+/// wide3 (5) also serves head dim 256, with 32-token tiles (2 warps).
 template <int kDqk_, int kDv_, int kKind_, bool kFp8_>
 struct TileCfg {
   static constexpr int kDqk = kDqk_, kDv = kDv_, kKind = kKind_;
@@ -58,19 +60,20 @@ struct TileCfg {
   static constexpr int kSub = kKind == 7 ? 2 : 1;
   // kind 3: the deep decode tile with FP8 K fragments converted straight from the raw stage
   // (no K conversion pass); Q is stored in the matching permuted slot order.
-  static constexpr bool kDirectK =
-      kKind == 3 || kKind == 4 || kKind == 6 || kKind == 8 || kKind == 9 || kKind == 11;
+  static constexpr bool kDirectK = kKind == 3 || kKind == 4 || kKind == 6 || kKind == 8 ||
+                                   kKind == 9 || kKind == 11 || kKind == 13;
   // kind 4 also reads V's B fragments from raw FP8 rows (4-byte reads of 4 dims of one token;
   // output dims permuted within 32-dim groups, undone in the epilogue).
   static constexpr bool kDirectV =
-      kKind == 4 || kKind == 6 || kKind == 8 || kKind == 9 || kKind == 11;
+      kKind == 4 || kKind == 6 || kKind == 8 || kKind == 9 || kKind == 11 || kKind == 13;
   // kinds 8/9: the MMAs run on fp16 (P in [0, 1] and power-of-two-scaled Q lose nothing against
   // bf16: fp16 has 3 more mantissa bits). hcvt converts with the hardware e4m3x2 -> f16x2 cvt
   // (sm_89+, one instruction per pair); hbits moves the 7 magnitude bits under the fp16
   // exponent field, which reads as the e4m3 value times 2^-8 (exact, subnormals included), and
   // folds the 2^8 into the score and output scales.
-  static constexpr bool kF16Mma = kKind == 8 || kKind == 9 || kKind == 11;
-  static constexpr bool kHwCvt = kKind == 8 || kKind == 11;
+  // kind 13 ("hcvt3"): hcvt with three stages, over SM12x's 99 KB (SM90: 2 CTAs per SM).
+  static constexpr bool kF16Mma = kKind == 8 || kKind == 9 || kKind == 11 || kKind == 13;
+  static constexpr bool kHwCvt = kKind == 8 || kKind == 11 || kKind == 13;
   // kind 11 ("hvec"): hcvt with 16-byte fragment reads. The MMA k-slots and the output columns
   // are assigned to dims so that one lane's 16 raw bytes feed four K k-steps (k-step 4a + b,
   // lane t: dims 64a + 16t + 4b .. +3) or all sixteen V n-blocks (n-block nb, column g: dim
@@ -98,10 +101,11 @@ struct TileCfg {
   // wide3 for head dim 256: 32-token tiles (2 warps), so three 32 KB stages fit with Q's 64
   // fragment registers per lane instead of a Q tile in shared memory.
   static constexpr int kBN =
-      (kKind == 5 && kBigHead)                                                     ? 32
-      : (kKind == 6 || kKind == 11 || ((kKind == 8 || kKind == 9) && kDqk == 128)) ? 128
-      : (kKind == 10)                                                              ? 64
-      : (kKind == 4 || kKind == 5 || kKind == 7 || kKind == 8 || kKind == 9)
+      (kKind == 5 && kBigHead) ? 32
+      : (kKind == 6 || kKind == 11 || ((kKind == 8 || kKind == 9 || kKind == 13) && kDqk == 128))
+          ? 128
+      : (kKind == 10) ? 64
+      : (kKind == 4 || kKind == 5 || kKind == 7 || kKind == 8 || kKind == 9 || kKind == 13)
           ? 64
           : (kKind >= 2 ? 32 : (kBigHead ? 32 : (kMB == 2 && kDv > 64 ? 32 : 64)));
   static constexpr int kWN = kDecode ? (kBN > 64 ? 4 : kBN / 16) : 1;
@@ -116,9 +120,15 @@ struct TileCfg {
   static constexpr int kMergeBytes = kWN > 1 ? kWN*(kBM* kDv * 4 + 2 * kBM * 4) : 0;
   // Each stage also holds its tile's page ids (kBN int32, see the loader).
   static constexpr int kIdStageBytes = kBN * 4;
-  static constexpr int kFitStages = (101376 - kQBytes - kConvBytes) / (kStageBytes + kIdStageBytes);
+  // Shared memory per block: SM12x's 99 KB, except hcvt3 (SM90's 227 KB; plans elsewhere fall
+  // back to hcvt).
+  static constexpr int kSmemLimit = kKind == 13 ? 232448 : 101376;
+  static constexpr int kFitStages =
+      (kSmemLimit - kQBytes - kConvBytes) / (kStageBytes + kIdStageBytes);
   static constexpr int kMaxStages =
-      kKind == 12 ? 3 : (kKind == 7 ? 3 : (kKind >= 2 ? 4 : (kKind == 0 && kMB == 2 ? 3 : 0)));
+      (kKind == 12 || kKind == 13)
+          ? 3
+          : (kKind == 7 ? 3 : (kKind >= 2 ? 4 : (kKind == 0 && kMB == 2 ? 3 : 0)));
   static constexpr int kStages = kMaxStages > 0
                                      ? (kFitStages < kMaxStages ? kFitStages : kMaxStages)
                                      : ((kKind == 1 && kFp8) ? 3 : 2);
@@ -139,7 +149,7 @@ struct TileCfg {
           ? 3
           : (!kDecode ? 1 : (kMinBlocksRaw > 4 ? 4 : (kMinBlocksRaw < 1 ? 1 : kMinBlocksRaw)));
   static_assert(kStages >= 2, "paged attention needs at least a double-buffered ring");
-  static_assert(kSmemBytes <= 101376, "paged attention tile exceeds the SM12x 99 KB smem limit");
+  static_assert(kSmemBytes <= kSmemLimit, "paged attention tile exceeds its smem limit");
   static_assert((kSubBN / kWN) % 16 == 0, "each warp needs whole 16-token MMA K steps");
   static_assert(kWN == 1 || kMB == 1, "the cross-warp merge handles one row block per warp");
 };

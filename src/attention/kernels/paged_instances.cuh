@@ -62,10 +62,12 @@ void register_kinds(std::vector<KernelInfo>& out, const char* tag) {
     out.push_back(make_info<T, kFp8, kDqk, kDv, 8>(tag));
     out.push_back(make_info<T, kFp8, kDqk, kDv, 9>(tag));
     out.push_back(make_info<T, kFp8, kDqk, kDv, 11>(tag));
+    out.push_back(make_info<T, kFp8, kDqk, kDv, 13>(tag));
   }
   if constexpr (kFp8 && kDqk == 256 && kDv == 256) {
     out.push_back(make_info<T, kFp8, kDqk, kDv, 8>(tag));
     out.push_back(make_info<T, kFp8, kDqk, kDv, 9>(tag));
+    out.push_back(make_info<T, kFp8, kDqk, kDv, 13>(tag));
   }
 }
 template <int kDqk, int kDv>
