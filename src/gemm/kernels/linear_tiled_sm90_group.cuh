@@ -124,7 +124,11 @@ struct WgmmaGroupCfg {
   static_assert(kSmemBytes + kTabWords * 4 <= kSmemLimit, "group wgmma kernel exceeds 227 KB");
 };
 
-template <WFmt F, class T, int kTokens, int kRowSets, bool kOverlap, int kUnitN>
+/// kLateCopy (probe, 256 tokens: kUnits >= 2): the stage's refill copies are issued after the
+/// second unit's wgmmas (the first unit's are followed by the late atom decode) instead of right
+/// after the stage barrier, so the tensor pipe starts earlier after the barrier.
+template <WFmt F, class T, int kTokens, int kRowSets, bool kOverlap, int kUnitN,
+          bool kLateCopy = false>
 __global__ void __launch_bounds__(256, 1) linear_wgmma_group_kernel(const LinearParams p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using C = WgmmaGroupCfg<F, T, kTokens, kRowSets, kOverlap, kUnitN>;
@@ -301,8 +305,8 @@ __global__ void __launch_bounds__(256, 1) linear_wgmma_group_kernel(const Linear
     // async proxy.
     wg::fence_proxy_async();
     __syncthreads();
-    {
-      // Its slot held stage kb-1, whose wgmmas every warpgroup drained before the barrier.
+    // Its slot held stage kb-1, whose wgmmas every warpgroup drained before the barrier.
+    auto refill = [&] {
       static_assert(kAhead == kStages - 1, "refill slot");
       const int nk = kb + kAhead;
       const int ns = s == 0 ? kStages - 1 : s - 1;
@@ -311,7 +315,9 @@ __global__ void __launch_bounds__(256, 1) linear_wgmma_group_kernel(const Linear
         load_acts(ns, nk);
       }
       wg::cp_commit();
-    }
+    };
+    static_assert(!kLateCopy || C::kGroups * C::kUnitsPerGroup >= 2, "late copies after unit 1");
+    if constexpr (!kLateCopy) refill();
     // This warp's 16-row tiles: A fragments of the stage's four k16 steps (exact integers);
     // atom at (32 K) holds steps 2 at, 2 at + 1.
     uint32_t af[C::kRowSets][4][4];
@@ -390,6 +396,7 @@ __global__ void __launch_bounds__(256, 1) linear_wgmma_group_kernel(const Linear
       if constexpr (C::kOverlap) {
         issue((u & 1) ? part1 : part0, u);
         if (kLateAtom1 && u == 0) decode_atom(1);
+        if (kLateCopy && u == 1) refill();
         if (u > 0) {
           wg::wait<1>();
           promote((u & 1) ? part0 : part1, u - 1);
@@ -397,6 +404,7 @@ __global__ void __launch_bounds__(256, 1) linear_wgmma_group_kernel(const Linear
       } else {
         issue(part0, u);
         if (kLateAtom1 && u == 0) decode_atom(1);
+        if (kLateCopy && u == 1) refill();
         wg::wait<0>();
         promote(part0, u);
       }
