@@ -173,15 +173,26 @@ int decode_fc1_groups(int routes, int row_blocks, int sm_count, int wm, int k_ch
   return g;
 }
 
-int decode_fc1_warps(int routes, int row_blocks, int sm_count, int wm, int groups) {
+int decode_fc1_warps(int routes, int row_blocks, int sm_count, int wm, int groups, int k_chunks) {
   // The 12-warp FC1 CTA (2 per SM) where the 8-warp grid would have at most 2 CTAs per SM: the
   // same CTAs with 1.5x the warps (H200 round 13, DeepSeek-TP4 nvfp4 M = 1: 42.4 -> 37.3 us).
-  // Measurement knob B12X_MOE_FC1_WIDE=0 turns it off.
+  // Measurement knob B12X_MOE_FC1_WIDE=0 turns it off; =2 picks the variant with the shorter
+  // per-warp chain (expert tiles per CTA x sub-chunks per warp, with ~routes tiles), the 12-warp
+  // one only where its chain is <= 0.85x (DeepSeek-TP4 M = 2: 2 x 7 -> 2 x 5 sub-chunks).
   static const int knob = env_knob("B12X_MOE_FC1_WIDE", 1);
+  if (knob == 0 || wm != 1 || groups != 1) return DecodeCfg::kFc1Warps;
+  const int sms = std::max(sm_count, 1);
+  if (knob == 2) {
+    auto chain = [&](int warps) {
+      const int y = decode_fc1_tile_groups(routes, row_blocks, sm_count, fc1_ctas_per_sm(warps));
+      return ((routes + y - 1) / y) * ((k_chunks + warps - 1) / warps);
+    };
+    return 100 * chain(DecodeCfg::kFc1WideWarps) <= 85 * chain(DecodeCfg::kFc1Warps)
+               ? DecodeCfg::kFc1WideWarps
+               : DecodeCfg::kFc1Warps;
+  }
   const int ctas = row_blocks * decode_fc1_tile_groups(routes, row_blocks, sm_count, 3);
-  return knob == 1 && wm == 1 && groups == 1 && ctas <= 2 * std::max(sm_count, 1)
-             ? DecodeCfg::kFc1WideWarps
-             : DecodeCfg::kFc1Warps;
+  return ctas <= 2 * sms ? DecodeCfg::kFc1WideWarps : DecodeCfg::kFc1Warps;
 }
 
 void launch_decode_stream(const DecodeArgs& args, bool fp16_operands, Stream stream, bool pdl) {
@@ -192,7 +203,8 @@ void launch_decode_stream(const DecodeArgs& args, bool fp16_operands, Stream str
     a.fc1_groups =
         decode_fc1_groups(a.routes, fc1_row_blocks, a.sm_count, a.fc1_wm, a.w1.K_pad / 128);
   if (a.fc1_warps == 0)
-    a.fc1_warps = decode_fc1_warps(a.routes, fc1_row_blocks, a.sm_count, a.fc1_wm, a.fc1_groups);
+    a.fc1_warps = decode_fc1_warps(a.routes, fc1_row_blocks, a.sm_count, a.fc1_wm, a.fc1_groups,
+                                   a.w1.K_pad / 128);
   static const int q_early = env_knob("B12X_MOE_Q_EARLY", 0);
   a.q_early = q_early >= 1 && q_early <= 3 ? q_early : 0;
   static const int a16_gate = env_knob("B12X_MOE_A16_GATE", 0);
