@@ -19,10 +19,10 @@
 //    tiles of <= 4 routes each) with 8 warps splitting K, the grid about one wave of 3 CTAs per
 //    SM (Qwen3-30B at M = 1: 384 CTAs of one tile; at M = 8 384 CTAs of ~6 tiles, each warp's
 //    ring running on across its tiles); FC2 CTAs own 16 output rows for *all* routes (H / 16
-//    CTAs, 8 warps taking every 8th expert tile), so the combine is a fixed-order sum in shared
-//    memory: deterministic, no per-route fp32 round trip. From 9 routes up to 4 CTAs may share a
-//    row block's tiles and the last one adds their fp32 partials in split order (an atomic
-//    counter picks the adder, never the order).
+//    CTAs, 8 warps taking equal ranges of the (tile, sub-chunk) chunks), so the combine is a
+//    fixed-order sum in shared memory: deterministic, no per-route fp32 round trip. From 9 routes
+//    up to 4 CTAs may share a row block's tiles and the last one adds their fp32 partials in split
+//    order (an atomic counter picks the adder, never the order).
 //
 // MMA orientation, K permutation and the FP4 fragment decode are those of moe_gemm.cuh.
 #pragma once
@@ -59,17 +59,18 @@ struct DecodeCfg {
   static constexpr int kFc1Ys = kTileTokens * 8 * 32 * 4;
   static constexpr int fc1_smem(int warps) { return fc1_ring(warps) + fc1_red(warps) + kFc1Ys; }
   // FC2: 16 output rows per CTA; kW warps (8 while the per-warp combine rows fit, else 4) take
-  // every kW-th expert tile. The deep variant (5 stages, one CTA per SM) serves launches with at
-  // most one CTA per SM anyway (<= 16 routes): each warp's whole K stream is then in flight.
+  // equal ranges of the CTA's (tile, sub-chunk) chunks. The deep variant (5 stages, one CTA per SM)
+  // serves launches with at most one CTA per SM anyway (<= 16 routes): each warp's whole K stream
+  // is then in flight.
   static constexpr int kFc2Rows = 16;
   static constexpr int kFc2Stage = kFc2Rows * 64 + kFc2Rows * 8 + kActBytes;
   static constexpr int kFc2WideMaxTokens = 32;
   static constexpr int kFc2DeepStages = 5;
   // The 16-warp variant (opt-in B12X_MOE_FC2_WARPS=16, deep launches only: <= 16 routes, <= 1
-  // CTA per SM) halves each warp's K chain (top-8 at M = 1: 8 tiles x 2 K slices, 3 sub-chunks
-  // per warp instead of 6) with 2 stages per warp (99 KB limit). The 2-stage 8-warp variant
-  // (opt-in B12X_MOE_FC2_STAGES=2 for shallow launches) fits 4 CTAs per SM instead of 3: one
-  // wave for grids of 397..528 CTAs (DeepSeek-TP4's 448 row blocks).
+  // CTA per SM) halves each warp's K chain (top-8 at M = 1: 3 sub-chunks per warp instead of 6)
+  // with 2 stages per warp (99 KB limit). The 2-stage 8-warp variant (opt-in B12X_MOE_FC2_STAGES=2
+  // for shallow launches) fits 4 CTAs per SM instead of 3: one wave for grids of 397..528 CTAs
+  // (DeepSeek-TP4's 448 row blocks).
   static constexpr int kFc2TallWarps = 16;
   static constexpr int fc2_ring(int warps, int stages) { return warps * stages * kFc2Stage; }
   static constexpr int fc2_smem(int warps, int stages, int tokens) {
