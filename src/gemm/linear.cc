@@ -100,6 +100,11 @@ constexpr int kWgmmaRaster = 0;
 constexpr int kWgmmaGroupVar128 = 1;
 constexpr int kWgmmaGroupVar256 = 1;
 
+/// Decode regime, one token tile (M <= 8): warps per 16-row weight tile
+/// (lin::launch_linear_decode), the K range split inside the CTA instead of over a cluster. 1 =
+/// off.
+constexpr int kDecodeWarpSplit = 1;
+
 /// The most K slices whose staged activations (`rows` token rows) fit the decode kernel's
 /// shared-memory budget (at least one: a slice of 16 rows is at most 16 KB).
 int64_t stage_fit_slices(lin::WFmt f, int64_t rows) {
@@ -117,7 +122,8 @@ std::string Plan::describe() const {
      << (regime == Regime::kDecode  ? "decode"
          : regime == Regime::kTiled ? "tiled"
                                     : "auto")
-     << " split_k=" << split_k << " scratch=" << scratch_bytes << "B]";
+     << " split_k=" << split_k << " decode_ws=" << decode_warp_split << " scratch=" << scratch_bytes
+     << "B]";
   return os.str();
 }
 
@@ -235,7 +241,19 @@ Plan plan(const Caps& caps) {
   const int64_t slices = geo.KP / lin::slice_k(wf);
   const int64_t ctas_n = (geo.n16 + 3) / 4;
   int split = 1;
-  if (M <= kDecodeMaxM) {
+  int ws = 1;
+  const char* split_env = std::getenv("B12X_GEMM_SPLIT");
+  if (M <= kDecodeMaxM && decode_nt(M) == 1 && split_env == nullptr &&
+      stage_fit_slices(wf, std::min<int64_t>(M, 8)) >= slices) {
+    // The whole K range fits the staging for every M up to the capacity: its warps may split it
+    // (a forced split over CTAs, B12X_GEMM_SPLIT, keeps one warp per tile).
+    ws = kDecodeWarpSplit;
+    if (const char* e = std::getenv("B12X_GEMM_DECODE_WSPLIT"); e != nullptr) {
+      const int want = std::atoi(e);
+      if (want == 1 || want == 2 || want == 4) ws = want;
+    }
+  }
+  if (M <= kDecodeMaxM && ws == 1) {
     // Measured on the H200 (tools/gemm-probe.sh: splits 1/2/4/8 forced over three shapes, M = 1
     // and 16, and a "three CTAs per SM" rule): the fastest grids have about one CTA per SM —
     // more CTAs add prologues and cluster barriers to an SM that is already issue-bound. So: the
@@ -252,11 +270,11 @@ Plan plan(const Caps& caps) {
       if (ctas_n * eff * tok_tiles >= want) break;
     }
   }
-  const char* split_env = std::getenv("B12X_GEMM_SPLIT");
   // Probe override (tools/gemm-probe.sh): B12X_GEMM_SPLIT=<n> forces the decode split count.
   if (M <= kDecodeMaxM && split_env != nullptr && std::atoi(split_env) > 0)
     split = static_cast<int>(std::min<int64_t>(std::atoi(split_env), slices));
   p.split_k = split;
+  p.decode_warp_split = ws;
   p.sm_count = dev.sm_count;
   p.tiled_cluster_ok = dev.cc_major >= 9;
   const char* pdl_env = std::getenv("B12X_GEMM_PDL");
@@ -313,7 +331,8 @@ Plan plan(const Caps& caps) {
                         (wgmma_group ? " group" : "")
                   : "");
     else
-      sig << " decode nt=" << (M > kDecodeMaxM ? 2 : decode_nt(M)) << " split="
+      sig << " decode nt=" << (M > kDecodeMaxM ? 2 : decode_nt(M))
+          << (ws > 1 && M <= kDecodeMaxM ? " ws=" + std::to_string(ws) : "") << " split="
           << (M > kDecodeMaxM || split == 1 ? "none"
               : p.split_cluster             ? "cluster"
                                             : "reduce");
@@ -656,6 +675,7 @@ void run(const Binding& b, Stream stream) {
   }
   const int64_t slices = geo.KP / lin::slice_k(im.wfmt);
   p.split = plan.split_k;
+  p.decode_ws = nt == 1 ? plan.decode_warp_split : 1;
   p.slices_per_cta = static_cast<int>((slices + p.split - 1) / p.split);
   p.cluster_split = plan.split_cluster ? p.split : 1;
   p.stage_rows = static_cast<int>(std::min<int64_t>(M, 8 * nt));

@@ -1,6 +1,6 @@
 // Weight-streaming (decode regime) kernel instantiations and launcher. Formats whose activations
 // are always dequantized to BF16 (the FP8 weight formats) exist only with BF16 MMAs.
-#include <cstdlib>
+#include <algorithm>
 #include <mutex>
 #include <set>
 
@@ -55,38 +55,19 @@ DecodeFn pick_decode(WFmt f, bool fp16, int nt, int ws = 1) {
   return nullptr;
 }
 
-/// Probe B12X_GEMM_DECODE_WSPLIT=2|4: warps per weight tile (K split inside the CTA) for one
-/// token tile, where the run has no split over CTAs and the whole K range fits the staging.
-int decode_wsplit_env() {
-  static const int ws = [] {
-    const char* e = std::getenv("B12X_GEMM_DECODE_WSPLIT");
-    const int v = e != nullptr ? std::atoi(e) : 1;
-    return v == 2 || v == 4 ? v : 1;
-  }();
-  return ws;
-}
-
 }  // namespace
 
 bool decode_kernel_available(WFmt f, bool fp16, int nt) {
   return (nt == 1 || nt == 2) && pick_decode(f, fp16, nt) != nullptr;
 }
 
-void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p0, Stream stream) {
-  LinearParams p = p0;
-  int ws = nt == 1 && p.partial == nullptr ? decode_wsplit_env() : 1;
-  if (ws > 1) {
-    // One CTA per 4 / ws row tiles over the whole K range (a cluster split is folded into it).
-    const int64_t slices = p.KP / slice_k(f);
-    if (stage_geom(f, p.stage_rows, slices).bytes <= kDecodeStageBudget) {
-      p.split = 1;
-      p.cluster_split = 1;
-      p.slices_per_cta = static_cast<int>(slices);
-      p.stage_slices = static_cast<int>(slices);
-    } else {
-      ws = 1;
-    }
-  }
+void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stream stream) {
+  const int ws = std::max(p.decode_ws, 1);
+  // Warps splitting K inside the CTA: one CTA per 4 / ws row tiles over the whole K range, staged
+  // at once (plan chooses it only then).
+  B12X_ASSERT(ws == 1 || (nt == 1 && p.split == 1 && p.cluster_split <= 1 && p.partial == nullptr &&
+                          p.stage_slices >= p.slices_per_cta),
+              "decode warp split ", ws, " with split ", p.split, " stage slices ", p.stage_slices);
   DecodeFn fn = pick_decode(f, fp16, nt, ws);
   B12X_ASSERT(fn != nullptr, "no decode kernel for format ", static_cast<int>(f), " fp16=", fp16);
   B12X_ASSERT(p.stage_rows >= 1 && p.stage_rows <= 8 * nt && p.stage_slices >= 1,

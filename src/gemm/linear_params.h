@@ -28,6 +28,7 @@ struct LinearParams {
   int slices_per_cta;
   int split;
   int cluster_split;  // 1: no cluster; >1: grid.y is one cluster, reduced through DSMEM
+  int decode_ws;      // decode kernel: warps per weight tile (0 / 1: one; 2, 4: K split in the CTA)
   // Activation source of the weight-streaming kernel (dequantized while staging):
   int act_kind;             // ActSrc
   int64_t ldx_bytes;        // row stride of quantized x in bytes
