@@ -275,6 +275,8 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   if (slack_env != nullptr) plan.rescale_slack = std::max(0.f, std::strtof(slack_env, nullptr));
   const char* pf_env = std::getenv("B12X_ATTN_PREFETCH");
   if (pf_env != nullptr) plan.prefetch = std::string(pf_env) == "1";
+  const char* si_env = std::getenv("B12X_ATTN_SPLIT_INTERLEAVE");
+  if (si_env != nullptr) plan.split_interleave = std::string(si_env) == "1";
   const char* fr_env = std::getenv("B12X_ATTN_FULL_RING");
   if (fr_env != nullptr) plan.full_ring = std::string(fr_env) != "0";
 
@@ -538,6 +540,10 @@ void run_paged(const PagedBinding& b, Stream stream) {
   p.scale_log2 = b.softmax_scale * 1.4426950408889634f;
   p.rescale_slack = plan.rescale_slack;
   p.full_ring = plan.full_ring ? 1 : 0;
+  // decode tiles only (the merge kernel reads the same flag through kv_range)
+  p.split_interleave =
+      plan.split_interleave && k->kind != 0 && k->kind != 7 && k->kind != 10 && k->kind != 12 ? 1
+                                                                                              : 0;
   if (b.num_row_tiles <= 0) return;
   auto* s = reinterpret_cast<cudaStream_t>(stream);
   // PDL (SM90+): each kernel may launch while its predecessor drains; all three wait for it

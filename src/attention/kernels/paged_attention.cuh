@@ -349,9 +349,11 @@ __device__ __forceinline__ bool find_work(const PagedParams& p, int x, Work& w) 
   return w.tile * p.tile_rows < w.qlen * p.group;
 }
 
-/// KV range [lo, hi) a row tile may see (causal, window) and its split into chunks.
+/// KV range [lo, hi) a row tile may see (causal, window) and its split into chunks: split s
+/// serves [lo + s chunk, lo + (s + 1) chunk), or with p.split_interleave (decode tiles) the KV
+/// tiles s, s + ns, s + 2 ns, ... of the range (chunk = the KV tile, stride = ns tiles).
 struct KvRange {
-  int lo, hi, chunk, ns;
+  int lo, hi, chunk, ns, stride;
 };
 __device__ __forceinline__ KvRange kv_range(const PagedParams& p, int tile, int qlen, int lk) {
   const int rows0 = tile * p.tile_rows;
@@ -365,10 +367,20 @@ __device__ __forceinline__ KvRange kv_range(const PagedParams& p, int tile, int 
   const int n = r.hi - r.lo;
   // Chunks need not align with KV tiles (tokens are located one by one and masked), so the
   // split count is exactly what the plan asked for: CTAs per SM stay balanced.
+  if (p.split_interleave) {
+    // at least min_chunk tokens per split, as for contiguous chunks
+    const int tiles = (n + p.tile_kv - 1) / p.tile_kv;
+    const int per = max(1, p.min_chunk / p.tile_kv);
+    r.ns = n > 0 ? min(p.num_splits, (tiles + per - 1) / per) : 1;
+    r.chunk = p.tile_kv;
+    r.stride = r.ns * p.tile_kv;
+    return r;
+  }
   int chunk = (n + p.num_splits - 1) / p.num_splits;
   chunk = max(chunk, p.min_chunk);
   r.chunk = chunk;
   r.ns = n > 0 ? (n + chunk - 1) / chunk : 1;
+  r.stride = 0;
   return r;
 }
 
@@ -473,10 +485,13 @@ __device__ __forceinline__ void prefetch_first_tiles(const PagedParams& p, int t
   if (split >= r.ns) return;
   const int begin = r.lo + split * r.chunk;
   const int ahead = Cfg::kDecode && p.full_ring ? Cfg::kStages : Cfg::kStages - 1;  // prologue's
-  const int end = min(min(r.hi, begin + r.chunk), begin + ahead * Cfg::kBN);
+  const int step = r.stride > 0 ? r.stride : Cfg::kBN;  // between the split's tiles
+  const int last = r.stride > 0 ? r.hi : min(r.hi, begin + r.chunk);
   const int32_t* table = p.page_table + (int64_t)b * p.pt_stride;
   const uint32_t max_page = static_cast<uint32_t>(p.num_pages - 1);
-  for (int pos = begin + static_cast<int>(threadIdx.x); pos < end; pos += Cfg::kThreads) {
+  for (int i = static_cast<int>(threadIdx.x); i < ahead * Cfg::kBN; i += Cfg::kThreads) {
+    const int pos = begin + (i / Cfg::kBN) * step + i % Cfg::kBN;
+    if (pos >= last) continue;
     const uint32_t page =
         min(static_cast<uint32_t>(__ldcg(table + (pos >> p.page_shift))), max_page);
     const int64_t in_page = pos & ((1 << p.page_shift) - 1);
@@ -525,14 +540,45 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   if (p.prefetch) prefetch_first_tiles<Cfg>(p, tile_x, kvh, blockIdx.z);
   wait_prior_grid();
   allow_next_grid();
+  // Interleaved splits (p.split_interleave) of a range that starts at 0 with every split live
+  // (a long context) know their first tiles before the metadata arrive: tile it of split s
+  // starts at (s + it * num_splits) * kBN. The page ids of the prologue's tiles are then loaded
+  // together with the metadata (one round trip instead of two). Entries past the live length
+  // but within the table's width may be read then; ids are clamped into the cache and the
+  // copies of masked rows read nothing.
+  constexpr int kIdRegs = kBN / 32;
+  int pg0[kStages][kIdRegs];
+  bool ids_early = false;
+  if (Cfg::kDecode && p.split_interleave && p.tiles_per_req > 0) {
+    const int b = tile_x / p.tiles_per_req;
+    if (b < p.batch) {
+      ids_early = true;
+      const int32_t* tab = p.page_table + (int64_t)b * p.pt_stride;
+      const uint32_t top = static_cast<uint32_t>(p.num_pages - 1);
+#pragma unroll
+      for (int s = 0; s < kStages; ++s)
+#pragma unroll
+        for (int r = 0; r < kIdRegs; ++r) {
+          const int pos = (static_cast<int>(blockIdx.z) + s * p.num_splits) * kBN +
+                          static_cast<int>(threadIdx.x & 31) + 32 * r;
+          pg0[s][r] = pos < p.max_kv
+                          ? static_cast<int>(
+                                min(static_cast<uint32_t>(__ldg(tab + (pos >> p.page_shift))), top))
+                          : 0;
+        }
+    }
+  }
   Work w;
   if (!find_work(p, tile_x, w)) return;
   const int split = blockIdx.z;
   const KvRange range = kv_range(p, w.tile, w.qlen, w.lk);
   if (split >= range.ns) return;
+  ids_early = ids_early && range.stride > 0 && range.lo == 0 && range.ns == p.num_splits;
+  // Tile it of this split covers [kv_begin + it * kv_step, + kBN) within [.., kv_end).
   const int kv_begin = range.lo + split * range.chunk;
-  const int kv_end = min(range.hi, kv_begin + range.chunk);
-  const int n_tiles = (kv_end - kv_begin + kBN - 1) / kBN;  // may be 0 (empty range)
+  const int kv_end = range.stride > 0 ? range.hi : min(range.hi, kv_begin + range.chunk);
+  const int kv_step = range.stride > 0 ? range.stride : kBN;
+  const int n_tiles = (kv_end - kv_begin + kv_step - 1) / kv_step;  // may be 0 (empty range)
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   // Full ring (decode tiles, p.full_ring): the prologue fills every stage, not kStages - 1, and
@@ -703,7 +749,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   // of token l + 32 r and each copy takes its token's id with a shuffle.
   constexpr int kKvB = Cfg::kKvBytes;
   constexpr int kKc = kDqk * kKvB / 16, kVc = kDv * kKvB / 16;  // 16-byte chunks per row
-  constexpr int kIdRegs = kBN / 32;
   static_assert(kBN % 32 == 0, "page ids are fetched 32 tokens per warp register");
   static_assert((kBN * kKc) % kThreads == 0 && (kBN * kVc) % kThreads == 0,
                 "copy loops must be warp-uniform (page ids travel by shuffle)");
@@ -711,7 +756,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   const int page_mask = (1 << p.page_shift) - 1;
   const uint32_t max_page = static_cast<uint32_t>(p.num_pages - 1);
   auto load_ids = [&](int it, int(&pg)[kIdRegs]) {
-    const int kv0 = kv_begin + it * kBN;
+    const int kv0 = kv_begin + it * kv_step;
 #pragma unroll
     for (int r = 0; r < kIdRegs; ++r) {
       const int pos = kv0 + lane + 32 * r;
@@ -781,7 +826,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   static_assert(kBN <= kThreads, "one thread per tile token copies the page ids");
   auto issue_ids = [&](int t) {
     if (tid < kBN) {
-      const int pos = kv_begin + t * kBN + tid;
+      const int pos = kv_begin + t * kv_step + tid;
       const bool valid = pos < kv_end;
       cp_async4(smem_u32(sIds + (t % kStages) * kBN + tid),
                 valid ? table + (pos >> p.page_shift) : table, valid);
@@ -792,7 +837,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   auto load_tile = [&](int it, int stage, auto&& page_at) {
     uint8_t* sk = sRing + stage * Cfg::kStageBytes;
     uint8_t* sv = sk + kBN * kDqk * kKvB;
-    const int kv0 = kv_begin + it * kBN;
+    const int kv0 = kv_begin + it * kv_step;
     // Chunk c of token j's K (is_k) or V row.
     auto copy = [&](bool is_k, int j, int c, int page) {
       const int pos = kv0 + j;
@@ -841,10 +886,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   // together first); group s also carries the ids of tile s + kStages - 1 (the first tile the
   // loop issues, from iteration s; unused for the full ring's group 0).
   {
-    int pg0[kStages][kIdRegs];
 #pragma unroll
     for (int s = 0; s < kStages; ++s)
-      if (s < kStages - 1 || full_ring) load_ids(s, pg0[s]);
+      if (!ids_early && (s < kStages - 1 || full_ring)) load_ids(s, pg0[s]);
     // tile 0 always issued (zero-filled when the range is empty)
     load_tile(0, 0, [&](int j) { return page_of(pg0[0], j); });
     issue_ids(kStages - 1);
@@ -999,7 +1043,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     constexpr int kVRowS = Cfg::kDirectV ? kDv : kVRow;
 #pragma unroll 1
     for (int sub = 0; sub < Cfg::kSub; ++sub) {
-      const int kv0 = kv_begin + it * kBN + sub * Cfg::kSubBN;
+      const int kv0 = kv_begin + it * kv_step + sub * Cfg::kSubBN;
       if (Cfg::kSub > 1 && kv0 >= kv_end) break;  // CTA-uniform: nothing left in this stage
       // Sub-tiles start at multiples of 32 rows, so the row & 7 swizzles read the same.
       const uint8_t* sK = sK_t + sub * Cfg::kSubBN * kKRowS;
