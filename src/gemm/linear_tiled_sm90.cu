@@ -42,8 +42,7 @@ WgmmaPick pick_var(int var) {
              : var == 0 ? wgmma_pick<F, T, kTok, 0>()
                         : WgmmaPick{};
     } else {
-      return var == 7   ? wgmma_pick<F, T, kTok, 7>()
-             : var == 6 ? wgmma_pick<F, T, kTok, 6>()
+      return var == 6   ? wgmma_pick<F, T, kTok, 6>()
              : var == 5 ? wgmma_pick<F, T, kTok, 5>()
              : var == 3 ? wgmma_pick<F, T, kTok, 3>()
              : var == 2 ? wgmma_pick<F, T, kTok, 2>()
@@ -54,14 +53,7 @@ WgmmaPick pick_var(int var) {
   } else if constexpr (kTok == 64) {
     return {};
   } else if constexpr (kTok == 256) {
-    return var == 4   ? wgmma_pick<F, T, kTok, 4>()
-           : var == 3 ? wgmma_pick<F, T, kTok, 3>()
-           : var == 2 ? wgmma_pick<F, T, kTok, 2>()
-           : var == 1 ? wgmma_pick<F, T, kTok, 1>()
-           : var == 0 ? wgmma_pick<F, T, kTok, 0>()
-                      : WgmmaPick{};
-  } else if constexpr (kTok == 128) {
-    return var == 2   ? wgmma_pick<F, T, kTok, 2>()
+    return var == 3   ? wgmma_pick<F, T, kTok, 3>()
            : var == 1 ? wgmma_pick<F, T, kTok, 1>()
            : var == 0 ? wgmma_pick<F, T, kTok, 0>()
                       : WgmmaPick{};
@@ -93,10 +85,9 @@ WgmmaPick pick_tok(WFmt f, bool fp16, int var) {
 
 /// tok: 128 (default; MXFP8 256 where the grid fills), 64 / 192 (FP8 probes, variants 0 / 3; 192
 /// also 5 / 6), 192 / 256 (BF16 operands). var (WgmmaCfg): FP8 0 = per-128-K promotion, 1 / 2 = per
-/// 64 / 32 K, 3 = per 128 K on the mbarrier pipeline, 5 = 3 warp-specialized (a copy warpgroup),
-/// 6 / 7 = 5 / 3 with the MMA warpgroups' wgmma issue taking turns;
-/// BF16-operand formats 0 = CTA-barrier pipeline, 1 = mbarrier pipeline, 2 = 1 taking turns
-/// (128 / 256 tokens), 3 / 4 = warp-specialized / and taking turns (256 tokens).
+/// 64 / 32 K, 3 = per 128 K on the mbarrier pipeline, 5 = 3 warp-specialized (a copy warpgroup;
+/// the default), 6 = 5 with the block scales loaded while the wgmmas run; BF16-operand formats 0
+/// = CTA-barrier pipeline, 1 = mbarrier pipeline, 3 = warp-specialized (256 tokens).
 WgmmaPick pick(WFmt f, bool fp16, int tok, int var) {
   return tok == 64    ? pick_tok<64>(f, fp16, var)
          : tok == 128 ? pick_tok<128>(f, fp16, var)

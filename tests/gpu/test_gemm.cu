@@ -488,7 +488,7 @@ void run_case(const Case& c, bool graph_replay = false, int* tiled_wgmma = nullp
     return ref;
   };
   // FP8 on the wgmma kernel: the accumulation-error bound of its promotion interval (plan
-  // variant: 0, 3 and 5 = per 128 K, 1 = 64 K, 2 = 32 K; lin::WgmmaCfg::kF8Sub).
+  // variant: 0, 3, 5 and 6 = per 128 K, 1 = 64 K, 2 = 32 K; lin::WgmmaCfg::kF8Sub).
   const bool f8_wgmma = plan.tiled_wgmma > 0 &&
                         (c.fmt == LinearFormat::kFp8Tensor || c.fmt == LinearFormat::kFp8Block);
   const int f8_chain = plan.tiled_wgmma_var == 2 ? 32 : plan.tiled_wgmma_var == 1 ? 64 : 128;
@@ -713,12 +713,11 @@ TEST(GemmGpu, TiledWgmmaTokenTiles) {
   // A long K at the default interval (32 promotions of 128 K).
   for (const auto& c : wgmma_cases(256, 256, 4096, false, DType::kBF16))
     if (c.fmt == LinearFormat::kFp8Tensor || c.fmt == LinearFormat::kFp8Block) run_case(c);
-  // Warp-specialized FP8 (variant 5: a copy warpgroup, 128 and 192 tokens; 6: with the MMA
-  // warpgroups' wgmma issue taking turns; 7: variant 3 taking turns): token / row / K tails, 1
-  // and (6) 16-24 token tiles, a long K refilling every slot many times.
-  for (const auto& [tok, var] :
-       {std::pair{"128", "5"}, std::pair{"128", "6"}, std::pair{"128", "7"}, std::pair{"192", "5"},
-        std::pair{"192", "6"}}) {
+  // Warp-specialized FP8 (variant 5, the default: a copy warpgroup, 128 and 192 tokens; 6: with
+  // the block scales loaded while the wgmmas run and the slot released before the promotion):
+  // token / row / K tails, 1 and (6) 16-24 token tiles, a long K refilling every slot many times.
+  for (const auto& [tok, var] : {std::pair{"128", "5"}, std::pair{"128", "6"},
+                                 std::pair{"192", "5"}, std::pair{"192", "6"}}) {
     ScopedEnv e("B12X_GEMM_WGMMA", "1"), et("B12X_GEMM_WGMMA_TOK", tok),
         ev("B12X_GEMM_WGMMA_VAR", var);
     for (const auto& c : wgmma_cases(300, 136, 768, false, DType::kFP16))
@@ -730,13 +729,11 @@ TEST(GemmGpu, TiledWgmmaTokenTiles) {
     for (const auto& c : wgmma_cases(256, 256, 4096, false, DType::kBF16))
       if (c.fmt == LinearFormat::kFp8Tensor || c.fmt == LinearFormat::kFp8Block) run_case(c);
   }
-  // The BF16-operand formats with the MMA warpgroups taking turns (variant 2, 128 and 256
-  // tokens), warp-specialized (3) and both (4) at 256 tokens: token / row / K tails, several
-  // token tiles.
-  for (const auto& [tok, var] : {std::pair{"128", "2"}, std::pair{"256", "2"},
-                                 std::pair{"256", "3"}, std::pair{"256", "4"}}) {
-    ScopedEnv e("B12X_GEMM_WGMMA", "1"), et("B12X_GEMM_WGMMA_TOK", tok),
-        ev("B12X_GEMM_WGMMA_VAR", var);
+  // The BF16-operand formats warp-specialized (variant 3, 256 tokens): token / row / K tails,
+  // several token tiles.
+  {
+    ScopedEnv e("B12X_GEMM_WGMMA", "1"), et("B12X_GEMM_WGMMA_TOK", "256"),
+        ev("B12X_GEMM_WGMMA_VAR", "3");
     for (const auto& c : wgmma_cases(450, 136, 768, true, DType::kBF16))
       if (c.fmt != LinearFormat::kFp8Tensor && c.fmt != LinearFormat::kFp8Block) run_case(c);
     for (const auto& c : wgmma_cases(300, 136, 768, false, DType::kFP16))
@@ -914,14 +911,14 @@ TEST(GemmGpuSanitize, SmallShapesAllFormats) {
     // variant; the BF16-operand formats: 256-token CTAs, their default on wide grids).
     for (LinearFormat f : {LinearFormat::kFp8Tensor, LinearFormat::kFp8Block})
       run_case({f, 136, 136, 2048, DType::kBF16, DType::kBF16, true});
-    // The FP8 probes: warp-specialized (variant 5, 6 with ordered issue; raster bands of one
-    // token tile), ordered issue on the shared ring (7).
-    for (const char* var : {"5", "6", "7"}) {
+    // FP8 on the shared ring (variant 3) and the hoisted-scale probe (6), raster bands of one
+    // token tile.
+    for (const char* var : {"3", "6"}) {
       ScopedEnv ev("B12X_GEMM_WGMMA_VAR", var), er("B12X_GEMM_WGMMA_RASTER", "1");
       for (LinearFormat f : {LinearFormat::kFp8Tensor, LinearFormat::kFp8Block})
         run_case({f, 136, 136, 2048, DType::kBF16, DType::kBF16, true});
     }
-    for (const char* var : {"1", "2", "4"}) {  // probes: 2 taking turns, 4 and warp-specialized
+    for (const char* var : {"1", "3"}) {  // 3: warp-specialized (probe)
       ScopedEnv et("B12X_GEMM_WGMMA_TOK", "256"), ev("B12X_GEMM_WGMMA_VAR", var);
       for (LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kMxfp8})
         run_case({f, 300, 136, 2048, DType::kBF16, DType::kBF16, true});

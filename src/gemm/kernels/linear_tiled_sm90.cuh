@@ -44,21 +44,18 @@ struct WgmmaCfg {
   /// FP8 weights with FP8 activations (per-tensor, block): e4m3 wgmmas on the undecoded packed
   /// fragments (the e4m3 k32 A fragment), fp32 promotion per kF8Sub sub-block.
   static constexpr bool kF8 = F == WFmt::kFp8 || F == WFmt::kFp8Block;
-  /// FP8 variant 5, BF16-operand variant 3 (probes): warp-specialized. A third warpgroup
-  /// (warpgroup 0, `setmaxnreg` down to kProdRegs) issues every copy of the ring; the two MMA
-  /// warpgroups (up to kConsRegs) only wait for full slots, decode, issue their wgmmas, promote
-  /// and release the slot, so no copy issue, address arithmetic or empty-slot wait sits between
-  /// one stage's wgmmas and the next's.
-  static constexpr bool kWs =
-      kF8 ? (kVariant == 5 || kVariant == 6) : (kVariant == 3 || kVariant == 4);
-  /// FP8 variants 6 (= 5) and 7 (= 3), BF16-operand variants 2 (= 1) and 4 (= 3), with ordered
-  /// wgmma issue (probes): the two MMA warpgroups take turns issuing a stage's wgmmas (warpgroup
-  /// 0 stage kb, then 1 stage kb, then 0 stage kb + 1, ...: two named barriers), so the tensor
-  /// pipe runs one warpgroup's wgmmas while the other drains and promotes (FP8) or decodes its
-  /// next fragments, instead of both issuing at once when the same slot lands and then both
-  /// idling it.
-  static constexpr bool kOrder =
-      kF8 ? (kVariant == 6 || kVariant == 7) : (kVariant == 2 || kVariant == 4);
+  /// FP8 variant 5 (the default), BF16-operand variant 3 (probe): warp-specialized. A third
+  /// warpgroup (warpgroup 0, `setmaxnreg` down to kProdRegs) issues every copy of the ring; the
+  /// two MMA warpgroups (up to kConsRegs) only wait for full slots, decode, issue their wgmmas,
+  /// promote and release the slot, so no copy issue, address arithmetic or empty-slot wait sits
+  /// between one stage's wgmmas and the next's. (Round 16: +13-21% per-tensor and +19-29% block
+  /// FP8 over variant 3; making the MMA warpgroups take turns issuing their wgmmas through named
+  /// barriers, dropped, was 5-20% slower than variant 5.)
+  static constexpr bool kWs = kF8 ? (kVariant == 5 || kVariant == 6) : kVariant == 3;
+  /// FP8 variant 6 (probe) = 5 with the stage's block scales built and loaded into registers
+  /// while its wgmmas run (not after their wait) and the slot released right after the wait,
+  /// so only the FFMA / FADD promotion follows the wgmmas on the MMA warps' critical path.
+  static constexpr bool kHoist = kF8 && kVariant == 6;
   static constexpr int kThreads = kWs ? 384 : 256;
   static constexpr int kCopyThreads = kWs ? 128 : 256;  ///< threads issuing a stage's copies
   static constexpr int kMmaThreads = 256;               ///< threads of the two MMA warpgroups
@@ -89,8 +86,7 @@ struct WgmmaCfg {
   /// "empty" mbarrier once its wgmmas of the slot retired, and a slot is refilled two stages after
   /// its consumption (kLag 2), so the two warpgroups drift up to a stage apart and one's wgmmas
   /// fill the other's drain / promotion / decode gaps.
-  static constexpr bool kMbar =
-      kF8 ? (kVariant == 3 || kVariant == 7 || kWs) : (kVariant == 1 || kVariant == 2 || kWs);
+  static constexpr bool kMbar = kF8 ? (kVariant == 3 || kWs) : (kVariant == 1 || kWs);
   /// BF16-operand formats drain each stage's wgmmas (wait_group 0) before the next stage. (A
   /// schedule keeping one group in flight across the stage barrier returned wrong results on the
   /// H200 in rounds 8 and 9: ptxas reallocated the A-fragment registers of the group in flight —
@@ -315,13 +311,9 @@ __device__ __forceinline__ void setmaxnreg_inc() {
 #endif
 }
 
-/// Named CTA barriers (ids 1..15; 0 is __syncthreads): wait until `count` threads arrived /
-/// arrive without waiting.
+/// Named CTA barrier (ids 1..15; 0 is __syncthreads): waits until `count` threads arrived.
 __device__ __forceinline__ void bar_sync(int id, int count) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(count) : "memory");
-}
-__device__ __forceinline__ void bar_arrive(int id, int count) {
-  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(count) : "memory");
 }
 
 /// mbarrier (shared::cta) primitives of the kMbar pipeline.
@@ -669,40 +661,50 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
   static_assert(C::kF8Sub == 1 || C::kF8Sub % 2 == 0, "sub-blocks alternate two partial sets");
 
   // acc += partial of the stage in slot `sl` (times the block scales in its scale area).
-  auto promote = [&](float(&pt)[C::kF8 ? C::kAcc : 1], int sl) {
+  // Block FP8: the combined scales x_scale[token] * w_scale of the stage in slot `sl`, computed
+  // once per warp (four tokens per lane) rather than by each lane for its kTok / 4 tokens, stored
+  // so that lane (g, t) reads its tokens 8j + 2t + e as float4 runs of [t][2j + e] into v.
+  constexpr int kSv = F == WFmt::kFp8Block ? kTok / 16 : 1;
+  auto block_scales = [&](int sl, float4(&v)[kSv]) {
+    const float* xs =
+        reinterpret_cast<const float*>(sgen + sl * C::kStageBytes + C::kActBytes + C::kWBytes);
+    const float ws = xs[kTok];
+    float* const bs = bscale[cw];
+    __syncwarp();  // the previous stage's reads of bs
+#pragma unroll
+    for (int q = lane; q < kTok / 4; q += 32) {
+      const float4 x4 = *reinterpret_cast<const float4*>(xs + 4 * q);
+      float* d = bs + 2 * (q & 1) * C::kBsPitch + 2 * (q >> 1);  // tokens 4q, 4q+1: t = 2(q&1)
+      *reinterpret_cast<float2*>(d) = make_float2(x4.x * ws, x4.y * ws);
+      *reinterpret_cast<float2*>(d + C::kBsPitch) = make_float2(x4.z * ws, x4.w * ws);
+    }
+    __syncwarp();
+    const float* mine = bs + t * C::kBsPitch;
+#pragma unroll
+    for (int jj = 0; jj < kSv; ++jj) v[jj] = *reinterpret_cast<const float4*>(mine + 4 * jj);
+  };
+  // acc += partial (times the block scales v for block FP8).
+  auto promote_with = [&](float(&pt)[C::kF8 ? C::kAcc : 1], const float4(&v)[kSv]) {
     if constexpr (F == WFmt::kFp8Block) {
-      // The combined scales x_scale[token] * w_scale, computed once per warp (four tokens per
-      // lane) rather than by each lane for its kTok / 4 tokens, stored so that lane (g, t) reads
-      // its tokens 8j + 2t + e as float4 runs of [t][2j + e].
-      const float* xs =
-          reinterpret_cast<const float*>(sgen + sl * C::kStageBytes + C::kActBytes + C::kWBytes);
-      const float ws = xs[kTok];
-      float* const bs = bscale[cw];
-      __syncwarp();  // the previous stage's reads of bs
 #pragma unroll
-      for (int q = lane; q < kTok / 4; q += 32) {
-        const float4 x4 = *reinterpret_cast<const float4*>(xs + 4 * q);
-        float* d = bs + 2 * (q & 1) * C::kBsPitch + 2 * (q >> 1);  // tokens 4q, 4q+1: t = 2(q&1)
-        *reinterpret_cast<float2*>(d) = make_float2(x4.x * ws, x4.y * ws);
-        *reinterpret_cast<float2*>(d + C::kBsPitch) = make_float2(x4.z * ws, x4.w * ws);
-      }
-      __syncwarp();
-      const float* mine = bs + t * C::kBsPitch;
-#pragma unroll
-      for (int jj = 0; jj < kTok / 16; ++jj) {
-        const float4 v = *reinterpret_cast<const float4*>(mine + 4 * jj);
+      for (int jj = 0; jj < kSv; ++jj)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          acc[8 * jj + 2 * h] = fmaf(pt[8 * jj + 2 * h], v.x, acc[8 * jj + 2 * h]);
-          acc[8 * jj + 2 * h + 1] = fmaf(pt[8 * jj + 2 * h + 1], v.y, acc[8 * jj + 2 * h + 1]);
-          acc[8 * jj + 4 + 2 * h] = fmaf(pt[8 * jj + 4 + 2 * h], v.z, acc[8 * jj + 4 + 2 * h]);
-          acc[8 * jj + 5 + 2 * h] = fmaf(pt[8 * jj + 5 + 2 * h], v.w, acc[8 * jj + 5 + 2 * h]);
+          acc[8 * jj + 2 * h] = fmaf(pt[8 * jj + 2 * h], v[jj].x, acc[8 * jj + 2 * h]);
+          acc[8 * jj + 2 * h + 1] = fmaf(pt[8 * jj + 2 * h + 1], v[jj].y, acc[8 * jj + 2 * h + 1]);
+          acc[8 * jj + 4 + 2 * h] = fmaf(pt[8 * jj + 4 + 2 * h], v[jj].z, acc[8 * jj + 4 + 2 * h]);
+          acc[8 * jj + 5 + 2 * h] = fmaf(pt[8 * jj + 5 + 2 * h], v[jj].w, acc[8 * jj + 5 + 2 * h]);
         }
-      }
     } else if constexpr (C::kF8) {
 #pragma unroll
       for (int i = 0; i < C::kAcc; ++i) acc[i] += pt[i];
     }
+  };
+  // acc += partial of the stage in slot `sl` (times the block scales in its scale area).
+  auto promote = [&](float(&pt)[C::kF8 ? C::kAcc : 1], int sl) {
+    float4 v[kSv];
+    if constexpr (F == WFmt::kFp8Block) block_scales(sl, v);
+    promote_with(pt, v);
   };
 
   // Prologue: stages 0..kStages-1-kLag (the weights first, then the wait for the activations).
@@ -738,26 +740,6 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
     for (int i = 0; i < (C::kF8Overlap ? 4 : 1); ++i)
 #pragma unroll
       for (int j = 0; j < 4; ++j) asm volatile("" ::"r"(held[i][j]));
-  };
-  // kOrder: MMA warpgroup 0 issues stage kb after warpgroup 1 issued stage kb - 1 (named barrier
-  // 2), warpgroup 1 after warpgroup 0 issued stage kb (barrier 3); the arrivals are balanced (no
-  // barrier left with a partial count at exit).
-  [[maybe_unused]] const int mwg = cw >> 2;  // MMA warpgroup
-  auto issue_turn = [&](int kb) {
-    if constexpr (C::kOrder) {
-      if (mwg == 1)
-        wg::bar_sync(3, C::kMmaThreads);
-      else if (kb > 0)
-        wg::bar_sync(2, C::kMmaThreads);
-    }
-  };
-  auto pass_turn = [&](int kb) {
-    if constexpr (C::kOrder) {
-      if (mwg == 0)
-        wg::bar_arrive(3, C::kMmaThreads);
-      else if (kb + 1 < num_k)
-        wg::bar_arrive(2, C::kMmaThreads);
-    }
   };
   // Stage kb in slot s (landed): this warp's A fragments, the wgmmas, the promotion.
   auto compute = [&](int s, int kb) {
@@ -853,22 +835,27 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
     } else if constexpr (C::kF8) {
       wg::fence_acc(part0);
       wg::fence();
-      issue_turn(kb);
 #pragma unroll
       for (int ks = 0; ks < 4; ++ks) wg::mma<wg::F8Tag, kTok>(part0, af[ks], desc + 2 * ks, ks);
       wg::commit();
-      pass_turn(kb);
-      wg::wait<0>();
-      wg::fence_acc(part0);
-      promote(part0, s);
+      if constexpr (C::kHoist) {
+        float4 v[kSv];
+        if constexpr (F == WFmt::kFp8Block) block_scales(s, v);
+        wg::wait<0>();
+        wg::fence_acc(part0);
+        wg::mbar_arrive(empty0 + 8 * s);  // this thread's reads of the slot are done
+        promote_with(part0, v);
+      } else {
+        wg::wait<0>();
+        wg::fence_acc(part0);
+        promote(part0, s);
+      }
     } else {
       wg::fence_acc(acc);
       wg::fence();
-      issue_turn(kb);
 #pragma unroll
       for (int ks = 0; ks < 4; ++ks) wg::mma<T, kTok>(acc, af[ks], desc + 2 * ks, 1);
       wg::commit();
-      pass_turn(kb);
       if constexpr (C::kDrain) {
         wg::wait<0>();
       } else {
@@ -893,7 +880,7 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
       wg::mbar_wait(full0 + 8 * sl, ph);
       wg::fence_proxy_async();  // cp.async writes (generic proxy) read by wgmma (async proxy)
       compute(sl, kb);
-      wg::mbar_arrive(empty0 + 8 * sl);
+      if constexpr (!C::kHoist) wg::mbar_arrive(empty0 + 8 * sl);  // kHoist: inside compute
       if (++sl == kStages) sl = 0, ph ^= 1;
     }
   } else {
