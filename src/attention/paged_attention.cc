@@ -90,8 +90,11 @@ int decode_kind(bool fp8, int head_dim) {
   // 17-21% (round 8, B=8/32/128: 48.1/156.8/554.7 vs 57.9/195.2/700.1 us; issued instructions
   // -26%) while hbits (the bit move) gained nothing. Shapes without these kernels fall back
   // (plan_paged).
-  // wide3 for head dim 256 (32-token tiles, 3 stages) is a measurement variant for now.
-  return fp8 ? 8 : (head_dim <= 128 ? 5 : 1);
+  // FP8: hcvt3 (hcvt with 3 stages) where a block may hold its 102-105 KB of shared memory (SM90;
+  // plan_paged falls back to hcvt elsewhere): round 16, 32/8/128 8k: B=32 131.4 vs 138.4 us,
+  // B=8 42.0 vs 42.8, 16/2/256 B=8 28.0 vs 28.3. wide3 for head dim 256 (32-token tiles, 3
+  // stages) measured within noise of wide (B=8 41.2 vs 42.3, B=32 131.8 vs 130.5): a variant.
+  return fp8 ? 13 : (head_dim <= 128 ? 5 : 1);
 }
 
 // Extend tile kind: 0 (32-token stages) or 7 ("wide": 64-token stages computed as two 32-token

@@ -857,14 +857,15 @@ TEST(AttentionGpuDecode, PrefetchBeforeWait) {
   unsetenv("B12X_ATTN_PREFETCH");
 }
 
-// B12X_ATTN_FULL_RING=0: decode tiles keep kStages - 1 tiles in flight from the prologue (wide3
-// stages Q in the ring's last stage); the default fills every stage (wide3 loads Q's fragments
-// from global memory). Every decode tile family, short (1-3 tiles) and long splits.
-TEST(AttentionGpuDecode, FullRingOff) {
+// B12X_ATTN_FULL_RING=1: decode tiles fill every ring stage in the prologue (wide3 loads Q's
+// fragments from global memory); the default keeps kStages - 1 tiles in flight from the
+// prologue (wide3 stages Q in the ring's last stage). Every decode tile family, short (1-3
+// tiles) and long splits.
+TEST(AttentionGpuDecode, FullRingOn) {
   B12X_REQUIRE_GPU();
-  setenv("B12X_ATTN_FULL_RING", "0", 1);
+  setenv("B12X_ATTN_FULL_RING", "1", 1);
   int i = 0;
-  for (const char* tile : {"wide3", "hcvt", "wide", "deep", "wdirect"})
+  for (const char* tile : {"wide3", "hcvt", "hcvt3", "wide", "deep", "wdirect"})
     for (int d : {128, 256}) {
       setenv("B12X_ATTN_DECODE_TILE", tile, 1);
       Spec s;
@@ -880,39 +881,41 @@ TEST(AttentionGpuDecode, FullRingOff) {
       s.window = i == 2 ? 300 : -1;
       s.sinks = i % 2 == 1;
       ++i;
-      run_case(s, std::string("full ring off, tile=") + tile);
+      run_case(s, std::string("full ring, tile=") + tile);
     }
   unsetenv("B12X_ATTN_DECODE_TILE");
   unsetenv("B12X_ATTN_FULL_RING");
 }
 
-// B12X_ATTN_SPLIT_INTERLEAVE=1: split s takes the KV tiles s, s + splits, ...; long ranges
-// (every split live, no window) load the prologue's page ids with the metadata. BF16 and FP8
-// tiles, automatic and forced splits (64: more splits than tiles), window, sinks, with and
-// without the L2 prefetch and the full ring, and verify on the decode tile.
+// B12X_ATTN_SPLIT_INTERLEAVE=1 (the default): split s takes the KV tiles s, s + splits, ...;
+// long ranges (every split live, no window) load the prologue's page ids with the metadata;
+// =0: contiguous chunks. BF16 and FP8 tiles, automatic and forced splits (64: more splits than
+// tiles), window, sinks, with the L2 prefetch and the full ring, and verify on the decode tile.
 TEST(AttentionGpuDecode, SplitInterleave) {
   B12X_REQUIRE_GPU();
-  setenv("B12X_ATTN_SPLIT_INTERLEAVE", "1", 1);
-  for (int i = 0; i < 6; ++i) {
-    if (i == 4) setenv("B12X_ATTN_PREFETCH", "1", 1);
-    if (i == 5) setenv("B12X_ATTN_FULL_RING", "0", 1);
-    Spec s;
-    s.hq = 32;
-    s.hkv = 8;
-    s.kv = i % 2 == 1 ? DType::kFP8E4M3 : DType::kBF16;
-    s.prefix = {4000, 63, 1, 2500, 700, 8191};
-    s.qlens.assign(6, 1);
-    s.num_splits = i == 2 ? 7 : (i == 3 ? 64 : 0);
-    s.max_splits = s.num_splits;
-    s.window = i == 3 ? 300 : -1;
-    s.sinks = i >= 2;
-    s.page = i == 1 ? 16 : 64;
-    run_case(s, "decode interleave " + std::to_string(i));
+  for (const char* si : {"1", "0"}) {
+    setenv("B12X_ATTN_SPLIT_INTERLEAVE", si, 1);
+    for (int i = 0; i < 6; ++i) {
+      if (i == 4) setenv("B12X_ATTN_PREFETCH", "1", 1);
+      if (i == 5) setenv("B12X_ATTN_FULL_RING", "1", 1);
+      Spec s;
+      s.hq = 32;
+      s.hkv = 8;
+      s.kv = i % 2 == 1 ? DType::kFP8E4M3 : DType::kBF16;
+      s.prefix = {4000, 63, 1, 2500, 700, 8191};
+      s.qlens.assign(6, 1);
+      s.num_splits = i == 2 ? 7 : (i == 3 ? 64 : 0);
+      s.max_splits = s.num_splits;
+      s.window = i == 3 ? 300 : -1;
+      s.sinks = i >= 2;
+      s.page = i == 1 ? 16 : 64;
+      run_case(s, std::string("decode interleave=") + si + " " + std::to_string(i));
+    }
+    run_case(verify_spec(8, 2), std::string("verify interleave=") + si);
+    unsetenv("B12X_ATTN_FULL_RING");
+    unsetenv("B12X_ATTN_PREFETCH");
+    unsetenv("B12X_ATTN_SPLIT_INTERLEAVE");
   }
-  run_case(verify_spec(8, 2), "verify interleave");
-  unsetenv("B12X_ATTN_FULL_RING");
-  unsetenv("B12X_ATTN_PREFETCH");
-  unsetenv("B12X_ATTN_SPLIT_INTERLEAVE");
 }
 
 TEST(AttentionGpuBind, RejectsBadInputs) {
@@ -1062,8 +1065,8 @@ TEST(AttentionGpuSanitize, DecodeFp16MmaTiles) {
   }
 }
 
-// 16-bit decode tiles with the full ring (the default: wide3 loads Q's fragments from global
-// memory, every stage takes K/V) and without it; wide3 for head dims 128 and 256.
+// 16-bit decode tiles with the full ring (B12X_ATTN_FULL_RING=1: wide3 loads Q's fragments
+// from global memory, every stage takes K/V) and without it; wide3 for head dims 128 and 256.
 TEST(AttentionGpuSanitize, DecodeRing16Bit) {
   B12X_REQUIRE_GPU();
   for (const char* ring : {"1", "0"})
@@ -1081,15 +1084,16 @@ TEST(AttentionGpuSanitize, DecodeRing16Bit) {
 
 TEST(AttentionGpuSanitize, DecodeSplitInterleave) {
   B12X_REQUIRE_GPU();
-  setenv("B12X_ATTN_SPLIT_INTERLEAVE", "1", 1);
-  for (DType kv : {DType::kBF16, DType::kFP8E4M3}) {
-    Spec s = sanitize_fp8_decode_spec();
-    s.kv = kv;
-    s.prefix = {0, 17, 600, 2000};
-    s.qlens.assign(4, 1);
-    run_case(s, "sanitize decode interleave");
-  }
-  unsetenv("B12X_ATTN_SPLIT_INTERLEAVE");
+  for (const char* si : {"1", "0"})
+    for (DType kv : {DType::kBF16, DType::kFP8E4M3}) {
+      setenv("B12X_ATTN_SPLIT_INTERLEAVE", si, 1);
+      Spec s = sanitize_fp8_decode_spec();
+      s.kv = kv;
+      s.prefix = {0, 17, 600, 2000};
+      s.qlens.assign(4, 1);
+      run_case(s, std::string("sanitize decode interleave=") + si);
+      unsetenv("B12X_ATTN_SPLIT_INTERLEAVE");
+    }
 }
 
 TEST(AttentionGpuSanitize, ExtendWindow) {
