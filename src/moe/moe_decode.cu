@@ -25,20 +25,22 @@ constexpr int fc1_ctas_per_sm(int warps) {
 }
 
 // FC2 CTA shape {warps, ring stages per warp}: 8 warps while the per-warp combine rows fit
-// (<= 32 tokens), else 4 x 4; 5 stages where the deep ring applies, else 3. Measurement knobs:
-// B12X_MOE_FC2_WARPS=4 forces 4 x 4 (6 shallow CTAs per SM instead of 3), =16 the 16-warp CTA
-// (2 stages) where the deep ring would apply; B12X_MOE_FC2_STAGES=2 the 2-stage 8-warp CTA
-// (4 per SM) where the shallow one would apply.
+// (<= 32 tokens), else 4 x 4; 5 stages where the deep ring applies; 2 (4 CTAs per SM) where the
+// row blocks alone exceed one wave of 3 CTAs per SM (H200 round 16, DeepSeek-TP4's 448 row blocks:
+// nvfp4 M = 1 / 2 / 4 / 8 35.8 / 65.5 / 106.8 / 169.5 -> 33.8 / 56.7 / 97.3 / 164.4 us; on
+// Qwen3.5-TP4 / MiniMax, with 256 / 384 row blocks, M = 4 was 5 / 9 % slower), else 3.
+// Measurement knobs: B12X_MOE_FC2_WARPS=4 forces 4 x 4 (6 shallow CTAs per SM instead of 3);
+// B12X_MOE_FC2_STAGES=2 / 3 forces the shallow 8-warp CTA's stages.
 struct Fc2Shape {
   int warps, stages;
 };
-Fc2Shape fc2_shape(int num_tokens, bool deep) {
+Fc2Shape fc2_shape(int num_tokens, bool deep, int row_blocks, int sm_count) {
   static const int forced = env_knob("B12X_MOE_FC2_WARPS", 0);
   static const int stages = env_knob("B12X_MOE_FC2_STAGES", 0);
-  if (forced == DecodeCfg::kFc2TallWarps && deep) return {DecodeCfg::kFc2TallWarps, 2};
   if (forced == 4 || num_tokens > DecodeCfg::kFc2WideMaxTokens) return {4, 4};
   if (deep) return {8, DecodeCfg::kFc2DeepStages};
-  return {8, stages == 2 ? 2 : 3};
+  if (stages == 2 || stages == 3) return {8, stages};
+  return {8, row_blocks > 3 * std::max(sm_count, 1) ? 2 : 3};
 }
 
 template <typename OpT, bool kFold, int kSK, int kWM, int kG, int kNW = DecodeCfg::kFc1Warps>
@@ -67,7 +69,7 @@ void launch_fc2(const DecodeArgs& a, Stream stream, bool pdl) {
   auto* k = dev::moe_decode_fc2_kernel<OpT, kFold, kSK, kW, kS>;
   static std::once_flag once;  // the largest shared memory this instance is launched with
   std::call_once(once, [&] {
-    const bool deep = kW == DecodeCfg::kFc2TallWarps || kS == DecodeCfg::kFc2DeepStages;
+    const bool deep = kS == DecodeCfg::kFc2DeepStages;
     const int max_tokens = deep      ? kFc2DeepMaxRoutes
                            : kW == 8 ? DecodeCfg::kFc2WideMaxTokens
                                      : DecodeCfg::kMaxTokens;
@@ -102,13 +104,11 @@ void launch_gemms(const DecodeArgs& a, Stream stream, bool pdl) {
     launch_fc1<OpT, kFold, kSK, 1, 2>(a, stream, pdl);
   else
     launch_fc1<OpT, kFold, kSK, 1, 1>(a, stream, pdl);
-  const bool deep =
-      decode_fc2_deep(a.routes, a.fc2_split, a.w2.rows_pad / DecodeCfg::kFc2Rows, a.sm_count);
-  const Fc2Shape f2 = fc2_shape(a.num_tokens, deep);
+  const int fc2_row_blocks = a.w2.rows_pad / DecodeCfg::kFc2Rows;
+  const bool deep = decode_fc2_deep(a.routes, a.fc2_split, fc2_row_blocks, a.sm_count);
+  const Fc2Shape f2 = fc2_shape(a.num_tokens, deep, fc2_row_blocks, a.sm_count);
   if (f2.warps == 4)
     launch_fc2<OpT, kFold, kSK, 4, 4>(a, stream, pdl);
-  else if (f2.warps == DecodeCfg::kFc2TallWarps)
-    launch_fc2<OpT, kFold, kSK, DecodeCfg::kFc2TallWarps, 2>(a, stream, pdl);
   else if (f2.stages == DecodeCfg::kFc2DeepStages)
     launch_fc2<OpT, kFold, kSK, 8, DecodeCfg::kFc2DeepStages>(a, stream, pdl);
   else if (f2.stages == 2)
@@ -125,7 +125,7 @@ int decode_fc1_smem_bytes() {
 int decode_fc2_smem_bytes(int num_tokens, int routes, int row_blocks, int sm_count) {
   const bool deep =
       decode_fc2_deep(routes, decode_fc2_split(routes, row_blocks, sm_count), row_blocks, sm_count);
-  const Fc2Shape f2 = fc2_shape(num_tokens, deep);
+  const Fc2Shape f2 = fc2_shape(num_tokens, deep, row_blocks, sm_count);
   return DecodeCfg::fc2_smem(f2.warps, f2.stages, num_tokens);
 }
 
@@ -174,25 +174,25 @@ int decode_fc1_groups(int routes, int row_blocks, int sm_count, int wm, int k_ch
 }
 
 int decode_fc1_warps(int routes, int row_blocks, int sm_count, int wm, int groups, int k_chunks) {
-  // The 12-warp FC1 CTA (2 per SM) where the 8-warp grid would have at most 2 CTAs per SM: the
-  // same CTAs with 1.5x the warps (H200 round 13, DeepSeek-TP4 nvfp4 M = 1: 42.4 -> 37.3 us).
-  // Measurement knob B12X_MOE_FC1_WIDE=0 turns it off; =2 picks the variant with the shorter
-  // per-warp chain (expert tiles per CTA x sub-chunks per warp, with ~routes tiles), the 12-warp
-  // one only where its chain is <= 0.85x (DeepSeek-TP4 M = 2: 2 x 7 -> 2 x 5 sub-chunks).
-  static const int knob = env_knob("B12X_MOE_FC1_WIDE", 1);
+  // The 12-warp FC1 CTA (2 per SM) where its per-warp chain (expert tiles per CTA x sub-chunks
+  // per warp, estimating ~routes tiles) is <= 0.85x the 8-warp one's: DeepSeek-TP4 at M = 1
+  // (1 x 7 -> 1 x 5 sub-chunks; H200 round 13: 42.4 -> 37.3 us) and M = 2 (2 x 7 -> 2 x 5; round
+  // 16: 65.5 -> 58.6 us). Measurement knob B12X_MOE_FC1_WIDE=0: off; =1: the session-4 rule (the
+  // 8-warp grid has <= 2 CTAs per SM); =3: wherever it can (one row warp, one group).
+  static const int knob = env_knob("B12X_MOE_FC1_WIDE", 2);
   if (knob == 0 || wm != 1 || groups != 1) return DecodeCfg::kFc1Warps;
-  const int sms = std::max(sm_count, 1);
-  if (knob == 2) {
-    auto chain = [&](int warps) {
-      const int y = decode_fc1_tile_groups(routes, row_blocks, sm_count, fc1_ctas_per_sm(warps));
-      return ((routes + y - 1) / y) * ((k_chunks + warps - 1) / warps);
-    };
-    return 100 * chain(DecodeCfg::kFc1WideWarps) <= 85 * chain(DecodeCfg::kFc1Warps)
-               ? DecodeCfg::kFc1WideWarps
-               : DecodeCfg::kFc1Warps;
+  if (knob == 3) return DecodeCfg::kFc1WideWarps;
+  if (knob == 1) {
+    const int ctas = row_blocks * decode_fc1_tile_groups(routes, row_blocks, sm_count, 3);
+    return ctas <= 2 * std::max(sm_count, 1) ? DecodeCfg::kFc1WideWarps : DecodeCfg::kFc1Warps;
   }
-  const int ctas = row_blocks * decode_fc1_tile_groups(routes, row_blocks, sm_count, 3);
-  return ctas <= 2 * sms ? DecodeCfg::kFc1WideWarps : DecodeCfg::kFc1Warps;
+  auto chain = [&](int warps) {
+    const int y = decode_fc1_tile_groups(routes, row_blocks, sm_count, fc1_ctas_per_sm(warps));
+    return ((routes + y - 1) / y) * ((k_chunks + warps - 1) / warps);
+  };
+  return 100 * chain(DecodeCfg::kFc1WideWarps) <= 85 * chain(DecodeCfg::kFc1Warps)
+             ? DecodeCfg::kFc1WideWarps
+             : DecodeCfg::kFc1Warps;
 }
 
 void launch_decode_stream(const DecodeArgs& args, bool fp16_operands, Stream stream, bool pdl) {
@@ -207,8 +207,6 @@ void launch_decode_stream(const DecodeArgs& args, bool fp16_operands, Stream str
                                    a.w1.K_pad / 128);
   static const int q_early = env_knob("B12X_MOE_Q_EARLY", 0);
   a.q_early = q_early >= 1 && q_early <= 3 ? q_early : 0;
-  static const int a16_gate = env_knob("B12X_MOE_A16_GATE", 0);
-  a.a16_gate = pdl && a.aquant == num::kANone && a16_gate == 1 ? 1 : 0;
   B12X_ASSERT(a.routes >= 1 && a.routes <= kMaxInlineRoutes && a.num_tokens >= 1 &&
                   a.num_tokens <= DecodeCfg::kMaxTokens,
               "decode stream: routes=", a.routes, " num_tokens=", a.num_tokens,
@@ -221,10 +219,6 @@ void launch_decode_stream(const DecodeArgs& args, bool fp16_operands, Stream str
                   static_cast<unsigned>((a.w1.K + 8 * DecodeCfg::kQuantThreads - 1) /
                                         (8 * DecodeCfg::kQuantThreads)));
     launch_k(dev::moe_decode_quant_kernel, gq, dim3(DecodeCfg::kQuantThreads), 0, stream, pdl, a);
-    B12X_CUDA_CHECK_LAUNCH();
-  }
-  if (a.a16_gate) {
-    launch_k(dev::moe_decode_gate_kernel, dim3(1), dim3(32), 0, stream, pdl);
     B12X_CUDA_CHECK_LAUNCH();
   }
   // Same operand/scale-folding choice as the other FP4 kernels (moe_gemm_unit.cuh); the scale

@@ -127,10 +127,6 @@ struct DecodeArgs {
   // [Q]'s trigger (B12X_MOE_Q_EARLY): 0 after its wait, 1 before it, 2 none (FC1 launches when
   // [Q] has finished), 3 after its activation load.
   int q_early = 0;
-  // A16 (B12X_MOE_A16_GATE=1, with PDL): a one-warp gate kernel waits for the caller and then
-  // lets FC1 launch, so FC1 may read the ids and stream its weights before its own wait (as
-  // after [Q]) and its CTAs do not sit on the SMs of the caller's last kernel while waiting.
-  int a16_gate = 0;
   int sm_count = 0;  // sizes FC1's tile groups (decode_fc1_tile_groups)
 };
 /// B12X_MOE_FC2_SPLIT (measurement knob): 1..4 forces the FC2 split, else 0.

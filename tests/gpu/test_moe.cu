@@ -586,6 +586,22 @@ TEST(MoeGpu, DecodeStreamCtasWalkSeveralTiles) {
   }
 }
 
+TEST(MoeGpu, DecodeStreamWideGrids) {
+  B12X_REQUIRE_GPU();
+  // DeepSeek-TP4-like H = 7168: 448 FC2 row blocks, more than one wave of 3 CTAs per SM on a
+  // 132-SM H200, so FC2 runs its 2-stage CTAs (4 per SM; with an FC2 split at 20 routes); at
+  // I = 512 and 16 routes the 12-warp FC1 has the shorter chain and walks 2 tiles per CTA.
+  const Fp4Variant nv{QuantMode::kNvfp4, SourceFormat::kModeloptNvfp4, DType::kBF16,
+                      Activation::kSilu};
+  const Fp4Variant a16{QuantMode::kW4A16, SourceFormat::kModeloptNvfp4, DType::kFP16,
+                       Activation::kSitu};
+  for (const Case& c : {fp4_variant_case(nv, 16, 7168, 512, 2, 8, 1),
+                        fp4_variant_case(a16, 8, 7168, 64, 5, 4, 1)}) {
+    SCOPED_TRACE(c.name());
+    run_case(c);
+  }
+}
+
 TEST(MoeGpu, E2m1RoundMatchesTheGenericEncoder) {
   // Host check (no GPU needed) of the select-chain E2M1 rounding the activation quantisers use
   // on both sides: every BF16 pattern, a strided sweep of every fp32 exponent and sign, and every

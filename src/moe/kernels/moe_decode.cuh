@@ -66,12 +66,8 @@ struct DecodeCfg {
   static constexpr int kFc2Stage = kFc2Rows * 64 + kFc2Rows * 8 + kActBytes;
   static constexpr int kFc2WideMaxTokens = 32;
   static constexpr int kFc2DeepStages = 5;
-  // The 16-warp variant (opt-in B12X_MOE_FC2_WARPS=16, deep launches only: <= 16 routes, <= 1
-  // CTA per SM) halves each warp's K chain (top-8 at M = 1: 3 sub-chunks per warp instead of 6)
-  // with 2 stages per warp (99 KB limit). The 2-stage 8-warp variant (opt-in B12X_MOE_FC2_STAGES=2
-  // for shallow launches) fits 4 CTAs per SM instead of 3: one wave for grids of 397..528 CTAs
-  // (DeepSeek-TP4's 448 row blocks).
-  static constexpr int kFc2TallWarps = 16;
+  // The 2-stage 8-warp variant (launches whose row blocks alone exceed one wave of 3 CTAs per
+  // SM) fits 4 CTAs per SM: DeepSeek-TP4's 448 row blocks run in one wave instead of 1.13.
   static constexpr int fc2_ring(int warps, int stages) { return warps * stages * kFc2Stage; }
   static constexpr int fc2_smem(int warps, int stages, int tokens) {
     return fc2_ring(warps, stages) + warps * tokens * kFc2Rows * 4;
@@ -84,8 +80,6 @@ static_assert(DecodeCfg::fc1_smem(DecodeCfg::kFc1WideWarps) + 5120 <= 101376,
 static_assert(DecodeCfg::fc2_smem(8, 3, DecodeCfg::kFc2WideMaxTokens) + 5120 <= 101376,
               "SM12x: at most 99 KB of shared memory per block");
 static_assert(DecodeCfg::fc2_smem(8, DecodeCfg::kFc2DeepStages, 16) + 5120 <= 101376,
-              "SM12x: at most 99 KB of shared memory per block");
-static_assert(DecodeCfg::fc2_smem(DecodeCfg::kFc2TallWarps, 2, 16) + 5120 <= 101376,
               "SM12x: at most 99 KB of shared memory per block");
 static_assert(DecodeCfg::fc2_smem(4, 4, DecodeCfg::kMaxTokens) + 5120 <= 101376,
               "SM12x: at most 99 KB of shared memory per block");
@@ -429,16 +423,6 @@ __global__ void __launch_bounds__(DecodeCfg::kQuantThreads)
       make_uint4(o[0], o[1], o[2], o[3]);
 }
 
-// ---- A16 gate: the stream's first kernel when there is no [Q] (a16_gate) ------------------
-// Waits for the caller, then lets FC1 launch: FC1's CTAs become resident only once the caller's
-// data is complete (not while the caller's last grid still needs the SMs for later CTAs), and
-// may read the ids and stream weights before their own wait, which covers the caller through
-// this grid's completion.
-__global__ void __launch_bounds__(32) moe_decode_gate_kernel() {
-  pdl_wait();
-  pdl_trigger();
-}
-
 // ---- [FC1] (32 * kWM rows) x (expert tiles y, y + Y, ...) per CTA -----------------------
 // kWM row warps x 8 / kWM K warps. kWM >= 2 for gated activations with MX-quantised FC2 inputs
 // (the epilogue quantises whole 32-feature blocks, a gated 32-row warp holds 16 features).
@@ -483,19 +467,19 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
   const int grp = kG == 1 ? 0 : warp / (kWM * kWK);
   const int wm = warp % kWM, wk = kG == 1 ? warp / kWM : (warp / kWM) % kWK;
   const int gtid = kG == 1 ? tid : tid - grp * kGT;
-  // A16: FC1 is the op's first kernel and reads x directly, so it waits for the caller first
-  // (unless the gate kernel did). Quantised modes: the [Q] kernel waited for the caller before
+  // A16: FC1 is the op's first kernel and reads x directly, so it waits for the caller first.
+  // Quantised modes: the [Q] kernel waited for the caller before
   // letting FC1 launch, so the ids may be read (and the weights streamed) now; only xq needs the
   // wait below. q_early: [Q] let this grid launch before the caller finished, so not even the
   // ids may be read before the wait.
   const bool first = a.aquant == num::kANone;
-  const bool wait_first = (first && a.a16_gate == 0) || a.q_early == 1;
+  const bool wait_first = first || a.q_early == 1;
   if (wait_first) pdl_wait();
   pdl_trigger();  // FC2 may launch now and stream its own weights (it waits for us before reading)
   const int ntiles = decode_route(a, rs);
   if (a.fc2_split > 1 && blockIdx.x == 0 && blockIdx.y == 0) {
     // FC2's split counters: read by FC2 only after it waited for this grid. The previous call's
-    // FC2 is complete: A16 waited above (or the gate did), else [Q] waited before FC1 launched.
+    // FC2 is complete: A16 waited above, otherwise [Q] waited before FC1 could launch.
     for (int i = tid; i < a.w2.rows_pad / C::kFc2Rows; i += kCta) a.counters[i] = 0;
   }
   const int R0 = blockIdx.x * kRows;
@@ -551,7 +535,7 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
       wc.next(n_k);
     });
   }
-  if (!wait_first) pdl_wait();  // xq is written by [Q] (gate: no data, only the completion)
+  if (!wait_first) pdl_wait();  // xq is written by [Q]
   prime_ring<kS>(n_my, [&](int s) {
     issue(ring + s * C::kFc1Stage, src_of(ni.t), ni.k, false, true);
     ni.next(n_k);
@@ -664,7 +648,7 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
 }
 
 // ---- [FC2] 16 output rows x every route per CTA, combine fused ---------------------------
-// kW warps with a kS-stage ring each (DecodeCfg: 8 x 3, 8 x 5 deep, 8 x 2, 4 x 4, 16 x 2).
+// kW warps with a kS-stage ring each (DecodeCfg: 8 x 3, 8 x 5 deep, 8 x 2, 4 x 4).
 template <typename OpT, bool kFold, int kSK, int kW, int kS>
 __global__ void __launch_bounds__(32 * kW, kW == 8 && kS == 2 ? 4 : 1)
     moe_decode_fc2_kernel(const DecodeArgs a) {
