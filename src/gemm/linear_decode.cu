@@ -63,10 +63,10 @@ bool decode_kernel_available(WFmt f, bool fp16, int nt) {
 
 void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stream stream) {
   const int ws = std::max(p.decode_ws, 1);
-  // Warps splitting K inside the CTA: one CTA per 4 / ws row tiles over the whole K range, staged
-  // at once (plan chooses it only then).
-  B12X_ASSERT(ws == 1 || (nt == 1 && p.split == 1 && p.cluster_split <= 1 && p.partial == nullptr &&
-                          p.stage_slices >= p.slices_per_cta),
+  // Warps splitting K inside the CTA: one CTA per 4 / ws row tiles over its whole K range, staged
+  // at once (plan chooses it only then), reduced in a cluster if K is split over CTAs too.
+  B12X_ASSERT(ws == 1 || (nt == 1 && (p.split == 1 || p.cluster_split == p.split) &&
+                          p.partial == nullptr && p.stage_slices >= p.slices_per_cta),
               "decode warp split ", ws, " with split ", p.split, " stage slices ", p.stage_slices);
   DecodeFn fn = pick_decode(f, fp16, nt, ws);
   B12X_ASSERT(fn != nullptr, "no decode kernel for format ", static_cast<int>(f), " fp16=", fp16);

@@ -118,8 +118,8 @@ __device__ __forceinline__ void dec_cp_async_wait() {
 /// kWS (warps per weight tile, 1, 2 or 4): the CTA's 4 warps cover 4 / kWS 16-row tiles, and the
 /// kWS warps of a tile split the CTA's K range (contiguous parts of ceil(slices / kWS) slices),
 /// reduced through shared memory at the end: kWS x the warps of the grid for the same weight
-/// stream, each with 1 / kWS of the slices. kWS > 1 needs the whole K range staged at once
-/// (stage_slices >= slices_per_cta) and no split over CTAs (split == 1).
+/// stream, each with 1 / kWS of the slices. kWS > 1 needs the CTA's whole K range staged at once
+/// (stage_slices >= slices_per_cta) and no split-K reduce kernel (a cluster split is fine).
 template <WFmt F, class T, int NT, int kWS = 1>
 __global__ void __launch_bounds__(128, 4) linear_decode_kernel(const LinearParams p) {
   static_assert(kWS == 1 || kWS == 2 || kWS == 4, "warps per weight tile");
@@ -578,13 +578,15 @@ __global__ void __launch_bounds__(128, 4) linear_decode_kernel(const LinearParam
         for (int i = 0; i < 4; ++i) wred[warp][lane][nt * 4 + i] = acc[nt][i];
     }
     __syncthreads();
-    if (wk > 0) return;  // no cluster split with kWS > 1 (the host checks it)
+    if (wk == 0) {
 #pragma unroll
-    for (int k = 1; k < kWS; ++k)
+      for (int k = 1; k < kWS; ++k)
 #pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
+        for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-        for (int i = 0; i < 4; ++i) acc[nt][i] += wred[wt + k * kTilesPerCta][lane][nt * 4 + i];
+          for (int i = 0; i < 4; ++i) acc[nt][i] += wred[wt + k * kTilesPerCta][lane][nt * 4 + i];
+    }
+    // K parts > 0 stay for the cluster barriers below (their sums are not used) and return after.
   }
   // ---- split-K across a cluster: ranks > 0 hand their partial sums to rank 0 via DSMEM.
   __shared__ float red[4][32][NT * 4];
@@ -621,6 +623,7 @@ __global__ void __launch_bounds__(128, 4) linear_decode_kernel(const LinearParam
     cl.sync();  // remote shared memory stays alive until rank 0 has read it
     if (rank != 0) return;
   }
+  if (kWS > 1 && wk > 0) return;
   if (!active) return;
 
   // ---- epilogue: c0 = (row g, tok 2t), c1 = (row g, tok 2t+1), c2/c3 = row g+8

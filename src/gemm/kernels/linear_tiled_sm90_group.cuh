@@ -124,12 +124,13 @@ struct WgmmaGroupCfg {
   static_assert(kSmemBytes + kTabWords * 4 <= kSmemLimit, "group wgmma kernel exceeds 227 KB");
 };
 
-/// kLateCopy (probe, 256 tokens: kUnits >= 2): the stage's refill copies are issued after the
+/// kSched (probes, 256 tokens): bit 0 (kLateCopy) issues the stage's refill copies after the
 /// second unit's wgmmas (the first unit's are followed by the late atom decode) instead of right
-/// after the stage barrier, so the tensor pipe starts earlier after the barrier.
-template <WFmt F, class T, int kTokens, int kRowSets, bool kOverlap, int kUnitN,
-          bool kLateCopy = false>
+/// after the stage barrier, so the tensor pipe starts earlier after the barrier; bit 1 decodes
+/// both atoms up front (no late atom decode).
+template <WFmt F, class T, int kTokens, int kRowSets, bool kOverlap, int kUnitN, int kSched = 0>
 __global__ void __launch_bounds__(256, 1) linear_wgmma_group_kernel(const LinearParams p) {
+  constexpr bool kLateCopy = (kSched & 1) != 0;
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using C = WgmmaGroupCfg<F, T, kTokens, kRowSets, kOverlap, kUnitN>;
   constexpr int kStages = C::kStages;
@@ -202,20 +203,18 @@ __global__ void __launch_bounds__(256, 1) linear_wgmma_group_kernel(const Linear
       return s_par[i] == 2u ? sub : (2u * (s_par[i] + kb / 4) & ~3u);
     }
   };
-  // Activations: thread tid copies 16-byte chunks 2c + (tid & 1), c = 0..3, of token rows
-  // ar + 128 j (ar = tid / 2, j < kTok / 128): a lane pair covers 32 contiguous bytes of a row per
-  // copy (whole sectors), and the four copies of a row differ by immediate offsets (c x 32 bytes).
-  // The 128-byte swizzle puts chunk q of row r at q ^ (r & 7); with q = 2c + (tid & 1) that is the
-  // row's base chunk (tid & 1) ^ (r & 7) XOR 2c, and rows ar + 128 j share r & 7.
-  constexpr int kArows = kTok / 128;  // token rows per thread
-  const int ar = tid >> 1;
+  // Activations: thread tid copies 16-byte chunk ac = tid & 7 of token rows ar0 + 32 i (ar0 =
+  // tid / 8): a warp's copy covers four whole 128-byte rows (the lane-pair mapping with 32-byte
+  // pieces of 16 rows per copy, tried in round 16, ran the kernel 20% slower). The swizzled chunk
+  // (ac ^ (r & 7)) is the same for every i; a stage advances one row pointer by 32 rows per copy.
+  const int ar0 = tid >> 3, ac = tid & 7;
   const int64_t ldb = 2 * p.ldx;
   const uint8_t* const xb = static_cast<const uint8_t*>(p.x);
   // The whole CTA's kTok rows are tokens (every token tile but a tail one).
   const bool m_full = m0 + kTok <= p.M;
-  const uint8_t* const asrc0 = xb + (m_full ? (m0 + ar) * ldb : 0) + (tid & 1) * 16;
-  const int64_t astep = 128 * ldb;
-  const uint32_t adst0 = ar * 128 + ((((tid & 1) ^ (ar & 7))) << 4);
+  const uint8_t* const asrc0 = xb + (m_full ? (m0 + ar0) * ldb : 0) + ac * 16;
+  const int64_t astep = 32 * ldb;
+  const uint32_t adst0 = ar0 * 128 + ((ac ^ (ar0 & 7)) << 4);
 
   auto load_weights = [&](int s, int kb) {
     wruns.load(w_addr(s), static_cast<uint32_t>(kb) * C::kWTileBytes, tid);
@@ -230,23 +229,17 @@ __global__ void __launch_bounds__(256, 1) linear_wgmma_group_kernel(const Linear
     if (m_full && k0 + C::kBK <= p.K) {
       const uint8_t* src = asrc0 + 2 * k0;
 #pragma unroll
-      for (int j = 0; j < kArows; ++j) {
-#pragma unroll
-        for (int c = 0; c < 4; ++c) wg::cp16n((dst ^ (c << 5)) + j * 16384, src + 32 * c, 16u);
-        src += astep;
-      }
+      for (int i = 0; i < kTok / 32; ++i, src += astep) wg::cp16n(dst + i * 4096, src, 16u);
     } else {
       // A token tail or the K tail (the zero-filled last stage): invalid rows / chunks copy zero
       // bytes from the start of x.
+      const bool kvalid = k0 + ac * 8 < p.K;
 #pragma unroll
-      for (int j = 0; j < kArows; ++j) {
-        const int64_t m = m0 + ar + 128 * j;
-#pragma unroll
-        for (int c = 0; c < 4; ++c) {
-          const bool valid = m < p.M && k0 + (2 * c + (tid & 1)) * 8 < p.K;
-          const uint8_t* src = xb + m * ldb + 2 * k0 + (2 * c + (tid & 1)) * 16;
-          wg::cp16n((dst ^ (c << 5)) + j * 16384, valid ? src : xb, valid ? 16u : 0u);
-        }
+      for (int i = 0; i < kTok / 32; ++i) {
+        const int64_t m = m0 + ar0 + 32 * i;
+        const bool valid = kvalid && m < p.M;
+        const uint8_t* src = xb + m * ldb + 2 * k0 + ac * 16;
+        wg::cp16n(dst + i * 4096, valid ? src : xb, valid ? 16u : 0u);
       }
     }
   };
@@ -347,7 +340,7 @@ __global__ void __launch_bounds__(256, 1) linear_wgmma_group_kernel(const Linear
     // units, so no register of an in-flight wgmma can be reallocated to the decode. (With one
     // unit per group, or two row sets, a fragment is dead once its last wgmma is issued: decoded
     // up front there.)
-    constexpr bool kLateAtom1 = C::kRowSets == 1 && C::kTokUnits > 1;
+    constexpr bool kLateAtom1 = C::kRowSets == 1 && C::kTokUnits > 1 && (kSched & 2) == 0;
     decode_atom(0);
     if constexpr (!kLateAtom1) decode_atom(1);
     const uint64_t desc = wg::desc_sw128(act_addr(s));
