@@ -105,9 +105,14 @@ constexpr int kWgmmaGroupVar128 = 1;
 constexpr int kWgmmaGroupVar256 = 1;
 
 /// Decode regime, one token tile (M <= 8): warps per 16-row weight tile
-/// (lin::launch_linear_decode), the K range split inside the CTA instead of over a cluster. 1 =
-/// off.
-constexpr int kDecodeWarpSplit = 1;
+/// (lin::launch_linear_decode), the CTA's K range split among them. Round 16 (H200, M = 1, five
+/// shapes; 1 -> 4 warps): Q8_0 10.7 / 21.9 / 31.6 / 13.7 / 11.3 -> 7.6 / 18.9 / 22.9 / 10.0 / 9.4
+/// us, NVFP4 W4A16 10.1 / 19.8 / 28.7 / 12.5 / 11.1 -> 6.5 / 16.1 / 15.9 / 8.4 / 6.1 us,
+/// IQ2_XS 12.8 / 33.0 / 50.1 / 21.3 / 17.1 -> 10.3 / 29.2 / 32.7 / 14.1 / 13.1 us (2 warps:
+/// between). kDecodeWsCtasPerSm: the split over CTAs (clusters) then aims at this many CTAs per SM
+/// (0: none).
+constexpr int kDecodeWarpSplit = 4;
+constexpr int kDecodeWsCtasPerSm = 0;
 
 /// The most K slices whose staged activations (`rows` token rows) fit the decode kernel's
 /// shared-memory budget (at least one: a slice of 16 rows is at most 16 KB).
@@ -252,31 +257,51 @@ Plan plan(const Caps& caps) {
   int split = 1;
   int ws = 1;
   const char* split_env = std::getenv("B12X_GEMM_SPLIT");
-  if (M <= kDecodeMaxM && decode_nt(M) == 1 && split_env == nullptr &&
-      stage_fit_slices(wf, std::min<int64_t>(M, 8)) >= slices) {
-    // The whole K range fits the staging for every M up to the capacity: its warps may split it
-    // (a forced split over CTAs, B12X_GEMM_SPLIT, keeps one warp per tile).
-    ws = kDecodeWarpSplit;
-    if (const char* e = std::getenv("B12X_GEMM_DECODE_WSPLIT"); e != nullptr) {
-      const int want = std::atoi(e);
-      if (want == 1 || want == 2 || want == 4) ws = want;
-    }
-  }
-  if (M <= kDecodeMaxM && ws == 1) {
-    // Measured on the H200 (tools/gemm-probe.sh: splits 1/2/4/8 forced over three shapes, M = 1
-    // and 16, and a "three CTAs per SM" rule): the fastest grids have about one CTA per SM —
-    // more CTAs add prologues and cluster barriers to an SM that is already issue-bound. So: the
-    // smallest split that brings the CTA count to ~0.9 x SMs (cluster splits up to 8; beyond,
-    // the reduce kernel).
+  if (M <= kDecodeMaxM) {
     const int64_t sms = std::max(dev.sm_count, 1);
     const int nt = decode_nt(M);
     const int64_t tok_tiles = (M + 8 * nt - 1) / (8 * nt);
-    const int64_t want = (9 * sms + 9) / 10;
-    for (int64_t s = 1; s <= std::min<int64_t>(slices, 32); ++s) {
-      const int64_t per = (slices + s - 1) / s;
-      const int64_t eff = (slices + per - 1) / per;
-      split = static_cast<int>(eff);
-      if (ctas_n * eff * tok_tiles >= want) break;
+    // Warps per weight tile (one token tile, no forced split over CTAs; the CTA's K range must fit
+    // the staging for every M up to the capacity, below). FP8 weights (no decode, memory-bound)
+    // keep one warp per tile where the tiles alone give ~0.9 x SMs CTAs (round 16: 14336x4096
+    // 16.2 -> 17.0 us with 4).
+    if (nt == 1 && split_env == nullptr) {
+      ws = lin::wtraits(wf).fp8mma && ctas_n * 10 >= 9 * sms ? 1 : kDecodeWarpSplit;
+      if (const char* e = std::getenv("B12X_GEMM_DECODE_WSPLIT"); e != nullptr) {
+        const int want = std::atoi(e);
+        if (want == 1 || want == 2 || want == 4) ws = want;
+      }
+    }
+    // The smallest split over CTAs that brings the grid to `want` CTAs (with K ranges of at most
+    // max_per slices; 0 if none up to max_split does).
+    auto pick_split = [&](int64_t ctas, int64_t want, int64_t max_split, int64_t max_per) {
+      int sp = 0;
+      for (int64_t s = 1; s <= std::min<int64_t>(slices, max_split); ++s) {
+        const int64_t per = (slices + s - 1) / s;
+        const int64_t eff = (slices + per - 1) / per;
+        if (per > max_per) continue;
+        sp = static_cast<int>(eff);
+        if (ctas * eff * tok_tiles >= want) break;
+      }
+      return sp;
+    };
+    if (ws > 1) {
+      // CTAs of 4 / ws tiles; a split over CTAs only as a cluster (SM90+), aiming at
+      // kDecodeWsCtasPerSm x SMs CTAs (B12X_GEMM_DECODE_WS_CTAS=<n>), each CTA's K range staged.
+      int64_t ws_ctas = kDecodeWsCtasPerSm;
+      if (const char* e = std::getenv("B12X_GEMM_DECODE_WS_CTAS"); e != nullptr)
+        ws_ctas = std::max(0, std::atoi(e));
+      split = pick_split((geo.n16 + 4 / ws - 1) / (4 / ws), ws_ctas * sms,
+                         dev.cc_major >= 9 ? 8 : 1, stage_fit_slices(wf, std::min<int64_t>(M, 8)));
+      if (split == 0) ws = 1;
+    }
+    if (ws == 1) {
+      // Measured on the H200 (tools/gemm-probe.sh: splits 1/2/4/8 forced over three shapes, M =
+      // 1 and 16, and a "three CTAs per SM" rule): the fastest grids with one warp per tile have
+      // about one CTA per SM — more CTAs add prologues and cluster barriers to an SM that is
+      // already issue-bound. So: the smallest split that brings the CTA count to ~0.9 x SMs
+      // (cluster splits up to 8; beyond, the reduce kernel).
+      split = pick_split(ctas_n, (9 * sms + 9) / 10, 32, slices);
     }
   }
   // Probe override (tools/gemm-probe.sh): B12X_GEMM_SPLIT=<n> forces the decode split count.
