@@ -177,7 +177,7 @@ int decode_fc2_smem_bytes(int num_tokens, int routes, int row_blocks, int sm_cou
 /// FC1 grid.y: expert-tile groups (a CTA walks tiles y, y + groups, ...), about one wave of
 /// `ctas_per_sm` CTAs per SM.
 int decode_fc1_tile_groups(int routes, int row_blocks, int sm_count, int ctas_per_sm);
-/// FC1 warps per CTA (8, or 12 where the 8-warp grid leaves the SMs under-occupied).
+/// FC1 warps per CTA (8, or 12 where that shortens the per-warp chain of tiles x sub-chunks).
 int decode_fc1_warps(int routes, int row_blocks, int sm_count, int wm, int groups, int k_chunks);
 /// FC2 with the deep ring (one CTA per SM, 5 stages per warp): fc2_split == 1, few routes and
 /// at most 2 row blocks per SM (more would cost extra waves at one CTA per SM).
