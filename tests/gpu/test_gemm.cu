@@ -714,10 +714,12 @@ TEST(GemmGpu, TiledWgmmaTokenTiles) {
   for (const auto& c : wgmma_cases(256, 256, 4096, false, DType::kBF16))
     if (c.fmt == LinearFormat::kFp8Tensor || c.fmt == LinearFormat::kFp8Block) run_case(c);
   // Warp-specialized FP8 (variant 5, the default: a copy warpgroup, 128 and 192 tokens; 6: with
-  // the block scales loaded while the wgmmas run and the slot released before the promotion):
-  // token / row / K tails, 1 and (6) 16-24 token tiles, a long K refilling every slot many times.
-  for (const auto& [tok, var] : {std::pair{"128", "5"}, std::pair{"128", "6"},
-                                 std::pair{"192", "5"}, std::pair{"192", "6"}}) {
+  // the block scales loaded while the wgmmas run and the slot released before the promotion; 7:
+  // 6 with the next stage's A fragments loaded before the promotion): token / row / K tails, 1
+  // and (6) 16-24 token tiles, a long K refilling every slot many times.
+  for (const auto& [tok, var] :
+       {std::pair{"128", "5"}, std::pair{"128", "6"}, std::pair{"128", "7"}, std::pair{"192", "5"},
+        std::pair{"192", "6"}}) {
     ScopedEnv e("B12X_GEMM_WGMMA", "1"), et("B12X_GEMM_WGMMA_TOK", tok),
         ev("B12X_GEMM_WGMMA_VAR", var);
     for (const auto& c : wgmma_cases(300, 136, 768, false, DType::kFP16))
@@ -911,9 +913,8 @@ TEST(GemmGpuSanitize, SmallShapesAllFormats) {
     // variant; the BF16-operand formats: 256-token CTAs, their default on wide grids).
     for (LinearFormat f : {LinearFormat::kFp8Tensor, LinearFormat::kFp8Block})
       run_case({f, 136, 136, 2048, DType::kBF16, DType::kBF16, true});
-    // FP8 on the shared ring (variant 3) and the hoisted-scale probe (6), raster bands of one
-    // token tile.
-    for (const char* var : {"3", "6"}) {
+    // FP8 on the shared ring (variant 3) and the probes 6 / 7, raster bands of one token tile.
+    for (const char* var : {"3", "6", "7"}) {
       ScopedEnv ev("B12X_GEMM_WGMMA_VAR", var), er("B12X_GEMM_WGMMA_RASTER", "1");
       for (LinearFormat f : {LinearFormat::kFp8Tensor, LinearFormat::kFp8Block})
         run_case({f, 136, 136, 2048, DType::kBF16, DType::kBF16, true});

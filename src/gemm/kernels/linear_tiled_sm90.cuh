@@ -51,20 +51,24 @@ struct WgmmaCfg {
   /// between one stage's wgmmas and the next's. (Round 16: +13-21% per-tensor and +19-29% block
   /// FP8 over variant 3; making the MMA warpgroups take turns issuing their wgmmas through named
   /// barriers, dropped, was 5-20% slower than variant 5.)
-  static constexpr bool kWs = kF8 ? (kVariant == 5 || kVariant == 6) : kVariant == 3;
+  static constexpr bool kWs = kF8 ? (kVariant >= 5 && kVariant <= 7) : kVariant == 3;
   /// FP8 variant 6 (probe) = 5 with the stage's block scales built and loaded into registers
   /// while its wgmmas run (not after their wait) and the slot released right after the wait,
   /// so only the FFMA / FADD promotion follows the wgmmas on the MMA warps' critical path.
-  static constexpr bool kHoist = kF8 && kVariant == 6;
+  static constexpr bool kHoist = kF8 && (kVariant == 6 || kVariant == 7);
+  /// FP8 variant 7 (probe) = 6 with the next stage's A fragments loaded (after its full-barrier
+  /// wait) while this stage's wgmmas run, before this stage's promotion: two fragment sets.
+  static constexpr bool kPrefetch = kF8 && kVariant == 7;
   static constexpr int kThreads = kWs ? 384 : 256;
   static constexpr int kCopyThreads = kWs ? 128 : 256;  ///< threads issuing a stage's copies
   static constexpr int kMmaThreads = 256;               ///< threads of the two MMA warpgroups
   /// Per-thread register budgets (128 kProdRegs + 256 kConsRegs <= the 384 x 168 the launch
   /// holds): FP8 at 128 tokens and the BF16 operands at 256 fit 208 (64 + 64 / 128
-  /// accumulators) with a producer free of spills; FP8 at 192 tokens needs 232 (96 + 96), where
-  /// the producer reloads some copy sources from the stack.
-  static constexpr int kProdRegs = kF8 ? (kTok == 128 ? 80 : 40) : 80;
-  static constexpr int kConsRegs = kF8 ? (kTok == 128 ? 208 : 232) : 208;
+  /// accumulators; 216 with variant 7's second fragment set) with a producer free of spills; FP8
+  /// at 192 tokens needs 232 (96 + 96), where the producer reloads some copy sources from the
+  /// stack.
+  static constexpr int kProdRegs = kF8 ? (kTok == 128 ? (kVariant == 7 ? 72 : 80) : 40) : 80;
+  static constexpr int kConsRegs = kF8 ? (kTok == 128 ? (kVariant == 7 ? 216 : 208) : 232) : 208;
   static constexpr int kBK = kF8 ? 128 : 64;  // K per stage: 128-byte activation rows either way
   static constexpr int kActBytes = kTok * 128;
   static constexpr int kWTileBytes = kFp4 ? 512 : (kF8 ? 2048 : 1024);  // 16 rows x kBK, packed
@@ -741,6 +745,29 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
 #pragma unroll
       for (int j = 0; j < 4; ++j) asm volatile("" ::"r"(held[i][j]));
   };
+  // FP8: this warp's A fragments of the stage in slot s (the packed e4m3 k32 fragments are
+  // wgmma's register A operand as they are) / its four chained k32 wgmmas into the partial.
+  auto load_af8 = [&](int s, uint32_t(&af)[4][4]) {
+    const uint8_t* wsg = sgen + s * C::kStageBytes + C::kActBytes + cw * C::kWTileBytes;
+#pragma unroll
+    for (int at = 0; at < 4; ++at) {
+      const uint4 rv = *reinterpret_cast<const uint4*>(wsg + at * 512 + lane * 16);
+      af[at][0] = rv.x;
+      af[at][1] = rv.y;
+      af[at][2] = rv.z;
+      af[at][3] = rv.w;
+    }
+  };
+  auto issue_f8 = [&](int s, const uint32_t(&af)[4][4]) {
+    if constexpr (C::kF8) {
+      const uint64_t desc = wg::desc_sw128(act_addr(s));
+      wg::fence_acc(part0);
+      wg::fence();
+#pragma unroll
+      for (int ks = 0; ks < 4; ++ks) wg::mma<wg::F8Tag, kTok>(part0, af[ks], desc + 2 * ks, ks);
+      wg::commit();
+    }
+  };
   // Stage kb in slot s (landed): this warp's A fragments, the wgmmas, the promotion.
   auto compute = [&](int s, int kb) {
     // This warp's 16-row tile: A fragments of the stage's four k16 steps.
@@ -751,15 +778,7 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
     const uint32_t s_lo = C::kF8 ? 0u : ssg[cw * 16 + g];
     const uint32_t s_hi = C::kF8 ? 0u : ssg[cw * 16 + g + 8];
     if constexpr (C::kF8) {
-      // The packed e4m3 k32 fragments are wgmma's register A operand as they are.
-#pragma unroll
-      for (int at = 0; at < 4; ++at) {
-        const uint4 rv = *reinterpret_cast<const uint4*>(wsg + at * 512 + lane * 16);
-        af[at][0] = rv.x;
-        af[at][1] = rv.y;
-        af[at][2] = rv.z;
-        af[at][3] = rv.w;
-      }
+      load_af8(s, af);
     } else if constexpr (C::kFp4) {
       const uint4 rv = *reinterpret_cast<const uint4*>(wsg + lane * 16);
       const uint32_t words[4] = {rv.x, rv.y, rv.z, rv.w};  // (atom 0: step 0, 1), (atom 1: ...)
@@ -833,11 +852,7 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
         }
       }
     } else if constexpr (C::kF8) {
-      wg::fence_acc(part0);
-      wg::fence();
-#pragma unroll
-      for (int ks = 0; ks < 4; ++ks) wg::mma<wg::F8Tag, kTok>(part0, af[ks], desc + 2 * ks, ks);
-      wg::commit();
+      issue_f8(s, af);
       if constexpr (C::kHoist) {
         float4 v[kSv];
         if constexpr (F == WFmt::kFp8Block) block_scales(s, v);
@@ -876,12 +891,44 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
     // release it (this thread's wgmmas of the slot retired and its shared-memory reads done).
     int sl = 0;
     uint32_t ph = 0;
-    for (int kb = 0; kb < num_k; ++kb) {
-      wg::mbar_wait(full0 + 8 * sl, ph);
-      wg::fence_proxy_async();  // cp.async writes (generic proxy) read by wgmma (async proxy)
-      compute(sl, kb);
-      if constexpr (!C::kHoist) wg::mbar_arrive(empty0 + 8 * sl);  // kHoist: inside compute
-      if (++sl == kStages) sl = 0, ph ^= 1;
+    if constexpr (C::kPrefetch) {
+      // Two fragment sets, alternating (the loop body unrolled twice keeps them in registers).
+      // The wgmmas of set h read its registers until their wait, the loads go to set h ^ 1.
+      uint32_t afs[2][4][4];
+      wg::mbar_wait(full0, 0);
+      wg::fence_proxy_async();
+      load_af8(0, afs[0]);
+      for (int kb = 0; kb < num_k; kb += 2) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          if (kb + h < num_k) {
+            const int nsl = sl + 1 == kStages ? 0 : sl + 1;
+            const uint32_t nph = sl + 1 == kStages ? ph ^ 1 : ph;
+            issue_f8(sl, afs[h]);
+            float4 v[kSv];
+            if constexpr (F == WFmt::kFp8Block) block_scales(sl, v);
+            if (kb + h + 1 < num_k) {
+              wg::mbar_wait(full0 + 8 * nsl, nph);
+              wg::fence_proxy_async();
+              load_af8(nsl, afs[h ^ 1]);
+            }
+            wg::wait<0>();
+            wg::fence_acc(part0);
+            wg::mbar_arrive(empty0 + 8 * sl);
+            promote_with(part0, v);
+            sl = nsl;
+            ph = nph;
+          }
+        }
+      }
+    } else {
+      for (int kb = 0; kb < num_k; ++kb) {
+        wg::mbar_wait(full0 + 8 * sl, ph);
+        wg::fence_proxy_async();  // cp.async writes (generic proxy) read by wgmma (async proxy)
+        compute(sl, kb);
+        if constexpr (!C::kHoist) wg::mbar_arrive(empty0 + 8 * sl);  // kHoist: inside compute
+        if (++sl == kStages) sl = 0, ph ^= 1;
+      }
     }
   } else {
     wg::StagePipe<kStages, kAhead, C::kMbar> pipe{full0, empty0};
