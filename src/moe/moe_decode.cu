@@ -30,17 +30,20 @@ constexpr int fc1_ctas_per_sm(int warps) {
 // nvfp4 M = 1 / 2 / 4 / 8 35.8 / 65.5 / 106.8 / 169.5 -> 33.8 / 56.7 / 97.3 / 164.4 us; on
 // Qwen3.5-TP4 / MiniMax, with 256 / 384 row blocks, M = 4 was 5 / 9 % slower), else 3.
 // Measurement knobs: B12X_MOE_FC2_WARPS=4 forces 4 x 4 (6 shallow CTAs per SM instead of 3);
-// B12X_MOE_FC2_STAGES=2 / 3 forces the shallow 8-warp CTA's stages.
+// B12X_MOE_FC2_STAGES=2 / 3 forces the shallow 8-warp CTA's stages; B12X_MOE_FC2_ROWS=32 the
+// 32-row 8 x 2 CTA (2 MMA row tiles per warp) where the shallow one would run.
 struct Fc2Shape {
-  int warps, stages;
+  int warps, stages, rows;
 };
 Fc2Shape fc2_shape(int num_tokens, bool deep, int row_blocks, int sm_count) {
   static const int forced = env_knob("B12X_MOE_FC2_WARPS", 0);
   static const int stages = env_knob("B12X_MOE_FC2_STAGES", 0);
-  if (forced == 4 || num_tokens > DecodeCfg::kFc2WideMaxTokens) return {4, 4};
-  if (deep) return {8, DecodeCfg::kFc2DeepStages};
-  if (stages == 2 || stages == 3) return {8, stages};
-  return {8, row_blocks > 3 * std::max(sm_count, 1) ? 2 : 3};
+  static const int rows = env_knob("B12X_MOE_FC2_ROWS", 16);
+  if (forced == 4 || num_tokens > DecodeCfg::kFc2WideMaxTokens) return {4, 4, 16};
+  if (deep) return {8, DecodeCfg::kFc2DeepStages, 16};
+  if (rows == 32 && row_blocks % 2 == 0) return {8, 2, 32};
+  if (stages == 2 || stages == 3) return {8, stages, 16};
+  return {8, row_blocks > 3 * std::max(sm_count, 1) ? 2 : 3, 16};
 }
 
 template <typename OpT, bool kFold, int kSK, int kWM, int kG, int kNW = DecodeCfg::kFc1Warps>
@@ -64,9 +67,10 @@ void launch_fc1(const DecodeArgs& a, Stream stream, bool pdl) {
   B12X_CUDA_CHECK_LAUNCH();
 }
 
-template <typename OpT, bool kFold, int kSK, int kW, int kS>
+template <typename OpT, bool kFold, int kSK, int kW, int kS, int kMR = 1>
 void launch_fc2(const DecodeArgs& a, Stream stream, bool pdl) {
-  auto* k = dev::moe_decode_fc2_kernel<OpT, kFold, kSK, kW, kS>;
+  auto* k = dev::moe_decode_fc2_kernel<OpT, kFold, kSK, kW, kS, kMR>;
+  constexpr int kR = 16 * kMR;
   static std::once_flag once;  // the largest shared memory this instance is launched with
   std::call_once(once, [&] {
     const bool deep = kS == DecodeCfg::kFc2DeepStages;
@@ -74,14 +78,13 @@ void launch_fc2(const DecodeArgs& a, Stream stream, bool pdl) {
                            : kW == 8 ? DecodeCfg::kFc2WideMaxTokens
                                      : DecodeCfg::kMaxTokens;
     B12X_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         DecodeCfg::fc2_smem(kW, kS, max_tokens)));
+                                         DecodeCfg::fc2_smem(kW, kS, max_tokens, kR)));
     B12X_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout,
                                          cudaSharedmemCarveoutMaxShared));
   });
-  const dim3 grid(static_cast<unsigned>(a.w2.rows_pad / DecodeCfg::kFc2Rows),
-                  static_cast<unsigned>(a.fc2_split));
-  launch_k(k, grid, dim3(32 * kW), static_cast<size_t>(DecodeCfg::fc2_smem(kW, kS, a.num_tokens)),
-           stream, pdl, a);
+  const dim3 grid(static_cast<unsigned>(a.w2.rows_pad / kR), static_cast<unsigned>(a.fc2_split));
+  launch_k(k, grid, dim3(32 * kW),
+           static_cast<size_t>(DecodeCfg::fc2_smem(kW, kS, a.num_tokens, kR)), stream, pdl, a);
   B12X_CUDA_CHECK_LAUNCH();
 }
 
@@ -109,6 +112,8 @@ void launch_gemms(const DecodeArgs& a, Stream stream, bool pdl) {
   const Fc2Shape f2 = fc2_shape(a.num_tokens, deep, fc2_row_blocks, a.sm_count);
   if (f2.warps == 4)
     launch_fc2<OpT, kFold, kSK, 4, 4>(a, stream, pdl);
+  else if (f2.rows == 32)
+    launch_fc2<OpT, kFold, kSK, 8, 2, 2>(a, stream, pdl);
   else if (f2.stages == DecodeCfg::kFc2DeepStages)
     launch_fc2<OpT, kFold, kSK, 8, DecodeCfg::kFc2DeepStages>(a, stream, pdl);
   else if (f2.stages == 2)
@@ -126,7 +131,7 @@ int decode_fc2_smem_bytes(int num_tokens, int routes, int row_blocks, int sm_cou
   const bool deep =
       decode_fc2_deep(routes, decode_fc2_split(routes, row_blocks, sm_count), row_blocks, sm_count);
   const Fc2Shape f2 = fc2_shape(num_tokens, deep, row_blocks, sm_count);
-  return DecodeCfg::fc2_smem(f2.warps, f2.stages, num_tokens);
+  return DecodeCfg::fc2_smem(f2.warps, f2.stages, num_tokens, f2.rows);
 }
 
 int decode_fc1_tile_groups(int routes, int row_blocks, int sm_count, int ctas_per_sm) {
