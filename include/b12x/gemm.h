@@ -161,8 +161,8 @@ struct Plan {
   // Scratch carve-out (byte offsets, 1024-aligned).
   int64_t off_qvalues = 0, off_qscales = 0, off_act = 0, off_act_scales = 0, off_partial = 0;
   int split_k = 1;  ///< decode regime split of K
-  /// Decode regime, one token tile: warps per 16-row weight tile (1, 2 or 4), which split the
-  /// CTA's K range inside the CTA (B12X_GEMM_DECODE_WSPLIT=1|2|4 overrides where it applies).
+  /// Decode regime at M = 1: warps per 16-row weight tile (1, 2 or 4), which split the CTA's K
+  /// range inside the CTA (B12X_GEMM_DECODE_WSPLIT=1|2|4 overrides where it applies).
   int decode_warp_split = 1;
   /// The split is one thread-block cluster reduced through distributed shared memory (SM90+,
   /// split <= 8); otherwise partials go to scratch and a second kernel reduces them.

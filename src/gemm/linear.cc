@@ -102,17 +102,20 @@ constexpr int kWgmmaRaster = 0;
 /// +8-13% over 0 (each partial drained before its promotion); 256-row CTAs (2) and an mbarrier
 /// pipeline (removed) measured slower.
 constexpr int kWgmmaGroupVar128 = 1;
-constexpr int kWgmmaGroupVar256 = 1;
+/// 256 tokens: 3 = 1 with the stage's refill copies issued after the second unit's wgmmas
+/// (round 17, M = 2048, five shapes: Q8_0 422-439 -> 432-450 TFLOP/s, IQ2_XXS 324-352 ->
+/// 344-355, IQ2_XS 264-279 -> 294-306; its tests passed in rounds 16 and 17).
+constexpr int kWgmmaGroupVar256 = 3;
 
-/// Decode regime, one token tile (M <= 8): warps per 16-row weight tile
-/// (lin::launch_linear_decode), the CTA's K range split among them. Round 16 (H200, M = 1, five
+/// Decode regime at capacity M = 1: warps per 16-row weight tile (lin::launch_linear_decode), the
+/// CTA's K range split among them. Round 16 (H200, M = 1, five
 /// shapes; 1 -> 4 warps): Q8_0 10.7 / 21.9 / 31.6 / 13.7 / 11.3 -> 7.6 / 18.9 / 22.9 / 10.0 / 9.4
 /// us, NVFP4 W4A16 10.1 / 19.8 / 28.7 / 12.5 / 11.1 -> 6.5 / 16.1 / 15.9 / 8.4 / 6.1 us,
 /// IQ2_XS 12.8 / 33.0 / 50.1 / 21.3 / 17.1 -> 10.3 / 29.2 / 32.7 / 14.1 / 13.1 us (2 warps:
-/// between). kDecodeWsCtasPerSm: the split over CTAs (clusters) then aims at this many CTAs per SM
-/// (0: none).
+/// between); round 17 (default): the same within noise. kDecodeWsMaxSlices: K slices per warp above
+/// which a decoded format's K range is also split over a cluster.
 constexpr int kDecodeWarpSplit = 4;
-constexpr int kDecodeWsCtasPerSm = 0;
+constexpr int kDecodeWsMaxSlices = 8;
 
 /// The most K slices whose staged activations (`rows` token rows) fit the decode kernel's
 /// shared-memory budget (at least one: a slice of 16 rows is at most 16 KB).
@@ -261,11 +264,15 @@ Plan plan(const Caps& caps) {
     const int64_t sms = std::max(dev.sm_count, 1);
     const int nt = decode_nt(M);
     const int64_t tok_tiles = (M + 8 * nt - 1) / (8 * nt);
-    // Warps per weight tile (one token tile, no forced split over CTAs; the CTA's K range must fit
-    // the staging for every M up to the capacity, below). FP8 weights (no decode, memory-bound)
-    // keep one warp per tile where the tiles alone give ~0.9 x SMs CTAs (round 16: 14336x4096
-    // 16.2 -> 17.0 us with 4).
-    if (nt == 1 && split_env == nullptr) {
+    // Warps per weight tile: capacity M = 1 (round 17: at M = 4, where the staging needs a cluster
+    // split, 4 warps lost on 3 of 5 shapes for Q8_0 / NVFP4 W4A16 / MXFP4 W4A16 / NVFP4), no
+    // forced split over CTAs, activations staged by plain copies (BF16 / FP16, or FP8 for the
+    // FP8 weight formats: the W4A4 / W4A8 staging dequantizes in every CTA, NVFP4 W4A4 14336x4096
+    // 24.7 -> 46.6 us with 4 warps), the CTA's K range fitting the staging (below). FP8 weights
+    // (no decode, memory-bound) keep one warp per tile where their tiles alone give ~0.9 x SMs
+    // CTAs (round 16: 14336x4096 16.2 -> 17.0 us with 4).
+    const bool copy_staged = format_raw_activations(f) || lin::wtraits(wf).fp8mma;
+    if (M == 1 && copy_staged && split_env == nullptr) {
       ws = lin::wtraits(wf).fp8mma && ctas_n * 10 >= 9 * sms ? 1 : kDecodeWarpSplit;
       if (const char* e = std::getenv("B12X_GEMM_DECODE_WSPLIT"); e != nullptr) {
         const int want = std::atoi(e);
@@ -286,13 +293,19 @@ Plan plan(const Caps& caps) {
       return sp;
     };
     if (ws > 1) {
-      // CTAs of 4 / ws tiles; a split over CTAs only as a cluster (SM90+), aiming at
-      // kDecodeWsCtasPerSm x SMs CTAs (B12X_GEMM_DECODE_WS_CTAS=<n>), each CTA's K range staged.
-      int64_t ws_ctas = kDecodeWsCtasPerSm;
+      // CTAs of 4 / ws tiles; a split over CTAs only as a cluster (SM90+), each CTA's K range
+      // staged: for decoded formats, down to kDecodeWsMaxSlices slices per warp (round 17,
+      // 4096x14336 with a cluster of 2: Q8_0 23.2 -> 20.5 us, IQ2_XS 32.5 -> 30.1; NVFP4 W4A16,
+      // 7 slices per warp, 16.1 -> 19.4 and FP8 16.7 -> 21.0 with it); B12X_GEMM_DECODE_WS_CTAS=<n>
+      // (probe) splits further, up to n CTAs per SM.
+      const int64_t max_per =
+          std::min<int64_t>(stage_fit_slices(wf, std::min<int64_t>(M, 8)),
+                            lin::wtraits(wf).fp8mma ? slices : int64_t{kDecodeWsMaxSlices} * ws);
+      int64_t ws_ctas = 0;
       if (const char* e = std::getenv("B12X_GEMM_DECODE_WS_CTAS"); e != nullptr)
         ws_ctas = std::max(0, std::atoi(e));
       split = pick_split((geo.n16 + 4 / ws - 1) / (4 / ws), ws_ctas * sms,
-                         dev.cc_major >= 9 ? 8 : 1, stage_fit_slices(wf, std::min<int64_t>(M, 8)));
+                         dev.cc_major >= 9 ? 8 : 1, max_per);
       if (split == 0) ws = 1;
     }
     if (ws == 1) {
