@@ -564,6 +564,20 @@ TEST(GemmGpu, AllFormatsDecodeM1) {
   for (const auto& c : all_format_cases(1, 256, 1024, false, DType::kBF16)) run_case(c);
 }
 
+TEST(GemmGpu, DecodeWarpSplitLongK) {
+  B12X_REQUIRE_GPU();
+  // M = 1 takes 4 warps per weight tile (K split inside the CTA) for the copy-staged formats; a
+  // long K (35 slices of 256) also splits over a cluster of 2 for the decoded 8-bit / IQ2 formats
+  // (at most 8 slices per warp), FP8 / FP4 weights keep one CTA per row block. Row tails (N = 72:
+  // 4.5 tiles), BF16 and FP16.
+  for (LinearFormat f : {LinearFormat::kQ8_0, LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs,
+                         LinearFormat::kFp8Tensor, LinearFormat::kNvfp4W4A16})
+    for (DType a : {DType::kBF16, DType::kFP16}) {
+      if (a == DType::kFP16 && f == LinearFormat::kFp8Tensor) continue;
+      run_case({f, 1, 72, 8960, a, a, true});
+    }
+}
+
 TEST(GemmGpu, AllFormatsSmallMBiasFp16Out) {
   B12X_REQUIRE_GPU();
   for (int64_t M : {3, 8, 16})
@@ -705,11 +719,12 @@ TEST(GemmGpu, TiledWgmmaTokenTiles) {
           ev("B12X_GEMM_WGMMA_VAR", var);
       for (const auto& c : wgmma_cases(450, 136, 768, true, DType::kBF16)) run_case(c);
     }
-  // The BF16-operand formats' default 256-token tiles on the mbarrier pipeline (chosen where they
-  // give ~0.9 x SMs CTAs: 32 x 4 here).
+  // The BF16-operand formats' default 256-token tiles, warp-specialized (chosen where they give
+  // ~0.9 x SMs CTAs: 32 x 4 here); FP8 there in raster bands by default.
   run_case({LinearFormat::kMxfp8, 1000, 4096, 512, DType::kBF16, DType::kBF16, true});
   run_case({LinearFormat::kNvfp4W4A16, 1000, 4096, 512, DType::kFP16, DType::kBF16, false});
   run_case({LinearFormat::kMxfp4W4A8, 1000, 4096, 512, DType::kBF16, DType::kFP16, true});
+  run_case({LinearFormat::kFp8Block, 1000, 4096, 512, DType::kBF16, DType::kBF16, true});
   // A long K at the default interval (32 promotions of 128 K).
   for (const auto& c : wgmma_cases(256, 256, 4096, false, DType::kBF16))
     if (c.fmt == LinearFormat::kFp8Tensor || c.fmt == LinearFormat::kFp8Block) run_case(c);
