@@ -89,12 +89,26 @@ constexpr int64_t kWgmmaMinM = 128;
 /// tolerance, which per 128 K missed by up to 2.2x on ~5 elements in 10^5 (round 8).
 /// 5 = the same promotion, warp-specialized (a copy warpgroup feeds the ring, the two MMA
 /// warpgroups only wait, issue, promote and release): round 16 (M = 2048, five shapes) per-tensor
-/// 747-827 -> 847-1000 TFLOP/s (0.53-0.62x cuBLASLt FP8), block 450-516 -> 558-666.
-/// B12X_GEMM_WGMMA_VAR=3 (mbarrier ring shared by the MMA warps), 0 (CTA-barrier pipeline) and
-/// 1 / 2 (per 64 / 32 K) remain as probes.
-constexpr int kWgmmaF8Var = 5;
-/// wgmma kernel CTA order (Plan::tiled_wgmma_raster): 0 = weight tile fastest.
+/// 747-827 -> 847-1000 TFLOP/s (0.53-0.62x cuBLASLt FP8), block 450-516 -> 558-666. 6 = 5 with
+/// the block scales loaded while the wgmmas run and the slot released before the promotion:
+/// round 17 block FP8 +0-3% over 5 (559-672 TFLOP/s), per-tensor equal; its tests, memcheck and
+/// racecheck passed there. B12X_GEMM_WGMMA_VAR=5, 7 (6 + next A fragments prefetched), 3 (mbarrier
+/// ring shared by the MMA warps), 0 (CTA-barrier pipeline) and 1 / 2 (per 64 / 32 K) remain as
+/// probes.
+constexpr int kWgmmaF8Var = 6;
+/// wgmma kernel CTA order (Plan::tiled_wgmma_raster): FP8 in raster bands sized to L2 (1): round
+/// 17 (warp-specialized FP8, M = 2048) per-tensor 14336x4096 829 -> 921 TFLOP/s (its 58 MB of
+/// weights exceed L2: each band reads them about once instead of once per token tile), other
+/// shapes +1-3%, block FP8 0-3%; tests (bands of 1 and 5 token tiles, every format) passed in
+/// rounds 16 / 17. The BF16-operand formats keep the 2-D grid (0; not measured banded).
+constexpr int kWgmmaRasterF8 = 1;
 constexpr int kWgmmaRaster = 0;
+/// BF16-operand formats at 256 tokens: 3 = warp-specialized (a copy warpgroup, MMA warpgroups at
+/// 208 registers): round 17 (M = 2048, five shapes) against variant 1 +8-24% (MXFP8 466-584
+/// TFLOP/s, 0.54-0.66x cuBLAS BF16; MXFP4 W4A8 488-615, 0.56-0.70x; NVFP4 543-617; NVFP4 W4A16
+/// 612-696; MXFP4 566-659; MXFP4 W4A16 644-738); its tests passed in rounds 16 / 17, memcheck /
+/// racecheck clean in round 17.
+constexpr int kWgmmaBf256Var = 3;
 
 /// GGML formats on the SM90 group wgmma kernel: the schedule variant (lin::WgmmaGroupCfg) per
 /// token width (128 / 256). 1 = two partial sets, each promotion issued after the next partial's
@@ -207,16 +221,17 @@ Plan plan(const Caps& caps) {
     // default).
     const bool f8 = wf == WFmt::kFp8 || wf == WFmt::kFp8Block;
     p.tiled_wgmma_var = f8 ? kWgmmaF8Var : 0;
-    // BF16-operand formats (NVFP4, MXFP4, MXFP8): 256-token CTAs (one per SM) on the mbarrier
-    // pipeline (variant 1) when they still give ~0.9 x SMs CTAs (half the weight decode and copy
-    // work per MAC). Round 13 (ac50acd, M = 2048, five shapes) against 128-token CTAs on the CTA
-    // barrier: MXFP8 +6-9% (402-512 TFLOP/s), MXFP4 W4A8 +5-11%, NVFP4 +5-7%, NVFP4 W4A16 +5-8%,
-    // MXFP4 +6-12%, MXFP4 W4A16 +7-14%; every format's TOK=256 / VAR=1 test cases passed there.
-    // B12X_GEMM_WGMMA_TOK / _VAR override.
-    if (!f8 && tok > 0 && forced < 0 && lin::wgmma_kernel_available(wf, fp16, 256, 1) &&
+    // BF16-operand formats (NVFP4, MXFP4, MXFP8): 256-token CTAs (one per SM; since session 5
+    // warp-specialized, variant 3) when they still give ~0.9 x SMs CTAs (half the weight decode
+    // and copy work per MAC). Round 13 (ac50acd, M = 2048, five shapes) against 128-token CTAs on
+    // the CTA barrier: MXFP8 +6-9% (402-512 TFLOP/s), MXFP4 W4A8 +5-11%, NVFP4 +5-7%, NVFP4 W4A16
+    // +5-8%, MXFP4 +6-12%, MXFP4 W4A16 +7-14%; every format's TOK=256 / VAR=1 test cases passed
+    // there. B12X_GEMM_WGMMA_TOK / _VAR override.
+    if (!f8 && tok > 0 && forced < 0 &&
+        lin::wgmma_kernel_available(wf, fp16, 256, kWgmmaBf256Var) &&
         (geo.NP + 127) / 128 * ((m_eff + 255) / 256) * 10 >= 9 * dev.sm_count) {
       p.tiled_wgmma = 256;
-      p.tiled_wgmma_var = 1;
+      p.tiled_wgmma_var = kWgmmaBf256Var;  // the warp-specialized kernel (kWgmmaBf256Var above)
     }
     if (const char* v = std::getenv("B12X_GEMM_WGMMA_VAR"); v != nullptr && tok > 0) {
       const int want = std::atoi(v);
@@ -243,13 +258,15 @@ Plan plan(const Caps& caps) {
         const int want = std::atoi(t);
         if (lin::wgmma_kernel_available(wf, fp16, want, p.tiled_wgmma_var)) {
           p.tiled_wgmma = want;
-        } else if (f8 && lin::wgmma_kernel_available(wf, fp16, want, 3)) {
-          p.tiled_wgmma = want;  // 64 tokens: the shared ring (no warp-specialized kernel there)
-          p.tiled_wgmma_var = 3;
+        } else if (lin::wgmma_kernel_available(wf, fp16, want, f8 ? 3 : 0)) {
+          // No warp-specialized kernel at this width (FP8 64 tokens, BF16 operands below 256):
+          // the shared ring (FP8) / the CTA-barrier pipeline (BF16 operands).
+          p.tiled_wgmma = want;
+          p.tiled_wgmma_var = f8 ? 3 : 0;
         }
       }
       lin::prepare_linear_wgmma(wf, fp16, p.tiled_wgmma, p.tiled_wgmma_var);
-      p.tiled_wgmma_raster = kWgmmaRaster;
+      p.tiled_wgmma_raster = f8 ? kWgmmaRasterF8 : kWgmmaRaster;
       if (const char* r = std::getenv("B12X_GEMM_WGMMA_RASTER"); r != nullptr)
         p.tiled_wgmma_raster = std::max(0, std::atoi(r));
     }
