@@ -24,26 +24,23 @@ constexpr int fc1_ctas_per_sm(int warps) {
   return warps == DecodeCfg::kFc1Warps ? 3 : 2;
 }
 
-// FC2 CTA shape {warps, ring stages per warp}: 8 warps while the per-warp combine rows fit
-// (<= 32 tokens), else 4 x 4; 5 stages where the deep ring applies; 2 (4 CTAs per SM) where the
-// row blocks alone exceed one wave of 3 CTAs per SM (H200 round 16, DeepSeek-TP4's 448 row blocks:
-// nvfp4 M = 1 / 2 / 4 / 8 35.8 / 65.5 / 106.8 / 169.5 -> 33.8 / 56.7 / 97.3 / 164.4 us; on
-// Qwen3.5-TP4 / MiniMax, with 256 / 384 row blocks, M = 4 was 5 / 9 % slower), else 3.
-// Measurement knobs: B12X_MOE_FC2_WARPS=4 forces 4 x 4 (6 shallow CTAs per SM instead of 3);
-// B12X_MOE_FC2_STAGES=2 / 3 forces the shallow 8-warp CTA's stages; B12X_MOE_FC2_ROWS=32 the
-// 32-row 8 x 2 CTA (2 MMA row tiles per warp) where the shallow one would run.
+// FC2 CTA shape {warps, ring stages per warp, rows}: 8 warps while the per-warp combine rows
+// fit (<= 32 tokens), else 4 x 4; 5 stages where the deep ring applies, else decode_fc2_stages
+// (2 or 3). Measurement knobs: B12X_MOE_FC2_WARPS=4 forces 4 x 4 (6 shallow CTAs per SM instead
+// of 3); B12X_MOE_FC2_STAGES=2 / 3 forces the shallow 8-warp CTA's stages; B12X_MOE_FC2_ROWS=32
+// the 32-row 8 x 2 CTA (2 MMA row tiles per warp) where the shallow one would run.
 struct Fc2Shape {
   int warps, stages, rows;
 };
-Fc2Shape fc2_shape(int num_tokens, bool deep, int row_blocks, int sm_count) {
+Fc2Shape fc2_shape(const DecodeArgs& a, bool deep, int row_blocks) {
   static const int forced = env_knob("B12X_MOE_FC2_WARPS", 0);
   static const int stages = env_knob("B12X_MOE_FC2_STAGES", 0);
   static const int rows = env_knob("B12X_MOE_FC2_ROWS", 16);
-  if (forced == 4 || num_tokens > DecodeCfg::kFc2WideMaxTokens) return {4, 4, 16};
+  if (forced == 4 || a.num_tokens > DecodeCfg::kFc2WideMaxTokens) return {4, 4, 16};
   if (deep) return {8, DecodeCfg::kFc2DeepStages, 16};
   if (rows == 32 && row_blocks % 2 == 0) return {8, 2, 32};
   if (stages == 2 || stages == 3) return {8, stages, 16};
-  return {8, row_blocks > 3 * std::max(sm_count, 1) ? 2 : 3, 16};
+  return {8, decode_fc2_stages(a.routes, row_blocks, a.fc2_split, a.sm_count), 16};
 }
 
 template <typename OpT, bool kFold, int kSK, int kWM, int kG, int kNW = DecodeCfg::kFc1Warps>
@@ -109,7 +106,7 @@ void launch_gemms(const DecodeArgs& a, Stream stream, bool pdl) {
     launch_fc1<OpT, kFold, kSK, 1, 1>(a, stream, pdl);
   const int fc2_row_blocks = a.w2.rows_pad / DecodeCfg::kFc2Rows;
   const bool deep = decode_fc2_deep(a.routes, a.fc2_split, fc2_row_blocks, a.sm_count);
-  const Fc2Shape f2 = fc2_shape(a.num_tokens, deep, fc2_row_blocks, a.sm_count);
+  const Fc2Shape f2 = fc2_shape(a, deep, fc2_row_blocks);
   if (f2.warps == 4)
     launch_fc2<OpT, kFold, kSK, 4, 4>(a, stream, pdl);
   else if (f2.rows == 32)
@@ -128,9 +125,13 @@ int decode_fc1_smem_bytes() {
   return DecodeCfg::fc1_smem(DecodeCfg::kFc1WideWarps);  // the larger of the two variants
 }
 int decode_fc2_smem_bytes(int num_tokens, int routes, int row_blocks, int sm_count) {
-  const bool deep =
-      decode_fc2_deep(routes, decode_fc2_split(routes, row_blocks, sm_count), row_blocks, sm_count);
-  const Fc2Shape f2 = fc2_shape(num_tokens, deep, row_blocks, sm_count);
+  DecodeArgs a;
+  a.num_tokens = num_tokens;
+  a.routes = routes;
+  a.sm_count = sm_count;
+  a.fc2_split = decode_fc2_split(routes, row_blocks, sm_count);
+  const bool deep = decode_fc2_deep(routes, a.fc2_split, row_blocks, sm_count);
+  const Fc2Shape f2 = fc2_shape(a, deep, row_blocks);
   return DecodeCfg::fc2_smem(f2.warps, f2.stages, num_tokens, f2.rows);
 }
 

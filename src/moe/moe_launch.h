@@ -151,19 +151,35 @@ inline int decode_fc2_split_bound(int64_t routes) {
 /// that gives >= 3 (few row blocks). H200 round 13, Qwen3-30B (128 row blocks) nvfp4 with 3
 /// splits instead of 1 / 2 / 4 at M = 2 / 4 / 8: 37.8 -> 34.2, 54.7 -> 50.2, 82.2 -> 79.3 us;
 /// DeepSeek-TP4 (448 row blocks) M = 8 with 3 instead of 2: 170 -> 179; Qwen3.5-TP4 (256) M = 8
-/// the same with 2 or 3; every shape slower with a split at M = 1.
+/// the same with 2 or 3; every shape slower with a split at M = 1. From 64 routes at least as
+/// many as one wave of the 2-stage FC2 (4 CTAs per SM, decode_fc2_stages) holds: H200 round 17,
+/// Qwen3-30B M = 8 with 4 splits of 2-stage CTAs instead of 3 of 3-stage ones: nvfp4 / w4a16
+/// 74.9 / 76.8 -> 73.4 / 71.7 us (at M = 4, 32 routes, 47.6 -> 49.5: not there).
 inline int decode_fc2_split(int64_t routes, int64_t row_blocks, int sm_count) {
   const int bound = decode_fc2_split_bound(routes);
   if (bound <= 1 || decode_fc2_split_forced() != 0) return bound;
   const int64_t rb = row_blocks > 0 ? row_blocks : 1;
   const int64_t sms = sm_count > 0 ? sm_count : 1;
+  int64_t split;
   if (routes > 64) {
     const int64_t by_grid = (15 * sms + 4 * rb - 1) / (4 * rb);  // ceil(1.25 * 3 * SMs / rb)
     const int64_t by_routes = (routes + 15) / 16;
-    return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>({4, by_grid, by_routes})));
+    split = std::max<int64_t>(1, std::min<int64_t>({4, by_grid, by_routes}));
+  } else {
+    const int64_t wave = std::min<int64_t>(4, std::max<int64_t>(2, 3 * sms / rb));
+    split = routes <= 16 && wave < 3 ? 1 : wave;
   }
-  const int64_t wave = std::min<int64_t>(4, std::max<int64_t>(2, 3 * sms / rb));
-  return routes <= 16 && wave < 3 ? 1 : static_cast<int>(wave);
+  if (routes >= 64) split = std::max<int64_t>(split, std::min<int64_t>(4, 4 * sms / rb));
+  return static_cast<int>(split);
+}
+/// Ring stages of the shallow 8-warp FC2 CTA: 2 (4 CTAs per SM) where the grid exceeds one wave
+/// of 3 CTAs per SM — for the row blocks alone (DeepSeek-TP4's 448: H200 round 16, nvfp4 M = 1 /
+/// 2 / 4 / 8 35.8 / 65.5 / 106.8 / 169.5 -> 33.8 / 56.7 / 97.3 / 164.4 us), or with the split
+/// from 64 routes (Qwen3-30B M = 8 above; Qwen3.5-TP4 M = 8 233.4 -> 225.8 in round 16, while its
+/// M = 4, 40 routes, was 5 % slower) — else 3.
+inline int decode_fc2_stages(int64_t routes, int64_t row_blocks, int fc2_split, int sm_count) {
+  const int64_t wave = 3 * static_cast<int64_t>(sm_count > 0 ? sm_count : 1);
+  return row_blocks > wave || (routes >= 64 && row_blocks * fc2_split > wave) ? 2 : 3;
 }
 /// FC1 warp groups per CTA (1, 2, 4, 8; > 1 only with fc1_wm == 1) of the decode stream.
 int decode_fc1_groups(int routes, int row_blocks, int sm_count, int wm, int k_chunks);
