@@ -90,7 +90,8 @@ struct PagedPlan {
   /// Decode/verify tiles: split s of a row tile takes the KV tiles s, s + splits, ... instead of
   /// one contiguous chunk; a long range then knows its first tiles' page-table entries before
   /// the lengths arrive and loads both in one round trip (B12X_ATTN_SPLIT_INTERLEAVE=1|0).
-  bool split_interleave = true;
+  /// Off: no gain on the H200 (round 17: B=1 x 8k BF16 16.2 vs 15.9 us, FP8 14.8 vs 14.2).
+  bool split_interleave = false;
   int64_t partial_rows = 0;  ///< (split, token) rows of partials the scratch holds
   int64_t off_tiles = 0, off_partial_o = 0, off_partial_lse = 0, off_lse = 0;
   /// Decode/verify splits are merged by the main kernel (the last CTA of each row tile and KV

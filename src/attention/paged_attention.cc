@@ -91,9 +91,11 @@ int decode_kind(bool fp8, int head_dim) {
   // -26%) while hbits (the bit move) gained nothing. Shapes without these kernels fall back
   // (plan_paged).
   // FP8: hcvt3 (hcvt with 3 stages) where a block may hold its 102-105 KB of shared memory (SM90;
-  // plan_paged falls back to hcvt elsewhere): round 16, 32/8/128 8k: B=32 131.4 vs 138.4 us,
-  // B=8 42.0 vs 42.8, 16/2/256 B=8 28.0 vs 28.3. wide3 for head dim 256 (32-token tiles, 3
-  // stages) measured within noise of wide (B=8 41.2 vs 42.3, B=32 131.8 vs 130.5): a variant.
+  // plan_paged falls back to hcvt elsewhere): round 17, 32/8/128 8k: B=32 134.9 vs 142.3 us,
+  // B=8 41.7 vs 42.8, 16/2/256 and 64/8/128 B=8 within 0.5%; B=1 slower (14.8 vs 14.1, both
+  // with interleaved splits: a split's two tiles both in flight, as with the full ring, which
+  // cost FP8 B=1 10% in round 16). wide3 for head dim 256 (32-token tiles, 3 stages) measured
+  // within noise of wide (round 16: B=8 41.2 vs 42.3, B=32 131.8 vs 130.5): a variant.
   return fp8 ? 13 : (head_dim <= 128 ? 5 : 1);
 }
 

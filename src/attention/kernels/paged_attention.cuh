@@ -175,6 +175,17 @@ template <int N>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
+/// cp.async.wait_group with a CTA-uniform runtime count (0..3; larger counts wait for 3).
+__device__ __forceinline__ void cp_async_wait_n(int n) {
+  if (n <= 0)
+    cp_async_wait<0>();
+  else if (n == 1)
+    cp_async_wait<1>();
+  else if (n == 2)
+    cp_async_wait<2>();
+  else
+    cp_async_wait<3>();
+}
 
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
@@ -746,8 +757,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   // collapses to one tile in flight. Round 4 (ids loaded by each copy) and round 5 (ids loaded
   // one tile ahead into registers) both measured ~1.8 us per decode tile whatever its bytes (8
   // KB FP8 or 16 KB BF16) and whatever the load on the GPU. Instead the ids of tile t travel by
-  // cp.async in the group of tile t - (kStages - 1) into an id ring in shared memory (slot
-  // t % kStages), so they have landed when tile t's copies are issued. The prologue's tiles
+  // cp.async in the group of tile t - ahead (kStages - 1 tiles in flight, see the prologue)
+  // into an id ring in shared memory (slot t % kStages), so they have landed when tile t's
+  // copies are issued. The prologue's tiles
   // take their ids from direct loads (one round trip, once): lane l of every warp loads the id
   // of token l + 32 r and each copy takes its token's id with a shuffle.
   constexpr int kKvB = Cfg::kKvBytes;
@@ -885,22 +897,32 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     }
   };
 
-  // Q and the first kStages-1 tiles, or with the full ring all kStages (their page ids read
-  // together first); group s also carries the ids of tile s + kStages - 1 (the first tile the
-  // loop issues, from iteration s; unused for the full ring's group 0).
+  // The loop keeps `ahead` tiles in flight beyond the one it computes: iteration it issues tile
+  // it + ahead into stage (it + ahead) % kStages, the stage of tile it + ahead - kStages, which
+  // was computed before this iteration's barrier. ahead = kStages - 1, except that a decode
+  // split of n <= kStages - 1 tiles keeps n - 1 (at least 1) ahead: with all its tiles requested at
+  // once the first lands later and the compute of every tile follows the last byte (FP8 B = 1 x 8k:
+  // a split's 2 tiles on the 3-stage hcvt3 ring, 14.8 vs 14.1 us on 2-stage hcvt in round 17;
+  // the full ring's 14.5 vs 13.1 in round 16).
+  const int ahead =
+      Cfg::kDecode && !full_ring ? max(1, min(kStages - 1, n_tiles - 1)) : kStages - 1;
+  // Tiles issued by the prologue: ahead, or with the full ring all kStages (iteration 0 then
+  // issues nothing). Tile t rides in cp.async group t either way, with the ids of tile
+  // t + ahead (the tile issued together with tile t's wait; unused for the full ring's group 0).
+  const int pro = full_ring ? kStages : ahead;
   {
 #pragma unroll
     for (int s = 0; s < kStages; ++s)
-      if (!ids_early && (s < kStages - 1 || full_ring)) load_ids(s, pg0[s]);
+      if (!ids_early && s < pro) load_ids(s, pg0[s]);
     // tile 0 always issued (zero-filled when the range is empty)
     load_tile(0, 0, [&](int j) { return page_of(pg0[0], j); });
-    issue_ids(kStages - 1);
+    issue_ids(ahead);
     cp_async_commit();
 #pragma unroll
     for (int s = 1; s < kStages; ++s) {
-      if (s == kStages - 1 && !full_ring) break;
+      if (s >= pro) break;
       if (s < n_tiles) load_tile(s, s, [&](int j) { return page_of(pg0[s], j); });
-      issue_ids(s + kStages - 1);
+      issue_ids(s + ahead);
       cp_async_commit();
     }
   }
@@ -952,7 +974,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   // ring loaded Q's fragments from global memory above.)
   if constexpr (Cfg::kQInRegs) {
     if (!full_ring) {
-      cp_async_wait<kStages - 2>();
+      cp_async_wait_n(ahead - 1);  // group 0 (Q, tile 0)
       __syncthreads();
 #pragma unroll
       for (int kb = 0; kb < kDqk / 16; ++kb) ldmatrix_x4(qa[kb], q_base + (q_lane ^ (kb << 5)));
@@ -960,22 +982,20 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   }
 
   for (int it = 0; it < n_tiles; ++it) {
-    // Group g holds tile g (the full ring's iteration 0 commits none): kStages - 1 groups may
-    // stay pending at iteration 0 of the full ring, kStages - 2 otherwise.
+    // Group g holds tile g (the full ring's iteration 0 commits none): `ahead` groups may stay
+    // pending at iteration 0 of the full ring, ahead - 1 otherwise.
     const bool refill = !(full_ring && it == 0);  // the full ring's stages are all in use
-    if (refill)
-      cp_async_wait<kStages - 2>();
-    else
-      cp_async_wait<kStages - 1>();
+    cp_async_wait_n(refill ? ahead - 1 : ahead);
     __syncthreads();
     if (refill) {
-      const int nx = it + kStages - 1;
+      const int nx = it + ahead;
       if (nx < n_tiles) {  // CTA-uniform
         // Tile nx's ids landed with tile it's group (waited above). The slot written now,
-        // (nx + kStages - 1) % kStages, held the ids of the tile issued last iteration.
+        // (nx + ahead) % kStages, held the ids of tile nx + ahead - kStages, issued (read)
+        // before this iteration's barrier.
         const int32_t* ids = sIds + (nx % kStages) * kBN;
         load_tile(nx, nx % kStages, [&](int j) { return ring_page(ids, j); });
-        issue_ids(nx + kStages - 1);
+        issue_ids(nx + ahead);
       }
       cp_async_commit();
     }
