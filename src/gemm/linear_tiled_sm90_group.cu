@@ -16,9 +16,10 @@ struct GroupPick {
   int smem = 0;
 };
 
-template <WFmt F, class T, int kTok, int kRowSets, bool kOverlap, int kUnitN = 128, int kSched = 0>
+template <WFmt F, class T, int kTok, int kRowSets, bool kOverlap, int kUnitN = 128,
+          bool kLateCopy = false>
 GroupPick group_pick() {
-  return {&linear_wgmma_group_kernel<F, T, kTok, kRowSets, kOverlap, kUnitN, kSched>,
+  return {&linear_wgmma_group_kernel<F, T, kTok, kRowSets, kOverlap, kUnitN, kLateCopy>,
           WgmmaGroupCfg<F, T, kTok, kRowSets, kOverlap, kUnitN>::kSmemBytes};
 }
 
@@ -26,8 +27,7 @@ template <WFmt F, class T>
 GroupPick pick_cfg(int tok, int var) {
   if (tok == 256 && var == 0) return group_pick<F, T, 256, 1, false>();
   if (tok == 256 && var == 1) return group_pick<F, T, 256, 1, true, 64>();
-  if (tok == 256 && var == 3) return group_pick<F, T, 256, 1, true, 64, 1>();
-  if (tok == 256 && var == 4) return group_pick<F, T, 256, 1, true, 64, 2>();
+  if (tok == 256 && var == 3) return group_pick<F, T, 256, 1, true, 64, true>();
   if (tok == 128 && var == 0) return group_pick<F, T, 128, 1, false>();
   if (tok == 128 && var == 1) return group_pick<F, T, 128, 1, true>();
   if (tok == 128 && var == 2) return group_pick<F, T, 128, 2, false>();
@@ -36,9 +36,8 @@ GroupPick pick_cfg(int tok, int var) {
 
 /// var: 0 = each partial's wgmmas drained before its promotion, 1 = promotion overlapping the
 /// next partial's wgmmas (two partial sets; at 256 tokens in 64-token units), 2 = 256-row CTAs (two
-/// 64-row sets per warpgroup, 128 tokens), 3 (probe, 256 tokens) = 1 with the stage's refill
-/// copies issued after the second unit's wgmmas, 4 (probe, 256 tokens) = 1 with both atoms
-/// decoded before the first wgmma.
+/// 64-row sets per warpgroup, 128 tokens), 3 (256 tokens, the default there) = 1 with the stage's
+/// refill copies issued after the second unit's wgmmas.
 GroupPick pick(WFmt f, bool fp16, int tok, int var) {
   switch (f) {
     case WFmt::kQ8_0:

@@ -25,7 +25,10 @@
 // Pipeline: all 256 threads issue cp.async copies for the stage kStages-1 ahead (activation rows
 // with the swizzle, the CTA's eight packed tile runs of the stage, the stage's raw scale words of
 // each row), fence.proxy.async, one CTA barrier per stage; the refilled slot's wgmmas were drained
-// before that barrier. Epilogue as in linear_tiled_sm90.cuh.
+// before that barrier. The default at 256 tokens (var 3, kLateCopy) issues those copies after the
+// stage's second unit of wgmmas rather than right after the barrier (round 17: +2-4% for Q8_0,
+// +6-11% for IQ2_XS), and decodes the stage's second atom under the first unit's wgmmas.
+// Epilogue as in linear_tiled_sm90.cuh.
 //
 // SM90 only: the body compiles under __CUDA_ARCH_FEAT_SM90_ALL and traps elsewhere; the host
 // dispatches it only on compute capability 9.0.
@@ -124,13 +127,12 @@ struct WgmmaGroupCfg {
   static_assert(kSmemBytes + kTabWords * 4 <= kSmemLimit, "group wgmma kernel exceeds 227 KB");
 };
 
-/// kSched (probes, 256 tokens): bit 0 (kLateCopy) issues the stage's refill copies after the
-/// second unit's wgmmas (the first unit's are followed by the late atom decode) instead of right
-/// after the stage barrier, so the tensor pipe starts earlier after the barrier; bit 1 decodes
-/// both atoms up front (no late atom decode).
-template <WFmt F, class T, int kTokens, int kRowSets, bool kOverlap, int kUnitN, int kSched = 0>
+/// kLateCopy (256 tokens: kUnits >= 2): the stage's refill copies are issued after the second
+/// unit's wgmmas (the first unit's are followed by the late atom decode) instead of right after
+/// the stage barrier, so the tensor pipe starts earlier after the barrier.
+template <WFmt F, class T, int kTokens, int kRowSets, bool kOverlap, int kUnitN,
+          bool kLateCopy = false>
 __global__ void __launch_bounds__(256, 1) linear_wgmma_group_kernel(const LinearParams p) {
-  constexpr bool kLateCopy = (kSched & 1) != 0;
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using C = WgmmaGroupCfg<F, T, kTokens, kRowSets, kOverlap, kUnitN>;
   constexpr int kStages = C::kStages;
@@ -340,7 +342,7 @@ __global__ void __launch_bounds__(256, 1) linear_wgmma_group_kernel(const Linear
     // units, so no register of an in-flight wgmma can be reallocated to the decode. (With one
     // unit per group, or two row sets, a fragment is dead once its last wgmma is issued: decoded
     // up front there.)
-    constexpr bool kLateAtom1 = C::kRowSets == 1 && C::kTokUnits > 1 && (kSched & 2) == 0;
+    constexpr bool kLateAtom1 = C::kRowSets == 1 && C::kTokUnits > 1;
     decode_atom(0);
     if constexpr (!kLateAtom1) decode_atom(1);
     const uint64_t desc = wg::desc_sw128(act_addr(s));
