@@ -212,7 +212,7 @@ void launch_decode_stream(const DecodeArgs& args, bool fp16_operands, Stream str
     a.fc1_warps = decode_fc1_warps(a.routes, fc1_row_blocks, a.sm_count, a.fc1_wm, a.fc1_groups,
                                    a.w1.K_pad / 128);
   static const int q_early = env_knob("B12X_MOE_Q_EARLY", 0);
-  a.q_early = q_early >= 1 && q_early <= 3 ? q_early : 0;
+  a.q_early = q_early == 1 || q_early == 2 ? q_early : 0;
   B12X_ASSERT(a.routes >= 1 && a.routes <= kMaxInlineRoutes && a.num_tokens >= 1 &&
                   a.num_tokens <= DecodeCfg::kMaxTokens,
               "decode stream: routes=", a.routes, " num_tokens=", a.num_tokens,

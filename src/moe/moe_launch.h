@@ -125,7 +125,7 @@ struct DecodeArgs {
   // FC1 warps per CTA (0: auto, decode_fc1_warps; 8, or 12 with one row warp and one group).
   int fc1_warps = 0;
   // [Q]'s trigger (B12X_MOE_Q_EARLY): 0 after its wait, 1 before it, 2 none (FC1 launches when
-  // [Q] has finished), 3 after its activation load.
+  // [Q] has finished).
   int q_early = 0;
   int sm_count = 0;  // sizes FC1's tile groups (decode_fc1_tile_groups)
 };

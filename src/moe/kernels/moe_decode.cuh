@@ -383,8 +383,6 @@ __global__ void __launch_bounds__(DecodeCfg::kQuantThreads)
   // for the caller; FC1's wait for this grid's completion covers the caller transitively.
   // q_early 2: no trigger, FC1 launches when every CTA here has exited (its 24 warps per SM no
   // longer compete with this grid's quantisation; FC1 then streams no weights before its wait).
-  // q_early 3: trigger once this CTA's x is loaded (its load is not queued behind FC1's weight
-  // stream; FC1 still routes and issues weights while this grid quantises and stores).
   if (a.q_early == 1) {
     pdl_trigger();
     pdl_wait();
@@ -416,7 +414,6 @@ __global__ void __launch_bounds__(DecodeCfg::kQuantThreads)
 #pragma unroll
     for (int i = 0; i < 8; ++i) v[i] = 0.f;
   }
-  if (a.q_early == 3) pdl_trigger();  // after the uses of the loaded values above
   // H % 32 == 0: the 2 (NVFP4) or 4 (MX) lanes of a block are all inside or all outside H.
   amax = group_amax(amax, num::quant_block_values(a.aquant) / 8);
   if (k >= H) return;
