@@ -31,14 +31,8 @@ WgmmaPick pick_var(int var) {
   if constexpr (kF8) {
     if constexpr (kTok == 256) {
       return {};
-    } else if constexpr (kTok == 64) {  // one partial set: 128-K promotion only
+    } else if constexpr (kTok == 192 || kTok == 64) {  // one partial set: 128-K promotion only
       return var == 3   ? wgmma_pick<F, T, kTok, 3>()
-             : var == 0 ? wgmma_pick<F, T, kTok, 0>()
-                        : WgmmaPick{};
-    } else if constexpr (kTok == 192) {
-      return var == 6   ? wgmma_pick<F, T, kTok, 6>()
-             : var == 5 ? wgmma_pick<F, T, kTok, 5>()
-             : var == 3 ? wgmma_pick<F, T, kTok, 3>()
              : var == 0 ? wgmma_pick<F, T, kTok, 0>()
                         : WgmmaPick{};
     } else {
@@ -84,8 +78,8 @@ WgmmaPick pick_tok(WFmt f, bool fp16, int var) {
   }
 }
 
-/// tok: 128 (default; MXFP8 256 where the grid fills), 64 / 192 (FP8 probes, variants 0 / 3; 192
-/// also 5 / 6), 192 / 256 (BF16 operands). var (WgmmaCfg): FP8 0 = per-128-K promotion, 1 / 2 = per
+/// tok: 128 (default; MXFP8 256 where the grid fills), 64 / 192 (FP8 probes, variants 0 / 3),
+/// 192 / 256 (BF16 operands). var (WgmmaCfg): FP8 0 = per-128-K promotion, 1 / 2 = per
 /// 64 / 32 K, 3 = per 128 K on the mbarrier pipeline, 5 = 3 warp-specialized (a copy warpgroup;
 /// the default), 6 = 5 with the block scales loaded while the wgmmas run, 7 = 6 with the next
 /// stage's A fragments loaded before the promotion (128 tokens); BF16-operand formats 0

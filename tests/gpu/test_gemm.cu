@@ -13,7 +13,6 @@
 #include <memory>
 #include <random>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "b12x/c_api.h"
@@ -728,15 +727,12 @@ TEST(GemmGpu, TiledWgmmaTokenTiles) {
   // A long K at the default interval (32 promotions of 128 K).
   for (const auto& c : wgmma_cases(256, 256, 4096, false, DType::kBF16))
     if (c.fmt == LinearFormat::kFp8Tensor || c.fmt == LinearFormat::kFp8Block) run_case(c);
-  // Warp-specialized FP8 (variant 5, the default: a copy warpgroup, 128 and 192 tokens; 6: with
-  // the block scales loaded while the wgmmas run and the slot released before the promotion; 7:
-  // 6 with the next stage's A fragments loaded before the promotion): token / row / K tails, 1
-  // and (6) 16-24 token tiles, a long K refilling every slot many times.
-  for (const auto& [tok, var] :
-       {std::pair{"128", "5"}, std::pair{"128", "6"}, std::pair{"128", "7"}, std::pair{"192", "5"},
-        std::pair{"192", "6"}}) {
-    ScopedEnv e("B12X_GEMM_WGMMA", "1"), et("B12X_GEMM_WGMMA_TOK", tok),
-        ev("B12X_GEMM_WGMMA_VAR", var);
+  // Warp-specialized FP8 (variant 5: a copy warpgroup; 6, the default: with the block scales
+  // loaded while the wgmmas run and the slot released before the promotion; 7: 6 with the next
+  // stage's A fragments loaded before the promotion): token / row / K tails, 1 and (6) 24 token
+  // tiles, a long K refilling every slot many times.
+  for (const char* var : {"5", "6", "7"}) {
+    ScopedEnv e("B12X_GEMM_WGMMA", "1"), ev("B12X_GEMM_WGMMA_VAR", var);
     for (const auto& c : wgmma_cases(300, 136, 768, false, DType::kFP16))
       if (c.fmt == LinearFormat::kFp8Tensor || c.fmt == LinearFormat::kFp8Block) run_case(c);
     for (const auto& c : wgmma_cases(3000, 264, 512, true, DType::kBF16))

@@ -64,11 +64,11 @@ struct WgmmaCfg {
   static constexpr int kMmaThreads = 256;               ///< threads of the two MMA warpgroups
   /// Per-thread register budgets (128 kProdRegs + 256 kConsRegs <= the 384 x 168 the launch
   /// holds): FP8 at 128 tokens and the BF16 operands at 256 fit 208 (64 + 64 / 128
-  /// accumulators; 216 with variant 7's second fragment set) with a producer free of spills; FP8
-  /// at 192 tokens needs 232 (96 + 96), where the producer reloads some copy sources from the
-  /// stack.
-  static constexpr int kProdRegs = kF8 ? (kTok == 128 ? (kVariant == 7 ? 72 : 80) : 40) : 80;
-  static constexpr int kConsRegs = kF8 ? (kTok == 128 ? (kVariant == 7 ? 216 : 208) : 232) : 208;
+  /// accumulators; 216 with variant 7's second fragment set), the producer 80 (72), no spills.
+  /// (FP8 at 192 tokens, 96 + 96 accumulators at 232 registers with a spilling producer, measured
+  /// 5-50% slower than 128 tokens in round 17 and was removed.)
+  static constexpr int kProdRegs = kF8 && kVariant == 7 ? 72 : 80;
+  static constexpr int kConsRegs = kF8 && kVariant == 7 ? 216 : 208;
   static constexpr int kBK = kF8 ? 128 : 64;  // K per stage: 128-byte activation rows either way
   static constexpr int kActBytes = kTok * 128;
   static constexpr int kWTileBytes = kFp4 ? 512 : (kF8 ? 2048 : 1024);  // 16 rows x kBK, packed
@@ -132,8 +132,8 @@ struct WgmmaCfg {
                 "128 / 192-token CTAs, 64 for FP8 (two CTAs per SM), 256 for BF16 operands");
   static_assert(!kNarrow || !kF8Overlap, "two FP8 partial sets only at 128 tokens");
   static_assert(!kWide || !kF8Overlap, "two FP8 partial sets only at 128 tokens");
-  static_assert(!kWs || (kF8 ? kTok == 128 || kTok == 192 : kTok == 256),
-                "warp-specialized: FP8 at 128 / 192 tokens, BF16 operands at 256");
+  static_assert(!kWs || (kF8 ? kTok == 128 : kTok == 256),
+                "warp-specialized: FP8 at 128 tokens, BF16 operands at 256");
   static_assert(F == WFmt::kNvfp4 || ((F == WFmt::kMxfp4 || F == WFmt::kFp8Mx) && !T::kFp16) ||
                     (kF8 && !T::kFp16),
                 "wgmma kernel: NVFP4, BF16 MXFP4, MXFP8 (fold mode), FP8");
