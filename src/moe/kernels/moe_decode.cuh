@@ -473,10 +473,9 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
   const int wm = warp % kWM, wk = kG == 1 ? warp / kWM : (warp / kWM) % kWK;
   const int gtid = kG == 1 ? tid : tid - grp * kGT;
   // A16: FC1 is the op's first kernel and reads x directly, so it waits for the caller first.
-  // Quantised modes: the [Q] kernel waited for the caller before
-  // letting FC1 launch, so the ids may be read (and the weights streamed) now; only xq needs the
-  // wait below. q_early: [Q] let this grid launch before the caller finished, so not even the
-  // ids may be read before the wait.
+  // Quantised modes: the [Q] kernel waited for the caller before letting FC1 launch, so the ids
+  // may be read (and the weights streamed) now; only xq needs the wait below. q_early: [Q] let
+  // this grid launch before the caller finished, so not even the ids may be read before the wait.
   const bool first = a.aquant == num::kANone;
   const bool wait_first = first || a.q_early == 1;
   if (wait_first) pdl_wait();
