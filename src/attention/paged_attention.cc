@@ -282,6 +282,8 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   if (pf_env != nullptr) plan.prefetch = std::string(pf_env) == "1";
   const char* si_env = std::getenv("B12X_ATTN_SPLIT_INTERLEAVE");
   if (si_env != nullptr) plan.split_interleave = std::string(si_env) == "1";
+  const char* sa_env = std::getenv("B12X_ATTN_SHORT_AHEAD");
+  if (sa_env != nullptr) plan.short_ahead = std::string(sa_env) != "0";
   const char* fr_env = std::getenv("B12X_ATTN_FULL_RING");
   if (fr_env != nullptr) plan.full_ring = std::string(fr_env) != "0";
 
@@ -545,6 +547,7 @@ void run_paged(const PagedBinding& b, Stream stream) {
   p.scale_log2 = b.softmax_scale * 1.4426950408889634f;
   p.rescale_slack = plan.rescale_slack;
   p.full_ring = plan.full_ring ? 1 : 0;
+  p.short_ahead = plan.short_ahead ? 1 : 0;
   // decode tiles only (the merge kernel reads the same flag through kv_range)
   p.split_interleave =
       plan.split_interleave && k->kind != 0 && k->kind != 7 && k->kind != 10 && k->kind != 12 ? 1

@@ -48,6 +48,8 @@ struct PagedParams {
   int32_t prefetch;     // 1: decode/verify CTAs prefetch their first K/V rows into L2 before the
                         // PDL wait (B12X_ATTN_PREFETCH)
   int32_t split_interleave;  // 1 (decode tiles): split s takes KV tiles s, s + ns, ... (kv_range)
+  int32_t short_ahead;       // 1: a decode split of n < kStages tiles keeps n - 1 ahead
+                             // (B12X_ATTN_SHORT_AHEAD)
   int32_t full_ring;  // 1: decode tiles fill every ring stage in the prologue (B12X_ATTN_FULL_RING)
   float rescale_slack;  // the running max moves only when a tile's max exceeds it by more
                         // (base-2 units; 0 = every increase)

@@ -891,6 +891,26 @@ TEST(AttentionGpuDecode, FullRingOn) {
 // (every split live, no window) load the prologue's page ids with the metadata. BF16 and FP8
 // tiles, automatic and forced splits (64: more splits than tiles), window, sinks, with the L2
 // prefetch and the full ring, and verify on the decode tile.
+// B12X_ATTN_SHORT_AHEAD=0: every decode split keeps kStages - 1 tiles ahead (the default keeps
+// n - 1 for a split of n < kStages tiles): forced split counts that leave 1-3 tiles per split.
+TEST(AttentionGpuDecode, ShortAheadOff) {
+  B12X_REQUIRE_GPU();
+  setenv("B12X_ATTN_SHORT_AHEAD", "0", 1);
+  for (int splits : {0, 7, 64}) {
+    Spec s;
+    s.hq = 32;
+    s.hkv = 8;
+    s.prefix = {4000, 63, 1, 700};
+    s.qlens.assign(4, 1);
+    s.num_splits = splits;
+    s.max_splits = splits;
+    s.kv = splits == 7 ? DType::kBF16 : DType::kFP8E4M3;
+    s.sinks = splits == 64;
+    run_case(s, "short ahead off, splits=" + std::to_string(splits));
+  }
+  unsetenv("B12X_ATTN_SHORT_AHEAD");
+}
+
 TEST(AttentionGpuDecode, SplitInterleave) {
   B12X_REQUIRE_GPU();
   setenv("B12X_ATTN_SPLIT_INTERLEAVE", "1", 1);

@@ -903,9 +903,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   // split of n <= kStages - 1 tiles keeps n - 1 (at least 1) ahead: with all its tiles requested at
   // once the first lands later and the compute of every tile follows the last byte (FP8 B = 1 x 8k:
   // a split's 2 tiles on the 3-stage hcvt3 ring, 14.8 vs 14.1 us on 2-stage hcvt in round 17;
-  // the full ring's 14.5 vs 13.1 in round 16).
-  const int ahead =
-      Cfg::kDecode && !full_ring ? max(1, min(kStages - 1, n_tiles - 1)) : kStages - 1;
+  // the full ring's 14.5 vs 13.1 in round 16). B12X_ATTN_SHORT_AHEAD=0: always kStages - 1.
+  const int ahead = Cfg::kDecode && !full_ring && p.short_ahead
+                        ? max(1, min(kStages - 1, n_tiles - 1))
+                        : kStages - 1;
   // Tiles issued by the prologue: ahead, or with the full ring all kStages (iteration 0 then
   // issues nothing). Tile t rides in cp.async group t either way, with the ids of tile
   // t + ahead (the tile issued together with tile t's wait; unused for the full ring's group 0).
