@@ -13,6 +13,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "b12x/attention.h"
@@ -546,6 +547,19 @@ TEST(AttentionGpuDecode, Fp16MmaQueryRange) {
   }
 }
 
+// Decode, 32 q heads on 8 KV heads, one token per request over KV lengths prefix + 1, with
+// `splits` forced splits (0: automatic) and room for `max_splits`.
+Spec gqa_decode_spec(std::vector<int> prefix, int splits, int max_splits) {
+  Spec s;
+  s.hq = 32;
+  s.hkv = 8;
+  s.qlens.assign(prefix.size(), 1);
+  s.prefix = std::move(prefix);
+  s.num_splits = splits;
+  s.max_splits = max_splits;
+  return s;
+}
+
 // Forced split counts, with the splits merged by the merge kernel (the default) and in the main
 // kernel (B12X_ATTN_FUSED_MERGE=1: the last CTA of each row tile and KV head merges).
 TEST(AttentionGpuDecode, SplitCountsAgree) {
@@ -553,13 +567,7 @@ TEST(AttentionGpuDecode, SplitCountsAgree) {
   for (const char* fused : {"1", "0"}) {
     setenv("B12X_ATTN_FUSED_MERGE", fused, 1);
     for (int splits : {1, 2, 7, 64}) {
-      Spec s;
-      s.hq = 32;
-      s.hkv = 8;
-      s.prefix = {4000, 63, 1, 2500};
-      s.qlens.assign(4, 1);
-      s.num_splits = splits;
-      s.max_splits = 64;
+      Spec s = gqa_decode_spec({4000, 63, 1, 2500}, splits, 64);
       s.sinks = splits == 7;
       s.kv = splits == 2 ? DType::kFP8E4M3 : DType::kBF16;
       s.per_head_scale = true;
@@ -887,23 +895,13 @@ TEST(AttentionGpuDecode, FullRingOn) {
   unsetenv("B12X_ATTN_FULL_RING");
 }
 
-// B12X_ATTN_SPLIT_INTERLEAVE=1: split s takes the KV tiles s, s + splits, ...; long ranges
-// (every split live, no window) load the prologue's page ids with the metadata. BF16 and FP8
-// tiles, automatic and forced splits (64: more splits than tiles), window, sinks, with the L2
-// prefetch and the full ring, and verify on the decode tile.
 // B12X_ATTN_SHORT_AHEAD=0: every decode split keeps kStages - 1 tiles ahead (the default keeps
 // n - 1 for a split of n < kStages tiles): forced split counts that leave 1-3 tiles per split.
 TEST(AttentionGpuDecode, ShortAheadOff) {
   B12X_REQUIRE_GPU();
   setenv("B12X_ATTN_SHORT_AHEAD", "0", 1);
   for (int splits : {0, 7, 64}) {
-    Spec s;
-    s.hq = 32;
-    s.hkv = 8;
-    s.prefix = {4000, 63, 1, 700};
-    s.qlens.assign(4, 1);
-    s.num_splits = splits;
-    s.max_splits = splits;
+    Spec s = gqa_decode_spec({4000, 63, 1, 700}, splits, splits);
     s.kv = splits == 7 ? DType::kBF16 : DType::kFP8E4M3;
     s.sinks = splits == 64;
     run_case(s, "short ahead off, splits=" + std::to_string(splits));
@@ -911,20 +909,19 @@ TEST(AttentionGpuDecode, ShortAheadOff) {
   unsetenv("B12X_ATTN_SHORT_AHEAD");
 }
 
+// B12X_ATTN_SPLIT_INTERLEAVE=1: split s takes the KV tiles s, s + splits, ...; long ranges
+// (every split live, no window) load the prologue's page ids with the metadata. BF16 and FP8
+// tiles, automatic and forced splits (64: more splits than tiles), window, sinks, with the L2
+// prefetch and the full ring, and verify on the decode tile.
 TEST(AttentionGpuDecode, SplitInterleave) {
   B12X_REQUIRE_GPU();
   setenv("B12X_ATTN_SPLIT_INTERLEAVE", "1", 1);
   for (int i = 0; i < 6; ++i) {
     if (i == 4) setenv("B12X_ATTN_PREFETCH", "1", 1);
     if (i == 5) setenv("B12X_ATTN_FULL_RING", "1", 1);
-    Spec s;
-    s.hq = 32;
-    s.hkv = 8;
+    const int splits = i == 2 ? 7 : (i == 3 ? 64 : 0);
+    Spec s = gqa_decode_spec({4000, 63, 1, 700}, splits, splits);
     s.kv = i % 2 == 1 ? DType::kFP8E4M3 : DType::kBF16;
-    s.prefix = {4000, 63, 1, 700};
-    s.qlens.assign(4, 1);
-    s.num_splits = i == 2 ? 7 : (i == 3 ? 64 : 0);
-    s.max_splits = s.num_splits;
     s.window = i == 3 ? 300 : -1;
     s.sinks = i >= 2;
     s.page = i == 1 ? 16 : 64;
