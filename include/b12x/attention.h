@@ -88,8 +88,9 @@ struct PagedPlan {
   /// Off: no gain for BF16 and 10% slower FP8 at B=1 x 8k on the H200 (round 16).
   bool full_ring = false;
   /// Decode/verify: a split of n < stages tiles keeps n - 1 (at least 1) tiles in flight ahead
-  /// of the one it computes instead of stages - 1 (B12X_ATTN_SHORT_AHEAD=1|0).
-  bool short_ahead = true;
+  /// of the one it computes instead of stages - 1 (B12X_ATTN_SHORT_AHEAD=1|0; off: not measured
+  /// on a GPU before the session-5 code freeze).
+  bool short_ahead = false;
   /// Decode/verify tiles: split s of a row tile takes the KV tiles s, s + splits, ... instead of
   /// one contiguous chunk; a long range then knows its first tiles' page-table entries before
   /// the lengths arrive and loads both in one round trip (B12X_ATTN_SPLIT_INTERLEAVE=1|0).

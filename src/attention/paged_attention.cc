@@ -283,7 +283,7 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   const char* si_env = std::getenv("B12X_ATTN_SPLIT_INTERLEAVE");
   if (si_env != nullptr) plan.split_interleave = std::string(si_env) == "1";
   const char* sa_env = std::getenv("B12X_ATTN_SHORT_AHEAD");
-  if (sa_env != nullptr) plan.short_ahead = std::string(sa_env) != "0";
+  if (sa_env != nullptr) plan.short_ahead = std::string(sa_env) == "1";
   const char* fr_env = std::getenv("B12X_ATTN_FULL_RING");
   if (fr_env != nullptr) plan.full_ring = std::string(fr_env) != "0";
 

@@ -895,16 +895,16 @@ TEST(AttentionGpuDecode, FullRingOn) {
   unsetenv("B12X_ATTN_FULL_RING");
 }
 
-// B12X_ATTN_SHORT_AHEAD=0: every decode split keeps kStages - 1 tiles ahead (the default keeps
-// n - 1 for a split of n < kStages tiles): forced split counts that leave 1-3 tiles per split.
-TEST(AttentionGpuDecode, ShortAheadOff) {
+// B12X_ATTN_SHORT_AHEAD=1: a decode split of n < kStages tiles keeps n - 1 tiles ahead (the
+// default keeps kStages - 1): forced split counts that leave 1-3 tiles per split.
+TEST(AttentionGpuDecode, ShortAheadOn) {
   B12X_REQUIRE_GPU();
-  setenv("B12X_ATTN_SHORT_AHEAD", "0", 1);
+  setenv("B12X_ATTN_SHORT_AHEAD", "1", 1);
   for (int splits : {0, 7, 64}) {
     Spec s = gqa_decode_spec({4000, 63, 1, 700}, splits, splits);
     s.kv = splits == 7 ? DType::kBF16 : DType::kFP8E4M3;
     s.sinks = splits == 64;
-    run_case(s, "short ahead off, splits=" + std::to_string(splits));
+    run_case(s, "short ahead, splits=" + std::to_string(splits));
   }
   unsetenv("B12X_ATTN_SHORT_AHEAD");
 }

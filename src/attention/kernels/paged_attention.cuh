@@ -899,11 +899,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 
   // The loop keeps `ahead` tiles in flight beyond the one it computes: iteration it issues tile
   // it + ahead into stage (it + ahead) % kStages, the stage of tile it + ahead - kStages, which
-  // was computed before this iteration's barrier. ahead = kStages - 1, except that a decode
-  // split of n <= kStages - 1 tiles keeps n - 1 (at least 1) ahead: with all its tiles requested at
+  // was computed before this iteration's barrier. ahead = kStages - 1, except that with
+  // p.short_ahead (B12X_ATTN_SHORT_AHEAD=1, off by default: not measured yet) a decode split of
+  // n <= kStages - 1 tiles keeps n - 1 (at least 1) ahead, since with all its tiles requested at
   // once the first lands later and the compute of every tile follows the last byte (FP8 B = 1 x 8k:
   // a split's 2 tiles on the 3-stage hcvt3 ring, 14.8 vs 14.1 us on 2-stage hcvt in round 17;
-  // the full ring's 14.5 vs 13.1 in round 16). B12X_ATTN_SHORT_AHEAD=0: always kStages - 1.
+  // the full ring's 14.5 vs 13.1 in round 16).
   const int ahead = Cfg::kDecode && !full_ring && p.short_ahead
                         ? max(1, min(kStages - 1, n_tiles - 1))
                         : kStages - 1;
