@@ -24,23 +24,20 @@ constexpr int fc1_ctas_per_sm(int warps) {
   return warps == DecodeCfg::kFc1Warps ? 3 : 2;
 }
 
-// FC2 CTA shape {warps, ring stages per warp, rows}: 8 warps while the per-warp combine rows
-// fit (<= 32 tokens), else 4 x 4; 5 stages where the deep ring applies, else decode_fc2_stages
+// FC2 CTA shape {warps, ring stages per warp}: 8 warps while the per-warp combine rows fit
+// (<= 32 tokens), else 4 x 4; 5 stages where the deep ring applies, else decode_fc2_stages
 // (2 or 3). Measurement knobs: B12X_MOE_FC2_WARPS=4 forces 4 x 4 (6 shallow CTAs per SM instead
-// of 3); B12X_MOE_FC2_STAGES=2 / 3 forces the shallow 8-warp CTA's stages; B12X_MOE_FC2_ROWS=32
-// the 32-row 8 x 2 CTA (2 MMA row tiles per warp) where the shallow one would run.
+// of 3); B12X_MOE_FC2_STAGES=2 / 3 forces the shallow 8-warp CTA's stages.
 struct Fc2Shape {
-  int warps, stages, rows;
+  int warps, stages;
 };
 Fc2Shape fc2_shape(const DecodeArgs& a, bool deep, int row_blocks) {
   static const int forced = env_knob("B12X_MOE_FC2_WARPS", 0);
   static const int stages = env_knob("B12X_MOE_FC2_STAGES", 0);
-  static const int rows = env_knob("B12X_MOE_FC2_ROWS", 16);
-  if (forced == 4 || a.num_tokens > DecodeCfg::kFc2WideMaxTokens) return {4, 4, 16};
-  if (deep) return {8, DecodeCfg::kFc2DeepStages, 16};
-  if (rows == 32 && row_blocks % 2 == 0) return {8, 2, 32};
-  if (stages == 2 || stages == 3) return {8, stages, 16};
-  return {8, decode_fc2_stages(a.routes, row_blocks, a.fc2_split, a.sm_count), 16};
+  if (forced == 4 || a.num_tokens > DecodeCfg::kFc2WideMaxTokens) return {4, 4};
+  if (deep) return {8, DecodeCfg::kFc2DeepStages};
+  if (stages == 2 || stages == 3) return {8, stages};
+  return {8, decode_fc2_stages(a.routes, row_blocks, a.fc2_split, a.sm_count)};
 }
 
 template <typename OpT, bool kFold, int kSK, int kWM, int kG, int kNW = DecodeCfg::kFc1Warps>
@@ -64,10 +61,9 @@ void launch_fc1(const DecodeArgs& a, Stream stream, bool pdl) {
   B12X_CUDA_CHECK_LAUNCH();
 }
 
-template <typename OpT, bool kFold, int kSK, int kW, int kS, int kMR = 1>
+template <typename OpT, bool kFold, int kSK, int kW, int kS>
 void launch_fc2(const DecodeArgs& a, Stream stream, bool pdl) {
-  auto* k = dev::moe_decode_fc2_kernel<OpT, kFold, kSK, kW, kS, kMR>;
-  constexpr int kR = 16 * kMR;
+  auto* k = dev::moe_decode_fc2_kernel<OpT, kFold, kSK, kW, kS>;
   static std::once_flag once;  // the largest shared memory this instance is launched with
   std::call_once(once, [&] {
     const bool deep = kS == DecodeCfg::kFc2DeepStages;
@@ -75,13 +71,14 @@ void launch_fc2(const DecodeArgs& a, Stream stream, bool pdl) {
                            : kW == 8 ? DecodeCfg::kFc2WideMaxTokens
                                      : DecodeCfg::kMaxTokens;
     B12X_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         DecodeCfg::fc2_smem(kW, kS, max_tokens, kR)));
+                                         DecodeCfg::fc2_smem(kW, kS, max_tokens)));
     B12X_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout,
                                          cudaSharedmemCarveoutMaxShared));
   });
-  const dim3 grid(static_cast<unsigned>(a.w2.rows_pad / kR), static_cast<unsigned>(a.fc2_split));
-  launch_k(k, grid, dim3(32 * kW),
-           static_cast<size_t>(DecodeCfg::fc2_smem(kW, kS, a.num_tokens, kR)), stream, pdl, a);
+  const dim3 grid(static_cast<unsigned>(a.w2.rows_pad / DecodeCfg::kFc2Rows),
+                  static_cast<unsigned>(a.fc2_split));
+  launch_k(k, grid, dim3(32 * kW), static_cast<size_t>(DecodeCfg::fc2_smem(kW, kS, a.num_tokens)),
+           stream, pdl, a);
   B12X_CUDA_CHECK_LAUNCH();
 }
 
@@ -109,8 +106,6 @@ void launch_gemms(const DecodeArgs& a, Stream stream, bool pdl) {
   const Fc2Shape f2 = fc2_shape(a, deep, fc2_row_blocks);
   if (f2.warps == 4)
     launch_fc2<OpT, kFold, kSK, 4, 4>(a, stream, pdl);
-  else if (f2.rows == 32)
-    launch_fc2<OpT, kFold, kSK, 8, 2, 2>(a, stream, pdl);
   else if (f2.stages == DecodeCfg::kFc2DeepStages)
     launch_fc2<OpT, kFold, kSK, 8, DecodeCfg::kFc2DeepStages>(a, stream, pdl);
   else if (f2.stages == 2)
@@ -132,7 +127,7 @@ int decode_fc2_smem_bytes(int num_tokens, int routes, int row_blocks, int sm_cou
   a.fc2_split = decode_fc2_split(routes, row_blocks, sm_count);
   const bool deep = decode_fc2_deep(routes, a.fc2_split, row_blocks, sm_count);
   const Fc2Shape f2 = fc2_shape(a, deep, row_blocks);
-  return DecodeCfg::fc2_smem(f2.warps, f2.stages, num_tokens, f2.rows);
+  return DecodeCfg::fc2_smem(f2.warps, f2.stages, num_tokens);
 }
 
 int decode_fc1_tile_groups(int routes, int row_blocks, int sm_count, int ctas_per_sm) {

@@ -63,20 +63,14 @@ struct DecodeCfg {
   // serves launches with at most one CTA per SM anyway (<= 16 routes): each warp's whole K stream
   // is then in flight.
   static constexpr int kFc2Rows = 16;
-  static constexpr int fc2_stage(int rows) { return rows * 64 + rows * 8 + kActBytes; }
   static constexpr int kFc2Stage = kFc2Rows * 64 + kFc2Rows * 8 + kActBytes;
   static constexpr int kFc2WideMaxTokens = 32;
   static constexpr int kFc2DeepStages = 5;
   // The 2-stage 8-warp variant (launches whose row blocks alone exceed one wave of 3 CTAs per
   // SM) fits 4 CTAs per SM: DeepSeek-TP4's 448 row blocks run in one wave instead of 1.13.
-  // The 32-row variant (opt-in B12X_MOE_FC2_ROWS=32: 8 warps x 2 stages, each warp 2 MMA row
-  // tiles like FC1) halves the per-weight overhead of a sub-chunk (address, activation and
-  // scale loads, refills) at half the CTAs.
-  static constexpr int fc2_ring(int warps, int stages, int rows = kFc2Rows) {
-    return warps * stages * fc2_stage(rows);
-  }
-  static constexpr int fc2_smem(int warps, int stages, int tokens, int rows = kFc2Rows) {
-    return fc2_ring(warps, stages, rows) + warps * tokens * rows * 4;
+  static constexpr int fc2_ring(int warps, int stages) { return warps * stages * kFc2Stage; }
+  static constexpr int fc2_smem(int warps, int stages, int tokens) {
+    return fc2_ring(warps, stages) + warps * tokens * kFc2Rows * 4;
   }
   static_assert(kFc1Stage % 16 == 0 && kFc2Stage % 16 == 0, "16-byte cp.async destinations");
 };
@@ -84,8 +78,6 @@ struct DecodeCfg {
 static_assert(DecodeCfg::fc1_smem(DecodeCfg::kFc1WideWarps) + 5120 <= 101376,
               "SM12x: at most 99 KB of shared memory per block");
 static_assert(DecodeCfg::fc2_smem(8, 3, DecodeCfg::kFc2WideMaxTokens) + 5120 <= 101376,
-              "SM12x: at most 99 KB of shared memory per block");
-static_assert(DecodeCfg::fc2_smem(8, 2, DecodeCfg::kFc2WideMaxTokens, 32) + 5120 <= 101376,
               "SM12x: at most 99 KB of shared memory per block");
 static_assert(DecodeCfg::fc2_smem(8, DecodeCfg::kFc2DeepStages, 16) + 5120 <= 101376,
               "SM12x: at most 99 KB of shared memory per block");
@@ -651,16 +643,14 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
   cp_async_wait<0>();
 }
 
-// ---- [FC2] 16 * kMR output rows x every route per CTA, combine fused -----------------------
-// kW warps with a kS-stage ring each (DecodeCfg: 8 x 3, 8 x 5 deep, 8 x 2, 4 x 4; 8 x 2 with
-// kMR = 2: 32 rows per CTA and warp).
-template <typename OpT, bool kFold, int kSK, int kW, int kS, int kMR = 1>
-__global__ void __launch_bounds__(32 * kW, kMR == 2 ? 3 : (kW == 8 && kS == 2 ? 4 : 1))
+// ---- [FC2] 16 output rows x every route per CTA, combine fused ---------------------------
+// kW warps with a kS-stage ring each (DecodeCfg: 8 x 3, 8 x 5 deep, 8 x 2, 4 x 4).
+template <typename OpT, bool kFold, int kSK, int kW, int kS>
+__global__ void __launch_bounds__(32 * kW, kW == 8 && kS == 2 ? 4 : 1)
     moe_decode_fc2_kernel(const DecodeArgs a) {
   using C = DecodeCfg;
-  constexpr int kR = 16 * kMR, kStage = C::fc2_stage(kR);  // rows per CTA, bytes per stage
-  using St = WarpStage<kR>;
-  constexpr int kRing = C::fc2_ring(kW, kS, kR);
+  using St = WarpStage<C::kFc2Rows>;
+  constexpr int kRing = C::fc2_ring(kW, kS);
   extern __shared__ __align__(16) uint8_t smem[];
   __shared__ RouteSmem rs;
   const int* s_sr = rs.sr;
@@ -670,7 +660,7 @@ __global__ void __launch_bounds__(32 * kW, kMR == 2 ? 3 : (kW == 8 && kS == 2 ? 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int ntiles = decode_route(a, rs);
-  const int R0 = blockIdx.x * kR;
+  const int R0 = blockIdx.x * C::kFc2Rows;
   const detail::WeightView& W = a.w2;
   if (R0 >= W.rows) {
     pdl_wait();
@@ -685,8 +675,8 @@ __global__ void __launch_bounds__(32 * kW, kMR == 2 ? 3 : (kW == 8 && kS == 2 ? 
     }
   }
   const int M = a.num_tokens;
-  float* pacc = reinterpret_cast<float*>(smem + kRing) + warp * M * kR;
-  for (int i = lane; i < M * kR; i += 32) pacc[i] = 0.f;
+  float* pacc = reinterpret_cast<float*>(smem + kRing) + warp * M * C::kFc2Rows;
+  for (int i = lane; i < M * C::kFc2Rows; i += 32) pacc[i] = 0.f;
 
   const int nk = W.K_pad / 128;
   // Work of this warp. The CTA owns the tiles split, split + P, ... (P = fc2_split CTAs share
@@ -703,7 +693,7 @@ __global__ void __launch_bounds__(32 * kW, kMR == 2 ? 3 : (kW == 8 && kS == 2 ? 
   const int total = cta_tiles * nk;
   const int j0 = warp * total / kW;
   const int n_my = (warp + 1) * total / kW - j0;
-  uint8_t* ring = smem + warp * kS * kStage;
+  uint8_t* ring = smem + warp * kS * C::kFc2Stage;
   // Chunk (it, kk): CTA tile it (global tile split + P * it), sub-chunk kk. Loads run kS chunks
   // ahead; the ChunkCursor ni is the next one.
   auto tile_of = [&](int it) { return split + P * it; };
@@ -722,14 +712,14 @@ __global__ void __launch_bounds__(32 * kW, kMR == 2 ? 3 : (kW == 8 && kS == 2 ? 
   {
     ChunkCursor wc = first;  // the weights' cursor in the first pass
     prime_ring<kS>(n_my, [&](int s) {
-      St::issue_w(ring + s * kStage, src_of(wc.t), wstep, wc.k, kSK, lane);
+      St::issue_w(ring + s * C::kFc2Stage, src_of(wc.t), wstep, wc.k, kSK, lane);
       wc.next(nk);
     });
   }
   pdl_wait();  // the intermediate is written by FC1
   pdl_trigger();
   prime_ring<kS>(n_my, [&](int s) {
-    St::issue_a(ring + s * kStage, src_of(ni.t).a, W.K, ni.k, lane, W.values);
+    St::issue_a(ring + s * C::kFc2Stage, src_of(ni.t).a, W.K, ni.k, lane, W.values);
     ni.next(nk);
   });
   // Sources of the next chunk's tile, rebuilt only when the cursor enters a new tile.
@@ -737,11 +727,7 @@ __global__ void __launch_bounds__(32 * kW, kMR == 2 ? 3 : (kW == 8 && kS == 2 ? 
   if (n_my > kS) nsrc = src_of(ni.t);
   __syncthreads();  // s_w / s_tok / pacc initialised before the first flush
 
-  float acc[kMR][4];
-#pragma unroll
-  for (int m = 0; m < kMR; ++m)
-#pragma unroll
-    for (int i = 0; i < 4; ++i) acc[m][i] = 0.f;
+  float acc[1][4] = {{0.f, 0.f, 0.f, 0.f}};
   ChunkCursor cur = first;  // the chunk being multiplied
   int4 tl = n_my > 0 ? s_tiles[tile_of(cur.t)] : make_int4(0, 0, 0, 0);
   // Per-expert scale, loaded at the tile's start and used at its end (latency off the chain).
@@ -749,8 +735,8 @@ __global__ void __launch_bounds__(32 * kW, kMR == 2 ? 3 : (kW == 8 && kS == 2 ? 
   for (int c = 0; c < n_my; ++c) {
     cp_async_wait<kS - 1>();
     __syncwarp();
-    uint8_t* st = ring + (c % kS) * kStage;
-    stage_mma<OpT, kFold, kSK, kMR>(st, acc, g, t);
+    uint8_t* st = ring + (c % kS) * C::kFc2Stage;
+    stage_mma<OpT, kFold, kSK, 1>(st, acc, g, t);
     __syncwarp();
     if (c + kS < n_my) {
       St::issue_w(st, nsrc, wstep, ni.k, kSK, lane);
@@ -766,23 +752,18 @@ __global__ void __launch_bounds__(32 * kW, kMR == 2 ? 3 : (kW == 8 && kS == 2 ? 
     for (int col = 0; col < tl.z; ++col) {
       if (t == (col >> 1)) {
         const int slot = tl.y + col;
-        float* p = pacc + s_tok[slot] * kR;
+        float* p = pacc + s_tok[slot] * C::kFc2Rows;
         const float w = s_w[slot];
         // Registers are selected, not indexed by the runtime column (no local memory).
-#pragma unroll
-        for (int m = 0; m < kMR; ++m) {
-          const float v0 = (col & 1) ? acc[m][1] : acc[m][0];
-          const float v1 = (col & 1) ? acc[m][3] : acc[m][2];
-          p[16 * m + g] = fmaf(w, v0 * alpha, p[16 * m + g]);
-          p[16 * m + g + 8] = fmaf(w, v1 * alpha, p[16 * m + g + 8]);
-        }
+        const float v0 = (col & 1) ? acc[0][1] : acc[0][0];
+        const float v1 = (col & 1) ? acc[0][3] : acc[0][2];
+        p[g] = fmaf(w, v0 * alpha, p[g]);
+        p[g + 8] = fmaf(w, v1 * alpha, p[g + 8]);
       }
       __syncwarp();
     }
 #pragma unroll
-    for (int m = 0; m < kMR; ++m)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) acc[m][i] = 0.f;
+    for (int i = 0; i < 4; ++i) acc[0][i] = 0.f;
     if (c + 1 < n_my) {
       tl = s_tiles[tile_of(cur.t)];
       alpha = a.alpha2[tl.x] * kAccScale<OpT, kFold, kSK>;
@@ -797,12 +778,12 @@ __global__ void __launch_bounds__(32 * kW, kMR == 2 ? 3 : (kW == 8 && kS == 2 ? 
         a.out_fp16 ? fmt::float_to_fp16_bits(v) : fmt::float_to_bf16_bits(v);
   };
   const int H = W.rows;
-  for (int i = tid; i < M * kR; i += 32 * kW) {
-    const int m = i / kR, r = i % kR;
+  for (int i = tid; i < M * C::kFc2Rows; i += 32 * kW) {
+    const int m = i / C::kFc2Rows, r = i % C::kFc2Rows;
     if (R0 + r >= H) continue;
     float s = pall[i];
 #pragma unroll
-    for (int w = 1; w < kW; ++w) s += pall[w * M * kR + i];
+    for (int w = 1; w < kW; ++w) s += pall[w * M * C::kFc2Rows + i];
     if (P == 1)
       store(m, r, s);
     else
@@ -818,8 +799,8 @@ __global__ void __launch_bounds__(32 * kW, kMR == 2 ? 3 : (kW == 8 && kS == 2 ? 
   __syncthreads();
   if (!s_last) return;
   __threadfence();
-  for (int i = tid; i < M * kR; i += 32 * kW) {
-    const int m = i / kR, r = i % kR;
+  for (int i = tid; i < M * C::kFc2Rows; i += 32 * kW) {
+    const int m = i / C::kFc2Rows, r = i % C::kFc2Rows;
     if (R0 + r >= H) continue;
     float s = 0.f;
     for (int q = 0; q < P; ++q)
