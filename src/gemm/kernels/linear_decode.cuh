@@ -151,7 +151,10 @@ __global__ void __launch_bounds__(128, 4) linear_decode_kernel(const LinearParam
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, t = lane & 3;
   constexpr int kTilesPerCta = 4 / kWS;
-  const int wt = warp % kTilesPerCta, wk = warp / kTilesPerCta;  // tile in the CTA, K part
+  // kWS = 1 keeps tile = 4 * blockIdx.x + warp without the mask: `warp % 4` alone changed ptxas's
+  // schedule of the NVFP4 slice loop and cost 20-40 % at M = 1..4 (round 20 bisect of b1c65ec).
+  const int wt = kWS == 1 ? warp : warp % kTilesPerCta;  // tile in the CTA
+  const int wk = kWS == 1 ? 0 : warp / kTilesPerCta;     // K part of the tile
   const int64_t tile = static_cast<int64_t>(blockIdx.x) * kTilesPerCta + wt;
   const bool active = tile < p.n16;
   const int64_t tok0 = static_cast<int64_t>(blockIdx.z) * (8 * NT);
