@@ -88,12 +88,13 @@ struct PagedPlan {
   /// Off: no gain for BF16 and 10% slower FP8 at B=1 x 8k on the H200 (round 16).
   bool full_ring = false;
   /// Decode/verify: a split of n < stages tiles keeps n - 1 (at least 1) tiles in flight ahead
-  /// of the one it computes instead of stages - 1 (B12X_ATTN_SHORT_AHEAD=1|0; off: not measured
-  /// on a GPU before the session-5 code freeze).
-  bool short_ahead = false;
+  /// of the one it computes instead of stages - 1 (B12X_ATTN_SHORT_AHEAD=1|0; on: FP8 B=1 x 8k
+  /// on the 3-stage hcvt3 ring 14.2 -> 13.1 us on the H200, session 5's final round).
+  bool short_ahead = true;
   /// Decode/verify tiles: split s of a row tile takes the KV tiles s, s + splits, ... instead of
   /// one contiguous chunk; a long range then knows its first tiles' page-table entries before
   /// the lengths arrive and loads both in one round trip (B12X_ATTN_SPLIT_INTERLEAVE=1|0).
+  /// Decode tiles only: plan_paged leaves it false for the extend tiles.
   /// Off: no gain on the H200 (round 17: B=1 x 8k BF16 16.2 vs 15.9 us, FP8 14.8 vs 14.2).
   bool split_interleave = false;
   int64_t partial_rows = 0;  ///< (split, token) rows of partials the scratch holds

@@ -281,7 +281,10 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   const char* pf_env = std::getenv("B12X_ATTN_PREFETCH");
   if (pf_env != nullptr) plan.prefetch = std::string(pf_env) == "1";
   const char* si_env = std::getenv("B12X_ATTN_SPLIT_INTERLEAVE");
-  if (si_env != nullptr) plan.split_interleave = std::string(si_env) == "1";
+  // Interleaved splits exist for the decode tiles only (the extend tiles' ranges stay
+  // contiguous; the merge kernel reads the same flag through kv_range).
+  plan.split_interleave =
+      decode_tile && (si_env != nullptr ? std::string(si_env) == "1" : plan.split_interleave);
   const char* sa_env = std::getenv("B12X_ATTN_SHORT_AHEAD");
   if (sa_env != nullptr) plan.short_ahead = std::string(sa_env) == "1";
   const char* fr_env = std::getenv("B12X_ATTN_FULL_RING");
@@ -548,10 +551,7 @@ void run_paged(const PagedBinding& b, Stream stream) {
   p.rescale_slack = plan.rescale_slack;
   p.full_ring = plan.full_ring ? 1 : 0;
   p.short_ahead = plan.short_ahead ? 1 : 0;
-  // decode tiles only (the merge kernel reads the same flag through kv_range)
-  p.split_interleave =
-      plan.split_interleave && k->kind != 0 && k->kind != 7 && k->kind != 10 && k->kind != 12 ? 1
-                                                                                              : 0;
+  p.split_interleave = plan.split_interleave ? 1 : 0;  // plan_paged: decode tiles only
   if (b.num_row_tiles <= 0) return;
   auto* s = reinterpret_cast<cudaStream_t>(stream);
   // PDL (SM90+): each kernel may launch while its predecessor drains; all three wait for it

@@ -895,18 +895,21 @@ TEST(AttentionGpuDecode, FullRingOn) {
   unsetenv("B12X_ATTN_FULL_RING");
 }
 
-// B12X_ATTN_SHORT_AHEAD=1: a decode split of n < kStages tiles keeps n - 1 tiles ahead (the
-// default keeps kStages - 1): forced split counts that leave 1-3 tiles per split.
-TEST(AttentionGpuDecode, ShortAheadOn) {
+// B12X_ATTN_SHORT_AHEAD (default on): a decode split of n < kStages tiles keeps n - 1 tiles
+// ahead; =0 keeps kStages - 1. Both settings, forced split counts that leave 1-3 tiles per
+// split, on the BF16 (wide3) and FP8 (hcvt3 / hcvt) default tiles.
+TEST(AttentionGpuDecode, ShortAhead) {
   B12X_REQUIRE_GPU();
-  setenv("B12X_ATTN_SHORT_AHEAD", "1", 1);
-  for (int splits : {0, 7, 64}) {
-    Spec s = gqa_decode_spec({4000, 63, 1, 700}, splits, splits);
-    s.kv = splits == 7 ? DType::kBF16 : DType::kFP8E4M3;
-    s.sinks = splits == 64;
-    run_case(s, "short ahead, splits=" + std::to_string(splits));
+  for (const char* on : {"1", "0"}) {
+    setenv("B12X_ATTN_SHORT_AHEAD", on, 1);
+    for (int splits : {0, 7, 64}) {
+      Spec s = gqa_decode_spec({4000, 63, 1, 700}, splits, splits);
+      s.kv = splits == 7 ? DType::kBF16 : DType::kFP8E4M3;
+      s.sinks = splits == 64;
+      run_case(s, std::string("short ahead=") + on + ", splits=" + std::to_string(splits));
+    }
+    unsetenv("B12X_ATTN_SHORT_AHEAD");
   }
-  unsetenv("B12X_ATTN_SHORT_AHEAD");
 }
 
 // B12X_ATTN_SPLIT_INTERLEAVE=1: split s takes the KV tiles s, s + splits, ...; long ranges

@@ -671,24 +671,23 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
           *reinterpret_cast<uint32_t*>(sQ + swz(r, 2 * (4 * a + b) + 1, kQRow) + 4 * t) =
               hv[2 * b + 1];
         }
-        if (kb == 0) s_qexp[r] = ex;
-        continue;
-      }
-      uint32_t ev[4], od[4];
+      } else {
+        uint32_t ev[4], od[4];
 #pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        if constexpr (Cfg::kHwCvt) {
-          ev[k] = hv[2 * k];
-          od[k] = hv[2 * k + 1];
-        } else {
-          ev[k] = __byte_perm(hv[2 * k], hv[2 * k + 1], 0x5410);
-          od[k] = __byte_perm(hv[2 * k], hv[2 * k + 1], 0x7632);
+        for (int k = 0; k < 4; ++k) {
+          if constexpr (Cfg::kHwCvt) {
+            ev[k] = hv[2 * k];
+            od[k] = hv[2 * k + 1];
+          } else {
+            ev[k] = __byte_perm(hv[2 * k], hv[2 * k + 1], 0x5410);
+            od[k] = __byte_perm(hv[2 * k], hv[2 * k + 1], 0x7632);
+          }
         }
+        *reinterpret_cast<uint4*>(sQ + swz(r, 2 * kb, kQRow)) =
+            make_uint4(ev[0], ev[1], ev[2], ev[3]);
+        *reinterpret_cast<uint4*>(sQ + swz(r, 2 * kb + 1, kQRow)) =
+            make_uint4(od[0], od[1], od[2], od[3]);
       }
-      *reinterpret_cast<uint4*>(sQ + swz(r, 2 * kb, kQRow)) =
-          make_uint4(ev[0], ev[1], ev[2], ev[3]);
-      *reinterpret_cast<uint4*>(sQ + swz(r, 2 * kb + 1, kQRow)) =
-          make_uint4(od[0], od[1], od[2], od[3]);
       if (kb == 0) s_qexp[r] = ex;
     }
   } else if constexpr (Cfg::kDirectK) {
@@ -900,7 +899,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   // The loop keeps `ahead` tiles in flight beyond the one it computes: iteration it issues tile
   // it + ahead into stage (it + ahead) % kStages, the stage of tile it + ahead - kStages, which
   // was computed before this iteration's barrier. ahead = kStages - 1, except that with
-  // p.short_ahead (B12X_ATTN_SHORT_AHEAD=1, off by default: not measured yet) a decode split of
+  // p.short_ahead (B12X_ATTN_SHORT_AHEAD, on by default; =0 disables) a decode split of
   // n <= kStages - 1 tiles keeps n - 1 (at least 1) ahead, since with all its tiles requested at
   // once the first lands later and the compute of every tile follows the last byte (FP8 B = 1 x 8k:
   // a split's 2 tiles on the 3-stage hcvt3 ring, 14.8 vs 14.1 us on 2-stage hcvt in round 17;
@@ -1263,7 +1262,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 #pragma unroll
             for (int i = 0; i < 4; ++i) mma16816<TM>(o[0][4 * k + i], pa[0], b0[i], b1[i]);
           }
-          continue;
         } else if constexpr (Cfg::kDirectV) {
           // B fragment of n-block (4 q + i), lane (g, t): tokens (2t, 2t+1) and (2t+8, 2t+9) of the
           // k-step at "n = g", which stands for dim 32 q + 4 g + i. One 4-byte read of dims
@@ -1304,16 +1302,16 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 #pragma unroll
               for (int mb = 0; mb < kMB; ++mb) mma16816<TM>(o[mb][4 * q + i], pa[mb], b0[i], b1[i]);
           }
-          continue;
-        }
+        } else {
 #pragma unroll
-        for (int db2 = 0; db2 < kDv / 16; ++db2) {
-          uint32_t bf[4];
-          ldmatrix_x4_trans(bf, v_base + (v_lane ^ (db2 << 5)) + kk * 16 * kVRow);
+          for (int db2 = 0; db2 < kDv / 16; ++db2) {
+            uint32_t bf[4];
+            ldmatrix_x4_trans(bf, v_base + (v_lane ^ (db2 << 5)) + kk * 16 * kVRow);
 #pragma unroll
-          for (int mb = 0; mb < kMB; ++mb) {
-            mma16816<TM>(o[mb][2 * db2], pa[mb], bf[0], bf[1]);
-            mma16816<TM>(o[mb][2 * db2 + 1], pa[mb], bf[2], bf[3]);
+            for (int mb = 0; mb < kMB; ++mb) {
+              mma16816<TM>(o[mb][2 * db2], pa[mb], bf[0], bf[1]);
+              mma16816<TM>(o[mb][2 * db2 + 1], pa[mb], bf[2], bf[3]);
+            }
           }
         }
       }
