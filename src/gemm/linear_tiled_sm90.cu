@@ -36,6 +36,9 @@ WgmmaPick pick_var(int var) {
              : var == 0 ? wgmma_pick<F, T, kTok, 0>()
                         : WgmmaPick{};
     } else {
+      if constexpr (F == WFmt::kFp8Block) {
+        if (var == 8) return wgmma_pick<F, T, kTok, 8>();  // producer-built block scales
+      }
       return var == 7   ? wgmma_pick<F, T, kTok, 7>()
              : var == 6 ? wgmma_pick<F, T, kTok, 6>()
              : var == 5 ? wgmma_pick<F, T, kTok, 5>()
@@ -82,7 +85,8 @@ WgmmaPick pick_tok(WFmt f, bool fp16, int var) {
 /// 192 / 256 (BF16 operands). var (WgmmaCfg): FP8 0 = per-128-K promotion, 1 / 2 = per
 /// 64 / 32 K, 3 = per 128 K on the mbarrier pipeline, 5 = 3 warp-specialized (a copy warpgroup;
 /// the default), 6 = 5 with the block scales loaded while the wgmmas run, 7 = 6 with the next
-/// stage's A fragments loaded before the promotion (128 tokens); BF16-operand formats 0
+/// stage's A fragments loaded before the promotion (128 tokens), 8 = 6 with block FP8's combined
+/// scales built by the producer warpgroup (probe); BF16-operand formats 0
 /// = CTA-barrier pipeline, 1 = mbarrier pipeline, 3 = warp-specialized (256 tokens).
 WgmmaPick pick(WFmt f, bool fp16, int tok, int var) {
   return tok == 64    ? pick_tok<64>(f, fp16, var)

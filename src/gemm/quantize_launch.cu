@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "b12x/runtime.h"
 #include "core/cuda_check.h"
@@ -73,6 +74,26 @@ void launch_quantize_mxfp8(const void* x, DType x_dtype, int64_t M, int64_t K, i
 
 void launch_quantize_fp8_group128(const void* x, DType x_dtype, int64_t M, int64_t K, int64_t ldx,
                                   uint8_t* values, float* scales, Stream stream) {
+  // B12X_QUANT_FP8G128=1: the four-lanes-per-group kernel on vector rows (probe, same bits).
+  const char* e = std::getenv("B12X_QUANT_FP8G128");
+  if (e != nullptr && e[0] == '1' && M > 0 && K % 128 == 0 && aligned(x, 16) && ldx % 8 == 0 &&
+      aligned(values, 8)) {
+    kernels::BlockQuantParams p{};
+    p.x = static_cast<const uint16_t*>(x);
+    p.M = M;
+    p.K = K;
+    p.ldx = ldx;
+    p.values = values;
+    p.scale_f32 = scales;
+    const int grid = grid_for(M * (K / 128) * 4);  // four threads per group
+    auto s = reinterpret_cast<cudaStream_t>(stream);
+    if (x_dtype == DType::kBF16)
+      kernels::fp8_group128_kernel<true><<<grid, kThreads, 0, s>>>(p);
+    else
+      kernels::fp8_group128_kernel<false><<<grid, kThreads, 0, s>>>(p);
+    B12X_CUDA_CHECK_LAUNCH();
+    return;
+  }
   launch_block<kernels::Fp8Group128Policy>(x, x_dtype, M, K, ldx, values, nullptr, scales, nullptr,
                                            nullptr, stream);
 }

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -430,55 +431,90 @@ TEST(QuantizeGpu, GraphReplayWithChangedInputs) {
 
 /// Non-finite and extreme inputs (NaN, +-Inf, +-max finite, subnormals, -0) mixed into random
 /// rows: the kernels' conversions (cvt or comparison encoders) must match the reference bits.
+void check_specials(Fmt f, DType dt) {
+  const bool bf = dt == DType::kBF16;
+  const uint16_t specials[] = {
+      static_cast<uint16_t>(bf ? 0x7FC0 : 0x7E00),  // NaN
+      static_cast<uint16_t>(bf ? 0xFFC1 : 0xFE01),  // -NaN with payload
+      static_cast<uint16_t>(bf ? 0x7F80 : 0x7C00),  // +Inf
+      static_cast<uint16_t>(bf ? 0xFF80 : 0xFC00),  // -Inf
+      static_cast<uint16_t>(bf ? 0x7F7F : 0x7BFF),  // max finite
+      static_cast<uint16_t>(bf ? 0xFF7F : 0xFBFF),
+      0x0001,
+      0x8003,  // subnormals
+      0x8000,  // -0
+  };
+  const int64_t M = 40, K = 256;
+  auto hx = make_input(M, K, K, dt, block_of(f));
+  std::uniform_int_distribution<int> pos(0, static_cast<int>(M * K - 1));
+  std::uniform_int_distribution<int> which(0, 8);
+  for (int n = 0; n < 60; ++n) hx[pos(test::rng())] = specials[which(test::rng())];
+  // Whole rows of one special value.
+  for (int64_t k = 0; k < K; ++k) {
+    hx[0 * K + k] = specials[2];
+    hx[1 * K + k] = specials[0];
+    hx[2 * K + k] = specials[6];
+  }
+  SCOPED_TRACE(std::string(fmt_name(f)) + " " + dtype_name(dt));
+  const float scalar = f == Fmt::kNvfp4 ? 0.37f : (f == Fmt::kFp8Tensor ? 0.01f : 1.f);
+  const HostResult want = run_reference(f, hx, dt, M, K, K, scalar);
+  DeviceBuffer<uint16_t> dx(hx.size());
+  dx.upload(hx);
+  DeviceBuffer<float> ds(1);
+  ds.upload({scalar});
+  const Outputs o = sizes(f, M, K);
+  DeviceResult d(o);
+  d.poison();
+  launch(f, dx.ptr, dt, M, K, K, ds.ptr, d, o, false, true, true, nullptr);
+  B12X_TEST_CUDA(cudaDeviceSynchronize());
+  EXPECT_TRUE(same_bytes("values", d.values.download(), want.values, 0xCD));
+  if (o.rows_bytes) EXPECT_TRUE(same_bytes("scale_rows", d.rows.download(), want.rows, 0xCD));
+  if (o.swz_bytes) EXPECT_TRUE(same_bytes("scale_swizzled", d.swz.download(), want.swz, 0xCD));
+  if (o.f32_count) {
+    auto got = d.f32.download();
+    for (int64_t i = 0; i < o.f32_count; ++i)
+      ASSERT_EQ(fmt::f32_bits(got[i]), fmt::f32_bits(want.f32[i])) << "scale " << i;
+  }
+}
+
 TEST(QuantizeGpu, SpecialValuesBitExact) {
   B12X_REQUIRE_GPU();
-  for (DType dt : {DType::kBF16, DType::kFP16}) {
-    const bool bf = dt == DType::kBF16;
-    const uint16_t specials[] = {
-        static_cast<uint16_t>(bf ? 0x7FC0 : 0x7E00),  // NaN
-        static_cast<uint16_t>(bf ? 0xFFC1 : 0xFE01),  // -NaN with payload
-        static_cast<uint16_t>(bf ? 0x7F80 : 0x7C00),  // +Inf
-        static_cast<uint16_t>(bf ? 0xFF80 : 0xFC00),  // -Inf
-        static_cast<uint16_t>(bf ? 0x7F7F : 0x7BFF),  // max finite
-        static_cast<uint16_t>(bf ? 0xFF7F : 0xFBFF),
-        0x0001,
-        0x8003,  // subnormals
-        0x8000,  // -0
-    };
-    for (Fmt f : kAllFormats) {
-      const int64_t M = 40, K = 256;
-      auto hx = make_input(M, K, K, dt, block_of(f));
-      std::uniform_int_distribution<int> pos(0, static_cast<int>(M * K - 1));
-      std::uniform_int_distribution<int> which(0, 8);
-      for (int n = 0; n < 60; ++n) hx[pos(test::rng())] = specials[which(test::rng())];
-      // Whole rows of one special value.
-      for (int64_t k = 0; k < K; ++k) {
-        hx[0 * K + k] = specials[2];
-        hx[1 * K + k] = specials[0];
-        hx[2 * K + k] = specials[6];
-      }
-      SCOPED_TRACE(std::string(fmt_name(f)) + " " + dtype_name(dt));
-      const float scalar = f == Fmt::kNvfp4 ? 0.37f : (f == Fmt::kFp8Tensor ? 0.01f : 1.f);
-      const HostResult want = run_reference(f, hx, dt, M, K, K, scalar);
-      DeviceBuffer<uint16_t> dx(hx.size());
-      dx.upload(hx);
-      DeviceBuffer<float> ds(1);
-      ds.upload({scalar});
-      const Outputs o = sizes(f, M, K);
-      DeviceResult d(o);
-      d.poison();
-      launch(f, dx.ptr, dt, M, K, K, ds.ptr, d, o, false, true, true, nullptr);
-      B12X_TEST_CUDA(cudaDeviceSynchronize());
-      EXPECT_TRUE(same_bytes("values", d.values.download(), want.values, 0xCD));
-      if (o.rows_bytes) EXPECT_TRUE(same_bytes("scale_rows", d.rows.download(), want.rows, 0xCD));
-      if (o.swz_bytes) EXPECT_TRUE(same_bytes("scale_swizzled", d.swz.download(), want.swz, 0xCD));
-      if (o.f32_count) {
-        auto got = d.f32.download();
-        for (int64_t i = 0; i < o.f32_count; ++i)
-          ASSERT_EQ(fmt::f32_bits(got[i]), fmt::f32_bits(want.f32[i])) << "scale " << i;
-      }
-    }
+  for (DType dt : {DType::kBF16, DType::kFP16})
+    for (Fmt f : kAllFormats) check_specials(f, dt);
+}
+
+/// B12X_QUANT_FP8G128=1 forces the four-lanes-per-group FP8 kernel (Markstein division): the
+/// same bits as the reference on the launcher's and the op's shapes (M past a full wave, odd M,
+/// tiny / large / zero groups from make_input), the special values, and an odd row pitch (scalar
+/// loads: the old kernel).
+TEST(QuantizeGpu, Fp8Group128FastKernel) {
+  B12X_REQUIRE_GPU();
+  setenv("B12X_QUANT_FP8G128", "1", 1);
+  for (DType dt : {DType::kBF16, DType::kFP16})
+    for (int64_t M : {1, 3, 129, 2048})
+      for (int64_t K : {128, 384, 4096}) check_case(Fmt::kFp8Group, dt, M, K, 0, M != 3);
+  check_case(Fmt::kFp8Group, DType::kBF16, 130, 384, 8, false);
+  check_case(Fmt::kFp8Group, DType::kBF16, 130, 384, 1, false);
+  check_case(Fmt::kFp8Group, DType::kBF16, 129, 384, 0, false);
+  for (DType dt : {DType::kBF16, DType::kFP16}) check_specials(Fmt::kFp8Group, dt);
+  // Magnitudes over the whole range (2^-60 is the fast path's lower bound, so both sides of it).
+  for (float spread : {40.f, 70.f, 120.f}) {
+    const int64_t M = 64, K = 512;
+    auto hx = make_input(M, K, K, DType::kBF16, 128, spread);
+    const HostResult want = run_reference(Fmt::kFp8Group, hx, DType::kBF16, M, K, K, 1.f);
+    DeviceBuffer<uint16_t> dx(hx.size());
+    dx.upload(hx);
+    const Outputs o = sizes(Fmt::kFp8Group, M, K);
+    DeviceResult d(o);
+    d.poison();
+    launch(Fmt::kFp8Group, dx.ptr, DType::kBF16, M, K, K, nullptr, d, o, true, true, true, nullptr);
+    B12X_TEST_CUDA(cudaDeviceSynchronize());
+    EXPECT_TRUE(same_bytes("values", d.values.download(), want.values, 0xCD)) << spread;
+    auto got = d.f32.download();
+    for (int64_t i = 0; i < o.f32_count; ++i)
+      ASSERT_EQ(fmt::f32_bits(got[i]), fmt::f32_bits(want.f32[i])) << spread << " scale " << i;
   }
+  unsetenv("B12X_QUANT_FP8G128");
 }
 
 /// Small cases of every path (vector and scalar loads, partial swizzle tiles) for
