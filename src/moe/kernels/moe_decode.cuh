@@ -171,6 +171,22 @@ __device__ __forceinline__ int decode_route(const DecodeArgs& a, RouteSmem& rs) 
   return ntiles;
 }
 
+/// cp.async with a 32-bit shared destination address (no generic -> shared conversion).
+__device__ __forceinline__ void cp_async16_sa(uint32_t sa, const void* gmem, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sa), "l"(gmem),
+               "r"(valid ? 16 : 0)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async8_sa(uint32_t sa, const void* gmem) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(sa), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void cp_async4_sa(uint32_t sa, const void* gmem) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(sa), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
 /// One warp's cp.async ring stage: kRows weight rows x 128 K values (64 B each), their block
 /// scales (8 B per row; E8M0 rows use the low 4 B) and the activation fragments of up to
 /// kTileTokens tokens in [step][token][quad] x 8 B order (moe_gemm.cuh's s_act layout).
@@ -182,17 +198,32 @@ struct WarpStage {
   /// This lane's copy sources in one expert tile: the 16-byte quad lane % 4 of weight row
   /// lane / 4, scale row `lane` (lanes < kRows) and the operand row of token lane_token(lane)
   /// (nullptr: absent token). Built once per tile, so a refill only adds the sub-chunk offset.
+  /// The lean refill (kLean) also keeps the lane's activation source with its K offset folded
+  /// in (`al`, a valid address even for an absent token) and the values left in the row from
+  /// there (`a_len`, <= 0: nothing to copy): a refill then needs one compare per copy.
   struct Src {
     const uint8_t* w;
     const uint8_t* s;
     const uint16_t* a;
+    const uint16_t* al;
+    int a_len;
   };
+  /// K offset (values) of this lane's first activation copy in a sub-chunk (lane_token's
+  /// steps / half); copy c adds c * kActCopyK.
+  static __device__ __forceinline__ int lane_act_k(int lane) {
+    return 16 * (lane / (2 * kT)) + 8 * (lane & 1);
+  }
+  static constexpr int kActCopyK = 256 / kT;
   static __device__ __forceinline__ Src src(const uint8_t* vrow, const uint8_t* srow,
                                             int64_t vstride, int64_t sstride, const uint16_t* arow,
-                                            int lane) {
+                                            int lane, int K = 0, const void* any_valid = nullptr) {
     const uint32_t off = static_cast<uint32_t>(lane >> 2) * static_cast<uint32_t>(vstride) +
                          static_cast<uint32_t>(lane & 3) * 16u;
-    return {vrow + off, srow + static_cast<uint32_t>(lane) * static_cast<uint32_t>(sstride), arow};
+    const int lk = lane_act_k(lane);
+    const bool in = arow != nullptr && lk < K;
+    return {vrow + off, srow + static_cast<uint32_t>(lane) * static_cast<uint32_t>(sstride), arow,
+            in ? arow + lk : (arow != nullptr ? arow : static_cast<const uint16_t*>(any_valid)),
+            arow != nullptr ? K - lk : 0};
   }
   /// Weights and scales of sub-chunk kk. Lane copies rows lane / 4 + 8c, quad lane % 4 (4 lanes
   /// read 64 contiguous bytes per instruction); `step` = 8 rows of the weight matrix in bytes.
@@ -228,6 +259,38 @@ struct WarpStage {
       const int k = kk * 128 + 16 * j + 8 * h;
       const bool ok = src != nullptr && k < K;
       cp_async16(st + kActOff + (j * kT + n) * 32 + h * 16, ok ? src + k : any_valid, ok);
+    }
+  }
+  /// Lean refill of sub-chunk kk into the stage at shared address `sa`: the same copies as
+  /// issue_w + issue_a, with 32-bit shared destinations (lane slots: weights + 16 lane, scales
+  /// + 8 lane, activations + 16 lane + 512 c, as issue_w / issue_a place them) and the
+  /// activation bounds from Src (one compare per copy instead of rebuilding step, token, half
+  /// and the row check every refill: ~75 of FC1's ~430 SASS instructions per sub-chunk were
+  /// refill).
+  static __device__ __forceinline__ void issue_lean(uint32_t sa, const Src& s, uint32_t step,
+                                                    int kk, int scale_kind, int lane, bool weights,
+                                                    bool acts) {
+    if (weights) {
+      const uint8_t* v = s.w + kk * 64;
+      const uint32_t d = sa + static_cast<uint32_t>(lane) * 16u;
+#pragma unroll
+      for (int c = 0; c < kRows / 8; ++c, v += step) cp_async16_sa(d + c * 512, v, true);
+      if (lane < kRows) {
+        const uint32_t ds = sa + kScaleOff + static_cast<uint32_t>(lane) * 8u;
+        if (scale_kind == 0)
+          cp_async8_sa(ds, s.s + kk * 8);
+        else
+          cp_async4_sa(ds, s.s + kk * 4);
+      }
+    }
+    if (acts) {
+      const int rem = s.a_len - kk * 128;
+      const uint32_t d = sa + kActOff + static_cast<uint32_t>(lane) * 16u;
+#pragma unroll
+      for (int c = 0; c < kT / 2; ++c) {
+        const bool ok = rem > c * kActCopyK;
+        cp_async16_sa(d + c * 512, s.al + (ok ? kk * 128 + c * kActCopyK : 0), ok);
+      }
     }
   }
 };
@@ -444,7 +507,9 @@ __device__ __forceinline__ void group_sync(int id) {
     asm volatile("bar.sync %0, %1;" ::"r"(id), "n"(kThreads) : "memory");
 }
 
-template <typename OpT, bool kFold, int kSK, int kWM, int kG, int kNW = DecodeCfg::kFc1Warps>
+// kLean: refills through WarpStage::issue_lean (B12X_MOE_LEAN=0 keeps issue_w / issue_a).
+template <typename OpT, bool kFold, int kSK, int kWM, int kG, int kNW = DecodeCfg::kFc1Warps,
+          bool kLean = true>
 __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold ? 3 : 2) : 2)
     moe_decode_fc1_kernel(const DecodeArgs a) {
   using C = DecodeCfg;
@@ -454,6 +519,7 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
   constexpr int kGT = 32 * kWM * kWK, kCta = 32 * kNW;  // threads per group / CTA
   constexpr int kRing = C::fc1_ring(kNW), kRed = C::fc1_red(kNW);
   static_assert(kWK >= 1 && kWK * kWM * kG == kNW, "warps = groups x rows x K");
+  static_assert(kWM == 1 || kWM == 2 || kWM == 4, "row warps: a power of two (epilogue shifts)");
   extern __shared__ __align__(16) uint8_t smem[];
   __shared__ RouteSmem rs;
   const int* s_sr = rs.sr;
@@ -516,24 +582,30 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
                    : a.xq + static_cast<int64_t>(s_sr[slot]) * W.K;
     }
     return St::src(vrow + tl.x * W.values_expert_stride, srow + tl.x * W.scales_expert_stride,
-                   W.values_row_stride, W.scales_row_stride, arow, lane);
+                   W.values_row_stride, W.scales_row_stride, arow, lane, W.K, W.values);
   };
-  auto issue = [&](uint8_t* st, const typename St::Src& sc, int kc, bool weights, bool acts) {
+  const uint32_t ring_sa = smem_addr(ring);
+  auto issue = [&](int slot, const typename St::Src& sc, int kc, bool weights, bool acts) {
     const int kk = wk + kWK * kc;
-    if (weights) St::issue_w(st, sc, wstep, kk, kSK, lane);
-    if (acts) St::issue_a(st, sc.a, W.K, kk, lane, W.values);
+    if constexpr (kLean) {
+      St::issue_lean(ring_sa + slot * C::kFc1Stage, sc, wstep, kk, kSK, lane, weights, acts);
+    } else {
+      uint8_t* st = ring + slot * C::kFc1Stage;
+      if (weights) St::issue_w(st, sc, wstep, kk, kSK, lane);
+      if (acts) St::issue_a(st, sc.a, W.K, kk, lane, W.values);
+    }
   };
   ChunkCursor ni;  // the next chunk to load
   {
     ChunkCursor wc;  // the weights' cursor in the first pass
     prime_ring<kS>(n_my, [&](int s) {
-      issue(ring + s * C::kFc1Stage, src_of(wc.t), wc.k, true, false);
+      issue(s, src_of(wc.t), wc.k, true, false);
       wc.next(n_k);
     });
   }
   if (!wait_first) pdl_wait();  // xq is written by [Q]
   prime_ring<kS>(n_my, [&](int s) {
-    issue(ring + s * C::kFc1Stage, src_of(ni.t), ni.k, false, true);
+    issue(s, src_of(ni.t), ni.k, false, true);
     ni.next(n_k);
   });
   // Sources of the next chunk's tile, rebuilt only when the cursor enters a new tile.
@@ -555,11 +627,11 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
     for (int kc = 0; kc < n_k; ++kc, ++c) {
       cp_async_wait<kS - 1>();
       __syncwarp();
-      uint8_t* st = ring + (c % kS) * C::kFc1Stage;
-      stage_mma<OpT, kFold, kSK, 2>(st, acc, g, t);
+      const int slot = c % kS;
+      stage_mma<OpT, kFold, kSK, 2>(ring + slot * C::kFc1Stage, acc, g, t);
       __syncwarp();  // every lane is done reading the slot before it is refilled
       if (c + kS < n_my) {
-        issue(st, nsrc, ni.k, true, true);
+        issue(slot, nsrc, ni.k, true, true);
         ni.next(n_k);
         if (ni.k == 0 && ni.t < n_tg) nsrc = src_of(ni.t);
       }
@@ -580,8 +652,10 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
     {
       // Item q: (wm, [m,] i, lane) of the accumulator fragments; gated items pair m = 0 / 1.
       const int per_wm = a.gated ? 128 : 256;
+      const int wm_shift = a.gated ? 7 : 8;  // log2(per_wm): no runtime division per item
       for (int q = gtid; q < kWM * per_wm; q += kGT) {
-        const int qw = q / per_wm, r = q % per_wm;
+        const int qw = kLean ? q >> wm_shift : q / per_wm;
+        const int r = kLean ? q & (per_wm - 1) : q % per_wm;
         const int qm = a.gated ? 0 : r / 128, qi = (r / 32) % 4, ql = r % 32;
         const int col = 2 * (ql & 3) + (qi & 1);
         if (col >= cnt) continue;
@@ -619,7 +693,10 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
     const int nf = a.gated ? 16 * kWM : 32 * kWM;
     const int qpt = nf / 4;                // threads per token
     if (gtid < ((kT * qpt + 31) & ~31)) {  // whole warps (the amax shuffles use full masks)
-      const int col = gtid / qpt, fl = 4 * (gtid % qpt);
+      // qpt = 4 or 8 times kWM (a power of two): a shift instead of a runtime division.
+      const int qpt_shift = (a.gated ? 2 : 3) + (kWM == 4 ? 2 : kWM == 2 ? 1 : 0);
+      const int col = kLean ? gtid >> qpt_shift : gtid / qpt;
+      const int fl = 4 * (kLean ? gtid & (qpt - 1) : gtid % qpt);
       float v[4];
       float amax = 0.f;
 #pragma unroll
@@ -645,7 +722,7 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
 
 // ---- [FC2] 16 output rows x every route per CTA, combine fused ---------------------------
 // kW warps with a kS-stage ring each (DecodeCfg: 8 x 3, 8 x 5 deep, 8 x 2, 4 x 4).
-template <typename OpT, bool kFold, int kSK, int kW, int kS>
+template <typename OpT, bool kFold, int kSK, int kW, int kS, bool kLean = true>
 __global__ void __launch_bounds__(32 * kW, kW == 8 && kS == 2 ? 4 : 1)
     moe_decode_fc2_kernel(const DecodeArgs a) {
   using C = DecodeCfg;
@@ -705,21 +782,31 @@ __global__ void __launch_bounds__(32 * kW, kW == 8 && kS == 2 ? 4 : 1)
     return St::src(W.values + tl.x * W.values_expert_stride + R0 * W.values_row_stride,
                    W.scales + tl.x * W.scales_expert_stride + R0 * W.scales_row_stride,
                    W.values_row_stride, W.scales_row_stride,
-                   n < tl.z ? a.inter + static_cast<int64_t>(tl.y + n) * a.features : nullptr,
-                   lane);
+                   n < tl.z ? a.inter + static_cast<int64_t>(tl.y + n) * a.features : nullptr, lane,
+                   W.K, W.values);
+  };
+  const uint32_t ring_sa = smem_addr(ring);
+  auto issue = [&](int slot, const typename St::Src& sc, int kk, bool weights, bool acts) {
+    if constexpr (kLean) {
+      St::issue_lean(ring_sa + slot * C::kFc2Stage, sc, wstep, kk, kSK, lane, weights, acts);
+    } else {
+      uint8_t* st = ring + slot * C::kFc2Stage;
+      if (weights) St::issue_w(st, sc, wstep, kk, kSK, lane);
+      if (acts) St::issue_a(st, sc.a, W.K, kk, lane, W.values);
+    }
   };
   ChunkCursor ni = first;  // the next chunk to load
   {
     ChunkCursor wc = first;  // the weights' cursor in the first pass
     prime_ring<kS>(n_my, [&](int s) {
-      St::issue_w(ring + s * C::kFc2Stage, src_of(wc.t), wstep, wc.k, kSK, lane);
+      issue(s, src_of(wc.t), wc.k, true, false);
       wc.next(nk);
     });
   }
   pdl_wait();  // the intermediate is written by FC1
   pdl_trigger();
   prime_ring<kS>(n_my, [&](int s) {
-    St::issue_a(ring + s * C::kFc2Stage, src_of(ni.t).a, W.K, ni.k, lane, W.values);
+    issue(s, src_of(ni.t), ni.k, false, true);
     ni.next(nk);
   });
   // Sources of the next chunk's tile, rebuilt only when the cursor enters a new tile.
@@ -732,15 +819,16 @@ __global__ void __launch_bounds__(32 * kW, kW == 8 && kS == 2 ? 4 : 1)
   int4 tl = n_my > 0 ? s_tiles[tile_of(cur.t)] : make_int4(0, 0, 0, 0);
   // Per-expert scale, loaded at the tile's start and used at its end (latency off the chain).
   float alpha = n_my > 0 ? a.alpha2[tl.x] * kAccScale<OpT, kFold, kSK> : 0.f;
+  int ring_slot = 0;  // c % kS without a division (kS = 3 or 5)
   for (int c = 0; c < n_my; ++c) {
     cp_async_wait<kS - 1>();
     __syncwarp();
-    uint8_t* st = ring + (c % kS) * C::kFc2Stage;
-    stage_mma<OpT, kFold, kSK, 1>(st, acc, g, t);
+    const int slot = kLean ? ring_slot : c % kS;
+    ring_slot = ring_slot + 1 == kS ? 0 : ring_slot + 1;
+    stage_mma<OpT, kFold, kSK, 1>(ring + slot * C::kFc2Stage, acc, g, t);
     __syncwarp();
     if (c + kS < n_my) {
-      St::issue_w(st, nsrc, wstep, ni.k, kSK, lane);
-      St::issue_a(st, nsrc.a, W.K, ni.k, lane, W.values);
+      issue(slot, nsrc, ni.k, true, true);
       ni.next(nk);
       if (ni.k == 0 && c + kS + 1 < n_my) nsrc = src_of(ni.t);
     }
