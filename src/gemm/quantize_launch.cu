@@ -98,6 +98,30 @@ void launch_quantize_fp8_group128(const void* x, DType x_dtype, int64_t M, int64
                                            nullptr, stream);
 }
 
+bool launch_mxfp8_dequant_bf16(const void* x, DType x_dtype, int64_t M, int64_t K, int64_t ldx,
+                               int64_t KP, bool kperm, uint16_t* out, Stream stream) {
+  const char* e = std::getenv("B12X_QUANT_MXFP8_FUSED");
+  if (e == nullptr || e[0] != '1' || M <= 0 || K % 32 != 0 || KP % 32 != 0 || KP < K ||
+      !aligned(x, 16) || ldx % 8 != 0 || !aligned(out, 16))
+    return false;
+  kernels::MxDequantParams p{};
+  p.x = static_cast<const uint16_t*>(x);
+  p.M = M;
+  p.K = K;
+  p.KP = KP;
+  p.ldx = ldx;
+  p.out = out;
+  p.kperm = kperm ? 1 : 0;
+  const int grid = grid_for(M * (KP / 32));
+  auto s = reinterpret_cast<cudaStream_t>(stream);
+  if (x_dtype == DType::kBF16)
+    kernels::mxfp8_dequant_kernel<true><<<grid, kThreads, 0, s>>>(p);
+  else
+    kernels::mxfp8_dequant_kernel<false><<<grid, kThreads, 0, s>>>(p);
+  B12X_CUDA_CHECK_LAUNCH();
+  return true;
+}
+
 void launch_quantize_nvfp4(const void* x, DType x_dtype, int64_t M, int64_t K, int64_t ldx,
                            const float* global_scale, uint8_t* packed, uint8_t* scale_swizzled,
                            Stream stream) {

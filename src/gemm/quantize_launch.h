@@ -34,6 +34,14 @@ void launch_quantize_mxfp8(const void* x, DType x_dtype, int64_t M, int64_t K, i
 void launch_quantize_fp8_group128(const void* x, DType x_dtype, int64_t M, int64_t K, int64_t ldx,
                                   uint8_t* values, float* scales, Stream stream);
 
+/// MXFP8 quantization of x followed by its BF16 dequantization (E8M0 folded), in one pass: the
+/// bits of launch_quantize_mxfp8 then lin::act_dequant_kernel (kind kMxfp8Rows, no scale output,
+/// `kperm` as lin::ActParams::kperm) into out [M][KP] (zeros past K). Opt-in probe
+/// (B12X_QUANT_MXFP8_FUSED=1) for vector rows (x 16-byte aligned, ldx % 8 == 0, K and KP
+/// multiples of 32, out 16-byte aligned); returns false (nothing launched) otherwise.
+bool launch_mxfp8_dequant_bf16(const void* x, DType x_dtype, int64_t M, int64_t K, int64_t ldx,
+                               int64_t KP, bool kperm, uint16_t* out, Stream stream);
+
 /// NVFP4: E2M1 pairs (element 2i in the low nibble), one UE4M3 scale per 16 values with the
 /// fp32 global scale `global_scale` (device fp32[1], multiply convention: the block scale stored
 /// is ue4m3((gs * amax) / 6), formats/block.h). packed: [M, K/2]; scale_swizzled:

@@ -374,6 +374,92 @@ __global__ void __launch_bounds__(256) fp8_group128_kernel(const BlockQuantParam
   }
 }
 
+// ------------------------------------------------------------------------ MXFP8 to BF16 -------
+struct MxDequantParams {
+  const uint16_t* x;
+  int64_t M, K, KP, ldx;
+  uint16_t* out;  ///< BF16 [M][KP], zeros past K
+  int kperm;      ///< 1: every 32-K block in the e4m3 k32 fragment's k order (lin::ActParams)
+};
+
+/// The tiled kernels' MXFP8 / MXFP4 W4A8 activation pre-pass in one kernel: per 32-value block
+/// the E8M0 code and E4M3 values of launch_quantize_mxfp8, then back to BF16 as
+/// lin::act_dequant_kernel writes them (e4m3 x 2^(code - 127), the power of two folded, RN),
+/// in the fragment's k order when kperm. Same bits as those two passes, without writing and
+/// re-reading the E4M3 intermediate (and without the dequant pass's byte loads): one thread per
+/// block, four 16-byte loads and four 16-byte stores. Vector rows only (x 16-byte aligned,
+/// ldx % 8 == 0, K % 32 == 0, out 16-byte aligned, KP % 32 == 0).
+template <bool kBF16>
+__global__ void __launch_bounds__(256) mxfp8_dequant_kernel(const MxDequantParams p) {
+  const int64_t bpr = p.KP / 32;
+  const int64_t total = p.M * bpr;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t b = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; b < total;
+       b += stride) {
+    int64_t m, k0;
+    if (total <= 0xFFFFFFFFll) {  // 32-bit division where it fits
+      const uint32_t q = static_cast<uint32_t>(b) / static_cast<uint32_t>(bpr);
+      m = q;
+      k0 = static_cast<int64_t>(static_cast<uint32_t>(b) - q * static_cast<uint32_t>(bpr)) * 32;
+    } else {
+      m = b / bpr;
+      k0 = (b - m * bpr) * 32;
+    }
+    uint32_t o[16];
+#pragma unroll
+    for (int i = 0; i < 16; ++i) o[i] = 0u;
+    if (k0 < p.K) {
+      const uint16_t* src = p.x + m * p.ldx + k0;
+      uint4 u[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) u[i] = __ldg(reinterpret_cast<const uint4*>(src + 8 * i));
+      float v[32];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const uint32_t w[4] = {u[i].x, u[i].y, u[i].z, u[i].w};
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          v[8 * i + 2 * j] = in_to_float(static_cast<uint16_t>(w[j] & 0xFFFFu), kBF16);
+          v[8 * i + 2 * j + 1] = in_to_float(static_cast<uint16_t>(w[j] >> 16), kBF16);
+        }
+      }
+      float amax = 0.f;
+#pragma unroll
+      for (int j = 0; j < 32; ++j) amax = fmt::amax_update(amax, v[j]);
+      const uint8_t code = qrules::mxfp8_scale_code(amax);
+      // lin::e8m0_f32: 2^(code - 127), code 0 -> 2^-127, 255 -> NaN.
+      const float gs = code == 0     ? __uint_as_float(0x00400000u)
+                       : code == 255 ? __uint_as_float(0x7FC00000u)
+                                     : __uint_as_float(static_cast<uint32_t>(code) << 23);
+      float d[32];
+#pragma unroll
+      for (int j = 0; j < 16; ++j) {
+        const uint32_t q =
+            e4m3x2(qrules::mx_scaled(v[2 * j], code), qrules::mx_scaled(v[2 * j + 1], code));
+        d[2 * j] = fmt::e4m3_to_float(static_cast<uint8_t>(q & 0xFFu)) * gs;
+        d[2 * j + 1] = fmt::e4m3_to_float(static_cast<uint8_t>(q >> 8)) * gs;
+      }
+      // Output slot 8 c + i of the block holds k = 16 (c >> 1) + 2 (c & 1) + 4 (i >> 1) + (i & 1)
+      // (kperm) or 8 c + i.
+#pragma unroll
+      for (int c = 0; c < 4; ++c)
+#pragma unroll
+        for (int i = 0; i < 8; i += 2) {
+          const int k = 16 * (c >> 1) + 2 * (c & 1) + 4 * (i >> 1);
+          const float lo = p.kperm ? d[k] : d[8 * c + i];
+          const float hi = p.kperm ? d[k + 1] : d[8 * c + i + 1];
+          o[4 * c + i / 2] =
+              static_cast<uint32_t>(__bfloat16_as_ushort(__float2bfloat16_rn(lo))) |
+              (static_cast<uint32_t>(__bfloat16_as_ushort(__float2bfloat16_rn(hi))) << 16);
+        }
+    }
+    uint4* dst = reinterpret_cast<uint4*>(p.out + m * p.KP + k0);
+#pragma unroll
+    for (int c = 0; c < 4; ++c)
+      dst[c] = make_uint4(o[4 * c], o[4 * c + 1], o[4 * c + 2], o[4 * c + 3]);
+  }
+}
+
 // ------------------------------------------------------------------------ per-tensor FP8 -------
 struct TensorFp8Params {
   const uint16_t* x;
