@@ -164,6 +164,10 @@ struct Plan {
   /// Decode regime at M = 1: warps per 16-row weight tile (1, 2 or 4), which split the CTA's K
   /// range inside the CTA (B12X_GEMM_DECODE_WSPLIT=1|2|4 overrides where it applies).
   int decode_warp_split = 1;
+  /// Decode regime, M >= 2 with one warp per tile: the activations are staged in two buffers, the
+  /// next chunk's copies in flight while the current one is computed (B12X_GEMM_DECODE_PIPE=1;
+  /// probe, off by default; BF16 MMAs, activations without group scales).
+  bool decode_pipe = false;
   /// The split is one thread-block cluster reduced through distributed shared memory (SM90+,
   /// split <= 8); otherwise partials go to scratch and a second kernel reduces them.
   bool split_cluster = false;

@@ -132,10 +132,13 @@ constexpr int kDecodeWarpSplit = 4;
 constexpr int kDecodeWsMaxSlices = 8;
 
 /// The most K slices whose staged activations (`rows` token rows) fit the decode kernel's
-/// shared-memory budget (at least one: a slice of 16 rows is at most 16 KB).
-int64_t stage_fit_slices(lin::WFmt f, int64_t rows) {
+/// shared-memory budget (at least one: a slice of 16 rows is at most 16 KB); pipe: per buffer of
+/// the pipelined staging's two.
+int64_t stage_fit_slices(lin::WFmt f, int64_t rows, bool pipe = false) {
   int64_t s = 1;
-  while (lin::stage_geom(f, rows, s + 1).bytes <= lin::kDecodeStageBudget) ++s;
+  while (lin::stage_geom(f, rows, s + 1).bytes * (pipe ? 2 : 1) <=
+         (pipe ? lin::kDecodePipeBudget : lin::kDecodeStageBudget))
+    ++s;
   return s;
 }
 
@@ -339,6 +342,8 @@ Plan plan(const Caps& caps) {
     split = static_cast<int>(std::min<int64_t>(std::atoi(split_env), slices));
   p.split_k = split;
   p.decode_warp_split = ws;
+  if (const char* e = std::getenv("B12X_GEMM_DECODE_PIPE"); e != nullptr && M <= kDecodeMaxM)
+    p.decode_pipe = e[0] == '1' && ws == 1 && M >= 2 && lin::decode_pipe_available(wf, fp16);
   p.sm_count = dev.sm_count;
   p.tiled_cluster_ok = dev.cc_major >= 9;
   const char* pdl_env = std::getenv("B12X_GEMM_PDL");
@@ -396,7 +401,8 @@ Plan plan(const Caps& caps) {
                   : "");
     else
       sig << " decode nt=" << (M > kDecodeMaxM ? 2 : decode_nt(M))
-          << (ws > 1 && M <= kDecodeMaxM ? " ws=" + std::to_string(ws) : "") << " split="
+          << (ws > 1 && M <= kDecodeMaxM ? " ws=" + std::to_string(ws) : "")
+          << (p.decode_pipe ? " pipe" : "") << " split="
           << (M > kDecodeMaxM || split == 1 ? "none"
               : p.split_cluster             ? "cluster"
                                             : "reduce");
@@ -745,6 +751,16 @@ void run(const Binding& b, Stream stream) {
   p.stage_rows = static_cast<int>(std::min<int64_t>(M, 8 * nt));
   p.stage_slices = static_cast<int>(
       std::min<int64_t>(p.slices_per_cta, stage_fit_slices(im.wfmt, p.stage_rows)));
+  // Pipelined staging where the CTA's K range takes more than one chunk and the staging is a
+  // plain copy without group scales (else the kernel with one buffer); a chunk of at least
+  // kStages - 1 slices, so the ring's waits cover the next chunk's copies.
+  const int64_t pipe_slices = stage_fit_slices(im.wfmt, p.stage_rows, /*pipe=*/true);
+  if (plan.decode_pipe && p.decode_ws <= 1 && p.stage_slices < p.slices_per_cta && p.x_vec16 &&
+      p.xs_kind == lin::kXsNone && pipe_slices >= lin::decode_stages(im.wfmt) - 1 &&
+      (p.act_kind == lin::kActRaw16 || lin::wtraits(im.wfmt).fp8mma)) {
+    p.decode_pipe = 1;
+    p.stage_slices = static_cast<int>(std::min<int64_t>(p.slices_per_cta, pipe_slices));
+  }
   p.partial = (p.split > 1 && !plan.split_cluster)
                   ? reinterpret_cast<float*>(b.scratch + plan.off_partial)
                   : nullptr;

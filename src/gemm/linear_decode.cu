@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <mutex>
 #include <set>
+#include <type_traits>
 
 #include "core/cuda_check.h"
 #include "core/launch.h"
@@ -14,48 +15,63 @@ namespace b12x::gemm::lin {
 namespace {
 
 constexpr int64_t kDecodeRingMax = 4 * kDecodeStagesMax * 4096;
-static_assert(kDecodeRingMax + kDecodeStageBudget + 15 * 1024 <= 101376,
+static_assert(kDecodeRingMax + std::max(kDecodeStageBudget, kDecodePipeBudget) + 15 * 1024 <=
+                  101376,
               "decode kernel must fit SM12x's 99 KB of shared memory per block");
 
 using DecodeFn = void (*)(const LinearParams);
 
 /// ws: warps per weight tile (linear_decode_kernel's kWS), 2 and 4 for one token tile only.
+/// pipe: the pipelined two-buffer staging (kPipe), BF16 MMAs and one warp per tile only, formats
+/// whose decode-regime activations carry no group scales.
 template <WFmt F, class T>
-DecodeFn decode_fn(int nt, int ws) {
+DecodeFn decode_fn(int nt, int ws, bool pipe) {
+  if (pipe) {
+    if constexpr (std::is_same_v<T, Bf16Tag> && F != WFmt::kFp8Mx && F != WFmt::kFp8Block) {
+      if (ws != 1) return nullptr;
+      return nt == 1 ? &linear_decode_kernel<F, T, 1, 1, true>
+                     : &linear_decode_kernel<F, T, 2, 1, true>;
+    }
+    return nullptr;
+  }
   if (nt == 1 && ws == 2) return &linear_decode_kernel<F, T, 1, 2>;
   if (nt == 1 && ws == 4) return &linear_decode_kernel<F, T, 1, 4>;
   if (ws != 1) return nullptr;
   return nt == 1 ? &linear_decode_kernel<F, T, 1> : &linear_decode_kernel<F, T, 2>;
 }
 
-DecodeFn pick_decode(WFmt f, bool fp16, int nt, int ws = 1) {
+DecodeFn pick_decode(WFmt f, bool fp16, int nt, int ws = 1, bool pipe = false) {
   switch (f) {
     case WFmt::kNvfp4:
-      return fp16 ? decode_fn<WFmt::kNvfp4, Fp16Tag>(nt, ws)
-                  : decode_fn<WFmt::kNvfp4, Bf16Tag>(nt, ws);
+      return fp16 ? decode_fn<WFmt::kNvfp4, Fp16Tag>(nt, ws, pipe)
+                  : decode_fn<WFmt::kNvfp4, Bf16Tag>(nt, ws, pipe);
     case WFmt::kMxfp4:
-      return fp16 ? decode_fn<WFmt::kMxfp4, Fp16Tag>(nt, ws)
-                  : decode_fn<WFmt::kMxfp4, Bf16Tag>(nt, ws);
+      return fp16 ? decode_fn<WFmt::kMxfp4, Fp16Tag>(nt, ws, pipe)
+                  : decode_fn<WFmt::kMxfp4, Bf16Tag>(nt, ws, pipe);
     case WFmt::kQ8_0:
-      return fp16 ? decode_fn<WFmt::kQ8_0, Fp16Tag>(nt, ws)
-                  : decode_fn<WFmt::kQ8_0, Bf16Tag>(nt, ws);
+      return fp16 ? decode_fn<WFmt::kQ8_0, Fp16Tag>(nt, ws, pipe)
+                  : decode_fn<WFmt::kQ8_0, Bf16Tag>(nt, ws, pipe);
     case WFmt::kIq2Xxs:
-      return fp16 ? decode_fn<WFmt::kIq2Xxs, Fp16Tag>(nt, ws)
-                  : decode_fn<WFmt::kIq2Xxs, Bf16Tag>(nt, ws);
+      return fp16 ? decode_fn<WFmt::kIq2Xxs, Fp16Tag>(nt, ws, pipe)
+                  : decode_fn<WFmt::kIq2Xxs, Bf16Tag>(nt, ws, pipe);
     case WFmt::kIq2Xs:
-      return fp16 ? decode_fn<WFmt::kIq2Xs, Fp16Tag>(nt, ws)
-                  : decode_fn<WFmt::kIq2Xs, Bf16Tag>(nt, ws);
+      return fp16 ? decode_fn<WFmt::kIq2Xs, Fp16Tag>(nt, ws, pipe)
+                  : decode_fn<WFmt::kIq2Xs, Bf16Tag>(nt, ws, pipe);
     case WFmt::kFp8:
-      return fp16 ? nullptr : decode_fn<WFmt::kFp8, Bf16Tag>(nt, ws);
+      return fp16 ? nullptr : decode_fn<WFmt::kFp8, Bf16Tag>(nt, ws, pipe);
     case WFmt::kFp8Mx:
-      return fp16 ? nullptr : decode_fn<WFmt::kFp8Mx, Bf16Tag>(nt, ws);
+      return fp16 ? nullptr : decode_fn<WFmt::kFp8Mx, Bf16Tag>(nt, ws, pipe);
     case WFmt::kFp8Block:
-      return fp16 ? nullptr : decode_fn<WFmt::kFp8Block, Bf16Tag>(nt, ws);
+      return fp16 ? nullptr : decode_fn<WFmt::kFp8Block, Bf16Tag>(nt, ws, pipe);
   }
   return nullptr;
 }
 
 }  // namespace
+
+bool decode_pipe_available(WFmt f, bool fp16) {
+  return pick_decode(f, fp16, 1, 1, true) != nullptr;
+}
 
 bool decode_kernel_available(WFmt f, bool fp16, int nt) {
   return (nt == 1 || nt == 2) && pick_decode(f, fp16, nt) != nullptr;
@@ -68,13 +84,19 @@ void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stre
   B12X_ASSERT(ws == 1 || (nt == 1 && (p.split == 1 || p.cluster_split == p.split) &&
                           p.partial == nullptr && p.stage_slices >= p.slices_per_cta),
               "decode warp split ", ws, " with split ", p.split, " stage slices ", p.stage_slices);
-  DecodeFn fn = pick_decode(f, fp16, nt, ws);
+  const bool pipe = p.decode_pipe != 0;
+  // Pipelined staging: plain 16-byte copies of BF16 / e4m3 activations without group scales.
+  B12X_ASSERT(!pipe || (ws == 1 && p.x_vec16 && p.xs_kind == kXsNone &&
+                        (p.act_kind == kActRaw16 || wtraits(f).fp8mma) &&
+                        p.stage_slices >= decode_stages(f) - 1),
+              "decode pipelined staging with ws ", ws, " act ", p.act_kind, " xs ", p.xs_kind);
+  DecodeFn fn = pick_decode(f, fp16, nt, ws, pipe);
   B12X_ASSERT(fn != nullptr, "no decode kernel for format ", static_cast<int>(f), " fp16=", fp16);
   B12X_ASSERT(p.stage_rows >= 1 && p.stage_rows <= 8 * nt && p.stage_slices >= 1,
               "decode staging rows=", p.stage_rows, " slices=", p.stage_slices);
-  const int64_t stage_bytes = stage_geom(f, p.stage_rows, p.stage_slices).bytes;
-  B12X_ASSERT(stage_bytes <= kDecodeStageBudget, "decode staging needs ", stage_bytes,
-              " B of shared memory");
+  const int64_t stage_bytes = stage_geom(f, p.stage_rows, p.stage_slices).bytes * (pipe ? 2 : 1);
+  B12X_ASSERT(stage_bytes <= (pipe ? kDecodePipeBudget : kDecodeStageBudget),
+              "decode staging needs ", stage_bytes, " B of shared memory");
   const int64_t smem = decode_ring_bytes(f) + stage_bytes;
   {
     // The opt-in above 48 KB is a function attribute (not a stream operation, so legal while a
@@ -83,8 +105,9 @@ void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stre
     static std::set<DecodeFn> opted;
     std::lock_guard<std::mutex> lock(mu);
     if (opted.insert(fn).second) {
-      B12X_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           static_cast<int>(kDecodeRingMax + kDecodeStageBudget)));
+      B12X_CUDA_CHECK(cudaFuncSetAttribute(
+          fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+          static_cast<int>(kDecodeRingMax + (pipe ? kDecodePipeBudget : kDecodeStageBudget))));
     }
   }
   const int64_t tok_tiles = (p.M + 8 * nt - 1) / (8 * nt);

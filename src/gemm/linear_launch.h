@@ -21,6 +21,12 @@ inline constexpr int64_t kDecodeStageBudget =
     4 * kDecodeStagesMax * 4096 + 32 * 1024 + 15 * 1024 <= 101376
         ? 32 * 1024
         : 101376 - 15 * 1024 - 4 * kDecodeStagesMax * 4096;
+/// Pipelined staging (LinearParams::decode_pipe: two buffers of stage_slices slices each): what
+/// SM12x's 99 KB leave beside the largest ring and the static part.
+inline constexpr int64_t kDecodePipeBudget = 101376 - 15 * 1024 - 4 * kDecodeStagesMax * 4096;
+/// The pipelined-staging decode kernel exists (BF16 MMAs; formats without activation group
+/// scales in the decode regime).
+bool decode_pipe_available(WFmt f, bool fp16);
 /// grid = (ceil(n16/4), split, ceil(M / (8*nt))); p.cluster_split > 1 launches grid.y as one
 /// thread-block cluster. p.stage_rows / p.stage_slices size the activation staging.
 void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stream stream);

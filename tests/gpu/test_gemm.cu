@@ -662,6 +662,29 @@ TEST(GemmGpu, DecodeSplitReduceKernelAndActivationPrepass) {
   }
 }
 
+TEST(GemmGpu, DecodePipelinedStaging) {
+  B12X_REQUIRE_GPU();
+  // B12X_GEMM_DECODE_PIPE=1: two staging buffers, the next chunk's copies in flight. No K split
+  // over CTAs, so every CTA walks K = 4864 in several chunks (FP4 at 16 rows: one 512-K slice per
+  // buffer); N = 72 leaves warps without a tile in the last CTA; M = 24 has a second token tile
+  // of 8 rows. Formats with activation group scales (block FP8, MXFP8) keep one buffer.
+  ScopedEnv ep("B12X_GEMM_DECODE_PIPE", "1"), es("B12X_GEMM_SPLIT", "1");
+  {
+    gemm::Caps caps;
+    caps.format = LinearFormat::kNvfp4W4A16;
+    caps.max_tokens = 16;
+    caps.in_features = 4864;
+    caps.out_features = 72;
+    caps.act_dtype = DType::kBF16;
+    caps.out_dtype = DType::kBF16;
+    EXPECT_TRUE(gemm::plan(caps).decode_pipe);
+  }
+  for (int64_t M : {3, 16, 24})
+    for (const auto& c : all_format_cases(M, 72, 4864, M != 16, DType::kBF16)) run_case(c);
+  for (LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kQ8_0})  // FP16: one buffer
+    run_case({f, 16, 72, 4864, DType::kFP16, DType::kBF16, true});
+}
+
 /// Formats the SM90 wgmma tiled kernel runs (NVFP4 W4A4 / W4A16, MXFP4 W4A4 / W4A8 / W4A16 with
 /// BF16 MMAs, MXFP8, per-tensor and block FP8; K must be a multiple of 128 for block FP8); the
 /// others keep the mma.sync tiled kernel under the same override.
@@ -939,6 +962,16 @@ TEST(GemmGpuSanitize, SmallShapesAllFormats) {
     for (LinearFormat f : {LinearFormat::kQ8_0, LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs})
       run_case({f, 40, 136, 512, DType::kBF16, DType::kBF16, true});
   }
+}
+
+TEST(GemmGpuSanitize, DecodePipelinedStaging) {
+  B12X_REQUIRE_GPU();
+  // Two staging buffers (B12X_GEMM_DECODE_PIPE=1) over several chunks per CTA: 2 (FP4, 16 rows),
+  // 3 (Q8_0, 3 rows) and 3 (FP8 with three ring stages, two token tiles), N = 40 with a tail CTA.
+  ScopedEnv ep("B12X_GEMM_DECODE_PIPE", "1"), es("B12X_GEMM_SPLIT", "1");
+  run_case({LinearFormat::kNvfp4W4A16, 16, 40, 1024, DType::kBF16, DType::kBF16, true});
+  run_case({LinearFormat::kQ8_0, 3, 40, 8192, DType::kBF16, DType::kBF16, false});
+  run_case({LinearFormat::kFp8Tensor, 24, 40, 3072, DType::kBF16, DType::kBF16, true});
 }
 
 }  // namespace

@@ -120,9 +120,15 @@ __device__ __forceinline__ void dec_cp_async_wait() {
 /// reduced through shared memory at the end: kWS x the warps of the grid for the same weight
 /// stream, each with 1 / kWS of the slices. kWS > 1 needs the CTA's whole K range staged at once
 /// (stage_slices >= slices_per_cta) and no split-K reduce kernel (a cluster split is fine).
-template <WFmt F, class T, int NT, int kWS = 1>
+/// kPipe (one warp per tile): the activations are staged in two buffers of stage_slices slices;
+/// the copies of chunk c + 1 are issued (cp.async, committed as their own group) when chunk c
+/// starts and land while it is computed, so a chunk boundary costs one CTA barrier instead of a
+/// drained ring and an L2 round trip with every warp idle. Needs plain-copy staging (BF16 / FP16
+/// or e4m3 bytes, 16-byte aligned) and no activation group scales.
+template <WFmt F, class T, int NT, int kWS = 1, bool kPipe = false>
 __global__ void __launch_bounds__(128, 4) linear_decode_kernel(const LinearParams p) {
   static_assert(kWS == 1 || kWS == 2 || kWS == 4, "warps per weight tile");
+  static_assert(!kPipe || kWS == 1, "pipelined staging with one warp per tile");
   constexpr WTraits kTr = wtraits(F);
   constexpr int kAtoms = kTr.slice_atoms;
   constexpr int kKS = kAtoms * 32;
@@ -176,6 +182,9 @@ __global__ void __launch_bounds__(128, 4) linear_decode_kernel(const LinearParam
   uint8_t* const xs = dsm + decode_ring_bytes(F);
   float* const xsc = reinterpret_cast<float*>(xs + p.stage_rows * sg.pitch_bytes);
   const int rows = static_cast<int>(min(static_cast<int64_t>(p.stage_rows), p.M - tok0));
+  // kPipe: the second staging buffer, and the one the current chunk is read from.
+  uint8_t* const xs1 = xs + sg.bytes;
+  uint8_t* xcur = xs;
 
   if constexpr (F == WFmt::kNvfp4) {
     lut[threadIdx.x] = nvfp4_scale_splat<T>(static_cast<uint8_t>(threadIdx.x));
@@ -331,6 +340,29 @@ __global__ void __launch_bounds__(128, 4) linear_decode_kernel(const LinearParam
     }
   };
 
+  // kPipe: the copies of slices [c0, c1) into the staging buffer dst, not committed. Warp w takes
+  // rows w, w + 4, ..., its lanes consecutive 16-byte pieces (no divisions per piece).
+  auto issue_stage = [&](int64_t c0, int64_t c1, uint8_t* dst) {
+    const int64_t kbase = c0 * kKS;
+    constexpr int kElem = kF8 ? 16 : 8;  // K values per 16-byte piece
+    const int per_row = static_cast<int>((c1 - c0) * kKS / kElem);
+    for (int r = warp; r < rows; r += 4) {
+      const int64_t tok = tok0 + r;
+      const uint8_t* src_row =
+          kF8 ? static_cast<const uint8_t*>(p.x) + tok * p.ldx_bytes
+              : reinterpret_cast<const uint8_t*>(static_cast<const uint16_t*>(p.x) + tok * p.ldx);
+      uint8_t* dst_row = dst + r * sg.pitch_bytes;
+      for (int c = lane; c < per_row; c += 32) {
+        const int64_t k = kbase + c * kElem;
+        uint8_t* d = dst_row + c * 16;
+        if (k < p.K)
+          dec_cp_async16(d, src_row + k * (kF8 ? 1 : 2));
+        else
+          *reinterpret_cast<uint4*>(d) = make_uint4(0, 0, 0, 0);
+      }
+    }
+  };
+
   // GGML formats take BF16 / FP16 activations only (no activation group scales): constant false
   // there, so their fold has no activation-scale loads or multiplies.
   constexpr bool kGgml = F == WFmt::kQ8_0 || kIq2;
@@ -338,7 +370,7 @@ __global__ void __launch_bounds__(128, 4) linear_decode_kernel(const LinearParam
   // ldmatrix row of token (nt*8 + lane&7), clamped to the staged rows.
   auto xrow = [&](int nt) -> uint8_t* {
     const int r = min(nt * 8 + (lane & 7), rows - 1);
-    return xs + r * sg.pitch_bytes;
+    return (kPipe ? xcur : xs) + r * sg.pitch_bytes;
   };
   auto xsc_at = [&](int tokr, int col) -> float {
     return xsc[min(tokr, rows - 1) * sg.groups + col];
@@ -508,6 +540,12 @@ __global__ void __launch_bounds__(128, 4) linear_decode_kernel(const LinearParam
   griddep_wait();  // activations, scales of x and the output belong to earlier kernels
 
   int64_t chunk_begin = s_begin, chunk_end = s_begin;
+  int cbuf = 0;  // kPipe: staging buffer of the current chunk
+  if constexpr (kPipe) {
+    chunk_end = min(s_end, s_begin + p.stage_slices);
+    if (s_begin < s_end) stage(s_begin, chunk_end);  // the first chunk at once, into buffer 0
+    __syncthreads();  // also orders the LUT / IQ2 table fills before the first decode
+  }
   if constexpr (kWS > 1) {
     // The CTA's whole K range at once (its warps work on different parts of it): no barrier in
     // the slice loop, whose trip counts differ between the K parts.
@@ -518,49 +556,81 @@ __global__ void __launch_bounds__(128, 4) linear_decode_kernel(const LinearParam
   }
   // Barriers inside depend only on block-uniform values (slice indices), never on `active`.
   auto ensure_staged = [&](int64_t sl) {
-    if (kWS > 1 || sl < chunk_end) return;
+    if (kWS > 1 || kPipe || sl < chunk_end) return;
     if (sl != s_begin) __syncthreads();  // readers of the previous chunk are done
     chunk_begin = sl;
     chunk_end = min(s_end, sl + p.stage_slices);
     stage(chunk_begin, chunk_end);
     __syncthreads();  // also orders the LUT / IQ2 table fills before the first decode
   };
+  // Per slice of a warp with a tile: the refill of the ring stage read one slice ago, the next
+  // slice's scales, the wait for this slice's values; then the NVFP4 / MXFP4 scale splats.
+  auto fetch = [&](int64_t sl, int st) {
+    __syncwarp();  // every lane has finished reading the stage refilled below (slice sl-1)
+    if (sl + kStages - 1 < s_end) issue_values(sl + kStages - 1, (st + kStages - 1) % kStages);
+    dec_cp_async_commit();
+    if (sl + 1 < s_end) load_scales(sl + 1, nxt);
+    dec_cp_async_wait<kStages - 1>();  // this lane's copies of slice sl have landed...
+    __syncwarp();                      // ...and so have every other lane's
+  };
+  auto expand_splats = [&]() {
+    if constexpr (F == WFmt::kNvfp4) {
+      // The previous slice's readers of spl are past the __syncwarp at the top of the loop.
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        const uint32_t w0 = i < 4 ? cur.sc[0][0].x : cur.sc[0][0].y;
+        const uint32_t w1 = i < 4 ? cur.sc[1][0].x : cur.sc[1][0].y;
+        spl[warp][8 * t + i][g] =
+            make_uint2(lut[(w0 >> (8 * (i % 4))) & 0x7Fu], lut[(w1 >> (8 * (i % 4))) & 0x7Fu]);
+      }
+      __syncwarp();
+    } else if constexpr (kMxFold) {
+      // Lane t of a quad expands atoms 4t..4t+3 (scale bytes 4t..4t+3 of rows g, g+8).
+      const uint32_t w0 = t == 0   ? cur.sc[0][0].x
+                          : t == 1 ? cur.sc[0][0].y
+                          : t == 2 ? cur.sc[0][0].z
+                                   : cur.sc[0][0].w;
+      const uint32_t w1 = t == 0   ? cur.sc[1][0].x
+                          : t == 1 ? cur.sc[1][0].y
+                          : t == 2 ? cur.sc[1][0].z
+                                   : cur.sc[1][0].w;
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+        spl[warp][4 * t + i][g] = make_uint2(e8m0_bf16_splat((w0 >> (8 * i)) & 0xFFu),
+                                             e8m0_bf16_splat((w1 >> (8 * i)) & 0xFFu));
+      __syncwarp();
+    }
+  };
   int st = 0;
   for (int64_t sl = s_begin; sl < s_end; ++sl) {
     ensure_staged(sl);
-    if (active) {
-      __syncwarp();  // every lane has finished reading the stage refilled below (slice sl-1)
-      if (sl + kStages - 1 < s_end) issue_values(sl + kStages - 1, (st + kStages - 1) % kStages);
-      dec_cp_async_commit();
-      if (sl + 1 < s_end) load_scales(sl + 1, nxt);
-      dec_cp_async_wait<kStages - 1>();  // this lane's copies of slice sl have landed...
-      __syncwarp();                      // ...and so have every other lane's
-      if constexpr (F == WFmt::kNvfp4) {
-        // The previous slice's readers of spl are past the __syncwarp at the top of the loop.
-#pragma unroll
-        for (int i = 0; i < 8; ++i) {
-          const uint32_t w0 = i < 4 ? cur.sc[0][0].x : cur.sc[0][0].y;
-          const uint32_t w1 = i < 4 ? cur.sc[1][0].x : cur.sc[1][0].y;
-          spl[warp][8 * t + i][g] =
-              make_uint2(lut[(w0 >> (8 * (i % 4))) & 0x7Fu], lut[(w1 >> (8 * (i % 4))) & 0x7Fu]);
-        }
-        __syncwarp();
-      } else if constexpr (kMxFold) {
-        // Lane t of a quad expands atoms 4t..4t+3 (scale bytes 4t..4t+3 of rows g, g+8).
-        const uint32_t w0 = t == 0   ? cur.sc[0][0].x
-                            : t == 1 ? cur.sc[0][0].y
-                            : t == 2 ? cur.sc[0][0].z
-                                     : cur.sc[0][0].w;
-        const uint32_t w1 = t == 0   ? cur.sc[1][0].x
-                            : t == 1 ? cur.sc[1][0].y
-                            : t == 2 ? cur.sc[1][0].z
-                                     : cur.sc[1][0].w;
-#pragma unroll
-        for (int i = 0; i < 4; ++i)
-          spl[warp][4 * t + i][g] = make_uint2(e8m0_bf16_splat((w0 >> (8 * i)) & 0xFFu),
-                                               e8m0_bf16_splat((w1 >> (8 * i)) & 0xFFu));
-        __syncwarp();
+    if constexpr (kPipe) {
+      if (active) fetch(sl, st);
+      if (sl == chunk_end) {
+        // Chunk boundary (block-uniform). This chunk's copies were committed when the previous
+        // chunk started, stage_slices >= kStages - 1 groups ago (launcher): the wait in fetch
+        // covered them. Warps without a tile commit only staging groups.
+        if (!active) dec_cp_async_wait<0>();
+        __syncthreads();  // every thread's copies landed; every warp is done with the last chunk
+        chunk_begin = chunk_end;
+        chunk_end = min(s_end, chunk_begin + p.stage_slices);
+        cbuf ^= 1;
+        xcur = cbuf ? xs1 : xs;
       }
+      if (sl == chunk_begin && chunk_end < s_end) {
+        // The next chunk into the other buffer, whose last readers passed the barrier above
+        // (or, for the first chunk, never existed).
+        issue_stage(chunk_end, min(s_end, chunk_end + p.stage_slices), cbuf ? xs : xs1);
+        dec_cp_async_commit();
+      }
+      if (active) {
+        expand_splats();
+        compute(ring + st * kChunk, cur, (sl - chunk_begin) * kKS);
+        cur = nxt;
+      }
+    } else if (active) {
+      fetch(sl, st);
+      expand_splats();
       compute(ring + st * kChunk, cur, (sl - chunk_begin) * kKS);
       cur = nxt;  // loaded a whole slice of compute ago: no stall
     }
@@ -592,12 +662,17 @@ __global__ void __launch_bounds__(128, 4) linear_decode_kernel(const LinearParam
     // K parts > 0 stay for the cluster barriers below (their sums are not used) and return after.
   }
   // ---- split-K across a cluster: ranks > 0 hand their partial sums to rank 0 via DSMEM.
-  __shared__ float red[4][32][NT * 4];
+  // kPipe: in the warp's own ring, drained by now (every copy into it was waited for), which
+  // keeps the pipelined kernel at three CTAs per SM90 SM at 16 token rows.
+  __shared__ float red_static[kPipe ? 1 : 4][32][NT * 4];
+  float* const red =
+      kPipe ? reinterpret_cast<float*>(ring) + lane * (NT * 4) : red_static[warp][lane];
   if (p.cluster_split > 1) {
+    if constexpr (kPipe) __syncwarp();  // every lane's last reads of the ring are done
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-      for (int i = 0; i < 4; ++i) red[warp][lane][nt * 4 + i] = acc[nt][i];
+      for (int i = 0; i < 4; ++i) red[nt * 4 + i] = acc[nt][i];
     cooperative_groups::cluster_group cl = cooperative_groups::this_cluster();
     cl.sync();
     const unsigned rank = cl.block_rank();
@@ -608,7 +683,7 @@ __global__ void __launch_bounds__(128, 4) linear_decode_kernel(const LinearParam
 #pragma unroll
       for (int r = 1; r < 8; ++r) {
         if (static_cast<unsigned>(r) < nb) {
-          const float* rr = cl.map_shared_rank(&red[warp][lane][0], static_cast<unsigned>(r));
+          const float* rr = cl.map_shared_rank(red, static_cast<unsigned>(r));
 #pragma unroll
           for (int i = 0; i < NT * 4; ++i) part[r - 1][i] = rr[i];
         }
