@@ -912,6 +912,47 @@ TEST(AttentionGpuDecode, ShortAhead) {
   }
 }
 
+// B12X_ATTN_PAGE_RUNS (default on): live tiles inside one page, or page-aligned with pages of
+// at least a thread's row pass, advance row addresses by token strides within a page. Both
+// settings on decode (BF16 wide3, FP8 hcvt3 / hcvt: 128-token tiles over 16..256-token pages,
+// tiles inside one page at unaligned split starts), interleaved splits, verify and extend with
+// prefixes (32-token tiles, the default extend tile and n64).
+TEST(AttentionGpuDecode, PageRuns) {
+  B12X_REQUIRE_GPU();
+  for (const char* on : {"1", "0"}) {
+    setenv("B12X_ATTN_PAGE_RUNS", on, 1);
+    for (int i = 0; i < 8; ++i) {
+      const int page = 16 << (i % 5);  // 16 .. 256
+      Spec s = gqa_decode_spec({4000, page - 1, 1, 3 * page + 70}, i == 2 ? 7 : 0, i == 2 ? 7 : 0);
+      s.page = page;
+      s.kv = i % 2 == 1 ? DType::kFP8E4M3 : DType::kBF16;
+      s.window = i == 3 ? 300 : -1;
+      s.sinks = i >= 4;
+      if (i == 5) setenv("B12X_ATTN_SPLIT_INTERLEAVE", "1", 1);
+      if (i == 6) setenv("B12X_ATTN_DECODE_TILE", "hcvt", 1);
+      run_case(s, std::string("page runs=") + on + " decode " + std::to_string(i));
+      unsetenv("B12X_ATTN_SPLIT_INTERLEAVE");
+      unsetenv("B12X_ATTN_DECODE_TILE");
+    }
+    run_case(verify_spec(8, 2), std::string("page runs=") + on + " verify");
+    for (const char* tile : {"default", "n64"}) {
+      if (std::string(tile) != "default") setenv("B12X_ATTN_EXTEND_TILE", tile, 1);
+      Spec e;
+      e.mode = att::Mode::kExtend;
+      e.page = 64;
+      e.hkv = 2;
+      e.hq = 8;
+      e.qlens = {1, 37, 200, 5};
+      e.prefix = {0, 67, 256, 1000};
+      e.window = std::string(tile) == "n64" ? 90 : -1;
+      e.extra_t = 2;
+      run_case(e, std::string("page runs=") + on + " extend " + tile);
+      unsetenv("B12X_ATTN_EXTEND_TILE");
+    }
+    unsetenv("B12X_ATTN_PAGE_RUNS");
+  }
+}
+
 // B12X_ATTN_SPLIT_INTERLEAVE=1: split s takes the KV tiles s, s + splits, ...; long ranges
 // (every split live, no window) load the prologue's page ids with the metadata. BF16 and FP8
 // tiles, automatic and forced splits (64: more splits than tiles), window, sinks, with the L2
@@ -1097,6 +1138,20 @@ TEST(AttentionGpuSanitize, DecodeRing16Bit) {
       run_case(s, std::string("sanitize decode wide3 full_ring=") + ring);
       unsetenv("B12X_ATTN_DECODE_TILE");
       unsetenv("B12X_ATTN_FULL_RING");
+    }
+}
+
+// Page runs (default) over one-page tiles (pages of 64 / 128 tokens) and multi-page tiles.
+TEST(AttentionGpuSanitize, DecodePageRuns) {
+  B12X_REQUIRE_GPU();
+  for (int page : {64, 128})
+    for (DType kv : {DType::kBF16, DType::kFP8E4M3}) {
+      Spec s = sanitize_fp8_decode_spec();
+      s.kv = kv;
+      s.page = page;
+      s.prefix = {0, 17, 600, 2000};
+      s.qlens.assign(4, 1);
+      run_case(s, "sanitize decode page runs, page=" + std::to_string(page));
     }
 }
 
