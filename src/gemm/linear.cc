@@ -589,6 +589,9 @@ void run(const Binding& b, Stream stream) {
     const uint8_t* qscale = static_cast<const uint8_t*>(b.x_scale.data);
     int64_t qscale_ld = 0;
     lin::ActKind kind = lin::ActKind::kFp8;
+    const bool prepass = plan.act_prepass && (!lin::wtraits(im.wfmt).fp8mma || tiled_f8_fold);
+    uint16_t* const act_out = reinterpret_cast<uint16_t*>(b.scratch + plan.off_act);
+    bool fused = false;  // the MXFP8 pre-pass done in one kernel (no E4M3 intermediate)
     switch (f) {
       case LinearFormat::kNvfp4:
         kind = lin::ActKind::kNvfp4;
@@ -616,6 +619,11 @@ void run(const Binding& b, Stream stream) {
       case LinearFormat::kMxfp8:
       case LinearFormat::kMxfp4W4A8: {
         kind = lin::ActKind::kMxfp8Rows;
+        // B12X_QUANT_MXFP8_FUSED=1 (probe): quantize and dequantize (below) in one pass.
+        fused = prepass && g == 0 &&
+                launch_mxfp8_dequant_bf16(b.x.data, b.x.dtype, M, K, b.x.stride[0], geo.KP,
+                                          tiled_f8_fold, act_out, stream);
+        if (fused) break;
         uint8_t* qv = b.scratch + plan.off_qvalues;
         uint8_t* qs = b.scratch + plan.off_qscales;
         launch_quantize_mxfp8(b.x.data, b.x.dtype, M, K, b.x.stride[0], qv, qs, nullptr, stream);
@@ -628,21 +636,21 @@ void run(const Binding& b, Stream stream) {
       default:
         B12X_ASSERT(false, "unhandled format ", format_name(f));
     }
-    if (plan.act_prepass && (!lin::wtraits(im.wfmt).fp8mma || tiled_f8_fold)) {
+    if (prepass) {
       lin::ActParams a{};
       a.kind = kind;
       a.kperm = tiled_f8_fold ? 1 : 0;
       a.M = M;
       a.K = K;
       a.KP = geo.KP;
-      a.out = reinterpret_cast<uint16_t*>(b.scratch + plan.off_act);
+      a.out = act_out;
       a.out_scale = g ? reinterpret_cast<float*>(b.scratch + plan.off_act_scales) : nullptr;
       a.group = g ? g : 128;
       a.x = qx;
       a.ldx_bytes = qld;
       a.xs = qscale;
       a.xs_ld = qscale_ld;
-      lin::launch_act_dequant(a, stream);
+      if (!fused) lin::launch_act_dequant(a, stream);
       p.x = a.out;
       p.ldx = geo.KP;
       p.x_vec16 = 1;

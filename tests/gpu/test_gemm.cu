@@ -752,18 +752,44 @@ TEST(GemmGpu, TiledWgmmaTokenTiles) {
     if (c.fmt == LinearFormat::kFp8Tensor || c.fmt == LinearFormat::kFp8Block) run_case(c);
   // Warp-specialized FP8 (variant 5: a copy warpgroup; 6, the default: with the block scales
   // loaded while the wgmmas run and the slot released before the promotion; 7: 6 with the next
-  // stage's A fragments loaded before the promotion): token / row / K tails, 1 and (6) 24 token
-  // tiles, a long K refilling every slot many times.
-  for (const char* var : {"5", "6", "7"}) {
+  // stage's A fragments loaded before the promotion; 8, block FP8 only: 6 with the combined scales
+  // built by the producer warpgroup): token / row / K tails, 1 and (6, 8) 24 token tiles, a long
+  // K refilling every slot many times.
+  for (const char* var : {"5", "6", "7", "8"}) {
     ScopedEnv e("B12X_GEMM_WGMMA", "1"), ev("B12X_GEMM_WGMMA_VAR", var);
     for (const auto& c : wgmma_cases(300, 136, 768, false, DType::kFP16))
       if (c.fmt == LinearFormat::kFp8Tensor || c.fmt == LinearFormat::kFp8Block) run_case(c);
     for (const auto& c : wgmma_cases(3000, 264, 512, true, DType::kBF16))
       if ((c.fmt == LinearFormat::kFp8Tensor || c.fmt == LinearFormat::kFp8Block) &&
-          std::string(var) == "6")
+          (std::string(var) == "6" || std::string(var) == "8"))
         run_case(c);
     for (const auto& c : wgmma_cases(256, 256, 4096, false, DType::kBF16))
       if (c.fmt == LinearFormat::kFp8Tensor || c.fmt == LinearFormat::kFp8Block) run_case(c);
+  }
+  // Variant 8 with caller-quantized activations (the x_scale row pitch of the caller's tensor).
+  {
+    ScopedEnv e("B12X_GEMM_WGMMA", "1"), ev("B12X_GEMM_WGMMA_VAR", "8");
+    for (int64_t M : {130, 300}) {
+      Case c{LinearFormat::kFp8Block, M, 264, 1024};
+      c.caller_quant = true;
+      run_case(c);
+    }
+  }
+  // The four-lanes-per-group activation quantizer (B12X_QUANT_FP8G128=1) in front of block FP8,
+  // and the one-pass MXFP8 pre-pass (B12X_QUANT_MXFP8_FUSED=1: MXFP8 in the k32 fragment order,
+  // MXFP4 W4A8 in plain order) on the wgmma kernel and the mma.sync tiled kernel.
+  {
+    ScopedEnv e("B12X_GEMM_WGMMA", "1"), eq("B12X_QUANT_FP8G128", "1"),
+        em("B12X_QUANT_MXFP8_FUSED", "1");
+    for (const auto& c : wgmma_cases(300, 136, 768, true, DType::kBF16))
+      if (c.fmt == LinearFormat::kFp8Block || c.fmt == LinearFormat::kMxfp8 ||
+          c.fmt == LinearFormat::kMxfp4W4A8)
+        run_case(c);
+    for (LinearFormat f : {LinearFormat::kFp8Block, LinearFormat::kMxfp8})
+      run_case({f, 1000, 4096, 512, DType::kBF16, DType::kBF16, true});
+    ScopedEnv ew("B12X_GEMM_WGMMA", "0");
+    for (LinearFormat f : {LinearFormat::kMxfp8, LinearFormat::kMxfp4W4A8})
+      run_case({f, 200, 136, 768, DType::kFP16, DType::kBF16, true});
   }
   // The BF16-operand formats warp-specialized (variant 3, 256 tokens): token / row / K tails,
   // several token tiles.
@@ -962,6 +988,25 @@ TEST(GemmGpuSanitize, SmallShapesAllFormats) {
     for (LinearFormat f : {LinearFormat::kQ8_0, LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs})
       run_case({f, 40, 136, 512, DType::kBF16, DType::kBF16, true});
   }
+}
+
+/// Block FP8 probes for compute-sanitizer (separate, so a round can check just them): variant 8
+/// (the producer stores the combined scales and arrives on the full barrier a second time) and
+/// the four-lanes-per-group activation quantizer, K = 2048 (every slot refilled several times),
+/// two token tiles; the one-pass MXFP8 pre-pass in front of MXFP8 and MXFP4 W4A8.
+TEST(GemmGpuSanitize, Fp8BlockProbes) {
+  B12X_REQUIRE_GPU();
+  ScopedEnv e("B12X_GEMM_WGMMA", "1");
+  {
+    ScopedEnv ev("B12X_GEMM_WGMMA_VAR", "8");
+    run_case({LinearFormat::kFp8Block, 136, 136, 2048, DType::kBF16, DType::kBF16, true});
+    ScopedEnv eq("B12X_QUANT_FP8G128", "1");
+    run_case({LinearFormat::kFp8Block, 200, 136, 2048, DType::kBF16, DType::kBF16, true});
+  }
+  ScopedEnv eq("B12X_QUANT_FP8G128", "1"), em("B12X_QUANT_MXFP8_FUSED", "1");
+  run_case({LinearFormat::kFp8Block, 136, 136, 2048, DType::kBF16, DType::kBF16, true});
+  for (LinearFormat f : {LinearFormat::kMxfp8, LinearFormat::kMxfp4W4A8})
+    run_case({f, 136, 136, 512, DType::kBF16, DType::kBF16, true});
 }
 
 TEST(GemmGpuSanitize, DecodePipelinedStaging) {
