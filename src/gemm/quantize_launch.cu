@@ -36,6 +36,18 @@ int grid_for(int64_t work) {
   return static_cast<int>(std::clamp<int64_t>(need, 1, cached_cap));
 }
 
+/// Launches the BF16- or FP16-input instance of a quantiser kernel.
+template <class Params>
+void launch_for(DType x_dtype, int grid, void (*bf16)(Params), void (*f16)(Params), const Params& p,
+                Stream stream) {
+  auto s = reinterpret_cast<cudaStream_t>(stream);
+  if (x_dtype == DType::kBF16)
+    bf16<<<grid, kThreads, 0, s>>>(p);
+  else
+    f16<<<grid, kThreads, 0, s>>>(p);
+  B12X_CUDA_CHECK_LAUNCH();
+}
+
 template <class P>
 void launch_block(const void* x, DType x_dtype, int64_t M, int64_t K, int64_t ldx, uint8_t* values,
                   uint8_t* scale_rows, float* scale_f32, uint8_t* swizzled, const float* gs,
@@ -54,13 +66,8 @@ void launch_block(const void* x, DType x_dtype, int64_t M, int64_t K, int64_t ld
   p.vec_in = aligned(x, 16) && ldx % 8 == 0;
   p.vec_out = aligned(values, P::kFp4 ? 4 : 8);
   const int64_t work = std::max<int64_t>(M * (K / 8), swizzled ? fmt::pad_to(M, 128) * 4 : 0);
-  const int grid = grid_for(work);
-  auto s = reinterpret_cast<cudaStream_t>(stream);
-  if (x_dtype == DType::kBF16)
-    kernels::block_quant_kernel<P, true><<<grid, kThreads, 0, s>>>(p);
-  else
-    kernels::block_quant_kernel<P, false><<<grid, kThreads, 0, s>>>(p);
-  B12X_CUDA_CHECK_LAUNCH();
+  launch_for(x_dtype, grid_for(work), kernels::block_quant_kernel<P, true>,
+             kernels::block_quant_kernel<P, false>, p, stream);
 }
 
 }  // namespace
@@ -85,13 +92,8 @@ void launch_quantize_fp8_group128(const void* x, DType x_dtype, int64_t M, int64
     p.ldx = ldx;
     p.values = values;
     p.scale_f32 = scales;
-    const int grid = grid_for(M * (K / 128) * 4);  // four threads per group
-    auto s = reinterpret_cast<cudaStream_t>(stream);
-    if (x_dtype == DType::kBF16)
-      kernels::fp8_group128_kernel<true><<<grid, kThreads, 0, s>>>(p);
-    else
-      kernels::fp8_group128_kernel<false><<<grid, kThreads, 0, s>>>(p);
-    B12X_CUDA_CHECK_LAUNCH();
+    launch_for(x_dtype, grid_for(M * (K / 128) * 4),  // four threads per group
+               kernels::fp8_group128_kernel<true>, kernels::fp8_group128_kernel<false>, p, stream);
     return;
   }
   launch_block<kernels::Fp8Group128Policy>(x, x_dtype, M, K, ldx, values, nullptr, scales, nullptr,
@@ -112,13 +114,8 @@ bool launch_mxfp8_dequant_bf16(const void* x, DType x_dtype, int64_t M, int64_t 
   p.ldx = ldx;
   p.out = out;
   p.kperm = kperm ? 1 : 0;
-  const int grid = grid_for(M * (KP / 32));
-  auto s = reinterpret_cast<cudaStream_t>(stream);
-  if (x_dtype == DType::kBF16)
-    kernels::mxfp8_dequant_kernel<true><<<grid, kThreads, 0, s>>>(p);
-  else
-    kernels::mxfp8_dequant_kernel<false><<<grid, kThreads, 0, s>>>(p);
-  B12X_CUDA_CHECK_LAUNCH();
+  launch_for(x_dtype, grid_for(M * (KP / 32)), kernels::mxfp8_dequant_kernel<true>,
+             kernels::mxfp8_dequant_kernel<false>, p, stream);
   return true;
 }
 

@@ -293,6 +293,25 @@ __global__ void __launch_bounds__(256) block_quant_kernel(const BlockQuantParams
   }
 }
 
+/// 32 values from four 16-byte loads at src + step * i (i = 0..3; zeros when !valid), all issued
+/// before any conversion.
+template <bool kBF16>
+__device__ __forceinline__ void load32(const uint16_t* src, int step, bool valid, float (&v)[32]) {
+  uint4 u[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+    u[i] = valid ? __ldg(reinterpret_cast<const uint4*>(src + step * i)) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t w[4] = {u[i].x, u[i].y, u[i].z, u[i].w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      v[8 * i + 2 * j] = in_to_float(static_cast<uint16_t>(w[j] & 0xFFFFu), kBF16);
+      v[8 * i + 2 * j + 1] = in_to_float(static_cast<uint16_t>(w[j] >> 16), kBF16);
+    }
+  }
+}
+
 // ------------------------------------------------------------------------ FP8 1x128 groups ----
 /// The FP8 1x128-group quantiser on vector rows (x 16-byte aligned, ldx % 8 == 0, K % 128 == 0,
 /// values 8-byte aligned): four lanes per group, each with 32 values in four 16-byte loads issued
@@ -326,21 +345,8 @@ __global__ void __launch_bounds__(256) fp8_group128_kernel(const BlockQuantParam
         col = gi - row * cols;
       }
     }
-    const uint16_t* src = p.x + row * p.ldx + col * 128 + part * 8;
-    uint4 u[4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-      u[i] = valid ? __ldg(reinterpret_cast<const uint4*>(src + 32 * i)) : make_uint4(0, 0, 0, 0);
     float v[32];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const uint32_t w[4] = {u[i].x, u[i].y, u[i].z, u[i].w};
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        v[8 * i + 2 * j] = in_to_float(static_cast<uint16_t>(w[j] & 0xFFFFu), kBF16);
-        v[8 * i + 2 * j + 1] = in_to_float(static_cast<uint16_t>(w[j] >> 16), kBF16);
-      }
-    }
+    load32<kBF16>(p.x + row * p.ldx + col * 128 + part * 8, 32, valid, v);
     float amax = 0.f;
 #pragma unroll
     for (int j = 0; j < 32; ++j) amax = fmt::amax_update(amax, v[j]);
@@ -409,20 +415,8 @@ __global__ void __launch_bounds__(256) mxfp8_dequant_kernel(const MxDequantParam
 #pragma unroll
     for (int i = 0; i < 16; ++i) o[i] = 0u;
     if (k0 < p.K) {
-      const uint16_t* src = p.x + m * p.ldx + k0;
-      uint4 u[4];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) u[i] = __ldg(reinterpret_cast<const uint4*>(src + 8 * i));
       float v[32];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const uint32_t w[4] = {u[i].x, u[i].y, u[i].z, u[i].w};
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          v[8 * i + 2 * j] = in_to_float(static_cast<uint16_t>(w[j] & 0xFFFFu), kBF16);
-          v[8 * i + 2 * j + 1] = in_to_float(static_cast<uint16_t>(w[j] >> 16), kBF16);
-        }
-      }
+      load32<kBF16>(p.x + m * p.ldx + k0, 8, true, v);
       float amax = 0.f;
 #pragma unroll
       for (int j = 0; j < 32; ++j) amax = fmt::amax_update(amax, v[j]);
