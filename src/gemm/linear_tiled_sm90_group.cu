@@ -17,9 +17,9 @@ struct GroupPick {
 };
 
 template <WFmt F, class T, int kTok, int kRowSets, bool kOverlap, int kUnitN = 128,
-          bool kLateCopy = false>
+          bool kLateCopy = false, bool kAluSign = false>
 GroupPick group_pick() {
-  return {&linear_wgmma_group_kernel<F, T, kTok, kRowSets, kOverlap, kUnitN, kLateCopy>,
+  return {&linear_wgmma_group_kernel<F, T, kTok, kRowSets, kOverlap, kUnitN, kLateCopy, kAluSign>,
           WgmmaGroupCfg<F, T, kTok, kRowSets, kOverlap, kUnitN>::kSmemBytes};
 }
 
@@ -28,6 +28,9 @@ GroupPick pick_cfg(int tok, int var) {
   if (tok == 256 && var == 0) return group_pick<F, T, 256, 1, false>();
   if (tok == 256 && var == 1) return group_pick<F, T, 256, 1, true, 64>();
   if (tok == 256 && var == 3) return group_pick<F, T, 256, 1, true, 64, true>();
+  if constexpr (F != WFmt::kQ8_0) {
+    if (tok == 256 && var == 4) return group_pick<F, T, 256, 1, true, 64, true, true>();
+  }
   if (tok == 128 && var == 0) return group_pick<F, T, 128, 1, false>();
   if (tok == 128 && var == 1) return group_pick<F, T, 128, 1, true>();
   if (tok == 128 && var == 2) return group_pick<F, T, 128, 2, false>();
@@ -37,7 +40,8 @@ GroupPick pick_cfg(int tok, int var) {
 /// var: 0 = each partial's wgmmas drained before its promotion, 1 = promotion overlapping the
 /// next partial's wgmmas (two partial sets; at 256 tokens in 64-token units), 2 = 256-row CTAs (two
 /// 64-row sets per warpgroup, 128 tokens), 3 (256 tokens, the default there) = 1 with the stage's
-/// refill copies issued after the second unit's wgmmas.
+/// refill copies issued after the second unit's wgmmas, 4 (IQ2, 256 tokens, probe) = 3 with the
+/// sign masks computed instead of loaded from the shared sign table.
 GroupPick pick(WFmt f, bool fp16, int tok, int var) {
   switch (f) {
     case WFmt::kQ8_0:
