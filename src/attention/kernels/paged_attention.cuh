@@ -867,46 +867,37 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
       constexpr int kRows = kThreads / kKc;
       const int c = static_cast<int>(static_cast<unsigned>(tid) % kKc);
       const int j0 = static_cast<int>(static_cast<unsigned>(tid) / kKc);
-      // Page runs (p.page_runs, CTA-uniform): with every row of the tile live and the tile
-      // inside one page, or page-aligned with pages of at least kRows rows, rows j0 + k kRows
-      // change page only where k kRows starts a page. The source address is formed in full
-      // there (page id, 32x32 -> 64-bit multiply-add) and advanced by kRows token strides in
-      // between: no per-row id load, clamp, multiply or zero-fill predicate (~20 SASS
-      // instructions per K/V row pair otherwise).
+      // Page runs (p.page_runs, CTA-uniform): when every row of the tile is live and the tile
+      // lies inside one page, or is page-aligned over exactly two pages, a thread's rows
+      // j0 + k kRows of one page form their source address once (page id, 32x32 -> 64-bit
+      // multiply-add) and advance it by kRows token strides: no per-row id load, clamp,
+      // multiply or zero-fill predicate (~20 SASS instructions per K/V row pair otherwise,
+      // ~6 here).
+      constexpr int kPasses = kBN / kRows;
       const int in_page0 = kv0 & page_mask;
-      const bool one_page = in_page0 + kBN <= page_mask + 1;
-      const bool runs = p.page_runs != 0 && kv0 + kBN <= kv_end &&
-                        (one_page || (in_page0 == 0 && page_mask + 1 >= kRows));
-      const uint32_t k_run = kRows * k_st, v_run = kRows * v_st;
-      if (runs && one_page) {
-        const int page = page_at(0);
-        const uint8_t* ksrc = row_src(kbase, k_sp, k_st, page, kv0 + j0, c);
-        const uint8_t* vsrc = row_src(vbase, v_sp, v_st, page, kv0 + j0, c);
+      const bool live = p.page_runs != 0 && kv0 + kBN <= kv_end;
+      const bool one_page = live && in_page0 + kBN <= page_mask + 1;
+      const bool two_pages = live && kPasses % 2 == 0 && in_page0 == 0 && page_mask + 1 == kBN / 2;
+      // Passes [K0, K0 + KN) of the rows of page `page` (tile token k0 * kRows starts them).
+      auto copy_run = [&]<int K0, int KN>(int page) {
+        const uint32_t k_run = kRows * k_st, v_run = kRows * v_st;
+        const uint8_t* ksrc = row_src(kbase, k_sp, k_st, page, kv0 + j0 + K0 * kRows, c);
+        const uint8_t* vsrc = row_src(vbase, v_sp, v_st, page, kv0 + j0 + K0 * kRows, c);
 #pragma unroll
-        for (int k = 0; k < kBN / kRows; ++k) {
+        for (int k = K0; k < K0 + KN; ++k) {
           const int j = j0 + k * kRows;
           cp_async16(stage_dst(sk, j, c, kKc, true), ksrc, true);
           cp_async16(stage_dst(sv, j, c, kVc, false), vsrc, true);
           ksrc += k_run;
           vsrc += v_run;
         }
-      } else if (runs) {
-        const uint8_t* ksrc = kbase;
-        const uint8_t* vsrc = vbase;
-#pragma unroll
-        for (int k = 0; k < kBN / kRows; ++k) {
-          const int j = j0 + k * kRows;
-          if (k == 0 || ((k * kRows) & page_mask) == 0) {  // CTA-uniform: a page starts
-            const int page = page_at(k * kRows);
-            ksrc = row_src(kbase, k_sp, k_st, page, kv0 + j, c);
-            vsrc = row_src(vbase, v_sp, v_st, page, kv0 + j, c);
-          } else {
-            ksrc += k_run;
-            vsrc += v_run;
-          }
-          cp_async16(stage_dst(sk, j, c, kKc, true), ksrc, true);
-          cp_async16(stage_dst(sv, j, c, kVc, false), vsrc, true);
-        }
+      };
+      if (one_page) {
+        copy_run.template operator()<0, kPasses>(page_at(0));
+      } else if (two_pages) {
+        const int page_a = page_at(0), page_b = page_at(kBN / 2);
+        copy_run.template operator()<0, kPasses / 2>(page_a);
+        copy_run.template operator()<kPasses / 2, kPasses / 2>(page_b);
       } else {
 #pragma unroll
         for (int k = 0; k < kBN / kRows; ++k) {
