@@ -97,10 +97,10 @@ struct PagedPlan {
   /// Decode tiles only: plan_paged leaves it false for the extend tiles.
   /// Off: no gain on the H200 (round 17: B=1 x 8k BF16 16.2 vs 15.9 us, FP8 14.8 vs 14.2).
   bool split_interleave = false;
-  /// K/V tiles whose rows are all live and lie in one page, or start a page of at least the
-  /// rows a thread copies per pass, form each thread's row address once per page and advance
-  /// it by token strides (the copies then skip the per-row page-id load, clamp, 64-bit
-  /// multiply-add and zero-fill predicate; B12X_ATTN_PAGE_RUNS=1|0).
+  /// K/V tiles whose rows are all live and lie in one page, or page-aligned in exactly two,
+  /// form each thread's row address once per page and advance it by token strides (the copies
+  /// then skip the per-row page-id load, clamp, 64-bit multiply-add and zero-fill predicate;
+  /// B12X_ATTN_PAGE_RUNS=1|0).
   bool page_runs = true;
   int64_t partial_rows = 0;  ///< (split, token) rows of partials the scratch holds
   int64_t off_tiles = 0, off_partial_o = 0, off_partial_lse = 0, off_lse = 0;

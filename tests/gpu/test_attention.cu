@@ -912,11 +912,11 @@ TEST(AttentionGpuDecode, ShortAhead) {
   }
 }
 
-// B12X_ATTN_PAGE_RUNS (default on): live tiles inside one page, or page-aligned with pages of
-// at least a thread's row pass, advance row addresses by token strides within a page. Both
-// settings on decode (BF16 wide3, FP8 hcvt3 / hcvt: 128-token tiles over 16..256-token pages,
-// tiles inside one page at unaligned split starts), interleaved splits, verify and extend with
-// prefixes (32-token tiles, the default extend tile and n64).
+// B12X_ATTN_PAGE_RUNS (default on): live tiles inside one page, or page-aligned in exactly two,
+// advance row addresses by token strides within a page. Both settings on decode (BF16 wide3
+// 64-token and FP8 hcvt3 / hcvt 128-token tiles over 16..256-token pages: one page, two pages,
+// the per-row path; tiles inside one page at unaligned split starts), interleaved splits,
+// verify and extend with prefixes (32-token tiles, the default extend tile and n64).
 TEST(AttentionGpuDecode, PageRuns) {
   B12X_REQUIRE_GPU();
   for (const char* on : {"1", "0"}) {
