@@ -299,6 +299,17 @@ Plan plan(const Caps& caps) {
         if (want == 1 || want == 2 || want == 4) ws = want;
       }
     }
+    // Pipelined staging (probe, B12X_GEMM_DECODE_PIPE=1): the CTA's K range in chunks, so M = 2..8
+    // can take warps per tile too (B12X_GEMM_DECODE_PIPE_WS=2|4, interleaved K parts).
+    if (const char* e = std::getenv("B12X_GEMM_DECODE_PIPE"); e != nullptr && e[0] == '1')
+      p.decode_pipe = M >= 2 && lin::decode_pipe_available(wf, fp16);
+    bool pipe_ws = false;
+    if (p.decode_pipe && nt == 1 && split_env == nullptr && dev.cc_major >= 9) {
+      if (const char* e = std::getenv("B12X_GEMM_DECODE_PIPE_WS"); e != nullptr) {
+        const int want = std::atoi(e);
+        if (want == 2 || want == 4) ws = want, pipe_ws = true;
+      }
+    }
     // The smallest split over CTAs that brings the grid to `want` CTAs (with K ranges of at most
     // max_per slices; 0 if none up to max_split does).
     auto pick_split = [&](int64_t ctas, int64_t want, int64_t max_split, int64_t max_per) {
@@ -312,7 +323,11 @@ Plan plan(const Caps& caps) {
       }
       return sp;
     };
-    if (ws > 1) {
+    if (pipe_ws) {
+      // CTAs of 4 / ws tiles, K split over a cluster only (<= 8), to ~0.9 x SMs CTAs.
+      split = pick_split((geo.n16 + 4 / ws - 1) / (4 / ws), (9 * sms + 9) / 10, 8, slices);
+      if (split == 0) ws = 1;
+    } else if (ws > 1) {
       // CTAs of 4 / ws tiles; a split over CTAs only as a cluster (SM90+), each CTA's K range
       // staged: for decoded formats, down to kDecodeWsMaxSlices slices per warp (round 17,
       // 4096x14336 with a cluster of 2: Q8_0 23.2 -> 20.5 us, IQ2_XS 32.5 -> 30.1; NVFP4 W4A16,
@@ -342,8 +357,6 @@ Plan plan(const Caps& caps) {
     split = static_cast<int>(std::min<int64_t>(std::atoi(split_env), slices));
   p.split_k = split;
   p.decode_warp_split = ws;
-  if (const char* e = std::getenv("B12X_GEMM_DECODE_PIPE"); e != nullptr && M <= kDecodeMaxM)
-    p.decode_pipe = e[0] == '1' && ws == 1 && M >= 2 && lin::decode_pipe_available(wf, fp16);
   p.sm_count = dev.sm_count;
   p.tiled_cluster_ok = dev.cc_major >= 9;
   const char* pdl_env = std::getenv("B12X_GEMM_PDL");
@@ -759,15 +772,20 @@ void run(const Binding& b, Stream stream) {
   p.stage_rows = static_cast<int>(std::min<int64_t>(M, 8 * nt));
   p.stage_slices = static_cast<int>(
       std::min<int64_t>(p.slices_per_cta, stage_fit_slices(im.wfmt, p.stage_rows)));
-  // Pipelined staging where the CTA's K range takes more than one chunk and the staging is a
-  // plain copy without group scales (else the kernel with one buffer); a chunk of at least
-  // kStages - 1 slices, so the ring's waits cover the next chunk's copies.
-  const int64_t pipe_slices = stage_fit_slices(im.wfmt, p.stage_rows, /*pipe=*/true);
-  if (plan.decode_pipe && p.decode_ws <= 1 && p.stage_slices < p.slices_per_cta && p.x_vec16 &&
-      p.xs_kind == lin::kXsNone && pipe_slices >= lin::decode_stages(im.wfmt) - 1 &&
+  // Pipelined staging where the CTA's K range takes more than one chunk (or its warps split K
+  // at M >= 2) and the staging is a plain copy without group scales (else the kernels with one
+  // buffer); chunks of a multiple of ws slices and at least (kStages - 1) x ws, so the ring's
+  // waits cover the next chunk's copies.
+  const int ws = std::max(p.decode_ws, 1);
+  const int64_t pipe_slices = stage_fit_slices(im.wfmt, p.stage_rows, /*pipe=*/true) / ws * ws;
+  if (plan.decode_pipe && M >= 2 && (ws > 1 || p.stage_slices < p.slices_per_cta) && p.x_vec16 &&
+      p.xs_kind == lin::kXsNone && pipe_slices >= (lin::decode_stages(im.wfmt) - 1) * ws &&
       (p.act_kind == lin::kActRaw16 || lin::wtraits(im.wfmt).fp8mma)) {
     p.decode_pipe = 1;
     p.stage_slices = static_cast<int>(std::min<int64_t>(p.slices_per_cta, pipe_slices));
+    if (p.stage_slices % ws != 0) p.stage_slices = static_cast<int>(pipe_slices);
+  } else if (ws > 1 && p.stage_slices < p.slices_per_cta) {
+    p.decode_ws = 1;  // K parts need the whole range staged without the pipelined staging
   }
   p.partial = (p.split > 1 && !plan.split_cluster)
                   ? reinterpret_cast<float*>(b.scratch + plan.off_partial)

@@ -28,6 +28,8 @@ template <WFmt F, class T>
 DecodeFn decode_fn(int nt, int ws, bool pipe) {
   if (pipe) {
     if constexpr (std::is_same_v<T, Bf16Tag> && F != WFmt::kFp8Mx && F != WFmt::kFp8Block) {
+      if (nt == 1 && ws == 2) return &linear_decode_kernel<F, T, 1, 2, true>;
+      if (nt == 1 && ws == 4) return &linear_decode_kernel<F, T, 1, 4, true>;
       if (ws != 1) return nullptr;
       return nt == 1 ? &linear_decode_kernel<F, T, 1, 1, true>
                      : &linear_decode_kernel<F, T, 2, 1, true>;
@@ -81,14 +83,17 @@ void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stre
   const int ws = std::max(p.decode_ws, 1);
   // Warps splitting K inside the CTA: one CTA per 4 / ws row tiles over its whole K range, staged
   // at once (plan chooses it only then), reduced in a cluster if K is split over CTAs too.
-  B12X_ASSERT(ws == 1 || (nt == 1 && (p.split == 1 || p.cluster_split == p.split) &&
-                          p.partial == nullptr && p.stage_slices >= p.slices_per_cta),
-              "decode warp split ", ws, " with split ", p.split, " stage slices ", p.stage_slices);
+  // (With the pipelined staging, the K parts interleave over chunks of a multiple of ws slices.)
   const bool pipe = p.decode_pipe != 0;
-  // Pipelined staging: plain 16-byte copies of BF16 / e4m3 activations without group scales.
-  B12X_ASSERT(!pipe || (ws == 1 && p.x_vec16 && p.xs_kind == kXsNone &&
+  B12X_ASSERT(
+      ws == 1 || (nt == 1 && (p.split == 1 || p.cluster_split == p.split) && p.partial == nullptr &&
+                  (pipe ? p.stage_slices % ws == 0 : p.stage_slices >= p.slices_per_cta)),
+      "decode warp split ", ws, " with split ", p.split, " stage slices ", p.stage_slices);
+  // Pipelined staging: plain 16-byte copies of BF16 / e4m3 activations without group scales,
+  // chunks of at least kStages - 1 slices per K part.
+  B12X_ASSERT(!pipe || (p.x_vec16 && p.xs_kind == kXsNone &&
                         (p.act_kind == kActRaw16 || wtraits(f).fp8mma) &&
-                        p.stage_slices >= decode_stages(f) - 1),
+                        p.stage_slices >= (decode_stages(f) - 1) * ws),
               "decode pipelined staging with ws ", ws, " act ", p.act_kind, " xs ", p.xs_kind);
   DecodeFn fn = pick_decode(f, fp16, nt, ws, pipe);
   B12X_ASSERT(fn != nullptr, "no decode kernel for format ", static_cast<int>(f), " fp16=", fp16);

@@ -685,6 +685,30 @@ TEST(GemmGpu, DecodePipelinedStaging) {
     run_case({f, 16, 72, 4864, DType::kFP16, DType::kBF16, true});
 }
 
+TEST(GemmGpu, DecodePipelinedStagingWarpSplit) {
+  B12X_REQUIRE_GPU();
+  // B12X_GEMM_DECODE_PIPE_WS=2|4 at M = 2..8: the warps of a tile take interleaved slices of each
+  // staged chunk. N = 40 (3 tiles) splits K = 20480 over a cluster of 8; the CTA's range then
+  // takes a short last chunk in which some K parts have no slice (FP4: 5 slices in chunks of 4).
+  ScopedEnv ep("B12X_GEMM_DECODE_PIPE", "1");
+  for (const char* ws : {"2", "4"}) {
+    ScopedEnv ew("B12X_GEMM_DECODE_PIPE_WS", ws);
+    for (int64_t M : {3, 5})
+      for (const auto& c : all_format_cases(M, 40, 20480, M == 3, DType::kBF16)) run_case(c);
+  }
+  ScopedEnv ew("B12X_GEMM_DECODE_PIPE_WS", "4");
+  gemm::Caps caps;
+  caps.format = LinearFormat::kNvfp4W4A16;
+  caps.max_tokens = 4;
+  caps.in_features = 20480;
+  caps.out_features = 40;
+  caps.act_dtype = DType::kBF16;
+  caps.out_dtype = DType::kBF16;
+  const gemm::Plan plan = gemm::plan(caps);
+  EXPECT_TRUE(plan.decode_pipe);
+  EXPECT_EQ(plan.decode_warp_split, 4);
+}
+
 /// Formats the SM90 wgmma tiled kernel runs (NVFP4 W4A4 / W4A16, MXFP4 W4A4 / W4A8 / W4A16 with
 /// BF16 MMAs, MXFP8, per-tensor and block FP8; K must be a multiple of 128 for block FP8); the
 /// others keep the mma.sync tiled kernel under the same override.
@@ -1017,6 +1041,9 @@ TEST(GemmGpuSanitize, DecodePipelinedStaging) {
   run_case({LinearFormat::kNvfp4W4A16, 16, 40, 1024, DType::kBF16, DType::kBF16, true});
   run_case({LinearFormat::kQ8_0, 3, 40, 8192, DType::kBF16, DType::kBF16, false});
   run_case({LinearFormat::kFp8Tensor, 24, 40, 3072, DType::kBF16, DType::kBF16, true});
+  ScopedEnv ew("B12X_GEMM_DECODE_PIPE_WS", "4");  // with 4 warps per tile (a cluster of 8)
+  for (LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kQ8_0, LinearFormat::kFp8Tensor})
+    run_case({f, 4, 40, 20480, DType::kBF16, DType::kBF16, true});
 }
 
 }  // namespace

@@ -120,15 +120,16 @@ __device__ __forceinline__ void dec_cp_async_wait() {
 /// reduced through shared memory at the end: kWS x the warps of the grid for the same weight
 /// stream, each with 1 / kWS of the slices. kWS > 1 needs the CTA's whole K range staged at once
 /// (stage_slices >= slices_per_cta) and no split-K reduce kernel (a cluster split is fine).
-/// kPipe (one warp per tile): the activations are staged in two buffers of stage_slices slices;
-/// the copies of chunk c + 1 are issued (cp.async, committed as their own group) when chunk c
-/// starts and land while it is computed, so a chunk boundary costs one CTA barrier instead of a
-/// drained ring and an L2 round trip with every warp idle. Needs plain-copy staging (BF16 / FP16
-/// or e4m3 bytes, 16-byte aligned) and no activation group scales.
+/// kPipe: the activations are staged in two buffers of stage_slices slices; the copies of chunk
+/// c + 1 are issued (cp.async, committed as their own group) when chunk c starts and land while
+/// it is computed, so a chunk boundary costs one CTA barrier instead of a drained ring and an L2
+/// round trip with every warp idle. Needs plain-copy staging (BF16 / FP16 or e4m3 bytes, 16-byte
+/// aligned) and no activation group scales. With kWS > 1 the kWS warps of a tile take slices
+/// interleaved (part k: slices k, k + kWS, ... of each chunk; stage_slices a multiple of kWS), so
+/// the K range need not be staged at once.
 template <WFmt F, class T, int NT, int kWS = 1, bool kPipe = false>
 __global__ void __launch_bounds__(128, 4) linear_decode_kernel(const LinearParams p) {
   static_assert(kWS == 1 || kWS == 2 || kWS == 4, "warps per weight tile");
-  static_assert(!kPipe || kWS == 1, "pipelined staging with one warp per tile");
   constexpr WTraits kTr = wtraits(F);
   constexpr int kAtoms = kTr.slice_atoms;
   constexpr int kKS = kAtoms * 32;
@@ -169,8 +170,11 @@ __global__ void __launch_bounds__(128, 4) linear_decode_kernel(const LinearParam
   const int64_t c_begin = static_cast<int64_t>(blockIdx.y) * p.slices_per_cta;
   const int64_t c_end = min(total_slices, c_begin + p.slices_per_cta);
   const int64_t w_per = (c_end - c_begin + kWS - 1) / kWS;
-  const int64_t s_begin = kWS == 1 ? c_begin : min(c_end, c_begin + wk * w_per);
-  const int64_t s_end = kWS == 1 ? c_end : min(c_end, s_begin + w_per);
+  const int64_t s_begin = kWS == 1 ? c_begin
+                          : kPipe  ? c_begin + wk
+                                   : min(c_end, c_begin + wk * w_per);
+  const int64_t s_end = kWS == 1 || kPipe ? c_end : min(c_end, s_begin + w_per);
+  constexpr int kStep = kPipe ? kWS : 1;  // the warp's slices: s_begin, s_begin + kStep, ...
 
   // Dynamic shared memory: the warps' weight rings [4][kStages][kChunk], then the staged
   // activations [rows][pitch] (bf16 halves, or e4m3 bytes for the FP8 formats), then the fp32
@@ -207,6 +211,7 @@ __global__ void __launch_bounds__(128, 4) linear_decode_kernel(const LinearParam
   // Lane l copies the 16-byte pieces l + 32 i: one base address per slice, the pieces at
   // immediate offsets (512 i) from it.
   static_assert(kChunk % 512 == 0, "whole 512-byte rows of lane pieces per slice");
+  static_assert(!kPipe || kStages * kChunk >= 2 * 32 * NT * 16, "sums in the drained ring");
   auto issue_values = [&](int64_t sl, int stage) {
     const uint8_t* src = wtile + sl * kChunk + lane * 16;
     uint8_t* dst = ring + stage * kChunk + lane * 16;
@@ -532,7 +537,7 @@ __global__ void __launch_bounds__(128, 4) linear_decode_kernel(const LinearParam
   if (active) {
 #pragma unroll
     for (int i = 0; i < kStages - 1; ++i) {
-      if (s_begin + i < s_end) issue_values(s_begin + i, i);
+      if (s_begin + i * kStep < s_end) issue_values(s_begin + i * kStep, i);
       dec_cp_async_commit();  // empty groups keep the group count uniform
     }
     if (s_begin < s_end) load_scales(s_begin, cur);
@@ -542,11 +547,12 @@ __global__ void __launch_bounds__(128, 4) linear_decode_kernel(const LinearParam
   int64_t chunk_begin = s_begin, chunk_end = s_begin;
   int cbuf = 0;  // kPipe: staging buffer of the current chunk
   if constexpr (kPipe) {
-    chunk_end = min(s_end, s_begin + p.stage_slices);
-    if (s_begin < s_end) stage(s_begin, chunk_end);  // the first chunk at once, into buffer 0
+    chunk_begin = c_begin;
+    chunk_end = min(c_end, c_begin + p.stage_slices);
+    if (c_begin < c_end) stage(c_begin, chunk_end);  // the first chunk at once, into buffer 0
     __syncthreads();  // also orders the LUT / IQ2 table fills before the first decode
   }
-  if constexpr (kWS > 1) {
+  if constexpr (kWS > 1 && !kPipe) {
     // The CTA's whole K range at once (its warps work on different parts of it): no barrier in
     // the slice loop, whose trip counts differ between the K parts.
     chunk_begin = c_begin;
@@ -567,9 +573,10 @@ __global__ void __launch_bounds__(128, 4) linear_decode_kernel(const LinearParam
   // slice's scales, the wait for this slice's values; then the NVFP4 / MXFP4 scale splats.
   auto fetch = [&](int64_t sl, int st) {
     __syncwarp();  // every lane has finished reading the stage refilled below (slice sl-1)
-    if (sl + kStages - 1 < s_end) issue_values(sl + kStages - 1, (st + kStages - 1) % kStages);
+    if (sl + (kStages - 1) * kStep < s_end)
+      issue_values(sl + (kStages - 1) * kStep, (st + kStages - 1) % kStages);
     dec_cp_async_commit();
-    if (sl + 1 < s_end) load_scales(sl + 1, nxt);
+    if (sl + kStep < s_end) load_scales(sl + kStep, nxt);
     dec_cp_async_wait<kStages - 1>();  // this lane's copies of slice sl have landed...
     __syncwarp();                      // ...and so have every other lane's
   };
@@ -602,39 +609,51 @@ __global__ void __launch_bounds__(128, 4) linear_decode_kernel(const LinearParam
     }
   };
   int st = 0;
-  for (int64_t sl = s_begin; sl < s_end; ++sl) {
-    ensure_staged(sl);
-    if constexpr (kPipe) {
-      if (active) fetch(sl, st);
-      if (sl == chunk_end) {
-        // Chunk boundary (block-uniform). This chunk's copies were committed when the previous
-        // chunk started, stage_slices >= kStages - 1 groups ago (launcher): the wait in fetch
-        // covered them. Warps without a tile commit only staging groups.
-        if (!active) dec_cp_async_wait<0>();
+  if constexpr (kPipe) {
+    // Chunks [cb, ce) of stage_slices slices (block-uniform); this warp's slices in a chunk are
+    // cb + wk, cb + wk + kWS, ...
+    for (int64_t cb = c_begin; cb < c_end; cb += p.stage_slices) {
+      const int64_t ce = min(c_end, cb + p.stage_slices);
+      const int64_t sl0 = cb + wk;
+      const bool mine = active && sl0 < ce;
+      // The chunk's copies were committed when the previous chunk's first slice was fetched,
+      // followed by >= kStages - 1 more fetches of this warp (stage_slices >= (kStages - 1) x
+      // kWS, launcher): the wait in this fetch covers them. Warps without a slice here (no tile,
+      // or a short last chunk) wait for everything.
+      if (mine) fetch(sl0, st);
+      if (cb != c_begin) {
+        if (!mine) dec_cp_async_wait<0>();
         __syncthreads();  // every thread's copies landed; every warp is done with the last chunk
-        chunk_begin = chunk_end;
-        chunk_end = min(s_end, chunk_begin + p.stage_slices);
         cbuf ^= 1;
         xcur = cbuf ? xs1 : xs;
       }
-      if (sl == chunk_begin && chunk_end < s_end) {
-        // The next chunk into the other buffer, whose last readers passed the barrier above
-        // (or, for the first chunk, never existed).
-        issue_stage(chunk_end, min(s_end, chunk_end + p.stage_slices), cbuf ? xs : xs1);
+      chunk_begin = cb;
+      if (ce < c_end) {
+        // The next chunk into the other buffer, whose last readers passed the barrier above (or,
+        // for the first chunk, never existed).
+        issue_stage(ce, min(c_end, ce + p.stage_slices), cbuf ? xs : xs1);
         dec_cp_async_commit();
       }
+      if (!mine) continue;
+      for (int64_t sl = sl0; sl < ce; sl += kWS) {
+        if (sl != sl0) fetch(sl, st);
+        expand_splats();
+        compute(ring + st * kChunk, cur, (sl - cb) * kKS);
+        cur = nxt;
+        st = (st + 1 == kStages) ? 0 : st + 1;
+      }
+    }
+  } else {
+    for (int64_t sl = s_begin; sl < s_end; ++sl) {
+      ensure_staged(sl);
       if (active) {
+        fetch(sl, st);
         expand_splats();
         compute(ring + st * kChunk, cur, (sl - chunk_begin) * kKS);
-        cur = nxt;
+        cur = nxt;  // loaded a whole slice of compute ago: no stall
       }
-    } else if (active) {
-      fetch(sl, st);
-      expand_splats();
-      compute(ring + st * kChunk, cur, (sl - chunk_begin) * kKS);
-      cur = nxt;  // loaded a whole slice of compute ago: no stall
+      st = (st + 1 == kStages) ? 0 : st + 1;
     }
-    st = (st + 1 == kStages) ? 0 : st + 1;
   }
   griddep_launch_dependents();
 #pragma unroll
@@ -643,12 +662,18 @@ __global__ void __launch_bounds__(128, 4) linear_decode_kernel(const LinearParam
     for (int i = 0; i < 4; ++i) acc[nt][i] += acc_odd[nt][i];
   if constexpr (kWS > 1) {
     // K parts 1.. of each tile hand their sums to part 0 (the same lane holds the same outputs).
-    __shared__ float wred[4][32][NT * 4];
+    // kPipe: at the start of each warp's own (drained) ring.
+    __shared__ float wred_static[kPipe ? 1 : 4][32][NT * 4];
+    auto wred = [&](int w) -> float* {
+      return kPipe ? reinterpret_cast<float*>(dsm + w * (kStages * kChunk)) + lane * (NT * 4)
+                   : wred_static[w][lane];
+    };
     if (wk > 0) {
+      if constexpr (kPipe) __syncwarp();  // every lane's last reads of the ring are done
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-        for (int i = 0; i < 4; ++i) wred[warp][lane][nt * 4 + i] = acc[nt][i];
+        for (int i = 0; i < 4; ++i) wred(warp)[nt * 4 + i] = acc[nt][i];
     }
     __syncthreads();
     if (wk == 0) {
@@ -657,16 +682,16 @@ __global__ void __launch_bounds__(128, 4) linear_decode_kernel(const LinearParam
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-          for (int i = 0; i < 4; ++i) acc[nt][i] += wred[wt + k * kTilesPerCta][lane][nt * 4 + i];
+          for (int i = 0; i < 4; ++i) acc[nt][i] += wred(wt + k * kTilesPerCta)[nt * 4 + i];
     }
     // K parts > 0 stay for the cluster barriers below (their sums are not used) and return after.
   }
   // ---- split-K across a cluster: ranks > 0 hand their partial sums to rank 0 via DSMEM.
-  // kPipe: in the warp's own ring, drained by now (every copy into it was waited for), which
-  // keeps the pipelined kernel at three CTAs per SM90 SM at 16 token rows.
+  // kPipe: in the warp's own ring, drained by now (every copy into it was waited for), after the
+  // K-part sums above, which keeps the pipelined kernel at three CTAs per SM90 SM.
   __shared__ float red_static[kPipe ? 1 : 4][32][NT * 4];
-  float* const red =
-      kPipe ? reinterpret_cast<float*>(ring) + lane * (NT * 4) : red_static[warp][lane];
+  float* const red = kPipe ? reinterpret_cast<float*>(ring + 32 * NT * 16) + lane * (NT * 4)
+                           : red_static[warp][lane];
   if (p.cluster_split > 1) {
     if constexpr (kPipe) __syncwarp();  // every lane's last reads of the ring are done
 #pragma unroll
