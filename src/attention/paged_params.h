@@ -53,8 +53,10 @@ struct PagedParams {
   int32_t full_ring;  // 1: decode tiles fill every ring stage in the prologue (B12X_ATTN_FULL_RING)
   int32_t page_runs;  // 1: live page-aligned tiles advance row addresses within a page
                       // (B12X_ATTN_PAGE_RUNS)
-  float rescale_slack;  // the running max moves only when a tile's max exceeds it by more
-                        // (base-2 units; 0 = every increase)
+  int32_t spread_merge;  // 1: decode warps merge and store their own share of O's columns
+                         // (B12X_ATTN_SPREAD_MERGE)
+  float rescale_slack;   // the running max moves only when a tile's max exceeds it by more
+                         // (base-2 units; 0 = every increase)
 };
 
 }  // namespace b12x::attention::detail

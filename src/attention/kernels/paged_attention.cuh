@@ -1360,6 +1360,29 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
       l_run[mb][r] += __shfl_xor_sync(0xffffffffu, l_run[mb][r], 2);
     }
 
+  // Spread merge (p.spread_merge, decode tiles whose n-blocks split evenly over the warps; the
+  // FP8 direct-V layout needs whole 32-dim groups per warp; not hvec): every warp merges and
+  // stores its own kSpreadNB n-blocks of O.
+  constexpr int kSpreadNB = kWN > 1 ? (kDv / 8) / kWN : kDv / 8;
+  constexpr bool kSpreadOk =
+      kWN > 1 && !Cfg::kVec && (kDv / 8) % kWN == 0 && (!Cfg::kDirectV || kSpreadNB % 4 == 0);
+  const bool spread = kSpreadOk && p.spread_merge != 0;
+  // Runs f.template operator()<lo, hi>() with this warp's n-block range (warp-uniform branch,
+  // compile-time bounds so that O stays in registers).
+  auto for_own_nblocks = [&](auto&& f) {
+    if (wn == 0) {
+      f.template operator()<0, kSpreadNB>();
+    } else if constexpr (kWN == 2) {
+      f.template operator()<kSpreadNB, 2 * kSpreadNB>();
+    } else if constexpr (kWN == 4) {
+      if (wn == 1)
+        f.template operator()<kSpreadNB, 2 * kSpreadNB>();
+      else if (wn == 2)
+        f.template operator()<2 * kSpreadNB, 3 * kSpreadNB>();
+      else
+        f.template operator()<3 * kSpreadNB, 4 * kSpreadNB>();
+    }
+  };
   // ---- merge the WN warp states of each row block through shared memory (kMB == 1) ----
   if constexpr (kWN > 1) {
     cp_async_wait<0>();  // an empty range issued a zero-filled tile 0 that no iteration waited for
@@ -1395,31 +1418,63 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
       m_run[0][r] = mm;
       l_run[0][r] = ll;
     }
-    // fragment-ordered partial O of warps wn > 0
-    float* my = sm_o + ((wn * kWM + wm) * (kDv / 8) * 4) * 32;
-    if (wn > 0) {
+    if (spread) {
+      // Warp wn sums (and later stores) n-blocks [wn kSpreadNB, (wn + 1) kSpreadNB): it writes
+      // the others' n-blocks as one float4 per lane ([writer][n-block][lane]) and adds the
+      // other warps' float4s of its own: kWN - 1 quarters per warp instead of warp 0 adding
+      // every other warp's O alone (kDv / 2 loads and adds per lane) at the CTA's tail.
+      float4* s4 = reinterpret_cast<float4*>(sm_o);
+      for_own_nblocks([&]<int kLo, int kHi>() {
 #pragma unroll
-      for (int db = 0; db < kDv / 8; ++db)
+        for (int db = 0; db < kDv / 8; ++db)
+          if (db < kLo || db >= kHi)
+            s4[(wn * (kDv / 8) + db) * 32 + lane] =
+                make_float4(o[0][db][0], o[0][db][1], o[0][db][2], o[0][db][3]);
+      });
+      __syncthreads();
+      for_own_nblocks([&]<int kLo, int kHi>() {
 #pragma unroll
-        for (int e = 0; e < 4; ++e) my[(db * 4 + e) * 32 + lane] = o[0][db][e];
-    }
-    __syncthreads();
-    // Warps wn > 0 are done unless the CTA may merge the splits afterwards (all warps do).
-    if (wn > 0 && !(p.merge_ctr != nullptr && range.ns > 1)) return;
+        for (int x = 0; x < kWN; ++x) {
+          if (x == wn) continue;
 #pragma unroll
-    for (int x = 1; x < kWN && wn == 0; ++x) {
-      const float* other = sm_o + ((x * kWM + wm) * (kDv / 8) * 4) * 32;
+          for (int db = kLo; db < kHi; ++db) {
+            const float4 v = s4[(x * (kDv / 8) + db) * 32 + lane];
+            o[0][db][0] += v.x;
+            o[0][db][1] += v.y;
+            o[0][db][2] += v.z;
+            o[0][db][3] += v.w;
+          }
+        }
+      });
+    } else {
+      // fragment-ordered partial O of warps wn > 0
+      float* my = sm_o + ((wn * kWM + wm) * (kDv / 8) * 4) * 32;
+      if (wn > 0) {
 #pragma unroll
-      for (int db = 0; db < kDv / 8; ++db)
+        for (int db = 0; db < kDv / 8; ++db)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) o[0][db][e] += other[(db * 4 + e) * 32 + lane];
+          for (int e = 0; e < 4; ++e) my[(db * 4 + e) * 32 + lane] = o[0][db][e];
+      }
+      __syncthreads();
+      // Warps wn > 0 are done unless the CTA may merge the splits afterwards (all warps do).
+      if (wn > 0 && !(p.merge_ctr != nullptr && range.ns > 1)) return;
+#pragma unroll
+      for (int x = 1; x < kWN && wn == 0; ++x) {
+        const float* other = sm_o + ((x * kWM + wm) * (kDv / 8) * 4) * 32;
+#pragma unroll
+        for (int db = 0; db < kDv / 8; ++db)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) o[0][db][e] += other[(db * 4 + e) * 32 + lane];
+      }
     }
   }
 
   // ---- epilogue: final output (single split) or normalised partial + LSE ----
   const float vdesc = load_scale(p.v_descale, p.vd_sb, p.vd_sh, w.b, kvh);
   const bool final_out = range.ns == 1;
-  if (kWN == 1 || wn == 0) {
+  // Rows of n-blocks [kLo, kHi) (all of them unless spread; the warp holding n-block 0
+  // writes the LSE).
+  auto emit = [&]<int kLo, int kHi>() {
 #pragma unroll
     for (int mb = 0; mb < kMB; ++mb)
 #pragma unroll
@@ -1458,7 +1513,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
               *reinterpret_cast<uint4*>(out + 16 * e + 8 * hlf) =
                   make_uint4(wv[0], wv[1], wv[2], wv[3]);
             }
-          if (p.lse != nullptr && t4 == 0)
+          if (kLo == 0 && p.lse != nullptr && t4 == 0)
             p.lse[(int64_t)tok * p.lse_st + (int64_t)h * p.lse_sh] = lse;
         } else if (Cfg::kVec) {
           const int64_t row = ((int64_t)split * p.total_q + tok) * p.num_q_heads + h;
@@ -1470,13 +1525,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
               *reinterpret_cast<float4*>(po + 16 * e + 4 * k) = make_float4(
                   o[mb][4 * k][2 * r + e] * factor, o[mb][4 * k + 1][2 * r + e] * factor,
                   o[mb][4 * k + 2][2 * r + e] * factor, o[mb][4 * k + 3][2 * r + e] * factor);
-          if (t4 == 0) p.part_lse[row] = lse;
+          if (kLo == 0 && t4 == 0) p.part_lse[row] = lse;
         } else if (Cfg::kDirectV && final_out) {
           // permuted dims: this lane holds dims 32 q + 8 t .. +7 of each 32-dim group q (one
           // 16-byte store): dim 32q+8t+i is o[4q+i][2r], dim 32q+8t+4+i is o[4q+i][2r+1]
           T* out = static_cast<T*>(p.out) + (int64_t)tok * p.o_st + (int64_t)h * p.o_sh;
 #pragma unroll
-          for (int q = 0; q < kDv / 32; ++q) {
+          for (int q = kLo / 4; q < kHi / 4; ++q) {
             const float(&x0)[4] = o[mb][4 * q];
             const float(&x1)[4] = o[mb][4 * q + 1];
             const float(&x2)[4] = o[mb][4 * q + 2];
@@ -1487,13 +1542,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
                            pack2<T>(x0[2 * r + 1] * factor, x1[2 * r + 1] * factor),
                            pack2<T>(x2[2 * r + 1] * factor, x3[2 * r + 1] * factor));
           }
-          if (p.lse != nullptr && t4 == 0)
+          if (kLo == 0 && p.lse != nullptr && t4 == 0)
             p.lse[(int64_t)tok * p.lse_st + (int64_t)h * p.lse_sh] = lse;
         } else if (Cfg::kDirectV) {
           const int64_t row = ((int64_t)split * p.total_q + tok) * p.num_q_heads + h;
           float* po = p.part_o + row * kDv;
 #pragma unroll
-          for (int q = 0; q < kDv / 32; ++q) {
+          for (int q = kLo / 4; q < kHi / 4; ++q) {
             *reinterpret_cast<float4*>(po + 32 * q + 8 * t4) =
                 make_float4(o[mb][4 * q][2 * r] * factor, o[mb][4 * q + 1][2 * r] * factor,
                             o[mb][4 * q + 2][2 * r] * factor, o[mb][4 * q + 3][2 * r] * factor);
@@ -1501,26 +1556,30 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
                 o[mb][4 * q][2 * r + 1] * factor, o[mb][4 * q + 1][2 * r + 1] * factor,
                 o[mb][4 * q + 2][2 * r + 1] * factor, o[mb][4 * q + 3][2 * r + 1] * factor);
           }
-          if (t4 == 0) p.part_lse[row] = lse;
+          if (kLo == 0 && t4 == 0) p.part_lse[row] = lse;
         } else if (final_out) {
           T* out = static_cast<T*>(p.out) + (int64_t)tok * p.o_st + (int64_t)h * p.o_sh;
 #pragma unroll
-          for (int db = 0; db < kDv / 8; ++db)
+          for (int db = kLo; db < kHi; ++db)
             *reinterpret_cast<uint32_t*>(out + db * 8 + 2 * t4) =
                 pack2<T>(o[mb][db][2 * r] * factor, o[mb][db][2 * r + 1] * factor);
-          if (p.lse != nullptr && t4 == 0)
+          if (kLo == 0 && p.lse != nullptr && t4 == 0)
             p.lse[(int64_t)tok * p.lse_st + (int64_t)h * p.lse_sh] = lse;
         } else {
           const int64_t row = ((int64_t)split * p.total_q + tok) * p.num_q_heads + h;
           float* po = p.part_o + row * kDv;
 #pragma unroll
-          for (int db = 0; db < kDv / 8; ++db)
+          for (int db = kLo; db < kHi; ++db)
             *reinterpret_cast<float2*>(po + db * 8 + 2 * t4) =
                 make_float2(o[mb][db][2 * r] * factor, o[mb][db][2 * r + 1] * factor);
-          if (t4 == 0) p.part_lse[row] = lse;
+          if (kLo == 0 && t4 == 0) p.part_lse[row] = lse;
         }
       }
-  }
+  };
+  if (spread)
+    for_own_nblocks(emit);
+  else if (kWN == 1 || wn == 0)
+    emit.template operator()<0, kDv / 8>();
 
   // ---- fused split merge (decode/verify): the last CTA of the tile's splits merges ----
   // Each CTA publishes its partials (fence, then one ticket per CTA); the CTA that draws the
