@@ -483,13 +483,14 @@ TEST(QuantizeGpu, SpecialValuesBitExact) {
     for (Fmt f : kAllFormats) check_specials(f, dt);
 }
 
-/// B12X_QUANT_FP8G128=1 forces the four-lanes-per-group FP8 kernel (Markstein division): the
-/// same bits as the reference on the launcher's and the op's shapes (M past a full wave, odd M,
-/// tiny / large / zero groups from make_input), the special values, and an odd row pitch (scalar
-/// loads: the old kernel).
-TEST(QuantizeGpu, Fp8Group128FastKernel) {
-  B12X_REQUIRE_GPU();
-  setenv("B12X_QUANT_FP8G128", "1", 1);
+/// The FP8 1x128 quantizer's two kernels (B12X_QUANT_FP8G128=1: four lanes per group with the
+/// Markstein division, the default on vector rows; 0: block_quant_kernel): the same bits as the
+/// reference on the launcher's and the op's shapes (M past a full wave, odd M, tiny / large /
+/// zero groups from make_input), the special values, and an odd row pitch (scalar loads: always
+/// block_quant_kernel).
+void check_fp8_group128_kernels(const char* knob) {
+  SCOPED_TRACE(std::string("B12X_QUANT_FP8G128=") + knob);
+  setenv("B12X_QUANT_FP8G128", knob, 1);
   for (DType dt : {DType::kBF16, DType::kFP16})
     for (int64_t M : {1, 3, 129, 2048})
       for (int64_t K : {128, 384, 4096}) check_case(Fmt::kFp8Group, dt, M, K, 0, M != 3);
@@ -501,6 +502,12 @@ TEST(QuantizeGpu, Fp8Group128FastKernel) {
   for (float spread : {40.f, 70.f, 120.f})
     check_case(Fmt::kFp8Group, DType::kBF16, 64, 512, 0, true, true, true, spread);
   unsetenv("B12X_QUANT_FP8G128");
+}
+
+TEST(QuantizeGpu, Fp8Group128FastKernel) {
+  B12X_REQUIRE_GPU();
+  check_fp8_group128_kernels("1");
+  check_fp8_group128_kernels("0");
 }
 
 /// Small cases of every path (vector and scalar loads, partial swizzle tiles) for
