@@ -180,6 +180,7 @@ class Plan {
   // scratch layout (byte offsets, 256-aligned)
   int64_t off_counts = 0, off_tiles = 0, off_slot_route = 0, off_inter = 0, off_route_out = 0;
   int64_t off_slot_expert = 0, off_xq = 0;  ///< off_xq < 0: no per-slot quantised input buffer
+  int64_t off_fc1_bal = -1;  ///< decode stream: balanced FC1's counters + partials (< 0: none)
   int64_t max_routes = 0, max_tiles = 0;
   int act_kind = 0;
   float limit = 0, oai_alpha = 1.702f, oai_beta = 1.0f;

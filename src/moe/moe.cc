@@ -127,6 +127,13 @@ int aquant_of(QuantMode m) {
   }
 }
 
+/// 32-row blocks of the prepared FC1 rows (gated: gate and up rows of round_up(I, 16) features).
+int64_t fc1_row_blocks(bool gated, int64_t I) {
+  return (gated ? round_up(2 * round_up(I, 16), detail::kPrepRowAlign)
+                : round_up(I, detail::kPrepRowAlign)) /
+         32;
+}
+
 /// The prepared layout of one operand: rows x K of format wfmt.
 WeightView make_view(int wfmt, SourceFormat f, int64_t rows, int64_t rows_pad, int64_t K) {
   WeightView v;
@@ -172,8 +179,7 @@ Layout layout_of(const WeightsPlan& p) {
   L.wfmt1 = wfmt_of(a.source_format, a.ggml_w1_dtype);
   L.wfmt2 = wfmt_of(a.source_format, a.ggml_w2_dtype);
   const int64_t I = a.intermediate_size, H = a.hidden_size, E = a.num_experts;
-  const int64_t rows1_pad = p.gated ? round_up(2 * round_up(I, 16), detail::kPrepRowAlign)
-                                    : round_up(I, detail::kPrepRowAlign);
+  const int64_t rows1_pad = 32 * fc1_row_blocks(p.gated, I);
   L.fc1 = make_view(L.wfmt1, a.source_format, p.w1_rows, rows1_pad, H);
   L.fc2 = make_view(L.wfmt2, a.source_format, H, round_up(H, detail::kPrepRowAlign), I);
   int64_t o = 0;
@@ -643,6 +649,12 @@ Plan plan(const Caps& caps) {
     p.off_route_out = o;
     o = align256(o + 4 * detail::decode_fc2_split_bound(R) * caps.max_tokens * H);
   }
+  // Balanced FC1 (decode stream, quantised activations; [Q] zeroes its counters).
+  p.off_fc1_bal = -1;
+  if (stream && aquant_of(w.args.quant_mode) != num::kANone) {
+    p.off_fc1_bal = o;
+    o = align256(o + detail::decode_fc1_bal_bytes(fc1_row_blocks(p.weights.gated, I)));
+  }
   p.scratch_bytes = o;
   // Host-only step: refused during capture (no stream in Caps: the legacy-stream query).
   refuse_during_capture(nullptr, "fused_moe.plan");
@@ -798,6 +810,14 @@ void run(const Binding& b, Stream stream) {
     d.fc2_split = detail::decode_fc2_split(R, S.L.fc2.rows_pad / 16, d.sm_count);
     d.partial = route_out;  // sized for the plan's split x max_tokens (>= this call's)
     d.counters = num_tiles + 4;
+    if (p.off_fc1_bal >= 0) {
+      const int64_t rb = fc1_row_blocks(p.weights.gated, I);
+      d.fc1_cnt = reinterpret_cast<int*>(sc + p.off_fc1_bal);
+      d.fc1_part =
+          reinterpret_cast<float*>(sc + p.off_fc1_bal + detail::decode_fc1_bal_cnt_bytes(rb));
+      d.fc1_part_slots = static_cast<int>(detail::decode_fc1_bal_slots(rb));
+      d.fc1_cnt_rows = static_cast<int>(rb);
+    }
     B12X_ASSERT(d.fc2_split == 1 || d.partial != nullptr, "decode stream: no partial buffer");
     detail::launch_decode_stream(d, fp16_ops, stream, pdl);
     return;

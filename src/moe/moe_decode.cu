@@ -41,9 +41,9 @@ Fc2Shape fc2_shape(const DecodeArgs& a, bool deep, int row_blocks) {
 }
 
 template <typename OpT, bool kFold, int kSK, bool kLean, int kWM, int kG,
-          int kNW = DecodeCfg::kFc1Warps>
+          int kNW = DecodeCfg::kFc1Warps, bool kBal = false>
 void launch_fc1(const DecodeArgs& a, Stream stream, bool pdl) {
-  auto* k = dev::moe_decode_fc1_kernel<OpT, kFold, kSK, kWM, kG, kNW, kLean>;
+  auto* k = dev::moe_decode_fc1_kernel<OpT, kFold, kSK, kWM, kG, kNW, kLean, kBal>;
   constexpr int kSmem = DecodeCfg::fc1_smem(kNW);
   // Above 48 KB of dynamic shared memory needs the opt-in (a function attribute, not a stream
   // operation: legal during capture); once per kernel instance.
@@ -88,7 +88,11 @@ void launch_gemms(const DecodeArgs& a, Stream stream, bool pdl) {
   const bool mx = a.aquant == num::kAMxfp8 || a.aquant == num::kAMxfp4;
   if constexpr (!std::is_same_v<OpT, __nv_bfloat16>)
     B12X_ASSERT(!mx, "decode stream: FP16 operands are A16-only");
-  if (a.fc1_wm == 4)
+  if (kLean && a.fc1_bal != 0 && a.fc1_warps == DecodeCfg::kFc1WideWarps)
+    launch_fc1<OpT, kFold, kSK, true, 1, 1, DecodeCfg::kFc1WideWarps, true>(a, stream, pdl);
+  else if (kLean && a.fc1_bal != 0)
+    launch_fc1<OpT, kFold, kSK, true, 1, 1, DecodeCfg::kFc1Warps, true>(a, stream, pdl);
+  else if (a.fc1_wm == 4)
     launch_fc1<OpT, kFold, kSK, kLean, 4, 1>(a, stream, pdl);
   else if (a.fc1_wm == 2)
     launch_fc1<OpT, kFold, kSK, kLean, 2, 1>(a, stream, pdl);
@@ -215,12 +219,28 @@ void launch_decode_stream(const DecodeArgs& args, bool fp16_operands, Stream str
   DecodeArgs a = args;
   if (a.fc1_wm == 0) a.fc1_wm = decode_fc1_row_warps(a.routes, a.aquant, a.gated != 0);
   const int fc1_row_blocks = a.w1.rows_pad / (32 * a.fc1_wm);
+  // Measurement knob B12X_MOE_FC1_BAL=1: the balanced FC1 chunk ranges (DecodeArgs::fc1_bal)
+  // where they apply (quantised activations: [Q] zeroes the counters; one row warp; one group).
+  static const bool lean = env_knob("B12X_MOE_LEAN", 1) != 0;
+  static const int bal_knob = env_knob("B12X_MOE_FC1_BAL", 0);
+  a.fc1_bal = bal_knob == 1 && lean && a.aquant != num::kANone && a.fc1_wm == 1 &&
+                      (a.fc1_groups == 0 || a.fc1_groups == 1) && a.fc1_cnt != nullptr &&
+                      a.fc1_part != nullptr && fc1_row_blocks <= a.fc1_cnt_rows
+                  ? 1
+                  : 0;
+  if (a.fc1_bal != 0) a.fc1_groups = 1;
   if (a.fc1_groups == 0)
     a.fc1_groups =
         decode_fc1_groups(a.routes, fc1_row_blocks, a.sm_count, a.fc1_wm, a.w1.K_pad / 128);
   if (a.fc1_warps == 0)
     a.fc1_warps = decode_fc1_warps(a.routes, fc1_row_blocks, a.sm_count, a.fc1_wm, a.fc1_groups,
                                    a.w1.K_pad / 128);
+  if (a.fc1_bal != 0) {
+    // Every CTA's slot must fit the plan's partials (a forced B12X_MOE_FC1_GROUPS may not).
+    const int y =
+        decode_fc1_tile_groups(a.routes, fc1_row_blocks, a.sm_count, fc1_ctas_per_sm(a.fc1_warps));
+    if (static_cast<int64_t>(fc1_row_blocks) * y > a.fc1_part_slots) a.fc1_bal = 0;
+  }
   static const int q_early = env_knob("B12X_MOE_Q_EARLY", 0);
   a.q_early = q_early == 1 || q_early == 2 ? q_early : 0;
   B12X_ASSERT(a.routes >= 1 && a.routes <= kMaxInlineRoutes && a.num_tokens >= 1 &&
@@ -242,7 +262,6 @@ void launch_decode_stream(const DecodeArgs& args, bool fp16_operands, Stream str
   B12X_ASSERT(a.w1.scale_kind == a.w2.scale_kind, "decode stream: FC1/FC2 scale kinds differ");
   // Measurement knob B12X_MOE_LEAN=0: the refills of session 5 (issue_w / issue_a) instead of
   // WarpStage::issue_lean, for A/B runs of the same build.
-  static const bool lean = env_knob("B12X_MOE_LEAN", 1) != 0;
   if (lean)
     launch_gemm_kinds<true>(a, fp16_operands, stream, pdl);
   else

@@ -128,7 +128,32 @@ struct DecodeArgs {
   // [Q] has finished).
   int q_early = 0;
   int sm_count = 0;  // sizes FC1's tile groups (decode_fc1_tile_groups)
+  // Balanced FC1 (B12X_MOE_FC1_BAL; quantised modes, one row warp, one group): CTA (row block
+  // x, y) takes the chunk range [N y / Y, (N (y + 1)) / Y) of its row block's N = tiles x
+  // K sub-chunks instead of whole tiles y, y + Y, ...; a tile cut between CTAs parks its raw
+  // K sums in fc1_part[x * Y + y][head / tail][token][32 rows] and the last of its CTAs (the
+  // counter fc1_cnt[x][tile], zeroed by [Q] every launch) adds them in CTA order.
+  int fc1_bal = 0;
+  float* fc1_part = nullptr;
+  int* fc1_cnt = nullptr;
+  int fc1_part_slots = 0;  // CTA slots (row blocks x tile groups) fc1_part holds
+  int fc1_cnt_rows = 0;    // row blocks fc1_cnt holds (x kMaxInlineRoutes counters each)
 };
+/// Balanced FC1 scratch (DecodeArgs::fc1_bal): counters [row_blocks][kMaxInlineRoutes], then
+/// fp32 partials [slots][head, tail][4 tokens x 32 rows] for slots = max(row blocks, 3 x 256)
+/// CTAs (a one-wave grid of 3 CTAs per SM on up to 256 SMs, or one CTA per row block; plan has
+/// no device query: a grid beyond it runs the unbalanced FC1).
+inline constexpr int kFc1BalSlotFloats = 4 * 32;
+inline int64_t decode_fc1_bal_slots(int64_t row_blocks) {
+  return std::max<int64_t>(row_blocks, 3 * 256);
+}
+inline int64_t decode_fc1_bal_cnt_bytes(int64_t row_blocks) {
+  return (row_blocks * kMaxInlineRoutes * 4 + 255) / 256 * 256;
+}
+inline int64_t decode_fc1_bal_bytes(int64_t row_blocks) {
+  return decode_fc1_bal_cnt_bytes(row_blocks) +
+         decode_fc1_bal_slots(row_blocks) * 2 * kFc1BalSlotFloats * 4;
+}
 /// B12X_MOE_FC2_SPLIT (measurement knob): 1..4 forces the FC2 split, else 0.
 inline int decode_fc2_split_forced() {
   static const int forced = [] {

@@ -838,6 +838,13 @@ TEST(MoeGpuSanitize, SmallDecodeAndGrouped) {
   c.I = 3072;
   c.M = 8;
   run_case(c);
+  // Long K (8 sub-chunks) on few row blocks: under B12X_MOE_FC1_BAL=1 the balanced FC1 ranges
+  // cut tiles between CTAs (parts in fc1_part, the last CTA of a tile adds them).
+  c.H = 1024;
+  c.I = 256;
+  c.M = 5;
+  c.topk = 2;
+  run_case(c);
 }
 
 }  // namespace

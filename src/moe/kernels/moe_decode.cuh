@@ -302,6 +302,7 @@ struct WarpStage {
 /// (tile, sub-chunk) of a warp's next chunk; next() steps without a division.
 struct ChunkCursor {
   int t = 0, k = 0;
+  int n = 0, ka = 0;  // balanced FC1: this warp's sub-chunks in piece t, the piece's first K
   __device__ __forceinline__ void next(int n_k) {
     if (++k == n_k) {
       k = 0;
@@ -445,6 +446,13 @@ __global__ void __launch_bounds__(DecodeCfg::kQuantThreads)
     pdl_wait();
     if (a.q_early == 0) pdl_trigger();
   }
+  if (a.fc1_bal) {
+    // The balanced FC1's tile counters: FC1 touches them only after its wait for this grid.
+    const int n = a.fc1_cnt_rows * detail::kMaxInlineRoutes;
+    const int step = gridDim.x * gridDim.y * blockDim.x;
+    for (int i = (blockIdx.y * gridDim.x + blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step)
+      a.fc1_cnt[i] = 0;
+  }
   const int route = blockIdx.x;
   const int64_t id = a.ids64 ? static_cast<const int64_t*>(a.ids)[route]
                              : static_cast<const int32_t*>(a.ids)[route];
@@ -508,8 +516,12 @@ __device__ __forceinline__ void group_sync(int id) {
 }
 
 // kLean: refills through WarpStage::issue_lean (B12X_MOE_LEAN=0 keeps issue_w / issue_a).
+// kBal: the balanced chunk ranges of DecodeArgs::fc1_bal (one row warp, one group). The CTA's
+// range is a list of pieces (tile, K sub-chunks [ka, kb)): whole tiles in the middle, parts of
+// tiles at its ends. Every warp splits each piece's sub-chunks as it splits a whole tile; a
+// part's K sums go to fc1_part and the tile's last CTA (fc1_cnt) finishes it.
 template <typename OpT, bool kFold, int kSK, int kWM, int kG, int kNW = DecodeCfg::kFc1Warps,
-          bool kLean = true>
+          bool kLean = true, bool kBal = false>
 __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold ? 3 : 2) : 2)
     moe_decode_fc1_kernel(const DecodeArgs a) {
   using C = DecodeCfg;
@@ -520,6 +532,8 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
   constexpr int kRing = C::fc1_ring(kNW), kRed = C::fc1_red(kNW);
   static_assert(kWK >= 1 && kWK * kWM * kG == kNW, "warps = groups x rows x K");
   static_assert(kWM == 1 || kWM == 2 || kWM == 4, "row warps: a power of two (epilogue shifts)");
+  static_assert(!kBal || (kWM == 1 && kG == 1 && kLean), "balanced FC1: one row warp, one group");
+  static_assert(C::kTileTokens * 32 == detail::kFc1BalSlotFloats, "fc1_part slot size");
   extern __shared__ __align__(16) uint8_t smem[];
   __shared__ RouteSmem rs;
   const int* s_sr = rs.sr;
@@ -547,18 +561,61 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
   const int R0 = blockIdx.x * kRows;
   const int F0 = a.gated ? R0 / 2 : R0;
   const int y0 = blockIdx.y, Y = gridDim.y;
-  const int n_t = y0 < ntiles && F0 < a.features ? (ntiles - y0 + Y - 1) / Y : 0;  // my tiles
+  const detail::WeightView& W = a.w1;
+  const int nk = W.K_pad / 128;
+  // Pieces of this group: tiles grp, grp + kG, ... of the CTA's tiles y0, y0 + Y, ... (whole),
+  // or (kBal) tiles t_lo..t_hi of the chunk range [c_lo, c_hi), the first from sub-chunk k_lo,
+  // the last up to k_hi.
+  const int N = ntiles * nk;
+  // (N <= 128 tiles x nk and Y <= 128 tile groups: N * y fits 32 bits for K < 2^24.)
+  auto range_lo = [&](int y) { return N * y / Y; };
+  const int c_lo = kBal ? range_lo(y0) : 0, c_hi = kBal ? range_lo(y0 + 1) : 0;
+  const int t_lo = c_lo / max(nk, 1), k_lo = c_lo - t_lo * nk;
+  const int k_hi = c_hi - (c_hi - 1) / max(nk, 1) * nk;  // 1..nk
+  const int n_t = F0 >= a.features ? 0
+                  : kBal           ? (c_hi > c_lo ? (c_hi - 1) / nk - t_lo + 1 : 0)
+                  : y0 < ntiles    ? (ntiles - y0 + Y - 1) / Y
+                                   : 0;  // my pieces
   if (n_t == 0) {
     if (!wait_first) pdl_wait();  // completion of this grid implies the predecessor's
     return;
   }
-  // This group's tiles: the CTA's tiles grp, grp + kG, ... (CTA tile i = global y0 + Y * i).
   const int n_tg = grp < n_t ? (n_t - grp + kG - 1) / kG : 0;
-  auto tile_of = [&](int it) { return s_tiles[y0 + Y * (grp + kG * it)]; };
-  const detail::WeightView& W = a.w1;
-  const int nk = W.K_pad / 128;
+  auto tile_index = [&](int it) { return kBal ? t_lo + it : y0 + Y * (grp + kG * it); };
+  auto tile_of = [&](int it) { return s_tiles[tile_index(it)]; };
+  auto piece_ka = [&](int it) { return kBal && it == 0 ? k_lo : 0; };
+  auto piece_kb = [&](int it) { return kBal && it == n_tg - 1 ? k_hi : nk; };
   const int n_k = wk < nk ? (nk - wk + kWK - 1) / kWK : 0;  // sub-chunks per tile of this warp
-  const int n_my = n_tg * n_k;
+  auto piece_nk = [&](int it) {                             // this warp's sub-chunks of piece it
+    if constexpr (!kBal) return n_k;
+    const int len = piece_kb(it) - piece_ka(it);
+    return len > wk ? (len - wk + kWK - 1) / kWK : 0;
+  };
+  int n_my = n_tg * n_k;
+  if constexpr (kBal) {
+    n_my = 0;
+    for (int it = 0; it < n_tg; ++it) n_my += piece_nk(it);
+  }
+  // Steps a chunk cursor (piece, sub-chunk of this warp) on, past pieces without a sub-chunk.
+  auto enter = [&](ChunkCursor& cu) {  // from piece cu.t on, the first with a sub-chunk
+    for (; cu.t < n_tg && (cu.n = piece_nk(cu.t)) == 0; ++cu.t) {
+    }
+    cu.ka = piece_ka(cu.t);
+  };
+  auto advance = [&](ChunkCursor& cu) {
+    if constexpr (!kBal) {
+      cu.next(n_k);
+    } else if (++cu.k == cu.n) {
+      cu.k = 0;
+      ++cu.t;
+      enter(cu);
+    }
+  };
+  auto cursor0 = [&] {
+    ChunkCursor cu;
+    if constexpr (kBal) enter(cu);
+    return cu;
+  };
   const int64_t r0 = R0 + 32 * wm;
   const uint8_t* vrow = W.values + r0 * W.values_row_stride;
   const uint8_t* srow = W.scales + r0 * W.scales_row_stride;
@@ -585,8 +642,9 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
                    W.values_row_stride, W.scales_row_stride, arow, lane, W.K, W.values);
   };
   const uint32_t ring_sa = smem_addr(ring);
-  auto issue = [&](int slot, const typename St::Src& sc, int kc, bool weights, bool acts) {
-    const int kk = wk + kWK * kc;
+  auto issue = [&](int slot, const typename St::Src& sc, const ChunkCursor& cu, bool weights,
+                   bool acts) {
+    const int kk = cu.ka + wk + kWK * cu.k;
     if constexpr (kLean) {
       St::issue_lean(ring_sa + slot * C::kFc1Stage, sc, wstep, kk, kSK, lane, weights, acts);
     } else {
@@ -595,18 +653,18 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
       if (acts) St::issue_a(st, sc.a, W.K, kk, lane, W.values);
     }
   };
-  ChunkCursor ni;  // the next chunk to load
+  ChunkCursor ni = cursor0();  // the next chunk to load
   {
-    ChunkCursor wc;  // the weights' cursor in the first pass
+    ChunkCursor wc = ni;  // the weights' cursor in the first pass
     prime_ring<kS>(n_my, [&](int s) {
-      issue(s, src_of(wc.t), wc.k, true, false);
-      wc.next(n_k);
+      issue(s, src_of(wc.t), wc, true, false);
+      advance(wc);
     });
   }
   if (!wait_first) pdl_wait();  // xq is written by [Q]
   prime_ring<kS>(n_my, [&](int s) {
-    issue(s, src_of(ni.t), ni.k, false, true);
-    ni.next(n_k);
+    issue(s, src_of(ni.t), ni, false, true);
+    advance(ni);
   });
   // Sources of the next chunk's tile, rebuilt only when the cursor enters a new tile.
   typename St::Src nsrc{};
@@ -624,15 +682,16 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
     // Per-expert scalars, loaded now and used in the epilogue (latency off the critical path).
     const float alpha = a.alpha1[e] * kAccScale<OpT, kFold, kSK>;
     const float gs2 = a.aquant == num::kANvfp4 ? a.a2gs[e] : 1.f;
-    for (int kc = 0; kc < n_k; ++kc, ++c) {
+    const int n_kc = piece_nk(it);
+    for (int kc = 0; kc < n_kc; ++kc, ++c) {
       cp_async_wait<kS - 1>();
       __syncwarp();
       const int slot = c % kS;
       stage_mma<OpT, kFold, kSK, 2>(ring + slot * C::kFc1Stage, acc, g, t);
       __syncwarp();  // every lane is done reading the slot before it is refilled
       if (c + kS < n_my) {
-        issue(slot, nsrc, ni.k, true, true);
-        ni.next(n_k);
+        issue(slot, nsrc, ni, true, true);
+        advance(ni);
         if (ni.k == 0 && ni.t < n_tg) nsrc = src_of(ni.t);
       }
       cp_async_commit();
@@ -649,10 +708,56 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
         acc[m][i] = 0.f;
       }
     group_sync<kGT, kCta>(1 + grp);  // partials complete; the previous tile's ys readers are done
-    {
-      // Item q: (wm, [m,] i, lane) of the accumulator fragments; gated items pair m = 0 / 1.
-      const int per_wm = a.gated ? 128 : 256;
-      const int wm_shift = a.gated ? 7 : 8;  // log2(per_wm): no runtime division per item
+    // Item q: (wm, [m,] i, lane) of the accumulator fragments; gated items pair m = 0 / 1.
+    const int per_wm = a.gated ? 128 : 256;
+    const int wm_shift = a.gated ? 7 : 8;  // log2(per_wm): no runtime division per item
+    // kBal: a piece that is part of a tile parks its K sums (fc1_part [token][m * 16 + row]); the
+    // tile's last CTA adds all parts in CTA order and finishes it (act: this CTA finishes it).
+    const bool part = kBal && (piece_ka(it) != 0 || piece_kb(it) != nk);
+    bool act = true;
+    int ya = 0, yb = -1;  // kBal parts: the CTAs holding them
+    if constexpr (kBal) {
+      if (part) {
+        const int side = it == 0 ? 0 : 1;  // head: the range's first piece, tail: its last
+        float* dst = a.fc1_part + (static_cast<int64_t>(blockIdx.x * Y + y0) * 2 + side) *
+                                      detail::kFc1BalSlotFloats;
+        for (int q = gtid; q < per_wm; q += kGT) {
+          const int qm = a.gated ? 0 : q >> 7, qi = (q >> 5) & 3, ql = q & 31;
+          const int col = 2 * (ql & 3) + (qi & 1), roff = (ql >> 2) + 8 * (qi >> 1);
+          if (col >= cnt) continue;
+          for (int m = qm; m <= (a.gated ? 1 : qm); ++m) {
+            float v = 0.f;
+#pragma unroll
+            for (int w2 = 0; w2 < kWK; ++w2) {
+              const float p = red[(w2 * 8 + m * 4 + qi) * 32 + ql];
+              v = w2 == 0 ? p : v + p;
+            }
+            dst[col * 32 + m * 16 + roff] = v;
+          }
+        }
+        __threadfence();
+        __syncthreads();
+        __shared__ int s_last, s_ya, s_yb;
+        if (tid == 0) {
+          // The CTAs whose ranges meet the tile's chunks [c0, c1): ya (holding c0) to yb
+          // (holding c1 - 1), less empty ranges in between (N < Y).
+          const int tt = tile_index(it), c0 = tt * nk, c1 = c0 + nk;
+          const int ya = ((c0 + 1) * Y - 1) / N, yb = (c1 * Y - 1) / N;
+          int parts = 0;
+          for (int y = ya; y <= yb; ++y) parts += range_lo(y + 1) > range_lo(y);
+          s_ya = ya;
+          s_yb = yb;
+          s_last =
+              atomicAdd(&a.fc1_cnt[blockIdx.x * detail::kMaxInlineRoutes + tt], 1) == parts - 1;
+        }
+        __syncthreads();
+        act = s_last != 0;
+        if (act) __threadfence();
+        ya = s_ya;
+        yb = s_yb;
+      }
+    }
+    if (act) {
       for (int q = gtid; q < kWM * per_wm; q += kGT) {
         const int qw = kLean ? q >> wm_shift : q / per_wm;
         const int r = kLean ? q & (per_wm - 1) : q % per_wm;
@@ -662,6 +767,24 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
         const int roff = (ql >> 2) + 8 * (qi >> 1);
         auto sum = [&](int m) {
           float v = 0.f;
+          if (kBal && part) {
+            // The parts in CTA order: CTA y's part of tile tt is its head if tt is its range's
+            // first tile, else its tail.
+            const int tt = tile_index(it);
+            bool any = false;
+            for (int y = ya; y <= yb; ++y) {
+              const int lo = range_lo(y);
+              if (range_lo(y + 1) == lo) continue;  // empty range
+              const int side = lo / nk == tt ? 0 : 1;
+              const float p = __ldcg(a.fc1_part +
+                                     (static_cast<int64_t>(blockIdx.x * Y + y) * 2 + side) *
+                                         detail::kFc1BalSlotFloats +
+                                     col * 32 + m * 16 + roff);
+              v = any ? v + p : p;
+              any = true;
+            }
+            return v * alpha;
+          }
 #pragma unroll
           for (int w2 = 0; w2 < kWK; ++w2) {
             const float p = red[((w2 * kWM + qw) * 8 + m * 4 + qi) * 32 + ql];
@@ -687,6 +810,7 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
       }
     }
     group_sync<kGT, kCta>(1 + grp);  // ys complete; red may be overwritten by the next tile
+    if (!act) continue;              // uniform over the CTA: another CTA finishes this tile
     // ---- FC2 operand rows: 4 consecutive features of one token per thread ------------------
     // Quantised modes quantise here, once per (route, block), instead of in every FC2 CTA: the
     // CTA owns whole blocks (16 * kWM features gated, 32 * kWM ReLU2; I % 32 == 0).
