@@ -953,44 +953,48 @@ TEST(AttentionGpuDecode, PageRuns) {
   }
 }
 
-// B12X_ATTN_SPREAD_MERGE=1: each decode warp merges and stores its own share of O's columns.
-// Every decode tile family (4 and 2 warps, plain and FP8 direct-V layouts; hvec keeps warp 0),
-// head dims 64-256, final outputs and partials (forced splits), sinks, window, the fused merge
-// and verify.
+// B12X_ATTN_SPREAD_MERGE (default on): each decode warp merges and stores its own share of O's
+// columns; =0: warp 0 merges and stores all. Both settings over every decode tile family (4 and
+// 2 warps, plain and FP8 direct-V layouts; hvec keeps warp 0), head dims 64-256, final outputs
+// and partials (forced splits), sinks, window, the fused merge and verify.
 TEST(AttentionGpuDecode, SpreadMerge) {
   B12X_REQUIRE_GPU();
-  setenv("B12X_ATTN_SPREAD_MERGE", "1", 1);
-  int i = 0;
-  for (const char* tile : {"default", "wide3", "wide", "deep", "hcvt3", "hcvt", "wdirect", "hvec"})
-    for (int d : {128, 256}) {
-      if (std::string(tile) != "default") setenv("B12X_ATTN_DECODE_TILE", tile, 1);
-      Spec s;
-      const std::string t = tile;
-      s.kv = t == "wide3" || t == "wide" || (t == "default" && d == 256) ? DType::kBF16
-                                                                         : DType::kFP8E4M3;
+  for (const char* on : {"1", "0"}) {
+    setenv("B12X_ATTN_SPREAD_MERGE", on, 1);
+    const std::string what = std::string("spread merge=") + on;
+    int i = 0;
+    for (const char* tile :
+         {"default", "wide3", "wide", "deep", "hcvt3", "hcvt", "wdirect", "hvec"})
+      for (int d : {128, 256}) {
+        if (std::string(tile) != "default") setenv("B12X_ATTN_DECODE_TILE", tile, 1);
+        Spec s;
+        const std::string t = tile;
+        s.kv = t == "wide3" || t == "wide" || (t == "default" && d == 256) ? DType::kBF16
+                                                                           : DType::kFP8E4M3;
+        s.dqk = s.dv = d;
+        s.hkv = 2;
+        s.hq = 2 * (i % 2 ? 8 : 5);
+        s.prefix = {4000, 63, 1, 200, 0};
+        s.qlens.assign(5, 1);
+        s.num_splits = s.max_splits = i % 3 == 0 ? 7 : (i % 3 == 1 ? 1 : 0);
+        s.window = i % 4 == 2 ? 300 : -1;
+        s.sinks = i % 2 == 1;
+        ++i;
+        run_case(s, what + ", tile=" + tile);
+        unsetenv("B12X_ATTN_DECODE_TILE");
+      }
+    for (const int d : {64, 192}) {
+      Spec s = gqa_decode_spec({4000, 63, 1, 700}, 0, 0);
       s.dqk = s.dv = d;
-      s.hkv = 2;
-      s.hq = 2 * (i % 2 ? 8 : 5);
-      s.prefix = {4000, 63, 1, 200, 0};
-      s.qlens.assign(5, 1);
-      s.num_splits = s.max_splits = i % 3 == 0 ? 7 : (i % 3 == 1 ? 1 : 0);
-      s.window = i % 4 == 2 ? 300 : -1;
-      s.sinks = i % 2 == 1;
-      ++i;
-      run_case(s, std::string("spread merge, tile=") + tile);
-      unsetenv("B12X_ATTN_DECODE_TILE");
+      s.sinks = true;
+      run_case(s, what + ", d=" + std::to_string(d));
     }
-  for (const int d : {64, 192}) {
-    Spec s = gqa_decode_spec({4000, 63, 1, 700}, 0, 0);
-    s.dqk = s.dv = d;
-    s.sinks = true;
-    run_case(s, "spread merge, d=" + std::to_string(d));
+    setenv("B12X_ATTN_FUSED_MERGE", "1", 1);
+    run_case(gqa_decode_spec({4000, 63, 1, 2500}, 7, 7), what + ", fused merge");
+    unsetenv("B12X_ATTN_FUSED_MERGE");
+    run_case(verify_spec(8, 2), what + ", verify");
+    unsetenv("B12X_ATTN_SPREAD_MERGE");
   }
-  setenv("B12X_ATTN_FUSED_MERGE", "1", 1);
-  run_case(gqa_decode_spec({4000, 63, 1, 2500}, 7, 7), "spread merge, fused merge");
-  unsetenv("B12X_ATTN_FUSED_MERGE");
-  run_case(verify_spec(8, 2), "spread merge, verify");
-  unsetenv("B12X_ATTN_SPREAD_MERGE");
 }
 
 // B12X_ATTN_SPLIT_INTERLEAVE=1: split s takes the KV tiles s, s + splits, ...; long ranges
@@ -1197,16 +1201,17 @@ TEST(AttentionGpuSanitize, DecodePageRuns) {
 
 TEST(AttentionGpuSanitize, DecodeSpreadMerge) {
   B12X_REQUIRE_GPU();
-  setenv("B12X_ATTN_SPREAD_MERGE", "1", 1);
-  for (DType kv : {DType::kBF16, DType::kFP8E4M3}) {
-    Spec s = sanitize_fp8_decode_spec();
-    s.kv = kv;
-    s.prefix = {0, 17, 600, 2000};
-    s.qlens.assign(4, 1);
-    s.sinks = true;
-    run_case(s, "sanitize decode spread merge");
-  }
-  unsetenv("B12X_ATTN_SPREAD_MERGE");
+  for (const char* on : {"1", "0"})
+    for (DType kv : {DType::kBF16, DType::kFP8E4M3}) {
+      setenv("B12X_ATTN_SPREAD_MERGE", on, 1);
+      Spec s = sanitize_fp8_decode_spec();
+      s.kv = kv;
+      s.prefix = {0, 17, 600, 2000};
+      s.qlens.assign(4, 1);
+      s.sinks = true;
+      run_case(s, std::string("sanitize decode spread merge=") + on);
+      unsetenv("B12X_ATTN_SPREAD_MERGE");
+    }
 }
 
 TEST(AttentionGpuSanitize, DecodeSplitInterleave) {
