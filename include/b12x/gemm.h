@@ -165,9 +165,9 @@ struct Plan {
   /// range inside the CTA (B12X_GEMM_DECODE_WSPLIT=1|2|4 overrides where it applies).
   int decode_warp_split = 1;
   /// Decode regime, M >= 2: the activations are staged in two buffers, the next chunk's copies in
-  /// flight while the current one is computed (B12X_GEMM_DECODE_PIPE=1; probe, off by default;
-  /// BF16 MMAs, activations without group scales); B12X_GEMM_DECODE_PIPE_WS=2|4 adds warps per
-  /// tile (decode_warp_split) at M = 2..8.
+  /// flight while the current one is computed (BF16 MMAs, activations without group scales;
+  /// B12X_GEMM_DECODE_PIPE=0 keeps one buffer); B12X_GEMM_DECODE_PIPE_WS=2|4 (probe) adds warps
+  /// per tile (decode_warp_split) at M = 2..8.
   bool decode_pipe = false;
   /// The split is one thread-block cluster reduced through distributed shared memory (SM90+,
   /// split <= 8); otherwise partials go to scratch and a second kernel reduces them.

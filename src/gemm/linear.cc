@@ -299,10 +299,19 @@ Plan plan(const Caps& caps) {
         if (want == 1 || want == 2 || want == 4) ws = want;
       }
     }
-    // Pipelined staging (probe, B12X_GEMM_DECODE_PIPE=1): the CTA's K range in chunks, so M = 2..8
-    // can take warps per tile too (B12X_GEMM_DECODE_PIPE_WS=2|4, interleaved K parts).
-    if (const char* e = std::getenv("B12X_GEMM_DECODE_PIPE"); e != nullptr && e[0] == '1')
-      p.decode_pipe = M >= 2 && lin::decode_pipe_available(wf, fp16);
+    // Pipelined staging at M >= 2 (B12X_GEMM_DECODE_PIPE=0 keeps one staging buffer). Round 21
+    // (H200, us over 4096x4096 / 14336x4096 / 4096x14336 / 6144x4096 / 2048x7168, one buffer ->
+    // two): M = 16 NVFP4 W4A16 14.8 / 28.5 / 36.3 / 18.5 / 18.6 -> 12.8 / 26.3 / 38.2 / 18.5 /
+    // 17.3, NVFP4 16.9 / 32.0 / 38.2 / 22.2 / 21.8 -> 16.0 / 29.0 / 37.6 / 20.3 / 20.2, Q8_0
+    // 17.1 / 34.8 / 48.4 / 21.9 / 19.5 -> 13.8 / 29.1 / 40.8 / 19.0 / 17.5; M = 4 MXFP4 W4A16
+    // 4096x14336 23.2 -> 19.8, NVFP4 W4A16 14336x4096 19.4 -> 18.1, the rest within 1-4 %.
+    // The CTA's K range in chunks also lets M = 2..8 take warps per tile (probe
+    // B12X_GEMM_DECODE_PIPE_WS=2|4, interleaved K parts).
+    {
+      const char* e = std::getenv("B12X_GEMM_DECODE_PIPE");
+      p.decode_pipe =
+          !(e != nullptr && e[0] == '0') && M >= 2 && lin::decode_pipe_available(wf, fp16);
+    }
     bool pipe_ws = false;
     if (p.decode_pipe && nt == 1 && split_env == nullptr && dev.cc_major >= 9) {
       if (const char* e = std::getenv("B12X_GEMM_DECODE_PIPE_WS"); e != nullptr) {

@@ -685,6 +685,15 @@ TEST(GemmGpu, DecodePipelinedStaging) {
     run_case({f, 16, 72, 4864, DType::kFP16, DType::kBF16, true});
 }
 
+TEST(GemmGpu, DecodeOneStagingBuffer) {
+  B12X_REQUIRE_GPU();
+  // B12X_GEMM_DECODE_PIPE=0: the single staging buffer refilled between chunks (the path of
+  // FP16 MMAs and of activations with group scales), several chunks per CTA.
+  ScopedEnv ep("B12X_GEMM_DECODE_PIPE", "0"), es("B12X_GEMM_SPLIT", "1");
+  for (int64_t M : {3, 16})
+    for (const auto& c : all_format_cases(M, 72, 4864, M == 3, DType::kBF16)) run_case(c);
+}
+
 TEST(GemmGpu, DecodePipelinedStagingWarpSplit) {
   B12X_REQUIRE_GPU();
   // B12X_GEMM_DECODE_PIPE_WS=2|4 at M = 2..8: the warps of a tile take interleaved slices of each
