@@ -93,7 +93,10 @@ void launch_quantize_fp8_group128(const void* x, DType x_dtype, int64_t M, int64
     p.ldx = ldx;
     p.values = values;
     p.scale_f32 = scales;
-    launch_for(x_dtype, grid_for(M * (K / 128) * 4),  // four threads per group
+    // Four threads per group, one pass each (no cap at a few waves as grid_for: many short CTAs
+    // keep the SMs' loads and arithmetic out of step).
+    const int64_t need = (M * (K / 128) * 4 + kThreads - 1) / kThreads;
+    launch_for(x_dtype, static_cast<int>(std::min<int64_t>(need, int64_t{1} << 24)),
                kernels::fp8_group128_kernel<true>, kernels::fp8_group128_kernel<false>, p, stream);
     return;
   }

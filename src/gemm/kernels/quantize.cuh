@@ -293,6 +293,19 @@ __global__ void __launch_bounds__(256) block_quant_kernel(const BlockQuantParams
   }
 }
 
+/// max(m, |x|) per 16-bit half of packed BF16 (kBF16) or FP16 pairs; m holds no NaN, and max
+/// returns the non-NaN operand, so NaN halves of x are ignored.
+template <bool kBF16>
+__device__ __forceinline__ uint32_t hmax2_abs(uint32_t m, uint32_t x) {
+  uint32_t d;
+  if constexpr (kBF16) {
+    asm("max.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(m), "r"(x & 0x7FFF7FFFu));
+  } else {
+    asm("max.f16x2 %0, %1, %2;" : "=r"(d) : "r"(m), "r"(x & 0x7FFF7FFFu));
+  }
+  return d;
+}
+
 /// 32 values from four 16-byte loads at src + step * i (i = 0..3; zeros when !valid), all issued
 /// before any conversion.
 template <bool kBF16>
@@ -345,36 +358,63 @@ __global__ void __launch_bounds__(256) fp8_group128_kernel(const BlockQuantParam
         col = gi - row * cols;
       }
     }
-    float v[32];
-    load32<kBF16>(p.x + row * p.ldx + col * 128 + part * 8, 32, valid, v);
-    float amax = 0.f;
+    // The 32 values stay packed (16 registers): amax over |x| pairs by max.bf16x2 / max.f16x2
+    // (exact; a NaN never wins against the running maximum, which starts at +0, as in
+    // fmt::amax_update), each value converted to fp32 where it is divided.
+    const uint16_t* src = p.x + row * p.ldx + col * 128 + part * 8;
+    uint32_t w[16];
 #pragma unroll
-    for (int j = 0; j < 32; ++j) amax = fmt::amax_update(amax, v[j]);
+    for (int i = 0; i < 4; ++i) {
+      const uint4 u =
+          valid ? __ldg(reinterpret_cast<const uint4*>(src + 32 * i)) : make_uint4(0, 0, 0, 0);
+      w[4 * i] = u.x;
+      w[4 * i + 1] = u.y;
+      w[4 * i + 2] = u.z;
+      w[4 * i + 3] = u.w;
+    }
+    uint32_t m2 = 0u;
+#pragma unroll
+    for (int j = 0; j < 16; ++j) m2 = hmax2_abs<kBF16>(m2, w[j]);
+    float amax = fmaxf(in_to_float(static_cast<uint16_t>(m2 & 0xFFFFu), kBF16),
+                       in_to_float(static_cast<uint16_t>(m2 >> 16), kBF16));
     amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 1));
     amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 2));
     if (!valid) continue;
     const float s = qrules::fp8_group_scale(amax);
     const bool fast = amax >= 0x1p-60f && amax <= 3.40282347e38f;
     const float y = fast ? __frcp_rn(s) : 0.f;
-    float q[32];
+    auto val = [&](int j) {
+      return in_to_float(static_cast<uint16_t>((j & 1) ? w[j / 2] >> 16 : w[j / 2] & 0xFFFFu),
+                         kBF16);
+    };
+    uint8_t* out = p.values + row * p.K + col * 128 + part * 8;
+    // Chunk i (8 values) quantized and stored at once (no 32-value fp32 array stays live).
+    auto store8 = [&](int i, const float(&q)[8]) {
+      const uint32_t w0 = e4m3x2(q[0], q[1]) | (e4m3x2(q[2], q[3]) << 16);
+      const uint32_t w1 = e4m3x2(q[4], q[5]) | (e4m3x2(q[6], q[7]) << 16);
+      *reinterpret_cast<uint2*>(out + 32 * i) = make_uint2(w0, w1);
+    };
     if (fast) {  // two code paths, so the fast one carries no per-value branch
 #pragma unroll
-      for (int j = 0; j < 32; ++j) {
-        const float q0 = __fmul_rn(v[j], y);
-        const float r = fmaf(-q0, s, v[j]);
-        q[j] = r == 0.f ? q0 : fmaf(r, y, q0);
+      for (int i = 0; i < 4; ++i) {
+        float q[8];
+#pragma unroll
+        for (int k = 0; k < 8; ++k) {
+          const float x = val(8 * i + k);
+          const float q0 = __fmul_rn(x, y);
+          const float r = fmaf(-q0, s, x);
+          q[k] = r == 0.f ? q0 : fmaf(r, y, q0);
+        }
+        store8(i, q);
       }
     } else {
 #pragma unroll
-      for (int j = 0; j < 32; ++j) q[j] = qrules::fp8_scaled(v[j], s);
-    }
-    uint8_t* out = p.values + row * p.K + col * 128 + part * 8;
+      for (int i = 0; i < 4; ++i) {
+        float q[8];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const float* qi = q + 8 * i;
-      const uint32_t w0 = e4m3x2(qi[0], qi[1]) | (e4m3x2(qi[2], qi[3]) << 16);
-      const uint32_t w1 = e4m3x2(qi[4], qi[5]) | (e4m3x2(qi[6], qi[7]) << 16);
-      *reinterpret_cast<uint2*>(out + 32 * i) = make_uint2(w0, w1);
+        for (int k = 0; k < 8; ++k) q[k] = qrules::fp8_scaled(val(8 * i + k), s);
+        store8(i, q);
+      }
     }
     if (part == 0) p.scale_f32[row * cols + col] = s;
   }
