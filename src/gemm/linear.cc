@@ -96,6 +96,11 @@ constexpr int64_t kWgmmaMinM = 128;
 /// ring shared by the MMA warps), 0 (CTA-barrier pipeline) and 1 / 2 (per 64 / 32 K) remain as
 /// probes.
 constexpr int kWgmmaF8Var = 6;
+/// Block FP8: 8 = 6 with the stage's combined scales x_scale * w_scale built once per CTA by the
+/// copy warpgroup instead of by each MMA warp (round 21 Nsight Compute, 4096x4096: L1/TEX
+/// throughput 77% for block FP8 variant 6 against 47% for per-tensor FP8, the per-warp table
+/// stores 3.8-way bank conflicted). B12X_GEMM_WGMMA_VAR=6 restores 6.
+constexpr int kWgmmaF8BlockVar = 8;
 /// wgmma kernel CTA order (Plan::tiled_wgmma_raster): FP8 in raster bands sized to L2 (1): round
 /// 17 (warp-specialized FP8, M = 2048) per-tensor 14336x4096 829 -> 921 TFLOP/s (its 58 MB of
 /// weights exceed L2: each band reads them about once instead of once per token tile), other
@@ -120,6 +125,9 @@ constexpr int kWgmmaGroupVar128 = 1;
 /// (round 17, M = 2048, five shapes: Q8_0 422-439 -> 432-450 TFLOP/s, IQ2_XXS 324-352 ->
 /// 344-355, IQ2_XS 264-279 -> 294-306; its tests passed in rounds 16 and 17).
 constexpr int kWgmmaGroupVar256 = 3;
+/// IQ2 at 256 tokens: 4 = 3 with the sign masks computed instead of loaded from the shared sign
+/// table (half the table loads per fragment register). B12X_GEMM_WGMMA_GROUP_VAR=3 restores 3.
+constexpr int kWgmmaGroupVar256Iq2 = 4;
 
 /// Decode regime at capacity M = 1: warps per 16-row weight tile (lin::launch_linear_decode), the
 /// CTA's K range split among them. Round 16 (H200, M = 1, five
@@ -223,7 +231,7 @@ Plan plan(const Caps& caps) {
     // Schedule variant (B12X_GEMM_WGMMA_VAR=<n> probes; an unknown one for the format keeps the
     // default).
     const bool f8 = wf == WFmt::kFp8 || wf == WFmt::kFp8Block;
-    p.tiled_wgmma_var = f8 ? kWgmmaF8Var : 0;
+    p.tiled_wgmma_var = wf == WFmt::kFp8Block ? kWgmmaF8BlockVar : f8 ? kWgmmaF8Var : 0;
     // BF16-operand formats (NVFP4, MXFP4, MXFP8): 256-token CTAs (one per SM; since session 5
     // warp-specialized, variant 3) when they still give ~0.9 x SMs CTAs (half the weight decode
     // and copy work per MAC). Round 13 (ac50acd, M = 2048, five shapes) against 128-token CTAs on
@@ -250,7 +258,9 @@ Plan plan(const Caps& caps) {
       if (gt != nullptr && (std::atoi(gt) == 128 || std::atoi(gt) == 256))
         p.tiled_wgmma = std::atoi(gt);
       const char* gv = std::getenv("B12X_GEMM_WGMMA_GROUP_VAR");
-      p.tiled_wgmma_var = p.tiled_wgmma == 256 ? kWgmmaGroupVar256 : kWgmmaGroupVar128;
+      p.tiled_wgmma_var = p.tiled_wgmma != 256 ? kWgmmaGroupVar128
+                          : wf == WFmt::kQ8_0  ? kWgmmaGroupVar256
+                                               : kWgmmaGroupVar256Iq2;
       if (gv != nullptr &&
           lin::wgmma_group_kernel_available(wf, fp16, p.tiled_wgmma, std::atoi(gv)))
         p.tiled_wgmma_var = std::atoi(gv);

@@ -662,23 +662,26 @@ TEST(GemmGpu, DecodeSplitReduceKernelAndActivationPrepass) {
   }
 }
 
+/// The plan of a BF16-activation, BF16-output linear of max_tokens M (reads the env overrides).
+gemm::Plan bf16_plan(LinearFormat f, int64_t M, int64_t N, int64_t K) {
+  gemm::Caps caps;
+  caps.format = f;
+  caps.max_tokens = M;
+  caps.in_features = K;
+  caps.out_features = N;
+  caps.act_dtype = DType::kBF16;
+  caps.out_dtype = DType::kBF16;
+  return gemm::plan(caps);
+}
+
 TEST(GemmGpu, DecodePipelinedStaging) {
   B12X_REQUIRE_GPU();
-  // B12X_GEMM_DECODE_PIPE=1: two staging buffers, the next chunk's copies in flight. No K split
+  // Two staging buffers (the default at M >= 2), the next chunk's copies in flight. No K split
   // over CTAs, so every CTA walks K = 4864 in several chunks (FP4 at 16 rows: one 512-K slice per
   // buffer); N = 72 leaves warps without a tile in the last CTA; M = 24 has a second token tile
   // of 8 rows. Formats with activation group scales (block FP8, MXFP8) keep one buffer.
   ScopedEnv ep("B12X_GEMM_DECODE_PIPE", "1"), es("B12X_GEMM_SPLIT", "1");
-  {
-    gemm::Caps caps;
-    caps.format = LinearFormat::kNvfp4W4A16;
-    caps.max_tokens = 16;
-    caps.in_features = 4864;
-    caps.out_features = 72;
-    caps.act_dtype = DType::kBF16;
-    caps.out_dtype = DType::kBF16;
-    EXPECT_TRUE(gemm::plan(caps).decode_pipe);
-  }
+  EXPECT_TRUE(bf16_plan(LinearFormat::kNvfp4W4A16, 16, 72, 4864).decode_pipe);
   for (int64_t M : {3, 16, 24})
     for (const auto& c : all_format_cases(M, 72, 4864, M != 16, DType::kBF16)) run_case(c);
   for (LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kQ8_0})  // FP16: one buffer
@@ -706,14 +709,7 @@ TEST(GemmGpu, DecodePipelinedStagingWarpSplit) {
       for (const auto& c : all_format_cases(M, 40, 20480, M == 3, DType::kBF16)) run_case(c);
   }
   ScopedEnv ew("B12X_GEMM_DECODE_PIPE_WS", "4");
-  gemm::Caps caps;
-  caps.format = LinearFormat::kNvfp4W4A16;
-  caps.max_tokens = 4;
-  caps.in_features = 20480;
-  caps.out_features = 40;
-  caps.act_dtype = DType::kBF16;
-  caps.out_dtype = DType::kBF16;
-  const gemm::Plan plan = gemm::plan(caps);
+  const gemm::Plan plan = bf16_plan(LinearFormat::kNvfp4W4A16, 4, 40, 20480);
   EXPECT_TRUE(plan.decode_pipe);
   EXPECT_EQ(plan.decode_warp_split, 4);
 }
@@ -783,11 +779,11 @@ TEST(GemmGpu, TiledWgmmaTokenTiles) {
   // A long K at the default interval (32 promotions of 128 K).
   for (const auto& c : wgmma_cases(256, 256, 4096, false, DType::kBF16))
     if (c.fmt == LinearFormat::kFp8Tensor || c.fmt == LinearFormat::kFp8Block) run_case(c);
-  // Warp-specialized FP8 (variant 5: a copy warpgroup; 6, the default: with the block scales
-  // loaded while the wgmmas run and the slot released before the promotion; 7: 6 with the next
-  // stage's A fragments loaded before the promotion; 8, block FP8 only: 6 with the combined scales
-  // built by the producer warpgroup): token / row / K tails, 1 and (6, 8) 24 token tiles, a long
-  // K refilling every slot many times.
+  // Warp-specialized FP8 (variant 5: a copy warpgroup; 6, the per-tensor default: with the block
+  // scales loaded while the wgmmas run and the slot released before the promotion; 7: 6 with the
+  // next stage's A fragments loaded before the promotion; 8, block FP8 only and its default: 6
+  // with the combined scales built by the producer warpgroup): token / row / K tails, 1 and (6, 8)
+  // 24 token tiles, a long K refilling every slot many times.
   for (const char* var : {"5", "6", "7", "8"}) {
     ScopedEnv e("B12X_GEMM_WGMMA", "1"), ev("B12X_GEMM_WGMMA_VAR", var);
     for (const auto& c : wgmma_cases(300, 136, 768, false, DType::kFP16))
@@ -808,12 +804,13 @@ TEST(GemmGpu, TiledWgmmaTokenTiles) {
       run_case(c);
     }
   }
-  // The four-lanes-per-group activation quantizer (B12X_QUANT_FP8G128=1) in front of block FP8,
-  // and the one-pass MXFP8 pre-pass (B12X_QUANT_MXFP8_FUSED=1: MXFP8 in the k32 fragment order,
-  // MXFP4 W4A8 in plain order) on the wgmma kernel and the mma.sync tiled kernel.
+  // The activation passes before the defaults of round 22 (B12X_QUANT_FP8G128=0: the generic FP8
+  // 1x128 quantizer; B12X_QUANT_MXFP8_FUSED=0: MXFP8 quantized, then dequantized to BF16 by
+  // act_dequant_kernel, MXFP8 in the k32 fragment order, MXFP4 W4A8 in plain order) on the wgmma
+  // kernel and the mma.sync tiled kernel.
   {
-    ScopedEnv e("B12X_GEMM_WGMMA", "1"), eq("B12X_QUANT_FP8G128", "1"),
-        em("B12X_QUANT_MXFP8_FUSED", "1");
+    ScopedEnv e("B12X_GEMM_WGMMA", "1"), eq("B12X_QUANT_FP8G128", "0"),
+        em("B12X_QUANT_MXFP8_FUSED", "0");
     for (const auto& c : wgmma_cases(300, 136, 768, true, DType::kBF16))
       if (c.fmt == LinearFormat::kFp8Block || c.fmt == LinearFormat::kMxfp8 ||
           c.fmt == LinearFormat::kMxfp4W4A8)
@@ -868,6 +865,15 @@ TEST(GemmGpu, TiledWgmmaGgmlFormats) {
       run_wgmma_group_case({f, 200, 200, q8 ? 1312 : 1280, DType::kBF16, DType::kFP16, false});
       run_wgmma_group_case({f, 2000, 264, 1024, DType::kBF16, DType::kBF16, true});
       run_wgmma_group_case({f, 300, 72, 512, DType::kFP16, DType::kFP16, true});
+    }
+  }
+  // IQ2 at 256 tokens with the sign masks loaded from the shared table
+  // (B12X_GEMM_WGMMA_GROUP_VAR=3, the default before round 22's variant 4).
+  {
+    ScopedEnv et("B12X_GEMM_WGMMA_GROUP_TOK", "256"), ev("B12X_GEMM_WGMMA_GROUP_VAR", "3");
+    for (LinearFormat f : {LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs}) {
+      run_wgmma_group_case({f, 200, 200, 1280, DType::kBF16, DType::kFP16, false});
+      run_wgmma_group_case({f, 2000, 264, 1024, DType::kBF16, DType::kBF16, true});
     }
   }
   // Forced below 128 tokens (one partial token tile).
