@@ -20,8 +20,8 @@ int env_knob(const char* name, int fallback) {
 }
 
 // FC1 CTAs per SM the tile groups are sized for: 3 of 8 warps, 2 of the 12-warp variant.
-constexpr int fc1_ctas_per_sm(int warps) {
-  return warps == DecodeCfg::kFc1Warps ? 3 : 2;
+constexpr int fc1_ctas_per_sm(int warps, int stages = DecodeCfg::kFc1Stages) {
+  return warps == DecodeCfg::kFc1Warps && stages == DecodeCfg::kFc1Stages ? 3 : 2;
 }
 
 // FC2 CTA shape {warps, ring stages per warp}: 8 warps while the per-warp combine rows fit
@@ -41,10 +41,10 @@ Fc2Shape fc2_shape(const DecodeArgs& a, bool deep, int row_blocks) {
 }
 
 template <typename OpT, bool kFold, int kSK, bool kLean, int kWM, int kG,
-          int kNW = DecodeCfg::kFc1Warps, bool kBal = false>
+          int kNW = DecodeCfg::kFc1Warps, bool kBal = false, int kS = DecodeCfg::kFc1Stages>
 void launch_fc1(const DecodeArgs& a, Stream stream, bool pdl) {
-  auto* k = dev::moe_decode_fc1_kernel<OpT, kFold, kSK, kWM, kG, kNW, kLean, kBal>;
-  constexpr int kSmem = DecodeCfg::fc1_smem(kNW);
+  auto* k = dev::moe_decode_fc1_kernel<OpT, kFold, kSK, kWM, kG, kNW, kLean, kBal, kS>;
+  constexpr int kSmem = DecodeCfg::fc1_smem(kNW, kS);
   // Above 48 KB of dynamic shared memory needs the opt-in (a function attribute, not a stream
   // operation: legal during capture); once per kernel instance.
   static std::once_flag once;
@@ -57,7 +57,7 @@ void launch_fc1(const DecodeArgs& a, Stream stream, bool pdl) {
   const int row_blocks = a.w1.rows_pad / (32 * kWM);
   const dim3 grid(static_cast<unsigned>(row_blocks),
                   static_cast<unsigned>(decode_fc1_tile_groups(a.routes, row_blocks, a.sm_count,
-                                                               fc1_ctas_per_sm(kNW))));
+                                                               fc1_ctas_per_sm(kNW, kS))));
   launch_k(k, grid, dim3(32 * kNW), kSmem, stream, pdl, a);
   B12X_CUDA_CHECK_LAUNCH();
 }
@@ -88,10 +88,16 @@ void launch_gemms(const DecodeArgs& a, Stream stream, bool pdl) {
   const bool mx = a.aquant == num::kAMxfp8 || a.aquant == num::kAMxfp4;
   if constexpr (!std::is_same_v<OpT, __nv_bfloat16>)
     B12X_ASSERT(!mx, "decode stream: FP16 operands are A16-only");
+  constexpr int kDeep = DecodeCfg::kFc1DeepStages;
+  const bool deep1 = a.fc1_stages == kDeep;
   if (kLean && a.fc1_bal != 0 && a.fc1_warps == DecodeCfg::kFc1WideWarps)
     launch_fc1<OpT, kFold, kSK, true, 1, 1, DecodeCfg::kFc1WideWarps, true>(a, stream, pdl);
+  else if (kLean && a.fc1_bal != 0 && deep1)
+    launch_fc1<OpT, kFold, kSK, true, 1, 1, DecodeCfg::kFc1Warps, true, kDeep>(a, stream, pdl);
   else if (kLean && a.fc1_bal != 0)
     launch_fc1<OpT, kFold, kSK, true, 1, 1, DecodeCfg::kFc1Warps, true>(a, stream, pdl);
+  else if (deep1 && a.fc1_wm == 1)
+    launch_fc1<OpT, kFold, kSK, kLean, 1, 1, DecodeCfg::kFc1Warps, false, kDeep>(a, stream, pdl);
   else if (a.fc1_wm == 4)
     launch_fc1<OpT, kFold, kSK, kLean, 4, 1>(a, stream, pdl);
   else if (a.fc1_wm == 2)
@@ -229,6 +235,16 @@ void launch_decode_stream(const DecodeArgs& args, bool fp16_operands, Stream str
                   ? 1
                   : 0;
   if (a.fc1_bal != 0) a.fc1_groups = 1;
+  // Measurement knob B12X_MOE_FC1_STAGES=3: the deep FC1 (3 ring stages, 8 warps, 2 CTAs per
+  // SM; one row warp, one group).
+  static const int stages_knob = env_knob("B12X_MOE_FC1_STAGES", 0);
+  if (a.fc1_stages == 0) a.fc1_stages = stages_knob;
+  if (a.fc1_stages != DecodeCfg::kFc1DeepStages || a.fc1_wm != 1)
+    a.fc1_stages = DecodeCfg::kFc1Stages;
+  if (a.fc1_stages == DecodeCfg::kFc1DeepStages) {
+    a.fc1_groups = 1;
+    a.fc1_warps = DecodeCfg::kFc1Warps;
+  }
   if (a.fc1_groups == 0)
     a.fc1_groups =
         decode_fc1_groups(a.routes, fc1_row_blocks, a.sm_count, a.fc1_wm, a.w1.K_pad / 128);
@@ -237,8 +253,8 @@ void launch_decode_stream(const DecodeArgs& args, bool fp16_operands, Stream str
                                    a.w1.K_pad / 128);
   if (a.fc1_bal != 0) {
     // Every CTA's slot must fit the plan's partials (a forced B12X_MOE_FC1_GROUPS may not).
-    const int y =
-        decode_fc1_tile_groups(a.routes, fc1_row_blocks, a.sm_count, fc1_ctas_per_sm(a.fc1_warps));
+    const int y = decode_fc1_tile_groups(a.routes, fc1_row_blocks, a.sm_count,
+                                         fc1_ctas_per_sm(a.fc1_warps, a.fc1_stages));
     if (static_cast<int64_t>(fc1_row_blocks) * y > a.fc1_part_slots) a.fc1_bal = 0;
   }
   static const int q_early = env_knob("B12X_MOE_Q_EARLY", 0);

@@ -124,6 +124,8 @@ struct DecodeArgs {
   int fc1_groups = 0;
   // FC1 warps per CTA (0: auto, decode_fc1_warps; 8, or 12 with one row warp and one group).
   int fc1_warps = 0;
+  // FC1 ring stages per warp (0: auto = 2; 3: the deep FC1, B12X_MOE_FC1_STAGES).
+  int fc1_stages = 0;
   // [Q]'s trigger (B12X_MOE_Q_EARLY): 0 after its wait, 1 before it, 2 none (FC1 launches when
   // [Q] has finished).
   int q_early = 0;
