@@ -138,6 +138,9 @@ constexpr int kWgmmaGroupVar256Iq2 = 4;
 /// which a decoded format's K range is also split over a cluster.
 constexpr int kDecodeWarpSplit = 4;
 constexpr int kDecodeWsMaxSlices = 8;
+/// Decode regime at M = 2..8 with the pipelined staging (Plan::decode_pipe): warps per tile, the
+/// K parts interleaved over the staged chunks (B12X_GEMM_DECODE_PIPE_WS=1|2|4 overrides).
+constexpr int kDecodePipeWarpSplit = 1;
 
 /// The most K slices whose staged activations (`rows` token rows) fit the decode kernel's
 /// shared-memory budget (at least one: a slice of 16 rows is at most 16 KB); pipe: per buffer of
@@ -324,10 +327,10 @@ Plan plan(const Caps& caps) {
     }
     bool pipe_ws = false;
     if (p.decode_pipe && nt == 1 && split_env == nullptr && dev.cc_major >= 9) {
-      if (const char* e = std::getenv("B12X_GEMM_DECODE_PIPE_WS"); e != nullptr) {
-        const int want = std::atoi(e);
-        if (want == 2 || want == 4) ws = want, pipe_ws = true;
-      }
+      int want = kDecodePipeWarpSplit;
+      if (const char* e = std::getenv("B12X_GEMM_DECODE_PIPE_WS"); e != nullptr)
+        want = std::atoi(e);
+      if (want == 2 || want == 4) ws = want, pipe_ws = true;
     }
     // The smallest split over CTAs that brings the grid to `want` CTAs (with K ranges of at most
     // max_per slices; 0 if none up to max_split does).
