@@ -48,17 +48,24 @@ void launch_for(DType x_dtype, int grid, void (*bf16)(Params), void (*f16)(Param
   B12X_CUDA_CHECK_LAUNCH();
 }
 
-template <class P>
-void launch_block(const void* x, DType x_dtype, int64_t M, int64_t K, int64_t ldx, uint8_t* values,
-                  uint8_t* scale_rows, float* scale_f32, uint8_t* swizzled, const float* gs,
-                  Stream stream) {
-  if (M <= 0) return;
+/// The input / value fields every block quantiser kernel reads.
+kernels::BlockQuantParams block_params(const void* x, int64_t M, int64_t K, int64_t ldx,
+                                       uint8_t* values) {
   kernels::BlockQuantParams p{};
   p.x = static_cast<const uint16_t*>(x);
   p.M = M;
   p.K = K;
   p.ldx = ldx;
   p.values = values;
+  return p;
+}
+
+template <class P>
+void launch_block(const void* x, DType x_dtype, int64_t M, int64_t K, int64_t ldx, uint8_t* values,
+                  uint8_t* scale_rows, float* scale_f32, uint8_t* swizzled, const float* gs,
+                  Stream stream) {
+  if (M <= 0) return;
+  kernels::BlockQuantParams p = block_params(x, M, K, ldx, values);
   p.scale_rows = scale_rows;
   p.scale_f32 = scale_f32;
   p.scale_swizzled = swizzled;
@@ -86,12 +93,7 @@ void launch_quantize_fp8_group128(const void* x, DType x_dtype, int64_t M, int64
   const char* e = std::getenv("B12X_QUANT_FP8G128");
   if ((e == nullptr || e[0] != '0') && M > 0 && K % 128 == 0 && aligned(x, 16) && ldx % 8 == 0 &&
       aligned(values, 8)) {
-    kernels::BlockQuantParams p{};
-    p.x = static_cast<const uint16_t*>(x);
-    p.M = M;
-    p.K = K;
-    p.ldx = ldx;
-    p.values = values;
+    kernels::BlockQuantParams p = block_params(x, M, K, ldx, values);
     p.scale_f32 = scales;
     // Four threads per group, one pass each (no cap at a few waves as grid_for: many short CTAs
     // keep the SMs' loads and arithmetic out of step).

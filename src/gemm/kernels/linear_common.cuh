@@ -310,8 +310,13 @@ __device__ __forceinline__ void decode_byte_atom(const uint4& v, uint32_t a[2][4
 
 /// IQ2 atom: entries (u16) e[half][q] (grid index | sign7 << 9); gtab / stab are the shared
 /// copies of the grid-pair and sign-pair tables (load_iq2_tables). The values are the exact
-/// integers +-grid; d*(2s+1)/8 is applied in fp32 per group.
-template <class T>
+/// integers +-grid; d*(2s+1)/8 is applied in fp32 per group. kAluSign (the SM90 group wgmma
+/// kernel's variant 4; stab unused): the sign mask computed from the entry, its 7 sign bits plus
+/// their parity (GGML's ksigns), lane t taking bits 2t, 2t + 1 into the sign bits 15 and 31 —
+/// the four lanes of a row group share an entry, so each table load serves 8 entries whose bank
+/// sets collide when equal mod 8; this halves the table loads per register for ~4 ALU
+/// instructions.
+template <class T, bool kAluSign = false>
 __device__ __forceinline__ void decode_iq2_atom(const uint4& v, const uint32_t* gtab,
                                                 const uint32_t* stab, int t, uint32_t a[2][4]) {
   const uint32_t w[4] = {v.x, v.y, v.z, v.w};
@@ -323,7 +328,13 @@ __device__ __forceinline__ void decode_iq2_atom(const uint4& v, const uint32_t* 
       const int q = 2 * s + (j >> 1);  // 8-value group in the atom
       const uint32_t word = w[half * 2 + (q >> 1)];
       const uint32_t e = (q & 1) ? (word >> 16) : (word & 0xFFFFu);
-      a[s][j] = gtab[(e & 0x1FFu) * 4 + t] ^ stab[(e >> 9) * 4 + t];
+      if constexpr (kAluSign) {
+        const uint32_t s7 = e >> 9;
+        const uint32_t x = (s7 | ((__popc(s7) & 1u) << 7)) >> (2 * t);
+        a[s][j] = gtab[(e & 0x1FFu) * 4 + t] ^ (((x & 1u) << 15) | ((x & 2u) << 30));
+      } else {
+        a[s][j] = gtab[(e & 0x1FFu) * 4 + t] ^ stab[(e >> 9) * 4 + t];
+      }
     }
   }
 }

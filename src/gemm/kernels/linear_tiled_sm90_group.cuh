@@ -127,35 +127,10 @@ struct WgmmaGroupCfg {
   static_assert(kSmemBytes + kTabWords * 4 <= kSmemLimit, "group wgmma kernel exceeds 227 KB");
 };
 
-/// IQ2 atom decode with the sign masks computed instead of loaded (probe, group variant 4): the
-/// grid pair still comes from gtab, the sign byte is the entry's 7 sign bits plus their parity
-/// (GGML's ksigns), lane t takes bits 2t, 2t + 1 into the BF16 / FP16 sign bits 15 and 31. Why:
-/// the four lanes of a row group share an entry, so each table LDS serves 8 distinct entries
-/// whose bank sets collide when equal mod 8 (~2.5-way); this halves the table LDS per register
-/// for ~4 more ALU instructions.
-template <class T>
-__device__ __forceinline__ void decode_iq2_atom_alu_sign(const uint4& v, const uint32_t* gtab,
-                                                         int t, uint32_t a[2][4]) {
-  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-  for (int s = 0; s < 2; ++s) {
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int half = j & 1;          // row g / g+8
-      const int q = 2 * s + (j >> 1);  // 8-value group in the atom
-      const uint32_t word = w[half * 2 + (q >> 1)];
-      const uint32_t e = (q & 1) ? (word >> 16) : (word & 0xFFFFu);
-      const uint32_t s7 = e >> 9;
-      const uint32_t x = (s7 | ((__popc(s7) & 1u) << 7)) >> (2 * t);
-      a[s][j] = gtab[(e & 0x1FFu) * 4 + t] ^ (((x & 1u) << 15) | ((x & 2u) << 30));
-    }
-  }
-}
-
 /// kLateCopy (256 tokens: kUnits >= 2): the stage's refill copies are issued after the second
 /// unit's wgmmas (the first unit's are followed by the late atom decode) instead of right after
 /// the stage barrier, so the tensor pipe starts earlier after the barrier. kAluSign: IQ2 sign
-/// masks by decode_iq2_atom_alu_sign (probe).
+/// masks computed (decode_iq2_atom<T, true>; variant 4).
 template <WFmt F, class T, int kTokens, int kRowSets, bool kOverlap, int kUnitN,
           bool kLateCopy = false, bool kAluSign = false>
 __global__ void __launch_bounds__(256, 1) linear_wgmma_group_kernel(const LinearParams p) {
@@ -352,10 +327,8 @@ __global__ void __launch_bounds__(256, 1) linear_wgmma_group_kernel(const Linear
         const int slot = C::kIq2 ? g : lane;
         const uint4 rv = *reinterpret_cast<const uint4*>(wsg + at * C::kTr.slots * 16 + slot * 16);
         uint32_t a2[2][4];
-        if constexpr (C::kIq2 && kAluSign) {
-          decode_iq2_atom_alu_sign<T>(rv, gtab, t, a2);
-        } else if constexpr (C::kIq2) {
-          decode_iq2_atom<T>(rv, gtab, stab, t, a2);
+        if constexpr (C::kIq2) {
+          decode_iq2_atom<T, kAluSign>(rv, gtab, stab, t, a2);
         } else {
           decode_byte_atom<T, true>(rv, a2);
         }
