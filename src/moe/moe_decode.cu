@@ -40,10 +40,10 @@ Fc2Shape fc2_shape(const DecodeArgs& a, bool deep, int row_blocks) {
   return {8, decode_fc2_stages(a.routes, row_blocks, a.fc2_split, a.sm_count)};
 }
 
-template <typename OpT, bool kFold, int kSK, bool kLean, int kWM, int kG,
-          int kNW = DecodeCfg::kFc1Warps, bool kBal = false, int kS = DecodeCfg::kFc1Stages>
+template <typename OpT, bool kFold, int kSK, int kWM, int kG, int kNW = DecodeCfg::kFc1Warps,
+          bool kBal = false, int kS = DecodeCfg::kFc1Stages>
 void launch_fc1(const DecodeArgs& a, Stream stream, bool pdl) {
-  auto* k = dev::moe_decode_fc1_kernel<OpT, kFold, kSK, kWM, kG, kNW, kLean, kBal, kS>;
+  auto* k = dev::moe_decode_fc1_kernel<OpT, kFold, kSK, kWM, kG, kNW, kBal, kS>;
   constexpr int kSmem = DecodeCfg::fc1_smem(kNW, kS);
   // Above 48 KB of dynamic shared memory needs the opt-in (a function attribute, not a stream
   // operation: legal during capture); once per kernel instance.
@@ -62,9 +62,9 @@ void launch_fc1(const DecodeArgs& a, Stream stream, bool pdl) {
   B12X_CUDA_CHECK_LAUNCH();
 }
 
-template <typename OpT, bool kFold, int kSK, bool kLean, int kW, int kS>
+template <typename OpT, bool kFold, int kSK, int kW, int kS>
 void launch_fc2(const DecodeArgs& a, Stream stream, bool pdl) {
-  auto* k = dev::moe_decode_fc2_kernel<OpT, kFold, kSK, kW, kS, kLean>;
+  auto* k = dev::moe_decode_fc2_kernel<OpT, kFold, kSK, kW, kS>;
   static std::once_flag once;  // the largest shared memory this instance is launched with
   std::call_once(once, [&] {
     const bool deep = kS == DecodeCfg::kFc2DeepStages;
@@ -83,60 +83,46 @@ void launch_fc2(const DecodeArgs& a, Stream stream, bool pdl) {
   B12X_CUDA_CHECK_LAUNCH();
 }
 
-template <typename OpT, bool kFold, int kSK, bool kLean>
+template <typename OpT, bool kFold, int kSK>
 void launch_gemms(const DecodeArgs& a, Stream stream, bool pdl) {
   const bool mx = a.aquant == num::kAMxfp8 || a.aquant == num::kAMxfp4;
   if constexpr (!std::is_same_v<OpT, __nv_bfloat16>)
     B12X_ASSERT(!mx, "decode stream: FP16 operands are A16-only");
   constexpr int kDeep = DecodeCfg::kFc1DeepStages;
   const bool deep1 = a.fc1_stages == kDeep;
-  if (kLean && a.fc1_bal != 0 && a.fc1_warps == DecodeCfg::kFc1WideWarps)
-    launch_fc1<OpT, kFold, kSK, true, 1, 1, DecodeCfg::kFc1WideWarps, true>(a, stream, pdl);
-  else if (kLean && a.fc1_bal != 0 && deep1)
-    launch_fc1<OpT, kFold, kSK, true, 1, 1, DecodeCfg::kFc1Warps, true, kDeep>(a, stream, pdl);
-  else if (kLean && a.fc1_bal != 0)
-    launch_fc1<OpT, kFold, kSK, true, 1, 1, DecodeCfg::kFc1Warps, true>(a, stream, pdl);
+  if (a.fc1_bal != 0 && a.fc1_warps == DecodeCfg::kFc1WideWarps)
+    launch_fc1<OpT, kFold, kSK, 1, 1, DecodeCfg::kFc1WideWarps, true>(a, stream, pdl);
+  else if (a.fc1_bal != 0 && deep1)
+    launch_fc1<OpT, kFold, kSK, 1, 1, DecodeCfg::kFc1Warps, true, kDeep>(a, stream, pdl);
+  else if (a.fc1_bal != 0)
+    launch_fc1<OpT, kFold, kSK, 1, 1, DecodeCfg::kFc1Warps, true>(a, stream, pdl);
   else if (deep1 && a.fc1_wm == 1)
-    launch_fc1<OpT, kFold, kSK, kLean, 1, 1, DecodeCfg::kFc1Warps, false, kDeep>(a, stream, pdl);
+    launch_fc1<OpT, kFold, kSK, 1, 1, DecodeCfg::kFc1Warps, false, kDeep>(a, stream, pdl);
   else if (a.fc1_wm == 4)
-    launch_fc1<OpT, kFold, kSK, kLean, 4, 1>(a, stream, pdl);
+    launch_fc1<OpT, kFold, kSK, 4, 1>(a, stream, pdl);
   else if (a.fc1_wm == 2)
-    launch_fc1<OpT, kFold, kSK, kLean, 2, 1>(a, stream, pdl);
+    launch_fc1<OpT, kFold, kSK, 2, 1>(a, stream, pdl);
   else if (a.fc1_warps == DecodeCfg::kFc1WideWarps)
-    launch_fc1<OpT, kFold, kSK, kLean, 1, 1, DecodeCfg::kFc1WideWarps>(a, stream, pdl);
+    launch_fc1<OpT, kFold, kSK, 1, 1, DecodeCfg::kFc1WideWarps>(a, stream, pdl);
   else if (a.fc1_groups == 8)
-    launch_fc1<OpT, kFold, kSK, kLean, 1, 8>(a, stream, pdl);
+    launch_fc1<OpT, kFold, kSK, 1, 8>(a, stream, pdl);
   else if (a.fc1_groups == 4)
-    launch_fc1<OpT, kFold, kSK, kLean, 1, 4>(a, stream, pdl);
+    launch_fc1<OpT, kFold, kSK, 1, 4>(a, stream, pdl);
   else if (a.fc1_groups == 2)
-    launch_fc1<OpT, kFold, kSK, kLean, 1, 2>(a, stream, pdl);
+    launch_fc1<OpT, kFold, kSK, 1, 2>(a, stream, pdl);
   else
-    launch_fc1<OpT, kFold, kSK, kLean, 1, 1>(a, stream, pdl);
+    launch_fc1<OpT, kFold, kSK, 1, 1>(a, stream, pdl);
   const int fc2_row_blocks = a.w2.rows_pad / DecodeCfg::kFc2Rows;
   const bool deep = decode_fc2_deep(a.routes, a.fc2_split, fc2_row_blocks, a.sm_count);
   const Fc2Shape f2 = fc2_shape(a, deep, fc2_row_blocks);
   if (f2.warps == 4)
-    launch_fc2<OpT, kFold, kSK, kLean, 4, 4>(a, stream, pdl);
+    launch_fc2<OpT, kFold, kSK, 4, 4>(a, stream, pdl);
   else if (f2.stages == DecodeCfg::kFc2DeepStages)
-    launch_fc2<OpT, kFold, kSK, kLean, 8, DecodeCfg::kFc2DeepStages>(a, stream, pdl);
+    launch_fc2<OpT, kFold, kSK, 8, DecodeCfg::kFc2DeepStages>(a, stream, pdl);
   else if (f2.stages == 2)
-    launch_fc2<OpT, kFold, kSK, kLean, 8, 2>(a, stream, pdl);
+    launch_fc2<OpT, kFold, kSK, 8, 2>(a, stream, pdl);
   else
-    launch_fc2<OpT, kFold, kSK, kLean, 8, 3>(a, stream, pdl);
-}
-
-template <bool kLean>
-void launch_gemm_kinds(const DecodeArgs& a, bool fp16_operands, Stream stream, bool pdl) {
-  if (!fp16_operands) {
-    if (a.w1.scale_kind == 0)
-      launch_gemms<__nv_bfloat16, true, 0, kLean>(a, stream, pdl);
-    else
-      launch_gemms<__nv_bfloat16, true, 1, kLean>(a, stream, pdl);
-  } else if (a.w1.scale_kind == 0) {
-    launch_gemms<__half, true, 0, kLean>(a, stream, pdl);
-  } else {
-    launch_gemms<__half, false, 1, kLean>(a, stream, pdl);
-  }
+    launch_fc2<OpT, kFold, kSK, 8, 3>(a, stream, pdl);
 }
 
 }  // namespace
@@ -227,9 +213,8 @@ void launch_decode_stream(const DecodeArgs& args, bool fp16_operands, Stream str
   const int fc1_row_blocks = a.w1.rows_pad / (32 * a.fc1_wm);
   // Measurement knob B12X_MOE_FC1_BAL=1: the balanced FC1 chunk ranges (DecodeArgs::fc1_bal)
   // where they apply (quantised activations: [Q] zeroes the counters; one row warp; one group).
-  static const bool lean = env_knob("B12X_MOE_LEAN", 1) != 0;
   static const int bal_knob = env_knob("B12X_MOE_FC1_BAL", 0);
-  a.fc1_bal = bal_knob == 1 && lean && a.aquant != num::kANone && a.fc1_wm == 1 &&
+  a.fc1_bal = bal_knob == 1 && a.aquant != num::kANone && a.fc1_wm == 1 &&
                       (a.fc1_groups == 0 || a.fc1_groups == 1) && a.fc1_cnt != nullptr &&
                       a.fc1_part != nullptr && fc1_row_blocks <= a.fc1_cnt_rows
                   ? 1
@@ -276,12 +261,16 @@ void launch_decode_stream(const DecodeArgs& args, bool fp16_operands, Stream str
   // Same operand/scale-folding choice as the other FP4 kernels (moe_gemm_unit.cuh); the scale
   // kind (UE4M3/16 for modelopt_nvfp4, E8M0/32 for fp4_e8m0_k32) is a template constant.
   B12X_ASSERT(a.w1.scale_kind == a.w2.scale_kind, "decode stream: FC1/FC2 scale kinds differ");
-  // Measurement knob B12X_MOE_LEAN=0: the refills of session 5 (issue_w / issue_a) instead of
-  // WarpStage::issue_lean, for A/B runs of the same build.
-  if (lean)
-    launch_gemm_kinds<true>(a, fp16_operands, stream, pdl);
-  else
-    launch_gemm_kinds<false>(a, fp16_operands, stream, pdl);
+  if (!fp16_operands) {
+    if (a.w1.scale_kind == 0)
+      launch_gemms<__nv_bfloat16, true, 0>(a, stream, pdl);
+    else
+      launch_gemms<__nv_bfloat16, true, 1>(a, stream, pdl);
+  } else if (a.w1.scale_kind == 0) {
+    launch_gemms<__half, true, 0>(a, stream, pdl);
+  } else {
+    launch_gemms<__half, false, 1>(a, stream, pdl);
+  }
 }
 
 }  // namespace b12x::moe::detail

@@ -205,81 +205,49 @@ struct WarpStage {
   static constexpr int kT = DecodeCfg::kTileTokens;
   static constexpr int kScaleOff = kRows * 64;
   static constexpr int kActOff = kRows * 72;
-  /// This lane's copy sources in one expert tile: the 16-byte quad lane % 4 of weight row
-  /// lane / 4, scale row `lane` (lanes < kRows) and the operand row of token lane_token(lane)
-  /// (nullptr: absent token). Built once per tile, so a refill only adds the sub-chunk offset.
-  /// The lean refill (kLean) also keeps the lane's activation source with its K offset folded
-  /// in (`al`, a valid address even for an absent token) and the values left in the row from
-  /// there (`a_len`, <= 0: nothing to copy): a refill then needs one compare per copy.
-  struct Src {
-    const uint8_t* w;
-    const uint8_t* s;
-    const uint16_t* a;
-    const uint16_t* al;
-    int a_len;
-  };
-  /// K offset (values) of this lane's first activation copy in a sub-chunk (lane_token's
-  /// steps / half); copy c adds c * kActCopyK.
+  /// Token whose activation fragments this lane copies (fixed per lane).
+  static __device__ __forceinline__ int lane_token(int lane) { return (lane >> 1) % kT; }
+  /// K offset (values) of this lane's first activation copy in a sub-chunk: it copies half
+  /// lane & 1 of token lane_token(lane) in steps lane / (2 kT) + c * 16 / kT, copy c adding
+  /// c * kActCopyK values.
   static __device__ __forceinline__ int lane_act_k(int lane) {
     return 16 * (lane / (2 * kT)) + 8 * (lane & 1);
   }
   static constexpr int kActCopyK = 256 / kT;
+  static_assert(kT >= 2 && 16 % kT == 0, "2..16 tokens per tile, a divisor of 16");
+  /// This lane's copy sources in one expert tile, built once per tile so that a refill only
+  /// adds the sub-chunk offset: the 16-byte quad lane % 4 of weight row lane / 4, scale row
+  /// `lane` (lanes < kRows), and its activation source with its K offset folded in (`al`, a
+  /// valid address even for an absent token) and the values left in the row from there
+  /// (`a_len`, <= 0: nothing to copy), so a refill needs one compare per activation copy.
+  struct Src {
+    const uint8_t* w;
+    const uint8_t* s;
+    const uint16_t* al;
+    int a_len;
+  };
+  /// `arow`: the operand row of token lane_token(lane) (nullptr: absent token, zero-filled), K
+  /// its valid length (zero-filled beyond), `any_valid` an address for the zero-fill copies.
   static __device__ __forceinline__ Src src(const uint8_t* vrow, const uint8_t* srow,
                                             int64_t vstride, int64_t sstride, const uint16_t* arow,
-                                            int lane, int K = 0, const void* any_valid = nullptr) {
+                                            int lane, int K, const void* any_valid) {
     const uint32_t off = static_cast<uint32_t>(lane >> 2) * static_cast<uint32_t>(vstride) +
                          static_cast<uint32_t>(lane & 3) * 16u;
     const int lk = lane_act_k(lane);
     const bool in = arow != nullptr && lk < K;
-    return {vrow + off, srow + static_cast<uint32_t>(lane) * static_cast<uint32_t>(sstride), arow,
+    return {vrow + off, srow + static_cast<uint32_t>(lane) * static_cast<uint32_t>(sstride),
             in ? arow + lk : (arow != nullptr ? arow : static_cast<const uint16_t*>(any_valid)),
             arow != nullptr ? K - lk : 0};
   }
-  /// Weights and scales of sub-chunk kk. Lane copies rows lane / 4 + 8c, quad lane % 4 (4 lanes
-  /// read 64 contiguous bytes per instruction); `step` = 8 rows of the weight matrix in bytes.
-  /// The row offsets are 32-bit (a warp's rows span < 4 GB): one 64-bit add per copy.
-  static __device__ __forceinline__ void issue_w(uint8_t* st, const Src& s, uint32_t step, int kk,
-                                                 int scale_kind, int lane) {
-    const uint8_t* v = s.w + kk * 64;
-    uint8_t* d = st + (lane >> 2) * 64 + (lane & 3) * 16;
-#pragma unroll
-    for (int c = 0; c < kRows / 8; ++c) cp_async16(d + c * 512, v + c * step, true);
-    if (lane < kRows) {
-      if (scale_kind == 0)
-        cp_async8(st + kScaleOff + lane * 8, s.s + kk * 8);
-      else
-        cp_async4(st + kScaleOff + lane * 8, s.s + kk * 4);
-    }
-  }
-  /// Token whose activation fragments this lane copies (fixed per lane).
-  static __device__ __forceinline__ int lane_token(int lane) {
-    return (lane >> 1) % kT;
-  }
-  /// Activation fragments of sub-chunk kk: 8 steps x kT tokens x 2 halves of 16 B; this lane
-  /// copies half lane & 1 of token lane_token(lane), steps lane / (2 kT) + c * 16 / kT. `src` is
-  /// that token's operand row (nullptr: absent token, zero-filled), K its valid length
-  /// (zero-filled beyond).
-  static __device__ __forceinline__ void issue_a(uint8_t* st, const uint16_t* src, int K, int kk,
-                                                 int lane, const void* any_valid) {
-    static_assert(kT >= 2 && 16 % kT == 0, "2..16 tokens per tile, a divisor of 16");
-    const int n = lane_token(lane), h = lane & 1;
-#pragma unroll
-    for (int c = 0; c < kT / 2; ++c) {
-      const int j = (lane + 32 * c) / (2 * kT);
-      const int k = kk * 128 + 16 * j + 8 * h;
-      const bool ok = src != nullptr && k < K;
-      cp_async16(st + kActOff + (j * kT + n) * 32 + h * 16, ok ? src + k : any_valid, ok);
-    }
-  }
-  /// Lean refill of sub-chunk kk into the stage at shared address `sa`: the same copies as
-  /// issue_w + issue_a, with 32-bit shared destinations (lane slots: weights + 16 lane, scales
-  /// + 8 lane, activations + 16 lane + 512 c, as issue_w / issue_a place them) and the
-  /// activation bounds from Src (one compare per copy instead of rebuilding step, token, half
-  /// and the row check every refill: ~75 of FC1's ~430 SASS instructions per sub-chunk were
-  /// refill).
-  static __device__ __forceinline__ void issue_lean(uint32_t sa, const Src& s, uint32_t step,
-                                                    int kk, int scale_kind, int lane, bool weights,
-                                                    bool acts) {
+  /// Refill of sub-chunk kk into the stage at shared address `sa` (32-bit shared destinations).
+  /// Weights: lane copies rows lane / 4 + 8c, quad lane % 4 (4 lanes read 64 contiguous bytes
+  /// per instruction) to + 16 lane + 512 c; `step` = 8 rows of the weight matrix in bytes (the
+  /// row offsets are 32-bit: a warp's rows span < 4 GB). Scales: row `lane` to + kScaleOff +
+  /// 8 lane. Activations: 8 steps x kT tokens x 2 halves of 16 B, copy c to + kActOff + 16 lane
+  /// + 512 c, bounded by Src (session 5 rebuilt step, token, half and the row check every
+  /// refill: ~75 of FC1's ~430 SASS instructions per sub-chunk were refill, now ~53).
+  static __device__ __forceinline__ void issue(uint32_t sa, const Src& s, uint32_t step, int kk,
+                                               int scale_kind, int lane, bool weights, bool acts) {
     if (weights) {
       const uint8_t* v = s.w + kk * 64;
       const uint32_t d = sa + static_cast<uint32_t>(lane) * 16u;
@@ -525,13 +493,12 @@ __device__ __forceinline__ void group_sync(int id) {
     asm volatile("bar.sync %0, %1;" ::"r"(id), "n"(kThreads) : "memory");
 }
 
-// kLean: refills through WarpStage::issue_lean (B12X_MOE_LEAN=0 keeps issue_w / issue_a).
 // kBal: the balanced chunk ranges of DecodeArgs::fc1_bal (one row warp, one group). The CTA's
 // range is a list of pieces (tile, K sub-chunks [ka, kb)): whole tiles in the middle, parts of
 // tiles at its ends. Every warp splits each piece's sub-chunks as it splits a whole tile; a
 // part's K sums go to fc1_part and the tile's last CTA (fc1_cnt) finishes it.
 template <typename OpT, bool kFold, int kSK, int kWM, int kG, int kNW = DecodeCfg::kFc1Warps,
-          bool kLean = true, bool kBal = false, int kStages = DecodeCfg::kFc1Stages>
+          bool kBal = false, int kStages = DecodeCfg::kFc1Stages>
 __global__ void __launch_bounds__(32 * kNW,
                                   kNW == DecodeCfg::kFc1Warps && kStages == DecodeCfg::kFc1Stages
                                       ? (kFold ? 3 : 2)
@@ -544,7 +511,7 @@ __global__ void __launch_bounds__(32 * kNW,
   constexpr int kRing = C::fc1_ring(kNW, kS), kRed = C::fc1_red(kNW);
   static_assert(kWK >= 1 && kWK * kWM * kG == kNW, "warps = groups x rows x K");
   static_assert(kWM == 1 || kWM == 2 || kWM == 4, "row warps: a power of two (epilogue shifts)");
-  static_assert(!kBal || (kWM == 1 && kG == 1 && kLean), "balanced FC1: one row warp, one group");
+  static_assert(!kBal || (kWM == 1 && kG == 1), "balanced FC1: one row warp, one group");
   static_assert(C::kTileTokens * 32 == detail::kFc1BalSlotFloats, "fc1_part slot size");
   extern __shared__ __align__(16) uint8_t smem[];
   __shared__ RouteSmem rs;
@@ -656,14 +623,8 @@ __global__ void __launch_bounds__(32 * kNW,
   const uint32_t ring_sa = smem_addr(ring);
   auto issue = [&](int slot, const typename St::Src& sc, const ChunkCursor& cu, bool weights,
                    bool acts) {
-    const int kk = cu.ka + wk + kWK * cu.k;
-    if constexpr (kLean) {
-      St::issue_lean(ring_sa + slot * C::kFc1Stage, sc, wstep, kk, kSK, lane, weights, acts);
-    } else {
-      uint8_t* st = ring + slot * C::kFc1Stage;
-      if (weights) St::issue_w(st, sc, wstep, kk, kSK, lane);
-      if (acts) St::issue_a(st, sc.a, W.K, kk, lane, W.values);
-    }
+    St::issue(ring_sa + slot * C::kFc1Stage, sc, wstep, cu.ka + wk + kWK * cu.k, kSK, lane, weights,
+              acts);
   };
   ChunkCursor ni = cursor0();  // the next chunk to load
   {
@@ -771,8 +732,7 @@ __global__ void __launch_bounds__(32 * kNW,
     }
     if (act) {
       for (int q = gtid; q < kWM * per_wm; q += kGT) {
-        const int qw = kLean ? q >> wm_shift : q / per_wm;
-        const int r = kLean ? q & (per_wm - 1) : q % per_wm;
+        const int qw = q >> wm_shift, r = q & (per_wm - 1);
         const int qm = a.gated ? 0 : r / 128, qi = (r / 32) % 4, ql = r % 32;
         const int col = 2 * (ql & 3) + (qi & 1);
         if (col >= cnt) continue;
@@ -831,8 +791,7 @@ __global__ void __launch_bounds__(32 * kNW,
     if (gtid < ((kT * qpt + 31) & ~31)) {  // whole warps (the amax shuffles use full masks)
       // qpt = 4 or 8 times kWM (a power of two): a shift instead of a runtime division.
       const int qpt_shift = (a.gated ? 2 : 3) + (kWM == 4 ? 2 : kWM == 2 ? 1 : 0);
-      const int col = kLean ? gtid >> qpt_shift : gtid / qpt;
-      const int fl = 4 * (kLean ? gtid & (qpt - 1) : gtid % qpt);
+      const int col = gtid >> qpt_shift, fl = 4 * (gtid & (qpt - 1));
       float v[4];
       float amax = 0.f;
 #pragma unroll
@@ -858,7 +817,7 @@ __global__ void __launch_bounds__(32 * kNW,
 
 // ---- [FC2] 16 output rows x every route per CTA, combine fused ---------------------------
 // kW warps with a kS-stage ring each (DecodeCfg: 8 x 3, 8 x 5 deep, 8 x 2, 4 x 4).
-template <typename OpT, bool kFold, int kSK, int kW, int kS, bool kLean = true>
+template <typename OpT, bool kFold, int kSK, int kW, int kS>
 __global__ void __launch_bounds__(32 * kW, kW == 8 && kS == 2 ? 4 : 1)
     moe_decode_fc2_kernel(const DecodeArgs a) {
   using C = DecodeCfg;
@@ -923,13 +882,7 @@ __global__ void __launch_bounds__(32 * kW, kW == 8 && kS == 2 ? 4 : 1)
   };
   const uint32_t ring_sa = smem_addr(ring);
   auto issue = [&](int slot, const typename St::Src& sc, int kk, bool weights, bool acts) {
-    if constexpr (kLean) {
-      St::issue_lean(ring_sa + slot * C::kFc2Stage, sc, wstep, kk, kSK, lane, weights, acts);
-    } else {
-      uint8_t* st = ring + slot * C::kFc2Stage;
-      if (weights) St::issue_w(st, sc, wstep, kk, kSK, lane);
-      if (acts) St::issue_a(st, sc.a, W.K, kk, lane, W.values);
-    }
+    St::issue(ring_sa + slot * C::kFc2Stage, sc, wstep, kk, kSK, lane, weights, acts);
   };
   ChunkCursor ni = first;  // the next chunk to load
   {
@@ -959,7 +912,7 @@ __global__ void __launch_bounds__(32 * kW, kW == 8 && kS == 2 ? 4 : 1)
   for (int c = 0; c < n_my; ++c) {
     cp_async_wait<kS - 1>();
     __syncwarp();
-    const int slot = kLean ? ring_slot : c % kS;
+    const int slot = ring_slot;
     ring_slot = ring_slot + 1 == kS ? 0 : ring_slot + 1;
     stage_mma<OpT, kFold, kSK, 1>(ring + slot * C::kFc2Stage, acc, g, t);
     __syncwarp();
