@@ -220,6 +220,10 @@ void launch_decode_stream(const DecodeArgs& args, bool fp16_operands, Stream str
                   ? 1
                   : 0;
   if (a.fc1_bal != 0) a.fc1_groups = 1;
+  // Measurement knob B12X_MOE_FC2_BAL=1: FC2's split CTAs take equal chunk ranges of their row
+  // block (DecodeArgs::fc2_bal).
+  static const int fc2_bal_knob = env_knob("B12X_MOE_FC2_BAL", 0);
+  a.fc2_bal = fc2_bal_knob == 1 ? 1 : 0;
   // Measurement knob B12X_MOE_FC1_STAGES=3: the deep FC1 (3 ring stages, 8 warps, 2 CTAs per
   // SM; one row warp, one group).
   static const int stages_knob = env_knob("B12X_MOE_FC1_STAGES", 0);

@@ -861,14 +861,20 @@ __global__ void __launch_bounds__(32 * kW, kW == 8 && kS == 2 ? 4 : 1)
   // tile; the warps' rows are summed in warp order at the end (a fixed order for given routes).
   const int P = a.fc2_split;
   const int split = static_cast<int>(blockIdx.y);
+  // fc2_bal: the CTA takes the chunk range [N2 split / P, N2 (split + 1) / P) of the row block's
+  // N2 = tiles x nk chunks (a tile cut between CTAs adds its partial K sums like any other);
+  // else the whole tiles split, split + P, ... (one tile more on some CTAs).
+  const bool bal = a.fc2_bal != 0 && P > 1;
+  const int N2 = ntiles * nk;
+  const int c_lo = bal ? N2 * split / P : 0;
   const int cta_tiles = split < ntiles ? (ntiles - split + P - 1) / P : 0;
-  const int total = cta_tiles * nk;
-  const int j0 = warp * total / kW;
-  const int n_my = (warp + 1) * total / kW - j0;
+  const int total = bal ? N2 * (split + 1) / P - c_lo : cta_tiles * nk;
+  const int j0 = c_lo + warp * total / kW;
+  const int n_my = c_lo + (warp + 1) * total / kW - j0;
   uint8_t* ring = smem + warp * kS * C::kFc2Stage;
-  // Chunk (it, kk): CTA tile it (global tile split + P * it), sub-chunk kk. Loads run kS chunks
-  // ahead; the ChunkCursor ni is the next one.
-  auto tile_of = [&](int it) { return split + P * it; };
+  // Chunk (it, kk): CTA tile it (global tile split + P * it; fc2_bal: global tile it), sub-chunk
+  // kk. Loads run kS chunks ahead; the ChunkCursor ni is the next one.
+  auto tile_of = [&](int it) { return bal ? it : split + P * it; };
   const ChunkCursor first{nk > 0 ? j0 / nk : 0, nk > 0 ? j0 % nk : 0};
   const uint32_t wstep = 8u * static_cast<uint32_t>(W.values_row_stride);
   auto src_of = [&](int it) {
