@@ -265,6 +265,31 @@ __global__ void __launch_bounds__(128, 4) linear_decode_kernel(const LinearParam
     }
   };
 
+  // The cp.async copies of slices [c0, c1) of the staged token rows into the staging buffer dst,
+  // not committed: piece (r, c) (16 bytes) = thread + 128 i of rows x per_row, walked without
+  // divisions (per row and piece ~10 instructions instead of ~45 with a div / mod).
+  auto issue_stage = [&](int64_t c0, int64_t c1, uint8_t* dst) {
+    const int64_t kbase = c0 * kKS;
+    constexpr int kElem = kF8 ? 16 : 8;  // K values per 16-byte piece
+    const int per_row = static_cast<int>((c1 - c0) * kKS / kElem);
+    int r = 0, c = threadIdx.x;
+    while (c >= per_row) c -= per_row, ++r;
+    while (r < rows) {
+      const int64_t k = kbase + c * kElem;
+      uint8_t* d = dst + r * sg.pitch_bytes + c * 16;
+      if (k < p.K) {
+        const int64_t tok = tok0 + r;
+        dec_cp_async16(d, kF8 ? static_cast<const uint8_t*>(p.x) + tok * p.ldx_bytes + k
+                              : reinterpret_cast<const uint8_t*>(static_cast<const uint16_t*>(p.x) +
+                                                                 tok * p.ldx + k));
+      } else {
+        *reinterpret_cast<uint4*>(d) = make_uint4(0, 0, 0, 0);
+      }
+      c += 128;
+      while (c >= per_row) c -= per_row, ++r;
+    }
+  };
+
   // Stage slices [c0, c1) of the valid token rows. Loads go out in batches of 8 per thread
   // before any shared store, so a chunk costs about one L2 round trip, not one per element.
   auto stage = [&](int64_t c0, int64_t c1) {
@@ -278,17 +303,23 @@ __global__ void __launch_bounds__(128, 4) linear_decode_kernel(const LinearParam
     // ring's outstanding slices (at most one ahead), which the next MMAs need soon anyway.
     const bool async_copy = p.x_vec16 && (kF8 || p.act_kind == kActRaw16);
     if (async_copy) {
-      for (int c = threadIdx.x; c < total; c += 128) {
-        const int r = c / per_row, col = (c % per_row) * kElem;
-        const int64_t tok = tok0 + r, k = kbase + col;
-        uint8_t* dst = xs + r * sg.pitch_bytes + col * (kF8 ? 1 : 2);
-        if (k < p.K) {
-          const uint8_t* src = kF8 ? static_cast<const uint8_t*>(p.x) + tok * p.ldx_bytes + k
-                                   : reinterpret_cast<const uint8_t*>(
-                                         static_cast<const uint16_t*>(p.x) + tok * p.ldx + k);
-          dec_cp_async16(dst, src);
-        } else {
-          *reinterpret_cast<uint4*>(dst) = make_uint4(0, 0, 0, 0);
+      if constexpr (kWS > 1 || kPipe) {
+        issue_stage(c0, c1, xs);
+      } else {
+        // The same copies with a div / mod per piece: kept for the one-warp kernels, whose
+        // NVFP4 slice-loop schedule moves with any change here (see kWS above).
+        for (int c = threadIdx.x; c < total; c += 128) {
+          const int r = c / per_row, col = (c % per_row) * kElem;
+          const int64_t tok = tok0 + r, k = kbase + col;
+          uint8_t* dst = xs + r * sg.pitch_bytes + col * (kF8 ? 1 : 2);
+          if (k < p.K) {
+            const uint8_t* src = kF8 ? static_cast<const uint8_t*>(p.x) + tok * p.ldx_bytes + k
+                                     : reinterpret_cast<const uint8_t*>(
+                                           static_cast<const uint16_t*>(p.x) + tok * p.ldx + k);
+            dec_cp_async16(dst, src);
+          } else {
+            *reinterpret_cast<uint4*>(dst) = make_uint4(0, 0, 0, 0);
+          }
         }
       }
       dec_cp_async_commit();
@@ -341,29 +372,6 @@ __global__ void __launch_bounds__(128, 4) linear_decode_kernel(const LinearParam
           const int64_t gj = kbase / kGroup + j;
           xsc[r * sg.groups + j] = (gj * kGroup < p.K) ? act_group_scale(p, tok, gj) : 0.f;
         }
-      }
-    }
-  };
-
-  // kPipe: the copies of slices [c0, c1) into the staging buffer dst, not committed. Warp w takes
-  // rows w, w + 4, ..., its lanes consecutive 16-byte pieces (no divisions per piece).
-  auto issue_stage = [&](int64_t c0, int64_t c1, uint8_t* dst) {
-    const int64_t kbase = c0 * kKS;
-    constexpr int kElem = kF8 ? 16 : 8;  // K values per 16-byte piece
-    const int per_row = static_cast<int>((c1 - c0) * kKS / kElem);
-    for (int r = warp; r < rows; r += 4) {
-      const int64_t tok = tok0 + r;
-      const uint8_t* src_row =
-          kF8 ? static_cast<const uint8_t*>(p.x) + tok * p.ldx_bytes
-              : reinterpret_cast<const uint8_t*>(static_cast<const uint16_t*>(p.x) + tok * p.ldx);
-      uint8_t* dst_row = dst + r * sg.pitch_bytes;
-      for (int c = lane; c < per_row; c += 32) {
-        const int64_t k = kbase + c * kElem;
-        uint8_t* d = dst_row + c * 16;
-        if (k < p.K)
-          dec_cp_async16(d, src_row + k * (kF8 ? 1 : 2));
-        else
-          *reinterpret_cast<uint4*>(d) = make_uint4(0, 0, 0, 0);
       }
     }
   };
