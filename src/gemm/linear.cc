@@ -312,18 +312,26 @@ Plan plan(const Caps& caps) {
         if (want == 1 || want == 2 || want == 4) ws = want;
       }
     }
-    // Pipelined staging at M >= 2 (B12X_GEMM_DECODE_PIPE=0 keeps one staging buffer). Round 21
-    // (H200, us over 4096x4096 / 14336x4096 / 4096x14336 / 6144x4096 / 2048x7168, one buffer ->
-    // two): M = 16 NVFP4 W4A16 14.8 / 28.5 / 36.3 / 18.5 / 18.6 -> 12.8 / 26.3 / 38.2 / 18.5 /
-    // 17.3, NVFP4 16.9 / 32.0 / 38.2 / 22.2 / 21.8 -> 16.0 / 29.0 / 37.6 / 20.3 / 20.2, Q8_0
-    // 17.1 / 34.8 / 48.4 / 21.9 / 19.5 -> 13.8 / 29.1 / 40.8 / 19.0 / 17.5; M = 4 MXFP4 W4A16
-    // 4096x14336 23.2 -> 19.8, NVFP4 W4A16 14336x4096 19.4 -> 18.1, the rest within 1-4 %.
-    // The CTA's K range in chunks also lets M = 2..8 take warps per tile (probe
-    // B12X_GEMM_DECODE_PIPE_WS=2|4, interleaved K parts).
+    // Pipelined staging (two staging buffers) at M = 2..8, and at M = 9..32 for Q8_0 and FP8
+    // per-tensor; B12X_GEMM_DECODE_PIPE=0 / 1 keeps one buffer / forces two wherever available.
+    // H200, us over 4096x4096 / 14336x4096 / 4096x14336 / 6144x4096 / 2048x7168, one buffer ->
+    // two (round 22): M = 4 NVFP4 W4A16 8.6 / 19.8 / 25.3 / 12.4 / 10.7 -> 8.4 / 18.3 / 23.6 /
+    // 12.0 / 10.7, MXFP4 W4A16 8.1 / 18.9 / 23.6 / 10.8 / 10.1 -> 8.1 / 16.7 / 21.8 / 10.7 / 10.1,
+    // Q8_0 11.4 / 25.1 / 34.7 / 14.9 / 12.4 -> 11.3 / 21.2 / 28.4 / 14.7 / 12.4, IQ2_XS 13.9 /
+    // 38.3 / 60.0 / 22.8 / 18.1 -> 15.3 / 36.6 / 48.0 / 22.3 / 17.9; M = 16 Q8_0 17.1 / 34.8 /
+    // 48.3 / 21.7 / 19.5 -> 15.2 / 31.9 / 48.8 / 20.6 / 18.9, FP8 10.2 / 22.5 / 25.3 / 14.0 / 13.4
+    // -> 10.0 / 21.5 / 26.0 / 12.9 / 13.4, but NVFP4 / MXFP4 W4A16 4096x14336 36.8 / 39.2 -> 40.6
+    // / 42.5 and IQ2_XS 19.1 / 45.8 / 75.5 / 29.9 / 26.1 -> 22.8 / 53.2 / 84.5 / 29.3 / 27.7
+    // (round 21 similar: M = 16 NVFP4 W4A16 4096x14336 36.3 -> 38.2, Q8_0 17.1 -> 13.8 at
+    // 4096x4096). The CTA's K range in chunks also lets M = 2..8 take warps per tile (probe
+    // B12X_GEMM_DECODE_PIPE_WS=2|4, interleaved K parts; round 22: faster on the shapes with few
+    // tiles, e.g. M = 2 NVFP4 W4A16 4096x14336 21.4 -> 18.3 us with 4, 2048x7168 10.5 -> 8.8 with
+    // 2, slower on 14336x4096, 18.4 -> 20.7 / 22.1).
     {
       const char* e = std::getenv("B12X_GEMM_DECODE_PIPE");
-      p.decode_pipe =
-          !(e != nullptr && e[0] == '0') && M >= 2 && lin::decode_pipe_available(wf, fp16);
+      const bool want =
+          e != nullptr ? e[0] == '1' : nt == 1 || wf == WFmt::kQ8_0 || wf == WFmt::kFp8;
+      p.decode_pipe = want && M >= 2 && lin::decode_pipe_available(wf, fp16);
     }
     bool pipe_ws = false;
     if (p.decode_pipe && nt == 1 && split_env == nullptr && dev.cc_major >= 9) {
