@@ -99,7 +99,10 @@ constexpr int kWgmmaF8Var = 6;
 /// Block FP8: 8 = 6 with the stage's combined scales x_scale * w_scale built once per CTA by the
 /// copy warpgroup instead of by each MMA warp (round 21 Nsight Compute, 4096x4096: L1/TEX
 /// throughput 77% for block FP8 variant 6 against 47% for per-tensor FP8, the per-warp table
-/// stores 3.8-way bank conflicted). B12X_GEMM_WGMMA_VAR=6 restores 6.
+/// stores 3.8-way bank conflicted). Round 22 (50b8333, M = 2048, five shapes, both with the new
+/// activation quantizer): 610 / 668 / 735 / 637 / 639 -> 662 / 733 / 807 / 695 / 683 TFLOP/s
+/// (0.44-0.49x cuBLASLt FP8), M = 256 +7-12%; its tests, memcheck and racecheck passed there.
+/// B12X_GEMM_WGMMA_VAR=6 restores 6.
 constexpr int kWgmmaF8BlockVar = 8;
 /// wgmma kernel CTA order (Plan::tiled_wgmma_raster): FP8 in raster bands sized to L2 (1): round
 /// 17 (warp-specialized FP8, M = 2048) per-tensor 14336x4096 829 -> 921 TFLOP/s (its 58 MB of
@@ -125,9 +128,6 @@ constexpr int kWgmmaGroupVar128 = 1;
 /// (round 17, M = 2048, five shapes: Q8_0 422-439 -> 432-450 TFLOP/s, IQ2_XXS 324-352 ->
 /// 344-355, IQ2_XS 264-279 -> 294-306; its tests passed in rounds 16 and 17).
 constexpr int kWgmmaGroupVar256 = 3;
-/// IQ2 at 256 tokens: 4 = 3 with the sign masks computed instead of loaded from the shared sign
-/// table (half the table loads per fragment register). B12X_GEMM_WGMMA_GROUP_VAR=3 restores 3.
-constexpr int kWgmmaGroupVar256Iq2 = 4;
 
 /// Decode regime at capacity M = 1: warps per 16-row weight tile (lin::launch_linear_decode), the
 /// CTA's K range split among them. Round 16 (H200, M = 1, five
@@ -261,9 +261,9 @@ Plan plan(const Caps& caps) {
       if (gt != nullptr && (std::atoi(gt) == 128 || std::atoi(gt) == 256))
         p.tiled_wgmma = std::atoi(gt);
       const char* gv = std::getenv("B12X_GEMM_WGMMA_GROUP_VAR");
-      p.tiled_wgmma_var = p.tiled_wgmma != 256 ? kWgmmaGroupVar128
-                          : wf == WFmt::kQ8_0  ? kWgmmaGroupVar256
-                                               : kWgmmaGroupVar256Iq2;
+      // (IQ2 probe B12X_GEMM_WGMMA_GROUP_VAR=4, the sign masks computed instead of loaded from the
+      // shared table: round 22, M = 2048, equal to 3 within 1-2% on all five shapes.)
+      p.tiled_wgmma_var = p.tiled_wgmma == 256 ? kWgmmaGroupVar256 : kWgmmaGroupVar128;
       if (gv != nullptr &&
           lin::wgmma_group_kernel_available(wf, fp16, p.tiled_wgmma, std::atoi(gv)))
         p.tiled_wgmma_var = std::atoi(gv);

@@ -867,10 +867,10 @@ TEST(GemmGpu, TiledWgmmaGgmlFormats) {
       run_wgmma_group_case({f, 300, 72, 512, DType::kFP16, DType::kFP16, true});
     }
   }
-  // IQ2 at 256 tokens with the sign masks loaded from the shared table
-  // (B12X_GEMM_WGMMA_GROUP_VAR=3, the default before round 22's variant 4).
+  // IQ2 at 256 tokens with the sign masks computed instead of loaded from the shared table
+  // (B12X_GEMM_WGMMA_GROUP_VAR=4, probe).
   {
-    ScopedEnv et("B12X_GEMM_WGMMA_GROUP_TOK", "256"), ev("B12X_GEMM_WGMMA_GROUP_VAR", "3");
+    ScopedEnv et("B12X_GEMM_WGMMA_GROUP_TOK", "256"), ev("B12X_GEMM_WGMMA_GROUP_VAR", "4");
     for (LinearFormat f : {LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs}) {
       run_wgmma_group_case({f, 200, 200, 1280, DType::kBF16, DType::kFP16, false});
       run_wgmma_group_case({f, 2000, 264, 1024, DType::kBF16, DType::kBF16, true});
