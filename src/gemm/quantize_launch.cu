@@ -48,6 +48,12 @@ void launch_for(DType x_dtype, int grid, void (*bf16)(Params), void (*f16)(Param
   B12X_CUDA_CHECK_LAUNCH();
 }
 
+/// Early PDL trigger of the one-pass kernels (allow_dependents): B12X_QUANT_PDL=0 turns it off.
+bool early_dependents() {
+  const char* e = std::getenv("B12X_QUANT_PDL");
+  return e == nullptr || e[0] != '0';
+}
+
 /// The input / value fields every block quantiser kernel reads.
 kernels::BlockQuantParams block_params(const void* x, int64_t M, int64_t K, int64_t ldx,
                                        uint8_t* values) {
@@ -95,6 +101,7 @@ void launch_quantize_fp8_group128(const void* x, DType x_dtype, int64_t M, int64
       aligned(values, 8)) {
     kernels::BlockQuantParams p = block_params(x, M, K, ldx, values);
     p.scale_f32 = scales;
+    p.early_dependents = early_dependents();
     // Four threads per group, one pass each (no cap at a few waves as grid_for: many short CTAs
     // keep the SMs' loads and arithmetic out of step).
     const int64_t need = (M * (K / 128) * 4 + kThreads - 1) / kThreads;
@@ -120,6 +127,7 @@ bool launch_mxfp8_dequant_bf16(const void* x, DType x_dtype, int64_t M, int64_t 
   p.ldx = ldx;
   p.out = out;
   p.kperm = kperm ? 1 : 0;
+  p.early_dependents = early_dependents();
   launch_for(x_dtype, grid_for(M * (KP / 32)), kernels::mxfp8_dequant_kernel<true>,
              kernels::mxfp8_dequant_kernel<false>, p, stream);
   return true;

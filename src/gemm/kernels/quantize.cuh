@@ -155,9 +155,20 @@ struct BlockQuantParams {
   float* scale_f32;         ///< [M, K/128] (group128) or nullptr
   uint8_t* scale_swizzled;  ///< 128x4 layout or nullptr
   const float* global_scale;
-  bool vec_in;   ///< x 16-byte aligned and ldx % 8 == 0
-  bool vec_out;  ///< values pointer aligned for 8-byte (FP8) / 4-byte (FP4) stores
+  bool vec_in;            ///< x 16-byte aligned and ldx % 8 == 0
+  bool vec_out;           ///< values pointer aligned for 8-byte (FP8) / 4-byte (FP4) stores
+  bool early_dependents;  ///< fp8_group128_kernel: allow_dependents at its start
 };
+
+/// Lets a programmatic dependent launch (the GEMM consuming these values, launched with PDL on
+/// SM90+) be scheduled once every CTA of this grid has started, so its CTAs take SMs as the last
+/// wave drains and stream their weights; its griddepcontrol.wait still waits for this grid to
+/// complete and its writes to be visible. A no-op without such a dependent or below sm_90.
+__device__ __forceinline__ void allow_dependents(bool on) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (on) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
 
 /// Quantises one 8-value chunk (row, c) whose values are in v; every lane of the warp calls it
 /// (the block amax is a shuffle), `valid` says whether this lane's chunk exists.
@@ -339,6 +350,7 @@ __device__ __forceinline__ void load32(const uint16_t* src, int step, bool valid
 /// 3 instructions per value instead of the IEEE division's ~8 (MUFU, FCHK, branch).
 template <bool kBF16>
 __global__ void __launch_bounds__(256) fp8_group128_kernel(const BlockQuantParams p) {
+  allow_dependents(p.early_dependents);
   const int lane = threadIdx.x & 31, part = lane & 3;
   const int64_t cols = p.K / 128;
   const int64_t groups = p.M * cols;
@@ -426,6 +438,7 @@ struct MxDequantParams {
   int64_t M, K, KP, ldx;
   uint16_t* out;  ///< BF16 [M][KP], zeros past K
   int kperm;      ///< 1: every 32-K block in the e4m3 k32 fragment's k order (lin::ActParams)
+  bool early_dependents;  ///< allow_dependents at the start
 };
 
 /// The tiled kernels' MXFP8 / MXFP4 W4A8 activation pre-pass in one kernel: per 32-value block
@@ -437,6 +450,7 @@ struct MxDequantParams {
 /// ldx % 8 == 0, K % 32 == 0, out 16-byte aligned, KP % 32 == 0).
 template <bool kBF16>
 __global__ void __launch_bounds__(256) mxfp8_dequant_kernel(const MxDequantParams p) {
+  allow_dependents(p.early_dependents);
   const int64_t bpr = p.KP / 32;
   const int64_t total = p.M * bpr;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
