@@ -138,9 +138,16 @@ constexpr int kWgmmaGroupVar256 = 3;
 /// which a decoded format's K range is also split over a cluster.
 constexpr int kDecodeWarpSplit = 4;
 constexpr int kDecodeWsMaxSlices = 8;
-/// Decode regime at M = 2..8 with the pipelined staging (Plan::decode_pipe): warps per tile, the
-/// K parts interleaved over the staged chunks (B12X_GEMM_DECODE_PIPE_WS=1|2|4 overrides).
-constexpr int kDecodePipeWarpSplit = 1;
+/// Decode regime at M = 2..4 with the pipelined staging (Plan::decode_pipe): warps per tile (K
+/// parts interleaved over the staged chunks) where the one-warp tiles alone give < 0.9 x SMs CTAs
+/// and K has at least kDecodePipeWsMinSlices slices: 4 from 16 slices, else 2; FP4 and Q8_0
+/// weights (the measured ones). B12X_GEMM_DECODE_PIPE_WS=1|2|4 overrides at M = 2..8. Round 22
+/// (H200, us, default -> 2 / 4 warps): M = 2 NVFP4 W4A16 4096x14336 21.4 -> 23.0 / 18.3,
+/// 2048x7168 10.5 -> 8.8 / 9.4, Q8_0 4096x4096 11.2 -> 10.4 / 9.5, 4096x14336 31.6 -> 27.4 / 22.2,
+/// 2048x7168 11.7 -> 10.4 / 9.6; M = 4 Q8_0 4096x14336 28.4 -> 25.2 (4), NVFP4 W4A16 2048x7168 10.7
+/// -> 9.2 (2); not taken: 4096x4096 FP4 (8 slices: 8.4 -> 9.3 / 9.0), 14336x4096 (224 CTAs: 18.4
+/// -> 20.7 / 22.1), M = 8 (Q8_0 4096x4096 10.6 -> 12.6 / 14.2).
+constexpr int64_t kDecodePipeWsMinSlices = 14;
 
 /// The most K slices whose staged activations (`rows` token rows) fit the decode kernel's
 /// shared-memory budget (at least one: a slice of 16 rows is at most 16 KB); pipe: per buffer of
@@ -335,7 +342,14 @@ Plan plan(const Caps& caps) {
     }
     bool pipe_ws = false;
     if (p.decode_pipe && nt == 1 && split_env == nullptr && dev.cc_major >= 9) {
-      int want = kDecodePipeWarpSplit;
+      int want = 1;
+      const bool measured = wf == WFmt::kNvfp4 || wf == WFmt::kMxfp4 || wf == WFmt::kQ8_0;
+      if (measured && M <= 4 && ctas_n * 10 < 9 * sms && slices >= kDecodePipeWsMinSlices) {
+        // The chunks (a multiple of want slices, >= kStages - 1 per K part) must fit the staging.
+        const int64_t fit = stage_fit_slices(wf, M, /*pipe=*/true);
+        const int64_t need = lin::decode_stages(wf) - 1;
+        want = slices >= 16 && fit / 4 * 4 >= 4 * need ? 4 : fit / 2 * 2 >= 2 * need ? 2 : 1;
+      }
       if (const char* e = std::getenv("B12X_GEMM_DECODE_PIPE_WS"); e != nullptr)
         want = std::atoi(e);
       if (want == 2 || want == 4) ws = want, pipe_ws = true;

@@ -702,6 +702,10 @@ TEST(GemmGpu, DecodePipelinedStagingWarpSplit) {
   // B12X_GEMM_DECODE_PIPE_WS=2|4 at M = 2..8: the warps of a tile take interleaved slices of each
   // staged chunk. N = 40 (3 tiles) splits K = 20480 over a cluster of 8; the CTA's range then
   // takes a short last chunk in which some K parts have no slice (FP4: 5 slices in chunks of 4).
+  // The default: 4 warps per tile at M <= 4 for FP4 / Q8_0 weights on narrow grids with long K.
+  EXPECT_EQ(bf16_plan(LinearFormat::kNvfp4W4A16, 4, 40, 20480).decode_warp_split, 4);
+  EXPECT_EQ(bf16_plan(LinearFormat::kNvfp4W4A16, 8, 40, 20480).decode_warp_split, 1);
+  for (const auto& c : all_format_cases(4, 40, 20480, true, DType::kBF16)) run_case(c);
   ScopedEnv ep("B12X_GEMM_DECODE_PIPE", "1");
   for (const char* ws : {"2", "4"}) {
     ScopedEnv ew("B12X_GEMM_DECODE_PIPE_WS", ws);
