@@ -263,21 +263,11 @@ float tensor_amax(const std::vector<uint16_t>& h, DType dt, int64_t M, int64_t K
   return a;
 }
 
-void check_case(Fmt f, DType dt, int64_t M, int64_t K, int64_t ldx_extra, bool use_launcher,
-                bool with_rows = true, bool with_swz = true, float spread_log2 = 12.f) {
-  SCOPED_TRACE(std::string(fmt_name(f)) + " " + dtype_name(dt) + " M=" + std::to_string(M) +
-               " K=" + std::to_string(K) + " ldx=K+" + std::to_string(ldx_extra) +
-               (use_launcher ? " (launcher)" : " (op)"));
-  const int64_t ldx = K + ldx_extra;
-  auto hx = make_input(M, K, ldx, dt, block_of(f), spread_log2);
-  const float amax = tensor_amax(hx, dt, M, K, ldx);
-  float scalar = 1.f;
-  if (f == Fmt::kNvfp4) scalar = amax > 0 ? 448.f * 6.f / amax : 1.f;
-  if (f == Fmt::kFp8Tensor) scalar = amax > 0 ? amax / 448.f * 0.75f : 1.f;  // some saturate
-  HostResult want = run_reference(f, hx, dt, M, K, ldx, scalar);
-  if (!with_rows) want.rows.clear();
-  if (!with_swz) want.swz.clear();
-
+/// Runs the quantiser on hx (device copy) and compares every output with want (guard bytes
+/// included: outputs not requested must stay untouched).
+void expect_device_matches(Fmt f, const std::vector<uint16_t>& hx, DType dt, int64_t M, int64_t K,
+                           int64_t ldx, float scalar, const HostResult& want, bool use_launcher,
+                           bool with_rows, bool with_swz) {
   // An odd ldx makes rows 2-byte aligned only: the kernels take their scalar-load path.
   DeviceBuffer<uint16_t> dx(hx.size() + 8);
   B12X_TEST_CUDA(cudaMemcpy(dx.ptr, hx.data(), hx.size() * 2, cudaMemcpyHostToDevice));
@@ -303,6 +293,24 @@ void check_case(Fmt f, DType dt, int64_t M, int64_t K, int64_t ldx_extra, bool u
     for (int64_t i = 0; i < o.f32_count; ++i)
       ASSERT_EQ(fmt::f32_bits(got[i]), fmt::f32_bits(want.f32[i])) << "scale " << i;
   }
+}
+
+void check_case(Fmt f, DType dt, int64_t M, int64_t K, int64_t ldx_extra, bool use_launcher,
+                bool with_rows = true, bool with_swz = true, float spread_log2 = 12.f) {
+  SCOPED_TRACE(std::string(fmt_name(f)) + " " + dtype_name(dt) + " M=" + std::to_string(M) +
+               " K=" + std::to_string(K) + " ldx=K+" + std::to_string(ldx_extra) +
+               (use_launcher ? " (launcher)" : " (op)"));
+  const int64_t ldx = K + ldx_extra;
+  auto hx = make_input(M, K, ldx, dt, block_of(f), spread_log2);
+  const float amax = tensor_amax(hx, dt, M, K, ldx);
+  float scalar = 1.f;
+  if (f == Fmt::kNvfp4) scalar = amax > 0 ? 448.f * 6.f / amax : 1.f;
+  if (f == Fmt::kFp8Tensor) scalar = amax > 0 ? amax / 448.f * 0.75f : 1.f;  // some saturate
+  HostResult want = run_reference(f, hx, dt, M, K, ldx, scalar);
+  if (!with_rows) want.rows.clear();
+  if (!with_swz) want.swz.clear();
+
+  expect_device_matches(f, hx, dt, M, K, ldx, scalar, want, use_launcher, with_rows, with_swz);
 }
 
 const Fmt kAllFormats[] = {Fmt::kNvfp4, Fmt::kMxfp8, Fmt::kMxfp4, Fmt::kFp8Tensor, Fmt::kFp8Group};
@@ -458,23 +466,7 @@ void check_specials(Fmt f, DType dt) {
   SCOPED_TRACE(std::string(fmt_name(f)) + " " + dtype_name(dt));
   const float scalar = f == Fmt::kNvfp4 ? 0.37f : (f == Fmt::kFp8Tensor ? 0.01f : 1.f);
   const HostResult want = run_reference(f, hx, dt, M, K, K, scalar);
-  DeviceBuffer<uint16_t> dx(hx.size());
-  dx.upload(hx);
-  DeviceBuffer<float> ds(1);
-  ds.upload({scalar});
-  const Outputs o = sizes(f, M, K);
-  DeviceResult d(o);
-  d.poison();
-  launch(f, dx.ptr, dt, M, K, K, ds.ptr, d, o, false, true, true, nullptr);
-  B12X_TEST_CUDA(cudaDeviceSynchronize());
-  EXPECT_TRUE(same_bytes("values", d.values.download(), want.values, 0xCD));
-  if (o.rows_bytes) EXPECT_TRUE(same_bytes("scale_rows", d.rows.download(), want.rows, 0xCD));
-  if (o.swz_bytes) EXPECT_TRUE(same_bytes("scale_swizzled", d.swz.download(), want.swz, 0xCD));
-  if (o.f32_count) {
-    auto got = d.f32.download();
-    for (int64_t i = 0; i < o.f32_count; ++i)
-      ASSERT_EQ(fmt::f32_bits(got[i]), fmt::f32_bits(want.f32[i])) << "scale " << i;
-  }
+  expect_device_matches(f, hx, dt, M, K, K, scalar, want, false, true, true);
 }
 
 TEST(QuantizeGpu, SpecialValuesBitExact) {
