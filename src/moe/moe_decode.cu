@@ -20,8 +20,8 @@ int env_knob(const char* name, int fallback) {
 }
 
 // FC1 CTAs per SM the tile groups are sized for: 3 of 8 warps, 2 of the 12-warp variant.
-constexpr int fc1_ctas_per_sm(int warps, int stages = DecodeCfg::kFc1Stages) {
-  return warps == DecodeCfg::kFc1Warps && stages == DecodeCfg::kFc1Stages ? 3 : 2;
+constexpr int fc1_ctas_per_sm(int warps) {
+  return warps == DecodeCfg::kFc1Warps ? 3 : 2;
 }
 
 // FC2 CTA shape {warps, ring stages per warp}: 8 warps while the per-warp combine rows fit
@@ -41,10 +41,10 @@ Fc2Shape fc2_shape(const DecodeArgs& a, bool deep, int row_blocks) {
 }
 
 template <typename OpT, bool kFold, int kSK, int kWM, int kG, int kNW = DecodeCfg::kFc1Warps,
-          bool kBal = false, int kS = DecodeCfg::kFc1Stages>
+          bool kBal = false>
 void launch_fc1(const DecodeArgs& a, Stream stream, bool pdl) {
-  auto* k = dev::moe_decode_fc1_kernel<OpT, kFold, kSK, kWM, kG, kNW, kBal, kS>;
-  constexpr int kSmem = DecodeCfg::fc1_smem(kNW, kS);
+  auto* k = dev::moe_decode_fc1_kernel<OpT, kFold, kSK, kWM, kG, kNW, kBal>;
+  constexpr int kSmem = DecodeCfg::fc1_smem(kNW);
   // Above 48 KB of dynamic shared memory needs the opt-in (a function attribute, not a stream
   // operation: legal during capture); once per kernel instance.
   static std::once_flag once;
@@ -57,7 +57,7 @@ void launch_fc1(const DecodeArgs& a, Stream stream, bool pdl) {
   const int row_blocks = a.w1.rows_pad / (32 * kWM);
   const dim3 grid(static_cast<unsigned>(row_blocks),
                   static_cast<unsigned>(decode_fc1_tile_groups(a.routes, row_blocks, a.sm_count,
-                                                               fc1_ctas_per_sm(kNW, kS))));
+                                                               fc1_ctas_per_sm(kNW))));
   launch_k(k, grid, dim3(32 * kNW), kSmem, stream, pdl, a);
   B12X_CUDA_CHECK_LAUNCH();
 }
@@ -88,16 +88,10 @@ void launch_gemms(const DecodeArgs& a, Stream stream, bool pdl) {
   const bool mx = a.aquant == num::kAMxfp8 || a.aquant == num::kAMxfp4;
   if constexpr (!std::is_same_v<OpT, __nv_bfloat16>)
     B12X_ASSERT(!mx, "decode stream: FP16 operands are A16-only");
-  constexpr int kDeep = DecodeCfg::kFc1DeepStages;
-  const bool deep1 = a.fc1_stages == kDeep;
   if (a.fc1_bal != 0 && a.fc1_warps == DecodeCfg::kFc1WideWarps)
     launch_fc1<OpT, kFold, kSK, 1, 1, DecodeCfg::kFc1WideWarps, true>(a, stream, pdl);
-  else if (a.fc1_bal != 0 && deep1)
-    launch_fc1<OpT, kFold, kSK, 1, 1, DecodeCfg::kFc1Warps, true, kDeep>(a, stream, pdl);
   else if (a.fc1_bal != 0)
     launch_fc1<OpT, kFold, kSK, 1, 1, DecodeCfg::kFc1Warps, true>(a, stream, pdl);
-  else if (deep1 && a.fc1_wm == 1)
-    launch_fc1<OpT, kFold, kSK, 1, 1, DecodeCfg::kFc1Warps, false, kDeep>(a, stream, pdl);
   else if (a.fc1_wm == 4)
     launch_fc1<OpT, kFold, kSK, 4, 1>(a, stream, pdl);
   else if (a.fc1_wm == 2)
@@ -207,44 +201,51 @@ int decode_fc1_warps(int routes, int row_blocks, int sm_count, int wm, int group
              : DecodeCfg::kFc1Warps;
 }
 
+bool decode_fc1_balanced(int routes, int tile_groups, int warps, int k_chunks) {
+  // Balanced ranges where the unbalanced per-warp chain (tiles per CTA, estimating ~routes
+  // tiles, x sub-chunks per warp) is >= 10 sub-chunks. H200 round 22, nvfp4, us (unbalanced ->
+  // balanced): MiniMax M = 1 / 2 / 4 / 8 (chains 12 / 24 / 48 / 96) 73.6 -> 66.6, 124.4 -> 111.8,
+  // 223.8 -> 198.2, 409.2 -> 362.9; DeepSeek-TP4 M = 2 / 4 / 8 (10 / 21 / 42) 53.2 -> 52.3, 100.0
+  // -> 93.9, 163.2 -> 152.2; Qwen3.5-TP4 M = 4 / 8 (28 / 56) 132.2 -> 125.4, 231.7 -> 212.1, M = 2
+  // (16) 76.0 -> 76.8. Shorter chains lose the cut tiles' extra round trip: Qwen3.5-TP4 M = 1 (8)
+  // 43.3 -> 47.7, DeepSeek-TP4 M = 1 (5) 33.0 -> 34.5, Qwen3-30B M = 1 / 2 (2 / 4) 24.1 -> 24.8,
+  // 31.8 -> 35.5; Qwen3-30B M = 4 / 8 keep their two warp groups (47.0 -> 52.1, 74.5 -> 79.9 with
+  // one balanced group).
+  const int y = std::max(tile_groups, 1);
+  return ((routes + y - 1) / y) * ((k_chunks + warps - 1) / warps) >= 10;
+}
+
 void launch_decode_stream(const DecodeArgs& args, bool fp16_operands, Stream stream, bool pdl) {
   DecodeArgs a = args;
   if (a.fc1_wm == 0) a.fc1_wm = decode_fc1_row_warps(a.routes, a.aquant, a.gated != 0);
   const int fc1_row_blocks = a.w1.rows_pad / (32 * a.fc1_wm);
-  // Measurement knob B12X_MOE_FC1_BAL=1: the balanced FC1 chunk ranges (DecodeArgs::fc1_bal)
-  // where they apply (quantised activations: [Q] zeroes the counters; one row warp; one group).
-  static const int bal_knob = env_knob("B12X_MOE_FC1_BAL", 0);
-  a.fc1_bal = bal_knob == 1 && a.aquant != num::kANone && a.fc1_wm == 1 &&
+  // Balanced FC1 chunk ranges (DecodeArgs::fc1_bal) where they apply (quantised activations:
+  // [Q] zeroes the counters; one row warp; one group): by decode_fc1_balanced, or
+  // B12X_MOE_FC1_BAL=0 never / =1 wherever they apply.
+  static const int bal_knob = env_knob("B12X_MOE_FC1_BAL", 2);
+  const bool bal_ok = bal_knob != 0 && a.aquant != num::kANone && a.fc1_wm == 1 &&
                       (a.fc1_groups == 0 || a.fc1_groups == 1) && a.fc1_cnt != nullptr &&
-                      a.fc1_part != nullptr && fc1_row_blocks <= a.fc1_cnt_rows
-                  ? 1
-                  : 0;
-  if (a.fc1_bal != 0) a.fc1_groups = 1;
+                      a.fc1_part != nullptr && fc1_row_blocks <= a.fc1_cnt_rows;
+  if (bal_ok && bal_knob == 1) a.fc1_groups = 1;
   // Measurement knob B12X_MOE_FC2_BAL=1: FC2's split CTAs take equal chunk ranges of their row
   // block (DecodeArgs::fc2_bal).
   static const int fc2_bal_knob = env_knob("B12X_MOE_FC2_BAL", 0);
   a.fc2_bal = fc2_bal_knob == 1 ? 1 : 0;
-  // Measurement knob B12X_MOE_FC1_STAGES=3: the deep FC1 (3 ring stages, 8 warps, 2 CTAs per
-  // SM; one row warp, one group).
-  static const int stages_knob = env_knob("B12X_MOE_FC1_STAGES", 0);
-  if (a.fc1_stages == 0) a.fc1_stages = stages_knob;
-  if (a.fc1_stages != DecodeCfg::kFc1DeepStages || a.fc1_wm != 1)
-    a.fc1_stages = DecodeCfg::kFc1Stages;
-  if (a.fc1_stages == DecodeCfg::kFc1DeepStages) {
-    a.fc1_groups = 1;
-    a.fc1_warps = DecodeCfg::kFc1Warps;
-  }
+  const int k_chunks = a.w1.K_pad / 128;
   if (a.fc1_groups == 0)
-    a.fc1_groups =
-        decode_fc1_groups(a.routes, fc1_row_blocks, a.sm_count, a.fc1_wm, a.w1.K_pad / 128);
+    a.fc1_groups = decode_fc1_groups(a.routes, fc1_row_blocks, a.sm_count, a.fc1_wm, k_chunks);
   if (a.fc1_warps == 0)
-    a.fc1_warps = decode_fc1_warps(a.routes, fc1_row_blocks, a.sm_count, a.fc1_wm, a.fc1_groups,
-                                   a.w1.K_pad / 128);
-  if (a.fc1_bal != 0) {
+    a.fc1_warps =
+        decode_fc1_warps(a.routes, fc1_row_blocks, a.sm_count, a.fc1_wm, a.fc1_groups, k_chunks);
+  a.fc1_bal = 0;
+  if (bal_ok && a.fc1_groups == 1) {
+    const int y =
+        decode_fc1_tile_groups(a.routes, fc1_row_blocks, a.sm_count, fc1_ctas_per_sm(a.fc1_warps));
     // Every CTA's slot must fit the plan's partials (a forced B12X_MOE_FC1_GROUPS may not).
-    const int y = decode_fc1_tile_groups(a.routes, fc1_row_blocks, a.sm_count,
-                                         fc1_ctas_per_sm(a.fc1_warps, a.fc1_stages));
-    if (static_cast<int64_t>(fc1_row_blocks) * y > a.fc1_part_slots) a.fc1_bal = 0;
+    a.fc1_bal = (bal_knob == 1 || decode_fc1_balanced(a.routes, y, a.fc1_warps, k_chunks)) &&
+                        static_cast<int64_t>(fc1_row_blocks) * y <= a.fc1_part_slots
+                    ? 1
+                    : 0;
   }
   static const int q_early = env_knob("B12X_MOE_Q_EARLY", 0);
   a.q_early = q_early == 1 || q_early == 2 ? q_early : 0;

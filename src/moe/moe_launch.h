@@ -125,13 +125,11 @@ struct DecodeArgs {
   int fc1_groups = 0;
   // FC1 warps per CTA (0: auto, decode_fc1_warps; 8, or 12 with one row warp and one group).
   int fc1_warps = 0;
-  // FC1 ring stages per warp (0: auto = 2; 3: the deep FC1, B12X_MOE_FC1_STAGES).
-  int fc1_stages = 0;
   // [Q]'s trigger (B12X_MOE_Q_EARLY): 0 after its wait, 1 before it, 2 none (FC1 launches when
   // [Q] has finished).
   int q_early = 0;
   int sm_count = 0;  // sizes FC1's tile groups (decode_fc1_tile_groups)
-  // Balanced FC1 (B12X_MOE_FC1_BAL; quantised modes, one row warp, one group): CTA (row block
+  // Balanced FC1 (decode_fc1_balanced; quantised modes, one row warp, one group): CTA (row block
   // x, y) takes the chunk range [N y / Y, (N (y + 1)) / Y) of its row block's N = tiles x
   // K sub-chunks instead of whole tiles y, y + Y, ...; a tile cut between CTAs parks its raw
   // K sums in fc1_part[x * Y + y][head / tail][token][32 rows] and the last of its CTAs (the
@@ -223,6 +221,8 @@ int decode_fc2_smem_bytes(int num_tokens, int routes, int row_blocks, int sm_cou
 int decode_fc1_tile_groups(int routes, int row_blocks, int sm_count, int ctas_per_sm);
 /// FC1 warps per CTA (8, or 12 where that shortens the per-warp chain of tiles x sub-chunks).
 int decode_fc1_warps(int routes, int row_blocks, int sm_count, int wm, int groups, int k_chunks);
+/// Whether the FC1 takes balanced chunk ranges (DecodeArgs::fc1_bal) where they can run.
+bool decode_fc1_balanced(int routes, int tile_groups, int warps, int k_chunks);
 /// FC2 with the deep ring (one CTA per SM, 5 stages per warp): fc2_split == 1, few routes and
 /// at most 2 row blocks per SM (more would cost extra waves at one CTA per SM).
 inline constexpr int kFc2DeepMaxRoutes = 16;

@@ -53,18 +53,11 @@ struct DecodeCfg {
   static constexpr int kFc1Warps = 8, kFc1Threads = 32 * kFc1Warps, kFc1Stages = 2;
   static constexpr int kFc1WideWarps = 12;
   static constexpr int kFc1Stage = 32 * 64 + 32 * 8 + kActBytes;
-  // The deep FC1 (B12X_MOE_FC1_STAGES=3: 8 warps x 3 stages, 92 KB, 2 CTAs per SM) keeps two
-  // sub-chunks per warp in flight while it multiplies one.
-  static constexpr int kFc1DeepStages = 3;
-  static constexpr int fc1_ring(int warps, int stages = kFc1Stages) {
-    return warps * stages * kFc1Stage;
-  }
+  static constexpr int fc1_ring(int warps) { return warps * kFc1Stages * kFc1Stage; }
   static constexpr int fc1_red(int warps) { return warps * 8 * 32 * 4; }  // [warp][8][lane] fp32
   // [group][token][features] fp32: kG groups x kWM row warps x 32 rows <= 256 rows per CTA.
   static constexpr int kFc1Ys = kTileTokens * 8 * 32 * 4;
-  static constexpr int fc1_smem(int warps, int stages = kFc1Stages) {
-    return fc1_ring(warps, stages) + fc1_red(warps) + kFc1Ys;
-  }
+  static constexpr int fc1_smem(int warps) { return fc1_ring(warps) + fc1_red(warps) + kFc1Ys; }
   // FC2: 16 output rows per CTA; kW warps (8 while the per-warp combine rows fit, else 4) take
   // equal ranges of the CTA's (tile, sub-chunk) chunks. The deep variant (5 stages, one CTA per SM)
   // serves launches with at most one CTA per SM anyway (<= 16 routes): each warp's whole K stream
@@ -84,9 +77,6 @@ struct DecodeCfg {
 // Static shared memory of the kernels (routing arrays) is below 5 KB.
 static_assert(DecodeCfg::fc1_smem(DecodeCfg::kFc1WideWarps) + 5120 <= 101376,
               "SM12x: at most 99 KB of shared memory per block");
-static_assert(DecodeCfg::fc1_smem(DecodeCfg::kFc1Warps, DecodeCfg::kFc1DeepStages) + 5120 <=
-                  DecodeCfg::fc1_smem(DecodeCfg::kFc1WideWarps) + 5120,
-              "the deep FC1 fits where the wide one does");
 static_assert(DecodeCfg::fc2_smem(8, 3, DecodeCfg::kFc2WideMaxTokens) + 5120 <= 101376,
               "SM12x: at most 99 KB of shared memory per block");
 static_assert(DecodeCfg::fc2_smem(8, DecodeCfg::kFc2DeepStages, 16) + 5120 <= 101376,
@@ -498,17 +488,15 @@ __device__ __forceinline__ void group_sync(int id) {
 // tiles at its ends. Every warp splits each piece's sub-chunks as it splits a whole tile; a
 // part's K sums go to fc1_part and the tile's last CTA (fc1_cnt) finishes it.
 template <typename OpT, bool kFold, int kSK, int kWM, int kG, int kNW = DecodeCfg::kFc1Warps,
-          bool kBal = false, int kStages = DecodeCfg::kFc1Stages>
-__global__ void __launch_bounds__(32 * kNW,
-                                  kNW == DecodeCfg::kFc1Warps && kStages == DecodeCfg::kFc1Stages
-                                      ? (kFold ? 3 : 2)
-                                      : 2) moe_decode_fc1_kernel(const DecodeArgs a) {
+          bool kBal = false>
+__global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold ? 3 : 2) : 2)
+    moe_decode_fc1_kernel(const DecodeArgs a) {
   using C = DecodeCfg;
   using St = WarpStage<32>;
   constexpr int kT = C::kTileTokens;
-  constexpr int kS = kStages, kWK = kNW / (kWM * kG), kRows = 32 * kWM;
+  constexpr int kS = C::kFc1Stages, kWK = kNW / (kWM * kG), kRows = 32 * kWM;
   constexpr int kGT = 32 * kWM * kWK, kCta = 32 * kNW;  // threads per group / CTA
-  constexpr int kRing = C::fc1_ring(kNW, kS), kRed = C::fc1_red(kNW);
+  constexpr int kRing = C::fc1_ring(kNW), kRed = C::fc1_red(kNW);
   static_assert(kWK >= 1 && kWK * kWM * kG == kNW, "warps = groups x rows x K");
   static_assert(kWM == 1 || kWM == 2 || kWM == 4, "row warps: a power of two (epilogue shifts)");
   static_assert(!kBal || (kWM == 1 && kG == 1), "balanced FC1: one row warp, one group");
