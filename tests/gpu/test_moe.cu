@@ -845,6 +845,14 @@ TEST(MoeGpuSanitize, SmallDecodeAndGrouped) {
   c.M = 5;
   c.topk = 2;
   run_case(c);
+  // Many row blocks and long per-warp chains: the default rule (decode_fc1_balanced) takes the
+  // balanced FC1 ranges, 4 CTAs per row block cutting tiles between them (132-SM H200: 96 row
+  // blocks, chain 5 tiles x 3 sub-chunks).
+  c.E = 6;
+  c.H = 2176;
+  c.I = 1536;
+  c.topk = 4;
+  run_case(c);
 }
 
 }  // namespace
