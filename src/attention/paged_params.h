@@ -51,8 +51,8 @@ struct PagedParams {
   int32_t short_ahead;       // 1: a decode split of n < kStages tiles keeps n - 1 ahead
                              // (B12X_ATTN_SHORT_AHEAD)
   int32_t full_ring;  // 1: decode tiles fill every ring stage in the prologue (B12X_ATTN_FULL_RING)
-  int32_t page_runs;  // 1: live page-aligned tiles advance row addresses within a page
-                      // (B12X_ATTN_PAGE_RUNS)
+  int32_t page_runs;  // 1: live tiles inside one page (or page-aligned in two) advance row
+                      // addresses by token strides within a page (B12X_ATTN_PAGE_RUNS)
   int32_t spread_merge;  // 1: decode warps merge and store their own share of O's columns
                          // (B12X_ATTN_SPREAD_MERGE)
   float rescale_slack;   // the running max moves only when a tile's max exceeds it by more

@@ -8,7 +8,8 @@
 // the end (the decode shape: WM = 1, WN = 4).
 //
 // K/V tiles of BN tokens stream through a cp.async ring of kStages stages. Every token row is
-// located through the page table on its own (64-bit offsets), so tiles need not align with pages.
+// located through the page table on its own (64-bit offsets), so tiles need not align with pages;
+// a live tile inside one page (or page-aligned in two) forms one address per page and advances it.
 // Rows beyond the split's range are zero-filled (cp.async src-size 0): a masked P (0) times a
 // stale V (maybe NaN) would otherwise poison the output.
 // FP8 E4M3 KV is staged raw and converted into one bf16 tile per step (exact: every e4m3 value
