@@ -115,9 +115,11 @@ void quantize_fp8_group128(const TensorRef& x, const TensorRef& values, const Te
                        "fp32 [M, K/128]");
   check_aligned(scales, op, "scales", 4);
   require_compiled_arch(x.device, op);
+  // No early programmatic trigger: the caller's next kernel may read without waiting.
   gemm::launch_quantize_fp8_group128(x.data, in.dtype, in.M, in.K, in.ldx,
                                      static_cast<uint8_t*>(values.data),
-                                     static_cast<float*>(scales.data), stream);
+                                     static_cast<float*>(scales.data), stream,
+                                     /*early_dependents=*/false);
 }
 
 }  // namespace b12x

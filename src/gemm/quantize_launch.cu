@@ -49,7 +49,7 @@ void launch_for(DType x_dtype, int grid, void (*bf16)(Params), void (*f16)(Param
 }
 
 /// Early PDL trigger of the one-pass kernels (allow_dependents): B12X_QUANT_PDL=0 turns it off.
-bool early_dependents() {
+bool quant_pdl_enabled() {
   const char* e = std::getenv("B12X_QUANT_PDL");
   return e == nullptr || e[0] != '0';
 }
@@ -93,7 +93,8 @@ void launch_quantize_mxfp8(const void* x, DType x_dtype, int64_t M, int64_t K, i
 }
 
 void launch_quantize_fp8_group128(const void* x, DType x_dtype, int64_t M, int64_t K, int64_t ldx,
-                                  uint8_t* values, float* scales, Stream stream) {
+                                  uint8_t* values, float* scales, Stream stream,
+                                  bool early_dependents) {
   // The four-lanes-per-group kernel on vector rows (same bits; round 21, M = 2048: 5-24 us less
   // per block FP8 GEMM than block_quant_kernel). B12X_QUANT_FP8G128=0 keeps the generic kernel.
   const char* e = std::getenv("B12X_QUANT_FP8G128");
@@ -101,7 +102,7 @@ void launch_quantize_fp8_group128(const void* x, DType x_dtype, int64_t M, int64
       aligned(values, 8)) {
     kernels::BlockQuantParams p = block_params(x, M, K, ldx, values);
     p.scale_f32 = scales;
-    p.early_dependents = early_dependents();
+    p.early_dependents = early_dependents && quant_pdl_enabled();
     // Four threads per group, one pass each (no cap at a few waves as grid_for: many short CTAs
     // keep the SMs' loads and arithmetic out of step).
     const int64_t need = (M * (K / 128) * 4 + kThreads - 1) / kThreads;
@@ -127,7 +128,7 @@ bool launch_mxfp8_dequant_bf16(const void* x, DType x_dtype, int64_t M, int64_t 
   p.ldx = ldx;
   p.out = out;
   p.kperm = kperm ? 1 : 0;
-  p.early_dependents = early_dependents();
+  p.early_dependents = quant_pdl_enabled();
   launch_for(x_dtype, grid_for(M * (KP / 32)), kernels::mxfp8_dequant_kernel<true>,
              kernels::mxfp8_dequant_kernel<false>, p, stream);
   return true;
