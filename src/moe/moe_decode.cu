@@ -90,6 +90,8 @@ void launch_gemms(const DecodeArgs& a, Stream stream, bool pdl) {
     B12X_ASSERT(!mx, "decode stream: FP16 operands are A16-only");
   if (a.fc1_bal != 0 && a.fc1_warps == DecodeCfg::kFc1WideWarps)
     launch_fc1<OpT, kFold, kSK, 1, 1, DecodeCfg::kFc1WideWarps, true>(a, stream, pdl);
+  else if (a.fc1_bal != 0 && a.fc1_groups == 2)
+    launch_fc1<OpT, kFold, kSK, 1, 2, DecodeCfg::kFc1Warps, true>(a, stream, pdl);
   else if (a.fc1_bal != 0)
     launch_fc1<OpT, kFold, kSK, 1, 1, DecodeCfg::kFc1Warps, true>(a, stream, pdl);
   else if (a.fc1_wm == 4)
@@ -221,11 +223,13 @@ void launch_decode_stream(const DecodeArgs& args, bool fp16_operands, Stream str
   const int fc1_row_blocks = a.w1.rows_pad / (32 * a.fc1_wm);
   // Balanced FC1 chunk ranges (DecodeArgs::fc1_bal) where they apply (quantised activations:
   // [Q] zeroes the counters; one row warp; one group): by decode_fc1_balanced, or
-  // B12X_MOE_FC1_BAL=0 never / =1 wherever they apply.
+  // B12X_MOE_FC1_BAL=0 never / =1 wherever they apply / =3 also with two warp groups (each group
+  // a unit of its own).
   static const int bal_knob = env_knob("B12X_MOE_FC1_BAL", 2);
   const bool bal_ok = bal_knob != 0 && a.aquant != num::kANone && a.fc1_wm == 1 &&
-                      (a.fc1_groups == 0 || a.fc1_groups == 1) && a.fc1_cnt != nullptr &&
-                      a.fc1_part != nullptr && fc1_row_blocks <= a.fc1_cnt_rows;
+                      (a.fc1_groups == 0 || a.fc1_groups == 1 || bal_knob == 3) &&
+                      a.fc1_cnt != nullptr && a.fc1_part != nullptr &&
+                      fc1_row_blocks <= a.fc1_cnt_rows;
   if (bal_ok && bal_knob == 1) a.fc1_groups = 1;
   // Measurement knob B12X_MOE_FC2_BAL=1: FC2's split CTAs take equal chunk ranges of their row
   // block (DecodeArgs::fc2_bal).
@@ -238,12 +242,12 @@ void launch_decode_stream(const DecodeArgs& args, bool fp16_operands, Stream str
     a.fc1_warps =
         decode_fc1_warps(a.routes, fc1_row_blocks, a.sm_count, a.fc1_wm, a.fc1_groups, k_chunks);
   a.fc1_bal = 0;
-  if (bal_ok && a.fc1_groups == 1) {
+  if (bal_ok && (a.fc1_groups == 1 || (bal_knob == 3 && a.fc1_groups == 2))) {
     const int y =
         decode_fc1_tile_groups(a.routes, fc1_row_blocks, a.sm_count, fc1_ctas_per_sm(a.fc1_warps));
-    // Every CTA's slot must fit the plan's partials (a forced B12X_MOE_FC1_GROUPS may not).
-    a.fc1_bal = (bal_knob == 1 || decode_fc1_balanced(a.routes, y, a.fc1_warps, k_chunks)) &&
-                        static_cast<int64_t>(fc1_row_blocks) * y <= a.fc1_part_slots
+    // Every unit's slot must fit the plan's partials (a forced B12X_MOE_FC1_GROUPS may not).
+    a.fc1_bal = (bal_knob != 2 || decode_fc1_balanced(a.routes, y, a.fc1_warps, k_chunks)) &&
+                        static_cast<int64_t>(fc1_row_blocks) * y * a.fc1_groups <= a.fc1_part_slots
                     ? 1
                     : 0;
   }

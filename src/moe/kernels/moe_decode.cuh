@@ -483,7 +483,8 @@ __device__ __forceinline__ void group_sync(int id) {
     asm volatile("bar.sync %0, %1;" ::"r"(id), "n"(kThreads) : "memory");
 }
 
-// kBal: the balanced chunk ranges of DecodeArgs::fc1_bal (one row warp, one group). The CTA's
+// kBal: the balanced chunk ranges of DecodeArgs::fc1_bal (one row warp; with kG groups each
+// group is a unit of its own, unit y * kG + grp of the row block's Y * kG). A unit's
 // range is a list of pieces (tile, K sub-chunks [ka, kb)): whole tiles in the middle, parts of
 // tiles at its ends. Every warp splits each piece's sub-chunks as it splits a whole tile; a
 // part's K sums go to fc1_part and the tile's last CTA (fc1_cnt) finishes it.
@@ -499,7 +500,7 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
   constexpr int kRing = C::fc1_ring(kNW), kRed = C::fc1_red(kNW);
   static_assert(kWK >= 1 && kWK * kWM * kG == kNW, "warps = groups x rows x K");
   static_assert(kWM == 1 || kWM == 2 || kWM == 4, "row warps: a power of two (epilogue shifts)");
-  static_assert(!kBal || (kWM == 1 && kG == 1), "balanced FC1: one row warp, one group");
+  static_assert(!kBal || kWM == 1, "balanced FC1: one row warp");
   static_assert(C::kTileTokens * 32 == detail::kFc1BalSlotFloats, "fc1_part slot size");
   extern __shared__ __align__(16) uint8_t smem[];
   __shared__ RouteSmem rs;
@@ -534,9 +535,11 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
   // or (kBal) tiles t_lo..t_hi of the chunk range [c_lo, c_hi), the first from sub-chunk k_lo,
   // the last up to k_hi.
   const int N = ntiles * nk;
-  // (N <= 128 tiles x nk and Y <= 128 tile groups: N * y fits 32 bits for K < 2^24.)
-  auto range_lo = [&](int y) { return N * y / Y; };
-  const int c_lo = kBal ? range_lo(y0) : 0, c_hi = kBal ? range_lo(y0 + 1) : 0;
+  // kBal units: Yu = Y x kG per row block, this group's u0. (N <= 128 tiles x nk and Yu <= 128
+  // x 8: N * y fits 32 bits for K < 2^21.)
+  const int Yu = kBal ? Y * kG : Y, u0 = kBal ? y0 * kG + grp : y0;
+  auto range_lo = [&](int y) { return N * y / Yu; };
+  const int c_lo = kBal ? range_lo(u0) : 0, c_hi = kBal ? range_lo(u0 + 1) : 0;
   const int t_lo = c_lo / max(nk, 1), k_lo = c_lo - t_lo * nk;
   const int k_hi = c_hi - (c_hi - 1) / max(nk, 1) * nk;  // 1..nk
   const int n_t = F0 >= a.features ? 0
@@ -547,7 +550,7 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
     if (!wait_first) pdl_wait();  // completion of this grid implies the predecessor's
     return;
   }
-  const int n_tg = grp < n_t ? (n_t - grp + kG - 1) / kG : 0;
+  const int n_tg = kBal ? n_t : grp < n_t ? (n_t - grp + kG - 1) / kG : 0;
   auto tile_index = [&](int it) { return kBal ? t_lo + it : y0 + Y * (grp + kG * it); };
   auto tile_of = [&](int it) { return s_tiles[tile_index(it)]; };
   auto piece_ka = [&](int it) { return kBal && it == 0 ? k_lo : 0; };
@@ -680,7 +683,7 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
     if constexpr (kBal) {
       if (part) {
         const int side = it == 0 ? 0 : 1;  // head: the range's first piece, tail: its last
-        float* dst = a.fc1_part + (static_cast<int64_t>(blockIdx.x * Y + y0) * 2 + side) *
+        float* dst = a.fc1_part + (static_cast<int64_t>(blockIdx.x * Yu + u0) * 2 + side) *
                                       detail::kFc1BalSlotFloats;
         for (int q = gtid; q < per_wm; q += kGT) {
           const int qm = a.gated ? 0 : q >> 7, qi = (q >> 5) & 3, ql = q & 31;
@@ -697,25 +700,25 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
           }
         }
         __threadfence();
-        __syncthreads();
-        __shared__ int s_last, s_ya, s_yb;
-        if (tid == 0) {
-          // The CTAs whose ranges meet the tile's chunks [c0, c1): ya (holding c0) to yb
-          // (holding c1 - 1), less empty ranges in between (N < Y).
+        group_sync<kGT, kCta>(1 + grp);
+        __shared__ int s_last[kG], s_ya[kG], s_yb[kG];
+        if (gtid == 0) {
+          // The units whose ranges meet the tile's chunks [c0, c1): ya (holding c0) to yb
+          // (holding c1 - 1), less empty ranges in between (N < Yu).
           const int tt = tile_index(it), c0 = tt * nk, c1 = c0 + nk;
-          const int ya = ((c0 + 1) * Y - 1) / N, yb = (c1 * Y - 1) / N;
+          const int ya = ((c0 + 1) * Yu - 1) / N, yb = (c1 * Yu - 1) / N;
           int parts = 0;
           for (int y = ya; y <= yb; ++y) parts += range_lo(y + 1) > range_lo(y);
-          s_ya = ya;
-          s_yb = yb;
-          s_last =
+          s_ya[grp] = ya;
+          s_yb[grp] = yb;
+          s_last[grp] =
               atomicAdd(&a.fc1_cnt[blockIdx.x * detail::kMaxInlineRoutes + tt], 1) == parts - 1;
         }
-        __syncthreads();
-        act = s_last != 0;
+        group_sync<kGT, kCta>(1 + grp);
+        act = s_last[grp] != 0;
         if (act) __threadfence();
-        ya = s_ya;
-        yb = s_yb;
+        ya = s_ya[grp];
+        yb = s_yb[grp];
       }
     }
     if (act) {
@@ -728,7 +731,7 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
         auto sum = [&](int m) {
           float v = 0.f;
           if (kBal && part) {
-            // The parts in CTA order: CTA y's part of tile tt is its head if tt is its range's
+            // The parts in unit order: unit y's part of tile tt is its head if tt is its range's
             // first tile, else its tail.
             const int tt = tile_index(it);
             bool any = false;
@@ -737,7 +740,7 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
               if (range_lo(y + 1) == lo) continue;  // empty range
               const int side = lo / nk == tt ? 0 : 1;
               const float p = __ldcg(a.fc1_part +
-                                     (static_cast<int64_t>(blockIdx.x * Y + y) * 2 + side) *
+                                     (static_cast<int64_t>(blockIdx.x * Yu + y) * 2 + side) *
                                          detail::kFc1BalSlotFloats +
                                      col * 32 + m * 16 + roff);
               v = any ? v + p : p;
