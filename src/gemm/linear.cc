@@ -311,7 +311,11 @@ Plan plan(const Caps& caps) {
     // 24.7 -> 46.6 us with 4 warps), the CTA's K range fitting the staging (below). FP8 weights
     // (no decode, memory-bound) keep one warp per tile where their tiles alone give ~0.9 x SMs
     // CTAs (round 16: 14336x4096 16.2 -> 17.0 us with 4).
-    const bool copy_staged = format_raw_activations(f) || lin::wtraits(wf).fp8mma;
+    // FP4 / FP8 activations of FP4 weights go through the BF16 pre-pass at M = 1 too, so the
+    // warp split applies (B12X_GEMM_ACT_PREPASS=0: dequantized in every CTA, one warp per tile).
+    const char* pre_env1 = std::getenv("B12X_GEMM_ACT_PREPASS");
+    const bool copy_staged = format_raw_activations(f) || lin::wtraits(wf).fp8mma ||
+                             !(pre_env1 != nullptr && pre_env1[0] == '0');
     if (M == 1 && copy_staged && split_env == nullptr) {
       ws = lin::wtraits(wf).fp8mma && ctas_n * 10 >= 9 * sms ? 1 : kDecodeWarpSplit;
       if (const char* e = std::getenv("B12X_GEMM_DECODE_WSPLIT"); e != nullptr) {
@@ -412,15 +416,15 @@ Plan plan(const Caps& caps) {
   // FP4 activations are dequantized to BF16 once by the pre-pass: dequantizing them inside the
   // weight-streaming kernel repeats the work in every CTA (measured on the H200: NVFP4 W4A4 at
   // 14336x4096 took 23 / 40 / 137 us at M = 1 / 4 / 16 against 18 / 22 / 42 us for W4A16).
-  // At M = 1 the in-kernel path is as fast (one row per CTA). B12X_GEMM_ACT_PREPASS=0/1 forces
-  // the choice in the decode regime (for measurements).
+  // At M = 1 the in-kernel path was as fast with one warp per tile; the pre-pass (launched with
+  // PDL) lets M = 1 take 4 warps per tile as W4A16 does (session 6). B12X_GEMM_ACT_PREPASS=0
+  // keeps the in-kernel dequantization in the decode regime.
   // MXFP8 too in the tiled regime, whose kernel runs it on BF16 MMAs with folded E8M0 scales
   // (activations dequantized in the FP8 fragment's k order, see lin::ActParams::kperm).
   p.act_prepass =
       !format_raw_activations(f) &&
       (!lin::wtraits(wf).fp8mma || (wf == WFmt::kFp8Mx && p.regime != Regime::kDecode)) &&
-      (p.regime != Regime::kDecode || (pre_env != nullptr && pre_env[0] == '1') ||
-       (M >= 2 && !(pre_env != nullptr && pre_env[0] == '0')));
+      (p.regime != Regime::kDecode || !(pre_env != nullptr && pre_env[0] == '0'));
   int64_t off = 0;
   if (format_quantizes_inside(f) && caps.act_dtype != DType::kFP8E4M3) {
     p.off_qvalues = off;
@@ -707,7 +711,7 @@ void run(const Binding& b, Stream stream) {
       a.ldx_bytes = qld;
       a.xs = qscale;
       a.xs_ld = qscale_ld;
-      if (!fused) lin::launch_act_dequant(a, stream);
+      if (!fused) lin::launch_act_dequant(a, stream, plan.pdl);
       p.x = a.out;
       p.ldx = geo.KP;
       p.x_vec16 = 1;

@@ -660,6 +660,13 @@ TEST(GemmGpu, DecodeSplitReduceKernelAndActivationPrepass) {
     ScopedEnv e("B12X_GEMM_ACT_PREPASS", "1");  // quantized activations dequantized by a pass
     for (const auto& c : all_format_cases(6, 160, 1024, true, DType::kBF16)) run_case(c);
   }
+  {
+    // Dequantized in every CTA while staging (M = 1: one warp per tile; the default at M = 1 is
+    // the pre-pass and 4 warps per tile).
+    ScopedEnv e("B12X_GEMM_ACT_PREPASS", "0");
+    for (const auto& c : all_format_cases(1, 160, 2048, true, DType::kBF16)) run_case(c);
+    for (const auto& c : all_format_cases(3, 72, 1024, false, DType::kBF16)) run_case(c);
+  }
 }
 
 /// The plan of a BF16-activation, BF16-output linear of max_tokens M (reads the env overrides).
