@@ -62,19 +62,23 @@ struct TileCfg {
   // kind 3: the deep decode tile with FP8 K fragments converted straight from the raw stage
   // (no K conversion pass); Q is stored in the matching permuted slot order.
   static constexpr bool kDirectK = kKind == 3 || kKind == 4 || kKind == 6 || kKind == 8 ||
-                                   kKind == 9 || kKind == 11 || kKind == 13;
+                                   kKind == 9 || kKind == 11 || kKind == 13 || kKind == 14;
   // kind 4 also reads V's B fragments from raw FP8 rows (4-byte reads of 4 dims of one token;
   // output dims permuted within 32-dim groups, undone in the epilogue).
-  static constexpr bool kDirectV =
-      kKind == 4 || kKind == 6 || kKind == 8 || kKind == 9 || kKind == 11 || kKind == 13;
+  static constexpr bool kDirectV = kKind == 4 || kKind == 6 || kKind == 8 || kKind == 9 ||
+                                   kKind == 11 || kKind == 13 || kKind == 14;
   // kinds 8/9: the MMAs run on fp16 (P in [0, 1] and power-of-two-scaled Q lose nothing against
   // bf16: fp16 has 3 more mantissa bits). hcvt converts with the hardware e4m3x2 -> f16x2 cvt
   // (sm_89+, one instruction per pair); hbits moves the 7 magnitude bits under the fp16
   // exponent field, which reads as the e4m3 value times 2^-8 (exact, subnormals included), and
   // folds the 2^8 into the score and output scales.
   // kind 13 ("hcvt3"): hcvt with three stages, over SM12x's 99 KB (SM90: 2 CTAs per SM).
-  static constexpr bool kF16Mma = kKind == 8 || kKind == 9 || kKind == 11 || kKind == 13;
-  static constexpr bool kHwCvt = kKind == 8 || kKind == 11 || kKind == 13;
+  // kind 14 ("hcvt2", head dim 256, probe): hcvt with two stages (64 + 0.5 KB of ring under
+  // the 66 KB merge buffer) and a 3-CTA register cap (168 per lane instead of ~208, spilling):
+  // 12 warps per SM90 SM instead of 8, for the latency-bound 64-token steps.
+  static constexpr bool kF16Mma =
+      kKind == 8 || kKind == 9 || kKind == 11 || kKind == 13 || kKind == 14;
+  static constexpr bool kHwCvt = kKind == 8 || kKind == 11 || kKind == 13 || kKind == 14;
   // kind 11 ("hvec"): hcvt with 16-byte fragment reads. The MMA k-slots and the output columns
   // are assigned to dims so that one lane's 16 raw bytes feed four K k-steps (k-step 4a + b,
   // lane t: dims 64a + 16t + 4b .. +3) or all sixteen V n-blocks (n-block nb, column g: dim
@@ -106,7 +110,8 @@ struct TileCfg {
       : (kKind == 6 || kKind == 11 || ((kKind == 8 || kKind == 9 || kKind == 13) && kDqk == 128))
           ? 128
       : (kKind == 10) ? 64
-      : (kKind == 4 || kKind == 5 || kKind == 7 || kKind == 8 || kKind == 9 || kKind == 13)
+      : (kKind == 4 || kKind == 5 || kKind == 7 || kKind == 8 || kKind == 9 || kKind == 13 ||
+         kKind == 14)
           ? 64
           : (kKind >= 2 ? 32 : (kBigHead ? 32 : (kMB == 2 && kDv > 64 ? 32 : 64)));
   static constexpr int kWN = kDecode ? (kBN > 64 ? 4 : kBN / 16) : 1;
@@ -127,9 +132,9 @@ struct TileCfg {
   static constexpr int kFitStages =
       (kSmemLimit - kQBytes - kConvBytes) / (kStageBytes + kIdStageBytes);
   static constexpr int kMaxStages =
-      (kKind == 12 || kKind == 13)
-          ? 3
-          : (kKind == 7 ? 3 : (kKind >= 2 ? 4 : (kKind == 0 && kMB == 2 ? 3 : 0)));
+      (kKind == 12 || kKind == 13) ? 3
+      : kKind == 14                ? 2
+                    : (kKind == 7 ? 3 : (kKind >= 2 ? 4 : (kKind == 0 && kMB == 2 ? 3 : 0)));
   static constexpr int kStages = kMaxStages > 0
                                      ? (kFitStages < kMaxStages ? kFitStages : kMaxStages)
                                      : ((kKind == 1 && kFp8) ? 3 : 2);
@@ -146,7 +151,7 @@ struct TileCfg {
   static constexpr int kByRegs = 65536 / (kThreads * (kDv / 2 + 96));
   static constexpr int kMinBlocksRaw = kBySmem < kByRegs ? kBySmem : kByRegs;
   static constexpr int kMinBlocks =
-      kKind == 12
+      (kKind == 12 || kKind == 14)
           ? 3
           : (!kDecode ? 1 : (kMinBlocksRaw > 4 ? 4 : (kMinBlocksRaw < 1 ? 1 : kMinBlocksRaw)));
   static_assert(kStages >= 2, "paged attention needs at least a double-buffered ring");

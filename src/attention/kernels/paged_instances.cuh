@@ -68,6 +68,7 @@ void register_kinds(std::vector<KernelInfo>& out, const char* tag) {
     out.push_back(make_info<T, kFp8, kDqk, kDv, 8>(tag));
     out.push_back(make_info<T, kFp8, kDqk, kDv, 9>(tag));
     out.push_back(make_info<T, kFp8, kDqk, kDv, 13>(tag));
+    out.push_back(make_info<T, kFp8, kDqk, kDv, 14>(tag));
   }
 }
 template <int kDqk, int kDv>
