@@ -1130,11 +1130,11 @@ TEST(AttentionGpuAppend, MatchesReference) {
   }
 }
 
-// B12X_ATTN_DECODE_TILE=hcvt2 (FP8 head dim 256 probe: hcvt with 2 stages and a 3-CTA register
-// cap): the plan takes it, and it matches the reference over pages 16..256, forced and
+// B12X_ATTN_DECODE_TILE=hcvt2 (FP8 head dims 128 / 256 probe: hcvt with 2 stages and a 3-CTA
+// register cap): the plan takes it, and it matches the reference over pages 16..256, forced and
 // automatic splits, sinks, window, per-head descales, q rows spanning 2^-18..2^18, both merge
-// layouts, the full ring, short ahead off, page runs off and verify (2 tokens x 8 q heads per
-// KV head fill its 16 rows).
+// layouts, the full ring, short ahead off, page runs off, the fused merge and verify (2 tokens x
+// 8 q heads per KV head fill its 16 rows).
 TEST(AttentionGpuDecode, Hcvt2) {
   B12X_REQUIRE_GPU();
   setenv("B12X_ATTN_DECODE_TILE", "hcvt2", 1);
@@ -1144,40 +1144,43 @@ TEST(AttentionGpuDecode, Hcvt2) {
                          "B12X_ATTN_SHORT_AHEAD=0",
                          "B12X_ATTN_PAGE_RUNS=0",
                          "B12X_ATTN_FUSED_MERGE=1"};
-  for (int i = 0; i < 12; ++i) {
-    const std::string knob = knobs[i % 6];
-    const size_t eq = knob.find('=');
-    if (eq != std::string::npos) setenv(knob.substr(0, eq).c_str(), knob.substr(eq + 1).c_str(), 1);
-    Spec s;
-    s.kv = DType::kFP8E4M3;
-    s.dqk = s.dv = 256;
-    s.hkv = 2;
-    s.hq = 2 * (i % 2 ? 8 : 5);
-    s.page = 16 << (i % 5);
-    s.prefix = {4000, s.page - 1, 1, 3 * s.page + 70, 0};
-    s.qlens.assign(s.prefix.size(), 1);
-    s.num_splits = s.max_splits = i % 3 == 0 ? 7 : (i % 3 == 1 ? 1 : 0);
-    s.window = i % 4 == 2 ? 300 : -1;
-    s.sinks = i % 2 == 1;
-    s.per_head_scale = i % 3 != 1;
-    if (i >= 10) {
-      s.q_exp_spread = 18;
-      s.softmax_scale = 1.f / 16384;
+  for (int d : {256, 128}) {
+    for (int i = 0; i < 8; ++i) {
+      const std::string knob = knobs[i % 6];
+      const size_t eq = knob.find('=');
+      if (eq != std::string::npos)
+        setenv(knob.substr(0, eq).c_str(), knob.substr(eq + 1).c_str(), 1);
+      Spec s;
+      s.kv = DType::kFP8E4M3;
+      s.dqk = s.dv = d;
+      s.hkv = 2;
+      s.hq = 2 * (i % 2 ? 8 : 5);
+      s.page = 16 << ((i + d / 128) % 5);
+      s.prefix = {4000, s.page - 1, 1, 3 * s.page + 70, 0};
+      s.qlens.assign(s.prefix.size(), 1);
+      s.num_splits = s.max_splits = i % 3 == 0 ? 7 : (i % 3 == 1 ? 1 : 0);
+      s.window = i % 4 == 2 ? 300 : -1;
+      s.sinks = i % 2 == 1;
+      s.per_head_scale = i % 3 != 1;
+      if (i >= 6) {
+        s.q_exp_spread = 18;
+        s.softmax_scale = 1.f / 16384;
+      }
+      if (i == 0) {
+        Problem p(s, rng());
+        PLAN_AND_BIND(p);
+        EXPECT_NE(p.plan.kernel.find("_decode_hcvt2"), std::string::npos) << p.plan.kernel;
+      }
+      run_case(s, "hcvt2 d=" + std::to_string(d) + " " + knob + " case " + std::to_string(i));
+      if (eq != std::string::npos) unsetenv(knob.substr(0, eq).c_str());
     }
-    if (i == 0) {
-      Problem p(s, rng());
-      PLAN_AND_BIND(p);
-      EXPECT_NE(p.plan.kernel.find("_decode_hcvt2"), std::string::npos) << p.plan.kernel;
-    }
-    run_case(s, "hcvt2 " + knob + " case " + std::to_string(i));
-    if (eq != std::string::npos) unsetenv(knob.substr(0, eq).c_str());
+    Spec v = verify_spec(2, 2);
+    v.hq = 16;
+    v.kv = DType::kFP8E4M3;
+    v.dqk = v.dv = d;
+    v.sinks = true;
+    run_case(v, "hcvt2 verify d=" + std::to_string(d));
   }
-  Spec v = verify_spec(2, 2);
-  v.hq = 16;
-  v.kv = DType::kFP8E4M3;
-  v.dqk = v.dv = 256;
-  v.sinks = true;
-  run_case(v, "hcvt2 verify");
   unsetenv("B12X_ATTN_DECODE_TILE");
 }
 
@@ -1219,14 +1222,16 @@ TEST(AttentionGpuSanitize, DecodeFp16MmaTiles) {
   }
 }
 
-// hcvt2 (FP8 head dim 256, 2 stages, register-capped with spills) with splits and sinks.
+// hcvt2 (FP8, 2 stages, register-capped; head dim 256 spills) with splits and sinks.
 TEST(AttentionGpuSanitize, DecodeHcvt2) {
   B12X_REQUIRE_GPU();
   setenv("B12X_ATTN_DECODE_TILE", "hcvt2", 1);
-  Spec s = sanitize_fp8_decode_spec();
-  s.dqk = s.dv = 256;
-  s.sinks = true;
-  run_case(s, "sanitize decode tile=hcvt2");
+  for (int d : {256, 128}) {
+    Spec s = sanitize_fp8_decode_spec();
+    s.dqk = s.dv = d;
+    s.sinks = true;
+    run_case(s, "sanitize decode tile=hcvt2 d=" + std::to_string(d));
+  }
   unsetenv("B12X_ATTN_DECODE_TILE");
 }
 

@@ -73,9 +73,10 @@ struct TileCfg {
   // exponent field, which reads as the e4m3 value times 2^-8 (exact, subnormals included), and
   // folds the 2^8 into the score and output scales.
   // kind 13 ("hcvt3"): hcvt with three stages, over SM12x's 99 KB (SM90: 2 CTAs per SM).
-  // kind 14 ("hcvt2", head dim 256, probe): hcvt with two stages (64 + 0.5 KB of ring under
-  // the 66 KB merge buffer) and a 3-CTA register cap (168 per lane instead of ~208, spilling):
-  // 12 warps per SM90 SM instead of 8, for the latency-bound 64-token steps.
+  // kind 14 ("hcvt2", probe): hcvt with two 32 KB stages and a 3-CTA register cap, i.e. 12
+  // warps per SM90 SM instead of 8 for the latency-bound steps. Head dim 256: 64-token tiles
+  // (the 66 KB merge buffer spans the ring), 168 registers per lane instead of ~206, spilling
+  // ~100 bytes; head dim 128: 128-token tiles, 165 registers, no spills.
   static constexpr bool kF16Mma =
       kKind == 8 || kKind == 9 || kKind == 11 || kKind == 13 || kKind == 14;
   static constexpr bool kHwCvt = kKind == 8 || kKind == 11 || kKind == 13 || kKind == 14;
@@ -107,7 +108,8 @@ struct TileCfg {
   // fragment registers per lane instead of a Q tile in shared memory.
   static constexpr int kBN =
       (kKind == 5 && kBigHead) ? 32
-      : (kKind == 6 || kKind == 11 || ((kKind == 8 || kKind == 9 || kKind == 13) && kDqk == 128))
+      : (kKind == 6 || kKind == 11 ||
+         ((kKind == 8 || kKind == 9 || kKind == 13 || kKind == 14) && kDqk == 128))
           ? 128
       : (kKind == 10) ? 64
       : (kKind == 4 || kKind == 5 || kKind == 7 || kKind == 8 || kKind == 9 || kKind == 13 ||
