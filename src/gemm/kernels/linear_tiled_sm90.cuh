@@ -60,14 +60,15 @@ struct WgmmaCfg {
   /// wait, so only the FFMA / FADD promotion follows the wgmmas on the MMA warps' critical path
   /// (round 17: block FP8 +0-3% over 5).
   static constexpr bool kHoist = kF8 && (kVariant == 6 || kVariant == 7 || kVariant == 8);
-  /// Block FP8 variant 8 (probe) = 6 with the stage's combined scales x_scale[token] * w_scale
-  /// built once per CTA by the producer warpgroup (one token per producer thread, plain loads one
-  /// stage ahead, stored in the slot in the [t][2j + e] order the MMA lanes read, then a second
-  /// arrival per producer thread on the slot's full barrier) instead of by each of the eight MMA
-  /// warps. Why: block FP8 runs ~1.3x longer than per-tensor FP8 with the same wgmmas, about
-  /// the ratio of their shared-memory traffic per stage (estimated per MMA warp: A fragments 16
-  /// wavefronts, the wgmmas' activation reads ~32, and for block FP8 the scale reads 32 plus the
-  /// table build ~8, which this variant moves to the producer).
+  /// Block FP8 variant 8 (the block FP8 default since round 22) = 6 with the stage's combined
+  /// scales x_scale[token] * w_scale built once per CTA by the producer warpgroup (one token per
+  /// producer thread, plain loads two producer steps ahead, the product stored in the slot in the
+  /// [t][2j + e] order the MMA lanes read, then a second arrival per producer thread on the
+  /// slot's full barrier) instead of by each of the eight MMA warps. Why: block FP8 is bound by
+  /// shared-memory traffic (round 21 Nsight Compute, 4096x4096: L1/TEX throughput 77% against
+  /// per-tensor FP8's 47%; per MMA warp and stage, estimated: A fragments 16 wavefronts, the
+  /// wgmmas' activation reads ~32, for block FP8 the scale reads 32 plus the table build, whose
+  /// STS.64 were 3.8-way bank conflicted). Round 22: +4-10% over 6 at M = 2048.
   static constexpr bool kProdScales = F == WFmt::kFp8Block && kVariant == 8;
   /// FP8 variant 7 (probe) = 6 with the next stage's A fragments loaded (after its full-barrier
   /// wait) while this stage's wgmmas run, before this stage's promotion: two fragment sets.
