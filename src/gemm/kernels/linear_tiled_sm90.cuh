@@ -68,7 +68,7 @@ struct WgmmaCfg {
   /// shared-memory traffic (round 21 Nsight Compute, 4096x4096: L1/TEX throughput 77% against
   /// per-tensor FP8's 47%; per MMA warp and stage, estimated: A fragments 16 wavefronts, the
   /// wgmmas' activation reads ~32, for block FP8 the scale reads 32 plus the table build, whose
-  /// STS.64 were 3.8-way bank conflicted). Round 22: +4-10% over 6 at M = 2048.
+  /// STS.64 were 3.8-way bank conflicted). Round 22: +7-10% over 6 at M = 2048.
   static constexpr bool kProdScales = F == WFmt::kFp8Block && kVariant == 8;
   /// FP8 variant 7 (probe) = 6 with the next stage's A fragments loaded (after its full-barrier
   /// wait) while this stage's wgmmas run, before this stage's promotion: two fragment sets.
