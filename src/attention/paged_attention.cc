@@ -69,7 +69,7 @@ const KernelInfo* find_kernel(int dqk, int dv, int kind, DType q, bool fp8) {
 // exact e4m3 -> fp16 * 2^-8 bit move); FP8 head dims 128 (128-token tiles) and 256 (64-token
 // tiles); 11 ("hvec": hcvt with 16-byte fragment reads, FP8 head dim 128); 13 ("hcvt3": hcvt
 // with 3 stages, > 99 KB of shared memory: SM90 only, hcvt elsewhere); 14 ("hcvt2": hcvt with
-// 2 stages and 3 CTAs per SM by a register cap, FP8 head dims 128 / 256, probe).
+// 2 stages and 3 CTAs per SM by a register cap, FP8 head dim 256, probe; for 128 it is hcvt).
 // B12X_ATTN_DECODE_TILE=wide|deep|direct|wdirect|wide3|wdirect2|hcvt|hbits|hvec|hcvt3|hcvt2
 // overrides (benchmarking).
 int decode_kind(bool fp8, int head_dim) {
@@ -84,7 +84,7 @@ int decode_kind(bool fp8, int head_dim) {
   if (e != nullptr && std::string(e) == "hbits") return 9;
   if (e != nullptr && std::string(e) == "hvec") return 11;
   if (e != nullptr && std::string(e) == "hcvt3") return 13;
-  if (e != nullptr && std::string(e) == "hcvt2") return 14;
+  if (e != nullptr && std::string(e) == "hcvt2") return head_dim == 256 ? 14 : 8;
   // Defaults from the H200 (rounds 5-7, 32/8/128, 8k): BF16 wide3 streamed at 84-99% of the
   // read bandwidth (B=8..128; wide 83-98%, deep 68-77%); for FP8 wdirect2 beat wdirect by
   // 15-19% (round 7, B=8/32/128: 57.5/194.2/699.2 vs 66.0/221.8/829.2 us) and wdirect beat

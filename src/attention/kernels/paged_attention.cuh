@@ -73,10 +73,10 @@ struct TileCfg {
   // exponent field, which reads as the e4m3 value times 2^-8 (exact, subnormals included), and
   // folds the 2^8 into the score and output scales.
   // kind 13 ("hcvt3"): hcvt with three stages, over SM12x's 99 KB (SM90: 2 CTAs per SM).
-  // kind 14 ("hcvt2", probe): hcvt with two 32 KB stages and a 3-CTA register cap, i.e. 12
-  // warps per SM90 SM instead of 8 for the latency-bound steps. Head dim 256: 64-token tiles
-  // (the 66 KB merge buffer spans the ring), 168 registers per lane instead of ~206, spilling
-  // ~100 bytes; head dim 128: 128-token tiles, 165 registers, no spills.
+  // kind 14 ("hcvt2", head dim 256, probe): hcvt (2 stages there: Q's 8 KB leave no room for
+  // a third in 99 KB) with a 3-CTA register cap instead of 2, i.e. 12 warps per SM90 SM instead
+  // of 8 for the latency-bound steps: 168 registers per lane instead of 206, ~100 bytes spilled.
+  // (Head dim 128's hcvt already runs 3 CTAs per SM: 2 stages, 165 registers.)
   static constexpr bool kF16Mma =
       kKind == 8 || kKind == 9 || kKind == 11 || kKind == 13 || kKind == 14;
   static constexpr bool kHwCvt = kKind == 8 || kKind == 11 || kKind == 13 || kKind == 14;
@@ -86,6 +86,7 @@ struct TileCfg {
   // 16g + nb): 16 LDS.128 per step instead of 64 LDS.32.
   static constexpr bool kVec = kKind == 11;
   static_assert(!kVec || (kDqk_ == 128 && kDv_ == 128), "hvec: head dim 128");
+  static_assert(kKind != 14 || kDqk_ == 256, "hcvt2: head dim 256 (128: hcvt is the same)");
   static_assert(!kF16Mma || (kFp8_ && kDqk_ == kDv_ && (kDqk_ == 128 || kDqk_ == 256)),
                 "fp16-MMA decode tiles: FP8 KV, head dim 128 or 256");
   // kind 5: Q is staged in the ring's last stage (free until the first loop iteration issues
@@ -108,8 +109,7 @@ struct TileCfg {
   // fragment registers per lane instead of a Q tile in shared memory.
   static constexpr int kBN =
       (kKind == 5 && kBigHead) ? 32
-      : (kKind == 6 || kKind == 11 ||
-         ((kKind == 8 || kKind == 9 || kKind == 13 || kKind == 14) && kDqk == 128))
+      : (kKind == 6 || kKind == 11 || ((kKind == 8 || kKind == 9 || kKind == 13) && kDqk == 128))
           ? 128
       : (kKind == 10) ? 64
       : (kKind == 4 || kKind == 5 || kKind == 7 || kKind == 8 || kKind == 9 || kKind == 13 ||

@@ -63,7 +63,6 @@ void register_kinds(std::vector<KernelInfo>& out, const char* tag) {
     out.push_back(make_info<T, kFp8, kDqk, kDv, 9>(tag));
     out.push_back(make_info<T, kFp8, kDqk, kDv, 11>(tag));
     out.push_back(make_info<T, kFp8, kDqk, kDv, 13>(tag));
-    out.push_back(make_info<T, kFp8, kDqk, kDv, 14>(tag));
   }
   if constexpr (kFp8 && kDqk == 256 && kDv == 256) {
     out.push_back(make_info<T, kFp8, kDqk, kDv, 8>(tag));
