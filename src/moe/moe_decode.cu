@@ -90,8 +90,6 @@ void launch_gemms(const DecodeArgs& a, Stream stream, bool pdl) {
     B12X_ASSERT(!mx, "decode stream: FP16 operands are A16-only");
   if (a.fc1_bal != 0 && a.fc1_warps == DecodeCfg::kFc1WideWarps)
     launch_fc1<OpT, kFold, kSK, 1, 1, DecodeCfg::kFc1WideWarps, true>(a, stream, pdl);
-  else if (a.fc1_bal != 0 && a.fc1_groups == 2)
-    launch_fc1<OpT, kFold, kSK, 1, 2, DecodeCfg::kFc1Warps, true>(a, stream, pdl);
   else if (a.fc1_bal != 0)
     launch_fc1<OpT, kFold, kSK, 1, 1, DecodeCfg::kFc1Warps, true>(a, stream, pdl);
   else if (a.fc1_wm == 4)
@@ -223,18 +221,19 @@ void launch_decode_stream(const DecodeArgs& args, bool fp16_operands, Stream str
   const int fc1_row_blocks = a.w1.rows_pad / (32 * a.fc1_wm);
   // Balanced FC1 chunk ranges (DecodeArgs::fc1_bal) where they apply (quantised activations:
   // [Q] zeroes the counters; one row warp; one group): by decode_fc1_balanced, or
-  // B12X_MOE_FC1_BAL=0 never / =1 wherever they apply / =3 also with two warp groups (each group
-  // a unit of its own).
+  // B12X_MOE_FC1_BAL=0 never / =1 wherever they apply. (Round 23: two warp groups as two
+  // balanced units per CTA, Qwen3-30B nvfp4 M = 4 / 8, 47.8 / 73.7 -> 57.5 / 81.5 us: dropped.)
   static const int bal_knob = env_knob("B12X_MOE_FC1_BAL", 2);
   const bool bal_ok = bal_knob != 0 && a.aquant != num::kANone && a.fc1_wm == 1 &&
-                      (a.fc1_groups == 0 || a.fc1_groups == 1 || bal_knob == 3) &&
-                      a.fc1_cnt != nullptr && a.fc1_part != nullptr &&
-                      fc1_row_blocks <= a.fc1_cnt_rows;
+                      (a.fc1_groups == 0 || a.fc1_groups == 1) && a.fc1_cnt != nullptr &&
+                      a.fc1_part != nullptr && fc1_row_blocks <= a.fc1_cnt_rows;
   if (bal_ok && bal_knob == 1) a.fc1_groups = 1;
-  // Measurement knob B12X_MOE_FC2_BAL=1: FC2's split CTAs take equal chunk ranges of their row
-  // block (DecodeArgs::fc2_bal).
-  static const int fc2_bal_knob = env_knob("B12X_MOE_FC2_BAL", 0);
-  a.fc2_bal = fc2_bal_knob == 1 ? 1 : 0;
+  // FC2's split CTAs take equal chunk ranges of their row block (DecodeArgs::fc2_bal; knob
+  // B12X_MOE_FC2_BAL=0: whole tiles split, split + P, ...). H200 round 23, the 16 rows with split
+  // FC2s: 12 faster by 0.3-2.5 % (Qwen3.5-TP4 nvfp4 M = 2 79.3 -> 77.3 us, Qwen3-30B M = 8 71.4
+  // -> 70.6, DeepSeek-TP4 M = 4 95.1 -> 94.0), 3 slower by 0.3-0.7 % (Qwen3.5-TP4 M = 4 / 8).
+  static const int fc2_bal_knob = env_knob("B12X_MOE_FC2_BAL", 1);
+  a.fc2_bal = fc2_bal_knob != 0 ? 1 : 0;
   const int k_chunks = a.w1.K_pad / 128;
   if (a.fc1_groups == 0)
     a.fc1_groups = decode_fc1_groups(a.routes, fc1_row_blocks, a.sm_count, a.fc1_wm, k_chunks);
@@ -242,11 +241,11 @@ void launch_decode_stream(const DecodeArgs& args, bool fp16_operands, Stream str
     a.fc1_warps =
         decode_fc1_warps(a.routes, fc1_row_blocks, a.sm_count, a.fc1_wm, a.fc1_groups, k_chunks);
   a.fc1_bal = 0;
-  if (bal_ok && (a.fc1_groups == 1 || (bal_knob == 3 && a.fc1_groups == 2))) {
+  if (bal_ok && a.fc1_groups == 1) {
     const int y =
         decode_fc1_tile_groups(a.routes, fc1_row_blocks, a.sm_count, fc1_ctas_per_sm(a.fc1_warps));
     // Every unit's slot must fit the plan's partials (a forced B12X_MOE_FC1_GROUPS may not).
-    a.fc1_bal = (bal_knob != 2 || decode_fc1_balanced(a.routes, y, a.fc1_warps, k_chunks)) &&
+    a.fc1_bal = (bal_knob == 1 || decode_fc1_balanced(a.routes, y, a.fc1_warps, k_chunks)) &&
                         static_cast<int64_t>(fc1_row_blocks) * y * a.fc1_groups <= a.fc1_part_slots
                     ? 1
                     : 0;

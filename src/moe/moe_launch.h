@@ -114,7 +114,7 @@ struct DecodeArgs {
   // p, p + split, ... into partial[p][token][H]; the last CTA of a row block (counter) adds the
   // splits in p order. counters[rows_pad(H) / 16] are zeroed by FC1 every launch.
   int fc2_split = 1;
-  int fc2_bal = 0;  // chunk ranges instead of whole tiles per split CTA (B12X_MOE_FC2_BAL)
+  int fc2_bal = 0;  // chunk ranges instead of whole tiles per split CTA (launch_decode_stream)
   float* partial = nullptr;
   int* counters = nullptr;
   // Launch shape of the stream, chosen by launch_decode_stream (decode_fc1_row_warps) unless
