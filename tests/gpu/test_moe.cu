@@ -853,13 +853,6 @@ TEST(MoeGpuSanitize, SmallDecodeAndGrouped) {
   c.I = 1536;
   c.topk = 4;
   run_case(c);
-  // Two FC1 warp groups (8 sub-chunks per tile, 192 row blocks, ~16 routes per CTA): under
-  // B12X_MOE_FC1_BAL=3 each group is a balanced unit, cutting tiles between groups and CTAs.
-  c.E = 8;
-  c.H = 1024;
-  c.I = 3072;
-  c.M = 8;
-  run_case(c);
 }
 
 }  // namespace
