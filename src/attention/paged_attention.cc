@@ -69,7 +69,7 @@ const KernelInfo* find_kernel(int dqk, int dv, int kind, DType q, bool fp8) {
 // exact e4m3 -> fp16 * 2^-8 bit move); FP8 head dims 128 (128-token tiles) and 256 (64-token
 // tiles); 11 ("hvec": hcvt with 16-byte fragment reads, FP8 head dim 128); 13 ("hcvt3": hcvt
 // with 3 stages, > 99 KB of shared memory: SM90 only, hcvt elsewhere); 14 ("hcvt2": hcvt with
-// 2 stages and 3 CTAs per SM by a register cap, FP8 head dim 256, probe; for 128 it is hcvt).
+// 3 CTAs per SM by a register cap, FP8 head dim 256, 24-30% slower; for 128 it is hcvt).
 // B12X_ATTN_DECODE_TILE=wide|deep|direct|wdirect|wide3|wdirect2|hcvt|hbits|hvec|hcvt3|hcvt2
 // overrides (benchmarking).
 int decode_kind(bool fp8, int head_dim) {

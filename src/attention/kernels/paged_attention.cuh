@@ -73,10 +73,12 @@ struct TileCfg {
   // exponent field, which reads as the e4m3 value times 2^-8 (exact, subnormals included), and
   // folds the 2^8 into the score and output scales.
   // kind 13 ("hcvt3"): hcvt with three stages, over SM12x's 99 KB (SM90: 2 CTAs per SM).
-  // kind 14 ("hcvt2", head dim 256, probe): hcvt (2 stages there: Q's 8 KB leave no room for
-  // a third in 99 KB) with a 3-CTA register cap instead of 2, i.e. 12 warps per SM90 SM instead
-  // of 8 for the latency-bound steps: 168 registers per lane instead of 206, ~100 bytes spilled.
-  // (Head dim 128's hcvt already runs 3 CTAs per SM: 2 stages, 165 registers.)
+  // kind 14 ("hcvt2", head dim 256, measurement variant): hcvt (2 stages there: Q's 8 KB leave
+  // no room for a third in 99 KB) with a 3-CTA register cap instead of 2, i.e. 12 warps per
+  // SM90 SM instead of 8: 168 registers per lane instead of 206, ~65 spill loads / stores in the
+  // loop. Slower (H200 round 23, 16/2/256 page 128 x 8k: B=8 35.4-37.0 vs hcvt3's 27.1-27.3 us
+  // at any split count, B=1 15.2 vs 13.0, B=32 84.4 vs 74.8): the spills cost more than the
+  // extra warps hide. (Head dim 128's hcvt already runs 3 CTAs per SM with 165 registers.)
   static constexpr bool kF16Mma =
       kKind == 8 || kKind == 9 || kKind == 11 || kKind == 13 || kKind == 14;
   static constexpr bool kHwCvt = kKind == 8 || kKind == 11 || kKind == 13 || kKind == 14;
