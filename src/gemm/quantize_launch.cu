@@ -22,18 +22,30 @@ bool aligned(const void* p, int bytes) {
 
 /// Grid for `work` thread-items: enough CTAs to cover the work, capped at a few waves (the
 /// kernels grid-stride). At least one CTA so the swizzle padding is always written.
-int grid_for(int64_t work) {
-  static thread_local int cached_dev = -1, cached_cap = 0;
+struct DevInfo {
+  int cap = 0;        ///< grid cap: 8 CTAs of 256 threads per SM (full occupancy)
+  bool sm90 = false;  ///< compute capability exactly 9.0
+};
+const DevInfo& dev_info() {
+  static thread_local int cached_dev = -1;
+  static thread_local DevInfo info;
   int dev = 0;
   B12X_CUDA_CHECK(cudaGetDevice(&dev));
   if (dev != cached_dev) {
-    int sms = 0;
+    int sms = 0, major = 0, minor = 0;
     B12X_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    cached_cap = std::max(1, sms) * 8;  // 8 CTAs of 256 threads per SM: full occupancy
+    B12X_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    B12X_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+    info.cap = std::max(1, sms) * 8;
+    info.sm90 = major == 9 && minor == 0;
     cached_dev = dev;
   }
+  return info;
+}
+
+int grid_for(int64_t work) {
   const int64_t need = (work + kThreads - 1) / kThreads;
-  return static_cast<int>(std::clamp<int64_t>(need, 1, cached_cap));
+  return static_cast<int>(std::clamp<int64_t>(need, 1, dev_info().cap));
 }
 
 /// Launches the BF16- or FP16-input instance of a quantiser kernel.
@@ -48,10 +60,15 @@ void launch_for(DType x_dtype, int grid, void (*bf16)(Params), void (*f16)(Param
   B12X_CUDA_CHECK_LAUNCH();
 }
 
-/// Early PDL trigger of the one-pass kernels (allow_dependents): B12X_QUANT_PDL=0 turns it off.
-bool quant_pdl_enabled() {
+/// Early PDL trigger of the FP8 1x128 kernel (allow_dependents) where it was measured: on SM90
+/// at M >= 128, in front of the block FP8 wgmma kernel (one CTA per SM). Round 23: +1-3% at M =
+/// 2048, +2-4% at M = 256 over the implicit trigger at completion. Not for the MXFP8 pre-pass:
+/// its GEMM at 128 tokens takes two CTAs per SM, and launched early those CTAs double up on the
+/// SMs that free first (round 23, M = 256: 58 -> 77 us at 4096x4096). B12X_QUANT_PDL=0 turns it
+/// off.
+bool quant_pdl_enabled(int64_t M) {
   const char* e = std::getenv("B12X_QUANT_PDL");
-  return e == nullptr || e[0] != '0';
+  return (e == nullptr || e[0] != '0') && M >= 128 && dev_info().sm90;
 }
 
 /// The input / value fields every block quantiser kernel reads.
@@ -102,7 +119,7 @@ void launch_quantize_fp8_group128(const void* x, DType x_dtype, int64_t M, int64
       aligned(values, 8)) {
     kernels::BlockQuantParams p = block_params(x, M, K, ldx, values);
     p.scale_f32 = scales;
-    p.early_dependents = early_dependents && quant_pdl_enabled();
+    p.early_dependents = early_dependents && quant_pdl_enabled(M);
     // Four threads per group, one pass each (no cap at a few waves as grid_for: many short CTAs
     // keep the SMs' loads and arithmetic out of step).
     const int64_t need = (M * (K / 128) * 4 + kThreads - 1) / kThreads;
@@ -128,7 +145,7 @@ bool launch_mxfp8_dequant_bf16(const void* x, DType x_dtype, int64_t M, int64_t 
   p.ldx = ldx;
   p.out = out;
   p.kperm = kperm ? 1 : 0;
-  p.early_dependents = quant_pdl_enabled();
+  p.early_dependents = false;  // see quant_pdl_enabled
   launch_for(x_dtype, grid_for(M * (KP / 32)), kernels::mxfp8_dequant_kernel<true>,
              kernels::mxfp8_dequant_kernel<false>, p, stream);
   return true;

@@ -32,8 +32,8 @@ void launch_quantize_mxfp8(const void* x, DType x_dtype, int64_t M, int64_t K, i
 /// FP8 E4M3 with one fp32 scale per 1x128 group: scale = amax/448, q = e4m3(x / scale)
 /// (formats/block.h; an all-zero group stores scale 0); values [M, K], scales [M, K/128].
 /// early_dependents: a programmatic dependent launch (the GEMM after it, which waits with
-/// griddepcontrol.wait before reading these outputs) may start once every CTA has started; the
-/// public op passes false (its caller's next kernel need not wait).
+/// griddepcontrol.wait before reading these outputs) may start once every CTA has started (on
+/// SM90 at M >= 128); the public op passes false (its caller's next kernel need not wait).
 void launch_quantize_fp8_group128(const void* x, DType x_dtype, int64_t M, int64_t K, int64_t ldx,
                                   uint8_t* values, float* scales, Stream stream,
                                   bool early_dependents = true);
@@ -43,8 +43,6 @@ void launch_quantize_fp8_group128(const void* x, DType x_dtype, int64_t M, int64
 /// `kperm` as lin::ActParams::kperm) into out [M][KP] (zeros past K), for vector rows (x 16-byte
 /// aligned, ldx % 8 == 0, K and KP multiples of 32, out 16-byte aligned); returns false (nothing
 /// launched) otherwise or with B12X_QUANT_MXFP8_FUSED=0 (the caller then runs both passes).
-/// Its programmatic dependent (the GEMM, griddepcontrol.wait before reading) may start once
-/// every CTA has started.
 /// Round 21 (M = 2048, five shapes): MXFP8 +3-17%, MXFP4 W4A8 +3-18% over the two passes.
 bool launch_mxfp8_dequant_bf16(const void* x, DType x_dtype, int64_t M, int64_t K, int64_t ldx,
                                int64_t KP, bool kperm, uint16_t* out, Stream stream);
