@@ -417,8 +417,11 @@ Plan plan(const Caps& caps) {
   // weight-streaming kernel repeats the work in every CTA (measured on the H200: NVFP4 W4A4 at
   // 14336x4096 took 23 / 40 / 137 us at M = 1 / 4 / 16 against 18 / 22 / 42 us for W4A16).
   // At M = 1 the in-kernel path was as fast with one warp per tile; the pre-pass (launched with
-  // PDL) lets M = 1 take 4 warps per tile as W4A16 does (session 6). B12X_GEMM_ACT_PREPASS=0
-  // keeps the in-kernel dequantization in the decode regime.
+  // PDL at M = 1) lets M = 1 take 4 warps per tile as W4A16 does: round 23 (H200, us over the
+  // five shapes, in-kernel -> pre-pass) NVFP4 W4A4 11.8 / 22.2 / 29.1 / 14.9 / 13.7 -> 7.6 / 17.9
+  // / 20.2 / 9.6 / 7.6, MXFP4 W4A4 10.6 / 21.6 / 28.1 / 12.8 / 12.3 -> 7.2 / 16.2 / 19.0 / 9.5 /
+  // 7.1, MXFP4 W4A8 12.8 / 22.7 / 27.8 / 15.2 / 14.9 -> 8.8 / 17.6 / 16.9 / 10.8 / 9.6.
+  // B12X_GEMM_ACT_PREPASS=0 keeps the in-kernel dequantization in the decode regime.
   // MXFP8 too in the tiled regime, whose kernel runs it on BF16 MMAs with folded E8M0 scales
   // (activations dequantized in the FP8 fragment's k order, see lin::ActParams::kperm).
   p.act_prepass =
@@ -711,7 +714,11 @@ void run(const Binding& b, Stream stream) {
       a.ldx_bytes = qld;
       a.xs = qscale;
       a.xs_ld = qscale_ld;
-      if (!fused) lin::launch_act_dequant(a, stream, plan.pdl);
+      // PDL at M = 1 only (round 23, H200: NVFP4 W4A4 M = 1 with it and 4 warps per tile 7.6 /
+      // 17.9 / 20.2 / 9.6 / 7.6 us; at M = 4 / 8 it gained 1-2 us on four shapes but lost 3.5 /
+      // 15 us at 4096x14336, where the GEMM is a cluster-split grid).
+      a.pdl = plan.pdl && M == 1 && !tiled ? 1 : 0;
+      if (!fused) lin::launch_act_dequant(a, stream);
       p.x = a.out;
       p.ldx = geo.KP;
       p.x_vec16 = 1;

@@ -14,12 +14,12 @@ void launch_linear_reduce(const LinearParams& p, Stream stream) {
   B12X_CUDA_CHECK_LAUNCH();
 }
 
-void launch_act_dequant(const ActParams& p, Stream stream, bool pdl) {
+void launch_act_dequant(const ActParams& p, Stream stream) {
   const int64_t n = p.M * (p.KP / 8);
   if (n == 0) return;
   B12X_CUDA_CHECK(b12x::detail::launch_ex(act_dequant_kernel,
                                           dim3(static_cast<unsigned>((n + 255) / 256)), dim3(256),
-                                          0, stream, pdl, dim3(1, 1, 1), p));
+                                          0, stream, p.pdl != 0, dim3(1, 1, 1), p));
   B12X_CUDA_CHECK_LAUNCH();
 }
 

@@ -58,8 +58,9 @@ void prepare_linear_wgmma(WFmt f, bool fp16, int tok, int var);
 void launch_linear_wgmma(WFmt f, bool fp16, int tok, int var, int raster, const LinearParams& p,
                          Stream stream);
 void launch_linear_reduce(const LinearParams& p, Stream stream);
-/// pdl: launched with programmatic stream serialization (the kernel waits on its predecessor and
-/// lets the GEMM after it launch at once; every GEMM kernel waits before reading activations).
-void launch_act_dequant(const ActParams& p, Stream stream, bool pdl = false);
+/// p.pdl: launched with programmatic stream serialization (the kernel waits on its predecessor
+/// and lets the GEMM after it launch at once; every GEMM kernel waits before reading
+/// activations).
+void launch_act_dequant(const ActParams& p, Stream stream);
 
 }  // namespace b12x::gemm::lin

@@ -82,6 +82,9 @@ struct ActParams {
   /// 16s + 8h + 2t + e holds k = 16s + 4t + 2h + e), so that BF16 m16n8k16 MMAs can consume FP8
   /// weight fragments decoded in place (the tiled kernel's MXFP8 fold mode).
   int kperm;
+  /// 1: launched with PDL (lin::launch_act_dequant); the kernel waits on its predecessor and
+  /// lets the GEMM after it launch at once.
+  int pdl;
 };
 
 }  // namespace b12x::gemm::lin

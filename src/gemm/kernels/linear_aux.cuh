@@ -10,8 +10,10 @@ namespace b12x::gemm::lin {
 __global__ void __launch_bounds__(256) act_dequant_kernel(const ActParams p) {
   // PDL: x comes from earlier kernels; the GEMM after this grid may launch at once (it streams
   // its first weight slices, then its griddepcontrol.wait waits for this grid's stores).
-  griddep_wait();
-  griddep_launch_dependents();
+  if (p.pdl) {
+    griddep_wait();
+    griddep_launch_dependents();
+  }
   const int64_t chunks = p.KP / 8;
   const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (idx >= p.M * chunks) return;
