@@ -161,13 +161,14 @@ struct Plan {
   // Scratch carve-out (byte offsets, 1024-aligned).
   int64_t off_qvalues = 0, off_qscales = 0, off_act = 0, off_act_scales = 0, off_partial = 0;
   int split_k = 1;  ///< decode regime split of K
-  /// Decode regime at M = 1: warps per 16-row weight tile (1, 2 or 4), which split the CTA's K
-  /// range inside the CTA (B12X_GEMM_DECODE_WSPLIT=1|2|4 overrides where it applies).
+  /// Decode regime: warps per 16-row weight tile (1, 2 or 4), which split the CTA's K range
+  /// inside the CTA: at M = 1 (B12X_GEMM_DECODE_WSPLIT=1|2|4 overrides where it applies) and,
+  /// with decode_pipe, at M = 2..4 where the one-warp grid is small.
   int decode_warp_split = 1;
   /// Decode regime, M >= 2: the activations are staged in two buffers, the next chunk's copies in
   /// flight while the current one is computed (BF16 MMAs, activations without group scales;
-  /// B12X_GEMM_DECODE_PIPE=0 keeps one buffer); B12X_GEMM_DECODE_PIPE_WS=2|4 (probe) adds warps
-  /// per tile (decode_warp_split) at M = 2..8.
+  /// B12X_GEMM_DECODE_PIPE=0 keeps one buffer); B12X_GEMM_DECODE_PIPE_WS=1|2|4 overrides the
+  /// warps per tile (decode_warp_split) it takes at M = 2..8.
   bool decode_pipe = false;
   /// The split is one thread-block cluster reduced through distributed shared memory (SM90+,
   /// split <= 8); otherwise partials go to scratch and a second kernel reduces them.

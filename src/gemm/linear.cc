@@ -334,7 +334,7 @@ Plan plan(const Caps& caps) {
     // -> 10.0 / 21.5 / 26.0 / 12.9 / 13.4, but NVFP4 / MXFP4 W4A16 4096x14336 36.8 / 39.2 -> 40.6
     // / 42.5 and IQ2_XS 19.1 / 45.8 / 75.5 / 29.9 / 26.1 -> 22.8 / 53.2 / 84.5 / 29.3 / 27.7
     // (round 21 similar: M = 16 NVFP4 W4A16 4096x14336 36.3 -> 38.2, Q8_0 17.1 -> 13.8 at
-    // 4096x4096). The CTA's K range in chunks also lets M = 2..8 take warps per tile (probe
+    // 4096x4096). The CTA's K range in chunks also lets M = 2..8 take warps per tile (forced by
     // B12X_GEMM_DECODE_PIPE_WS=2|4, interleaved K parts; round 22: faster on the shapes with few
     // tiles, e.g. M = 2 NVFP4 W4A16 4096x14336 21.4 -> 18.3 us with 4, 2048x7168 10.5 -> 8.8 with
     // 2, slower on 14336x4096, 18.4 -> 20.7 / 22.1).
@@ -683,7 +683,8 @@ void run(const Binding& b, Stream stream) {
       case LinearFormat::kMxfp8:
       case LinearFormat::kMxfp4W4A8: {
         kind = lin::ActKind::kMxfp8Rows;
-        // B12X_QUANT_MXFP8_FUSED=1 (probe): quantize and dequantize (below) in one pass.
+        // One pass quantizes and dequantizes (below) in one kernel; B12X_QUANT_MXFP8_FUSED=0 or
+        // rows it cannot take (unaligned, K % 32) fall back to the two passes.
         fused = prepass && g == 0 &&
                 launch_mxfp8_dequant_bf16(b.x.data, b.x.dtype, M, K, b.x.stride[0], geo.KP,
                                           tiled_f8_fold, act_out, stream);

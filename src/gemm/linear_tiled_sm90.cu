@@ -86,7 +86,7 @@ WgmmaPick pick_tok(WFmt f, bool fp16, int var) {
 /// 64 / 32 K, 3 = per 128 K on the mbarrier pipeline, 5 = 3 warp-specialized (a copy warpgroup;
 /// the default), 6 = 5 with the block scales loaded while the wgmmas run, 7 = 6 with the next
 /// stage's A fragments loaded before the promotion (128 tokens), 8 = 6 with block FP8's combined
-/// scales built by the producer warpgroup (probe); BF16-operand formats 0
+/// scales built by the producer warpgroup (block FP8's default); BF16-operand formats 0
 /// = CTA-barrier pipeline, 1 = mbarrier pipeline, 3 = warp-specialized (256 tokens).
 WgmmaPick pick(WFmt f, bool fp16, int tok, int var) {
   return tok == 64    ? pick_tok<64>(f, fp16, var)
