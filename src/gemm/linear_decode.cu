@@ -21,11 +21,17 @@ static_assert(kDecodeRingMax + std::max(kDecodeStageBudget, kDecodePipeBudget) +
 
 using DecodeFn = void (*)(const LinearParams);
 
-/// ws: warps per weight tile (linear_decode_kernel's kWS), 2 and 4 for one token tile only.
-/// pipe: the pipelined two-buffer staging (kPipe), BF16 MMAs and one warp per tile only, formats
-/// whose decode-regime activations carry no group scales.
+/// ws: warps per weight tile (linear_decode_kernel's kWS), 2 and 4 for one token tile only;
+/// with two token tiles, ws = 2 is the 8-warp kernel over slice halves (kHalf: FP4 weights, BF16
+/// MMAs). pipe: the pipelined two-buffer staging (kPipe), BF16 MMAs and one warp per tile only,
+/// formats whose decode-regime activations carry no group scales.
 template <WFmt F, class T>
 DecodeFn decode_fn(int nt, int ws, bool pipe) {
+  if constexpr (std::is_same_v<T, Bf16Tag> && (F == WFmt::kNvfp4 || F == WFmt::kMxfp4)) {
+    if (nt == 2 && ws == 2)
+      return pipe ? &linear_decode_kernel<F, T, 2, 1, true, true>
+                  : &linear_decode_kernel<F, T, 2, 1, false, true>;
+  }
   if (pipe) {
     if constexpr (std::is_same_v<T, Bf16Tag> && F != WFmt::kFp8Mx && F != WFmt::kFp8Block) {
       if (nt == 1 && ws == 2) return &linear_decode_kernel<F, T, 1, 2, true>;
@@ -79,21 +85,30 @@ bool decode_kernel_available(WFmt f, bool fp16, int nt) {
   return (nt == 1 || nt == 2) && pick_decode(f, fp16, nt) != nullptr;
 }
 
+bool decode_half_available(WFmt f, bool fp16) {
+  return pick_decode(f, fp16, 2, 2) != nullptr;
+}
+
 void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stream stream) {
   const int ws = std::max(p.decode_ws, 1);
   // Warps splitting K inside the CTA: one CTA per 4 / ws row tiles over its whole K range, staged
   // at once (plan chooses it only then), reduced in a cluster if K is split over CTAs too.
   // (With the pipelined staging, the K parts interleave over chunks of a multiple of ws slices.)
   const bool pipe = p.decode_pipe != 0;
+  // Two token tiles with ws = 2: 8-warp CTAs, the two warps of a tile on the halves of each slice
+  // (no constraint on the staging or the split).
+  const bool half = nt == 2 && ws == 2;
+  const int part_ws = half ? 1 : ws;  // warps per tile splitting the slices
   B12X_ASSERT(
-      ws == 1 || (nt == 1 && (p.split == 1 || p.cluster_split == p.split) && p.partial == nullptr &&
-                  (pipe ? p.stage_slices % ws == 0 : p.stage_slices >= p.slices_per_cta)),
+      ws == 1 || half ||
+          (nt == 1 && (p.split == 1 || p.cluster_split == p.split) && p.partial == nullptr &&
+           (pipe ? p.stage_slices % ws == 0 : p.stage_slices >= p.slices_per_cta)),
       "decode warp split ", ws, " with split ", p.split, " stage slices ", p.stage_slices);
   // Pipelined staging: plain 16-byte copies of BF16 / e4m3 activations without group scales,
   // chunks of at least kStages - 1 slices per K part.
   B12X_ASSERT(!pipe || (p.x_vec16 && p.xs_kind == kXsNone &&
                         (p.act_kind == kActRaw16 || wtraits(f).fp8mma) &&
-                        p.stage_slices >= (decode_stages(f) - 1) * ws),
+                        p.stage_slices >= (decode_stages(f) - 1) * part_ws),
               "decode pipelined staging with ws ", ws, " act ", p.act_kind, " xs ", p.xs_kind);
   DecodeFn fn = pick_decode(f, fp16, nt, ws, pipe);
   B12X_ASSERT(fn != nullptr, "no decode kernel for format ", static_cast<int>(f), " fp16=", fp16);
@@ -117,7 +132,7 @@ void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stre
   }
   const int64_t tok_tiles = (p.M + 8 * nt - 1) / (8 * nt);
   B12X_ASSERT(tok_tiles <= 65535, "too many token tiles: M=", p.M);
-  const int tiles_per_cta = 4 / ws;
+  const int tiles_per_cta = half ? 4 : 4 / ws;
   const dim3 grid(static_cast<unsigned>((p.n16 + tiles_per_cta - 1) / tiles_per_cta),
                   static_cast<unsigned>(p.split), static_cast<unsigned>(tok_tiles));
   // Programmatic dependent launch lets the weight stream start while the previous kernel
@@ -125,8 +140,8 @@ void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stre
   B12X_ASSERT(p.cluster_split <= 1 || (p.cluster_split == p.split && p.split <= 8),
               "cluster split ", p.cluster_split);
   const dim3 cluster(1, p.cluster_split > 1 ? static_cast<unsigned>(p.split) : 1u, 1);
-  B12X_CUDA_CHECK(b12x::detail::launch_ex(fn, grid, dim3(128), static_cast<size_t>(smem), stream,
-                                          p.pdl != 0, cluster, p));
+  B12X_CUDA_CHECK(b12x::detail::launch_ex(
+      fn, grid, dim3(half ? 256 : 128), static_cast<size_t>(smem), stream, p.pdl != 0, cluster, p));
   B12X_CUDA_CHECK_LAUNCH();
 }
 

@@ -704,6 +704,34 @@ TEST(GemmGpu, DecodeOneStagingBuffer) {
     for (const auto& c : all_format_cases(M, 72, 4864, M == 3, DType::kBF16)) run_case(c);
 }
 
+/// FP4 weight formats with BF16 MMAs (the slice-halves kernel's).
+const LinearFormat kFp4Bf16Formats[] = {LinearFormat::kNvfp4, LinearFormat::kNvfp4W4A16,
+                                        LinearFormat::kMxfp4, LinearFormat::kMxfp4W4A8,
+                                        LinearFormat::kMxfp4W4A16};
+
+TEST(GemmGpu, DecodeSliceHalves) {
+  B12X_REQUIRE_GPU();
+  // B12X_GEMM_DECODE_HALF=1 at two token tiles: CTAs of 8 warps, two per tile on the halves of
+  // each slice. One and two staging buffers, K = 4864 (9.5 slices) in several chunks (split 1),
+  // over a cluster of 4 and over 10 CTAs with partials (the default split at N = 72), M = 9 / 16
+  // / 24 (a second token tile of 8), N = 72 (warps without a tile in the last CTA); FP16 MMAs
+  // keep one warp per tile.
+  ScopedEnv eh("B12X_GEMM_DECODE_HALF", "1");
+  EXPECT_EQ(bf16_plan(LinearFormat::kNvfp4W4A16, 16, 72, 4864).decode_warp_split, 2);
+  EXPECT_EQ(bf16_plan(LinearFormat::kQ8_0, 16, 72, 4864).decode_warp_split, 1);
+  EXPECT_EQ(bf16_plan(LinearFormat::kNvfp4W4A16, 8, 72, 4864).decode_warp_split, 1);
+  for (const char* pipe : {"0", "1"})
+    for (const char* split : {"1", "4", ""}) {
+      ScopedEnv ep("B12X_GEMM_DECODE_PIPE", pipe);
+      if (split[0] != 0) setenv("B12X_GEMM_SPLIT", split, 1);
+      for (int64_t M : {9, 16, 24})
+        for (LinearFormat f : kFp4Bf16Formats)
+          run_case({f, M, 72, 4864, DType::kBF16, DType::kBF16, M != 16});
+      unsetenv("B12X_GEMM_SPLIT");
+    }
+  run_case({LinearFormat::kNvfp4W4A16, 16, 72, 4864, DType::kFP16, DType::kBF16, true});
+}
+
 TEST(GemmGpu, DecodePipelinedStagingWarpSplit) {
   B12X_REQUIRE_GPU();
   // B12X_GEMM_DECODE_PIPE_WS=2|4 at M = 2..8: the warps of a tile take interleaved slices of each
@@ -1070,6 +1098,24 @@ TEST(GemmGpuSanitize, DecodePipelinedStaging) {
   ScopedEnv ew("B12X_GEMM_DECODE_PIPE_WS", "4");  // with 4 warps per tile (a cluster of 8)
   for (LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kQ8_0, LinearFormat::kFp8Tensor})
     run_case({f, 4, 40, 20480, DType::kBF16, DType::kBF16, true});
+}
+
+TEST(GemmGpuSanitize, DecodeSliceHalves) {
+  B12X_REQUIRE_GPU();
+  // B12X_GEMM_DECODE_HALF=1 (8 warps, two per tile on slice halves): one and two staging buffers
+  // over several chunks (K = 1280: 2.5 slices), a cluster of 4 (K = 4096), N = 40 (a tail CTA).
+  ScopedEnv eh("B12X_GEMM_DECODE_HALF", "1");
+  for (const char* pipe : {"0", "1"}) {
+    ScopedEnv ep("B12X_GEMM_DECODE_PIPE", pipe);
+    for (LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kMxfp4W4A16}) {
+      {
+        ScopedEnv es("B12X_GEMM_SPLIT", "1");
+        run_case({f, 16, 40, 1280, DType::kBF16, DType::kBF16, true});
+      }
+      ScopedEnv es("B12X_GEMM_SPLIT", "4");
+      run_case({f, 12, 40, 4096, DType::kBF16, DType::kBF16, false});
+    }
+  }
 }
 
 }  // namespace

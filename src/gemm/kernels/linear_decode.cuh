@@ -127,14 +127,26 @@ __device__ __forceinline__ void dec_cp_async_wait() {
 /// aligned) and no activation group scales. With kWS > 1 the kWS warps of a tile take slices
 /// interleaved (part k: slices k, k + kWS, ... of each chunk; stage_slices a multiple of kWS), so
 /// the K range need not be staged at once.
-template <WFmt F, class T, int NT, int kWS = 1, bool kPipe = false>
-__global__ void __launch_bounds__(128, 4) linear_decode_kernel(const LinearParams p) {
+/// kHalf (FP4 weights with BF16 MMAs, kWS = 1): CTAs of 8 warps over the same 4 tiles (64 rows),
+/// two per tile, each streaming one half of every slice (8 of its 16 atoms, its own ring of
+/// half-slices) against the same staged activations, reduced through shared memory like kWS:
+/// twice the warps on the weight stream without a second activation staging (at M = 9..32 the
+/// 16 staged token rows cost as many L2 bytes per CTA as its weights), and the ring's bytes per
+/// CTA unchanged.
+template <WFmt F, class T, int NT, int kWS = 1, bool kPipe = false, bool kHalf = false>
+__global__ void __launch_bounds__(kHalf ? 256 : 128, kHalf ? 2 : 4)
+    linear_decode_kernel(const LinearParams p) {
   static_assert(kWS == 1 || kWS == 2 || kWS == 4, "warps per weight tile");
+  static_assert(!kHalf || (kWS == 1 && !T::kFp16 && (F == WFmt::kNvfp4 || F == WFmt::kMxfp4)),
+                "slice halves: FP4 weights with BF16 MMAs, one warp per half");
+  constexpr int kThreads = kHalf ? 256 : 128;
+  constexpr int kParts = kHalf ? 2 : kWS;  // warps per tile
   constexpr WTraits kTr = wtraits(F);
   constexpr int kAtoms = kTr.slice_atoms;
   constexpr int kKS = kAtoms * 32;
   constexpr int kApv = 16 / kTr.lane_bytes;
   constexpr int kVecs = kAtoms / kApv;
+  constexpr int kAtomsW = kHalf ? kAtoms / 2 : kAtoms;  // atoms of a slice per warp
   // MXFP4 weights with BF16 MMAs: the E8M0 scales are folded into the decoded BF16 operands
   // (weights: v * 2^-7 times a per-(row, atom) splat of 2^(e-127), two exact HFMA2s; activations:
   // in the pre-pass or the staging), like the tiled kernel, instead of a per-32-K fp32 group
@@ -151,17 +163,17 @@ __global__ void __launch_bounds__(128, 4) linear_decode_kernel(const LinearParam
   // NVFP4: the current slice's scale splats [warp][sub-block][g] = (row g, row g+8), expanded
   // once per slice by the quad's four lanes instead of looked up by each lane at every step.
   // MXFP4 (kMxFold): the E8M0 splats of the slice's 16 atoms, [warp][atom][g] likewise.
-  __shared__ uint2 spl[kSplat ? 4 : 1][kSplat ? 32 : 1][8];
+  __shared__ uint2 spl[kSplat ? kThreads / 32 : 1][kSplat ? 2 * kAtomsW : 1][8];
   __shared__ alignas(16) uint32_t gtab[kIq2 ? (F == WFmt::kIq2Xs ? 512 * 4 : 256 * 4) : 4];
   __shared__ alignas(16) uint32_t stab[kIq2 ? 512 : 4];
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, t = lane & 3;
-  constexpr int kTilesPerCta = 4 / kWS;
+  constexpr int kTilesPerCta = kHalf ? 4 : 4 / kWS;
   // kWS = 1 keeps tile = 4 * blockIdx.x + warp without the mask: `warp % 4` alone changed ptxas's
   // schedule of the NVFP4 slice loop and cost 20-40 % at M = 1..4 (round 20 bisect of b1c65ec).
-  const int wt = kWS == 1 ? warp : warp % kTilesPerCta;  // tile in the CTA
-  const int wk = kWS == 1 ? 0 : warp / kTilesPerCta;     // K part of the tile
+  const int wt = kParts == 1 ? warp : warp % kTilesPerCta;  // tile in the CTA
+  const int wk = kParts == 1 ? 0 : warp / kTilesPerCta;     // K part (kHalf: slice half) of it
   const int64_t tile = static_cast<int64_t>(blockIdx.x) * kTilesPerCta + wt;
   const bool active = tile < p.n16;
   const int64_t tok0 = static_cast<int64_t>(blockIdx.z) * (8 * NT);
@@ -181,8 +193,9 @@ __global__ void __launch_bounds__(128, 4) linear_decode_kernel(const LinearParam
   // activation group scales [rows][chunk groups].
   constexpr int kStages = decode_stages(F);
   constexpr int kChunk = decode_chunk_bytes(F);
+  constexpr int kChunkW = kHalf ? kChunk / 2 : kChunk;  // a warp's bytes of a slice
   const StageGeom sg = stage_geom(F, p.stage_rows, p.stage_slices);
-  uint8_t* const ring = dsm + warp * (kStages * kChunk);
+  uint8_t* const ring = dsm + warp * (kStages * kChunkW);
   uint8_t* const xs = dsm + decode_ring_bytes(F);
   float* const xsc = reinterpret_cast<float*>(xs + p.stage_rows * sg.pitch_bytes);
   const int rows = static_cast<int>(min(static_cast<int64_t>(p.stage_rows), p.M - tok0));
@@ -191,7 +204,8 @@ __global__ void __launch_bounds__(128, 4) linear_decode_kernel(const LinearParam
   uint8_t* xcur = xs;
 
   if constexpr (F == WFmt::kNvfp4) {
-    lut[threadIdx.x] = nvfp4_scale_splat<T>(static_cast<uint8_t>(threadIdx.x));
+    if (kThreads == 128 || threadIdx.x < 128)
+      lut[threadIdx.x] = nvfp4_scale_splat<T>(static_cast<uint8_t>(threadIdx.x));
   }
   if constexpr (kIq2) load_iq2_tables<F == WFmt::kIq2Xs, T>(gtab, stab, threadIdx.x, 128);
 
@@ -211,12 +225,12 @@ __global__ void __launch_bounds__(128, 4) linear_decode_kernel(const LinearParam
   // Lane l copies the 16-byte pieces l + 32 i: one base address per slice, the pieces at
   // immediate offsets (512 i) from it.
   static_assert(kChunk % 512 == 0, "whole 512-byte rows of lane pieces per slice");
-  static_assert(!kPipe || kStages * kChunk >= 2 * 32 * NT * 16, "sums in the drained ring");
+  static_assert(!kPipe || kStages * kChunkW >= 2 * 32 * NT * 16, "sums in the drained ring");
   auto issue_values = [&](int64_t sl, int stage) {
-    const uint8_t* src = wtile + sl * kChunk + lane * 16;
-    uint8_t* dst = ring + stage * kChunk + lane * 16;
+    const uint8_t* src = wtile + sl * kChunk + (kHalf ? wk * kChunkW : 0) + lane * 16;
+    uint8_t* dst = ring + stage * kChunkW + lane * 16;
 #pragma unroll
-    for (int i = 0; i < kChunk / 512; ++i) dec_cp_async16(dst + i * 512, src + i * 512);
+    for (int i = 0; i < kChunkW / 512; ++i) dec_cp_async16(dst + i * 512, src + i * 512);
   };
 
   // Raw scale bytes of one slice (registers).
@@ -229,7 +243,16 @@ __global__ void __launch_bounds__(128, 4) linear_decode_kernel(const LinearParam
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int64_t row = rws[h];
-      if constexpr (F == WFmt::kNvfp4) {
+      if constexpr (F == WFmt::kNvfp4 && kHalf) {
+        // Lane t of a quad expands sub-blocks 4t..4t+3 of its half (16 wk ..) of the slice.
+        r.sc[h][0] = make_uint4(__ldg(reinterpret_cast<const uint32_t*>(
+                                    p.wscale + row * p.scale_ld + k0 / 16 + 16 * wk + 4 * t)),
+                                0, 0, 0);
+      } else if constexpr (F == WFmt::kMxfp4 && kHalf) {
+        const uint2 v =
+            __ldg(reinterpret_cast<const uint2*>(p.wscale + row * p.scale_ld + k0 / 32 + 8 * wk));
+        r.sc[h][0] = make_uint4(v.x, v.y, 0, 0);
+      } else if constexpr (F == WFmt::kNvfp4) {
         // Lane t of a quad expands sub-blocks 8t..8t+7 of its two rows (splats below).
         const uint2 v =
             __ldg(reinterpret_cast<const uint2*>(p.wscale + row * p.scale_ld + k0 / 16 + 8 * t));
@@ -266,7 +289,7 @@ __global__ void __launch_bounds__(128, 4) linear_decode_kernel(const LinearParam
   };
 
   // The cp.async copies of slices [c0, c1) of the staged token rows into the staging buffer dst,
-  // not committed: piece (r, c) (16 bytes) = thread + 128 i of rows x per_row, walked without
+  // not committed: piece (r, c) (16 bytes) = thread + kThreads i of rows x per_row, walked without
   // divisions (per row and piece ~10 instructions instead of ~45 with a div / mod).
   auto issue_stage = [&](int64_t c0, int64_t c1, uint8_t* dst) {
     const int64_t kbase = c0 * kKS;
@@ -285,7 +308,7 @@ __global__ void __launch_bounds__(128, 4) linear_decode_kernel(const LinearParam
       } else {
         *reinterpret_cast<uint4*>(d) = make_uint4(0, 0, 0, 0);
       }
-      c += 128;
+      c += kThreads;
       while (c >= per_row) c -= per_row, ++r;
     }
   };
@@ -303,12 +326,12 @@ __global__ void __launch_bounds__(128, 4) linear_decode_kernel(const LinearParam
     // ring's outstanding slices (at most one ahead), which the next MMAs need soon anyway.
     const bool async_copy = p.x_vec16 && (kF8 || p.act_kind == kActRaw16);
     if (async_copy) {
-      if constexpr (kWS > 1 || kPipe) {
+      if constexpr (kWS > 1 || kPipe || kHalf) {
         issue_stage(c0, c1, xs);
       } else {
         // The same copies with a div / mod per piece: kept for the one-warp kernels, whose
         // NVFP4 slice-loop schedule moves with any change here (see kWS above).
-        for (int c = threadIdx.x; c < total; c += 128) {
+        for (int c = threadIdx.x; c < total; c += kThreads) {
           const int r = c / per_row, col = (c % per_row) * kElem;
           const int64_t tok = tok0 + r, k = kbase + col;
           uint8_t* dst = xs + r * sg.pitch_bytes + col * (kF8 ? 1 : 2);
@@ -326,11 +349,11 @@ __global__ void __launch_bounds__(128, 4) linear_decode_kernel(const LinearParam
       dec_cp_async_wait<0>();
     }
     constexpr int kBatch = 4;  // 4 x 16 B in flight per thread (dequantizing sources)
-    for (int c0i = async_copy ? total : threadIdx.x; c0i < total; c0i += 128 * kBatch) {
+    for (int c0i = async_copy ? total : threadIdx.x; c0i < total; c0i += kThreads * kBatch) {
       uint4 v[kBatch];
 #pragma unroll
       for (int b = 0; b < kBatch; ++b) {
-        const int c = c0i + b * 128;
+        const int c = c0i + b * kThreads;
         v[b] = make_uint4(0, 0, 0, 0);
         if (c < total) {
           const int r = c / per_row, col = (c % per_row) * kElem;
@@ -356,7 +379,7 @@ __global__ void __launch_bounds__(128, 4) linear_decode_kernel(const LinearParam
       }
 #pragma unroll
       for (int b = 0; b < kBatch; ++b) {
-        const int c = c0i + b * 128;
+        const int c = c0i + b * kThreads;
         if (c < total) {
           const int r = c / per_row, col = (c % per_row) * kElem;
           *reinterpret_cast<uint4*>(xs + r * sg.pitch_bytes + col * (kF8 ? 1 : 2)) = v[b];
@@ -366,7 +389,7 @@ __global__ void __launch_bounds__(128, 4) linear_decode_kernel(const LinearParam
     if constexpr (kGroup > 0) {
       if (p.xs_kind != kXsNone) {
         const int gpr = static_cast<int>((c1 - c0) * kGroupsPerSlice);
-        for (int c = threadIdx.x; c < rows * gpr; c += 128) {
+        for (int c = threadIdx.x; c < rows * gpr; c += kThreads) {
           const int r = c / gpr, j = c % gpr;
           const int64_t tok = tok0 + r;
           const int64_t gj = kbase / kGroup + j;
@@ -479,7 +502,7 @@ __global__ void __launch_bounds__(128, 4) linear_decode_kernel(const LinearParam
       }
     } else {
 #pragma unroll
-      for (int a = 0; a < kAtoms; ++a) {
+      for (int a = 0; a < kAtomsW; ++a) {
         uint32_t af[2][4];
         const uint4 rv = raw(a / kApv);
         if constexpr (F == WFmt::kNvfp4 || F == WFmt::kMxfp4) {
@@ -589,7 +612,23 @@ __global__ void __launch_bounds__(128, 4) linear_decode_kernel(const LinearParam
     __syncwarp();                      // ...and so have every other lane's
   };
   auto expand_splats = [&]() {
-    if constexpr (F == WFmt::kNvfp4) {
+    if constexpr (kHalf && F == WFmt::kNvfp4) {
+      // The half's 16 sub-blocks: lane t of a quad expands 4t..4t+3 (one scale word per row).
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+        spl[warp][4 * t + i][g] = make_uint2(lut[(cur.sc[0][0].x >> (8 * i)) & 0x7Fu],
+                                             lut[(cur.sc[1][0].x >> (8 * i)) & 0x7Fu]);
+      __syncwarp();
+    } else if constexpr (kHalf) {
+      // MXFP4: the half's 8 atoms; lane t of a quad expands 2t, 2t + 1 (scale bytes 2t, 2t + 1).
+      const uint32_t w0 = (t & 2 ? cur.sc[0][0].y : cur.sc[0][0].x) >> (16 * (t & 1));
+      const uint32_t w1 = (t & 2 ? cur.sc[1][0].y : cur.sc[1][0].x) >> (16 * (t & 1));
+#pragma unroll
+      for (int i = 0; i < 2; ++i)
+        spl[warp][2 * t + i][g] = make_uint2(e8m0_bf16_splat((w0 >> (8 * i)) & 0xFFu),
+                                             e8m0_bf16_splat((w1 >> (8 * i)) & 0xFFu));
+      __syncwarp();
+    } else if constexpr (F == WFmt::kNvfp4) {
       // The previous slice's readers of spl are past the __syncwarp at the top of the loop.
 #pragma unroll
       for (int i = 0; i < 8; ++i) {
@@ -622,7 +661,7 @@ __global__ void __launch_bounds__(128, 4) linear_decode_kernel(const LinearParam
     // cb + wk, cb + wk + kWS, ...
     for (int64_t cb = c_begin; cb < c_end; cb += p.stage_slices) {
       const int64_t ce = min(c_end, cb + p.stage_slices);
-      const int64_t sl0 = cb + wk;
+      const int64_t sl0 = cb + (kHalf ? 0 : wk);
       const bool mine = active && sl0 < ce;
       // The chunk's copies were committed when the previous chunk's first slice was fetched,
       // followed by >= kStages - 1 more fetches of this warp (stage_slices >= (kStages - 1) x
@@ -646,7 +685,7 @@ __global__ void __launch_bounds__(128, 4) linear_decode_kernel(const LinearParam
       for (int64_t sl = sl0; sl < ce; sl += kWS) {
         if (sl != sl0) fetch(sl, st);
         expand_splats();
-        compute(ring + st * kChunk, cur, (sl - cb) * kKS);
+        compute(ring + st * kChunkW, cur, (sl - cb) * kKS + (kHalf ? wk * kAtomsW * 32 : 0));
         cur = nxt;
         st = (st + 1 == kStages) ? 0 : st + 1;
       }
@@ -657,7 +696,8 @@ __global__ void __launch_bounds__(128, 4) linear_decode_kernel(const LinearParam
       if (active) {
         fetch(sl, st);
         expand_splats();
-        compute(ring + st * kChunk, cur, (sl - chunk_begin) * kKS);
+        compute(ring + st * kChunkW, cur,
+                (sl - chunk_begin) * kKS + (kHalf ? wk * kAtomsW * 32 : 0));
         cur = nxt;  // loaded a whole slice of compute ago: no stall
       }
       st = (st + 1 == kStages) ? 0 : st + 1;
@@ -668,13 +708,14 @@ __global__ void __launch_bounds__(128, 4) linear_decode_kernel(const LinearParam
   for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
     for (int i = 0; i < 4; ++i) acc[nt][i] += acc_odd[nt][i];
-  if constexpr (kWS > 1) {
+  if constexpr (kParts > 1) {
     // K parts 1.. of each tile hand their sums to part 0 (the same lane holds the same outputs).
-    // kPipe: at the start of each warp's own (drained) ring.
+    // kPipe: at the start of each warp's own (drained) ring. kHalf: the part-1 warps 4..7 write
+    // slot w % 4.
     __shared__ float wred_static[kPipe ? 1 : 4][32][NT * 4];
     auto wred = [&](int w) -> float* {
-      return kPipe ? reinterpret_cast<float*>(dsm + w * (kStages * kChunk)) + lane * (NT * 4)
-                   : wred_static[w][lane];
+      return kPipe ? reinterpret_cast<float*>(dsm + w * (kStages * kChunkW)) + lane * (NT * 4)
+                   : wred_static[kHalf ? w % 4 : w][lane];
     };
     if (wk > 0) {
       if constexpr (kPipe) __syncwarp();  // every lane's last reads of the ring are done
@@ -686,7 +727,7 @@ __global__ void __launch_bounds__(128, 4) linear_decode_kernel(const LinearParam
     __syncthreads();
     if (wk == 0) {
 #pragma unroll
-      for (int k = 1; k < kWS; ++k)
+      for (int k = 1; k < kParts; ++k)
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
@@ -697,15 +738,18 @@ __global__ void __launch_bounds__(128, 4) linear_decode_kernel(const LinearParam
   // ---- split-K across a cluster: ranks > 0 hand their partial sums to rank 0 via DSMEM.
   // kPipe: in the warp's own ring, drained by now (every copy into it was waited for), after the
   // K-part sums above, which keeps the pipelined kernel at three CTAs per SM90 SM.
+  // kHalf: slot wt, written by part 0 only (part 1's sums are in part 0's by now).
   __shared__ float red_static[kPipe ? 1 : 4][32][NT * 4];
   float* const red = kPipe ? reinterpret_cast<float*>(ring + 32 * NT * 16) + lane * (NT * 4)
-                           : red_static[warp][lane];
+                           : red_static[kHalf ? wt : warp][lane];
   if (p.cluster_split > 1) {
     if constexpr (kPipe) __syncwarp();  // every lane's last reads of the ring are done
+    if (!kHalf || wk == 0) {
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
+      for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-      for (int i = 0; i < 4; ++i) red[nt * 4 + i] = acc[nt][i];
+        for (int i = 0; i < 4; ++i) red[nt * 4 + i] = acc[nt][i];
+    }
     cooperative_groups::cluster_group cl = cooperative_groups::this_cluster();
     cl.sync();
     const unsigned rank = cl.block_rank();
@@ -734,7 +778,7 @@ __global__ void __launch_bounds__(128, 4) linear_decode_kernel(const LinearParam
     cl.sync();  // remote shared memory stays alive until rank 0 has read it
     if (rank != 0) return;
   }
-  if (kWS > 1 && wk > 0) return;
+  if (kParts > 1 && wk > 0) return;
   if (!active) return;
 
   // ---- epilogue: c0 = (row g, tok 2t), c1 = (row g, tok 2t+1), c2/c3 = row g+8
