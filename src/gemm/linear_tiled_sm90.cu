@@ -39,6 +39,7 @@ WgmmaPick pick_var(int var) {
       if constexpr (F == WFmt::kFp8Block) {
         if (var == 8) return wgmma_pick<F, T, kTok, 8>();  // producer-built block scales
       }
+      if (var == 9) return wgmma_pick<F, T, kTok, 9>();  // tokens on the M side
       return var == 7   ? wgmma_pick<F, T, kTok, 7>()
              : var == 6 ? wgmma_pick<F, T, kTok, 6>()
              : var == 5 ? wgmma_pick<F, T, kTok, 5>()
@@ -86,7 +87,8 @@ WgmmaPick pick_tok(WFmt f, bool fp16, int var) {
 /// 64 / 32 K, 3 = per 128 K on the mbarrier pipeline, 5 = 3 warp-specialized (a copy warpgroup;
 /// the default), 6 = 5 with the block scales loaded while the wgmmas run, 7 = 6 with the next
 /// stage's A fragments loaded before the promotion (128 tokens), 8 = 6 with block FP8's combined
-/// scales built by the producer warpgroup (block FP8's default); BF16-operand formats 0
+/// scales built by the producer warpgroup (block FP8's default), 9 = 8 with the tokens on the
+/// wgmma M side (probe, also per-tensor); BF16-operand formats 0
 /// = CTA-barrier pipeline, 1 = mbarrier pipeline, 3 = warp-specialized (256 tokens).
 WgmmaPick pick(WFmt f, bool fp16, int tok, int var) {
   return tok == 64    ? pick_tok<64>(f, fp16, var)

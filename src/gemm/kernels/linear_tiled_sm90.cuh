@@ -54,12 +54,12 @@ struct WgmmaCfg {
   /// between one stage's wgmmas and the next's. (Round 16: +13-21% per-tensor and +19-29% block
   /// FP8 over variant 3; making the MMA warpgroups take turns issuing their wgmmas through named
   /// barriers, dropped, was 5-20% slower than variant 5.)
-  static constexpr bool kWs = kF8 ? (kVariant >= 5 && kVariant <= 8) : kVariant == 3;
+  static constexpr bool kWs = kF8 ? (kVariant >= 5 && kVariant <= 9) : kVariant == 3;
   /// FP8 variant 6 (the default) = 5 with the stage's block scales built and loaded into
   /// registers while its wgmmas run (not after their wait) and the slot released right after the
   /// wait, so only the FFMA / FADD promotion follows the wgmmas on the MMA warps' critical path
   /// (round 17: block FP8 +0-3% over 5).
-  static constexpr bool kHoist = kF8 && (kVariant == 6 || kVariant == 7 || kVariant == 8);
+  static constexpr bool kHoist = kF8 && (kVariant >= 6 && kVariant <= 9);
   /// Block FP8 variant 8 (the block FP8 default since round 22) = 6 with the stage's combined
   /// scales x_scale[token] * w_scale built once per CTA by the producer warpgroup (one token per
   /// producer thread, plain loads two producer steps ahead, the product stored in the slot in the
@@ -69,7 +69,18 @@ struct WgmmaCfg {
   /// per-tensor FP8's 47%; per MMA warp and stage, estimated: A fragments 16 wavefronts, the
   /// wgmmas' activation reads ~32, for block FP8 the scale reads 32 plus the table build, whose
   /// STS.64 were 3.8-way bank conflicted). Round 22: +7-10% over 6 at M = 2048.
-  static constexpr bool kProdScales = F == WFmt::kFp8Block && kVariant == 8;
+  static constexpr bool kProdScales = F == WFmt::kFp8Block && (kVariant == 8 || kVariant == 9);
+  /// FP8 variant 9 (probe) = 8 with the tokens on wgmma's M side (as DeepGEMM): each MMA
+  /// warpgroup takes 64 tokens (A: the activation rows of the stage, 128-byte swizzle) times the
+  /// CTA's 128 weight rows (B: shared memory), so a thread's accumulators are 2 tokens x 32
+  /// weight rows of one 128-row weight block and block FP8's promotion needs 2 combined scales
+  /// per thread and stage instead of 32 (the shared-memory traffic that bounds variant 8). The
+  /// packed fragments interleave rows g / g + 8 at 4-byte granularity, which no wgmma
+  /// descriptor reads; the producer therefore loads each lane's 16 bytes of an atom into
+  /// registers two stages ahead and stores its four words as rows of K-major core matrices (no
+  /// swizzle; four conflict-free 128-byte STS.32 wavefronts per atom, the cp.async's bytes), and
+  /// the MMA warps no longer load A fragments.
+  static constexpr bool kTokM = kF8 && kVariant == 9;
   /// FP8 variant 7 (probe) = 6 with the next stage's A fragments loaded (after its full-barrier
   /// wait) while this stage's wgmmas run, before this stage's promotion: two fragment sets.
   static constexpr bool kPrefetch = kF8 && kVariant == 7;
@@ -81,8 +92,10 @@ struct WgmmaCfg {
   /// accumulators; 216 with variant 7's second fragment set), the producer 80 (72), no spills.
   /// (FP8 at 192 tokens, 96 + 96 accumulators at 232 registers with a spilling producer, measured
   /// 5-50% slower than 128 tokens in round 17 and was removed.)
-  static constexpr int kProdRegs = kF8 && kVariant == 7 ? 72 : 80;
-  static constexpr int kConsRegs = kF8 && kVariant == 7 ? 216 : 208;
+  /// Variant 9: the producer holds two stages of weight words (64 registers), the MMA warps no
+  /// A fragments: 136 + 2 x 184 = 3 x 168.
+  static constexpr int kProdRegs = kF8 && kVariant == 7 ? 72 : kTokM ? 136 : 80;
+  static constexpr int kConsRegs = kF8 && kVariant == 7 ? 216 : kTokM ? 184 : 208;
   static constexpr int kBK = kF8 ? 128 : 64;  // K per stage: 128-byte activation rows either way
   static constexpr int kActBytes = kTok * 128;
   static constexpr int kWTileBytes = kFp4 ? 512 : (kF8 ? 2048 : 1024);  // 16 rows x kBK, packed
@@ -149,6 +162,7 @@ struct WgmmaCfg {
                 "128 / 192-token CTAs, 64 for FP8 (two CTAs per SM), 256 for BF16 operands");
   static_assert(!kNarrow || !kF8Overlap, "two FP8 partial sets only at 128 tokens");
   static_assert(!kWide || !kF8Overlap, "two FP8 partial sets only at 128 tokens");
+  static_assert(!kTokM || kTok == 128, "tokens on the M side: two warpgroups of 64 tokens");
   static_assert(!kWs || (kF8 ? kTok == 128 : kTok == 256),
                 "warp-specialized: FP8 at 128 tokens, BF16 operands at 256");
   static_assert(F == WFmt::kNvfp4 || ((F == WFmt::kMxfp4 || F == WFmt::kFp8Mx) && !T::kFp16) ||
@@ -237,6 +251,16 @@ B12X_WGMMA_RS_TYPES(64, 32, "{%32, %33, %34, %35}, %36", "%37")
 B12X_WGMMA_RS_TYPES(128, 64, "{%64, %65, %66, %67}, %68", "%69")
 B12X_WGMMA_RS_TYPES(192, 96, "{%96, %97, %98, %99}, %100", "%101")
 B12X_WGMMA_RS_TYPES(256, 128, "{%128, %129, %130, %131}, %132", "%133")
+// e4m3 m64n128k32 with both operands in shared memory (FP8 variant 9: tokens as A).
+__device__ __forceinline__ void wgmma_ss_m64n128k32_e4m3(float (&d)[64], uint64_t da, uint64_t db,
+                                                         int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 {" B12X_WGMMA_D64_REGS
+      "}, %64, %65, p, 1, 1;\n}\n"
+      : B12X_WGMMA_D64_OUT(d)
+      : "l"(da), "l"(db), "r"(scale_d));
+}
 #undef B12X_WGMMA_RS_TYPES
 #undef B12X_WGMMA_RS
 #undef B12X_WGMMA_D64_OUT
@@ -254,6 +278,19 @@ B12X_WGMMA_RS_TYPES(256, 128, "{%128, %129, %130, %131}, %132", "%133")
 __device__ __forceinline__ uint64_t desc_sw128(uint32_t saddr) {
   return static_cast<uint64_t>((saddr & 0x3FFFFu) >> 4) | (uint64_t{1} << 16) |
          (uint64_t{1024 >> 4} << 32) | (uint64_t{1} << 62);
+}
+
+/// Shared-memory matrix descriptor of a K-major operand without swizzle: core matrices of 8 rows
+/// x 16 bytes (128 contiguous bytes), `lbo` bytes apart along K (leading byte offset) and `sbo`
+/// bytes apart along the rows (stride byte offset).
+__device__ __forceinline__ uint64_t desc_kmajor(uint32_t saddr, uint32_t lbo, uint32_t sbo) {
+  return static_cast<uint64_t>((saddr & 0x3FFFFu) >> 4) | (static_cast<uint64_t>(lbo >> 4) << 16) |
+         (static_cast<uint64_t>(sbo >> 4) << 32);
+}
+
+/// 32-bit shared-memory store (variant 9's weight transposition).
+__device__ __forceinline__ void sts32(uint32_t saddr, uint32_t v) {
+  asm volatile("st.shared.b32 [%0], %1;" ::"r"(saddr), "r"(v) : "memory");
 }
 
 /// Operand tag of the e4m3 wgmma (k32).
@@ -558,7 +595,8 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
   if constexpr (C::kMbar) {
     if (tid == 0) {
       for (int i = 0; i < kStages; ++i) {
-        wg::mbar_init(full0 + 8 * i, C::kProdScales ? 2 * C::kCopyThreads : C::kCopyThreads);
+        wg::mbar_init(full0 + 8 * i,
+                      C::kProdScales || C::kTokM ? 2 * C::kCopyThreads : C::kCopyThreads);
         wg::mbar_init(empty0 + 8 * i, C::kMmaThreads);
       }
     }
@@ -647,9 +685,51 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
       // stages' weights go out before griddepcontrol.wait, as in the shared ring.
       wg::setmaxnreg_dec<C::kProdRegs>();
       const int pro = num_k < kStages ? num_k : kStages;
-      for (int s = 0; s < pro; ++s) load_weights(s, s);
+      // Variant 9: warp w's eight atoms of a stage (tiles 2w, 2w + 1, four k32 atoms each), one
+      // 16-byte lane vector each, loaded into registers (fetch_w) and stored as the K-major core
+      // matrices the B descriptor reads (put_w): weight row 16 tile + 8 h + g of the lane's
+      // words h (k 4t..4t+3) and 2 + h (k 16 + 4t..) is row 8 ng + g of core matrix ng = 2 tile +
+      // h; k chunk kc = 2 atom + c at kc * 2048 bytes (LBO), ng at ng * 128 (SBO). Per STS.32 the
+      // warp writes one 128-byte core matrix: no bank conflict. Tiles past the matrix read the
+      // last one (their output columns are never stored).
+      const uint8_t* wsrc[2] = {p.wvals, p.wvals};
+      if constexpr (C::kTokM) {
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          const int64_t tl = tile0 + 2 * warp + i;
+          wsrc[i] = p.wvals + (tl < p.n16 ? tl : p.n16 - 1) * tile_stride + lane * 16;
+        }
+      }
+      auto fetch_w = [&](int kb, uint4(&r)[8]) {
+        if (kb < num_k) {
+          const int64_t off = static_cast<int64_t>(kb) * C::kWTileBytes;
+#pragma unroll
+          for (int q = 0; q < 8; ++q)
+            r[q] = __ldg(reinterpret_cast<const uint4*>(wsrc[q >> 2] + off + (q & 3) * 512));
+        }
+      };
+      auto put_w = [&](int sl, const uint4(&r)[8]) {
+        const uint32_t base = w_addr(sl) + warp * 512 + g * 16 + t * 4;
+#pragma unroll
+        for (int q = 0; q < 8; ++q) {
+          const uint32_t d = base + (q >> 2) * 256 + (q & 3) * 4096;
+          wg::sts32(d, r[q].x);
+          wg::sts32(d + 128, r[q].y);
+          wg::sts32(d + 2048, r[q].z);
+          wg::sts32(d + 2048 + 128, r[q].w);
+        }
+      };
+      if constexpr (C::kTokM) {
+        for (int s = 0; s < pro; ++s) {
+          uint4 r[8];
+          fetch_w(s, r);
+          put_w(s, r);
+        }
+      } else {
+        for (int s = 0; s < pro; ++s) load_weights(s, s);
+      }
       griddep_wait();
-      if constexpr (C::kProdScales) {
+      if constexpr (C::kProdScales || C::kTokM) {
         // Variant 8: this thread's token tid of stage kb, x_scale * w_scale (0 past M / K, where
         // the activations are zero-filled), read with plain loads (x_scale comes from the
         // previous kernel) two producer steps before the step that stores the product into the
@@ -657,24 +737,31 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
         // load. (Round 21: loading and multiplying in the same step, then storing one step later,
         // ran 4096x14336 10% slower than variant 6 while K = 4096 shapes gained 5%.)
         static_assert(kTok == C::kCopyThreads, "one token per producer thread");
+        // (Variant 9 with per-tensor FP8: no scales, the second arrival follows the weights.)
         const int64_t m = m0 + tid;
-        const float* const xrow = p.xscale + (m < p.M ? m : 0) * p.xscale_ld;
+        const float* const xrow =
+            C::kProdScales ? p.xscale + (m < p.M ? m : 0) * p.xscale_ld : nullptr;
         const float* const wrow =
-            reinterpret_cast<const float*>(p.wscale) + (n0 / 128) * p.scale_ld;
+            C::kProdScales ? reinterpret_cast<const float*>(p.wscale) + (n0 / 128) * p.scale_ld
+                           : nullptr;
         auto fetch = [&](int kb, float& x, float& w) {
           x = 0.f;
           w = 0.f;
-          if (kb < num_k && m < p.M && static_cast<int64_t>(kb) * C::kBK < p.K) {
+          if (C::kProdScales && kb < num_k && m < p.M && static_cast<int64_t>(kb) * C::kBK < p.K) {
             x = xrow[kb];
             w = __ldg(wrow + kb);
           }
         };
-        const int r = tid;  // token 8j + 2t + e at [t][2j + e]
-        const int toff = ((r >> 1) & 3) * C::kBsPitch + 2 * (r >> 3) + (r & 1);
+        // Token 8j + 2t + e at [t][2j + e] (variant 8), in token order (variant 9).
+        const int r = tid;
+        const int toff = C::kTokM ? r : ((r >> 1) & 3) * C::kBsPitch + 2 * (r >> 3) + (r & 1);
         auto put = [&](int sl, float x, float w) {
-          reinterpret_cast<float*>(sgen + sl * C::kStageBytes + C::kActBytes + C::kWBytes)[toff] =
-              x * w;
-          wg::mbar_arrive(full0 + 8 * sl);
+          if constexpr (C::kProdScales)
+            reinterpret_cast<float*>(sgen + sl * C::kStageBytes + C::kActBytes + C::kWBytes)[toff] =
+                x * w;
+          // Variant 9: the weight stores (generic proxy) are read by wgmma (async proxy).
+          if constexpr (C::kTokM) wg::fence_proxy_async();
+          wg::mbar_arrive(full0 + 8 * sl);  // after this thread's weight / scale stores
         };
         float xp[kStages], wp[kStages];
 #pragma unroll
@@ -692,6 +779,11 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
         float xq[2], wq[2];
         fetch(kStages, xq[0], wq[0]);
         fetch(kStages + 1, xq[1], wq[1]);
+        uint4 wr[C::kTokM ? 2 : 1][8];
+        if constexpr (C::kTokM) {
+          fetch_w(kStages, wr[0]);
+          fetch_w(kStages + 1, wr[1]);
+        }
         int sl = 0;
         uint32_t ph = 0;
         for (int kb = kStages; kb < num_k; kb += 2) {
@@ -699,9 +791,13 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
           for (int h = 0; h < 2; ++h) {
             if (kb + h < num_k) {
               wg::mbar_wait(empty0 + 8 * sl, ph);
-              load_weights(sl, kb + h);
+              if constexpr (!C::kTokM) load_weights(sl, kb + h);
               load_acts(sl, kb + h);
               wg::mbar_cp_arrive(full0 + 8 * sl);
+              if constexpr (C::kTokM) {
+                put_w(sl, wr[h]);
+                fetch_w(kb + h + 2, wr[h]);
+              }
               put(sl, xq[h], wq[h]);
               fetch(kb + h + 2, xq[h], wq[h]);
               if (++sl == kStages) sl = 0, ph ^= 1;
@@ -856,7 +952,48 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
     }
   };
   // Stage kb in slot s (landed): this warp's A fragments, the wgmmas, the promotion.
+  // Variant 9 (tokens on the M side): warpgroup cw / 4 multiplies its 64 activation rows (A,
+  // 128-byte swizzle, 8 KB per warpgroup) by the stage's 128 weight rows (B, the producer's
+  // K-major core matrices: LBO 2048 bytes along K, SBO 128 along the rows; a k32 step is two
+  // core matrices = 4096 bytes). Thread (warp cw, g, t) holds tokens 16 cw + g + 8 h times
+  // weight rows 8 j + 2 t + e: part0[4 j + 2 h + e]; block FP8 promotes with the combined
+  // scales of its two tokens.
+  auto compute_tm = [&](int s) {
+    if constexpr (C::kTokM) {
+      const uint64_t da = wg::desc_sw128(act_addr(s) + (cw >> 2) * (C::kActBytes / 2));
+      const uint64_t db = wg::desc_kmajor(w_addr(s), 2048, 128);
+      wg::fence_acc(part0);
+      wg::fence();
+#pragma unroll
+      for (int ks = 0; ks < 4; ++ks)
+        wg::wgmma_ss_m64n128k32_e4m3(part0, da + 2 * ks, db + 256 * ks, ks);
+      wg::commit();
+      float sc[2] = {1.f, 1.f};
+      if constexpr (F == WFmt::kFp8Block) {
+        const float* cs =
+            reinterpret_cast<const float*>(sgen + s * C::kStageBytes + C::kActBytes + C::kWBytes) +
+            16 * cw + g;
+        sc[0] = cs[0];
+        sc[1] = cs[8];
+      }
+      wg::wait<0>();
+      wg::fence_acc(part0);
+      wg::mbar_arrive(empty0 + 8 * s);  // this thread's reads of the slot are done
+#pragma unroll
+      for (int i = 0; i < C::kAcc; ++i) {
+        if constexpr (F == WFmt::kFp8Block) {
+          acc[i] = fmaf(part0[i], sc[(i >> 1) & 1], acc[i]);
+        } else {
+          acc[i] += part0[i];
+        }
+      }
+    }
+  };
   auto compute = [&](int s, int kb) {
+    if constexpr (C::kTokM) {
+      compute_tm(s);
+      return;
+    }
     // This warp's 16-row tile: A fragments of the stage's four k16 steps.
     uint32_t af[4][4];
     const uint8_t* wsg = sgen + s * C::kStageBytes + C::kActBytes + cw * C::kWTileBytes;
@@ -1057,18 +1194,38 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int64_t n = n0 + cw * 16 + g + 8 * h;
-    if (p.bias != nullptr && n < p.N) bias[h] = load_out_type(p.bias, n, p.out_fp16);
+    if (!C::kTokM && p.bias != nullptr && n < p.N) bias[h] = load_out_type(p.bias, n, p.out_fp16);
   }
   uint16_t* ep = reinterpret_cast<uint16_t*>(sgen);
+  if constexpr (C::kTokM) {
+    // acc[4j + 2h + e] = (token 16 cw + g + 8h, weight row 8j + 2t + e): row pairs as u32 (bank
+    // 4g + t + 4j of the 272-byte rows: conflict-free).
+    uint32_t* ep32 = reinterpret_cast<uint32_t*>(sgen);
 #pragma unroll
-  for (int j = 0; j < kTok / 8; ++j)
+    for (int j = 0; j < C::kRows / 8; ++j) {
+      const int64_t n = n0 + 8 * j + 2 * t;
+      float b[2] = {0.f, 0.f};
 #pragma unroll
-    for (int h = 0; h < 2; ++h)
+      for (int e = 0; e < 2; ++e)
+        if (p.bias != nullptr && n + e < p.N) b[e] = load_out_type(p.bias, n + e, p.out_fp16);
 #pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        ep[(8 * j + 2 * t + e) * (C::kEpPitch / 2) + cw * 16 + g + 8 * h] =
-            wgmma_out_bits(acc[4 * j + 2 * h + e] * mult + bias[h], p.out_fp16);
+      for (int h = 0; h < 2; ++h) {
+        const uint32_t lo = wgmma_out_bits(acc[4 * j + 2 * h] * mult + b[0], p.out_fp16);
+        const uint32_t hi = wgmma_out_bits(acc[4 * j + 2 * h + 1] * mult + b[1], p.out_fp16);
+        ep32[(16 * cw + g + 8 * h) * (C::kEpPitch / 4) + 4 * j + t] = lo | (hi << 16);
       }
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < kTok / 8; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          ep[(8 * j + 2 * t + e) * (C::kEpPitch / 2) + cw * 16 + g + 8 * h] =
+              wgmma_out_bits(acc[4 * j + 2 * h + e] * mult + bias[h], p.out_fp16);
+        }
+  }
   mma_sync();
   wgmma_store_rows<C::kRows, kTok, C::kMmaThreads, C::kEpPitch>(ep, p, n0, m0, 32 * cw + lane);
 #else
