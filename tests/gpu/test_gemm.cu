@@ -883,6 +883,29 @@ TEST(GemmGpu, TiledWgmmaTokenTiles) {
 
 /// The GGML formats on the SM90 group wgmma kernel (opt-in: B12X_GEMM_WGMMA_GROUP=1, compute
 /// capability 9.0 only): the plan must pick it there.
+TEST(GemmGpu, TiledWgmmaFp8TokensOnM) {
+  B12X_REQUIRE_GPU();
+  // FP8 variant 9 (tokens on wgmma's M side, the weights re-laid out by the producer into K-major
+  // core matrices): token / row / K tails with FP16 output, 24 token tiles, a long K refilling
+  // every slot many times, caller-quantized block FP8 activations, both FP8 formats; the rows of
+  // a 128-row weight block past N (N = 136, 264).
+  ScopedEnv e("B12X_GEMM_WGMMA", "1"), ev("B12X_GEMM_WGMMA_VAR", "9");
+  auto f8 = [](const Case& c) {
+    return c.fmt == LinearFormat::kFp8Tensor || c.fmt == LinearFormat::kFp8Block;
+  };
+  for (const auto& c : wgmma_cases(300, 136, 768, false, DType::kFP16))
+    if (f8(c)) run_case(c);
+  for (const auto& c : wgmma_cases(3000, 264, 512, true, DType::kBF16))
+    if (f8(c)) run_case(c);
+  for (const auto& c : wgmma_cases(256, 256, 4096, false, DType::kBF16))
+    if (f8(c)) run_case(c);
+  for (int64_t M : {130, 300}) {
+    Case c{LinearFormat::kFp8Block, M, 264, 1024};
+    c.caller_quant = true;
+    run_case(c);
+  }
+}
+
 void run_wgmma_group_case(const Case& c) {
   int wgmma = 0;
   run_case(c, false, &wgmma);
@@ -1085,6 +1108,15 @@ TEST(GemmGpuSanitize, Fp8BlockProbes) {
   run_case({LinearFormat::kFp8Block, 136, 136, 2048, DType::kBF16, DType::kBF16, true});
   for (LinearFormat f : {LinearFormat::kMxfp8, LinearFormat::kMxfp4W4A8})
     run_case({f, 136, 136, 512, DType::kBF16, DType::kBF16, true});
+}
+
+/// FP8 variant 9 for compute-sanitizer: the producer's weight stores (STS, a second arrival on
+/// the full barrier) and the activation copies, K = 2048 (every slot refilled), two token tiles.
+TEST(GemmGpuSanitize, Fp8TokensOnM) {
+  B12X_REQUIRE_GPU();
+  ScopedEnv e("B12X_GEMM_WGMMA", "1"), ev("B12X_GEMM_WGMMA_VAR", "9");
+  for (LinearFormat f : {LinearFormat::kFp8Tensor, LinearFormat::kFp8Block})
+    run_case({f, 200, 136, 2048, DType::kBF16, DType::kBF16, true});
 }
 
 TEST(GemmGpuSanitize, DecodePipelinedStaging) {
