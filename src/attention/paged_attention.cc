@@ -54,10 +54,20 @@ const std::vector<KernelInfo>& registry() {
   return kTable;
 }
 
-const KernelInfo* find_kernel(int dqk, int dv, int kind, DType q, bool fp8) {
+const KernelInfo* find_kernel(int dqk, int dv, int kind, DType q, bool fp8, int s_chains = 1) {
   for (const KernelInfo& k : registry())
-    if (k.dqk == dqk && k.dv == dv && k.kind == kind && k.q == q && k.fp8 == fp8) return &k;
+    if (k.dqk == dqk && k.dv == dv && k.kind == kind && k.q == q && k.fp8 == fp8 &&
+        k.s_chains == s_chains)
+      return &k;
   return nullptr;
+}
+
+// B12X_ATTN_S_CHAINS=2|4 (probe, decode tiles): the tile with that many independent S
+// accumulator chains (TileCfg::kSChains) where one is compiled (the default decode tiles of
+// head dims 128 / 256 with bf16 q; 4 for 256 only); 1 (the one-chain tiles) otherwise.
+int s_chains_env() {
+  const char* e = std::getenv("B12X_ATTN_S_CHAINS");
+  return e != nullptr ? std::max(1, std::atoi(e)) : 1;
 }
 
 // Decode tile kind: 1 ("wide": 4 warps x 16 tokens), 2 ("deep": 2 warps x 16 tokens), 3
@@ -227,6 +237,10 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   // hcvt3 needs more than SM12x's (and SM89's) 99 KB of shared memory per block: hcvt there.
   if (k != nullptr && k->kind == 13 && k->smem > dev.smem_per_block_optin)
     k = find_kernel(caps.head_dim_qk, caps.head_dim_vo, 8, caps.q_dtype, fp8);
+  if (const int sc = s_chains_env(); k != nullptr && decode_tile && sc > 1) {
+    const KernelInfo* ks = find_kernel(k->dqk, k->dv, k->kind, k->q, k->fp8, sc);
+    if (ks != nullptr) k = ks;
+  }
   B12X_CHECK_SUPPORTED(k != nullptr, kPlanOp, ": no compiled kernel for head dims (",
                        caps.head_dim_qk, ", ", caps.head_dim_vo, "), q ", dtype_name(caps.q_dtype),
                        ", kv ", dtype_name(caps.kv_dtype));
@@ -261,7 +275,8 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
                  : k->kind == 13 ? "_decode_hcvt3"
                  : k->kind == 14 ? "_decode_hcvt2"
                                  : "_decode_hbits") +
-                (fp8 ? "_kvfp8" : "") + (caps.q_dtype == DType::kFP16 ? "_fp16" : "_bf16");
+                (fp8 ? "_kvfp8" : "") + (caps.q_dtype == DType::kFP16 ? "_fp16" : "_bf16") +
+                (k->s_chains > 1 ? "_sc" + std::to_string(k->s_chains) : "");
   plan.tile_rows = k->tile_rows;
   plan.tile_kv = k->tile_kv;
   plan.min_split_kv = std::max(128, k->tile_kv);
