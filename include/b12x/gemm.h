@@ -170,6 +170,10 @@ struct Plan {
   /// B12X_GEMM_DECODE_PIPE=0 keeps one buffer); B12X_GEMM_DECODE_PIPE_WS=1|2|4 overrides the
   /// warps per tile (decode_warp_split) it takes at M = 2..8.
   bool decode_pipe = false;
+  /// Decode regime, one warp per tile otherwise: CTAs of 8 warps, two per tile on the halves of
+  /// each K slice, sharing one activation staging (FP4 weights with BF16 MMAs;
+  /// B12X_GEMM_DECODE_HALF=1, probe).
+  bool decode_half = false;
   /// The split is one thread-block cluster reduced through distributed shared memory (SM90+,
   /// split <= 8); otherwise partials go to scratch and a second kernel reduces them.
   bool split_cluster = false;

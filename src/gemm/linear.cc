@@ -399,13 +399,12 @@ Plan plan(const Caps& caps) {
       // (cluster splits up to 8; beyond, the reduce kernel).
       split = pick_split(ctas_n, (9 * sms + 9) / 10, 32, slices);
     }
-    // Two token tiles (M = 9..32), FP4 weights with BF16 MMAs: B12X_GEMM_DECODE_HALF=1 (probe)
-    // takes CTAs of 8 warps, two per 16-row tile on the halves of each K slice, sharing one
-    // activation staging (the same grid and split as one warp per tile; Plan::decode_warp_split
-    // = 2 at two token tiles).
-    if (nt == 2 && ws == 1 && lin::decode_half_available(wf, fp16)) {
+    // One warp per tile, FP4 weights with BF16 MMAs: B12X_GEMM_DECODE_HALF=1 (probe) takes CTAs
+    // of 8 warps, two per 16-row tile on the halves of each K slice, sharing one activation
+    // staging (the same grid and split as one warp per tile).
+    if (ws == 1 && lin::decode_half_available(wf, fp16)) {
       const char* e = std::getenv("B12X_GEMM_DECODE_HALF");
-      if (e != nullptr && e[0] == '1') ws = 2;
+      p.decode_half = e != nullptr && e[0] == '1';
     }
   }
   // Probe override (tools/gemm-probe.sh): B12X_GEMM_SPLIT=<n> forces the decode split count.
@@ -474,7 +473,7 @@ Plan plan(const Caps& caps) {
     else
       sig << " decode nt=" << (M > kDecodeMaxM ? 2 : decode_nt(M))
           << (ws > 1 && M <= kDecodeMaxM ? " ws=" + std::to_string(ws) : "")
-          << (p.decode_pipe ? " pipe" : "") << " split="
+          << (p.decode_pipe ? " pipe" : "") << (p.decode_half ? " half" : "") << " split="
           << (M > kDecodeMaxM || split == 1 ? "none"
               : p.split_cluster             ? "cluster"
                                             : "reduce");
@@ -830,10 +829,8 @@ void run(const Binding& b, Stream stream) {
   }
   const int64_t slices = geo.KP / lin::slice_k(im.wfmt);
   p.split = plan.split_k;
-  // A plan's two warps per tile at two token tiles (its capacity) are the slice halves, which
-  // only the two-token-tile kernel has.
-  const bool plan_half = decode_nt(plan.caps.max_tokens) == 2 && plan.decode_warp_split == 2;
-  p.decode_ws = nt == 2 ? (plan_half ? 2 : 1) : plan_half ? 1 : plan.decode_warp_split;
+  p.decode_ws = nt == 1 ? plan.decode_warp_split : 1;
+  p.decode_half = plan.decode_half && p.decode_ws <= 1;
   p.slices_per_cta = static_cast<int>((slices + p.split - 1) / p.split);
   p.cluster_split = plan.split_cluster ? p.split : 1;
   p.stage_rows = static_cast<int>(std::min<int64_t>(M, 8 * nt));
@@ -843,7 +840,7 @@ void run(const Binding& b, Stream stream) {
   // at M >= 2) and the staging is a plain copy without group scales (else the kernels with one
   // buffer); chunks of a multiple of ws slices and at least (kStages - 1) x ws, so the ring's
   // waits cover the next chunk's copies.
-  const int ws = nt == 2 ? 1 : std::max(p.decode_ws, 1);  // warps per tile splitting slices
+  const int ws = std::max(p.decode_ws, 1);
   const int64_t pipe_slices = stage_fit_slices(im.wfmt, p.stage_rows, /*pipe=*/true) / ws * ws;
   if (plan.decode_pipe && M >= 2 && (ws > 1 || p.stage_slices < p.slices_per_cta) && p.x_vec16 &&
       p.xs_kind == lin::kXsNone && pipe_slices >= (lin::decode_stages(im.wfmt) - 1) * ws &&

@@ -21,16 +21,22 @@ static_assert(kDecodeRingMax + std::max(kDecodeStageBudget, kDecodePipeBudget) +
 
 using DecodeFn = void (*)(const LinearParams);
 
-/// ws: warps per weight tile (linear_decode_kernel's kWS), 2 and 4 for one token tile only;
-/// with two token tiles, ws = 2 is the 8-warp kernel over slice halves (kHalf: FP4 weights, BF16
-/// MMAs). pipe: the pipelined two-buffer staging (kPipe), BF16 MMAs and one warp per tile only,
-/// formats whose decode-regime activations carry no group scales.
+/// ws: warps per weight tile (linear_decode_kernel's kWS), 2 and 4 for one token tile only.
+/// pipe: the pipelined two-buffer staging (kPipe), BF16 MMAs and one warp per tile only, formats
+/// whose decode-regime activations carry no group scales. half: the 8-warp kernel over slice
+/// halves (kHalf: FP4 weights with BF16 MMAs, ws = 1).
 template <WFmt F, class T>
-DecodeFn decode_fn(int nt, int ws, bool pipe) {
-  if constexpr (std::is_same_v<T, Bf16Tag> && (F == WFmt::kNvfp4 || F == WFmt::kMxfp4)) {
-    if (nt == 2 && ws == 2)
+DecodeFn decode_fn(int nt, int ws, bool pipe, bool half) {
+  if (half) {
+    if constexpr (std::is_same_v<T, Bf16Tag> && (F == WFmt::kNvfp4 || F == WFmt::kMxfp4)) {
+      if (ws != 1) return nullptr;
+      if (nt == 1)
+        return pipe ? &linear_decode_kernel<F, T, 1, 1, true, true>
+                    : &linear_decode_kernel<F, T, 1, 1, false, true>;
       return pipe ? &linear_decode_kernel<F, T, 2, 1, true, true>
                   : &linear_decode_kernel<F, T, 2, 1, false, true>;
+    }
+    return nullptr;
   }
   if (pipe) {
     if constexpr (std::is_same_v<T, Bf16Tag> && F != WFmt::kFp8Mx && F != WFmt::kFp8Block) {
@@ -48,29 +54,29 @@ DecodeFn decode_fn(int nt, int ws, bool pipe) {
   return nt == 1 ? &linear_decode_kernel<F, T, 1> : &linear_decode_kernel<F, T, 2>;
 }
 
-DecodeFn pick_decode(WFmt f, bool fp16, int nt, int ws = 1, bool pipe = false) {
+DecodeFn pick_decode(WFmt f, bool fp16, int nt, int ws = 1, bool pipe = false, bool half = false) {
   switch (f) {
     case WFmt::kNvfp4:
-      return fp16 ? decode_fn<WFmt::kNvfp4, Fp16Tag>(nt, ws, pipe)
-                  : decode_fn<WFmt::kNvfp4, Bf16Tag>(nt, ws, pipe);
+      return fp16 ? decode_fn<WFmt::kNvfp4, Fp16Tag>(nt, ws, pipe, half)
+                  : decode_fn<WFmt::kNvfp4, Bf16Tag>(nt, ws, pipe, half);
     case WFmt::kMxfp4:
-      return fp16 ? decode_fn<WFmt::kMxfp4, Fp16Tag>(nt, ws, pipe)
-                  : decode_fn<WFmt::kMxfp4, Bf16Tag>(nt, ws, pipe);
+      return fp16 ? decode_fn<WFmt::kMxfp4, Fp16Tag>(nt, ws, pipe, half)
+                  : decode_fn<WFmt::kMxfp4, Bf16Tag>(nt, ws, pipe, half);
     case WFmt::kQ8_0:
-      return fp16 ? decode_fn<WFmt::kQ8_0, Fp16Tag>(nt, ws, pipe)
-                  : decode_fn<WFmt::kQ8_0, Bf16Tag>(nt, ws, pipe);
+      return fp16 ? decode_fn<WFmt::kQ8_0, Fp16Tag>(nt, ws, pipe, half)
+                  : decode_fn<WFmt::kQ8_0, Bf16Tag>(nt, ws, pipe, half);
     case WFmt::kIq2Xxs:
-      return fp16 ? decode_fn<WFmt::kIq2Xxs, Fp16Tag>(nt, ws, pipe)
-                  : decode_fn<WFmt::kIq2Xxs, Bf16Tag>(nt, ws, pipe);
+      return fp16 ? decode_fn<WFmt::kIq2Xxs, Fp16Tag>(nt, ws, pipe, half)
+                  : decode_fn<WFmt::kIq2Xxs, Bf16Tag>(nt, ws, pipe, half);
     case WFmt::kIq2Xs:
-      return fp16 ? decode_fn<WFmt::kIq2Xs, Fp16Tag>(nt, ws, pipe)
-                  : decode_fn<WFmt::kIq2Xs, Bf16Tag>(nt, ws, pipe);
+      return fp16 ? decode_fn<WFmt::kIq2Xs, Fp16Tag>(nt, ws, pipe, half)
+                  : decode_fn<WFmt::kIq2Xs, Bf16Tag>(nt, ws, pipe, half);
     case WFmt::kFp8:
-      return fp16 ? nullptr : decode_fn<WFmt::kFp8, Bf16Tag>(nt, ws, pipe);
+      return fp16 ? nullptr : decode_fn<WFmt::kFp8, Bf16Tag>(nt, ws, pipe, half);
     case WFmt::kFp8Mx:
-      return fp16 ? nullptr : decode_fn<WFmt::kFp8Mx, Bf16Tag>(nt, ws, pipe);
+      return fp16 ? nullptr : decode_fn<WFmt::kFp8Mx, Bf16Tag>(nt, ws, pipe, half);
     case WFmt::kFp8Block:
-      return fp16 ? nullptr : decode_fn<WFmt::kFp8Block, Bf16Tag>(nt, ws, pipe);
+      return fp16 ? nullptr : decode_fn<WFmt::kFp8Block, Bf16Tag>(nt, ws, pipe, half);
   }
   return nullptr;
 }
@@ -86,7 +92,7 @@ bool decode_kernel_available(WFmt f, bool fp16, int nt) {
 }
 
 bool decode_half_available(WFmt f, bool fp16) {
-  return pick_decode(f, fp16, 2, 2) != nullptr;
+  return pick_decode(f, fp16, 1, 1, false, true) != nullptr;
 }
 
 void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stream stream) {
@@ -95,22 +101,20 @@ void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stre
   // at once (plan chooses it only then), reduced in a cluster if K is split over CTAs too.
   // (With the pipelined staging, the K parts interleave over chunks of a multiple of ws slices.)
   const bool pipe = p.decode_pipe != 0;
-  // Two token tiles with ws = 2: 8-warp CTAs, the two warps of a tile on the halves of each slice
-  // (no constraint on the staging or the split).
-  const bool half = nt == 2 && ws == 2;
-  const int part_ws = half ? 1 : ws;  // warps per tile splitting the slices
-  B12X_ASSERT(
-      ws == 1 || half ||
-          (nt == 1 && (p.split == 1 || p.cluster_split == p.split) && p.partial == nullptr &&
-           (pipe ? p.stage_slices % ws == 0 : p.stage_slices >= p.slices_per_cta)),
-      "decode warp split ", ws, " with split ", p.split, " stage slices ", p.stage_slices);
+  // 8-warp CTAs, the two warps of a tile on the halves of each slice (one warp per tile
+  // otherwise; no constraint on the staging or the split).
+  const bool half = p.decode_half != 0;
+  B12X_ASSERT(ws == 1 || (!half && nt == 1 && (p.split == 1 || p.cluster_split == p.split) &&
+                          p.partial == nullptr &&
+                          (pipe ? p.stage_slices % ws == 0 : p.stage_slices >= p.slices_per_cta)),
+              "decode warp split ", ws, " with split ", p.split, " stage slices ", p.stage_slices);
   // Pipelined staging: plain 16-byte copies of BF16 / e4m3 activations without group scales,
   // chunks of at least kStages - 1 slices per K part.
   B12X_ASSERT(!pipe || (p.x_vec16 && p.xs_kind == kXsNone &&
                         (p.act_kind == kActRaw16 || wtraits(f).fp8mma) &&
-                        p.stage_slices >= (decode_stages(f) - 1) * part_ws),
+                        p.stage_slices >= (decode_stages(f) - 1) * ws),
               "decode pipelined staging with ws ", ws, " act ", p.act_kind, " xs ", p.xs_kind);
-  DecodeFn fn = pick_decode(f, fp16, nt, ws, pipe);
+  DecodeFn fn = pick_decode(f, fp16, nt, ws, pipe, half);
   B12X_ASSERT(fn != nullptr, "no decode kernel for format ", static_cast<int>(f), " fp16=", fp16);
   B12X_ASSERT(p.stage_rows >= 1 && p.stage_rows <= 8 * nt && p.stage_slices >= 1,
               "decode staging rows=", p.stage_rows, " slices=", p.stage_slices);

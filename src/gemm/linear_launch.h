@@ -27,8 +27,8 @@ inline constexpr int64_t kDecodePipeBudget = 101376 - 15 * 1024 - 4 * kDecodeSta
 /// The pipelined-staging decode kernel exists (BF16 MMAs; formats without activation group
 /// scales in the decode regime).
 bool decode_pipe_available(WFmt f, bool fp16);
-/// The 8-warp two-token-tile decode kernel over slice halves exists (LinearParams::decode_ws = 2
-/// at nt = 2: FP4 weights with BF16 MMAs).
+/// The 8-warp decode kernel over slice halves exists (LinearParams::decode_half: FP4 weights with
+/// BF16 MMAs).
 bool decode_half_available(WFmt f, bool fp16);
 /// grid = (ceil(n16/4), split, ceil(M / (8*nt))); p.cluster_split > 1 launches grid.y as one
 /// thread-block cluster. p.stage_rows / p.stage_slices size the activation staging.

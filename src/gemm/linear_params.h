@@ -32,6 +32,7 @@ struct LinearParams {
   // Activation source of the weight-streaming kernel (dequantized while staging):
   int act_kind;             // ActSrc
   int decode_pipe;          // decode kernel: pipelined two-buffer activation staging (kPipe)
+  int decode_half;          // decode kernel: 8 warps, two per tile on slice halves (kHalf)
   int64_t ldx_bytes;        // row stride of quantized x in bytes
   const uint8_t* xq_scale;  // nvfp4/mxfp4 swizzled scale bytes, or e8m0 rows
   int xs_kind;              // XsSrc: where the fp32 group scales come from

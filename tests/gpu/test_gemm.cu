@@ -711,20 +711,20 @@ const LinearFormat kFp4Bf16Formats[] = {LinearFormat::kNvfp4, LinearFormat::kNvf
 
 TEST(GemmGpu, DecodeSliceHalves) {
   B12X_REQUIRE_GPU();
-  // B12X_GEMM_DECODE_HALF=1 at two token tiles: CTAs of 8 warps, two per tile on the halves of
-  // each slice. One and two staging buffers, K = 4864 (9.5 slices) in several chunks (split 1),
-  // over a cluster of 4 and over 10 CTAs with partials (the default split at N = 72), M = 9 / 16
-  // / 24 (a second token tile of 8), N = 72 (warps without a tile in the last CTA); FP16 MMAs
-  // keep one warp per tile.
+  // B12X_GEMM_DECODE_HALF=1: CTAs of 8 warps, two per tile on the halves of each slice. One and
+  // two staging buffers, K = 4864 (9.5 slices) in several chunks (split 1), over a cluster of 4
+  // and over 10 CTAs with partials (the default split at N = 72), M = 1 / 4 (one token tile), 9 /
+  // 16 / 24 (two; a second token tile of 8), N = 72 (warps without a tile in the last CTA); FP16
+  // MMAs and Q8_0 keep one warp per tile.
   ScopedEnv eh("B12X_GEMM_DECODE_HALF", "1");
-  EXPECT_EQ(bf16_plan(LinearFormat::kNvfp4W4A16, 16, 72, 4864).decode_warp_split, 2);
-  EXPECT_EQ(bf16_plan(LinearFormat::kQ8_0, 16, 72, 4864).decode_warp_split, 1);
-  EXPECT_EQ(bf16_plan(LinearFormat::kNvfp4W4A16, 8, 72, 4864).decode_warp_split, 1);
+  EXPECT_TRUE(bf16_plan(LinearFormat::kNvfp4W4A16, 16, 72, 4864).decode_half);
+  EXPECT_TRUE(bf16_plan(LinearFormat::kMxfp4, 4, 72, 4864).decode_half);
+  EXPECT_FALSE(bf16_plan(LinearFormat::kQ8_0, 16, 72, 4864).decode_half);
   for (const char* pipe : {"0", "1"})
     for (const char* split : {"1", "4", ""}) {
       ScopedEnv ep("B12X_GEMM_DECODE_PIPE", pipe);
       if (split[0] != 0) setenv("B12X_GEMM_SPLIT", split, 1);
-      for (int64_t M : {9, 16, 24})
+      for (int64_t M : {1, 4, 9, 16, 24})
         for (LinearFormat f : kFp4Bf16Formats)
           run_case({f, M, 72, 4864, DType::kBF16, DType::kBF16, M != 16});
       unsetenv("B12X_GEMM_SPLIT");
@@ -1135,7 +1135,8 @@ TEST(GemmGpuSanitize, DecodePipelinedStaging) {
 TEST(GemmGpuSanitize, DecodeSliceHalves) {
   B12X_REQUIRE_GPU();
   // B12X_GEMM_DECODE_HALF=1 (8 warps, two per tile on slice halves): one and two staging buffers
-  // over several chunks (K = 1280: 2.5 slices), a cluster of 4 (K = 4096), N = 40 (a tail CTA).
+  // over several chunks (K = 1280: 2.5 slices), a cluster of 4 (K = 4096), N = 40 (a tail CTA);
+  // one and two token tiles.
   ScopedEnv eh("B12X_GEMM_DECODE_HALF", "1");
   for (const char* pipe : {"0", "1"}) {
     ScopedEnv ep("B12X_GEMM_DECODE_PIPE", pipe);
@@ -1146,6 +1147,7 @@ TEST(GemmGpuSanitize, DecodeSliceHalves) {
       }
       ScopedEnv es("B12X_GEMM_SPLIT", "4");
       run_case({f, 12, 40, 4096, DType::kBF16, DType::kBF16, false});
+      run_case({f, 3, 40, 4096, DType::kBF16, DType::kBF16, true});
     }
   }
 }
