@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <sstream>
 #include <vector>
@@ -556,11 +557,37 @@ void resolve_activation(const Caps& c, const WeightsPlan& w, Plan& p) {
   }
 }
 
+/// Routes the decode regime can take: the FP4 decode stream buckets up to kMaxStreamRoutes
+/// routes (and kMaxStreamTokens tokens) per CTA, GGML's split-K tile one route per thread.
+bool decode_fits(const Caps& c) {
+  const bool stream =
+      c.weight_plan != nullptr && c.weight_plan->args.source_format != SourceFormat::kGgml;
+  const int64_t R = c.max_tokens * c.num_topk;
+  return stream ? R <= detail::kMaxStreamRoutes && c.max_tokens <= detail::kMaxStreamTokens
+                : R <= detail::kMaxInlineRoutes;
+}
+
+/// Largest max_tokens * topk the automatic regime gives the FP4 decode stream (from the plan's
+/// capacities, never the live routes). Measurement knob B12X_MOE_STREAM_ROUTES (128..512).
+int64_t auto_stream_routes() {
+  static const int64_t v = [] {
+    const char* e = std::getenv("B12X_MOE_STREAM_ROUTES");
+    const int64_t n = e != nullptr ? std::atoll(e) : 0;
+    return n >= detail::kMaxInlineRoutes && n <= detail::kMaxStreamRoutes
+               ? n
+               : int64_t{detail::kMaxInlineRoutes};
+  }();
+  return v;
+}
+
 int choose_cfg(const Caps& c) {
   if (c.regime == 1) return detail::kCfgDecode;
   if (c.regime == 0) return detail::kCfgGrouped;
-  return c.max_tokens * c.num_topk <= detail::kMaxInlineRoutes ? detail::kCfgDecode
-                                                               : detail::kCfgGrouped;
+  const bool stream =
+      c.weight_plan != nullptr && c.weight_plan->args.source_format != SourceFormat::kGgml;
+  const int64_t cap = stream ? auto_stream_routes() : int64_t{detail::kMaxInlineRoutes};
+  return c.max_tokens * c.num_topk <= cap && decode_fits(c) ? detail::kCfgDecode
+                                                            : detail::kCfgGrouped;
 }
 
 ExecutionPlan exec_of(int cfg) {
@@ -601,10 +628,12 @@ Plan plan(const Caps& caps) {
                  quant_mode_name(w.args.quant_mode));
   B12X_CHECK_ARG(caps.regime >= -1 && caps.regime <= 1, kOp, ".plan: regime=", caps.regime,
                  " (supported: -1 auto, 0 grouped, 1 decode)");
-  B12X_CHECK_ARG(caps.regime != 1 || caps.max_tokens * caps.num_topk <= detail::kMaxInlineRoutes,
-                 kOp,
-                 ".plan: regime=1 (decode) needs max_tokens*num_topk <= ", detail::kMaxInlineRoutes,
-                 ", got ", caps.max_tokens * caps.num_topk);
+  const bool ggml = w.args.source_format == SourceFormat::kGgml;
+  B12X_CHECK_ARG(caps.regime != 1 || decode_fits(caps), kOp,
+                 ".plan: regime=1 (decode) needs max_tokens*num_topk <= ",
+                 ggml ? detail::kMaxInlineRoutes : detail::kMaxStreamRoutes,
+                 ggml ? "" : " and max_tokens <= " + std::to_string(detail::kMaxStreamTokens),
+                 ", got max_tokens=", caps.max_tokens, " num_topk=", caps.num_topk);
   Plan p;
   p.caps = caps;
   p.weights = w;
@@ -653,7 +682,7 @@ Plan plan(const Caps& caps) {
   p.off_fc1_bal = -1;
   if (stream && aquant_of(w.args.quant_mode) != num::kANone) {
     p.off_fc1_bal = o;
-    o = align256(o + detail::decode_fc1_bal_bytes(fc1_row_blocks(p.weights.gated, I)));
+    o = align256(o + detail::decode_fc1_bal_bytes(fc1_row_blocks(p.weights.gated, I), R));
   }
   p.scratch_bytes = o;
   // Host-only step: refused during capture (no stream in Caps: the legacy-stream query).
@@ -811,11 +840,13 @@ void run(const Binding& b, Stream stream) {
     d.partial = route_out;  // sized for the plan's split x max_tokens (>= this call's)
     d.counters = num_tiles + 4;
     if (p.off_fc1_bal >= 0) {
+      const int64_t R0 = p.max_routes;  // the plan's capacity sized the counters
       const int64_t rb = fc1_row_blocks(p.weights.gated, I);
       d.fc1_cnt = reinterpret_cast<int*>(sc + p.off_fc1_bal);
       d.fc1_part =
-          reinterpret_cast<float*>(sc + p.off_fc1_bal + detail::decode_fc1_bal_cnt_bytes(rb));
+          reinterpret_cast<float*>(sc + p.off_fc1_bal + detail::decode_fc1_bal_cnt_bytes(rb, R0));
       d.fc1_part_slots = static_cast<int>(detail::decode_fc1_bal_slots(rb));
+      d.fc1_cnt_stride = detail::decode_fc1_bal_cnt_stride(R0);
       d.fc1_cnt_rows = static_cast<int>(rb);
     }
     B12X_ASSERT(d.fc2_split == 1 || d.partial != nullptr, "decode stream: no partial buffer");

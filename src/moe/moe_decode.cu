@@ -1,4 +1,4 @@
-// Launchers of the decode stream (kernels/moe_decode.cuh): FP4 weights, M * topk <= 128.
+// Launchers of the decode stream (kernels/moe_decode.cuh): FP4 weights, M * topk <= 512.
 #include <algorithm>
 #include <cstdlib>
 #include <mutex>
@@ -40,10 +40,10 @@ Fc2Shape fc2_shape(const DecodeArgs& a, bool deep, int row_blocks) {
   return {8, decode_fc2_stages(a.routes, row_blocks, a.fc2_split, a.sm_count)};
 }
 
-template <typename OpT, bool kFold, int kSK, int kWM, int kG, int kNW = DecodeCfg::kFc1Warps,
-          bool kBal = false>
+template <typename OpT, bool kFold, int kSK, int kRC, int kWM, int kG,
+          int kNW = DecodeCfg::kFc1Warps, bool kBal = false>
 void launch_fc1(const DecodeArgs& a, Stream stream, bool pdl) {
-  auto* k = dev::moe_decode_fc1_kernel<OpT, kFold, kSK, kWM, kG, kNW, kBal>;
+  auto* k = dev::moe_decode_fc1_kernel<OpT, kFold, kSK, kWM, kG, kNW, kBal, kRC>;
   constexpr int kSmem = DecodeCfg::fc1_smem(kNW);
   // Above 48 KB of dynamic shared memory needs the opt-in (a function attribute, not a stream
   // operation: legal during capture); once per kernel instance.
@@ -62,9 +62,9 @@ void launch_fc1(const DecodeArgs& a, Stream stream, bool pdl) {
   B12X_CUDA_CHECK_LAUNCH();
 }
 
-template <typename OpT, bool kFold, int kSK, int kW, int kS>
+template <typename OpT, bool kFold, int kSK, int kRC, int kW, int kS>
 void launch_fc2(const DecodeArgs& a, Stream stream, bool pdl) {
-  auto* k = dev::moe_decode_fc2_kernel<OpT, kFold, kSK, kW, kS>;
+  auto* k = dev::moe_decode_fc2_kernel<OpT, kFold, kSK, kW, kS, kRC>;
   static std::once_flag once;  // the largest shared memory this instance is launched with
   std::call_once(once, [&] {
     const bool deep = kS == DecodeCfg::kFc2DeepStages;
@@ -83,40 +83,68 @@ void launch_fc2(const DecodeArgs& a, Stream stream, bool pdl) {
   B12X_CUDA_CHECK_LAUNCH();
 }
 
-template <typename OpT, bool kFold, int kSK>
+// Launches with more than kMaxInlineRoutes routes (kRC = kMaxStreamRoutes, the wide routing)
+// run a subset of the shapes: the 8-warp FC1 with one or two row warps, one or two groups,
+// balanced or not (launch_decode_stream maps the others there), and the shallow or 4-warp FC2.
+template <typename OpT, bool kFold, int kSK, int kRC>
 void launch_gemms(const DecodeArgs& a, Stream stream, bool pdl) {
   const bool mx = a.aquant == num::kAMxfp8 || a.aquant == num::kAMxfp4;
   if constexpr (!std::is_same_v<OpT, __nv_bfloat16>)
     B12X_ASSERT(!mx, "decode stream: FP16 operands are A16-only");
-  if (a.fc1_bal != 0 && a.fc1_warps == DecodeCfg::kFc1WideWarps)
-    launch_fc1<OpT, kFold, kSK, 1, 1, DecodeCfg::kFc1WideWarps, true>(a, stream, pdl);
-  else if (a.fc1_bal != 0)
-    launch_fc1<OpT, kFold, kSK, 1, 1, DecodeCfg::kFc1Warps, true>(a, stream, pdl);
-  else if (a.fc1_wm == 4)
-    launch_fc1<OpT, kFold, kSK, 4, 1>(a, stream, pdl);
-  else if (a.fc1_wm == 2)
-    launch_fc1<OpT, kFold, kSK, 2, 1>(a, stream, pdl);
-  else if (a.fc1_warps == DecodeCfg::kFc1WideWarps)
-    launch_fc1<OpT, kFold, kSK, 1, 1, DecodeCfg::kFc1WideWarps>(a, stream, pdl);
-  else if (a.fc1_groups == 8)
-    launch_fc1<OpT, kFold, kSK, 1, 8>(a, stream, pdl);
-  else if (a.fc1_groups == 4)
-    launch_fc1<OpT, kFold, kSK, 1, 4>(a, stream, pdl);
-  else if (a.fc1_groups == 2)
-    launch_fc1<OpT, kFold, kSK, 1, 2>(a, stream, pdl);
-  else
-    launch_fc1<OpT, kFold, kSK, 1, 1>(a, stream, pdl);
+  constexpr bool kWide = kRC != kMaxInlineRoutes;
+  if constexpr (kWide) {
+    if (a.fc1_bal != 0)
+      launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1Warps, true>(a, stream, pdl);
+    else if (a.fc1_wm >= 2)
+      launch_fc1<OpT, kFold, kSK, kRC, 2, 1>(a, stream, pdl);
+    else if (a.fc1_groups >= 2)
+      launch_fc1<OpT, kFold, kSK, kRC, 1, 2>(a, stream, pdl);
+    else
+      launch_fc1<OpT, kFold, kSK, kRC, 1, 1>(a, stream, pdl);
+  } else if (a.fc1_bal != 0 && a.fc1_warps == DecodeCfg::kFc1WideWarps) {
+    launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1WideWarps, true>(a, stream, pdl);
+  } else if (a.fc1_bal != 0) {
+    launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1Warps, true>(a, stream, pdl);
+  } else if (a.fc1_wm == 4) {
+    launch_fc1<OpT, kFold, kSK, kRC, 4, 1>(a, stream, pdl);
+  } else if (a.fc1_wm == 2) {
+    launch_fc1<OpT, kFold, kSK, kRC, 2, 1>(a, stream, pdl);
+  } else if (a.fc1_warps == DecodeCfg::kFc1WideWarps) {
+    launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1WideWarps>(a, stream, pdl);
+  } else if (a.fc1_groups == 8) {
+    launch_fc1<OpT, kFold, kSK, kRC, 1, 8>(a, stream, pdl);
+  } else if (a.fc1_groups == 4) {
+    launch_fc1<OpT, kFold, kSK, kRC, 1, 4>(a, stream, pdl);
+  } else if (a.fc1_groups == 2) {
+    launch_fc1<OpT, kFold, kSK, kRC, 1, 2>(a, stream, pdl);
+  } else {
+    launch_fc1<OpT, kFold, kSK, kRC, 1, 1>(a, stream, pdl);
+  }
   const int fc2_row_blocks = a.w2.rows_pad / DecodeCfg::kFc2Rows;
-  const bool deep = decode_fc2_deep(a.routes, a.fc2_split, fc2_row_blocks, a.sm_count);
+  const bool deep = !kWide && decode_fc2_deep(a.routes, a.fc2_split, fc2_row_blocks, a.sm_count);
   const Fc2Shape f2 = fc2_shape(a, deep, fc2_row_blocks);
   if (f2.warps == 4)
-    launch_fc2<OpT, kFold, kSK, 4, 4>(a, stream, pdl);
-  else if (f2.stages == DecodeCfg::kFc2DeepStages)
-    launch_fc2<OpT, kFold, kSK, 8, DecodeCfg::kFc2DeepStages>(a, stream, pdl);
-  else if (f2.stages == 2)
-    launch_fc2<OpT, kFold, kSK, 8, 2>(a, stream, pdl);
+    launch_fc2<OpT, kFold, kSK, kRC, 4, 4>(a, stream, pdl);
+  else if constexpr (!kWide) {
+    if (f2.stages == DecodeCfg::kFc2DeepStages)
+      launch_fc2<OpT, kFold, kSK, kRC, 8, DecodeCfg::kFc2DeepStages>(a, stream, pdl);
+    else if (f2.stages == 2)
+      launch_fc2<OpT, kFold, kSK, kRC, 8, 2>(a, stream, pdl);
+    else
+      launch_fc2<OpT, kFold, kSK, kRC, 8, 3>(a, stream, pdl);
+  } else if (f2.stages == 2) {
+    launch_fc2<OpT, kFold, kSK, kRC, 8, 2>(a, stream, pdl);
+  } else {
+    launch_fc2<OpT, kFold, kSK, kRC, 8, 3>(a, stream, pdl);
+  }
+}
+
+template <typename OpT, bool kFold, int kSK>
+void launch_gemms_rc(const DecodeArgs& a, Stream stream, bool pdl) {
+  if (a.routes > kMaxInlineRoutes)
+    launch_gemms<OpT, kFold, kSK, kMaxStreamRoutes>(a, stream, pdl);
   else
-    launch_fc2<OpT, kFold, kSK, 8, 3>(a, stream, pdl);
+    launch_gemms<OpT, kFold, kSK, kMaxInlineRoutes>(a, stream, pdl);
 }
 
 }  // namespace
@@ -218,6 +246,8 @@ bool decode_fc1_balanced(int routes, int tile_groups, int warps, int k_chunks) {
 void launch_decode_stream(const DecodeArgs& args, bool fp16_operands, Stream stream, bool pdl) {
   DecodeArgs a = args;
   if (a.fc1_wm == 0) a.fc1_wm = decode_fc1_row_warps(a.routes, a.aquant, a.gated != 0);
+  const bool wide = a.routes > kMaxInlineRoutes;  // launch_gemms' subset of shapes
+  if (wide && a.fc1_wm == 4) a.fc1_wm = 2;
   const int fc1_row_blocks = a.w1.rows_pad / (32 * a.fc1_wm);
   // Balanced FC1 chunk ranges (DecodeArgs::fc1_bal) where they apply (quantised activations:
   // [Q] zeroes the counters; one row warp; one group): by decode_fc1_balanced, or
@@ -237,9 +267,11 @@ void launch_decode_stream(const DecodeArgs& args, bool fp16_operands, Stream str
   const int k_chunks = a.w1.K_pad / 128;
   if (a.fc1_groups == 0)
     a.fc1_groups = decode_fc1_groups(a.routes, fc1_row_blocks, a.sm_count, a.fc1_wm, k_chunks);
-  if (a.fc1_warps == 0)
-    a.fc1_warps =
-        decode_fc1_warps(a.routes, fc1_row_blocks, a.sm_count, a.fc1_wm, a.fc1_groups, k_chunks);
+  if (wide && a.fc1_groups > 2) a.fc1_groups = 2;
+  if (a.fc1_warps == 0 || wide)
+    a.fc1_warps = wide ? DecodeCfg::kFc1Warps
+                       : decode_fc1_warps(a.routes, fc1_row_blocks, a.sm_count, a.fc1_wm,
+                                          a.fc1_groups, k_chunks);
   a.fc1_bal = 0;
   if (bal_ok && a.fc1_groups == 1) {
     const int y =
@@ -252,8 +284,9 @@ void launch_decode_stream(const DecodeArgs& args, bool fp16_operands, Stream str
   }
   static const int q_early = env_knob("B12X_MOE_Q_EARLY", 0);
   a.q_early = q_early == 1 || q_early == 2 ? q_early : 0;
-  B12X_ASSERT(a.routes >= 1 && a.routes <= kMaxInlineRoutes && a.num_tokens >= 1 &&
-                  a.num_tokens <= DecodeCfg::kMaxTokens,
+  B12X_ASSERT(a.routes >= 1 && a.routes <= kMaxStreamRoutes && a.num_tokens >= 1 &&
+                  a.num_tokens <= kMaxStreamTokens && a.num_experts <= kMaxExperts &&
+                  (a.fc1_bal == 0 || a.fc1_cnt_stride >= a.routes),
               "decode stream: routes=", a.routes, " num_tokens=", a.num_tokens,
               " outside the decode regime");
   B12X_ASSERT(a.w1.rows_pad % 64 == 0 && a.w2.rows_pad % DecodeCfg::kFc2Rows == 0,
@@ -271,13 +304,13 @@ void launch_decode_stream(const DecodeArgs& args, bool fp16_operands, Stream str
   B12X_ASSERT(a.w1.scale_kind == a.w2.scale_kind, "decode stream: FC1/FC2 scale kinds differ");
   if (!fp16_operands) {
     if (a.w1.scale_kind == 0)
-      launch_gemms<__nv_bfloat16, true, 0>(a, stream, pdl);
+      launch_gemms_rc<__nv_bfloat16, true, 0>(a, stream, pdl);
     else
-      launch_gemms<__nv_bfloat16, true, 1>(a, stream, pdl);
+      launch_gemms_rc<__nv_bfloat16, true, 1>(a, stream, pdl);
   } else if (a.w1.scale_kind == 0) {
-    launch_gemms<__half, true, 0>(a, stream, pdl);
+    launch_gemms_rc<__half, true, 0>(a, stream, pdl);
   } else {
-    launch_gemms<__half, false, 1>(a, stream, pdl);
+    launch_gemms_rc<__half, false, 1>(a, stream, pdl);
   }
 }
 

@@ -76,6 +76,11 @@ struct GemmArgs {
   int final_fp16 = 0;
 };
 inline constexpr int kMaxInlineRoutes = 128;  // one route per thread of the 128-thread CTA
+/// Route capacity of the FP4 decode stream's wide routing (moe_decode.cuh, decode_route_wide):
+/// launches above kMaxInlineRoutes routes bucket the routes by expert in shared memory instead of
+/// ranking one route per thread. Tokens are capped for FC2's per-warp combine rows.
+inline constexpr int kMaxStreamRoutes = 512;
+inline constexpr int kMaxStreamTokens = 128;
 
 /// Decode regime for FP4 weights ("decode stream", kernels/moe_decode.cuh): up to three launches
 /// chained by programmatic dependent launch — [quantise x per route] -> FC1 + activation (+ the
@@ -86,7 +91,7 @@ inline constexpr int kMaxInlineRoutes = 128;  // one route per thread of the 128
 struct DecodeArgs {
   const void* ids = nullptr;
   int ids64 = 0;
-  int routes = 0;  // live M * topk (<= kMaxInlineRoutes)
+  int routes = 0;  // live M * topk (<= kMaxStreamRoutes)
   int topk = 1;
   int num_tokens = 0;  // live M
   int num_experts = 0;
@@ -138,9 +143,10 @@ struct DecodeArgs {
   float* fc1_part = nullptr;
   int* fc1_cnt = nullptr;
   int fc1_part_slots = 0;  // CTA slots (row blocks x tile groups) fc1_part holds
-  int fc1_cnt_rows = 0;    // row blocks fc1_cnt holds (x kMaxInlineRoutes counters each)
+  int fc1_cnt_rows = 0;    // row blocks fc1_cnt holds (x fc1_cnt_stride counters each)
+  int fc1_cnt_stride = kMaxInlineRoutes;  // counters per row block (>= tiles: the plan's routes)
 };
-/// Balanced FC1 scratch (DecodeArgs::fc1_bal): counters [row_blocks][kMaxInlineRoutes], then
+/// Balanced FC1 scratch (DecodeArgs::fc1_bal): counters [row_blocks][max(routes, 128)], then
 /// fp32 partials [slots][head, tail][4 tokens x 32 rows] for slots = max(row blocks, 3 x 256)
 /// CTAs (a one-wave grid of 3 CTAs per SM on up to 256 SMs, or one CTA per row block; plan has
 /// no device query: a grid beyond it runs the unbalanced FC1).
@@ -148,11 +154,14 @@ inline constexpr int kFc1BalSlotFloats = 4 * 32;
 inline int64_t decode_fc1_bal_slots(int64_t row_blocks) {
   return std::max<int64_t>(row_blocks, 3 * 256);
 }
-inline int64_t decode_fc1_bal_cnt_bytes(int64_t row_blocks) {
-  return (row_blocks * kMaxInlineRoutes * 4 + 255) / 256 * 256;
+inline int decode_fc1_bal_cnt_stride(int64_t routes) {
+  return static_cast<int>(std::max<int64_t>(routes, kMaxInlineRoutes));
 }
-inline int64_t decode_fc1_bal_bytes(int64_t row_blocks) {
-  return decode_fc1_bal_cnt_bytes(row_blocks) +
+inline int64_t decode_fc1_bal_cnt_bytes(int64_t row_blocks, int64_t routes) {
+  return (row_blocks * decode_fc1_bal_cnt_stride(routes) * 4 + 255) / 256 * 256;
+}
+inline int64_t decode_fc1_bal_bytes(int64_t row_blocks, int64_t routes) {
+  return decode_fc1_bal_cnt_bytes(row_blocks, routes) +
          decode_fc1_bal_slots(row_blocks) * 2 * kFc1BalSlotFloats * 4;
 }
 /// B12X_MOE_FC2_SPLIT (measurement knob): 1..4 forces the FC2 split, else 0.

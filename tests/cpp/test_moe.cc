@@ -494,8 +494,14 @@ TEST(Moe, PlanRejectionsAndScratch) {
   cc = c;
   cc.max_tokens = 200;
   cc.regime = 1;
-  EXPECT_NE(plan_error(d, cc).find("regime=1 (decode) needs max_tokens*num_topk <= 128"),
+  EXPECT_NE(plan_error(d, cc).find("regime=1 (decode) needs max_tokens*num_topk <= 512 and "
+                                   "max_tokens <= 128"),
             std::string::npos);
+  // FP4 weights: the decode stream takes up to 512 routes when forced (the wide routing).
+  cc.max_tokens = 128;
+  EXPECT_EQ(plan_error(d, cc), "");
+  cc.max_tokens = 129;
+  EXPECT_NE(plan_error(d, cc).find("max_tokens <= 128"), std::string::npos);
   auto dr = d;
   dr.activation = B12X_MOE_ACT_RELU2;
   cc = c;

@@ -602,6 +602,32 @@ TEST(MoeGpu, DecodeStreamWideGrids) {
   }
 }
 
+TEST(MoeGpu, DecodeStreamWideRouting) {
+  B12X_REQUIRE_GPU();
+  // Above 128 routes the decode stream buckets the routes by expert (decode_route_wide): 160 to
+  // 512 routes, buckets of ~2 to ~70 routes (experts with many 4-slot tiles), 20 to 128 tokens
+  // (8- and 4-warp FC2), the balanced FC1 (nvfp4 at H = 2304: 18 sub-chunks, one warp group), two
+  // FC1 row warps (w4a8_mx) and two warp groups (w4a16 at H = 1024), E above the thread count.
+  const Fp4Variant nv{QuantMode::kNvfp4, SourceFormat::kModeloptNvfp4, DType::kBF16,
+                      Activation::kSilu};
+  const Fp4Variant mx{QuantMode::kW4A8Mx, SourceFormat::kFp4E8M0K32, DType::kBF16,
+                      Activation::kSitu};
+  const Fp4Variant a16{QuantMode::kW4A16, SourceFormat::kFp4E8M0K32, DType::kFP16,
+                       Activation::kRelu2};
+  const Fp4Variant a16n{QuantMode::kW4A16, SourceFormat::kModeloptNvfp4, DType::kBF16,
+                        Activation::kSilu};
+  const Fp4Variant m4{QuantMode::kMxfp4, SourceFormat::kFp4E8M0K32, DType::kBF16,
+                      Activation::kRelu2};
+  for (const Case& c :
+       {fp4_variant_case(nv, 16, 2304, 256, 40, 8, 1), fp4_variant_case(mx, 64, 512, 256, 20, 8, 1),
+        fp4_variant_case(a16, 8, 256, 128, 64, 8, 1),
+        fp4_variant_case(a16n, 32, 1024, 256, 48, 6, 1),
+        fp4_variant_case(m4, 600, 256, 64, 128, 4, 1)}) {
+    SCOPED_TRACE(c.name());
+    run_case(c);
+  }
+}
+
 TEST(MoeGpu, E2m1RoundMatchesTheGenericEncoder) {
   // Host check (no GPU needed) of the select-chain E2M1 rounding the activation quantisers use
   // on both sides: every BF16 pattern, a strided sweep of every fp32 exponent and sign, and every
@@ -649,13 +675,20 @@ TEST(MoeGpu, Nvfp4ZeroAndSubnormalBlockScales) {
 
 TEST(MoeGpu, GraphReplayWithNewRoutesIsBitExact) {
   B12X_REQUIRE_GPU();
-  for (int regime = 0; regime <= 1; ++regime) {
+  // Grouped, the decode stream, and the decode stream above 128 routes (the wide routing: 320
+  // routes of 40 tokens on 32 live experts).
+  for (int v = 0; v < 3; ++v) {
+    const int regime = v == 0 ? 0 : 1;
     Case c;
     c.mode = QuantMode::kNvfp4;
     c.src = SourceFormat::kModeloptNvfp4;
     c.act = Activation::kSilu;
     c.regime = regime;
-    c.M = regime ? 6 : 50;
+    c.M = v == 0 ? 50 : v == 1 ? 6 : 40;
+    if (v == 2) {
+      c.E = 64;
+      c.topk = 8;
+    }
     Problem P;
     P.make(c);
     GpuRun G(P);
@@ -852,6 +885,12 @@ TEST(MoeGpuSanitize, SmallDecodeAndGrouped) {
   c.H = 2176;
   c.I = 1536;
   c.topk = 4;
+  run_case(c);
+  // The wide routing (above 128 routes): 192 routes on 24 experts, 48 tokens (4-warp FC2).
+  c.E = 24;
+  c.H = 256;
+  c.I = 128;
+  c.M = 48;
   run_case(c);
 }
 

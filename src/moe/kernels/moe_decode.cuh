@@ -83,16 +83,53 @@ static_assert(DecodeCfg::fc2_smem(8, DecodeCfg::kFc2DeepStages, 16) + 5120 <= 10
               "SM12x: at most 99 KB of shared memory per block");
 static_assert(DecodeCfg::fc2_smem(4, 4, DecodeCfg::kMaxTokens) + 5120 <= 101376,
               "SM12x: at most 99 KB of shared memory per block");
+// The wide-routing variants (RouteSmemT<kMaxStreamRoutes>, FC2's weights: below 9 KB static):
+// the 8-warp FC1 and the 8-warp (<= 32 tokens) / 4-warp FC2.
+static_assert(DecodeCfg::fc1_smem(DecodeCfg::kFc1Warps) + 9216 <= 101376 &&
+                  DecodeCfg::fc2_smem(8, 3, DecodeCfg::kFc2WideMaxTokens) + 9216 <= 101376 &&
+                  DecodeCfg::fc2_smem(4, 4, DecodeCfg::kMaxTokens) + 9216 <= 101376,
+              "SM12x: at most 99 KB of shared memory per block");
+// decode_route_wide's scratch (counts of kMaxExperts + 1 experts, the bucketed routes) lives in
+// the smallest ring of its kernels (the 2-stage 8-warp and the 4-warp FC2).
+static_assert((detail::kMaxExperts + 1 + detail::kMaxStreamRoutes) * 4 <=
+                      DecodeCfg::fc2_ring(8, 2) &&
+                  (detail::kMaxExperts + 1 + detail::kMaxStreamRoutes) * 4 <=
+                      DecodeCfg::fc2_ring(4, 4),
+              "wide routing scratch fits the ring");
 
-/// Shared-memory state of the decode routing (one per CTA).
-struct RouteSmem {
-  int key[detail::kMaxInlineRoutes];     // (expert << 7 | route), INT_MAX for absent/invalid
-  int sorted[detail::kMaxInlineRoutes];  // keys of the valid routes in slot order
-  int sr[detail::kMaxInlineRoutes];      // slot -> route
-  int tok[detail::kMaxInlineRoutes];     // slot -> token (route / topk: no division per refill)
-  int4 tiles[detail::kMaxInlineRoutes];  // {expert, first slot, slots, 0}
-  int warp_heads[detail::kMaxInlineRoutes / 32];
+/// Shared-memory state of the decode routing (one per CTA), for launches of up to kRC routes.
+/// kRC = kMaxInlineRoutes: one route per thread (decode_route); kMaxStreamRoutes: the routes
+/// bucketed by expert (decode_route_wide), with 16-bit slot tables and packed tiles so that three
+/// FC1 CTAs (64 KB of ring each) still fit an SM.
+template <int kRC>
+struct RouteSmemT;
+template <>
+struct RouteSmemT<detail::kMaxInlineRoutes> {
+  static constexpr int kN = detail::kMaxInlineRoutes;
+  int key[kN];     // (expert << 7 | route), INT_MAX for absent/invalid
+  int sorted[kN];  // keys of the valid routes in slot order
+  int sr[kN];      // slot -> route
+  int tok[kN];     // slot -> token (route / topk: no division per refill)
+  int4 tiles[kN];  // {expert, first slot, slots, 0}
+  int warp_heads[kN / 32];
+  __device__ __forceinline__ int route(int slot) const { return sr[slot]; }
+  __device__ __forceinline__ int token(int slot) const { return tok[slot]; }
+  __device__ __forceinline__ int4 tile(int i) const { return tiles[i]; }
 };
+template <>
+struct RouteSmemT<detail::kMaxStreamRoutes> {
+  static constexpr int kN = detail::kMaxStreamRoutes;
+  uint16_t sr[kN], tok[kN];
+  int2 tiles[kN];  // {expert, first slot | slots << 16}
+  int warp_tot[32];
+  __device__ __forceinline__ int route(int slot) const { return sr[slot]; }
+  __device__ __forceinline__ int token(int slot) const { return tok[slot]; }
+  __device__ __forceinline__ int4 tile(int i) const {
+    const int2 v = tiles[i];
+    return make_int4(v.x, v.y & 0xFFFF, v.y >> 16, 0);
+  }
+};
+using RouteSmem = RouteSmemT<detail::kMaxInlineRoutes>;
 
 /// First index i in [0, n) with sorted[i] >= target (n if none).
 __device__ __forceinline__ int lower_bound_key(const int* sorted, int n, int target) {
@@ -169,6 +206,98 @@ __device__ __forceinline__ int decode_route(const DecodeArgs& a, RouteSmem& rs) 
   if (head) rs.tiles[before] = make_int4(e, p, min(kTN, cnt_e - pos), 0);
   __syncthreads();
   return ntiles;
+}
+
+/// Routing of launches with more than kMaxInlineRoutes routes (up to kMaxStreamRoutes, kT
+/// threads): the same slots and tiles as decode_route (slots sorted by expert, then by route;
+/// tiles of <= kTileTokens slots in expert order), built in O(routes + experts) instead of one
+/// rank over all keys per route (512 routes: 128 int4 loads per route, every CTA). Per-expert
+/// counts by shared atomics, one exclusive scan of (slots | tiles << 16) over the experts, the
+/// routes bucketed by expert in arrival order, then each route's rank inside its bucket counted
+/// by route index (buckets hold ~topk * M / E routes; deterministic whatever the arrival order).
+/// `scr`: (num_experts + 1 + routes) ints of shared scratch, free until the function returns
+/// (the callers' ring areas: no copy is in flight yet).
+template <int kT>
+__device__ __forceinline__ int decode_route_wide(const DecodeArgs& a,
+                                                 RouteSmemT<detail::kMaxStreamRoutes>& rs,
+                                                 int* scr) {
+  constexpr int kN = detail::kMaxStreamRoutes, kPer = kN / kT, kTN = DecodeCfg::kTileTokens;
+  static_assert(kN % kT == 0 && kT % 32 == 0 && kT / 32 <= 32, "routes per thread, warp totals");
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int E = a.num_experts;
+  int* cnt = scr;             // [E + 1] counts, then exclusive prefixes (slots | tiles << 16)
+  int* bucket = scr + E + 1;  // [routes] routes by expert, in arrival order
+  for (int i = tid; i <= E; i += kT) cnt[i] = 0;
+  __syncthreads();
+  int e[kPer], pos[kPer];
+#pragma unroll
+  for (int j = 0; j < kPer; ++j) {
+    const int r = tid + j * kT;
+    e[j] = -1;
+    pos[j] = 0;
+    if (r < a.routes) {
+      const int64_t id =
+          a.ids64 ? static_cast<const int64_t*>(a.ids)[r] : static_cast<const int32_t*>(a.ids)[r];
+      if (id >= 0 && id < E) e[j] = static_cast<int>(id);
+    }
+    if (e[j] >= 0) pos[j] = atomicAdd(&cnt[e[j]], 1);
+  }
+  __syncthreads();
+  // Exclusive scan over E + 1 entries (the last, 0, receives the totals): thread tid owns the
+  // contiguous range [b0, b1); slots and tiles both stay below 2^16, so the packed sums never
+  // carry into each other.
+  const int per = (E + kT) / kT;
+  const int b0 = min(tid * per, E + 1), b1 = min(b0 + per, E + 1);
+  auto packed = [](int c) { return c | ((c + kTN - 1) / kTN) << 16; };
+  int sum = 0;
+  for (int i = b0; i < b1; ++i) sum += packed(cnt[i]);
+  int incl = sum;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const int v = __shfl_up_sync(0xFFFFFFFFu, incl, o);
+    if (lane >= o) incl += v;
+  }
+  if (lane == 31) rs.warp_tot[warp] = incl;
+  __syncthreads();
+  int base = incl - sum;
+  for (int w = 0; w < warp; ++w) base += rs.warp_tot[w];
+  for (int i = b0; i < b1; ++i) {
+    const int c = cnt[i];
+    cnt[i] = base;
+    base += packed(c);
+  }
+  __syncthreads();
+#pragma unroll
+  for (int j = 0; j < kPer; ++j)
+    if (e[j] >= 0) bucket[(cnt[e[j]] & 0xFFFF) + pos[j]] = tid + j * kT;
+  __syncthreads();
+#pragma unroll
+  for (int j = 0; j < kPer; ++j) {
+    if (e[j] < 0) continue;
+    const int r = tid + j * kT;
+    const int pre = cnt[e[j]], s0 = pre & 0xFFFF, n = (cnt[e[j] + 1] & 0xFFFF) - s0;
+    int rank = 0;
+    for (int q = 0; q < n; ++q) rank += bucket[s0 + q] < r;
+    const int slot = s0 + rank;
+    rs.sr[slot] = static_cast<uint16_t>(r);
+    rs.tok[slot] = static_cast<uint16_t>(r / a.topk);
+    if (rank % kTN == 0)
+      rs.tiles[(pre >> 16) + rank / kTN] = make_int2(e[j], slot | min(kTN, n - rank) << 16);
+  }
+  const int ntiles = cnt[E] >> 16;
+  __syncthreads();  // tables complete; the scratch may be reused
+  return ntiles;
+}
+
+/// The routing of a kT-thread CTA with route capacity kRC (`scr`: its dynamic shared memory).
+template <int kRC, int kT>
+__device__ __forceinline__ int route_tables(const DecodeArgs& a, RouteSmemT<kRC>& rs, void* scr) {
+  if constexpr (kRC == detail::kMaxInlineRoutes) {
+    (void)scr;
+    return decode_route(a, rs);
+  } else {
+    return decode_route_wide<kT>(a, rs, static_cast<int*>(scr));
+  }
 }
 
 /// cp.async with a 32-bit shared destination address (no generic -> shared conversion).
@@ -416,7 +545,7 @@ __global__ void __launch_bounds__(DecodeCfg::kQuantThreads)
   }
   if (a.fc1_bal) {
     // The balanced FC1's tile counters: FC1 touches them only after its wait for this grid.
-    const int n = a.fc1_cnt_rows * detail::kMaxInlineRoutes;
+    const int n = a.fc1_cnt_rows * a.fc1_cnt_stride;
     const int step = gridDim.x * gridDim.y * blockDim.x;
     for (int i = (blockIdx.y * gridDim.x + blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step)
       a.fc1_cnt[i] = 0;
@@ -489,7 +618,7 @@ __device__ __forceinline__ void group_sync(int id) {
 // tiles at its ends. Every warp splits each piece's sub-chunks as it splits a whole tile; a
 // part's K sums go to fc1_part and the tile's last CTA (fc1_cnt) finishes it.
 template <typename OpT, bool kFold, int kSK, int kWM, int kG, int kNW = DecodeCfg::kFc1Warps,
-          bool kBal = false>
+          bool kBal = false, int kRC = detail::kMaxInlineRoutes>
 __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold ? 3 : 2) : 2)
     moe_decode_fc1_kernel(const DecodeArgs a) {
   using C = DecodeCfg;
@@ -503,9 +632,7 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
   static_assert(!kBal || kWM == 1, "balanced FC1: one row warp");
   static_assert(C::kTileTokens * 32 == detail::kFc1BalSlotFloats, "fc1_part slot size");
   extern __shared__ __align__(16) uint8_t smem[];
-  __shared__ RouteSmem rs;
-  const int* s_sr = rs.sr;
-  const int4* s_tiles = rs.tiles;
+  __shared__ RouteSmemT<kRC> rs;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t = lane & 3;
   // (Warps < 8: with one group grp is 0 and wk warp / kWM, known at compile time.)
@@ -520,7 +647,7 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
   const bool wait_first = first || a.q_early == 1;
   if (wait_first) pdl_wait();
   pdl_trigger();  // FC2 may launch now and stream its own weights (it waits for us before reading)
-  const int ntiles = decode_route(a, rs);
+  const int ntiles = route_tables<kRC, kCta>(a, rs, smem);
   if (a.fc2_split > 1 && blockIdx.x == 0 && blockIdx.y == 0) {
     // FC2's split counters: read by FC2 only after it waited for this grid. The previous call's
     // FC2 is complete: A16 waited above, otherwise [Q] waited before FC1 could launch.
@@ -535,10 +662,10 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
   // or (kBal) tiles t_lo..t_hi of the chunk range [c_lo, c_hi), the first from sub-chunk k_lo,
   // the last up to k_hi.
   const int N = ntiles * nk;
-  // kBal units: Yu = Y x kG per row block, this group's u0. (N <= 128 tiles x nk and Yu <= 128
-  // x 8: N * y fits 32 bits for K < 2^21.)
+  // kBal units: Yu = Y x kG per row block, this group's u0. (N <= 512 tiles x nk, Yu <= 512 x
+  // 8: N * y fits 32 bits for K < 2^17; 64-bit products beyond.)
   const int Yu = kBal ? Y * kG : Y, u0 = kBal ? y0 * kG + grp : y0;
-  auto range_lo = [&](int y) { return N * y / Yu; };
+  auto range_lo = [&](int y) { return static_cast<int>(static_cast<int64_t>(N) * y / Yu); };
   const int c_lo = kBal ? range_lo(u0) : 0, c_hi = kBal ? range_lo(u0 + 1) : 0;
   const int t_lo = c_lo / max(nk, 1), k_lo = c_lo - t_lo * nk;
   const int k_hi = c_hi - (c_hi - 1) / max(nk, 1) * nk;  // 1..nk
@@ -552,7 +679,7 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
   }
   const int n_tg = kBal ? n_t : grp < n_t ? (n_t - grp + kG - 1) / kG : 0;
   auto tile_index = [&](int it) { return kBal ? t_lo + it : y0 + Y * (grp + kG * it); };
-  auto tile_of = [&](int it) { return s_tiles[tile_index(it)]; };
+  auto tile_of = [&](int it) { return rs.tile(tile_index(it)); };
   auto piece_ka = [&](int it) { return kBal && it == 0 ? k_lo : 0; };
   auto piece_kb = [&](int it) { return kBal && it == n_tg - 1 ? k_hi : nk; };
   const int n_k = wk < nk ? (nk - wk + kWK - 1) / kWK : 0;  // sub-chunks per tile of this warp
@@ -605,8 +732,9 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
     const uint16_t* arow = nullptr;
     if (n_lane < tl.z) {
       const int slot = tl.y + n_lane;
-      arow = first ? static_cast<const uint16_t*>(a.x) + static_cast<int64_t>(rs.tok[slot]) * a.x_ld
-                   : a.xq + static_cast<int64_t>(s_sr[slot]) * W.K;
+      arow = first
+                 ? static_cast<const uint16_t*>(a.x) + static_cast<int64_t>(rs.token(slot)) * a.x_ld
+                 : a.xq + static_cast<int64_t>(rs.route(slot)) * W.K;
     }
     return St::src(vrow + tl.x * W.values_expert_stride, srow + tl.x * W.scales_expert_stride,
                    W.values_row_stride, W.scales_row_stride, arow, lane, W.K, W.values);
@@ -706,13 +834,13 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
           // The units whose ranges meet the tile's chunks [c0, c1): ya (holding c0) to yb
           // (holding c1 - 1), less empty ranges in between (N < Yu).
           const int tt = tile_index(it), c0 = tt * nk, c1 = c0 + nk;
-          const int ya = ((c0 + 1) * Yu - 1) / N, yb = (c1 * Yu - 1) / N;
+          const int ya = static_cast<int>((static_cast<int64_t>(c0 + 1) * Yu - 1) / N),
+                    yb = static_cast<int>((static_cast<int64_t>(c1) * Yu - 1) / N);
           int parts = 0;
           for (int y = ya; y <= yb; ++y) parts += range_lo(y + 1) > range_lo(y);
           s_ya[grp] = ya;
           s_yb[grp] = yb;
-          s_last[grp] =
-              atomicAdd(&a.fc1_cnt[blockIdx.x * detail::kMaxInlineRoutes + tt], 1) == parts - 1;
+          s_last[grp] = atomicAdd(&a.fc1_cnt[blockIdx.x * a.fc1_cnt_stride + tt], 1) == parts - 1;
         }
         group_sync<kGT, kCta>(1 + grp);
         act = s_last[grp] != 0;
@@ -755,7 +883,7 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
           }
           return v * alpha;
         };
-        const float w = a.weight_on_input ? a.topk_weights[s_sr[slot0 + col]] : 1.f;
+        const float w = a.weight_on_input ? a.topk_weights[rs.route(slot0 + col)] : 1.f;
         if (a.gated) {
           float gate = sum(0), up = sum(1);
           if (a.weight_on_input) {
@@ -808,21 +936,18 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
 
 // ---- [FC2] 16 output rows x every route per CTA, combine fused ---------------------------
 // kW warps with a kS-stage ring each (DecodeCfg: 8 x 3, 8 x 5 deep, 8 x 2, 4 x 4).
-template <typename OpT, bool kFold, int kSK, int kW, int kS>
+template <typename OpT, bool kFold, int kSK, int kW, int kS, int kRC = detail::kMaxInlineRoutes>
 __global__ void __launch_bounds__(32 * kW, kW == 8 && kS == 2 ? 4 : 1)
     moe_decode_fc2_kernel(const DecodeArgs a) {
   using C = DecodeCfg;
   using St = WarpStage<C::kFc2Rows>;
   constexpr int kRing = C::fc2_ring(kW, kS);
   extern __shared__ __align__(16) uint8_t smem[];
-  __shared__ RouteSmem rs;
-  const int* s_sr = rs.sr;
-  const int4* s_tiles = rs.tiles;
-  __shared__ float s_w[detail::kMaxInlineRoutes];  // combine weight per slot
-  const int* s_tok = rs.tok;
+  __shared__ RouteSmemT<kRC> rs;
+  __shared__ float s_w[kRC];  // combine weight per slot
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t = lane & 3;
-  const int ntiles = decode_route(a, rs);
+  const int ntiles = route_tables<kRC, 32 * kW>(a, rs, smem);
   const int R0 = blockIdx.x * C::kFc2Rows;
   const detail::WeightView& W = a.w2;
   if (R0 >= W.rows) {
@@ -831,11 +956,10 @@ __global__ void __launch_bounds__(32 * kW, kW == 8 && kS == 2 ? 4 : 1)
   }
   {
     // Slots [0, valid routes) are the tiles' slots, contiguous in expert order.
-    const int nvalid = ntiles > 0 ? s_tiles[ntiles - 1].y + s_tiles[ntiles - 1].z : 0;
-    if (tid < nvalid) {
-      const int route = s_sr[tid];
-      s_w[tid] = a.weight_on_input ? 1.f : a.topk_weights[route];
-    }
+    const int4 last = ntiles > 0 ? rs.tile(ntiles - 1) : make_int4(0, 0, 0, 0);
+    const int nvalid = last.y + last.z;
+    for (int i = tid; i < nvalid; i += 32 * kW)
+      s_w[i] = a.weight_on_input ? 1.f : a.topk_weights[rs.route(i)];
   }
   const int M = a.num_tokens;
   float* pacc = reinterpret_cast<float*>(smem + kRing) + warp * M * C::kFc2Rows;
@@ -869,7 +993,7 @@ __global__ void __launch_bounds__(32 * kW, kW == 8 && kS == 2 ? 4 : 1)
   const ChunkCursor first{nk > 0 ? j0 / nk : 0, nk > 0 ? j0 % nk : 0};
   const uint32_t wstep = 8u * static_cast<uint32_t>(W.values_row_stride);
   auto src_of = [&](int it) {
-    const int4 tl = s_tiles[tile_of(it)];
+    const int4 tl = rs.tile(tile_of(it));
     const int n = St::lane_token(lane);
     return St::src(W.values + tl.x * W.values_expert_stride + R0 * W.values_row_stride,
                    W.scales + tl.x * W.scales_expert_stride + R0 * W.scales_row_stride,
@@ -898,11 +1022,11 @@ __global__ void __launch_bounds__(32 * kW, kW == 8 && kS == 2 ? 4 : 1)
   // Sources of the next chunk's tile, rebuilt only when the cursor enters a new tile.
   typename St::Src nsrc{};
   if (n_my > kS) nsrc = src_of(ni.t);
-  __syncthreads();  // s_w / s_tok / pacc initialised before the first flush
+  __syncthreads();  // s_w / pacc initialised before the first flush
 
   float acc[1][4] = {{0.f, 0.f, 0.f, 0.f}};
   ChunkCursor cur = first;  // the chunk being multiplied
-  int4 tl = n_my > 0 ? s_tiles[tile_of(cur.t)] : make_int4(0, 0, 0, 0);
+  int4 tl = n_my > 0 ? rs.tile(tile_of(cur.t)) : make_int4(0, 0, 0, 0);
   // Per-expert scale, loaded at the tile's start and used at its end (latency off the chain).
   float alpha = n_my > 0 ? a.alpha2[tl.x] * kAccScale<OpT, kFold, kSK> : 0.f;
   int ring_slot = 0;  // c % kS without a division (kS = 3 or 5)
@@ -926,7 +1050,7 @@ __global__ void __launch_bounds__(32 * kW, kW == 8 && kS == 2 ? 4 : 1)
     for (int col = 0; col < tl.z; ++col) {
       if (t == (col >> 1)) {
         const int slot = tl.y + col;
-        float* p = pacc + s_tok[slot] * C::kFc2Rows;
+        float* p = pacc + rs.token(slot) * C::kFc2Rows;
         const float w = s_w[slot];
         // Registers are selected, not indexed by the runtime column (no local memory).
         const float v0 = (col & 1) ? acc[0][1] : acc[0][0];
@@ -939,7 +1063,7 @@ __global__ void __launch_bounds__(32 * kW, kW == 8 && kS == 2 ? 4 : 1)
 #pragma unroll
     for (int i = 0; i < 4; ++i) acc[0][i] = 0.f;
     if (c + 1 < n_my) {
-      tl = s_tiles[tile_of(cur.t)];
+      tl = rs.tile(tile_of(cur.t));
       alpha = a.alpha2[tl.x] * kAccScale<OpT, kFold, kSK>;
     }
   }
