@@ -196,6 +196,13 @@ struct Plan {
 };
 
 /// Host only; throws kCaptureActive during capture.
+  /// mma.sync tiled kernel: K split over grid.z decided by the plan (0: run's cluster rule of at
+  /// most 2); with tiled_split_reduce the CTAs write fp32 partials to scratch (off_partial) and a
+  /// second kernel adds them in split order, else grid.z is one cluster reduced through DSMEM.
+  int tiled_split = 0;
+  bool tiled_split_reduce = false;
+  /// mma.sync tiled kernel: tokens per CTA (128, or 64: the mid-M variant with 256 weight rows).
+  int tiled_tok = 128;
 Plan plan(const Caps& caps);
 
 struct Binding {

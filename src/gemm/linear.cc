@@ -169,8 +169,9 @@ std::string Plan::describe() const {
      << (regime == Regime::kDecode  ? "decode"
          : regime == Regime::kTiled ? "tiled"
                                     : "auto")
-     << " split_k=" << split_k << " decode_ws=" << decode_warp_split << " scratch=" << scratch_bytes
-     << "B]";
+     << " split_k=" << split_k << " decode_ws=" << decode_warp_split
+     << " tiled_split=" << tiled_split << (tiled_split_reduce ? "(reduce)" : "")
+     << " tiled_tok=" << tiled_tok << " scratch=" << scratch_bytes << "B]";
   return os.str();
 }
 
@@ -214,7 +215,14 @@ Plan plan(const Caps& caps) {
   } else {
     p.regime = Regime::kAuto;
   }
-  if (p.regime != Regime::kDecode) lin::prepare_linear_tiled(wf, fp16);
+  if (p.regime != Regime::kDecode) {
+    lin::prepare_linear_tiled(wf, fp16);
+    // B12X_GEMM_TILED_TOK=64 (probe): the mma.sync tiled kernel's 64-token variant.
+    if (const char* e = std::getenv("B12X_GEMM_TILED_TOK"); e != nullptr && std::atoi(e) == 64) {
+      p.tiled_tok = 64;
+      lin::prepare_linear_tiled(wf, fp16, 64);
+    }
+  }
   // SM90 (exactly 9.0: wgmma and 227 KB of shared memory per block) runs the fold formats on the
   // wgmma kernel from kWgmmaMinM tokens (plan capacity, or the expected M when given);
   // B12X_GEMM_WGMMA=0 keeps the mma.sync kernel, 1 forces wgmma for any tiled run. Read per plan
@@ -295,6 +303,46 @@ Plan plan(const Caps& caps) {
     }
   }
   // Split-K (weight-streaming regime only).
+  // mma.sync tiled kernel: K split over grid.z so that the grid fills the GPU at mid M.
+  // B12X_GEMM_TILED_SPLITK=auto | <n> (probe): the split, from the capacity (or expected M);
+  // B12X_GEMM_TILED_SPLITK_MODE=reduce | cluster: fp32 partials + a reduce kernel, or one
+  // cluster reduced through DSMEM (power of two <= 8, co-resident; the default where it applies).
+  if (p.regime != Regime::kDecode && p.tiled_wgmma == 0) {
+    const char* se = std::getenv("B12X_GEMM_TILED_SPLITK");
+    const char* sm = std::getenv("B12X_GEMM_TILED_SPLITK_MODE");
+    if (se != nullptr && *se != 0) {
+      const int64_t m_eff = caps.expected_m > 0 ? caps.expected_m : M;
+      const int tok = p.tiled_tok;
+      const int64_t bn = lin::tiled_block_n(wf, fp16, tok);
+      const int64_t tiles = (geo.NP + bn - 1) / bn * ((m_eff + tok - 1) / tok);
+      const int64_t stages = geo.KP / 64;
+      const int64_t per_sm =
+          std::max(1, lin::tiled_max_active_clusters(caps.device, wf, fp16, 1, tok));
+      const bool want_reduce = sm != nullptr && std::string(sm) == "reduce";
+      const bool cluster_ok = dev.cc_major >= 9 && !want_reduce;
+      auto cluster_fits = [&](int64_t s) {
+        return cluster_ok && s <= 8 && (s & (s - 1)) == 0 &&
+               tiles <=
+                   lin::tiled_max_active_clusters(caps.device, wf, fp16, static_cast<int>(s), tok);
+      };
+      int64_t split = 1;
+      if (std::string(se) == "auto") {
+        // The largest split that keeps the grid within one wave and >= 4 stages per CTA; a
+        // cluster where it fits, else (or when asked) partials.
+        const int64_t cap = std::max<int64_t>(1, per_sm * dev.sm_count / tiles);
+        split = std::max<int64_t>(1, std::min(cap, stages / 4));
+        if (!want_reduce && split > 1 && split <= 8) {
+          int64_t c = 1;
+          while (c * 2 <= split && cluster_fits(c * 2)) c *= 2;
+          if (c * 2 > split || c == 8) split = c;  // a power-of-two cluster covers the split
+        }
+      } else {
+        split = std::max<int64_t>(1, std::min<int64_t>(std::atoll(se), stages));
+      }
+      p.tiled_split = static_cast<int>(std::min<int64_t>(split, 65535));
+      p.tiled_split_reduce = p.tiled_split > 1 && !cluster_fits(p.tiled_split);
+    }
+  }
   const int64_t slices = geo.KP / lin::slice_k(wf);
   const int64_t ctas_n = (geo.n16 + 3) / 4;
   int split = 1;
@@ -455,6 +503,9 @@ Plan plan(const Caps& caps) {
     p.off_partial = off;
     off = align_up(off + static_cast<int64_t>(split) * M * geo.NP * 4);
   }
+  } else if (p.tiled_split_reduce) {
+    p.off_partial = off;
+    off = align_up(off + static_cast<int64_t>(p.tiled_split) * M * geo.NP * 4);
   p.scratch_bytes = off;
   if (log_level() >= 3) log_message(3, p.describe());
   {
@@ -469,7 +520,8 @@ Plan plan(const Caps& caps) {
                   ? " wgmma" + std::to_string(p.tiled_wgmma) +
                         (p.tiled_wgmma_var ? " v" + std::to_string(p.tiled_wgmma_var) : "") +
                         (wgmma_group ? " group" : "")
-                  : "");
+                  : std::string(p.tiled_tok == 64 ? " tok64" : "") +
+                        (p.tiled_split_reduce ? " split=reduce" : ""));
     else
       sig << " decode nt=" << (M > kDecodeMaxM ? 2 : decode_nt(M))
           << (ws > 1 && M <= kDecodeMaxM ? " ws=" + std::to_string(ws) : "")
@@ -795,14 +847,24 @@ void run(const Binding& b, Stream stream) {
       return;
     }
     constexpr int kMaxTiledSplit = 2;
-    const int bn = lin::tiled_block_n(im.wfmt, fp16);
-    const int64_t tiles = ((geo.NP + bn - 1) / bn) * ((M + 127) / 128);
+    const int tok = plan.tiled_tok;
+    const int bn = lin::tiled_block_n(im.wfmt, fp16, tok);
+    const int64_t tiles = ((geo.NP + bn - 1) / bn) * ((M + tok - 1) / tok);
+    if (plan.tiled_split > 0) {
+      p.split = plan.tiled_split;
+      p.cluster_split = plan.tiled_split_reduce ? 1 : plan.tiled_split;
+      p.partial = plan.tiled_split_reduce ? reinterpret_cast<float*>(b.scratch + plan.off_partial)
+                                          : nullptr;
+      lin::launch_linear_tiled(im.wfmt, fp16, p, stream, plan.tiled_tok);
+      if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);
+      return;
+    }
     const int64_t stages = geo.KP / 64;
     int split = 1;
     if (plan.tiled_cluster_ok) {
       while (split < kMaxTiledSplit && tiles * split * 2 <= plan.sm_count &&
              stages >= 4 * split * 2 &&
-             tiles <= lin::tiled_max_active_clusters(c.device, im.wfmt, fp16, split * 2))
+             tiles <= lin::tiled_max_active_clusters(c.device, im.wfmt, fp16, split * 2, tok))
         split *= 2;
       // Probe override (B12X_GEMM_TILED_SPLIT=1|2|4|8), clamped to the stages available.
       const int forced = lin::tiled_split_override();
@@ -813,7 +875,7 @@ void run(const Binding& b, Stream stream) {
     }
     p.split = split;
     p.cluster_split = split;
-    lin::launch_linear_tiled(im.wfmt, fp16, p, stream);
+    lin::launch_linear_tiled(im.wfmt, fp16, p, stream, tok);
     return;
   }
   p.cluster_split = 1;

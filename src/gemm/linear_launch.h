@@ -33,20 +33,22 @@ bool decode_half_available(WFmt f, bool fp16);
 /// grid = (ceil(n16/4), split, ceil(M / (8*nt))); p.cluster_split > 1 launches grid.y as one
 /// thread-block cluster. p.stage_rows / p.stage_slices size the activation staging.
 void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stream stream);
-/// Tiled kernel (M > 16): grid = (ceil(NP/tiled_block_n), ceil(M/128), split). x must allow
-/// 16-byte loads.
+/// Tiled kernel (M > 16): grid = (ceil(NP/tiled_block_n), ceil(M/tok), split). x must allow
+/// 16-byte loads. tok: tokens per CTA, 128 or 64 (the mid-M variant, 256 weight rows per CTA).
+/// A split without a cluster (p.cluster_split == 1) writes fp32 partials to p.partial for
+/// launch_linear_reduce.
 bool tiled_kernel_available(WFmt f, bool fp16);
 /// Weight rows per CTA of the tiled kernel (128 or 256; 128 tokens per CTA for every format).
-int tiled_block_n(WFmt f, bool fp16);
+int tiled_block_n(WFmt f, bool fp16, int tok = 128);
 /// B12X_GEMM_TILED_SPLIT=<n> (probe): forced cluster split of the tiled kernel, 0 when unset.
 int tiled_split_override();
 /// Host-only setup (dynamic shared memory opt-in, co-resident cluster counts); call before
 /// capture (plan does).
-void prepare_linear_tiled(WFmt f, bool fp16);
+void prepare_linear_tiled(WFmt f, bool fp16, int tok = 128);
 /// Co-resident clusters of `split` CTAs of the tiled kernel on `device` (0 when prepare did not
-/// run for it there); a host table lookup, no CUDA call.
-int tiled_max_active_clusters(int device, WFmt f, bool fp16, int split);
-void launch_linear_tiled(WFmt f, bool fp16, const LinearParams& p, Stream stream);
+/// run for it there; split 1: CTAs per SM); a host table lookup, no CUDA call.
+int tiled_max_active_clusters(int device, WFmt f, bool fp16, int split, int tok = 128);
+void launch_linear_tiled(WFmt f, bool fp16, const LinearParams& p, Stream stream, int tok = 128);
 /// SM90 wgmma tiled kernel (compute capability 9.0 only): 128 weight rows x `tok` (128) tokens
 /// per CTA, grid = (ceil(NP/128), ceil(M/tok)), or 1-D in raster bands (`raster`, below); NVFP4,
 /// BF16 MXFP4 and MXFP8 (the fold formats), per-tensor and block FP8. x must allow 16-byte

@@ -15,12 +15,12 @@ namespace {
 
 using TiledFn = void (*)(const LinearParams);
 
-template <WFmt F, class T, bool kAlt>
+template <WFmt F, class T, bool kAlt, int kTok>
 TiledFn tiled_fn() {
-  if constexpr (TiledCfg<F, T, kAlt>::kTwoCta) {
-    return &linear_tiled_kernel_2cta<F, T, kAlt>;
+  if constexpr (TiledCfg<F, T, kAlt, kTok>::kTwoCta) {
+    return &linear_tiled_kernel_2cta<F, T, kAlt, kTok>;
   } else {
-    return &linear_tiled_kernel<F, T, kAlt>;
+    return &linear_tiled_kernel<F, T, kAlt, kTok>;
   }
 }
 
@@ -28,12 +28,13 @@ struct TiledPick {
   TiledFn fn = nullptr;
   int smem = 0;
   int bn = 0;  // weight rows per CTA
+  int bm = 0;  // tokens per CTA
 };
 
-template <WFmt F, class T, bool kAlt = false>
+template <WFmt F, class T, bool kAlt = false, int kTok = 128>
 TiledPick tiled_pick() {
-  using C = TiledCfg<F, T, kAlt>;
-  return {tiled_fn<F, T, kAlt>(), C::kSmemBytes, C::kBN};
+  using C = TiledCfg<F, T, kAlt, kTok>;
+  return {tiled_fn<F, T, kAlt, kTok>(), C::kSmemBytes, C::kBN, C::kBM};
 }
 
 /// Probe override B12X_GEMM_TILED_ALT=1 (TiledCfg::kAlt): the group mode (IQ2, FP16 MXFP4) on
@@ -47,10 +48,13 @@ bool tiled_alt() {
   return alt;
 }
 
-TiledPick pick_tiled(WFmt f, bool fp16) {
-  const bool alt = tiled_alt();
-#define B12X_TILED(FMT)                                                                       \
-  if (alt) return fp16 ? tiled_pick<FMT, Fp16Tag, true>() : tiled_pick<FMT, Bf16Tag, true>(); \
+/// tok: tokens per CTA (128, or 64 for the mid-M variant, which has no kAlt probe).
+TiledPick pick_tiled(WFmt f, bool fp16, int tok = 128) {
+  const bool alt = tiled_alt() && tok == 128;
+#define B12X_TILED(FMT)                                                                          \
+  if (tok == 64)                                                                                 \
+    return fp16 ? tiled_pick<FMT, Fp16Tag, false, 64>() : tiled_pick<FMT, Bf16Tag, false, 64>(); \
+  if (alt) return fp16 ? tiled_pick<FMT, Fp16Tag, true>() : tiled_pick<FMT, Bf16Tag, true>();    \
   return fp16 ? tiled_pick<FMT, Fp16Tag>() : tiled_pick<FMT, Bf16Tag>()
   switch (f) {
     case WFmt::kNvfp4:
@@ -64,13 +68,22 @@ TiledPick pick_tiled(WFmt f, bool fp16) {
     // No variants: Q8_0's 16 KB of packed B per 64x64-tile stage leaves no room for 3 stages;
     // MXFP8 already runs 64x32 at two CTAs per SM; FP8 promotion has no register room.
     case WFmt::kQ8_0:
+      if (tok == 64)
+        return fp16 ? tiled_pick<WFmt::kQ8_0, Fp16Tag, false, 64>()
+                    : tiled_pick<WFmt::kQ8_0, Bf16Tag, false, 64>();
       return fp16 ? tiled_pick<WFmt::kQ8_0, Fp16Tag>() : tiled_pick<WFmt::kQ8_0, Bf16Tag>();
     case WFmt::kFp8:
-      return fp16 ? TiledPick{} : tiled_pick<WFmt::kFp8, Bf16Tag>();
+      return fp16        ? TiledPick{}
+             : tok == 64 ? tiled_pick<WFmt::kFp8, Bf16Tag, false, 64>()
+                         : tiled_pick<WFmt::kFp8, Bf16Tag>();
     case WFmt::kFp8Mx:
-      return fp16 ? TiledPick{} : tiled_pick<WFmt::kFp8Mx, Bf16Tag>();
+      return fp16        ? TiledPick{}
+             : tok == 64 ? tiled_pick<WFmt::kFp8Mx, Bf16Tag, false, 64>()
+                         : tiled_pick<WFmt::kFp8Mx, Bf16Tag>();
     case WFmt::kFp8Block:
-      return fp16 ? TiledPick{} : tiled_pick<WFmt::kFp8Block, Bf16Tag>();
+      return fp16        ? TiledPick{}
+             : tok == 64 ? tiled_pick<WFmt::kFp8Block, Bf16Tag, false, 64>()
+                         : tiled_pick<WFmt::kFp8Block, Bf16Tag>();
   }
 #undef B12X_TILED
   return {};
@@ -91,8 +104,8 @@ int tiled_split_override() {
   return forced;
 }
 
-int tiled_block_n(WFmt f, bool fp16) {
-  const TiledPick k = pick_tiled(f, fp16);
+int tiled_block_n(WFmt f, bool fp16, int tok) {
+  const TiledPick k = pick_tiled(f, fp16, tok);
   B12X_ASSERT(k.fn != nullptr, "no tiled kernel for format ", static_cast<int>(f));
   return k.bn;
 }
@@ -113,8 +126,8 @@ ClusterTable& cluster_table() {
 
 }  // namespace
 
-void prepare_linear_tiled(WFmt f, bool fp16) {
-  const TiledPick k = pick_tiled(f, fp16);
+void prepare_linear_tiled(WFmt f, bool fp16, int tok) {
+  const TiledPick k = pick_tiled(f, fp16, tok);
   B12X_ASSERT(k.fn != nullptr, "no tiled kernel for format ", static_cast<int>(f));
   B12X_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(k.fn),
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, k.smem));
@@ -122,7 +135,15 @@ void prepare_linear_tiled(WFmt f, bool fp16) {
   B12X_CUDA_CHECK(cudaGetDevice(&dev));
   int major = 0;
   B12X_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-  if (major < 9) return;  // no clusters: run() never splits
+  {
+    // CTAs per SM (stored as "split 1"): the plan's split-K rule sizes grids to full waves.
+    int blocks = 0;
+    B12X_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &blocks, reinterpret_cast<const void*>(k.fn), 256, static_cast<size_t>(k.smem)));
+    std::lock_guard<std::mutex> lock(cluster_table().mu);
+    cluster_table().max_active[{dev, reinterpret_cast<const void*>(k.fn), 1}] = blocks;
+  }
+  if (major < 9) return;  // no clusters: run() never splits over a cluster
   for (int split = 2; split <= 8; split *= 2) {
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3(1, 1, static_cast<unsigned>(split));
@@ -147,26 +168,28 @@ void prepare_linear_tiled(WFmt f, bool fp16) {
   }
 }
 
-int tiled_max_active_clusters(int device, WFmt f, bool fp16, int split) {
-  const TiledPick k = pick_tiled(f, fp16);
+int tiled_max_active_clusters(int device, WFmt f, bool fp16, int split, int tok) {
+  const TiledPick k = pick_tiled(f, fp16, tok);
   std::lock_guard<std::mutex> lock(cluster_table().mu);
   const auto it =
       cluster_table().max_active.find({device, reinterpret_cast<const void*>(k.fn), split});
   return it == cluster_table().max_active.end() ? 0 : it->second;
 }
 
-void launch_linear_tiled(WFmt f, bool fp16, const LinearParams& p, Stream stream) {
-  const TiledPick k = pick_tiled(f, fp16);
+void launch_linear_tiled(WFmt f, bool fp16, const LinearParams& p, Stream stream, int tok) {
+  const TiledPick k = pick_tiled(f, fp16, tok);
   B12X_ASSERT(k.fn != nullptr, "no tiled kernel for format ", static_cast<int>(f));
-  const int64_t gy = (p.M + 127) / 128;  // TiledCfg::kBM of every format
+  const int64_t gy = (p.M + k.bm - 1) / k.bm;
   B12X_ASSERT(gy <= 65535, "too many token tiles: M=", p.M);
   const dim3 grid(static_cast<unsigned>((p.NP + k.bn - 1) / k.bn), static_cast<unsigned>(gy),
                   static_cast<unsigned>(p.split));
   if (p.cluster_split > 1) {
-    B12X_ASSERT(p.cluster_split == p.split && p.split <= 8, "tiled cluster split ", p.split);
+    B12X_ASSERT(p.cluster_split == p.split && p.split <= 8 && (p.split & (p.split - 1)) == 0,
+                "tiled cluster split ", p.split);
   } else {
-    B12X_ASSERT(p.split == 1, "tiled split without a cluster");
+    B12X_ASSERT(p.split == 1 || p.partial != nullptr, "tiled split without a cluster or partials");
   }
+  B12X_ASSERT(p.split <= 65535, "tiled split ", p.split);
   const dim3 cluster(1, 1, p.cluster_split > 1 ? static_cast<unsigned>(p.split) : 1u);
   B12X_CUDA_CHECK(b12x::detail::launch_ex(k.fn, grid, dim3(256) /* TiledCfg::kThreads */,
                                           static_cast<size_t>(k.smem), stream, p.pdl != 0, cluster,

@@ -753,6 +753,80 @@ TEST(GemmGpu, DecodePipelinedStagingWarpSplit) {
   EXPECT_EQ(plan.decode_warp_split, 4);
 }
 
+TEST(GemmGpu, TiledSplitK) {
+  B12X_REQUIRE_GPU();
+  // The mma.sync tiled kernel with K split over grid.z (B12X_GEMM_TILED_SPLITK, the plan's
+  // split): a cluster reduced through DSMEM (reduce-scatter) or fp32 partials + the reduce
+  // kernel. Every format; token tails (M off 128, two token tiles), row tails, splits that leave
+  // the last CTA without a stage (20 stages over 8 and 16) and FP8 128-K groups cut between CTAs
+  // (odd stages per CTA); bias, FP16 activations and outputs, graph replay.
+  ScopedEnv ew("B12X_GEMM_WGMMA", "0");
+  const bool clusters = device_info(0).cc_major >= 9;
+  {
+    ScopedEnv es("B12X_GEMM_TILED_SPLITK", "auto");
+    const gemm::Plan pl = bf16_plan(LinearFormat::kNvfp4W4A16, 64, 264, 4096);
+    EXPECT_GT(pl.tiled_split, 1);
+    EXPECT_TRUE(pl.tiled_split_reduce);  // 2 tiles: a split of 16
+    for (const auto& c : all_format_cases(64, 264, 4096, true, DType::kBF16, gemm::Regime::kTiled))
+      run_case(c);
+    run_case({LinearFormat::kQ8_0, 40, 128, 2048, DType::kBF16, DType::kBF16, true}, true);
+    run_case({LinearFormat::kMxfp4, 100, 256, 1024, DType::kBF16, DType::kFP16, true}, true);
+  }
+  for (const char* sp : {"8", "4"}) {
+    ScopedEnv es("B12X_GEMM_TILED_SPLITK", sp);
+    const gemm::Plan pl = bf16_plan(LinearFormat::kFp8Block, 200, 136, 1280);
+    EXPECT_EQ(pl.tiled_split, std::atoi(sp));
+    EXPECT_EQ(pl.tiled_split_reduce, !clusters);
+    for (const auto& c :
+         all_format_cases(200, 136, 1280, sp[0] == '8', DType::kFP16, gemm::Regime::kTiled))
+      run_case(c);
+    for (LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kMxfp4W4A16,
+                           LinearFormat::kQ8_0, LinearFormat::kIq2Xs})
+      run_case({f, 70, 256, 2048, DType::kFP16, DType::kFP16, true, false, gemm::Regime::kTiled});
+    run_case({LinearFormat::kFp8Block, 77, 256, 2048, DType::kBF16, DType::kBF16, true}, true);
+  }
+  {
+    ScopedEnv es("B12X_GEMM_TILED_SPLITK", "3"), em("B12X_GEMM_TILED_SPLITK_MODE", "reduce");
+    const gemm::Plan pl = bf16_plan(LinearFormat::kFp8Block, 77, 200, 1280);
+    EXPECT_EQ(pl.tiled_split, 3);
+    EXPECT_TRUE(pl.tiled_split_reduce);
+    for (const auto& c : all_format_cases(77, 200, 1280, true, DType::kBF16, gemm::Regime::kTiled))
+      run_case(c);
+    for (const auto& c : all_format_cases(130, 72, 1280, false, DType::kFP16, gemm::Regime::kTiled))
+      run_case(c);
+    ScopedEnv es2("B12X_GEMM_TILED_SPLITK", "16");
+    run_case({LinearFormat::kNvfp4, 50, 264, 1280, DType::kBF16, DType::kBF16, true}, true);
+  }
+}
+
+TEST(GemmGpu, TiledTok64) {
+  B12X_REQUIRE_GPU();
+  // The 64-token variant of the mma.sync tiled kernel (B12X_GEMM_TILED_TOK=64; 1 x 8 warps of
+  // 64 x 32 in every mode, 256 rows per CTA): without a split, with a cluster split of 4 and with
+  // partials (3); token tails (M off 64, three token tiles), row tails, bias, FP16, graph replay.
+  ScopedEnv ew("B12X_GEMM_WGMMA", "0"), et("B12X_GEMM_TILED_TOK", "64");
+  EXPECT_EQ(bf16_plan(LinearFormat::kQ8_0, 64, 264, 1024).tiled_tok, 64);
+  for (const auto& c : all_format_cases(64, 264, 1280, true, DType::kBF16, gemm::Regime::kTiled))
+    run_case(c);
+  for (const auto& c : all_format_cases(150, 136, 768, false, DType::kFP16, gemm::Regime::kTiled))
+    run_case(c);
+  for (LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kMxfp4W4A16, LinearFormat::kQ8_0,
+                         LinearFormat::kIq2Xxs})
+    run_case({f, 40, 256, 1024, DType::kFP16, DType::kFP16, true, false, gemm::Regime::kTiled});
+  {
+    ScopedEnv es("B12X_GEMM_TILED_SPLITK", "4");
+    for (const auto& c : all_format_cases(100, 264, 2048, true, DType::kBF16, gemm::Regime::kTiled))
+      run_case(c);
+    run_case({LinearFormat::kMxfp8, 64, 256, 2048, DType::kBF16, DType::kBF16, true}, true);
+  }
+  {
+    ScopedEnv es("B12X_GEMM_TILED_SPLITK", "3"), em("B12X_GEMM_TILED_SPLITK_MODE", "reduce");
+    for (const auto& c : all_format_cases(33, 200, 1280, false, DType::kFP16, gemm::Regime::kTiled))
+      run_case(c);
+    run_case({LinearFormat::kFp8Block, 64, 256, 2048, DType::kBF16, DType::kBF16, true}, true);
+  }
+}
+
 /// Formats the SM90 wgmma tiled kernel runs (NVFP4 W4A4 / W4A16, MXFP4 W4A4 / W4A8 / W4A16 with
 /// BF16 MMAs, MXFP8, per-tensor and block FP8; K must be a multiple of 128 for block FP8); the
 /// others keep the mma.sync tiled kernel under the same override.
@@ -1108,6 +1182,24 @@ TEST(GemmGpuSanitize, Fp8BlockProbes) {
   run_case({LinearFormat::kFp8Block, 136, 136, 2048, DType::kBF16, DType::kBF16, true});
   for (LinearFormat f : {LinearFormat::kMxfp8, LinearFormat::kMxfp4W4A8})
     run_case({f, 136, 136, 512, DType::kBF16, DType::kBF16, true});
+}
+
+TEST(GemmGpuSanitize, TiledSplitK) {
+  B12X_REQUIRE_GPU();
+  // The tiled kernel's K split: a cluster of 4 (reduce-scatter over DSMEM) and 3 CTAs writing
+  // fp32 partials for the reduce kernel; two token tiles, row tails, bias.
+  ScopedEnv ew("B12X_GEMM_WGMMA", "0");
+  for (const char* mode : {"cluster", "reduce"}) {
+    ScopedEnv es("B12X_GEMM_TILED_SPLITK", mode[0] == 'c' ? "4" : "3"),
+        em("B12X_GEMM_TILED_SPLITK_MODE", mode);
+    for (LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kQ8_0, LinearFormat::kFp8Tensor,
+                           LinearFormat::kMxfp8})
+      run_case({f, 136, 136, 1024, DType::kBF16, DType::kBF16, true, false, gemm::Regime::kTiled});
+  }
+  ScopedEnv et("B12X_GEMM_TILED_TOK", "64"), es("B12X_GEMM_TILED_SPLITK", "2");
+  for (LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kQ8_0, LinearFormat::kFp8Block,
+                         LinearFormat::kMxfp8})
+    run_case({f, 72, 136, 1024, DType::kBF16, DType::kBF16, true, false, gemm::Regime::kTiled});
 }
 
 /// FP8 variant 9 for compute-sanitizer: the producer's weight stores (STS, a second arrival on

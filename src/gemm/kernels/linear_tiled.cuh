@@ -43,9 +43,12 @@ enum class TiledMode : int { kFold, kGroup, kF8Promote };
 
 /// Per-(format, MMA dtype) shape of the CTA tile and of one pipeline stage:
 /// [A tile][packed B tile][scale area].
-template <WFmt F, class T, bool kAlt = false>
+template <WFmt F, class T, bool kAlt = false, int kTok = 128>
 struct TiledCfg {
-  static constexpr int kBM = 128, kBK = 64, kThreads = 256;
+  /// kTok: tokens per CTA, 128 or 64 (mid M: half the MMAs of a 128-token tile would be padding
+  /// at M <= 64; every mode then runs 1 x 8 warps of 64 tokens x 32 rows, kBN = 256).
+  static constexpr int kBM = kTok, kBK = 64, kThreads = 256;
+  static_assert(kTok == 128 || (kTok == 64 && !kAlt), "token tile");
   static constexpr int kAPitch = kBK + 8;     // halves; 144-byte rows keep ldmatrix conflict-free
   static constexpr int kAPitchF8 = kBK + 16;  // bytes; 80-byte rows, conflict-free as well
   static constexpr WTraits kTr = wtraits(F);
@@ -72,10 +75,11 @@ struct TiledCfg {
   /// instructions per fragment register, the dominant non-MMA work); the others (MXFP8 too:
   /// 16 KB of packed B per 256-row stage would leave room for 2 stages) run 2 x 4 warps of
   /// 64 x 16kWN.
-  static constexpr int kWarpsM = (kMode == TiledMode::kFold && F != WFmt::kFp8Mx && !kAlt) ? 1 : 2;
+  static constexpr int kWarpsM =
+      kTok == 64 || (kMode == TiledMode::kFold && F != WFmt::kFp8Mx && !kAlt) ? 1 : 2;
   /// Launch with __launch_bounds__(256, 2): the fold configs with 64x32 warp tiles fit 128
   /// registers and 2 x their shared memory fits an SM90 SM.
-  static constexpr bool kTwoCta = kMode == TiledMode::kFold && kWarpsM == 2;
+  static constexpr bool kTwoCta = kMode == TiledMode::kFold && (kWarpsM == 2 || kTok == 64);
   static constexpr int kWarpsN = 8 / kWarpsM;
   static constexpr int kMT = kBM / 16 / kWarpsM;  // m16 tiles per warp
   static constexpr int kBN = kWarpsN * 16 * kWN;
@@ -170,10 +174,10 @@ __device__ __forceinline__ void mma16816_zero(float d[4], const uint32_t a[4], u
 
 /// Raw scale word of item i for the stage starting at absolute K k0 (see TiledCfg): fetched with
 /// plain loads into registers, converted by tiled_scale_store one iteration later.
-template <WFmt F, class T, bool kAlt>
+template <WFmt F, class T, bool kAlt, int kTok>
 __device__ __forceinline__ uint32_t tiled_scale_fetch(const LinearParams& p, int i, int64_t n0,
                                                       int64_t m0, int64_t k0) {
-  using C = TiledCfg<F, T, kAlt>;
+  using C = TiledCfg<F, T, kAlt, kTok>;
   if (i < C::kWItems) {
     if constexpr (F == WFmt::kNvfp4) {
       const int64_t row = n0 + i;
@@ -228,10 +232,10 @@ __device__ __forceinline__ uint32_t tiled_scale_fetch(const LinearParams& p, int
 
 /// Convert and store item i into a stage's scale area (weights: [group][row], activations:
 /// [group][token] after the weight words).
-template <WFmt F, class T, bool kAlt>
+template <WFmt F, class T, bool kAlt, int kTok>
 __device__ __forceinline__ void tiled_scale_store(const LinearParams& p, int i, uint32_t raw,
                                                   uint32_t* area, const uint32_t* lut) {
-  using C = TiledCfg<F, T, kAlt>;
+  using C = TiledCfg<F, T, kAlt, kTok>;
   if (i < C::kWItems) {
     if constexpr (F == WFmt::kNvfp4) {
 #pragma unroll
@@ -254,9 +258,9 @@ __device__ __forceinline__ void tiled_scale_store(const LinearParams& p, int i, 
   }
 }
 
-template <WFmt F, class T, bool kAlt>
+template <WFmt F, class T, bool kAlt, int kTok>
 __device__ __forceinline__ void linear_tiled_body(const LinearParams& p) {
-  using C = TiledCfg<F, T, kAlt>;
+  using C = TiledCfg<F, T, kAlt, kTok>;
   constexpr WTraits kTr = C::kTr;
   constexpr int kApv = 16 / kTr.lane_bytes;  // atoms per 16-byte lane vector
   constexpr int kAtomBytes = C::kAtomBytes;
@@ -356,16 +360,16 @@ __device__ __forceinline__ void linear_tiled_body(const LinearParams& p) {
 #pragma unroll
     for (int j = 0; j < C::kItemsPerThread; ++j) {
       const int i = tid + j * C::kThreads;
-      sraw[j] = i < C::kItems
-                    ? tiled_scale_fetch<F, T, kAlt>(p, i, n0, m0, static_cast<int64_t>(kb) * C::kBK)
-                    : 0u;
+      sraw[j] = i < C::kItems ? tiled_scale_fetch<F, T, kAlt, kTok>(
+                                    p, i, n0, m0, static_cast<int64_t>(kb) * C::kBK)
+                              : 0u;
     }
   };
   auto store_scales = [&](int s) {
 #pragma unroll
     for (int j = 0; j < C::kItemsPerThread; ++j) {
       const int i = tid + j * C::kThreads;
-      if (i < C::kItems) tiled_scale_store<F, T, kAlt>(p, i, sraw[j], scale_area(s), lut);
+      if (i < C::kItems) tiled_scale_store<F, T, kAlt, kTok>(p, i, sraw[j], scale_area(s), lut);
     }
   };
 
@@ -632,14 +636,39 @@ __device__ __forceinline__ void linear_tiled_body(const LinearParams& p) {
   cp_async_wait<0>();
   griddep_launch_dependents();
 
-  // Split-K: ranks > 0 leave their accumulators in shared memory (64 floats per thread at a
-  // time); rank 0 adds them over DSMEM. The second cluster barrier of each chunk keeps the
-  // ranks from overwriting a chunk rank 0 is still reading.
+  // Split-K over plain grid.z CTAs: fp32 partials [z][M][NP] in scratch, added in z order by
+  // linear_reduce_kernel (which applies the epilogue). MXFP8 weights decode to v * 2^-7, so its
+  // partials carry the 2^7 (exact) the epilogue below would apply.
+  if (p.partial != nullptr) {
+    const float pm = F == WFmt::kFp8Mx ? 128.f : 1.f;
+    float* part = p.partial + static_cast<int64_t>(blockIdx.z) * p.M * p.NP;
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int64_t m = m0 + wm * kWTok + mt * 16 + g + 8 * h;
+          const int64_t n = n0 + wn * kWRows + nt * 8 + 2 * t;  // even; NP is even
+          if (m >= p.M || n >= p.NP) continue;
+          *reinterpret_cast<float2*>(part + m * p.NP + n) =
+              make_float2(acc[mt][nt][2 * h] * pm, acc[mt][nt][2 * h + 1] * pm);
+        }
+    return;
+  }
+
+  // Split-K over a cluster (power-of-two size nb): reduce-scatter through DSMEM. The pair
+  // (mt, nt, h) of output elements, unit u = (mt * kNT + nt) * 2 + h, belongs to rank u % nb,
+  // which adds it over ranks 0..nb-1 in that order (deterministic) and stores it. Every rank
+  // leaves 64 accumulators per thread at a time in shared memory; the second cluster barrier of
+  // a chunk keeps the ranks from overwriting values another rank is still reading.
+  unsigned rank = 0, nb = 1;
   if (p.cluster_split > 1) {
     __syncthreads();  // the pipeline buffers become the reduction buffer
     float* red = reinterpret_cast<float*>(smem);
     cooperative_groups::cluster_group cl = cooperative_groups::this_cluster();
-    const unsigned rank = cl.block_rank();
+    rank = cl.block_rank();
+    nb = cl.num_blocks();
 #pragma unroll
     for (int c = 0; c < C::kAccPerThread / C::kRedChunk; ++c) {
 #pragma unroll
@@ -648,19 +677,17 @@ __device__ __forceinline__ void linear_tiled_body(const LinearParams& p) {
         red[idx * C::kThreads + tid] = acc[a / (kNT * 4)][(a / 4) % kNT][a % 4];
       }
       cl.sync();
-      if (rank == 0) {
-        for (unsigned r = 1; r < cl.num_blocks(); ++r) {
-          const float* rr = cl.map_shared_rank(red, r);
 #pragma unroll
-          for (int idx = 0; idx < C::kRedChunk; ++idx) {
-            const int a = c * C::kRedChunk + idx;
-            acc[a / (kNT * 4)][(a / 4) % kNT][a % 4] += rr[idx * C::kThreads + tid];
-          }
-        }
+      for (int idx = 0; idx < C::kRedChunk; ++idx) {
+        const int a = c * C::kRedChunk + idx;
+        if (((a / 2) & (nb - 1)) != rank) continue;
+        float sum = 0.f;
+        for (unsigned r = 0; r < nb; ++r)
+          sum += cl.map_shared_rank(red, r)[idx * C::kThreads + tid];
+        acc[a / (kNT * 4)][(a / 4) % kNT][a % 4] = sum;
       }
       cl.sync();
     }
-    if (rank != 0) return;
   }
 
   // Epilogue: c0 = (token g, row 2t), c1 = (g, 2t+1), c2/c3 = token g+8. n is even, so a pair
@@ -677,7 +704,8 @@ __device__ __forceinline__ void linear_tiled_body(const LinearParams& p) {
       for (int h = 0; h < 2; ++h) {
         const int64_t m = m0 + wm * kWTok + mt * 16 + g + 8 * h;
         const int64_t n = n0 + wn * kWRows + nt * 8 + 2 * t;
-        if (m >= p.M) continue;
+        if (m >= p.M || ((static_cast<unsigned>((mt * kNT + nt) * 2 + h) & (nb - 1)) != rank))
+          continue;
         float v[2];
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
@@ -708,17 +736,17 @@ __device__ __forceinline__ void linear_tiled_body(const LinearParams& p) {
 }
 
 /// One CTA per SM (the 128-accumulator warp tiles use up to 255 registers).
-template <WFmt F, class T, bool kAlt>
+template <WFmt F, class T, bool kAlt, int kTok>
 __global__ void __launch_bounds__(256) linear_tiled_kernel(const LinearParams p) {
-  linear_tiled_body<F, T, kAlt>(p);
+  linear_tiled_body<F, T, kAlt, kTok>(p);
 }
 
 /// Two CTAs per SM (<= 128 registers, 2 x the shared memory of one CTA on SM90): the fold configs
 /// with 64 x 32 warp tiles (TiledCfg::kTwoCta), so that twice the warps hide the decode and
 /// ldmatrix latencies.
-template <WFmt F, class T, bool kAlt>
+template <WFmt F, class T, bool kAlt, int kTok>
 __global__ void __launch_bounds__(256, 2) linear_tiled_kernel_2cta(const LinearParams p) {
-  linear_tiled_body<F, T, kAlt>(p);
+  linear_tiled_body<F, T, kAlt, kTok>(p);
 }
 
 }  // namespace b12x::gemm::lin
