@@ -182,6 +182,13 @@ struct Plan {
   bool act_prepass = false;
   int sm_count = 0;               ///< SMs of the device (tiled split-K choice)
   bool tiled_cluster_ok = false;  ///< thread-block clusters available (SM90+)
+  /// mma.sync tiled kernel: K split over grid.z decided by the plan (0: run's cluster rule of at
+  /// most 2); with tiled_split_reduce the CTAs write fp32 partials to scratch (off_partial) and a
+  /// second kernel adds them in split order, else grid.z is one cluster reduced through DSMEM.
+  int tiled_split = 0;
+  bool tiled_split_reduce = false;
+  /// mma.sync tiled kernel: tokens per CTA (128, or 64: the mid-M variant with 256 weight rows).
+  int tiled_tok = 128;
   /// Tiled regime on compute capability 9.0: tokens per CTA (128) of the wgmma kernel, 0 for the
   /// portable mma.sync tiled kernel (B12X_GEMM_WGMMA=0|1 overrides the choice).
   int tiled_wgmma = 0;
@@ -196,13 +203,6 @@ struct Plan {
 };
 
 /// Host only; throws kCaptureActive during capture.
-  /// mma.sync tiled kernel: K split over grid.z decided by the plan (0: run's cluster rule of at
-  /// most 2); with tiled_split_reduce the CTAs write fp32 partials to scratch (off_partial) and a
-  /// second kernel adds them in split order, else grid.z is one cluster reduced through DSMEM.
-  int tiled_split = 0;
-  bool tiled_split_reduce = false;
-  /// mma.sync tiled kernel: tokens per CTA (128, or 64: the mid-M variant with 256 weight rows).
-  int tiled_tok = 128;
 Plan plan(const Caps& caps);
 
 struct Binding {

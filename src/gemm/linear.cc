@@ -302,7 +302,6 @@ Plan plan(const Caps& caps) {
         p.tiled_wgmma_raster = std::max(0, std::atoi(r));
     }
   }
-  // Split-K (weight-streaming regime only).
   // mma.sync tiled kernel: K split over grid.z so that the grid fills the GPU at mid M.
   // B12X_GEMM_TILED_SPLITK=auto | <n> (probe): the split, from the capacity (or expected M);
   // B12X_GEMM_TILED_SPLITK_MODE=reduce | cluster: fp32 partials + a reduce kernel, or one
@@ -343,6 +342,7 @@ Plan plan(const Caps& caps) {
       p.tiled_split_reduce = p.tiled_split > 1 && !cluster_fits(p.tiled_split);
     }
   }
+  // Split-K (weight-streaming regime only).
   const int64_t slices = geo.KP / lin::slice_k(wf);
   const int64_t ctas_n = (geo.n16 + 3) / 4;
   int split = 1;
@@ -502,10 +502,10 @@ Plan plan(const Caps& caps) {
   if (split > 1 && !p.split_cluster) {
     p.off_partial = off;
     off = align_up(off + static_cast<int64_t>(split) * M * geo.NP * 4);
-  }
   } else if (p.tiled_split_reduce) {
     p.off_partial = off;
     off = align_up(off + static_cast<int64_t>(p.tiled_split) * M * geo.NP * 4);
+  }
   p.scratch_bytes = off;
   if (log_level() >= 3) log_message(3, p.describe());
   {
