@@ -60,6 +60,9 @@ int main() {
   std::printf("%-13s %6s %6s %9s %9s %6s %9s %7s\n", "format", "M", "K", "us", "GB/s", "%bw",
               "copy_us", "x_copy");
   JsonRows json;
+  int dev = 0;
+  BENCH_CUDA(cudaGetDevice(&dev));
+  const gemm::ActQuant q = gemm::act_quant_options(dev);  // the B12X_QUANT_* knobs of this run
   const int64_t Ms[] = {1, 16, 128, 2048, 8192};
   const int64_t Ks[] = {4096, 7168};
   float* scalar = nullptr;
@@ -93,20 +96,21 @@ int main() {
           auto st = reinterpret_cast<Stream>(s);
           switch (f) {
             case kNvfp4:
-              gemm::launch_quantize_nvfp4(xs[j], DType::kBF16, M, K, K, scalar, vs[j], ss[j], st);
+              gemm::launch_quantize_nvfp4(xs[j], DType::kBF16, M, K, K, scalar, vs[j], ss[j], q,
+                                          st);
               break;
             case kMxfp8:
-              gemm::launch_quantize_mxfp8(xs[j], DType::kBF16, M, K, K, vs[j], rs[j], ss[j], st);
+              gemm::launch_quantize_mxfp8(xs[j], DType::kBF16, M, K, K, vs[j], rs[j], ss[j], q, st);
               break;
             case kMxfp4:
-              gemm::launch_quantize_mxfp4(xs[j], DType::kBF16, M, K, K, vs[j], ss[j], st);
+              gemm::launch_quantize_mxfp4(xs[j], DType::kBF16, M, K, K, vs[j], ss[j], q, st);
               break;
             case kFp8Group:
               gemm::launch_quantize_fp8_group128(xs[j], DType::kBF16, M, K, K, vs[j],
-                                                 reinterpret_cast<float*>(rs[j]), st);
+                                                 reinterpret_cast<float*>(rs[j]), q, st);
               break;
             case kFp8Tensor:
-              gemm::launch_quantize_fp8_tensor(xs[j], DType::kBF16, M, K, K, scalar, vs[j], st);
+              gemm::launch_quantize_fp8_tensor(xs[j], DType::kBF16, M, K, K, scalar, vs[j], q, st);
               break;
           }
         });

@@ -200,6 +200,7 @@ Plan plan(const Caps& caps) {
 
   Plan p;
   p.caps = caps;
+  p.act_quant = act_quant_options(caps.device);  // the B12X_QUANT_* knobs, read here only
   const WFmt wf = weight_format(f);
   const lin::Geometry geo = lin::make_geometry(wf, caps.out_features, caps.in_features);
   const int64_t M = caps.max_tokens, K = caps.in_features;
@@ -732,7 +733,8 @@ void run(const Binding& b, Stream stream) {
         } else {
           uint8_t* qv = b.scratch + plan.off_qvalues;
           float* qs = reinterpret_cast<float*>(b.scratch + plan.off_qscales);
-          launch_quantize_fp8_group128(b.x.data, b.x.dtype, M, K, b.x.stride[0], qv, qs, stream);
+          launch_quantize_fp8_group128(b.x.data, b.x.dtype, M, K, b.x.stride[0], qv, qs,
+                                       plan.act_quant, stream);
           qx = qv;
           qld = K;
           qscale = reinterpret_cast<const uint8_t*>(qs);
@@ -746,11 +748,12 @@ void run(const Binding& b, Stream stream) {
         // rows it cannot take (unaligned, K % 32) fall back to the two passes.
         fused = prepass && g == 0 &&
                 launch_mxfp8_dequant_bf16(b.x.data, b.x.dtype, M, K, b.x.stride[0], geo.KP,
-                                          tiled_f8_fold, act_out, stream);
+                                          tiled_f8_fold, act_out, plan.act_quant, stream);
         if (fused) break;
         uint8_t* qv = b.scratch + plan.off_qvalues;
         uint8_t* qs = b.scratch + plan.off_qscales;
-        launch_quantize_mxfp8(b.x.data, b.x.dtype, M, K, b.x.stride[0], qv, qs, nullptr, stream);
+        launch_quantize_mxfp8(b.x.data, b.x.dtype, M, K, b.x.stride[0], qv, qs, nullptr,
+                              plan.act_quant, stream);
         qx = qv;
         qld = K;
         qscale = qs;

@@ -1,4 +1,5 @@
-// Public activation quantisers: validation of host metadata, then the device launchers.
+// Public activation quantisers: validation of host metadata, then the device launchers (with the
+// launch options of the device as decided at the first call for it: act_quant_cached).
 #include "b12x/quantize.h"
 
 #include "b12x/runtime.h"
@@ -52,9 +53,9 @@ void quantize_nvfp4(const TensorRef& x, const TensorRef& global_scale, const Ten
                        fmt::swizzled_scale_bytes(in.M, cols), x.device,
                        gemm::qcheck::swizzled_str(in.M, cols));
   require_compiled_arch(x.device, op);
-  gemm::launch_quantize_nvfp4(x.data, in.dtype, in.M, in.K, in.ldx, gs,
-                              static_cast<uint8_t*>(packed.data),
-                              static_cast<uint8_t*>(scale_swizzled.data), stream);
+  gemm::launch_quantize_nvfp4(
+      x.data, in.dtype, in.M, in.K, in.ldx, gs, static_cast<uint8_t*>(packed.data),
+      static_cast<uint8_t*>(scale_swizzled.data), gemm::act_quant_cached(x.device), stream);
 }
 
 void quantize_mxfp8(const TensorRef& x, const TensorRef& values, const TensorRef& scale_rows,
@@ -75,7 +76,8 @@ void quantize_mxfp8(const TensorRef& x, const TensorRef& values, const TensorRef
   require_compiled_arch(x.device, op);
   gemm::launch_quantize_mxfp8(
       x.data, in.dtype, in.M, in.K, in.ldx, static_cast<uint8_t*>(values.data),
-      static_cast<uint8_t*>(scale_rows.data), static_cast<uint8_t*>(scale_swizzled.data), stream);
+      static_cast<uint8_t*>(scale_rows.data), static_cast<uint8_t*>(scale_swizzled.data),
+      gemm::act_quant_cached(x.device), stream);
 }
 
 void quantize_mxfp4(const TensorRef& x, const TensorRef& packed, const TensorRef& scale_swizzled,
@@ -89,9 +91,9 @@ void quantize_mxfp4(const TensorRef& x, const TensorRef& packed, const TensorRef
                        fmt::swizzled_scale_bytes(in.M, cols), x.device,
                        gemm::qcheck::swizzled_str(in.M, cols));
   require_compiled_arch(x.device, op);
-  gemm::launch_quantize_mxfp4(x.data, in.dtype, in.M, in.K, in.ldx,
-                              static_cast<uint8_t*>(packed.data),
-                              static_cast<uint8_t*>(scale_swizzled.data), stream);
+  gemm::launch_quantize_mxfp4(
+      x.data, in.dtype, in.M, in.K, in.ldx, static_cast<uint8_t*>(packed.data),
+      static_cast<uint8_t*>(scale_swizzled.data), gemm::act_quant_cached(x.device), stream);
 }
 
 void quantize_fp8_tensor(const TensorRef& x, const TensorRef& scale, const TensorRef& values,
@@ -102,7 +104,8 @@ void quantize_fp8_tensor(const TensorRef& x, const TensorRef& scale, const Tenso
   gemm::qcheck::output(values, op, "values", kFp8Out, in.M * in.K, x.device, "e4m3 [M, K]");
   require_compiled_arch(x.device, op);
   gemm::launch_quantize_fp8_tensor(x.data, in.dtype, in.M, in.K, in.ldx, s,
-                                   static_cast<uint8_t*>(values.data), stream);
+                                   static_cast<uint8_t*>(values.data),
+                                   gemm::act_quant_cached(x.device), stream);
 }
 
 void quantize_fp8_group128(const TensorRef& x, const TensorRef& values, const TensorRef& scales,
@@ -116,10 +119,10 @@ void quantize_fp8_group128(const TensorRef& x, const TensorRef& values, const Te
   check_aligned(scales, op, "scales", 4);
   require_compiled_arch(x.device, op);
   // No early programmatic trigger: the caller's next kernel may read without waiting.
-  gemm::launch_quantize_fp8_group128(x.data, in.dtype, in.M, in.K, in.ldx,
-                                     static_cast<uint8_t*>(values.data),
-                                     static_cast<float*>(scales.data), stream,
-                                     /*early_dependents=*/false);
+  gemm::launch_quantize_fp8_group128(
+      x.data, in.dtype, in.M, in.K, in.ldx, static_cast<uint8_t*>(values.data),
+      static_cast<float*>(scales.data), gemm::act_quant_cached(x.device), stream,
+      /*early_dependents=*/false);
 }
 
 }  // namespace b12x

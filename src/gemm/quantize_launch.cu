@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <map>
+#include <mutex>
 
 #include "b12x/runtime.h"
 #include "core/cuda_check.h"
@@ -22,30 +24,9 @@ bool aligned(const void* p, int bytes) {
 
 /// Grid for `work` thread-items: enough CTAs to cover the work, capped at a few waves (the
 /// kernels grid-stride). At least one CTA so the swizzle padding is always written.
-struct DevInfo {
-  int cap = 0;        ///< grid cap: 8 CTAs of 256 threads per SM (full occupancy)
-  bool sm90 = false;  ///< compute capability exactly 9.0
-};
-const DevInfo& dev_info() {
-  static thread_local int cached_dev = -1;
-  static thread_local DevInfo info;
-  int dev = 0;
-  B12X_CUDA_CHECK(cudaGetDevice(&dev));
-  if (dev != cached_dev) {
-    int sms = 0, major = 0, minor = 0;
-    B12X_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    B12X_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-    B12X_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
-    info.cap = std::max(1, sms) * 8;
-    info.sm90 = major == 9 && minor == 0;
-    cached_dev = dev;
-  }
-  return info;
-}
-
-int grid_for(int64_t work) {
+int grid_for(int64_t work, const ActQuant& q) {
   const int64_t need = (work + kThreads - 1) / kThreads;
-  return static_cast<int>(std::clamp<int64_t>(need, 1, dev_info().cap));
+  return static_cast<int>(std::clamp<int64_t>(need, 1, std::max(1, q.grid_cap)));
 }
 
 /// Launches the BF16- or FP16-input instance of a quantiser kernel.
@@ -65,10 +46,9 @@ void launch_for(DType x_dtype, int grid, void (*bf16)(Params), void (*f16)(Param
 /// 2048, +2-4% at M = 256 over the implicit trigger at completion. Not for the MXFP8 pre-pass:
 /// its GEMM at 128 tokens takes two CTAs per SM, and launched early those CTAs double up on the
 /// SMs that free first (round 23, M = 256: 58 -> 77 us at 4096x4096). B12X_QUANT_PDL=0 turns it
-/// off.
-bool quant_pdl_enabled(int64_t M) {
-  const char* e = std::getenv("B12X_QUANT_PDL");
-  return (e == nullptr || e[0] != '0') && M >= 128 && dev_info().sm90;
+/// off (ActQuant::pdl).
+bool quant_pdl_enabled(int64_t M, const ActQuant& q) {
+  return q.pdl && M >= 128 && q.sm90;
 }
 
 /// The input / value fields every block quantiser kernel reads.
@@ -86,7 +66,7 @@ kernels::BlockQuantParams block_params(const void* x, int64_t M, int64_t K, int6
 template <class P>
 void launch_block(const void* x, DType x_dtype, int64_t M, int64_t K, int64_t ldx, uint8_t* values,
                   uint8_t* scale_rows, float* scale_f32, uint8_t* swizzled, const float* gs,
-                  Stream stream) {
+                  const ActQuant& q, Stream stream) {
   if (M <= 0) return;
   kernels::BlockQuantParams p = block_params(x, M, K, ldx, values);
   p.scale_rows = scale_rows;
@@ -96,30 +76,58 @@ void launch_block(const void* x, DType x_dtype, int64_t M, int64_t K, int64_t ld
   p.vec_in = aligned(x, 16) && ldx % 8 == 0;
   p.vec_out = aligned(values, P::kFp4 ? 4 : 8);
   const int64_t work = std::max<int64_t>(M * (K / 8), swizzled ? fmt::pad_to(M, 128) * 4 : 0);
-  launch_for(x_dtype, grid_for(work), kernels::block_quant_kernel<P, true>,
+  launch_for(x_dtype, grid_for(work, q), kernels::block_quant_kernel<P, true>,
              kernels::block_quant_kernel<P, false>, p, stream);
+}
+
+/// A B12X_QUANT_* knob set to 0.
+bool knob_off(const char* name) {
+  const char* e = std::getenv(name);
+  return e != nullptr && e[0] == '0';
 }
 
 }  // namespace
 
+ActQuant act_quant_options(int device) {
+  int sms = 0, major = 0, minor = 0;
+  B12X_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  B12X_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  B12X_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  ActQuant q;
+  q.grid_cap = std::max(1, sms) * 8;  // full occupancy at 256 threads per CTA
+  q.sm90 = major == 9 && minor == 0;
+  q.fp8g128 = !knob_off("B12X_QUANT_FP8G128");
+  q.mxfp8_fused = !knob_off("B12X_QUANT_MXFP8_FUSED");
+  q.pdl = !knob_off("B12X_QUANT_PDL");
+  return q;
+}
+
+const ActQuant& act_quant_cached(int device) {
+  static std::mutex mu;
+  static std::map<int, ActQuant> cache;  // map nodes are stable: the reference stays valid
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cache.find(device);
+  if (it == cache.end()) it = cache.emplace(device, act_quant_options(device)).first;
+  return it->second;
+}
+
 void launch_quantize_mxfp8(const void* x, DType x_dtype, int64_t M, int64_t K, int64_t ldx,
                            uint8_t* values, uint8_t* scale_rows, uint8_t* scale_swizzled,
-                           Stream stream) {
+                           const ActQuant& q, Stream stream) {
   launch_block<kernels::MxFp8Policy>(x, x_dtype, M, K, ldx, values, scale_rows, nullptr,
-                                     scale_swizzled, nullptr, stream);
+                                     scale_swizzled, nullptr, q, stream);
 }
 
 void launch_quantize_fp8_group128(const void* x, DType x_dtype, int64_t M, int64_t K, int64_t ldx,
-                                  uint8_t* values, float* scales, Stream stream,
+                                  uint8_t* values, float* scales, const ActQuant& q, Stream stream,
                                   bool early_dependents) {
   // The four-lanes-per-group kernel on vector rows (same bits; round 21, M = 2048: 5-24 us less
-  // per block FP8 GEMM than block_quant_kernel). B12X_QUANT_FP8G128=0 keeps the generic kernel.
-  const char* e = std::getenv("B12X_QUANT_FP8G128");
-  if ((e == nullptr || e[0] != '0') && M > 0 && K % 128 == 0 && aligned(x, 16) && ldx % 8 == 0 &&
-      aligned(values, 8)) {
+  // per block FP8 GEMM than block_quant_kernel). B12X_QUANT_FP8G128=0 (q.fp8g128) keeps the
+  // generic kernel.
+  if (q.fp8g128 && M > 0 && K % 128 == 0 && aligned(x, 16) && ldx % 8 == 0 && aligned(values, 8)) {
     kernels::BlockQuantParams p = block_params(x, M, K, ldx, values);
     p.scale_f32 = scales;
-    p.early_dependents = early_dependents && quant_pdl_enabled(M);
+    p.early_dependents = early_dependents && quant_pdl_enabled(M, q);
     // Four threads per group, one pass each (no cap at a few waves as grid_for: many short CTAs
     // keep the SMs' loads and arithmetic out of step).
     const int64_t need = (M * (K / 128) * 4 + kThreads - 1) / kThreads;
@@ -128,14 +136,14 @@ void launch_quantize_fp8_group128(const void* x, DType x_dtype, int64_t M, int64
     return;
   }
   launch_block<kernels::Fp8Group128Policy>(x, x_dtype, M, K, ldx, values, nullptr, scales, nullptr,
-                                           nullptr, stream);
+                                           nullptr, q, stream);
 }
 
 bool launch_mxfp8_dequant_bf16(const void* x, DType x_dtype, int64_t M, int64_t K, int64_t ldx,
-                               int64_t KP, bool kperm, uint16_t* out, Stream stream) {
-  const char* e = std::getenv("B12X_QUANT_MXFP8_FUSED");
-  if ((e != nullptr && e[0] == '0') || M <= 0 || K % 32 != 0 || KP % 32 != 0 || KP < K ||
-      !aligned(x, 16) || ldx % 8 != 0 || !aligned(out, 16))
+                               int64_t KP, bool kperm, uint16_t* out, const ActQuant& q,
+                               Stream stream) {
+  if (!q.mxfp8_fused || M <= 0 || K % 32 != 0 || KP % 32 != 0 || KP < K || !aligned(x, 16) ||
+      ldx % 8 != 0 || !aligned(out, 16))
     return false;
   kernels::MxDequantParams p{};
   p.x = static_cast<const uint16_t*>(x);
@@ -146,26 +154,28 @@ bool launch_mxfp8_dequant_bf16(const void* x, DType x_dtype, int64_t M, int64_t 
   p.out = out;
   p.kperm = kperm ? 1 : 0;
   p.early_dependents = false;  // see quant_pdl_enabled
-  launch_for(x_dtype, grid_for(M * (KP / 32)), kernels::mxfp8_dequant_kernel<true>,
+  launch_for(x_dtype, grid_for(M * (KP / 32), q), kernels::mxfp8_dequant_kernel<true>,
              kernels::mxfp8_dequant_kernel<false>, p, stream);
   return true;
 }
 
 void launch_quantize_nvfp4(const void* x, DType x_dtype, int64_t M, int64_t K, int64_t ldx,
                            const float* global_scale, uint8_t* packed, uint8_t* scale_swizzled,
-                           Stream stream) {
+                           const ActQuant& q, Stream stream) {
   launch_block<kernels::NvFp4Policy>(x, x_dtype, M, K, ldx, packed, nullptr, nullptr,
-                                     scale_swizzled, global_scale, stream);
+                                     scale_swizzled, global_scale, q, stream);
 }
 
 void launch_quantize_mxfp4(const void* x, DType x_dtype, int64_t M, int64_t K, int64_t ldx,
-                           uint8_t* packed, uint8_t* scale_swizzled, Stream stream) {
+                           uint8_t* packed, uint8_t* scale_swizzled, const ActQuant& q,
+                           Stream stream) {
   launch_block<kernels::MxFp4Policy>(x, x_dtype, M, K, ldx, packed, nullptr, nullptr,
-                                     scale_swizzled, nullptr, stream);
+                                     scale_swizzled, nullptr, q, stream);
 }
 
 void launch_quantize_fp8_tensor(const void* x, DType x_dtype, int64_t M, int64_t K, int64_t ldx,
-                                const float* scale, uint8_t* values, Stream stream) {
+                                const float* scale, uint8_t* values, const ActQuant& q,
+                                Stream stream) {
   if (M <= 0 || K <= 0) return;
   kernels::TensorFp8Params p{};
   p.x = static_cast<const uint16_t*>(x);
@@ -175,7 +185,7 @@ void launch_quantize_fp8_tensor(const void* x, DType x_dtype, int64_t M, int64_t
   p.values = values;
   p.scale = scale;
   p.vec = aligned(x, 16) && ldx % 8 == 0 && K % 8 == 0 && aligned(values, 8);
-  const int grid = grid_for(M * ((K + 7) / 8));
+  const int grid = grid_for(M * ((K + 7) / 8), q);
   auto s = reinterpret_cast<cudaStream_t>(stream);
   if (x_dtype == DType::kBF16)
     kernels::tensor_fp8_kernel<true><<<grid, kThreads, 0, s>>>(p);

@@ -191,23 +191,28 @@ void launch(Fmt f, const uint16_t* dx, DType dt, int64_t M, int64_t K, int64_t l
             bool with_rows, bool with_swz, cudaStream_t s) {
   auto st = reinterpret_cast<Stream>(s);
   if (use_launcher) {
+    // The knobs as set now (the FP8 1x128 kernel test switches B12X_QUANT_FP8G128 in-process;
+    // the public ops keep the options of their first call).
+    int dev = 0;
+    B12X_TEST_CUDA(cudaGetDevice(&dev));
+    const gemm::ActQuant q = gemm::act_quant_options(dev);
     switch (f) {
       case Fmt::kNvfp4:
-        gemm::launch_quantize_nvfp4(dx, dt, M, K, ldx, dscalar, d.values.ptr, d.swz.ptr, st);
+        gemm::launch_quantize_nvfp4(dx, dt, M, K, ldx, dscalar, d.values.ptr, d.swz.ptr, q, st);
         break;
       case Fmt::kMxfp8:
         gemm::launch_quantize_mxfp8(dx, dt, M, K, ldx, d.values.ptr,
                                     with_rows ? d.rows.ptr : nullptr,
-                                    with_swz ? d.swz.ptr : nullptr, st);
+                                    with_swz ? d.swz.ptr : nullptr, q, st);
         break;
       case Fmt::kMxfp4:
-        gemm::launch_quantize_mxfp4(dx, dt, M, K, ldx, d.values.ptr, d.swz.ptr, st);
+        gemm::launch_quantize_mxfp4(dx, dt, M, K, ldx, d.values.ptr, d.swz.ptr, q, st);
         break;
       case Fmt::kFp8Tensor:
-        gemm::launch_quantize_fp8_tensor(dx, dt, M, K, ldx, dscalar, d.values.ptr, st);
+        gemm::launch_quantize_fp8_tensor(dx, dt, M, K, ldx, dscalar, d.values.ptr, q, st);
         break;
       case Fmt::kFp8Group:
-        gemm::launch_quantize_fp8_group128(dx, dt, M, K, ldx, d.values.ptr, d.f32.ptr, st);
+        gemm::launch_quantize_fp8_group128(dx, dt, M, K, ldx, d.values.ptr, d.f32.ptr, q, st);
         break;
     }
     return;
@@ -375,7 +380,8 @@ TEST(QuantizeGpu, ZeroRowsIsNoOp) {
   const TensorRef none = TensorRef::contiguous(out.ptr, DType::kUInt8, {0}, 0);
   quantize_nvfp4(x, TensorRef::contiguous(s.ptr, DType::kFP32, {1}, 0), none, none, nullptr);
   quantize_mxfp8(x, none, none, none, nullptr);
-  gemm::launch_quantize_mxfp4(dx.ptr, DType::kBF16, 0, 64, 64, out.ptr, out.ptr, nullptr);
+  gemm::launch_quantize_mxfp4(dx.ptr, DType::kBF16, 0, 64, 64, out.ptr, out.ptr,
+                              gemm::act_quant_options(0), nullptr);
   B12X_TEST_CUDA(cudaDeviceSynchronize());
   for (uint8_t b : out.download()) ASSERT_EQ(b, 0xCD);
 }
