@@ -568,7 +568,7 @@ bool decode_fits(const Caps& c) {
 }
 
 /// Largest max_tokens * topk the automatic regime gives the FP4 decode stream (from the plan's
-/// capacities, never the live routes). Measurement knob B12X_MOE_STREAM_ROUTES (128..512).
+/// capacities, never the live routes). Measurement knob B12X_MOE_STREAM_ROUTES (128..1024).
 int64_t auto_stream_routes() {
   static const int64_t v = [] {
     const char* e = std::getenv("B12X_MOE_STREAM_ROUTES");

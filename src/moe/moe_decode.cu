@@ -1,4 +1,4 @@
-// Launchers of the decode stream (kernels/moe_decode.cuh): FP4 weights, M * topk <= 512.
+// Launchers of the decode stream (kernels/moe_decode.cuh): FP4 weights, M * topk <= 1024.
 #include <algorithm>
 #include <cstdlib>
 #include <mutex>
@@ -27,13 +27,17 @@ constexpr int fc1_ctas_per_sm(int warps) {
 // FC2 CTA shape {warps, ring stages per warp}: 8 warps while the per-warp combine rows fit
 // (<= 32 tokens), else 4 x 4; 5 stages where the deep ring applies, else decode_fc2_stages
 // (2 or 3). Measurement knobs: B12X_MOE_FC2_WARPS=4 forces 4 x 4 (6 shallow CTAs per SM instead
-// of 3); B12X_MOE_FC2_STAGES=2 / 3 forces the shallow 8-warp CTA's stages.
+// of 3), =8 takes 8 x 2 up to kFc2Wide2MaxTokens tokens (33..64 tokens: 2 CTAs of 8 warps per SM
+// instead of 3 of 4); B12X_MOE_FC2_STAGES=2 / 3 forces the shallow 8-warp CTA's stages.
 struct Fc2Shape {
   int warps, stages;
 };
 Fc2Shape fc2_shape(const DecodeArgs& a, bool deep, int row_blocks) {
   static const int forced = env_knob("B12X_MOE_FC2_WARPS", 0);
   static const int stages = env_knob("B12X_MOE_FC2_STAGES", 0);
+  if (forced == 8 && !deep && a.num_tokens > DecodeCfg::kFc2WideMaxTokens &&
+      a.num_tokens <= DecodeCfg::kFc2Wide2MaxTokens)
+    return {8, 2};
   if (forced == 4 || a.num_tokens > DecodeCfg::kFc2WideMaxTokens) return {4, 4};
   if (deep) return {8, DecodeCfg::kFc2DeepStages};
   if (stages == 2 || stages == 3) return {8, stages};
@@ -68,9 +72,10 @@ void launch_fc2(const DecodeArgs& a, Stream stream, bool pdl) {
   static std::once_flag once;  // the largest shared memory this instance is launched with
   std::call_once(once, [&] {
     const bool deep = kS == DecodeCfg::kFc2DeepStages;
-    const int max_tokens = deep      ? kFc2DeepMaxRoutes
-                           : kW == 8 ? DecodeCfg::kFc2WideMaxTokens
-                                     : DecodeCfg::kMaxTokens;
+    const int max_tokens = deep                 ? kFc2DeepMaxRoutes
+                           : kW == 8 && kS == 2 ? DecodeCfg::kFc2Wide2MaxTokens
+                           : kW == 8            ? DecodeCfg::kFc2WideMaxTokens
+                                                : DecodeCfg::kMaxTokens;
     B12X_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          DecodeCfg::fc2_smem(kW, kS, max_tokens)));
     B12X_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout,
@@ -284,11 +289,12 @@ void launch_decode_stream(const DecodeArgs& args, bool fp16_operands, Stream str
   }
   static const int q_early = env_knob("B12X_MOE_Q_EARLY", 0);
   a.q_early = q_early == 1 || q_early == 2 ? q_early : 0;
-  B12X_ASSERT(a.routes >= 1 && a.routes <= kMaxStreamRoutes && a.num_tokens >= 1 &&
-                  a.num_tokens <= kMaxStreamTokens && a.num_experts <= kMaxExperts &&
-                  (a.fc1_bal == 0 || a.fc1_cnt_stride >= a.routes),
-              "decode stream: routes=", a.routes, " num_tokens=", a.num_tokens,
-              " outside the decode regime");
+  B12X_ASSERT(
+      a.routes >= 1 && a.routes <= kMaxStreamRoutes && a.num_tokens >= 1 &&
+          a.num_tokens <= kMaxStreamTokens && a.num_experts <= kMaxExperts &&
+          (a.fc1_bal == 0 || a.fc1_cnt_stride >= (wide ? kMaxStreamRoutes : kMaxInlineRoutes)),
+      "decode stream: routes=", a.routes, " num_tokens=", a.num_tokens,
+      " outside the decode regime");
   B12X_ASSERT(a.w1.rows_pad % 64 == 0 && a.w2.rows_pad % DecodeCfg::kFc2Rows == 0,
               "decode stream: prepared rows ", a.w1.rows_pad, "/", a.w2.rows_pad,
               " are not multiples of the CTA tiles");

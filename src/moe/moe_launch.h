@@ -79,7 +79,7 @@ inline constexpr int kMaxInlineRoutes = 128;  // one route per thread of the 128
 /// Route capacity of the FP4 decode stream's wide routing (moe_decode.cuh, decode_route_wide):
 /// launches above kMaxInlineRoutes routes bucket the routes by expert in shared memory instead of
 /// ranking one route per thread. Tokens are capped for FC2's per-warp combine rows.
-inline constexpr int kMaxStreamRoutes = 512;
+inline constexpr int kMaxStreamRoutes = 1024;
 inline constexpr int kMaxStreamTokens = 128;
 
 /// Decode regime for FP4 weights ("decode stream", kernels/moe_decode.cuh): up to three launches
@@ -144,9 +144,9 @@ struct DecodeArgs {
   int* fc1_cnt = nullptr;
   int fc1_part_slots = 0;  // CTA slots (row blocks x tile groups) fc1_part holds
   int fc1_cnt_rows = 0;    // row blocks fc1_cnt holds (x fc1_cnt_stride counters each)
-  int fc1_cnt_stride = kMaxInlineRoutes;  // counters per row block (>= tiles: the plan's routes)
+  int fc1_cnt_stride = kMaxInlineRoutes;  // counters per row block: the kernels' route capacity
 };
-/// Balanced FC1 scratch (DecodeArgs::fc1_bal): counters [row_blocks][max(routes, 128)], then
+/// Balanced FC1 scratch (DecodeArgs::fc1_bal): counters [row_blocks][route capacity], then
 /// fp32 partials [slots][head, tail][4 tokens x 32 rows] for slots = max(row blocks, 3 x 256)
 /// CTAs (a one-wave grid of 3 CTAs per SM on up to 256 SMs, or one CTA per row block; plan has
 /// no device query: a grid beyond it runs the unbalanced FC1).
@@ -154,8 +154,10 @@ inline constexpr int kFc1BalSlotFloats = 4 * 32;
 inline int64_t decode_fc1_bal_slots(int64_t row_blocks) {
   return std::max<int64_t>(row_blocks, 3 * 256);
 }
+/// Counters per row block: the route capacity of the widest FC1 kernel a plan of `routes` runs
+/// (tiles <= routes; the kernel indexes by its compile-time capacity).
 inline int decode_fc1_bal_cnt_stride(int64_t routes) {
-  return static_cast<int>(std::max<int64_t>(routes, kMaxInlineRoutes));
+  return routes > kMaxInlineRoutes ? kMaxStreamRoutes : kMaxInlineRoutes;
 }
 inline int64_t decode_fc1_bal_cnt_bytes(int64_t row_blocks, int64_t routes) {
   return (row_blocks * decode_fc1_bal_cnt_stride(routes) * 4 + 255) / 256 * 256;

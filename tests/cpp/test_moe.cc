@@ -494,10 +494,10 @@ TEST(Moe, PlanRejectionsAndScratch) {
   cc = c;
   cc.max_tokens = 200;
   cc.regime = 1;
-  EXPECT_NE(plan_error(d, cc).find("regime=1 (decode) needs max_tokens*num_topk <= 512 and "
+  EXPECT_NE(plan_error(d, cc).find("regime=1 (decode) needs max_tokens*num_topk <= 1024 and "
                                    "max_tokens <= 128"),
             std::string::npos);
-  // FP4 weights: the decode stream takes up to 512 routes when forced (the wide routing).
+  // FP4 weights: the decode stream takes up to 1024 routes when forced (the wide routing).
   cc.max_tokens = 128;
   EXPECT_EQ(plan_error(d, cc), "");
   cc.max_tokens = 129;

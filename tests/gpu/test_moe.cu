@@ -605,7 +605,7 @@ TEST(MoeGpu, DecodeStreamWideGrids) {
 TEST(MoeGpu, DecodeStreamWideRouting) {
   B12X_REQUIRE_GPU();
   // Above 128 routes the decode stream buckets the routes by expert (decode_route_wide): 160 to
-  // 512 routes, buckets of ~2 to ~70 routes (experts with many 4-slot tiles), 20 to 128 tokens
+  // 1024 routes, buckets of ~2 to ~70 routes (experts with many 4-slot tiles), 20 to 128 tokens
   // (8- and 4-warp FC2), the balanced FC1 (nvfp4 at H = 2304: 18 sub-chunks, one warp group), two
   // FC1 row warps (w4a8_mx) and two warp groups (w4a16 at H = 1024), E above the thread count.
   const Fp4Variant nv{QuantMode::kNvfp4, SourceFormat::kModeloptNvfp4, DType::kBF16,
@@ -622,7 +622,8 @@ TEST(MoeGpu, DecodeStreamWideRouting) {
        {fp4_variant_case(nv, 16, 2304, 256, 40, 8, 1), fp4_variant_case(mx, 64, 512, 256, 20, 8, 1),
         fp4_variant_case(a16, 8, 256, 128, 64, 8, 1),
         fp4_variant_case(a16n, 32, 1024, 256, 48, 6, 1),
-        fp4_variant_case(m4, 600, 256, 64, 128, 4, 1)}) {
+        fp4_variant_case(m4, 600, 256, 64, 128, 4, 1),
+        fp4_variant_case(nv, 256, 256, 128, 128, 8, 1)}) {
     SCOPED_TRACE(c.name());
     run_case(c);
   }

@@ -65,6 +65,7 @@ struct DecodeCfg {
   static constexpr int kFc2Rows = 16;
   static constexpr int kFc2Stage = kFc2Rows * 64 + kFc2Rows * 8 + kActBytes;
   static constexpr int kFc2WideMaxTokens = 32;
+  static constexpr int kFc2Wide2MaxTokens = 64;  // the 2-stage 8-warp CTA (B12X_MOE_FC2_WARPS=8)
   static constexpr int kFc2DeepStages = 5;
   // The 2-stage 8-warp variant (launches whose row blocks alone exceed one wave of 3 CTAs per
   // SM) fits 4 CTAs per SM: DeepSeek-TP4's 448 row blocks run in one wave instead of 1.13.
@@ -83,10 +84,11 @@ static_assert(DecodeCfg::fc2_smem(8, DecodeCfg::kFc2DeepStages, 16) + 5120 <= 10
               "SM12x: at most 99 KB of shared memory per block");
 static_assert(DecodeCfg::fc2_smem(4, 4, DecodeCfg::kMaxTokens) + 5120 <= 101376,
               "SM12x: at most 99 KB of shared memory per block");
-// The wide-routing variants (RouteSmemT<kMaxStreamRoutes>, FC2's weights: below 9 KB static):
+// The wide-routing variants (RouteSmemT<kMaxStreamRoutes>: below 9 KB static):
 // the 8-warp FC1 and the 8-warp (<= 32 tokens) / 4-warp FC2.
 static_assert(DecodeCfg::fc1_smem(DecodeCfg::kFc1Warps) + 9216 <= 101376 &&
                   DecodeCfg::fc2_smem(8, 3, DecodeCfg::kFc2WideMaxTokens) + 9216 <= 101376 &&
+                  DecodeCfg::fc2_smem(8, 2, DecodeCfg::kFc2Wide2MaxTokens) + 9216 <= 101376 &&
                   DecodeCfg::fc2_smem(4, 4, DecodeCfg::kMaxTokens) + 9216 <= 101376,
               "SM12x: at most 99 KB of shared memory per block");
 // decode_route_wide's scratch (counts of kMaxExperts + 1 experts, the bucketed routes) lives in
@@ -99,8 +101,8 @@ static_assert((detail::kMaxExperts + 1 + detail::kMaxStreamRoutes) * 4 <=
 
 /// Shared-memory state of the decode routing (one per CTA), for launches of up to kRC routes.
 /// kRC = kMaxInlineRoutes: one route per thread (decode_route); kMaxStreamRoutes: the routes
-/// bucketed by expert (decode_route_wide), with 16-bit slot tables and packed tiles so that three
-/// FC1 CTAs (64 KB of ring each) still fit an SM.
+/// bucketed by expert (decode_route_wide), with 16-bit slot tables and tiles packed into one word
+/// so that three FC1 CTAs (64 KB of ring each) still fit an SM.
 template <int kRC>
 struct RouteSmemT;
 template <>
@@ -119,14 +121,15 @@ struct RouteSmemT<detail::kMaxInlineRoutes> {
 template <>
 struct RouteSmemT<detail::kMaxStreamRoutes> {
   static constexpr int kN = detail::kMaxStreamRoutes;
+  static_assert(detail::kMaxExperts <= 4096 && kN <= 1024, "12-bit experts, 10-bit slots");
   uint16_t sr[kN], tok[kN];
-  int2 tiles[kN];  // {expert, first slot | slots << 16}
+  int tiles[kN];  // expert | first slot << 12 | slots << 22
   int warp_tot[32];
   __device__ __forceinline__ int route(int slot) const { return sr[slot]; }
   __device__ __forceinline__ int token(int slot) const { return tok[slot]; }
   __device__ __forceinline__ int4 tile(int i) const {
-    const int2 v = tiles[i];
-    return make_int4(v.x, v.y & 0xFFFF, v.y >> 16, 0);
+    const int v = tiles[i];
+    return make_int4(v & 0xFFF, (v >> 12) & 0x3FF, v >> 22, 0);
   }
 };
 using RouteSmem = RouteSmemT<detail::kMaxInlineRoutes>;
@@ -211,7 +214,7 @@ __device__ __forceinline__ int decode_route(const DecodeArgs& a, RouteSmem& rs) 
 /// Routing of launches with more than kMaxInlineRoutes routes (up to kMaxStreamRoutes, kT
 /// threads): the same slots and tiles as decode_route (slots sorted by expert, then by route;
 /// tiles of <= kTileTokens slots in expert order), built in O(routes + experts) instead of one
-/// rank over all keys per route (512 routes: 128 int4 loads per route, every CTA). Per-expert
+/// rank over all keys per route (1024 routes: 256 int4 loads per route, every CTA). Per-expert
 /// counts by shared atomics, one exclusive scan of (slots | tiles << 16) over the experts, the
 /// routes bucketed by expert in arrival order, then each route's rank inside its bucket counted
 /// by route index (buckets hold ~topk * M / E routes; deterministic whatever the arrival order).
@@ -282,7 +285,7 @@ __device__ __forceinline__ int decode_route_wide(const DecodeArgs& a,
     rs.sr[slot] = static_cast<uint16_t>(r);
     rs.tok[slot] = static_cast<uint16_t>(r / a.topk);
     if (rank % kTN == 0)
-      rs.tiles[(pre >> 16) + rank / kTN] = make_int2(e[j], slot | min(kTN, n - rank) << 16);
+      rs.tiles[(pre >> 16) + rank / kTN] = e[j] | slot << 12 | min(kTN, n - rank) << 22;
   }
   const int ntiles = cnt[E] >> 16;
   __syncthreads();  // tables complete; the scratch may be reused
@@ -662,10 +665,12 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
   // or (kBal) tiles t_lo..t_hi of the chunk range [c_lo, c_hi), the first from sub-chunk k_lo,
   // the last up to k_hi.
   const int N = ntiles * nk;
-  // kBal units: Yu = Y x kG per row block, this group's u0. (N <= 512 tiles x nk, Yu <= 512 x
-  // 8: N * y fits 32 bits for K < 2^17; 64-bit products beyond.)
+  // kBal units: Yu = Y x kG per row block, this group's u0. (kRC = 128: N <= 128 tiles x nk and
+  // Yu <= 128 x 8, N * y fits 32 bits for K < 2^21; the wide routing's 1024 tiles take 64-bit
+  // products.)
   const int Yu = kBal ? Y * kG : Y, u0 = kBal ? y0 * kG + grp : y0;
-  auto range_lo = [&](int y) { return static_cast<int>(static_cast<int64_t>(N) * y / Yu); };
+  using Prod = std::conditional_t<kRC == detail::kMaxInlineRoutes, int, int64_t>;
+  auto range_lo = [&](int y) { return static_cast<int>(static_cast<Prod>(N) * y / Yu); };
   const int c_lo = kBal ? range_lo(u0) : 0, c_hi = kBal ? range_lo(u0 + 1) : 0;
   const int t_lo = c_lo / max(nk, 1), k_lo = c_lo - t_lo * nk;
   const int k_hi = c_hi - (c_hi - 1) / max(nk, 1) * nk;  // 1..nk
@@ -834,13 +839,13 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
           // The units whose ranges meet the tile's chunks [c0, c1): ya (holding c0) to yb
           // (holding c1 - 1), less empty ranges in between (N < Yu).
           const int tt = tile_index(it), c0 = tt * nk, c1 = c0 + nk;
-          const int ya = static_cast<int>((static_cast<int64_t>(c0 + 1) * Yu - 1) / N),
-                    yb = static_cast<int>((static_cast<int64_t>(c1) * Yu - 1) / N);
+          const int ya = static_cast<int>((static_cast<Prod>(c0 + 1) * Yu - 1) / N),
+                    yb = static_cast<int>((static_cast<Prod>(c1) * Yu - 1) / N);
           int parts = 0;
           for (int y = ya; y <= yb; ++y) parts += range_lo(y + 1) > range_lo(y);
           s_ya[grp] = ya;
           s_yb[grp] = yb;
-          s_last[grp] = atomicAdd(&a.fc1_cnt[blockIdx.x * a.fc1_cnt_stride + tt], 1) == parts - 1;
+          s_last[grp] = atomicAdd(&a.fc1_cnt[blockIdx.x * kRC + tt], 1) == parts - 1;
         }
         group_sync<kGT, kCta>(1 + grp);
         act = s_last[grp] != 0;
@@ -944,7 +949,10 @@ __global__ void __launch_bounds__(32 * kW, kW == 8 && kS == 2 ? 4 : 1)
   constexpr int kRing = C::fc2_ring(kW, kS);
   extern __shared__ __align__(16) uint8_t smem[];
   __shared__ RouteSmemT<kRC> rs;
-  __shared__ float s_w[kRC];  // combine weight per slot
+  // Combine weight per slot; the wide routing (up to 1024 slots) instead loads each lane's two
+  // columns' weights at a tile's start (w01), off the flush's chain like alpha.
+  constexpr bool kWide = kRC != detail::kMaxInlineRoutes;
+  __shared__ float s_w[kWide ? 1 : kRC];
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int ntiles = route_tables<kRC, 32 * kW>(a, rs, smem);
@@ -958,7 +966,7 @@ __global__ void __launch_bounds__(32 * kW, kW == 8 && kS == 2 ? 4 : 1)
     // Slots [0, valid routes) are the tiles' slots, contiguous in expert order.
     const int4 last = ntiles > 0 ? rs.tile(ntiles - 1) : make_int4(0, 0, 0, 0);
     const int nvalid = last.y + last.z;
-    for (int i = tid; i < nvalid; i += 32 * kW)
+    for (int i = tid; i < nvalid && !kWide; i += 32 * kW)
       s_w[i] = a.weight_on_input ? 1.f : a.topk_weights[rs.route(i)];
   }
   const int M = a.num_tokens;
@@ -1029,6 +1037,15 @@ __global__ void __launch_bounds__(32 * kW, kW == 8 && kS == 2 ? 4 : 1)
   int4 tl = n_my > 0 ? rs.tile(tile_of(cur.t)) : make_int4(0, 0, 0, 0);
   // Per-expert scale, loaded at the tile's start and used at its end (latency off the chain).
   float alpha = n_my > 0 ? a.alpha2[tl.x] * kAccScale<OpT, kFold, kSK> : 0.f;
+  float w0 = 1.f, w1 = 1.f;  // kWide: the weights of this lane's columns 2t, 2t + 1 of tile tl
+  auto tile_weights = [&] {
+    if constexpr (kWide) {
+      const bool use = !a.weight_on_input;
+      w0 = use && 2 * t < tl.z ? a.topk_weights[rs.route(tl.y + 2 * t)] : 1.f;
+      w1 = use && 2 * t + 1 < tl.z ? a.topk_weights[rs.route(tl.y + 2 * t + 1)] : 1.f;
+    }
+  };
+  if (n_my > 0) tile_weights();
   int ring_slot = 0;  // c % kS without a division (kS = 3 or 5)
   for (int c = 0; c < n_my; ++c) {
     cp_async_wait<kS - 1>();
@@ -1051,7 +1068,7 @@ __global__ void __launch_bounds__(32 * kW, kW == 8 && kS == 2 ? 4 : 1)
       if (t == (col >> 1)) {
         const int slot = tl.y + col;
         float* p = pacc + rs.token(slot) * C::kFc2Rows;
-        const float w = s_w[slot];
+        const float w = kWide ? ((col & 1) ? w1 : w0) : s_w[slot];
         // Registers are selected, not indexed by the runtime column (no local memory).
         const float v0 = (col & 1) ? acc[0][1] : acc[0][0];
         const float v1 = (col & 1) ? acc[0][3] : acc[0][2];
@@ -1065,6 +1082,7 @@ __global__ void __launch_bounds__(32 * kW, kW == 8 && kS == 2 ? 4 : 1)
     if (c + 1 < n_my) {
       tl = rs.tile(tile_of(cur.t));
       alpha = a.alpha2[tl.x] * kAccScale<OpT, kFold, kSK>;
+      tile_weights();
     }
   }
   cp_async_wait<0>();
