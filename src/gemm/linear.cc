@@ -111,6 +111,9 @@ constexpr int kWgmmaF8BlockVar = 8;
 /// rounds 16 / 17. The BF16-operand formats keep the 2-D grid (0; not measured banded).
 constexpr int kWgmmaRasterF8 = 1;
 constexpr int kWgmmaRaster = 0;
+/// The GGML group kernel: the 2-D grid (0); B12X_GEMM_WGMMA_RASTER=1|n probes raster bands
+/// (where the weights exceed L2: Q8_0 14336x4096 / 4096x14336, 62 MB).
+constexpr int kWgmmaRasterGroup = 0;
 /// BF16-operand formats at 256 tokens: 3 = warp-specialized (a copy warpgroup, MMA warpgroups at
 /// 208 registers): round 17 (M = 2048, five shapes) against variant 1 +8-24% (MXFP8 466-584
 /// TFLOP/s, 0.54-0.66x cuBLAS BF16; MXFP4 W4A8 488-615, 0.56-0.70x; NVFP4 543-617; NVFP4 W4A16
@@ -284,6 +287,9 @@ Plan plan(const Caps& caps) {
           lin::wgmma_group_kernel_available(wf, fp16, p.tiled_wgmma, std::atoi(gv)))
         p.tiled_wgmma_var = std::atoi(gv);
       lin::prepare_linear_wgmma_group(wf, fp16, p.tiled_wgmma, p.tiled_wgmma_var);
+      p.tiled_wgmma_raster = kWgmmaRasterGroup;
+      if (const char* r = std::getenv("B12X_GEMM_WGMMA_RASTER"); r != nullptr)
+        p.tiled_wgmma_raster = std::max(0, std::atoi(r));
     } else if (p.tiled_wgmma > 0) {
       // Probe: B12X_GEMM_WGMMA_TOK=128|192|256 (the token tile where the kernel has it).
       if (const char* t = std::getenv("B12X_GEMM_WGMMA_TOK"); t != nullptr) {
@@ -841,8 +847,8 @@ void run(const Binding& b, Stream stream) {
       p.split = 1;
       p.cluster_split = 1;
       if (lin::wgmma_group_kernel_available(im.wfmt, fp16)) {
-        lin::launch_linear_wgmma_group(im.wfmt, fp16, plan.tiled_wgmma, plan.tiled_wgmma_var, p,
-                                       stream);
+        lin::launch_linear_wgmma_group(im.wfmt, fp16, plan.tiled_wgmma, plan.tiled_wgmma_var,
+                                       plan.tiled_wgmma_raster, p, stream);
       } else {
         lin::launch_linear_wgmma(im.wfmt, fp16, plan.tiled_wgmma, plan.tiled_wgmma_var,
                                  plan.tiled_wgmma_raster, p, stream);

@@ -98,11 +98,6 @@ WgmmaPick pick(WFmt f, bool fp16, int tok, int var) {
                       : WgmmaPick{};
 }
 
-/// Raster bands: the activation bytes of one band's token tiles (re-read by every weight tile of
-/// the band, so meant to stay in L2: a third of the H200's 50 MB, the rest for the weight tiles
-/// in flight and the output).
-constexpr int64_t kWgmmaRasterBytes = int64_t{16} << 20;
-
 }  // namespace
 
 bool wgmma_kernel_available(WFmt f, bool fp16, int tok, int var) {
@@ -120,23 +115,10 @@ void launch_linear_wgmma(WFmt f, bool fp16, int tok, int var, int raster, const 
                          Stream stream) {
   const WgmmaPick k = pick(f, fp16, tok, var);
   B12X_ASSERT(k.fn != nullptr, "no wgmma kernel for format ", static_cast<int>(f), " tok ", tok);
-  const int64_t gx = (p.NP + 127) / 128;
-  const int64_t gy = (p.M + tok - 1) / tok;
+  // Activations: FP8 (1 byte per element) for the FP8 formats, else BF16 / FP16.
+  const bool f8 = f == WFmt::kFp8 || f == WFmt::kFp8Block;
   LinearParams q = p;
-  q.raster_group = 0;
-  dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(gy), 1);
-  if (raster > 0) {
-    // Activation bytes of one token tile (FP8 activations: 1 byte per element, else BF16/FP16).
-    const bool f8 = f == WFmt::kFp8 || f == WFmt::kFp8Block;
-    const int64_t tile_bytes = static_cast<int64_t>(tok) * p.K * (f8 ? 1 : 2);
-    int64_t g = raster > 1 ? raster : kWgmmaRasterBytes / tile_bytes;
-    g = std::max<int64_t>(1, std::min<int64_t>(g, gy));
-    B12X_ASSERT(gx * gy <= INT32_MAX, "too many wgmma tiles: NP=", p.NP, " M=", p.M);
-    q.raster_group = static_cast<int>(g);
-    grid = dim3(static_cast<unsigned>(gx * gy), 1, 1);
-  } else {
-    B12X_ASSERT(gy <= 65535, "too many token tiles: M=", p.M);
-  }
+  const dim3 grid = wgmma_grid(p, 128, tok, raster, f8 ? 1 : 2, q);
   B12X_CUDA_CHECK(b12x::detail::launch_ex(k.fn, grid, dim3(k.threads), static_cast<size_t>(k.smem),
                                           stream, p.pdl != 0, dim3(1, 1, 1), q));
   B12X_CUDA_CHECK_LAUNCH();

@@ -71,17 +71,15 @@ void prepare_linear_wgmma_group(WFmt f, bool fp16, int tok, int var) {
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, k.smem));
 }
 
-void launch_linear_wgmma_group(WFmt f, bool fp16, int tok, int var, const LinearParams& p,
-                               Stream stream) {
+void launch_linear_wgmma_group(WFmt f, bool fp16, int tok, int var, int raster,
+                               const LinearParams& p, Stream stream) {
   const GroupPick k = pick(f, fp16, tok, var);
   B12X_ASSERT(k.fn != nullptr, "no group wgmma kernel for format ", static_cast<int>(f), " tok ",
               tok, " var ", var);
-  const int64_t gy = (p.M + tok - 1) / tok;
-  B12X_ASSERT(gy <= 65535, "too many token tiles: M=", p.M);
-  const int rows = var == 2 ? 256 : 128;
-  const dim3 grid(static_cast<unsigned>((p.NP + rows - 1) / rows), static_cast<unsigned>(gy), 1);
+  LinearParams q = p;
+  const dim3 grid = wgmma_grid(p, var == 2 ? 256 : 128, tok, raster, 2, q);  // BF16 / FP16 rows
   B12X_CUDA_CHECK(b12x::detail::launch_ex(k.fn, grid, dim3(256), static_cast<size_t>(k.smem),
-                                          stream, p.pdl != 0, dim3(1, 1, 1), p));
+                                          stream, p.pdl != 0, dim3(1, 1, 1), q));
   B12X_CUDA_CHECK_LAUNCH();
 }
 

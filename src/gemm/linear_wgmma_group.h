@@ -18,9 +18,9 @@ bool wgmma_group_kernel_available(WFmt f, bool fp16, int tok = 128, int var = 0)
 /// Host-only setup (dynamic shared memory opt-in); call before capture (plan does).
 void prepare_linear_wgmma_group(WFmt f, bool fp16, int tok, int var);
 /// grid = (ceil(NP/rows), ceil(M/tok)): rows (128, 256 for var 2) weight rows x tok tokens per
-/// CTA, one CTA per SM.
-/// x must allow 16-byte loads.
-void launch_linear_wgmma_group(WFmt f, bool fp16, int tok, int var, const LinearParams& p,
-                               Stream stream);
+/// CTA, one CTA per SM; raster > 0: 1-D raster bands of token tiles (as the wgmma kernel's,
+/// Plan::tiled_wgmma_raster). x must allow 16-byte loads.
+void launch_linear_wgmma_group(WFmt f, bool fp16, int tok, int var, int raster,
+                               const LinearParams& p, Stream stream);
 
 }  // namespace b12x::gemm::lin

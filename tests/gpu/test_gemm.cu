@@ -1012,6 +1012,18 @@ TEST(GemmGpu, TiledWgmmaGgmlFormats) {
       run_wgmma_group_case({f, 2000, 264, 1024, DType::kBF16, DType::kBF16, true});
     }
   }
+  // Raster bands (B12X_GEMM_WGMMA_RASTER=1: one band of every token tile here; 3: bands of 3 and
+  // a last one of 2 over 8 token tiles at 128 tokens, 256-row CTAs at variant 2).
+  for (const char* raster : {"1", "3"}) {
+    ScopedEnv er("B12X_GEMM_WGMMA_RASTER", raster);
+    for (LinearFormat f : {LinearFormat::kQ8_0, LinearFormat::kIq2Xs}) {
+      run_wgmma_group_case({f, 2000, 264, 1024, DType::kBF16, DType::kBF16, true});
+      ScopedEnv et("B12X_GEMM_WGMMA_GROUP_TOK", "128");
+      run_wgmma_group_case({f, 1000, 264, 512, DType::kBF16, DType::kFP16, true});
+      ScopedEnv ev("B12X_GEMM_WGMMA_GROUP_VAR", "2");
+      run_wgmma_group_case({f, 1000, 300, 512, DType::kFP16, DType::kBF16, false});
+    }
+  }
   // Forced below 128 tokens (one partial token tile).
   ScopedEnv e("B12X_GEMM_WGMMA", "1");
   for (LinearFormat f : {LinearFormat::kQ8_0, LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs})

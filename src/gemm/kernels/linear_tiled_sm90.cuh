@@ -557,6 +557,32 @@ __device__ __forceinline__ int2 wgmma_tile(const LinearParams& p, int rows, int 
   return make_int2(in / gs, band * g + in % gs);
 }
 
+/// Raster bands: the activation bytes of one band's token tiles (re-read by every weight tile of
+/// the band, so meant to stay in L2: a third of the H200's 50 MB, the rest for the weight tiles
+/// in flight and the output).
+inline constexpr int64_t kWgmmaRasterBytes = int64_t{16} << 20;
+
+/// Launch grid of the wgmma kernels (`rows` weight rows x `tok` tokens per CTA, wgmma_tile): the
+/// 2-D grid, weight tile fastest (raster 0), or 1-D raster bands of token tiles (raster 1: as
+/// many as keep the band's activations, `act_bytes` per element, within kWgmmaRasterBytes; n > 1:
+/// n tiles), written to q.raster_group.
+inline dim3 wgmma_grid(const LinearParams& p, int rows, int tok, int raster, int act_bytes,
+                       LinearParams& q) {
+  const int64_t gx = (p.NP + rows - 1) / rows;
+  const int64_t gy = (p.M + tok - 1) / tok;
+  q.raster_group = 0;
+  if (raster <= 0) {
+    B12X_ASSERT(gy <= 65535, "too many token tiles: M=", p.M);
+    return dim3(static_cast<unsigned>(gx), static_cast<unsigned>(gy), 1);
+  }
+  const int64_t tile_bytes = static_cast<int64_t>(tok) * p.K * act_bytes;
+  int64_t g = raster > 1 ? raster : kWgmmaRasterBytes / tile_bytes;
+  g = g < 1 ? 1 : (g > gy ? gy : g);
+  B12X_ASSERT(gx * gy <= INT32_MAX, "too many wgmma tiles: NP=", p.NP, " M=", p.M);
+  q.raster_group = static_cast<int>(g);
+  return dim3(static_cast<unsigned>(gx * gy), 1, 1);
+}
+
 template <WFmt F, class T, int kTokens, int kVariant>
 __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
                                   WgmmaCfg<F, T, kTokens, kVariant>::kMinBlocks)

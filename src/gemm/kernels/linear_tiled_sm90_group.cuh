@@ -155,8 +155,9 @@ __global__ void __launch_bounds__(256, 1) linear_wgmma_group_kernel(const Linear
   // 16-row tile of row set rs of this warp (warp w of warpgroup wg: rows 16w.. of each of the
   // warpgroup's 64-row sets).
   auto tile_of = [&](int rs) { return ((warp >> 2) * C::kRowSets + rs) * 4 + (warp & 3); };
-  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * C::kRows;
-  const int64_t m0 = static_cast<int64_t>(blockIdx.y) * kTok;
+  const int2 tile = wgmma_tile(p, C::kRows, kTok);  // raster bands where p.raster_group > 0
+  const int64_t n0 = static_cast<int64_t>(tile.x) * C::kRows;
+  const int64_t m0 = static_cast<int64_t>(tile.y) * kTok;
   const int64_t tile0 = n0 / 16;
 
   if constexpr (C::kIq2) load_iq2_tables<F == WFmt::kIq2Xs, T>(gtab, stab, tid, C::kThreads);
