@@ -39,7 +39,8 @@ WgmmaPick pick_var(int var) {
       if constexpr (F == WFmt::kFp8Block) {
         if (var == 8) return wgmma_pick<F, T, kTok, 8>();  // producer-built block scales
       }
-      if (var == 9) return wgmma_pick<F, T, kTok, 9>();  // tokens on the M side
+      if (var == 9) return wgmma_pick<F, T, kTok, 9>();    // tokens on the M side
+      if (var == 10) return wgmma_pick<F, T, kTok, 10>();  // ... as register A fragments
       return var == 7   ? wgmma_pick<F, T, kTok, 7>()
              : var == 6 ? wgmma_pick<F, T, kTok, 6>()
              : var == 5 ? wgmma_pick<F, T, kTok, 5>()

@@ -54,12 +54,12 @@ struct WgmmaCfg {
   /// between one stage's wgmmas and the next's. (Round 16: +13-21% per-tensor and +19-29% block
   /// FP8 over variant 3; making the MMA warpgroups take turns issuing their wgmmas through named
   /// barriers, dropped, was 5-20% slower than variant 5.)
-  static constexpr bool kWs = kF8 ? (kVariant >= 5 && kVariant <= 9) : kVariant == 3;
+  static constexpr bool kWs = kF8 ? (kVariant >= 5 && kVariant <= 10) : kVariant == 3;
   /// FP8 variant 6 (the default) = 5 with the stage's block scales built and loaded into
   /// registers while its wgmmas run (not after their wait) and the slot released right after the
   /// wait, so only the FFMA / FADD promotion follows the wgmmas on the MMA warps' critical path
   /// (round 17: block FP8 +0-3% over 5).
-  static constexpr bool kHoist = kF8 && (kVariant >= 6 && kVariant <= 9);
+  static constexpr bool kHoist = kF8 && (kVariant >= 6 && kVariant <= 10);
   /// Block FP8 variant 8 (the block FP8 default since round 22) = 6 with the stage's combined
   /// scales x_scale[token] * w_scale built once per CTA by the producer warpgroup (one token per
   /// producer thread, plain loads two producer steps ahead, the product stored in the slot in the
@@ -69,7 +69,7 @@ struct WgmmaCfg {
   /// per-tensor FP8's 47%; per MMA warp and stage, estimated: A fragments 16 wavefronts, the
   /// wgmmas' activation reads ~32, for block FP8 the scale reads 32 plus the table build, whose
   /// STS.64 were 3.8-way bank conflicted). Round 22: +7-10% over 6 at M = 2048.
-  static constexpr bool kProdScales = F == WFmt::kFp8Block && (kVariant == 8 || kVariant == 9);
+  static constexpr bool kProdScales = F == WFmt::kFp8Block && kVariant >= 8 && kVariant <= 10;
   /// FP8 variant 9 (probe) = 8 with the tokens on wgmma's M side (as DeepGEMM): each MMA
   /// warpgroup takes 64 tokens (A: the activation rows of the stage, 128-byte swizzle) times the
   /// CTA's 128 weight rows (B: shared memory), so a thread's accumulators are 2 tokens x 32
@@ -80,7 +80,14 @@ struct WgmmaCfg {
   /// registers two stages ahead and stores its four words as rows of K-major core matrices (no
   /// swizzle; four conflict-free 128-byte STS.32 wavefronts per atom, the cp.async's bytes), and
   /// the MMA warps no longer load A fragments.
-  static constexpr bool kTokM = kF8 && kVariant == 9;
+  static constexpr bool kTokM = kF8 && (kVariant == 9 || kVariant == 10);
+  /// FP8 variant 10 (probe) = 9 with the activations as wgmma's register A operand (one
+  /// ldmatrix.x4 per warp and k32 step from the swizzled rows) instead of a shared-memory
+  /// descriptor. Why: round 25 (4096x4096, M = 2048) measured 9 slower than 8 (block 125.4 vs 101.3
+  /// us, per-tensor 104.9 vs 76.6) although its LSU shared-memory wavefronts fell from 9.2 M to
+  /// 5.4 M: with both operands in shared memory the wgmmas read 24 instead of 16 KB per
+  /// warpgroup and stage.
+  static constexpr bool kTokMRegA = kF8 && kVariant == 10;
   /// FP8 variant 7 (probe) = 6 with the next stage's A fragments loaded (after its full-barrier
   /// wait) while this stage's wgmmas run, before this stage's promotion: two fragment sets.
   static constexpr bool kPrefetch = kF8 && kVariant == 7;
@@ -986,14 +993,32 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
   // scales of its two tokens.
   auto compute_tm = [&](int s) {
     if constexpr (C::kTokM) {
-      const uint64_t da = wg::desc_sw128(act_addr(s) + (cw >> 2) * (C::kActBytes / 2));
       const uint64_t db = wg::desc_kmajor(w_addr(s), 2048, 128);
-      wg::fence_acc(part0);
-      wg::fence();
+      if constexpr (C::kTokMRegA) {
+        // Lane l addresses row l & 7 of matrix l >> 3 (rows 16 cw + 8 (mi & 1).., 16-byte chunk
+        // 2 ks + (mi >> 1) of the 32-byte k step, swizzled): the four 8 x 16-byte matrices are
+        // the e4m3 k32 A fragment's registers (g, 4t..), (g + 8, 4t..), (g, 16 + 4t..), (g + 8,
+        // 16 + 4t..).
+        const int mi = lane >> 3, rr = lane & 7;
+        const uint8_t* rowp = sgen + s * C::kStageBytes + (16 * cw + rr + 8 * (mi & 1)) * 128;
+        uint32_t af[4][4];
 #pragma unroll
-      for (int ks = 0; ks < 4; ++ks)
-        wg::wgmma_ss_m64n128k32_e4m3(part0, da + 2 * ks, db + 256 * ks, ks);
-      wg::commit();
+        for (int ks = 0; ks < 4; ++ks)
+          ldmatrix_x4(af[ks], rowp + (((2 * ks + (mi >> 1)) ^ rr) << 4));
+        wg::fence_acc(part0);
+        wg::fence();
+#pragma unroll
+        for (int ks = 0; ks < 4; ++ks) wg::mma<wg::F8Tag, 128>(part0, af[ks], db + 256 * ks, ks);
+        wg::commit();
+      } else {
+        const uint64_t da = wg::desc_sw128(act_addr(s) + (cw >> 2) * (C::kActBytes / 2));
+        wg::fence_acc(part0);
+        wg::fence();
+#pragma unroll
+        for (int ks = 0; ks < 4; ++ks)
+          wg::wgmma_ss_m64n128k32_e4m3(part0, da + 2 * ks, db + 256 * ks, ks);
+        wg::commit();
+      }
       float sc[2] = {1.f, 1.f};
       if constexpr (F == WFmt::kFp8Block) {
         const float* cs =
