@@ -568,14 +568,18 @@ bool decode_fits(const Caps& c) {
 }
 
 /// Largest max_tokens * topk the automatic regime gives the FP4 decode stream (from the plan's
-/// capacities, never the live routes). Measurement knob B12X_MOE_STREAM_ROUTES (128..1024).
+/// capacities, never the live routes): all it can take. H200 round 25, nvfp4, grouped -> decode
+/// stream (us): Qwen3-30B M = 32 / 64 344 / 389 -> 168 / 260, DeepSeek-TP4 1038 / 1392 -> 507 /
+/// 790, MiniMax M = 64 / 128 3288 / 3711 -> 1855 / 2927, Qwen3.5-TP4 M = 16 / 32 / 48 974 / 1619
+/// / 2146 -> 457 / 803 / 1037; w4a16 Qwen3-30B M = 64 366 -> 249, DeepSeek-TP4 1374 -> 649,
+/// Qwen3.5-TP4 M = 32 1614 -> 694. Measurement knob B12X_MOE_STREAM_ROUTES (128..1024).
 int64_t auto_stream_routes() {
   static const int64_t v = [] {
     const char* e = std::getenv("B12X_MOE_STREAM_ROUTES");
     const int64_t n = e != nullptr ? std::atoll(e) : 0;
     return n >= detail::kMaxInlineRoutes && n <= detail::kMaxStreamRoutes
                ? n
-               : int64_t{detail::kMaxInlineRoutes};
+               : int64_t{detail::kMaxStreamRoutes};
   }();
   return v;
 }
@@ -678,9 +682,9 @@ Plan plan(const Caps& caps) {
     p.off_route_out = o;
     o = align256(o + 4 * detail::decode_fc2_split_bound(R) * caps.max_tokens * H);
   }
-  // Balanced FC1 (decode stream, quantised activations; [Q] zeroes its counters).
+  // Balanced FC1 (decode stream; [Q] zeroes its counters, or a memset node in A16 modes).
   p.off_fc1_bal = -1;
-  if (stream && aquant_of(w.args.quant_mode) != num::kANone) {
+  if (stream) {
     p.off_fc1_bal = o;
     o = align256(o + detail::decode_fc1_bal_bytes(fc1_row_blocks(p.weights.gated, I), R));
   }

@@ -88,42 +88,43 @@ void launch_fc2(const DecodeArgs& a, Stream stream, bool pdl) {
   B12X_CUDA_CHECK_LAUNCH();
 }
 
-// Launches with more than kMaxInlineRoutes routes (kRC = kMaxStreamRoutes, the wide routing)
+// pdl1: FC1's programmatic edge (off after a memset node). Launches with more than
+// kMaxInlineRoutes routes (kRC = kMaxStreamRoutes, the wide routing)
 // run a subset of the shapes: the 8-warp FC1 with one or two row warps, one or two groups,
 // balanced or not (launch_decode_stream maps the others there), and the shallow or 4-warp FC2.
 template <typename OpT, bool kFold, int kSK, int kRC>
-void launch_gemms(const DecodeArgs& a, Stream stream, bool pdl) {
+void launch_gemms(const DecodeArgs& a, Stream stream, bool pdl1, bool pdl) {
   const bool mx = a.aquant == num::kAMxfp8 || a.aquant == num::kAMxfp4;
   if constexpr (!std::is_same_v<OpT, __nv_bfloat16>)
     B12X_ASSERT(!mx, "decode stream: FP16 operands are A16-only");
   constexpr bool kWide = kRC != kMaxInlineRoutes;
   if constexpr (kWide) {
     if (a.fc1_bal != 0)
-      launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1Warps, true>(a, stream, pdl);
+      launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1Warps, true>(a, stream, pdl1);
     else if (a.fc1_wm >= 2)
-      launch_fc1<OpT, kFold, kSK, kRC, 2, 1>(a, stream, pdl);
+      launch_fc1<OpT, kFold, kSK, kRC, 2, 1>(a, stream, pdl1);
     else if (a.fc1_groups >= 2)
-      launch_fc1<OpT, kFold, kSK, kRC, 1, 2>(a, stream, pdl);
+      launch_fc1<OpT, kFold, kSK, kRC, 1, 2>(a, stream, pdl1);
     else
-      launch_fc1<OpT, kFold, kSK, kRC, 1, 1>(a, stream, pdl);
+      launch_fc1<OpT, kFold, kSK, kRC, 1, 1>(a, stream, pdl1);
   } else if (a.fc1_bal != 0 && a.fc1_warps == DecodeCfg::kFc1WideWarps) {
-    launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1WideWarps, true>(a, stream, pdl);
+    launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1WideWarps, true>(a, stream, pdl1);
   } else if (a.fc1_bal != 0) {
-    launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1Warps, true>(a, stream, pdl);
+    launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1Warps, true>(a, stream, pdl1);
   } else if (a.fc1_wm == 4) {
-    launch_fc1<OpT, kFold, kSK, kRC, 4, 1>(a, stream, pdl);
+    launch_fc1<OpT, kFold, kSK, kRC, 4, 1>(a, stream, pdl1);
   } else if (a.fc1_wm == 2) {
-    launch_fc1<OpT, kFold, kSK, kRC, 2, 1>(a, stream, pdl);
+    launch_fc1<OpT, kFold, kSK, kRC, 2, 1>(a, stream, pdl1);
   } else if (a.fc1_warps == DecodeCfg::kFc1WideWarps) {
-    launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1WideWarps>(a, stream, pdl);
+    launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1WideWarps>(a, stream, pdl1);
   } else if (a.fc1_groups == 8) {
-    launch_fc1<OpT, kFold, kSK, kRC, 1, 8>(a, stream, pdl);
+    launch_fc1<OpT, kFold, kSK, kRC, 1, 8>(a, stream, pdl1);
   } else if (a.fc1_groups == 4) {
-    launch_fc1<OpT, kFold, kSK, kRC, 1, 4>(a, stream, pdl);
+    launch_fc1<OpT, kFold, kSK, kRC, 1, 4>(a, stream, pdl1);
   } else if (a.fc1_groups == 2) {
-    launch_fc1<OpT, kFold, kSK, kRC, 1, 2>(a, stream, pdl);
+    launch_fc1<OpT, kFold, kSK, kRC, 1, 2>(a, stream, pdl1);
   } else {
-    launch_fc1<OpT, kFold, kSK, kRC, 1, 1>(a, stream, pdl);
+    launch_fc1<OpT, kFold, kSK, kRC, 1, 1>(a, stream, pdl1);
   }
   const int fc2_row_blocks = a.w2.rows_pad / DecodeCfg::kFc2Rows;
   const bool deep = !kWide && decode_fc2_deep(a.routes, a.fc2_split, fc2_row_blocks, a.sm_count);
@@ -145,11 +146,11 @@ void launch_gemms(const DecodeArgs& a, Stream stream, bool pdl) {
 }
 
 template <typename OpT, bool kFold, int kSK>
-void launch_gemms_rc(const DecodeArgs& a, Stream stream, bool pdl) {
+void launch_gemms_rc(const DecodeArgs& a, Stream stream, bool pdl1, bool pdl) {
   if (a.routes > kMaxInlineRoutes)
-    launch_gemms<OpT, kFold, kSK, kMaxStreamRoutes>(a, stream, pdl);
+    launch_gemms<OpT, kFold, kSK, kMaxStreamRoutes>(a, stream, pdl1, pdl);
   else
-    launch_gemms<OpT, kFold, kSK, kMaxInlineRoutes>(a, stream, pdl);
+    launch_gemms<OpT, kFold, kSK, kMaxInlineRoutes>(a, stream, pdl1, pdl);
 }
 
 }  // namespace
@@ -259,7 +260,10 @@ void launch_decode_stream(const DecodeArgs& args, bool fp16_operands, Stream str
   // B12X_MOE_FC1_BAL=0 never / =1 wherever they apply. (Round 23: two warp groups as two
   // balanced units per CTA, Qwen3-30B nvfp4 M = 4 / 8, 47.8 / 73.7 -> 57.5 / 81.5 us: dropped.)
   static const int bal_knob = env_knob("B12X_MOE_FC1_BAL", 2);
-  const bool bal_ok = bal_knob != 0 && a.aquant != num::kANone && a.fc1_wm == 1 &&
+  // A16 launches have no [Q] to zero the counters: with B12X_MOE_A16_BAL=1 a memset node before
+  // FC1 does (FC1 then launches without the programmatic edge; it waits for the caller anyway).
+  static const int a16_bal = env_knob("B12X_MOE_A16_BAL", 0);
+  const bool bal_ok = bal_knob != 0 && (a.aquant != num::kANone || a16_bal == 1) && a.fc1_wm == 1 &&
                       (a.fc1_groups == 0 || a.fc1_groups == 1) && a.fc1_cnt != nullptr &&
                       a.fc1_part != nullptr && fc1_row_blocks <= a.fc1_cnt_rows;
   if (bal_ok && bal_knob == 1) a.fc1_groups = 1;
@@ -298,6 +302,13 @@ void launch_decode_stream(const DecodeArgs& args, bool fp16_operands, Stream str
   B12X_ASSERT(a.w1.rows_pad % 64 == 0 && a.w2.rows_pad % DecodeCfg::kFc2Rows == 0,
               "decode stream: prepared rows ", a.w1.rows_pad, "/", a.w2.rows_pad,
               " are not multiples of the CTA tiles");
+  bool fc1_pdl = pdl;
+  if (a.aquant == num::kANone && a.fc1_bal != 0) {
+    B12X_CUDA_CHECK(cudaMemsetAsync(a.fc1_cnt, 0,
+                                    static_cast<size_t>(a.fc1_cnt_rows) * a.fc1_cnt_stride * 4,
+                                    static_cast<cudaStream_t>(stream)));
+    fc1_pdl = false;
+  }
   if (a.aquant != num::kANone) {
     const dim3 gq(static_cast<unsigned>(a.routes),
                   static_cast<unsigned>((a.w1.K + 8 * DecodeCfg::kQuantThreads - 1) /
@@ -310,13 +321,13 @@ void launch_decode_stream(const DecodeArgs& args, bool fp16_operands, Stream str
   B12X_ASSERT(a.w1.scale_kind == a.w2.scale_kind, "decode stream: FC1/FC2 scale kinds differ");
   if (!fp16_operands) {
     if (a.w1.scale_kind == 0)
-      launch_gemms_rc<__nv_bfloat16, true, 0>(a, stream, pdl);
+      launch_gemms_rc<__nv_bfloat16, true, 0>(a, stream, fc1_pdl, pdl);
     else
-      launch_gemms_rc<__nv_bfloat16, true, 1>(a, stream, pdl);
+      launch_gemms_rc<__nv_bfloat16, true, 1>(a, stream, fc1_pdl, pdl);
   } else if (a.w1.scale_kind == 0) {
-    launch_gemms_rc<__half, true, 0>(a, stream, pdl);
+    launch_gemms_rc<__half, true, 0>(a, stream, fc1_pdl, pdl);
   } else {
-    launch_gemms_rc<__half, false, 1>(a, stream, pdl);
+    launch_gemms_rc<__half, false, 1>(a, stream, fc1_pdl, pdl);
   }
 }
 

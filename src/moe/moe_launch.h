@@ -134,11 +134,12 @@ struct DecodeArgs {
   // [Q] has finished).
   int q_early = 0;
   int sm_count = 0;  // sizes FC1's tile groups (decode_fc1_tile_groups)
-  // Balanced FC1 (decode_fc1_balanced; quantised modes, one row warp, one group): CTA (row block
-  // x, y) takes the chunk range [N y / Y, (N (y + 1)) / Y) of its row block's N = tiles x
-  // K sub-chunks instead of whole tiles y, y + Y, ...; a tile cut between CTAs parks its raw
-  // K sums in fc1_part[x * Y + y][head / tail][token][32 rows] and the last of its CTAs (the
-  // counter fc1_cnt[x][tile], zeroed by [Q] every launch) adds them in CTA order.
+  // Balanced FC1 (decode_fc1_balanced; quantised modes (A16 with B12X_MOE_A16_BAL=1), one row
+  // warp, one group): CTA (row block x, y) takes the chunk range [N y / Y, (N (y + 1)) / Y) of
+  // its row block's N = tiles x K sub-chunks instead of whole tiles y, y + Y, ...; a tile cut
+  // between CTAs parks its raw K sums in fc1_part[x * Y + y][head / tail][token][32 rows] and the
+  // last of its CTAs (the counter fc1_cnt[x][tile], zeroed by [Q] every launch, in A16 modes by
+  // a memset node) adds them in CTA order.
   int fc1_bal = 0;
   float* fc1_part = nullptr;
   int* fc1_cnt = nullptr;

@@ -254,7 +254,7 @@ def test_moe_checkpoint_round_trip_on_gpu(tmp_path, cuda_torch, fmt, mode, loose
     assert lay["selection"]["path"] == "moe." + mode, lay
     layer = ck.load_moe(tmp_path / "q", _MOE, topk=2, compute_capability=cc)
     plan, experts = ck.prepare_moe(layer, device=0)
-    for m in (5, 80):  # decode and grouped regimes
+    for m in (5, 80, 600):  # decode (FP4: 160 routes take the wide routing) and grouped
         x = torch.randn(m, 256, dtype=torch.bfloat16, device="cuda")
         ids = torch.randint(0, 4, (m, 2), dtype=torch.int32, device="cuda")
         wts = torch.rand(m, 2, dtype=torch.float32, device="cuda") + 0.1
