@@ -80,8 +80,14 @@ struct PagedPlan {
   float rescale_slack = 8.f;
   /// Decode/verify CTAs prefetch their first K/V tiles into L2 before waiting for the previous
   /// kernel (programmatic dependent launch), from metadata read through L2 that may still be
-  /// stale: only prefetch addresses depend on it (B12X_ATTN_PREFETCH=1|0).
+  /// stale: only prefetch addresses depend on it. `prefetch`: in every bind; `prefetch_splits`:
+  /// in binds that split the KV (num_splits > 1: short CTAs whose first tiles' round trip is a
+  /// large share of their time). B12X_ATTN_PREFETCH=1 sets `prefetch`, =0 clears both.
   bool prefetch = false;
+  bool prefetch_splits = true;
+  /// K/V tiles per CTA the prefetch covers (0: those the ring's prologue issues, kStages - 1;
+  /// B12X_ATTN_PREFETCH_TILES).
+  int prefetch_tiles = 0;
   /// Decode/verify tiles fill every stage of their K/V ring before the first wait (wide3 then
   /// loads Q's fragments from global memory instead of staging Q in the ring), so a short
   /// split has one more tile in flight behind its first round trip (B12X_ATTN_FULL_RING=1|0).

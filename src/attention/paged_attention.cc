@@ -54,20 +54,10 @@ const std::vector<KernelInfo>& registry() {
   return kTable;
 }
 
-const KernelInfo* find_kernel(int dqk, int dv, int kind, DType q, bool fp8, int s_chains = 1) {
+const KernelInfo* find_kernel(int dqk, int dv, int kind, DType q, bool fp8) {
   for (const KernelInfo& k : registry())
-    if (k.dqk == dqk && k.dv == dv && k.kind == kind && k.q == q && k.fp8 == fp8 &&
-        k.s_chains == s_chains)
-      return &k;
+    if (k.dqk == dqk && k.dv == dv && k.kind == kind && k.q == q && k.fp8 == fp8) return &k;
   return nullptr;
-}
-
-// B12X_ATTN_S_CHAINS=2|4 (probe, decode tiles): the tile with that many independent S
-// accumulator chains (TileCfg::kSChains) where one is compiled (the default decode tiles of
-// head dims 128 / 256 with bf16 q; 4 for 256 only); 1 (the one-chain tiles) otherwise.
-int s_chains_env() {
-  const char* e = std::getenv("B12X_ATTN_S_CHAINS");
-  return e != nullptr ? std::max(1, std::atoi(e)) : 1;
 }
 
 // Decode tile kind: 1 ("wide": 4 warps x 16 tokens), 2 ("deep": 2 warps x 16 tokens), 3
@@ -237,10 +227,6 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   // hcvt3 needs more than SM12x's (and SM89's) 99 KB of shared memory per block: hcvt there.
   if (k != nullptr && k->kind == 13 && k->smem > dev.smem_per_block_optin)
     k = find_kernel(caps.head_dim_qk, caps.head_dim_vo, 8, caps.q_dtype, fp8);
-  if (const int sc = s_chains_env(); k != nullptr && decode_tile && sc > 1) {
-    const KernelInfo* ks = find_kernel(k->dqk, k->dv, k->kind, k->q, k->fp8, sc);
-    if (ks != nullptr) k = ks;
-  }
   B12X_CHECK_SUPPORTED(k != nullptr, kPlanOp, ": no compiled kernel for head dims (",
                        caps.head_dim_qk, ", ", caps.head_dim_vo, "), q ", dtype_name(caps.q_dtype),
                        ", kv ", dtype_name(caps.kv_dtype));
@@ -275,8 +261,7 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
                  : k->kind == 13 ? "_decode_hcvt3"
                  : k->kind == 14 ? "_decode_hcvt2"
                                  : "_decode_hbits") +
-                (fp8 ? "_kvfp8" : "") + (caps.q_dtype == DType::kFP16 ? "_fp16" : "_bf16") +
-                (k->s_chains > 1 ? "_sc" + std::to_string(k->s_chains) : "");
+                (fp8 ? "_kvfp8" : "") + (caps.q_dtype == DType::kFP16 ? "_fp16" : "_bf16");
   plan.tile_rows = k->tile_rows;
   plan.tile_kv = k->tile_kv;
   plan.min_split_kv = std::max(128, k->tile_kv);
@@ -298,6 +283,9 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   if (slack_env != nullptr) plan.rescale_slack = std::max(0.f, std::strtof(slack_env, nullptr));
   const char* pf_env = std::getenv("B12X_ATTN_PREFETCH");
   if (pf_env != nullptr) plan.prefetch = std::string(pf_env) == "1";
+  if (pf_env != nullptr && std::string(pf_env) == "0") plan.prefetch_splits = false;
+  const char* pft_env = std::getenv("B12X_ATTN_PREFETCH_TILES");
+  if (pft_env != nullptr) plan.prefetch_tiles = std::max(0, std::atoi(pft_env));
   const char* si_env = std::getenv("B12X_ATTN_SPLIT_INTERLEAVE");
   // Interleaved splits exist for the decode tiles only (the extend tiles' ranges stay
   // contiguous; the merge kernel reads the same flag through kv_range).
@@ -583,7 +571,12 @@ void run_paged(const PagedBinding& b, Stream stream) {
   // kernel reads the metadata, which its predecessor only reads, and a prefetching main kernel
   // reads metadata only to form prefetch addresses).
   const bool pdl = plan.arch >= 90 && plan.use_pdl;
-  p.prefetch = plan.prefetch && pdl ? 1 : 0;  // only useful while waiting for the previous grid
+  // The prefetch is only useful while waiting for the previous grid (decode tiles: p.prefetch
+  // is ignored by the extend tiles).
+  const bool prefetch = pdl && (plan.prefetch || (plan.prefetch_splits && b.num_splits > 1));
+  const int stages = static_cast<const detail::KernelInfo*>(plan.impl)->stages;
+  const int ring_ahead = plan.full_ring ? stages : stages - 1;
+  p.prefetch = prefetch ? (plan.prefetch_tiles > 0 ? plan.prefetch_tiles : ring_ahead) : 0;
   if (p.tiles_per_req == 0) {
     detail::launch_paged_schedule(p, s, pdl);
     B12X_CUDA_CHECK_LAUNCH();

@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <numeric>
 #include <random>
 #include <string>
@@ -846,24 +845,38 @@ TEST(AttentionGpuGraph, ReplayWithChangingMetadataMatchesEager) {
 
 // B12X_ATTN_PREFETCH=1: decode (BF16 and FP8 tiles, automatic and forced splits, window, sinks)
 // and verify on the decode tile, against the reference.
+// The L2 prefetch before the PDL wait: in every bind (B12X_ATTN_PREFETCH=1), off (=0), and by
+// default in split binds, over the prologue's tiles and deeper (B12X_ATTN_PREFETCH_TILES: 3,
+// and 64, beyond every split's tiles).
 TEST(AttentionGpuDecode, PrefetchBeforeWait) {
   B12X_REQUIRE_GPU();
-  setenv("B12X_ATTN_PREFETCH", "1", 1);
-  for (int i = 0; i < 4; ++i) {
-    Spec s;
-    s.hq = 32;
-    s.hkv = 8;
-    s.kv = i % 2 == 1 ? DType::kFP8E4M3 : DType::kBF16;
-    s.prefix = {4000, 63, 1, 2500, 700};
-    s.qlens.assign(5, 1);
-    s.num_splits = i == 2 ? 7 : 0;
-    s.max_splits = i == 2 ? 7 : 0;
-    s.window = i == 3 ? 300 : -1;
-    s.sinks = i >= 2;
-    run_case(s, "decode prefetch");
+  const char* modes[][2] = {{"1", ""}, {"1", "3"}, {"", "64"}, {"0", ""}};
+  for (const auto& m : modes) {
+    if (*m[0]) setenv("B12X_ATTN_PREFETCH", m[0], 1);
+    if (*m[1]) setenv("B12X_ATTN_PREFETCH_TILES", m[1], 1);
+    const std::string what =
+        std::string("prefetch=") + m[0] + " tiles=" + m[1] + (*m[1] ? "" : "default");
+    for (int i = 0; i < 4; ++i) {
+      Spec s;
+      s.hq = 32;
+      s.hkv = 8;
+      s.kv = i % 2 == 1 ? DType::kFP8E4M3 : DType::kBF16;
+      s.prefix = {4000, 63, 1, 2500, 700};
+      s.qlens.assign(5, 1);
+      s.num_splits = i == 2 ? 7 : 0;
+      s.max_splits = i == 2 ? 7 : 0;
+      s.window = i == 3 ? 300 : -1;
+      s.sinks = i >= 2;
+      run_case(s, "decode " + what);
+    }
+    Spec d = gqa_decode_spec({4000, 63, 1, 700}, 0, 0);
+    d.dqk = d.dv = 256;
+    d.kv = DType::kFP8E4M3;
+    run_case(d, "decode d=256 " + what);
+    run_case(verify_spec(8, 2), "verify " + what);
+    unsetenv("B12X_ATTN_PREFETCH");
+    unsetenv("B12X_ATTN_PREFETCH_TILES");
   }
-  run_case(verify_spec(8, 2), "verify prefetch");
-  unsetenv("B12X_ATTN_PREFETCH");
 }
 
 // B12X_ATTN_FULL_RING=1: decode tiles fill every ring stage in the prologue (wide3 loads Q's
@@ -1187,72 +1200,6 @@ TEST(AttentionGpuDecode, Hcvt2) {
   unsetenv("B12X_ATTN_DECODE_TILE");
 }
 
-// B12X_ATTN_S_CHAINS=2|4 (probe): the default decode tiles (wide3 / wide, hcvt3) with S
-// accumulated in independent chains over the k-steps, over both KV dtypes, head dims 128 / 256,
-// pages 16-256, forced and automatic splits, window, sinks, the fp16-MMA q range, the knobs the
-// tiles branch on, and verify; chains without a compiled tile (4 at head dim 128, fp16 q) take
-// the one-chain tile.
-TEST(AttentionGpuDecode, SChains) {
-  B12X_REQUIRE_GPU();
-  const char* knobs[] = {"", "B12X_ATTN_SPREAD_MERGE=0", "B12X_ATTN_FULL_RING=1",
-                         "B12X_ATTN_PAGE_RUNS=0", "B12X_ATTN_FUSED_MERGE=1"};
-  for (const char* chains : {"2", "4"}) {
-    setenv("B12X_ATTN_S_CHAINS", chains, 1);
-    const int nc = std::atoi(chains);
-    int i = 0;
-    for (DType kv : {DType::kBF16, DType::kFP8E4M3})
-      for (int d : {128, 256})
-        for (int rep = 0; rep < 3; ++rep, ++i) {
-          const std::string knob = knobs[i % 5];
-          const size_t eq = knob.find('=');
-          if (eq != std::string::npos)
-            setenv(knob.substr(0, eq).c_str(), knob.substr(eq + 1).c_str(), 1);
-          Spec s;
-          s.kv = kv;
-          s.dqk = s.dv = d;
-          s.hkv = 2;
-          s.hq = 2 * (i % 2 ? 8 : 5);
-          s.page = 16 << (i % 5);
-          s.prefix = {4000, s.page - 1, 1, 3 * s.page + 70, 0};
-          s.qlens.assign(s.prefix.size(), 1);
-          s.num_splits = s.max_splits = i % 3 == 0 ? 7 : (i % 3 == 1 ? 1 : 0);
-          s.window = i % 4 == 2 ? 300 : -1;
-          s.sinks = i % 2 == 1;
-          s.per_head_scale = kv == DType::kFP8E4M3 && i % 3 != 1;
-          if (kv == DType::kFP8E4M3 && rep == 2) {
-            s.q_exp_spread = 18;
-            s.softmax_scale = 1.f / 16384;
-          }
-          const std::string what = std::string("s chains=") + chains +
-                                   " kv=" + b12x::dtype_name(kv) + " d=" + std::to_string(d) + " " +
-                                   knob + " case " + std::to_string(i);
-          if (rep == 0) {
-            Problem p(s, rng());
-            PLAN_AND_BIND(p);
-            const bool compiled = nc == 2 || d == 256;
-            EXPECT_EQ(p.plan.kernel.find(std::string("_sc") + chains) != std::string::npos,
-                      compiled)
-                << what << ": " << p.plan.kernel;
-          }
-          run_case(s, what);
-          if (eq != std::string::npos) unsetenv(knob.substr(0, eq).c_str());
-        }
-    Spec f = gqa_decode_spec({4000, 63, 1, 700}, 0, 0);
-    f.q = f.kv = DType::kFP16;
-    run_case(f, std::string("s chains=") + chains + " fp16 (one-chain tile)");
-    for (DType kv : {DType::kBF16, DType::kFP8E4M3})
-      for (int d : {128, 256}) {
-        Spec v = verify_spec(2, 2);
-        v.hq = 16;
-        v.kv = kv;
-        v.dqk = v.dv = d;
-        v.sinks = true;
-        run_case(v, std::string("s chains=") + chains + " verify d=" + std::to_string(d));
-      }
-    unsetenv("B12X_ATTN_S_CHAINS");
-  }
-}
-
 // Small cases for compute-sanitizer (memcheck + racecheck).
 // Three FP8-KV decode requests (empty, short and 600-token prefixes, 16-token pages) in 3 splits.
 Spec sanitize_fp8_decode_spec() {
@@ -1302,22 +1249,6 @@ TEST(AttentionGpuSanitize, DecodeHcvt2) {
     run_case(s, "sanitize decode tile=hcvt2 d=" + std::to_string(d));
   }
   unsetenv("B12X_ATTN_DECODE_TILE");
-}
-
-// Split S chains (B12X_ATTN_S_CHAINS) on both KV dtypes and head dims 128 / 256, with sinks.
-TEST(AttentionGpuSanitize, DecodeSChains) {
-  B12X_REQUIRE_GPU();
-  for (const char* chains : {"2", "4"})
-    for (DType kv : {DType::kBF16, DType::kFP8E4M3})
-      for (int d : {128, 256}) {
-        setenv("B12X_ATTN_S_CHAINS", chains, 1);
-        Spec s = sanitize_fp8_decode_spec();
-        s.kv = kv;
-        s.dqk = s.dv = d;
-        s.sinks = true;
-        run_case(s, std::string("sanitize decode s chains=") + chains + " d=" + std::to_string(d));
-        unsetenv("B12X_ATTN_S_CHAINS");
-      }
 }
 
 // 16-bit decode tiles with the full ring (B12X_ATTN_FULL_RING=1: wide3 loads Q's fragments

@@ -52,19 +52,11 @@ constexpr float kLog2e = 1.4426950408889634f;
 /// ~170 registers, so 3 CTAs (12 warps) per SM instead of 2); 13 = decode "hcvt3" (hcvt with 3
 /// stages: 102-105 KB, beyond SM12x's 99 KB, so SM90 only; 2 CTAs per SM instead of 3).
 /// wide3 (5) also serves head dim 256, with 32-token tiles (2 warps).
-template <int kDqk_, int kDv_, int kKind_, bool kFp8_, int kSChains_ = 1>
+template <int kDqk_, int kDv_, int kKind_, bool kFp8_>
 struct TileCfg {
   static constexpr int kDqk = kDqk_, kDv = kDv_, kKind = kKind_;
   static constexpr bool kFp8 = kFp8_;
   static constexpr bool kDecode = kKind != 0 && kKind != 7 && kKind != 10 && kKind != 12;
-  // S = Q K^T accumulates a warp's n-blocks over kDqk / 16 k-steps, one dependent MMA chain per
-  // n-block (16 MMAs deep at head dim 256, ~30 cycles each on SM90's mma.sync). kSChains > 1
-  // (B12X_ATTN_S_CHAINS, decode tiles) spreads the k-steps over that many independent
-  // accumulators (k-step kb into chain kb % kSChains), added after the loop: the chain is
-  // kSChains times shorter for kSChains - 1 more sets of S registers.
-  static constexpr int kSChains = kSChains_;
-  static_assert(kSChains == 1 || kSChains == 2 || kSChains == 4, "S chains: 1, 2 or 4");
-  static_assert(kSChains == 1 || kDecode, "S chains: decode tiles only");
   // Sub-tiles per stage: the MMA/softmax body runs on kBN / kSub tokens at a time.
   static constexpr int kSub = kKind == 7 ? 2 : 1;
   // kind 3: the deep decode tile with FP8 K fragments converted straight from the raw stage
@@ -492,9 +484,10 @@ __device__ __forceinline__ void merge_row_warp(const PagedParams& p, int tok, in
         wsum > 0.f ? mm + log2f(wsum) : -INFINITY;
 }
 
-/// Decode/verify, before the PDL wait: the K/V rows of the tiles the CTA's prologue loads
-/// (kStages - 1, or all kStages with the full ring) and their page-table entries are prefetched
-/// into L2, so that after the wait the prologue's dependent reads hit L2. The metadata are read
+/// Decode/verify, before the PDL wait: the K/V rows of the CTA's first p.prefetch tiles (by
+/// default those the prologue loads: kStages - 1, or all kStages with the full ring) and their
+/// page-table entries are prefetched into L2, so that after the wait the prologue's dependent
+/// reads (and with deeper prefetches the loop's first refills) hit L2. The metadata are read
 /// through L2 (ld.cg: nothing stale stays in L1 for the loads after the wait) and may be stale
 /// (the previous grid may still be writing them): only prefetch addresses depend on them, every
 /// index is bounded like the main path's.
@@ -513,12 +506,11 @@ __device__ __forceinline__ void prefetch_first_tiles(const PagedParams& p, int t
   const KvRange r = kv_range(p, tile, qlen, lk);
   if (split >= r.ns) return;
   const int begin = r.lo + split * r.chunk;
-  const int ahead = Cfg::kDecode && p.full_ring ? Cfg::kStages : Cfg::kStages - 1;  // prologue's
   const int step = r.stride > 0 ? r.stride : Cfg::kBN;  // between the split's tiles
   const int last = r.stride > 0 ? r.hi : min(r.hi, begin + r.chunk);
   const int32_t* table = p.page_table + (int64_t)b * p.pt_stride;
   const uint32_t max_page = static_cast<uint32_t>(p.num_pages - 1);
-  for (int i = static_cast<int>(threadIdx.x); i < ahead * Cfg::kBN; i += Cfg::kThreads) {
+  for (int i = static_cast<int>(threadIdx.x); i < p.prefetch * Cfg::kBN; i += Cfg::kThreads) {
     const int pos = begin + (i / Cfg::kBN) * step + i % Cfg::kBN;
     if (pos >= last) continue;
     const uint32_t page =
@@ -1126,15 +1118,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 
       // ---- S = Q K^T for this warp's kMB x 16 rows x kNT tokens ----
       const int tok0 = wn * kNT;
-      constexpr int kSC = Cfg::kSChains;  // k-step kb accumulates into chain kb % kSC
-      float sc[kSC][kMB][kNT / 8][4];
+      float s[kMB][kNT / 8][4];
 #pragma unroll
-      for (int c = 0; c < kSC; ++c)
+      for (int mb = 0; mb < kMB; ++mb)
 #pragma unroll
-        for (int mb = 0; mb < kMB; ++mb)
-#pragma unroll
-          for (int i = 0; i < kNT / 8; ++i)
-            sc[c][mb][i][0] = sc[c][mb][i][1] = sc[c][mb][i][2] = sc[c][mb][i][3] = 0.f;
+        for (int i = 0; i < kNT / 8; ++i)
+          s[mb][i][0] = s[mb][i][1] = s[mb][i][2] = s[mb][i][3] = 0.f;
       // Swizzled ldmatrix addresses: the chunk XOR only touches bits 4.. of the in-row offset,
       // so k-step kb is `lane_off ^ (kb << 5)` and row blocks are immediate offsets (keeps the
       // address registers few).
@@ -1156,7 +1145,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
             for (int b = 0; b < 4; ++b) {
               uint32_t b0, b1;
               e4m3x4_to_f16x4_hw(wv[b], b0, b1);
-              mma16816<TM>(sc[(4 * a + b) % kSC][0][nb], qa4[b], b0, b1);
+              mma16816<TM>(s[0][nb], qa4[b], b0, b1);
             }
           }
         }
@@ -1184,7 +1173,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
               e4m3x4_to_bf16_evenodd(wv, b0, b1);
             }
 #pragma unroll
-            for (int mb = 0; mb < kMB; ++mb) mma16816<TM>(sc[kb % kSC][mb][nb], a[mb], b0, b1);
+            for (int mb = 0; mb < kMB; ++mb) mma16816<TM>(s[mb][nb], a[mb], b0, b1);
           }
         }
       }
@@ -1209,20 +1198,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
           ldmatrix_x4(bf, k_off + nb2 * 16 * kKRow);
 #pragma unroll
           for (int mb = 0; mb < kMB; ++mb) {
-            mma16816<TM>(sc[kb % kSC][mb][2 * nb2], a[mb], bf[0], bf[1]);
-            mma16816<TM>(sc[kb % kSC][mb][2 * nb2 + 1], a[mb], bf[2], bf[3]);
+            mma16816<TM>(s[mb][2 * nb2], a[mb], bf[0], bf[1]);
+            mma16816<TM>(s[mb][2 * nb2 + 1], a[mb], bf[2], bf[3]);
           }
         }
       }
-#pragma unroll
-      for (int c = 1; c < kSC; ++c)
-#pragma unroll
-        for (int mb = 0; mb < kMB; ++mb)
-#pragma unroll
-          for (int i = 0; i < kNT / 8; ++i)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) sc[0][mb][i][e] += sc[c][mb][i][e];
-      auto& s = sc[0];
 
       // ---- mask: range end, causal diagonal, window start ----
       constexpr int kSBN = Cfg::kSubBN;

@@ -15,14 +15,13 @@ void launch_merge(const PagedParams& p, dim3 grid, cudaStream_t s, bool pdl) {
   launch_kernel(paged_merge_kernel<T, kDv>, grid, 32 * kMergeWarps, 0, s, pdl, p);
 }
 
-template <typename T, bool kFp8, int kDqk, int kDv, int kKind, int kSChains = 1>
+template <typename T, bool kFp8, int kDqk, int kDv, int kKind>
 KernelInfo make_info(const char* name) {
-  using Cfg = TileCfg<kDqk, kDv, kKind, kFp8, kSChains>;
+  using Cfg = TileCfg<kDqk, kDv, kKind, kFp8>;
   KernelInfo k;
   k.dqk = kDqk;
   k.dv = kDv;
   k.kind = kKind;
-  k.s_chains = kSChains;
   k.q = std::is_same_v<T, __nv_bfloat16> ? DType::kBF16 : DType::kFP16;
   k.fp8 = kFp8;
   k.func = reinterpret_cast<const void*>(&paged_attention_kernel<T, Cfg>);
@@ -70,13 +69,6 @@ void register_kinds(std::vector<KernelInfo>& out, const char* tag) {
     out.push_back(make_info<T, kFp8, kDqk, kDv, 9>(tag));
     out.push_back(make_info<T, kFp8, kDqk, kDv, 13>(tag));
     out.push_back(make_info<T, kFp8, kDqk, kDv, 14>(tag));
-  }
-  // Split S chains (B12X_ATTN_S_CHAINS, probe): the default decode tiles of head dims 128 / 256
-  // (bf16 q: wide3 / wide; FP8 KV: hcvt3; elsewhere plans take the one-chain tiles).
-  if constexpr (std::is_same_v<T, __nv_bfloat16> && kDqk == kDv && (kDqk == 128 || kDqk == 256)) {
-    constexpr int kK = kFp8 ? 13 : (kDqk == 128 ? 5 : 1);
-    out.push_back(make_info<T, kFp8, kDqk, kDv, kK, 2>(tag));
-    if constexpr (kDqk == 256) out.push_back(make_info<T, kFp8, kDqk, kDv, kK, 4>(tag));
   }
 }
 template <int kDqk, int kDv>
