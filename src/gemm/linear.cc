@@ -155,12 +155,14 @@ constexpr int64_t kDecodePipeWsMinSlices = 14;
 /// The most K slices whose staged activations (`rows` token rows) fit the decode kernel's
 /// shared-memory budget (at least one: a slice of 16 rows is at most 16 KB); pipe: per buffer of
 /// the pipelined staging's two.
-int64_t stage_fit_slices(lin::WFmt f, int64_t rows, bool pipe = false) {
+int64_t stage_fit_slices(lin::WFmt f, int64_t rows, int64_t budget, int buffers = 1) {
   int64_t s = 1;
-  while (lin::stage_geom(f, rows, s + 1).bytes * (pipe ? 2 : 1) <=
-         (pipe ? lin::kDecodePipeBudget : lin::kDecodeStageBudget))
-    ++s;
+  while (lin::stage_geom(f, rows, s + 1).bytes * buffers <= budget) ++s;
   return s;
+}
+int64_t stage_fit_slices(lin::WFmt f, int64_t rows, bool pipe = false) {
+  return pipe ? stage_fit_slices(f, rows, lin::kDecodePipeBudget, 2)
+              : stage_fit_slices(f, rows, lin::kDecodeStageBudget);
 }
 
 }  // namespace
@@ -454,12 +456,25 @@ Plan plan(const Caps& caps) {
       // (cluster splits up to 8; beyond, the reduce kernel).
       split = pick_split(ctas_n, (9 * sms + 9) / 10, 32, slices);
     }
-    // One warp per tile, FP4 weights with BF16 MMAs: B12X_GEMM_DECODE_HALF=1 (probe) takes CTAs
-    // of 8 warps, two per 16-row tile on the halves of each K slice, sharing one activation
-    // staging (the same grid and split as one warp per tile).
+    // Slice halves: where one warp per tile runs (FP4 weights with BF16 MMAs), CTAs of 8 warps,
+    // two per 16-row tile on the halves of each K slice, sharing one activation staging (the same
+    // grid and split); at two token tiles with the pipelined staging. Default for NVFP4 weights
+    // at M = 5..8 and at M = 9..16 with a split of at most 2 (B12X_GEMM_DECODE_HALF=0 / 1 turns it
+    // off / forces it). H200, round 25 (us over 4096x4096 / 14336x4096 / 4096x14336 / 6144x4096
+    // / 2048x7168, one warp per tile -> halves): NVFP4 W4A16 M = 8 9.5 / 22.0 / 28.0 / 13.5 / 11.9
+    // -> 9.2 / 20.1 / 23.1 / 13.4 / 11.5, M = 16 14.2 / 28.3 / 36.0 / 18.5 / 18.6 -> 13.3 / 26.2
+    // / 34.4 / 18.9 / 21.7 (2048x7168: a split of 4); M = 4 mixed (8.4 -> 9.7 at 4096x4096, 18.6
+    // -> 17.1 at 14336x4096); MXFP4 W4A16 within +-4 % at M = 8 and 16. With one staging buffer
+    // at M = 16 (one slice per chunk, a CTA barrier and drained rings per slice) halves were
+    // slower (28.3 -> 30.9, 36.0 -> 43.9): Nsight Compute 3.4 warps per scheduler (1.7) at 0.49
+    // instructions per cycle (0.44).
     if (ws == 1 && lin::decode_half_available(wf, fp16)) {
       const char* e = std::getenv("B12X_GEMM_DECODE_HALF");
-      p.decode_half = e != nullptr && e[0] == '1';
+      const bool rule =
+          wf == lin::WFmt::kNvfp4 && ((nt == 1 && M >= 5) || (nt == 2 && M <= 16 && split <= 2));
+      p.decode_half = e != nullptr ? e[0] == '1' : rule;
+      const char* pe = std::getenv("B12X_GEMM_DECODE_PIPE");
+      if (p.decode_half && nt == 2 && pe == nullptr) p.decode_pipe = true;
     }
   }
   // Probe override (tools/gemm-probe.sh): B12X_GEMM_SPLIT=<n> forces the decode split count.
@@ -921,6 +936,13 @@ void run(const Binding& b, Stream stream) {
     if (p.stage_slices % ws != 0) p.stage_slices = static_cast<int>(pipe_slices);
   } else if (ws > 1 && p.stage_slices < p.slices_per_cta) {
     p.decode_ws = 1;  // K parts need the whole range staged without the pipelined staging
+  } else if (p.decode_half) {
+    // B12X_GEMM_DECODE_HALF_STAGE=big (probe): the halves' one staging buffer takes what SM12x's
+    // 99 KB leave beside their FP4 ring (3 slices of 16 rows instead of 1).
+    const char* e = std::getenv("B12X_GEMM_DECODE_HALF_STAGE");
+    if (e != nullptr && std::string(e) == "big")
+      p.stage_slices = static_cast<int>(std::min<int64_t>(
+          p.slices_per_cta, stage_fit_slices(im.wfmt, p.stage_rows, lin::kDecodeHalfStageBudget)));
   }
   p.partial = (p.split > 1 && !plan.split_cluster)
                   ? reinterpret_cast<float*>(b.scratch + plan.off_partial)

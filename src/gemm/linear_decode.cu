@@ -119,7 +119,9 @@ void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stre
   B12X_ASSERT(p.stage_rows >= 1 && p.stage_rows <= 8 * nt && p.stage_slices >= 1,
               "decode staging rows=", p.stage_rows, " slices=", p.stage_slices);
   const int64_t stage_bytes = stage_geom(f, p.stage_rows, p.stage_slices).bytes * (pipe ? 2 : 1);
-  B12X_ASSERT(stage_bytes <= (pipe ? kDecodePipeBudget : kDecodeStageBudget),
+  B12X_ASSERT(stage_bytes <= (pipe   ? kDecodePipeBudget
+                              : half ? kDecodeHalfStageBudget
+                                     : kDecodeStageBudget),
               "decode staging needs ", stage_bytes, " B of shared memory");
   const int64_t smem = decode_ring_bytes(f) + stage_bytes;
   {
@@ -128,10 +130,13 @@ void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stre
     static std::mutex mu;
     static std::set<DecodeFn> opted;
     std::lock_guard<std::mutex> lock(mu);
+    // The halves (FP4 only): their ring plus the larger of their two staging budgets.
     if (opted.insert(fn).second) {
-      B12X_CUDA_CHECK(cudaFuncSetAttribute(
-          fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
-          static_cast<int>(kDecodeRingMax + (pipe ? kDecodePipeBudget : kDecodeStageBudget))));
+      const int64_t most =
+          half ? decode_ring_bytes(f) + std::max(kDecodeHalfStageBudget, kDecodePipeBudget)
+               : kDecodeRingMax + (pipe ? kDecodePipeBudget : kDecodeStageBudget);
+      B12X_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           static_cast<int>(most)));
     }
   }
   const int64_t tok_tiles = (p.M + 8 * nt - 1) / (8 * nt);

@@ -30,6 +30,9 @@ bool decode_pipe_available(WFmt f, bool fp16);
 /// The 8-warp decode kernel over slice halves exists (LinearParams::decode_half: FP4 weights with
 /// BF16 MMAs).
 bool decode_half_available(WFmt f, bool fp16);
+/// The slice halves' one staging buffer (B12X_GEMM_DECODE_HALF_STAGE=big, probe): SM12x's 99 KB
+/// less their FP4 ring (32 KB) and static shared memory (16.5 KB at most).
+inline constexpr int64_t kDecodeHalfStageBudget = 101376 - 17 * 1024 - 4 * 2 * 4096;
 /// grid = (ceil(n16/4), split, ceil(M / (8*nt))); p.cluster_split > 1 launches grid.y as one
 /// thread-block cluster. p.stage_rows / p.stage_slices size the activation staging.
 void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stream stream);

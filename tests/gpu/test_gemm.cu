@@ -718,7 +718,7 @@ TEST(GemmGpu, DecodeSliceHalves) {
   // MMAs and Q8_0 keep one warp per tile.
   ScopedEnv eh("B12X_GEMM_DECODE_HALF", "1");
   EXPECT_TRUE(bf16_plan(LinearFormat::kNvfp4W4A16, 16, 72, 4864).decode_half);
-  EXPECT_TRUE(bf16_plan(LinearFormat::kMxfp4, 4, 72, 4864).decode_half);
+  EXPECT_TRUE(bf16_plan(LinearFormat::kMxfp4W4A16, 4, 72, 4864).decode_half);
   EXPECT_FALSE(bf16_plan(LinearFormat::kQ8_0, 16, 72, 4864).decode_half);
   for (const char* pipe : {"0", "1"})
     for (const char* split : {"1", "4", ""}) {
@@ -730,6 +730,31 @@ TEST(GemmGpu, DecodeSliceHalves) {
       unsetenv("B12X_GEMM_SPLIT");
     }
   run_case({LinearFormat::kNvfp4W4A16, 16, 72, 4864, DType::kFP16, DType::kBF16, true});
+  // B12X_GEMM_DECODE_HALF_STAGE=big: one buffer of 3 slices (16 rows), K = 4864 in 4 chunks.
+  ScopedEnv ep("B12X_GEMM_DECODE_PIPE", "0"), eb("B12X_GEMM_DECODE_HALF_STAGE", "big"),
+      es("B12X_GEMM_SPLIT", "1");
+  for (int64_t M : {8, 16, 21})
+    for (LinearFormat f : {LinearFormat::kNvfp4, LinearFormat::kMxfp4W4A16})
+      run_case({f, M, 72, 4864, DType::kBF16, DType::kBF16, true});
+}
+
+TEST(GemmGpu, DecodeSliceHalvesDefault) {
+  B12X_REQUIRE_GPU();
+  // The default: NVFP4 weights at M = 5..8, and at M = 9..16 (with the pipelined staging) where K
+  // is split over at most 2 CTAs; B12X_GEMM_DECODE_HALF=0 turns it off.
+  const gemm::Plan p16 = bf16_plan(LinearFormat::kNvfp4W4A16, 16, 14336, 4096);
+  EXPECT_TRUE(p16.decode_half && p16.decode_pipe);
+  EXPECT_TRUE(bf16_plan(LinearFormat::kNvfp4W4A16, 6, 4096, 4096).decode_half);
+  EXPECT_FALSE(bf16_plan(LinearFormat::kNvfp4W4A16, 4, 4096, 4096).decode_half);
+  EXPECT_FALSE(bf16_plan(LinearFormat::kNvfp4W4A16, 24, 4096, 4096).decode_half);
+  EXPECT_FALSE(bf16_plan(LinearFormat::kMxfp4W4A16, 16, 14336, 4096).decode_half);
+  EXPECT_TRUE(bf16_plan(LinearFormat::kNvfp4W4A16, 13, 4096, 2048).decode_half);  // split 2
+  for (LinearFormat f : {LinearFormat::kNvfp4, LinearFormat::kNvfp4W4A16}) {
+    for (int64_t M : {5, 8}) run_case({f, M, 520, 3072, DType::kBF16, DType::kBF16, M == 5});
+    for (int64_t M : {13, 16}) run_case({f, M, 4096, 2048, DType::kBF16, DType::kBF16, M == 13});
+  }
+  ScopedEnv eh("B12X_GEMM_DECODE_HALF", "0");
+  EXPECT_FALSE(bf16_plan(LinearFormat::kNvfp4W4A16, 16, 14336, 4096).decode_half);
 }
 
 TEST(GemmGpu, DecodePipelinedStagingWarpSplit) {
