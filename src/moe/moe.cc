@@ -594,13 +594,30 @@ int choose_cfg(const Caps& c) {
                                                             : detail::kCfgGrouped;
 }
 
-ExecutionPlan exec_of(int cfg) {
+/// Slots per grouped FP4 tile (the cp.async pipe kernel's kTN): 64, or 16 / 32 by the
+/// measurement knob B12X_MOE_GROUPED_TN (fewer idle MMA columns and activation copies where an
+/// expert holds few routes, at the price of reading its weights once per tile).
+int grouped_tile_tokens(const Caps& c) {
+  static const int forced = [] {
+    const char* e = std::getenv("B12X_MOE_GROUPED_TN");
+    const int n = e != nullptr ? std::atoi(e) : 0;
+    return n == 16 || n == 32 ? n : 0;
+  }();
+  const bool fp4 =
+      c.weight_plan != nullptr && c.weight_plan->args.source_format != SourceFormat::kGgml;
+  return fp4 && forced != 0 ? forced : detail::kCfgTokens[detail::kCfgGrouped];
+}
+
+ExecutionPlan exec_of(int cfg, int tn) {
   ExecutionPlan e;
   e.implementation = "b12x_moe_mma_sync";
-  e.execution = cfg == detail::kCfgDecode ? "decode_tn8" : "grouped_tn64";
-  e.tile_tokens = detail::kCfgTokens[cfg];
+  e.execution = cfg == detail::kCfgDecode ? "decode_tn8" : "grouped_tn" + std::to_string(tn);
+  e.tile_tokens = tn;
   e.tile_rows = detail::kCfgRows[cfg];
   return e;
+}
+ExecutionPlan exec_of(int cfg, const Caps& c) {
+  return exec_of(cfg, cfg == detail::kCfgDecode ? detail::kCfgTokens[cfg] : grouped_tile_tokens(c));
 }
 
 /// FP4 weights take the decode stream in the decode regime; GGML weights keep the generic
@@ -644,7 +661,7 @@ Plan plan(const Caps& caps) {
   p.caps.weight_plan = &p.weights;
   resolve_activation(caps, w, p);
   const int cfg = choose_cfg(caps);
-  p.exec = exec_of(cfg);
+  p.exec = exec_of(cfg, caps);
   const int64_t R = caps.max_tokens * caps.num_topk;
   const int64_t E = w.args.num_experts, H = w.args.hidden_size, I = w.args.intermediate_size;
   p.max_routes = R;
@@ -716,7 +733,7 @@ Plan plan(const Caps& caps) {
 ExecutionPlan plan_execution(int64_t num_tokens, const Caps& caps) {
   Caps c = caps;
   c.max_tokens = std::max<int64_t>(num_tokens, 1);
-  return exec_of(choose_cfg(c));
+  return exec_of(choose_cfg(c), c);
 }
 
 // ---------------------------------------------------------------- bind / run -----------------
@@ -784,7 +801,7 @@ void run(const Binding& b, Stream stream) {
   const int cfg = p.exec.tile_tokens == detail::kCfgTokens[detail::kCfgDecode]
                       ? detail::kCfgDecode
                       : detail::kCfgGrouped;
-  const int TN = detail::kCfgTokens[cfg];
+  const int TN = p.exec.tile_tokens;
   auto* sc = static_cast<uint8_t*>(b.scratch.data);
   int* num_tiles = reinterpret_cast<int*>(sc + p.off_counts);
   int* tiles = reinterpret_cast<int*>(sc + p.off_tiles);
@@ -870,6 +887,7 @@ void run(const Binding& b, Stream stream) {
   detail::GemmArgs g;
   g.aquant = aquant_of(wa.quant_mode);
   g.topk = static_cast<int>(topk);
+  g.tile_tokens = TN;
   g.tiles = tiles;
   g.num_tiles = num_tiles;
   g.slot_route = slot_route;

@@ -11,15 +11,24 @@
 
 namespace b12x::moe::detail {
 
-template <typename OpT, bool kFold>
-void launch_pipe(const GemmArgs& a, dim3 grid, Stream stream, bool pdl) {
-  auto* k = dev::moe_gemm_pipe_kernel<OpT, kFold>;
+template <typename OpT, bool kFold, int kTN>
+void launch_pipe_tn(const GemmArgs& a, dim3 grid, Stream stream, bool pdl) {
+  using P = dev::PipeCfg<kTN>;
+  auto* k = dev::moe_gemm_pipe_kernel<OpT, kFold, kTN>;
   static std::once_flag once;  // per instantiation; a host attribute, not a stream operation
   std::call_once(once, [&] {
-    B12X_CUDA_CHECK(
-        cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, dev::PipeCfg::kSmem));
+    B12X_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, P::kSmem));
   });
-  launch_k(k, grid, dim3(dev::PipeCfg::kThreads), dev::PipeCfg::kSmem, stream, pdl, a);
+  launch_k(k, grid, dim3(P::kThreads), P::kSmem, stream, pdl, a);
+}
+template <typename OpT, bool kFold>
+void launch_pipe(const GemmArgs& a, dim3 grid, Stream stream, bool pdl) {
+  if (a.tile_tokens == 16)
+    launch_pipe_tn<OpT, kFold, 16>(a, grid, stream, pdl);
+  else if (a.tile_tokens == 32)
+    launch_pipe_tn<OpT, kFold, 32>(a, grid, stream, pdl);
+  else
+    launch_pipe_tn<OpT, kFold, 64>(a, grid, stream, pdl);
 }
 
 template <int WF, typename OpT, bool kFold>

@@ -47,6 +47,7 @@ struct GemmArgs {
   int act_by_token = 0;
   int raw_operands = 0;  // src rows already hold operand values in the MMA dtype (no conversion)
   int topk = 1;
+  int tile_tokens = 64;  // grouped FP4: slots per tile (the pipe kernel's kTN: 16, 32 or 64)
   // routing (scratch)
   const int* tiles = nullptr;  // int4 {expert, slot0, count, 0}
   const int* num_tiles = nullptr;

@@ -735,20 +735,26 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
-/// Grouped tile for FP4 weights with pre-quantised (raw) operands: 128 weight rows x 64 slots,
-/// one 128-value K sub-chunk per pipeline stage (weights 8 KB + scales 1 KB + activations
-/// 16 KB), kStages stages in flight via cp.async.
+/// Grouped tile for FP4 weights with pre-quantised (raw) operands: 128 weight rows x kTN slots
+/// (64; 16 / 32 where experts hold few routes: B12X_MOE_GROUPED_TN), one 128-value K sub-chunk
+/// per pipeline stage (weights 8 KB + scales 1 KB + activations kTN x 256 B), kStages stages in
+/// flight via cp.async.
+template <int kTN_ = 64>
 struct PipeCfg {
-  static constexpr int kThreads = 128, kRows = 128, kTN = 64, kNT = 8, kStages = 3;
+  static constexpr int kThreads = 128, kRows = 128, kTN = kTN_, kNT = kTN / 8, kStages = 3;
   static constexpr int kValBytes = kRows * 64, kScaleBytes = kRows * 8, kActBytes = 8 * kTN * 32;
   static constexpr int kStageBytes = kValBytes + kScaleBytes + kActBytes;
   static constexpr int kSmem = kStages * kStageBytes;
+  // Smaller tiles hold fewer accumulators: more CTAs per SM (registers capped accordingly).
+  static constexpr int kMinBlocks = kTN == 64 ? 1 : kTN == 32 ? 2 : 4;
+  static_assert(kTN == 16 || kTN == 32 || kTN == 64, "16, 32 or 64 slots");
   static_assert(kSmem + 2048 <= 101376, "SM12x: at most 99 KB of shared memory per block");
 };
 
-template <typename OpT, bool kFold>
-__global__ void __launch_bounds__(PipeCfg::kThreads, 1) moe_gemm_pipe_kernel(const GemmArgs args) {
-  using P = PipeCfg;
+template <typename OpT, bool kFold, int kTN = 64>
+__global__ void __launch_bounds__(PipeCfg<kTN>::kThreads, PipeCfg<kTN>::kMinBlocks)
+    moe_gemm_pipe_kernel(const GemmArgs args) {
+  using P = PipeCfg<kTN>;
   extern __shared__ __align__(16) uint8_t smem[];
   __shared__ int64_t s_src[P::kTN];
   __shared__ int s_route[P::kTN];
@@ -798,12 +804,12 @@ __global__ void __launch_bounds__(PipeCfg::kThreads, 1) moe_gemm_pipe_kernel(con
       cp_async8(st + P::kValBytes + tid * 8, sp);
     else
       cp_async4(st + P::kValBytes + tid * 8, sp);
-    // activations: 64 slots x 8 steps x 32 B in [step][slot] order
+    // activations: kTN slots x 8 steps x 32 B in [step][slot] order
     uint8_t* act = st + P::kValBytes + P::kScaleBytes;
 #pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      const int idx = tid + i * P::kThreads;  // 0..1023 = (step, slot, half)
-      const int h = idx & 1, n = (idx >> 1) & 63, j = idx >> 7;
+    for (int i = 0; i < P::kTN / 8; ++i) {
+      const int idx = tid + i * P::kThreads;  // (step, slot, half)
+      const int h = idx & 1, n = (idx >> 1) & (P::kTN - 1), j = idx / (2 * P::kTN);
       const int k = kk * 128 + 16 * j + 8 * h;
       const int64_t src = s_src[n];
       const bool ok = src >= 0 && k < W.K;
