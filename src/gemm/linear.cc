@@ -75,6 +75,22 @@ int decode_nt(int64_t m) {
 /// from L2) beats 128-row tiles, whose MMAs would be mostly padding.
 constexpr int64_t kDecodeMaxM = 32;
 
+/// Mid M (the tiled regime up to a few hundred tokens), measured on the H200 (round 25, M = 64,
+/// us over 4096x4096 / 14336x4096 / 4096x14336 / 6144x4096 / 2048x7168): the mma.sync tiled
+/// kernel split over K into fp32 partials (one wave of CTAs) with 64-token CTAs against session
+/// 6's 128-token CTAs with a cluster split of at most 2: NVFP4 W4A16 63.8 / 64.6 / 192.6 / 63.7 /
+/// 100.9 -> 21.4 / 51.0 / 45.8 / 28.4 / 20.2, FP8 per-tensor 40.3 / 70.3 / 120.9 / 40.3 / 64.0
+/// -> 17.4 / 43.8 / 36.6 / 23.1 / 16.0, Q8_0 50.1 / 91.0 / 157.3 / 50.8 / 82.3 -> 22.3 / 63.4 /
+/// 54.3 / 30.6 / 19.5. 64-token CTAs up to kTiledTok64MaxM tokens.
+constexpr int64_t kTiledTok64MaxM = 64;
+/// BF16-operand formats (NVFP4, MXFP4 with BF16 MMAs, MXFP8) up to kMidMMaxM tokens take the
+/// split mma.sync kernel instead of wgmma where wgmma's 128 x 128 tiles give fewer than
+/// kMidMWgmmaFill / 10 x SMs CTAs (round 25, M = 256, wgmma -> split mma.sync, us: NVFP4 W4A16
+/// 4096x4096 47.2 -> 43.3, 4096x14336 159.7 -> 109.3, 2048x7168 77.9 -> 37.6, MXFP8 4096x14336
+/// 179.0 -> 145.4, 2048x7168 91.5 -> 50.2; 6144x4096 (96 CTAs) and 14336x4096 stay on wgmma).
+constexpr int64_t kMidMMaxM = 512;
+constexpr int64_t kMidMWgmmaFill = 6;
+
 /// wgmma tiled kernel (SM90), measured on the H200 (rounds 8/9, 4096x4096 and 14336x4096): with
 /// 128-token CTAs it is 1.3-2.6x the mma.sync tiled kernel at M >= 256 for every format, and
 /// ahead from M = 64 (MXFP8 at N = 4096: from M = 128) with the one-group-in-flight schedule
@@ -221,13 +237,19 @@ Plan plan(const Caps& caps) {
   } else {
     p.regime = Regime::kAuto;
   }
+  // B12X_GEMM_MIDM=0: session 6's tiled choices at mid M (128-token CTAs, run's cluster split of
+  // at most 2, wgmma from kWgmmaMinM tokens), for comparisons.
+  const char* midm_env = std::getenv("B12X_GEMM_MIDM");
+  const bool midm = !(midm_env != nullptr && midm_env[0] == '0');
   if (p.regime != Regime::kDecode) {
     lin::prepare_linear_tiled(wf, fp16);
-    // B12X_GEMM_TILED_TOK=64 (probe): the mma.sync tiled kernel's 64-token variant.
-    if (const char* e = std::getenv("B12X_GEMM_TILED_TOK"); e != nullptr && std::atoi(e) == 64) {
-      p.tiled_tok = 64;
-      lin::prepare_linear_tiled(wf, fp16, 64);
-    }
+    // The mma.sync tiled kernel's 64-token variant up to kTiledTok64MaxM tokens (capacity, or the
+    // expected M); B12X_GEMM_TILED_TOK=64|128 overrides.
+    const int64_t m_tok = caps.expected_m > 0 ? caps.expected_m : M;
+    p.tiled_tok = midm && m_tok <= kTiledTok64MaxM ? 64 : 128;
+    if (const char* e = std::getenv("B12X_GEMM_TILED_TOK"); e != nullptr)
+      p.tiled_tok = std::atoi(e) == 64 ? 64 : 128;
+    if (p.tiled_tok == 64) lin::prepare_linear_tiled(wf, fp16, 64);
   }
   // SM90 (exactly 9.0: wgmma and 227 KB of shared memory per block) runs the fold formats on the
   // wgmma kernel from kWgmmaMinM tokens (plan capacity, or the expected M when given);
@@ -311,14 +333,27 @@ Plan plan(const Caps& caps) {
         p.tiled_wgmma_raster = std::max(0, std::atoi(r));
     }
   }
-  // mma.sync tiled kernel: K split over grid.z so that the grid fills the GPU at mid M.
-  // B12X_GEMM_TILED_SPLITK=auto | <n> (probe): the split, from the capacity (or expected M);
-  // B12X_GEMM_TILED_SPLITK_MODE=reduce | cluster: fp32 partials + a reduce kernel, or one
-  // cluster reduced through DSMEM (power of two <= 8, co-resident; the default where it applies).
+  // Mid M: the BF16-operand formats leave the wgmma kernel (no K split) for the mma.sync kernel
+  // split over K where the wgmma grid is small (kMidMWgmmaFill; FP8 stays, its wgmma kernel is
+  // 3x the split mma.sync one at M = 256). B12X_GEMM_WGMMA=1 keeps wgmma.
+  const char* wgmma_env = std::getenv("B12X_GEMM_WGMMA");
+  if (midm && p.tiled_wgmma > 0 && wgmma_env == nullptr && !wgmma_group && wf != WFmt::kFp8 &&
+      wf != WFmt::kFp8Block) {
+    const int64_t m_eff = caps.expected_m > 0 ? caps.expected_m : M;
+    const int64_t ctas = (geo.NP + 127) / 128 * ((m_eff + 127) / 128);
+    if (m_eff <= kMidMMaxM && ctas * 10 < kMidMWgmmaFill * dev.sm_count) p.tiled_wgmma = 0;
+  }
+  // mma.sync tiled kernel: K split over grid.z so that the grid fills the GPU at mid M (the
+  // default: the largest split that keeps the grid within one wave of CTAs and >= 4 stages per
+  // CTA, from the capacity or expected M; fp32 partials + the reduce kernel, in split order).
+  // B12X_GEMM_TILED_SPLITK=0 takes run's cluster split of at most 2 instead, =<n> forces n;
+  // B12X_GEMM_TILED_SPLITK_MODE=cluster reduces a split that fits one co-resident cluster
+  // (power of two <= 8) through DSMEM instead of the partials.
   if (p.regime != Regime::kDecode && p.tiled_wgmma == 0) {
-    const char* se = std::getenv("B12X_GEMM_TILED_SPLITK");
+    const char* se_env = std::getenv("B12X_GEMM_TILED_SPLITK");
     const char* sm = std::getenv("B12X_GEMM_TILED_SPLITK_MODE");
-    if (se != nullptr && *se != 0) {
+    const char* se = se_env != nullptr ? se_env : midm ? "auto" : "0";
+    if (*se != 0 && std::string(se) != "0") {
       const int64_t m_eff = caps.expected_m > 0 ? caps.expected_m : M;
       const int tok = p.tiled_tok;
       const int64_t bn = lin::tiled_block_n(wf, fp16, tok);
@@ -326,7 +361,7 @@ Plan plan(const Caps& caps) {
       const int64_t stages = geo.KP / 64;
       const int64_t per_sm =
           std::max(1, lin::tiled_max_active_clusters(caps.device, wf, fp16, 1, tok));
-      const bool want_reduce = sm != nullptr && std::string(sm) == "reduce";
+      const bool want_reduce = !(sm != nullptr && std::string(sm) == "cluster");
       const bool cluster_ok = dev.cc_major >= 9 && !want_reduce;
       auto cluster_fits = [&](int64_t s) {
         return cluster_ok && s <= 8 && (s & (s - 1)) == 0 &&
@@ -335,8 +370,6 @@ Plan plan(const Caps& caps) {
       };
       int64_t split = 1;
       if (std::string(se) == "auto") {
-        // The largest split that keeps the grid within one wave and >= 4 stages per CTA; a
-        // cluster where it fits, else (or when asked) partials.
         const int64_t cap = std::max<int64_t>(1, per_sm * dev.sm_count / tiles);
         split = std::max<int64_t>(1, std::min(cap, stages / 4));
         if (!want_reduce && split > 1 && split <= 8) {

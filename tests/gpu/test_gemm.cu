@@ -781,10 +781,10 @@ TEST(GemmGpu, DecodePipelinedStagingWarpSplit) {
 TEST(GemmGpu, TiledSplitK) {
   B12X_REQUIRE_GPU();
   // The mma.sync tiled kernel with K split over grid.z (B12X_GEMM_TILED_SPLITK, the plan's
-  // split): a cluster reduced through DSMEM (reduce-scatter) or fp32 partials + the reduce
-  // kernel. Every format; token tails (M off 128, two token tiles), row tails, splits that leave
-  // the last CTA without a stage (20 stages over 8 and 16) and FP8 128-K groups cut between CTAs
-  // (odd stages per CTA); bias, FP16 activations and outputs, graph replay.
+  // split; by default fp32 partials + the reduce kernel, B12X_GEMM_TILED_SPLITK_MODE=cluster: a
+  // cluster reduced through DSMEM). Every format; token tails (M off 128, two token tiles), row
+  // tails, splits that leave the last CTA without a stage (20 stages over 8 and 16) and FP8 128-K
+  // groups cut between CTAs (odd stages per CTA); bias, FP16 activations and outputs, graph replay.
   ScopedEnv ew("B12X_GEMM_WGMMA", "0");
   const bool clusters = device_info(0).cc_major >= 9;
   {
@@ -798,7 +798,7 @@ TEST(GemmGpu, TiledSplitK) {
     run_case({LinearFormat::kMxfp4, 100, 256, 1024, DType::kBF16, DType::kFP16, true}, true);
   }
   for (const char* sp : {"8", "4"}) {
-    ScopedEnv es("B12X_GEMM_TILED_SPLITK", sp);
+    ScopedEnv es("B12X_GEMM_TILED_SPLITK", sp), em("B12X_GEMM_TILED_SPLITK_MODE", "cluster");
     const gemm::Plan pl = bf16_plan(LinearFormat::kFp8Block, 200, 136, 1280);
     EXPECT_EQ(pl.tiled_split, std::atoi(sp));
     EXPECT_EQ(pl.tiled_split_reduce, !clusters);
@@ -826,20 +826,26 @@ TEST(GemmGpu, TiledSplitK) {
 
 TEST(GemmGpu, TiledTok64) {
   B12X_REQUIRE_GPU();
-  // The 64-token variant of the mma.sync tiled kernel (B12X_GEMM_TILED_TOK=64; 1 x 8 warps of
-  // 64 x 32 in every mode, 256 rows per CTA): without a split, with a cluster split of 4 and with
-  // partials (3); token tails (M off 64, three token tiles), row tails, bias, FP16, graph replay.
+  // The 64-token variant of the mma.sync tiled kernel (B12X_GEMM_TILED_TOK=64, the default up to
+  // 64 tokens; 1 x 8 warps of 64 x 32 in every mode, 256 rows per CTA): without the plan's split
+  // (B12X_GEMM_TILED_SPLITK=0: run's cluster split of at most 2), with a cluster split of 4 and
+  // with partials (3); token tails (M off 64, three token tiles), row tails, bias, FP16, graph
+  // replay.
   ScopedEnv ew("B12X_GEMM_WGMMA", "0"), et("B12X_GEMM_TILED_TOK", "64");
   EXPECT_EQ(bf16_plan(LinearFormat::kQ8_0, 64, 264, 1024).tiled_tok, 64);
-  for (const auto& c : all_format_cases(64, 264, 1280, true, DType::kBF16, gemm::Regime::kTiled))
-    run_case(c);
-  for (const auto& c : all_format_cases(150, 136, 768, false, DType::kFP16, gemm::Regime::kTiled))
-    run_case(c);
-  for (LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kMxfp4W4A16, LinearFormat::kQ8_0,
-                         LinearFormat::kIq2Xxs})
-    run_case({f, 40, 256, 1024, DType::kFP16, DType::kFP16, true, false, gemm::Regime::kTiled});
   {
-    ScopedEnv es("B12X_GEMM_TILED_SPLITK", "4");
+    ScopedEnv es("B12X_GEMM_TILED_SPLITK", "0");
+    EXPECT_EQ(bf16_plan(LinearFormat::kQ8_0, 64, 264, 1024).tiled_split, 0);
+    for (const auto& c : all_format_cases(64, 264, 1280, true, DType::kBF16, gemm::Regime::kTiled))
+      run_case(c);
+    for (const auto& c : all_format_cases(150, 136, 768, false, DType::kFP16, gemm::Regime::kTiled))
+      run_case(c);
+    for (LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kMxfp4W4A16,
+                           LinearFormat::kQ8_0, LinearFormat::kIq2Xxs})
+      run_case({f, 40, 256, 1024, DType::kFP16, DType::kFP16, true, false, gemm::Regime::kTiled});
+  }
+  {
+    ScopedEnv es("B12X_GEMM_TILED_SPLITK", "4"), em("B12X_GEMM_TILED_SPLITK_MODE", "cluster");
     for (const auto& c : all_format_cases(100, 264, 2048, true, DType::kBF16, gemm::Regime::kTiled))
       run_case(c);
     run_case({LinearFormat::kMxfp8, 64, 256, 2048, DType::kBF16, DType::kBF16, true}, true);
@@ -1226,8 +1232,9 @@ TEST(GemmGpuSanitize, Fp8BlockProbes) {
 
 TEST(GemmGpuSanitize, TiledSplitK) {
   B12X_REQUIRE_GPU();
-  // The tiled kernel's K split: a cluster of 4 (reduce-scatter over DSMEM) and 3 CTAs writing
-  // fp32 partials for the reduce kernel; two token tiles, row tails, bias.
+  // The tiled kernel's K split: a cluster of 4 (rank 0 adds the others' accumulators over DSMEM)
+  // and 3 CTAs writing fp32 partials for the reduce kernel; two token tiles, row tails, bias; the
+  // 64-token variant with the default split (partials).
   ScopedEnv ew("B12X_GEMM_WGMMA", "0");
   for (const char* mode : {"cluster", "reduce"}) {
     ScopedEnv es("B12X_GEMM_TILED_SPLITK", mode[0] == 'c' ? "4" : "3"),
@@ -1236,7 +1243,7 @@ TEST(GemmGpuSanitize, TiledSplitK) {
                            LinearFormat::kMxfp8})
       run_case({f, 136, 136, 1024, DType::kBF16, DType::kBF16, true, false, gemm::Regime::kTiled});
   }
-  ScopedEnv et("B12X_GEMM_TILED_TOK", "64"), es("B12X_GEMM_TILED_SPLITK", "2");
+  ScopedEnv et("B12X_GEMM_TILED_TOK", "64");
   for (LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kQ8_0, LinearFormat::kFp8Block,
                          LinearFormat::kMxfp8})
     run_case({f, 72, 136, 1024, DType::kBF16, DType::kBF16, true, false, gemm::Regime::kTiled});

@@ -636,39 +636,15 @@ __device__ __forceinline__ void linear_tiled_body(const LinearParams& p) {
   cp_async_wait<0>();
   griddep_launch_dependents();
 
-  // Split-K over plain grid.z CTAs: fp32 partials [z][M][NP] in scratch, added in z order by
-  // linear_reduce_kernel (which applies the epilogue). MXFP8 weights decode to v * 2^-7, so its
-  // partials carry the 2^7 (exact) the epilogue below would apply.
-  if (p.partial != nullptr) {
-    const float pm = F == WFmt::kFp8Mx ? 128.f : 1.f;
-    float* part = p.partial + static_cast<int64_t>(blockIdx.z) * p.M * p.NP;
-#pragma unroll
-    for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-      for (int nt = 0; nt < kNT; ++nt)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int64_t m = m0 + wm * kWTok + mt * 16 + g + 8 * h;
-          const int64_t n = n0 + wn * kWRows + nt * 8 + 2 * t;  // even; NP is even
-          if (m >= p.M || n >= p.NP) continue;
-          *reinterpret_cast<float2*>(part + m * p.NP + n) =
-              make_float2(acc[mt][nt][2 * h] * pm, acc[mt][nt][2 * h + 1] * pm);
-        }
-    return;
-  }
-
-  // Split-K over a cluster (power-of-two size nb): reduce-scatter through DSMEM. The pair
-  // (mt, nt, h) of output elements, unit u = (mt * kNT + nt) * 2 + h, belongs to rank u % nb,
-  // which adds it over ranks 0..nb-1 in that order (deterministic) and stores it. Every rank
-  // leaves 64 accumulators per thread at a time in shared memory; the second cluster barrier of
-  // a chunk keeps the ranks from overwriting values another rank is still reading.
-  unsigned rank = 0, nb = 1;
+  // Split-K over a cluster: ranks > 0 leave their accumulators in shared memory (64 floats per
+  // thread at a time); rank 0 adds them over DSMEM, each rank's values as one batch of
+  // independent loads. The second cluster barrier of each chunk keeps the ranks from
+  // overwriting a chunk rank 0 is still reading.
   if (p.cluster_split > 1) {
     __syncthreads();  // the pipeline buffers become the reduction buffer
     float* red = reinterpret_cast<float*>(smem);
     cooperative_groups::cluster_group cl = cooperative_groups::this_cluster();
-    rank = cl.block_rank();
-    nb = cl.num_blocks();
+    const unsigned rank = cl.block_rank();
 #pragma unroll
     for (int c = 0; c < C::kAccPerThread / C::kRedChunk; ++c) {
 #pragma unroll
@@ -677,24 +653,33 @@ __device__ __forceinline__ void linear_tiled_body(const LinearParams& p) {
         red[idx * C::kThreads + tid] = acc[a / (kNT * 4)][(a / 4) % kNT][a % 4];
       }
       cl.sync();
+      if (rank == 0) {
+        for (unsigned r = 1; r < cl.num_blocks(); ++r) {
+          const float* rr = cl.map_shared_rank(red, r);
 #pragma unroll
-      for (int idx = 0; idx < C::kRedChunk; ++idx) {
-        const int a = c * C::kRedChunk + idx;
-        if (((a / 2) & (nb - 1)) != rank) continue;
-        float sum = 0.f;
-        for (unsigned r = 0; r < nb; ++r)
-          sum += cl.map_shared_rank(red, r)[idx * C::kThreads + tid];
-        acc[a / (kNT * 4)][(a / 4) % kNT][a % 4] = sum;
+          for (int idx = 0; idx < C::kRedChunk; ++idx) {
+            const int a = c * C::kRedChunk + idx;
+            acc[a / (kNT * 4)][(a / 4) % kNT][a % 4] += rr[idx * C::kThreads + tid];
+          }
+        }
       }
       cl.sync();
     }
+    if (rank != 0) return;
   }
 
   // Epilogue: c0 = (token g, row 2t), c1 = (g, 2t+1), c2/c3 = token g+8. n is even, so a pair
   // is one 4-byte store when the output rows are 4-byte aligned (even ldo, aligned base).
   // MXFP8 weights decode to v * 2^-7 here (the host's out_mult has no 2^7 for FP8 formats).
-  float mult = F == WFmt::kFp8Mx ? 128.f * p.out_mult : p.out_mult;
-  if (p.alpha != nullptr) mult *= *p.alpha;
+  // A split over plain grid.z CTAs writes fp32 partials [z][M][NP] instead (NP is even), added
+  // in z order by linear_reduce_kernel, which applies the rest; MXFP8's carry the 2^7 (exact).
+  const bool partial = p.partial != nullptr;
+  float* const part = partial ? p.partial + static_cast<int64_t>(blockIdx.z) * p.M * p.NP : nullptr;
+  float mult = F == WFmt::kFp8Mx ? 128.f : 1.f;
+  if (!partial) {
+    mult *= p.out_mult;
+    if (p.alpha != nullptr) mult *= *p.alpha;
+  }
   const bool pair_ok = ((p.ldo & 1) == 0) && ((reinterpret_cast<uintptr_t>(p.out) & 3) == 0);
 #pragma unroll
   for (int mt = 0; mt < kMT; ++mt)
@@ -704,8 +689,13 @@ __device__ __forceinline__ void linear_tiled_body(const LinearParams& p) {
       for (int h = 0; h < 2; ++h) {
         const int64_t m = m0 + wm * kWTok + mt * 16 + g + 8 * h;
         const int64_t n = n0 + wn * kWRows + nt * 8 + 2 * t;
-        if (m >= p.M || ((static_cast<unsigned>((mt * kNT + nt) * 2 + h) & (nb - 1)) != rank))
+        if (m >= p.M) continue;
+        if (partial) {
+          if (n < p.NP)
+            *reinterpret_cast<float2*>(part + m * p.NP + n) =
+                make_float2(acc[mt][nt][2 * h] * mult, acc[mt][nt][2 * h + 1] * mult);
           continue;
+        }
         float v[2];
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
