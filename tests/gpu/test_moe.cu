@@ -552,6 +552,9 @@ Case fp4_variant_case(const Fp4Variant& v, int64_t E, int64_t H, int64_t I, int6
   return c;
 }
 
+const Fp4Variant kNvfp4Silu{QuantMode::kNvfp4, SourceFormat::kModeloptNvfp4, DType::kBF16,
+                            Activation::kSilu};
+
 TEST(MoeGpu, LongKBothRegimesEveryFp4Variant) {
   B12X_REQUIRE_GPU();
   // K of 1024 / 512 runs the grouped cp.async pipeline through many stages and the decode tiles
@@ -591,11 +594,9 @@ TEST(MoeGpu, DecodeStreamWideGrids) {
   // DeepSeek-TP4-like H = 7168: 448 FC2 row blocks, more than one wave of 3 CTAs per SM on a
   // 132-SM H200, so FC2 runs its 2-stage CTAs (4 per SM; with an FC2 split at 20 routes); at
   // I = 512 and 16 routes the 12-warp FC1 has the shorter chain and walks 2 tiles per CTA.
-  const Fp4Variant nv{QuantMode::kNvfp4, SourceFormat::kModeloptNvfp4, DType::kBF16,
-                      Activation::kSilu};
   const Fp4Variant a16{QuantMode::kW4A16, SourceFormat::kModeloptNvfp4, DType::kFP16,
                        Activation::kSitu};
-  for (const Case& c : {fp4_variant_case(nv, 16, 7168, 512, 2, 8, 1),
+  for (const Case& c : {fp4_variant_case(kNvfp4Silu, 16, 7168, 512, 2, 8, 1),
                         fp4_variant_case(a16, 8, 7168, 64, 5, 4, 1)}) {
     SCOPED_TRACE(c.name());
     run_case(c);
@@ -608,8 +609,7 @@ TEST(MoeGpu, DecodeStreamWideRouting) {
   // 1024 routes, buckets of ~2 to ~70 routes (experts with many 4-slot tiles), 20 to 128 tokens
   // (8- and 4-warp FC2), the balanced FC1 (nvfp4 at H = 2304: 18 sub-chunks, one warp group), two
   // FC1 row warps (w4a8_mx) and two warp groups (w4a16 at H = 1024), E above the thread count.
-  const Fp4Variant nv{QuantMode::kNvfp4, SourceFormat::kModeloptNvfp4, DType::kBF16,
-                      Activation::kSilu};
+  const Fp4Variant& nv = kNvfp4Silu;
   const Fp4Variant mx{QuantMode::kW4A8Mx, SourceFormat::kFp4E8M0K32, DType::kBF16,
                       Activation::kSitu};
   const Fp4Variant a16{QuantMode::kW4A16, SourceFormat::kFp4E8M0K32, DType::kFP16,
