@@ -112,6 +112,10 @@ struct PagedPlan {
   /// O's columns (float4 exchanges) instead of warp 0 merging and storing all of them at the
   /// CTA's tail (B12X_ATTN_SPREAD_MERGE=1|0).
   bool spread_merge = true;
+  /// With the spread merge: the warps share one code copy (each sums its columns into fixed
+  /// registers through runtime shared-memory offsets) instead of one copy per warp's column
+  /// range (B12X_ATTN_SPREAD_MERGE=2).
+  bool spread_shared = false;
   int64_t partial_rows = 0;  ///< (split, token) rows of partials the scratch holds
   int64_t off_tiles = 0, off_partial_o = 0, off_partial_lse = 0, off_lse = 0;
   /// Decode/verify splits are merged by the main kernel (the last CTA of each row tile and KV

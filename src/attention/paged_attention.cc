@@ -294,7 +294,8 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   const char* sa_env = std::getenv("B12X_ATTN_SHORT_AHEAD");
   if (sa_env != nullptr) plan.short_ahead = std::string(sa_env) == "1";
   const char* spread_env = std::getenv("B12X_ATTN_SPREAD_MERGE");
-  if (spread_env != nullptr) plan.spread_merge = std::string(spread_env) == "1";
+  if (spread_env != nullptr) plan.spread_merge = std::string(spread_env) != "0";
+  if (spread_env != nullptr) plan.spread_shared = std::string(spread_env) == "2";
   const char* runs_env = std::getenv("B12X_ATTN_PAGE_RUNS");
   if (runs_env != nullptr) plan.page_runs = std::string(runs_env) != "0";
   const char* fr_env = std::getenv("B12X_ATTN_FULL_RING");
@@ -562,7 +563,7 @@ void run_paged(const PagedBinding& b, Stream stream) {
   p.full_ring = plan.full_ring ? 1 : 0;
   p.short_ahead = plan.short_ahead ? 1 : 0;
   p.page_runs = plan.page_runs ? 1 : 0;
-  p.spread_merge = plan.spread_merge ? 1 : 0;
+  p.spread_merge = plan.spread_merge ? (plan.spread_shared ? 2 : 1) : 0;
   p.split_interleave = plan.split_interleave ? 1 : 0;  // plan_paged: decode tiles only
   if (b.num_row_tiles <= 0) return;
   auto* s = reinterpret_cast<cudaStream_t>(stream);

@@ -968,12 +968,13 @@ TEST(AttentionGpuDecode, PageRuns) {
 }
 
 // B12X_ATTN_SPREAD_MERGE (default on): each decode warp merges and stores its own share of O's
-// columns; =0: warp 0 merges and stores all. Both settings over every decode tile family (4 and
-// 2 warps, plain and FP8 direct-V layouts; hvec keeps warp 0), head dims 64-256, final outputs
-// and partials (forced splits), sinks, window, the fused merge and verify.
+// columns (=2: in one code copy shared by the warps); =0: warp 0 merges and stores all. Every
+// setting over every decode tile family (4 and 2 warps, plain and FP8 direct-V layouts; hvec
+// keeps warp 0), head dims 64-256, final outputs and partials (forced splits), sinks, window,
+// the fused merge and verify.
 TEST(AttentionGpuDecode, SpreadMerge) {
   B12X_REQUIRE_GPU();
-  for (const char* on : {"1", "0"}) {
+  for (const char* on : {"1", "2", "0"}) {
     setenv("B12X_ATTN_SPREAD_MERGE", on, 1);
     const std::string what = std::string("spread merge=") + on;
     int i = 0;
@@ -1284,7 +1285,7 @@ TEST(AttentionGpuSanitize, DecodePageRuns) {
 
 TEST(AttentionGpuSanitize, DecodeSpreadMerge) {
   B12X_REQUIRE_GPU();
-  for (const char* on : {"1", "0"})
+  for (const char* on : {"1", "2", "0"})
     for (DType kv : {DType::kBF16, DType::kFP8E4M3}) {
       setenv("B12X_ATTN_SPREAD_MERGE", on, 1);
       Spec s = sanitize_fp8_decode_spec();

@@ -1377,6 +1377,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   constexpr bool kSpreadOk =
       kWN > 1 && !Cfg::kVec && (kDv / 8) % kWN == 0 && (!Cfg::kDirectV || kSpreadNB % 4 == 0);
   const bool spread = kSpreadOk && p.spread_merge != 0;
+  // p.spread_merge == 2: the warps run one code copy instead of one per n-block range (the
+  // epilogue runs once per warp, so each copy is fetched cold): every warp writes all its
+  // n-blocks, sums its own range from shared memory into own[] (runtime offsets, fixed
+  // registers) and stores them with a runtime column base.
+  const bool spread_shared = spread && p.spread_merge == 2;
+  float own[kSpreadOk ? kSpreadNB : 1][4];
   // Runs f.template operator()<lo, hi>() with this warp's n-block range (warp-uniform branch,
   // compile-time bounds so that O stays in registers).
   auto for_own_nblocks = [&](auto&& f) {
@@ -1428,7 +1434,26 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
       m_run[0][r] = mm;
       l_run[0][r] = ll;
     }
-    if (spread) {
+    if (spread_shared) {
+      float4* s4 = reinterpret_cast<float4*>(sm_o);
+#pragma unroll
+      for (int db = 0; db < kDv / 8; ++db)
+        s4[(wn * (kDv / 8) + db) * 32 + lane] =
+            make_float4(o[0][db][0], o[0][db][1], o[0][db][2], o[0][db][3]);
+      __syncthreads();
+#pragma unroll
+      for (int i = 0; i < (kSpreadOk ? kSpreadNB : 1); ++i) {
+        own[i][0] = own[i][1] = own[i][2] = own[i][3] = 0.f;
+#pragma unroll
+        for (int x = 0; x < kWN; ++x) {
+          const float4 v = s4[(x * (kDv / 8) + wn * kSpreadNB + i) * 32 + lane];
+          own[i][0] += v.x;
+          own[i][1] += v.y;
+          own[i][2] += v.z;
+          own[i][3] += v.w;
+        }
+      }
+    } else if (spread) {
       // Warp wn sums (and later stores) n-blocks [wn kSpreadNB, (wn + 1) kSpreadNB): it writes
       // the others' n-blocks as one float4 per lane ([writer][n-block][lane]) and adds the
       // other warps' float4s of its own: kWN - 1 quarters per warp instead of warp 0 adding
@@ -1482,9 +1507,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   // ---- epilogue: final output (single split) or normalised partial + LSE ----
   const float vdesc = load_scale(p.v_descale, p.vd_sb, p.vd_sh, w.b, kvh);
   const bool final_out = range.ns == 1;
-  // Rows of n-blocks [kLo, kHi) (all of them unless spread; the warp holding n-block 0
-  // writes the LSE).
-  auto emit = [&]<int kLo, int kHi>() {
+  // Rows of kN n-blocks starting at n-block `base` (all of them unless spread; the warp holding
+  // n-block 0 writes the LSE); at(mb, i, e) is element e of the i-th of them (compile-time i:
+  // registers).
+  auto emit = [&]<int kN>(auto&& at, int base) {
 #pragma unroll
     for (int mb = 0; mb < kMB; ++mb)
 #pragma unroll
@@ -1507,89 +1533,97 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
         constexpr float kVScale = (Cfg::kF16Mma && !Cfg::kHwCvt) ? 256.f : 1.f;
         const float factor = ll > 0.f ? rescale * vdesc * kVScale / ll : 0.f;
         const float lse = ll > 0.f ? mm + __log2f(ll) : -INFINITY;
-        if (Cfg::kVec && final_out) {
-          // column c of n-block nb is dim 16c + nb: this lane holds dims 32t + nb (o[nb][2r])
-          // and 32t + 16 + nb (o[nb][2r+1]), two runs of 16 dims (two 16-byte stores each)
-          T* out = static_cast<T*>(p.out) + (int64_t)tok * p.o_st + (int64_t)h * p.o_sh + 32 * t4;
+        if constexpr (Cfg::kVec) {
+          static_assert(kN == kDv / 8, "hvec stores whole rows");
+          if (final_out) {
+            // column c of n-block nb is dim 16c + nb: this lane holds dims 32t + nb (o[nb][2r])
+            // and 32t + 16 + nb (o[nb][2r+1]), two runs of 16 dims (two 16-byte stores each)
+            T* out = static_cast<T*>(p.out) + (int64_t)tok * p.o_st + (int64_t)h * p.o_sh + 32 * t4;
 #pragma unroll
-          for (int e = 0; e < 2; ++e)
+            for (int e = 0; e < 2; ++e)
 #pragma unroll
-            for (int hlf = 0; hlf < 2; ++hlf) {
-              uint32_t wv[4];
+              for (int hlf = 0; hlf < 2; ++hlf) {
+                uint32_t wv[4];
+#pragma unroll
+                for (int k = 0; k < 4; ++k)
+                  wv[k] = pack2<T>(at(mb, 8 * hlf + 2 * k, 2 * r + e) * factor,
+                                   at(mb, 8 * hlf + 2 * k + 1, 2 * r + e) * factor);
+                *reinterpret_cast<uint4*>(out + 16 * e + 8 * hlf) =
+                    make_uint4(wv[0], wv[1], wv[2], wv[3]);
+              }
+            if (p.lse != nullptr && t4 == 0)
+              p.lse[(int64_t)tok * p.lse_st + (int64_t)h * p.lse_sh] = lse;
+          } else {
+            const int64_t row = ((int64_t)split * p.total_q + tok) * p.num_q_heads + h;
+            float* po = p.part_o + row * kDv + 32 * t4;
+#pragma unroll
+            for (int e = 0; e < 2; ++e)
 #pragma unroll
               for (int k = 0; k < 4; ++k)
-                wv[k] = pack2<T>(o[mb][8 * hlf + 2 * k][2 * r + e] * factor,
-                                 o[mb][8 * hlf + 2 * k + 1][2 * r + e] * factor);
-              *reinterpret_cast<uint4*>(out + 16 * e + 8 * hlf) =
-                  make_uint4(wv[0], wv[1], wv[2], wv[3]);
-            }
-          if (kLo == 0 && p.lse != nullptr && t4 == 0)
-            p.lse[(int64_t)tok * p.lse_st + (int64_t)h * p.lse_sh] = lse;
-        } else if (Cfg::kVec) {
-          const int64_t row = ((int64_t)split * p.total_q + tok) * p.num_q_heads + h;
-          float* po = p.part_o + row * kDv + 32 * t4;
-#pragma unroll
-          for (int e = 0; e < 2; ++e)
-#pragma unroll
-            for (int k = 0; k < 4; ++k)
-              *reinterpret_cast<float4*>(po + 16 * e + 4 * k) = make_float4(
-                  o[mb][4 * k][2 * r + e] * factor, o[mb][4 * k + 1][2 * r + e] * factor,
-                  o[mb][4 * k + 2][2 * r + e] * factor, o[mb][4 * k + 3][2 * r + e] * factor);
-          if (kLo == 0 && t4 == 0) p.part_lse[row] = lse;
+                *reinterpret_cast<float4*>(po + 16 * e + 4 * k) = make_float4(
+                    at(mb, 4 * k, 2 * r + e) * factor, at(mb, 4 * k + 1, 2 * r + e) * factor,
+                    at(mb, 4 * k + 2, 2 * r + e) * factor, at(mb, 4 * k + 3, 2 * r + e) * factor);
+            if (t4 == 0) p.part_lse[row] = lse;
+          }
         } else if (Cfg::kDirectV && final_out) {
           // permuted dims: this lane holds dims 32 q + 8 t .. +7 of each 32-dim group q (one
           // 16-byte store): dim 32q+8t+i is o[4q+i][2r], dim 32q+8t+4+i is o[4q+i][2r+1]
-          T* out = static_cast<T*>(p.out) + (int64_t)tok * p.o_st + (int64_t)h * p.o_sh;
+          T* out = static_cast<T*>(p.out) + (int64_t)tok * p.o_st + (int64_t)h * p.o_sh + 8 * base +
+                   8 * t4;
 #pragma unroll
-          for (int q = kLo / 4; q < kHi / 4; ++q) {
-            const float(&x0)[4] = o[mb][4 * q];
-            const float(&x1)[4] = o[mb][4 * q + 1];
-            const float(&x2)[4] = o[mb][4 * q + 2];
-            const float(&x3)[4] = o[mb][4 * q + 3];
-            *reinterpret_cast<uint4*>(out + 32 * q + 8 * t4) =
-                make_uint4(pack2<T>(x0[2 * r] * factor, x1[2 * r] * factor),
-                           pack2<T>(x2[2 * r] * factor, x3[2 * r] * factor),
-                           pack2<T>(x0[2 * r + 1] * factor, x1[2 * r + 1] * factor),
-                           pack2<T>(x2[2 * r + 1] * factor, x3[2 * r + 1] * factor));
+          for (int q = 0; q < kN / 4; ++q) {
+            auto x = [&](int i, int e) { return at(mb, 4 * q + i, 2 * r + e) * factor; };
+            *reinterpret_cast<uint4*>(out + 32 * q) =
+                make_uint4(pack2<T>(x(0, 0), x(1, 0)), pack2<T>(x(2, 0), x(3, 0)),
+                           pack2<T>(x(0, 1), x(1, 1)), pack2<T>(x(2, 1), x(3, 1)));
           }
-          if (kLo == 0 && p.lse != nullptr && t4 == 0)
+          if (base == 0 && p.lse != nullptr && t4 == 0)
             p.lse[(int64_t)tok * p.lse_st + (int64_t)h * p.lse_sh] = lse;
         } else if (Cfg::kDirectV) {
           const int64_t row = ((int64_t)split * p.total_q + tok) * p.num_q_heads + h;
-          float* po = p.part_o + row * kDv;
+          float* po = p.part_o + row * kDv + 8 * base + 8 * t4;
 #pragma unroll
-          for (int q = kLo / 4; q < kHi / 4; ++q) {
-            *reinterpret_cast<float4*>(po + 32 * q + 8 * t4) =
-                make_float4(o[mb][4 * q][2 * r] * factor, o[mb][4 * q + 1][2 * r] * factor,
-                            o[mb][4 * q + 2][2 * r] * factor, o[mb][4 * q + 3][2 * r] * factor);
-            *reinterpret_cast<float4*>(po + 32 * q + 8 * t4 + 4) = make_float4(
-                o[mb][4 * q][2 * r + 1] * factor, o[mb][4 * q + 1][2 * r + 1] * factor,
-                o[mb][4 * q + 2][2 * r + 1] * factor, o[mb][4 * q + 3][2 * r + 1] * factor);
+          for (int q = 0; q < kN / 4; ++q) {
+            auto x = [&](int i, int e) { return at(mb, 4 * q + i, 2 * r + e) * factor; };
+            *reinterpret_cast<float4*>(po + 32 * q) =
+                make_float4(x(0, 0), x(1, 0), x(2, 0), x(3, 0));
+            *reinterpret_cast<float4*>(po + 32 * q + 4) =
+                make_float4(x(0, 1), x(1, 1), x(2, 1), x(3, 1));
           }
-          if (kLo == 0 && t4 == 0) p.part_lse[row] = lse;
+          if (base == 0 && t4 == 0) p.part_lse[row] = lse;
         } else if (final_out) {
-          T* out = static_cast<T*>(p.out) + (int64_t)tok * p.o_st + (int64_t)h * p.o_sh;
+          T* out = static_cast<T*>(p.out) + (int64_t)tok * p.o_st + (int64_t)h * p.o_sh + 8 * base +
+                   2 * t4;
 #pragma unroll
-          for (int db = kLo; db < kHi; ++db)
-            *reinterpret_cast<uint32_t*>(out + db * 8 + 2 * t4) =
-                pack2<T>(o[mb][db][2 * r] * factor, o[mb][db][2 * r + 1] * factor);
-          if (kLo == 0 && p.lse != nullptr && t4 == 0)
+          for (int i = 0; i < kN; ++i)
+            *reinterpret_cast<uint32_t*>(out + i * 8) =
+                pack2<T>(at(mb, i, 2 * r) * factor, at(mb, i, 2 * r + 1) * factor);
+          if (base == 0 && p.lse != nullptr && t4 == 0)
             p.lse[(int64_t)tok * p.lse_st + (int64_t)h * p.lse_sh] = lse;
         } else {
           const int64_t row = ((int64_t)split * p.total_q + tok) * p.num_q_heads + h;
-          float* po = p.part_o + row * kDv;
+          float* po = p.part_o + row * kDv + 8 * base + 2 * t4;
 #pragma unroll
-          for (int db = kLo; db < kHi; ++db)
-            *reinterpret_cast<float2*>(po + db * 8 + 2 * t4) =
-                make_float2(o[mb][db][2 * r] * factor, o[mb][db][2 * r + 1] * factor);
-          if (kLo == 0 && t4 == 0) p.part_lse[row] = lse;
+          for (int i = 0; i < kN; ++i)
+            *reinterpret_cast<float2*>(po + i * 8) =
+                make_float2(at(mb, i, 2 * r) * factor, at(mb, i, 2 * r + 1) * factor);
+          if (base == 0 && t4 == 0) p.part_lse[row] = lse;
         }
       }
   };
-  if (spread)
-    for_own_nblocks(emit);
-  else if (kWN == 1 || wn == 0)
-    emit.template operator()<0, kDv / 8>();
+  if constexpr (kSpreadOk) {
+    if (spread_shared) {
+      emit.template operator()<kSpreadNB>([&](int, int i, int e) { return own[i][e]; },
+                                          wn * kSpreadNB);
+    } else if (spread) {
+      for_own_nblocks([&]<int kLo, int kHi>() {
+        emit.template operator()<kHi - kLo>([&](int mb, int i, int e) { return o[mb][kLo + i][e]; },
+                                            kLo);
+      });
+    }
+  }
+  if (!spread && (kWN == 1 || wn == 0))
+    emit.template operator()<kDv / 8>([&](int mb, int i, int e) { return o[mb][i][e]; }, 0);
 
   // ---- fused split merge (decode/verify): the last CTA of the tile's splits merges ----
   // Each CTA publishes its partials (fence, then one ticket per CTA); the CTA that draws the
