@@ -54,12 +54,12 @@ struct WgmmaCfg {
   /// between one stage's wgmmas and the next's. (Round 16: +13-21% per-tensor and +19-29% block
   /// FP8 over variant 3; making the MMA warpgroups take turns issuing their wgmmas through named
   /// barriers, dropped, was 5-20% slower than variant 5.)
-  static constexpr bool kWs = kF8 ? (kVariant >= 5 && kVariant <= 10) : kVariant == 3;
+  static constexpr bool kWs = kF8 ? (kVariant >= 5 && kVariant <= 11) : kVariant == 3;
   /// FP8 variant 6 (the default) = 5 with the stage's block scales built and loaded into
   /// registers while its wgmmas run (not after their wait) and the slot released right after the
   /// wait, so only the FFMA / FADD promotion follows the wgmmas on the MMA warps' critical path
   /// (round 17: block FP8 +0-3% over 5).
-  static constexpr bool kHoist = kF8 && (kVariant >= 6 && kVariant <= 10);
+  static constexpr bool kHoist = kF8 && (kVariant >= 6 && kVariant <= 11);
   /// Block FP8 variant 8 (the block FP8 default since round 22) = 6 with the stage's combined
   /// scales x_scale[token] * w_scale built once per CTA by the producer warpgroup (one token per
   /// producer thread, plain loads two producer steps ahead, the product stored in the slot in the
@@ -69,7 +69,7 @@ struct WgmmaCfg {
   /// per-tensor FP8's 47%; per MMA warp and stage, estimated: A fragments 16 wavefronts, the
   /// wgmmas' activation reads ~32, for block FP8 the scale reads 32 plus the table build, whose
   /// STS.64 were 3.8-way bank conflicted). Round 22: +7-10% over 6 at M = 2048.
-  static constexpr bool kProdScales = F == WFmt::kFp8Block && kVariant >= 8 && kVariant <= 10;
+  static constexpr bool kProdScales = F == WFmt::kFp8Block && kVariant >= 8 && kVariant <= 11;
   /// FP8 variant 9 (probe) = 8 with the tokens on wgmma's M side (as DeepGEMM): each MMA
   /// warpgroup takes 64 tokens (A: the activation rows of the stage, 128-byte swizzle) times the
   /// CTA's 128 weight rows (B: shared memory), so a thread's accumulators are 2 tokens x 32
@@ -80,14 +80,21 @@ struct WgmmaCfg {
   /// registers two stages ahead and stores its four words as rows of K-major core matrices (no
   /// swizzle; four conflict-free 128-byte STS.32 wavefronts per atom, the cp.async's bytes), and
   /// the MMA warps no longer load A fragments.
-  static constexpr bool kTokM = kF8 && (kVariant == 9 || kVariant == 10);
+  static constexpr bool kTokM = kF8 && kVariant >= 9 && kVariant <= 11;
   /// FP8 variant 10 (probe) = 9 with the activations as wgmma's register A operand (one
   /// ldmatrix.x4 per warp and k32 step from the swizzled rows) instead of a shared-memory
   /// descriptor. Why: round 25 (4096x4096, M = 2048) measured 9 slower than 8 (block 125.4 vs 101.3
   /// us, per-tensor 104.9 vs 76.6) although its LSU shared-memory wavefronts fell from 9.2 M to
   /// 5.4 M: with both operands in shared memory the wgmmas read 24 instead of 16 KB per
   /// warpgroup and stage.
-  static constexpr bool kTokMRegA = kF8 && kVariant == 10;
+  static constexpr bool kTokMRegA = kF8 && (kVariant == 10 || kVariant == 11);
+  /// FP8 variant 11 (probe) = 10 with the weights stored in the 128-byte swizzle mode (row n of
+  /// the stage: 128 bytes of K, 16-byte chunk c at c ^ (n & 7), the activations' layout) instead
+  /// of non-swizzled core matrices. Why: round 26 measured 10 slower still than 9 (block FP8
+  /// 4096x4096 M = 2048 129.0 us against 101.7 for 8), so the descriptor A operand was not what
+  /// cost; left are the producer's register path and the wgmmas' reads of non-swizzled B (the
+  /// two 16-byte chunks of a row's k32 step 2048 bytes apart: the same banks).
+  static constexpr bool kSwB = kF8 && kVariant == 11;
   /// FP8 variant 7 (probe) = 6 with the next stage's A fragments loaded (after its full-barrier
   /// wait) while this stage's wgmmas run, before this stage's promotion: two fragment sets.
   static constexpr bool kPrefetch = kF8 && kVariant == 7;
@@ -742,14 +749,29 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
         }
       };
       auto put_w = [&](int sl, const uint4(&r)[8]) {
-        const uint32_t base = w_addr(sl) + warp * 512 + g * 16 + t * 4;
+        if constexpr (C::kSwB) {
+          // Variant 11: row n = 16 tile + 8 h + g at n * 128, chunk kc = 2 atom + c at kc ^ g
+          // (n & 7 = g): per STS.32 eight rows x four words, all 32 banks.
+          const uint32_t base = w_addr(sl) + warp * 4096 + g * 128 + t * 4;
 #pragma unroll
-        for (int q = 0; q < 8; ++q) {
-          const uint32_t d = base + (q >> 2) * 256 + (q & 3) * 4096;
-          wg::sts32(d, r[q].x);
-          wg::sts32(d + 128, r[q].y);
-          wg::sts32(d + 2048, r[q].z);
-          wg::sts32(d + 2048 + 128, r[q].w);
+          for (int q = 0; q < 8; ++q) {
+            const uint32_t d = base + (q >> 2) * 2048;
+            const uint32_t c0 = ((2 * (q & 3)) ^ g) << 4, c1 = ((2 * (q & 3) + 1) ^ g) << 4;
+            wg::sts32(d + c0, r[q].x);
+            wg::sts32(d + 1024 + c0, r[q].y);
+            wg::sts32(d + c1, r[q].z);
+            wg::sts32(d + 1024 + c1, r[q].w);
+          }
+        } else {
+          const uint32_t base = w_addr(sl) + warp * 512 + g * 16 + t * 4;
+#pragma unroll
+          for (int q = 0; q < 8; ++q) {
+            const uint32_t d = base + (q >> 2) * 256 + (q & 3) * 4096;
+            wg::sts32(d, r[q].x);
+            wg::sts32(d + 128, r[q].y);
+            wg::sts32(d + 2048, r[q].z);
+            wg::sts32(d + 2048 + 128, r[q].w);
+          }
         }
       };
       if constexpr (C::kTokM) {
@@ -993,7 +1015,10 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
   // scales of its two tokens.
   auto compute_tm = [&](int s) {
     if constexpr (C::kTokM) {
-      const uint64_t db = wg::desc_kmajor(w_addr(s), 2048, 128);
+      // B: k32 step ks at +32 bytes (swizzled rows, variant 11) or +4096 (two core matrices).
+      const uint64_t db =
+          C::kSwB ? wg::desc_sw128(w_addr(s)) : wg::desc_kmajor(w_addr(s), 2048, 128);
+      constexpr int kBStep = C::kSwB ? 2 : 256;
       if constexpr (C::kTokMRegA) {
         // Lane l addresses row l & 7 of matrix l >> 3 (rows 16 cw + 8 (mi & 1).., 16-byte chunk
         // 2 ks + (mi >> 1) of the 32-byte k step, swizzled): the four 8 x 16-byte matrices are
@@ -1008,7 +1033,7 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
         wg::fence_acc(part0);
         wg::fence();
 #pragma unroll
-        for (int ks = 0; ks < 4; ++ks) wg::mma<wg::F8Tag, 128>(part0, af[ks], db + 256 * ks, ks);
+        for (int ks = 0; ks < 4; ++ks) wg::mma<wg::F8Tag, 128>(part0, af[ks], db + kBStep * ks, ks);
         wg::commit();
       } else {
         const uint64_t da = wg::desc_sw128(act_addr(s) + (cw >> 2) * (C::kActBytes / 2));
@@ -1016,7 +1041,7 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
         wg::fence();
 #pragma unroll
         for (int ks = 0; ks < 4; ++ks)
-          wg::wgmma_ss_m64n128k32_e4m3(part0, da + 2 * ks, db + 256 * ks, ks);
+          wg::wgmma_ss_m64n128k32_e4m3(part0, da + 2 * ks, db + kBStep * ks, ks);
         wg::commit();
       }
       float sc[2] = {1.f, 1.f};
