@@ -114,8 +114,10 @@ struct PagedPlan {
   bool spread_merge = true;
   /// With the spread merge: the warps share one code copy (each sums its columns into fixed
   /// registers through runtime shared-memory offsets) instead of one copy per warp's column
-  /// range (B12X_ATTN_SPREAD_MERGE=2).
-  bool spread_shared = false;
+  /// range (the epilogue runs once per warp, so each copy is fetched cold); H200 round 26: BF16
+  /// B=1 x 8k 15.0-15.1 vs 15.3-15.5 us, FP8 B=1 12.4 vs 12.7, FP8 B=8 40.8 vs 41.5
+  /// (B12X_ATTN_SPREAD_MERGE=2, =1 one copy per range).
+  bool spread_shared = true;
   int64_t partial_rows = 0;  ///< (split, token) rows of partials the scratch holds
   int64_t off_tiles = 0, off_partial_o = 0, off_partial_lse = 0, off_lse = 0;
   /// Decode/verify splits are merged by the main kernel (the last CTA of each row tile and KV

@@ -295,7 +295,7 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   if (sa_env != nullptr) plan.short_ahead = std::string(sa_env) == "1";
   const char* spread_env = std::getenv("B12X_ATTN_SPREAD_MERGE");
   if (spread_env != nullptr) plan.spread_merge = std::string(spread_env) != "0";
-  if (spread_env != nullptr) plan.spread_shared = std::string(spread_env) == "2";
+  if (spread_env != nullptr && std::string(spread_env) == "1") plan.spread_shared = false;
   const char* runs_env = std::getenv("B12X_ATTN_PAGE_RUNS");
   if (runs_env != nullptr) plan.page_runs = std::string(runs_env) != "0";
   const char* fr_env = std::getenv("B12X_ATTN_FULL_RING");

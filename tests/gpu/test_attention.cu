@@ -967,11 +967,11 @@ TEST(AttentionGpuDecode, PageRuns) {
   }
 }
 
-// B12X_ATTN_SPREAD_MERGE (default on): each decode warp merges and stores its own share of O's
-// columns (=2: in one code copy shared by the warps); =0: warp 0 merges and stores all. Every
-// setting over every decode tile family (4 and 2 warps, plain and FP8 direct-V layouts; hvec
-// keeps warp 0), head dims 64-256, final outputs and partials (forced splits), sinks, window,
-// the fused merge and verify.
+// B12X_ATTN_SPREAD_MERGE (default 2): each decode warp merges and stores its own share of O's
+// columns in one code copy shared by the warps (=1: one copy per warp's columns); =0: warp 0
+// merges and stores all. Every setting over every decode tile family (4 and 2 warps, plain and
+// FP8 direct-V layouts; hvec keeps warp 0), head dims 64-256, final outputs and partials
+// (forced splits), sinks, window, the fused merge and verify.
 TEST(AttentionGpuDecode, SpreadMerge) {
   B12X_REQUIRE_GPU();
   for (const char* on : {"1", "2", "0"}) {
