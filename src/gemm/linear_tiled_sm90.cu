@@ -42,6 +42,7 @@ WgmmaPick pick_var(int var) {
       if (var == 9) return wgmma_pick<F, T, kTok, 9>();    // tokens on the M side
       if (var == 10) return wgmma_pick<F, T, kTok, 10>();  // ... as register A fragments
       if (var == 11) return wgmma_pick<F, T, kTok, 11>();  // ... B in the 128-byte swizzle
+      if (var == 12) return wgmma_pick<F, T, kTok, 12>();  // ... loaded 3 steps ahead
       return var == 7   ? wgmma_pick<F, T, kTok, 7>()
              : var == 6 ? wgmma_pick<F, T, kTok, 6>()
              : var == 5 ? wgmma_pick<F, T, kTok, 5>()

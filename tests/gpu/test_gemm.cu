@@ -990,15 +990,15 @@ TEST(GemmGpu, TiledWgmmaTokenTiles) {
 /// capability 9.0 only): the plan must pick it there.
 TEST(GemmGpu, TiledWgmmaFp8TokensOnM) {
   B12X_REQUIRE_GPU();
-  // FP8 variants 9 / 10 / 11 (tokens on wgmma's M side, the weights re-laid out by the producer
-  // (11: swizzled); the activations through a descriptor / as register fragments): token /
-  // row / K tails with FP16 output, 24 token tiles, a long K refilling every slot many times,
-  // caller-quantized block FP8 activations, both FP8 formats; the rows of a 128-row weight block
-  // past N (N = 136, 264).
+  // FP8 variants 9-12 (tokens on wgmma's M side, the weights re-laid out by the producer (11, 12:
+  // swizzled; 12: loaded three steps ahead); the activations through a descriptor / as register
+  // fragments): token / row / K tails with FP16 output, 24 token tiles, a long K refilling every
+  // slot many times, caller-quantized block FP8 activations, both FP8 formats; the rows of a
+  // 128-row weight block past N (N = 136, 264).
   auto f8 = [](const Case& c) {
     return c.fmt == LinearFormat::kFp8Tensor || c.fmt == LinearFormat::kFp8Block;
   };
-  for (const char* var : {"9", "10", "11"}) {
+  for (const char* var : {"9", "10", "11", "12"}) {
     ScopedEnv e("B12X_GEMM_WGMMA", "1"), ev("B12X_GEMM_WGMMA_VAR", var);
     for (const auto& c : wgmma_cases(300, 136, 768, false, DType::kFP16))
       if (f8(c)) run_case(c);
@@ -1249,13 +1249,13 @@ TEST(GemmGpuSanitize, TiledSplitK) {
     run_case({f, 72, 136, 1024, DType::kBF16, DType::kBF16, true, false, gemm::Regime::kTiled});
 }
 
-/// FP8 variants 9 / 10 / 11 for compute-sanitizer: the producer's weight stores (STS, a second
+/// FP8 variants 9-12 for compute-sanitizer: the producer's weight stores (STS, a second
 /// arrival on the full barrier) and the activation copies, K = 2048 (every slot refilled), two
 /// token tiles.
 TEST(GemmGpuSanitize, Fp8TokensOnM) {
   B12X_REQUIRE_GPU();
   ScopedEnv e("B12X_GEMM_WGMMA", "1");
-  for (const char* var : {"9", "10", "11"}) {
+  for (const char* var : {"9", "10", "11", "12"}) {
     ScopedEnv ev("B12X_GEMM_WGMMA_VAR", var);
     for (LinearFormat f : {LinearFormat::kFp8Tensor, LinearFormat::kFp8Block})
       run_case({f, 200, 136, 2048, DType::kBF16, DType::kBF16, true});

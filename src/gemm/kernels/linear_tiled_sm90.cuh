@@ -54,12 +54,12 @@ struct WgmmaCfg {
   /// between one stage's wgmmas and the next's. (Round 16: +13-21% per-tensor and +19-29% block
   /// FP8 over variant 3; making the MMA warpgroups take turns issuing their wgmmas through named
   /// barriers, dropped, was 5-20% slower than variant 5.)
-  static constexpr bool kWs = kF8 ? (kVariant >= 5 && kVariant <= 11) : kVariant == 3;
+  static constexpr bool kWs = kF8 ? (kVariant >= 5 && kVariant <= 12) : kVariant == 3;
   /// FP8 variant 6 (the default) = 5 with the stage's block scales built and loaded into
   /// registers while its wgmmas run (not after their wait) and the slot released right after the
   /// wait, so only the FFMA / FADD promotion follows the wgmmas on the MMA warps' critical path
   /// (round 17: block FP8 +0-3% over 5).
-  static constexpr bool kHoist = kF8 && (kVariant >= 6 && kVariant <= 11);
+  static constexpr bool kHoist = kF8 && (kVariant >= 6 && kVariant <= 12);
   /// Block FP8 variant 8 (the block FP8 default since round 22) = 6 with the stage's combined
   /// scales x_scale[token] * w_scale built once per CTA by the producer warpgroup (one token per
   /// producer thread, plain loads two producer steps ahead, the product stored in the slot in the
@@ -69,7 +69,7 @@ struct WgmmaCfg {
   /// per-tensor FP8's 47%; per MMA warp and stage, estimated: A fragments 16 wavefronts, the
   /// wgmmas' activation reads ~32, for block FP8 the scale reads 32 plus the table build, whose
   /// STS.64 were 3.8-way bank conflicted). Round 22: +7-10% over 6 at M = 2048.
-  static constexpr bool kProdScales = F == WFmt::kFp8Block && kVariant >= 8 && kVariant <= 11;
+  static constexpr bool kProdScales = F == WFmt::kFp8Block && kVariant >= 8 && kVariant <= 12;
   /// FP8 variant 9 (probe) = 8 with the tokens on wgmma's M side (as DeepGEMM): each MMA
   /// warpgroup takes 64 tokens (A: the activation rows of the stage, 128-byte swizzle) times the
   /// CTA's 128 weight rows (B: shared memory), so a thread's accumulators are 2 tokens x 32
@@ -80,21 +80,26 @@ struct WgmmaCfg {
   /// registers two stages ahead and stores its four words as rows of K-major core matrices (no
   /// swizzle; four conflict-free 128-byte STS.32 wavefronts per atom, the cp.async's bytes), and
   /// the MMA warps no longer load A fragments.
-  static constexpr bool kTokM = kF8 && kVariant >= 9 && kVariant <= 11;
+  static constexpr bool kTokM = kF8 && kVariant >= 9 && kVariant <= 12;
   /// FP8 variant 10 (probe) = 9 with the activations as wgmma's register A operand (one
   /// ldmatrix.x4 per warp and k32 step from the swizzled rows) instead of a shared-memory
   /// descriptor. Why: round 25 (4096x4096, M = 2048) measured 9 slower than 8 (block 125.4 vs 101.3
   /// us, per-tensor 104.9 vs 76.6) although its LSU shared-memory wavefronts fell from 9.2 M to
   /// 5.4 M: with both operands in shared memory the wgmmas read 24 instead of 16 KB per
   /// warpgroup and stage.
-  static constexpr bool kTokMRegA = kF8 && (kVariant == 10 || kVariant == 11);
+  static constexpr bool kTokMRegA = kF8 && (kVariant >= 10 && kVariant <= 12);
   /// FP8 variant 11 (probe) = 10 with the weights stored in the 128-byte swizzle mode (row n of
   /// the stage: 128 bytes of K, 16-byte chunk c at c ^ (n & 7), the activations' layout) instead
   /// of non-swizzled core matrices. Why: round 26 measured 10 slower still than 9 (block FP8
   /// 4096x4096 M = 2048 129.0 us against 101.7 for 8), so the descriptor A operand was not what
   /// cost; left are the producer's register path and the wgmmas' reads of non-swizzled B (the
   /// two 16-byte chunks of a row's k32 step 2048 bytes apart: the same banks).
-  static constexpr bool kSwB = kF8 && kVariant == 11;
+  static constexpr bool kSwB = kF8 && (kVariant == 11 || kVariant == 12);
+  /// FP8 variant 12 (probe) = 11 with the producer's weight words loaded three steps ahead
+  /// instead of two (96 registers of them; producer 152, MMA warps 176 registers), in case the
+  /// register path's load latency starves the ring. kPfSteps: producer steps between a load
+  /// (weights, block FP8 scales) and its store.
+  static constexpr int kPfSteps = kF8 && kVariant == 12 ? 3 : 2;
   /// FP8 variant 7 (probe) = 6 with the next stage's A fragments loaded (after its full-barrier
   /// wait) while this stage's wgmmas run, before this stage's promotion: two fragment sets.
   static constexpr bool kPrefetch = kF8 && kVariant == 7;
@@ -108,8 +113,14 @@ struct WgmmaCfg {
   /// 5-50% slower than 128 tokens in round 17 and was removed.)
   /// Variant 9: the producer holds two stages of weight words (64 registers), the MMA warps no
   /// A fragments: 136 + 2 x 184 = 3 x 168.
-  static constexpr int kProdRegs = kF8 && kVariant == 7 ? 72 : kTokM ? 136 : 80;
-  static constexpr int kConsRegs = kF8 && kVariant == 7 ? 216 : kTokM ? 184 : 208;
+  static constexpr int kProdRegs = kF8 && kVariant == 7    ? 72
+                                   : kF8 && kVariant == 12 ? 152
+                                   : kTokM                 ? 136
+                                                           : 80;
+  static constexpr int kConsRegs = kF8 && kVariant == 7    ? 216
+                                   : kF8 && kVariant == 12 ? 176
+                                   : kTokM                 ? 184
+                                                           : 208;
   static constexpr int kBK = kF8 ? 128 : 64;  // K per stage: 128-byte activation rows either way
   static constexpr int kActBytes = kTok * 128;
   static constexpr int kWTileBytes = kFp4 ? 512 : (kF8 ? 2048 : 1024);  // 16 rows x kBK, packed
@@ -830,20 +841,20 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
 #pragma unroll
         for (int s = 0; s < kStages; ++s)
           if (s < pro) put(s, xp[s], wp[s]);
-        // Steps kb, kb + 1 of each pass use register pairs 0, 1, refetched for kb + 2, kb + 3.
-        float xq[2], wq[2];
-        fetch(kStages, xq[0], wq[0]);
-        fetch(kStages + 1, xq[1], wq[1]);
-        uint4 wr[C::kTokM ? 2 : 1][8];
-        if constexpr (C::kTokM) {
-          fetch_w(kStages, wr[0]);
-          fetch_w(kStages + 1, wr[1]);
+        // Step kb + h of each pass of kPf steps uses register set h, refetched for kb + h + kPf.
+        constexpr int kPf = C::kPfSteps;
+        float xq[kPf], wq[kPf];
+        uint4 wr[C::kTokM ? kPf : 1][8];
+#pragma unroll
+        for (int h = 0; h < kPf; ++h) {
+          fetch(kStages + h, xq[h], wq[h]);
+          if constexpr (C::kTokM) fetch_w(kStages + h, wr[h]);
         }
         int sl = 0;
         uint32_t ph = 0;
-        for (int kb = kStages; kb < num_k; kb += 2) {
+        for (int kb = kStages; kb < num_k; kb += kPf) {
 #pragma unroll
-          for (int h = 0; h < 2; ++h) {
+          for (int h = 0; h < kPf; ++h) {
             if (kb + h < num_k) {
               wg::mbar_wait(empty0 + 8 * sl, ph);
               if constexpr (!C::kTokM) load_weights(sl, kb + h);
@@ -851,10 +862,10 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
               wg::mbar_cp_arrive(full0 + 8 * sl);
               if constexpr (C::kTokM) {
                 put_w(sl, wr[h]);
-                fetch_w(kb + h + 2, wr[h]);
+                fetch_w(kb + h + kPf, wr[h]);
               }
               put(sl, xq[h], wq[h]);
-              fetch(kb + h + 2, xq[h], wq[h]);
+              fetch(kb + h + kPf, xq[h], wq[h]);
               if (++sl == kStages) sl = 0, ph ^= 1;
             }
           }
