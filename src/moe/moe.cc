@@ -567,21 +567,34 @@ bool decode_fits(const Caps& c) {
                 : R <= detail::kMaxInlineRoutes;
 }
 
-/// Largest max_tokens * topk the automatic regime gives the FP4 decode stream (from the plan's
-/// capacities, never the live routes): all it can take. H200 round 25, nvfp4, grouped -> decode
-/// stream (us): Qwen3-30B M = 32 / 64 344 / 389 -> 168 / 260, DeepSeek-TP4 1038 / 1392 -> 507 /
-/// 790, MiniMax M = 64 / 128 3288 / 3711 -> 1855 / 2927, Qwen3.5-TP4 M = 16 / 32 / 48 974 / 1619
-/// / 2146 -> 457 / 803 / 1037; w4a16 Qwen3-30B M = 64 366 -> 249, DeepSeek-TP4 1374 -> 649,
-/// Qwen3.5-TP4 M = 32 1614 -> 694. Measurement knob B12X_MOE_STREAM_ROUTES (128..1024).
-int64_t auto_stream_routes() {
-  static const int64_t v = [] {
+double env_double(const char* name, double fallback) {
+  const char* e = std::getenv(name);
+  return e != nullptr && *e != 0 ? std::atof(e) : fallback;
+}
+
+/// Whether the automatic regime gives an FP4 plan the decode stream (from the plan's capacities,
+/// never the live routes): up to 128 routes always; above, where the routes per expert
+/// rho = max_tokens * topk / E stay <= kStreamRho (the stream reads an expert's weights once per
+/// 4-route tile, the 16-slot grouped tile once per 16). H200 round 26, nvfp4, us (rho): decode
+/// stream vs grouped (64-slot tiles; 16-slot tiles at M = 256): Qwen3-30B M = 32 / 64 (2 / 4) 169
+/// / 262 vs 344 / 389, M = 128 (8) 447 vs 407, M = 256 (16) 307 with 16-slot tiles; DeepSeek-TP4
+/// M = 32 / 64 / 128 (1 / 2 / 4) 509 / 799 / 1250 vs 1038 / 1392 / 1616, M = 256 (8) 889;
+/// MiniMax M = 64 / 128 (2 / 4) 1852 / 2921 vs 3288 / 3711, M = 256 (8) 2086; Qwen3.5-TP4 M = 16
+/// / 32 / 64 / 96 (0.3 / 0.6 / 1.25 / 1.9) 450 / 820 / 1337 / 1701 vs 974 / 1619 / 2506 / 2944,
+/// M = 256 (5) 1818. Measurement knobs: B12X_MOE_STREAM_ROUTES (128..1024, routes cap),
+/// B12X_MOE_STREAM_RHO (the rho bound).
+bool auto_stream(const Caps& c) {
+  static const int64_t cap = [] {
     const char* e = std::getenv("B12X_MOE_STREAM_ROUTES");
     const int64_t n = e != nullptr ? std::atoll(e) : 0;
     return n >= detail::kMaxInlineRoutes && n <= detail::kMaxStreamRoutes
                ? n
                : int64_t{detail::kMaxStreamRoutes};
   }();
-  return v;
+  static const double rho_max = env_double("B12X_MOE_STREAM_RHO", 2.0);
+  const int64_t R = c.max_tokens * c.num_topk;
+  if (R <= detail::kMaxInlineRoutes) return true;
+  return R <= cap && static_cast<double>(R) <= rho_max * c.weight_plan->args.num_experts;
 }
 
 int choose_cfg(const Caps& c) {
@@ -589,23 +602,28 @@ int choose_cfg(const Caps& c) {
   if (c.regime == 0) return detail::kCfgGrouped;
   const bool stream =
       c.weight_plan != nullptr && c.weight_plan->args.source_format != SourceFormat::kGgml;
-  const int64_t cap = stream ? auto_stream_routes() : int64_t{detail::kMaxInlineRoutes};
-  return c.max_tokens * c.num_topk <= cap && decode_fits(c) ? detail::kCfgDecode
-                                                            : detail::kCfgGrouped;
+  const bool take = stream ? auto_stream(c) : c.max_tokens * c.num_topk <= detail::kMaxInlineRoutes;
+  return take && decode_fits(c) ? detail::kCfgDecode : detail::kCfgGrouped;
 }
 
-/// Slots per grouped FP4 tile (the cp.async pipe kernel's kTN): 64, or 16 / 32 by the
-/// measurement knob B12X_MOE_GROUPED_TN (fewer idle MMA columns and activation copies where an
-/// expert holds few routes, at the price of reading its weights once per tile).
+/// Slots per grouped FP4 tile (the cp.async pipe kernel's kTN): 16 where the plan's routes per
+/// expert are <= 16, else 64 (a 64-slot tile holding ~16 routes runs 3/4 of its MMA columns and
+/// activation copies empty; a 16-slot tile reads its expert's weights once per 16 routes). H200
+/// round 26, nvfp4 M = 256, 64 -> 16 (32) slots, us: Qwen3-30B (rho 16) 446 -> 307 (298),
+/// DeepSeek-TP4 (8) 1683 -> 889 (1101), MiniMax (8) 3804 -> 2086 (2522), Qwen3.5-TP4 (5) 3490 ->
+/// 1818 (2265). Measurement knob B12X_MOE_GROUPED_TN=16|32|64 forces the tile.
 int grouped_tile_tokens(const Caps& c) {
   static const int forced = [] {
     const char* e = std::getenv("B12X_MOE_GROUPED_TN");
     const int n = e != nullptr ? std::atoi(e) : 0;
-    return n == 16 || n == 32 ? n : 0;
+    return n == 16 || n == 32 || n == 64 ? n : 0;
   }();
   const bool fp4 =
       c.weight_plan != nullptr && c.weight_plan->args.source_format != SourceFormat::kGgml;
-  return fp4 && forced != 0 ? forced : detail::kCfgTokens[detail::kCfgGrouped];
+  if (!fp4) return detail::kCfgTokens[detail::kCfgGrouped];
+  if (forced != 0) return forced;
+  const int64_t R = c.max_tokens * c.num_topk;
+  return R <= 16 * c.weight_plan->args.num_experts ? 16 : detail::kCfgTokens[detail::kCfgGrouped];
 }
 
 ExecutionPlan exec_of(int cfg, int tn) {

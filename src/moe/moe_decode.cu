@@ -245,7 +245,11 @@ bool decode_fc1_balanced(int routes, int tile_groups, int warps, int k_chunks) {
   // 43.3 -> 47.7, DeepSeek-TP4 M = 1 (5) 33.0 -> 34.5, Qwen3-30B M = 1 / 2 (2 / 4) 24.1 -> 24.8,
   // 31.8 -> 35.5; Qwen3-30B M = 4 / 8 keep their two warp groups (47.0 -> 52.1, 74.5 -> 79.9 with
   // one balanced group).
+  // Above 128 routes (the wide routing) only where a row block has <= 2 tile groups. H200 round
+  // 26, nvfp4 M = 32, balanced vs not: MiniMax (2 groups) 1006 vs 1145 us; DeepSeek-TP4 (12)
+  // 509 vs 432, Qwen3.5-TP4 (6) 820 vs 709; w4a16 Qwen3.5-TP4 M = 32 814 vs 700.
   const int y = std::max(tile_groups, 1);
+  if (routes > kMaxInlineRoutes) return y <= 2;
   return ((routes + y - 1) / y) * ((k_chunks + warps - 1) / warps) >= 10;
 }
 
@@ -260,10 +264,12 @@ void launch_decode_stream(const DecodeArgs& args, bool fp16_operands, Stream str
   // B12X_MOE_FC1_BAL=0 never / =1 wherever they apply. (Round 23: two warp groups as two
   // balanced units per CTA, Qwen3-30B nvfp4 M = 4 / 8, 47.8 / 73.7 -> 57.5 / 81.5 us: dropped.)
   static const int bal_knob = env_knob("B12X_MOE_FC1_BAL", 2);
-  // A16 launches have no [Q] to zero the counters: with B12X_MOE_A16_BAL=1 a memset node before
-  // FC1 does (FC1 then launches without the programmatic edge; it waits for the caller anyway).
-  static const int a16_bal = env_knob("B12X_MOE_A16_BAL", 0);
-  const bool bal_ok = bal_knob != 0 && (a.aquant != num::kANone || a16_bal == 1) && a.fc1_wm == 1 &&
+  // A16 launches have no [Q] to zero the counters: a memset node before FC1 does (FC1 then
+  // launches without the programmatic edge; it waits for the caller anyway). H200 round 26,
+  // w4a16 M = 8, unbalanced -> balanced: DeepSeek-TP4 163.5 -> 148.2 us, MiniMax 405.4 -> 344.7,
+  // Qwen3.5-TP4 240.2 -> 207.5. B12X_MOE_A16_BAL=0: never in A16 modes.
+  static const int a16_bal = env_knob("B12X_MOE_A16_BAL", 1);
+  const bool bal_ok = bal_knob != 0 && (a.aquant != num::kANone || a16_bal != 0) && a.fc1_wm == 1 &&
                       (a.fc1_groups == 0 || a.fc1_groups == 1) && a.fc1_cnt != nullptr &&
                       a.fc1_part != nullptr && fc1_row_blocks <= a.fc1_cnt_rows;
   if (bal_ok && bal_knob == 1) a.fc1_groups = 1;

@@ -135,7 +135,7 @@ struct DecodeArgs {
   // [Q] has finished).
   int q_early = 0;
   int sm_count = 0;  // sizes FC1's tile groups (decode_fc1_tile_groups)
-  // Balanced FC1 (decode_fc1_balanced; quantised modes (A16 with B12X_MOE_A16_BAL=1), one row
+  // Balanced FC1 (decode_fc1_balanced; every mode (A16 unless B12X_MOE_A16_BAL=0), one row
   // warp, one group): CTA (row block x, y) takes the chunk range [N y / Y, (N (y + 1)) / Y) of
   // its row block's N = tiles x K sub-chunks instead of whole tiles y, y + Y, ...; a tile cut
   // between CTAs parks its raw K sums in fc1_part[x * Y + y][head / tail][token][32 rows] and the

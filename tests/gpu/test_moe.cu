@@ -629,6 +629,25 @@ TEST(MoeGpu, DecodeStreamWideRouting) {
   }
 }
 
+TEST(MoeGpu, GroupedSmallTiles) {
+  B12X_REQUIRE_GPU();
+  // Grouped plans with <= 16 routes per expert take 16-slot FP4 tiles (grouped_tile_tokens):
+  // experts with more routes than a tile (several tiles), empty experts, every operand path.
+  const Fp4Variant mx{QuantMode::kW4A8Mx, SourceFormat::kFp4E8M0K32, DType::kBF16,
+                      Activation::kSitu};
+  const Fp4Variant a16{QuantMode::kW4A16, SourceFormat::kModeloptNvfp4, DType::kFP16,
+                       Activation::kSilu};
+  const Fp4Variant m4{QuantMode::kMxfp4, SourceFormat::kFp4E8M0K32, DType::kBF16,
+                      Activation::kRelu2};
+  for (const Case& c :
+       {fp4_variant_case(kNvfp4Silu, 32, 512, 256, 96, 4, 0),
+        fp4_variant_case(mx, 16, 512, 128, 40, 6, 0), fp4_variant_case(a16, 24, 256, 192, 60, 4, 0),
+        fp4_variant_case(m4, 40, 256, 64, 150, 4, 0)}) {
+    SCOPED_TRACE(c.name());
+    run_case(c);
+  }
+}
+
 TEST(MoeGpu, E2m1RoundMatchesTheGenericEncoder) {
   // Host check (no GPU needed) of the select-chain E2M1 rounding the activation quantisers use
   // on both sides: every BF16 pattern, a strided sweep of every fp32 exponent and sign, and every
