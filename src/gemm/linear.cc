@@ -497,19 +497,27 @@ Plan plan(const Caps& caps) {
     // Slice halves: where one warp per tile runs (FP4 weights with BF16 MMAs), CTAs of 8 warps,
     // two per 16-row tile on the halves of each K slice, sharing one activation staging (the same
     // grid and split); at two token tiles with the pipelined staging. Default for NVFP4 weights
-    // at M = 5..8 and at M = 9..16 with a split of at most 2 (B12X_GEMM_DECODE_HALF=0 / 1 turns it
-    // off / forces it). H200, round 25 (us over 4096x4096 / 14336x4096 / 4096x14336 / 6144x4096
-    // / 2048x7168, one warp per tile -> halves): NVFP4 W4A16 M = 8 9.5 / 22.0 / 28.0 / 13.5 / 11.9
-    // -> 9.2 / 20.1 / 23.1 / 13.4 / 11.5, M = 16 14.2 / 28.3 / 36.0 / 18.5 / 18.6 -> 13.3 / 26.2
-    // / 34.4 / 18.9 / 21.7 (2048x7168: a split of 4); M = 4 mixed (8.4 -> 9.7 at 4096x4096, 18.6
-    // -> 17.1 at 14336x4096); MXFP4 W4A16 within +-4 % at M = 8 and 16. With one staging buffer
-    // at M = 16 (one slice per chunk, a CTA barrier and drained rings per slice) halves were
-    // slower (28.3 -> 30.9, 36.0 -> 43.9): Nsight Compute 3.4 warps per scheduler (1.7) at 0.49
-    // instructions per cycle (0.44).
+    // at M = 5..8 where each CTA streams at least 8 slices, and at M = 9..32 with a split of at
+    // most 2 (B12X_GEMM_DECODE_HALF=0 / 1 turns it off / forces it). H200, us over 4096x4096 /
+    // 14336x4096 / 4096x14336 / 6144x4096 / 2048x7168, one warp per tile -> halves: NVFP4 W4A16
+    // M = 8 9.7 / 22.1 / 27.2 / 13.5 / 11.9 -> 9.3 / 20.4 / 25.1 / 13.6 / 11.7 (round 26; round
+    // 25: 28.0 -> 23.1 at 4096x14336), M = 6 8.8 / 21.4 / 27.1 / 12.6 / 10.9 -> 10.0 / 19.9 /
+    // 22.0 / 12.8 / 12.4 (the three shapes with 4 slices per CTA lose), M = 16 13.4 / 28.7 /
+    // 36.2 / 19.2 / 18.5 -> 13.3 / 26.4 / 34.5 / 18.7 / (split 4: not taken; 21.7 in round 25),
+    // M = 24 22.0 / 56.2 / 75.4 / 25.7 / 22.1 -> 21.1 / 46.2 / 67.7 / 23.7 / 22.3, M = 32 22.7 /
+    // 53.1 / 76.7 / 27.2 / 22.6 -> 21.9 / 49.0 / 70.0 / 24.7 / 19.1; NVFP4 W4A4 alike (M = 8
+    // 4096x14336 28.7 -> 26.4); M = 4 mixed (round 25: 8.4 -> 9.7 at 4096x4096, 18.6 -> 17.1 at
+    // 14336x4096); MXFP4 W4A16 within +-4 % at M = 8 and 16. With one staging buffer at M = 16
+    // (one slice per chunk: a CTA barrier and drained rings per slice) halves were slower (28.3 ->
+    // 30.9, 36.0 -> 43.9; 3 slices per chunk, B12X_GEMM_DECODE_HALF_STAGE=big: 28.6 / 36.0).
+    // Nsight Compute (14336x4096 M = 16): 3.4 warps per scheduler (one warp per tile: 1.7), 0.54
+    // instructions per cycle (0.44), 11.8 M instructions (9.6 M), stalls per issue dominated by
+    // fixed-latency dependencies (wait 1.68, short scoreboard 0.63, barrier 0.33).
     if (ws == 1 && lin::decode_half_available(wf, fp16)) {
       const char* e = std::getenv("B12X_GEMM_DECODE_HALF");
-      const bool rule =
-          wf == lin::WFmt::kNvfp4 && ((nt == 1 && M >= 5) || (nt == 2 && M <= 16 && split <= 2));
+      const int64_t per_cta = (slices + split - 1) / split;
+      const bool rule = wf == lin::WFmt::kNvfp4 &&
+                        ((nt == 1 && M >= 5 && per_cta >= 8) || (nt == 2 && split <= 2));
       p.decode_half = e != nullptr ? e[0] == '1' : rule;
       const char* pe = std::getenv("B12X_GEMM_DECODE_PIPE");
       if (p.decode_half && nt == 2 && pe == nullptr) p.decode_pipe = true;

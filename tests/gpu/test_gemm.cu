@@ -740,18 +740,23 @@ TEST(GemmGpu, DecodeSliceHalves) {
 
 TEST(GemmGpu, DecodeSliceHalvesDefault) {
   B12X_REQUIRE_GPU();
-  // The default: NVFP4 weights at M = 5..8, and at M = 9..16 (with the pipelined staging) where K
-  // is split over at most 2 CTAs; B12X_GEMM_DECODE_HALF=0 turns it off.
+  // The default: NVFP4 weights at M = 5..8 where each CTA streams at least 8 slices, and at M =
+  // 9..32 (with the pipelined staging) where K is split over at most 2 CTAs;
+  // B12X_GEMM_DECODE_HALF=0 turns it off.
   const gemm::Plan p16 = bf16_plan(LinearFormat::kNvfp4W4A16, 16, 14336, 4096);
   EXPECT_TRUE(p16.decode_half && p16.decode_pipe);
-  EXPECT_TRUE(bf16_plan(LinearFormat::kNvfp4W4A16, 6, 4096, 4096).decode_half);
-  EXPECT_FALSE(bf16_plan(LinearFormat::kNvfp4W4A16, 4, 4096, 4096).decode_half);
-  EXPECT_FALSE(bf16_plan(LinearFormat::kNvfp4W4A16, 24, 4096, 4096).decode_half);
+  EXPECT_TRUE(bf16_plan(LinearFormat::kNvfp4W4A16, 6, 14336, 4096).decode_half);
+  EXPECT_FALSE(bf16_plan(LinearFormat::kNvfp4W4A16, 6, 4096, 4096).decode_half);  // 4 slices
+  EXPECT_FALSE(bf16_plan(LinearFormat::kNvfp4W4A16, 4, 14336, 4096).decode_half);
+  EXPECT_TRUE(bf16_plan(LinearFormat::kNvfp4W4A16, 24, 4096, 4096).decode_half);
   EXPECT_FALSE(bf16_plan(LinearFormat::kMxfp4W4A16, 16, 14336, 4096).decode_half);
   EXPECT_TRUE(bf16_plan(LinearFormat::kNvfp4W4A16, 13, 4096, 2048).decode_half);  // split 2
+  EXPECT_TRUE(bf16_plan(LinearFormat::kNvfp4W4A16, 8, 8200, 4096).decode_half);
   for (LinearFormat f : {LinearFormat::kNvfp4, LinearFormat::kNvfp4W4A16}) {
-    for (int64_t M : {5, 8}) run_case({f, M, 520, 3072, DType::kBF16, DType::kBF16, M == 5});
-    for (int64_t M : {13, 16}) run_case({f, M, 4096, 2048, DType::kBF16, DType::kBF16, M == 13});
+    // N = 8200 (513 tiles, 129 CTAs, the last with one): the whole K = 4096 (8 slices) per CTA.
+    for (int64_t M : {5, 8}) run_case({f, M, 8200, 4096, DType::kBF16, DType::kBF16, M == 5});
+    for (int64_t M : {13, 16, 27})
+      run_case({f, M, 4096, 2048, DType::kBF16, DType::kBF16, M == 13});
   }
   ScopedEnv eh("B12X_GEMM_DECODE_HALF", "0");
   EXPECT_FALSE(bf16_plan(LinearFormat::kNvfp4W4A16, 16, 14336, 4096).decode_half);
