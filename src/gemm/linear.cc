@@ -81,8 +81,12 @@ constexpr int64_t kDecodeMaxM = 32;
 /// 6's 128-token CTAs with a cluster split of at most 2: NVFP4 W4A16 63.8 / 64.6 / 192.6 / 63.7 /
 /// 100.9 -> 21.4 / 51.0 / 45.8 / 28.4 / 20.2, FP8 per-tensor 40.3 / 70.3 / 120.9 / 40.3 / 64.0
 /// -> 17.4 / 43.8 / 36.6 / 23.1 / 16.0, Q8_0 50.1 / 91.0 / 157.3 / 50.8 / 82.3 -> 22.3 / 63.4 /
-/// 54.3 / 30.6 / 19.5. 64-token CTAs up to kTiledTok64MaxM tokens.
+/// 54.3 / 30.6 / 19.5. 64-token CTAs up to kTiledTok64MaxM tokens; for the FP4 fold formats up
+/// to kTiledTok64MaxMFp4 (round 26, M = 128, 128 -> 64 tokens: NVFP4 W4A16 29.4 / 38.7 / 27.3 ->
+/// 27.1 / 38.3 / 24.6 us at 4096x4096 / 6144x4096 / 2048x7168; Q8_0 32.4 / 55.9 / 28.9 -> 36.1
+/// / 63.2 / 30.1).
 constexpr int64_t kTiledTok64MaxM = 64;
+constexpr int64_t kTiledTok64MaxMFp4 = 128;
 /// BF16-operand formats (NVFP4, MXFP4 with BF16 MMAs, MXFP8) up to kMidMMaxM tokens take the
 /// split mma.sync kernel instead of wgmma where wgmma's 128 x 128 tiles give fewer than
 /// kMidMWgmmaFill / 10 x SMs CTAs (round 25, M = 256, wgmma -> split mma.sync, us: NVFP4 W4A16
@@ -251,7 +255,8 @@ Plan plan(const Caps& caps) {
     // The mma.sync tiled kernel's 64-token variant up to kTiledTok64MaxM tokens (capacity, or the
     // expected M); B12X_GEMM_TILED_TOK=64|128 overrides.
     const int64_t m_tok = caps.expected_m > 0 ? caps.expected_m : M;
-    p.tiled_tok = midm && m_tok <= kTiledTok64MaxM ? 64 : 128;
+    const bool fold_fp4 = (wf == WFmt::kNvfp4 || wf == WFmt::kMxfp4) && !fp16;
+    p.tiled_tok = midm && m_tok <= (fold_fp4 ? kTiledTok64MaxMFp4 : kTiledTok64MaxM) ? 64 : 128;
     if (const char* e = std::getenv("B12X_GEMM_TILED_TOK"); e != nullptr)
       p.tiled_tok = std::atoi(e) == 64 ? 64 : 128;
     if (p.tiled_tok == 64) lin::prepare_linear_tiled(wf, fp16, 64);
@@ -350,10 +355,10 @@ Plan plan(const Caps& caps) {
   }
   // mma.sync tiled kernel: K split over grid.z so that the grid fills the GPU at mid M (the
   // default: the largest split that keeps the grid within one wave of CTAs and >= 4 stages per
-  // CTA, from the capacity or expected M; fp32 partials + the reduce kernel, in split order).
-  // B12X_GEMM_TILED_SPLITK=0 takes run's cluster split of at most 2 instead, =<n> forces n;
-  // B12X_GEMM_TILED_SPLITK_MODE=cluster reduces a split that fits one co-resident cluster
-  // (power of two <= 8) through DSMEM instead of the partials.
+  // CTA, from the capacity or expected M; fp32 partials + the reduce kernel, in split order, or
+  // for a split of 2 one cluster). B12X_GEMM_TILED_SPLITK=0 takes run's cluster split of at most
+  // 2 instead, =<n> forces n; B12X_GEMM_TILED_SPLITK_MODE=cluster reduces any split that fits
+  // one co-resident cluster (power of two <= 8) through DSMEM, =reduce none.
   if (p.regime != Regime::kDecode && p.tiled_wgmma == 0) {
     const char* se_env = std::getenv("B12X_GEMM_TILED_SPLITK");
     const char* sm = std::getenv("B12X_GEMM_TILED_SPLITK_MODE");
@@ -366,8 +371,8 @@ Plan plan(const Caps& caps) {
       const int64_t stages = geo.KP / 64;
       const int64_t per_sm =
           std::max(1, lin::tiled_max_active_clusters(caps.device, wf, fp16, 1, tok));
-      const bool want_reduce = !(sm != nullptr && std::string(sm) == "cluster");
-      const bool cluster_ok = dev.cc_major >= 9 && !want_reduce;
+      const std::string mode = sm != nullptr ? sm : "";
+      const bool cluster_ok = dev.cc_major >= 9 && mode != "reduce";
       auto cluster_fits = [&](int64_t s) {
         return cluster_ok && s <= 8 && (s & (s - 1)) == 0 &&
                tiles <=
@@ -377,7 +382,7 @@ Plan plan(const Caps& caps) {
       if (std::string(se) == "auto") {
         const int64_t cap = std::max<int64_t>(1, per_sm * dev.sm_count / tiles);
         split = std::max<int64_t>(1, std::min(cap, stages / 4));
-        if (!want_reduce && split > 1 && split <= 8) {
+        if (mode == "cluster" && split > 1 && split <= 8) {
           int64_t c = 1;
           while (c * 2 <= split && cluster_fits(c * 2)) c *= 2;
           if (c * 2 > split || c == 8) split = c;  // a power-of-two cluster covers the split
@@ -386,7 +391,11 @@ Plan plan(const Caps& caps) {
         split = std::max<int64_t>(1, std::min<int64_t>(std::atoll(se), stages));
       }
       p.tiled_split = static_cast<int>(std::min<int64_t>(split, 65535));
-      p.tiled_split_reduce = p.tiled_split > 1 && !cluster_fits(p.tiled_split);
+      // A split of 2 as a cluster where it fits (rank 0 adds the other's accumulators over DSMEM;
+      // round 26, against partials: Q8_0 M = 256 4096x4096 58.2 -> 53.7 us, M = 128 6144x4096
+      // 55.9 -> 52.9), larger ones as partials unless the mode asks for clusters.
+      p.tiled_split_reduce = p.tiled_split > 1 && !(cluster_fits(p.tiled_split) &&
+                                                    (p.tiled_split == 2 || mode == "cluster"));
     }
   }
   // Split-K (weight-streaming regime only).
@@ -926,7 +935,7 @@ void run(const Binding& b, Stream stream) {
       p.partial = plan.tiled_split_reduce ? reinterpret_cast<float*>(b.scratch + plan.off_partial)
                                           : nullptr;
       lin::launch_linear_tiled(im.wfmt, fp16, p, stream, plan.tiled_tok);
-      if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);
+      if (p.partial != nullptr) lin::launch_linear_tiled_reduce(p, stream);
       return;
     }
     const int64_t stages = geo.KP / 64;

@@ -52,6 +52,9 @@ void prepare_linear_tiled(WFmt f, bool fp16, int tok = 128);
 /// run for it there; split 1: CTAs per SM); a host table lookup, no CUDA call.
 int tiled_max_active_clusters(int device, WFmt f, bool fp16, int split, int tok = 128);
 void launch_linear_tiled(WFmt f, bool fp16, const LinearParams& p, Stream stream, int tok = 128);
+/// The epilogue of a tiled split over plain CTAs (p.partial): adds the partials in split order
+/// (with PDL where p.pdl: it waits for the tiled kernel before reading them).
+void launch_linear_tiled_reduce(const LinearParams& p, Stream stream);
 /// SM90 wgmma tiled kernel (compute capability 9.0 only): 128 weight rows x `tok` (128) tokens
 /// per CTA, grid = (ceil(NP/128), ceil(M/tok)), or 1-D in raster bands (`raster`, below); NVFP4,
 /// BF16 MXFP4 and MXFP8 (the fold formats), per-tensor and block FP8. x must allow 16-byte
