@@ -41,7 +41,7 @@ void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stre
 /// A split without a cluster (p.cluster_split == 1) writes fp32 partials to p.partial for
 /// launch_linear_reduce.
 bool tiled_kernel_available(WFmt f, bool fp16);
-/// Weight rows per CTA of the tiled kernel (128 or 256; 128 tokens per CTA for every format).
+/// Weight rows per CTA of the tiled kernel with `tok` tokens per CTA (128 or 256; 256 at 64).
 int tiled_block_n(WFmt f, bool fp16, int tok = 128);
 /// B12X_GEMM_TILED_SPLIT=<n> (probe): forced cluster split of the tiled kernel, 0 when unset.
 int tiled_split_override();
