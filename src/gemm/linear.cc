@@ -123,12 +123,13 @@ constexpr int kWgmmaF8Var = 6;
 /// activation quantizer): 610 / 668 / 735 / 637 / 639 -> 662 / 733 / 807 / 695 / 683 TFLOP/s
 /// (0.44-0.49x cuBLASLt FP8), M = 256 +7-12%; its tests, memcheck and racecheck passed there.
 /// B12X_GEMM_WGMMA_VAR=6 restores 6.
-/// 11 (session 7, under test in round 27: kept only if it beats 8 there) = tokens on the wgmma M
-/// side (2 combined scales per thread and stage instead of 32 shared-memory loads), the producer
-/// storing the weights in the 128-byte swizzle; 9 / 10 (non-swizzled weights, activations by
-/// descriptor / ldmatrix) measured slower than 8 in rounds 25 / 26 (4096x4096 M = 2048: 125.4 /
-/// 129.0 against 101.7 us). B12X_GEMM_WGMMA_VAR=8 restores 8.
-constexpr int kWgmmaF8BlockVar = 11;
+/// Session 7 probes with the tokens on the wgmma M side (2 combined scales per thread and stage
+/// instead of 32 shared-memory loads; the producer re-lays the weights through registers), all
+/// correct and slower than 8 (M = 2048, 4096x4096 / 2048x7168, us against 8 in the same run):
+/// 9 (non-swizzled weights, activations by descriptor) 125.4 / 114.0 vs 101.3 / 85.6 (round 25),
+/// 10 (activations by ldmatrix) 129.0 / 118.8 vs 101.7 / 85.9 (round 26), 11 (weights swizzled)
+/// 129.7 / 120.2 and 12 (11 loaded three steps ahead) 127.0 / 118.2 vs 101.3 / 86.3 (round 27).
+constexpr int kWgmmaF8BlockVar = 8;
 /// wgmma kernel CTA order (Plan::tiled_wgmma_raster): FP8 in raster bands sized to L2 (1): round
 /// 17 (warp-specialized FP8, M = 2048) per-tensor 14336x4096 829 -> 921 TFLOP/s (its 58 MB of
 /// weights exceed L2: each band reads them about once instead of once per token tile), other
