@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -554,6 +555,18 @@ Case fp4_variant_case(const Fp4Variant& v, int64_t E, int64_t H, int64_t I, int6
 
 const Fp4Variant kNvfp4Silu{QuantMode::kNvfp4, SourceFormat::kModeloptNvfp4, DType::kBF16,
                             Activation::kSilu};
+/// Runs each case against the CPU reference, traced by its name.
+void run_cases(std::initializer_list<Case> cases) {
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name());
+    run_case(c);
+  }
+}
+
+const Fp4Variant kMxSitu{QuantMode::kW4A8Mx, SourceFormat::kFp4E8M0K32, DType::kBF16,
+                         Activation::kSitu};
+const Fp4Variant kMxfp4Relu2{QuantMode::kMxfp4, SourceFormat::kFp4E8M0K32, DType::kBF16,
+                             Activation::kRelu2};
 
 TEST(MoeGpu, LongKBothRegimesEveryFp4Variant) {
   B12X_REQUIRE_GPU();
@@ -596,11 +609,8 @@ TEST(MoeGpu, DecodeStreamWideGrids) {
   // I = 512 and 16 routes the 12-warp FC1 has the shorter chain and walks 2 tiles per CTA.
   const Fp4Variant a16{QuantMode::kW4A16, SourceFormat::kModeloptNvfp4, DType::kFP16,
                        Activation::kSitu};
-  for (const Case& c : {fp4_variant_case(kNvfp4Silu, 16, 7168, 512, 2, 8, 1),
-                        fp4_variant_case(a16, 8, 7168, 64, 5, 4, 1)}) {
-    SCOPED_TRACE(c.name());
-    run_case(c);
-  }
+  run_cases({fp4_variant_case(kNvfp4Silu, 16, 7168, 512, 2, 8, 1),
+             fp4_variant_case(a16, 8, 7168, 64, 5, 4, 1)});
 }
 
 TEST(MoeGpu, DecodeStreamWideRouting) {
@@ -610,42 +620,32 @@ TEST(MoeGpu, DecodeStreamWideRouting) {
   // (8- and 4-warp FC2), the balanced FC1 (nvfp4 at H = 2304: 18 sub-chunks, one warp group), two
   // FC1 row warps (w4a8_mx) and two warp groups (w4a16 at H = 1024), E above the thread count.
   const Fp4Variant& nv = kNvfp4Silu;
-  const Fp4Variant mx{QuantMode::kW4A8Mx, SourceFormat::kFp4E8M0K32, DType::kBF16,
-                      Activation::kSitu};
+  const Fp4Variant& mx = kMxSitu;
   const Fp4Variant a16{QuantMode::kW4A16, SourceFormat::kFp4E8M0K32, DType::kFP16,
                        Activation::kRelu2};
   const Fp4Variant a16n{QuantMode::kW4A16, SourceFormat::kModeloptNvfp4, DType::kBF16,
                         Activation::kSilu};
-  const Fp4Variant m4{QuantMode::kMxfp4, SourceFormat::kFp4E8M0K32, DType::kBF16,
-                      Activation::kRelu2};
-  for (const Case& c :
-       {fp4_variant_case(nv, 16, 2304, 256, 40, 8, 1), fp4_variant_case(mx, 64, 512, 256, 20, 8, 1),
-        fp4_variant_case(a16, 8, 256, 128, 64, 8, 1),
-        fp4_variant_case(a16n, 32, 1024, 256, 48, 6, 1),
-        fp4_variant_case(m4, 600, 256, 64, 128, 4, 1),
-        fp4_variant_case(nv, 256, 256, 128, 128, 8, 1)}) {
-    SCOPED_TRACE(c.name());
-    run_case(c);
-  }
+  const Fp4Variant& m4 = kMxfp4Relu2;
+  run_cases({fp4_variant_case(nv, 16, 2304, 256, 40, 8, 1),
+             fp4_variant_case(mx, 64, 512, 256, 20, 8, 1),
+             fp4_variant_case(a16, 8, 256, 128, 64, 8, 1),
+             fp4_variant_case(a16n, 32, 1024, 256, 48, 6, 1),
+             fp4_variant_case(m4, 600, 256, 64, 128, 4, 1),
+             fp4_variant_case(nv, 256, 256, 128, 128, 8, 1)});
 }
 
 TEST(MoeGpu, GroupedSmallTiles) {
   B12X_REQUIRE_GPU();
   // Grouped plans with <= 16 routes per expert take 16-slot FP4 tiles (grouped_tile_tokens):
   // experts with more routes than a tile (several tiles), empty experts, every operand path.
-  const Fp4Variant mx{QuantMode::kW4A8Mx, SourceFormat::kFp4E8M0K32, DType::kBF16,
-                      Activation::kSitu};
+  const Fp4Variant& mx = kMxSitu;
   const Fp4Variant a16{QuantMode::kW4A16, SourceFormat::kModeloptNvfp4, DType::kFP16,
                        Activation::kSilu};
-  const Fp4Variant m4{QuantMode::kMxfp4, SourceFormat::kFp4E8M0K32, DType::kBF16,
-                      Activation::kRelu2};
-  for (const Case& c :
-       {fp4_variant_case(kNvfp4Silu, 32, 512, 256, 96, 4, 0),
-        fp4_variant_case(mx, 16, 512, 128, 40, 6, 0), fp4_variant_case(a16, 24, 256, 192, 60, 4, 0),
-        fp4_variant_case(m4, 40, 256, 64, 150, 4, 0)}) {
-    SCOPED_TRACE(c.name());
-    run_case(c);
-  }
+  const Fp4Variant& m4 = kMxfp4Relu2;
+  run_cases({fp4_variant_case(kNvfp4Silu, 32, 512, 256, 96, 4, 0),
+             fp4_variant_case(mx, 16, 512, 128, 40, 6, 0),
+             fp4_variant_case(a16, 24, 256, 192, 60, 4, 0),
+             fp4_variant_case(m4, 40, 256, 64, 150, 4, 0)});
 }
 
 TEST(MoeGpu, E2m1RoundMatchesTheGenericEncoder) {
