@@ -185,9 +185,13 @@ struct Plan {
   /// warps per tile (decode_warp_split) it takes at M = 2..8.
   bool decode_pipe = false;
   /// Decode regime, one warp per tile otherwise: CTAs of 8 warps, two per tile on the halves of
-  /// each K slice, sharing one activation staging (FP4 weights with BF16 MMAs;
-  /// B12X_GEMM_DECODE_HALF=1, probe).
+  /// each K slice, sharing one activation staging (FP4 weights with BF16 MMAs; by rule for NVFP4,
+  /// B12X_GEMM_DECODE_HALF=0|1 overrides).
   bool decode_half = false;
+  /// decode_half with one staging buffer: the buffer takes what SM12x's 99 KB leave beside the
+  /// halves' ring instead of one slice (B12X_GEMM_DECODE_HALF_STAGE=big, probe; decided here so
+  /// that run reads no environment).
+  bool decode_half_stage_big = false;
   /// The split is one thread-block cluster reduced through distributed shared memory (SM90+,
   /// split <= 8); otherwise partials go to scratch and a second kernel reduces them.
   bool split_cluster = false;

@@ -531,6 +531,8 @@ Plan plan(const Caps& caps) {
       p.decode_half = e != nullptr ? e[0] == '1' : rule;
       const char* pe = std::getenv("B12X_GEMM_DECODE_PIPE");
       if (p.decode_half && nt == 2 && pe == nullptr) p.decode_pipe = true;
+      const char* se = std::getenv("B12X_GEMM_DECODE_HALF_STAGE");
+      p.decode_half_stage_big = p.decode_half && se != nullptr && std::string(se) == "big";
     }
   }
   // Probe override (tools/gemm-probe.sh): B12X_GEMM_SPLIT=<n> forces the decode split count.
@@ -992,13 +994,11 @@ void run(const Binding& b, Stream stream) {
     if (p.stage_slices % ws != 0) p.stage_slices = static_cast<int>(pipe_slices);
   } else if (ws > 1 && p.stage_slices < p.slices_per_cta) {
     p.decode_ws = 1;  // K parts need the whole range staged without the pipelined staging
-  } else if (p.decode_half) {
-    // B12X_GEMM_DECODE_HALF_STAGE=big (probe): the halves' one staging buffer takes what SM12x's
+  } else if (p.decode_half && plan.decode_half_stage_big) {
+    // Probe (Plan::decode_half_stage_big): the halves' one staging buffer takes what SM12x's
     // 99 KB leave beside their FP4 ring (3 slices of 16 rows instead of 1).
-    const char* e = std::getenv("B12X_GEMM_DECODE_HALF_STAGE");
-    if (e != nullptr && std::string(e) == "big")
-      p.stage_slices = static_cast<int>(std::min<int64_t>(
-          p.slices_per_cta, stage_fit_slices(im.wfmt, p.stage_rows, lin::kDecodeHalfStageBudget)));
+    p.stage_slices = static_cast<int>(std::min<int64_t>(
+        p.slices_per_cta, stage_fit_slices(im.wfmt, p.stage_rows, lin::kDecodeHalfStageBudget)));
   }
   p.partial = (p.split > 1 && !plan.split_cluster)
                   ? reinterpret_cast<float*>(b.scratch + plan.off_partial)
