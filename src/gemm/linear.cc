@@ -579,12 +579,15 @@ Plan plan(const Caps& caps) {
       off = align_up(off + M * (geo.KP / g) * 4);
     }
   }
-  if (split > 1 && !p.split_cluster) {
+  // fp32 partials [split][M][NP] of a split reduced by a second kernel: the decode split's or the
+  // tiled split's. A plan with a forced regime at M <= kDecodeMaxM decides both, and which one
+  // runs depends on the regime, so the region holds the larger of the two.
+  int64_t partial_splits = 0;
+  if (split > 1 && !p.split_cluster) partial_splits = split;
+  if (p.tiled_split_reduce) partial_splits = std::max<int64_t>(partial_splits, p.tiled_split);
+  if (partial_splits > 0) {
     p.off_partial = off;
-    off = align_up(off + static_cast<int64_t>(split) * M * geo.NP * 4);
-  } else if (p.tiled_split_reduce) {
-    p.off_partial = off;
-    off = align_up(off + static_cast<int64_t>(p.tiled_split) * M * geo.NP * 4);
+    off = align_up(off + partial_splits * M * geo.NP * 4);
   }
   p.scratch_bytes = off;
   if (log_level() >= 3) log_message(3, p.describe());

@@ -827,6 +827,27 @@ TEST(GemmGpu, TiledSplitK) {
     ScopedEnv es2("B12X_GEMM_TILED_SPLITK", "16");
     run_case({LinearFormat::kNvfp4, 50, 264, 1280, DType::kBF16, DType::kBF16, true}, true);
   }
+  {
+    // A forced tiled regime at M <= 32 decides the decode split too, and both reduce through the
+    // one partials region: it must hold the larger split (N = 256, K = 8192, M = 32: a decode
+    // split of 16 over a region once sized for it, and a tiled split of up to 32 writing there).
+    gemm::Caps caps;
+    caps.format = LinearFormat::kNvfp4W4A16;
+    caps.max_tokens = 32;
+    caps.in_features = 8192;
+    caps.out_features = 256;
+    caps.act_dtype = DType::kBF16;
+    caps.out_dtype = DType::kBF16;
+    caps.regime = gemm::Regime::kTiled;
+    const gemm::Plan pl = gemm::plan(caps);
+    const int64_t per_split = int64_t{32} * 256 * 4;
+    if (pl.tiled_split_reduce)
+      EXPECT_GE(pl.scratch_bytes, pl.off_partial + pl.tiled_split * per_split);
+    if (pl.split_k > 1 && !pl.split_cluster)
+      EXPECT_GE(pl.scratch_bytes, pl.off_partial + pl.split_k * per_split);
+    run_case({LinearFormat::kNvfp4W4A16, 32, 256, 8192, DType::kBF16, DType::kBF16, true, false,
+              gemm::Regime::kTiled});
+  }
 }
 
 TEST(GemmGpu, TiledTok64) {
