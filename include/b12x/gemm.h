@@ -192,6 +192,9 @@ struct Plan {
   /// halves' ring instead of one slice (B12X_GEMM_DECODE_HALF_STAGE=big, probe; decided here so
   /// that run reads no environment).
   bool decode_half_stage_big = false;
+  /// Decode regime, M = 1 with 4 warps per tile (FP4 weights, BF16 MMAs): ring stages beyond the
+  /// default (B12X_GEMM_DECODE_DEEP=1|2, probe; run takes them where ring + staging fit).
+  int decode_deep = 0;
   /// The split is one thread-block cluster reduced through distributed shared memory (SM90+,
   /// split <= 8); otherwise partials go to scratch and a second kernel reduces them.
   bool split_cluster = false;

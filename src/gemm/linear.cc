@@ -201,6 +201,7 @@ std::string Plan::describe() const {
          : regime == Regime::kTiled ? "tiled"
                                     : "auto")
      << " split_k=" << split_k << " decode_ws=" << decode_warp_split
+     << (decode_deep ? " decode_deep=" + std::to_string(decode_deep) : std::string())
      << " tiled_split=" << tiled_split << (tiled_split_reduce ? "(reduce)" : "")
      << " tiled_tok=" << tiled_tok << " scratch=" << scratch_bytes << "B]";
   return os.str();
@@ -252,7 +253,7 @@ Plan plan(const Caps& caps) {
   const char* midm_env = std::getenv("B12X_GEMM_MIDM");
   const bool midm = !(midm_env != nullptr && midm_env[0] == '0');
   if (p.regime != Regime::kDecode) {
-    lin::prepare_linear_tiled(wf, fp16);
+    lin::prepare_linear_tiled(caps.device, wf, fp16);
     // The mma.sync tiled kernel's 64-token variant up to kTiledTok64MaxM tokens (capacity, or the
     // expected M); B12X_GEMM_TILED_TOK=64|128 overrides.
     const int64_t m_tok = caps.expected_m > 0 ? caps.expected_m : M;
@@ -260,7 +261,7 @@ Plan plan(const Caps& caps) {
     p.tiled_tok = midm && m_tok <= (fold_fp4 ? kTiledTok64MaxMFp4 : kTiledTok64MaxM) ? 64 : 128;
     if (const char* e = std::getenv("B12X_GEMM_TILED_TOK"); e != nullptr)
       p.tiled_tok = std::atoi(e) == 64 ? 64 : 128;
-    if (p.tiled_tok == 64) lin::prepare_linear_tiled(wf, fp16, 64);
+    if (p.tiled_tok == 64) lin::prepare_linear_tiled(caps.device, wf, fp16, 64);
   }
   // SM90 (exactly 9.0: wgmma and 227 KB of shared memory per block) runs the fold formats on the
   // wgmma kernel from kWgmmaMinM tokens (plan capacity, or the expected M when given);
@@ -405,7 +406,10 @@ Plan plan(const Caps& caps) {
   int split = 1;
   int ws = 1;
   const char* split_env = std::getenv("B12X_GEMM_SPLIT");
-  if (M <= kDecodeMaxM) {
+  // A regime forced to tiled never runs the decode kernel: none of its choices (split_k stays 1,
+  // so the partials region below is the tiled split's alone).
+  const bool decode_plan = M <= kDecodeMaxM && p.regime != Regime::kTiled;
+  if (decode_plan) {
     const int64_t sms = std::max(dev.sm_count, 1);
     const int nt = decode_nt(M);
     const int64_t tok_tiles = (M + 8 * nt - 1) / (8 * nt);
@@ -534,9 +538,15 @@ Plan plan(const Caps& caps) {
       const char* se = std::getenv("B12X_GEMM_DECODE_HALF_STAGE");
       p.decode_half_stage_big = p.decode_half && se != nullptr && std::string(se) == "big";
     }
+    // Deeper rings for the M = 1 warp split (probe, B12X_GEMM_DECODE_DEEP=1|2: 3 / 4 slices per
+    // warp ring, all of a warp's slices in flight at K = 4096; run checks the shared memory).
+    if (const char* e = std::getenv("B12X_GEMM_DECODE_DEEP"); e != nullptr && ws == 4) {
+      const int want = std::atoi(e);
+      if (want > 0 && lin::decode_deep_available(wf, fp16, want)) p.decode_deep = want;
+    }
   }
   // Probe override (tools/gemm-probe.sh): B12X_GEMM_SPLIT=<n> forces the decode split count.
-  if (M <= kDecodeMaxM && split_env != nullptr && std::atoi(split_env) > 0)
+  if (decode_plan && split_env != nullptr && std::atoi(split_env) > 0)
     split = static_cast<int>(std::min<int64_t>(std::atoi(split_env), slices));
   p.split_k = split;
   p.decode_warp_split = ws;
@@ -580,8 +590,8 @@ Plan plan(const Caps& caps) {
     }
   }
   // fp32 partials [split][M][NP] of a split reduced by a second kernel: the decode split's or the
-  // tiled split's. A plan with a forced regime at M <= kDecodeMaxM decides both, and which one
-  // runs depends on the regime, so the region holds the larger of the two.
+  // tiled split's (an auto regime with max_tokens above kDecodeMaxM plans the tiled split only; a
+  // forced tiled regime makes no decode choices), the larger of the two where both exist.
   int64_t partial_splits = 0;
   if (split > 1 && !p.split_cluster) partial_splits = split;
   if (p.tiled_split_reduce) partial_splits = std::max<int64_t>(partial_splits, p.tiled_split);
@@ -608,7 +618,8 @@ Plan plan(const Caps& caps) {
     else
       sig << " decode nt=" << (M > kDecodeMaxM ? 2 : decode_nt(M))
           << (ws > 1 && M <= kDecodeMaxM ? " ws=" + std::to_string(ws) : "")
-          << (p.decode_pipe ? " pipe" : "") << (p.decode_half ? " half" : "") << " split="
+          << (p.decode_pipe ? " pipe" : "") << (p.decode_half ? " half" : "")
+          << (p.decode_deep ? " deep=" + std::to_string(p.decode_deep) : std::string()) << " split="
           << (M > kDecodeMaxM || split == 1 ? "none"
               : p.split_cluster             ? "cluster"
                                             : "reduce");
@@ -941,7 +952,7 @@ void run(const Binding& b, Stream stream) {
       p.partial = plan.tiled_split_reduce ? reinterpret_cast<float*>(b.scratch + plan.off_partial)
                                           : nullptr;
       lin::launch_linear_tiled(im.wfmt, fp16, p, stream, plan.tiled_tok);
-      if (p.partial != nullptr) lin::launch_linear_tiled_reduce(p, stream);
+      if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);
       return;
     }
     const int64_t stages = geo.KP / 64;
@@ -1003,6 +1014,12 @@ void run(const Binding& b, Stream stream) {
     p.stage_slices = static_cast<int>(std::min<int64_t>(
         p.slices_per_cta, stage_fit_slices(im.wfmt, p.stage_rows, lin::kDecodeHalfStageBudget)));
   }
+  // Deeper rings (probe): the K parts' whole range staged at once, within kDecodeDeepBudget.
+  if (plan.decode_deep > 0 && p.decode_ws == 4 && !p.decode_pipe && !p.decode_half &&
+      lin::decode_ring_bytes_deep(im.wfmt, plan.decode_deep) +
+              lin::stage_geom(im.wfmt, p.stage_rows, p.stage_slices).bytes <=
+          lin::kDecodeDeepBudget)
+    p.decode_deep = plan.decode_deep;
   p.partial = (p.split > 1 && !plan.split_cluster)
                   ? reinterpret_cast<float*>(b.scratch + plan.off_partial)
                   : nullptr;

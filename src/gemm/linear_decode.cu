@@ -24,9 +24,18 @@ using DecodeFn = void (*)(const LinearParams);
 /// ws: warps per weight tile (linear_decode_kernel's kWS), 2 and 4 for one token tile only.
 /// pipe: the pipelined two-buffer staging (kPipe), BF16 MMAs and one warp per tile only, formats
 /// whose decode-regime activations carry no group scales. half: the 8-warp kernel over slice
-/// halves (kHalf: FP4 weights with BF16 MMAs, ws = 1).
+/// halves (kHalf: FP4 weights with BF16 MMAs, ws = 1). deep: extra ring stages (kDeep, probe:
+/// FP4 weights with BF16 MMAs, one token tile, 4 warps per tile, one staging buffer).
 template <WFmt F, class T>
-DecodeFn decode_fn(int nt, int ws, bool pipe, bool half) {
+DecodeFn decode_fn(int nt, int ws, bool pipe, bool half, int deep) {
+  if (deep > 0) {
+    if constexpr (std::is_same_v<T, Bf16Tag> && (F == WFmt::kNvfp4 || F == WFmt::kMxfp4)) {
+      if (nt != 1 || ws != 4 || pipe || half) return nullptr;
+      if (deep == 1) return &linear_decode_kernel<F, T, 1, 4, false, false, 1>;
+      if (deep == 2) return &linear_decode_kernel<F, T, 1, 4, false, false, 2>;
+    }
+    return nullptr;
+  }
   if (half) {
     if constexpr (std::is_same_v<T, Bf16Tag> && (F == WFmt::kNvfp4 || F == WFmt::kMxfp4)) {
       if (ws != 1) return nullptr;
@@ -54,29 +63,30 @@ DecodeFn decode_fn(int nt, int ws, bool pipe, bool half) {
   return nt == 1 ? &linear_decode_kernel<F, T, 1> : &linear_decode_kernel<F, T, 2>;
 }
 
-DecodeFn pick_decode(WFmt f, bool fp16, int nt, int ws = 1, bool pipe = false, bool half = false) {
+DecodeFn pick_decode(WFmt f, bool fp16, int nt, int ws = 1, bool pipe = false, bool half = false,
+                     int deep = 0) {
   switch (f) {
     case WFmt::kNvfp4:
-      return fp16 ? decode_fn<WFmt::kNvfp4, Fp16Tag>(nt, ws, pipe, half)
-                  : decode_fn<WFmt::kNvfp4, Bf16Tag>(nt, ws, pipe, half);
+      return fp16 ? decode_fn<WFmt::kNvfp4, Fp16Tag>(nt, ws, pipe, half, deep)
+                  : decode_fn<WFmt::kNvfp4, Bf16Tag>(nt, ws, pipe, half, deep);
     case WFmt::kMxfp4:
-      return fp16 ? decode_fn<WFmt::kMxfp4, Fp16Tag>(nt, ws, pipe, half)
-                  : decode_fn<WFmt::kMxfp4, Bf16Tag>(nt, ws, pipe, half);
+      return fp16 ? decode_fn<WFmt::kMxfp4, Fp16Tag>(nt, ws, pipe, half, deep)
+                  : decode_fn<WFmt::kMxfp4, Bf16Tag>(nt, ws, pipe, half, deep);
     case WFmt::kQ8_0:
-      return fp16 ? decode_fn<WFmt::kQ8_0, Fp16Tag>(nt, ws, pipe, half)
-                  : decode_fn<WFmt::kQ8_0, Bf16Tag>(nt, ws, pipe, half);
+      return fp16 ? decode_fn<WFmt::kQ8_0, Fp16Tag>(nt, ws, pipe, half, deep)
+                  : decode_fn<WFmt::kQ8_0, Bf16Tag>(nt, ws, pipe, half, deep);
     case WFmt::kIq2Xxs:
-      return fp16 ? decode_fn<WFmt::kIq2Xxs, Fp16Tag>(nt, ws, pipe, half)
-                  : decode_fn<WFmt::kIq2Xxs, Bf16Tag>(nt, ws, pipe, half);
+      return fp16 ? decode_fn<WFmt::kIq2Xxs, Fp16Tag>(nt, ws, pipe, half, deep)
+                  : decode_fn<WFmt::kIq2Xxs, Bf16Tag>(nt, ws, pipe, half, deep);
     case WFmt::kIq2Xs:
-      return fp16 ? decode_fn<WFmt::kIq2Xs, Fp16Tag>(nt, ws, pipe, half)
-                  : decode_fn<WFmt::kIq2Xs, Bf16Tag>(nt, ws, pipe, half);
+      return fp16 ? decode_fn<WFmt::kIq2Xs, Fp16Tag>(nt, ws, pipe, half, deep)
+                  : decode_fn<WFmt::kIq2Xs, Bf16Tag>(nt, ws, pipe, half, deep);
     case WFmt::kFp8:
-      return fp16 ? nullptr : decode_fn<WFmt::kFp8, Bf16Tag>(nt, ws, pipe, half);
+      return fp16 ? nullptr : decode_fn<WFmt::kFp8, Bf16Tag>(nt, ws, pipe, half, deep);
     case WFmt::kFp8Mx:
-      return fp16 ? nullptr : decode_fn<WFmt::kFp8Mx, Bf16Tag>(nt, ws, pipe, half);
+      return fp16 ? nullptr : decode_fn<WFmt::kFp8Mx, Bf16Tag>(nt, ws, pipe, half, deep);
     case WFmt::kFp8Block:
-      return fp16 ? nullptr : decode_fn<WFmt::kFp8Block, Bf16Tag>(nt, ws, pipe, half);
+      return fp16 ? nullptr : decode_fn<WFmt::kFp8Block, Bf16Tag>(nt, ws, pipe, half, deep);
   }
   return nullptr;
 }
@@ -93,6 +103,14 @@ bool decode_kernel_available(WFmt f, bool fp16, int nt) {
 
 bool decode_half_available(WFmt f, bool fp16) {
   return pick_decode(f, fp16, 1, 1, false, true) != nullptr;
+}
+
+bool decode_deep_available(WFmt f, bool fp16, int deep) {
+  return pick_decode(f, fp16, 1, 4, false, false, deep) != nullptr;
+}
+
+int64_t decode_ring_bytes_deep(WFmt f, int deep) {
+  return int64_t{4} * (decode_stages(f) + deep) * decode_chunk_bytes(f);
 }
 
 void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stream stream) {
@@ -114,7 +132,9 @@ void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stre
                         (p.act_kind == kActRaw16 || wtraits(f).fp8mma) &&
                         p.stage_slices >= (decode_stages(f) - 1) * ws),
               "decode pipelined staging with ws ", ws, " act ", p.act_kind, " xs ", p.xs_kind);
-  DecodeFn fn = pick_decode(f, fp16, nt, ws, pipe, half);
+  // Deeper rings (probe): the plan takes them only where ring + staging fit kDecodeDeepBudget.
+  const int deep = p.decode_deep;
+  DecodeFn fn = pick_decode(f, fp16, nt, ws, pipe, half, deep);
   B12X_ASSERT(fn != nullptr, "no decode kernel for format ", static_cast<int>(f), " fp16=", fp16);
   B12X_ASSERT(p.stage_rows >= 1 && p.stage_rows <= 8 * nt && p.stage_slices >= 1,
               "decode staging rows=", p.stage_rows, " slices=", p.stage_slices);
@@ -123,7 +143,9 @@ void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stre
                               : half ? kDecodeHalfStageBudget
                                      : kDecodeStageBudget),
               "decode staging needs ", stage_bytes, " B of shared memory");
-  const int64_t smem = decode_ring_bytes(f) + stage_bytes;
+  const int64_t smem = decode_ring_bytes_deep(f, deep) + stage_bytes;
+  B12X_ASSERT(deep == 0 || smem <= kDecodeDeepBudget, "decode deep ring ", deep, " needs ", smem,
+              " B of shared memory");
   {
     // The opt-in above 48 KB is a function attribute (not a stream operation, so legal while a
     // stream captures); set it once per kernel to the whole budget.
@@ -133,8 +155,9 @@ void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stre
     // The halves (FP4 only): their ring plus the larger of their two staging budgets.
     if (opted.insert(fn).second) {
       const int64_t most =
-          half ? decode_ring_bytes(f) + std::max(kDecodeHalfStageBudget, kDecodePipeBudget)
-               : kDecodeRingMax + (pipe ? kDecodePipeBudget : kDecodeStageBudget);
+          deep > 0 ? kDecodeDeepBudget
+          : half   ? decode_ring_bytes(f) + std::max(kDecodeHalfStageBudget, kDecodePipeBudget)
+                   : kDecodeRingMax + (pipe ? kDecodePipeBudget : kDecodeStageBudget);
       B12X_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            static_cast<int>(most)));
     }

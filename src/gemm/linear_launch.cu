@@ -8,9 +8,11 @@
 namespace b12x::gemm::lin {
 
 void launch_linear_reduce(const LinearParams& p, Stream stream) {
-  const int64_t n = p.M * p.N;
+  const int64_t n = p.M * ((p.N + 1) / 2);
   if (n == 0) return;
-  linear_reduce_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, stream>>>(p);
+  B12X_CUDA_CHECK(b12x::detail::launch_ex(linear_reduce_kernel,
+                                          dim3(static_cast<unsigned>((n + 255) / 256)), dim3(256),
+                                          0, stream, p.pdl != 0, dim3(1, 1, 1), p));
   B12X_CUDA_CHECK_LAUNCH();
 }
 

@@ -33,6 +33,12 @@ bool decode_half_available(WFmt f, bool fp16);
 /// The slice halves' one staging buffer (B12X_GEMM_DECODE_HALF_STAGE=big, probe): SM12x's 99 KB
 /// less their FP4 ring (32 KB) and static shared memory (16.5 KB at most).
 inline constexpr int64_t kDecodeHalfStageBudget = 101376 - 17 * 1024 - 4 * 2 * 4096;
+/// Deeper rings (LinearParams::decode_deep, probe: B12X_GEMM_DECODE_DEEP=1|2): `deep` more ring
+/// stages in the M = 1 kernels with 4 warps per tile (FP4 weights, BF16 MMAs); ring + staging
+/// within what SM12x's 99 KB leave beside the static part.
+bool decode_deep_available(WFmt f, bool fp16, int deep);
+int64_t decode_ring_bytes_deep(WFmt f, int deep);
+inline constexpr int64_t kDecodeDeepBudget = 101376 - 15 * 1024;
 /// grid = (ceil(n16/4), split, ceil(M / (8*nt))); p.cluster_split > 1 launches grid.y as one
 /// thread-block cluster. p.stage_rows / p.stage_slices size the activation staging.
 void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stream stream);
@@ -45,16 +51,13 @@ bool tiled_kernel_available(WFmt f, bool fp16);
 int tiled_block_n(WFmt f, bool fp16, int tok = 128);
 /// B12X_GEMM_TILED_SPLIT=<n> (probe): forced cluster split of the tiled kernel, 0 when unset.
 int tiled_split_override();
-/// Host-only setup (dynamic shared memory opt-in, co-resident cluster counts); call before
-/// capture (plan does).
-void prepare_linear_tiled(WFmt f, bool fp16, int tok = 128);
+/// Host-only setup (dynamic shared memory opt-in, co-resident cluster counts) on `device` (the
+/// current device is switched for the queries and restored); call before capture (plan does).
+void prepare_linear_tiled(int device, WFmt f, bool fp16, int tok = 128);
 /// Co-resident clusters of `split` CTAs of the tiled kernel on `device` (0 when prepare did not
 /// run for it there; split 1: CTAs per SM); a host table lookup, no CUDA call.
 int tiled_max_active_clusters(int device, WFmt f, bool fp16, int split, int tok = 128);
 void launch_linear_tiled(WFmt f, bool fp16, const LinearParams& p, Stream stream, int tok = 128);
-/// The epilogue of a tiled split over plain CTAs (p.partial): adds the partials in split order
-/// (with PDL where p.pdl: it waits for the tiled kernel before reading them).
-void launch_linear_tiled_reduce(const LinearParams& p, Stream stream);
 /// SM90 wgmma tiled kernel (compute capability 9.0 only): 128 weight rows x `tok` (128) tokens
 /// per CTA, grid = (ceil(NP/128), ceil(M/tok)), or 1-D in raster bands (`raster`, below); NVFP4,
 /// BF16 MXFP4 and MXFP8 (the fold formats), per-tensor and block FP8. x must allow 16-byte
@@ -68,6 +71,8 @@ void prepare_linear_wgmma(WFmt f, bool fp16, int tok, int var);
 /// a share of L2 (kWgmmaRasterBytes), token tile fastest; n > 1 = bands of n token tiles.
 void launch_linear_wgmma(WFmt f, bool fp16, int tok, int var, int raster, const LinearParams& p,
                          Stream stream);
+/// The epilogue of a K split over plain CTAs (p.partial, the decode or the tiled kernel): adds the
+/// partials in split order (with PDL where p.pdl: it waits for the GEMM before reading them).
 void launch_linear_reduce(const LinearParams& p, Stream stream);
 /// p.pdl: launched with programmatic stream serialization (the kernel waits on its predecessor
 /// and lets the GEMM after it launch at once; every GEMM kernel waits before reading

@@ -126,13 +126,25 @@ ClusterTable& cluster_table() {
 
 }  // namespace
 
-void prepare_linear_tiled(WFmt f, bool fp16, int tok) {
+void prepare_linear_tiled(int device, WFmt f, bool fp16, int tok) {
   const TiledPick k = pick_tiled(f, fp16, tok);
   B12X_ASSERT(k.fn != nullptr, "no tiled kernel for format ", static_cast<int>(f));
+  // The attribute and the occupancy queries apply to the current device: the plan's device for
+  // their duration (the table is keyed by it, and run looks it up by the plan's device).
+  struct DeviceScope {
+    int prev = 0;
+    explicit DeviceScope(int d) {
+      B12X_CUDA_CHECK(cudaGetDevice(&prev));
+      if (d != prev) B12X_CUDA_CHECK(cudaSetDevice(d));
+    }
+    ~DeviceScope() {
+      int cur = 0;
+      if (cudaGetDevice(&cur) == cudaSuccess && cur != prev) cudaSetDevice(prev);
+    }
+  } scope(device);
+  const int dev = device;
   B12X_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(k.fn),
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, k.smem));
-  int dev = 0;
-  B12X_CUDA_CHECK(cudaGetDevice(&dev));
   int major = 0;
   B12X_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
   {
@@ -194,47 +206,6 @@ void launch_linear_tiled(WFmt f, bool fp16, const LinearParams& p, Stream stream
   B12X_CUDA_CHECK(b12x::detail::launch_ex(k.fn, grid, dim3(256) /* TiledCfg::kThreads */,
                                           static_cast<size_t>(k.smem), stream, p.pdl != 0, cluster,
                                           p));
-  B12X_CUDA_CHECK_LAUNCH();
-}
-
-/// out[m][n] = mult * sum_z partial[z][m][n] (+ bias[n]), z in order from 0 (the same sum as
-/// linear_reduce_kernel): the tiled kernel's K split over plain CTAs. Launched with PDL behind
-/// the tiled kernel, whose trigger follows its main loop: the launch overlaps the epilogues and
-/// griddep_wait orders the reads after every partial. Two columns per thread (NP is even).
-__global__ void __launch_bounds__(256) linear_tiled_reduce_kernel(const LinearParams p) {
-  griddep_wait();
-  const int64_t pairs = (p.N + 1) / 2;
-  const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (idx >= p.M * pairs) return;
-  const int64_t m = idx / pairs, n = 2 * (idx % pairs);
-  const float* src = p.partial + m * p.NP + n;
-  const int64_t zstride = p.M * p.NP;
-  float2 s = make_float2(0.f, 0.f);
-  for (int z = 0; z < p.split; ++z) {
-    const float2 v = *reinterpret_cast<const float2*>(src + z * zstride);
-    s.x += v.x;
-    s.y += v.y;
-  }
-  float mult = p.out_mult;
-  if (p.alpha != nullptr) mult *= *p.alpha;
-  const float v[2] = {s.x * mult, s.y * mult};
-#pragma unroll
-  for (int e = 0; e < 2; ++e) {
-    if (n + e >= p.N) break;
-    const float o = p.bias != nullptr ? v[e] + load_out_type(p.bias, n + e, p.out_fp16) : v[e];
-    if (p.out_fp16)
-      store_out<true>(p.out, m * p.ldo + n + e, o);
-    else
-      store_out<false>(p.out, m * p.ldo + n + e, o);
-  }
-}
-
-void launch_linear_tiled_reduce(const LinearParams& p, Stream stream) {
-  const int64_t n = p.M * ((p.N + 1) / 2);
-  if (n == 0) return;
-  B12X_CUDA_CHECK(b12x::detail::launch_ex(linear_tiled_reduce_kernel,
-                                          dim3(static_cast<unsigned>((n + 255) / 256)), dim3(256),
-                                          0, stream, p.pdl != 0, dim3(1, 1, 1), p));
   B12X_CUDA_CHECK_LAUNCH();
 }
 

@@ -783,6 +783,26 @@ TEST(GemmGpu, DecodePipelinedStagingWarpSplit) {
   EXPECT_EQ(plan.decode_warp_split, 4);
 }
 
+TEST(GemmGpu, DecodeDeepRing) {
+  B12X_REQUIRE_GPU();
+  // B12X_GEMM_DECODE_DEEP=1|2 (probe): 3 / 4 ring slices per warp in the M = 1 kernels with 4
+  // warps per tile (FP4 weights, BF16 MMAs). K = 4096 (2 slices per warp: all in flight), 1280
+  // (2.5 slices: warps without a slice, a K tail), 8960 (several refills of the deeper ring) and
+  // 20480 (split over a cluster); K = 14336 with 4 slices does not fit the shared memory (run
+  // keeps the default ring). N = 72: a partial last tile; bias on every other case.
+  for (const char* deep : {"1", "2"}) {
+    ScopedEnv ed("B12X_GEMM_DECODE_DEEP", deep);
+    EXPECT_EQ(bf16_plan(LinearFormat::kNvfp4W4A16, 1, 4096, 4096).decode_deep, std::atoi(deep));
+    EXPECT_EQ(bf16_plan(LinearFormat::kQ8_0, 1, 4096, 4096).decode_deep, 0);
+    EXPECT_EQ(bf16_plan(LinearFormat::kNvfp4W4A16, 2, 4096, 4096).decode_deep, 0);
+    int i = 0;
+    for (int64_t K : {4096, 1280, 8960, 20480, 14336})
+      for (LinearFormat f : kFp4Bf16Formats)
+        run_case({f, 1, 72, K, DType::kBF16, DType::kBF16, (i++ % 2) == 0});
+    run_case({LinearFormat::kNvfp4W4A16, 1, 72, 4096, DType::kFP16, DType::kFP16, true});
+  }
+}
+
 TEST(GemmGpu, TiledSplitK) {
   B12X_REQUIRE_GPU();
   // The mma.sync tiled kernel with K split over grid.z (B12X_GEMM_TILED_SPLITK, the plan's
@@ -828,9 +848,9 @@ TEST(GemmGpu, TiledSplitK) {
     run_case({LinearFormat::kNvfp4, 50, 264, 1280, DType::kBF16, DType::kBF16, true}, true);
   }
   {
-    // A forced tiled regime at M <= 32 decides the decode split too, and both reduce through the
-    // one partials region: it must hold the larger split (N = 256, K = 8192, M = 32: a decode
-    // split of 16 over a region once sized for it, and a tiled split of up to 32 writing there).
+    // A forced tiled regime at M <= 32 makes no decode choices (it once decided a decode split of
+    // 16 and sized the one partials region for it, while the tiled split of up to 32 wrote there):
+    // the region holds the tiled split (N = 256, K = 8192, M = 32).
     gemm::Caps caps;
     caps.format = LinearFormat::kNvfp4W4A16;
     caps.max_tokens = 32;
@@ -841,6 +861,9 @@ TEST(GemmGpu, TiledSplitK) {
     caps.regime = gemm::Regime::kTiled;
     const gemm::Plan pl = gemm::plan(caps);
     const int64_t per_split = int64_t{32} * 256 * 4;
+    EXPECT_EQ(pl.split_k, 1);
+    EXPECT_EQ(pl.decode_warp_split, 1);
+    EXPECT_FALSE(pl.decode_half || pl.decode_pipe);
     if (pl.tiled_split_reduce)
       EXPECT_GE(pl.scratch_bytes, pl.off_partial + pl.tiled_split * per_split);
     if (pl.split_k > 1 && !pl.split_cluster)
@@ -1299,6 +1322,18 @@ TEST(GemmGpuSanitize, DecodePipelinedStaging) {
   ScopedEnv ew("B12X_GEMM_DECODE_PIPE_WS", "4");  // with 4 warps per tile (a cluster of 8)
   for (LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kQ8_0, LinearFormat::kFp8Tensor})
     run_case({f, 4, 40, 20480, DType::kBF16, DType::kBF16, true});
+}
+
+TEST(GemmGpuSanitize, DecodeDeepRing) {
+  B12X_REQUIRE_GPU();
+  // B12X_GEMM_DECODE_DEEP=1|2: deeper rings at M = 1 (4 warps per tile), K = 1280 (warps without
+  // a slice) and 8960 (refills), N = 40 (a partial last tile).
+  for (const char* deep : {"1", "2"}) {
+    ScopedEnv ed("B12X_GEMM_DECODE_DEEP", deep);
+    for (int64_t K : {1280, 8960})
+      for (LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kMxfp4W4A16})
+        run_case({f, 1, 40, K, DType::kBF16, DType::kBF16, true});
+  }
 }
 
 TEST(GemmGpuSanitize, DecodeSliceHalves) {

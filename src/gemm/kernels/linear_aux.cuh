@@ -79,21 +79,37 @@ __global__ void __launch_bounds__(256) act_dequant_kernel(const ActParams p) {
     p.out_scale[m * (p.KP / p.group) + k8 / p.group] = gscale;
 }
 
-/// out[m][n] = mult * sum_s partial[s][m][n] (+ bias[n]).
+/// out[m][n] = mult * sum_z partial[z][m][n] (+ bias[n]), z in order from 0: the epilogue of a
+/// K split over plain CTAs (fp32 partials [split][M][NP]) of the decode and the tiled kernels.
+/// Launched with PDL behind them where the GEMM was (their triggers follow the main loops): the
+/// launch overlaps their epilogues and griddep_wait orders the reads after every partial. Two
+/// columns per thread (NP is even; both kernels write all NP columns of their tiles).
 __global__ void __launch_bounds__(256) linear_reduce_kernel(const LinearParams p) {
+  griddep_wait();
+  const int64_t pairs = (p.N + 1) / 2;
   const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (idx >= p.M * p.N) return;
-  const int64_t m = idx / p.N, n = idx % p.N;
-  float s = 0.f;
-  for (int i = 0; i < p.split; ++i) s += p.partial[(static_cast<int64_t>(i) * p.M + m) * p.NP + n];
+  if (idx >= p.M * pairs) return;
+  const int64_t m = idx / pairs, n = 2 * (idx % pairs);
+  const float* src = p.partial + m * p.NP + n;
+  const int64_t zstride = p.M * p.NP;
+  float2 s = make_float2(0.f, 0.f);
+  for (int z = 0; z < p.split; ++z) {
+    const float2 v = *reinterpret_cast<const float2*>(src + z * zstride);
+    s.x += v.x;
+    s.y += v.y;
+  }
   float mult = p.out_mult;
   if (p.alpha != nullptr) mult *= *p.alpha;
-  float v = s * mult;
-  if (p.bias != nullptr) v += load_out_type(p.bias, n, p.out_fp16);
-  if (p.out_fp16)
-    store_out<true>(p.out, m * p.ldo + n, v);
-  else
-    store_out<false>(p.out, m * p.ldo + n, v);
+  const float v[2] = {s.x * mult, s.y * mult};
+#pragma unroll
+  for (int e = 0; e < 2; ++e) {
+    if (n + e >= p.N) break;
+    const float o = p.bias != nullptr ? v[e] + load_out_type(p.bias, n + e, p.out_fp16) : v[e];
+    if (p.out_fp16)
+      store_out<true>(p.out, m * p.ldo + n + e, o);
+    else
+      store_out<false>(p.out, m * p.ldo + n + e, o);
+  }
 }
 
 }  // namespace b12x::gemm::lin

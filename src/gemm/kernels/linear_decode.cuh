@@ -133,12 +133,18 @@ __device__ __forceinline__ void dec_cp_async_wait() {
 /// twice the warps on the weight stream without a second activation staging (at M = 9..32 the
 /// 16 staged token rows cost as many L2 bytes per CTA as its weights), and the ring's bytes per
 /// CTA unchanged.
-template <WFmt F, class T, int NT, int kWS = 1, bool kPipe = false, bool kHalf = false>
+/// kDeep (probe, FP4 weights at M = 1 with warps per tile, kWS > 1 without kPipe): kDeep more ring
+/// stages per warp. At K = 4096 each of a tile's 4 warps streams 2 slices; with the default ring
+/// the second is requested only after the first has landed (the staging's wait covers the first
+/// slice too), two DRAM round trips per CTA; one more stage requests both before the staging.
+template <WFmt F, class T, int NT, int kWS = 1, bool kPipe = false, bool kHalf = false,
+          int kDeep = 0>
 __global__ void __launch_bounds__(kHalf ? 256 : 128, kHalf ? 2 : 4)
     linear_decode_kernel(const LinearParams p) {
   static_assert(kWS == 1 || kWS == 2 || kWS == 4, "warps per weight tile");
   static_assert(!kHalf || (kWS == 1 && !T::kFp16 && (F == WFmt::kNvfp4 || F == WFmt::kMxfp4)),
                 "slice halves: FP4 weights with BF16 MMAs, one warp per half");
+  static_assert(kDeep == 0 || (kWS > 1 && !kPipe && !kHalf), "deeper rings: warp-split kernels");
   constexpr int kThreads = kHalf ? 256 : 128;
   constexpr int kParts = kHalf ? 2 : kWS;  // warps per tile
   constexpr WTraits kTr = wtraits(F);
@@ -191,12 +197,12 @@ __global__ void __launch_bounds__(kHalf ? 256 : 128, kHalf ? 2 : 4)
   // Dynamic shared memory: the warps' weight rings [4][kStages][kChunk], then the staged
   // activations [rows][pitch] (bf16 halves, or e4m3 bytes for the FP8 formats), then the fp32
   // activation group scales [rows][chunk groups].
-  constexpr int kStages = decode_stages(F);
+  constexpr int kStages = decode_stages(F) + kDeep;
   constexpr int kChunk = decode_chunk_bytes(F);
   constexpr int kChunkW = kHalf ? kChunk / 2 : kChunk;  // a warp's bytes of a slice
   const StageGeom sg = stage_geom(F, p.stage_rows, p.stage_slices);
   uint8_t* const ring = dsm + warp * (kStages * kChunkW);
-  uint8_t* const xs = dsm + decode_ring_bytes(F);
+  uint8_t* const xs = dsm + 4 * kStages * kChunk;  // decode_ring_bytes(F) without kDeep
   float* const xsc = reinterpret_cast<float*>(xs + p.stage_rows * sg.pitch_bytes);
   const int rows = static_cast<int>(min(static_cast<int64_t>(p.stage_rows), p.M - tok0));
   // kPipe: the second staging buffer, and the one the current chunk is read from.
