@@ -118,6 +118,16 @@ struct PagedPlan {
   /// B=1 x 8k 15.0-15.1 vs 15.3-15.5 us, FP8 B=1 12.4 vs 12.7, FP8 B=8 40.8 vs 41.5
   /// (B12X_ATTN_SPREAD_MERGE=2, =1 one copy per range).
   bool spread_shared = true;
+  /// The kernels' divisions by bind-time values (GQA group, KV heads, row tiles per request,
+  /// splits, minimum tiles per split) as a multiply and a shift with constants from bind
+  /// instead of the compiler's I2F / MUFU.RCP chains in the decode prologue
+  /// (B12X_ATTN_FAST_DIV=1|0).
+  bool fast_div = false;
+  /// Decode tiles with every knob above at its default (and no fused merge) run an instance with
+  /// those defaults and the fast divisions compiled in: no measurement variants' code between
+  /// the executed prologue and epilogue blocks, which run once per warp and are fetched cold
+  /// (B12X_ATTN_LEAN=1|0; where no lean instance exists the plan keeps the general one).
+  bool lean = false;
   int64_t partial_rows = 0;  ///< (split, token) rows of partials the scratch holds
   int64_t off_tiles = 0, off_partial_o = 0, off_partial_lse = 0, off_lse = 0;
   /// Decode/verify splits are merged by the main kernel (the last CTA of each row tile and KV

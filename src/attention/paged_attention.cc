@@ -300,6 +300,8 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   if (runs_env != nullptr) plan.page_runs = std::string(runs_env) != "0";
   const char* fr_env = std::getenv("B12X_ATTN_FULL_RING");
   if (fr_env != nullptr) plan.full_ring = std::string(fr_env) != "0";
+  const char* fd_env = std::getenv("B12X_ATTN_FAST_DIV");
+  if (fd_env != nullptr) plan.fast_div = std::string(fd_env) != "0";
 
   const int64_t max_ctx = int64_t(caps.max_page_table_width) * caps.page_size;
   int limit = caps.max_splits > 0 ? caps.max_splits : (caps.mode == Mode::kExtend ? 1 : kMaxSplits);
@@ -328,6 +330,22 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   // trips on one SM) and the memset node cost more than the launch they save.
   const char* fm_env = std::getenv("B12X_ATTN_FUSED_MERGE");
   plan.fused_merge = q_len > 0 && rows > 0 && fm_env != nullptr && std::string(fm_env) == "1";
+  const char* lean_env = std::getenv("B12X_ATTN_LEAN");
+  if (lean_env != nullptr) plan.lean = std::string(lean_env) != "0";
+  // The lean instance compiles in the defaults it replaces: any other setting keeps the general
+  // kernel.
+  plan.lean = plan.lean && decode_tile && k->launch_lean != nullptr && !plan.full_ring &&
+              plan.short_ahead && plan.page_runs && plan.spread_merge && plan.spread_shared &&
+              !plan.fused_merge;
+  if (plan.lean) {
+    plan.kernel += "_lean";
+    int dev_now = 0;
+    B12X_CUDA_CHECK(cudaGetDevice(&dev_now));
+    B12X_CUDA_CHECK(cudaSetDevice(caps.device));
+    B12X_CUDA_CHECK(
+        cudaFuncSetAttribute(k->func_lean, cudaFuncAttributeMaxDynamicSharedMemorySize, k->smem));
+    B12X_CUDA_CHECK(cudaSetDevice(dev_now));
+  }
   // Tickets: at most B * ceil(q_len * group / tile_rows) <= T * group / tile_rows + B row tiles.
   const int64_t max_row_tiles =
       plan.fused_merge
@@ -565,6 +583,16 @@ void run_paged(const PagedBinding& b, Stream stream) {
   p.page_runs = plan.page_runs ? 1 : 0;
   p.spread_merge = plan.spread_merge ? (plan.spread_shared ? 2 : 1) : 0;
   p.split_interleave = plan.split_interleave ? 1 : 0;  // plan_paged: decode tiles only
+  p.fast_div = plan.fast_div ? 1 : 0;
+  int kv_shift = 0;
+  while ((1 << kv_shift) < plan.tile_kv) ++kv_shift;
+  p.tile_kv_shift = kv_shift;  // KV tiles are powers of two (32, 64, 128)
+  p.min_tiles = std::max(1, p.min_chunk / p.tile_kv);
+  p.div_group = detail::make_fast_div(static_cast<uint32_t>(p.group));
+  p.div_kv_heads = detail::make_fast_div(static_cast<uint32_t>(p.num_kv_heads));
+  p.div_tiles_per_req = detail::make_fast_div(static_cast<uint32_t>(p.tiles_per_req));
+  p.div_splits = detail::make_fast_div(static_cast<uint32_t>(p.num_splits));
+  p.div_min_tiles = detail::make_fast_div(static_cast<uint32_t>(p.min_tiles));
   if (b.num_row_tiles <= 0) return;
   auto* s = reinterpret_cast<cudaStream_t>(stream);
   // PDL (SM90+): each kernel may launch while its predecessor drains; all three wait for it
@@ -593,7 +621,7 @@ void run_paged(const PagedBinding& b, Stream stream) {
   const dim3 grid = plan.heads_inner
                         ? dim3(unsigned(int64_t(b.num_row_tiles) * c.num_kv_heads), 1, b.num_splits)
                         : dim3(b.num_row_tiles, c.num_kv_heads, b.num_splits);
-  k->launch(p, grid, s, pdl);
+  (plan.lean ? k->launch_lean : k->launch)(p, grid, s, pdl);
   B12X_CUDA_CHECK_LAUNCH();
   if (b.num_splits > 1 && !fused) {
     const int64_t rows = int64_t(b.total_q) * c.num_q_heads;

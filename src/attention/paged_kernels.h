@@ -36,6 +36,9 @@ struct KernelInfo {
   int smem = 0, threads = 0, tile_rows = 0, tile_kv = 0, stages = 0, warps_n = 0;
   LaunchFn launch = nullptr;
   LaunchFn launch_merge = nullptr;
+  /// The lean instance (decode defaults compiled in; B12X_ATTN_LEAN) where one exists.
+  const void* func_lean = nullptr;
+  LaunchFn launch_lean = nullptr;
   const char* name = "";
 };
 

@@ -5,6 +5,32 @@
 
 namespace b12x::attention::detail {
 
+/// Division by a bind-time divisor d >= 1 as a multiply and a shift: for 0 <= n < 2^31,
+/// n / d == (n * mul) >> shift with l = ceil(log2 d), shift = 31 + l, mul = ceil(2^shift / d)
+/// (mul < 2^32; the error mul * d - 2^shift is below d <= 2^l, so n times it stays below
+/// 2^shift and never reaches the next quotient). Replaces the kernels' I2F / MUFU.RCP division
+/// chains on the decode prologue's critical path (B12X_ATTN_FAST_DIV).
+struct FastDiv {
+  uint32_t mul = 1u << 31;
+  int32_t shift = 31;
+};
+inline FastDiv make_fast_div(uint32_t d) {
+  FastDiv f;
+  if (d == 0) return f;  // unused divisor (e.g. tiles_per_req of extend): n / 1
+  int l = 0;
+  while (l < 31 && (uint64_t{1} << l) < d) ++l;
+  f.shift = 31 + l;
+  f.mul = static_cast<uint32_t>(((uint64_t{1} << f.shift) + d - 1) / d);
+  return f;
+}
+#if defined(__CUDACC__)
+__host__ __device__
+#endif
+    inline int
+    fast_div_apply(int n, FastDiv f) {
+  return static_cast<int>((static_cast<uint64_t>(static_cast<uint32_t>(n)) * f.mul) >> f.shift);
+}
+
 struct PagedParams {
   const void* q;
   const void* k;
@@ -53,10 +79,14 @@ struct PagedParams {
   int32_t full_ring;  // 1: decode tiles fill every ring stage in the prologue (B12X_ATTN_FULL_RING)
   int32_t page_runs;  // 1: live tiles inside one page (or page-aligned in two) advance row
                       // addresses by token strides within a page (B12X_ATTN_PAGE_RUNS)
-  int32_t spread_merge;  // 1: decode warps merge and store their own share of O's columns
-                         // (B12X_ATTN_SPREAD_MERGE)
-  float rescale_slack;   // the running max moves only when a tile's max exceeds it by more
-                         // (base-2 units; 0 = every increase)
+  int32_t spread_merge;   // 1: decode warps merge and store their own share of O's columns
+                          // (B12X_ATTN_SPREAD_MERGE)
+  float rescale_slack;    // the running max moves only when a tile's max exceeds it by more
+                          // (base-2 units; 0 = every increase)
+  int32_t fast_div;       // 1: the divisions below by multiply and shift (B12X_ATTN_FAST_DIV)
+  int32_t tile_kv_shift;  // log2(tile_kv)
+  int32_t min_tiles;      // max(1, min_chunk / tile_kv)
+  FastDiv div_group, div_kv_heads, div_tiles_per_req, div_splits, div_min_tiles;
 };
 
 }  // namespace b12x::attention::detail

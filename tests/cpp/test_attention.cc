@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "attention/paged_params.h"
 #include "b12x/attention.h"
 #include "b12x/reference/attention.h"
 #include "b12x/status.h"
@@ -399,6 +400,38 @@ TEST(AttentionRef, AppendKvBf16AndFp8) {
               return b12x_ref_append_kv(&ck, &cv, &ckc, &cvc, &cs, nullptr, nullptr);
             }).find("slot_mapping[0]=8"),
             std::string::npos);
+}
+
+// The kernels' multiply-and-shift division (B12X_ATTN_FAST_DIV) against n / d for every divisor
+// a bind can pass (groups, heads, tiles per request, splits) and numerators over [0, 2^31).
+TEST(AttentionFastDiv, MatchesDivision) {
+  namespace det = b12x::attention::detail;
+  std::vector<uint32_t> divisors;
+  for (uint32_t d = 0; d <= 1100; ++d) divisors.push_back(d);
+  for (uint32_t d : {4095u, 4096u, 4097u, 65535u, 65537u, 1000003u, (1u << 30) + 1, 2147483647u})
+    divisors.push_back(d);
+  uint64_t x = 88172645463325252ull;  // xorshift
+  for (uint32_t d : divisors) {
+    const det::FastDiv f = det::make_fast_div(d);
+    const int64_t dd = d == 0 ? 1 : d;  // 0: unused divisor, divides by 1
+    auto check = [&](int n) {
+      ASSERT_EQ(det::fast_div_apply(n, f), n / dd) << "n=" << n << " d=" << d;
+    };
+    for (int n = 0; n < 3000; ++n) check(n);
+    for (int k = 1; k <= 3; ++k) {
+      check(INT32_MAX - k + 1);
+      check(static_cast<int>(INT32_MAX / dd * dd) - k + 1 > 0
+                ? static_cast<int>(INT32_MAX / dd * dd) - k + 1
+                : 0);
+    }
+    for (int i = 0; i < 2000; ++i) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      const int n = static_cast<int>(x & 0x7fffffffu);
+      check(n);
+      check(static_cast<int>(n / dd * dd));  // exact multiples
+      if (n / dd * dd > 0) check(static_cast<int>(n / dd * dd - 1));
+    }
+  }
 }
 
 }  // namespace

@@ -1036,6 +1036,140 @@ TEST(AttentionGpuDecode, SplitInterleave) {
   unsetenv("B12X_ATTN_SPLIT_INTERLEAVE");
 }
 
+// B12X_ATTN_FAST_DIV=1: the kernels divide by the GQA group, the KV heads, the row tiles per
+// request, the splits and the minimum tiles per split with bind-time multiply-and-shift
+// constants. Groups 1-16 (powers of two and 3 / 5 / 6 / 7), both grid orders, every KV dtype
+// and head dim, pages 16-256, automatic and forced splits (1 / 2 / 7 / 64: ns == splits and
+// ns < splits), sinks, window, the fused merge, verify (q_len 2 / 3: several row tiles per
+// request) and extend (tile_start).
+TEST(AttentionGpuDecode, FastDiv) {
+  B12X_REQUIRE_GPU();
+  setenv("B12X_ATTN_FAST_DIV", "1", 1);
+  const int groups[] = {1, 4, 8, 16, 3, 5, 6, 7};
+  const int splits[] = {0, 1, 2, 7, 64, 0};
+  for (int i = 0; i < 12; ++i) {
+    Spec s;
+    s.kv = i % 3 == 0 ? DType::kBF16 : (i % 3 == 1 ? DType::kFP8E4M3 : DType::kFP16);
+    s.q = s.kv == DType::kFP16 ? DType::kFP16 : DType::kBF16;
+    const Dims d = kDims[i % 5];
+    s.dqk = d.dqk;
+    s.dv = d.dv;
+    s.hkv = 1 + i % 3;
+    s.hq = s.hkv * groups[i % 8];
+    s.page = 16 << (i % 5);
+    s.prefix = {4000, s.page - 1, 1, 3 * s.page + 5, 1700};
+    s.qlens.assign(s.prefix.size(), 1);
+    s.num_splits = s.max_splits = splits[i % 6];
+    s.window = i % 4 == 3 ? 300 : -1;
+    s.sinks = i % 2 == 1;
+    if (i == 10) setenv("B12X_ATTN_GRID", "tiles", 1);
+    if (i == 11) setenv("B12X_ATTN_FUSED_MERGE", "1", 1);
+    run_case(s, "fast div decode " + std::to_string(i));
+    unsetenv("B12X_ATTN_GRID");
+    unsetenv("B12X_ATTN_FUSED_MERGE");
+  }
+  for (int hkv : {8, 2}) {
+    for (int q_len : {2, 3}) run_case(verify_spec(hkv, q_len), "fast div verify");
+  }
+  Spec v = verify_spec(2, 3);
+  v.hq = 14;  // group 7: 21 rows, two row tiles per request
+  v.kv = DType::kFP8E4M3;
+  v.sinks = true;
+  run_case(v, "fast div verify fp8 group 7");
+  Spec e;
+  e.mode = att::Mode::kExtend;
+  e.hkv = 2;
+  e.hq = 10;
+  e.qlens = {1, 37, 200, 5};
+  e.prefix = {0, 67, 256, 1000};
+  e.window = 90;
+  e.extra_t = 2;
+  run_case(e, "fast div extend");
+  unsetenv("B12X_ATTN_FAST_DIV");
+}
+
+// B12X_ATTN_LEAN=1: the decode defaults' tiles (wide3 at head dims 64 / 128, wide at 256,
+// hcvt3 for FP8 at 128 / 256) run their lean instances (defaults and fast divisions compiled
+// in): every KV dtype, pages 16-256, groups 1-16 (3 / 5 / 6 / 7 too), automatic and forced
+// splits (1 / 2 / 7 / 64), interleaved splits, sinks, window, q rows over 2^-18..2^18 on the
+// fp16-MMA tile, verify; a knob off its default (or the fused merge) keeps the general kernel.
+TEST(AttentionGpuDecode, Lean) {
+  B12X_REQUIRE_GPU();
+  setenv("B12X_ATTN_LEAN", "1", 1);
+  const int groups[] = {4, 1, 8, 16, 3, 5, 6, 7};
+  const int splits[] = {0, 1, 2, 7, 64, 0};
+  const int dims[] = {128, 64, 256};
+  for (int i = 0; i < 15; ++i) {
+    Spec s;
+    s.kv = i % 3 == 0 ? DType::kBF16 : (i % 3 == 1 ? DType::kFP8E4M3 : DType::kFP16);
+    s.q = s.kv == DType::kFP16 ? DType::kFP16 : DType::kBF16;
+    s.dqk = s.dv = dims[(i / 3) % 3];
+    if (s.kv == DType::kFP8E4M3 && s.dqk == 64) s.dqk = s.dv = 128;
+    s.hkv = 1 + i % 2;
+    s.hq = s.hkv * groups[i % 8];
+    s.page = 16 << (i % 5);
+    s.prefix = {4000, s.page - 1, 1, 3 * s.page + 5, 1700};
+    s.qlens.assign(s.prefix.size(), 1);
+    s.num_splits = s.max_splits = splits[i % 6];
+    s.window = i % 4 == 3 ? 300 : -1;
+    s.sinks = i % 2 == 1;
+    s.per_head_scale = i % 3 != 2;
+    if (i == 7) {
+      s.q_exp_spread = 18;
+      s.softmax_scale = 1.f / 16384;
+    }
+    if (i == 8) setenv("B12X_ATTN_SPLIT_INTERLEAVE", "1", 1);
+    if (i == 9) setenv("B12X_ATTN_GRID", "tiles", 1);
+    if (i == 0) {
+      Problem p(s, rng());
+      PLAN_AND_BIND(p);
+      EXPECT_NE(p.plan.kernel.find("_lean"), std::string::npos) << p.plan.kernel;
+    }
+    run_case(s, "lean decode " + std::to_string(i));
+    unsetenv("B12X_ATTN_SPLIT_INTERLEAVE");
+    unsetenv("B12X_ATTN_GRID");
+  }
+  for (int hkv : {8, 2}) run_case(verify_spec(hkv, 2), "lean verify");
+  Spec v = verify_spec(2, 2);
+  v.hq = 14;  // group 7: 14 rows on the decode tile
+  v.kv = DType::kFP8E4M3;
+  v.sinks = true;
+  run_case(v, "lean verify fp8 group 7");
+  for (const char* knob : {"B12X_ATTN_SPREAD_MERGE=1", "B12X_ATTN_FUSED_MERGE=1"}) {
+    const std::string k = knob;
+    const size_t eq = k.find('=');
+    setenv(k.substr(0, eq).c_str(), k.substr(eq + 1).c_str(), 1);
+    Spec s = gqa_decode_spec({4000, 63, 1, 2500}, 7, 7);
+    Problem p(s, rng());
+    PLAN_AND_BIND(p);
+    EXPECT_EQ(p.plan.kernel.find("_lean"), std::string::npos) << knob << " " << p.plan.kernel;
+    run_case(s, std::string("lean with ") + knob);
+    unsetenv(k.substr(0, eq).c_str());
+  }
+  unsetenv("B12X_ATTN_LEAN");
+}
+
+// Small cases for compute-sanitizer with B12X_ATTN_FAST_DIV=1 and B12X_ATTN_LEAN=1 (group 6,
+// splits, both dtypes).
+TEST(AttentionGpuSanitize, DecodeFastDivLean) {
+  B12X_REQUIRE_GPU();
+  for (const char* knob : {"B12X_ATTN_FAST_DIV", "B12X_ATTN_LEAN"})
+    for (DType kv : {DType::kBF16, DType::kFP8E4M3}) {
+      setenv(knob, "1", 1);
+      Spec s;
+      s.kv = kv;
+      s.hq = 12;
+      s.hkv = 2;
+      s.page = 16;
+      s.prefix = {0, 17, 600, 2000};
+      s.qlens.assign(4, 1);
+      s.num_splits = s.max_splits = 3;
+      s.sinks = true;
+      run_case(s, std::string("sanitize decode ") + knob);
+      unsetenv(knob);
+    }
+}
+
 TEST(AttentionGpuBind, RejectsBadInputs) {
   B12X_REQUIRE_GPU();
   Spec s;

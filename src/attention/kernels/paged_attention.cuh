@@ -339,11 +339,23 @@ struct Work {
   int b, tile, q0, qlen, lk;
 };
 
+/// n / d for 0 <= n < 2^31, by multiply and shift with the bind-time constants of d when
+/// kFast (the lean kernels) or p.fast_div (B12X_ATTN_FAST_DIV), else by the compiler's division.
+template <bool kFast = false>
+__device__ __forceinline__ int div_by(const PagedParams& p, int n, int d, FastDiv f) {
+  return kFast || p.fast_div ? fast_div_apply(n, f) : n / d;
+}
+template <bool kFast = false>
+__device__ __forceinline__ int div_group(const PagedParams& p, int n) {
+  return div_by<kFast>(p, n, p.group, p.div_group);
+}
+
 /// Maps a grid x index to (request, row tile). Returns false when the tile has no live rows.
+template <bool kFast = false>
 __device__ __forceinline__ bool find_work(const PagedParams& p, int x, Work& w) {
   int b;
   if (p.tiles_per_req > 0) {
-    b = x / p.tiles_per_req;
+    b = div_by<kFast>(p, x, p.tiles_per_req, p.div_tiles_per_req);
     if (b >= p.batch) return false;
     w.tile = x - b * p.tiles_per_req;
   } else {
@@ -376,10 +388,11 @@ __device__ __forceinline__ bool find_work(const PagedParams& p, int x, Work& w) 
 struct KvRange {
   int lo, hi, chunk, ns, stride;
 };
+template <bool kFast = false>
 __device__ __forceinline__ KvRange kv_range(const PagedParams& p, int tile, int qlen, int lk) {
   const int rows0 = tile * p.tile_rows;
-  const int qi_min = rows0 / p.group;
-  const int qi_max = min(qlen - 1, (rows0 + p.tile_rows - 1) / p.group);
+  const int qi_min = div_group<kFast>(p, rows0);
+  const int qi_max = min(qlen - 1, div_group<kFast>(p, rows0 + p.tile_rows - 1));
   const int off = lk - qlen;
   KvRange r;
   r.hi = max(0, min(lk, qi_max + off + 1));
@@ -390,14 +403,16 @@ __device__ __forceinline__ KvRange kv_range(const PagedParams& p, int tile, int 
   // split count is exactly what the plan asked for: CTAs per SM stay balanced.
   if (p.split_interleave) {
     // at least min_chunk tokens per split, as for contiguous chunks
-    const int tiles = (n + p.tile_kv - 1) / p.tile_kv;
-    const int per = max(1, p.min_chunk / p.tile_kv);
-    r.ns = n > 0 ? min(p.num_splits, (tiles + per - 1) / per) : 1;
+    const bool fast = kFast || p.fast_div;
+    const int tiles =
+        fast ? (n + p.tile_kv - 1) >> p.tile_kv_shift : (n + p.tile_kv - 1) / p.tile_kv;
+    const int per = fast ? p.min_tiles : max(1, p.min_chunk / p.tile_kv);
+    r.ns = n > 0 ? min(p.num_splits, div_by<kFast>(p, tiles + per - 1, per, p.div_min_tiles)) : 1;
     r.chunk = p.tile_kv;
     r.stride = r.ns * p.tile_kv;
     return r;
   }
-  int chunk = (n + p.num_splits - 1) / p.num_splits;
+  int chunk = div_by<kFast>(p, n + p.num_splits - 1, p.num_splits, p.div_splits);
   chunk = max(chunk, p.min_chunk);
   r.chunk = chunk;
   r.ns = n > 0 ? (n + chunk - 1) / chunk : 1;
@@ -491,11 +506,11 @@ __device__ __forceinline__ void merge_row_warp(const PagedParams& p, int tok, in
 /// through L2 (ld.cg: nothing stale stays in L1 for the loads after the wait) and may be stale
 /// (the previous grid may still be writing them): only prefetch addresses depend on them, every
 /// index is bounded like the main path's.
-template <typename Cfg>
+template <typename Cfg, bool kFast>
 __device__ __forceinline__ void prefetch_first_tiles(const PagedParams& p, int tile_x, int kvh,
                                                      int split) {
   if (p.tiles_per_req <= 0) return;
-  const int b = tile_x / p.tiles_per_req;
+  const int b = div_by<kFast>(p, tile_x, p.tiles_per_req, p.div_tiles_per_req);
   if (b >= p.batch) return;
   const int q0 = __ldcg(p.cu_q + b);
   if (q0 < 0 || q0 >= p.total_q) return;
@@ -503,7 +518,7 @@ __device__ __forceinline__ void prefetch_first_tiles(const PagedParams& p, int t
   const int lk = min(__ldcg(p.seqlens + b), p.max_kv);
   const int tile = tile_x - b * p.tiles_per_req;
   if (qlen <= 0 || lk <= 0 || tile * p.tile_rows >= qlen * p.group) return;
-  const KvRange r = kv_range(p, tile, qlen, lk);
+  const KvRange r = kv_range<kFast>(p, tile, qlen, lk);
   if (split >= r.ns) return;
   const int begin = r.lo + split * r.chunk;
   const int step = r.stride > 0 ? r.stride : Cfg::kBN;  // between the split's tiles
@@ -532,7 +547,12 @@ __device__ __forceinline__ void prefetch_first_tiles(const PagedParams& p, int t
 }
 
 // ---------------------------------------------------------------- main kernel ----------------
-template <typename T, typename Cfg>
+/// kLean (B12X_ATTN_LEAN, decode tiles): the knobs take their defaults at compile time (fast
+/// divisions, short ahead, page runs, the shared-copy spread merge; no full ring, no fused
+/// merge), so the executed prologue and epilogue are not interleaved with the measurement
+/// variants' code (each runs once per warp and is fetched cold: Nsight Compute put most of the
+/// BF16 B = 1 epilogue's stall samples on instruction fetch).
+template <typename T, typename Cfg, bool kLean = false>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     paged_attention_kernel(const __grid_constant__ PagedParams p) {
   constexpr int kDqk = Cfg::kDqk, kDv = Cfg::kDv, kBN = Cfg::kBN, kBM = Cfg::kBM;
@@ -555,10 +575,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 
   int tile_x = blockIdx.x, kvh = blockIdx.y;
   if (p.heads_inner) {
-    tile_x = blockIdx.x / p.num_kv_heads;
+    tile_x = div_by<kLean>(p, blockIdx.x, p.num_kv_heads, p.div_kv_heads);
     kvh = blockIdx.x - tile_x * p.num_kv_heads;
   }
-  if (p.prefetch) prefetch_first_tiles<Cfg>(p, tile_x, kvh, blockIdx.z);
+  if (p.prefetch) prefetch_first_tiles<Cfg, kLean>(p, tile_x, kvh, blockIdx.z);
   wait_prior_grid();
   allow_next_grid();
   // Interleaved splits (p.split_interleave) of a range that starts at 0 with every split live
@@ -571,7 +591,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   int pg0[kStages][kIdRegs];
   bool ids_early = false;
   if (Cfg::kDecode && p.split_interleave && p.tiles_per_req > 0) {
-    const int b = tile_x / p.tiles_per_req;
+    const int b = div_by<kLean>(p, tile_x, p.tiles_per_req, p.div_tiles_per_req);
     if (b < p.batch) {
       ids_early = true;
       const int32_t* tab = p.page_table + (int64_t)b * p.pt_stride;
@@ -590,16 +610,20 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     }
   }
   Work w;
-  if (!find_work(p, tile_x, w)) return;
+  if (!find_work<kLean>(p, tile_x, w)) return;
   const int split = blockIdx.z;
-  const KvRange range = kv_range(p, w.tile, w.qlen, w.lk);
+  const KvRange range = kv_range<kLean>(p, w.tile, w.qlen, w.lk);
   if (split >= range.ns) return;
   ids_early = ids_early && range.stride > 0 && range.lo == 0 && range.ns == p.num_splits;
   // Tile it of this split covers [kv_begin + it * kv_step, + kBN) within [.., kv_end).
   const int kv_begin = range.lo + split * range.chunk;
   const int kv_end = range.stride > 0 ? range.hi : min(range.hi, kv_begin + range.chunk);
   const int kv_step = range.stride > 0 ? range.stride : kBN;
-  const int n_tiles = (kv_end - kv_begin + kv_step - 1) / kv_step;  // may be 0 (empty range)
+  // may be 0 (empty range); interleaved: ceil(len / (ns kBN)) = ceil(ceil(len / kBN) / ns)
+  const int n_tiles =
+      (kLean || p.fast_div) && range.stride > 0 && range.ns == p.num_splits && kv_end > kv_begin
+          ? fast_div_apply((kv_end - kv_begin + kBN - 1) / kBN + range.ns - 1, p.div_splits)
+          : (kv_end - kv_begin + kv_step - 1) / kv_step;
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   // Full ring (decode tiles, p.full_ring): the prologue fills every stage, not kStages - 1, and
@@ -609,7 +633,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   // BF16 B = 1 x 8k gained nothing (15.6 vs 15.6-15.8 us) and FP8 lost (14.5 vs 13.1 us: with
   // every tile requested at once the first tile lands later, and the compute of both tiles
   // follows the last byte instead of overlapping it; round 16).
-  const bool full_ring = Cfg::kDecode && p.full_ring != 0;
+  const bool full_ring = Cfg::kDecode && !kLean && p.full_ring != 0;
   const int wm = warp % kWM, wn = warp / kWM;
   const int g = lane >> 2, t4 = lane & 3;
   const int off_diag = w.lk - w.qlen;
@@ -621,7 +645,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   auto load_q_block = [&](int r, int kb, uint32_t(&wv)[8]) {
     const T* q = static_cast<const T*>(p.q);
     const int pr = rows0 + r;
-    const int qi = pr / p.group;
+    const int qi = div_group<kLean>(p, pr);
     uint4 lo = make_uint4(0, 0, 0, 0), hi = make_uint4(0, 0, 0, 0);
     if (qi < w.qlen) {
       const int h = kvh * p.group + (pr - qi * p.group);
@@ -726,7 +750,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     for (int i = tid; i < kBM * kCpr; i += kThreads) {
       const int r = i / kCpr, c = i % kCpr;
       const int pr = rows0 + r;
-      const int qi = pr / p.group;
+      const int qi = div_group<kLean>(p, pr);
       const bool valid = qi < w.qlen;
       const int h = kvh * p.group + (pr - qi * p.group);
       const T* src = valid ? q + (int64_t)(w.q0 + qi) * p.q_st + (int64_t)h * p.q_sh + c * 8 : q;
@@ -744,7 +768,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         const int pr = rows0 + (lane >> 2) + 8 * r;
-        const int qi = pr / p.group;
+        const int qi = div_group<kLean>(p, pr);
         ok[r] = qi < w.qlen;
         const int h = kvh * p.group + (pr - qi * p.group);
         src[r] = reinterpret_cast<const uint32_t*>(
@@ -774,6 +798,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   constexpr int kKvB = Cfg::kKvBytes;
   constexpr int kKc = kDqk * kKvB / 16, kVc = kDv * kKvB / 16;  // 16-byte chunks per row
   static_assert(kBN % 32 == 0, "page ids are fetched 32 tokens per warp register");
+  static_assert((kBN & (kBN - 1)) == 0, "p.tile_kv_shift: KV tiles are powers of two");
   static_assert((kBN * kKc) % kThreads == 0 && (kBN * kVc) % kThreads == 0,
                 "copy loops must be warp-uniform (page ids travel by shuffle)");
   const int32_t* table = p.page_table + (int64_t)w.b * p.pt_stride;
@@ -885,7 +910,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
       // ~6 here).
       constexpr int kPasses = kBN / kRows;
       const int in_page0 = kv0 & page_mask;
-      const bool live = p.page_runs != 0 && kv0 + kBN <= kv_end;
+      const bool live = (kLean || p.page_runs != 0) && kv0 + kBN <= kv_end;
       const bool one_page = live && in_page0 + kBN <= page_mask + 1;
       const bool two_pages = live && kPasses % 2 == 0 && in_page0 == 0 && page_mask + 1 == kBN / 2;
       // Passes [K0, K0 + KN) of the rows of page `page` (tile token k0 * kRows starts them).
@@ -947,7 +972,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   // once the first lands later and the compute of every tile follows the last byte (FP8 B = 1 x 8k:
   // a split's 2 tiles on the 3-stage hcvt3 ring, 14.8 vs 14.1 us on 2-stage hcvt in round 17;
   // the full ring's 14.5 vs 13.1 in round 16).
-  const int ahead = Cfg::kDecode && !full_ring && p.short_ahead
+  const int ahead = Cfg::kDecode && !full_ring && (kLean || p.short_ahead)
                         ? max(1, min(kStages - 1, n_tiles - 1))
                         : kStages - 1;
   // Tiles issued by the prologue: ahead, or with the full ring all kStages (iteration 0 then
@@ -1007,9 +1032,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 #pragma unroll
   for (int mb = 0; mb < kMB; ++mb)
 #pragma unroll
-    for (int r = 0; r < 2; ++r) row_qi[mb][r] = (rows0 + wrow0 + mb * 16 + g + 8 * r) / p.group;
-  const int tile_qi_min = rows0 / p.group;
-  const int tile_qi_max = min(w.qlen - 1, (rows0 + kBM - 1) / p.group);
+    for (int r = 0; r < 2; ++r)
+      row_qi[mb][r] = div_group<kLean>(p, rows0 + wrow0 + mb * 16 + g + 8 * r);
+  const int tile_qi_min = div_group<kLean>(p, rows0);
+  const int tile_qi_max = min(w.qlen - 1, div_group<kLean>(p, rows0 + kBM - 1));
   const uint32_t q_base = smem_u32(sQ) + (wrow0 + (lane & 15)) * kQRow;
   const uint32_t q_lane = swz_in_row(wrow0 + (lane & 15), lane >> 4);
 
@@ -1376,7 +1402,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   constexpr int kSpreadNB = kWN > 1 ? (kDv / 8) / kWN : kDv / 8;
   constexpr bool kSpreadOk =
       kWN > 1 && !Cfg::kVec && (kDv / 8) % kWN == 0 && (!Cfg::kDirectV || kSpreadNB % 4 == 0);
-  const bool spread = kSpreadOk && p.spread_merge != 0;
+  const bool spread = kSpreadOk && (kLean || p.spread_merge != 0);
   // p.spread_merge == 2 (the default; 1: B12X_ATTN_SPREAD_MERGE=1): the warps run one code
   // copy instead of one per n-block range (the epilogue runs once per warp, so each copy is
   // fetched cold; Nsight Compute had 18% of the BF16 B=1 warps' stall samples in the epilogue,
@@ -1384,7 +1410,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   // from shared memory into own[] (runtime offsets, fixed registers) and stores them with a
   // runtime column base. H200 round 26: BF16 B=1 x 8k 15.0-15.1 vs 15.3-15.5 us, FP8 B=1 12.4
   // vs 12.7, FP8 B=8 40.8 vs 41.5, BF16 16/2/256 B=8 42.4 vs 42.8.
-  const bool spread_shared = spread && p.spread_merge == 2;
+  const bool spread_shared = spread && (kLean || p.spread_merge == 2);
   float own[kSpreadOk ? kSpreadNB : 1][4];
   // Runs f.template operator()<lo, hi>() with this warp's n-block range (warp-uniform branch,
   // compile-time bounds so that O stays in registers).
@@ -1495,7 +1521,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
       }
       __syncthreads();
       // Warps wn > 0 are done unless the CTA may merge the splits afterwards (all warps do).
-      if (wn > 0 && !(p.merge_ctr != nullptr && range.ns > 1)) return;
+      if (wn > 0 && !(!kLean && p.merge_ctr != nullptr && range.ns > 1)) return;
 #pragma unroll
       for (int x = 1; x < kWN && wn == 0; ++x) {
         const float* other = sm_o + ((x * kWM + wm) * (kDv / 8) * 4) * 32;
@@ -1519,7 +1545,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         const int pr = rows0 + wrow0 + mb * 16 + g + 8 * r;
-        const int qi = pr / p.group;
+        const int qi = div_group<kLean>(p, pr);
         if (qi >= w.qlen) continue;
         const int h = kvh * p.group + (pr - qi * p.group);
         const int tok = w.q0 + qi;
@@ -1632,7 +1658,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   // Each CTA publishes its partials (fence, then one ticket per CTA); the CTA that draws the
   // last ticket sees every other CTA's partials in L2 (read with ld.global.cg: L1 is not
   // coherent). run() zeroes the tickets before every launch (a memset node in a graph).
-  if (p.merge_ctr != nullptr && range.ns > 1) {  // CTA-uniform
+  if (!kLean && p.merge_ctr != nullptr && range.ns > 1) {  // CTA-uniform
     __shared__ int s_ticket;
     __threadfence();
     __syncthreads();
@@ -1642,7 +1668,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     __threadfence();
     for (int i = warp; i < kBM; i += kThreads / 32) {  // one warp per packed row
       const int pr = rows0 + i;
-      const int qi = pr / p.group;
+      const int qi = div_group<kLean>(p, pr);
       if (qi >= w.qlen) break;  // rows are in token order
       merge_row_warp<T, kDv>(p, w.q0 + qi, kvh * p.group + (pr - qi * p.group), range.ns, lane);
     }

@@ -6,16 +6,18 @@
 
 namespace b12x::attention::detail {
 
-template <typename T, typename Cfg>
+template <typename T, typename Cfg, bool kLean>
 void launch_main(const PagedParams& p, dim3 grid, cudaStream_t s, bool pdl) {
-  launch_kernel(paged_attention_kernel<T, Cfg>, grid, Cfg::kThreads, Cfg::kSmemBytes, s, pdl, p);
+  launch_kernel(paged_attention_kernel<T, Cfg, kLean>, grid, Cfg::kThreads, Cfg::kSmemBytes, s, pdl,
+                p);
 }
 template <typename T, int kDv>
 void launch_merge(const PagedParams& p, dim3 grid, cudaStream_t s, bool pdl) {
   launch_kernel(paged_merge_kernel<T, kDv>, grid, 32 * kMergeWarps, 0, s, pdl, p);
 }
 
-template <typename T, bool kFp8, int kDqk, int kDv, int kKind>
+/// kWithLean: also the lean instance (the decode defaults' tiles).
+template <typename T, bool kFp8, int kDqk, int kDv, int kKind, bool kWithLean = false>
 KernelInfo make_info(const char* name) {
   using Cfg = TileCfg<kDqk, kDv, kKind, kFp8>;
   KernelInfo k;
@@ -31,7 +33,11 @@ KernelInfo make_info(const char* name) {
   k.tile_kv = Cfg::kBN;
   k.stages = Cfg::kStages;
   k.warps_n = Cfg::kWN;
-  k.launch = &launch_main<T, Cfg>;
+  k.launch = &launch_main<T, Cfg, false>;
+  if constexpr (kWithLean) {
+    k.func_lean = reinterpret_cast<const void*>(&paged_attention_kernel<T, Cfg, true>);
+    k.launch_lean = &launch_main<T, Cfg, true>;
+  }
   k.launch_merge = &launch_merge<T, kDv>;
   k.name = name;
   return k;
@@ -49,10 +55,11 @@ void register_kinds(std::vector<KernelInfo>& out, const char* tag) {
     out.push_back(make_info<T, kFp8, kDqk, kDv, 10>(tag));
     if constexpr (!kFp8) out.push_back(make_info<T, kFp8, kDqk, kDv, 12>(tag));
   }
-  out.push_back(make_info<T, kFp8, kDqk, kDv, 1>(tag));
+  // wide: the 16-bit decode default for head dim 256
+  out.push_back(make_info < T, kFp8, kDqk, kDv, 1, !kFp8 && kDqk == 256 && kDv == 256 > (tag));
   out.push_back(make_info<T, kFp8, kDqk, kDv, 2>(tag));
   if constexpr (!kFp8 && (kDqk <= 128 || (kDqk == 256 && kDv == 256)))
-    out.push_back(make_info<T, kFp8, kDqk, kDv, 5>(tag));
+    out.push_back(make_info<T, kFp8, kDqk, kDv, 5, (kDqk <= 128)>(tag));
   if constexpr (kFp8 && (kDqk == 128 || kDqk == 256)) {
     out.push_back(make_info<T, kFp8, kDqk, kDv, 3>(tag));
     out.push_back(make_info<T, kFp8, kDqk, kDv, 4>(tag));
@@ -62,12 +69,12 @@ void register_kinds(std::vector<KernelInfo>& out, const char* tag) {
     out.push_back(make_info<T, kFp8, kDqk, kDv, 8>(tag));
     out.push_back(make_info<T, kFp8, kDqk, kDv, 9>(tag));
     out.push_back(make_info<T, kFp8, kDqk, kDv, 11>(tag));
-    out.push_back(make_info<T, kFp8, kDqk, kDv, 13>(tag));
+    out.push_back(make_info<T, kFp8, kDqk, kDv, 13, true>(tag));
   }
   if constexpr (kFp8 && kDqk == 256 && kDv == 256) {
     out.push_back(make_info<T, kFp8, kDqk, kDv, 8>(tag));
     out.push_back(make_info<T, kFp8, kDqk, kDv, 9>(tag));
-    out.push_back(make_info<T, kFp8, kDqk, kDv, 13>(tag));
+    out.push_back(make_info<T, kFp8, kDqk, kDv, 13, true>(tag));
     out.push_back(make_info<T, kFp8, kDqk, kDv, 14>(tag));
   }
 }
