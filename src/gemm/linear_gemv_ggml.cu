@@ -1,0 +1,87 @@
+// Small-M GGML GEMV instantiations and launcher.
+#include "gemm/linear_gemv_ggml.h"
+
+#include "core/cuda_check.h"
+#include "core/launch.h"
+#include "gemm/kernels/linear_gemv_ggml.cuh"
+#include "gemm/linear_params.h"
+
+namespace b12x::gemm::lin {
+
+namespace {
+
+using GemvFn = void (*)(const LinearParams, int);
+
+static_assert(gemv::smem_bytes<WFmt::kIq2Xs>() + gemv::kWarps * 8 * 32 * 4 <= 101376,
+              "the GGML GEMV must fit SM12x's 99 KB of shared memory per block");
+
+template <WFmt F, class T>
+GemvFn fn_nt(int nt) {
+  return nt == 1 ? &linear_gemv_ggml_kernel<F, T, 1> : &linear_gemv_ggml_kernel<F, T, 2>;
+}
+
+template <class T>
+GemvFn pick(WFmt f, int nt) {
+  switch (f) {
+    case WFmt::kQ8_0:
+      return fn_nt<WFmt::kQ8_0, T>(nt);
+    case WFmt::kIq2Xxs:
+      return fn_nt<WFmt::kIq2Xxs, T>(nt);
+    case WFmt::kIq2Xs:
+      return fn_nt<WFmt::kIq2Xs, T>(nt);
+    default:
+      return nullptr;
+  }
+}
+
+int smem_of(WFmt f) {
+  switch (f) {
+    case WFmt::kIq2Xxs:
+      return gemv::smem_bytes<WFmt::kIq2Xxs>();
+    case WFmt::kIq2Xs:
+      return gemv::smem_bytes<WFmt::kIq2Xs>();
+    default:
+      return 0;
+  }
+}
+
+}  // namespace
+
+bool ggml_gemv_available(WFmt f) {
+  return f == WFmt::kQ8_0 || f == WFmt::kIq2Xxs || f == WFmt::kIq2Xs;
+}
+
+int prepare_ggml_gemv(int device, WFmt f, bool fp16, int nt) {
+  B12X_ASSERT(ggml_gemv_available(f), "no GGML GEMV for format ", static_cast<int>(f));
+  int prev = 0;
+  B12X_CUDA_CHECK(cudaGetDevice(&prev));
+  if (prev != device) B12X_CUDA_CHECK(cudaSetDevice(device));
+  const int smem = smem_of(f);
+  int blocks = 0;
+  for (int n = 1; n <= 2; ++n) {
+    const GemvFn k = fp16 ? pick<Fp16Tag>(f, n) : pick<Bf16Tag>(f, n);
+    B12X_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(k),
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    if (n == nt)
+      B12X_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+          &blocks, reinterpret_cast<const void*>(k), gemv::kThreads, static_cast<size_t>(smem)));
+  }
+  if (prev != device) B12X_CUDA_CHECK(cudaSetDevice(prev));
+  return blocks;
+}
+
+void launch_ggml_gemv(WFmt f, bool fp16, int kw, const LinearParams& p, Stream stream) {
+  const int nt = p.M <= 8 ? 1 : 2;
+  const GemvFn k = fp16 ? pick<Fp16Tag>(f, nt) : pick<Bf16Tag>(f, nt);
+  B12X_ASSERT(k != nullptr, "no GGML GEMV for format ", static_cast<int>(f));
+  B12X_ASSERT(kw == 1 || kw == 2 || kw == 4 || kw == 8, "GGML GEMV: kw=", kw);
+  const int tpc = gemv::kWarps / kw;
+  const dim3 grid(static_cast<unsigned>((p.n16 + tpc - 1) / tpc), static_cast<unsigned>(p.split),
+                  static_cast<unsigned>((p.M + 8 * nt - 1) / (8 * nt)));
+  B12X_CUDA_CHECK(b12x::detail::launch_ex(k, grid, dim3(gemv::kThreads),
+                                          static_cast<size_t>(smem_of(f)), stream, p.pdl != 0,
+                                          dim3(1, 1, 1), p, kw));
+  B12X_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace b12x::gemm::lin

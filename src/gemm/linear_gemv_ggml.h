@@ -1,0 +1,22 @@
+// Host side of the small-M GGML GEMV (kernels/linear_gemv_ggml.cuh): availability, plan-time
+// setup and the launcher.
+#pragma once
+
+#include "b12x/types.h"
+#include "gemm/linear_layout.h"
+
+namespace b12x::gemm::lin {
+
+struct LinearParams;
+
+/// The GGML GEMV exists for the format (IQ2_XXS, IQ2_XS, Q8_0; BF16 or FP16 activations).
+bool ggml_gemv_available(WFmt f);
+/// Host-only (plan time, before capture): the shared-memory opt-in of the format's kernels on
+/// `device`; returns the CTAs per SM of the kernel with `nt` token tiles (occupancy).
+int prepare_ggml_gemv(int device, WFmt f, bool fp16, int nt);
+/// grid = (ceil(n16 / (8 / kw)), p.split, ceil(M / (8 * nt))), nt = 1 for M <= 8, else 2.
+/// kw (1, 2, 4, 8): warps per 16-row tile (K split inside the CTA). p.split > 1 writes fp32
+/// partials to p.partial for launch_linear_reduce. Needs 16-byte aligned activation rows.
+void launch_ggml_gemv(WFmt f, bool fp16, int kw, const LinearParams& p, Stream stream);
+
+}  // namespace b12x::gemm::lin
