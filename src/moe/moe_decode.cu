@@ -299,6 +299,8 @@ void launch_decode_stream(const DecodeArgs& args, bool fp16_operands, Stream str
   }
   static const int q_early = env_knob("B12X_MOE_Q_EARLY", 0);
   a.q_early = q_early == 1 || q_early == 2 ? q_early : 0;
+  static const int kcont = env_knob("B12X_MOE_FC1_KCONT", 0);
+  a.fc1_kcont = kcont == 1 ? 1 : 0;
   B12X_ASSERT(
       a.routes >= 1 && a.routes <= kMaxStreamRoutes && a.num_tokens >= 1 &&
           a.num_tokens <= kMaxStreamTokens && a.num_experts <= kMaxExperts &&

@@ -134,6 +134,9 @@ struct DecodeArgs {
   // [Q]'s trigger (B12X_MOE_Q_EARLY): 0 after its wait, 1 before it, 2 none (FC1 launches when
   // [Q] has finished).
   int q_early = 0;
+  // FC1 warps take contiguous K sub-chunk ranges of a tile (B12X_MOE_FC1_KCONT=1) instead of
+  // the sub-chunks wk, wk + kWK, ...
+  int fc1_kcont = 0;
   int sm_count = 0;  // sizes FC1's tile groups (decode_fc1_tile_groups)
   // Balanced FC1 (decode_fc1_balanced; every mode (A16 unless B12X_MOE_A16_BAL=0), one row
   // warp, one group): CTA (row block x, y) takes the chunk range [N y / Y, (N (y + 1)) / Y) of

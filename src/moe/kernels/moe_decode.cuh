@@ -402,7 +402,7 @@ struct WarpStage {
 /// (tile, sub-chunk) of a warp's next chunk; next() steps without a division.
 struct ChunkCursor {
   int t = 0, k = 0;
-  int n = 0, ka = 0;  // balanced FC1: this warp's sub-chunks in piece t, the piece's first K
+  int n = 0, ka = 0;  // FC1: this warp's sub-chunks in piece t (balanced), its first sub-chunk
   __device__ __forceinline__ void next(int n_k) {
     if (++k == n_k) {
       k = 0;
@@ -687,11 +687,20 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
   auto tile_of = [&](int it) { return rs.tile(tile_index(it)); };
   auto piece_ka = [&](int it) { return kBal && it == 0 ? k_lo : 0; };
   auto piece_kb = [&](int it) { return kBal && it == n_tg - 1 ? k_hi : nk; };
-  const int n_k = wk < nk ? (nk - wk + kWK - 1) / kWK : 0;  // sub-chunks per tile of this warp
-  auto piece_nk = [&](int it) {                             // this warp's sub-chunks of piece it
+  // A warp's sub-chunks of a piece of len sub-chunks: wk, wk + kWK, ... (interleaved), or with
+  // fc1_kcont the contiguous range [len wk / kWK, len (wk + 1) / kWK), so that the 8-byte scale
+  // copies of its consecutive sub-chunks fall into one 32-byte sector per row.
+  const bool kcont = a.fc1_kcont != 0;
+  const int kstride = kcont ? 1 : kWK;
+  auto warp_k0 = [&](int len) { return kcont ? len * wk / kWK : wk; };
+  auto warp_nk = [&](int len) {
+    return kcont ? len * (wk + 1) / kWK - len * wk / kWK
+                 : (len > wk ? (len - wk + kWK - 1) / kWK : 0);
+  };
+  const int n_k = warp_nk(nk);   // sub-chunks per whole tile of this warp
+  auto piece_nk = [&](int it) {  // this warp's sub-chunks of piece it
     if constexpr (!kBal) return n_k;
-    const int len = piece_kb(it) - piece_ka(it);
-    return len > wk ? (len - wk + kWK - 1) / kWK : 0;
+    return warp_nk(piece_kb(it) - piece_ka(it));
   };
   int n_my = n_tg * n_k;
   if constexpr (kBal) {
@@ -702,7 +711,7 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
   auto enter = [&](ChunkCursor& cu) {  // from piece cu.t on, the first with a sub-chunk
     for (; cu.t < n_tg && (cu.n = piece_nk(cu.t)) == 0; ++cu.t) {
     }
-    cu.ka = piece_ka(cu.t);
+    if (cu.t < n_tg) cu.ka = piece_ka(cu.t) + warp_k0(piece_kb(cu.t) - piece_ka(cu.t));
   };
   auto advance = [&](ChunkCursor& cu) {
     if constexpr (!kBal) {
@@ -715,7 +724,10 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
   };
   auto cursor0 = [&] {
     ChunkCursor cu;
-    if constexpr (kBal) enter(cu);
+    if constexpr (kBal)
+      enter(cu);
+    else
+      cu.ka = warp_k0(nk);  // the same first sub-chunk in every tile
     return cu;
   };
   const int64_t r0 = R0 + 32 * wm;
@@ -747,7 +759,7 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
   const uint32_t ring_sa = smem_addr(ring);
   auto issue = [&](int slot, const typename St::Src& sc, const ChunkCursor& cu, bool weights,
                    bool acts) {
-    St::issue(ring_sa + slot * C::kFc1Stage, sc, wstep, cu.ka + wk + kWK * cu.k, kSK, lane, weights,
+    St::issue(ring_sa + slot * C::kFc1Stage, sc, wstep, cu.ka + kstride * cu.k, kSK, lane, weights,
               acts);
   };
   ChunkCursor ni = cursor0();  // the next chunk to load
