@@ -657,73 +657,82 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     wv[0] = lo.x, wv[1] = lo.y, wv[2] = lo.z, wv[3] = lo.w;
     wv[4] = hi.x, wv[5] = hi.y, wv[6] = hi.z, wv[7] = hi.w;
   };
-  if constexpr (Cfg::kF16Mma) {
-    // fp16 MMAs: each Q row is scaled by 2^e (e from its largest |q|, so the row's maximum lands
-    // in [2^14, 2^15)) and converted to fp16, exactly for every element within 2^-28 of the
-    // row's maximum (bf16 has 8 significant bits, fp16 11); any finite bf16 row fits, and the
-    // softmax scale takes the 2^-e back per row (plus 2^8 for hbits' K). Slot order per 16-dim
-    // block matches the K fragments' conversion: hbits pairs dims (4t, 4t+2), (4t+1, 4t+3)
-    // (even dims then odd dims), hcvt pairs (4t, 4t+1), (4t+2, 4t+3) (even words then odd).
-    static_assert(std::is_same_v<T, __nv_bfloat16>, "FP8 KV takes bf16 q");
-    constexpr int kBlocks = kDqk / 16;
-    static_assert((kBM * kBlocks) % kThreads == 0 && 32 % kBlocks == 0,
-                  "a row's blocks are adjacent lanes of one warp (max by shuffle)");
-    for (int i = tid; i < kBM * kBlocks; i += kThreads) {
-      const int r = i / kBlocks, kb = i % kBlocks;
-      uint32_t wv[8];
-      load_q_block(r, kb, wv);
-      float f[16];
-      float mx = 0.f;
+  // Q staging of the fp16-MMA tiles: plain loads (each row's maximum sets its scale). The lean
+  // kernels run it after the prologue's K/V copies are issued, so the copies do not wait for
+  // the Q loads' round trip.
+  auto stage_q_f16 = [&]() {
+    if constexpr (Cfg::kF16Mma) {
+      // fp16 MMAs: each Q row is scaled by 2^e (e from its largest |q|, so the row's maximum lands
+      // in [2^14, 2^15)) and converted to fp16, exactly for every element within 2^-28 of the
+      // row's maximum (bf16 has 8 significant bits, fp16 11); any finite bf16 row fits, and the
+      // softmax scale takes the 2^-e back per row (plus 2^8 for hbits' K). Slot order per 16-dim
+      // block matches the K fragments' conversion: hbits pairs dims (4t, 4t+2), (4t+1, 4t+3)
+      // (even dims then odd dims), hcvt pairs (4t, 4t+1), (4t+2, 4t+3) (even words then odd).
+      static_assert(std::is_same_v<T, __nv_bfloat16>, "FP8 KV takes bf16 q");
+      constexpr int kBlocks = kDqk / 16;
+      static_assert((kBM * kBlocks) % kThreads == 0 && 32 % kBlocks == 0,
+                    "a row's blocks are adjacent lanes of one warp (max by shuffle)");
+      for (int i = tid; i < kBM * kBlocks; i += kThreads) {
+        const int r = i / kBlocks, kb = i % kBlocks;
+        uint32_t wv[8];
+        load_q_block(r, kb, wv);
+        float f[16];
+        float mx = 0.f;
 #pragma unroll
-      for (int k = 0; k < 8; ++k) {
-        f[2 * k] = __uint_as_float(wv[k] << 16);
-        f[2 * k + 1] = __uint_as_float(wv[k] & 0xFFFF0000u);
-        mx = fmaxf(mx, fmaxf(fabsf(f[2 * k]), fabsf(f[2 * k + 1])));
-      }
-#pragma unroll
-      for (int d = 1; d < kBlocks; d <<= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, d));
-      int ex = 0;
-      if (mx > 0.f) {
-        int x;
-        frexpf(mx, &x);        // mx = m * 2^x, m in [0.5, 1)
-        ex = min(15 - x, 64);  // x >= -133 for bf16; 64 bounds the score scale's 2^-e
-      }
-      const float sc = __int_as_float((127 + ex) << 23);  // ex in [-113, 64]
-      uint32_t hv[8];
-#pragma unroll
-      for (int k = 0; k < 8; ++k) {
-        __half2 h2 = __floats2half2_rn(f[2 * k] * sc, f[2 * k + 1] * sc);
-        hv[k] = *reinterpret_cast<uint32_t*>(&h2);
-      }
-      if constexpr (Cfg::kVec) {
-        // dims 16kb..16kb+15 = (a, t) = (kb / 4, kb % 4): words 2b, 2b+1 go to k-step 4a + b,
-        // slot words t (slots 2t, 2t+1) and 4 + t (slots 2t+8, 2t+9)
-        const int a = kb >> 2, t = kb & 3;
-#pragma unroll
-        for (int b = 0; b < 4; ++b) {
-          *reinterpret_cast<uint32_t*>(sQ + swz(r, 2 * (4 * a + b), kQRow) + 4 * t) = hv[2 * b];
-          *reinterpret_cast<uint32_t*>(sQ + swz(r, 2 * (4 * a + b) + 1, kQRow) + 4 * t) =
-              hv[2 * b + 1];
+        for (int k = 0; k < 8; ++k) {
+          f[2 * k] = __uint_as_float(wv[k] << 16);
+          f[2 * k + 1] = __uint_as_float(wv[k] & 0xFFFF0000u);
+          mx = fmaxf(mx, fmaxf(fabsf(f[2 * k]), fabsf(f[2 * k + 1])));
         }
-      } else {
-        uint32_t ev[4], od[4];
 #pragma unroll
-        for (int k = 0; k < 4; ++k) {
-          if constexpr (Cfg::kHwCvt) {
-            ev[k] = hv[2 * k];
-            od[k] = hv[2 * k + 1];
-          } else {
-            ev[k] = __byte_perm(hv[2 * k], hv[2 * k + 1], 0x5410);
-            od[k] = __byte_perm(hv[2 * k], hv[2 * k + 1], 0x7632);
+        for (int d = 1; d < kBlocks; d <<= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, d));
+        int ex = 0;
+        if (mx > 0.f) {
+          int x;
+          frexpf(mx, &x);        // mx = m * 2^x, m in [0.5, 1)
+          ex = min(15 - x, 64);  // x >= -133 for bf16; 64 bounds the score scale's 2^-e
+        }
+        const float sc = __int_as_float((127 + ex) << 23);  // ex in [-113, 64]
+        uint32_t hv[8];
+#pragma unroll
+        for (int k = 0; k < 8; ++k) {
+          __half2 h2 = __floats2half2_rn(f[2 * k] * sc, f[2 * k + 1] * sc);
+          hv[k] = *reinterpret_cast<uint32_t*>(&h2);
+        }
+        if constexpr (Cfg::kVec) {
+          // dims 16kb..16kb+15 = (a, t) = (kb / 4, kb % 4): words 2b, 2b+1 go to k-step 4a + b,
+          // slot words t (slots 2t, 2t+1) and 4 + t (slots 2t+8, 2t+9)
+          const int a = kb >> 2, t = kb & 3;
+#pragma unroll
+          for (int b = 0; b < 4; ++b) {
+            *reinterpret_cast<uint32_t*>(sQ + swz(r, 2 * (4 * a + b), kQRow) + 4 * t) = hv[2 * b];
+            *reinterpret_cast<uint32_t*>(sQ + swz(r, 2 * (4 * a + b) + 1, kQRow) + 4 * t) =
+                hv[2 * b + 1];
           }
+        } else {
+          uint32_t ev[4], od[4];
+#pragma unroll
+          for (int k = 0; k < 4; ++k) {
+            if constexpr (Cfg::kHwCvt) {
+              ev[k] = hv[2 * k];
+              od[k] = hv[2 * k + 1];
+            } else {
+              ev[k] = __byte_perm(hv[2 * k], hv[2 * k + 1], 0x5410);
+              od[k] = __byte_perm(hv[2 * k], hv[2 * k + 1], 0x7632);
+            }
+          }
+          *reinterpret_cast<uint4*>(sQ + swz(r, 2 * kb, kQRow)) =
+              make_uint4(ev[0], ev[1], ev[2], ev[3]);
+          *reinterpret_cast<uint4*>(sQ + swz(r, 2 * kb + 1, kQRow)) =
+              make_uint4(od[0], od[1], od[2], od[3]);
         }
-        *reinterpret_cast<uint4*>(sQ + swz(r, 2 * kb, kQRow)) =
-            make_uint4(ev[0], ev[1], ev[2], ev[3]);
-        *reinterpret_cast<uint4*>(sQ + swz(r, 2 * kb + 1, kQRow)) =
-            make_uint4(od[0], od[1], od[2], od[3]);
+        if (kb == 0) s_qexp[r] = ex;
       }
-      if (kb == 0) s_qexp[r] = ex;
     }
+  };
+  constexpr bool kLateQ = kLean && Cfg::kF16Mma;
+  if constexpr (Cfg::kF16Mma) {
+    if constexpr (!kLateQ) stage_q_f16();
   } else if constexpr (Cfg::kDirectK) {
     // Each 16-dim block is stored as its 8 even dims then its 8 odd dims (16-bit shuffles), so
     // MMA k-slots (2t, 2t+1, 8+2t, 9+2t) hold dims (4t, 4t+2, 4t+1, 4t+3): exactly the pairs
@@ -995,6 +1004,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
       cp_async_commit();
     }
   }
+  if constexpr (kLateQ) stage_q_f16();
   auto ring_page = [&](const int32_t* ids, int j) {
     return static_cast<int>(min(static_cast<uint32_t>(ids[j]), max_page));
   };
