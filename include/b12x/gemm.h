@@ -158,13 +158,16 @@ struct Caps {
 /// once from the device and the environment knobs so that a run only launches:
 /// B12X_QUANT_FP8G128=0 (the generic FP8 1x128 kernel instead of four lanes per group),
 /// B12X_QUANT_MXFP8_FUSED=0 (the MXFP8 pre-pass as two kernels), B12X_QUANT_PDL=0 (no early
-/// programmatic trigger of the FP8 1x128 kernel).
+/// programmatic trigger of the FP8 1x128 kernel), B12X_QUANT_FP8G128_COLS=<n> (block FP8 on the
+/// SM90 wgmma kernel: the quantizer in column order on n SMs (1..32) beside the GEMM, which
+/// polls its per-CTA column flags; probe, 0 = off).
 struct ActQuant {
   int grid_cap = 8;   ///< CTAs of the grid-stride kernels: 8 of 256 threads per SM
   bool sm90 = false;  ///< compute capability exactly 9.0
   bool fp8g128 = true;
   bool mxfp8_fused = true;
   bool pdl = true;
+  int fp8g128_cols = 0;  ///< CTAs of the column-order FP8 1x128 quantizer (0: not used)
 };
 
 struct Plan {
@@ -174,6 +177,8 @@ struct Plan {
   int64_t scratch_bytes = 0;
   // Scratch carve-out (byte offsets, 1024-aligned).
   int64_t off_qvalues = 0, off_qscales = 0, off_act = 0, off_act_scales = 0, off_partial = 0;
+  /// The column-order quantizer's flags (act_quant.fp8g128_cols u32; -1: none in this plan).
+  int64_t off_qflags = -1;
   int split_k = 1;  ///< decode regime split of K
   /// Decode regime: warps per 16-row weight tile (1, 2 or 4), which split the CTA's K range
   /// inside the CTA: at M = 1 (B12X_GEMM_DECODE_WSPLIT=1|2|4 overrides where it applies) and,

@@ -579,6 +579,10 @@ Plan plan(const Caps& caps) {
     off = align_up(off + M * K);
     p.off_qscales = off;
     off = align_up(off + (f == LinearFormat::kFp8Block ? M * (K / 128) * 4 : M * (K / 32)));
+    if (f == LinearFormat::kFp8Block && p.act_quant.fp8g128_cols > 0) {
+      p.off_qflags = off;
+      off = align_up(off + int64_t{4} * p.act_quant.fp8g128_cols);
+    }
   }
   if (p.act_prepass) {
     p.off_act = off;
@@ -806,6 +810,7 @@ void run(const Binding& b, Stream stream) {
     const uint8_t* qscale = static_cast<const uint8_t*>(b.x_scale.data);
     int64_t qscale_ld = 0;
     lin::ActKind kind = lin::ActKind::kFp8;
+    const uint32_t* qflags = nullptr;  // the column-order quantizer's flags (block FP8)
     const bool prepass = plan.act_prepass && (!lin::wtraits(im.wfmt).fp8mma || tiled_f8_fold);
     uint16_t* const act_out = reinterpret_cast<uint16_t*>(b.scratch + plan.off_act);
     bool fused = false;  // the MXFP8 pre-pass done in one kernel (no E4M3 intermediate)
@@ -826,8 +831,22 @@ void run(const Binding& b, Stream stream) {
         } else {
           uint8_t* qv = b.scratch + plan.off_qvalues;
           float* qs = reinterpret_cast<float*>(b.scratch + plan.off_qscales);
-          launch_quantize_fp8_group128(b.x.data, b.x.dtype, M, K, b.x.stride[0], qv, qs,
-                                       plan.act_quant, stream);
+          // B12X_QUANT_FP8G128_COLS (probe): the quantizer in column order beside the block FP8
+          // wgmma kernel (its producer-built-scale variants), which polls the quantizer's flags.
+          uint32_t* qf = plan.off_qflags >= 0
+                             ? reinterpret_cast<uint32_t*>(b.scratch + plan.off_qflags)
+                             : nullptr;
+          const bool cols =
+              qf != nullptr && tiled && plan.tiled_wgmma > 0 && plan.tiled_wgmma_var >= 8 &&
+              plan.tiled_wgmma_var <= 12 &&
+              launch_quantize_fp8_group128_cols(b.x.data, b.x.dtype, M, K, b.x.stride[0], qv, qs,
+                                                qf, plan.act_quant, stream);
+          if (cols) {
+            qflags = qf;
+          } else {
+            launch_quantize_fp8_group128(b.x.data, b.x.dtype, M, K, b.x.stride[0], qv, qs,
+                                         plan.act_quant, stream);
+          }
           qx = qv;
           qld = K;
           qscale = reinterpret_cast<const uint8_t*>(qs);
@@ -904,6 +923,8 @@ void run(const Binding& b, Stream stream) {
           p.xs_kind = lin::kXsF32Rows;
           p.xscale = reinterpret_cast<const float*>(qscale);
           p.xscale_ld = qscale_ld;
+          p.qflags = qflags;
+          p.qflag_ctas = qflags != nullptr ? plan.act_quant.fp8g128_cols : 0;
           break;
         case lin::ActKind::kMxfp8Rows:
           p.act_kind = lin::kActFp8;

@@ -99,6 +99,8 @@ ActQuant act_quant_options(int device) {
   q.fp8g128 = !knob_off("B12X_QUANT_FP8G128");
   q.mxfp8_fused = !knob_off("B12X_QUANT_MXFP8_FUSED");
   q.pdl = !knob_off("B12X_QUANT_PDL");
+  if (const char* e = std::getenv("B12X_QUANT_FP8G128_COLS"))
+    q.fp8g128_cols = std::clamp(std::atoi(e), 0, std::min(32, std::max(1, sms)));
   return q;
 }
 
@@ -137,6 +139,29 @@ void launch_quantize_fp8_group128(const void* x, DType x_dtype, int64_t M, int64
   }
   launch_block<kernels::Fp8Group128Policy>(x, x_dtype, M, K, ldx, values, nullptr, scales, nullptr,
                                            nullptr, q, stream);
+}
+
+bool launch_quantize_fp8_group128_cols(const void* x, DType x_dtype, int64_t M, int64_t K,
+                                       int64_t ldx, uint8_t* values, float* scales, uint32_t* flags,
+                                       const ActQuant& q, Stream stream) {
+  if (q.fp8g128_cols <= 0 || M <= 0 || K % 128 != 0 || !aligned(x, 16) || ldx % 8 != 0 ||
+      !aligned(values, 8))
+    return false;
+  kernels::BlockQuantParams p = block_params(x, M, K, ldx, values);
+  p.scale_f32 = scales;
+  const int ctas = q.fp8g128_cols;
+  // Rows per CTA: a multiple of the 8-row blocks a warp quantizes per group column.
+  const int64_t rows = ((M + ctas - 1) / ctas + 7) / 8 * 8;
+  B12X_ASSERT(rows <= INT32_MAX, "too many rows per quantizer CTA: M=", M);
+  auto s = reinterpret_cast<cudaStream_t>(stream);
+  if (x_dtype == DType::kBF16)
+    kernels::fp8_group128_cols_kernel<true>
+        <<<ctas, kernels::kColsThreads, 0, s>>>(p, flags, static_cast<int>(rows));
+  else
+    kernels::fp8_group128_cols_kernel<false>
+        <<<ctas, kernels::kColsThreads, 0, s>>>(p, flags, static_cast<int>(rows));
+  B12X_CUDA_CHECK_LAUNCH();
+  return true;
 }
 
 bool launch_mxfp8_dequant_bf16(const void* x, DType x_dtype, int64_t M, int64_t K, int64_t ldx,

@@ -48,6 +48,15 @@ void launch_quantize_fp8_group128(const void* x, DType x_dtype, int64_t M, int64
                                   uint8_t* values, float* scales, const ActQuant& q, Stream stream,
                                   bool early_dependents = true);
 
+/// launch_quantize_fp8_group128 (same bits) in column order on q.fp8g128_cols CTAs of one SM
+/// each, for the block FP8 wgmma kernel launched right behind it with PDL, which polls `flags`
+/// (q.fp8g128_cols u32 in device memory, zeroed by the kernel before its trigger; CTA b's flag =
+/// the 128-K columns of its rows finished) instead of waiting for the grid. Returns false
+/// (nothing launched) without q.fp8g128_cols or where the vector kernel cannot take the rows.
+bool launch_quantize_fp8_group128_cols(const void* x, DType x_dtype, int64_t M, int64_t K,
+                                       int64_t ldx, uint8_t* values, float* scales, uint32_t* flags,
+                                       const ActQuant& q, Stream stream);
+
 /// MXFP8 quantization of x followed by its BF16 dequantization (E8M0 folded), in one pass: the
 /// bits of launch_quantize_mxfp8 then lin::act_dequant_kernel (kind kMxfp8Rows, no scale output,
 /// `kperm` as lin::ActParams::kperm) into out [M][KP] (zeros past K), for vector rows (x 16-byte

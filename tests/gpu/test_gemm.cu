@@ -907,6 +907,34 @@ TEST(GemmGpu, TiledTok64) {
   }
 }
 
+/// Block FP8 with the FP8 1x128 quantizer in column order on a few SMs beside the wgmma kernel,
+/// which polls the quantizer CTAs' column flags instead of waiting for its grid
+/// (B12X_QUANT_FP8G128_COLS=n, probe; a no-op off compute capability 9.0): 1, 5, 16 and 32
+/// quantizer CTAs (several rows per CTA, rows not a multiple of 8 per CTA, CTAs without rows);
+/// token / row / K tails, 1-24 token tiles, K up to 4096, FP16 and BF16 activations, variants 8
+/// (default) and 9 (tokens on M, the same producer scale path), caller-quantized activations (no
+/// quantizer: no flags).
+TEST(GemmGpu, TiledWgmmaFp8BlockQuantCols) {
+  B12X_REQUIRE_GPU();
+  for (const char* n : {"1", "5", "16", "32"}) {
+    ScopedEnv eq("B12X_QUANT_FP8G128_COLS", n);
+    run_case({LinearFormat::kFp8Block, 1000, 4096, 512, DType::kBF16, DType::kBF16, true});
+    run_case({LinearFormat::kFp8Block, 2048, 512, 4096, DType::kBF16, DType::kBF16, false});
+    ScopedEnv e("B12X_GEMM_WGMMA", "1");
+    run_case({LinearFormat::kFp8Block, 300, 136, 768, DType::kFP16, DType::kFP16, false});
+    run_case({LinearFormat::kFp8Block, 3000, 264, 512, DType::kBF16, DType::kBF16, true});
+    run_case({LinearFormat::kFp8Block, 130, 136, 1024, DType::kBF16, DType::kBF16, true});
+  }
+  ScopedEnv eq("B12X_QUANT_FP8G128_COLS", "16"), e("B12X_GEMM_WGMMA", "1");
+  {
+    ScopedEnv ev("B12X_GEMM_WGMMA_VAR", "9");
+    run_case({LinearFormat::kFp8Block, 300, 264, 1024, DType::kBF16, DType::kBF16, true});
+  }
+  Case cq{LinearFormat::kFp8Block, 300, 264, 1024, DType::kBF16, DType::kBF16, true};
+  cq.caller_quant = true;
+  run_case(cq);
+}
+
 /// Formats the SM90 wgmma tiled kernel runs (NVFP4 W4A4 / W4A16, MXFP4 W4A4 / W4A8 / W4A16 with
 /// BF16 MMAs, MXFP8, per-tensor and block FP8; K must be a multiple of 128 for block FP8); the
 /// others keep the mma.sync tiled kernel under the same override.
@@ -1277,6 +1305,20 @@ TEST(GemmGpuSanitize, Fp8BlockProbes) {
   run_case({LinearFormat::kFp8Block, 136, 136, 2048, DType::kBF16, DType::kBF16, true});
   for (LinearFormat f : {LinearFormat::kMxfp8, LinearFormat::kMxfp4W4A8})
     run_case({f, 136, 136, 512, DType::kBF16, DType::kBF16, true});
+}
+
+/// The column-order FP8 1x128 quantizer beside the block FP8 wgmma kernel
+/// (B12X_QUANT_FP8G128_COLS, probe) for compute-sanitizer: K = 2048 (16 flag columns, every slot
+/// refilled), two token tiles, one and three quantizer CTAs (a CTA without rows at M = 136).
+TEST(GemmGpuSanitize, Fp8BlockQuantCols) {
+  B12X_REQUIRE_GPU();
+  ScopedEnv e("B12X_GEMM_WGMMA", "1");
+  for (const char* n : {"1", "3"}) {
+    ScopedEnv eq("B12X_QUANT_FP8G128_COLS", n);
+    run_case({LinearFormat::kFp8Block, 200, 136, 2048, DType::kBF16, DType::kBF16, true});
+  }
+  ScopedEnv eq("B12X_QUANT_FP8G128_COLS", "32");
+  run_case({LinearFormat::kFp8Block, 136, 136, 2048, DType::kBF16, DType::kBF16, true});
 }
 
 TEST(GemmGpuSanitize, TiledSplitK) {

@@ -424,6 +424,24 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
   } while (done == 0);
 }
 
+/// The column-order quantizer's progress (LinearParams::qflags, one u32 per quantizer CTA: the
+/// 128-K columns of its rows it has finished and released): spins until every flag exceeds kb
+/// and returns the smallest one. Warp-uniform (lane i reads flag i, a min over the warp); each
+/// lane's acquire load orders its later reads of the activations and scales after the
+/// quantizer's stores (cp.async.cg and ld.global.cg read L2, never a stale L1 line).
+__device__ __forceinline__ int qflags_wait(const uint32_t* flags, int nflags, int kb, int lane) {
+  uint32_t v;
+  for (;;) {
+    v = 0xFFFFFFFFu;
+    if (lane < nflags)
+      asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(flags + lane) : "memory");
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = min(v, __shfl_xor_sync(0xFFFFFFFFu, v, o));
+    if (static_cast<int>(v) > kb) return static_cast<int>(v);
+    __nanosleep(128);
+  }
+}
+
 /// 16-byte cp.async copying `bytes` (16 or 0: zero-fill) of the source.
 __device__ __forceinline__ void cp16n(uint32_t saddr, const void* gmem, uint32_t bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(saddr), "l"(gmem), "r"(bytes));
@@ -794,8 +812,16 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
       } else {
         for (int s = 0; s < pro; ++s) load_weights(s, s);
       }
-      griddep_wait();
+      // Block FP8 beside the column-order quantizer: no grid wait, stage kb's activations and
+      // scales are read once the quantizer's flags pass column kb (need).
+      if (p.qflags == nullptr) griddep_wait();
       if constexpr (C::kProdScales || C::kTokM) {
+        const int qcols = static_cast<int>(p.K / C::kBK);
+        int qready = p.qflags == nullptr ? num_k : 0;
+        auto need = [&](int kb) {
+          if (kb >= qready && kb < qcols)
+            qready = wg::qflags_wait(p.qflags, p.qflag_ctas, kb, lane);
+        };
         // Variant 8: this thread's token tid of stage kb, x_scale * w_scale (0 past M / K, where
         // the activations are zero-filled), read with plain loads (x_scale comes from the
         // previous kernel) two producer steps before the step that stores the product into the
@@ -814,7 +840,9 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
           x = 0.f;
           w = 0.f;
           if (C::kProdScales && kb < num_k && m < p.M && static_cast<int64_t>(kb) * C::kBK < p.K) {
-            x = xrow[kb];
+            // Beside the quantizer a CTA reads a scale row's line while later columns are still
+            // being written: L2 only (.cg), so no stale L1 copy serves a later column.
+            x = p.qflags != nullptr ? __ldcg(xrow + kb) : xrow[kb];
             w = __ldg(wrow + kb);
           }
         };
@@ -833,6 +861,7 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
 #pragma unroll
         for (int s = 0; s < kStages; ++s) {
           if (s < pro) {
+            need(s);
             load_acts(s, s);
             wg::mbar_cp_arrive(full0 + 8 * s);
             fetch(s, xp[s], wp[s]);
@@ -847,6 +876,7 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
         uint4 wr[C::kTokM ? kPf : 1][8];
 #pragma unroll
         for (int h = 0; h < kPf; ++h) {
+          need(kStages + h);
           fetch(kStages + h, xq[h], wq[h]);
           if constexpr (C::kTokM) fetch_w(kStages + h, wr[h]);
         }
@@ -858,6 +888,7 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
             if (kb + h < num_k) {
               wg::mbar_wait(empty0 + 8 * sl, ph);
               if constexpr (!C::kTokM) load_weights(sl, kb + h);
+              need(kb + h);
               load_acts(sl, kb + h);
               wg::mbar_cp_arrive(full0 + 8 * sl);
               if constexpr (C::kTokM) {
@@ -865,6 +896,7 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
                 fetch_w(kb + h + kPf, wr[h]);
               }
               put(sl, xq[h], wq[h]);
+              need(kb + h + kPf);
               fetch(kb + h + kPf, xq[h], wq[h]);
               if (++sl == kStages) sl = 0, ph ^= 1;
             }
@@ -890,7 +922,7 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
       return;
     }
     wg::setmaxnreg_inc<C::kConsRegs>();
-    griddep_wait();  // alpha / bias in the epilogue
+    if (p.qflags == nullptr) griddep_wait();  // alpha / bias in the epilogue (else below)
   }
   // This warp among the MMA warps: its 16-row tile of the CTA's weight rows.
   const int cw = C::kWs ? warp - 4 : warp;
@@ -1263,6 +1295,9 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
   wg::fence_acc(acc);
   wg::cp_wait<0>();
   griddep_launch_dependents();
+  if constexpr (C::kWs) {
+    if (p.qflags != nullptr) griddep_wait();  // alpha / bias (the quantizer has finished by now)
+  }
   // Barrier of the MMA warps (the producer warpgroup has returned: named barrier 1 of 256).
   auto mma_sync = [] {
     if constexpr (C::kWs) {

@@ -337,10 +337,80 @@ __device__ __forceinline__ void load32(const uint16_t* src, int step, bool valid
 }
 
 // ------------------------------------------------------------------------ FP8 1x128 groups ----
+/// The 32 values of group (row, col) that lane part `part` owns (16-byte chunk i of part p is the
+/// group's chunk 4i + p, so a group's four lanes read 64 contiguous bytes per load), packed in
+/// 16 words; zeros when !valid.
+__device__ __forceinline__ void g128_load(const BlockQuantParams& p, int64_t row, int64_t col,
+                                          int part, bool valid, uint32_t (&w)[16]) {
+  const uint16_t* src = p.x + row * p.ldx + col * 128 + part * 8;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const uint4 u =
+        valid ? __ldg(reinterpret_cast<const uint4*>(src + 32 * i)) : make_uint4(0, 0, 0, 0);
+    w[4 * i] = u.x;
+    w[4 * i + 1] = u.y;
+    w[4 * i + 2] = u.z;
+    w[4 * i + 3] = u.w;
+  }
+}
+
+/// Quantizes and stores the 32 values g128_load gave this lane part (every lane of the warp calls
+/// it: the group amax is two xor shuffles over its four lanes). The 32 values stay packed (16
+/// registers): amax over |x| pairs by max.bf16x2 / max.f16x2 (exact; a NaN never wins against
+/// the running maximum, which starts at +0, as in fmt::amax_update), each value converted to fp32
+/// where it is divided.
+template <bool kBF16>
+__device__ __forceinline__ void g128_quant(const BlockQuantParams& p, int64_t row, int64_t col,
+                                           int part, bool valid, const uint32_t (&w)[16]) {
+  uint32_t m2 = 0u;
+#pragma unroll
+  for (int j = 0; j < 16; ++j) m2 = hmax2_abs<kBF16>(m2, w[j]);
+  float amax = fmaxf(in_to_float(static_cast<uint16_t>(m2 & 0xFFFFu), kBF16),
+                     in_to_float(static_cast<uint16_t>(m2 >> 16), kBF16));
+  amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 1));
+  amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 2));
+  if (!valid) return;
+  const float s = qrules::fp8_group_scale(amax);
+  const bool fast = amax >= 0x1p-60f && amax <= 3.40282347e38f;
+  const float y = fast ? __frcp_rn(s) : 0.f;
+  auto val = [&](int j) {
+    return in_to_float(static_cast<uint16_t>((j & 1) ? w[j / 2] >> 16 : w[j / 2] & 0xFFFFu), kBF16);
+  };
+  uint8_t* out = p.values + row * p.K + col * 128 + part * 8;
+  // Chunk i (8 values) quantized and stored at once (no 32-value fp32 array stays live).
+  auto store8 = [&](int i, const float(&q)[8]) {
+    const uint32_t w0 = e4m3x2(q[0], q[1]) | (e4m3x2(q[2], q[3]) << 16);
+    const uint32_t w1 = e4m3x2(q[4], q[5]) | (e4m3x2(q[6], q[7]) << 16);
+    *reinterpret_cast<uint2*>(out + 32 * i) = make_uint2(w0, w1);
+  };
+  if (fast) {  // two code paths, so the fast one carries no per-value branch
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      float q[8];
+#pragma unroll
+      for (int k = 0; k < 8; ++k) {
+        const float x = val(8 * i + k);
+        const float q0 = __fmul_rn(x, y);
+        const float r = fmaf(-q0, s, x);
+        q[k] = r == 0.f ? q0 : fmaf(r, y, q0);
+      }
+      store8(i, q);
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      float q[8];
+#pragma unroll
+      for (int k = 0; k < 8; ++k) q[k] = qrules::fp8_scaled(val(8 * i + k), s);
+      store8(i, q);
+    }
+  }
+  if (part == 0) p.scale_f32[row * (p.K / 128) + col] = s;
+}
+
 /// The FP8 1x128-group quantiser on vector rows (x 16-byte aligned, ldx % 8 == 0, K % 128 == 0,
 /// values 8-byte aligned): four lanes per group, each with 32 values in four 16-byte loads issued
-/// before any math (chunk i of lane part p is the group's 16-byte chunk 4i + p, so a group's four
-/// lanes read 64 contiguous bytes per load), amax over two shuffles. The division x / s of every
+/// before any math, amax over two shuffles. The division x / s of every
 /// value is Markstein's correction of x * RN(1/s): q0 = RN(x * y), r = x - q0 * s (exact by FMA),
 /// q = RN(q0 + r * y) is the correctly rounded quotient whenever no intermediate leaves the normal
 /// range (Handbook of Floating-Point Arithmetic, thm. 5.8); q0 is kept when r = 0 so the sign of a
@@ -370,65 +440,66 @@ __global__ void __launch_bounds__(256) fp8_group128_kernel(const BlockQuantParam
         col = gi - row * cols;
       }
     }
-    // The 32 values stay packed (16 registers): amax over |x| pairs by max.bf16x2 / max.f16x2
-    // (exact; a NaN never wins against the running maximum, which starts at +0, as in
-    // fmt::amax_update), each value converted to fp32 where it is divided.
-    const uint16_t* src = p.x + row * p.ldx + col * 128 + part * 8;
     uint32_t w[16];
+    g128_load(p, row, col, part, valid, w);
+    g128_quant<kBF16>(p, row, col, part, valid, w);
+  }
+}
+
+/// Threads of fp8_group128_cols_kernel's CTAs (one CTA per SM).
+constexpr int kColsThreads = 1024;
+
+/// fp8_group128_kernel in column order, for the block FP8 wgmma GEMM launched behind it with PDL
+/// (lin::LinearParams::qflags): a few CTAs (gridDim.x, one per SM; the GEMM's CTAs take the other
+/// SMs at once, as this grid triggers its dependents right after zeroing its flags) each own
+/// rows [b R, b R + R) and quantize them one step of `cc` 128-K columns after another, two groups
+/// per lane and step loaded before either is quantized. After a step every thread's stores are
+/// fenced, the CTA synchronizes and flags[b] = the columns finished (release), so the GEMM's copy
+/// warps start on stage kb once every flag exceeds kb instead of waiting for this grid to end
+/// (its raster bands put every token tile in the first wave, so columns are the order in which
+/// the GEMM needs the activations). The GEMM never resets the flags: each call's quantizer zeroes
+/// them before its trigger (the scratch holds anything between calls).
+template <bool kBF16>
+__global__ void __launch_bounds__(kColsThreads, 1)
+    fp8_group128_cols_kernel(const BlockQuantParams p, uint32_t* flags, int rows_per_cta) {
+  const int b = blockIdx.x;
+  if (threadIdx.x == 0) flags[b] = 0u;
+  __threadfence();
+  __syncthreads();
+  allow_dependents(true);
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, part = lane & 3;
+  constexpr int kWarps = kColsThreads / 32;
+  const int64_t cols = p.K / 128;
+  const int64_t r0 = static_cast<int64_t>(b) * rows_per_cta;
+  const int64_t r1 = r0 + rows_per_cta < p.M ? r0 + rows_per_cta : p.M;
+  const int rbs = r1 > r0 ? static_cast<int>((r1 - r0 + 7) / 8) : 0;  // 8-row blocks
+  // Columns per step: two items (8 rows x one column) per warp when the rows allow.
+  const int64_t cc = rbs == 0 ? cols : (2 * kWarps / rbs > 1 ? 2 * kWarps / rbs : 1);
+  for (int64_t c0 = 0; c0 < cols; c0 += cc) {
+    const int64_t cn = cc < cols - c0 ? cc : cols - c0;
+    const int items = static_cast<int>(rbs * cn);
+    for (int j0 = warp; j0 < items; j0 += 2 * kWarps) {  // warp-uniform
+      int64_t row[2], col[2];
+      bool valid[2];
+      uint32_t w[2][16];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const uint4 u =
-          valid ? __ldg(reinterpret_cast<const uint4*>(src + 32 * i)) : make_uint4(0, 0, 0, 0);
-      w[4 * i] = u.x;
-      w[4 * i + 1] = u.y;
-      w[4 * i + 2] = u.z;
-      w[4 * i + 3] = u.w;
-    }
-    uint32_t m2 = 0u;
-#pragma unroll
-    for (int j = 0; j < 16; ++j) m2 = hmax2_abs<kBF16>(m2, w[j]);
-    float amax = fmaxf(in_to_float(static_cast<uint16_t>(m2 & 0xFFFFu), kBF16),
-                       in_to_float(static_cast<uint16_t>(m2 >> 16), kBF16));
-    amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 1));
-    amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 2));
-    if (!valid) continue;
-    const float s = qrules::fp8_group_scale(amax);
-    const bool fast = amax >= 0x1p-60f && amax <= 3.40282347e38f;
-    const float y = fast ? __frcp_rn(s) : 0.f;
-    auto val = [&](int j) {
-      return in_to_float(static_cast<uint16_t>((j & 1) ? w[j / 2] >> 16 : w[j / 2] & 0xFFFFu),
-                         kBF16);
-    };
-    uint8_t* out = p.values + row * p.K + col * 128 + part * 8;
-    // Chunk i (8 values) quantized and stored at once (no 32-value fp32 array stays live).
-    auto store8 = [&](int i, const float(&q)[8]) {
-      const uint32_t w0 = e4m3x2(q[0], q[1]) | (e4m3x2(q[2], q[3]) << 16);
-      const uint32_t w1 = e4m3x2(q[4], q[5]) | (e4m3x2(q[6], q[7]) << 16);
-      *reinterpret_cast<uint2*>(out + 32 * i) = make_uint2(w0, w1);
-    };
-    if (fast) {  // two code paths, so the fast one carries no per-value branch
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        float q[8];
-#pragma unroll
-        for (int k = 0; k < 8; ++k) {
-          const float x = val(8 * i + k);
-          const float q0 = __fmul_rn(x, y);
-          const float r = fmaf(-q0, s, x);
-          q[k] = r == 0.f ? q0 : fmaf(r, y, q0);
-        }
-        store8(i, q);
+      for (int h = 0; h < 2; ++h) {
+        const int j = j0 + h * kWarps;
+        const int c = j / rbs;
+        row[h] = r0 + 8 * (j - c * rbs) + (lane >> 2);
+        col[h] = c0 + c;
+        valid[h] = j < items && row[h] < r1;
+        g128_load(p, valid[h] ? row[h] : 0, valid[h] ? col[h] : 0, part, valid[h], w[h]);
       }
-    } else {
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        float q[8];
-#pragma unroll
-        for (int k = 0; k < 8; ++k) q[k] = qrules::fp8_scaled(val(8 * i + k), s);
-        store8(i, q);
-      }
+      for (int h = 0; h < 2; ++h) g128_quant<kBF16>(p, row[h], col[h], part, valid[h], w[h]);
     }
-    if (part == 0) p.scale_f32[row * cols + col] = s;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0)
+      asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(flags + b),
+                   "r"(static_cast<uint32_t>(c0 + cn))
+                   : "memory");
   }
 }
 
