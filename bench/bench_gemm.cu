@@ -5,6 +5,7 @@
 // Columns: us, effective GB/s (packed weight bytes + activations + output), % of the measured read
 // bandwidth, TFLOP/s, speed-up vs cuBLAS BF16 and vs cuBLASLt FP8.
 //   B12X_BENCH_FORMATS=nvfp4_w4a16,iq2_xs  restricts the formats; B12X_BENCH_QUICK=1 fewer shapes.
+//   B12X_BENCH_FP8B_PREQUANT=1: fp8_block with caller-quantized activations (no quantizer pass).
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
@@ -184,6 +185,13 @@ ActIn make_act(LinearFormat f, int64_t M, int64_t K) {
     a.act = DType::kFP4E2M1;
     a.xt = TensorRef::contiguous(g_pools.bytes->p, DType::kUInt8, {M, K / 2}, 0);
     a.bytes = M * K / 2 + scb;
+  } else if (f == LinearFormat::kFp8Block && std::getenv("B12X_BENCH_FP8B_PREQUANT") != nullptr) {
+    // Probe: block FP8 with caller-quantized activations (e4m3 + fp32 [M, K/128] scales), the
+    // GEMM without the activation quantizer in front of it.
+    a.act = DType::kFP8E4M3;
+    a.xt = TensorRef::contiguous(g_pools.bytes->p, DType::kFP8E4M3, {M, K}, 0);
+    a.xst = TensorRef::contiguous(g_pools.sc_nv->p, DType::kFP32, {M, K / 128}, 0);
+    a.bytes = M * K + M * (K / 128) * 4;
   } else if (f == LinearFormat::kFp8Tensor) {
     a.act = DType::kFP8E4M3;
     a.xt = TensorRef::contiguous(g_pools.bytes->p, DType::kFP8E4M3, {M, K}, 0);
