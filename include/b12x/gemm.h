@@ -168,6 +168,9 @@ struct ActQuant {
   bool mxfp8_fused = true;
   bool pdl = true;
   int fp8g128_cols = 0;  ///< CTAs of the column-order FP8 1x128 quantizer (0: not used)
+  /// Its steps published by thread 0's release alone, without a fence in every thread
+  /// (B12X_QUANT_FP8G128_COLS_LEAN=1, probe).
+  bool fp8g128_cols_lean = false;
 };
 
 struct Plan {

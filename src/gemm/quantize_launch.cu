@@ -101,6 +101,8 @@ ActQuant act_quant_options(int device) {
   q.pdl = !knob_off("B12X_QUANT_PDL");
   if (const char* e = std::getenv("B12X_QUANT_FP8G128_COLS"))
     q.fp8g128_cols = std::clamp(std::atoi(e), 0, std::min(32, std::max(1, sms)));
+  q.fp8g128_cols_lean = std::getenv("B12X_QUANT_FP8G128_COLS_LEAN") != nullptr &&
+                        !knob_off("B12X_QUANT_FP8G128_COLS_LEAN");
   return q;
 }
 
@@ -154,12 +156,12 @@ bool launch_quantize_fp8_group128_cols(const void* x, DType x_dtype, int64_t M, 
   const int64_t rows = ((M + ctas - 1) / ctas + 7) / 8 * 8;
   B12X_ASSERT(rows <= INT32_MAX, "too many rows per quantizer CTA: M=", M);
   auto s = reinterpret_cast<cudaStream_t>(stream);
-  if (x_dtype == DType::kBF16)
-    kernels::fp8_group128_cols_kernel<true>
-        <<<ctas, kernels::kColsThreads, 0, s>>>(p, flags, static_cast<int>(rows));
-  else
-    kernels::fp8_group128_cols_kernel<false>
-        <<<ctas, kernels::kColsThreads, 0, s>>>(p, flags, static_cast<int>(rows));
+  const bool bf16 = x_dtype == DType::kBF16;
+  auto* fn = q.fp8g128_cols_lean ? (bf16 ? kernels::fp8_group128_cols_kernel<true, true>
+                                         : kernels::fp8_group128_cols_kernel<false, true>)
+                                 : (bf16 ? kernels::fp8_group128_cols_kernel<true, false>
+                                         : kernels::fp8_group128_cols_kernel<false, false>);
+  fn<<<ctas, kernels::kColsThreads, 0, s>>>(p, flags, static_cast<int>(rows));
   B12X_CUDA_CHECK_LAUNCH();
   return true;
 }

@@ -913,7 +913,7 @@ TEST(GemmGpu, TiledTok64) {
 /// quantizer CTAs (several rows per CTA, rows not a multiple of 8 per CTA, CTAs without rows);
 /// token / row / K tails, 1-24 token tiles, K up to 4096, FP16 and BF16 activations, variants 8
 /// (default) and 9 (tokens on M, the same producer scale path), caller-quantized activations (no
-/// quantizer: no flags).
+/// quantizer: no flags); the lean publication (no per-thread fence).
 TEST(GemmGpu, TiledWgmmaFp8BlockQuantCols) {
   B12X_REQUIRE_GPU();
   for (const char* n : {"1", "5", "16", "32"}) {
@@ -933,6 +933,10 @@ TEST(GemmGpu, TiledWgmmaFp8BlockQuantCols) {
   Case cq{LinearFormat::kFp8Block, 300, 264, 1024, DType::kBF16, DType::kBF16, true};
   cq.caller_quant = true;
   run_case(cq);
+  // Steps published by thread 0's release alone (B12X_QUANT_FP8G128_COLS_LEAN=1).
+  ScopedEnv el("B12X_QUANT_FP8G128_COLS_LEAN", "1");
+  run_case({LinearFormat::kFp8Block, 2048, 512, 4096, DType::kBF16, DType::kBF16, false});
+  run_case({LinearFormat::kFp8Block, 3000, 264, 512, DType::kFP16, DType::kBF16, true});
 }
 
 /// Formats the SM90 wgmma tiled kernel runs (NVFP4 W4A4 / W4A16, MXFP4 W4A4 / W4A8 / W4A16 with
@@ -1319,6 +1323,8 @@ TEST(GemmGpuSanitize, Fp8BlockQuantCols) {
   }
   ScopedEnv eq("B12X_QUANT_FP8G128_COLS", "32");
   run_case({LinearFormat::kFp8Block, 136, 136, 2048, DType::kBF16, DType::kBF16, true});
+  ScopedEnv el("B12X_QUANT_FP8G128_COLS_LEAN", "1");
+  run_case({LinearFormat::kFp8Block, 200, 136, 2048, DType::kBF16, DType::kBF16, true});
 }
 
 TEST(GemmGpuSanitize, TiledSplitK) {

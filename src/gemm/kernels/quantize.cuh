@@ -454,12 +454,14 @@ constexpr int kColsThreads = 1024;
 /// SMs at once, as this grid triggers its dependents right after zeroing its flags) each own
 /// rows [b R, b R + R) and quantize them one step of `cc` 128-K columns after another, two groups
 /// per lane and step loaded before either is quantized. After a step every thread's stores are
-/// fenced, the CTA synchronizes and flags[b] = the columns finished (release), so the GEMM's copy
-/// warps start on stage kb once every flag exceeds kb instead of waiting for this grid to end
-/// (its raster bands put every token tile in the first wave, so columns are the order in which
-/// the GEMM needs the activations). The GEMM never resets the flags: each call's quantizer zeroes
-/// them before its trigger (the scratch holds anything between calls).
-template <bool kBF16>
+/// fenced (kLean: not; thread 0's release after the CTA barrier orders them, as CUTLASS's
+/// GenericBarrier, so the other warps go on to the next step's loads without waiting for their
+/// stores' acknowledgements), the CTA synchronizes and flags[b] = the columns finished (release),
+/// so the GEMM's copy warps start on stage kb once every flag exceeds kb instead of waiting for
+/// this grid to end (its raster bands put every token tile in the first wave, so columns are the
+/// order in which the GEMM needs the activations). The GEMM never resets the flags: each call's
+/// quantizer zeroes them before its trigger (the scratch holds anything between calls).
+template <bool kBF16, bool kLean>
 __global__ void __launch_bounds__(kColsThreads, 1)
     fp8_group128_cols_kernel(const BlockQuantParams p, uint32_t* flags, int rows_per_cta) {
   const int b = blockIdx.x;
@@ -494,7 +496,7 @@ __global__ void __launch_bounds__(kColsThreads, 1)
 #pragma unroll
       for (int h = 0; h < 2; ++h) g128_quant<kBF16>(p, row[h], col[h], part, valid[h], w[h]);
     }
-    __threadfence();
+    if (!kLean) __threadfence();
     __syncthreads();
     if (threadIdx.x == 0)
       asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(flags + b),
