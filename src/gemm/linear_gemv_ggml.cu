@@ -1,6 +1,8 @@
 // Small-M GGML GEMV instantiations and launcher.
 #include "gemm/linear_gemv_ggml.h"
 
+#include <algorithm>
+
 #include "core/cuda_check.h"
 #include "core/launch.h"
 #include "gemm/kernels/linear_gemv_ggml.cuh"
@@ -70,13 +72,15 @@ int prepare_ggml_gemv(int device, WFmt f, bool fp16, int nt) {
   return blocks;
 }
 
-void launch_ggml_gemv(WFmt f, bool fp16, int kw, const LinearParams& p, Stream stream) {
+void launch_ggml_gemv(WFmt f, bool fp16, int kw, int ctas, const LinearParams& p, Stream stream) {
   const int nt = p.M <= 8 ? 1 : 2;
   const GemvFn k = fp16 ? pick<Fp16Tag>(f, nt) : pick<Bf16Tag>(f, nt);
   B12X_ASSERT(k != nullptr, "no GGML GEMV for format ", static_cast<int>(f));
   B12X_ASSERT(kw == 1 || kw == 2 || kw == 4 || kw == 8, "GGML GEMV: kw=", kw);
   const int tpc = gemv::kWarps / kw;
-  const dim3 grid(static_cast<unsigned>((p.n16 + tpc - 1) / tpc), static_cast<unsigned>(p.split),
+  const int64_t groups = (p.n16 + tpc - 1) / tpc;
+  const int64_t gx = ctas > 0 ? std::min<int64_t>(ctas, groups) : groups;
+  const dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(p.split),
                   static_cast<unsigned>((p.M + 8 * nt - 1) / (8 * nt)));
   B12X_CUDA_CHECK(b12x::detail::launch_ex(k, grid, dim3(gemv::kThreads),
                                           static_cast<size_t>(smem_of(f)), stream, p.pdl != 0,

@@ -14,9 +14,10 @@ bool ggml_gemv_available(WFmt f);
 /// Host-only (plan time, before capture): the shared-memory opt-in of the format's kernels on
 /// `device`; returns the CTAs per SM of the kernel with `nt` token tiles (occupancy).
 int prepare_ggml_gemv(int device, WFmt f, bool fp16, int nt);
-/// grid = (ceil(n16 / (8 / kw)), p.split, ceil(M / (8 * nt))), nt = 1 for M <= 8, else 2.
+/// grid = (min(ctas, ceil(n16 / (8 / kw))), p.split, ceil(M / (8 * nt))), nt = 1 for M <= 8,
+/// else 2; the CTAs walk the groups of 8 / kw tiles grid-stride (ctas <= 0: one per group).
 /// kw (1, 2, 4, 8): warps per 16-row tile (K split inside the CTA). p.split > 1 writes fp32
 /// partials to p.partial for launch_linear_reduce. Needs 16-byte aligned activation rows.
-void launch_ggml_gemv(WFmt f, bool fp16, int kw, const LinearParams& p, Stream stream);
+void launch_ggml_gemv(WFmt f, bool fp16, int kw, int ctas, const LinearParams& p, Stream stream);
 
 }  // namespace b12x::gemm::lin

@@ -187,14 +187,14 @@ struct Batch<WFmt::kIq2Xs> {
 };
 
 template <WFmt F>
-__device__ __forceinline__ void load_batch(const LinearParams& p, int64_t tile, int64_t b,
-                                           int64_t atoms, int lane, Batch<F>& B) {
+__device__ __forceinline__ void load_batch(const LinearParams& p, int tile, int b, int atoms,
+                                           int lane, Batch<F>& B) {
   const int g = lane >> 2, t = lane & 3;
-  const int64_t r0 = tile * 16 + g, r1 = r0 + 8;
+  const int64_t r0 = static_cast<int64_t>(tile) * 16 + g, r1 = r0 + 8;
   if constexpr (F == WFmt::kQ8_0) {
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-      const int64_t a = b * 4 + j;
+      const int a = b * 4 + j;
       B.w[j] = a < atoms ? ldg_stream(p.wvals + ((tile * p.kvec + a) * 32 + lane) * 16)
                          : make_uint4(0, 0, 0, 0);
     }
@@ -204,7 +204,7 @@ __device__ __forceinline__ void load_batch(const LinearParams& p, int64_t tile, 
   } else {
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
-      const int64_t a = b * 8 + j;
+      const int a = b * 8 + j;
       B.w[j] = __ldg(
           reinterpret_cast<const uint32_t*>(p.wvals + ((tile * p.kvec + a) * 8 + g) * 16) + t);
     }
@@ -241,8 +241,9 @@ __device__ __forceinline__ void load_acts(const uint16_t* xa, uint32_t x[4]) {
 
 }  // namespace gemv
 
-/// grid = (ceil(n16 / (8 / kw)), split, ceil(M / (8 * NT))); 256 threads; dynamic shared memory
-/// gemv::smem_bytes<F>(). kw (1, 2, 4, 8): warps per 16-row tile.
+/// grid = (<= ceil(n16 / (8 / kw)) CTAs walking the tile groups, split, ceil(M / (8 * NT)));
+/// 256 threads; dynamic shared memory gemv::smem_bytes<F>(). kw (1, 2, 4, 8): warps per 16-row
+/// tile.
 template <WFmt F, class T, int NT>
 __global__ void __launch_bounds__(gemv::kThreads)
     linear_gemv_ggml_kernel(const LinearParams p, int kw) {
@@ -256,18 +257,24 @@ __global__ void __launch_bounds__(gemv::kThreads)
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int tpc = kWarps / kw;
-  const int64_t tile = static_cast<int64_t>(blockIdx.x) * tpc + warp / kw;
   const int kp = warp % kw;
-  const bool active = tile < p.n16;
-  const int64_t atoms = p.K / 32;
-  const int64_t batches = (atoms + kU - 1) / kU;
-  const int64_t per = (batches + p.split - 1) / p.split;
-  const int64_t b_end = std::min<int64_t>(batches, (blockIdx.y + 1) * per);
-  int64_t b = static_cast<int64_t>(blockIdx.y) * per + kp;
+  // Tile groups (tpc tiles of 16 rows) handed out grid-stride over grid.x, so that a grid capped
+  // at the resident CTAs fills the IQ2 tables once per CTA; the warp's tile of group tg.
+  // 32-bit tile / batch indices (N, K < 2^31); byte offsets are 64-bit in load_batch.
+  const int n16 = static_cast<int>(p.n16);
+  const int groups = (n16 + tpc - 1) / tpc;
+  const int wt = warp / kw;
+  const int atoms = static_cast<int>(p.K / 32);
+  const int batches = (atoms + kU - 1) / kU;
+  const int per = (batches + p.split - 1) / p.split;
+  const int b_end = min(batches, static_cast<int>(blockIdx.y + 1) * per);
+  const int b_first = static_cast<int>(blockIdx.y) * per + kp;
   const int64_t tok0 = static_cast<int64_t>(blockIdx.z) * 8 * NT;
 
+  int tg = blockIdx.x;
   Batch<F> cur;
-  if (active && b < b_end) load_batch<F>(p, tile, b, atoms, lane, cur);
+  if (tg * tpc + wt < n16 && b_first < b_end)
+    load_batch<F>(p, tg * tpc + wt, b_first, atoms, lane, cur);
 
   if constexpr (kIq2) {
     const uint64_t* gsrc;
@@ -278,6 +285,7 @@ __global__ void __launch_bounds__(gemv::kThreads)
     }
     const uint64_t* ssrc = T::kFp16 ? g_ssel_fp16.v : g_ssel_bf16.v;
     constexpr int kE = grid_entries<F>();
+#pragma unroll 8
     for (int i = threadIdx.x; i < (kE + 128) * kClasses; i += kThreads) {
       const int e = i / kClasses;
       tabs[i] = e < kE ? gsrc[e] : ssrc[e - kE];
@@ -286,9 +294,6 @@ __global__ void __launch_bounds__(gemv::kThreads)
   }
   griddep_wait();
 
-  float acc[NT][4];
-#pragma unroll
-  for (int n = 0; n < NT; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
   const uint32_t gbase =
       static_cast<uint32_t>(__cvta_generic_to_shared(tabs)) + (lane % kClasses) * 8;
   const uint32_t sbase = gbase + grid_entries<F>() * kClasses * 8;
@@ -302,117 +307,134 @@ __global__ void __launch_bounds__(gemv::kThreads)
     const int64_t m = std::min<int64_t>(tok0 + 8 * n + g, p.M - 1);
     xl[n] = static_cast<const uint16_t*>(p.x) + m * p.ldx + (kIq2 ? 8 * t : 2 * t);
   }
+  float mult = p.out_mult;
+  if (p.alpha != nullptr) mult *= *p.alpha;
 
-  for (; active && b < b_end; b += kw) {
-    Batch<F> nxt;
-    if (b + kw < b_end) load_batch<F>(p, tile, b + kw, atoms, lane, nxt);
-    float dg[2];
-    if constexpr (kIq2) {
-      dg[0] = half_bits_f32(cur.d[0] & 0xFFFFu);
-      dg[1] = half_bits_f32(cur.d[1] & 0xFFFFu);
-    }
+  for (; tg < groups; tg += static_cast<int>(gridDim.x)) {
+    const int tile = tg * tpc + wt;
+    const bool active = tile < n16;
+    // The next group's tile of this warp (n16: none): its first batch is loaded during the last
+    // batch here.
+    const int next_tile = tg + static_cast<int>(gridDim.x) < groups
+                              ? (tg + static_cast<int>(gridDim.x)) * tpc + wt
+                              : n16;
+    float acc[NT][4];
 #pragma unroll
-    for (int j = 0; j < kU; ++j) {
-      const int64_t a = b * kU + j;
-      uint32_t A[2][4];
+    for (int n = 0; n < NT; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
+
+    for (int b = b_first; active && b < b_end; b += kw) {
+      Batch<F> nxt;
+      const bool more = b + kw < b_end;
+      const int ltile = more ? tile : next_tile;
+      if (ltile < n16) load_batch<F>(p, ltile, more ? b + kw : b_first, atoms, lane, nxt);
+      float dg[2];
       if constexpr (kIq2) {
-        // Lane t takes the atom's group t for rows g (entry in word t / 2 of the slot, held by
-        // lane t / 2 of the quad) and g + 8 (word 2 + t / 2).
-        const uint32_t v0 = __shfl_sync(0xFFFFFFFFu, cur.w[j], (lane & ~3) | (t >> 1));
-        const uint32_t v1 = __shfl_sync(0xFFFFFFFFu, cur.w[j], (lane & ~3) | 2 | (t >> 1));
-        const uint32_t e01 = prmt(v0, v1, esel);
-        uint32_t P0[4], P1[4];
-        iq2_entry_pairs<T>(e01, gbase, sbase, src_lo, P0);
-        iq2_entry_pairs<T>(e01 >> 16, gbase, sbase, src_lo, P1);
-#pragma unroll
-        for (int s = 0; s < 2; ++s) {
-          A[s][0] = P0[2 * s];
-          A[s][1] = P1[2 * s];
-          A[s][2] = P0[2 * s + 1];
-          A[s][3] = P1[2 * s + 1];
-        }
-      } else {
-        decode_byte_atom<T, true>(cur.w[j], A);
+        dg[0] = half_bits_f32(cur.d[0] & 0xFFFFu);
+        dg[1] = half_bits_f32(cur.d[1] & 0xFFFFu);
       }
-      // Per-row fp32 scales of the atom's group(s).
-      float sc[2][2];
 #pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        if constexpr (F == WFmt::kQ8_0) {
-          const uint32_t dw = (j < 2 ? cur.d[r].x : cur.d[r].y) >> (16 * (j & 1));
-          sc[r][0] = half_bits_f32(dw & 0xFFFFu);
-        } else if constexpr (F == WFmt::kIq2Xxs) {
-          sc[r][0] = iq2_scale(dg[r], (cur.s[r] >> (4 * j)) & 0xFu);
+      for (int j = 0; j < kU; ++j) {
+        const int a = b * kU + j;
+        uint32_t A[2][4];
+        if constexpr (kIq2) {
+          // Lane t takes the atom's group t for rows g (entry in word t / 2 of the slot, held by
+          // lane t / 2 of the quad) and g + 8 (word 2 + t / 2).
+          const uint32_t v0 = __shfl_sync(0xFFFFFFFFu, cur.w[j], (lane & ~3) | (t >> 1));
+          const uint32_t v1 = __shfl_sync(0xFFFFFFFFu, cur.w[j], (lane & ~3) | 2 | (t >> 1));
+          const uint32_t e01 = prmt(v0, v1, esel);
+          uint32_t P0[4], P1[4];
+          iq2_entry_pairs<T>(e01, gbase, sbase, src_lo, P0);
+          iq2_entry_pairs<T>(e01 >> 16, gbase, sbase, src_lo, P1);
+#pragma unroll
+          for (int s = 0; s < 2; ++s) {
+            A[s][0] = P0[2 * s];
+            A[s][1] = P1[2 * s];
+            A[s][2] = P0[2 * s + 1];
+            A[s][3] = P1[2 * s + 1];
+          }
         } else {
-          const uint32_t sb = (j < 4 ? cur.s[r].x : cur.s[r].y) >> (8 * (j & 3));
-          sc[r][0] = iq2_scale(dg[r], sb & 0xFu);
-          sc[r][1] = iq2_scale(dg[r], (sb >> 4) & 0xFu);
+          decode_byte_atom<T, true>(cur.w[j], A);
+        }
+        // Per-row fp32 scales of the atom's group(s).
+        float sc[2][2];
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          if constexpr (F == WFmt::kQ8_0) {
+            const uint32_t dw = (j < 2 ? cur.d[r].x : cur.d[r].y) >> (16 * (j & 1));
+            sc[r][0] = half_bits_f32(dw & 0xFFFFu);
+          } else if constexpr (F == WFmt::kIq2Xxs) {
+            sc[r][0] = iq2_scale(dg[r], (cur.s[r] >> (4 * j)) & 0xFu);
+          } else {
+            const uint32_t sb = (j < 4 ? cur.s[r].x : cur.s[r].y) >> (8 * (j & 3));
+            sc[r][0] = iq2_scale(dg[r], sb & 0xFu);
+            sc[r][1] = iq2_scale(dg[r], (sb >> 4) & 0xFu);
+          }
+        }
+#pragma unroll
+        for (int n = 0; n < NT; ++n) {
+          uint32_t x[4];
+          load_acts<F>(xl[n] + a * 32, x);
+          if constexpr (kXs) {
+            // Lanes t = 0, 1 hold K 0-15 (group 0), t = 2, 3 K 16-31 (group 1): one MMA chain
+            // per group with the other group's activations zeroed.
+            const bool g0 = t < 2;
+            float c0[4] = {0.f, 0.f, 0.f, 0.f}, c1[4] = {0.f, 0.f, 0.f, 0.f};
+            mma16816<T>(c0, A[0], g0 ? x[0] : 0u, g0 ? x[1] : 0u);
+            mma16816<T>(c0, A[1], g0 ? x[2] : 0u, g0 ? x[3] : 0u);
+            mma16816<T>(c1, A[0], g0 ? 0u : x[0], g0 ? 0u : x[1]);
+            mma16816<T>(c1, A[1], g0 ? 0u : x[2], g0 ? 0u : x[3]);
+#pragma unroll
+            for (int i = 0; i < 4; ++i)
+              acc[n][i] = fmaf(c1[i], sc[i >> 1][1], fmaf(c0[i], sc[i >> 1][0], acc[n][i]));
+          } else {
+            float c[4] = {0.f, 0.f, 0.f, 0.f};
+            mma16816<T>(c, A[0], x[0], x[1]);
+            mma16816<T>(c, A[1], x[2], x[3]);
+#pragma unroll
+            for (int i = 0; i < 4; ++i) acc[n][i] = fmaf(c[i], sc[i >> 1][0], acc[n][i]);
+          }
         }
       }
-#pragma unroll
-      for (int n = 0; n < NT; ++n) {
-        uint32_t x[4];
-        load_acts<F>(xl[n] + a * 32, x);
-        if constexpr (kXs) {
-          // Lanes t = 0, 1 hold K 0-15 (group 0), t = 2, 3 K 16-31 (group 1): one MMA chain per
-          // group with the other group's activations zeroed.
-          const bool g0 = t < 2;
-          float c0[4] = {0.f, 0.f, 0.f, 0.f}, c1[4] = {0.f, 0.f, 0.f, 0.f};
-          mma16816<T>(c0, A[0], g0 ? x[0] : 0u, g0 ? x[1] : 0u);
-          mma16816<T>(c0, A[1], g0 ? x[2] : 0u, g0 ? x[3] : 0u);
-          mma16816<T>(c1, A[0], g0 ? 0u : x[0], g0 ? 0u : x[1]);
-          mma16816<T>(c1, A[1], g0 ? 0u : x[2], g0 ? 0u : x[3]);
-#pragma unroll
-          for (int i = 0; i < 4; ++i)
-            acc[n][i] = fmaf(c1[i], sc[i >> 1][1], fmaf(c0[i], sc[i >> 1][0], acc[n][i]));
-        } else {
-          float c[4] = {0.f, 0.f, 0.f, 0.f};
-          mma16816<T>(c, A[0], x[0], x[1]);
-          mma16816<T>(c, A[1], x[2], x[3]);
-#pragma unroll
-          for (int i = 0; i < 4; ++i) acc[n][i] = fmaf(c[i], sc[i >> 1][0], acc[n][i]);
-        }
-      }
+      cur = nxt;
     }
-    cur = nxt;
-  }
-  griddep_launch_dependents();
 
-  // K parts of a tile added in warp order (deterministic).
-  if (kw > 1) {
-#pragma unroll
-    for (int n = 0; n < NT; ++n)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) red[warp][n * 4 + i][lane] = acc[n][i];
-    __syncthreads();
-    if (kp != 0) return;
-    for (int q = 1; q < kw; ++q)
+    // K parts of a tile added in warp order (deterministic); the first barrier keeps the
+    // previous group's readers ahead of these writes.
+    if (kw > 1) {
+      __syncthreads();
 #pragma unroll
       for (int n = 0; n < NT; ++n)
 #pragma unroll
-        for (int i = 0; i < 4; ++i) acc[n][i] += red[warp + q][n * 4 + i][lane];
-  }
-  if (!active) return;
-  float mult = p.out_mult;
-  if (p.alpha != nullptr) mult *= *p.alpha;
+        for (int i = 0; i < 4; ++i) red[warp][n * 4 + i][lane] = acc[n][i];
+      __syncthreads();
+      if (kp == 0)
+        for (int q = 1; q < kw; ++q)
 #pragma unroll
-  for (int n = 0; n < NT; ++n)
+          for (int n = 0; n < NT; ++n)
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int64_t row = tile * 16 + g + 8 * (i >> 1);
-      const int64_t m = tok0 + 8 * n + 2 * t + (i & 1);
-      if (row >= p.N || m >= p.M) continue;
-      if (p.split > 1) {
-        p.partial[(static_cast<int64_t>(blockIdx.y) * p.M + m) * p.NP + row] = acc[n][i];
-      } else {
-        float v = acc[n][i] * mult;
-        if (p.bias != nullptr) v += load_out_type(p.bias, row, p.out_fp16);
-        if (p.out_fp16)
-          store_out<true>(p.out, m * p.ldo + row, v);
-        else
-          store_out<false>(p.out, m * p.ldo + row, v);
-      }
+            for (int i = 0; i < 4; ++i) acc[n][i] += red[warp + q][n * 4 + i][lane];
     }
+    if (kp != 0 || !active) continue;
+#pragma unroll
+    for (int n = 0; n < NT; ++n)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int64_t row = static_cast<int64_t>(tile) * 16 + g + 8 * (i >> 1);
+        const int64_t m = tok0 + 8 * n + 2 * t + (i & 1);
+        if (row >= p.N || m >= p.M) continue;
+        if (p.split > 1) {
+          p.partial[(static_cast<int64_t>(blockIdx.y) * p.M + m) * p.NP + row] = acc[n][i];
+        } else {
+          float v = acc[n][i] * mult;
+          if (p.bias != nullptr) v += load_out_type(p.bias, row, p.out_fp16);
+          if (p.out_fp16)
+            store_out<true>(p.out, m * p.ldo + row, v);
+          else
+            store_out<false>(p.out, m * p.ldo + row, v);
+        }
+      }
+  }
+  griddep_launch_dependents();
 }
 
 }  // namespace b12x::gemm::lin
