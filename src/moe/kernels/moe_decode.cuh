@@ -546,12 +546,19 @@ __global__ void __launch_bounds__(DecodeCfg::kQuantThreads)
     pdl_wait();
     if (a.q_early == 0) pdl_trigger();
   }
-  if (a.fc1_bal) {
-    // The balanced FC1's tile counters: FC1 touches them only after its wait for this grid.
-    const int n = a.fc1_cnt_rows * a.fc1_cnt_stride;
+  if (a.fc1_bal || a.fc2_flow) {
+    // The balanced FC1's tile counters and the tile-flow flags: FC1 touches them only after its
+    // wait for this grid, FC2 launches only after that wait (fc2_flow).
+    const int n = a.fc1_bal ? a.fc1_cnt_rows * a.fc1_cnt_stride : 0;
+    const int nf = a.fc2_flow ? a.routes : 0;
     const int step = gridDim.x * gridDim.y * blockDim.x;
-    for (int i = (blockIdx.y * gridDim.x + blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step)
-      a.fc1_cnt[i] = 0;
+    for (int i = (blockIdx.y * gridDim.x + blockIdx.x) * blockDim.x + threadIdx.x; i < n + nf;
+         i += step) {
+      if (i < n)
+        a.fc1_cnt[i] = 0;
+      else
+        a.flow_done[i - n] = 0;
+    }
   }
   const int route = blockIdx.x;
   const int64_t id = a.ids64 ? static_cast<const int64_t*>(a.ids)[route]
@@ -649,12 +656,17 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
   const bool first = a.aquant == num::kANone;
   const bool wait_first = first || a.q_early == 1;
   if (wait_first) pdl_wait();
-  pdl_trigger();  // FC2 may launch now and stream its own weights (it waits for us before reading)
+  // FC2 may launch now and stream its own weights (it waits for us before reading). Tile flow:
+  // only after this CTA's wait below (FC2 then reads flags [Q] zeroed, never stale ones).
+  const bool flow = a.fc2_flow != 0;
+  if (!flow) pdl_trigger();
   const int ntiles = route_tables<kRC, kCta>(a, rs, smem);
   if (a.fc2_split > 1 && blockIdx.x == 0 && blockIdx.y == 0) {
-    // FC2's split counters: read by FC2 only after it waited for this grid. The previous call's
-    // FC2 is complete: A16 waited above, otherwise [Q] waited before FC1 could launch.
+    // FC2's split counters: read by FC2 only after it waited for this grid (tile flow: after
+    // this CTA's trigger, so the zeros are made visible first). The previous call's FC2 is
+    // complete: A16 waited above, otherwise [Q] waited before FC1 could launch.
     for (int i = tid; i < a.w2.rows_pad / C::kFc2Rows; i += kCta) a.counters[i] = 0;
+    if (flow) __threadfence();
   }
   const int R0 = blockIdx.x * kRows;
   const int F0 = a.gated ? R0 / 2 : R0;
@@ -771,6 +783,7 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
     });
   }
   if (!wait_first) pdl_wait();  // xq is written by [Q]
+  if (flow) pdl_trigger();
   prime_ring<kS>(n_my, [&](int s) {
     issue(s, src_of(ni.t), ni, false, true);
     advance(ni);
@@ -946,9 +959,29 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
         *reinterpret_cast<uint2*>(a.inter + static_cast<int64_t>(slot0 + col) * a.features + f) =
             make_uint2(pack_op(v[0], v[1], a.inter_fp16 != 0),
                        pack_op(v[2], v[3], a.inter_fp16 != 0));
+      if (flow) {
+        // Release this warp's rows of the tile (fence by every writer, then one add per warp).
+        __threadfence();
+        __syncwarp();
+        if (lane == 0) atomicAdd(a.flow_done + tile_index(it), 1);
+      }
     }
   }
   cp_async_wait<0>();
+}
+
+/// Tile flow: lane 0 polls the tile's flag with acquire loads until every FC1 warp storing its
+/// rows has added 1; __syncwarp then orders the warp's later copies after that acquire.
+__device__ __forceinline__ void flow_wait(const int* flag, int target) {
+  if ((threadIdx.x & 31) == 0) {
+    for (;;) {
+      int v;
+      asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(flag) : "memory");
+      if (v >= target) break;
+      __nanosleep(100);
+    }
+  }
+  __syncwarp();
 }
 
 // ---- [FC2] 16 output rows x every route per CTA, combine fused ---------------------------
@@ -1033,12 +1066,23 @@ __global__ void __launch_bounds__(32 * kW, kW == 8 && kS == 2 ? 4 : 1)
       wc.next(nk);
     });
   }
-  pdl_wait();  // the intermediate is written by FC1
-  pdl_trigger();
+  // Tile flow: instead of waiting for the whole FC1 grid, wait for each tile's flag before its
+  // first activation copy (tiles are entered in order; flow_t is the last one seen complete).
+  const bool flow = a.fc2_flow != 0;
+  int flow_t = -1;
+  auto tile_ready = [&](int it) {
+    if (flow && it != flow_t) {
+      flow_wait(a.flow_done + tile_of(it), a.flow_target);
+      flow_t = it;
+    }
+  };
+  if (!flow) pdl_wait();  // the intermediate is written by FC1
   prime_ring<kS>(n_my, [&](int s) {
+    tile_ready(ni.t);
     issue(s, src_of(ni.t), ni.k, false, true);
     ni.next(nk);
   });
+  pdl_trigger();
   // Sources of the next chunk's tile, rebuilt only when the cursor enters a new tile.
   typename St::Src nsrc{};
   if (n_my > kS) nsrc = src_of(ni.t);
@@ -1067,7 +1111,13 @@ __global__ void __launch_bounds__(32 * kW, kW == 8 && kS == 2 ? 4 : 1)
     stage_mma<OpT, kFold, kSK, 1>(ring + slot * C::kFc2Stage, acc, g, t);
     __syncwarp();
     if (c + kS < n_my) {
-      issue(slot, nsrc, ni.k, true, true);
+      if (flow) {
+        issue(slot, nsrc, ni.k, true, false);  // weights before a possible wait for the tile
+        tile_ready(ni.t);
+        issue(slot, nsrc, ni.k, false, true);
+      } else {
+        issue(slot, nsrc, ni.k, true, true);
+      }
       ni.next(nk);
       if (ni.k == 0 && c + kS + 1 < n_my) nsrc = src_of(ni.t);
     }
@@ -1098,6 +1148,9 @@ __global__ void __launch_bounds__(32 * kW, kW == 8 && kS == 2 ? 4 : 1)
     }
   }
   cp_async_wait<0>();
+  // Tile flow: one CTA waiting for FC1 makes this grid's completion imply FC1's (the next
+  // kernels wait only for us); the others leave as soon as they are done.
+  if (flow && blockIdx.x == 0 && blockIdx.y == 0) pdl_wait();
   __syncthreads();
   // Fixed-order sum of the kW warps' partial combines; tokens without a route get exact zeros.
   const float* pall = reinterpret_cast<const float*>(smem + kRing);
