@@ -203,6 +203,9 @@ struct Plan {
   /// Decode regime, M = 1 with 4 warps per tile (FP4 weights, BF16 MMAs): ring stages beyond the
   /// default (B12X_GEMM_DECODE_DEEP=1|2, probe; run takes them where ring + staging fit).
   int decode_deep = 0;
+  /// Decode regime: the activation staging's cp.async copies walk segments of 32 pieces per warp
+  /// (B12X_GEMM_DECODE_SEGSTAGE=1, probe) instead of single pieces per thread.
+  bool decode_seg_stage = false;
   /// The split is one thread-block cluster reduced through distributed shared memory (SM90+,
   /// split <= 8); otherwise partials go to scratch and a second kernel reduces them.
   bool split_cluster = false;

@@ -544,6 +544,8 @@ Plan plan(const Caps& caps) {
       const int want = std::atoi(e);
       if (want > 0 && lin::decode_deep_available(wf, fp16, want)) p.decode_deep = want;
     }
+    if (const char* e = std::getenv("B12X_GEMM_DECODE_SEGSTAGE"); e != nullptr)
+      p.decode_seg_stage = e[0] == '1';
   }
   // Probe override (tools/gemm-probe.sh): B12X_GEMM_SPLIT=<n> forces the decode split count.
   if (decode_plan && split_env != nullptr && std::atoi(split_env) > 0)
@@ -1041,6 +1043,7 @@ void run(const Binding& b, Stream stream) {
               lin::stage_geom(im.wfmt, p.stage_rows, p.stage_slices).bytes <=
           lin::kDecodeDeepBudget)
     p.decode_deep = plan.decode_deep;
+  p.decode_seg_stage = plan.decode_seg_stage ? 1 : 0;
   p.partial = (p.split > 1 && !plan.split_cluster)
                   ? reinterpret_cast<float*>(b.scratch + plan.off_partial)
                   : nullptr;

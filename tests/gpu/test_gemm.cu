@@ -803,6 +803,30 @@ TEST(GemmGpu, DecodeDeepRing) {
   }
 }
 
+TEST(GemmGpu, DecodeSegmentStaging) {
+  B12X_REQUIRE_GPU();
+  // B12X_GEMM_DECODE_SEGSTAGE=1 (probe): the staging copies of the warp-split, pipelined and
+  // slice-halves kernels by 32-piece segments per warp. M = 1 (4 warps per tile, the CTA's K
+  // range at once), 3 / 16 / 24 (two buffers, several chunks: K = 4864, a short last chunk
+  // reaching past K), the halves at M = 9 / 16 (split 1 and the default), N = 72; K = 1000 (a K
+  // tail inside a piece row: zero-filled pieces); FP16 activations.
+  ScopedEnv eg("B12X_GEMM_DECODE_SEGSTAGE", "1");
+  EXPECT_TRUE(bf16_plan(LinearFormat::kNvfp4W4A16, 16, 72, 4864).decode_seg_stage);
+  for (int64_t M : {1, 3, 16, 24})
+    for (const auto& c : all_format_cases(M, 72, 4864, M != 16, DType::kBF16)) run_case(c);
+  for (const auto& c : all_format_cases(2, 40, 1000, true, DType::kBF16)) run_case(c);
+  for (LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kQ8_0})
+    run_case({f, 16, 72, 4864, DType::kFP16, DType::kBF16, true});
+  ScopedEnv eh("B12X_GEMM_DECODE_HALF", "1");
+  for (const char* split : {"1", ""}) {
+    if (split[0] != 0) setenv("B12X_GEMM_SPLIT", split, 1);
+    for (int64_t M : {9, 16})
+      for (LinearFormat f : kFp4Bf16Formats)
+        run_case({f, M, 72, 4864, DType::kBF16, DType::kBF16, M == 9});
+    unsetenv("B12X_GEMM_SPLIT");
+  }
+}
+
 TEST(GemmGpu, TiledSplitK) {
   B12X_REQUIRE_GPU();
   // The mma.sync tiled kernel with K split over grid.z (B12X_GEMM_TILED_SPLITK, the plan's
@@ -1382,6 +1406,17 @@ TEST(GemmGpuSanitize, DecodeDeepRing) {
       for (LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kMxfp4W4A16})
         run_case({f, 1, 40, K, DType::kBF16, DType::kBF16, true});
   }
+}
+
+TEST(GemmGpuSanitize, DecodeSegmentStaging) {
+  B12X_REQUIRE_GPU();
+  // B12X_GEMM_DECODE_SEGSTAGE=1: segment-walk staging copies at M = 1 (4 warps per tile), 3 (two
+  // buffers, several chunks, K tail) and 16 (the slice halves), N = 40.
+  ScopedEnv eg("B12X_GEMM_DECODE_SEGSTAGE", "1"), es("B12X_GEMM_SPLIT", "1");
+  for (int64_t M : {1, 3, 16})
+    for (LinearFormat f :
+         {LinearFormat::kNvfp4W4A16, LinearFormat::kQ8_0, LinearFormat::kFp8Tensor})
+      run_case({f, M, 40, 2624, DType::kBF16, DType::kBF16, M != 3});
 }
 
 TEST(GemmGpuSanitize, DecodeSliceHalves) {

@@ -301,6 +301,32 @@ __global__ void __launch_bounds__(kHalf ? 256 : 128, kHalf ? 2 : 4)
     const int64_t kbase = c0 * kKS;
     constexpr int kElem = kF8 ? 16 : 8;  // K values per 16-byte piece
     const int per_row = static_cast<int>((c1 - c0) * kKS / kElem);
+    if (p.decode_seg_stage) {
+      // Segments of 32 consecutive pieces of a row, one per lane; warp w takes segments w,
+      // w + kThreads / 32, ... (a warp-uniform walk): a copy costs a few instructions, where the
+      // walk over single pieces below spends ~35 (a 64-bit address and the K check per piece).
+      const int segs = (per_row + 31) >> 5;
+      const bool whole = c1 * kKS <= p.K;  // no piece of the chunk reaches past K
+      int r = 0, sg_i = warp;
+      while (sg_i >= segs) sg_i -= segs, ++r;
+      while (r < rows) {
+        const int c = (sg_i << 5) + lane;
+        const int64_t tok = tok0 + r;
+        const uint8_t* src = kF8 ? static_cast<const uint8_t*>(p.x) + tok * p.ldx_bytes + kbase
+                                 : reinterpret_cast<const uint8_t*>(
+                                       static_cast<const uint16_t*>(p.x) + tok * p.ldx + kbase);
+        uint8_t* d = dst + r * sg.pitch_bytes + c * 16;
+        if (c < per_row) {
+          if (whole || kbase + c * kElem < p.K)
+            dec_cp_async16(d, src + c * 16);
+          else
+            *reinterpret_cast<uint4*>(d) = make_uint4(0, 0, 0, 0);
+        }
+        sg_i += kThreads / 32;
+        while (sg_i >= segs) sg_i -= segs, ++r;
+      }
+      return;
+    }
     int r = 0, c = threadIdx.x;
     while (c >= per_row) c -= per_row, ++r;
     while (r < rows) {
