@@ -1076,13 +1076,16 @@ __global__ void __launch_bounds__(32 * kW, kW == 8 && kS == 2 ? 4 : 1)
       flow_t = it;
     }
   };
-  if (!flow) pdl_wait();  // the intermediate is written by FC1
+  if (!flow) {
+    pdl_wait();  // the intermediate is written by FC1
+    pdl_trigger();
+  }
   prime_ring<kS>(n_my, [&](int s) {
     tile_ready(ni.t);
     issue(s, src_of(ni.t), ni.k, false, true);
     ni.next(nk);
   });
-  pdl_trigger();
+  if (flow) pdl_trigger();
   // Sources of the next chunk's tile, rebuilt only when the cursor enters a new tile.
   typename St::Src nsrc{};
   if (n_my > kS) nsrc = src_of(ni.t);
