@@ -206,6 +206,14 @@ struct Plan {
   /// Decode regime: the activation staging's cp.async copies walk segments of 32 pieces per warp
   /// (B12X_GEMM_DECODE_SEGSTAGE=1, probe) instead of single pieces per thread.
   bool decode_seg_stage = false;
+  /// GGML formats (IQ2_XXS, IQ2_XS, Q8_0) at M <= 16: the GEMV kernel (linear_gemv_ggml) with
+  /// this many warps per 16-row tile (1, 2, 4, 8; 0 = the decode kernel), its K split over
+  /// ggml_gemv_split CTAs (fp32 partials + the reduce kernel when > 1), at most ggml_gemv_ctas
+  /// CTAs per split walking the row tiles. B12X_GGML_GEMV=0|1, B12X_GGML_GEMV_KW=<n>,
+  /// B12X_GGML_GEMV_SPLIT=<n>, B12X_GGML_GEMV_CTAS=<n> override.
+  int ggml_gemv = 0;
+  int ggml_gemv_split = 1;
+  int ggml_gemv_ctas = 0;
   /// The split is one thread-block cluster reduced through distributed shared memory (SM90+,
   /// split <= 8); otherwise partials go to scratch and a second kernel reduces them.
   bool split_cluster = false;

@@ -13,6 +13,7 @@
 #include "b12x/runtime.h"
 #include "core/cuda_check.h"
 #include "formats/swizzle.h"
+#include "gemm/linear_gemv_ggml.h"
 #include "gemm/linear_internal.h"
 #include "gemm/linear_launch.h"
 #include "gemm/linear_params.h"
@@ -177,6 +178,43 @@ constexpr int kDecodeWsMaxSlices = 8;
 /// -> 9.2 (2); not taken: 4096x4096 FP4 (8 slices: 8.4 -> 9.3 / 9.0), 14336x4096 (224 CTAs: 18.4
 /// -> 20.7 / 22.1), M = 8 (Q8_0 4096x4096 10.6 -> 12.6 / 14.2).
 constexpr int64_t kDecodePipeWsMinSlices = 14;
+
+/// GGML formats (IQ2_XXS, IQ2_XS, Q8_0) up to this many tokens: the GEMV kernel
+/// (lin::launch_ggml_gemv) where Plan::ggml_gemv says so.
+constexpr int64_t kGgmlGemvMaxM = 16;
+
+/// The GGML GEMV's grid: warps per 16-row tile (kw; 8 / kw tiles per CTA), K split over CTAs and
+/// the CTAs per split (at most the resident ones, walking the tile groups), by a cost model: an
+/// SM's time ~ its CTAs x (a CTA's warp-batches + the IQ2 table fill, ~3 batches), doubled
+/// below 16 resident warps per SM (latency), plus the reduce kernel of a split (~8 batches).
+struct GgmlGemvGrid {
+  int kw = 8, split = 1, ctas = 0;
+};
+GgmlGemvGrid ggml_gemv_grid(lin::WFmt wf, int64_t n16, int64_t K, int64_t sms, int occ) {
+  const int64_t u = wf == lin::WFmt::kQ8_0 ? 4 : 8;
+  const int64_t batches = (K / 32 + u - 1) / u;
+  const double fill = wf == lin::WFmt::kQ8_0 ? 0.5 : 3.0;
+  const int64_t cap = std::max<int64_t>(1, occ) * sms;
+  GgmlGemvGrid best;
+  double best_cost = 1e30;
+  for (int kw = 8; kw >= 1; kw /= 2)
+    for (int split = 1; split <= 16; split *= 2) {
+      if (static_cast<int64_t>(kw) * split > std::max<int64_t>(batches, 1)) continue;
+      const int64_t groups = (n16 + 8 / kw - 1) / (8 / kw);
+      const int64_t gx = std::max<int64_t>(1, std::min(groups, cap / split));
+      const int64_t per_sm = (gx * split + sms - 1) / sms;
+      const int64_t bps = (batches + split - 1) / split;
+      const double work = static_cast<double>((groups + gx - 1) / gx) * 8.0 * ((bps + kw - 1) / kw);
+      double cost = static_cast<double>(per_sm) * (work + fill);
+      if (std::min<int64_t>(per_sm, occ) * 8 < 16) cost *= 2.0;
+      if (split > 1) cost += 8.0;
+      if (cost < best_cost) {
+        best_cost = cost;
+        best = {kw, split, static_cast<int>(gx)};
+      }
+    }
+  return best;
+}
 
 /// The most K slices whose staged activations (`rows` token rows) fit the decode kernel's
 /// shared-memory budget (at least one: a slice of 16 rows is at most 16 KB); pipe: per buffer of
@@ -400,6 +438,26 @@ Plan plan(const Caps& caps) {
                                                     (p.tiled_split == 2 || mode == "cluster"));
     }
   }
+  // GGML formats at M <= kGgmlGemvMaxM: the GEMV kernel (lin::launch_ggml_gemv). B12X_GGML_GEMV=1
+  // takes it (off by default until measured); B12X_GGML_GEMV_KW / _SPLIT override its grid.
+  if (M <= kGgmlGemvMaxM && p.regime == Regime::kDecode && lin::ggml_gemv_available(wf)) {
+    const char* e = std::getenv("B12X_GGML_GEMV");
+    if (e != nullptr && e[0] == '1') {
+      const int occ = std::max(1, lin::prepare_ggml_gemv(caps.device, wf, fp16, M <= 8 ? 1 : 2));
+      const GgmlGemvGrid gg = ggml_gemv_grid(wf, geo.n16, K, dev.sm_count, occ);
+      p.ggml_gemv = gg.kw;
+      p.ggml_gemv_split = gg.split;
+      p.ggml_gemv_ctas = gg.ctas;
+      if (const char* k = std::getenv("B12X_GGML_GEMV_KW"); k != nullptr) {
+        const int want = std::atoi(k);
+        if (want == 1 || want == 2 || want == 4 || want == 8) p.ggml_gemv = want;
+      }
+      if (const char* sp = std::getenv("B12X_GGML_GEMV_SPLIT"); sp != nullptr)
+        p.ggml_gemv_split = static_cast<int>(std::clamp<int64_t>(std::atoll(sp), 1, 64));
+      if (const char* c = std::getenv("B12X_GGML_GEMV_CTAS"); c != nullptr)
+        p.ggml_gemv_ctas = std::max(0, std::atoi(c));
+    }
+  }
   // Split-K (weight-streaming regime only).
   const int64_t slices = geo.KP / lin::slice_k(wf);
   const int64_t ctas_n = (geo.n16 + 3) / 4;
@@ -600,6 +658,8 @@ Plan plan(const Caps& caps) {
   // forced tiled regime makes no decode choices), the larger of the two where both exist.
   int64_t partial_splits = 0;
   if (split > 1 && !p.split_cluster) partial_splits = split;
+  if (p.ggml_gemv > 0 && p.ggml_gemv_split > 1)
+    partial_splits = std::max<int64_t>(partial_splits, p.ggml_gemv_split);
   if (p.tiled_split_reduce) partial_splits = std::max<int64_t>(partial_splits, p.tiled_split);
   if (partial_splits > 0) {
     p.off_partial = off;
@@ -625,6 +685,7 @@ Plan plan(const Caps& caps) {
       sig << " decode nt=" << (M > kDecodeMaxM ? 2 : decode_nt(M))
           << (ws > 1 && M <= kDecodeMaxM ? " ws=" + std::to_string(ws) : "")
           << (p.decode_pipe ? " pipe" : "") << (p.decode_half ? " half" : "")
+          << (p.ggml_gemv > 0 ? (p.ggml_gemv_split > 1 ? " ggml_gemv+reduce" : " ggml_gemv") : "")
           << (p.decode_deep ? " deep=" + std::to_string(p.decode_deep) : std::string()) << " split="
           << (M > kDecodeMaxM || split == 1 ? "none"
               : p.split_cluster             ? "cluster"
@@ -998,6 +1059,13 @@ void run(const Binding& b, Stream stream) {
     return;
   }
   p.cluster_split = 1;
+  if (plan.ggml_gemv > 0 && p.x_vec16 && M <= kGgmlGemvMaxM && M <= plan.caps.max_tokens) {
+    p.split = plan.ggml_gemv_split;
+    p.partial = p.split > 1 ? reinterpret_cast<float*>(b.scratch + plan.off_partial) : nullptr;
+    lin::launch_ggml_gemv(im.wfmt, fp16, plan.ggml_gemv, plan.ggml_gemv_ctas, p, stream);
+    if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);
+    return;
+  }
   if (M > kDecodeMaxM || M > plan.caps.max_tokens) {
     p.split = 1;
     p.slices_per_cta = static_cast<int>(geo.KP / lin::slice_k(im.wfmt));
