@@ -1439,5 +1439,96 @@ TEST(GemmGpuSanitize, DecodeSliceHalves) {
   }
 }
 
+// ---------------------------------------------------------------- GGML GEMV (M <= 16) -------
+constexpr LinearFormat kGgmlFormats[] = {LinearFormat::kQ8_0, LinearFormat::kIq2Xxs,
+                                         LinearFormat::kIq2Xs};
+
+/// Cases of the GGML GEMV: every token count of one / two token tiles, N on and off the 16-row
+/// tile and the 8-tile CTA (256, 72, 40), K at and off the batch (IQ2: 4 / 9 blocks of 256; Q8_0:
+/// 32 / 33 atoms, a partial batch of 4), bias on every other case, BF16 and FP16 activations.
+std::vector<Case> ggml_gemv_cases() {
+  std::vector<Case> v;
+  int i = 0;
+  for (LinearFormat f : kGgmlFormats)
+    for (int64_t M : {1, 2, 4, 8, 16})
+      for (int64_t N : {256, 72, 40}) {
+        const int64_t K = f == LinearFormat::kQ8_0 ? (M % 2 ? 1056 : 1024) : (M % 2 ? 2304 : 1024);
+        const DType a = (i % 3) == 2 ? DType::kFP16 : DType::kBF16;
+        v.push_back({f, M, N, K, a, a, (i++ % 2) == 0});
+      }
+  return v;
+}
+
+TEST(GemmGpu, GgmlGemvForced) {
+  B12X_REQUIRE_GPU();
+  // B12X_GGML_GEMV=1: the GEMV at M <= 16 with the plan's grid (warps per tile, K split).
+  ScopedEnv e("B12X_GGML_GEMV", "1");
+  for (LinearFormat f : kGgmlFormats) {
+    EXPECT_GT(bf16_plan(f, 1, 4096, 4096).ggml_gemv, 0);
+    EXPECT_GT(bf16_plan(f, 16, 4096, 4096).ggml_gemv, 0);
+    EXPECT_EQ(bf16_plan(f, 17, 4096, 4096).ggml_gemv, 0);
+  }
+  for (const auto& c : ggml_gemv_cases()) run_case(c);
+}
+
+TEST(GemmGpu, GgmlGemvGrids) {
+  B12X_REQUIRE_GPU();
+  // Every warps-per-tile count (8 / kw tiles per CTA: idle warps past the last tile) and K splits
+  // over CTAs (fp32 partials + the reduce kernel), including splits with empty K ranges (K =
+  // 256: one IQ2 batch over 3 CTAs).
+  ScopedEnv e("B12X_GGML_GEMV", "1");
+  for (const char* kw : {"1", "2", "4", "8"})
+    for (const char* sp : {"1", "3"}) {
+      ScopedEnv ek("B12X_GGML_GEMV_KW", kw), es("B12X_GGML_GEMV_SPLIT", sp);
+      EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xs, 4, 72, 2304).ggml_gemv, std::atoi(kw));
+      EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xs, 4, 72, 2304).ggml_gemv_split, std::atoi(sp));
+      for (LinearFormat f : kGgmlFormats) {
+        run_case(
+            {f, 3, 72, f == LinearFormat::kQ8_0 ? 1056 : 2304, DType::kBF16, DType::kBF16, true});
+        run_case({f, 12, 40, 256, DType::kFP16, DType::kBF16, false});
+      }
+    }
+}
+
+TEST(GemmGpu, GgmlGemvTileWalk) {
+  B12X_REQUIRE_GPU();
+  // CTAs capped below the tile groups (B12X_GGML_GEMV_CTAS): each CTA walks several groups,
+  // loading the next group's first batch during the last one of the current group; N = 200 (13
+  // tiles, the last one partial), one and two token tiles, with and without a split.
+  ScopedEnv e("B12X_GGML_GEMV", "1"), ec("B12X_GGML_GEMV_CTAS", "2");
+  for (const char* kw : {"8", "2"})
+    for (const char* sp : {"1", "2"}) {
+      ScopedEnv ek("B12X_GGML_GEMV_KW", kw), es("B12X_GGML_GEMV_SPLIT", sp);
+      EXPECT_EQ(bf16_plan(LinearFormat::kQ8_0, 4, 200, 1024).ggml_gemv_ctas, 2);
+      for (LinearFormat f : kGgmlFormats) {
+        run_case({f, 2, 200, 1024, DType::kBF16, DType::kBF16, true});
+        run_case({f, 13, 200, 512, DType::kFP16, DType::kFP16, false});
+      }
+    }
+}
+
+TEST(GemmGpu, GgmlGemvGraphReplay) {
+  B12X_REQUIRE_GPU();
+  // Captured once, replayed with new activations in the same buffers (with and without a split).
+  ScopedEnv e("B12X_GGML_GEMV", "1");
+  for (const char* sp : {"1", "2"}) {
+    ScopedEnv es("B12X_GGML_GEMV_SPLIT", sp);
+    for (LinearFormat f : kGgmlFormats)
+      for (int64_t M : {1, 16})
+        run_case({f, M, 72, 1024, DType::kBF16, DType::kBF16, true}, /*graph_replay=*/true);
+  }
+}
+
+TEST(GemmGpuSanitize, GgmlGemv) {
+  B12X_REQUIRE_GPU();
+  ScopedEnv e("B12X_GGML_GEMV", "1");
+  for (LinearFormat f : kGgmlFormats) {
+    run_case({f, 1, 40, f == LinearFormat::kQ8_0 ? 1056 : 512, DType::kBF16, DType::kBF16, true});
+    ScopedEnv ek("B12X_GGML_GEMV_KW", "2"), es("B12X_GGML_GEMV_SPLIT", "3"),
+        ec("B12X_GGML_GEMV_CTAS", "1");
+    run_case({f, 9, 40, 512, DType::kFP16, DType::kFP16, false});
+  }
+}
+
 }  // namespace
 }  // namespace b12x
