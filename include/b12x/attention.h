@@ -128,6 +128,11 @@ struct PagedPlan {
   /// the executed prologue and epilogue blocks, which run once per warp and are fetched cold
   /// (B12X_ATTN_LEAN=1|0; where no lean instance exists the plan keeps the general one).
   bool lean = false;
+  /// Lean decode kernels: before the PDL wait each CTA reads its metadata and its prologue's page
+  /// ids through L2 and, after the wait, issues Q's and the first tiles' copies at once; the
+  /// values are read again and compared, and a CTA that saw stale ones drains its copies and
+  /// redoes the prologue (B12X_ATTN_SPEC=1|0; needs `lean`).
+  bool spec = false;
   int64_t partial_rows = 0;  ///< (split, token) rows of partials the scratch holds
   int64_t off_tiles = 0, off_partial_o = 0, off_partial_lse = 0, off_lse = 0;
   /// Decode/verify splits are merged by the main kernel (the last CTA of each row tile and KV

@@ -332,13 +332,16 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   plan.fused_merge = q_len > 0 && rows > 0 && fm_env != nullptr && std::string(fm_env) == "1";
   const char* lean_env = std::getenv("B12X_ATTN_LEAN");
   if (lean_env != nullptr) plan.lean = std::string(lean_env) != "0";
+  const char* spec_env = std::getenv("B12X_ATTN_SPEC");
+  if (spec_env != nullptr) plan.spec = std::string(spec_env) != "0";
   // The lean instance compiles in the defaults it replaces: any other setting keeps the general
   // kernel.
   plan.lean = plan.lean && decode_tile && k->launch_lean != nullptr && !plan.full_ring &&
               plan.short_ahead && plan.page_runs && plan.spread_merge && plan.spread_shared &&
               !plan.fused_merge;
+  plan.spec = plan.spec && plan.lean;
   if (plan.lean) {
-    plan.kernel += "_lean";
+    plan.kernel += plan.spec ? "_lean_spec" : "_lean";
     int dev_now = 0;
     B12X_CUDA_CHECK(cudaGetDevice(&dev_now));
     B12X_CUDA_CHECK(cudaSetDevice(caps.device));
@@ -584,6 +587,7 @@ void run_paged(const PagedBinding& b, Stream stream) {
   p.spread_merge = plan.spread_merge ? (plan.spread_shared ? 2 : 1) : 0;
   p.split_interleave = plan.split_interleave ? 1 : 0;  // plan_paged: decode tiles only
   p.fast_div = plan.fast_div ? 1 : 0;
+  p.spec = plan.spec ? 1 : 0;
   int kv_shift = 0;
   while ((1 << kv_shift) < plan.tile_kv) ++kv_shift;
   p.tile_kv_shift = kv_shift;  // KV tiles are powers of two (32, 64, 128)

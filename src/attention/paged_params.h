@@ -84,6 +84,7 @@ struct PagedParams {
   float rescale_slack;    // the running max moves only when a tile's max exceeds it by more
                           // (base-2 units; 0 = every increase)
   int32_t fast_div;       // 1: the divisions below by multiply and shift (B12X_ATTN_FAST_DIV)
+  int32_t spec;           // 1 (lean decode kernels): speculative prologue (B12X_ATTN_SPEC)
   int32_t tile_kv_shift;  // log2(tile_kv)
   int32_t min_tiles;      // max(1, min_chunk / tile_kv)
   FastDiv div_group, div_kv_heads, div_tiles_per_req, div_splits, div_min_tiles;

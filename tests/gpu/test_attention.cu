@@ -1149,13 +1149,88 @@ TEST(AttentionGpuDecode, Lean) {
   unsetenv("B12X_ATTN_LEAN");
 }
 
-// Small cases for compute-sanitizer with B12X_ATTN_FAST_DIV=1 and B12X_ATTN_LEAN=1 (group 6,
-// splits, both dtypes).
+// Lets the next grid in the stream launch at once (PDL), spins, then writes the true metadata:
+// a speculating attention grid (B12X_ATTN_SPEC) reads stale lengths and page ids before its
+// griddepcontrol.wait and must redo its prologue.
+__global__ void late_metadata_writer(int32_t* lens, const int32_t* lens_src, int nl, int32_t* table,
+                                     const int32_t* table_src, int nt, long long spin) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::);
+#endif
+  const long long t0 = clock64();
+  while (clock64() - t0 < spin) {
+  }
+  for (int i = threadIdx.x; i < nl; i += blockDim.x) lens[i] = lens_src[i];
+  for (int i = threadIdx.x; i < nt; i += blockDim.x) table[i] = table_src[i];
+}
+
+// B12X_ATTN_LEAN=1 + B12X_ATTN_SPEC=1: the speculative prologue, with fresh metadata (the
+// speculation holds) and with stale lengths and page tables that a preceding kernel replaces
+// while the attention grid already runs its pre-wait part (the CTAs redo their prologue); BF16
+// and FP8 KV, head dims 128 / 256, pages 16-128, automatic and forced splits, interleaved
+// splits, sinks, window.
+TEST(AttentionGpuDecode, SpeculativePrologue) {
+  B12X_REQUIRE_GPU();
+  setenv("B12X_ATTN_LEAN", "1", 1);
+  setenv("B12X_ATTN_SPEC", "1", 1);
+  cudaStream_t st;
+  B12X_TEST_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  for (int i = 0; i < 6; ++i) {
+    Spec s = gqa_decode_spec({4000, 63, 1, 2500, 700}, i == 2 ? 7 : 0, i == 2 ? 7 : 0);
+    s.kv = i % 2 == 1 ? DType::kFP8E4M3 : DType::kBF16;
+    s.dqk = s.dv = i >= 4 ? 256 : 128;
+    if (i >= 4) {
+      s.hq = 16;
+      s.hkv = 2;
+    }
+    s.page = 16 << (i % 4);
+    s.window = i == 3 ? 300 : -1;
+    s.sinks = i % 3 == 1;
+    if (i == 5) setenv("B12X_ATTN_SPLIT_INTERLEAVE", "1", 1);
+    const std::string what = "spec case " + std::to_string(i);
+    Problem p(s, rng());
+    PLAN_AND_BIND(p);
+    EXPECT_NE(p.plan.kernel.find("_lean_spec"), std::string::npos) << p.plan.kernel;
+    p.run(st);
+    B12X_TEST_CUDA(cudaStreamSynchronize(st));
+    p.check(what + " fresh");
+    // Stale device metadata until the writer restores them.
+    std::vector<int32_t> stale_lens = p.lens, stale_table = p.dev_table;
+    for (int b = 0; b < p.B; ++b) {
+      stale_lens[b] = p.lens[b] > 40 ? p.lens[b] - 37 : p.lens[b] + 5;
+      std::reverse(stale_table.begin() + size_t(b) * p.W,
+                   stale_table.begin() + size_t(b) * p.W + p.npg[b]);
+    }
+    DeviceBuffer<int32_t> good_lens(p.lens.size()), good_table(p.dev_table.size());
+    good_lens.upload(p.lens);
+    good_table.upload(p.dev_table);
+    p.dlens.upload(stale_lens);
+    p.dtable.upload(stale_table);
+    p.dout.poison(0xFF);
+    p.dlse.poison(0xFF);
+    B12X_TEST_CUDA(cudaDeviceSynchronize());
+    late_metadata_writer<<<1, 256, 0, st>>>(p.dlens.ptr, good_lens.ptr, p.B, p.dtable.ptr,
+                                            good_table.ptr, static_cast<int>(p.dev_table.size()),
+                                            2000000);
+    B12X_TEST_CUDA(cudaGetLastError());
+    att::run_paged(p.binding, st);
+    B12X_TEST_CUDA(cudaStreamSynchronize(st));
+    p.check(what + " stale");
+    unsetenv("B12X_ATTN_SPLIT_INTERLEAVE");
+  }
+  B12X_TEST_CUDA(cudaStreamDestroy(st));
+  unsetenv("B12X_ATTN_SPEC");
+  unsetenv("B12X_ATTN_LEAN");
+}
+
+// Small cases for compute-sanitizer with B12X_ATTN_FAST_DIV=1, B12X_ATTN_LEAN=1 and
+// B12X_ATTN_LEAN=1 + B12X_ATTN_SPEC=1 (group 6, splits, both dtypes).
 TEST(AttentionGpuSanitize, DecodeFastDivLean) {
   B12X_REQUIRE_GPU();
-  for (const char* knob : {"B12X_ATTN_FAST_DIV", "B12X_ATTN_LEAN"})
+  for (const char* knob : {"B12X_ATTN_FAST_DIV", "B12X_ATTN_LEAN", "B12X_ATTN_SPEC"})
     for (DType kv : {DType::kBF16, DType::kFP8E4M3}) {
       setenv(knob, "1", 1);
+      if (std::string(knob) == "B12X_ATTN_SPEC") setenv("B12X_ATTN_LEAN", "1", 1);
       Spec s;
       s.kv = kv;
       s.hq = 12;
@@ -1167,6 +1242,7 @@ TEST(AttentionGpuSanitize, DecodeFastDivLean) {
       s.sinks = true;
       run_case(s, std::string("sanitize decode ") + knob);
       unsetenv(knob);
+      unsetenv("B12X_ATTN_LEAN");
     }
 }
 

@@ -350,6 +350,20 @@ __device__ __forceinline__ int div_group(const PagedParams& p, int n) {
   return div_by<kFast>(p, n, p.group, p.div_group);
 }
 
+/// Row tile `tile` of request b from its metadata (cu_seqlens_q[b], [b + 1], cache_seqlens[b]).
+/// Metadata is trusted for values but never for memory safety: rows outside [0, T) and keys
+/// past the page table's reach are dropped. Returns false when the tile has no live rows.
+__device__ __forceinline__ bool make_work(const PagedParams& p, int b, int tile, int cu0, int cu1,
+                                          int lk, Work& w) {
+  w.b = b;
+  w.tile = tile;
+  w.q0 = cu0;
+  if (w.q0 < 0 || w.q0 >= p.total_q) return false;
+  w.qlen = min(cu1 - w.q0, p.total_q - w.q0);
+  w.lk = min(lk, p.max_kv);
+  return w.tile * p.tile_rows < w.qlen * p.group;
+}
+
 /// Maps a grid x index to (request, row tile). Returns false when the tile has no live rows.
 template <bool kFast = false>
 __device__ __forceinline__ bool find_work(const PagedParams& p, int x, Work& w) {
@@ -372,14 +386,7 @@ __device__ __forceinline__ bool find_work(const PagedParams& p, int x, Work& w) 
     // Heaviest (last, most causal keys) tile of each request first: shorter tail.
     w.tile = p.tile_start[b + 1] - 1 - x;
   }
-  w.b = b;
-  // Metadata is trusted for values but never for memory safety: rows outside [0, T) and keys
-  // past the page table's reach are dropped.
-  w.q0 = p.cu_q[b];
-  if (w.q0 < 0 || w.q0 >= p.total_q) return false;
-  w.qlen = min(p.cu_q[b + 1] - w.q0, p.total_q - w.q0);
-  w.lk = min(p.seqlens[b], p.max_kv);
-  return w.tile * p.tile_rows < w.qlen * p.group;
+  return make_work(p, b, w.tile, p.cu_q[b], p.cu_q[b + 1], p.seqlens[b], w);
 }
 
 /// KV range [lo, hi) a row tile may see (causal, window) and its split into chunks: split s
@@ -579,18 +586,103 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     kvh = blockIdx.x - tile_x * p.num_kv_heads;
   }
   if (p.prefetch) prefetch_first_tiles<Cfg, kLean>(p, tile_x, kvh, blockIdx.z);
+  constexpr int kIdRegs = kBN / 32;
+  int pg0[kStages][kIdRegs];
+  const int split = blockIdx.z;
+  const bool full_ring = Cfg::kDecode && !kLean && p.full_ring != 0;
+  Work w{};
+  KvRange range{};
+  // Tile it of this split covers [kv_begin + it * kv_step, + kBN) within [.., kv_end); the
+  // prologue issues `pro` tiles and the loop keeps `ahead` in flight (see below).
+  int kv_begin = 0, kv_end = 0, kv_step = kBN, n_tiles = 0, ahead = 1, pro = 1;
+  auto derive = [&]() {
+    kv_begin = range.lo + split * range.chunk;
+    kv_end = range.stride > 0 ? range.hi : min(range.hi, kv_begin + range.chunk);
+    kv_step = range.stride > 0 ? range.stride : kBN;
+    // may be 0 (empty range); interleaved: ceil(len / (ns kBN)) = ceil(ceil(len / kBN) / ns)
+    n_tiles =
+        (kLean || p.fast_div) && range.stride > 0 && range.ns == p.num_splits && kv_end > kv_begin
+            ? fast_div_apply((kv_end - kv_begin + kBN - 1) / kBN + range.ns - 1, p.div_splits)
+            : (kv_end - kv_begin + kv_step - 1) / kv_step;
+    // The loop keeps `ahead` tiles in flight beyond the one it computes: iteration it issues
+    // tile it + ahead into stage (it + ahead) % kStages, the stage of tile it + ahead - kStages,
+    // which was computed before this iteration's barrier. ahead = kStages - 1, except that with
+    // p.short_ahead (B12X_ATTN_SHORT_AHEAD, on by default; =0 disables) a decode split of
+    // n <= kStages - 1 tiles keeps n - 1 (at least 1) ahead, since with all its tiles requested
+    // at once the first lands later and the compute of every tile follows the last byte (FP8
+    // B = 1 x 8k: a split's 2 tiles on the 3-stage hcvt3 ring, 14.8 vs 14.1 us on 2-stage hcvt in
+    // round 17; the full ring's 14.5 vs 13.1 in round 16).
+    ahead = Cfg::kDecode && !full_ring && (kLean || p.short_ahead)
+                ? max(1, min(kStages - 1, n_tiles - 1))
+                : kStages - 1;
+    // Tiles issued by the prologue: ahead, or with the full ring all kStages (iteration 0 then
+    // issues nothing). Tile t rides in cp.async group t either way, with the ids of tile
+    // t + ahead (the tile issued together with tile t's wait; unused for the full ring's group
+    // 0).
+    pro = full_ring ? kStages : ahead;
+  };
+  // Speculative prologue (lean decode kernels, p.spec, B12X_ATTN_SPEC): before the PDL wait
+  // the CTA reads its metadata and the page ids of its prologue's tiles through L2 (ld.cg: no
+  // stale line stays in L1 for the loads after the wait; the previous grid may still be
+  // writing them), so after the wait it issues Q's and those tiles' copies at once instead of
+  // after two dependent round trips (metadata, then page ids). The copies read K/V after the
+  // wait, so they are right whenever the ids are: the metadata and ids are loaded again after
+  // the wait and compared; on any difference the CTA drains the copies and redoes its
+  // prologue from the fresh values.
+  bool spec = false;
+  int spec_cu0 = 0, spec_cu1 = 0, spec_lk = 0;
+  if constexpr (kLean && Cfg::kDecode) {
+    if (p.spec && p.tiles_per_req > 0) {
+      const int b = div_by<true>(p, tile_x, p.tiles_per_req, p.div_tiles_per_req);
+      if (b < p.batch) {
+        spec_cu0 = __ldcg(p.cu_q + b);
+        spec_cu1 = __ldcg(p.cu_q + b + 1);
+        spec_lk = __ldcg(p.seqlens + b);
+        spec = make_work(p, b, tile_x - b * p.tiles_per_req, spec_cu0, spec_cu1, spec_lk, w);
+      }
+      if (spec) {
+        range = kv_range<true>(p, w.tile, w.qlen, w.lk);
+        spec = split < range.ns;
+      }
+      // CTA-uniform: threads may have read the metadata before and after a concurrent write.
+      spec = __syncthreads_and(spec);
+      if (spec) {
+        derive();
+        const int32_t* tab = p.page_table + (int64_t)w.b * p.pt_stride;
+        const uint32_t top = static_cast<uint32_t>(p.num_pages - 1);
+#pragma unroll
+        for (int st = 0; st < kStages; ++st)
+#pragma unroll
+          for (int r = 0; r < kIdRegs; ++r) {
+            const int pos = kv_begin + st * kv_step + static_cast<int>(threadIdx.x & 31) + 32 * r;
+            pg0[st][r] = st < pro && pos < kv_end
+                             ? static_cast<int>(min(
+                                   static_cast<uint32_t>(__ldcg(tab + (pos >> p.page_shift))), top))
+                             : 0;
+          }
+      }
+    }
+  }
   wait_prior_grid();
   allow_next_grid();
+  // Metadata for the speculative prologue's check, loaded first (a warp's loads return in
+  // order, so these arrive before the prologue's copies).
+  int real_cu0 = 0, real_cu1 = 0, real_lk = 0;
+  if constexpr (kLean && Cfg::kDecode) {
+    if (spec) {
+      real_cu0 = p.cu_q[w.b];
+      real_cu1 = p.cu_q[w.b + 1];
+      real_lk = p.seqlens[w.b];
+    }
+  }
   // Interleaved splits (p.split_interleave) of a range that starts at 0 with every split live
   // (a long context) know their first tiles before the metadata arrive: tile it of split s
   // starts at (s + it * num_splits) * kBN. The page ids of the prologue's tiles are then loaded
   // together with the metadata (one round trip instead of two). Entries past the live length
   // but within the table's width may be read then; ids are clamped into the cache and the
   // copies of masked rows read nothing.
-  constexpr int kIdRegs = kBN / 32;
-  int pg0[kStages][kIdRegs];
-  bool ids_early = false;
-  if (Cfg::kDecode && p.split_interleave && p.tiles_per_req > 0) {
+  bool ids_early = spec;
+  if (!spec && Cfg::kDecode && p.split_interleave && p.tiles_per_req > 0) {
     const int b = div_by<kLean>(p, tile_x, p.tiles_per_req, p.div_tiles_per_req);
     if (b < p.batch) {
       ids_early = true;
@@ -609,21 +701,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
         }
     }
   }
-  Work w;
-  if (!find_work<kLean>(p, tile_x, w)) return;
-  const int split = blockIdx.z;
-  const KvRange range = kv_range<kLean>(p, w.tile, w.qlen, w.lk);
-  if (split >= range.ns) return;
-  ids_early = ids_early && range.stride > 0 && range.lo == 0 && range.ns == p.num_splits;
-  // Tile it of this split covers [kv_begin + it * kv_step, + kBN) within [.., kv_end).
-  const int kv_begin = range.lo + split * range.chunk;
-  const int kv_end = range.stride > 0 ? range.hi : min(range.hi, kv_begin + range.chunk);
-  const int kv_step = range.stride > 0 ? range.stride : kBN;
-  // may be 0 (empty range); interleaved: ceil(len / (ns kBN)) = ceil(ceil(len / kBN) / ns)
-  const int n_tiles =
-      (kLean || p.fast_div) && range.stride > 0 && range.ns == p.num_splits && kv_end > kv_begin
-          ? fast_div_apply((kv_end - kv_begin + kBN - 1) / kBN + range.ns - 1, p.div_splits)
-          : (kv_end - kv_begin + kv_step - 1) / kv_step;
+  if (!spec) {
+    if (!find_work<kLean>(p, tile_x, w)) return;
+    range = kv_range<kLean>(p, w.tile, w.qlen, w.lk);
+    if (split >= range.ns) return;
+    ids_early = ids_early && range.stride > 0 && range.lo == 0 && range.ns == p.num_splits;
+    derive();
+  }
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   // Full ring (decode tiles, p.full_ring): the prologue fills every stage, not kStages - 1, and
@@ -633,10 +717,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   // BF16 B = 1 x 8k gained nothing (15.6 vs 15.6-15.8 us) and FP8 lost (14.5 vs 13.1 us: with
   // every tile requested at once the first tile lands later, and the compute of both tiles
   // follows the last byte instead of overlapping it; round 16).
-  const bool full_ring = Cfg::kDecode && !kLean && p.full_ring != 0;
   const int wm = warp % kWM, wn = warp / kWM;
   const int g = lane >> 2, t4 = lane & 3;
-  const int off_diag = w.lk - w.qlen;
+  int off_diag = w.lk - w.qlen;
   const int rows0 = w.tile * kBM;
 
   // ---- Q tile (rows beyond the request or group are zero) -> swizzled smem ----
@@ -753,7 +836,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
       *reinterpret_cast<uint4*>(sQ + swz(r, 2 * kb + 1, kQRow)) =
           make_uint4(od[0], od[1], od[2], od[3]);
     }
-  } else if (!(Cfg::kQInRegs && full_ring)) {
+  }
+  // Q of the 16-bit tiles by cp.async (with tile 0's group).
+  auto stage_q_async = [&]() {
     const T* q = static_cast<const T*>(p.q);
     constexpr int kCpr = kDqk / 8;
     for (int i = tid; i < kBM * kCpr; i += kThreads) {
@@ -765,6 +850,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
       const T* src = valid ? q + (int64_t)(w.q0 + qi) * p.q_st + (int64_t)h * p.q_sh + c * 8 : q;
       cp_async16(smem_u32(sQ + swz(r, c, kQRow)), src, valid);
     }
+  };
+  if constexpr (!Cfg::kF16Mma && !Cfg::kDirectK) {
+    if (!(Cfg::kQInRegs && full_ring)) stage_q_async();
   }
   // wide3 with the full ring: every stage takes K/V, so Q's MMA A fragments come straight from
   // global memory (lane (g, t): rows g and g + 8, dims 16 kb + 2t, +1 and +8, +9), issued
@@ -973,22 +1061,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     }
   };
 
-  // The loop keeps `ahead` tiles in flight beyond the one it computes: iteration it issues tile
-  // it + ahead into stage (it + ahead) % kStages, the stage of tile it + ahead - kStages, which
-  // was computed before this iteration's barrier. ahead = kStages - 1, except that with
-  // p.short_ahead (B12X_ATTN_SHORT_AHEAD, on by default; =0 disables) a decode split of
-  // n <= kStages - 1 tiles keeps n - 1 (at least 1) ahead, since with all its tiles requested at
-  // once the first lands later and the compute of every tile follows the last byte (FP8 B = 1 x 8k:
-  // a split's 2 tiles on the 3-stage hcvt3 ring, 14.8 vs 14.1 us on 2-stage hcvt in round 17;
-  // the full ring's 14.5 vs 13.1 in round 16).
-  const int ahead = Cfg::kDecode && !full_ring && (kLean || p.short_ahead)
-                        ? max(1, min(kStages - 1, n_tiles - 1))
-                        : kStages - 1;
-  // Tiles issued by the prologue: ahead, or with the full ring all kStages (iteration 0 then
-  // issues nothing). Tile t rides in cp.async group t either way, with the ids of tile
-  // t + ahead (the tile issued together with tile t's wait; unused for the full ring's group 0).
-  const int pro = full_ring ? kStages : ahead;
-  {
+  auto issue_prologue = [&]() {
 #pragma unroll
     for (int s = 0; s < kStages; ++s)
       if (!ids_early && s < pro) load_ids(s, pg0[s]);
@@ -1003,8 +1076,49 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
       issue_ids(s + ahead);
       cp_async_commit();
     }
+  };
+  if constexpr (kLean && Cfg::kDecode) {
+    if (spec) {
+      // The check's page ids (the same entries, after the wait), issued before the copies.
+      int chk[kStages][kIdRegs];
+#pragma unroll
+      for (int s = 0; s < kStages; ++s) {
+        if (s < pro) {
+          load_ids(s, chk[s]);
+        } else {
+#pragma unroll
+          for (int r = 0; r < kIdRegs; ++r) chk[s][r] = 0;
+        }
+      }
+      issue_prologue();
+      if constexpr (kLateQ) stage_q_f16();
+      bool ok = real_cu0 == spec_cu0 && real_cu1 == spec_cu1 && real_lk == spec_lk;
+#pragma unroll
+      for (int s = 0; s < kStages; ++s)
+#pragma unroll
+        for (int r = 0; r < kIdRegs; ++r) ok = ok && chk[s][r] == pg0[s][r];
+      if (!__syncthreads_and(ok)) {
+        // Stale metadata or ids: let the speculative copies land, then redo the prologue.
+        cp_async_wait<0>();
+        __syncthreads();
+        if (!make_work(p, w.b, w.tile, real_cu0, real_cu1, real_lk, w)) return;
+        range = kv_range<true>(p, w.tile, w.qlen, w.lk);
+        if (split >= range.ns) return;
+        derive();
+        off_diag = w.lk - w.qlen;
+        ids_early = false;
+        if constexpr (!Cfg::kF16Mma) stage_q_async();
+        issue_prologue();
+        if constexpr (kLateQ) stage_q_f16();
+      }
+    } else {
+      issue_prologue();
+      if constexpr (kLateQ) stage_q_f16();
+    }
+  } else {
+    issue_prologue();
+    if constexpr (kLateQ) stage_q_f16();
   }
-  if constexpr (kLateQ) stage_q_f16();
   auto ring_page = [&](const int32_t* ids, int j) {
     return static_cast<int>(min(static_cast<uint32_t>(ids[j]), max_page));
   };
