@@ -22,18 +22,25 @@ GemvFn fn_nt(int nt) {
   return nt == 1 ? &linear_gemv_ggml_kernel<F, T, 1> : &linear_gemv_ggml_kernel<F, T, 2>;
 }
 
+/// nt = 0: IQ2_XS with its two 16-K groups in the MMA's column halves (M <= 4).
 template <class T>
 GemvFn pick(WFmt f, int nt) {
   switch (f) {
     case WFmt::kQ8_0:
-      return fn_nt<WFmt::kQ8_0, T>(nt);
+      return nt == 0 ? nullptr : fn_nt<WFmt::kQ8_0, T>(nt);
     case WFmt::kIq2Xxs:
-      return fn_nt<WFmt::kIq2Xxs, T>(nt);
+      return nt == 0 ? nullptr : fn_nt<WFmt::kIq2Xxs, T>(nt);
     case WFmt::kIq2Xs:
-      return fn_nt<WFmt::kIq2Xs, T>(nt);
+      return nt == 0 ? &linear_gemv_ggml_kernel<WFmt::kIq2Xs, T, 1, true>
+                     : fn_nt<WFmt::kIq2Xs, T>(nt);
     default:
       return nullptr;
   }
+}
+
+/// The variant for M tokens (0 = IQ2_XS column groups) and the tokens per grid.z.
+int variant_nt(WFmt f, int64_t M) {
+  return f == WFmt::kIq2Xs && M <= 4 ? 0 : M <= 8 ? 1 : 2;
 }
 
 int smem_of(WFmt f) {
@@ -60,8 +67,9 @@ int prepare_ggml_gemv(int device, WFmt f, bool fp16, int nt) {
   if (prev != device) B12X_CUDA_CHECK(cudaSetDevice(device));
   const int smem = smem_of(f);
   int blocks = 0;
-  for (int n = 1; n <= 2; ++n) {
+  for (int n = 0; n <= 2; ++n) {
     const GemvFn k = fp16 ? pick<Fp16Tag>(f, n) : pick<Bf16Tag>(f, n);
+    if (k == nullptr) continue;
     B12X_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(k),
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     if (n == nt)
@@ -73,15 +81,16 @@ int prepare_ggml_gemv(int device, WFmt f, bool fp16, int nt) {
 }
 
 void launch_ggml_gemv(WFmt f, bool fp16, int kw, int ctas, const LinearParams& p, Stream stream) {
-  const int nt = p.M <= 8 ? 1 : 2;
+  const int nt = variant_nt(f, p.M);
   const GemvFn k = fp16 ? pick<Fp16Tag>(f, nt) : pick<Bf16Tag>(f, nt);
   B12X_ASSERT(k != nullptr, "no GGML GEMV for format ", static_cast<int>(f));
   B12X_ASSERT(kw == 1 || kw == 2 || kw == 4 || kw == 8, "GGML GEMV: kw=", kw);
   const int tpc = gemv::kWarps / kw;
   const int64_t groups = (p.n16 + tpc - 1) / tpc;
   const int64_t gx = ctas > 0 ? std::min<int64_t>(ctas, groups) : groups;
-  const dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(p.split),
-                  static_cast<unsigned>((p.M + 8 * nt - 1) / (8 * nt)));
+  const dim3 grid(
+      static_cast<unsigned>(gx), static_cast<unsigned>(p.split),
+      static_cast<unsigned>((p.M + (nt == 0 ? 3 : 8 * nt - 1)) / (nt == 0 ? 4 : 8 * nt)));
   B12X_CUDA_CHECK(b12x::detail::launch_ex(k, grid, dim3(gemv::kThreads),
                                           static_cast<size_t>(smem_of(f)), stream, p.pdl != 0,
                                           dim3(1, 1, 1), p, kw));

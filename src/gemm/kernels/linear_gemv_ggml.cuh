@@ -136,13 +136,10 @@ __device__ __forceinline__ uint64_t lds64(uint32_t addr) {
   return (static_cast<uint64_t>(hi) << 32) | lo;
 }
 
-/// gbase / sbase: shared addresses of the lane's copy (class) of entry 0 of the grid / sign
-/// selector tables (entries kClasses * 8 = 128 bytes apart).
+/// The four value pairs (values 2p, 2p + 1 in the low / high half of p[p]) of an entry, exact
+/// +-grid in BF16 / FP16, from its grid and sign selector words (the tables' 8-byte entries).
 template <class T>
-__device__ __forceinline__ void iq2_entry_pairs(uint32_t e, uint32_t gbase, uint32_t sbase,
-                                                uint32_t lo, uint32_t p[4]) {
-  const uint64_t gs = lds64(gbase + ((e << 7) & (0x1FFu << 7)));
-  const uint64_t ss = lds64(sbase + ((e >> 2) & (0x7Fu << 7)));
+__device__ __forceinline__ void iq2_pairs(uint64_t gs, uint64_t ss, uint32_t lo, uint32_t p[4]) {
   if constexpr (T::kFp16) {
     const uint32_t g0 = static_cast<uint32_t>(gs), g1 = static_cast<uint32_t>(gs >> 32);
     const uint32_t s0 = static_cast<uint32_t>(ss), s1 = static_cast<uint32_t>(ss >> 32);
@@ -160,9 +157,38 @@ __device__ __forceinline__ void iq2_entry_pairs(uint32_t e, uint32_t gbase, uint
   }
 }
 
-/// fp32 of a 4-bit IQ2 sub-scale factor (2s + 1) / 8 times d.
-__device__ __forceinline__ float iq2_scale(float d, uint32_t s) {
-  return d * static_cast<float>(2u * s + 1u) * 0.125f;
+/// The two entries of e01 (rows g and g + 8: grid index | sign7 << 9 in each 16-bit half) ->
+/// their pairs. gcls / scls: shared addresses of the lane's copy (class) of grid / sign entry 0
+/// (entries 128 bytes apart): index * 128 + base is one IMAD, the high entry's sign index
+/// e01 >> 25 needs no mask.
+template <class T>
+__device__ __forceinline__ void iq2_entry_pairs2(uint32_t e01, uint32_t gcls, uint32_t scls,
+                                                 uint32_t lo, uint32_t p0[4], uint32_t p1[4]) {
+  const uint64_t g0 = lds64((e01 & 0x1FFu) * 128u + gcls);
+  const uint64_t s0 = lds64(((e01 >> 9) & 0x7Fu) * 128u + scls);
+  const uint64_t g1 = lds64(((e01 >> 16) & 0x1FFu) * 128u + gcls);
+  const uint64_t s1 = lds64((e01 >> 25) * 128u + scls);
+  iq2_pairs<T>(g0, s0, lo, p0);
+  iq2_pairs<T>(g1, s1, lo, p1);
+}
+
+/// A constant in a register ptxas cannot rematerialize (PRMT data operands are registers; it
+/// otherwise copies a uniform constant into one before every use).
+template <uint32_t kV>
+__device__ __forceinline__ uint32_t reg_const() {
+  uint32_t r;
+  asm volatile("mov.b32 %0, %1;" : "=r"(r) : "n"(kV));
+  return r;
+}
+/// IQ2 sub-scale factors: the nibbles s of bytes (x >> shift) & 0x0F as bytes 2s + 1 (<= 31,
+/// no carries), one word per four sub-scales.
+__device__ __forceinline__ uint32_t iq2_odd_bytes(uint32_t x, int shift) {
+  return ((x >> shift) & 0x0F0F0F0Fu) * 2u + 0x01010101u;
+}
+/// Byte k of such a word as fp32: 2^23 + v built by one PRMT with `magic` = 0x4B000000, minus
+/// 2^23 (exact).
+__device__ __forceinline__ float iq2_factor(uint32_t w, int k, uint32_t magic) {
+  return __uint_as_float(prmt(w, magic, 0x7540u | static_cast<uint32_t>(k))) - 8388608.f;
 }
 
 /// Weights and scales of one batch of a warp (registers; loaded one batch ahead).
@@ -241,10 +267,14 @@ __device__ __forceinline__ void load_acts(const uint16_t* xa, uint32_t x[4]) {
 
 }  // namespace gemv
 
-/// grid = (<= ceil(n16 / (8 / kw)) CTAs walking the tile groups, split, ceil(M / (8 * NT)));
-/// 256 threads; dynamic shared memory gemv::smem_bytes<F>(). kw (1, 2, 4, 8): warps per 16-row
-/// tile.
-template <WFmt F, class T, int NT>
+/// grid = (<= ceil(n16 / (8 / kw)) CTAs walking the tile groups, split, ceil(M / tokens)), tokens
+/// = 8 * NT (4 with kCols); 256 threads; dynamic shared memory gemv::smem_bytes<F>(). kw (1, 2,
+/// 4, 8): warps per 16-row tile. kCols (IQ2_XS, NT = 1, M <= 4): the two 16-K groups of an atom
+/// in the MMA's column halves instead of two MMA chains: columns 4h + m hold token m's sums over
+/// group h (lanes g = 4h + m load token m with the other group's activations zeroed), so one
+/// chain and one sub-scale per lane; lanes t and t + 2 (columns 2t, 2t + 1 of groups 0 / 1) are
+/// added before the epilogue.
+template <WFmt F, class T, int NT, bool kCols = false>
 __global__ void __launch_bounds__(gemv::kThreads)
     linear_gemv_ggml_kernel(const LinearParams p, int kw) {
   using namespace gemv;
@@ -269,7 +299,8 @@ __global__ void __launch_bounds__(gemv::kThreads)
   const int per = (batches + p.split - 1) / p.split;
   const int b_end = min(batches, static_cast<int>(blockIdx.y + 1) * per);
   const int b_first = static_cast<int>(blockIdx.y) * per + kp;
-  const int64_t tok0 = static_cast<int64_t>(blockIdx.z) * 8 * NT;
+  static_assert(!kCols || (F == WFmt::kIq2Xs && NT == 1), "column groups: IQ2_XS, one tile");
+  const int64_t tok0 = static_cast<int64_t>(blockIdx.z) * (kCols ? 4 : 8 * NT);
 
   int tg = blockIdx.x;
   Batch<F> cur;
@@ -294,17 +325,18 @@ __global__ void __launch_bounds__(gemv::kThreads)
   }
   griddep_wait();
 
-  const uint32_t gbase =
+  const uint32_t gcls =
       static_cast<uint32_t>(__cvta_generic_to_shared(tabs)) + (lane % kClasses) * 8;
-  const uint32_t sbase = gbase + grid_entries<F>() * kClasses * 8;
+  const uint32_t scls = gcls + grid_entries<F>() * kClasses * 8;
   const uint32_t esel = (t & 1) ? 0x7632u : 0x5410u;
   const uint32_t src_lo = src_lo_reg<T>();
+  const uint32_t magic = reg_const<0x4B000000u>();
   // The lane's activation row per token tile; token rows past M read row M - 1 (their output
   // columns are never stored).
   const uint16_t* xl[NT];
 #pragma unroll
   for (int n = 0; n < NT; ++n) {
-    const int64_t m = std::min<int64_t>(tok0 + 8 * n + g, p.M - 1);
+    const int64_t m = std::min<int64_t>(tok0 + 8 * n + (kCols ? (g & 3) : g), p.M - 1);
     xl[n] = static_cast<const uint16_t*>(p.x) + m * p.ldx + (kIq2 ? 8 * t : 2 * t);
   }
   float mult = p.out_mult;
@@ -327,14 +359,37 @@ __global__ void __launch_bounds__(gemv::kThreads)
       const bool more = b + kw < b_end;
       const int ltile = more ? tile : next_tile;
       if (ltile < n16) load_batch<F>(p, ltile, more ? b + kw : b_first, atoms, lane, nxt);
-      float dg[2];
+      // IQ2: the block's d / 8 per row, applied once per batch to sums of the atoms' partials
+      // times (2s + 1) (fw: the factors as bytes, iq2_odd_bytes; per row: XXS even / odd atoms,
+      // XS group 0 / 1 of atoms 0-3 / 4-7, XS column groups the lane's group of atoms 0-3 / 4-7).
+      float d8[2];
+      uint32_t fw[2][4];
+      float accb[NT][4];
       if constexpr (kIq2) {
-        dg[0] = half_bits_f32(cur.d[0] & 0xFFFFu);
-        dg[1] = half_bits_f32(cur.d[1] & 0xFFFFu);
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          d8[r] = half_bits_f32(cur.d[r] & 0xFFFFu) * 0.125f;
+          if constexpr (F == WFmt::kIq2Xxs) {
+            fw[r][0] = iq2_odd_bytes(cur.s[r], 0);
+            fw[r][1] = iq2_odd_bytes(cur.s[r], 4);
+          } else if constexpr (kCols) {
+            fw[r][0] = iq2_odd_bytes(cur.s[r].x, 4 * (t >> 1));
+            fw[r][1] = iq2_odd_bytes(cur.s[r].y, 4 * (t >> 1));
+          } else {
+            fw[r][0] = iq2_odd_bytes(cur.s[r].x, 0);
+            fw[r][1] = iq2_odd_bytes(cur.s[r].y, 0);
+            fw[r][2] = iq2_odd_bytes(cur.s[r].x, 4);
+            fw[r][3] = iq2_odd_bytes(cur.s[r].y, 4);
+          }
+        }
+#pragma unroll
+        for (int n = 0; n < NT; ++n) accb[n][0] = accb[n][1] = accb[n][2] = accb[n][3] = 0.f;
       }
+      const uint16_t* xb[NT];
+#pragma unroll
+      for (int n = 0; n < NT; ++n) xb[n] = xl[n] + static_cast<int64_t>(b) * (kU * 32);
 #pragma unroll
       for (int j = 0; j < kU; ++j) {
-        const int a = b * kU + j;
         uint32_t A[2][4];
         if constexpr (kIq2) {
           // Lane t takes the atom's group t for rows g (entry in word t / 2 of the slot, held by
@@ -343,8 +398,7 @@ __global__ void __launch_bounds__(gemv::kThreads)
           const uint32_t v1 = __shfl_sync(0xFFFFFFFFu, cur.w[j], (lane & ~3) | 2 | (t >> 1));
           const uint32_t e01 = prmt(v0, v1, esel);
           uint32_t P0[4], P1[4];
-          iq2_entry_pairs<T>(e01, gbase, sbase, src_lo, P0);
-          iq2_entry_pairs<T>(e01 >> 16, gbase, sbase, src_lo, P1);
+          iq2_entry_pairs2<T>(e01, gcls, scls, src_lo, P0, P1);
 #pragma unroll
           for (int s = 0; s < 2; ++s) {
             A[s][0] = P0[2 * s];
@@ -355,7 +409,7 @@ __global__ void __launch_bounds__(gemv::kThreads)
         } else {
           decode_byte_atom<T, true>(cur.w[j], A);
         }
-        // Per-row fp32 scales of the atom's group(s).
+        // Per-row fp32 factors of the atom's group(s): Q8_0 d; IQ2 2s + 1 (d / 8 per batch).
         float sc[2][2];
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
@@ -363,18 +417,27 @@ __global__ void __launch_bounds__(gemv::kThreads)
             const uint32_t dw = (j < 2 ? cur.d[r].x : cur.d[r].y) >> (16 * (j & 1));
             sc[r][0] = half_bits_f32(dw & 0xFFFFu);
           } else if constexpr (F == WFmt::kIq2Xxs) {
-            sc[r][0] = iq2_scale(dg[r], (cur.s[r] >> (4 * j)) & 0xFu);
+            sc[r][0] = iq2_factor(fw[r][j & 1], j >> 1, magic);
+          } else if constexpr (kCols) {
+            sc[r][0] = iq2_factor(fw[r][j >> 2], j & 3, magic);
           } else {
-            const uint32_t sb = (j < 4 ? cur.s[r].x : cur.s[r].y) >> (8 * (j & 3));
-            sc[r][0] = iq2_scale(dg[r], sb & 0xFu);
-            sc[r][1] = iq2_scale(dg[r], (sb >> 4) & 0xFu);
+            sc[r][0] = iq2_factor(fw[r][j >> 2], j & 3, magic);
+            sc[r][1] = iq2_factor(fw[r][2 + (j >> 2)], j & 3, magic);
           }
         }
 #pragma unroll
         for (int n = 0; n < NT; ++n) {
           uint32_t x[4];
-          load_acts<F>(xl[n] + a * 32, x);
-          if constexpr (kXs) {
+          load_acts<F>(xb[n] + j * 32, x);
+          if constexpr (kCols) {
+            // Column group g / 4 keeps the activations of its K half (lanes t / 2 == g / 4).
+            const bool keep = (t >> 1) == (g >> 2);
+            float c[4] = {0.f, 0.f, 0.f, 0.f};
+            mma16816<T>(c, A[0], keep ? x[0] : 0u, keep ? x[1] : 0u);
+            mma16816<T>(c, A[1], keep ? x[2] : 0u, keep ? x[3] : 0u);
+#pragma unroll
+            for (int i = 0; i < 4; ++i) accb[n][i] = fmaf(c[i], sc[i >> 1][0], accb[n][i]);
+          } else if constexpr (kXs) {
             // Lanes t = 0, 1 hold K 0-15 (group 0), t = 2, 3 K 16-31 (group 1): one MMA chain
             // per group with the other group's activations zeroed.
             const bool g0 = t < 2;
@@ -385,19 +448,36 @@ __global__ void __launch_bounds__(gemv::kThreads)
             mma16816<T>(c1, A[1], g0 ? 0u : x[2], g0 ? 0u : x[3]);
 #pragma unroll
             for (int i = 0; i < 4; ++i)
-              acc[n][i] = fmaf(c1[i], sc[i >> 1][1], fmaf(c0[i], sc[i >> 1][0], acc[n][i]));
+              accb[n][i] = fmaf(c1[i], sc[i >> 1][1], fmaf(c0[i], sc[i >> 1][0], accb[n][i]));
           } else {
             float c[4] = {0.f, 0.f, 0.f, 0.f};
             mma16816<T>(c, A[0], x[0], x[1]);
             mma16816<T>(c, A[1], x[2], x[3]);
 #pragma unroll
-            for (int i = 0; i < 4; ++i) acc[n][i] = fmaf(c[i], sc[i >> 1][0], acc[n][i]);
+            for (int i = 0; i < 4; ++i) {
+              if constexpr (kIq2) {
+                accb[n][i] = fmaf(c[i], sc[i >> 1][0], accb[n][i]);
+              } else {
+                acc[n][i] = fmaf(c[i], sc[i >> 1][0], acc[n][i]);
+              }
+            }
           }
         }
+      }
+      if constexpr (kIq2) {
+#pragma unroll
+        for (int n = 0; n < NT; ++n)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) acc[n][i] = fmaf(accb[n][i], d8[i >> 1], acc[n][i]);
       }
       cur = nxt;
     }
 
+    if constexpr (kCols) {
+      // Group 1's sums (lanes t + 2) onto group 0's (lanes t < 2, which store).
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[0][i] += __shfl_xor_sync(0xFFFFFFFFu, acc[0][i], 2);
+    }
     // K parts of a tile added in warp order (deterministic); the first barrier keeps the
     // previous group's readers ahead of these writes.
     if (kw > 1) {
@@ -414,7 +494,7 @@ __global__ void __launch_bounds__(gemv::kThreads)
 #pragma unroll
             for (int i = 0; i < 4; ++i) acc[n][i] += red[warp + q][n * 4 + i][lane];
     }
-    if (kp != 0 || !active) continue;
+    if (kp != 0 || !active || (kCols && t >= 2)) continue;
 #pragma unroll
     for (int n = 0; n < NT; ++n)
 #pragma unroll
