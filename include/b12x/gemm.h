@@ -184,7 +184,8 @@ struct Plan {
   int64_t off_qflags = -1;
   int split_k = 1;  ///< decode regime split of K
   /// Decode regime: warps per 16-row weight tile (1, 2 or 4), which split the CTA's K range
-  /// inside the CTA: at M = 1 (B12X_GEMM_DECODE_WSPLIT=1|2|4 overrides where it applies) and,
+  /// inside the CTA: at M = 1 (B12X_GEMM_DECODE_WSPLIT=1|2|4 overrides where it applies; 8, a
+  /// probe, for FP4 weights with BF16 MMAs) and,
   /// with decode_pipe, at M = 2..4 where the one-warp grid is small.
   int decode_warp_split = 1;
   /// Decode regime, M >= 2: the activations are staged in two buffers, the next chunk's copies in

@@ -488,6 +488,9 @@ Plan plan(const Caps& caps) {
       if (const char* e = std::getenv("B12X_GEMM_DECODE_WSPLIT"); e != nullptr) {
         const int want = std::atoi(e);
         if (want == 1 || want == 2 || want == 4) ws = want;
+        // 8 warps per tile (probe): M = 1 FP4 weights with BF16 MMAs; run checks the shared
+        // memory and keeps 4 otherwise.
+        if (want == 8 && lin::decode_ws8_available(wf, fp16)) ws = want;
       }
     }
     // Pipelined staging (two staging buffers) at M = 2..8, and at M = 9..32 for Q8_0 and FP8
@@ -527,6 +530,7 @@ Plan plan(const Caps& caps) {
     }
     // The smallest split over CTAs that brings the grid to `want` CTAs (with K ranges of at most
     // max_per slices; 0 if none up to max_split does).
+    auto tiles_per_cta = [](int w) -> int64_t { return w >= 4 ? 1 : 4 / w; };
     auto pick_split = [&](int64_t ctas, int64_t want, int64_t max_split, int64_t max_per) {
       int sp = 0;
       for (int64_t s = 1; s <= std::min<int64_t>(slices, max_split); ++s) {
@@ -540,7 +544,8 @@ Plan plan(const Caps& caps) {
     };
     if (pipe_ws) {
       // CTAs of 4 / ws tiles, K split over a cluster only (<= 8), to ~0.9 x SMs CTAs.
-      split = pick_split((geo.n16 + 4 / ws - 1) / (4 / ws), (9 * sms + 9) / 10, 8, slices);
+      split = pick_split((geo.n16 + tiles_per_cta(ws) - 1) / tiles_per_cta(ws), (9 * sms + 9) / 10,
+                         8, slices);
       if (split == 0) ws = 1;
     } else if (ws > 1) {
       // CTAs of 4 / ws tiles; a split over CTAs only as a cluster (SM90+), each CTA's K range
@@ -554,7 +559,7 @@ Plan plan(const Caps& caps) {
       int64_t ws_ctas = 0;
       if (const char* e = std::getenv("B12X_GEMM_DECODE_WS_CTAS"); e != nullptr)
         ws_ctas = std::max(0, std::atoi(e));
-      split = pick_split((geo.n16 + 4 / ws - 1) / (4 / ws), ws_ctas * sms,
+      split = pick_split((geo.n16 + tiles_per_cta(ws) - 1) / tiles_per_cta(ws), ws_ctas * sms,
                          dev.cc_major >= 9 ? 8 : 1, max_per);
       if (split == 0) ws = 1;
     }
@@ -1099,6 +1104,11 @@ void run(const Binding& b, Stream stream) {
     if (p.stage_slices % ws != 0) p.stage_slices = static_cast<int>(pipe_slices);
   } else if (ws > 1 && p.stage_slices < p.slices_per_cta) {
     p.decode_ws = 1;  // K parts need the whole range staged without the pipelined staging
+  } else if (p.decode_ws == 8 &&
+             lin::decode_ring_bytes_deep(im.wfmt, 0, 8) +
+                     lin::stage_geom(im.wfmt, p.stage_rows, p.stage_slices).bytes >
+                 lin::kDecodeWs8Budget) {
+    p.decode_ws = 4;  // 8 warps per tile (probe): their ring and the staging exceed the budget
   } else if (p.decode_half && plan.decode_half_stage_big) {
     // Probe (Plan::decode_half_stage_big): the halves' one staging buffer takes what SM12x's
     // 99 KB leave beside their FP4 ring (3 slices of 16 rows instead of 1).

@@ -28,6 +28,13 @@ using DecodeFn = void (*)(const LinearParams);
 /// FP4 weights with BF16 MMAs, one token tile, 4 warps per tile, one staging buffer).
 template <WFmt F, class T>
 DecodeFn decode_fn(int nt, int ws, bool pipe, bool half, int deep) {
+  if (ws == 8) {
+    // 8 warps per tile (probe): FP4 weights with BF16 MMAs at M = 1, the default ring.
+    if constexpr (std::is_same_v<T, Bf16Tag> && (F == WFmt::kNvfp4 || F == WFmt::kMxfp4)) {
+      if (nt == 1 && !pipe && !half && deep == 0) return &linear_decode_kernel<F, T, 1, 8>;
+    }
+    return nullptr;
+  }
   if (deep > 0) {
     if constexpr (std::is_same_v<T, Bf16Tag> && (F == WFmt::kNvfp4 || F == WFmt::kMxfp4)) {
       if (nt != 1 || ws != 4 || pipe || half) return nullptr;
@@ -109,8 +116,12 @@ bool decode_deep_available(WFmt f, bool fp16, int deep) {
   return pick_decode(f, fp16, 1, 4, false, false, deep) != nullptr;
 }
 
-int64_t decode_ring_bytes_deep(WFmt f, int deep) {
-  return int64_t{4} * (decode_stages(f) + deep) * decode_chunk_bytes(f);
+int64_t decode_ring_bytes_deep(WFmt f, int deep, int ws) {
+  return int64_t{ws == 8 ? 8 : 4} * (decode_stages(f) + deep) * decode_chunk_bytes(f);
+}
+
+bool decode_ws8_available(WFmt f, bool fp16) {
+  return pick_decode(f, fp16, 1, 8) != nullptr;
 }
 
 void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stream stream) {
@@ -143,8 +154,10 @@ void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stre
                               : half ? kDecodeHalfStageBudget
                                      : kDecodeStageBudget),
               "decode staging needs ", stage_bytes, " B of shared memory");
-  const int64_t smem = decode_ring_bytes_deep(f, deep) + stage_bytes;
+  const int64_t smem = decode_ring_bytes_deep(f, deep, ws) + stage_bytes;
   B12X_ASSERT(deep == 0 || smem <= kDecodeDeepBudget, "decode deep ring ", deep, " needs ", smem,
+              " B of shared memory");
+  B12X_ASSERT(ws != 8 || smem <= kDecodeWs8Budget, "decode with 8 warps per tile needs ", smem,
               " B of shared memory");
   {
     // The opt-in above 48 KB is a function attribute (not a stream operation, so legal while a
@@ -155,16 +168,17 @@ void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stre
     // The halves (FP4 only): their ring plus the larger of their two staging budgets.
     if (opted.insert(fn).second) {
       const int64_t most =
-          deep > 0 ? kDecodeDeepBudget
-          : half   ? decode_ring_bytes(f) + std::max(kDecodeHalfStageBudget, kDecodePipeBudget)
-                   : kDecodeRingMax + (pipe ? kDecodePipeBudget : kDecodeStageBudget);
+          ws == 8    ? kDecodeWs8Budget
+          : deep > 0 ? kDecodeDeepBudget
+          : half     ? decode_ring_bytes(f) + std::max(kDecodeHalfStageBudget, kDecodePipeBudget)
+                     : kDecodeRingMax + (pipe ? kDecodePipeBudget : kDecodeStageBudget);
       B12X_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            static_cast<int>(most)));
     }
   }
   const int64_t tok_tiles = (p.M + 8 * nt - 1) / (8 * nt);
   B12X_ASSERT(tok_tiles <= 65535, "too many token tiles: M=", p.M);
-  const int tiles_per_cta = half ? 4 : 4 / ws;
+  const int tiles_per_cta = half ? 4 : ws == 8 ? 1 : 4 / ws;
   const dim3 grid(static_cast<unsigned>((p.n16 + tiles_per_cta - 1) / tiles_per_cta),
                   static_cast<unsigned>(p.split), static_cast<unsigned>(tok_tiles));
   // Programmatic dependent launch lets the weight stream start while the previous kernel
@@ -172,8 +186,9 @@ void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stre
   B12X_ASSERT(p.cluster_split <= 1 || (p.cluster_split == p.split && p.split <= 8),
               "cluster split ", p.cluster_split);
   const dim3 cluster(1, p.cluster_split > 1 ? static_cast<unsigned>(p.split) : 1u, 1);
-  B12X_CUDA_CHECK(b12x::detail::launch_ex(
-      fn, grid, dim3(half ? 256 : 128), static_cast<size_t>(smem), stream, p.pdl != 0, cluster, p));
+  B12X_CUDA_CHECK(b12x::detail::launch_ex(fn, grid, dim3(half || ws == 8 ? 256 : 128),
+                                          static_cast<size_t>(smem), stream, p.pdl != 0, cluster,
+                                          p));
   B12X_CUDA_CHECK_LAUNCH();
 }
 

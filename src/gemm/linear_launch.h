@@ -37,8 +37,14 @@ inline constexpr int64_t kDecodeHalfStageBudget = 101376 - 17 * 1024 - 4 * 2 * 4
 /// stages in the M = 1 kernels with 4 warps per tile (FP4 weights, BF16 MMAs); ring + staging
 /// within what SM12x's 99 KB leave beside the static part.
 bool decode_deep_available(WFmt f, bool fp16, int deep);
-int64_t decode_ring_bytes_deep(WFmt f, int deep);
+/// The weight rings of a CTA: 4 warps (8 with ws = 8) of decode_stages(f) + deep slices.
+int64_t decode_ring_bytes_deep(WFmt f, int deep, int ws = 4);
 inline constexpr int64_t kDecodeDeepBudget = 101376 - 15 * 1024;
+/// 8 warps per tile at M = 1 (LinearParams::decode_ws = 8, probe: B12X_GEMM_DECODE_WSPLIT=8): the
+/// kernel exists (FP4 weights, BF16 MMAs), and its dynamic shared memory budget (ring + staging)
+/// beside up to 23 KB of static shared memory on SM12x.
+bool decode_ws8_available(WFmt f, bool fp16);
+inline constexpr int64_t kDecodeWs8Budget = 101376 - 23 * 1024;
 /// grid = (ceil(n16/4), split, ceil(M / (8*nt))); p.cluster_split > 1 launches grid.y as one
 /// thread-block cluster. p.stage_rows / p.stage_slices size the activation staging.
 void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stream stream);

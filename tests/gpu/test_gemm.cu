@@ -803,6 +803,25 @@ TEST(GemmGpu, DecodeDeepRing) {
   }
 }
 
+TEST(GemmGpu, DecodeWarpSplit8) {
+  B12X_REQUIRE_GPU();
+  // B12X_GEMM_DECODE_WSPLIT=8 (probe): CTAs of 8 warps on one 16-row tile at M = 1 (FP4 weights,
+  // BF16 MMAs), each warp 1/8 of the CTA's K range. K = 4096 (one slice per warp), 1280 (warps
+  // without a slice, a K tail), 4864; K = 8960 exceeds the shared memory budget (run takes 4
+  // warps); a cluster split of K (B12X_GEMM_DECODE_WS_CTAS), N = 72 (a partial last tile).
+  ScopedEnv ew("B12X_GEMM_DECODE_WSPLIT", "8");
+  EXPECT_EQ(bf16_plan(LinearFormat::kNvfp4W4A16, 1, 4096, 4096).decode_warp_split, 8);
+  EXPECT_EQ(bf16_plan(LinearFormat::kQ8_0, 1, 4096, 4096).decode_warp_split, 4);
+  int i = 0;
+  for (int64_t K : {4096, 1280, 4864, 8960})
+    for (LinearFormat f : kFp4Bf16Formats)
+      run_case({f, 1, 72, K, DType::kBF16, DType::kBF16, (i++ % 2) == 0});
+  run_case({LinearFormat::kNvfp4W4A16, 1, 72, 4096, DType::kFP16, DType::kFP16, true});
+  ScopedEnv ec("B12X_GEMM_DECODE_WS_CTAS", "4");
+  for (LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kMxfp4W4A16})
+    run_case({f, 1, 72, 4096, DType::kBF16, DType::kBF16, true});
+}
+
 TEST(GemmGpu, DecodeSegmentStaging) {
   B12X_REQUIRE_GPU();
   // B12X_GEMM_DECODE_SEGSTAGE=1 (probe): the staging copies of the warp-split, pipelined and
@@ -1406,6 +1425,17 @@ TEST(GemmGpuSanitize, DecodeDeepRing) {
       for (LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kMxfp4W4A16})
         run_case({f, 1, 40, K, DType::kBF16, DType::kBF16, true});
   }
+}
+
+TEST(GemmGpuSanitize, DecodeWarpSplit8) {
+  B12X_REQUIRE_GPU();
+  // B12X_GEMM_DECODE_WSPLIT=8: 8 warps per tile at M = 1, K = 1280 (warps without a slice) and
+  // 4096 over a cluster split (B12X_GEMM_DECODE_WS_CTAS), N = 40.
+  ScopedEnv ew("B12X_GEMM_DECODE_WSPLIT", "8");
+  for (LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kMxfp4W4A16})
+    run_case({f, 1, 40, 1280, DType::kBF16, DType::kBF16, true});
+  ScopedEnv ec("B12X_GEMM_DECODE_WS_CTAS", "4");
+  run_case({LinearFormat::kNvfp4W4A16, 1, 40, 4096, DType::kBF16, DType::kBF16, false});
 }
 
 TEST(GemmGpuSanitize, DecodeSegmentStaging) {

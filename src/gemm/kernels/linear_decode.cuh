@@ -139,13 +139,14 @@ __device__ __forceinline__ void dec_cp_async_wait() {
 /// slice too), two DRAM round trips per CTA; one more stage requests both before the staging.
 template <WFmt F, class T, int NT, int kWS = 1, bool kPipe = false, bool kHalf = false,
           int kDeep = 0>
-__global__ void __launch_bounds__(kHalf ? 256 : 128, kHalf ? 2 : 4)
+__global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS == 8 ? 2 : 4)
     linear_decode_kernel(const LinearParams p) {
-  static_assert(kWS == 1 || kWS == 2 || kWS == 4, "warps per weight tile");
+  static_assert(kWS == 1 || kWS == 2 || kWS == 4 || kWS == 8, "warps per weight tile");
+  static_assert(kWS != 8 || (!kPipe && !kHalf && NT == 1), "8 warps per tile: M = 1 kernels");
   static_assert(!kHalf || (kWS == 1 && !T::kFp16 && (F == WFmt::kNvfp4 || F == WFmt::kMxfp4)),
                 "slice halves: FP4 weights with BF16 MMAs, one warp per half");
   static_assert(kDeep == 0 || (kWS > 1 && !kPipe && !kHalf), "deeper rings: warp-split kernels");
-  constexpr int kThreads = kHalf ? 256 : 128;
+  constexpr int kThreads = kHalf || kWS == 8 ? 256 : 128;
   constexpr int kParts = kHalf ? 2 : kWS;  // warps per tile
   constexpr WTraits kTr = wtraits(F);
   constexpr int kAtoms = kTr.slice_atoms;
@@ -175,7 +176,7 @@ __global__ void __launch_bounds__(kHalf ? 256 : 128, kHalf ? 2 : 4)
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, t = lane & 3;
-  constexpr int kTilesPerCta = kHalf ? 4 : 4 / kWS;
+  constexpr int kTilesPerCta = kHalf ? 4 : kWS == 8 ? 1 : 4 / kWS;
   // kWS = 1 keeps tile = 4 * blockIdx.x + warp without the mask: `warp % 4` alone changed ptxas's
   // schedule of the NVFP4 slice loop and cost 20-40 % at M = 1..4 (round 20 bisect of b1c65ec).
   const int wt = kParts == 1 ? warp : warp % kTilesPerCta;  // tile in the CTA
@@ -202,7 +203,8 @@ __global__ void __launch_bounds__(kHalf ? 256 : 128, kHalf ? 2 : 4)
   constexpr int kChunkW = kHalf ? kChunk / 2 : kChunk;  // a warp's bytes of a slice
   const StageGeom sg = stage_geom(F, p.stage_rows, p.stage_slices);
   uint8_t* const ring = dsm + warp * (kStages * kChunkW);
-  uint8_t* const xs = dsm + 4 * kStages * kChunk;  // decode_ring_bytes(F) without kDeep
+  // decode_ring_bytes(F) with 4 warps per CTA (or 8 on half slices) and no kDeep
+  uint8_t* const xs = dsm + (kThreads / 32) * kStages * kChunkW;
   float* const xsc = reinterpret_cast<float*>(xs + p.stage_rows * sg.pitch_bytes);
   const int rows = static_cast<int>(min(static_cast<int64_t>(p.stage_rows), p.M - tok0));
   // kPipe: the second staging buffer, and the one the current chunk is read from.
@@ -744,7 +746,7 @@ __global__ void __launch_bounds__(kHalf ? 256 : 128, kHalf ? 2 : 4)
     // K parts 1.. of each tile hand their sums to part 0 (the same lane holds the same outputs).
     // kPipe: at the start of each warp's own (drained) ring. kHalf: the part-1 warps 4..7 write
     // slot w % 4.
-    __shared__ float wred_static[kPipe ? 1 : 4][32][NT * 4];
+    __shared__ float wred_static[kPipe ? 1 : kWS == 8 ? 8 : 4][32][NT * 4];
     auto wred = [&](int w) -> float* {
       return kPipe ? reinterpret_cast<float*>(dsm + w * (kStages * kChunkW)) + lane * (NT * 4)
                    : wred_static[kHalf ? w % 4 : w][lane];
@@ -770,13 +772,15 @@ __global__ void __launch_bounds__(kHalf ? 256 : 128, kHalf ? 2 : 4)
   // ---- split-K across a cluster: ranks > 0 hand their partial sums to rank 0 via DSMEM.
   // kPipe: in the warp's own ring, drained by now (every copy into it was waited for), after the
   // K-part sums above, which keeps the pipelined kernel at three CTAs per SM90 SM.
-  // kHalf: slot wt, written by part 0 only (part 1's sums are in part 0's by now).
+  // kHalf / 8 warps per tile: slot wt, written by part 0 only (the other parts' sums are in part
+  // 0's by now).
+  constexpr bool kPart0Red = kHalf || kWS == 8;
   __shared__ float red_static[kPipe ? 1 : 4][32][NT * 4];
   float* const red = kPipe ? reinterpret_cast<float*>(ring + 32 * NT * 16) + lane * (NT * 4)
-                           : red_static[kHalf ? wt : warp][lane];
+                           : red_static[kPart0Red ? wt : warp][lane];
   if (p.cluster_split > 1) {
     if constexpr (kPipe) __syncwarp();  // every lane's last reads of the ring are done
-    if (!kHalf || wk == 0) {
+    if (!kPart0Red || wk == 0) {
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
