@@ -609,6 +609,9 @@ Plan plan(const Caps& caps) {
     }
     if (const char* e = std::getenv("B12X_GEMM_DECODE_SEGSTAGE"); e != nullptr)
       p.decode_seg_stage = e[0] == '1';
+    if (const char* e = std::getenv("B12X_GEMM_DECODE_PAIR"); e != nullptr)
+      p.decode_pair = e[0] == '1' && p.decode_half && p.decode_pipe && nt == 2 &&
+                      lin::decode_pair_available(wf, fp16);
   }
   // Probe override (tools/gemm-probe.sh): B12X_GEMM_SPLIT=<n> forces the decode split count.
   if (decode_plan && split_env != nullptr && std::atoi(split_env) > 0)
@@ -690,6 +693,7 @@ Plan plan(const Caps& caps) {
       sig << " decode nt=" << (M > kDecodeMaxM ? 2 : decode_nt(M))
           << (ws > 1 && M <= kDecodeMaxM ? " ws=" + std::to_string(ws) : "")
           << (p.decode_pipe ? " pipe" : "") << (p.decode_half ? " half" : "")
+          << (p.decode_pair ? " pair" : "")
           << (p.ggml_gemv > 0 ? (p.ggml_gemv_split > 1 ? " ggml_gemv+reduce" : " ggml_gemv") : "")
           << (p.decode_deep ? " deep=" + std::to_string(p.decode_deep) : std::string()) << " split="
           << (M > kDecodeMaxM || split == 1 ? "none"
@@ -1122,6 +1126,7 @@ void run(const Binding& b, Stream stream) {
           lin::kDecodeDeepBudget)
     p.decode_deep = plan.decode_deep;
   p.decode_seg_stage = plan.decode_seg_stage ? 1 : 0;
+  p.decode_pair = plan.decode_pair && p.decode_half && p.decode_pipe && nt == 2 ? 1 : 0;
   p.partial = (p.split > 1 && !plan.split_cluster)
                   ? reinterpret_cast<float*>(b.scratch + plan.off_partial)
                   : nullptr;

@@ -27,7 +27,15 @@ using DecodeFn = void (*)(const LinearParams);
 /// halves (kHalf: FP4 weights with BF16 MMAs, ws = 1). deep: extra ring stages (kDeep, probe:
 /// FP4 weights with BF16 MMAs, one token tile, 4 warps per tile, one staging buffer).
 template <WFmt F, class T>
-DecodeFn decode_fn(int nt, int ws, bool pipe, bool half, int deep) {
+DecodeFn decode_fn(int nt, int ws, bool pipe, bool half, int deep, bool pair) {
+  if (pair) {
+    // Tile pairs (probe): the pipelined slice-halves kernel at two token tiles.
+    if constexpr (std::is_same_v<T, Bf16Tag> && (F == WFmt::kNvfp4 || F == WFmt::kMxfp4)) {
+      if (nt == 2 && ws == 1 && pipe && half && deep == 0)
+        return &linear_decode_kernel<F, T, 2, 1, true, true, 0, true>;
+    }
+    return nullptr;
+  }
   if (ws == 8) {
     // 8 warps per tile (probe): FP4 weights with BF16 MMAs at M = 1, the default ring.
     if constexpr (std::is_same_v<T, Bf16Tag> && (F == WFmt::kNvfp4 || F == WFmt::kMxfp4)) {
@@ -71,29 +79,29 @@ DecodeFn decode_fn(int nt, int ws, bool pipe, bool half, int deep) {
 }
 
 DecodeFn pick_decode(WFmt f, bool fp16, int nt, int ws = 1, bool pipe = false, bool half = false,
-                     int deep = 0) {
+                     int deep = 0, bool pair = false) {
   switch (f) {
     case WFmt::kNvfp4:
-      return fp16 ? decode_fn<WFmt::kNvfp4, Fp16Tag>(nt, ws, pipe, half, deep)
-                  : decode_fn<WFmt::kNvfp4, Bf16Tag>(nt, ws, pipe, half, deep);
+      return fp16 ? decode_fn<WFmt::kNvfp4, Fp16Tag>(nt, ws, pipe, half, deep, pair)
+                  : decode_fn<WFmt::kNvfp4, Bf16Tag>(nt, ws, pipe, half, deep, pair);
     case WFmt::kMxfp4:
-      return fp16 ? decode_fn<WFmt::kMxfp4, Fp16Tag>(nt, ws, pipe, half, deep)
-                  : decode_fn<WFmt::kMxfp4, Bf16Tag>(nt, ws, pipe, half, deep);
+      return fp16 ? decode_fn<WFmt::kMxfp4, Fp16Tag>(nt, ws, pipe, half, deep, pair)
+                  : decode_fn<WFmt::kMxfp4, Bf16Tag>(nt, ws, pipe, half, deep, pair);
     case WFmt::kQ8_0:
-      return fp16 ? decode_fn<WFmt::kQ8_0, Fp16Tag>(nt, ws, pipe, half, deep)
-                  : decode_fn<WFmt::kQ8_0, Bf16Tag>(nt, ws, pipe, half, deep);
+      return fp16 ? decode_fn<WFmt::kQ8_0, Fp16Tag>(nt, ws, pipe, half, deep, pair)
+                  : decode_fn<WFmt::kQ8_0, Bf16Tag>(nt, ws, pipe, half, deep, pair);
     case WFmt::kIq2Xxs:
-      return fp16 ? decode_fn<WFmt::kIq2Xxs, Fp16Tag>(nt, ws, pipe, half, deep)
-                  : decode_fn<WFmt::kIq2Xxs, Bf16Tag>(nt, ws, pipe, half, deep);
+      return fp16 ? decode_fn<WFmt::kIq2Xxs, Fp16Tag>(nt, ws, pipe, half, deep, pair)
+                  : decode_fn<WFmt::kIq2Xxs, Bf16Tag>(nt, ws, pipe, half, deep, pair);
     case WFmt::kIq2Xs:
-      return fp16 ? decode_fn<WFmt::kIq2Xs, Fp16Tag>(nt, ws, pipe, half, deep)
-                  : decode_fn<WFmt::kIq2Xs, Bf16Tag>(nt, ws, pipe, half, deep);
+      return fp16 ? decode_fn<WFmt::kIq2Xs, Fp16Tag>(nt, ws, pipe, half, deep, pair)
+                  : decode_fn<WFmt::kIq2Xs, Bf16Tag>(nt, ws, pipe, half, deep, pair);
     case WFmt::kFp8:
-      return fp16 ? nullptr : decode_fn<WFmt::kFp8, Bf16Tag>(nt, ws, pipe, half, deep);
+      return fp16 ? nullptr : decode_fn<WFmt::kFp8, Bf16Tag>(nt, ws, pipe, half, deep, pair);
     case WFmt::kFp8Mx:
-      return fp16 ? nullptr : decode_fn<WFmt::kFp8Mx, Bf16Tag>(nt, ws, pipe, half, deep);
+      return fp16 ? nullptr : decode_fn<WFmt::kFp8Mx, Bf16Tag>(nt, ws, pipe, half, deep, pair);
     case WFmt::kFp8Block:
-      return fp16 ? nullptr : decode_fn<WFmt::kFp8Block, Bf16Tag>(nt, ws, pipe, half, deep);
+      return fp16 ? nullptr : decode_fn<WFmt::kFp8Block, Bf16Tag>(nt, ws, pipe, half, deep, pair);
   }
   return nullptr;
 }
@@ -118,6 +126,10 @@ bool decode_deep_available(WFmt f, bool fp16, int deep) {
 
 int64_t decode_ring_bytes_deep(WFmt f, int deep, int ws) {
   return int64_t{ws == 8 ? 8 : 4} * (decode_stages(f) + deep) * decode_chunk_bytes(f);
+}
+
+bool decode_pair_available(WFmt f, bool fp16) {
+  return pick_decode(f, fp16, 2, 1, true, true, 0, true) != nullptr;
 }
 
 bool decode_ws8_available(WFmt f, bool fp16) {
@@ -145,7 +157,8 @@ void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stre
               "decode pipelined staging with ws ", ws, " act ", p.act_kind, " xs ", p.xs_kind);
   // Deeper rings (probe): the plan takes them only where ring + staging fit kDecodeDeepBudget.
   const int deep = p.decode_deep;
-  DecodeFn fn = pick_decode(f, fp16, nt, ws, pipe, half, deep);
+  const bool pair = p.decode_pair != 0;
+  DecodeFn fn = pick_decode(f, fp16, nt, ws, pipe, half, deep, pair);
   B12X_ASSERT(fn != nullptr, "no decode kernel for format ", static_cast<int>(f), " fp16=", fp16);
   B12X_ASSERT(p.stage_rows >= 1 && p.stage_rows <= 8 * nt && p.stage_slices >= 1,
               "decode staging rows=", p.stage_rows, " slices=", p.stage_slices);

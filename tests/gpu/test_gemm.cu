@@ -822,6 +822,26 @@ TEST(GemmGpu, DecodeWarpSplit8) {
     run_case({f, 1, 72, 4096, DType::kBF16, DType::kBF16, true});
 }
 
+TEST(GemmGpu, DecodeTilePairs) {
+  B12X_REQUIRE_GPU();
+  // B12X_GEMM_DECODE_PAIR=1 (probe): the pipelined slice-halves kernel at two token tiles with
+  // tile pairs per warp (a quarter of each slice of two tiles). M = 9 / 16 / 24 / 32, N = 72 and
+  // 40 (a pair whose second tile does not exist), K = 4864 in several chunks over splits of 1, 4
+  // (a cluster) and the default (partials at N = 72), FP4 formats, bias on every other case.
+  ScopedEnv ep("B12X_GEMM_DECODE_PAIR", "1"), eh("B12X_GEMM_DECODE_HALF", "1");
+  EXPECT_TRUE(bf16_plan(LinearFormat::kNvfp4W4A16, 16, 72, 4864).decode_pair);
+  EXPECT_FALSE(bf16_plan(LinearFormat::kNvfp4W4A16, 8, 72, 4864).decode_pair);
+  int i = 0;
+  for (const char* split : {"1", "4", ""}) {
+    if (split[0] != 0) setenv("B12X_GEMM_SPLIT", split, 1);
+    for (int64_t M : {9, 16, 24, 32})
+      for (LinearFormat f : kFp4Bf16Formats)
+        run_case({f, M, (i % 3) == 2 ? 40 : 72, 4864, DType::kBF16, DType::kBF16, (i++ % 2) == 0});
+    unsetenv("B12X_GEMM_SPLIT");
+  }
+  run_case({LinearFormat::kNvfp4W4A16, 16, 14336, 4096, DType::kBF16, DType::kBF16, false});
+}
+
 TEST(GemmGpu, DecodeSegmentStaging) {
   B12X_REQUIRE_GPU();
   // B12X_GEMM_DECODE_SEGSTAGE=1 (probe): the staging copies of the warp-split, pipelined and
@@ -1436,6 +1456,21 @@ TEST(GemmGpuSanitize, DecodeWarpSplit8) {
     run_case({f, 1, 40, 1280, DType::kBF16, DType::kBF16, true});
   ScopedEnv ec("B12X_GEMM_DECODE_WS_CTAS", "4");
   run_case({LinearFormat::kNvfp4W4A16, 1, 40, 4096, DType::kBF16, DType::kBF16, false});
+}
+
+TEST(GemmGpuSanitize, DecodeTilePairs) {
+  B12X_REQUIRE_GPU();
+  // B12X_GEMM_DECODE_PAIR=1: tile pairs in the pipelined halves, K = 1280 (3 chunks, a short
+  // last one), N = 40 (a pair without its second tile), a cluster of 4 at K = 4096.
+  ScopedEnv ep("B12X_GEMM_DECODE_PAIR", "1"), eh("B12X_GEMM_DECODE_HALF", "1");
+  for (LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kMxfp4W4A16}) {
+    {
+      ScopedEnv es("B12X_GEMM_SPLIT", "1");
+      run_case({f, 16, 40, 1280, DType::kBF16, DType::kBF16, true});
+    }
+    ScopedEnv es("B12X_GEMM_SPLIT", "4");
+    run_case({f, 12, 40, 4096, DType::kBF16, DType::kBF16, false});
+  }
 }
 
 TEST(GemmGpuSanitize, DecodeSegmentStaging) {
