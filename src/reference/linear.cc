@@ -11,6 +11,7 @@
 #include "formats/ggml.h"
 #include "formats/scalar.h"
 #include "formats/swizzle.h"
+#include "reference/parallel.h"
 
 namespace b12x::reference {
 
@@ -309,7 +310,7 @@ void linear(const gemm::WeightSource& w, const TensorRef& x, const TensorRef& x_
     require_host(bias, "bias");
     B12X_CHECK_ARG(bias.ndim == 1 && bias.shape[0] == N, kOp, ": bias must be [", N, "]");
   }
-  for (int64_t m = 0; m < M; ++m)
+  parallel_rows(M, N * K, [&](int64_t m) {
     for (int64_t n = 0; n < N; ++n) {
       double s = 0;
       const double* a = &xd[m * K];
@@ -322,6 +323,7 @@ void linear(const gemm::WeightSource& w, const TensorRef& x, const TensorRef& x_
       else
         static_cast<float*>(out.data)[m * N + n] = static_cast<float>(v);
     }
+  });
 }
 
 }  // namespace b12x::reference

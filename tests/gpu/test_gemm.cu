@@ -25,6 +25,7 @@
 #include "formats/scalar.h"
 #include "formats/swizzle.h"
 #include "gpu_test_util.h"
+#include "reference/parallel.h"
 
 namespace b12x {
 namespace {
@@ -350,7 +351,7 @@ std::vector<double> fp8_wgmma_bound(const Case& c, const HostWeight& hw, Acts& a
   const double oscale = block ? 1.0 : std::fabs(hw.output_scale);
   const int64_t chains = (K + chain - 1) / chain;
   std::vector<double> bound(M * N);
-  for (int64_t m = 0; m < M; ++m)
+  reference::parallel_rows(M, 3 * N * K, [&](int64_t m) {
     for (int64_t n = 0; n < N; ++n) {
       const float* x = &xv[m * K];
       const float* w = &wv[n * K];
@@ -374,6 +375,7 @@ std::vector<double> fp8_wgmma_bound(const Case& c, const HostWeight& hw, Acts& a
       }
       bound[m * N + n] = oscale * (err + (chains + 3) * u24 * mag);
     }
+  });
   return bound;
 }
 
