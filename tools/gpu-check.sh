@@ -4,7 +4,7 @@
 # the benchmarks. Logs and a summary go to $OUT (default ./gpu-out): summary.txt plus logs.tar.gz.
 #
 #   tools/gpu-check.sh [--stages build,tests,sanitize,python,bench] [--areas "gemm moe ..."]
-#                      [--arch 90a] [--test-timeout 150] [--filter GTEST_FILTER]
+#                      [--arch 90a] [--test-timeout 300] [--filter GTEST_FILTER]
 #
 # GPU test suites are named <Area>Gpu* (FormatsGpu, GemmGpu, QuantizeGpu, EmbeddingGpu, MoeGpu,
 # AttentionGpu, IntegrationGpu: warm-up/freeze and checkpoint round trips); each area's output is
@@ -14,7 +14,7 @@ stages="build,tests,sanitize,python,bench"  # also: archs (time a 90a;120a;121a 
                                              # tp (two-GPU tensor-parallel check, >= 2 GPUs)
 areas="formats gemm quantize embedding moe attention integration"
 arch="90a"
-test_timeout=150
+test_timeout=300
 extra_filter=""
 while [ $# -gt 0 ]; do
   case "$1" in
