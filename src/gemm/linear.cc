@@ -377,6 +377,12 @@ Plan plan(const Caps& caps) {
           p.tiled_wgmma_var = f8 ? 3 : 0;
         }
       }
+      // B12X_QUANT_FP8G128_COLS (probe): block FP8's variant 8 as 13, beside the column-order
+      // activation quantizer (run falls back to the grid wait where that quantizer cannot run).
+      if (wf == WFmt::kFp8Block && p.tiled_wgmma_var == 8 && p.act_quant.fp8g128_cols > 0 &&
+          caps.act_dtype != DType::kFP8E4M3 &&
+          lin::wgmma_kernel_available(wf, fp16, p.tiled_wgmma, 13))
+        p.tiled_wgmma_var = 13;
       lin::prepare_linear_wgmma(wf, fp16, p.tiled_wgmma, p.tiled_wgmma_var);
       p.tiled_wgmma_raster = f8 ? kWgmmaRasterF8 : kWgmmaRaster;
       if (const char* r = std::getenv("B12X_GEMM_WGMMA_RASTER"); r != nullptr)
@@ -904,13 +910,12 @@ void run(const Binding& b, Stream stream) {
           uint8_t* qv = b.scratch + plan.off_qvalues;
           float* qs = reinterpret_cast<float*>(b.scratch + plan.off_qscales);
           // B12X_QUANT_FP8G128_COLS (probe): the quantizer in column order beside the block FP8
-          // wgmma kernel (its producer-built-scale variants), which polls the quantizer's flags.
+          // wgmma kernel (variant 13), which polls the quantizer's flags.
           uint32_t* qf = plan.off_qflags >= 0
                              ? reinterpret_cast<uint32_t*>(b.scratch + plan.off_qflags)
                              : nullptr;
           const bool cols =
-              qf != nullptr && tiled && plan.tiled_wgmma > 0 && plan.tiled_wgmma_var >= 8 &&
-              plan.tiled_wgmma_var <= 12 &&
+              qf != nullptr && tiled && plan.tiled_wgmma > 0 && plan.tiled_wgmma_var == 13 &&
               launch_quantize_fp8_group128_cols(b.x.data, b.x.dtype, M, K, b.x.stride[0], qv, qs,
                                                 qf, plan.act_quant, stream);
           if (cols) {

@@ -37,7 +37,8 @@ WgmmaPick pick_var(int var) {
                         : WgmmaPick{};
     } else {
       if constexpr (F == WFmt::kFp8Block) {
-        if (var == 8) return wgmma_pick<F, T, kTok, 8>();  // producer-built block scales
+        if (var == 8) return wgmma_pick<F, T, kTok, 8>();    // producer-built block scales
+        if (var == 13) return wgmma_pick<F, T, kTok, 13>();  // ... beside the cols quantizer
       }
       if (var == 9) return wgmma_pick<F, T, kTok, 9>();    // tokens on the M side
       if (var == 10) return wgmma_pick<F, T, kTok, 10>();  // ... as register A fragments

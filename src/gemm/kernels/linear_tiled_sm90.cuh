@@ -54,12 +54,12 @@ struct WgmmaCfg {
   /// between one stage's wgmmas and the next's. (Round 16: +13-21% per-tensor and +19-29% block
   /// FP8 over variant 3; making the MMA warpgroups take turns issuing their wgmmas through named
   /// barriers, dropped, was 5-20% slower than variant 5.)
-  static constexpr bool kWs = kF8 ? (kVariant >= 5 && kVariant <= 12) : kVariant == 3;
+  static constexpr bool kWs = kF8 ? (kVariant >= 5 && kVariant <= 13) : kVariant == 3;
   /// FP8 variant 6 (the default) = 5 with the stage's block scales built and loaded into
   /// registers while its wgmmas run (not after their wait) and the slot released right after the
   /// wait, so only the FFMA / FADD promotion follows the wgmmas on the MMA warps' critical path
   /// (round 17: block FP8 +0-3% over 5).
-  static constexpr bool kHoist = kF8 && (kVariant >= 6 && kVariant <= 12);
+  static constexpr bool kHoist = kF8 && (kVariant >= 6 && kVariant <= 13);
   /// Block FP8 variant 8 (the block FP8 default since round 22) = 6 with the stage's combined
   /// scales x_scale[token] * w_scale built once per CTA by the producer warpgroup (one token per
   /// producer thread, plain loads two producer steps ahead, the product stored in the slot in the
@@ -69,7 +69,14 @@ struct WgmmaCfg {
   /// per-tensor FP8's 47%; per MMA warp and stage, estimated: A fragments 16 wavefronts, the
   /// wgmmas' activation reads ~32, for block FP8 the scale reads 32 plus the table build, whose
   /// STS.64 were 3.8-way bank conflicted). Round 22: +7-10% over 6 at M = 2048.
-  static constexpr bool kProdScales = F == WFmt::kFp8Block && kVariant >= 8 && kVariant <= 12;
+  static constexpr bool kProdScales = F == WFmt::kFp8Block && kVariant >= 8 && kVariant <= 13;
+  /// Block FP8 variant 13 (probe, B12X_QUANT_FP8G128_COLS) = 8 beside the column-order
+  /// activation quantizer: the producer polls the quantizer's column flags (LinearParams::qflags)
+  /// before a stage's activations and scales instead of griddepcontrol.wait, the MMA warps wait
+  /// for the grid only before the epilogue. A separate variant so that 8's code stays as it was
+  /// (the polling inlined into 8's producer loop grew the kernel by half and, round 29, ran block
+  /// FP8 10-14% slower with the flags unused).
+  static constexpr bool kQFlags = F == WFmt::kFp8Block && kVariant == 13;
   /// FP8 variant 9 (probe) = 8 with the tokens on wgmma's M side (as DeepGEMM): each MMA
   /// warpgroup takes 64 tokens (A: the activation rows of the stage, 128-byte swizzle) times the
   /// CTA's 128 weight rows (B: shared memory), so a thread's accumulators are 2 tokens x 32
@@ -426,17 +433,18 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
 
 /// The column-order quantizer's progress (LinearParams::qflags, one u32 per quantizer CTA: the
 /// 128-K columns of its rows it has finished and released): spins until every flag exceeds kb
-/// and returns the smallest one. Warp-uniform (lane i reads flag i, a min over the warp); each
-/// lane's acquire load orders its later reads of the activations and scales after the
-/// quantizer's stores (cp.async.cg and ld.global.cg read L2, never a stale L1 line).
-__device__ __forceinline__ int qflags_wait(const uint32_t* flags, int nflags, int kb, int lane) {
-  uint32_t v;
+/// and returns the smallest one. Warp-uniform (lane i reads flag i, REDUX min over the warp);
+/// each lane's acquire load orders its later reads of the activations and scales after the
+/// quantizer's stores (cp.async.cg and ld.global.cg read L2, never a stale L1 line). Out of line:
+/// the producer loop keeps one compare and a call per stage (inlined, the polling grew variant
+/// 8's kernel by half and ran it 10-14% slower, round 29).
+__device__ __noinline__ int qflags_wait(const uint32_t* flags, int nflags, int kb) {
+  const int lane = threadIdx.x & 31;
   for (;;) {
-    v = 0xFFFFFFFFu;
+    uint32_t v = 0xFFFFFFFFu;
     if (lane < nflags)
       asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(flags + lane) : "memory");
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v = min(v, __shfl_xor_sync(0xFFFFFFFFu, v, o));
+    v = __reduce_min_sync(0xFFFFFFFFu, v);
     if (static_cast<int>(v) > kb) return static_cast<int>(v);
     __nanosleep(128);
   }
@@ -812,15 +820,16 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
       } else {
         for (int s = 0; s < pro; ++s) load_weights(s, s);
       }
-      // Block FP8 beside the column-order quantizer: no grid wait, stage kb's activations and
+      // Variant 13, beside the column-order quantizer: no grid wait, stage kb's activations and
       // scales are read once the quantizer's flags pass column kb (need).
-      if (p.qflags == nullptr) griddep_wait();
+      if (!C::kQFlags || p.qflags == nullptr) griddep_wait();
       if constexpr (C::kProdScales || C::kTokM) {
         const int qcols = static_cast<int>(p.K / C::kBK);
-        int qready = p.qflags == nullptr ? num_k : 0;
+        int qready = C::kQFlags && p.qflags != nullptr ? 0 : num_k;
         auto need = [&](int kb) {
-          if (kb >= qready && kb < qcols)
-            qready = wg::qflags_wait(p.qflags, p.qflag_ctas, kb, lane);
+          if constexpr (C::kQFlags) {
+            if (kb >= qready && kb < qcols) qready = wg::qflags_wait(p.qflags, p.qflag_ctas, kb);
+          }
         };
         // Variant 8: this thread's token tid of stage kb, x_scale * w_scale (0 past M / K, where
         // the activations are zero-filled), read with plain loads (x_scale comes from the
@@ -842,7 +851,7 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
           if (C::kProdScales && kb < num_k && m < p.M && static_cast<int64_t>(kb) * C::kBK < p.K) {
             // Beside the quantizer a CTA reads a scale row's line while later columns are still
             // being written: L2 only (.cg), so no stale L1 copy serves a later column.
-            x = p.qflags != nullptr ? __ldcg(xrow + kb) : xrow[kb];
+            x = C::kQFlags ? __ldcg(xrow + kb) : xrow[kb];
             w = __ldg(wrow + kb);
           }
         };
@@ -922,7 +931,7 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
       return;
     }
     wg::setmaxnreg_inc<C::kConsRegs>();
-    if (p.qflags == nullptr) griddep_wait();  // alpha / bias in the epilogue (else below)
+    if (!C::kQFlags || p.qflags == nullptr) griddep_wait();  // alpha / bias (13: below)
   }
   // This warp among the MMA warps: its 16-row tile of the CTA's weight rows.
   const int cw = C::kWs ? warp - 4 : warp;
@@ -1295,8 +1304,8 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
   wg::fence_acc(acc);
   wg::cp_wait<0>();
   griddep_launch_dependents();
-  if constexpr (C::kWs) {
-    if (p.qflags != nullptr) griddep_wait();  // alpha / bias (the quantizer has finished by now)
+  if constexpr (C::kQFlags) {
+    if (p.qflags != nullptr) griddep_wait();  // alpha / bias in the epilogue
   }
   // Barrier of the MMA warps (the producer warpgroup has returned: named barrier 1 of 256).
   auto mma_sync = [] {
