@@ -717,8 +717,7 @@ Plan plan(const Caps& caps) {
     p.off_route_out = o;
     o = align256(o + 4 * detail::decode_fc2_split_bound(R) * caps.max_tokens * H);
   }
-  // Balanced FC1 and tile flow (decode stream; [Q] zeroes their counters, or a memset node in
-  // A16 modes).
+  // Balanced FC1 (decode stream; [Q] zeroes its counters, or a memset node in A16 modes).
   p.off_fc1_bal = -1;
   if (stream) {
     p.off_fc1_bal = o;
@@ -882,10 +881,9 @@ void run(const Binding& b, Stream stream) {
     if (p.off_fc1_bal >= 0) {
       const int64_t R0 = p.max_routes;  // the plan's capacity sized the counters
       const int64_t rb = fc1_row_blocks(p.weights.gated, I);
-      const int64_t cnt_bytes = detail::decode_fc1_bal_cnt_bytes(rb, R0);
       d.fc1_cnt = reinterpret_cast<int*>(sc + p.off_fc1_bal);
-      d.flow_done = reinterpret_cast<int*>(sc + p.off_fc1_bal + cnt_bytes);
-      d.fc1_part = reinterpret_cast<float*>(sc + p.off_fc1_bal + cnt_bytes + detail::kFlowBytes);
+      d.fc1_part =
+          reinterpret_cast<float*>(sc + p.off_fc1_bal + detail::decode_fc1_bal_cnt_bytes(rb, R0));
       d.fc1_part_slots = static_cast<int>(detail::decode_fc1_bal_slots(rb));
       d.fc1_cnt_stride = detail::decode_fc1_bal_cnt_stride(R0);
       d.fc1_cnt_rows = static_cast<int>(rb);

@@ -299,18 +299,6 @@ void launch_decode_stream(const DecodeArgs& args, bool fp16_operands, Stream str
   }
   static const int q_early = env_knob("B12X_MOE_Q_EARLY", 0);
   a.q_early = q_early == 1 || q_early == 2 ? q_early : 0;
-  static const int kcont = env_knob("B12X_MOE_FC1_KCONT", 0);
-  a.fc1_kcont = kcont == 1 ? 1 : 0;
-  // Tile flow (DecodeArgs::fc2_flow): FC2 waits per tile for the FC1 warps that store its rows
-  // (the FC1 epilogue's whole warps: 4 tokens x features / 4 per thread) of every live row block.
-  static const int flow_knob = env_knob("B12X_MOE_FC2_FLOW", 0);
-  a.fc2_flow = flow_knob == 1 && a.flow_done != nullptr ? 1 : 0;
-  if (a.fc2_flow != 0) {
-    const int rows = a.gated ? 2 * a.features : a.features;
-    const int live_rb = std::min(fc1_row_blocks, (rows + 32 * a.fc1_wm - 1) / (32 * a.fc1_wm));
-    const int qpt = (a.gated ? 4 : 8) * a.fc1_wm;  // FC1 epilogue threads per token
-    a.flow_target = live_rb * ((DecodeCfg::kTileTokens * qpt + 31) / 32);
-  }
   B12X_ASSERT(
       a.routes >= 1 && a.routes <= kMaxStreamRoutes && a.num_tokens >= 1 &&
           a.num_tokens <= kMaxStreamTokens && a.num_experts <= kMaxExperts &&
@@ -320,19 +308,23 @@ void launch_decode_stream(const DecodeArgs& args, bool fp16_operands, Stream str
   B12X_ASSERT(a.w1.rows_pad % 64 == 0 && a.w2.rows_pad % DecodeCfg::kFc2Rows == 0,
               "decode stream: prepared rows ", a.w1.rows_pad, "/", a.w2.rows_pad,
               " are not multiples of the CTA tiles");
+  // A16 gate (DecodeArgs::a16_gate): B12X_MOE_A16_GATE=1 where the balanced FC1's counters
+  // need zeroing (instead of the memset node), =2 in every A16 launch.
+  static const int gate_knob = env_knob("B12X_MOE_A16_GATE", 0);
+  a.a16_gate = a.aquant == num::kANone && (gate_knob == 2 || (gate_knob == 1 && a.fc1_bal != 0));
   bool fc1_pdl = pdl;
-  if (a.aquant == num::kANone && (a.fc1_bal != 0 || a.fc2_flow != 0)) {
-    // The flow flags follow the counters: one memset node for what this launch uses.
-    const size_t cnt = a.fc1_bal != 0 ? static_cast<size_t>(a.flow_done - a.fc1_cnt) * 4 : 0;
-    void* p0 = a.fc1_bal != 0 ? static_cast<void*>(a.fc1_cnt) : static_cast<void*>(a.flow_done);
-    B12X_CUDA_CHECK(cudaMemsetAsync(p0, 0, cnt + (a.fc2_flow != 0 ? a.routes * 4 : 0),
+  if (a.aquant == num::kANone && a.fc1_bal != 0 && a.a16_gate == 0) {
+    B12X_CUDA_CHECK(cudaMemsetAsync(a.fc1_cnt, 0,
+                                    static_cast<size_t>(a.fc1_cnt_rows) * a.fc1_cnt_stride * 4,
                                     static_cast<cudaStream_t>(stream)));
     fc1_pdl = false;
   }
-  if (a.aquant != num::kANone) {
-    const dim3 gq(static_cast<unsigned>(a.routes),
-                  static_cast<unsigned>((a.w1.K + 8 * DecodeCfg::kQuantThreads - 1) /
-                                        (8 * DecodeCfg::kQuantThreads)));
+  if (a.aquant != num::kANone || a.a16_gate != 0) {
+    const dim3 gq = a.a16_gate != 0
+                        ? dim3(8)  // the gate: zeroing only
+                        : dim3(static_cast<unsigned>(a.routes),
+                               static_cast<unsigned>((a.w1.K + 8 * DecodeCfg::kQuantThreads - 1) /
+                                                     (8 * DecodeCfg::kQuantThreads)));
     launch_k(dev::moe_decode_quant_kernel, gq, dim3(DecodeCfg::kQuantThreads), 0, stream, pdl, a);
     B12X_CUDA_CHECK_LAUNCH();
   }

@@ -134,9 +134,11 @@ struct DecodeArgs {
   // [Q]'s trigger (B12X_MOE_Q_EARLY): 0 after its wait, 1 before it, 2 none (FC1 launches when
   // [Q] has finished).
   int q_early = 0;
-  // FC1 warps take contiguous K sub-chunk ranges of a tile (B12X_MOE_FC1_KCONT=1) instead of
-  // the sub-chunks wk, wk + kWK, ...
-  int fc1_kcont = 0;
+  // A16 gate (B12X_MOE_A16_GATE): the [Q] kernel runs in A16 launches too, only waiting for
+  // the caller, zeroing the balanced FC1's counters and letting FC1 launch, so that FC1 keeps
+  // its programmatic edge and routes / streams weights before its wait (instead of a memset
+  // node, after which FC1 launches without the edge and waits first).
+  int a16_gate = 0;
   int sm_count = 0;  // sizes FC1's tile groups (decode_fc1_tile_groups)
   // Balanced FC1 (decode_fc1_balanced; every mode (A16 unless B12X_MOE_A16_BAL=0), one row
   // warp, one group): CTA (row block x, y) takes the chunk range [N y / Y, (N (y + 1)) / Y) of
@@ -150,14 +152,6 @@ struct DecodeArgs {
   int fc1_part_slots = 0;  // CTA slots (row blocks x tile groups) fc1_part holds
   int fc1_cnt_rows = 0;    // row blocks fc1_cnt holds (x fc1_cnt_stride counters each)
   int fc1_cnt_stride = kMaxInlineRoutes;  // counters per row block: the kernels' route capacity
-  // Tile flow (B12X_MOE_FC2_FLOW=1): FC2 does not wait for the whole FC1 grid; each FC1 warp that
-  // stores a finished tile's FC2 operand rows adds 1 to flow_done[tile] (after a fence), and an
-  // FC2 warp waits for flow_done[tile] >= flow_target before it loads that tile's rows, so FC2
-  // runs on finished tiles during FC1's tail. flow_done (after the fc1_cnt counters) is zeroed
-  // by [Q], in A16 modes by a memset node; FC1 then lets FC2 launch only after its own wait.
-  int fc2_flow = 0;
-  int* flow_done = nullptr;
-  int flow_target = 0;  // live FC1 row blocks x storing warps per tile epilogue
 };
 /// Balanced FC1 scratch (DecodeArgs::fc1_bal): counters [row_blocks][route capacity], then
 /// fp32 partials [slots][head, tail][4 tokens x 32 rows] for slots = max(row blocks, 3 x 256)
@@ -175,10 +169,8 @@ inline int decode_fc1_bal_cnt_stride(int64_t routes) {
 inline int64_t decode_fc1_bal_cnt_bytes(int64_t row_blocks, int64_t routes) {
   return (row_blocks * decode_fc1_bal_cnt_stride(routes) * 4 + 255) / 256 * 256;
 }
-/// The tile-flow flags (DecodeArgs::flow_done, one per tile) follow the counters.
-inline constexpr int64_t kFlowBytes = 4 * kMaxStreamRoutes;
 inline int64_t decode_fc1_bal_bytes(int64_t row_blocks, int64_t routes) {
-  return decode_fc1_bal_cnt_bytes(row_blocks, routes) + kFlowBytes +
+  return decode_fc1_bal_cnt_bytes(row_blocks, routes) +
          decode_fc1_bal_slots(row_blocks) * 2 * kFc1BalSlotFloats * 4;
 }
 /// B12X_MOE_FC2_SPLIT (measurement knob): 1..4 forces the FC2 split, else 0.

@@ -402,7 +402,7 @@ struct WarpStage {
 /// (tile, sub-chunk) of a warp's next chunk; next() steps without a division.
 struct ChunkCursor {
   int t = 0, k = 0;
-  int n = 0, ka = 0;  // FC1: this warp's sub-chunks in piece t (balanced), its first sub-chunk
+  int n = 0, ka = 0;  // balanced FC1: this warp's sub-chunks in piece t, the piece's first K
   __device__ __forceinline__ void next(int n_k) {
     if (++k == n_k) {
       k = 0;
@@ -546,20 +546,14 @@ __global__ void __launch_bounds__(DecodeCfg::kQuantThreads)
     pdl_wait();
     if (a.q_early == 0) pdl_trigger();
   }
-  if (a.fc1_bal || a.fc2_flow) {
-    // The balanced FC1's tile counters and the tile-flow flags: FC1 touches them only after its
-    // wait for this grid, FC2 launches only after that wait (fc2_flow).
-    const int n = a.fc1_bal ? a.fc1_cnt_rows * a.fc1_cnt_stride : 0;
-    const int nf = a.fc2_flow ? a.routes : 0;
+  if (a.fc1_bal) {
+    // The balanced FC1's tile counters: FC1 touches them only after its wait for this grid.
+    const int n = a.fc1_cnt_rows * a.fc1_cnt_stride;
     const int step = gridDim.x * gridDim.y * blockDim.x;
-    for (int i = (blockIdx.y * gridDim.x + blockIdx.x) * blockDim.x + threadIdx.x; i < n + nf;
-         i += step) {
-      if (i < n)
-        a.fc1_cnt[i] = 0;
-      else
-        a.flow_done[i - n] = 0;
-    }
+    for (int i = (blockIdx.y * gridDim.x + blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step)
+      a.fc1_cnt[i] = 0;
   }
+  if (a.aquant == num::kANone) return;  // A16 gate: nothing to quantise
   const int route = blockIdx.x;
   const int64_t id = a.ids64 ? static_cast<const int64_t*>(a.ids)[route]
                              : static_cast<const int32_t*>(a.ids)[route];
@@ -653,20 +647,16 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
   // Quantised modes: the [Q] kernel waited for the caller before letting FC1 launch, so the ids
   // may be read (and the weights streamed) now; only xq needs the wait below. q_early: [Q] let
   // this grid launch before the caller finished, so not even the ids may be read before the wait.
+  // A16 gate: the gate kernel waited for the caller before letting FC1 launch (like [Q]).
   const bool first = a.aquant == num::kANone;
-  const bool wait_first = first || a.q_early == 1;
+  const bool wait_first = (first && a.a16_gate == 0) || a.q_early == 1;
   if (wait_first) pdl_wait();
-  // FC2 may launch now and stream its own weights (it waits for us before reading). Tile flow:
-  // only after this CTA's wait below (FC2 then reads flags [Q] zeroed, never stale ones).
-  const bool flow = a.fc2_flow != 0;
-  if (!flow) pdl_trigger();
+  pdl_trigger();  // FC2 may launch now and stream its own weights (it waits for us before reading)
   const int ntiles = route_tables<kRC, kCta>(a, rs, smem);
   if (a.fc2_split > 1 && blockIdx.x == 0 && blockIdx.y == 0) {
-    // FC2's split counters: read by FC2 only after it waited for this grid (tile flow: after
-    // this CTA's trigger, so the zeros are made visible first). The previous call's FC2 is
-    // complete: A16 waited above, otherwise [Q] waited before FC1 could launch.
+    // FC2's split counters: read by FC2 only after it waited for this grid. The previous call's
+    // FC2 is complete: A16 waited above, otherwise [Q] waited before FC1 could launch.
     for (int i = tid; i < a.w2.rows_pad / C::kFc2Rows; i += kCta) a.counters[i] = 0;
-    if (flow) __threadfence();
   }
   const int R0 = blockIdx.x * kRows;
   const int F0 = a.gated ? R0 / 2 : R0;
@@ -699,20 +689,11 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
   auto tile_of = [&](int it) { return rs.tile(tile_index(it)); };
   auto piece_ka = [&](int it) { return kBal && it == 0 ? k_lo : 0; };
   auto piece_kb = [&](int it) { return kBal && it == n_tg - 1 ? k_hi : nk; };
-  // A warp's sub-chunks of a piece of len sub-chunks: wk, wk + kWK, ... (interleaved), or with
-  // fc1_kcont the contiguous range [len wk / kWK, len (wk + 1) / kWK), so that the 8-byte scale
-  // copies of its consecutive sub-chunks fall into one 32-byte sector per row.
-  const bool kcont = a.fc1_kcont != 0;
-  const int kstride = kcont ? 1 : kWK;
-  auto warp_k0 = [&](int len) { return kcont ? len * wk / kWK : wk; };
-  auto warp_nk = [&](int len) {
-    return kcont ? len * (wk + 1) / kWK - len * wk / kWK
-                 : (len > wk ? (len - wk + kWK - 1) / kWK : 0);
-  };
-  const int n_k = warp_nk(nk);   // sub-chunks per whole tile of this warp
-  auto piece_nk = [&](int it) {  // this warp's sub-chunks of piece it
+  const int n_k = wk < nk ? (nk - wk + kWK - 1) / kWK : 0;  // sub-chunks per tile of this warp
+  auto piece_nk = [&](int it) {                             // this warp's sub-chunks of piece it
     if constexpr (!kBal) return n_k;
-    return warp_nk(piece_kb(it) - piece_ka(it));
+    const int len = piece_kb(it) - piece_ka(it);
+    return len > wk ? (len - wk + kWK - 1) / kWK : 0;
   };
   int n_my = n_tg * n_k;
   if constexpr (kBal) {
@@ -723,7 +704,7 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
   auto enter = [&](ChunkCursor& cu) {  // from piece cu.t on, the first with a sub-chunk
     for (; cu.t < n_tg && (cu.n = piece_nk(cu.t)) == 0; ++cu.t) {
     }
-    if (cu.t < n_tg) cu.ka = piece_ka(cu.t) + warp_k0(piece_kb(cu.t) - piece_ka(cu.t));
+    cu.ka = piece_ka(cu.t);
   };
   auto advance = [&](ChunkCursor& cu) {
     if constexpr (!kBal) {
@@ -736,10 +717,7 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
   };
   auto cursor0 = [&] {
     ChunkCursor cu;
-    if constexpr (kBal)
-      enter(cu);
-    else
-      cu.ka = warp_k0(nk);  // the same first sub-chunk in every tile
+    if constexpr (kBal) enter(cu);
     return cu;
   };
   const int64_t r0 = R0 + 32 * wm;
@@ -771,7 +749,7 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
   const uint32_t ring_sa = smem_addr(ring);
   auto issue = [&](int slot, const typename St::Src& sc, const ChunkCursor& cu, bool weights,
                    bool acts) {
-    St::issue(ring_sa + slot * C::kFc1Stage, sc, wstep, cu.ka + kstride * cu.k, kSK, lane, weights,
+    St::issue(ring_sa + slot * C::kFc1Stage, sc, wstep, cu.ka + wk + kWK * cu.k, kSK, lane, weights,
               acts);
   };
   ChunkCursor ni = cursor0();  // the next chunk to load
@@ -783,7 +761,6 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
     });
   }
   if (!wait_first) pdl_wait();  // xq is written by [Q]
-  if (flow) pdl_trigger();
   prime_ring<kS>(n_my, [&](int s) {
     issue(s, src_of(ni.t), ni, false, true);
     advance(ni);
@@ -959,29 +936,9 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
         *reinterpret_cast<uint2*>(a.inter + static_cast<int64_t>(slot0 + col) * a.features + f) =
             make_uint2(pack_op(v[0], v[1], a.inter_fp16 != 0),
                        pack_op(v[2], v[3], a.inter_fp16 != 0));
-      if (flow) {
-        // Release this warp's rows of the tile (fence by every writer, then one add per warp).
-        __threadfence();
-        __syncwarp();
-        if (lane == 0) atomicAdd(a.flow_done + tile_index(it), 1);
-      }
     }
   }
   cp_async_wait<0>();
-}
-
-/// Tile flow: lane 0 polls the tile's flag with acquire loads until every FC1 warp storing its
-/// rows has added 1; __syncwarp then orders the warp's later copies after that acquire.
-__device__ __forceinline__ void flow_wait(const int* flag, int target) {
-  if ((threadIdx.x & 31) == 0) {
-    for (;;) {
-      int v;
-      asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(flag) : "memory");
-      if (v >= target) break;
-      __nanosleep(100);
-    }
-  }
-  __syncwarp();
 }
 
 // ---- [FC2] 16 output rows x every route per CTA, combine fused ---------------------------
@@ -1066,26 +1023,12 @@ __global__ void __launch_bounds__(32 * kW, kW == 8 && kS == 2 ? 4 : 1)
       wc.next(nk);
     });
   }
-  // Tile flow: instead of waiting for the whole FC1 grid, wait for each tile's flag before its
-  // first activation copy (tiles are entered in order; flow_t is the last one seen complete).
-  const bool flow = a.fc2_flow != 0;
-  int flow_t = -1;
-  auto tile_ready = [&](int it) {
-    if (flow && it != flow_t) {
-      flow_wait(a.flow_done + tile_of(it), a.flow_target);
-      flow_t = it;
-    }
-  };
-  if (!flow) {
-    pdl_wait();  // the intermediate is written by FC1
-    pdl_trigger();
-  }
+  pdl_wait();  // the intermediate is written by FC1
+  pdl_trigger();
   prime_ring<kS>(n_my, [&](int s) {
-    tile_ready(ni.t);
     issue(s, src_of(ni.t), ni.k, false, true);
     ni.next(nk);
   });
-  if (flow) pdl_trigger();
   // Sources of the next chunk's tile, rebuilt only when the cursor enters a new tile.
   typename St::Src nsrc{};
   if (n_my > kS) nsrc = src_of(ni.t);
@@ -1114,13 +1057,7 @@ __global__ void __launch_bounds__(32 * kW, kW == 8 && kS == 2 ? 4 : 1)
     stage_mma<OpT, kFold, kSK, 1>(ring + slot * C::kFc2Stage, acc, g, t);
     __syncwarp();
     if (c + kS < n_my) {
-      if (flow) {
-        issue(slot, nsrc, ni.k, true, false);  // weights before a possible wait for the tile
-        tile_ready(ni.t);
-        issue(slot, nsrc, ni.k, false, true);
-      } else {
-        issue(slot, nsrc, ni.k, true, true);
-      }
+      issue(slot, nsrc, ni.k, true, true);
       ni.next(nk);
       if (ni.k == 0 && c + kS + 1 < n_my) nsrc = src_of(ni.t);
     }
@@ -1151,9 +1088,6 @@ __global__ void __launch_bounds__(32 * kW, kW == 8 && kS == 2 ? 4 : 1)
     }
   }
   cp_async_wait<0>();
-  // Tile flow: one CTA waiting for FC1 makes this grid's completion imply FC1's (the next
-  // kernels wait only for us); the others leave as soon as they are done.
-  if (flow && blockIdx.x == 0 && blockIdx.y == 0) pdl_wait();
   __syncthreads();
   // Fixed-order sum of the kW warps' partial combines; tokens without a route get exact zeros.
   const float* pall = reinterpret_cast<const float*>(smem + kRing);
