@@ -236,15 +236,35 @@ def main():
     # profile section (for Nsight Compute: ncu -k regex:moe_decode ... python3 bench/bench_moe.py);
     # with B12X_MOE_BENCH_TIMELINE=1 each row also prints the kernel timeline of one replay.
     only = [c.split(":") for c in os.environ.get("B12X_MOE_BENCH_CASES", "").split(",") if c]
+    # With B12X_MOE_BENCH_FULL_ROUTES=1 the selected rows get the inputs and routes the full run
+    # gives them: the full pass order is walked and the skipped rows still draw theirs from the
+    # generator (selected rows outside the full run follow, as without it).
+    selected = None
+    if only and os.environ.get("B12X_MOE_BENCH_FULL_ROUTES", "0") != "0":
+        selected = {(n, mo, int(m)) for n, mo, m in only}
+        in_full = {(sh[0], mo, m) for (mo, ms), sh in passes for m in ms}
+        only = [c for c in only if (c[0], c[1], int(c[2])) not in in_full]
     if only:  # one pass per (shape, mode), in first-seen order: the experts are built once
         groups = {}
         for n, mo, m in only:
             groups.setdefault((n, mo), []).append(int(m))
-        passes = [((mo, ms), sh) for (n, mo), ms in groups.items() for sh in SHAPES if sh[0] == n]
+        extra = [((mo, ms), sh) for (n, mo), ms in groups.items() for sh in SHAPES if sh[0] == n]
+        passes = passes + extra if selected is not None else extra
+    if selected is not None:
+        for n, mo, m in only:
+            selected.add((n, mo, int(m)))
+        only = sorted(selected)
     for (mode, ms), (name, E, topk, H, I, act) in passes:
         if time.time() - t_start > BUDGET_S:
             print("budget exhausted; stopping", flush=True)
             break
+        if selected is not None and not any((name, mode, M) in selected for M in ms):
+            for M in ms:  # the generator draws of the skipped rows
+                for _ in range(ROT):
+                    torch.randn(M, H, device=dev, generator=gen)
+                for _ in range(ROT):
+                    routes(M, E, topk, dev, gen)
+            continue
         need_peer = not only and any((name, M) not in peer_cache for M in ms)
         peer = peer_setup(E, H, I, act, dev) if need_peer else (None, None)
         if True:
@@ -252,6 +272,12 @@ def main():
             for M in ms:
                 if time.time() - t_start > BUDGET_S:
                     break
+                if selected is not None and (name, mode, M) not in selected:
+                    for _ in range(ROT):
+                        torch.randn(M, H, device=dev, generator=gen)
+                    for _ in range(ROT):
+                        routes(M, E, topk, dev, gen)
+                    continue
                 caps = fused_moe.Caps(max_tokens=M, num_topk=topk, device=dev, weight_plan=plan_w,
                                       quant_mode=mode,
                                       swiglu_limit=7.0 if act != "situ" and act != "silu" else None)
