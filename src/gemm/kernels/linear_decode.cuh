@@ -19,6 +19,8 @@
 
 #include <cooperative_groups.h>
 
+#include <type_traits>
+
 #include "formats/swizzle.h"
 #include "gemm/kernels/linear_common.cuh"
 
@@ -339,29 +341,46 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
     constexpr int kElem = kF8 ? 16 : 8;  // K values per 16-byte piece
     const int per_row = static_cast<int>((c1 - c0) * kKS / kElem);
     if (p.decode_seg_stage) {
-      // Segments of 32 consecutive pieces of a row, one per lane; warp w takes segments w,
-      // w + kThreads / 32, ... (a warp-uniform walk): a copy costs a few instructions, where the
-      // walk over single pieces below spends ~35 (a 64-bit address and the K check per piece).
+      // Segments of 32 consecutive pieces of a row, one per lane, spread over the warps: with at
+      // least as many segments per row (rounded up to a power of two) as warps, each row's
+      // segments w, w + warps, ...; with fewer, a fixed column per warp and every (warps / 2^sh)-th
+      // row. Pointers advance by constants (no division, no 64-bit multiply per copy), and the K
+      // check only where the chunk reaches past K; the walk over single pieces below spends ~35
+      // instructions per copy on its subtraction loops and a 64-bit address and K check.
+      constexpr int kW = kThreads / 32;
       const int segs = (per_row + 31) >> 5;
-      const bool whole = c1 * kKS <= p.K;  // no piece of the chunk reaches past K
-      int r = 0, sg_i = warp;
-      while (sg_i >= segs) sg_i -= segs, ++r;
-      while (r < rows) {
-        const int c = (sg_i << 5) + lane;
-        const int64_t tok = tok0 + r;
-        const uint8_t* src = kF8 ? static_cast<const uint8_t*>(p.x) + tok * p.ldx_bytes + kbase
-                                 : reinterpret_cast<const uint8_t*>(
-                                       static_cast<const uint16_t*>(p.x) + tok * p.ldx + kbase);
-        uint8_t* d = dst + r * sg.pitch_bytes + c * 16;
-        if (c < per_row) {
-          if (whole || kbase + c * kElem < p.K)
-            dec_cp_async16(d, src + c * 16);
-          else
-            *reinterpret_cast<uint4*>(d) = make_uint4(0, 0, 0, 0);
+      const int sh = 32 - __clz(segs - 1);  // ceil(log2(segs))
+      const int64_t ldx_b = kF8 ? p.ldx_bytes : 2 * p.ldx;
+      const uint8_t* const xb =
+          static_cast<const uint8_t*>(p.x) + tok0 * ldx_b + kbase * (kF8 ? 1 : 2) + lane * 16;
+      auto copy = [&](auto checked, uint8_t* d, const uint8_t* src, int c) {
+        if (!decltype(checked)::value || kbase + c * kElem < p.K)
+          dec_cp_async16(d, src);
+        else
+          *reinterpret_cast<uint4*>(d) = make_uint4(0, 0, 0, 0);
+      };
+      auto walk = [&](auto checked) {
+        if ((1 << sh) >= kW) {
+          for (int r = 0; r < rows; ++r)
+            for (int col = warp; col < segs; col += kW) {
+              const int c = (col << 5) + lane;
+              if (c < per_row)
+                copy(checked, dst + r * sg.pitch_bytes + c * 16, xb + r * ldx_b + col * 512, c);
+            }
+        } else {
+          const int col = warp & ((1 << sh) - 1), r0 = warp >> sh, dr = kW >> sh;
+          const int c = (col << 5) + lane;
+          if (col >= segs || c >= per_row) return;
+          const uint8_t* src = xb + r0 * ldx_b + col * 512;
+          uint8_t* d = dst + r0 * sg.pitch_bytes + c * 16;
+          for (int r = r0; r < rows; r += dr, src += dr * ldx_b, d += dr * sg.pitch_bytes)
+            copy(checked, d, src, c);
         }
-        sg_i += kThreads / 32;
-        while (sg_i >= segs) sg_i -= segs, ++r;
-      }
+      };
+      if (c1 * kKS <= p.K)
+        walk(std::false_type{});  // no piece of the chunk reaches past K
+      else
+        walk(std::true_type{});
       return;
     }
     int r = 0, c = threadIdx.x;
