@@ -280,6 +280,14 @@ void launch_decode_stream(const DecodeArgs& args, bool fp16_operands, Stream str
   static const int fc2_bal_knob = env_knob("B12X_MOE_FC2_BAL", 1);
   a.fc2_bal = fc2_bal_knob != 0 ? 1 : 0;
   const int k_chunks = a.w1.K_pad / 128;
+  // B12X_MOE_FC1_BAL1=1: one balanced warp group wherever decode_fc1_balanced takes it for the
+  // 8-warp grid, before decode_fc1_groups would split short tiles over two groups (Qwen3-30B
+  // at M = 8: 16 sub-chunks per tile, chain 8 tiles x 2 sub-chunks).
+  static const int bal1_knob = env_knob("B12X_MOE_FC1_BAL1", 0);
+  if (a.fc1_groups == 0 && bal1_knob == 1 && bal_ok && !wide &&
+      decode_fc1_balanced(a.routes, decode_fc1_tile_groups(a.routes, fc1_row_blocks, a.sm_count, 3),
+                          DecodeCfg::kFc1Warps, k_chunks))
+    a.fc1_groups = 1;
   if (a.fc1_groups == 0)
     a.fc1_groups = decode_fc1_groups(a.routes, fc1_row_blocks, a.sm_count, a.fc1_wm, k_chunks);
   if (wide && a.fc1_groups > 2) a.fc1_groups = 2;
