@@ -207,8 +207,8 @@ struct Plan {
   /// Decode regime: the activation staging's cp.async copies walk segments of 32 pieces per warp
   /// (B12X_GEMM_DECODE_SEGSTAGE=1, probe) instead of single pieces per thread.
   bool decode_seg_stage = false;
-  /// Decode regime, the slice halves at two token tiles with two staging buffers: each warp takes
-  /// a quarter of every slice of two tiles (B12X_GEMM_DECODE_PAIR=1, probe; FP4 with BF16 MMAs).
+  /// Decode regime, the slice halves with two staging buffers: each warp takes a quarter of every
+  /// slice of two tiles (B12X_GEMM_DECODE_PAIR=1, probe; FP4 with BF16 MMAs).
   bool decode_pair = false;
   /// GGML formats (IQ2_XXS, IQ2_XS, Q8_0) at M <= 16: the GEMV kernel (linear_gemv_ggml) with
   /// this many warps per 16-row tile (1, 2, 4, 8; 0 = the decode kernel), its K split over

@@ -616,8 +616,8 @@ Plan plan(const Caps& caps) {
     if (const char* e = std::getenv("B12X_GEMM_DECODE_SEGSTAGE"); e != nullptr)
       p.decode_seg_stage = e[0] == '1';
     if (const char* e = std::getenv("B12X_GEMM_DECODE_PAIR"); e != nullptr)
-      p.decode_pair = e[0] == '1' && p.decode_half && p.decode_pipe && nt == 2 &&
-                      lin::decode_pair_available(wf, fp16);
+      p.decode_pair =
+          e[0] == '1' && p.decode_half && p.decode_pipe && lin::decode_pair_available(wf, fp16);
   }
   // Probe override (tools/gemm-probe.sh): B12X_GEMM_SPLIT=<n> forces the decode split count.
   if (decode_plan && split_env != nullptr && std::atoi(split_env) > 0)
@@ -1131,7 +1131,7 @@ void run(const Binding& b, Stream stream) {
           lin::kDecodeDeepBudget)
     p.decode_deep = plan.decode_deep;
   p.decode_seg_stage = plan.decode_seg_stage ? 1 : 0;
-  p.decode_pair = plan.decode_pair && p.decode_half && p.decode_pipe && nt == 2 ? 1 : 0;
+  p.decode_pair = plan.decode_pair && p.decode_half && p.decode_pipe ? 1 : 0;
   p.partial = (p.split > 1 && !plan.split_cluster)
                   ? reinterpret_cast<float*>(b.scratch + plan.off_partial)
                   : nullptr;

@@ -29,10 +29,11 @@ using DecodeFn = void (*)(const LinearParams);
 template <WFmt F, class T>
 DecodeFn decode_fn(int nt, int ws, bool pipe, bool half, int deep, bool pair) {
   if (pair) {
-    // Tile pairs (probe): the pipelined slice-halves kernel at two token tiles.
+    // Tile pairs (probe): the pipelined slice-halves kernel.
     if constexpr (std::is_same_v<T, Bf16Tag> && (F == WFmt::kNvfp4 || F == WFmt::kMxfp4)) {
-      if (nt == 2 && ws == 1 && pipe && half && deep == 0)
-        return &linear_decode_kernel<F, T, 2, 1, true, true, 0, true>;
+      if (ws != 1 || !pipe || !half || deep != 0) return nullptr;
+      return nt == 1 ? &linear_decode_kernel<F, T, 1, 1, true, true, 0, true>
+                     : &linear_decode_kernel<F, T, 2, 1, true, true, 0, true>;
     }
     return nullptr;
   }

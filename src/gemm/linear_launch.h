@@ -44,8 +44,8 @@ inline constexpr int64_t kDecodeDeepBudget = 101376 - 15 * 1024;
 /// kernel exists (FP4 weights, BF16 MMAs), and its dynamic shared memory budget (ring + staging)
 /// beside up to 23 KB of static shared memory on SM12x.
 bool decode_ws8_available(WFmt f, bool fp16);
-/// Tile pairs in the pipelined slice-halves kernel at two token tiles (LinearParams::decode_pair,
-/// probe: B12X_GEMM_DECODE_PAIR=1; FP4 weights with BF16 MMAs).
+/// Tile pairs in the pipelined slice-halves kernel (LinearParams::decode_pair, probe:
+/// B12X_GEMM_DECODE_PAIR=1; FP4 weights with BF16 MMAs).
 bool decode_pair_available(WFmt f, bool fp16);
 inline constexpr int64_t kDecodeWs8Budget = 101376 - 23 * 1024;
 /// grid = (ceil(n16/4), split, ceil(M / (8*nt))); p.cluster_split > 1 launches grid.y as one

@@ -826,17 +826,19 @@ TEST(GemmGpu, DecodeWarpSplit8) {
 
 TEST(GemmGpu, DecodeTilePairs) {
   B12X_REQUIRE_GPU();
-  // B12X_GEMM_DECODE_PAIR=1 (probe): the pipelined slice-halves kernel at two token tiles with
-  // tile pairs per warp (a quarter of each slice of two tiles). M = 9 / 16 / 24 / 32, N = 72 and
-  // 40 (a pair whose second tile does not exist), K = 4864 in several chunks over splits of 1, 4
-  // (a cluster) and the default (partials at N = 72), FP4 formats, bias on every other case.
+  // B12X_GEMM_DECODE_PAIR=1 (probe): the pipelined slice-halves kernel with tile pairs per warp
+  // (a quarter of each slice of two tiles). M = 5 / 8 (one token tile), 9 / 16 / 24 / 32 (two),
+  // N = 72 and 40 (a pair whose second tile does not exist), K = 4864 in several chunks over
+  // splits of 1, 4 (a cluster) and the default (partials at N = 72), FP4 formats, bias on every
+  // other case; M = 1 has one staging buffer (no pairs).
   ScopedEnv ep("B12X_GEMM_DECODE_PAIR", "1"), eh("B12X_GEMM_DECODE_HALF", "1");
   EXPECT_TRUE(bf16_plan(LinearFormat::kNvfp4W4A16, 16, 72, 4864).decode_pair);
-  EXPECT_FALSE(bf16_plan(LinearFormat::kNvfp4W4A16, 8, 72, 4864).decode_pair);
+  EXPECT_TRUE(bf16_plan(LinearFormat::kNvfp4W4A16, 8, 72, 4864).decode_pair);
+  EXPECT_FALSE(bf16_plan(LinearFormat::kNvfp4W4A16, 1, 72, 4864).decode_pair);
   int i = 0;
   for (const char* split : {"1", "4", ""}) {
     if (split[0] != 0) setenv("B12X_GEMM_SPLIT", split, 1);
-    for (int64_t M : {9, 16, 24, 32})
+    for (int64_t M : {5, 8, 9, 16, 24, 32})
       for (LinearFormat f : kFp4Bf16Formats)
         run_case({f, M, (i % 3) == 2 ? 40 : 72, 4864, DType::kBF16, DType::kBF16, (i++ % 2) == 0});
     unsetenv("B12X_GEMM_SPLIT");
