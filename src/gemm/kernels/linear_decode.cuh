@@ -500,6 +500,34 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
     return xsc[min(tokr, rows - 1) * sg.groups + col];
   };
 
+  // FP4 atom a (of the warp's part of the slice) of tile q of the warp from its lane vector rv:
+  // the decode with the scale splats of its rows (NVFP4: per sub-block; MXFP4 with BF16 MMAs: the
+  // unit, then the atom's E8M0 splat: v * 2^-7 (exact) times 2^(e-127), exact whenever the product
+  // is a BF16 number (|v| * 2^(e-127) below 2^128, above 2^-134)).
+  auto decode_fp4_splat = [&](const uint4& rv, int a, int q, uint32_t(&af)[2][4]) {
+    const uint32_t w[2] = {(a % 2) ? rv.z : rv.x, (a % 2) ? rv.w : rv.y};
+    uint32_t sc[2][2];
+    if constexpr (F == WFmt::kNvfp4) {
+#pragma unroll
+      for (int s = 0; s < 2; ++s) {
+        const uint2 sp = spl[warp][q][2 * a + s][g];  // (row g, row g+8) of sub-block 2a+s
+        sc[s][0] = sp.x;
+        sc[s][1] = sp.y;
+      }
+    } else {
+      sc[0][0] = sc[0][1] = sc[1][0] = sc[1][1] = kFp4Unit2<T>();
+    }
+    decode_fp4_atom<T>(w, sc, af);
+    if constexpr (kMxFold) {
+      const uint2 sp = spl[warp][q][a][g];
+#pragma unroll
+      for (int s = 0; s < 2; ++s)
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+          af[s][j] = fma2<T>(af[s][j], (j & 1) ? sp.y : sp.x, kNegZero2<T>());
+    }
+  };
+
   // Decode + MMA of one slice whose activations start at staged column koff (K values).
   auto compute = [&](const uint8_t* vals, const SliceScales& cur, int64_t koff) {
     // This lane's 16-byte fragment vector v of the slice (conflict-free: lanes read
@@ -599,29 +627,10 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
           ldmatrix_x4(bf[nt], xrow(nt) + (koff + a * 32 + (lane >> 3) * 8) * 2);
 #pragma unroll
         for (int q = 0; q < 2; ++q) {
-          const uint4 rv = *reinterpret_cast<const uint4*>(vals + q * kPartB +
-                                                           ((a / kApv) * kTr.slots + slot) * 16);
-          const uint32_t w[2] = {(a % 2) ? rv.z : rv.x, (a % 2) ? rv.w : rv.y};
-          uint32_t af[2][4], sc[2][2];
-          if constexpr (F == WFmt::kNvfp4) {
-#pragma unroll
-            for (int s = 0; s < 2; ++s) {
-              const uint2 sp = spl[warp][q][2 * a + s][g];
-              sc[s][0] = sp.x;
-              sc[s][1] = sp.y;
-            }
-          } else {
-            sc[0][0] = sc[0][1] = sc[1][0] = sc[1][1] = kFp4Unit2<T>();
-          }
-          decode_fp4_atom<T>(w, sc, af);
-          if constexpr (kMxFold) {
-            const uint2 sp = spl[warp][q][a][g];
-#pragma unroll
-            for (int s = 0; s < 2; ++s)
-#pragma unroll
-              for (int j = 0; j < 4; ++j)
-                af[s][j] = fma2<T>(af[s][j], (j & 1) ? sp.y : sp.x, kNegZero2<T>());
-          }
+          uint32_t af[2][4];
+          decode_fp4_splat(*reinterpret_cast<const uint4*>(vals + q * kPartB +
+                                                           ((a / kApv) * kTr.slots + slot) * 16),
+                           a, q, af);
 #pragma unroll
           for (int s = 0; s < 2; ++s)
 #pragma unroll
@@ -635,29 +644,7 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
         uint32_t af[2][4];
         const uint4 rv = raw(a / kApv);
         if constexpr (F == WFmt::kNvfp4 || F == WFmt::kMxfp4) {
-          const uint32_t w[2] = {(a % 2) ? rv.z : rv.x, (a % 2) ? rv.w : rv.y};
-          uint32_t sc[2][2];
-          if constexpr (F == WFmt::kNvfp4) {
-#pragma unroll
-            for (int s = 0; s < 2; ++s) {
-              const uint2 sp = spl[warp][0][2 * a + s][g];  // (row g, row g+8) of sub-block 2a+s
-              sc[s][0] = sp.x;
-              sc[s][1] = sp.y;
-            }
-          } else {
-            sc[0][0] = sc[0][1] = sc[1][0] = sc[1][1] = kFp4Unit2<T>();
-          }
-          decode_fp4_atom<T>(w, sc, af);
-          if constexpr (kMxFold) {
-            // v * 2^-7 (exact) times the atom's E8M0 splat (rows g, g+8): exact whenever the
-            // product is a BF16 number (|v| * 2^(e-127) below 2^128, above 2^-134).
-            const uint2 sp = spl[warp][0][a][g];
-#pragma unroll
-            for (int s = 0; s < 2; ++s)
-#pragma unroll
-              for (int j = 0; j < 4; ++j)
-                af[s][j] = fma2<T>(af[s][j], (j & 1) ? sp.y : sp.x, kNegZero2<T>());
-          }
+          decode_fp4_splat(rv, a, 0, af);
         } else if constexpr (F == WFmt::kQ8_0) {
           decode_byte_atom<T, true>(rv, af);
         } else if constexpr (kIq2) {
