@@ -587,7 +587,6 @@ void run_paged(const PagedBinding& b, Stream stream) {
   p.spread_merge = plan.spread_merge ? (plan.spread_shared ? 2 : 1) : 0;
   p.split_interleave = plan.split_interleave ? 1 : 0;  // plan_paged: decode tiles only
   p.fast_div = plan.fast_div ? 1 : 0;
-  p.spec = plan.spec ? 1 : 0;
   int kv_shift = 0;
   while ((1 << kv_shift) < plan.tile_kv) ++kv_shift;
   p.tile_kv_shift = kv_shift;  // KV tiles are powers of two (32, 64, 128)
@@ -604,6 +603,8 @@ void run_paged(const PagedBinding& b, Stream stream) {
   // kernel reads the metadata, which its predecessor only reads, and a prefetching main kernel
   // reads metadata only to form prefetch addresses).
   const bool pdl = plan.arch >= 90 && plan.use_pdl;
+  // Without PDL the values read before the (absent) wait are final: nothing to speculate on.
+  p.spec = plan.spec && pdl ? 1 : 0;
   // The prefetch is only useful while waiting for the previous grid (decode tiles: p.prefetch
   // is ignored by the extend tiles).
   const bool prefetch = pdl && (plan.prefetch || (plan.prefetch_splits && b.num_splits > 1));

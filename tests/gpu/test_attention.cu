@@ -1088,53 +1088,70 @@ TEST(AttentionGpuDecode, FastDiv) {
   unsetenv("B12X_ATTN_FAST_DIV");
 }
 
-// B12X_ATTN_LEAN=1: the decode defaults' tiles (wide3 at head dims 64 / 128, wide at 256,
-// hcvt3 for FP8 at 128 / 256) run their lean instances (defaults and fast divisions compiled
-// in): every KV dtype, pages 16-256, groups 1-16 (3 / 5 / 6 / 7 too), automatic and forced
-// splits (1 / 2 / 7 / 64), interleaved splits, sinks, window, q rows over 2^-18..2^18 on the
-// fp16-MMA tile, verify; a knob off its default (or the fused merge) keeps the general kernel.
+// B12X_ATTN_LEAN (default on): the decode defaults' tiles (wide3 at head dims 64 / 128, wide at
+// 256, hcvt3 for FP8 at 128 / 256) run their lean instances (defaults and fast divisions
+// compiled in). Lean without the speculative prologue (B12X_ATTN_SPEC=0; the default lean + spec
+// runs in every other test) and the general kernels (B12X_ATTN_LEAN=0) over every KV dtype,
+// pages 16-256, groups 1-16 (3 / 5 / 6 / 7 too), automatic and forced splits (1 / 2 / 7 / 64),
+// interleaved splits, sinks, window, q rows over 2^-18..2^18 on the fp16-MMA tile, verify; the
+// default plan names lean + spec, and a knob off its default (or the fused merge) keeps the
+// general kernel.
 TEST(AttentionGpuDecode, Lean) {
   B12X_REQUIRE_GPU();
-  setenv("B12X_ATTN_LEAN", "1", 1);
+  {
+    Spec s = gqa_decode_spec({4000, 63, 1, 2500}, 0, 0);
+    Problem p(s, rng());
+    PLAN_AND_BIND(p);
+    EXPECT_NE(p.plan.kernel.find("_lean_spec"), std::string::npos) << p.plan.kernel;
+  }
   const int groups[] = {4, 1, 8, 16, 3, 5, 6, 7};
   const int splits[] = {0, 1, 2, 7, 64, 0};
   const int dims[] = {128, 64, 256};
-  for (int i = 0; i < 15; ++i) {
-    Spec s;
-    s.kv = i % 3 == 0 ? DType::kBF16 : (i % 3 == 1 ? DType::kFP8E4M3 : DType::kFP16);
-    s.q = s.kv == DType::kFP16 ? DType::kFP16 : DType::kBF16;
-    s.dqk = s.dv = dims[(i / 3) % 3];
-    if (s.kv == DType::kFP8E4M3 && s.dqk == 64) s.dqk = s.dv = 128;
-    s.hkv = 1 + i % 2;
-    s.hq = s.hkv * groups[i % 8];
-    s.page = 16 << (i % 5);
-    s.prefix = {4000, s.page - 1, 1, 3 * s.page + 5, 1700};
-    s.qlens.assign(s.prefix.size(), 1);
-    s.num_splits = s.max_splits = splits[i % 6];
-    s.window = i % 4 == 3 ? 300 : -1;
-    s.sinks = i % 2 == 1;
-    s.per_head_scale = i % 3 != 2;
-    if (i == 7) {
-      s.q_exp_spread = 18;
-      s.softmax_scale = 1.f / 16384;
+  for (const char* lean : {"1", "0"}) {
+    setenv("B12X_ATTN_LEAN", lean, 1);
+    setenv("B12X_ATTN_SPEC", "0", 1);
+    const std::string what = std::string("lean=") + lean + " spec=0";
+    for (int i = 0; i < 15; ++i) {
+      Spec s;
+      s.kv = i % 3 == 0 ? DType::kBF16 : (i % 3 == 1 ? DType::kFP8E4M3 : DType::kFP16);
+      s.q = s.kv == DType::kFP16 ? DType::kFP16 : DType::kBF16;
+      s.dqk = s.dv = dims[(i / 3) % 3];
+      if (s.kv == DType::kFP8E4M3 && s.dqk == 64) s.dqk = s.dv = 128;
+      s.hkv = 1 + i % 2;
+      s.hq = s.hkv * groups[i % 8];
+      s.page = 16 << (i % 5);
+      s.prefix = {4000, s.page - 1, 1, 3 * s.page + 5, 1700};
+      s.qlens.assign(s.prefix.size(), 1);
+      s.num_splits = s.max_splits = splits[i % 6];
+      s.window = i % 4 == 3 ? 300 : -1;
+      s.sinks = i % 2 == 1;
+      s.per_head_scale = i % 3 != 2;
+      if (i == 7) {
+        s.q_exp_spread = 18;
+        s.softmax_scale = 1.f / 16384;
+      }
+      if (i == 8) setenv("B12X_ATTN_SPLIT_INTERLEAVE", "1", 1);
+      if (i == 9) setenv("B12X_ATTN_GRID", "tiles", 1);
+      if (i == 0) {
+        Problem p(s, rng());
+        PLAN_AND_BIND(p);
+        const bool lean_kernel = p.plan.kernel.find("_lean") != std::string::npos;
+        EXPECT_EQ(lean_kernel, std::string(lean) == "1") << p.plan.kernel;
+        EXPECT_EQ(p.plan.kernel.find("_spec"), std::string::npos) << p.plan.kernel;
+      }
+      run_case(s, what + " decode " + std::to_string(i));
+      unsetenv("B12X_ATTN_SPLIT_INTERLEAVE");
+      unsetenv("B12X_ATTN_GRID");
     }
-    if (i == 8) setenv("B12X_ATTN_SPLIT_INTERLEAVE", "1", 1);
-    if (i == 9) setenv("B12X_ATTN_GRID", "tiles", 1);
-    if (i == 0) {
-      Problem p(s, rng());
-      PLAN_AND_BIND(p);
-      EXPECT_NE(p.plan.kernel.find("_lean"), std::string::npos) << p.plan.kernel;
-    }
-    run_case(s, "lean decode " + std::to_string(i));
-    unsetenv("B12X_ATTN_SPLIT_INTERLEAVE");
-    unsetenv("B12X_ATTN_GRID");
+    for (int hkv : {8, 2}) run_case(verify_spec(hkv, 2), what + " verify");
+    Spec v = verify_spec(2, 2);
+    v.hq = 14;  // group 7: 14 rows on the decode tile
+    v.kv = DType::kFP8E4M3;
+    v.sinks = true;
+    run_case(v, what + " verify fp8 group 7");
+    unsetenv("B12X_ATTN_SPEC");
+    unsetenv("B12X_ATTN_LEAN");
   }
-  for (int hkv : {8, 2}) run_case(verify_spec(hkv, 2), "lean verify");
-  Spec v = verify_spec(2, 2);
-  v.hq = 14;  // group 7: 14 rows on the decode tile
-  v.kv = DType::kFP8E4M3;
-  v.sinks = true;
-  run_case(v, "lean verify fp8 group 7");
   for (const char* knob : {"B12X_ATTN_SPREAD_MERGE=1", "B12X_ATTN_FUSED_MERGE=1"}) {
     const std::string k = knob;
     const size_t eq = k.find('=');
@@ -1143,10 +1160,9 @@ TEST(AttentionGpuDecode, Lean) {
     Problem p(s, rng());
     PLAN_AND_BIND(p);
     EXPECT_EQ(p.plan.kernel.find("_lean"), std::string::npos) << knob << " " << p.plan.kernel;
-    run_case(s, std::string("lean with ") + knob);
+    run_case(s, std::string("lean default with ") + knob);
     unsetenv(k.substr(0, eq).c_str());
   }
-  unsetenv("B12X_ATTN_LEAN");
 }
 
 // Lets the next grid in the stream launch at once (PDL), spins, then writes the true metadata:
