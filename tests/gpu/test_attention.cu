@@ -1042,26 +1042,33 @@ TEST(AttentionGpuDecode, SplitInterleave) {
 // and head dim, pages 16-256, automatic and forced splits (1 / 2 / 7 / 64: ns == splits and
 // ns < splits), sinks, window, the fused merge, verify (q_len 2 / 3: several row tiles per
 // request) and extend (tile_start).
+// Decode case i of the knob sweeps (FastDiv, Lean): KV dtype bf16 / fp8 / fp16 in turn (q to
+// match), pages 16..256, ragged lengths, split counts auto / 1 / 2 / 7 / 64, a window every
+// fourth case, sinks every second.
+Spec sweep_decode_spec(int i, int dqk, int dv, int hkv, int group) {
+  const int splits[] = {0, 1, 2, 7, 64, 0};
+  Spec s;
+  s.kv = i % 3 == 0 ? DType::kBF16 : (i % 3 == 1 ? DType::kFP8E4M3 : DType::kFP16);
+  s.q = s.kv == DType::kFP16 ? DType::kFP16 : DType::kBF16;
+  s.dqk = dqk;
+  s.dv = dv;
+  s.hkv = hkv;
+  s.hq = hkv * group;
+  s.page = 16 << (i % 5);
+  s.prefix = {4000, s.page - 1, 1, 3 * s.page + 5, 1700};
+  s.qlens.assign(s.prefix.size(), 1);
+  s.num_splits = s.max_splits = splits[i % 6];
+  s.window = i % 4 == 3 ? 300 : -1;
+  s.sinks = i % 2 == 1;
+  return s;
+}
+
 TEST(AttentionGpuDecode, FastDiv) {
   B12X_REQUIRE_GPU();
   setenv("B12X_ATTN_FAST_DIV", "1", 1);
   const int groups[] = {1, 4, 8, 16, 3, 5, 6, 7};
-  const int splits[] = {0, 1, 2, 7, 64, 0};
   for (int i = 0; i < 12; ++i) {
-    Spec s;
-    s.kv = i % 3 == 0 ? DType::kBF16 : (i % 3 == 1 ? DType::kFP8E4M3 : DType::kFP16);
-    s.q = s.kv == DType::kFP16 ? DType::kFP16 : DType::kBF16;
-    const Dims d = kDims[i % 5];
-    s.dqk = d.dqk;
-    s.dv = d.dv;
-    s.hkv = 1 + i % 3;
-    s.hq = s.hkv * groups[i % 8];
-    s.page = 16 << (i % 5);
-    s.prefix = {4000, s.page - 1, 1, 3 * s.page + 5, 1700};
-    s.qlens.assign(s.prefix.size(), 1);
-    s.num_splits = s.max_splits = splits[i % 6];
-    s.window = i % 4 == 3 ? 300 : -1;
-    s.sinks = i % 2 == 1;
+    Spec s = sweep_decode_spec(i, kDims[i % 5].dqk, kDims[i % 5].dv, 1 + i % 3, groups[i % 8]);
     if (i == 10) setenv("B12X_ATTN_GRID", "tiles", 1);
     if (i == 11) setenv("B12X_ATTN_FUSED_MERGE", "1", 1);
     run_case(s, "fast div decode " + std::to_string(i));
@@ -1105,26 +1112,15 @@ TEST(AttentionGpuDecode, Lean) {
     EXPECT_NE(p.plan.kernel.find("_lean_spec"), std::string::npos) << p.plan.kernel;
   }
   const int groups[] = {4, 1, 8, 16, 3, 5, 6, 7};
-  const int splits[] = {0, 1, 2, 7, 64, 0};
   const int dims[] = {128, 64, 256};
   for (const char* lean : {"1", "0"}) {
     setenv("B12X_ATTN_LEAN", lean, 1);
     setenv("B12X_ATTN_SPEC", "0", 1);
     const std::string what = std::string("lean=") + lean + " spec=0";
     for (int i = 0; i < 15; ++i) {
-      Spec s;
-      s.kv = i % 3 == 0 ? DType::kBF16 : (i % 3 == 1 ? DType::kFP8E4M3 : DType::kFP16);
-      s.q = s.kv == DType::kFP16 ? DType::kFP16 : DType::kBF16;
-      s.dqk = s.dv = dims[(i / 3) % 3];
-      if (s.kv == DType::kFP8E4M3 && s.dqk == 64) s.dqk = s.dv = 128;
-      s.hkv = 1 + i % 2;
-      s.hq = s.hkv * groups[i % 8];
-      s.page = 16 << (i % 5);
-      s.prefix = {4000, s.page - 1, 1, 3 * s.page + 5, 1700};
-      s.qlens.assign(s.prefix.size(), 1);
-      s.num_splits = s.max_splits = splits[i % 6];
-      s.window = i % 4 == 3 ? 300 : -1;
-      s.sinks = i % 2 == 1;
+      const int d = dims[(i / 3) % 3];
+      Spec s = sweep_decode_spec(i, d, d, 1 + i % 2, groups[i % 8]);
+      if (s.kv == DType::kFP8E4M3 && s.dqk == 64) s.dqk = s.dv = 128;  // no FP8 lean tile at 64
       s.per_head_scale = i % 3 != 2;
       if (i == 7) {
         s.q_exp_spread = 18;
