@@ -1116,7 +1116,7 @@ void run(const Binding& b, Stream stream) {
   } else if (p.decode_ws == 8 &&
              lin::decode_ring_bytes_deep(im.wfmt, 0, 8) +
                      lin::stage_geom(im.wfmt, p.stage_rows, p.stage_slices).bytes >
-                 lin::kDecodeWs8Budget) {
+                 lin::decode_ws8_budget(device_info(c.device).smem_per_block_optin)) {
     p.decode_ws = 4;  // 8 warps per tile (probe): their ring and the staging exceed the budget
   } else if (p.decode_half && plan.decode_half_stage_big) {
     // Probe (Plan::decode_half_stage_big): the halves' one staging buffer takes what SM12x's

@@ -5,6 +5,7 @@
 #include <set>
 #include <type_traits>
 
+#include "b12x/runtime.h"
 #include "core/cuda_check.h"
 #include "core/launch.h"
 #include "gemm/kernels/linear_decode.cuh"
@@ -171,7 +172,10 @@ void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stre
   const int64_t smem = decode_ring_bytes_deep(f, deep, ws) + stage_bytes;
   B12X_ASSERT(deep == 0 || smem <= kDecodeDeepBudget, "decode deep ring ", deep, " needs ", smem,
               " B of shared memory");
-  B12X_ASSERT(ws != 8 || smem <= kDecodeWs8Budget, "decode with 8 warps per tile needs ", smem,
+  // 8 warps per tile: within the device's shared memory per block (run checks it).
+  const int64_t ws8_budget =
+      ws == 8 ? decode_ws8_budget(device_info(current_device()).smem_per_block_optin) : 0;
+  B12X_ASSERT(ws != 8 || smem <= ws8_budget, "decode with 8 warps per tile needs ", smem,
               " B of shared memory");
   {
     // The opt-in above 48 KB is a function attribute (not a stream operation, so legal while a
@@ -182,7 +186,7 @@ void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stre
     // The halves (FP4 only): their ring plus the larger of their two staging budgets.
     if (opted.insert(fn).second) {
       const int64_t most =
-          ws == 8    ? kDecodeWs8Budget
+          ws == 8    ? ws8_budget
           : deep > 0 ? kDecodeDeepBudget
           : half     ? decode_ring_bytes(f) + std::max(kDecodeHalfStageBudget, kDecodePipeBudget)
                      : kDecodeRingMax + (pipe ? kDecodePipeBudget : kDecodeStageBudget);

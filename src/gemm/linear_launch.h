@@ -42,12 +42,15 @@ int64_t decode_ring_bytes_deep(WFmt f, int deep, int ws = 4);
 inline constexpr int64_t kDecodeDeepBudget = 101376 - 15 * 1024;
 /// 8 warps per tile at M = 1 (LinearParams::decode_ws = 8, probe: B12X_GEMM_DECODE_WSPLIT=8): the
 /// kernel exists (FP4 weights, BF16 MMAs), and its dynamic shared memory budget (ring + staging)
-/// beside up to 23 KB of static shared memory on SM12x.
+/// beside up to 23 KB of static shared memory on a device with `smem_optin` bytes per block (SM12x:
+/// K up to ~6k at M = 1; SM90: K up to ~70k).
 bool decode_ws8_available(WFmt f, bool fp16);
+inline constexpr int64_t decode_ws8_budget(int64_t smem_optin) {
+  return smem_optin - 23 * 1024;
+}
 /// Tile pairs in the pipelined slice-halves kernel (LinearParams::decode_pair, probe:
 /// B12X_GEMM_DECODE_PAIR=1; FP4 weights with BF16 MMAs).
 bool decode_pair_available(WFmt f, bool fp16);
-inline constexpr int64_t kDecodeWs8Budget = 101376 - 23 * 1024;
 /// grid = (ceil(n16/4), split, ceil(M / (8*nt))); p.cluster_split > 1 launches grid.y as one
 /// thread-block cluster. p.stage_rows / p.stage_slices size the activation staging.
 void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stream stream);

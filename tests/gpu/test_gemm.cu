@@ -809,8 +809,8 @@ TEST(GemmGpu, DecodeWarpSplit8) {
   B12X_REQUIRE_GPU();
   // B12X_GEMM_DECODE_WSPLIT=8 (probe): CTAs of 8 warps on one 16-row tile at M = 1 (FP4 weights,
   // BF16 MMAs), each warp 1/8 of the CTA's K range. K = 4096 (one slice per warp), 1280 (warps
-  // without a slice, a K tail), 4864; K = 8960 exceeds the shared memory budget (run takes 4
-  // warps); a cluster split of K (B12X_GEMM_DECODE_WS_CTAS), N = 72 (a partial last tile).
+  // without a slice, a K tail), 4864, 8960 (beyond SM12x's budget: 4 warps there); a cluster
+  // split of K (B12X_GEMM_DECODE_WS_CTAS), N = 72 (a partial last tile).
   ScopedEnv ew("B12X_GEMM_DECODE_WSPLIT", "8");
   EXPECT_EQ(bf16_plan(LinearFormat::kNvfp4W4A16, 1, 4096, 4096).decode_warp_split, 8);
   EXPECT_EQ(bf16_plan(LinearFormat::kQ8_0, 1, 4096, 4096).decode_warp_split, 4);
