@@ -462,6 +462,8 @@ Plan plan(const Caps& caps) {
         p.ggml_gemv_split = static_cast<int>(std::clamp<int64_t>(std::atoll(sp), 1, 64));
       if (const char* c = std::getenv("B12X_GGML_GEMV_CTAS"); c != nullptr)
         p.ggml_gemv_ctas = std::max(0, std::atoi(c));
+      if (const char* pf = std::getenv("B12X_GGML_GEMV_PF"); pf != nullptr)
+        p.ggml_gemv_pf = std::clamp(std::atoi(pf), 0, 16);
     }
   }
   // Split-K (weight-streaming regime only).
@@ -1076,7 +1078,8 @@ void run(const Binding& b, Stream stream) {
   if (plan.ggml_gemv > 0 && p.x_vec16 && M <= kGgmlGemvMaxM && M <= plan.caps.max_tokens) {
     p.split = plan.ggml_gemv_split;
     p.partial = p.split > 1 ? reinterpret_cast<float*>(b.scratch + plan.off_partial) : nullptr;
-    lin::launch_ggml_gemv(im.wfmt, fp16, plan.ggml_gemv, plan.ggml_gemv_ctas, p, stream);
+    lin::launch_ggml_gemv(im.wfmt, fp16, plan.ggml_gemv, plan.ggml_gemv_ctas, plan.ggml_gemv_pf, p,
+                          stream);
     if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);
     return;
   }

@@ -14,10 +14,13 @@ bool ggml_gemv_available(WFmt f);
 /// Host-only (plan time, before capture): the shared-memory opt-in of the format's kernels on
 /// `device`; returns the CTAs per SM of the kernel with `nt` token tiles (occupancy).
 int prepare_ggml_gemv(int device, WFmt f, bool fp16, int nt);
-/// grid = (min(ctas, ceil(n16 / (8 / kw))), p.split, ceil(M / (8 * nt))), nt = 1 for M <= 8,
-/// else 2; the CTAs walk the groups of 8 / kw tiles grid-stride (ctas <= 0: one per group).
-/// kw (1, 2, 4, 8): warps per 16-row tile (K split inside the CTA). p.split > 1 writes fp32
-/// partials to p.partial for launch_linear_reduce. Needs 16-byte aligned activation rows.
-void launch_ggml_gemv(WFmt f, bool fp16, int kw, int ctas, const LinearParams& p, Stream stream);
+/// grid = (min(ctas, ceil(n16 / (8 / kw))), p.split, ceil(M / tokens)), tokens = 8 for M <= 8
+/// (4 for IQ2_XS at M <= 4), else 16; the CTAs walk the groups of 8 / kw tiles grid-stride
+/// (ctas <= 0: one per group). kw (1, 2, 4, 8): warps per 16-row tile (K split inside the CTA);
+/// pf > 0: each warp also prefetches its tile's weights pf batches ahead into L2 (SM90+).
+/// p.split > 1 writes fp32 partials to p.partial for launch_linear_reduce. Needs 16-byte
+/// aligned activation rows.
+void launch_ggml_gemv(WFmt f, bool fp16, int kw, int ctas, int pf, const LinearParams& p,
+                      Stream stream);
 
 }  // namespace b12x::gemm::lin

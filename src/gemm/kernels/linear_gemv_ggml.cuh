@@ -54,7 +54,7 @@ constexpr int batch_atoms() {
 /// Dynamic shared memory: the replicated IQ2 tables (grid selectors, then sign selectors).
 template <WFmt F>
 constexpr int smem_bytes() {
-  return F == WFmt::kQ8_0 ? 0 : (grid_entries<F>() + 128) * kClasses * 8;
+  return F == WFmt::kQ8_0 ? 0 : (grid_entries<F>() + 128) * kClasses * 8 + 16;
 }
 
 // ---------------------------------------------------------------- IQ2 selector tables -------
@@ -119,16 +119,14 @@ template <class T>
 __device__ __forceinline__ constexpr uint32_t src_hi() {
   return T::kFp16 ? 0x00604000u : 0x002CC800u;
 }
-/// The low source word, once per thread in a register that ptxas cannot rematerialize (it
-/// otherwise copies the uniform constant into a register before every PRMT: 8 moves per atom).
+/// The low source word; the kernel keeps it in shared memory after the tables and loads it once
+/// (a constant in a register is rematerialized by ptxas before every PRMT from a uniform
+/// register: 8 extra moves per atom).
 template <class T>
-__device__ __forceinline__ uint32_t src_lo_reg() {
-  uint32_t r;
-  asm volatile("mov.b32 %0, %1;" : "=r"(r) : "n"(T::kFp16 ? 0x00514E48u : 0xC2C14241u));
-  return r;
+__device__ __forceinline__ constexpr uint32_t src_lo() {
+  return T::kFp16 ? 0x00514E48u : 0xC2C14241u;
 }
 
-/// One IQ2 entry (grid index | sign7 << 9 in bits 0-15; higher bits ignored) -> its four value
 /// pairs (values 2p, 2p + 1 in the low / high half of p[p]), exact +-grid in BF16 / FP16.
 __device__ __forceinline__ uint64_t lds64(uint32_t addr) {
   uint32_t lo, hi;
@@ -172,21 +170,13 @@ __device__ __forceinline__ void iq2_entry_pairs2(uint32_t e01, uint32_t gcls, ui
   iq2_pairs<T>(g1, s1, lo, p1);
 }
 
-/// A constant in a register ptxas cannot rematerialize (PRMT data operands are registers; it
-/// otherwise copies a uniform constant into one before every use).
-template <uint32_t kV>
-__device__ __forceinline__ uint32_t reg_const() {
-  uint32_t r;
-  asm volatile("mov.b32 %0, %1;" : "=r"(r) : "n"(kV));
-  return r;
-}
 /// IQ2 sub-scale factors: the nibbles s of bytes (x >> shift) & 0x0F as bytes 2s + 1 (<= 31,
 /// no carries), one word per four sub-scales.
 __device__ __forceinline__ uint32_t iq2_odd_bytes(uint32_t x, int shift) {
   return ((x >> shift) & 0x0F0F0F0Fu) * 2u + 0x01010101u;
 }
-/// Byte k of such a word as fp32: 2^23 + v built by one PRMT with `magic` = 0x4B000000, minus
-/// 2^23 (exact).
+/// Byte k of such a word as fp32: 2^23 + v built by one PRMT (the exponent byte from `magic` =
+/// 0x4B000000, in a register so that the selector is the immediate), minus 2^23 (exact).
 __device__ __forceinline__ float iq2_factor(uint32_t w, int k, uint32_t magic) {
   return __uint_as_float(prmt(w, magic, 0x7540u | static_cast<uint32_t>(k))) - 8388608.f;
 }
@@ -212,39 +202,76 @@ struct Batch<WFmt::kIq2Xs> {
   uint2 s[2];  // scale bytes of the 8 atoms (low nibble: K 0-15, high: 16-31)
 };
 
+/// Where the lane's next batch load reads: its weight bytes and row g's scale words (advanced
+/// batch by batch, so ptxas keeps them instead of recomputing 64-bit bases per batch), and the
+/// byte distances to row g + 8's scale words.
+struct Cursor {
+  const uint8_t* w;
+  const uint8_t* d;
+  const uint8_t* s;
+};
 template <WFmt F>
-__device__ __forceinline__ void load_batch(const LinearParams& p, int tile, int b, int atoms,
-                                           int lane, Batch<F>& B) {
+constexpr int batch_bytes() {  // weight bytes of a batch in one tile
+  return F == WFmt::kQ8_0 ? 4 * 512 : 8 * 128;
+}
+template <WFmt F>
+constexpr int batch_dbytes() {  // fp16 d bytes of a batch per row
+  return F == WFmt::kQ8_0 ? 8 : 2;
+}
+template <WFmt F>
+constexpr int batch_sbytes() {  // IQ2 sub-scale bytes of a batch per row
+  return F == WFmt::kIq2Xs ? 8 : 4;
+}
+/// The cursor at batch b of a tile.
+template <WFmt F>
+__device__ __forceinline__ Cursor cursor_at(const LinearParams& p, int tile, int b, int lane) {
   const int g = lane >> 2, t = lane & 3;
-  const int64_t r0 = static_cast<int64_t>(tile) * 16 + g, r1 = r0 + 8;
+  const int64_t r0 = static_cast<int64_t>(tile) * 16 + g;
+  Cursor c;
+  // Q8_0: atoms of 512 bytes (32 lanes x 16), the lane's 16; IQ2: atoms of 128 bytes (8 slots x
+  // 16), word t of slot g.
+  c.w = p.wvals + static_cast<int64_t>(tile) * p.kvec * (F == WFmt::kQ8_0 ? 512 : 128) +
+        (F == WFmt::kQ8_0 ? lane * 16 : g * 16 + t * 4) +
+        static_cast<int64_t>(b) * batch_bytes<F>();
+  c.d = p.wscale + r0 * p.scale_ld * 2 + b * batch_dbytes<F>();
+  c.s = F == WFmt::kQ8_0 ? nullptr : p.wscale2 + r0 * p.scale2_ld + b * batch_sbytes<F>();
+  return c;
+}
+/// L2 prefetch of `bytes` contiguous bytes (one instruction for a warp's whole batch; SM90+).
+__device__ __forceinline__ void prefetch_l2(const void* p, uint32_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
+#endif
+}
+
+template <WFmt F>
+__device__ __forceinline__ void advance(Cursor& c, int batches) {
+  c.w += static_cast<int64_t>(batches) * batch_bytes<F>();
+  c.d += batches * batch_dbytes<F>();
+  if constexpr (F != WFmt::kQ8_0) c.s += batches * batch_sbytes<F>();
+}
+
+/// The batch at the cursor: Q8_0 4 atoms (nv valid: the last batch of K % 128 != 0 has fewer),
+/// IQ2 8 atoms (one 256-K block). d8 / s8: bytes from row g's scale words to row g + 8's.
+template <WFmt F>
+__device__ __forceinline__ void load_batch(const Cursor& c, int nv, int d8, int s8, Batch<F>& B) {
   if constexpr (F == WFmt::kQ8_0) {
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int a = b * 4 + j;
-      B.w[j] = a < atoms ? ldg_stream(p.wvals + ((tile * p.kvec + a) * 32 + lane) * 16)
-                         : make_uint4(0, 0, 0, 0);
-    }
-    const uint2* ds = reinterpret_cast<const uint2*>(p.wscale);
-    B.d[0] = __ldg(ds + (r0 * p.scale_ld + b * 4) / 4);
-    B.d[1] = __ldg(ds + (r1 * p.scale_ld + b * 4) / 4);
+    for (int j = 0; j < 4; ++j)
+      B.w[j] = j < nv ? ldg_stream(c.w + j * 512) : make_uint4(0, 0, 0, 0);
+    B.d[0] = __ldg(reinterpret_cast<const uint2*>(c.d));
+    B.d[1] = __ldg(reinterpret_cast<const uint2*>(c.d + d8));
   } else {
 #pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const int a = b * 8 + j;
-      B.w[j] = __ldg(
-          reinterpret_cast<const uint32_t*>(p.wvals + ((tile * p.kvec + a) * 8 + g) * 16) + t);
-    }
-    const uint16_t* ds = reinterpret_cast<const uint16_t*>(p.wscale);
-    B.d[0] = __ldg(ds + r0 * p.scale_ld + b);
-    B.d[1] = __ldg(ds + r1 * p.scale_ld + b);
+    for (int j = 0; j < 8; ++j) B.w[j] = __ldg(reinterpret_cast<const uint32_t*>(c.w + j * 128));
+    B.d[0] = __ldg(reinterpret_cast<const uint16_t*>(c.d));
+    B.d[1] = __ldg(reinterpret_cast<const uint16_t*>(c.d + d8));
     if constexpr (F == WFmt::kIq2Xxs) {
-      const uint32_t* ss = reinterpret_cast<const uint32_t*>(p.wscale2);
-      B.s[0] = __ldg(ss + (r0 * p.scale2_ld + b * 4) / 4);
-      B.s[1] = __ldg(ss + (r1 * p.scale2_ld + b * 4) / 4);
+      B.s[0] = __ldg(reinterpret_cast<const uint32_t*>(c.s));
+      B.s[1] = __ldg(reinterpret_cast<const uint32_t*>(c.s + s8));
     } else {
-      const uint2* ss = reinterpret_cast<const uint2*>(p.wscale2);
-      B.s[0] = __ldg(ss + (r0 * p.scale2_ld + b * 8) / 8);
-      B.s[1] = __ldg(ss + (r1 * p.scale2_ld + b * 8) / 8);
+      B.s[0] = __ldg(reinterpret_cast<const uint2*>(c.s));
+      B.s[1] = __ldg(reinterpret_cast<const uint2*>(c.s + s8));
     }
   }
 }
@@ -276,11 +303,13 @@ __device__ __forceinline__ void load_acts(const uint16_t* xa, uint32_t x[4]) {
 /// added before the epilogue.
 template <WFmt F, class T, int NT, bool kCols = false>
 __global__ void __launch_bounds__(gemv::kThreads)
-    linear_gemv_ggml_kernel(const LinearParams p, int kw) {
+    linear_gemv_ggml_kernel(const LinearParams p, int kw, int pf) {
   using namespace gemv;
   constexpr bool kIq2 = F != WFmt::kQ8_0;
   constexpr bool kXs = F == WFmt::kIq2Xs;
   constexpr int kU = batch_atoms<F>();
+  // Two PRMT source words after the tables (u32 index; registers ptxas cannot rematerialize).
+  constexpr int kSrcWord = (grid_entries<F>() + 128) * kClasses * 2;
   extern __shared__ __align__(16) uint64_t tabs[];
   __shared__ float red[kWarps][NT * 4][32];
 
@@ -302,10 +331,11 @@ __global__ void __launch_bounds__(gemv::kThreads)
   static_assert(!kCols || (F == WFmt::kIq2Xs && NT == 1), "column groups: IQ2_XS, one tile");
   const int64_t tok0 = static_cast<int64_t>(blockIdx.z) * (kCols ? 4 : 8 * NT);
 
+  const int d8 = static_cast<int>(16 * p.scale_ld), s8 = static_cast<int>(8 * p.scale2_ld);
   int tg = blockIdx.x;
   Batch<F> cur;
-  if (tg * tpc + wt < n16 && b_first < b_end)
-    load_batch<F>(p, tg * tpc + wt, b_first, atoms, lane, cur);
+  Cursor ld = cursor_at<F>(p, tg * tpc + wt, b_first, lane);
+  if (tg * tpc + wt < n16 && b_first < b_end) load_batch<F>(ld, atoms - b_first * kU, d8, s8, cur);
 
   if constexpr (kIq2) {
     const uint64_t* gsrc;
@@ -316,6 +346,10 @@ __global__ void __launch_bounds__(gemv::kThreads)
     }
     const uint64_t* ssrc = T::kFp16 ? g_ssel_fp16.v : g_ssel_bf16.v;
     constexpr int kE = grid_entries<F>();
+    if (threadIdx.x == 0) {
+      reinterpret_cast<uint32_t*>(tabs)[kSrcWord] = src_lo<T>();
+      reinterpret_cast<uint32_t*>(tabs)[kSrcWord + 1] = 0x4B000000u;
+    }
 #pragma unroll 8
     for (int i = threadIdx.x; i < (kE + 128) * kClasses; i += kThreads) {
       const int e = i / kClasses;
@@ -329,8 +363,11 @@ __global__ void __launch_bounds__(gemv::kThreads)
       static_cast<uint32_t>(__cvta_generic_to_shared(tabs)) + (lane % kClasses) * 8;
   const uint32_t scls = gcls + grid_entries<F>() * kClasses * 8;
   const uint32_t esel = (t & 1) ? 0x7632u : 0x5410u;
-  const uint32_t src_lo = src_lo_reg<T>();
-  const uint32_t magic = reg_const<0x4B000000u>();
+  uint32_t src_lo = 0, magic = 0;
+  if constexpr (kIq2) {
+    src_lo = reinterpret_cast<const uint32_t*>(tabs)[kSrcWord];
+    magic = reinterpret_cast<const uint32_t*>(tabs)[kSrcWord + 1];
+  }
   // The lane's activation row per token tile; token rows past M read row M - 1 (their output
   // columns are never stored).
   const uint16_t* xl[NT];
@@ -356,9 +393,17 @@ __global__ void __launch_bounds__(gemv::kThreads)
 
     for (int b = b_first; active && b < b_end; b += kw) {
       Batch<F> nxt;
-      const bool more = b + kw < b_end;
-      const int ltile = more ? tile : next_tile;
-      if (ltile < n16) load_batch<F>(p, ltile, more ? b + kw : b_first, atoms, lane, nxt);
+      if (b + kw < b_end) {
+        advance<F>(ld, kw);
+        load_batch<F>(ld, atoms - (b + kw) * kU, d8, s8, nxt);
+        // pf > 0: the tile's weights pf batches beyond the register prefetch into L2 (lane 0's
+        // cursor is the batch's first byte).
+        if (pf > 0 && lane == 0 && b + (pf + 1) * kw < b_end)
+          prefetch_l2(ld.w + static_cast<int64_t>(pf) * kw * batch_bytes<F>(), batch_bytes<F>());
+      } else if (next_tile < n16) {
+        ld = cursor_at<F>(p, next_tile, b_first, lane);
+        load_batch<F>(ld, atoms - b_first * kU, d8, s8, nxt);
+      }
       // IQ2: the block's d / 8 per row, applied once per batch to sums of the atoms' partials
       // times (2s + 1) (fw: the factors as bytes, iq2_odd_bytes; per row: XXS even / odd atoms,
       // XS group 0 / 1 of atoms 0-3 / 4-7, XS column groups the lane's group of atoms 0-3 / 4-7).
@@ -427,8 +472,9 @@ __global__ void __launch_bounds__(gemv::kThreads)
         }
 #pragma unroll
         for (int n = 0; n < NT; ++n) {
-          uint32_t x[4];
-          load_acts<F>(xb[n] + j * 32, x);
+          uint32_t x[4] = {0u, 0u, 0u, 0u};
+          // Q8_0: the last batch of K % 128 != 0 stops at K (IQ2: K % 256 == 0).
+          if (kIq2 || b * kU + j < atoms) load_acts<F>(xb[n] + j * 32, x);
           if constexpr (kCols) {
             // Column group g / 4 keeps the activations of its K half (lanes t / 2 == g / 4).
             const bool keep = (t >> 1) == (g >> 2);
