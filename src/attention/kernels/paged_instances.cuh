@@ -55,8 +55,9 @@ void register_kinds(std::vector<KernelInfo>& out, const char* tag) {
     out.push_back(make_info<T, kFp8, kDqk, kDv, 10>(tag));
     if constexpr (!kFp8) out.push_back(make_info<T, kFp8, kDqk, kDv, 12>(tag));
   }
-  // wide: the 16-bit decode default for head dim 256
-  out.push_back(make_info < T, kFp8, kDqk, kDv, 1, !kFp8 && kDqk == 256 && kDv == 256 > (tag));
+  // wide: the 16-bit decode default for head dim 256 (lean at 128 too: 3 CTAs per SM)
+  constexpr bool kLeanWide = !kFp8 && kDqk == kDv && (kDqk == 128 || kDqk == 256);
+  out.push_back(make_info<T, kFp8, kDqk, kDv, 1, kLeanWide>(tag));
   out.push_back(make_info<T, kFp8, kDqk, kDv, 2>(tag));
   if constexpr (!kFp8 && (kDqk <= 128 || (kDqk == 256 && kDv == 256)))
     out.push_back(make_info<T, kFp8, kDqk, kDv, 5, (kDqk <= 128)>(tag));
@@ -66,13 +67,13 @@ void register_kinds(std::vector<KernelInfo>& out, const char* tag) {
   }
   if constexpr (kFp8 && kDqk == 128 && kDv == 128) {
     out.push_back(make_info<T, kFp8, kDqk, kDv, 6>(tag));
-    out.push_back(make_info<T, kFp8, kDqk, kDv, 8>(tag));
+    out.push_back(make_info<T, kFp8, kDqk, kDv, 8, true>(tag));
     out.push_back(make_info<T, kFp8, kDqk, kDv, 9>(tag));
     out.push_back(make_info<T, kFp8, kDqk, kDv, 11>(tag));
     out.push_back(make_info<T, kFp8, kDqk, kDv, 13, true>(tag));
   }
   if constexpr (kFp8 && kDqk == 256 && kDv == 256) {
-    out.push_back(make_info<T, kFp8, kDqk, kDv, 8>(tag));
+    out.push_back(make_info<T, kFp8, kDqk, kDv, 8, true>(tag));
     out.push_back(make_info<T, kFp8, kDqk, kDv, 9>(tag));
     out.push_back(make_info<T, kFp8, kDqk, kDv, 13, true>(tag));
     out.push_back(make_info<T, kFp8, kDqk, kDv, 14>(tag));
