@@ -182,6 +182,8 @@ constexpr int64_t kDecodePipeWsMinSlices = 14;
 /// GGML formats (IQ2_XXS, IQ2_XS, Q8_0) up to this many tokens: the GEMV kernel
 /// (lin::launch_ggml_gemv) where Plan::ggml_gemv says so.
 constexpr int64_t kGgmlGemvMaxM = 16;
+/// The GEMV's IQ2 one-tile kernels with registers for 3 CTAs per SM (3) or uncapped (0).
+constexpr int kGgmlGemvOcc = 3;
 
 /// The GGML GEMV's grid: warps per 16-row tile (kw; 8 / kw tiles per CTA), K split over CTAs and
 /// the CTAs per split (at most the resident ones, walking the tile groups), by a cost model: an
@@ -449,7 +451,11 @@ Plan plan(const Caps& caps) {
   if (M <= kGgmlGemvMaxM && p.regime == Regime::kDecode && lin::ggml_gemv_available(wf)) {
     const char* e = std::getenv("B12X_GGML_GEMV");
     if (e != nullptr && e[0] == '1') {
-      const int occ = std::max(1, lin::prepare_ggml_gemv(caps.device, wf, fp16, M <= 8 ? 1 : 2));
+      p.ggml_gemv_occ = kGgmlGemvOcc;
+      if (const char* o = std::getenv("B12X_GGML_GEMV_OCC"); o != nullptr)
+        p.ggml_gemv_occ = std::atoi(o) == 3 ? 3 : 0;
+      const int occ = std::max(
+          1, lin::prepare_ggml_gemv(caps.device, wf, fp16, M <= 8 ? 1 : 2, p.ggml_gemv_occ));
       const GgmlGemvGrid gg = ggml_gemv_grid(wf, geo.n16, K, dev.sm_count, occ);
       p.ggml_gemv = gg.kw;
       p.ggml_gemv_split = gg.split;
@@ -1078,8 +1084,8 @@ void run(const Binding& b, Stream stream) {
   if (plan.ggml_gemv > 0 && p.x_vec16 && M <= kGgmlGemvMaxM && M <= plan.caps.max_tokens) {
     p.split = plan.ggml_gemv_split;
     p.partial = p.split > 1 ? reinterpret_cast<float*>(b.scratch + plan.off_partial) : nullptr;
-    lin::launch_ggml_gemv(im.wfmt, fp16, plan.ggml_gemv, plan.ggml_gemv_ctas, plan.ggml_gemv_pf, p,
-                          stream);
+    lin::launch_ggml_gemv(im.wfmt, fp16, plan.ggml_gemv, plan.ggml_gemv_ctas, plan.ggml_gemv_pf,
+                          plan.ggml_gemv_occ, p, stream);
     if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);
     return;
   }

@@ -19,20 +19,24 @@ static_assert(gemv::smem_bytes<WFmt::kIq2Xs>() + gemv::kWarps * 8 * 32 * 4 <= 10
 
 template <WFmt F, class T>
 GemvFn fn_nt(int nt) {
-  return nt == 1 ? &linear_gemv_ggml_kernel<F, T, 1> : &linear_gemv_ggml_kernel<F, T, 2>;
+  return nt == 1 ? &linear_gemv_ggml_kernel<F, T> : &linear_gemv_ggml_nt2_kernel<F, T>;
 }
 
-/// nt = 0: IQ2_XS with its two 16-K groups in the MMA's column halves (M <= 4).
+/// nt = 0: IQ2_XS with its two 16-K groups in the MMA's column halves (M <= 4). occ3: the IQ2
+/// one-tile kernels with registers capped for 3 CTAs per SM.
 template <class T>
-GemvFn pick(WFmt f, int nt) {
+GemvFn pick(WFmt f, int nt, bool occ3) {
   switch (f) {
     case WFmt::kQ8_0:
       return nt == 0 ? nullptr : fn_nt<WFmt::kQ8_0, T>(nt);
     case WFmt::kIq2Xxs:
+      if (occ3 && nt == 1) return &linear_gemv_ggml_occ3_kernel<WFmt::kIq2Xxs, T>;
       return nt == 0 ? nullptr : fn_nt<WFmt::kIq2Xxs, T>(nt);
     case WFmt::kIq2Xs:
-      return nt == 0 ? &linear_gemv_ggml_kernel<WFmt::kIq2Xs, T, 1, true>
-                     : fn_nt<WFmt::kIq2Xs, T>(nt);
+      if (occ3 && nt <= 1)
+        return nt == 0 ? &linear_gemv_ggml_occ3_kernel<WFmt::kIq2Xs, T, true>
+                       : &linear_gemv_ggml_occ3_kernel<WFmt::kIq2Xs, T>;
+      return nt == 0 ? &linear_gemv_ggml_kernel<WFmt::kIq2Xs, T, true> : fn_nt<WFmt::kIq2Xs, T>(nt);
     default:
       return nullptr;
   }
@@ -60,30 +64,31 @@ bool ggml_gemv_available(WFmt f) {
   return f == WFmt::kQ8_0 || f == WFmt::kIq2Xxs || f == WFmt::kIq2Xs;
 }
 
-int prepare_ggml_gemv(int device, WFmt f, bool fp16, int nt) {
+int prepare_ggml_gemv(int device, WFmt f, bool fp16, int nt, int occ) {
   B12X_ASSERT(ggml_gemv_available(f), "no GGML GEMV for format ", static_cast<int>(f));
   int prev = 0;
   B12X_CUDA_CHECK(cudaGetDevice(&prev));
   if (prev != device) B12X_CUDA_CHECK(cudaSetDevice(device));
   const int smem = smem_of(f);
   int blocks = 0;
-  for (int n = 0; n <= 2; ++n) {
-    const GemvFn k = fp16 ? pick<Fp16Tag>(f, n) : pick<Bf16Tag>(f, n);
-    if (k == nullptr) continue;
-    B12X_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(k),
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    if (n == nt)
-      B12X_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-          &blocks, reinterpret_cast<const void*>(k), gemv::kThreads, static_cast<size_t>(smem)));
-  }
+  for (int n = 0; n <= 2; ++n)
+    for (const bool o3 : {false, true}) {
+      const GemvFn k = fp16 ? pick<Fp16Tag>(f, n, o3) : pick<Bf16Tag>(f, n, o3);
+      if (k == nullptr) continue;
+      B12X_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(k),
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+      if (n == nt && o3 == (occ == 3))
+        B12X_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+            &blocks, reinterpret_cast<const void*>(k), gemv::kThreads, static_cast<size_t>(smem)));
+    }
   if (prev != device) B12X_CUDA_CHECK(cudaSetDevice(prev));
   return blocks;
 }
 
-void launch_ggml_gemv(WFmt f, bool fp16, int kw, int ctas, int pf, const LinearParams& p,
+void launch_ggml_gemv(WFmt f, bool fp16, int kw, int ctas, int pf, int occ, const LinearParams& p,
                       Stream stream) {
   const int nt = variant_nt(f, p.M);
-  const GemvFn k = fp16 ? pick<Fp16Tag>(f, nt) : pick<Bf16Tag>(f, nt);
+  const GemvFn k = fp16 ? pick<Fp16Tag>(f, nt, occ == 3) : pick<Bf16Tag>(f, nt, occ == 3);
   B12X_ASSERT(k != nullptr, "no GGML GEMV for format ", static_cast<int>(f));
   B12X_ASSERT(kw == 1 || kw == 2 || kw == 4 || kw == 8, "GGML GEMV: kw=", kw);
   const int tpc = gemv::kWarps / kw;

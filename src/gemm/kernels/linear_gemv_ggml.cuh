@@ -301,9 +301,8 @@ __device__ __forceinline__ void load_acts(const uint16_t* xa, uint32_t x[4]) {
 /// group h (lanes g = 4h + m load token m with the other group's activations zeroed), so one
 /// chain and one sub-scale per lane; lanes t and t + 2 (columns 2t, 2t + 1 of groups 0 / 1) are
 /// added before the epilogue.
-template <WFmt F, class T, int NT, bool kCols = false>
-__global__ void __launch_bounds__(gemv::kThreads)
-    linear_gemv_ggml_kernel(const LinearParams p, int kw, int pf) {
+template <WFmt F, class T, int NT, bool kCols>
+__device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, int kw, int pf) {
   using namespace gemv;
   constexpr bool kIq2 = F != WFmt::kQ8_0;
   constexpr bool kXs = F == WFmt::kIq2Xs;
@@ -561,6 +560,26 @@ __global__ void __launch_bounds__(gemv::kThreads)
       }
   }
   griddep_launch_dependents();
+}
+
+/// One token tile (registers uncapped: 80-110).
+template <WFmt F, class T, bool kCols = false>
+__global__ void __launch_bounds__(gemv::kThreads)
+    linear_gemv_ggml_kernel(const LinearParams p, int kw, int pf) {
+  gemv_ggml_body<F, T, 1, kCols>(p, kw, pf);
+}
+/// Two token tiles, registers capped for 2 CTAs per SM (uncapped, IQ2_XS takes 183).
+template <WFmt F, class T>
+__global__ void __launch_bounds__(gemv::kThreads, 2)
+    linear_gemv_ggml_nt2_kernel(const LinearParams p, int kw, int pf) {
+  gemv_ggml_body<F, T, 2, false>(p, kw, pf);
+}
+/// The same with registers capped for 3 CTAs per SM (80 registers, a few bytes of spills): the IQ2
+/// one-tile kernels, which round 29's Nsight Compute found latency-bound at two CTAs per SM.
+template <WFmt F, class T, bool kCols = false>
+__global__ void __launch_bounds__(gemv::kThreads, 3)
+    linear_gemv_ggml_occ3_kernel(const LinearParams p, int kw, int pf) {
+  gemv_ggml_body<F, T, 1, kCols>(p, kw, pf);
 }
 
 }  // namespace b12x::gemm::lin
