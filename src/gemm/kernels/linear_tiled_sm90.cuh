@@ -438,7 +438,7 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
 /// quantizer's stores (cp.async.cg and ld.global.cg read L2, never a stale L1 line). Out of line:
 /// the producer loop keeps one compare and a call per stage (inlined, the polling grew variant
 /// 8's kernel by half and ran it 10-14% slower, round 29).
-__device__ __noinline__ int qflags_wait(const uint32_t* flags, int nflags, int kb) {
+static __device__ __noinline__ int qflags_wait(const uint32_t* flags, int nflags, int kb) {
   const int lane = threadIdx.x & 31;
   for (;;) {
     uint32_t v = 0xFFFFFFFFu;
