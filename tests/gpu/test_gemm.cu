@@ -1006,6 +1006,13 @@ TEST(GemmGpu, TiledWgmmaFp8BlockQuantCols) {
   Case cq{LinearFormat::kFp8Block, 300, 264, 1024, DType::kBF16, DType::kBF16, true};
   cq.caller_quant = true;
   run_case(cq);
+  // Captured in a graph and replayed (the programmatic edge; flags zeroed by every replay).
+  run_case({LinearFormat::kFp8Block, 300, 136, 1024, DType::kBF16, DType::kBF16, false}, true);
+  {
+    // Without PDL the GEMM starts after the quantizer grid: every flag is final when polled.
+    ScopedEnv ep("B12X_GEMM_PDL", "0");
+    run_case({LinearFormat::kFp8Block, 300, 136, 1024, DType::kBF16, DType::kBF16, true});
+  }
   // Steps published by thread 0's release alone (B12X_QUANT_FP8G128_COLS_LEAN=1).
   ScopedEnv el("B12X_QUANT_FP8G128_COLS_LEAN", "1");
   run_case({LinearFormat::kFp8Block, 512, 256, 2048, DType::kBF16, DType::kBF16, false});
