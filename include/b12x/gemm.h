@@ -183,9 +183,9 @@ struct Plan {
   /// The column-order quantizer's flags (act_quant.fp8g128_cols u32; -1: none in this plan).
   int64_t off_qflags = -1;
   int split_k = 1;  ///< decode regime split of K
-  /// Decode regime: warps per 16-row weight tile (1, 2 or 4), which split the CTA's K range
-  /// inside the CTA: at M = 1 (B12X_GEMM_DECODE_WSPLIT=1|2|4 overrides where it applies; 8, a
-  /// probe, for FP4 weights with BF16 MMAs) and,
+  /// Decode regime: warps per 16-row weight tile (1, 2, 4 or 8), which split the CTA's K range
+  /// inside the CTA: at M = 1 (8 for FP4 weights with BF16 MMAs where the tiles give at most one
+  /// CTA per SM; B12X_GEMM_DECODE_WSPLIT=1|2|4|8 overrides where it applies) and,
   /// with decode_pipe, at M = 2..4 where the one-warp grid is small.
   int decode_warp_split = 1;
   /// Decode regime, M >= 2: the activations are staged in two buffers, the next chunk's copies in
@@ -205,7 +205,7 @@ struct Plan {
   /// default (B12X_GEMM_DECODE_DEEP=1|2, probe; run takes them where ring + staging fit).
   int decode_deep = 0;
   /// Decode regime: the activation staging's cp.async copies walk segments of 32 pieces per warp
-  /// (B12X_GEMM_DECODE_SEGSTAGE=1, probe) instead of single pieces per thread.
+  /// instead of single pieces per thread (with decode_half; B12X_GEMM_DECODE_SEGSTAGE=0|1).
   bool decode_seg_stage = false;
   /// Decode regime, the slice halves with two staging buffers: each warp takes a quarter of every
   /// slice of two tiles (B12X_GEMM_DECODE_PAIR=1, probe; FP4 with BF16 MMAs).
@@ -215,13 +215,15 @@ struct Plan {
   /// ggml_gemv_split CTAs (fp32 partials + the reduce kernel when > 1), at most ggml_gemv_ctas
   /// CTAs per split walking the row tiles, ggml_gemv_pf batches of L2 prefetch beyond the register
   /// prefetch, ggml_gemv_occ = 3: the IQ2 one-tile kernels capped at 80 registers (3 CTAs per
-  /// SM). B12X_GGML_GEMV=0|1, B12X_GGML_GEMV_KW=<n>, B12X_GGML_GEMV_SPLIT=<n>,
-  /// B12X_GGML_GEMV_CTAS=<n>, B12X_GGML_GEMV_PF=<n>, B12X_GGML_GEMV_OCC=0|3 override.
+  /// SM), ggml_gemv_xpf: L1 prefetch of the next batch's activations. B12X_GGML_GEMV=0|1,
+  /// B12X_GGML_GEMV_KW=<n>, B12X_GGML_GEMV_SPLIT=<n>, B12X_GGML_GEMV_CTAS=<n>,
+  /// B12X_GGML_GEMV_PF=<n>, B12X_GGML_GEMV_OCC=0|3, B12X_GGML_GEMV_XPF=0|1 override.
   int ggml_gemv = 0;
   int ggml_gemv_split = 1;
   int ggml_gemv_ctas = 0;
   int ggml_gemv_pf = 0;
   int ggml_gemv_occ = 0;
+  int ggml_gemv_xpf = 0;
   /// The split is one thread-block cluster reduced through distributed shared memory (SM90+,
   /// split <= 8); otherwise partials go to scratch and a second kernel reduces them.
   bool split_cluster = false;

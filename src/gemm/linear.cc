@@ -182,8 +182,28 @@ constexpr int64_t kDecodePipeWsMinSlices = 14;
 /// GGML formats (IQ2_XXS, IQ2_XS, Q8_0) up to this many tokens: the GEMV kernel
 /// (lin::launch_ggml_gemv) where Plan::ggml_gemv says so.
 constexpr int64_t kGgmlGemvMaxM = 16;
-/// The GEMV's IQ2 one-tile kernels with registers for 3 CTAs per SM (3) or uncapped (0).
+/// The GEMV's IQ2 one-tile kernels with registers for 3 CTAs per SM (3) or uncapped (0): round 30,
+/// M = 1, us over 4096x4096 / 14336x4096 / 4096x14336 / 6144x4096, uncapped -> 3: IQ2_XXS 7.84 /
+/// 23.07 / 17.95 / 12.98 -> 7.81 / 19.14 / 17.88 / 9.69 (IQ2_XS within 2 %).
 constexpr int kGgmlGemvOcc = 3;
+/// The GEMV's L1 prefetch of the next batch's activations (1) or none (0).
+constexpr int kGgmlGemvXpf = 1;
+/// Where the GEMV runs by default (B12X_GGML_GEMV=0|1 overrides). Round 30 (H200, 3be2162-era
+/// kernel with 3 CTAs per SM, us over 4096x4096 / 14336x4096 / 4096x14336 / 6144x4096 /
+/// 2048x7168, the decode kernel -> the GEMV; decode at M = 4 / 16 from round 29): IQ2_XXS M = 1
+/// 10.54 / 29.24 / 29.28 / 14.32 / 10.56 -> 7.81 / 19.14 / 17.88 / 9.69 / 9.56, M = 4 13.36 / 34.28
+/// / 36.72 / 23.14 / 18.44 -> 8.59 / 19.84 / 20.09 / 9.78 / 9.78, M = 16 18.91 / 44.83 / 63.79 /
+/// 29.15 / 25.29 -> 9.16 / 30.61 / 21.19 / 16.50 / 12.08; IQ2_XS M = 1 10.53 / 29.77 / 30.28 /
+/// 14.42 / 13.16 -> 9.20 / 25.65 / 19.72 / 14.60 / 10.89, M = 4 14.05 / 36.84 / 48.15 / 22.63 /
+/// 17.93 -> 9.49 / 27.12 / 20.39 / 15.15 / 11.12, M = 16 19.14 / 45.71 / 77.33 / 30.00 / 26.36 ->
+/// 11.97 / 38.68 / 28.66 / 20.43 / 14.69. Q8_0 only where the 16-row tiles are at most 2 x SMs
+/// (the GEMV's K-split tile walk loses on many tiles of short K): M = 1 7.84 / 20.37 / 9.39 ->
+/// 7.58 / 18.11 / 9.18 at 4096x4096 / 4096x14336 / 2048x7168, M = 4 10.38 / 26.48 / 10.72 -> 8.30
+/// / 19.59 / 10.13, M = 16 15.22 / 47.58 / 18.17 -> 14.06 / 41.33 / 16.95; not at 14336x4096 /
+/// 6144x4096 (M = 1 19.06 / 9.88 -> 24.20 / 12.95).
+bool ggml_gemv_default(lin::WFmt wf, int64_t n16, int64_t sms) {
+  return wf != lin::WFmt::kQ8_0 || n16 <= 2 * sms;
+}
 
 /// The GGML GEMV's grid: warps per 16-row tile (kw; 8 / kw tiles per CTA), K split over CTAs and
 /// the CTAs per split (at most the resident ones, walking the tile groups), by a cost model: an
@@ -446,11 +466,12 @@ Plan plan(const Caps& caps) {
                                                     (p.tiled_split == 2 || mode == "cluster"));
     }
   }
-  // GGML formats at M <= kGgmlGemvMaxM: the GEMV kernel (lin::launch_ggml_gemv). B12X_GGML_GEMV=1
-  // takes it (off by default until measured); B12X_GGML_GEMV_KW / _SPLIT override its grid.
+  // GGML formats at M <= kGgmlGemvMaxM: the GEMV kernel (lin::launch_ggml_gemv) where
+  // ggml_gemv_default says so (B12X_GGML_GEMV=0|1 overrides); B12X_GGML_GEMV_KW / _SPLIT / _CTAS /
+  // _PF / _OCC / _XPF override its grid and options.
   if (M <= kGgmlGemvMaxM && p.regime == Regime::kDecode && lin::ggml_gemv_available(wf)) {
     const char* e = std::getenv("B12X_GGML_GEMV");
-    if (e != nullptr && e[0] == '1') {
+    if (e != nullptr ? e[0] == '1' : ggml_gemv_default(wf, geo.n16, dev.sm_count)) {
       p.ggml_gemv_occ = kGgmlGemvOcc;
       if (const char* o = std::getenv("B12X_GGML_GEMV_OCC"); o != nullptr)
         p.ggml_gemv_occ = std::atoi(o) == 3 ? 3 : 0;
@@ -470,6 +491,9 @@ Plan plan(const Caps& caps) {
         p.ggml_gemv_ctas = std::max(0, std::atoi(c));
       if (const char* pf = std::getenv("B12X_GGML_GEMV_PF"); pf != nullptr)
         p.ggml_gemv_pf = std::clamp(std::atoi(pf), 0, 16);
+      p.ggml_gemv_xpf = kGgmlGemvXpf;
+      if (const char* x = std::getenv("B12X_GGML_GEMV_XPF"); x != nullptr)
+        p.ggml_gemv_xpf = x[0] == '1' ? 1 : 0;
     }
   }
   // Split-K (weight-streaming regime only).
@@ -499,11 +523,22 @@ Plan plan(const Caps& caps) {
                              !(pre_env1 != nullptr && pre_env1[0] == '0');
     if (M == 1 && copy_staged && split_env == nullptr) {
       ws = lin::wtraits(wf).fp8mma && ctas_n * 10 >= 9 * sms ? 1 : kDecodeWarpSplit;
+      // 8 warps per tile (FP4 weights with BF16 MMAs) where the 16-row tiles give at most one CTA
+      // per SM and ring + staging fit the device (run checks it again): round 30, H200, M = 1,
+      // us over 4096x4096 / 14336x4096 / 4096x14336 / 6144x4096 / 2048x7168, 4 -> 8 warps: NVFP4
+      // W4A16 6.53 / 16.72 / 16.14 / 8.60 / 6.18 -> 7.13 / 20.03 / 17.56 / 11.15 / 5.17, MXFP4
+      // W4A16 6.22 / 15.04 / 13.66 / 8.42 / 5.78 -> 6.75 / 18.98 / 16.58 / 9.97 / 5.05, NVFP4
+      // (W4A4) 7.59 / 17.87 / 20.05 / 9.58 / 7.56 -> 8.08 / 21.26 / 19.46 / 12.60 / 7.29: only the
+      // 128-tile grid gains (Nsight Compute at 4096x4096: 3.7 instead of 1.9 warps per scheduler,
+      // but 9.8 instead of 5.8 cycles between a warp's instructions). B12X_GEMM_DECODE_WSPLIT=8
+      // forces it.
+      if (ws == kDecodeWarpSplit && geo.n16 <= sms && lin::decode_ws8_available(wf, fp16) &&
+          lin::decode_ring_bytes_deep(wf, 0, 8) + lin::stage_geom(wf, 1, slices).bytes <=
+              lin::decode_ws8_budget(dev.smem_per_block_optin))
+        ws = 8;
       if (const char* e = std::getenv("B12X_GEMM_DECODE_WSPLIT"); e != nullptr) {
         const int want = std::atoi(e);
         if (want == 1 || want == 2 || want == 4) ws = want;
-        // 8 warps per tile (probe): M = 1 FP4 weights with BF16 MMAs; run checks the shared
-        // memory and keeps 4 otherwise.
         if (want == 8 && lin::decode_ws8_available(wf, fp16)) ws = want;
       }
     }
@@ -621,6 +656,13 @@ Plan plan(const Caps& caps) {
       const int want = std::atoi(e);
       if (want > 0 && lin::decode_deep_available(wf, fp16, want)) p.decode_deep = want;
     }
+    // Staging copies by segments: in the 8-warp slice halves by default (round 30, H200, us over
+    // the five shapes, piece walk -> segments, NVFP4 W4A16 M = 16 13.29 / 25.83 / 34.06 / 19.04 /
+    // 18.43 -> 12.50 / 24.56 / 29.72 / 18.33 / 18.51, M = 24 21.23 / 46.44 / 67.57 / 23.66 / 21.14
+    // -> 18.78 / 44.46 / 54.96 / 22.31 / 17.45, M = 8 14336x4096 / 4096x14336 19.80 / 24.07 ->
+    // 19.38 / 22.40); not in the 4-warp kernels (M = 8 at 4096x4096 NVFP4 / MXFP4 W4A16 9.69 /
+    // 8.71 -> 10.70 / 10.43, M = 1 within 2 %). B12X_GEMM_DECODE_SEGSTAGE=0|1 overrides.
+    p.decode_seg_stage = p.decode_half;
     if (const char* e = std::getenv("B12X_GEMM_DECODE_SEGSTAGE"); e != nullptr)
       p.decode_seg_stage = e[0] == '1';
     if (const char* e = std::getenv("B12X_GEMM_DECODE_PAIR"); e != nullptr)
@@ -1085,7 +1127,7 @@ void run(const Binding& b, Stream stream) {
     p.split = plan.ggml_gemv_split;
     p.partial = p.split > 1 ? reinterpret_cast<float*>(b.scratch + plan.off_partial) : nullptr;
     lin::launch_ggml_gemv(im.wfmt, fp16, plan.ggml_gemv, plan.ggml_gemv_ctas, plan.ggml_gemv_pf,
-                          plan.ggml_gemv_occ, p, stream);
+                          plan.ggml_gemv_occ, plan.ggml_gemv_xpf, p, stream);
     if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);
     return;
   }

@@ -746,7 +746,7 @@ TEST(GemmGpu, DecodeSliceHalvesDefault) {
   // 9..32 (with the pipelined staging) where K is split over at most 2 CTAs;
   // B12X_GEMM_DECODE_HALF=0 turns it off.
   const gemm::Plan p16 = bf16_plan(LinearFormat::kNvfp4W4A16, 16, 14336, 4096);
-  EXPECT_TRUE(p16.decode_half && p16.decode_pipe);
+  EXPECT_TRUE(p16.decode_half && p16.decode_pipe && p16.decode_seg_stage);
   EXPECT_TRUE(bf16_plan(LinearFormat::kNvfp4W4A16, 6, 14336, 4096).decode_half);
   EXPECT_FALSE(bf16_plan(LinearFormat::kNvfp4W4A16, 6, 4096, 4096).decode_half);  // 4 slices
   EXPECT_FALSE(bf16_plan(LinearFormat::kNvfp4W4A16, 4, 14336, 4096).decode_half);
@@ -803,6 +803,24 @@ TEST(GemmGpu, DecodeDeepRing) {
         run_case({f, 1, 72, K, DType::kBF16, DType::kBF16, (i++ % 2) == 0});
     run_case({LinearFormat::kNvfp4W4A16, 1, 72, 4096, DType::kFP16, DType::kFP16, true});
   }
+}
+
+TEST(GemmGpu, DecodeWarpSplit8Default) {
+  B12X_REQUIRE_GPU();
+  // The default at M = 1: 8 warps per tile for FP4 weights with BF16 MMAs where the 16-row tiles
+  // give at most one CTA per SM (2048x7168 on the H200's 132 SMs), else 4; segment staging copies
+  // with the slice halves only.
+  const int64_t sms = device_info(0).sm_count;
+  for (LinearFormat f :
+       {LinearFormat::kNvfp4W4A16, LinearFormat::kMxfp4W4A16, LinearFormat::kNvfp4}) {
+    EXPECT_EQ(bf16_plan(f, 1, 2048, 7168).decode_warp_split, 128 <= sms ? 8 : 4);
+    EXPECT_EQ(bf16_plan(f, 1, 4096, 4096).decode_warp_split, 256 <= sms ? 8 : 4);
+    EXPECT_FALSE(bf16_plan(f, 1, 2048, 7168).decode_seg_stage);
+  }
+  EXPECT_EQ(bf16_plan(LinearFormat::kQ8_0, 1, 2048, 7168).decode_warp_split, 4);
+  for (LinearFormat f :
+       {LinearFormat::kNvfp4W4A16, LinearFormat::kMxfp4W4A16, LinearFormat::kNvfp4})
+    run_case({f, 1, 2048, 7168, DType::kBF16, DType::kBF16, f == LinearFormat::kNvfp4});
 }
 
 TEST(GemmGpu, DecodeWarpSplit8) {
