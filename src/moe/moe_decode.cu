@@ -280,11 +280,16 @@ void launch_decode_stream(const DecodeArgs& args, bool fp16_operands, Stream str
   static const int fc2_bal_knob = env_knob("B12X_MOE_FC2_BAL", 1);
   a.fc2_bal = fc2_bal_knob != 0 ? 1 : 0;
   const int k_chunks = a.w1.K_pad / 128;
-  // B12X_MOE_FC1_BAL1=1: one balanced warp group wherever decode_fc1_balanced takes it for the
-  // 8-warp grid, before decode_fc1_groups would split short tiles over two groups (Qwen3-30B
-  // at M = 8: 16 sub-chunks per tile, chain 8 tiles x 2 sub-chunks).
-  static const int bal1_knob = env_knob("B12X_MOE_FC1_BAL1", 0);
-  if (a.fc1_groups == 0 && bal1_knob == 1 && bal_ok && !wide &&
+  // One balanced warp group where decode_fc1_balanced takes it for the 8-warp grid, before
+  // decode_fc1_groups would split short tiles over two groups (Qwen3-30B at M = 8: 16 sub-chunks
+  // per tile, chain 8 tiles x 2 sub-chunks): in A16 launches up to 64 routes (H200 round 30,
+  // w4a16 M = 8 72.9 / 73.6 -> 72.0 / 71.7 us; round 29 73.4 -> 70.7), not where the epilogue
+  // quantises the FC2 input (nvfp4 M = 8 72.5 / 73.7 -> 77.1 / 76.9, a CTA-wide tile end per 2
+  // sub-chunks) nor at 128 routes (nvfp4 M = 16 116.3 / 117.0 -> 120.6; w4a16 not measured).
+  // B12X_MOE_FC1_BAL1=0: never, =1: in every mode and route count.
+  static const int bal1_knob = env_knob("B12X_MOE_FC1_BAL1", 2);
+  const bool bal1 = bal1_knob == 1 || (bal1_knob == 2 && a.aquant == num::kANone && a.routes <= 64);
+  if (a.fc1_groups == 0 && bal1 && bal_ok && !wide &&
       decode_fc1_balanced(a.routes, decode_fc1_tile_groups(a.routes, fc1_row_blocks, a.sm_count, 3),
                           DecodeCfg::kFc1Warps, k_chunks))
     a.fc1_groups = 1;

@@ -219,11 +219,15 @@ inline int decode_fc2_split(int64_t routes, int64_t row_blocks, int sm_count) {
 /// Ring stages of the shallow 8-warp FC2 CTA: 2 (4 CTAs per SM) where the grid exceeds one wave
 /// of 3 CTAs per SM — for the row blocks alone (DeepSeek-TP4's 448: H200 round 16, nvfp4 M = 1 /
 /// 2 / 4 / 8 35.8 / 65.5 / 106.8 / 169.5 -> 33.8 / 56.7 / 97.3 / 164.4 us), or with the split
-/// from 64 routes (Qwen3-30B M = 8 above; Qwen3.5-TP4 M = 8 233.4 -> 225.8 in round 16, while its
-/// M = 4, 40 routes, was 5 % slower) — else 3.
+/// from 64 routes (Qwen3-30B M = 8 above; Qwen3.5-TP4 M = 8 233.4 -> 225.8 in round 16), or below
+/// 64 routes where the split grid then fits one wave of 4 CTAs per SM (Qwen3.5-TP4 M = 2 / 4: 512
+/// CTAs, 1.3 waves of 3 per SM; H200 round 30, nvfp4, 79.3 / 81.2 -> 75.9 us and 127.3 / 128.6
+/// -> 122.0; round 16 had M = 4 5 % slower before the FC2 chunk ranges) — else 3 (grids within a
+/// 3-per-SM wave lose with the shallower ring: round 30, Qwen3-30B nvfp4 M = 4, 384 CTAs, 47.6 /
+/// 47.0 -> 49.3 us; MiniMax w4a16 M = 1 63.9 / 64.6 -> 68.1).
 inline int decode_fc2_stages(int64_t routes, int64_t row_blocks, int fc2_split, int sm_count) {
-  const int64_t wave = 3 * static_cast<int64_t>(sm_count > 0 ? sm_count : 1);
-  return row_blocks > wave || (routes >= 64 && row_blocks * fc2_split > wave) ? 2 : 3;
+  const int64_t sms = sm_count > 0 ? sm_count : 1, grid = row_blocks * fc2_split;
+  return row_blocks > 3 * sms || (grid > 3 * sms && (routes >= 64 || grid <= 4 * sms)) ? 2 : 3;
 }
 /// FC1 warp groups per CTA (1, 2, 4, 8; > 1 only with fc1_wm == 1) of the decode stream.
 int decode_fc1_groups(int routes, int row_blocks, int sm_count, int wm, int k_chunks);
