@@ -613,6 +613,19 @@ TEST(MoeGpu, DecodeStreamWideGrids) {
              fp4_variant_case(a16, 8, 7168, 64, 5, 4, 1)});
 }
 
+TEST(MoeGpu, DecodeStreamTwoStageSplitAndA16OneGroup) {
+  B12X_REQUIRE_GPU();
+  // Qwen3.5-TP4-like H = 4096: 256 FC2 row blocks split over 2 CTAs at 20 / 40 routes, 1.3 waves
+  // of the 3-stage CTA on a 132-SM H200, so FC2 runs the 2-stage one (decode_fc2_stages); a
+  // Qwen3-30B-like w4a16 launch at 64 routes (16 sub-chunks per tile) takes one balanced FC1
+  // warp group (its counters zeroed by a memset node) instead of two groups.
+  const Fp4Variant a16{QuantMode::kW4A16, SourceFormat::kModeloptNvfp4, DType::kBF16,
+                       Activation::kSilu};
+  run_cases({fp4_variant_case(kNvfp4Silu, 12, 4096, 1024, 2, 10, 1),
+             fp4_variant_case(kNvfp4Silu, 12, 4096, 1024, 4, 10, 1),
+             fp4_variant_case(a16, 16, 2048, 768, 8, 8, 1)});
+}
+
 TEST(MoeGpu, DecodeStreamWideRouting) {
   B12X_REQUIRE_GPU();
   // Above 128 routes the decode stream buckets the routes by expert (decode_route_wide): 160 to
