@@ -12,7 +12,7 @@ namespace b12x::gemm::lin {
 
 namespace {
 
-using GemvFn = void (*)(const LinearParams, int, int);
+using GemvFn = void (*)(const LinearParams, int, int, int);
 
 static_assert(gemv::smem_bytes<WFmt::kIq2Xs>() + gemv::kWarps * 8 * 32 * 4 <= 101376,
               "the GGML GEMV must fit SM12x's 99 KB of shared memory per block");
@@ -85,8 +85,8 @@ int prepare_ggml_gemv(int device, WFmt f, bool fp16, int nt, int occ) {
   return blocks;
 }
 
-void launch_ggml_gemv(WFmt f, bool fp16, int kw, int ctas, int pf, int occ, const LinearParams& p,
-                      Stream stream) {
+void launch_ggml_gemv(WFmt f, bool fp16, int kw, int ctas, int pf, int occ, int xpf,
+                      const LinearParams& p, Stream stream) {
   const int nt = variant_nt(f, p.M);
   const GemvFn k = fp16 ? pick<Fp16Tag>(f, nt, occ == 3) : pick<Bf16Tag>(f, nt, occ == 3);
   B12X_ASSERT(k != nullptr, "no GGML GEMV for format ", static_cast<int>(f));
@@ -99,7 +99,7 @@ void launch_ggml_gemv(WFmt f, bool fp16, int kw, int ctas, int pf, int occ, cons
       static_cast<unsigned>((p.M + (nt == 0 ? 3 : 8 * nt - 1)) / (nt == 0 ? 4 : 8 * nt)));
   B12X_CUDA_CHECK(b12x::detail::launch_ex(k, grid, dim3(gemv::kThreads),
                                           static_cast<size_t>(smem_of(f)), stream, p.pdl != 0,
-                                          dim3(1, 1, 1), p, kw, pf));
+                                          dim3(1, 1, 1), p, kw, pf, xpf));
   B12X_CUDA_CHECK_LAUNCH();
 }
 

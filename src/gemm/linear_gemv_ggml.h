@@ -21,7 +21,8 @@ int prepare_ggml_gemv(int device, WFmt f, bool fp16, int nt, int occ);
 /// pf > 0: each warp also prefetches its tile's weights pf batches ahead into L2 (SM90+).
 /// p.split > 1 writes fp32 partials to p.partial for launch_linear_reduce. Needs 16-byte
 /// aligned activation rows.
-void launch_ggml_gemv(WFmt f, bool fp16, int kw, int ctas, int pf, int occ, const LinearParams& p,
-                      Stream stream);
+/// xpf != 0: each warp prefetches its next batch's activations into L1.
+void launch_ggml_gemv(WFmt f, bool fp16, int kw, int ctas, int pf, int occ, int xpf,
+                      const LinearParams& p, Stream stream);
 
 }  // namespace b12x::gemm::lin

@@ -237,6 +237,11 @@ __device__ __forceinline__ Cursor cursor_at(const LinearParams& p, int tile, int
   c.s = F == WFmt::kQ8_0 ? nullptr : p.wscale2 + r0 * p.scale2_ld + b * batch_sbytes<F>();
   return c;
 }
+/// L1 prefetch of the line at p.
+__device__ __forceinline__ void prefetch_l1(const void* p) {
+  asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
+}
+
 /// L2 prefetch of `bytes` contiguous bytes (one instruction for a warp's whole batch; SM90+).
 __device__ __forceinline__ void prefetch_l2(const void* p, uint32_t bytes) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -302,7 +307,7 @@ __device__ __forceinline__ void load_acts(const uint16_t* xa, uint32_t x[4]) {
 /// chain and one sub-scale per lane; lanes t and t + 2 (columns 2t, 2t + 1 of groups 0 / 1) are
 /// added before the epilogue.
 template <WFmt F, class T, int NT, bool kCols>
-__device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, int kw, int pf) {
+__device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, int kw, int pf, int xpf) {
   using namespace gemv;
   constexpr bool kIq2 = F != WFmt::kQ8_0;
   constexpr bool kXs = F == WFmt::kIq2Xs;
@@ -402,6 +407,17 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, int kw, in
       } else if (next_tile < n16) {
         ld = cursor_at<F>(p, next_tile, b_first, lane);
         load_batch<F>(ld, atoms - b_first * kU, d8, s8, nxt);
+      }
+      // xpf: the next batch's activations into L1 (round 30 Nsight Compute: long-scoreboard
+      // stalls lead, and a warp's activations come from L2: the CTA's warps read different K).
+      // Lane t takes line t (IQ2: 4 lines of 128 bytes per token row) or t % 2 (Q8_0: 2),
+      // lines from K on skipped.
+      if (xpf != 0 && (b + kw < b_end || next_tile < n16)) {
+        const int nb = b + kw < b_end ? b + kw : b_first;
+        const int64_t k0 = static_cast<int64_t>(nb) * (kU * 32) + (kIq2 ? t : (t & 1)) * 64;
+        if (k0 < p.K)
+#pragma unroll
+          for (int n = 0; n < NT; ++n) prefetch_l1(xl[n] - (kIq2 ? 8 * t : 2 * t) + k0);
       }
       // IQ2: the block's d / 8 per row, applied once per batch to sums of the atoms' partials
       // times (2s + 1) (fw: the factors as bytes, iq2_odd_bytes; per row: XXS even / odd atoms,
@@ -565,21 +581,21 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, int kw, in
 /// One token tile (registers uncapped: 80-110).
 template <WFmt F, class T, bool kCols = false>
 __global__ void __launch_bounds__(gemv::kThreads)
-    linear_gemv_ggml_kernel(const LinearParams p, int kw, int pf) {
-  gemv_ggml_body<F, T, 1, kCols>(p, kw, pf);
+    linear_gemv_ggml_kernel(const LinearParams p, int kw, int pf, int xpf) {
+  gemv_ggml_body<F, T, 1, kCols>(p, kw, pf, xpf);
 }
 /// Two token tiles, registers capped for 2 CTAs per SM (uncapped, IQ2_XS takes 183).
 template <WFmt F, class T>
 __global__ void __launch_bounds__(gemv::kThreads, 2)
-    linear_gemv_ggml_nt2_kernel(const LinearParams p, int kw, int pf) {
-  gemv_ggml_body<F, T, 2, false>(p, kw, pf);
+    linear_gemv_ggml_nt2_kernel(const LinearParams p, int kw, int pf, int xpf) {
+  gemv_ggml_body<F, T, 2, false>(p, kw, pf, xpf);
 }
 /// The same with registers capped for 3 CTAs per SM (80 registers, a few bytes of spills): the IQ2
 /// one-tile kernels, which round 29's Nsight Compute found latency-bound at two CTAs per SM.
 template <WFmt F, class T, bool kCols = false>
 __global__ void __launch_bounds__(gemv::kThreads, 3)
-    linear_gemv_ggml_occ3_kernel(const LinearParams p, int kw, int pf) {
-  gemv_ggml_body<F, T, 1, kCols>(p, kw, pf);
+    linear_gemv_ggml_occ3_kernel(const LinearParams p, int kw, int pf, int xpf) {
+  gemv_ggml_body<F, T, 1, kCols>(p, kw, pf, xpf);
 }
 
 }  // namespace b12x::gemm::lin
