@@ -650,11 +650,17 @@ Plan plan(const Caps& caps) {
       const char* se = std::getenv("B12X_GEMM_DECODE_HALF_STAGE");
       p.decode_half_stage_big = p.decode_half && se != nullptr && std::string(se) == "big";
     }
-    // Deeper rings for the M = 1 warp split (probe, B12X_GEMM_DECODE_DEEP=1|2: 3 / 4 slices per
-    // warp ring, all of a warp's slices in flight at K = 4096; run checks the shared memory).
-    if (const char* e = std::getenv("B12X_GEMM_DECODE_DEEP"); e != nullptr && ws == 4) {
+    // Deeper rings for the M = 1 warp split (3 / 4 slices per warp ring; run checks the shared
+    // memory): a third slice for NVFP4 weights where each of a tile's 4 warps streams >= 6 slices
+    // (rounds 29-30, 4096x14336, us: NVFP4 W4A16 16.01 / 16.14 -> 14.83, NVFP4 W4A4 19.92 / 20.05
+    // -> 16.24; MXFP4 W4A16 13.62 -> 14.41 and the shapes with 2 slices per warp 8-26 % slower:
+    // not taken). B12X_GEMM_DECODE_DEEP=0|1|2 overrides.
+    if (M == 1 && ws == 4 && wf == lin::WFmt::kNvfp4 && (slices + split - 1) / split >= 24 &&
+        lin::decode_deep_available(wf, fp16, 1))
+      p.decode_deep = 1;
+    if (const char* e = std::getenv("B12X_GEMM_DECODE_DEEP"); e != nullptr) {
       const int want = std::atoi(e);
-      if (want > 0 && lin::decode_deep_available(wf, fp16, want)) p.decode_deep = want;
+      p.decode_deep = ws == 4 && want > 0 && lin::decode_deep_available(wf, fp16, want) ? want : 0;
     }
     // Staging copies by segments: in the 8-warp slice halves by default (round 30, H200, us over
     // the five shapes, piece walk -> segments, NVFP4 W4A16 M = 16 13.29 / 25.83 / 34.06 / 19.04 /

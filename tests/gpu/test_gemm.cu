@@ -803,6 +803,14 @@ TEST(GemmGpu, DecodeDeepRing) {
         run_case({f, 1, 72, K, DType::kBF16, DType::kBF16, (i++ % 2) == 0});
     run_case({LinearFormat::kNvfp4W4A16, 1, 72, 4096, DType::kFP16, DType::kFP16, true});
   }
+  // The default: a third slice for NVFP4 weights where each of the 4 warps streams >= 6 slices
+  // (N = 2176: more tiles than SMs, so 4 warps per tile; K = 14336: 7 slices per warp).
+  EXPECT_EQ(bf16_plan(LinearFormat::kNvfp4W4A16, 1, 4096, 14336).decode_deep, 1);
+  EXPECT_EQ(bf16_plan(LinearFormat::kNvfp4, 1, 4096, 14336).decode_deep, 1);
+  EXPECT_EQ(bf16_plan(LinearFormat::kMxfp4W4A16, 1, 4096, 14336).decode_deep, 0);
+  EXPECT_EQ(bf16_plan(LinearFormat::kNvfp4W4A16, 1, 14336, 4096).decode_deep, 0);
+  for (LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kNvfp4})
+    run_case({f, 1, 2176, 14336, DType::kBF16, DType::kBF16, f == LinearFormat::kNvfp4});
 }
 
 TEST(GemmGpu, DecodeWarpSplit8Default) {
