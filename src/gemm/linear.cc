@@ -1,12 +1,14 @@
 // Linear GEMM host side: validation, planning (regime, split-K, scratch carve-out), binding and
 // launching; the one-shot helper with its plan/scratch cache.
 #include <cuda_runtime_api.h>
+#include <unistd.h>  // environ (ggml_gemv_default)
 
 #include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <mutex>
 #include <sstream>
+#include <string_view>
 #include <tuple>
 
 #include "b12x/gemm.h"
@@ -201,7 +203,15 @@ constexpr int kGgmlGemvXpf = 1;
 /// 7.58 / 18.11 / 9.18 at 4096x4096 / 4096x14336 / 2048x7168, M = 4 10.38 / 26.48 / 10.72 -> 8.30
 /// / 19.59 / 10.13, M = 16 15.22 / 47.58 / 18.17 -> 14.06 / 41.33 / 16.95; not at 14336x4096 /
 /// 6144x4096 (M = 1 19.06 / 9.88 -> 24.20 / 12.95).
+/// A set decode-kernel probe (B12X_GEMM_SPLIT, B12X_GEMM_ACT_PREPASS, B12X_GEMM_DECODE_*) keeps
+/// the decode kernel: the probe, or the test forcing it, is about that kernel.
 bool ggml_gemv_default(lin::WFmt wf, int64_t n16, int64_t sms) {
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    const std::string_view v(*e);
+    if (v.rfind("B12X_GEMM_DECODE_", 0) == 0 || v.rfind("B12X_GEMM_SPLIT=", 0) == 0 ||
+        v.rfind("B12X_GEMM_ACT_PREPASS=", 0) == 0)
+      return false;
+  }
   return wf != lin::WFmt::kQ8_0 || n16 <= 2 * sms;
 }
 
