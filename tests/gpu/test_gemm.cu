@@ -1584,9 +1584,11 @@ TEST(GemmGpu, GgmlGemvGrids) {
   // Every warps-per-tile count (8 / kw tiles per CTA: idle warps past the last tile) and K splits
   // over CTAs (fp32 partials + the reduce kernel), including splits with empty K ranges (K =
   // 256: one IQ2 batch over 3 CTAs).
+  // The IQ2 one-tile kernels uncapped (B12X_GGML_GEMV_OCC=0) for half of them.
   ScopedEnv e("B12X_GGML_GEMV", "1");
   for (const char* kw : {"1", "2", "4", "8"})
     for (const char* sp : {"1", "3"}) {
+      ScopedEnv eo("B12X_GGML_GEMV_OCC", kw[0] == '1' || kw[0] == '4' ? "0" : "3");
       ScopedEnv ek("B12X_GGML_GEMV_KW", kw), es("B12X_GGML_GEMV_SPLIT", sp);
       EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xs, 4, 72, 2304).ggml_gemv, std::atoi(kw));
       EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xs, 4, 72, 2304).ggml_gemv_split, std::atoi(sp));
@@ -1603,16 +1605,39 @@ TEST(GemmGpu, GgmlGemvTileWalk) {
   // CTAs capped below the tile groups (B12X_GGML_GEMV_CTAS): each CTA walks several groups,
   // loading the next group's first batch during the last one of the current group; N = 200 (13
   // tiles, the last one partial), one and two token tiles, with and without a split.
-  ScopedEnv e("B12X_GGML_GEMV", "1"), ec("B12X_GGML_GEMV_CTAS", "2");
+  // Each with an L2 prefetch 2 batches ahead (B12X_GGML_GEMV_PF).
+  ScopedEnv e("B12X_GGML_GEMV", "1"), ec("B12X_GGML_GEMV_CTAS", "2"), ep("B12X_GGML_GEMV_PF", "2");
   for (const char* kw : {"8", "2"})
     for (const char* sp : {"1", "2"}) {
-      ScopedEnv ek("B12X_GGML_GEMV_KW", kw), es("B12X_GGML_GEMV_SPLIT", sp);
+      ScopedEnv ek("B12X_GGML_GEMV_KW", kw), es("B12X_GGML_GEMV_SPLIT", sp),
+          ex("B12X_GGML_GEMV_XPF", sp[0] == '1' ? "1" : "0");  // activation prefetch on / off
       EXPECT_EQ(bf16_plan(LinearFormat::kQ8_0, 4, 200, 1024).ggml_gemv_ctas, 2);
       for (LinearFormat f : kGgmlFormats) {
         run_case({f, 2, 200, 1024, DType::kBF16, DType::kBF16, true});
         run_case({f, 13, 200, 512, DType::kFP16, DType::kFP16, false});
       }
     }
+}
+
+TEST(GemmGpu, GgmlGemvDefault) {
+  B12X_REQUIRE_GPU();
+  // The default route (no override): IQ2 at M <= 16 everywhere, Q8_0 where the 16-row tiles are
+  // at most 2 x SMs; a decode-kernel probe in the environment keeps the decode kernel.
+  int sms = 0;
+  B12X_TEST_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  for (LinearFormat f : kGgmlFormats) {
+    EXPECT_GT(bf16_plan(f, 1, 4096, 4096).ggml_gemv, 0);
+    EXPECT_GT(bf16_plan(f, 16, 2048, 7168).ggml_gemv, 0);
+    EXPECT_EQ(bf16_plan(f, 17, 2048, 7168).ggml_gemv, 0);
+    const int64_t n = int64_t{32} * sms * 16;  // 2 x SMs tiles, + 16 rows below
+    EXPECT_EQ(bf16_plan(f, 1, n + 16, 4096).ggml_gemv > 0, f != LinearFormat::kQ8_0);
+    EXPECT_GT(bf16_plan(f, 1, n, 4096).ggml_gemv, 0);
+    ScopedEnv es("B12X_GEMM_SPLIT", "2");
+    EXPECT_EQ(bf16_plan(f, 1, 4096, 4096).ggml_gemv, 0);
+  }
+  for (const auto& c : ggml_gemv_cases()) run_case(c);
+  for (LinearFormat f : kGgmlFormats)
+    run_case({f, 4, 200, 2304, DType::kBF16, DType::kBF16, true}, /*graph_replay=*/true);
 }
 
 TEST(GemmGpu, GgmlGemvGraphReplay) {
@@ -1633,7 +1658,7 @@ TEST(GemmGpuSanitize, GgmlGemv) {
   for (LinearFormat f : kGgmlFormats) {
     run_case({f, 1, 40, f == LinearFormat::kQ8_0 ? 1056 : 512, DType::kBF16, DType::kBF16, true});
     ScopedEnv ek("B12X_GGML_GEMV_KW", "2"), es("B12X_GGML_GEMV_SPLIT", "3"),
-        ec("B12X_GGML_GEMV_CTAS", "1");
+        ec("B12X_GGML_GEMV_CTAS", "1"), ep("B12X_GGML_GEMV_PF", "1");
     run_case({f, 9, 40, 512, DType::kFP16, DType::kFP16, false});
   }
 }
