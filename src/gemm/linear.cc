@@ -188,8 +188,11 @@ constexpr int64_t kGgmlGemvMaxM = 16;
 /// M = 1, us over 4096x4096 / 14336x4096 / 4096x14336 / 6144x4096, uncapped -> 3: IQ2_XXS 7.84 /
 /// 23.07 / 17.95 / 12.98 -> 7.81 / 19.14 / 17.88 / 9.69 (IQ2_XS within 2 %).
 constexpr int kGgmlGemvOcc = 3;
-/// The GEMV's L1 prefetch of the next batch's activations (1) or none (0).
-constexpr int kGgmlGemvXpf = 1;
+/// The GEMV's L1 prefetch of the next batch's activations (1) or none (0): round 31, M = 1, us
+/// over 4096x4096 / 14336x4096 / 4096x14336, with -> without: IQ2_XXS 8.08 / 19.72 / 18.30 ->
+/// 8.03 / 19.42 / 18.18, IQ2_XS 9.34 / 27.96 / 20.64 -> 9.20 / 27.24 / 20.04, Q8_0 4096x4096 7.74
+/// -> 7.60: off.
+constexpr int kGgmlGemvXpf = 0;
 /// Where the GEMV runs by default (B12X_GGML_GEMV=0|1 overrides). Round 30 (H200, 3be2162-era
 /// kernel with 3 CTAs per SM, us over 4096x4096 / 14336x4096 / 4096x14336 / 6144x4096 /
 /// 2048x7168, the decode kernel -> the GEMV; decode at M = 4 / 16 from round 29): IQ2_XXS M = 1

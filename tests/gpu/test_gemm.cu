@@ -1627,7 +1627,7 @@ TEST(GemmGpu, GgmlGemvDefault) {
     EXPECT_GT(bf16_plan(f, 1, 4096, 4096).ggml_gemv, 0);
     EXPECT_GT(bf16_plan(f, 16, 2048, 7168).ggml_gemv, 0);
     EXPECT_EQ(bf16_plan(f, 17, 2048, 7168).ggml_gemv, 0);
-    const int64_t n = int64_t{32} * sms * 16;  // 2 x SMs tiles, + 16 rows below
+    const int64_t n = int64_t{2} * sms * 16;  // 2 x SMs tiles (+ 16 rows: one more)
     EXPECT_EQ(bf16_plan(f, 1, n + 16, 4096).ggml_gemv > 0, f != LinearFormat::kQ8_0);
     EXPECT_GT(bf16_plan(f, 1, n, 4096).ggml_gemv, 0);
     ScopedEnv es("B12X_GEMM_SPLIT", "2");
