@@ -3,6 +3,8 @@
 
 #include <cuda_runtime.h>
 
+#include <mutex>
+#include <set>
 #include <utility>
 
 namespace b12x::detail {
@@ -36,6 +38,28 @@ cudaError_t launch_ex(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t sm
   cfg.attrs = attr;
   cfg.numAttrs = n;
   return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+}
+
+/// Opts `fn` into `bytes` of dynamic shared memory (and, with `max_carveout`, the whole unified L1
+/// as shared memory) on the CURRENT device, once per (device, kernel). cudaFuncSetAttribute acts on
+/// the current device's copy of the kernel, so a once-per-process flag would leave a second device
+/// of the same process without the opt-in (its first launch above 48 KB would fail). A function
+/// attribute, not a stream operation: legal while a stream captures. `bytes` must be the largest
+/// this kernel is ever launched with on that device.
+inline cudaError_t opt_in_smem(const void* fn, int bytes, bool max_carveout = false) {
+  int dev = 0;
+  cudaError_t e = cudaGetDevice(&dev);
+  if (e != cudaSuccess) return e;
+  static std::mutex mu;
+  static std::set<std::pair<int, const void*>> done;
+  std::lock_guard<std::mutex> lock(mu);
+  if (done.count({dev, fn}) != 0) return cudaSuccess;
+  e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  if (e == cudaSuccess && max_carveout)
+    e = cudaFuncSetAttribute(fn, cudaFuncAttributePreferredSharedMemoryCarveout,
+                             cudaSharedmemCarveoutMaxShared);
+  if (e == cudaSuccess) done.insert({dev, fn});
+  return e;
 }
 
 }  // namespace b12x::detail

@@ -1,8 +1,6 @@
 // Weight-streaming (decode regime) kernel instantiations and launcher. Formats whose activations
 // are always dequantized to BF16 (the FP8 weight formats) exist only with BF16 MMAs.
 #include <algorithm>
-#include <mutex>
-#include <set>
 #include <type_traits>
 
 #include "b12x/runtime.h"
@@ -178,21 +176,15 @@ void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stre
   B12X_ASSERT(ws != 8 || smem <= ws8_budget, "decode with 8 warps per tile needs ", smem,
               " B of shared memory");
   {
-    // The opt-in above 48 KB is a function attribute (not a stream operation, so legal while a
-    // stream captures); set it once per kernel to the whole budget.
-    static std::mutex mu;
-    static std::set<DecodeFn> opted;
-    std::lock_guard<std::mutex> lock(mu);
-    // The halves (FP4 only): their ring plus the larger of their two staging budgets.
-    if (opted.insert(fn).second) {
-      const int64_t most =
-          ws == 8    ? ws8_budget
-          : deep > 0 ? kDecodeDeepBudget
-          : half     ? decode_ring_bytes(f) + std::max(kDecodeHalfStageBudget, kDecodePipeBudget)
-                     : kDecodeRingMax + (pipe ? kDecodePipeBudget : kDecodeStageBudget);
-      B12X_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           static_cast<int>(most)));
-    }
+    // The opt-in above 48 KB: once per device and kernel, to the whole budget. The halves (FP4
+    // only): their ring plus the larger of their two staging budgets.
+    const int64_t most =
+        ws == 8    ? ws8_budget
+        : deep > 0 ? kDecodeDeepBudget
+        : half     ? decode_ring_bytes(f) + std::max(kDecodeHalfStageBudget, kDecodePipeBudget)
+                   : kDecodeRingMax + (pipe ? kDecodePipeBudget : kDecodeStageBudget);
+    B12X_CUDA_CHECK(
+        ::b12x::detail::opt_in_smem(reinterpret_cast<const void*>(fn), static_cast<int>(most)));
   }
   const int64_t tok_tiles = (p.M + 8 * nt - 1) / (8 * nt);
   B12X_ASSERT(tok_tiles <= 65535, "too many token tiles: M=", p.M);

@@ -1,7 +1,6 @@
 // Launchers of the decode stream (kernels/moe_decode.cuh): FP4 weights, M * topk <= 1024.
 #include <algorithm>
 #include <cstdlib>
-#include <mutex>
 #include <type_traits>
 
 #include "core/cuda_check.h"
@@ -49,15 +48,9 @@ template <typename OpT, bool kFold, int kSK, int kRC, int kWM, int kG,
 void launch_fc1(const DecodeArgs& a, Stream stream, bool pdl) {
   auto* k = dev::moe_decode_fc1_kernel<OpT, kFold, kSK, kWM, kG, kNW, kBal, kRC>;
   constexpr int kSmem = DecodeCfg::fc1_smem(kNW);
-  // Above 48 KB of dynamic shared memory needs the opt-in (a function attribute, not a stream
-  // operation: legal during capture); once per kernel instance.
-  static std::once_flag once;
-  std::call_once(once, [&] {
-    B12X_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
-    // Three CTAs (3 x ~69 KB) per SM only with the whole unified L1 given to shared memory.
-    B12X_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                         cudaSharedmemCarveoutMaxShared));
-  });
+  // Above 48 KB of dynamic shared memory needs the opt-in (once per device and kernel); three
+  // CTAs (3 x ~69 KB) per SM only with the whole unified L1 given to shared memory.
+  B12X_CUDA_CHECK(::b12x::detail::opt_in_smem(reinterpret_cast<const void*>(k), kSmem, true));
   const int row_blocks = a.w1.rows_pad / (32 * kWM);
   const dim3 grid(static_cast<unsigned>(row_blocks),
                   static_cast<unsigned>(decode_fc1_tile_groups(a.routes, row_blocks, a.sm_count,
@@ -69,18 +62,15 @@ void launch_fc1(const DecodeArgs& a, Stream stream, bool pdl) {
 template <typename OpT, bool kFold, int kSK, int kRC, int kW, int kS>
 void launch_fc2(const DecodeArgs& a, Stream stream, bool pdl) {
   auto* k = dev::moe_decode_fc2_kernel<OpT, kFold, kSK, kW, kS, kRC>;
-  static std::once_flag once;  // the largest shared memory this instance is launched with
-  std::call_once(once, [&] {
+  {  // the largest shared memory this instance is launched with, once per device
     const bool deep = kS == DecodeCfg::kFc2DeepStages;
     const int max_tokens = deep                 ? kFc2DeepMaxRoutes
                            : kW == 8 && kS == 2 ? DecodeCfg::kFc2Wide2MaxTokens
                            : kW == 8            ? DecodeCfg::kFc2WideMaxTokens
                                                 : DecodeCfg::kMaxTokens;
-    B12X_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         DecodeCfg::fc2_smem(kW, kS, max_tokens)));
-    B12X_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                         cudaSharedmemCarveoutMaxShared));
-  });
+    B12X_CUDA_CHECK(::b12x::detail::opt_in_smem(reinterpret_cast<const void*>(k),
+                                                DecodeCfg::fc2_smem(kW, kS, max_tokens), true));
+  }
   const dim3 grid(static_cast<unsigned>(a.w2.rows_pad / DecodeCfg::kFc2Rows),
                   static_cast<unsigned>(a.fc2_split));
   launch_k(k, grid, dim3(32 * kW), static_cast<size_t>(DecodeCfg::fc2_smem(kW, kS, a.num_tokens)),

@@ -3,8 +3,6 @@
 // part of the MoE build compiles in parallel.
 #pragma once
 
-#include <mutex>
-
 #include "moe/kernels/moe_gemm.cuh"
 #include "moe/moe_launch.h"
 #include "moe/moe_launch_util.h"
@@ -15,10 +13,7 @@ template <typename OpT, bool kFold, int kTN>
 void launch_pipe_tn(const GemmArgs& a, dim3 grid, Stream stream, bool pdl) {
   using P = dev::PipeCfg<kTN>;
   auto* k = dev::moe_gemm_pipe_kernel<OpT, kFold, kTN>;
-  static std::once_flag once;  // per instantiation; a host attribute, not a stream operation
-  std::call_once(once, [&] {
-    B12X_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, P::kSmem));
-  });
+  B12X_CUDA_CHECK(::b12x::detail::opt_in_smem(reinterpret_cast<const void*>(k), P::kSmem));
   launch_k(k, grid, dim3(P::kThreads), P::kSmem, stream, pdl, a);
 }
 template <typename OpT, bool kFold>
