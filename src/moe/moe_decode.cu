@@ -279,26 +279,42 @@ void launch_decode_stream(const DecodeArgs& args, bool fp16_operands, Stream str
   // B12X_MOE_FC1_BAL1=0: never, =1: in every mode and route count.
   static const int bal1_knob = env_knob("B12X_MOE_FC1_BAL1", 2);
   const bool bal1 = bal1_knob == 1 || (bal1_knob == 2 && a.aquant == num::kANone && a.routes <= 64);
-  if (a.fc1_groups == 0 && bal1 && bal_ok && !wide &&
+  const bool one_group =
+      a.fc1_groups == 0 && bal1 && bal_ok && !wide &&
       decode_fc1_balanced(a.routes, decode_fc1_tile_groups(a.routes, fc1_row_blocks, a.sm_count, 3),
-                          DecodeCfg::kFc1Warps, k_chunks))
-    a.fc1_groups = 1;
+                          DecodeCfg::kFc1Warps, k_chunks);
+  const int fc1_warps_in = a.fc1_warps;
+  // FC1 warps and balanced ranges for the groups chosen (the balance check runs on the tile
+  // groups of the warps chosen, 2 or 3 CTAs per SM).
+  auto shape_fc1 = [&] {
+    if (wide && a.fc1_groups > 2) a.fc1_groups = 2;
+    a.fc1_warps = fc1_warps_in;
+    if (a.fc1_warps == 0 || wide)
+      a.fc1_warps = wide ? DecodeCfg::kFc1Warps
+                         : decode_fc1_warps(a.routes, fc1_row_blocks, a.sm_count, a.fc1_wm,
+                                            a.fc1_groups, k_chunks);
+    a.fc1_bal = 0;
+    if (bal_ok && a.fc1_groups == 1) {
+      const int y = decode_fc1_tile_groups(a.routes, fc1_row_blocks, a.sm_count,
+                                           fc1_ctas_per_sm(a.fc1_warps));
+      // Every unit's slot must fit the plan's partials (a forced B12X_MOE_FC1_GROUPS may not).
+      a.fc1_bal =
+          (bal_knob == 1 || decode_fc1_balanced(a.routes, y, a.fc1_warps, k_chunks)) &&
+                  static_cast<int64_t>(fc1_row_blocks) * y * a.fc1_groups <= a.fc1_part_slots
+              ? 1
+              : 0;
+    }
+  };
   if (a.fc1_groups == 0)
+    a.fc1_groups =
+        one_group ? 1 : decode_fc1_groups(a.routes, fc1_row_blocks, a.sm_count, a.fc1_wm, k_chunks);
+  shape_fc1();
+  if (one_group && a.fc1_bal == 0) {
+    // The one group is only worth it with balanced ranges: where the check above fails (the
+    // 12-warp grid's tile groups, or a grid beyond the plan's partial slots) keep the groups
+    // decode_fc1_groups gives (review F7 of session 8).
     a.fc1_groups = decode_fc1_groups(a.routes, fc1_row_blocks, a.sm_count, a.fc1_wm, k_chunks);
-  if (wide && a.fc1_groups > 2) a.fc1_groups = 2;
-  if (a.fc1_warps == 0 || wide)
-    a.fc1_warps = wide ? DecodeCfg::kFc1Warps
-                       : decode_fc1_warps(a.routes, fc1_row_blocks, a.sm_count, a.fc1_wm,
-                                          a.fc1_groups, k_chunks);
-  a.fc1_bal = 0;
-  if (bal_ok && a.fc1_groups == 1) {
-    const int y =
-        decode_fc1_tile_groups(a.routes, fc1_row_blocks, a.sm_count, fc1_ctas_per_sm(a.fc1_warps));
-    // Every unit's slot must fit the plan's partials (a forced B12X_MOE_FC1_GROUPS may not).
-    a.fc1_bal = (bal_knob == 1 || decode_fc1_balanced(a.routes, y, a.fc1_warps, k_chunks)) &&
-                        static_cast<int64_t>(fc1_row_blocks) * y * a.fc1_groups <= a.fc1_part_slots
-                    ? 1
-                    : 0;
+    shape_fc1();
   }
   static const int q_early = env_knob("B12X_MOE_Q_EARLY", 0);
   a.q_early = q_early == 1 || q_early == 2 ? q_early : 0;
@@ -316,6 +332,10 @@ void launch_decode_stream(const DecodeArgs& args, bool fp16_operands, Stream str
   static const int gate_knob = env_knob("B12X_MOE_A16_GATE", 0);
   a.a16_gate = a.aquant == num::kANone && (gate_knob == 2 || (gate_knob == 1 && a.fc1_bal != 0));
   bool fc1_pdl = pdl;
+  // Measurement knob B12X_MOE_A16_PDL=0: an A16 FC1 without a gate launches without the
+  // programmatic edge (not resident early beside the previous call's FC2).
+  static const int a16_pdl = env_knob("B12X_MOE_A16_PDL", 1);
+  if (a.aquant == num::kANone && a.a16_gate == 0 && a16_pdl == 0) fc1_pdl = false;
   if (a.aquant == num::kANone && a.fc1_bal != 0 && a.a16_gate == 0) {
     B12X_CUDA_CHECK(cudaMemsetAsync(a.fc1_cnt, 0,
                                     static_cast<size_t>(a.fc1_cnt_rows) * a.fc1_cnt_stride * 4,
