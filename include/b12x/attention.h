@@ -118,19 +118,13 @@ struct PagedPlan {
   /// B=1 x 8k 15.0-15.1 vs 15.3-15.5 us, FP8 B=1 12.4 vs 12.7, FP8 B=8 40.8 vs 41.5
   /// (B12X_ATTN_SPREAD_MERGE=2, =1 one copy per range).
   bool spread_shared = true;
-  /// The kernels' divisions by bind-time values (GQA group, KV heads, row tiles per request,
-  /// splits, minimum tiles per split) as a multiply and a shift with constants from bind
-  /// instead of the compiler's I2F / MUFU.RCP chains in the decode prologue
-  /// (B12X_ATTN_FAST_DIV=1|0; off: the lean kernels have them compiled in; H200 round 29 BF16
-  /// B=1 x 8k general kernel 15.1 vs 15.3-15.4 us).
-  bool fast_div = false;
   /// Decode tiles with every knob above at its default (and no fused merge) run an instance with
-  /// those defaults and the fast divisions compiled in: no measurement variants' code between
-  /// the executed prologue and epilogue blocks, which run once per warp and are fetched cold
-  /// (B12X_ATTN_LEAN=1|0; where no lean instance exists the plan keeps the general one). Lean
-  /// FP8 tiles stage Q after the prologue's K/V copies. H200 round 29 (us, general -> lean):
-  /// BF16 B=1 x 8k 15.3-15.4 -> 14.3-14.6, FP8 B=1 13.2-13.3 -> 12.1, FP8 B=8 41.5 -> 40.2,
-  /// BF16 B=8 67.8 -> 67.4, 16/2/256 B=8 FP8 28.2 -> 27.0 and BF16 43.5 -> 41.7.
+  /// those defaults compiled in: no measurement variants' code between the executed prologue and
+  /// epilogue blocks, which run once per warp and are fetched cold (B12X_ATTN_LEAN=1|0; where no
+  /// lean instance exists the plan keeps the general one). Lean FP8 tiles stage Q after the
+  /// prologue's K/V copies. H200 round 29 (us, general -> lean): BF16 B=1 x 8k 15.3-15.4
+  /// -> 14.3-14.6, FP8 B=1 13.2-13.3 -> 12.1, FP8 B=8 41.5 -> 40.2, BF16 B=8 67.8 -> 67.4, 16/2/256
+  /// B=8 FP8 28.2 -> 27.0 and BF16 43.5 -> 41.7.
   bool lean = true;
   /// Lean decode kernels: before the PDL wait each CTA reads its metadata and its prologue's page
   /// ids through L2 and, after the wait, issues Q's and the first tiles' copies at once; the
@@ -140,6 +134,12 @@ struct PagedPlan {
   /// FP8 16/2/256 B=8 27.0 -> 26.0. Stale values (metadata written by the kernel just before,
   /// overlapping the pre-wait part) cost the redo.
   bool spec = true;
+  /// Contiguous KV splits take whole KV tiles (the chunk ceil(len / splits) rounded up to a
+  /// multiple of the tile; fewer splits may then be live): a split of a range from a page start
+  /// begins on a tile boundary, so its tiles stay inside pages and take the page-run copies.
+  /// Unrounded chunks (e.g. 8192 / 24 = 342 tokens) start most tiles mid-page, on the per-row
+  /// loader path (B12X_ATTN_ALIGN_CHUNKS=1|0).
+  bool align_chunks = true;
   int64_t partial_rows = 0;  ///< (split, token) rows of partials the scratch holds
   int64_t off_tiles = 0, off_partial_o = 0, off_partial_lse = 0, off_lse = 0;
   /// Decode/verify splits are merged by the main kernel (the last CTA of each row tile and KV

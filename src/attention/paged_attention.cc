@@ -300,8 +300,8 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   if (runs_env != nullptr) plan.page_runs = std::string(runs_env) != "0";
   const char* fr_env = std::getenv("B12X_ATTN_FULL_RING");
   if (fr_env != nullptr) plan.full_ring = std::string(fr_env) != "0";
-  const char* fd_env = std::getenv("B12X_ATTN_FAST_DIV");
-  if (fd_env != nullptr) plan.fast_div = std::string(fd_env) != "0";
+  const char* align_env = std::getenv("B12X_ATTN_ALIGN_CHUNKS");
+  if (align_env != nullptr) plan.align_chunks = std::string(align_env) != "0";
 
   const int64_t max_ctx = int64_t(caps.max_page_table_width) * caps.page_size;
   int limit = caps.max_splits > 0 ? caps.max_splits : (caps.mode == Mode::kExtend ? 1 : kMaxSplits);
@@ -576,6 +576,7 @@ void run_paged(const PagedBinding& b, Stream stream) {
   p.window_left = b.window_left;
   p.num_splits = b.num_splits;
   p.min_chunk = plan.min_split_kv;
+  p.chunk_round = plan.align_chunks ? plan.tile_kv - 1 : 0;  // KV tiles are powers of two
   p.tile_rows = plan.tile_rows;
   p.tile_kv = plan.tile_kv;
   p.heads_inner = plan.heads_inner ? 1 : 0;
@@ -586,7 +587,6 @@ void run_paged(const PagedBinding& b, Stream stream) {
   p.page_runs = plan.page_runs ? 1 : 0;
   p.spread_merge = plan.spread_merge ? (plan.spread_shared ? 2 : 1) : 0;
   p.split_interleave = plan.split_interleave ? 1 : 0;  // plan_paged: decode tiles only
-  p.fast_div = plan.fast_div ? 1 : 0;
   int kv_shift = 0;
   while ((1 << kv_shift) < plan.tile_kv) ++kv_shift;
   p.tile_kv_shift = kv_shift;  // KV tiles are powers of two (32, 64, 128)

@@ -9,7 +9,7 @@ namespace b12x::attention::detail {
 /// n / d == (n * mul) >> shift with l = ceil(log2 d), shift = 31 + l, mul = ceil(2^shift / d)
 /// (mul < 2^32; the error mul * d - 2^shift is below d <= 2^l, so n times it stays below
 /// 2^shift and never reaches the next quotient). Replaces the kernels' I2F / MUFU.RCP division
-/// chains on the decode prologue's critical path (B12X_ATTN_FAST_DIV).
+/// chains on the prologue's critical path.
 struct FastDiv {
   uint32_t mul = 1u << 31;
   int32_t shift = 31;
@@ -67,6 +67,7 @@ struct PagedParams {
   int32_t window_left;  // -1 = off
   int32_t num_splits;   // grid z
   int32_t min_chunk;    // smallest KV chunk of a split (multiple of the KV tile)
+  int32_t chunk_round;  // KV tile - 1: split chunks are rounded up to whole KV tiles; 0: not
   int32_t tile_rows;    // packed rows per CTA (BM)
   int32_t tile_kv;      // KV tile (BN)
   int32_t heads_inner;  // 1: blockIdx.x = row tile * num_kv_heads + KV head (grid y = 1)
@@ -83,10 +84,10 @@ struct PagedParams {
                           // (B12X_ATTN_SPREAD_MERGE)
   float rescale_slack;    // the running max moves only when a tile's max exceeds it by more
                           // (base-2 units; 0 = every increase)
-  int32_t fast_div;       // 1: the divisions below by multiply and shift (B12X_ATTN_FAST_DIV)
   int32_t spec;           // 1 (lean decode kernels): speculative prologue (B12X_ATTN_SPEC)
   int32_t tile_kv_shift;  // log2(tile_kv)
   int32_t min_tiles;      // max(1, min_chunk / tile_kv)
+  // The kernels' divisions by these values (multiply and shift, see FastDiv).
   FastDiv div_group, div_kv_heads, div_tiles_per_req, div_splits, div_min_tiles;
 };
 

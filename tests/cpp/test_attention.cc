@@ -402,7 +402,7 @@ TEST(AttentionRef, AppendKvBf16AndFp8) {
             std::string::npos);
 }
 
-// The kernels' multiply-and-shift division (B12X_ATTN_FAST_DIV) against n / d for every divisor
+// The kernels' multiply-and-shift division (FastDiv, every kernel) against n / d for every divisor
 // a bind can pass (groups, heads, tiles per request, splits) and numerators over [0, 2^31).
 TEST(AttentionFastDiv, MatchesDivision) {
   namespace det = b12x::attention::detail;

@@ -1036,12 +1036,13 @@ TEST(AttentionGpuDecode, SplitInterleave) {
   unsetenv("B12X_ATTN_SPLIT_INTERLEAVE");
 }
 
-// B12X_ATTN_FAST_DIV=1: the kernels divide by the GQA group, the KV heads, the row tiles per
-// request, the splits and the minimum tiles per split with bind-time multiply-and-shift
-// constants. Groups 1-16 (powers of two and 3 / 5 / 6 / 7), both grid orders, every KV dtype
-// and head dim, pages 16-256, automatic and forced splits (1 / 2 / 7 / 64: ns == splits and
-// ns < splits), sinks, window, the fused merge, verify (q_len 2 / 3: several row tiles per
-// request) and extend (tile_start).
+// The kernels divide by the GQA group, the KV heads, the row tiles per request, the splits and
+// the minimum tiles per split with bind-time multiply-and-shift constants (every kernel since
+// session 9; the general kernels here, B12X_ATTN_LEAN=0, the lean ones in Lean). Groups 1-16
+// (powers of two and 3 / 5 / 6 / 7), both grid orders, every KV dtype and head dim, pages
+// 16-256, automatic and forced splits (1 / 2 / 7 / 64: ns == splits and ns < splits), sinks,
+// window, the fused merge, verify (q_len 2 / 3: several row tiles per request) and extend
+// (tile_start).
 // Decode case i of the knob sweeps (FastDiv, Lean): KV dtype bf16 / fp8 / fp16 in turn (q to
 // match), pages 16..256, ragged lengths, split counts auto / 1 / 2 / 7 / 64, a window every
 // fourth case, sinks every second.
@@ -1063,9 +1064,44 @@ Spec sweep_decode_spec(int i, int dqk, int dv, int hkv, int group) {
   return s;
 }
 
+// B12X_ATTN_ALIGN_CHUNKS (default on): contiguous splits take whole KV tiles, so some of the
+// forced or automatic splits have nothing to do (8000 tokens / 24 splits: 334 -> 384-token chunks
+// of 64-token tiles, 21 live splits) and each live one starts on a tile (and page) boundary.
+// On: ragged lengths with forced splits 24 / 7 / 64 over pages 16-128, both KV dtypes, head
+// dims 128 / 256, sinks, window, the fused merge, verify; off (=0, the chunks of session 8):
+// the decode sweep.
+TEST(AttentionGpuDecode, AlignedChunks) {
+  B12X_REQUIRE_GPU();
+  const int splits[] = {24, 7, 64, 24, 0, 7};
+  for (int i = 0; i < 6; ++i) {
+    Spec s = gqa_decode_spec({8000, 4000, 2500, 700, 1}, splits[i], splits[i]);
+    s.kv = i % 2 == 1 ? DType::kFP8E4M3 : DType::kBF16;
+    s.page = 16 << (i % 4);
+    if (i >= 3) {
+      s.dqk = s.dv = 256;
+      s.hq = 16;
+      s.hkv = 2;
+    }
+    s.sinks = i % 3 == 0;
+    s.window = i == 4 ? 3000 : -1;
+    if (i == 5) setenv("B12X_ATTN_FUSED_MERGE", "1", 1);
+    run_case(s, "aligned chunks " + std::to_string(i));
+    unsetenv("B12X_ATTN_FUSED_MERGE");
+  }
+  Spec v = verify_spec(8, 2);
+  v.prefix = {5000, 61, 1300};
+  v.num_splits = v.max_splits = 24;
+  run_case(v, "aligned chunks verify");
+  setenv("B12X_ATTN_ALIGN_CHUNKS", "0", 1);
+  for (int i = 0; i < 6; ++i)
+    run_case(sweep_decode_spec(i, kDims[i % 5].dqk, kDims[i % 5].dv, 2, 4),
+             "unaligned chunks " + std::to_string(i));
+  unsetenv("B12X_ATTN_ALIGN_CHUNKS");
+}
+
 TEST(AttentionGpuDecode, FastDiv) {
   B12X_REQUIRE_GPU();
-  setenv("B12X_ATTN_FAST_DIV", "1", 1);
+  setenv("B12X_ATTN_LEAN", "0", 1);
   const int groups[] = {1, 4, 8, 16, 3, 5, 6, 7};
   for (int i = 0; i < 12; ++i) {
     Spec s = sweep_decode_spec(i, kDims[i % 5].dqk, kDims[i % 5].dv, 1 + i % 3, groups[i % 8]);
@@ -1092,11 +1128,11 @@ TEST(AttentionGpuDecode, FastDiv) {
   e.window = 90;
   e.extra_t = 2;
   run_case(e, "fast div extend");
-  unsetenv("B12X_ATTN_FAST_DIV");
+  unsetenv("B12X_ATTN_LEAN");
 }
 
 // B12X_ATTN_LEAN (default on): the decode defaults' tiles (wide3 at head dims 64 / 128, wide at
-// 256, hcvt3 for FP8 at 128 / 256) run their lean instances (defaults and fast divisions
+// 256, hcvt3 for FP8 at 128 / 256) run their lean instances (defaults
 // compiled in). Lean without the speculative prologue (B12X_ATTN_SPEC=0; the default lean + spec
 // runs in every other test) and the general kernels (B12X_ATTN_LEAN=0) over every KV dtype,
 // pages 16-256, groups 1-16 (3 / 5 / 6 / 7 too), automatic and forced splits (1 / 2 / 7 / 64),
@@ -1161,32 +1197,84 @@ TEST(AttentionGpuDecode, Lean) {
   }
 }
 
+// One device array the late writer restores (n = 0: left alone).
+struct LateCopy {
+  int32_t* dst = nullptr;
+  const int32_t* src = nullptr;
+  int n = 0;
+};
+
 // Lets the next grid in the stream launch at once (PDL), spins, then writes the true metadata:
-// a speculating attention grid (B12X_ATTN_SPEC) reads stale lengths and page ids before its
+// a speculating attention grid (B12X_ATTN_SPEC) reads stale values before its
 // griddepcontrol.wait and must redo its prologue.
-__global__ void late_metadata_writer(int32_t* lens, const int32_t* lens_src, int nl, int32_t* table,
-                                     const int32_t* table_src, int nt, long long spin) {
+__global__ void late_metadata_writer(LateCopy lens, LateCopy table, LateCopy cu, long long spin) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;\n" ::);
 #endif
   const long long t0 = clock64();
   while (clock64() - t0 < spin) {
   }
-  for (int i = threadIdx.x; i < nl; i += blockDim.x) lens[i] = lens_src[i];
-  for (int i = threadIdx.x; i < nt; i += blockDim.x) table[i] = table_src[i];
+  const LateCopy cs[3] = {lens, table, cu};
+  for (int k = 0; k < 3; ++k)
+    for (int i = threadIdx.x; i < cs[k].n; i += blockDim.x) cs[k].dst[i] = cs[k].src[i];
+}
+
+// Runs p with stale device copies of the metadata that are non-empty among stale_lens /
+// stale_table / stale_cu; a preceding kernel writes the true values while the attention grid
+// runs its pre-wait part. The result must match the reference of the true metadata.
+void run_with_late_metadata(Problem& p, cudaStream_t st, const std::vector<int32_t>& stale_lens,
+                            const std::vector<int32_t>& stale_table,
+                            const std::vector<int32_t>& stale_cu, const std::string& what) {
+  DeviceBuffer<int32_t> good_lens(p.lens.size()), good_table(p.dev_table.size()),
+      good_cu(p.cu.size());
+  good_lens.upload(p.lens);
+  good_table.upload(p.dev_table);
+  good_cu.upload(p.cu);
+  LateCopy lens, table, cu;
+  if (!stale_lens.empty()) {
+    p.dlens.upload(stale_lens);
+    lens = {p.dlens.ptr, good_lens.ptr, static_cast<int>(p.lens.size())};
+  }
+  if (!stale_table.empty()) {
+    p.dtable.upload(stale_table);
+    table = {p.dtable.ptr, good_table.ptr, static_cast<int>(p.dev_table.size())};
+  }
+  if (!stale_cu.empty()) {
+    p.dcu.upload(stale_cu);
+    cu = {p.dcu.ptr, good_cu.ptr, static_cast<int>(p.cu.size())};
+  }
+  p.dout.poison(0xFF);
+  p.dlse.poison(0xFF);
+  B12X_TEST_CUDA(cudaDeviceSynchronize());
+  late_metadata_writer<<<1, 256, 0, st>>>(lens, table, cu, 2000000);
+  B12X_TEST_CUDA(cudaGetLastError());
+  att::run_paged(p.binding, st);
+  B12X_TEST_CUDA(cudaStreamSynchronize(st));
+  p.check(what);
+}
+
+// Each request's live pages in reverse order (a stale page table for the same lengths).
+std::vector<int32_t> reversed_tables(const Problem& p) {
+  std::vector<int32_t> t = p.dev_table;
+  for (int b = 0; b < p.B; ++b)
+    std::reverse(t.begin() + size_t(b) * p.W, t.begin() + size_t(b) * p.W + p.npg[b]);
+  return t;
 }
 
 // B12X_ATTN_LEAN=1 + B12X_ATTN_SPEC=1: the speculative prologue, with fresh metadata (the
-// speculation holds) and with stale lengths and page tables that a preceding kernel replaces
-// while the attention grid already runs its pre-wait part (the CTAs redo their prologue); BF16
-// and FP8 KV, head dims 128 / 256, pages 16-128, automatic and forced splits, interleaved
-// splits, sinks, window.
+// speculation holds), with stale lengths and page tables, and with a stale page table alone
+// (fresh lengths: only the page-id comparison finds the difference), each replaced by a preceding
+// kernel while the attention grid already runs its pre-wait part (the CTAs redo their prologue);
+// BF16 and FP8 KV, head dims 128 / 256, pages 16-128, automatic and forced splits, interleaved
+// splits, sinks, window. Verify (several query tokens per request): stale cu_seqlens_q alone
+// (the CTAs' query rows and Q staging move) and a stale page table alone.
 TEST(AttentionGpuDecode, SpeculativePrologue) {
   B12X_REQUIRE_GPU();
   setenv("B12X_ATTN_LEAN", "1", 1);
   setenv("B12X_ATTN_SPEC", "1", 1);
   cudaStream_t st;
   B12X_TEST_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  const std::vector<int32_t> fresh;
   for (int i = 0; i < 6; ++i) {
     Spec s = gqa_decode_spec({4000, 63, 1, 2500, 700}, i == 2 ? 7 : 0, i == 2 ? 7 : 0);
     s.kv = i % 2 == 1 ? DType::kFP8E4M3 : DType::kBF16;
@@ -1206,43 +1294,40 @@ TEST(AttentionGpuDecode, SpeculativePrologue) {
     p.run(st);
     B12X_TEST_CUDA(cudaStreamSynchronize(st));
     p.check(what + " fresh");
-    // Stale device metadata until the writer restores them.
-    std::vector<int32_t> stale_lens = p.lens, stale_table = p.dev_table;
-    for (int b = 0; b < p.B; ++b) {
-      stale_lens[b] = p.lens[b] > 40 ? p.lens[b] - 37 : p.lens[b] + 5;
-      std::reverse(stale_table.begin() + size_t(b) * p.W,
-                   stale_table.begin() + size_t(b) * p.W + p.npg[b]);
-    }
-    DeviceBuffer<int32_t> good_lens(p.lens.size()), good_table(p.dev_table.size());
-    good_lens.upload(p.lens);
-    good_table.upload(p.dev_table);
-    p.dlens.upload(stale_lens);
-    p.dtable.upload(stale_table);
-    p.dout.poison(0xFF);
-    p.dlse.poison(0xFF);
-    B12X_TEST_CUDA(cudaDeviceSynchronize());
-    late_metadata_writer<<<1, 256, 0, st>>>(p.dlens.ptr, good_lens.ptr, p.B, p.dtable.ptr,
-                                            good_table.ptr, static_cast<int>(p.dev_table.size()),
-                                            2000000);
-    B12X_TEST_CUDA(cudaGetLastError());
-    att::run_paged(p.binding, st);
-    B12X_TEST_CUDA(cudaStreamSynchronize(st));
-    p.check(what + " stale");
+    std::vector<int32_t> stale_lens = p.lens;
+    for (int b = 0; b < p.B; ++b) stale_lens[b] = p.lens[b] > 40 ? p.lens[b] - 37 : p.lens[b] + 5;
+    const std::vector<int32_t> stale_table = reversed_tables(p);
+    run_with_late_metadata(p, st, stale_lens, stale_table, fresh, what + " stale");
+    run_with_late_metadata(p, st, fresh, stale_table, fresh, what + " stale table only");
     unsetenv("B12X_ATTN_SPLIT_INTERLEAVE");
+  }
+  for (DType kv : {DType::kBF16, DType::kFP8E4M3}) {
+    Spec v = verify_spec(8, 2);  // 4 x 2 packed rows: the decode tile, 3 requests
+    v.kv = kv;
+    v.prefix = {0, 61, 1300};
+    const std::string what = std::string("spec verify ") + b12x::dtype_name(kv);
+    Problem p(v, rng());
+    PLAN_AND_BIND(p);
+    EXPECT_NE(p.plan.kernel.find("_lean_spec"), std::string::npos) << p.plan.kernel;
+    std::vector<int32_t> stale_cu = p.cu;  // same total, other query rows per request
+    for (int b = 1; b < p.B; ++b) stale_cu[b] = p.cu[b] - 1;
+    run_with_late_metadata(p, st, fresh, fresh, stale_cu, what + " stale cu_seqlens_q");
+    run_with_late_metadata(p, st, fresh, reversed_tables(p), fresh, what + " stale table only");
   }
   B12X_TEST_CUDA(cudaStreamDestroy(st));
   unsetenv("B12X_ATTN_SPEC");
   unsetenv("B12X_ATTN_LEAN");
 }
 
-// Small cases for compute-sanitizer with B12X_ATTN_FAST_DIV=1, B12X_ATTN_LEAN=1 and
-// B12X_ATTN_LEAN=1 + B12X_ATTN_SPEC=1 (group 6, splits, both dtypes).
+// Small cases for compute-sanitizer: the general kernels (B12X_ATTN_LEAN=0), lean without the
+// speculative prologue (B12X_ATTN_SPEC=0) and lean + spec (the default); group 6, splits, both
+// dtypes.
 TEST(AttentionGpuSanitize, DecodeFastDivLean) {
   B12X_REQUIRE_GPU();
-  for (const char* knob : {"B12X_ATTN_FAST_DIV", "B12X_ATTN_LEAN", "B12X_ATTN_SPEC"})
+  for (const char* knob : {"B12X_ATTN_LEAN", "B12X_ATTN_SPEC", ""})
     for (DType kv : {DType::kBF16, DType::kFP8E4M3}) {
-      setenv(knob, "1", 1);
-      if (std::string(knob) == "B12X_ATTN_SPEC") setenv("B12X_ATTN_LEAN", "1", 1);
+      const std::string k = knob;
+      if (!k.empty()) setenv(knob, "0", 1);
       Spec s;
       s.kv = kv;
       s.hq = 12;
@@ -1252,9 +1337,8 @@ TEST(AttentionGpuSanitize, DecodeFastDivLean) {
       s.qlens.assign(4, 1);
       s.num_splits = s.max_splits = 3;
       s.sinks = true;
-      run_case(s, std::string("sanitize decode ") + knob);
-      unsetenv(knob);
-      unsetenv("B12X_ATTN_LEAN");
+      run_case(s, "sanitize decode " + (k.empty() ? std::string("default") : k + "=0"));
+      if (!k.empty()) unsetenv(knob);
     }
 }
 

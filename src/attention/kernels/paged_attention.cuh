@@ -339,15 +339,12 @@ struct Work {
   int b, tile, q0, qlen, lk;
 };
 
-/// n / d for 0 <= n < 2^31, by multiply and shift with the bind-time constants of d when
-/// kFast (the lean kernels) or p.fast_div (B12X_ATTN_FAST_DIV), else by the compiler's division.
-template <bool kFast = false>
-__device__ __forceinline__ int div_by(const PagedParams& p, int n, int d, FastDiv f) {
-  return kFast || p.fast_div ? fast_div_apply(n, f) : n / d;
-}
-template <bool kFast = false>
+/// n / group for 0 <= n < 2^31 (rows to query tokens) by the bind-time multiply and shift: the
+/// compiler's division by a runtime divisor is an I2F / MUFU.RCP / F2I chain of ~20 instructions.
+/// Every kernel divides this way (session 9: a runtime choice of both paths had grown the general
+/// kernels' prologue by ~390 instructions, extend without prefix 971 -> 1011 us).
 __device__ __forceinline__ int div_group(const PagedParams& p, int n) {
-  return div_by<kFast>(p, n, p.group, p.div_group);
+  return fast_div_apply(n, p.div_group);
 }
 
 /// Row tile `tile` of request b from its metadata (cu_seqlens_q[b], [b + 1], cache_seqlens[b]).
@@ -365,11 +362,10 @@ __device__ __forceinline__ bool make_work(const PagedParams& p, int b, int tile,
 }
 
 /// Maps a grid x index to (request, row tile). Returns false when the tile has no live rows.
-template <bool kFast = false>
 __device__ __forceinline__ bool find_work(const PagedParams& p, int x, Work& w) {
   int b;
   if (p.tiles_per_req > 0) {
-    b = div_by<kFast>(p, x, p.tiles_per_req, p.div_tiles_per_req);
+    b = fast_div_apply(x, p.div_tiles_per_req);
     if (b >= p.batch) return false;
     w.tile = x - b * p.tiles_per_req;
   } else {
@@ -395,32 +391,30 @@ __device__ __forceinline__ bool find_work(const PagedParams& p, int x, Work& w) 
 struct KvRange {
   int lo, hi, chunk, ns, stride;
 };
-template <bool kFast = false>
 __device__ __forceinline__ KvRange kv_range(const PagedParams& p, int tile, int qlen, int lk) {
   const int rows0 = tile * p.tile_rows;
-  const int qi_min = div_group<kFast>(p, rows0);
-  const int qi_max = min(qlen - 1, div_group<kFast>(p, rows0 + p.tile_rows - 1));
+  const int qi_min = div_group(p, rows0);
+  const int qi_max = min(qlen - 1, div_group(p, rows0 + p.tile_rows - 1));
   const int off = lk - qlen;
   KvRange r;
   r.hi = max(0, min(lk, qi_max + off + 1));
   r.lo = p.window_left >= 0 ? max(0, qi_min + off - p.window_left) : 0;
   if (r.hi < r.lo) r.hi = r.lo;
   const int n = r.hi - r.lo;
-  // Chunks need not align with KV tiles (tokens are located one by one and masked), so the
-  // split count is exactly what the plan asked for: CTAs per SM stay balanced.
+  // Chunks need not align with KV tiles (tokens are located one by one and masked): with
+  // p.chunk_round = 0 the split count is exactly what the plan asked for.
   if (p.split_interleave) {
     // at least min_chunk tokens per split, as for contiguous chunks
-    const bool fast = kFast || p.fast_div;
-    const int tiles =
-        fast ? (n + p.tile_kv - 1) >> p.tile_kv_shift : (n + p.tile_kv - 1) / p.tile_kv;
-    const int per = fast ? p.min_tiles : max(1, p.min_chunk / p.tile_kv);
-    r.ns = n > 0 ? min(p.num_splits, div_by<kFast>(p, tiles + per - 1, per, p.div_min_tiles)) : 1;
+    const int tiles = (n + p.tile_kv - 1) >> p.tile_kv_shift;  // KV tiles are powers of two
+    r.ns = n > 0 ? min(p.num_splits, fast_div_apply(tiles + p.min_tiles - 1, p.div_min_tiles)) : 1;
     r.chunk = p.tile_kv;
     r.stride = r.ns * p.tile_kv;
     return r;
   }
-  int chunk = div_by<kFast>(p, n + p.num_splits - 1, p.num_splits, p.div_splits);
-  chunk = max(chunk, p.min_chunk);
+  int chunk = fast_div_apply(n + p.num_splits - 1, p.div_splits);
+  // p.chunk_round = KV tile - 1 (B12X_ATTN_ALIGN_CHUNKS): whole KV tiles per split, so a range
+  // from a page start keeps every tile page-aligned (page runs) at the cost of fewer live splits.
+  chunk = (max(chunk, p.min_chunk) + p.chunk_round) & ~p.chunk_round;
   r.chunk = chunk;
   r.ns = n > 0 ? (n + chunk - 1) / chunk : 1;
   r.stride = 0;
@@ -513,11 +507,11 @@ __device__ __forceinline__ void merge_row_warp(const PagedParams& p, int tok, in
 /// through L2 (ld.cg: nothing stale stays in L1 for the loads after the wait) and may be stale
 /// (the previous grid may still be writing them): only prefetch addresses depend on them, every
 /// index is bounded like the main path's.
-template <typename Cfg, bool kFast>
+template <typename Cfg>
 __device__ __forceinline__ void prefetch_first_tiles(const PagedParams& p, int tile_x, int kvh,
                                                      int split) {
   if (p.tiles_per_req <= 0) return;
-  const int b = div_by<kFast>(p, tile_x, p.tiles_per_req, p.div_tiles_per_req);
+  const int b = fast_div_apply(tile_x, p.div_tiles_per_req);
   if (b >= p.batch) return;
   const int q0 = __ldcg(p.cu_q + b);
   if (q0 < 0 || q0 >= p.total_q) return;
@@ -525,7 +519,7 @@ __device__ __forceinline__ void prefetch_first_tiles(const PagedParams& p, int t
   const int lk = min(__ldcg(p.seqlens + b), p.max_kv);
   const int tile = tile_x - b * p.tiles_per_req;
   if (qlen <= 0 || lk <= 0 || tile * p.tile_rows >= qlen * p.group) return;
-  const KvRange r = kv_range<kFast>(p, tile, qlen, lk);
+  const KvRange r = kv_range(p, tile, qlen, lk);
   if (split >= r.ns) return;
   const int begin = r.lo + split * r.chunk;
   const int step = r.stride > 0 ? r.stride : Cfg::kBN;  // between the split's tiles
@@ -554,8 +548,8 @@ __device__ __forceinline__ void prefetch_first_tiles(const PagedParams& p, int t
 }
 
 // ---------------------------------------------------------------- main kernel ----------------
-/// kLean (B12X_ATTN_LEAN, decode tiles): the knobs take their defaults at compile time (fast
-/// divisions, short ahead, page runs, the shared-copy spread merge; no full ring, no fused
+/// kLean (B12X_ATTN_LEAN, decode tiles): the knobs take their defaults at compile time (short
+/// ahead, page runs, the shared-copy spread merge; no full ring, no fused
 /// merge), so the executed prologue and epilogue are not interleaved with the measurement
 /// variants' code (each runs once per warp and is fetched cold: Nsight Compute put most of the
 /// BF16 B = 1 epilogue's stall samples on instruction fetch).
@@ -582,10 +576,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 
   int tile_x = blockIdx.x, kvh = blockIdx.y;
   if (p.heads_inner) {
-    tile_x = div_by<kLean>(p, blockIdx.x, p.num_kv_heads, p.div_kv_heads);
+    tile_x = fast_div_apply(blockIdx.x, p.div_kv_heads);
     kvh = blockIdx.x - tile_x * p.num_kv_heads;
   }
-  if (p.prefetch) prefetch_first_tiles<Cfg, kLean>(p, tile_x, kvh, blockIdx.z);
+  if (p.prefetch) prefetch_first_tiles<Cfg>(p, tile_x, kvh, blockIdx.z);
   constexpr int kIdRegs = kBN / 32;
   int pg0[kStages][kIdRegs];
   const int split = blockIdx.z;
@@ -600,10 +594,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     kv_end = range.stride > 0 ? range.hi : min(range.hi, kv_begin + range.chunk);
     kv_step = range.stride > 0 ? range.stride : kBN;
     // may be 0 (empty range); interleaved: ceil(len / (ns kBN)) = ceil(ceil(len / kBN) / ns)
-    n_tiles =
-        (kLean || p.fast_div) && range.stride > 0 && range.ns == p.num_splits && kv_end > kv_begin
-            ? fast_div_apply((kv_end - kv_begin + kBN - 1) / kBN + range.ns - 1, p.div_splits)
-            : (kv_end - kv_begin + kv_step - 1) / kv_step;
+    n_tiles = range.stride > 0 && range.ns == p.num_splits && kv_end > kv_begin
+                  ? fast_div_apply((kv_end - kv_begin + kBN - 1) / kBN + range.ns - 1, p.div_splits)
+                  : (kv_end - kv_begin + kv_step - 1) / kv_step;
     // The loop keeps `ahead` tiles in flight beyond the one it computes: iteration it issues
     // tile it + ahead into stage (it + ahead) % kStages, the stage of tile it + ahead - kStages,
     // which was computed before this iteration's barrier. ahead = kStages - 1, except that with
@@ -633,7 +626,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   int spec_cu0 = 0, spec_cu1 = 0, spec_lk = 0;
   if constexpr (kLean && Cfg::kDecode) {
     if (p.spec && p.tiles_per_req > 0) {
-      const int b = div_by<true>(p, tile_x, p.tiles_per_req, p.div_tiles_per_req);
+      const int b = fast_div_apply(tile_x, p.div_tiles_per_req);
       if (b < p.batch) {
         spec_cu0 = __ldcg(p.cu_q + b);
         spec_cu1 = __ldcg(p.cu_q + b + 1);
@@ -641,7 +634,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
         spec = make_work(p, b, tile_x - b * p.tiles_per_req, spec_cu0, spec_cu1, spec_lk, w);
       }
       if (spec) {
-        range = kv_range<true>(p, w.tile, w.qlen, w.lk);
+        range = kv_range(p, w.tile, w.qlen, w.lk);
         spec = split < range.ns;
       }
       // CTA-uniform: threads may have read the metadata before and after a concurrent write.
@@ -683,7 +676,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   // copies of masked rows read nothing.
   bool ids_early = spec;
   if (!spec && Cfg::kDecode && p.split_interleave && p.tiles_per_req > 0) {
-    const int b = div_by<kLean>(p, tile_x, p.tiles_per_req, p.div_tiles_per_req);
+    const int b = fast_div_apply(tile_x, p.div_tiles_per_req);
     if (b < p.batch) {
       ids_early = true;
       const int32_t* tab = p.page_table + (int64_t)b * p.pt_stride;
@@ -702,8 +695,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     }
   }
   if (!spec) {
-    if (!find_work<kLean>(p, tile_x, w)) return;
-    range = kv_range<kLean>(p, w.tile, w.qlen, w.lk);
+    if (!find_work(p, tile_x, w)) return;
+    range = kv_range(p, w.tile, w.qlen, w.lk);
     if (split >= range.ns) return;
     ids_early = ids_early && range.stride > 0 && range.lo == 0 && range.ns == p.num_splits;
     derive();
@@ -728,7 +721,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   auto load_q_block = [&](int r, int kb, uint32_t(&wv)[8]) {
     const T* q = static_cast<const T*>(p.q);
     const int pr = rows0 + r;
-    const int qi = div_group<kLean>(p, pr);
+    const int qi = div_group(p, pr);
     uint4 lo = make_uint4(0, 0, 0, 0), hi = make_uint4(0, 0, 0, 0);
     if (qi < w.qlen) {
       const int h = kvh * p.group + (pr - qi * p.group);
@@ -814,46 +807,48 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     }
   };
   constexpr bool kLateQ = kLean && Cfg::kF16Mma;
-  if constexpr (Cfg::kF16Mma) {
-    if constexpr (!kLateQ) stage_q_f16();
-  } else if constexpr (Cfg::kDirectK) {
-    // Each 16-dim block is stored as its 8 even dims then its 8 odd dims (16-bit shuffles), so
-    // MMA k-slots (2t, 2t+1, 8+2t, 9+2t) hold dims (4t, 4t+2, 4t+1, 4t+3): exactly the pairs
-    // one 4-byte FP8 read of dims 4t..4t+3 converts to.
-    constexpr int kBlocks = kDqk / 16;
-    for (int i = tid; i < kBM * kBlocks; i += kThreads) {
-      const int r = i / kBlocks, kb = i % kBlocks;
-      uint32_t wv[8];
-      load_q_block(r, kb, wv);
-      uint32_t ev[4], od[4];
+  // Q staging issued before the prologue's K/V copies: every kind but the lean fp16-MMA tiles
+  // (kLateQ: after the copies) and wide3 with the full ring (Q's fragments from global memory,
+  // below). The speculative prologue's redo runs the same staging again.
+  auto stage_q_early = [&]() {
+    if constexpr (Cfg::kF16Mma) {
+      if constexpr (!kLateQ) stage_q_f16();
+    } else if constexpr (Cfg::kDirectK) {
+      // Each 16-dim block is stored as its 8 even dims then its 8 odd dims (16-bit shuffles),
+      // so MMA k-slots (2t, 2t+1, 8+2t, 9+2t) hold dims (4t, 4t+2, 4t+1, 4t+3): exactly the
+      // pairs one 4-byte FP8 read of dims 4t..4t+3 converts to.
+      constexpr int kBlocks = kDqk / 16;
+      for (int i = tid; i < kBM * kBlocks; i += kThreads) {
+        const int r = i / kBlocks, kb = i % kBlocks;
+        uint32_t wv[8];
+        load_q_block(r, kb, wv);
+        uint32_t ev[4], od[4];
 #pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        ev[k] = __byte_perm(wv[2 * k], wv[2 * k + 1], 0x5410);
-        od[k] = __byte_perm(wv[2 * k], wv[2 * k + 1], 0x7632);
+        for (int k = 0; k < 4; ++k) {
+          ev[k] = __byte_perm(wv[2 * k], wv[2 * k + 1], 0x5410);
+          od[k] = __byte_perm(wv[2 * k], wv[2 * k + 1], 0x7632);
+        }
+        *reinterpret_cast<uint4*>(sQ + swz(r, 2 * kb, kQRow)) =
+            make_uint4(ev[0], ev[1], ev[2], ev[3]);
+        *reinterpret_cast<uint4*>(sQ + swz(r, 2 * kb + 1, kQRow)) =
+            make_uint4(od[0], od[1], od[2], od[3]);
       }
-      *reinterpret_cast<uint4*>(sQ + swz(r, 2 * kb, kQRow)) =
-          make_uint4(ev[0], ev[1], ev[2], ev[3]);
-      *reinterpret_cast<uint4*>(sQ + swz(r, 2 * kb + 1, kQRow)) =
-          make_uint4(od[0], od[1], od[2], od[3]);
-    }
-  }
-  // Q of the 16-bit tiles by cp.async (with tile 0's group).
-  auto stage_q_async = [&]() {
-    const T* q = static_cast<const T*>(p.q);
-    constexpr int kCpr = kDqk / 8;
-    for (int i = tid; i < kBM * kCpr; i += kThreads) {
-      const int r = i / kCpr, c = i % kCpr;
-      const int pr = rows0 + r;
-      const int qi = div_group<kLean>(p, pr);
-      const bool valid = qi < w.qlen;
-      const int h = kvh * p.group + (pr - qi * p.group);
-      const T* src = valid ? q + (int64_t)(w.q0 + qi) * p.q_st + (int64_t)h * p.q_sh + c * 8 : q;
-      cp_async16(smem_u32(sQ + swz(r, c, kQRow)), src, valid);
+    } else if (!(Cfg::kQInRegs && full_ring)) {
+      // Q of the 16-bit tiles by cp.async (with tile 0's group).
+      const T* q = static_cast<const T*>(p.q);
+      constexpr int kCpr = kDqk / 8;
+      for (int i = tid; i < kBM * kCpr; i += kThreads) {
+        const int r = i / kCpr, c = i % kCpr;
+        const int pr = rows0 + r;
+        const int qi = div_group(p, pr);
+        const bool valid = qi < w.qlen;
+        const int h = kvh * p.group + (pr - qi * p.group);
+        const T* src = valid ? q + (int64_t)(w.q0 + qi) * p.q_st + (int64_t)h * p.q_sh + c * 8 : q;
+        cp_async16(smem_u32(sQ + swz(r, c, kQRow)), src, valid);
+      }
     }
   };
-  if constexpr (!Cfg::kF16Mma && !Cfg::kDirectK) {
-    if (!(Cfg::kQInRegs && full_ring)) stage_q_async();
-  }
+  stage_q_early();
   // wide3 with the full ring: every stage takes K/V, so Q's MMA A fragments come straight from
   // global memory (lane (g, t): rows g and g + 8, dims 16 kb + 2t, +1 and +8, +9), issued
   // before the page-id loads and copies (a load behind the copies would return after them).
@@ -865,7 +860,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         const int pr = rows0 + (lane >> 2) + 8 * r;
-        const int qi = div_group<kLean>(p, pr);
+        const int qi = div_group(p, pr);
         ok[r] = qi < w.qlen;
         const int h = kvh * p.group + (pr - qi * p.group);
         src[r] = reinterpret_cast<const uint32_t*>(
@@ -1102,12 +1097,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
         cp_async_wait<0>();
         __syncthreads();
         if (!make_work(p, w.b, w.tile, real_cu0, real_cu1, real_lk, w)) return;
-        range = kv_range<true>(p, w.tile, w.qlen, w.lk);
+        range = kv_range(p, w.tile, w.qlen, w.lk);
         if (split >= range.ns) return;
         derive();
         off_diag = w.lk - w.qlen;
         ids_early = false;
-        if constexpr (!Cfg::kF16Mma) stage_q_async();
+        stage_q_early();  // the direct-K tiles' plain stores too: the copies above have landed
         issue_prologue();
         if constexpr (kLateQ) stage_q_f16();
       }
@@ -1156,10 +1151,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 #pragma unroll
   for (int mb = 0; mb < kMB; ++mb)
 #pragma unroll
-    for (int r = 0; r < 2; ++r)
-      row_qi[mb][r] = div_group<kLean>(p, rows0 + wrow0 + mb * 16 + g + 8 * r);
-  const int tile_qi_min = div_group<kLean>(p, rows0);
-  const int tile_qi_max = min(w.qlen - 1, div_group<kLean>(p, rows0 + kBM - 1));
+    for (int r = 0; r < 2; ++r) row_qi[mb][r] = div_group(p, rows0 + wrow0 + mb * 16 + g + 8 * r);
+  const int tile_qi_min = div_group(p, rows0);
+  const int tile_qi_max = min(w.qlen - 1, div_group(p, rows0 + kBM - 1));
   const uint32_t q_base = smem_u32(sQ) + (wrow0 + (lane & 15)) * kQRow;
   const uint32_t q_lane = swz_in_row(wrow0 + (lane & 15), lane >> 4);
 
@@ -1669,7 +1663,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         const int pr = rows0 + wrow0 + mb * 16 + g + 8 * r;
-        const int qi = div_group<kLean>(p, pr);
+        const int qi = div_group(p, pr);
         if (qi >= w.qlen) continue;
         const int h = kvh * p.group + (pr - qi * p.group);
         const int tok = w.q0 + qi;
@@ -1792,7 +1786,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     __threadfence();
     for (int i = warp; i < kBM; i += kThreads / 32) {  // one warp per packed row
       const int pr = rows0 + i;
-      const int qi = div_group<kLean>(p, pr);
+      const int qi = div_group(p, pr);
       if (qi >= w.qlen) break;  // rows are in token order
       merge_row_warp<T, kDv>(p, w.q0 + qi, kvh * p.group + (pr - qi * p.group), range.ns, lane);
     }
