@@ -315,6 +315,10 @@ __device__ __forceinline__ void cp_async8_sa(uint32_t sa, const void* gmem) {
 __device__ __forceinline__ void cp_async4_sa(uint32_t sa, const void* gmem) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(sa), "l"(gmem) : "memory");
 }
+/// L2 prefetch of the 128-byte line holding `gmem` (no register result, no shared memory).
+__device__ __forceinline__ void prefetch_l2(const void* gmem) {
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(gmem));
+}
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
@@ -759,6 +763,25 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
       issue(s, src_of(wc.t), wc, true, false);
       advance(wc);
     });
+    // fc1_pf (probe): the weight and scale lines of the next fc1_pf chunks beyond the ring
+    // requested into L2 now, so that their ring refills wait for L2 instead of DRAM (a short
+    // per-warp chain at M = 1 is a few serial DRAM round trips). Lane = row of the warp's 32.
+    if (a.fc1_pf > 0) {
+      int pt = -1;
+      const uint8_t *pv = nullptr, *ps = nullptr;
+      for (int j = kS; j < n_my && j < kS + a.fc1_pf; ++j) {
+        if (wc.t != pt) {
+          pt = wc.t;
+          const int e = tile_of(pt).x;
+          pv = vrow + e * W.values_expert_stride + lane * W.values_row_stride;
+          ps = srow + e * W.scales_expert_stride + lane * W.scales_row_stride;
+        }
+        const int kk = wc.ka + wk + kWK * wc.k;
+        prefetch_l2(pv + kk * 64);
+        prefetch_l2(ps + kk * (kSK == 0 ? 8 : 4));
+        advance(wc);
+      }
+    }
   }
   if (!wait_first) pdl_wait();  // xq is written by [Q]
   prime_ring<kS>(n_my, [&](int s) {
