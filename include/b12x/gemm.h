@@ -158,19 +158,13 @@ struct Caps {
 /// once from the device and the environment knobs so that a run only launches:
 /// B12X_QUANT_FP8G128=0 (the generic FP8 1x128 kernel instead of four lanes per group),
 /// B12X_QUANT_MXFP8_FUSED=0 (the MXFP8 pre-pass as two kernels), B12X_QUANT_PDL=0 (no early
-/// programmatic trigger of the FP8 1x128 kernel), B12X_QUANT_FP8G128_COLS=<n> (block FP8 on the
-/// SM90 wgmma kernel: the quantizer in column order on n SMs (1..32) beside the GEMM, which
-/// polls its per-CTA column flags; probe, 0 = off).
+/// programmatic trigger of the FP8 1x128 kernel).
 struct ActQuant {
   int grid_cap = 8;   ///< CTAs of the grid-stride kernels: 8 of 256 threads per SM
   bool sm90 = false;  ///< compute capability exactly 9.0
   bool fp8g128 = true;
   bool mxfp8_fused = true;
   bool pdl = true;
-  int fp8g128_cols = 0;  ///< CTAs of the column-order FP8 1x128 quantizer (0: not used)
-  /// Its steps published by thread 0's release alone, without a fence in every thread
-  /// (B12X_QUANT_FP8G128_COLS_LEAN=1, probe).
-  bool fp8g128_cols_lean = false;
 };
 
 struct Plan {
@@ -180,8 +174,6 @@ struct Plan {
   int64_t scratch_bytes = 0;
   // Scratch carve-out (byte offsets, 1024-aligned).
   int64_t off_qvalues = 0, off_qscales = 0, off_act = 0, off_act_scales = 0, off_partial = 0;
-  /// The column-order quantizer's flags (act_quant.fp8g128_cols u32; -1: none in this plan).
-  int64_t off_qflags = -1;
   int split_k = 1;  ///< decode regime split of K
   /// Decode regime: warps per 16-row weight tile (1, 2, 4 or 8), which split the CTA's K range
   /// inside the CTA: at M = 1 (8 for FP4 weights with BF16 MMAs where the tiles give at most one

@@ -412,12 +412,14 @@ Plan plan(const Caps& caps) {
           p.tiled_wgmma_var = f8 ? 3 : 0;
         }
       }
-      // B12X_QUANT_FP8G128_COLS (probe): block FP8's variant 8 as 13, beside the column-order
-      // activation quantizer (run falls back to the grid wait where that quantizer cannot run).
-      if (wf == WFmt::kFp8Block && p.tiled_wgmma_var == 8 && p.act_quant.fp8g128_cols > 0 &&
-          caps.act_dtype != DType::kFP8E4M3 &&
-          lin::wgmma_kernel_available(wf, fp16, p.tiled_wgmma, 13))
-        p.tiled_wgmma_var = 13;
+      // Block FP8 variant 14 (probe, B12X_GEMM_WGMMA_VAR=14): bulk copies of the tiled
+      // quantizer's stage images, so only where this plan quantizes inside and every stage is a
+      // whole 128-K group of K (K % 256 == 0: KP == K); run() takes variant 8 where the tiled
+      // quantizer cannot run (activation rows not 16-byte vectors).
+      if (p.tiled_wgmma_var == 14) {
+        if (caps.act_dtype == DType::kFP8E4M3 || K % 256 != 0) p.tiled_wgmma_var = 8;
+        lin::prepare_linear_wgmma(wf, fp16, p.tiled_wgmma, 8);
+      }
       lin::prepare_linear_wgmma(wf, fp16, p.tiled_wgmma, p.tiled_wgmma_var);
       p.tiled_wgmma_raster = f8 ? kWgmmaRasterF8 : kWgmmaRaster;
       if (const char* r = std::getenv("B12X_GEMM_WGMMA_RASTER"); r != nullptr)
@@ -719,13 +721,11 @@ Plan plan(const Caps& caps) {
   int64_t off = 0;
   if (format_quantizes_inside(f) && caps.act_dtype != DType::kFP8E4M3) {
     p.off_qvalues = off;
-    off = align_up(off + M * K);
+    // Block FP8 variant 14: the tiled quantizer's images cover whole 128-token tiles.
+    const bool tiles = p.tiled_wgmma_var == 14 && p.tiled_wgmma > 0;
+    off = align_up(off + (tiles ? fmt::pad_to(M, 128) : M) * K);
     p.off_qscales = off;
     off = align_up(off + (f == LinearFormat::kFp8Block ? M * (K / 128) * 4 : M * (K / 32)));
-    if (f == LinearFormat::kFp8Block && p.act_quant.fp8g128_cols > 0) {
-      p.off_qflags = off;
-      off = align_up(off + int64_t{4} * p.act_quant.fp8g128_cols);
-    }
   }
   if (p.act_prepass) {
     p.off_act = off;
@@ -946,6 +946,7 @@ void run(const Binding& b, Stream stream) {
   p.pdl = plan.pdl ? 1 : 0;
   p.act_kind = lin::kActRaw16;
   p.xs_kind = lin::kXsNone;
+  bool wgmma_bulk = false;  // block FP8 activations quantized as variant 14's stage images
   if (format_raw_activations(f)) {
     p.x = b.x.data;
     p.ldx = b.x.stride[0];
@@ -957,7 +958,6 @@ void run(const Binding& b, Stream stream) {
     const uint8_t* qscale = static_cast<const uint8_t*>(b.x_scale.data);
     int64_t qscale_ld = 0;
     lin::ActKind kind = lin::ActKind::kFp8;
-    const uint32_t* qflags = nullptr;  // the column-order quantizer's flags (block FP8)
     const bool prepass = plan.act_prepass && (!lin::wtraits(im.wfmt).fp8mma || tiled_f8_fold);
     uint16_t* const act_out = reinterpret_cast<uint16_t*>(b.scratch + plan.off_act);
     bool fused = false;  // the MXFP8 pre-pass done in one kernel (no E4M3 intermediate)
@@ -978,21 +978,13 @@ void run(const Binding& b, Stream stream) {
         } else {
           uint8_t* qv = b.scratch + plan.off_qvalues;
           float* qs = reinterpret_cast<float*>(b.scratch + plan.off_qscales);
-          // B12X_QUANT_FP8G128_COLS (probe): the quantizer in column order beside the block FP8
-          // wgmma kernel (variant 13), which polls the quantizer's flags.
-          uint32_t* qf = plan.off_qflags >= 0
-                             ? reinterpret_cast<uint32_t*>(b.scratch + plan.off_qflags)
-                             : nullptr;
-          const bool cols =
-              qf != nullptr && tiled && plan.tiled_wgmma > 0 && plan.tiled_wgmma_var == 13 &&
-              launch_quantize_fp8_group128_cols(b.x.data, b.x.dtype, M, K, b.x.stride[0], qv, qs,
-                                                qf, plan.act_quant, stream);
-          if (cols) {
-            qflags = qf;
-          } else {
+          // Block FP8 variant 14 (probe): the values as the wgmma kernel's stage images.
+          wgmma_bulk = tiled && plan.tiled_wgmma > 0 && plan.tiled_wgmma_var == 14 &&
+                       launch_quantize_fp8_group128_tiled(b.x.data, b.x.dtype, M, K, b.x.stride[0],
+                                                          qv, qs, plan.act_quant, stream);
+          if (!wgmma_bulk)
             launch_quantize_fp8_group128(b.x.data, b.x.dtype, M, K, b.x.stride[0], qv, qs,
                                          plan.act_quant, stream);
-          }
           qx = qv;
           qld = K;
           qscale = reinterpret_cast<const uint8_t*>(qs);
@@ -1069,8 +1061,6 @@ void run(const Binding& b, Stream stream) {
           p.xs_kind = lin::kXsF32Rows;
           p.xscale = reinterpret_cast<const float*>(qscale);
           p.xscale_ld = qscale_ld;
-          p.qflags = qflags;
-          p.qflag_ctas = qflags != nullptr ? plan.act_quant.fp8g128_cols : 0;
           break;
         case lin::ActKind::kMxfp8Rows:
           p.act_kind = lin::kActFp8;
@@ -1104,8 +1094,10 @@ void run(const Binding& b, Stream stream) {
         lin::launch_linear_wgmma_group(im.wfmt, fp16, plan.tiled_wgmma, plan.tiled_wgmma_var,
                                        plan.tiled_wgmma_raster, p, stream);
       } else {
-        lin::launch_linear_wgmma(im.wfmt, fp16, plan.tiled_wgmma, plan.tiled_wgmma_var,
-                                 plan.tiled_wgmma_raster, p, stream);
+        // Variant 14 reads the tiled quantizer's images; variant 8 where it did not run.
+        const int var = plan.tiled_wgmma_var == 14 && !wgmma_bulk ? 8 : plan.tiled_wgmma_var;
+        lin::launch_linear_wgmma(im.wfmt, fp16, plan.tiled_wgmma, var, plan.tiled_wgmma_raster, p,
+                                 stream);
       }
       return;
     }

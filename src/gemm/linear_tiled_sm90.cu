@@ -38,7 +38,7 @@ WgmmaPick pick_var(int var) {
     } else {
       if constexpr (F == WFmt::kFp8Block) {
         if (var == 8) return wgmma_pick<F, T, kTok, 8>();    // producer-built block scales
-        if (var == 13) return wgmma_pick<F, T, kTok, 13>();  // ... beside the cols quantizer
+        if (var == 14) return wgmma_pick<F, T, kTok, 14>();  // ... fed by bulk copies (probe)
       }
       if (var == 9) return wgmma_pick<F, T, kTok, 9>();    // tokens on the M side
       if (var == 10) return wgmma_pick<F, T, kTok, 10>();  // ... as register A fragments

@@ -99,10 +99,6 @@ ActQuant act_quant_options(int device) {
   q.fp8g128 = !knob_off("B12X_QUANT_FP8G128");
   q.mxfp8_fused = !knob_off("B12X_QUANT_MXFP8_FUSED");
   q.pdl = !knob_off("B12X_QUANT_PDL");
-  if (const char* e = std::getenv("B12X_QUANT_FP8G128_COLS"))
-    q.fp8g128_cols = std::clamp(std::atoi(e), 0, std::min(32, std::max(1, sms)));
-  q.fp8g128_cols_lean = std::getenv("B12X_QUANT_FP8G128_COLS_LEAN") != nullptr &&
-                        !knob_off("B12X_QUANT_FP8G128_COLS_LEAN");
   return q;
 }
 
@@ -122,48 +118,52 @@ void launch_quantize_mxfp8(const void* x, DType x_dtype, int64_t M, int64_t K, i
                                      scale_swizzled, nullptr, q, stream);
 }
 
+namespace {
+
+/// The four-lanes-per-group FP8 1x128 kernel on vector rows (false: not launched), values row-major
+/// or (tiled) as the wgmma kernel's stage images over pad128(M) rows.
+bool launch_fp8_group128_vec(const void* x, DType x_dtype, int64_t M, int64_t K, int64_t ldx,
+                             uint8_t* values, float* scales, const ActQuant& q, Stream stream,
+                             bool early_dependents, bool tiled) {
+  if (!q.fp8g128 || M <= 0 || K % 128 != 0 || !aligned(x, 16) || ldx % 8 != 0 ||
+      !aligned(values, tiled ? 16 : 8))
+    return false;
+  kernels::BlockQuantParams p = block_params(x, M, K, ldx, values);
+  p.scale_f32 = scales;
+  p.early_dependents = early_dependents && quant_pdl_enabled(M, q);
+  // Four threads per group, one pass each (no cap at a few waves as grid_for: many short CTAs
+  // keep the SMs' loads and arithmetic out of step).
+  const int64_t rows = tiled ? fmt::pad_to(M, 128) : M;
+  const int grid = static_cast<int>(
+      std::min<int64_t>((rows * (K / 128) * 4 + kThreads - 1) / kThreads, int64_t{1} << 24));
+  if (tiled)
+    launch_for(x_dtype, grid, kernels::fp8_group128_kernel<true, true>,
+               kernels::fp8_group128_kernel<false, true>, p, stream);
+  else
+    launch_for(x_dtype, grid, kernels::fp8_group128_kernel<true>,
+               kernels::fp8_group128_kernel<false>, p, stream);
+  return true;
+}
+
+}  // namespace
+
 void launch_quantize_fp8_group128(const void* x, DType x_dtype, int64_t M, int64_t K, int64_t ldx,
                                   uint8_t* values, float* scales, const ActQuant& q, Stream stream,
                                   bool early_dependents) {
   // The four-lanes-per-group kernel on vector rows (same bits; round 21, M = 2048: 5-24 us less
   // per block FP8 GEMM than block_quant_kernel). B12X_QUANT_FP8G128=0 (q.fp8g128) keeps the
   // generic kernel.
-  if (q.fp8g128 && M > 0 && K % 128 == 0 && aligned(x, 16) && ldx % 8 == 0 && aligned(values, 8)) {
-    kernels::BlockQuantParams p = block_params(x, M, K, ldx, values);
-    p.scale_f32 = scales;
-    p.early_dependents = early_dependents && quant_pdl_enabled(M, q);
-    // Four threads per group, one pass each (no cap at a few waves as grid_for: many short CTAs
-    // keep the SMs' loads and arithmetic out of step).
-    const int64_t need = (M * (K / 128) * 4 + kThreads - 1) / kThreads;
-    launch_for(x_dtype, static_cast<int>(std::min<int64_t>(need, int64_t{1} << 24)),
-               kernels::fp8_group128_kernel<true>, kernels::fp8_group128_kernel<false>, p, stream);
+  if (launch_fp8_group128_vec(x, x_dtype, M, K, ldx, values, scales, q, stream, early_dependents,
+                              false))
     return;
-  }
   launch_block<kernels::Fp8Group128Policy>(x, x_dtype, M, K, ldx, values, nullptr, scales, nullptr,
                                            nullptr, q, stream);
 }
 
-bool launch_quantize_fp8_group128_cols(const void* x, DType x_dtype, int64_t M, int64_t K,
-                                       int64_t ldx, uint8_t* values, float* scales, uint32_t* flags,
-                                       const ActQuant& q, Stream stream) {
-  if (q.fp8g128_cols <= 0 || M <= 0 || K % 128 != 0 || !aligned(x, 16) || ldx % 8 != 0 ||
-      !aligned(values, 8))
-    return false;
-  kernels::BlockQuantParams p = block_params(x, M, K, ldx, values);
-  p.scale_f32 = scales;
-  const int ctas = q.fp8g128_cols;
-  // Rows per CTA: a multiple of the 8-row blocks a warp quantizes per group column.
-  const int64_t rows = ((M + ctas - 1) / ctas + 7) / 8 * 8;
-  B12X_ASSERT(rows <= INT32_MAX, "too many rows per quantizer CTA: M=", M);
-  auto s = reinterpret_cast<cudaStream_t>(stream);
-  const bool bf16 = x_dtype == DType::kBF16;
-  auto* fn = q.fp8g128_cols_lean ? (bf16 ? kernels::fp8_group128_cols_kernel<true, true>
-                                         : kernels::fp8_group128_cols_kernel<false, true>)
-                                 : (bf16 ? kernels::fp8_group128_cols_kernel<true, false>
-                                         : kernels::fp8_group128_cols_kernel<false, false>);
-  fn<<<ctas, kernels::kColsThreads, 0, s>>>(p, flags, static_cast<int>(rows));
-  B12X_CUDA_CHECK_LAUNCH();
-  return true;
+bool launch_quantize_fp8_group128_tiled(const void* x, DType x_dtype, int64_t M, int64_t K,
+                                        int64_t ldx, uint8_t* values, float* scales,
+                                        const ActQuant& q, Stream stream) {
+  return launch_fp8_group128_vec(x, x_dtype, M, K, ldx, values, scales, q, stream, true, true);
 }
 
 bool launch_mxfp8_dequant_bf16(const void* x, DType x_dtype, int64_t M, int64_t K, int64_t ldx,

@@ -48,14 +48,15 @@ void launch_quantize_fp8_group128(const void* x, DType x_dtype, int64_t M, int64
                                   uint8_t* values, float* scales, const ActQuant& q, Stream stream,
                                   bool early_dependents = true);
 
-/// launch_quantize_fp8_group128 (same bits) in column order on q.fp8g128_cols CTAs of one SM
-/// each, for the block FP8 wgmma kernel launched right behind it with PDL, which polls `flags`
-/// (q.fp8g128_cols u32 in device memory, zeroed by the kernel before its trigger; CTA b's flag =
-/// the 128-K columns of its rows finished) instead of waiting for the grid. Returns false
-/// (nothing launched) without q.fp8g128_cols or where the vector kernel cannot take the rows.
-bool launch_quantize_fp8_group128_cols(const void* x, DType x_dtype, int64_t M, int64_t K,
-                                       int64_t ldx, uint8_t* values, float* scales, uint32_t* flags,
-                                       const ActQuant& q, Stream stream);
+/// launch_quantize_fp8_group128 (same bits, early programmatic trigger as there) with the values
+/// as the SM90 block FP8 wgmma kernel's activation stage images (its bulk-copy probe): one 16 KB
+/// block per (128-token tile, 128-K group), tile-major, token row r at r * 128 with 16-byte chunk c
+/// at c ^ (r & 7); rows M..pad128(M) - 1 zero. values: pad128(M) * K bytes, 16-byte aligned;
+/// scales [M, K/128] as there. Returns false (nothing launched) where the vector kernel cannot
+/// take the rows (x 16-byte aligned, ldx % 8 == 0, K % 128 == 0).
+bool launch_quantize_fp8_group128_tiled(const void* x, DType x_dtype, int64_t M, int64_t K,
+                                        int64_t ldx, uint8_t* values, float* scales,
+                                        const ActQuant& q, Stream stream);
 
 /// MXFP8 quantization of x followed by its BF16 dequantization (E8M0 folded), in one pass: the
 /// bits of launch_quantize_mxfp8 then lin::act_dequant_kernel (kind kMxfp8Rows, no scale output,

@@ -998,49 +998,38 @@ TEST(GemmGpu, TiledTok64) {
   }
 }
 
-/// Block FP8 with the FP8 1x128 quantizer in column order on a few SMs beside the wgmma kernel
-/// (variant 13), which polls the quantizer CTAs' column flags instead of waiting for its grid
-/// (B12X_QUANT_FP8G128_COLS=n, probe; a no-op off compute capability 9.0): 1, 5 and 32 quantizer
-/// CTAs (several rows per CTA, rows not a multiple of 8 per CTA, CTAs without rows); token / row /
-/// K tails, 1-24 token tiles, 16 flag columns, FP16 and BF16 activations; caller-quantized
-/// activations (variant 8, no quantizer); the lean publication (no per-thread fence). Shapes kept
-/// small: the host bound (fp8_wgmma_bound) costs ~3 s per 10^9 MACs.
-TEST(GemmGpu, TiledWgmmaFp8BlockQuantCols) {
+/// Block FP8 variant 14 (probe, B12X_GEMM_WGMMA_VAR=14): the FP8 1x128 quantizer writes the
+/// wgmma kernel's stage images and the producer fills the ring with bulk copies. The plan takes
+/// it only with activations quantized inside and K % 256 == 0 (else variant 8); token / row
+/// tails (weight tiles past N copy the last tile), 1-16 token tiles, FP16 / BF16, bias, a
+/// replayed graph; K = 768 and caller-quantized activations run variant 8.
+TEST(GemmGpu, TiledWgmmaFp8BlockBulk) {
   B12X_REQUIRE_GPU();
   const auto& d = device_info(0);
-  for (const char* n : {"1", "5", "32"}) {
-    ScopedEnv eq("B12X_QUANT_FP8G128_COLS", n);
-    if (d.cc_major == 9 && d.cc_minor == 0) {  // the plan takes variant 13 and its flags
+  ScopedEnv e("B12X_GEMM_WGMMA", "1"), ev("B12X_GEMM_WGMMA_VAR", "14");
+  if (d.cc_major == 9 && d.cc_minor == 0) {
+    auto var = [](int64_t K, DType act) {
       gemm::Caps caps;
       caps.format = LinearFormat::kFp8Block;
+      caps.act_dtype = act;
       caps.max_tokens = 512;
-      caps.in_features = 2048;
+      caps.in_features = K;
       caps.out_features = 256;
-      const gemm::Plan plan = gemm::plan(caps);
-      EXPECT_EQ(plan.tiled_wgmma_var, 13) << plan.describe();
-      EXPECT_GE(plan.off_qflags, 0) << plan.describe();
-    }
-    run_case({LinearFormat::kFp8Block, 512, 256, 2048, DType::kBF16, DType::kBF16, false});
-    ScopedEnv e("B12X_GEMM_WGMMA", "1");
-    run_case({LinearFormat::kFp8Block, 300, 136, 768, DType::kFP16, DType::kFP16, false});
-    run_case({LinearFormat::kFp8Block, 3000, 136, 256, DType::kBF16, DType::kBF16, true});
-    run_case({LinearFormat::kFp8Block, 130, 136, 1024, DType::kBF16, DType::kBF16, true});
+      return gemm::plan(caps).tiled_wgmma_var;
+    };
+    EXPECT_EQ(var(2048, DType::kBF16), 14);
+    EXPECT_EQ(var(768, DType::kBF16), 8);
+    EXPECT_EQ(var(2048, DType::kFP8E4M3), 8);
   }
-  ScopedEnv eq("B12X_QUANT_FP8G128_COLS", "16"), e("B12X_GEMM_WGMMA", "1");
-  Case cq{LinearFormat::kFp8Block, 300, 264, 1024, DType::kBF16, DType::kBF16, true};
+  run_case({LinearFormat::kFp8Block, 300, 136, 2048, DType::kBF16, DType::kBF16, true});
+  run_case({LinearFormat::kFp8Block, 130, 264, 1024, DType::kFP16, DType::kFP16, true});
+  run_case({LinearFormat::kFp8Block, 40, 136, 512, DType::kBF16, DType::kBF16, false});
+  run_case({LinearFormat::kFp8Block, 2048, 256, 512, DType::kBF16, DType::kBF16, false});
+  run_case({LinearFormat::kFp8Block, 300, 136, 768, DType::kBF16, DType::kBF16, false});
+  Case cq{LinearFormat::kFp8Block, 130, 264, 1024};
   cq.caller_quant = true;
   run_case(cq);
-  // Captured in a graph and replayed (the programmatic edge; flags zeroed by every replay).
   run_case({LinearFormat::kFp8Block, 300, 136, 1024, DType::kBF16, DType::kBF16, false}, true);
-  {
-    // Without PDL the GEMM starts after the quantizer grid: every flag is final when polled.
-    ScopedEnv ep("B12X_GEMM_PDL", "0");
-    run_case({LinearFormat::kFp8Block, 300, 136, 1024, DType::kBF16, DType::kBF16, true});
-  }
-  // Steps published by thread 0's release alone (B12X_QUANT_FP8G128_COLS_LEAN=1).
-  ScopedEnv el("B12X_QUANT_FP8G128_COLS_LEAN", "1");
-  run_case({LinearFormat::kFp8Block, 512, 256, 2048, DType::kBF16, DType::kBF16, false});
-  run_case({LinearFormat::kFp8Block, 1000, 136, 512, DType::kFP16, DType::kBF16, true});
 }
 
 /// Formats the SM90 wgmma tiled kernel runs (NVFP4 W4A4 / W4A16, MXFP4 W4A4 / W4A8 / W4A16 with
@@ -1415,19 +1404,13 @@ TEST(GemmGpuSanitize, Fp8BlockProbes) {
     run_case({f, 136, 136, 512, DType::kBF16, DType::kBF16, true});
 }
 
-/// The column-order FP8 1x128 quantizer beside the block FP8 wgmma kernel
-/// (B12X_QUANT_FP8G128_COLS, probe) for compute-sanitizer: K = 2048 (16 flag columns, every slot
-/// refilled), two token tiles, one and three quantizer CTAs (a CTA without rows at M = 136).
-TEST(GemmGpuSanitize, Fp8BlockQuantCols) {
+/// Block FP8 variant 14 (probe, B12X_GEMM_WGMMA_VAR=14) for compute-sanitizer: the bulk-copied
+/// ring (the tiled quantizer's stage images, the weight runs, transaction counts on the full
+/// barriers), K = 2048 (every slot refilled), a token tail (the quantizer's zero rows) and weight
+/// tiles past N.
+TEST(GemmGpuSanitize, Fp8BlockBulk) {
   B12X_REQUIRE_GPU();
-  ScopedEnv e("B12X_GEMM_WGMMA", "1");
-  for (const char* n : {"1", "3"}) {
-    ScopedEnv eq("B12X_QUANT_FP8G128_COLS", n);
-    run_case({LinearFormat::kFp8Block, 200, 136, 2048, DType::kBF16, DType::kBF16, true});
-  }
-  ScopedEnv eq("B12X_QUANT_FP8G128_COLS", "32");
-  run_case({LinearFormat::kFp8Block, 136, 136, 2048, DType::kBF16, DType::kBF16, true});
-  ScopedEnv el("B12X_QUANT_FP8G128_COLS_LEAN", "1");
+  ScopedEnv e("B12X_GEMM_WGMMA", "1"), ev("B12X_GEMM_WGMMA_VAR", "14");
   run_case({LinearFormat::kFp8Block, 200, 136, 2048, DType::kBF16, DType::kBF16, true});
 }
 

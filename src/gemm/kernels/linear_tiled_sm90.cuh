@@ -54,12 +54,13 @@ struct WgmmaCfg {
   /// between one stage's wgmmas and the next's. (Round 16: +13-21% per-tensor and +19-29% block
   /// FP8 over variant 3; making the MMA warpgroups take turns issuing their wgmmas through named
   /// barriers, dropped, was 5-20% slower than variant 5.)
-  static constexpr bool kWs = kF8 ? (kVariant >= 5 && kVariant <= 13) : kVariant == 3;
+  static constexpr bool kWs =
+      kF8 ? (kVariant >= 5 && kVariant <= 12) || kVariant == 14 : kVariant == 3;
   /// FP8 variant 6 (the default) = 5 with the stage's block scales built and loaded into
   /// registers while its wgmmas run (not after their wait) and the slot released right after the
   /// wait, so only the FFMA / FADD promotion follows the wgmmas on the MMA warps' critical path
   /// (round 17: block FP8 +0-3% over 5).
-  static constexpr bool kHoist = kF8 && (kVariant >= 6 && kVariant <= 13);
+  static constexpr bool kHoist = kF8 && ((kVariant >= 6 && kVariant <= 12) || kVariant == 14);
   /// Block FP8 variant 8 (the block FP8 default since round 22) = 6 with the stage's combined
   /// scales x_scale[token] * w_scale built once per CTA by the producer warpgroup (one token per
   /// producer thread, plain loads two producer steps ahead, the product stored in the slot in the
@@ -69,14 +70,18 @@ struct WgmmaCfg {
   /// per-tensor FP8's 47%; per MMA warp and stage, estimated: A fragments 16 wavefronts, the
   /// wgmmas' activation reads ~32, for block FP8 the scale reads 32 plus the table build, whose
   /// STS.64 were 3.8-way bank conflicted). Round 22: +7-10% over 6 at M = 2048.
-  static constexpr bool kProdScales = F == WFmt::kFp8Block && kVariant >= 8 && kVariant <= 13;
-  /// Block FP8 variant 13 (probe, B12X_QUANT_FP8G128_COLS) = 8 beside the column-order
-  /// activation quantizer: the producer polls the quantizer's column flags (LinearParams::qflags)
-  /// before a stage's activations and scales instead of griddepcontrol.wait, the MMA warps wait
-  /// for the grid only before the epilogue. A separate variant so that 8's code stays as it was
-  /// (the polling inlined into 8's producer loop grew the kernel by half and, round 29, ran block
-  /// FP8 10-14% slower with the flags unused).
-  static constexpr bool kQFlags = F == WFmt::kFp8Block && kVariant == 13;
+  static constexpr bool kProdScales =
+      F == WFmt::kFp8Block && ((kVariant >= 8 && kVariant <= 12) || kVariant == 14);
+  /// Block FP8 variant 14 (probe) = 8 with every copy of the ring a bulk copy (cp.async.bulk,
+  /// completing on the slot's full barrier by its transaction count): the CTA's eight 2 KB weight
+  /// runs and one 16 KB block of activations, which the FP8 1x128 quantizer wrote as the stage's
+  /// image (launch_quantize_fp8_group128_tiled: 128-token tile-major, rows pre-swizzled), all
+  /// issued by one producer thread. Why: block FP8 is bound by the shared-memory pipe (77%,
+  /// round 21) and its MMA warps stall mostly on shared loads (A fragments, scales); the 16
+  /// cp.async of 16 bytes per producer thread and stage (LDGSTS through the LSU) are that pipe's
+  /// other large client. Needs K % 256 == 0 (KP == K: every stage a whole quantizer block) and
+  /// the tiled quantizer (run() takes variant 8 where it cannot run).
+  static constexpr bool kBulk = F == WFmt::kFp8Block && kVariant == 14;
   /// FP8 variant 9 (probe) = 8 with the tokens on wgmma's M side (as DeepGEMM): each MMA
   /// warpgroup takes 64 tokens (A: the activation rows of the stage, 128-byte swizzle) times the
   /// CTA's 128 weight rows (B: shared memory), so a thread's accumulators are 2 tokens x 32
@@ -431,23 +436,21 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
   } while (done == 0);
 }
 
-/// The column-order quantizer's progress (LinearParams::qflags, one u32 per quantizer CTA: the
-/// 128-K columns of its rows it has finished and released): spins until every flag exceeds kb
-/// and returns the smallest one. Warp-uniform (lane i reads flag i, REDUX min over the warp);
-/// each lane's acquire load orders its later reads of the activations and scales after the
-/// quantizer's stores (cp.async.cg and ld.global.cg read L2, never a stale L1 line). Out of line:
-/// the producer loop keeps one compare and a call per stage (inlined, the polling grew variant
-/// 8's kernel by half and ran it 10-14% slower, round 29).
-static __device__ __noinline__ int qflags_wait(const uint32_t* flags, int nflags, int kb) {
-  const int lane = threadIdx.x & 31;
-  for (;;) {
-    uint32_t v = 0xFFFFFFFFu;
-    if (lane < nflags)
-      asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(flags + lane) : "memory");
-    v = __reduce_min_sync(0xFFFFFFFFu, v);
-    if (static_cast<int>(v) > kb) return static_cast<int>(v);
-    __nanosleep(128);
-  }
+/// Arrives on `bar` and adds `bytes` to the transaction count its phase waits for (the bulk
+/// copies below complete on it).
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
+               : "memory");
+}
+/// Bulk copy (async proxy) of `bytes` (a multiple of 16, both addresses 16-byte aligned) into
+/// this CTA's shared memory, completing `bytes` transactions on `bar`.
+__device__ __forceinline__ void bulk_g2s(uint32_t saddr, const void* gmem, uint32_t bytes,
+                                         uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::
+          "r"(saddr),
+      "l"(gmem), "r"(bytes), "r"(bar)
+      : "memory");
 }
 
 /// 16-byte cp.async copying `bytes` (16 or 0: zero-fill) of the source.
@@ -672,8 +675,11 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
   if constexpr (C::kMbar) {
     if (tid == 0) {
       for (int i = 0; i < kStages; ++i) {
-        wg::mbar_init(full0 + 8 * i,
-                      C::kProdScales || C::kTokM ? 2 * C::kCopyThreads : C::kCopyThreads);
+        // Variant 14: the producer threads' scale stores plus the bulk-copying thread's
+        // expect_tx arrival.
+        wg::mbar_init(full0 + 8 * i, C::kBulk                     ? C::kCopyThreads + 1
+                                     : C::kProdScales || C::kTokM ? 2 * C::kCopyThreads
+                                                                  : C::kCopyThreads);
         wg::mbar_init(empty0 + 8 * i, C::kMmaThreads);
       }
     }
@@ -710,6 +716,23 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
   const bool arows_full = rows_left > kAR * (kTok / kAR - 1);
 
   auto load_weights = [&](int s, int kb) {
+    if constexpr (C::kBulk) {
+      // Variant 14: the slot's whole transaction count (weights and activations) announced with
+      // the copying thread's arrival before its first copy; tiles past the matrix copy the last
+      // one (their rows are never stored).
+      if (tid == 0) {
+        const uint32_t bar = full0 + 8 * s;
+        wg::mbar_arrive_expect_tx(bar, C::kWBytes + C::kActBytes);
+#pragma unroll
+        for (int i = 0; i < C::kRows / 16; ++i) {
+          const int64_t tl = tile0 + i < p.n16 ? tile0 + i : p.n16 - 1;
+          wg::bulk_g2s(w_addr(s) + i * C::kWTileBytes,
+                       p.wvals + tl * tile_stride + static_cast<int64_t>(kb) * C::kWTileBytes,
+                       C::kWTileBytes, bar);
+        }
+      }
+      return;
+    }
     const int64_t k0 = static_cast<int64_t>(kb) * C::kBK;
     wruns.load(w_addr(s), static_cast<uint32_t>(kb) * C::kWTileBytes, tid);  // <= 16 KP bytes
     if constexpr (F == WFmt::kFp8Block && !C::kProdScales) {
@@ -728,6 +751,13 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
     }
   };
   auto load_acts = [&](int s, int kb) {
+    if constexpr (C::kBulk) {
+      // Variant 14: the quantizer's image of this stage (token tile m0 / 128, group kb).
+      if (tid == 0)
+        wg::bulk_g2s(act_addr(s), xb + m0 * p.K + static_cast<int64_t>(kb) * C::kActBytes,
+                     C::kActBytes, full0 + 8 * s);
+      return;
+    }
     const int64_t k0 = static_cast<int64_t>(kb) * C::kBK;
     const bool kvalid = k0 + ac * (16 / kElem) < p.K;
     const uint8_t* src = asrc0 + k0 * kElem;
@@ -820,17 +850,8 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
       } else {
         for (int s = 0; s < pro; ++s) load_weights(s, s);
       }
-      // Variant 13, beside the column-order quantizer: no grid wait, stage kb's activations and
-      // scales are read once the quantizer's flags pass column kb (need).
-      if (!C::kQFlags || p.qflags == nullptr) griddep_wait();
+      griddep_wait();
       if constexpr (C::kProdScales || C::kTokM) {
-        const int qcols = static_cast<int>(p.K / C::kBK);
-        int qready = C::kQFlags && p.qflags != nullptr ? 0 : num_k;
-        auto need = [&](int kb) {
-          if constexpr (C::kQFlags) {
-            if (kb >= qready && kb < qcols) qready = wg::qflags_wait(p.qflags, p.qflag_ctas, kb);
-          }
-        };
         // Variant 8: this thread's token tid of stage kb, x_scale * w_scale (0 past M / K, where
         // the activations are zero-filled), read with plain loads (x_scale comes from the
         // previous kernel) two producer steps before the step that stores the product into the
@@ -849,9 +870,7 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
           x = 0.f;
           w = 0.f;
           if (C::kProdScales && kb < num_k && m < p.M && static_cast<int64_t>(kb) * C::kBK < p.K) {
-            // Beside the quantizer a CTA reads a scale row's line while later columns are still
-            // being written: L2 only (.cg), so no stale L1 copy serves a later column.
-            x = C::kQFlags ? __ldcg(xrow + kb) : xrow[kb];
+            x = xrow[kb];
             w = __ldg(wrow + kb);
           }
         };
@@ -870,9 +889,8 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
 #pragma unroll
         for (int s = 0; s < kStages; ++s) {
           if (s < pro) {
-            need(s);
             load_acts(s, s);
-            wg::mbar_cp_arrive(full0 + 8 * s);
+            if constexpr (!C::kBulk) wg::mbar_cp_arrive(full0 + 8 * s);
             fetch(s, xp[s], wp[s]);
           }
         }
@@ -885,7 +903,6 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
         uint4 wr[C::kTokM ? kPf : 1][8];
 #pragma unroll
         for (int h = 0; h < kPf; ++h) {
-          need(kStages + h);
           fetch(kStages + h, xq[h], wq[h]);
           if constexpr (C::kTokM) fetch_w(kStages + h, wr[h]);
         }
@@ -897,15 +914,13 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
             if (kb + h < num_k) {
               wg::mbar_wait(empty0 + 8 * sl, ph);
               if constexpr (!C::kTokM) load_weights(sl, kb + h);
-              need(kb + h);
               load_acts(sl, kb + h);
-              wg::mbar_cp_arrive(full0 + 8 * sl);
+              if constexpr (!C::kBulk) wg::mbar_cp_arrive(full0 + 8 * sl);
               if constexpr (C::kTokM) {
                 put_w(sl, wr[h]);
                 fetch_w(kb + h + kPf, wr[h]);
               }
               put(sl, xq[h], wq[h]);
-              need(kb + h + kPf);
               fetch(kb + h + kPf, xq[h], wq[h]);
               if (++sl == kStages) sl = 0, ph ^= 1;
             }
@@ -931,7 +946,7 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
       return;
     }
     wg::setmaxnreg_inc<C::kConsRegs>();
-    if (!C::kQFlags || p.qflags == nullptr) griddep_wait();  // alpha / bias (13: below)
+    griddep_wait();  // alpha / bias
   }
   // This warp among the MMA warps: its 16-row tile of the CTA's weight rows.
   const int cw = C::kWs ? warp - 4 : warp;
@@ -1304,9 +1319,6 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
   wg::fence_acc(acc);
   wg::cp_wait<0>();
   griddep_launch_dependents();
-  if constexpr (C::kQFlags) {
-    if (p.qflags != nullptr) griddep_wait();  // alpha / bias in the epilogue
-  }
   // Barrier of the MMA warps (the producer warpgroup has returned: named barrier 1 of 256).
   auto mma_sync = [] {
     if constexpr (C::kWs) {

@@ -358,8 +358,9 @@ __device__ __forceinline__ void g128_load(const BlockQuantParams& p, int64_t row
 /// it: the group amax is two xor shuffles over its four lanes). The 32 values stay packed (16
 /// registers): amax over |x| pairs by max.bf16x2 / max.f16x2 (exact; a NaN never wins against
 /// the running maximum, which starts at +0, as in fmt::amax_update), each value converted to fp32
-/// where it is divided.
-template <bool kBF16>
+/// where it is divided. kTiled: the values in the SM90 block FP8 wgmma kernel's activation stage
+/// image (fp8_group128_kernel), the scale only for rows < M.
+template <bool kBF16, bool kTiled = false>
 __device__ __forceinline__ void g128_quant(const BlockQuantParams& p, int64_t row, int64_t col,
                                            int part, bool valid, const uint32_t (&w)[16]) {
   uint32_t m2 = 0u;
@@ -376,12 +377,20 @@ __device__ __forceinline__ void g128_quant(const BlockQuantParams& p, int64_t ro
   auto val = [&](int j) {
     return in_to_float(static_cast<uint16_t>((j & 1) ? w[j / 2] >> 16 : w[j / 2] & 0xFFFFu), kBF16);
   };
-  uint8_t* out = p.values + row * p.K + col * 128 + part * 8;
+  // Tiled: row r of token tile row / 128 and 128-K group col at ((tile * cols + col) * 128 + r)
+  // * 128, its 16-byte chunk c at c ^ (r & 7) (the stage's 128-byte swizzle); this lane's 8-byte
+  // piece i lies in chunk 2i + part / 2.
+  const int64_t cols = p.K / 128;
+  uint8_t* out =
+      kTiled ? p.values + (((row >> 7) * cols + col) * 128 + (row & 127)) * 128 + (part & 1) * 8
+             : p.values + row * p.K + col * 128 + part * 8;
+  const int sw = static_cast<int>(row & 7);
   // Chunk i (8 values) quantized and stored at once (no 32-value fp32 array stays live).
   auto store8 = [&](int i, const float(&q)[8]) {
     const uint32_t w0 = e4m3x2(q[0], q[1]) | (e4m3x2(q[2], q[3]) << 16);
     const uint32_t w1 = e4m3x2(q[4], q[5]) | (e4m3x2(q[6], q[7]) << 16);
-    *reinterpret_cast<uint2*>(out + 32 * i) = make_uint2(w0, w1);
+    uint8_t* const o = kTiled ? out + (((2 * i + (part >> 1)) ^ sw) << 4) : out + 32 * i;
+    *reinterpret_cast<uint2*>(o) = make_uint2(w0, w1);
   };
   if (fast) {  // two code paths, so the fast one carries no per-value branch
 #pragma unroll
@@ -405,7 +414,7 @@ __device__ __forceinline__ void g128_quant(const BlockQuantParams& p, int64_t ro
       store8(i, q);
     }
   }
-  if (part == 0) p.scale_f32[row * (p.K / 128) + col] = s;
+  if (part == 0 && (!kTiled || row < p.M)) p.scale_f32[row * cols + col] = s;
 }
 
 /// The FP8 1x128-group quantiser on vector rows (x 16-byte aligned, ldx % 8 == 0, K % 128 == 0,
@@ -418,12 +427,16 @@ __device__ __forceinline__ void g128_quant(const BlockQuantParams& p, int64_t ro
 /// a non-zero E4M3 value (>= 2^-10) is in range (checked on the host against x / s over 10^9
 /// pairs: equal wherever |x / s| >= 2^-12); other groups (all-zero, Inf, tiny) take div_rn.
 /// 3 instructions per value instead of the IEEE division's ~8 (MUFU, FCHK, branch).
-template <bool kBF16>
+/// kTiled (the SM90 block FP8 wgmma kernel's bulk-copy probe): values as that kernel's stage
+/// images, one 16 KB block per (128-token tile, 128-K group) in tile-major order, rows swizzled
+/// as the stage's 128-byte mode, so one bulk copy fills a stage's activations; the rows from M
+/// up to the next multiple of 128 are written as zeros (no scale).
+template <bool kBF16, bool kTiled = false>
 __global__ void __launch_bounds__(256) fp8_group128_kernel(const BlockQuantParams p) {
   allow_dependents(p.early_dependents);
   const int lane = threadIdx.x & 31, part = lane & 3;
   const int64_t cols = p.K / 128;
-  const int64_t groups = p.M * cols;
+  const int64_t groups = (kTiled ? (p.M + 127) / 128 * 128 : p.M) * cols;
   const int64_t wstride = static_cast<int64_t>(gridDim.x) * (blockDim.x / 32) * 8;
   for (int64_t g0 = (static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32) * 8;
        g0 < groups; g0 += wstride) {  // warp-uniform: 8 groups per warp and pass
@@ -441,67 +454,8 @@ __global__ void __launch_bounds__(256) fp8_group128_kernel(const BlockQuantParam
       }
     }
     uint32_t w[16];
-    g128_load(p, row, col, part, valid, w);
-    g128_quant<kBF16>(p, row, col, part, valid, w);
-  }
-}
-
-/// Threads of fp8_group128_cols_kernel's CTAs (one CTA per SM).
-constexpr int kColsThreads = 1024;
-
-/// fp8_group128_kernel in column order, for the block FP8 wgmma GEMM launched behind it with PDL
-/// (lin::LinearParams::qflags): a few CTAs (gridDim.x, one per SM; the GEMM's CTAs take the other
-/// SMs at once, as this grid triggers its dependents right after zeroing its flags) each own
-/// rows [b R, b R + R) and quantize them one step of `cc` 128-K columns after another, two groups
-/// per lane and step loaded before either is quantized. After a step every thread's stores are
-/// fenced (kLean: not; thread 0's release after the CTA barrier orders them, as CUTLASS's
-/// GenericBarrier, so the other warps go on to the next step's loads without waiting for their
-/// stores' acknowledgements), the CTA synchronizes and flags[b] = the columns finished (release),
-/// so the GEMM's copy warps start on stage kb once every flag exceeds kb instead of waiting for
-/// this grid to end (its raster bands put every token tile in the first wave, so columns are the
-/// order in which the GEMM needs the activations). The GEMM never resets the flags: each call's
-/// quantizer zeroes them before its trigger (the scratch holds anything between calls).
-template <bool kBF16, bool kLean>
-__global__ void __launch_bounds__(kColsThreads, 1)
-    fp8_group128_cols_kernel(const BlockQuantParams p, uint32_t* flags, int rows_per_cta) {
-  const int b = blockIdx.x;
-  if (threadIdx.x == 0) flags[b] = 0u;
-  __threadfence();
-  __syncthreads();
-  allow_dependents(true);
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, part = lane & 3;
-  constexpr int kWarps = kColsThreads / 32;
-  const int64_t cols = p.K / 128;
-  const int64_t r0 = static_cast<int64_t>(b) * rows_per_cta;
-  const int64_t r1 = r0 + rows_per_cta < p.M ? r0 + rows_per_cta : p.M;
-  const int rbs = r1 > r0 ? static_cast<int>((r1 - r0 + 7) / 8) : 0;  // 8-row blocks
-  // Columns per step: two items (8 rows x one column) per warp when the rows allow.
-  const int64_t cc = rbs == 0 ? cols : (2 * kWarps / rbs > 1 ? 2 * kWarps / rbs : 1);
-  for (int64_t c0 = 0; c0 < cols; c0 += cc) {
-    const int64_t cn = cc < cols - c0 ? cc : cols - c0;
-    const int items = static_cast<int>(rbs * cn);
-    for (int j0 = warp; j0 < items; j0 += 2 * kWarps) {  // warp-uniform
-      int64_t row[2], col[2];
-      bool valid[2];
-      uint32_t w[2][16];
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int j = j0 + h * kWarps;
-        const int c = j / rbs;
-        row[h] = r0 + 8 * (j - c * rbs) + (lane >> 2);
-        col[h] = c0 + c;
-        valid[h] = j < items && row[h] < r1;
-        g128_load(p, valid[h] ? row[h] : 0, valid[h] ? col[h] : 0, part, valid[h], w[h]);
-      }
-#pragma unroll
-      for (int h = 0; h < 2; ++h) g128_quant<kBF16>(p, row[h], col[h], part, valid[h], w[h]);
-    }
-    if (!kLean) __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0)
-      asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(flags + b),
-                   "r"(static_cast<uint32_t>(c0 + cn))
-                   : "memory");
+    g128_load(p, row, col, part, valid && (!kTiled || row < p.M), w);
+    g128_quant<kBF16, kTiled>(p, row, col, part, valid, w);
   }
 }
 
