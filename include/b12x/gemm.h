@@ -189,19 +189,16 @@ struct Plan {
   /// each K slice, sharing one activation staging (FP4 weights with BF16 MMAs; by rule for NVFP4,
   /// B12X_GEMM_DECODE_HALF=0|1 overrides).
   bool decode_half = false;
-  /// decode_half with one staging buffer: the buffer takes what SM12x's 99 KB leave beside the
-  /// halves' ring instead of one slice (B12X_GEMM_DECODE_HALF_STAGE=big, probe; decided here so
-  /// that run reads no environment).
-  bool decode_half_stage_big = false;
   /// Decode regime, M = 1 with 4 warps per tile (FP4 weights, BF16 MMAs): ring stages beyond the
-  /// default (B12X_GEMM_DECODE_DEEP=1|2, probe; run takes them where ring + staging fit).
+  /// default (B12X_GEMM_DECODE_DEEP=0|1 overrides; run takes it where ring + staging fit).
   int decode_deep = 0;
   /// Decode regime: the activation staging's cp.async copies walk segments of 32 pieces per warp
   /// instead of single pieces per thread (with decode_half; B12X_GEMM_DECODE_SEGSTAGE=0|1).
   bool decode_seg_stage = false;
-  /// Decode regime, the slice halves with two staging buffers: each warp takes a quarter of every
-  /// slice of two tiles (B12X_GEMM_DECODE_PAIR=1, probe; FP4 with BF16 MMAs).
-  bool decode_pair = false;
+  /// Decode regime (probe, B12X_GEMM_DECODE_LEAN=1): the FP4 kernels with the per-slice
+  /// bookkeeping by running pointers where they exist (BF16 MMAs; M = 1 with 4 or 8 warps per
+  /// tile, the pipelined slice halves).
+  bool decode_lean = false;
   /// GGML formats (IQ2_XXS, IQ2_XS, Q8_0) at M <= 16: the GEMV kernel (linear_gemv_ggml) with
   /// this many warps per 16-row tile (1, 2, 4, 8; 0 = the decode kernel), its K split over
   /// ggml_gemv_split CTAs (fp32 partials + the reduce kernel when > 1), at most ggml_gemv_ctas

@@ -650,7 +650,7 @@ Plan plan(const Caps& caps) {
     // 4096x14336 28.7 -> 26.4); M = 4 mixed (round 25: 8.4 -> 9.7 at 4096x4096, 18.6 -> 17.1 at
     // 14336x4096); MXFP4 W4A16 within +-4 % at M = 8 and 16. With one staging buffer at M = 16
     // (one slice per chunk: a CTA barrier and drained rings per slice) halves were slower (28.3 ->
-    // 30.9, 36.0 -> 43.9; 3 slices per chunk, B12X_GEMM_DECODE_HALF_STAGE=big: 28.6 / 36.0).
+    // 30.9, 36.0 -> 43.9; one buffer of 3 slices per chunk, a dropped probe: 28.6 / 36.0).
     // Nsight Compute (14336x4096 M = 16): 3.4 warps per scheduler (one warp per tile: 1.7), 0.54
     // instructions per cycle (0.44), 11.8 M instructions (9.6 M), stalls per issue dominated by
     // fixed-latency dependencies (wait 1.68, short scoreboard 0.63, barrier 0.33).
@@ -662,20 +662,20 @@ Plan plan(const Caps& caps) {
       p.decode_half = e != nullptr ? e[0] == '1' : rule;
       const char* pe = std::getenv("B12X_GEMM_DECODE_PIPE");
       if (p.decode_half && nt == 2 && pe == nullptr) p.decode_pipe = true;
-      const char* se = std::getenv("B12X_GEMM_DECODE_HALF_STAGE");
-      p.decode_half_stage_big = p.decode_half && se != nullptr && std::string(se) == "big";
     }
-    // Deeper rings for the M = 1 warp split (3 / 4 slices per warp ring; run checks the shared
+    // A deeper ring for the M = 1 warp split (3 slices per warp ring; run checks the shared
     // memory): a third slice for NVFP4 weights where each of a tile's 4 warps streams >= 6 slices
     // (rounds 29-30, 4096x14336, us: NVFP4 W4A16 16.01 / 16.14 -> 14.83, NVFP4 W4A4 19.92 / 20.05
     // -> 16.24; MXFP4 W4A16 13.62 -> 14.41 and the shapes with 2 slices per warp 8-26 % slower:
-    // not taken). B12X_GEMM_DECODE_DEEP=0|1|2 overrides.
+    // not taken; 4 slices per warp ring, a dropped probe: 6.59 / 16.67 / 16.01 / 8.58 / 6.13 ->
+    // 7.38 / 23.08 / 16.15 / 12.57 / 6.20 over the five shapes). B12X_GEMM_DECODE_DEEP=0|1
+    // overrides.
     if (M == 1 && ws == 4 && wf == lin::WFmt::kNvfp4 && (slices + split - 1) / split >= 24 &&
         lin::decode_deep_available(wf, fp16, 1))
       p.decode_deep = 1;
     if (const char* e = std::getenv("B12X_GEMM_DECODE_DEEP"); e != nullptr) {
       const int want = std::atoi(e);
-      p.decode_deep = ws == 4 && want > 0 && lin::decode_deep_available(wf, fp16, want) ? want : 0;
+      p.decode_deep = ws == 4 && want == 1 && lin::decode_deep_available(wf, fp16, 1) ? 1 : 0;
     }
     // Staging copies by segments: in the 8-warp slice halves by default (round 30, H200, us over
     // the five shapes, piece walk -> segments, NVFP4 W4A16 M = 16 13.29 / 25.83 / 34.06 / 19.04 /
@@ -686,9 +686,10 @@ Plan plan(const Caps& caps) {
     p.decode_seg_stage = p.decode_half;
     if (const char* e = std::getenv("B12X_GEMM_DECODE_SEGSTAGE"); e != nullptr)
       p.decode_seg_stage = e[0] == '1';
-    if (const char* e = std::getenv("B12X_GEMM_DECODE_PAIR"); e != nullptr)
-      p.decode_pair =
-          e[0] == '1' && p.decode_half && p.decode_pipe && lin::decode_pair_available(wf, fp16);
+    // Probe: the kernels with the per-slice bookkeeping by running pointers (run takes them where
+    // they exist for the launch's configuration).
+    if (const char* e = std::getenv("B12X_GEMM_DECODE_LEAN"); e != nullptr)
+      p.decode_lean = e[0] == '1';
   }
   // Probe override (tools/gemm-probe.sh): B12X_GEMM_SPLIT=<n> forces the decode split count.
   if (decode_plan && split_env != nullptr && std::atoi(split_env) > 0)
@@ -768,7 +769,7 @@ Plan plan(const Caps& caps) {
       sig << " decode nt=" << (M > kDecodeMaxM ? 2 : decode_nt(M))
           << (ws > 1 && M <= kDecodeMaxM ? " ws=" + std::to_string(ws) : "")
           << (p.decode_pipe ? " pipe" : "") << (p.decode_half ? " half" : "")
-          << (p.decode_pair ? " pair" : "")
+          << (p.decode_lean ? " lean" : "")
           << (p.ggml_gemv > 0 ? (p.ggml_gemv_split > 1 ? " ggml_gemv+reduce" : " ggml_gemv") : "")
           << (p.decode_deep ? " deep=" + std::to_string(p.decode_deep) : std::string()) << " split="
           << (M > kDecodeMaxM || split == 1 ? "none"
@@ -1180,20 +1181,19 @@ void run(const Binding& b, Stream stream) {
                      lin::stage_geom(im.wfmt, p.stage_rows, p.stage_slices).bytes >
                  lin::decode_ws8_budget(device_info(c.device).smem_per_block_optin)) {
     p.decode_ws = 4;  // 8 warps per tile (probe): their ring and the staging exceed the budget
-  } else if (p.decode_half && plan.decode_half_stage_big) {
-    // Probe (Plan::decode_half_stage_big): the halves' one staging buffer takes what SM12x's
-    // 99 KB leave beside their FP4 ring (3 slices of 16 rows instead of 1).
-    p.stage_slices = static_cast<int>(std::min<int64_t>(
-        p.slices_per_cta, stage_fit_slices(im.wfmt, p.stage_rows, lin::kDecodeHalfStageBudget)));
   }
-  // Deeper rings (probe): the K parts' whole range staged at once, within kDecodeDeepBudget.
+  // A deeper ring: the K parts' whole range staged at once, within kDecodeDeepBudget.
   if (plan.decode_deep > 0 && p.decode_ws == 4 && !p.decode_pipe && !p.decode_half &&
       lin::decode_ring_bytes_deep(im.wfmt, plan.decode_deep) +
               lin::stage_geom(im.wfmt, p.stage_rows, p.stage_slices).bytes <=
           lin::kDecodeDeepBudget)
     p.decode_deep = plan.decode_deep;
   p.decode_seg_stage = plan.decode_seg_stage ? 1 : 0;
-  p.decode_pair = plan.decode_pair && p.decode_half && p.decode_pipe ? 1 : 0;
+  p.decode_lean = plan.decode_lean && lin::decode_lean_available(
+                                          im.wfmt, fp16, nt, std::max(p.decode_ws, 1),
+                                          p.decode_pipe != 0, p.decode_half != 0, p.decode_deep)
+                      ? 1
+                      : 0;
   p.partial = (p.split > 1 && !plan.split_cluster)
                   ? reinterpret_cast<float*>(b.scratch + plan.off_partial)
                   : nullptr;

@@ -23,16 +23,23 @@ using DecodeFn = void (*)(const LinearParams);
 /// ws: warps per weight tile (linear_decode_kernel's kWS), 2 and 4 for one token tile only.
 /// pipe: the pipelined two-buffer staging (kPipe), BF16 MMAs and one warp per tile only, formats
 /// whose decode-regime activations carry no group scales. half: the 8-warp kernel over slice
-/// halves (kHalf: FP4 weights with BF16 MMAs, ws = 1). deep: extra ring stages (kDeep, probe:
-/// FP4 weights with BF16 MMAs, one token tile, 4 warps per tile, one staging buffer).
+/// halves (kHalf: FP4 weights with BF16 MMAs, ws = 1). deep: one extra ring stage (kDeep: FP4
+/// weights with BF16 MMAs, one token tile, 4 warps per tile, one staging buffer). lean: the
+/// kernels with the per-slice bookkeeping by running pointers (kLean, probe: FP4 weights with
+/// BF16 MMAs at M = 1 with 4 or 8 warps per tile, and the pipelined slice halves).
 template <WFmt F, class T>
-DecodeFn decode_fn(int nt, int ws, bool pipe, bool half, int deep, bool pair) {
-  if (pair) {
-    // Tile pairs (probe): the pipelined slice-halves kernel.
+DecodeFn decode_fn(int nt, int ws, bool pipe, bool half, int deep, bool lean) {
+  if (lean) {
     if constexpr (std::is_same_v<T, Bf16Tag> && (F == WFmt::kNvfp4 || F == WFmt::kMxfp4)) {
-      if (ws != 1 || !pipe || !half || deep != 0) return nullptr;
-      return nt == 1 ? &linear_decode_kernel<F, T, 1, 1, true, true, 0, true>
-                     : &linear_decode_kernel<F, T, 2, 1, true, true, 0, true>;
+      if (nt == 1 && ws == 8 && !pipe && !half && deep == 0)
+        return &linear_decode_kernel<F, T, 1, 8, false, false, 0, true>;
+      if (nt == 1 && ws == 4 && !pipe && !half)
+        return deep == 1   ? &linear_decode_kernel<F, T, 1, 4, false, false, 1, true>
+               : deep == 0 ? &linear_decode_kernel<F, T, 1, 4, false, false, 0, true>
+                           : nullptr;
+      if (ws == 1 && pipe && half && deep == 0)
+        return nt == 1 ? &linear_decode_kernel<F, T, 1, 1, true, true, 0, true>
+                       : &linear_decode_kernel<F, T, 2, 1, true, true, 0, true>;
     }
     return nullptr;
   }
@@ -47,7 +54,6 @@ DecodeFn decode_fn(int nt, int ws, bool pipe, bool half, int deep, bool pair) {
     if constexpr (std::is_same_v<T, Bf16Tag> && (F == WFmt::kNvfp4 || F == WFmt::kMxfp4)) {
       if (nt != 1 || ws != 4 || pipe || half) return nullptr;
       if (deep == 1) return &linear_decode_kernel<F, T, 1, 4, false, false, 1>;
-      if (deep == 2) return &linear_decode_kernel<F, T, 1, 4, false, false, 2>;
     }
     return nullptr;
   }
@@ -79,29 +85,29 @@ DecodeFn decode_fn(int nt, int ws, bool pipe, bool half, int deep, bool pair) {
 }
 
 DecodeFn pick_decode(WFmt f, bool fp16, int nt, int ws = 1, bool pipe = false, bool half = false,
-                     int deep = 0, bool pair = false) {
+                     int deep = 0, bool lean = false) {
   switch (f) {
     case WFmt::kNvfp4:
-      return fp16 ? decode_fn<WFmt::kNvfp4, Fp16Tag>(nt, ws, pipe, half, deep, pair)
-                  : decode_fn<WFmt::kNvfp4, Bf16Tag>(nt, ws, pipe, half, deep, pair);
+      return fp16 ? decode_fn<WFmt::kNvfp4, Fp16Tag>(nt, ws, pipe, half, deep, lean)
+                  : decode_fn<WFmt::kNvfp4, Bf16Tag>(nt, ws, pipe, half, deep, lean);
     case WFmt::kMxfp4:
-      return fp16 ? decode_fn<WFmt::kMxfp4, Fp16Tag>(nt, ws, pipe, half, deep, pair)
-                  : decode_fn<WFmt::kMxfp4, Bf16Tag>(nt, ws, pipe, half, deep, pair);
+      return fp16 ? decode_fn<WFmt::kMxfp4, Fp16Tag>(nt, ws, pipe, half, deep, lean)
+                  : decode_fn<WFmt::kMxfp4, Bf16Tag>(nt, ws, pipe, half, deep, lean);
     case WFmt::kQ8_0:
-      return fp16 ? decode_fn<WFmt::kQ8_0, Fp16Tag>(nt, ws, pipe, half, deep, pair)
-                  : decode_fn<WFmt::kQ8_0, Bf16Tag>(nt, ws, pipe, half, deep, pair);
+      return fp16 ? decode_fn<WFmt::kQ8_0, Fp16Tag>(nt, ws, pipe, half, deep, lean)
+                  : decode_fn<WFmt::kQ8_0, Bf16Tag>(nt, ws, pipe, half, deep, lean);
     case WFmt::kIq2Xxs:
-      return fp16 ? decode_fn<WFmt::kIq2Xxs, Fp16Tag>(nt, ws, pipe, half, deep, pair)
-                  : decode_fn<WFmt::kIq2Xxs, Bf16Tag>(nt, ws, pipe, half, deep, pair);
+      return fp16 ? decode_fn<WFmt::kIq2Xxs, Fp16Tag>(nt, ws, pipe, half, deep, lean)
+                  : decode_fn<WFmt::kIq2Xxs, Bf16Tag>(nt, ws, pipe, half, deep, lean);
     case WFmt::kIq2Xs:
-      return fp16 ? decode_fn<WFmt::kIq2Xs, Fp16Tag>(nt, ws, pipe, half, deep, pair)
-                  : decode_fn<WFmt::kIq2Xs, Bf16Tag>(nt, ws, pipe, half, deep, pair);
+      return fp16 ? decode_fn<WFmt::kIq2Xs, Fp16Tag>(nt, ws, pipe, half, deep, lean)
+                  : decode_fn<WFmt::kIq2Xs, Bf16Tag>(nt, ws, pipe, half, deep, lean);
     case WFmt::kFp8:
-      return fp16 ? nullptr : decode_fn<WFmt::kFp8, Bf16Tag>(nt, ws, pipe, half, deep, pair);
+      return fp16 ? nullptr : decode_fn<WFmt::kFp8, Bf16Tag>(nt, ws, pipe, half, deep, lean);
     case WFmt::kFp8Mx:
-      return fp16 ? nullptr : decode_fn<WFmt::kFp8Mx, Bf16Tag>(nt, ws, pipe, half, deep, pair);
+      return fp16 ? nullptr : decode_fn<WFmt::kFp8Mx, Bf16Tag>(nt, ws, pipe, half, deep, lean);
     case WFmt::kFp8Block:
-      return fp16 ? nullptr : decode_fn<WFmt::kFp8Block, Bf16Tag>(nt, ws, pipe, half, deep, pair);
+      return fp16 ? nullptr : decode_fn<WFmt::kFp8Block, Bf16Tag>(nt, ws, pipe, half, deep, lean);
   }
   return nullptr;
 }
@@ -128,8 +134,8 @@ int64_t decode_ring_bytes_deep(WFmt f, int deep, int ws) {
   return int64_t{ws == 8 ? 8 : 4} * (decode_stages(f) + deep) * decode_chunk_bytes(f);
 }
 
-bool decode_pair_available(WFmt f, bool fp16) {
-  return pick_decode(f, fp16, 2, 1, true, true, 0, true) != nullptr;
+bool decode_lean_available(WFmt f, bool fp16, int nt, int ws, bool pipe, bool half, int deep) {
+  return pick_decode(f, fp16, nt, ws, pipe, half, deep, true) != nullptr;
 }
 
 bool decode_ws8_available(WFmt f, bool fp16) {
@@ -155,10 +161,9 @@ void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stre
                         (p.act_kind == kActRaw16 || wtraits(f).fp8mma) &&
                         p.stage_slices >= (decode_stages(f) - 1) * ws),
               "decode pipelined staging with ws ", ws, " act ", p.act_kind, " xs ", p.xs_kind);
-  // Deeper rings (probe): the plan takes them only where ring + staging fit kDecodeDeepBudget.
+  // Deeper rings: the plan takes them only where ring + staging fit kDecodeDeepBudget.
   const int deep = p.decode_deep;
-  const bool pair = p.decode_pair != 0;
-  DecodeFn fn = pick_decode(f, fp16, nt, ws, pipe, half, deep, pair);
+  DecodeFn fn = pick_decode(f, fp16, nt, ws, pipe, half, deep, p.decode_lean != 0);
   B12X_ASSERT(fn != nullptr, "no decode kernel for format ", static_cast<int>(f), " fp16=", fp16);
   B12X_ASSERT(p.stage_rows >= 1 && p.stage_rows <= 8 * nt && p.stage_slices >= 1,
               "decode staging rows=", p.stage_rows, " slices=", p.stage_slices);

@@ -30,10 +30,10 @@ bool decode_pipe_available(WFmt f, bool fp16);
 /// The 8-warp decode kernel over slice halves exists (LinearParams::decode_half: FP4 weights with
 /// BF16 MMAs).
 bool decode_half_available(WFmt f, bool fp16);
-/// The slice halves' one staging buffer (B12X_GEMM_DECODE_HALF_STAGE=big, probe): SM12x's 99 KB
-/// less their FP4 ring (32 KB) and static shared memory (16.5 KB at most).
+/// The slice halves' one staging buffer: SM12x's 99 KB less their FP4 ring (32 KB) and static
+/// shared memory (16.5 KB at most).
 inline constexpr int64_t kDecodeHalfStageBudget = 101376 - 17 * 1024 - 4 * 2 * 4096;
-/// Deeper rings (LinearParams::decode_deep, probe: B12X_GEMM_DECODE_DEEP=1|2): `deep` more ring
+/// Deeper rings (LinearParams::decode_deep, B12X_GEMM_DECODE_DEEP=0|1): `deep` (1) more ring
 /// stages in the M = 1 kernels with 4 warps per tile (FP4 weights, BF16 MMAs); ring + staging
 /// within what SM12x's 99 KB leave beside the static part.
 bool decode_deep_available(WFmt f, bool fp16, int deep);
@@ -48,9 +48,10 @@ bool decode_ws8_available(WFmt f, bool fp16);
 inline constexpr int64_t decode_ws8_budget(int64_t smem_optin) {
   return smem_optin - 23 * 1024;
 }
-/// Tile pairs in the pipelined slice-halves kernel (LinearParams::decode_pair, probe:
-/// B12X_GEMM_DECODE_PAIR=1; FP4 weights with BF16 MMAs).
-bool decode_pair_available(WFmt f, bool fp16);
+/// The decode kernel with the per-slice bookkeeping by running pointers exists for this
+/// configuration (LinearParams::decode_lean, probe: B12X_GEMM_DECODE_LEAN=1; FP4 weights with
+/// BF16 MMAs at M = 1 with 4 or 8 warps per tile, and the pipelined slice halves).
+bool decode_lean_available(WFmt f, bool fp16, int nt, int ws, bool pipe, bool half, int deep);
 /// grid = (ceil(n16/4), split, ceil(M / (8*nt))); p.cluster_split > 1 launches grid.y as one
 /// thread-block cluster. p.stage_rows / p.stage_slices size the activation staging.
 void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stream stream);

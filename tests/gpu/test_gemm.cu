@@ -732,12 +732,6 @@ TEST(GemmGpu, DecodeSliceHalves) {
       unsetenv("B12X_GEMM_SPLIT");
     }
   run_case({LinearFormat::kNvfp4W4A16, 16, 72, 4864, DType::kFP16, DType::kBF16, true});
-  // B12X_GEMM_DECODE_HALF_STAGE=big: one buffer of 3 slices (16 rows), K = 4864 in 4 chunks.
-  ScopedEnv ep("B12X_GEMM_DECODE_PIPE", "0"), eb("B12X_GEMM_DECODE_HALF_STAGE", "big"),
-      es("B12X_GEMM_SPLIT", "1");
-  for (int64_t M : {8, 16, 21})
-    for (LinearFormat f : {LinearFormat::kNvfp4, LinearFormat::kMxfp4W4A16})
-      run_case({f, M, 72, 4864, DType::kBF16, DType::kBF16, true});
 }
 
 TEST(GemmGpu, DecodeSliceHalvesDefault) {
@@ -787,14 +781,13 @@ TEST(GemmGpu, DecodePipelinedStagingWarpSplit) {
 
 TEST(GemmGpu, DecodeDeepRing) {
   B12X_REQUIRE_GPU();
-  // B12X_GEMM_DECODE_DEEP=1|2 (probe): 3 / 4 ring slices per warp in the M = 1 kernels with 4
-  // warps per tile (FP4 weights, BF16 MMAs). K = 4096 (2 slices per warp: all in flight), 1280
-  // (2.5 slices: warps without a slice, a K tail), 8960 (several refills of the deeper ring) and
-  // 20480 (split over a cluster); K = 14336 with 4 slices does not fit the shared memory (run
-  // keeps the default ring). N = 72: a partial last tile; bias on every other case.
-  for (const char* deep : {"1", "2"}) {
-    ScopedEnv ed("B12X_GEMM_DECODE_DEEP", deep);
-    EXPECT_EQ(bf16_plan(LinearFormat::kNvfp4W4A16, 1, 4096, 4096).decode_deep, std::atoi(deep));
+  // B12X_GEMM_DECODE_DEEP=1: 3 ring slices per warp in the M = 1 kernels with 4 warps per tile
+  // (FP4 weights, BF16 MMAs). K = 4096 (2 slices per warp: all in flight), 1280 (2.5 slices:
+  // warps without a slice, a K tail), 8960 (several refills of the deeper ring), 20480 (split over
+  // a cluster) and 14336. N = 72: a partial last tile; bias on every other case.
+  {
+    ScopedEnv ed("B12X_GEMM_DECODE_DEEP", "1");
+    EXPECT_EQ(bf16_plan(LinearFormat::kNvfp4W4A16, 1, 4096, 4096).decode_deep, 1);
     EXPECT_EQ(bf16_plan(LinearFormat::kQ8_0, 1, 4096, 4096).decode_deep, 0);
     EXPECT_EQ(bf16_plan(LinearFormat::kNvfp4W4A16, 2, 4096, 4096).decode_deep, 0);
     int i = 0;
@@ -848,28 +841,6 @@ TEST(GemmGpu, DecodeWarpSplit8) {
     run_case({f, 1, 72, 4096, DType::kBF16, DType::kBF16, true});
 }
 
-TEST(GemmGpu, DecodeTilePairs) {
-  B12X_REQUIRE_GPU();
-  // B12X_GEMM_DECODE_PAIR=1 (probe): the pipelined slice-halves kernel with tile pairs per warp
-  // (a quarter of each slice of two tiles). M = 5 / 8 (one token tile), 9 / 16 / 24 / 32 (two),
-  // N = 72 and 40 (a pair whose second tile does not exist), K = 4864 in several chunks over
-  // splits of 1, 4 (a cluster) and the default (partials at N = 72), FP4 formats, bias on every
-  // other case; M = 1 has one staging buffer (no pairs).
-  ScopedEnv ep("B12X_GEMM_DECODE_PAIR", "1"), eh("B12X_GEMM_DECODE_HALF", "1");
-  EXPECT_TRUE(bf16_plan(LinearFormat::kNvfp4W4A16, 16, 72, 4864).decode_pair);
-  EXPECT_TRUE(bf16_plan(LinearFormat::kNvfp4W4A16, 8, 72, 4864).decode_pair);
-  EXPECT_FALSE(bf16_plan(LinearFormat::kNvfp4W4A16, 1, 72, 4864).decode_pair);
-  int i = 0;
-  for (const char* split : {"1", "4", ""}) {
-    if (split[0] != 0) setenv("B12X_GEMM_SPLIT", split, 1);
-    for (int64_t M : {5, 8, 9, 16, 24, 32})
-      for (LinearFormat f : kFp4Bf16Formats)
-        run_case({f, M, (i % 3) == 2 ? 40 : 72, 4864, DType::kBF16, DType::kBF16, (i++ % 2) == 0});
-    unsetenv("B12X_GEMM_SPLIT");
-  }
-  run_case({LinearFormat::kNvfp4W4A16, 16, 14336, 4096, DType::kBF16, DType::kBF16, false});
-}
-
 TEST(GemmGpu, DecodeSegmentStaging) {
   B12X_REQUIRE_GPU();
   // B12X_GEMM_DECODE_SEGSTAGE=1 (probe): the staging copies of the warp-split, pipelined and
@@ -892,6 +863,39 @@ TEST(GemmGpu, DecodeSegmentStaging) {
         run_case({f, M, 72, 4864, DType::kBF16, DType::kBF16, M == 9});
     unsetenv("B12X_GEMM_SPLIT");
   }
+}
+
+TEST(GemmGpu, DecodeLean) {
+  B12X_REQUIRE_GPU();
+  // B12X_GEMM_DECODE_LEAN=1 (probe): the FP4 kernels with the per-slice bookkeeping by running
+  // pointers. M = 1 with 4 warps per tile (K = 4096: 2 slices per warp, 1280: warps without a
+  // slice and a K tail, 20480: a cluster split, 14336 with the deeper ring) and 8 (K = 4096,
+  // 1280, 4864); the pipelined slice halves at M = 5 / 9 / 16 / 24 over K = 4864 in several chunks
+  // with splits of 1, 4 (a cluster) and the default (partials at N = 72). N = 72: a partial last
+  // tile; bias on every other case; FP16 MMAs keep the default kernels.
+  ScopedEnv el("B12X_GEMM_DECODE_LEAN", "1");
+  EXPECT_TRUE(bf16_plan(LinearFormat::kNvfp4W4A16, 16, 72, 4864).decode_lean);
+  int i = 0;
+  for (const char* ws : {"4", "8"}) {
+    ScopedEnv ew("B12X_GEMM_DECODE_WSPLIT", ws);
+    for (int64_t K : {4096, 1280, ws[0] == '4' ? 20480 : 4864})
+      for (LinearFormat f : kFp4Bf16Formats)
+        run_case({f, 1, 72, K, DType::kBF16, DType::kBF16, (i++ % 2) == 0});
+  }
+  {
+    ScopedEnv ew("B12X_GEMM_DECODE_WSPLIT", "4"), ed("B12X_GEMM_DECODE_DEEP", "1");
+    for (LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kMxfp4W4A16})
+      run_case({f, 1, 72, 14336, DType::kBF16, DType::kBF16, f == LinearFormat::kNvfp4W4A16});
+  }
+  ScopedEnv eh("B12X_GEMM_DECODE_HALF", "1");
+  for (const char* split : {"1", "4", ""}) {
+    if (split[0] != 0) setenv("B12X_GEMM_SPLIT", split, 1);
+    for (int64_t M : {5, 9, 16, 24})
+      for (LinearFormat f : kFp4Bf16Formats)
+        run_case({f, M, 72, 4864, DType::kBF16, DType::kBF16, (i++ % 2) == 0});
+    unsetenv("B12X_GEMM_SPLIT");
+  }
+  run_case({LinearFormat::kNvfp4W4A16, 16, 72, 4864, DType::kFP16, DType::kBF16, true});
 }
 
 TEST(GemmGpu, TiledSplitK) {
@@ -1461,14 +1465,12 @@ TEST(GemmGpuSanitize, DecodePipelinedStaging) {
 
 TEST(GemmGpuSanitize, DecodeDeepRing) {
   B12X_REQUIRE_GPU();
-  // B12X_GEMM_DECODE_DEEP=1|2: deeper rings at M = 1 (4 warps per tile), K = 1280 (warps without
-  // a slice) and 8960 (refills), N = 40 (a partial last tile).
-  for (const char* deep : {"1", "2"}) {
-    ScopedEnv ed("B12X_GEMM_DECODE_DEEP", deep);
-    for (int64_t K : {1280, 8960})
-      for (LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kMxfp4W4A16})
-        run_case({f, 1, 40, K, DType::kBF16, DType::kBF16, true});
-  }
+  // B12X_GEMM_DECODE_DEEP=1: the deeper ring at M = 1 (4 warps per tile), K = 1280 (warps
+  // without a slice) and 8960 (refills), N = 40 (a partial last tile).
+  ScopedEnv ed("B12X_GEMM_DECODE_DEEP", "1");
+  for (int64_t K : {1280, 8960})
+    for (LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kMxfp4W4A16})
+      run_case({f, 1, 40, K, DType::kBF16, DType::kBF16, true});
 }
 
 TEST(GemmGpuSanitize, DecodeWarpSplit8) {
@@ -1482,21 +1484,6 @@ TEST(GemmGpuSanitize, DecodeWarpSplit8) {
   run_case({LinearFormat::kNvfp4W4A16, 1, 40, 4096, DType::kBF16, DType::kBF16, false});
 }
 
-TEST(GemmGpuSanitize, DecodeTilePairs) {
-  B12X_REQUIRE_GPU();
-  // B12X_GEMM_DECODE_PAIR=1: tile pairs in the pipelined halves, K = 1280 (3 chunks, a short
-  // last one), N = 40 (a pair without its second tile), a cluster of 4 at K = 4096.
-  ScopedEnv ep("B12X_GEMM_DECODE_PAIR", "1"), eh("B12X_GEMM_DECODE_HALF", "1");
-  for (LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kMxfp4W4A16}) {
-    {
-      ScopedEnv es("B12X_GEMM_SPLIT", "1");
-      run_case({f, 16, 40, 1280, DType::kBF16, DType::kBF16, true});
-    }
-    ScopedEnv es("B12X_GEMM_SPLIT", "4");
-    run_case({f, 12, 40, 4096, DType::kBF16, DType::kBF16, false});
-  }
-}
-
 TEST(GemmGpuSanitize, DecodeSegmentStaging) {
   B12X_REQUIRE_GPU();
   // B12X_GEMM_DECODE_SEGSTAGE=1: segment-walk staging copies at M = 1 (4 warps per tile), 3 (two
@@ -1506,6 +1493,27 @@ TEST(GemmGpuSanitize, DecodeSegmentStaging) {
     for (LinearFormat f :
          {LinearFormat::kNvfp4W4A16, LinearFormat::kQ8_0, LinearFormat::kFp8Tensor})
       run_case({f, M, 40, 2624, DType::kBF16, DType::kBF16, M != 3});
+}
+
+TEST(GemmGpuSanitize, DecodeLean) {
+  B12X_REQUIRE_GPU();
+  // B12X_GEMM_DECODE_LEAN=1: M = 1 with 4 and 8 warps per tile (K = 1280: warps without a slice)
+  // and the pipelined halves at M = 16 (K = 1280: 3 chunks, a short last one; a cluster of 4 at
+  // K = 4096), N = 40.
+  ScopedEnv el("B12X_GEMM_DECODE_LEAN", "1");
+  for (const char* ws : {"4", "8"}) {
+    ScopedEnv ew("B12X_GEMM_DECODE_WSPLIT", ws);
+    run_case({LinearFormat::kNvfp4W4A16, 1, 40, 1280, DType::kBF16, DType::kBF16, true});
+  }
+  ScopedEnv eh("B12X_GEMM_DECODE_HALF", "1");
+  for (LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kMxfp4W4A16}) {
+    {
+      ScopedEnv es("B12X_GEMM_SPLIT", "1");
+      run_case({f, 16, 40, 1280, DType::kBF16, DType::kBF16, true});
+    }
+    ScopedEnv es("B12X_GEMM_SPLIT", "4");
+    run_case({f, 16, 40, 4096, DType::kBF16, DType::kBF16, false});
+  }
 }
 
 TEST(GemmGpuSanitize, DecodeSliceHalves) {

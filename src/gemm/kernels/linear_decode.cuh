@@ -135,17 +135,19 @@ __device__ __forceinline__ void dec_cp_async_wait() {
 /// twice the warps on the weight stream without a second activation staging (at M = 9..32 the
 /// 16 staged token rows cost as many L2 bytes per CTA as its weights), and the ring's bytes per
 /// CTA unchanged.
-/// kDeep (probe, FP4 weights at M = 1 with warps per tile, kWS > 1 without kPipe): kDeep more ring
-/// stages per warp. At K = 4096 each of a tile's 4 warps streams 2 slices; with the default ring
-/// the second is requested only after the first has landed (the staging's wait covers the first
-/// slice too), two DRAM round trips per CTA; one more stage requests both before the staging.
-/// kPair (probe, with kHalf and kPipe): the 8 warps take tile pairs instead of tiles, each warp a
-/// quarter of every slice of its two tiles (the same ring bytes): one ldmatrix of activations
-/// serves both tiles' MMAs (half the shared-memory reads of B fragments, which at M = 16 were as
-/// many bytes as the weights per tile), and each warp interleaves two independent decode chains.
-/// The tiles' sums live in acc (first tile) and acc_odd (second).
+/// kDeep (FP4 weights at M = 1 with warps per tile, kWS > 1 without kPipe): kDeep more ring
+/// stages per warp (the plan takes 1 for NVFP4 where each warp streams >= 6 slices). At K = 4096
+/// each of a tile's 4 warps streams 2 slices; with the default ring the second is requested only
+/// after the first has landed (the staging's wait covers the first slice too), two DRAM round trips
+/// per CTA; one more stage requests both before the staging.
+/// kLean (probe, FP4 weights with BF16 MMAs): the per-slice bookkeeping by running pointers, the
+/// weight source of the next ring request and the scale bytes of the next slice advanced by a
+/// constant per slice instead of recomputed from the slice index with 64-bit multiplies, and
+/// one ldmatrix base per token tile and slice with the atoms at immediate offsets: the slice
+/// loop of the M = 16 halves 456 -> 412 SASS instructions (MXFP4 509 -> 466), of the M = 1
+/// 4-warp kernel 724 -> 720 (its addresses were already hoisted).
 template <WFmt F, class T, int NT, int kWS = 1, bool kPipe = false, bool kHalf = false,
-          int kDeep = 0, bool kPair = false>
+          int kDeep = 0, bool kLean = false>
 __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS == 8 ? 2 : 4)
     linear_decode_kernel(const LinearParams p) {
   static_assert(kWS == 1 || kWS == 2 || kWS == 4 || kWS == 8, "warps per weight tile");
@@ -153,10 +155,10 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
   static_assert(!kHalf || (kWS == 1 && !T::kFp16 && (F == WFmt::kNvfp4 || F == WFmt::kMxfp4)),
                 "slice halves: FP4 weights with BF16 MMAs, one warp per half");
   static_assert(kDeep == 0 || (kWS > 1 && !kPipe && !kHalf), "deeper rings: warp-split kernels");
-  static_assert(!kPair || (kHalf && kPipe), "tile pairs: the pipelined slice-halves kernel");
+  static_assert(!kLean || (!T::kFp16 && (F == WFmt::kNvfp4 || F == WFmt::kMxfp4)),
+                "lean bookkeeping: FP4 weights with BF16 MMAs");
   constexpr int kThreads = kHalf || kWS == 8 ? 256 : 128;
-  constexpr int kParts = kHalf ? (kPair ? 4 : 2) : kWS;  // warps per tile
-  constexpr int kTw = kPair ? 2 : 1;                     // tiles per warp
+  constexpr int kParts = kHalf ? 2 : kWS;  // warps per tile
   constexpr WTraits kTr = wtraits(F);
   constexpr int kAtoms = kTr.slice_atoms;
   constexpr int kKS = kAtoms * 32;
@@ -179,7 +181,7 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
   // NVFP4: the current slice's scale splats [warp][sub-block][g] = (row g, row g+8), expanded
   // once per slice by the quad's four lanes instead of looked up by each lane at every step.
   // MXFP4 (kMxFold): the E8M0 splats of the slice's 16 atoms, [warp][atom][g] likewise.
-  __shared__ uint2 spl[kSplat ? kThreads / 32 : 1][kTw][kSplat ? 2 * kAtomsW : 1][8];
+  __shared__ uint2 spl[kSplat ? kThreads / 32 : 1][kSplat ? 2 * kAtomsW : 1][8];
   __shared__ alignas(16) uint32_t gtab[kIq2 ? (F == WFmt::kIq2Xs ? 512 * 4 : 256 * 4) : 4];
   __shared__ alignas(16) uint32_t stab[kIq2 ? 512 : 4];
 
@@ -188,12 +190,10 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
   constexpr int kTilesPerCta = kHalf ? 4 : kWS == 8 ? 1 : 4 / kWS;
   // kWS = 1 keeps tile = 4 * blockIdx.x + warp without the mask: `warp % 4` alone changed ptxas's
   // schedule of the NVFP4 slice loop and cost 20-40 % at M = 1..4 (round 20 bisect of b1c65ec).
-  constexpr int kGroupsCta = kTilesPerCta / kTw;          // tiles (kPair: tile pairs) per CTA
-  const int wt = kParts == 1 ? warp : warp % kGroupsCta;  // tile (pair) in the CTA
-  const int wk = kParts == 1 ? 0 : warp / kGroupsCta;     // K part (kHalf: slice part) of it
-  const int64_t tile = static_cast<int64_t>(blockIdx.x) * kTilesPerCta + wt * kTw;
+  const int wt = kParts == 1 ? warp : warp % kTilesPerCta;  // tile in the CTA
+  const int wk = kParts == 1 ? 0 : warp / kTilesPerCta;     // K part (kHalf: slice part) of it
+  const int64_t tile = static_cast<int64_t>(blockIdx.x) * kTilesPerCta + wt;
   const bool active = tile < p.n16;
-  const bool active2 = kPair && tile + 1 < p.n16;  // the pair's second tile
   const int64_t tok0 = static_cast<int64_t>(blockIdx.z) * (8 * NT);
   const int64_t total_slices = p.KP / kKS;
   // The CTA's slices [c_begin, c_end); this warp's [s_begin, s_end).
@@ -211,8 +211,7 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
   // activation group scales [rows][chunk groups].
   constexpr int kStages = decode_stages(F) + kDeep;
   constexpr int kChunk = decode_chunk_bytes(F);
-  constexpr int kPartB = kHalf ? kChunk / kParts : kChunk;  // a tile's bytes of a slice part
-  constexpr int kChunkW = kTw * kPartB;                     // a warp's bytes of a slice
+  constexpr int kChunkW = kHalf ? kChunk / kParts : kChunk;  // a warp's bytes of a slice
   const StageGeom sg = stage_geom(F, p.stage_rows, p.stage_slices);
   uint8_t* const ring = dsm + warp * (kStages * kChunkW);
   // decode_ring_bytes(F) with 4 warps per CTA (or 8 on half slices) and no kDeep
@@ -245,50 +244,61 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
   // Lane l copies the 16-byte pieces l + 32 i: one base address per slice, the pieces at
   // immediate offsets (512 i) from it.
   static_assert(kChunk % 512 == 0, "whole 512-byte rows of lane pieces per slice");
-  static_assert(!kPipe || kStages * kChunkW >= 2 * kTw * 32 * NT * 16, "sums in the drained ring");
-  // kPair: the second tile's values follow the first's (p.kvec vectors of 16-byte slots).
-  const int64_t tile_bytes = p.kvec * kTr.slots * 16;
+  static_assert(!kPipe || kStages * kChunkW >= 2 * 32 * NT * 16, "sums in the drained ring");
+  // kLean: a warp requests its slices in order (s_begin, s_begin + kStep, ...), so the source of
+  // the next request advances by a constant.
+  const uint8_t* wnext = wtile + s_begin * kChunk + (kHalf ? wk * kChunkW : 0) + lane * 16;
   auto issue_values = [&](int64_t sl, int stage) {
-#pragma unroll
-    for (int q = 0; q < kTw; ++q) {
-      if (q == 1 && !active2) break;
-      const uint8_t* src =
-          wtile + q * tile_bytes + sl * kChunk + (kHalf ? wk * kPartB : 0) + lane * 16;
-      uint8_t* dst = ring + stage * kChunkW + q * kPartB + lane * 16;
-#pragma unroll
-      for (int i = 0; i < kPartB / 512; ++i) dec_cp_async16(dst + i * 512, src + i * 512);
+    const uint8_t* src;
+    if constexpr (kLean) {
+      src = wnext;
+      wnext += kStep * kChunk;
+    } else {
+      src = wtile + sl * kChunk + (kHalf ? wk * kChunkW : 0) + lane * 16;
     }
+    uint8_t* dst = ring + stage * kChunkW + lane * 16;
+#pragma unroll
+    for (int i = 0; i < kChunkW / 512; ++i) dec_cp_async16(dst + i * 512, src + i * 512);
   };
 
   // Raw scale bytes of one slice (registers).
   struct SliceScales {
-    uint4 sc[2][2];  // [row g / g+8][part] (kPair: [row][tile of the pair], .x)
+    // [row g / g+8][0]. The unused [1] keeps the struct as ptxas allocated it before the tile
+    // pairs left: with a one-entry second index the IQ2_XXS and one-buffer halves kernels got
+    // other registers in their staging code.
+    uint4 sc[2][2];
   };
+  // kLean: the scale bytes of rows g / g+8 at the lane's part of the next slice to load (loads
+  // go in slice order like the requests), advanced by a slice's scale bytes per load.
+  constexpr int kScaleK = F == WFmt::kNvfp4 ? 16 : 32;  // K values per scale byte (FP4 formats)
+  const uint8_t* snext[2] = {nullptr, nullptr};
+  if constexpr (kLean) {
+    const int part = F == WFmt::kNvfp4 ? (kHalf ? 16 * wk + 4 * t : 8 * t) : (kHalf ? 8 * wk : 0);
+    snext[0] = p.wscale + row_g * p.scale_ld + s_begin * (kKS / kScaleK) + part;
+    snext[1] = snext[0] + 8 * p.scale_ld;
+  }
   auto load_scales = [&](int64_t sl, SliceScales& r) {
+    if constexpr (kLean) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        if constexpr (F == WFmt::kNvfp4 && kHalf) {
+          r.sc[h][0] = make_uint4(__ldg(reinterpret_cast<const uint32_t*>(snext[h])), 0, 0, 0);
+        } else if constexpr (F == WFmt::kNvfp4 || kHalf) {
+          const uint2 v = __ldg(reinterpret_cast<const uint2*>(snext[h]));
+          r.sc[h][0] = make_uint4(v.x, v.y, 0, 0);
+        } else {
+          r.sc[h][0] = __ldg(reinterpret_cast<const uint4*>(snext[h]));
+        }
+        snext[h] += kStep * (kKS / kScaleK);
+      }
+      return;
+    }
     const int64_t k0 = sl * kKS;
     const int64_t rws[2] = {row_g, row_g8};
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int64_t row = rws[h];
-      if constexpr (kPair) {
-        // Lane t of a quad expands sub-blocks 2t, 2t + 1 (NVFP4: 8 per quarter) or atom t (MXFP4:
-        // 4 per quarter) of the quarter wk of each tile's slice.
-#pragma unroll
-        for (int q = 0; q < 2; ++q) {
-          const int64_t rq = row + 16 * q;
-          uint32_t v = 0;
-          if (q == 0 || active2) {
-            if constexpr (F == WFmt::kNvfp4) {
-              v = __ldg(reinterpret_cast<const uint16_t*>(p.wscale + rq * p.scale_ld + k0 / 16 +
-                                                          8 * wk + 2 * t));
-            } else {
-              v = __ldg(
-                  reinterpret_cast<const uint32_t*>(p.wscale + rq * p.scale_ld + k0 / 32 + 4 * wk));
-            }
-          }
-          r.sc[h][q] = make_uint4(v, 0, 0, 0);
-        }
-      } else if constexpr (F == WFmt::kNvfp4 && kHalf) {
+      if constexpr (F == WFmt::kNvfp4 && kHalf) {
         // Lane t of a quad expands sub-blocks 4t..4t+3 of its half (16 wk ..) of the slice.
         r.sc[h][0] = make_uint4(__ldg(reinterpret_cast<const uint32_t*>(
                                     p.wscale + row * p.scale_ld + k0 / 16 + 16 * wk + 4 * t)),
@@ -500,17 +510,17 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
     return xsc[min(tokr, rows - 1) * sg.groups + col];
   };
 
-  // FP4 atom a (of the warp's part of the slice) of tile q of the warp from its lane vector rv:
+  // FP4 atom a (of the warp's part of the slice) from its lane vector rv:
   // the decode with the scale splats of its rows (NVFP4: per sub-block; MXFP4 with BF16 MMAs: the
   // unit, then the atom's E8M0 splat: v * 2^-7 (exact) times 2^(e-127), exact whenever the product
   // is a BF16 number (|v| * 2^(e-127) below 2^128, above 2^-134)).
-  auto decode_fp4_splat = [&](const uint4& rv, int a, int q, uint32_t(&af)[2][4]) {
+  auto decode_fp4_splat = [&](const uint4& rv, int a, uint32_t(&af)[2][4]) {
     const uint32_t w[2] = {(a % 2) ? rv.z : rv.x, (a % 2) ? rv.w : rv.y};
     uint32_t sc[2][2];
     if constexpr (F == WFmt::kNvfp4) {
 #pragma unroll
       for (int s = 0; s < 2; ++s) {
-        const uint2 sp = spl[warp][q][2 * a + s][g];  // (row g, row g+8) of sub-block 2a+s
+        const uint2 sp = spl[warp][2 * a + s][g];  // (row g, row g+8) of sub-block 2a+s
         sc[s][0] = sp.x;
         sc[s][1] = sp.y;
       }
@@ -519,7 +529,7 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
     }
     decode_fp4_atom<T>(w, sc, af);
     if constexpr (kMxFold) {
-      const uint2 sp = spl[warp][q][a][g];
+      const uint2 sp = spl[warp][a][g];
 #pragma unroll
       for (int s = 0; s < 2; ++s)
 #pragma unroll
@@ -537,6 +547,12 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
     };
     const uint4(&sc_raw)[2][2] = cur.sc;
     const int gcol0 = static_cast<int>(kGroup ? koff / kGroup : 0);
+    // kLean: each token tile's ldmatrix row address of the slice, the atoms at immediate offsets.
+    [[maybe_unused]] const uint8_t* xb[NT];
+    if constexpr (kLean) {
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) xb[nt] = xrow(nt) + (koff + (lane >> 3) * 8) * 2;
+    }
     float gsc[2][kGroupsPerSlice];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -616,35 +632,13 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
         if (a % kAtomsPerGroup == kAtomsPerGroup - 1)
           fold(tmp, kGroup ? a / kAtomsPerGroup : 0, (a / kAtomsPerGroup) & 1);
       }
-    } else if constexpr (kPair) {
-      // Tile pairs: the B fragments of an atom feed both tiles' MMAs (first tile into acc, second
-      // into acc_odd; each tile's k16 steps are one chain, the two tiles' chains interleave).
-#pragma unroll
-      for (int a = 0; a < kAtomsW; ++a) {
-        uint32_t bf[NT][4];
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-          ldmatrix_x4(bf[nt], xrow(nt) + (koff + a * 32 + (lane >> 3) * 8) * 2);
-#pragma unroll
-        for (int q = 0; q < 2; ++q) {
-          uint32_t af[2][4];
-          decode_fp4_splat(*reinterpret_cast<const uint4*>(vals + q * kPartB +
-                                                           ((a / kApv) * kTr.slots + slot) * 16),
-                           a, q, af);
-#pragma unroll
-          for (int s = 0; s < 2; ++s)
-#pragma unroll
-            for (int nt = 0; nt < NT; ++nt)
-              mma16816<T>(q ? acc_odd[nt] : acc[nt], af[s], bf[nt][2 * s], bf[nt][2 * s + 1]);
-        }
-      }
     } else {
 #pragma unroll
       for (int a = 0; a < kAtomsW; ++a) {
         uint32_t af[2][4];
         const uint4 rv = raw(a / kApv);
         if constexpr (F == WFmt::kNvfp4 || F == WFmt::kMxfp4) {
-          decode_fp4_splat(rv, a, 0, af);
+          decode_fp4_splat(rv, a, af);
         } else if constexpr (F == WFmt::kQ8_0) {
           decode_byte_atom<T, true>(rv, af);
         } else if constexpr (kIq2) {
@@ -655,8 +649,12 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
         // B fragments: ldmatrix.x4 over [tokens 0-7 of tile nt][k 32a .. 32a+31]
         uint32_t bf[NT][4];
 #pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-          ldmatrix_x4(bf[nt], xrow(nt) + (koff + a * 32 + (lane >> 3) * 8) * 2);
+        for (int nt = 0; nt < NT; ++nt) {
+          if constexpr (kLean)
+            ldmatrix_x4(bf[nt], xb[nt] + a * 64);
+          else
+            ldmatrix_x4(bf[nt], xrow(nt) + (koff + a * 32 + (lane >> 3) * 8) * 2);
+        }
 #pragma unroll
         for (int s = 0; s < 2; ++s) {
           const int kstep = 2 * a + s;  // k16 step within the slice
@@ -728,27 +726,12 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
     __syncwarp();                      // ...and so have every other lane's
   };
   auto expand_splats = [&]() {
-    if constexpr (kPair) {
-      // Each tile's quarter: NVFP4 sub-blocks 2t, 2t + 1, MXFP4 atom t (rows g, g + 8).
-#pragma unroll
-      for (int q = 0; q < 2; ++q) {
-        if constexpr (F == WFmt::kNvfp4) {
-#pragma unroll
-          for (int i = 0; i < 2; ++i)
-            spl[warp][q][2 * t + i][g] = make_uint2(lut[(cur.sc[0][q].x >> (8 * i)) & 0x7Fu],
-                                                    lut[(cur.sc[1][q].x >> (8 * i)) & 0x7Fu]);
-        } else {
-          spl[warp][q][t][g] = make_uint2(e8m0_bf16_splat((cur.sc[0][q].x >> (8 * t)) & 0xFFu),
-                                          e8m0_bf16_splat((cur.sc[1][q].x >> (8 * t)) & 0xFFu));
-        }
-      }
-      __syncwarp();
-    } else if constexpr (kHalf && F == WFmt::kNvfp4) {
+    if constexpr (kHalf && F == WFmt::kNvfp4) {
       // The half's 16 sub-blocks: lane t of a quad expands 4t..4t+3 (one scale word per row).
 #pragma unroll
       for (int i = 0; i < 4; ++i)
-        spl[warp][0][4 * t + i][g] = make_uint2(lut[(cur.sc[0][0].x >> (8 * i)) & 0x7Fu],
-                                                lut[(cur.sc[1][0].x >> (8 * i)) & 0x7Fu]);
+        spl[warp][4 * t + i][g] = make_uint2(lut[(cur.sc[0][0].x >> (8 * i)) & 0x7Fu],
+                                             lut[(cur.sc[1][0].x >> (8 * i)) & 0x7Fu]);
       __syncwarp();
     } else if constexpr (kHalf) {
       // MXFP4: the half's 8 atoms; lane t of a quad expands 2t, 2t + 1 (scale bytes 2t, 2t + 1).
@@ -756,8 +739,8 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
       const uint32_t w1 = (t & 2 ? cur.sc[1][0].y : cur.sc[1][0].x) >> (16 * (t & 1));
 #pragma unroll
       for (int i = 0; i < 2; ++i)
-        spl[warp][0][2 * t + i][g] = make_uint2(e8m0_bf16_splat((w0 >> (8 * i)) & 0xFFu),
-                                                e8m0_bf16_splat((w1 >> (8 * i)) & 0xFFu));
+        spl[warp][2 * t + i][g] = make_uint2(e8m0_bf16_splat((w0 >> (8 * i)) & 0xFFu),
+                                             e8m0_bf16_splat((w1 >> (8 * i)) & 0xFFu));
       __syncwarp();
     } else if constexpr (F == WFmt::kNvfp4) {
       // The previous slice's readers of spl are past the __syncwarp at the top of the loop.
@@ -765,7 +748,7 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
       for (int i = 0; i < 8; ++i) {
         const uint32_t w0 = i < 4 ? cur.sc[0][0].x : cur.sc[0][0].y;
         const uint32_t w1 = i < 4 ? cur.sc[1][0].x : cur.sc[1][0].y;
-        spl[warp][0][8 * t + i][g] =
+        spl[warp][8 * t + i][g] =
             make_uint2(lut[(w0 >> (8 * (i % 4))) & 0x7Fu], lut[(w1 >> (8 * (i % 4))) & 0x7Fu]);
       }
       __syncwarp();
@@ -781,8 +764,8 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
                                    : cur.sc[1][0].w;
 #pragma unroll
       for (int i = 0; i < 4; ++i)
-        spl[warp][0][4 * t + i][g] = make_uint2(e8m0_bf16_splat((w0 >> (8 * i)) & 0xFFu),
-                                                e8m0_bf16_splat((w1 >> (8 * i)) & 0xFFu));
+        spl[warp][4 * t + i][g] = make_uint2(e8m0_bf16_splat((w0 >> (8 * i)) & 0xFFu),
+                                             e8m0_bf16_splat((w1 >> (8 * i)) & 0xFFu));
       __syncwarp();
     }
   };
@@ -835,15 +818,11 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
     }
   }
   griddep_launch_dependents();
-  if constexpr (!kPair) {
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
+  for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-      for (int i = 0; i < 4; ++i) acc[nt][i] += acc_odd[nt][i];
-  }
-  // The sums of the warp's tile q (kPair: acc_odd holds the second tile's).
-  auto tacc = [&](int q) -> float(&)[NT][4] { return q ? acc_odd : acc; };
-  constexpr int kSums = kTw * NT * 4;  // floats per lane handed between warps
+    for (int i = 0; i < 4; ++i) acc[nt][i] += acc_odd[nt][i];
+  constexpr int kSums = NT * 4;  // floats per lane handed between warps
   if constexpr (kParts > 1) {
     // K parts 1.. of each tile hand their sums to part 0 (the same lane holds the same outputs).
     // kPipe: at the start of each warp's own (drained) ring. kHalf: the part-k warps write slot
@@ -856,23 +835,18 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
     if (wk > 0) {
       if constexpr (kPipe) __syncwarp();  // every lane's last reads of the ring are done
 #pragma unroll
-      for (int q = 0; q < kTw; ++q)
+      for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) wred(warp)[(q * NT + nt) * 4 + i] = tacc(q)[nt][i];
+        for (int i = 0; i < 4; ++i) wred(warp)[nt * 4 + i] = acc[nt][i];
     }
     __syncthreads();
     if (wk == 0) {
 #pragma unroll
       for (int k = 1; k < kParts; ++k)
 #pragma unroll
-        for (int q = 0; q < kTw; ++q)
+        for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-          for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-            for (int i = 0; i < 4; ++i)
-              tacc(q)[nt][i] += wred(wt + k * kGroupsCta)[(q * NT + nt) * 4 + i];
+          for (int i = 0; i < 4; ++i) acc[nt][i] += wred(wt + k * kTilesPerCta)[nt * 4 + i];
     }
     // K parts > 0 stay for the cluster barriers below (their sums are not used) and return after.
   }
@@ -883,17 +857,15 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
   // 0's by now).
   constexpr bool kPart0Red = kHalf || kWS == 8;
   __shared__ float red_static[kPipe ? 1 : 4][32][NT * 4];
-  float* const red = kPipe ? reinterpret_cast<float*>(ring + kTw * 32 * NT * 16) + lane * kSums
+  float* const red = kPipe ? reinterpret_cast<float*>(ring + 32 * NT * 16) + lane * kSums
                            : red_static[kPart0Red ? wt : warp][lane];
   if (p.cluster_split > 1) {
     if constexpr (kPipe) __syncwarp();  // every lane's last reads of the ring are done
     if (!kPart0Red || wk == 0) {
 #pragma unroll
-      for (int q = 0; q < kTw; ++q)
+      for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) red[(q * NT + nt) * 4 + i] = tacc(q)[nt][i];
+        for (int i = 0; i < 4; ++i) red[nt * 4 + i] = acc[nt][i];
     }
     cooperative_groups::cluster_group cl = cooperative_groups::this_cluster();
     cl.sync();
@@ -914,11 +886,9 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
       for (int r = 1; r < 8; ++r) {
         if (static_cast<unsigned>(r) < nb) {
 #pragma unroll
-          for (int q = 0; q < kTw; ++q)
+          for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-            for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-              for (int i = 0; i < 4; ++i) tacc(q)[nt][i] += part[r - 1][(q * NT + nt) * 4 + i];
+            for (int i = 0; i < 4; ++i) acc[nt][i] += part[r - 1][nt * 4 + i];
         }
       }
     }
@@ -932,25 +902,21 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
   float mult = p.out_mult;
   if (p.alpha != nullptr) mult *= *p.alpha;
 #pragma unroll
-  for (int q = 0; q < kTw; ++q) {
-    if (q == 1 && !active2) break;
+  for (int nt = 0; nt < NT; ++nt) {
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int64_t row = ((i < 2) ? row_g : row_g8) + 16 * q;
-        const int64_t tok = tok0 + nt * 8 + 2 * t + (i & 1);
-        if (tok >= p.M) continue;
-        if (p.partial != nullptr) {
-          p.partial[(static_cast<int64_t>(blockIdx.y) * p.M + tok) * p.NP + row] = tacc(q)[nt][i];
-        } else if (row < p.N) {
-          float v = tacc(q)[nt][i] * mult;
-          if (p.bias != nullptr) v += load_out_type(p.bias, row, p.out_fp16);
-          if (p.out_fp16)
-            store_out<true>(p.out, tok * p.ldo + row, v);
-          else
-            store_out<false>(p.out, tok * p.ldo + row, v);
-        }
+    for (int i = 0; i < 4; ++i) {
+      const int64_t row = (i < 2) ? row_g : row_g8;
+      const int64_t tok = tok0 + nt * 8 + 2 * t + (i & 1);
+      if (tok >= p.M) continue;
+      if (p.partial != nullptr) {
+        p.partial[(static_cast<int64_t>(blockIdx.y) * p.M + tok) * p.NP + row] = acc[nt][i];
+      } else if (row < p.N) {
+        float v = acc[nt][i] * mult;
+        if (p.bias != nullptr) v += load_out_type(p.bias, row, p.out_fp16);
+        if (p.out_fp16)
+          store_out<true>(p.out, tok * p.ldo + row, v);
+        else
+          store_out<false>(p.out, tok * p.ldo + row, v);
       }
     }
   }
