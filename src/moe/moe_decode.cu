@@ -318,6 +318,8 @@ void launch_decode_stream(const DecodeArgs& args, bool fp16_operands, Stream str
   }
   static const int fc1_pf = env_knob("B12X_MOE_FC1_PF", 0);
   a.fc1_pf = fc1_pf > 0 ? fc1_pf : 0;
+  static const int fc2_pf = env_knob("B12X_MOE_FC2_PF", 0);
+  a.fc2_pf = fc2_pf > 0 ? fc2_pf : 0;
   static const int q_early = env_knob("B12X_MOE_Q_EARLY", 0);
   a.q_early = q_early == 1 || q_early == 2 ? q_early : 0;
   B12X_ASSERT(

@@ -142,6 +142,7 @@ struct DecodeArgs {
   // FC1 L2 prefetch (B12X_MOE_FC1_PF, probe): each warp requests the lines of its next fc1_pf
   // chunks beyond the ring into L2 before the PDL wait; 0: none.
   int fc1_pf = 0;
+  int fc2_pf = 0;    // the same for FC2's warps (B12X_MOE_FC2_PF, probe)
   int sm_count = 0;  // sizes FC1's tile groups (decode_fc1_tile_groups)
   // Balanced FC1 (decode_fc1_balanced; every mode (A16 unless B12X_MOE_A16_BAL=0), one row
   // warp, one group): CTA (row block x, y) takes the chunk range [N y / Y, (N (y + 1)) / Y) of

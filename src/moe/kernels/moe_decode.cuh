@@ -1045,6 +1045,23 @@ __global__ void __launch_bounds__(32 * kW, kW == 8 && kS == 2 ? 4 : 1)
       issue(s, src_of(wc.t), wc.k, true, false);
       wc.next(nk);
     });
+    // fc2_pf (probe): the lines of the next fc2_pf chunks beyond the ring requested into L2
+    // before the wait for FC1 (lanes 0-15: the weight row, 16-31: the scale row of row lane % 16).
+    if (a.fc2_pf > 0) {
+      int pt = -1;
+      const uint8_t* pb = nullptr;
+      const int lr = lane & 15, step = lane < 16 ? 64 : (kSK == 0 ? 8 : 4);
+      for (int j = kS; j < n_my && j < kS + a.fc2_pf; ++j) {
+        if (wc.t != pt) {
+          pt = wc.t;
+          const int e = rs.tile(tile_of(pt)).x;
+          pb = lane < 16 ? W.values + e * W.values_expert_stride + (R0 + lr) * W.values_row_stride
+                         : W.scales + e * W.scales_expert_stride + (R0 + lr) * W.scales_row_stride;
+        }
+        prefetch_l2(pb + wc.k * step);
+        wc.next(nk);
+      }
+    }
   }
   pdl_wait();  // the intermediate is written by FC1
   pdl_trigger();
