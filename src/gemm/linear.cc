@@ -416,7 +416,8 @@ Plan plan(const Caps& caps) {
       // quantizer's stage images, so only where this plan quantizes inside and every stage is a
       // whole 128-K group of K (K % 256 == 0: KP == K); run() takes variant 8 where the tiled
       // quantizer cannot run (activation rows not 16-byte vectors).
-      if (p.tiled_wgmma_var == 14) {
+      // Variant 15 (probe) likewise, with the weights as images too (built by bind).
+      if (p.tiled_wgmma_var == 14 || p.tiled_wgmma_var == 15) {
         if (caps.act_dtype == DType::kFP8E4M3 || K % 256 != 0) p.tiled_wgmma_var = 8;
         lin::prepare_linear_wgmma(wf, fp16, p.tiled_wgmma, 8);
       }
@@ -723,7 +724,7 @@ Plan plan(const Caps& caps) {
   if (format_quantizes_inside(f) && caps.act_dtype != DType::kFP8E4M3) {
     p.off_qvalues = off;
     // Block FP8 variant 14: the tiled quantizer's images cover whole 128-token tiles.
-    const bool tiles = p.tiled_wgmma_var == 14 && p.tiled_wgmma > 0;
+    const bool tiles = (p.tiled_wgmma_var == 14 || p.tiled_wgmma_var == 15) && p.tiled_wgmma > 0;
     off = align_up(off + (tiles ? fmt::pad_to(M, 128) : M) * K);
     p.off_qscales = off;
     off = align_up(off + (f == LinearFormat::kFp8Block ? M * (K / 128) * 4 : M * (K / 32)));
@@ -749,6 +750,9 @@ Plan plan(const Caps& caps) {
     p.off_partial = off;
     off = align_up(off + partial_splits * M * geo.NP * 4);
   }
+  // Block FP8 variant 15: the weight images at the end of the scratch (bind writes them).
+  if (p.tiled_wgmma_var == 15 && p.tiled_wgmma > 0)
+    off = align_up(off + lin::fp8_weight_image_bytes(geo.n16, geo.KP));
   p.scratch_bytes = off;
   if (log_level() >= 3) log_message(3, p.describe());
   {
@@ -899,6 +903,20 @@ Binding bind(const Plan& plan, const TensorRef& scratch, const TensorRef& x,
   b.alpha = alpha;
   b.M = M;
   b.scratch = static_cast<uint8_t*>(scratch.data);
+  if (plan.tiled_wgmma_var == 15 && plan.tiled_wgmma > 0) {
+    // Block FP8 variant 15 (probe): the weights rewritten as the kernel's stage images into the
+    // end of this binding's scratch, once here (a synchronous launch; run only launches), so a
+    // scratch must not be shared by two bindings of this variant.
+    const lin::Geometry& geo = weight.impl().geo;
+    const int64_t bytes = lin::fp8_weight_image_bytes(geo.n16, geo.KP);
+    int prev = 0;
+    B12X_CUDA_CHECK(cudaGetDevice(&prev));
+    B12X_CUDA_CHECK(cudaSetDevice(dev));
+    lin::launch_fp8_weight_images(weight.values_device(), geo.n16, geo.kvec, geo.KP,
+                                  b.scratch + plan.scratch_bytes - bytes, nullptr);
+    B12X_CUDA_CHECK(cudaStreamSynchronize(nullptr));
+    B12X_CUDA_CHECK(cudaSetDevice(prev));
+  }
   return b;
 }
 
@@ -979,8 +997,9 @@ void run(const Binding& b, Stream stream) {
         } else {
           uint8_t* qv = b.scratch + plan.off_qvalues;
           float* qs = reinterpret_cast<float*>(b.scratch + plan.off_qscales);
-          // Block FP8 variant 14 (probe): the values as the wgmma kernel's stage images.
-          wgmma_bulk = tiled && plan.tiled_wgmma > 0 && plan.tiled_wgmma_var == 14 &&
+          // Block FP8 variants 14 / 15 (probes): the values as the wgmma kernel's stage images.
+          wgmma_bulk = tiled && plan.tiled_wgmma > 0 &&
+                       (plan.tiled_wgmma_var == 14 || plan.tiled_wgmma_var == 15) &&
                        launch_quantize_fp8_group128_tiled(b.x.data, b.x.dtype, M, K, b.x.stride[0],
                                                           qv, qs, plan.act_quant, stream);
           if (!wgmma_bulk)
@@ -1095,8 +1114,12 @@ void run(const Binding& b, Stream stream) {
         lin::launch_linear_wgmma_group(im.wfmt, fp16, plan.tiled_wgmma, plan.tiled_wgmma_var,
                                        plan.tiled_wgmma_raster, p, stream);
       } else {
-        // Variant 14 reads the tiled quantizer's images; variant 8 where it did not run.
-        const int var = plan.tiled_wgmma_var == 14 && !wgmma_bulk ? 8 : plan.tiled_wgmma_var;
+        // Variants 14 / 15 read the tiled quantizer's images (15 the weight images in the
+        // scratch's end too); variant 8 where the quantizer did not write them.
+        const bool imgs = plan.tiled_wgmma_var == 14 || plan.tiled_wgmma_var == 15;
+        const int var = imgs && !wgmma_bulk ? 8 : plan.tiled_wgmma_var;
+        if (var == 15)
+          p.wscale2 = b.scratch + plan.scratch_bytes - lin::fp8_weight_image_bytes(geo.n16, geo.KP);
         lin::launch_linear_wgmma(im.wfmt, fp16, plan.tiled_wgmma, var, plan.tiled_wgmma_raster, p,
                                  stream);
       }

@@ -84,6 +84,12 @@ void prepare_linear_wgmma(WFmt f, bool fp16, int tok, int var);
 /// a share of L2 (kWgmmaRasterBytes), token tile fastest; n > 1 = bands of n token tiles.
 void launch_linear_wgmma(WFmt f, bool fp16, int tok, int var, int raster, const LinearParams& p,
                          Stream stream);
+/// Block FP8 wgmma variant 15 (probe): the packed FP8 weights (n16 tiles, kvec, KP) rewritten as
+/// the kernel's weight stage images, 16 KB per 128-row block and 128-K group (row block-major,
+/// rows in the 128-byte swizzle, rows past the tiles zero); fp8_weight_image_bytes of img.
+int64_t fp8_weight_image_bytes(int64_t n16, int64_t KP);
+void launch_fp8_weight_images(const uint8_t* wvals, int64_t n16, int64_t kvec, int64_t KP,
+                              uint8_t* img, Stream stream);
 /// The epilogue of a K split over plain CTAs (p.partial, the decode or the tiled kernel): adds the
 /// partials in split order (with PDL where p.pdl: it waits for the GEMM before reading them).
 void launch_linear_reduce(const LinearParams& p, Stream stream);

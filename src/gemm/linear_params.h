@@ -47,11 +47,6 @@ struct LinearParams {
   // wgmma tiled kernel: 0 = 2-D grid (weight tiles on x, token tiles on y); g > 0 = 1-D grid in
   // bands of g token tiles, the token tile fastest within a band (lin::wgmma_tile).
   int raster_group;
-  // Block FP8 wgmma kernel (kProdScales variants): the column-order quantizer's per-CTA flags
-  // (columns of 128 K finished), polled before a stage's activations / scales are read instead of
-  // griddepcontrol.wait; null = wait for the previous grid.
-  const uint32_t* qflags;
-  int qflag_ctas;
 };
 
 /// Activation source kinds of the weight-streaming kernel.

@@ -1002,15 +1002,11 @@ TEST(GemmGpu, TiledTok64) {
   }
 }
 
-/// Block FP8 variant 14 (probe, B12X_GEMM_WGMMA_VAR=14): the FP8 1x128 quantizer writes the
-/// wgmma kernel's stage images and the producer fills the ring with bulk copies. The plan takes
-/// it only with activations quantized inside and K % 256 == 0 (else variant 8); token / row
-/// tails (weight tiles past N copy the last tile), 1-16 token tiles, FP16 / BF16, bias, a
-/// replayed graph; K = 768 and caller-quantized activations run variant 8.
-TEST(GemmGpu, TiledWgmmaFp8BlockBulk) {
-  B12X_REQUIRE_GPU();
+/// The cases of TiledWgmmaFp8BlockBulk for variant v.
+void bulk_cases(const char* v) {
   const auto& d = device_info(0);
-  ScopedEnv e("B12X_GEMM_WGMMA", "1"), ev("B12X_GEMM_WGMMA_VAR", "14");
+  ScopedEnv e("B12X_GEMM_WGMMA", "1"), ev("B12X_GEMM_WGMMA_VAR", v);
+  const int want = std::atoi(v);
   if (d.cc_major == 9 && d.cc_minor == 0) {
     auto var = [](int64_t K, DType act) {
       gemm::Caps caps;
@@ -1021,7 +1017,7 @@ TEST(GemmGpu, TiledWgmmaFp8BlockBulk) {
       caps.out_features = 256;
       return gemm::plan(caps).tiled_wgmma_var;
     };
-    EXPECT_EQ(var(2048, DType::kBF16), 14);
+    EXPECT_EQ(var(2048, DType::kBF16), want);
     EXPECT_EQ(var(768, DType::kBF16), 8);
     EXPECT_EQ(var(2048, DType::kFP8E4M3), 8);
   }
@@ -1034,6 +1030,20 @@ TEST(GemmGpu, TiledWgmmaFp8BlockBulk) {
   cq.caller_quant = true;
   run_case(cq);
   run_case({LinearFormat::kFp8Block, 300, 136, 1024, DType::kBF16, DType::kBF16, false}, true);
+}
+
+/// Block FP8 variants 14 / 15 (probes, B12X_GEMM_WGMMA_VAR=14|15): the FP8 1x128 quantizer
+/// writes the wgmma kernel's stage images and the producer fills the ring with bulk copies (15:
+/// tokens on the M side, the weights as images built by bind). The plan takes them only with
+/// activations quantized inside and K % 256 == 0 (else variant 8); token / row tails (weight
+/// tiles past N: the last tile (14), zero rows (15)), 1-16 token tiles, FP16 / BF16, bias, a
+/// replayed graph; K = 768 and caller-quantized activations run variant 8.
+TEST(GemmGpu, TiledWgmmaFp8BlockBulk) {
+  B12X_REQUIRE_GPU();
+  for (const char* v : {"14", "15"}) {
+    SCOPED_TRACE(v);
+    bulk_cases(v);
+  }
 }
 
 /// Formats the SM90 wgmma tiled kernel runs (NVFP4 W4A4 / W4A16, MXFP4 W4A4 / W4A8 / W4A16 with
@@ -1408,14 +1418,17 @@ TEST(GemmGpuSanitize, Fp8BlockProbes) {
     run_case({f, 136, 136, 512, DType::kBF16, DType::kBF16, true});
 }
 
-/// Block FP8 variant 14 (probe, B12X_GEMM_WGMMA_VAR=14) for compute-sanitizer: the bulk-copied
-/// ring (the tiled quantizer's stage images, the weight runs, transaction counts on the full
-/// barriers), K = 2048 (every slot refilled), a token tail (the quantizer's zero rows) and weight
-/// tiles past N.
+/// Block FP8 variants 14 / 15 (probes, B12X_GEMM_WGMMA_VAR=14|15) for compute-sanitizer: the
+/// bulk-copied ring (the tiled quantizer's stage images, the weight runs, transaction counts on the
+/// full barriers), K = 2048 (every slot refilled), a token tail (the quantizer's zero rows) and
+/// weight tiles past N.
 TEST(GemmGpuSanitize, Fp8BlockBulk) {
   B12X_REQUIRE_GPU();
-  ScopedEnv e("B12X_GEMM_WGMMA", "1"), ev("B12X_GEMM_WGMMA_VAR", "14");
-  run_case({LinearFormat::kFp8Block, 200, 136, 2048, DType::kBF16, DType::kBF16, true});
+  ScopedEnv e("B12X_GEMM_WGMMA", "1");
+  for (const char* v : {"14", "15"}) {
+    ScopedEnv ev("B12X_GEMM_WGMMA_VAR", v);
+    run_case({LinearFormat::kFp8Block, 200, 136, 2048, DType::kBF16, DType::kBF16, true});
+  }
 }
 
 TEST(GemmGpuSanitize, TiledSplitK) {

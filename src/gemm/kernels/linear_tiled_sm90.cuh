@@ -55,12 +55,12 @@ struct WgmmaCfg {
   /// FP8 over variant 3; making the MMA warpgroups take turns issuing their wgmmas through named
   /// barriers, dropped, was 5-20% slower than variant 5.)
   static constexpr bool kWs =
-      kF8 ? (kVariant >= 5 && kVariant <= 12) || kVariant == 14 : kVariant == 3;
+      kF8 ? (kVariant >= 5 && kVariant <= 12) || kVariant == 14 || kVariant == 15 : kVariant == 3;
   /// FP8 variant 6 (the default) = 5 with the stage's block scales built and loaded into
   /// registers while its wgmmas run (not after their wait) and the slot released right after the
   /// wait, so only the FFMA / FADD promotion follows the wgmmas on the MMA warps' critical path
   /// (round 17: block FP8 +0-3% over 5).
-  static constexpr bool kHoist = kF8 && ((kVariant >= 6 && kVariant <= 12) || kVariant == 14);
+  static constexpr bool kHoist = kF8 && ((kVariant >= 6 && kVariant <= 12) || kVariant >= 14);
   /// Block FP8 variant 8 (the block FP8 default since round 22) = 6 with the stage's combined
   /// scales x_scale[token] * w_scale built once per CTA by the producer warpgroup (one token per
   /// producer thread, plain loads two producer steps ahead, the product stored in the slot in the
@@ -71,7 +71,7 @@ struct WgmmaCfg {
   /// wgmmas' activation reads ~32, for block FP8 the scale reads 32 plus the table build, whose
   /// STS.64 were 3.8-way bank conflicted). Round 22: +7-10% over 6 at M = 2048.
   static constexpr bool kProdScales =
-      F == WFmt::kFp8Block && ((kVariant >= 8 && kVariant <= 12) || kVariant == 14);
+      F == WFmt::kFp8Block && ((kVariant >= 8 && kVariant <= 12) || kVariant >= 14);
   /// Block FP8 variant 14 (probe) = 8 with every copy of the ring a bulk copy (cp.async.bulk,
   /// completing on the slot's full barrier by its transaction count): the CTA's eight 2 KB weight
   /// runs and one 16 KB block of activations, which the FP8 1x128 quantizer wrote as the stage's
@@ -81,7 +81,16 @@ struct WgmmaCfg {
   /// cp.async of 16 bytes per producer thread and stage (LDGSTS through the LSU) are that pipe's
   /// other large client. Needs K % 256 == 0 (KP == K: every stage a whole quantizer block) and
   /// the tiled quantizer (run() takes variant 8 where it cannot run).
-  static constexpr bool kBulk = F == WFmt::kFp8Block && kVariant == 14;
+  static constexpr bool kBulk = F == WFmt::kFp8Block && (kVariant == 14 || kVariant == 15);
+  /// Block FP8 variant 15 (probe) = 9's orientation (tokens on wgmma's M side, both operands
+  /// from shared memory through descriptors, two combined scales per thread and stage) with 11's
+  /// swizzled weight rows and 14's bulk copies: the weights come as stage images too (one 16 KB
+  /// block per 128-row block and 128-K group, built at bind time by
+  /// lin::launch_fp8_weight_images into the plan's scratch, LinearParams::wscale2), so nothing
+  /// passes through the producer's registers (variants 9-12's register path: 20-50% slower than
+  /// 8). Why: the MMA warps then load neither A fragments nor 32 scales per lane per stage (the
+  /// shared-memory traffic that bounds 8), as DeepGEMM's orientation.
+  static constexpr bool kImgW = F == WFmt::kFp8Block && kVariant == 15;
   /// FP8 variant 9 (probe) = 8 with the tokens on wgmma's M side (as DeepGEMM): each MMA
   /// warpgroup takes 64 tokens (A: the activation rows of the stage, 128-byte swizzle) times the
   /// CTA's 128 weight rows (B: shared memory), so a thread's accumulators are 2 tokens x 32
@@ -92,7 +101,7 @@ struct WgmmaCfg {
   /// registers two stages ahead and stores its four words as rows of K-major core matrices (no
   /// swizzle; four conflict-free 128-byte STS.32 wavefronts per atom, the cp.async's bytes), and
   /// the MMA warps no longer load A fragments.
-  static constexpr bool kTokM = kF8 && kVariant >= 9 && kVariant <= 12;
+  static constexpr bool kTokM = kF8 && ((kVariant >= 9 && kVariant <= 12) || kVariant == 15);
   /// FP8 variant 10 (probe) = 9 with the activations as wgmma's register A operand (one
   /// ldmatrix.x4 per warp and k32 step from the swizzled rows) instead of a shared-memory
   /// descriptor. Why: round 25 (4096x4096, M = 2048) measured 9 slower than 8 (block 125.4 vs 101.3
@@ -106,7 +115,7 @@ struct WgmmaCfg {
   /// 4096x4096 M = 2048 129.0 us against 101.7 for 8), so the descriptor A operand was not what
   /// cost; left are the producer's register path and the wgmmas' reads of non-swizzled B (the
   /// two 16-byte chunks of a row's k32 step 2048 bytes apart: the same banks).
-  static constexpr bool kSwB = kF8 && (kVariant == 11 || kVariant == 12);
+  static constexpr bool kSwB = kF8 && (kVariant == 11 || kVariant == 12 || kVariant == 15);
   /// FP8 variant 12 (probe) = 11 with the producer's weight words loaded three steps ahead
   /// instead of two (96 registers of them; producer 152, MMA warps 176 registers), in case the
   /// register path's load latency starves the ring. kPfSteps: producer steps between a load
@@ -723,12 +732,19 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
       if (tid == 0) {
         const uint32_t bar = full0 + 8 * s;
         wg::mbar_arrive_expect_tx(bar, C::kWBytes + C::kActBytes);
+        if constexpr (C::kImgW) {
+          // Variant 15: the weight image of row block n0 / 128 and group kb (KP / 128 groups).
+          wg::bulk_g2s(w_addr(s),
+                       p.wscale2 + ((n0 / 128) * (p.KP / C::kBK) + kb) * int64_t{C::kWBytes},
+                       C::kWBytes, bar);
+        } else {
 #pragma unroll
-        for (int i = 0; i < C::kRows / 16; ++i) {
-          const int64_t tl = tile0 + i < p.n16 ? tile0 + i : p.n16 - 1;
-          wg::bulk_g2s(w_addr(s) + i * C::kWTileBytes,
-                       p.wvals + tl * tile_stride + static_cast<int64_t>(kb) * C::kWTileBytes,
-                       C::kWTileBytes, bar);
+          for (int i = 0; i < C::kRows / 16; ++i) {
+            const int64_t tl = tile0 + i < p.n16 ? tile0 + i : p.n16 - 1;
+            wg::bulk_g2s(w_addr(s) + i * C::kWTileBytes,
+                         p.wvals + tl * tile_stride + static_cast<int64_t>(kb) * C::kWTileBytes,
+                         C::kWTileBytes, bar);
+          }
         }
       }
       return;
@@ -800,7 +816,8 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
       // warp writes one 128-byte core matrix: no bank conflict. Tiles past the matrix read the
       // last one (their output columns are never stored).
       const uint8_t* wsrc[2] = {p.wvals, p.wvals};
-      if constexpr (C::kTokM) {
+      constexpr bool kRegW = C::kTokM && !C::kBulk;  // variants 9-12
+      if constexpr (kRegW) {
 #pragma unroll
         for (int i = 0; i < 2; ++i) {
           const int64_t tl = tile0 + 2 * warp + i;
@@ -841,7 +858,7 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
           }
         }
       };
-      if constexpr (C::kTokM) {
+      if constexpr (kRegW) {
         for (int s = 0; s < pro; ++s) {
           uint4 r[8];
           fetch_w(s, r);
@@ -900,11 +917,11 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
         // Step kb + h of each pass of kPf steps uses register set h, refetched for kb + h + kPf.
         constexpr int kPf = C::kPfSteps;
         float xq[kPf], wq[kPf];
-        uint4 wr[C::kTokM ? kPf : 1][8];
+        uint4 wr[kRegW ? kPf : 1][8];
 #pragma unroll
         for (int h = 0; h < kPf; ++h) {
           fetch(kStages + h, xq[h], wq[h]);
-          if constexpr (C::kTokM) fetch_w(kStages + h, wr[h]);
+          if constexpr (kRegW) fetch_w(kStages + h, wr[h]);
         }
         int sl = 0;
         uint32_t ph = 0;
@@ -913,10 +930,10 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
           for (int h = 0; h < kPf; ++h) {
             if (kb + h < num_k) {
               wg::mbar_wait(empty0 + 8 * sl, ph);
-              if constexpr (!C::kTokM) load_weights(sl, kb + h);
+              if constexpr (!kRegW) load_weights(sl, kb + h);
               load_acts(sl, kb + h);
               if constexpr (!C::kBulk) wg::mbar_cp_arrive(full0 + 8 * sl);
-              if constexpr (C::kTokM) {
+              if constexpr (kRegW) {
                 put_w(sl, wr[h]);
                 fetch_w(kb + h + kPf, wr[h]);
               }
