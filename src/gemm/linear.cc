@@ -1,14 +1,12 @@
 // Linear GEMM host side: validation, planning (regime, split-K, scratch carve-out), binding and
 // launching; the one-shot helper with its plan/scratch cache.
 #include <cuda_runtime_api.h>
-#include <unistd.h>  // environ (ggml_gemv_default)
 
 #include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <mutex>
 #include <sstream>
-#include <string_view>
 #include <tuple>
 
 #include "b12x/gemm.h"
@@ -188,11 +186,6 @@ constexpr int64_t kGgmlGemvMaxM = 16;
 /// M = 1, us over 4096x4096 / 14336x4096 / 4096x14336 / 6144x4096, uncapped -> 3: IQ2_XXS 7.84 /
 /// 23.07 / 17.95 / 12.98 -> 7.81 / 19.14 / 17.88 / 9.69 (IQ2_XS within 2 %).
 constexpr int kGgmlGemvOcc = 3;
-/// The GEMV's L1 prefetch of the next batch's activations (1) or none (0): round 31, M = 1, us
-/// over 4096x4096 / 14336x4096 / 4096x14336, with -> without: IQ2_XXS 8.08 / 19.72 / 18.30 ->
-/// 8.03 / 19.42 / 18.18, IQ2_XS 9.34 / 27.96 / 20.64 -> 9.20 / 27.24 / 20.04, Q8_0 4096x4096 7.74
-/// -> 7.60: off.
-constexpr int kGgmlGemvXpf = 0;
 /// Where the GEMV runs by default (B12X_GGML_GEMV=0|1 overrides). Round 30 (H200, 3be2162-era
 /// kernel with 3 CTAs per SM, us over 4096x4096 / 14336x4096 / 4096x14336 / 6144x4096 /
 /// 2048x7168, the decode kernel -> the GEMV; decode at M = 4 / 16 from round 29): IQ2_XXS M = 1
@@ -206,15 +199,8 @@ constexpr int kGgmlGemvXpf = 0;
 /// 7.58 / 18.11 / 9.18 at 4096x4096 / 4096x14336 / 2048x7168, M = 4 10.38 / 26.48 / 10.72 -> 8.30
 /// / 19.59 / 10.13, M = 16 15.22 / 47.58 / 18.17 -> 14.06 / 41.33 / 16.95; not at 14336x4096 /
 /// 6144x4096 (M = 1 19.06 / 9.88 -> 24.20 / 12.95).
-/// A set decode-kernel probe (B12X_GEMM_SPLIT, B12X_GEMM_ACT_PREPASS, B12X_GEMM_DECODE_*) keeps
-/// the decode kernel: the probe, or the test forcing it, is about that kernel.
+/// The decode kernel's knobs do not change this route: B12X_GGML_GEMV=0 selects that kernel.
 bool ggml_gemv_default(lin::WFmt wf, int64_t n16, int64_t sms) {
-  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
-    const std::string_view v(*e);
-    if (v.rfind("B12X_GEMM_DECODE_", 0) == 0 || v.rfind("B12X_GEMM_SPLIT=", 0) == 0 ||
-        v.rfind("B12X_GEMM_ACT_PREPASS=", 0) == 0)
-      return false;
-  }
   return wf != lin::WFmt::kQ8_0 || n16 <= 2 * sms;
 }
 
@@ -484,15 +470,17 @@ Plan plan(const Caps& caps) {
   }
   // GGML formats at M <= kGgmlGemvMaxM: the GEMV kernel (lin::launch_ggml_gemv) where
   // ggml_gemv_default says so (B12X_GGML_GEMV=0|1 overrides); B12X_GGML_GEMV_KW / _SPLIT / _CTAS /
-  // _PF / _OCC / _XPF override its grid and options.
+  // _OCC override its grid and options, B12X_GGML_GEMV_PROBE=<bits> sets probe bits.
   if (M <= kGgmlGemvMaxM && p.regime == Regime::kDecode && lin::ggml_gemv_available(wf)) {
     const char* e = std::getenv("B12X_GGML_GEMV");
     if (e != nullptr ? e[0] == '1' : ggml_gemv_default(wf, geo.n16, dev.sm_count)) {
       p.ggml_gemv_occ = kGgmlGemvOcc;
-      if (const char* o = std::getenv("B12X_GGML_GEMV_OCC"); o != nullptr)
-        p.ggml_gemv_occ = std::atoi(o) == 3 ? 3 : 0;
-      const int occ = std::max(
-          1, lin::prepare_ggml_gemv(caps.device, wf, fp16, M <= 8 ? 1 : 2, p.ggml_gemv_occ));
+      if (const char* o = std::getenv("B12X_GGML_GEMV_OCC"); o != nullptr) {
+        const int v = std::atoi(o);  // 4: probe
+        p.ggml_gemv_occ = v == 3 || v == 4 ? v : 0;
+      }
+      const int occ =
+          std::max(1, lin::prepare_ggml_gemv(caps.device, wf, fp16, M, p.ggml_gemv_occ));
       const GgmlGemvGrid gg = ggml_gemv_grid(wf, geo.n16, K, dev.sm_count, occ);
       p.ggml_gemv = gg.kw;
       p.ggml_gemv_split = gg.split;
@@ -505,11 +493,8 @@ Plan plan(const Caps& caps) {
         p.ggml_gemv_split = static_cast<int>(std::clamp<int64_t>(std::atoll(sp), 1, 64));
       if (const char* c = std::getenv("B12X_GGML_GEMV_CTAS"); c != nullptr)
         p.ggml_gemv_ctas = std::max(0, std::atoi(c));
-      if (const char* pf = std::getenv("B12X_GGML_GEMV_PF"); pf != nullptr)
-        p.ggml_gemv_pf = std::clamp(std::atoi(pf), 0, 16);
-      p.ggml_gemv_xpf = kGgmlGemvXpf;
-      if (const char* x = std::getenv("B12X_GGML_GEMV_XPF"); x != nullptr)
-        p.ggml_gemv_xpf = x[0] == '1' ? 1 : 0;
+      if (const char* pb = std::getenv("B12X_GGML_GEMV_PROBE"); pb != nullptr)
+        p.ggml_gemv_probe = std::max(0, std::atoi(pb));
     }
   }
   // Split-K (weight-streaming regime only).
@@ -1161,8 +1146,8 @@ void run(const Binding& b, Stream stream) {
   if (plan.ggml_gemv > 0 && p.x_vec16 && M <= kGgmlGemvMaxM && M <= plan.caps.max_tokens) {
     p.split = plan.ggml_gemv_split;
     p.partial = p.split > 1 ? reinterpret_cast<float*>(b.scratch + plan.off_partial) : nullptr;
-    lin::launch_ggml_gemv(im.wfmt, fp16, plan.ggml_gemv, plan.ggml_gemv_ctas, plan.ggml_gemv_pf,
-                          plan.ggml_gemv_occ, plan.ggml_gemv_xpf, p, stream);
+    lin::launch_ggml_gemv(im.wfmt, fp16, plan.ggml_gemv, plan.ggml_gemv_ctas, plan.ggml_gemv_occ,
+                          plan.ggml_gemv_probe, p, stream);
     if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);
     return;
   }

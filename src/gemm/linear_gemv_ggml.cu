@@ -12,31 +12,46 @@ namespace b12x::gemm::lin {
 
 namespace {
 
-using GemvFn = void (*)(const LinearParams, int, int, int);
+using GemvFn = void (*)(const LinearParams, int, int);
 
 static_assert(gemv::smem_bytes<WFmt::kIq2Xs>() + gemv::kWarps * 8 * 32 * 4 <= 101376,
               "the GGML GEMV must fit SM12x's 99 KB of shared memory per block");
+// 3 CTAs of the capped one-tile kernels (their static reduction area: 4 KB) in 228 KB per SM.
+static_assert(3 * (gemv::smem_bytes<WFmt::kIq2Xs, true>() + gemv::kWarps * 4 * 32 * 4 + 1024) <=
+                  228 * 1024,
+              "3 CTAs per SM of the capped IQ2_XS GEMV");
 
 template <WFmt F, class T>
 GemvFn fn_nt(int nt) {
-  return nt == 1 ? &linear_gemv_ggml_kernel<F, T> : &linear_gemv_ggml_nt2_kernel<F, T>;
+  return nt == 1 ? &linear_gemv_ggml_kernel<F, T, 1, false, 0>
+                 : &linear_gemv_ggml_kernel<F, T, 2, false, 2>;
 }
 
-/// nt = 0: IQ2_XS with its two 16-K groups in the MMA's column halves (M <= 4). occ3: the IQ2
-/// one-tile kernels with registers capped for 3 CTAs per SM.
+/// The capped IQ2 one-tile kernel (kRoll: gemv::kProbeRoll's).
+template <WFmt F, class T, bool kCols, int kMinCtas>
+GemvFn capped(bool roll) {
+  return roll ? &linear_gemv_ggml_kernel<F, T, 1, kCols, kMinCtas, true>
+              : &linear_gemv_ggml_kernel<F, T, 1, kCols, kMinCtas>;
+}
+
+/// nt = 0: IQ2_XS with its two 16-K groups in the MMA's column halves (M <= 4). occ = 3: the IQ2
+/// one-tile kernels with registers capped for 3 CTAs per SM; 4 (probe): IQ2_XXS capped for 4
+/// (IQ2_XS: as 3, its tables leave no room for 4). roll: gemv::kProbeRoll (capped kernels).
 template <class T>
-GemvFn pick(WFmt f, int nt, bool occ3) {
+GemvFn pick(WFmt f, int nt, int occ, bool roll) {
   switch (f) {
     case WFmt::kQ8_0:
       return nt == 0 ? nullptr : fn_nt<WFmt::kQ8_0, T>(nt);
     case WFmt::kIq2Xxs:
-      if (occ3 && nt == 1) return &linear_gemv_ggml_occ3_kernel<WFmt::kIq2Xxs, T>;
+      if (occ == 4 && nt == 1) return capped<WFmt::kIq2Xxs, T, false, 4>(roll);
+      if (occ == 3 && nt == 1) return capped<WFmt::kIq2Xxs, T, false, 3>(roll);
       return nt == 0 ? nullptr : fn_nt<WFmt::kIq2Xxs, T>(nt);
     case WFmt::kIq2Xs:
-      if (occ3 && nt <= 1)
-        return nt == 0 ? &linear_gemv_ggml_occ3_kernel<WFmt::kIq2Xs, T, true>
-                       : &linear_gemv_ggml_occ3_kernel<WFmt::kIq2Xs, T>;
-      return nt == 0 ? &linear_gemv_ggml_kernel<WFmt::kIq2Xs, T, true> : fn_nt<WFmt::kIq2Xs, T>(nt);
+      if (occ >= 3 && nt <= 1)
+        return nt == 0 ? capped<WFmt::kIq2Xs, T, true, 3>(roll)
+                       : capped<WFmt::kIq2Xs, T, false, 3>(roll);
+      return nt == 0 ? &linear_gemv_ggml_kernel<WFmt::kIq2Xs, T, 1, true, 0>
+                     : fn_nt<WFmt::kIq2Xs, T>(nt);
     default:
       return nullptr;
   }
@@ -47,12 +62,15 @@ int variant_nt(WFmt f, int64_t M) {
   return f == WFmt::kIq2Xs && M <= 4 ? 0 : M <= 8 ? 1 : 2;
 }
 
-int smem_of(WFmt f) {
+/// The dynamic shared memory of pick(f, nt, occ)'s kernel.
+int smem_of(WFmt f, int nt, int occ) {
   switch (f) {
     case WFmt::kIq2Xxs:
-      return gemv::smem_bytes<WFmt::kIq2Xxs>();
+      return occ >= 3 && nt == 1 ? gemv::smem_bytes<WFmt::kIq2Xxs, true>()
+                                 : gemv::smem_bytes<WFmt::kIq2Xxs>();
     case WFmt::kIq2Xs:
-      return gemv::smem_bytes<WFmt::kIq2Xs>();
+      return occ >= 3 && nt <= 1 ? gemv::smem_bytes<WFmt::kIq2Xs, true>()
+                                 : gemv::smem_bytes<WFmt::kIq2Xs>();
     default:
       return 0;
   }
@@ -64,31 +82,35 @@ bool ggml_gemv_available(WFmt f) {
   return f == WFmt::kQ8_0 || f == WFmt::kIq2Xxs || f == WFmt::kIq2Xs;
 }
 
-int prepare_ggml_gemv(int device, WFmt f, bool fp16, int nt, int occ) {
+int prepare_ggml_gemv(int device, WFmt f, bool fp16, int64_t M, int occ) {
   B12X_ASSERT(ggml_gemv_available(f), "no GGML GEMV for format ", static_cast<int>(f));
   int prev = 0;
   B12X_CUDA_CHECK(cudaGetDevice(&prev));
   if (prev != device) B12X_CUDA_CHECK(cudaSetDevice(device));
-  const int smem = smem_of(f);
+  const int nt = variant_nt(f, M);
   int blocks = 0;
   for (int n = 0; n <= 2; ++n)
-    for (const bool o3 : {false, true}) {
-      const GemvFn k = fp16 ? pick<Fp16Tag>(f, n, o3) : pick<Bf16Tag>(f, n, o3);
-      if (k == nullptr) continue;
-      B12X_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(k),
-                                           cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-      if (n == nt && o3 == (occ == 3))
-        B12X_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-            &blocks, reinterpret_cast<const void*>(k), gemv::kThreads, static_cast<size_t>(smem)));
-    }
+    for (const int o : {0, 3, 4})
+      for (const bool roll : {false, true}) {
+        const GemvFn k = fp16 ? pick<Fp16Tag>(f, n, o, roll) : pick<Bf16Tag>(f, n, o, roll);
+        if (k == nullptr) continue;
+        const int smem = smem_of(f, n, o);
+        B12X_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(k),
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+        if (n == nt && o == occ && !roll)
+          B12X_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+              &blocks, reinterpret_cast<const void*>(k), gemv::kThreads,
+              static_cast<size_t>(smem)));
+      }
   if (prev != device) B12X_CUDA_CHECK(cudaSetDevice(prev));
   return blocks;
 }
 
-void launch_ggml_gemv(WFmt f, bool fp16, int kw, int ctas, int pf, int occ, int xpf,
+void launch_ggml_gemv(WFmt f, bool fp16, int kw, int ctas, int occ, int probe,
                       const LinearParams& p, Stream stream) {
   const int nt = variant_nt(f, p.M);
-  const GemvFn k = fp16 ? pick<Fp16Tag>(f, nt, occ == 3) : pick<Bf16Tag>(f, nt, occ == 3);
+  const bool roll = (probe & gemv::kProbeRoll) != 0;
+  const GemvFn k = fp16 ? pick<Fp16Tag>(f, nt, occ, roll) : pick<Bf16Tag>(f, nt, occ, roll);
   B12X_ASSERT(k != nullptr, "no GGML GEMV for format ", static_cast<int>(f));
   B12X_ASSERT(kw == 1 || kw == 2 || kw == 4 || kw == 8, "GGML GEMV: kw=", kw);
   const int tpc = gemv::kWarps / kw;
@@ -98,8 +120,8 @@ void launch_ggml_gemv(WFmt f, bool fp16, int kw, int ctas, int pf, int occ, int 
       static_cast<unsigned>(gx), static_cast<unsigned>(p.split),
       static_cast<unsigned>((p.M + (nt == 0 ? 3 : 8 * nt - 1)) / (nt == 0 ? 4 : 8 * nt)));
   B12X_CUDA_CHECK(b12x::detail::launch_ex(k, grid, dim3(gemv::kThreads),
-                                          static_cast<size_t>(smem_of(f)), stream, p.pdl != 0,
-                                          dim3(1, 1, 1), p, kw, pf, xpf));
+                                          static_cast<size_t>(smem_of(f, nt, occ)), stream,
+                                          p.pdl != 0, dim3(1, 1, 1), p, kw, probe));
   B12X_CUDA_CHECK_LAUNCH();
 }
 

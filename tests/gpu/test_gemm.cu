@@ -653,6 +653,7 @@ struct ScopedEnv {
 
 TEST(GemmGpu, DecodeSplitReduceKernelAndActivationPrepass) {
   B12X_REQUIRE_GPU();
+  ScopedEnv eg0("B12X_GGML_GEMV", "0");  // the decode kernel for the GGML formats too
   {
     ScopedEnv e("B12X_GEMM_SPLIT", "reduce");  // global partials + reduce kernel
     for (const auto& c : all_format_cases(1, 256, 2048, true, DType::kBF16)) run_case(c);
@@ -685,6 +686,7 @@ gemm::Plan bf16_plan(LinearFormat f, int64_t M, int64_t N, int64_t K) {
 
 TEST(GemmGpu, DecodePipelinedStaging) {
   B12X_REQUIRE_GPU();
+  ScopedEnv eg0("B12X_GGML_GEMV", "0");  // the decode kernel for the GGML formats too
   // Two staging buffers (the default at M >= 2), the next chunk's copies in flight. No K split
   // over CTAs, so every CTA walks K = 4864 in several chunks (FP4 at 16 rows: one 512-K slice per
   // buffer); N = 72 leaves warps without a tile in the last CTA; M = 24 has a second token tile
@@ -699,6 +701,7 @@ TEST(GemmGpu, DecodePipelinedStaging) {
 
 TEST(GemmGpu, DecodeOneStagingBuffer) {
   B12X_REQUIRE_GPU();
+  ScopedEnv eg0("B12X_GGML_GEMV", "0");  // the decode kernel for the GGML formats too
   // B12X_GEMM_DECODE_PIPE=0: the single staging buffer refilled between chunks (the path of
   // FP16 MMAs and of activations with group scales), several chunks per CTA.
   ScopedEnv ep("B12X_GEMM_DECODE_PIPE", "0"), es("B12X_GEMM_SPLIT", "1");
@@ -713,6 +716,7 @@ const LinearFormat kFp4Bf16Formats[] = {LinearFormat::kNvfp4, LinearFormat::kNvf
 
 TEST(GemmGpu, DecodeSliceHalves) {
   B12X_REQUIRE_GPU();
+  ScopedEnv eg0("B12X_GGML_GEMV", "0");  // the decode kernel for the GGML formats too
   // B12X_GEMM_DECODE_HALF=1: CTAs of 8 warps, two per tile on the halves of each slice. One and
   // two staging buffers, K = 4864 (9.5 slices) in several chunks (split 1), over a cluster of 4
   // and over 10 CTAs with partials (the default split at N = 72), M = 1 / 4 (one token tile), 9 /
@@ -760,6 +764,7 @@ TEST(GemmGpu, DecodeSliceHalvesDefault) {
 
 TEST(GemmGpu, DecodePipelinedStagingWarpSplit) {
   B12X_REQUIRE_GPU();
+  ScopedEnv eg0("B12X_GGML_GEMV", "0");  // the decode kernel for the GGML formats too
   // B12X_GEMM_DECODE_PIPE_WS=2|4 at M = 2..8: the warps of a tile take interleaved slices of each
   // staged chunk. N = 40 (3 tiles) splits K = 20480 over a cluster of 8; the CTA's range then
   // takes a short last chunk in which some K parts have no slice (FP4: 5 slices in chunks of 4).
@@ -781,6 +786,7 @@ TEST(GemmGpu, DecodePipelinedStagingWarpSplit) {
 
 TEST(GemmGpu, DecodeDeepRing) {
   B12X_REQUIRE_GPU();
+  ScopedEnv eg0("B12X_GGML_GEMV", "0");  // the decode kernel for the GGML formats too
   // B12X_GEMM_DECODE_DEEP=1: 3 ring slices per warp in the M = 1 kernels with 4 warps per tile
   // (FP4 weights, BF16 MMAs). K = 4096 (2 slices per warp: all in flight), 1280 (2.5 slices:
   // warps without a slice, a K tail), 8960 (several refills of the deeper ring), 20480 (split over
@@ -824,6 +830,7 @@ TEST(GemmGpu, DecodeWarpSplit8Default) {
 
 TEST(GemmGpu, DecodeWarpSplit8) {
   B12X_REQUIRE_GPU();
+  ScopedEnv eg0("B12X_GGML_GEMV", "0");  // the decode kernel for the GGML formats too
   // B12X_GEMM_DECODE_WSPLIT=8 (probe): CTAs of 8 warps on one 16-row tile at M = 1 (FP4 weights,
   // BF16 MMAs), each warp 1/8 of the CTA's K range. K = 4096 (one slice per warp), 1280 (warps
   // without a slice, a K tail), 4864, 8960 (beyond SM12x's budget: 4 warps there); a cluster
@@ -843,6 +850,7 @@ TEST(GemmGpu, DecodeWarpSplit8) {
 
 TEST(GemmGpu, DecodeSegmentStaging) {
   B12X_REQUIRE_GPU();
+  ScopedEnv eg0("B12X_GGML_GEMV", "0");  // the decode kernel for the GGML formats too
   // B12X_GEMM_DECODE_SEGSTAGE=1 (probe): the staging copies of the warp-split, pipelined and
   // slice-halves kernels by 32-piece segments per warp. M = 1 (4 warps per tile, the CTA's K
   // range at once), 3 / 16 / 24 (two buffers, several chunks: K = 4864, a short last chunk
@@ -1465,6 +1473,7 @@ TEST(GemmGpuSanitize, Fp8TokensOnM) {
 
 TEST(GemmGpuSanitize, DecodePipelinedStaging) {
   B12X_REQUIRE_GPU();
+  ScopedEnv eg0("B12X_GGML_GEMV", "0");  // the decode kernel for the GGML formats too
   // Two staging buffers (B12X_GEMM_DECODE_PIPE=1) over several chunks per CTA: 2 (FP4, 16 rows),
   // 3 (Q8_0, 3 rows) and 3 (FP8 with three ring stages, two token tiles), N = 40 with a tail CTA.
   ScopedEnv ep("B12X_GEMM_DECODE_PIPE", "1"), es("B12X_GEMM_SPLIT", "1");
@@ -1499,6 +1508,7 @@ TEST(GemmGpuSanitize, DecodeWarpSplit8) {
 
 TEST(GemmGpuSanitize, DecodeSegmentStaging) {
   B12X_REQUIRE_GPU();
+  ScopedEnv eg0("B12X_GGML_GEMV", "0");  // the decode kernel for the GGML formats too
   // B12X_GEMM_DECODE_SEGSTAGE=1: segment-walk staging copies at M = 1 (4 warps per tile), 3 (two
   // buffers, several chunks, K tail) and 16 (the slice halves), N = 40.
   ScopedEnv eg("B12X_GEMM_DECODE_SEGSTAGE", "1"), es("B12X_GEMM_SPLIT", "1");
@@ -1579,6 +1589,21 @@ TEST(GemmGpu, GgmlGemvForced) {
     EXPECT_EQ(bf16_plan(f, 17, 4096, 4096).ggml_gemv, 0);
   }
   for (const auto& c : ggml_gemv_cases()) run_case(c);
+  // B12X_GGML_GEMV_PROBE=1: the IQ2 tables filled copy by copy (session 8's fill), one and two
+  // token tiles, uncapped and capped (IQ2_XS: 16 / 8 grid copies; B12X_GGML_GEMV_OCC=4: IQ2_XXS
+  // capped for 4 CTAs per SM); 2: the PDL trigger at the start (GgmlGemvGraphReplay runs it
+  // between PDL-linked launches); 4: the capped IQ2 kernels' rolling weight loads.
+  for (const char* probe : {"1", "2", "4"}) {
+    ScopedEnv ep("B12X_GGML_GEMV_PROBE", probe);
+    for (LinearFormat f : kGgmlFormats)
+      for (const char* occ : {"0", "3", "4"}) {
+        ScopedEnv eo("B12X_GGML_GEMV_OCC", occ);
+        EXPECT_EQ(bf16_plan(f, 1, 72, 2304).ggml_gemv_probe, std::atoi(probe));
+        for (int64_t M : {1, 6, 12})
+          run_case({f, M, 72, f == LinearFormat::kQ8_0 ? 1056 : 2304, DType::kBF16, DType::kBF16,
+                    M == 6});
+      }
+  }
 }
 
 TEST(GemmGpu, GgmlGemvGrids) {
@@ -1606,13 +1631,13 @@ TEST(GemmGpu, GgmlGemvTileWalk) {
   B12X_REQUIRE_GPU();
   // CTAs capped below the tile groups (B12X_GGML_GEMV_CTAS): each CTA walks several groups,
   // loading the next group's first batch during the last one of the current group; N = 200 (13
-  // tiles, the last one partial), one and two token tiles, with and without a split.
-  // Each with an L2 prefetch 2 batches ahead (B12X_GGML_GEMV_PF).
-  ScopedEnv e("B12X_GGML_GEMV", "1"), ec("B12X_GGML_GEMV_CTAS", "2"), ep("B12X_GGML_GEMV_PF", "2");
+  // tiles, the last one partial), one and two token tiles, with and without a split; the IQ2
+  // capped kernels' rolling weight loads (B12X_GGML_GEMV_PROBE=4) with the split.
+  ScopedEnv e("B12X_GGML_GEMV", "1"), ec("B12X_GGML_GEMV_CTAS", "2");
   for (const char* kw : {"8", "2"})
     for (const char* sp : {"1", "2"}) {
       ScopedEnv ek("B12X_GGML_GEMV_KW", kw), es("B12X_GGML_GEMV_SPLIT", sp),
-          ex("B12X_GGML_GEMV_XPF", sp[0] == '1' ? "1" : "0");  // activation prefetch on / off
+          ep("B12X_GGML_GEMV_PROBE", sp[0] == '2' ? "4" : "0");
       EXPECT_EQ(bf16_plan(LinearFormat::kQ8_0, 4, 200, 1024).ggml_gemv_ctas, 2);
       for (LinearFormat f : kGgmlFormats) {
         run_case({f, 2, 200, 1024, DType::kBF16, DType::kBF16, true});
@@ -1624,7 +1649,8 @@ TEST(GemmGpu, GgmlGemvTileWalk) {
 TEST(GemmGpu, GgmlGemvDefault) {
   B12X_REQUIRE_GPU();
   // The default route (no override): IQ2 at M <= 16 everywhere, Q8_0 where the 16-row tiles are
-  // at most 2 x SMs; a decode-kernel probe in the environment keeps the decode kernel.
+  // at most 2 x SMs; the decode kernel's knobs leave the route alone, B12X_GGML_GEMV=0 takes the
+  // decode kernel.
   int sms = 0;
   B12X_TEST_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   for (LinearFormat f : kGgmlFormats) {
@@ -1634,7 +1660,9 @@ TEST(GemmGpu, GgmlGemvDefault) {
     const int64_t n = int64_t{2} * sms * 16;  // 2 x SMs tiles (+ 16 rows: one more)
     EXPECT_EQ(bf16_plan(f, 1, n + 16, 4096).ggml_gemv > 0, f != LinearFormat::kQ8_0);
     EXPECT_GT(bf16_plan(f, 1, n, 4096).ggml_gemv, 0);
-    ScopedEnv es("B12X_GEMM_SPLIT", "2");
+    ScopedEnv es("B12X_GEMM_SPLIT", "2"), ed("B12X_GEMM_DECODE_HALF", "1");
+    EXPECT_GT(bf16_plan(f, 1, 4096, 4096).ggml_gemv, 0);
+    ScopedEnv eg("B12X_GGML_GEMV", "0");
     EXPECT_EQ(bf16_plan(f, 1, 4096, 4096).ggml_gemv, 0);
   }
   for (const auto& c : ggml_gemv_cases()) run_case(c);
@@ -1645,13 +1673,15 @@ TEST(GemmGpu, GgmlGemvDefault) {
 TEST(GemmGpu, GgmlGemvGraphReplay) {
   B12X_REQUIRE_GPU();
   // Captured once, replayed with new activations in the same buffers (with and without a split).
+  // Also with the PDL trigger at the start (B12X_GGML_GEMV_PROBE=2).
   ScopedEnv e("B12X_GGML_GEMV", "1");
-  for (const char* sp : {"1", "2"}) {
-    ScopedEnv es("B12X_GGML_GEMV_SPLIT", sp);
-    for (LinearFormat f : kGgmlFormats)
-      for (int64_t M : {1, 16})
-        run_case({f, M, 72, 1024, DType::kBF16, DType::kBF16, true}, /*graph_replay=*/true);
-  }
+  for (const char* sp : {"1", "2"})
+    for (const char* probe : {"0", "2"}) {
+      ScopedEnv es("B12X_GGML_GEMV_SPLIT", sp), ep("B12X_GGML_GEMV_PROBE", probe);
+      for (LinearFormat f : kGgmlFormats)
+        for (int64_t M : {1, 16})
+          run_case({f, M, 72, 1024, DType::kBF16, DType::kBF16, true}, /*graph_replay=*/true);
+    }
 }
 
 TEST(GemmGpuSanitize, GgmlGemv) {
@@ -1660,8 +1690,11 @@ TEST(GemmGpuSanitize, GgmlGemv) {
   for (LinearFormat f : kGgmlFormats) {
     run_case({f, 1, 40, f == LinearFormat::kQ8_0 ? 1056 : 512, DType::kBF16, DType::kBF16, true});
     ScopedEnv ek("B12X_GGML_GEMV_KW", "2"), es("B12X_GGML_GEMV_SPLIT", "3"),
-        ec("B12X_GGML_GEMV_CTAS", "1"), ep("B12X_GGML_GEMV_PF", "1");
+        ec("B12X_GGML_GEMV_CTAS", "1");
     run_case({f, 9, 40, 512, DType::kFP16, DType::kFP16, false});
+    // Odd N with a split: the reduce kernel reads column pairs, the last one's column N from
+    // partials the GEMV writes for every padded row (initcheck-clean).
+    run_case({f, 3, 41, 512, DType::kBF16, DType::kBF16, true});
   }
 }
 

@@ -83,9 +83,9 @@ __global__ void __launch_bounds__(256) act_dequant_kernel(const ActParams p) {
 /// K split over plain CTAs (fp32 partials [split][M][NP]) of the decode, tiled and GGML GEMV
 /// kernels. Launched with PDL behind them where the GEMM was (their triggers follow the main
 /// loops): the launch overlaps their epilogues and griddep_wait orders the reads after every
-/// partial. Two columns per thread (NP is even, inside the partials region). The decode and tiled
-/// kernels write all NP columns; the GEMV writes only the N valid ones, so with odd N the pair's
-/// second column n = N is read unwritten and never stored (the n + e < N check below).
+/// partial. Two columns per thread (NP is even, inside the partials region). Every producer writes
+/// all NP columns, so with odd N the pair's second column n = N is read initialized and never
+/// stored (the n + e < N check below).
 __global__ void __launch_bounds__(256) linear_reduce_kernel(const LinearParams p) {
   griddep_wait();
   const int64_t pairs = (p.N + 1) / 2;

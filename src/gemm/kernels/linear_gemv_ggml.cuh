@@ -39,8 +39,20 @@ namespace gemv {
 
 inline constexpr int kWarps = 8;
 inline constexpr int kThreads = 32 * kWarps;
-/// Copies of the IQ2 tables (lane classes of a half-warp's 8-byte loads).
+/// Copies of the IQ2 tables (lane classes of a half-warp's 8-byte loads): 16 make every
+/// half-warp's loads conflict-free.
 inline constexpr int kClasses = 16;
+/// Probe bits of the kernels' `probe` argument (Plan::ggml_gemv_probe).
+inline constexpr int kProbeCopyFill = 1;  // the tables filled copy by copy (session 8's fill)
+/// The PDL trigger at the start instead of after the main loop: every CTA of the grid is resident
+/// at once (grid.x capped at the resident CTAs), so a dependent kernel's CTAs only take free
+/// slots and run their prologue (up to griddepcontrol.wait, which still waits for this grid's
+/// completion) during this kernel.
+inline constexpr int kProbeEarlyTrigger = 2;
+/// IQ2, the capped one-tile kernels: the next batch's weight word of atom j loaded into the
+/// register of the current one right after its last use (8 registers fewer than a separate next
+/// batch; still one batch ahead).
+inline constexpr int kProbeRoll = 4;
 
 template <WFmt F>
 constexpr int grid_entries() {
@@ -51,10 +63,20 @@ template <WFmt F>
 constexpr int batch_atoms() {
   return F == WFmt::kQ8_0 ? 4 : 8;
 }
-/// Dynamic shared memory: the replicated IQ2 tables (grid selectors, then sign selectors).
-template <WFmt F>
+/// Copies of the grid table: 16, or 8 for the IQ2_XS kernels capped for 3 CTAs per SM (kO3),
+/// whose 16 copies (64 KB) would leave room for 2 CTAs only. With 8 copies (64 bytes per entry)
+/// lanes L and L + 8 of a half-warp share a copy: their loads conflict when both entries have
+/// the same parity (2 wavefronts per half-warp instead of 1).
+template <WFmt F, bool kO3>
+constexpr int grid_copies() {
+  return F == WFmt::kIq2Xs && kO3 ? 8 : kClasses;
+}
+/// Dynamic shared memory: the replicated IQ2 tables (grid selectors, then sign selectors, then
+/// two PRMT source words).
+template <WFmt F, bool kO3 = false>
 constexpr int smem_bytes() {
-  return F == WFmt::kQ8_0 ? 0 : (grid_entries<F>() + 128) * kClasses * 8 + 16;
+  return F == WFmt::kQ8_0 ? 0
+                          : (grid_entries<F>() * grid_copies<F, kO3>() + 128 * kClasses) * 8 + 16;
 }
 
 // ---------------------------------------------------------------- IQ2 selector tables -------
@@ -157,14 +179,15 @@ __device__ __forceinline__ void iq2_pairs(uint64_t gs, uint64_t ss, uint32_t lo,
 
 /// The two entries of e01 (rows g and g + 8: grid index | sign7 << 9 in each 16-bit half) ->
 /// their pairs. gcls / scls: shared addresses of the lane's copy (class) of grid / sign entry 0
-/// (entries 128 bytes apart): index * 128 + base is one IMAD, the high entry's sign index
-/// e01 >> 25 needs no mask.
-template <class T>
+/// (grid entries kGc * 8 bytes apart, sign entries 128): index * stride + base is one IMAD, the
+/// high entry's sign index e01 >> 25 needs no mask.
+template <class T, int kGc>
 __device__ __forceinline__ void iq2_entry_pairs2(uint32_t e01, uint32_t gcls, uint32_t scls,
                                                  uint32_t lo, uint32_t p0[4], uint32_t p1[4]) {
-  const uint64_t g0 = lds64((e01 & 0x1FFu) * 128u + gcls);
+  constexpr uint32_t kGs = kGc * 8u;
+  const uint64_t g0 = lds64((e01 & 0x1FFu) * kGs + gcls);
   const uint64_t s0 = lds64(((e01 >> 9) & 0x7Fu) * 128u + scls);
-  const uint64_t g1 = lds64(((e01 >> 16) & 0x1FFu) * 128u + gcls);
+  const uint64_t g1 = lds64(((e01 >> 16) & 0x1FFu) * kGs + gcls);
   const uint64_t s1 = lds64((e01 >> 25) * 128u + scls);
   iq2_pairs<T>(g0, s0, lo, p0);
   iq2_pairs<T>(g1, s1, lo, p1);
@@ -237,18 +260,6 @@ __device__ __forceinline__ Cursor cursor_at(const LinearParams& p, int tile, int
   c.s = F == WFmt::kQ8_0 ? nullptr : p.wscale2 + r0 * p.scale2_ld + b * batch_sbytes<F>();
   return c;
 }
-/// L1 prefetch of the line at p.
-__device__ __forceinline__ void prefetch_l1(const void* p) {
-  asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
-}
-
-/// L2 prefetch of `bytes` contiguous bytes (one instruction for a warp's whole batch; SM90+).
-__device__ __forceinline__ void prefetch_l2(const void* p, uint32_t bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
-#endif
-}
-
 template <WFmt F>
 __device__ __forceinline__ void advance(Cursor& c, int batches) {
   c.w += static_cast<int64_t>(batches) * batch_bytes<F>();
@@ -257,8 +268,9 @@ __device__ __forceinline__ void advance(Cursor& c, int batches) {
 }
 
 /// The batch at the cursor: Q8_0 4 atoms (nv valid: the last batch of K % 128 != 0 has fewer),
-/// IQ2 8 atoms (one 256-K block). d8 / s8: bytes from row g's scale words to row g + 8's.
-template <WFmt F>
+/// IQ2 8 atoms (one 256-K block; kWeights = false: its scales only). d8 / s8: bytes from row g's
+/// scale words to row g + 8's.
+template <WFmt F, bool kWeights = true>
 __device__ __forceinline__ void load_batch(const Cursor& c, int nv, int d8, int s8, Batch<F>& B) {
   if constexpr (F == WFmt::kQ8_0) {
 #pragma unroll
@@ -267,8 +279,9 @@ __device__ __forceinline__ void load_batch(const Cursor& c, int nv, int d8, int 
     B.d[0] = __ldg(reinterpret_cast<const uint2*>(c.d));
     B.d[1] = __ldg(reinterpret_cast<const uint2*>(c.d + d8));
   } else {
+    if constexpr (kWeights)
 #pragma unroll
-    for (int j = 0; j < 8; ++j) B.w[j] = __ldg(reinterpret_cast<const uint32_t*>(c.w + j * 128));
+      for (int j = 0; j < 8; ++j) B.w[j] = __ldg(reinterpret_cast<const uint32_t*>(c.w + j * 128));
     B.d[0] = __ldg(reinterpret_cast<const uint16_t*>(c.d));
     B.d[1] = __ldg(reinterpret_cast<const uint16_t*>(c.d + d8));
     if constexpr (F == WFmt::kIq2Xxs) {
@@ -300,20 +313,22 @@ __device__ __forceinline__ void load_acts(const uint16_t* xa, uint32_t x[4]) {
 }  // namespace gemv
 
 /// grid = (<= ceil(n16 / (8 / kw)) CTAs walking the tile groups, split, ceil(M / tokens)), tokens
-/// = 8 * NT (4 with kCols); 256 threads; dynamic shared memory gemv::smem_bytes<F>(). kw (1, 2,
-/// 4, 8): warps per 16-row tile. kCols (IQ2_XS, NT = 1, M <= 4): the two 16-K groups of an atom
+/// = 8 * NT (4 with kCols); 256 threads; dynamic shared memory gemv::smem_bytes<F, kO3>(). kw (1,
+/// 2, 4, 8): warps per 16-row tile. kCols (IQ2_XS, NT = 1, M <= 4): the two 16-K groups of an atom
 /// in the MMA's column halves instead of two MMA chains: columns 4h + m hold token m's sums over
 /// group h (lanes g = 4h + m load token m with the other group's activations zeroed), so one
 /// chain and one sub-scale per lane; lanes t and t + 2 (columns 2t, 2t + 1 of groups 0 / 1) are
 /// added before the epilogue.
-template <WFmt F, class T, int NT, bool kCols>
-__device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, int kw, int pf, int xpf) {
+template <WFmt F, class T, int NT, bool kCols, bool kO3, bool kRoll>
+__device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, int kw, int probe) {
   using namespace gemv;
   constexpr bool kIq2 = F != WFmt::kQ8_0;
   constexpr bool kXs = F == WFmt::kIq2Xs;
   constexpr int kU = batch_atoms<F>();
+  constexpr int kE = grid_entries<F>();
+  constexpr int kGc = grid_copies<F, kO3>();
   // Two PRMT source words after the tables (u32 index; registers ptxas cannot rematerialize).
-  constexpr int kSrcWord = (grid_entries<F>() + 128) * kClasses * 2;
+  constexpr int kSrcWord = (kE * kGc + 128 * kClasses) * 2;
   extern __shared__ __align__(16) uint64_t tabs[];
   __shared__ float red[kWarps][NT * 4][32];
 
@@ -335,6 +350,7 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, int kw, in
   static_assert(!kCols || (F == WFmt::kIq2Xs && NT == 1), "column groups: IQ2_XS, one tile");
   const int64_t tok0 = static_cast<int64_t>(blockIdx.z) * (kCols ? 4 : 8 * NT);
 
+  if (probe & kProbeEarlyTrigger) griddep_launch_dependents();
   const int d8 = static_cast<int>(16 * p.scale_ld), s8 = static_cast<int>(8 * p.scale2_ld);
   int tg = blockIdx.x;
   Batch<F> cur;
@@ -349,23 +365,45 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, int kw, in
       gsrc = T::kFp16 ? g_gsel_xxs_fp16.v : g_gsel_xxs_bf16.v;
     }
     const uint64_t* ssrc = T::kFp16 ? g_ssel_fp16.v : g_ssel_bf16.v;
-    constexpr int kE = grid_entries<F>();
     if (threadIdx.x == 0) {
       reinterpret_cast<uint32_t*>(tabs)[kSrcWord] = src_lo<T>();
       reinterpret_cast<uint32_t*>(tabs)[kSrcWord + 1] = 0x4B000000u;
     }
-#pragma unroll 8
-    for (int i = threadIdx.x; i < (kE + 128) * kClasses; i += kThreads) {
-      const int e = i / kClasses;
-      tabs[i] = e < kE ? gsrc[e] : ssrc[e - kE];
+    if (probe & kProbeCopyFill) {
+      for (int i = threadIdx.x; i < kE * kGc + 128 * kClasses; i += kThreads)
+        tabs[i] = i < kE * kGc ? gsrc[i / kGc] : ssrc[(i - kE * kGc) / kClasses];
+    } else {
+      // One entry per thread and pass (all loads first: one global round trip), its copies
+      // written as 16-byte pairs starting at pair `threadIdx.x` (rotated, so that the 8 threads of
+      // a 128-byte store wavefront hit different bank groups).
+      constexpr int kEnt = kE + 128, kPasses = (kEnt + kThreads - 1) / kThreads;
+      uint64_t v[kPasses];
+#pragma unroll
+      for (int it = 0; it < kPasses; ++it) {
+        const int e = static_cast<int>(threadIdx.x) + it * kThreads;
+        v[it] = e < kE ? gsrc[e] : e < kEnt ? ssrc[e - kE] : 0;
+      }
+#pragma unroll
+      for (int it = 0; it < kPasses; ++it) {
+        const int e = static_cast<int>(threadIdx.x) + it * kThreads;
+        if (e >= kEnt) break;
+        const bool grid = e < kE;  // kE is a multiple of kThreads: uniform per pass
+        const int pairs = (grid ? kGc : kClasses) / 2;
+        uint4* dst =
+            reinterpret_cast<uint4*>(grid ? tabs + e * kGc : tabs + kE * kGc + (e - kE) * kClasses);
+        const uint32_t lo = static_cast<uint32_t>(v[it]), hi = static_cast<uint32_t>(v[it] >> 32);
+#pragma unroll
+        for (int k = 0; k < kClasses / 2; ++k)
+          if (k < pairs) dst[(k + threadIdx.x) & (pairs - 1)] = make_uint4(lo, hi, lo, hi);
+      }
     }
     __syncthreads();
   }
   griddep_wait();
 
-  const uint32_t gcls =
-      static_cast<uint32_t>(__cvta_generic_to_shared(tabs)) + (lane % kClasses) * 8;
-  const uint32_t scls = gcls + grid_entries<F>() * kClasses * 8;
+  const uint32_t tab0 = static_cast<uint32_t>(__cvta_generic_to_shared(tabs));
+  const uint32_t gcls = tab0 + (lane % kGc) * 8;
+  const uint32_t scls = tab0 + kE * kGc * 8 + (lane % kClasses) * 8;
   const uint32_t esel = (t & 1) ? 0x7632u : 0x5410u;
   uint32_t src_lo = 0, magic = 0;
   if constexpr (kIq2) {
@@ -397,27 +435,15 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, int kw, in
 
     for (int b = b_first; active && b < b_end; b += kw) {
       Batch<F> nxt;
+      bool more = false;  // kRoll: a next batch (its weights loaded atom by atom below)
       if (b + kw < b_end) {
         advance<F>(ld, kw);
-        load_batch<F>(ld, atoms - (b + kw) * kU, d8, s8, nxt);
-        // pf > 0: the tile's weights pf batches beyond the register prefetch into L2 (lane 0's
-        // cursor is the batch's first byte).
-        if (pf > 0 && lane == 0 && b + (pf + 1) * kw < b_end)
-          prefetch_l2(ld.w + static_cast<int64_t>(pf) * kw * batch_bytes<F>(), batch_bytes<F>());
+        load_batch<F, !kRoll>(ld, atoms - (b + kw) * kU, d8, s8, nxt);
+        more = true;
       } else if (next_tile < n16) {
         ld = cursor_at<F>(p, next_tile, b_first, lane);
-        load_batch<F>(ld, atoms - b_first * kU, d8, s8, nxt);
-      }
-      // xpf: the next batch's activations into L1 (round 30 Nsight Compute: long-scoreboard
-      // stalls lead, and a warp's activations come from L2: the CTA's warps read different K).
-      // Lane t takes line t (IQ2: 4 lines of 128 bytes per token row) or t % 2 (Q8_0: 2),
-      // lines from K on skipped.
-      if (xpf != 0 && (b + kw < b_end || next_tile < n16)) {
-        const int nb = b + kw < b_end ? b + kw : b_first;
-        const int64_t k0 = static_cast<int64_t>(nb) * (kU * 32) + (kIq2 ? t : (t & 1)) * 64;
-        if (k0 < p.K)
-#pragma unroll
-          for (int n = 0; n < NT; ++n) prefetch_l1(xl[n] - (kIq2 ? 8 * t : 2 * t) + k0);
+        load_batch<F, !kRoll>(ld, atoms - b_first * kU, d8, s8, nxt);
+        more = true;
       }
       // IQ2: the block's d / 8 per row, applied once per batch to sums of the atoms' partials
       // times (2s + 1) (fw: the factors as bytes, iq2_odd_bytes; per row: XXS even / odd atoms,
@@ -456,9 +482,12 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, int kw, in
           // lane t / 2 of the quad) and g + 8 (word 2 + t / 2).
           const uint32_t v0 = __shfl_sync(0xFFFFFFFFu, cur.w[j], (lane & ~3) | (t >> 1));
           const uint32_t v1 = __shfl_sync(0xFFFFFFFFu, cur.w[j], (lane & ~3) | 2 | (t >> 1));
+          if constexpr (kRoll) {
+            if (more) cur.w[j] = __ldg(reinterpret_cast<const uint32_t*>(ld.w + j * 128));
+          }
           const uint32_t e01 = prmt(v0, v1, esel);
           uint32_t P0[4], P1[4];
-          iq2_entry_pairs2<T>(e01, gcls, scls, src_lo, P0, P1);
+          iq2_entry_pairs2<T, kGc>(e01, gcls, scls, src_lo, P0, P1);
 #pragma unroll
           for (int s = 0; s < 2; ++s) {
             A[s][0] = P0[2 * s];
@@ -531,7 +560,15 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, int kw, in
 #pragma unroll
           for (int i = 0; i < 4; ++i) acc[n][i] = fmaf(accb[n][i], d8[i >> 1], acc[n][i]);
       }
-      cur = nxt;
+      if constexpr (kRoll) {
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          cur.d[r] = nxt.d[r];
+          cur.s[r] = nxt.s[r];
+        }
+      } else {
+        cur = nxt;
+      }
     }
 
     if constexpr (kCols) {
@@ -562,10 +599,12 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, int kw, in
       for (int i = 0; i < 4; ++i) {
         const int64_t row = static_cast<int64_t>(tile) * 16 + g + 8 * (i >> 1);
         const int64_t m = tok0 + 8 * n + 2 * t + (i & 1);
-        if (row >= p.N || m >= p.M) continue;
+        if (m >= p.M) continue;
         if (p.split > 1) {
+          // Every row < NP, also the padding's: the reduce kernel reads column pairs, with odd N
+          // column N too (its value is discarded, but the scratch read is then initialized).
           p.partial[(static_cast<int64_t>(blockIdx.y) * p.M + m) * p.NP + row] = acc[n][i];
-        } else {
+        } else if (row < p.N) {
           float v = acc[n][i] * mult;
           if (p.bias != nullptr) v += load_out_type(p.bias, row, p.out_fp16);
           if (p.out_fp16)
@@ -578,24 +617,17 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, int kw, in
   griddep_launch_dependents();
 }
 
-/// One token tile (registers uncapped: 80-110).
-template <WFmt F, class T, bool kCols = false>
-__global__ void __launch_bounds__(gemv::kThreads)
-    linear_gemv_ggml_kernel(const LinearParams p, int kw, int pf, int xpf) {
-  gemv_ggml_body<F, T, 1, kCols>(p, kw, pf, xpf);
-}
-/// Two token tiles, registers capped for 2 CTAs per SM (uncapped, IQ2_XS takes 183).
-template <WFmt F, class T>
-__global__ void __launch_bounds__(gemv::kThreads, 2)
-    linear_gemv_ggml_nt2_kernel(const LinearParams p, int kw, int pf, int xpf) {
-  gemv_ggml_body<F, T, 2, false>(p, kw, pf, xpf);
-}
-/// The same with registers capped for 3 CTAs per SM (80 registers, a few bytes of spills): the IQ2
-/// one-tile kernels, which round 29's Nsight Compute found latency-bound at two CTAs per SM.
-template <WFmt F, class T, bool kCols = false>
-__global__ void __launch_bounds__(gemv::kThreads, 3)
-    linear_gemv_ggml_occ3_kernel(const LinearParams p, int kw, int pf, int xpf) {
-  gemv_ggml_body<F, T, 1, kCols>(p, kw, pf, xpf);
+/// NT token tiles, registers capped for kMinCtas CTAs per SM: 0 (uncapped, one tile: 78-125
+/// registers; a minimum of 1 would raise ptxas's budget to 136-167), 2 (two tiles; uncapped,
+/// IQ2_XS takes 183), 3 (the IQ2 one-tile kernels, which round 29's Nsight Compute found
+/// latency-bound at two CTAs per SM: 80 registers, a few bytes of spills; IQ2_XS with 8
+/// grid-table copies, gemv::grid_copies, so that 3 CTAs fit the shared memory), 4 (probe,
+/// B12X_GGML_GEMV_OCC=4: IQ2_XXS at 64). `probe`: gemv::kProbe* bits (kRoll: kProbeRoll's
+/// kernels).
+template <WFmt F, class T, int NT, bool kCols, int kMinCtas, bool kRoll = false>
+__global__ void __launch_bounds__(gemv::kThreads, kMinCtas)
+    linear_gemv_ggml_kernel(const LinearParams p, int kw, int probe) {
+  gemv_ggml_body<F, T, NT, kCols, (kMinCtas >= 3), kRoll>(p, kw, probe);
 }
 
 }  // namespace b12x::gemm::lin
