@@ -21,10 +21,10 @@ static_assert(3 * (gemv::smem_bytes<WFmt::kIq2Xs, true>() + gemv::kWarps * 4 * 3
                   228 * 1024,
               "3 CTAs per SM of the capped IQ2_XS GEMV");
 
-template <WFmt F, class T>
+template <WFmt F, class T, bool kBig = false>
 GemvFn fn_nt(int nt) {
-  return nt == 1 ? &linear_gemv_ggml_kernel<F, T, 1, false, 0>
-                 : &linear_gemv_ggml_kernel<F, T, 2, false, 2>;
+  return nt == 1 ? &linear_gemv_ggml_kernel<F, T, 1, false, 0, false, kBig>
+                 : &linear_gemv_ggml_kernel<F, T, 2, false, 2, false, kBig>;
 }
 
 /// The capped IQ2 one-tile kernel (kRoll: gemv::kProbeRoll's).
@@ -36,12 +36,14 @@ GemvFn capped(bool roll) {
 
 /// nt = 0: IQ2_XS with its two 16-K groups in the MMA's column halves (M <= 4). occ = 3: the IQ2
 /// one-tile kernels with registers capped for 3 CTAs per SM; 4 (probe): IQ2_XXS capped for 4
-/// (IQ2_XS: as 3, its tables leave no room for 4). roll: gemv::kProbeRoll (capped kernels).
+/// (IQ2_XS: as 3, its tables leave no room for 4). roll: gemv::kProbeRoll (capped kernels), or
+/// for Q8_0 gemv::kProbeQ8Big.
 template <class T>
 GemvFn pick(WFmt f, int nt, int occ, bool roll) {
   switch (f) {
     case WFmt::kQ8_0:
-      return nt == 0 ? nullptr : fn_nt<WFmt::kQ8_0, T>(nt);
+      if (nt == 0) return nullptr;
+      return roll ? fn_nt<WFmt::kQ8_0, T, true>(nt) : fn_nt<WFmt::kQ8_0, T>(nt);
     case WFmt::kIq2Xxs:
       if (occ == 4 && nt == 1) return capped<WFmt::kIq2Xxs, T, false, 4>(roll);
       if (occ == 3 && nt == 1) return capped<WFmt::kIq2Xxs, T, false, 3>(roll);
@@ -109,7 +111,7 @@ int prepare_ggml_gemv(int device, WFmt f, bool fp16, int64_t M, int occ) {
 void launch_ggml_gemv(WFmt f, bool fp16, int kw, int ctas, int occ, int probe,
                       const LinearParams& p, Stream stream) {
   const int nt = variant_nt(f, p.M);
-  const bool roll = (probe & gemv::kProbeRoll) != 0;
+  const bool roll = (probe & (f == WFmt::kQ8_0 ? gemv::kProbeQ8Big : gemv::kProbeRoll)) != 0;
   const GemvFn k = fp16 ? pick<Fp16Tag>(f, nt, occ, roll) : pick<Bf16Tag>(f, nt, occ, roll);
   B12X_ASSERT(k != nullptr, "no GGML GEMV for format ", static_cast<int>(f));
   B12X_ASSERT(kw == 1 || kw == 2 || kw == 4 || kw == 8, "GGML GEMV: kw=", kw);

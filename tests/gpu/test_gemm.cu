@@ -1592,8 +1592,9 @@ TEST(GemmGpu, GgmlGemvForced) {
   // B12X_GGML_GEMV_PROBE=1: the IQ2 tables filled copy by copy (session 8's fill), one and two
   // token tiles, uncapped and capped (IQ2_XS: 16 / 8 grid copies; B12X_GGML_GEMV_OCC=4: IQ2_XXS
   // capped for 4 CTAs per SM); 2: the PDL trigger at the start (GgmlGemvGraphReplay runs it
-  // between PDL-linked launches); 4: the capped IQ2 kernels' rolling weight loads.
-  for (const char* probe : {"1", "2", "4"}) {
+  // between PDL-linked launches); 4: the capped IQ2 kernels' rolling weight loads; 8: Q8_0
+  // batches of 8 atoms (K = 1056: a last batch of one atom).
+  for (const char* probe : {"1", "2", "4", "8"}) {
     ScopedEnv ep("B12X_GGML_GEMV_PROBE", probe);
     for (LinearFormat f : kGgmlFormats)
       for (const char* occ : {"0", "3", "4"}) {
@@ -1632,12 +1633,13 @@ TEST(GemmGpu, GgmlGemvTileWalk) {
   // CTAs capped below the tile groups (B12X_GGML_GEMV_CTAS): each CTA walks several groups,
   // loading the next group's first batch during the last one of the current group; N = 200 (13
   // tiles, the last one partial), one and two token tiles, with and without a split; the IQ2
-  // capped kernels' rolling weight loads (B12X_GGML_GEMV_PROBE=4) with the split.
+  // capped kernels' rolling weight loads and Q8_0's 8-atom batches (B12X_GGML_GEMV_PROBE=12)
+  // with the split.
   ScopedEnv e("B12X_GGML_GEMV", "1"), ec("B12X_GGML_GEMV_CTAS", "2");
   for (const char* kw : {"8", "2"})
     for (const char* sp : {"1", "2"}) {
       ScopedEnv ek("B12X_GGML_GEMV_KW", kw), es("B12X_GGML_GEMV_SPLIT", sp),
-          ep("B12X_GGML_GEMV_PROBE", sp[0] == '2' ? "4" : "0");
+          ep("B12X_GGML_GEMV_PROBE", sp[0] == '2' ? "12" : "0");
       EXPECT_EQ(bf16_plan(LinearFormat::kQ8_0, 4, 200, 1024).ggml_gemv_ctas, 2);
       for (LinearFormat f : kGgmlFormats) {
         run_case({f, 2, 200, 1024, DType::kBF16, DType::kBF16, true});

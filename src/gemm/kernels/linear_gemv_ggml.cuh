@@ -53,15 +53,19 @@ inline constexpr int kProbeEarlyTrigger = 2;
 /// register of the current one right after its last use (8 registers fewer than a separate next
 /// batch; still one batch ahead).
 inline constexpr int kProbeRoll = 4;
+/// Q8_0: batches of 8 atoms (the one-batch-ahead register prefetch holds 8 KB per warp instead of
+/// 4; each batch costs a DRAM round trip, and Q8_0's decode is too short to hide it).
+inline constexpr int kProbeQ8Big = 8;
 
 template <WFmt F>
 constexpr int grid_entries() {
   return F == WFmt::kIq2Xs ? 512 : 256;
 }
-/// Atoms (32 K) per batch: an IQ2 block of 256 K (one fp16 d per row); 4 for Q8_0.
-template <WFmt F>
+/// Atoms (32 K) per batch: an IQ2 block of 256 K (one fp16 d per row); 4 for Q8_0 (kBig, probe
+/// kProbeQ8Big: 8, twice the bytes in flight per warp).
+template <WFmt F, bool kBig = false>
 constexpr int batch_atoms() {
-  return F == WFmt::kQ8_0 ? 4 : 8;
+  return F == WFmt::kQ8_0 && !kBig ? 4 : 8;
 }
 /// Copies of the grid table: 16, or 8 for the IQ2_XS kernels capped for 3 CTAs per SM (kO3),
 /// whose 16 copies (64 KB) would leave room for 2 CTAs only. With 8 copies (64 bytes per entry)
@@ -204,13 +208,13 @@ __device__ __forceinline__ float iq2_factor(uint32_t w, int k, uint32_t magic) {
   return __uint_as_float(prmt(w, magic, 0x7540u | static_cast<uint32_t>(k))) - 8388608.f;
 }
 
-/// Weights and scales of one batch of a warp (registers; loaded one batch ahead).
-template <WFmt F>
+/// Weights and scales of one batch of kU atoms of a warp (registers; loaded one batch ahead).
+template <WFmt F, int kU = batch_atoms<F>()>
 struct Batch;
-template <>
-struct Batch<WFmt::kQ8_0> {
-  uint4 w[4];  // the lane's 16 bytes of each atom
-  uint2 d[2];  // fp16 d of the 4 atoms, rows g / g + 8
+template <int kU>
+struct Batch<WFmt::kQ8_0, kU> {
+  uint4 w[kU];            // the lane's 16 bytes of each atom
+  uint32_t d[2][kU / 2];  // fp16 d of the atoms (two per word), rows g / g + 8
 };
 template <>
 struct Batch<WFmt::kIq2Xxs> {
@@ -233,20 +237,20 @@ struct Cursor {
   const uint8_t* d;
   const uint8_t* s;
 };
-template <WFmt F>
+template <WFmt F, int kU = batch_atoms<F>()>
 constexpr int batch_bytes() {  // weight bytes of a batch in one tile
-  return F == WFmt::kQ8_0 ? 4 * 512 : 8 * 128;
+  return F == WFmt::kQ8_0 ? kU * 512 : 8 * 128;
 }
-template <WFmt F>
+template <WFmt F, int kU = batch_atoms<F>()>
 constexpr int batch_dbytes() {  // fp16 d bytes of a batch per row
-  return F == WFmt::kQ8_0 ? 8 : 2;
+  return F == WFmt::kQ8_0 ? kU * 2 : 2;
 }
 template <WFmt F>
 constexpr int batch_sbytes() {  // IQ2 sub-scale bytes of a batch per row
   return F == WFmt::kIq2Xs ? 8 : 4;
 }
 /// The cursor at batch b of a tile.
-template <WFmt F>
+template <WFmt F, int kU = batch_atoms<F>()>
 __device__ __forceinline__ Cursor cursor_at(const LinearParams& p, int tile, int b, int lane) {
   const int g = lane >> 2, t = lane & 3;
   const int64_t r0 = static_cast<int64_t>(tile) * 16 + g;
@@ -255,29 +259,44 @@ __device__ __forceinline__ Cursor cursor_at(const LinearParams& p, int tile, int
   // 16), word t of slot g.
   c.w = p.wvals + static_cast<int64_t>(tile) * p.kvec * (F == WFmt::kQ8_0 ? 512 : 128) +
         (F == WFmt::kQ8_0 ? lane * 16 : g * 16 + t * 4) +
-        static_cast<int64_t>(b) * batch_bytes<F>();
-  c.d = p.wscale + r0 * p.scale_ld * 2 + b * batch_dbytes<F>();
+        static_cast<int64_t>(b) * batch_bytes<F, kU>();
+  c.d = p.wscale + r0 * p.scale_ld * 2 + b * batch_dbytes<F, kU>();
   c.s = F == WFmt::kQ8_0 ? nullptr : p.wscale2 + r0 * p.scale2_ld + b * batch_sbytes<F>();
   return c;
 }
-template <WFmt F>
+template <WFmt F, int kU = batch_atoms<F>()>
 __device__ __forceinline__ void advance(Cursor& c, int batches) {
-  c.w += static_cast<int64_t>(batches) * batch_bytes<F>();
-  c.d += batches * batch_dbytes<F>();
+  c.w += static_cast<int64_t>(batches) * batch_bytes<F, kU>();
+  c.d += batches * batch_dbytes<F, kU>();
   if constexpr (F != WFmt::kQ8_0) c.s += batches * batch_sbytes<F>();
 }
 
-/// The batch at the cursor: Q8_0 4 atoms (nv valid: the last batch of K % 128 != 0 has fewer),
-/// IQ2 8 atoms (one 256-K block; kWeights = false: its scales only). d8 / s8: bytes from row g's
-/// scale words to row g + 8's.
-template <WFmt F, bool kWeights = true>
-__device__ __forceinline__ void load_batch(const Cursor& c, int nv, int d8, int s8, Batch<F>& B) {
+/// The batch at the cursor: Q8_0 kU atoms (nv valid: the last batch of K % (32 kU) != 0 has
+/// fewer; its d words stay inside the KP-padded row), IQ2 8 atoms (one 256-K block; kWeights =
+/// false: its scales only). d8 / s8: bytes from row g's scale words to row g + 8's.
+template <WFmt F, int kU, bool kWeights = true>
+__device__ __forceinline__ void load_batch(const Cursor& c, int nv, int d8, int s8,
+                                           Batch<F, kU>& B) {
   if constexpr (F == WFmt::kQ8_0) {
 #pragma unroll
-    for (int j = 0; j < 4; ++j)
+    for (int j = 0; j < kU; ++j)
       B.w[j] = j < nv ? ldg_stream(c.w + j * 512) : make_uint4(0, 0, 0, 0);
-    B.d[0] = __ldg(reinterpret_cast<const uint2*>(c.d));
-    B.d[1] = __ldg(reinterpret_cast<const uint2*>(c.d + d8));
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const uint8_t* d = c.d + (r ? d8 : 0);
+      if constexpr (kU == 4) {
+        const uint2 v = __ldg(reinterpret_cast<const uint2*>(d));
+        B.d[r][0] = v.x;
+        B.d[r][1] = v.y;
+      } else {
+        static_assert(kU == 8, "Q8_0 batches of 4 or 8 atoms");
+        const uint4 v = __ldg(reinterpret_cast<const uint4*>(d));
+        B.d[r][0] = v.x;
+        B.d[r][1] = v.y;
+        B.d[r][2] = v.z;
+        B.d[r][3] = v.w;
+      }
+    }
   } else {
     if constexpr (kWeights)
 #pragma unroll
@@ -319,12 +338,12 @@ __device__ __forceinline__ void load_acts(const uint16_t* xa, uint32_t x[4]) {
 /// group h (lanes g = 4h + m load token m with the other group's activations zeroed), so one
 /// chain and one sub-scale per lane; lanes t and t + 2 (columns 2t, 2t + 1 of groups 0 / 1) are
 /// added before the epilogue.
-template <WFmt F, class T, int NT, bool kCols, bool kO3, bool kRoll>
+template <WFmt F, class T, int NT, bool kCols, bool kO3, bool kRoll, bool kBig>
 __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, int kw, int probe) {
   using namespace gemv;
   constexpr bool kIq2 = F != WFmt::kQ8_0;
   constexpr bool kXs = F == WFmt::kIq2Xs;
-  constexpr int kU = batch_atoms<F>();
+  constexpr int kU = batch_atoms<F, kBig>();
   constexpr int kE = grid_entries<F>();
   constexpr int kGc = grid_copies<F, kO3>();
   // Two PRMT source words after the tables (u32 index; registers ptxas cannot rematerialize).
@@ -353,9 +372,10 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, int kw, in
   if (probe & kProbeEarlyTrigger) griddep_launch_dependents();
   const int d8 = static_cast<int>(16 * p.scale_ld), s8 = static_cast<int>(8 * p.scale2_ld);
   int tg = blockIdx.x;
-  Batch<F> cur;
-  Cursor ld = cursor_at<F>(p, tg * tpc + wt, b_first, lane);
-  if (tg * tpc + wt < n16 && b_first < b_end) load_batch<F>(ld, atoms - b_first * kU, d8, s8, cur);
+  Batch<F, kU> cur;
+  Cursor ld = cursor_at<F, kU>(p, tg * tpc + wt, b_first, lane);
+  if (tg * tpc + wt < n16 && b_first < b_end)
+    load_batch<F, kU>(ld, atoms - b_first * kU, d8, s8, cur);
 
   if constexpr (kIq2) {
     const uint64_t* gsrc;
@@ -434,15 +454,15 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, int kw, in
     for (int n = 0; n < NT; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
 
     for (int b = b_first; active && b < b_end; b += kw) {
-      Batch<F> nxt;
+      Batch<F, kU> nxt;
       bool more = false;  // kRoll: a next batch (its weights loaded atom by atom below)
       if (b + kw < b_end) {
-        advance<F>(ld, kw);
-        load_batch<F, !kRoll>(ld, atoms - (b + kw) * kU, d8, s8, nxt);
+        advance<F, kU>(ld, kw);
+        load_batch<F, kU, !kRoll>(ld, atoms - (b + kw) * kU, d8, s8, nxt);
         more = true;
       } else if (next_tile < n16) {
-        ld = cursor_at<F>(p, next_tile, b_first, lane);
-        load_batch<F, !kRoll>(ld, atoms - b_first * kU, d8, s8, nxt);
+        ld = cursor_at<F, kU>(p, next_tile, b_first, lane);
+        load_batch<F, kU, !kRoll>(ld, atoms - b_first * kU, d8, s8, nxt);
         more = true;
       }
       // IQ2: the block's d / 8 per row, applied once per batch to sums of the atoms' partials
@@ -503,7 +523,7 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, int kw, in
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
           if constexpr (F == WFmt::kQ8_0) {
-            const uint32_t dw = (j < 2 ? cur.d[r].x : cur.d[r].y) >> (16 * (j & 1));
+            const uint32_t dw = cur.d[r][j >> 1] >> (16 * (j & 1));
             sc[r][0] = half_bits_f32(dw & 0xFFFFu);
           } else if constexpr (F == WFmt::kIq2Xxs) {
             sc[r][0] = iq2_factor(fw[r][j & 1], j >> 1, magic);
@@ -622,12 +642,12 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, int kw, in
 /// IQ2_XS takes 183), 3 (the IQ2 one-tile kernels, which round 29's Nsight Compute found
 /// latency-bound at two CTAs per SM: 80 registers, a few bytes of spills; IQ2_XS with 8
 /// grid-table copies, gemv::grid_copies, so that 3 CTAs fit the shared memory), 4 (probe,
-/// B12X_GGML_GEMV_OCC=4: IQ2_XXS at 64). `probe`: gemv::kProbe* bits (kRoll: kProbeRoll's
-/// kernels).
-template <WFmt F, class T, int NT, bool kCols, int kMinCtas, bool kRoll = false>
+/// B12X_GGML_GEMV_OCC=4: IQ2_XXS at 64). `probe`: gemv::kProbe* bits (kRoll / kBig: kProbeRoll's
+/// / kProbeQ8Big's kernels).
+template <WFmt F, class T, int NT, bool kCols, int kMinCtas, bool kRoll = false, bool kBig = false>
 __global__ void __launch_bounds__(gemv::kThreads, kMinCtas)
     linear_gemv_ggml_kernel(const LinearParams p, int kw, int probe) {
-  gemv_ggml_body<F, T, NT, kCols, (kMinCtas >= 3), kRoll>(p, kw, probe);
+  gemv_ggml_body<F, T, NT, kCols, (kMinCtas >= 3), kRoll, kBig>(p, kw, probe);
 }
 
 }  // namespace b12x::gemm::lin
