@@ -648,6 +648,24 @@ Plan plan(const Caps& caps) {
       p.decode_half = e != nullptr ? e[0] == '1' : rule;
       const char* pe = std::getenv("B12X_GEMM_DECODE_PIPE");
       if (p.decode_half && nt == 2 && pe == nullptr) p.decode_pipe = true;
+      // Probe (B12X_GEMM_DECODE_HALF_CTAS=<n>): the halves at two token tiles split K over a
+      // cluster (<= 8) for up to n resident CTAs per SM (two fit one SM90 SM): the split with the
+      // fewest waves of n x SMs CTAs per unit of K work, the smaller on a tie. The default grid
+      // (~0.9 x SMs CTAs) leaves the 64- and 32-tile-group shapes at one CTA, 8 warps, per SM.
+      int half_ctas = 0;
+      if (const char* hc = std::getenv("B12X_GEMM_DECODE_HALF_CTAS"); hc != nullptr)
+        half_ctas = std::clamp(std::atoi(hc), 0, 4);
+      if (p.decode_half && nt == 2 && half_ctas > 0 && dev.cc_major >= 9) {
+        const int64_t slots = int64_t{half_ctas} * sms;
+        double best = 0;
+        for (int64_t s = 1; s <= std::min<int64_t>(slices, 8); ++s) {
+          const int64_t per = (slices + s - 1) / s;
+          const int64_t eff = (slices + per - 1) / per;
+          const int64_t waves = (ctas_n * eff * tok_tiles + slots - 1) / slots;
+          const double cost = static_cast<double>(waves * per);
+          if (s == 1 || cost < best) best = cost, split = static_cast<int>(eff);
+        }
+      }
     }
     // A deeper ring for the M = 1 warp split (3 slices per warp ring; run checks the shared
     // memory): a third slice for NVFP4 weights where each of a tile's 4 warps streams >= 6 slices

@@ -873,6 +873,23 @@ TEST(GemmGpu, DecodeSegmentStaging) {
   }
 }
 
+TEST(GemmGpu, DecodeHalfCtas) {
+  B12X_REQUIRE_GPU();
+  // B12X_GEMM_DECODE_HALF_CTAS=2 (probe): the halves at two token tiles split K over a cluster
+  // for two resident CTAs per SM. 4096x4096 at M = 16 (64 tile groups): a split of 4 on >= 128
+  // SMs; N = 72, K = 4864 (10 slices): clusters of 5 CTAs of 2 slices, M = 9 / 16 / 24 / 32, the
+  // FP4 formats with BF16 MMAs.
+  ScopedEnv hc("B12X_GEMM_DECODE_HALF_CTAS", "2");
+  const int64_t sms = device_info(0).sm_count;
+  if (sms >= 128) EXPECT_EQ(bf16_plan(LinearFormat::kNvfp4W4A16, 16, 4096, 4096).split_k, 4);
+  ScopedEnv eh("B12X_GEMM_DECODE_HALF", "1");  // N = 72 takes one warp per tile by default
+  EXPECT_EQ(bf16_plan(LinearFormat::kNvfp4W4A16, 16, 72, 4864).split_k, 5);
+  int i = 0;
+  for (int64_t M : {9, 16, 24, 32})
+    for (LinearFormat f : kFp4Bf16Formats)
+      run_case({f, M, 72, 4864, DType::kBF16, DType::kBF16, (i++ % 2) == 0});
+}
+
 TEST(GemmGpu, DecodeLean) {
   B12X_REQUIRE_GPU();
   // B12X_GEMM_DECODE_LEAN=1 (probe): the FP4 kernels with the per-slice bookkeeping by running
