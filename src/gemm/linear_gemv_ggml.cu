@@ -18,7 +18,10 @@ static_assert(gemv::smem_bytes<WFmt::kIq2Xs>() + gemv::kWarps * 8 * 32 * 4 <= 10
               "the GGML GEMV must fit SM12x's 99 KB of shared memory per block");
 // 3 CTAs of the capped one-tile kernels (their static reduction area: 4 KB) in 228 KB per SM.
 static_assert(3 * (gemv::smem_bytes<WFmt::kIq2Xs, true>() + gemv::kWarps * 4 * 32 * 4 + 1024) <=
-                  228 * 1024,
+                      228 * 1024 &&
+                  3 * (gemv::smem_bytes<WFmt::kIq2Xs, true, true>() + gemv::kWarps * 4 * 32 * 4 +
+                       1024) <=
+                      228 * 1024,
               "3 CTAs per SM of the capped IQ2_XS GEMV");
 
 template <WFmt F, class T, bool kBig = false>
@@ -27,31 +30,38 @@ GemvFn fn_nt(int nt) {
                  : &linear_gemv_ggml_kernel<F, T, 2, false, 2, false, kBig>;
 }
 
-/// The capped IQ2 one-tile kernel (kRoll: gemv::kProbeRoll's).
+/// The compile-time probe bits (kernel variants) of a probe mask.
+constexpr int kVariantBits = gemv::kProbeRoll | gemv::kProbeQ8Big | gemv::kProbeVal;
+
+/// The capped IQ2 one-tile kernel of the probe bits v (gemv::kProbeRoll, kProbeVal).
 template <WFmt F, class T, bool kCols, int kMinCtas>
-GemvFn capped(bool roll) {
+GemvFn capped(int v) {
+  const bool roll = (v & gemv::kProbeRoll) != 0, val = (v & gemv::kProbeVal) != 0;
+  if (val)
+    return roll ? &linear_gemv_ggml_kernel<F, T, 1, kCols, kMinCtas, true, false, true>
+                : &linear_gemv_ggml_kernel<F, T, 1, kCols, kMinCtas, false, false, true>;
   return roll ? &linear_gemv_ggml_kernel<F, T, 1, kCols, kMinCtas, true>
               : &linear_gemv_ggml_kernel<F, T, 1, kCols, kMinCtas>;
 }
 
 /// nt = 0: IQ2_XS with its two 16-K groups in the MMA's column halves (M <= 4). occ = 3: the IQ2
 /// one-tile kernels with registers capped for 3 CTAs per SM; 4 (probe): IQ2_XXS capped for 4
-/// (IQ2_XS: as 3, its tables leave no room for 4). roll: gemv::kProbeRoll (capped kernels), or
-/// for Q8_0 gemv::kProbeQ8Big.
+/// (IQ2_XS: as 3, its tables leave no room for 4). v: probe bits of kernel variants
+/// (gemv::kProbeRoll / kProbeVal for the capped kernels, kProbeQ8Big for Q8_0).
 template <class T>
-GemvFn pick(WFmt f, int nt, int occ, bool roll) {
+GemvFn pick(WFmt f, int nt, int occ, int v) {
   switch (f) {
     case WFmt::kQ8_0:
       if (nt == 0) return nullptr;
-      return roll ? fn_nt<WFmt::kQ8_0, T, true>(nt) : fn_nt<WFmt::kQ8_0, T>(nt);
+      return (v & gemv::kProbeQ8Big) ? fn_nt<WFmt::kQ8_0, T, true>(nt) : fn_nt<WFmt::kQ8_0, T>(nt);
     case WFmt::kIq2Xxs:
-      if (occ == 4 && nt == 1) return capped<WFmt::kIq2Xxs, T, false, 4>(roll);
-      if (occ == 3 && nt == 1) return capped<WFmt::kIq2Xxs, T, false, 3>(roll);
+      if (occ == 4 && nt == 1) return capped<WFmt::kIq2Xxs, T, false, 4>(v & gemv::kProbeRoll);
+      if (occ == 3 && nt == 1) return capped<WFmt::kIq2Xxs, T, false, 3>(v);
       return nt == 0 ? nullptr : fn_nt<WFmt::kIq2Xxs, T>(nt);
     case WFmt::kIq2Xs:
       if (occ >= 3 && nt <= 1)
-        return nt == 0 ? capped<WFmt::kIq2Xs, T, true, 3>(roll)
-                       : capped<WFmt::kIq2Xs, T, false, 3>(roll);
+        return nt == 0 ? capped<WFmt::kIq2Xs, T, true, 3>(occ == 3 ? v : v & gemv::kProbeRoll)
+                       : capped<WFmt::kIq2Xs, T, false, 3>(occ == 3 ? v : v & gemv::kProbeRoll);
       return nt == 0 ? &linear_gemv_ggml_kernel<WFmt::kIq2Xs, T, 1, true, 0>
                      : fn_nt<WFmt::kIq2Xs, T>(nt);
     default:
@@ -64,15 +74,20 @@ int variant_nt(WFmt f, int64_t M) {
   return f == WFmt::kIq2Xs && M <= 4 ? 0 : M <= 8 ? 1 : 2;
 }
 
-/// The dynamic shared memory of pick(f, nt, occ)'s kernel.
-int smem_of(WFmt f, int nt, int occ) {
+/// The dynamic shared memory of pick(f, nt, occ, v)'s kernel.
+int smem_of(WFmt f, int nt, int occ, int v) {
+  const bool val = (v & gemv::kProbeVal) != 0 && occ == 3;
   switch (f) {
     case WFmt::kIq2Xxs:
-      return occ >= 3 && nt == 1 ? gemv::smem_bytes<WFmt::kIq2Xxs, true>()
-                                 : gemv::smem_bytes<WFmt::kIq2Xxs>();
+      if (occ >= 3 && nt == 1)
+        return val ? gemv::smem_bytes<WFmt::kIq2Xxs, true, true>()
+                   : gemv::smem_bytes<WFmt::kIq2Xxs, true>();
+      return gemv::smem_bytes<WFmt::kIq2Xxs>();
     case WFmt::kIq2Xs:
-      return occ >= 3 && nt <= 1 ? gemv::smem_bytes<WFmt::kIq2Xs, true>()
-                                 : gemv::smem_bytes<WFmt::kIq2Xs>();
+      if (occ >= 3 && nt <= 1)
+        return val ? gemv::smem_bytes<WFmt::kIq2Xs, true, true>()
+                   : gemv::smem_bytes<WFmt::kIq2Xs, true>();
+      return gemv::smem_bytes<WFmt::kIq2Xs>();
     default:
       return 0;
   }
@@ -93,13 +108,13 @@ int prepare_ggml_gemv(int device, WFmt f, bool fp16, int64_t M, int occ) {
   int blocks = 0;
   for (int n = 0; n <= 2; ++n)
     for (const int o : {0, 3, 4})
-      for (const bool roll : {false, true}) {
-        const GemvFn k = fp16 ? pick<Fp16Tag>(f, n, o, roll) : pick<Bf16Tag>(f, n, o, roll);
+      for (int v = 0; v <= kVariantBits; v += gemv::kProbeRoll) {  // every variant's opt-in
+        const GemvFn k = fp16 ? pick<Fp16Tag>(f, n, o, v) : pick<Bf16Tag>(f, n, o, v);
         if (k == nullptr) continue;
-        const int smem = smem_of(f, n, o);
+        const int smem = smem_of(f, n, o, v);
         B12X_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(k),
                                              cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-        if (n == nt && o == occ && !roll)
+        if (n == nt && o == occ && v == 0)
           B12X_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
               &blocks, reinterpret_cast<const void*>(k), gemv::kThreads,
               static_cast<size_t>(smem)));
@@ -111,8 +126,8 @@ int prepare_ggml_gemv(int device, WFmt f, bool fp16, int64_t M, int occ) {
 void launch_ggml_gemv(WFmt f, bool fp16, int kw, int ctas, int occ, int probe,
                       const LinearParams& p, Stream stream) {
   const int nt = variant_nt(f, p.M);
-  const bool roll = (probe & (f == WFmt::kQ8_0 ? gemv::kProbeQ8Big : gemv::kProbeRoll)) != 0;
-  const GemvFn k = fp16 ? pick<Fp16Tag>(f, nt, occ, roll) : pick<Bf16Tag>(f, nt, occ, roll);
+  const int v = probe & kVariantBits;
+  const GemvFn k = fp16 ? pick<Fp16Tag>(f, nt, occ, v) : pick<Bf16Tag>(f, nt, occ, v);
   B12X_ASSERT(k != nullptr, "no GGML GEMV for format ", static_cast<int>(f));
   B12X_ASSERT(kw == 1 || kw == 2 || kw == 4 || kw == 8, "GGML GEMV: kw=", kw);
   const int tpc = gemv::kWarps / kw;
@@ -122,7 +137,7 @@ void launch_ggml_gemv(WFmt f, bool fp16, int kw, int ctas, int occ, int probe,
       static_cast<unsigned>(gx), static_cast<unsigned>(p.split),
       static_cast<unsigned>((p.M + (nt == 0 ? 3 : 8 * nt - 1)) / (nt == 0 ? 4 : 8 * nt)));
   B12X_CUDA_CHECK(b12x::detail::launch_ex(k, grid, dim3(gemv::kThreads),
-                                          static_cast<size_t>(smem_of(f, nt, occ)), stream,
+                                          static_cast<size_t>(smem_of(f, nt, occ, v)), stream,
                                           p.pdl != 0, dim3(1, 1, 1), p, kw, probe));
   B12X_CUDA_CHECK_LAUNCH();
 }

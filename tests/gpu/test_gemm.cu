@@ -1610,8 +1610,9 @@ TEST(GemmGpu, GgmlGemvForced) {
   // token tiles, uncapped and capped (IQ2_XS: 16 / 8 grid copies; B12X_GGML_GEMV_OCC=4: IQ2_XXS
   // capped for 4 CTAs per SM); 2: the PDL trigger at the start (GgmlGemvGraphReplay runs it
   // between PDL-linked launches); 4: the capped IQ2 kernels' rolling weight loads; 8: Q8_0
-  // batches of 8 atoms (K = 1056: a last batch of one atom).
-  for (const char* probe : {"1", "2", "4", "8"}) {
+  // batches of 8 atoms (K = 1056: a last batch of one atom); 16: the capped IQ2 kernels' value
+  // tables (20: with the rolling loads).
+  for (const char* probe : {"1", "2", "4", "8", "16", "20"}) {
     ScopedEnv ep("B12X_GGML_GEMV_PROBE", probe);
     for (LinearFormat f : kGgmlFormats)
       for (const char* occ : {"0", "3", "4"}) {

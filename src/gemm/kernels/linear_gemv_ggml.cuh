@@ -56,6 +56,13 @@ inline constexpr int kProbeRoll = 4;
 /// Q8_0: batches of 8 atoms (the one-batch-ahead register prefetch holds 8 KB per warp instead of
 /// 4; each batch costs a DRAM round trip, and Q8_0's decode is too short to hide it).
 inline constexpr int kProbeQ8Big = 8;
+/// IQ2, the capped one-tile kernels: value tables instead of PRMT selector tables. A grid entry is
+/// its 8 values as BF16 / FP16 (16 bytes), a sign entry the 8 sign bits at bits 15 / 31 of its 4
+/// pair words: an entry's pairs are g ^ s (4 LOP3 instead of 2 ORs, 2 shifts and 4 PRMTs, the
+/// same for FP16), from 16-byte loads (8 copies: a quarter-warp's loads conflict-free; IQ2_XS's
+/// grid 4 copies to keep 3 CTAs per SM: 2-way conflicts for lanes L, L + 4 with entries of equal
+/// parity).
+inline constexpr int kProbeVal = 16;
 
 template <WFmt F>
 constexpr int grid_entries() {
@@ -75,12 +82,18 @@ template <WFmt F, bool kO3>
 constexpr int grid_copies() {
   return F == WFmt::kIq2Xs && kO3 ? 8 : kClasses;
 }
+/// Copies of the value tables (kProbeVal): grid / sign.
+template <WFmt F, bool kO3>
+constexpr int val_copies() {
+  return F == WFmt::kIq2Xs && kO3 ? 4 : 8;
+}
 /// Dynamic shared memory: the replicated IQ2 tables (grid selectors, then sign selectors, then
-/// two PRMT source words).
-template <WFmt F, bool kO3 = false>
+/// two PRMT source words; kVal: grid values, sign masks, then the same words).
+template <WFmt F, bool kO3 = false, bool kVal = false>
 constexpr int smem_bytes() {
-  return F == WFmt::kQ8_0 ? 0
-                          : (grid_entries<F>() * grid_copies<F, kO3>() + 128 * kClasses) * 8 + 16;
+  if constexpr (F == WFmt::kQ8_0) return 0;
+  if constexpr (kVal) return (grid_entries<F>() * val_copies<F, kO3>() + 128 * 8) * 16 + 16;
+  return (grid_entries<F>() * grid_copies<F, kO3>() + 128 * kClasses) * 8 + 16;
 }
 
 // ---------------------------------------------------------------- IQ2 selector tables -------
@@ -114,6 +127,34 @@ constexpr U64s<kN> make_grid_sel(const uint64_t* grid, bool fp16) {
   }
   return t;
 }
+/// Value tables (kProbeVal): two words per entry (values 0-3, 4-7 / their sign masks).
+template <int kN>
+struct alignas(16) U64x2s {
+  uint64_t v[kN][2];
+};
+template <int kN>
+constexpr U64x2s<kN> make_grid_val(const uint64_t* grid, bool fp16) {
+  U64x2s<kN> t{};
+  const uint64_t bf[3] = {0x4100, 0x41C8, 0x422C}, hf[3] = {0x4800, 0x4E40, 0x5160};
+  for (int i = 0; i < kN; ++i)
+    for (int j = 0; j < 8; ++j) {
+      const uint32_t c = code_of(static_cast<uint32_t>((grid[i] >> (8 * j)) & 0xFFu));
+      t.v[i][j / 4] |= (fp16 ? hf[c] : bf[c]) << (16 * (j % 4));
+    }
+  return t;
+}
+constexpr U64x2s<128> make_sign_mask() {
+  U64x2s<128> t{};
+  for (uint32_t s7 = 0; s7 < 128; ++s7) {
+    uint32_t par = s7 ^ (s7 >> 4);
+    par ^= par >> 2;
+    par ^= par >> 1;
+    const uint32_t s8 = s7 | ((par & 1u) << 7);
+    for (int j = 0; j < 8; ++j)
+      if ((s8 >> j) & 1u) t.v[s7][j / 4] |= uint64_t{0x8000} << (16 * (j % 4));
+  }
+  return t;
+}
 constexpr U64s<128> make_sign_sel(bool fp16) {
   U64s<128> t{};
   for (uint32_t s7 = 0; s7 < 128; ++s7) {
@@ -140,6 +181,15 @@ static __device__ const tab::U64s<512> g_gsel_xs_fp16 =
     tab::make_grid_sel<512>(fmt::ggml::kIq2xsGrid, true);
 static __device__ const tab::U64s<128> g_ssel_bf16 = tab::make_sign_sel(false);
 static __device__ const tab::U64s<128> g_ssel_fp16 = tab::make_sign_sel(true);
+static __device__ const tab::U64x2s<256> g_gval_xxs_bf16 =
+    tab::make_grid_val<256>(fmt::ggml::kIq2xxsGrid, false);
+static __device__ const tab::U64x2s<256> g_gval_xxs_fp16 =
+    tab::make_grid_val<256>(fmt::ggml::kIq2xxsGrid, true);
+static __device__ const tab::U64x2s<512> g_gval_xs_bf16 =
+    tab::make_grid_val<512>(fmt::ggml::kIq2xsGrid, false);
+static __device__ const tab::U64x2s<512> g_gval_xs_fp16 =
+    tab::make_grid_val<512>(fmt::ggml::kIq2xsGrid, true);
+static __device__ const tab::U64x2s<128> g_smask = tab::make_sign_mask();
 
 template <class T>
 __device__ __forceinline__ constexpr uint32_t src_hi() {
@@ -195,6 +245,33 @@ __device__ __forceinline__ void iq2_entry_pairs2(uint32_t e01, uint32_t gcls, ui
   const uint64_t s1 = lds64((e01 >> 25) * 128u + scls);
   iq2_pairs<T>(g0, s0, lo, p0);
   iq2_pairs<T>(g1, s1, lo, p1);
+}
+
+__device__ __forceinline__ uint4 lds128(uint32_t addr) {
+  uint4 v;
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "r"(addr));
+  return v;
+}
+/// kProbeVal's iq2_entry_pairs2: gcls / scls address the lane's copy of value entry 0 (grid
+/// entries kVc * 16 bytes apart, sign entries 128).
+template <int kVc>
+__device__ __forceinline__ void iq2_entry_vals2(uint32_t e01, uint32_t gcls, uint32_t scls,
+                                                uint32_t p0[4], uint32_t p1[4]) {
+  constexpr uint32_t kGs = kVc * 16u;
+  const uint4 g0 = lds128((e01 & 0x1FFu) * kGs + gcls);
+  const uint4 s0 = lds128(((e01 >> 9) & 0x7Fu) * 128u + scls);
+  const uint4 g1 = lds128(((e01 >> 16) & 0x1FFu) * kGs + gcls);
+  const uint4 s1 = lds128((e01 >> 25) * 128u + scls);
+  p0[0] = g0.x ^ s0.x;
+  p0[1] = g0.y ^ s0.y;
+  p0[2] = g0.z ^ s0.z;
+  p0[3] = g0.w ^ s0.w;
+  p1[0] = g1.x ^ s1.x;
+  p1[1] = g1.y ^ s1.y;
+  p1[2] = g1.z ^ s1.z;
+  p1[3] = g1.w ^ s1.w;
 }
 
 /// IQ2 sub-scale factors: the nibbles s of bytes (x >> shift) & 0x0F as bytes 2s + 1 (<= 31,
@@ -338,7 +415,7 @@ __device__ __forceinline__ void load_acts(const uint16_t* xa, uint32_t x[4]) {
 /// group h (lanes g = 4h + m load token m with the other group's activations zeroed), so one
 /// chain and one sub-scale per lane; lanes t and t + 2 (columns 2t, 2t + 1 of groups 0 / 1) are
 /// added before the epilogue.
-template <WFmt F, class T, int NT, bool kCols, bool kO3, bool kRoll, bool kBig>
+template <WFmt F, class T, int NT, bool kCols, bool kO3, bool kRoll, bool kBig, bool kVal>
 __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, int kw, int probe) {
   using namespace gemv;
   constexpr bool kIq2 = F != WFmt::kQ8_0;
@@ -346,8 +423,9 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, int kw, in
   constexpr int kU = batch_atoms<F, kBig>();
   constexpr int kE = grid_entries<F>();
   constexpr int kGc = grid_copies<F, kO3>();
+  constexpr int kVc = val_copies<F, kO3>();
   // Two PRMT source words after the tables (u32 index; registers ptxas cannot rematerialize).
-  constexpr int kSrcWord = (kE * kGc + 128 * kClasses) * 2;
+  constexpr int kSrcWord = kVal ? (kE * kVc + 128 * 8) * 4 : (kE * kGc + 128 * kClasses) * 2;
   extern __shared__ __align__(16) uint64_t tabs[];
   __shared__ float red[kWarps][NT * 4][32];
 
@@ -389,7 +467,35 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, int kw, in
       reinterpret_cast<uint32_t*>(tabs)[kSrcWord] = src_lo<T>();
       reinterpret_cast<uint32_t*>(tabs)[kSrcWord + 1] = 0x4B000000u;
     }
-    if (probe & kProbeCopyFill) {
+    if constexpr (kVal) {
+      // As below, 16-byte entries: one copy per 16-byte store.
+      const uint4* gv;
+      if constexpr (kXs) {
+        gv = reinterpret_cast<const uint4*>(T::kFp16 ? g_gval_xs_fp16.v : g_gval_xs_bf16.v);
+      } else {
+        gv = reinterpret_cast<const uint4*>(T::kFp16 ? g_gval_xxs_fp16.v : g_gval_xxs_bf16.v);
+      }
+      const uint4* sv = reinterpret_cast<const uint4*>(g_smask.v);
+      constexpr int kEnt = kE + 128, kPasses = (kEnt + kThreads - 1) / kThreads;
+      uint4 v[kPasses];
+#pragma unroll
+      for (int it = 0; it < kPasses; ++it) {
+        const int e = static_cast<int>(threadIdx.x) + it * kThreads;
+        v[it] = e < kE ? gv[e] : e < kEnt ? sv[e - kE] : make_uint4(0, 0, 0, 0);
+      }
+      uint4* tv = reinterpret_cast<uint4*>(tabs);
+#pragma unroll
+      for (int it = 0; it < kPasses; ++it) {
+        const int e = static_cast<int>(threadIdx.x) + it * kThreads;
+        if (e >= kEnt) break;
+        const bool grid = e < kE;
+        const int copies = grid ? kVc : 8;
+        uint4* dst = grid ? tv + e * kVc : tv + kE * kVc + (e - kE) * 8;
+#pragma unroll
+        for (int k = 0; k < 8; ++k)
+          if (k < copies) dst[(k + threadIdx.x) & (copies - 1)] = v[it];
+      }
+    } else if (probe & kProbeCopyFill) {
       for (int i = threadIdx.x; i < kE * kGc + 128 * kClasses; i += kThreads)
         tabs[i] = i < kE * kGc ? gsrc[i / kGc] : ssrc[(i - kE * kGc) / kClasses];
     } else {
@@ -422,8 +528,9 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, int kw, in
   griddep_wait();
 
   const uint32_t tab0 = static_cast<uint32_t>(__cvta_generic_to_shared(tabs));
-  const uint32_t gcls = tab0 + (lane % kGc) * 8;
-  const uint32_t scls = tab0 + kE * kGc * 8 + (lane % kClasses) * 8;
+  const uint32_t gcls = kVal ? tab0 + (lane % kVc) * 16 : tab0 + (lane % kGc) * 8;
+  const uint32_t scls =
+      kVal ? tab0 + kE * kVc * 16 + (lane % 8) * 16 : tab0 + kE * kGc * 8 + (lane % kClasses) * 8;
   const uint32_t esel = (t & 1) ? 0x7632u : 0x5410u;
   uint32_t src_lo = 0, magic = 0;
   if constexpr (kIq2) {
@@ -507,7 +614,11 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, int kw, in
           }
           const uint32_t e01 = prmt(v0, v1, esel);
           uint32_t P0[4], P1[4];
-          iq2_entry_pairs2<T, kGc>(e01, gcls, scls, src_lo, P0, P1);
+          if constexpr (kVal) {
+            iq2_entry_vals2<kVc>(e01, gcls, scls, P0, P1);
+          } else {
+            iq2_entry_pairs2<T, kGc>(e01, gcls, scls, src_lo, P0, P1);
+          }
 #pragma unroll
           for (int s = 0; s < 2; ++s) {
             A[s][0] = P0[2 * s];
@@ -642,12 +753,13 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, int kw, in
 /// IQ2_XS takes 183), 3 (the IQ2 one-tile kernels, which round 29's Nsight Compute found
 /// latency-bound at two CTAs per SM: 80 registers, a few bytes of spills; IQ2_XS with 8
 /// grid-table copies, gemv::grid_copies, so that 3 CTAs fit the shared memory), 4 (probe,
-/// B12X_GGML_GEMV_OCC=4: IQ2_XXS at 64). `probe`: gemv::kProbe* bits (kRoll / kBig: kProbeRoll's
-/// / kProbeQ8Big's kernels).
-template <WFmt F, class T, int NT, bool kCols, int kMinCtas, bool kRoll = false, bool kBig = false>
+/// B12X_GGML_GEMV_OCC=4: IQ2_XXS at 64). `probe`: gemv::kProbe* bits (kRoll / kBig / kVal:
+/// kProbeRoll's / kProbeQ8Big's / kProbeVal's kernels).
+template <WFmt F, class T, int NT, bool kCols, int kMinCtas, bool kRoll = false, bool kBig = false,
+          bool kVal = false>
 __global__ void __launch_bounds__(gemv::kThreads, kMinCtas)
     linear_gemv_ggml_kernel(const LinearParams p, int kw, int probe) {
-  gemv_ggml_body<F, T, NT, kCols, (kMinCtas >= 3), kRoll, kBig>(p, kw, probe);
+  gemv_ggml_body<F, T, NT, kCols, (kMinCtas >= 3), kRoll, kBig, kVal>(p, kw, probe);
 }
 
 }  // namespace b12x::gemm::lin
