@@ -130,7 +130,14 @@ constexpr int kWgmmaF8Var = 6;
 /// 9 (non-swizzled weights, activations by descriptor) 125.4 / 114.0 vs 101.3 / 85.6 (round 25),
 /// 10 (activations by ldmatrix) 129.0 / 118.8 vs 101.7 / 85.9 (round 26), 11 (weights swizzled)
 /// 129.7 / 120.2 and 12 (11 loaded three steps ahead) 127.0 / 118.2 vs 101.3 / 86.3 (round 27).
-constexpr int kWgmmaF8BlockVar = 8;
+/// 14 (session 9) = 8 with the ring filled by bulk copies from the quantizer's stage images (plan
+/// keeps 8 with caller-quantized activations or K % 256 != 0, run where the vector quantizer
+/// cannot run): round 33 (M = 2048, us over 4096x4096 / 14336x4096 / 4096x14336 / 6144x4096 /
+/// 2048x7168, quantizer included) 100.6 / 323.1 / 295.6 / 147.6 / 86.0 -> 94.5 / 304.3 / 271.7 /
+/// 136.4 / 79.2 (0.49-0.54x cuBLASLt FP8); its tests, memcheck and racecheck passed there.
+/// B12X_GEMM_WGMMA_VAR=8 restores 8; 15 (weights as images too, tokens on the M side: 80.3 /
+/// 253.6 / 246.2 / 116.3 / 70.2, 0.56-0.61x) needs a second copy of the weights (a probe).
+constexpr int kWgmmaF8BlockVar = 14;
 /// wgmma kernel CTA order (Plan::tiled_wgmma_raster): FP8 in raster bands sized to L2 (1): round
 /// 17 (warp-specialized FP8, M = 2048) per-tensor 14336x4096 829 -> 921 TFLOP/s (its 58 MB of
 /// weights exceed L2: each band reads them about once instead of once per token tile), other

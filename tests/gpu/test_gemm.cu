@@ -1043,14 +1043,14 @@ void bulk_cases(const char* v) {
       return gemm::plan(caps).tiled_wgmma_var;
     };
     EXPECT_EQ(var(2048, DType::kBF16), want);
-    EXPECT_EQ(var(768, DType::kBF16), 8);
+    EXPECT_EQ(var(640, DType::kBF16), 8);  // K % 256 != 0
     EXPECT_EQ(var(2048, DType::kFP8E4M3), 8);
   }
   run_case({LinearFormat::kFp8Block, 300, 136, 2048, DType::kBF16, DType::kBF16, true});
   run_case({LinearFormat::kFp8Block, 130, 264, 1024, DType::kFP16, DType::kFP16, true});
   run_case({LinearFormat::kFp8Block, 40, 136, 512, DType::kBF16, DType::kBF16, false});
   run_case({LinearFormat::kFp8Block, 2048, 256, 512, DType::kBF16, DType::kBF16, false});
-  run_case({LinearFormat::kFp8Block, 300, 136, 768, DType::kBF16, DType::kBF16, false});
+  run_case({LinearFormat::kFp8Block, 300, 136, 640, DType::kBF16, DType::kBF16, false});
   Case cq{LinearFormat::kFp8Block, 130, 264, 1024};
   cq.caller_quant = true;
   run_case(cq);
@@ -1062,9 +1062,22 @@ void bulk_cases(const char* v) {
 /// tokens on the M side, the weights as images built by bind). The plan takes them only with
 /// activations quantized inside and K % 256 == 0 (else variant 8); token / row tails (weight
 /// tiles past N: the last tile (14), zero rows (15)), 1-16 token tiles, FP16 / BF16, bias, a
-/// replayed graph; K = 768 and caller-quantized activations run variant 8.
+/// replayed graph; K = 640 and caller-quantized activations run variant 8. Variant 14 is the
+/// block FP8 default (session 9): the plan takes it without overrides at M >= 128.
 TEST(GemmGpu, TiledWgmmaFp8BlockBulk) {
   B12X_REQUIRE_GPU();
+  if (device_info(0).cc_major == 9 && device_info(0).cc_minor == 0) {
+    gemm::Caps caps;
+    caps.format = LinearFormat::kFp8Block;
+    caps.max_tokens = 2048;
+    caps.in_features = 4096;
+    caps.out_features = 4096;
+    const gemm::Plan pl = gemm::plan(caps);
+    EXPECT_EQ(pl.tiled_wgmma, 128) << pl.describe();
+    EXPECT_EQ(pl.tiled_wgmma_var, 14) << pl.describe();
+    caps.act_dtype = DType::kFP8E4M3;  // caller-quantized: variant 8
+    EXPECT_EQ(gemm::plan(caps).tiled_wgmma_var, 8);
+  }
   for (const char* v : {"14", "15"}) {
     SCOPED_TRACE(v);
     bulk_cases(v);
