@@ -482,13 +482,19 @@ Plan plan(const Caps& caps) {
     const char* e = std::getenv("B12X_GGML_GEMV");
     if (e != nullptr ? e[0] == '1' : ggml_gemv_default(wf, geo.n16, dev.sm_count)) {
       p.ggml_gemv_occ = kGgmlGemvOcc;
-      if (const char* o = std::getenv("B12X_GGML_GEMV_OCC"); o != nullptr) {
-        const int v = std::atoi(o);  // 4: probe
-        p.ggml_gemv_occ = v == 3 || v == 4 ? v : 0;
-      }
+      const char* occ_env = std::getenv("B12X_GGML_GEMV_OCC");
+      if (occ_env != nullptr) p.ggml_gemv_occ = std::atoi(occ_env) == 3 ? 3 : 0;
       const int occ =
           std::max(1, lin::prepare_ggml_gemv(caps.device, wf, fp16, M, p.ggml_gemv_occ));
       const GgmlGemvGrid gg = ggml_gemv_grid(wf, geo.n16, K, dev.sm_count, occ);
+      // Where that grid takes at most 2 CTAs per SM, the uncapped IQ2 kernels (no spills;
+      // IQ2_XS: 16 grid copies, no bank conflicts) run it, every CTA still resident. Round 33,
+      // IQ2_XS M = 1, capped (8 copies) -> uncapped, us: 4096x4096 7.93 -> 7.77, 4096x14336
+      // 18.05 -> 17.24, 2048x7168 9.60 -> 9.56; on grids of 3 per SM the capped kernels win
+      // (6144x4096 10.46 vs 12.88 uncapped on its own grid).
+      if (occ_env == nullptr && p.ggml_gemv_occ == 3 &&
+          static_cast<int64_t>(gg.ctas) * gg.split <= 2 * dev.sm_count)
+        p.ggml_gemv_occ = 0;
       p.ggml_gemv = gg.kw;
       p.ggml_gemv_split = gg.split;
       p.ggml_gemv_ctas = gg.ctas;

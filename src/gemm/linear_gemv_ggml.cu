@@ -12,7 +12,7 @@ namespace b12x::gemm::lin {
 
 namespace {
 
-using GemvFn = void (*)(const LinearParams, int, int);
+using GemvFn = void (*)(const LinearParams, int);
 
 static_assert(gemv::smem_bytes<WFmt::kIq2Xs>() + gemv::kWarps * 8 * 32 * 4 <= 101376,
               "the GGML GEMV must fit SM12x's 99 KB of shared memory per block");
@@ -26,42 +26,36 @@ static_assert(3 * (gemv::smem_bytes<WFmt::kIq2Xs, true>() + gemv::kWarps * 4 * 3
 
 template <WFmt F, class T, bool kBig = false>
 GemvFn fn_nt(int nt) {
-  return nt == 1 ? &linear_gemv_ggml_kernel<F, T, 1, false, 0, false, kBig>
-                 : &linear_gemv_ggml_kernel<F, T, 2, false, 2, false, kBig>;
+  return nt == 1 ? &linear_gemv_ggml_kernel<F, T, 1, false, 0, kBig>
+                 : &linear_gemv_ggml_kernel<F, T, 2, false, 2, kBig>;
 }
 
-/// The compile-time probe bits (kernel variants) of a probe mask.
-constexpr int kVariantBits = gemv::kProbeRoll | gemv::kProbeQ8Big | gemv::kProbeVal;
+/// The probe bits that select kernel variants.
+constexpr int kVariantBits = gemv::kProbeQ8Big | gemv::kProbeVal;
 
-/// The capped IQ2 one-tile kernel of the probe bits v (gemv::kProbeRoll, kProbeVal).
-template <WFmt F, class T, bool kCols, int kMinCtas>
-GemvFn capped(int v) {
-  const bool roll = (v & gemv::kProbeRoll) != 0, val = (v & gemv::kProbeVal) != 0;
-  if (val)
-    return roll ? &linear_gemv_ggml_kernel<F, T, 1, kCols, kMinCtas, true, false, true>
-                : &linear_gemv_ggml_kernel<F, T, 1, kCols, kMinCtas, false, false, true>;
-  return roll ? &linear_gemv_ggml_kernel<F, T, 1, kCols, kMinCtas, true>
-              : &linear_gemv_ggml_kernel<F, T, 1, kCols, kMinCtas>;
+/// The capped IQ2 one-tile kernel (val: gemv::kProbeVal's).
+template <WFmt F, class T, bool kCols>
+GemvFn capped(bool val) {
+  return val ? &linear_gemv_ggml_kernel<F, T, 1, kCols, 3, false, true>
+             : &linear_gemv_ggml_kernel<F, T, 1, kCols, 3>;
 }
 
 /// nt = 0: IQ2_XS with its two 16-K groups in the MMA's column halves (M <= 4). occ = 3: the IQ2
-/// one-tile kernels with registers capped for 3 CTAs per SM; 4 (probe): IQ2_XXS capped for 4
-/// (IQ2_XS: as 3, its tables leave no room for 4). v: probe bits of kernel variants
-/// (gemv::kProbeRoll / kProbeVal for the capped kernels, kProbeQ8Big for Q8_0).
+/// one-tile kernels with registers capped for 3 CTAs per SM. v: probe bits of kernel variants
+/// (gemv::kProbeVal for the capped kernels, kProbeQ8Big for Q8_0).
 template <class T>
 GemvFn pick(WFmt f, int nt, int occ, int v) {
+  const bool val = (v & gemv::kProbeVal) != 0;
   switch (f) {
     case WFmt::kQ8_0:
       if (nt == 0) return nullptr;
       return (v & gemv::kProbeQ8Big) ? fn_nt<WFmt::kQ8_0, T, true>(nt) : fn_nt<WFmt::kQ8_0, T>(nt);
     case WFmt::kIq2Xxs:
-      if (occ == 4 && nt == 1) return capped<WFmt::kIq2Xxs, T, false, 4>(v & gemv::kProbeRoll);
-      if (occ == 3 && nt == 1) return capped<WFmt::kIq2Xxs, T, false, 3>(v);
+      if (occ == 3 && nt == 1) return capped<WFmt::kIq2Xxs, T, false>(val);
       return nt == 0 ? nullptr : fn_nt<WFmt::kIq2Xxs, T>(nt);
     case WFmt::kIq2Xs:
-      if (occ >= 3 && nt <= 1)
-        return nt == 0 ? capped<WFmt::kIq2Xs, T, true, 3>(occ == 3 ? v : v & gemv::kProbeRoll)
-                       : capped<WFmt::kIq2Xs, T, false, 3>(occ == 3 ? v : v & gemv::kProbeRoll);
+      if (occ == 3 && nt <= 1)
+        return nt == 0 ? capped<WFmt::kIq2Xs, T, true>(val) : capped<WFmt::kIq2Xs, T, false>(val);
       return nt == 0 ? &linear_gemv_ggml_kernel<WFmt::kIq2Xs, T, 1, true, 0>
                      : fn_nt<WFmt::kIq2Xs, T>(nt);
     default:
@@ -76,15 +70,15 @@ int variant_nt(WFmt f, int64_t M) {
 
 /// The dynamic shared memory of pick(f, nt, occ, v)'s kernel.
 int smem_of(WFmt f, int nt, int occ, int v) {
-  const bool val = (v & gemv::kProbeVal) != 0 && occ == 3;
+  const bool val = (v & gemv::kProbeVal) != 0;
   switch (f) {
     case WFmt::kIq2Xxs:
-      if (occ >= 3 && nt == 1)
+      if (occ == 3 && nt == 1)
         return val ? gemv::smem_bytes<WFmt::kIq2Xxs, true, true>()
                    : gemv::smem_bytes<WFmt::kIq2Xxs, true>();
       return gemv::smem_bytes<WFmt::kIq2Xxs>();
     case WFmt::kIq2Xs:
-      if (occ >= 3 && nt <= 1)
+      if (occ == 3 && nt <= 1)
         return val ? gemv::smem_bytes<WFmt::kIq2Xs, true, true>()
                    : gemv::smem_bytes<WFmt::kIq2Xs, true>();
       return gemv::smem_bytes<WFmt::kIq2Xs>();
@@ -107,8 +101,8 @@ int prepare_ggml_gemv(int device, WFmt f, bool fp16, int64_t M, int occ) {
   const int nt = variant_nt(f, M);
   int blocks = 0;
   for (int n = 0; n <= 2; ++n)
-    for (const int o : {0, 3, 4})
-      for (int v = 0; v <= kVariantBits; v += gemv::kProbeRoll) {  // every variant's opt-in
+    for (const int o : {0, 3})
+      for (int v = 0; v <= kVariantBits; v += gemv::kProbeQ8Big) {  // every variant's opt-in
         const GemvFn k = fp16 ? pick<Fp16Tag>(f, n, o, v) : pick<Bf16Tag>(f, n, o, v);
         if (k == nullptr) continue;
         const int smem = smem_of(f, n, o, v);
@@ -138,7 +132,7 @@ void launch_ggml_gemv(WFmt f, bool fp16, int kw, int ctas, int occ, int probe,
       static_cast<unsigned>((p.M + (nt == 0 ? 3 : 8 * nt - 1)) / (nt == 0 ? 4 : 8 * nt)));
   B12X_CUDA_CHECK(b12x::detail::launch_ex(k, grid, dim3(gemv::kThreads),
                                           static_cast<size_t>(smem_of(f, nt, occ, v)), stream,
-                                          p.pdl != 0, dim3(1, 1, 1), p, kw, probe));
+                                          p.pdl != 0, dim3(1, 1, 1), p, kw));
   B12X_CUDA_CHECK_LAUNCH();
 }
 

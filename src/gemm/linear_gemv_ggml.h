@@ -14,7 +14,7 @@ bool ggml_gemv_available(WFmt f);
 /// Host-only (plan time, before capture): the shared-memory opt-in of the format's kernels on
 /// `device`; returns the CTAs per SM (occupancy) of the kernel that launch_ggml_gemv runs for M
 /// tokens. occ = 3: the IQ2 one-tile kernels with registers capped for 3 CTAs per SM (0:
-/// uncapped; 4, probe: IQ2_XXS capped for 4).
+/// uncapped).
 int prepare_ggml_gemv(int device, WFmt f, bool fp16, int64_t M, int occ);
 /// grid = (min(ctas, ceil(n16 / (8 / kw))), p.split, ceil(M / tokens)), tokens = 8 for M <= 8
 /// (4 for IQ2_XS at M <= 4), else 16; the CTAs walk the groups of 8 / kw tiles grid-stride

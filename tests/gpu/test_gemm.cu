@@ -1619,16 +1619,12 @@ TEST(GemmGpu, GgmlGemvForced) {
     EXPECT_EQ(bf16_plan(f, 17, 4096, 4096).ggml_gemv, 0);
   }
   for (const auto& c : ggml_gemv_cases()) run_case(c);
-  // B12X_GGML_GEMV_PROBE=1: the IQ2 tables filled copy by copy (session 8's fill), one and two
-  // token tiles, uncapped and capped (IQ2_XS: 16 / 8 grid copies; B12X_GGML_GEMV_OCC=4: IQ2_XXS
-  // capped for 4 CTAs per SM); 2: the PDL trigger at the start (GgmlGemvGraphReplay runs it
-  // between PDL-linked launches); 4: the capped IQ2 kernels' rolling weight loads; 8: Q8_0
-  // batches of 8 atoms (K = 1056: a last batch of one atom); 16: the capped IQ2 kernels' value
-  // tables (20: with the rolling loads).
-  for (const char* probe : {"1", "2", "4", "8", "16", "20"}) {
+  // B12X_GGML_GEMV_PROBE=8: Q8_0 batches of 8 atoms (K = 1056: a last batch of one atom); 16:
+  // value tables in the capped IQ2 kernels (IQ2_XS: 4 grid copies); uncapped and capped.
+  for (const char* probe : {"8", "16"}) {
     ScopedEnv ep("B12X_GGML_GEMV_PROBE", probe);
     for (LinearFormat f : kGgmlFormats)
-      for (const char* occ : {"0", "3", "4"}) {
+      for (const char* occ : {"0", "3"}) {
         ScopedEnv eo("B12X_GGML_GEMV_OCC", occ);
         EXPECT_EQ(bf16_plan(f, 1, 72, 2304).ggml_gemv_probe, std::atoi(probe));
         for (int64_t M : {1, 6, 12})
@@ -1664,13 +1660,14 @@ TEST(GemmGpu, GgmlGemvTileWalk) {
   // CTAs capped below the tile groups (B12X_GGML_GEMV_CTAS): each CTA walks several groups,
   // loading the next group's first batch during the last one of the current group; N = 200 (13
   // tiles, the last one partial), one and two token tiles, with and without a split; the IQ2
-  // capped kernels' rolling weight loads and Q8_0's 8-atom batches (B12X_GGML_GEMV_PROBE=12)
-  // with the split.
+  // capped kernels (B12X_GGML_GEMV_OCC=3) with their value tables and Q8_0's 8-atom batches
+  // (B12X_GGML_GEMV_PROBE=24) with the split.
   ScopedEnv e("B12X_GGML_GEMV", "1"), ec("B12X_GGML_GEMV_CTAS", "2");
   for (const char* kw : {"8", "2"})
     for (const char* sp : {"1", "2"}) {
       ScopedEnv ek("B12X_GGML_GEMV_KW", kw), es("B12X_GGML_GEMV_SPLIT", sp),
-          ep("B12X_GGML_GEMV_PROBE", sp[0] == '2' ? "12" : "0");
+          ep("B12X_GGML_GEMV_PROBE", sp[0] == '2' ? "24" : "0"),
+          eo("B12X_GGML_GEMV_OCC", sp[0] == '2' ? "3" : "0");
       EXPECT_EQ(bf16_plan(LinearFormat::kQ8_0, 4, 200, 1024).ggml_gemv_ctas, 2);
       for (LinearFormat f : kGgmlFormats) {
         run_case({f, 2, 200, 1024, DType::kBF16, DType::kBF16, true});
@@ -1693,6 +1690,13 @@ TEST(GemmGpu, GgmlGemvDefault) {
     const int64_t n = int64_t{2} * sms * 16;  // 2 x SMs tiles (+ 16 rows: one more)
     EXPECT_EQ(bf16_plan(f, 1, n + 16, 4096).ggml_gemv > 0, f != LinearFormat::kQ8_0);
     EXPECT_GT(bf16_plan(f, 1, n, 4096).ggml_gemv, 0);
+    if (f != LinearFormat::kQ8_0) {
+      // The capped IQ2 kernels only where the grid takes more than 2 CTAs per SM.
+      const gemm::Plan pl = bf16_plan(f, 1, 2048, 4096);
+      EXPECT_EQ(pl.ggml_gemv_occ,
+                int64_t{pl.ggml_gemv_ctas} * pl.ggml_gemv_split <= 2 * sms ? 0 : 3);
+      EXPECT_EQ(bf16_plan(f, 1, 3 * sms * 16, 4096).ggml_gemv_occ, 3);
+    }
     ScopedEnv es("B12X_GEMM_SPLIT", "2"), ed("B12X_GEMM_DECODE_HALF", "1");
     EXPECT_GT(bf16_plan(f, 1, 4096, 4096).ggml_gemv, 0);
     ScopedEnv eg("B12X_GGML_GEMV", "0");
@@ -1706,11 +1710,12 @@ TEST(GemmGpu, GgmlGemvDefault) {
 TEST(GemmGpu, GgmlGemvGraphReplay) {
   B12X_REQUIRE_GPU();
   // Captured once, replayed with new activations in the same buffers (with and without a split).
-  // Also with the PDL trigger at the start (B12X_GGML_GEMV_PROBE=2).
+  // Also the capped kernels with the probes' kernel variants (B12X_GGML_GEMV_PROBE=24).
   ScopedEnv e("B12X_GGML_GEMV", "1");
   for (const char* sp : {"1", "2"})
-    for (const char* probe : {"0", "2"}) {
-      ScopedEnv es("B12X_GGML_GEMV_SPLIT", sp), ep("B12X_GGML_GEMV_PROBE", probe);
+    for (const char* probe : {"0", "24"}) {
+      ScopedEnv es("B12X_GGML_GEMV_SPLIT", sp), ep("B12X_GGML_GEMV_PROBE", probe),
+          eo("B12X_GGML_GEMV_OCC", probe[0] == '0' ? "0" : "3");
       for (LinearFormat f : kGgmlFormats)
         for (int64_t M : {1, 16})
           run_case({f, M, 72, 1024, DType::kBF16, DType::kBF16, true}, /*graph_replay=*/true);

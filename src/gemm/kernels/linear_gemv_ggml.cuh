@@ -42,17 +42,7 @@ inline constexpr int kThreads = 32 * kWarps;
 /// Copies of the IQ2 tables (lane classes of a half-warp's 8-byte loads): 16 make every
 /// half-warp's loads conflict-free.
 inline constexpr int kClasses = 16;
-/// Probe bits of the kernels' `probe` argument (Plan::ggml_gemv_probe).
-inline constexpr int kProbeCopyFill = 1;  // the tables filled copy by copy (session 8's fill)
-/// The PDL trigger at the start instead of after the main loop: every CTA of the grid is resident
-/// at once (grid.x capped at the resident CTAs), so a dependent kernel's CTAs only take free
-/// slots and run their prologue (up to griddepcontrol.wait, which still waits for this grid's
-/// completion) during this kernel.
-inline constexpr int kProbeEarlyTrigger = 2;
-/// IQ2, the capped one-tile kernels: the next batch's weight word of atom j loaded into the
-/// register of the current one right after its last use (8 registers fewer than a separate next
-/// batch; still one batch ahead).
-inline constexpr int kProbeRoll = 4;
+/// Probe bits (Plan::ggml_gemv_probe): kernel variants that launch_ggml_gemv selects.
 /// Q8_0: batches of 8 atoms (the one-batch-ahead register prefetch holds 8 KB per warp instead of
 /// 4; each batch costs a DRAM round trip, and Q8_0's decode is too short to hide it).
 inline constexpr int kProbeQ8Big = 8;
@@ -349,9 +339,9 @@ __device__ __forceinline__ void advance(Cursor& c, int batches) {
 }
 
 /// The batch at the cursor: Q8_0 kU atoms (nv valid: the last batch of K % (32 kU) != 0 has
-/// fewer; its d words stay inside the KP-padded row), IQ2 8 atoms (one 256-K block; kWeights =
-/// false: its scales only). d8 / s8: bytes from row g's scale words to row g + 8's.
-template <WFmt F, int kU, bool kWeights = true>
+/// fewer; its d words stay inside the KP-padded row), IQ2 8 atoms (one 256-K block). d8 / s8:
+/// bytes from row g's scale words to row g + 8's.
+template <WFmt F, int kU>
 __device__ __forceinline__ void load_batch(const Cursor& c, int nv, int d8, int s8,
                                            Batch<F, kU>& B) {
   if constexpr (F == WFmt::kQ8_0) {
@@ -375,9 +365,8 @@ __device__ __forceinline__ void load_batch(const Cursor& c, int nv, int d8, int 
       }
     }
   } else {
-    if constexpr (kWeights)
 #pragma unroll
-      for (int j = 0; j < 8; ++j) B.w[j] = __ldg(reinterpret_cast<const uint32_t*>(c.w + j * 128));
+    for (int j = 0; j < 8; ++j) B.w[j] = __ldg(reinterpret_cast<const uint32_t*>(c.w + j * 128));
     B.d[0] = __ldg(reinterpret_cast<const uint16_t*>(c.d));
     B.d[1] = __ldg(reinterpret_cast<const uint16_t*>(c.d + d8));
     if constexpr (F == WFmt::kIq2Xxs) {
@@ -415,8 +404,8 @@ __device__ __forceinline__ void load_acts(const uint16_t* xa, uint32_t x[4]) {
 /// group h (lanes g = 4h + m load token m with the other group's activations zeroed), so one
 /// chain and one sub-scale per lane; lanes t and t + 2 (columns 2t, 2t + 1 of groups 0 / 1) are
 /// added before the epilogue.
-template <WFmt F, class T, int NT, bool kCols, bool kO3, bool kRoll, bool kBig, bool kVal>
-__device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, int kw, int probe) {
+template <WFmt F, class T, int NT, bool kCols, bool kO3, bool kBig, bool kVal>
+__device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, int kw) {
   using namespace gemv;
   constexpr bool kIq2 = F != WFmt::kQ8_0;
   constexpr bool kXs = F == WFmt::kIq2Xs;
@@ -447,7 +436,6 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, int kw, in
   static_assert(!kCols || (F == WFmt::kIq2Xs && NT == 1), "column groups: IQ2_XS, one tile");
   const int64_t tok0 = static_cast<int64_t>(blockIdx.z) * (kCols ? 4 : 8 * NT);
 
-  if (probe & kProbeEarlyTrigger) griddep_launch_dependents();
   const int d8 = static_cast<int>(16 * p.scale_ld), s8 = static_cast<int>(8 * p.scale2_ld);
   int tg = blockIdx.x;
   Batch<F, kU> cur;
@@ -495,9 +483,6 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, int kw, in
         for (int k = 0; k < 8; ++k)
           if (k < copies) dst[(k + threadIdx.x) & (copies - 1)] = v[it];
       }
-    } else if (probe & kProbeCopyFill) {
-      for (int i = threadIdx.x; i < kE * kGc + 128 * kClasses; i += kThreads)
-        tabs[i] = i < kE * kGc ? gsrc[i / kGc] : ssrc[(i - kE * kGc) / kClasses];
     } else {
       // One entry per thread and pass (all loads first: one global round trip), its copies
       // written as 16-byte pairs starting at pair `threadIdx.x` (rotated, so that the 8 threads of
@@ -562,15 +547,12 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, int kw, in
 
     for (int b = b_first; active && b < b_end; b += kw) {
       Batch<F, kU> nxt;
-      bool more = false;  // kRoll: a next batch (its weights loaded atom by atom below)
       if (b + kw < b_end) {
         advance<F, kU>(ld, kw);
-        load_batch<F, kU, !kRoll>(ld, atoms - (b + kw) * kU, d8, s8, nxt);
-        more = true;
+        load_batch<F, kU>(ld, atoms - (b + kw) * kU, d8, s8, nxt);
       } else if (next_tile < n16) {
         ld = cursor_at<F, kU>(p, next_tile, b_first, lane);
-        load_batch<F, kU, !kRoll>(ld, atoms - b_first * kU, d8, s8, nxt);
-        more = true;
+        load_batch<F, kU>(ld, atoms - b_first * kU, d8, s8, nxt);
       }
       // IQ2: the block's d / 8 per row, applied once per batch to sums of the atoms' partials
       // times (2s + 1) (fw: the factors as bytes, iq2_odd_bytes; per row: XXS even / odd atoms,
@@ -609,9 +591,6 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, int kw, in
           // lane t / 2 of the quad) and g + 8 (word 2 + t / 2).
           const uint32_t v0 = __shfl_sync(0xFFFFFFFFu, cur.w[j], (lane & ~3) | (t >> 1));
           const uint32_t v1 = __shfl_sync(0xFFFFFFFFu, cur.w[j], (lane & ~3) | 2 | (t >> 1));
-          if constexpr (kRoll) {
-            if (more) cur.w[j] = __ldg(reinterpret_cast<const uint32_t*>(ld.w + j * 128));
-          }
           const uint32_t e01 = prmt(v0, v1, esel);
           uint32_t P0[4], P1[4];
           if constexpr (kVal) {
@@ -691,15 +670,7 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, int kw, in
 #pragma unroll
           for (int i = 0; i < 4; ++i) acc[n][i] = fmaf(accb[n][i], d8[i >> 1], acc[n][i]);
       }
-      if constexpr (kRoll) {
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          cur.d[r] = nxt.d[r];
-          cur.s[r] = nxt.s[r];
-        }
-      } else {
-        cur = nxt;
-      }
+      cur = nxt;
     }
 
     if constexpr (kCols) {
@@ -752,14 +723,12 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, int kw, in
 /// registers; a minimum of 1 would raise ptxas's budget to 136-167), 2 (two tiles; uncapped,
 /// IQ2_XS takes 183), 3 (the IQ2 one-tile kernels, which round 29's Nsight Compute found
 /// latency-bound at two CTAs per SM: 80 registers, a few bytes of spills; IQ2_XS with 8
-/// grid-table copies, gemv::grid_copies, so that 3 CTAs fit the shared memory), 4 (probe,
-/// B12X_GGML_GEMV_OCC=4: IQ2_XXS at 64). `probe`: gemv::kProbe* bits (kRoll / kBig / kVal:
-/// kProbeRoll's / kProbeQ8Big's / kProbeVal's kernels).
-template <WFmt F, class T, int NT, bool kCols, int kMinCtas, bool kRoll = false, bool kBig = false,
-          bool kVal = false>
+/// grid-table copies, gemv::grid_copies, so that 3 CTAs fit the shared memory). kBig / kVal: the
+/// probes gemv::kProbeQ8Big / kProbeVal.
+template <WFmt F, class T, int NT, bool kCols, int kMinCtas, bool kBig = false, bool kVal = false>
 __global__ void __launch_bounds__(gemv::kThreads, kMinCtas)
-    linear_gemv_ggml_kernel(const LinearParams p, int kw, int probe) {
-  gemv_ggml_body<F, T, NT, kCols, (kMinCtas >= 3), kRoll, kBig, kVal>(p, kw, probe);
+    linear_gemv_ggml_kernel(const LinearParams p, int kw) {
+  gemv_ggml_body<F, T, NT, kCols, (kMinCtas >= 3), kBig, kVal>(p, kw);
 }
 
 }  // namespace b12x::gemm::lin
