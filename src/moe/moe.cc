@@ -700,7 +700,9 @@ Plan plan(const Caps& caps) {
   // intermediate, or by FC1's epilogue in the decode stream).
   const bool stream = cfg == detail::kCfgDecode && decode_stream(w);
   p.off_xq = -1;
-  if (aquant_of(w.args.quant_mode) != num::kANone && (cfg == detail::kCfgGrouped || stream)) {
+  const bool a16_copy = stream && detail::decode_a16_gate_knob() == 3;
+  if ((aquant_of(w.args.quant_mode) != num::kANone && (cfg == detail::kCfgGrouped || stream)) ||
+      a16_copy) {
     p.off_xq = o;
     o = align256(o + 2 * R * H);
   }

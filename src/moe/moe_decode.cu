@@ -316,10 +316,6 @@ void launch_decode_stream(const DecodeArgs& args, bool fp16_operands, Stream str
     a.fc1_groups = decode_fc1_groups(a.routes, fc1_row_blocks, a.sm_count, a.fc1_wm, k_chunks);
     shape_fc1();
   }
-  static const int fc1_pf = env_knob("B12X_MOE_FC1_PF", 0);
-  a.fc1_pf = fc1_pf > 0 ? fc1_pf : 0;
-  static const int fc2_pf = env_knob("B12X_MOE_FC2_PF", 0);
-  a.fc2_pf = fc2_pf > 0 ? fc2_pf : 0;
   static const int q_early = env_knob("B12X_MOE_Q_EARLY", 0);
   a.q_early = q_early == 1 || q_early == 2 ? q_early : 0;
   B12X_ASSERT(
@@ -333,8 +329,11 @@ void launch_decode_stream(const DecodeArgs& args, bool fp16_operands, Stream str
               " are not multiples of the CTA tiles");
   // A16 gate (DecodeArgs::a16_gate): B12X_MOE_A16_GATE=1 where the balanced FC1's counters
   // need zeroing (instead of the memset node), =2 in every A16 launch.
-  static const int gate_knob = env_knob("B12X_MOE_A16_GATE", 0);
-  a.a16_gate = a.aquant == num::kANone && (gate_knob == 2 || (gate_knob == 1 && a.fc1_bal != 0));
+  // =3 (probe): the gate in every A16 launch, copying the FC1 input rows per route (a16_copy).
+  const int gate_knob = decode_a16_gate_knob();
+  a.a16_copy = a.aquant == num::kANone && gate_knob == 3 && a.xq != nullptr ? 1 : 0;
+  a.a16_gate = a.aquant == num::kANone &&
+               (gate_knob == 2 || a.a16_copy != 0 || (gate_knob == 1 && a.fc1_bal != 0));
   bool fc1_pdl = pdl;
   // Measurement knob B12X_MOE_A16_PDL=0: an A16 FC1 without a gate launches without the
   // programmatic edge (not resident early beside the previous call's FC2).
@@ -347,7 +346,7 @@ void launch_decode_stream(const DecodeArgs& args, bool fp16_operands, Stream str
     fc1_pdl = false;
   }
   if (a.aquant != num::kANone || a.a16_gate != 0) {
-    const dim3 gq = a.a16_gate != 0
+    const dim3 gq = a.a16_gate != 0 && a.a16_copy == 0
                         ? dim3(8)  // the gate: zeroing only
                         : dim3(static_cast<unsigned>(a.routes),
                                static_cast<unsigned>((a.w1.K + 8 * DecodeCfg::kQuantThreads - 1) /

@@ -139,10 +139,10 @@ struct DecodeArgs {
   // its programmatic edge and routes / streams weights before its wait (instead of a memset
   // node, after which FC1 launches without the edge and waits first).
   int a16_gate = 0;
-  // FC1 L2 prefetch (B12X_MOE_FC1_PF, probe): each warp requests the lines of its next fc1_pf
-  // chunks beyond the ring into L2 before the PDL wait; 0: none.
-  int fc1_pf = 0;
-  int fc2_pf = 0;    // the same for FC2's warps (B12X_MOE_FC2_PF, probe)
+  // A16 copy gate (B12X_MOE_A16_GATE=3, probe): the gate also copies each route's input row
+  // x[route / topk] into xq[route] and FC1 reads xq: every (row block, tile) of a token's routes
+  // then reads its own row instead of all of them the token's one row.
+  int a16_copy = 0;
   int sm_count = 0;  // sizes FC1's tile groups (decode_fc1_tile_groups)
   // Balanced FC1 (decode_fc1_balanced; every mode (A16 unless B12X_MOE_A16_BAL=0), one row
   // warp, one group): CTA (row block x, y) takes the chunk range [N y / Y, (N (y + 1)) / Y) of
@@ -176,6 +176,15 @@ inline int64_t decode_fc1_bal_cnt_bytes(int64_t row_blocks, int64_t routes) {
 inline int64_t decode_fc1_bal_bytes(int64_t row_blocks, int64_t routes) {
   return decode_fc1_bal_cnt_bytes(row_blocks, routes) +
          decode_fc1_bal_slots(row_blocks) * 2 * kFc1BalSlotFloats * 4;
+}
+/// B12X_MOE_A16_GATE (measurement knob, read by plan and run): 3 runs the A16 copy gate
+/// (DecodeArgs::a16_copy), for which plan gives A16 decode-stream plans the [R, H] xq rows.
+inline int decode_a16_gate_knob() {
+  static const int knob = [] {
+    const char* v = std::getenv("B12X_MOE_A16_GATE");
+    return v != nullptr ? std::atoi(v) : 0;
+  }();
+  return knob;
 }
 /// B12X_MOE_FC2_SPLIT (measurement knob): 1..4 forces the FC2 split, else 0.
 inline int decode_fc2_split_forced() {

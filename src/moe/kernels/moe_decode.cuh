@@ -315,10 +315,6 @@ __device__ __forceinline__ void cp_async8_sa(uint32_t sa, const void* gmem) {
 __device__ __forceinline__ void cp_async4_sa(uint32_t sa, const void* gmem) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(sa), "l"(gmem) : "memory");
 }
-/// L2 prefetch of the 128-byte line holding `gmem` (no register result, no shared memory).
-__device__ __forceinline__ void prefetch_l2(const void* gmem) {
-  asm volatile("prefetch.global.L2 [%0];" ::"l"(gmem));
-}
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
@@ -557,13 +553,20 @@ __global__ void __launch_bounds__(DecodeCfg::kQuantThreads)
     for (int i = (blockIdx.y * gridDim.x + blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step)
       a.fc1_cnt[i] = 0;
   }
-  if (a.aquant == num::kANone) return;  // A16 gate: nothing to quantise
+  if (a.aquant == num::kANone && a.a16_copy == 0) return;  // A16 gate: nothing to quantise
   const int route = blockIdx.x;
   const int64_t id = a.ids64 ? static_cast<const int64_t*>(a.ids)[route]
                              : static_cast<const int32_t*>(a.ids)[route];
   if (id < 0 || id >= a.num_experts) return;  // uniform over the CTA: FC1 never reads this row
   const int H = a.w1.K;
   const int k = (blockIdx.y * DecodeCfg::kQuantThreads + threadIdx.x) * 8;
+  if (a.aquant == num::kANone) {  // the A16 copy gate: the row as it is (BF16 or FP16)
+    if (k < H)
+      *reinterpret_cast<uint4*>(a.xq + static_cast<int64_t>(route) * H + k) =
+          *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(a.x) +
+                                          static_cast<int64_t>(route / a.topk) * a.x_ld + k);
+    return;
+  }
   float v[8];
   float amax = 0.f;
   if (k < H) {
@@ -743,7 +746,7 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
     const uint16_t* arow = nullptr;
     if (n_lane < tl.z) {
       const int slot = tl.y + n_lane;
-      arow = first
+      arow = first && a.a16_copy == 0
                  ? static_cast<const uint16_t*>(a.x) + static_cast<int64_t>(rs.token(slot)) * a.x_ld
                  : a.xq + static_cast<int64_t>(rs.route(slot)) * W.K;
     }
@@ -763,25 +766,6 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
       issue(s, src_of(wc.t), wc, true, false);
       advance(wc);
     });
-    // fc1_pf (probe): the weight and scale lines of the next fc1_pf chunks beyond the ring
-    // requested into L2 now, so that their ring refills wait for L2 instead of DRAM (a short
-    // per-warp chain at M = 1 is a few serial DRAM round trips). Lane = row of the warp's 32.
-    if (a.fc1_pf > 0) {
-      int pt = -1;
-      const uint8_t *pv = nullptr, *ps = nullptr;
-      for (int j = kS; j < n_my && j < kS + a.fc1_pf; ++j) {
-        if (wc.t != pt) {
-          pt = wc.t;
-          const int e = tile_of(pt).x;
-          pv = vrow + e * W.values_expert_stride + lane * W.values_row_stride;
-          ps = srow + e * W.scales_expert_stride + lane * W.scales_row_stride;
-        }
-        const int kk = wc.ka + wk + kWK * wc.k;
-        prefetch_l2(pv + kk * 64);
-        prefetch_l2(ps + kk * (kSK == 0 ? 8 : 4));
-        advance(wc);
-      }
-    }
   }
   if (!wait_first) pdl_wait();  // xq is written by [Q]
   prime_ring<kS>(n_my, [&](int s) {
@@ -1045,23 +1029,6 @@ __global__ void __launch_bounds__(32 * kW, kW == 8 && kS == 2 ? 4 : 1)
       issue(s, src_of(wc.t), wc.k, true, false);
       wc.next(nk);
     });
-    // fc2_pf (probe): the lines of the next fc2_pf chunks beyond the ring requested into L2
-    // before the wait for FC1 (lanes 0-15: the weight row, 16-31: the scale row of row lane % 16).
-    if (a.fc2_pf > 0) {
-      int pt = -1;
-      const uint8_t* pb = nullptr;
-      const int lr = lane & 15, step = lane < 16 ? 64 : (kSK == 0 ? 8 : 4);
-      for (int j = kS; j < n_my && j < kS + a.fc2_pf; ++j) {
-        if (wc.t != pt) {
-          pt = wc.t;
-          const int e = rs.tile(tile_of(pt)).x;
-          pb = lane < 16 ? W.values + e * W.values_expert_stride + (R0 + lr) * W.values_row_stride
-                         : W.scales + e * W.scales_expert_stride + (R0 + lr) * W.scales_row_stride;
-        }
-        prefetch_l2(pb + wc.k * step);
-        wc.next(nk);
-      }
-    }
   }
   pdl_wait();  // the intermediate is written by FC1
   pdl_trigger();
