@@ -33,16 +33,17 @@ GemvFn fn_nt(int nt) {
 /// The probe bits that select kernel variants.
 constexpr int kVariantBits = gemv::kProbeQ8Big | gemv::kProbeVal;
 
-/// The capped IQ2 one-tile kernel (val: gemv::kProbeVal's).
-template <WFmt F, class T, bool kCols>
-GemvFn capped(bool val) {
-  return val ? &linear_gemv_ggml_kernel<F, T, 1, kCols, 3, false, true>
-             : &linear_gemv_ggml_kernel<F, T, 1, kCols, 3>;
+/// The IQ2 one-tile kernel with registers capped for kMinCtas CTAs per SM (0: uncapped; val:
+/// gemv::kProbeVal's).
+template <WFmt F, class T, bool kCols, int kMinCtas>
+GemvFn one_tile(bool val) {
+  return val ? &linear_gemv_ggml_kernel<F, T, 1, kCols, kMinCtas, false, true>
+             : &linear_gemv_ggml_kernel<F, T, 1, kCols, kMinCtas>;
 }
 
 /// nt = 0: IQ2_XS with its two 16-K groups in the MMA's column halves (M <= 4). occ = 3: the IQ2
 /// one-tile kernels with registers capped for 3 CTAs per SM. v: probe bits of kernel variants
-/// (gemv::kProbeVal for the capped kernels, kProbeQ8Big for Q8_0).
+/// (gemv::kProbeVal for the IQ2 one-tile kernels, kProbeQ8Big for Q8_0).
 template <class T>
 GemvFn pick(WFmt f, int nt, int occ, int v) {
   const bool val = (v & gemv::kProbeVal) != 0;
@@ -51,13 +52,17 @@ GemvFn pick(WFmt f, int nt, int occ, int v) {
       if (nt == 0) return nullptr;
       return (v & gemv::kProbeQ8Big) ? fn_nt<WFmt::kQ8_0, T, true>(nt) : fn_nt<WFmt::kQ8_0, T>(nt);
     case WFmt::kIq2Xxs:
-      if (occ == 3 && nt == 1) return capped<WFmt::kIq2Xxs, T, false>(val);
-      return nt == 0 ? nullptr : fn_nt<WFmt::kIq2Xxs, T>(nt);
+      if (nt == 0) return nullptr;
+      if (nt == 2) return fn_nt<WFmt::kIq2Xxs, T>(nt);
+      return occ == 3 ? one_tile<WFmt::kIq2Xxs, T, false, 3>(val)
+                      : one_tile<WFmt::kIq2Xxs, T, false, 0>(val);
     case WFmt::kIq2Xs:
-      if (occ == 3 && nt <= 1)
-        return nt == 0 ? capped<WFmt::kIq2Xs, T, true>(val) : capped<WFmt::kIq2Xs, T, false>(val);
-      return nt == 0 ? &linear_gemv_ggml_kernel<WFmt::kIq2Xs, T, 1, true, 0>
-                     : fn_nt<WFmt::kIq2Xs, T>(nt);
+      if (nt == 2) return fn_nt<WFmt::kIq2Xs, T>(nt);
+      if (occ == 3)
+        return nt == 0 ? one_tile<WFmt::kIq2Xs, T, true, 3>(val)
+                       : one_tile<WFmt::kIq2Xs, T, false, 3>(val);
+      return nt == 0 ? one_tile<WFmt::kIq2Xs, T, true, 0>(val)
+                     : one_tile<WFmt::kIq2Xs, T, false, 0>(val);
     default:
       return nullptr;
   }
@@ -70,18 +75,19 @@ int variant_nt(WFmt f, int64_t M) {
 
 /// The dynamic shared memory of pick(f, nt, occ, v)'s kernel.
 int smem_of(WFmt f, int nt, int occ, int v) {
-  const bool val = (v & gemv::kProbeVal) != 0;
+  const bool val = (v & gemv::kProbeVal) != 0 && nt <= 1;
   switch (f) {
     case WFmt::kIq2Xxs:
       if (occ == 3 && nt == 1)
         return val ? gemv::smem_bytes<WFmt::kIq2Xxs, true, true>()
                    : gemv::smem_bytes<WFmt::kIq2Xxs, true>();
-      return gemv::smem_bytes<WFmt::kIq2Xxs>();
+      return val ? gemv::smem_bytes<WFmt::kIq2Xxs, false, true>()
+                 : gemv::smem_bytes<WFmt::kIq2Xxs>();
     case WFmt::kIq2Xs:
       if (occ == 3 && nt <= 1)
         return val ? gemv::smem_bytes<WFmt::kIq2Xs, true, true>()
                    : gemv::smem_bytes<WFmt::kIq2Xs, true>();
-      return gemv::smem_bytes<WFmt::kIq2Xs>();
+      return val ? gemv::smem_bytes<WFmt::kIq2Xs, false, true>() : gemv::smem_bytes<WFmt::kIq2Xs>();
     default:
       return 0;
   }

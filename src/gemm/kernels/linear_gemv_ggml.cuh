@@ -46,7 +46,7 @@ inline constexpr int kClasses = 16;
 /// Q8_0: batches of 8 atoms (the one-batch-ahead register prefetch holds 8 KB per warp instead of
 /// 4; each batch costs a DRAM round trip, and Q8_0's decode is too short to hide it).
 inline constexpr int kProbeQ8Big = 8;
-/// IQ2, the capped one-tile kernels: value tables instead of PRMT selector tables. A grid entry is
+/// IQ2, the one-tile kernels: value tables instead of PRMT selector tables. A grid entry is
 /// its 8 values as BF16 / FP16 (16 bytes), a sign entry the 8 sign bits at bits 15 / 31 of its 4
 /// pair words: an entry's pairs are g ^ s (4 LOP3 instead of 2 ORs, 2 shifts and 4 PRMTs, the
 /// same for FP16), from 16-byte loads (8 copies: a quarter-warp's loads conflict-free; IQ2_XS's
