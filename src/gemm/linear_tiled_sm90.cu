@@ -41,6 +41,7 @@ WgmmaPick pick_var(int var) {
         if (var == 14) return wgmma_pick<F, T, kTok, 14>();  // ... fed by bulk copies (probe)
         if (var == 15) return wgmma_pick<F, T, kTok, 15>();  // ... tokens on M, weight images
       }
+      if (var == 16) return wgmma_pick<F, T, kTok, 16>();  // bulk-copied weights (probe)
       if (var == 9) return wgmma_pick<F, T, kTok, 9>();    // tokens on the M side
       if (var == 10) return wgmma_pick<F, T, kTok, 10>();  // ... as register A fragments
       if (var == 11) return wgmma_pick<F, T, kTok, 11>();  // ... B in the 128-byte swizzle

@@ -1152,9 +1152,10 @@ TEST(GemmGpu, TiledWgmmaTokenTiles) {
   // Warp-specialized FP8 (variant 5: a copy warpgroup; 6, the per-tensor default: with the block
   // scales loaded while the wgmmas run and the slot released before the promotion; 7: 6 with the
   // next stage's A fragments loaded before the promotion; 8, block FP8 only and its default: 6
-  // with the combined scales built by the producer warpgroup): token / row / K tails, 1 and (6, 8)
-  // 24 token tiles, a long K refilling every slot many times.
-  for (const char* var : {"5", "6", "7", "8"}) {
+  // with the combined scales built by the producer warpgroup; 16: 6 / 8 with the weight runs
+  // bulk-copied): token / row / K tails, 1 and (6, 8) 24 token tiles, a long K refilling every
+  // slot many times.
+  for (const char* var : {"5", "6", "7", "8", "16"}) {
     ScopedEnv e("B12X_GEMM_WGMMA", "1"), ev("B12X_GEMM_WGMMA_VAR", var);
     for (const auto& c : wgmma_cases(300, 136, 768, false, DType::kFP16))
       if (c.fmt == LinearFormat::kFp8Tensor || c.fmt == LinearFormat::kFp8Block) run_case(c);
@@ -1456,17 +1457,19 @@ TEST(GemmGpuSanitize, Fp8BlockProbes) {
     run_case({f, 136, 136, 512, DType::kBF16, DType::kBF16, true});
 }
 
-/// Block FP8 variants 14 / 15 (probes, B12X_GEMM_WGMMA_VAR=14|15) for compute-sanitizer: the
-/// bulk-copied ring (the tiled quantizer's stage images, the weight runs, transaction counts on the
-/// full barriers), K = 2048 (every slot refilled), a token tail (the quantizer's zero rows) and
-/// weight tiles past N.
+/// Block FP8 variants 14 / 15 / 16 (B12X_GEMM_WGMMA_VAR=14|15|16; 14 the default) for
+/// compute-sanitizer: the bulk-copied ring (the tiled quantizer's stage images, the weight runs,
+/// transaction counts on the full barriers), K = 2048 (every slot refilled), a token tail (the
+/// quantizer's zero rows) and weight tiles past N; per-tensor FP8 on 16.
 TEST(GemmGpuSanitize, Fp8BlockBulk) {
   B12X_REQUIRE_GPU();
   ScopedEnv e("B12X_GEMM_WGMMA", "1");
-  for (const char* v : {"14", "15"}) {
+  for (const char* v : {"14", "15", "16"}) {
     ScopedEnv ev("B12X_GEMM_WGMMA_VAR", v);
     run_case({LinearFormat::kFp8Block, 200, 136, 2048, DType::kBF16, DType::kBF16, true});
   }
+  ScopedEnv ev("B12X_GEMM_WGMMA_VAR", "16");
+  run_case({LinearFormat::kFp8Tensor, 200, 136, 2048, DType::kBF16, DType::kBF16, true});
 }
 
 TEST(GemmGpuSanitize, TiledSplitK) {

@@ -55,7 +55,7 @@ struct WgmmaCfg {
   /// FP8 over variant 3; making the MMA warpgroups take turns issuing their wgmmas through named
   /// barriers, dropped, was 5-20% slower than variant 5.)
   static constexpr bool kWs =
-      kF8 ? (kVariant >= 5 && kVariant <= 12) || kVariant == 14 || kVariant == 15 : kVariant == 3;
+      kF8 ? (kVariant >= 5 && kVariant <= 12) || (kVariant >= 14 && kVariant <= 16) : kVariant == 3;
   /// FP8 variant 6 (the default) = 5 with the stage's block scales built and loaded into
   /// registers while its wgmmas run (not after their wait) and the slot released right after the
   /// wait, so only the FFMA / FADD promotion follows the wgmmas on the MMA warps' critical path
@@ -91,6 +91,11 @@ struct WgmmaCfg {
   /// 8). Why: the MMA warps then load neither A fragments nor 32 scales per lane per stage (the
   /// shared-memory traffic that bounds 8), as DeepGEMM's orientation.
   static constexpr bool kImgW = F == WFmt::kFp8Block && kVariant == 15;
+  /// FP8 variant 16 (probe, per-tensor and block) = 6 / 8 with only the weights bulk-copied (the
+  /// eight 2 KB runs by one producer thread, complete_tx on the full barrier, one more arrival);
+  /// the activations stay cp.async (caller-quantized ones too). Why: per-tensor FP8 and block FP8
+  /// with caller-quantized activations cannot take 14's activation images.
+  static constexpr bool kBulkW = kBulk || (kF8 && kVariant == 16);
   /// FP8 variant 9 (probe) = 8 with the tokens on wgmma's M side (as DeepGEMM): each MMA
   /// warpgroup takes 64 tokens (A: the activation rows of the stage, 128-byte swizzle) times the
   /// CTA's 128 weight rows (B: shared memory), so a thread's accumulators are 2 tokens x 32
@@ -687,8 +692,8 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
         // Variant 14: the producer threads' scale stores plus the bulk-copying thread's
         // expect_tx arrival.
         wg::mbar_init(full0 + 8 * i, C::kBulk                     ? C::kCopyThreads + 1
-                                     : C::kProdScales || C::kTokM ? 2 * C::kCopyThreads
-                                                                  : C::kCopyThreads);
+                                     : C::kProdScales || C::kTokM ? 2 * C::kCopyThreads + C::kBulkW
+                                                                  : C::kCopyThreads + C::kBulkW);
         wg::mbar_init(empty0 + 8 * i, C::kMmaThreads);
       }
     }
@@ -725,13 +730,13 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
   const bool arows_full = rows_left > kAR * (kTok / kAR - 1);
 
   auto load_weights = [&](int s, int kb) {
-    if constexpr (C::kBulk) {
-      // Variant 14: the slot's whole transaction count (weights and activations) announced with
-      // the copying thread's arrival before its first copy; tiles past the matrix copy the last
-      // one (their rows are never stored).
+    if constexpr (C::kBulkW) {
+      // Variants 14 / 15: the slot's whole transaction count (weights and activations; 16: the
+      // weights) announced with the copying thread's arrival before its first copy; tiles past
+      // the matrix copy the last one (their rows are never stored).
       if (tid == 0) {
         const uint32_t bar = full0 + 8 * s;
-        wg::mbar_arrive_expect_tx(bar, C::kWBytes + C::kActBytes);
+        wg::mbar_arrive_expect_tx(bar, C::kWBytes + (C::kBulk ? C::kActBytes : 0));
         if constexpr (C::kImgW) {
           // Variant 15: the weight image of row block n0 / 128 and group kb (KP / 128 groups).
           wg::bulk_g2s(w_addr(s),
