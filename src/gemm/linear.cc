@@ -637,8 +637,14 @@ Plan plan(const Caps& caps) {
     // Slice halves: where one warp per tile runs (FP4 weights with BF16 MMAs), CTAs of 8 warps,
     // two per 16-row tile on the halves of each K slice, sharing one activation staging (the same
     // grid and split); at two token tiles with the pipelined staging. Default for NVFP4 weights
-    // at M = 5..8 where each CTA streams at least 8 slices, and at M = 9..32 with a split of at
-    // most 2 (B12X_GEMM_DECODE_HALF=0 / 1 turns it off / forces it). H200, us over 4096x4096 /
+    // at M = 5..8 where each CTA streams at least 8 slices, and for NVFP4 and MXFP4 weights at
+    // M = 9..32 with a split of at most 2 (B12X_GEMM_DECODE_HALF=0 / 1 turns it off / forces it).
+    // MXFP4 since session 9, round 33, M = 16, us, one warp per tile -> halves: 12.93 / 27.04 /
+    // 33.85 / 18.06 -> 12.26 / 24.53 / 28.11 / 17.45 at 4096x4096 / 14336x4096 / 4096x14336 /
+    // 6144x4096 (2048x7168, split 4: 17.36 -> 19.59). Clusters of 4 / 8 of these CTAs (round 33,
+    // B12X_GEMM_SPLIT=4 / 8, NVFP4 W4A16 M = 16 over the five shapes: 23.1 / 57.8 / 41.3 / 30.7 /
+    // 20.7 and 49.3 / 144 / 65.8 / 68.7 / 31.5 against 12.2 / 24.4 / 29.5 / 17.4 / 18.5 by
+    // default) ran about one CTA per SM, so no deeper split either. H200, us over 4096x4096 /
     // 14336x4096 / 4096x14336 / 6144x4096 / 2048x7168, one warp per tile -> halves: NVFP4 W4A16
     // M = 8 9.7 / 22.1 / 27.2 / 13.5 / 11.9 -> 9.3 / 20.4 / 25.1 / 13.6 / 11.7 (round 26; round
     // 25: 28.0 -> 23.1 at 4096x14336), M = 6 8.8 / 21.4 / 27.1 / 12.6 / 10.9 -> 10.0 / 19.9 /
@@ -647,7 +653,7 @@ Plan plan(const Caps& caps) {
     // M = 24 22.0 / 56.2 / 75.4 / 25.7 / 22.1 -> 21.1 / 46.2 / 67.7 / 23.7 / 22.3, M = 32 22.7 /
     // 53.1 / 76.7 / 27.2 / 22.6 -> 21.9 / 49.0 / 70.0 / 24.7 / 19.1; NVFP4 W4A4 alike (M = 8
     // 4096x14336 28.7 -> 26.4); M = 4 mixed (round 25: 8.4 -> 9.7 at 4096x4096, 18.6 -> 17.1 at
-    // 14336x4096); MXFP4 W4A16 within +-4 % at M = 8 and 16. With one staging buffer at M = 16
+    // 14336x4096); MXFP4 W4A16 within +-4 % at M = 8 and 16 then. With one staging buffer at M = 16
     // (one slice per chunk: a CTA barrier and drained rings per slice) halves were slower (28.3 ->
     // 30.9, 36.0 -> 43.9; one buffer of 3 slices per chunk, a dropped probe: 28.6 / 36.0).
     // Nsight Compute (14336x4096 M = 16): 3.4 warps per scheduler (one warp per tile: 1.7), 0.54
@@ -656,29 +662,11 @@ Plan plan(const Caps& caps) {
     if (ws == 1 && lin::decode_half_available(wf, fp16)) {
       const char* e = std::getenv("B12X_GEMM_DECODE_HALF");
       const int64_t per_cta = (slices + split - 1) / split;
-      const bool rule = wf == lin::WFmt::kNvfp4 &&
-                        ((nt == 1 && M >= 5 && per_cta >= 8) || (nt == 2 && split <= 2));
+      const bool rule =
+          (wf == lin::WFmt::kNvfp4 && nt == 1 && M >= 5 && per_cta >= 8) || (nt == 2 && split <= 2);
       p.decode_half = e != nullptr ? e[0] == '1' : rule;
       const char* pe = std::getenv("B12X_GEMM_DECODE_PIPE");
       if (p.decode_half && nt == 2 && pe == nullptr) p.decode_pipe = true;
-      // Probe (B12X_GEMM_DECODE_HALF_CTAS=<n>): the halves at two token tiles split K over a
-      // cluster (<= 8) for up to n resident CTAs per SM (two fit one SM90 SM): the split with the
-      // fewest waves of n x SMs CTAs per unit of K work, the smaller on a tie. The default grid
-      // (~0.9 x SMs CTAs) leaves the 64- and 32-tile-group shapes at one CTA, 8 warps, per SM.
-      int half_ctas = 0;
-      if (const char* hc = std::getenv("B12X_GEMM_DECODE_HALF_CTAS"); hc != nullptr)
-        half_ctas = std::clamp(std::atoi(hc), 0, 4);
-      if (p.decode_half && nt == 2 && half_ctas > 0 && dev.cc_major >= 9) {
-        const int64_t slots = int64_t{half_ctas} * sms;
-        double best = 0;
-        for (int64_t s = 1; s <= std::min<int64_t>(slices, 8); ++s) {
-          const int64_t per = (slices + s - 1) / s;
-          const int64_t eff = (slices + per - 1) / per;
-          const int64_t waves = (ctas_n * eff * tok_tiles + slots - 1) / slots;
-          const double cost = static_cast<double>(waves * per);
-          if (s == 1 || cost < best) best = cost, split = static_cast<int>(eff);
-        }
-      }
     }
     // A deeper ring for the M = 1 warp split (3 slices per warp ring; run checks the shared
     // memory): a third slice for NVFP4 weights where each of a tile's 4 warps streams >= 6 slices

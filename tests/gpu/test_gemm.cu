@@ -740,19 +740,23 @@ TEST(GemmGpu, DecodeSliceHalves) {
 
 TEST(GemmGpu, DecodeSliceHalvesDefault) {
   B12X_REQUIRE_GPU();
-  // The default: NVFP4 weights at M = 5..8 where each CTA streams at least 8 slices, and at M =
-  // 9..32 (with the pipelined staging) where K is split over at most 2 CTAs;
-  // B12X_GEMM_DECODE_HALF=0 turns it off.
+  // The default: NVFP4 weights at M = 5..8 where each CTA streams at least 8 slices, and NVFP4
+  // and MXFP4 weights (MXFP4 since session 9) at M = 9..32 (with the pipelined staging) where K
+  // is split over at most 2 CTAs; B12X_GEMM_DECODE_HALF=0 turns it off.
   const gemm::Plan p16 = bf16_plan(LinearFormat::kNvfp4W4A16, 16, 14336, 4096);
   EXPECT_TRUE(p16.decode_half && p16.decode_pipe && p16.decode_seg_stage);
   EXPECT_TRUE(bf16_plan(LinearFormat::kNvfp4W4A16, 6, 14336, 4096).decode_half);
   EXPECT_FALSE(bf16_plan(LinearFormat::kNvfp4W4A16, 6, 4096, 4096).decode_half);  // 4 slices
   EXPECT_FALSE(bf16_plan(LinearFormat::kNvfp4W4A16, 4, 14336, 4096).decode_half);
   EXPECT_TRUE(bf16_plan(LinearFormat::kNvfp4W4A16, 24, 4096, 4096).decode_half);
-  EXPECT_FALSE(bf16_plan(LinearFormat::kMxfp4W4A16, 16, 14336, 4096).decode_half);
+  EXPECT_TRUE(bf16_plan(LinearFormat::kMxfp4W4A16, 16, 14336, 4096).decode_half);  // session 9
+  EXPECT_FALSE(bf16_plan(LinearFormat::kMxfp4W4A16, 8, 14336, 4096).decode_half);
+  const gemm::Plan pm = bf16_plan(LinearFormat::kMxfp4W4A16, 16, 2048, 7168);
+  EXPECT_EQ(pm.decode_half, pm.split_k <= 2);  // split 4 on the H200
   EXPECT_TRUE(bf16_plan(LinearFormat::kNvfp4W4A16, 13, 4096, 2048).decode_half);  // split 2
   EXPECT_TRUE(bf16_plan(LinearFormat::kNvfp4W4A16, 8, 8200, 4096).decode_half);
-  for (LinearFormat f : {LinearFormat::kNvfp4, LinearFormat::kNvfp4W4A16}) {
+  for (LinearFormat f : {LinearFormat::kNvfp4, LinearFormat::kNvfp4W4A16, LinearFormat::kMxfp4,
+                         LinearFormat::kMxfp4W4A16}) {
     // N = 8200 (513 tiles, 129 CTAs, the last with one): the whole K = 4096 (8 slices) per CTA.
     for (int64_t M : {5, 8}) run_case({f, M, 8200, 4096, DType::kBF16, DType::kBF16, M == 5});
     for (int64_t M : {13, 16, 27})
@@ -871,23 +875,6 @@ TEST(GemmGpu, DecodeSegmentStaging) {
         run_case({f, M, 72, 4864, DType::kBF16, DType::kBF16, M == 9});
     unsetenv("B12X_GEMM_SPLIT");
   }
-}
-
-TEST(GemmGpu, DecodeHalfCtas) {
-  B12X_REQUIRE_GPU();
-  // B12X_GEMM_DECODE_HALF_CTAS=2 (probe): the halves at two token tiles split K over a cluster
-  // for two resident CTAs per SM. 4096x4096 at M = 16 (64 tile groups): a split of 4 on >= 128
-  // SMs; N = 72, K = 4864 (10 slices): clusters of 5 CTAs of 2 slices, M = 9 / 16 / 24 / 32, the
-  // FP4 formats with BF16 MMAs.
-  ScopedEnv hc("B12X_GEMM_DECODE_HALF_CTAS", "2");
-  const int64_t sms = device_info(0).sm_count;
-  if (sms >= 128) EXPECT_EQ(bf16_plan(LinearFormat::kNvfp4W4A16, 16, 4096, 4096).split_k, 4);
-  ScopedEnv eh("B12X_GEMM_DECODE_HALF", "1");  // N = 72 takes one warp per tile by default
-  EXPECT_EQ(bf16_plan(LinearFormat::kNvfp4W4A16, 16, 72, 4864).split_k, 5);
-  int i = 0;
-  for (int64_t M : {9, 16, 24, 32})
-    for (LinearFormat f : kFp4Bf16Formats)
-      run_case({f, M, 72, 4864, DType::kBF16, DType::kBF16, (i++ % 2) == 0});
 }
 
 TEST(GemmGpu, DecodeLean) {

@@ -181,7 +181,11 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
   // NVFP4: the current slice's scale splats [warp][sub-block][g] = (row g, row g+8), expanded
   // once per slice by the quad's four lanes instead of looked up by each lane at every step.
   // MXFP4 (kMxFold): the E8M0 splats of the slice's 16 atoms, [warp][atom][g] likewise.
-  __shared__ uint2 spl[kSplat ? kThreads / 32 : 1][kSplat ? 2 * kAtomsW : 1][8];
+  // kLean (halves and 4 warps per tile): rows of 9 entries, so that the expansion's stores by the
+  // quad's four lanes (rows 4t.. or 8t.. apart, a multiple of 128 bytes with 8 entries: a 4-way
+  // bank conflict, 8.8 wavefronts per store in Nsight Compute) land in different banks.
+  constexpr int kSplRow = kLean && (kHalf || kWS == 4) ? 9 : 8;
+  __shared__ uint2 spl[kSplat ? kThreads / 32 : 1][kSplat ? 2 * kAtomsW : 1][kSplRow];
   __shared__ alignas(16) uint32_t gtab[kIq2 ? (F == WFmt::kIq2Xs ? 512 * 4 : 256 * 4) : 4];
   __shared__ alignas(16) uint32_t stab[kIq2 ? 512 : 4];
 
@@ -346,7 +350,42 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
   // The cp.async copies of slices [c0, c1) of the staged token rows into the staging buffer dst,
   // not committed: piece (r, c) (16 bytes) = thread + kThreads i of rows x per_row, walked without
   // divisions (per row and piece ~10 instructions instead of ~45 with a div / mod).
+  // kLean: the segment walk of a full chunk (stage_slices slices, no K tail) with fewer segments
+  // per row than warps (the halves at M = 9..32: 2 segments per slice row) is the same for every
+  // chunk but its source offset, so this thread's copies (column, first row, row steps) are set up
+  // once here instead of per chunk (~80 SASS instructions per chunk and warp, 13 % of the M = 16
+  // kernel's instructions in round 33).
+  int lw_n = -1;  // copies of this thread per full chunk; -1: the generic walk
+  const uint8_t* lw_src = nullptr;
+  int64_t lw_srow = 0;
+  int lw_dst = 0, lw_drow = 0;
+  if constexpr (kLean) {
+    constexpr int kElem = kF8 ? 16 : 8;
+    constexpr int kW = kThreads / 32;
+    const int per_row = static_cast<int>(p.stage_slices * (kKS / kElem));
+    const int segs = (per_row + 31) >> 5;
+    const int sh = 32 - __clz(segs - 1);
+    if (p.decode_seg_stage && (1 << sh) < kW) {
+      const int64_t ldx_b = kF8 ? p.ldx_bytes : 2 * p.ldx;
+      const int col = warp & ((1 << sh) - 1), r0 = warp >> sh, dr = kW >> sh;
+      const int c = (col << 5) + lane;
+      lw_n = col < segs && c < per_row && r0 < rows ? (rows - r0 + dr - 1) / dr : 0;
+      lw_src = static_cast<const uint8_t*>(p.x) + (tok0 + r0) * ldx_b +
+               c_begin * kKS * (kF8 ? 1 : 2) + lane * 16 + col * 512;
+      lw_srow = dr * ldx_b;
+      lw_dst = r0 * sg.pitch_bytes + c * 16;
+      lw_drow = dr * sg.pitch_bytes;
+    }
+  }
   auto issue_stage = [&](int64_t c0, int64_t c1, uint8_t* dst) {
+    if constexpr (kLean) {
+      if (lw_n >= 0 && c1 - c0 == p.stage_slices && c1 * kKS <= p.K) {
+        const uint8_t* src = lw_src + (c0 - c_begin) * kKS * (kF8 ? 1 : 2);
+        uint8_t* d = dst + lw_dst;
+        for (int i = 0; i < lw_n; ++i, src += lw_srow, d += lw_drow) dec_cp_async16(d, src);
+        return;
+      }
+    }
     const int64_t kbase = c0 * kKS;
     constexpr int kElem = kF8 ? 16 : 8;  // K values per 16-byte piece
     const int per_row = static_cast<int>((c1 - c0) * kKS / kElem);
