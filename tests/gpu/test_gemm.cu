@@ -755,13 +755,14 @@ TEST(GemmGpu, DecodeSliceHalvesDefault) {
   EXPECT_EQ(pm.decode_half, pm.split_k <= 2);  // split 4 on the H200
   EXPECT_TRUE(bf16_plan(LinearFormat::kNvfp4W4A16, 13, 4096, 2048).decode_half);  // split 2
   EXPECT_TRUE(bf16_plan(LinearFormat::kNvfp4W4A16, 8, 8200, 4096).decode_half);
-  for (LinearFormat f : {LinearFormat::kNvfp4, LinearFormat::kNvfp4W4A16, LinearFormat::kMxfp4,
-                         LinearFormat::kMxfp4W4A16}) {
+  for (LinearFormat f : {LinearFormat::kNvfp4, LinearFormat::kNvfp4W4A16}) {
     // N = 8200 (513 tiles, 129 CTAs, the last with one): the whole K = 4096 (8 slices) per CTA.
     for (int64_t M : {5, 8}) run_case({f, M, 8200, 4096, DType::kBF16, DType::kBF16, M == 5});
     for (int64_t M : {13, 16, 27})
       run_case({f, M, 4096, 2048, DType::kBF16, DType::kBF16, M == 13});
   }
+  run_case({LinearFormat::kMxfp4W4A16, 16, 4096, 2048, DType::kBF16, DType::kBF16, true});
+  run_case({LinearFormat::kMxfp4, 27, 4096, 2048, DType::kBF16, DType::kBF16, false});
   ScopedEnv eh("B12X_GEMM_DECODE_HALF", "0");
   EXPECT_FALSE(bf16_plan(LinearFormat::kNvfp4W4A16, 16, 14336, 4096).decode_half);
 }
