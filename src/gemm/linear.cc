@@ -695,6 +695,8 @@ Plan plan(const Caps& caps) {
     // they exist for the launch's configuration).
     if (const char* e = std::getenv("B12X_GEMM_DECODE_LEAN"); e != nullptr)
       p.decode_lean = e[0] == '1';
+    if (const char* e = std::getenv("B12X_GEMM_DECODE_PIPE_KB"); e != nullptr)
+      p.decode_pipe_kb = std::clamp(std::atoi(e), 0, 256);
   }
   // Probe override (tools/gemm-probe.sh): B12X_GEMM_SPLIT=<n> forces the decode split count.
   if (decode_plan && split_env != nullptr && std::atoi(split_env) > 0)
@@ -1194,11 +1196,20 @@ void run(const Binding& b, Stream stream) {
   // buffer); chunks of a multiple of ws slices and at least (kStages - 1) x ws, so the ring's
   // waits cover the next chunk's copies.
   const int ws = std::max(p.decode_ws, 1);
-  const int64_t pipe_slices = stage_fit_slices(im.wfmt, p.stage_rows, /*pipe=*/true) / ws * ws;
+  // Probe (Plan::decode_pipe_kb): a larger pipelined staging where the device's opt-in shared
+  // memory holds it beside the largest ring and 24 KB of static shared memory.
+  int64_t pipe_budget = lin::kDecodePipeBudget;
+  if (plan.decode_pipe_kb > 0)
+    pipe_budget = std::max<int64_t>(
+        pipe_budget, std::min<int64_t>(int64_t{plan.decode_pipe_kb} * 1024,
+                                       device_info(c.device).smem_per_block_optin - 24 * 1024 -
+                                           4 * lin::kDecodeStagesMax * 4096));
+  const int64_t pipe_slices = stage_fit_slices(im.wfmt, p.stage_rows, pipe_budget, 2) / ws * ws;
   if (plan.decode_pipe && M >= 2 && (ws > 1 || p.stage_slices < p.slices_per_cta) && p.x_vec16 &&
       p.xs_kind == lin::kXsNone && pipe_slices >= (lin::decode_stages(im.wfmt) - 1) * ws &&
       (p.act_kind == lin::kActRaw16 || lin::wtraits(im.wfmt).fp8mma)) {
     p.decode_pipe = 1;
+    p.decode_pipe_budget = static_cast<int>(pipe_budget);
     p.stage_slices = static_cast<int>(std::min<int64_t>(p.slices_per_cta, pipe_slices));
     if (p.stage_slices % ws != 0) p.stage_slices = static_cast<int>(pipe_slices);
   } else if (ws > 1 && p.stage_slices < p.slices_per_cta) {

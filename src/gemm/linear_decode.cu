@@ -168,7 +168,8 @@ void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stre
   B12X_ASSERT(p.stage_rows >= 1 && p.stage_rows <= 8 * nt && p.stage_slices >= 1,
               "decode staging rows=", p.stage_rows, " slices=", p.stage_slices);
   const int64_t stage_bytes = stage_geom(f, p.stage_rows, p.stage_slices).bytes * (pipe ? 2 : 1);
-  B12X_ASSERT(stage_bytes <= (pipe   ? kDecodePipeBudget
+  const int64_t pipe_budget = std::max<int64_t>(kDecodePipeBudget, p.decode_pipe_budget);
+  B12X_ASSERT(stage_bytes <= (pipe   ? pipe_budget
                               : half ? kDecodeHalfStageBudget
                                      : kDecodeStageBudget),
               "decode staging needs ", stage_bytes, " B of shared memory");
@@ -190,6 +191,12 @@ void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stre
                    : kDecodeRingMax + (pipe ? kDecodePipeBudget : kDecodeStageBudget);
     B12X_CUDA_CHECK(
         ::b12x::detail::opt_in_smem(reinterpret_cast<const void*>(fn), static_cast<int>(most)));
+    // Probe (a larger pipelined staging, LinearParams::decode_pipe_budget): this launch's own
+    // requirement, set at every such launch (the cached opt-in above holds the default's).
+    if (pipe && pipe_budget > kDecodePipeBudget && smem > most)
+      B12X_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(fn),
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           static_cast<int>(smem)));
   }
   const int64_t tok_tiles = (p.M + 8 * nt - 1) / (8 * nt);
   B12X_ASSERT(tok_tiles <= 65535, "too many token tiles: M=", p.M);

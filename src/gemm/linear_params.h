@@ -47,6 +47,9 @@ struct LinearParams {
   // wgmma tiled kernel: 0 = 2-D grid (weight tiles on x, token tiles on y); g > 0 = 1-D grid in
   // bands of g token tiles, the token tile fastest within a band (lin::wgmma_tile).
   int raster_group;
+  // Decode kernel with the pipelined staging: the two staging buffers' shared-memory budget in
+  // bytes (0: kDecodePipeBudget, what SM12x's 99 KB leave; probe, Plan::decode_pipe_kb).
+  int decode_pipe_budget;
 };
 
 /// Activation source kinds of the weight-streaming kernel.

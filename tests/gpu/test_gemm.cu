@@ -878,6 +878,34 @@ TEST(GemmGpu, DecodeSegmentStaging) {
   }
 }
 
+TEST(GemmGpu, DecodePipeBudget) {
+  B12X_REQUIRE_GPU();
+  // B12X_GEMM_DECODE_PIPE_KB=128 (probe): the pipelined staging's two buffers beyond SM12x's
+  // 36 KB where the device allows it (SM90: chunks of 2 slices of 16 rows). K = 4864 (9.5 slices:
+  // a short last chunk) in one CTA per tile group (split 1) and over the default split, the halves
+  // at M = 9 / 16 / 24 / 32 (also with the lean bookkeeping) and the one-warp pipelined kernel at
+  // M = 3; N = 72.
+  ScopedEnv ek("B12X_GEMM_DECODE_PIPE_KB", "128"), eh("B12X_GEMM_DECODE_HALF", "1");
+  EXPECT_EQ(bf16_plan(LinearFormat::kNvfp4W4A16, 16, 72, 4864).decode_pipe_kb, 128);
+  int i = 0;
+  for (const char* split : {"1", ""}) {
+    if (split[0] != 0) setenv("B12X_GEMM_SPLIT", split, 1);
+    for (int64_t M : {9, 16, 24, 32})
+      for (LinearFormat f :
+           {LinearFormat::kNvfp4, LinearFormat::kNvfp4W4A16, LinearFormat::kMxfp4W4A16})
+        run_case({f, M, 72, 4864, DType::kBF16, DType::kBF16, (i++ % 2) == 0});
+    unsetenv("B12X_GEMM_SPLIT");
+  }
+  {
+    ScopedEnv el("B12X_GEMM_DECODE_LEAN", "1"), es("B12X_GEMM_SPLIT", "1");
+    for (int64_t M : {16, 27})
+      run_case({LinearFormat::kNvfp4W4A16, M, 72, 4864, DType::kBF16, DType::kBF16, M == 16});
+  }
+  ScopedEnv eh0("B12X_GEMM_DECODE_HALF", "0"), es("B12X_GEMM_SPLIT", "1");
+  run_case({LinearFormat::kNvfp4W4A16, 3, 72, 4864, DType::kBF16, DType::kBF16, true});
+  run_case({LinearFormat::kQ8_0, 3, 72, 4864, DType::kBF16, DType::kBF16, false});
+}
+
 TEST(GemmGpu, DecodeLean) {
   B12X_REQUIRE_GPU();
   // B12X_GEMM_DECODE_LEAN=1 (probe): the FP4 kernels with the per-slice bookkeeping by running
@@ -1537,6 +1565,17 @@ TEST(GemmGpuSanitize, DecodeSegmentStaging) {
     for (LinearFormat f :
          {LinearFormat::kNvfp4W4A16, LinearFormat::kQ8_0, LinearFormat::kFp8Tensor})
       run_case({f, M, 40, 2624, DType::kBF16, DType::kBF16, M != 3});
+}
+
+TEST(GemmGpuSanitize, DecodePipeBudget) {
+  B12X_REQUIRE_GPU();
+  // B12X_GEMM_DECODE_PIPE_KB=128: chunks of 2 slices in the halves at M = 16 (K = 2624: 5.1
+  // slices, a short last chunk and a K tail), plain and lean, N = 40.
+  ScopedEnv ek("B12X_GEMM_DECODE_PIPE_KB", "128"), eh("B12X_GEMM_DECODE_HALF", "1"),
+      es("B12X_GEMM_SPLIT", "1");
+  run_case({LinearFormat::kNvfp4W4A16, 16, 40, 2624, DType::kBF16, DType::kBF16, true});
+  ScopedEnv el("B12X_GEMM_DECODE_LEAN", "1");
+  run_case({LinearFormat::kMxfp4W4A16, 16, 40, 2624, DType::kBF16, DType::kBF16, false});
 }
 
 TEST(GemmGpuSanitize, DecodeLean) {
