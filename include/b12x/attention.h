@@ -140,10 +140,6 @@ struct PagedPlan {
   /// Unrounded chunks (e.g. 8192 / 24 = 342 tokens) start most tiles mid-page, on the per-row
   /// loader path (B12X_ATTN_ALIGN_CHUNKS=1|0).
   bool align_chunks = true;
-  /// Decode tiles: iteration it of the K/V loop prefetches the rows of tile it + ahead + P into
-  /// L2 (P = loop_prefetch, 0 = off; B12X_ATTN_LOOP_PREFETCH=P): DRAM runs ahead of the ring,
-  /// whose depth shared memory bounds, and the ring's copies hit L2. Measurement knob.
-  int loop_prefetch = 0;
   int64_t partial_rows = 0;  ///< (split, token) rows of partials the scratch holds
   int64_t off_tiles = 0, off_partial_o = 0, off_partial_lse = 0, off_lse = 0;
   /// Decode/verify splits are merged by the main kernel (the last CTA of each row tile and KV

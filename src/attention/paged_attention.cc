@@ -302,8 +302,6 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   if (fr_env != nullptr) plan.full_ring = std::string(fr_env) != "0";
   const char* align_env = std::getenv("B12X_ATTN_ALIGN_CHUNKS");
   if (align_env != nullptr) plan.align_chunks = std::string(align_env) != "0";
-  const char* lpf_env = std::getenv("B12X_ATTN_LOOP_PREFETCH");
-  if (lpf_env != nullptr) plan.loop_prefetch = std::max(0, std::atoi(lpf_env));
 
   const int64_t max_ctx = int64_t(caps.max_page_table_width) * caps.page_size;
   int limit = caps.max_splits > 0 ? caps.max_splits : (caps.mode == Mode::kExtend ? 1 : kMaxSplits);
@@ -589,7 +587,6 @@ void run_paged(const PagedBinding& b, Stream stream) {
   p.page_runs = plan.page_runs ? 1 : 0;
   p.spread_merge = plan.spread_merge ? (plan.spread_shared ? 2 : 1) : 0;
   p.split_interleave = plan.split_interleave ? 1 : 0;  // plan_paged: decode tiles only
-  p.loop_prefetch = plan.loop_prefetch;
   int kv_shift = 0;
   while ((1 << kv_shift) < plan.tile_kv) ++kv_shift;
   p.tile_kv_shift = kv_shift;  // KV tiles are powers of two (32, 64, 128)

@@ -1043,9 +1043,9 @@ TEST(AttentionGpuDecode, SplitInterleave) {
 // 16-256, automatic and forced splits (1 / 2 / 7 / 64: ns == splits and ns < splits), sinks,
 // window, the fused merge, verify (q_len 2 / 3: several row tiles per request) and extend
 // (tile_start).
-// Decode case i of the knob sweeps (FastDiv, Lean, AlignedChunks, LoopPrefetch): KV dtype bf16 /
-// fp8 / fp16 in turn (q to match), pages 16..256, ragged lengths, split counts auto / 1 / 2 / 7 /
-// 64, a window every fourth case, sinks every second.
+// Decode case i of the knob sweeps (FastDiv, Lean, AlignedChunks): KV dtype bf16 / fp8 / fp16 in
+// turn (q to match), pages 16..256, ragged lengths, split counts auto / 1 / 2 / 7 / 64, a window
+// every fourth case, sinks every second.
 Spec sweep_decode_spec(int i, int dqk, int dv, int hkv, int group) {
   const int splits[] = {0, 1, 2, 7, 64, 0};
   Spec s;
@@ -1097,24 +1097,6 @@ TEST(AttentionGpuDecode, AlignedChunks) {
     run_case(sweep_decode_spec(i, kDims[i % 5].dqk, kDims[i % 5].dv, 2, 4),
              "unaligned chunks " + std::to_string(i));
   unsetenv("B12X_ATTN_ALIGN_CHUNKS");
-}
-
-// B12X_ATTN_LOOP_PREFETCH=P (measurement knob): the decode loop prefetches the K/V rows of the
-// tile P beyond the ring into L2 (addresses from the page table, clamped like the copies'). The
-// decode sweep (every KV dtype, head dims 64-256, pages 16-256, forced splits, window, sinks),
-// P = 1 / 2 / 8 (past the split's end), interleaved splits, verify.
-TEST(AttentionGpuDecode, LoopPrefetch) {
-  B12X_REQUIRE_GPU();
-  for (int i = 0; i < 6; ++i) {
-    setenv("B12X_ATTN_LOOP_PREFETCH", i % 3 == 0 ? "1" : (i % 3 == 1 ? "2" : "8"), 1);
-    if (i == 5) setenv("B12X_ATTN_SPLIT_INTERLEAVE", "1", 1);
-    run_case(sweep_decode_spec(i, kDims[i % 5].dqk, kDims[i % 5].dv, 2, 4),
-             "loop prefetch " + std::to_string(i));
-    unsetenv("B12X_ATTN_SPLIT_INTERLEAVE");
-  }
-  setenv("B12X_ATTN_LOOP_PREFETCH", "2", 1);
-  run_case(verify_spec(8, 2), "loop prefetch verify");
-  unsetenv("B12X_ATTN_LOOP_PREFETCH");
 }
 
 TEST(AttentionGpuDecode, FastDiv) {

@@ -1169,33 +1169,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     }
   }
 
-  // In-loop L2 prefetch (p.loop_prefetch = P > 0, decode tiles, B12X_ATTN_LOOP_PREFETCH):
-  // iteration it prefetches the K/V rows of tile it + ahead + P into L2, so DRAM runs P tiles
-  // ahead of the ring (whose depth shared memory bounds) and the ring's copies hit L2. The page
-  // ids come from plain loads issued right after the barrier, before the iteration's copies (a
-  // load behind copies returns only after them), and are used after the body.
-  constexpr int kPfLines = (kDqk + kDv) * Cfg::kKvBytes / 128;  // 128-byte lines per token
-  constexpr int kPfItems = (kBN * kPfLines + kThreads - 1) / kThreads;
-  const int pf_ahead = Cfg::kDecode && !full_ring ? p.loop_prefetch : 0;
   for (int it = 0; it < n_tiles; ++it) {
     // Group g holds tile g (the full ring's iteration 0 commits none): `ahead` groups may stay
     // pending at iteration 0 of the full ring, ahead - 1 otherwise.
     const bool refill = !(full_ring && it == 0);  // the full ring's stages are all in use
     cp_async_wait_n(refill ? ahead - 1 : ahead);
     __syncthreads();
-    const int pf_tile = it + ahead + pf_ahead;
-    const bool pf = pf_ahead > 0 && pf_tile < n_tiles;  // CTA-uniform
-    int pf_page[kPfItems];
-    if (pf) {
-#pragma unroll
-      for (int i = 0; i < kPfItems; ++i) {
-        // item -> (token j, line l): the lanes of a warp take consecutive tokens of one line
-        const int item = tid + i * kThreads;
-        const int pos = kv_begin + pf_tile * kv_step + item % kBN;
-        pf_page[i] =
-            item < kBN * kPfLines && pos < kv_end ? __ldg(table + (pos >> p.page_shift)) : -1;
-      }
-    }
     if (refill) {
       const int nx = it + ahead;
       if (nx < n_tiles) {  // CTA-uniform
@@ -1524,20 +1503,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
         }
       }
     }  // sub-tiles
-    if (pf) {
-#pragma unroll
-      for (int i = 0; i < kPfItems; ++i) {
-        if (pf_page[i] < 0) continue;
-        const int item = tid + i * kThreads;
-        const int j = item % kBN, l = item / kBN;
-        const int pos = kv_begin + pf_tile * kv_step + j;
-        const int page = static_cast<int>(min(static_cast<uint32_t>(pf_page[i]), max_page));
-        constexpr int kKLines = kDqk * Cfg::kKvBytes / 128;
-        const uint8_t* src = l < kKLines ? row_src(kbase, k_sp, k_st, page, pos, 8 * l)
-                                         : row_src(vbase, v_sp, v_st, page, pos, 8 * (l - kKLines));
-        asm volatile("prefetch.global.L2 [%0];\n" ::"l"(src));
-      }
-    }
   }
   cp_async_wait<0>();
 
