@@ -207,14 +207,12 @@ struct Plan {
   /// this many warps per 16-row tile (1, 2, 4, 8; 0 = the decode kernel), its K split over
   /// ggml_gemv_split CTAs (fp32 partials + the reduce kernel when > 1), at most ggml_gemv_ctas
   /// CTAs per split walking the row tiles, ggml_gemv_occ = 3: the IQ2 one-tile kernels capped at
-  /// 80 registers (3 CTAs per SM), ggml_gemv_probe: probe bits (lin::gemv::kProbe*, 0 = the
-  /// default code). B12X_GGML_GEMV=0|1, B12X_GGML_GEMV_KW=<n>, B12X_GGML_GEMV_SPLIT=<n>,
-  /// B12X_GGML_GEMV_CTAS=<n>, B12X_GGML_GEMV_OCC=0|3, B12X_GGML_GEMV_PROBE=<bits> override.
+  /// 80 registers (3 CTAs per SM). B12X_GGML_GEMV=0|1, B12X_GGML_GEMV_KW=<n>,
+  /// B12X_GGML_GEMV_SPLIT=<n>, B12X_GGML_GEMV_CTAS=<n>, B12X_GGML_GEMV_OCC=0|3 override.
   int ggml_gemv = 0;
   int ggml_gemv_split = 1;
   int ggml_gemv_ctas = 0;
   int ggml_gemv_occ = 0;
-  int ggml_gemv_probe = 0;
   /// The split is one thread-block cluster reduced through distributed shared memory (SM90+,
   /// split <= 8); otherwise partials go to scratch and a second kernel reduces them.
   bool split_cluster = false;

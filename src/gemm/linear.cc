@@ -214,12 +214,15 @@ bool ggml_gemv_default(lin::WFmt wf, int64_t n16, int64_t sms) {
 /// The GGML GEMV's grid: warps per 16-row tile (kw; 8 / kw tiles per CTA), K split over CTAs and
 /// the CTAs per split (at most the resident ones, walking the tile groups), by a cost model: an
 /// SM's time ~ its CTAs x (a CTA's warp-batches + the IQ2 table fill, ~3 batches), doubled
-/// below 16 resident warps per SM (latency), plus the reduce kernel of a split (~8 batches).
+/// below 16 resident warps per SM (latency), plus the reduce kernel of a split (~8 batches; for
+/// Q8_0's shorter batches at M <= 8 ~60: round 34, Q8_0 2048x7168 M = 1, kw 8 split 2 on 256 CTAs
+/// 9.20 us, split 1 on 128 CTAs 8.43).
 struct GgmlGemvGrid {
   int kw = 8, split = 1, ctas = 0;
 };
-GgmlGemvGrid ggml_gemv_grid(lin::WFmt wf, int64_t n16, int64_t K, int64_t sms, int occ) {
+GgmlGemvGrid ggml_gemv_grid(lin::WFmt wf, int64_t n16, int64_t K, int64_t M, int64_t sms, int occ) {
   const int64_t u = wf == lin::WFmt::kQ8_0 ? 4 : 8;
+  const double reduce = wf == lin::WFmt::kQ8_0 && M <= 8 ? 60.0 : 8.0;
   const int64_t batches = (K / 32 + u - 1) / u;
   const double fill = wf == lin::WFmt::kQ8_0 ? 0.5 : 3.0;
   const int64_t cap = std::max<int64_t>(1, occ) * sms;
@@ -235,7 +238,7 @@ GgmlGemvGrid ggml_gemv_grid(lin::WFmt wf, int64_t n16, int64_t K, int64_t sms, i
       const double work = static_cast<double>((groups + gx - 1) / gx) * 8.0 * ((bps + kw - 1) / kw);
       double cost = static_cast<double>(per_sm) * (work + fill);
       if (std::min<int64_t>(per_sm, occ) * 8 < 16) cost *= 2.0;
-      if (split > 1) cost += 8.0;
+      if (split > 1) cost += reduce;
       if (cost < best_cost) {
         best_cost = cost;
         best = {kw, split, static_cast<int>(gx)};
@@ -477,7 +480,7 @@ Plan plan(const Caps& caps) {
   }
   // GGML formats at M <= kGgmlGemvMaxM: the GEMV kernel (lin::launch_ggml_gemv) where
   // ggml_gemv_default says so (B12X_GGML_GEMV=0|1 overrides); B12X_GGML_GEMV_KW / _SPLIT / _CTAS /
-  // _OCC override its grid and options, B12X_GGML_GEMV_PROBE=<bits> sets probe bits.
+  // _OCC override its grid and options.
   if (M <= kGgmlGemvMaxM && p.regime == Regime::kDecode && lin::ggml_gemv_available(wf)) {
     const char* e = std::getenv("B12X_GGML_GEMV");
     if (e != nullptr ? e[0] == '1' : ggml_gemv_default(wf, geo.n16, dev.sm_count)) {
@@ -486,7 +489,7 @@ Plan plan(const Caps& caps) {
       if (occ_env != nullptr) p.ggml_gemv_occ = std::atoi(occ_env) == 3 ? 3 : 0;
       const int occ =
           std::max(1, lin::prepare_ggml_gemv(caps.device, wf, fp16, M, p.ggml_gemv_occ));
-      const GgmlGemvGrid gg = ggml_gemv_grid(wf, geo.n16, K, dev.sm_count, occ);
+      const GgmlGemvGrid gg = ggml_gemv_grid(wf, geo.n16, K, M, dev.sm_count, occ);
       // Where that grid takes at most 2 CTAs per SM, the uncapped IQ2 kernels (no spills;
       // IQ2_XS: 16 grid copies, no bank conflicts) run it, every CTA still resident. Round 33,
       // IQ2_XS M = 1, capped (8 copies) -> uncapped, us: 4096x4096 7.93 -> 7.77, 4096x14336
@@ -506,8 +509,6 @@ Plan plan(const Caps& caps) {
         p.ggml_gemv_split = static_cast<int>(std::clamp<int64_t>(std::atoll(sp), 1, 64));
       if (const char* c = std::getenv("B12X_GGML_GEMV_CTAS"); c != nullptr)
         p.ggml_gemv_ctas = std::max(0, std::atoi(c));
-      if (const char* pb = std::getenv("B12X_GGML_GEMV_PROBE"); pb != nullptr)
-        p.ggml_gemv_probe = std::max(0, std::atoi(pb));
     }
   }
   // Split-K (weight-streaming regime only).
@@ -1167,8 +1168,8 @@ void run(const Binding& b, Stream stream) {
   if (plan.ggml_gemv > 0 && p.x_vec16 && M <= kGgmlGemvMaxM && M <= plan.caps.max_tokens) {
     p.split = plan.ggml_gemv_split;
     p.partial = p.split > 1 ? reinterpret_cast<float*>(b.scratch + plan.off_partial) : nullptr;
-    lin::launch_ggml_gemv(im.wfmt, fp16, plan.ggml_gemv, plan.ggml_gemv_ctas, plan.ggml_gemv_occ,
-                          plan.ggml_gemv_probe, p, stream);
+    lin::launch_ggml_gemv(im.wfmt, fp16, plan.ggml_gemv, plan.ggml_gemv_ctas, plan.ggml_gemv_occ, p,
+                          stream);
     if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);
     return;
   }

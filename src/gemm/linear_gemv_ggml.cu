@@ -18,51 +18,31 @@ static_assert(gemv::smem_bytes<WFmt::kIq2Xs>() + gemv::kWarps * 8 * 32 * 4 <= 10
               "the GGML GEMV must fit SM12x's 99 KB of shared memory per block");
 // 3 CTAs of the capped one-tile kernels (their static reduction area: 4 KB) in 228 KB per SM.
 static_assert(3 * (gemv::smem_bytes<WFmt::kIq2Xs, true>() + gemv::kWarps * 4 * 32 * 4 + 1024) <=
-                      228 * 1024 &&
-                  3 * (gemv::smem_bytes<WFmt::kIq2Xs, true, true>() + gemv::kWarps * 4 * 32 * 4 +
-                       1024) <=
-                      228 * 1024,
+                  228 * 1024,
               "3 CTAs per SM of the capped IQ2_XS GEMV");
 
-template <WFmt F, class T, bool kBig = false>
+template <WFmt F, class T>
 GemvFn fn_nt(int nt) {
-  return nt == 1 ? &linear_gemv_ggml_kernel<F, T, 1, false, 0, kBig>
-                 : &linear_gemv_ggml_kernel<F, T, 2, false, 2, kBig>;
-}
-
-/// The probe bits that select kernel variants.
-constexpr int kVariantBits = gemv::kProbeQ8Big | gemv::kProbeVal;
-
-/// The IQ2 one-tile kernel with registers capped for kMinCtas CTAs per SM (0: uncapped; val:
-/// gemv::kProbeVal's).
-template <WFmt F, class T, bool kCols, int kMinCtas>
-GemvFn one_tile(bool val) {
-  return val ? &linear_gemv_ggml_kernel<F, T, 1, kCols, kMinCtas, false, true>
-             : &linear_gemv_ggml_kernel<F, T, 1, kCols, kMinCtas>;
+  return nt == 1 ? &linear_gemv_ggml_kernel<F, T, 1, false, 0>
+                 : &linear_gemv_ggml_kernel<F, T, 2, false, 2>;
 }
 
 /// nt = 0: IQ2_XS with its two 16-K groups in the MMA's column halves (M <= 4). occ = 3: the IQ2
-/// one-tile kernels with registers capped for 3 CTAs per SM. v: probe bits of kernel variants
-/// (gemv::kProbeVal for the IQ2 one-tile kernels, kProbeQ8Big for Q8_0).
+/// one-tile kernels with registers capped for 3 CTAs per SM.
 template <class T>
-GemvFn pick(WFmt f, int nt, int occ, int v) {
-  const bool val = (v & gemv::kProbeVal) != 0;
+GemvFn pick(WFmt f, int nt, int occ) {
   switch (f) {
     case WFmt::kQ8_0:
-      if (nt == 0) return nullptr;
-      return (v & gemv::kProbeQ8Big) ? fn_nt<WFmt::kQ8_0, T, true>(nt) : fn_nt<WFmt::kQ8_0, T>(nt);
+      return nt == 0 ? nullptr : fn_nt<WFmt::kQ8_0, T>(nt);
     case WFmt::kIq2Xxs:
-      if (nt == 0) return nullptr;
-      if (nt == 2) return fn_nt<WFmt::kIq2Xxs, T>(nt);
-      return occ == 3 ? one_tile<WFmt::kIq2Xxs, T, false, 3>(val)
-                      : one_tile<WFmt::kIq2Xxs, T, false, 0>(val);
+      if (occ == 3 && nt == 1) return &linear_gemv_ggml_kernel<WFmt::kIq2Xxs, T, 1, false, 3>;
+      return nt == 0 ? nullptr : fn_nt<WFmt::kIq2Xxs, T>(nt);
     case WFmt::kIq2Xs:
-      if (nt == 2) return fn_nt<WFmt::kIq2Xs, T>(nt);
-      if (occ == 3)
-        return nt == 0 ? one_tile<WFmt::kIq2Xs, T, true, 3>(val)
-                       : one_tile<WFmt::kIq2Xs, T, false, 3>(val);
-      return nt == 0 ? one_tile<WFmt::kIq2Xs, T, true, 0>(val)
-                     : one_tile<WFmt::kIq2Xs, T, false, 0>(val);
+      if (occ == 3 && nt <= 1)
+        return nt == 0 ? &linear_gemv_ggml_kernel<WFmt::kIq2Xs, T, 1, true, 3>
+                       : &linear_gemv_ggml_kernel<WFmt::kIq2Xs, T, 1, false, 3>;
+      return nt == 0 ? &linear_gemv_ggml_kernel<WFmt::kIq2Xs, T, 1, true, 0>
+                     : fn_nt<WFmt::kIq2Xs, T>(nt);
     default:
       return nullptr;
   }
@@ -73,21 +53,15 @@ int variant_nt(WFmt f, int64_t M) {
   return f == WFmt::kIq2Xs && M <= 4 ? 0 : M <= 8 ? 1 : 2;
 }
 
-/// The dynamic shared memory of pick(f, nt, occ, v)'s kernel.
-int smem_of(WFmt f, int nt, int occ, int v) {
-  const bool val = (v & gemv::kProbeVal) != 0 && nt <= 1;
+/// The dynamic shared memory of pick(f, nt, occ)'s kernel.
+int smem_of(WFmt f, int nt, int occ) {
   switch (f) {
     case WFmt::kIq2Xxs:
-      if (occ == 3 && nt == 1)
-        return val ? gemv::smem_bytes<WFmt::kIq2Xxs, true, true>()
-                   : gemv::smem_bytes<WFmt::kIq2Xxs, true>();
-      return val ? gemv::smem_bytes<WFmt::kIq2Xxs, false, true>()
-                 : gemv::smem_bytes<WFmt::kIq2Xxs>();
+      return occ == 3 && nt == 1 ? gemv::smem_bytes<WFmt::kIq2Xxs, true>()
+                                 : gemv::smem_bytes<WFmt::kIq2Xxs>();
     case WFmt::kIq2Xs:
-      if (occ == 3 && nt <= 1)
-        return val ? gemv::smem_bytes<WFmt::kIq2Xs, true, true>()
-                   : gemv::smem_bytes<WFmt::kIq2Xs, true>();
-      return val ? gemv::smem_bytes<WFmt::kIq2Xs, false, true>() : gemv::smem_bytes<WFmt::kIq2Xs>();
+      return occ == 3 && nt <= 1 ? gemv::smem_bytes<WFmt::kIq2Xs, true>()
+                                 : gemv::smem_bytes<WFmt::kIq2Xs>();
     default:
       return 0;
   }
@@ -107,27 +81,24 @@ int prepare_ggml_gemv(int device, WFmt f, bool fp16, int64_t M, int occ) {
   const int nt = variant_nt(f, M);
   int blocks = 0;
   for (int n = 0; n <= 2; ++n)
-    for (const int o : {0, 3})
-      for (int v = 0; v <= kVariantBits; v += gemv::kProbeQ8Big) {  // every variant's opt-in
-        const GemvFn k = fp16 ? pick<Fp16Tag>(f, n, o, v) : pick<Bf16Tag>(f, n, o, v);
-        if (k == nullptr) continue;
-        const int smem = smem_of(f, n, o, v);
-        B12X_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(k),
-                                             cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-        if (n == nt && o == occ && v == 0)
-          B12X_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-              &blocks, reinterpret_cast<const void*>(k), gemv::kThreads,
-              static_cast<size_t>(smem)));
-      }
+    for (const int o : {0, 3}) {
+      const GemvFn k = fp16 ? pick<Fp16Tag>(f, n, o) : pick<Bf16Tag>(f, n, o);
+      if (k == nullptr) continue;
+      const int smem = smem_of(f, n, o);
+      B12X_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(k),
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+      if (n == nt && o == occ)
+        B12X_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+            &blocks, reinterpret_cast<const void*>(k), gemv::kThreads, static_cast<size_t>(smem)));
+    }
   if (prev != device) B12X_CUDA_CHECK(cudaSetDevice(prev));
   return blocks;
 }
 
-void launch_ggml_gemv(WFmt f, bool fp16, int kw, int ctas, int occ, int probe,
-                      const LinearParams& p, Stream stream) {
+void launch_ggml_gemv(WFmt f, bool fp16, int kw, int ctas, int occ, const LinearParams& p,
+                      Stream stream) {
   const int nt = variant_nt(f, p.M);
-  const int v = probe & kVariantBits;
-  const GemvFn k = fp16 ? pick<Fp16Tag>(f, nt, occ, v) : pick<Bf16Tag>(f, nt, occ, v);
+  const GemvFn k = fp16 ? pick<Fp16Tag>(f, nt, occ) : pick<Bf16Tag>(f, nt, occ);
   B12X_ASSERT(k != nullptr, "no GGML GEMV for format ", static_cast<int>(f));
   B12X_ASSERT(kw == 1 || kw == 2 || kw == 4 || kw == 8, "GGML GEMV: kw=", kw);
   const int tpc = gemv::kWarps / kw;
@@ -137,7 +108,7 @@ void launch_ggml_gemv(WFmt f, bool fp16, int kw, int ctas, int occ, int probe,
       static_cast<unsigned>(gx), static_cast<unsigned>(p.split),
       static_cast<unsigned>((p.M + (nt == 0 ? 3 : 8 * nt - 1)) / (nt == 0 ? 4 : 8 * nt)));
   B12X_CUDA_CHECK(b12x::detail::launch_ex(k, grid, dim3(gemv::kThreads),
-                                          static_cast<size_t>(smem_of(f, nt, occ, v)), stream,
+                                          static_cast<size_t>(smem_of(f, nt, occ)), stream,
                                           p.pdl != 0, dim3(1, 1, 1), p, kw));
   B12X_CUDA_CHECK_LAUNCH();
 }

@@ -20,8 +20,8 @@ int prepare_ggml_gemv(int device, WFmt f, bool fp16, int64_t M, int occ);
 /// (4 for IQ2_XS at M <= 4), else 16; the CTAs walk the groups of 8 / kw tiles grid-stride
 /// (ctas <= 0: one per group). kw (1, 2, 4, 8): warps per 16-row tile (K split inside the CTA).
 /// p.split > 1 writes fp32 partials (all NP rows) to p.partial for launch_linear_reduce. Needs
-/// 16-byte aligned activation rows. probe: gemv::kProbe* bits (0 = the default code).
-void launch_ggml_gemv(WFmt f, bool fp16, int kw, int ctas, int occ, int probe,
-                      const LinearParams& p, Stream stream);
+/// 16-byte aligned activation rows.
+void launch_ggml_gemv(WFmt f, bool fp16, int kw, int ctas, int occ, const LinearParams& p,
+                      Stream stream);
 
 }  // namespace b12x::gemm::lin

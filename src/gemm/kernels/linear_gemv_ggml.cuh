@@ -42,27 +42,15 @@ inline constexpr int kThreads = 32 * kWarps;
 /// Copies of the IQ2 tables (lane classes of a half-warp's 8-byte loads): 16 make every
 /// half-warp's loads conflict-free.
 inline constexpr int kClasses = 16;
-/// Probe bits (Plan::ggml_gemv_probe): kernel variants that launch_ggml_gemv selects.
-/// Q8_0: batches of 8 atoms (the one-batch-ahead register prefetch holds 8 KB per warp instead of
-/// 4; each batch costs a DRAM round trip, and Q8_0's decode is too short to hide it).
-inline constexpr int kProbeQ8Big = 8;
-/// IQ2, the one-tile kernels: value tables instead of PRMT selector tables. A grid entry is
-/// its 8 values as BF16 / FP16 (16 bytes), a sign entry the 8 sign bits at bits 15 / 31 of its 4
-/// pair words: an entry's pairs are g ^ s (4 LOP3 instead of 2 ORs, 2 shifts and 4 PRMTs, the
-/// same for FP16), from 16-byte loads (8 copies: a quarter-warp's loads conflict-free; IQ2_XS's
-/// grid 4 copies to keep 3 CTAs per SM: 2-way conflicts for lanes L, L + 4 with entries of equal
-/// parity).
-inline constexpr int kProbeVal = 16;
-
 template <WFmt F>
 constexpr int grid_entries() {
   return F == WFmt::kIq2Xs ? 512 : 256;
 }
-/// Atoms (32 K) per batch: an IQ2 block of 256 K (one fp16 d per row); 4 for Q8_0 (kBig, probe
-/// kProbeQ8Big: 8, twice the bytes in flight per warp).
-template <WFmt F, bool kBig = false>
+/// Atoms (32 K) per batch: an IQ2 block of 256 K (one fp16 d per row); 4 for Q8_0 (8 measured
+/// slower in round 34: 4096x4096 M = 1 7.45 -> 8.57 us).
+template <WFmt F>
 constexpr int batch_atoms() {
-  return F == WFmt::kQ8_0 && !kBig ? 4 : 8;
+  return F == WFmt::kQ8_0 ? 4 : 8;
 }
 /// Copies of the grid table: 16, or 8 for the IQ2_XS kernels capped for 3 CTAs per SM (kO3),
 /// whose 16 copies (64 KB) would leave room for 2 CTAs only. With 8 copies (64 bytes per entry)
@@ -72,18 +60,12 @@ template <WFmt F, bool kO3>
 constexpr int grid_copies() {
   return F == WFmt::kIq2Xs && kO3 ? 8 : kClasses;
 }
-/// Copies of the value tables (kProbeVal): grid / sign.
-template <WFmt F, bool kO3>
-constexpr int val_copies() {
-  return F == WFmt::kIq2Xs && kO3 ? 4 : 8;
-}
 /// Dynamic shared memory: the replicated IQ2 tables (grid selectors, then sign selectors, then
-/// two PRMT source words; kVal: grid values, sign masks, then the same words).
-template <WFmt F, bool kO3 = false, bool kVal = false>
+/// two PRMT source words).
+template <WFmt F, bool kO3 = false>
 constexpr int smem_bytes() {
-  if constexpr (F == WFmt::kQ8_0) return 0;
-  if constexpr (kVal) return (grid_entries<F>() * val_copies<F, kO3>() + 128 * 8) * 16 + 16;
-  return (grid_entries<F>() * grid_copies<F, kO3>() + 128 * kClasses) * 8 + 16;
+  return F == WFmt::kQ8_0 ? 0
+                          : (grid_entries<F>() * grid_copies<F, kO3>() + 128 * kClasses) * 8 + 16;
 }
 
 // ---------------------------------------------------------------- IQ2 selector tables -------
@@ -117,34 +99,6 @@ constexpr U64s<kN> make_grid_sel(const uint64_t* grid, bool fp16) {
   }
   return t;
 }
-/// Value tables (kProbeVal): two words per entry (values 0-3, 4-7 / their sign masks).
-template <int kN>
-struct alignas(16) U64x2s {
-  uint64_t v[kN][2];
-};
-template <int kN>
-constexpr U64x2s<kN> make_grid_val(const uint64_t* grid, bool fp16) {
-  U64x2s<kN> t{};
-  const uint64_t bf[3] = {0x4100, 0x41C8, 0x422C}, hf[3] = {0x4800, 0x4E40, 0x5160};
-  for (int i = 0; i < kN; ++i)
-    for (int j = 0; j < 8; ++j) {
-      const uint32_t c = code_of(static_cast<uint32_t>((grid[i] >> (8 * j)) & 0xFFu));
-      t.v[i][j / 4] |= (fp16 ? hf[c] : bf[c]) << (16 * (j % 4));
-    }
-  return t;
-}
-constexpr U64x2s<128> make_sign_mask() {
-  U64x2s<128> t{};
-  for (uint32_t s7 = 0; s7 < 128; ++s7) {
-    uint32_t par = s7 ^ (s7 >> 4);
-    par ^= par >> 2;
-    par ^= par >> 1;
-    const uint32_t s8 = s7 | ((par & 1u) << 7);
-    for (int j = 0; j < 8; ++j)
-      if ((s8 >> j) & 1u) t.v[s7][j / 4] |= uint64_t{0x8000} << (16 * (j % 4));
-  }
-  return t;
-}
 constexpr U64s<128> make_sign_sel(bool fp16) {
   U64s<128> t{};
   for (uint32_t s7 = 0; s7 < 128; ++s7) {
@@ -171,15 +125,6 @@ static __device__ const tab::U64s<512> g_gsel_xs_fp16 =
     tab::make_grid_sel<512>(fmt::ggml::kIq2xsGrid, true);
 static __device__ const tab::U64s<128> g_ssel_bf16 = tab::make_sign_sel(false);
 static __device__ const tab::U64s<128> g_ssel_fp16 = tab::make_sign_sel(true);
-static __device__ const tab::U64x2s<256> g_gval_xxs_bf16 =
-    tab::make_grid_val<256>(fmt::ggml::kIq2xxsGrid, false);
-static __device__ const tab::U64x2s<256> g_gval_xxs_fp16 =
-    tab::make_grid_val<256>(fmt::ggml::kIq2xxsGrid, true);
-static __device__ const tab::U64x2s<512> g_gval_xs_bf16 =
-    tab::make_grid_val<512>(fmt::ggml::kIq2xsGrid, false);
-static __device__ const tab::U64x2s<512> g_gval_xs_fp16 =
-    tab::make_grid_val<512>(fmt::ggml::kIq2xsGrid, true);
-static __device__ const tab::U64x2s<128> g_smask = tab::make_sign_mask();
 
 template <class T>
 __device__ __forceinline__ constexpr uint32_t src_hi() {
@@ -237,33 +182,6 @@ __device__ __forceinline__ void iq2_entry_pairs2(uint32_t e01, uint32_t gcls, ui
   iq2_pairs<T>(g1, s1, lo, p1);
 }
 
-__device__ __forceinline__ uint4 lds128(uint32_t addr) {
-  uint4 v;
-  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "r"(addr));
-  return v;
-}
-/// kProbeVal's iq2_entry_pairs2: gcls / scls address the lane's copy of value entry 0 (grid
-/// entries kVc * 16 bytes apart, sign entries 128).
-template <int kVc>
-__device__ __forceinline__ void iq2_entry_vals2(uint32_t e01, uint32_t gcls, uint32_t scls,
-                                                uint32_t p0[4], uint32_t p1[4]) {
-  constexpr uint32_t kGs = kVc * 16u;
-  const uint4 g0 = lds128((e01 & 0x1FFu) * kGs + gcls);
-  const uint4 s0 = lds128(((e01 >> 9) & 0x7Fu) * 128u + scls);
-  const uint4 g1 = lds128(((e01 >> 16) & 0x1FFu) * kGs + gcls);
-  const uint4 s1 = lds128((e01 >> 25) * 128u + scls);
-  p0[0] = g0.x ^ s0.x;
-  p0[1] = g0.y ^ s0.y;
-  p0[2] = g0.z ^ s0.z;
-  p0[3] = g0.w ^ s0.w;
-  p1[0] = g1.x ^ s1.x;
-  p1[1] = g1.y ^ s1.y;
-  p1[2] = g1.z ^ s1.z;
-  p1[3] = g1.w ^ s1.w;
-}
-
 /// IQ2 sub-scale factors: the nibbles s of bytes (x >> shift) & 0x0F as bytes 2s + 1 (<= 31,
 /// no carries), one word per four sub-scales.
 __device__ __forceinline__ uint32_t iq2_odd_bytes(uint32_t x, int shift) {
@@ -275,13 +193,13 @@ __device__ __forceinline__ float iq2_factor(uint32_t w, int k, uint32_t magic) {
   return __uint_as_float(prmt(w, magic, 0x7540u | static_cast<uint32_t>(k))) - 8388608.f;
 }
 
-/// Weights and scales of one batch of kU atoms of a warp (registers; loaded one batch ahead).
-template <WFmt F, int kU = batch_atoms<F>()>
+/// Weights and scales of one batch of a warp (registers; loaded one batch ahead).
+template <WFmt F>
 struct Batch;
-template <int kU>
-struct Batch<WFmt::kQ8_0, kU> {
-  uint4 w[kU];            // the lane's 16 bytes of each atom
-  uint32_t d[2][kU / 2];  // fp16 d of the atoms (two per word), rows g / g + 8
+template <>
+struct Batch<WFmt::kQ8_0> {
+  uint4 w[4];        // the lane's 16 bytes of each atom
+  uint32_t d[2][2];  // fp16 d of the 4 atoms (two per word), rows g / g + 8
 };
 template <>
 struct Batch<WFmt::kIq2Xxs> {
@@ -304,20 +222,20 @@ struct Cursor {
   const uint8_t* d;
   const uint8_t* s;
 };
-template <WFmt F, int kU = batch_atoms<F>()>
+template <WFmt F>
 constexpr int batch_bytes() {  // weight bytes of a batch in one tile
-  return F == WFmt::kQ8_0 ? kU * 512 : 8 * 128;
+  return F == WFmt::kQ8_0 ? 4 * 512 : 8 * 128;
 }
-template <WFmt F, int kU = batch_atoms<F>()>
+template <WFmt F>
 constexpr int batch_dbytes() {  // fp16 d bytes of a batch per row
-  return F == WFmt::kQ8_0 ? kU * 2 : 2;
+  return F == WFmt::kQ8_0 ? 8 : 2;
 }
 template <WFmt F>
 constexpr int batch_sbytes() {  // IQ2 sub-scale bytes of a batch per row
   return F == WFmt::kIq2Xs ? 8 : 4;
 }
 /// The cursor at batch b of a tile.
-template <WFmt F, int kU = batch_atoms<F>()>
+template <WFmt F>
 __device__ __forceinline__ Cursor cursor_at(const LinearParams& p, int tile, int b, int lane) {
   const int g = lane >> 2, t = lane & 3;
   const int64_t r0 = static_cast<int64_t>(tile) * 16 + g;
@@ -326,43 +244,31 @@ __device__ __forceinline__ Cursor cursor_at(const LinearParams& p, int tile, int
   // 16), word t of slot g.
   c.w = p.wvals + static_cast<int64_t>(tile) * p.kvec * (F == WFmt::kQ8_0 ? 512 : 128) +
         (F == WFmt::kQ8_0 ? lane * 16 : g * 16 + t * 4) +
-        static_cast<int64_t>(b) * batch_bytes<F, kU>();
-  c.d = p.wscale + r0 * p.scale_ld * 2 + b * batch_dbytes<F, kU>();
+        static_cast<int64_t>(b) * batch_bytes<F>();
+  c.d = p.wscale + r0 * p.scale_ld * 2 + b * batch_dbytes<F>();
   c.s = F == WFmt::kQ8_0 ? nullptr : p.wscale2 + r0 * p.scale2_ld + b * batch_sbytes<F>();
   return c;
 }
-template <WFmt F, int kU = batch_atoms<F>()>
+template <WFmt F>
 __device__ __forceinline__ void advance(Cursor& c, int batches) {
-  c.w += static_cast<int64_t>(batches) * batch_bytes<F, kU>();
-  c.d += batches * batch_dbytes<F, kU>();
+  c.w += static_cast<int64_t>(batches) * batch_bytes<F>();
+  c.d += batches * batch_dbytes<F>();
   if constexpr (F != WFmt::kQ8_0) c.s += batches * batch_sbytes<F>();
 }
 
-/// The batch at the cursor: Q8_0 kU atoms (nv valid: the last batch of K % (32 kU) != 0 has
-/// fewer; its d words stay inside the KP-padded row), IQ2 8 atoms (one 256-K block). d8 / s8:
-/// bytes from row g's scale words to row g + 8's.
-template <WFmt F, int kU>
-__device__ __forceinline__ void load_batch(const Cursor& c, int nv, int d8, int s8,
-                                           Batch<F, kU>& B) {
+/// The batch at the cursor: Q8_0 4 atoms (nv valid: the last batch of K % 128 != 0 has fewer),
+/// IQ2 8 atoms (one 256-K block). d8 / s8: bytes from row g's scale words to row g + 8's.
+template <WFmt F>
+__device__ __forceinline__ void load_batch(const Cursor& c, int nv, int d8, int s8, Batch<F>& B) {
   if constexpr (F == WFmt::kQ8_0) {
 #pragma unroll
-    for (int j = 0; j < kU; ++j)
+    for (int j = 0; j < 4; ++j)
       B.w[j] = j < nv ? ldg_stream(c.w + j * 512) : make_uint4(0, 0, 0, 0);
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      const uint8_t* d = c.d + (r ? d8 : 0);
-      if constexpr (kU == 4) {
-        const uint2 v = __ldg(reinterpret_cast<const uint2*>(d));
-        B.d[r][0] = v.x;
-        B.d[r][1] = v.y;
-      } else {
-        static_assert(kU == 8, "Q8_0 batches of 4 or 8 atoms");
-        const uint4 v = __ldg(reinterpret_cast<const uint4*>(d));
-        B.d[r][0] = v.x;
-        B.d[r][1] = v.y;
-        B.d[r][2] = v.z;
-        B.d[r][3] = v.w;
-      }
+      const uint2 v = __ldg(reinterpret_cast<const uint2*>(c.d + (r ? d8 : 0)));
+      B.d[r][0] = v.x;
+      B.d[r][1] = v.y;
     }
   } else {
 #pragma unroll
@@ -404,17 +310,16 @@ __device__ __forceinline__ void load_acts(const uint16_t* xa, uint32_t x[4]) {
 /// group h (lanes g = 4h + m load token m with the other group's activations zeroed), so one
 /// chain and one sub-scale per lane; lanes t and t + 2 (columns 2t, 2t + 1 of groups 0 / 1) are
 /// added before the epilogue.
-template <WFmt F, class T, int NT, bool kCols, bool kO3, bool kBig, bool kVal>
+template <WFmt F, class T, int NT, bool kCols, bool kO3>
 __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, int kw) {
   using namespace gemv;
   constexpr bool kIq2 = F != WFmt::kQ8_0;
   constexpr bool kXs = F == WFmt::kIq2Xs;
-  constexpr int kU = batch_atoms<F, kBig>();
+  constexpr int kU = batch_atoms<F>();
   constexpr int kE = grid_entries<F>();
   constexpr int kGc = grid_copies<F, kO3>();
-  constexpr int kVc = val_copies<F, kO3>();
   // Two PRMT source words after the tables (u32 index; registers ptxas cannot rematerialize).
-  constexpr int kSrcWord = kVal ? (kE * kVc + 128 * 8) * 4 : (kE * kGc + 128 * kClasses) * 2;
+  constexpr int kSrcWord = (kE * kGc + 128 * kClasses) * 2;
   extern __shared__ __align__(16) uint64_t tabs[];
   __shared__ float red[kWarps][NT * 4][32];
 
@@ -438,10 +343,9 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, int kw) {
 
   const int d8 = static_cast<int>(16 * p.scale_ld), s8 = static_cast<int>(8 * p.scale2_ld);
   int tg = blockIdx.x;
-  Batch<F, kU> cur;
-  Cursor ld = cursor_at<F, kU>(p, tg * tpc + wt, b_first, lane);
-  if (tg * tpc + wt < n16 && b_first < b_end)
-    load_batch<F, kU>(ld, atoms - b_first * kU, d8, s8, cur);
+  Batch<F> cur;
+  Cursor ld = cursor_at<F>(p, tg * tpc + wt, b_first, lane);
+  if (tg * tpc + wt < n16 && b_first < b_end) load_batch<F>(ld, atoms - b_first * kU, d8, s8, cur);
 
   if constexpr (kIq2) {
     const uint64_t* gsrc;
@@ -455,67 +359,36 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, int kw) {
       reinterpret_cast<uint32_t*>(tabs)[kSrcWord] = src_lo<T>();
       reinterpret_cast<uint32_t*>(tabs)[kSrcWord + 1] = 0x4B000000u;
     }
-    if constexpr (kVal) {
-      // As below, 16-byte entries: one copy per 16-byte store.
-      const uint4* gv;
-      if constexpr (kXs) {
-        gv = reinterpret_cast<const uint4*>(T::kFp16 ? g_gval_xs_fp16.v : g_gval_xs_bf16.v);
-      } else {
-        gv = reinterpret_cast<const uint4*>(T::kFp16 ? g_gval_xxs_fp16.v : g_gval_xxs_bf16.v);
-      }
-      const uint4* sv = reinterpret_cast<const uint4*>(g_smask.v);
-      constexpr int kEnt = kE + 128, kPasses = (kEnt + kThreads - 1) / kThreads;
-      uint4 v[kPasses];
+    // One entry per thread and pass (all loads first: one global round trip), its copies
+    // written as 16-byte pairs starting at pair `threadIdx.x` (rotated, so that the 8 threads of
+    // a 128-byte store wavefront hit different bank groups).
+    constexpr int kEnt = kE + 128, kPasses = (kEnt + kThreads - 1) / kThreads;
+    uint64_t v[kPasses];
 #pragma unroll
-      for (int it = 0; it < kPasses; ++it) {
-        const int e = static_cast<int>(threadIdx.x) + it * kThreads;
-        v[it] = e < kE ? gv[e] : e < kEnt ? sv[e - kE] : make_uint4(0, 0, 0, 0);
-      }
-      uint4* tv = reinterpret_cast<uint4*>(tabs);
+    for (int it = 0; it < kPasses; ++it) {
+      const int e = static_cast<int>(threadIdx.x) + it * kThreads;
+      v[it] = e < kE ? gsrc[e] : e < kEnt ? ssrc[e - kE] : 0;
+    }
 #pragma unroll
-      for (int it = 0; it < kPasses; ++it) {
-        const int e = static_cast<int>(threadIdx.x) + it * kThreads;
-        if (e >= kEnt) break;
-        const bool grid = e < kE;
-        const int copies = grid ? kVc : 8;
-        uint4* dst = grid ? tv + e * kVc : tv + kE * kVc + (e - kE) * 8;
+    for (int it = 0; it < kPasses; ++it) {
+      const int e = static_cast<int>(threadIdx.x) + it * kThreads;
+      if (e >= kEnt) break;
+      const bool grid = e < kE;  // kE is a multiple of kThreads: uniform per pass
+      const int pairs = (grid ? kGc : kClasses) / 2;
+      uint4* dst =
+          reinterpret_cast<uint4*>(grid ? tabs + e * kGc : tabs + kE * kGc + (e - kE) * kClasses);
+      const uint32_t lo = static_cast<uint32_t>(v[it]), hi = static_cast<uint32_t>(v[it] >> 32);
 #pragma unroll
-        for (int k = 0; k < 8; ++k)
-          if (k < copies) dst[(k + threadIdx.x) & (copies - 1)] = v[it];
-      }
-    } else {
-      // One entry per thread and pass (all loads first: one global round trip), its copies
-      // written as 16-byte pairs starting at pair `threadIdx.x` (rotated, so that the 8 threads of
-      // a 128-byte store wavefront hit different bank groups).
-      constexpr int kEnt = kE + 128, kPasses = (kEnt + kThreads - 1) / kThreads;
-      uint64_t v[kPasses];
-#pragma unroll
-      for (int it = 0; it < kPasses; ++it) {
-        const int e = static_cast<int>(threadIdx.x) + it * kThreads;
-        v[it] = e < kE ? gsrc[e] : e < kEnt ? ssrc[e - kE] : 0;
-      }
-#pragma unroll
-      for (int it = 0; it < kPasses; ++it) {
-        const int e = static_cast<int>(threadIdx.x) + it * kThreads;
-        if (e >= kEnt) break;
-        const bool grid = e < kE;  // kE is a multiple of kThreads: uniform per pass
-        const int pairs = (grid ? kGc : kClasses) / 2;
-        uint4* dst =
-            reinterpret_cast<uint4*>(grid ? tabs + e * kGc : tabs + kE * kGc + (e - kE) * kClasses);
-        const uint32_t lo = static_cast<uint32_t>(v[it]), hi = static_cast<uint32_t>(v[it] >> 32);
-#pragma unroll
-        for (int k = 0; k < kClasses / 2; ++k)
-          if (k < pairs) dst[(k + threadIdx.x) & (pairs - 1)] = make_uint4(lo, hi, lo, hi);
-      }
+      for (int k = 0; k < kClasses / 2; ++k)
+        if (k < pairs) dst[(k + threadIdx.x) & (pairs - 1)] = make_uint4(lo, hi, lo, hi);
     }
     __syncthreads();
   }
   griddep_wait();
 
   const uint32_t tab0 = static_cast<uint32_t>(__cvta_generic_to_shared(tabs));
-  const uint32_t gcls = kVal ? tab0 + (lane % kVc) * 16 : tab0 + (lane % kGc) * 8;
-  const uint32_t scls =
-      kVal ? tab0 + kE * kVc * 16 + (lane % 8) * 16 : tab0 + kE * kGc * 8 + (lane % kClasses) * 8;
+  const uint32_t gcls = tab0 + (lane % kGc) * 8;
+  const uint32_t scls = tab0 + kE * kGc * 8 + (lane % kClasses) * 8;
   const uint32_t esel = (t & 1) ? 0x7632u : 0x5410u;
   uint32_t src_lo = 0, magic = 0;
   if constexpr (kIq2) {
@@ -546,13 +419,13 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, int kw) {
     for (int n = 0; n < NT; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
 
     for (int b = b_first; active && b < b_end; b += kw) {
-      Batch<F, kU> nxt;
+      Batch<F> nxt;
       if (b + kw < b_end) {
-        advance<F, kU>(ld, kw);
-        load_batch<F, kU>(ld, atoms - (b + kw) * kU, d8, s8, nxt);
+        advance<F>(ld, kw);
+        load_batch<F>(ld, atoms - (b + kw) * kU, d8, s8, nxt);
       } else if (next_tile < n16) {
-        ld = cursor_at<F, kU>(p, next_tile, b_first, lane);
-        load_batch<F, kU>(ld, atoms - b_first * kU, d8, s8, nxt);
+        ld = cursor_at<F>(p, next_tile, b_first, lane);
+        load_batch<F>(ld, atoms - b_first * kU, d8, s8, nxt);
       }
       // IQ2: the block's d / 8 per row, applied once per batch to sums of the atoms' partials
       // times (2s + 1) (fw: the factors as bytes, iq2_odd_bytes; per row: XXS even / odd atoms,
@@ -593,11 +466,7 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, int kw) {
           const uint32_t v1 = __shfl_sync(0xFFFFFFFFu, cur.w[j], (lane & ~3) | 2 | (t >> 1));
           const uint32_t e01 = prmt(v0, v1, esel);
           uint32_t P0[4], P1[4];
-          if constexpr (kVal) {
-            iq2_entry_vals2<kVc>(e01, gcls, scls, P0, P1);
-          } else {
-            iq2_entry_pairs2<T, kGc>(e01, gcls, scls, src_lo, P0, P1);
-          }
+          iq2_entry_pairs2<T, kGc>(e01, gcls, scls, src_lo, P0, P1);
 #pragma unroll
           for (int s = 0; s < 2; ++s) {
             A[s][0] = P0[2 * s];
@@ -723,12 +592,11 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, int kw) {
 /// registers; a minimum of 1 would raise ptxas's budget to 136-167), 2 (two tiles; uncapped,
 /// IQ2_XS takes 183), 3 (the IQ2 one-tile kernels, which round 29's Nsight Compute found
 /// latency-bound at two CTAs per SM: 80 registers, a few bytes of spills; IQ2_XS with 8
-/// grid-table copies, gemv::grid_copies, so that 3 CTAs fit the shared memory). kBig / kVal: the
-/// probes gemv::kProbeQ8Big / kProbeVal.
-template <WFmt F, class T, int NT, bool kCols, int kMinCtas, bool kBig = false, bool kVal = false>
+/// grid-table copies, gemv::grid_copies, so that 3 CTAs fit the shared memory).
+template <WFmt F, class T, int NT, bool kCols, int kMinCtas>
 __global__ void __launch_bounds__(gemv::kThreads, kMinCtas)
     linear_gemv_ggml_kernel(const LinearParams p, int kw) {
-  gemv_ggml_body<F, T, NT, kCols, (kMinCtas >= 3), kBig, kVal>(p, kw);
+  gemv_ggml_body<F, T, NT, kCols, (kMinCtas >= 3)>(p, kw);
 }
 
 }  // namespace b12x::gemm::lin
