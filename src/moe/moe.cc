@@ -700,7 +700,7 @@ Plan plan(const Caps& caps) {
   // intermediate, or by FC1's epilogue in the decode stream).
   const bool stream = cfg == detail::kCfgDecode && decode_stream(w);
   p.off_xq = -1;
-  const bool a16_copy = stream && detail::decode_a16_gate_knob() == 3;
+  const bool a16_copy = stream && detail::decode_a16_copy_rows();
   if ((aquant_of(w.args.quant_mode) != num::kANone && (cfg == detail::kCfgGrouped || stream)) ||
       a16_copy) {
     p.off_xq = o;

@@ -327,11 +327,20 @@ void launch_decode_stream(const DecodeArgs& args, bool fp16_operands, Stream str
   B12X_ASSERT(a.w1.rows_pad % 64 == 0 && a.w2.rows_pad % DecodeCfg::kFc2Rows == 0,
               "decode stream: prepared rows ", a.w1.rows_pad, "/", a.w2.rows_pad,
               " are not multiples of the CTA tiles");
-  // A16 gate (DecodeArgs::a16_gate): B12X_MOE_A16_GATE=1 where the balanced FC1's counters
-  // need zeroing (instead of the memset node), =2 in every A16 launch.
-  // =3 (probe): the gate in every A16 launch, copying the FC1 input rows per route (a16_copy).
+  // A16 gate (DecodeArgs::a16_gate): the copy gate (a16_copy: per-route FC1 input rows; it also
+  // zeroes the balanced FC1's counters, so FC1 keeps its programmatic edge) in A16 launches up to
+  // kMaxInlineRoutes routes. H200 round 34, w4a16, us, no gate -> copy gate (two runs each):
+  // Qwen3.5-TP4 M = 1 47.1 / 50.3 -> 41.5 / 42.3 (64 row blocks x 10 tiles read one 8 KB x row),
+  // DeepSeek-TP4 M = 1 32.9 / 32.9 -> 31.1 / 31.6; within the spread at Qwen3-30B M = 1 / 8,
+  // DeepSeek-TP4 M = 8 (150.1 / 150.7 -> 149.8 / 152.1), MiniMax M = 1 / 8, Qwen3.5-TP4 M = 8.
+  // The zeroing-only gate was neutral (Qwen3.5-TP4 M = 1 48.1). B12X_MOE_A16_GATE=0: no gate
+  // (the memset node zeroes the counters), =1 the zeroing-only gate where the balanced FC1 runs,
+  // =2 in every A16 launch, =3 the copy gate in every A16 launch (also above 128 routes).
   const int gate_knob = decode_a16_gate_knob();
-  a.a16_copy = a.aquant == num::kANone && gate_knob == 3 && a.xq != nullptr ? 1 : 0;
+  a.a16_copy = a.aquant == num::kANone && a.xq != nullptr &&
+                       (gate_knob == 3 || (gate_knob == -1 && a.routes <= kMaxInlineRoutes))
+                   ? 1
+                   : 0;
   a.a16_gate = a.aquant == num::kANone &&
                (gate_knob == 2 || a.a16_copy != 0 || (gate_knob == 1 && a.fc1_bal != 0));
   bool fc1_pdl = pdl;

@@ -139,9 +139,10 @@ struct DecodeArgs {
   // its programmatic edge and routes / streams weights before its wait (instead of a memset
   // node, after which FC1 launches without the edge and waits first).
   int a16_gate = 0;
-  // A16 copy gate (B12X_MOE_A16_GATE=3, probe): the gate also copies each route's input row
-  // x[route / topk] into xq[route] and FC1 reads xq: every (row block, tile) of a token's routes
-  // then reads its own row instead of all of them the token's one row.
+  // A16 copy gate (launch_decode_stream: default up to kMaxInlineRoutes routes): the gate also
+  // copies each route's input row x[route / topk] into xq[route] and FC1 reads xq: every (row
+  // block, tile) of a token's routes then reads its own row instead of all of them the token's
+  // one row (an L2 hot spot), and FC1 streams weights before its wait.
   int a16_copy = 0;
   int sm_count = 0;  // sizes FC1's tile groups (decode_fc1_tile_groups)
   // Balanced FC1 (decode_fc1_balanced; every mode (A16 unless B12X_MOE_A16_BAL=0), one row
@@ -177,14 +178,20 @@ inline int64_t decode_fc1_bal_bytes(int64_t row_blocks, int64_t routes) {
   return decode_fc1_bal_cnt_bytes(row_blocks, routes) +
          decode_fc1_bal_slots(row_blocks) * 2 * kFc1BalSlotFloats * 4;
 }
-/// B12X_MOE_A16_GATE (measurement knob, read by plan and run): 3 runs the A16 copy gate
-/// (DecodeArgs::a16_copy), for which plan gives A16 decode-stream plans the [R, H] xq rows.
+/// B12X_MOE_A16_GATE (read by plan and run; -1 when unset = the default rule of
+/// launch_decode_stream: the A16 copy gate up to kMaxInlineRoutes routes): 0 no gate, 1 / 2 the
+/// zeroing-only gate, 3 the copy gate (DecodeArgs::a16_copy) in every A16 launch.
 inline int decode_a16_gate_knob() {
   static const int knob = [] {
     const char* v = std::getenv("B12X_MOE_A16_GATE");
-    return v != nullptr ? std::atoi(v) : 0;
+    return v != nullptr && *v != 0 ? std::atoi(v) : -1;
   }();
   return knob;
+}
+/// Whether an A16 decode-stream plan holds the per-route FC1 input rows of the copy gate.
+inline bool decode_a16_copy_rows() {
+  const int knob = decode_a16_gate_knob();
+  return knob == -1 || knob == 3;
 }
 /// B12X_MOE_FC2_SPLIT (measurement knob): 1..4 forces the FC2 split, else 0.
 inline int decode_fc2_split_forced() {
