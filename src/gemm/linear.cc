@@ -115,8 +115,13 @@ constexpr int64_t kWgmmaMinM = 128;
 /// round 17 block FP8 +0-3% over 5 (559-672 TFLOP/s), per-tensor equal; its tests, memcheck and
 /// racecheck passed there. B12X_GEMM_WGMMA_VAR=5, 7 (6 + next A fragments prefetched), 3 (mbarrier
 /// ring shared by the MMA warps), 0 (CTA-barrier pipeline) and 1 / 2 (per 64 / 32 K) remain as
-/// probes.
-constexpr int kWgmmaF8Var = 6;
+/// probes. 16 (session 9) = 6 with the weight runs bulk-copied by one producer thread (the
+/// activations, caller-quantized, still cp.async): round 34 (M = 2048, us over 4096x4096 /
+/// 14336x4096 / 4096x14336 / 6144x4096 / 2048x7168, same run) 77.3 / 264.6 / 247.2 / 114.8 /
+/// 63.8 -> 74.4 / 259.3 / 236.1 / 110.9 / 60.2 (0.59-0.65x cuBLASLt FP8); its tests (the
+/// warp-specialized schedules of TiledWgmmaTokenTiles), memcheck and racecheck passed there.
+/// B12X_GEMM_WGMMA_VAR=6 restores 6.
+constexpr int kWgmmaF8Var = 16;
 /// Block FP8: 8 = 6 with the stage's combined scales x_scale * w_scale built once per CTA by the
 /// copy warpgroup instead of by each MMA warp (round 21 Nsight Compute, 4096x4096: L1/TEX
 /// throughput 77% for block FP8 variant 6 against 47% for per-tensor FP8, the per-warp table

@@ -1093,6 +1093,8 @@ TEST(GemmGpu, TiledWgmmaFp8BlockBulk) {
     EXPECT_EQ(pl.tiled_wgmma_var, 14) << pl.describe();
     caps.act_dtype = DType::kFP8E4M3;  // caller-quantized: variant 8
     EXPECT_EQ(gemm::plan(caps).tiled_wgmma_var, 8);
+    caps.format = LinearFormat::kFp8Tensor;  // per-tensor FP8: variant 16 (session 9)
+    EXPECT_EQ(gemm::plan(caps).tiled_wgmma_var, 16);
   }
   for (const char* v : {"14", "15"}) {
     SCOPED_TRACE(v);
