@@ -413,7 +413,7 @@ Plan plan(const Caps& caps) {
           p.tiled_wgmma_var = f8 ? 3 : 0;
         }
       }
-      // Block FP8 variant 14 (probe, B12X_GEMM_WGMMA_VAR=14): bulk copies of the tiled
+      // Block FP8 variant 14 (the default, kWgmmaF8BlockVar): bulk copies of the tiled
       // quantizer's stage images, so only where this plan quantizes inside and every stage is a
       // whole 128-K group of K (K % 256 == 0: KP == K); run() takes variant 8 where the tiled
       // quantizer cannot run (activation rows not 16-byte vectors).

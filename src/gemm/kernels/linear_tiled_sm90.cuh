@@ -56,29 +56,29 @@ struct WgmmaCfg {
   /// barriers, dropped, was 5-20% slower than variant 5.)
   static constexpr bool kWs =
       kF8 ? (kVariant >= 5 && kVariant <= 12) || (kVariant >= 14 && kVariant <= 16) : kVariant == 3;
-  /// FP8 variant 6 (the default) = 5 with the stage's block scales built and loaded into
-  /// registers while its wgmmas run (not after their wait) and the slot released right after the
-  /// wait, so only the FFMA / FADD promotion follows the wgmmas on the MMA warps' critical path
-  /// (round 17: block FP8 +0-3% over 5).
+  /// FP8 variant 6 (the per-tensor default until session 9) = 5 with the stage's block scales built
+  /// and loaded into registers while its wgmmas run (not after their wait) and the slot released
+  /// right after the wait, so only the FFMA / FADD promotion follows the wgmmas on the MMA warps'
+  /// critical path (round 17: block FP8 +0-3% over 5).
   static constexpr bool kHoist = kF8 && ((kVariant >= 6 && kVariant <= 12) || kVariant >= 14);
-  /// Block FP8 variant 8 (the block FP8 default since round 22) = 6 with the stage's combined
-  /// scales x_scale[token] * w_scale built once per CTA by the producer warpgroup (one token per
-  /// producer thread, plain loads two producer steps ahead, the product stored in the slot in the
-  /// [t][2j + e] order the MMA lanes read, then a second arrival per producer thread on the
-  /// slot's full barrier) instead of by each of the eight MMA warps. Why: block FP8 is bound by
+  /// Block FP8 variant 8 (the block FP8 default from round 22 to session 9) = 6 with the stage's
+  /// combined scales x_scale[token] * w_scale built once per CTA by the producer warpgroup (one
+  /// token per producer thread, plain loads two producer steps ahead, the product stored in the
+  /// slot in the [t][2j + e] order the MMA lanes read, then a second arrival per producer thread on
+  /// the slot's full barrier) instead of by each of the eight MMA warps. Why: block FP8 is bound by
   /// shared-memory traffic (round 21 Nsight Compute, 4096x4096: L1/TEX throughput 77% against
   /// per-tensor FP8's 47%; per MMA warp and stage, estimated: A fragments 16 wavefronts, the
   /// wgmmas' activation reads ~32, for block FP8 the scale reads 32 plus the table build, whose
   /// STS.64 were 3.8-way bank conflicted). Round 22: +7-10% over 6 at M = 2048.
   static constexpr bool kProdScales =
       F == WFmt::kFp8Block && ((kVariant >= 8 && kVariant <= 12) || kVariant >= 14);
-  /// Block FP8 variant 14 (probe) = 8 with every copy of the ring a bulk copy (cp.async.bulk,
-  /// completing on the slot's full barrier by its transaction count): the CTA's eight 2 KB weight
-  /// runs and one 16 KB block of activations, which the FP8 1x128 quantizer wrote as the stage's
-  /// image (launch_quantize_fp8_group128_tiled: 128-token tile-major, rows pre-swizzled), all
-  /// issued by one producer thread. Why: block FP8 is bound by the shared-memory pipe (77%,
-  /// round 21) and its MMA warps stall mostly on shared loads (A fragments, scales); the 16
-  /// cp.async of 16 bytes per producer thread and stage (LDGSTS through the LSU) are that pipe's
+  /// Block FP8 variant 14 (the block FP8 default since round 34) = 8 with every copy of the ring a
+  /// bulk copy (cp.async.bulk, completing on the slot's full barrier by its transaction count): the
+  /// CTA's eight 2 KB weight runs and one 16 KB block of activations, which the FP8 1x128 quantizer
+  /// wrote as the stage's image (launch_quantize_fp8_group128_tiled: 128-token tile-major, rows
+  /// pre-swizzled), all issued by one producer thread. Why: block FP8 is bound by the shared-memory
+  /// pipe (77%, round 21) and its MMA warps stall mostly on shared loads (A fragments, scales); the
+  /// 16 cp.async of 16 bytes per producer thread and stage (LDGSTS through the LSU) are that pipe's
   /// other large client. Needs K % 256 == 0 (KP == K: every stage a whole quantizer block) and
   /// the tiled quantizer (run() takes variant 8 where it cannot run).
   static constexpr bool kBulk = F == WFmt::kFp8Block && (kVariant == 14 || kVariant == 15);
@@ -91,10 +91,11 @@ struct WgmmaCfg {
   /// 8). Why: the MMA warps then load neither A fragments nor 32 scales per lane per stage (the
   /// shared-memory traffic that bounds 8), as DeepGEMM's orientation.
   static constexpr bool kImgW = F == WFmt::kFp8Block && kVariant == 15;
-  /// FP8 variant 16 (probe, per-tensor and block) = 6 / 8 with only the weights bulk-copied (the
-  /// eight 2 KB runs by one producer thread, complete_tx on the full barrier, one more arrival);
-  /// the activations stay cp.async (caller-quantized ones too). Why: per-tensor FP8 and block FP8
-  /// with caller-quantized activations cannot take 14's activation images.
+  /// FP8 variant 16 (the per-tensor default since session 9; a probe for block) = 6 / 8 with only
+  /// the weights bulk-copied (the eight 2 KB runs by one producer thread, complete_tx on the full
+  /// barrier, one more arrival); the activations stay cp.async (caller-quantized ones too). Why:
+  /// per-tensor FP8 and block FP8 with caller-quantized activations cannot take 14's activation
+  /// images.
   static constexpr bool kBulkW = kBulk || (kF8 && kVariant == 16);
   /// FP8 variant 9 (probe) = 8 with the tokens on wgmma's M side (as DeepGEMM): each MMA
   /// warpgroup takes 64 tokens (A: the activation rows of the stage, 128-byte swizzle) times the
