@@ -195,9 +195,9 @@ struct Plan {
   /// Decode regime: the activation staging's cp.async copies walk segments of 32 pieces per warp
   /// instead of single pieces per thread (with decode_half; B12X_GEMM_DECODE_SEGSTAGE=0|1).
   bool decode_seg_stage = false;
-  /// Decode regime (probe, B12X_GEMM_DECODE_LEAN=1): the FP4 kernels with the per-slice
-  /// bookkeeping by running pointers where they exist (BF16 MMAs; M = 1 with 4 or 8 warps per
-  /// tile, the pipelined slice halves).
+  /// Decode regime: the FP4 kernels with the per-slice bookkeeping by running pointers where they
+  /// exist (BF16 MMAs; M = 1 with 4 or 8 warps per tile, the pipelined slice halves; default
+  /// there since session 9, B12X_GEMM_DECODE_LEAN=0|1 overrides).
   bool decode_lean = false;
   /// Decode regime (probe, B12X_GEMM_DECODE_PIPE_KB=<n>): the pipelined staging's two buffers
   /// get n KB where the device's shared memory per block allows (SM90: up to ~170; 0: the 36 KB

@@ -697,8 +697,16 @@ Plan plan(const Caps& caps) {
     p.decode_seg_stage = p.decode_half;
     if (const char* e = std::getenv("B12X_GEMM_DECODE_SEGSTAGE"); e != nullptr)
       p.decode_seg_stage = e[0] == '1';
-    // Probe: the kernels with the per-slice bookkeeping by running pointers (run takes them where
-    // they exist for the launch's configuration).
+    // The kernels with the per-slice bookkeeping by running pointers, the halves' staging walk set
+    // up once per CTA and conflict-free splat rows (kLean; run takes them where they exist for the
+    // launch's configuration): FP4 weights with BF16 MMAs at M = 1 (4 / 8 warps per tile) and in
+    // the pipelined halves. Round 34 (H200, us over 4096x4096 / 14336x4096 / 4096x14336 /
+    // 6144x4096 / 2048x7168, default -> lean, one run): NVFP4 W4A16 M = 1 6.55 / 16.72 / 14.74 /
+    // 8.58 / 5.21 -> 6.30 / 15.68 / 13.93 / 8.20 / 5.19, M = 16 12.27 / 24.49 / 29.96 / 17.64 /
+    // 18.68 -> 11.56 / 22.32 / 26.29 / 17.12 / 18.62; MXFP4 W4A16 M = 1 within 1 %, M = 16 12.07 /
+    // 24.47 / 28.57 / 16.96 -> 12.21 / 22.88 / 26.71 / 16.96. B12X_GEMM_DECODE_LEAN=0|1 overrides.
+    p.decode_lean = (wf == lin::WFmt::kNvfp4 || wf == lin::WFmt::kMxfp4) && !fp16 &&
+                    ((M == 1 && (ws == 4 || ws == 8)) || (p.decode_half && p.decode_pipe));
     if (const char* e = std::getenv("B12X_GEMM_DECODE_LEAN"); e != nullptr)
       p.decode_lean = e[0] == '1';
     if (const char* e = std::getenv("B12X_GEMM_DECODE_PIPE_KB"); e != nullptr)

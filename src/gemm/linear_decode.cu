@@ -25,8 +25,8 @@ using DecodeFn = void (*)(const LinearParams);
 /// whose decode-regime activations carry no group scales. half: the 8-warp kernel over slice
 /// halves (kHalf: FP4 weights with BF16 MMAs, ws = 1). deep: one extra ring stage (kDeep: FP4
 /// weights with BF16 MMAs, one token tile, 4 warps per tile, one staging buffer). lean: the
-/// kernels with the per-slice bookkeeping by running pointers (kLean, probe: FP4 weights with
-/// BF16 MMAs at M = 1 with 4 or 8 warps per tile, and the pipelined slice halves).
+/// kernels with the per-slice bookkeeping by running pointers (kLean, the default there: FP4
+/// weights with BF16 MMAs at M = 1 with 4 or 8 warps per tile, and the pipelined slice halves).
 template <WFmt F, class T>
 DecodeFn decode_fn(int nt, int ws, bool pipe, bool half, int deep, bool lean) {
   if (lean) {

@@ -49,8 +49,8 @@ inline constexpr int64_t decode_ws8_budget(int64_t smem_optin) {
   return smem_optin - 23 * 1024;
 }
 /// The decode kernel with the per-slice bookkeeping by running pointers exists for this
-/// configuration (LinearParams::decode_lean, probe: B12X_GEMM_DECODE_LEAN=1; FP4 weights with
-/// BF16 MMAs at M = 1 with 4 or 8 warps per tile, and the pipelined slice halves).
+/// configuration (LinearParams::decode_lean, default there, B12X_GEMM_DECODE_LEAN=0|1; FP4 weights
+/// with BF16 MMAs at M = 1 with 4 or 8 warps per tile, and the pipelined slice halves).
 bool decode_lean_available(WFmt f, bool fp16, int nt, int ws, bool pipe, bool half, int deep);
 /// grid = (ceil(n16/4), split, ceil(M / (8*nt))); p.cluster_split > 1 launches grid.y as one
 /// thread-block cluster. p.stage_rows / p.stage_slices size the activation staging.

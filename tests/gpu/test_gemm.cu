@@ -908,12 +908,19 @@ TEST(GemmGpu, DecodePipeBudget) {
 
 TEST(GemmGpu, DecodeLean) {
   B12X_REQUIRE_GPU();
-  // B12X_GEMM_DECODE_LEAN=1 (probe): the FP4 kernels with the per-slice bookkeeping by running
-  // pointers. M = 1 with 4 warps per tile (K = 4096: 2 slices per warp, 1280: warps without a
-  // slice and a K tail, 20480: a cluster split, 14336 with the deeper ring) and 8 (K = 4096,
-  // 1280, 4864); the pipelined slice halves at M = 5 / 9 / 16 / 24 over K = 4864 in several chunks
-  // with splits of 1, 4 (a cluster) and the default (partials at N = 72). N = 72: a partial last
-  // tile; bias on every other case; FP16 MMAs keep the default kernels.
+  // The FP4 kernels with the per-slice bookkeeping by running pointers (kLean; the default where
+  // they exist since session 9, B12X_GEMM_DECODE_LEAN=0 turns them off), forced by
+  // B12X_GEMM_DECODE_LEAN=1. M = 1 with 4 warps per tile (K = 4096: 2 slices per warp, 1280: warps
+  // without a slice and a K tail, 20480: a cluster split, 14336 with the deeper ring) and 8 (K =
+  // 4096, 1280, 4864); the pipelined slice halves at M = 5 / 9 / 16 / 24 over K = 4864 in several
+  // chunks with splits of 1, 4 (a cluster) and the default (partials at N = 72). N = 72: a partial
+  // last tile; bias on every other case; FP16 MMAs keep the default kernels.
+  EXPECT_TRUE(bf16_plan(LinearFormat::kNvfp4W4A16, 16, 14336, 4096).decode_lean);
+  EXPECT_TRUE(bf16_plan(LinearFormat::kMxfp4W4A16, 1, 14336, 4096).decode_lean);
+  {
+    ScopedEnv el0("B12X_GEMM_DECODE_LEAN", "0");
+    EXPECT_FALSE(bf16_plan(LinearFormat::kNvfp4W4A16, 16, 14336, 4096).decode_lean);
+  }
   ScopedEnv el("B12X_GEMM_DECODE_LEAN", "1");
   EXPECT_TRUE(bf16_plan(LinearFormat::kNvfp4W4A16, 16, 72, 4864).decode_lean);
   int i = 0;
