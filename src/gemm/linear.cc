@@ -1017,7 +1017,8 @@ void run(const Binding& b, Stream stream) {
         } else {
           uint8_t* qv = b.scratch + plan.off_qvalues;
           float* qs = reinterpret_cast<float*>(b.scratch + plan.off_qscales);
-          // Block FP8 variants 14 / 15 (probes): the values as the wgmma kernel's stage images.
+          // Block FP8 variants 14 (the default) / 15 (probe): the values as the wgmma kernel's
+          // stage images.
           wgmma_bulk = tiled && plan.tiled_wgmma > 0 &&
                        (plan.tiled_wgmma_var == 14 || plan.tiled_wgmma_var == 15) &&
                        launch_quantize_fp8_group128_tiled(b.x.data, b.x.dtype, M, K, b.x.stride[0],

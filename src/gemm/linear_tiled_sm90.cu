@@ -38,10 +38,10 @@ WgmmaPick pick_var(int var) {
     } else {
       if constexpr (F == WFmt::kFp8Block) {
         if (var == 8) return wgmma_pick<F, T, kTok, 8>();    // producer-built block scales
-        if (var == 14) return wgmma_pick<F, T, kTok, 14>();  // ... fed by bulk copies (probe)
+        if (var == 14) return wgmma_pick<F, T, kTok, 14>();  // ... fed by bulk copies (default)
         if (var == 15) return wgmma_pick<F, T, kTok, 15>();  // ... tokens on M, weight images
       }
-      if (var == 16) return wgmma_pick<F, T, kTok, 16>();  // bulk-copied weights (probe)
+      if (var == 16) return wgmma_pick<F, T, kTok, 16>();  // bulk-copied weights (default)
       if (var == 9) return wgmma_pick<F, T, kTok, 9>();    // tokens on the M side
       if (var == 10) return wgmma_pick<F, T, kTok, 10>();  // ... as register A fragments
       if (var == 11) return wgmma_pick<F, T, kTok, 11>();  // ... B in the 128-byte swizzle
@@ -90,11 +90,13 @@ WgmmaPick pick_tok(WFmt f, bool fp16, int var) {
 
 /// tok: 128 (default; MXFP8 256 where the grid fills), 64 / 192 (FP8 probes, variants 0 / 3),
 /// 192 / 256 (BF16 operands). var (WgmmaCfg): FP8 0 = per-128-K promotion, 1 / 2 = per
-/// 64 / 32 K, 3 = per 128 K on the mbarrier pipeline, 5 = 3 warp-specialized (a copy warpgroup;
-/// the default), 6 = 5 with the block scales loaded while the wgmmas run, 7 = 6 with the next
+/// 64 / 32 K, 3 = per 128 K on the mbarrier pipeline, 5 = 3 warp-specialized (a copy warpgroup),
+/// 6 = 5 with the block scales loaded while the wgmmas run, 7 = 6 with the next
 /// stage's A fragments loaded before the promotion (128 tokens), 8 = 6 with block FP8's combined
-/// scales built by the producer warpgroup (block FP8's default), 9 = 8 with the tokens on the
-/// wgmma M side (probe, also per-tensor); BF16-operand formats 0
+/// scales built by the producer warpgroup, 9 = 8 with the tokens on the wgmma M side (probe, also
+/// per-tensor), 14 = 8 fed by bulk copies of the quantizer's stage images (block FP8's default
+/// since session 9), 15 = 14 with tokens on M (probe), 16 = 6 with bulk-copied weight runs (FP8
+/// per-tensor's default since session 9); BF16-operand formats 0
 /// = CTA-barrier pipeline, 1 = mbarrier pipeline, 3 = warp-specialized (256 tokens).
 WgmmaPick pick(WFmt f, bool fp16, int tok, int var) {
   return tok == 64    ? pick_tok<64>(f, fp16, var)

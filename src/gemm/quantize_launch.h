@@ -49,7 +49,7 @@ void launch_quantize_fp8_group128(const void* x, DType x_dtype, int64_t M, int64
                                   bool early_dependents = true);
 
 /// launch_quantize_fp8_group128 (same bits, early programmatic trigger as there) with the values
-/// as the SM90 block FP8 wgmma kernel's activation stage images (its bulk-copy probe): one 16 KB
+/// as the SM90 block FP8 wgmma kernel's activation stage images (its bulk-copy default): one 16 KB
 /// block per (128-token tile, 128-K group), tile-major, token row r at r * 128 with 16-byte chunk c
 /// at c ^ (r & 7); rows M..pad128(M) - 1 zero. values: pad128(M) * K bytes, 16-byte aligned;
 /// scales [M, K/128] as there. Returns false (nothing launched) where the vector kernel cannot

@@ -901,7 +901,9 @@ TEST(GemmGpu, DecodePipeBudget) {
     for (int64_t M : {16, 27})
       run_case({LinearFormat::kNvfp4W4A16, M, 72, 4864, DType::kBF16, DType::kBF16, M == 16});
   }
-  ScopedEnv eh0("B12X_GEMM_DECODE_HALF", "0"), es("B12X_GEMM_SPLIT", "1");
+  // B12X_GGML_GEMV=0: Q8_0 at M = 3 would otherwise take the GGML GEMV, not this kernel.
+  ScopedEnv eh0("B12X_GEMM_DECODE_HALF", "0"), es("B12X_GEMM_SPLIT", "1"),
+      eg0("B12X_GGML_GEMV", "0");
   run_case({LinearFormat::kNvfp4W4A16, 3, 72, 4864, DType::kBF16, DType::kBF16, true});
   run_case({LinearFormat::kQ8_0, 3, 72, 4864, DType::kBF16, DType::kBF16, false});
 }
@@ -1174,12 +1176,12 @@ TEST(GemmGpu, TiledWgmmaTokenTiles) {
   // A long K at the default interval (32 promotions of 128 K).
   for (const auto& c : wgmma_cases(256, 256, 4096, false, DType::kBF16))
     if (c.fmt == LinearFormat::kFp8Tensor || c.fmt == LinearFormat::kFp8Block) run_case(c);
-  // Warp-specialized FP8 (variant 5: a copy warpgroup; 6, the per-tensor default: with the block
-  // scales loaded while the wgmmas run and the slot released before the promotion; 7: 6 with the
-  // next stage's A fragments loaded before the promotion; 8, block FP8 only and its default: 6
-  // with the combined scales built by the producer warpgroup; 16: 6 / 8 with the weight runs
-  // bulk-copied): token / row / K tails, 1 and (6, 8) 24 token tiles, a long K refilling every
-  // slot many times.
+  // Warp-specialized FP8 (variant 5: a copy warpgroup; 6, per-tensor's default until session 8:
+  // with the block scales loaded while the wgmmas run and the slot released before the promotion;
+  // 7: 6 with the next stage's A fragments loaded before the promotion; 8, block FP8 only: 6 with
+  // the combined scales built by the producer warpgroup; 16, per-tensor's default since session
+  // 9: 6 / 8 with the weight runs bulk-copied): token / row / K tails, 1 and (6, 8) 24 token tiles,
+  // a long K refilling every slot many times.
   for (const char* var : {"5", "6", "7", "8", "16"}) {
     ScopedEnv e("B12X_GEMM_WGMMA", "1"), ev("B12X_GEMM_WGMMA_VAR", var);
     for (const auto& c : wgmma_cases(300, 136, 768, false, DType::kFP16))

@@ -406,6 +406,14 @@ __device__ __forceinline__ void fence_proxy_async() {
 #endif
 }
 
+/// Makes mbarrier.init visible to the async proxy: bulk copies (cp.async.bulk ... complete_tx)
+/// signal the barriers from the async proxy, which the CTA barrier after the init does not order.
+__device__ __forceinline__ void fence_mbarrier_init() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+#endif
+}
+
 /// Warpgroup register budget of a warp-specialized kernel (every warp of the warpgroup executes
 /// it): the producer gives registers back, the MMA warpgroups take them.
 template <int N>
@@ -697,6 +705,7 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
                                                                   : C::kCopyThreads + C::kBulkW);
         wg::mbar_init(empty0 + 8 * i, C::kMmaThreads);
       }
+      if constexpr (C::kBulkW) wg::fence_mbarrier_init();
     }
     __syncthreads();
   }

@@ -427,7 +427,7 @@ __device__ __forceinline__ void g128_quant(const BlockQuantParams& p, int64_t ro
 /// a non-zero E4M3 value (>= 2^-10) is in range (checked on the host against x / s over 10^9
 /// pairs: equal wherever |x / s| >= 2^-12); other groups (all-zero, Inf, tiny) take div_rn.
 /// 3 instructions per value instead of the IEEE division's ~8 (MUFU, FCHK, branch).
-/// kTiled (the SM90 block FP8 wgmma kernel's bulk-copy probe): values as that kernel's stage
+/// kTiled (the SM90 block FP8 wgmma kernel's bulk-copy default): values as that kernel's stage
 /// images, one 16 KB block per (128-token tile, 128-K group) in tile-major order, rows swizzled
 /// as the stage's 128-byte mode, so one bulk copy fills a stage's activations; the rows from M
 /// up to the next multiple of 128 are written as zeros (no scale).
