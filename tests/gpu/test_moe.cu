@@ -807,6 +807,10 @@ TEST(MoeGpu, BindRejectsMismatches) {
   auto host = G.t_x;
   host.device = -1;
   EXPECT_NE(bind_err(G.t_scratch, host, G.t_wts).find("a is on the host"), std::string::npos);
+  auto odd = G.t_x;
+  odd.strides[0] += 4;
+  EXPECT_NE(bind_err(G.t_scratch, odd, G.t_wts).find("rows must start 16-byte aligned"),
+            std::string::npos);
 }
 
 TEST(MoeGpu, ExpertOffsetsBeyond32Bits) {
