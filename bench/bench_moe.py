@@ -43,6 +43,7 @@ PASSES = [("nvfp4", [1, 2, 4, 8]), ("w4a16", [1, 8]), ("nvfp4", [4096]), ("w4a16
           ("nvfp4", [16, 64, 256, 1024])]
 ROT = 8  # distinct routings per captured graph
 BUDGET_S = float(os.environ.get("B12X_BENCH_BUDGET_S", "55"))
+REPEAT = max(1, int(os.environ.get("B12X_MOE_BENCH_REPEAT", "1")))
 
 
 def read_bandwidth_gbs(dev):
@@ -72,8 +73,17 @@ def make_graph(fn, per_graph):
     return g
 
 
-def time_graph(fn, per_graph=ROT, reps=5):
+# Diagnostics of the bench state (session 10): B12X_MOE_BENCH_WARM=k replays the graph k more
+# times before timing, B12X_MOE_BENCH_REPLAYS=1 prints every timed replay (us per call).
+WARM = int(os.environ.get("B12X_MOE_BENCH_WARM", "0"))
+SHOW_REPLAYS = os.environ.get("B12X_MOE_BENCH_REPLAYS", "0") != "0"
+
+
+def time_graph(fn, per_graph=ROT, reps=5, label=None):
     g = make_graph(fn, per_graph)
+    for _ in range(WARM):
+        g.replay()
+    torch.cuda.synchronize()
     times = []
     for _ in range(reps):
         a = torch.cuda.Event(enable_timing=True)
@@ -84,6 +94,8 @@ def time_graph(fn, per_graph=ROT, reps=5):
         b.synchronize()
         times.append(a.elapsed_time(b) * 1000.0 / per_graph)
     del g
+    if SHOW_REPLAYS and label:
+        print(f"  replays {label}: " + " ".join(f"{t:.1f}" for t in times), flush=True)
     return float(np.median(times))
 
 
@@ -235,7 +247,9 @@ def main():
     hdr = (f"{'shape':22s} {'mode':6s} {'M':>5s} {'us':>9s} {'touchedMB':>9s} {'GB/s':>7s} "
            f"{'%bw':>5s} {'peer_us':>9s} {'x_peer':>6s}")
     print(hdr, flush=True)
-    passes = [(p, sh) for p in PASSES for sh in SHAPES]
+    # B12X_MOE_BENCH_PASSES=n: only the first n passes of the full run (bench-state probes).
+    n_passes = int(os.environ.get("B12X_MOE_BENCH_PASSES", "0")) or len(PASSES)
+    passes = [(p, sh) for p in PASSES[:n_passes] for sh in SHAPES]
     # B12X_MOE_BENCH_CASES="shape:mode:M,..." runs only those rows, without the peer or the
     # profile section (for Nsight Compute: ncu -k regex:moe_decode ... python3 bench/bench_moe.py);
     # with B12X_MOE_BENCH_TIMELINE=1 each row also prints the kernel timeline of one replay.
@@ -294,7 +308,12 @@ def main():
                 binds = [fused_moe.bind(pl, scratch=scratch, a=xs[i], experts=ex,
                                         topk_weights=rts[i][1], topk_ids=rts[i][0], output=out)
                          for i in range(ROT)]
-                us = time_graph(lambda i: fused_moe.run(binding=binds[i % ROT]))
+                us = time_graph(lambda i: fused_moe.run(binding=binds[i % ROT]),
+                                label=f"{name} {mode} {M}")
+                for r in range(REPEAT - 1):  # B12X_MOE_BENCH_REPEAT: the same row timed again
+                    us_r = time_graph(lambda i: fused_moe.run(binding=binds[i % ROT]),
+                                      label=f"{name} {mode} {M} again {r + 1}")
+                    print(f"  repeat {name} {mode} {M}: {us_r:.1f}", flush=True)
                 uniq = np.mean([torch.unique(r[0]).numel() for r in rts])
                 touched = uniq * per_expert
                 gbs = touched / (us * 1e-6) / 1e9
