@@ -140,9 +140,15 @@ constexpr int kWgmmaF8Var = 16;
 /// cannot run): round 33 (M = 2048, us over 4096x4096 / 14336x4096 / 4096x14336 / 6144x4096 /
 /// 2048x7168, quantizer included) 100.6 / 323.1 / 295.6 / 147.6 / 86.0 -> 94.5 / 304.3 / 271.7 /
 /// 136.4 / 79.2 (0.49-0.54x cuBLASLt FP8); its tests, memcheck and racecheck passed there.
-/// B12X_GEMM_WGMMA_VAR=8 restores 8; 15 (weights as images too, tokens on the M side: 80.3 /
-/// 253.6 / 246.2 / 116.3 / 70.2, 0.56-0.61x) needs a second copy of the weights (a probe).
+/// B12X_GEMM_WGMMA_VAR=8 restores 8. (Variant 15, weights as images too and tokens on the M
+/// side: 80.3 / 253.6 / 246.2 / 116.3 / 70.2, 0.56-0.61x, needed a second copy of the weights
+/// built by bind; removed in session 10, docs/gemm.md.)
 constexpr int kWgmmaF8BlockVar = 14;
+/// Block FP8 variants reading the tiled FP8 1x128 quantizer's stage images (14; 17 = 14
+/// persistent).
+bool wgmma_act_images(int var) {
+  return var == 14 || var == 17;
+}
 /// wgmma kernel CTA order (Plan::tiled_wgmma_raster): FP8 in raster bands sized to L2 (1): round
 /// 17 (warp-specialized FP8, M = 2048) per-tensor 14336x4096 829 -> 921 TFLOP/s (its 58 MB of
 /// weights exceed L2: each band reads them about once instead of once per token tile), other
@@ -216,18 +222,16 @@ bool ggml_gemv_default(lin::WFmt wf, int64_t n16, int64_t sms) {
   return wf != lin::WFmt::kQ8_0 || n16 <= 2 * sms;
 }
 
-/// The GGML GEMV's grid for CTAs of `warps` warps: warps per 16-row tile (kw, a divisor of warps;
-/// warps / kw tiles per CTA), K split over CTAs and the CTAs per split (at most the resident ones,
-/// walking the tile groups), by a cost model: an SM's time ~ its CTAs x (a CTA's warp-batches +
-/// the IQ2 table fill, ~3 batches), doubled below 16 resident warps per SM (latency), plus the
-/// reduce kernel of a split (~8 batches; for
+/// The GGML GEMV's grid: warps per 16-row tile (kw; 8 / kw tiles per CTA), K split over CTAs and
+/// the CTAs per split (at most the resident ones, walking the tile groups), by a cost model: an
+/// SM's time ~ its CTAs x (a CTA's warp-batches + the IQ2 table fill, ~3 batches), doubled
+/// below 16 resident warps per SM (latency), plus the reduce kernel of a split (~8 batches; for
 /// Q8_0's shorter batches at M <= 8 ~60: round 34, Q8_0 2048x7168 M = 1, kw 8 split 2 on 256 CTAs
 /// 9.20 us, split 1 on 128 CTAs 8.43).
 struct GgmlGemvGrid {
   int kw = 8, split = 1, ctas = 0;
 };
-GgmlGemvGrid ggml_gemv_grid(lin::WFmt wf, int64_t n16, int64_t K, int64_t M, int64_t sms, int occ,
-                            int warps) {
+GgmlGemvGrid ggml_gemv_grid(lin::WFmt wf, int64_t n16, int64_t K, int64_t M, int64_t sms, int occ) {
   const int64_t u = wf == lin::WFmt::kQ8_0 ? 4 : 8;
   const double reduce = wf == lin::WFmt::kQ8_0 && M <= 8 ? 60.0 : 8.0;
   const int64_t batches = (K / 32 + u - 1) / u;
@@ -235,19 +239,16 @@ GgmlGemvGrid ggml_gemv_grid(lin::WFmt wf, int64_t n16, int64_t K, int64_t M, int
   const int64_t cap = std::max<int64_t>(1, occ) * sms;
   GgmlGemvGrid best;
   double best_cost = 1e30;
-  for (int kw = warps; kw >= 1; --kw)
+  for (int kw = 8; kw >= 1; kw /= 2)
     for (int split = 1; split <= 16; split *= 2) {
-      if (warps % kw != 0 || static_cast<int64_t>(kw) * split > std::max<int64_t>(batches, 1))
-        continue;
-      const int64_t tpc = warps / kw;
-      const int64_t groups = (n16 + tpc - 1) / tpc;
+      if (static_cast<int64_t>(kw) * split > std::max<int64_t>(batches, 1)) continue;
+      const int64_t groups = (n16 + 8 / kw - 1) / (8 / kw);
       const int64_t gx = std::max<int64_t>(1, std::min(groups, cap / split));
       const int64_t per_sm = (gx * split + sms - 1) / sms;
       const int64_t bps = (batches + split - 1) / split;
-      const double work =
-          static_cast<double>((groups + gx - 1) / gx) * warps * ((bps + kw - 1) / kw);
+      const double work = static_cast<double>((groups + gx - 1) / gx) * 8.0 * ((bps + kw - 1) / kw);
       double cost = static_cast<double>(per_sm) * (work + fill);
-      if (std::min<int64_t>(per_sm, occ) * warps < 16) cost *= 2.0;
+      if (std::min<int64_t>(per_sm, occ) * 8 < 16) cost *= 2.0;
       if (split > 1) cost += reduce;
       if (cost < best_cost) {
         best_cost = cost;
@@ -418,16 +419,31 @@ Plan plan(const Caps& caps) {
           p.tiled_wgmma_var = f8 ? 3 : 0;
         }
       }
-      // Block FP8 variant 14 (the default, kWgmmaF8BlockVar): bulk copies of the tiled
-      // quantizer's stage images, so only where this plan quantizes inside and every stage is a
-      // whole 128-K group of K (K % 256 == 0: KP == K); run() takes variant 8 where the tiled
-      // quantizer cannot run (activation rows not 16-byte vectors).
-      // Variant 15 (probe) likewise, with the weights as images too (built by bind).
-      if (p.tiled_wgmma_var == 14 || p.tiled_wgmma_var == 15) {
+      // Probe: B12X_GEMM_WGMMA_PERSIST=1, FP8 variants 14 / 16 with the persistent CTA loop
+      // (17 / 18).
+      if (const char* pe = std::getenv("B12X_GEMM_WGMMA_PERSIST");
+          pe != nullptr && std::atoi(pe) == 1 &&
+          (p.tiled_wgmma_var == 14 || p.tiled_wgmma_var == 16) &&
+          lin::wgmma_kernel_available(wf, fp16, p.tiled_wgmma, p.tiled_wgmma_var + 3))
+        p.tiled_wgmma_var += 3;
+      // Block FP8 variant 14 (the default, kWgmmaF8BlockVar; 17 persistent): bulk copies of the
+      // tiled quantizer's stage images, so only where this plan quantizes inside and every stage
+      // is a whole 128-K group of K (K % 256 == 0: KP == K); run() takes variant 8 where the
+      // tiled quantizer cannot run (activation rows not 16-byte vectors).
+      if (wgmma_act_images(p.tiled_wgmma_var)) {
         if (caps.act_dtype == DType::kFP8E4M3 || K % 256 != 0) p.tiled_wgmma_var = 8;
         lin::prepare_linear_wgmma(wf, fp16, p.tiled_wgmma, 8);
       }
-      lin::prepare_linear_wgmma(wf, fp16, p.tiled_wgmma, p.tiled_wgmma_var);
+      const int per_sm = lin::prepare_linear_wgmma(wf, fp16, p.tiled_wgmma, p.tiled_wgmma_var);
+      // Persistent variants: as many CTAs as are co-resident (never more: a CTA waits on no
+      // other, but more would only queue as a second wave of walkers).
+      // B12X_GEMM_WGMMA_CTAS=<n> (tests) caps the grid, so a small problem walks several tiles.
+      if (lin::wgmma_persistent(p.tiled_wgmma_var)) {
+        B12X_ASSERT(per_sm > 0, "persistent wgmma variant ", p.tiled_wgmma_var, " does not fit");
+        p.tiled_wgmma_ctas = per_sm * dev.sm_count;
+        if (const char* c = std::getenv("B12X_GEMM_WGMMA_CTAS"); c != nullptr && std::atoi(c) > 0)
+          p.tiled_wgmma_ctas = std::min(p.tiled_wgmma_ctas, std::atoi(c));
+      }
       p.tiled_wgmma_raster = f8 ? kWgmmaRasterF8 : kWgmmaRaster;
       if (const char* r = std::getenv("B12X_GEMM_WGMMA_RASTER"); r != nullptr)
         p.tiled_wgmma_raster = std::max(0, std::atoi(r));
@@ -497,33 +513,23 @@ Plan plan(const Caps& caps) {
       p.ggml_gemv_occ = kGgmlGemvOcc;
       const char* occ_env = std::getenv("B12X_GGML_GEMV_OCC");
       if (occ_env != nullptr) p.ggml_gemv_occ = std::atoi(occ_env) == 3 ? 3 : 0;
-      // Probe: CTAs of 16 / 24 warps (one per SM, the one-tile kernels at M <= 8).
-      if (const char* w = std::getenv("B12X_GGML_GEMV_WARPS"); w != nullptr && M <= 8) {
-        const int want = std::atoi(w);
-        if (want == 16 || want == 24) p.ggml_gemv_warps = want;
-      }
-      if (p.ggml_gemv_warps != 8) p.ggml_gemv_occ = 0;
-      const int occ = std::max(
-          1, lin::prepare_ggml_gemv(caps.device, wf, fp16, M, p.ggml_gemv_occ, p.ggml_gemv_warps));
-      const GgmlGemvGrid gg =
-          ggml_gemv_grid(wf, geo.n16, K, M, dev.sm_count, occ, p.ggml_gemv_warps);
+      const int occ =
+          std::max(1, lin::prepare_ggml_gemv(caps.device, wf, fp16, M, p.ggml_gemv_occ));
+      const GgmlGemvGrid gg = ggml_gemv_grid(wf, geo.n16, K, M, dev.sm_count, occ);
       // Where that grid takes at most 2 CTAs per SM, the uncapped IQ2 kernels (no spills;
       // IQ2_XS: 16 grid copies, no bank conflicts) run it, every CTA still resident. Round 33,
       // IQ2_XS M = 1, capped (8 copies) -> uncapped, us: 4096x4096 7.93 -> 7.77, 4096x14336
       // 18.05 -> 17.24, 2048x7168 9.60 -> 9.56; on grids of 3 per SM the capped kernels win
       // (6144x4096 10.46 vs 12.88 uncapped on its own grid).
       if (occ_env == nullptr && p.ggml_gemv_occ == 3 &&
-          static_cast<int64_t>(gg.ctas) * gg.split <= 2 * dev.sm_count) {
+          static_cast<int64_t>(gg.ctas) * gg.split <= 2 * dev.sm_count)
         p.ggml_gemv_occ = 0;
-        lin::prepare_ggml_gemv(caps.device, wf, fp16, M, 0, p.ggml_gemv_warps);
-      }
       p.ggml_gemv = gg.kw;
       p.ggml_gemv_split = gg.split;
       p.ggml_gemv_ctas = gg.ctas;
       if (const char* k = std::getenv("B12X_GGML_GEMV_KW"); k != nullptr) {
         const int want = std::atoi(k);
-        if (want >= 1 && want <= p.ggml_gemv_warps && p.ggml_gemv_warps % want == 0)
-          p.ggml_gemv = want;
+        if (want == 1 || want == 2 || want == 4 || want == 8) p.ggml_gemv = want;
       }
       if (const char* sp = std::getenv("B12X_GGML_GEMV_SPLIT"); sp != nullptr)
         p.ggml_gemv_split = static_cast<int>(std::clamp<int64_t>(std::atoll(sp), 1, 64));
@@ -759,7 +765,7 @@ Plan plan(const Caps& caps) {
   if (format_quantizes_inside(f) && caps.act_dtype != DType::kFP8E4M3) {
     p.off_qvalues = off;
     // Block FP8 variant 14: the tiled quantizer's images cover whole 128-token tiles.
-    const bool tiles = (p.tiled_wgmma_var == 14 || p.tiled_wgmma_var == 15) && p.tiled_wgmma > 0;
+    const bool tiles = wgmma_act_images(p.tiled_wgmma_var) && p.tiled_wgmma > 0;
     off = align_up(off + (tiles ? fmt::pad_to(M, 128) : M) * K);
     p.off_qscales = off;
     off = align_up(off + (f == LinearFormat::kFp8Block ? M * (K / 128) * 4 : M * (K / 32)));
@@ -785,9 +791,6 @@ Plan plan(const Caps& caps) {
     p.off_partial = off;
     off = align_up(off + partial_splits * M * geo.NP * 4);
   }
-  // Block FP8 variant 15: the weight images at the end of the scratch (bind writes them).
-  if (p.tiled_wgmma_var == 15 && p.tiled_wgmma > 0)
-    off = align_up(off + lin::fp8_weight_image_bytes(geo.n16, geo.KP));
   p.scratch_bytes = off;
   if (log_level() >= 3) log_message(3, p.describe());
   {
@@ -938,20 +941,6 @@ Binding bind(const Plan& plan, const TensorRef& scratch, const TensorRef& x,
   b.alpha = alpha;
   b.M = M;
   b.scratch = static_cast<uint8_t*>(scratch.data);
-  if (plan.tiled_wgmma_var == 15 && plan.tiled_wgmma > 0) {
-    // Block FP8 variant 15 (probe): the weights rewritten as the kernel's stage images into the
-    // end of this binding's scratch, once here (a synchronous launch; run only launches), so a
-    // scratch must not be shared by two bindings of this variant.
-    const lin::Geometry& geo = weight.impl().geo;
-    const int64_t bytes = lin::fp8_weight_image_bytes(geo.n16, geo.KP);
-    int prev = 0;
-    B12X_CUDA_CHECK(cudaGetDevice(&prev));
-    B12X_CUDA_CHECK(cudaSetDevice(dev));
-    lin::launch_fp8_weight_images(weight.values_device(), geo.n16, geo.kvec, geo.KP,
-                                  b.scratch + plan.scratch_bytes - bytes, nullptr);
-    B12X_CUDA_CHECK(cudaStreamSynchronize(nullptr));
-    B12X_CUDA_CHECK(cudaSetDevice(prev));
-  }
   return b;
 }
 
@@ -1032,10 +1021,9 @@ void run(const Binding& b, Stream stream) {
         } else {
           uint8_t* qv = b.scratch + plan.off_qvalues;
           float* qs = reinterpret_cast<float*>(b.scratch + plan.off_qscales);
-          // Block FP8 variants 14 (the default) / 15 (probe): the values as the wgmma kernel's
-          // stage images.
-          wgmma_bulk = tiled && plan.tiled_wgmma > 0 &&
-                       (plan.tiled_wgmma_var == 14 || plan.tiled_wgmma_var == 15) &&
+          // Block FP8 variants 14 (the default) / 17: the values as the wgmma kernel's stage
+          // images.
+          wgmma_bulk = tiled && plan.tiled_wgmma > 0 && wgmma_act_images(plan.tiled_wgmma_var) &&
                        launch_quantize_fp8_group128_tiled(b.x.data, b.x.dtype, M, K, b.x.stride[0],
                                                           qv, qs, plan.act_quant, stream);
           if (!wgmma_bulk)
@@ -1150,14 +1138,12 @@ void run(const Binding& b, Stream stream) {
         lin::launch_linear_wgmma_group(im.wfmt, fp16, plan.tiled_wgmma, plan.tiled_wgmma_var,
                                        plan.tiled_wgmma_raster, p, stream);
       } else {
-        // Variants 14 / 15 read the tiled quantizer's images (15 the weight images in the
-        // scratch's end too); variant 8 where the quantizer did not write them.
-        const bool imgs = plan.tiled_wgmma_var == 14 || plan.tiled_wgmma_var == 15;
-        const int var = imgs && !wgmma_bulk ? 8 : plan.tiled_wgmma_var;
-        if (var == 15)
-          p.wscale2 = b.scratch + plan.scratch_bytes - lin::fp8_weight_image_bytes(geo.n16, geo.KP);
-        lin::launch_linear_wgmma(im.wfmt, fp16, plan.tiled_wgmma, var, plan.tiled_wgmma_raster, p,
-                                 stream);
+        // Variants 14 / 17 read the tiled quantizer's images; variant 8 where the quantizer did
+        // not write them.
+        const int var =
+            wgmma_act_images(plan.tiled_wgmma_var) && !wgmma_bulk ? 8 : plan.tiled_wgmma_var;
+        lin::launch_linear_wgmma(im.wfmt, fp16, plan.tiled_wgmma, var, plan.tiled_wgmma_raster,
+                                 plan.tiled_wgmma_ctas, p, stream);
       }
       return;
     }
@@ -1197,8 +1183,8 @@ void run(const Binding& b, Stream stream) {
   if (plan.ggml_gemv > 0 && p.x_vec16 && M <= kGgmlGemvMaxM && M <= plan.caps.max_tokens) {
     p.split = plan.ggml_gemv_split;
     p.partial = p.split > 1 ? reinterpret_cast<float*>(b.scratch + plan.off_partial) : nullptr;
-    lin::launch_ggml_gemv(im.wfmt, fp16, plan.ggml_gemv, plan.ggml_gemv_ctas, plan.ggml_gemv_occ,
-                          plan.ggml_gemv_warps, p, stream);
+    lin::launch_ggml_gemv(im.wfmt, fp16, plan.ggml_gemv, plan.ggml_gemv_ctas, plan.ggml_gemv_occ, p,
+                          stream);
     if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);
     return;
   }

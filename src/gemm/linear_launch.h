@@ -78,18 +78,18 @@ void launch_linear_tiled(WFmt f, bool fp16, const LinearParams& p, Stream stream
 bool wgmma_kernel_available(WFmt f, bool fp16, int tok, int var = 0);
 /// `var`: the schedule variant (lin::WgmmaCfg; FP8: 0 / 3 = per-128-K promotion on the CTA-barrier
 /// / mbarrier pipeline, 1 / 2 = per 64 / 32 K, 5 = 3 warp-specialized; BF16 operands: 0 / 1).
-/// Host-only setup (dynamic shared memory opt-in); call before capture (plan does).
-void prepare_linear_wgmma(WFmt f, bool fp16, int tok, int var);
+/// Host-only setup (dynamic shared memory opt-in) on the current device; returns the kernel's
+/// co-resident CTAs per SM (the occupancy query). Call before capture (plan does).
+int prepare_linear_wgmma(WFmt f, bool fp16, int tok, int var);
+/// FP8 variants 17 / 18 (probes): the persistent CTA loop (a grid of at most `ctas` CTAs
+/// walking the tiles).
+bool wgmma_persistent(int var);
 /// `raster`: 0 = 2-D grid (weight tile fastest); 1 = bands of token tiles whose activations fit
 /// a share of L2 (kWgmmaRasterBytes), token tile fastest; n > 1 = bands of n token tiles.
-void launch_linear_wgmma(WFmt f, bool fp16, int tok, int var, int raster, const LinearParams& p,
-                         Stream stream);
-/// Block FP8 wgmma variant 15 (probe): the packed FP8 weights (n16 tiles, kvec, KP) rewritten as
-/// the kernel's weight stage images, 16 KB per 128-row block and 128-K group (row block-major,
-/// rows in the 128-byte swizzle, rows past the tiles zero); fp8_weight_image_bytes of img.
-int64_t fp8_weight_image_bytes(int64_t n16, int64_t KP);
-void launch_fp8_weight_images(const uint8_t* wvals, int64_t n16, int64_t kvec, int64_t KP,
-                              uint8_t* img, Stream stream);
+/// `ctas`: the persistent variants' grid (Plan::tiled_wgmma_ctas: SMs x CTAs per SM), else
+/// unused.
+void launch_linear_wgmma(WFmt f, bool fp16, int tok, int var, int raster, int ctas,
+                         const LinearParams& p, Stream stream);
 /// The epilogue of a K split over plain CTAs (p.partial, the decode or the tiled kernel): adds the
 /// partials in split order (with PDL where p.pdl: it waits for the GEMM before reading them).
 void launch_linear_reduce(const LinearParams& p, Stream stream);

@@ -39,9 +39,10 @@ WgmmaPick pick_var(int var) {
       if constexpr (F == WFmt::kFp8Block) {
         if (var == 8) return wgmma_pick<F, T, kTok, 8>();    // producer-built block scales
         if (var == 14) return wgmma_pick<F, T, kTok, 14>();  // ... fed by bulk copies (default)
-        if (var == 15) return wgmma_pick<F, T, kTok, 15>();  // ... tokens on M, weight images
+        if (var == 17) return wgmma_pick<F, T, kTok, 17>();  // ... persistent (probe)
       }
       if (var == 16) return wgmma_pick<F, T, kTok, 16>();  // bulk-copied weights (default)
+      if (var == 18) return wgmma_pick<F, T, kTok, 18>();  // ... persistent (probe)
       if (var == 9) return wgmma_pick<F, T, kTok, 9>();    // tokens on the M side
       if (var == 10) return wgmma_pick<F, T, kTok, 10>();  // ... as register A fragments
       if (var == 11) return wgmma_pick<F, T, kTok, 11>();  // ... B in the 128-byte swizzle
@@ -95,8 +96,8 @@ WgmmaPick pick_tok(WFmt f, bool fp16, int var) {
 /// stage's A fragments loaded before the promotion (128 tokens), 8 = 6 with block FP8's combined
 /// scales built by the producer warpgroup, 9 = 8 with the tokens on the wgmma M side (probe, also
 /// per-tensor), 14 = 8 fed by bulk copies of the quantizer's stage images (block FP8's default
-/// since session 9), 15 = 14 with tokens on M (probe), 16 = 6 with bulk-copied weight runs (FP8
-/// per-tensor's default since session 9); BF16-operand formats 0
+/// since session 9), 16 = 6 with bulk-copied weight runs (FP8 per-tensor's default since session
+/// 9), 17 / 18 = 14 / 16 with a persistent CTA loop (probes); BF16-operand formats 0
 /// = CTA-barrier pipeline, 1 = mbarrier pipeline, 3 = warp-specialized (256 tokens).
 WgmmaPick pick(WFmt f, bool fp16, int tok, int var) {
   return tok == 64    ? pick_tok<64>(f, fp16, var)
@@ -112,70 +113,39 @@ bool wgmma_kernel_available(WFmt f, bool fp16, int tok, int var) {
   return pick(f, fp16, tok, var).fn != nullptr;
 }
 
-void prepare_linear_wgmma(WFmt f, bool fp16, int tok, int var) {
+bool wgmma_persistent(int var) {
+  return var == 17 || var == 18;
+}
+
+int prepare_linear_wgmma(WFmt f, bool fp16, int tok, int var) {
   const WgmmaPick k = pick(f, fp16, tok, var);
   B12X_ASSERT(k.fn != nullptr, "no wgmma kernel for format ", static_cast<int>(f), " tok ", tok);
   B12X_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(k.fn),
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, k.smem));
+  int per_sm = 0;
+  B12X_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+      &per_sm, reinterpret_cast<const void*>(k.fn), k.threads, static_cast<size_t>(k.smem)));
+  return per_sm;
 }
 
-void launch_linear_wgmma(WFmt f, bool fp16, int tok, int var, int raster, const LinearParams& p,
-                         Stream stream) {
+void launch_linear_wgmma(WFmt f, bool fp16, int tok, int var, int raster, int ctas,
+                         const LinearParams& p, Stream stream) {
   const WgmmaPick k = pick(f, fp16, tok, var);
   B12X_ASSERT(k.fn != nullptr, "no wgmma kernel for format ", static_cast<int>(f), " tok ", tok);
   // Activations: FP8 (1 byte per element) for the FP8 formats, else BF16 / FP16.
   const bool f8 = f == WFmt::kFp8 || f == WFmt::kFp8Block;
   LinearParams q = p;
-  const dim3 grid = wgmma_grid(p, 128, tok, raster, f8 ? 1 : 2, q);
+  dim3 grid = wgmma_grid(p, 128, tok, raster, f8 ? 1 : 2, q);
+  if (wgmma_persistent(var)) {
+    // One CTA per co-resident slot (at most one per tile), each walking tiles b, b + grid, ...
+    // of the 1-D order (the raster bands, or weight tile fastest).
+    B12X_ASSERT(ctas > 0, "persistent wgmma variant ", var, " without a CTA count");
+    const int64_t tiles = static_cast<int64_t>(grid.x) * grid.y;
+    B12X_ASSERT(tiles <= INT32_MAX, "too many wgmma tiles: NP=", p.NP, " M=", p.M);
+    grid = dim3(static_cast<unsigned>(std::min<int64_t>(tiles, ctas)), 1, 1);
+  }
   B12X_CUDA_CHECK(b12x::detail::launch_ex(k.fn, grid, dim3(k.threads), static_cast<size_t>(k.smem),
                                           stream, p.pdl != 0, dim3(1, 1, 1), q));
-  B12X_CUDA_CHECK_LAUNCH();
-}
-
-namespace {
-
-/// Block FP8 variant 15's weight images (lin::launch_fp8_weight_images): CTA b = rb * cols + kb
-/// writes the 16 KB image of row block rb (8 tiles of 16 rows) and 128-K group kb: row n at
-/// n * 128, 16-byte chunk c of its 128 K at c ^ (n & 7) (the wgmma 128-byte swizzle the B
-/// descriptor reads). Lane vector l of atom a of a tile's packed run holds the e4m3 k32 fragment
-/// words (row g, k 4t..), (g + 8, 4t..), (g, 16 + 4t..), (g + 8, 16 + 4t..) for l = 4g + t;
-/// tiles past n16 give zero rows.
-__global__ void __launch_bounds__(256)
-    fp8_weight_image_kernel(const uint8_t* w, int64_t n16, int64_t tile_stride, int64_t cols,
-                            uint8_t* img) {
-  const int64_t blk = blockIdx.x;
-  const int64_t rb = blk / cols, kb = blk - rb * cols;
-  uint8_t* const out = img + blk * 16384;
-  for (int v = threadIdx.x; v < 1024; v += 256) {
-    const int tile = v >> 7, a = (v >> 5) & 3, l = v & 31, g = l >> 2, t = l & 3;
-    const int64_t tl = rb * 8 + tile;
-    uint4 r = make_uint4(0u, 0u, 0u, 0u);
-    if (tl < n16)
-      r = *reinterpret_cast<const uint4*>(w + tl * tile_stride + kb * 2048 + a * 512 + l * 16);
-    const uint32_t words[4] = {r.x, r.y, r.z, r.w};
-#pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      const int n = 16 * tile + 8 * (q & 1) + g, k = 32 * a + 16 * (q >> 1) + 4 * t;
-      *reinterpret_cast<uint32_t*>(out + n * 128 + (((k >> 4) ^ (n & 7)) << 4) + (k & 15)) =
-          words[q];
-    }
-  }
-}
-
-}  // namespace
-
-int64_t fp8_weight_image_bytes(int64_t n16, int64_t KP) {
-  return (n16 + 7) / 8 * (KP / 128) * 16384;
-}
-
-void launch_fp8_weight_images(const uint8_t* wvals, int64_t n16, int64_t kvec, int64_t KP,
-                              uint8_t* img, Stream stream) {
-  const int64_t tile_stride = kvec * static_cast<int64_t>(wtraits(WFmt::kFp8Block).slots) * 16;
-  const int64_t blocks = (n16 + 7) / 8 * (KP / 128);
-  B12X_ASSERT(blocks > 0 && blocks <= INT32_MAX, "fp8 weight images: ", blocks, " blocks");
-  fp8_weight_image_kernel<<<static_cast<unsigned>(blocks), 256, 0,
-                            reinterpret_cast<cudaStream_t>(stream)>>>(wvals, n16, tile_stride,
-                                                                      KP / 128, img);
   B12X_CUDA_CHECK_LAUNCH();
 }
 

@@ -24,7 +24,6 @@
 #include "formats/ggml.h"
 #include "formats/scalar.h"
 #include "formats/swizzle.h"
-#include "gemm/linear_gemv_ggml.h"
 #include "gpu_test_util.h"
 #include "reference/parallel.h"
 
@@ -1083,13 +1082,13 @@ void bulk_cases(const char* v) {
   run_case({LinearFormat::kFp8Block, 300, 136, 1024, DType::kBF16, DType::kBF16, false}, true);
 }
 
-/// Block FP8 variants 14 / 15 (probes, B12X_GEMM_WGMMA_VAR=14|15): the FP8 1x128 quantizer
-/// writes the wgmma kernel's stage images and the producer fills the ring with bulk copies (15:
-/// tokens on the M side, the weights as images built by bind). The plan takes them only with
-/// activations quantized inside and K % 256 == 0 (else variant 8); token / row tails (weight
-/// tiles past N: the last tile (14), zero rows (15)), 1-16 token tiles, FP16 / BF16, bias, a
-/// replayed graph; K = 640 and caller-quantized activations run variant 8. Variant 14 is the
-/// block FP8 default (session 9): the plan takes it without overrides at M >= 128.
+/// Block FP8 variants 14 / 17 (B12X_GEMM_WGMMA_VAR=14|17; 17 = 14 persistent, a probe): the FP8
+/// 1x128 quantizer writes the wgmma kernel's stage images and the producer fills the ring with
+/// bulk copies. The plan takes them only with activations quantized inside and K % 256 == 0
+/// (else variant 8); token / row tails (weight tiles past N copy the last tile), 1-16 token
+/// tiles, FP16 / BF16, bias, a replayed graph; K = 640 and caller-quantized activations run
+/// variant 8. Variant 14 is the block FP8 default (session 9): the plan takes it without
+/// overrides at M >= 128.
 TEST(GemmGpu, TiledWgmmaFp8BlockBulk) {
   B12X_REQUIRE_GPU();
   if (device_info(0).cc_major == 9 && device_info(0).cc_minor == 0) {
@@ -1106,7 +1105,7 @@ TEST(GemmGpu, TiledWgmmaFp8BlockBulk) {
     caps.format = LinearFormat::kFp8Tensor;  // per-tensor FP8: variant 16 (session 9)
     EXPECT_EQ(gemm::plan(caps).tiled_wgmma_var, 16);
   }
-  for (const char* v : {"14", "15"}) {
+  for (const char* v : {"14", "17"}) {
     SCOPED_TRACE(v);
     bulk_cases(v);
   }
@@ -1134,6 +1133,64 @@ TEST(GemmGpu, TiledWgmmaTokenTiles) {
   // 128), row tails (N off 128 and off 8), K off the 64-K stage and the packed slice, 1 / 3 / 24
   // token tiles, both output dtypes.
   {
+/// FP8 variants 17 / 18 (probes, B12X_GEMM_WGMMA_PERSIST=1 or _VAR=17|18): 14 / 16 with the
+/// persistent CTA loop. The plan's grid is SMs x CTAs per SM; B12X_GEMM_WGMMA_CTAS caps it so
+/// that a few CTAs walk many tiles: the ring's slots and phases running on across tiles with
+/// fewer K stages than slots (K = 512: 4 stages of 128), exactly as many (768) and more (1280),
+/// the epilogue's two half-tile passes, token / row tails in the walk, raster bands and the 2-D
+/// order (weight tile fastest), per-tensor and block FP8 (18 block: bulk weights, cp.async
+/// activations), caller-quantized block FP8 on 18.
+TEST(GemmGpu, TiledWgmmaFp8Persistent) {
+  B12X_REQUIRE_GPU();
+  const auto& d = device_info(0);
+  if (d.cc_major == 9 && d.cc_minor == 0) {
+    ScopedEnv ep("B12X_GEMM_WGMMA_PERSIST", "1");
+    gemm::Caps caps;
+    caps.format = LinearFormat::kFp8Block;
+    caps.max_tokens = 2048;
+    caps.in_features = 4096;
+    caps.out_features = 4096;
+    const gemm::Plan pl = gemm::plan(caps);
+    EXPECT_EQ(pl.tiled_wgmma_var, 17) << pl.describe();
+    EXPECT_GT(pl.tiled_wgmma_ctas, 0);
+    EXPECT_EQ(pl.tiled_wgmma_ctas % d.sm_count, 0);  // SMs x CTAs per SM
+    caps.format = LinearFormat::kFp8Tensor;
+    EXPECT_EQ(gemm::plan(caps).tiled_wgmma_var, 18);
+    caps.format = LinearFormat::kFp8Block;
+    caps.act_dtype = DType::kFP8E4M3;  // caller-quantized: variant 8, not persistent
+    EXPECT_EQ(gemm::plan(caps).tiled_wgmma_var, 8);
+    EXPECT_EQ(gemm::plan(caps).tiled_wgmma_ctas, 0);
+    ScopedEnv ec("B12X_GEMM_WGMMA_CTAS", "3");
+    caps.act_dtype = DType::kBF16;
+    EXPECT_EQ(gemm::plan(caps).tiled_wgmma_ctas, 3);
+  }
+  ScopedEnv e("B12X_GEMM_WGMMA", "1");
+  for (const char* v : {"17", "18"}) {
+    SCOPED_TRACE(v);
+    ScopedEnv ev("B12X_GEMM_WGMMA_VAR", v);
+    {
+      ScopedEnv ec("B12X_GEMM_WGMMA_CTAS", "3");
+      for (int64_t K : {512, 768, 1280})
+        for (LinearFormat f : {LinearFormat::kFp8Block, LinearFormat::kFp8Tensor})
+          run_case({f, 300, 264, K, DType::kBF16, DType::kBF16, true});
+      run_case({LinearFormat::kFp8Block, 1000, 136, 1024, DType::kFP16, DType::kFP16, false});
+      {
+        ScopedEnv er("B12X_GEMM_WGMMA_RASTER", "0");
+        run_case({LinearFormat::kFp8Block, 300, 264, 512, DType::kBF16, DType::kBF16, true});
+      }
+      {
+        ScopedEnv er("B12X_GEMM_WGMMA_RASTER", "2");
+        run_case({LinearFormat::kFp8Tensor, 650, 136, 512, DType::kBF16, DType::kFP16, true});
+      }
+      Case cq{LinearFormat::kFp8Block, 300, 264, 1024};
+      cq.caller_quant = true;  // 18 only (17 falls back to 8)
+      run_case(cq, true);
+    }
+    // The plan's grid with more tiles than CTAs (8 x 32 tiles).
+    run_case({LinearFormat::kFp8Block, 1000, 4096, 512, DType::kBF16, DType::kBF16, true});
+  }
+}
+
     ScopedEnv e("B12X_GEMM_WGMMA", "1");
     for (const auto& c : wgmma_cases(64, 200, 1280, true, DType::kBF16)) run_case(c);
     for (const auto& c : wgmma_cases(300, 136, 768, false, DType::kFP16)) run_case(c);
@@ -1485,19 +1542,22 @@ TEST(GemmGpuSanitize, Fp8BlockProbes) {
     run_case({f, 136, 136, 512, DType::kBF16, DType::kBF16, true});
 }
 
-/// Block FP8 variants 14 / 15 / 16 (B12X_GEMM_WGMMA_VAR=14|15|16; 14 the default) for
-/// compute-sanitizer: the bulk-copied ring (the tiled quantizer's stage images, the weight runs,
-/// transaction counts on the full barriers), K = 2048 (every slot refilled), a token tail (the
-/// quantizer's zero rows) and weight tiles past N; per-tensor FP8 on 16.
+/// Block FP8 variants 14 / 16 (B12X_GEMM_WGMMA_VAR=14|16; 14 the default) and their persistent
+/// forms 17 / 18 for compute-sanitizer: the bulk-copied ring (the tiled quantizer's stage images,
+/// the weight runs, transaction counts on the full barriers), K = 2048 (every slot refilled), a
+/// token tail (the quantizer's zero rows) and weight tiles past N; per-tensor FP8 on 16 / 18;
+/// 17 / 18 on two CTAs walking the four tiles (the ring across tiles, the epilogue buffer).
 TEST(GemmGpuSanitize, Fp8BlockBulk) {
   B12X_REQUIRE_GPU();
-  ScopedEnv e("B12X_GEMM_WGMMA", "1");
-  for (const char* v : {"14", "15", "16"}) {
+  ScopedEnv e("B12X_GEMM_WGMMA", "1"), ec("B12X_GEMM_WGMMA_CTAS", "2");
+  for (const char* v : {"14", "16", "17", "18"}) {
     ScopedEnv ev("B12X_GEMM_WGMMA_VAR", v);
     run_case({LinearFormat::kFp8Block, 200, 136, 2048, DType::kBF16, DType::kBF16, true});
   }
-  ScopedEnv ev("B12X_GEMM_WGMMA_VAR", "16");
-  run_case({LinearFormat::kFp8Tensor, 200, 136, 2048, DType::kBF16, DType::kBF16, true});
+  for (const char* v : {"16", "18"}) {
+    ScopedEnv ev("B12X_GEMM_WGMMA_VAR", v);
+    run_case({LinearFormat::kFp8Tensor, 200, 136, 2048, DType::kBF16, DType::kBF16, true});
+  }
 }
 
 TEST(GemmGpuSanitize, TiledSplitK) {
@@ -1718,17 +1778,11 @@ TEST(GemmGpu, GgmlGemvDefault) {
     EXPECT_EQ(bf16_plan(f, 1, n + 16, 4096).ggml_gemv > 0, f != LinearFormat::kQ8_0);
     EXPECT_GT(bf16_plan(f, 1, n, 4096).ggml_gemv, 0);
     if (f != LinearFormat::kQ8_0) {
-      // The kernel that runs: uncapped (no spills) on a grid of at most 2 CTAs per SM (2048 rows:
-      // 128 tiles), capped at 80 registers on one of 3 tiles per SM; both compared with the
-      // reference.
-      run_case({f, 1, 2048, 4096, DType::kBF16, DType::kBF16, false});
-      const gemm::lin::GgmlGemvLaunch small = gemm::lin::last_ggml_gemv_launch();
-      EXPECT_EQ(small.occ, 0);
-      EXPECT_LE(int64_t{small.grid_x} * small.grid_y, 2 * sms);
-      run_case({f, 1, 3 * sms * 16, 4096, DType::kBF16, DType::kBF16, true});
-      const gemm::lin::GgmlGemvLaunch big = gemm::lin::last_ggml_gemv_launch();
-      EXPECT_EQ(big.occ, 3);
-      EXPECT_GT(int64_t{big.grid_x} * big.grid_y, 2 * sms);
+      // The capped IQ2 kernels only where the grid takes more than 2 CTAs per SM.
+      const gemm::Plan pl = bf16_plan(f, 1, 2048, 4096);
+      EXPECT_EQ(pl.ggml_gemv_occ,
+                int64_t{pl.ggml_gemv_ctas} * pl.ggml_gemv_split <= 2 * sms ? 0 : 3);
+      EXPECT_EQ(bf16_plan(f, 1, 3 * sms * 16, 4096).ggml_gemv_occ, 3);
     }
     if (sms >= 128) {
       // 2048x7168 (128 tiles): the model's K split of 2 for IQ2 and Q8_0 at M = 16, none for
@@ -1746,39 +1800,6 @@ TEST(GemmGpu, GgmlGemvDefault) {
     run_case({f, 4, 200, 2304, DType::kBF16, DType::kBF16, true}, /*graph_replay=*/true);
 }
 
-TEST(GemmGpu, GgmlGemvWarps) {
-  B12X_REQUIRE_GPU();
-  // B12X_GGML_GEMV_WARPS=16 / 24 (probe): CTAs of 16 / 24 warps (one per SM) at M <= 8, with
-  // warps-per-tile counts that do not divide 8 (3, 6), the whole CTA on one tile, K splits and
-  // tile walks (2 CTAs over N = 200: 13 tiles, the last one partial); M = 1 / 3 (IQ2_XS: column
-  // groups) and 8 (one tile of 8 tokens). M = 12 keeps 8 warps.
-  ScopedEnv e("B12X_GGML_GEMV", "1");
-  for (const char* w : {"16", "24"}) {
-    ScopedEnv ew("B12X_GGML_GEMV_WARPS", w);
-    const int warps = std::atoi(w);
-    EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xxs, 8, 4096, 4096).ggml_gemv_warps, warps);
-    EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xxs, 12, 4096, 4096).ggml_gemv_warps, 8);
-    for (const char* kw : {w, warps == 24 ? "3" : "1", warps == 24 ? "6" : "4"})
-      for (const char* sp : {"1", "2"}) {
-        ScopedEnv ek("B12X_GGML_GEMV_KW", kw), es("B12X_GGML_GEMV_SPLIT", sp),
-            ec("B12X_GGML_GEMV_CTAS", kw[0] == '6' || kw[0] == '4' ? "2" : "0");
-        for (LinearFormat f : kGgmlFormats) {
-          const int64_t K = f == LinearFormat::kQ8_0 ? 1056 : 2304;
-          for (int64_t M : {1, 3, 8}) {
-            run_case({f, M, 200, K, M == 3 ? DType::kFP16 : DType::kBF16, DType::kBF16, M != 8});
-            const gemm::lin::GgmlGemvLaunch l = gemm::lin::last_ggml_gemv_launch();
-            EXPECT_EQ(l.warps, warps) << "M = " << M;
-            EXPECT_EQ(l.kw, std::atoi(kw)) << "M = " << M;
-          }
-        }
-      }
-  }
-  for (LinearFormat f : kGgmlFormats) {
-    ScopedEnv ew("B12X_GGML_GEMV_WARPS", "24");
-    run_case({f, 2, 200, 1024, DType::kBF16, DType::kBF16, true}, /*graph_replay=*/true);
-  }
-}
-
 TEST(GemmGpu, GgmlGemvGraphReplay) {
   B12X_REQUIRE_GPU();
   // Captured once, replayed with new activations in the same buffers (with and without a split).
@@ -1791,17 +1812,6 @@ TEST(GemmGpu, GgmlGemvGraphReplay) {
         for (int64_t M : {1, 16})
           run_case({f, M, 72, 1024, DType::kBF16, DType::kBF16, true}, /*graph_replay=*/true);
     }
-}
-
-TEST(GemmGpuSanitize, GgmlGemvWarps) {
-  B12X_REQUIRE_GPU();
-  // 24-warp CTAs (probe) with 3 warps per tile, a split of 2 and a tile walk.
-  ScopedEnv e("B12X_GGML_GEMV", "1"), ew("B12X_GGML_GEMV_WARPS", "24"),
-      ek("B12X_GGML_GEMV_KW", "3"), es("B12X_GGML_GEMV_SPLIT", "2"), ec("B12X_GGML_GEMV_CTAS", "1");
-  for (LinearFormat f : kGgmlFormats) {
-    run_case({f, 1, 200, f == LinearFormat::kQ8_0 ? 1056 : 2304, DType::kBF16, DType::kBF16, true});
-    run_case({f, 3, 41, 512, DType::kFP16, DType::kBF16, false});
-  }
 }
 
 TEST(GemmGpuSanitize, GgmlGemv) {

@@ -39,8 +39,18 @@
 
 namespace b12x::gemm::lin {
 
-template <WFmt F, class T, int kTokens, int kVariant = 0>
+template <WFmt F, class T, int kTokens, int kVariant0 = 0>
 struct WgmmaCfg {
+  /// FP8 variants 17 / 18 (probes) = 14 / 16 with a persistent CTA loop: the grid is the SMs
+  /// times the CTAs per SM (the occupancy query, Plan::tiled_wgmma_ctas) and CTA b walks the
+  /// tiles b, b + gridDim.x, ... in the raster order, its ring running on across tiles, so the
+  /// producer fills the next tile's stages while the MMA warpgroups store the previous tile (the
+  /// epilogue stages through its own buffer, half a tile at a time, not through the ring). Why:
+  /// each 128 x 128 tile otherwise pays the ring's fill (~1 of ~24 us at K = 4096) and its
+  /// epilogue with the tensor pipe idle (session 9's estimate).
+  static constexpr bool kPersist = kVariant0 == 17 || kVariant0 == 18;
+  /// The schedule variant the rest of the configuration follows (17 -> 14, 18 -> 16).
+  static constexpr int kVariant = kVariant0 == 17 ? 14 : kVariant0 == 18 ? 16 : kVariant0;
   static constexpr int kRows = 128;  ///< weight rows per CTA (2 warpgroups x 64)
   static constexpr int kTok = kTokens;
   static constexpr bool kFp4 = F == WFmt::kNvfp4 || F == WFmt::kMxfp4;
@@ -81,16 +91,7 @@ struct WgmmaCfg {
   /// 16 cp.async of 16 bytes per producer thread and stage (LDGSTS through the LSU) are that pipe's
   /// other large client. Needs K % 256 == 0 (KP == K: every stage a whole quantizer block) and
   /// the tiled quantizer (run() takes variant 8 where it cannot run).
-  static constexpr bool kBulk = F == WFmt::kFp8Block && (kVariant == 14 || kVariant == 15);
-  /// Block FP8 variant 15 (probe) = 9's orientation (tokens on wgmma's M side, both operands
-  /// from shared memory through descriptors, two combined scales per thread and stage) with 11's
-  /// swizzled weight rows and 14's bulk copies: the weights come as stage images too (one 16 KB
-  /// block per 128-row block and 128-K group, built at bind time by
-  /// lin::launch_fp8_weight_images into the plan's scratch, LinearParams::wscale2), so nothing
-  /// passes through the producer's registers (variants 9-12's register path: 20-50% slower than
-  /// 8). Why: the MMA warps then load neither A fragments nor 32 scales per lane per stage (the
-  /// shared-memory traffic that bounds 8), as DeepGEMM's orientation.
-  static constexpr bool kImgW = F == WFmt::kFp8Block && kVariant == 15;
+  static constexpr bool kBulk = F == WFmt::kFp8Block && kVariant == 14;
   /// FP8 variant 16 (the per-tensor default since session 9; a probe for block) = 6 / 8 with only
   /// the weights bulk-copied (the eight 2 KB runs by one producer thread, complete_tx on the full
   /// barrier, one more arrival); the activations stay cp.async (caller-quantized ones too). Why:
@@ -107,7 +108,7 @@ struct WgmmaCfg {
   /// registers two stages ahead and stores its four words as rows of K-major core matrices (no
   /// swizzle; four conflict-free 128-byte STS.32 wavefronts per atom, the cp.async's bytes), and
   /// the MMA warps no longer load A fragments.
-  static constexpr bool kTokM = kF8 && ((kVariant >= 9 && kVariant <= 12) || kVariant == 15);
+  static constexpr bool kTokM = kF8 && kVariant >= 9 && kVariant <= 12;
   /// FP8 variant 10 (probe) = 9 with the activations as wgmma's register A operand (one
   /// ldmatrix.x4 per warp and k32 step from the swizzled rows) instead of a shared-memory
   /// descriptor. Why: round 25 (4096x4096, M = 2048) measured 9 slower than 8 (block 125.4 vs 101.3
@@ -121,7 +122,7 @@ struct WgmmaCfg {
   /// 4096x4096 M = 2048 129.0 us against 101.7 for 8), so the descriptor A operand was not what
   /// cost; left are the producer's register path and the wgmmas' reads of non-swizzled B (the
   /// two 16-byte chunks of a row's k32 step 2048 bytes apart: the same banks).
-  static constexpr bool kSwB = kF8 && (kVariant == 11 || kVariant == 12 || kVariant == 15);
+  static constexpr bool kSwB = kF8 && (kVariant == 11 || kVariant == 12);
   /// FP8 variant 12 (probe) = 11 with the producer's weight words loaded three steps ahead
   /// instead of two (96 registers of them; producer 152, MMA warps 176 registers), in case the
   /// register path's load latency starves the ring. kPfSteps: producer steps between a load
@@ -205,9 +206,15 @@ struct WgmmaCfg {
   static constexpr int kMinBlocks = (!kF8 && !kWide) || kNarrow ? 2 : 1;
   static constexpr int kEpPitch = kRows * 2 + 16;  // bytes per staged output row (token)
   static constexpr int kPipeBytes = kStages * kStageBytes;
-  static constexpr int kSmemBytes =
-      (kPipeBytes > kTok * kEpPitch ? kPipeBytes : kTok * kEpPitch) + 1024;  // + alignment
-  static constexpr int kAcc = kTok / 2;  // fp32 accumulators per thread (64 x kTok / 128)
+  /// Tokens per epilogue pass: the persistent variants stage half a tile at a time in a buffer
+  /// after the ring (six FP8 stages and a whole 34 KB tile do not fit 227 KB); the others stage
+  /// the whole tile in the drained ring.
+  static constexpr int kEpTok = kPersist ? kTok / 2 : kTok;
+  static constexpr int kSmemBytes = (kPersist                       ? kPipeBytes + kEpTok * kEpPitch
+                                     : kPipeBytes > kTok * kEpPitch ? kPipeBytes
+                                                                    : kTok * kEpPitch) +
+                                    1024;  // + alignment
+  static constexpr int kAcc = kTok / 2;    // fp32 accumulators per thread (64 x kTok / 128)
   static_assert(kStages >= 3, "wgmma pipeline needs 3 stages");
   static_assert(kSmemBytes + kStaticBytes <= kSmemLimit, "wgmma kernel exceeds 227 KB");
   static_assert(kTok == 128 || kTok == 192 || ((kTok == 256) != kF8 && (kTok == 256 || kTok == 64)),
@@ -215,6 +222,8 @@ struct WgmmaCfg {
   static_assert(!kNarrow || !kF8Overlap, "two FP8 partial sets only at 128 tokens");
   static_assert(!kWide || !kF8Overlap, "two FP8 partial sets only at 128 tokens");
   static_assert(!kTokM || kTok == 128, "tokens on the M side: two warpgroups of 64 tokens");
+  static_assert(!kPersist || (kWs && kBulkW && kTok == 128 && kStages == 6),
+                "persistent: the warp-specialized bulk-copy variants (14 / 16), six stages");
   static_assert(!kWs || (kF8 ? kTok == 128 : kTok == 256),
                 "warp-specialized: FP8 at 128 tokens, BF16 operands at 256");
   static_assert(F == WFmt::kNvfp4 || ((F == WFmt::kMxfp4 || F == WFmt::kFp8Mx) && !T::kFp16) ||
@@ -622,16 +631,21 @@ __device__ __forceinline__ void wgmma_store_rows(const uint16_t* ep, const Linea
 /// CTAs resident at once share a few weight tiles (each read from HBM about once per band
 /// instead of once per token tile when the weights exceed L2) while the band's activations stay
 /// in L2. 0: the 2-D grid, weight tile fastest (blockIdx.x).
-__device__ __forceinline__ int2 wgmma_tile(const LinearParams& p, int rows, int tok) {
-  if (p.raster_group <= 0) return make_int2(blockIdx.x, blockIdx.y);
+/// Tile `id` of the 1-D order (raster bands, or weight tile fastest for raster_group 0: the
+/// persistent variants' walk).
+__device__ __forceinline__ int2 wgmma_tile_at(const LinearParams& p, int rows, int tok, int id) {
   const int tiles_w = static_cast<int>((p.NP + rows - 1) / rows);
+  if (p.raster_group <= 0) return make_int2(id % tiles_w, id / tiles_w);
   const int tiles_t = static_cast<int>((p.M + tok - 1) / tok);
   const int g = p.raster_group;
-  const int id = blockIdx.x;
   const int band = id / (g * tiles_w);
   const int in = id - band * g * tiles_w;
   const int gs = min(g, tiles_t - band * g);  // the last band may be narrower
   return make_int2(in / gs, band * g + in % gs);
+}
+__device__ __forceinline__ int2 wgmma_tile(const LinearParams& p, int rows, int tok) {
+  if (p.raster_group <= 0) return make_int2(blockIdx.x, blockIdx.y);
+  return wgmma_tile_at(p, rows, tok, blockIdx.x);
 }
 
 /// Raster bands: the activation bytes of one band's token tiles (re-read by every weight tile of
@@ -681,10 +695,12 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, t = lane & 3;
-  const int2 tile = wgmma_tile(p, C::kRows, kTok);
-  const int64_t n0 = static_cast<int64_t>(tile.x) * C::kRows;
-  const int64_t m0 = static_cast<int64_t>(tile.y) * kTok;
-  const int64_t tile0 = n0 / 16;
+  // This CTA's tile (the persistent variants: its first; set_tile moves to the next).
+  const int2 tile =
+      C::kPersist ? wgmma_tile_at(p, C::kRows, kTok, blockIdx.x) : wgmma_tile(p, C::kRows, kTok);
+  int64_t n0 = static_cast<int64_t>(tile.x) * C::kRows;
+  int64_t m0 = static_cast<int64_t>(tile.y) * kTok;
+  int64_t tile0 = n0 / 16;
 
   if constexpr (F == WFmt::kNvfp4) {
     if (tid < 128) lut[tid] = nvfp4_scale_splat<T>(static_cast<uint8_t>(tid));
@@ -732,34 +748,40 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
   constexpr int kElem = C::kF8 ? 1 : 2;  // bytes per activation
   const int64_t ldb = C::kF8 ? p.ldx_bytes : 2 * p.ldx;
   const uint8_t* const xb = static_cast<const uint8_t*>(p.x);
-  const int64_t rows_left = p.M - m0 - ar0;  // rows i with kAR i < rows_left are valid
-  const uint8_t* const asrc0 = xb + (m0 + ar0) * ldb + ac * 16;
+  int64_t rows_left = p.M - m0 - ar0;  // rows i with kAR i < rows_left are valid
+  const uint8_t* asrc0 = xb + (m0 + ar0) * ldb + ac * 16;
   const uint32_t adst0 = ar0 * 128 + ((ac ^ (ar0 & 7)) << 4);
   // All kTok / kAR rows of this thread valid (every token tile but a tail one).
   static_assert(kTok % kAR == 0, "activation rows per copying thread");
-  const bool arows_full = rows_left > kAR * (kTok / kAR - 1);
+  bool arows_full = rows_left > kAR * (kTok / kAR - 1);
+  // Persistent variants: this thread's tile coordinates (and its activation copies') for tile id
+  // of the walk (the producer runs ahead of the MMA warps: each thread keeps its own).
+  const int tiles_all = static_cast<int>((p.NP + C::kRows - 1) / C::kRows) *
+                        static_cast<int>((p.M + kTok - 1) / kTok);
+  auto set_tile = [&](int id) {
+    const int2 tl = wgmma_tile_at(p, C::kRows, kTok, id);
+    n0 = static_cast<int64_t>(tl.x) * C::kRows;
+    m0 = static_cast<int64_t>(tl.y) * kTok;
+    tile0 = n0 / 16;
+    rows_left = p.M - m0 - ar0;
+    asrc0 = xb + (m0 + ar0) * ldb + ac * 16;
+    arows_full = rows_left > kAR * (kTok / kAR - 1);
+  };
 
   auto load_weights = [&](int s, int kb) {
     if constexpr (C::kBulkW) {
-      // Variants 14 / 15: the slot's whole transaction count (weights and activations; 16: the
+      // Variant 14: the slot's whole transaction count (weights and activations; 16: the
       // weights) announced with the copying thread's arrival before its first copy; tiles past
       // the matrix copy the last one (their rows are never stored).
       if (tid == 0) {
         const uint32_t bar = full0 + 8 * s;
         wg::mbar_arrive_expect_tx(bar, C::kWBytes + (C::kBulk ? C::kActBytes : 0));
-        if constexpr (C::kImgW) {
-          // Variant 15: the weight image of row block n0 / 128 and group kb (KP / 128 groups).
-          wg::bulk_g2s(w_addr(s),
-                       p.wscale2 + ((n0 / 128) * (p.KP / C::kBK) + kb) * int64_t{C::kWBytes},
-                       C::kWBytes, bar);
-        } else {
 #pragma unroll
-          for (int i = 0; i < C::kRows / 16; ++i) {
-            const int64_t tl = tile0 + i < p.n16 ? tile0 + i : p.n16 - 1;
-            wg::bulk_g2s(w_addr(s) + i * C::kWTileBytes,
-                         p.wvals + tl * tile_stride + static_cast<int64_t>(kb) * C::kWTileBytes,
-                         C::kWTileBytes, bar);
-          }
+        for (int i = 0; i < C::kRows / 16; ++i) {
+          const int64_t tl = tile0 + i < p.n16 ? tile0 + i : p.n16 - 1;
+          wg::bulk_g2s(w_addr(s) + i * C::kWTileBytes,
+                       p.wvals + tl * tile_stride + static_cast<int64_t>(kb) * C::kWTileBytes,
+                       C::kWTileBytes, bar);
         }
       }
       return;
@@ -823,6 +845,73 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
       // stages' weights go out before griddepcontrol.wait, as in the shared ring.
       wg::setmaxnreg_dec<C::kProdRegs>();
       const int pro = num_k < kStages ? num_k : kStages;
+      if constexpr (C::kPersist) {
+        // Persistent variants: step j of this CTA's walk is stage kb of tile id (slot j %
+        // kStages, refilled once the MMA warps released its step j - kStages: empty phase
+        // (j / kStages - 1) & 1); the first tile's first stages' weights go out before
+        // griddepcontrol.wait as below.
+        for (int s = 0; s < pro; ++s) load_weights(s, s);
+        griddep_wait();
+        // Block FP8: this thread's token tid's x_scale and w_scale for the step two ahead of the
+        // one it stores (the fetch cursor fid / fkb runs two steps ahead of the walk), the
+        // product stored in the slot as variant 8 does.
+        const int toff = ((tid >> 1) & 3) * C::kBsPitch + 2 * (tid >> 3) + (tid & 1);
+        int fid = blockIdx.x, fkb = 0;
+        const float* fx = nullptr;  // x_scale row of token tid of tile fid (nullptr past M)
+        const float* fw = nullptr;  // w_scale row of tile fid's 128-row block
+        auto fset = [&] {
+          const int2 tl = wgmma_tile_at(p, C::kRows, kTok, fid);
+          const int64_t m = static_cast<int64_t>(tl.y) * kTok + tid;
+          fx = m < p.M ? p.xscale + m * p.xscale_ld : nullptr;
+          fw = reinterpret_cast<const float*>(p.wscale) + static_cast<int64_t>(tl.x) * p.scale_ld;
+        };
+        auto fetch = [&](float& x, float& w) {
+          x = 0.f;
+          w = 0.f;
+          if (fid < tiles_all && fx != nullptr && static_cast<int64_t>(fkb) * C::kBK < p.K) {
+            x = fx[fkb];
+            w = __ldg(fw + fkb);
+          }
+          if (++fkb == num_k) {
+            fkb = 0;
+            fid += gridDim.x;
+            if (fid < tiles_all) fset();
+          }
+        };
+        float x0 = 0.f, w0 = 0.f, x1 = 0.f, w1 = 0.f;
+        if constexpr (C::kProdScales) {
+          fset();
+          fetch(x0, w0);
+          fetch(x1, w1);
+        }
+        int sl = 0, kb = 0;
+        uint32_t ph = 0;
+        for (int id = blockIdx.x, step = 0; id < tiles_all; ++step) {
+          if (step >= pro) {
+            if (step >= kStages) wg::mbar_wait(empty0 + 8 * sl, ph ^ 1);
+            load_weights(sl, kb);
+          }
+          load_acts(sl, kb);
+          if constexpr (!C::kBulk) wg::mbar_cp_arrive(full0 + 8 * sl);
+          if constexpr (C::kProdScales) {
+            reinterpret_cast<float*>(sgen + sl * C::kStageBytes + C::kActBytes + C::kWBytes)[toff] =
+                x0 * w0;
+            wg::mbar_arrive(full0 + 8 * sl);  // after this thread's scale store
+            x0 = x1;
+            w0 = w1;
+            fetch(x1, w1);
+          }
+          if (++sl == kStages) sl = 0, ph ^= 1;
+          if (++kb == num_k) {
+            kb = 0;
+            id += gridDim.x;
+            if (id < tiles_all) set_tile(id);
+          }
+        }
+        wg::cp_wait<0>();  // no copy of this thread outlives it
+        griddep_launch_dependents();
+        return;
+      }
       // Variant 9: warp w's eight atoms of a stage (tiles 2w, 2w + 1, four k32 atoms each), one
       // 16-byte lane vector each, loaded into registers (fetch_w) and stored as the K-major core
       // matrices the B descriptor reads (put_w): weight row 16 tile + 8 h + g of the lane's
@@ -831,7 +920,7 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
       // warp writes one 128-byte core matrix: no bank conflict. Tiles past the matrix read the
       // last one (their output columns are never stored).
       const uint8_t* wsrc[2] = {p.wvals, p.wvals};
-      constexpr bool kRegW = C::kTokM && !C::kBulk;  // variants 9-12
+      constexpr bool kRegW = C::kTokM;  // variants 9-12
       if constexpr (kRegW) {
 #pragma unroll
         for (int i = 0; i < 2; ++i) {
@@ -1285,7 +1374,75 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
         for (int j = 0; j < 4; ++j) held[i][j] = af[i][j];
     }
   };
-  if constexpr (C::kWs) {
+  // Barrier of the MMA warps (the producer warpgroup has returned: named barrier 1 of 256).
+  auto mma_sync = [] {
+    if constexpr (C::kWs) {
+      wg::bar_sync(1, C::kMmaThreads);
+    } else {
+      __syncthreads();
+    }
+  };
+  // The output multiplier and this thread's two rows' bias of the tile at n0.
+  auto tile_out_params = [&](float& mult, float(&bias)[2]) {
+    mult = F == WFmt::kFp8Mx ? 128.f * p.out_mult : p.out_mult;
+    if (p.alpha != nullptr) mult *= *p.alpha;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int64_t n = n0 + cw * 16 + g + 8 * h;
+      bias[h] =
+          !C::kTokM && p.bias != nullptr && n < p.N ? load_out_type(p.bias, n, p.out_fp16) : 0.f;
+    }
+  };
+  // Accumulator (wgmma D fragment): acc[4j + 2h + e] = (weight row 16 cw + g + 8h, token
+  // 8j + 2t + e). Tokens 8 j0 .. 8 j0 + kEpTok - 1 staged as out dtype [token - 8 j0][row]
+  // (kEpPitch-byte rows) for wgmma_store_rows.
+  auto stage_out = [&](uint16_t* ep, int j0, float mult, const float(&bias)[2]) {
+#pragma unroll
+    for (int j = 0; j < C::kEpTok / 8; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          ep[(8 * j + 2 * t + e) * (C::kEpPitch / 2) + cw * 16 + g + 8 * h] =
+              wgmma_out_bits(acc[4 * (j0 + j) + 2 * h + e] * mult + bias[h], p.out_fp16);
+        }
+  };
+  if constexpr (C::kPersist) {
+    // MMA warpgroups of the persistent variants: per tile the main loop of the warp-specialized
+    // ring below (slot and phase run on across tiles), then the epilogue in two passes of half
+    // the tokens through the buffer after the ring, while the producer fills the next tile's
+    // stages. The barrier after each pass's stores frees the buffer for the next pass.
+    uint16_t* const ep = reinterpret_cast<uint16_t*>(sgen + C::kPipeBytes);
+    int sl = 0;
+    uint32_t ph = 0;
+    for (int id = blockIdx.x;;) {
+#pragma unroll
+      for (int i = 0; i < C::kAcc; ++i) acc[i] = 0.f;
+      for (int kb = 0; kb < num_k; ++kb) {
+        wg::mbar_wait(full0 + 8 * sl, ph);
+        wg::fence_proxy_async();  // cp.async writes (generic proxy) read by wgmma (async proxy)
+        compute(sl, kb);          // releases the slot (kHoist)
+        if (++sl == kStages) sl = 0, ph ^= 1;
+      }
+      wg::fence_acc(acc);
+      float mult = 0.f;
+      float bias[2] = {0.f, 0.f};
+      tile_out_params(mult, bias);
+#pragma unroll
+      for (int hf = 0; hf < kTok / C::kEpTok; ++hf) {
+        stage_out(ep, hf * (C::kEpTok / 8), mult, bias);
+        mma_sync();
+        wgmma_store_rows<C::kRows, C::kEpTok, C::kMmaThreads, C::kEpPitch>(
+            ep, p, n0, m0 + hf * C::kEpTok, 32 * cw + lane);
+        mma_sync();
+      }
+      id += gridDim.x;
+      if (id >= tiles_all) break;
+      set_tile(id);
+    }
+    griddep_launch_dependents();
+    return;
+  } else if constexpr (C::kWs) {
     // MMA warpgroups: wait for stage kb's slot to fill (full phase kb / kStages), consume it,
     // release it (this thread's wgmmas of the slot retired and its shared-memory reads done).
     int sl = 0;
@@ -1351,26 +1508,11 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
   wg::fence_acc(acc);
   wg::cp_wait<0>();
   griddep_launch_dependents();
-  // Barrier of the MMA warps (the producer warpgroup has returned: named barrier 1 of 256).
-  auto mma_sync = [] {
-    if constexpr (C::kWs) {
-      wg::bar_sync(1, C::kMmaThreads);
-    } else {
-      __syncthreads();
-    }
-  };
   mma_sync();  // the pipeline buffers become the output staging tile
 
-  // Accumulator (wgmma D fragment): acc[4j + 2h + e] = (weight row 16 cw + g + 8h, token
-  // 8j + 2t + e). Staged as out dtype [token][row] (kEpPitch-byte rows), then written as rows.
-  float mult = F == WFmt::kFp8Mx ? 128.f * p.out_mult : p.out_mult;
-  if (p.alpha != nullptr) mult *= *p.alpha;
+  float mult = 0.f;
   float bias[2] = {0.f, 0.f};
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int64_t n = n0 + cw * 16 + g + 8 * h;
-    if (!C::kTokM && p.bias != nullptr && n < p.N) bias[h] = load_out_type(p.bias, n, p.out_fp16);
-  }
+  tile_out_params(mult, bias);
   uint16_t* ep = reinterpret_cast<uint16_t*>(sgen);
   if constexpr (C::kTokM) {
     // acc[4j + 2h + e] = (token 16 cw + g + 8h, weight row 8j + 2t + e): row pairs as u32 (bank
@@ -1391,15 +1533,7 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
       }
     }
   } else {
-#pragma unroll
-    for (int j = 0; j < kTok / 8; ++j)
-#pragma unroll
-      for (int h = 0; h < 2; ++h)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          ep[(8 * j + 2 * t + e) * (C::kEpPitch / 2) + cw * 16 + g + 8 * h] =
-              wgmma_out_bits(acc[4 * j + 2 * h + e] * mult + bias[h], p.out_fp16);
-        }
+    stage_out(ep, 0, mult, bias);
   }
   mma_sync();
   wgmma_store_rows<C::kRows, kTok, C::kMmaThreads, C::kEpPitch>(ep, p, n0, m0, 32 * cw + lane);
