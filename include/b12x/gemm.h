@@ -204,15 +204,17 @@ struct Plan {
   /// that fit SM12x), so the slice halves at M = 9..32 stage more than one slice per chunk.
   int decode_pipe_kb = 0;
   /// GGML formats (IQ2_XXS, IQ2_XS, Q8_0) at M <= 16: the GEMV kernel (linear_gemv_ggml) with
-  /// this many warps per 16-row tile (1, 2, 4, 8; 0 = the decode kernel), its K split over
-  /// ggml_gemv_split CTAs (fp32 partials + the reduce kernel when > 1), at most ggml_gemv_ctas
-  /// CTAs per split walking the row tiles, ggml_gemv_occ = 3: the IQ2 one-tile kernels capped at
-  /// 80 registers (3 CTAs per SM). B12X_GGML_GEMV=0|1, B12X_GGML_GEMV_KW=<n>,
-  /// B12X_GGML_GEMV_SPLIT=<n>, B12X_GGML_GEMV_CTAS=<n>, B12X_GGML_GEMV_OCC=0|3 override.
+  /// this many warps per 16-row tile (a divisor of ggml_gemv_warps; 0 = the decode kernel), its K
+  /// split over ggml_gemv_split CTAs (fp32 partials + the reduce kernel when > 1), at most
+  /// ggml_gemv_ctas CTAs per split walking the row tiles, ggml_gemv_occ = 3: the IQ2 one-tile
+  /// kernels capped at 80 registers (3 CTAs per SM); ggml_gemv_warps per CTA (8; 16 / 24 at M <= 8:
+  /// one CTA per SM, probe). B12X_GGML_GEMV=0|1, B12X_GGML_GEMV_KW=<n>, B12X_GGML_GEMV_SPLIT=<n>,
+  /// B12X_GGML_GEMV_CTAS=<n>, B12X_GGML_GEMV_OCC=0|3, B12X_GGML_GEMV_WARPS=8|16|24 override.
   int ggml_gemv = 0;
   int ggml_gemv_split = 1;
   int ggml_gemv_ctas = 0;
   int ggml_gemv_occ = 0;
+  int ggml_gemv_warps = 8;
   /// The split is one thread-block cluster reduced through distributed shared memory (SM90+,
   /// split <= 8); otherwise partials go to scratch and a second kernel reduces them.
   bool split_cluster = false;

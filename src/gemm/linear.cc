@@ -222,16 +222,18 @@ bool ggml_gemv_default(lin::WFmt wf, int64_t n16, int64_t sms) {
   return wf != lin::WFmt::kQ8_0 || n16 <= 2 * sms;
 }
 
-/// The GGML GEMV's grid: warps per 16-row tile (kw; 8 / kw tiles per CTA), K split over CTAs and
-/// the CTAs per split (at most the resident ones, walking the tile groups), by a cost model: an
-/// SM's time ~ its CTAs x (a CTA's warp-batches + the IQ2 table fill, ~3 batches), doubled
-/// below 16 resident warps per SM (latency), plus the reduce kernel of a split (~8 batches; for
+/// The GGML GEMV's grid for CTAs of `warps` warps: warps per 16-row tile (kw, a divisor of warps;
+/// warps / kw tiles per CTA), K split over CTAs and the CTAs per split (at most the resident ones,
+/// walking the tile groups), by a cost model: an SM's time ~ its CTAs x (a CTA's warp-batches +
+/// the IQ2 table fill, ~3 batches), doubled below 16 resident warps per SM (latency), plus the
+/// reduce kernel of a split (~8 batches; for
 /// Q8_0's shorter batches at M <= 8 ~60: round 34, Q8_0 2048x7168 M = 1, kw 8 split 2 on 256 CTAs
 /// 9.20 us, split 1 on 128 CTAs 8.43).
 struct GgmlGemvGrid {
   int kw = 8, split = 1, ctas = 0;
 };
-GgmlGemvGrid ggml_gemv_grid(lin::WFmt wf, int64_t n16, int64_t K, int64_t M, int64_t sms, int occ) {
+GgmlGemvGrid ggml_gemv_grid(lin::WFmt wf, int64_t n16, int64_t K, int64_t M, int64_t sms, int occ,
+                            int warps) {
   const int64_t u = wf == lin::WFmt::kQ8_0 ? 4 : 8;
   const double reduce = wf == lin::WFmt::kQ8_0 && M <= 8 ? 60.0 : 8.0;
   const int64_t batches = (K / 32 + u - 1) / u;
@@ -239,16 +241,19 @@ GgmlGemvGrid ggml_gemv_grid(lin::WFmt wf, int64_t n16, int64_t K, int64_t M, int
   const int64_t cap = std::max<int64_t>(1, occ) * sms;
   GgmlGemvGrid best;
   double best_cost = 1e30;
-  for (int kw = 8; kw >= 1; kw /= 2)
+  for (int kw = warps; kw >= 1; --kw)
     for (int split = 1; split <= 16; split *= 2) {
-      if (static_cast<int64_t>(kw) * split > std::max<int64_t>(batches, 1)) continue;
-      const int64_t groups = (n16 + 8 / kw - 1) / (8 / kw);
+      if (warps % kw != 0 || static_cast<int64_t>(kw) * split > std::max<int64_t>(batches, 1))
+        continue;
+      const int64_t tpc = warps / kw;
+      const int64_t groups = (n16 + tpc - 1) / tpc;
       const int64_t gx = std::max<int64_t>(1, std::min(groups, cap / split));
       const int64_t per_sm = (gx * split + sms - 1) / sms;
       const int64_t bps = (batches + split - 1) / split;
-      const double work = static_cast<double>((groups + gx - 1) / gx) * 8.0 * ((bps + kw - 1) / kw);
+      const double work =
+          static_cast<double>((groups + gx - 1) / gx) * warps * ((bps + kw - 1) / kw);
       double cost = static_cast<double>(per_sm) * (work + fill);
-      if (std::min<int64_t>(per_sm, occ) * 8 < 16) cost *= 2.0;
+      if (std::min<int64_t>(per_sm, occ) * warps < 16) cost *= 2.0;
       if (split > 1) cost += reduce;
       if (cost < best_cost) {
         best_cost = cost;
@@ -513,23 +518,33 @@ Plan plan(const Caps& caps) {
       p.ggml_gemv_occ = kGgmlGemvOcc;
       const char* occ_env = std::getenv("B12X_GGML_GEMV_OCC");
       if (occ_env != nullptr) p.ggml_gemv_occ = std::atoi(occ_env) == 3 ? 3 : 0;
-      const int occ =
-          std::max(1, lin::prepare_ggml_gemv(caps.device, wf, fp16, M, p.ggml_gemv_occ));
-      const GgmlGemvGrid gg = ggml_gemv_grid(wf, geo.n16, K, M, dev.sm_count, occ);
+      // Probe: CTAs of 16 / 24 warps (one per SM, the one-tile kernels at M <= 8).
+      if (const char* w = std::getenv("B12X_GGML_GEMV_WARPS"); w != nullptr && M <= 8) {
+        const int want = std::atoi(w);
+        if (want == 16 || want == 24) p.ggml_gemv_warps = want;
+      }
+      if (p.ggml_gemv_warps != 8) p.ggml_gemv_occ = 0;
+      const int occ = std::max(
+          1, lin::prepare_ggml_gemv(caps.device, wf, fp16, M, p.ggml_gemv_occ, p.ggml_gemv_warps));
+      const GgmlGemvGrid gg =
+          ggml_gemv_grid(wf, geo.n16, K, M, dev.sm_count, occ, p.ggml_gemv_warps);
       // Where that grid takes at most 2 CTAs per SM, the uncapped IQ2 kernels (no spills;
       // IQ2_XS: 16 grid copies, no bank conflicts) run it, every CTA still resident. Round 33,
       // IQ2_XS M = 1, capped (8 copies) -> uncapped, us: 4096x4096 7.93 -> 7.77, 4096x14336
       // 18.05 -> 17.24, 2048x7168 9.60 -> 9.56; on grids of 3 per SM the capped kernels win
       // (6144x4096 10.46 vs 12.88 uncapped on its own grid).
       if (occ_env == nullptr && p.ggml_gemv_occ == 3 &&
-          static_cast<int64_t>(gg.ctas) * gg.split <= 2 * dev.sm_count)
+          static_cast<int64_t>(gg.ctas) * gg.split <= 2 * dev.sm_count) {
         p.ggml_gemv_occ = 0;
+        lin::prepare_ggml_gemv(caps.device, wf, fp16, M, 0, p.ggml_gemv_warps);
+      }
       p.ggml_gemv = gg.kw;
       p.ggml_gemv_split = gg.split;
       p.ggml_gemv_ctas = gg.ctas;
       if (const char* k = std::getenv("B12X_GGML_GEMV_KW"); k != nullptr) {
         const int want = std::atoi(k);
-        if (want == 1 || want == 2 || want == 4 || want == 8) p.ggml_gemv = want;
+        if (want >= 1 && want <= p.ggml_gemv_warps && p.ggml_gemv_warps % want == 0)
+          p.ggml_gemv = want;
       }
       if (const char* sp = std::getenv("B12X_GGML_GEMV_SPLIT"); sp != nullptr)
         p.ggml_gemv_split = static_cast<int>(std::clamp<int64_t>(std::atoll(sp), 1, 64));
@@ -1183,8 +1198,8 @@ void run(const Binding& b, Stream stream) {
   if (plan.ggml_gemv > 0 && p.x_vec16 && M <= kGgmlGemvMaxM && M <= plan.caps.max_tokens) {
     p.split = plan.ggml_gemv_split;
     p.partial = p.split > 1 ? reinterpret_cast<float*>(b.scratch + plan.off_partial) : nullptr;
-    lin::launch_ggml_gemv(im.wfmt, fp16, plan.ggml_gemv, plan.ggml_gemv_ctas, plan.ggml_gemv_occ, p,
-                          stream);
+    lin::launch_ggml_gemv(im.wfmt, fp16, plan.ggml_gemv, plan.ggml_gemv_ctas, plan.ggml_gemv_occ,
+                          plan.ggml_gemv_warps, p, stream);
     if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);
     return;
   }

@@ -2,6 +2,10 @@
 #include "gemm/linear_gemv_ggml.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <utility>
 
 #include "core/cuda_check.h"
 #include "core/launch.h"
@@ -20,6 +24,8 @@ static_assert(gemv::smem_bytes<WFmt::kIq2Xs>() + gemv::kWarps * 8 * 32 * 4 <= 10
 static_assert(3 * (gemv::smem_bytes<WFmt::kIq2Xs, true>() + gemv::kWarps * 4 * 32 * 4 + 1024) <=
                   228 * 1024,
               "3 CTAs per SM of the capped IQ2_XS GEMV");
+static_assert(gemv::smem_bytes<WFmt::kIq2Xs>() + 24 * 4 * 32 * 4 <= 101376,
+              "the 24-warp GGML GEMV must fit SM12x's 99 KB of shared memory per block");
 
 template <WFmt F, class T>
 GemvFn fn_nt(int nt) {
@@ -48,13 +54,44 @@ GemvFn pick(WFmt f, int nt, int occ) {
   }
 }
 
+/// The one-tile kernels (nt 0 / 1) with `warps` (16 / 24) warps per CTA, uncapped (one CTA per
+/// SM; 24 warps leave 85 registers per thread).
+template <class T, int kW>
+GemvFn pick_wide(WFmt f, int nt) {
+  switch (f) {
+    case WFmt::kQ8_0:
+      return nt == 1 ? &linear_gemv_ggml_kernel<WFmt::kQ8_0, T, 1, false, 0, kW> : nullptr;
+    case WFmt::kIq2Xxs:
+      return nt == 1 ? &linear_gemv_ggml_kernel<WFmt::kIq2Xxs, T, 1, false, 0, kW> : nullptr;
+    case WFmt::kIq2Xs:
+      return nt == 0 ? &linear_gemv_ggml_kernel<WFmt::kIq2Xs, T, 1, true, 0, kW>
+                     : &linear_gemv_ggml_kernel<WFmt::kIq2Xs, T, 1, false, 0, kW>;
+    default:
+      return nullptr;
+  }
+}
+
+/// The kernel that launch_ggml_gemv runs (nullptr: none).
+GemvFn kernel_of(WFmt f, bool fp16, int nt, int occ, int warps) {
+  if (warps != gemv::kWarps) {
+    if (nt > 1) return nullptr;
+    if (warps == 16) return fp16 ? pick_wide<Fp16Tag, 16>(f, nt) : pick_wide<Bf16Tag, 16>(f, nt);
+    if (warps == 24) return fp16 ? pick_wide<Fp16Tag, 24>(f, nt) : pick_wide<Bf16Tag, 24>(f, nt);
+    return nullptr;
+  }
+  return fp16 ? pick<Fp16Tag>(f, nt, occ) : pick<Bf16Tag>(f, nt, occ);
+}
+
+thread_local GgmlGemvLaunch t_last;  // last_ggml_gemv_launch()
+
 /// The variant for M tokens (0 = IQ2_XS column groups) and the tokens per grid.z.
 int variant_nt(WFmt f, int64_t M) {
   return f == WFmt::kIq2Xs && M <= 4 ? 0 : M <= 8 ? 1 : 2;
 }
 
-/// The dynamic shared memory of pick(f, nt, occ)'s kernel.
-int smem_of(WFmt f, int nt, int occ) {
+/// The dynamic shared memory of kernel_of(f, *, nt, occ, warps).
+int smem_of(WFmt f, int nt, int occ, int warps) {
+  if (warps != gemv::kWarps) occ = 0;  // one CTA per SM: 16 table copies
   switch (f) {
     case WFmt::kIq2Xxs:
       return occ == 3 && nt == 1 ? gemv::smem_bytes<WFmt::kIq2Xxs, true>()
@@ -69,47 +106,65 @@ int smem_of(WFmt f, int nt, int occ) {
 
 }  // namespace
 
+GgmlGemvLaunch last_ggml_gemv_launch() {
+  return t_last;
+}
+
 bool ggml_gemv_available(WFmt f) {
   return f == WFmt::kQ8_0 || f == WFmt::kIq2Xxs || f == WFmt::kIq2Xs;
 }
 
-int prepare_ggml_gemv(int device, WFmt f, bool fp16, int64_t M, int occ) {
+int prepare_ggml_gemv(int device, WFmt f, bool fp16, int64_t M, int occ, int warps) {
   B12X_ASSERT(ggml_gemv_available(f), "no GGML GEMV for format ", static_cast<int>(f));
+  const int nt = variant_nt(f, M);
+  const GemvFn k = kernel_of(f, fp16, nt, occ, warps);
+  B12X_ASSERT(k != nullptr, "no GGML GEMV for format ", static_cast<int>(f), " with ", warps,
+              " warps at M=", M);
+  const void* fn = reinterpret_cast<const void*>(k);
+  // Once per (device, kernel): the opt-in and the occupancy do not change after that.
+  static std::mutex mu;
+  static std::map<std::pair<int, const void*>, int> known;
+  std::lock_guard<std::mutex> lock(mu);
+  if (const auto it = known.find({device, fn}); it != known.end()) return it->second;
   int prev = 0;
   B12X_CUDA_CHECK(cudaGetDevice(&prev));
   if (prev != device) B12X_CUDA_CHECK(cudaSetDevice(device));
-  const int nt = variant_nt(f, M);
+  const int smem = smem_of(f, nt, occ, warps);
+  if (smem > 0) B12X_CUDA_CHECK(::b12x::detail::opt_in_smem(fn, smem));
   int blocks = 0;
-  for (int n = 0; n <= 2; ++n)
-    for (const int o : {0, 3}) {
-      const GemvFn k = fp16 ? pick<Fp16Tag>(f, n, o) : pick<Bf16Tag>(f, n, o);
-      if (k == nullptr) continue;
-      const int smem = smem_of(f, n, o);
-      B12X_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(k),
-                                           cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-      if (n == nt && o == occ)
-        B12X_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-            &blocks, reinterpret_cast<const void*>(k), gemv::kThreads, static_cast<size_t>(smem)));
-    }
+  B12X_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, fn, 32 * warps,
+                                                                static_cast<size_t>(smem)));
   if (prev != device) B12X_CUDA_CHECK(cudaSetDevice(prev));
+  known[{device, fn}] = blocks;
   return blocks;
 }
 
-void launch_ggml_gemv(WFmt f, bool fp16, int kw, int ctas, int occ, const LinearParams& p,
-                      Stream stream) {
+void launch_ggml_gemv(WFmt f, bool fp16, int kw, int ctas, int occ, int warps,
+                      const LinearParams& p, Stream stream) {
   const int nt = variant_nt(f, p.M);
-  const GemvFn k = fp16 ? pick<Fp16Tag>(f, nt, occ) : pick<Bf16Tag>(f, nt, occ);
-  B12X_ASSERT(k != nullptr, "no GGML GEMV for format ", static_cast<int>(f));
-  B12X_ASSERT(kw == 1 || kw == 2 || kw == 4 || kw == 8, "GGML GEMV: kw=", kw);
-  const int tpc = gemv::kWarps / kw;
+  const GemvFn k = kernel_of(f, fp16, nt, occ, warps);
+  B12X_ASSERT(k != nullptr, "no GGML GEMV for format ", static_cast<int>(f), " with ", warps,
+              " warps at M=", p.M);
+  B12X_ASSERT(kw >= 1 && kw <= warps && warps % kw == 0, "GGML GEMV: kw=", kw, " with ", warps,
+              " warps");
+  const int tpc = warps / kw;
   const int64_t groups = (p.n16 + tpc - 1) / tpc;
   const int64_t gx = ctas > 0 ? std::min<int64_t>(ctas, groups) : groups;
   const dim3 grid(
       static_cast<unsigned>(gx), static_cast<unsigned>(p.split),
       static_cast<unsigned>((p.M + (nt == 0 ? 3 : 8 * nt - 1)) / (nt == 0 ? 4 : 8 * nt)));
-  B12X_CUDA_CHECK(b12x::detail::launch_ex(k, grid, dim3(gemv::kThreads),
-                                          static_cast<size_t>(smem_of(f, nt, occ)), stream,
-                                          p.pdl != 0, dim3(1, 1, 1), p, kw));
+  const bool capped = occ == 3 && warps == gemv::kWarps && f != WFmt::kQ8_0 && nt <= 1;
+  t_last = GgmlGemvLaunch{nt, capped ? 3 : 0, warps, kw, grid.x, grid.y, grid.z};
+  // Probe of the wide kernels (read once): B12X_GGML_GEMV_TRIGGER=1, the PDL trigger at each
+  // warp's last batch (kernel argument bit 8).
+  static const bool early_trigger = [] {
+    const char* e = std::getenv("B12X_GGML_GEMV_TRIGGER");
+    return e != nullptr && e[0] == '1';
+  }();
+  const int kw_arg = kw | (warps != gemv::kWarps && early_trigger ? 0x100 : 0);
+  B12X_CUDA_CHECK(b12x::detail::launch_ex(k, grid, dim3(32 * warps),
+                                          static_cast<size_t>(smem_of(f, nt, occ, warps)), stream,
+                                          p.pdl != 0, dim3(1, 1, 1), p, kw_arg));
   B12X_CUDA_CHECK_LAUNCH();
 }
 

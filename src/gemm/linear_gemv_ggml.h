@@ -11,17 +11,26 @@ struct LinearParams;
 
 /// The GGML GEMV exists for the format (IQ2_XXS, IQ2_XS, Q8_0; BF16 or FP16 activations).
 bool ggml_gemv_available(WFmt f);
-/// Host-only (plan time, before capture): the shared-memory opt-in of the format's kernels on
-/// `device`; returns the CTAs per SM (occupancy) of the kernel that launch_ggml_gemv runs for M
-/// tokens. occ = 3: the IQ2 one-tile kernels with registers capped for 3 CTAs per SM (0:
-/// uncapped).
-int prepare_ggml_gemv(int device, WFmt f, bool fp16, int64_t M, int occ);
-/// grid = (min(ctas, ceil(n16 / (8 / kw))), p.split, ceil(M / tokens)), tokens = 8 for M <= 8
-/// (4 for IQ2_XS at M <= 4), else 16; the CTAs walk the groups of 8 / kw tiles grid-stride
-/// (ctas <= 0: one per group). kw (1, 2, 4, 8): warps per 16-row tile (K split inside the CTA).
-/// p.split > 1 writes fp32 partials (all NP rows) to p.partial for launch_linear_reduce. Needs
-/// 16-byte aligned activation rows.
-void launch_ggml_gemv(WFmt f, bool fp16, int kw, int ctas, int occ, const LinearParams& p,
-                      Stream stream);
+/// Host-only (plan time, before capture): the shared-memory opt-in of the kernel that
+/// launch_ggml_gemv runs for M tokens with `occ` and `warps` on `device`, and its CTAs per SM
+/// (occupancy); both once per (device, kernel). occ = 3: the IQ2 one-tile kernels with registers
+/// capped for 3 CTAs per SM (0: uncapped). warps: 8, or 16 / 24 for the one-tile kernels (M <= 8).
+int prepare_ggml_gemv(int device, WFmt f, bool fp16, int64_t M, int occ, int warps);
+/// grid = (min(ctas, ceil(n16 / (warps / kw))), p.split, ceil(M / tokens)), tokens = 8 for M <= 8
+/// (4 for IQ2_XS at M <= 4), else 16; the CTAs walk the groups of warps / kw tiles grid-stride
+/// (ctas <= 0: one per group). kw (a divisor of warps): warps per 16-row tile (K split inside
+/// the CTA). p.split > 1 writes fp32 partials (all NP rows) to p.partial for
+/// launch_linear_reduce. Needs 16-byte aligned activation rows and prepare_ggml_gemv's opt-in.
+void launch_ggml_gemv(WFmt f, bool fp16, int kw, int ctas, int occ, int warps,
+                      const LinearParams& p, Stream stream);
+/// The calling thread's last launch_ggml_gemv (a debug query for the tests: which kernel ran on
+/// which grid).
+struct GgmlGemvLaunch {
+  int nt = -1;  // 0: IQ2_XS column groups, 1 / 2 token tiles
+  int occ = 0;  // 3: the IQ2 one-tile kernels capped at 80 registers, else 0
+  int warps = 0, kw = 0;
+  unsigned grid_x = 0, grid_y = 0, grid_z = 0;
+};
+GgmlGemvLaunch last_ggml_gemv_launch();
 
 }  // namespace b12x::gemm::lin

@@ -24,6 +24,7 @@
 #include "formats/ggml.h"
 #include "formats/scalar.h"
 #include "formats/swizzle.h"
+#include "gemm/linear_gemv_ggml.h"
 #include "gpu_test_util.h"
 #include "reference/parallel.h"
 
@@ -1778,11 +1779,17 @@ TEST(GemmGpu, GgmlGemvDefault) {
     EXPECT_EQ(bf16_plan(f, 1, n + 16, 4096).ggml_gemv > 0, f != LinearFormat::kQ8_0);
     EXPECT_GT(bf16_plan(f, 1, n, 4096).ggml_gemv, 0);
     if (f != LinearFormat::kQ8_0) {
-      // The capped IQ2 kernels only where the grid takes more than 2 CTAs per SM.
-      const gemm::Plan pl = bf16_plan(f, 1, 2048, 4096);
-      EXPECT_EQ(pl.ggml_gemv_occ,
-                int64_t{pl.ggml_gemv_ctas} * pl.ggml_gemv_split <= 2 * sms ? 0 : 3);
-      EXPECT_EQ(bf16_plan(f, 1, 3 * sms * 16, 4096).ggml_gemv_occ, 3);
+      // The kernel that runs: uncapped (no spills) on a grid of at most 2 CTAs per SM (2048 rows:
+      // 128 tiles), capped at 80 registers on one of 3 tiles per SM; both compared with the
+      // reference.
+      run_case({f, 1, 2048, 4096, DType::kBF16, DType::kBF16, false});
+      const gemm::lin::GgmlGemvLaunch small = gemm::lin::last_ggml_gemv_launch();
+      EXPECT_EQ(small.occ, 0);
+      EXPECT_LE(int64_t{small.grid_x} * small.grid_y, 2 * sms);
+      run_case({f, 1, 3 * sms * 16, 4096, DType::kBF16, DType::kBF16, true});
+      const gemm::lin::GgmlGemvLaunch big = gemm::lin::last_ggml_gemv_launch();
+      EXPECT_EQ(big.occ, 3);
+      EXPECT_GT(int64_t{big.grid_x} * big.grid_y, 2 * sms);
     }
     if (sms >= 128) {
       // 2048x7168 (128 tiles): the model's K split of 2 for IQ2 and Q8_0 at M = 16, none for
@@ -1800,6 +1807,39 @@ TEST(GemmGpu, GgmlGemvDefault) {
     run_case({f, 4, 200, 2304, DType::kBF16, DType::kBF16, true}, /*graph_replay=*/true);
 }
 
+TEST(GemmGpu, GgmlGemvWarps) {
+  B12X_REQUIRE_GPU();
+  // B12X_GGML_GEMV_WARPS=16 / 24 (probe): CTAs of 16 / 24 warps (one per SM) at M <= 8, with
+  // warps-per-tile counts that do not divide 8 (3, 6), the whole CTA on one tile, K splits and
+  // tile walks (2 CTAs over N = 200: 13 tiles, the last one partial); M = 1 / 3 (IQ2_XS: column
+  // groups) and 8 (one tile of 8 tokens). M = 12 keeps 8 warps.
+  ScopedEnv e("B12X_GGML_GEMV", "1");
+  for (const char* w : {"16", "24"}) {
+    ScopedEnv ew("B12X_GGML_GEMV_WARPS", w);
+    const int warps = std::atoi(w);
+    EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xxs, 8, 4096, 4096).ggml_gemv_warps, warps);
+    EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xxs, 12, 4096, 4096).ggml_gemv_warps, 8);
+    for (const char* kw : {w, warps == 24 ? "3" : "1", warps == 24 ? "6" : "4"})
+      for (const char* sp : {"1", "2"}) {
+        ScopedEnv ek("B12X_GGML_GEMV_KW", kw), es("B12X_GGML_GEMV_SPLIT", sp),
+            ec("B12X_GGML_GEMV_CTAS", kw[0] == '6' || kw[0] == '4' ? "2" : "0");
+        for (LinearFormat f : kGgmlFormats) {
+          const int64_t K = f == LinearFormat::kQ8_0 ? 1056 : 2304;
+          for (int64_t M : {1, 3, 8}) {
+            run_case({f, M, 200, K, M == 3 ? DType::kFP16 : DType::kBF16, DType::kBF16, M != 8});
+            const gemm::lin::GgmlGemvLaunch l = gemm::lin::last_ggml_gemv_launch();
+            EXPECT_EQ(l.warps, warps) << "M = " << M;
+            EXPECT_EQ(l.kw, std::atoi(kw)) << "M = " << M;
+          }
+        }
+      }
+  }
+  for (LinearFormat f : kGgmlFormats) {
+    ScopedEnv ew("B12X_GGML_GEMV_WARPS", "24");
+    run_case({f, 2, 200, 1024, DType::kBF16, DType::kBF16, true}, /*graph_replay=*/true);
+  }
+}
+
 TEST(GemmGpu, GgmlGemvGraphReplay) {
   B12X_REQUIRE_GPU();
   // Captured once, replayed with new activations in the same buffers (with and without a split).
@@ -1812,6 +1852,17 @@ TEST(GemmGpu, GgmlGemvGraphReplay) {
         for (int64_t M : {1, 16})
           run_case({f, M, 72, 1024, DType::kBF16, DType::kBF16, true}, /*graph_replay=*/true);
     }
+}
+
+TEST(GemmGpuSanitize, GgmlGemvWarps) {
+  B12X_REQUIRE_GPU();
+  // 24-warp CTAs (probe) with 3 warps per tile, a split of 2 and a tile walk.
+  ScopedEnv e("B12X_GGML_GEMV", "1"), ew("B12X_GGML_GEMV_WARPS", "24"),
+      ek("B12X_GGML_GEMV_KW", "3"), es("B12X_GGML_GEMV_SPLIT", "2"), ec("B12X_GGML_GEMV_CTAS", "1");
+  for (LinearFormat f : kGgmlFormats) {
+    run_case({f, 1, 200, f == LinearFormat::kQ8_0 ? 1056 : 2304, DType::kBF16, DType::kBF16, true});
+    run_case({f, 3, 41, 512, DType::kFP16, DType::kBF16, false});
+  }
 }
 
 TEST(GemmGpuSanitize, GgmlGemv) {

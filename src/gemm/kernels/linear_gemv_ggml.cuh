@@ -37,6 +37,8 @@ namespace b12x::gemm::lin {
 
 namespace gemv {
 
+/// Warps per CTA of the default kernels (kW; 16 / 24: one CTA per SM, the IQ2 tables filled
+/// once per SM instead of once per each of 2-3 CTAs).
 inline constexpr int kWarps = 8;
 inline constexpr int kThreads = 32 * kWarps;
 /// Copies of the IQ2 tables (lane classes of a half-warp's 8-byte loads): 16 make every
@@ -310,9 +312,15 @@ __device__ __forceinline__ void load_acts(const uint16_t* xa, uint32_t x[4]) {
 /// group h (lanes g = 4h + m load token m with the other group's activations zeroed), so one
 /// chain and one sub-scale per lane; lanes t and t + 2 (columns 2t, 2t + 1 of groups 0 / 1) are
 /// added before the epilogue.
-template <WFmt F, class T, int NT, bool kCols, bool kO3>
-__device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, int kw) {
+template <WFmt F, class T, int NT, bool kCols, bool kO3, int kW>
+__device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, int kw_arg) {
   using namespace gemv;
+  constexpr int kThr = 32 * kW;
+  // The wide kernels (probe): bit 8 of the argument moves the PDL trigger to the start of each
+  // warp's last batch (one CTA per SM: the next call's CTAs launch early and take each SM as
+  // its CTA exits, with no free slots elsewhere to skew their placement).
+  const int kw = kW == kWarps ? kw_arg : kw_arg & 0xFF;
+  const bool trig = kW != kWarps && (kw_arg & 0x100) != 0;
   constexpr bool kIq2 = F != WFmt::kQ8_0;
   constexpr bool kXs = F == WFmt::kIq2Xs;
   constexpr int kU = batch_atoms<F>();
@@ -321,11 +329,11 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, int kw) {
   // Two PRMT source words after the tables (u32 index; registers ptxas cannot rematerialize).
   constexpr int kSrcWord = (kE * kGc + 128 * kClasses) * 2;
   extern __shared__ __align__(16) uint64_t tabs[];
-  __shared__ float red[kWarps][NT * 4][32];
+  __shared__ float red[kW][NT * 4][32];
 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
-  const int tpc = kWarps / kw;
+  const int tpc = kW / kw;
   const int kp = warp % kw;
   // Tile groups (tpc tiles of 16 rows) handed out grid-stride over grid.x, so that a grid capped
   // at the resident CTAs fills the IQ2 tables once per CTA; the warp's tile of group tg.
@@ -362,18 +370,18 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, int kw) {
     // One entry per thread and pass (all loads first: one global round trip), its copies
     // written as 16-byte pairs starting at pair `threadIdx.x` (rotated, so that the 8 threads of
     // a 128-byte store wavefront hit different bank groups).
-    constexpr int kEnt = kE + 128, kPasses = (kEnt + kThreads - 1) / kThreads;
+    constexpr int kEnt = kE + 128, kPasses = (kEnt + kThr - 1) / kThr;
     uint64_t v[kPasses];
 #pragma unroll
     for (int it = 0; it < kPasses; ++it) {
-      const int e = static_cast<int>(threadIdx.x) + it * kThreads;
+      const int e = static_cast<int>(threadIdx.x) + it * kThr;
       v[it] = e < kE ? gsrc[e] : e < kEnt ? ssrc[e - kE] : 0;
     }
 #pragma unroll
     for (int it = 0; it < kPasses; ++it) {
-      const int e = static_cast<int>(threadIdx.x) + it * kThreads;
+      const int e = static_cast<int>(threadIdx.x) + it * kThr;
       if (e >= kEnt) break;
-      const bool grid = e < kE;  // kE is a multiple of kThreads: uniform per pass
+      const bool grid = e < kE;  // uniform per pass where kE is a multiple of kThr (8 warps)
       const int pairs = (grid ? kGc : kClasses) / 2;
       uint4* dst =
           reinterpret_cast<uint4*>(grid ? tabs + e * kGc : tabs + kE * kGc + (e - kE) * kClasses);
@@ -414,6 +422,7 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, int kw) {
     const int next_tile = tg + static_cast<int>(gridDim.x) < groups
                               ? (tg + static_cast<int>(gridDim.x)) * tpc + wt
                               : n16;
+    if (trig && next_tile >= n16 && !(active && b_first < b_end)) griddep_launch_dependents();
     float acc[NT][4];
 #pragma unroll
     for (int n = 0; n < NT; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
@@ -426,6 +435,8 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, int kw) {
       } else if (next_tile < n16) {
         ld = cursor_at<F>(p, next_tile, b_first, lane);
         load_batch<F>(ld, atoms - b_first * kU, d8, s8, nxt);
+      } else if (trig) {
+        griddep_launch_dependents();
       }
       // IQ2: the block's d / 8 per row, applied once per batch to sums of the atoms' partials
       // times (2s + 1) (fw: the factors as bytes, iq2_odd_bytes; per row: XXS even / odd atoms,
@@ -592,11 +603,13 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, int kw) {
 /// registers; a minimum of 1 would raise ptxas's budget to 136-167), 2 (two tiles; uncapped,
 /// IQ2_XS takes 183), 3 (the IQ2 one-tile kernels, which round 29's Nsight Compute found
 /// latency-bound at two CTAs per SM: 80 registers, a few bytes of spills; IQ2_XS with 8
-/// grid-table copies, gemv::grid_copies, so that 3 CTAs fit the shared memory).
-template <WFmt F, class T, int NT, bool kCols, int kMinCtas>
-__global__ void __launch_bounds__(gemv::kThreads, kMinCtas)
+/// grid-table copies, gemv::grid_copies, so that 3 CTAs fit the shared memory). kW warps per CTA:
+/// 8, or 16 / 24 (probe, B12X_GGML_GEMV_WARPS: one CTA per SM; 24 warps leave 85 registers per
+/// thread, ptxas allocates 80 as for the capped 8-warp kernels).
+template <WFmt F, class T, int NT, bool kCols, int kMinCtas, int kW = gemv::kWarps>
+__global__ void __launch_bounds__(32 * kW, kMinCtas)
     linear_gemv_ggml_kernel(const LinearParams p, int kw) {
-  gemv_ggml_body<F, T, NT, kCols, (kMinCtas >= 3)>(p, kw);
+  gemv_ggml_body<F, T, NT, kCols, (kMinCtas >= 3), kW>(p, kw);
 }
 
 }  // namespace b12x::gemm::lin
