@@ -10,7 +10,8 @@ B12X_ATTN_BENCH_CASES (optional) replaces the case list: ';'-separated entries
 'e:B:new:prefix:kv[:tile]' (extend), e.g. 'd:8:8192:fp8;d:8:8192:fp8:hcvt;d:1:8192:bf16::32'.
 A tile field holding '=' sets environment knobs around plan() instead, ','-separated, e.g.
 'e:8:2048:0:bf16:B12X_ATTN_GRID=tiles,B12X_ATTN_RESCALE_SLACK=0'. B12X_ATTN_BENCH_TIMELINE=1
-prints each decode row's kernel timeline (one graph replay of 6 calls).
+prints each decode row's kernel timeline (one graph replay of 6 calls);
+B12X_ATTN_BENCH_ROTATIONS=n replaces the input rotation count (1: L2-resident inputs).
 SDPA peers are measured on rows without a tile or split override.
 """
 
@@ -80,6 +81,11 @@ def read_bandwidth_gbs():
 
 
 def rotations(bytes_per_set):
+    # B12X_ATTN_BENCH_ROTATIONS=n: n input sets instead (1: a set below the L2's size stays
+    # resident, which separates the kernel's execution time from its DRAM stream)
+    forced = int(os.environ.get("B12X_ATTN_BENCH_ROTATIONS", "0") or 0)
+    if forced > 0:
+        return forced
     return max(1, min(48, math.ceil(3 * L2_BYTES / max(bytes_per_set, 1))))
 
 

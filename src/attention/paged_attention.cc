@@ -131,6 +131,25 @@ int plan_q_len(const PagedCaps& c) {
   return 0;
 }
 
+/// Makes `device` current for the plan's attribute calls and restores the caller's device on
+/// every exit, a failed call's exception included.
+class DeviceScope {
+ public:
+  explicit DeviceScope(int device) {
+    B12X_CUDA_CHECK(cudaGetDevice(&prev_));
+    if (device != prev_) B12X_CUDA_CHECK(cudaSetDevice(device));
+  }
+  ~DeviceScope() {
+    int cur = prev_;
+    if (cudaGetDevice(&cur) == cudaSuccess && cur != prev_) cudaSetDevice(prev_);
+  }
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+
+ private:
+  int prev_ = 0;
+};
+
 void check_caps(const PagedCaps& c) {
   B12X_CHECK_ARG(c.mode == Mode::kDecode || c.mode == Mode::kExtend || c.mode == Mode::kVerify,
                  kPlanOp, ": mode=", static_cast<int>(c.mode),
@@ -233,15 +252,14 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   B12X_CHECK_SUPPORTED(k->smem <= dev.smem_per_block_optin, kPlanOp, ": kernel ", k->name,
                        " needs ", k->smem, " bytes of shared memory, device ", dev.name, " allows ",
                        dev.smem_per_block_optin);
-  int dev_prev = 0;
-  B12X_CUDA_CHECK(cudaGetDevice(&dev_prev));
-  B12X_CUDA_CHECK(cudaSetDevice(caps.device));
-  B12X_CUDA_CHECK(
-      cudaFuncSetAttribute(k->func, cudaFuncAttributeMaxDynamicSharedMemorySize, k->smem));
   int occ = 0;
-  B12X_CUDA_CHECK(
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k->func, k->threads, k->smem));
-  B12X_CUDA_CHECK(cudaSetDevice(dev_prev));
+  {
+    const DeviceScope scope(caps.device);
+    B12X_CUDA_CHECK(
+        cudaFuncSetAttribute(k->func, cudaFuncAttributeMaxDynamicSharedMemorySize, k->smem));
+    B12X_CUDA_CHECK(
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k->func, k->threads, k->smem));
+  }
   occ = std::max(occ, 1);
 
   plan.impl = k;
@@ -342,12 +360,9 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   plan.spec = plan.spec && plan.lean;
   if (plan.lean) {
     plan.kernel += plan.spec ? "_lean_spec" : "_lean";
-    int dev_now = 0;
-    B12X_CUDA_CHECK(cudaGetDevice(&dev_now));
-    B12X_CUDA_CHECK(cudaSetDevice(caps.device));
+    const DeviceScope scope(caps.device);
     B12X_CUDA_CHECK(
         cudaFuncSetAttribute(k->func_lean, cudaFuncAttributeMaxDynamicSharedMemorySize, k->smem));
-    B12X_CUDA_CHECK(cudaSetDevice(dev_now));
   }
   // Tickets: at most B * ceil(q_len * group / tile_rows) <= T * group / tile_rows + B row tiles.
   const int64_t max_row_tiles =
@@ -573,7 +588,9 @@ void run_paged(const PagedBinding& b, Stream stream) {
   int shift = 0;
   while ((1 << shift) < c.page_size) ++shift;
   p.page_shift = shift;
-  p.window_left = b.window_left;
+  // A window of max_kv or more keys excludes nothing (the last visible key is below max_kv):
+  // clamped, qi + lk - qlen - window_left stays within int (clamp_len in the kernels).
+  p.window_left = b.window_left < 0 ? -1 : std::min(b.window_left, p.max_kv);
   p.num_splits = b.num_splits;
   p.min_chunk = plan.min_split_kv;
   p.chunk_round = plan.align_chunks ? plan.tile_kv - 1 : 0;  // KV tiles are powers of two

@@ -757,6 +757,58 @@ TEST(AttentionGpuDecode, HighPageIdsBeyond2GiB) {
   }
 }
 
+// Lengths and windows near the int range (review F8 of session 8): window_left = INT32_MAX must
+// act as no window (bind clamps it to W x page_size), and a request whose cache_seqlens hold
+// INT32_MIN, -7, 0 or INT32_MAX (clamped to W x page_size; bad metadata: its own rows are
+// unspecified) must neither fault nor disturb the other requests, with and without that window,
+// over decode (automatic and forced splits, both KV dtypes), verify and extend.
+TEST(AttentionGpuDecode, OutOfRangeLengthsAndWindow) {
+  B12X_REQUIRE_GPU();
+  constexpr int kBad = 1;  // the request whose length is rewritten
+  int i = 0;
+  for (att::Mode mode : {att::Mode::kDecode, att::Mode::kVerify, att::Mode::kExtend})
+    for (DType kv : {DType::kBF16, DType::kFP8E4M3}) {
+      Spec s;
+      s.mode = mode;
+      s.kv = kv;
+      s.hq = 8;
+      s.hkv = 2;
+      s.page = 64;
+      s.prefix = {130, 63, 700, 1700};
+      s.qlens.assign(4, mode == att::Mode::kDecode ? 1 : (mode == att::Mode::kVerify ? 3 : 9));
+      s.window = INT32_MAX;
+      s.num_splits = s.max_splits = (mode == att::Mode::kDecode && i % 2) ? 7 : 0;
+      s.sinks = (i % 3) == 1;
+      ++i;
+      run_case(s, "window INT32_MAX");
+      for (int32_t bad : {INT32_MIN, -7, 0, INT32_MAX}) {
+        Problem p(s, rng());
+        PLAN_AND_BIND(p);
+        p.run();
+        B12X_TEST_CUDA(cudaDeviceSynchronize());
+        // The good run's rows of request kBad stand in for the bad run's (unspecified) ones.
+        const size_t row0 = size_t(p.cu[kBad]) * s.hq, rows = size_t(s.qlens[kBad]) * s.hq;
+        const size_t ob = size_t(s.dv) * 2;
+        std::vector<uint8_t> out_rows(rows * ob);
+        std::vector<float> lse_rows(rows);
+        B12X_TEST_CUDA(
+            cudaMemcpy(out_rows.data(), p.dout.ptr + row0 * ob, rows * ob, cudaMemcpyDeviceToHost));
+        B12X_TEST_CUDA(
+            cudaMemcpy(lse_rows.data(), p.dlse.ptr + row0, rows * 4, cudaMemcpyDeviceToHost));
+        std::vector<int32_t> lens = p.lens;
+        lens[kBad] = bad;
+        p.dlens.upload(lens);
+        p.run();
+        B12X_TEST_CUDA(cudaDeviceSynchronize());
+        B12X_TEST_CUDA(
+            cudaMemcpy(p.dout.ptr + row0 * ob, out_rows.data(), rows * ob, cudaMemcpyHostToDevice));
+        B12X_TEST_CUDA(
+            cudaMemcpy(p.dlse.ptr + row0, lse_rows.data(), rows * 4, cudaMemcpyHostToDevice));
+        p.check("cache_seqlens[1]=" + std::to_string(bad));
+      }
+    }
+}
+
 // Capture run() once, replay 100 times with new lengths and page tables written in place.
 // Decode also with B12X_ATTN_PREFETCH=1 (first K/V tiles prefetched before the PDL wait from
 // metadata read early): replays must still match eager runs and the reference.

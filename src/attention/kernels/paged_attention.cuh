@@ -347,6 +347,20 @@ __device__ __forceinline__ int div_group(const PagedParams& p, int n) {
   return fast_div_apply(n, p.div_group);
 }
 
+/// cache_seqlens[b] clamped into [0, p.max_kv]. check_caps bounds max_kv (W x page_size) by
+/// 2^30 and total_q by 2^30, and bind clamps window_left to max_kv, so every sum kv_range and the
+/// masks form from a clamped length (lk - qlen, qi + off - window_left, n + chunk - 1, ...) stays
+/// within int whatever the metadata hold (a negative length reads as 0: no keys).
+__device__ __forceinline__ int clamp_len(const PagedParams& p, int lk) {
+  return min(max(lk, 0), p.max_kv);
+}
+
+/// The query rows [q0, cu1) of a request, cut at total_q, for 0 <= q0 < total_q: 0 when cu1 <= q0
+/// (no difference of two arbitrary ints is formed).
+__device__ __forceinline__ int clamp_qlen(const PagedParams& p, int q0, int cu1) {
+  return max(min(cu1, p.total_q), q0) - q0;
+}
+
 /// Row tile `tile` of request b from its metadata (cu_seqlens_q[b], [b + 1], cache_seqlens[b]).
 /// Metadata is trusted for values but never for memory safety: rows outside [0, T) and keys
 /// past the page table's reach are dropped. Returns false when the tile has no live rows.
@@ -356,8 +370,8 @@ __device__ __forceinline__ bool make_work(const PagedParams& p, int b, int tile,
   w.tile = tile;
   w.q0 = cu0;
   if (w.q0 < 0 || w.q0 >= p.total_q) return false;
-  w.qlen = min(cu1 - w.q0, p.total_q - w.q0);
-  w.lk = min(lk, p.max_kv);
+  w.qlen = clamp_qlen(p, w.q0, cu1);
+  w.lk = clamp_len(p, lk);
   return w.tile * p.tile_rows < w.qlen * p.group;
 }
 
@@ -515,8 +529,8 @@ __device__ __forceinline__ void prefetch_first_tiles(const PagedParams& p, int t
   if (b >= p.batch) return;
   const int q0 = __ldcg(p.cu_q + b);
   if (q0 < 0 || q0 >= p.total_q) return;
-  const int qlen = min(__ldcg(p.cu_q + b + 1) - q0, p.total_q - q0);
-  const int lk = min(__ldcg(p.seqlens + b), p.max_kv);
+  const int qlen = clamp_qlen(p, q0, __ldcg(p.cu_q + b + 1));
+  const int lk = clamp_len(p, __ldcg(p.seqlens + b));
   const int tile = tile_x - b * p.tiles_per_req;
   if (qlen <= 0 || lk <= 0 || tile * p.tile_rows >= qlen * p.group) return;
   const KvRange r = kv_range(p, tile, qlen, lk);
@@ -1831,10 +1845,11 @@ __global__ void __launch_bounds__(32 * kMergeWarps)
   }
   const int b = lo;
   const int q0 = p.cu_q[b];
-  const int qlen = min(p.cu_q[b + 1] - q0, p.total_q - q0);
-  if (q0 < 0 || tok - q0 >= qlen) return;
+  if (q0 < 0 || q0 > tok) return;
+  const int qlen = clamp_qlen(p, q0, p.cu_q[b + 1]);
+  if (tok - q0 >= qlen) return;
   const int qi = tok - q0;
-  const int lk = min(p.seqlens[b], p.max_kv);
+  const int lk = clamp_len(p, p.seqlens[b]);
   const int pr = qi * p.group + h % p.group;
   const KvRange range = kv_range(p, pr / p.tile_rows, qlen, lk);
   if (range.ns <= 1) return;  // CTA-uniform
