@@ -1112,28 +1112,6 @@ TEST(GemmGpu, TiledWgmmaFp8BlockBulk) {
   }
 }
 
-/// Formats the SM90 wgmma tiled kernel runs (NVFP4 W4A4 / W4A16, MXFP4 W4A4 / W4A8 / W4A16 with
-/// BF16 MMAs, MXFP8, per-tensor and block FP8; K must be a multiple of 128 for block FP8); the
-/// others keep the mma.sync tiled kernel under the same override.
-std::vector<Case> wgmma_cases(int64_t M, int64_t N, int64_t K, bool bias, DType out) {
-  std::vector<Case> v;
-  for (LinearFormat f : {LinearFormat::kNvfp4, LinearFormat::kNvfp4W4A16, LinearFormat::kMxfp4,
-                         LinearFormat::kMxfp4W4A8, LinearFormat::kMxfp4W4A16, LinearFormat::kMxfp8,
-                         LinearFormat::kFp8Tensor, LinearFormat::kFp8Block})
-    v.push_back({f, M, N, K, DType::kBF16, out, bias});
-  v.push_back({LinearFormat::kNvfp4W4A16, M, N, K, DType::kFP16, out, bias});  // FP16 MMAs
-  Case cq{LinearFormat::kFp8Block, M, N, K, DType::kBF16, out, bias};
-  cq.caller_quant = true;  // e4m3 + fp32 [M, K/128] from the caller
-  v.push_back(cq);
-  return v;
-}
-
-TEST(GemmGpu, TiledWgmmaTokenTiles) {
-  B12X_REQUIRE_GPU();
-  // Forced (a no-op off compute capability 9.0, where the override is ignored): token tails (M off
-  // 128), row tails (N off 128 and off 8), K off the 64-K stage and the packed slice, 1 / 3 / 24
-  // token tiles, both output dtypes.
-  {
 /// FP8 variants 17 / 18 (probes, B12X_GEMM_WGMMA_PERSIST=1 or _VAR=17|18): 14 / 16 with the
 /// persistent CTA loop. The plan's grid is SMs x CTAs per SM; B12X_GEMM_WGMMA_CTAS caps it so
 /// that a few CTAs walk many tiles: the ring's slots and phases running on across tiles with
@@ -1192,6 +1170,28 @@ TEST(GemmGpu, TiledWgmmaFp8Persistent) {
   }
 }
 
+/// Formats the SM90 wgmma tiled kernel runs (NVFP4 W4A4 / W4A16, MXFP4 W4A4 / W4A8 / W4A16 with
+/// BF16 MMAs, MXFP8, per-tensor and block FP8; K must be a multiple of 128 for block FP8); the
+/// others keep the mma.sync tiled kernel under the same override.
+std::vector<Case> wgmma_cases(int64_t M, int64_t N, int64_t K, bool bias, DType out) {
+  std::vector<Case> v;
+  for (LinearFormat f : {LinearFormat::kNvfp4, LinearFormat::kNvfp4W4A16, LinearFormat::kMxfp4,
+                         LinearFormat::kMxfp4W4A8, LinearFormat::kMxfp4W4A16, LinearFormat::kMxfp8,
+                         LinearFormat::kFp8Tensor, LinearFormat::kFp8Block})
+    v.push_back({f, M, N, K, DType::kBF16, out, bias});
+  v.push_back({LinearFormat::kNvfp4W4A16, M, N, K, DType::kFP16, out, bias});  // FP16 MMAs
+  Case cq{LinearFormat::kFp8Block, M, N, K, DType::kBF16, out, bias};
+  cq.caller_quant = true;  // e4m3 + fp32 [M, K/128] from the caller
+  v.push_back(cq);
+  return v;
+}
+
+TEST(GemmGpu, TiledWgmmaTokenTiles) {
+  B12X_REQUIRE_GPU();
+  // Forced (a no-op off compute capability 9.0, where the override is ignored): token tails (M off
+  // 128), row tails (N off 128 and off 8), K off the 64-K stage and the packed slice, 1 / 3 / 24
+  // token tiles, both output dtypes.
+  {
     ScopedEnv e("B12X_GEMM_WGMMA", "1");
     for (const auto& c : wgmma_cases(64, 200, 1280, true, DType::kBF16)) run_case(c);
     for (const auto& c : wgmma_cases(300, 136, 768, false, DType::kFP16)) run_case(c);
