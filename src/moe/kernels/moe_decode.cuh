@@ -533,18 +533,36 @@ __device__ __forceinline__ float group_amax(float m, int lanes) {
 // ---- [Q] x -> per-route operand rows (quantised-activation modes only) --------------------
 // grid (routes, ceil(H / 1024)), 128 threads x 8 values. The op's first kernel: it waits for the
 // caller's kernels before reading x/ids, then lets FC1 launch (FC1 reads ids before its wait).
+// [Q] runs while FC1's CTAs flood the memory system with their weight streams (FC1 launches on
+// this grid's trigger), and FC1 waits for this grid: every serial global round trip here is one
+// taken behind that flood. q_load (DecodeArgs) 1 keeps them to one: the ids and the x row are
+// loaded together (the row does not depend on the id) and the NVFP4 global scales, weights-side
+// data like FC1's weights, are read into shared memory before the wait.
+constexpr int kQGsTable = 1024;  // experts whose a1gs fit the [Q] table (4 KB)
+/// griddepcontrol.launch_dependents once `v` is available (its load has landed).
+__device__ __forceinline__ void pdl_trigger_after(uint32_t v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::"r"(v) : "memory");
+#endif
+}
 __global__ void __launch_bounds__(DecodeCfg::kQuantThreads)
     moe_decode_quant_kernel(const DecodeArgs a) {
+  __shared__ float s_gs[kQGsTable];
+  const bool gs_tab = a.q_load != 0 && a.aquant == num::kANvfp4 && a.num_experts <= kQGsTable;
+  if (gs_tab)
+    for (int i = threadIdx.x; i < a.num_experts; i += DecodeCfg::kQuantThreads) s_gs[i] = a.a1gs[i];
   // q_early 1: FC1 may launch (and wait, before reading anything) while this grid still waits
   // for the caller; FC1's wait for this grid's completion covers the caller transitively.
   // q_early 2: no trigger, FC1 launches when every CTA here has exited (its 24 warps per SM no
   // longer compete with this grid's quantisation; FC1 then streams no weights before its wait).
+  // q_load 2: the trigger follows this CTA's loads below.
+  const bool late_trigger = a.q_early == 0 && a.q_load == 2;
   if (a.q_early == 1) {
     pdl_trigger();
     pdl_wait();
   } else {
     pdl_wait();
-    if (a.q_early == 0) pdl_trigger();
+    if (a.q_early == 0 && !late_trigger) pdl_trigger();
   }
   if (a.fc1_bal) {
     // The balanced FC1's tile counters: FC1 touches them only after its wait for this grid.
@@ -555,23 +573,26 @@ __global__ void __launch_bounds__(DecodeCfg::kQuantThreads)
   }
   if (a.aquant == num::kANone && a.a16_copy == 0) return;  // A16 gate: nothing to quantise
   const int route = blockIdx.x;
-  const int64_t id = a.ids64 ? static_cast<const int64_t*>(a.ids)[route]
-                             : static_cast<const int32_t*>(a.ids)[route];
-  if (id < 0 || id >= a.num_experts) return;  // uniform over the CTA: FC1 never reads this row
   const int H = a.w1.K;
   const int k = (blockIdx.y * DecodeCfg::kQuantThreads + threadIdx.x) * 8;
+  // This thread's 8 values of the token's x row (route / topk < num_tokens: always a valid row).
+  const uint4* xsrc = reinterpret_cast<const uint4*>(
+      static_cast<const uint16_t*>(a.x) + static_cast<int64_t>(route / a.topk) * a.x_ld + k);
+  uint4 w = make_uint4(0u, 0u, 0u, 0u);
+  if (a.q_load != 0 && k < H) w = *xsrc;  // in flight with the id load
+  const int64_t id = a.ids64 ? static_cast<const int64_t*>(a.ids)[route]
+                             : static_cast<const int32_t*>(a.ids)[route];
+  if (late_trigger) pdl_trigger_after(w.x ^ static_cast<uint32_t>(id));
+  if (id < 0 || id >= a.num_experts) return;  // uniform over the CTA: FC1 never reads this row
+  if (a.q_load == 0 && k < H) w = *xsrc;
   if (a.aquant == num::kANone) {  // the A16 copy gate: the row as it is (BF16 or FP16)
-    if (k < H)
-      *reinterpret_cast<uint4*>(a.xq + static_cast<int64_t>(route) * H + k) =
-          *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(a.x) +
-                                          static_cast<int64_t>(route / a.topk) * a.x_ld + k);
+    if (k < H) *reinterpret_cast<uint4*>(a.xq + static_cast<int64_t>(route) * H + k) = w;
     return;
   }
+  if (gs_tab) __syncthreads();  // s_gs filled (uniform: every thread of the CTA is here)
   float v[8];
   float amax = 0.f;
   if (k < H) {
-    const uint4 w = *reinterpret_cast<const uint4*>(
-        static_cast<const uint16_t*>(a.x) + static_cast<int64_t>(route / a.topk) * a.x_ld + k);
     const uint32_t ws[4] = {w.x, w.y, w.z, w.w};
 #pragma unroll
     for (int h = 0; h < 4; ++h) {
@@ -588,7 +609,7 @@ __global__ void __launch_bounds__(DecodeCfg::kQuantThreads)
   // H % 32 == 0: the 2 (NVFP4) or 4 (MX) lanes of a block are all inside or all outside H.
   amax = group_amax(amax, num::quant_block_values(a.aquant) / 8);
   if (k >= H) return;
-  const float gs = a.aquant == num::kANvfp4 ? a.a1gs[id] : 1.f;
+  const float gs = a.aquant != num::kANvfp4 ? 1.f : gs_tab ? s_gs[id] : a.a1gs[id];
   const num::QBlock qb = num::quant_block(a.aquant, amax, gs);
   uint32_t o[4];
 #pragma unroll
