@@ -372,4 +372,18 @@ __device__ __forceinline__ float load_out_type(const void* p, int64_t idx, int f
               : __bfloat162float(static_cast<const __nv_bfloat16*>(p)[idx]);
 }
 
+/// The output epilogue of one accumulator element (token `tok`, output row `row` < N): times
+/// `mult` (the 2^7 / global-scale multiplier, with alpha folded in by the caller), plus the bias
+/// in the output dtype, rounded once to BF16 / FP16. Shared by the decode kernel and the GGML
+/// GEMV, whose fragments store one element at a time (rows of a fragment are 8 apart).
+__device__ __forceinline__ void store_out_elem(const LinearParams& p, int64_t tok, int64_t row,
+                                               float acc, float mult) {
+  float v = acc * mult;
+  if (p.bias != nullptr) v += load_out_type(p.bias, row, p.out_fp16);
+  if (p.out_fp16)
+    store_out<true>(p.out, tok * p.ldo + row, v);
+  else
+    store_out<false>(p.out, tok * p.ldo + row, v);
+}
+
 }  // namespace b12x::gemm::lin

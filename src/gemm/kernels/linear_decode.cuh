@@ -951,12 +951,7 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
       if (p.partial != nullptr) {
         p.partial[(static_cast<int64_t>(blockIdx.y) * p.M + tok) * p.NP + row] = acc[nt][i];
       } else if (row < p.N) {
-        float v = acc[nt][i] * mult;
-        if (p.bias != nullptr) v += load_out_type(p.bias, row, p.out_fp16);
-        if (p.out_fp16)
-          store_out<true>(p.out, tok * p.ldo + row, v);
-        else
-          store_out<false>(p.out, tok * p.ldo + row, v);
+        store_out_elem(p, tok, row, acc[nt][i], mult);
       }
     }
   }
