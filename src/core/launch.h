@@ -3,9 +3,13 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
 #include <mutex>
-#include <set>
 #include <utility>
+
+#include "b12x/status.h"
 
 namespace b12x::detail {
 
@@ -40,26 +44,90 @@ cudaError_t launch_ex(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t sm
   return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
 }
 
+namespace smem_opt_in {
+
+/// One (device, kernel) whose opt-in is done: `fn` is published last (release), after `dev` and
+/// `bytes`, so a reader that sees its kernel in a slot also sees the rest. Slots are only ever
+/// filled (under the writers' mutex), never cleared; `bytes` only grows (the largest opt-in).
+struct Slot {
+  std::atomic<const void*> fn{nullptr};
+  std::atomic<int> dev{-1};
+  std::atomic<int> bytes{0};  // dynamic bytes opted in, times 2, plus 1 with the max carveout
+};
+inline constexpr unsigned kSlots = 2048;  // a few hundred kernels x devices in practice
+inline Slot* table() {
+  static Slot t[kSlots];
+  return t;
+}
+inline unsigned home(const void* fn, int dev) {
+  const uint64_t h = (reinterpret_cast<uintptr_t>(fn) >> 4) * 0x9E3779B97F4A7C15ull +
+                     static_cast<uint64_t>(dev) * 0xC2B2AE3D27D4EB4Full;
+  return static_cast<unsigned>(h >> 40) % kSlots;
+}
+/// The slot of (fn, dev), or the first empty slot of its probe sequence (fn == nullptr), or null
+/// when the table is full.
+inline Slot* find(const void* fn, int dev) {
+  Slot* t = table();
+  for (unsigned i = 0, s = home(fn, dev); i < kSlots; ++i, s = (s + 1) % kSlots) {
+    const void* f = t[s].fn.load(std::memory_order_acquire);
+    if (f == nullptr || (f == fn && t[s].dev.load(std::memory_order_relaxed) == dev)) return &t[s];
+  }
+  return nullptr;
+}
+
+}  // namespace smem_opt_in
+
 /// Opts `fn` into `bytes` of dynamic shared memory (and, with `max_carveout`, the whole unified L1
-/// as shared memory) on the CURRENT device, once per (device, kernel). cudaFuncSetAttribute acts on
-/// the current device's copy of the kernel, so a once-per-process flag would leave a second device
-/// of the same process without the opt-in (its first launch above 48 KB would fail). A function
-/// attribute, not a stream operation: legal while a stream captures. `bytes` must be the largest
-/// this kernel is ever launched with on that device.
+/// as shared memory) on the CURRENT device, once per (device, kernel, largest bytes so far):
+/// cudaFuncSetAttribute acts on the current device's copy of the kernel, so a once-per-process
+/// flag would leave a second device of the same process without the opt-in (its first launch
+/// above 48 KB would fail). The launchers call this on every launch, so the done case is a
+/// lock-free lookup (no mutex, no allocation); the first call per (device, kernel), or one asking
+/// for more bytes than before, sets the attributes under a mutex and then publishes them. A
+/// function attribute, not a stream operation: legal while a stream captures. On failure nothing
+/// is recorded (the next launch tries again) and b12x::Error (kCudaError) names the kernel, the
+/// device and the bytes; the cudaError_t return (always cudaSuccess then) keeps the callers'
+/// B12X_CUDA_CHECK wrappers valid.
 inline cudaError_t opt_in_smem(const void* fn, int bytes, bool max_carveout = false) {
   int dev = 0;
   cudaError_t e = cudaGetDevice(&dev);
   if (e != cudaSuccess) return e;
+  auto covers = [&](int have) { return have / 2 >= bytes && (have % 2 == 1 || !max_carveout); };
+  smem_opt_in::Slot* slot = smem_opt_in::find(fn, dev);
+  if (slot != nullptr && slot->fn.load(std::memory_order_acquire) == fn &&
+      covers(slot->bytes.load(std::memory_order_acquire)))
+    return cudaSuccess;
   static std::mutex mu;
-  static std::set<std::pair<int, const void*>> done;
   std::lock_guard<std::mutex> lock(mu);
-  if (done.count({dev, fn}) != 0) return cudaSuccess;
-  e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-  if (e == cudaSuccess && max_carveout)
+  slot = smem_opt_in::find(fn, dev);  // again: another thread may have filled it meanwhile
+  const bool known = slot != nullptr && slot->fn.load(std::memory_order_relaxed) == fn;
+  const int have = known ? slot->bytes.load(std::memory_order_relaxed) : 0;
+  if (known && covers(have)) return cudaSuccess;
+  // The largest bytes asked for so far (a smaller later request must not lower the attribute).
+  const int most = std::max(have / 2, bytes);
+  const bool carveout = max_carveout || have % 2 == 1;
+  e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, most);
+  if (e == cudaSuccess && carveout)
     e = cudaFuncSetAttribute(fn, cudaFuncAttributePreferredSharedMemoryCarveout,
                              cudaSharedmemCarveoutMaxShared);
-  if (e == cudaSuccess) done.insert({dev, fn});
-  return e;
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    const char* name = nullptr;
+    if (cudaFuncGetName(&name, fn) != cudaSuccess || name == nullptr) {
+      cudaGetLastError();
+      name = "(unnamed)";
+    }
+    B12X_FAIL(::b12x::Status::kCudaError, "opting kernel ", name, " into ", most,
+              " B of dynamic shared memory", carveout ? " (max carveout)" : "", " on device ", dev,
+              " failed: ", cudaGetErrorName(e), " (", cudaGetErrorString(e), ")");
+  }
+  if (slot == nullptr) return cudaSuccess;  // table full: set again at every launch
+  slot->bytes.store(most * 2 + (carveout ? 1 : 0), std::memory_order_release);
+  if (!known) {
+    slot->dev.store(dev, std::memory_order_relaxed);
+    slot->fn.store(fn, std::memory_order_release);
+  }
+  return cudaSuccess;
 }
 
 }  // namespace b12x::detail

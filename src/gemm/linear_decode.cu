@@ -84,6 +84,8 @@ DecodeFn decode_fn(int nt, int ws, bool pipe, bool half, int deep, bool lean) {
   return nt == 1 ? &linear_decode_kernel<F, T, 1> : &linear_decode_kernel<F, T, 2>;
 }
 
+thread_local DecodeLaunch t_last;  // last_decode_launch()
+
 DecodeFn pick_decode(WFmt f, bool fp16, int nt, int ws = 1, bool pipe = false, bool half = false,
                      int deep = 0, bool lean = false) {
   switch (f) {
@@ -113,6 +115,10 @@ DecodeFn pick_decode(WFmt f, bool fp16, int nt, int ws = 1, bool pipe = false, b
 }
 
 }  // namespace
+
+DecodeLaunch last_decode_launch() {
+  return t_last;
+}
 
 bool decode_pipe_available(WFmt f, bool fp16) {
   return pick_decode(f, fp16, 1, 1, true) != nullptr;
@@ -182,21 +188,19 @@ void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stre
   B12X_ASSERT(ws != 8 || smem <= ws8_budget, "decode with 8 warps per tile needs ", smem,
               " B of shared memory");
   {
-    // The opt-in above 48 KB: once per device and kernel, to the whole budget. The halves (FP4
-    // only): their ring plus the larger of their two staging budgets.
-    const int64_t most =
-        ws == 8    ? ws8_budget
-        : deep > 0 ? kDecodeDeepBudget
-        : half     ? decode_ring_bytes(f) + std::max(kDecodeHalfStageBudget, kDecodePipeBudget)
-                   : kDecodeRingMax + (pipe ? kDecodePipeBudget : kDecodeStageBudget);
+    // The opt-in above 48 KB: once per device and kernel, to the whole budget (opt_in_smem raises
+    // it once more where a launch needs more than an earlier one). The halves (FP4 only): their
+    // ring plus the larger of their two staging budgets. The pipelined kernels: the largest ring
+    // plus this launch's pipelined budget (LinearParams::decode_pipe_budget, the default's or the
+    // B12X_GEMM_DECODE_PIPE_KB probe's, which the run bounds by the device's opt-in).
+    const int64_t most = ws == 8    ? ws8_budget
+                         : deep > 0 ? kDecodeDeepBudget
+                         : half
+                             ? decode_ring_bytes(f) + std::max(kDecodeHalfStageBudget, pipe_budget)
+                             : kDecodeRingMax + (pipe ? pipe_budget : kDecodeStageBudget);
+    B12X_ASSERT(smem <= most, "decode launch needs ", smem, " B of shared memory, above ", most);
     B12X_CUDA_CHECK(
         ::b12x::detail::opt_in_smem(reinterpret_cast<const void*>(fn), static_cast<int>(most)));
-    // Probe (a larger pipelined staging, LinearParams::decode_pipe_budget): this launch's own
-    // requirement, set at every such launch (the cached opt-in above holds the default's).
-    if (pipe && pipe_budget > kDecodePipeBudget && smem > most)
-      B12X_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(fn),
-                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           static_cast<int>(smem)));
   }
   const int64_t tok_tiles = (p.M + 8 * nt - 1) / (8 * nt);
   B12X_ASSERT(tok_tiles <= 65535, "too many token tiles: M=", p.M);
@@ -208,6 +212,8 @@ void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stre
   B12X_ASSERT(p.cluster_split <= 1 || (p.cluster_split == p.split && p.split <= 8),
               "cluster split ", p.cluster_split);
   const dim3 cluster(1, p.cluster_split > 1 ? static_cast<unsigned>(p.split) : 1u, 1);
+  t_last = DecodeLaunch{
+      nt, ws, deep, p.split, static_cast<int>(cluster.y), pipe, half, p.decode_lean != 0, smem};
   B12X_CUDA_CHECK(b12x::detail::launch_ex(fn, grid, dim3(half || ws == 8 ? 256 : 128),
                                           static_cast<size_t>(smem), stream, p.pdl != 0, cluster,
                                           p));

@@ -55,6 +55,15 @@ bool decode_lean_available(WFmt f, bool fp16, int nt, int ws, bool pipe, bool ha
 /// grid = (ceil(n16/4), split, ceil(M / (8*nt))); p.cluster_split > 1 launches grid.y as one
 /// thread-block cluster. p.stage_rows / p.stage_slices size the activation staging.
 void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stream stream);
+/// The configuration of the calling thread's last launch_linear_decode (a debug query for the
+/// tests: run refines the plan's choices per launch, e.g. it drops lean where no lean instance
+/// exists for the launch's configuration, so the plan alone does not say which kernel ran).
+struct DecodeLaunch {
+  int nt = 0, ws = 0, deep = 0, split = 0, cluster = 0;
+  bool pipe = false, half = false, lean = false;
+  int64_t smem = 0;  // dynamic shared memory bytes
+};
+DecodeLaunch last_decode_launch();
 /// Tiled kernel (M > 16): grid = (ceil(NP/tiled_block_n), ceil(M/tok), split). x must allow
 /// 16-byte loads. tok: tokens per CTA, 128 or 64 (the mid-M variant, 256 weight rows per CTA).
 /// A split without a cluster (p.cluster_split == 1) writes fp32 partials to p.partial for

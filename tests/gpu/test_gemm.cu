@@ -25,6 +25,7 @@
 #include "formats/scalar.h"
 #include "formats/swizzle.h"
 #include "gemm/linear_gemv_ggml.h"
+#include "gemm/linear_launch.h"
 #include "gpu_test_util.h"
 #include "reference/parallel.h"
 
@@ -918,11 +919,18 @@ TEST(GemmGpu, DecodeLean) {
   // 4096, 1280, 4864); the pipelined slice halves at M = 5 / 9 / 16 / 24 over K = 4864 in several
   // chunks with splits of 1, 4 (a cluster) and the default (partials at N = 72). N = 72: a partial
   // last tile; bias on every other case; FP16 MMAs keep the default kernels.
+  // The plan asks for lean; lin::last_decode_launch() says which kernel each run launched (run
+  // drops lean where no instance exists for the launch's configuration).
   EXPECT_TRUE(bf16_plan(LinearFormat::kNvfp4W4A16, 16, 14336, 4096).decode_lean);
   EXPECT_TRUE(bf16_plan(LinearFormat::kMxfp4W4A16, 1, 14336, 4096).decode_lean);
+  auto ran_lean = [] { return gemm::lin::last_decode_launch().lean; };
+  run_case({LinearFormat::kNvfp4W4A16, 1, 72, 4096, DType::kBF16, DType::kBF16, true});
+  EXPECT_TRUE(ran_lean());  // the default at M = 1
   {
     ScopedEnv el0("B12X_GEMM_DECODE_LEAN", "0");
     EXPECT_FALSE(bf16_plan(LinearFormat::kNvfp4W4A16, 16, 14336, 4096).decode_lean);
+    run_case({LinearFormat::kNvfp4W4A16, 1, 72, 4096, DType::kBF16, DType::kBF16, true});
+    EXPECT_FALSE(ran_lean());
   }
   ScopedEnv el("B12X_GEMM_DECODE_LEAN", "1");
   EXPECT_TRUE(bf16_plan(LinearFormat::kNvfp4W4A16, 16, 72, 4864).decode_lean);
@@ -930,23 +938,36 @@ TEST(GemmGpu, DecodeLean) {
   for (const char* ws : {"4", "8"}) {
     ScopedEnv ew("B12X_GEMM_DECODE_WSPLIT", ws);
     for (int64_t K : {4096, 1280, ws[0] == '4' ? 20480 : 4864})
-      for (LinearFormat f : kFp4Bf16Formats)
+      for (LinearFormat f : kFp4Bf16Formats) {
         run_case({f, 1, 72, K, DType::kBF16, DType::kBF16, (i++ % 2) == 0});
+        EXPECT_TRUE(ran_lean()) << "M = 1, K = " << K << ", ws " << ws;
+      }
   }
   {
     ScopedEnv ew("B12X_GEMM_DECODE_WSPLIT", "4"), ed("B12X_GEMM_DECODE_DEEP", "1");
-    for (LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kMxfp4W4A16})
+    for (LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kMxfp4W4A16}) {
       run_case({f, 1, 72, 14336, DType::kBF16, DType::kBF16, f == LinearFormat::kNvfp4W4A16});
+      EXPECT_TRUE(ran_lean()) << "deep ring";
+    }
   }
   ScopedEnv eh("B12X_GEMM_DECODE_HALF", "1");
   for (const char* split : {"1", "4", ""}) {
     if (split[0] != 0) setenv("B12X_GEMM_SPLIT", split, 1);
     for (int64_t M : {5, 9, 16, 24})
-      for (LinearFormat f : kFp4Bf16Formats)
+      for (LinearFormat f : kFp4Bf16Formats) {
         run_case({f, M, 72, 4864, DType::kBF16, DType::kBF16, (i++ % 2) == 0});
+        const gemm::lin::DecodeLaunch l = gemm::lin::last_decode_launch();
+        EXPECT_TRUE(l.half);
+        // Without a split the CTA's 10 slices take several chunks: the pipelined halves, lean.
+        // (Splits of 4 and the default leave <= 3 slices per CTA: one chunk at M = 5, so the
+        // one-buffer halves run, which have no lean instance.)
+        if (split[0] == '1') EXPECT_TRUE(l.pipe && l.lean) << "halves, M = " << M;
+        EXPECT_EQ(l.lean, l.pipe) << "halves, M = " << M << ", split '" << split << "'";
+      }
     unsetenv("B12X_GEMM_SPLIT");
   }
   run_case({LinearFormat::kNvfp4W4A16, 16, 72, 4864, DType::kFP16, DType::kBF16, true});
+  EXPECT_FALSE(ran_lean());  // FP16 MMAs: no lean instance
 }
 
 TEST(GemmGpu, TiledSplitK) {
