@@ -27,28 +27,30 @@ static_assert(3 * (gemv::smem_bytes<WFmt::kIq2Xs, true>() + gemv::kWarps * 4 * 3
 static_assert(gemv::smem_bytes<WFmt::kIq2Xs>() + 24 * 4 * 32 * 4 <= 101376,
               "the 24-warp GGML GEMV must fit SM12x's 99 KB of shared memory per block");
 
-template <WFmt F, class T>
+template <WFmt F, class T, bool kTrig>
 GemvFn fn_nt(int nt) {
-  return nt == 1 ? &linear_gemv_ggml_kernel<F, T, 1, false, 0>
-                 : &linear_gemv_ggml_kernel<F, T, 2, false, 2>;
+  return nt == 1 ? &linear_gemv_ggml_kernel<F, T, 1, false, 0, gemv::kWarps, kTrig>
+                 : &linear_gemv_ggml_kernel<F, T, 2, false, 2, gemv::kWarps, kTrig>;
 }
 
 /// nt = 0: IQ2_XS with its two 16-K groups in the MMA's column halves (M <= 4). occ = 3: the IQ2
 /// one-tile kernels with registers capped for 3 CTAs per SM.
-template <class T>
+template <class T, bool kTrig>
 GemvFn pick(WFmt f, int nt, int occ) {
+  constexpr int kW = gemv::kWarps;
   switch (f) {
     case WFmt::kQ8_0:
-      return nt == 0 ? nullptr : fn_nt<WFmt::kQ8_0, T>(nt);
+      return nt == 0 ? nullptr : fn_nt<WFmt::kQ8_0, T, kTrig>(nt);
     case WFmt::kIq2Xxs:
-      if (occ == 3 && nt == 1) return &linear_gemv_ggml_kernel<WFmt::kIq2Xxs, T, 1, false, 3>;
-      return nt == 0 ? nullptr : fn_nt<WFmt::kIq2Xxs, T>(nt);
+      if (occ == 3 && nt == 1)
+        return &linear_gemv_ggml_kernel<WFmt::kIq2Xxs, T, 1, false, 3, kW, kTrig>;
+      return nt == 0 ? nullptr : fn_nt<WFmt::kIq2Xxs, T, kTrig>(nt);
     case WFmt::kIq2Xs:
       if (occ == 3 && nt <= 1)
-        return nt == 0 ? &linear_gemv_ggml_kernel<WFmt::kIq2Xs, T, 1, true, 3>
-                       : &linear_gemv_ggml_kernel<WFmt::kIq2Xs, T, 1, false, 3>;
-      return nt == 0 ? &linear_gemv_ggml_kernel<WFmt::kIq2Xs, T, 1, true, 0>
-                     : fn_nt<WFmt::kIq2Xs, T>(nt);
+        return nt == 0 ? &linear_gemv_ggml_kernel<WFmt::kIq2Xs, T, 1, true, 3, kW, kTrig>
+                       : &linear_gemv_ggml_kernel<WFmt::kIq2Xs, T, 1, false, 3, kW, kTrig>;
+      return nt == 0 ? &linear_gemv_ggml_kernel<WFmt::kIq2Xs, T, 1, true, 0, kW, kTrig>
+                     : fn_nt<WFmt::kIq2Xs, T, kTrig>(nt);
     default:
       return nullptr;
   }
@@ -56,30 +58,47 @@ GemvFn pick(WFmt f, int nt, int occ) {
 
 /// The one-tile kernels (nt 0 / 1) with `warps` (16 / 24) warps per CTA, uncapped (one CTA per
 /// SM; 24 warps leave 85 registers per thread).
-template <class T, int kW>
+template <class T, int kW, bool kTrig>
 GemvFn pick_wide(WFmt f, int nt) {
   switch (f) {
     case WFmt::kQ8_0:
-      return nt == 1 ? &linear_gemv_ggml_kernel<WFmt::kQ8_0, T, 1, false, 0, kW> : nullptr;
+      return nt == 1 ? &linear_gemv_ggml_kernel<WFmt::kQ8_0, T, 1, false, 0, kW, kTrig> : nullptr;
     case WFmt::kIq2Xxs:
-      return nt == 1 ? &linear_gemv_ggml_kernel<WFmt::kIq2Xxs, T, 1, false, 0, kW> : nullptr;
+      return nt == 1 ? &linear_gemv_ggml_kernel<WFmt::kIq2Xxs, T, 1, false, 0, kW, kTrig> : nullptr;
     case WFmt::kIq2Xs:
-      return nt == 0 ? &linear_gemv_ggml_kernel<WFmt::kIq2Xs, T, 1, true, 0, kW>
-                     : &linear_gemv_ggml_kernel<WFmt::kIq2Xs, T, 1, false, 0, kW>;
+      return nt == 0 ? &linear_gemv_ggml_kernel<WFmt::kIq2Xs, T, 1, true, 0, kW, kTrig>
+                     : &linear_gemv_ggml_kernel<WFmt::kIq2Xs, T, 1, false, 0, kW, kTrig>;
     default:
       return nullptr;
   }
 }
 
+template <class T, bool kTrig>
+GemvFn kernel_of_t(WFmt f, int nt, int occ, int warps) {
+  if (warps == gemv::kWarps) return pick<T, kTrig>(f, nt, occ);
+  if (nt > 1) return nullptr;
+  if (warps == 16) return pick_wide<T, 16, kTrig>(f, nt);
+  if (warps == 24) return pick_wide<T, 24, kTrig>(f, nt);
+  return nullptr;
+}
+
+/// Probe (read once per process): B12X_GGML_GEMV_TRIGGER=1, the kernels with the PDL trigger at
+/// each warp's last batch.
+bool early_trigger() {
+  static const bool on = [] {
+    const char* e = std::getenv("B12X_GGML_GEMV_TRIGGER");
+    return e != nullptr && e[0] == '1';
+  }();
+  return on;
+}
+
 /// The kernel that launch_ggml_gemv runs (nullptr: none).
 GemvFn kernel_of(WFmt f, bool fp16, int nt, int occ, int warps) {
-  if (warps != gemv::kWarps) {
-    if (nt > 1) return nullptr;
-    if (warps == 16) return fp16 ? pick_wide<Fp16Tag, 16>(f, nt) : pick_wide<Bf16Tag, 16>(f, nt);
-    if (warps == 24) return fp16 ? pick_wide<Fp16Tag, 24>(f, nt) : pick_wide<Bf16Tag, 24>(f, nt);
-    return nullptr;
-  }
-  return fp16 ? pick<Fp16Tag>(f, nt, occ) : pick<Bf16Tag>(f, nt, occ);
+  if (early_trigger())
+    return fp16 ? kernel_of_t<Fp16Tag, true>(f, nt, occ, warps)
+                : kernel_of_t<Bf16Tag, true>(f, nt, occ, warps);
+  return fp16 ? kernel_of_t<Fp16Tag, false>(f, nt, occ, warps)
+              : kernel_of_t<Bf16Tag, false>(f, nt, occ, warps);
 }
 
 thread_local GgmlGemvLaunch t_last;  // last_ggml_gemv_launch()
@@ -155,16 +174,9 @@ void launch_ggml_gemv(WFmt f, bool fp16, int kw, int ctas, int occ, int warps,
       static_cast<unsigned>((p.M + (nt == 0 ? 3 : 8 * nt - 1)) / (nt == 0 ? 4 : 8 * nt)));
   const bool capped = occ == 3 && warps == gemv::kWarps && f != WFmt::kQ8_0 && nt <= 1;
   t_last = GgmlGemvLaunch{nt, capped ? 3 : 0, warps, kw, grid.x, grid.y, grid.z};
-  // Probe of the wide kernels (read once): B12X_GGML_GEMV_TRIGGER=1, the PDL trigger at each
-  // warp's last batch (kernel argument bit 8).
-  static const bool early_trigger = [] {
-    const char* e = std::getenv("B12X_GGML_GEMV_TRIGGER");
-    return e != nullptr && e[0] == '1';
-  }();
-  const int kw_arg = kw | (warps != gemv::kWarps && early_trigger ? 0x100 : 0);
   B12X_CUDA_CHECK(b12x::detail::launch_ex(k, grid, dim3(32 * warps),
                                           static_cast<size_t>(smem_of(f, nt, occ, warps)), stream,
-                                          p.pdl != 0, dim3(1, 1, 1), p, kw_arg));
+                                          p.pdl != 0, dim3(1, 1, 1), p, kw));
   B12X_CUDA_CHECK_LAUNCH();
 }
 

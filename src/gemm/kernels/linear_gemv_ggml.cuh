@@ -312,15 +312,10 @@ __device__ __forceinline__ void load_acts(const uint16_t* xa, uint32_t x[4]) {
 /// group h (lanes g = 4h + m load token m with the other group's activations zeroed), so one
 /// chain and one sub-scale per lane; lanes t and t + 2 (columns 2t, 2t + 1 of groups 0 / 1) are
 /// added before the epilogue.
-template <WFmt F, class T, int NT, bool kCols, bool kO3, int kW>
-__device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, int kw_arg) {
+template <WFmt F, class T, int NT, bool kCols, bool kO3, int kW, bool kTrig>
+__device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, int kw) {
   using namespace gemv;
   constexpr int kThr = 32 * kW;
-  // The wide kernels (probe): bit 8 of the argument moves the PDL trigger to the start of each
-  // warp's last batch (one CTA per SM: the next call's CTAs launch early and take each SM as
-  // its CTA exits, with no free slots elsewhere to skew their placement).
-  const int kw = kW == kWarps ? kw_arg : kw_arg & 0xFF;
-  const bool trig = kW != kWarps && (kw_arg & 0x100) != 0;
   constexpr bool kIq2 = F != WFmt::kQ8_0;
   constexpr bool kXs = F == WFmt::kIq2Xs;
   constexpr int kU = batch_atoms<F>();
@@ -422,7 +417,9 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, int kw_arg
     const int next_tile = tg + static_cast<int>(gridDim.x) < groups
                               ? (tg + static_cast<int>(gridDim.x)) * tpc + wt
                               : n16;
-    if (trig && next_tile >= n16 && !(active && b_first < b_end)) griddep_launch_dependents();
+    // kTrig (probe): the PDL trigger at the start of the warp's last batch (the next call's CTAs
+    // launch while this one drains; the end-of-kernel trigger stays for the other warps).
+    if (kTrig && next_tile >= n16 && !(active && b_first < b_end)) griddep_launch_dependents();
     float acc[NT][4];
 #pragma unroll
     for (int n = 0; n < NT; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
@@ -435,7 +432,7 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, int kw_arg
       } else if (next_tile < n16) {
         ld = cursor_at<F>(p, next_tile, b_first, lane);
         load_batch<F>(ld, atoms - b_first * kU, d8, s8, nxt);
-      } else if (trig) {
+      } else if (kTrig) {
         griddep_launch_dependents();
       }
       // IQ2: the block's d / 8 per row, applied once per batch to sums of the atoms' partials
@@ -605,11 +602,13 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, int kw_arg
 /// latency-bound at two CTAs per SM: 80 registers, a few bytes of spills; IQ2_XS with 8
 /// grid-table copies, gemv::grid_copies, so that 3 CTAs fit the shared memory). kW warps per CTA:
 /// 8, or 16 / 24 (probe, B12X_GGML_GEMV_WARPS: one CTA per SM; 24 warps leave 85 registers per
-/// thread, ptxas allocates 80 as for the capped 8-warp kernels).
-template <WFmt F, class T, int NT, bool kCols, int kMinCtas, int kW = gemv::kWarps>
+/// thread, ptxas allocates 80 as for the capped 8-warp kernels). kTrig: the PDL trigger at each
+/// warp's last batch (probe, B12X_GGML_GEMV_TRIGGER=1).
+template <WFmt F, class T, int NT, bool kCols, int kMinCtas, int kW = gemv::kWarps,
+          bool kTrig = false>
 __global__ void __launch_bounds__(32 * kW, kMinCtas)
     linear_gemv_ggml_kernel(const LinearParams p, int kw) {
-  gemv_ggml_body<F, T, NT, kCols, (kMinCtas >= 3), kW>(p, kw);
+  gemv_ggml_body<F, T, NT, kCols, (kMinCtas >= 3), kW, kTrig>(p, kw);
 }
 
 }  // namespace b12x::gemm::lin
