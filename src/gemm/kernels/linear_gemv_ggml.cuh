@@ -584,12 +584,7 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, int kw) {
           // column N too (its value is discarded, but the scratch read is then initialized).
           p.partial[(static_cast<int64_t>(blockIdx.y) * p.M + m) * p.NP + row] = acc[n][i];
         } else if (row < p.N) {
-          float v = acc[n][i] * mult;
-          if (p.bias != nullptr) v += load_out_type(p.bias, row, p.out_fp16);
-          if (p.out_fp16)
-            store_out<true>(p.out, m * p.ldo + row, v);
-          else
-            store_out<false>(p.out, m * p.ldo + row, v);
+          store_out_elem(p, m, row, acc[n][i], mult);
         }
       }
   }
