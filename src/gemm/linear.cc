@@ -144,10 +144,10 @@ constexpr int kWgmmaF8Var = 16;
 /// side: 80.3 / 253.6 / 246.2 / 116.3 / 70.2, 0.56-0.61x, needed a second copy of the weights
 /// built by bind; removed in session 10, docs/gemm.md.)
 constexpr int kWgmmaF8BlockVar = 14;
-/// Block FP8 variants reading the tiled FP8 1x128 quantizer's stage images (14; 17 = 14
+/// Block FP8 variants reading the tiled FP8 1x128 quantizer's stage images (14; 17 / 19 = 14
 /// persistent).
 bool wgmma_act_images(int var) {
-  return var == 14 || var == 17;
+  return var == 14 || var == 17 || var == 19;
 }
 /// wgmma kernel CTA order (Plan::tiled_wgmma_raster): FP8 in raster bands sized to L2 (1): round
 /// 17 (warp-specialized FP8, M = 2048) per-tensor 14336x4096 829 -> 921 TFLOP/s (its 58 MB of
@@ -424,13 +424,14 @@ Plan plan(const Caps& caps) {
           p.tiled_wgmma_var = f8 ? 3 : 0;
         }
       }
-      // Probe: B12X_GEMM_WGMMA_PERSIST=1, FP8 variants 14 / 16 with the persistent CTA loop
-      // (17 / 18).
+      // Probe: B12X_GEMM_WGMMA_PERSIST=1|2, FP8 variants 14 / 16 with the persistent CTA loop
+      // (1: 17 / 18; 2: 19 / 20, each MMA warpgroup storing its own rows).
       if (const char* pe = std::getenv("B12X_GEMM_WGMMA_PERSIST");
-          pe != nullptr && std::atoi(pe) == 1 &&
-          (p.tiled_wgmma_var == 14 || p.tiled_wgmma_var == 16) &&
-          lin::wgmma_kernel_available(wf, fp16, p.tiled_wgmma, p.tiled_wgmma_var + 3))
-        p.tiled_wgmma_var += 3;
+          pe != nullptr && (std::atoi(pe) == 1 || std::atoi(pe) == 2) &&
+          (p.tiled_wgmma_var == 14 || p.tiled_wgmma_var == 16)) {
+        const int want = p.tiled_wgmma_var + (std::atoi(pe) == 1 ? 3 : 5);
+        if (lin::wgmma_kernel_available(wf, fp16, p.tiled_wgmma, want)) p.tiled_wgmma_var = want;
+      }
       // Block FP8 variant 14 (the default, kWgmmaF8BlockVar; 17 persistent): bulk copies of the
       // tiled quantizer's stage images, so only where this plan quantizes inside and every stage
       // is a whole 128-K group of K (K % 256 == 0: KP == K); run() takes variant 8 where the

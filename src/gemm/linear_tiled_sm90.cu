@@ -40,9 +40,11 @@ WgmmaPick pick_var(int var) {
         if (var == 8) return wgmma_pick<F, T, kTok, 8>();    // producer-built block scales
         if (var == 14) return wgmma_pick<F, T, kTok, 14>();  // ... fed by bulk copies (default)
         if (var == 17) return wgmma_pick<F, T, kTok, 17>();  // ... persistent (probe)
+        if (var == 19) return wgmma_pick<F, T, kTok, 19>();  // ... per-warpgroup epilogue
       }
       if (var == 16) return wgmma_pick<F, T, kTok, 16>();  // bulk-copied weights (default)
       if (var == 18) return wgmma_pick<F, T, kTok, 18>();  // ... persistent (probe)
+      if (var == 20) return wgmma_pick<F, T, kTok, 20>();  // ... per-warpgroup epilogue
       if (var == 9) return wgmma_pick<F, T, kTok, 9>();    // tokens on the M side
       if (var == 10) return wgmma_pick<F, T, kTok, 10>();  // ... as register A fragments
       if (var == 11) return wgmma_pick<F, T, kTok, 11>();  // ... B in the 128-byte swizzle
@@ -97,7 +99,8 @@ WgmmaPick pick_tok(WFmt f, bool fp16, int var) {
 /// scales built by the producer warpgroup, 9 = 8 with the tokens on the wgmma M side (probe, also
 /// per-tensor), 14 = 8 fed by bulk copies of the quantizer's stage images (block FP8's default
 /// since session 9), 16 = 6 with bulk-copied weight runs (FP8 per-tensor's default since session
-/// 9), 17 / 18 = 14 / 16 with a persistent CTA loop (probes); BF16-operand formats 0
+/// 9), 17 / 18 = 14 / 16 with a persistent CTA loop (probes), 19 / 20 = 17 / 18 with a
+/// per-warpgroup epilogue (probes); BF16-operand formats 0
 /// = CTA-barrier pipeline, 1 = mbarrier pipeline, 3 = warp-specialized (256 tokens).
 WgmmaPick pick(WFmt f, bool fp16, int tok, int var) {
   return tok == 64    ? pick_tok<64>(f, fp16, var)
@@ -114,7 +117,7 @@ bool wgmma_kernel_available(WFmt f, bool fp16, int tok, int var) {
 }
 
 bool wgmma_persistent(int var) {
-  return var == 17 || var == 18;
+  return var >= 17 && var <= 20;
 }
 
 int prepare_linear_wgmma(WFmt f, bool fp16, int tok, int var) {

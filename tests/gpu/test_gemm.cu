@@ -1127,19 +1127,20 @@ TEST(GemmGpu, TiledWgmmaFp8BlockBulk) {
     caps.format = LinearFormat::kFp8Tensor;  // per-tensor FP8: variant 16 (session 9)
     EXPECT_EQ(gemm::plan(caps).tiled_wgmma_var, 16);
   }
-  for (const char* v : {"14", "17"}) {
+  for (const char* v : {"14", "17", "19"}) {
     SCOPED_TRACE(v);
     bulk_cases(v);
   }
 }
 
 /// FP8 variants 17 / 18 (probes, B12X_GEMM_WGMMA_PERSIST=1 or _VAR=17|18): 14 / 16 with the
-/// persistent CTA loop. The plan's grid is SMs x CTAs per SM; B12X_GEMM_WGMMA_CTAS caps it so
-/// that a few CTAs walk many tiles: the ring's slots and phases running on across tiles with
-/// fewer K stages than slots (K = 512: 4 stages of 128), exactly as many (768) and more (1280),
-/// the epilogue's two half-tile passes, token / row tails in the walk, raster bands and the 2-D
-/// order (weight tile fastest), per-tensor and block FP8 (18 block: bulk weights, cp.async
-/// activations), caller-quantized block FP8 on 18.
+/// persistent CTA loop; 19 / 20 (PERSIST=2) with each MMA warpgroup storing its own rows. The
+/// plan's grid is SMs x CTAs per SM; B12X_GEMM_WGMMA_CTAS caps it so that a few CTAs walk many
+/// tiles: the ring's slots and phases running on across tiles with fewer K stages than slots (K =
+/// 512: 4 stages of 128), exactly as many (768) and more (1280), the epilogue's two half-tile
+/// passes, token / row tails in the walk, raster bands and the 2-D order (weight tile fastest),
+/// per-tensor and block FP8 (18 block: bulk weights, cp.async activations), caller-quantized block
+/// FP8 on 18.
 TEST(GemmGpu, TiledWgmmaFp8Persistent) {
   B12X_REQUIRE_GPU();
   const auto& d = device_info(0);
@@ -1163,9 +1164,13 @@ TEST(GemmGpu, TiledWgmmaFp8Persistent) {
     ScopedEnv ec("B12X_GEMM_WGMMA_CTAS", "3");
     caps.act_dtype = DType::kBF16;
     EXPECT_EQ(gemm::plan(caps).tiled_wgmma_ctas, 3);
+    ScopedEnv ep2("B12X_GEMM_WGMMA_PERSIST", "2");
+    EXPECT_EQ(gemm::plan(caps).tiled_wgmma_var, 19);
+    caps.format = LinearFormat::kFp8Tensor;
+    EXPECT_EQ(gemm::plan(caps).tiled_wgmma_var, 20);
   }
   ScopedEnv e("B12X_GEMM_WGMMA", "1");
-  for (const char* v : {"17", "18"}) {
+  for (const char* v : {"17", "18", "19", "20"}) {
     SCOPED_TRACE(v);
     ScopedEnv ev("B12X_GEMM_WGMMA_VAR", v);
     {
@@ -1187,7 +1192,8 @@ TEST(GemmGpu, TiledWgmmaFp8Persistent) {
       run_case(cq, true);
     }
     // The plan's grid with more tiles than CTAs (8 x 32 tiles).
-    run_case({LinearFormat::kFp8Block, 1000, 4096, 512, DType::kBF16, DType::kBF16, true});
+    if (std::string(v) == "17" || std::string(v) == "19")
+      run_case({LinearFormat::kFp8Block, 1000, 4096, 512, DType::kBF16, DType::kBF16, true});
   }
 }
 
@@ -1565,18 +1571,19 @@ TEST(GemmGpuSanitize, Fp8BlockProbes) {
 }
 
 /// Block FP8 variants 14 / 16 (B12X_GEMM_WGMMA_VAR=14|16; 14 the default) and their persistent
-/// forms 17 / 18 for compute-sanitizer: the bulk-copied ring (the tiled quantizer's stage images,
-/// the weight runs, transaction counts on the full barriers), K = 2048 (every slot refilled), a
-/// token tail (the quantizer's zero rows) and weight tiles past N; per-tensor FP8 on 16 / 18;
-/// 17 / 18 on two CTAs walking the four tiles (the ring across tiles, the epilogue buffer).
+/// forms 17 / 18 (19 / 20: per-warpgroup epilogue) for compute-sanitizer: the bulk-copied ring (the
+/// tiled quantizer's stage images, the weight runs, transaction counts on the full barriers), K =
+/// 2048 (every slot refilled), a token tail (the quantizer's zero rows) and weight tiles past N;
+/// per-tensor FP8 on 16 / 18; 17 / 18 on two CTAs walking the four tiles (the ring across tiles,
+/// the epilogue buffer).
 TEST(GemmGpuSanitize, Fp8BlockBulk) {
   B12X_REQUIRE_GPU();
   ScopedEnv e("B12X_GEMM_WGMMA", "1"), ec("B12X_GEMM_WGMMA_CTAS", "2");
-  for (const char* v : {"14", "16", "17", "18"}) {
+  for (const char* v : {"14", "16", "17", "18", "19", "20"}) {
     ScopedEnv ev("B12X_GEMM_WGMMA_VAR", v);
     run_case({LinearFormat::kFp8Block, 200, 136, 2048, DType::kBF16, DType::kBF16, true});
   }
-  for (const char* v : {"16", "18"}) {
+  for (const char* v : {"16", "18", "20"}) {
     ScopedEnv ev("B12X_GEMM_WGMMA_VAR", v);
     run_case({LinearFormat::kFp8Tensor, 200, 136, 2048, DType::kBF16, DType::kBF16, true});
   }

@@ -48,9 +48,17 @@ struct WgmmaCfg {
   /// epilogue stages through its own buffer, half a tile at a time, not through the ring). Why:
   /// each 128 x 128 tile otherwise pays the ring's fill (~1 of ~24 us at K = 4096) and its
   /// epilogue with the tensor pipe idle (session 9's estimate).
-  static constexpr bool kPersist = kVariant0 == 17 || kVariant0 == 18;
-  /// The schedule variant the rest of the configuration follows (17 -> 14, 18 -> 16).
-  static constexpr int kVariant = kVariant0 == 17 ? 14 : kVariant0 == 18 ? 16 : kVariant0;
+  static constexpr bool kPersist = kVariant0 >= 17 && kVariant0 <= 20;
+  /// Variants 19 / 20 (probes) = 17 / 18 with each MMA warpgroup storing its own 64 rows of the
+  /// tile (its own staging buffer and named barrier) instead of both behind one barrier: a
+  /// warpgroup that finishes a tile first runs on into the next tile's stages (up to the ring's
+  /// depth) while the other still stores, so the two drift apart and one's wgmmas fill the
+  /// other's epilogue.
+  static constexpr bool kEpWg = kVariant0 == 19 || kVariant0 == 20;
+  /// The schedule variant the rest of the configuration follows (17 / 19 -> 14, 18 / 20 -> 16).
+  static constexpr int kVariant = kVariant0 == 17 || kVariant0 == 19   ? 14
+                                  : kVariant0 == 18 || kVariant0 == 20 ? 16
+                                                                       : kVariant0;
   static constexpr int kRows = 128;  ///< weight rows per CTA (2 warpgroups x 64)
   static constexpr int kTok = kTokens;
   static constexpr bool kFp4 = F == WFmt::kNvfp4 || F == WFmt::kMxfp4;
@@ -210,7 +218,10 @@ struct WgmmaCfg {
   /// after the ring (six FP8 stages and a whole 34 KB tile do not fit 227 KB); the others stage
   /// the whole tile in the drained ring.
   static constexpr int kEpTok = kPersist ? kTok / 2 : kTok;
-  static constexpr int kSmemBytes = (kPersist                       ? kPipeBytes + kEpTok * kEpPitch
+  /// kEpWg: per warpgroup [kEpTok][64 rows] (+ 16 bytes per token row against bank conflicts).
+  static constexpr int kEpWgPitch = 64 * 2 + 16;
+  static constexpr int kEpBufBytes = kEpWg ? 2 * kEpTok * kEpWgPitch : kEpTok * kEpPitch;
+  static constexpr int kSmemBytes = (kPersist                       ? kPipeBytes + kEpBufBytes
                                      : kPipeBytes > kTok * kEpPitch ? kPipeBytes
                                                                     : kTok * kEpPitch) +
                                     1024;  // + alignment
@@ -1394,16 +1405,17 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
     }
   };
   // Accumulator (wgmma D fragment): acc[4j + 2h + e] = (weight row 16 cw + g + 8h, token
-  // 8j + 2t + e). Tokens 8 j0 .. 8 j0 + kEpTok - 1 staged as out dtype [token - 8 j0][row]
-  // (kEpPitch-byte rows) for wgmma_store_rows.
-  auto stage_out = [&](uint16_t* ep, int j0, float mult, const float(&bias)[2]) {
+  // 8j + 2t + e). Tokens 8 j0 .. 8 j0 + kEpTok - 1 staged as out dtype [token - 8 j0][row -
+  // row0] (pitch2 u16 per token row) for wgmma_store_rows.
+  auto stage_out = [&](uint16_t* ep, int j0, float mult, const float(&bias)[2], int pitch2,
+                       int row0) {
 #pragma unroll
     for (int j = 0; j < C::kEpTok / 8; ++j)
 #pragma unroll
       for (int h = 0; h < 2; ++h)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          ep[(8 * j + 2 * t + e) * (C::kEpPitch / 2) + cw * 16 + g + 8 * h] =
+          ep[(8 * j + 2 * t + e) * pitch2 + cw * 16 - row0 + g + 8 * h] =
               wgmma_out_bits(acc[4 * (j0 + j) + 2 * h + e] * mult + bias[h], p.out_fp16);
         }
   };
@@ -1428,13 +1440,27 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
       float mult = 0.f;
       float bias[2] = {0.f, 0.f};
       tile_out_params(mult, bias);
+      if constexpr (C::kEpWg) {
+        // This warpgroup's rows n0 + 64 wgi.. through its own buffer, named barrier 2 + wgi.
+        const int wgi = cw >> 2;
+        uint16_t* const epw = ep + wgi * (C::kEpTok * C::kEpWgPitch / 2);
 #pragma unroll
-      for (int hf = 0; hf < kTok / C::kEpTok; ++hf) {
-        stage_out(ep, hf * (C::kEpTok / 8), mult, bias);
-        mma_sync();
-        wgmma_store_rows<C::kRows, C::kEpTok, C::kMmaThreads, C::kEpPitch>(
-            ep, p, n0, m0 + hf * C::kEpTok, 32 * cw + lane);
-        mma_sync();
+        for (int hf = 0; hf < kTok / C::kEpTok; ++hf) {
+          stage_out(epw, hf * (C::kEpTok / 8), mult, bias, C::kEpWgPitch / 2, 64 * wgi);
+          wg::bar_sync(2 + wgi, 128);
+          wgmma_store_rows<64, C::kEpTok, 128, C::kEpWgPitch>(
+              epw, p, n0 + 64 * wgi, m0 + hf * C::kEpTok, 32 * (cw & 3) + lane);
+          wg::bar_sync(2 + wgi, 128);
+        }
+      } else {
+#pragma unroll
+        for (int hf = 0; hf < kTok / C::kEpTok; ++hf) {
+          stage_out(ep, hf * (C::kEpTok / 8), mult, bias, C::kEpPitch / 2, 0);
+          mma_sync();
+          wgmma_store_rows<C::kRows, C::kEpTok, C::kMmaThreads, C::kEpPitch>(
+              ep, p, n0, m0 + hf * C::kEpTok, 32 * cw + lane);
+          mma_sync();
+        }
       }
       id += gridDim.x;
       if (id >= tiles_all) break;
@@ -1533,7 +1559,7 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
       }
     }
   } else {
-    stage_out(ep, 0, mult, bias);
+    stage_out(ep, 0, mult, bias, C::kEpPitch / 2, 0);
   }
   mma_sync();
   wgmma_store_rows<C::kRows, kTok, C::kMmaThreads, C::kEpPitch>(ep, p, n0, m0, 32 * cw + lane);
