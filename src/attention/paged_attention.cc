@@ -69,9 +69,12 @@ const KernelInfo* find_kernel(int dqk, int dv, int kind, DType q, bool fp8) {
 // exact e4m3 -> fp16 * 2^-8 bit move); FP8 head dims 128 (128-token tiles) and 256 (64-token
 // tiles); 11 ("hvec": hcvt with 16-byte fragment reads, FP8 head dim 128); 13 ("hcvt3": hcvt
 // with 3 stages, > 99 KB of shared memory: SM90 only, hcvt elsewhere); 14 ("hcvt2": hcvt with
-// 3 CTAs per SM by a register cap, FP8 head dim 256, 24-30% slower; for 128 it is hcvt).
-// B12X_ATTN_DECODE_TILE=wide|deep|direct|wdirect|wide3|wdirect2|hcvt|hbits|hvec|hcvt3|hcvt2
-// overrides (benchmarking).
+// 3 CTAs per SM by a register cap, FP8 head dim 256, 24-30% slower; for 128 it is hcvt); 15
+// ("wide3h": wide3 with each token group's output dims split over two warps, 8 warps, bf16 head
+// dim 128) and 16 ("wideh": the same for wide, bf16 head dim 256; else wide3h / wideh fall back
+// to wide): twice the warps per SM at the same shared memory, measurement variants.
+// B12X_ATTN_DECODE_TILE=wide|deep|direct|wdirect|wide3|wdirect2|hcvt|hbits|hvec|hcvt3|hcvt2|
+// wide3h|wideh overrides (benchmarking).
 int decode_kind(bool fp8, int head_dim) {
   const char* e = std::getenv("B12X_ATTN_DECODE_TILE");
   if (e != nullptr && std::string(e) == "wide") return 1;
@@ -85,6 +88,8 @@ int decode_kind(bool fp8, int head_dim) {
   if (e != nullptr && std::string(e) == "hvec") return 11;
   if (e != nullptr && std::string(e) == "hcvt3") return 13;
   if (e != nullptr && std::string(e) == "hcvt2") return head_dim == 256 ? 14 : 8;
+  if (e != nullptr && std::string(e) == "wide3h") return 15;
+  if (e != nullptr && std::string(e) == "wideh") return 16;
   // Defaults from the H200 (rounds 5-7, 32/8/128, 8k): BF16 wide3 streamed at 84-99% of the
   // read bandwidth (B=8..128; wide 83-98%, deep 68-77%); for FP8 wdirect2 beat wdirect by
   // 15-19% (round 7, B=8/32/128: 57.5/194.2/699.2 vs 66.0/221.8/829.2 us) and wdirect beat
@@ -278,6 +283,8 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
                  : k->kind == 11 ? "_decode_hvec"
                  : k->kind == 13 ? "_decode_hcvt3"
                  : k->kind == 14 ? "_decode_hcvt2"
+                 : k->kind == 15 ? "_decode_wide3h"
+                 : k->kind == 16 ? "_decode_wideh"
                                  : "_decode_hbits") +
                 (fp8 ? "_kvfp8" : "") + (caps.q_dtype == DType::kFP16 ? "_fp16" : "_bf16");
   plan.tile_rows = k->tile_rows;

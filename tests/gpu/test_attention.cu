@@ -1116,6 +1116,46 @@ Spec sweep_decode_spec(int i, int dqk, int dv, int hkv, int group) {
   return s;
 }
 
+// B12X_ATTN_DECODE_TILE=wide3h / wideh (measurement variants, bf16): each token group's output
+// dims split over two warps (8 warps for wide3h at head dim 128, 4 for wideh at 256). Pages
+// 16-256, groups 1-16 (3 / 5 / 7 too), forced splits 1 / 2 / 7 / 64 and automatic, sinks,
+// window, per-head shapes, the general kernel (B12X_ATTN_LEAN=0) and the fused merge, verify on
+// the decode tile; the plan names the variant (other dtypes and head dims fall back to wide).
+TEST(AttentionGpuDecode, SplitDims) {
+  B12X_REQUIRE_GPU();
+  const int groups[] = {4, 1, 8, 16, 3, 5, 7, 2};
+  for (const char* tile : {"wide3h", "wideh"}) {
+    setenv("B12X_ATTN_DECODE_TILE", tile, 1);
+    const int d = std::string(tile) == "wide3h" ? 128 : 256;
+    for (int i = 0; i < 10; ++i) {
+      Spec s = sweep_decode_spec(i, d, d, 1 + i % 2, groups[i % 8]);
+      s.kv = DType::kBF16;
+      s.q = DType::kBF16;
+      s.per_head_scale = i % 3 != 2;
+      if (i == 0) {
+        Problem p(s, rng());
+        PLAN_AND_BIND(p);
+        EXPECT_NE(p.plan.kernel.find(std::string("_decode_") + tile + "_bf16_lean_spec"),
+                  std::string::npos)
+            << p.plan.kernel;
+      }
+      if (i == 6) setenv("B12X_ATTN_LEAN", "0", 1);
+      if (i == 9) setenv("B12X_ATTN_FUSED_MERGE", "1", 1);
+      run_case(s, std::string("tile=") + tile + " decode " + std::to_string(i));
+      unsetenv("B12X_ATTN_LEAN");
+      unsetenv("B12X_ATTN_FUSED_MERGE");
+    }
+    Spec gq = gqa_decode_spec({8192, 4000, 63, 1}, 0, 0);
+    gq.dqk = gq.dv = d;
+    run_case(gq, std::string("tile=") + tile + " gqa");
+    Spec v = verify_spec(8, 2);
+    v.dqk = v.dv = d;
+    v.sinks = true;
+    run_case(v, std::string("tile=") + tile + " verify");
+    unsetenv("B12X_ATTN_DECODE_TILE");
+  }
+}
+
 // B12X_ATTN_ALIGN_CHUNKS (default on): contiguous splits take whole KV tiles, so some of the
 // forced or automatic splits have nothing to do (8000 tokens / 24 splits: 334 -> 384-token chunks
 // of 64-token tiles, 21 live splits) and each live one starts on a tile (and page) boundary.
@@ -1582,6 +1622,20 @@ TEST(AttentionGpuSanitize, DecodeSplitFp8) {
     s.sinks = true;
     run_case(s, std::string("sanitize decode fused=") + fused);
     unsetenv("B12X_ATTN_FUSED_MERGE");
+  }
+}
+
+TEST(AttentionGpuSanitize, DecodeSplitDims) {
+  B12X_REQUIRE_GPU();
+  for (const char* tile : {"wide3h", "wideh"}) {
+    setenv("B12X_ATTN_DECODE_TILE", tile, 1);
+    Spec s = gqa_decode_spec({700, 63, 1}, 3, 3);
+    s.hq = 16;
+    s.hkv = 2;
+    s.dqk = s.dv = std::string(tile) == "wide3h" ? 128 : 256;
+    s.sinks = true;
+    run_case(s, std::string("sanitize decode tile=") + tile);
+    unsetenv("B12X_ATTN_DECODE_TILE");
   }
 }
 

@@ -54,7 +54,13 @@ constexpr float kLog2e = 1.4426950408889634f;
 /// wide3 (5) also serves head dim 256, with 32-token tiles (2 warps).
 template <int kDqk_, int kDv_, int kKind_, bool kFp8_>
 struct TileCfg {
-  static constexpr int kDqk = kDqk_, kDv = kDv_, kKind = kKind_;
+  static constexpr int kDqk = kDqk_, kDv = kDv_;
+  // kinds 15 / 16 ("wide3h" / "wideh", 16-bit KV): wide3 / wide with each token group's output
+  // dims split over two warps (kDH = 2): both warps of a pair compute the group's S (the same
+  // MMAs and softmax) and each keeps and accumulates half of O, so the tile runs twice the warps
+  // with half the O registers (more warps per SM at the same shared memory).
+  static constexpr int kDH = (kKind_ == 15 || kKind_ == 16) ? 2 : 1;
+  static constexpr int kKind = kKind_ == 15 ? 5 : (kKind_ == 16 ? 1 : kKind_);
   static constexpr bool kFp8 = kFp8_;
   static constexpr bool kDecode = kKind != 0 && kKind != 7 && kKind != 10 && kKind != 12;
   // Sub-tiles per stage: the MMA/softmax body runs on kBN / kSub tokens at a time.
@@ -119,7 +125,7 @@ struct TileCfg {
           ? 64
           : (kKind >= 2 ? 32 : (kBigHead ? 32 : (kMB == 2 && kDv > 64 ? 32 : 64)));
   static constexpr int kWN = kDecode ? (kBN > 64 ? 4 : kBN / 16) : 1;
-  static constexpr int kThreads = kWM * kWN * 32;
+  static constexpr int kThreads = kWM * kWN * kDH * 32;
   static constexpr int kSubBN = kBN / kSub;
   static constexpr int kBM = 16 * kWM * kMB;
   static constexpr int kKvBytes = kFp8 ? 1 : 2;
@@ -152,7 +158,7 @@ struct TileCfg {
   // ~96): a register cap only; SM12x fits one or two by shared memory anyway.
   static constexpr int kSmPerSm = 233472;
   static constexpr int kBySmem = kSmPerSm / (kSmemBytes + 1024);
-  static constexpr int kByRegs = 65536 / (kThreads * (kDv / 2 + 96));
+  static constexpr int kByRegs = 65536 / (kThreads * (kDv / kDH / 2 + 96));
   static constexpr int kMinBlocksRaw = kBySmem < kByRegs ? kBySmem : kByRegs;
   static constexpr int kMinBlocks =
       (kKind == 12 || kKind == 14)
@@ -162,6 +168,8 @@ struct TileCfg {
   static_assert(kSmemBytes <= kSmemLimit, "paged attention tile exceeds its smem limit");
   static_assert((kSubBN / kWN) % 16 == 0, "each warp needs whole 16-token MMA K steps");
   static_assert(kWN == 1 || kMB == 1, "the cross-warp merge handles one row block per warp");
+  static_assert(kDH == 1 || (kDecode && !kFp8 && kWN > 1 && kDv % (16 * kDH) == 0),
+                "split output dims: 16-bit decode tiles");
 };
 
 // ---------------------------------------------------------------- PTX helpers ----------------
@@ -574,7 +582,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   constexpr int kWM = Cfg::kWM, kWN = Cfg::kWN, kStages = Cfg::kStages;
   constexpr int kThreads = Cfg::kThreads;
   constexpr bool kFp8 = Cfg::kFp8;
-  constexpr int kNT = Cfg::kSubBN / kWN;  // tokens per warp per (sub-)tile
+  constexpr int kNT = Cfg::kSubBN / kWN;           // tokens per warp per (sub-)tile
+  constexpr int kDH = Cfg::kDH, kDvW = kDv / kDH;  // O dims per warp (Cfg::kDH)
   constexpr int kQRow = kDqk * 2, kKRow = kDqk * 2, kVRow = kDv * 2;  // bf16 tile row bytes
 
   extern __shared__ __align__(128) uint8_t smem[];
@@ -724,7 +733,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   // BF16 B = 1 x 8k gained nothing (15.6 vs 15.6-15.8 us) and FP8 lost (14.5 vs 13.1 us: with
   // every tile requested at once the first tile lands later, and the compute of both tiles
   // follows the last byte instead of overlapping it; round 16).
-  const int wm = warp % kWM, wn = warp / kWM;
+  // warp = (dh, wn, wm): dh picks the half of O's dims a warp keeps (kDH = 2)
+  const int wm = warp % kWM, wn = kDH > 1 ? (warp / kWM) % kWN : warp / kWM;
+  const int dh = kDH > 1 ? warp / (kWM * kWN) : 0;
   const int g = lane >> 2, t4 = lane & 3;
   int off_diag = w.lk - w.qlen;
   const int rows0 = w.tile * kBM;
@@ -1134,11 +1145,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 
   constexpr int kMB = Cfg::kMB;     // 16-row MMA blocks per warp
   const int wrow0 = wm * 16 * kMB;  // this warp's first row in the CTA tile
-  float o[kMB][kDv / 8][4];
+  float o[kMB][kDvW / 8][4];
 #pragma unroll
   for (int mb = 0; mb < kMB; ++mb)
 #pragma unroll
-    for (int i = 0; i < kDv / 8; ++i) o[mb][i][0] = o[mb][i][1] = o[mb][i][2] = o[mb][i][3] = 0.f;
+    for (int i = 0; i < kDvW / 8; ++i) o[mb][i][0] = o[mb][i][1] = o[mb][i][2] = o[mb][i][3] = 0.f;
   float m_run[kMB][2], l_run[kMB][2];
 #pragma unroll
   for (int mb = 0; mb < kMB; ++mb) {
@@ -1423,7 +1434,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 #pragma unroll
           for (int r = 0; r < 2; ++r)
 #pragma unroll
-            for (int db = 0; db < kDv / 8; ++db) {
+            for (int db = 0; db < kDvW / 8; ++db) {
               o[mb][db][2 * r] *= alpha[mb][r];
               o[mb][db][2 * r + 1] *= alpha[mb][r];
             }
@@ -1504,10 +1515,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
               for (int mb = 0; mb < kMB; ++mb) mma16816<TM>(o[mb][4 * q + i], pa[mb], b0[i], b1[i]);
           }
         } else {
+          // this warp's dims start at chunk dh * kDvW / 8: a power of two above the swizzle's
+          // row & 7 bits, so it composes by XOR
+          const uint32_t v_lane_h = v_lane ^ ((dh * (kDvW / 16)) << 5);
 #pragma unroll
-          for (int db2 = 0; db2 < kDv / 16; ++db2) {
+          for (int db2 = 0; db2 < kDvW / 16; ++db2) {
             uint32_t bf[4];
-            ldmatrix_x4_trans(bf, v_base + (v_lane ^ (db2 << 5)) + kk * 16 * kVRow);
+            ldmatrix_x4_trans(bf, v_base + (v_lane_h ^ (db2 << 5)) + kk * 16 * kVRow);
 #pragma unroll
             for (int mb = 0; mb < kMB; ++mb) {
               mma16816<TM>(o[mb][2 * db2], pa[mb], bf[0], bf[1]);
@@ -1531,10 +1545,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   // Spread merge (p.spread_merge, decode tiles whose n-blocks split evenly over the warps; the
   // FP8 direct-V layout needs whole 32-dim groups per warp; not hvec): every warp merges and
   // stores its own kSpreadNB n-blocks of O.
-  constexpr int kSpreadNB = kWN > 1 ? (kDv / 8) / kWN : kDv / 8;
-  constexpr bool kSpreadOk =
-      kWN > 1 && !Cfg::kVec && (kDv / 8) % kWN == 0 && (!Cfg::kDirectV || kSpreadNB % 4 == 0);
-  const bool spread = kSpreadOk && (kLean || p.spread_merge != 0);
+  constexpr int kSpreadNB = kWN > 1 ? (kDv / 8) / (kWN * kDH) : kDv / 8;
+  constexpr bool kSpreadOk = kWN > 1 && !Cfg::kVec && (kDv / 8) % (kWN * kDH) == 0 &&
+                             (!Cfg::kDirectV || kSpreadNB % 4 == 0);
+  static_assert(kDH == 1 || kSpreadOk, "split output dims merge through the spread merge");
+  // the split-dims tiles (kDH = 2) merge only through the shared-copy spread merge
+  const bool spread = kSpreadOk && (kDH > 1 || kLean || p.spread_merge != 0);
   // p.spread_merge == 2 (the default; 1: B12X_ATTN_SPREAD_MERGE=1): the warps run one code
   // copy instead of one per n-block range (the epilogue runs once per warp, so each copy is
   // fetched cold; Nsight Compute had 18% of the BF16 B=1 warps' stall samples in the epilogue,
@@ -1542,7 +1558,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   // from shared memory into own[] (runtime offsets, fixed registers) and stores them with a
   // runtime column base. H200 round 26: BF16 B=1 x 8k 15.0-15.1 vs 15.3-15.5 us, FP8 B=1 12.4
   // vs 12.7, FP8 B=8 40.8 vs 41.5, BF16 16/2/256 B=8 42.4 vs 42.8.
-  const bool spread_shared = spread && (kLean || p.spread_merge == 2);
+  const bool spread_shared = spread && (kDH > 1 || kLean || p.spread_merge == 2);
+  const int owner = dh * kWN + wn;  // the spread merge's n-block range of this warp
   float own[kSpreadOk ? kSpreadNB : 1][4];
   // Runs f.template operator()<lo, hi>() with this warp's n-block range (warp-uniform branch,
   // compile-time bounds so that O stays in registers).
@@ -1567,7 +1584,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     float* sm_m = reinterpret_cast<float*>(sRing);
     float* sm_l = sm_m + kWN * kBM;
     float* sm_o = sm_l + kWN * kBM;
-    if (t4 == 0) {
+    if (t4 == 0 && dh == 0) {  // both halves of a pair hold the same m and l
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         sm_m[wn * kBM + wm * 16 + g + 8 * r] = m_run[0][r];
@@ -1588,7 +1605,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
         ll += sm_l[x * kBM + row] * fast_exp2(sm_m[x * kBM + row] - m_use);
       const float mine = fast_exp2(m_run[0][r] - m_use);
 #pragma unroll
-      for (int db = 0; db < kDv / 8; ++db) {
+      for (int db = 0; db < kDvW / 8; ++db) {
         o[0][db][2 * r] *= mine;
         o[0][db][2 * r + 1] *= mine;
       }
@@ -1598,8 +1615,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     if (spread_shared) {
       float4* s4 = reinterpret_cast<float4*>(sm_o);
 #pragma unroll
-      for (int db = 0; db < kDv / 8; ++db)
-        s4[(wn * (kDv / 8) + db) * 32 + lane] =
+      for (int db = 0; db < kDvW / 8; ++db)
+        s4[(wn * (kDv / 8) + dh * (kDvW / 8) + db) * 32 + lane] =
             make_float4(o[0][db][0], o[0][db][1], o[0][db][2], o[0][db][3]);
       __syncthreads();
 #pragma unroll
@@ -1607,60 +1624,62 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
         own[i][0] = own[i][1] = own[i][2] = own[i][3] = 0.f;
 #pragma unroll
         for (int x = 0; x < kWN; ++x) {
-          const float4 v = s4[(x * (kDv / 8) + wn * kSpreadNB + i) * 32 + lane];
+          const float4 v = s4[(x * (kDv / 8) + owner * kSpreadNB + i) * 32 + lane];
           own[i][0] += v.x;
           own[i][1] += v.y;
           own[i][2] += v.z;
           own[i][3] += v.w;
         }
       }
-    } else if (spread) {
-      // Warp wn sums (and later stores) n-blocks [wn kSpreadNB, (wn + 1) kSpreadNB): it writes
-      // the others' n-blocks as one float4 per lane ([writer][n-block][lane]) and adds the
-      // other warps' float4s of its own: kWN - 1 quarters per warp instead of warp 0 adding
-      // every other warp's O alone (kDv / 2 loads and adds per lane) at the CTA's tail.
-      float4* s4 = reinterpret_cast<float4*>(sm_o);
-      for_own_nblocks([&]<int kLo, int kHi>() {
+    } else if constexpr (kDH == 1) {
+      if (spread) {
+        // Warp wn sums (and later stores) n-blocks [wn kSpreadNB, (wn + 1) kSpreadNB): it writes
+        // the others' n-blocks as one float4 per lane ([writer][n-block][lane]) and adds the
+        // other warps' float4s of its own: kWN - 1 quarters per warp instead of warp 0 adding
+        // every other warp's O alone (kDv / 2 loads and adds per lane) at the CTA's tail.
+        float4* s4 = reinterpret_cast<float4*>(sm_o);
+        for_own_nblocks([&]<int kLo, int kHi>() {
 #pragma unroll
-        for (int db = 0; db < kDv / 8; ++db)
-          if (db < kLo || db >= kHi)
-            s4[(wn * (kDv / 8) + db) * 32 + lane] =
-                make_float4(o[0][db][0], o[0][db][1], o[0][db][2], o[0][db][3]);
-      });
-      __syncthreads();
-      for_own_nblocks([&]<int kLo, int kHi>() {
+          for (int db = 0; db < kDv / 8; ++db)
+            if (db < kLo || db >= kHi)
+              s4[(wn * (kDv / 8) + db) * 32 + lane] =
+                  make_float4(o[0][db][0], o[0][db][1], o[0][db][2], o[0][db][3]);
+        });
+        __syncthreads();
+        for_own_nblocks([&]<int kLo, int kHi>() {
 #pragma unroll
-        for (int x = 0; x < kWN; ++x) {
-          if (x == wn) continue;
+          for (int x = 0; x < kWN; ++x) {
+            if (x == wn) continue;
 #pragma unroll
-          for (int db = kLo; db < kHi; ++db) {
-            const float4 v = s4[(x * (kDv / 8) + db) * 32 + lane];
-            o[0][db][0] += v.x;
-            o[0][db][1] += v.y;
-            o[0][db][2] += v.z;
-            o[0][db][3] += v.w;
+            for (int db = kLo; db < kHi; ++db) {
+              const float4 v = s4[(x * (kDv / 8) + db) * 32 + lane];
+              o[0][db][0] += v.x;
+              o[0][db][1] += v.y;
+              o[0][db][2] += v.z;
+              o[0][db][3] += v.w;
+            }
           }
+        });
+      } else {
+        // fragment-ordered partial O of warps wn > 0
+        float* my = sm_o + ((wn * kWM + wm) * (kDv / 8) * 4) * 32;
+        if (wn > 0) {
+#pragma unroll
+          for (int db = 0; db < kDv / 8; ++db)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) my[(db * 4 + e) * 32 + lane] = o[0][db][e];
         }
-      });
-    } else {
-      // fragment-ordered partial O of warps wn > 0
-      float* my = sm_o + ((wn * kWM + wm) * (kDv / 8) * 4) * 32;
-      if (wn > 0) {
+        __syncthreads();
+        // Warps wn > 0 are done unless the CTA may merge the splits afterwards (all warps do).
+        if (wn > 0 && !(!kLean && p.merge_ctr != nullptr && range.ns > 1)) return;
 #pragma unroll
-        for (int db = 0; db < kDv / 8; ++db)
+        for (int x = 1; x < kWN && wn == 0; ++x) {
+          const float* other = sm_o + ((x * kWM + wm) * (kDv / 8) * 4) * 32;
 #pragma unroll
-          for (int e = 0; e < 4; ++e) my[(db * 4 + e) * 32 + lane] = o[0][db][e];
-      }
-      __syncthreads();
-      // Warps wn > 0 are done unless the CTA may merge the splits afterwards (all warps do).
-      if (wn > 0 && !(!kLean && p.merge_ctr != nullptr && range.ns > 1)) return;
+          for (int db = 0; db < kDv / 8; ++db)
 #pragma unroll
-      for (int x = 1; x < kWN && wn == 0; ++x) {
-        const float* other = sm_o + ((x * kWM + wm) * (kDv / 8) * 4) * 32;
-#pragma unroll
-        for (int db = 0; db < kDv / 8; ++db)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) o[0][db][e] += other[(db * 4 + e) * 32 + lane];
+            for (int e = 0; e < 4; ++e) o[0][db][e] += other[(db * 4 + e) * 32 + lane];
+        }
       }
     }
   }
@@ -1775,16 +1794,20 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   if constexpr (kSpreadOk) {
     if (spread_shared) {
       emit.template operator()<kSpreadNB>([&](int, int i, int e) { return own[i][e]; },
-                                          wn * kSpreadNB);
-    } else if (spread) {
-      for_own_nblocks([&]<int kLo, int kHi>() {
-        emit.template operator()<kHi - kLo>([&](int mb, int i, int e) { return o[mb][kLo + i][e]; },
-                                            kLo);
-      });
+                                          owner * kSpreadNB);
+    } else if constexpr (kDH == 1) {
+      if (spread) {
+        for_own_nblocks([&]<int kLo, int kHi>() {
+          emit.template operator()<kHi - kLo>(
+              [&](int mb, int i, int e) { return o[mb][kLo + i][e]; }, kLo);
+        });
+      }
     }
   }
-  if (!spread && (kWN == 1 || wn == 0))
-    emit.template operator()<kDv / 8>([&](int mb, int i, int e) { return o[mb][i][e]; }, 0);
+  if constexpr (kDH == 1) {
+    if (!spread && (kWN == 1 || wn == 0))
+      emit.template operator()<kDv / 8>([&](int mb, int i, int e) { return o[mb][i][e]; }, 0);
+  }
 
   // ---- fused split merge (decode/verify): the last CTA of the tile's splits merges ----
   // Each CTA publishes its partials (fence, then one ticket per CTA); the CTA that draws the
