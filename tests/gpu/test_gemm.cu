@@ -1155,19 +1155,19 @@ TEST(GemmGpu, TiledWgmmaFp8Persistent) {
     EXPECT_EQ(pl.tiled_wgmma_var, 17) << pl.describe();
     EXPECT_GT(pl.tiled_wgmma_ctas, 0);
     EXPECT_EQ(pl.tiled_wgmma_ctas % d.sm_count, 0);  // SMs x CTAs per SM
-    caps.format = LinearFormat::kFp8Tensor;
-    EXPECT_EQ(gemm::plan(caps).tiled_wgmma_var, 18);
-    caps.format = LinearFormat::kFp8Block;
-    caps.act_dtype = DType::kFP8E4M3;  // caller-quantized: variant 8, not persistent
+    // Caller-quantized: variant 8, not persistent.
+    caps.act_dtype = DType::kFP8E4M3;
     EXPECT_EQ(gemm::plan(caps).tiled_wgmma_var, 8);
     EXPECT_EQ(gemm::plan(caps).tiled_wgmma_ctas, 0);
+    caps.format = LinearFormat::kFp8Tensor;  // (FP8 activations only)
+    EXPECT_EQ(gemm::plan(caps).tiled_wgmma_var, 18);
     ScopedEnv ec("B12X_GEMM_WGMMA_CTAS", "3");
-    caps.act_dtype = DType::kBF16;
     EXPECT_EQ(gemm::plan(caps).tiled_wgmma_ctas, 3);
     ScopedEnv ep2("B12X_GEMM_WGMMA_PERSIST", "2");
-    EXPECT_EQ(gemm::plan(caps).tiled_wgmma_var, 19);
-    caps.format = LinearFormat::kFp8Tensor;
     EXPECT_EQ(gemm::plan(caps).tiled_wgmma_var, 20);
+    caps.format = LinearFormat::kFp8Block;
+    caps.act_dtype = DType::kBF16;
+    EXPECT_EQ(gemm::plan(caps).tiled_wgmma_var, 19);
   }
   ScopedEnv e("B12X_GEMM_WGMMA", "1");
   for (const char* v : {"17", "18", "19", "20"}) {
