@@ -429,7 +429,7 @@ Plan plan(const Caps& caps) {
       if (const char* pe = std::getenv("B12X_GEMM_WGMMA_PERSIST");
           pe != nullptr && (std::atoi(pe) == 1 || std::atoi(pe) == 2) &&
           (p.tiled_wgmma_var == 14 || p.tiled_wgmma_var == 16)) {
-        const int want = p.tiled_wgmma_var + (std::atoi(pe) == 1 ? 3 : 5);
+        const int want = (p.tiled_wgmma_var == 14 ? 17 : 18) + (std::atoi(pe) == 2 ? 2 : 0);
         if (lin::wgmma_kernel_available(wf, fp16, p.tiled_wgmma, want)) p.tiled_wgmma_var = want;
       }
       // Block FP8 variant 14 (the default, kWgmmaF8BlockVar; 17 persistent): bulk copies of the
