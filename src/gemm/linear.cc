@@ -222,6 +222,16 @@ bool ggml_gemv_default(lin::WFmt wf, int64_t n16, int64_t sms) {
   return wf != lin::WFmt::kQ8_0 || n16 <= 2 * sms;
 }
 
+/// Warps per CTA of the GGML GEMV by default (B12X_GGML_GEMV_WARPS=8|16|24 overrides): 24 (one
+/// CTA per SM, the IQ2 tables filled once per SM) for IQ2 at M <= 8 with long K (>= 24 blocks of
+/// 256) on at most 2 x SMs 16-row tiles, where the 8-warp grid leaves 16 warps per SM each
+/// walking many batches. Round 37 (H200, us, 8 -> 24 warps): 4096x14336 IQ2_XXS M = 1 / 4 15.96 /
+/// 17.40 -> 15.72 / 15.92, IQ2_XS 18.02 / 18.80 -> 17.28 / 17.87; not at K = 4096 (4096x4096
+/// IQ2_XXS M = 1 6.93 -> 7.47, 14336x4096 17.49 -> 21.24) nor for Q8_0 (4096x4096 7.50 -> 8.24).
+int ggml_gemv_warps_default(lin::WFmt wf, int64_t n16, int64_t K, int64_t M, int64_t sms) {
+  return wf != lin::WFmt::kQ8_0 && M <= 8 && K >= 24 * 256 && n16 <= 2 * sms ? 24 : 8;
+}
+
 /// The GGML GEMV's grid for CTAs of `warps` warps: warps per 16-row tile (kw, a divisor of warps;
 /// warps / kw tiles per CTA), K split over CTAs and the CTAs per split (at most the resident ones,
 /// walking the tile groups), by a cost model: an SM's time ~ its CTAs x (a CTA's warp-batches +
@@ -519,10 +529,11 @@ Plan plan(const Caps& caps) {
       p.ggml_gemv_occ = kGgmlGemvOcc;
       const char* occ_env = std::getenv("B12X_GGML_GEMV_OCC");
       if (occ_env != nullptr) p.ggml_gemv_occ = std::atoi(occ_env) == 3 ? 3 : 0;
-      // Probe: CTAs of 16 / 24 warps (one per SM, the one-tile kernels at M <= 8).
+      // CTAs of 16 / 24 warps: one per SM, the one-tile kernels at M <= 8.
+      p.ggml_gemv_warps = ggml_gemv_warps_default(wf, geo.n16, K, M, dev.sm_count);
       if (const char* w = std::getenv("B12X_GGML_GEMV_WARPS"); w != nullptr && M <= 8) {
         const int want = std::atoi(w);
-        if (want == 16 || want == 24) p.ggml_gemv_warps = want;
+        if (want == 8 || want == 16 || want == 24) p.ggml_gemv_warps = want;
       }
       if (p.ggml_gemv_warps != 8) p.ggml_gemv_occ = 0;
       const int occ = std::max(

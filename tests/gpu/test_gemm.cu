@@ -1820,10 +1820,27 @@ TEST(GemmGpu, GgmlGemvDefault) {
       EXPECT_GT(int64_t{big.grid_x} * big.grid_y, 2 * sms);
     }
     if (sms >= 128) {
-      // 2048x7168 (128 tiles): the model's K split of 2 for IQ2 and Q8_0 at M = 16, none for
-      // Q8_0 at M <= 8 (its reduce kernel weighs more against its short batches).
-      EXPECT_EQ(bf16_plan(f, 1, 2048, 7168).ggml_gemv_split, f == LinearFormat::kQ8_0 ? 1 : 2);
+      // 2048x7168 (128 tiles): the model's K split of 2 at M = 16, none for Q8_0 at M <= 8 (its
+      // reduce kernel weighs more against its short batches) nor for IQ2 at M <= 8 (24-warp
+      // CTAs, one tile each).
+      EXPECT_EQ(bf16_plan(f, 1, 2048, 7168).ggml_gemv_split, 1);
       EXPECT_EQ(bf16_plan(f, 16, 2048, 7168).ggml_gemv_split, 2);
+    }
+    // 24-warp CTAs for IQ2 at M <= 8 with K >= 6144 on at most 2 x SMs tiles, else 8 (Q8_0,
+    // M > 8, shorter K, more tiles); B12X_GGML_GEMV_WARPS=8 restores 8. The kernel that ran.
+    const int wide = f == LinearFormat::kQ8_0 ? 8 : 24;
+    EXPECT_EQ(bf16_plan(f, 1, 4096, 14336).ggml_gemv_warps, wide);
+    EXPECT_EQ(bf16_plan(f, 8, 2048, 6144).ggml_gemv_warps, wide);
+    EXPECT_EQ(bf16_plan(f, 9, 2048, 6144).ggml_gemv_warps, 8);
+    EXPECT_EQ(bf16_plan(f, 1, 4096, 4096).ggml_gemv_warps, 8);
+    EXPECT_EQ(bf16_plan(f, 1, n + 16, 14336).ggml_gemv_warps, 8);
+    for (int64_t M : {1, 3, 8}) {
+      run_case({f, M, 200, 6144, DType::kBF16, DType::kBF16, M == 3});
+      EXPECT_EQ(gemm::lin::last_ggml_gemv_launch().warps, wide) << "M = " << M;
+    }
+    {
+      ScopedEnv ew("B12X_GGML_GEMV_WARPS", "8");
+      EXPECT_EQ(bf16_plan(f, 1, 4096, 14336).ggml_gemv_warps, 8);
     }
     ScopedEnv es("B12X_GEMM_SPLIT", "2"), ed("B12X_GEMM_DECODE_HALF", "1");
     EXPECT_GT(bf16_plan(f, 1, 4096, 4096).ggml_gemv, 0);
