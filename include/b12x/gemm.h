@@ -199,9 +199,10 @@ struct Plan {
   /// exist (BF16 MMAs; M = 1 with 4 or 8 warps per tile, the pipelined slice halves; default
   /// there since session 9, B12X_GEMM_DECODE_LEAN=0|1 overrides).
   bool decode_lean = false;
-  /// Decode regime (probe, B12X_GEMM_DECODE_PIPE_KB=<n>): the pipelined staging's two buffers
-  /// get n KB where the device's shared memory per block allows (SM90: up to ~170; 0: the 36 KB
-  /// that fit SM12x), so the slice halves at M = 9..32 stage more than one slice per chunk.
+  /// Decode regime: the pipelined staging's two buffers get n KB where the device's shared memory
+  /// per block allows (SM90: up to ~170; 0: the 36 KB that fit SM12x), so the slice halves at
+  /// M = 9..32 stage more than one slice per chunk. Default 68 in the NVFP4 halves at M = 9..32
+  /// since session 10, else 0; B12X_GEMM_DECODE_PIPE_KB=<n> overrides.
   int decode_pipe_kb = 0;
   /// GGML formats (IQ2_XXS, IQ2_XS, Q8_0) at M <= 16: the GEMV kernel (linear_gemv_ggml) with
   /// this many warps per 16-row tile (a divisor of ggml_gemv_warps; 0 = the decode kernel), its K

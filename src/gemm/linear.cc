@@ -573,6 +573,7 @@ Plan plan(const Caps& caps) {
   // A regime forced to tiled never runs the decode kernel: none of its choices (split_k stays 1,
   // so the partials region below is the tiled split's alone).
   const bool decode_plan = M <= kDecodeMaxM && p.regime != Regime::kTiled;
+  bool half_reduce = false;  // the slice halves' split of 3..4 through partials, not a cluster
   if (decode_plan) {
     const int64_t sms = std::max(dev.sm_count, 1);
     const int nt = decode_nt(M);
@@ -713,12 +714,21 @@ Plan plan(const Caps& caps) {
     // Nsight Compute (14336x4096 M = 16): 3.4 warps per scheduler (one warp per tile: 1.7), 0.54
     // instructions per cycle (0.44), 11.8 M instructions (9.6 M), stalls per issue dominated by
     // fixed-latency dependencies (wait 1.68, short scoreboard 0.63, barrier 0.33).
+    // Session 10: at M = 9..32 also with a split of 3..4, there through fp32 partials + the
+    // reduce kernel instead of a cluster (clusters of 4 of these 8-warp CTAs ran about one CTA
+    // per SM, round 33). Round 37 (H200, 2048x7168, split 4, one warp per tile in a cluster ->
+    // halves + partials, us): NVFP4 W4A16 M = 9 / 16 17.18 / 18.69 -> 10.28 / 10.82, MXFP4 W4A16
+    // 15.70 / 17.57 -> 10.16 / 10.84 (M = 32, split 2: 15.38 -> 15.52 with partials instead of
+    // the cluster). B12X_GEMM_DECODE_HALF_REDUCE=0 keeps the session-9 rule (split <= 2).
     if (ws == 1 && lin::decode_half_available(wf, fp16)) {
       const char* e = std::getenv("B12X_GEMM_DECODE_HALF");
+      const char* re = std::getenv("B12X_GEMM_DECODE_HALF_REDUCE");
+      const bool reduce_ok = !(re != nullptr && re[0] == '0') && split_env == nullptr;
       const int64_t per_cta = (slices + split - 1) / split;
-      const bool rule =
-          (wf == lin::WFmt::kNvfp4 && nt == 1 && M >= 5 && per_cta >= 8) || (nt == 2 && split <= 2);
+      const bool rule = (wf == lin::WFmt::kNvfp4 && nt == 1 && M >= 5 && per_cta >= 8) ||
+                        (nt == 2 && (split <= 2 || (reduce_ok && split <= 4)));
       p.decode_half = e != nullptr ? e[0] == '1' : rule;
+      half_reduce = p.decode_half && nt == 2 && split > 2 && split <= 4 && reduce_ok;
       const char* pe = std::getenv("B12X_GEMM_DECODE_PIPE");
       if (p.decode_half && nt == 2 && pe == nullptr) p.decode_pipe = true;
     }
@@ -757,6 +767,15 @@ Plan plan(const Caps& caps) {
                     ((M == 1 && (ws == 4 || ws == 8)) || (p.decode_half && p.decode_pipe));
     if (const char* e = std::getenv("B12X_GEMM_DECODE_LEAN"); e != nullptr)
       p.decode_lean = e[0] == '1';
+    // The pipelined staging's two buffers at 68 KB where the device holds them (SM90; SM12x keeps
+    // 36 KB, run bounds it by the opt-in): 2 slices of 16 rows per chunk, half the chunk barriers
+    // and staging walks, 2 CTAs per SM still. Default in the NVFP4 halves at M = 9..32: round 37
+    // (H200, us over 4096x4096 / 14336x4096 / 4096x14336 / 6144x4096 / 2048x7168, 36 -> 68 KB)
+    // NVFP4 W4A16 M = 16 11.43 / 22.42 / 26.23 / 17.62 / 18.45 -> 10.60 / 21.18 / 22.84 / 16.05 /
+    // 18.62, M = 32 17.38 / 40.52 / 49.45 / 20.19 / 15.24 -> 16.37 / 39.17 / 46.47 / 19.31 /
+    // 14.17; MXFP4 W4A16 within +-1 % at M = 16, +5 % at M = 32 4096x14336 (not taken).
+    // B12X_GEMM_DECODE_PIPE_KB=<n> overrides (0: the 36 KB of SM12x everywhere).
+    if (wf == lin::WFmt::kNvfp4 && p.decode_half && p.decode_pipe && nt == 2) p.decode_pipe_kb = 68;
     if (const char* e = std::getenv("B12X_GEMM_DECODE_PIPE_KB"); e != nullptr)
       p.decode_pipe_kb = std::clamp(std::atoi(e), 0, 256);
   }
@@ -769,7 +788,7 @@ Plan plan(const Caps& caps) {
   p.tiled_cluster_ok = dev.cc_major >= 9;
   const char* pdl_env = std::getenv("B12X_GEMM_PDL");
   p.pdl = dev.cc_major >= 9 && !(pdl_env != nullptr && pdl_env[0] == '0');
-  p.split_cluster = split > 1 && split <= 8 && dev.cc_major >= 9 &&
+  p.split_cluster = split > 1 && split <= 8 && dev.cc_major >= 9 && !half_reduce &&
                     !(split_env != nullptr && std::string(split_env) == "reduce");
   const char* pre_env = std::getenv("B12X_GEMM_ACT_PREPASS");
   // FP8 weight formats consume FP8 activations directly in both kernels (FP8 MMAs). Quantized

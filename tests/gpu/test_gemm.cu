@@ -754,7 +754,7 @@ TEST(GemmGpu, DecodeSliceHalvesDefault) {
   EXPECT_TRUE(bf16_plan(LinearFormat::kMxfp4W4A16, 16, 14336, 4096).decode_half);  // session 9
   EXPECT_FALSE(bf16_plan(LinearFormat::kMxfp4W4A16, 8, 14336, 4096).decode_half);
   const gemm::Plan pm = bf16_plan(LinearFormat::kMxfp4W4A16, 16, 2048, 7168);
-  EXPECT_EQ(pm.decode_half, pm.split_k <= 2);  // split 4 on the H200
+  EXPECT_EQ(pm.decode_half, pm.split_k <= 4);  // split 4 on the H200 (session 10: partials)
   EXPECT_TRUE(bf16_plan(LinearFormat::kNvfp4W4A16, 13, 4096, 2048).decode_half);  // split 2
   EXPECT_TRUE(bf16_plan(LinearFormat::kNvfp4W4A16, 8, 8200, 4096).decode_half);
   for (LinearFormat f : {LinearFormat::kNvfp4, LinearFormat::kNvfp4W4A16}) {
@@ -767,6 +767,42 @@ TEST(GemmGpu, DecodeSliceHalvesDefault) {
   run_case({LinearFormat::kMxfp4, 27, 4096, 2048, DType::kBF16, DType::kBF16, false});
   ScopedEnv eh("B12X_GEMM_DECODE_HALF", "0");
   EXPECT_FALSE(bf16_plan(LinearFormat::kNvfp4W4A16, 16, 14336, 4096).decode_half);
+}
+
+TEST(GemmGpu, DecodeHalvesReduceDefault) {
+  B12X_REQUIRE_GPU();
+  // Session 10 defaults at M = 9..32: (1) the slice halves also where K is split over 3..4 CTAs,
+  // through fp32 partials + the reduce kernel instead of a cluster (B12X_GEMM_DECODE_HALF_REDUCE=0:
+  // the session-9 rule, halves only with a split of at most 2); (2) for NVFP4 weights the
+  // pipelined staging's two buffers at 68 KB where the device holds them (chunks of 2 slices).
+  // 2048x7168 (14 slices) takes a split of 4 on the H200; 8200x4096 (129 CTAs) one CTA per tile
+  // group over 8 slices in chunks; launches checked through lin::last_decode_launch().
+  const bool big_smem = device_info(0).smem_per_block_optin >= 160 * 1024;
+  for (LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kMxfp4W4A16}) {
+    const gemm::Plan pl = bf16_plan(f, 16, 2048, 7168);
+    if (pl.split_k > 2 && pl.split_k <= 4) EXPECT_TRUE(pl.decode_half && !pl.split_cluster);
+    EXPECT_EQ(pl.decode_pipe_kb, f == LinearFormat::kNvfp4W4A16 ? 68 : 0);
+    for (int64_t M : {9, 16}) {
+      run_case({f, M, 2048, 7168, DType::kBF16, DType::kBF16, M == 9});
+      const gemm::lin::DecodeLaunch l = gemm::lin::last_decode_launch();
+      EXPECT_TRUE(l.half && l.pipe) << "M = " << M;
+      EXPECT_EQ(l.split, pl.split_k);
+      EXPECT_EQ(l.cluster, pl.split_cluster ? pl.split_k : 1);
+    }
+  }
+  run_case({LinearFormat::kNvfp4W4A16, 16, 8200, 4096, DType::kBF16, DType::kBF16, true});
+  {
+    const gemm::lin::DecodeLaunch l = gemm::lin::last_decode_launch();
+    EXPECT_TRUE(l.half && l.pipe);
+    // The 32 KB ring + two buffers of 2 slices of 16 rows (~64 KB) where the 68 KB fit: more
+    // than the ring + the 36 KB default.
+    if (big_smem) EXPECT_GT(l.smem, 32 * 1024 + gemm::lin::kDecodePipeBudget);
+  }
+  run_case({LinearFormat::kNvfp4, 27, 8200, 4096, DType::kBF16, DType::kBF16, false});
+  ScopedEnv er("B12X_GEMM_DECODE_HALF_REDUCE", "0"), ek("B12X_GEMM_DECODE_PIPE_KB", "0");
+  const gemm::Plan old = bf16_plan(LinearFormat::kNvfp4W4A16, 16, 2048, 7168);
+  EXPECT_EQ(old.decode_half, old.split_k <= 2);
+  EXPECT_EQ(old.decode_pipe_kb, 0);
 }
 
 TEST(GemmGpu, DecodePipelinedStagingWarpSplit) {
@@ -1698,6 +1734,15 @@ TEST(GemmGpuSanitize, DecodeLean) {
     ScopedEnv es("B12X_GEMM_SPLIT", "4");
     run_case({f, 16, 40, 4096, DType::kBF16, DType::kBF16, false});
   }
+}
+
+TEST(GemmGpuSanitize, DecodeHalvesReduce) {
+  B12X_REQUIRE_GPU();
+  // The session-10 defaults at M = 9..32: the halves with K split over 3..4 CTAs through
+  // partials (2048x7168: split 4 on the H200, 4 slices per CTA) and, for NVFP4, the 68 KB
+  // pipelined staging (2 chunks of 2 slices per CTA).
+  run_case({LinearFormat::kNvfp4W4A16, 16, 2048, 7168, DType::kBF16, DType::kBF16, true});
+  run_case({LinearFormat::kMxfp4W4A16, 9, 2048, 7168, DType::kBF16, DType::kBF16, false});
 }
 
 TEST(GemmGpuSanitize, DecodeSliceHalves) {
