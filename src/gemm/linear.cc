@@ -222,14 +222,19 @@ bool ggml_gemv_default(lin::WFmt wf, int64_t n16, int64_t sms) {
   return wf != lin::WFmt::kQ8_0 || n16 <= 2 * sms;
 }
 
-/// Warps per CTA of the GGML GEMV by default (B12X_GGML_GEMV_WARPS=8|16|24 overrides): 24 (one
-/// CTA per SM, the IQ2 tables filled once per SM) for IQ2 at M <= 8 with long K (>= 24 blocks of
-/// 256) on at most 2 x SMs 16-row tiles, where the 8-warp grid leaves 16 warps per SM each
-/// walking many batches. Round 37 (H200, us, 8 -> 24 warps): 4096x14336 IQ2_XXS M = 1 / 4 15.96 /
-/// 17.40 -> 15.72 / 15.92, IQ2_XS 18.02 / 18.80 -> 17.28 / 17.87; not at K = 4096 (4096x4096
-/// IQ2_XXS M = 1 6.93 -> 7.47, 14336x4096 17.49 -> 21.24) nor for Q8_0 (4096x4096 7.50 -> 8.24).
+/// Warps per CTA of the GGML GEMV by default (B12X_GGML_GEMV_WARPS=8|16|24 overrides), at M <= 8
+/// (one CTA per SM for 16 / 24): 24 for IQ2 with long K (>= 24 blocks of 256) on at most 2 x SMs
+/// 16-row tiles, where the 8-warp grid leaves 16 warps per SM each walking many batches (the IQ2
+/// tables filled once per SM). Round 37 (H200, us, 8 -> 24 warps): 4096x14336 IQ2_XXS M = 1 / 4
+/// 15.96 / 17.40 -> 15.72 / 15.92, IQ2_XS 18.02 / 18.80 -> 17.28 / 17.87; not at K = 4096
+/// (4096x4096 IQ2_XXS M = 1 6.93 -> 7.47, 14336x4096 17.49 -> 21.24). Q8_0: 16 (its kernel's 95
+/// registers, uncapped) where the tiles fit one per SM, which the 8-warp grid runs with 8 warps
+/// per SM (2048x7168: each warp 7 batches; 24 warps at 80 registers lost on every Q8_0 shape,
+/// 4096x4096 7.50 -> 8.24).
 int ggml_gemv_warps_default(lin::WFmt wf, int64_t n16, int64_t K, int64_t M, int64_t sms) {
-  return wf != lin::WFmt::kQ8_0 && M <= 8 && K >= 24 * 256 && n16 <= 2 * sms ? 24 : 8;
+  if (M > 8) return 8;
+  if (wf == lin::WFmt::kQ8_0) return n16 <= sms ? 16 : 8;
+  return K >= 24 * 256 && n16 <= 2 * sms ? 24 : 8;
 }
 
 /// The GGML GEMV's grid for CTAs of `warps` warps: warps per 16-row tile (kw, a divisor of warps;

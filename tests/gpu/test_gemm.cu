@@ -1871,21 +1871,30 @@ TEST(GemmGpu, GgmlGemvDefault) {
       EXPECT_EQ(bf16_plan(f, 1, 2048, 7168).ggml_gemv_split, 1);
       EXPECT_EQ(bf16_plan(f, 16, 2048, 7168).ggml_gemv_split, 2);
     }
-    // 24-warp CTAs for IQ2 at M <= 8 with K >= 6144 on at most 2 x SMs tiles, else 8 (Q8_0,
-    // M > 8, shorter K, more tiles); B12X_GGML_GEMV_WARPS=8 restores 8. The kernel that ran.
-    const int wide = f == LinearFormat::kQ8_0 ? 8 : 24;
-    EXPECT_EQ(bf16_plan(f, 1, 4096, 14336).ggml_gemv_warps, wide);
-    EXPECT_EQ(bf16_plan(f, 8, 2048, 6144).ggml_gemv_warps, wide);
+    // At M <= 8: 24-warp CTAs for IQ2 with K >= 6144 on at most 2 x SMs tiles, 16 for Q8_0 on at
+    // most SMs tiles, else 8 (M > 8, IQ2 with shorter K, more tiles); B12X_GGML_GEMV_WARPS=8
+    // restores 8. The kernel that ran.
+    const bool q8 = f == LinearFormat::kQ8_0;
+    const int wide = q8 ? 16 : 24;
+    if (sms >= 128) {
+      EXPECT_EQ(bf16_plan(f, 1, 4096, 14336).ggml_gemv_warps, q8 ? 8 : 24);
+      EXPECT_EQ(bf16_plan(f, 8, 2048, 6144).ggml_gemv_warps, wide);
+      EXPECT_EQ(bf16_plan(f, 1, 2048, 4096).ggml_gemv_warps, q8 ? 16 : 8);
+    }
     EXPECT_EQ(bf16_plan(f, 9, 2048, 6144).ggml_gemv_warps, 8);
-    EXPECT_EQ(bf16_plan(f, 1, 4096, 4096).ggml_gemv_warps, 8);
     EXPECT_EQ(bf16_plan(f, 1, n + 16, 14336).ggml_gemv_warps, 8);
     for (int64_t M : {1, 3, 8}) {
       run_case({f, M, 200, 6144, DType::kBF16, DType::kBF16, M == 3});
       EXPECT_EQ(gemm::lin::last_ggml_gemv_launch().warps, wide) << "M = " << M;
     }
     {
+      // The 8-warp one-tile kernels on the same small grids (Q8_0's default above SMs tiles).
       ScopedEnv ew("B12X_GGML_GEMV_WARPS", "8");
-      EXPECT_EQ(bf16_plan(f, 1, 4096, 14336).ggml_gemv_warps, 8);
+      EXPECT_EQ(bf16_plan(f, 1, 2048, 6144).ggml_gemv_warps, 8);
+      for (int64_t M : {1, 3}) {
+        run_case({f, M, 200, 6144, DType::kFP16, DType::kBF16, M == 1});
+        EXPECT_EQ(gemm::lin::last_ggml_gemv_launch().warps, 8) << "M = " << M;
+      }
     }
     ScopedEnv es("B12X_GEMM_SPLIT", "2"), ed("B12X_GEMM_DECODE_HALF", "1");
     EXPECT_GT(bf16_plan(f, 1, 4096, 4096).ggml_gemv, 0);
@@ -1960,6 +1969,11 @@ TEST(GemmGpuSanitize, GgmlGemv) {
   ScopedEnv e("B12X_GGML_GEMV", "1");
   for (LinearFormat f : kGgmlFormats) {
     run_case({f, 1, 40, f == LinearFormat::kQ8_0 ? 1056 : 512, DType::kBF16, DType::kBF16, true});
+    {
+      ScopedEnv ew("B12X_GGML_GEMV_WARPS", "8");  // Q8_0's default there: 16 warps
+      run_case(
+          {f, 2, 40, f == LinearFormat::kQ8_0 ? 1056 : 512, DType::kBF16, DType::kBF16, false});
+    }
     ScopedEnv ek("B12X_GGML_GEMV_KW", "2"), es("B12X_GGML_GEMV_SPLIT", "3"),
         ec("B12X_GGML_GEMV_CTAS", "1");
     run_case({f, 9, 40, 512, DType::kFP16, DType::kFP16, false});
