@@ -44,6 +44,7 @@ PASSES = [("nvfp4", [1, 2, 4, 8]), ("w4a16", [1, 8]), ("nvfp4", [4096]), ("w4a16
 ROT = 8  # distinct routings per captured graph
 BUDGET_S = float(os.environ.get("B12X_BENCH_BUDGET_S", "55"))
 REPEAT = max(1, int(os.environ.get("B12X_MOE_BENCH_REPEAT", "1")))
+REBUILD = int(os.environ.get("B12X_MOE_BENCH_REBUILD", "0"))
 
 
 def read_bandwidth_gbs(dev):
@@ -323,6 +324,19 @@ def main():
                     us_r = time_graph(lambda i: fused_moe.run(binding=binds[i % ROT]),
                                       label=f"{name} {mode} {M} again {r + 1}")
                     print(f"  repeat {name} {mode} {M}: {us_r:.1f}", flush=True)
+                # B12X_MOE_BENCH_REBUILD=n: the same row with its experts prepared n more times
+                # (the earlier copies kept, so each lands at other addresses).
+                kept = []
+                for r in range(REBUILD):
+                    kept.append(make_experts(mode, E, H, I, act, dev)[1])
+                    rb = [fused_moe.bind(pl, scratch=scratch, a=xs[i], experts=kept[-1],
+                                         topk_weights=rts[i][1], topk_ids=rts[i][0], output=out)
+                          for i in range(ROT)]
+                    us_r = time_graph(lambda i: fused_moe.run(binding=rb[i % ROT]),
+                                      label=f"{name} {mode} {M} rebuilt {r + 1}")
+                    print(f"  rebuilt {name} {mode} {M}: {us_r:.1f}", flush=True)
+                    del rb
+                del kept
                 uniq = np.mean([torch.unique(r[0]).numel() for r in rts])
                 touched = uniq * per_expert
                 gbs = touched / (us * 1e-6) / 1e9

@@ -223,7 +223,11 @@ inline int decode_fc2_split_bound(int64_t routes) {
 /// the same with 2 or 3; every shape slower with a split at M = 1. From 64 routes at least as
 /// many as one wave of the 2-stage FC2 (4 CTAs per SM, decode_fc2_stages) holds: H200 round 17,
 /// Qwen3-30B M = 8 with 4 splits of 2-stage CTAs instead of 3 of 3-stage ones: nvfp4 / w4a16
-/// 74.9 / 76.8 -> 73.4 / 71.7 us (at M = 4, 32 routes, 47.6 -> 49.5: not there).
+/// 74.9 / 76.8 -> 73.4 / 71.7 us (at M = 4, 32 routes, 47.6 -> 49.5: not there). Up to 64 routes
+/// no split where the row blocks alone exceed one wave of 3 CTAs per SM (the FC2 then runs its
+/// 2-stage CTAs, 4 per SM, and two splits would add a second partial wave: DeepSeek-TP4's 448 row
+/// blocks, 896 CTAs on 528 slots). H200 round 37, DeepSeek-TP4 nvfp4 M = 4 93.5 -> 89.0 us, M = 8
+/// 147.8 -> 148.1.
 inline int decode_fc2_split(int64_t routes, int64_t row_blocks, int sm_count) {
   const int bound = decode_fc2_split_bound(routes);
   if (bound <= 1 || decode_fc2_split_forced() != 0) return bound;
@@ -236,7 +240,7 @@ inline int decode_fc2_split(int64_t routes, int64_t row_blocks, int sm_count) {
     split = std::max<int64_t>(1, std::min<int64_t>({4, by_grid, by_routes}));
   } else {
     const int64_t wave = std::min<int64_t>(4, std::max<int64_t>(2, 3 * sms / rb));
-    split = routes <= 16 && wave < 3 ? 1 : wave;
+    split = (routes <= 16 && wave < 3) || rb > 3 * sms ? 1 : wave;
   }
   if (routes >= 64) split = std::max<int64_t>(split, std::min<int64_t>(4, 4 * sms / rb));
   return static_cast<int>(split);

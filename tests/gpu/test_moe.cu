@@ -605,12 +605,14 @@ TEST(MoeGpu, DecodeStreamCtasWalkSeveralTiles) {
 TEST(MoeGpu, DecodeStreamWideGrids) {
   B12X_REQUIRE_GPU();
   // DeepSeek-TP4-like H = 7168: 448 FC2 row blocks, more than one wave of 3 CTAs per SM on a
-  // 132-SM H200, so FC2 runs its 2-stage CTAs (4 per SM; with an FC2 split at 20 routes); at
-  // I = 512 and 16 routes the 12-warp FC1 has the shorter chain and walks 2 tiles per CTA.
+  // 132-SM H200, so FC2 runs its 2-stage CTAs (4 per SM; no split up to 64 routes, where two
+  // splits would exceed that wave: 20 routes; split 2 at 72 routes); at I = 512 and 16 routes the
+  // 12-warp FC1 has the shorter chain and walks 2 tiles per CTA.
   const Fp4Variant a16{QuantMode::kW4A16, SourceFormat::kModeloptNvfp4, DType::kFP16,
                        Activation::kSitu};
   run_cases({fp4_variant_case(kNvfp4Silu, 16, 7168, 512, 2, 8, 1),
-             fp4_variant_case(a16, 8, 7168, 64, 5, 4, 1)});
+             fp4_variant_case(a16, 8, 7168, 64, 5, 4, 1),
+             fp4_variant_case(kNvfp4Silu, 16, 7168, 64, 9, 8, 1)});
 }
 
 TEST(MoeGpu, DecodeStreamTwoStageSplitAndA16OneGroup) {
