@@ -730,10 +730,15 @@ Plan plan(const Caps& caps) {
       const char* re = std::getenv("B12X_GEMM_DECODE_HALF_REDUCE");
       const bool reduce_ok = !(re != nullptr && re[0] == '0') && split_env == nullptr;
       const int64_t per_cta = (slices + split - 1) / split;
+      // Per-tensor FP8 weights (session 10) at M = 9..32 with a split of at most 2: round 37's
+      // Nsight Compute of FP8 M = 16 4096x14336 had one warp per scheduler issuing every 3
+      // cycles at 37 % of the DRAM bandwidth, and more CTAs (splits of 4 / 8) lost 5-50 % / 2-3x.
+      const bool fp4 = wf == lin::WFmt::kNvfp4 || wf == lin::WFmt::kMxfp4;
       const bool rule = (wf == lin::WFmt::kNvfp4 && nt == 1 && M >= 5 && per_cta >= 8) ||
-                        (nt == 2 && (split <= 2 || (reduce_ok && split <= 4)));
+                        (fp4 && nt == 2 && (split <= 2 || (reduce_ok && split <= 4))) ||
+                        (wf == lin::WFmt::kFp8 && nt == 2 && split <= 2);
       p.decode_half = e != nullptr ? e[0] == '1' : rule;
-      half_reduce = p.decode_half && nt == 2 && split > 2 && split <= 4 && reduce_ok;
+      half_reduce = p.decode_half && fp4 && nt == 2 && split > 2 && split <= 4 && reduce_ok;
       const char* pe = std::getenv("B12X_GEMM_DECODE_PIPE");
       if (p.decode_half && nt == 2 && pe == nullptr) p.decode_pipe = true;
     }

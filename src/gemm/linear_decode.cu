@@ -58,7 +58,9 @@ DecodeFn decode_fn(int nt, int ws, bool pipe, bool half, int deep, bool lean) {
     return nullptr;
   }
   if (half) {
-    if constexpr (std::is_same_v<T, Bf16Tag> && (F == WFmt::kNvfp4 || F == WFmt::kMxfp4)) {
+    // FP4 weights with BF16 MMAs; per-tensor FP8 (probe, B12X_GEMM_DECODE_HALF=1 only).
+    if constexpr (std::is_same_v<T, Bf16Tag> &&
+                  (F == WFmt::kNvfp4 || F == WFmt::kMxfp4 || F == WFmt::kFp8)) {
       if (ws != 1) return nullptr;
       if (nt == 1)
         return pipe ? &linear_decode_kernel<F, T, 1, 1, true, true>
@@ -175,8 +177,12 @@ void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stre
               "decode staging rows=", p.stage_rows, " slices=", p.stage_slices);
   const int64_t stage_bytes = stage_geom(f, p.stage_rows, p.stage_slices).bytes * (pipe ? 2 : 1);
   const int64_t pipe_budget = std::max<int64_t>(kDecodePipeBudget, p.decode_pipe_budget);
+  // The halves' one staging buffer: kDecodeHalfStageBudget beside the FP4 ring (32 KB); the FP8
+  // ring (48 KB) leaves the default staging budget.
+  const int64_t half_stage_budget =
+      decode_ring_bytes(f) <= 4 * 2 * 4096 ? kDecodeHalfStageBudget : kDecodeStageBudget;
   B12X_ASSERT(stage_bytes <= (pipe   ? pipe_budget
-                              : half ? kDecodeHalfStageBudget
+                              : half ? half_stage_budget
                                      : kDecodeStageBudget),
               "decode staging needs ", stage_bytes, " B of shared memory");
   const int64_t smem = decode_ring_bytes_deep(f, deep, ws) + stage_bytes;
@@ -189,15 +195,14 @@ void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stre
               " B of shared memory");
   {
     // The opt-in above 48 KB: once per device and kernel, to the whole budget (opt_in_smem raises
-    // it once more where a launch needs more than an earlier one). The halves (FP4 only): their
+    // it once more where a launch needs more than an earlier one). The halves: their
     // ring plus the larger of their two staging budgets. The pipelined kernels: the largest ring
     // plus this launch's pipelined budget (LinearParams::decode_pipe_budget, the default's or the
     // B12X_GEMM_DECODE_PIPE_KB probe's, which the run bounds by the device's opt-in).
     const int64_t most = ws == 8    ? ws8_budget
                          : deep > 0 ? kDecodeDeepBudget
-                         : half
-                             ? decode_ring_bytes(f) + std::max(kDecodeHalfStageBudget, pipe_budget)
-                             : kDecodeRingMax + (pipe ? pipe_budget : kDecodeStageBudget);
+                         : half ? decode_ring_bytes(f) + std::max(half_stage_budget, pipe_budget)
+                                : kDecodeRingMax + (pipe ? pipe_budget : kDecodeStageBudget);
     B12X_ASSERT(smem <= most, "decode launch needs ", smem, " B of shared memory, above ", most);
     B12X_CUDA_CHECK(
         ::b12x::detail::opt_in_smem(reinterpret_cast<const void*>(fn), static_cast<int>(most)));

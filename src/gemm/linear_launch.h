@@ -28,7 +28,7 @@ inline constexpr int64_t kDecodePipeBudget = 101376 - 15 * 1024 - 4 * kDecodeSta
 /// scales in the decode regime).
 bool decode_pipe_available(WFmt f, bool fp16);
 /// The 8-warp decode kernel over slice halves exists (LinearParams::decode_half: FP4 weights with
-/// BF16 MMAs).
+/// BF16 MMAs; per-tensor FP8 weights, a probe the plan takes only when forced).
 bool decode_half_available(WFmt f, bool fp16);
 /// The slice halves' one staging buffer: SM12x's 99 KB less their FP4 ring (32 KB) and static
 /// shared memory (16.5 KB at most).

@@ -805,6 +805,48 @@ TEST(GemmGpu, DecodeHalvesReduceDefault) {
   EXPECT_EQ(old.decode_pipe_kb, 0);
 }
 
+TEST(GemmGpu, DecodeSliceHalvesFp8) {
+  B12X_REQUIRE_GPU();
+  // Per-tensor FP8 weights on the slice halves (8 warps, each on 4 of the 8 atoms of a 256-K
+  // slice): by default at M = 9..32 where K is split over at most 2 CTAs (4096x2048: split 2 on
+  // the H200), forced by B12X_GEMM_DECODE_HALF=1: K = 4864 (19 slices) in several chunks with
+  // split 1, a cluster of 4 and the default split (partials at N = 72); M = 5 (one token tile),
+  // 9 / 16 / 27 (two); one staging buffer (B12X_GEMM_DECODE_PIPE=0) too.
+  gemm::Caps caps;
+  caps.format = LinearFormat::kFp8Tensor;
+  caps.max_tokens = 16;
+  caps.in_features = 4864;
+  caps.out_features = 72;
+  caps.act_dtype = DType::kFP8E4M3;
+  caps.out_dtype = DType::kBF16;
+  EXPECT_FALSE(gemm::plan(caps).decode_half);  // N = 72: a split of 19
+  caps.in_features = 2048;
+  caps.out_features = 4096;
+  const gemm::Plan pd = gemm::plan(caps);
+  EXPECT_EQ(pd.decode_half, pd.split_k <= 2);
+  run_case({LinearFormat::kFp8Tensor, 16, 4096, 2048, DType::kBF16, DType::kBF16, true});
+  EXPECT_EQ(gemm::lin::last_decode_launch().half, pd.decode_half);
+  caps.max_tokens = 8;
+  EXPECT_FALSE(gemm::plan(caps).decode_half);  // one token tile: not by default
+  ScopedEnv eh("B12X_GEMM_DECODE_HALF", "1");
+  EXPECT_TRUE(gemm::plan(caps).decode_half);
+  int i = 0;
+  for (const char* split : {"1", "4", ""}) {
+    if (split[0] != 0) setenv("B12X_GEMM_SPLIT", split, 1);
+    for (int64_t M : {5, 9, 16, 27}) {
+      run_case({LinearFormat::kFp8Tensor, M, 72, 4864, DType::kBF16, DType::kBF16, (i++ % 2) == 0});
+      EXPECT_TRUE(gemm::lin::last_decode_launch().half) << "M = " << M << ", split '" << split;
+    }
+    unsetenv("B12X_GEMM_SPLIT");
+  }
+  ScopedEnv ep("B12X_GEMM_DECODE_PIPE", "0"), es("B12X_GEMM_SPLIT", "4");
+  for (int64_t M : {9, 16}) {
+    run_case({LinearFormat::kFp8Tensor, M, 72, 4864, DType::kBF16, DType::kFP16, M == 9});
+    const gemm::lin::DecodeLaunch l = gemm::lin::last_decode_launch();
+    EXPECT_TRUE(l.half && !l.pipe) << "M = " << M;
+  }
+}
+
 TEST(GemmGpu, DecodePipelinedStagingWarpSplit) {
   B12X_REQUIRE_GPU();
   ScopedEnv eg0("B12X_GGML_GEMV", "0");  // the decode kernel for the GGML formats too
@@ -1743,6 +1785,19 @@ TEST(GemmGpuSanitize, DecodeHalvesReduce) {
   // pipelined staging (2 chunks of 2 slices per CTA).
   run_case({LinearFormat::kNvfp4W4A16, 16, 2048, 7168, DType::kBF16, DType::kBF16, true});
   run_case({LinearFormat::kMxfp4W4A16, 9, 2048, 7168, DType::kBF16, DType::kBF16, false});
+}
+
+TEST(GemmGpuSanitize, DecodeSliceHalvesFp8) {
+  B12X_REQUIRE_GPU();
+  // Probe B12X_GEMM_DECODE_HALF=1 with per-tensor FP8 weights: several chunks (K = 1280, 5
+  // slices, split 1), a cluster of 4 (K = 4096), N = 40.
+  ScopedEnv eh("B12X_GEMM_DECODE_HALF", "1");
+  {
+    ScopedEnv es("B12X_GEMM_SPLIT", "1");
+    run_case({LinearFormat::kFp8Tensor, 16, 40, 1280, DType::kBF16, DType::kBF16, true});
+  }
+  ScopedEnv es("B12X_GEMM_SPLIT", "4");
+  run_case({LinearFormat::kFp8Tensor, 9, 40, 4096, DType::kBF16, DType::kBF16, false});
 }
 
 TEST(GemmGpuSanitize, DecodeSliceHalves) {

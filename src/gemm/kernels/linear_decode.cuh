@@ -129,7 +129,8 @@ __device__ __forceinline__ void dec_cp_async_wait() {
 /// aligned) and no activation group scales. With kWS > 1 the kWS warps of a tile take slices
 /// interleaved (part k: slices k, k + kWS, ... of each chunk; stage_slices a multiple of kWS), so
 /// the K range need not be staged at once.
-/// kHalf (FP4 weights with BF16 MMAs, kWS = 1): CTAs of 8 warps over the same 4 tiles (64 rows),
+/// kHalf (FP4 weights with BF16 MMAs, or per-tensor FP8 weights (probe: 4 of the 8 atoms of a
+/// 256-K slice per warp, no scales), kWS = 1): CTAs of 8 warps over the same 4 tiles (64 rows),
 /// two per tile, each streaming one half of every slice (8 of its 16 atoms, its own ring of
 /// half-slices) against the same staged activations, reduced through shared memory like kWS:
 /// twice the warps on the weight stream without a second activation staging (at M = 9..32 the
@@ -153,8 +154,9 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
     linear_decode_kernel(const LinearParams p) {
   static_assert(kWS == 1 || kWS == 2 || kWS == 4 || kWS == 8, "warps per weight tile");
   static_assert(kWS != 8 || (!kPipe && !kHalf && NT == 1), "8 warps per tile: M = 1 kernels");
-  static_assert(!kHalf || (kWS == 1 && !T::kFp16 && (F == WFmt::kNvfp4 || F == WFmt::kMxfp4)),
-                "slice halves: FP4 weights with BF16 MMAs, one warp per half");
+  static_assert(!kHalf || (kWS == 1 && !T::kFp16 &&
+                           (F == WFmt::kNvfp4 || F == WFmt::kMxfp4 || F == WFmt::kFp8)),
+                "slice halves: FP4 weights with BF16 MMAs or per-tensor FP8, one warp per half");
   static_assert(kDeep == 0 || (kWS > 1 && !kPipe && !kHalf), "deeper rings: warp-split kernels");
   static_assert(!kLean || (!T::kFp16 && (F == WFmt::kNvfp4 || F == WFmt::kMxfp4)),
                 "lean bookkeeping: FP4 weights with BF16 MMAs");
@@ -657,8 +659,9 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
       // FP8 MMAs may accumulate with reduced precision inside the tensor core (Hopper): partial
       // sums are promoted to the fp32 accumulators at least every 128 K (per scale group).
       constexpr int kAtomsPerGroup = kGroup ? kGroup / 32 : 4;
+      static_assert(kAtomsW % kAtomsPerGroup == 0, "whole scale groups per (half) slice");
 #pragma unroll
-      for (int a = 0; a < kAtoms; ++a) {
+      for (int a = 0; a < kAtomsW; ++a) {
         const uint4 rv = raw(a);
         const uint32_t af[4] = {rv.x, rv.y, rv.z, rv.w};
         uint32_t bf[NT][2];
@@ -773,7 +776,7 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
         spl[warp][4 * t + i][g] = make_uint2(lut[(cur.sc[0][0].x >> (8 * i)) & 0x7Fu],
                                              lut[(cur.sc[1][0].x >> (8 * i)) & 0x7Fu]);
       __syncwarp();
-    } else if constexpr (kHalf) {
+    } else if constexpr (kHalf && F == WFmt::kMxfp4) {
       // MXFP4: the half's 8 atoms; lane t of a quad expands 2t, 2t + 1 (scale bytes 2t, 2t + 1).
       const uint32_t w0 = (t & 2 ? cur.sc[0][0].y : cur.sc[0][0].x) >> (16 * (t & 1));
       const uint32_t w1 = (t & 2 ? cur.sc[1][0].y : cur.sc[1][0].x) >> (16 * (t & 1));
