@@ -120,8 +120,11 @@ constexpr int64_t kWgmmaMinM = 128;
 /// 14336x4096 / 4096x14336 / 6144x4096 / 2048x7168, same run) 77.3 / 264.6 / 247.2 / 114.8 /
 /// 63.8 -> 74.4 / 259.3 / 236.1 / 110.9 / 60.2 (0.59-0.65x cuBLASLt FP8); its tests (the
 /// warp-specialized schedules of TiledWgmmaTokenTiles), memcheck and racecheck passed there.
-/// B12X_GEMM_WGMMA_VAR=6 restores 6.
-constexpr int kWgmmaF8Var = 16;
+/// B12X_GEMM_WGMMA_VAR=6 restores 6. 18 (session 10, the default from round 38 on: its numbers
+/// and tests in that round's log, docs/gemm.md) = 16 with the persistent CTA loop
+/// (Plan::tiled_wgmma_ctas CTAs walking the tiles, the ring running on across tiles, the epilogue
+/// through its own buffer). B12X_GEMM_WGMMA_PERSIST=0 restores 16.
+constexpr int kWgmmaF8Var = 18;
 /// Block FP8: 8 = 6 with the stage's combined scales x_scale * w_scale built once per CTA by the
 /// copy warpgroup instead of by each MMA warp (round 21 Nsight Compute, 4096x4096: L1/TEX
 /// throughput 77% for block FP8 variant 6 against 47% for per-tensor FP8, the per-warp table
@@ -142,8 +145,9 @@ constexpr int kWgmmaF8Var = 16;
 /// 136.4 / 79.2 (0.49-0.54x cuBLASLt FP8); its tests, memcheck and racecheck passed there.
 /// B12X_GEMM_WGMMA_VAR=8 restores 8. (Variant 15, weights as images too and tokens on the M
 /// side: 80.3 / 253.6 / 246.2 / 116.3 / 70.2, 0.56-0.61x, needed a second copy of the weights
-/// built by bind; removed in session 10, docs/gemm.md.)
-constexpr int kWgmmaF8BlockVar = 14;
+/// built by bind; removed in session 10, docs/gemm.md.) 17 (session 10, the default from round 38
+/// on, as 18 above) = 14 with the persistent CTA loop; B12X_GEMM_WGMMA_PERSIST=0 restores 14.
+constexpr int kWgmmaF8BlockVar = 17;
 /// Block FP8 variants reading the tiled FP8 1x128 quantizer's stage images (14; 17 / 19 = 14
 /// persistent).
 bool wgmma_act_images(int var) {
@@ -439,18 +443,20 @@ Plan plan(const Caps& caps) {
           p.tiled_wgmma_var = f8 ? 3 : 0;
         }
       }
-      // Probe: B12X_GEMM_WGMMA_PERSIST=1|2, FP8 variants 14 / 16 with the persistent CTA loop
-      // (1: 17 / 18; 2: 19 / 20, each MMA warpgroup storing its own rows).
-      if (const char* pe = std::getenv("B12X_GEMM_WGMMA_PERSIST");
-          pe != nullptr && (std::atoi(pe) == 1 || std::atoi(pe) == 2) &&
-          (p.tiled_wgmma_var == 14 || p.tiled_wgmma_var == 16)) {
-        const int want = (p.tiled_wgmma_var == 14 ? 17 : 18) + (std::atoi(pe) == 2 ? 2 : 0);
-        if (lin::wgmma_kernel_available(wf, fp16, p.tiled_wgmma, want)) p.tiled_wgmma_var = want;
+      // B12X_GEMM_WGMMA_PERSIST=0|1|2: FP8 variants 14 / 16 without (0) or with the persistent CTA
+      // loop (1: 17 / 18; 2: 19 / 20, each MMA warpgroup storing its own rows; the default 1).
+      if (const char* pe = std::getenv("B12X_GEMM_WGMMA_PERSIST"); pe != nullptr) {
+        const int v = std::atoi(pe), cur = p.tiled_wgmma_var;
+        const bool blk = cur == 14 || cur == 17 || cur == 19;
+        if ((blk || cur == 16 || cur == 18 || cur == 20) && v >= 0 && v <= 2) {
+          const int want = v == 0 ? (blk ? 14 : 16) : (blk ? 17 : 18) + (v == 2 ? 2 : 0);
+          if (lin::wgmma_kernel_available(wf, fp16, p.tiled_wgmma, want)) p.tiled_wgmma_var = want;
+        }
       }
-      // Block FP8 variant 14 (the default, kWgmmaF8BlockVar; 17 persistent): bulk copies of the
-      // tiled quantizer's stage images, so only where this plan quantizes inside and every stage
-      // is a whole 128-K group of K (K % 256 == 0: KP == K); run() takes variant 8 where the
-      // tiled quantizer cannot run (activation rows not 16-byte vectors).
+      // Block FP8 variants 14 / 17 (17, its persistent form, the default: kWgmmaF8BlockVar): bulk
+      // copies of the tiled quantizer's stage images, so only where this plan quantizes inside and
+      // every stage is a whole 128-K group of K (K % 256 == 0: KP == K); run() takes variant 8
+      // where the tiled quantizer cannot run (activation rows not 16-byte vectors).
       if (wgmma_act_images(p.tiled_wgmma_var)) {
         if (caps.act_dtype == DType::kFP8E4M3 || K % 256 != 0) p.tiled_wgmma_var = 8;
         lin::prepare_linear_wgmma(wf, fp16, p.tiled_wgmma, 8);
