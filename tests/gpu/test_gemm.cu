@@ -1152,6 +1152,16 @@ TEST(GemmGpu, TiledTok64) {
   }
 }
 
+/// Block FP8, 4096 x 4096, up to 2048 tokens (the SM90 wgmma plan checks).
+gemm::Caps fp8_block_caps_4096() {
+  gemm::Caps caps;
+  caps.format = LinearFormat::kFp8Block;
+  caps.max_tokens = 2048;
+  caps.in_features = 4096;
+  caps.out_features = 4096;
+  return caps;
+}
+
 /// The cases of TiledWgmmaFp8BlockBulk for variant v.
 void bulk_cases(const char* v) {
   const auto& d = device_info(0);
@@ -1187,22 +1197,25 @@ void bulk_cases(const char* v) {
 /// bulk copies. The plan takes them only with activations quantized inside and K % 256 == 0
 /// (else variant 8); token / row tails (weight tiles past N copy the last tile), 1-16 token
 /// tiles, FP16 / BF16, bias, a replayed graph; K = 640 and caller-quantized activations run
-/// variant 8. Variant 14 is the block FP8 default (session 9): the plan takes it without
-/// overrides at M >= 128.
+/// variant 8. Variant 17 is the block FP8 default (session 10; 14 before): the plan takes it
+/// without overrides at M >= 128, B12X_GEMM_WGMMA_PERSIST=0 restores 14.
 TEST(GemmGpu, TiledWgmmaFp8BlockBulk) {
   B12X_REQUIRE_GPU();
   if (device_info(0).cc_major == 9 && device_info(0).cc_minor == 0) {
-    gemm::Caps caps;
-    caps.format = LinearFormat::kFp8Block;
-    caps.max_tokens = 2048;
-    caps.in_features = 4096;
-    caps.out_features = 4096;
+    gemm::Caps caps = fp8_block_caps_4096();
     const gemm::Plan pl = gemm::plan(caps);
     EXPECT_EQ(pl.tiled_wgmma, 128) << pl.describe();
-    EXPECT_EQ(pl.tiled_wgmma_var, 14) << pl.describe();
+    EXPECT_EQ(pl.tiled_wgmma_var, 17) << pl.describe();
+    EXPECT_GT(pl.tiled_wgmma_ctas, 0);
+    {
+      ScopedEnv p0("B12X_GEMM_WGMMA_PERSIST", "0");
+      EXPECT_EQ(gemm::plan(caps).tiled_wgmma_var, 14);
+    }
     caps.act_dtype = DType::kFP8E4M3;  // caller-quantized: variant 8
     EXPECT_EQ(gemm::plan(caps).tiled_wgmma_var, 8);
-    caps.format = LinearFormat::kFp8Tensor;  // per-tensor FP8: variant 16 (session 9)
+    caps.format = LinearFormat::kFp8Tensor;  // per-tensor FP8: variant 18 (session 10)
+    EXPECT_EQ(gemm::plan(caps).tiled_wgmma_var, 18);
+    ScopedEnv p0("B12X_GEMM_WGMMA_PERSIST", "0");
     EXPECT_EQ(gemm::plan(caps).tiled_wgmma_var, 16);
   }
   for (const char* v : {"14", "17", "19"}) {
@@ -1224,11 +1237,7 @@ TEST(GemmGpu, TiledWgmmaFp8Persistent) {
   const auto& d = device_info(0);
   if (d.cc_major == 9 && d.cc_minor == 0) {
     ScopedEnv ep("B12X_GEMM_WGMMA_PERSIST", "1");
-    gemm::Caps caps;
-    caps.format = LinearFormat::kFp8Block;
-    caps.max_tokens = 2048;
-    caps.in_features = 4096;
-    caps.out_features = 4096;
+    gemm::Caps caps = fp8_block_caps_4096();
     const gemm::Plan pl = gemm::plan(caps);
     EXPECT_EQ(pl.tiled_wgmma_var, 17) << pl.describe();
     EXPECT_GT(pl.tiled_wgmma_ctas, 0);
