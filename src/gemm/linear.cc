@@ -120,11 +120,14 @@ constexpr int64_t kWgmmaMinM = 128;
 /// 14336x4096 / 4096x14336 / 6144x4096 / 2048x7168, same run) 77.3 / 264.6 / 247.2 / 114.8 /
 /// 63.8 -> 74.4 / 259.3 / 236.1 / 110.9 / 60.2 (0.59-0.65x cuBLASLt FP8); its tests (the
 /// warp-specialized schedules of TiledWgmmaTokenTiles), memcheck and racecheck passed there.
-/// B12X_GEMM_WGMMA_VAR=6 restores 6. 18 (session 10, the default from round 38 on: its numbers
-/// and tests in that round's log, docs/gemm.md) = 16 with the persistent CTA loop
-/// (Plan::tiled_wgmma_ctas CTAs walking the tiles, the ring running on across tiles, the epilogue
-/// through its own buffer). B12X_GEMM_WGMMA_PERSIST=0 restores 16.
-constexpr int kWgmmaF8Var = 18;
+/// B12X_GEMM_WGMMA_VAR=6 restores 6. 18 / 20 (session 10, probes: B12X_GEMM_WGMMA_PERSIST=1|2) =
+/// 16 with the persistent CTA loop: round 38 (M = 2048, us over 4096x4096 / 14336x4096 / 4096x14336
+/// / 6144x4096 / 2048x7168, consecutive processes: 16 / 18 / 20) 75.3 / 260.3 / 225.2 / 112.3
+/// / 60.2, 90.9 / 311.4 / 305.7 / 134.7 / 79.0, 90.8 / 311.0 / 303.4 / 134.5 / 78.6; block FP8 14 /
+/// 17 / 19 95.5 / 306.4 / 271.6 / 137.2 / 79.5, 137.3 / 450.4 / 454.6 / 199.1 / 123.1, 134.1 /
+/// 442.9 / 446.8 / 195.5 / 121.5 (also 1.3-1.5x slower at M = 256 with one tile per CTA; cause not
+/// found, docs/gemm.md); their tests passed there.
+constexpr int kWgmmaF8Var = 16;
 /// Block FP8: 8 = 6 with the stage's combined scales x_scale * w_scale built once per CTA by the
 /// copy warpgroup instead of by each MMA warp (round 21 Nsight Compute, 4096x4096: L1/TEX
 /// throughput 77% for block FP8 variant 6 against 47% for per-tensor FP8, the per-warp table
@@ -145,9 +148,9 @@ constexpr int kWgmmaF8Var = 18;
 /// 136.4 / 79.2 (0.49-0.54x cuBLASLt FP8); its tests, memcheck and racecheck passed there.
 /// B12X_GEMM_WGMMA_VAR=8 restores 8. (Variant 15, weights as images too and tokens on the M
 /// side: 80.3 / 253.6 / 246.2 / 116.3 / 70.2, 0.56-0.61x, needed a second copy of the weights
-/// built by bind; removed in session 10, docs/gemm.md.) 17 (session 10, the default from round 38
-/// on, as 18 above) = 14 with the persistent CTA loop; B12X_GEMM_WGMMA_PERSIST=0 restores 14.
-constexpr int kWgmmaF8BlockVar = 17;
+/// built by bind; removed in session 10, docs/gemm.md.) 17 / 19 (session 10, probes:
+/// B12X_GEMM_WGMMA_PERSIST=1|2) = 14 with the persistent CTA loop, as 18 / 20 above.
+constexpr int kWgmmaF8BlockVar = 14;
 /// Block FP8 variants reading the tiled FP8 1x128 quantizer's stage images (14; 17 / 19 = 14
 /// persistent).
 bool wgmma_act_images(int var) {
@@ -444,7 +447,7 @@ Plan plan(const Caps& caps) {
         }
       }
       // B12X_GEMM_WGMMA_PERSIST=0|1|2: FP8 variants 14 / 16 without (0) or with the persistent CTA
-      // loop (1: 17 / 18; 2: 19 / 20, each MMA warpgroup storing its own rows; the default 1).
+      // loop (1: 17 / 18; 2: 19 / 20, each MMA warpgroup storing its own rows; probes).
       if (const char* pe = std::getenv("B12X_GEMM_WGMMA_PERSIST"); pe != nullptr) {
         const int v = std::atoi(pe), cur = p.tiled_wgmma_var;
         const bool blk = cur == 14 || cur == 17 || cur == 19;
@@ -453,7 +456,7 @@ Plan plan(const Caps& caps) {
           if (lin::wgmma_kernel_available(wf, fp16, p.tiled_wgmma, want)) p.tiled_wgmma_var = want;
         }
       }
-      // Block FP8 variants 14 / 17 (17, its persistent form, the default: kWgmmaF8BlockVar): bulk
+      // Block FP8 variants 14 (the default, kWgmmaF8BlockVar) / 17 / 19 (persistent): bulk
       // copies of the tiled quantizer's stage images, so only where this plan quantizes inside and
       // every stage is a whole 128-K group of K (K % 256 == 0: KP == K); run() takes variant 8
       // where the tiled quantizer cannot run (activation rows not 16-byte vectors).
