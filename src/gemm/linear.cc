@@ -739,13 +739,17 @@ Plan plan(const Caps& caps) {
       const char* re = std::getenv("B12X_GEMM_DECODE_HALF_REDUCE");
       const bool reduce_ok = !(re != nullptr && re[0] == '0') && split_env == nullptr;
       const int64_t per_cta = (slices + split - 1) / split;
-      // Per-tensor FP8 weights (session 10) at M = 9..32 with a split of at most 2: round 37's
-      // Nsight Compute of FP8 M = 16 4096x14336 had one warp per scheduler issuing every 3
-      // cycles at 37 % of the DRAM bandwidth, and more CTAs (splits of 4 / 8) lost 5-50 % / 2-3x.
+      // Per-tensor FP8 weights (session 10) at M = 9..32 with a split of at most 2 where each CTA
+      // streams >= 16 slices: round 37's Nsight Compute of FP8 M = 16 4096x14336 had one warp per
+      // scheduler issuing every 3 cycles at 37 % of the DRAM bandwidth, and more CTAs (splits of
+      // 4 / 8) lost 5-50 % / 2-3x. Round 38 (H200, one warp per tile -> halves, us, M = 9 / 16):
+      // 14336x4096 (16 slices per CTA) 21.28 / 22.13 -> 20.55 / 20.88, 4096x14336 (28) 23.29 /
+      // 27.94 -> 21.73 / 23.27; with 8 slices per CTA slower: 4096x4096 9.28 / 9.99 -> 9.60 /
+      // 10.68, 6144x4096 13.72 / 13.08 -> 13.40 / 14.32.
       const bool fp4 = wf == lin::WFmt::kNvfp4 || wf == lin::WFmt::kMxfp4;
       const bool rule = (wf == lin::WFmt::kNvfp4 && nt == 1 && M >= 5 && per_cta >= 8) ||
                         (fp4 && nt == 2 && (split <= 2 || (reduce_ok && split <= 4))) ||
-                        (wf == lin::WFmt::kFp8 && nt == 2 && split <= 2);
+                        (wf == lin::WFmt::kFp8 && nt == 2 && split <= 2 && per_cta >= 16);
       p.decode_half = e != nullptr ? e[0] == '1' : rule;
       half_reduce = p.decode_half && fp4 && nt == 2 && split > 2 && split <= 4 && reduce_ok;
       const char* pe = std::getenv("B12X_GEMM_DECODE_PIPE");

@@ -808,10 +808,10 @@ TEST(GemmGpu, DecodeHalvesReduceDefault) {
 TEST(GemmGpu, DecodeSliceHalvesFp8) {
   B12X_REQUIRE_GPU();
   // Per-tensor FP8 weights on the slice halves (8 warps, each on 4 of the 8 atoms of a 256-K
-  // slice): by default at M = 9..32 where K is split over at most 2 CTAs (4096x2048: split 2 on
-  // the H200), forced by B12X_GEMM_DECODE_HALF=1: K = 4864 (19 slices) in several chunks with
-  // split 1, a cluster of 4 and the default split (partials at N = 72); M = 5 (one token tile),
-  // 9 / 16 / 27 (two); one staging buffer (B12X_GEMM_DECODE_PIPE=0) too.
+  // slice): by default at M = 9..32 where K is split over at most 2 CTAs of >= 16 slices each
+  // (4096x8192: split 2 on the H200), forced by B12X_GEMM_DECODE_HALF=1: K = 4864 (19 slices) in
+  // several chunks with split 1, a cluster of 4 and the default split (partials at N = 72); M = 5
+  // (one token tile), 9 / 16 / 27 (two); one staging buffer (B12X_GEMM_DECODE_PIPE=0) too.
   gemm::Caps caps;
   caps.format = LinearFormat::kFp8Tensor;
   caps.max_tokens = 16;
@@ -820,12 +820,15 @@ TEST(GemmGpu, DecodeSliceHalvesFp8) {
   caps.act_dtype = DType::kFP8E4M3;
   caps.out_dtype = DType::kBF16;
   EXPECT_FALSE(gemm::plan(caps).decode_half);  // N = 72: a split of 19
-  caps.in_features = 2048;
+  // 4096x8192: 32 slices.
+  caps.in_features = 8192;
   caps.out_features = 4096;
   const gemm::Plan pd = gemm::plan(caps);
-  EXPECT_EQ(pd.decode_half, pd.split_k <= 2);
-  run_case({LinearFormat::kFp8Tensor, 16, 4096, 2048, DType::kBF16, DType::kBF16, true});
+  EXPECT_EQ(pd.decode_half, pd.split_k <= 2 && (32 + pd.split_k - 1) / pd.split_k >= 16);
+  run_case({LinearFormat::kFp8Tensor, 16, 4096, 8192, DType::kBF16, DType::kBF16, true});
   EXPECT_EQ(gemm::lin::last_decode_launch().half, pd.decode_half);
+  caps.in_features = 2048;  // 8 slices: one warp per tile
+  EXPECT_FALSE(gemm::plan(caps).decode_half);
   caps.max_tokens = 8;
   EXPECT_FALSE(gemm::plan(caps).decode_half);  // one token tile: not by default
   ScopedEnv eh("B12X_GEMM_DECODE_HALF", "1");
