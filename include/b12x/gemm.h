@@ -209,8 +209,9 @@ struct Plan {
   /// split over ggml_gemv_split CTAs (fp32 partials + the reduce kernel when > 1), at most
   /// ggml_gemv_ctas CTAs per split walking the row tiles, ggml_gemv_occ = 3: the IQ2 one-tile
   /// kernels capped at 80 registers (3 CTAs per SM); ggml_gemv_warps per CTA (8; 16 / 24 at M <= 8:
-  /// one CTA per SM, probe). B12X_GGML_GEMV=0|1, B12X_GGML_GEMV_KW=<n>, B12X_GGML_GEMV_SPLIT=<n>,
-  /// B12X_GGML_GEMV_CTAS=<n>, B12X_GGML_GEMV_OCC=0|3, B12X_GGML_GEMV_WARPS=8|16|24 override.
+  /// one CTA per SM, the plan's rule). B12X_GGML_GEMV=0|1, B12X_GGML_GEMV_KW=<n>,
+  /// B12X_GGML_GEMV_SPLIT=<n>, B12X_GGML_GEMV_CTAS=<n>, B12X_GGML_GEMV_OCC=0|3,
+  /// B12X_GGML_GEMV_WARPS=8|16|24 override.
   int ggml_gemv = 0;
   int ggml_gemv_split = 1;
   int ggml_gemv_ctas = 0;

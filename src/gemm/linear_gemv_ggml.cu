@@ -82,19 +82,23 @@ GemvFn kernel_of_t(WFmt f, int nt, int occ, int warps) {
   return nullptr;
 }
 
-/// Probe (read once per process): B12X_GGML_GEMV_TRIGGER=1, the kernels with the PDL trigger at
-/// each warp's last batch.
-bool early_trigger() {
-  static const bool on = [] {
+/// The kernels with the PDL trigger at each warp's last batch: by default IQ2_XS with its column
+/// groups (M <= 4), B12X_GGML_GEMV_TRIGGER=0|1 (read once per process) off / on for all. Round 38
+/// (H200, M = 1, us over 4096x4096 / 14336x4096 / 4096x14336 / 6144x4096 / 2048x7168, off ->
+/// on): IQ2_XS 7.70 / 19.60 / 17.32 / 9.93 / 7.72 -> 6.65 / 18.40 / 15.63 / 9.04 / 7.35; IQ2_XXS
+/// 6.87 / 17.57 / 15.70 / 9.20 / 7.39 -> 7.30 / 21.01 / 16.44 / 8.10 / 7.06, Q8_0 7.49 / (decode
+/// kernel) / 17.75 / (decode kernel) / 7.37 -> 8.04 / 21.18 / 8.14: off for them.
+bool trigger_of(WFmt f, int nt) {
+  static const int env = [] {
     const char* e = std::getenv("B12X_GGML_GEMV_TRIGGER");
-    return e != nullptr && e[0] == '1';
+    return e == nullptr ? -1 : e[0] == '1' ? 1 : 0;
   }();
-  return on;
+  return env >= 0 ? env == 1 : f == WFmt::kIq2Xs && nt == 0;
 }
 
 /// The kernel that launch_ggml_gemv runs (nullptr: none).
 GemvFn kernel_of(WFmt f, bool fp16, int nt, int occ, int warps) {
-  if (early_trigger())
+  if (trigger_of(f, nt))
     return fp16 ? kernel_of_t<Fp16Tag, true>(f, nt, occ, warps)
                 : kernel_of_t<Bf16Tag, true>(f, nt, occ, warps);
   return fp16 ? kernel_of_t<Fp16Tag, false>(f, nt, occ, warps)
@@ -173,7 +177,7 @@ void launch_ggml_gemv(WFmt f, bool fp16, int kw, int ctas, int occ, int warps,
       static_cast<unsigned>(gx), static_cast<unsigned>(p.split),
       static_cast<unsigned>((p.M + (nt == 0 ? 3 : 8 * nt - 1)) / (nt == 0 ? 4 : 8 * nt)));
   const bool capped = occ == 3 && warps == gemv::kWarps && f != WFmt::kQ8_0 && nt <= 1;
-  t_last = GgmlGemvLaunch{nt, capped ? 3 : 0, warps, kw, grid.x, grid.y, grid.z};
+  t_last = GgmlGemvLaunch{nt, capped ? 3 : 0, warps, kw, grid.x, grid.y, grid.z, trigger_of(f, nt)};
   B12X_CUDA_CHECK(b12x::detail::launch_ex(k, grid, dim3(32 * warps),
                                           static_cast<size_t>(smem_of(f, nt, occ, warps)), stream,
                                           p.pdl != 0, dim3(1, 1, 1), p, kw));

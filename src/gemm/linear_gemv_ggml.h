@@ -30,6 +30,7 @@ struct GgmlGemvLaunch {
   int occ = 0;  // 3: the IQ2 one-tile kernels capped at 80 registers, else 0
   int warps = 0, kw = 0;
   unsigned grid_x = 0, grid_y = 0, grid_z = 0;
+  bool trig = false;  // the PDL trigger at each warp's last batch
 };
 GgmlGemvLaunch last_ggml_gemv_launch();
 

@@ -1954,6 +1954,14 @@ TEST(GemmGpu, GgmlGemvDefault) {
       run_case({f, M, 200, 6144, DType::kBF16, DType::kBF16, M == 3});
       EXPECT_EQ(gemm::lin::last_ggml_gemv_launch().warps, wide) << "M = " << M;
     }
+    if (std::getenv("B12X_GGML_GEMV_TRIGGER") == nullptr) {
+      // The PDL trigger at each warp's last batch: IQ2_XS with its column groups (M <= 4) only.
+      for (int64_t M : {1, 4, 5}) {
+        run_case({f, M, 72, 2304, DType::kBF16, DType::kBF16, M == 4});
+        EXPECT_EQ(gemm::lin::last_ggml_gemv_launch().trig, f == LinearFormat::kIq2Xs && M <= 4)
+            << "M = " << M;
+      }
+    }
     {
       // The 8-warp one-tile kernels on the same small grids (Q8_0's default above SMs tiles).
       ScopedEnv ew("B12X_GGML_GEMV_WARPS", "8");

@@ -37,8 +37,8 @@ namespace b12x::gemm::lin {
 
 namespace gemv {
 
-/// Warps per CTA of the default kernels (kW; 16 / 24: one CTA per SM, the IQ2 tables filled
-/// once per SM instead of once per each of 2-3 CTAs).
+/// Warps per CTA of the 8-warp kernels (kW; 16 / 24: one CTA per SM, the IQ2 tables filled once
+/// per SM instead of once per each of 2-3 CTAs).
 inline constexpr int kWarps = 8;
 inline constexpr int kThreads = 32 * kWarps;
 /// Copies of the IQ2 tables (lane classes of a half-warp's 8-byte loads): 16 make every
@@ -417,8 +417,8 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, int kw) {
     const int next_tile = tg + static_cast<int>(gridDim.x) < groups
                               ? (tg + static_cast<int>(gridDim.x)) * tpc + wt
                               : n16;
-    // kTrig (probe): the PDL trigger at the start of the warp's last batch (the next call's CTAs
-    // launch while this one drains; the end-of-kernel trigger stays for the other warps).
+    // kTrig: the PDL trigger at the start of the warp's last batch (the next call's CTAs launch
+    // while this one drains; the end-of-kernel trigger stays for the other warps).
     if (kTrig && next_tile >= n16 && !(active && b_first < b_end)) griddep_launch_dependents();
     float acc[NT][4];
 #pragma unroll
@@ -596,9 +596,10 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, int kw) {
 /// IQ2_XS takes 183), 3 (the IQ2 one-tile kernels, which round 29's Nsight Compute found
 /// latency-bound at two CTAs per SM: 80 registers, a few bytes of spills; IQ2_XS with 8
 /// grid-table copies, gemv::grid_copies, so that 3 CTAs fit the shared memory). kW warps per CTA:
-/// 8, or 16 / 24 (probe, B12X_GGML_GEMV_WARPS: one CTA per SM; 24 warps leave 85 registers per
-/// thread, ptxas allocates 80 as for the capped 8-warp kernels). kTrig: the PDL trigger at each
-/// warp's last batch (probe, B12X_GGML_GEMV_TRIGGER=1).
+/// 8, or 16 / 24 (one CTA per SM at M <= 8 where the plan's rule says so; 24 warps leave 85
+/// registers per thread, ptxas allocates 80 as for the capped 8-warp kernels). kTrig: the PDL
+/// trigger at each warp's last batch (the default for IQ2_XS's column groups,
+/// B12X_GGML_GEMV_TRIGGER=0|1).
 template <WFmt F, class T, int NT, bool kCols, int kMinCtas, int kW = gemv::kWarps,
           bool kTrig = false>
 __global__ void __launch_bounds__(32 * kW, kMinCtas)
