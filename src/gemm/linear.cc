@@ -237,7 +237,9 @@ bool ggml_gemv_default(lin::WFmt wf, int64_t n16, int64_t sms) {
 /// (4096x4096 IQ2_XXS M = 1 6.93 -> 7.47, 14336x4096 17.49 -> 21.24). Q8_0: 16 (its kernel's 95
 /// registers, uncapped) where the tiles fit one per SM, which the 8-warp grid runs with 8 warps
 /// per SM (2048x7168: each warp 7 batches; 24 warps at 80 registers lost on every Q8_0 shape,
-/// 4096x4096 7.50 -> 8.24).
+/// 4096x4096 7.50 -> 8.24). Round 38 (8 warps -> this rule, M = 1 / 4, us): 2048x7168 IQ2_XXS
+/// 8.74 / 8.94 -> 7.39 / 7.52, IQ2_XS 9.36 / 9.56 -> 7.72 / 8.08, Q8_0 8.40 / 8.99 -> 7.37 / 8.09;
+/// 4096x14336 IQ2_XXS 15.98 / 17.64 -> 15.70 / 15.93.
 int ggml_gemv_warps_default(lin::WFmt wf, int64_t n16, int64_t K, int64_t M, int64_t sms) {
   if (M > 8) return 8;
   if (wf == lin::WFmt::kQ8_0) return n16 <= sms ? 16 : 8;
