@@ -136,24 +136,7 @@ int plan_q_len(const PagedCaps& c) {
   return 0;
 }
 
-/// Makes `device` current for the plan's attribute calls and restores the caller's device on
-/// every exit, a failed call's exception included.
-class DeviceScope {
- public:
-  explicit DeviceScope(int device) {
-    B12X_CUDA_CHECK(cudaGetDevice(&prev_));
-    if (device != prev_) B12X_CUDA_CHECK(cudaSetDevice(device));
-  }
-  ~DeviceScope() {
-    int cur = prev_;
-    if (cudaGetDevice(&cur) == cudaSuccess && cur != prev_) cudaSetDevice(prev_);
-  }
-  DeviceScope(const DeviceScope&) = delete;
-  DeviceScope& operator=(const DeviceScope&) = delete;
-
- private:
-  int prev_ = 0;
-};
+using ::b12x::detail::DeviceScope;  // the plan's device for its attribute calls
 
 void check_caps(const PagedCaps& c) {
   B12X_CHECK_ARG(c.mode == Mode::kDecode || c.mode == Mode::kExtend || c.mode == Mode::kVerify,

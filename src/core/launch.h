@@ -94,7 +94,10 @@ inline cudaError_t opt_in_smem(const void* fn, int bytes, bool max_carveout = fa
   if (e != cudaSuccess) return e;
   auto covers = [&](int have) { return have / 2 >= bytes && (have % 2 == 1 || !max_carveout); };
   smem_opt_in::Slot* slot = smem_opt_in::find(fn, dev);
+  // find() may return an empty slot that another thread fills with (fn, another device) before
+  // the loads below: check the device too (the acquire on fn orders the dev read).
   if (slot != nullptr && slot->fn.load(std::memory_order_acquire) == fn &&
+      slot->dev.load(std::memory_order_relaxed) == dev &&
       covers(slot->bytes.load(std::memory_order_acquire)))
     return cudaSuccess;
   static std::mutex mu;

@@ -338,6 +338,8 @@ Plan plan(const Caps& caps) {
   refuse_during_capture(nullptr, op);
   const DeviceInfo& dev = device_info(caps.device);
   require_compiled_arch(caps.device, op);
+  // The kernels' attribute and occupancy calls below act on the current device: the plan's.
+  const b12x::detail::DeviceScope device_scope(caps.device);
 
   Plan p;
   p.caps = caps;
@@ -1209,8 +1211,8 @@ void run(const Binding& b, Stream stream) {
         lin::launch_linear_wgmma_group(im.wfmt, fp16, plan.tiled_wgmma, plan.tiled_wgmma_var,
                                        plan.tiled_wgmma_raster, p, stream);
       } else {
-        // Variants 14 / 17 read the tiled quantizer's images; variant 8 where the quantizer did
-        // not write them.
+        // Variants 14 / 17 / 19 read the tiled quantizer's images; variant 8 where the quantizer
+        // did not write them.
         const int var =
             wgmma_act_images(plan.tiled_wgmma_var) && !wgmma_bulk ? 8 : plan.tiled_wgmma_var;
         lin::launch_linear_wgmma(im.wfmt, fp16, plan.tiled_wgmma, var, plan.tiled_wgmma_raster,
@@ -1283,8 +1285,9 @@ void run(const Binding& b, Stream stream) {
   // buffer); chunks of a multiple of ws slices and at least (kStages - 1) x ws, so the ring's
   // waits cover the next chunk's copies.
   const int ws = std::max(p.decode_ws, 1);
-  // Probe (Plan::decode_pipe_kb): a larger pipelined staging where the device's opt-in shared
-  // memory holds it beside the largest ring and 24 KB of static shared memory.
+  // Plan::decode_pipe_kb (the NVFP4 halves' default on SM90, 68 KB): a larger pipelined staging
+  // where the device's opt-in shared memory holds it beside the largest ring and 24 KB of static
+  // shared memory.
   int64_t pipe_budget = lin::kDecodePipeBudget;
   if (plan.decode_pipe_kb > 0)
     pipe_budget = std::max<int64_t>(

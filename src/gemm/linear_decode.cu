@@ -58,7 +58,7 @@ DecodeFn decode_fn(int nt, int ws, bool pipe, bool half, int deep, bool lean) {
     return nullptr;
   }
   if (half) {
-    // FP4 weights with BF16 MMAs; per-tensor FP8 (probe, B12X_GEMM_DECODE_HALF=1 only).
+    // FP4 weights with BF16 MMAs; per-tensor FP8 (by default where each CTA streams >= 16 slices).
     if constexpr (std::is_same_v<T, Bf16Tag> &&
                   (F == WFmt::kNvfp4 || F == WFmt::kMxfp4 || F == WFmt::kFp8)) {
       if (ws != 1) return nullptr;

@@ -149,15 +149,12 @@ int prepare_ggml_gemv(int device, WFmt f, bool fp16, int64_t M, int occ, int war
   static std::map<std::pair<int, const void*>, int> known;
   std::lock_guard<std::mutex> lock(mu);
   if (const auto it = known.find({device, fn}); it != known.end()) return it->second;
-  int prev = 0;
-  B12X_CUDA_CHECK(cudaGetDevice(&prev));
-  if (prev != device) B12X_CUDA_CHECK(cudaSetDevice(device));
+  const ::b12x::detail::DeviceScope scope(device);
   const int smem = smem_of(f, nt, occ, warps);
   if (smem > 0) B12X_CUDA_CHECK(::b12x::detail::opt_in_smem(fn, smem));
   int blocks = 0;
   B12X_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, fn, 32 * warps,
                                                                 static_cast<size_t>(smem)));
-  if (prev != device) B12X_CUDA_CHECK(cudaSetDevice(prev));
   known[{device, fn}] = blocks;
   return blocks;
 }
@@ -178,9 +175,14 @@ void launch_ggml_gemv(WFmt f, bool fp16, int kw, int ctas, int occ, int warps,
       static_cast<unsigned>((p.M + (nt == 0 ? 3 : 8 * nt - 1)) / (nt == 0 ? 4 : 8 * nt)));
   const bool capped = occ == 3 && warps == gemv::kWarps && f != WFmt::kQ8_0 && nt <= 1;
   t_last = GgmlGemvLaunch{nt, capped ? 3 : 0, warps, kw, grid.x, grid.y, grid.z, trigger_of(f, nt)};
-  B12X_CUDA_CHECK(b12x::detail::launch_ex(k, grid, dim3(32 * warps),
-                                          static_cast<size_t>(smem_of(f, nt, occ, warps)), stream,
-                                          p.pdl != 0, dim3(1, 1, 1), p, kw));
+  // The plan prepared the kernel of its max_tokens; a run with fewer tokens may take another
+  // (nt) whose dynamic shared memory is above 48 KB too: opt it in here (a lock-free lookup once
+  // done, legal while a stream captures).
+  const int smem = smem_of(f, nt, occ, warps);
+  if (smem > 0)
+    B12X_CUDA_CHECK(::b12x::detail::opt_in_smem(reinterpret_cast<const void*>(k), smem));
+  B12X_CUDA_CHECK(b12x::detail::launch_ex(k, grid, dim3(32 * warps), static_cast<size_t>(smem),
+                                          stream, p.pdl != 0, dim3(1, 1, 1), p, kw));
   B12X_CUDA_CHECK_LAUNCH();
 }
 

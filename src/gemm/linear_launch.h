@@ -28,7 +28,7 @@ inline constexpr int64_t kDecodePipeBudget = 101376 - 15 * 1024 - 4 * kDecodeSta
 /// scales in the decode regime).
 bool decode_pipe_available(WFmt f, bool fp16);
 /// The 8-warp decode kernel over slice halves exists (LinearParams::decode_half: FP4 weights with
-/// BF16 MMAs; per-tensor FP8 weights, a probe the plan takes only when forced).
+/// BF16 MMAs; per-tensor FP8 weights, by default where each CTA streams >= 16 slices).
 bool decode_half_available(WFmt f, bool fp16);
 /// The slice halves' one staging buffer: SM12x's 99 KB less their FP4 ring (32 KB) and static
 /// shared memory (16.5 KB at most).
@@ -90,7 +90,7 @@ bool wgmma_kernel_available(WFmt f, bool fp16, int tok, int var = 0);
 /// Host-only setup (dynamic shared memory opt-in) on the current device; returns the kernel's
 /// co-resident CTAs per SM (the occupancy query). Call before capture (plan does).
 int prepare_linear_wgmma(WFmt f, bool fp16, int tok, int var);
-/// FP8 variants 17 / 18 (probes): the persistent CTA loop (a grid of at most `ctas` CTAs
+/// FP8 variants 17-20 (probes): the persistent CTA loop (a grid of at most `ctas` CTAs
 /// walking the tiles).
 bool wgmma_persistent(int var);
 /// `raster`: 0 = 2-D grid (weight tile fastest); 1 = bands of token tiles whose activations fit

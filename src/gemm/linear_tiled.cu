@@ -131,17 +131,7 @@ void prepare_linear_tiled(int device, WFmt f, bool fp16, int tok) {
   B12X_ASSERT(k.fn != nullptr, "no tiled kernel for format ", static_cast<int>(f));
   // The attribute and the occupancy queries apply to the current device: the plan's device for
   // their duration (the table is keyed by it, and run looks it up by the plan's device).
-  struct DeviceScope {
-    int prev = 0;
-    explicit DeviceScope(int d) {
-      B12X_CUDA_CHECK(cudaGetDevice(&prev));
-      if (d != prev) B12X_CUDA_CHECK(cudaSetDevice(d));
-    }
-    ~DeviceScope() {
-      int cur = 0;
-      if (cudaGetDevice(&cur) == cudaSuccess && cur != prev) cudaSetDevice(prev);
-    }
-  } scope(device);
+  const ::b12x::detail::DeviceScope scope(device);
   const int dev = device;
   B12X_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(k.fn),
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, k.smem));

@@ -45,20 +45,7 @@ void mark_warm(int device, const std::string& sig) {
   warmed().done.insert({device, sig});
 }
 
-/// Makes `device` current for the scope (plans and prepares use the current device).
-class DeviceScope {
- public:
-  explicit DeviceScope(int device) {
-    B12X_CUDA_CHECK(cudaGetDevice(&prev_));
-    if (device != prev_) B12X_CUDA_CHECK(cudaSetDevice(device));
-  }
-  ~DeviceScope() { cudaSetDevice(prev_); }
-  DeviceScope(const DeviceScope&) = delete;
-  DeviceScope& operator=(const DeviceScope&) = delete;
-
- private:
-  int prev_ = 0;
-};
+using ::b12x::detail::DeviceScope;  // the plan's device for its attribute calls
 
 /// The device memory of one launch: 256-byte aligned sub-buffers of one allocation, zeroed
 /// (zeros are valid values in every format, so no kernel sees NaN scales), freed on scope exit.

@@ -215,7 +215,7 @@ inline int decode_fc2_split_bound(int64_t routes) {
   return routes <= 8 ? 1 : 4;
 }
 /// FC2 tile split of a run over `row_blocks` 16-row blocks (rows_pad(H) / 16) on `sm_count`
-/// SMs: as many CTAs per row block as one wave of 3 CTAs per SM holds, at least 2 and at most 4
+/// SMs: as many CTAs per row block as one wave of 3 CTAs per SM holds, from 2 to 4 (1 below)
 /// (above 64 routes: one split per 16 routes, at most ~1.25 waves). Up to 16 routes only where
 /// that gives >= 3 (few row blocks). H200 round 13, Qwen3-30B (128 row blocks) nvfp4 with 3
 /// splits instead of 1 / 2 / 4 at M = 2 / 4 / 8: 37.8 -> 34.2, 54.7 -> 50.2, 82.2 -> 79.3 us;

@@ -758,7 +758,7 @@ TEST(AttentionGpuDecode, HighPageIdsBeyond2GiB) {
 }
 
 // Lengths and windows near the int range (review F8 of session 8): window_left = INT32_MAX must
-// act as no window (bind clamps it to W x page_size), and a request whose cache_seqlens hold
+// act as no window (run_paged clamps it to W x page_size), and a request whose cache_seqlens hold
 // INT32_MIN, -7, 0 or INT32_MAX (clamped to W x page_size; bad metadata: its own rows are
 // unspecified) must neither fault nor disturb the other requests, with and without that window,
 // over decode (automatic and forced splits, both KV dtypes), verify and extend.

@@ -43,6 +43,7 @@ struct Case {
   bool bias = false;
   bool caller_quant = false;  // fp8_block: pass e4m3 + fp32 scales
   gemm::Regime regime = gemm::Regime::kAuto;
+  int64_t max_tokens = 0;  // the plan's capacity (0: M)
 };
 
 std::string name(const Case& c) {
@@ -432,7 +433,7 @@ void run_case(const Case& c, bool graph_replay = false, int* tiled_wgmma = nullp
   gemm::Caps caps;
   caps.device = dev;
   caps.format = c.fmt;
-  caps.max_tokens = c.M;
+  caps.max_tokens = c.max_tokens > 0 ? c.max_tokens : c.M;
   caps.in_features = c.K;
   caps.out_features = c.N;
   caps.act_dtype = plan_act_dtype(c, a);
@@ -2012,6 +2013,28 @@ TEST(GemmGpu, GgmlGemvWarps) {
     ScopedEnv ew("B12X_GGML_GEMV_WARPS", "24");
     run_case({f, 2, 200, 1024, DType::kBF16, DType::kBF16, true}, /*graph_replay=*/true);
   }
+}
+
+/// Runs with fewer tokens than the plan's max_tokens, where the GEMV takes another kernel (nt:
+/// IQ2_XS column groups at M <= 4, one / two token tiles) than the one the plan prepared. Every
+/// IQ2 kernel uses more than 48 KB of dynamic shared memory, so the launch itself must opt the
+/// kernel in (session 10's review: the plan opted in only its own kernel, and such a run failed to
+/// launch). Earlier tests of a process may have opted the kernels in already: run this test alone
+/// (--gtest_filter) to see that failure.
+TEST(GemmGpu, GgmlGemvRunBelowMaxTokens) {
+  B12X_REQUIRE_GPU();
+  for (LinearFormat f : {LinearFormat::kIq2Xs, LinearFormat::kIq2Xxs, LinearFormat::kQ8_0})
+    for (int64_t mt : {8, 16})
+      for (int64_t M : {1, 3, 8, 16}) {
+        if (M > mt) continue;
+        Case c{f, M, 1024, 4096, DType::kBF16, DType::kBF16, M == 3};
+        c.max_tokens = mt;
+        run_case(c);
+      }
+  Case c{LinearFormat::kIq2Xs, 2, 4096, 4096, DType::kBF16, DType::kFP16, true};
+  c.max_tokens = 8;
+  run_case(c);
+  EXPECT_EQ(gemm::lin::last_ggml_gemv_launch().nt, 0);  // the column groups (the plan's: nt 1)
 }
 
 TEST(GemmGpu, GgmlGemvGraphReplay) {

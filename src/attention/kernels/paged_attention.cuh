@@ -356,9 +356,9 @@ __device__ __forceinline__ int div_group(const PagedParams& p, int n) {
 }
 
 /// cache_seqlens[b] clamped into [0, p.max_kv]. check_caps bounds max_kv (W x page_size) by
-/// 2^30 and total_q by 2^30, and bind clamps window_left to max_kv, so every sum kv_range and the
-/// masks form from a clamped length (lk - qlen, qi + off - window_left, n + chunk - 1, ...) stays
-/// within int whatever the metadata hold (a negative length reads as 0: no keys).
+/// 2^30 and total_q by 2^30, and run_paged clamps window_left to max_kv, so every sum kv_range and
+/// the masks form from a clamped length (lk - qlen, qi + off - window_left, n + chunk - 1, ...)
+/// stays within int whatever the metadata hold (a negative length reads as 0: no keys).
 __device__ __forceinline__ int clamp_len(const PagedParams& p, int lk) {
   return min(max(lk, 0), p.max_kv);
 }

@@ -129,7 +129,7 @@ __device__ __forceinline__ void dec_cp_async_wait() {
 /// aligned) and no activation group scales. With kWS > 1 the kWS warps of a tile take slices
 /// interleaved (part k: slices k, k + kWS, ... of each chunk; stage_slices a multiple of kWS), so
 /// the K range need not be staged at once.
-/// kHalf (FP4 weights with BF16 MMAs, or per-tensor FP8 weights (probe: 4 of the 8 atoms of a
+/// kHalf (FP4 weights with BF16 MMAs, or per-tensor FP8 weights (4 of the 8 atoms of a
 /// 256-K slice per warp, no scales), kWS = 1): CTAs of 8 warps over the same 4 tiles (64 rows),
 /// two per tile, each streaming one half of every slice (8 of its 16 atoms, its own ring of
 /// half-slices) against the same staged activations, reduced through shared memory like kWS:

@@ -40,7 +40,6 @@ namespace gemv {
 /// Warps per CTA of the 8-warp kernels (kW; 16 / 24: one CTA per SM, the IQ2 tables filled once
 /// per SM instead of once per each of 2-3 CTAs).
 inline constexpr int kWarps = 8;
-inline constexpr int kThreads = 32 * kWarps;
 /// Copies of the IQ2 tables (lane classes of a half-warp's 8-byte loads): 16 make every
 /// half-warp's loads conflict-free.
 inline constexpr int kClasses = 16;
