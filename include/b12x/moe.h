@@ -185,6 +185,10 @@ class Plan {
   int act_kind = 0;
   float limit = 0, oai_alpha = 1.702f, oai_beta = 1.0f;
   bool has_limit = false;
+  /// Decode stream: [Q]'s load order (measurement knob B12X_MOE_Q_LOAD, read by plan): 1 the ids
+  /// and the x row together, the NVFP4 global scales read before the PDL wait (default); 0 the
+  /// session-9 order (ids, then x, then the scale). Same results bit for bit.
+  int q_load = 1;
 };
 
 /// Validates caps against the weights plan and device and sizes the scratch. Host only.

@@ -318,10 +318,7 @@ void launch_decode_stream(const DecodeArgs& args, bool fp16_operands, Stream str
   }
   static const int q_early = env_knob("B12X_MOE_Q_EARLY", 0);
   a.q_early = q_early == 1 || q_early == 2 ? q_early : 0;
-  // [Q]'s load order (DecodeArgs::q_load; B12X_MOE_Q_LOAD=0 the session-9 order, =2 FC1 launches
-  // once [Q]'s loads have landed).
-  static const int q_load = env_knob("B12X_MOE_Q_LOAD", 1);
-  a.q_load = q_load == 0 || q_load == 2 ? q_load : 1;
+  a.q_load = a.q_load == 0 ? 0 : 1;  // [Q]'s load order (Plan::q_load)
   B12X_ASSERT(
       a.routes >= 1 && a.routes <= kMaxStreamRoutes && a.num_tokens >= 1 &&
           a.num_tokens <= kMaxStreamTokens && a.num_experts <= kMaxExperts &&

@@ -134,11 +134,11 @@ struct DecodeArgs {
   // [Q]'s trigger (B12X_MOE_Q_EARLY): 0 after its wait, 1 before it, 2 none (FC1 launches when
   // [Q] has finished).
   int q_early = 0;
-  // [Q]'s loads (B12X_MOE_Q_LOAD, launch_decode_stream): 0 one after another (ids, then the x
-  // row, then the NVFP4 global scale a1gs[id]); 1 the ids and the x row in flight together and
-  // a1gs read into shared memory before the wait (weights-side data, like FC1's weights); 2 as 1
-  // and FC1 is let launch only once those loads have landed (with q_early 0).
-  int q_load = 0;
+  // [Q]'s loads (Plan::q_load, B12X_MOE_Q_LOAD read by plan): 0 one after another (ids, then
+  // the x row, then the NVFP4 global scale a1gs[id]); 1 the ids and the x row in flight together
+  // and a1gs read into shared memory before the wait (weights-side data, like FC1's weights; up
+  // to kQGsTable experts, more read a1gs[id]). Same results bit for bit.
+  int q_load = 1;
   // A16 gate (B12X_MOE_A16_GATE): the [Q] kernel runs in A16 launches too, only waiting for
   // the caller, zeroing the balanced FC1's counters and letting FC1 launch, so that FC1 keeps
   // its programmatic edge and routes / streams weights before its wait (instead of a memset

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <random>
@@ -16,6 +17,7 @@
 #include "formats/block.h"
 #include "formats/scalar.h"
 #include "formats/swizzle.h"
+#include "moe/moe_launch.h"
 #include "moe/moe_layout.h"
 #include "moe/moe_numerics.h"
 
@@ -517,6 +519,43 @@ TEST(Moe, PlanRejectionsAndScratch) {
   EXPECT_EQ(moe::activation_from_name("relu2_no_mul"), Activation::kRelu2);
   EXPECT_EQ(moe::w13_layout_from_name("gate_up"), moe::W13Layout::kW31);
   EXPECT_STREQ(moe::quant_mode_name(QuantMode::kGgmlA16), "ggml_a16");
+}
+
+TEST(Moe, DecodeFc2SplitRuleOnTheModelShapes) {
+  // The FC2 tile split of the decode stream (decode_fc2_split) on the four issue-4 shapes at
+  // M = 1 / 2 / 4 / 8 on a 132-SM H200, as measured into the rule (docs/moe.md): none up to 8
+  // routes; Qwen3-30B's 128 row blocks 3 (4 from 64 routes); DeepSeek-TP4's 448 none (the row
+  // blocks alone exceed a 3-per-SM wave); MiniMax's 384 none at 16 routes, 2 above; Qwen3.5-TP4's
+  // 256 none at 10 routes, 2 above. The plan's partials (decode_fc2_split_bound) always hold it.
+  if (const char* v = std::getenv("B12X_MOE_FC2_SPLIT"); v != nullptr && *v != 0)
+    GTEST_SKIP() << "B12X_MOE_FC2_SPLIT forces the split";
+  struct Shape {
+    const char* name;
+    int64_t H, topk;
+    int want[4];  // M = 1, 2, 4, 8
+  };
+  const Shape shapes[] = {{"qwen3-30b", 2048, 8, {1, 3, 3, 4}},
+                          {"deepseek-tp4", 7168, 8, {1, 1, 1, 1}},
+                          {"minimax", 6144, 4, {1, 1, 1, 2}},
+                          {"qwen3.5-tp4", 4096, 10, {1, 2, 2, 2}}};
+  const int ms[4] = {1, 2, 4, 8};
+  for (const Shape& s : shapes)
+    for (int i = 0; i < 4; ++i) {
+      const int64_t routes = ms[i] * s.topk;
+      const int64_t row_blocks = (s.H + moe::detail::kPrepRowAlign - 1) /
+                                 moe::detail::kPrepRowAlign * moe::detail::kPrepRowAlign / 16;
+      EXPECT_EQ(moe::detail::decode_fc2_split(routes, row_blocks, 132), s.want[i])
+          << s.name << " M=" << ms[i];
+    }
+  // Any SM count and route count of the decode stream: 1..4 and within the plan's bound.
+  for (int sms : {1, 48, 84, 132, 170, 188})
+    for (int64_t routes = 1; routes <= moe::detail::kMaxStreamRoutes; routes += 7)
+      for (int64_t rb : {1, 8, 128, 256, 384, 448, 1024}) {
+        const int split = moe::detail::decode_fc2_split(routes, rb, sms);
+        EXPECT_GE(split, 1) << routes << " " << rb << " " << sms;
+        EXPECT_LE(split, moe::detail::decode_fc2_split_bound(routes))
+            << routes << " " << rb << " " << sms;
+      }
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <initializer_list>
 #include <string>
@@ -647,6 +648,43 @@ TEST(MoeGpu, DecodeStreamWideRouting) {
              fp4_variant_case(a16n, 32, 1024, 256, 48, 6, 1),
              fp4_variant_case(m4, 600, 256, 64, 128, 4, 1),
              fp4_variant_case(nv, 256, 256, 128, 128, 8, 1)});
+}
+
+TEST(MoeGpu, DecodeStreamQLoadOrdersAreBitEqual) {
+  B12X_REQUIRE_GPU();
+  // [Q]'s load order (Plan::q_load, B12X_MOE_Q_LOAD read by plan): 1 (default) loads the ids and
+  // the x row together and the NVFP4 global scales into shared memory before the PDL wait, 0
+  // one after another; the same bits either way. Cases: nvfp4, MXFP8 activations (no scale
+  // table), the A16 copy gate, and nvfp4 with 1040 experts, routed to experts 1024..1039, where
+  // the scales do not fit [Q]'s table (kQGsTable) and are read per route as in order 0.
+  const Fp4Variant a16{QuantMode::kW4A16, SourceFormat::kModeloptNvfp4, DType::kBF16,
+                       Activation::kSilu};
+  const Case cases[] = {fp4_variant_case(kNvfp4Silu, 16, 1024, 256, 6, 8, 1),
+                        fp4_variant_case(kMxSitu, 16, 512, 256, 3, 8, 1),
+                        fp4_variant_case(a16, 16, 512, 256, 4, 8, 1),
+                        fp4_variant_case(kNvfp4Silu, 1040, 256, 64, 8, 8, 1)};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name());
+    Problem P;
+    P.make(c);
+    if (c.E > 1024)
+      for (int32_t& id : P.ids)
+        if (id >= 0 && id < c.E) id = static_cast<int32_t>(c.E) - 16 + id % 16;
+    std::vector<uint16_t> got[2];
+    std::vector<float> got1;
+    for (int q = 0; q < 2; ++q) {
+      ASSERT_EQ(setenv("B12X_MOE_Q_LOAD", q == 0 ? "0" : "1", 1), 0);
+      GpuRun G(P);  // the plan reads the knob
+      unsetenv("B12X_MOE_Q_LOAD");
+      ASSERT_TRUE(G.ok);
+      got[q] = G.run_eager();
+      if (q == 1) got1 = G.as_float(got[q]);
+    }
+    ASSERT_EQ(got[0].size(), got[1].size());
+    EXPECT_EQ(std::memcmp(got[0].data(), got[1].data(), 2 * got[0].size()), 0)
+        << "q_load 0 and 1 differ";
+    check_against_reference(P, got1, 0.9999);
+  }
 }
 
 TEST(MoeGpu, GroupedSmallTiles) {

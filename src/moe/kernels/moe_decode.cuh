@@ -539,12 +539,6 @@ __device__ __forceinline__ float group_amax(float m, int lanes) {
 // loaded together (the row does not depend on the id) and the NVFP4 global scales, weights-side
 // data like FC1's weights, are read into shared memory before the wait.
 constexpr int kQGsTable = 1024;  // experts whose a1gs fit the [Q] table (4 KB)
-/// griddepcontrol.launch_dependents once `v` is available (its load has landed).
-__device__ __forceinline__ void pdl_trigger_after(uint32_t v) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" ::"r"(v) : "memory");
-#endif
-}
 __global__ void __launch_bounds__(DecodeCfg::kQuantThreads)
     moe_decode_quant_kernel(const DecodeArgs a) {
   __shared__ float s_gs[kQGsTable];
@@ -555,14 +549,12 @@ __global__ void __launch_bounds__(DecodeCfg::kQuantThreads)
   // for the caller; FC1's wait for this grid's completion covers the caller transitively.
   // q_early 2: no trigger, FC1 launches when every CTA here has exited (its 24 warps per SM no
   // longer compete with this grid's quantisation; FC1 then streams no weights before its wait).
-  // q_load 2: the trigger follows this CTA's loads below.
-  const bool late_trigger = a.q_early == 0 && a.q_load == 2;
   if (a.q_early == 1) {
     pdl_trigger();
     pdl_wait();
   } else {
     pdl_wait();
-    if (a.q_early == 0 && !late_trigger) pdl_trigger();
+    if (a.q_early == 0) pdl_trigger();
   }
   if (a.fc1_bal) {
     // The balanced FC1's tile counters: FC1 touches them only after its wait for this grid.
@@ -582,7 +574,6 @@ __global__ void __launch_bounds__(DecodeCfg::kQuantThreads)
   if (a.q_load != 0 && k < H) w = *xsrc;  // in flight with the id load
   const int64_t id = a.ids64 ? static_cast<const int64_t*>(a.ids)[route]
                              : static_cast<const int32_t*>(a.ids)[route];
-  if (late_trigger) pdl_trigger_after(w.x ^ static_cast<uint32_t>(id));
   if (id < 0 || id >= a.num_experts) return;  // uniform over the CTA: FC1 never reads this row
   if (a.q_load == 0 && k < H) w = *xsrc;
   if (a.aquant == num::kANone) {  // the A16 copy gate: the row as it is (BF16 or FP16)
