@@ -7,12 +7,12 @@
 // warp instruction collide in the banks (~2.6-way): ~40 shared-memory wavefronts per 128 bytes
 // of IQ2 weights, i.e. ~0.8 TB/s at one wavefront per cycle per SM. Here:
 //  - IQ2: each lane decodes whole 8-value entries. A 4-byte word per lane is loaded straight
-//    from global memory (the quad's four words are the atom's 16-byte slot; two shuffles hand
-//    each lane its two entries); an entry becomes its four BF16 / FP16 pairs with four PRMTs
-//    whose selectors come from two 8-byte table loads (grid index -> per-value source-byte
-//    selectors, sign pattern -> selector bits picking the negated high byte). The tables are
-//    replicated 16 times in shared memory so that lane L reads banks 2(L%16), 2(L%16)+1: the
-//    loads of a half-warp never conflict (4 wavefronts per 128 bytes of weights and table).
+//    from global memory (the quad's four words are the atom's 16-byte slot; one shuffle with the
+//    neighbour lane hands each lane its two entries); an entry becomes its four BF16 / FP16 pairs
+//    with four PRMTs whose selectors come from two 8-byte table loads (grid index -> per-value
+//    source-byte selectors, sign pattern -> selector bits picking the negated high byte). The
+//    tables are replicated 16 times in shared memory so that lane L reads banks 2(L%16), 2(L%16)+1:
+//    the loads of a half-warp never conflict (4 wavefronts per 128 bytes of weights and table).
 //  - The MMA's K order inside an atom is chosen per format so that each lane's activations are
 //    contiguous (IQ2: lane t of a quad takes the atom's 8-value group t, rows g and g+8; its
 //    activations are 8 consecutive values, one 16-byte load), and so that every MMA covers one
@@ -169,16 +169,28 @@ __device__ __forceinline__ void iq2_pairs(uint64_t gs, uint64_t ss, uint32_t lo,
 
 /// The two entries of e01 (rows g and g + 8: grid index | sign7 << 9 in each 16-bit half) ->
 /// their pairs. gcls / scls: shared addresses of the lane's copy (class) of grid / sign entry 0
-/// (grid entries kGc * 8 bytes apart, sign entries 128): index * stride + base is one IMAD, the
-/// high entry's sign index e01 >> 25 needs no mask.
-template <class T, int kGc>
+/// (grid entries kGc * 8 bytes apart, sign entries 128). Each address is a mask (LOP3, kept as
+/// written: ptxas turned `(e01 & m) * stride + base` into shift, mask and add) and one
+/// shift-and-add (IMAD / LEA).
+template <class T, int kGc, bool kPrev>
 __device__ __forceinline__ void iq2_entry_pairs2(uint32_t e01, uint32_t gcls, uint32_t scls,
                                                  uint32_t lo, uint32_t p0[4], uint32_t p1[4]) {
-  constexpr uint32_t kGs = kGc * 8u;
-  const uint64_t g0 = lds64((e01 & 0x1FFu) * kGs + gcls);
-  const uint64_t s0 = lds64(((e01 >> 9) & 0x7Fu) * 128u + scls);
-  const uint64_t g1 = lds64(((e01 >> 16) & 0x1FFu) * kGs + gcls);
-  const uint64_t s1 = lds64((e01 >> 25) * 128u + scls);
+  if constexpr (kPrev) {  // probe: session 10's address math
+    constexpr uint32_t kGs = kGc * 8u;
+    const uint64_t g0 = lds64((e01 & 0x1FFu) * kGs + gcls);
+    const uint64_t s0 = lds64(((e01 >> 9) & 0x7Fu) * 128u + scls);
+    const uint64_t g1 = lds64(((e01 >> 16) & 0x1FFu) * kGs + gcls);
+    const uint64_t s1 = lds64((e01 >> 25) * 128u + scls);
+    iq2_pairs<T>(g0, s0, lo, p0);
+    iq2_pairs<T>(g1, s1, lo, p1);
+    return;
+  }
+  constexpr int kSh = kGc == 16 ? 7 : 6;  // log2 of the grid stride kGc * 8
+  static_assert(kGc == 16 || kGc == 8, "grid stride");
+  const uint64_t g0 = lds64(lop3<0xC0>(e01, 0x1FFu, 0u) * (1u << kSh) + gcls);
+  const uint64_t s0 = lds64((lop3<0xC0>(e01, 0xFE00u, 0u) >> 2) + scls);
+  const uint64_t g1 = lds64((lop3<0xC0>(e01, 0x1FF0000u, 0u) >> (16 - kSh)) + gcls);
+  const uint64_t s1 = lds64((lop3<0xC0>(e01, 0xFE000000u, 0u) >> 18) + scls);
   iq2_pairs<T>(g0, s0, lo, p0);
   iq2_pairs<T>(g1, s1, lo, p1);
 }
@@ -236,15 +248,17 @@ constexpr int batch_sbytes() {  // IQ2 sub-scale bytes of a batch per row
   return F == WFmt::kIq2Xs ? 8 : 4;
 }
 /// The cursor at batch b of a tile.
-template <WFmt F>
+template <WFmt F, bool kPrev = false>
 __device__ __forceinline__ Cursor cursor_at(const LinearParams& p, int tile, int b, int lane) {
   const int g = lane >> 2, t = lane & 3;
   const int64_t r0 = static_cast<int64_t>(tile) * 16 + g;
   Cursor c;
   // Q8_0: atoms of 512 bytes (32 lanes x 16), the lane's 16; IQ2: atoms of 128 bytes (8 slots x
-  // 16), word t of slot g.
+  // 16), word (t >> 1) + 2 (t & 1) of slot g (words 0 / 2: groups 0-1 of rows g / g + 8, words
+  // 1 / 3 groups 2-3), so that lanes t and t ^ 1 hold both rows of groups 2 (t >> 1) + {0, 1}:
+  // one shuffle per atom.
   c.w = p.wvals + static_cast<int64_t>(tile) * p.kvec * (F == WFmt::kQ8_0 ? 512 : 128) +
-        (F == WFmt::kQ8_0 ? lane * 16 : g * 16 + t * 4) +
+        (F == WFmt::kQ8_0 ? lane * 16 : g * 16 + (kPrev ? t : (t >> 1) + 2 * (t & 1)) * 4) +
         static_cast<int64_t>(b) * batch_bytes<F>();
   c.d = p.wscale + r0 * p.scale_ld * 2 + b * batch_dbytes<F>();
   c.s = F == WFmt::kQ8_0 ? nullptr : p.wscale2 + r0 * p.scale2_ld + b * batch_sbytes<F>();
@@ -311,7 +325,7 @@ __device__ __forceinline__ void load_acts(const uint16_t* xa, uint32_t x[4]) {
 /// group h (lanes g = 4h + m load token m with the other group's activations zeroed), so one
 /// chain and one sub-scale per lane; lanes t and t + 2 (columns 2t, 2t + 1 of groups 0 / 1) are
 /// added before the epilogue.
-template <WFmt F, class T, int NT, bool kCols, bool kO3, int kW, bool kTrig>
+template <WFmt F, class T, int NT, bool kCols, bool kO3, int kW, bool kTrig, bool kPrev>
 __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, int kw) {
   using namespace gemv;
   constexpr int kThr = 32 * kW;
@@ -346,7 +360,7 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, int kw) {
   const int d8 = static_cast<int>(16 * p.scale_ld), s8 = static_cast<int>(8 * p.scale2_ld);
   int tg = blockIdx.x;
   Batch<F> cur;
-  Cursor ld = cursor_at<F>(p, tg * tpc + wt, b_first, lane);
+  Cursor ld = cursor_at<F, kPrev>(p, tg * tpc + wt, b_first, lane);
   if (tg * tpc + wt < n16 && b_first < b_end) load_batch<F>(ld, atoms - b_first * kU, d8, s8, cur);
 
   if constexpr (kIq2) {
@@ -357,10 +371,9 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, int kw) {
       gsrc = T::kFp16 ? g_gsel_xxs_fp16.v : g_gsel_xxs_bf16.v;
     }
     const uint64_t* ssrc = T::kFp16 ? g_ssel_fp16.v : g_ssel_bf16.v;
-    if (threadIdx.x == 0) {
-      reinterpret_cast<uint32_t*>(tabs)[kSrcWord] = src_lo<T>();
-      reinterpret_cast<uint32_t*>(tabs)[kSrcWord + 1] = 0x4B000000u;
-    }
+    if (threadIdx.x < 3)
+      reinterpret_cast<uint32_t*>(tabs)[kSrcWord + threadIdx.x] =
+          threadIdx.x < 2 ? src_lo<T>() : 0x4B000000u;
     // One entry per thread and pass (all loads first: one global round trip), its copies
     // written as 16-byte pairs starting at pair `threadIdx.x` (rotated, so that the 8 threads of
     // a 128-byte store wavefront hit different bank groups).
@@ -391,11 +404,16 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, int kw) {
   const uint32_t tab0 = static_cast<uint32_t>(__cvta_generic_to_shared(tabs));
   const uint32_t gcls = tab0 + (lane % kGc) * 8;
   const uint32_t scls = tab0 + kE * kGc * 8 + (lane % kClasses) * 8;
-  const uint32_t esel = (t & 1) ? 0x7632u : 0x5410u;
+  // e01 = row g's entry | row g + 8's << 16 from (own word, partner's word): even t the low
+  // halves (own = row g), odd t the high halves (own = row g + 8).
+  const uint32_t esel = kPrev ? ((t & 1) ? 0x7632u : 0x5410u) : ((t & 1) ? 0x3276u : 0x5410u);
   uint32_t src_lo = 0, magic = 0;
   if constexpr (kIq2) {
-    src_lo = reinterpret_cast<const uint32_t*>(tabs)[kSrcWord];
-    magic = reinterpret_cast<const uint32_t*>(tabs)[kSrcWord + 1];
+    // Two copies read by lane parity: a uniform load would let ptxas park the word in a uniform
+    // register (it does under the 80-register caps) and copy it into a register before each of
+    // the atom's 8 PRMTs (~70 of ~600 loop instructions per batch).
+    src_lo = reinterpret_cast<const uint32_t*>(tabs)[kSrcWord + (kPrev ? 0 : lane & 1)];
+    magic = reinterpret_cast<const uint32_t*>(tabs)[kSrcWord + 2];
   }
   // The lane's activation row per token tile; token rows past M read row M - 1 (their output
   // columns are never stored).
@@ -429,7 +447,7 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, int kw) {
         advance<F>(ld, kw);
         load_batch<F>(ld, atoms - (b + kw) * kU, d8, s8, nxt);
       } else if (next_tile < n16) {
-        ld = cursor_at<F>(p, next_tile, b_first, lane);
+        ld = cursor_at<F, kPrev>(p, next_tile, b_first, lane);
         load_batch<F>(ld, atoms - b_first * kU, d8, s8, nxt);
       } else if (kTrig) {
         griddep_launch_dependents();
@@ -467,13 +485,19 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, int kw) {
       for (int j = 0; j < kU; ++j) {
         uint32_t A[2][4];
         if constexpr (kIq2) {
-          // Lane t takes the atom's group t for rows g (entry in word t / 2 of the slot, held by
-          // lane t / 2 of the quad) and g + 8 (word 2 + t / 2).
-          const uint32_t v0 = __shfl_sync(0xFFFFFFFFu, cur.w[j], (lane & ~3) | (t >> 1));
-          const uint32_t v1 = __shfl_sync(0xFFFFFFFFu, cur.w[j], (lane & ~3) | 2 | (t >> 1));
-          const uint32_t e01 = prmt(v0, v1, esel);
+          // Lane t takes the atom's group t for rows g (half t & 1 of word t / 2 of the slot) and
+          // g + 8 (of word 2 + t / 2): even lanes hold row g's word, odd lanes row g + 8's.
+          uint32_t e01;
+          if constexpr (kPrev) {  // probe: session 10's two shuffles
+            const uint32_t v0 = __shfl_sync(0xFFFFFFFFu, cur.w[j], (lane & ~3) | (t >> 1));
+            const uint32_t v1 = __shfl_sync(0xFFFFFFFFu, cur.w[j], (lane & ~3) | 2 | (t >> 1));
+            e01 = prmt(v0, v1, esel);
+          } else {
+            const uint32_t v = __shfl_xor_sync(0xFFFFFFFFu, cur.w[j], 1);
+            e01 = prmt(cur.w[j], v, esel);
+          }
           uint32_t P0[4], P1[4];
-          iq2_entry_pairs2<T, kGc>(e01, gcls, scls, src_lo, P0, P1);
+          iq2_entry_pairs2<T, kGc, kPrev>(e01, gcls, scls, src_lo, P0, P1);
 #pragma unroll
           for (int s = 0; s < 2; ++s) {
             A[s][0] = P0[2 * s];
@@ -600,10 +624,10 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, int kw) {
 /// trigger at each warp's last batch (the default for IQ2_XS's column groups,
 /// B12X_GGML_GEMV_TRIGGER=0|1).
 template <WFmt F, class T, int NT, bool kCols, int kMinCtas, int kW = gemv::kWarps,
-          bool kTrig = false>
+          bool kTrig = false, bool kPrev = false>
 __global__ void __launch_bounds__(32 * kW, kMinCtas)
     linear_gemv_ggml_kernel(const LinearParams p, int kw) {
-  gemv_ggml_body<F, T, NT, kCols, (kMinCtas >= 3), kW, kTrig>(p, kw);
+  gemv_ggml_body<F, T, NT, kCols, (kMinCtas >= 3), kW, kTrig, kPrev>(p, kw);
 }
 
 }  // namespace b12x::gemm::lin
