@@ -151,6 +151,11 @@ constexpr int kWgmmaF8Var = 16;
 /// built by bind; removed in session 10, docs/gemm.md.) 17 / 19 (session 10, probes:
 /// B12X_GEMM_WGMMA_PERSIST=1|2) = 14 with the persistent CTA loop, as 18 / 20 above.
 constexpr int kWgmmaF8BlockVar = 14;
+/// MXFP8 on e4m3 wgmmas (lin::WgmmaCfg::kMxF8, session 11): the activations quantized to MXFP8
+/// rows (no dequantizing pre-pass), one k32 wgmma per 32-K group promoted with the product of the
+/// two E8M0 scales, 128-token CTAs in FP8's raster bands; needs K % 128 == 0. Probe:
+/// B12X_GEMM_WGMMA_VAR=21 (the default stays the BF16-operand variant 3 at 256 tokens).
+constexpr int kWgmmaMxF8Var = 21;
 /// Block FP8 variants reading the tiled FP8 1x128 quantizer's stage images (14; 17 / 19 = 14
 /// persistent).
 bool wgmma_act_images(int var) {
@@ -415,8 +420,17 @@ Plan plan(const Caps& caps) {
     }
     if (const char* v = std::getenv("B12X_GEMM_WGMMA_VAR"); v != nullptr && tok > 0) {
       const int want = std::atoi(v);
-      if (lin::wgmma_kernel_available(wf, fp16, p.tiled_wgmma, want)) p.tiled_wgmma_var = want;
+      if (want == kWgmmaMxF8Var) {
+        // MXFP8 on e4m3 wgmmas: 128-token CTAs, whole u32 words of E8M0 codes per 128-K stage.
+        if (lin::wgmma_kernel_available(wf, fp16, 128, want) && K % 128 == 0) {
+          p.tiled_wgmma = 128;
+          p.tiled_wgmma_var = want;
+        }
+      } else if (lin::wgmma_kernel_available(wf, fp16, p.tiled_wgmma, want)) {
+        p.tiled_wgmma_var = want;
+      }
     }
+    const bool mx_f8 = wf == WFmt::kFp8Mx && p.tiled_wgmma_var == kWgmmaMxF8Var;
     if (p.tiled_wgmma > 0 && wgmma_group) {
       // 256-token CTAs when they still give ~0.9 x SMs CTAs (round 12, M = 2048: 1.2-1.3x the
       // 128-token ones, half the decode work per MAC). Probes: B12X_GEMM_WGMMA_GROUP_TOK=128|256,
@@ -478,7 +492,7 @@ Plan plan(const Caps& caps) {
         if (const char* c = std::getenv("B12X_GEMM_WGMMA_CTAS"); c != nullptr && std::atoi(c) > 0)
           p.tiled_wgmma_ctas = std::min(p.tiled_wgmma_ctas, std::atoi(c));
       }
-      p.tiled_wgmma_raster = f8 ? kWgmmaRasterF8 : kWgmmaRaster;
+      p.tiled_wgmma_raster = f8 || mx_f8 ? kWgmmaRasterF8 : kWgmmaRaster;
       if (const char* r = std::getenv("B12X_GEMM_WGMMA_RASTER"); r != nullptr)
         p.tiled_wgmma_raster = std::max(0, std::atoi(r));
     }
@@ -830,9 +844,11 @@ Plan plan(const Caps& caps) {
   // B12X_GEMM_ACT_PREPASS=0 keeps the in-kernel dequantization in the decode regime.
   // MXFP8 too in the tiled regime, whose kernel runs it on BF16 MMAs with folded E8M0 scales
   // (activations dequantized in the FP8 fragment's k order, see lin::ActParams::kperm).
+  // (Not for MXFP8 on e4m3 wgmmas, variant 21: the kernel reads the MXFP8 rows.)
   p.act_prepass =
       !format_raw_activations(f) &&
-      (!lin::wtraits(wf).fp8mma || (wf == WFmt::kFp8Mx && p.regime != Regime::kDecode)) &&
+      (!lin::wtraits(wf).fp8mma || (wf == WFmt::kFp8Mx && p.regime != Regime::kDecode &&
+                                    !(p.tiled_wgmma > 0 && p.tiled_wgmma_var == kWgmmaMxF8Var))) &&
       (p.regime != Regime::kDecode || !(pre_env != nullptr && pre_env[0] == '0'));
   int64_t off = 0;
   if (format_quantizes_inside(f) && caps.act_dtype != DType::kFP8E4M3) {
@@ -1054,7 +1070,9 @@ void run(const Binding& b, Stream stream) {
   const bool tiled_mx_fold = tiled && im.wfmt == WFmt::kMxfp4 && !fp16;
   // MXFP8 weights: the tiled kernel decodes them to BF16 (E8M0 folded) and needs the activations
   // dequantized (E8M0 folded) in the FP8 fragment's k order; the decode kernel reads FP8.
-  const bool tiled_f8_fold = tiled && im.wfmt == WFmt::kFp8Mx;
+  // (Variant 21 runs MXFP8 on e4m3 wgmmas from the MXFP8 rows, kXsE8m0Rows.)
+  const bool tiled_f8_fold = tiled && im.wfmt == WFmt::kFp8Mx &&
+                             !(plan.tiled_wgmma > 0 && plan.tiled_wgmma_var == kWgmmaMxF8Var);
   // The decode kernel folds MXFP4's E8M0 scales the same way with BF16 MMAs (weights per atom,
   // activations in the pre-pass, or in its staging at M = 1 from the group scales below).
   const bool decode_mx_fold = !tiled && im.wfmt == WFmt::kMxfp4 && !fp16;

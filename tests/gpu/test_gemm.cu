@@ -1228,6 +1228,47 @@ TEST(GemmGpu, TiledWgmmaFp8BlockBulk) {
   }
 }
 
+/// MXFP8 variant 21 (B12X_GEMM_WGMMA_VAR=21): e4m3 wgmmas on the MXFP8 activation rows, one
+/// partial per 32-K group promoted with the product of the two E8M0 scales (no dequantizing
+/// pre-pass). The plan takes it at 128 tokens where K % 128 == 0 (else the BF16-operand
+/// kernel); token / row tails (weight tiles past N copy the last tile, scale rows past N read as
+/// zero codes), K with a zero-filled tail stage (K = 384: KP = 512), 1-24 token tiles, raster
+/// bands and the 2-D grid, FP16 / BF16 outputs, bias, a replayed graph.
+TEST(GemmGpu, TiledWgmmaMxfp8E4m3) {
+  B12X_REQUIRE_GPU();
+  ScopedEnv e("B12X_GEMM_WGMMA", "1"), ev("B12X_GEMM_WGMMA_VAR", "21");
+  const auto& d = device_info(0);
+  if (d.cc_major == 9 && d.cc_minor == 0) {
+    auto pl = [](int64_t K) {
+      gemm::Caps caps;
+      caps.format = LinearFormat::kMxfp8;
+      caps.max_tokens = 2048;
+      caps.in_features = K;
+      caps.out_features = 4096;
+      return gemm::plan(caps);
+    };
+    EXPECT_EQ(pl(4096).tiled_wgmma, 128) << pl(4096).describe();
+    EXPECT_EQ(pl(4096).tiled_wgmma_var, 21) << pl(4096).describe();
+    EXPECT_FALSE(pl(4096).act_prepass);
+    EXPECT_NE(pl(4064).tiled_wgmma_var, 21);  // K % 128 != 0
+  }
+  for (int64_t K : {384, 768, 1280, 4096})
+    run_case({LinearFormat::kMxfp8, 300, 136, K, DType::kBF16, DType::kBF16, true});
+  run_case({LinearFormat::kMxfp8, 64, 200, 1280, DType::kBF16, DType::kBF16, true});
+  run_case({LinearFormat::kMxfp8, 3000, 264, 512, DType::kFP16, DType::kFP16, false});
+  run_case({LinearFormat::kMxfp8, 1000, 4096, 512, DType::kBF16, DType::kBF16, true});
+  run_case({LinearFormat::kMxfp8, 256, 256, 4096, DType::kBF16, DType::kFP16, false});
+  {
+    ScopedEnv er("B12X_GEMM_WGMMA_RASTER", "0");
+    run_case({LinearFormat::kMxfp8, 650, 264, 768, DType::kFP16, DType::kBF16, true});
+  }
+  {
+    ScopedEnv er("B12X_GEMM_WGMMA_RASTER", "2");
+    run_case({LinearFormat::kMxfp8, 650, 264, 768, DType::kBF16, DType::kBF16, true});
+  }
+  run_case({LinearFormat::kMxfp8, 300, 136, 1024, DType::kBF16, DType::kBF16, true}, true);
+}
+
 /// FP8 variants 17 / 18 (probes, B12X_GEMM_WGMMA_PERSIST=1 or _VAR=17|18): 14 / 16 with the
 /// persistent CTA loop; 19 / 20 (PERSIST=2) with each MMA warpgroup storing its own rows. The
 /// plan's grid is SMs x CTAs per SM; B12X_GEMM_WGMMA_CTAS caps it so that a few CTAs walk many
