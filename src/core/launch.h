@@ -53,6 +53,9 @@ struct Slot {
   std::atomic<const void*> fn{nullptr};
   std::atomic<int> dev{-1};
   std::atomic<int> bytes{0};  // dynamic bytes opted in, times 2, plus 1 with the max carveout
+  /// resident_ctas's memo: threads << 40 | dynamic bytes << 8 | CTAs per SM (min 255), 0 = none;
+  /// one word, so a reader never pairs one query's key with another's count.
+  std::atomic<uint64_t> ctas{0};
 };
 inline constexpr unsigned kSlots = 2048;  // a few hundred kernels x devices in practice
 inline Slot* table() {
@@ -130,6 +133,39 @@ inline cudaError_t opt_in_smem(const void* fn, int bytes, bool max_carveout = fa
     slot->dev.store(dev, std::memory_order_relaxed);
     slot->fn.store(fn, std::memory_order_release);
   }
+  return cudaSuccess;
+}
+
+/// The resident CTAs per SM of `fn` launched with `threads` threads and `bytes` of dynamic shared
+/// memory on the CURRENT device (cudaOccupancyMaxActiveBlocksPerMultiprocessor), after
+/// opt_in_smem(fn, bytes). Host-only, for plan time. Memoized in opt_in_smem's slot of (device,
+/// kernel) for the last (threads, bytes) asked, so the opt-in and the occupancy of a kernel live
+/// in one table (a lock-free lookup once known; a query for other threads / bytes replaces it).
+inline cudaError_t resident_ctas(const void* fn, int threads, int bytes, int* ctas) {
+  cudaError_t e = opt_in_smem(fn, bytes);
+  if (e != cudaSuccess) return e;
+  int dev = 0;
+  e = cudaGetDevice(&dev);
+  if (e != cudaSuccess) return e;
+  const uint64_t key = (static_cast<uint64_t>(threads) << 40) |
+                       (static_cast<uint64_t>(static_cast<uint32_t>(bytes)) << 8);
+  smem_opt_in::Slot* slot = smem_opt_in::find(fn, dev);
+  if (slot != nullptr && (slot->fn.load(std::memory_order_acquire) != fn ||
+                          slot->dev.load(std::memory_order_relaxed) != dev))
+    slot = nullptr;  // table full (opt_in_smem recorded nothing): no memo
+  if (slot != nullptr) {
+    const uint64_t v = slot->ctas.load(std::memory_order_acquire);
+    if (v != 0 && (v & ~uint64_t{0xFF}) == key) {
+      *ctas = static_cast<int>(v & 0xFF);
+      return cudaSuccess;
+    }
+  }
+  int n = 0;
+  e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fn, threads, static_cast<size_t>(bytes));
+  if (e != cudaSuccess) return e;
+  if (slot != nullptr)
+    slot->ctas.store(key | static_cast<uint64_t>(std::min(n, 255)), std::memory_order_release);
+  *ctas = n;
   return cudaSuccess;
 }
 

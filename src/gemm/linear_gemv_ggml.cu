@@ -3,9 +3,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <map>
-#include <mutex>
-#include <utility>
 
 #include "core/cuda_check.h"
 #include "core/launch.h"
@@ -160,19 +157,12 @@ int prepare_ggml_gemv(int device, WFmt f, bool fp16, int64_t M, int occ, int war
   const GemvFn k = kernel_of(f, fp16, nt, occ, warps);
   B12X_ASSERT(k != nullptr, "no GGML GEMV for format ", static_cast<int>(f), " with ", warps,
               " warps at M=", M);
-  const void* fn = reinterpret_cast<const void*>(k);
-  // Once per (device, kernel): the opt-in and the occupancy do not change after that.
-  static std::mutex mu;
-  static std::map<std::pair<int, const void*>, int> known;
-  std::lock_guard<std::mutex> lock(mu);
-  if (const auto it = known.find({device, fn}); it != known.end()) return it->second;
+  // The opt-in and the occupancy, once per (device, kernel): resident_ctas keeps both in
+  // opt_in_smem's table.
   const ::b12x::detail::DeviceScope scope(device);
-  const int smem = smem_of(f, nt, occ, warps);
-  if (smem > 0) B12X_CUDA_CHECK(::b12x::detail::opt_in_smem(fn, smem));
   int blocks = 0;
-  B12X_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, fn, 32 * warps,
-                                                                static_cast<size_t>(smem)));
-  known[{device, fn}] = blocks;
+  B12X_CUDA_CHECK(::b12x::detail::resident_ctas(reinterpret_cast<const void*>(k), 32 * warps,
+                                                smem_of(f, nt, occ, warps), &blocks));
   return blocks;
 }
 
