@@ -241,9 +241,6 @@ struct Plan {
   /// wgmma kernel CTA order: 0 = weight tile fastest, 1 = bands of token tiles sized to L2,
   /// n > 1 = bands of n token tiles (B12X_GEMM_WGMMA_RASTER=<n> overrides).
   int tiled_wgmma_raster = 0;
-  /// wgmma kernel, persistent variants (FP8 17-20, probes): CTAs of the grid = SMs x the
-  /// kernel's CTAs per SM (occupancy query at plan time); 0 otherwise.
-  int tiled_wgmma_ctas = 0;
   bool pdl = false;  ///< programmatic dependent launch (SM90+; B12X_GEMM_PDL=0 disables)
   std::string describe() const;
 };

@@ -120,13 +120,8 @@ constexpr int64_t kWgmmaMinM = 128;
 /// 14336x4096 / 4096x14336 / 6144x4096 / 2048x7168, same run) 77.3 / 264.6 / 247.2 / 114.8 /
 /// 63.8 -> 74.4 / 259.3 / 236.1 / 110.9 / 60.2 (0.59-0.65x cuBLASLt FP8); its tests (the
 /// warp-specialized schedules of TiledWgmmaTokenTiles), memcheck and racecheck passed there.
-/// B12X_GEMM_WGMMA_VAR=6 restores 6. 18 / 20 (session 10, probes: B12X_GEMM_WGMMA_PERSIST=1|2) =
-/// 16 with the persistent CTA loop: round 38 (M = 2048, us over 4096x4096 / 14336x4096 / 4096x14336
-/// / 6144x4096 / 2048x7168, consecutive processes: 16 / 18 / 20) 75.3 / 260.3 / 225.2 / 112.3
-/// / 60.2, 90.9 / 311.4 / 305.7 / 134.7 / 79.0, 90.8 / 311.0 / 303.4 / 134.5 / 78.6; block FP8 14 /
-/// 17 / 19 95.5 / 306.4 / 271.6 / 137.2 / 79.5, 137.3 / 450.4 / 454.6 / 199.1 / 123.1, 134.1 /
-/// 442.9 / 446.8 / 195.5 / 121.5 (also 1.3-1.5x slower at M = 256 with one tile per CTA; cause not
-/// found, docs/gemm.md); their tests passed there.
+/// B12X_GEMM_WGMMA_VAR=6 restores 6. (18 / 20, session 10 probes = 16 with a persistent CTA loop,
+/// 21-48% slower in round 38, cause not found: removed in session 11, docs/gemm.md.)
 constexpr int kWgmmaF8Var = 16;
 /// Block FP8: 8 = 6 with the stage's combined scales x_scale * w_scale built once per CTA by the
 /// copy warpgroup instead of by each MMA warp (round 21 Nsight Compute, 4096x4096: L1/TEX
@@ -148,18 +143,17 @@ constexpr int kWgmmaF8Var = 16;
 /// 136.4 / 79.2 (0.49-0.54x cuBLASLt FP8); its tests, memcheck and racecheck passed there.
 /// B12X_GEMM_WGMMA_VAR=8 restores 8. (Variant 15, weights as images too and tokens on the M
 /// side: 80.3 / 253.6 / 246.2 / 116.3 / 70.2, 0.56-0.61x, needed a second copy of the weights
-/// built by bind; removed in session 10, docs/gemm.md.) 17 / 19 (session 10, probes:
-/// B12X_GEMM_WGMMA_PERSIST=1|2) = 14 with the persistent CTA loop, as 18 / 20 above.
+/// built by bind; removed in session 10, docs/gemm.md. 17 / 19, 14 with the persistent CTA loop:
+/// removed in session 11, as 18 / 20 above.)
 constexpr int kWgmmaF8BlockVar = 14;
 /// MXFP8 on e4m3 wgmmas (lin::WgmmaCfg::kMxF8, session 11): the activations quantized to MXFP8
 /// rows (no dequantizing pre-pass), one k32 wgmma per 32-K group promoted with the product of the
 /// two E8M0 scales, 128-token CTAs in FP8's raster bands; needs K % 128 == 0. Probe:
 /// B12X_GEMM_WGMMA_VAR=21 (the default stays the BF16-operand variant 3 at 256 tokens).
 constexpr int kWgmmaMxF8Var = 21;
-/// Block FP8 variants reading the tiled FP8 1x128 quantizer's stage images (14; 17 / 19 = 14
-/// persistent).
+/// Block FP8 variants reading the tiled FP8 1x128 quantizer's stage images (14).
 bool wgmma_act_images(int var) {
-  return var == 14 || var == 17 || var == 19;
+  return var == 14;
 }
 /// wgmma kernel CTA order (Plan::tiled_wgmma_raster): FP8 in raster bands sized to L2 (1): round
 /// 17 (warp-specialized FP8, M = 2048) per-tensor 14336x4096 829 -> 921 TFLOP/s (its 58 MB of
@@ -464,34 +458,15 @@ Plan plan(const Caps& caps) {
           p.tiled_wgmma_var = f8 ? 3 : 0;
         }
       }
-      // B12X_GEMM_WGMMA_PERSIST=0|1|2: FP8 variants 14 / 16 without (0) or with the persistent CTA
-      // loop (1: 17 / 18; 2: 19 / 20, each MMA warpgroup storing its own rows; probes).
-      if (const char* pe = std::getenv("B12X_GEMM_WGMMA_PERSIST"); pe != nullptr) {
-        const int v = std::atoi(pe), cur = p.tiled_wgmma_var;
-        const bool blk = cur == 14 || cur == 17 || cur == 19;
-        if ((blk || cur == 16 || cur == 18 || cur == 20) && v >= 0 && v <= 2) {
-          const int want = v == 0 ? (blk ? 14 : 16) : (blk ? 17 : 18) + (v == 2 ? 2 : 0);
-          if (lin::wgmma_kernel_available(wf, fp16, p.tiled_wgmma, want)) p.tiled_wgmma_var = want;
-        }
-      }
-      // Block FP8 variants 14 (the default, kWgmmaF8BlockVar) / 17 / 19 (persistent): bulk
-      // copies of the tiled quantizer's stage images, so only where this plan quantizes inside and
-      // every stage is a whole 128-K group of K (K % 256 == 0: KP == K); run() takes variant 8
-      // where the tiled quantizer cannot run (activation rows not 16-byte vectors).
+      // Block FP8 variant 14 (the default, kWgmmaF8BlockVar): bulk copies of the tiled quantizer's
+      // stage images, so only where this plan quantizes inside and every stage is a whole 128-K
+      // group of K (K % 256 == 0: KP == K); run() takes variant 8 where the tiled quantizer cannot
+      // run (activation rows not 16-byte vectors).
       if (wgmma_act_images(p.tiled_wgmma_var)) {
         if (caps.act_dtype == DType::kFP8E4M3 || K % 256 != 0) p.tiled_wgmma_var = 8;
         lin::prepare_linear_wgmma(wf, fp16, p.tiled_wgmma, 8);
       }
-      const int per_sm = lin::prepare_linear_wgmma(wf, fp16, p.tiled_wgmma, p.tiled_wgmma_var);
-      // Persistent variants: as many CTAs as are co-resident (never more: a CTA waits on no
-      // other, but more would only queue as a second wave of walkers).
-      // B12X_GEMM_WGMMA_CTAS=<n> (tests) caps the grid, so a small problem walks several tiles.
-      if (lin::wgmma_persistent(p.tiled_wgmma_var)) {
-        B12X_ASSERT(per_sm > 0, "persistent wgmma variant ", p.tiled_wgmma_var, " does not fit");
-        p.tiled_wgmma_ctas = per_sm * dev.sm_count;
-        if (const char* c = std::getenv("B12X_GEMM_WGMMA_CTAS"); c != nullptr && std::atoi(c) > 0)
-          p.tiled_wgmma_ctas = std::min(p.tiled_wgmma_ctas, std::atoi(c));
-      }
+      lin::prepare_linear_wgmma(wf, fp16, p.tiled_wgmma, p.tiled_wgmma_var);
       p.tiled_wgmma_raster = f8 || mx_f8 ? kWgmmaRasterF8 : kWgmmaRaster;
       if (const char* r = std::getenv("B12X_GEMM_WGMMA_RASTER"); r != nullptr)
         p.tiled_wgmma_raster = std::max(0, std::atoi(r));
@@ -1112,7 +1087,7 @@ void run(const Binding& b, Stream stream) {
         } else {
           uint8_t* qv = b.scratch + plan.off_qvalues;
           float* qs = reinterpret_cast<float*>(b.scratch + plan.off_qscales);
-          // Block FP8 variants 14 (the default) / 17: the values as the wgmma kernel's stage
+          // Block FP8 variant 14 (the default): the values as the wgmma kernel's stage
           // images.
           wgmma_bulk = tiled && plan.tiled_wgmma > 0 && wgmma_act_images(plan.tiled_wgmma_var) &&
                        launch_quantize_fp8_group128_tiled(b.x.data, b.x.dtype, M, K, b.x.stride[0],
@@ -1229,12 +1204,12 @@ void run(const Binding& b, Stream stream) {
         lin::launch_linear_wgmma_group(im.wfmt, fp16, plan.tiled_wgmma, plan.tiled_wgmma_var,
                                        plan.tiled_wgmma_raster, p, stream);
       } else {
-        // Variants 14 / 17 / 19 read the tiled quantizer's images; variant 8 where the quantizer
+        // Variant 14 reads the tiled quantizer's images; variant 8 where the quantizer
         // did not write them.
         const int var =
             wgmma_act_images(plan.tiled_wgmma_var) && !wgmma_bulk ? 8 : plan.tiled_wgmma_var;
-        lin::launch_linear_wgmma(im.wfmt, fp16, plan.tiled_wgmma, var, plan.tiled_wgmma_raster,
-                                 plan.tiled_wgmma_ctas, p, stream);
+        lin::launch_linear_wgmma(im.wfmt, fp16, plan.tiled_wgmma, var, plan.tiled_wgmma_raster, p,
+                                 stream);
       }
       return;
     }

@@ -90,15 +90,10 @@ bool wgmma_kernel_available(WFmt f, bool fp16, int tok, int var = 0);
 /// Host-only setup (dynamic shared memory opt-in) on the current device; returns the kernel's
 /// co-resident CTAs per SM (the occupancy query). Call before capture (plan does).
 int prepare_linear_wgmma(WFmt f, bool fp16, int tok, int var);
-/// FP8 variants 17-20 (probes): the persistent CTA loop (a grid of at most `ctas` CTAs
-/// walking the tiles).
-bool wgmma_persistent(int var);
 /// `raster`: 0 = 2-D grid (weight tile fastest); 1 = bands of token tiles whose activations fit
 /// a share of L2 (kWgmmaRasterBytes), token tile fastest; n > 1 = bands of n token tiles.
-/// `ctas`: the persistent variants' grid (Plan::tiled_wgmma_ctas: SMs x CTAs per SM), else
-/// unused.
-void launch_linear_wgmma(WFmt f, bool fp16, int tok, int var, int raster, int ctas,
-                         const LinearParams& p, Stream stream);
+void launch_linear_wgmma(WFmt f, bool fp16, int tok, int var, int raster, const LinearParams& p,
+                         Stream stream);
 /// The epilogue of a K split over plain CTAs (p.partial, the decode or the tiled kernel): adds the
 /// partials in split order (with PDL where p.pdl: it waits for the GEMM before reading them).
 void launch_linear_reduce(const LinearParams& p, Stream stream);

@@ -39,12 +39,8 @@ WgmmaPick pick_var(int var) {
       if constexpr (F == WFmt::kFp8Block) {
         if (var == 8) return wgmma_pick<F, T, kTok, 8>();    // producer-built block scales
         if (var == 14) return wgmma_pick<F, T, kTok, 14>();  // ... fed by bulk copies (default)
-        if (var == 17) return wgmma_pick<F, T, kTok, 17>();  // ... persistent (probe)
-        if (var == 19) return wgmma_pick<F, T, kTok, 19>();  // ... per-warpgroup epilogue
       }
       if (var == 16) return wgmma_pick<F, T, kTok, 16>();  // bulk-copied weights (default)
-      if (var == 18) return wgmma_pick<F, T, kTok, 18>();  // ... persistent (probe)
-      if (var == 20) return wgmma_pick<F, T, kTok, 20>();  // ... per-warpgroup epilogue
       if (var == 9) return wgmma_pick<F, T, kTok, 9>();    // tokens on the M side
       if (var == 10) return wgmma_pick<F, T, kTok, 10>();  // ... as register A fragments
       if (var == 11) return wgmma_pick<F, T, kTok, 11>();  // ... B in the 128-byte swizzle
@@ -104,8 +100,7 @@ WgmmaPick pick_tok(WFmt f, bool fp16, int var) {
 /// scales built by the producer warpgroup, 9 = 8 with the tokens on the wgmma M side (probe, also
 /// per-tensor), 14 = 8 fed by bulk copies of the quantizer's stage images (block FP8's default
 /// since session 9), 16 = 6 with bulk-copied weight runs (FP8 per-tensor's default since session
-/// 9), 17 / 18 = 14 / 16 with a persistent CTA loop (probes), 19 / 20 = 17 / 18 with a
-/// per-warpgroup epilogue (probes), MXFP8 21 = e4m3 wgmmas promoted per 32-K group (16's
+/// 9), MXFP8 21 = e4m3 wgmmas promoted per 32-K group (16's
 /// structure); BF16-operand formats 0
 /// = CTA-barrier pipeline, 1 = mbarrier pipeline, 3 = warp-specialized (256 tokens).
 WgmmaPick pick(WFmt f, bool fp16, int tok, int var) {
@@ -122,10 +117,6 @@ bool wgmma_kernel_available(WFmt f, bool fp16, int tok, int var) {
   return pick(f, fp16, tok, var).fn != nullptr;
 }
 
-bool wgmma_persistent(int var) {
-  return var >= 17 && var <= 20;
-}
-
 int prepare_linear_wgmma(WFmt f, bool fp16, int tok, int var) {
   const WgmmaPick k = pick(f, fp16, tok, var);
   B12X_ASSERT(k.fn != nullptr, "no wgmma kernel for format ", static_cast<int>(f), " tok ", tok);
@@ -137,22 +128,14 @@ int prepare_linear_wgmma(WFmt f, bool fp16, int tok, int var) {
   return per_sm;
 }
 
-void launch_linear_wgmma(WFmt f, bool fp16, int tok, int var, int raster, int ctas,
-                         const LinearParams& p, Stream stream) {
+void launch_linear_wgmma(WFmt f, bool fp16, int tok, int var, int raster, const LinearParams& p,
+                         Stream stream) {
   const WgmmaPick k = pick(f, fp16, tok, var);
   B12X_ASSERT(k.fn != nullptr, "no wgmma kernel for format ", static_cast<int>(f), " tok ", tok);
   // Activations: FP8 (1 byte per element) for the FP8 formats, else BF16 / FP16.
   const bool f8 = f == WFmt::kFp8 || f == WFmt::kFp8Block || (f == WFmt::kFp8Mx && var == 21);
   LinearParams q = p;
-  dim3 grid = wgmma_grid(p, 128, tok, raster, f8 ? 1 : 2, q);
-  if (wgmma_persistent(var)) {
-    // One CTA per co-resident slot (at most one per tile), each walking tiles b, b + grid, ...
-    // of the 1-D order (the raster bands, or weight tile fastest).
-    B12X_ASSERT(ctas > 0, "persistent wgmma variant ", var, " without a CTA count");
-    const int64_t tiles = static_cast<int64_t>(grid.x) * grid.y;
-    B12X_ASSERT(tiles <= INT32_MAX, "too many wgmma tiles: NP=", p.NP, " M=", p.M);
-    grid = dim3(static_cast<unsigned>(std::min<int64_t>(tiles, ctas)), 1, 1);
-  }
+  const dim3 grid = wgmma_grid(p, 128, tok, raster, f8 ? 1 : 2, q);
   B12X_CUDA_CHECK(b12x::detail::launch_ex(k.fn, grid, dim3(k.threads), static_cast<size_t>(k.smem),
                                           stream, p.pdl != 0, dim3(1, 1, 1), q));
   B12X_CUDA_CHECK_LAUNCH();

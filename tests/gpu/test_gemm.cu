@@ -1196,13 +1196,12 @@ void bulk_cases(const char* v) {
   run_case({LinearFormat::kFp8Block, 300, 136, 1024, DType::kBF16, DType::kBF16, false}, true);
 }
 
-/// Block FP8 variants 14 / 17 (B12X_GEMM_WGMMA_VAR=14|17; 17 = 14 persistent, a probe): the FP8
-/// 1x128 quantizer writes the wgmma kernel's stage images and the producer fills the ring with
-/// bulk copies. The plan takes them only with activations quantized inside and K % 256 == 0
-/// (else variant 8); token / row tails (weight tiles past N copy the last tile), 1-16 token
-/// tiles, FP16 / BF16, bias, a replayed graph; K = 640 and caller-quantized activations run
-/// variant 8. Variant 14 is the block FP8 default (session 9): the plan takes it without
-/// overrides at M >= 128 (and with B12X_GEMM_WGMMA_PERSIST=0).
+/// Block FP8 variant 14 (B12X_GEMM_WGMMA_VAR=14): the FP8 1x128 quantizer writes the wgmma kernel's
+/// stage images and the producer fills the ring with bulk copies. The plan takes them only with
+/// activations quantized inside and K % 256 == 0 (else variant 8); token / row tails (weight tiles
+/// past N copy the last tile), 1-16 token tiles, FP16 / BF16, bias, a replayed graph; K = 640 and
+/// caller-quantized activations run variant 8. Variant 14 is the block FP8 default (session 9): the
+/// plan takes it without overrides at M >= 128.
 TEST(GemmGpu, TiledWgmmaFp8BlockBulk) {
   B12X_REQUIRE_GPU();
   if (device_info(0).cc_major == 9 && device_info(0).cc_minor == 0) {
@@ -1210,22 +1209,12 @@ TEST(GemmGpu, TiledWgmmaFp8BlockBulk) {
     const gemm::Plan pl = gemm::plan(caps);
     EXPECT_EQ(pl.tiled_wgmma, 128) << pl.describe();
     EXPECT_EQ(pl.tiled_wgmma_var, 14) << pl.describe();
-    EXPECT_EQ(pl.tiled_wgmma_ctas, 0);
-    {
-      ScopedEnv p0("B12X_GEMM_WGMMA_PERSIST", "0");
-      EXPECT_EQ(gemm::plan(caps).tiled_wgmma_var, 14);
-    }
     caps.act_dtype = DType::kFP8E4M3;  // caller-quantized: variant 8
     EXPECT_EQ(gemm::plan(caps).tiled_wgmma_var, 8);
     caps.format = LinearFormat::kFp8Tensor;  // per-tensor FP8: variant 16 (session 9)
     EXPECT_EQ(gemm::plan(caps).tiled_wgmma_var, 16);
-    ScopedEnv p0("B12X_GEMM_WGMMA_PERSIST", "0");
-    EXPECT_EQ(gemm::plan(caps).tiled_wgmma_var, 16);
   }
-  for (const char* v : {"14", "17", "19"}) {
-    SCOPED_TRACE(v);
-    bulk_cases(v);
-  }
+  bulk_cases("14");
 }
 
 /// MXFP8 variant 21 (B12X_GEMM_WGMMA_VAR=21): e4m3 wgmmas on the MXFP8 activation rows, one
@@ -1267,66 +1256,6 @@ TEST(GemmGpu, TiledWgmmaMxfp8E4m3) {
     run_case({LinearFormat::kMxfp8, 650, 264, 768, DType::kBF16, DType::kBF16, true});
   }
   run_case({LinearFormat::kMxfp8, 300, 136, 1024, DType::kBF16, DType::kBF16, true}, true);
-}
-
-/// FP8 variants 17 / 18 (probes, B12X_GEMM_WGMMA_PERSIST=1 or _VAR=17|18): 14 / 16 with the
-/// persistent CTA loop; 19 / 20 (PERSIST=2) with each MMA warpgroup storing its own rows. The
-/// plan's grid is SMs x CTAs per SM; B12X_GEMM_WGMMA_CTAS caps it so that a few CTAs walk many
-/// tiles: the ring's slots and phases running on across tiles with fewer K stages than slots (K =
-/// 512: 4 stages of 128), exactly as many (768) and more (1280), the epilogue's two half-tile
-/// passes, token / row tails in the walk, raster bands and the 2-D order (weight tile fastest),
-/// per-tensor and block FP8 (18 block: bulk weights, cp.async activations), caller-quantized block
-/// FP8 on 18.
-TEST(GemmGpu, TiledWgmmaFp8Persistent) {
-  B12X_REQUIRE_GPU();
-  const auto& d = device_info(0);
-  if (d.cc_major == 9 && d.cc_minor == 0) {
-    ScopedEnv ep("B12X_GEMM_WGMMA_PERSIST", "1");
-    gemm::Caps caps = fp8_block_caps_4096();
-    const gemm::Plan pl = gemm::plan(caps);
-    EXPECT_EQ(pl.tiled_wgmma_var, 17) << pl.describe();
-    EXPECT_GT(pl.tiled_wgmma_ctas, 0);
-    EXPECT_EQ(pl.tiled_wgmma_ctas % d.sm_count, 0);  // SMs x CTAs per SM
-    // Caller-quantized: variant 8, not persistent.
-    caps.act_dtype = DType::kFP8E4M3;
-    EXPECT_EQ(gemm::plan(caps).tiled_wgmma_var, 8);
-    EXPECT_EQ(gemm::plan(caps).tiled_wgmma_ctas, 0);
-    caps.format = LinearFormat::kFp8Tensor;  // (FP8 activations only)
-    EXPECT_EQ(gemm::plan(caps).tiled_wgmma_var, 18);
-    ScopedEnv ec("B12X_GEMM_WGMMA_CTAS", "3");
-    EXPECT_EQ(gemm::plan(caps).tiled_wgmma_ctas, 3);
-    ScopedEnv ep2("B12X_GEMM_WGMMA_PERSIST", "2");
-    EXPECT_EQ(gemm::plan(caps).tiled_wgmma_var, 20);
-    caps.format = LinearFormat::kFp8Block;
-    caps.act_dtype = DType::kBF16;
-    EXPECT_EQ(gemm::plan(caps).tiled_wgmma_var, 19);
-  }
-  ScopedEnv e("B12X_GEMM_WGMMA", "1");
-  for (const char* v : {"17", "18", "19", "20"}) {
-    SCOPED_TRACE(v);
-    ScopedEnv ev("B12X_GEMM_WGMMA_VAR", v);
-    {
-      ScopedEnv ec("B12X_GEMM_WGMMA_CTAS", "3");
-      for (int64_t K : {512, 768, 1280})
-        for (LinearFormat f : {LinearFormat::kFp8Block, LinearFormat::kFp8Tensor})
-          run_case({f, 300, 264, K, DType::kBF16, DType::kBF16, true});
-      run_case({LinearFormat::kFp8Block, 1000, 136, 1024, DType::kFP16, DType::kFP16, false});
-      {
-        ScopedEnv er("B12X_GEMM_WGMMA_RASTER", "0");
-        run_case({LinearFormat::kFp8Block, 300, 264, 512, DType::kBF16, DType::kBF16, true});
-      }
-      {
-        ScopedEnv er("B12X_GEMM_WGMMA_RASTER", "2");
-        run_case({LinearFormat::kFp8Tensor, 650, 136, 512, DType::kBF16, DType::kFP16, true});
-      }
-      Case cq{LinearFormat::kFp8Block, 300, 264, 1024};
-      cq.caller_quant = true;  // 18 only (17 falls back to 8)
-      run_case(cq, true);
-    }
-    // The plan's grid with more tiles than CTAs (8 x 32 tiles).
-    if (std::string(v) == "17" || std::string(v) == "19")
-      run_case({LinearFormat::kFp8Block, 1000, 4096, 512, DType::kBF16, DType::kBF16, true});
-  }
 }
 
 /// Formats the SM90 wgmma tiled kernel runs (NVFP4 W4A4 / W4A16, MXFP4 W4A4 / W4A8 / W4A16 with
@@ -1702,23 +1631,22 @@ TEST(GemmGpuSanitize, Fp8BlockProbes) {
     run_case({f, 136, 136, 512, DType::kBF16, DType::kBF16, true});
 }
 
-/// Block FP8 variants 14 / 16 (B12X_GEMM_WGMMA_VAR=14|16; 14 the default) and their persistent
-/// forms 17 / 18 (19 / 20: per-warpgroup epilogue) for compute-sanitizer: the bulk-copied ring (the
-/// tiled quantizer's stage images, the weight runs, transaction counts on the full barriers), K =
-/// 2048 (every slot refilled), a token tail (the quantizer's zero rows) and weight tiles past N;
-/// per-tensor FP8 on 16 / 18; 17 / 18 on two CTAs walking the four tiles (the ring across tiles,
-/// the epilogue buffer).
+/// Block FP8 variants 14 / 16 (B12X_GEMM_WGMMA_VAR=14|16; 14 the default) for compute-sanitizer:
+/// the bulk-copied ring (the tiled quantizer's stage images, the weight runs, transaction counts
+/// on the full barriers), K = 2048 (every slot refilled), a token tail (the quantizer's zero rows)
+/// and weight tiles past N; per-tensor FP8 on 16; MXFP8 on variant 21 (the producer's scale
+/// stores, a second arrival on the full barrier).
 TEST(GemmGpuSanitize, Fp8BlockBulk) {
   B12X_REQUIRE_GPU();
-  ScopedEnv e("B12X_GEMM_WGMMA", "1"), ec("B12X_GEMM_WGMMA_CTAS", "2");
-  for (const char* v : {"14", "16", "17", "18", "19", "20"}) {
+  ScopedEnv e("B12X_GEMM_WGMMA", "1");
+  for (const char* v : {"14", "16"}) {
     ScopedEnv ev("B12X_GEMM_WGMMA_VAR", v);
     run_case({LinearFormat::kFp8Block, 200, 136, 2048, DType::kBF16, DType::kBF16, true});
   }
-  for (const char* v : {"16", "18", "20"}) {
-    ScopedEnv ev("B12X_GEMM_WGMMA_VAR", v);
-    run_case({LinearFormat::kFp8Tensor, 200, 136, 2048, DType::kBF16, DType::kBF16, true});
-  }
+  ScopedEnv ev("B12X_GEMM_WGMMA_VAR", "16");
+  run_case({LinearFormat::kFp8Tensor, 200, 136, 2048, DType::kBF16, DType::kBF16, true});
+  ScopedEnv ev21("B12X_GEMM_WGMMA_VAR", "21");
+  run_case({LinearFormat::kMxfp8, 200, 136, 2048, DType::kBF16, DType::kBF16, true});
 }
 
 TEST(GemmGpuSanitize, TiledSplitK) {

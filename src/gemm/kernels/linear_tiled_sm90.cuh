@@ -39,26 +39,8 @@
 
 namespace b12x::gemm::lin {
 
-template <WFmt F, class T, int kTokens, int kVariant0 = 0>
+template <WFmt F, class T, int kTokens, int kVariant = 0>
 struct WgmmaCfg {
-  /// FP8 variants 17 / 18 (probes) = 14 / 16 with a persistent CTA loop: the grid is the SMs
-  /// times the CTAs per SM (the occupancy query, Plan::tiled_wgmma_ctas) and CTA b walks the
-  /// tiles b, b + gridDim.x, ... in the raster order, its ring running on across tiles, so the
-  /// producer fills the next tile's stages while the MMA warpgroups store the previous tile (the
-  /// epilogue stages through its own buffer, half a tile at a time, not through the ring). Why:
-  /// each 128 x 128 tile otherwise pays the ring's fill (~1 of ~24 us at K = 4096) and its
-  /// epilogue with the tensor pipe idle (session 9's estimate).
-  static constexpr bool kPersist = kVariant0 >= 17 && kVariant0 <= 20;
-  /// Variants 19 / 20 (probes) = 17 / 18 with each MMA warpgroup storing its own 64 rows of the
-  /// tile (its own staging buffer and named barrier) instead of both behind one barrier: a
-  /// warpgroup that finishes a tile first runs on into the next tile's stages (up to the ring's
-  /// depth) while the other still stores, so the two drift apart and one's wgmmas fill the
-  /// other's epilogue.
-  static constexpr bool kEpWg = kVariant0 == 19 || kVariant0 == 20;
-  /// The schedule variant the rest of the configuration follows (17 / 19 -> 14, 18 / 20 -> 16).
-  static constexpr int kVariant = kVariant0 == 17 || kVariant0 == 19   ? 14
-                                  : kVariant0 == 18 || kVariant0 == 20 ? 16
-                                                                       : kVariant0;
   static constexpr int kRows = 128;  ///< weight rows per CTA (2 warpgroups x 64)
   static constexpr int kTok = kTokens;
   static constexpr bool kFp4 = F == WFmt::kNvfp4 || F == WFmt::kMxfp4;
@@ -70,7 +52,7 @@ struct WgmmaCfg {
   /// cores while the other MMA warpgroup's wgmmas run. Otherwise variant 16's structure (a copy
   /// warpgroup, weight runs bulk-copied, activations cp.async); the copy warpgroup also turns the
   /// stage's E8M0 bytes into fp32 scales (kMxScales). Needs K % 128 == 0 (whole u32 scale words).
-  static constexpr bool kMxF8 = F == WFmt::kFp8Mx && kVariant0 == 21;
+  static constexpr bool kMxF8 = F == WFmt::kFp8Mx && kVariant == 21;
   /// FP8 weights with FP8 activations (per-tensor, block, MXFP8 variant 21): e4m3 wgmmas on the
   /// undecoded packed fragments (the e4m3 k32 A fragment), fp32 promotion per kF8Sub sub-block.
   static constexpr bool kF8 = F == WFmt::kFp8 || F == WFmt::kFp8Block || kMxF8;
@@ -228,18 +210,9 @@ struct WgmmaCfg {
   static constexpr int kMinBlocks = (!kF8 && !kWide) || kNarrow ? 2 : 1;
   static constexpr int kEpPitch = kRows * 2 + 16;  // bytes per staged output row (token)
   static constexpr int kPipeBytes = kStages * kStageBytes;
-  /// Tokens per epilogue pass: the persistent variants stage half a tile at a time in a buffer
-  /// after the ring (six FP8 stages and a whole 34 KB tile do not fit 227 KB); the others stage
-  /// the whole tile in the drained ring.
-  static constexpr int kEpTok = kPersist ? kTok / 2 : kTok;
-  /// kEpWg: per warpgroup [kEpTok][64 rows] (+ 16 bytes per token row against bank conflicts).
-  static constexpr int kEpWgPitch = 64 * 2 + 16;
-  static constexpr int kEpBufBytes = kEpWg ? 2 * kEpTok * kEpWgPitch : kEpTok * kEpPitch;
-  static constexpr int kSmemBytes = (kPersist                       ? kPipeBytes + kEpBufBytes
-                                     : kPipeBytes > kTok * kEpPitch ? kPipeBytes
-                                                                    : kTok * kEpPitch) +
-                                    1024;  // + alignment
-  static constexpr int kAcc = kTok / 2;    // fp32 accumulators per thread (64 x kTok / 128)
+  static constexpr int kSmemBytes =
+      (kPipeBytes > kTok * kEpPitch ? kPipeBytes : kTok * kEpPitch) + 1024;  // + alignment
+  static constexpr int kAcc = kTok / 2;  // fp32 accumulators per thread (64 x kTok / 128)
   static_assert(kStages >= 3, "wgmma pipeline needs 3 stages");
   static_assert(kSmemBytes + kStaticBytes <= kSmemLimit, "wgmma kernel exceeds 227 KB");
   static_assert(kTok == 128 || kTok == 192 || ((kTok == 256) != kF8 && (kTok == 256 || kTok == 64)),
@@ -247,8 +220,6 @@ struct WgmmaCfg {
   static_assert(!kNarrow || !kF8Overlap, "two FP8 partial sets only at 128 tokens");
   static_assert(!kWide || !kF8Overlap, "two FP8 partial sets only at 128 tokens");
   static_assert(!kTokM || kTok == 128, "tokens on the M side: two warpgroups of 64 tokens");
-  static_assert(!kPersist || (kWs && kBulkW && kTok == 128 && kStages == 6),
-                "persistent: the warp-specialized bulk-copy variants (14 / 16), six stages");
   static_assert(!kWs || (kF8 ? kTok == 128 : kTok == 256),
                 "warp-specialized: FP8 at 128 tokens, BF16 operands at 256");
   static_assert(!kMxF8 || kTok == 128, "MXFP8 on e4m3 wgmmas: 128 tokens");
@@ -657,21 +628,16 @@ __device__ __forceinline__ void wgmma_store_rows(const uint16_t* ep, const Linea
 /// CTAs resident at once share a few weight tiles (each read from HBM about once per band
 /// instead of once per token tile when the weights exceed L2) while the band's activations stay
 /// in L2. 0: the 2-D grid, weight tile fastest (blockIdx.x).
-/// Tile `id` of the 1-D order (raster bands, or weight tile fastest for raster_group 0: the
-/// persistent variants' walk).
-__device__ __forceinline__ int2 wgmma_tile_at(const LinearParams& p, int rows, int tok, int id) {
+__device__ __forceinline__ int2 wgmma_tile(const LinearParams& p, int rows, int tok) {
+  if (p.raster_group <= 0) return make_int2(blockIdx.x, blockIdx.y);
+  const int id = blockIdx.x;
   const int tiles_w = static_cast<int>((p.NP + rows - 1) / rows);
-  if (p.raster_group <= 0) return make_int2(id % tiles_w, id / tiles_w);
   const int tiles_t = static_cast<int>((p.M + tok - 1) / tok);
   const int g = p.raster_group;
   const int band = id / (g * tiles_w);
   const int in = id - band * g * tiles_w;
   const int gs = min(g, tiles_t - band * g);  // the last band may be narrower
   return make_int2(in / gs, band * g + in % gs);
-}
-__device__ __forceinline__ int2 wgmma_tile(const LinearParams& p, int rows, int tok) {
-  if (p.raster_group <= 0) return make_int2(blockIdx.x, blockIdx.y);
-  return wgmma_tile_at(p, rows, tok, blockIdx.x);
 }
 
 /// Raster bands: the activation bytes of one band's token tiles (re-read by every weight tile of
@@ -721,12 +687,10 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, t = lane & 3;
-  // This CTA's tile (the persistent variants: its first; set_tile moves to the next).
-  const int2 tile =
-      C::kPersist ? wgmma_tile_at(p, C::kRows, kTok, blockIdx.x) : wgmma_tile(p, C::kRows, kTok);
-  int64_t n0 = static_cast<int64_t>(tile.x) * C::kRows;
-  int64_t m0 = static_cast<int64_t>(tile.y) * kTok;
-  int64_t tile0 = n0 / 16;
+  const int2 tile = wgmma_tile(p, C::kRows, kTok);
+  const int64_t n0 = static_cast<int64_t>(tile.x) * C::kRows;
+  const int64_t m0 = static_cast<int64_t>(tile.y) * kTok;
+  const int64_t tile0 = n0 / 16;
 
   if constexpr (F == WFmt::kNvfp4) {
     if (tid < 128) lut[tid] = nvfp4_scale_splat<T>(static_cast<uint8_t>(tid));
@@ -775,25 +739,12 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
   constexpr int kElem = C::kF8 ? 1 : 2;  // bytes per activation
   const int64_t ldb = C::kF8 ? p.ldx_bytes : 2 * p.ldx;
   const uint8_t* const xb = static_cast<const uint8_t*>(p.x);
-  int64_t rows_left = p.M - m0 - ar0;  // rows i with kAR i < rows_left are valid
-  const uint8_t* asrc0 = xb + (m0 + ar0) * ldb + ac * 16;
+  const int64_t rows_left = p.M - m0 - ar0;  // rows i with kAR i < rows_left are valid
+  const uint8_t* const asrc0 = xb + (m0 + ar0) * ldb + ac * 16;
   const uint32_t adst0 = ar0 * 128 + ((ac ^ (ar0 & 7)) << 4);
   // All kTok / kAR rows of this thread valid (every token tile but a tail one).
   static_assert(kTok % kAR == 0, "activation rows per copying thread");
-  bool arows_full = rows_left > kAR * (kTok / kAR - 1);
-  // Persistent variants: this thread's tile coordinates (and its activation copies') for tile id
-  // of the walk (the producer runs ahead of the MMA warps: each thread keeps its own).
-  const int tiles_all = static_cast<int>((p.NP + C::kRows - 1) / C::kRows) *
-                        static_cast<int>((p.M + kTok - 1) / kTok);
-  auto set_tile = [&](int id) {
-    const int2 tl = wgmma_tile_at(p, C::kRows, kTok, id);
-    n0 = static_cast<int64_t>(tl.x) * C::kRows;
-    m0 = static_cast<int64_t>(tl.y) * kTok;
-    tile0 = n0 / 16;
-    rows_left = p.M - m0 - ar0;
-    asrc0 = xb + (m0 + ar0) * ldb + ac * 16;
-    arows_full = rows_left > kAR * (kTok / kAR - 1);
-  };
+  const bool arows_full = rows_left > kAR * (kTok / kAR - 1);
 
   auto load_weights = [&](int s, int kb) {
     if constexpr (C::kBulkW) {
@@ -872,81 +823,6 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
       // stages' weights go out before griddepcontrol.wait, as in the shared ring.
       wg::setmaxnreg_dec<C::kProdRegs>();
       const int pro = num_k < kStages ? num_k : kStages;
-      if constexpr (C::kPersist) {
-        // Persistent variants: step j of this CTA's walk is stage kb of tile id (slot j %
-        // kStages, refilled once the MMA warps released its step j - kStages: empty phase
-        // (j / kStages - 1) & 1); the first tile's first stages' weights go out before
-        // griddepcontrol.wait as below.
-        for (int s = 0; s < pro; ++s) load_weights(s, s);
-        griddep_wait();
-        // Block FP8: this thread's token tid's x_scale and w_scale for the step two ahead of the
-        // one it stores (the fetch cursor fid / fkb runs two steps ahead of the walk), the
-        // product stored in the slot as variant 8 does.
-        const int toff = ((tid >> 1) & 3) * C::kBsPitch + 2 * (tid >> 3) + (tid & 1);
-        int fid = blockIdx.x, fkb = 0;
-        const float* fx = nullptr;  // x_scale row of token tid of tile fid (nullptr past M)
-        const float* fw = nullptr;  // w_scale row of tile fid's 128-row block
-        auto fset = [&] {
-          const int2 tl = wgmma_tile_at(p, C::kRows, kTok, fid);
-          const int64_t m = static_cast<int64_t>(tl.y) * kTok + tid;
-          fx = m < p.M ? p.xscale + m * p.xscale_ld : nullptr;
-          fw = reinterpret_cast<const float*>(p.wscale) + static_cast<int64_t>(tl.x) * p.scale_ld;
-        };
-        auto fetch = [&](float& x, float& w) {
-          x = 0.f;
-          w = 0.f;
-          if (fid < tiles_all && fx != nullptr && static_cast<int64_t>(fkb) * C::kBK < p.K) {
-            x = fx[fkb];
-            w = __ldg(fw + fkb);
-          }
-          if (++fkb == num_k) {
-            fkb = 0;
-            fid += gridDim.x;
-            if (fid < tiles_all) fset();
-          }
-        };
-        // Step j stores the scales of register set j & 1, fetched two steps earlier, and refills
-        // that set for step j + 2: the walk runs in unrolled pairs so that the sets stay apart
-        // (a rotation x0 = x1 would wait for the load issued one step before; round 37: block
-        // FP8 1.5x slower that way, per-tensor without scales unchanged).
-        float xq[2] = {0.f, 0.f}, wq[2] = {0.f, 0.f};
-        if constexpr (C::kProdScales) {
-          fset();
-          fetch(xq[0], wq[0]);
-          fetch(xq[1], wq[1]);
-        }
-        int sl = 0, kb = 0, id = blockIdx.x, step = 0;
-        uint32_t ph = 0;
-        while (id < tiles_all) {
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            if (id < tiles_all) {
-              if (step >= pro) {
-                if (step >= kStages) wg::mbar_wait(empty0 + 8 * sl, ph ^ 1);
-                load_weights(sl, kb);
-              }
-              load_acts(sl, kb);
-              if constexpr (!C::kBulk) wg::mbar_cp_arrive(full0 + 8 * sl);
-              if constexpr (C::kProdScales) {
-                reinterpret_cast<float*>(sgen + sl * C::kStageBytes + C::kActBytes +
-                                         C::kWBytes)[toff] = xq[h] * wq[h];
-                wg::mbar_arrive(full0 + 8 * sl);  // after this thread's scale store
-                fetch(xq[h], wq[h]);
-              }
-              ++step;
-              if (++sl == kStages) sl = 0, ph ^= 1;
-              if (++kb == num_k) {
-                kb = 0;
-                id += gridDim.x;
-                if (id < tiles_all) set_tile(id);
-              }
-            }
-          }
-        }
-        wg::cp_wait<0>();  // no copy of this thread outlives it
-        griddep_launch_dependents();
-        return;
-      }
       // Variant 9: warp w's eight atoms of a stage (tiles 2w, 2w + 1, four k32 atoms each), one
       // 16-byte lane vector each, loaded into registers (fetch_w) and stored as the K-major core
       // matrices the B descriptor reads (put_w): weight row 16 tile + 8 h + g of the lane's
@@ -1509,70 +1385,19 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
     }
   };
   // Accumulator (wgmma D fragment): acc[4j + 2h + e] = (weight row 16 cw + g + 8h, token
-  // 8j + 2t + e). Tokens 8 j0 .. 8 j0 + kEpTok - 1 staged as out dtype [token - 8 j0][row -
-  // row0] (pitch2 u16 per token row) for wgmma_store_rows.
-  auto stage_out = [&](uint16_t* ep, int j0, float mult, const float(&bias)[2], int pitch2,
-                       int row0) {
+  // 8j + 2t + e), staged as out dtype [token][row] (kEpPitch-byte rows) for wgmma_store_rows.
+  auto stage_out = [&](uint16_t* ep, float mult, const float(&bias)[2]) {
 #pragma unroll
-    for (int j = 0; j < C::kEpTok / 8; ++j)
+    for (int j = 0; j < kTok / 8; ++j)
 #pragma unroll
       for (int h = 0; h < 2; ++h)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          ep[(8 * j + 2 * t + e) * pitch2 + cw * 16 - row0 + g + 8 * h] =
-              wgmma_out_bits(acc[4 * (j0 + j) + 2 * h + e] * mult + bias[h], p.out_fp16);
+          ep[(8 * j + 2 * t + e) * (C::kEpPitch / 2) + cw * 16 + g + 8 * h] =
+              wgmma_out_bits(acc[4 * j + 2 * h + e] * mult + bias[h], p.out_fp16);
         }
   };
-  if constexpr (C::kPersist) {
-    // MMA warpgroups of the persistent variants: per tile the main loop of the warp-specialized
-    // ring below (slot and phase run on across tiles), then the epilogue in two passes of half
-    // the tokens through the buffer after the ring, while the producer fills the next tile's
-    // stages. The barrier after each pass's stores frees the buffer for the next pass.
-    uint16_t* const ep = reinterpret_cast<uint16_t*>(sgen + C::kPipeBytes);
-    int sl = 0;
-    uint32_t ph = 0;
-    for (int id = blockIdx.x;;) {
-#pragma unroll
-      for (int i = 0; i < C::kAcc; ++i) acc[i] = 0.f;
-      for (int kb = 0; kb < num_k; ++kb) {
-        wg::mbar_wait(full0 + 8 * sl, ph);
-        wg::fence_proxy_async();  // cp.async writes (generic proxy) read by wgmma (async proxy)
-        compute(sl, kb);          // releases the slot (kHoist)
-        if (++sl == kStages) sl = 0, ph ^= 1;
-      }
-      wg::fence_acc(acc);
-      float mult = 0.f;
-      float bias[2] = {0.f, 0.f};
-      tile_out_params(mult, bias);
-      if constexpr (C::kEpWg) {
-        // This warpgroup's rows n0 + 64 wgi.. through its own buffer, named barrier 2 + wgi.
-        const int wgi = cw >> 2;
-        uint16_t* const epw = ep + wgi * (C::kEpTok * C::kEpWgPitch / 2);
-#pragma unroll
-        for (int hf = 0; hf < kTok / C::kEpTok; ++hf) {
-          stage_out(epw, hf * (C::kEpTok / 8), mult, bias, C::kEpWgPitch / 2, 64 * wgi);
-          wg::bar_sync(2 + wgi, 128);
-          wgmma_store_rows<64, C::kEpTok, 128, C::kEpWgPitch>(
-              epw, p, n0 + 64 * wgi, m0 + hf * C::kEpTok, 32 * (cw & 3) + lane);
-          wg::bar_sync(2 + wgi, 128);
-        }
-      } else {
-#pragma unroll
-        for (int hf = 0; hf < kTok / C::kEpTok; ++hf) {
-          stage_out(ep, hf * (C::kEpTok / 8), mult, bias, C::kEpPitch / 2, 0);
-          mma_sync();
-          wgmma_store_rows<C::kRows, C::kEpTok, C::kMmaThreads, C::kEpPitch>(
-              ep, p, n0, m0 + hf * C::kEpTok, 32 * cw + lane);
-          mma_sync();
-        }
-      }
-      id += gridDim.x;
-      if (id >= tiles_all) break;
-      set_tile(id);
-    }
-    griddep_launch_dependents();
-    return;
-  } else if constexpr (C::kWs) {
+  if constexpr (C::kWs) {
     // MMA warpgroups: wait for stage kb's slot to fill (full phase kb / kStages), consume it,
     // release it (this thread's wgmmas of the slot retired and its shared-memory reads done).
     int sl = 0;
@@ -1663,7 +1488,7 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
       }
     }
   } else {
-    stage_out(ep, 0, mult, bias, C::kEpPitch / 2, 0);
+    stage_out(ep, mult, bias);
   }
   mma_sync();
   wgmma_store_rows<C::kRows, kTok, C::kMmaThreads, C::kEpPitch>(ep, p, n0, m0, 32 * cw + lane);
