@@ -13,7 +13,7 @@ namespace b12x::gemm::lin {
 
 namespace {
 
-using GemvFn = void (*)(const LinearParams, int);
+using GemvFn = void (*)(const LinearParams, const gemv::Geo);
 
 static_assert(gemv::smem_bytes<WFmt::kIq2Xs>() + gemv::kWarps * 8 * 32 * 4 <= 101376,
               "the GGML GEMV must fit SM12x's 99 KB of shared memory per block");
@@ -177,6 +177,11 @@ void launch_ggml_gemv(WFmt f, bool fp16, int kw, int ctas, int occ, int warps,
   const int tpc = warps / kw;
   const int64_t groups = (p.n16 + tpc - 1) / tpc;
   const int64_t gx = ctas > 0 ? std::min<int64_t>(ctas, groups) : groups;
+  const int u =
+      f == WFmt::kQ8_0 ? gemv::batch_atoms<WFmt::kQ8_0>() : gemv::batch_atoms<WFmt::kIq2Xxs>();
+  const int64_t batches = (p.K / 32 + u - 1) / u;
+  const gemv::Geo geo{kw, tpc, (65536 + kw - 1) / kw, static_cast<int>(groups),
+                      static_cast<int>((batches + p.split - 1) / p.split)};
   const dim3 grid(
       static_cast<unsigned>(gx), static_cast<unsigned>(p.split),
       static_cast<unsigned>((p.M + (nt == 0 ? 3 : 8 * nt - 1)) / (nt == 0 ? 4 : 8 * nt)));
@@ -189,7 +194,7 @@ void launch_ggml_gemv(WFmt f, bool fp16, int kw, int ctas, int occ, int warps,
   if (smem > 0)
     B12X_CUDA_CHECK(::b12x::detail::opt_in_smem(reinterpret_cast<const void*>(k), smem));
   B12X_CUDA_CHECK(b12x::detail::launch_ex(k, grid, dim3(32 * warps), static_cast<size_t>(smem),
-                                          stream, p.pdl != 0, dim3(1, 1, 1), p, kw));
+                                          stream, p.pdl != 0, dim3(1, 1, 1), p, geo));
   B12X_CUDA_CHECK_LAUNCH();
 }
 

@@ -206,6 +206,14 @@ __device__ __forceinline__ float iq2_factor(uint32_t w, int k, uint32_t magic) {
   return __uint_as_float(prmt(w, magic, 0x7540u | static_cast<uint32_t>(k))) - 8388608.f;
 }
 
+/// The grid geometry, computed by the launcher (the kernel's integer divisions by runtime values
+/// sat on the path to the first weight load): kw warps per 16-row tile, tpc = warps / kw tiles
+/// per group, wt_magic = ceil(2^16 / kw) (warp / kw = (warp * wt_magic) >> 16, exact for warp <
+/// 32), groups = ceil(n16 / tpc) tile groups, per = ceil(batches / split) batches per split.
+struct Geo {
+  int kw, tpc, wt_magic, groups, per;
+};
+
 /// Weights and scales of one batch of a warp (registers; loaded one batch ahead).
 template <WFmt F>
 struct Batch;
@@ -326,7 +334,7 @@ __device__ __forceinline__ void load_acts(const uint16_t* xa, uint32_t x[4]) {
 /// chain and one sub-scale per lane; lanes t and t + 2 (columns 2t, 2t + 1 of groups 0 / 1) are
 /// added before the epilogue.
 template <WFmt F, class T, int NT, bool kCols, bool kO3, int kW, bool kTrig, bool kPrev>
-__device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, int kw) {
+__device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv::Geo& geo) {
   using namespace gemv;
   constexpr int kThr = 32 * kW;
   constexpr bool kIq2 = F != WFmt::kQ8_0;
@@ -341,17 +349,17 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, int kw) {
 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
-  const int tpc = kW / kw;
-  const int kp = warp % kw;
+  const int kw = geo.kw, tpc = geo.tpc;
+  const int wt = (warp * geo.wt_magic) >> 16;  // warp / kw
+  const int kp = warp - wt * kw;
   // Tile groups (tpc tiles of 16 rows) handed out grid-stride over grid.x, so that a grid capped
   // at the resident CTAs fills the IQ2 tables once per CTA; the warp's tile of group tg.
   // 32-bit tile / batch indices (N, K < 2^31); byte offsets are 64-bit in load_batch.
   const int n16 = static_cast<int>(p.n16);
-  const int groups = (n16 + tpc - 1) / tpc;
-  const int wt = warp / kw;
+  const int groups = geo.groups;
   const int atoms = static_cast<int>(p.K / 32);
   const int batches = (atoms + kU - 1) / kU;
-  const int per = (batches + p.split - 1) / p.split;
+  const int per = geo.per;
   const int b_end = min(batches, static_cast<int>(blockIdx.y + 1) * per);
   const int b_first = static_cast<int>(blockIdx.y) * per + kp;
   static_assert(!kCols || (F == WFmt::kIq2Xs && NT == 1), "column groups: IQ2_XS, one tile");
@@ -626,8 +634,8 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, int kw) {
 template <WFmt F, class T, int NT, bool kCols, int kMinCtas, int kW = gemv::kWarps,
           bool kTrig = false, bool kPrev = false>
 __global__ void __launch_bounds__(32 * kW, kMinCtas)
-    linear_gemv_ggml_kernel(const LinearParams p, int kw) {
-  gemv_ggml_body<F, T, NT, kCols, (kMinCtas >= 3), kW, kTrig, kPrev>(p, kw);
+    linear_gemv_ggml_kernel(const LinearParams p, const gemv::Geo geo) {
+  gemv_ggml_body<F, T, NT, kCols, (kMinCtas >= 3), kW, kTrig, kPrev>(p, geo);
 }
 
 }  // namespace b12x::gemm::lin
