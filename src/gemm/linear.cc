@@ -149,8 +149,11 @@ constexpr int kWgmmaF8BlockVar = 14;
 /// MXFP8 on e4m3 wgmmas (lin::WgmmaCfg::kMxF8, session 11): the activations quantized to MXFP8
 /// rows (no dequantizing pre-pass), one k32 wgmma per 32-K group promoted with the product of the
 /// two E8M0 scales, 128-token CTAs in FP8's raster bands; needs K % 128 == 0. Probe:
-/// B12X_GEMM_WGMMA_VAR=21 (the default stays the BF16-operand variant 3 at 256 tokens).
-constexpr int kWgmmaMxF8Var = 21;
+/// B12X_GEMM_WGMMA_VAR=21 (the default stays the BF16-operand variant 3 at 256 tokens); 22 = 21 in
+/// 64-token units with two partial sets (a warpgroup's next wgmma under its promotion).
+bool wgmma_mx_f8(int var) {
+  return var == 21 || var == 22;
+}
 /// Block FP8 variants reading the tiled FP8 1x128 quantizer's stage images (14).
 bool wgmma_act_images(int var) {
   return var == 14;
@@ -414,7 +417,7 @@ Plan plan(const Caps& caps) {
     }
     if (const char* v = std::getenv("B12X_GEMM_WGMMA_VAR"); v != nullptr && tok > 0) {
       const int want = std::atoi(v);
-      if (want == kWgmmaMxF8Var) {
+      if (wf == WFmt::kFp8Mx && wgmma_mx_f8(want)) {
         // MXFP8 on e4m3 wgmmas: 128-token CTAs, whole u32 words of E8M0 codes per 128-K stage.
         if (lin::wgmma_kernel_available(wf, fp16, 128, want) && K % 128 == 0) {
           p.tiled_wgmma = 128;
@@ -424,7 +427,7 @@ Plan plan(const Caps& caps) {
         p.tiled_wgmma_var = want;
       }
     }
-    const bool mx_f8 = wf == WFmt::kFp8Mx && p.tiled_wgmma_var == kWgmmaMxF8Var;
+    const bool mx_f8 = wf == WFmt::kFp8Mx && wgmma_mx_f8(p.tiled_wgmma_var);
     if (p.tiled_wgmma > 0 && wgmma_group) {
       // 256-token CTAs when they still give ~0.9 x SMs CTAs (round 12, M = 2048: 1.2-1.3x the
       // 128-token ones, half the decode work per MAC). Probes: B12X_GEMM_WGMMA_GROUP_TOK=128|256,
@@ -823,7 +826,7 @@ Plan plan(const Caps& caps) {
   p.act_prepass =
       !format_raw_activations(f) &&
       (!lin::wtraits(wf).fp8mma || (wf == WFmt::kFp8Mx && p.regime != Regime::kDecode &&
-                                    !(p.tiled_wgmma > 0 && p.tiled_wgmma_var == kWgmmaMxF8Var))) &&
+                                    !(p.tiled_wgmma > 0 && wgmma_mx_f8(p.tiled_wgmma_var)))) &&
       (p.regime != Regime::kDecode || !(pre_env != nullptr && pre_env[0] == '0'));
   int64_t off = 0;
   if (format_quantizes_inside(f) && caps.act_dtype != DType::kFP8E4M3) {
@@ -1047,7 +1050,7 @@ void run(const Binding& b, Stream stream) {
   // dequantized (E8M0 folded) in the FP8 fragment's k order; the decode kernel reads FP8.
   // (Variant 21 runs MXFP8 on e4m3 wgmmas from the MXFP8 rows, kXsE8m0Rows.)
   const bool tiled_f8_fold = tiled && im.wfmt == WFmt::kFp8Mx &&
-                             !(plan.tiled_wgmma > 0 && plan.tiled_wgmma_var == kWgmmaMxF8Var);
+                             !(plan.tiled_wgmma > 0 && wgmma_mx_f8(plan.tiled_wgmma_var));
   // The decode kernel folds MXFP4's E8M0 scales the same way with BF16 MMAs (weights per atom,
   // activations in the pre-pass, or in its staging at M = 1 from the group scales below).
   const bool decode_mx_fold = !tiled && im.wfmt == WFmt::kMxfp4 && !fp16;

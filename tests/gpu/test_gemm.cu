@@ -1223,9 +1223,9 @@ TEST(GemmGpu, TiledWgmmaFp8BlockBulk) {
 /// kernel); token / row tails (weight tiles past N copy the last tile, scale rows past N read as
 /// zero codes), K with a zero-filled tail stage (K = 384: KP = 512), 1-24 token tiles, raster
 /// bands and the 2-D grid, FP16 / BF16 outputs, bias, a replayed graph.
-TEST(GemmGpu, TiledWgmmaMxfp8E4m3) {
-  B12X_REQUIRE_GPU();
-  ScopedEnv e("B12X_GEMM_WGMMA", "1"), ev("B12X_GEMM_WGMMA_VAR", "21");
+/// Variant 22 (probe) = 21 in 64-token units with two partial sets: the same cases.
+void mx_f8_cases(const char* v) {
+  ScopedEnv e("B12X_GEMM_WGMMA", "1"), ev("B12X_GEMM_WGMMA_VAR", v);
   const auto& d = device_info(0);
   if (d.cc_major == 9 && d.cc_minor == 0) {
     auto pl = [](int64_t K) {
@@ -1237,9 +1237,9 @@ TEST(GemmGpu, TiledWgmmaMxfp8E4m3) {
       return gemm::plan(caps);
     };
     EXPECT_EQ(pl(4096).tiled_wgmma, 128) << pl(4096).describe();
-    EXPECT_EQ(pl(4096).tiled_wgmma_var, 21) << pl(4096).describe();
+    EXPECT_EQ(pl(4096).tiled_wgmma_var, std::atoi(v)) << pl(4096).describe();
     EXPECT_FALSE(pl(4096).act_prepass);
-    EXPECT_NE(pl(4064).tiled_wgmma_var, 21);  // K % 128 != 0
+    EXPECT_NE(pl(4064).tiled_wgmma_var, std::atoi(v));  // K % 128 != 0
   }
   for (int64_t K : {384, 768, 1280, 4096})
     run_case({LinearFormat::kMxfp8, 300, 136, K, DType::kBF16, DType::kBF16, true});
@@ -1256,6 +1256,14 @@ TEST(GemmGpu, TiledWgmmaMxfp8E4m3) {
     run_case({LinearFormat::kMxfp8, 650, 264, 768, DType::kBF16, DType::kBF16, true});
   }
   run_case({LinearFormat::kMxfp8, 300, 136, 1024, DType::kBF16, DType::kBF16, true}, true);
+}
+
+TEST(GemmGpu, TiledWgmmaMxfp8E4m3) {
+  B12X_REQUIRE_GPU();
+  for (const char* v : {"21", "22"}) {
+    SCOPED_TRACE(v);
+    mx_f8_cases(v);
+  }
 }
 
 /// Formats the SM90 wgmma tiled kernel runs (NVFP4 W4A4 / W4A16, MXFP4 W4A4 / W4A8 / W4A16 with
@@ -1645,8 +1653,10 @@ TEST(GemmGpuSanitize, Fp8BlockBulk) {
   }
   ScopedEnv ev("B12X_GEMM_WGMMA_VAR", "16");
   run_case({LinearFormat::kFp8Tensor, 200, 136, 2048, DType::kBF16, DType::kBF16, true});
-  ScopedEnv ev21("B12X_GEMM_WGMMA_VAR", "21");
-  run_case({LinearFormat::kMxfp8, 200, 136, 2048, DType::kBF16, DType::kBF16, true});
+  for (const char* v : {"21", "22"}) {
+    ScopedEnv ev21("B12X_GEMM_WGMMA_VAR", v);
+    run_case({LinearFormat::kMxfp8, 200, 136, 2048, DType::kBF16, DType::kBF16, true});
+  }
 }
 
 TEST(GemmGpuSanitize, TiledSplitK) {

@@ -52,7 +52,12 @@ struct WgmmaCfg {
   /// cores while the other MMA warpgroup's wgmmas run. Otherwise variant 16's structure (a copy
   /// warpgroup, weight runs bulk-copied, activations cp.async); the copy warpgroup also turns the
   /// stage's E8M0 bytes into fp32 scales (kMxScales). Needs K % 128 == 0 (whole u32 scale words).
-  static constexpr bool kMxF8 = F == WFmt::kFp8Mx && kVariant == 21;
+  static constexpr bool kMxF8 = F == WFmt::kFp8Mx && (kVariant == 21 || kVariant == 22);
+  /// MXFP8 variant 22 (probe) = 21 in units of one 32-K group x 64 tokens (m64n64k32) into two
+  /// alternating 32-register partial sets, each unit's promotion issued after the next unit's
+  /// wgmma (wait_group 1; the SM90 group kernel's schedule), so a warpgroup's own wgmma runs
+  /// under its promotion instead of only the other warpgroup's; the stage's last unit is drained.
+  static constexpr bool kMxHalf = kMxF8 && kVariant == 22;
   /// FP8 weights with FP8 activations (per-tensor, block, MXFP8 variant 21): e4m3 wgmmas on the
   /// undecoded packed fragments (the e4m3 k32 A fragment), fp32 promotion per kF8Sub sub-block.
   static constexpr bool kF8 = F == WFmt::kFp8 || F == WFmt::kFp8Block || kMxF8;
@@ -1278,7 +1283,57 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
       }
     }
     const uint64_t desc = wg::desc_sw128(act_addr(s));
-    if constexpr (C::kMxF8) {
+    if constexpr (C::kMxHalf) {
+      // Unit u = (group u / 2, token half u % 2): m64n64k32 into partial set u & 1 (tokens 64 hf
+      // + 8j + 2t + e at pt[4j + 2h + e], i.e. acc[32 hf + ...]); its promotion after unit u + 1
+      // is issued. The slot is released after the last unit's promotion (it reads the scales).
+      const float* const sb =
+          reinterpret_cast<const float*>(sgen + s * C::kStageBytes + C::kActBytes + C::kWBytes);
+      const float4 w4lo =
+          *reinterpret_cast<const float4*>(sb + 16 * C::kBsPitch + 4 * (cw * 16 + g));
+      const float4 w4hi =
+          *reinterpret_cast<const float4*>(sb + 16 * C::kBsPitch + 4 * (cw * 16 + g + 8));
+      float ph0[32], ph1[32];
+      auto issue_u = [&](float(&pt)[32], int u) {
+        const int ks = u >> 1, hf = u & 1;
+        wg::fence_acc(pt);
+        wg::fence();
+        wg::mma<wg::F8Tag, 64>(pt, af[ks], desc + hf * (64 * 128 >> 4) + 2 * ks, 0);
+        wg::commit();
+      };
+      auto promote_u = [&](float(&pt)[32], int u) {
+        const int ks = u >> 1, hf = u & 1;
+        wg::fence_acc(pt);
+        const float w0 = ks == 0 ? w4lo.x : ks == 1 ? w4lo.y : ks == 2 ? w4lo.z : w4lo.w;
+        const float w1 = ks == 0 ? w4hi.x : ks == 1 ? w4hi.y : ks == 2 ? w4hi.z : w4hi.w;
+        const float* tb = sb + ks * 4 * C::kBsPitch + t * C::kBsPitch + 16 * hf;
+#pragma unroll
+        for (int jj = 0; jj < 4; ++jj) {
+          const float4 v = *reinterpret_cast<const float4*>(tb + 4 * jj);
+          float* a = acc + 32 * hf + 8 * jj;
+          const float* q = pt + 8 * jj;
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const float w = h ? w1 : w0;
+            a[2 * h] = fmaf(q[2 * h], v.x * w, a[2 * h]);
+            a[2 * h + 1] = fmaf(q[2 * h + 1], v.y * w, a[2 * h + 1]);
+            a[4 + 2 * h] = fmaf(q[4 + 2 * h], v.z * w, a[4 + 2 * h]);
+            a[5 + 2 * h] = fmaf(q[5 + 2 * h], v.w * w, a[5 + 2 * h]);
+          }
+        }
+      };
+#pragma unroll
+      for (int u = 0; u < 8; ++u) {
+        issue_u((u & 1) ? ph1 : ph0, u);
+        if (u > 0) {
+          wg::wait<1>();
+          promote_u((u & 1) ? ph0 : ph1, u - 1);
+        }
+      }
+      wg::wait<0>();
+      promote_u(ph1, 7);
+      wg::mbar_arrive(empty0 + 8 * s);  // this thread's reads of the slot are done
+    } else if constexpr (C::kMxF8) {
       // One k32 wgmma per 32-K group into part0 (from zero), drained and promoted with the
       // group's scales before the next; the other MMA warpgroup's wgmmas run meanwhile. The slot
       // is released after the last group's wait (A fragments are in registers, the scales read).
