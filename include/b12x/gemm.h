@@ -204,6 +204,20 @@ struct Plan {
   /// M = 9..32 stage more than one slice per chunk. Default 68 in the NVFP4 halves at M = 9..32
   /// since session 10, else 0; B12X_GEMM_DECODE_PIPE_KB=<n> overrides.
   int decode_pipe_kb = 0;
+  /// Decode regime at M = 1 (FP4 weights, BF16 MMAs, BF16 activations after the pre-pass): the
+  /// persistent streaming kernel (lin::launch_linear_stream) with this many K parts per 16-row
+  /// tile (1, 2, 4, 8; 0 = the decode kernel), a register ring of decode_stream_depth 64-K
+  /// vectors per warp, decode_stream_ctas CTAs (SMs x CTAs per SM at most). Session 11;
+  /// B12X_GEMM_DECODE_STREAM=0|1, B12X_GEMM_STREAM_PARTS=<n>, B12X_GEMM_STREAM_DEPTH=4|8,
+  /// B12X_GEMM_STREAM_CTAS=<per SM> override.
+  int decode_stream_parts = 0;
+  int decode_stream_depth = 0;
+  int decode_stream_ctas = 0;
+  /// Decode regime, from the device's opt-in shared memory at plan time (run reads no device
+  /// info): the pipelined staging budget of decode_pipe_kb (bytes, 0: kDecodePipeBudget) and the
+  /// 8-warps-per-tile budget (lin::decode_ws8_budget).
+  int64_t decode_pipe_budget = 0;
+  int64_t decode_ws8_budget = 0;
   /// GGML formats (IQ2_XXS, IQ2_XS, Q8_0) at M <= 16: the GEMV kernel (linear_gemv_ggml) with
   /// this many warps per 16-row tile (a divisor of ggml_gemv_warps; 0 = the decode kernel), its K
   /// split over ggml_gemv_split CTAs (fp32 partials + the reduce kernel when > 1), at most

@@ -313,6 +313,10 @@ std::string Plan::describe() const {
                                     : "auto")
      << " split_k=" << split_k << " decode_ws=" << decode_warp_split
      << (decode_deep ? " decode_deep=" + std::to_string(decode_deep) : std::string())
+     << (decode_stream_parts
+             ? " stream=" + std::to_string(decode_stream_parts) + "x" +
+                   std::to_string(decode_stream_depth) + "/" + std::to_string(decode_stream_ctas)
+             : std::string())
      << " tiled_split=" << tiled_split << (tiled_split_reduce ? "(reduce)" : "")
      << " tiled_tok=" << tiled_tok << " scratch=" << scratch_bytes << "B]";
   return os.str();
@@ -797,6 +801,54 @@ Plan plan(const Caps& caps) {
     if (wf == lin::WFmt::kNvfp4 && p.decode_half && p.decode_pipe && nt == 2) p.decode_pipe_kb = 68;
     if (const char* e = std::getenv("B12X_GEMM_DECODE_PIPE_KB"); e != nullptr)
       p.decode_pipe_kb = std::clamp(std::atoi(e), 0, 256);
+    // The device's budgets for run (F5 of session 10's review: run reads no device info): the
+    // pipelined staging at decode_pipe_kb where the opt-in holds it beside the largest ring and
+    // 24 KB of static shared memory, and the 8-warp kernels' ring + staging.
+    p.decode_pipe_budget = lin::kDecodePipeBudget;
+    if (p.decode_pipe_kb > 0)
+      p.decode_pipe_budget = std::max<int64_t>(
+          p.decode_pipe_budget, std::min<int64_t>(int64_t{p.decode_pipe_kb} * 1024,
+                                                  dev.smem_per_block_optin - 24 * 1024 -
+                                                      4 * lin::kDecodeStagesMax * 4096));
+    p.decode_ws8_budget = lin::decode_ws8_budget(dev.smem_per_block_optin);
+    // M = 1 streaming kernel (session 11): FP4 weights with BF16 MMAs whose activations reach the
+    // kernel as BF16 (raw, or the pre-pass of FP4 activations), the staged K within the budget.
+    // Parts per tile: the fewest vectors per warp over the persistent grid (SMs x CTAs per SM),
+    // ties to fewer parts (fewer reductions).
+    const bool fp4w = wf == lin::WFmt::kNvfp4 || wf == lin::WFmt::kMxfp4;
+    const bool bf16_act = format_raw_activations(f) ? caps.act_dtype == DType::kBF16
+                                                    : !(pre_env1 != nullptr && pre_env1[0] == '0');
+    const char* se = std::getenv("B12X_GEMM_DECODE_STREAM");
+    const bool stream_want = se != nullptr && se[0] == '1';
+    if (M == 1 && fp4w && !fp16 && bf16_act && stream_want && split_env == nullptr) {
+      int depth = 4;
+      if (const char* e = std::getenv("B12X_GEMM_STREAM_DEPTH"); e != nullptr) depth = std::atoi(e);
+      int force_parts = 0;
+      if (const char* e = std::getenv("B12X_GEMM_STREAM_PARTS"); e != nullptr)
+        force_parts = std::atoi(e);
+      int per_sm = 0;
+      if (const char* e = std::getenv("B12X_GEMM_STREAM_CTAS"); e != nullptr) per_sm = std::atoi(e);
+      int64_t best_cost = -1;
+      for (int parts : {1, 2, 4, 8}) {
+        if (force_parts > 0 && parts != force_parts) continue;
+        if (!lin::stream_kernel_available(wf, fp16, parts, depth)) continue;
+        const int64_t smem = lin::stream_smem_bytes(geo.kvec, parts, depth);
+        if (smem > lin::kStreamSmemBudget) continue;
+        const int occ = lin::prepare_linear_stream(caps.device, wf, parts, depth, smem);
+        if (occ <= 0) continue;
+        const int64_t slots = sms * (per_sm > 0 ? std::min(per_sm, occ) : occ);
+        const int64_t groups = (geo.n16 + 8 / parts - 1) / (8 / parts);
+        const int64_t grid = std::min(groups, slots);
+        const int64_t cost =
+            (groups + grid - 1) / grid * lin::stream_vectors_per_part(geo.kvec, parts, depth);
+        if (best_cost < 0 || cost < best_cost) {
+          best_cost = cost;
+          p.decode_stream_parts = parts;
+          p.decode_stream_depth = depth;
+          p.decode_stream_ctas = static_cast<int>(grid);
+        }
+      }
+    }
   }
   // Probe override (tools/gemm-probe.sh): B12X_GEMM_SPLIT=<n> forces the decode split count.
   if (decode_plan && split_env != nullptr && std::atoi(split_env) > 0)
@@ -879,6 +931,9 @@ Plan plan(const Caps& caps) {
           << (ws > 1 && M <= kDecodeMaxM ? " ws=" + std::to_string(ws) : "")
           << (p.decode_pipe ? " pipe" : "") << (p.decode_half ? " half" : "")
           << (p.decode_lean ? " lean" : "")
+          << (p.decode_stream_parts > 0 ? " stream=" + std::to_string(p.decode_stream_parts) + "x" +
+                                              std::to_string(p.decode_stream_depth)
+                                        : std::string())
           << (p.ggml_gemv > 0 ? (p.ggml_gemv_split > 1 ? " ggml_gemv+reduce" : " ggml_gemv") : "")
           << (p.decode_deep ? " deep=" + std::to_string(p.decode_deep) : std::string()) << " split="
           << (M > kDecodeMaxM || split == 1 ? "none"
@@ -1267,9 +1322,20 @@ void run(const Binding& b, Stream stream) {
     lin::launch_linear_decode(im.wfmt, fp16, 2, p, stream);
     return;
   }
+  if (plan.decode_stream_parts > 0 && M == 1 && p.act_kind == lin::kActRaw16 &&
+      p.xs_kind == lin::kXsNone) {
+    p.split = 1;
+    p.partial = nullptr;
+    p.stream_vp =
+        lin::stream_vectors_per_part(geo.kvec, plan.decode_stream_parts, plan.decode_stream_depth);
+    lin::launch_linear_stream(im.wfmt, plan.decode_stream_parts, plan.decode_stream_depth,
+                              plan.decode_stream_ctas, p, stream);
+    return;
+  }
   const int64_t slices = geo.KP / lin::slice_k(im.wfmt);
   p.split = plan.split_k;
   p.decode_ws = nt == 1 ? plan.decode_warp_split : 1;
+  p.decode_ws8_budget = plan.decode_ws8_budget;
   p.decode_half = plan.decode_half && p.decode_ws <= 1;
   p.slices_per_cta = static_cast<int>((slices + p.split - 1) / p.split);
   p.cluster_split = plan.split_cluster ? p.split : 1;
@@ -1284,12 +1350,7 @@ void run(const Binding& b, Stream stream) {
   // Plan::decode_pipe_kb (the NVFP4 halves' default on SM90, 68 KB): a larger pipelined staging
   // where the device's opt-in shared memory holds it beside the largest ring and 24 KB of static
   // shared memory.
-  int64_t pipe_budget = lin::kDecodePipeBudget;
-  if (plan.decode_pipe_kb > 0)
-    pipe_budget = std::max<int64_t>(
-        pipe_budget, std::min<int64_t>(int64_t{plan.decode_pipe_kb} * 1024,
-                                       device_info(c.device).smem_per_block_optin - 24 * 1024 -
-                                           4 * lin::kDecodeStagesMax * 4096));
+  const int64_t pipe_budget = std::max<int64_t>(lin::kDecodePipeBudget, plan.decode_pipe_budget);
   const int64_t pipe_slices = stage_fit_slices(im.wfmt, p.stage_rows, pipe_budget, 2) / ws * ws;
   if (plan.decode_pipe && M >= 2 && (ws > 1 || p.stage_slices < p.slices_per_cta) && p.x_vec16 &&
       p.xs_kind == lin::kXsNone && pipe_slices >= (lin::decode_stages(im.wfmt) - 1) * ws &&
@@ -1303,7 +1364,7 @@ void run(const Binding& b, Stream stream) {
   } else if (p.decode_ws == 8 &&
              lin::decode_ring_bytes_deep(im.wfmt, 0, 8) +
                      lin::stage_geom(im.wfmt, p.stage_rows, p.stage_slices).bytes >
-                 lin::decode_ws8_budget(device_info(c.device).smem_per_block_optin)) {
+                 plan.decode_ws8_budget) {
     p.decode_ws = 4;  // 8 warps per tile (probe): their ring and the staging exceed the budget
   }
   // A deeper ring: the K parts' whole range staged at once, within kDecodeDeepBudget.

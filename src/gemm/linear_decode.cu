@@ -20,6 +20,12 @@ static_assert(kDecodeRingMax + std::max(kDecodeStageBudget, kDecodePipeBudget) +
 
 using DecodeFn = void (*)(const LinearParams);
 
+/// The FP4 weight ring of a CTA (4 warps x 2 slices of 4 KB, 32 KB), the ring that
+/// kDecodeHalfStageBudget is sized beside.
+constexpr int64_t kFp4RingBytes = decode_ring_bytes(WFmt::kNvfp4);
+static_assert(kFp4RingBytes == decode_ring_bytes(WFmt::kMxfp4) && kFp4RingBytes == 4 * 2 * 4096,
+              "the FP4 rings are the ones kDecodeHalfStageBudget leaves room for");
+
 /// ws: warps per weight tile (linear_decode_kernel's kWS), 2 and 4 for one token tile only.
 /// pipe: the pipelined two-buffer staging (kPipe), BF16 MMAs and one warp per tile only, formats
 /// whose decode-regime activations carry no group scales. half: the 8-warp kernel over slice
@@ -180,7 +186,7 @@ void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stre
   // The halves' one staging buffer: kDecodeHalfStageBudget beside the FP4 ring (32 KB); the FP8
   // ring (48 KB) leaves the default staging budget.
   const int64_t half_stage_budget =
-      decode_ring_bytes(f) <= 4 * 2 * 4096 ? kDecodeHalfStageBudget : kDecodeStageBudget;
+      decode_ring_bytes(f) <= kFp4RingBytes ? kDecodeHalfStageBudget : kDecodeStageBudget;
   B12X_ASSERT(stage_bytes <= (pipe   ? pipe_budget
                               : half ? half_stage_budget
                                      : kDecodeStageBudget),
@@ -189,8 +195,7 @@ void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stre
   B12X_ASSERT(deep == 0 || smem <= kDecodeDeepBudget, "decode deep ring ", deep, " needs ", smem,
               " B of shared memory");
   // 8 warps per tile: within the device's shared memory per block (run checks it).
-  const int64_t ws8_budget =
-      ws == 8 ? decode_ws8_budget(device_info(current_device()).smem_per_block_optin) : 0;
+  const int64_t ws8_budget = ws == 8 ? p.decode_ws8_budget : 0;
   B12X_ASSERT(ws != 8 || smem <= ws8_budget, "decode with 8 warps per tile needs ", smem,
               " B of shared memory");
   {

@@ -50,6 +50,11 @@ struct LinearParams {
   // Decode kernel with the pipelined staging: the two staging buffers' shared-memory budget in
   // bytes (0: kDecodePipeBudget, what SM12x's 99 KB leave; probe, Plan::decode_pipe_kb).
   int decode_pipe_budget;
+  // M = 1 streaming kernel (linear_stream_kernel): 64-K vectors per K part of a tile.
+  int stream_vp;
+  // 8 warps per tile: the device's ring + staging budget (lin::decode_ws8_budget of the opt-in
+  // shared memory, Plan::decode_ws8_budget; run reads no device info).
+  int64_t decode_ws8_budget;
 };
 
 /// Activation source kinds of the weight-streaming kernel.

@@ -741,6 +741,14 @@ TEST(GemmGpu, DecodeSliceHalves) {
   run_case({LinearFormat::kNvfp4W4A16, 16, 72, 4864, DType::kFP16, DType::kBF16, true});
 }
 
+/// Output features N whose 64-row CTAs take a decode split of exactly `split` (2 or 4) at K =
+/// 7168 / 8192 (14 / 32 slices) on device 0: the plan's smallest split reaching ~0.9 x SMs CTAs
+/// (ceil(want / split) CTAs reach it with `split`, not with split - 1).
+int64_t n_for_split(int split) {
+  const int64_t want = (9 * int64_t{device_info(0).sm_count} + 9) / 10;
+  return 64 * ((want + split - 1) / split);
+}
+
 TEST(GemmGpu, DecodeSliceHalvesDefault) {
   B12X_REQUIRE_GPU();
   // The default: NVFP4 weights at M = 5..8 where each CTA streams at least 8 slices, and NVFP4
@@ -754,8 +762,10 @@ TEST(GemmGpu, DecodeSliceHalvesDefault) {
   EXPECT_TRUE(bf16_plan(LinearFormat::kNvfp4W4A16, 24, 4096, 4096).decode_half);
   EXPECT_TRUE(bf16_plan(LinearFormat::kMxfp4W4A16, 16, 14336, 4096).decode_half);  // session 9
   EXPECT_FALSE(bf16_plan(LinearFormat::kMxfp4W4A16, 8, 14336, 4096).decode_half);
-  const gemm::Plan pm = bf16_plan(LinearFormat::kMxfp4W4A16, 16, 2048, 7168);
-  EXPECT_EQ(pm.decode_half, pm.split_k <= 4);  // split 4 on the H200 (session 10: partials)
+  // A split of 4 (session 10: halves through partials); 2048x7168 is such a shape on the H200.
+  const gemm::Plan pm = bf16_plan(LinearFormat::kMxfp4W4A16, 16, n_for_split(4), 7168);
+  EXPECT_EQ(pm.split_k, 4);
+  EXPECT_TRUE(pm.decode_half && !pm.split_cluster);
   EXPECT_TRUE(bf16_plan(LinearFormat::kNvfp4W4A16, 13, 4096, 2048).decode_half);  // split 2
   EXPECT_TRUE(bf16_plan(LinearFormat::kNvfp4W4A16, 8, 8200, 4096).decode_half);
   for (LinearFormat f : {LinearFormat::kNvfp4, LinearFormat::kNvfp4W4A16}) {
@@ -776,15 +786,18 @@ TEST(GemmGpu, DecodeHalvesReduceDefault) {
   // through fp32 partials + the reduce kernel instead of a cluster (B12X_GEMM_DECODE_HALF_REDUCE=0:
   // the session-9 rule, halves only with a split of at most 2); (2) for NVFP4 weights the
   // pipelined staging's two buffers at 68 KB where the device holds them (chunks of 2 slices).
-  // 2048x7168 (14 slices) takes a split of 4 on the H200; 8200x4096 (129 CTAs) one CTA per tile
-  // group over 8 slices in chunks; launches checked through lin::last_decode_launch().
+  // n_for_split(4) x 7168 (14 slices; 2048x7168 on the H200) takes a split of 4 on any device;
+  // 8200x4096 (129 CTAs) one CTA per tile group over 8 slices in chunks; launches checked through
+  // lin::last_decode_launch().
   const bool big_smem = device_info(0).smem_per_block_optin >= 160 * 1024;
+  const int64_t n4 = n_for_split(4);
   for (LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kMxfp4W4A16}) {
-    const gemm::Plan pl = bf16_plan(f, 16, 2048, 7168);
-    if (pl.split_k > 2 && pl.split_k <= 4) EXPECT_TRUE(pl.decode_half && !pl.split_cluster);
+    const gemm::Plan pl = bf16_plan(f, 16, n4, 7168);
+    EXPECT_EQ(pl.split_k, 4);
+    EXPECT_TRUE(pl.decode_half && !pl.split_cluster);
     EXPECT_EQ(pl.decode_pipe_kb, f == LinearFormat::kNvfp4W4A16 ? 68 : 0);
     for (int64_t M : {9, 16}) {
-      run_case({f, M, 2048, 7168, DType::kBF16, DType::kBF16, M == 9});
+      run_case({f, M, n4, 7168, DType::kBF16, DType::kBF16, M == 9});
       const gemm::lin::DecodeLaunch l = gemm::lin::last_decode_launch();
       EXPECT_TRUE(l.half && l.pipe) << "M = " << M;
       EXPECT_EQ(l.split, pl.split_k);
@@ -801,9 +814,16 @@ TEST(GemmGpu, DecodeHalvesReduceDefault) {
   }
   run_case({LinearFormat::kNvfp4, 27, 8200, 4096, DType::kBF16, DType::kBF16, false});
   ScopedEnv er("B12X_GEMM_DECODE_HALF_REDUCE", "0"), ek("B12X_GEMM_DECODE_PIPE_KB", "0");
-  const gemm::Plan old = bf16_plan(LinearFormat::kNvfp4W4A16, 16, 2048, 7168);
-  EXPECT_EQ(old.decode_half, old.split_k <= 2);
+  // The session-9 rule: no halves with a split of 4, halves with 2.
+  const gemm::Plan old = bf16_plan(LinearFormat::kNvfp4W4A16, 16, n4, 7168);
+  EXPECT_EQ(old.split_k, 4);
+  EXPECT_FALSE(old.decode_half);
   EXPECT_EQ(old.decode_pipe_kb, 0);
+  run_case({LinearFormat::kNvfp4W4A16, 16, n4, 7168, DType::kBF16, DType::kBF16, false});
+  EXPECT_FALSE(gemm::lin::last_decode_launch().half);
+  const gemm::Plan old2 = bf16_plan(LinearFormat::kNvfp4W4A16, 16, n_for_split(2), 7168);
+  EXPECT_EQ(old2.split_k, 2);
+  EXPECT_TRUE(old2.decode_half);
 }
 
 TEST(GemmGpu, DecodeSliceHalvesFp8) {
@@ -821,13 +841,23 @@ TEST(GemmGpu, DecodeSliceHalvesFp8) {
   caps.act_dtype = DType::kFP8E4M3;
   caps.out_dtype = DType::kBF16;
   EXPECT_FALSE(gemm::plan(caps).decode_half);  // N = 72: a split of 19
-  // 4096x8192: 32 slices.
+  // n_for_split(2) x 8192 (32 slices; 4096x8192 on the H200): a split of 2, 16 slices per CTA.
   caps.in_features = 8192;
-  caps.out_features = 4096;
+  caps.out_features = n_for_split(2);
   const gemm::Plan pd = gemm::plan(caps);
-  EXPECT_EQ(pd.decode_half, pd.split_k <= 2 && (32 + pd.split_k - 1) / pd.split_k >= 16);
-  run_case({LinearFormat::kFp8Tensor, 16, 4096, 8192, DType::kBF16, DType::kBF16, true});
-  EXPECT_EQ(gemm::lin::last_decode_launch().half, pd.decode_half);
+  EXPECT_EQ(pd.split_k, 2);
+  EXPECT_TRUE(pd.decode_half);
+  // The run quantizes BF16 activations inside: its own plan (BF16 act) takes the halves too.
+  const gemm::Plan pb = bf16_plan(LinearFormat::kFp8Tensor, 16, caps.out_features, 8192);
+  EXPECT_TRUE(pb.decode_half);
+  run_case(
+      {LinearFormat::kFp8Tensor, 16, caps.out_features, 8192, DType::kBF16, DType::kBF16, true});
+  EXPECT_TRUE(gemm::lin::last_decode_launch().half);
+  // A split of 4 (8 slices per CTA): one warp per tile.
+  caps.out_features = n_for_split(4);
+  EXPECT_EQ(gemm::plan(caps).split_k, 4);
+  EXPECT_FALSE(gemm::plan(caps).decode_half);
+  caps.out_features = 4096;
   caps.in_features = 2048;  // 8 slices: one warp per tile
   EXPECT_FALSE(gemm::plan(caps).decode_half);
   caps.max_tokens = 8;
@@ -1050,6 +1080,58 @@ TEST(GemmGpu, DecodeLean) {
   }
   run_case({LinearFormat::kNvfp4W4A16, 16, 72, 4864, DType::kFP16, DType::kBF16, true});
   EXPECT_FALSE(ran_lean());  // FP16 MMAs: no lean instance
+}
+
+TEST(GemmGpu, DecodeStream) {
+  B12X_REQUIRE_GPU();
+  // The M = 1 streaming kernel (session 11, B12X_GEMM_DECODE_STREAM=1): every K-part count and
+  // ring depth over the FP4 formats with BF16 MMAs; N = 72 (a partial last tile and group, warps
+  // without a tile), K = 1280 (K tail, 24 vectors per tile: parts whose vectors run past the tile
+  // are masked), 4864; bias on every other case; a persistent grid walking several groups per CTA
+  // (B12X_GEMM_STREAM_CTAS=1 at N = 4096) with its continuous ring across groups; a replayed graph.
+  // lin::last_stream_launch() says the stream kernel ran with the plan's parts.
+  ScopedEnv es("B12X_GEMM_DECODE_STREAM", "1");
+  auto ran = [](int64_t before, int parts) {
+    const gemm::lin::StreamLaunch l = gemm::lin::last_stream_launch();
+    return l.serial == before + 1 && l.parts == parts;
+  };
+  int i = 0;
+  for (const char* depth : {"4", "8"})
+    for (const char* parts : {"1", "2", "4", "8"}) {
+      ScopedEnv ed("B12X_GEMM_STREAM_DEPTH", depth), ep("B12X_GEMM_STREAM_PARTS", parts);
+      for (int64_t K : {1280, 4864}) {
+        if (depth[0] == '8' && K == 1280) continue;
+        for (LinearFormat f : kFp4Bf16Formats) {
+          const gemm::Plan pl = bf16_plan(f, 1, 72, K);
+          EXPECT_EQ(pl.decode_stream_parts, std::atoi(parts)) << gemm::format_name(f);
+          const int64_t before = gemm::lin::last_stream_launch().serial;
+          run_case({f, 1, 72, K, DType::kBF16, DType::kBF16, (i++ % 2) == 0});
+          EXPECT_TRUE(ran(before, std::atoi(parts))) << "parts " << parts << " depth " << depth;
+        }
+      }
+    }
+  {
+    ScopedEnv ec("B12X_GEMM_STREAM_CTAS", "1");
+    for (const char* parts : {"2", "8"}) {
+      ScopedEnv ep("B12X_GEMM_STREAM_PARTS", parts);
+      for (LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kMxfp4W4A16}) {
+        const int64_t before = gemm::lin::last_stream_launch().serial;
+        run_case({f, 1, 4096, 4096, DType::kBF16, DType::kBF16, true});
+        EXPECT_TRUE(ran(before, std::atoi(parts)));
+      }
+    }
+  }
+  run_case({LinearFormat::kNvfp4W4A16, 1, 200, 1024, DType::kBF16, DType::kBF16, true},
+           /*graph_replay=*/true);
+  // Not taken: FP16 MMAs, M = 2, the default (off until measured).
+  EXPECT_EQ(bf16_plan(LinearFormat::kNvfp4W4A16, 2, 4096, 4096).decode_stream_parts, 0);
+  {
+    ScopedEnv es0("B12X_GEMM_DECODE_STREAM", "0");
+    EXPECT_EQ(bf16_plan(LinearFormat::kNvfp4W4A16, 1, 4096, 4096).decode_stream_parts, 0);
+  }
+  const int64_t before = gemm::lin::last_stream_launch().serial;
+  run_case({LinearFormat::kNvfp4W4A16, 1, 72, 1024, DType::kFP16, DType::kBF16, false});
+  EXPECT_EQ(gemm::lin::last_stream_launch().serial, before);
 }
 
 TEST(GemmGpu, TiledSplitK) {

@@ -1,0 +1,251 @@
+// M = 1 streaming kernel for FP4 weights with BF16 MMAs (session 11, Plan::decode_stream_parts).
+//
+// Why a second M = 1 kernel: the decode kernel's CTAs are short-lived at M = 1 (2-7 ring slices
+// per warp), and each pays its own prologue (activation staging, scale LUT, the ring's first DRAM
+// round trip) with its weight stream idle; Nsight Compute put that at ~27 % of warp time. Here a
+// persistent grid (at most the CTAs that fit the SMs) walks groups of 8 / kParts row tiles, and
+// each warp keeps a continuous register ring of kDepth 16-byte weight vectors (plus their scale
+// bytes) in flight across group boundaries: the loads of the next group's first vectors are
+// issued while the current group's last ones are computed, so a warp's stream never drains
+// until its last group. Weights go straight to registers (ld.global.nc.L1::no_allocate), so the
+// bytes in flight cost no shared memory and no cp.async bookkeeping.
+//
+// Token broadcast: with one token, every column of the MMA's B operand carries the same
+// activations (lane (g, t) holds x[2t, 2t + 1] and x[2t + 8, 2t + 9] of each k16 step whatever
+// g), so every column of the accumulator holds the same row sums and no lane needs a clamp or a
+// mask. The activations of the whole K are staged once per CTA in shared memory in the order
+// the lanes read them: for each 64-K vector, lane t's 16 values (4 k16 steps x lo / hi pair) are
+// 32 contiguous bytes, two 16-byte loads per vector (broadcast to the 8 lanes of a t).
+//
+// K split inside the CTA: the 8 warps are kTiles = 8 / kParts tiles x kParts K parts of vp
+// vectors each (vp a multiple of kDepth; vectors past the tile's kvec are not loaded, and the
+// staged activations there are zero). Part 0 adds the other parts' row sums from
+// shared memory after one CTA barrier per group (double-buffered, so one barrier suffices).
+//
+// NVFP4 scale splats: the four lanes of a quad need the same 8 splats per vector (rows g, g + 8 x
+// 4 k16 steps); lane t looks up step t's two codes in the LUT and the quad exchanges them through
+// a per-warp shared buffer (one 8-byte store and four 8-byte loads per lane and vector instead of
+// eight LUT lookups with their address arithmetic).
+#pragma once
+
+#include "gemm/kernels/linear_common.cuh"
+
+namespace b12x::gemm::lin {
+
+inline constexpr int kStreamWarps = 8;
+
+/// Position of activation k in the staged (lane-ordered) layout: vector k / 64, then lane t's 32
+/// bytes (t = (k % 8) / 2), then the k16 step, lo / hi 8, the pair element.
+__device__ __forceinline__ int stream_xpos(int k) {
+  const int r = k & 63, rr = r & 15;
+  return (k & ~63) + (((rr & 7) >> 1) << 4) + ((r >> 4) << 2) + ((rr >> 3) << 1) + (rr & 1);
+}
+
+template <WFmt F, int kParts, int kDepth>
+__global__ void __launch_bounds__(kStreamWarps * 32, 2) linear_stream_kernel(const LinearParams p) {
+  static_assert(F == WFmt::kNvfp4 || F == WFmt::kMxfp4, "FP4 weights");
+  static_assert(kParts == 1 || kParts == 2 || kParts == 4 || kParts == 8, "K parts per tile");
+  static_assert(kDepth % 2 == 0, "the splat exchange alternates its buffers by ring slot");
+  using T = Bf16Tag;
+  constexpr bool kNv = F == WFmt::kNvfp4;
+  constexpr int kTiles = kStreamWarps / kParts;
+  extern __shared__ __align__(16) uint8_t dsm[];
+  __shared__ uint32_t lut[kNv ? 128 : 256];
+  __shared__ uint2 spl[kNv ? 2 : 1][kStreamWarps][4][8];
+  __shared__ float red[2][kStreamWarps][16];
+
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int g = lane >> 2, t = lane & 3;
+  const int wt = warp % kTiles, wk = warp / kTiles;
+  const int vp = p.stream_vp;
+  const int64_t groups = (p.n16 + kTiles - 1) / kTiles;
+  const int64_t vbase = static_cast<int64_t>(wk) * vp;  // this warp's first vector of a tile
+
+  // The ring: a vector's 16 bytes and its scale bytes (NVFP4: step t of rows g / g + 8; MXFP4:
+  // the two atoms' E8M0 bytes of rows g / g + 8).
+  struct Slot {
+    uint4 w;
+    uint32_t s0, s1;
+  };
+  // Issue state: the next block of kDepth vectors to request starts at vector iv of group igrp
+  // (vp is a multiple of kDepth, so a block never straddles two groups and the vectors of a
+  // block sit at immediate offsets from wp / sp / sp8).
+  int64_t igrp = blockIdx.x;
+  int iv = 0;
+  int nvalid = 0;  // vectors of the current block that exist (0 for a group without this tile)
+  const uint8_t* wp = nullptr;
+  const uint8_t* sp = nullptr;
+  const uint8_t* sp8 = nullptr;
+  constexpr int kSb = kNv ? 4 : 2;     // scale bytes per row and vector
+  const int64_t lim = p.kvec - vbase;  // vectors of this warp's part that exist
+  auto set_group = [&]() {
+    const int64_t tile = igrp * kTiles + wt;
+    nvalid = igrp < groups && tile < p.n16 ? static_cast<int>(min(lim, int64_t{kDepth})) : 0;
+    wp = p.wvals + (tile * p.kvec + vbase) * 512 + lane * 16;
+    sp = p.wscale + (tile * 16 + g) * p.scale_ld + vbase * kSb + (kNv ? t : 0);
+    sp8 = sp + 8 * p.scale_ld;
+  };
+  set_group();
+  // Vector j of the block. Vectors that do not exist are not loaded: their slot keeps an earlier
+  // vector of this warp (finite: the ring starts zeroed), whose products with the zero-staged
+  // activations past K, or with a tile that is not stored, vanish.
+  auto issue = [&](Slot& s, int j) {
+    if (j < nvalid) {
+      s.w = ldg_stream(wp + j * 512);
+      if constexpr (kNv) {
+        s.s0 = __ldg(sp + j * kSb);
+        s.s1 = __ldg(sp8 + j * kSb);
+      } else {
+        s.s0 = __ldg(reinterpret_cast<const uint16_t*>(sp + j * kSb));
+        s.s1 = __ldg(reinterpret_cast<const uint16_t*>(sp8 + j * kSb));
+      }
+    }
+  };
+  auto advance = [&]() {
+    wp += kDepth * 512;
+    sp += kDepth * kSb;
+    sp8 += kDepth * kSb;
+    iv += kDepth;
+    if (iv == vp) {
+      iv = 0;
+      igrp += gridDim.x;
+      set_group();
+    } else {
+      nvalid = nvalid > 0 ? static_cast<int>(min(lim - iv, int64_t{kDepth})) : 0;
+    }
+  };
+
+  Slot ring[kDepth];
+#pragma unroll
+  for (int j = 0; j < kDepth; ++j) {
+    ring[j].w = make_uint4(0, 0, 0, 0);
+    ring[j].s0 = ring[j].s1 = 0;
+    issue(ring[j], j);
+  }
+  advance();
+
+  if constexpr (kNv) {
+    if (threadIdx.x < 128)
+      lut[threadIdx.x] = nvfp4_scale_splat<T>(static_cast<uint8_t>(threadIdx.x));
+  } else {
+    lut[threadIdx.x] = e8m0_bf16_splat(threadIdx.x);
+  }
+  griddep_wait();  // the activations (and alpha) belong to earlier kernels
+
+  // Stage the activations of the whole (padded) K in lane order; zeros past K.
+  const int ks = kParts * vp * 64;
+  uint16_t* const xs = reinterpret_cast<uint16_t*>(dsm);
+  {
+    const uint16_t* x = static_cast<const uint16_t*>(p.x);
+    for (int c = threadIdx.x; c < ks / 8; c += kStreamWarps * 32) {
+      const int k = 8 * c;
+      uint32_t pr[4];
+      if (p.x_vec16 && k + 8 <= p.K) {
+        const uint4 v = __ldg(reinterpret_cast<const uint4*>(x + k));
+        pr[0] = v.x, pr[1] = v.y, pr[2] = v.z, pr[3] = v.w;
+      } else {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const uint32_t lo = k + 2 * i < p.K ? x[k + 2 * i] : 0u;
+          const uint32_t hi = k + 2 * i + 1 < p.K ? x[k + 2 * i + 1] : 0u;
+          pr[i] = lo | (hi << 16);
+        }
+      }
+      // The chunk's 4 pairs belong to lanes t = 0..3 of one (vector, step, lo / hi).
+      const int base = stream_xpos(k);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) *reinterpret_cast<uint32_t*>(xs + base + 16 * i) = pr[i];
+    }
+  }
+  __syncthreads();
+
+  float mult = p.out_mult;
+  if (p.alpha != nullptr) mult *= *p.alpha;
+
+  const uint8_t* const xlane = reinterpret_cast<const uint8_t*>(xs) + (vbase * 64 + t * 16) * 2;
+  int rb = 0;  // reduction buffer
+  for (int64_t grp = blockIdx.x; grp < groups; grp += gridDim.x) {
+    float acc[4][4];
+#pragma unroll
+    for (int s = 0; s < 4; ++s)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[s][i] = 0.f;
+    const uint8_t* xv = xlane;
+    for (int v0 = 0; v0 < vp; v0 += kDepth) {
+#pragma unroll
+      for (int j = 0; j < kDepth; ++j) {
+        const Slot cur = ring[j];
+        issue(ring[j], j);
+        const uint4 xa = *reinterpret_cast<const uint4*>(xv);
+        const uint4 xb = *reinterpret_cast<const uint4*>(xv + 16);
+        xv += 128;
+        uint32_t af[2][2][4];  // [atom][step][reg]
+        if constexpr (kNv) {
+          spl[j & 1][warp][t][g] = make_uint2(lut[cur.s0 & 0x7Fu], lut[cur.s1 & 0x7Fu]);
+          __syncwarp();
+          uint2 sc4[4];
+#pragma unroll
+          for (int s = 0; s < 4; ++s) sc4[s] = spl[j & 1][warp][s][g];
+#pragma unroll
+          for (int a = 0; a < 2; ++a) {
+            const uint32_t w[2] = {a ? cur.w.z : cur.w.x, a ? cur.w.w : cur.w.y};
+            const uint32_t sc[2][2] = {{sc4[2 * a].x, sc4[2 * a].y},
+                                       {sc4[2 * a + 1].x, sc4[2 * a + 1].y}};
+            decode_fp4_atom<T>(w, sc, af[a]);
+          }
+        } else {
+          // E8M0 of atoms 0 / 1 (bytes 0 / 1) of rows g / g + 8, folded after the unit decode
+          // (exact whenever the product is a BF16 number, as in the decode kernel).
+          const uint32_t e[2][2] = {{lut[cur.s0 & 0xFFu], lut[cur.s1 & 0xFFu]},
+                                    {lut[(cur.s0 >> 8) & 0xFFu], lut[(cur.s1 >> 8) & 0xFFu]}};
+          const uint32_t unit[2][2] = {{kFp4Unit2<T>(), kFp4Unit2<T>()},
+                                       {kFp4Unit2<T>(), kFp4Unit2<T>()}};
+#pragma unroll
+          for (int a = 0; a < 2; ++a) {
+            const uint32_t w[2] = {a ? cur.w.z : cur.w.x, a ? cur.w.w : cur.w.y};
+            decode_fp4_atom<T>(w, unit, af[a]);
+#pragma unroll
+            for (int s = 0; s < 2; ++s)
+#pragma unroll
+              for (int r = 0; r < 4; ++r)
+                af[a][s][r] = fma2<T>(af[a][s][r], e[a][r & 1], kNegZero2<T>());
+          }
+        }
+        mma16816<T>(acc[0], af[0][0], xa.x, xa.y);
+        mma16816<T>(acc[1], af[0][1], xa.z, xa.w);
+        mma16816<T>(acc[2], af[1][0], xb.x, xb.y);
+        mma16816<T>(acc[3], af[1][1], xb.z, xb.w);
+      }
+      advance();
+    }
+    // Every column holds the row sums: c0 = row g, c2 = row g + 8.
+    float r0 = (acc[0][0] + acc[1][0]) + (acc[2][0] + acc[3][0]);
+    float r1 = (acc[0][2] + acc[1][2]) + (acc[2][2] + acc[3][2]);
+    if constexpr (kParts > 1) {
+      if (t == 0) {
+        red[rb][warp][g] = r0;
+        red[rb][warp][g + 8] = r1;
+      }
+      // One barrier per group: the next group writes the other buffer, and the group after it
+      // writes this one only after every reader here has passed the next group's barrier.
+      __syncthreads();
+      if (wk == 0) {
+        r0 = r1 = 0.f;
+#pragma unroll
+        for (int k = 0; k < kParts; ++k) {
+          r0 += red[rb][wt + k * kTiles][g];
+          r1 += red[rb][wt + k * kTiles][g + 8];
+        }
+      }
+      rb ^= 1;
+    }
+    const int64_t tile = grp * kTiles + wt;
+    if (wk == 0 && t < 2 && tile < p.n16) {
+      const int64_t row = tile * 16 + g + 8 * t;
+      if (row < p.N) store_out_elem(p, 0, row, t ? r1 : r0, mult);
+    }
+  }
+  griddep_launch_dependents();
+}
+
+}  // namespace b12x::gemm::lin
