@@ -69,12 +69,12 @@ const KernelInfo* find_kernel(int dqk, int dv, int kind, DType q, bool fp8) {
 // exact e4m3 -> fp16 * 2^-8 bit move); FP8 head dims 128 (128-token tiles) and 256 (64-token
 // tiles); 11 ("hvec": hcvt with 16-byte fragment reads, FP8 head dim 128); 13 ("hcvt3": hcvt
 // with 3 stages, > 99 KB of shared memory: SM90 only, hcvt elsewhere); 14 ("hcvt2": hcvt with
-// 3 CTAs per SM by a register cap, FP8 head dim 256, 24-30% slower; for 128 it is hcvt); 15
-// ("wide3h": wide3 with each token group's output dims split over two warps, 8 warps, bf16 head
-// dim 128) and 16 ("wideh": the same for wide, bf16 head dim 256; else wide3h / wideh fall back
-// to wide): twice the warps per SM at the same shared memory, measurement variants.
+// 3 CTAs per SM by a register cap, FP8 head dim 256, 24-30% slower; for 128 it is hcvt); 16
+// ("wideh": wide with each token group's output dims split over two warps, bf16 head dim 256;
+// else it falls back to wide): twice the warps per SM at the same shared memory. (15, "wide3h",
+// the same for wide3 at head dim 128, was removed in session 11: 2-8 % slower.)
 // B12X_ATTN_DECODE_TILE=wide|deep|direct|wdirect|wide3|wdirect2|hcvt|hbits|hvec|hcvt3|hcvt2|
-// wide3h|wideh overrides (benchmarking).
+// wideh overrides (benchmarking).
 int decode_kind(bool fp8, int head_dim) {
   const char* e = std::getenv("B12X_ATTN_DECODE_TILE");
   if (e != nullptr && std::string(e) == "wide") return 1;
@@ -88,7 +88,6 @@ int decode_kind(bool fp8, int head_dim) {
   if (e != nullptr && std::string(e) == "hvec") return 11;
   if (e != nullptr && std::string(e) == "hcvt3") return 13;
   if (e != nullptr && std::string(e) == "hcvt2") return head_dim == 256 ? 14 : 8;
-  if (e != nullptr && std::string(e) == "wide3h") return 15;
   if (e != nullptr && std::string(e) == "wideh") return 16;
   // Defaults from the H200 (rounds 5-7, 32/8/128, 8k): BF16 wide3 streamed at 84-99% of the
   // read bandwidth (B=8..128; wide 83-98%, deep 68-77%); for FP8 wdirect2 beat wdirect by
@@ -266,7 +265,6 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
                  : k->kind == 11 ? "_decode_hvec"
                  : k->kind == 13 ? "_decode_hcvt3"
                  : k->kind == 14 ? "_decode_hcvt2"
-                 : k->kind == 15 ? "_decode_wide3h"
                  : k->kind == 16 ? "_decode_wideh"
                                  : "_decode_hbits") +
                 (fp8 ? "_kvfp8" : "") + (caps.q_dtype == DType::kFP16 ? "_fp16" : "_bf16");
@@ -338,6 +336,11 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   // trips on one SM) and the memset node cost more than the launch they save.
   const char* fm_env = std::getenv("B12X_ATTN_FUSED_MERGE");
   plan.fused_merge = q_len > 0 && rows > 0 && fm_env != nullptr && std::string(fm_env) == "1";
+  // B12X_ATTN_MERGE_SPIN=1: the merge kernel polls per-split flags instead of waiting for the
+  // main grid (decode tiles, decode/verify, PDL; see PagedPlan::merge_spin).
+  const char* spin_env = std::getenv("B12X_ATTN_MERGE_SPIN");
+  plan.merge_spin = decode_tile && q_len > 0 && rows > 0 && !plan.fused_merge &&
+                    (spin_env != nullptr ? std::string(spin_env) == "1" : plan.merge_spin);
   const char* lean_env = std::getenv("B12X_ATTN_LEAN");
   if (lean_env != nullptr) plan.lean = std::string(lean_env) != "0";
   const char* spec_env = std::getenv("B12X_ATTN_SPEC");
@@ -356,7 +359,7 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   }
   // Tickets: at most B * ceil(q_len * group / tile_rows) <= T * group / tile_rows + B row tiles.
   const int64_t max_row_tiles =
-      plan.fused_merge
+      plan.fused_merge || plan.merge_spin
           ? ceil_div(int64_t(caps.max_total_q) * group, plan.tile_rows) + caps.max_batch
           : 0;
 
@@ -370,7 +373,11 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   plan.off_lse = off;
   off = align_up(off + int64_t(caps.num_q_heads) * caps.max_total_q * 4, kAlign);
   plan.off_merge_ctr = off;
-  off = align_up(off + max_row_tiles * caps.num_kv_heads * 4, kAlign);
+  off = align_up(off + (plan.fused_merge ? max_row_tiles : 0) * caps.num_kv_heads * 4, kAlign);
+  plan.off_merge_flags = off;
+  off = align_up(
+      off + (plan.merge_spin ? max_row_tiles * plan.split_limit : 0) * caps.num_kv_heads * 4,
+      kAlign);
   plan.scratch_bytes = off;
   if (log_level() >= 1)
     log_message(1, "attention.plan_paged: " + plan.kernel + " mode=" + mode_name(caps.mode) +
@@ -383,7 +390,10 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   b12x::detail::resolve_kernels(
       kPlanOp, caps.device,
       "attention." + plan.kernel + " mode=" + mode_name(caps.mode) +
-          (splits ? (plan.fused_merge ? " split_merge_fused" : " split_merge") : ""),
+          (splits ? (plan.fused_merge  ? " split_merge_fused"
+                     : plan.merge_spin ? " split_merge_spin"
+                                       : " split_merge")
+                  : ""),
       "Hq=" + std::to_string(caps.num_q_heads) + " Hkv=" + std::to_string(caps.num_kv_heads) +
           " D=" + std::to_string(caps.head_dim_qk) + "/" + std::to_string(caps.head_dim_vo) +
           " page=" + std::to_string(caps.page_size) + " max_batch=" +
@@ -630,6 +640,9 @@ void run_paged(const PagedBinding& b, Stream stream) {
     B12X_CUDA_CHECK(cudaMemsetAsync(p.merge_ctr, 0,
                                     size_t(b.num_row_tiles) * c.num_kv_heads * sizeof(int32_t), s));
   }
+  // Spin merge: the flags need no zeroing (each CTA clears its own before the merge launches).
+  if (b.num_splits > 1 && !fused && plan.merge_spin && pdl && p.tiles_per_req > 0)
+    p.merge_flags = reinterpret_cast<int32_t*>(b.scratch + plan.off_merge_flags);
   const dim3 grid = plan.heads_inner
                         ? dim3(unsigned(int64_t(b.num_row_tiles) * c.num_kv_heads), 1, b.num_splits)
                         : dim3(b.num_row_tiles, c.num_kv_heads, b.num_splits);

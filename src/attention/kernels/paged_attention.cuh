@@ -55,12 +55,13 @@ constexpr float kLog2e = 1.4426950408889634f;
 template <int kDqk_, int kDv_, int kKind_, bool kFp8_>
 struct TileCfg {
   static constexpr int kDqk = kDqk_, kDv = kDv_;
-  // kinds 15 / 16 ("wide3h" / "wideh", 16-bit KV): wide3 / wide with each token group's output
-  // dims split over two warps (kDH = 2): both warps of a pair compute the group's S (the same
-  // MMAs and softmax) and each keeps and accumulates half of O, so the tile runs twice the warps
-  // with half the O registers (more warps per SM at the same shared memory).
-  static constexpr int kDH = (kKind_ == 15 || kKind_ == 16) ? 2 : 1;
-  static constexpr int kKind = kKind_ == 15 ? 5 : (kKind_ == 16 ? 1 : kKind_);
+  // kind 16 ("wideh", 16-bit KV): wide with each token group's output dims split over two
+  // warps (kDH = 2): both warps of a pair compute the group's S (the same MMAs and softmax) and
+  // each keeps and accumulates half of O, so the tile runs twice the warps with half the O
+  // registers (more warps per SM at the same shared memory). Kind 15 ("wide3h", the same for
+  // wide3) was removed in session 11: 2-8 % slower than wide3 (rounds 37 / 38).
+  static constexpr int kDH = kKind_ == 16 ? 2 : 1;
+  static constexpr int kKind = kKind_ == 16 ? 1 : kKind_;
   static constexpr bool kFp8 = kFp8_;
   static constexpr bool kDecode = kKind != 0 && kKind != 7 && kKind != 10 && kKind != 12;
   // Sub-tiles per stage: the MMA/softmax body runs on kBN / kSub tokens at a time.
@@ -261,6 +262,17 @@ __device__ __forceinline__ void allow_next_grid() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #endif
+}
+
+/// The spin merge's flags (p.merge_flags): a release store after the CTA's partials, an acquire
+/// load in the merge kernel's poll (gpu scope: the two kernels run side by side under PDL).
+__device__ __forceinline__ void store_release_gpu(int32_t* a, int32_t v) {
+  asm volatile("st.release.gpu.global.b32 [%0], %1;\n" ::"l"(a), "r"(v) : "memory");
+}
+__device__ __forceinline__ int32_t load_acquire_gpu(const int32_t* a) {
+  int32_t v;
+  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(a) : "memory");
+  return v;
 }
 
 __device__ __forceinline__ float fast_exp2(float x) {
@@ -680,7 +692,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     }
   }
   wait_prior_grid();
-  allow_next_grid();
+  // With the spin merge, thread 0 triggers the merge grid after clearing this CTA's flag (after
+  // the prologue below).
+  if (!(Cfg::kDecode && p.merge_flags != nullptr)) allow_next_grid();
   // Metadata for the speculative prologue's check, loaded first (a warp's loads return in
   // order, so these arrive before the prologue's copies).
   int real_cu0 = 0, real_cu1 = 0, real_lk = 0;
@@ -1138,6 +1152,25 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   } else {
     issue_prologue();
     if constexpr (kLateQ) stage_q_f16();
+  }
+  // Spin merge (p.merge_flags, decode tiles, B12X_ATTN_MERGE_SPIN): the merge kernel polls one flag
+  // per (row tile, KV head, split) instead of waiting for this grid's completion. Each CTA clears
+  // its flag after its wait (the previous call's merge, which read it, has completed) and before it
+  // lets the merge grid launch; a merge CTA launches only once every CTA here has triggered or
+  // exited, so a set flag it reads is this call's whatever the scratch held before (plans may
+  // share one workspace). Thread 0 clears, fences and triggers (a CTA's first trigger counts);
+  // after the prologue's copies are issued, so the fence does not delay them. The flag's address
+  // is formed from the block index where it is used (nothing held through the loop): flag
+  // ((row tile x KV heads + KV head) x splits + split).
+  auto merge_flag = [&]() {
+    const int64_t x =
+        p.heads_inner ? blockIdx.x : int64_t(blockIdx.x) * p.num_kv_heads + blockIdx.y;
+    return p.merge_flags + x * p.num_splits + blockIdx.z;
+  };
+  if (Cfg::kDecode && p.merge_flags != nullptr && tid == 0) {
+    if (range.ns > 1) *reinterpret_cast<volatile int32_t*>(merge_flag()) = 0;
+    __threadfence();
+    allow_next_grid();
   }
   auto ring_page = [&](const int32_t* ids, int j) {
     return static_cast<int>(min(static_cast<uint32_t>(ids[j]), max_page));
@@ -1671,7 +1704,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
         }
         __syncthreads();
         // Warps wn > 0 are done unless the CTA may merge the splits afterwards (all warps do).
-        if (wn > 0 && !(!kLean && p.merge_ctr != nullptr && range.ns > 1)) return;
+        // (and with the spin merge: all warps reach its flag's barrier).
+        if (wn > 0 &&
+            !(((Cfg::kDecode && p.merge_flags != nullptr) || (!kLean && p.merge_ctr != nullptr)) &&
+              range.ns > 1))
+          return;
 #pragma unroll
         for (int x = 1; x < kWN && wn == 0; ++x) {
           const float* other = sm_o + ((x * kWM + wm) * (kDv / 8) * 4) * 32;
@@ -1809,6 +1846,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
       emit.template operator()<kDv / 8>([&](int mb, int i, int e) { return o[mb][i][e]; }, 0);
   }
 
+  // Spin merge: every thread's partial stores are fenced before thread 0 sets the flag.
+  if (Cfg::kDecode && p.merge_flags != nullptr && range.ns > 1) {  // CTA-uniform
+    __threadfence();
+    __syncthreads();
+    if (tid == 0) store_release_gpu(merge_flag(), 1);
+  }
+
   // ---- fused split merge (decode/verify): the last CTA of the tile's splits merges ----
   // Each CTA publishes its partials (fence, then one ticket per CTA); the CTA that draws the
   // last ticket sees every other CTA's partials in L2 (read with ld.global.cg: L1 is not
@@ -1878,10 +1922,28 @@ __global__ void __launch_bounds__(32 * kMergeWarps)
   if (range.ns <= 1) return;  // CTA-uniform
   const int ns = min(range.ns, 64);
   const int64_t split_stride = int64_t(p.total_q) * p.num_q_heads;
-  wait_prior_grid();
+  // Spin merge (p.merge_flags, decode/verify): each warp polls the flags of the row's splits
+  // (set by the main kernel's CTAs after their partials, see there) instead of waiting for the
+  // main grid, so the merge overlaps the main grid's drain; the partials are then read through
+  // L2 (ld.cg: L1 is not coherent with the running main grid).
+  const bool spin = p.merge_flags != nullptr;
+  if (spin) {
+    const int tile_x = b * p.tiles_per_req + pr / p.tile_rows;
+    const int32_t* f =
+        p.merge_flags + ((int64_t)tile_x * p.num_kv_heads + h / p.group) * p.num_splits;
+    for (;;) {
+      const bool ok = (lane >= ns || load_acquire_gpu(f + lane) != 0) &&
+                      (lane + 32 >= ns || load_acquire_gpu(f + lane + 32) != 0);
+      if (__all_sync(0xffffffffu, ok)) break;
+    }
+    __syncwarp();
+  } else {
+    wait_prior_grid();
+  }
   constexpr int kCols = (kDv / 4 + 31) / 32;  // float4 columns per lane
   auto part = [&](int sidx, int c) {
-    return *reinterpret_cast<const float4*>(p.part_o + (sidx * split_stride + row) * kDv + c * 4);
+    return __ldcg(
+        reinterpret_cast<const float4*>(p.part_o + (sidx * split_stride + row) * kDv + c * 4));
   };
   float4 pre[kCols][kMergePre];
 #pragma unroll
@@ -1893,7 +1955,10 @@ __global__ void __launch_bounds__(32 * kMergeWarps)
     }
   if (warp == 0) {
     float w0, w1, mm, wsum;
-    split_weights<false>(p, row, ns, h, lane, w0, w1, mm, wsum);
+    if (spin)
+      split_weights<true>(p, row, ns, h, lane, w0, w1, mm, wsum);
+    else
+      split_weights<false>(p, row, ns, h, lane, w0, w1, mm, wsum);
     s_w[lane] = w0;
     s_w[lane + 32] = w1;
     if (lane == 0) {
@@ -1942,6 +2007,8 @@ __global__ void __launch_bounds__(32 * kMergeWarps)
                    hi2 = pack2<T>(acc.z * inv, acc.w * inv);
     *reinterpret_cast<uint2*>(out + c * 4) = make_uint2(lo2, hi2);
   }
+  // The spin merge never waited for the main grid: its completion implies the main grid's.
+  if (spin) wait_prior_grid();
 }
 
 // ---------------------------------------------------------------- scheduler ------------------

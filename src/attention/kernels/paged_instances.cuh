@@ -46,7 +46,7 @@ KernelInfo make_info(const char* name) {
 /// The variants of one head-dim pair: {bf16 q + bf16 KV, fp16 q + fp16 KV, bf16 q + fp8 KV}
 /// x {extend, decode wide, decode deep}, plus the FP8 direct decode tiles (direct, wdirect, and
 /// wdirect2, hcvt, hbits, hvec for head dim 128), the 16-bit wide3 tile (head dims <= 128 and
-/// 256), the split-dims wide3h (bf16, head dim 128) and wideh (bf16, 256) and the extend tile
+/// 256), the split-dims wideh (bf16, head dim 256) and the extend tile
 /// with 64-token stages (head dim 128).
 template <typename T, bool kFp8, int kDqk, int kDv>
 void register_kinds(std::vector<KernelInfo>& out, const char* tag) {
@@ -62,10 +62,8 @@ void register_kinds(std::vector<KernelInfo>& out, const char* tag) {
   out.push_back(make_info<T, kFp8, kDqk, kDv, 2>(tag));
   if constexpr (!kFp8 && (kDqk <= 128 || (kDqk == 256 && kDv == 256)))
     out.push_back(make_info<T, kFp8, kDqk, kDv, 5, (kDqk <= 128)>(tag));
-  // wide3h / wideh (measurement variants, bf16 q): wide3 at head dim 128 and wide at 256 with
-  // each token group's output dims split over two warps
-  if constexpr (!kFp8 && std::is_same_v<T, __nv_bfloat16> && kDqk == 128 && kDv == 128)
-    out.push_back(make_info<T, kFp8, kDqk, kDv, 15, true>(tag));
+  // wideh (bf16 q): wide at head dim 256 with each token group's output dims split over two
+  // warps
   if constexpr (!kFp8 && std::is_same_v<T, __nv_bfloat16> && kDqk == 256 && kDv == 256)
     out.push_back(make_info<T, kFp8, kDqk, kDv, 16, true>(tag));
   if constexpr (kFp8 && (kDqk == 128 || kDqk == 256)) {
