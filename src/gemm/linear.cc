@@ -1170,8 +1170,14 @@ void run(const Binding& b, Stream stream) {
         if (fused) break;
         uint8_t* qv = b.scratch + plan.off_qvalues;
         uint8_t* qs = b.scratch + plan.off_qscales;
-        launch_quantize_mxfp8(b.x.data, b.x.dtype, M, K, b.x.stride[0], qv, qs, nullptr,
-                              plan.act_quant, stream);
+        // MXFP8 on e4m3 wgmmas (variants 21 / 22): the vector rows kernel where it applies.
+        const bool rows = tiled && im.wfmt == WFmt::kFp8Mx && plan.tiled_wgmma > 0 &&
+                          wgmma_mx_f8(plan.tiled_wgmma_var) &&
+                          launch_quantize_mxfp8_rows(b.x.data, b.x.dtype, M, K, b.x.stride[0], qv,
+                                                     qs, plan.act_quant, stream);
+        if (!rows)
+          launch_quantize_mxfp8(b.x.data, b.x.dtype, M, K, b.x.stride[0], qv, qs, nullptr,
+                                plan.act_quant, stream);
         qx = qv;
         qld = K;
         qscale = qs;

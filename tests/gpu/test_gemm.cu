@@ -1338,6 +1338,9 @@ void mx_f8_cases(const char* v) {
     run_case({LinearFormat::kMxfp8, 650, 264, 768, DType::kBF16, DType::kBF16, true});
   }
   run_case({LinearFormat::kMxfp8, 300, 136, 1024, DType::kBF16, DType::kBF16, true}, true);
+  // The generic MXFP8 quantizer instead of the vector rows kernel (launch_quantize_mxfp8_rows).
+  ScopedEnv eq("B12X_QUANT_MXFP8_FUSED", "0");
+  run_case({LinearFormat::kMxfp8, 300, 136, 768, DType::kFP16, DType::kBF16, true});
 }
 
 TEST(GemmGpu, TiledWgmmaMxfp8E4m3) {
