@@ -277,8 +277,8 @@ void launch_decode_stream(const DecodeArgs& args, bool fp16_operands, Stream str
   // quantises the FC2 input (nvfp4 M = 8 72.5 / 73.7 -> 77.1 / 76.9, a CTA-wide tile end per 2
   // sub-chunks) nor at 128 routes (nvfp4 M = 16 116.3 / 117.0 -> 120.6; w4a16 not measured).
   // B12X_MOE_FC1_BAL1=0: never, =1: in every mode and route count.
-  static const int bal1_knob = env_knob("B12X_MOE_FC1_BAL1", 2);
-  const bool bal1 = bal1_knob == 1 || (bal1_knob == 2 && a.aquant == num::kANone && a.routes <= 64);
+  const bool bal1 =
+      a.fc1_bal1 == 1 || (a.fc1_bal1 == 2 && a.aquant == num::kANone && a.routes <= 64);
   const bool one_group =
       a.fc1_groups == 0 && bal1 && bal_ok && !wide &&
       decode_fc1_balanced(a.routes, decode_fc1_tile_groups(a.routes, fc1_row_blocks, a.sm_count, 3),
@@ -319,6 +319,7 @@ void launch_decode_stream(const DecodeArgs& args, bool fp16_operands, Stream str
   static const int q_early = env_knob("B12X_MOE_Q_EARLY", 0);
   a.q_early = q_early == 1 || q_early == 2 ? q_early : 0;
   a.q_load = a.q_load == 0 ? 0 : 1;  // [Q]'s load order (Plan::q_load)
+  a.fc1_q2 = a.fc1_q2 == 1 || a.fc1_q2 == 2 ? a.fc1_q2 : 0;
   B12X_ASSERT(
       a.routes >= 1 && a.routes <= kMaxStreamRoutes && a.num_tokens >= 1 &&
           a.num_tokens <= kMaxStreamTokens && a.num_experts <= kMaxExperts &&

@@ -139,6 +139,13 @@ struct DecodeArgs {
   // and a1gs read into shared memory before the wait (weights-side data, like FC1's weights; up
   // to kQGsTable experts, more read a1gs[id]). Same results bit for bit.
   int q_load = 1;
+  // FC1's FC2-input quantisation (Plan::fc1_q2, B12X_MOE_FC1_Q2, round-41 probe): 0 quant_block,
+  // 1 NVFP4 with 1 / gs hoisted and no division by 6 (quant_block_nvfp4, bit for bit the same),
+  // 2 none (measurement of its cost only: wrong results).
+  int fc1_q2 = 0;
+  // One balanced FC1 warp group before decode_fc1_groups' two (Plan::fc1_bal1,
+  // B12X_MOE_FC1_BAL1): 0 never, 1 in every mode, 2 A16 launches up to 64 routes (default).
+  int fc1_bal1 = 2;
   // A16 gate (B12X_MOE_A16_GATE): the [Q] kernel runs in A16 launches too, only waiting for
   // the caller, zeroing the balanced FC1's counters and letting FC1 launch, so that FC1 keeps
   // its programmatic edge and routes / streams weights before its wait (instead of a memset

@@ -86,6 +86,27 @@ B12X_HD QBlock quant_block(int aq, float amax, float gs) {
   }
   return q;
 }
+/// quant_block(kANvfp4, amax, gs) bit for bit with inv_gs = div_rn(1, gs) given (a per-expert
+/// value the decode stream's FC1 computes off its tile-end chain) and no division by 6: for every
+/// normal t, q0 = RN(t * RN(1/6)), q1 = RN(fma(RN(fma(-q0, 6, t)), RN(1/6), q0)) is RN(t / 6)
+/// (checked on all of them); t below 2^-125 encodes to the zero scale either way, and t above 6144
+/// is clamped to it, which saturates to 448 as any larger t (Inf) does (NaN stays NaN: 0x7F).
+B12X_HD QBlock quant_block_nvfp4(float amax, float gs, float inv_gs) {
+  QBlock q;
+  float t = fmt::mul_rn(gs, amax);
+  t = t > 6144.f ? 6144.f : t;
+  constexpr float kSixth = 0x1.555556p-3f;  // RN(1 / 6)
+  const float q0 = fmt::mul_rn(t, kSixth);
+  q.s = e4m3_satfinite(fmaf(fmaf(-q0, 6.f, t), kSixth, q0)) & 0x7Fu;
+  q.dsf = fmt::ue4m3_to_float(q.s);
+  // fmt::nvfp4_multiplier(q.s, gs) with div_rn(1, gs) = inv_gs.
+  const float denom = fmt::mul_rn(q.dsf, inv_gs);
+  if (q.s != 0 && gs != 0.f && denom != 0.f) {
+    const float m = fmt::div_rn(1.0f, denom);
+    q.mult = m <= 3.4028234663852886e38f ? m : 3.4028234663852886e38f;
+  }
+  return q;
+}
 /// The operand value of x inside a block decided by quant_block (x itself for kANone).
 /// (The fmt encoders/decoders through e2m1_round and e4m3_satfinite.)
 B12X_HD float quant_value(int aq, const QBlock& q, float x) {

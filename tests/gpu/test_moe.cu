@@ -701,6 +701,42 @@ TEST(MoeGpu, GroupedSmallTiles) {
              fp4_variant_case(m4, 40, 256, 64, 150, 4, 0)});
 }
 
+// Counts the amax patterns [0, +Inf] whose quant_block_nvfp4 (1 / gs given, no division by 6)
+// differs from quant_block in the scale byte, multiplier or decoded scale, for each gs.
+__global__ void quant_block_nvfp4_diff_kernel(const float* gs, int ngs, unsigned long long* bad) {
+  const float inv[8] = {fmt::div_rn(1.f, gs[0 % ngs]), fmt::div_rn(1.f, gs[1 % ngs]),
+                        fmt::div_rn(1.f, gs[2 % ngs]), fmt::div_rn(1.f, gs[3 % ngs]),
+                        fmt::div_rn(1.f, gs[4 % ngs]), fmt::div_rn(1.f, gs[5 % ngs]),
+                        fmt::div_rn(1.f, gs[6 % ngs]), fmt::div_rn(1.f, gs[7 % ngs])};
+  unsigned long long n = 0;
+  for (uint64_t u = blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x;
+       u <= 0x7F800000ull; u += static_cast<uint64_t>(gridDim.x) * blockDim.x) {
+    const float amax = fmt::f32_from_bits(static_cast<uint32_t>(u));
+    for (int g = 0; g < ngs && g < 8; ++g) {
+      const moe::num::QBlock a = moe::num::quant_block(moe::num::kANvfp4, amax, gs[g]);
+      const moe::num::QBlock b = moe::num::quant_block_nvfp4(amax, gs[g], inv[g]);
+      n += a.s != b.s || fmt::f32_bits(a.mult) != fmt::f32_bits(b.mult) ||
+           fmt::f32_bits(a.dsf) != fmt::f32_bits(b.dsf);
+    }
+  }
+  if (n) atomicAdd(bad, n);
+}
+
+TEST(MoeGpu, Nvfp4QuantBlockWithoutDivisionsMatches) {
+  B12X_REQUIRE_GPU();
+  // The decode stream's FC1 quantises its FC2 input with quant_block_nvfp4 (1 / gs hoisted, the
+  // division by 6 as a corrected product): every amax pattern in [0, +Inf], eight global scales
+  // (zero, subnormal, tiny, typical, huge, Inf), bit for bit against quant_block on the device.
+  const std::vector<float> gs = {0.f, 1e-40f, 1e-30f, 1.f, 672.f, 2688.f / 3.1f, 3e38f, INFINITY};
+  DeviceBuffer<float> dgs = upload(gs);
+  DeviceBuffer<unsigned long long> bad(1);
+  B12X_TEST_CUDA(cudaMemset(bad.ptr, 0, sizeof(unsigned long long)));
+  quant_block_nvfp4_diff_kernel<<<1056, 256>>>(dgs.ptr, static_cast<int>(gs.size()), bad.ptr);
+  B12X_TEST_CUDA(cudaGetLastError());
+  B12X_TEST_CUDA(cudaDeviceSynchronize());
+  EXPECT_EQ(bad.download()[0], 0ull);
+}
+
 TEST(MoeGpu, E2m1RoundMatchesTheGenericEncoder) {
   // Host check (no GPU needed) of the select-chain E2M1 rounding the activation quantisers use
   // on both sides: every BF16 pattern, a strided sweep of every fp32 exponent and sign, and every

@@ -814,6 +814,9 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
       }
       cp_async_commit();
     }
+    // fc1_q2 1: 1 / gs2 for the FC2-input quantisation, here, off the tile end's chain (its
+    // a2gs load has landed during the K loop).
+    const float inv_gs2 = a.aquant == num::kANvfp4 && a.fc1_q2 == 1 ? fmt::div_rn(1.0f, gs2) : 1.f;
 
     // ---- split-K reduction and activation into ys[token][feature] -------------------------
     // Every warp parks its partials; then each thread sums one output (gated: a (gate, up)
@@ -944,9 +947,11 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
         v[q] = col < cnt ? ys[col * kYs + fl + q] : 0.f;
         amax = fmt::amax_update(amax, v[q]);
       }
-      if (a.aquant != num::kANone) {
+      if (a.aquant != num::kANone && a.fc1_q2 != 2) {  // fc1_q2 2: a probe, no quantisation
         amax = group_amax(amax, num::quant_block_values(a.aquant) / 4);
-        const num::QBlock qb = num::quant_block(a.aquant, amax, gs2);
+        const num::QBlock qb = a.aquant == num::kANvfp4 && a.fc1_q2 == 1
+                                   ? num::quant_block_nvfp4(amax, gs2, inv_gs2)
+                                   : num::quant_block(a.aquant, amax, gs2);
 #pragma unroll
         for (int q = 0; q < 4; ++q) v[q] = num::quant_value(a.aquant, qb, v[q]);
       }
