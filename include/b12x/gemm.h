@@ -209,9 +209,10 @@ struct Plan {
   /// tile (1, 2, 4, 8; 0 = the decode kernel), a register ring of decode_stream_depth 64-K
   /// vectors per warp, decode_stream_ctas CTAs (SMs x CTAs per SM at most). Session 11;
   /// B12X_GEMM_DECODE_STREAM=0|1, B12X_GEMM_STREAM_PARTS=<n>, B12X_GEMM_STREAM_DEPTH=4|8,
-  /// B12X_GEMM_STREAM_CTAS=<per SM> override.
+  /// B12X_GEMM_STREAM_CTAS=<per SM>, B12X_GEMM_STREAM_OCC=2|3 override.
   int decode_stream_parts = 0;
   int decode_stream_depth = 0;
+  int decode_stream_occ = 0;  ///< CTAs per SM its registers are capped for
   int decode_stream_ctas = 0;
   /// Decode regime, from the device's opt-in shared memory at plan time (run reads no device
   /// info): the pipelined staging budget of decode_pipe_kb (bytes, 0: kDecodePipeBudget) and the

@@ -315,7 +315,8 @@ std::string Plan::describe() const {
      << (decode_deep ? " decode_deep=" + std::to_string(decode_deep) : std::string())
      << (decode_stream_parts
              ? " stream=" + std::to_string(decode_stream_parts) + "x" +
-                   std::to_string(decode_stream_depth) + "/" + std::to_string(decode_stream_ctas)
+                   std::to_string(decode_stream_depth) + "o" + std::to_string(decode_stream_occ) +
+                   "/" + std::to_string(decode_stream_ctas)
              : std::string())
      << " tiled_split=" << tiled_split << (tiled_split_reduce ? "(reduce)" : "")
      << " tiled_tok=" << tiled_tok << " scratch=" << scratch_bytes << "B]";
@@ -828,15 +829,17 @@ Plan plan(const Caps& caps) {
         force_parts = std::atoi(e);
       int per_sm = 0;
       if (const char* e = std::getenv("B12X_GEMM_STREAM_CTAS"); e != nullptr) per_sm = std::atoi(e);
+      int occ = 2;
+      if (const char* e = std::getenv("B12X_GEMM_STREAM_OCC"); e != nullptr) occ = std::atoi(e);
       int64_t best_cost = -1;
       for (int parts : {1, 2, 4, 8}) {
         if (force_parts > 0 && parts != force_parts) continue;
-        if (!lin::stream_kernel_available(wf, fp16, parts, depth)) continue;
+        if (!lin::stream_kernel_available(wf, fp16, parts, depth, occ)) continue;
         const int64_t smem = lin::stream_smem_bytes(geo.kvec, parts, depth);
         if (smem > lin::kStreamSmemBudget) continue;
-        const int occ = lin::prepare_linear_stream(caps.device, wf, parts, depth, smem);
-        if (occ <= 0) continue;
-        const int64_t slots = sms * (per_sm > 0 ? std::min(per_sm, occ) : occ);
+        const int fit = lin::prepare_linear_stream(caps.device, wf, parts, depth, occ, smem);
+        if (fit <= 0) continue;
+        const int64_t slots = sms * (per_sm > 0 ? std::min(per_sm, fit) : fit);
         const int64_t groups = (geo.n16 + 8 / parts - 1) / (8 / parts);
         const int64_t grid = std::min(groups, slots);
         const int64_t cost =
@@ -845,6 +848,7 @@ Plan plan(const Caps& caps) {
           best_cost = cost;
           p.decode_stream_parts = parts;
           p.decode_stream_depth = depth;
+          p.decode_stream_occ = occ;
           p.decode_stream_ctas = static_cast<int>(grid);
         }
       }
@@ -932,7 +936,8 @@ Plan plan(const Caps& caps) {
           << (p.decode_pipe ? " pipe" : "") << (p.decode_half ? " half" : "")
           << (p.decode_lean ? " lean" : "")
           << (p.decode_stream_parts > 0 ? " stream=" + std::to_string(p.decode_stream_parts) + "x" +
-                                              std::to_string(p.decode_stream_depth)
+                                              std::to_string(p.decode_stream_depth) + "o" +
+                                              std::to_string(p.decode_stream_occ)
                                         : std::string())
           << (p.ggml_gemv > 0 ? (p.ggml_gemv_split > 1 ? " ggml_gemv+reduce" : " ggml_gemv") : "")
           << (p.decode_deep ? " deep=" + std::to_string(p.decode_deep) : std::string()) << " split="
@@ -1335,7 +1340,7 @@ void run(const Binding& b, Stream stream) {
     p.stream_vp =
         lin::stream_vectors_per_part(geo.kvec, plan.decode_stream_parts, plan.decode_stream_depth);
     lin::launch_linear_stream(im.wfmt, plan.decode_stream_parts, plan.decode_stream_depth,
-                              plan.decode_stream_ctas, p, stream);
+                              plan.decode_stream_occ, plan.decode_stream_ctas, p, stream);
     return;
   }
   const int64_t slices = geo.KP / lin::slice_k(im.wfmt);

@@ -12,27 +12,34 @@ using StreamFn = void (*)(const LinearParams);
 
 thread_local StreamLaunch t_last;  // last_stream_launch()
 
-template <WFmt F>
-StreamFn stream_fn(int parts, int depth) {
-  if (depth != 4 && depth != 8) return nullptr;
+template <WFmt F, int kDepth, int kOcc>
+StreamFn stream_fn_d(int parts) {
   switch (parts) {
     case 1:
-      return depth == 4 ? &linear_stream_kernel<F, 1, 4> : &linear_stream_kernel<F, 1, 8>;
+      return &linear_stream_kernel<F, 1, kDepth, kOcc>;
     case 2:
-      return depth == 4 ? &linear_stream_kernel<F, 2, 4> : &linear_stream_kernel<F, 2, 8>;
+      return &linear_stream_kernel<F, 2, kDepth, kOcc>;
     case 4:
-      return depth == 4 ? &linear_stream_kernel<F, 4, 4> : &linear_stream_kernel<F, 4, 8>;
+      return &linear_stream_kernel<F, 4, kDepth, kOcc>;
     case 8:
-      return depth == 4 ? &linear_stream_kernel<F, 8, 4> : &linear_stream_kernel<F, 8, 8>;
+      return &linear_stream_kernel<F, 8, kDepth, kOcc>;
     default:
       return nullptr;
   }
 }
 
-StreamFn pick_stream(WFmt f, bool fp16, int parts, int depth) {
+/// Instances: depth 4 with registers for 2 or 3 CTAs per SM, depth 8 for 2 (it spills at 3).
+template <WFmt F>
+StreamFn stream_fn(int parts, int depth, int occ) {
+  if (depth == 4) return occ == 3 ? stream_fn_d<F, 4, 3>(parts) : stream_fn_d<F, 4, 2>(parts);
+  if (depth == 8 && occ == 2) return stream_fn_d<F, 8, 2>(parts);
+  return nullptr;
+}
+
+StreamFn pick_stream(WFmt f, bool fp16, int parts, int depth, int occ) {
   if (fp16) return nullptr;
-  if (f == WFmt::kNvfp4) return stream_fn<WFmt::kNvfp4>(parts, depth);
-  if (f == WFmt::kMxfp4) return stream_fn<WFmt::kMxfp4>(parts, depth);
+  if (f == WFmt::kNvfp4) return stream_fn<WFmt::kNvfp4>(parts, depth, occ);
+  if (f == WFmt::kMxfp4) return stream_fn<WFmt::kMxfp4>(parts, depth, occ);
   return nullptr;
 }
 
@@ -42,8 +49,8 @@ StreamLaunch last_stream_launch() {
   return t_last;
 }
 
-bool stream_kernel_available(WFmt f, bool fp16, int parts, int depth) {
-  return pick_stream(f, fp16, parts, depth) != nullptr;
+bool stream_kernel_available(WFmt f, bool fp16, int parts, int depth, int occ) {
+  return pick_stream(f, fp16, parts, depth, occ) != nullptr;
 }
 
 int stream_vectors_per_part(int64_t kvec, int parts, int depth) {
@@ -55,10 +62,10 @@ int64_t stream_smem_bytes(int64_t kvec, int parts, int depth) {
   return int64_t{parts} * stream_vectors_per_part(kvec, parts, depth) * 64 * 2;
 }
 
-int prepare_linear_stream(int device, WFmt f, int parts, int depth, int64_t smem) {
-  const StreamFn k = pick_stream(f, false, parts, depth);
+int prepare_linear_stream(int device, WFmt f, int parts, int depth, int occ, int64_t smem) {
+  const StreamFn k = pick_stream(f, false, parts, depth, occ);
   B12X_ASSERT(k != nullptr, "no stream kernel for format ", static_cast<int>(f), " parts=", parts,
-              " depth=", depth);
+              " depth=", depth, " occ=", occ);
   const void* fn = reinterpret_cast<const void*>(k);
   const ::b12x::detail::DeviceScope scope(device);
   if (smem > 48 * 1024) B12X_CUDA_CHECK(::b12x::detail::opt_in_smem(fn, static_cast<int>(smem)));
@@ -68,11 +75,11 @@ int prepare_linear_stream(int device, WFmt f, int parts, int depth, int64_t smem
   return blocks;
 }
 
-void launch_linear_stream(WFmt f, int parts, int depth, int ctas, const LinearParams& p,
+void launch_linear_stream(WFmt f, int parts, int depth, int occ, int ctas, const LinearParams& p,
                           Stream stream) {
-  const StreamFn k = pick_stream(f, false, parts, depth);
+  const StreamFn k = pick_stream(f, false, parts, depth, occ);
   B12X_ASSERT(k != nullptr, "no stream kernel for format ", static_cast<int>(f), " parts=", parts,
-              " depth=", depth);
+              " depth=", depth, " occ=", occ);
   B12X_ASSERT(p.M == 1 && p.act_kind == kActRaw16 && p.xs_kind == kXsNone &&
                   p.stream_vp == stream_vectors_per_part(p.kvec, parts, depth),
               "stream kernel: M=", p.M, " act=", p.act_kind, " vp=", p.stream_vp);
@@ -82,7 +89,7 @@ void launch_linear_stream(WFmt f, int parts, int depth, int ctas, const LinearPa
         ::b12x::detail::opt_in_smem(reinterpret_cast<const void*>(k), static_cast<int>(smem)));
   const int64_t groups = (p.n16 + kStreamWarps / parts - 1) / (kStreamWarps / parts);
   const int64_t gx = std::max<int64_t>(1, std::min<int64_t>(ctas, groups));
-  t_last = StreamLaunch{parts, depth, static_cast<int>(gx), t_last.serial + 1};
+  t_last = StreamLaunch{parts, depth, occ, static_cast<int>(gx), t_last.serial + 1};
   B12X_CUDA_CHECK(b12x::detail::launch_ex(k, dim3(static_cast<unsigned>(gx)),
                                           dim3(kStreamWarps * 32), static_cast<size_t>(smem),
                                           stream, p.pdl != 0, dim3(1, 1, 1), p));

@@ -1088,7 +1088,8 @@ TEST(GemmGpu, DecodeStream) {
   // ring depth over the FP4 formats with BF16 MMAs; N = 72 (a partial last tile and group, warps
   // without a tile), K = 1280 (K tail, 24 vectors per tile: parts whose vectors run past the tile
   // are masked), 4864; bias on every other case; a persistent grid walking several groups per CTA
-  // (B12X_GEMM_STREAM_CTAS=1 at N = 4096) with its continuous ring across groups; a replayed graph.
+  // (B12X_GEMM_STREAM_CTAS=1 at N = 4096) with its continuous ring across groups; registers capped
+  // for 3 CTAs per SM (B12X_GEMM_STREAM_OCC=3); a replayed graph.
   // lin::last_stream_launch() says the stream kernel ran with the plan's parts.
   ScopedEnv es("B12X_GEMM_DECODE_STREAM", "1");
   auto ran = [](int64_t before, int parts) {
@@ -1110,6 +1111,19 @@ TEST(GemmGpu, DecodeStream) {
         }
       }
     }
+  {
+    // Registers capped for 3 CTAs per SM (depth 4).
+    ScopedEnv eo("B12X_GEMM_STREAM_OCC", "3");
+    for (const char* parts : {"2", "8"}) {
+      ScopedEnv ep("B12X_GEMM_STREAM_PARTS", parts);
+      for (LinearFormat f : kFp4Bf16Formats) {
+        const int64_t before = gemm::lin::last_stream_launch().serial;
+        run_case({f, 1, 72, 4864, DType::kBF16, DType::kBF16, (i++ % 2) == 0});
+        EXPECT_TRUE(ran(before, std::atoi(parts)));
+        EXPECT_EQ(gemm::lin::last_stream_launch().occ, 3);
+      }
+    }
+  }
   {
     ScopedEnv ec("B12X_GEMM_STREAM_CTAS", "1");
     for (const char* parts : {"2", "8"}) {

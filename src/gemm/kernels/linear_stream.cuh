@@ -41,8 +41,10 @@ __device__ __forceinline__ int stream_xpos(int k) {
   return (k & ~63) + (((rr & 7) >> 1) << 4) + ((r >> 4) << 2) + ((rr >> 3) << 1) + (rr & 1);
 }
 
-template <WFmt F, int kParts, int kDepth>
-__global__ void __launch_bounds__(kStreamWarps * 32, 2) linear_stream_kernel(const LinearParams p) {
+/// kOcc: CTAs per SM the registers are capped for (2: <= 128, 3: <= 85; depth 8 spills at 3).
+template <WFmt F, int kParts, int kDepth, int kOcc>
+__global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
+    linear_stream_kernel(const LinearParams p) {
   static_assert(F == WFmt::kNvfp4 || F == WFmt::kMxfp4, "FP4 weights");
   static_assert(kParts == 1 || kParts == 2 || kParts == 4 || kParts == 8, "K parts per tile");
   static_assert(kDepth % 2 == 0, "the splat exchange alternates its buffers by ring slot");
