@@ -150,9 +150,10 @@ constexpr int kWgmmaF8BlockVar = 14;
 /// rows (no dequantizing pre-pass), one k32 wgmma per 32-K group promoted with the product of the
 /// two E8M0 scales, 128-token CTAs in FP8's raster bands; needs K % 128 == 0. Probe:
 /// B12X_GEMM_WGMMA_VAR=21 (the default stays the BF16-operand variant 3 at 256 tokens); 22 = 21 in
-/// 64-token units with two partial sets (a warpgroup's next wgmma under its promotion).
+/// 64-token units with two partial sets (a warpgroup's next wgmma under its promotion); 23 = 22
+/// with two groups' token scales per word (half the scale loads).
 bool wgmma_mx_f8(int var) {
-  return var == 21 || var == 22;
+  return var >= 21 && var <= 23;
 }
 /// Block FP8 variants reading the tiled FP8 1x128 quantizer's stage images (14).
 bool wgmma_act_images(int var) {

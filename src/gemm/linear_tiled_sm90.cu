@@ -59,6 +59,7 @@ WgmmaPick pick_var(int var) {
   } else if constexpr (F == WFmt::kFp8Mx && kTok == 128) {
     if (var == 21) return wgmma_pick<F, T, kTok, 21>();  // e4m3 wgmmas, per-32-K promotion
     if (var == 22) return wgmma_pick<F, T, kTok, 22>();  // ... 64-token units, two partials
+    if (var == 23) return wgmma_pick<F, T, kTok, 23>();  // ... two groups' scales per word
     return var == 1   ? wgmma_pick<F, T, kTok, 1>()
            : var == 0 ? wgmma_pick<F, T, kTok, 0>()
                       : WgmmaPick{};
@@ -135,7 +136,7 @@ void launch_linear_wgmma(WFmt f, bool fp16, int tok, int var, int raster, const 
   B12X_ASSERT(k.fn != nullptr, "no wgmma kernel for format ", static_cast<int>(f), " tok ", tok);
   // Activations: FP8 (1 byte per element) for the FP8 formats, else BF16 / FP16.
   const bool f8 =
-      f == WFmt::kFp8 || f == WFmt::kFp8Block || (f == WFmt::kFp8Mx && (var == 21 || var == 22));
+      f == WFmt::kFp8 || f == WFmt::kFp8Block || (f == WFmt::kFp8Mx && var >= 21 && var <= 23);
   LinearParams q = p;
   const dim3 grid = wgmma_grid(p, 128, tok, raster, f8 ? 1 : 2, q);
   B12X_CUDA_CHECK(b12x::detail::launch_ex(k.fn, grid, dim3(k.threads), static_cast<size_t>(k.smem),

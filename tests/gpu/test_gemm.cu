@@ -1319,7 +1319,8 @@ TEST(GemmGpu, TiledWgmmaFp8BlockBulk) {
 /// kernel); token / row tails (weight tiles past N copy the last tile, scale rows past N read as
 /// zero codes), K with a zero-filled tail stage (K = 384: KP = 512), 1-24 token tiles, raster
 /// bands and the 2-D grid, FP16 / BF16 outputs, bias, a replayed graph.
-/// Variant 22 (probe) = 21 in 64-token units with two partial sets: the same cases.
+/// Variants 22 / 23 (probes) = 21 in 64-token units with two partial sets (23: two groups' token
+/// scales per word): the same cases.
 void mx_f8_cases(const char* v) {
   ScopedEnv e("B12X_GEMM_WGMMA", "1"), ev("B12X_GEMM_WGMMA_VAR", v);
   const auto& d = device_info(0);
@@ -1359,7 +1360,7 @@ void mx_f8_cases(const char* v) {
 
 TEST(GemmGpu, TiledWgmmaMxfp8E4m3) {
   B12X_REQUIRE_GPU();
-  for (const char* v : {"21", "22"}) {
+  for (const char* v : {"21", "22", "23"}) {
     SCOPED_TRACE(v);
     mx_f8_cases(v);
   }
@@ -1752,7 +1753,7 @@ TEST(GemmGpuSanitize, Fp8BlockBulk) {
   }
   ScopedEnv ev("B12X_GEMM_WGMMA_VAR", "16");
   run_case({LinearFormat::kFp8Tensor, 200, 136, 2048, DType::kBF16, DType::kBF16, true});
-  for (const char* v : {"21", "22"}) {
+  for (const char* v : {"21", "22", "23"}) {
     ScopedEnv ev21("B12X_GEMM_WGMMA_VAR", v);
     run_case({LinearFormat::kMxfp8, 200, 136, 2048, DType::kBF16, DType::kBF16, true});
   }

@@ -52,12 +52,19 @@ struct WgmmaCfg {
   /// cores while the other MMA warpgroup's wgmmas run. Otherwise variant 16's structure (a copy
   /// warpgroup, weight runs bulk-copied, activations cp.async); the copy warpgroup also turns the
   /// stage's E8M0 bytes into fp32 scales (kMxScales). Needs K % 128 == 0 (whole u32 scale words).
-  static constexpr bool kMxF8 = F == WFmt::kFp8Mx && (kVariant == 21 || kVariant == 22);
+  static constexpr bool kMxF8 =
+      F == WFmt::kFp8Mx && (kVariant == 21 || kVariant == 22 || kVariant == 23);
   /// MXFP8 variant 22 (probe) = 21 in units of one 32-K group x 64 tokens (m64n64k32) into two
   /// alternating 32-register partial sets, each unit's promotion issued after the next unit's
   /// wgmma (wait_group 1; the SM90 group kernel's schedule), so a warpgroup's own wgmma runs
   /// under its promotion instead of only the other warpgroup's; the stage's last unit is drained.
-  static constexpr bool kMxHalf = kMxF8 && kVariant == 22;
+  static constexpr bool kMxHalf = kMxF8 && (kVariant == 22 || kVariant == 23);
+  /// MXFP8 variant 23 (probe) = 22 with the token scales of two groups in one word, E8M0 codes at
+  /// bits 23-30 and 7-14 (the float exponent fields of the word and of its low half: `w &
+  /// 0x7F800000` / `w << 16`; code 0 reads as 0 instead of 2^-127), and the units ordered (group
+  /// pair, token half, group) so that a lane loads each word once per two units: half the scale
+  /// loads of 22 (shared-memory wavefronts) for one integer op per token and group.
+  static constexpr bool kMxPack = kMxF8 && kVariant == 23;
   /// FP8 weights with FP8 activations (per-tensor, block, MXFP8 variant 21): e4m3 wgmmas on the
   /// undecoded packed fragments (the e4m3 k32 A fragment), fp32 promotion per kF8Sub sub-block.
   static constexpr bool kF8 = F == WFmt::kFp8 || F == WFmt::kFp8Block || kMxF8;
@@ -942,9 +949,17 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
             float* const sb =
                 reinterpret_cast<float*>(sgen + sl * C::kStageBytes + C::kActBytes + C::kWBytes);
             const uint32_t xc = __float_as_uint(x), wc = __float_as_uint(w);
+            if constexpr (C::kMxPack) {
+              // Groups 2 pr and 2 pr + 1 in word [pr][toff].
 #pragma unroll
-            for (int q = 0; q < 4; ++q)
-              sb[q * 4 * C::kBsPitch + toff] = e8m0_f32((xc >> (8 * q)) & 0xFFu);
+              for (int pr = 0; pr < 2; ++pr)
+                reinterpret_cast<uint32_t*>(sb)[pr * 4 * C::kBsPitch + toff] =
+                    (((xc >> (16 * pr)) & 0xFFu) << 23) | (((xc >> (16 * pr + 8)) & 0xFFu) << 7);
+            } else {
+#pragma unroll
+              for (int q = 0; q < 4; ++q)
+                sb[q * 4 * C::kBsPitch + toff] = e8m0_f32((xc >> (8 * q)) & 0xFFu);
+            }
             *reinterpret_cast<float4*>(sb + 16 * C::kBsPitch + 4 * tid) =
                 make_float4(e8m0_f32(wc & 0xFFu), e8m0_f32((wc >> 8) & 0xFFu),
                             e8m0_f32((wc >> 16) & 0xFFu), e8m0_f32(wc >> 24));
@@ -1294,22 +1309,40 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
       const float4 w4hi =
           *reinterpret_cast<const float4*>(sb + 16 * C::kBsPitch + 4 * (cw * 16 + g + 8));
       float ph0[32], ph1[32];
+      // Unit u's group and token half (variant 23: (pair u / 4, half, group in the pair)).
+      auto unit_ks = [](int u) { return C::kMxPack ? 2 * (u >> 2) + (u & 1) : u >> 1; };
+      auto unit_hf = [](int u) { return C::kMxPack ? (u >> 1) & 1 : u & 1; };
+      uint4 wv[4];  // variant 23: the words of the current (pair, half)
       auto issue_u = [&](float(&pt)[32], int u) {
-        const int ks = u >> 1, hf = u & 1;
+        const int ks = unit_ks(u), hf = unit_hf(u);
         wg::fence_acc(pt);
         wg::fence();
         wg::mma<wg::F8Tag, 64>(pt, af[ks], desc + hf * (64 * 128 >> 4) + 2 * ks, 0);
         wg::commit();
       };
       auto promote_u = [&](float(&pt)[32], int u) {
-        const int ks = u >> 1, hf = u & 1;
+        const int ks = unit_ks(u), hf = unit_hf(u);
         wg::fence_acc(pt);
         const float w0 = ks == 0 ? w4lo.x : ks == 1 ? w4lo.y : ks == 2 ? w4lo.z : w4lo.w;
         const float w1 = ks == 0 ? w4hi.x : ks == 1 ? w4hi.y : ks == 2 ? w4hi.z : w4hi.w;
         const float* tb = sb + ks * 4 * C::kBsPitch + t * C::kBsPitch + 16 * hf;
+        if (C::kMxPack && (u & 1) == 0) {
+          const uint32_t* wb = reinterpret_cast<const uint32_t*>(sb) + (ks >> 1) * 4 * C::kBsPitch +
+                               t * C::kBsPitch + 16 * hf;
+#pragma unroll
+          for (int jj = 0; jj < 4; ++jj) wv[jj] = *reinterpret_cast<const uint4*>(wb + 4 * jj);
+        }
 #pragma unroll
         for (int jj = 0; jj < 4; ++jj) {
-          const float4 v = *reinterpret_cast<const float4*>(tb + 4 * jj);
+          float4 v;
+          if constexpr (C::kMxPack) {
+            auto f = [&](uint32_t x) {
+              return __uint_as_float((u & 1) ? x << 16 : x & 0x7F800000u);
+            };
+            v = make_float4(f(wv[jj].x), f(wv[jj].y), f(wv[jj].z), f(wv[jj].w));
+          } else {
+            v = *reinterpret_cast<const float4*>(tb + 4 * jj);
+          }
           float* a = acc + 32 * hf + 8 * jj;
           const float* q = pt + 8 * jj;
 #pragma unroll
