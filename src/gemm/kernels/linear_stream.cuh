@@ -134,29 +134,47 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   }
   griddep_wait();  // the activations (and alpha) belong to earlier kernels
 
-  // Stage the activations of the whole (padded) K in lane order; zeros past K.
+  // Stage the activations of the whole (padded) K in lane order; zeros past K. Each thread's
+  // loads go out in batches of kBatch 16-byte chunks before any store, so the staging costs one
+  // L2 round trip per batch (K <= 16384: one; 8192 with the 3-CTA cap), not one per chunk.
   const int ks = kParts * vp * 64;
   uint16_t* const xs = reinterpret_cast<uint16_t*>(dsm);
   {
+    constexpr int kBatch = kOcc == 3 ? 4 : 8;  // within the 3-CTA register cap
+    constexpr int kT = kStreamWarps * 32;
     const uint16_t* x = static_cast<const uint16_t*>(p.x);
-    for (int c = threadIdx.x; c < ks / 8; c += kStreamWarps * 32) {
-      const int k = 8 * c;
-      uint32_t pr[4];
-      if (p.x_vec16 && k + 8 <= p.K) {
-        const uint4 v = __ldg(reinterpret_cast<const uint4*>(x + k));
-        pr[0] = v.x, pr[1] = v.y, pr[2] = v.z, pr[3] = v.w;
-      } else {
+    const bool fast = p.x_vec16 && ks <= p.K;  // every chunk a whole aligned 16-byte load
+    for (int c0 = threadIdx.x; c0 < ks / 8; c0 += kT * kBatch) {
+      uint4 v[kBatch];
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const uint32_t lo = k + 2 * i < p.K ? x[k + 2 * i] : 0u;
-          const uint32_t hi = k + 2 * i + 1 < p.K ? x[k + 2 * i + 1] : 0u;
-          pr[i] = lo | (hi << 16);
+      for (int b = 0; b < kBatch; ++b) {
+        const int k = 8 * (c0 + b * kT);
+        v[b] = make_uint4(0, 0, 0, 0);
+        if (k >= ks) continue;
+        if (fast || (p.x_vec16 && k + 8 <= p.K)) {
+          v[b] = __ldg(reinterpret_cast<const uint4*>(x + k));
+        } else {
+          uint32_t pr[4];
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            const uint32_t lo = k + 2 * i < p.K ? x[k + 2 * i] : 0u;
+            const uint32_t hi = k + 2 * i + 1 < p.K ? x[k + 2 * i + 1] : 0u;
+            pr[i] = lo | (hi << 16);
+          }
+          v[b] = make_uint4(pr[0], pr[1], pr[2], pr[3]);
         }
       }
-      // The chunk's 4 pairs belong to lanes t = 0..3 of one (vector, step, lo / hi).
-      const int base = stream_xpos(k);
 #pragma unroll
-      for (int i = 0; i < 4; ++i) *reinterpret_cast<uint32_t*>(xs + base + 16 * i) = pr[i];
+      for (int b = 0; b < kBatch; ++b) {
+        const int k = 8 * (c0 + b * kT);
+        if (k >= ks) continue;
+        // The chunk's 4 pairs belong to lanes t = 0..3 of one (vector, step, lo / hi).
+        uint32_t* const d = reinterpret_cast<uint32_t*>(xs + stream_xpos(k));
+        d[0] = v[b].x;
+        d[8] = v[b].y;
+        d[16] = v[b].z;
+        d[24] = v[b].w;
+      }
     }
   }
   __syncthreads();
