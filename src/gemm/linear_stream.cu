@@ -38,6 +38,11 @@ StreamFn stream_fn(int parts, int depth, int occ) {
 
 StreamFn pick_stream(WFmt f, bool fp16, int parts, int depth, int occ) {
   if (fp16) return nullptr;
+  // occ 12 (probe): the no-math kernel (kNoMath, wrong output) of NVFP4, depth 4, 2 CTAs per SM.
+  if (occ == 12 && depth == 4 && f == WFmt::kNvfp4)
+    return parts == 2   ? &linear_stream_kernel<WFmt::kNvfp4, 2, 4, 2, true>
+           : parts == 8 ? &linear_stream_kernel<WFmt::kNvfp4, 8, 4, 2, true>
+                        : nullptr;
   if (f == WFmt::kNvfp4) return stream_fn<WFmt::kNvfp4>(parts, depth, occ);
   if (f == WFmt::kMxfp4) return stream_fn<WFmt::kMxfp4>(parts, depth, occ);
   return nullptr;

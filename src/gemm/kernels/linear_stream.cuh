@@ -42,7 +42,9 @@ __device__ __forceinline__ int stream_xpos(int k) {
 }
 
 /// kOcc: CTAs per SM the registers are capped for (2: <= 128, 3: <= 85; depth 8 spills at 3).
-template <WFmt F, int kParts, int kDepth, int kOcc>
+/// kNoMath (probe, WRONG OUTPUT): the same loads, staging and reductions with each vector folded
+/// by two integer ops instead of its decode and MMAs: the memory structure's ceiling.
+template <WFmt F, int kParts, int kDepth, int kOcc, bool kNoMath = false>
 __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     linear_stream_kernel(const LinearParams p) {
   static_assert(F == WFmt::kNvfp4 || F == WFmt::kMxfp4, "FP4 weights");
@@ -199,6 +201,11 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
         const uint4 xa = *reinterpret_cast<const uint4*>(xv);
         const uint4 xb = *reinterpret_cast<const uint4*>(xv + 16);
         xv += 128;
+        if constexpr (kNoMath) {
+          acc[j & 3][0] += __uint_as_float(
+              (cur.w.x ^ cur.w.y ^ cur.w.z ^ cur.w.w ^ cur.s0 ^ cur.s1 ^ xa.x ^ xb.y) & 0x3FFFFFu);
+          continue;
+        }
         uint32_t af[2][2][4];  // [atom][step][reg]
         if constexpr (kNv) {
           spl[j & 1][warp][t][g] = make_uint2(lut[cur.s0 & 0x7Fu], lut[cur.s1 & 0x7Fu]);
