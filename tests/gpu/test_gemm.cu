@@ -847,11 +847,10 @@ TEST(GemmGpu, DecodeSliceHalvesFp8) {
   const gemm::Plan pd = gemm::plan(caps);
   EXPECT_EQ(pd.split_k, 2);
   EXPECT_TRUE(pd.decode_half);
-  // The run quantizes BF16 activations inside: its own plan (BF16 act) takes the halves too.
-  const gemm::Plan pb = bf16_plan(LinearFormat::kFp8Tensor, 16, caps.out_features, 8192);
-  EXPECT_TRUE(pb.decode_half);
+  // fp8_tensor runs take e4m3 activations (make_acts ignores Case::act for it; the cases say
+  // FP8E4M3): the run plans with the caps above, so its launch must take the halves.
   run_case(
-      {LinearFormat::kFp8Tensor, 16, caps.out_features, 8192, DType::kBF16, DType::kBF16, true});
+      {LinearFormat::kFp8Tensor, 16, caps.out_features, 8192, DType::kFP8E4M3, DType::kBF16, true});
   EXPECT_TRUE(gemm::lin::last_decode_launch().half);
   // A split of 4 (8 slices per CTA): one warp per tile.
   caps.out_features = n_for_split(4);
@@ -868,14 +867,15 @@ TEST(GemmGpu, DecodeSliceHalvesFp8) {
   for (const char* split : {"1", "4", ""}) {
     if (split[0] != 0) setenv("B12X_GEMM_SPLIT", split, 1);
     for (int64_t M : {5, 9, 16, 27}) {
-      run_case({LinearFormat::kFp8Tensor, M, 72, 4864, DType::kBF16, DType::kBF16, (i++ % 2) == 0});
+      run_case(
+          {LinearFormat::kFp8Tensor, M, 72, 4864, DType::kFP8E4M3, DType::kBF16, (i++ % 2) == 0});
       EXPECT_TRUE(gemm::lin::last_decode_launch().half) << "M = " << M << ", split '" << split;
     }
     unsetenv("B12X_GEMM_SPLIT");
   }
   ScopedEnv ep("B12X_GEMM_DECODE_PIPE", "0"), es("B12X_GEMM_SPLIT", "4");
   for (int64_t M : {9, 16}) {
-    run_case({LinearFormat::kFp8Tensor, M, 72, 4864, DType::kBF16, DType::kFP16, M == 9});
+    run_case({LinearFormat::kFp8Tensor, M, 72, 4864, DType::kFP8E4M3, DType::kFP16, M == 9});
     const gemm::lin::DecodeLaunch l = gemm::lin::last_decode_launch();
     EXPECT_TRUE(l.half && !l.pipe) << "M = " << M;
   }
