@@ -820,9 +820,11 @@ Plan plan(const Caps& caps) {
     const bool fp4w = wf == lin::WFmt::kNvfp4 || wf == lin::WFmt::kMxfp4;
     const bool bf16_act = format_raw_activations(f) ? caps.act_dtype == DType::kBF16
                                                     : !(pre_env1 != nullptr && pre_env1[0] == '0');
+    // Per-tensor FP8 weights take their e4m3 activations as they are.
+    const bool f8w = f == LinearFormat::kFp8Tensor;
     const char* se = std::getenv("B12X_GEMM_DECODE_STREAM");
     const bool stream_want = se != nullptr && se[0] == '1';
-    if (M == 1 && fp4w && !fp16 && bf16_act && stream_want && split_env == nullptr) {
+    if (M == 1 && ((fp4w && !fp16 && bf16_act) || f8w) && stream_want && split_env == nullptr) {
       int depth = 4;
       if (const char* e = std::getenv("B12X_GEMM_STREAM_DEPTH"); e != nullptr) depth = std::atoi(e);
       int force_parts = 0;
@@ -837,7 +839,7 @@ Plan plan(const Caps& caps) {
       for (int parts : {1, 2, 4, 8}) {
         if (force_parts > 0 && parts != force_parts) continue;
         if (!lin::stream_kernel_available(wf, fp16, parts, depth, occ)) continue;
-        const int64_t smem = lin::stream_smem_bytes(geo.kvec, parts, depth);
+        const int64_t smem = lin::stream_smem_bytes(wf, geo.kvec, parts, depth);
         if (smem > lin::kStreamSmemBudget) continue;
         const int fit = lin::prepare_linear_stream(caps.device, wf, parts, depth, occ, smem);
         if (fit <= 0) continue;
@@ -1335,7 +1337,8 @@ void run(const Binding& b, Stream stream) {
     lin::launch_linear_decode(im.wfmt, fp16, 2, p, stream);
     return;
   }
-  if (plan.decode_stream_parts > 0 && M == 1 && p.act_kind == lin::kActRaw16 &&
+  if (plan.decode_stream_parts > 0 && M == 1 &&
+      p.act_kind == (im.wfmt == WFmt::kFp8 ? lin::kActFp8 : lin::kActRaw16) &&
       p.xs_kind == lin::kXsNone) {
     p.split = 1;
     p.partial = nullptr;

@@ -52,11 +52,11 @@ inline constexpr int64_t decode_ws8_budget(int64_t smem_optin) {
 /// configuration (LinearParams::decode_lean, default there, B12X_GEMM_DECODE_LEAN=0|1; FP4 weights
 /// with BF16 MMAs at M = 1 with 4 or 8 warps per tile, and the pipelined slice halves).
 bool decode_lean_available(WFmt f, bool fp16, int nt, int ws, bool pipe, bool half, int deep);
-/// M = 1 streaming kernel (kernels/linear_stream.cuh; FP4 weights, BF16 MMAs, BF16
-/// activations): CTAs of 8 warps = 8 / parts row tiles x parts K parts of
-/// stream_vectors_per_part 64-K vectors, a register ring of `depth` vectors per warp, registers
-/// capped for `occ` CTAs per SM, a persistent grid of `ctas` CTAs over the row-tile groups;
-/// dynamic shared memory stream_smem_bytes (the staged activations).
+/// M = 1 streaming kernel (kernels/linear_stream.cuh; FP4 weights with BF16 MMAs on BF16
+/// activations, per-tensor FP8 weights with FP8 MMAs on e4m3 activations): CTAs of 8 warps = 8 /
+/// parts row tiles x parts K parts of stream_vectors_per_part 64-K vectors, a register ring of
+/// `depth` vectors per warp, registers capped for `occ` CTAs per SM, a persistent grid of `ctas`
+/// CTAs over the row-tile groups; dynamic shared memory stream_smem_bytes (the staged activations).
 bool stream_kernel_available(WFmt f, bool fp16, int parts, int depth, int occ);
 /// The staged activations beside the kernel's static shared memory (< 7 KB) on SM12x's 99 KB
 /// (K up to ~46k).
@@ -69,7 +69,7 @@ struct StreamLaunch {
 };
 StreamLaunch last_stream_launch();
 int stream_vectors_per_part(int64_t kvec, int parts, int depth);
-int64_t stream_smem_bytes(int64_t kvec, int parts, int depth);
+int64_t stream_smem_bytes(WFmt f, int64_t kvec, int parts, int depth);
 /// Host only (plan time): the opt-in above 48 KB on `device` and the CTAs per SM (occupancy).
 int prepare_linear_stream(int device, WFmt f, int parts, int depth, int occ, int64_t smem);
 void launch_linear_stream(WFmt f, int parts, int depth, int occ, int ctas, const LinearParams& p,

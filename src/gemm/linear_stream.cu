@@ -45,6 +45,7 @@ StreamFn pick_stream(WFmt f, bool fp16, int parts, int depth, int occ) {
                         : nullptr;
   if (f == WFmt::kNvfp4) return stream_fn<WFmt::kNvfp4>(parts, depth, occ);
   if (f == WFmt::kMxfp4) return stream_fn<WFmt::kMxfp4>(parts, depth, occ);
+  if (f == WFmt::kFp8) return stream_fn<WFmt::kFp8>(parts, depth, occ);
   return nullptr;
 }
 
@@ -63,8 +64,10 @@ int stream_vectors_per_part(int64_t kvec, int parts, int depth) {
   return static_cast<int>((per + depth - 1) / depth * depth);
 }
 
-int64_t stream_smem_bytes(int64_t kvec, int parts, int depth) {
-  return int64_t{parts} * stream_vectors_per_part(kvec, parts, depth) * 64 * 2;
+int64_t stream_smem_bytes(WFmt f, int64_t kvec, int parts, int depth) {
+  // Staged BF16 activations, 64 K per vector (FP4), or e4m3 bytes, 32 K per vector (FP8).
+  return int64_t{parts} * stream_vectors_per_part(kvec, parts, depth) *
+         (f == WFmt::kFp8 ? 32 : 64 * 2);
 }
 
 int prepare_linear_stream(int device, WFmt f, int parts, int depth, int occ, int64_t smem) {
@@ -85,10 +88,11 @@ void launch_linear_stream(WFmt f, int parts, int depth, int occ, int ctas, const
   const StreamFn k = pick_stream(f, false, parts, depth, occ);
   B12X_ASSERT(k != nullptr, "no stream kernel for format ", static_cast<int>(f), " parts=", parts,
               " depth=", depth, " occ=", occ);
-  B12X_ASSERT(p.M == 1 && p.act_kind == kActRaw16 && p.xs_kind == kXsNone &&
+  B12X_ASSERT(p.M == 1 && p.act_kind == (f == WFmt::kFp8 ? kActFp8 : kActRaw16) &&
+                  p.xs_kind == kXsNone &&
                   p.stream_vp == stream_vectors_per_part(p.kvec, parts, depth),
               "stream kernel: M=", p.M, " act=", p.act_kind, " vp=", p.stream_vp);
-  const int64_t smem = stream_smem_bytes(p.kvec, parts, depth);
+  const int64_t smem = stream_smem_bytes(f, p.kvec, parts, depth);
   if (smem > 48 * 1024)
     B12X_CUDA_CHECK(
         ::b12x::detail::opt_in_smem(reinterpret_cast<const void*>(k), static_cast<int>(smem)));

@@ -1090,8 +1090,24 @@ TEST(GemmGpu, DecodeStream) {
   // are masked), 4864; bias on every other case; a persistent grid walking several groups per CTA
   // (B12X_GEMM_STREAM_CTAS=1 at N = 4096) with its continuous ring across groups; registers capped
   // for 3 CTAs per SM (B12X_GEMM_STREAM_OCC=3); a replayed graph.
+  // Per-tensor FP8 weights (FP8 MMAs on e4m3 activations, partials promoted per block) alike.
   // lin::last_stream_launch() says the stream kernel ran with the plan's parts.
   ScopedEnv es("B12X_GEMM_DECODE_STREAM", "1");
+  std::vector<LinearFormat> formats(std::begin(kFp4Bf16Formats), std::end(kFp4Bf16Formats));
+  formats.push_back(LinearFormat::kFp8Tensor);
+  auto plan1 = [](LinearFormat f, int64_t N, int64_t K) {
+    gemm::Caps caps;
+    caps.format = f;
+    caps.max_tokens = 1;
+    caps.in_features = K;
+    caps.out_features = N;
+    caps.act_dtype = f == LinearFormat::kFp8Tensor ? DType::kFP8E4M3 : DType::kBF16;
+    caps.out_dtype = DType::kBF16;
+    return gemm::plan(caps);
+  };
+  auto act = [](LinearFormat f) {
+    return f == LinearFormat::kFp8Tensor ? DType::kFP8E4M3 : DType::kBF16;
+  };
   auto ran = [](int64_t before, int parts) {
     const gemm::lin::StreamLaunch l = gemm::lin::last_stream_launch();
     return l.serial == before + 1 && l.parts == parts;
@@ -1102,11 +1118,11 @@ TEST(GemmGpu, DecodeStream) {
       ScopedEnv ed("B12X_GEMM_STREAM_DEPTH", depth), ep("B12X_GEMM_STREAM_PARTS", parts);
       for (int64_t K : {1280, 4864}) {
         if (depth[0] == '8' && K == 1280) continue;
-        for (LinearFormat f : kFp4Bf16Formats) {
-          const gemm::Plan pl = bf16_plan(f, 1, 72, K);
+        for (LinearFormat f : formats) {
+          const gemm::Plan pl = plan1(f, 72, K);
           EXPECT_EQ(pl.decode_stream_parts, std::atoi(parts)) << gemm::format_name(f);
           const int64_t before = gemm::lin::last_stream_launch().serial;
-          run_case({f, 1, 72, K, DType::kBF16, DType::kBF16, (i++ % 2) == 0});
+          run_case({f, 1, 72, K, act(f), DType::kBF16, (i++ % 2) == 0});
           EXPECT_TRUE(ran(before, std::atoi(parts))) << "parts " << parts << " depth " << depth;
         }
       }
@@ -1116,9 +1132,9 @@ TEST(GemmGpu, DecodeStream) {
     ScopedEnv eo("B12X_GEMM_STREAM_OCC", "3");
     for (const char* parts : {"2", "8"}) {
       ScopedEnv ep("B12X_GEMM_STREAM_PARTS", parts);
-      for (LinearFormat f : kFp4Bf16Formats) {
+      for (LinearFormat f : formats) {
         const int64_t before = gemm::lin::last_stream_launch().serial;
-        run_case({f, 1, 72, 4864, DType::kBF16, DType::kBF16, (i++ % 2) == 0});
+        run_case({f, 1, 72, 4864, act(f), DType::kBF16, (i++ % 2) == 0});
         EXPECT_TRUE(ran(before, std::atoi(parts)));
         EXPECT_EQ(gemm::lin::last_stream_launch().occ, 3);
       }
@@ -1128,14 +1144,17 @@ TEST(GemmGpu, DecodeStream) {
     ScopedEnv ec("B12X_GEMM_STREAM_CTAS", "1");
     for (const char* parts : {"2", "8"}) {
       ScopedEnv ep("B12X_GEMM_STREAM_PARTS", parts);
-      for (LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kMxfp4W4A16}) {
+      for (LinearFormat f :
+           {LinearFormat::kNvfp4W4A16, LinearFormat::kMxfp4W4A16, LinearFormat::kFp8Tensor}) {
         const int64_t before = gemm::lin::last_stream_launch().serial;
-        run_case({f, 1, 4096, 4096, DType::kBF16, DType::kBF16, true});
+        run_case({f, 1, 4096, 4096, act(f), DType::kBF16, true});
         EXPECT_TRUE(ran(before, std::atoi(parts)));
       }
     }
   }
   run_case({LinearFormat::kNvfp4W4A16, 1, 200, 1024, DType::kBF16, DType::kBF16, true},
+           /*graph_replay=*/true);
+  run_case({LinearFormat::kFp8Tensor, 1, 200, 1024, DType::kFP8E4M3, DType::kBF16, true},
            /*graph_replay=*/true);
   // Not taken: FP16 MMAs, M = 2, the default (off until measured).
   EXPECT_EQ(bf16_plan(LinearFormat::kNvfp4W4A16, 2, 4096, 4096).decode_stream_parts, 0);

@@ -47,14 +47,21 @@ __device__ __forceinline__ int stream_xpos(int k) {
 template <WFmt F, int kParts, int kDepth, int kOcc, bool kNoMath = false>
 __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     linear_stream_kernel(const LinearParams p) {
-  static_assert(F == WFmt::kNvfp4 || F == WFmt::kMxfp4, "FP4 weights");
+  static_assert(F == WFmt::kNvfp4 || F == WFmt::kMxfp4 || F == WFmt::kFp8,
+                "FP4 weights with BF16 MMAs, or per-tensor FP8 weights with FP8 MMAs");
   static_assert(kParts == 1 || kParts == 2 || kParts == 4 || kParts == 8, "K parts per tile");
   static_assert(kDepth % 2 == 0, "the splat exchange alternates its buffers by ring slot");
   using T = Bf16Tag;
   constexpr bool kNv = F == WFmt::kNvfp4;
+  // Per-tensor FP8: a vector is one e4m3 k32 atom (the A fragment of m16n8k32, undecoded) against
+  // e4m3 activations staged as bytes (lane t: x[4t..4t+3], x[16+4t..16+4t+3] of each atom, 8
+  // contiguous bytes); no scales (output_scale in the epilogue).
+  constexpr bool kF8 = F == WFmt::kFp8;
+  constexpr int kKv = kF8 ? 32 : 64;  // K values per vector
+  constexpr int kXb = kF8 ? 1 : 2;    // staged bytes per activation
   constexpr int kTiles = kStreamWarps / kParts;
   extern __shared__ __align__(16) uint8_t dsm[];
-  __shared__ uint32_t lut[kNv ? 128 : 256];
+  __shared__ uint32_t lut[kNv ? 128 : kF8 ? 1 : 256];
   __shared__ uint2 spl[kNv ? 2 : 1][kStreamWarps][4][8];
   __shared__ float red[2][kStreamWarps][16];
 
@@ -86,8 +93,10 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     const int64_t tile = igrp * kTiles + wt;
     nvalid = igrp < groups && tile < p.n16 ? static_cast<int>(min(lim, int64_t{kDepth})) : 0;
     wp = p.wvals + (tile * p.kvec + vbase) * 512 + lane * 16;
-    sp = p.wscale + (tile * 16 + g) * p.scale_ld + vbase * kSb + (kNv ? t : 0);
-    sp8 = sp + 8 * p.scale_ld;
+    if constexpr (!kF8) {
+      sp = p.wscale + (tile * 16 + g) * p.scale_ld + vbase * kSb + (kNv ? t : 0);
+      sp8 = sp + 8 * p.scale_ld;
+    }
   };
   set_group();
   // Vector j of the block. Vectors that do not exist are not loaded: their slot keeps an earlier
@@ -96,7 +105,8 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   auto issue = [&](Slot& s, int j) {
     if (j < nvalid) {
       s.w = ldg_stream(wp + j * 512);
-      if constexpr (kNv) {
+      if constexpr (kF8) {
+      } else if constexpr (kNv) {
         s.s0 = __ldg(sp + j * kSb);
         s.s1 = __ldg(sp8 + j * kSb);
       } else {
@@ -107,8 +117,10 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   };
   auto advance = [&]() {
     wp += kDepth * 512;
-    sp += kDepth * kSb;
-    sp8 += kDepth * kSb;
+    if constexpr (!kF8) {
+      sp += kDepth * kSb;
+      sp8 += kDepth * kSb;
+    }
     iv += kDepth;
     if (iv == vp) {
       iv = 0;
@@ -131,7 +143,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   if constexpr (kNv) {
     if (threadIdx.x < 128)
       lut[threadIdx.x] = nvfp4_scale_splat<T>(static_cast<uint8_t>(threadIdx.x));
-  } else {
+  } else if constexpr (!kF8) {
     lut[threadIdx.x] = e8m0_bf16_splat(threadIdx.x);
   }
   griddep_wait();  // the activations (and alpha) belong to earlier kernels
@@ -139,43 +151,47 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   // Stage the activations of the whole (padded) K in lane order; zeros past K. Each thread's
   // loads go out in batches of kBatch 16-byte chunks before any store, so the staging costs one
   // L2 round trip per batch (K <= 16384: one; 8192 with the 3-CTA cap), not one per chunk.
-  const int ks = kParts * vp * 64;
-  uint16_t* const xs = reinterpret_cast<uint16_t*>(dsm);
+  const int ks = kParts * vp * kKv;  // staged activations (K values)
+  uint8_t* const xs = dsm;
   {
     constexpr int kBatch = kOcc == 3 ? 4 : 8;  // within the 3-CTA register cap
     constexpr int kT = kStreamWarps * 32;
-    const uint16_t* x = static_cast<const uint16_t*>(p.x);
+    constexpr int kC = 16 / kXb;  // activations per 16-byte chunk
+    const uint8_t* x = static_cast<const uint8_t*>(p.x);
     const bool fast = p.x_vec16 && ks <= p.K;  // every chunk a whole aligned 16-byte load
-    for (int c0 = threadIdx.x; c0 < ks / 8; c0 += kT * kBatch) {
+    for (int c0 = threadIdx.x; c0 < ks / kC; c0 += kT * kBatch) {
       uint4 v[kBatch];
 #pragma unroll
       for (int b = 0; b < kBatch; ++b) {
-        const int k = 8 * (c0 + b * kT);
+        const int k = kC * (c0 + b * kT);
         v[b] = make_uint4(0, 0, 0, 0);
         if (k >= ks) continue;
-        if (fast || (p.x_vec16 && k + 8 <= p.K)) {
-          v[b] = __ldg(reinterpret_cast<const uint4*>(x + k));
+        if (fast || (p.x_vec16 && k + kC <= p.K)) {
+          v[b] = __ldg(reinterpret_cast<const uint4*>(x + k * kXb));
         } else {
-          uint32_t pr[4];
+          uint32_t pr[4] = {0, 0, 0, 0};
 #pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            const uint32_t lo = k + 2 * i < p.K ? x[k + 2 * i] : 0u;
-            const uint32_t hi = k + 2 * i + 1 < p.K ? x[k + 2 * i + 1] : 0u;
-            pr[i] = lo | (hi << 16);
+          for (int i = 0; i < kC; ++i) {
+            if (k + i >= p.K) break;
+            const uint32_t e = kF8 ? x[k + i] : reinterpret_cast<const uint16_t*>(x)[k + i];
+            pr[i * kXb / 4] |= e << (8 * ((i * kXb) % 4));
           }
           v[b] = make_uint4(pr[0], pr[1], pr[2], pr[3]);
         }
       }
 #pragma unroll
       for (int b = 0; b < kBatch; ++b) {
-        const int k = 8 * (c0 + b * kT);
+        const int k = kC * (c0 + b * kT);
         if (k >= ks) continue;
-        // The chunk's 4 pairs belong to lanes t = 0..3 of one (vector, step, lo / hi).
-        uint32_t* const d = reinterpret_cast<uint32_t*>(xs + stream_xpos(k));
+        // The chunk's 4 words belong to lanes t = 0..3 of one (vector, step, lo / hi): BF16 at
+        // stream_xpos (lane blocks of 32 bytes), e4m3 at atom * 32 + t * 8 + hi * 4.
+        uint32_t* const d = reinterpret_cast<uint32_t*>(
+            xs + (kF8 ? (k & ~31) + ((k >> 4) & 1) * 4 : stream_xpos(k) * 2));
+        constexpr int kS = kF8 ? 2 : 8;  // words between the lanes t
         d[0] = v[b].x;
-        d[8] = v[b].y;
-        d[16] = v[b].z;
-        d[24] = v[b].w;
+        d[kS] = v[b].y;
+        d[2 * kS] = v[b].z;
+        d[3 * kS] = v[b].w;
       }
     }
   }
@@ -184,7 +200,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   float mult = p.out_mult;
   if (p.alpha != nullptr) mult *= *p.alpha;
 
-  const uint8_t* const xlane = reinterpret_cast<const uint8_t*>(xs) + (vbase * 64 + t * 16) * 2;
+  const uint8_t* const xlane = xs + (kF8 ? vbase * 32 + t * 8 : (vbase * 64 + t * 16) * 2);
   int rb = 0;  // reduction buffer
   for (int64_t grp = blockIdx.x; grp < groups; grp += gridDim.x) {
     float acc[4][4];
@@ -193,11 +209,24 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
 #pragma unroll
       for (int i = 0; i < 4; ++i) acc[s][i] = 0.f;
     const uint8_t* xv = xlane;
+    // FP8: the block's partial sums (two chains), started from zero and added to acc after each
+    // block of kDepth atoms: Hopper's FP8 MMAs accumulate with reduced precision inside the
+    // tensor core, so partials are promoted to fp32 at least every 128 K (4 atoms per chain).
+    static_assert(!kF8 || kDepth <= 8, "FP8 promotion every 128 K per chain");
+    [[maybe_unused]] float tmp[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
     for (int v0 = 0; v0 < vp; v0 += kDepth) {
 #pragma unroll
       for (int j = 0; j < kDepth; ++j) {
         const Slot cur = ring[j];
         issue(ring[j], j);
+        if constexpr (kF8) {
+          // Undecoded e4m3 A fragment; partial sums promoted every block (<= 128 K per chain).
+          const uint2 xw = *reinterpret_cast<const uint2*>(xv);
+          xv += 32;
+          const uint32_t a[4] = {cur.w.x, cur.w.y, cur.w.z, cur.w.w};
+          mma16832_e4m3(tmp[j & 1], a, xw.x, xw.y);
+          continue;
+        }
         const uint4 xa = *reinterpret_cast<const uint4*>(xv);
         const uint4 xb = *reinterpret_cast<const uint4*>(xv + 16);
         xv += 128;
@@ -242,6 +271,13 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
         mma16816<T>(acc[1], af[0][1], xa.z, xa.w);
         mma16816<T>(acc[2], af[1][0], xb.x, xb.y);
         mma16816<T>(acc[3], af[1][1], xb.z, xb.w);
+      }
+      if constexpr (kF8) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          acc[0][i] += tmp[0][i] + tmp[1][i];
+          tmp[0][i] = tmp[1][i] = 0.f;
+        }
       }
       advance();
     }
