@@ -1889,6 +1889,32 @@ TEST(GemmGpuSanitize, DecodeLean) {
   }
 }
 
+TEST(GemmGpuSanitize, DecodeStream) {
+  B12X_REQUIRE_GPU();
+  // The M = 1 stream kernel (B12X_GEMM_DECODE_STREAM=1): 2 and 8 K parts per tile at K = 1280
+  // (masked vectors past the tile, a K tail) with N = 40 (a partial group), depth 8, registers
+  // for 3 CTAs per SM, and a persistent grid of one CTA per SM walking several groups (N = 4160);
+  // FP4 with BF16 MMAs and per-tensor FP8.
+  ScopedEnv es("B12X_GEMM_DECODE_STREAM", "1");
+  for (const char* parts : {"2", "8"}) {
+    ScopedEnv ep("B12X_GEMM_STREAM_PARTS", parts);
+    run_case({LinearFormat::kNvfp4W4A16, 1, 40, 1280, DType::kBF16, DType::kBF16, true});
+    run_case({LinearFormat::kMxfp4W4A16, 1, 40, 1280, DType::kBF16, DType::kBF16, false});
+    run_case({LinearFormat::kFp8Tensor, 1, 40, 1280, DType::kFP8E4M3, DType::kBF16, true});
+  }
+  {
+    ScopedEnv ed("B12X_GEMM_STREAM_DEPTH", "8");
+    run_case({LinearFormat::kNvfp4, 1, 40, 4096, DType::kBF16, DType::kBF16, true});
+  }
+  {
+    ScopedEnv eo("B12X_GEMM_STREAM_OCC", "3");
+    run_case({LinearFormat::kNvfp4W4A16, 1, 40, 4096, DType::kBF16, DType::kBF16, false});
+  }
+  ScopedEnv ec("B12X_GEMM_STREAM_CTAS", "1"), ep("B12X_GEMM_STREAM_PARTS", "8");
+  run_case({LinearFormat::kNvfp4W4A16, 1, 4160, 1024, DType::kBF16, DType::kBF16, true});
+  run_case({LinearFormat::kFp8Tensor, 1, 4160, 1024, DType::kFP8E4M3, DType::kBF16, false});
+}
+
 TEST(GemmGpuSanitize, DecodeHalvesReduce) {
   B12X_REQUIRE_GPU();
   // The session-10 defaults at M = 9..32: the halves with K split over 3..4 CTAs through
