@@ -146,15 +146,6 @@ constexpr int kWgmmaF8Var = 16;
 /// built by bind; removed in session 10, docs/gemm.md. 17 / 19, 14 with the persistent CTA loop:
 /// removed in session 11, as 18 / 20 above.)
 constexpr int kWgmmaF8BlockVar = 14;
-/// MXFP8 on e4m3 wgmmas (lin::WgmmaCfg::kMxF8, session 11): the activations quantized to MXFP8
-/// rows (no dequantizing pre-pass), one k32 wgmma per 32-K group promoted with the product of the
-/// two E8M0 scales, 128-token CTAs in FP8's raster bands; needs K % 128 == 0. Probe:
-/// B12X_GEMM_WGMMA_VAR=21 (the default stays the BF16-operand variant 3 at 256 tokens); 22 = 21 in
-/// 64-token units with two partial sets (a warpgroup's next wgmma under its promotion); 23 = 22
-/// with two groups' token scales per word (half the scale loads).
-bool wgmma_mx_f8(int var) {
-  return var >= 21 && var <= 23;
-}
 /// Block FP8 variants reading the tiled FP8 1x128 quantizer's stage images (14).
 bool wgmma_act_images(int var) {
   return var == 14;
@@ -423,17 +414,8 @@ Plan plan(const Caps& caps) {
     }
     if (const char* v = std::getenv("B12X_GEMM_WGMMA_VAR"); v != nullptr && tok > 0) {
       const int want = std::atoi(v);
-      if (wf == WFmt::kFp8Mx && wgmma_mx_f8(want)) {
-        // MXFP8 on e4m3 wgmmas: 128-token CTAs, whole u32 words of E8M0 codes per 128-K stage.
-        if (lin::wgmma_kernel_available(wf, fp16, 128, want) && K % 128 == 0) {
-          p.tiled_wgmma = 128;
-          p.tiled_wgmma_var = want;
-        }
-      } else if (lin::wgmma_kernel_available(wf, fp16, p.tiled_wgmma, want)) {
-        p.tiled_wgmma_var = want;
-      }
+      if (lin::wgmma_kernel_available(wf, fp16, p.tiled_wgmma, want)) p.tiled_wgmma_var = want;
     }
-    const bool mx_f8 = wf == WFmt::kFp8Mx && wgmma_mx_f8(p.tiled_wgmma_var);
     if (p.tiled_wgmma > 0 && wgmma_group) {
       // 256-token CTAs when they still give ~0.9 x SMs CTAs (round 12, M = 2048: 1.2-1.3x the
       // 128-token ones, half the decode work per MAC). Probes: B12X_GEMM_WGMMA_GROUP_TOK=128|256,
@@ -476,7 +458,7 @@ Plan plan(const Caps& caps) {
         lin::prepare_linear_wgmma(wf, fp16, p.tiled_wgmma, 8);
       }
       lin::prepare_linear_wgmma(wf, fp16, p.tiled_wgmma, p.tiled_wgmma_var);
-      p.tiled_wgmma_raster = f8 || mx_f8 ? kWgmmaRasterF8 : kWgmmaRaster;
+      p.tiled_wgmma_raster = f8 ? kWgmmaRasterF8 : kWgmmaRaster;
       if (const char* r = std::getenv("B12X_GEMM_WGMMA_RASTER"); r != nullptr)
         p.tiled_wgmma_raster = std::max(0, std::atoi(r));
     }
@@ -882,11 +864,9 @@ Plan plan(const Caps& caps) {
   // B12X_GEMM_ACT_PREPASS=0 keeps the in-kernel dequantization in the decode regime.
   // MXFP8 too in the tiled regime, whose kernel runs it on BF16 MMAs with folded E8M0 scales
   // (activations dequantized in the FP8 fragment's k order, see lin::ActParams::kperm).
-  // (Not for MXFP8 on e4m3 wgmmas, variant 21: the kernel reads the MXFP8 rows.)
   p.act_prepass =
       !format_raw_activations(f) &&
-      (!lin::wtraits(wf).fp8mma || (wf == WFmt::kFp8Mx && p.regime != Regime::kDecode &&
-                                    !(p.tiled_wgmma > 0 && wgmma_mx_f8(p.tiled_wgmma_var)))) &&
+      (!lin::wtraits(wf).fp8mma || (wf == WFmt::kFp8Mx && p.regime != Regime::kDecode)) &&
       (p.regime != Regime::kDecode || !(pre_env != nullptr && pre_env[0] == '0'));
   int64_t off = 0;
   if (format_quantizes_inside(f) && caps.act_dtype != DType::kFP8E4M3) {
@@ -1112,9 +1092,7 @@ void run(const Binding& b, Stream stream) {
   const bool tiled_mx_fold = tiled && im.wfmt == WFmt::kMxfp4 && !fp16;
   // MXFP8 weights: the tiled kernel decodes them to BF16 (E8M0 folded) and needs the activations
   // dequantized (E8M0 folded) in the FP8 fragment's k order; the decode kernel reads FP8.
-  // (Variant 21 runs MXFP8 on e4m3 wgmmas from the MXFP8 rows, kXsE8m0Rows.)
-  const bool tiled_f8_fold = tiled && im.wfmt == WFmt::kFp8Mx &&
-                             !(plan.tiled_wgmma > 0 && wgmma_mx_f8(plan.tiled_wgmma_var));
+  const bool tiled_f8_fold = tiled && im.wfmt == WFmt::kFp8Mx;
   // The decode kernel folds MXFP4's E8M0 scales the same way with BF16 MMAs (weights per atom,
   // activations in the pre-pass, or in its staging at M = 1 from the group scales below).
   const bool decode_mx_fold = !tiled && im.wfmt == WFmt::kMxfp4 && !fp16;
@@ -1179,14 +1157,8 @@ void run(const Binding& b, Stream stream) {
         if (fused) break;
         uint8_t* qv = b.scratch + plan.off_qvalues;
         uint8_t* qs = b.scratch + plan.off_qscales;
-        // MXFP8 on e4m3 wgmmas (variants 21 / 22): the vector rows kernel where it applies.
-        const bool rows = tiled && im.wfmt == WFmt::kFp8Mx && plan.tiled_wgmma > 0 &&
-                          wgmma_mx_f8(plan.tiled_wgmma_var) &&
-                          launch_quantize_mxfp8_rows(b.x.data, b.x.dtype, M, K, b.x.stride[0], qv,
-                                                     qs, plan.act_quant, stream);
-        if (!rows)
-          launch_quantize_mxfp8(b.x.data, b.x.dtype, M, K, b.x.stride[0], qv, qs, nullptr,
-                                plan.act_quant, stream);
+        launch_quantize_mxfp8(b.x.data, b.x.dtype, M, K, b.x.stride[0], qv, qs, nullptr,
+                              plan.act_quant, stream);
         qx = qv;
         qld = K;
         qscale = qs;

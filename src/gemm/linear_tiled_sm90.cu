@@ -56,13 +56,6 @@ WgmmaPick pick_var(int var) {
     }
   } else if constexpr (kTok == 64) {
     return {};
-  } else if constexpr (F == WFmt::kFp8Mx && kTok == 128) {
-    if (var == 21) return wgmma_pick<F, T, kTok, 21>();  // e4m3 wgmmas, per-32-K promotion
-    if (var == 22) return wgmma_pick<F, T, kTok, 22>();  // ... 64-token units, two partials
-    if (var == 23) return wgmma_pick<F, T, kTok, 23>();  // ... two groups' scales per word
-    return var == 1   ? wgmma_pick<F, T, kTok, 1>()
-           : var == 0 ? wgmma_pick<F, T, kTok, 0>()
-                      : WgmmaPick{};
   } else if constexpr (kTok == 256) {
     return var == 3   ? wgmma_pick<F, T, kTok, 3>()
            : var == 1 ? wgmma_pick<F, T, kTok, 1>()
@@ -102,8 +95,7 @@ WgmmaPick pick_tok(WFmt f, bool fp16, int var) {
 /// scales built by the producer warpgroup, 9 = 8 with the tokens on the wgmma M side (probe, also
 /// per-tensor), 14 = 8 fed by bulk copies of the quantizer's stage images (block FP8's default
 /// since session 9), 16 = 6 with bulk-copied weight runs (FP8 per-tensor's default since session
-/// 9), MXFP8 21 = e4m3 wgmmas promoted per 32-K group (16's
-/// structure); BF16-operand formats 0
+/// 9); BF16-operand formats 0
 /// = CTA-barrier pipeline, 1 = mbarrier pipeline, 3 = warp-specialized (256 tokens).
 WgmmaPick pick(WFmt f, bool fp16, int tok, int var) {
   return tok == 64    ? pick_tok<64>(f, fp16, var)
@@ -135,8 +127,7 @@ void launch_linear_wgmma(WFmt f, bool fp16, int tok, int var, int raster, const 
   const WgmmaPick k = pick(f, fp16, tok, var);
   B12X_ASSERT(k.fn != nullptr, "no wgmma kernel for format ", static_cast<int>(f), " tok ", tok);
   // Activations: FP8 (1 byte per element) for the FP8 formats, else BF16 / FP16.
-  const bool f8 =
-      f == WFmt::kFp8 || f == WFmt::kFp8Block || (f == WFmt::kFp8Mx && var >= 21 && var <= 23);
+  const bool f8 = f == WFmt::kFp8 || f == WFmt::kFp8Block;
   LinearParams q = p;
   const dim3 grid = wgmma_grid(p, 128, tok, raster, f8 ? 1 : 2, q);
   B12X_CUDA_CHECK(b12x::detail::launch_ex(k.fn, grid, dim3(k.threads), static_cast<size_t>(k.smem),

@@ -1332,59 +1332,6 @@ TEST(GemmGpu, TiledWgmmaFp8BlockBulk) {
   bulk_cases("14");
 }
 
-/// MXFP8 variant 21 (B12X_GEMM_WGMMA_VAR=21): e4m3 wgmmas on the MXFP8 activation rows, one
-/// partial per 32-K group promoted with the product of the two E8M0 scales (no dequantizing
-/// pre-pass). The plan takes it at 128 tokens where K % 128 == 0 (else the BF16-operand
-/// kernel); token / row tails (weight tiles past N copy the last tile, scale rows past N read as
-/// zero codes), K with a zero-filled tail stage (K = 384: KP = 512), 1-24 token tiles, raster
-/// bands and the 2-D grid, FP16 / BF16 outputs, bias, a replayed graph.
-/// Variants 22 / 23 (probes) = 21 in 64-token units with two partial sets (23: two groups' token
-/// scales per word): the same cases.
-void mx_f8_cases(const char* v) {
-  ScopedEnv e("B12X_GEMM_WGMMA", "1"), ev("B12X_GEMM_WGMMA_VAR", v);
-  const auto& d = device_info(0);
-  if (d.cc_major == 9 && d.cc_minor == 0) {
-    auto pl = [](int64_t K) {
-      gemm::Caps caps;
-      caps.format = LinearFormat::kMxfp8;
-      caps.max_tokens = 2048;
-      caps.in_features = K;
-      caps.out_features = 4096;
-      return gemm::plan(caps);
-    };
-    EXPECT_EQ(pl(4096).tiled_wgmma, 128) << pl(4096).describe();
-    EXPECT_EQ(pl(4096).tiled_wgmma_var, std::atoi(v)) << pl(4096).describe();
-    EXPECT_FALSE(pl(4096).act_prepass);
-    EXPECT_NE(pl(4064).tiled_wgmma_var, std::atoi(v));  // K % 128 != 0
-  }
-  for (int64_t K : {384, 768, 1280, 4096})
-    run_case({LinearFormat::kMxfp8, 300, 136, K, DType::kBF16, DType::kBF16, true});
-  run_case({LinearFormat::kMxfp8, 64, 200, 1280, DType::kBF16, DType::kBF16, true});
-  run_case({LinearFormat::kMxfp8, 3000, 264, 512, DType::kFP16, DType::kFP16, false});
-  run_case({LinearFormat::kMxfp8, 1000, 4096, 512, DType::kBF16, DType::kBF16, true});
-  run_case({LinearFormat::kMxfp8, 256, 256, 4096, DType::kBF16, DType::kFP16, false});
-  {
-    ScopedEnv er("B12X_GEMM_WGMMA_RASTER", "0");
-    run_case({LinearFormat::kMxfp8, 650, 264, 768, DType::kFP16, DType::kBF16, true});
-  }
-  {
-    ScopedEnv er("B12X_GEMM_WGMMA_RASTER", "2");
-    run_case({LinearFormat::kMxfp8, 650, 264, 768, DType::kBF16, DType::kBF16, true});
-  }
-  run_case({LinearFormat::kMxfp8, 300, 136, 1024, DType::kBF16, DType::kBF16, true}, true);
-  // The generic MXFP8 quantizer instead of the vector rows kernel (launch_quantize_mxfp8_rows).
-  ScopedEnv eq("B12X_QUANT_MXFP8_FUSED", "0");
-  run_case({LinearFormat::kMxfp8, 300, 136, 768, DType::kFP16, DType::kBF16, true});
-}
-
-TEST(GemmGpu, TiledWgmmaMxfp8E4m3) {
-  B12X_REQUIRE_GPU();
-  for (const char* v : {"21", "22", "23"}) {
-    SCOPED_TRACE(v);
-    mx_f8_cases(v);
-  }
-}
-
 /// Formats the SM90 wgmma tiled kernel runs (NVFP4 W4A4 / W4A16, MXFP4 W4A4 / W4A8 / W4A16 with
 /// BF16 MMAs, MXFP8, per-tensor and block FP8; K must be a multiple of 128 for block FP8); the
 /// others keep the mma.sync tiled kernel under the same override.
@@ -1761,8 +1708,7 @@ TEST(GemmGpuSanitize, Fp8BlockProbes) {
 /// Block FP8 variants 14 / 16 (B12X_GEMM_WGMMA_VAR=14|16; 14 the default) for compute-sanitizer:
 /// the bulk-copied ring (the tiled quantizer's stage images, the weight runs, transaction counts
 /// on the full barriers), K = 2048 (every slot refilled), a token tail (the quantizer's zero rows)
-/// and weight tiles past N; per-tensor FP8 on 16; MXFP8 on variant 21 (the producer's scale
-/// stores, a second arrival on the full barrier).
+/// and weight tiles past N; per-tensor FP8 on 16.
 TEST(GemmGpuSanitize, Fp8BlockBulk) {
   B12X_REQUIRE_GPU();
   ScopedEnv e("B12X_GEMM_WGMMA", "1");
@@ -1772,10 +1718,6 @@ TEST(GemmGpuSanitize, Fp8BlockBulk) {
   }
   ScopedEnv ev("B12X_GEMM_WGMMA_VAR", "16");
   run_case({LinearFormat::kFp8Tensor, 200, 136, 2048, DType::kBF16, DType::kBF16, true});
-  for (const char* v : {"21", "22", "23"}) {
-    ScopedEnv ev21("B12X_GEMM_WGMMA_VAR", v);
-    run_case({LinearFormat::kMxfp8, 200, 136, 2048, DType::kBF16, DType::kBF16, true});
-  }
 }
 
 TEST(GemmGpuSanitize, TiledSplitK) {

@@ -44,30 +44,9 @@ struct WgmmaCfg {
   static constexpr int kRows = 128;  ///< weight rows per CTA (2 warpgroups x 64)
   static constexpr int kTok = kTokens;
   static constexpr bool kFp4 = F == WFmt::kNvfp4 || F == WFmt::kMxfp4;
-  /// MXFP8 variant 21 (session 11): e4m3 x e4m3 wgmmas on the packed weight fragments and the
-  /// MXFP8 activation rows (values [M][K], E8M0 [M][K/32]) instead of BF16 wgmmas on a
-  /// dequantizing pre-pass's BF16 rows: one k32 wgmma per 32-K group into a partial started from
-  /// zero, promoted as acc += partial * (2^(ew - 127) * 2^(ex - 127)) (the weight row's and the
-  /// token's E8M0 scales of the group; both powers of two, so their product is exact) on the CUDA
-  /// cores while the other MMA warpgroup's wgmmas run. Otherwise variant 16's structure (a copy
-  /// warpgroup, weight runs bulk-copied, activations cp.async); the copy warpgroup also turns the
-  /// stage's E8M0 bytes into fp32 scales (kMxScales). Needs K % 128 == 0 (whole u32 scale words).
-  static constexpr bool kMxF8 =
-      F == WFmt::kFp8Mx && (kVariant == 21 || kVariant == 22 || kVariant == 23);
-  /// MXFP8 variant 22 (probe) = 21 in units of one 32-K group x 64 tokens (m64n64k32) into two
-  /// alternating 32-register partial sets, each unit's promotion issued after the next unit's
-  /// wgmma (wait_group 1; the SM90 group kernel's schedule), so a warpgroup's own wgmma runs
-  /// under its promotion instead of only the other warpgroup's; the stage's last unit is drained.
-  static constexpr bool kMxHalf = kMxF8 && (kVariant == 22 || kVariant == 23);
-  /// MXFP8 variant 23 (probe) = 22 with the token scales of two groups in one word, E8M0 codes at
-  /// bits 23-30 and 7-14 (the float exponent fields of the word and of its low half: `w &
-  /// 0x7F800000` / `w << 16`; code 0 reads as 0 instead of 2^-127), and the units ordered (group
-  /// pair, token half, group) so that a lane loads each word once per two units: half the scale
-  /// loads of 22 (shared-memory wavefronts) for one integer op per token and group.
-  static constexpr bool kMxPack = kMxF8 && kVariant == 23;
-  /// FP8 weights with FP8 activations (per-tensor, block, MXFP8 variant 21): e4m3 wgmmas on the
-  /// undecoded packed fragments (the e4m3 k32 A fragment), fp32 promotion per kF8Sub sub-block.
-  static constexpr bool kF8 = F == WFmt::kFp8 || F == WFmt::kFp8Block || kMxF8;
+  /// FP8 weights with FP8 activations (per-tensor, block): e4m3 wgmmas on the undecoded packed
+  /// fragments (the e4m3 k32 A fragment), fp32 promotion per kF8Sub sub-block.
+  static constexpr bool kF8 = F == WFmt::kFp8 || F == WFmt::kFp8Block;
   /// FP8 variants 5-7, BF16-operand variant 3 (default at 256 tokens): warp-specialized. A third
   /// warpgroup (warpgroup 0, `setmaxnreg` down to kProdRegs) issues every copy of the ring; the
   /// two MMA warpgroups (up to kConsRegs) only wait for full slots, decode, issue their wgmmas,
@@ -76,8 +55,7 @@ struct WgmmaCfg {
   /// FP8 over variant 3; making the MMA warpgroups take turns issuing their wgmmas through named
   /// barriers, dropped, was 5-20% slower than variant 5.)
   static constexpr bool kWs =
-      kF8 ? (kVariant >= 5 && kVariant <= 12) || (kVariant >= 14 && kVariant <= 16) || kMxF8
-          : kVariant == 3;
+      kF8 ? (kVariant >= 5 && kVariant <= 12) || (kVariant >= 14 && kVariant <= 16) : kVariant == 3;
   /// FP8 variant 6 (the per-tensor default until session 9) = 5 with the stage's block scales built
   /// and loaded into registers while its wgmmas run (not after their wait) and the slot released
   /// right after the wait, so only the FFMA / FADD promotion follows the wgmmas on the MMA warps'
@@ -109,10 +87,7 @@ struct WgmmaCfg {
   /// barrier, one more arrival); the activations stay cp.async (caller-quantized ones too). Why:
   /// per-tensor FP8 and block FP8 with caller-quantized activations cannot take 14's activation
   /// images.
-  static constexpr bool kBulkW = kBulk || (kF8 && kVariant == 16) || kMxF8;
-  /// Variant 21: the producer writes the stage's scales as fp32 (tokens [group][t][kBsPitch] in
-  /// the lane order of block FP8's combined scales, rows [row][group]) and arrives a second time.
-  static constexpr bool kMxScales = kMxF8;
+  static constexpr bool kBulkW = kBulk || (kF8 && kVariant == 16);
   /// FP8 variant 9 (probe) = 8 with the tokens on wgmma's M side (as DeepGEMM): each MMA
   /// warpgroup takes 64 tokens (A: the activation rows of the stage, 128-byte swizzle) times the
   /// CTA's 128 weight rows (B: shared memory), so a thread's accumulators are 2 tokens x 32
@@ -172,7 +147,6 @@ struct WgmmaCfg {
   /// activation scales of the stage's 128-K group, then the weight block scale.
   /// Variant 8: the combined scales, [t][kBsPitch] floats (the per-warp table's layout).
   static constexpr int kSBytes = kProdScales ? 4 * (kTok / 4 + 4) * 4
-                                 : kMxScales ? 4 * 4 * (kTok / 4 + 4) * 4 + kRows * 16
                                  : kF8       ? (F == WFmt::kFp8Block ? kTok * 4 + 16 : 0)
                                              : kRows * 4;
   /// FP8 promotion schedule. kVariant 0: one partial per 128-K stage, drained (wait_group 0)
@@ -234,7 +208,6 @@ struct WgmmaCfg {
   static_assert(!kTokM || kTok == 128, "tokens on the M side: two warpgroups of 64 tokens");
   static_assert(!kWs || (kF8 ? kTok == 128 : kTok == 256),
                 "warp-specialized: FP8 at 128 tokens, BF16 operands at 256");
-  static_assert(!kMxF8 || kTok == 128, "MXFP8 on e4m3 wgmmas: 128 tokens");
   static_assert(F == WFmt::kNvfp4 || ((F == WFmt::kMxfp4 || F == WFmt::kFp8Mx) && !T::kFp16) ||
                     (kF8 && !T::kFp16),
                 "wgmma kernel: NVFP4, BF16 MXFP4, MXFP8 (fold mode), FP8");
@@ -718,10 +691,9 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
       for (int i = 0; i < kStages; ++i) {
         // Variant 14: the producer threads' scale stores plus the bulk-copying thread's
         // expect_tx arrival.
-        wg::mbar_init(full0 + 8 * i, C::kBulk ? C::kCopyThreads + 1
-                                     : C::kProdScales || C::kTokM || C::kMxScales
-                                         ? 2 * C::kCopyThreads + C::kBulkW
-                                         : C::kCopyThreads + C::kBulkW);
+        wg::mbar_init(full0 + 8 * i, C::kBulk                     ? C::kCopyThreads + 1
+                                     : C::kProdScales || C::kTokM ? 2 * C::kCopyThreads + C::kBulkW
+                                                                  : C::kCopyThreads + C::kBulkW);
         wg::mbar_init(empty0 + 8 * i, C::kMmaThreads);
       }
       if constexpr (C::kBulkW) wg::fence_mbarrier_init();
@@ -895,7 +867,7 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
         for (int s = 0; s < pro; ++s) load_weights(s, s);
       }
       griddep_wait();
-      if constexpr (C::kProdScales || C::kTokM || C::kMxScales) {
+      if constexpr (C::kProdScales || C::kTokM) {
         // Variant 8: this thread's token tid of stage kb, x_scale * w_scale (0 past M / K, where
         // the activations are zero-filled), read with plain loads (x_scale comes from the
         // previous kernel) two producer steps before the step that stores the product into the
@@ -910,28 +882,10 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
         const float* const wrow =
             C::kProdScales ? reinterpret_cast<const float*>(p.wscale) + (n0 / 128) * p.scale_ld
                            : nullptr;
-        // Variant 21: the u32 of E8M0 codes of the stage's four 32-K groups of token tid and of
-        // weight row n0 + tid (carried as float bits; 0 past M / NP / K, where the values are
-        // zero-filled or never stored).
-        const int64_t wrow_mx = n0 + tid;
-        const uint32_t* const mxx =
-            C::kMxScales && m < p.M
-                ? reinterpret_cast<const uint32_t*>(p.xq_scale + m * p.xscale_ld)
-                : nullptr;
-        const uint32_t* const mxw =
-            C::kMxScales && wrow_mx < p.NP
-                ? reinterpret_cast<const uint32_t*>(p.wscale + wrow_mx * p.scale_ld)
-                : nullptr;
         auto fetch = [&](int kb, float& x, float& w) {
           x = 0.f;
           w = 0.f;
-          if constexpr (C::kMxScales) {
-            if (kb < num_k && static_cast<int64_t>(kb) * C::kBK < p.K) {
-              if (mxx != nullptr) x = __uint_as_float(mxx[kb]);
-              if (mxw != nullptr) w = __uint_as_float(__ldg(mxw + kb));
-            }
-          } else if (C::kProdScales && kb < num_k && m < p.M &&
-                     static_cast<int64_t>(kb) * C::kBK < p.K) {
+          if (C::kProdScales && kb < num_k && m < p.M && static_cast<int64_t>(kb) * C::kBK < p.K) {
             x = xrow[kb];
             w = __ldg(wrow + kb);
           }
@@ -943,27 +897,6 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
           if constexpr (C::kProdScales)
             reinterpret_cast<float*>(sgen + sl * C::kStageBytes + C::kActBytes + C::kWBytes)[toff] =
                 x * w;
-          if constexpr (C::kMxScales) {
-            // Token tid's 2^(e - 127) of group q at [q][toff] (the MMA lanes' float4 runs of
-            // block FP8's combined scales, one table per group), row tid's four at [4 tid].
-            float* const sb =
-                reinterpret_cast<float*>(sgen + sl * C::kStageBytes + C::kActBytes + C::kWBytes);
-            const uint32_t xc = __float_as_uint(x), wc = __float_as_uint(w);
-            if constexpr (C::kMxPack) {
-              // Groups 2 pr and 2 pr + 1 in word [pr][toff].
-#pragma unroll
-              for (int pr = 0; pr < 2; ++pr)
-                reinterpret_cast<uint32_t*>(sb)[pr * 4 * C::kBsPitch + toff] =
-                    (((xc >> (16 * pr)) & 0xFFu) << 23) | (((xc >> (16 * pr + 8)) & 0xFFu) << 7);
-            } else {
-#pragma unroll
-              for (int q = 0; q < 4; ++q)
-                sb[q * 4 * C::kBsPitch + toff] = e8m0_f32((xc >> (8 * q)) & 0xFFu);
-            }
-            *reinterpret_cast<float4*>(sb + 16 * C::kBsPitch + 4 * tid) =
-                make_float4(e8m0_f32(wc & 0xFFu), e8m0_f32((wc >> 8) & 0xFFu),
-                            e8m0_f32((wc >> 16) & 0xFFu), e8m0_f32(wc >> 24));
-          }
           // Variant 9: the weight stores (generic proxy) are read by wgmma (async proxy).
           if constexpr (C::kTokM) wg::fence_proxy_async();
           wg::mbar_arrive(full0 + 8 * sl);  // after this thread's weight / scale stores
@@ -1090,26 +1023,6 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
     } else if constexpr (C::kF8) {
 #pragma unroll
       for (int i = 0; i < C::kAcc; ++i) acc[i] += pt[i];
-    }
-  };
-  // Variant 21: acc += partial of one 32-K group times its combined scales: the tokens' v (the
-  // [t][2j + e] runs as block FP8's) times this thread's two rows' w0 / w1 (exact: powers of two).
-  auto promote_mx = [&](float(&pt)[C::kF8 ? C::kAcc : 1], const float4(&v)[kTok / 16], float w0,
-                        float w1) {
-    if constexpr (C::kMxF8) {
-#pragma unroll
-      for (int jj = 0; jj < kTok / 16; ++jj)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const float w = h ? w1 : w0;
-          acc[8 * jj + 2 * h] = fmaf(pt[8 * jj + 2 * h], v[jj].x * w, acc[8 * jj + 2 * h]);
-          acc[8 * jj + 2 * h + 1] =
-              fmaf(pt[8 * jj + 2 * h + 1], v[jj].y * w, acc[8 * jj + 2 * h + 1]);
-          acc[8 * jj + 4 + 2 * h] =
-              fmaf(pt[8 * jj + 4 + 2 * h], v[jj].z * w, acc[8 * jj + 4 + 2 * h]);
-          acc[8 * jj + 5 + 2 * h] =
-              fmaf(pt[8 * jj + 5 + 2 * h], v[jj].w * w, acc[8 * jj + 5 + 2 * h]);
-        }
     }
   };
   // acc += partial of the stage in slot `sl` (times the block scales in its scale area).
@@ -1298,103 +1211,7 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
       }
     }
     const uint64_t desc = wg::desc_sw128(act_addr(s));
-    if constexpr (C::kMxHalf) {
-      // Unit u = (group u / 2, token half u % 2): m64n64k32 into partial set u & 1 (tokens 64 hf
-      // + 8j + 2t + e at pt[4j + 2h + e], i.e. acc[32 hf + ...]); its promotion after unit u + 1
-      // is issued. The slot is released after the last unit's promotion (it reads the scales).
-      const float* const sb =
-          reinterpret_cast<const float*>(sgen + s * C::kStageBytes + C::kActBytes + C::kWBytes);
-      const float4 w4lo =
-          *reinterpret_cast<const float4*>(sb + 16 * C::kBsPitch + 4 * (cw * 16 + g));
-      const float4 w4hi =
-          *reinterpret_cast<const float4*>(sb + 16 * C::kBsPitch + 4 * (cw * 16 + g + 8));
-      float ph0[32], ph1[32];
-      // Unit u's group and token half (variant 23: (pair u / 4, half, group in the pair)).
-      auto unit_ks = [](int u) { return C::kMxPack ? 2 * (u >> 2) + (u & 1) : u >> 1; };
-      auto unit_hf = [](int u) { return C::kMxPack ? (u >> 1) & 1 : u & 1; };
-      uint4 wv[4];  // variant 23: the words of the current (pair, half)
-      auto issue_u = [&](float(&pt)[32], int u) {
-        const int ks = unit_ks(u), hf = unit_hf(u);
-        wg::fence_acc(pt);
-        wg::fence();
-        wg::mma<wg::F8Tag, 64>(pt, af[ks], desc + hf * (64 * 128 >> 4) + 2 * ks, 0);
-        wg::commit();
-      };
-      auto promote_u = [&](float(&pt)[32], int u) {
-        const int ks = unit_ks(u), hf = unit_hf(u);
-        wg::fence_acc(pt);
-        const float w0 = ks == 0 ? w4lo.x : ks == 1 ? w4lo.y : ks == 2 ? w4lo.z : w4lo.w;
-        const float w1 = ks == 0 ? w4hi.x : ks == 1 ? w4hi.y : ks == 2 ? w4hi.z : w4hi.w;
-        const float* tb = sb + ks * 4 * C::kBsPitch + t * C::kBsPitch + 16 * hf;
-        if (C::kMxPack && (u & 1) == 0) {
-          const uint32_t* wb = reinterpret_cast<const uint32_t*>(sb) + (ks >> 1) * 4 * C::kBsPitch +
-                               t * C::kBsPitch + 16 * hf;
-#pragma unroll
-          for (int jj = 0; jj < 4; ++jj) wv[jj] = *reinterpret_cast<const uint4*>(wb + 4 * jj);
-        }
-#pragma unroll
-        for (int jj = 0; jj < 4; ++jj) {
-          float4 v;
-          if constexpr (C::kMxPack) {
-            auto f = [&](uint32_t x) {
-              return __uint_as_float((u & 1) ? x << 16 : x & 0x7F800000u);
-            };
-            v = make_float4(f(wv[jj].x), f(wv[jj].y), f(wv[jj].z), f(wv[jj].w));
-          } else {
-            v = *reinterpret_cast<const float4*>(tb + 4 * jj);
-          }
-          float* a = acc + 32 * hf + 8 * jj;
-          const float* q = pt + 8 * jj;
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const float w = h ? w1 : w0;
-            a[2 * h] = fmaf(q[2 * h], v.x * w, a[2 * h]);
-            a[2 * h + 1] = fmaf(q[2 * h + 1], v.y * w, a[2 * h + 1]);
-            a[4 + 2 * h] = fmaf(q[4 + 2 * h], v.z * w, a[4 + 2 * h]);
-            a[5 + 2 * h] = fmaf(q[5 + 2 * h], v.w * w, a[5 + 2 * h]);
-          }
-        }
-      };
-#pragma unroll
-      for (int u = 0; u < 8; ++u) {
-        issue_u((u & 1) ? ph1 : ph0, u);
-        if (u > 0) {
-          wg::wait<1>();
-          promote_u((u & 1) ? ph0 : ph1, u - 1);
-        }
-      }
-      wg::wait<0>();
-      promote_u(ph1, 7);
-      wg::mbar_arrive(empty0 + 8 * s);  // this thread's reads of the slot are done
-    } else if constexpr (C::kMxF8) {
-      // One k32 wgmma per 32-K group into part0 (from zero), drained and promoted with the
-      // group's scales before the next; the other MMA warpgroup's wgmmas run meanwhile. The slot
-      // is released after the last group's wait (A fragments are in registers, the scales read).
-      const float* const sb =
-          reinterpret_cast<const float*>(sgen + s * C::kStageBytes + C::kActBytes + C::kWBytes);
-      const float4 w4lo =
-          *reinterpret_cast<const float4*>(sb + 16 * C::kBsPitch + 4 * (cw * 16 + g));
-      const float4 w4hi =
-          *reinterpret_cast<const float4*>(sb + 16 * C::kBsPitch + 4 * (cw * 16 + g + 8));
-#pragma unroll
-      for (int ks = 0; ks < 4; ++ks) {
-        wg::fence_acc(part0);
-        wg::fence();
-        wg::mma<wg::F8Tag, kTok>(part0, af[ks], desc + 2 * ks, 0);
-        wg::commit();
-        float4 v[kTok / 16];
-        const float* tb = sb + ks * 4 * C::kBsPitch + t * C::kBsPitch;
-#pragma unroll
-        for (int jj = 0; jj < kTok / 16; ++jj)
-          v[jj] = *reinterpret_cast<const float4*>(tb + 4 * jj);
-        const float w0 = ks == 0 ? w4lo.x : ks == 1 ? w4lo.y : ks == 2 ? w4lo.z : w4lo.w;
-        const float w1 = ks == 0 ? w4hi.x : ks == 1 ? w4hi.y : ks == 2 ? w4hi.z : w4hi.w;
-        wg::wait<0>();
-        wg::fence_acc(part0);
-        if (ks == 3) wg::mbar_arrive(empty0 + 8 * s);  // this thread's reads of the slot are done
-        promote_mx(part0, v, w0, w1);
-      }
-    } else if constexpr (C::kF8Overlap) {
+    if constexpr (C::kF8Overlap) {
       // Sub-block i (kF8Sub per stage) into partial set i & 1; its wait retires sub-block i-1
       // (the previous stage's last for i = 0), whose partials are then promoted.
       constexpr int kPer = 4 / C::kF8Sub;  // k32 wgmmas per sub-block
@@ -1462,8 +1279,7 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
   };
   // The output multiplier and this thread's two rows' bias of the tile at n0.
   auto tile_out_params = [&](float& mult, float(&bias)[2]) {
-    // (The BF16 fold of MXFP8 carries 2^-7 in the decoded values; variant 21 exact scales.)
-    mult = F == WFmt::kFp8Mx && !C::kMxF8 ? 128.f * p.out_mult : p.out_mult;
+    mult = F == WFmt::kFp8Mx ? 128.f * p.out_mult : p.out_mult;
     if (p.alpha != nullptr) mult *= *p.alpha;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
