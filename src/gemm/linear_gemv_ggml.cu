@@ -37,7 +37,7 @@ GemvFn pick(WFmt f, int nt, int occ) {
   constexpr int kW = gemv::kWarps;
   switch (f) {
     case WFmt::kQ8_0:
-      return nt == 0 ? nullptr : fn_nt<WFmt::kQ8_0, T, kTrig, false>(nt);
+      return nt == 0 ? nullptr : fn_nt<WFmt::kQ8_0, T, kTrig, kP>(nt);
     case WFmt::kIq2Xxs:
       if (occ == 3 && nt == 1)
         return &linear_gemv_ggml_kernel<WFmt::kIq2Xxs, T, 1, false, 3, kW, kTrig, kP>;
@@ -59,7 +59,8 @@ template <class T, int kW, bool kTrig, bool kP>
 GemvFn pick_wide(WFmt f, int nt) {
   switch (f) {
     case WFmt::kQ8_0:
-      return nt == 1 ? &linear_gemv_ggml_kernel<WFmt::kQ8_0, T, 1, false, 0, kW, kTrig> : nullptr;
+      return nt == 1 ? &linear_gemv_ggml_kernel<WFmt::kQ8_0, T, 1, false, 0, kW, kTrig, kP>
+                     : nullptr;
     case WFmt::kIq2Xxs:
       return nt == 1 ? &linear_gemv_ggml_kernel<WFmt::kIq2Xxs, T, 1, false, 0, kW, kTrig, kP>
                      : nullptr;
@@ -80,9 +81,10 @@ GemvFn kernel_of_t(WFmt f, int nt, int occ, int warps) {
   return nullptr;
 }
 
-/// Probe (session 11, round 41): B12X_GGML_GEMV_PREV=1 (read once per process) runs session 10's
-/// IQ2 entry decode (two shuffles per atom, shift-mask-add table addresses, the PRMT source word
-/// loaded uniformly, which ptxas kept in a uniform register and copied before every PRMT).
+/// Probe (session 11, rounds 41-42): B12X_GGML_GEMV_PREV=1 (read once per process) runs session
+/// 10's kernels: the IQ2 entry decode (two shuffles per atom, shift-mask-add table addresses, the
+/// PRMT source word loaded uniformly, which ptxas kept in a uniform register and copied before
+/// every PRMT) and the grid geometry divided out in the kernel (every format).
 bool prev_decode() {
   static const bool on = [] {
     const char* e = std::getenv("B12X_GGML_GEMV_PREV");

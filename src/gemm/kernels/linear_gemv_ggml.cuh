@@ -349,17 +349,19 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
-  const int kw = geo.kw, tpc = geo.tpc;
-  const int wt = (warp * geo.wt_magic) >> 16;  // warp / kw
-  const int kp = warp - wt * kw;
+  const int kw = geo.kw;
+  // Probe kPrev (round 42): session 10's in-kernel divisions.
+  const int tpc = kPrev ? kW / kw : geo.tpc;
+  const int wt = kPrev ? warp / kw : (warp * geo.wt_magic) >> 16;  // warp / kw
+  const int kp = kPrev ? warp % kw : warp - wt * kw;
   // Tile groups (tpc tiles of 16 rows) handed out grid-stride over grid.x, so that a grid capped
   // at the resident CTAs fills the IQ2 tables once per CTA; the warp's tile of group tg.
   // 32-bit tile / batch indices (N, K < 2^31); byte offsets are 64-bit in load_batch.
   const int n16 = static_cast<int>(p.n16);
-  const int groups = geo.groups;
+  const int groups = kPrev ? (n16 + tpc - 1) / tpc : geo.groups;
   const int atoms = static_cast<int>(p.K / 32);
   const int batches = (atoms + kU - 1) / kU;
-  const int per = geo.per;
+  const int per = kPrev ? (batches + p.split - 1) / p.split : geo.per;
   const int b_end = min(batches, static_cast<int>(blockIdx.y + 1) * per);
   const int b_first = static_cast<int>(blockIdx.y) * per + kp;
   static_assert(!kCols || (F == WFmt::kIq2Xs && NT == 1), "column groups: IQ2_XS, one tile");
