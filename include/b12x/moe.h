@@ -189,9 +189,9 @@ class Plan {
   /// and the x row together, the NVFP4 global scales read before the PDL wait (default); 0 the
   /// session-9 order (ids, then x, then the scale). Same results bit for bit.
   int q_load = 1;
-  /// Decode stream measurement knobs read by plan (B12X_MOE_FC1_Q2, B12X_MOE_FC1_BAL1; see
+  /// Decode stream measurement knobs read by plan (B12X_MOE_Q_FAST, B12X_MOE_FC1_BAL1; see
   /// docs/moe.md), so that one process can time several variants.
-  int fc1_q2 = 0, fc1_bal1 = 2;
+  int q_fast = 0, fc1_bal1 = 2;
 };
 
 /// Validates caps against the weights plan and device and sizes the scratch. Host only.

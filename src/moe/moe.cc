@@ -731,7 +731,7 @@ Plan plan(const Caps& caps) {
     return v != nullptr && *v != 0 ? std::atoi(v) : fallback;
   };
   p.q_load = knob("B12X_MOE_Q_LOAD", 1) == 0 ? 0 : 1;
-  p.fc1_q2 = knob("B12X_MOE_FC1_Q2", 0);
+  p.q_fast = knob("B12X_MOE_Q_FAST", 0) != 0 ? 1 : 0;
   p.fc1_bal1 = knob("B12X_MOE_FC1_BAL1", 2);
   // Host-only step: refused during capture (no stream in Caps: the legacy-stream query).
   refuse_during_capture(nullptr, "fused_moe.plan");
@@ -888,7 +888,7 @@ void run(const Binding& b, Stream stream) {
     d.sm_count = device_info(p.caps.device).sm_count;
     d.fc2_split = detail::decode_fc2_split(R, S.L.fc2.rows_pad / 16, d.sm_count);
     d.q_load = p.q_load;
-    d.fc1_q2 = p.fc1_q2;
+    d.q_fast = p.q_fast;
     d.fc1_bal1 = p.fc1_bal1;
     d.partial = route_out;  // sized for the plan's split x max_tokens (>= this call's)
     d.counters = num_tiles + 4;

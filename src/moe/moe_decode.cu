@@ -319,7 +319,7 @@ void launch_decode_stream(const DecodeArgs& args, bool fp16_operands, Stream str
   static const int q_early = env_knob("B12X_MOE_Q_EARLY", 0);
   a.q_early = q_early == 1 || q_early == 2 ? q_early : 0;
   a.q_load = a.q_load == 0 ? 0 : 1;  // [Q]'s load order (Plan::q_load)
-  a.fc1_q2 = a.fc1_q2 == 1 || a.fc1_q2 == 2 ? a.fc1_q2 : 0;
+  a.q_fast = a.q_fast != 0 ? 1 : 0;
   B12X_ASSERT(
       a.routes >= 1 && a.routes <= kMaxStreamRoutes && a.num_tokens >= 1 &&
           a.num_tokens <= kMaxStreamTokens && a.num_experts <= kMaxExperts &&

@@ -139,10 +139,9 @@ struct DecodeArgs {
   // and a1gs read into shared memory before the wait (weights-side data, like FC1's weights; up
   // to kQGsTable experts, more read a1gs[id]). Same results bit for bit.
   int q_load = 1;
-  // FC1's FC2-input quantisation (Plan::fc1_q2, B12X_MOE_FC1_Q2, round-41 probe): 0 quant_block,
-  // 1 NVFP4 with 1 / gs hoisted and no division by 6 (quant_block_nvfp4, bit for bit the same),
-  // 2 none (measurement of its cost only: wrong results).
-  int fc1_q2 = 0;
+  // [Q]'s NVFP4 quantisation (Plan::q_fast, B12X_MOE_Q_FAST, round-42 probe): 1 with the
+  // 1 / a1gs table and num::quant_block_nvfp4 (the same bits), 0 num::quant_block.
+  int q_fast = 0;
   // One balanced FC1 warp group before decode_fc1_groups' two (Plan::fc1_bal1,
   // B12X_MOE_FC1_BAL1): 0 never, 1 in every mode, 2 A16 launches up to 64 routes (default).
   int fc1_bal1 = 2;

@@ -654,7 +654,8 @@ TEST(MoeGpu, DecodeStreamQLoadOrdersAreBitEqual) {
   B12X_REQUIRE_GPU();
   // [Q]'s load order (Plan::q_load, B12X_MOE_Q_LOAD read by plan): 1 (default) loads the ids and
   // the x row together and the NVFP4 global scales into shared memory before the PDL wait, 0
-  // one after another; the same bits either way. Cases: nvfp4, MXFP8 activations (no scale
+  // one after another; and its NVFP4 quantisation with the 1 / a1gs table (Plan::q_fast,
+  // B12X_MOE_Q_FAST=1): the same bits either way. Cases: nvfp4, MXFP8 activations (no scale
   // table), the A16 copy gate, and nvfp4 with 1040 experts, routed to experts 1024..1039, where
   // the scales do not fit [Q]'s table (kQGsTable) and are read per route as in order 0.
   const Fp4Variant a16{QuantMode::kW4A16, SourceFormat::kModeloptNvfp4, DType::kBF16,
@@ -663,6 +664,8 @@ TEST(MoeGpu, DecodeStreamQLoadOrdersAreBitEqual) {
                         fp4_variant_case(kMxSitu, 16, 512, 256, 3, 8, 1),
                         fp4_variant_case(a16, 16, 512, 256, 4, 8, 1),
                         fp4_variant_case(kNvfp4Silu, 1040, 256, 64, 8, 8, 1)};
+  const char* knobs[3][2] = {
+      {"B12X_MOE_Q_LOAD", "1"}, {"B12X_MOE_Q_LOAD", "0"}, {"B12X_MOE_Q_FAST", "1"}};
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name());
     Problem P;
@@ -670,20 +673,20 @@ TEST(MoeGpu, DecodeStreamQLoadOrdersAreBitEqual) {
     if (c.E > 1024)
       for (int32_t& id : P.ids)
         if (id >= 0 && id < c.E) id = static_cast<int32_t>(c.E) - 16 + id % 16;
-    std::vector<uint16_t> got[2];
-    std::vector<float> got1;
-    for (int q = 0; q < 2; ++q) {
-      ASSERT_EQ(setenv("B12X_MOE_Q_LOAD", q == 0 ? "0" : "1", 1), 0);
+    std::vector<uint16_t> got[3];
+    std::vector<float> got0;
+    for (int q = 0; q < 3; ++q) {
+      ASSERT_EQ(setenv(knobs[q][0], knobs[q][1], 1), 0);
       GpuRun G(P);  // the plan reads the knob
-      unsetenv("B12X_MOE_Q_LOAD");
+      unsetenv(knobs[q][0]);
       ASSERT_TRUE(G.ok);
       got[q] = G.run_eager();
-      if (q == 1) got1 = G.as_float(got[q]);
+      if (q == 0) got0 = G.as_float(got[q]);
+      ASSERT_EQ(got[q].size(), got[0].size());
+      EXPECT_EQ(std::memcmp(got[q].data(), got[0].data(), 2 * got[0].size()), 0)
+          << knobs[q][0] << "=" << knobs[q][1] << " differs from the default";
     }
-    ASSERT_EQ(got[0].size(), got[1].size());
-    EXPECT_EQ(std::memcmp(got[0].data(), got[1].data(), 2 * got[0].size()), 0)
-        << "q_load 0 and 1 differ";
-    check_against_reference(P, got1, 0.9999);
+    check_against_reference(P, got0, 0.9999);
   }
 }
 

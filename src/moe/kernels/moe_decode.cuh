@@ -538,13 +538,22 @@ __device__ __forceinline__ float group_amax(float m, int lanes) {
 // taken behind that flood. q_load (DecodeArgs) 1 keeps them to one: the ids and the x row are
 // loaded together (the row does not depend on the id) and the NVFP4 global scales, weights-side
 // data like FC1's weights, are read into shared memory before the wait.
+// q_fast (NVFP4, up to kQGsTable / 2 experts) also keeps 1 / a1gs in the table's upper half,
+// divided before the wait, and quantises with num::quant_block_nvfp4 (no division on the chain
+// from the loads to the store; the same bits): [Q] runs its chain while FC1's CTAs, launched on
+// its trigger, take the issue slots.
 constexpr int kQGsTable = 1024;  // experts whose a1gs fit the [Q] table (4 KB)
 __global__ void __launch_bounds__(DecodeCfg::kQuantThreads)
     moe_decode_quant_kernel(const DecodeArgs a) {
   __shared__ float s_gs[kQGsTable];
   const bool gs_tab = a.q_load != 0 && a.aquant == num::kANvfp4 && a.num_experts <= kQGsTable;
+  const bool fast = gs_tab && a.q_fast != 0 && a.num_experts <= kQGsTable / 2;
   if (gs_tab)
-    for (int i = threadIdx.x; i < a.num_experts; i += DecodeCfg::kQuantThreads) s_gs[i] = a.a1gs[i];
+    for (int i = threadIdx.x; i < a.num_experts; i += DecodeCfg::kQuantThreads) {
+      const float g = a.a1gs[i];
+      s_gs[i] = g;
+      if (fast) s_gs[kQGsTable / 2 + i] = fmt::div_rn(1.0f, g);
+    }
   // q_early 1: FC1 may launch (and wait, before reading anything) while this grid still waits
   // for the caller; FC1's wait for this grid's completion covers the caller transitively.
   // q_early 2: no trigger, FC1 launches when every CTA here has exited (its 24 warps per SM no
@@ -601,12 +610,22 @@ __global__ void __launch_bounds__(DecodeCfg::kQuantThreads)
   amax = group_amax(amax, num::quant_block_values(a.aquant) / 8);
   if (k >= H) return;
   const float gs = a.aquant != num::kANvfp4 ? 1.f : gs_tab ? s_gs[id] : a.a1gs[id];
-  const num::QBlock qb = num::quant_block(a.aquant, amax, gs);
   uint32_t o[4];
+  if (fast) {
+    // NVFP4 operand values (E2M1 x UE4M3, at most 6 significant bits, 2^-10 .. 2688) are exact
+    // in BF16: its bits are the fp32's upper half (what the RNE conversion gives them).
+    const num::QBlock qb = num::quant_block_nvfp4(amax, gs, s_gs[kQGsTable / 2 + id]);
 #pragma unroll
-  for (int h = 0; h < 4; ++h)
-    o[h] = pack_op(num::quant_value(a.aquant, qb, v[2 * h]),
-                   num::quant_value(a.aquant, qb, v[2 * h + 1]), false);
+    for (int h = 0; h < 4; ++h)
+      o[h] = (fmt::f32_bits(num::quant_value(num::kANvfp4, qb, v[2 * h])) >> 16) |
+             (fmt::f32_bits(num::quant_value(num::kANvfp4, qb, v[2 * h + 1])) & 0xFFFF0000u);
+  } else {
+    const num::QBlock qb = num::quant_block(a.aquant, amax, gs);
+#pragma unroll
+    for (int h = 0; h < 4; ++h)
+      o[h] = pack_op(num::quant_value(a.aquant, qb, v[2 * h]),
+                     num::quant_value(a.aquant, qb, v[2 * h + 1]), false);
+  }
   *reinterpret_cast<uint4*>(a.xq + static_cast<int64_t>(route) * H + k) =
       make_uint4(o[0], o[1], o[2], o[3]);
 }
@@ -814,9 +833,9 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
       }
       cp_async_commit();
     }
-    // fc1_q2 1: 1 / gs2 for the FC2-input quantisation, here, off the tile end's chain (its
-    // a2gs load has landed during the K loop).
-    const float inv_gs2 = a.aquant == num::kANvfp4 && a.fc1_q2 == 1 ? fmt::div_rn(1.0f, gs2) : 1.f;
+    // 1 / gs2 for the FC2-input quantisation (num::quant_block_nvfp4), here, off the tile end's
+    // chain (the a2gs load has landed during the K loop).
+    const float inv_gs2 = a.aquant == num::kANvfp4 ? fmt::div_rn(1.0f, gs2) : 1.f;
 
     // ---- split-K reduction and activation into ys[token][feature] -------------------------
     // Every warp parks its partials; then each thread sums one output (gated: a (gate, up)
@@ -947,11 +966,10 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
         v[q] = col < cnt ? ys[col * kYs + fl + q] : 0.f;
         amax = fmt::amax_update(amax, v[q]);
       }
-      if (a.aquant != num::kANone && a.fc1_q2 != 2) {  // fc1_q2 2: a probe, no quantisation
+      if (a.aquant != num::kANone) {
         amax = group_amax(amax, num::quant_block_values(a.aquant) / 4);
-        const num::QBlock qb = a.aquant == num::kANvfp4 && a.fc1_q2 == 1
-                                   ? num::quant_block_nvfp4(amax, gs2, inv_gs2)
-                                   : num::quant_block(a.aquant, amax, gs2);
+        const num::QBlock qb = a.aquant == num::kANvfp4 ? num::quant_block_nvfp4(amax, gs2, inv_gs2)
+                                                        : num::quant_block(a.aquant, amax, gs2);
 #pragma unroll
         for (int q = 0; q < 4; ++q) v[q] = num::quant_value(a.aquant, qb, v[q]);
       }
