@@ -1101,7 +1101,11 @@ TEST(GemmGpu, DecodeStream) {
     caps.max_tokens = 1;
     caps.in_features = K;
     caps.out_features = N;
-    caps.act_dtype = f == LinearFormat::kFp8Tensor ? DType::kFP8E4M3 : DType::kBF16;
+    // The activations the runs pass (plan_act_dtype): e4m3 for fp8_tensor, packed FP4 for the
+    // W4A4 formats, else BF16.
+    caps.act_dtype = f == LinearFormat::kFp8Tensor                            ? DType::kFP8E4M3
+                     : f == LinearFormat::kNvfp4 || f == LinearFormat::kMxfp4 ? DType::kFP4E2M1
+                                                                              : DType::kBF16;
     caps.out_dtype = DType::kBF16;
     return gemm::plan(caps);
   };
