@@ -1153,7 +1153,8 @@ void run(const Binding& b, Stream stream) {
         // rows it cannot take (unaligned, K % 32) fall back to the two passes.
         fused = prepass && g == 0 &&
                 launch_mxfp8_dequant_bf16(b.x.data, b.x.dtype, M, K, b.x.stride[0], geo.KP,
-                                          tiled_f8_fold, act_out, plan.act_quant, stream);
+                                          tiled_f8_fold, act_out, plan.act_quant, stream,
+                                          tiled && plan.tiled_wgmma == 256);
         if (fused) break;
         uint8_t* qv = b.scratch + plan.off_qvalues;
         uint8_t* qs = b.scratch + plan.off_qscales;

@@ -1395,6 +1395,13 @@ TEST(GemmGpu, TiledWgmmaTokenTiles) {
   // The BF16-operand formats' default 256-token tiles, warp-specialized (chosen where they give
   // ~0.9 x SMs CTAs: 32 x 4 here); FP8 there in raster bands by default.
   run_case({LinearFormat::kMxfp8, 1000, 4096, 512, DType::kBF16, DType::kBF16, true});
+  {
+    // The fused MXFP8 pre-pass with its early PDL trigger (B12X_QUANT_MXFP8_PDL=1, probe) in
+    // front of the 256-token kernel; MXFP4 W4A8 takes the same pre-pass.
+    ScopedEnv eq("B12X_QUANT_MXFP8_PDL", "1");
+    run_case({LinearFormat::kMxfp8, 1000, 4096, 512, DType::kBF16, DType::kBF16, true});
+    run_case({LinearFormat::kMxfp4W4A8, 1000, 4096, 512, DType::kBF16, DType::kFP16, true});
+  }
   run_case({LinearFormat::kNvfp4W4A16, 1000, 4096, 512, DType::kFP16, DType::kBF16, false});
   run_case({LinearFormat::kMxfp4W4A8, 1000, 4096, 512, DType::kBF16, DType::kFP16, true});
   run_case({LinearFormat::kFp8Block, 1000, 4096, 512, DType::kBF16, DType::kBF16, true});
