@@ -148,9 +148,10 @@ struct PagedPlan {
   bool fused_merge = false;
   int64_t off_merge_ctr = 0;  ///< int32 tickets, one per (row tile, KV head)
   /// Decode/verify with PDL: the merge kernel polls one flag per (row tile, KV head, split),
-  /// set by the main kernel's CTAs after their partials, instead of waiting for the main grid's
-  /// completion; each CTA clears its flag before it lets the merge grid launch, so nothing
-  /// needs to be zero beforehand (B12X_ATTN_MERGE_SPIN=1|0).
+  /// set by every live main-kernel CTA after its stores, instead of waiting for the main grid's
+  /// completion (it never waits for that grid: the next call waits for the merge grid alone);
+  /// each CTA clears its flag before it lets the merge grid launch, so nothing needs to be zero
+  /// beforehand (B12X_ATTN_MERGE_SPIN=1|0).
   bool merge_spin = false;
   int64_t off_merge_flags = 0;  ///< int32 flags, (row tile, KV head, split)
   std::string kernel;           ///< kernel variant name (logging / diagnostics)

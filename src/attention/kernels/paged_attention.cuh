@@ -264,8 +264,8 @@ __device__ __forceinline__ void allow_next_grid() {
 #endif
 }
 
-/// The spin merge's flags (p.merge_flags): a release store after the CTA's partials, an acquire
-/// load in the merge kernel's poll (gpu scope: the two kernels run side by side under PDL).
+/// The spin merge's flags (p.merge_flags): a release store after the CTA's output or partials,
+/// an acquire load in the merge kernel's poll (gpu scope: the two kernels run side by side).
 __device__ __forceinline__ void store_release_gpu(int32_t* a, int32_t v) {
   asm volatile("st.release.gpu.global.b32 [%0], %1;\n" ::"l"(a), "r"(v) : "memory");
 }
@@ -1153,9 +1153,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     issue_prologue();
     if constexpr (kLateQ) stage_q_f16();
   }
-  // Spin merge (p.merge_flags, decode tiles, B12X_ATTN_MERGE_SPIN): the merge kernel polls one flag
-  // per (row tile, KV head, split) instead of waiting for this grid's completion. Each CTA clears
-  // its flag after its wait (the previous call's merge, which read it, has completed) and before it
+  // Spin merge (p.merge_flags, decode tiles, B12X_ATTN_MERGE_SPIN): the merge kernel polls one
+  // flag per (row tile, KV head, split) instead of waiting for this grid's completion; every
+  // live CTA (a single split's too, which writes the output itself) sets its flag after its
+  // stores, so the merge grid's completion implies every write of this grid. Each CTA clears its
+  // flag after its wait (the previous call's merge, which read it, has completed) and before it
   // lets the merge grid launch; a merge CTA launches only once every CTA here has triggered or
   // exited, so a set flag it reads is this call's whatever the scratch held before (plans may
   // share one workspace). Thread 0 clears, fences and triggers (a CTA's first trigger counts);
@@ -1168,7 +1170,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     return p.merge_flags + x * p.num_splits + blockIdx.z;
   };
   if (Cfg::kDecode && p.merge_flags != nullptr && tid == 0) {
-    if (range.ns > 1) *reinterpret_cast<volatile int32_t*>(merge_flag()) = 0;
+    *reinterpret_cast<volatile int32_t*>(merge_flag()) = 0;
     __threadfence();
     allow_next_grid();
   }
@@ -1705,9 +1707,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
         __syncthreads();
         // Warps wn > 0 are done unless the CTA may merge the splits afterwards (all warps do).
         // (and with the spin merge: all warps reach its flag's barrier).
-        if (wn > 0 &&
-            !(((Cfg::kDecode && p.merge_flags != nullptr) || (!kLean && p.merge_ctr != nullptr)) &&
-              range.ns > 1))
+        if (wn > 0 && !((Cfg::kDecode && p.merge_flags != nullptr) ||
+                        (!kLean && p.merge_ctr != nullptr && range.ns > 1)))
           return;
 #pragma unroll
         for (int x = 1; x < kWN && wn == 0; ++x) {
@@ -1846,9 +1847,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
       emit.template operator()<kDv / 8>([&](int mb, int i, int e) { return o[mb][i][e]; }, 0);
   }
 
-  // Spin merge: every thread's partial stores are fenced before thread 0 sets the flag.
-  if (Cfg::kDecode && p.merge_flags != nullptr && range.ns > 1) {  // CTA-uniform
-    __threadfence();
+  // Spin merge: the barrier orders every thread's stores before thread 0's release of the flag
+  // (release is cumulative over what the barrier made it observe; CUTLASS's barriers do the same).
+  if (Cfg::kDecode && p.merge_flags != nullptr) {
     __syncthreads();
     if (tid == 0) store_release_gpu(merge_flag(), 1);
   }
@@ -1919,27 +1920,29 @@ __global__ void __launch_bounds__(32 * kMergeWarps)
   const int lk = clamp_len(p, p.seqlens[b]);
   const int pr = qi * p.group + h % p.group;
   const KvRange range = kv_range(p, pr / p.tile_rows, qlen, lk);
-  if (range.ns <= 1) return;  // CTA-uniform
-  const int ns = min(range.ns, 64);
-  const int64_t split_stride = int64_t(p.total_q) * p.num_q_heads;
-  // Spin merge (p.merge_flags, decode/verify): each warp polls the flags of the row's splits
-  // (set by the main kernel's CTAs after their partials, see there) instead of waiting for the
-  // main grid, so the merge overlaps the main grid's drain; the partials are then read through
-  // L2 (ld.cg: L1 is not coherent with the running main grid).
-  const bool spin = p.merge_flags != nullptr;
-  if (spin) {
+  // Spin merge (p.merge_flags, decode/verify): each warp polls the flags of the row's live
+  // splits (set by the main kernel's CTAs after their stores, see there) instead of waiting for
+  // the main grid, and the partials are then read through L2 (ld.cg: L1 is not coherent with the
+  // running main grid). Rows of a single split poll it too: this grid then completes only after
+  // every write of the main grid (no griddepcontrol.wait at all; the next call's kernel waits for
+  // this grid alone).
+  if (p.merge_flags != nullptr) {
+    const int nf = min(range.ns, 64);
     const int tile_x = b * p.tiles_per_req + pr / p.tile_rows;
     const int32_t* f =
         p.merge_flags + ((int64_t)tile_x * p.num_kv_heads + h / p.group) * p.num_splits;
     for (;;) {
-      const bool ok = (lane >= ns || load_acquire_gpu(f + lane) != 0) &&
-                      (lane + 32 >= ns || load_acquire_gpu(f + lane + 32) != 0);
+      const bool ok = (lane >= nf || load_acquire_gpu(f + lane) != 0) &&
+                      (lane + 32 >= nf || load_acquire_gpu(f + lane + 32) != 0);
       if (__all_sync(0xffffffffu, ok)) break;
     }
     __syncwarp();
-  } else {
-    wait_prior_grid();
   }
+  if (range.ns <= 1) return;  // CTA-uniform
+  const int ns = min(range.ns, 64);
+  const int64_t split_stride = int64_t(p.total_q) * p.num_q_heads;
+  const bool spin = p.merge_flags != nullptr;
+  if (!spin) wait_prior_grid();
   constexpr int kCols = (kDv / 4 + 31) / 32;  // float4 columns per lane
   auto part = [&](int sidx, int c) {
     return __ldcg(
@@ -2007,8 +2010,6 @@ __global__ void __launch_bounds__(32 * kMergeWarps)
                    hi2 = pack2<T>(acc.z * inv, acc.w * inv);
     *reinterpret_cast<uint2*>(out + c * 4) = make_uint2(lo2, hi2);
   }
-  // The spin merge never waited for the main grid: its completion implies the main grid's.
-  if (spin) wait_prior_grid();
 }
 
 // ---------------------------------------------------------------- scheduler ------------------
