@@ -815,7 +815,8 @@ Plan plan(const Caps& caps) {
       int per_sm = 0;
       if (const char* e = std::getenv("B12X_GEMM_STREAM_CTAS"); e != nullptr) per_sm = std::atoi(e);
       int occ = 2;
-      // (B12X_GEMM_STREAM_OCC=12: the no-math probe kernel, wrong output, NVFP4 parts 2 / 8.)
+      // (B12X_GEMM_STREAM_OCC=12: the no-math probe kernel, wrong output, NVFP4 parts 2 / 8;
+      // 22 / 23: NVFP4's arithmetic splats from block scale loads, 2 / 3 CTAs per SM.)
       if (const char* e = std::getenv("B12X_GEMM_STREAM_OCC"); e != nullptr) occ = std::atoi(e);
       int64_t best_cost = -1;
       for (int parts : {1, 2, 4, 8}) {

@@ -38,11 +38,26 @@ StreamFn stream_fn(int parts, int depth, int occ) {
 
 StreamFn pick_stream(WFmt f, bool fp16, int parts, int depth, int occ) {
   if (fp16) return nullptr;
-  // occ 12 (probe): the no-math kernel (kNoMath, wrong output) of NVFP4, depth 4, 2 CTAs per SM.
+  // occ 12 (probe): the no-math kernel (kMode 1, wrong output) of NVFP4, depth 4, 2 CTAs per SM.
   if (occ == 12 && depth == 4 && f == WFmt::kNvfp4)
-    return parts == 2   ? &linear_stream_kernel<WFmt::kNvfp4, 2, 4, 2, true>
-           : parts == 8 ? &linear_stream_kernel<WFmt::kNvfp4, 8, 4, 2, true>
+    return parts == 2   ? &linear_stream_kernel<WFmt::kNvfp4, 2, 4, 2, 1>
+           : parts == 8 ? &linear_stream_kernel<WFmt::kNvfp4, 8, 4, 2, 1>
                         : nullptr;
+  // occ 22 / 23 (probe): NVFP4's arithmetic splats from block scale loads (kMode 2), depth 4,
+  // registers for 2 / 3 CTAs per SM.
+  if ((occ == 22 || occ == 23) && depth == 4 && f == WFmt::kNvfp4) {
+    if (occ == 22)
+      return parts == 1   ? &linear_stream_kernel<WFmt::kNvfp4, 1, 4, 2, 2>
+             : parts == 2 ? &linear_stream_kernel<WFmt::kNvfp4, 2, 4, 2, 2>
+             : parts == 4 ? &linear_stream_kernel<WFmt::kNvfp4, 4, 4, 2, 2>
+             : parts == 8 ? &linear_stream_kernel<WFmt::kNvfp4, 8, 4, 2, 2>
+                          : nullptr;
+    return parts == 1   ? &linear_stream_kernel<WFmt::kNvfp4, 1, 4, 3, 2>
+           : parts == 2 ? &linear_stream_kernel<WFmt::kNvfp4, 2, 4, 3, 2>
+           : parts == 4 ? &linear_stream_kernel<WFmt::kNvfp4, 4, 4, 3, 2>
+           : parts == 8 ? &linear_stream_kernel<WFmt::kNvfp4, 8, 4, 3, 2>
+                        : nullptr;
+  }
   if (f == WFmt::kNvfp4) return stream_fn<WFmt::kNvfp4>(parts, depth, occ);
   if (f == WFmt::kMxfp4) return stream_fn<WFmt::kMxfp4>(parts, depth, occ);
   if (f == WFmt::kFp8) return stream_fn<WFmt::kFp8>(parts, depth, occ);

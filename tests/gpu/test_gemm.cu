@@ -1145,6 +1145,23 @@ TEST(GemmGpu, DecodeStream) {
     }
   }
   {
+    // NVFP4's arithmetic splats from block scale loads (B12X_GEMM_STREAM_OCC=22 / 23: registers
+    // for 2 / 3 CTAs per SM; depth 4), every part count, K tails.
+    for (const char* occ : {"22", "23"}) {
+      ScopedEnv eo("B12X_GEMM_STREAM_OCC", occ);
+      for (const char* parts : {"1", "2", "4", "8"}) {
+        ScopedEnv ep("B12X_GEMM_STREAM_PARTS", parts);
+        for (int64_t K : {1280, 4864})
+          for (LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kNvfp4}) {
+            const int64_t before = gemm::lin::last_stream_launch().serial;
+            run_case({f, 1, 72, K, act(f), DType::kBF16, (i++ % 2) == 0});
+            EXPECT_TRUE(ran(before, std::atoi(parts))) << "occ " << occ;
+            EXPECT_EQ(gemm::lin::last_stream_launch().occ, std::atoi(occ));
+          }
+      }
+    }
+  }
+  {
     ScopedEnv ec("B12X_GEMM_STREAM_CTAS", "1");
     for (const char* parts : {"2", "8"}) {
       ScopedEnv ep("B12X_GEMM_STREAM_PARTS", parts);
@@ -1862,6 +1879,10 @@ TEST(GemmGpuSanitize, DecodeStream) {
   {
     ScopedEnv eo("B12X_GEMM_STREAM_OCC", "3");
     run_case({LinearFormat::kNvfp4W4A16, 1, 40, 4096, DType::kBF16, DType::kBF16, false});
+  }
+  {
+    ScopedEnv eo("B12X_GEMM_STREAM_OCC", "22");
+    run_case({LinearFormat::kNvfp4W4A16, 1, 40, 1280, DType::kBF16, DType::kBF16, false});
   }
   ScopedEnv ec("B12X_GEMM_STREAM_CTAS", "1"), ep("B12X_GEMM_STREAM_PARTS", "8");
   run_case({LinearFormat::kNvfp4W4A16, 1, 4160, 1024, DType::kBF16, DType::kBF16, true});

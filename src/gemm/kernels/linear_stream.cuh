@@ -42,9 +42,15 @@ __device__ __forceinline__ int stream_xpos(int k) {
 }
 
 /// kOcc: CTAs per SM the registers are capped for (2: <= 128, 3: <= 85; depth 8 spills at 3).
-/// kNoMath (probe, WRONG OUTPUT): the same loads, staging and reductions with each vector folded
-/// by two integer ops instead of its decode and MMAs: the memory structure's ceiling.
-template <WFmt F, int kParts, int kDepth, int kOcc, bool kNoMath = false>
+/// kMode 1 (probe, WRONG OUTPUT, kNoMath): the same loads, staging and reductions with each vector
+/// folded by integer ops instead of its decode and MMAs: the memory structure's ceiling.
+/// kMode 2 (NVFP4, depth 4, kArith): each lane loads its rows' scale bytes of a whole block of 4
+/// vectors (16 bytes per row, one 16-byte load per row and block instead of a byte per row and
+/// vector) and builds the splats arithmetically: UE4M3 bits shifted into a BF16 (bits << 4 are
+/// the value * 2^-120, subnormals included), times 2^120 and 2^119 (two exact HMUL2s, no
+/// shared-memory LUT, no quad exchange): fewer L1 / shared-memory wavefronts per vector for more
+/// ALU instructions. (Code 0x7F, NaN in UE4M3, gives a finite splat.)
+template <WFmt F, int kParts, int kDepth, int kOcc, int kMode = 0>
 __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     linear_stream_kernel(const LinearParams p) {
   static_assert(F == WFmt::kNvfp4 || F == WFmt::kMxfp4 || F == WFmt::kFp8,
@@ -53,6 +59,9 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   static_assert(kDepth % 2 == 0, "the splat exchange alternates its buffers by ring slot");
   using T = Bf16Tag;
   constexpr bool kNv = F == WFmt::kNvfp4;
+  constexpr bool kNoMath = kMode == 1;
+  constexpr bool kArith = kMode == 2;
+  static_assert(!kArith || (kNv && kDepth == 4), "arithmetic splats: NVFP4, blocks of 4 vectors");
   // Per-tensor FP8: a vector is one e4m3 k32 atom (the A fragment of m16n8k32, undecoded) against
   // e4m3 activations staged as bytes (lane t: x[4t..4t+3], x[16+4t..16+4t+3] of each atom, 8
   // contiguous bytes); no scales (output_scale in the epilogue).
@@ -94,7 +103,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     nvalid = igrp < groups && tile < p.n16 ? static_cast<int>(min(lim, int64_t{kDepth})) : 0;
     wp = p.wvals + (tile * p.kvec + vbase) * 512 + lane * 16;
     if constexpr (!kF8) {
-      sp = p.wscale + (tile * 16 + g) * p.scale_ld + vbase * kSb + (kNv ? t : 0);
+      sp = p.wscale + (tile * 16 + g) * p.scale_ld + vbase * kSb + (kNv && !kArith ? t : 0);
       sp8 = sp + 8 * p.scale_ld;
     }
   };
@@ -102,10 +111,18 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   // Vector j of the block. Vectors that do not exist are not loaded: their slot keeps an earlier
   // vector of this warp (finite: the ring starts zeroed), whose products with the zero-staged
   // activations past K, or with a tile that is not stored, vanish.
+  // kArith: the scale bytes of rows g / g + 8 of the block being requested (next block), and of
+  // the block being computed.
+  [[maybe_unused]] uint4 nb0 = make_uint4(0, 0, 0, 0), nb1 = nb0, cb0 = nb0, cb1 = nb0;
   auto issue = [&](Slot& s, int j) {
     if (j < nvalid) {
       s.w = ldg_stream(wp + j * 512);
       if constexpr (kF8) {
+      } else if constexpr (kArith) {
+        if (j == 0) {
+          nb0 = __ldg(reinterpret_cast<const uint4*>(sp));
+          nb1 = __ldg(reinterpret_cast<const uint4*>(sp8));
+        }
       } else if constexpr (kNv) {
         s.s0 = __ldg(sp + j * kSb);
         s.s1 = __ldg(sp8 + j * kSb);
@@ -215,6 +232,10 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     static_assert(!kF8 || kDepth <= 8, "FP8 promotion every 128 K per chain");
     [[maybe_unused]] float tmp[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
     for (int v0 = 0; v0 < vp; v0 += kDepth) {
+      if constexpr (kArith) {
+        cb0 = nb0;
+        cb1 = nb1;
+      }
 #pragma unroll
       for (int j = 0; j < kDepth; ++j) {
         const Slot cur = ring[j];
@@ -236,7 +257,37 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
           continue;
         }
         uint32_t af[2][2][4];  // [atom][step][reg]
-        if constexpr (kNv) {
+        if constexpr (kArith) {
+          const uint32_t wg = j == 0 ? cb0.x : j == 1 ? cb0.y : j == 2 ? cb0.z : cb0.w;
+          const uint32_t wg8 = j == 0 ? cb1.x : j == 1 ? cb1.y : j == 2 ? cb1.z : cb1.w;
+          // (row g, row g + 8) scale * 2^119 of each k16 step, as BF16 pairs: the decode's
+          // multiplies take a half of it (ptxas folds __low2bfloat162 / __high2bfloat162 into
+          // the HMUL2's .H0_H0 / .H1_H1 operand: no splat instructions).
+          __nv_bfloat162 sv[4];
+#pragma unroll
+          for (int s = 0; s < 4; ++s) {
+            // (code of row g, code of row g + 8) of step s in the low bytes of the two halves.
+            const uint32_t pr = prmt(wg, wg8, s | (s << 4) | ((4 + s) << 8) | ((4 + s) << 12));
+            const uint32_t bits = (pr << 4) & 0x07F007F0u;
+            const uint32_t v = fma2<T>(fma2<T>(bits, 0x7B807B80u /* 2^120 */, kNegZero2<T>()),
+                                       kFp4Unit2<T>() /* 2^119 */, kNegZero2<T>());
+            sv[s] = *reinterpret_cast<const __nv_bfloat162*>(&v);
+          }
+#pragma unroll
+          for (int a = 0; a < 2; ++a)
+#pragma unroll
+            for (int s = 0; s < 2; ++s) {
+              uint32_t bits[4];
+              fp4_word_pairs<T>(s ? (a ? cur.w.w : cur.w.y) : (a ? cur.w.z : cur.w.x), bits);
+#pragma unroll
+              for (int r = 0; r < 4; ++r) {
+                const __nv_bfloat162 m = __hmul2(
+                    *reinterpret_cast<const __nv_bfloat162*>(&bits[r]),
+                    (r & 1) ? __high2bfloat162(sv[2 * a + s]) : __low2bfloat162(sv[2 * a + s]));
+                af[a][s][r] = *reinterpret_cast<const uint32_t*>(&m);
+              }
+            }
+        } else if constexpr (kNv) {
           spl[j & 1][warp][t][g] = make_uint2(lut[cur.s0 & 0x7Fu], lut[cur.s1 & 0x7Fu]);
           __syncwarp();
           uint2 sc4[4];
