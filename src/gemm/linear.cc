@@ -816,13 +816,14 @@ Plan plan(const Caps& caps) {
       if (const char* e = std::getenv("B12X_GEMM_STREAM_CTAS"); e != nullptr) per_sm = std::atoi(e);
       int occ = 2;
       // (B12X_GEMM_STREAM_OCC=12: the no-math probe kernel, wrong output, NVFP4 parts 2 / 8;
-      // 22 / 23: NVFP4's arithmetic splats from block scale loads, 2 / 3 CTAs per SM.)
+      // 22 / 23: NVFP4's arithmetic splats from block scale loads, 2 / 3 CTAs per SM; 32:
+      // per-tensor FP8 through FP16 MMAs, the activations converted in the staging.)
       if (const char* e = std::getenv("B12X_GEMM_STREAM_OCC"); e != nullptr) occ = std::atoi(e);
       int64_t best_cost = -1;
       for (int parts : {1, 2, 4, 8}) {
         if (force_parts > 0 && parts != force_parts) continue;
         if (!lin::stream_kernel_available(wf, fp16, parts, depth, occ)) continue;
-        const int64_t smem = lin::stream_smem_bytes(wf, geo.kvec, parts, depth);
+        const int64_t smem = lin::stream_smem_bytes(wf, geo.kvec, parts, depth, occ);
         if (smem > lin::kStreamSmemBudget) continue;
         const int fit = lin::prepare_linear_stream(caps.device, wf, parts, depth, occ, smem);
         if (fit <= 0) continue;

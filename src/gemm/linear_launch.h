@@ -69,7 +69,7 @@ struct StreamLaunch {
 };
 StreamLaunch last_stream_launch();
 int stream_vectors_per_part(int64_t kvec, int parts, int depth);
-int64_t stream_smem_bytes(WFmt f, int64_t kvec, int parts, int depth);
+int64_t stream_smem_bytes(WFmt f, int64_t kvec, int parts, int depth, int occ);
 /// Host only (plan time): the opt-in above 48 KB on `device` and the CTAs per SM (occupancy).
 int prepare_linear_stream(int device, WFmt f, int parts, int depth, int occ, int64_t smem);
 void launch_linear_stream(WFmt f, int parts, int depth, int occ, int ctas, const LinearParams& p,

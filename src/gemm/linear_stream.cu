@@ -60,6 +60,22 @@ StreamFn pick_stream(WFmt f, bool fp16, int parts, int depth, int occ) {
   }
   if (f == WFmt::kNvfp4) return stream_fn<WFmt::kNvfp4>(parts, depth, occ);
   if (f == WFmt::kMxfp4) return stream_fn<WFmt::kMxfp4>(parts, depth, occ);
+  // occ 32 (probe): per-tensor FP8 through FP16 MMAs (kMode 3), registers for 2 CTAs per SM.
+  if (occ == 32 && f == WFmt::kFp8) {
+    if (depth == 4)
+      return parts == 1   ? &linear_stream_kernel<WFmt::kFp8, 1, 4, 2, 3>
+             : parts == 2 ? &linear_stream_kernel<WFmt::kFp8, 2, 4, 2, 3>
+             : parts == 4 ? &linear_stream_kernel<WFmt::kFp8, 4, 4, 2, 3>
+             : parts == 8 ? &linear_stream_kernel<WFmt::kFp8, 8, 4, 2, 3>
+                          : nullptr;
+    if (depth == 8)
+      return parts == 1   ? &linear_stream_kernel<WFmt::kFp8, 1, 8, 2, 3>
+             : parts == 2 ? &linear_stream_kernel<WFmt::kFp8, 2, 8, 2, 3>
+             : parts == 4 ? &linear_stream_kernel<WFmt::kFp8, 4, 8, 2, 3>
+             : parts == 8 ? &linear_stream_kernel<WFmt::kFp8, 8, 8, 2, 3>
+                          : nullptr;
+    return nullptr;
+  }
   if (f == WFmt::kFp8) return stream_fn<WFmt::kFp8>(parts, depth, occ);
   return nullptr;
 }
@@ -79,10 +95,11 @@ int stream_vectors_per_part(int64_t kvec, int parts, int depth) {
   return static_cast<int>((per + depth - 1) / depth * depth);
 }
 
-int64_t stream_smem_bytes(WFmt f, int64_t kvec, int parts, int depth) {
-  // Staged BF16 activations, 64 K per vector (FP4), or e4m3 bytes, 32 K per vector (FP8).
+int64_t stream_smem_bytes(WFmt f, int64_t kvec, int parts, int depth, int occ) {
+  // Staged BF16 activations, 64 K per vector (FP4), or e4m3 bytes, 32 K per vector (FP8; FP16
+  // with occ 32).
   return int64_t{parts} * stream_vectors_per_part(kvec, parts, depth) *
-         (f == WFmt::kFp8 ? 32 : 64 * 2);
+         (f == WFmt::kFp8 ? (occ == 32 ? 64 : 32) : 64 * 2);
 }
 
 int prepare_linear_stream(int device, WFmt f, int parts, int depth, int occ, int64_t smem) {
@@ -107,7 +124,7 @@ void launch_linear_stream(WFmt f, int parts, int depth, int occ, int ctas, const
                   p.xs_kind == kXsNone &&
                   p.stream_vp == stream_vectors_per_part(p.kvec, parts, depth),
               "stream kernel: M=", p.M, " act=", p.act_kind, " vp=", p.stream_vp);
-  const int64_t smem = stream_smem_bytes(f, p.kvec, parts, depth);
+  const int64_t smem = stream_smem_bytes(f, p.kvec, parts, depth, occ);
   if (smem > 48 * 1024)
     B12X_CUDA_CHECK(
         ::b12x::detail::opt_in_smem(reinterpret_cast<const void*>(k), static_cast<int>(smem)));

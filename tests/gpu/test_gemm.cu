@@ -1162,6 +1162,22 @@ TEST(GemmGpu, DecodeStream) {
     }
   }
   {
+    // Per-tensor FP8 through FP16 MMAs (B12X_GEMM_STREAM_OCC=32: activations converted in the
+    // staging, K permuted inside each atom), depths 4 and 8, every part count, K tails.
+    ScopedEnv eo("B12X_GEMM_STREAM_OCC", "32");
+    for (const char* depth : {"4", "8"})
+      for (const char* parts : {"1", "2", "4", "8"}) {
+        ScopedEnv ed("B12X_GEMM_STREAM_DEPTH", depth), ep("B12X_GEMM_STREAM_PARTS", parts);
+        for (int64_t K : {1280, 4864}) {
+          const int64_t before = gemm::lin::last_stream_launch().serial;
+          run_case(
+              {LinearFormat::kFp8Tensor, 1, 72, K, DType::kFP8E4M3, DType::kBF16, (i++ % 2) == 0});
+          EXPECT_TRUE(ran(before, std::atoi(parts))) << "fp8 fp16 depth " << depth;
+          EXPECT_EQ(gemm::lin::last_stream_launch().occ, 32);
+        }
+      }
+  }
+  {
     ScopedEnv ec("B12X_GEMM_STREAM_CTAS", "1");
     for (const char* parts : {"2", "8"}) {
       ScopedEnv ep("B12X_GEMM_STREAM_PARTS", parts);
@@ -1883,6 +1899,10 @@ TEST(GemmGpuSanitize, DecodeStream) {
   {
     ScopedEnv eo("B12X_GEMM_STREAM_OCC", "22");
     run_case({LinearFormat::kNvfp4W4A16, 1, 40, 1280, DType::kBF16, DType::kBF16, false});
+  }
+  {
+    ScopedEnv eo("B12X_GEMM_STREAM_OCC", "32");
+    run_case({LinearFormat::kFp8Tensor, 1, 40, 1280, DType::kFP8E4M3, DType::kBF16, true});
   }
   ScopedEnv ec("B12X_GEMM_STREAM_CTAS", "1"), ep("B12X_GEMM_STREAM_PARTS", "8");
   run_case({LinearFormat::kNvfp4W4A16, 1, 4160, 1024, DType::kBF16, DType::kBF16, true});

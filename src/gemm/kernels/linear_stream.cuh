@@ -50,6 +50,22 @@ __device__ __forceinline__ int stream_xpos(int k) {
 /// the value * 2^-120, subnormals included), times 2^120 and 2^119 (two exact HMUL2s, no
 /// shared-memory LUT, no quad exchange): fewer L1 / shared-memory wavefronts per vector for more
 /// ALU instructions. (Code 0x7F, NaN in UE4M3, gives a finite splat.)
+/// kMode 3 (per-tensor FP8, kF16x): SM90 has no e4m3 mma.sync (ptxas emulates m16n8k32 e4m3 by
+/// converting both operands to FP16 at every MMA: 6 F2FP per HMMA in the kMode 0 loop); here the
+/// activations are converted once, in the staging, to FP16 in the lane order of two m16n8k16
+/// MMAs per atom (K permuted inside the atom: lane t's e4m3 k 4t..4t+3 / 16+4t..16+4t+3 take the
+/// MMA's k slots 2t, 2t+1, 2t+8, 2t+9 of the first / second MMA, the same for weights and
+/// activations), and the weights by 8 cvt.rn.f16x2.e4m3x2 per atom. Exact products, fp32
+/// accumulation (no reduced-precision FP8 accumulator, no promotion blocks).
+/// Bytes (0, 1) / (2, 3) of w (e4m3) -> FP16x2 lo / hi, exact (cvt.rn.f16x2.e4m3x2, SM89+; the
+/// halves are selected for free, as in the attention kernels' e4m3x4_to_f16x4_hw).
+__device__ __forceinline__ void e4m3x4_f16(uint32_t w, uint32_t& lo, uint32_t& hi) {
+  asm("{\n .reg .b16 l, h;\n mov.b32 {l, h}, %2;\n cvt.rn.f16x2.e4m3x2 %0, l;\n"
+      " cvt.rn.f16x2.e4m3x2 %1, h;\n}\n"
+      : "=r"(lo), "=r"(hi)
+      : "r"(w));
+}
+
 template <WFmt F, int kParts, int kDepth, int kOcc, int kMode = 0>
 __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     linear_stream_kernel(const LinearParams p) {
@@ -61,13 +77,16 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   constexpr bool kNv = F == WFmt::kNvfp4;
   constexpr bool kNoMath = kMode == 1;
   constexpr bool kArith = kMode == 2;
+  constexpr bool kF16x = kMode == 3;
+  static_assert(!kF16x || F == WFmt::kFp8, "FP16 conversion: per-tensor FP8");
   static_assert(!kArith || (kNv && kDepth == 4), "arithmetic splats: NVFP4, blocks of 4 vectors");
   // Per-tensor FP8: a vector is one e4m3 k32 atom (the A fragment of m16n8k32, undecoded) against
   // e4m3 activations staged as bytes (lane t: x[4t..4t+3], x[16+4t..16+4t+3] of each atom, 8
   // contiguous bytes); no scales (output_scale in the epilogue).
   constexpr bool kF8 = F == WFmt::kFp8;
-  constexpr int kKv = kF8 ? 32 : 64;  // K values per vector
-  constexpr int kXb = kF8 ? 1 : 2;    // staged bytes per activation
+  constexpr int kKv = kF8 ? 32 : 64;           // K values per vector
+  constexpr int kXb = kF8 ? 1 : 2;             // source bytes per activation
+  constexpr int kSb2 = kF8 && !kF16x ? 1 : 2;  // staged bytes per activation
   constexpr int kTiles = kStreamWarps / kParts;
   extern __shared__ __align__(16) uint8_t dsm[];
   __shared__ uint32_t lut[kNv ? 128 : kF8 ? 1 : 256];
@@ -200,6 +219,19 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
       for (int b = 0; b < kBatch; ++b) {
         const int k = kC * (c0 + b * kT);
         if (k >= ks) continue;
+        if constexpr (kF16x) {
+          // Lane t's 4 e4m3 of the chunk (k 4t..4t+3 of the atom's lo / hi 16) as FP16 at
+          // element atom * 32 + t * 8 + hi * 4.
+          uint2* const d = reinterpret_cast<uint2*>(xs + ((k & ~31) + ((k >> 4) & 1) * 4) * 2);
+          const uint32_t w[4] = {v[b].x, v[b].y, v[b].z, v[b].w};
+#pragma unroll
+          for (int q = 0; q < 4; ++q) {
+            uint32_t lo, hi;
+            e4m3x4_f16(w[q], lo, hi);
+            d[2 * q] = make_uint2(lo, hi);
+          }
+          continue;
+        }
         // The chunk's 4 words belong to lanes t = 0..3 of one (vector, step, lo / hi): BF16 at
         // stream_xpos (lane blocks of 32 bytes), e4m3 at atom * 32 + t * 8 + hi * 4.
         uint32_t* const d = reinterpret_cast<uint32_t*>(
@@ -217,7 +249,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   float mult = p.out_mult;
   if (p.alpha != nullptr) mult *= *p.alpha;
 
-  const uint8_t* const xlane = xs + (kF8 ? vbase * 32 + t * 8 : (vbase * 64 + t * 16) * 2);
+  const uint8_t* const xlane = xs + (kF8 ? (vbase * 32 + t * 8) * kSb2 : (vbase * 64 + t * 16) * 2);
   int rb = 0;  // reduction buffer
   for (int64_t grp = blockIdx.x; grp < groups; grp += gridDim.x) {
     float acc[4][4];
@@ -240,6 +272,19 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
       for (int j = 0; j < kDepth; ++j) {
         const Slot cur = ring[j];
         issue(ring[j], j);
+        if constexpr (kF16x) {
+          // Lane t's FP16 activations: lo 4 (first MMA's slots), hi 4 (second MMA's).
+          const uint4 xw = *reinterpret_cast<const uint4*>(xv);
+          xv += 64;
+          uint32_t a0[4], a1[4];  // [row g lo, row g+8 lo, row g hi, row g+8 hi] k pairs
+          e4m3x4_f16(cur.w.x, a0[0], a0[2]);
+          e4m3x4_f16(cur.w.y, a0[1], a0[3]);
+          e4m3x4_f16(cur.w.z, a1[0], a1[2]);
+          e4m3x4_f16(cur.w.w, a1[1], a1[3]);
+          mma16816<Fp16Tag>(acc[(2 * j) & 3], a0, xw.x, xw.y);
+          mma16816<Fp16Tag>(acc[(2 * j + 1) & 3], a1, xw.z, xw.w);
+          continue;
+        }
         if constexpr (kF8) {
           // Undecoded e4m3 A fragment; partial sums promoted every block (<= 128 K per chain).
           const uint2 xw = *reinterpret_cast<const uint2*>(xv);
@@ -323,7 +368,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
         mma16816<T>(acc[2], af[1][0], xb.x, xb.y);
         mma16816<T>(acc[3], af[1][1], xb.z, xb.w);
       }
-      if constexpr (kF8) {
+      if constexpr (kF8 && !kF16x) {
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
           acc[0][i] += tmp[0][i] + tmp[1][i];
