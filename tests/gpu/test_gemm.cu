@@ -565,11 +565,17 @@ std::vector<Case> all_format_cases(int64_t M, int64_t N, int64_t K, bool bias, D
 // ---------------------------------------------------------------- the grid -----------------
 TEST(GemmGpu, AllFormatsDecodeM1) {
   B12X_REQUIRE_GPU();
-  for (const auto& c : all_format_cases(1, 256, 1024, false, DType::kBF16)) run_case(c);
+  // The default M = 1 kernels, and the decode kernel where the stream kernel is the default.
+  for (const char* stream : {"", "0"}) {
+    if (stream[0] != 0) setenv("B12X_GEMM_DECODE_STREAM", stream, 1);
+    for (const auto& c : all_format_cases(1, 256, 1024, false, DType::kBF16)) run_case(c);
+    unsetenv("B12X_GEMM_DECODE_STREAM");
+  }
 }
 
 TEST(GemmGpu, DecodeWarpSplitLongK) {
   B12X_REQUIRE_GPU();
+  ScopedEnv es0("B12X_GEMM_DECODE_STREAM", "0");  // the decode kernel at M = 1, not the stream one
   // M = 1 takes 4 warps per weight tile (K split inside the CTA) for the copy-staged formats; a
   // long K (35 slices of 256) also splits over a cluster of 2 for the decoded 8-bit / IQ2 formats
   // (at most 8 slices per warp), FP8 / FP4 weights keep one CTA per row block. Row tails (N = 72:
@@ -719,7 +725,8 @@ const LinearFormat kFp4Bf16Formats[] = {LinearFormat::kNvfp4, LinearFormat::kNvf
 
 TEST(GemmGpu, DecodeSliceHalves) {
   B12X_REQUIRE_GPU();
-  ScopedEnv eg0("B12X_GGML_GEMV", "0");  // the decode kernel for the GGML formats too
+  ScopedEnv es0("B12X_GEMM_DECODE_STREAM", "0");  // the decode kernel at M = 1, not the stream one
+  ScopedEnv eg0("B12X_GGML_GEMV", "0");           // the decode kernel for the GGML formats too
   // B12X_GEMM_DECODE_HALF=1: CTAs of 8 warps, two per tile on the halves of each slice. One and
   // two staging buffers, K = 4864 (9.5 slices) in several chunks (split 1), over a cluster of 4
   // and over 10 CTAs with partials (the default split at N = 72), M = 1 / 4 (one token tile), 9 /
@@ -905,7 +912,8 @@ TEST(GemmGpu, DecodePipelinedStagingWarpSplit) {
 
 TEST(GemmGpu, DecodeDeepRing) {
   B12X_REQUIRE_GPU();
-  ScopedEnv eg0("B12X_GGML_GEMV", "0");  // the decode kernel for the GGML formats too
+  ScopedEnv es0("B12X_GEMM_DECODE_STREAM", "0");  // the decode kernel at M = 1, not the stream one
+  ScopedEnv eg0("B12X_GGML_GEMV", "0");           // the decode kernel for the GGML formats too
   // B12X_GEMM_DECODE_DEEP=1: 3 ring slices per warp in the M = 1 kernels with 4 warps per tile
   // (FP4 weights, BF16 MMAs). K = 4096 (2 slices per warp: all in flight), 1280 (2.5 slices:
   // warps without a slice, a K tail), 8960 (several refills of the deeper ring), 20480 (split over
@@ -932,6 +940,7 @@ TEST(GemmGpu, DecodeDeepRing) {
 
 TEST(GemmGpu, DecodeWarpSplit8Default) {
   B12X_REQUIRE_GPU();
+  ScopedEnv es0("B12X_GEMM_DECODE_STREAM", "0");  // the decode kernel at M = 1, not the stream one
   // The default at M = 1: 8 warps per tile for FP4 weights with BF16 MMAs where the 16-row tiles
   // give at most one CTA per SM (2048x7168 on the H200's 132 SMs), else 4; segment staging copies
   // with the slice halves only.
@@ -949,7 +958,8 @@ TEST(GemmGpu, DecodeWarpSplit8Default) {
 
 TEST(GemmGpu, DecodeWarpSplit8) {
   B12X_REQUIRE_GPU();
-  ScopedEnv eg0("B12X_GGML_GEMV", "0");  // the decode kernel for the GGML formats too
+  ScopedEnv es0("B12X_GEMM_DECODE_STREAM", "0");  // the decode kernel at M = 1, not the stream one
+  ScopedEnv eg0("B12X_GGML_GEMV", "0");           // the decode kernel for the GGML formats too
   // B12X_GEMM_DECODE_WSPLIT=8 (probe): CTAs of 8 warps on one 16-row tile at M = 1 (FP4 weights,
   // BF16 MMAs), each warp 1/8 of the CTA's K range. K = 4096 (one slice per warp), 1280 (warps
   // without a slice, a K tail), 4864, 8960 (beyond SM12x's budget: 4 warps there); a cluster
@@ -969,7 +979,8 @@ TEST(GemmGpu, DecodeWarpSplit8) {
 
 TEST(GemmGpu, DecodeSegmentStaging) {
   B12X_REQUIRE_GPU();
-  ScopedEnv eg0("B12X_GGML_GEMV", "0");  // the decode kernel for the GGML formats too
+  ScopedEnv es0("B12X_GEMM_DECODE_STREAM", "0");  // the decode kernel at M = 1, not the stream one
+  ScopedEnv eg0("B12X_GGML_GEMV", "0");           // the decode kernel for the GGML formats too
   // B12X_GEMM_DECODE_SEGSTAGE=1 (probe): the staging copies of the warp-split, pipelined and
   // slice-halves kernels by 32-piece segments per warp. M = 1 (4 warps per tile, the CTA's K
   // range at once), 3 / 16 / 24 (two buffers, several chunks: K = 4864, a short last chunk
@@ -1024,6 +1035,7 @@ TEST(GemmGpu, DecodePipeBudget) {
 
 TEST(GemmGpu, DecodeLean) {
   B12X_REQUIRE_GPU();
+  ScopedEnv es0("B12X_GEMM_DECODE_STREAM", "0");  // the decode kernel at M = 1, not the stream one
   // The FP4 kernels with the per-slice bookkeeping by running pointers (kLean; the default where
   // they exist since session 9, B12X_GEMM_DECODE_LEAN=0 turns them off), forced by
   // B12X_GEMM_DECODE_LEAN=1. M = 1 with 4 warps per tile (K = 4096: 2 slices per warp, 1280: warps
@@ -1812,6 +1824,7 @@ TEST(GemmGpuSanitize, DecodePipelinedStaging) {
 
 TEST(GemmGpuSanitize, DecodeDeepRing) {
   B12X_REQUIRE_GPU();
+  ScopedEnv es0("B12X_GEMM_DECODE_STREAM", "0");  // the decode kernel at M = 1, not the stream one
   // B12X_GEMM_DECODE_DEEP=1: the deeper ring at M = 1 (4 warps per tile), K = 1280 (warps
   // without a slice) and 8960 (refills), N = 40 (a partial last tile).
   ScopedEnv ed("B12X_GEMM_DECODE_DEEP", "1");
@@ -1822,6 +1835,7 @@ TEST(GemmGpuSanitize, DecodeDeepRing) {
 
 TEST(GemmGpuSanitize, DecodeWarpSplit8) {
   B12X_REQUIRE_GPU();
+  ScopedEnv es0("B12X_GEMM_DECODE_STREAM", "0");  // the decode kernel at M = 1, not the stream one
   // B12X_GEMM_DECODE_WSPLIT=8: 8 warps per tile at M = 1, K = 1280 (warps without a slice) and
   // 4096 over a cluster split (B12X_GEMM_DECODE_WS_CTAS), N = 40.
   ScopedEnv ew("B12X_GEMM_DECODE_WSPLIT", "8");
@@ -1833,7 +1847,8 @@ TEST(GemmGpuSanitize, DecodeWarpSplit8) {
 
 TEST(GemmGpuSanitize, DecodeSegmentStaging) {
   B12X_REQUIRE_GPU();
-  ScopedEnv eg0("B12X_GGML_GEMV", "0");  // the decode kernel for the GGML formats too
+  ScopedEnv es0("B12X_GEMM_DECODE_STREAM", "0");  // the decode kernel at M = 1, not the stream one
+  ScopedEnv eg0("B12X_GGML_GEMV", "0");           // the decode kernel for the GGML formats too
   // B12X_GEMM_DECODE_SEGSTAGE=1: segment-walk staging copies at M = 1 (4 warps per tile), 3 (two
   // buffers, several chunks, K tail) and 16 (the slice halves), N = 40.
   ScopedEnv eg("B12X_GEMM_DECODE_SEGSTAGE", "1"), es("B12X_GEMM_SPLIT", "1");
@@ -1856,6 +1871,7 @@ TEST(GemmGpuSanitize, DecodePipeBudget) {
 
 TEST(GemmGpuSanitize, DecodeLean) {
   B12X_REQUIRE_GPU();
+  ScopedEnv es0("B12X_GEMM_DECODE_STREAM", "0");  // the decode kernel at M = 1, not the stream one
   // B12X_GEMM_DECODE_LEAN=1: M = 1 with 4 and 8 warps per tile (K = 1280: warps without a slice)
   // and the pipelined halves at M = 16 (K = 1280: 3 chunks, a short last one; a cluster of 4 at
   // K = 4096), N = 40.
@@ -1933,6 +1949,7 @@ TEST(GemmGpuSanitize, DecodeSliceHalvesFp8) {
 
 TEST(GemmGpuSanitize, DecodeSliceHalves) {
   B12X_REQUIRE_GPU();
+  ScopedEnv es0("B12X_GEMM_DECODE_STREAM", "0");  // the decode kernel at M = 1, not the stream one
   // B12X_GEMM_DECODE_HALF=1 (8 warps, two per tile on slice halves): one and two staging buffers
   // over several chunks (K = 1280: 2.5 slices), a cluster of 4 (K = 4096), N = 40 (a tail CTA);
   // one and two token tiles.
