@@ -575,7 +575,7 @@ TEST(GemmGpu, AllFormatsDecodeM1) {
 
 TEST(GemmGpu, DecodeWarpSplitLongK) {
   B12X_REQUIRE_GPU();
-  ScopedEnv es0("B12X_GEMM_DECODE_STREAM", "0");  // the decode kernel at M = 1, not the stream one
+  setenv("B12X_GEMM_DECODE_STREAM", "0", 1);  // the decode kernel at M = 1, not the stream one
   // M = 1 takes 4 warps per weight tile (K split inside the CTA) for the copy-staged formats; a
   // long K (35 slices of 256) also splits over a cluster of 2 for the decoded 8-bit / IQ2 formats
   // (at most 8 slices per warp), FP8 / FP4 weights keep one CTA per row block. Row tails (N = 72:
@@ -586,6 +586,7 @@ TEST(GemmGpu, DecodeWarpSplitLongK) {
       if (a == DType::kFP16 && f == LinearFormat::kFp8Tensor) continue;
       run_case({f, 1, 72, 8960, a, a, true});
     }
+  unsetenv("B12X_GEMM_DECODE_STREAM");
 }
 
 TEST(GemmGpu, AllFormatsSmallMBiasFp16Out) {
