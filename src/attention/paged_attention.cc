@@ -40,6 +40,8 @@ namespace {
 constexpr const char* kPlanOp = "attention.plan_paged";
 constexpr const char* kBindOp = "attention.bind_paged";
 constexpr int kMaxSplits = 64;
+// Largest max_batch whose BF16 head-dim-256 SM90 decode plans take wideh (see plan_paged).
+constexpr int kWidehMaxBatch = 8;
 constexpr int64_t kAlign = 256;
 
 const std::vector<KernelInfo>& registry() {
@@ -217,10 +219,19 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   // Decode tile (16 rows, warps split the KV) unless the packed rows of one request need more.
   const bool decode_tile = caps.mode != Mode::kExtend && int64_t(q_len) * group <= 16;
   const bool fp8 = caps.kv_dtype == DType::kFP8E4M3;
-  const KernelInfo* k = find_kernel(
-      caps.head_dim_qk, caps.head_dim_vo,
-      decode_tile ? decode_kind(fp8, std::max(caps.head_dim_qk, caps.head_dim_vo)) : extend_kind(),
-      caps.q_dtype, fp8);
+  int kind =
+      decode_tile ? decode_kind(fp8, std::max(caps.head_dim_qk, caps.head_dim_vo)) : extend_kind();
+  // BF16 head dim 256 on SM90, plans of at most kWidehMaxBatch requests: wideh (wide with each
+  // token group's output dims split over two warps: 12 warps per SM instead of 6) instead of
+  // wide. H200 (us, 16/2/256 page 128, 8k, wide -> wideh): B=1 13.9 -> 13.1 (round 38), 14.0 ->
+  // 13.2 (round 41); B=8 40.5 -> 40.7 (round 37), 40.3 -> 40.1 at s=16 (38), 41.0 -> 40.3 (41);
+  // B=32 keeps wide (127.3 -> 127.9, 127.5 -> 128.8). SM12x (one 74 KB CTA per SM for either)
+  // is unmeasured: wide. B12X_ATTN_DECODE_TILE overrides.
+  if (kind == 1 && std::getenv("B12X_ATTN_DECODE_TILE") == nullptr && !fp8 &&
+      caps.q_dtype == DType::kBF16 && caps.head_dim_qk == 256 && caps.head_dim_vo == 256 &&
+      dev.family == ArchFamily::kSm90 && caps.max_batch <= kWidehMaxBatch)
+    kind = 16;
+  const KernelInfo* k = find_kernel(caps.head_dim_qk, caps.head_dim_vo, kind, caps.q_dtype, fp8);
   if (k == nullptr && !decode_tile)
     k = find_kernel(caps.head_dim_qk, caps.head_dim_vo, 0, caps.q_dtype, fp8);
   // A tile not compiled for the shape (wide3: head dims <= 128; wdirect2: FP8 128; wdirect,

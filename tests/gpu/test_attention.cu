@@ -18,6 +18,7 @@
 
 #include "b12x/attention.h"
 #include "b12x/reference/attention.h"
+#include "b12x/runtime.h"
 #include "b12x/status.h"
 #include "cpp/test_attention_capi.h"
 #include "formats/scalar.h"
@@ -1226,6 +1227,32 @@ TEST(AttentionGpuDecode, SplitDims) {
     v.sinks = true;
     run_case(v, std::string("tile=") + tile + " verify");
     unsetenv("B12X_ATTN_DECODE_TILE");
+  }
+}
+
+// The default tile of BF16 head dim 256 decode: wideh on SM90 for plans of at most 8 requests
+// (kWidehMaxBatch), wide for larger plans and on other devices; both against the reference.
+TEST(AttentionGpuDecode, WidehDefault) {
+  B12X_REQUIRE_GPU();
+  const bool sm90 = b12x::device_info(0).family == b12x::ArchFamily::kSm90;
+  for (int batch : {1, 3, 8, 9, 12}) {
+    std::vector<int> lens;
+    for (int i = 0; i < batch; ++i) lens.push_back(i % 3 == 0 ? 8000 : i % 3 == 1 ? 700 : 1);
+    Spec s = gqa_decode_spec(lens, 0, 0);
+    s.dqk = s.dv = 256;
+    s.hq = 16;
+    s.hkv = 2;
+    s.page = 128;
+    s.sinks = batch == 3;
+    Problem p(s, rng());
+    PLAN_AND_BIND(p);
+    const bool wideh = sm90 && batch <= 8;
+    EXPECT_NE(p.plan.kernel.find(wideh ? "_decode_wideh_bf16_lean_spec" : "_decode_wide_bf16_lean"),
+              std::string::npos)
+        << batch << " " << p.plan.kernel;
+    p.run();
+    B12X_TEST_CUDA(cudaDeviceSynchronize());
+    p.check("default tile d256 batch " + std::to_string(batch));
   }
 }
 
