@@ -189,6 +189,27 @@ bool launch_mxfp8_dequant_bf16(const void* x, DType x_dtype, int64_t M, int64_t 
   return true;
 }
 
+bool launch_quantize_mxfp8_rows(const void* x, DType x_dtype, int64_t M, int64_t K, int64_t ldx,
+                                uint8_t* values, uint8_t* scale_rows, const ActQuant& q,
+                                Stream stream) {
+  if (!q.mxfp8_fused || M <= 0 || K % 32 != 0 || !aligned(x, 16) || ldx % 8 != 0 ||
+      !aligned(values, 16))
+    return false;
+  kernels::MxDequantParams p{};
+  p.x = static_cast<const uint16_t*>(x);
+  p.M = M;
+  p.K = K;
+  p.KP = K;
+  p.ldx = ldx;
+  p.values = values;
+  p.scales = scale_rows;
+  // In front of the 256-token wgmma kernel (one CTA per SM, as block FP8's): the early trigger.
+  p.early_dependents = quant_pdl_enabled(M, q);
+  launch_for(x_dtype, grid_for(M * (K / 32), q), kernels::mxfp8_rows_kernel<true>,
+             kernels::mxfp8_rows_kernel<false>, p, stream);
+  return true;
+}
+
 void launch_quantize_nvfp4(const void* x, DType x_dtype, int64_t M, int64_t K, int64_t ldx,
                            const float* global_scale, uint8_t* packed, uint8_t* scale_swizzled,
                            const ActQuant& q, Stream stream) {

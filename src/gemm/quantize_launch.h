@@ -70,6 +70,15 @@ bool launch_mxfp8_dequant_bf16(const void* x, DType x_dtype, int64_t M, int64_t 
                                int64_t KP, bool kperm, uint16_t* out, const ActQuant& q,
                                Stream stream, bool early_dependents = false);
 
+/// launch_quantize_mxfp8's values [M, K] and scale rows [M, K/32] (same bits) by one thread per
+/// 32-value block with 16-byte loads and stores, its dependent launch triggered early (SM90, M >=
+/// 128, q.pdl); for the SM90 wgmma kernel's MXFP8 variant 4. Returns false (nothing launched) for
+/// rows it cannot take (x 16-byte aligned, ldx % 8 == 0, K % 32 == 0, values 16-byte aligned) or
+/// without q.mxfp8_fused (B12X_QUANT_MXFP8_FUSED=0: the generic kernel).
+bool launch_quantize_mxfp8_rows(const void* x, DType x_dtype, int64_t M, int64_t K, int64_t ldx,
+                                uint8_t* values, uint8_t* scale_rows, const ActQuant& q,
+                                Stream stream);
+
 /// NVFP4: E2M1 pairs (element 2i in the low nibble), one UE4M3 scale per 16 values with the
 /// fp32 global scale `global_scale` (device fp32[1], multiply convention: the block scale stored
 /// is ue4m3((gs * amax) / 6), formats/block.h). packed: [M, K/2]; scale_swizzled:
