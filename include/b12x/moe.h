@@ -191,7 +191,7 @@ class Plan {
   int q_load = 1;
   /// Decode stream measurement knobs read by plan (B12X_MOE_Q_FAST, B12X_MOE_FC1_BAL1; see
   /// docs/moe.md), so that one process can time several variants.
-  int q_fast = 0, fc1_bal1 = 2;
+  int q_fast = 1, fc1_bal1 = 2;
 };
 
 /// Validates caps against the weights plan and device and sizes the scratch. Host only.

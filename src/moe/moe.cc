@@ -731,7 +731,7 @@ Plan plan(const Caps& caps) {
     return v != nullptr && *v != 0 ? std::atoi(v) : fallback;
   };
   p.q_load = knob("B12X_MOE_Q_LOAD", 1) == 0 ? 0 : 1;
-  p.q_fast = knob("B12X_MOE_Q_FAST", 0) != 0 ? 1 : 0;
+  p.q_fast = knob("B12X_MOE_Q_FAST", 1) != 0 ? 1 : 0;
   p.fc1_bal1 = knob("B12X_MOE_FC1_BAL1", 2);
   // Host-only step: refused during capture (no stream in Caps: the legacy-stream query).
   refuse_during_capture(nullptr, "fused_moe.plan");

@@ -654,10 +654,11 @@ TEST(MoeGpu, DecodeStreamQLoadOrdersAreBitEqual) {
   B12X_REQUIRE_GPU();
   // [Q]'s load order (Plan::q_load, B12X_MOE_Q_LOAD read by plan): 1 (default) loads the ids and
   // the x row together and the NVFP4 global scales into shared memory before the PDL wait, 0
-  // one after another; and its NVFP4 quantisation with the 1 / a1gs table (Plan::q_fast,
-  // B12X_MOE_Q_FAST=1): the same bits either way. Cases: nvfp4, MXFP8 activations (no scale
-  // table), the A16 copy gate, and nvfp4 with 1040 experts, routed to experts 1024..1039, where
-  // the scales do not fit [Q]'s table (kQGsTable) and are read per route as in order 0.
+  // one after another; and its NVFP4 quantisation with the 1 / a1gs table (Plan::q_fast, default)
+  // or with num::quant_block (B12X_MOE_Q_FAST=0): the same bits either way. Cases: nvfp4, MXFP8
+  // activations (no scale table), the A16 copy gate, and nvfp4 with 1040 experts, routed to experts
+  // 1024..1039, where the scales do not fit [Q]'s table (kQGsTable) and are read per route as in
+  // order 0.
   const Fp4Variant a16{QuantMode::kW4A16, SourceFormat::kModeloptNvfp4, DType::kBF16,
                        Activation::kSilu};
   const Case cases[] = {fp4_variant_case(kNvfp4Silu, 16, 1024, 256, 6, 8, 1),
@@ -665,7 +666,7 @@ TEST(MoeGpu, DecodeStreamQLoadOrdersAreBitEqual) {
                         fp4_variant_case(a16, 16, 512, 256, 4, 8, 1),
                         fp4_variant_case(kNvfp4Silu, 1040, 256, 64, 8, 8, 1)};
   const char* knobs[3][2] = {
-      {"B12X_MOE_Q_LOAD", "1"}, {"B12X_MOE_Q_LOAD", "0"}, {"B12X_MOE_Q_FAST", "1"}};
+      {"B12X_MOE_Q_LOAD", "1"}, {"B12X_MOE_Q_LOAD", "0"}, {"B12X_MOE_Q_FAST", "0"}};
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name());
     Problem P;
