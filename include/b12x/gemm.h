@@ -165,9 +165,6 @@ struct ActQuant {
   bool fp8g128 = true;
   bool mxfp8_fused = true;
   bool pdl = true;
-  /// B12X_QUANT_MXFP8_PDL=1 (probe): the fused MXFP8 pre-pass triggers its dependent early in
-  /// front of the 256-token wgmma kernel (one CTA per SM), as the FP8 1x128 quantizer does.
-  bool mxfp8_pdl = false;
 };
 
 struct Plan {

@@ -146,13 +146,6 @@ constexpr int kWgmmaF8Var = 16;
 /// built by bind; removed in session 10, docs/gemm.md. 17 / 19, 14 with the persistent CTA loop:
 /// removed in session 11, as 18 / 20 above.)
 constexpr int kWgmmaF8BlockVar = 14;
-/// MXFP8 at 256 tokens, variant 4 (probe, B12X_GEMM_WGMMA_VAR=4; lin::WgmmaCfg::kActDq): the
-/// wgmma kernel's copy warpgroup decodes the MXFP8 activation rows into the BF16 stages, so the
-/// plan quantizes to MXFP8 rows (launch_quantize_mxfp8_rows) instead of running the dequantizing
-/// pre-pass.
-bool wgmma_mx_rows(WFmt wf, int tok, int var) {
-  return wf == WFmt::kFp8Mx && tok == 256 && var == 4;
-}
 /// Block FP8 variants reading the tiled FP8 1x128 quantizer's stage images (14).
 bool wgmma_act_images(int var) {
   return var == 14;
@@ -455,8 +448,9 @@ Plan plan(const Caps& caps) {
           p.tiled_wgmma = want;
           p.tiled_wgmma_var = f8 ? 3 : 0;
         }
-        // B12X_GEMM_WGMMA_VAR again at the new width (a variant only this width has: BF16
-        // operands' 3 and MXFP8's 4 at 256 tokens, which the forced 128-token choice above lacks).
+        // B12X_GEMM_WGMMA_VAR again at the new width (a variant only this width has, e.g. the
+        // BF16 operands' 3 at 256 tokens, which the forced 128-token choice above lacks: TOK=256
+        // VAR=3 ran variant 0 before session 11).
         if (const char* v = std::getenv("B12X_GEMM_WGMMA_VAR"); v != nullptr) {
           const int want_var = std::atoi(v);
           if (lin::wgmma_kernel_available(wf, fp16, p.tiled_wgmma, want_var))
@@ -882,8 +876,7 @@ Plan plan(const Caps& caps) {
   // (activations dequantized in the FP8 fragment's k order, see lin::ActParams::kperm).
   p.act_prepass =
       !format_raw_activations(f) &&
-      (!lin::wtraits(wf).fp8mma || (wf == WFmt::kFp8Mx && p.regime != Regime::kDecode &&
-                                    !wgmma_mx_rows(wf, p.tiled_wgmma, p.tiled_wgmma_var))) &&
+      (!lin::wtraits(wf).fp8mma || (wf == WFmt::kFp8Mx && p.regime != Regime::kDecode)) &&
       (p.regime != Regime::kDecode || !(pre_env != nullptr && pre_env[0] == '0'));
   int64_t off = 0;
   if (format_quantizes_inside(f) && caps.act_dtype != DType::kFP8E4M3) {
@@ -1109,9 +1102,7 @@ void run(const Binding& b, Stream stream) {
   const bool tiled_mx_fold = tiled && im.wfmt == WFmt::kMxfp4 && !fp16;
   // MXFP8 weights: the tiled kernel decodes them to BF16 (E8M0 folded) and needs the activations
   // dequantized (E8M0 folded) in the FP8 fragment's k order; the decode kernel reads FP8.
-  // (MXFP8 variant 4 reads the MXFP8 rows: its copy warpgroup decodes them.)
-  const bool mx_rows = tiled && wgmma_mx_rows(im.wfmt, plan.tiled_wgmma, plan.tiled_wgmma_var);
-  const bool tiled_f8_fold = tiled && im.wfmt == WFmt::kFp8Mx && !mx_rows;
+  const bool tiled_f8_fold = tiled && im.wfmt == WFmt::kFp8Mx;
   // The decode kernel folds MXFP4's E8M0 scales the same way with BF16 MMAs (weights per atom,
   // activations in the pre-pass, or in its staging at M = 1 from the group scales below).
   const bool decode_mx_fold = !tiled && im.wfmt == WFmt::kMxfp4 && !fp16;
@@ -1172,15 +1163,12 @@ void run(const Binding& b, Stream stream) {
         // rows it cannot take (unaligned, K % 32) fall back to the two passes.
         fused = prepass && g == 0 &&
                 launch_mxfp8_dequant_bf16(b.x.data, b.x.dtype, M, K, b.x.stride[0], geo.KP,
-                                          tiled_f8_fold, act_out, plan.act_quant, stream,
-                                          tiled && plan.tiled_wgmma == 256);
+                                          tiled_f8_fold, act_out, plan.act_quant, stream);
         if (fused) break;
         uint8_t* qv = b.scratch + plan.off_qvalues;
         uint8_t* qs = b.scratch + plan.off_qscales;
-        if (!(mx_rows && launch_quantize_mxfp8_rows(b.x.data, b.x.dtype, M, K, b.x.stride[0], qv,
-                                                    qs, plan.act_quant, stream)))
-          launch_quantize_mxfp8(b.x.data, b.x.dtype, M, K, b.x.stride[0], qv, qs, nullptr,
-                                plan.act_quant, stream);
+        launch_quantize_mxfp8(b.x.data, b.x.dtype, M, K, b.x.stride[0], qv, qs, nullptr,
+                              plan.act_quant, stream);
         qx = qv;
         qld = K;
         qscale = qs;

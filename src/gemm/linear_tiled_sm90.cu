@@ -57,9 +57,6 @@ WgmmaPick pick_var(int var) {
   } else if constexpr (kTok == 64) {
     return {};
   } else if constexpr (kTok == 256) {
-    if constexpr (F == WFmt::kFp8Mx) {
-      if (var == 4) return wgmma_pick<F, T, kTok, 4>();  // decoded by the producer (probe)
-    }
     return var == 3   ? wgmma_pick<F, T, kTok, 3>()
            : var == 1 ? wgmma_pick<F, T, kTok, 1>()
            : var == 0 ? wgmma_pick<F, T, kTok, 0>()

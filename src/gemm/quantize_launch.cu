@@ -99,8 +99,6 @@ ActQuant act_quant_options(int device) {
   q.fp8g128 = !knob_off("B12X_QUANT_FP8G128");
   q.mxfp8_fused = !knob_off("B12X_QUANT_MXFP8_FUSED");
   q.pdl = !knob_off("B12X_QUANT_PDL");
-  const char* mp = std::getenv("B12X_QUANT_MXFP8_PDL");
-  q.mxfp8_pdl = mp != nullptr && mp[0] == '1';
   return q;
 }
 
@@ -170,7 +168,7 @@ bool launch_quantize_fp8_group128_tiled(const void* x, DType x_dtype, int64_t M,
 
 bool launch_mxfp8_dequant_bf16(const void* x, DType x_dtype, int64_t M, int64_t K, int64_t ldx,
                                int64_t KP, bool kperm, uint16_t* out, const ActQuant& q,
-                               Stream stream, bool early_dependents) {
+                               Stream stream) {
   if (!q.mxfp8_fused || M <= 0 || K % 32 != 0 || KP % 32 != 0 || KP < K || !aligned(x, 16) ||
       ldx % 8 != 0 || !aligned(out, 16))
     return false;
@@ -182,31 +180,9 @@ bool launch_mxfp8_dequant_bf16(const void* x, DType x_dtype, int64_t M, int64_t 
   p.ldx = ldx;
   p.out = out;
   p.kperm = kperm ? 1 : 0;
-  // See quant_pdl_enabled: early only in front of a one-CTA-per-SM GEMM (the caller says so).
-  p.early_dependents = early_dependents && q.mxfp8_pdl && quant_pdl_enabled(M, q);
+  p.early_dependents = false;  // see quant_pdl_enabled
   launch_for(x_dtype, grid_for(M * (KP / 32), q), kernels::mxfp8_dequant_kernel<true>,
              kernels::mxfp8_dequant_kernel<false>, p, stream);
-  return true;
-}
-
-bool launch_quantize_mxfp8_rows(const void* x, DType x_dtype, int64_t M, int64_t K, int64_t ldx,
-                                uint8_t* values, uint8_t* scale_rows, const ActQuant& q,
-                                Stream stream) {
-  if (!q.mxfp8_fused || M <= 0 || K % 32 != 0 || !aligned(x, 16) || ldx % 8 != 0 ||
-      !aligned(values, 16))
-    return false;
-  kernels::MxDequantParams p{};
-  p.x = static_cast<const uint16_t*>(x);
-  p.M = M;
-  p.K = K;
-  p.KP = K;
-  p.ldx = ldx;
-  p.values = values;
-  p.scales = scale_rows;
-  // In front of the 256-token wgmma kernel (one CTA per SM, as block FP8's): the early trigger.
-  p.early_dependents = quant_pdl_enabled(M, q);
-  launch_for(x_dtype, grid_for(M * (K / 32), q), kernels::mxfp8_rows_kernel<true>,
-             kernels::mxfp8_rows_kernel<false>, p, stream);
   return true;
 }
 

@@ -64,20 +64,9 @@ bool launch_quantize_fp8_group128_tiled(const void* x, DType x_dtype, int64_t M,
 /// aligned, ldx % 8 == 0, K and KP multiples of 32, out 16-byte aligned); returns false (nothing
 /// launched) otherwise or without q.mxfp8_fused (the caller then runs both passes).
 /// Round 21 (M = 2048, five shapes): MXFP8 +3-17%, MXFP4 W4A8 +3-18% over the two passes.
-/// early_dependents: the GEMM after it runs one CTA per SM (the 256-token wgmma kernel), so the
-/// early PDL trigger may apply (with q.mxfp8_pdl, SM90, M >= 128).
 bool launch_mxfp8_dequant_bf16(const void* x, DType x_dtype, int64_t M, int64_t K, int64_t ldx,
                                int64_t KP, bool kperm, uint16_t* out, const ActQuant& q,
-                               Stream stream, bool early_dependents = false);
-
-/// launch_quantize_mxfp8's values [M, K] and scale rows [M, K/32] (same bits) by one thread per
-/// 32-value block with 16-byte loads and stores, its dependent launch triggered early (SM90, M >=
-/// 128, q.pdl); for the SM90 wgmma kernel's MXFP8 variant 4. Returns false (nothing launched) for
-/// rows it cannot take (x 16-byte aligned, ldx % 8 == 0, K % 32 == 0, values 16-byte aligned) or
-/// without q.mxfp8_fused (B12X_QUANT_MXFP8_FUSED=0: the generic kernel).
-bool launch_quantize_mxfp8_rows(const void* x, DType x_dtype, int64_t M, int64_t K, int64_t ldx,
-                                uint8_t* values, uint8_t* scale_rows, const ActQuant& q,
-                                Stream stream);
+                               Stream stream);
 
 /// NVFP4: E2M1 pairs (element 2i in the low nibble), one UE4M3 scale per 16 values with the
 /// fp32 global scale `global_scale` (device fp32[1], multiply convention: the block scale stored

@@ -1441,37 +1441,6 @@ TEST(GemmGpu, TiledWgmmaTokenTiles) {
   // The BF16-operand formats' default 256-token tiles, warp-specialized (chosen where they give
   // ~0.9 x SMs CTAs: 32 x 4 here); FP8 there in raster bands by default.
   run_case({LinearFormat::kMxfp8, 1000, 4096, 512, DType::kBF16, DType::kBF16, true});
-  {
-    // The fused MXFP8 pre-pass with its early PDL trigger (B12X_QUANT_MXFP8_PDL=1, probe) in
-    // front of the 256-token kernel; MXFP4 W4A8 takes the same pre-pass.
-    ScopedEnv eq("B12X_QUANT_MXFP8_PDL", "1");
-    run_case({LinearFormat::kMxfp8, 1000, 4096, 512, DType::kBF16, DType::kBF16, true});
-    run_case({LinearFormat::kMxfp4W4A8, 1000, 4096, 512, DType::kBF16, DType::kFP16, true});
-  }
-  {
-    // MXFP8 variant 4 (probe): the copy warpgroup decodes the MXFP8 rows (no pre-pass); token
-    // tails (a partial last token tile, rows past M), K off the 64-K stage (K = 800: a zero
-    // stage tail, one E8M0 code of the last stage), two 256-token tiles, FP16 out, a replayed
-    // graph; the generic quantizer under B12X_QUANT_MXFP8_FUSED=0.
-    ScopedEnv e("B12X_GEMM_WGMMA", "1"), et("B12X_GEMM_WGMMA_TOK", "256"),
-        ev("B12X_GEMM_WGMMA_VAR", "4");
-    if (device_info(0).cc_major == 9 && device_info(0).cc_minor == 0) {
-      gemm::Caps caps;
-      caps.format = LinearFormat::kMxfp8;
-      caps.max_tokens = 2048;
-      caps.in_features = 4096;
-      caps.out_features = 4096;
-      const gemm::Plan pl = gemm::plan(caps);
-      EXPECT_EQ(pl.tiled_wgmma, 256) << pl.describe();
-      EXPECT_EQ(pl.tiled_wgmma_var, 4) << pl.describe();
-      EXPECT_FALSE(pl.act_prepass);
-    }
-    run_case({LinearFormat::kMxfp8, 1000, 4096, 512, DType::kBF16, DType::kBF16, true});
-    run_case({LinearFormat::kMxfp8, 300, 136, 800, DType::kBF16, DType::kFP16, true}, true);
-    run_case({LinearFormat::kMxfp8, 450, 264, 4096, DType::kBF16, DType::kBF16, false});
-    ScopedEnv eq("B12X_QUANT_MXFP8_FUSED", "0");
-    run_case({LinearFormat::kMxfp8, 300, 136, 768, DType::kBF16, DType::kBF16, true});
-  }
   run_case({LinearFormat::kNvfp4W4A16, 1000, 4096, 512, DType::kFP16, DType::kBF16, false});
   run_case({LinearFormat::kMxfp4W4A8, 1000, 4096, 512, DType::kBF16, DType::kFP16, true});
   run_case({LinearFormat::kFp8Block, 1000, 4096, 512, DType::kBF16, DType::kBF16, true});

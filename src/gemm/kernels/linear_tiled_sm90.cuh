@@ -54,17 +54,8 @@ struct WgmmaCfg {
   /// between one stage's wgmmas and the next's. (Round 16: +13-21% per-tensor and +19-29% block
   /// FP8 over variant 3; making the MMA warpgroups take turns issuing their wgmmas through named
   /// barriers, dropped, was 5-20% slower than variant 5.)
-  /// MXFP8 variant 4 (probe, 256 tokens) = 3 without the dequantizing pre-pass: the copy
-  /// warpgroup loads the MXFP8 rows (E4M3 [M][K], E8M0 [M][K/32]; two tokens per thread, the
-  /// next stage's 64 bytes per token loaded while it waits for the slot), decodes them exactly as
-  /// the MMA warps decode the weights (E4M3 x 2^-7 x the E8M0 splat, BF16) in the k32 fragment's
-  /// k order into the swizzled stage rows, and arrives a second time (after a proxy fence). Why:
-  /// the pre-pass writes and the GEMM re-reads 2 bytes per activation (~10 us of ~130 at
-  /// 4096x4096, M = 2048); the copy warpgroup's issue slots are mostly idle.
-  static constexpr bool kActDq = F == WFmt::kFp8Mx && kVariant == 4;
   static constexpr bool kWs =
-      kF8 ? (kVariant >= 5 && kVariant <= 12) || (kVariant >= 14 && kVariant <= 16)
-          : kVariant == 3 || kActDq;
+      kF8 ? (kVariant >= 5 && kVariant <= 12) || (kVariant >= 14 && kVariant <= 16) : kVariant == 3;
   /// FP8 variant 6 (the per-tensor default until session 9) = 5 with the stage's block scales built
   /// and loaded into registers while its wgmmas run (not after their wait) and the slot released
   /// right after the wait, so only the FFMA / FADD promotion follows the wgmmas on the MMA warps'
@@ -140,11 +131,9 @@ struct WgmmaCfg {
   /// 5-50% slower than 128 tokens in round 17 and was removed.)
   /// Variant 9: the producer holds two stages of weight words (64 registers), the MMA warps no
   /// A fragments: 136 + 2 x 184 = 3 x 168.
-  /// Variant 4 (MXFP8 decoded by the producer): 88 + 2 x 208 = 3 x 168.
   static constexpr int kProdRegs = kF8 && kVariant == 7    ? 72
                                    : kF8 && kVariant == 12 ? 152
                                    : kTokM                 ? 136
-                                   : kActDq                ? 88
                                                            : 80;
   static constexpr int kConsRegs = kF8 && kVariant == 7    ? 216
                                    : kF8 && kVariant == 12 ? 176
@@ -217,7 +206,6 @@ struct WgmmaCfg {
   static_assert(!kNarrow || !kF8Overlap, "two FP8 partial sets only at 128 tokens");
   static_assert(!kWide || !kF8Overlap, "two FP8 partial sets only at 128 tokens");
   static_assert(!kTokM || kTok == 128, "tokens on the M side: two warpgroups of 64 tokens");
-  static_assert(!kActDq || kTok == 256, "MXFP8 decoded by the producer: 256 tokens");
   static_assert(!kWs || (kF8 ? kTok == 128 : kTok == 256),
                 "warp-specialized: FP8 at 128 tokens, BF16 operands at 256");
   static_assert(F == WFmt::kNvfp4 || ((F == WFmt::kMxfp4 || F == WFmt::kFp8Mx) && !T::kFp16) ||
@@ -346,13 +334,6 @@ __device__ __forceinline__ uint64_t desc_kmajor(uint32_t saddr, uint32_t lbo, ui
 /// 32-bit shared-memory store (variant 9's weight transposition).
 __device__ __forceinline__ void sts32(uint32_t saddr, uint32_t v) {
   asm volatile("st.shared.b32 [%0], %1;" ::"r"(saddr), "r"(v) : "memory");
-}
-/// 16-byte shared-memory store (MXFP8 variant 4's decoded activation rows).
-__device__ __forceinline__ void sts128(uint32_t saddr, uint32_t a, uint32_t b, uint32_t c,
-                                       uint32_t d) {
-  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(saddr), "r"(a), "r"(b), "r"(c),
-               "r"(d)
-               : "memory");
 }
 
 /// Operand tag of the e4m3 wgmma (k32).
@@ -710,10 +691,9 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
       for (int i = 0; i < kStages; ++i) {
         // Variant 14: the producer threads' scale stores plus the bulk-copying thread's
         // expect_tx arrival.
-        wg::mbar_init(full0 + 8 * i, C::kBulk ? C::kCopyThreads + 1
-                                     : C::kProdScales || C::kTokM || C::kActDq
-                                         ? 2 * C::kCopyThreads + C::kBulkW
-                                         : C::kCopyThreads + C::kBulkW);
+        wg::mbar_init(full0 + 8 * i, C::kBulk                     ? C::kCopyThreads + 1
+                                     : C::kProdScales || C::kTokM ? 2 * C::kCopyThreads + C::kBulkW
+                                                                  : C::kCopyThreads + C::kBulkW);
         wg::mbar_init(empty0 + 8 * i, C::kMmaThreads);
       }
       if constexpr (C::kBulkW) wg::fence_mbarrier_init();
@@ -961,79 +941,6 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
               if (++sl == kStages) sl = 0, ph ^= 1;
             }
           }
-        }
-      } else if constexpr (C::kActDq) {
-        // Variant 4: tokens tid and tid + 128 of the tile (rows past M: zeros, code 0); rows
-        // addressed from m0 at each use (registers: the producer runs at 88).
-        auto xrow_of = [&](int r, int64_t& m) {
-          m = m0 + tid + 128 * r;
-          return m < p.M;
-        };
-        // Stage kb's 64 bytes (four 16-byte vectors) and two E8M0 codes per token (zero past K).
-        auto fetch_x = [&](int kb, uint4(&v)[2][4], uint32_t(&c)[2]) {
-#pragma unroll
-          for (int r = 0; r < 2; ++r) {
-            int64_t m;
-            const bool ok = xrow_of(r, m) && kb < num_k;
-            const uint8_t* const xr = xb + m * p.ldx_bytes;
-            const uint8_t* const cr = p.xq_scale + m * p.xscale_ld;
-            c[r] = 0;
-#pragma unroll
-            for (int i = 0; i < 4; ++i) {
-              const int64_t k = static_cast<int64_t>(kb) * 64 + 16 * i;
-              v[r][i] = ok && k < p.K ? __ldg(reinterpret_cast<const uint4*>(xr + k))
-                                      : make_uint4(0u, 0u, 0u, 0u);
-            }
-#pragma unroll
-            for (int b = 0; b < 2; ++b)
-              if (ok && static_cast<int64_t>(kb) * 64 + 32 * b < p.K)
-                c[r] |= static_cast<uint32_t>(cr[2 * kb + b]) << (8 * b);
-          }
-        };
-        // Output chunk c of a token row (16 bytes, 8 BF16 in the k32 fragment's k order: 32-K
-        // block c / 4, slots 8 (c % 4).. = k 16 s + 2 h + {0, 1, 4, 5, 8, 9, 12, 13} with s =
-        // (c % 4) / 2, h = c % 2: bytes 2h, 2h + 1 of each word of the block's 16-byte half s)
-        // at chunk c ^ (row & 7) of the 128-byte row; then this thread's second arrival.
-        auto put_x = [&](int sl, const uint4(&v)[2][4], const uint32_t(&c)[2]) {
-#pragma unroll
-          for (int r = 0; r < 2; ++r) {
-            const int row = tid + 128 * r;
-            const uint32_t dst = act_addr(sl) + row * 128;
-#pragma unroll
-            for (int b = 0; b < 2; ++b) {
-              const uint32_t sc = e8m0_bf16_splat((c[r] >> (8 * b)) & 0xFFu);
-#pragma unroll
-              for (int cq = 0; cq < 4; ++cq) {
-                const uint4 w = v[r][2 * b + (cq >> 1)];
-                const uint32_t sel = (cq & 1) ? 0x4342u : 0x4140u;
-                auto dq = [&](uint32_t x) {
-                  return fma2<T>(fp8_pair_bf16(prmt(x, 0, sel)), sc, kNegZero2<T>());
-                };
-                wg::sts128(dst + (((4 * b + cq) ^ (row & 7)) << 4), dq(w.x), dq(w.y), dq(w.z),
-                           dq(w.w));
-              }
-            }
-          }
-          wg::fence_proxy_async();  // generic-proxy stores read by wgmma (async proxy)
-          wg::mbar_arrive(full0 + 8 * sl);
-        };
-        uint4 xv[2][4];
-        uint32_t xc[2];
-        for (int s = 0; s < pro; ++s) {
-          wg::mbar_cp_arrive(full0 + 8 * s);  // the weights' copies
-          fetch_x(s, xv, xc);
-          put_x(s, xv, xc);
-        }
-        fetch_x(kStages, xv, xc);
-        int sl = 0;
-        uint32_t ph = 0;
-        for (int kb = kStages; kb < num_k; ++kb) {
-          wg::mbar_wait(empty0 + 8 * sl, ph);
-          load_weights(sl, kb);
-          wg::mbar_cp_arrive(full0 + 8 * sl);
-          put_x(sl, xv, xc);
-          fetch_x(kb + 1, xv, xc);  // under the next empty wait
-          if (++sl == kStages) sl = 0, ph ^= 1;
         }
       } else {
         for (int s = 0; s < pro; ++s) {
@@ -1372,8 +1279,7 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
   };
   // The output multiplier and this thread's two rows' bias of the tile at n0.
   auto tile_out_params = [&](float& mult, float(&bias)[2]) {
-    // (Variant 4's activations carry the weights' 2^-7 too.)
-    mult = F == WFmt::kFp8Mx ? (C::kActDq ? 16384.f : 128.f) * p.out_mult : p.out_mult;
+    mult = F == WFmt::kFp8Mx ? 128.f * p.out_mult : p.out_mult;
     if (p.alpha != nullptr) mult *= *p.alpha;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {

@@ -466,8 +466,6 @@ struct MxDequantParams {
   uint16_t* out;  ///< BF16 [M][KP], zeros past K
   int kperm;      ///< 1: every 32-K block in the e4m3 k32 fragment's k order (lin::ActParams)
   bool early_dependents;  ///< allow_dependents at the start
-  uint8_t* values;        ///< mxfp8_rows_kernel: E4M3 [M][K]
-  uint8_t* scales;        ///< mxfp8_rows_kernel: E8M0 [M][K/32]
 };
 
 /// The tiled kernels' MXFP8 / MXFP4 W4A8 activation pre-pass in one kernel: per 32-value block
@@ -534,47 +532,6 @@ __global__ void __launch_bounds__(256) mxfp8_dequant_kernel(const MxDequantParam
 #pragma unroll
     for (int c = 0; c < 4; ++c)
       dst[c] = make_uint4(o[4 * c], o[4 * c + 1], o[4 * c + 2], o[4 * c + 3]);
-  }
-}
-
-/// MXFP8 rows (launch_quantize_mxfp8's values and scale rows, same bits) with
-/// mxfp8_dequant_kernel's vector structure: one thread per 32-value block, four 16-byte loads, two
-/// 16-byte value stores and its code byte (the generic block kernel: 8 values per lane, shuffles,
-/// 8-byte stores). For the SM90 wgmma kernel's MXFP8 variant 4. Vector rows only (x
-/// 16-byte aligned, ldx % 8 == 0, K % 32 == 0, values 16-byte aligned).
-template <bool kBF16>
-__global__ void __launch_bounds__(256) mxfp8_rows_kernel(const MxDequantParams p) {
-  allow_dependents(p.early_dependents);
-  const int64_t bpr = p.K / 32;
-  const int64_t total = p.M * bpr;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t b = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; b < total;
-       b += stride) {
-    int64_t m, k0;
-    if (total <= 0xFFFFFFFFll) {  // 32-bit division where it fits
-      const uint32_t q = static_cast<uint32_t>(b) / static_cast<uint32_t>(bpr);
-      m = q;
-      k0 = static_cast<int64_t>(static_cast<uint32_t>(b) - q * static_cast<uint32_t>(bpr)) * 32;
-    } else {
-      m = b / bpr;
-      k0 = (b - m * bpr) * 32;
-    }
-    float v[32];
-    load32<kBF16>(p.x + m * p.ldx + k0, 8, true, v);
-    float amax = 0.f;
-#pragma unroll
-    for (int j = 0; j < 32; ++j) amax = fmt::amax_update(amax, v[j]);
-    const uint8_t code = qrules::mxfp8_scale_code(amax);
-    uint32_t w[8];
-#pragma unroll
-    for (int j = 0; j < 8; ++j)
-      w[j] = e4m3x2(qrules::mx_scaled(v[4 * j], code), qrules::mx_scaled(v[4 * j + 1], code)) |
-             (e4m3x2(qrules::mx_scaled(v[4 * j + 2], code), qrules::mx_scaled(v[4 * j + 3], code))
-              << 16);
-    uint4* dst = reinterpret_cast<uint4*>(p.values + m * p.K + k0);
-    dst[0] = make_uint4(w[0], w[1], w[2], w[3]);
-    dst[1] = make_uint4(w[4], w[5], w[6], w[7]);
-    p.scales[b] = code;
   }
 }
 
