@@ -24,30 +24,30 @@ static_assert(3 * (gemv::smem_bytes<WFmt::kIq2Xs, true>() + gemv::kWarps * 4 * 3
 static_assert(gemv::smem_bytes<WFmt::kIq2Xs>() + 24 * 4 * 32 * 4 <= 101376,
               "the 24-warp GGML GEMV must fit SM12x's 99 KB of shared memory per block");
 
-template <WFmt F, class T, bool kTrig, bool kPrev>
+template <WFmt F, class T, bool kTrig>
 GemvFn fn_nt(int nt) {
-  return nt == 1 ? &linear_gemv_ggml_kernel<F, T, 1, false, 0, gemv::kWarps, kTrig, kPrev>
-                 : &linear_gemv_ggml_kernel<F, T, 2, false, 2, gemv::kWarps, kTrig, kPrev>;
+  return nt == 1 ? &linear_gemv_ggml_kernel<F, T, 1, false, 0, gemv::kWarps, kTrig>
+                 : &linear_gemv_ggml_kernel<F, T, 2, false, 2, gemv::kWarps, kTrig>;
 }
 
 /// nt = 0: IQ2_XS with its two 16-K groups in the MMA's column halves (M <= 4). occ = 3: the IQ2
 /// one-tile kernels with registers capped for 3 CTAs per SM.
-template <class T, bool kTrig, bool kP>
+template <class T, bool kTrig>
 GemvFn pick(WFmt f, int nt, int occ) {
   constexpr int kW = gemv::kWarps;
   switch (f) {
     case WFmt::kQ8_0:
-      return nt == 0 ? nullptr : fn_nt<WFmt::kQ8_0, T, kTrig, kP>(nt);
+      return nt == 0 ? nullptr : fn_nt<WFmt::kQ8_0, T, kTrig>(nt);
     case WFmt::kIq2Xxs:
       if (occ == 3 && nt == 1)
-        return &linear_gemv_ggml_kernel<WFmt::kIq2Xxs, T, 1, false, 3, kW, kTrig, kP>;
-      return nt == 0 ? nullptr : fn_nt<WFmt::kIq2Xxs, T, kTrig, kP>(nt);
+        return &linear_gemv_ggml_kernel<WFmt::kIq2Xxs, T, 1, false, 3, kW, kTrig>;
+      return nt == 0 ? nullptr : fn_nt<WFmt::kIq2Xxs, T, kTrig>(nt);
     case WFmt::kIq2Xs:
       if (occ == 3 && nt <= 1)
-        return nt == 0 ? &linear_gemv_ggml_kernel<WFmt::kIq2Xs, T, 1, true, 3, kW, kTrig, kP>
-                       : &linear_gemv_ggml_kernel<WFmt::kIq2Xs, T, 1, false, 3, kW, kTrig, kP>;
-      return nt == 0 ? &linear_gemv_ggml_kernel<WFmt::kIq2Xs, T, 1, true, 0, kW, kTrig, kP>
-                     : fn_nt<WFmt::kIq2Xs, T, kTrig, kP>(nt);
+        return nt == 0 ? &linear_gemv_ggml_kernel<WFmt::kIq2Xs, T, 1, true, 3, kW, kTrig>
+                       : &linear_gemv_ggml_kernel<WFmt::kIq2Xs, T, 1, false, 3, kW, kTrig>;
+      return nt == 0 ? &linear_gemv_ggml_kernel<WFmt::kIq2Xs, T, 1, true, 0, kW, kTrig>
+                     : fn_nt<WFmt::kIq2Xs, T, kTrig>(nt);
     default:
       return nullptr;
   }
@@ -55,70 +55,59 @@ GemvFn pick(WFmt f, int nt, int occ) {
 
 /// The one-tile kernels (nt 0 / 1) with `warps` (16 / 24) warps per CTA, uncapped (one CTA per
 /// SM; 24 warps leave 85 registers per thread).
-template <class T, int kW, bool kTrig, bool kP>
+template <class T, int kW, bool kTrig>
 GemvFn pick_wide(WFmt f, int nt) {
   switch (f) {
     case WFmt::kQ8_0:
-      return nt == 1 ? &linear_gemv_ggml_kernel<WFmt::kQ8_0, T, 1, false, 0, kW, kTrig, kP>
-                     : nullptr;
+      return nt == 1 ? &linear_gemv_ggml_kernel<WFmt::kQ8_0, T, 1, false, 0, kW, kTrig> : nullptr;
     case WFmt::kIq2Xxs:
-      return nt == 1 ? &linear_gemv_ggml_kernel<WFmt::kIq2Xxs, T, 1, false, 0, kW, kTrig, kP>
-                     : nullptr;
+      return nt == 1 ? &linear_gemv_ggml_kernel<WFmt::kIq2Xxs, T, 1, false, 0, kW, kTrig> : nullptr;
     case WFmt::kIq2Xs:
-      return nt == 0 ? &linear_gemv_ggml_kernel<WFmt::kIq2Xs, T, 1, true, 0, kW, kTrig, kP>
-                     : &linear_gemv_ggml_kernel<WFmt::kIq2Xs, T, 1, false, 0, kW, kTrig, kP>;
+      return nt == 0 ? &linear_gemv_ggml_kernel<WFmt::kIq2Xs, T, 1, true, 0, kW, kTrig>
+                     : &linear_gemv_ggml_kernel<WFmt::kIq2Xs, T, 1, false, 0, kW, kTrig>;
     default:
       return nullptr;
   }
 }
 
-template <class T, bool kTrig, bool kP>
+template <class T, bool kTrig>
 GemvFn kernel_of_t(WFmt f, int nt, int occ, int warps) {
-  if (warps == gemv::kWarps) return pick<T, kTrig, kP>(f, nt, occ);
+  if (warps == gemv::kWarps) return pick<T, kTrig>(f, nt, occ);
   if (nt > 1) return nullptr;
-  if (warps == 16) return pick_wide<T, 16, kTrig, kP>(f, nt);
-  if (warps == 24) return pick_wide<T, 24, kTrig, kP>(f, nt);
+  if (warps == 16) return pick_wide<T, 16, kTrig>(f, nt);
+  if (warps == 24) return pick_wide<T, 24, kTrig>(f, nt);
   return nullptr;
 }
 
-/// Probe (session 11, rounds 41-42): B12X_GGML_GEMV_PREV=1 (read once per process) runs session
-/// 10's kernels: the IQ2 entry decode (two shuffles per atom, shift-mask-add table addresses, the
-/// PRMT source word loaded uniformly, which ptxas kept in a uniform register and copied before
-/// every PRMT) and the grid geometry divided out in the kernel (every format).
-bool prev_decode() {
-  static const bool on = [] {
-    const char* e = std::getenv("B12X_GGML_GEMV_PREV");
-    return e != nullptr && e[0] == '1';
-  }();
-  return on;
-}
-
 /// The kernels with the PDL trigger at each warp's last batch: by default IQ2_XS with its column
-/// groups (M <= 4), B12X_GGML_GEMV_TRIGGER=0|1 (read once per process) off / on for all. Round 38
-/// (H200, M = 1, us over 4096x4096 / 14336x4096 / 4096x14336 / 6144x4096 / 2048x7168, off ->
-/// on): IQ2_XS 7.70 / 19.60 / 17.32 / 9.93 / 7.72 -> 6.65 / 18.40 / 15.63 / 9.04 / 7.35; IQ2_XXS
-/// 6.87 / 17.57 / 15.70 / 9.20 / 7.39 -> 7.30 / 21.01 / 16.44 / 8.10 / 7.06, Q8_0 7.49 / (decode
-/// kernel) / 17.75 / (decode kernel) / 7.37 -> 8.04 / 21.18 / 8.14: off for them.
+/// groups (M <= 4) and IQ2_XXS's one-tile kernels (M <= 8), B12X_GGML_GEMV_TRIGGER=0|1 (read once
+/// per process) off / on for all. H200, us over 4096x4096 / 14336x4096 / 4096x14336 / 6144x4096 /
+/// 2048x7168, off -> on: round 38 IQ2_XS M = 1 7.70 / 19.60 / 17.32 / 9.93 / 7.72 -> 6.65 /
+/// 18.40 / 15.63 / 9.04 / 7.35, Q8_0 7.49 / (decode kernel) / 17.75 / (decode kernel) / 7.37 ->
+/// 8.04 / 21.18 / 8.14 (off); round 42 (session 11's IQ2 decode; why the trigger now gains
+/// everywhere is not resolved; one difference: the uncapped one-tile kernel takes 88 registers,
+/// so no third CTA fits beside two of them) IQ2_XXS M = 1 7.14 / 19.01 / 14.72 / 8.68 / 6.99
+/// -> 5.89 / 14.88 / 14.07 / 7.65 / 6.47, M = 4 7.20 / 19.45 / 15.13 / 8.81 / 7.16 -> 6.20 / 15.85
+/// / 14.58 / 8.01 / 6.80 (round 38, session 10's decode: 6.87 / 17.57 / 15.70 / 9.20 / 7.39 -> 7.30
+/// / 21.01 / 16.44 / 8.10 / 7.06; and in round 42 the capped kernels, B12X_GGML_GEMV_OCC=3, lost
+/// with it at 4096x4096 / 14336x4096: 6.90 / 16.59 -> 7.18 / 18.82). IQ2_XXS at M > 8 (two token
+/// tiles) and IQ2_XS's two chains (M 5..8) unmeasured: off.
 bool trigger_of(WFmt f, int nt) {
   static const int env = [] {
     const char* e = std::getenv("B12X_GGML_GEMV_TRIGGER");
     return e == nullptr ? -1 : e[0] == '1' ? 1 : 0;
   }();
-  return env >= 0 ? env == 1 : f == WFmt::kIq2Xs && nt == 0;
+  return env >= 0 ? env == 1 : (f == WFmt::kIq2Xs && nt == 0) || (f == WFmt::kIq2Xxs && nt == 1);
 }
 
 /// The kernel that launch_ggml_gemv runs (nullptr: none).
-template <bool kP>
-GemvFn kernel_of_p(WFmt f, bool fp16, int nt, int occ, int warps) {
-  if (trigger_of(f, nt))
-    return fp16 ? kernel_of_t<Fp16Tag, true, kP>(f, nt, occ, warps)
-                : kernel_of_t<Bf16Tag, true, kP>(f, nt, occ, warps);
-  return fp16 ? kernel_of_t<Fp16Tag, false, kP>(f, nt, occ, warps)
-              : kernel_of_t<Bf16Tag, false, kP>(f, nt, occ, warps);
-}
+/// The kernel that launch_ggml_gemv runs (nullptr: none).
 GemvFn kernel_of(WFmt f, bool fp16, int nt, int occ, int warps) {
-  return prev_decode() ? kernel_of_p<true>(f, fp16, nt, occ, warps)
-                       : kernel_of_p<false>(f, fp16, nt, occ, warps);
+  if (trigger_of(f, nt))
+    return fp16 ? kernel_of_t<Fp16Tag, true>(f, nt, occ, warps)
+                : kernel_of_t<Bf16Tag, true>(f, nt, occ, warps);
+  return fp16 ? kernel_of_t<Fp16Tag, false>(f, nt, occ, warps)
+              : kernel_of_t<Bf16Tag, false>(f, nt, occ, warps);
 }
 
 thread_local GgmlGemvLaunch t_last;  // last_ggml_gemv_launch()

@@ -2085,10 +2085,12 @@ TEST(GemmGpu, GgmlGemvDefault) {
       EXPECT_EQ(gemm::lin::last_ggml_gemv_launch().warps, wide) << "M = " << M;
     }
     if (std::getenv("B12X_GGML_GEMV_TRIGGER") == nullptr) {
-      // The PDL trigger at each warp's last batch: IQ2_XS with its column groups (M <= 4) only.
-      for (int64_t M : {1, 4, 5}) {
+      // The PDL trigger at each warp's last batch: IQ2_XS with its column groups (M <= 4), IQ2_XXS
+      // with one token tile (M <= 8).
+      for (int64_t M : {1, 4, 5, 9}) {
         run_case({f, M, 72, 2304, DType::kBF16, DType::kBF16, M == 4});
-        EXPECT_EQ(gemm::lin::last_ggml_gemv_launch().trig, f == LinearFormat::kIq2Xs && M <= 4)
+        EXPECT_EQ(gemm::lin::last_ggml_gemv_launch().trig,
+                  (f == LinearFormat::kIq2Xs && M <= 4) || (f == LinearFormat::kIq2Xxs && M <= 8))
             << "M = " << M;
       }
     }

@@ -172,19 +172,9 @@ __device__ __forceinline__ void iq2_pairs(uint64_t gs, uint64_t ss, uint32_t lo,
 /// (grid entries kGc * 8 bytes apart, sign entries 128). Each address is a mask (LOP3, kept as
 /// written: ptxas turned `(e01 & m) * stride + base` into shift, mask and add) and one
 /// shift-and-add (IMAD / LEA).
-template <class T, int kGc, bool kPrev>
+template <class T, int kGc>
 __device__ __forceinline__ void iq2_entry_pairs2(uint32_t e01, uint32_t gcls, uint32_t scls,
                                                  uint32_t lo, uint32_t p0[4], uint32_t p1[4]) {
-  if constexpr (kPrev) {  // probe: session 10's address math
-    constexpr uint32_t kGs = kGc * 8u;
-    const uint64_t g0 = lds64((e01 & 0x1FFu) * kGs + gcls);
-    const uint64_t s0 = lds64(((e01 >> 9) & 0x7Fu) * 128u + scls);
-    const uint64_t g1 = lds64(((e01 >> 16) & 0x1FFu) * kGs + gcls);
-    const uint64_t s1 = lds64((e01 >> 25) * 128u + scls);
-    iq2_pairs<T>(g0, s0, lo, p0);
-    iq2_pairs<T>(g1, s1, lo, p1);
-    return;
-  }
   constexpr int kSh = kGc == 16 ? 7 : 6;  // log2 of the grid stride kGc * 8
   static_assert(kGc == 16 || kGc == 8, "grid stride");
   const uint64_t g0 = lds64(lop3<0xC0>(e01, 0x1FFu, 0u) * (1u << kSh) + gcls);
@@ -210,6 +200,7 @@ __device__ __forceinline__ float iq2_factor(uint32_t w, int k, uint32_t magic) {
 /// sat on the path to the first weight load): kw warps per 16-row tile, tpc = warps / kw tiles
 /// per group, wt_magic = ceil(2^16 / kw) (warp / kw = (warp * wt_magic) >> 16, exact for warp <
 /// 32), groups = ceil(n16 / tpc) tile groups, per = ceil(batches / split) batches per split.
+/// The Q8_0 kernels use kw only (gemv_ggml_body's kDivs).
 struct Geo {
   int kw, tpc, wt_magic, groups, per;
 };
@@ -256,7 +247,7 @@ constexpr int batch_sbytes() {  // IQ2 sub-scale bytes of a batch per row
   return F == WFmt::kIq2Xs ? 8 : 4;
 }
 /// The cursor at batch b of a tile.
-template <WFmt F, bool kPrev = false>
+template <WFmt F>
 __device__ __forceinline__ Cursor cursor_at(const LinearParams& p, int tile, int b, int lane) {
   const int g = lane >> 2, t = lane & 3;
   const int64_t r0 = static_cast<int64_t>(tile) * 16 + g;
@@ -266,7 +257,7 @@ __device__ __forceinline__ Cursor cursor_at(const LinearParams& p, int tile, int
   // 1 / 3 groups 2-3), so that lanes t and t ^ 1 hold both rows of groups 2 (t >> 1) + {0, 1}:
   // one shuffle per atom.
   c.w = p.wvals + static_cast<int64_t>(tile) * p.kvec * (F == WFmt::kQ8_0 ? 512 : 128) +
-        (F == WFmt::kQ8_0 ? lane * 16 : g * 16 + (kPrev ? t : (t >> 1) + 2 * (t & 1)) * 4) +
+        (F == WFmt::kQ8_0 ? lane * 16 : g * 16 + ((t >> 1) + 2 * (t & 1)) * 4) +
         static_cast<int64_t>(b) * batch_bytes<F>();
   c.d = p.wscale + r0 * p.scale_ld * 2 + b * batch_dbytes<F>();
   c.s = F == WFmt::kQ8_0 ? nullptr : p.wscale2 + r0 * p.scale2_ld + b * batch_sbytes<F>();
@@ -333,7 +324,7 @@ __device__ __forceinline__ void load_acts(const uint16_t* xa, uint32_t x[4]) {
 /// group h (lanes g = 4h + m load token m with the other group's activations zeroed), so one
 /// chain and one sub-scale per lane; lanes t and t + 2 (columns 2t, 2t + 1 of groups 0 / 1) are
 /// added before the epilogue.
-template <WFmt F, class T, int NT, bool kCols, bool kO3, int kW, bool kTrig, bool kPrev>
+template <WFmt F, class T, int NT, bool kCols, bool kO3, int kW, bool kTrig>
 __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv::Geo& geo) {
   using namespace gemv;
   constexpr int kThr = 32 * kW;
@@ -350,18 +341,22 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int kw = geo.kw;
-  // Probe kPrev (round 42): session 10's in-kernel divisions.
-  const int tpc = kPrev ? kW / kw : geo.tpc;
-  const int wt = kPrev ? warp / kw : (warp * geo.wt_magic) >> 16;  // warp / kw
-  const int kp = kPrev ? warp % kw : warp - wt * kw;
+  // Q8_0 divides in the kernel: with the launcher's values ptxas scheduled its activation loads
+  // later (round 42, M = 1, us: 4096x14336 17.67 -> 19.00, 2048x7168 7.32 -> 7.56; M = 4
+  // 19.30 -> 21.67 / 8.08 -> 8.20); the IQ2 kernels take them (their first weight load ~50
+  // instructions earlier).
+  constexpr bool kDivs = F == WFmt::kQ8_0;
+  const int tpc = kDivs ? kW / kw : geo.tpc;
+  const int wt = kDivs ? warp / kw : (warp * geo.wt_magic) >> 16;  // warp / kw
+  const int kp = kDivs ? warp % kw : warp - wt * kw;
   // Tile groups (tpc tiles of 16 rows) handed out grid-stride over grid.x, so that a grid capped
   // at the resident CTAs fills the IQ2 tables once per CTA; the warp's tile of group tg.
   // 32-bit tile / batch indices (N, K < 2^31); byte offsets are 64-bit in load_batch.
   const int n16 = static_cast<int>(p.n16);
-  const int groups = kPrev ? (n16 + tpc - 1) / tpc : geo.groups;
+  const int groups = kDivs ? (n16 + tpc - 1) / tpc : geo.groups;
   const int atoms = static_cast<int>(p.K / 32);
   const int batches = (atoms + kU - 1) / kU;
-  const int per = kPrev ? (batches + p.split - 1) / p.split : geo.per;
+  const int per = kDivs ? (batches + p.split - 1) / p.split : geo.per;
   const int b_end = min(batches, static_cast<int>(blockIdx.y + 1) * per);
   const int b_first = static_cast<int>(blockIdx.y) * per + kp;
   static_assert(!kCols || (F == WFmt::kIq2Xs && NT == 1), "column groups: IQ2_XS, one tile");
@@ -370,7 +365,7 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
   const int d8 = static_cast<int>(16 * p.scale_ld), s8 = static_cast<int>(8 * p.scale2_ld);
   int tg = blockIdx.x;
   Batch<F> cur;
-  Cursor ld = cursor_at<F, kPrev>(p, tg * tpc + wt, b_first, lane);
+  Cursor ld = cursor_at<F>(p, tg * tpc + wt, b_first, lane);
   if (tg * tpc + wt < n16 && b_first < b_end) load_batch<F>(ld, atoms - b_first * kU, d8, s8, cur);
 
   if constexpr (kIq2) {
@@ -416,13 +411,13 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
   const uint32_t scls = tab0 + kE * kGc * 8 + (lane % kClasses) * 8;
   // e01 = row g's entry | row g + 8's << 16 from (own word, partner's word): even t the low
   // halves (own = row g), odd t the high halves (own = row g + 8).
-  const uint32_t esel = kPrev ? ((t & 1) ? 0x7632u : 0x5410u) : ((t & 1) ? 0x3276u : 0x5410u);
+  const uint32_t esel = (t & 1) ? 0x3276u : 0x5410u;
   uint32_t src_lo = 0, magic = 0;
   if constexpr (kIq2) {
     // Two copies read by lane parity: a uniform load would let ptxas park the word in a uniform
     // register (it does under the 80-register caps) and copy it into a register before each of
     // the atom's 8 PRMTs (~70 of ~600 loop instructions per batch).
-    src_lo = reinterpret_cast<const uint32_t*>(tabs)[kSrcWord + (kPrev ? 0 : lane & 1)];
+    src_lo = reinterpret_cast<const uint32_t*>(tabs)[kSrcWord + (lane & 1)];
     magic = reinterpret_cast<const uint32_t*>(tabs)[kSrcWord + 2];
   }
   // The lane's activation row per token tile; token rows past M read row M - 1 (their output
@@ -457,7 +452,7 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
         advance<F>(ld, kw);
         load_batch<F>(ld, atoms - (b + kw) * kU, d8, s8, nxt);
       } else if (next_tile < n16) {
-        ld = cursor_at<F, kPrev>(p, next_tile, b_first, lane);
+        ld = cursor_at<F>(p, next_tile, b_first, lane);
         load_batch<F>(ld, atoms - b_first * kU, d8, s8, nxt);
       } else if (kTrig) {
         griddep_launch_dependents();
@@ -497,17 +492,10 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
         if constexpr (kIq2) {
           // Lane t takes the atom's group t for rows g (half t & 1 of word t / 2 of the slot) and
           // g + 8 (of word 2 + t / 2): even lanes hold row g's word, odd lanes row g + 8's.
-          uint32_t e01;
-          if constexpr (kPrev) {  // probe: session 10's two shuffles
-            const uint32_t v0 = __shfl_sync(0xFFFFFFFFu, cur.w[j], (lane & ~3) | (t >> 1));
-            const uint32_t v1 = __shfl_sync(0xFFFFFFFFu, cur.w[j], (lane & ~3) | 2 | (t >> 1));
-            e01 = prmt(v0, v1, esel);
-          } else {
-            const uint32_t v = __shfl_xor_sync(0xFFFFFFFFu, cur.w[j], 1);
-            e01 = prmt(cur.w[j], v, esel);
-          }
+          const uint32_t v = __shfl_xor_sync(0xFFFFFFFFu, cur.w[j], 1);
+          const uint32_t e01 = prmt(cur.w[j], v, esel);
           uint32_t P0[4], P1[4];
-          iq2_entry_pairs2<T, kGc, kPrev>(e01, gcls, scls, src_lo, P0, P1);
+          iq2_entry_pairs2<T, kGc>(e01, gcls, scls, src_lo, P0, P1);
 #pragma unroll
           for (int s = 0; s < 2; ++s) {
             A[s][0] = P0[2 * s];
@@ -634,10 +622,10 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
 /// trigger at each warp's last batch (the default for IQ2_XS's column groups,
 /// B12X_GGML_GEMV_TRIGGER=0|1).
 template <WFmt F, class T, int NT, bool kCols, int kMinCtas, int kW = gemv::kWarps,
-          bool kTrig = false, bool kPrev = false>
+          bool kTrig = false>
 __global__ void __launch_bounds__(32 * kW, kMinCtas)
     linear_gemv_ggml_kernel(const LinearParams p, const gemv::Geo geo) {
-  gemv_ggml_body<F, T, NT, kCols, (kMinCtas >= 3), kW, kTrig, kPrev>(p, geo);
+  gemv_ggml_body<F, T, NT, kCols, (kMinCtas >= 3), kW, kTrig>(p, geo);
 }
 
 }  // namespace b12x::gemm::lin
