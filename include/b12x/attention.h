@@ -146,16 +146,9 @@ struct PagedPlan {
   /// head, found through a ticket counter that run() zeroes) instead of a merge kernel
   /// (B12X_ATTN_FUSED_MERGE=1; off by default: slower on the H200).
   bool fused_merge = false;
-  int64_t off_merge_ctr = 0;  ///< int32 tickets, one per (row tile, KV head)
-  /// Decode/verify with PDL: the merge kernel polls one flag per (row tile, KV head, split),
-  /// set by every live main-kernel CTA after its stores, instead of waiting for the main grid's
-  /// completion (it never waits for that grid: the next call waits for the merge grid alone);
-  /// each CTA clears its flag before it lets the merge grid launch, so nothing needs to be zero
-  /// beforehand (B12X_ATTN_MERGE_SPIN=1|0).
-  bool merge_spin = false;
-  int64_t off_merge_flags = 0;  ///< int32 flags, (row tile, KV head, split)
-  std::string kernel;           ///< kernel variant name (logging / diagnostics)
-  const void* impl = nullptr;   ///< internal: the chosen kernel variant
+  int64_t off_merge_ctr = 0;   ///< int32 tickets, one per (row tile, KV head)
+  std::string kernel;          ///< kernel variant name (logging / diagnostics)
+  const void* impl = nullptr;  ///< internal: the chosen kernel variant
 
   /// Splits a bind with `batch` requests of `q_len` rows launches automatically.
   int auto_splits(int batch, int q_len) const;

@@ -41,7 +41,7 @@ constexpr const char* kPlanOp = "attention.plan_paged";
 constexpr const char* kBindOp = "attention.bind_paged";
 constexpr int kMaxSplits = 64;
 // Largest max_batch whose BF16 head-dim-256 SM90 decode plans take wideh (see plan_paged).
-constexpr int kWidehMaxBatch = 8;
+constexpr int kWidehMaxBatch = 16;
 constexpr int64_t kAlign = 256;
 
 const std::vector<KernelInfo>& registry() {
@@ -224,9 +224,10 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   // BF16 head dim 256 on SM90, plans of at most kWidehMaxBatch requests: wideh (wide with each
   // token group's output dims split over two warps: 12 warps per SM instead of 6) instead of
   // wide. H200 (us, 16/2/256 page 128, 8k, wide -> wideh): B=1 13.9 -> 13.1 (round 38), 14.0 ->
-  // 13.2 (round 41); B=8 40.5 -> 40.7 (round 37), 40.3 -> 40.1 at s=16 (38), 41.0 -> 40.3 (41);
-  // B=32 keeps wide (127.3 -> 127.9, 127.5 -> 128.8). SM12x (one 74 KB CTA per SM for either)
-  // is unmeasured: wide. B12X_ATTN_DECODE_TILE overrides.
+  // 13.2 (round 41), 14.3 -> 13.1 (round 42); B=2 18.3 -> 17.5, B=4 26.2 -> 25.1, B=16 72.4 ->
+  // 71.5 (round 42); B=8 40.5 -> 40.7 (round 37), 40.3 -> 40.1 at s=16 (38), 41.0 -> 40.3 (41),
+  // 42.0 / 42.3 -> 41.0 / 41.5 (42). B=32 keeps wide (127.3 -> 127.9, 127.5 -> 128.8). SM12x
+  // (one 74 KB CTA per SM for either) is unmeasured: wide. B12X_ATTN_DECODE_TILE overrides.
   if (kind == 1 && std::getenv("B12X_ATTN_DECODE_TILE") == nullptr && !fp8 &&
       caps.q_dtype == DType::kBF16 && caps.head_dim_qk == 256 && caps.head_dim_vo == 256 &&
       dev.family == ArchFamily::kSm90 && caps.max_batch <= kWidehMaxBatch)
@@ -347,11 +348,6 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   // trips on one SM) and the memset node cost more than the launch they save.
   const char* fm_env = std::getenv("B12X_ATTN_FUSED_MERGE");
   plan.fused_merge = q_len > 0 && rows > 0 && fm_env != nullptr && std::string(fm_env) == "1";
-  // B12X_ATTN_MERGE_SPIN=1: the merge kernel polls per-split flags instead of waiting for the
-  // main grid (decode tiles, decode/verify, PDL; see PagedPlan::merge_spin).
-  const char* spin_env = std::getenv("B12X_ATTN_MERGE_SPIN");
-  plan.merge_spin = decode_tile && q_len > 0 && rows > 0 && !plan.fused_merge &&
-                    (spin_env != nullptr ? std::string(spin_env) == "1" : plan.merge_spin);
   const char* lean_env = std::getenv("B12X_ATTN_LEAN");
   if (lean_env != nullptr) plan.lean = std::string(lean_env) != "0";
   const char* spec_env = std::getenv("B12X_ATTN_SPEC");
@@ -370,7 +366,7 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   }
   // Tickets: at most B * ceil(q_len * group / tile_rows) <= T * group / tile_rows + B row tiles.
   const int64_t max_row_tiles =
-      plan.fused_merge || plan.merge_spin
+      plan.fused_merge
           ? ceil_div(int64_t(caps.max_total_q) * group, plan.tile_rows) + caps.max_batch
           : 0;
 
@@ -384,11 +380,7 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   plan.off_lse = off;
   off = align_up(off + int64_t(caps.num_q_heads) * caps.max_total_q * 4, kAlign);
   plan.off_merge_ctr = off;
-  off = align_up(off + (plan.fused_merge ? max_row_tiles : 0) * caps.num_kv_heads * 4, kAlign);
-  plan.off_merge_flags = off;
-  off = align_up(
-      off + (plan.merge_spin ? max_row_tiles * plan.split_limit : 0) * caps.num_kv_heads * 4,
-      kAlign);
+  off = align_up(off + max_row_tiles * caps.num_kv_heads * 4, kAlign);
   plan.scratch_bytes = off;
   if (log_level() >= 1)
     log_message(1, "attention.plan_paged: " + plan.kernel + " mode=" + mode_name(caps.mode) +
@@ -401,10 +393,7 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   b12x::detail::resolve_kernels(
       kPlanOp, caps.device,
       "attention." + plan.kernel + " mode=" + mode_name(caps.mode) +
-          (splits ? (plan.fused_merge  ? " split_merge_fused"
-                     : plan.merge_spin ? " split_merge_spin"
-                                       : " split_merge")
-                  : ""),
+          (splits ? (plan.fused_merge ? " split_merge_fused" : " split_merge") : ""),
       "Hq=" + std::to_string(caps.num_q_heads) + " Hkv=" + std::to_string(caps.num_kv_heads) +
           " D=" + std::to_string(caps.head_dim_qk) + "/" + std::to_string(caps.head_dim_vo) +
           " page=" + std::to_string(caps.page_size) + " max_batch=" +
@@ -651,9 +640,6 @@ void run_paged(const PagedBinding& b, Stream stream) {
     B12X_CUDA_CHECK(cudaMemsetAsync(p.merge_ctr, 0,
                                     size_t(b.num_row_tiles) * c.num_kv_heads * sizeof(int32_t), s));
   }
-  // Spin merge: the flags need no zeroing (each CTA clears its own before the merge launches).
-  if (b.num_splits > 1 && !fused && plan.merge_spin && pdl && p.tiles_per_req > 0)
-    p.merge_flags = reinterpret_cast<int32_t*>(b.scratch + plan.off_merge_flags);
   const dim3 grid = plan.heads_inner
                         ? dim3(unsigned(int64_t(b.num_row_tiles) * c.num_kv_heads), 1, b.num_splits)
                         : dim3(b.num_row_tiles, c.num_kv_heads, b.num_splits);

@@ -48,8 +48,6 @@ struct PagedParams {
   int32_t* tile_start;     // [B+1] row-tile prefix (extend), written by the scheduler kernel
   int32_t* merge_ctr;      // non-null: fused split merge, one ticket per (row tile, KV head),
                            // zeroed before the launch (decode/verify only)
-  int32_t* merge_flags;    // non-null: the merge kernel polls one flag per (row tile, KV head,
-                           // split) instead of waiting for the main grid (decode/verify, PDL)
   int64_t q_st, q_sh;
   int64_t o_st, o_sh;
   int64_t k_sp, k_st, k_sh;

@@ -264,17 +264,6 @@ __device__ __forceinline__ void allow_next_grid() {
 #endif
 }
 
-/// The spin merge's flags (p.merge_flags): a release store after the CTA's output or partials,
-/// an acquire load in the merge kernel's poll (gpu scope: the two kernels run side by side).
-__device__ __forceinline__ void store_release_gpu(int32_t* a, int32_t v) {
-  asm volatile("st.release.gpu.global.b32 [%0], %1;\n" ::"l"(a), "r"(v) : "memory");
-}
-__device__ __forceinline__ int32_t load_acquire_gpu(const int32_t* a) {
-  int32_t v;
-  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(a) : "memory");
-  return v;
-}
-
 __device__ __forceinline__ float fast_exp2(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
@@ -692,9 +681,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     }
   }
   wait_prior_grid();
-  // With the spin merge, thread 0 triggers the merge grid after clearing this CTA's flag (after
-  // the prologue below).
-  if (!(Cfg::kDecode && p.merge_flags != nullptr)) allow_next_grid();
+  allow_next_grid();
   // Metadata for the speculative prologue's check, loaded first (a warp's loads return in
   // order, so these arrive before the prologue's copies).
   int real_cu0 = 0, real_cu1 = 0, real_lk = 0;
@@ -1152,27 +1139,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   } else {
     issue_prologue();
     if constexpr (kLateQ) stage_q_f16();
-  }
-  // Spin merge (p.merge_flags, decode tiles, B12X_ATTN_MERGE_SPIN): the merge kernel polls one
-  // flag per (row tile, KV head, split) instead of waiting for this grid's completion; every
-  // live CTA (a single split's too, which writes the output itself) sets its flag after its
-  // stores, so the merge grid's completion implies every write of this grid. Each CTA clears its
-  // flag after its wait (the previous call's merge, which read it, has completed) and before it
-  // lets the merge grid launch; a merge CTA launches only once every CTA here has triggered or
-  // exited, so a set flag it reads is this call's whatever the scratch held before (plans may
-  // share one workspace). Thread 0 clears, fences and triggers (a CTA's first trigger counts);
-  // after the prologue's copies are issued, so the fence does not delay them. The flag's address
-  // is formed from the block index where it is used (nothing held through the loop): flag
-  // ((row tile x KV heads + KV head) x splits + split).
-  auto merge_flag = [&]() {
-    const int64_t x =
-        p.heads_inner ? blockIdx.x : int64_t(blockIdx.x) * p.num_kv_heads + blockIdx.y;
-    return p.merge_flags + x * p.num_splits + blockIdx.z;
-  };
-  if (Cfg::kDecode && p.merge_flags != nullptr && tid == 0) {
-    *reinterpret_cast<volatile int32_t*>(merge_flag()) = 0;
-    __threadfence();
-    allow_next_grid();
   }
   auto ring_page = [&](const int32_t* ids, int j) {
     return static_cast<int>(min(static_cast<uint32_t>(ids[j]), max_page));
@@ -1706,10 +1672,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
         }
         __syncthreads();
         // Warps wn > 0 are done unless the CTA may merge the splits afterwards (all warps do).
-        // (and with the spin merge: all warps reach its flag's barrier).
-        if (wn > 0 && !((Cfg::kDecode && p.merge_flags != nullptr) ||
-                        (!kLean && p.merge_ctr != nullptr && range.ns > 1)))
-          return;
+        if (wn > 0 && !(!kLean && p.merge_ctr != nullptr && range.ns > 1)) return;
 #pragma unroll
         for (int x = 1; x < kWN && wn == 0; ++x) {
           const float* other = sm_o + ((x * kWM + wm) * (kDv / 8) * 4) * 32;
@@ -1847,13 +1810,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
       emit.template operator()<kDv / 8>([&](int mb, int i, int e) { return o[mb][i][e]; }, 0);
   }
 
-  // Spin merge: the barrier orders every thread's stores before thread 0's release of the flag
-  // (release is cumulative over what the barrier made it observe; CUTLASS's barriers do the same).
-  if (Cfg::kDecode && p.merge_flags != nullptr) {
-    __syncthreads();
-    if (tid == 0) store_release_gpu(merge_flag(), 1);
-  }
-
   // ---- fused split merge (decode/verify): the last CTA of the tile's splits merges ----
   // Each CTA publishes its partials (fence, then one ticket per CTA); the CTA that draws the
   // last ticket sees every other CTA's partials in L2 (read with ld.global.cg: L1 is not
@@ -1920,33 +1876,13 @@ __global__ void __launch_bounds__(32 * kMergeWarps)
   const int lk = clamp_len(p, p.seqlens[b]);
   const int pr = qi * p.group + h % p.group;
   const KvRange range = kv_range(p, pr / p.tile_rows, qlen, lk);
-  // Spin merge (p.merge_flags, decode/verify): each warp polls the flags of the row's live
-  // splits (set by the main kernel's CTAs after their stores, see there) instead of waiting for
-  // the main grid, and the partials are then read through L2 (ld.cg: L1 is not coherent with the
-  // running main grid). Rows of a single split poll it too: this grid then completes only after
-  // every write of the main grid (no griddepcontrol.wait at all; the next call's kernel waits for
-  // this grid alone).
-  if (p.merge_flags != nullptr) {
-    const int nf = min(range.ns, 64);
-    const int tile_x = b * p.tiles_per_req + pr / p.tile_rows;
-    const int32_t* f =
-        p.merge_flags + ((int64_t)tile_x * p.num_kv_heads + h / p.group) * p.num_splits;
-    for (;;) {
-      const bool ok = (lane >= nf || load_acquire_gpu(f + lane) != 0) &&
-                      (lane + 32 >= nf || load_acquire_gpu(f + lane + 32) != 0);
-      if (__all_sync(0xffffffffu, ok)) break;
-    }
-    __syncwarp();
-  }
   if (range.ns <= 1) return;  // CTA-uniform
   const int ns = min(range.ns, 64);
   const int64_t split_stride = int64_t(p.total_q) * p.num_q_heads;
-  const bool spin = p.merge_flags != nullptr;
-  if (!spin) wait_prior_grid();
+  wait_prior_grid();
   constexpr int kCols = (kDv / 4 + 31) / 32;  // float4 columns per lane
   auto part = [&](int sidx, int c) {
-    return __ldcg(
-        reinterpret_cast<const float4*>(p.part_o + (sidx * split_stride + row) * kDv + c * 4));
+    return *reinterpret_cast<const float4*>(p.part_o + (sidx * split_stride + row) * kDv + c * 4);
   };
   float4 pre[kCols][kMergePre];
 #pragma unroll
@@ -1958,10 +1894,7 @@ __global__ void __launch_bounds__(32 * kMergeWarps)
     }
   if (warp == 0) {
     float w0, w1, mm, wsum;
-    if (spin)
-      split_weights<true>(p, row, ns, h, lane, w0, w1, mm, wsum);
-    else
-      split_weights<false>(p, row, ns, h, lane, w0, w1, mm, wsum);
+    split_weights<false>(p, row, ns, h, lane, w0, w1, mm, wsum);
     s_w[lane] = w0;
     s_w[lane + 32] = w1;
     if (lane == 0) {
