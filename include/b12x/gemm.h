@@ -204,15 +204,15 @@ struct Plan {
   /// M = 9..32 stage more than one slice per chunk. Default 68 in the NVFP4 halves at M = 9..32
   /// since session 10, else 0; B12X_GEMM_DECODE_PIPE_KB=<n> overrides.
   int decode_pipe_kb = 0;
-  /// Decode regime at M = 1 (FP4 weights, BF16 MMAs, BF16 activations after the pre-pass): the
+  /// Decode regime at M = 1, NVFP4 weights with BF16 activations (raw, or W4A4's pre-pass): the
   /// persistent streaming kernel (lin::launch_linear_stream) with this many K parts per 16-row
-  /// tile (1, 2, 4, 8; 0 = the decode kernel), a register ring of decode_stream_depth 64-K
-  /// vectors per warp, decode_stream_ctas CTAs (SMs x CTAs per SM at most). Session 11;
-  /// B12X_GEMM_DECODE_STREAM=0|1, B12X_GEMM_STREAM_PARTS=<n>, B12X_GEMM_STREAM_DEPTH=4|8,
-  /// B12X_GEMM_STREAM_CTAS=<per SM>, B12X_GEMM_STREAM_OCC=2|3 override.
+  /// tile (1, 2, 4, 8; 0 = the decode kernel), registers for decode_stream_occ (2 or 3) CTAs per
+  /// SM, decode_stream_ctas CTAs (SMs x CTAs per SM at most). Default since session 11 for W4A4,
+  /// and for W4A16 where the row tiles outnumber the SMs; B12X_GEMM_DECODE_STREAM=0|1,
+  /// B12X_GEMM_STREAM_PARTS=<n>, B12X_GEMM_STREAM_OCC=2|3, B12X_GEMM_STREAM_CTAS=<per SM>
+  /// override.
   int decode_stream_parts = 0;
-  int decode_stream_depth = 0;
-  int decode_stream_occ = 0;  ///< CTAs per SM its registers are capped for
+  int decode_stream_occ = 0;
   int decode_stream_ctas = 0;
   /// Decode regime, from the device's opt-in shared memory at plan time (run reads no device
   /// info): the pipelined staging budget of decode_pipe_kb (bytes, 0: kDecodePipeBudget) and the

@@ -306,9 +306,8 @@ std::string Plan::describe() const {
      << " split_k=" << split_k << " decode_ws=" << decode_warp_split
      << (decode_deep ? " decode_deep=" + std::to_string(decode_deep) : std::string())
      << (decode_stream_parts
-             ? " stream=" + std::to_string(decode_stream_parts) + "x" +
-                   std::to_string(decode_stream_depth) + "o" + std::to_string(decode_stream_occ) +
-                   "/" + std::to_string(decode_stream_ctas)
+             ? " stream=" + std::to_string(decode_stream_parts) + "o" +
+                   std::to_string(decode_stream_occ) + "/" + std::to_string(decode_stream_ctas)
              : std::string())
      << " tiled_split=" << tiled_split << (tiled_split_reduce ? "(reduce)" : "")
      << " tiled_tok=" << tiled_tok << " scratch=" << scratch_bytes << "B]";
@@ -803,50 +802,63 @@ Plan plan(const Caps& caps) {
                                                   dev.smem_per_block_optin - 24 * 1024 -
                                                       4 * lin::kDecodeStagesMax * 4096));
     p.decode_ws8_budget = lin::decode_ws8_budget(dev.smem_per_block_optin);
-    // M = 1 streaming kernel (session 11): FP4 weights with BF16 MMAs whose activations reach the
-    // kernel as BF16 (raw, or the pre-pass of FP4 activations), the staged K within the budget.
-    // Parts per tile: the fewest vectors per warp over the persistent grid (SMs x CTAs per SM),
-    // ties to fewer parts (fewer reductions).
-    const bool fp4w = wf == lin::WFmt::kNvfp4 || wf == lin::WFmt::kMxfp4;
+    // M = 1 streaming kernel (session 11, lin::launch_linear_stream): NVFP4 weights with BF16
+    // MMAs whose activations reach the kernel as BF16 (raw, or the pre-pass of W4A4), the staged
+    // K within the budget. Parts per tile: the fewest vectors per warp over the persistent grid
+    // (SMs x CTAs per SM), ties to fewer parts. Default (round 42, H200, M = 1, us over 4096x4096
+    // / 14336x4096 / 4096x14336 / 6144x4096 / 2048x7168, decode kernel -> stream kernel with
+    // registers for 2 / 3 CTAs per SM): W4A16 6.33 / 15.64 / 13.82 / 8.18 / 5.14 -> 6.08 / 13.53
+    // / 12.94 / 8.42 / 5.95 (2) and 5.84 / 14.09 / 12.93 / 7.59 / 6.11 (3); W4A4 7.39 / 16.96 /
+    // 15.20 / 9.19 / 7.37 -> 6.71 / 14.16 / 13.98 / 9.11 / 6.60 (2). So W4A16 where the 16-row
+    // tiles outnumber the SMs (2048x7168 keeps the decode kernel's 8 warps per tile), with the
+    // 3-CTA registers where that grid gives each CTA one tile group (else 2: 14336x4096), and
+    // W4A4 everywhere with 2. B12X_GEMM_DECODE_STREAM=0|1, B12X_GEMM_STREAM_OCC=2|3,
+    // B12X_GEMM_STREAM_PARTS=1|2|4|8 and B12X_GEMM_STREAM_CTAS=<per SM> override.
     const bool bf16_act = format_raw_activations(f) ? caps.act_dtype == DType::kBF16
                                                     : !(pre_env1 != nullptr && pre_env1[0] == '0');
-    // Per-tensor FP8 weights take their e4m3 activations as they are.
-    const bool f8w = f == LinearFormat::kFp8Tensor;
     const char* se = std::getenv("B12X_GEMM_DECODE_STREAM");
-    const bool stream_want = se != nullptr && se[0] == '1';
-    if (M == 1 && ((fp4w && !fp16 && bf16_act) || f8w) && stream_want && split_env == nullptr) {
-      int depth = 4;
-      if (const char* e = std::getenv("B12X_GEMM_STREAM_DEPTH"); e != nullptr) depth = std::atoi(e);
+    const bool w4a16 = format_raw_activations(f);
+    const bool stream_ok =
+        M == 1 && wf == lin::WFmt::kNvfp4 && !fp16 && bf16_act && split_env == nullptr;
+    const bool stream_want = se != nullptr ? se[0] == '1' : (!w4a16 || geo.n16 > sms);
+    if (stream_ok && stream_want) {
       int force_parts = 0;
       if (const char* e = std::getenv("B12X_GEMM_STREAM_PARTS"); e != nullptr)
         force_parts = std::atoi(e);
       int per_sm = 0;
       if (const char* e = std::getenv("B12X_GEMM_STREAM_CTAS"); e != nullptr) per_sm = std::atoi(e);
-      int occ = 2;
-      // (B12X_GEMM_STREAM_OCC=12: the no-math probe kernel, wrong output, NVFP4 parts 2 / 8;
-      // 22 / 23: NVFP4's arithmetic splats from block scale loads, 2 / 3 CTAs per SM; 32:
-      // per-tensor FP8 through FP16 MMAs, the activations converted in the staging.)
-      if (const char* e = std::getenv("B12X_GEMM_STREAM_OCC"); e != nullptr) occ = std::atoi(e);
-      int64_t best_cost = -1;
-      for (int parts : {1, 2, 4, 8}) {
-        if (force_parts > 0 && parts != force_parts) continue;
-        if (!lin::stream_kernel_available(wf, fp16, parts, depth, occ)) continue;
-        const int64_t smem = lin::stream_smem_bytes(wf, geo.kvec, parts, depth, occ);
-        if (smem > lin::kStreamSmemBudget) continue;
-        const int fit = lin::prepare_linear_stream(caps.device, wf, parts, depth, occ, smem);
-        if (fit <= 0) continue;
-        const int64_t slots = sms * (per_sm > 0 ? std::min(per_sm, fit) : fit);
-        const int64_t groups = (geo.n16 + 8 / parts - 1) / (8 / parts);
-        const int64_t grid = std::min(groups, slots);
-        const int64_t cost =
-            (groups + grid - 1) / grid * lin::stream_vectors_per_part(geo.kvec, parts, depth);
-        if (best_cost < 0 || cost < best_cost) {
-          best_cost = cost;
-          p.decode_stream_parts = parts;
-          p.decode_stream_depth = depth;
-          p.decode_stream_occ = occ;
-          p.decode_stream_ctas = static_cast<int>(grid);
+      int force_occ = 0;
+      if (const char* e = std::getenv("B12X_GEMM_STREAM_OCC"); e != nullptr)
+        force_occ = std::atoi(e);
+      struct Choice {
+        int parts = 0, ctas = 0;
+        int64_t cost = -1, groups = 0;
+      };
+      auto choose = [&](int occ) {
+        Choice c;
+        for (int parts : {1, 2, 4, 8}) {
+          if (force_parts > 0 && parts != force_parts) continue;
+          if (!lin::stream_kernel_available(wf, fp16, parts, occ)) continue;
+          const int64_t smem = lin::stream_smem_bytes(geo.kvec, parts);
+          if (smem > lin::kStreamSmemBudget) continue;
+          const int fit = lin::prepare_linear_stream(caps.device, wf, parts, occ, smem);
+          if (fit <= 0) continue;
+          const int64_t slots = sms * (per_sm > 0 ? std::min(per_sm, fit) : fit);
+          const int64_t groups = (geo.n16 + 8 / parts - 1) / (8 / parts);
+          const int64_t grid = std::min(groups, slots);
+          const int64_t cost =
+              (groups + grid - 1) / grid * lin::stream_vectors_per_part(geo.kvec, parts);
+          if (c.cost < 0 || cost < c.cost) c = Choice{parts, static_cast<int>(grid), cost, groups};
         }
+        return c;
+      };
+      int occ = force_occ == 2 || force_occ == 3 ? force_occ : w4a16 ? 3 : 2;
+      Choice c = choose(occ);
+      if (force_occ == 0 && occ == 3 && (c.cost < 0 || c.groups > c.ctas)) c = choose(occ = 2);
+      if (c.cost >= 0) {
+        p.decode_stream_parts = c.parts;
+        p.decode_stream_occ = occ;
+        p.decode_stream_ctas = c.ctas;
       }
     }
   }
@@ -929,8 +941,7 @@ Plan plan(const Caps& caps) {
           << (ws > 1 && M <= kDecodeMaxM ? " ws=" + std::to_string(ws) : "")
           << (p.decode_pipe ? " pipe" : "") << (p.decode_half ? " half" : "")
           << (p.decode_lean ? " lean" : "")
-          << (p.decode_stream_parts > 0 ? " stream=" + std::to_string(p.decode_stream_parts) + "x" +
-                                              std::to_string(p.decode_stream_depth) + "o" +
+          << (p.decode_stream_parts > 0 ? " stream=" + std::to_string(p.decode_stream_parts) + "o" +
                                               std::to_string(p.decode_stream_occ)
                                         : std::string())
           << (p.ggml_gemv > 0 ? (p.ggml_gemv_split > 1 ? " ggml_gemv+reduce" : " ggml_gemv") : "")
@@ -1319,15 +1330,13 @@ void run(const Binding& b, Stream stream) {
     lin::launch_linear_decode(im.wfmt, fp16, 2, p, stream);
     return;
   }
-  if (plan.decode_stream_parts > 0 && M == 1 &&
-      p.act_kind == (im.wfmt == WFmt::kFp8 ? lin::kActFp8 : lin::kActRaw16) &&
+  if (plan.decode_stream_parts > 0 && M == 1 && p.act_kind == lin::kActRaw16 &&
       p.xs_kind == lin::kXsNone) {
     p.split = 1;
     p.partial = nullptr;
-    p.stream_vp =
-        lin::stream_vectors_per_part(geo.kvec, plan.decode_stream_parts, plan.decode_stream_depth);
-    lin::launch_linear_stream(im.wfmt, plan.decode_stream_parts, plan.decode_stream_depth,
-                              plan.decode_stream_occ, plan.decode_stream_ctas, p, stream);
+    p.stream_vp = lin::stream_vectors_per_part(geo.kvec, plan.decode_stream_parts);
+    lin::launch_linear_stream(im.wfmt, plan.decode_stream_parts, plan.decode_stream_occ,
+                              plan.decode_stream_ctas, p, stream);
     return;
   }
   const int64_t slices = geo.KP / lin::slice_k(im.wfmt);

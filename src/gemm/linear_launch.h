@@ -52,27 +52,27 @@ inline constexpr int64_t decode_ws8_budget(int64_t smem_optin) {
 /// configuration (LinearParams::decode_lean, default there, B12X_GEMM_DECODE_LEAN=0|1; FP4 weights
 /// with BF16 MMAs at M = 1 with 4 or 8 warps per tile, and the pipelined slice halves).
 bool decode_lean_available(WFmt f, bool fp16, int nt, int ws, bool pipe, bool half, int deep);
-/// M = 1 streaming kernel (kernels/linear_stream.cuh; FP4 weights with BF16 MMAs on BF16
-/// activations, per-tensor FP8 weights with FP8 MMAs on e4m3 activations): CTAs of 8 warps = 8 /
-/// parts row tiles x parts K parts of stream_vectors_per_part 64-K vectors, a register ring of
-/// `depth` vectors per warp, registers capped for `occ` CTAs per SM, a persistent grid of `ctas`
-/// CTAs over the row-tile groups; dynamic shared memory stream_smem_bytes (the staged activations).
-bool stream_kernel_available(WFmt f, bool fp16, int parts, int depth, int occ);
-/// The staged activations beside the kernel's static shared memory (< 7 KB) on SM12x's 99 KB
+/// M = 1 streaming kernel (kernels/linear_stream.cuh; NVFP4 weights with BF16 MMAs on BF16
+/// activations, raw or from the FP4 pre-pass): CTAs of 8 warps = 8 / parts row tiles x parts K
+/// parts of stream_vectors_per_part 64-K vectors, a register ring of kStreamDepth vectors per
+/// warp, registers capped for `occ` (2 or 3) CTAs per SM, a persistent grid of `ctas` CTAs over
+/// the row-tile groups; dynamic shared memory stream_smem_bytes (the staged activations).
+bool stream_kernel_available(WFmt f, bool fp16, int parts, int occ);
+/// The staged activations beside the kernel's static shared memory (1 KB) on SM12x's 99 KB
 /// (K up to ~46k).
 inline constexpr int64_t kStreamSmemBudget = 101376 - 8 * 1024;
 /// The calling thread's last launch_linear_stream (tests: which kernel ran); serial counts the
 /// launches.
 struct StreamLaunch {
-  int parts = 0, depth = 0, occ = 0, ctas = 0;
+  int parts = 0, occ = 0, ctas = 0;
   int64_t serial = 0;
 };
 StreamLaunch last_stream_launch();
-int stream_vectors_per_part(int64_t kvec, int parts, int depth);
-int64_t stream_smem_bytes(WFmt f, int64_t kvec, int parts, int depth, int occ);
+int stream_vectors_per_part(int64_t kvec, int parts);
+int64_t stream_smem_bytes(int64_t kvec, int parts);
 /// Host only (plan time): the opt-in above 48 KB on `device` and the CTAs per SM (occupancy).
-int prepare_linear_stream(int device, WFmt f, int parts, int depth, int occ, int64_t smem);
-void launch_linear_stream(WFmt f, int parts, int depth, int occ, int ctas, const LinearParams& p,
+int prepare_linear_stream(int device, WFmt f, int parts, int occ, int64_t smem);
+void launch_linear_stream(WFmt f, int parts, int occ, int ctas, const LinearParams& p,
                           Stream stream);
 /// grid = (ceil(n16/4), split, ceil(M / (8*nt))); p.cluster_split > 1 launches grid.y as one
 /// thread-block cluster. p.stage_rows / p.stage_slices size the activation staging.

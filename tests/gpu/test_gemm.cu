@@ -1097,121 +1097,86 @@ TEST(GemmGpu, DecodeLean) {
 
 TEST(GemmGpu, DecodeStream) {
   B12X_REQUIRE_GPU();
-  // The M = 1 streaming kernel (session 11, B12X_GEMM_DECODE_STREAM=1): every K-part count and
-  // ring depth over the FP4 formats with BF16 MMAs; N = 72 (a partial last tile and group, warps
-  // without a tile), K = 1280 (K tail, 24 vectors per tile: parts whose vectors run past the tile
-  // are masked), 4864; bias on every other case; a persistent grid walking several groups per CTA
-  // (B12X_GEMM_STREAM_CTAS=1 at N = 4096) with its continuous ring across groups; registers capped
-  // for 3 CTAs per SM (B12X_GEMM_STREAM_OCC=3); a replayed graph.
-  // Per-tensor FP8 weights (FP8 MMAs on e4m3 activations, partials promoted per block) alike.
-  // lin::last_stream_launch() says the stream kernel ran with the plan's parts.
-  ScopedEnv es("B12X_GEMM_DECODE_STREAM", "1");
-  std::vector<LinearFormat> formats(std::begin(kFp4Bf16Formats), std::end(kFp4Bf16Formats));
-  formats.push_back(LinearFormat::kFp8Tensor);
+  // The M = 1 stream kernel (session 11): NVFP4 weights, W4A16 and W4A4 (BF16 from the pre-pass).
+  // Forced (B12X_GEMM_DECODE_STREAM=1) over every K-part count with registers for 2 and 3 CTAs
+  // per SM: N = 72 (a partial last tile and group, warps without a tile), K = 1280 (K tail, 24
+  // vectors per tile: parts whose vectors run past the tile are masked), 4864; bias on every
+  // other case; a persistent grid walking several groups per CTA (B12X_GEMM_STREAM_CTAS=1 at
+  // N = 4096) with its continuous ring across groups; a replayed graph. The default: W4A4
+  // everywhere, W4A16 where the 16-row tiles outnumber the SMs, the 3-CTA registers where that
+  // grid gives each CTA one tile group. lin::last_stream_launch() says which kernel ran.
+  const LinearFormat kNv[] = {LinearFormat::kNvfp4W4A16, LinearFormat::kNvfp4};
   auto plan1 = [](LinearFormat f, int64_t N, int64_t K) {
     gemm::Caps caps;
     caps.format = f;
     caps.max_tokens = 1;
     caps.in_features = K;
     caps.out_features = N;
-    // The activations the runs pass (plan_act_dtype): e4m3 for fp8_tensor, packed FP4 for the
-    // W4A4 formats, else BF16.
-    caps.act_dtype = f == LinearFormat::kFp8Tensor                            ? DType::kFP8E4M3
-                     : f == LinearFormat::kNvfp4 || f == LinearFormat::kMxfp4 ? DType::kFP4E2M1
-                                                                              : DType::kBF16;
+    caps.act_dtype = f == LinearFormat::kNvfp4 ? DType::kFP4E2M1 : DType::kBF16;
     caps.out_dtype = DType::kBF16;
     return gemm::plan(caps);
   };
-  auto act = [](LinearFormat f) {
-    return f == LinearFormat::kFp8Tensor ? DType::kFP8E4M3 : DType::kBF16;
-  };
   auto ran = [](int64_t before, int parts) {
     const gemm::lin::StreamLaunch l = gemm::lin::last_stream_launch();
-    return l.serial == before + 1 && l.parts == parts;
+    return l.serial == before + 1 && (parts == 0 || l.parts == parts);
   };
+  const int64_t sms = device_info(0).sm_count;
+  // Defaults: N = 16 * (sms + 8) (more tiles than SMs) takes it for both; N = 16 * sms only W4A4.
+  for (LinearFormat f : kNv) {
+    const gemm::Plan more = plan1(f, 16 * (sms + 8), 4096);
+    EXPECT_GT(more.decode_stream_parts, 0) << gemm::format_name(f);
+    EXPECT_EQ(plan1(f, 16 * sms, 4096).decode_stream_parts > 0, f == LinearFormat::kNvfp4)
+        << gemm::format_name(f);
+    const int64_t before = gemm::lin::last_stream_launch().serial;
+    run_case({f, 1, 16 * (sms + 8), 4096, DType::kBF16, DType::kBF16, true});
+    EXPECT_TRUE(ran(before, more.decode_stream_parts)) << gemm::format_name(f);
+  }
+  // The 3-CTA registers where each CTA gets one tile group (W4A16), else 2.
+  {
+    const gemm::Plan one = plan1(LinearFormat::kNvfp4W4A16, 16 * (sms + 8), 4096);
+    EXPECT_EQ(one.decode_stream_occ, 3);
+    const gemm::Plan many = plan1(LinearFormat::kNvfp4W4A16, 16 * 8 * 4 * sms, 4096);
+    EXPECT_EQ(many.decode_stream_occ, 2);
+    EXPECT_EQ(plan1(LinearFormat::kNvfp4, 16 * (sms + 8), 4096).decode_stream_occ, 2);
+  }
+  EXPECT_EQ(bf16_plan(LinearFormat::kNvfp4W4A16, 2, 16 * (sms + 8), 4096).decode_stream_parts,
+            0);  // M = 2
+  EXPECT_EQ(bf16_plan(LinearFormat::kMxfp4W4A16, 1, 16 * (sms + 8), 4096).decode_stream_parts,
+            0);  // MXFP4
+  {
+    ScopedEnv es0("B12X_GEMM_DECODE_STREAM", "0");
+    EXPECT_EQ(plan1(LinearFormat::kNvfp4, 16 * (sms + 8), 4096).decode_stream_parts, 0);
+  }
+  ScopedEnv es("B12X_GEMM_DECODE_STREAM", "1");
   int i = 0;
-  for (const char* depth : {"4", "8"})
+  for (const char* occ : {"2", "3"})
     for (const char* parts : {"1", "2", "4", "8"}) {
-      ScopedEnv ed("B12X_GEMM_STREAM_DEPTH", depth), ep("B12X_GEMM_STREAM_PARTS", parts);
-      for (int64_t K : {1280, 4864}) {
-        if (depth[0] == '8' && K == 1280) continue;
-        for (LinearFormat f : formats) {
+      ScopedEnv eo("B12X_GEMM_STREAM_OCC", occ), ep("B12X_GEMM_STREAM_PARTS", parts);
+      for (int64_t K : {1280, 4864})
+        for (LinearFormat f : kNv) {
           const gemm::Plan pl = plan1(f, 72, K);
           EXPECT_EQ(pl.decode_stream_parts, std::atoi(parts)) << gemm::format_name(f);
+          EXPECT_EQ(pl.decode_stream_occ, std::atoi(occ)) << gemm::format_name(f);
           const int64_t before = gemm::lin::last_stream_launch().serial;
-          run_case({f, 1, 72, K, act(f), DType::kBF16, (i++ % 2) == 0});
-          EXPECT_TRUE(ran(before, std::atoi(parts))) << "parts " << parts << " depth " << depth;
+          run_case({f, 1, 72, K, DType::kBF16, DType::kBF16, (i++ % 2) == 0});
+          EXPECT_TRUE(ran(before, std::atoi(parts))) << "parts " << parts << " occ " << occ;
+          EXPECT_EQ(gemm::lin::last_stream_launch().occ, std::atoi(occ));
         }
-      }
     }
-  {
-    // Registers capped for 3 CTAs per SM (depth 4).
-    ScopedEnv eo("B12X_GEMM_STREAM_OCC", "3");
-    for (const char* parts : {"2", "8"}) {
-      ScopedEnv ep("B12X_GEMM_STREAM_PARTS", parts);
-      for (LinearFormat f : formats) {
-        const int64_t before = gemm::lin::last_stream_launch().serial;
-        run_case({f, 1, 72, 4864, act(f), DType::kBF16, (i++ % 2) == 0});
-        EXPECT_TRUE(ran(before, std::atoi(parts)));
-        EXPECT_EQ(gemm::lin::last_stream_launch().occ, 3);
-      }
-    }
-  }
-  {
-    // NVFP4's arithmetic splats from block scale loads (B12X_GEMM_STREAM_OCC=22 / 23: registers
-    // for 2 / 3 CTAs per SM; depth 4), every part count, K tails.
-    for (const char* occ : {"22", "23"}) {
-      ScopedEnv eo("B12X_GEMM_STREAM_OCC", occ);
-      for (const char* parts : {"1", "2", "4", "8"}) {
-        ScopedEnv ep("B12X_GEMM_STREAM_PARTS", parts);
-        for (int64_t K : {1280, 4864})
-          for (LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kNvfp4}) {
-            const int64_t before = gemm::lin::last_stream_launch().serial;
-            run_case({f, 1, 72, K, act(f), DType::kBF16, (i++ % 2) == 0});
-            EXPECT_TRUE(ran(before, std::atoi(parts))) << "occ " << occ;
-            EXPECT_EQ(gemm::lin::last_stream_launch().occ, std::atoi(occ));
-          }
-      }
-    }
-  }
-  {
-    // Per-tensor FP8 through FP16 MMAs (B12X_GEMM_STREAM_OCC=32: activations converted in the
-    // staging, K permuted inside each atom), depths 4 and 8, every part count, K tails.
-    ScopedEnv eo("B12X_GEMM_STREAM_OCC", "32");
-    for (const char* depth : {"4", "8"})
-      for (const char* parts : {"1", "2", "4", "8"}) {
-        ScopedEnv ed("B12X_GEMM_STREAM_DEPTH", depth), ep("B12X_GEMM_STREAM_PARTS", parts);
-        for (int64_t K : {1280, 4864}) {
-          const int64_t before = gemm::lin::last_stream_launch().serial;
-          run_case(
-              {LinearFormat::kFp8Tensor, 1, 72, K, DType::kFP8E4M3, DType::kBF16, (i++ % 2) == 0});
-          EXPECT_TRUE(ran(before, std::atoi(parts))) << "fp8 fp16 depth " << depth;
-          EXPECT_EQ(gemm::lin::last_stream_launch().occ, 32);
-        }
-      }
-  }
   {
     ScopedEnv ec("B12X_GEMM_STREAM_CTAS", "1");
     for (const char* parts : {"2", "8"}) {
       ScopedEnv ep("B12X_GEMM_STREAM_PARTS", parts);
-      for (LinearFormat f :
-           {LinearFormat::kNvfp4W4A16, LinearFormat::kMxfp4W4A16, LinearFormat::kFp8Tensor}) {
+      for (LinearFormat f : kNv) {
         const int64_t before = gemm::lin::last_stream_launch().serial;
-        run_case({f, 1, 4096, 4096, act(f), DType::kBF16, true});
+        run_case({f, 1, 4096, 4096, DType::kBF16, DType::kBF16, true});
         EXPECT_TRUE(ran(before, std::atoi(parts)));
       }
     }
   }
   run_case({LinearFormat::kNvfp4W4A16, 1, 200, 1024, DType::kBF16, DType::kBF16, true},
            /*graph_replay=*/true);
-  run_case({LinearFormat::kFp8Tensor, 1, 200, 1024, DType::kFP8E4M3, DType::kBF16, true},
-           /*graph_replay=*/true);
-  // Not taken: FP16 MMAs, M = 2, the default (off until measured).
-  EXPECT_EQ(bf16_plan(LinearFormat::kNvfp4W4A16, 2, 4096, 4096).decode_stream_parts, 0);
-  {
-    ScopedEnv es0("B12X_GEMM_DECODE_STREAM", "0");
-    EXPECT_EQ(bf16_plan(LinearFormat::kNvfp4W4A16, 1, 4096, 4096).decode_stream_parts, 0);
-  }
+  // Not taken: FP16 MMAs.
   const int64_t before = gemm::lin::last_stream_launch().serial;
   run_case({LinearFormat::kNvfp4W4A16, 1, 72, 1024, DType::kFP16, DType::kBF16, false});
   EXPECT_EQ(gemm::lin::last_stream_launch().serial, before);
@@ -1887,36 +1852,22 @@ TEST(GemmGpuSanitize, DecodeLean) {
 
 TEST(GemmGpuSanitize, DecodeStream) {
   B12X_REQUIRE_GPU();
-  // The M = 1 stream kernel (B12X_GEMM_DECODE_STREAM=1): 2 and 8 K parts per tile at K = 1280
-  // (masked vectors past the tile, a K tail) with N = 40 (a partial group), depth 8, registers
-  // for 3 CTAs per SM, and a persistent grid of one CTA per SM walking several groups (N = 4160);
-  // FP4 with BF16 MMAs and per-tensor FP8.
+  // The M = 1 stream kernel (B12X_GEMM_DECODE_STREAM=1, NVFP4 weights): 2 and 8 K parts per tile
+  // at K = 1280 (masked vectors past the tile, a K tail) with N = 40 (a partial group), registers
+  // for 3 CTAs per SM, and a persistent grid of one CTA per SM walking several groups
+  // (N = 4160).
   ScopedEnv es("B12X_GEMM_DECODE_STREAM", "1");
   for (const char* parts : {"2", "8"}) {
     ScopedEnv ep("B12X_GEMM_STREAM_PARTS", parts);
     run_case({LinearFormat::kNvfp4W4A16, 1, 40, 1280, DType::kBF16, DType::kBF16, true});
-    run_case({LinearFormat::kMxfp4W4A16, 1, 40, 1280, DType::kBF16, DType::kBF16, false});
-    run_case({LinearFormat::kFp8Tensor, 1, 40, 1280, DType::kFP8E4M3, DType::kBF16, true});
-  }
-  {
-    ScopedEnv ed("B12X_GEMM_STREAM_DEPTH", "8");
-    run_case({LinearFormat::kNvfp4, 1, 40, 4096, DType::kBF16, DType::kBF16, true});
+    run_case({LinearFormat::kNvfp4, 1, 40, 1280, DType::kBF16, DType::kBF16, false});
   }
   {
     ScopedEnv eo("B12X_GEMM_STREAM_OCC", "3");
     run_case({LinearFormat::kNvfp4W4A16, 1, 40, 4096, DType::kBF16, DType::kBF16, false});
   }
-  {
-    ScopedEnv eo("B12X_GEMM_STREAM_OCC", "22");
-    run_case({LinearFormat::kNvfp4W4A16, 1, 40, 1280, DType::kBF16, DType::kBF16, false});
-  }
-  {
-    ScopedEnv eo("B12X_GEMM_STREAM_OCC", "32");
-    run_case({LinearFormat::kFp8Tensor, 1, 40, 1280, DType::kFP8E4M3, DType::kBF16, true});
-  }
   ScopedEnv ec("B12X_GEMM_STREAM_CTAS", "1"), ep("B12X_GEMM_STREAM_PARTS", "8");
   run_case({LinearFormat::kNvfp4W4A16, 1, 4160, 1024, DType::kBF16, DType::kBF16, true});
-  run_case({LinearFormat::kFp8Tensor, 1, 4160, 1024, DType::kFP8E4M3, DType::kBF16, false});
 }
 
 TEST(GemmGpuSanitize, DecodeHalvesReduce) {
