@@ -1182,6 +1182,27 @@ TEST(GemmGpu, DecodeStream) {
   EXPECT_EQ(gemm::lin::last_stream_launch().serial, before);
 }
 
+TEST(GemmGpu, DecodeStreamShapes) {
+  B12X_REQUIRE_GPU();
+  // The M = 1 stream kernel (a default since session 11) on what DecodeStream leaves out (review
+  // of session 11): K with a tail inside the last 256-value block (NVFP4 takes any K % 32 == 0,
+  // the packing pads K to 256, the kernel masks the padded vectors), FP16 outputs, and a long K
+  // whose staged BF16 row takes 88 KB of the 91 KB staging budget (K = 45056).
+  ScopedEnv es("B12X_GEMM_DECODE_STREAM", "1");
+  int i = 0;
+  for (LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kNvfp4})
+    for (int64_t K : {1056, 2080, 4128})
+      for (DType out : {DType::kBF16, DType::kFP16}) {
+        const int64_t before = gemm::lin::last_stream_launch().serial;
+        run_case({f, 1, 200, K, DType::kBF16, out, (i++ % 2) == 0});
+        EXPECT_EQ(gemm::lin::last_stream_launch().serial, before + 1)
+            << gemm::format_name(f) << " K=" << K;
+      }
+  const int64_t before = gemm::lin::last_stream_launch().serial;
+  run_case({LinearFormat::kNvfp4W4A16, 1, 200, 45056, DType::kBF16, DType::kBF16, true});
+  EXPECT_EQ(gemm::lin::last_stream_launch().serial, before + 1);
+}
+
 TEST(GemmGpu, TiledSplitK) {
   B12X_REQUIRE_GPU();
   // The mma.sync tiled kernel with K split over grid.z (B12X_GEMM_TILED_SPLITK, the plan's
