@@ -101,7 +101,6 @@ bool trigger_of(WFmt f, int nt) {
 }
 
 /// The kernel that launch_ggml_gemv runs (nullptr: none).
-/// The kernel that launch_ggml_gemv runs (nullptr: none).
 GemvFn kernel_of(WFmt f, bool fp16, int nt, int occ, int warps) {
   if (trigger_of(f, nt))
     return fp16 ? kernel_of_t<Fp16Tag, true>(f, nt, occ, warps)

@@ -58,8 +58,8 @@ bool decode_lean_available(WFmt f, bool fp16, int nt, int ws, bool pipe, bool ha
 /// warp, registers capped for `occ` (2 or 3) CTAs per SM, a persistent grid of `ctas` CTAs over
 /// the row-tile groups; dynamic shared memory stream_smem_bytes (the staged activations).
 bool stream_kernel_available(WFmt f, bool fp16, int parts, int occ);
-/// The staged activations beside the kernel's static shared memory (1 KB) on SM12x's 99 KB
-/// (K up to ~46k).
+/// The staged activations on SM12x's 99 KB less 8 KB kept for the kernel's static shared memory
+/// (the 1 KB reduction buffer; static_assert in linear_stream.cu) and margin (K up to ~46k).
 inline constexpr int64_t kStreamSmemBudget = 101376 - 8 * 1024;
 /// The calling thread's last launch_linear_stream (tests: which kernel ran); serial counts the
 /// launches.

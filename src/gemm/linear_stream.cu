@@ -8,6 +8,11 @@
 
 namespace b12x::gemm::lin {
 
+// The plan's staging budget plus the kernel's static reduction buffer (red[2][warps][16] fp32)
+// fit one SM12x block (99 KB).
+static_assert(kStreamSmemBudget + sizeof(float) * 2 * kStreamWarps * 16 <= 101376,
+              "stream kernel: staging budget + static shared memory exceed 99 KB");
+
 namespace {
 
 using StreamFn = void (*)(const LinearParams);

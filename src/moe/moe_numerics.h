@@ -86,11 +86,12 @@ B12X_HD QBlock quant_block(int aq, float amax, float gs) {
   }
   return q;
 }
-/// quant_block(kANvfp4, amax, gs) bit for bit with inv_gs = div_rn(1, gs) given (a per-expert
-/// value the decode stream's FC1 computes off its tile-end chain) and no division by 6: for every
-/// normal t, q0 = RN(t * RN(1/6)), q1 = RN(fma(RN(fma(-q0, 6, t)), RN(1/6), q0)) is RN(t / 6)
-/// (checked on all of them); t below 2^-125 encodes to the zero scale either way, and t above 6144
-/// is clamped to it, which saturates to 448 as any larger t (Inf) does (NaN stays NaN: 0x7F).
+/// For gs >= 0 (the global scales b12x accepts): quant_block(kANvfp4, amax, gs) bit for bit with
+/// inv_gs = div_rn(1, gs) given (a per-expert value the decode stream's FC1 computes off its
+/// tile-end chain) and no division by 6: for every normal t, q0 = RN(t * RN(1/6)), q1 =
+/// RN(fma(RN(fma(-q0, 6, t)), RN(1/6), q0)) is RN(t / 6) (checked on all of them); t below 2^-125
+/// encodes to the zero scale either way, and t above 6144 is clamped to it, which saturates to 448
+/// as any larger t (Inf) does (NaN stays NaN: 0x7F).
 B12X_HD QBlock quant_block_nvfp4(float amax, float gs, float inv_gs) {
   QBlock q;
   float t = fmt::mul_rn(gs, amax);

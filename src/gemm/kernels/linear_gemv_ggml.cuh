@@ -62,7 +62,7 @@ constexpr int grid_copies() {
   return F == WFmt::kIq2Xs && kO3 ? 8 : kClasses;
 }
 /// Dynamic shared memory: the replicated IQ2 tables (grid selectors, then sign selectors, then
-/// two PRMT source words).
+/// three PRMT source words in the last 16 bytes).
 template <WFmt F, bool kO3 = false>
 constexpr int smem_bytes() {
   return F == WFmt::kQ8_0 ? 0
@@ -333,7 +333,7 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
   constexpr int kU = batch_atoms<F>();
   constexpr int kE = grid_entries<F>();
   constexpr int kGc = grid_copies<F, kO3>();
-  // Two PRMT source words after the tables (u32 index; registers ptxas cannot rematerialize).
+  // Three PRMT source words after the tables (u32 index; registers ptxas cannot rematerialize).
   constexpr int kSrcWord = (kE * kGc + 128 * kClasses) * 2;
   extern __shared__ __align__(16) uint64_t tabs[];
   __shared__ float red[kW][NT * 4][32];

@@ -539,8 +539,9 @@ __device__ __forceinline__ float group_amax(float m, int lanes) {
 // loaded together (the row does not depend on the id) and the NVFP4 global scales, weights-side
 // data like FC1's weights, are read into shared memory before the wait.
 // q_fast (NVFP4, up to kQGsTable / 2 experts) also keeps 1 / a1gs in the table's upper half,
-// divided before the wait, and quantises with num::quant_block_nvfp4 (no division on the chain
-// from the loads to the store; the same bits): [Q] runs its chain while FC1's CTAs, launched on
+// divided before the wait, and quantises with num::quant_block_nvfp4 (no division by 6 or by
+// a1gs on the chain from the loads to the store, only the block multiplier's reciprocal; the
+// same bits): [Q] runs its chain while FC1's CTAs, launched on
 // its trigger, take the issue slots.
 constexpr int kQGsTable = 1024;  // experts whose a1gs fit the [Q] table (4 KB)
 __global__ void __launch_bounds__(DecodeCfg::kQuantThreads)
