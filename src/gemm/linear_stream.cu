@@ -65,10 +65,9 @@ int prepare_linear_stream(int device, WFmt f, int parts, int occ, int64_t smem) 
               " occ=", occ);
   const void* fn = reinterpret_cast<const void*>(k);
   const ::b12x::detail::DeviceScope scope(device);
-  if (smem > 48 * 1024) B12X_CUDA_CHECK(::b12x::detail::opt_in_smem(fn, static_cast<int>(smem)));
-  int blocks = 0;
-  B12X_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, fn, kStreamWarps * 32,
-                                                                static_cast<size_t>(smem)));
+  int blocks = 0;  // the opt-in and the occupancy query, memoized with the launches' opt-in
+  B12X_CUDA_CHECK(
+      ::b12x::detail::resident_ctas(fn, kStreamWarps * 32, static_cast<int>(smem), &blocks));
   return blocks;
 }
 
