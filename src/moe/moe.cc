@@ -726,13 +726,10 @@ Plan plan(const Caps& caps) {
     o = align256(o + detail::decode_fc1_bal_bytes(fc1_row_blocks(p.weights.gated, I), R));
   }
   p.scratch_bytes = o;
-  auto knob = [](const char* name, int fallback) {
-    const char* v = std::getenv(name);
-    return v != nullptr && *v != 0 ? std::atoi(v) : fallback;
-  };
-  p.q_load = knob("B12X_MOE_Q_LOAD", 1) == 0 ? 0 : 1;
-  p.q_fast = knob("B12X_MOE_Q_FAST", 1) != 0 ? 1 : 0;
-  p.fc1_bal1 = knob("B12X_MOE_FC1_BAL1", 2);
+  using detail::env_knob;
+  p.q_load = env_knob("B12X_MOE_Q_LOAD", 1) == 0 ? 0 : 1;
+  p.q_fast = env_knob("B12X_MOE_Q_FAST", 1) != 0 ? 1 : 0;
+  p.fc1_bal1 = env_knob("B12X_MOE_FC1_BAL1", 2);
   // Host-only step: refused during capture (no stream in Caps: the legacy-stream query).
   refuse_during_capture(nullptr, "fused_moe.plan");
   {

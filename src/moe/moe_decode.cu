@@ -13,11 +13,6 @@ namespace {
 
 using dev::DecodeCfg;
 
-int env_knob(const char* name, int fallback) {
-  const char* v = std::getenv(name);
-  return v != nullptr && *v != 0 ? std::atoi(v) : fallback;
-}
-
 // FC1 CTAs per SM the tile groups are sized for: 3 of 8 warps, 2 of the 12-warp variant.
 constexpr int fc1_ctas_per_sm(int warps) {
   return warps == DecodeCfg::kFc1Warps ? 3 : 2;

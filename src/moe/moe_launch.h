@@ -11,6 +11,13 @@
 
 namespace b12x::moe::detail {
 
+/// An integer tuning knob from the environment (plan time, or a launcher's function-local static):
+/// unset or empty gives `fallback`.
+inline int env_knob(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != 0 ? std::atoi(v) : fallback;
+}
+
 /// Weight formats of the engine (one kernel template instance each).
 enum WFmt : int { kWFp4 = 0, kWQ8_0 = 1, kWIq2xxs = 2, kWIq2xs = 3 };
 /// Tile configurations of the generic engine (moe_gemm.cuh): the split-K decode tile (GGML
