@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "b12x/c_api/embedding.h"
-#include "b12x/c_api/quantize.h"
 #include "b12x/embedding.h"
 #include "b12x/reference/embedding.h"
 #include "b12x/status.h"
@@ -166,27 +165,6 @@ TEST(EmbeddingCApi, StatusCodesAndMessages) {
   EXPECT_EQ(first, 1);
   EXPECT_EQ(fid, 2);
   EXPECT_EQ(out[32], 0);
-}
-
-TEST(QuantizeCApi, StatusCodesAndMessages) {
-  int64_t bytes = 0;
-  EXPECT_EQ(b12x_swizzled_scale_bytes(130, 5, &bytes), B12X_OK);
-  EXPECT_EQ(bytes, 256 * 8);
-  EXPECT_EQ(b12x_swizzled_scale_bytes(1, 1, nullptr), B12X_ERROR_INVALID_ARGUMENT);
-  EXPECT_EQ(b12x_quantize_mxfp4(nullptr, nullptr, nullptr, nullptr), B12X_ERROR_INVALID_ARGUMENT);
-  EXPECT_NE(std::string(b12x_last_error()).find("is required but was not given"), std::string::npos)
-      << b12x_last_error();
-  std::vector<uint16_t> x(64, 0x3F80);  // bf16 1.0
-  std::vector<uint8_t> v(64), s(4);
-  b12x_tensor tx{x.data(), B12X_DTYPE_BF16, 2, {2, 32}, {32, 1}, B12X_HOST_DEVICE};
-  b12x_tensor tv{v.data(), B12X_DTYPE_UINT8, 2, {2, 32}, {32, 1}, B12X_HOST_DEVICE};
-  b12x_tensor ts{s.data(), B12X_DTYPE_UINT8, 2, {2, 1}, {1, 1}, B12X_HOST_DEVICE};
-  EXPECT_EQ(b12x_ref_quantize_mxfp8(&tx, &tv, &ts, nullptr), B12X_OK);
-  EXPECT_EQ(s[0], 119);   // pow2-ceil(1/448) = 2^-8
-  EXPECT_EQ(v[0], 0x78);  // 256 in E4M3
-  // The GPU op rejects host tensors with a message naming the argument.
-  EXPECT_EQ(b12x_quantize_mxfp8(&tx, &tv, &ts, nullptr, nullptr), B12X_ERROR_INVALID_ARGUMENT);
-  EXPECT_NE(std::string(b12x_last_error()).find("x must be on a CUDA device"), std::string::npos);
 }
 
 }  // namespace
