@@ -53,7 +53,8 @@ struct Slot {
   std::atomic<const void*> fn{nullptr};
   std::atomic<int> dev{-1};
   std::atomic<int> bytes{0};  // dynamic bytes opted in, times 2, plus 1 with the max carveout
-  /// resident_ctas's memo: threads << 40 | dynamic bytes << 8 | CTAs per SM (min 255), 0 = none;
+  /// resident_ctas's memo: carveout << 63 | threads << 40 | dynamic bytes << 8 | CTAs per SM
+  /// (min 255), 0 = none;
   /// one word, so a reader never pairs one query's key with another's count.
   std::atomic<uint64_t> ctas{0};
 };
@@ -138,21 +139,27 @@ inline cudaError_t opt_in_smem(const void* fn, int bytes, bool max_carveout = fa
 
 /// The resident CTAs per SM of `fn` launched with `threads` threads and `bytes` of dynamic shared
 /// memory on the CURRENT device (cudaOccupancyMaxActiveBlocksPerMultiprocessor), after
-/// opt_in_smem(fn, bytes). Host-only, for plan time. Memoized in opt_in_smem's slot of (device,
-/// kernel) for the last (threads, bytes) asked, so the opt-in and the occupancy of a kernel live
-/// in one table (a lock-free lookup once known; a query for other threads / bytes replaces it).
-inline cudaError_t resident_ctas(const void* fn, int threads, int bytes, int* ctas) {
-  cudaError_t e = opt_in_smem(fn, bytes);
+/// opt_in_smem(fn, bytes, max_carveout). Host-only, for plan time. Memoized in opt_in_smem's slot
+/// of (device, kernel) for the last (threads, bytes, carveout) asked, so the opt-in and the
+/// occupancy of a kernel live in one table (a lock-free lookup once known; a query for other
+/// threads / bytes replaces it). The carveout preference is part of the key: the runtime's
+/// occupancy depends on it, and another caller may turn it on for the same kernel after a query
+/// without it (it is never turned off), which must not leave a stale count.
+inline cudaError_t resident_ctas(const void* fn, int threads, int bytes, int* ctas,
+                                 bool max_carveout = false) {
+  cudaError_t e = opt_in_smem(fn, bytes, max_carveout);
   if (e != cudaSuccess) return e;
   int dev = 0;
   e = cudaGetDevice(&dev);
   if (e != cudaSuccess) return e;
-  const uint64_t key = (static_cast<uint64_t>(threads) << 40) |
-                       (static_cast<uint64_t>(static_cast<uint32_t>(bytes)) << 8);
   smem_opt_in::Slot* slot = smem_opt_in::find(fn, dev);
   if (slot != nullptr && (slot->fn.load(std::memory_order_acquire) != fn ||
                           slot->dev.load(std::memory_order_relaxed) != dev))
     slot = nullptr;  // table full (opt_in_smem recorded nothing): no memo
+  // The kernel's carveout as set now (opt_in_smem's low bit: max_carveout, or an earlier caller's).
+  const bool carveout = slot != nullptr && slot->bytes.load(std::memory_order_acquire) % 2 == 1;
+  const uint64_t key = (carveout ? uint64_t{1} << 63 : 0) | (static_cast<uint64_t>(threads) << 40) |
+                       (static_cast<uint64_t>(static_cast<uint32_t>(bytes)) << 8);
   if (slot != nullptr) {
     const uint64_t v = slot->ctas.load(std::memory_order_acquire);
     if (v != 0 && (v & ~uint64_t{0xFF}) == key) {

@@ -169,6 +169,19 @@ TEST(IntegrationGpuLaunch, ResidentCtasMatchesOccupancyQuery) {
   EXPECT_GE(max_dynamic_attr(fn), std::min(limit, 72 * 1024));
   DeviceBuffer<int> out(2);
   B12X_TEST_CUDA(launch_probe(&smem_occ_kernel, std::min(limit, 72 * 1024), out.ptr));
+  // The max carveout (asked by this query, then kept for every later one) is part of the memo's
+  // key: each answer is the runtime's query under the kernel's carveout at that moment. The first
+  // query repeats the loop's last (256 threads, 16 KB) with the carveout now on.
+  for (const bool carve : {true, false}) {
+    for (const int bytes : {16 * 1024, 0, std::min(limit, 72 * 1024)}) {
+      int got = -1;
+      B12X_TEST_CUDA(b12x::detail::resident_ctas(fn, 256, bytes, &got, carve));
+      int want = 0;
+      B12X_TEST_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&want, fn, 256,
+                                                                   static_cast<size_t>(bytes)));
+      EXPECT_EQ(got, want) << "carveout " << carve << ", " << bytes << " B";
+    }
+  }
 }
 
 // The opt-in is per device (cudaFuncSetAttribute acts on the current device's copy of the
