@@ -17,6 +17,7 @@
 #include "b12x/runtime.h"
 #include "b12x/status.h"
 #include "core/cuda_check.h"
+#include "core/launch.h"  // resident_ctas, opt_in_smem
 
 namespace b12x::attention {
 
@@ -77,7 +78,9 @@ const KernelInfo* find_kernel(int dqk, int dv, int kind, DType q, bool fp8) {
 // the same for wide3 at head dim 128, was removed in session 11: 2-8 % slower.)
 // B12X_ATTN_DECODE_TILE=wide|deep|direct|wdirect|wide3|wdirect2|hcvt|hbits|hvec|hcvt3|hcvt2|
 // wideh overrides (benchmarking).
-int decode_kind(bool fp8, int head_dim) {
+int decode_kind(const PagedCaps& c, ArchFamily family) {
+  const bool fp8 = c.kv_dtype == DType::kFP8E4M3;
+  const int head_dim = std::max(c.head_dim_qk, c.head_dim_vo);
   const char* e = std::getenv("B12X_ATTN_DECODE_TILE");
   if (e != nullptr && std::string(e) == "wide") return 1;
   if (e != nullptr && std::string(e) == "deep") return 2;
@@ -104,7 +107,20 @@ int decode_kind(bool fp8, int head_dim) {
   // with interleaved splits: a split's two tiles both in flight, as with the full ring, which
   // cost FP8 B=1 10% in round 16). wide3 for head dim 256 (32-token tiles, 3 stages) measured
   // within noise of wide (round 16: B=8 41.2 vs 42.3, B=32 131.8 vs 130.5): a variant.
-  return fp8 ? 13 : (head_dim <= 128 ? 5 : 1);
+  if (fp8) return 13;
+  if (head_dim <= 128) return 5;
+  // BF16 head dim 256 on SM90, plans of at most kWidehMaxBatch requests: wideh (wide with each
+  // token group's output dims split over two warps: 12 warps per SM instead of 6) instead of
+  // wide. H200 (us, 16/2/256 page 128, 8k, wide -> wideh): B=1 13.9 -> 13.1 (round 38), 14.0 ->
+  // 13.2 (round 41), 14.3 -> 13.1 (round 42); B=2 18.3 -> 17.5, B=4 26.2 -> 25.1, B=16 72.4 ->
+  // 71.5 (round 42); B=8 40.5 -> 40.7 (round 37), 40.3 -> 40.1 at s=16 (38), 41.0 -> 40.3 (41),
+  // 42.0 / 42.3 -> 41.0 / 41.5 (42). B=32 keeps wide (127.3 -> 127.9, 127.5 -> 128.8). SM12x
+  // (one 74 KB CTA per SM for either) is unmeasured: wide. By capacity (max_batch), so a plan and
+  // its signature name one kernel.
+  if (c.q_dtype == DType::kBF16 && c.head_dim_qk == 256 && c.head_dim_vo == 256 &&
+      family == ArchFamily::kSm90 && c.max_batch <= kWidehMaxBatch)
+    return 16;
+  return 1;
 }
 
 // Extend tile kind: 0 (32-token stages) or 7 ("wide": 64-token stages computed as two 32-token
@@ -219,19 +235,7 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   // Decode tile (16 rows, warps split the KV) unless the packed rows of one request need more.
   const bool decode_tile = caps.mode != Mode::kExtend && int64_t(q_len) * group <= 16;
   const bool fp8 = caps.kv_dtype == DType::kFP8E4M3;
-  int kind =
-      decode_tile ? decode_kind(fp8, std::max(caps.head_dim_qk, caps.head_dim_vo)) : extend_kind();
-  // BF16 head dim 256 on SM90, plans of at most kWidehMaxBatch requests: wideh (wide with each
-  // token group's output dims split over two warps: 12 warps per SM instead of 6) instead of
-  // wide. H200 (us, 16/2/256 page 128, 8k, wide -> wideh): B=1 13.9 -> 13.1 (round 38), 14.0 ->
-  // 13.2 (round 41), 14.3 -> 13.1 (round 42); B=2 18.3 -> 17.5, B=4 26.2 -> 25.1, B=16 72.4 ->
-  // 71.5 (round 42); B=8 40.5 -> 40.7 (round 37), 40.3 -> 40.1 at s=16 (38), 41.0 -> 40.3 (41),
-  // 42.0 / 42.3 -> 41.0 / 41.5 (42). B=32 keeps wide (127.3 -> 127.9, 127.5 -> 128.8). SM12x
-  // (one 74 KB CTA per SM for either) is unmeasured: wide. B12X_ATTN_DECODE_TILE overrides.
-  if (kind == 1 && std::getenv("B12X_ATTN_DECODE_TILE") == nullptr && !fp8 &&
-      caps.q_dtype == DType::kBF16 && caps.head_dim_qk == 256 && caps.head_dim_vo == 256 &&
-      dev.family == ArchFamily::kSm90 && caps.max_batch <= kWidehMaxBatch)
-    kind = 16;
+  const int kind = decode_tile ? decode_kind(caps, dev.family) : extend_kind();
   const KernelInfo* k = find_kernel(caps.head_dim_qk, caps.head_dim_vo, kind, caps.q_dtype, fp8);
   if (k == nullptr && !decode_tile)
     k = find_kernel(caps.head_dim_qk, caps.head_dim_vo, 0, caps.q_dtype, fp8);
@@ -253,11 +257,8 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
                        dev.smem_per_block_optin);
   int occ = 0;
   {
-    const DeviceScope scope(caps.device);
-    B12X_CUDA_CHECK(
-        cudaFuncSetAttribute(k->func, cudaFuncAttributeMaxDynamicSharedMemorySize, k->smem));
-    B12X_CUDA_CHECK(
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k->func, k->threads, k->smem));
+    const DeviceScope scope(caps.device);  // the opt-in and the query act on the current device
+    B12X_CUDA_CHECK(::b12x::detail::resident_ctas(k->func, k->threads, k->smem, &occ));
   }
   occ = std::max(occ, 1);
 
@@ -361,8 +362,7 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   if (plan.lean) {
     plan.kernel += plan.spec ? "_lean_spec" : "_lean";
     const DeviceScope scope(caps.device);
-    B12X_CUDA_CHECK(
-        cudaFuncSetAttribute(k->func_lean, cudaFuncAttributeMaxDynamicSharedMemorySize, k->smem));
+    B12X_CUDA_CHECK(::b12x::detail::opt_in_smem(k->func_lean, k->smem));
   }
   // Tickets: at most B * ceil(q_len * group / tile_rows) <= T * group / tile_rows + B row tiles.
   const int64_t max_row_tiles =
