@@ -337,6 +337,11 @@ double time_cublaslt_fp8(CublasPeer& peer, int64_t M, int64_t N, int64_t K, bool
   return us;
 }
 
+int64_t bench_max_tokens() {
+  const char* e = std::getenv("B12X_BENCH_MAX_TOKENS");
+  return e != nullptr ? std::atoll(e) : 0;
+}
+
 bool format_enabled(LinearFormat f) {
   const char* e = std::getenv("B12X_BENCH_FORMATS");
   if (!e || !*e) return true;
@@ -434,7 +439,9 @@ int main() {
         gemm::Caps caps;
         caps.device = dev;
         caps.format = f;
-        caps.max_tokens = M;
+        // B12X_BENCH_MAX_TOKENS=<n>: plans sized for max(M, n) tokens (vLLM sizes its plans for
+        // many tokens; run picks kernels by the bound M).
+        caps.max_tokens = std::max<int64_t>(M, bench_max_tokens());
         caps.in_features = K;
         caps.out_features = N;
         caps.act_dtype = a.act;

@@ -207,8 +207,10 @@ struct Plan {
   /// Decode regime at M = 1, NVFP4 weights with BF16 activations (raw, or W4A4's pre-pass): the
   /// persistent streaming kernel (lin::launch_linear_stream) with this many K parts per 16-row
   /// tile (1, 2, 4, 8; 0 = the decode kernel), registers for decode_stream_occ (2 or 3) CTAs per
-  /// SM, decode_stream_ctas CTAs (SMs x CTAs per SM at most). Default since session 11 for W4A4,
-  /// and for W4A16 where the row tiles outnumber the SMs; B12X_GEMM_DECODE_STREAM=0|1,
+  /// SM, decode_stream_ctas CTAs (SMs x CTAs per SM at most). Prepared by any plan whose runs can
+  /// take the decode regime and launched by run when the bound M is 1 (session 12: whatever
+  /// max_tokens). Default since session 11 for W4A4, and for W4A16 where the row tiles outnumber
+  /// the SMs or max_tokens > 1; B12X_GEMM_DECODE_STREAM=0|1,
   /// B12X_GEMM_STREAM_PARTS=<n>, B12X_GEMM_STREAM_OCC=2|3, B12X_GEMM_STREAM_CTAS=<per SM>
   /// override.
   int decode_stream_parts = 0;

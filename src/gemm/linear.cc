@@ -802,6 +802,10 @@ Plan plan(const Caps& caps) {
                                                   dev.smem_per_block_optin - 24 * 1024 -
                                                       4 * lin::kDecodeStagesMax * 4096));
     p.decode_ws8_budget = lin::decode_ws8_budget(dev.smem_per_block_optin);
+  }
+  // The M = 1 stream kernel, for a run whose bound M is 1.
+  if (M >= 1 && p.regime != Regime::kTiled) {
+    const int64_t sms = std::max(dev.sm_count, 1);
     // M = 1 streaming kernel (session 11, lin::launch_linear_stream): NVFP4 weights with BF16
     // MMAs whose activations reach the kernel as BF16 (raw, or the pre-pass of W4A4), the staged
     // K within the budget. Parts per tile: the fewest vectors per warp over the persistent grid
@@ -812,15 +816,21 @@ Plan plan(const Caps& caps) {
     // 15.20 / 9.19 / 7.37 -> 6.71 / 14.16 / 13.98 / 9.11 / 6.60 (2). So W4A16 where the 16-row
     // tiles outnumber the SMs (2048x7168 keeps the decode kernel's 8 warps per tile), with the
     // 3-CTA registers where that grid gives each CTA one tile group (else 2: 14336x4096), and
-    // W4A4 everywhere with 2. B12X_GEMM_DECODE_STREAM=0|1, B12X_GEMM_STREAM_OCC=2|3,
-    // B12X_GEMM_STREAM_PARTS=1|2|4|8 and B12X_GEMM_STREAM_CTAS=<per SM> override.
+    // W4A4 everywhere with 2. Session 12: prepared by every plan whose runs can take the decode
+    // regime at M = 1 (any capacity: vLLM sizes its plans for many tokens), and launched by run
+    // when the bound M is 1 (host metadata, fixed per binding: graph-safe). Where the capacity
+    // is above 1 the plan's decode choices (split, warps per tile) are the capacity's, which at
+    // M = 1 would run one warp per tile: the stream kernel wins there on every shape, 2048x7168
+    // included (W4A16 capacity 1 keeps the 8-warp decode kernel there).
+    // B12X_GEMM_DECODE_STREAM=0|1, B12X_GEMM_STREAM_OCC=2|3, B12X_GEMM_STREAM_PARTS=1|2|4|8 and
+    // B12X_GEMM_STREAM_CTAS=<per SM> override.
+    const char* pre_env1 = std::getenv("B12X_GEMM_ACT_PREPASS");
     const bool bf16_act = format_raw_activations(f) ? caps.act_dtype == DType::kBF16
                                                     : !(pre_env1 != nullptr && pre_env1[0] == '0');
     const char* se = std::getenv("B12X_GEMM_DECODE_STREAM");
     const bool w4a16 = format_raw_activations(f);
-    const bool stream_ok =
-        M == 1 && wf == lin::WFmt::kNvfp4 && !fp16 && bf16_act && split_env == nullptr;
-    const bool stream_want = se != nullptr ? se[0] == '1' : (!w4a16 || geo.n16 > sms);
+    const bool stream_ok = wf == lin::WFmt::kNvfp4 && !fp16 && bf16_act && split_env == nullptr;
+    const bool stream_want = se != nullptr ? se[0] == '1' : (!w4a16 || geo.n16 > sms || M > 1);
     if (stream_ok && stream_want) {
       int force_parts = 0;
       if (const char* e = std::getenv("B12X_GEMM_STREAM_PARTS"); e != nullptr)
@@ -941,14 +951,14 @@ Plan plan(const Caps& caps) {
           << (ws > 1 && M <= kDecodeMaxM ? " ws=" + std::to_string(ws) : "")
           << (p.decode_pipe ? " pipe" : "") << (p.decode_half ? " half" : "")
           << (p.decode_lean ? " lean" : "")
-          << (p.decode_stream_parts > 0 ? " stream=" + std::to_string(p.decode_stream_parts) + "o" +
-                                              std::to_string(p.decode_stream_occ)
-                                        : std::string())
           << (p.ggml_gemv > 0 ? (p.ggml_gemv_split > 1 ? " ggml_gemv+reduce" : " ggml_gemv") : "")
           << (p.decode_deep ? " deep=" + std::to_string(p.decode_deep) : std::string()) << " split="
           << (M > kDecodeMaxM || split == 1 ? "none"
               : p.split_cluster             ? "cluster"
                                             : "reduce");
+    // The M = 1 stream kernel, which run launches for a bound M of 1 whatever the capacity.
+    if (p.decode_stream_parts > 0)
+      sig << " stream=" << p.decode_stream_parts << "o" << p.decode_stream_occ;
     if (p.act_prepass) sig << " act_prepass";
     b12x::detail::resolve_kernels(op, caps.device, sig.str(), p.describe());
   }

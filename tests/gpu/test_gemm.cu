@@ -1182,6 +1182,50 @@ TEST(GemmGpu, DecodeStream) {
   EXPECT_EQ(gemm::lin::last_stream_launch().serial, before);
 }
 
+TEST(GemmGpu, DecodeStreamAnyCapacity) {
+  B12X_REQUIRE_GPU();
+  // Session 12: the M = 1 stream kernel is chosen by run from the bound M, not by the plan's
+  // capacity: plans sized for many tokens (vLLM's) prepare it, a run at M = 1 launches it and
+  // matches the reference (eagerly and replayed in a graph), M = 5 and 16 run the decode kernel
+  // (a capacity above kDecodeMaxM: the auto regime, which the bound M decides), and a plan that
+  // forces the tiled regime never prepares it.
+  const int64_t sms = device_info(0).sm_count;
+  for (LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kNvfp4})
+    for (int64_t cap : {64, 16}) {
+      SCOPED_TRACE(std::string(gemm::format_name(f)) + " max_tokens=" + std::to_string(cap));
+      gemm::Caps caps;
+      caps.format = f;
+      caps.max_tokens = cap;
+      caps.in_features = 4096;
+      caps.out_features = 16 * (sms + 8);
+      caps.act_dtype = f == LinearFormat::kNvfp4 ? DType::kFP4E2M1 : DType::kBF16;
+      caps.out_dtype = DType::kBF16;
+      const gemm::Plan pl = gemm::plan(caps);
+      EXPECT_GT(pl.decode_stream_parts, 0);
+      // W4A16 at N = 16 * sms too (capacity 1 keeps the 8-warp decode kernel there).
+      caps.out_features = 16 * sms;
+      EXPECT_GT(gemm::plan(caps).decode_stream_parts, 0);
+      caps.regime = gemm::Regime::kTiled;
+      EXPECT_EQ(gemm::plan(caps).decode_stream_parts, 0);
+      for (int64_t N : {16 * (sms + 8), int64_t{200}}) {
+        int64_t before = gemm::lin::last_stream_launch().serial;
+        Case c{f, 1, N, 4096, DType::kBF16, DType::kBF16, N == 200};
+        c.max_tokens = cap;
+        run_case(c);
+        EXPECT_EQ(gemm::lin::last_stream_launch().serial, before + 1) << "N=" << N;
+        before = gemm::lin::last_stream_launch().serial;
+        run_case(c, /*graph_replay=*/true);
+        EXPECT_GT(gemm::lin::last_stream_launch().serial, before) << "graph, N=" << N;
+        for (int64_t m : {5, 16}) {
+          c.M = m;
+          before = gemm::lin::last_stream_launch().serial;
+          run_case(c, /*graph_replay=*/m == 5);
+          EXPECT_EQ(gemm::lin::last_stream_launch().serial, before) << "M=" << m << " N=" << N;
+        }
+      }
+    }
+}
+
 TEST(GemmGpu, DecodeStreamShapes) {
   B12X_REQUIRE_GPU();
   // The M = 1 stream kernel (a default since session 11) on what DecodeStream leaves out (review
