@@ -216,6 +216,15 @@ struct Plan {
   int decode_stream_parts = 0;
   int decode_stream_occ = 0;
   int decode_stream_ctas = 0;
+  /// Decode regime at M = 2..8 ([0]) / 9..16 ([1]), NVFP4 weights with BF16 activations (session
+  /// 12): the stream kernel with 8 / 16 token rows (tokens on the MMA's N side, the decoded weight
+  /// fragments shared by all tokens), K parts per tile, K split over that many CTAs (fp32 partials
+  /// + the reduce kernel where > 1; each CTA stages only its K range) and CTAs per split; 0 parts:
+  /// the decode kernel. B12X_GEMM_STREAM_ROWS=0|1 turns it off / on, B12X_GEMM_STREAM_PARTS,
+  /// B12X_GEMM_STREAM_SPLIT, B12X_GEMM_STREAM_CTAS (per SM) override.
+  int stream_rows_parts[2] = {0, 0};
+  int stream_rows_split[2] = {0, 0};
+  int stream_rows_ctas[2] = {0, 0};
   /// Decode regime, from the device's opt-in shared memory at plan time (run reads no device
   /// info): the pipelined staging budget of decode_pipe_kb (bytes, 0: kDecodePipeBudget) and the
   /// 8-warps-per-tile budget (lin::decode_ws8_budget).

@@ -872,6 +872,56 @@ Plan plan(const Caps& caps) {
       }
     }
   }
+  // The stream kernel with 8 / 16 token rows for runs at M = 2..8 / 9..16 (session 12; the
+  // decoded weight fragments of a 16-row tile feed one / two n8 token tiles): K parts and a K
+  // split over CTAs (each stages kRows x its K range of BF16 activations within
+  // kStreamRowsSmemBudget) minimizing the vectors each warp streams over the persistent grid,
+  // ties to the smaller split and fewer parts.
+  if (M >= 2 && p.regime != Regime::kTiled) {
+    const int64_t sms = std::max(dev.sm_count, 1);
+    const char* pre_env2 = std::getenv("B12X_GEMM_ACT_PREPASS");
+    const bool bf16_act2 = format_raw_activations(f) ? caps.act_dtype == DType::kBF16
+                                                     : !(pre_env2 != nullptr && pre_env2[0] == '0');
+    const char* re = std::getenv("B12X_GEMM_STREAM_ROWS");
+    const bool ok = wf == lin::WFmt::kNvfp4 && !fp16 && bf16_act2 && split_env == nullptr;
+    const bool want = re != nullptr && re[0] == '1';
+    int force_parts = 0, force_split = 0, per_sm = 0;
+    if (const char* e = std::getenv("B12X_GEMM_STREAM_PARTS"); e != nullptr)
+      force_parts = std::atoi(e);
+    if (const char* e = std::getenv("B12X_GEMM_STREAM_SPLIT"); e != nullptr)
+      force_split = std::atoi(e);
+    if (const char* e = std::getenv("B12X_GEMM_STREAM_CTAS"); e != nullptr) per_sm = std::atoi(e);
+    for (int ri = 0; ri < 2 && ok && want; ++ri) {
+      const int rows = ri == 0 ? 8 : 16;
+      if (ri == 1 && M <= 8) break;
+      int64_t best = -1;
+      for (int parts : {1, 2, 4, 8}) {
+        if (force_parts > 0 && parts != force_parts) continue;
+        if (!lin::stream_kernel_available(wf, fp16, parts, 2, rows)) continue;
+        const int64_t groups = (geo.n16 + 8 / parts - 1) / (8 / parts);
+        for (int sp = 1; sp <= 64; ++sp) {
+          if (force_split > 0 && sp != force_split) continue;
+          const int vp = lin::stream_vectors_per_part(geo.kvec, parts, sp);
+          if (force_split == 0 && sp > 1 && int64_t{sp - 1} * parts * vp >= geo.kvec)
+            break;  // an idle K range
+          const int64_t smem = lin::stream_smem_bytes(geo.kvec, parts, rows, sp);
+          if (smem > lin::kStreamRowsSmemBudget) continue;
+          const int fit = lin::prepare_linear_stream(caps.device, wf, parts, 2, smem, rows);
+          if (fit <= 0) continue;
+          const int64_t slots = sms * (per_sm > 0 ? std::min(per_sm, fit) : fit);
+          const int64_t gx = std::min(groups, std::max<int64_t>(1, slots / sp));
+          const int64_t cost = (groups + gx - 1) / gx * vp;
+          if (best < 0 || cost < best) {
+            best = cost;
+            p.stream_rows_parts[ri] = parts;
+            p.stream_rows_split[ri] = sp;
+            p.stream_rows_ctas[ri] = static_cast<int>(gx);
+          }
+          break;  // the smallest split that fits
+        }
+      }
+    }
+  }
   // Probe override (tools/gemm-probe.sh): B12X_GEMM_SPLIT=<n> forces the decode split count.
   if (decode_plan && split_env != nullptr && std::atoi(split_env) > 0)
     split = static_cast<int>(std::min<int64_t>(std::atoi(split_env), slices));
@@ -926,6 +976,9 @@ Plan plan(const Caps& caps) {
   if (p.ggml_gemv > 0 && p.ggml_gemv_split > 1)
     partial_splits = std::max<int64_t>(partial_splits, p.ggml_gemv_split);
   if (p.tiled_split_reduce) partial_splits = std::max<int64_t>(partial_splits, p.tiled_split);
+  for (int ri = 0; ri < 2; ++ri)
+    if (p.stream_rows_parts[ri] > 0 && p.stream_rows_split[ri] > 1)
+      partial_splits = std::max<int64_t>(partial_splits, p.stream_rows_split[ri]);
   if (partial_splits > 0) {
     p.off_partial = off;
     off = align_up(off + partial_splits * M * geo.NP * 4);
@@ -959,6 +1012,10 @@ Plan plan(const Caps& caps) {
     // The M = 1 stream kernel, which run launches for a bound M of 1 whatever the capacity.
     if (p.decode_stream_parts > 0)
       sig << " stream=" << p.decode_stream_parts << "o" << p.decode_stream_occ;
+    for (int ri = 0; ri < 2; ++ri)
+      if (p.stream_rows_parts[ri] > 0)
+        sig << " stream" << (ri == 0 ? 8 : 16) << "=" << p.stream_rows_parts[ri]
+            << (p.stream_rows_split[ri] > 1 ? "+reduce" : "");
     if (p.act_prepass) sig << " act_prepass";
     b12x::detail::resolve_kernels(op, caps.device, sig.str(), p.describe());
   }
@@ -1347,6 +1404,17 @@ void run(const Binding& b, Stream stream) {
     p.stream_vp = lin::stream_vectors_per_part(geo.kvec, plan.decode_stream_parts);
     lin::launch_linear_stream(im.wfmt, plan.decode_stream_parts, plan.decode_stream_occ,
                               plan.decode_stream_ctas, p, stream);
+    return;
+  }
+  if (const int ri = M <= 8 ? 0 : 1; M >= 2 && M <= 16 && plan.stream_rows_parts[ri] > 0 &&
+                                     p.act_kind == lin::kActRaw16 && p.xs_kind == lin::kXsNone) {
+    const int parts = plan.stream_rows_parts[ri];
+    p.split = plan.stream_rows_split[ri];
+    p.partial = p.split > 1 ? reinterpret_cast<float*>(b.scratch + plan.off_partial) : nullptr;
+    p.stream_vp = lin::stream_vectors_per_part(geo.kvec, parts, p.split);
+    lin::launch_linear_stream(im.wfmt, parts, 2, plan.stream_rows_ctas[ri], p, stream,
+                              ri == 0 ? 8 : 16);
+    if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);
     return;
   }
   const int64_t slices = geo.KP / lin::slice_k(im.wfmt);

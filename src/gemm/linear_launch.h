@@ -57,23 +57,31 @@ bool decode_lean_available(WFmt f, bool fp16, int nt, int ws, bool pipe, bool ha
 /// parts of stream_vectors_per_part 64-K vectors, a register ring of kStreamDepth vectors per
 /// warp, registers capped for `occ` (2 or 3) CTAs per SM, a persistent grid of `ctas` CTAs over
 /// the row-tile groups; dynamic shared memory stream_smem_bytes (the staged activations).
-bool stream_kernel_available(WFmt f, bool fp16, int parts, int occ);
-/// The staged activations on SM12x's 99 KB less 8 KB kept for the kernel's static shared memory
+bool stream_kernel_available(WFmt f, bool fp16, int parts, int occ, int rows = 1);
+/// Staging budget at M = 1: what SM12x's 99 KB per block leave beside the static shared memory
 /// (the 1 KB reduction buffer; static_assert in linear_stream.cu) and margin (K up to ~46k).
 inline constexpr int64_t kStreamSmemBudget = 101376 - 8 * 1024;
+/// Staging budget with 8 / 16 token rows (session 12, M = 2..16): beside the 16 KB reduction
+/// buffer of 16 rows and margin.
+inline constexpr int64_t kStreamRowsSmemBudget = 101376 - 18 * 1024;
 /// The calling thread's last launch_linear_stream (tests: which kernel ran); serial counts the
 /// launches.
 struct StreamLaunch {
   int parts = 0, occ = 0, ctas = 0;
   int64_t serial = 0;
+  int rows = 0, split = 0;
 };
 StreamLaunch last_stream_launch();
-int stream_vectors_per_part(int64_t kvec, int parts);
-int64_t stream_smem_bytes(int64_t kvec, int parts);
+/// 64-K vectors per K part: the tile's kvec vectors over split CTAs x parts warps, rounded up to
+/// the ring depth.
+int stream_vectors_per_part(int64_t kvec, int parts, int split = 1);
+int64_t stream_smem_bytes(int64_t kvec, int parts, int rows = 1, int split = 1);
 /// Host only (plan time): the opt-in above 48 KB on `device` and the CTAs per SM (occupancy).
-int prepare_linear_stream(int device, WFmt f, int parts, int occ, int64_t smem);
+int prepare_linear_stream(int device, WFmt f, int parts, int occ, int64_t smem, int rows = 1);
+/// rows 8 / 16 (M = 2..16): a grid of (ctas, p.split); p.split > 1 writes fp32 partials to
+/// p.partial, which the caller reduces (launch_linear_reduce).
 void launch_linear_stream(WFmt f, int parts, int occ, int ctas, const LinearParams& p,
-                          Stream stream);
+                          Stream stream, int rows = 1);
 /// grid = (ceil(n16/4), split, ceil(M / (8*nt))); p.cluster_split > 1 launches grid.y as one
 /// thread-block cluster. p.stage_rows / p.stage_slices size the activation staging.
 void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stream stream);

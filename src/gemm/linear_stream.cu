@@ -10,8 +10,10 @@ namespace b12x::gemm::lin {
 
 // The plan's staging budget plus the kernel's static reduction buffer (red[2][warps][16] fp32)
 // fit one SM12x block (99 KB).
-static_assert(kStreamSmemBudget + sizeof(float) * 2 * kStreamWarps * 16 <= 101376,
+static_assert(kStreamSmemBudget + kStreamRedBytes<1> <= 101376,
               "stream kernel: staging budget + static shared memory exceed 99 KB");
+static_assert(kStreamRowsSmemBudget + kStreamRedBytes<16> <= 101376,
+              "stream kernel (16 rows): staging budget + static shared memory exceed 99 KB");
 
 namespace {
 
@@ -19,24 +21,29 @@ using StreamFn = void (*)(const LinearParams);
 
 thread_local StreamLaunch t_last;  // last_stream_launch()
 
-template <int kOcc>
+template <int kOcc, int kRows = 1>
 StreamFn stream_fn(int parts) {
   switch (parts) {
     case 1:
-      return &linear_stream_kernel<1, kOcc>;
+      return &linear_stream_kernel<1, kOcc, kRows>;
     case 2:
-      return &linear_stream_kernel<2, kOcc>;
+      return &linear_stream_kernel<2, kOcc, kRows>;
     case 4:
-      return &linear_stream_kernel<4, kOcc>;
+      return &linear_stream_kernel<4, kOcc, kRows>;
     case 8:
-      return &linear_stream_kernel<8, kOcc>;
+      return &linear_stream_kernel<8, kOcc, kRows>;
     default:
       return nullptr;
   }
 }
 
-StreamFn pick_stream(WFmt f, bool fp16, int parts, int occ) {
+// Token rows 8 / 16 (M = 2..16) with the 2-CTA register cap only (their accumulators and
+// activation fragments do not fit 85 registers).
+StreamFn pick_stream(WFmt f, bool fp16, int parts, int occ, int rows) {
   if (fp16 || f != WFmt::kNvfp4) return nullptr;
+  if (rows == 8) return occ == 2 ? stream_fn<2, 8>(parts) : nullptr;
+  if (rows == 16) return occ == 2 ? stream_fn<2, 16>(parts) : nullptr;
+  if (rows != 1) return nullptr;
   return occ == 3 ? stream_fn<3>(parts) : occ == 2 ? stream_fn<2>(parts) : nullptr;
 }
 
@@ -46,23 +53,24 @@ StreamLaunch last_stream_launch() {
   return t_last;
 }
 
-bool stream_kernel_available(WFmt f, bool fp16, int parts, int occ) {
-  return pick_stream(f, fp16, parts, occ) != nullptr;
+bool stream_kernel_available(WFmt f, bool fp16, int parts, int occ, int rows) {
+  return pick_stream(f, fp16, parts, occ, rows) != nullptr;
 }
 
-int stream_vectors_per_part(int64_t kvec, int parts) {
-  const int64_t per = (kvec + parts - 1) / parts;
+int stream_vectors_per_part(int64_t kvec, int parts, int split) {
+  const int64_t per = (kvec + int64_t{parts} * split - 1) / (int64_t{parts} * split);
   return static_cast<int>((per + kStreamDepth - 1) / kStreamDepth * kStreamDepth);
 }
 
-int64_t stream_smem_bytes(int64_t kvec, int parts) {
-  return int64_t{parts} * stream_vectors_per_part(kvec, parts) * 64 * 2;  // staged BF16
+int64_t stream_smem_bytes(int64_t kvec, int parts, int rows, int split) {
+  return int64_t{parts} * stream_vectors_per_part(kvec, parts, split) * 64 * 2 *
+         rows;  // staged BF16
 }
 
-int prepare_linear_stream(int device, WFmt f, int parts, int occ, int64_t smem) {
-  const StreamFn k = pick_stream(f, false, parts, occ);
+int prepare_linear_stream(int device, WFmt f, int parts, int occ, int64_t smem, int rows) {
+  const StreamFn k = pick_stream(f, false, parts, occ, rows);
   B12X_ASSERT(k != nullptr, "no stream kernel for format ", static_cast<int>(f), " parts=", parts,
-              " occ=", occ);
+              " occ=", occ, " rows=", rows);
   const void* fn = reinterpret_cast<const void*>(k);
   const ::b12x::detail::DeviceScope scope(device);
   int blocks = 0;  // the opt-in and the occupancy query, memoized with the launches' opt-in
@@ -72,23 +80,26 @@ int prepare_linear_stream(int device, WFmt f, int parts, int occ, int64_t smem) 
 }
 
 void launch_linear_stream(WFmt f, int parts, int occ, int ctas, const LinearParams& p,
-                          Stream stream) {
-  const StreamFn k = pick_stream(f, false, parts, occ);
+                          Stream stream, int rows) {
+  const StreamFn k = pick_stream(f, false, parts, occ, rows);
   B12X_ASSERT(k != nullptr, "no stream kernel for format ", static_cast<int>(f), " parts=", parts,
-              " occ=", occ);
-  B12X_ASSERT(p.M == 1 && p.act_kind == kActRaw16 && p.xs_kind == kXsNone &&
-                  p.stream_vp == stream_vectors_per_part(p.kvec, parts),
-              "stream kernel: M=", p.M, " act=", p.act_kind, " vp=", p.stream_vp);
-  const int64_t smem = stream_smem_bytes(p.kvec, parts);
+              " occ=", occ, " rows=", rows);
+  const int split = rows == 1 ? 1 : std::max(p.split, 1);
+  B12X_ASSERT(p.M >= 1 && p.M <= rows && p.act_kind == kActRaw16 && p.xs_kind == kXsNone &&
+                  p.stream_vp == stream_vectors_per_part(p.kvec, parts, split) &&
+                  (split == 1 || p.partial != nullptr),
+              "stream kernel: M=", p.M, " rows=", rows, " act=", p.act_kind, " vp=", p.stream_vp,
+              " split=", split);
+  const int64_t smem = stream_smem_bytes(p.kvec, parts, rows, split);
   if (smem > 48 * 1024)
     B12X_CUDA_CHECK(
         ::b12x::detail::opt_in_smem(reinterpret_cast<const void*>(k), static_cast<int>(smem)));
   const int64_t groups = (p.n16 + kStreamWarps / parts - 1) / (kStreamWarps / parts);
   const int64_t gx = std::max<int64_t>(1, std::min<int64_t>(ctas, groups));
-  t_last = StreamLaunch{parts, occ, static_cast<int>(gx), t_last.serial + 1};
-  B12X_CUDA_CHECK(b12x::detail::launch_ex(k, dim3(static_cast<unsigned>(gx)),
-                                          dim3(kStreamWarps * 32), static_cast<size_t>(smem),
-                                          stream, p.pdl != 0, dim3(1, 1, 1), p));
+  t_last = StreamLaunch{parts, occ, static_cast<int>(gx), t_last.serial + 1, rows, split};
+  B12X_CUDA_CHECK(b12x::detail::launch_ex(
+      k, dim3(static_cast<unsigned>(gx), static_cast<unsigned>(split)), dim3(kStreamWarps * 32),
+      static_cast<size_t>(smem), stream, p.pdl != 0, dim3(1, 1, 1), p));
   B12X_CUDA_CHECK_LAUNCH();
 }
 

@@ -1139,8 +1139,8 @@ TEST(GemmGpu, DecodeStream) {
     EXPECT_EQ(many.decode_stream_occ, 2);
     EXPECT_EQ(plan1(LinearFormat::kNvfp4, 16 * (sms + 8), 4096).decode_stream_occ, 2);
   }
-  EXPECT_EQ(bf16_plan(LinearFormat::kNvfp4W4A16, 2, 16 * (sms + 8), 4096).decode_stream_parts,
-            0);  // M = 2
+  // A capacity of 2 prepares it for runs at M = 1 (session 12; DecodeStreamAnyCapacity).
+  EXPECT_GT(bf16_plan(LinearFormat::kNvfp4W4A16, 2, 16 * (sms + 8), 4096).decode_stream_parts, 0);
   EXPECT_EQ(bf16_plan(LinearFormat::kMxfp4W4A16, 1, 16 * (sms + 8), 4096).decode_stream_parts,
             0);  // MXFP4
   {
@@ -1224,6 +1224,61 @@ TEST(GemmGpu, DecodeStreamAnyCapacity) {
         }
       }
     }
+}
+
+TEST(GemmGpu, DecodeStreamRows) {
+  B12X_REQUIRE_GPU();
+  // Session 12: the stream kernel with 8 / 16 token rows at M = 2..16 (B12X_GEMM_STREAM_ROWS=1):
+  // NVFP4 W4A16 and W4A4 (the BF16 pre-pass); token counts inside and at the ends of both row
+  // classes (rows past M staged as zeros, never stored); every K-part count; K split over 1..3
+  // CTAs through fp32 partials + the reduce kernel (K = 1280: K ranges that end past K, 4864);
+  // partial groups (N = 72, 200), bias, FP16 outputs, capacity above M, a replayed graph.
+  // lin::last_stream_launch() says which kernel ran.
+  ScopedEnv er("B12X_GEMM_STREAM_ROWS", "1");
+  int i = 0;
+  for (const char* parts : {"1", "2", "4", "8"})
+    for (const char* sp : {"1", "2", "3"}) {
+      ScopedEnv ep("B12X_GEMM_STREAM_PARTS", parts), es("B12X_GEMM_STREAM_SPLIT", sp);
+      for (int64_t M : {2, 8, 9, 16}) {
+        const LinearFormat f = (i % 2) ? LinearFormat::kNvfp4 : LinearFormat::kNvfp4W4A16;
+        const int64_t K = (i % 3) ? 1280 : 4864;
+        const int64_t N = (i % 4) < 2 ? 72 : 200;
+        Case c{f, M, N, K, DType::kBF16, (i % 5) == 0 ? DType::kFP16 : DType::kBF16, (i % 2) == 0};
+        c.max_tokens = (i % 3) == 1 ? 16 : M;
+        ++i;
+        const int64_t before = gemm::lin::last_stream_launch().serial;
+        run_case(c);
+        const gemm::lin::StreamLaunch l = gemm::lin::last_stream_launch();
+        EXPECT_EQ(l.serial, before + 1) << "parts " << parts << " split " << sp << " M " << M;
+        EXPECT_EQ(l.rows, M <= 8 ? 8 : 16);
+        EXPECT_EQ(l.parts, std::atoi(parts));
+        EXPECT_EQ(l.split, std::atoi(sp));
+      }
+    }
+  // The plan's own choice (no forced parts / split), M = 5 and 13 from one plan of capacity 16,
+  // replayed in a graph; K = 14336 at 16 rows needs a split (the staging budget).
+  for (int64_t M : {5, 13}) {
+    Case c{LinearFormat::kNvfp4W4A16, M, 4096, 4096, DType::kBF16, DType::kBF16, true};
+    c.max_tokens = 16;
+    const int64_t before = gemm::lin::last_stream_launch().serial;
+    run_case(c, /*graph_replay=*/true);
+    EXPECT_GT(gemm::lin::last_stream_launch().serial, before);
+  }
+  {
+    gemm::Caps caps;
+    caps.format = LinearFormat::kNvfp4W4A16;
+    caps.max_tokens = 16;
+    caps.in_features = 14336;
+    caps.out_features = 4096;
+    caps.act_dtype = DType::kBF16;
+    caps.out_dtype = DType::kBF16;
+    const gemm::Plan pl = gemm::plan(caps);
+    EXPECT_GT(pl.stream_rows_parts[0], 0);
+    EXPECT_GT(pl.stream_rows_parts[1], 0);
+    EXPECT_GT(pl.stream_rows_split[1], 1);
+    run_case({LinearFormat::kNvfp4, 11, 4096, 14336, DType::kBF16, DType::kBF16, false});
+    EXPECT_GT(gemm::lin::last_stream_launch().split, 1);
+  }
 }
 
 TEST(GemmGpu, DecodeStreamShapes) {
@@ -1933,6 +1988,18 @@ TEST(GemmGpuSanitize, DecodeStream) {
   }
   ScopedEnv ec("B12X_GEMM_STREAM_CTAS", "1"), ep("B12X_GEMM_STREAM_PARTS", "8");
   run_case({LinearFormat::kNvfp4W4A16, 1, 4160, 1024, DType::kBF16, DType::kBF16, true});
+}
+
+TEST(GemmGpuSanitize, DecodeStreamRows) {
+  B12X_REQUIRE_GPU();
+  // The stream kernel with 8 / 16 token rows (session 12): a K split of 3 through partials with a
+  // K range past K (K = 1280), 2 and 8 parts, a partial group (N = 40).
+  ScopedEnv er("B12X_GEMM_STREAM_ROWS", "1"), es("B12X_GEMM_STREAM_SPLIT", "3");
+  for (const char* parts : {"2", "8"}) {
+    ScopedEnv ep("B12X_GEMM_STREAM_PARTS", parts);
+    run_case({LinearFormat::kNvfp4W4A16, 7, 40, 1280, DType::kBF16, DType::kBF16, true});
+    run_case({LinearFormat::kNvfp4, 16, 40, 1280, DType::kBF16, DType::kBF16, false});
+  }
 }
 
 TEST(GemmGpuSanitize, DecodeHalvesReduce) {

@@ -49,23 +49,46 @@ __device__ __forceinline__ int stream_xpos(int k) {
   return (k & ~63) + (((rr & 7) >> 1) << 4) + ((r >> 4) << 2) + ((rr >> 3) << 1) + (rr & 1);
 }
 
-/// kOcc: CTAs per SM the registers are capped for (2: <= 128, 3: <= 85).
-template <int kParts, int kOcc>
+/// Position of activation k of token row r in the staged layout of kRows = 8 / 16 token rows:
+/// vector k / 64, then the half (k16 steps 0-1 / 2-3), the row, lane t's 16 bytes (steps s, s + 1
+/// of the half, lo / hi 8, the pair element). A quarter-warp's 16-byte loads (rows g, g + 1, t =
+/// 0..3) then read 128 contiguous bytes: one wavefront, no bank conflict.
+template <int kRows>
+__device__ __forceinline__ int stream_xpos_rows(int k, int r) {
+  const int r64 = k & 63, rr = r64 & 15, s = r64 >> 4;
+  return (((k >> 6) * 2 + (s >> 1)) * kRows + r) * 32 + (((rr & 7) >> 1) << 3) + ((s & 1) << 2) +
+         ((rr >> 3) << 1) + (rr & 1);
+}
+
+/// Shared memory of the parts' row sums (static): [2 buffers][warps][values per lane][32 lanes].
+template <int kRows>
+inline constexpr int kStreamRedBytes = kRows == 1 ? 2 * kStreamWarps * 16 * 4
+                                                  : 2 * kStreamWarps*(kRows / 2) * 32 * 4;
+
+/// kOcc: CTAs per SM the registers are capped for (2: <= 128, 3: <= 85). kRows: 1 (M = 1, the
+/// token broadcast over the MMA's 8 columns) or 8 / 16 (M = 2..8 / 9..16: tokens on the MMA's N
+/// side, one / two n8 tiles on the same decoded weight fragments; K split over gridDim.y CTAs
+/// whose fp32 partials linear_reduce_kernel sums, so each CTA stages only its K range).
+template <int kParts, int kOcc, int kRows = 1>
 __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     linear_stream_kernel(const LinearParams p) {
   static_assert(kParts == 1 || kParts == 2 || kParts == 4 || kParts == 8, "K parts per tile");
+  static_assert(kRows == 1 || kRows == 8 || kRows == 16, "token rows");
   using T = Bf16Tag;
   constexpr int kDepth = kStreamDepth;
   constexpr int kTiles = kStreamWarps / kParts;
+  constexpr int kNt = kRows == 1 ? 1 : kRows / 8;  // n8 token tiles per MMA step
   extern __shared__ __align__(16) uint8_t dsm[];
-  __shared__ float red[2][kStreamWarps][16];
+  __shared__ __align__(16) float red[kStreamRedBytes<kRows> / 4];
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, t = lane & 3;
   const int wt = warp % kTiles, wk = warp / kTiles;
   const int vp = p.stream_vp;
   const int64_t groups = (p.n16 + kTiles - 1) / kTiles;
-  const int64_t vbase = static_cast<int64_t>(wk) * vp;  // this warp's first vector of a tile
+  // The CTA's K range (kRows > 1: gridDim.y ranges of kParts * vp vectors).
+  const int ky = kRows == 1 ? 0 : static_cast<int>(blockIdx.y);
+  const int64_t vbase = static_cast<int64_t>(ky * kParts + wk) * vp;  // warp's first vector
 
   // Issue state: the next block of kDepth vectors to request starts at vector iv of group igrp
   // (vp is a multiple of kDepth, so a block never straddles two groups and the vectors of a
@@ -128,7 +151,52 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   // L2 round trip per batch (K <= 16384: one; 8192 with the 3-CTA cap), not one per chunk.
   const int ks = kParts * vp * 64;  // staged activations (K values)
   uint8_t* const xs = dsm;
-  {
+  if constexpr (kRows > 1) {
+    // kRows token rows of the CTA's K range [ky * ks, ky * ks + ks); rows past M and K values
+    // past K are zero (their products vanish; the rows' outputs are not stored).
+    constexpr int kBatch = 8;
+    constexpr int kT = kStreamWarps * 32;
+    const uint16_t* x = static_cast<const uint16_t*>(p.x);
+    const int cpr = ks / 8;  // 16-byte chunks per row
+    const int64_t k0 = static_cast<int64_t>(ky) * ks;
+    for (int c0 = threadIdx.x; c0 < kRows * cpr; c0 += kT * kBatch) {
+      uint4 v[kBatch];
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b) {
+        const int c = c0 + b * kT;
+        v[b] = make_uint4(0, 0, 0, 0);
+        if (c >= kRows * cpr) continue;
+        const int r = c / cpr;
+        const int64_t k = k0 + 8 * (c - r * cpr);
+        if (r >= p.M || k >= p.K) continue;
+        const uint16_t* xr = x + r * p.ldx + k;
+        if (p.x_vec16 && k + 8 <= p.K) {
+          v[b] = __ldg(reinterpret_cast<const uint4*>(xr));
+        } else {
+          uint32_t pr[4] = {0, 0, 0, 0};
+#pragma unroll
+          for (int i = 0; i < 8; ++i) {
+            if (k + i >= p.K) break;
+            pr[i / 2] |= static_cast<uint32_t>(xr[i]) << (16 * (i % 2));
+          }
+          v[b] = make_uint4(pr[0], pr[1], pr[2], pr[3]);
+        }
+      }
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b) {
+        const int c = c0 + b * kT;
+        if (c >= kRows * cpr) continue;
+        const int r = c / cpr;
+        // The chunk's 4 pairs belong to lanes t = 0..3 of one (vector, step, lo / hi).
+        uint32_t* const d =
+            reinterpret_cast<uint32_t*>(xs + stream_xpos_rows<kRows>(8 * (c - r * cpr), r) * 2);
+        d[0] = v[b].x;
+        d[4] = v[b].y;
+        d[8] = v[b].z;
+        d[12] = v[b].w;
+      }
+    }
+  } else {
     constexpr int kBatch = kOcc == 3 ? 4 : 8;  // within the 3-CTA register cap
     constexpr int kT = kStreamWarps * 32;
     const uint16_t* x = static_cast<const uint16_t*>(p.x);
@@ -171,14 +239,19 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   float mult = p.out_mult;
   if (p.alpha != nullptr) mult *= *p.alpha;
 
-  const uint8_t* const xlane = xs + (vbase * 64 + t * 16) * 2;
+  // Lane (g, t)'s activations: M = 1 the broadcast row (32 bytes per vector), kRows > 1 row g
+  // of each n8 token tile (16 bytes per half, halves kRows * 64 bytes apart).
+  const uint8_t* const xlane =
+      kRows == 1 ? xs + (vbase * 64 + t * 16) * 2 : xs + wk * vp * kRows * 128 + (g * 4 + t) * 16;
   int rb = 0;  // reduction buffer
   for (int64_t grp = blockIdx.x; grp < groups; grp += gridDim.x) {
-    float acc[4][4];
+    float acc[kNt][4][4];
 #pragma unroll
-    for (int s = 0; s < 4; ++s)
+    for (int n = 0; n < kNt; ++n)
 #pragma unroll
-      for (int i = 0; i < 4; ++i) acc[s][i] = 0.f;
+      for (int s = 0; s < 4; ++s)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[n][s][i] = 0.f;
     const uint8_t* xv = xlane;
     for (int v0 = 0; v0 < vp; v0 += kDepth) {
       cb0 = nb0;
@@ -187,9 +260,18 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
       for (int j = 0; j < kDepth; ++j) {
         const uint4 cur = ring[j];
         issue(ring[j], j);
-        const uint4 xa = *reinterpret_cast<const uint4*>(xv);
-        const uint4 xb = *reinterpret_cast<const uint4*>(xv + 16);
-        xv += 128;
+        uint4 xa[kNt], xb[kNt];
+#pragma unroll
+        for (int n = 0; n < kNt; ++n) {
+          if constexpr (kRows == 1) {
+            xa[n] = *reinterpret_cast<const uint4*>(xv);
+            xb[n] = *reinterpret_cast<const uint4*>(xv + 16);
+          } else {
+            xa[n] = *reinterpret_cast<const uint4*>(xv + n * 8 * 64);
+            xb[n] = *reinterpret_cast<const uint4*>(xv + kRows * 64 + n * 8 * 64);
+          }
+        }
+        xv += kRows * 128;
         const uint32_t wg = j == 0 ? cb0.x : j == 1 ? cb0.y : j == 2 ? cb0.z : cb0.w;
         const uint32_t wg8 = j == 0 ? cb1.x : j == 1 ? cb1.y : j == 2 ? cb1.z : cb1.w;
         // (row g, row g + 8) scale * 2^119 of each k16 step, as BF16 pairs.
@@ -218,20 +300,68 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
               af[a][s][r] = *reinterpret_cast<const uint32_t*>(&m);
             }
           }
-        mma16816<T>(acc[0], af[0][0], xa.x, xa.y);
-        mma16816<T>(acc[1], af[0][1], xa.z, xa.w);
-        mma16816<T>(acc[2], af[1][0], xb.x, xb.y);
-        mma16816<T>(acc[3], af[1][1], xb.z, xb.w);
+#pragma unroll
+        for (int n = 0; n < kNt; ++n) {
+          mma16816<T>(acc[n][0], af[0][0], xa[n].x, xa[n].y);
+          mma16816<T>(acc[n][1], af[0][1], xa[n].z, xa[n].w);
+          mma16816<T>(acc[n][2], af[1][0], xb[n].x, xb[n].y);
+          mma16816<T>(acc[n][3], af[1][1], xb[n].z, xb[n].w);
+        }
       }
       advance();
     }
+    if constexpr (kRows > 1) {
+      // Lane (g, t) of token tile n: c0 / c1 = row g, tokens 8n + 2t / + 1; c2 / c3 = row g + 8.
+      float o[kNt][4];
+#pragma unroll
+      for (int n = 0; n < kNt; ++n)
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+          o[n][i] = (acc[n][0][i] + acc[n][1][i]) + (acc[n][2][i] + acc[n][3][i]);
+      if constexpr (kParts > 1) {
+        float* const rw = red + (rb * kStreamWarps + warp) * (kRows / 2) * 32 + lane;
+#pragma unroll
+        for (int n = 0; n < kNt; ++n)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) rw[(n * 4 + i) * 32] = o[n][i];
+        __syncthreads();  // one per group: see the M = 1 reduction below
+        if (wk == 0) {
+#pragma unroll
+          for (int k = 1; k < kParts; ++k) {
+            const float* const rr =
+                red + (rb * kStreamWarps + wt + k * kTiles) * (kRows / 2) * 32 + lane;
+#pragma unroll
+            for (int n = 0; n < kNt; ++n)
+#pragma unroll
+              for (int i = 0; i < 4; ++i) o[n][i] += rr[(n * 4 + i) * 32];
+          }
+        }
+        rb ^= 1;
+      }
+      const int64_t tile = grp * kTiles + wt;
+      if (wk == 0 && tile < p.n16) {
+#pragma unroll
+        for (int n = 0; n < kNt; ++n)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            const int64_t tok = 8 * n + 2 * t + (i & 1);
+            const int64_t row = tile * 16 + g + 8 * (i >> 1);
+            if (tok >= p.M) continue;
+            if (p.partial != nullptr)
+              p.partial[(ky * p.M + tok) * p.NP + row] = o[n][i];
+            else if (row < p.N)
+              store_out_elem(p, tok, row, o[n][i], mult);
+          }
+      }
+      continue;
+    }
     // Every column holds the row sums: c0 = row g, c2 = row g + 8.
-    float r0 = (acc[0][0] + acc[1][0]) + (acc[2][0] + acc[3][0]);
-    float r1 = (acc[0][2] + acc[1][2]) + (acc[2][2] + acc[3][2]);
+    float r0 = (acc[0][0][0] + acc[0][1][0]) + (acc[0][2][0] + acc[0][3][0]);
+    float r1 = (acc[0][0][2] + acc[0][1][2]) + (acc[0][2][2] + acc[0][3][2]);
     if constexpr (kParts > 1) {
       if (t == 0) {
-        red[rb][warp][g] = r0;
-        red[rb][warp][g + 8] = r1;
+        red[(rb * kStreamWarps + warp) * 16 + g] = r0;
+        red[(rb * kStreamWarps + warp) * 16 + g + 8] = r1;
       }
       // One barrier per group: the next group writes the other buffer, and the group after it
       // writes this one only after every reader here has passed the next group's barrier.
@@ -240,8 +370,8 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
         r0 = r1 = 0.f;
 #pragma unroll
         for (int k = 0; k < kParts; ++k) {
-          r0 += red[rb][wt + k * kTiles][g];
-          r1 += red[rb][wt + k * kTiles][g + 8];
+          r0 += red[(rb * kStreamWarps + wt + k * kTiles) * 16 + g];
+          r1 += red[(rb * kStreamWarps + wt + k * kTiles) * 16 + g + 8];
         }
       }
       rb ^= 1;
