@@ -309,6 +309,14 @@ std::string Plan::describe() const {
              ? " stream=" + std::to_string(decode_stream_parts) + "o" +
                    std::to_string(decode_stream_occ) + "/" + std::to_string(decode_stream_ctas)
              : std::string())
+     << (stream_rows_parts[0]
+             ? " stream8=" + std::to_string(stream_rows_parts[0]) + "x" +
+                   std::to_string(stream_rows_split[0]) + "/" + std::to_string(stream_rows_ctas[0])
+             : std::string())
+     << (stream_rows_parts[1]
+             ? " stream16=" + std::to_string(stream_rows_parts[1]) + "x" +
+                   std::to_string(stream_rows_split[1]) + "/" + std::to_string(stream_rows_ctas[1])
+             : std::string())
      << " tiled_split=" << tiled_split << (tiled_split_reduce ? "(reduce)" : "")
      << " tiled_tok=" << tiled_tok << " scratch=" << scratch_bytes << "B]";
   return os.str();
