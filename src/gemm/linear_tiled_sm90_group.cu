@@ -17,9 +17,10 @@ struct GroupPick {
 };
 
 template <WFmt F, class T, int kTok, int kRowSets, bool kOverlap, int kUnitN = 128,
-          bool kLateCopy = false, bool kAluSign = false>
+          bool kLateCopy = false, bool kAluSign = false, int kMode = 0>
 GroupPick group_pick() {
-  return {&linear_wgmma_group_kernel<F, T, kTok, kRowSets, kOverlap, kUnitN, kLateCopy, kAluSign>,
+  return {&linear_wgmma_group_kernel<F, T, kTok, kRowSets, kOverlap, kUnitN, kLateCopy, kAluSign,
+                                     kMode>,
           WgmmaGroupCfg<F, T, kTok, kRowSets, kOverlap, kUnitN>::kSmemBytes};
 }
 
@@ -31,6 +32,19 @@ GroupPick pick_cfg(int tok, int var) {
   if constexpr (F != WFmt::kQ8_0) {
     if (tok == 256 && var == 4) return group_pick<F, T, 256, 1, true, 64, true, true>();
   }
+  if (tok == 256 && var == 5) return group_pick<F, T, 256, 1, true, 64, true, false, kGroupPair>();
+  if (tok == 256 && var == 9)
+    return group_pick<F, T, 256, 1, true, 64, true, false, kGroupPair | kGroupChain>();
+  // Timing probes (session 12, wrong results; BF16 only): 3 without the decode (6), without the
+  // promotion (7), without both (8).
+  if constexpr (!T::kFp16) {
+    if (tok == 256 && var == 6)
+      return group_pick<F, T, 256, 1, true, 64, true, false, kGroupNoDecode>();
+    if (tok == 256 && var == 7)
+      return group_pick<F, T, 256, 1, true, 64, true, false, kGroupNoPromote>();
+    if (tok == 256 && var == 8)
+      return group_pick<F, T, 256, 1, true, 64, true, false, kGroupNoDecode | kGroupNoPromote>();
+  }
   if (tok == 128 && var == 0) return group_pick<F, T, 128, 1, false>();
   if (tok == 128 && var == 1) return group_pick<F, T, 128, 1, true>();
   if (tok == 128 && var == 2) return group_pick<F, T, 128, 2, false>();
@@ -41,7 +55,10 @@ GroupPick pick_cfg(int tok, int var) {
 /// next partial's wgmmas (two partial sets; at 256 tokens in 64-token units), 2 = 256-row CTAs (two
 /// 64-row sets per warpgroup, 128 tokens), 3 (256 tokens, the default there) = 1 with the stage's
 /// refill copies issued after the second unit's wgmmas, 4 (IQ2, 256 tokens, probe) = 3 with the
-/// sign masks computed instead of loaded from the shared sign table.
+/// sign masks computed instead of loaded from the shared sign table, 5 (256 tokens, candidate) = 3
+/// with two stages per CTA barrier, 9 (candidate) = 5 with the unit chain running on across the
+/// pair's stages, 6 / 7 / 8 (BF16, timing probes) = 3 without the decode / the
+/// promotion / both.
 GroupPick pick(WFmt f, bool fp16, int tok, int var) {
   switch (f) {
     case WFmt::kQ8_0:

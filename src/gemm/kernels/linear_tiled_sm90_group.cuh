@@ -131,14 +131,33 @@ struct WgmmaGroupCfg {
 /// unit's wgmmas (the first unit's are followed by the late atom decode) instead of right after
 /// the stage barrier, so the tensor pipe starts earlier after the barrier. kAluSign: IQ2 sign
 /// masks computed (decode_iq2_atom<T, true>; variant 4).
+/// kMode bits: kGroupPair (candidate) = two 64-K stages per CTA barrier (the ring in pairs of
+/// slots: half the barriers, cp.async waits and proxy fences; the warpgroups drift up to a stage
+/// apart between them); kGroupNoDecode / kGroupNoPromote (timing probes only, wrong results): the
+/// packed words fed to the wgmmas undecoded / every unit's wgmmas accumulating straight into the
+/// accumulators (no partials, no FFMA promotion) — the ceilings of the decode and the promotion.
+/// kGroupChain (with kGroupPair): the unit chain runs on across the pair's two stages (the
+/// second stage's first atom decoded and its first unit issued before the first stage's last unit
+/// is retired and promoted: one drain per barrier instead of per stage).
+inline constexpr int kGroupPair = 1, kGroupNoDecode = 2, kGroupNoPromote = 4, kGroupChain = 8;
+
 template <WFmt F, class T, int kTokens, int kRowSets, bool kOverlap, int kUnitN,
-          bool kLateCopy = false, bool kAluSign = false>
+          bool kLateCopy = false, bool kAluSign = false, int kMode = 0>
 __global__ void __launch_bounds__(256, 1) linear_wgmma_group_kernel(const LinearParams p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using C = WgmmaGroupCfg<F, T, kTokens, kRowSets, kOverlap, kUnitN>;
-  constexpr int kStages = C::kStages;
+  constexpr bool kNoDecode = (kMode & kGroupNoDecode) != 0;
+  constexpr bool kNoPromote = (kMode & kGroupNoPromote) != 0;
+  // Stages per CTA barrier (kPer) and the ring in whole barrier groups of kPer slots.
+  constexpr int kPer = (kMode & kGroupPair) != 0 ? 2 : 1;
+  constexpr bool kChain = (kMode & kGroupChain) != 0;
+  static_assert(!kChain || (kPer == 2 && kOverlap && C::kRowSets == 1 && C::kTokUnits > 1),
+                "the chained pair: overlapped 256-token units");
+  constexpr int kStages = C::kStages / kPer * kPer;
+  constexpr int kRing = kStages / kPer;  // barrier groups in the ring
+  static_assert(kRing >= 2, "pipeline depth in barrier groups");
   constexpr int kTok = C::kTok;
-  constexpr int kAhead = kStages - 1;  // stages in flight ahead of the consumed one
+  constexpr int kAhead = kRing - 1;  // barrier groups in flight ahead of the consumed one
 
   extern __shared__ uint8_t smem_raw[];
   __shared__ alignas(16) uint32_t gtab[C::kIq2 ? (F == WFmt::kIq2Xs ? 512 * 4 : 256 * 4) : 4];
@@ -283,133 +302,168 @@ __global__ void __launch_bounds__(256, 1) linear_wgmma_group_kernel(const Linear
   float part0[C::kPart];  // unit partials; two sets when promotions overlap wgmmas
   float part1[C::kOverlap ? C::kPart : 1];
 
-  // Prologue: stages 0..kAhead-1 (the weights first, then the wait for the activations).
+  // Prologue: barrier groups 0..kAhead-1 (the weights first, then the wait for the activations;
+  // one commit group per barrier group). num_k is a multiple of 4 (KP: of 256).
 #pragma unroll
-  for (int s = 0; s < kAhead; ++s)
+  for (int s = 0; s < kAhead * kPer; ++s)
     if (s < num_k) load_weights(s, s);
   griddep_wait();
 #pragma unroll
-  for (int s = 0; s < kAhead; ++s) {
-    if (s < num_k) load_acts(s, s);
+  for (int b = 0; b < kAhead; ++b) {
+#pragma unroll
+    for (int h = 0; h < kPer; ++h)
+      if (b * kPer + h < num_k) load_acts(b * kPer + h, b * kPer + h);
     wg::cp_commit();
   }
   __syncthreads();  // IQ2 tables
 
-  // s = kb % kStages; stage kb + kAhead refills slot (s + kAhead) % kStages = the previous slot.
-  for (int kb = 0, s = 0; kb < num_k; ++kb, s = s + 1 == kStages ? 0 : s + 1) {
+  // s0 = kb % kStages (first slot of the barrier group); group kb / kPer + kAhead refills the
+  // previous group's slots.
+  for (int kb0 = 0, s0 = 0; kb0 < num_k; kb0 += kPer, s0 = s0 + kPer == kStages ? 0 : s0 + kPer) {
     wg::cp_wait<kAhead - 1>();
-    // The stage was written through the generic proxy (cp.async); wgmma reads it through the
+    // The stages were written through the generic proxy (cp.async); wgmma reads them through the
     // async proxy.
     wg::fence_proxy_async();
     __syncthreads();
-    // Its slot held stage kb-1, whose wgmmas every warpgroup drained before the barrier.
+    // Its slots held the previous barrier group, whose wgmmas every warpgroup drained before the
+    // barrier.
     auto refill = [&] {
-      static_assert(kAhead == kStages - 1, "refill slot");
-      const int nk = kb + kAhead;
-      const int ns = s == 0 ? kStages - 1 : s - 1;
-      if (nk < num_k) {
-        load_weights(ns, nk);
-        load_acts(ns, nk);
-      }
+      const int nk = kb0 + kAhead * kPer;
+      const int ns = s0 == 0 ? kStages - kPer : s0 - kPer;
+#pragma unroll
+      for (int h = 0; h < kPer; ++h)
+        if (nk + h < num_k) {
+          load_weights(ns + h, nk + h);
+          load_acts(ns + h, nk + h);
+        }
       wg::cp_commit();
     };
     static_assert(!kLateCopy || C::kGroups * C::kUnitsPerGroup >= 2, "late copies after unit 1");
     if constexpr (!kLateCopy) refill();
-    // This warp's 16-row tiles: A fragments of the stage's four k16 steps (exact integers);
-    // atom at (32 K) holds steps 2 at, 2 at + 1.
-    uint32_t af[C::kRowSets][4][4];
-    const uint32_t* ssg =
-        reinterpret_cast<const uint32_t*>(sgen + s * C::kStageBytes + C::kActBytes + C::kWBytes);
-    auto decode_atom = [&](int at) {
+    // Group scales of each stage of the barrier group (the chained pair promotes the first
+    // stage's last unit during the second).
+    float sc[kPer][C::kGroups][C::kRowSets][2];
 #pragma unroll
-      for (int rs = 0; rs < C::kRowSets; ++rs) {
-        const uint8_t* wsg =
-            sgen + s * C::kStageBytes + C::kActBytes + tile_of(rs) * C::kWTileBytes;
-        const int slot = C::kIq2 ? g : lane;
-        const uint4 rv = *reinterpret_cast<const uint4*>(wsg + at * C::kTr.slots * 16 + slot * 16);
-        uint32_t a2[2][4];
-        if constexpr (C::kIq2) {
-          decode_iq2_atom<T, kAluSign>(rv, gtab, stab, t, a2);
-        } else {
-          decode_byte_atom<T, true>(rv, a2);
+    for (int hs = 0; hs < kPer; ++hs) {
+      const int kb = kb0 + hs, s = s0 + hs;
+      // This warp's 16-row tiles: A fragments of the stage's four k16 steps (exact integers);
+      // atom at (32 K) holds steps 2 at, 2 at + 1.
+      uint32_t af[C::kRowSets][4][4];
+      const uint32_t* ssg =
+          reinterpret_cast<const uint32_t*>(sgen + s * C::kStageBytes + C::kActBytes + C::kWBytes);
+      auto decode_atom = [&](int at) {
+#pragma unroll
+        for (int rs = 0; rs < C::kRowSets; ++rs) {
+          const uint8_t* wsg =
+              sgen + s * C::kStageBytes + C::kActBytes + tile_of(rs) * C::kWTileBytes;
+          const int slot = C::kIq2 ? g : lane;
+          const uint4 rv =
+              *reinterpret_cast<const uint4*>(wsg + at * C::kTr.slots * 16 + slot * 16);
+          uint32_t a2[2][4];
+          if constexpr (kNoDecode) {
+#pragma unroll
+            for (int st = 0; st < 2; ++st) {
+              a2[st][0] = rv.x;
+              a2[st][1] = rv.y;
+              a2[st][2] = rv.z;
+              a2[st][3] = rv.w;
+            }
+          } else if constexpr (C::kIq2) {
+            decode_iq2_atom<T, kAluSign>(rv, gtab, stab, t, a2);
+          } else {
+            decode_byte_atom<T, true>(rv, a2);
+          }
+#pragma unroll
+          for (int st = 0; st < 2; ++st)
+#pragma unroll
+            for (int j = 0; j < 4; ++j) af[rs][2 * at + st][j] = a2[st][j];
         }
+      };
+      // Several token units per group on one row set: atom 1 is decoded after the first unit's
+      // wgmmas are issued (under them), while atom 0's fragments stay live for the group's later
+      // units, so no register of an in-flight wgmma can be reallocated to the decode. (With one
+      // unit per group, or two row sets, a fragment is dead once its last wgmma is issued: decoded
+      // up front there.)
+      constexpr bool kLateAtom1 = C::kRowSets == 1 && C::kTokUnits > 1;
+      decode_atom(0);
+      if constexpr (!kLateAtom1) decode_atom(1);
+      const uint64_t desc = wg::desc_sw128(act_addr(s));
+      // Unit u = (group u / kUnitsPerGroup, row set, token half): its k16 wgmmas into partial set
+      // u & 1 (kOverlap) or the one set, then acc += scale x partial. kOverlap: unit u's
+      // promotion runs after unit u+1's wgmmas are issued (wait_group 1); the stage's last unit is
+      // drained (wait_group 0), so no wgmma stays in flight across the stage barrier and the next
+      // stage's decode (its A fragments would be rewritten while in flight).
+      constexpr int kUnits = C::kGroups * C::kUnitsPerGroup;
 #pragma unroll
-        for (int st = 0; st < 2; ++st)
+      for (int j = 0; j < C::kGroups; ++j)
 #pragma unroll
-          for (int j = 0; j < 4; ++j) af[rs][2 * at + st][j] = a2[st][j];
-      }
-    };
-    // Several token units per group on one row set: atom 1 is decoded after the first unit's
-    // wgmmas are issued (under them), while atom 0's fragments stay live for the group's later
-    // units, so no register of an in-flight wgmma can be reallocated to the decode. (With one
-    // unit per group, or two row sets, a fragment is dead once its last wgmma is issued: decoded
-    // up front there.)
-    constexpr bool kLateAtom1 = C::kRowSets == 1 && C::kTokUnits > 1;
-    decode_atom(0);
-    if constexpr (!kLateAtom1) decode_atom(1);
-    const uint64_t desc = wg::desc_sw128(act_addr(s));
-    // Unit u = (group u / kUnitsPerGroup, row set, token half): its k16 wgmmas into partial set
-    // u & 1 (kOverlap) or the one set, then acc += scale x partial. kOverlap: unit u's
-    // promotion runs after unit u+1's wgmmas are issued (wait_group 1); the stage's last unit is
-    // drained (wait_group 0), so no wgmma stays in flight across the stage barrier and the next
-    // stage's decode (its A fragments would be rewritten while in flight).
-    constexpr int kUnits = C::kGroups * C::kUnitsPerGroup;
-    float sc[C::kGroups][C::kRowSets][2];
+        for (int rs = 0; rs < C::kRowSets; ++rs) group_scales(ssg, kb, j, rs, sc[hs][j][rs]);
+      // Unit u's accumulators: acc[kPart v + i] for v = u % kUnitsPerGroup = (row set v /
+      // kTokUnits, token block v % kTokUnits).
+      auto issue = [&](float(&ptp)[C::kPart], int u) {
+        const int j = u / C::kUnitsPerGroup, v = u % C::kUnitsPerGroup;
+        const int rs = v / C::kTokUnits, tq = v % C::kTokUnits;
+        // kNoPromote: the unit's own accumulators, never started from zero.
+        float(&pt)[C::kPart] =
+            kNoPromote ? *reinterpret_cast<float(*)[C::kPart]>(&acc[C::kPart * v]) : ptp;
+        wg::fence_acc(pt);
+        wg::fence();
 #pragma unroll
-    for (int j = 0; j < C::kGroups; ++j)
+        for (int q = 0; q < C::kStepsPerGroup; ++q) {
+          const int ks = j * C::kStepsPerGroup + q;
+          // Token block tq starts kUnitN rows of 128 bytes further into the stage.
+          const uint64_t d = desc + tq * (C::kUnitN * 128 >> 4) + 2 * ks;
+          const int scale_d = kNoPromote ? 1 : q;
+          if constexpr (C::kUnitN == 128) {
+            wg::mma<T, 128>(pt, af[rs][ks], d, scale_d);
+          } else {
+            wgmma_m64n64k16<T>(pt, af[rs][ks], d, scale_d);
+          }
+        }
+        wg::commit();
+      };
+      auto promote = [&](float(&pt)[C::kPart], int u, int h) {
+        const int j = u / C::kUnitsPerGroup, v = u % C::kUnitsPerGroup;
+        const int rs = v / C::kTokUnits;
+        if constexpr (kNoPromote) return;
+        wg::fence_acc(pt);
+        // pt[4i + 2h + e] = (row 16 tile_of(rs) + g + 8h, token kUnitN tq + 8i + 2t + e).
 #pragma unroll
-      for (int rs = 0; rs < C::kRowSets; ++rs) group_scales(ssg, kb, j, rs, sc[j][rs]);
-    // Unit u's accumulators: acc[kPart v + i] for v = u % kUnitsPerGroup = (row set v /
-    // kTokUnits, token block v % kTokUnits).
-    auto issue = [&](float(&pt)[C::kPart], int u) {
-      const int j = u / C::kUnitsPerGroup, v = u % C::kUnitsPerGroup;
-      const int rs = v / C::kTokUnits, tq = v % C::kTokUnits;
-      wg::fence_acc(pt);
-      wg::fence();
+        for (int i = 0; i < C::kPart; ++i)
+          acc[C::kPart * v + i] = fmaf(pt[i], sc[h][j][rs][(i >> 1) & 1], acc[C::kPart * v + i]);
+      };
 #pragma unroll
-      for (int q = 0; q < C::kStepsPerGroup; ++q) {
-        const int ks = j * C::kStepsPerGroup + q;
-        // Token block tq starts kUnitN rows of 128 bytes further into the stage.
-        const uint64_t d = desc + tq * (C::kUnitN * 128 >> 4) + 2 * ks;
-        if constexpr (C::kUnitN == 128) {
-          wg::mma<T, 128>(pt, af[rs][ks], d, q);
+      for (int u = 0; u < kUnits; ++u) {
+        if constexpr (C::kOverlap) {
+          issue((u & 1) ? part1 : part0, u);
+          if (kChain && hs == 1 && u == 0) {
+            // The first stage's last unit (partial set (kUnits - 1) & 1 = 1, kUnits even): its
+            // atom-1 fragments are rewritten by the decode below only after this retires it.
+            static_assert(kUnits % 2 == 0, "chained pair: even unit count");
+            wg::wait<1>();
+            promote(part1, kUnits - 1, 0);
+          }
+          if (kLateAtom1 && u == 0) decode_atom(1);
+          if (kLateCopy && u == 1 && hs == 0) refill();
+          if (u > 0) {
+            wg::wait<1>();
+            promote((u & 1) ? part0 : part1, u - 1, hs);
+          }
         } else {
-          wgmma_m64n64k16<T>(pt, af[rs][ks], d, q);
+          issue(part0, u);
+          if (kLateAtom1 && u == 0) decode_atom(1);
+          if (kLateCopy && u == 1 && hs == 0) refill();
+          wg::wait<0>();
+          promote(part0, u, hs);
         }
       }
-      wg::commit();
-    };
-    auto promote = [&](float(&pt)[C::kPart], int u) {
-      const int j = u / C::kUnitsPerGroup, v = u % C::kUnitsPerGroup;
-      const int rs = v / C::kTokUnits;
-      wg::fence_acc(pt);
-      // pt[4i + 2h + e] = (row 16 tile_of(rs) + g + 8h, token kUnitN tq + 8i + 2t + e).
-#pragma unroll
-      for (int i = 0; i < C::kPart; ++i)
-        acc[C::kPart * v + i] = fmaf(pt[i], sc[j][rs][(i >> 1) & 1], acc[C::kPart * v + i]);
-    };
-#pragma unroll
-    for (int u = 0; u < kUnits; ++u) {
       if constexpr (C::kOverlap) {
-        issue((u & 1) ? part1 : part0, u);
-        if (kLateAtom1 && u == 0) decode_atom(1);
-        if (kLateCopy && u == 1) refill();
-        if (u > 0) {
-          wg::wait<1>();
-          promote((u & 1) ? part0 : part1, u - 1);
+        if (!(kChain && hs == 0)) {
+          wg::wait<0>();
+          promote(((kUnits - 1) & 1) ? part1 : part0, kUnits - 1, hs);
         }
-      } else {
-        issue(part0, u);
-        if (kLateAtom1 && u == 0) decode_atom(1);
-        if (kLateCopy && u == 1) refill();
-        wg::wait<0>();
-        promote(part0, u);
       }
-    }
-    if constexpr (C::kOverlap) {
-      wg::wait<0>();
-      promote(((kUnits - 1) & 1) ? part1 : part0, kUnits - 1);
-    }
+    }  // hs
   }
   wg::cp_wait<0>();
   griddep_launch_dependents();
