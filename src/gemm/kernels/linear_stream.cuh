@@ -79,7 +79,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   constexpr int kTiles = kStreamWarps / kParts;
   constexpr int kNt = kRows == 1 ? 1 : kRows / 8;  // n8 token tiles per MMA step
   extern __shared__ __align__(16) uint8_t dsm[];
-  __shared__ __align__(16) float red[kStreamRedBytes<kRows> / 4];
+  __shared__ float red[kStreamRedBytes<kRows> / 4];
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, t = lane & 3;
@@ -359,9 +359,10 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     float r0 = (acc[0][0][0] + acc[0][1][0]) + (acc[0][2][0] + acc[0][3][0]);
     float r1 = (acc[0][0][2] + acc[0][1][2]) + (acc[0][2][2] + acc[0][3][2]);
     if constexpr (kParts > 1) {
+      auto& red1 = *reinterpret_cast<float(*)[2][kStreamWarps][16]>(red);
       if (t == 0) {
-        red[(rb * kStreamWarps + warp) * 16 + g] = r0;
-        red[(rb * kStreamWarps + warp) * 16 + g + 8] = r1;
+        red1[rb][warp][g] = r0;
+        red1[rb][warp][g + 8] = r1;
       }
       // One barrier per group: the next group writes the other buffer, and the group after it
       // writes this one only after every reader here has passed the next group's barrier.
@@ -370,8 +371,8 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
         r0 = r1 = 0.f;
 #pragma unroll
         for (int k = 0; k < kParts; ++k) {
-          r0 += red[(rb * kStreamWarps + wt + k * kTiles) * 16 + g];
-          r1 += red[(rb * kStreamWarps + wt + k * kTiles) * 16 + g + 8];
+          r0 += red1[rb][wt + k * kTiles][g];
+          r1 += red1[rb][wt + k * kTiles][g + 8];
         }
       }
       rb ^= 1;
