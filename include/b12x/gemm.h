@@ -225,6 +225,10 @@ struct Plan {
   int stream_rows_parts[2] = {0, 0};
   int stream_rows_split[2] = {0, 0};
   int stream_rows_ctas[2] = {0, 0};
+  /// W4A4 at M = 2..16 on the stream kernel: the activation pre-pass launched with PDL (the
+  /// stream kernel requests its first weight vectors before waiting on it);
+  /// B12X_GEMM_STREAM_PREPASS_PDL=0 turns it off.
+  bool stream_rows_pdl = true;
   /// Decode regime, from the device's opt-in shared memory at plan time (run reads no device
   /// info): the pipelined staging budget of decode_pipe_kb (bytes, 0: kDecodePipeBudget) and the
   /// 8-warps-per-tile budget (lin::decode_ws8_budget).

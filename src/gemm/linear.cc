@@ -899,6 +899,8 @@ Plan plan(const Caps& caps) {
     if (const char* e = std::getenv("B12X_GEMM_STREAM_SPLIT"); e != nullptr)
       force_split = std::atoi(e);
     if (const char* e = std::getenv("B12X_GEMM_STREAM_CTAS"); e != nullptr) per_sm = std::atoi(e);
+    const char* pe = std::getenv("B12X_GEMM_STREAM_PREPASS_PDL");
+    p.stream_rows_pdl = !(pe != nullptr && pe[0] == '0');
     for (int ri = 0; ri < 2 && ok && want; ++ri) {
       const int rows = ri == 0 ? 8 : 16;
       if (ri == 1 && M <= 8) break;
@@ -1280,8 +1282,11 @@ void run(const Binding& b, Stream stream) {
       a.xs_ld = qscale_ld;
       // PDL at M = 1 only (round 23, H200: NVFP4 W4A4 M = 1 with it and 4 warps per tile 7.6 /
       // 17.9 / 20.2 / 9.6 / 7.6 us; at M = 4 / 8 it gained 1-2 us on four shapes but lost 3.5 /
-      // 15 us at 4096x14336, where the GEMM is a cluster-split grid).
-      a.pdl = plan.pdl && M == 1 && !tiled ? 1 : 0;
+      // 15 us at 4096x14336, where the GEMM is a cluster-split grid). Session 12: also before the
+      // stream kernel with token rows (no cluster; Plan::stream_rows_pdl).
+      const int ri = M <= 8 ? 0 : 1;
+      const bool rows_stream = M >= 2 && M <= 16 && plan.stream_rows_parts[ri] > 0;
+      a.pdl = plan.pdl && (M == 1 || (rows_stream && plan.stream_rows_pdl)) && !tiled ? 1 : 0;
       if (!fused) lin::launch_act_dequant(a, stream);
       p.x = a.out;
       p.ldx = geo.KP;
