@@ -899,6 +899,13 @@ Plan plan(const Caps& caps) {
     if (const char* e = std::getenv("B12X_GEMM_STREAM_SPLIT"); e != nullptr)
       force_split = std::atoi(e);
     if (const char* e = std::getenv("B12X_GEMM_STREAM_CTAS"); e != nullptr) per_sm = std::atoi(e);
+    // B12X_GEMM_STREAM_ROWS_KB=<n> (probe): a staging budget above SM12x's where the device's
+    // opt-in holds it beside the 16 KB reduction buffer (SM90: fewer K splits, fewer CTAs per SM).
+    int64_t rows_budget = lin::kStreamRowsSmemBudget;
+    if (const char* e = std::getenv("B12X_GEMM_STREAM_ROWS_KB"); e != nullptr)
+      rows_budget = std::max<int64_t>(
+          rows_budget,
+          std::min<int64_t>(int64_t{std::atoi(e)} * 1024, dev.smem_per_block_optin - 17 * 1024));
     const char* pe = std::getenv("B12X_GEMM_STREAM_PREPASS_PDL");
     p.stream_rows_pdl = !(pe != nullptr && pe[0] == '0');
     for (int ri = 0; ri < 2 && ok && want; ++ri) {
@@ -915,7 +922,7 @@ Plan plan(const Caps& caps) {
           if (force_split == 0 && sp > 1 && int64_t{sp - 1} * parts * vp >= geo.kvec)
             break;  // an idle K range
           const int64_t smem = lin::stream_smem_bytes(geo.kvec, parts, rows, sp);
-          if (smem > lin::kStreamRowsSmemBudget) continue;
+          if (smem > rows_budget) continue;
           const int fit = lin::prepare_linear_stream(caps.device, wf, parts, 2, smem, rows);
           if (fit <= 0) continue;
           const int64_t slots = sms * (per_sm > 0 ? std::min(per_sm, fit) : fit);
