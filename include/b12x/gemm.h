@@ -225,6 +225,9 @@ struct Plan {
   int stream_rows_parts[2] = {0, 0};
   int stream_rows_split[2] = {0, 0};
   int stream_rows_ctas[2] = {0, 0};
+  /// Their CTAs per SM register cap: 2 (CTAs of 8 warps) or 1 (16 warps,
+  /// B12X_GEMM_STREAM_WARPS=16, probe).
+  int stream_rows_occ = 2;
   /// W4A4 at M = 2..16 on the stream kernel: the activation pre-pass launched with PDL (the
   /// stream kernel requests its first weight vectors before waiting on it);
   /// B12X_GEMM_STREAM_PREPASS_PDL=0 turns it off.

@@ -901,11 +901,16 @@ Plan plan(const Caps& caps) {
     if (const char* e = std::getenv("B12X_GEMM_STREAM_CTAS"); e != nullptr) per_sm = std::atoi(e);
     // B12X_GEMM_STREAM_ROWS_KB=<n> (probe): a staging budget above SM12x's where the device's
     // opt-in holds it beside the 16 KB reduction buffer (SM90: fewer K splits, fewer CTAs per SM).
-    int64_t rows_budget = lin::kStreamRowsSmemBudget;
+    // B12X_GEMM_STREAM_WARPS=16 (probe): CTAs of 16 warps, one per SM (the staging once per SM).
+    const char* we = std::getenv("B12X_GEMM_STREAM_WARPS");
+    const int rocc = we != nullptr && std::atoi(we) == 16 ? 1 : 2;
+    p.stream_rows_occ = rocc;
+    const int rwarps = lin::stream_warps(rocc);
+    int64_t rows_budget = rocc == 1 ? lin::kStreamRowsSmemBudget16 : lin::kStreamRowsSmemBudget;
     if (const char* e = std::getenv("B12X_GEMM_STREAM_ROWS_KB"); e != nullptr)
       rows_budget = std::max<int64_t>(
-          rows_budget,
-          std::min<int64_t>(int64_t{std::atoi(e)} * 1024, dev.smem_per_block_optin - 17 * 1024));
+          rows_budget, std::min<int64_t>(int64_t{std::atoi(e)} * 1024,
+                                         dev.smem_per_block_optin - (rocc == 1 ? 33 : 17) * 1024));
     const char* pe = std::getenv("B12X_GEMM_STREAM_PREPASS_PDL");
     p.stream_rows_pdl = !(pe != nullptr && pe[0] == '0');
     for (int ri = 0; ri < 2 && ok && want; ++ri) {
@@ -914,8 +919,8 @@ Plan plan(const Caps& caps) {
       int64_t best = -1;
       for (int parts : {1, 2, 4, 8}) {
         if (force_parts > 0 && parts != force_parts) continue;
-        if (!lin::stream_kernel_available(wf, fp16, parts, 2, rows)) continue;
-        const int64_t groups = (geo.n16 + 8 / parts - 1) / (8 / parts);
+        if (!lin::stream_kernel_available(wf, fp16, parts, rocc, rows)) continue;
+        const int64_t groups = (geo.n16 + rwarps / parts - 1) / (rwarps / parts);
         for (int sp = 1; sp <= 64; ++sp) {
           if (force_split > 0 && sp != force_split) continue;
           const int vp = lin::stream_vectors_per_part(geo.kvec, parts, sp);
@@ -923,7 +928,7 @@ Plan plan(const Caps& caps) {
             break;  // an idle K range
           const int64_t smem = lin::stream_smem_bytes(geo.kvec, parts, rows, sp);
           if (smem > rows_budget) continue;
-          const int fit = lin::prepare_linear_stream(caps.device, wf, parts, 2, smem, rows);
+          const int fit = lin::prepare_linear_stream(caps.device, wf, parts, rocc, smem, rows);
           if (fit <= 0) continue;
           const int64_t slots = sms * (per_sm > 0 ? std::min(per_sm, fit) : fit);
           const int64_t gx = std::min(groups, std::max<int64_t>(1, slots / sp));
@@ -1432,8 +1437,8 @@ void run(const Binding& b, Stream stream) {
     p.split = plan.stream_rows_split[ri];
     p.partial = p.split > 1 ? reinterpret_cast<float*>(b.scratch + plan.off_partial) : nullptr;
     p.stream_vp = lin::stream_vectors_per_part(geo.kvec, parts, p.split);
-    lin::launch_linear_stream(im.wfmt, parts, 2, plan.stream_rows_ctas[ri], p, stream,
-                              ri == 0 ? 8 : 16);
+    lin::launch_linear_stream(im.wfmt, parts, plan.stream_rows_occ, plan.stream_rows_ctas[ri], p,
+                              stream, ri == 0 ? 8 : 16);
     if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);
     return;
   }

@@ -64,6 +64,13 @@ inline constexpr int64_t kStreamSmemBudget = 101376 - 8 * 1024;
 /// Staging budget with 8 / 16 token rows (session 12, M = 2..16): beside the 16 KB reduction
 /// buffer of 16 rows and margin.
 inline constexpr int64_t kStreamRowsSmemBudget = 101376 - 18 * 1024;
+/// The same for CTAs of 16 warps (occ 1, probe): beside their 32 KB reduction buffer.
+inline constexpr int64_t kStreamRowsSmemBudget16 = 101376 - 34 * 1024;
+/// Warps per CTA of the stream kernel: 16 for the register cap of one CTA per SM (token rows
+/// only), else 8.
+inline int stream_warps(int occ) {
+  return occ == 1 ? 16 : 8;
+}
 /// The calling thread's last launch_linear_stream (tests: which kernel ran); serial counts the
 /// launches.
 struct StreamLaunch {

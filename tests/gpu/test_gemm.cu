@@ -1255,6 +1255,22 @@ TEST(GemmGpu, DecodeStreamRows) {
         EXPECT_EQ(l.split, std::atoi(sp));
       }
     }
+  // CTAs of 16 warps (B12X_GEMM_STREAM_WARPS=16, one per SM, probe): 2 / 8 parts, split 1 / 2.
+  {
+    ScopedEnv ew("B12X_GEMM_STREAM_WARPS", "16");
+    for (const char* parts : {"2", "8"})
+      for (const char* sp : {"1", "2"}) {
+        ScopedEnv ep("B12X_GEMM_STREAM_PARTS", parts), es("B12X_GEMM_STREAM_SPLIT", sp);
+        for (int64_t M : {3, 16}) {
+          const LinearFormat f = M == 3 ? LinearFormat::kNvfp4W4A16 : LinearFormat::kNvfp4;
+          run_case({f, M, 200, 1280, DType::kBF16, DType::kBF16, sp[0] == '2'});
+          const gemm::lin::StreamLaunch l = gemm::lin::last_stream_launch();
+          EXPECT_EQ(l.occ, 1);
+          EXPECT_EQ(l.parts, std::atoi(parts));
+          EXPECT_EQ(l.split, std::atoi(sp));
+        }
+      }
+  }
   // The plan's own choice (no forced parts / split), M = 5 and 13 from one plan of capacity 16,
   // replayed in a graph; K = 14336 at 16 rows needs a split (the staging budget).
   for (int64_t M : {5, 13}) {

@@ -61,25 +61,25 @@ __device__ __forceinline__ int stream_xpos_rows(int k, int r) {
 }
 
 /// Shared memory of the parts' row sums (static): [2 buffers][warps][values per lane][32 lanes].
-template <int kRows>
-inline constexpr int kStreamRedBytes = kRows == 1 ? 2 * kStreamWarps * 16 * 4
-                                                  : 2 * kStreamWarps*(kRows / 2) * 32 * 4;
+template <int kRows, int kWarps = kStreamWarps>
+inline constexpr int kStreamRedBytes = kRows == 1 ? 2 * kWarps * 16 * 4
+                                                  : 2 * kWarps*(kRows / 2) * 32 * 4;
 
 /// kOcc: CTAs per SM the registers are capped for (2: <= 128, 3: <= 85). kRows: 1 (M = 1, the
 /// token broadcast over the MMA's 8 columns) or 8 / 16 (M = 2..8 / 9..16: tokens on the MMA's N
 /// side, one / two n8 tiles on the same decoded weight fragments; K split over gridDim.y CTAs
 /// whose fp32 partials linear_reduce_kernel sums, so each CTA stages only its K range).
-template <int kParts, int kOcc, int kRows = 1>
-__global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
-    linear_stream_kernel(const LinearParams p) {
+template <int kParts, int kOcc, int kRows = 1, int kWarps = kStreamWarps>
+__global__ void __launch_bounds__(kWarps * 32, kOcc) linear_stream_kernel(const LinearParams p) {
   static_assert(kParts == 1 || kParts == 2 || kParts == 4 || kParts == 8, "K parts per tile");
   static_assert(kRows == 1 || kRows == 8 || kRows == 16, "token rows");
+  static_assert(kWarps == 8 || (kWarps == 16 && kRows > 1), "warps per CTA");
   using T = Bf16Tag;
   constexpr int kDepth = kStreamDepth;
-  constexpr int kTiles = kStreamWarps / kParts;
+  constexpr int kTiles = kWarps / kParts;
   constexpr int kNt = kRows == 1 ? 1 : kRows / 8;  // n8 token tiles per MMA step
   extern __shared__ __align__(16) uint8_t dsm[];
-  __shared__ float red[kStreamRedBytes<kRows> / 4];
+  __shared__ float red[kStreamRedBytes<kRows, kWarps> / 4];
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, t = lane & 3;
@@ -155,7 +155,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     // kRows token rows of the CTA's K range [ky * ks, ky * ks + ks); rows past M and K values
     // past K are zero (their products vanish; the rows' outputs are not stored).
     constexpr int kBatch = 8;
-    constexpr int kT = kStreamWarps * 32;
+    constexpr int kT = kWarps * 32;
     const uint16_t* x = static_cast<const uint16_t*>(p.x);
     const int cpr = ks / 8;  // 16-byte chunks per row
     const int64_t k0 = static_cast<int64_t>(ky) * ks;
@@ -198,7 +198,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     }
   } else {
     constexpr int kBatch = kOcc == 3 ? 4 : 8;  // within the 3-CTA register cap
-    constexpr int kT = kStreamWarps * 32;
+    constexpr int kT = kWarps * 32;
     const uint16_t* x = static_cast<const uint16_t*>(p.x);
     const bool fast = p.x_vec16 && ks <= p.K;  // every chunk a whole aligned 16-byte load
     for (int c0 = threadIdx.x; c0 < ks / 8; c0 += kT * kBatch) {
@@ -319,7 +319,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
         for (int i = 0; i < 4; ++i)
           o[n][i] = (acc[n][0][i] + acc[n][1][i]) + (acc[n][2][i] + acc[n][3][i]);
       if constexpr (kParts > 1) {
-        float* const rw = red + (rb * kStreamWarps + warp) * (kRows / 2) * 32 + lane;
+        float* const rw = red + (rb * kWarps + warp) * (kRows / 2) * 32 + lane;
 #pragma unroll
         for (int n = 0; n < kNt; ++n)
 #pragma unroll
@@ -328,8 +328,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
         if (wk == 0) {
 #pragma unroll
           for (int k = 1; k < kParts; ++k) {
-            const float* const rr =
-                red + (rb * kStreamWarps + wt + k * kTiles) * (kRows / 2) * 32 + lane;
+            const float* const rr = red + (rb * kWarps + wt + k * kTiles) * (kRows / 2) * 32 + lane;
 #pragma unroll
             for (int n = 0; n < kNt; ++n)
 #pragma unroll
@@ -359,7 +358,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     float r0 = (acc[0][0][0] + acc[0][1][0]) + (acc[0][2][0] + acc[0][3][0]);
     float r1 = (acc[0][0][2] + acc[0][1][2]) + (acc[0][2][2] + acc[0][3][2]);
     if constexpr (kParts > 1) {
-      auto& red1 = *reinterpret_cast<float(*)[2][kStreamWarps][16]>(red);
+      auto& red1 = *reinterpret_cast<float(*)[2][kWarps][16]>(red);
       if (t == 0) {
         red1[rb][warp][g] = r0;
         red1[rb][warp][g + 8] = r1;
