@@ -74,6 +74,10 @@ struct PagedPlan {
   bool heads_inner = false;  ///< grid x = (row tile, KV head), heads fastest (decode default;
                              ///< B12X_ATTN_GRID=heads|tiles)
   int split_limit = 1;       ///< most splits any bind may launch
+  /// Resident CTAs per SM beyond which the split model counts a wave as bandwidth-bound (its
+  /// time grows with the CTAs in it): 0 = off (each CTA at its own latency-bound rate, whatever
+  /// the SM holds); B12X_ATTN_SPLIT_SAT=n. Only kernels with more than n CTAs per SM change.
+  int split_sat = 0;
   /// The online softmax keeps its running max (and skips the O rescale) unless a tile's max
   /// exceeds it by more than this many base-2 units: P then stays below 2^slack, exact in
   /// fp32 accumulation (B12X_ATTN_RESCALE_SLACK; 0 = rescale on every increase).
@@ -88,6 +92,12 @@ struct PagedPlan {
   /// K/V tiles per CTA the prefetch covers (0: those the ring's prologue issues, kStages - 1;
   /// B12X_ATTN_PREFETCH_TILES).
   int prefetch_tiles = 0;
+  /// Lean decode kernels with the speculative prologue: the split's next `post_prefetch` K/V
+  /// tiles after the prologue's (their page ids read before the PDL wait with the prologue's)
+  /// are prefetched into L2 right after the wait, so a short split's later tiles start their
+  /// DRAM round trip with its first tiles instead of after them (B12X_ATTN_POST_PREFETCH=0..4;
+  /// measurement variant, off).
+  int post_prefetch = 0;
   /// Decode/verify tiles fill every stage of their K/V ring before the first wait (wide3 then
   /// loads Q's fragments from global memory instead of staging Q in the ring), so a short
   /// split has one more tile in flight behind its first round trip (B12X_ATTN_FULL_RING=1|0).

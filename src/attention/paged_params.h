@@ -31,6 +31,10 @@ __host__ __device__
   return static_cast<int>((static_cast<uint64_t>(static_cast<uint32_t>(n)) * f.mul) >> f.shift);
 }
 
+/// Most tiles PagedParams::post_prefetch may name (their page ids are held in registers from
+/// before the PDL wait to just after it).
+constexpr int kPostPrefetchMax = 4;
+
 struct PagedParams {
   const void* q;
   const void* k;
@@ -85,6 +89,8 @@ struct PagedParams {
   float rescale_slack;    // the running max moves only when a tile's max exceeds it by more
                           // (base-2 units; 0 = every increase)
   int32_t spec;           // 1 (lean decode kernels): speculative prologue (B12X_ATTN_SPEC)
+  int32_t post_prefetch;  // 0..kPostPrefetchMax: with spec, the split's tiles after the prologue's
+                          // prefetched into L2 right after the PDL wait (B12X_ATTN_POST_PREFETCH)
   int32_t tile_kv_shift;  // log2(tile_kv)
   int32_t min_tiles;      // max(1, min_chunk / tile_kv)
   // The kernels' divisions by these values (multiply and shift, see FastDiv).

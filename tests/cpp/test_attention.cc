@@ -360,6 +360,36 @@ TEST(AttentionPlan, AutoSplitsFillWaves) {
   EXPECT_EQ(plan.auto_splits(1, 1), 1);
 }
 
+// split_sat (B12X_ATTN_SPLIT_SAT): waves of more than split_sat x SMs CTAs count as
+// bandwidth-bound. 16/2/256-like plan (2 KV heads of 8 q heads, 32-token tiles, 8k), 132 SMs with
+// 3 CTAs each: off, B=8 fills the wave (24 splits, 384 CTAs); with 2, B=8 takes 16 splits (256
+// CTAs) and B=16 9. A kernel with no more than split_sat CTAs per SM is unaffected.
+TEST(AttentionPlan, AutoSplitsSaturation) {
+  att::PagedPlan plan;
+  plan.caps.mode = att::Mode::kDecode;
+  plan.caps.num_q_heads = 16;
+  plan.caps.num_kv_heads = 2;
+  plan.caps.page_size = 128;
+  plan.caps.max_page_table_width = 64;
+  plan.tile_rows = 16;
+  plan.tile_kv = 32;
+  plan.sm_count = 132;
+  plan.target_ctas = 396;
+  plan.split_limit = 64;
+  EXPECT_EQ(plan.auto_splits(8, 1), 24);
+  EXPECT_EQ(plan.auto_splits(16, 1), 12);
+  plan.split_sat = 2;
+  EXPECT_EQ(plan.auto_splits(8, 1), 16);
+  EXPECT_EQ(plan.auto_splits(16, 1), 9);
+  EXPECT_EQ(plan.auto_splits(1, 1), 64);  // 128 CTAs: below the saturation
+  plan.split_sat = 3;                     // every SM's 3 CTAs count: as off
+  EXPECT_EQ(plan.auto_splits(8, 1), 24);
+  plan.split_sat = 2;
+  plan.target_ctas = 264;  // 2 CTAs per SM: as off
+  EXPECT_EQ(plan.auto_splits(8, 1), 16);
+  EXPECT_EQ(plan.auto_splits(4, 1), 32);
+}
+
 TEST(AttentionRef, AppendKvBf16AndFp8) {
   const int T = 3, H = 2, D = 64, P = 4, S = 2;
   std::vector<uint16_t> k(T * H * D), v(T * H * D), kc(P * S * H * D, 0), vc(P * S * H * D, 0);
