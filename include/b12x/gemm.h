@@ -195,6 +195,10 @@ struct Plan {
   /// Decode regime: the activation staging's cp.async copies walk segments of 32 pieces per warp
   /// instead of single pieces per thread (with decode_half; B12X_GEMM_DECODE_SEGSTAGE=0|1).
   bool decode_seg_stage = false;
+  /// Decode regime, block FP8 / MXFP8 weights with BF16 activations: the activations quantized
+  /// (the quantizer's numerics) while the decode kernel stages them, instead of by a quantizer
+  /// launch before it (B12X_GEMM_DECODE_ACTQ=0|1 overrides).
+  bool decode_act_quant = false;
   /// Decode regime: the FP4 kernels with the per-slice bookkeeping by running pointers where they
   /// exist (BF16 MMAs; M = 1 with 4 or 8 warps per tile, the pipelined slice halves; default
   /// there since session 9, B12X_GEMM_DECODE_LEAN=0|1 overrides).

@@ -944,6 +944,14 @@ Plan plan(const Caps& caps) {
       }
     }
   }
+  // Block FP8 / MXFP8 weights with BF16 activations: quantized in the decode kernel's staging
+  // (lin::kActBf16Quant: each CTA quantizes its K range of the staged rows) instead of by the
+  // quantizer launched before it. B12X_GEMM_DECODE_ACTQ=0|1 overrides.
+  if (decode_plan && (wf == WFmt::kFp8Block || wf == WFmt::kFp8Mx) &&
+      caps.act_dtype == DType::kBF16) {
+    const char* e = std::getenv("B12X_GEMM_DECODE_ACTQ");
+    p.decode_act_quant = e != nullptr && e[0] == '1';
+  }
   // Probe override (tools/gemm-probe.sh): B12X_GEMM_SPLIT=<n> forces the decode split count.
   if (decode_plan && split_env != nullptr && std::atoi(split_env) > 0)
     split = static_cast<int>(std::min<int64_t>(std::atoi(split_env), slices));
@@ -1025,7 +1033,7 @@ Plan plan(const Caps& caps) {
       sig << " decode nt=" << (M > kDecodeMaxM ? 2 : decode_nt(M))
           << (ws > 1 && M <= kDecodeMaxM ? " ws=" + std::to_string(ws) : "")
           << (p.decode_pipe ? " pipe" : "") << (p.decode_half ? " half" : "")
-          << (p.decode_lean ? " lean" : "")
+          << (p.decode_lean ? " lean" : "") << (p.decode_act_quant ? " actq" : "")
           << (p.ggml_gemv > 0 ? (p.ggml_gemv_split > 1 ? " ggml_gemv+reduce" : " ggml_gemv") : "")
           << (p.decode_deep ? " deep=" + std::to_string(p.decode_deep) : std::string()) << " split="
           << (M > kDecodeMaxM || split == 1 ? "none"
@@ -1211,10 +1219,21 @@ void run(const Binding& b, Stream stream) {
   p.act_kind = lin::kActRaw16;
   p.xs_kind = lin::kXsNone;
   bool wgmma_bulk = false;  // block FP8 activations quantized as variant 14's stage images
+  // Block FP8 / MXFP8 activations quantized in the decode kernel's staging (16-byte loads of
+  // BF16 rows; other rows take the quantizer).
+  const bool staged_quant = plan.decode_act_quant && !tiled && b.x.dtype == DType::kBF16 &&
+                            reinterpret_cast<uintptr_t>(b.x.data) % 16 == 0 &&
+                            b.x.stride[0] % 8 == 0;
   if (format_raw_activations(f)) {
     p.x = b.x.data;
     p.ldx = b.x.stride[0];
     p.x_vec16 = (reinterpret_cast<uintptr_t>(b.x.data) % 16 == 0) && (p.ldx % 8 == 0);
+  } else if (staged_quant) {
+    p.x = b.x.data;
+    p.ldx = b.x.stride[0];
+    p.x_vec16 = 1;
+    p.act_kind = lin::kActBf16Quant;
+    p.xs_kind = lin::kXsStaged;
   } else {
     // Quantized activations: caller-provided or produced here by the activation quantizer.
     const uint8_t* qx = static_cast<const uint8_t*>(b.x.data);

@@ -63,6 +63,9 @@ enum ActSrc : int32_t {
   kActFp8 = 1,    ///< e4m3 bytes
   kActNvfp4 = 2,  ///< packed e2m1 + swizzled UE4M3 (folded into the staged values)
   kActMxfp4 = 3,  ///< packed e2m1 (+ swizzled E8M0 group scales)
+  /// bf16 x [M][ldx] of block FP8 / MXFP8 weights, quantized to e4m3 + group scales (their
+  /// quantizer's numerics) while staging, instead of a quantizer launch (xs_kind kXsStaged).
+  kActBf16Quant = 4,
 };
 /// Group-scale sources.
 enum XsSrc : int32_t {
@@ -70,6 +73,7 @@ enum XsSrc : int32_t {
   kXsF32Rows = 1,   ///< xscale fp32 [M][xscale_ld]
   kXsE8m0Rows = 2,  ///< xq_scale bytes [M][xscale_ld]
   kXsE8m0Swz = 3,   ///< xq_scale 128x4-swizzled, K/32 columns
+  kXsStaged = 4,    ///< written into the staged group scales by the staging (kActBf16Quant)
 };
 
 enum class ActKind : int32_t {

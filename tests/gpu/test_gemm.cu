@@ -719,6 +719,37 @@ TEST(GemmGpu, DecodeOneStagingBuffer) {
     for (const auto& c : all_format_cases(M, 72, 4864, M == 3, DType::kBF16)) run_case(c);
 }
 
+TEST(GemmGpu, DecodeStagedActivationQuant) {
+  B12X_REQUIRE_GPU();
+  // B12X_GEMM_DECODE_ACTQ=1: block FP8 / MXFP8 activations (BF16) quantized while the decode
+  // kernel stages them (units of 128 K on 4 lanes) instead of by the quantizer launch. K = 4864
+  // (19 slices; block FP8) and 4832 (MXFP8: the last 128-K unit is 3 / 4 inside K, the last slice
+  // half past it), the whole K range per CTA in several chunks (split 1), a cluster split, the
+  // reduce kernel, 4 warps per tile at M = 1; M = 9..24: two token tiles (a second one of 8
+  // rows); N = 200 leaves warps without a tile. FP16 activations keep the quantizer.
+  ScopedEnv eq("B12X_GEMM_DECODE_ACTQ", "1");
+  EXPECT_TRUE(bf16_plan(LinearFormat::kFp8Block, 1, 4096, 4096).decode_act_quant);
+  EXPECT_TRUE(bf16_plan(LinearFormat::kMxfp8, 16, 4096, 4096).decode_act_quant);
+  EXPECT_FALSE(bf16_plan(LinearFormat::kMxfp8, 64, 4096, 4096).decode_act_quant);  // tiled
+  for (const char* split : {"", "1", "4", "reduce"}) {
+    if (split[0] != 0) setenv("B12X_GEMM_SPLIT", split, 1);
+    for (int64_t M : {1, 4, 9, 16, 24}) {
+      run_case({LinearFormat::kFp8Block, M, 200, 4864, DType::kBF16, DType::kBF16, M == 9},
+               M == 4 && split[0] == 0);
+      run_case({LinearFormat::kMxfp8, M, 200, 4832, DType::kBF16, DType::kBF16, M == 16},
+               M == 1 && split[0] == 0);
+    }
+    unsetenv("B12X_GEMM_SPLIT");
+  }
+  {
+    ScopedEnv ew("B12X_GEMM_DECODE_WSPLIT", "4");
+    for (LinearFormat f : {LinearFormat::kFp8Block, LinearFormat::kMxfp8})
+      run_case({f, 1, 4096, 2048, DType::kBF16, DType::kBF16, true});
+  }
+  for (LinearFormat f : {LinearFormat::kFp8Block, LinearFormat::kMxfp8})
+    run_case({f, 4, 72, 1024, DType::kFP16, DType::kBF16, true});
+}
+
 /// FP4 weight formats with BF16 MMAs (the slice-halves kernel's).
 const LinearFormat kFp4Bf16Formats[] = {LinearFormat::kNvfp4, LinearFormat::kNvfp4W4A16,
                                         LinearFormat::kMxfp4, LinearFormat::kMxfp4W4A8,

@@ -23,6 +23,7 @@
 
 #include "formats/swizzle.h"
 #include "gemm/kernels/linear_common.cuh"
+#include "gemm/kernels/quantize.cuh"
 
 namespace b12x::gemm::lin {
 
@@ -453,9 +454,74 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
     }
   };
 
+  // kActBf16Quant (block FP8 / MXFP8 weights, BF16 activations): slices [c0, c1) of the valid
+  // token rows quantized to e4m3 into the staging and their group scales into xsc, with the
+  // activation quantizer's numerics (kernels::g128_codes / mx8_codes), so no quantizer launch
+  // precedes the GEMM. Units of 128 K of one row on 4 lanes, 8 per warp and pass (the loop bound
+  // is warp-uniform: every lane takes part in the shuffles); lane part p holds the unit's 16-byte
+  // chunks p, p + 4, p + 8, p + 12 (4 loads in flight, 64 contiguous bytes per load over the
+  // unit's lanes), so a 1x128 group is one unit and an MXFP8 block one chunk index over its 4
+  // lanes. Chunks past K are zeros with a zero scale, as the copied path stages them.
+  auto stage_quant = [&](int64_t c0, int64_t c1) {
+    if constexpr (kF8 && kGroup > 0) {
+      static_assert(kKS % 128 == 0, "whole 128-K units per slice");
+      constexpr int kW = kThreads / 32;
+      const int64_t kbase = c0 * kKS;
+      const int per_row = static_cast<int>((c1 - c0) * (kKS / 128));
+      const int total = rows * per_row;
+      const int part = lane & 3;
+      const uint16_t* const x16 = static_cast<const uint16_t*>(p.x);
+      for (int ub = warp * 8; ub < total; ub += kW * 8) {
+        const int u = ub + (lane >> 2);
+        const bool valid = u < total;
+        const int r = valid ? u / per_row : 0;
+        const int j = valid ? u - r * per_row : 0;
+        const int64_t k0 = kbase + j * 128 + part * 8;  // this lane's first value
+        const uint16_t* const src = x16 + (tok0 + r) * p.ldx + k0;
+        uint4 v4[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+          v4[i] = valid && k0 + 32 * i < p.K ? __ldg(reinterpret_cast<const uint4*>(src + 32 * i))
+                                             : make_uint4(0, 0, 0, 0);
+        uint8_t* const dst = xs + r * sg.pitch_bytes + j * 128 + part * 8;
+        if constexpr (kGroup == 128) {
+          const uint32_t w[16] = {v4[0].x, v4[0].y, v4[0].z, v4[0].w, v4[1].x, v4[1].y,
+                                  v4[1].z, v4[1].w, v4[2].x, v4[2].y, v4[2].z, v4[2].w,
+                                  v4[3].x, v4[3].y, v4[3].z, v4[3].w};
+          const float sc =
+              kernels::g128_codes<true>(w, valid, [&](int i, uint32_t lo, uint32_t hi) {
+                *reinterpret_cast<uint2*>(dst + 32 * i) = make_uint2(lo, hi);
+              });
+          if (valid && part == 0) xsc[r * sg.groups + j] = kbase + j * 128 < p.K ? sc : 0.f;
+        } else {
+          static_assert(kGroup == 32, "1x128 groups or MXFP8 blocks");
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            const uint32_t w[4] = {v4[i].x, v4[i].y, v4[i].z, v4[i].w};
+            float f[8];
+#pragma unroll
+            for (int e = 0; e < 8; ++e)
+              f[e] = __uint_as_float(e & 1 ? w[e / 2] & 0xFFFF0000u : w[e / 2] << 16);
+            uint32_t lo, hi;
+            const uint8_t code = kernels::mx8_codes(f, lo, hi);
+            if (valid) {
+              *reinterpret_cast<uint2*>(dst + 32 * i) = make_uint2(lo, hi);
+              if (part == 0)
+                xsc[r * sg.groups + j * 4 + i] =
+                    kbase + j * 128 + 32 * i < p.K ? e8m0_f32(code) : 0.f;
+            }
+          }
+        }
+      }
+    }
+  };
+
   // Stage slices [c0, c1) of the valid token rows. Loads go out in batches of 8 per thread
   // before any shared store, so a chunk costs about one L2 round trip, not one per element.
   auto stage = [&](int64_t c0, int64_t c1) {
+    if constexpr (kF8 && kGroup > 0) {
+      if (p.act_kind == kActBf16Quant) return stage_quant(c0, c1);
+    }
     const int64_t kbase = c0 * kKS;
     constexpr int kElem = kF8 ? 16 : 8;  // K values per 16-byte chunk
     const int per_row = static_cast<int>((c1 - c0) * kKS / kElem);
@@ -619,9 +685,9 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
     }
     // fp32 group epilogue: acc += (tmp0 + tmp1) * (weight group scale x activation group
     // scale). A group's MMAs alternate between tmp0 and tmp1 (two independent chains), except for
-    // the GGML formats (groups of one or two k16 steps): one chain in tmp0, no adds (the slice's
-    // other groups keep the MMAs independent).
-    constexpr bool kOneChain = kGgml;
+    // the GGML formats (groups of one or two k16 steps) and MXFP8 (one k32 MMA per group): one
+    // chain in tmp0, no adds of a zero tmp1 (the slice's other groups keep the MMAs independent).
+    constexpr bool kOneChain = kGgml || (kF8 && kGroup == 32);
     auto fold = [&](float(&tmp2)[2][NT][4], int j, int parity) {
       float(&dst)[NT][4] = parity ? acc_odd : acc;  // alternate FFMA chains too
       float tmp[NT][4];

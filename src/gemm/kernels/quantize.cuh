@@ -354,15 +354,16 @@ __device__ __forceinline__ void g128_load(const BlockQuantParams& p, int64_t row
   }
 }
 
-/// Quantizes and stores the 32 values g128_load gave this lane part (every lane of the warp calls
-/// it: the group amax is two xor shuffles over its four lanes). The 32 values stay packed (16
-/// registers): amax over |x| pairs by max.bf16x2 / max.f16x2 (exact; a NaN never wins against
-/// the running maximum, which starts at +0, as in fmt::amax_update), each value converted to fp32
-/// where it is divided. kTiled: the values in the SM90 block FP8 wgmma kernel's activation stage
-/// image (fp8_group128_kernel), the scale only for rows < M.
-template <bool kBF16, bool kTiled = false>
-__device__ __forceinline__ void g128_quant(const BlockQuantParams& p, int64_t row, int64_t col,
-                                           int part, bool valid, const uint32_t (&w)[16]) {
+/// The scale of the 1x128 group whose 32 values (packed in w, 16-byte chunk i holding the
+/// group's chunk 4i + part) this lane part holds, and their E4M3 codes: store(i, lo, hi) gets
+/// chunk i's 8 codes (every lane of the warp calls it: the group amax is two xor shuffles over
+/// its four lanes; !valid lanes only take part in the shuffles and store nothing). The 32 values
+/// stay packed (16 registers): amax over |x| pairs by max.bf16x2 / max.f16x2 (exact; a NaN never
+/// wins against the running maximum, which starts at +0, as in fmt::amax_update), each value
+/// converted to fp32 where it is divided. Shared by fp8_group128_kernel and the decode GEMM's
+/// staging (lin::kActBf16Quant).
+template <bool kBF16, class Store>
+__device__ __forceinline__ float g128_codes(const uint32_t (&w)[16], bool valid, Store&& store) {
   uint32_t m2 = 0u;
 #pragma unroll
   for (int j = 0; j < 16; ++j) m2 = hmax2_abs<kBF16>(m2, w[j]);
@@ -370,27 +371,17 @@ __device__ __forceinline__ void g128_quant(const BlockQuantParams& p, int64_t ro
                      in_to_float(static_cast<uint16_t>(m2 >> 16), kBF16));
   amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 1));
   amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 2));
-  if (!valid) return;
+  if (!valid) return 0.f;
   const float s = qrules::fp8_group_scale(amax);
   const bool fast = amax >= 0x1p-60f && amax <= 3.40282347e38f;
   const float y = fast ? __frcp_rn(s) : 0.f;
   auto val = [&](int j) {
     return in_to_float(static_cast<uint16_t>((j & 1) ? w[j / 2] >> 16 : w[j / 2] & 0xFFFFu), kBF16);
   };
-  // Tiled: row r of token tile row / 128 and 128-K group col at ((tile * cols + col) * 128 + r)
-  // * 128, its 16-byte chunk c at c ^ (r & 7) (the stage's 128-byte swizzle); this lane's 8-byte
-  // piece i lies in chunk 2i + part / 2.
-  const int64_t cols = p.K / 128;
-  uint8_t* out =
-      kTiled ? p.values + (((row >> 7) * cols + col) * 128 + (row & 127)) * 128 + (part & 1) * 8
-             : p.values + row * p.K + col * 128 + part * 8;
-  const int sw = static_cast<int>(row & 7);
   // Chunk i (8 values) quantized and stored at once (no 32-value fp32 array stays live).
   auto store8 = [&](int i, const float(&q)[8]) {
-    const uint32_t w0 = e4m3x2(q[0], q[1]) | (e4m3x2(q[2], q[3]) << 16);
-    const uint32_t w1 = e4m3x2(q[4], q[5]) | (e4m3x2(q[6], q[7]) << 16);
-    uint8_t* const o = kTiled ? out + (((2 * i + (part >> 1)) ^ sw) << 4) : out + 32 * i;
-    *reinterpret_cast<uint2*>(o) = make_uint2(w0, w1);
+    store(i, e4m3x2(q[0], q[1]) | (e4m3x2(q[2], q[3]) << 16),
+          e4m3x2(q[4], q[5]) | (e4m3x2(q[6], q[7]) << 16));
   };
   if (fast) {  // two code paths, so the fast one carries no per-value branch
 #pragma unroll
@@ -414,7 +405,46 @@ __device__ __forceinline__ void g128_quant(const BlockQuantParams& p, int64_t ro
       store8(i, q);
     }
   }
-  if (part == 0 && (!kTiled || row < p.M)) p.scale_f32[row * cols + col] = s;
+  return s;
+}
+
+/// Quantizes and stores the 32 values g128_load gave this lane part (g128_codes). kTiled: the
+/// values in the SM90 block FP8 wgmma kernel's activation stage image (fp8_group128_kernel), the
+/// scale only for rows < M.
+template <bool kBF16, bool kTiled = false>
+__device__ __forceinline__ void g128_quant(const BlockQuantParams& p, int64_t row, int64_t col,
+                                           int part, bool valid, const uint32_t (&w)[16]) {
+  // Tiled: row r of token tile row / 128 and 128-K group col at ((tile * cols + col) * 128 + r)
+  // * 128, its 16-byte chunk c at c ^ (r & 7) (the stage's 128-byte swizzle); this lane's 8-byte
+  // piece i lies in chunk 2i + part / 2.
+  const int64_t cols = p.K / 128;
+  uint8_t* out =
+      kTiled ? p.values + (((row >> 7) * cols + col) * 128 + (row & 127)) * 128 + (part & 1) * 8
+             : p.values + row * p.K + col * 128 + part * 8;
+  const int sw = static_cast<int>(row & 7);
+  const float s = g128_codes<kBF16>(w, valid, [&](int i, uint32_t w0, uint32_t w1) {
+    uint8_t* const o = kTiled ? out + (((2 * i + (part >> 1)) ^ sw) << 4) : out + 32 * i;
+    *reinterpret_cast<uint2*>(o) = make_uint2(w0, w1);
+  });
+  if (valid && part == 0 && (!kTiled || row < p.M)) p.scale_f32[row * cols + col] = s;
+}
+
+/// The MXFP8 E8M0 code of the 32-value block whose 8-value chunk v this lane holds (the block's
+/// four chunks on four adjacent lanes, every lane of the warp calling it) and the chunk's E4M3
+/// codes (lo, hi): MxFp8Policy's numerics (quant_chunk), for the decode GEMM's staging.
+__device__ __forceinline__ uint8_t mx8_codes(const float (&v)[8], uint32_t& lo, uint32_t& hi) {
+  float amax = 0.f;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) amax = fmt::amax_update(amax, v[j]);
+  amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 2));
+  amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 1));
+  const ScaleOut s = MxFp8Policy::scale(amax, 0.f, nullptr);
+  float q[8];
+#pragma unroll
+  for (int j = 0; j < 8; ++j) q[j] = MxFp8Policy::apply(v[j], s);
+  lo = e4m3x2(q[0], q[1]) | (e4m3x2(q[2], q[3]) << 16);
+  hi = e4m3x2(q[4], q[5]) | (e4m3x2(q[6], q[7]) << 16);
+  return s.code;
 }
 
 /// The FP8 1x128-group quantiser on vector rows (x 16-byte aligned, ldx % 8 == 0, K % 128 == 0,
