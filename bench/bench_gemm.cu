@@ -6,6 +6,7 @@
 // bandwidth, TFLOP/s, speed-up vs cuBLAS BF16 and vs cuBLASLt FP8.
 //   B12X_BENCH_FORMATS=nvfp4_w4a16,iq2_xs  restricts the formats; B12X_BENCH_QUICK=1 fewer shapes.
 //   B12X_BENCH_FP8B_PREQUANT=1: fp8_block with caller-quantized activations (no quantizer pass).
+//   B12X_BENCH_NO_PEERS=1: skip the cuBLAS / cuBLASLt peers (probe runs; x columns read 0).
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
@@ -388,6 +389,8 @@ int main() {
   }
   CublasPeer peer;
   g_pools.init(2048 * 14336, fmt::swizzled_scale_bytes(2048, 14336 / 16));
+  // B12X_BENCH_NO_PEERS=1 (probes): no cuBLAS / cuBLASLt timings (their columns read 0).
+  const bool peers = std::getenv("B12X_BENCH_NO_PEERS") == nullptr;
   const char* budget_env = std::getenv("B12X_BENCH_BUDGET_S");
   const double budget = budget_env ? std::atof(budget_env) : 50.0;
   bench::JsonRows json;
@@ -395,7 +398,7 @@ int main() {
               "%bw", "TFLOP/s", "xBF16", "xFP8");
   for (auto [N, K] : shapes) {
     std::vector<double> t_bf16(Ms.size()), t_fp8(Ms.size()), t_fp8b(Ms.size());
-    for (size_t i = 0; i < Ms.size(); ++i) {
+    for (size_t i = 0; i < Ms.size() && peers; ++i) {
       t_bf16[i] = time_cublas_bf16(peer, Ms[i], N, K);
       t_fp8[i] = time_cublaslt_fp8(peer, Ms[i], N, K);
       t_fp8b[i] = time_cublaslt_fp8(peer, Ms[i], N, K, /*block=*/true);
