@@ -147,6 +147,33 @@ class PreparedExperts {
 void prepare_weights(const WeightsPlan& plan, const SourceWeights& src, PreparedExperts& out,
                      Stream stream = nullptr);
 
+/// @brief Measurement knobs of the FP4 decode stream (docs/moe.md lists each one with the rounds
+/// that set its default). plan() reads them from the B12X_MOE_* variable named beside each field;
+/// unset means the default below (the measured best), a value outside the supported ones is
+/// logged (B12X_LOG_LEVEL >= 1) and replaced by the default, and a knob set for a plan that does
+/// not use it (another regime or activation mode) is logged as ignored.
+struct DecodeKnobs {
+  int q_load = 1;      ///< B12X_MOE_Q_LOAD 0|1: [Q]'s load order (1: ids + x row together)
+  int q_fast = 1;      ///< B12X_MOE_Q_FAST 0|1: [Q] with the 1 / a1gs table
+  int q_early = 0;     ///< B12X_MOE_Q_EARLY 0|1|2: [Q]'s trigger (after / before its wait, none)
+  int fc1_wm = 0;      ///< B12X_MOE_FC1_WM 1|2|4: FC1 row warps (0: rule)
+  int fc1_groups = 0;  ///< B12X_MOE_FC1_GROUPS >= 1: FC1 tile groups (0: one wave)
+  int fc1_kg = 0;      ///< B12X_MOE_FC1_KG 1|2|4|8: FC1 warp groups (0: rule)
+  int fc1_wide = 2;    ///< B12X_MOE_FC1_WIDE 0..3: the 12-warp FC1 (0 never, 1 session 4, 2 chain
+                       ///< rule, 3 wherever it runs)
+  int fc1_bal = 2;     ///< B12X_MOE_FC1_BAL 0|1|2: balanced FC1 ranges (never / wherever / rule)
+  int fc1_bal1 = 2;    ///< B12X_MOE_FC1_BAL1 0|1|2: one balanced FC1 group (never / always / A16)
+  int a16_bal = 1;     ///< B12X_MOE_A16_BAL 0|1: balanced FC1 in A16 modes
+  int a16_gate = -1;   ///< B12X_MOE_A16_GATE 0..3: A16 gate kernel (-1: copy gate <= 128 routes)
+  int a16_pdl = 1;     ///< B12X_MOE_A16_PDL 0|1: programmatic edge of a gateless A16 FC1
+  int fc2_split = 0;   ///< B12X_MOE_FC2_SPLIT 1..4: FC2 split CTAs per row block (0: rule)
+  int fc2_warps = 0;   ///< B12X_MOE_FC2_WARPS 4|8: FC2 CTA shape (0: rule)
+  int fc2_stages = 0;  ///< B12X_MOE_FC2_STAGES 2|3: the shallow 8-warp FC2's ring (0: rule)
+  int fc2_deep = 1;    ///< B12X_MOE_FC2_DEEP 0|1: the deep 5-stage FC2 ring where it applies
+  int fc2_bal = 1;     ///< B12X_MOE_FC2_BAL 0|1: FC2 split CTAs take equal chunk ranges
+  int fc2_rows = 16;   ///< B12X_MOE_FC2_ROWS 16|32: output rows per FC2 CTA (32: <= 8 tokens)
+};
+
 /// @brief Runtime capacities.
 struct Caps {
   int64_t max_tokens = 0;
@@ -185,13 +212,9 @@ class Plan {
   int act_kind = 0;
   float limit = 0, oai_alpha = 1.702f, oai_beta = 1.0f;
   bool has_limit = false;
-  /// Decode stream: [Q]'s load order (measurement knob B12X_MOE_Q_LOAD, read by plan): 1 the ids
-  /// and the x row together, the NVFP4 global scales read before the PDL wait (default); 0 the
-  /// session-9 order (ids, then x, then the scale). Same results bit for bit.
-  int q_load = 1;
-  /// Decode stream measurement knobs read by plan (B12X_MOE_Q_FAST, B12X_MOE_FC1_BAL1; see
-  /// docs/moe.md), so that one process can time several variants.
-  int q_fast = 1, fc1_bal1 = 2;
+  /// Decode-stream measurement knobs, read from the environment by plan() (so that one process
+  /// can time several variants; run() reads no environment).
+  DecodeKnobs knobs;
 };
 
 /// Validates caps against the weights plan and device and sizes the scratch. Host only.

@@ -8,7 +8,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <sstream>
+#include <string>
 #include <vector>
 
 #include "b12x/runtime.h"
@@ -557,6 +559,60 @@ void resolve_activation(const Caps& c, const WeightsPlan& w, Plan& p) {
   }
 }
 
+}  // namespace
+
+namespace detail {
+DecodeKnobs read_decode_knobs(bool stream, int aquant) {
+  DecodeKnobs k;
+  const bool a16 = aquant == num::kANone;
+  // One knob: unset keeps the default; a value outside `ok` (empty: any value >= 1) is logged and
+  // replaced by the default; `why` non-empty: the plan does not use the knob (logged, the default
+  // kept).
+  auto knob = [&](int& field, const char* name, std::initializer_list<int> ok,
+                  const char* supported, const char* why) {
+    const char* v = std::getenv(name);
+    if (v == nullptr || *v == 0) return;
+    const int x = std::atoi(v);
+    if (why != nullptr && *why != 0) {
+      log_message(1, std::string("fused_moe.plan: ") + name + "=" + v + " is ignored: " + why);
+      return;
+    }
+    if (ok.size() == 0 ? x < 1 : std::find(ok.begin(), ok.end(), x) == ok.end()) {
+      log_message(1, std::string("fused_moe.plan: ") + name + "=" + v +
+                         " is not supported (supported: " + supported + "); the default is used");
+      return;
+    }
+    field = x;
+  };
+  const char* not_stream = stream ? "" : "the plan does not run the FP4 decode stream";
+  const char* quantised = !stream ? not_stream : a16 ? "" : "the plan's activations are quantised";
+  const char* not_nvfp4 = !stream                  ? not_stream
+                          : aquant != num::kANvfp4 ? "the plan's activations are not NVFP4"
+                                                   : "";
+  knob(k.q_load, "B12X_MOE_Q_LOAD", {0, 1}, "0, 1", not_stream);
+  knob(k.q_fast, "B12X_MOE_Q_FAST", {0, 1}, "0, 1", not_nvfp4);
+  knob(k.q_early, "B12X_MOE_Q_EARLY", {0, 1, 2}, "0, 1, 2", not_stream);
+  knob(k.fc1_wm, "B12X_MOE_FC1_WM", {1, 2, 4}, "1, 2, 4", not_stream);
+  knob(k.fc1_groups, "B12X_MOE_FC1_GROUPS", {}, ">= 1", not_stream);
+  knob(k.fc1_kg, "B12X_MOE_FC1_KG", {1, 2, 4, 8}, "1, 2, 4, 8", not_stream);
+  knob(k.fc1_wide, "B12X_MOE_FC1_WIDE", {0, 1, 2, 3}, "0, 1, 2, 3", not_stream);
+  knob(k.fc1_bal, "B12X_MOE_FC1_BAL", {0, 1, 2}, "0, 1, 2", not_stream);
+  knob(k.fc1_bal1, "B12X_MOE_FC1_BAL1", {0, 1, 2}, "0, 1, 2", not_stream);
+  knob(k.a16_bal, "B12X_MOE_A16_BAL", {0, 1}, "0, 1", quantised);
+  knob(k.a16_gate, "B12X_MOE_A16_GATE", {0, 1, 2, 3}, "0, 1, 2, 3", quantised);
+  knob(k.a16_pdl, "B12X_MOE_A16_PDL", {0, 1}, "0, 1", quantised);
+  knob(k.fc2_split, "B12X_MOE_FC2_SPLIT", {1, 2, 3, 4}, "1, 2, 3, 4", not_stream);
+  knob(k.fc2_warps, "B12X_MOE_FC2_WARPS", {4, 8}, "4, 8", not_stream);
+  knob(k.fc2_stages, "B12X_MOE_FC2_STAGES", {2, 3}, "2, 3", not_stream);
+  knob(k.fc2_deep, "B12X_MOE_FC2_DEEP", {0, 1}, "0, 1", not_stream);
+  knob(k.fc2_bal, "B12X_MOE_FC2_BAL", {0, 1}, "0, 1", not_stream);
+  knob(k.fc2_rows, "B12X_MOE_FC2_ROWS", {16, 32}, "16, 32", not_stream);
+  return k;
+}
+}  // namespace detail
+
+namespace {
+
 /// Routes the decode regime can take: the FP4 decode stream buckets up to kMaxStreamRoutes
 /// routes (and kMaxStreamTokens tokens) per CTA, GGML's split-K tile one route per thread.
 bool decode_fits(const Caps& c) {
@@ -584,14 +640,14 @@ double env_double(const char* name, double fallback) {
 /// M = 256 (5) 1818. Measurement knobs: B12X_MOE_STREAM_ROUTES (128..1024, routes cap),
 /// B12X_MOE_STREAM_RHO (the rho bound).
 bool auto_stream(const Caps& c) {
-  static const int64_t cap = [] {
+  const int64_t cap = [] {
     const char* e = std::getenv("B12X_MOE_STREAM_ROUTES");
     const int64_t n = e != nullptr ? std::atoll(e) : 0;
     return n >= detail::kMaxInlineRoutes && n <= detail::kMaxStreamRoutes
                ? n
                : int64_t{detail::kMaxStreamRoutes};
   }();
-  static const double rho_max = env_double("B12X_MOE_STREAM_RHO", 2.0);
+  const double rho_max = env_double("B12X_MOE_STREAM_RHO", 2.0);
   const int64_t R = c.max_tokens * c.num_topk;
   if (R <= detail::kMaxInlineRoutes) return true;
   return R <= cap && static_cast<double>(R) <= rho_max * c.weight_plan->args.num_experts;
@@ -613,7 +669,7 @@ int choose_cfg(const Caps& c) {
 /// DeepSeek-TP4 (8) 1683 -> 889 (1101), MiniMax (8) 3804 -> 2086 (2522), Qwen3.5-TP4 (5) 3490 ->
 /// 1818 (2265). Measurement knob B12X_MOE_GROUPED_TN=16|32|64 forces the tile.
 int grouped_tile_tokens(const Caps& c) {
-  static const int forced = [] {
+  const int forced = [] {
     const char* e = std::getenv("B12X_MOE_GROUPED_TN");
     const int n = e != nullptr ? std::atoi(e) : 0;
     return n == 16 || n == 32 || n == 64 ? n : 0;
@@ -700,7 +756,8 @@ Plan plan(const Caps& caps) {
   // intermediate, or by FC1's epilogue in the decode stream).
   const bool stream = cfg == detail::kCfgDecode && decode_stream(w);
   p.off_xq = -1;
-  const bool a16_copy = stream && detail::decode_a16_copy_rows();
+  p.knobs = detail::read_decode_knobs(stream, aquant_of(w.args.quant_mode));
+  const bool a16_copy = stream && detail::decode_a16_copy_rows(p.knobs);
   if ((aquant_of(w.args.quant_mode) != num::kANone && (cfg == detail::kCfgGrouped || stream)) ||
       a16_copy) {
     p.off_xq = o;
@@ -715,9 +772,10 @@ Plan plan(const Caps& caps) {
   if (!stream) {
     p.off_route_out = o;
     o = align256(o + 4 * R * H);
-  } else if (detail::decode_fc2_split_bound(R) > 1) {
+  } else if (detail::decode_fc2_split_bound(R, p.knobs.fc2_split) > 1) {
     p.off_route_out = o;
-    o = align256(o + 4 * detail::decode_fc2_split_bound(R) * caps.max_tokens * H);
+    o = align256(o +
+                 4 * detail::decode_fc2_split_bound(R, p.knobs.fc2_split) * caps.max_tokens * H);
   }
   // Balanced FC1 (decode stream; [Q] zeroes its counters, or a memset node in A16 modes).
   p.off_fc1_bal = -1;
@@ -726,10 +784,6 @@ Plan plan(const Caps& caps) {
     o = align256(o + detail::decode_fc1_bal_bytes(fc1_row_blocks(p.weights.gated, I), R));
   }
   p.scratch_bytes = o;
-  using detail::env_knob;
-  p.q_load = env_knob("B12X_MOE_Q_LOAD", 1) == 0 ? 0 : 1;
-  p.q_fast = env_knob("B12X_MOE_Q_FAST", 1) != 0 ? 1 : 0;
-  p.fc1_bal1 = env_knob("B12X_MOE_FC1_BAL1", 2);
   // Host-only step: refused during capture (no stream in Caps: the legacy-stream query).
   refuse_during_capture(nullptr, "fused_moe.plan");
   {
@@ -745,6 +799,7 @@ Plan plan(const Caps& caps) {
           << " w2=" << dtype_name(w.args.ggml_w2_dtype);
     // Decode: the FP4 decode stream (quantise, FC1, FC2+combine) or GGML's split-K tiles.
     if (cfg == detail::kCfgDecode) sig << (stream ? " decode_stream" : " decode_split_k");
+    if (stream && detail::decode_fc2_rows(p.knobs, caps.max_tokens, R) == 32) sig << " fc2_rows32";
     if (caps.apply_router_weight_on_input) sig << " weight_on_input";
     std::ostringstream shape;
     shape << "E=" << E << " H=" << H << " I=" << I << " max_tokens=" << caps.max_tokens
@@ -883,10 +938,9 @@ void run(const Binding& b, Stream stream) {
     d.out_ld = b.output.stride[0];
     d.out_fp16 = b.output.dtype == DType::kFP16 ? 1 : 0;
     d.sm_count = device_info(p.caps.device).sm_count;
-    d.fc2_split = detail::decode_fc2_split(R, S.L.fc2.rows_pad / 16, d.sm_count);
-    d.q_load = p.q_load;
-    d.q_fast = p.q_fast;
-    d.fc1_bal1 = p.fc1_bal1;
+    d.fc2_rows = detail::decode_fc2_rows(p.knobs, p.caps.max_tokens, p.max_routes);
+    d.fc2_split =
+        detail::decode_fc2_split(R, S.L.fc2.rows_pad / d.fc2_rows, d.sm_count, p.knobs.fc2_split);
     d.partial = route_out;  // sized for the plan's split x max_tokens (>= this call's)
     d.counters = num_tiles + 4;
     if (p.off_fc1_bal >= 0) {
@@ -900,7 +954,7 @@ void run(const Binding& b, Stream stream) {
       d.fc1_cnt_rows = static_cast<int>(rb);
     }
     B12X_ASSERT(d.fc2_split == 1 || d.partial != nullptr, "decode stream: no partial buffer");
-    detail::launch_decode_stream(d, fp16_ops, stream, pdl);
+    detail::launch_decode_stream(d, p.knobs, fp16_ops, stream, pdl);
     return;
   }
   int* counters = num_tiles + 4;

@@ -20,15 +20,14 @@ constexpr int fc1_ctas_per_sm(int warps) {
 
 // FC2 CTA shape {warps, ring stages per warp}: 8 warps while the per-warp combine rows fit
 // (<= 32 tokens), else 4 x 4; 5 stages where the deep ring applies, else decode_fc2_stages
-// (2 or 3). Measurement knobs: B12X_MOE_FC2_WARPS=4 forces 4 x 4 (6 shallow CTAs per SM instead
-// of 3), =8 takes 8 x 2 up to kFc2Wide2MaxTokens tokens (33..64 tokens: 2 CTAs of 8 warps per SM
-// instead of 3 of 4); B12X_MOE_FC2_STAGES=2 / 3 forces the shallow 8-warp CTA's stages.
+// (2 or 3). Measurement knobs (DecodeKnobs): fc2_warps = 4 forces 4 x 4 (6 shallow CTAs per SM
+// instead of 3), = 8 takes 8 x 2 up to kFc2Wide2MaxTokens tokens (33..64 tokens: 2 CTAs of 8
+// warps per SM instead of 3 of 4); fc2_stages = 2 / 3 forces the shallow 8-warp CTA's stages.
 struct Fc2Shape {
   int warps, stages;
 };
-Fc2Shape fc2_shape(const DecodeArgs& a, bool deep, int row_blocks) {
-  static const int forced = env_knob("B12X_MOE_FC2_WARPS", 0);
-  static const int stages = env_knob("B12X_MOE_FC2_STAGES", 0);
+Fc2Shape fc2_shape(const DecodeArgs& a, const DecodeKnobs& k, bool deep, int row_blocks) {
+  const int forced = k.fc2_warps, stages = k.fc2_stages;
   if (forced == 8 && !deep && a.num_tokens > DecodeCfg::kFc2WideMaxTokens &&
       a.num_tokens <= DecodeCfg::kFc2Wide2MaxTokens)
     return {8, 2};
@@ -40,7 +39,7 @@ Fc2Shape fc2_shape(const DecodeArgs& a, bool deep, int row_blocks) {
 
 template <typename OpT, bool kFold, int kSK, int kRC, int kWM, int kG,
           int kNW = DecodeCfg::kFc1Warps, bool kBal = false>
-void launch_fc1(const DecodeArgs& a, Stream stream, bool pdl) {
+void launch_fc1(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, bool pdl) {
   auto* k = dev::moe_decode_fc1_kernel<OpT, kFold, kSK, kWM, kG, kNW, kBal, kRC>;
   constexpr int kSmem = DecodeCfg::fc1_smem(kNW);
   // Above 48 KB of dynamic shared memory needs the opt-in (once per device and kernel); three
@@ -48,28 +47,28 @@ void launch_fc1(const DecodeArgs& a, Stream stream, bool pdl) {
   B12X_CUDA_CHECK(::b12x::detail::opt_in_smem(reinterpret_cast<const void*>(k), kSmem, true));
   const int row_blocks = a.w1.rows_pad / (32 * kWM);
   const dim3 grid(static_cast<unsigned>(row_blocks),
-                  static_cast<unsigned>(decode_fc1_tile_groups(a.routes, row_blocks, a.sm_count,
+                  static_cast<unsigned>(decode_fc1_tile_groups(kn, a.routes, row_blocks, a.sm_count,
                                                                fc1_ctas_per_sm(kNW))));
   launch_k(k, grid, dim3(32 * kNW), kSmem, stream, pdl, a);
   B12X_CUDA_CHECK_LAUNCH();
 }
 
-template <typename OpT, bool kFold, int kSK, int kRC, int kW, int kS>
+template <typename OpT, bool kFold, int kSK, int kRC, int kW, int kS, int kR = DecodeCfg::kFc2Rows>
 void launch_fc2(const DecodeArgs& a, Stream stream, bool pdl) {
-  auto* k = dev::moe_decode_fc2_kernel<OpT, kFold, kSK, kW, kS, kRC>;
+  auto* k = dev::moe_decode_fc2_kernel<OpT, kFold, kSK, kW, kS, kRC, kR>;
   {  // the largest shared memory this instance is launched with, once per device
     const bool deep = kS == DecodeCfg::kFc2DeepStages;
-    const int max_tokens = deep                 ? kFc2DeepMaxRoutes
+    const int max_tokens = kR == 32             ? DecodeCfg::kFc2Rows32MaxTokens
+                           : deep               ? kFc2DeepMaxRoutes
                            : kW == 8 && kS == 2 ? DecodeCfg::kFc2Wide2MaxTokens
                            : kW == 8            ? DecodeCfg::kFc2WideMaxTokens
                                                 : DecodeCfg::kMaxTokens;
     B12X_CUDA_CHECK(::b12x::detail::opt_in_smem(reinterpret_cast<const void*>(k),
-                                                DecodeCfg::fc2_smem(kW, kS, max_tokens), true));
+                                                DecodeCfg::fc2_smem(kW, kS, max_tokens, kR), true));
   }
-  const dim3 grid(static_cast<unsigned>(a.w2.rows_pad / DecodeCfg::kFc2Rows),
-                  static_cast<unsigned>(a.fc2_split));
-  launch_k(k, grid, dim3(32 * kW), static_cast<size_t>(DecodeCfg::fc2_smem(kW, kS, a.num_tokens)),
-           stream, pdl, a);
+  const dim3 grid(static_cast<unsigned>(a.w2.rows_pad / kR), static_cast<unsigned>(a.fc2_split));
+  launch_k(k, grid, dim3(32 * kW),
+           static_cast<size_t>(DecodeCfg::fc2_smem(kW, kS, a.num_tokens, kR)), stream, pdl, a);
   B12X_CUDA_CHECK_LAUNCH();
 }
 
@@ -78,42 +77,52 @@ void launch_fc2(const DecodeArgs& a, Stream stream, bool pdl) {
 // run a subset of the shapes: the 8-warp FC1 with one or two row warps, one or two groups,
 // balanced or not (launch_decode_stream maps the others there), and the shallow or 4-warp FC2.
 template <typename OpT, bool kFold, int kSK, int kRC>
-void launch_gemms(const DecodeArgs& a, Stream stream, bool pdl1, bool pdl) {
+void launch_gemms(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, bool pdl1, bool pdl) {
   const bool mx = a.aquant == num::kAMxfp8 || a.aquant == num::kAMxfp4;
   if constexpr (!std::is_same_v<OpT, __nv_bfloat16>)
     B12X_ASSERT(!mx, "decode stream: FP16 operands are A16-only");
   constexpr bool kWide = kRC != kMaxInlineRoutes;
   if constexpr (kWide) {
     if (a.fc1_bal != 0)
-      launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1Warps, true>(a, stream, pdl1);
+      launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1Warps, true>(a, kn, stream, pdl1);
     else if (a.fc1_wm >= 2)
-      launch_fc1<OpT, kFold, kSK, kRC, 2, 1>(a, stream, pdl1);
+      launch_fc1<OpT, kFold, kSK, kRC, 2, 1>(a, kn, stream, pdl1);
     else if (a.fc1_groups >= 2)
-      launch_fc1<OpT, kFold, kSK, kRC, 1, 2>(a, stream, pdl1);
+      launch_fc1<OpT, kFold, kSK, kRC, 1, 2>(a, kn, stream, pdl1);
     else
-      launch_fc1<OpT, kFold, kSK, kRC, 1, 1>(a, stream, pdl1);
+      launch_fc1<OpT, kFold, kSK, kRC, 1, 1>(a, kn, stream, pdl1);
   } else if (a.fc1_bal != 0 && a.fc1_warps == DecodeCfg::kFc1WideWarps) {
-    launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1WideWarps, true>(a, stream, pdl1);
+    launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1WideWarps, true>(a, kn, stream, pdl1);
   } else if (a.fc1_bal != 0) {
-    launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1Warps, true>(a, stream, pdl1);
+    launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1Warps, true>(a, kn, stream, pdl1);
   } else if (a.fc1_wm == 4) {
-    launch_fc1<OpT, kFold, kSK, kRC, 4, 1>(a, stream, pdl1);
+    launch_fc1<OpT, kFold, kSK, kRC, 4, 1>(a, kn, stream, pdl1);
   } else if (a.fc1_wm == 2) {
-    launch_fc1<OpT, kFold, kSK, kRC, 2, 1>(a, stream, pdl1);
+    launch_fc1<OpT, kFold, kSK, kRC, 2, 1>(a, kn, stream, pdl1);
   } else if (a.fc1_warps == DecodeCfg::kFc1WideWarps) {
-    launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1WideWarps>(a, stream, pdl1);
+    launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1WideWarps>(a, kn, stream, pdl1);
   } else if (a.fc1_groups == 8) {
-    launch_fc1<OpT, kFold, kSK, kRC, 1, 8>(a, stream, pdl1);
+    launch_fc1<OpT, kFold, kSK, kRC, 1, 8>(a, kn, stream, pdl1);
   } else if (a.fc1_groups == 4) {
-    launch_fc1<OpT, kFold, kSK, kRC, 1, 4>(a, stream, pdl1);
+    launch_fc1<OpT, kFold, kSK, kRC, 1, 4>(a, kn, stream, pdl1);
   } else if (a.fc1_groups == 2) {
-    launch_fc1<OpT, kFold, kSK, kRC, 1, 2>(a, stream, pdl1);
+    launch_fc1<OpT, kFold, kSK, kRC, 1, 2>(a, kn, stream, pdl1);
   } else {
-    launch_fc1<OpT, kFold, kSK, kRC, 1, 1>(a, stream, pdl1);
+    launch_fc1<OpT, kFold, kSK, kRC, 1, 1>(a, kn, stream, pdl1);
+  }
+  if constexpr (!kWide) {
+    if (a.fc2_rows == 32) {  // decode_fc2_rows: <= kFc2Rows32MaxTokens tokens, narrow routing
+      if (kn.fc2_stages == 3)
+        launch_fc2<OpT, kFold, kSK, kRC, 8, 3, 32>(a, stream, pdl);
+      else
+        launch_fc2<OpT, kFold, kSK, kRC, 8, 2, 32>(a, stream, pdl);
+      return;
+    }
   }
   const int fc2_row_blocks = a.w2.rows_pad / DecodeCfg::kFc2Rows;
-  const bool deep = !kWide && decode_fc2_deep(a.routes, a.fc2_split, fc2_row_blocks, a.sm_count);
-  const Fc2Shape f2 = fc2_shape(a, deep, fc2_row_blocks);
+  const bool deep =
+      !kWide && decode_fc2_deep(kn, a.routes, a.fc2_split, fc2_row_blocks, a.sm_count);
+  const Fc2Shape f2 = fc2_shape(a, kn, deep, fc2_row_blocks);
   if (f2.warps == 4)
     launch_fc2<OpT, kFold, kSK, kRC, 4, 4>(a, stream, pdl);
   else if constexpr (!kWide) {
@@ -131,66 +140,63 @@ void launch_gemms(const DecodeArgs& a, Stream stream, bool pdl1, bool pdl) {
 }
 
 template <typename OpT, bool kFold, int kSK>
-void launch_gemms_rc(const DecodeArgs& a, Stream stream, bool pdl1, bool pdl) {
+void launch_gemms_rc(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, bool pdl1,
+                     bool pdl) {
   if (a.routes > kMaxInlineRoutes)
-    launch_gemms<OpT, kFold, kSK, kMaxStreamRoutes>(a, stream, pdl1, pdl);
+    launch_gemms<OpT, kFold, kSK, kMaxStreamRoutes>(a, kn, stream, pdl1, pdl);
   else
-    launch_gemms<OpT, kFold, kSK, kMaxInlineRoutes>(a, stream, pdl1, pdl);
+    launch_gemms<OpT, kFold, kSK, kMaxInlineRoutes>(a, kn, stream, pdl1, pdl);
 }
 
 }  // namespace
 
+int decode_fc2_rows(const DecodeKnobs& k, int64_t max_tokens, int64_t max_routes) {
+  return k.fc2_rows == 32 && max_tokens <= DecodeCfg::kFc2Rows32MaxTokens &&
+                 max_routes <= kMaxInlineRoutes
+             ? 32
+             : 16;
+}
+
 int decode_fc1_smem_bytes() {
   return DecodeCfg::fc1_smem(DecodeCfg::kFc1WideWarps);  // the larger of the two variants
 }
-int decode_fc2_smem_bytes(int num_tokens, int routes, int row_blocks, int sm_count) {
-  DecodeArgs a;
-  a.num_tokens = num_tokens;
-  a.routes = routes;
-  a.sm_count = sm_count;
-  a.fc2_split = decode_fc2_split(routes, row_blocks, sm_count);
-  const bool deep = decode_fc2_deep(routes, a.fc2_split, row_blocks, sm_count);
-  const Fc2Shape f2 = fc2_shape(a, deep, row_blocks);
-  return DecodeCfg::fc2_smem(f2.warps, f2.stages, num_tokens);
-}
-
-int decode_fc1_tile_groups(int routes, int row_blocks, int sm_count, int ctas_per_sm) {
+int decode_fc1_tile_groups(const DecodeKnobs& k, int routes, int row_blocks, int sm_count,
+                           int ctas_per_sm) {
   // About one wave of FC1 CTAs: each CTA then walks ~ntiles / groups expert tiles.
   // At M = 1 (routes <= 3 * SMs / row blocks) this is one tile per CTA, as before.
-  static const int forced = env_knob("B12X_MOE_FC1_GROUPS", 0);
-  if (forced > 0) return std::min(forced, routes);
+  if (k.fc1_groups > 0) return std::min(k.fc1_groups, routes);
   const int slots = ctas_per_sm * std::max(sm_count, 1);
   return std::max(1, std::min(routes, slots / std::max(row_blocks, 1)));
 }
-bool decode_fc2_deep(int routes, int fc2_split, int row_blocks, int sm_count) {
+bool decode_fc2_deep(const DecodeKnobs& k, int routes, int fc2_split, int row_blocks,
+                     int sm_count) {
   // The deep ring (one CTA per SM) only where the grid needs at most ~2 waves of it (H200 round
   // 9, M = 1: Qwen3-30B / Qwen3.5-TP4 with 128 / 256 row blocks faster with it, DeepSeek-TP4 /
   // MiniMax with 448 / 384 faster with 3 shallow CTAs per SM).
-  static const int knob = env_knob("B12X_MOE_FC2_DEEP", 1);
-  return knob != 0 && fc2_split == 1 && routes <= kFc2DeepMaxRoutes &&
+  return k.fc2_deep != 0 && fc2_split == 1 && routes <= kFc2DeepMaxRoutes &&
          row_blocks <= 2 * std::max(sm_count, 1);
 }
 
-int decode_fc1_row_warps(int routes, int aquant, bool gated) {
+int decode_fc1_row_warps(const DecodeKnobs& k, int aquant, bool gated) {
   // Gated activations with MX-quantised FC2 inputs need 32 whole features per FC1 CTA.
   const bool mx = aquant == num::kAMxfp8 || aquant == num::kAMxfp4;
-  // Measurement knob (bench/bench_moe.py variants): B12X_MOE_FC1_WM=1|2|4.
-  static const int forced = env_knob("B12X_MOE_FC1_WM", 0);
+  // Measurement knob DecodeKnobs::fc1_wm (B12X_MOE_FC1_WM=1|2|4).
+  const int forced = k.fc1_wm;
   int wm = forced == 1 || forced == 2 || forced == 4 ? forced : 1;
-  (void)routes;
   if (mx && gated && wm < 2) wm = 2;
   return wm;
 }
 
-int decode_fc1_groups(int routes, int row_blocks, int sm_count, int wm, int k_chunks) {
+int decode_fc1_groups(const DecodeKnobs& k, int routes, int row_blocks, int sm_count, int wm,
+                      int k_chunks) {
   // Two warp groups (4 K warps per tile) where a tile is short (<= 16 sub-chunks: 2 per warp
   // with 8 K warps) and a CTA walks >= 4 tiles (H200 round 12, Qwen3-30B nvfp4: M = 4 63.3 ->
   // 59.4 us, M = 8 96.1 -> 89.6; DeepSeek-TP4 / Qwen3.5-TP4 at M = 8 with 56 / 32 sub-chunks
   // per tile were slower with groups). Capped by the expected tiles per CTA (~routes / tile
-  // groups): a group without a tile idles. Measurement knob B12X_MOE_FC1_KG=1|2|4|8.
-  static const int forced = env_knob("B12X_MOE_FC1_KG", 0);
+  // groups): a group without a tile idles. Measurement knob DecodeKnobs::fc1_kg (1|2|4|8).
+  const int forced = k.fc1_kg;
   if (wm != 1) return 1;
-  const int per_cta = routes / decode_fc1_tile_groups(routes, row_blocks, sm_count, 3);
+  const int per_cta = routes / decode_fc1_tile_groups(k, routes, row_blocks, sm_count, 3);
   int g = forced == 1 || forced == 2 || forced == 4 || forced == 8 ? forced
           : k_chunks <= 16 && per_cta >= 4                         ? 2
                                                                    : 1;
@@ -198,21 +204,22 @@ int decode_fc1_groups(int routes, int row_blocks, int sm_count, int wm, int k_ch
   return g;
 }
 
-int decode_fc1_warps(int routes, int row_blocks, int sm_count, int wm, int groups, int k_chunks) {
+int decode_fc1_warps(const DecodeKnobs& k, int routes, int row_blocks, int sm_count, int wm,
+                     int groups, int k_chunks) {
   // The 12-warp FC1 CTA (2 per SM) where its per-warp chain (expert tiles per CTA x sub-chunks
   // per warp, estimating ~routes tiles) is <= 0.85x the 8-warp one's: DeepSeek-TP4 at M = 1
   // (1 x 7 -> 1 x 5 sub-chunks; H200 round 13: 42.4 -> 37.3 us) and M = 2 (2 x 7 -> 2 x 5; round
-  // 16: 65.5 -> 58.6 us). Measurement knob B12X_MOE_FC1_WIDE=0: off; =1: the session-4 rule (the
-  // 8-warp grid has <= 2 CTAs per SM); =3: wherever it can (one row warp, one group).
-  static const int knob = env_knob("B12X_MOE_FC1_WIDE", 2);
+  // 16: 65.5 -> 58.6 us). Measurement knob DecodeKnobs::fc1_wide 0: off; 1: the session-4 rule
+  // (the 8-warp grid has <= 2 CTAs per SM); 3: wherever it can (one row warp, one group).
+  const int knob = k.fc1_wide;
   if (knob == 0 || wm != 1 || groups != 1) return DecodeCfg::kFc1Warps;
   if (knob == 3) return DecodeCfg::kFc1WideWarps;
   if (knob == 1) {
-    const int ctas = row_blocks * decode_fc1_tile_groups(routes, row_blocks, sm_count, 3);
+    const int ctas = row_blocks * decode_fc1_tile_groups(k, routes, row_blocks, sm_count, 3);
     return ctas <= 2 * std::max(sm_count, 1) ? DecodeCfg::kFc1WideWarps : DecodeCfg::kFc1Warps;
   }
   auto chain = [&](int warps) {
-    const int y = decode_fc1_tile_groups(routes, row_blocks, sm_count, fc1_ctas_per_sm(warps));
+    const int y = decode_fc1_tile_groups(k, routes, row_blocks, sm_count, fc1_ctas_per_sm(warps));
     return ((routes + y - 1) / y) * ((k_chunks + warps - 1) / warps);
   };
   return 100 * chain(DecodeCfg::kFc1WideWarps) <= 85 * chain(DecodeCfg::kFc1Warps)
@@ -238,22 +245,23 @@ bool decode_fc1_balanced(int routes, int tile_groups, int warps, int k_chunks) {
   return ((routes + y - 1) / y) * ((k_chunks + warps - 1) / warps) >= 10;
 }
 
-void launch_decode_stream(const DecodeArgs& args, bool fp16_operands, Stream stream, bool pdl) {
+void launch_decode_stream(const DecodeArgs& args, const DecodeKnobs& kn, bool fp16_operands,
+                          Stream stream, bool pdl) {
   DecodeArgs a = args;
-  if (a.fc1_wm == 0) a.fc1_wm = decode_fc1_row_warps(a.routes, a.aquant, a.gated != 0);
+  if (a.fc1_wm == 0) a.fc1_wm = decode_fc1_row_warps(kn, a.aquant, a.gated != 0);
   const bool wide = a.routes > kMaxInlineRoutes;  // launch_gemms' subset of shapes
   if (wide && a.fc1_wm == 4) a.fc1_wm = 2;
   const int fc1_row_blocks = a.w1.rows_pad / (32 * a.fc1_wm);
   // Balanced FC1 chunk ranges (DecodeArgs::fc1_bal) where they apply (quantised activations:
   // [Q] zeroes the counters; one row warp; one group): by decode_fc1_balanced, or
-  // B12X_MOE_FC1_BAL=0 never / =1 wherever they apply. (Round 23: two warp groups as two
+  // DecodeKnobs::fc1_bal 0 never / 1 wherever they apply. (Round 23: two warp groups as two
   // balanced units per CTA, Qwen3-30B nvfp4 M = 4 / 8, 47.8 / 73.7 -> 57.5 / 81.5 us: dropped.)
-  static const int bal_knob = env_knob("B12X_MOE_FC1_BAL", 2);
+  const int bal_knob = kn.fc1_bal;
   // A16 launches have no [Q] to zero the counters: a memset node before FC1 does (FC1 then
   // launches without the programmatic edge; it waits for the caller anyway). H200 round 26,
   // w4a16 M = 8, unbalanced -> balanced: DeepSeek-TP4 163.5 -> 148.2 us, MiniMax 405.4 -> 344.7,
-  // Qwen3.5-TP4 240.2 -> 207.5. B12X_MOE_A16_BAL=0: never in A16 modes.
-  static const int a16_bal = env_knob("B12X_MOE_A16_BAL", 1);
+  // Qwen3.5-TP4 240.2 -> 207.5. DecodeKnobs::a16_bal 0: never in A16 modes.
+  const int a16_bal = kn.a16_bal;
   const bool bal_ok = bal_knob != 0 && (a.aquant != num::kANone || a16_bal != 0) && a.fc1_wm == 1 &&
                       (a.fc1_groups == 0 || a.fc1_groups == 1) && a.fc1_cnt != nullptr &&
                       a.fc1_part != nullptr && fc1_row_blocks <= a.fc1_cnt_rows;
@@ -262,8 +270,7 @@ void launch_decode_stream(const DecodeArgs& args, bool fp16_operands, Stream str
   // B12X_MOE_FC2_BAL=0: whole tiles split, split + P, ...). H200 round 23, the 16 rows with split
   // FC2s: 12 faster by 0.3-2.5 % (Qwen3.5-TP4 nvfp4 M = 2 79.3 -> 77.3 us, Qwen3-30B M = 8 71.4
   // -> 70.6, DeepSeek-TP4 M = 4 95.1 -> 94.0), 3 slower by 0.3-0.7 % (Qwen3.5-TP4 M = 4 / 8).
-  static const int fc2_bal_knob = env_knob("B12X_MOE_FC2_BAL", 1);
-  a.fc2_bal = fc2_bal_knob != 0 ? 1 : 0;
+  a.fc2_bal = kn.fc2_bal != 0 ? 1 : 0;
   const int k_chunks = a.w1.K_pad / 128;
   // One balanced warp group where decode_fc1_balanced takes it for the 8-warp grid, before
   // decode_fc1_groups would split short tiles over two groups (Qwen3-30B at M = 8: 16 sub-chunks
@@ -271,12 +278,13 @@ void launch_decode_stream(const DecodeArgs& args, bool fp16_operands, Stream str
   // w4a16 M = 8 72.9 / 73.6 -> 72.0 / 71.7 us; round 29 73.4 -> 70.7), not where the epilogue
   // quantises the FC2 input (nvfp4 M = 8 72.5 / 73.7 -> 77.1 / 76.9, a CTA-wide tile end per 2
   // sub-chunks) nor at 128 routes (nvfp4 M = 16 116.3 / 117.0 -> 120.6; w4a16 not measured).
-  // B12X_MOE_FC1_BAL1=0: never, =1: in every mode and route count.
+  // DecodeKnobs::fc1_bal1 0: never, 1: in every mode and route count.
   const bool bal1 =
-      a.fc1_bal1 == 1 || (a.fc1_bal1 == 2 && a.aquant == num::kANone && a.routes <= 64);
+      kn.fc1_bal1 == 1 || (kn.fc1_bal1 == 2 && a.aquant == num::kANone && a.routes <= 64);
   const bool one_group =
       a.fc1_groups == 0 && bal1 && bal_ok && !wide &&
-      decode_fc1_balanced(a.routes, decode_fc1_tile_groups(a.routes, fc1_row_blocks, a.sm_count, 3),
+      decode_fc1_balanced(a.routes,
+                          decode_fc1_tile_groups(kn, a.routes, fc1_row_blocks, a.sm_count, 3),
                           DecodeCfg::kFc1Warps, k_chunks);
   const int fc1_warps_in = a.fc1_warps;
   // FC1 warps and balanced ranges for the groups chosen (the balance check runs on the tile
@@ -286,11 +294,11 @@ void launch_decode_stream(const DecodeArgs& args, bool fp16_operands, Stream str
     a.fc1_warps = fc1_warps_in;
     if (a.fc1_warps == 0 || wide)
       a.fc1_warps = wide ? DecodeCfg::kFc1Warps
-                         : decode_fc1_warps(a.routes, fc1_row_blocks, a.sm_count, a.fc1_wm,
+                         : decode_fc1_warps(kn, a.routes, fc1_row_blocks, a.sm_count, a.fc1_wm,
                                             a.fc1_groups, k_chunks);
     a.fc1_bal = 0;
     if (bal_ok && a.fc1_groups == 1) {
-      const int y = decode_fc1_tile_groups(a.routes, fc1_row_blocks, a.sm_count,
+      const int y = decode_fc1_tile_groups(kn, a.routes, fc1_row_blocks, a.sm_count,
                                            fc1_ctas_per_sm(a.fc1_warps));
       // Every unit's slot must fit the plan's partials (a forced B12X_MOE_FC1_GROUPS may not).
       a.fc1_bal =
@@ -302,19 +310,24 @@ void launch_decode_stream(const DecodeArgs& args, bool fp16_operands, Stream str
   };
   if (a.fc1_groups == 0)
     a.fc1_groups =
-        one_group ? 1 : decode_fc1_groups(a.routes, fc1_row_blocks, a.sm_count, a.fc1_wm, k_chunks);
+        one_group ? 1
+                  : decode_fc1_groups(kn, a.routes, fc1_row_blocks, a.sm_count, a.fc1_wm, k_chunks);
   shape_fc1();
   if (one_group && a.fc1_bal == 0) {
     // The one group is only worth it with balanced ranges: where the check above fails (the
     // 12-warp grid's tile groups, or a grid beyond the plan's partial slots) keep the groups
     // decode_fc1_groups gives (review F7 of session 8).
-    a.fc1_groups = decode_fc1_groups(a.routes, fc1_row_blocks, a.sm_count, a.fc1_wm, k_chunks);
+    a.fc1_groups = decode_fc1_groups(kn, a.routes, fc1_row_blocks, a.sm_count, a.fc1_wm, k_chunks);
     shape_fc1();
   }
-  static const int q_early = env_knob("B12X_MOE_Q_EARLY", 0);
-  a.q_early = q_early == 1 || q_early == 2 ? q_early : 0;
-  a.q_load = a.q_load == 0 ? 0 : 1;  // [Q]'s load order (Plan::q_load)
-  a.q_fast = a.q_fast != 0 ? 1 : 0;
+  a.q_early = kn.q_early == 1 || kn.q_early == 2 ? kn.q_early : 0;
+  a.q_load = kn.q_load == 0 ? 0 : 1;  // [Q]'s load order
+  a.q_fast = kn.q_fast != 0 ? 1 : 0;
+  B12X_ASSERT(a.fc2_rows == 16 ||
+                  (a.fc2_rows == 32 && !wide && a.num_tokens <= DecodeCfg::kFc2Rows32MaxTokens),
+              "decode stream: fc2_rows=", a.fc2_rows, " with ", a.num_tokens, " tokens, ", a.routes,
+              " routes (supported: 16; 32 up to ", DecodeCfg::kFc2Rows32MaxTokens, " tokens and ",
+              kMaxInlineRoutes, " routes)");
   B12X_ASSERT(
       a.routes >= 1 && a.routes <= kMaxStreamRoutes && a.num_tokens >= 1 &&
           a.num_tokens <= kMaxStreamTokens && a.num_experts <= kMaxExperts &&
@@ -333,7 +346,7 @@ void launch_decode_stream(const DecodeArgs& args, bool fp16_operands, Stream str
   // The zeroing-only gate was neutral (Qwen3.5-TP4 M = 1 48.1). B12X_MOE_A16_GATE=0: no gate
   // (the memset node zeroes the counters), =1 the zeroing-only gate where the balanced FC1 runs,
   // =2 in every A16 launch, =3 the copy gate in every A16 launch (also above 128 routes).
-  const int gate_knob = decode_a16_gate_knob();
+  const int gate_knob = kn.a16_gate;
   a.a16_copy = a.aquant == num::kANone && a.xq != nullptr &&
                        (gate_knob == 3 || (gate_knob == -1 && a.routes <= kMaxInlineRoutes))
                    ? 1
@@ -341,10 +354,9 @@ void launch_decode_stream(const DecodeArgs& args, bool fp16_operands, Stream str
   a.a16_gate = a.aquant == num::kANone &&
                (gate_knob == 2 || a.a16_copy != 0 || (gate_knob == 1 && a.fc1_bal != 0));
   bool fc1_pdl = pdl;
-  // Measurement knob B12X_MOE_A16_PDL=0: an A16 FC1 without a gate launches without the
+  // Measurement knob DecodeKnobs::a16_pdl 0: an A16 FC1 without a gate launches without the
   // programmatic edge (not resident early beside the previous call's FC2).
-  static const int a16_pdl = env_knob("B12X_MOE_A16_PDL", 1);
-  if (a.aquant == num::kANone && a.a16_gate == 0 && a16_pdl == 0) fc1_pdl = false;
+  if (a.aquant == num::kANone && a.a16_gate == 0 && kn.a16_pdl == 0) fc1_pdl = false;
   if (a.aquant == num::kANone && a.fc1_bal != 0 && a.a16_gate == 0) {
     B12X_CUDA_CHECK(cudaMemsetAsync(a.fc1_cnt, 0,
                                     static_cast<size_t>(a.fc1_cnt_rows) * a.fc1_cnt_stride * 4,
@@ -365,13 +377,13 @@ void launch_decode_stream(const DecodeArgs& args, bool fp16_operands, Stream str
   B12X_ASSERT(a.w1.scale_kind == a.w2.scale_kind, "decode stream: FC1/FC2 scale kinds differ");
   if (!fp16_operands) {
     if (a.w1.scale_kind == 0)
-      launch_gemms_rc<__nv_bfloat16, true, 0>(a, stream, fc1_pdl, pdl);
+      launch_gemms_rc<__nv_bfloat16, true, 0>(a, kn, stream, fc1_pdl, pdl);
     else
-      launch_gemms_rc<__nv_bfloat16, true, 1>(a, stream, fc1_pdl, pdl);
+      launch_gemms_rc<__nv_bfloat16, true, 1>(a, kn, stream, fc1_pdl, pdl);
   } else if (a.w1.scale_kind == 0) {
-    launch_gemms_rc<__half, true, 0>(a, stream, fc1_pdl, pdl);
+    launch_gemms_rc<__half, true, 0>(a, kn, stream, fc1_pdl, pdl);
   } else {
-    launch_gemms_rc<__half, false, 1>(a, stream, fc1_pdl, pdl);
+    launch_gemms_rc<__half, false, 1>(a, kn, stream, fc1_pdl, pdl);
   }
 }
 

@@ -6,17 +6,11 @@
 #include <cstdint>
 #include <cstdlib>
 
+#include "b12x/moe.h"
 #include "b12x/types.h"
 #include "moe/moe_numerics.h"
 
 namespace b12x::moe::detail {
-
-/// An integer tuning knob from the environment (plan time, or a launcher's function-local static):
-/// unset or empty gives `fallback`.
-inline int env_knob(const char* name, int fallback) {
-  const char* v = std::getenv(name);
-  return v != nullptr && *v != 0 ? std::atoi(v) : fallback;
-}
 
 /// Weight formats of the engine (one kernel template instance each).
 enum WFmt : int { kWFp4 = 0, kWQ8_0 = 1, kWIq2xxs = 2, kWIq2xs = 3 };
@@ -127,7 +121,8 @@ struct DecodeArgs {
   // p, p + split, ... into partial[p][token][H]; the last CTA of a row block (counter) adds the
   // splits in p order. counters[rows_pad(H) / 16] are zeroed by FC1 every launch.
   int fc2_split = 1;
-  int fc2_bal = 0;  // chunk ranges instead of whole tiles per split CTA (launch_decode_stream)
+  int fc2_bal = 0;    // chunk ranges instead of whole tiles per split CTA (launch_decode_stream)
+  int fc2_rows = 16;  // output rows per FC2 CTA (decode_fc2_rows: 16, or 32 up to 8 tokens)
   float* partial = nullptr;
   int* counters = nullptr;
   // Launch shape of the stream, chosen by launch_decode_stream (decode_fc1_row_warps) unless
@@ -138,22 +133,19 @@ struct DecodeArgs {
   int fc1_groups = 0;
   // FC1 warps per CTA (0: auto, decode_fc1_warps; 8, or 12 with one row warp and one group).
   int fc1_warps = 0;
-  // [Q]'s trigger (B12X_MOE_Q_EARLY): 0 after its wait, 1 before it, 2 none (FC1 launches when
+  // [Q]'s trigger (DecodeKnobs::q_early): 0 after its wait, 1 before it, 2 none (FC1 launches when
   // [Q] has finished).
   int q_early = 0;
-  // [Q]'s loads (Plan::q_load, B12X_MOE_Q_LOAD read by plan): 0 one after another (ids, then
+  // [Q]'s loads (DecodeKnobs::q_load, B12X_MOE_Q_LOAD): 0 one after another (ids, then
   // the x row, then the NVFP4 global scale a1gs[id]); 1 the ids and the x row in flight together
   // and a1gs read into shared memory before the wait (weights-side data, like FC1's weights; up
   // to kQGsTable experts, more read a1gs[id]). Same results bit for bit.
   int q_load = 1;
-  // [Q]'s NVFP4 quantisation (Plan::q_fast, B12X_MOE_Q_FAST read by plan): 1 (default) with
+  // [Q]'s NVFP4 quantisation (DecodeKnobs::q_fast, B12X_MOE_Q_FAST): 1 (default) with
   // the 1 / a1gs table and num::quant_block_nvfp4 (H200 round 42: 0.97-1.00x on 15 of 16 nvfp4
   // rows, the same bits), 0 num::quant_block.
   int q_fast = 1;
-  // One balanced FC1 warp group before decode_fc1_groups' two (Plan::fc1_bal1,
-  // B12X_MOE_FC1_BAL1): 0 never, 1 in every mode, 2 A16 launches up to 64 routes (default).
-  int fc1_bal1 = 2;
-  // A16 gate (B12X_MOE_A16_GATE): the [Q] kernel runs in A16 launches too, only waiting for
+  // A16 gate (DecodeKnobs::a16_gate): the [Q] kernel runs in A16 launches too, only waiting for
   // the caller, zeroing the balanced FC1's counters and letting FC1 launch, so that FC1 keeps
   // its programmatic edge and routes / streams weights before its wait (instead of a memset
   // node, after which FC1 launches without the edge and waits first).
@@ -197,35 +189,21 @@ inline int64_t decode_fc1_bal_bytes(int64_t row_blocks, int64_t routes) {
   return decode_fc1_bal_cnt_bytes(row_blocks, routes) +
          decode_fc1_bal_slots(row_blocks) * 2 * kFc1BalSlotFloats * 4;
 }
-/// B12X_MOE_A16_GATE (read by plan and run; -1 when unset = the default rule of
-/// launch_decode_stream: the A16 copy gate up to kMaxInlineRoutes routes): 0 no gate, 1 / 2 the
-/// zeroing-only gate, 3 the copy gate (DecodeArgs::a16_copy) in every A16 launch.
-inline int decode_a16_gate_knob() {
-  static const int knob = [] {
-    const char* v = std::getenv("B12X_MOE_A16_GATE");
-    return v != nullptr && *v != 0 ? std::atoi(v) : -1;
-  }();
-  return knob;
-}
-/// Whether an A16 decode-stream plan holds the per-route FC1 input rows of the copy gate.
-inline bool decode_a16_copy_rows() {
-  const int knob = decode_a16_gate_knob();
-  return knob == -1 || knob == 3;
-}
-/// B12X_MOE_FC2_SPLIT (measurement knob): 1..4 forces the FC2 split, else 0.
-inline int decode_fc2_split_forced() {
-  static const int forced = [] {
-    const char* v = std::getenv("B12X_MOE_FC2_SPLIT");
-    const int n = v != nullptr ? std::atoi(v) : 0;
-    return n >= 1 && n <= 4 ? n : 0;
-  }();
-  return forced;
+/// The decode stream's measurement knobs from the environment (Plan::knobs; moe.cc, at plan
+/// time): values outside the supported ones are logged and replaced by the default; knobs set for
+/// a plan that does not use them (`stream`: the plan runs the FP4 decode stream; `aquant`: its
+/// activation quantisation, num::AQuant) are logged as ignored.
+DecodeKnobs read_decode_knobs(bool stream, int aquant);
+/// Whether an A16 decode-stream plan holds the per-route FC1 input rows of the copy gate
+/// (DecodeKnobs::a16_gate: -1, the default rule of launch_decode_stream, or 3).
+inline bool decode_a16_copy_rows(const DecodeKnobs& k) {
+  return k.a16_gate == -1 || k.a16_gate == 3;
 }
 /// Upper bound of the FC2 tile split for `routes` routes (plan sizes the fp32 partials with it):
 /// 1 up to 8 routes (M = 1: each warp already has <= 1-2 tiles, and a split only adds partials),
-/// else 4. (Measurement knob B12X_MOE_FC2_SPLIT=1..4 forces the split; plan and run read it.)
-inline int decode_fc2_split_bound(int64_t routes) {
-  if (const int forced = decode_fc2_split_forced()) return forced;
+/// else 4. `forced` (DecodeKnobs::fc2_split, B12X_MOE_FC2_SPLIT=1..4) forces the split.
+inline int decode_fc2_split_bound(int64_t routes, int forced = 0) {
+  if (forced >= 1 && forced <= 4) return forced;
   return routes <= 8 ? 1 : 4;
 }
 /// FC2 tile split of a run over `row_blocks` 16-row blocks (rows_pad(H) / 16) on `sm_count`
@@ -242,9 +220,9 @@ inline int decode_fc2_split_bound(int64_t routes) {
 /// 2-stage CTAs, 4 per SM, and two splits would add a second partial wave: DeepSeek-TP4's 448 row
 /// blocks, 896 CTAs on 528 slots). H200 round 37, DeepSeek-TP4 nvfp4 M = 4 93.5 -> 89.0 us, M = 8
 /// 147.8 -> 148.1.
-inline int decode_fc2_split(int64_t routes, int64_t row_blocks, int sm_count) {
-  const int bound = decode_fc2_split_bound(routes);
-  if (bound <= 1 || decode_fc2_split_forced() != 0) return bound;
+inline int decode_fc2_split(int64_t routes, int64_t row_blocks, int sm_count, int forced = 0) {
+  const int bound = decode_fc2_split_bound(routes, forced);
+  if (bound <= 1 || (forced >= 1 && forced <= 4)) return bound;
   const int64_t rb = row_blocks > 0 ? row_blocks : 1;
   const int64_t sms = sm_count > 0 ? sm_count : 1;
   int64_t split;
@@ -273,25 +251,32 @@ inline int decode_fc2_stages(int64_t routes, int64_t row_blocks, int fc2_split, 
   return row_blocks > 3 * sms || (grid > 3 * sms && (routes >= 64 || grid <= 4 * sms)) ? 2 : 3;
 }
 /// FC1 warp groups per CTA (1, 2, 4, 8; > 1 only with fc1_wm == 1) of the decode stream.
-int decode_fc1_groups(int routes, int row_blocks, int sm_count, int wm, int k_chunks);
-/// FC1 row warps per CTA (1, 2 or 4) of the decode stream for `routes` live routes.
-int decode_fc1_row_warps(int routes, int aquant, bool gated);
-/// Launches the decode stream (fp16_operands: FP16 MMA for fp16 A16 inputs).
-void launch_decode_stream(const DecodeArgs& args, bool fp16_operands, Stream stream, bool pdl);
-/// Dynamic shared memory of the decode stream kernels (plan-time checks and tests).
+int decode_fc1_groups(const DecodeKnobs& k, int routes, int row_blocks, int sm_count, int wm,
+                      int k_chunks);
+/// FC1 row warps per CTA (1, 2 or 4) of the decode stream.
+int decode_fc1_row_warps(const DecodeKnobs& k, int aquant, bool gated);
+/// Launches the decode stream (fp16_operands: FP16 MMA for fp16 A16 inputs) with the launch
+/// shape the plan's knobs select (no environment read here).
+void launch_decode_stream(const DecodeArgs& args, const DecodeKnobs& knobs, bool fp16_operands,
+                          Stream stream, bool pdl);
+/// Output rows per FC2 CTA of a plan (DecodeArgs::fc2_rows): 32 where DecodeKnobs::fc2_rows asks
+/// for it and the plan's capacity is <= 8 tokens and <= kMaxInlineRoutes routes, else 16.
+int decode_fc2_rows(const DecodeKnobs& k, int64_t max_tokens, int64_t max_routes);
+/// Dynamic shared memory of the larger FC1 variant (plan-time checks and tests).
 int decode_fc1_smem_bytes();
-int decode_fc2_smem_bytes(int num_tokens, int routes, int row_blocks, int sm_count);
 /// FC1 grid.y: expert-tile groups (a CTA walks tiles y, y + groups, ...), about one wave of
-/// `ctas_per_sm` CTAs per SM.
-int decode_fc1_tile_groups(int routes, int row_blocks, int sm_count, int ctas_per_sm);
+/// `ctas_per_sm` CTAs per SM (DecodeKnobs::fc1_groups forces it).
+int decode_fc1_tile_groups(const DecodeKnobs& k, int routes, int row_blocks, int sm_count,
+                           int ctas_per_sm);
 /// FC1 warps per CTA (8, or 12 where that shortens the per-warp chain of tiles x sub-chunks).
-int decode_fc1_warps(int routes, int row_blocks, int sm_count, int wm, int groups, int k_chunks);
+int decode_fc1_warps(const DecodeKnobs& k, int routes, int row_blocks, int sm_count, int wm,
+                     int groups, int k_chunks);
 /// Whether the FC1 takes balanced chunk ranges (DecodeArgs::fc1_bal) where they can run.
 bool decode_fc1_balanced(int routes, int tile_groups, int warps, int k_chunks);
 /// FC2 with the deep ring (one CTA per SM, 5 stages per warp): fc2_split == 1, few routes and
 /// at most 2 row blocks per SM (more would cost extra waves at one CTA per SM).
 inline constexpr int kFc2DeepMaxRoutes = 16;
-bool decode_fc2_deep(int routes, int fc2_split, int row_blocks, int sm_count);
+bool decode_fc2_deep(const DecodeKnobs& k, int routes, int fc2_split, int row_blocks, int sm_count);
 
 /// Routing (grouped regime): tiles, slot -> route and slot -> expert maps; counts[1] = slots.
 void launch_route(const void* ids, bool ids64, int64_t routes, int num_experts, int tile_tokens,

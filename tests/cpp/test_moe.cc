@@ -521,14 +521,52 @@ TEST(Moe, PlanRejectionsAndScratch) {
   EXPECT_STREQ(moe::quant_mode_name(QuantMode::kGgmlA16), "ggml_a16");
 }
 
+TEST(Moe, DecodeKnobsAreReadByPlan) {
+  // The decode stream's measurement knobs are read when a plan is made (read_decode_knobs), never
+  // by run(): a supported value is taken, an unsupported one falls back to the default, and a knob
+  // the plan does not use (A16-only knobs in a quantised plan, every knob outside the decode
+  // stream) keeps its default (each case is logged at B12X_LOG_LEVEL >= 1).
+  using moe::detail::read_decode_knobs;
+  const moe::DecodeKnobs def;
+  const moe::DecodeKnobs unset = read_decode_knobs(true, moe::num::kANvfp4);
+  EXPECT_EQ(unset.fc1_wide, def.fc1_wide);
+  EXPECT_EQ(unset.a16_gate, -1);
+  struct Set {
+    const char* name;
+    const char* value;
+  };
+  const Set set[] = {{"B12X_MOE_FC1_KG", "4"},     {"B12X_MOE_FC1_WIDE", "3"},
+                     {"B12X_MOE_FC2_STAGES", "5"}, {"B12X_MOE_A16_GATE", "3"},
+                     {"B12X_MOE_FC1_GROUPS", "7"}, {"B12X_MOE_Q_EARLY", "1"},
+                     {"B12X_MOE_FC2_SPLIT", "9"}};
+  for (const Set& v : set) ASSERT_EQ(setenv(v.name, v.value, 1), 0);
+  const moe::DecodeKnobs nv = read_decode_knobs(true, moe::num::kANvfp4);
+  const moe::DecodeKnobs a16 = read_decode_knobs(true, moe::num::kANone);
+  const moe::DecodeKnobs grouped = read_decode_knobs(false, moe::num::kANvfp4);
+  for (const Set& v : set) unsetenv(v.name);
+  EXPECT_EQ(nv.fc1_kg, 4);
+  EXPECT_EQ(nv.fc1_wide, 3);
+  EXPECT_EQ(nv.fc1_groups, 7);
+  EXPECT_EQ(nv.q_early, 1);
+  EXPECT_EQ(nv.fc2_stages, def.fc2_stages);  // 5 is not a shallow ring depth
+  EXPECT_EQ(nv.fc2_split, def.fc2_split);    // 9 > 4
+  EXPECT_EQ(nv.a16_gate, -1);                // A16-only knob in an nvfp4 plan
+  EXPECT_EQ(a16.a16_gate, 3);
+  EXPECT_EQ(a16.fc1_kg, 4);
+  EXPECT_EQ(grouped.fc1_kg, def.fc1_kg);  // no decode stream
+  EXPECT_EQ(grouped.fc1_wide, def.fc1_wide);
+  // The FC2 split's bound and rule take the forced split from the knobs.
+  EXPECT_EQ(moe::detail::decode_fc2_split_bound(8, 3), 3);
+  EXPECT_EQ(moe::detail::decode_fc2_split(64, 384, 132, 1), 1);
+  EXPECT_TRUE(moe::detail::decode_a16_copy_rows(def));
+}
+
 TEST(Moe, DecodeFc2SplitRuleOnTheModelShapes) {
   // The FC2 tile split of the decode stream (decode_fc2_split) on the four issue-4 shapes at
   // M = 1 / 2 / 4 / 8 on a 132-SM H200, as measured into the rule (docs/moe.md): none up to 8
   // routes; Qwen3-30B's 128 row blocks 3 (4 from 64 routes); DeepSeek-TP4's 448 none (the row
   // blocks alone exceed a 3-per-SM wave); MiniMax's 384 none at 16 routes, 2 above; Qwen3.5-TP4's
   // 256 none at 10 routes, 2 above. The plan's partials (decode_fc2_split_bound) always hold it.
-  if (const char* v = std::getenv("B12X_MOE_FC2_SPLIT"); v != nullptr && *v != 0)
-    GTEST_SKIP() << "B12X_MOE_FC2_SPLIT forces the split";
   struct Shape {
     const char* name;
     int64_t H, topk;

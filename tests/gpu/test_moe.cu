@@ -652,9 +652,9 @@ TEST(MoeGpu, DecodeStreamWideRouting) {
 
 TEST(MoeGpu, DecodeStreamQLoadOrdersAreBitEqual) {
   B12X_REQUIRE_GPU();
-  // [Q]'s load order (Plan::q_load, B12X_MOE_Q_LOAD read by plan): 1 (default) loads the ids and
-  // the x row together and the NVFP4 global scales into shared memory before the PDL wait, 0
-  // one after another; and its NVFP4 quantisation with the 1 / a1gs table (Plan::q_fast, default)
+  // [Q]'s load order (DecodeKnobs::q_load, B12X_MOE_Q_LOAD read by plan): 1 (default) loads the ids
+  // and the x row together and the NVFP4 global scales into shared memory before the PDL wait, 0
+  // one after another; and its NVFP4 quantisation with the 1 / a1gs table (DecodeKnobs::q_fast)
   // or with num::quant_block (B12X_MOE_Q_FAST=0): the same bits either way. Cases: nvfp4, MXFP8
   // activations (no scale table), the A16 copy gate, and nvfp4 with 1040 experts, routed to experts
   // 1024..1039, where the scales do not fit [Q]'s table (kQGsTable) and are read per route as in
@@ -689,6 +689,76 @@ TEST(MoeGpu, DecodeStreamQLoadOrdersAreBitEqual) {
     }
     check_against_reference(P, got0, 0.9999);
   }
+}
+
+TEST(MoeGpu, DecodeStreamFc2RowsAreBitEqual) {
+  B12X_REQUIRE_GPU();
+  // The 32-row FC2 CTA (B12X_MOE_FC2_ROWS=32, read by plan: two 16-row MMA tiles per warp, 2 or
+  // 3 ring stages) computes every output row as the 16-row CTA does (the same per-warp chunk
+  // ranges of the row block's tiles, the same split partials): with the split forced equal the
+  // outputs are bit-equal, and they match the reference. Cases: nvfp4 (UE4M3 scales, split 1 and
+  // 2), MXFP8 activations on E8M0 weights, FP16 w4a16 (FP16 MMAs), H = 1000 (the last row block
+  // half outside H), 1 token; and one graph replay of the 32-row plan with new routes.
+  const Fp4Variant a16{QuantMode::kW4A16, SourceFormat::kModeloptNvfp4, DType::kFP16,
+                       Activation::kSilu};
+  const Case cases[] = {fp4_variant_case(kNvfp4Silu, 16, 1024, 256, 8, 8, 1),
+                        fp4_variant_case(kMxSitu, 16, 512, 384, 5, 4, 1),
+                        fp4_variant_case(a16, 32, 1000, 256, 8, 6, 1),
+                        fp4_variant_case(kNvfp4Silu, 8, 1000, 512, 1, 2, 1)};
+  struct Var {
+    const char *rows, *stages;
+  };
+  const Var vars[3] = {{"16", nullptr}, {"32", nullptr}, {"32", "3"}};
+  for (const Case& c : cases)
+    for (const char* split : {"1", "2"}) {
+      SCOPED_TRACE(c.name() + " split " + split);
+      Problem P;
+      P.make(c);
+      std::vector<uint16_t> got[3];
+      for (int v = 0; v < 3; ++v) {
+        ASSERT_EQ(setenv("B12X_MOE_FC2_SPLIT", split, 1), 0);
+        ASSERT_EQ(setenv("B12X_MOE_FC2_ROWS", vars[v].rows, 1), 0);
+        if (vars[v].stages) ASSERT_EQ(setenv("B12X_MOE_FC2_STAGES", vars[v].stages, 1), 0);
+        GpuRun G(P);  // the plan reads the knobs
+        unsetenv("B12X_MOE_FC2_SPLIT");
+        unsetenv("B12X_MOE_FC2_ROWS");
+        unsetenv("B12X_MOE_FC2_STAGES");
+        ASSERT_TRUE(G.ok);
+        got[v] = G.run_eager();
+        ASSERT_EQ(got[v].size(), got[0].size());
+        EXPECT_EQ(std::memcmp(got[v].data(), got[0].data(), 2 * got[0].size()), 0)
+            << "FC2 rows " << vars[v].rows << " stages " << (vars[v].stages ? vars[v].stages : "-")
+            << " differs from 16 rows";
+        if (v == 1) check_against_reference(P, G.as_float(got[v]), 0.9999);
+        if (v != 1 || std::string(split) != "1") continue;
+        // Graph replay of the 32-row plan with new routes matches eager.
+        cudaStream_t s;
+        B12X_TEST_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+        cudaGraph_t graph;
+        cudaGraphExec_t exec;
+        B12X_TEST_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+        const b12x_status st = G.launch(s);
+        B12X_TEST_CUDA(cudaStreamEndCapture(s, &graph));
+        ASSERT_EQ(st, B12X_OK) << b12x_last_error();
+        B12X_TEST_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+        Problem Q = P;
+        Q.new_routes();
+        G.ids.upload(Q.ids);
+        G.wts.upload(Q.wts);
+        G.out.poison();
+        B12X_TEST_CUDA(cudaDeviceSynchronize());
+        B12X_TEST_CUDA(cudaGraphLaunch(exec, s));
+        B12X_TEST_CUDA(cudaStreamSynchronize(s));
+        const auto replay = G.out.download();
+        const auto eager = G.run_eager(s);
+        EXPECT_EQ(std::memcmp(replay.data(), eager.data(), 2 * replay.size()), 0)
+            << "32-row FC2: replay differs from eager";
+        check_against_reference(Q, G.as_float(replay), 0.9999);
+        cudaGraphExecDestroy(exec);
+        cudaGraphDestroy(graph);
+        cudaStreamDestroy(s);
+      }
+    }
 }
 
 TEST(MoeGpu, GroupedSmallTiles) {

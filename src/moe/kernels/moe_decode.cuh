@@ -64,14 +64,22 @@ struct DecodeCfg {
   // is then in flight.
   static constexpr int kFc2Rows = 16;
   static constexpr int kFc2Stage = kFc2Rows * 64 + kFc2Rows * 8 + kActBytes;
+  // The 32-row FC2 CTA (DecodeArgs::fc2_rows, two 16-row MMA tiles per warp like FC1's): the
+  // per-sub-chunk costs that do not scale with the rows (activation fragment loads, refill
+  // addressing, ring bookkeeping) are shared by twice the weights. Up to kFc2Rows32MaxTokens
+  // tokens (its per-warp combine rows are 128 B per token).
+  static constexpr int kFc2Rows32MaxTokens = 8;
+  static constexpr int fc2_stage(int rows) { return rows * 72 + kActBytes; }
   static constexpr int kFc2WideMaxTokens = 32;
   static constexpr int kFc2Wide2MaxTokens = 64;  // the 2-stage 8-warp CTA (B12X_MOE_FC2_WARPS=8)
   static constexpr int kFc2DeepStages = 5;
   // The 2-stage 8-warp variant (launches whose row blocks alone exceed one wave of 3 CTAs per
   // SM) fits 4 CTAs per SM: DeepSeek-TP4's 448 row blocks run in one wave instead of 1.13.
-  static constexpr int fc2_ring(int warps, int stages) { return warps * stages * kFc2Stage; }
-  static constexpr int fc2_smem(int warps, int stages, int tokens) {
-    return fc2_ring(warps, stages) + warps * tokens * kFc2Rows * 4;
+  static constexpr int fc2_ring(int warps, int stages, int rows = kFc2Rows) {
+    return warps * stages * fc2_stage(rows);
+  }
+  static constexpr int fc2_smem(int warps, int stages, int tokens, int rows = kFc2Rows) {
+    return fc2_ring(warps, stages, rows) + warps * tokens * rows * 4;
   }
   static_assert(kFc1Stage % 16 == 0 && kFc2Stage % 16 == 0, "16-byte cp.async destinations");
 };
@@ -84,6 +92,11 @@ static_assert(DecodeCfg::fc2_smem(8, DecodeCfg::kFc2DeepStages, 16) + 5120 <= 10
               "SM12x: at most 99 KB of shared memory per block");
 static_assert(DecodeCfg::fc2_smem(4, 4, DecodeCfg::kMaxTokens) + 5120 <= 101376,
               "SM12x: at most 99 KB of shared memory per block");
+static_assert(DecodeCfg::fc2_smem(8, 3, DecodeCfg::kFc2Rows32MaxTokens, 32) + 5120 <= 101376,
+              "SM12x: at most 99 KB of shared memory per block");
+static_assert(DecodeCfg::fc2_stage(DecodeCfg::kFc2Rows) == DecodeCfg::kFc2Stage &&
+                  DecodeCfg::fc2_stage(32) % 16 == 0,
+              "16-byte cp.async destinations");
 // The wide-routing variants (RouteSmemT<kMaxStreamRoutes>: below 9 KB static):
 // the 8-warp FC1 and the 8-warp (<= 32 tokens) / 4-warp FC2.
 static_assert(DecodeCfg::fc1_smem(DecodeCfg::kFc1Warps) + 9216 <= 101376 &&
@@ -984,14 +997,22 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
   cp_async_wait<0>();
 }
 
-// ---- [FC2] 16 output rows x every route per CTA, combine fused ---------------------------
-// kW warps with a kS-stage ring each (DecodeCfg: 8 x 3, 8 x 5 deep, 8 x 2, 4 x 4).
-template <typename OpT, bool kFold, int kSK, int kW, int kS, int kRC = detail::kMaxInlineRoutes>
-__global__ void __launch_bounds__(32 * kW, kW == 8 && kS == 2 ? 4 : 1)
+// ---- [FC2] kR (16 or 32) output rows x every route per CTA, combine fused ------------------
+// kW warps with a kS-stage ring each (DecodeCfg: 8 x 3, 8 x 5 deep, 8 x 2, 4 x 4; 32 rows: 8 x 2
+// (3 CTAs per SM, the register cap of FC1) or 8 x 3 (2 per SM)).
+template <typename OpT, bool kFold, int kSK, int kW, int kS, int kRC = detail::kMaxInlineRoutes,
+          int kR = DecodeCfg::kFc2Rows>
+__global__ void __launch_bounds__(32 * kW, kR == 32             ? (kS == 2 ? 3 : 2)
+                                           : kW == 8 && kS == 2 ? 4
+                                                                : 1)
     moe_decode_fc2_kernel(const DecodeArgs a) {
   using C = DecodeCfg;
-  using St = WarpStage<C::kFc2Rows>;
-  constexpr int kRing = C::fc2_ring(kW, kS);
+  static_assert(
+      kR == 16 || (kR == 32 && kW == 8 && (kS == 2 || kS == 3) && kRC == detail::kMaxInlineRoutes),
+      "FC2 rows: 16, or 32 with 8 warps, 2-3 stages and the narrow routing");
+  constexpr int kM = kR / 16, kStage = C::fc2_stage(kR);
+  using St = WarpStage<kR>;
+  constexpr int kRing = C::fc2_ring(kW, kS, kR);
   extern __shared__ __align__(16) uint8_t smem[];
   __shared__ RouteSmemT<kRC> rs;
   // Combine weight per slot; the wide routing (up to 1024 slots) instead loads each lane's two
@@ -1001,7 +1022,7 @@ __global__ void __launch_bounds__(32 * kW, kW == 8 && kS == 2 ? 4 : 1)
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int ntiles = route_tables<kRC, 32 * kW>(a, rs, smem);
-  const int R0 = blockIdx.x * C::kFc2Rows;
+  const int R0 = blockIdx.x * kR;
   const detail::WeightView& W = a.w2;
   if (R0 >= W.rows) {
     pdl_wait();
@@ -1015,8 +1036,8 @@ __global__ void __launch_bounds__(32 * kW, kW == 8 && kS == 2 ? 4 : 1)
       s_w[i] = a.weight_on_input ? 1.f : a.topk_weights[rs.route(i)];
   }
   const int M = a.num_tokens;
-  float* pacc = reinterpret_cast<float*>(smem + kRing) + warp * M * C::kFc2Rows;
-  for (int i = lane; i < M * C::kFc2Rows; i += 32) pacc[i] = 0.f;
+  float* pacc = reinterpret_cast<float*>(smem + kRing) + warp * M * kR;
+  for (int i = lane; i < M * kR; i += 32) pacc[i] = 0.f;
 
   const int nk = W.K_pad / 128;
   // Work of this warp. The CTA owns the tiles split, split + P, ... (P = fc2_split CTAs share
@@ -1039,7 +1060,7 @@ __global__ void __launch_bounds__(32 * kW, kW == 8 && kS == 2 ? 4 : 1)
   const int total = bal ? N2 * (split + 1) / P - c_lo : cta_tiles * nk;
   const int j0 = c_lo + warp * total / kW;
   const int n_my = c_lo + (warp + 1) * total / kW - j0;
-  uint8_t* ring = smem + warp * kS * C::kFc2Stage;
+  uint8_t* ring = smem + warp * kS * kStage;
   // Chunk (it, kk): CTA tile it (global tile split + P * it; fc2_bal: global tile it), sub-chunk
   // kk. Loads run kS chunks ahead; the ChunkCursor ni is the next one.
   auto tile_of = [&](int it) { return bal ? it : split + P * it; };
@@ -1056,7 +1077,7 @@ __global__ void __launch_bounds__(32 * kW, kW == 8 && kS == 2 ? 4 : 1)
   };
   const uint32_t ring_sa = smem_addr(ring);
   auto issue = [&](int slot, const typename St::Src& sc, int kk, bool weights, bool acts) {
-    St::issue(ring_sa + slot * C::kFc2Stage, sc, wstep, kk, kSK, lane, weights, acts);
+    St::issue(ring_sa + slot * kStage, sc, wstep, kk, kSK, lane, weights, acts);
   };
   ChunkCursor ni = first;  // the next chunk to load
   {
@@ -1077,7 +1098,9 @@ __global__ void __launch_bounds__(32 * kW, kW == 8 && kS == 2 ? 4 : 1)
   if (n_my > kS) nsrc = src_of(ni.t);
   __syncthreads();  // s_w / pacc initialised before the first flush
 
-  float acc[1][4] = {{0.f, 0.f, 0.f, 0.f}};
+  float acc[kM][4];
+#pragma unroll
+  for (int m = 0; m < kM; ++m) acc[m][0] = acc[m][1] = acc[m][2] = acc[m][3] = 0.f;
   ChunkCursor cur = first;  // the chunk being multiplied
   int4 tl = n_my > 0 ? rs.tile(tile_of(cur.t)) : make_int4(0, 0, 0, 0);
   // Per-expert scale, loaded at the tile's start and used at its end (latency off the chain).
@@ -1097,7 +1120,7 @@ __global__ void __launch_bounds__(32 * kW, kW == 8 && kS == 2 ? 4 : 1)
     __syncwarp();
     const int slot = ring_slot;
     ring_slot = ring_slot + 1 == kS ? 0 : ring_slot + 1;
-    stage_mma<OpT, kFold, kSK, 1>(ring + slot * C::kFc2Stage, acc, g, t);
+    stage_mma<OpT, kFold, kSK, kM>(ring + slot * kStage, acc, g, t);
     __syncwarp();
     if (c + kS < n_my) {
       issue(slot, nsrc, ni.k, true, true);
@@ -1112,18 +1135,21 @@ __global__ void __launch_bounds__(32 * kW, kW == 8 && kS == 2 ? 4 : 1)
     for (int col = 0; col < tl.z; ++col) {
       if (t == (col >> 1)) {
         const int slot = tl.y + col;
-        float* p = pacc + rs.token(slot) * C::kFc2Rows;
+        float* p = pacc + rs.token(slot) * kR;
         const float w = kWide ? ((col & 1) ? w1 : w0) : s_w[slot];
-        // Registers are selected, not indexed by the runtime column (no local memory).
-        const float v0 = (col & 1) ? acc[0][1] : acc[0][0];
-        const float v1 = (col & 1) ? acc[0][3] : acc[0][2];
-        p[g] = fmaf(w, v0 * alpha, p[g]);
-        p[g + 8] = fmaf(w, v1 * alpha, p[g + 8]);
+#pragma unroll
+        for (int m = 0; m < kM; ++m) {
+          // Registers are selected, not indexed by the runtime column (no local memory).
+          const float v0 = (col & 1) ? acc[m][1] : acc[m][0];
+          const float v1 = (col & 1) ? acc[m][3] : acc[m][2];
+          p[16 * m + g] = fmaf(w, v0 * alpha, p[16 * m + g]);
+          p[16 * m + g + 8] = fmaf(w, v1 * alpha, p[16 * m + g + 8]);
+        }
       }
       __syncwarp();
     }
 #pragma unroll
-    for (int i = 0; i < 4; ++i) acc[0][i] = 0.f;
+    for (int m = 0; m < kM; ++m) acc[m][0] = acc[m][1] = acc[m][2] = acc[m][3] = 0.f;
     if (c + 1 < n_my) {
       tl = rs.tile(tile_of(cur.t));
       alpha = a.alpha2[tl.x] * kAccScale<OpT, kFold, kSK>;
@@ -1139,12 +1165,12 @@ __global__ void __launch_bounds__(32 * kW, kW == 8 && kS == 2 ? 4 : 1)
         a.out_fp16 ? fmt::float_to_fp16_bits(v) : fmt::float_to_bf16_bits(v);
   };
   const int H = W.rows;
-  for (int i = tid; i < M * C::kFc2Rows; i += 32 * kW) {
-    const int m = i / C::kFc2Rows, r = i % C::kFc2Rows;
+  for (int i = tid; i < M * kR; i += 32 * kW) {
+    const int m = i / kR, r = i % kR;
     if (R0 + r >= H) continue;
     float s = pall[i];
 #pragma unroll
-    for (int w = 1; w < kW; ++w) s += pall[w * M * C::kFc2Rows + i];
+    for (int w = 1; w < kW; ++w) s += pall[w * M * kR + i];
     if (P == 1)
       store(m, r, s);
     else
@@ -1160,8 +1186,8 @@ __global__ void __launch_bounds__(32 * kW, kW == 8 && kS == 2 ? 4 : 1)
   __syncthreads();
   if (!s_last) return;
   __threadfence();
-  for (int i = tid; i < M * C::kFc2Rows; i += 32 * kW) {
-    const int m = i / C::kFc2Rows, r = i % C::kFc2Rows;
+  for (int i = tid; i < M * kR; i += 32 * kW) {
+    const int m = i / kR, r = i % kR;
     if (R0 + r >= H) continue;
     float s = 0.f;
     for (int q = 0; q < P; ++q)
