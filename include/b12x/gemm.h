@@ -220,15 +220,17 @@ struct Plan {
   int decode_stream_parts = 0;
   int decode_stream_occ = 0;
   int decode_stream_ctas = 0;
-  /// Decode regime at M = 2..8 ([0]) / 9..16 ([1]), NVFP4 weights with BF16 activations (session
-  /// 12): the stream kernel with 8 / 16 token rows (tokens on the MMA's N side, the decoded weight
-  /// fragments shared by all tokens), K parts per tile, K split over that many CTAs (fp32 partials
-  /// + the reduce kernel where > 1; each CTA stages only its K range) and CTAs per split; 0 parts:
-  /// the decode kernel. B12X_GEMM_STREAM_ROWS=0|1 turns it off / on, B12X_GEMM_STREAM_PARTS,
-  /// B12X_GEMM_STREAM_SPLIT, B12X_GEMM_STREAM_CTAS (per SM) override.
-  int stream_rows_parts[2] = {0, 0};
-  int stream_rows_split[2] = {0, 0};
-  int stream_rows_ctas[2] = {0, 0};
+  /// Decode regime at M = 2..4 ([0]) / 5..8 ([1]) / 9..16 ([2]), NVFP4 weights with BF16
+  /// activations (session 12): the stream kernel with stream_rows_n = 4 / 8 / 16 staged token rows
+  /// (tokens on the MMA's N side, the decoded weight fragments shared by all tokens; 8 for M =
+  /// 2..4 with B12X_GEMM_STREAM_ROWS4=0), K parts per tile, K split over that many CTAs (fp32
+  /// partials + the reduce kernel where > 1; each CTA stages only its K range) and CTAs per split;
+  /// 0 parts: the decode kernel. B12X_GEMM_STREAM_ROWS=0|1 turns it off / on,
+  /// B12X_GEMM_STREAM_PARTS, B12X_GEMM_STREAM_SPLIT, B12X_GEMM_STREAM_CTAS (per SM) override.
+  int stream_rows_parts[3] = {0, 0, 0};
+  int stream_rows_split[3] = {0, 0, 0};
+  int stream_rows_ctas[3] = {0, 0, 0};
+  int stream_rows_n[3] = {4, 8, 16};
   /// Their CTAs per SM register cap: 2 (CTAs of 8 warps) or 1 (16 warps,
   /// B12X_GEMM_STREAM_WARPS=16, probe).
   int stream_rows_occ = 2;

@@ -296,6 +296,29 @@ int64_t stage_fit_slices(lin::WFmt f, int64_t rows, bool pipe = false) {
 
 }  // namespace
 
+namespace {
+
+/// The stream kernel's token-row class of a run with M = 2..16 tokens (Plan::stream_rows_*).
+int stream_row_class(int64_t m) {
+  return m <= 4 ? 0 : m <= 8 ? 1 : 2;
+}
+
+std::string stream_rows_describe(const Plan& p) {
+  std::string s;
+  for (int ri = 0; ri < 3; ++ri)
+    if (p.stream_rows_parts[ri] > 0)
+      s += " stream" +
+           std::string(ri == 0   ? "4"
+                       : ri == 1 ? "8"
+                                 : "16") +
+           "=r" + std::to_string(p.stream_rows_n[ri]) + "p" +
+           std::to_string(p.stream_rows_parts[ri]) + "x" + std::to_string(p.stream_rows_split[ri]) +
+           "/" + std::to_string(p.stream_rows_ctas[ri]);
+  return s;
+}
+
+}  // namespace
+
 std::string Plan::describe() const {
   std::ostringstream os;
   os << "linear[" << format_name(caps.format) << " N=" << caps.out_features
@@ -309,16 +332,9 @@ std::string Plan::describe() const {
              ? " stream=" + std::to_string(decode_stream_parts) + "o" +
                    std::to_string(decode_stream_occ) + "/" + std::to_string(decode_stream_ctas)
              : std::string())
-     << (stream_rows_parts[0]
-             ? " stream8=" + std::to_string(stream_rows_parts[0]) + "x" +
-                   std::to_string(stream_rows_split[0]) + "/" + std::to_string(stream_rows_ctas[0])
-             : std::string())
-     << (stream_rows_parts[1]
-             ? " stream16=" + std::to_string(stream_rows_parts[1]) + "x" +
-                   std::to_string(stream_rows_split[1]) + "/" + std::to_string(stream_rows_ctas[1])
-             : std::string())
-     << " tiled_split=" << tiled_split << (tiled_split_reduce ? "(reduce)" : "")
-     << " tiled_tok=" << tiled_tok << " scratch=" << scratch_bytes << "B]";
+     << stream_rows_describe(*this) << " tiled_split=" << tiled_split
+     << (tiled_split_reduce ? "(reduce)" : "") << " tiled_tok=" << tiled_tok
+     << " scratch=" << scratch_bytes << "B]";
   return os.str();
 }
 
@@ -913,9 +929,11 @@ Plan plan(const Caps& caps) {
                                          dev.smem_per_block_optin - (rocc == 1 ? 33 : 17) * 1024));
     const char* pe = std::getenv("B12X_GEMM_STREAM_PREPASS_PDL");
     p.stream_rows_pdl = !(pe != nullptr && pe[0] == '0');
-    for (int ri = 0; ri < 2 && ok && want; ++ri) {
-      const int rows = ri == 0 ? 8 : 16;
-      if (ri == 1 && M <= 8) break;
+    const char* r4 = std::getenv("B12X_GEMM_STREAM_ROWS4");
+    if (r4 != nullptr && r4[0] == '0') p.stream_rows_n[0] = 8;
+    for (int ri = 0; ri < 3 && ok && want; ++ri) {
+      const int rows = p.stream_rows_n[ri];
+      if (ri > stream_row_class(M)) break;
       int64_t best = -1;
       for (int parts : {1, 2, 4, 8}) {
         if (force_parts > 0 && parts != force_parts) continue;
@@ -1006,7 +1024,7 @@ Plan plan(const Caps& caps) {
   if (p.ggml_gemv > 0 && p.ggml_gemv_split > 1)
     partial_splits = std::max<int64_t>(partial_splits, p.ggml_gemv_split);
   if (p.tiled_split_reduce) partial_splits = std::max<int64_t>(partial_splits, p.tiled_split);
-  for (int ri = 0; ri < 2; ++ri)
+  for (int ri = 0; ri < 3; ++ri)
     if (p.stream_rows_parts[ri] > 0 && p.stream_rows_split[ri] > 1)
       partial_splits = std::max<int64_t>(partial_splits, p.stream_rows_split[ri]);
   if (partial_splits > 0) {
@@ -1042,10 +1060,10 @@ Plan plan(const Caps& caps) {
     // The M = 1 stream kernel, which run launches for a bound M of 1 whatever the capacity.
     if (p.decode_stream_parts > 0)
       sig << " stream=" << p.decode_stream_parts << "o" << p.decode_stream_occ;
-    for (int ri = 0; ri < 2; ++ri)
+    for (int ri = 0; ri < 3; ++ri)
       if (p.stream_rows_parts[ri] > 0)
-        sig << " stream" << (ri == 0 ? 8 : 16) << "=" << p.stream_rows_parts[ri]
-            << (p.stream_rows_split[ri] > 1 ? "+reduce" : "");
+        sig << " stream_r" << p.stream_rows_n[ri] << "=" << p.stream_rows_parts[ri] << "o"
+            << p.stream_rows_occ << (p.stream_rows_split[ri] > 1 ? "+reduce" : "");
     if (p.act_prepass) sig << " act_prepass";
     b12x::detail::resolve_kernels(op, caps.device, sig.str(), p.describe());
   }
@@ -1315,7 +1333,7 @@ void run(const Binding& b, Stream stream) {
       // 17.9 / 20.2 / 9.6 / 7.6 us; at M = 4 / 8 it gained 1-2 us on four shapes but lost 3.5 /
       // 15 us at 4096x14336, where the GEMM is a cluster-split grid). Session 12: also before the
       // stream kernel with token rows (no cluster; Plan::stream_rows_pdl).
-      const int ri = M <= 8 ? 0 : 1;
+      const int ri = stream_row_class(M);
       const bool rows_stream = M >= 2 && M <= 16 && plan.stream_rows_parts[ri] > 0;
       a.pdl = plan.pdl && (M == 1 || (rows_stream && plan.stream_rows_pdl)) && !tiled ? 1 : 0;
       if (!fused) lin::launch_act_dequant(a, stream);
@@ -1450,14 +1468,15 @@ void run(const Binding& b, Stream stream) {
                               plan.decode_stream_ctas, p, stream);
     return;
   }
-  if (const int ri = M <= 8 ? 0 : 1; M >= 2 && M <= 16 && plan.stream_rows_parts[ri] > 0 &&
-                                     p.act_kind == lin::kActRaw16 && p.xs_kind == lin::kXsNone) {
+  if (const int ri = stream_row_class(M); M >= 2 && M <= 16 && plan.stream_rows_parts[ri] > 0 &&
+                                          p.act_kind == lin::kActRaw16 &&
+                                          p.xs_kind == lin::kXsNone) {
     const int parts = plan.stream_rows_parts[ri];
     p.split = plan.stream_rows_split[ri];
     p.partial = p.split > 1 ? reinterpret_cast<float*>(b.scratch + plan.off_partial) : nullptr;
     p.stream_vp = lin::stream_vectors_per_part(geo.kvec, parts, p.split);
     lin::launch_linear_stream(im.wfmt, parts, plan.stream_rows_occ, plan.stream_rows_ctas[ri], p,
-                              stream, ri == 0 ? 8 : 16);
+                              stream, plan.stream_rows_n[ri]);
     if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);
     return;
   }

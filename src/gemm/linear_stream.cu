@@ -28,7 +28,7 @@ template <int kOcc, int kRows = 1, int kWarps = kStreamWarps>
 StreamFn stream_fn(int parts) {
   switch (parts) {
     case 1:
-      return kWarps == 8 ? &linear_stream_kernel<1, kOcc, kRows, kWarps> : nullptr;
+      return &linear_stream_kernel<1, kOcc, kRows, kWarps>;
     case 2:
       return &linear_stream_kernel<2, kOcc, kRows, kWarps>;
     case 4:
@@ -45,6 +45,8 @@ StreamFn stream_fn(int parts) {
 // once per SM; probe).
 StreamFn pick_stream(WFmt f, bool fp16, int parts, int occ, int rows) {
   if (fp16 || f != WFmt::kNvfp4) return nullptr;
+  if (rows == 4)
+    return occ == 2 ? stream_fn<2, 4>(parts) : occ == 1 ? stream_fn<1, 4, 16>(parts) : nullptr;
   if (rows == 8)
     return occ == 2 ? stream_fn<2, 8>(parts) : occ == 1 ? stream_fn<1, 8, 16>(parts) : nullptr;
   if (rows == 16)

@@ -1259,18 +1259,18 @@ TEST(GemmGpu, DecodeStreamAnyCapacity) {
 
 TEST(GemmGpu, DecodeStreamRows) {
   B12X_REQUIRE_GPU();
-  // Session 12: the stream kernel with 8 / 16 token rows at M = 2..16 (B12X_GEMM_STREAM_ROWS=1):
-  // NVFP4 W4A16 and W4A4 (the BF16 pre-pass); token counts inside and at the ends of both row
-  // classes (rows past M staged as zeros, never stored); every K-part count; K split over 1..3
-  // CTAs through fp32 partials + the reduce kernel (K = 1280: K ranges that end past K, 4864);
-  // partial groups (N = 72, 200), bias, FP16 outputs, capacity above M, a replayed graph.
-  // lin::last_stream_launch() says which kernel ran.
+  // Session 12: the stream kernel with 4 / 8 / 16 token rows at M = 2..16
+  // (B12X_GEMM_STREAM_ROWS=1): NVFP4 W4A16 and W4A4 (the BF16 pre-pass); token counts inside and at
+  // the ends of both row classes (rows past M staged as zeros, never stored); every K-part count; K
+  // split over 1..3 CTAs through fp32 partials + the reduce kernel (K = 1280: K ranges that end
+  // past K, 4864); partial groups (N = 72, 200), bias, FP16 outputs, capacity above M, a replayed
+  // graph. lin::last_stream_launch() says which kernel ran.
   ScopedEnv er("B12X_GEMM_STREAM_ROWS", "1");
   int i = 0;
   for (const char* parts : {"1", "2", "4", "8"})
     for (const char* sp : {"1", "2", "3"}) {
       ScopedEnv ep("B12X_GEMM_STREAM_PARTS", parts), es("B12X_GEMM_STREAM_SPLIT", sp);
-      for (int64_t M : {2, 8, 9, 16}) {
+      for (int64_t M : {2, 4, 5, 8, 9, 16}) {
         const LinearFormat f = (i % 2) ? LinearFormat::kNvfp4 : LinearFormat::kNvfp4W4A16;
         // K = 4864 (76 vectors) with a split of 3 only: 16 rows of it fit the staging budget
         // from a split of 3 for every part count.
@@ -1283,11 +1283,17 @@ TEST(GemmGpu, DecodeStreamRows) {
         run_case(c);
         const gemm::lin::StreamLaunch l = gemm::lin::last_stream_launch();
         EXPECT_EQ(l.serial, before + 1) << "parts " << parts << " split " << sp << " M " << M;
-        EXPECT_EQ(l.rows, M <= 8 ? 8 : 16);
+        EXPECT_EQ(l.rows, M <= 4 ? 4 : M <= 8 ? 8 : 16);
         EXPECT_EQ(l.parts, std::atoi(parts));
         EXPECT_EQ(l.split, std::atoi(sp));
       }
     }
+  // M = 2..4 on 8 rows (B12X_GEMM_STREAM_ROWS4=0) instead of 4.
+  {
+    ScopedEnv e4("B12X_GEMM_STREAM_ROWS4", "0");
+    run_case({LinearFormat::kNvfp4, 3, 200, 1280, DType::kBF16, DType::kBF16, true});
+    EXPECT_EQ(gemm::lin::last_stream_launch().rows, 8);
+  }
   // CTAs of 16 warps (B12X_GEMM_STREAM_WARPS=16, one per SM, probe): 2 / 8 parts, split 1 / 2.
   {
     ScopedEnv ew("B12X_GEMM_STREAM_WARPS", "16");
@@ -1324,7 +1330,8 @@ TEST(GemmGpu, DecodeStreamRows) {
     const gemm::Plan pl = gemm::plan(caps);
     EXPECT_GT(pl.stream_rows_parts[0], 0);
     EXPECT_GT(pl.stream_rows_parts[1], 0);
-    EXPECT_GT(pl.stream_rows_split[1], 1);
+    EXPECT_GT(pl.stream_rows_parts[2], 0);
+    EXPECT_GT(pl.stream_rows_split[2], 1);
     run_case({LinearFormat::kNvfp4, 11, 4096, 14336, DType::kBF16, DType::kBF16, false});
     EXPECT_GT(gemm::lin::last_stream_launch().split, 1);
   }
@@ -2054,12 +2061,13 @@ TEST(GemmGpuSanitize, DecodeStream) {
 
 TEST(GemmGpuSanitize, DecodeStreamRows) {
   B12X_REQUIRE_GPU();
-  // The stream kernel with 8 / 16 token rows (session 12): a K split of 3 through partials with a
-  // K range past K (K = 1280), 2 and 8 parts, a partial group (N = 40).
+  // The stream kernel with 4 / 8 / 16 token rows (session 12): a K split of 3 through partials
+  // with a K range past K (K = 1280), 2 and 8 parts, a partial group (N = 40).
   ScopedEnv er("B12X_GEMM_STREAM_ROWS", "1"), es("B12X_GEMM_STREAM_SPLIT", "3");
   for (const char* parts : {"2", "8"}) {
     ScopedEnv ep("B12X_GEMM_STREAM_PARTS", parts);
     run_case({LinearFormat::kNvfp4W4A16, 7, 40, 1280, DType::kBF16, DType::kBF16, true});
+    run_case({LinearFormat::kNvfp4W4A16, 3, 40, 1280, DType::kBF16, DType::kBF16, false});
     run_case({LinearFormat::kNvfp4, 16, 40, 1280, DType::kBF16, DType::kBF16, false});
   }
 }

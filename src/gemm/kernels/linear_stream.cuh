@@ -49,7 +49,7 @@ __device__ __forceinline__ int stream_xpos(int k) {
   return (k & ~63) + (((rr & 7) >> 1) << 4) + ((r >> 4) << 2) + ((rr >> 3) << 1) + (rr & 1);
 }
 
-/// Position of activation k of token row r in the staged layout of kRows = 8 / 16 token rows:
+/// Position of activation k of token row r in the staged layout of kRows = 4 / 8 / 16 token rows:
 /// vector k / 64, then the half (k16 steps 0-1 / 2-3), the row, lane t's 16 bytes (steps s, s + 1
 /// of the half, lo / hi 8, the pair element). A quarter-warp's 16-byte loads (rows g, g + 1, t =
 /// 0..3) then read 128 contiguous bytes: one wavefront, no bank conflict.
@@ -62,22 +62,24 @@ __device__ __forceinline__ int stream_xpos_rows(int k, int r) {
 
 /// Shared memory of the parts' row sums (static): [2 buffers][warps][values per lane][32 lanes].
 template <int kRows, int kWarps = kStreamWarps>
-inline constexpr int kStreamRedBytes = kRows == 1 ? 2 * kWarps * 16 * 4
-                                                  : 2 * kWarps*(kRows / 2) * 32 * 4;
+inline constexpr int kStreamRedBytes = kRows == 1
+                                           ? 2 * kWarps * 16 * 4
+                                           : 2 * kWarps*(kRows <= 8 ? 4 : kRows / 2) * 32 * 4;
 
-/// kOcc: CTAs per SM the registers are capped for (2: <= 128, 3: <= 85). kRows: 1 (M = 1, the
-/// token broadcast over the MMA's 8 columns) or 8 / 16 (M = 2..8 / 9..16: tokens on the MMA's N
-/// side, one / two n8 tiles on the same decoded weight fragments; K split over gridDim.y CTAs
-/// whose fp32 partials linear_reduce_kernel sums, so each CTA stages only its K range).
+/// kOcc: CTAs per SM the registers are capped for (1: <= 128 with 16 warps, 2: <= 128, 3: <= 85).
+/// kRows: 1 (M = 1, the token broadcast over the MMA's 8 columns) or 4 / 8 / 16 (M = 2..4 / 5..8
+/// / 9..16, session 12: tokens on the MMA's N side, one / one / two n8 tiles on the same decoded
+/// weight fragments; K split over gridDim.y CTAs whose fp32 partials linear_reduce_kernel sums,
+/// so each CTA stages only its K range). kWarps: 8, or 16 (kOcc 1, token rows only).
 template <int kParts, int kOcc, int kRows = 1, int kWarps = kStreamWarps>
 __global__ void __launch_bounds__(kWarps * 32, kOcc) linear_stream_kernel(const LinearParams p) {
   static_assert(kParts == 1 || kParts == 2 || kParts == 4 || kParts == 8, "K parts per tile");
-  static_assert(kRows == 1 || kRows == 8 || kRows == 16, "token rows");
+  static_assert(kRows == 1 || kRows == 4 || kRows == 8 || kRows == 16, "token rows");
   static_assert(kWarps == 8 || (kWarps == 16 && kRows > 1), "warps per CTA");
   using T = Bf16Tag;
   constexpr int kDepth = kStreamDepth;
   constexpr int kTiles = kWarps / kParts;
-  constexpr int kNt = kRows == 1 ? 1 : kRows / 8;  // n8 token tiles per MMA step
+  constexpr int kNt = kRows <= 8 ? 1 : kRows / 8;  // n8 token tiles per MMA step
   extern __shared__ __align__(16) uint8_t dsm[];
   __shared__ float red[kStreamRedBytes<kRows, kWarps> / 4];
 
@@ -240,9 +242,12 @@ __global__ void __launch_bounds__(kWarps * 32, kOcc) linear_stream_kernel(const 
   if (p.alpha != nullptr) mult *= *p.alpha;
 
   // Lane (g, t)'s activations: M = 1 the broadcast row (32 bytes per vector), kRows > 1 row g
-  // of each n8 token tile (16 bytes per half, halves kRows * 64 bytes apart).
-  const uint8_t* const xlane =
-      kRows == 1 ? xs + (vbase * 64 + t * 16) * 2 : xs + wk * vp * kRows * 128 + (g * 4 + t) * 16;
+  // of each n8 token tile (16 bytes per half, halves kRows * 64 bytes apart). With 4 rows (M =
+  // 2..4) lanes g and g + 4 read the same row (a broadcast: half the wavefronts); columns 4..7
+  // then repeat tokens 0..3 and are never stored.
+  const uint8_t* const xlane = kRows == 1
+                                   ? xs + (vbase * 64 + t * 16) * 2
+                                   : xs + wk * vp * kRows * 128 + ((g & (kRows - 1)) * 4 + t) * 16;
   int rb = 0;  // reduction buffer
   for (int64_t grp = blockIdx.x; grp < groups; grp += gridDim.x) {
     float acc[kNt][4][4];
@@ -319,7 +324,7 @@ __global__ void __launch_bounds__(kWarps * 32, kOcc) linear_stream_kernel(const 
         for (int i = 0; i < 4; ++i)
           o[n][i] = (acc[n][0][i] + acc[n][1][i]) + (acc[n][2][i] + acc[n][3][i]);
       if constexpr (kParts > 1) {
-        float* const rw = red + (rb * kWarps + warp) * (kRows / 2) * 32 + lane;
+        float* const rw = red + (rb * kWarps + warp) * (kNt * 4) * 32 + lane;
 #pragma unroll
         for (int n = 0; n < kNt; ++n)
 #pragma unroll
@@ -328,7 +333,7 @@ __global__ void __launch_bounds__(kWarps * 32, kOcc) linear_stream_kernel(const 
         if (wk == 0) {
 #pragma unroll
           for (int k = 1; k < kParts; ++k) {
-            const float* const rr = red + (rb * kWarps + wt + k * kTiles) * (kRows / 2) * 32 + lane;
+            const float* const rr = red + (rb * kWarps + wt + k * kTiles) * (kNt * 4) * 32 + lane;
 #pragma unroll
             for (int n = 0; n < kNt; ++n)
 #pragma unroll
