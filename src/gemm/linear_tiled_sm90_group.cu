@@ -14,6 +14,7 @@ using GroupFn = void (*)(const LinearParams);
 struct GroupPick {
   GroupFn fn = nullptr;
   int smem = 0;
+  int threads = 256;
 };
 
 template <WFmt F, class T, int kTok, int kRowSets, bool kOverlap, int kUnitN = 128,
@@ -21,7 +22,8 @@ template <WFmt F, class T, int kTok, int kRowSets, bool kOverlap, int kUnitN = 1
 GroupPick group_pick() {
   return {&linear_wgmma_group_kernel<F, T, kTok, kRowSets, kOverlap, kUnitN, kLateCopy, kAluSign,
                                      kMode>,
-          WgmmaGroupCfg<F, T, kTok, kRowSets, kOverlap, kUnitN>::kSmemBytes};
+          WgmmaGroupCfg<F, T, kTok, kRowSets, kOverlap, kUnitN>::kSmemBytes,
+          wgmma_group_threads(kMode)};
 }
 
 template <WFmt F, class T>
@@ -33,6 +35,8 @@ GroupPick pick_cfg(int tok, int var) {
     if (tok == 256 && var == 4) return group_pick<F, T, 256, 1, true, 64, true, true>();
   }
   if (tok == 256 && var == 5) return group_pick<F, T, 256, 1, true, 64, true, false, kGroupPair>();
+  if (tok == 256 && var == 10) return group_pick<F, T, 256, 1, true, 64, false, false, kGroupWs>();
+  if (tok == 256 && var == 11) return group_pick<F, T, 256, 1, false, 64, false, false, kGroupWs>();
   if (tok == 256 && var == 9)
     return group_pick<F, T, 256, 1, true, 64, true, false, kGroupPair | kGroupChain>();
   // Timing probes (session 12, wrong results; BF16 only): 3 without the decode (6), without the
@@ -57,8 +61,10 @@ GroupPick pick_cfg(int tok, int var) {
 /// refill copies issued after the second unit's wgmmas, 4 (IQ2, 256 tokens, probe) = 3 with the
 /// sign masks computed instead of loaded from the shared sign table, 5 (256 tokens, candidate) = 3
 /// with two stages per CTA barrier, 9 (candidate) = 5 with the unit chain running on across the
-/// pair's stages, 6 / 7 / 8 (BF16, timing probes) = 3 without the decode / the
-/// promotion / both.
+/// pair's stages, 10 (candidate) = 1 warp-specialized (a producer warpgroup, mbarrier ring), 11
+/// (candidate) = 10 with each 64-token partial drained before its promotion (one partial set; the
+/// other MMA warpgroup's wgmmas fill the gap), 6 / 7 / 8 (BF16, timing probes) = 3 without the
+/// decode / the promotion / both.
 GroupPick pick(WFmt f, bool fp16, int tok, int var) {
   switch (f) {
     case WFmt::kQ8_0:
@@ -95,7 +101,7 @@ void launch_linear_wgmma_group(WFmt f, bool fp16, int tok, int var, int raster,
               tok, " var ", var);
   LinearParams q = p;
   const dim3 grid = wgmma_grid(p, var == 2 ? 256 : 128, tok, raster, 2, q);  // BF16 / FP16 rows
-  B12X_CUDA_CHECK(b12x::detail::launch_ex(k.fn, grid, dim3(256), static_cast<size_t>(k.smem),
+  B12X_CUDA_CHECK(b12x::detail::launch_ex(k.fn, grid, dim3(k.threads), static_cast<size_t>(k.smem),
                                           stream, p.pdl != 0, dim3(1, 1, 1), q));
   B12X_CUDA_CHECK_LAUNCH();
 }

@@ -139,11 +139,24 @@ struct WgmmaGroupCfg {
 /// kGroupChain (with kGroupPair): the unit chain runs on across the pair's two stages (the
 /// second stage's first atom decoded and its first unit issued before the first stage's last unit
 /// is retired and promoted: one drain per barrier instead of per stage).
-inline constexpr int kGroupPair = 1, kGroupNoDecode = 2, kGroupNoPromote = 4, kGroupChain = 8;
+/// kGroupWs (candidate): warp-specialized as the BF16-operand wgmma kernel's variant 3 — a producer
+/// warpgroup (setmaxnreg down to kGroupProdRegs) issues every copy of the ring and the two MMA
+/// warpgroups (up to kGroupConsRegs) only wait for full slots (per-slot mbarriers) and release them
+/// (empty mbarriers): no CTA barrier and no copy issue in the MMA warps, whose warpgroups run
+/// desynchronized (one's promotion and decode under the other's wgmmas).
+inline constexpr int kGroupPair = 1, kGroupNoDecode = 2, kGroupNoPromote = 4, kGroupChain = 8,
+                     kGroupWs = 16;
+/// Register budgets of kGroupWs: 128 x 56 + 256 x 224 = 384 x 168 (the launch's); no spills
+/// (the producer's copy addresses stepped, not hoisted; 40 / 232 spilled in the producer).
+inline constexpr int kGroupProdRegs = 56, kGroupConsRegs = 224;
+B12X_HD constexpr int wgmma_group_threads(int mode) {
+  return (mode & kGroupWs) != 0 ? 384 : 256;
+}
 
 template <WFmt F, class T, int kTokens, int kRowSets, bool kOverlap, int kUnitN,
           bool kLateCopy = false, bool kAluSign = false, int kMode = 0>
-__global__ void __launch_bounds__(256, 1) linear_wgmma_group_kernel(const LinearParams p) {
+__global__ void __launch_bounds__(wgmma_group_threads(kMode), 1)
+    linear_wgmma_group_kernel(const LinearParams p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using C = WgmmaGroupCfg<F, T, kTokens, kRowSets, kOverlap, kUnitN>;
   constexpr bool kNoDecode = (kMode & kGroupNoDecode) != 0;
@@ -158,6 +171,9 @@ __global__ void __launch_bounds__(256, 1) linear_wgmma_group_kernel(const Linear
   static_assert(kRing >= 2, "pipeline depth in barrier groups");
   constexpr int kTok = C::kTok;
   constexpr int kAhead = kRing - 1;  // barrier groups in flight ahead of the consumed one
+  constexpr bool kWs = (kMode & kGroupWs) != 0;
+  static_assert(!kWs || (kPer == 1 && !kLateCopy), "warp-specialized: one stage per slot wait");
+  constexpr int kCT = kWs ? 128 : C::kThreads;  // threads issuing the copies
 
   extern __shared__ uint8_t smem_raw[];
   __shared__ alignas(16) uint32_t gtab[C::kIq2 ? (F == WFmt::kIq2Xs ? 512 * 4 : 256 * 4) : 4];
@@ -171,15 +187,31 @@ __global__ void __launch_bounds__(256, 1) linear_wgmma_group_kernel(const Linear
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, t = lane & 3;
+  // This warp among the MMA warps (kWs: warpgroup 0 is the producer).
+  const int cw = kWs ? warp - 4 : warp;
   // 16-row tile of row set rs of this warp (warp w of warpgroup wg: rows 16w.. of each of the
   // warpgroup's 64-row sets).
-  auto tile_of = [&](int rs) { return ((warp >> 2) * C::kRowSets + rs) * 4 + (warp & 3); };
+  auto tile_of = [&](int rs) { return ((cw >> 2) * C::kRowSets + rs) * 4 + (cw & 3); };
   const int2 tile = wgmma_tile(p, C::kRows, kTok);  // raster bands where p.raster_group > 0
   const int64_t n0 = static_cast<int64_t>(tile.x) * C::kRows;
   const int64_t m0 = static_cast<int64_t>(tile.y) * kTok;
   const int64_t tile0 = n0 / 16;
 
-  if constexpr (C::kIq2) load_iq2_tables<F == WFmt::kIq2Xs, T>(gtab, stab, tid, C::kThreads);
+  if constexpr (C::kIq2)
+    load_iq2_tables<F == WFmt::kIq2Xs, T>(gtab, stab, tid, wgmma_group_threads(kMode));
+  // kWs: per slot a "full" mbarrier (one cp.async arrival per producer thread) and an "empty" one
+  // (one arrival per MMA thread), outside the dynamic area (which the epilogue reuses).
+  __shared__ alignas(8) uint64_t bars[kWs ? 2 * kStages : 1];
+  const uint32_t full0 = static_cast<uint32_t>(__cvta_generic_to_shared(bars));
+  const uint32_t empty0 = full0 + 8 * kStages;
+  if constexpr (kWs) {
+    if (tid == 0) {
+      for (int i = 0; i < kStages; ++i) {
+        wg::mbar_init(full0 + 8 * i, kCT);
+        wg::mbar_init(empty0 + 8 * i, 256);
+      }
+    }
+  }
 
   const int num_k = static_cast<int>(p.KP / C::kBK);  // KP: a multiple of 256
   const int64_t tile_stride = p.kvec * static_cast<int64_t>(C::kTr.slots) * 16;
@@ -190,8 +222,8 @@ __global__ void __launch_bounds__(256, 1) linear_wgmma_group_kernel(const Linear
 
   // Weight copies: the packed 16-row tile runs of the stage (wg::WeightRuns, as the FP4 / FP8
   // kernel); the epilogue shares its row stores too.
-  const wg::WeightRuns<C::kWTileBytes, C::kRows, C::kThreads> wruns(p.wvals, tile0, p.n16,
-                                                                    tile_stride, tid);
+  const wg::WeightRuns<C::kWTileBytes, C::kRows, kCT> wruns(p.wvals, tile0, p.n16, tile_stride,
+                                                            tid);
   // Scale words [kind][row] (kind 0: d, 1: IQ2 sub-scales): word wi = tid + kThreads i of the
   // stage. The source row of each is fixed per thread: its base is computed once, a stage adds a
   // 32-bit byte offset. Rows past NP copy zero bytes from (in-bounds) row 0.
@@ -201,14 +233,14 @@ __global__ void __launch_bounds__(256, 1) linear_wgmma_group_kernel(const Linear
   // stage's. IQ2 sub-scales: IQ2_XXS byte kb (scale2_ld = KP/64), IQ2_XS bytes 2kb, 2kb+1
   // (scale2_ld = KP/32), both at 4-byte aligned row starts.
   constexpr int kSW = C::kRows * C::kSWords;
-  constexpr int kSPerThread = (kSW + C::kThreads - 1) / C::kThreads;
-  static_assert(kSW % C::kThreads == 0 || kSW < C::kThreads, "scale word split");
+  constexpr int kSPerThread = (kSW + kCT - 1) / kCT;
+  static_assert(kSW % kCT == 0 || kSW < kCT, "scale word split");
   const uint8_t* s_base[kSPerThread];
   uint32_t s_par[kSPerThread];
   bool s_valid[kSPerThread];
 #pragma unroll
   for (int i = 0; i < kSPerThread; ++i) {
-    const int wi = tid + i * C::kThreads;
+    const int wi = tid + i * kCT;
     const bool sub = C::kIq2 && wi >= C::kRows;
     s_valid[i] = wi < kSW && n0 + wi % C::kRows < p.NP;
     const int64_t row = s_valid[i] ? n0 + wi % C::kRows : 0;
@@ -226,25 +258,28 @@ __global__ void __launch_bounds__(256, 1) linear_wgmma_group_kernel(const Linear
       return s_par[i] == 2u ? sub : (2u * (s_par[i] + kb / 4) & ~3u);
     }
   };
-  // Activations: thread tid copies 16-byte chunk ac = tid & 7 of token rows ar0 + 32 i (ar0 =
-  // tid / 8): a warp's copy covers four whole 128-byte rows (the lane-pair mapping with 32-byte
-  // pieces of 16 rows per copy, tried in round 16, ran the kernel 20% slower). The swizzled chunk
-  // (ac ^ (r & 7)) is the same for every i; a stage advances one row pointer by 32 rows per copy.
+  // Activations: thread tid copies 16-byte chunk ac = tid & 7 of token rows ar0 + kAR i (ar0 =
+  // tid / 8, kAR = kCT / 8 rows per pass): a warp's copy covers four whole 128-byte rows (the
+  // lane-pair mapping with 32-byte pieces of 16 rows per copy, tried in round 16, ran the kernel
+  // 20% slower). The swizzled chunk (ac ^ (r & 7)) is the same for every i; a stage advances one
+  // row pointer by 32 rows per copy.
   const int ar0 = tid >> 3, ac = tid & 7;
   const int64_t ldb = 2 * p.ldx;
   const uint8_t* const xb = static_cast<const uint8_t*>(p.x);
   // The whole CTA's kTok rows are tokens (every token tile but a tail one).
   const bool m_full = m0 + kTok <= p.M;
   const uint8_t* const asrc0 = xb + (m_full ? (m0 + ar0) * ldb : 0) + ac * 16;
-  const int64_t astep = 32 * ldb;
+  constexpr int kAR = kCT / 8;
+  static_assert(kTok % kAR == 0 && kAR % 8 == 0, "activation rows per copying thread");
+  const int64_t astep = kAR * ldb;
   const uint32_t adst0 = ar0 * 128 + ((ac ^ (ar0 & 7)) << 4);
 
   auto load_weights = [&](int s, int kb) {
     wruns.load(w_addr(s), static_cast<uint32_t>(kb) * C::kWTileBytes, tid);
 #pragma unroll
     for (int i = 0; i < kSPerThread; ++i)
-      if (kSW % C::kThreads == 0 || tid + i * C::kThreads < kSW)
-        wg::cp4(s_addr(s) + (tid + i * C::kThreads) * 4, s_base[i] + s_off(i, kb), s_valid[i]);
+      if (kSW % kCT == 0 || tid + i * kCT < kSW)
+        wg::cp4(s_addr(s) + (tid + i * kCT) * 4, s_base[i] + s_off(i, kb), s_valid[i]);
   };
   auto load_acts = [&](int s, int kb) {
     const int k0 = kb * C::kBK;
@@ -252,17 +287,34 @@ __global__ void __launch_bounds__(256, 1) linear_wgmma_group_kernel(const Linear
     if (m_full && k0 + C::kBK <= p.K) {
       const uint8_t* src = asrc0 + 2 * k0;
 #pragma unroll
-      for (int i = 0; i < kTok / 32; ++i, src += astep) wg::cp16n(dst + i * 4096, src, 16u);
+      for (int i = 0; i < kTok / kAR; ++i, src += astep) {
+        // kWs: one pointer stepped per copy (an empty asm keeps ptxas from hoisting the 16 row
+        // offsets out of the producer's loop into registers its 56-register budget lacks).
+        if constexpr (kWs) asm volatile("" : "+l"(src));
+        wg::cp16n(dst + i * kAR * 128, src, 16u);
+      }
     } else {
       // A token tail or the K tail (the zero-filled last stage): invalid rows / chunks copy zero
       // bytes from the start of x.
       const bool kvalid = k0 + ac * 8 < p.K;
+      if constexpr (kWs) {
+        // As above: the row pointer and the token stepped per copy, nothing hoisted.
+        const uint8_t* src = xb + (m0 + ar0) * ldb + 2 * k0 + ac * 16;
+        int64_t m = m0 + ar0;
 #pragma unroll
-      for (int i = 0; i < kTok / 32; ++i) {
-        const int64_t m = m0 + ar0 + 32 * i;
-        const bool valid = kvalid && m < p.M;
-        const uint8_t* src = xb + m * ldb + 2 * k0 + ac * 16;
-        wg::cp16n(dst + i * 4096, valid ? src : xb, valid ? 16u : 0u);
+        for (int i = 0; i < kTok / kAR; ++i, src += astep, m += kAR) {
+          asm volatile("" : "+l"(src), "+l"(m));
+          const bool valid = kvalid && m < p.M;
+          wg::cp16n(dst + i * kAR * 128, valid ? src : xb, valid ? 16u : 0u);
+        }
+      } else {
+#pragma unroll
+        for (int i = 0; i < kTok / kAR; ++i) {
+          const int64_t m = m0 + ar0 + kAR * i;
+          const bool valid = kvalid && m < p.M;
+          const uint8_t* src = xb + m * ldb + 2 * k0 + ac * 16;
+          wg::cp16n(dst + i * kAR * 128, valid ? src : xb, valid ? 16u : 0u);
+        }
       }
     }
   };
@@ -296,178 +348,238 @@ __global__ void __launch_bounds__(256, 1) linear_wgmma_group_kernel(const Linear
     }
   };
 
+  // Zeroed where the MMA warps start (kWs: after setmaxnreg, so that no accumulator is live in
+  // the producer's or the launch's register budget).
   float acc[C::kAcc];
+  auto zero_acc = [&] {
 #pragma unroll
-  for (int i = 0; i < C::kAcc; ++i) acc[i] = 0.f;
+    for (int i = 0; i < C::kAcc; ++i) acc[i] = 0.f;
+  };
   float part0[C::kPart];  // unit partials; two sets when promotions overlap wgmmas
   float part1[C::kOverlap ? C::kPart : 1];
 
-  // Prologue: barrier groups 0..kAhead-1 (the weights first, then the wait for the activations;
-  // one commit group per barrier group). num_k is a multiple of 4 (KP: of 256).
+  // One stage in slot s (stage kb, hs-th of its barrier group): decode, the units' wgmmas and
+  // promotions (drained at the end unless the chained pair's first stage); refill() issues the
+  // late copies (kLateCopy, the barrier group's first stage).
+  using Scales = float[kPer][C::kGroups][C::kRowSets][2];
+  auto stage_body = [&](const int kb, const int s, const int hs, Scales& sc, auto&& refill) {
+    // This warp's 16-row tiles: A fragments of the stage's four k16 steps (exact integers);
+    // atom at (32 K) holds steps 2 at, 2 at + 1.
+    uint32_t af[C::kRowSets][4][4];
+    const uint32_t* ssg =
+        reinterpret_cast<const uint32_t*>(sgen + s * C::kStageBytes + C::kActBytes + C::kWBytes);
+    auto decode_atom = [&](int at) {
 #pragma unroll
-  for (int s = 0; s < kAhead * kPer; ++s)
-    if (s < num_k) load_weights(s, s);
-  griddep_wait();
+      for (int rs = 0; rs < C::kRowSets; ++rs) {
+        const uint8_t* wsg =
+            sgen + s * C::kStageBytes + C::kActBytes + tile_of(rs) * C::kWTileBytes;
+        const int slot = C::kIq2 ? g : lane;
+        const uint4 rv = *reinterpret_cast<const uint4*>(wsg + at * C::kTr.slots * 16 + slot * 16);
+        uint32_t a2[2][4];
+        if constexpr (kNoDecode) {
 #pragma unroll
-  for (int b = 0; b < kAhead; ++b) {
+          for (int st = 0; st < 2; ++st) {
+            a2[st][0] = rv.x;
+            a2[st][1] = rv.y;
+            a2[st][2] = rv.z;
+            a2[st][3] = rv.w;
+          }
+        } else if constexpr (C::kIq2) {
+          decode_iq2_atom<T, kAluSign>(rv, gtab, stab, t, a2);
+        } else {
+          decode_byte_atom<T, true>(rv, a2);
+        }
 #pragma unroll
-    for (int h = 0; h < kPer; ++h)
-      if (b * kPer + h < num_k) load_acts(b * kPer + h, b * kPer + h);
-    wg::cp_commit();
-  }
-  __syncthreads();  // IQ2 tables
+        for (int st = 0; st < 2; ++st)
+#pragma unroll
+          for (int j = 0; j < 4; ++j) af[rs][2 * at + st][j] = a2[st][j];
+      }
+    };
+    // Several token units per group on one row set: atom 1 is decoded after the first unit's
+    // wgmmas are issued (under them), while atom 0's fragments stay live for the group's later
+    // units, so no register of an in-flight wgmma can be reallocated to the decode. (With one
+    // unit per group, or two row sets, a fragment is dead once its last wgmma is issued: decoded
+    // up front there.)
+    constexpr bool kLateAtom1 = C::kRowSets == 1 && C::kTokUnits > 1;
+    decode_atom(0);
+    if constexpr (!kLateAtom1) decode_atom(1);
+    const uint64_t desc = wg::desc_sw128(act_addr(s));
+    // Unit u = (group u / kUnitsPerGroup, row set, token half): its k16 wgmmas into partial set
+    // u & 1 (kOverlap) or the one set, then acc += scale x partial. kOverlap: unit u's
+    // promotion runs after unit u+1's wgmmas are issued (wait_group 1); the stage's last unit is
+    // drained (wait_group 0), so no wgmma stays in flight across the stage barrier and the next
+    // stage's decode (its A fragments would be rewritten while in flight).
+    constexpr int kUnits = C::kGroups * C::kUnitsPerGroup;
+#pragma unroll
+    for (int j = 0; j < C::kGroups; ++j)
+#pragma unroll
+      for (int rs = 0; rs < C::kRowSets; ++rs) group_scales(ssg, kb, j, rs, sc[hs][j][rs]);
+    // Unit u's accumulators: acc[kPart v + i] for v = u % kUnitsPerGroup = (row set v /
+    // kTokUnits, token block v % kTokUnits).
+    auto issue = [&](float(&ptp)[C::kPart], int u) {
+      const int j = u / C::kUnitsPerGroup, v = u % C::kUnitsPerGroup;
+      const int rs = v / C::kTokUnits, tq = v % C::kTokUnits;
+      // kNoPromote: the unit's own accumulators, never started from zero.
+      float(&pt)[C::kPart] =
+          kNoPromote ? *reinterpret_cast<float(*)[C::kPart]>(&acc[C::kPart * v]) : ptp;
+      wg::fence_acc(pt);
+      wg::fence();
+#pragma unroll
+      for (int q = 0; q < C::kStepsPerGroup; ++q) {
+        const int ks = j * C::kStepsPerGroup + q;
+        // Token block tq starts kUnitN rows of 128 bytes further into the stage.
+        const uint64_t d = desc + tq * (C::kUnitN * 128 >> 4) + 2 * ks;
+        const int scale_d = kNoPromote ? 1 : q;
+        if constexpr (C::kUnitN == 128) {
+          wg::mma<T, 128>(pt, af[rs][ks], d, scale_d);
+        } else {
+          wgmma_m64n64k16<T>(pt, af[rs][ks], d, scale_d);
+        }
+      }
+      wg::commit();
+    };
+    auto promote = [&](float(&pt)[C::kPart], int u, int h) {
+      const int j = u / C::kUnitsPerGroup, v = u % C::kUnitsPerGroup;
+      const int rs = v / C::kTokUnits;
+      if constexpr (kNoPromote) return;
+      wg::fence_acc(pt);
+      // pt[4i + 2h + e] = (row 16 tile_of(rs) + g + 8h, token kUnitN tq + 8i + 2t + e).
+#pragma unroll
+      for (int i = 0; i < C::kPart; ++i)
+        acc[C::kPart * v + i] = fmaf(pt[i], sc[h][j][rs][(i >> 1) & 1], acc[C::kPart * v + i]);
+    };
+#pragma unroll
+    for (int u = 0; u < kUnits; ++u) {
+      if constexpr (C::kOverlap) {
+        issue((u & 1) ? part1 : part0, u);
+        if (kChain && hs == 1 && u == 0) {
+          // The first stage's last unit (partial set (kUnits - 1) & 1 = 1, kUnits even): its
+          // atom-1 fragments are rewritten by the decode below only after this retires it.
+          static_assert(kUnits % 2 == 0, "chained pair: even unit count");
+          wg::wait<1>();
+          promote(part1, kUnits - 1, 0);
+        }
+        if (kLateAtom1 && u == 0) decode_atom(1);
+        if (kLateCopy && u == 1 && hs == 0) refill();
+        if (u > 0) {
+          wg::wait<1>();
+          promote((u & 1) ? part0 : part1, u - 1, hs);
+        }
+      } else {
+        issue(part0, u);
+        if (kLateAtom1 && u == 0) decode_atom(1);
+        if (kLateCopy && u == 1 && hs == 0) refill();
+        wg::wait<0>();
+        promote(part0, u, hs);
+      }
+    }
+    if constexpr (C::kOverlap) {
+      if (!(kChain && hs == 0)) {
+        wg::wait<0>();
+        promote(((kUnits - 1) & 1) ? part1 : part0, kUnits - 1, hs);
+      }
+    }
+  };
 
-  // s0 = kb % kStages (first slot of the barrier group); group kb / kPer + kAhead refills the
-  // previous group's slots.
-  for (int kb0 = 0, s0 = 0; kb0 < num_k; kb0 += kPer, s0 = s0 + kPer == kStages ? 0 : s0 + kPer) {
-    wg::cp_wait<kAhead - 1>();
-    // The stages were written through the generic proxy (cp.async); wgmma reads them through the
-    // async proxy.
-    wg::fence_proxy_async();
-    __syncthreads();
-    // Its slots held the previous barrier group, whose wgmmas every warpgroup drained before the
-    // barrier.
-    auto refill = [&] {
-      const int nk = kb0 + kAhead * kPer;
-      const int ns = s0 == 0 ? kStages - kPer : s0 - kPer;
+  if constexpr (kWs) {
+    __syncthreads();  // the IQ2 tables, the mbarrier inits
+    if (warp < 4) {
+      // Producer warpgroup: fills slot kb % kStages with stage kb once the MMA warpgroups
+      // released its previous stage (empty phase kb / kStages - 1); the first kStages stages'
+      // weights go out before griddepcontrol.wait.
+      wg::setmaxnreg_dec<kGroupProdRegs>();
+      const int pro = num_k < kStages ? num_k : kStages;
+      for (int s = 0; s < pro; ++s) load_weights(s, s);
+      griddep_wait();
+      for (int s = 0; s < pro; ++s) {
+        load_acts(s, s);
+        wg::mbar_cp_arrive(full0 + 8 * s);
+      }
+      int sl = 0;
+      uint32_t ph = 0;
+      for (int kb = kStages; kb < num_k; ++kb) {
+        wg::mbar_wait(empty0 + 8 * sl, ph);
+        load_weights(sl, kb);
+        load_acts(sl, kb);
+        wg::mbar_cp_arrive(full0 + 8 * sl);
+        if (++sl == kStages) sl = 0, ph ^= 1;
+      }
+      wg::cp_wait<0>();  // no copy of this thread outlives it
+      griddep_launch_dependents();
+      return;
+    }
+    wg::setmaxnreg_inc<kGroupConsRegs>();
+    zero_acc();
+    griddep_wait();  // alpha / bias
+    int sl = 0;
+    uint32_t ph = 0;
+    Scales sc;
+    for (int kb = 0; kb < num_k; ++kb) {
+      wg::mbar_wait(full0 + 8 * sl, ph);
+      wg::fence_proxy_async();  // cp.async writes (generic proxy) read by wgmma (async proxy)
+      stage_body(kb, sl, 0, sc, [] {});
+      // This thread's wgmmas of the slot retired (drained) and its shared-memory reads done.
+      wg::mbar_arrive(empty0 + 8 * sl);
+      if (++sl == kStages) sl = 0, ph ^= 1;
+    }
+  } else {
+    zero_acc();
+    // Prologue: barrier groups 0..kAhead-1 (the weights first, then the wait for the
+    // activations; one commit group per barrier group). num_k is a multiple of 4 (KP: of 256).
+#pragma unroll
+    for (int s = 0; s < kAhead * kPer; ++s)
+      if (s < num_k) load_weights(s, s);
+    griddep_wait();
+#pragma unroll
+    for (int b = 0; b < kAhead; ++b) {
 #pragma unroll
       for (int h = 0; h < kPer; ++h)
-        if (nk + h < num_k) {
-          load_weights(ns + h, nk + h);
-          load_acts(ns + h, nk + h);
-        }
+        if (b * kPer + h < num_k) load_acts(b * kPer + h, b * kPer + h);
       wg::cp_commit();
-    };
-    static_assert(!kLateCopy || C::kGroups * C::kUnitsPerGroup >= 2, "late copies after unit 1");
-    if constexpr (!kLateCopy) refill();
-    // Group scales of each stage of the barrier group (the chained pair promotes the first
-    // stage's last unit during the second).
-    float sc[kPer][C::kGroups][C::kRowSets][2];
+    }
+    __syncthreads();  // IQ2 tables
+
+    // s0 = kb % kStages (first slot of the barrier group); group kb / kPer + kAhead refills the
+    // previous group's slots.
+    for (int kb0 = 0, s0 = 0; kb0 < num_k; kb0 += kPer, s0 = s0 + kPer == kStages ? 0 : s0 + kPer) {
+      wg::cp_wait<kAhead - 1>();
+      // The stages were written through the generic proxy (cp.async); wgmma reads them through
+      // the async proxy.
+      wg::fence_proxy_async();
+      __syncthreads();
+      // Its slots held the previous barrier group, whose wgmmas every warpgroup drained before
+      // the barrier.
+      auto refill = [&] {
+        const int nk = kb0 + kAhead * kPer;
+        const int ns = s0 == 0 ? kStages - kPer : s0 - kPer;
 #pragma unroll
-    for (int hs = 0; hs < kPer; ++hs) {
-      const int kb = kb0 + hs, s = s0 + hs;
-      // This warp's 16-row tiles: A fragments of the stage's four k16 steps (exact integers);
-      // atom at (32 K) holds steps 2 at, 2 at + 1.
-      uint32_t af[C::kRowSets][4][4];
-      const uint32_t* ssg =
-          reinterpret_cast<const uint32_t*>(sgen + s * C::kStageBytes + C::kActBytes + C::kWBytes);
-      auto decode_atom = [&](int at) {
-#pragma unroll
-        for (int rs = 0; rs < C::kRowSets; ++rs) {
-          const uint8_t* wsg =
-              sgen + s * C::kStageBytes + C::kActBytes + tile_of(rs) * C::kWTileBytes;
-          const int slot = C::kIq2 ? g : lane;
-          const uint4 rv =
-              *reinterpret_cast<const uint4*>(wsg + at * C::kTr.slots * 16 + slot * 16);
-          uint32_t a2[2][4];
-          if constexpr (kNoDecode) {
-#pragma unroll
-            for (int st = 0; st < 2; ++st) {
-              a2[st][0] = rv.x;
-              a2[st][1] = rv.y;
-              a2[st][2] = rv.z;
-              a2[st][3] = rv.w;
-            }
-          } else if constexpr (C::kIq2) {
-            decode_iq2_atom<T, kAluSign>(rv, gtab, stab, t, a2);
-          } else {
-            decode_byte_atom<T, true>(rv, a2);
+        for (int h = 0; h < kPer; ++h)
+          if (nk + h < num_k) {
+            load_weights(ns + h, nk + h);
+            load_acts(ns + h, nk + h);
           }
-#pragma unroll
-          for (int st = 0; st < 2; ++st)
-#pragma unroll
-            for (int j = 0; j < 4; ++j) af[rs][2 * at + st][j] = a2[st][j];
-        }
+        wg::cp_commit();
       };
-      // Several token units per group on one row set: atom 1 is decoded after the first unit's
-      // wgmmas are issued (under them), while atom 0's fragments stay live for the group's later
-      // units, so no register of an in-flight wgmma can be reallocated to the decode. (With one
-      // unit per group, or two row sets, a fragment is dead once its last wgmma is issued: decoded
-      // up front there.)
-      constexpr bool kLateAtom1 = C::kRowSets == 1 && C::kTokUnits > 1;
-      decode_atom(0);
-      if constexpr (!kLateAtom1) decode_atom(1);
-      const uint64_t desc = wg::desc_sw128(act_addr(s));
-      // Unit u = (group u / kUnitsPerGroup, row set, token half): its k16 wgmmas into partial set
-      // u & 1 (kOverlap) or the one set, then acc += scale x partial. kOverlap: unit u's
-      // promotion runs after unit u+1's wgmmas are issued (wait_group 1); the stage's last unit is
-      // drained (wait_group 0), so no wgmma stays in flight across the stage barrier and the next
-      // stage's decode (its A fragments would be rewritten while in flight).
-      constexpr int kUnits = C::kGroups * C::kUnitsPerGroup;
+      static_assert(!kLateCopy || C::kGroups * C::kUnitsPerGroup >= 2, "late copies after unit 1");
+      if constexpr (!kLateCopy) refill();
+      // Group scales of each stage of the barrier group (the chained pair promotes the first
+      // stage's last unit during the second).
+      Scales sc;
 #pragma unroll
-      for (int j = 0; j < C::kGroups; ++j)
-#pragma unroll
-        for (int rs = 0; rs < C::kRowSets; ++rs) group_scales(ssg, kb, j, rs, sc[hs][j][rs]);
-      // Unit u's accumulators: acc[kPart v + i] for v = u % kUnitsPerGroup = (row set v /
-      // kTokUnits, token block v % kTokUnits).
-      auto issue = [&](float(&ptp)[C::kPart], int u) {
-        const int j = u / C::kUnitsPerGroup, v = u % C::kUnitsPerGroup;
-        const int rs = v / C::kTokUnits, tq = v % C::kTokUnits;
-        // kNoPromote: the unit's own accumulators, never started from zero.
-        float(&pt)[C::kPart] =
-            kNoPromote ? *reinterpret_cast<float(*)[C::kPart]>(&acc[C::kPart * v]) : ptp;
-        wg::fence_acc(pt);
-        wg::fence();
-#pragma unroll
-        for (int q = 0; q < C::kStepsPerGroup; ++q) {
-          const int ks = j * C::kStepsPerGroup + q;
-          // Token block tq starts kUnitN rows of 128 bytes further into the stage.
-          const uint64_t d = desc + tq * (C::kUnitN * 128 >> 4) + 2 * ks;
-          const int scale_d = kNoPromote ? 1 : q;
-          if constexpr (C::kUnitN == 128) {
-            wg::mma<T, 128>(pt, af[rs][ks], d, scale_d);
-          } else {
-            wgmma_m64n64k16<T>(pt, af[rs][ks], d, scale_d);
-          }
-        }
-        wg::commit();
-      };
-      auto promote = [&](float(&pt)[C::kPart], int u, int h) {
-        const int j = u / C::kUnitsPerGroup, v = u % C::kUnitsPerGroup;
-        const int rs = v / C::kTokUnits;
-        if constexpr (kNoPromote) return;
-        wg::fence_acc(pt);
-        // pt[4i + 2h + e] = (row 16 tile_of(rs) + g + 8h, token kUnitN tq + 8i + 2t + e).
-#pragma unroll
-        for (int i = 0; i < C::kPart; ++i)
-          acc[C::kPart * v + i] = fmaf(pt[i], sc[h][j][rs][(i >> 1) & 1], acc[C::kPart * v + i]);
-      };
-#pragma unroll
-      for (int u = 0; u < kUnits; ++u) {
-        if constexpr (C::kOverlap) {
-          issue((u & 1) ? part1 : part0, u);
-          if (kChain && hs == 1 && u == 0) {
-            // The first stage's last unit (partial set (kUnits - 1) & 1 = 1, kUnits even): its
-            // atom-1 fragments are rewritten by the decode below only after this retires it.
-            static_assert(kUnits % 2 == 0, "chained pair: even unit count");
-            wg::wait<1>();
-            promote(part1, kUnits - 1, 0);
-          }
-          if (kLateAtom1 && u == 0) decode_atom(1);
-          if (kLateCopy && u == 1 && hs == 0) refill();
-          if (u > 0) {
-            wg::wait<1>();
-            promote((u & 1) ? part0 : part1, u - 1, hs);
-          }
-        } else {
-          issue(part0, u);
-          if (kLateAtom1 && u == 0) decode_atom(1);
-          if (kLateCopy && u == 1 && hs == 0) refill();
-          wg::wait<0>();
-          promote(part0, u, hs);
-        }
-      }
-      if constexpr (C::kOverlap) {
-        if (!(kChain && hs == 0)) {
-          wg::wait<0>();
-          promote(((kUnits - 1) & 1) ? part1 : part0, kUnits - 1, hs);
-        }
-      }
-    }  // hs
+      for (int hs = 0; hs < kPer; ++hs) stage_body(kb0 + hs, s0 + hs, hs, sc, refill);
+    }
   }
   wg::cp_wait<0>();
   griddep_launch_dependents();
-  __syncthreads();  // the pipeline buffers become the output staging tile
+  // Barrier of the MMA warps (kWs: the producer warpgroup has returned; named barrier 1 of 256).
+  auto mma_sync = [] {
+    if constexpr (kWs) {
+      wg::bar_sync(1, 256);
+    } else {
+      __syncthreads();
+    }
+  };
+  mma_sync();  // the pipeline buffers become the output staging tile
 
   // Accumulators (wgmma D fragments): acc[kPart v + 4j + 2h + e] = (weight row 16 tile_of(rs) +
   // g + 8h, token kUnitN tq + 8j + 2t + e) for unit v = (rs, tq). Staged as out dtype
@@ -496,8 +608,8 @@ __global__ void __launch_bounds__(256, 1) linear_wgmma_group_kernel(const Linear
               wgmma_out_bits(acc[C::kPart * v + 4 * j + 2 * h + e] * mult + bias[h], p.out_fp16);
         }
   }
-  __syncthreads();
-  wgmma_store_rows<C::kRows, kTok, C::kThreads, C::kEpPitch>(ep, p, n0, m0, tid);
+  mma_sync();
+  wgmma_store_rows<C::kRows, kTok, 256, C::kEpPitch>(ep, p, n0, m0, 32 * cw + lane);
 #else
   __trap();  // SM90 only: the host dispatches this kernel on compute capability 9.0 alone
 #endif
