@@ -124,9 +124,9 @@ void launch_linear_tiled(WFmt f, bool fp16, const LinearParams& p, Stream stream
 bool wgmma_kernel_available(WFmt f, bool fp16, int tok, int var = 0);
 /// `var`: the schedule variant (lin::WgmmaCfg; FP8: 0 / 3 = per-128-K promotion on the CTA-barrier
 /// / mbarrier pipeline, 1 / 2 = per 64 / 32 K, 5 = 3 warp-specialized; BF16 operands: 0 / 1).
-/// Host-only setup (dynamic shared memory opt-in) on the current device; returns the kernel's
-/// co-resident CTAs per SM (the occupancy query). Call before capture (plan does).
-int prepare_linear_wgmma(WFmt f, bool fp16, int tok, int var);
+/// Host-only setup (dynamic shared memory opt-in, detail::opt_in_smem) on the current device.
+/// Call before capture (plan does).
+void prepare_linear_wgmma(WFmt f, bool fp16, int tok, int var);
 /// `raster`: 0 = 2-D grid (weight tile fastest); 1 = bands of token tiles whose activations fit
 /// a share of L2 (kWgmmaRasterBytes), token tile fastest; n > 1 = bands of n token tiles.
 void launch_linear_wgmma(WFmt f, bool fp16, int tok, int var, int raster, const LinearParams& p,

@@ -133,15 +133,14 @@ void prepare_linear_tiled(int device, WFmt f, bool fp16, int tok) {
   // their duration (the table is keyed by it, and run looks it up by the plan's device).
   const ::b12x::detail::DeviceScope scope(device);
   const int dev = device;
-  B12X_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(k.fn),
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize, k.smem));
   int major = 0;
   B12X_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
   {
-    // CTAs per SM (stored as "split 1"): the plan's split-K rule sizes grids to full waves.
+    // The opt-in and the CTAs per SM (stored as "split 1"): the plan's split-K rule sizes grids
+    // to full waves.
     int blocks = 0;
-    B12X_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &blocks, reinterpret_cast<const void*>(k.fn), 256, static_cast<size_t>(k.smem)));
+    B12X_CUDA_CHECK(
+        ::b12x::detail::resident_ctas(reinterpret_cast<const void*>(k.fn), 256, k.smem, &blocks));
     std::lock_guard<std::mutex> lock(cluster_table().mu);
     cluster_table().max_active[{dev, reinterpret_cast<const void*>(k.fn), 1}] = blocks;
   }

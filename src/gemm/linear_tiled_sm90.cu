@@ -111,15 +111,10 @@ bool wgmma_kernel_available(WFmt f, bool fp16, int tok, int var) {
   return pick(f, fp16, tok, var).fn != nullptr;
 }
 
-int prepare_linear_wgmma(WFmt f, bool fp16, int tok, int var) {
+void prepare_linear_wgmma(WFmt f, bool fp16, int tok, int var) {
   const WgmmaPick k = pick(f, fp16, tok, var);
   B12X_ASSERT(k.fn != nullptr, "no wgmma kernel for format ", static_cast<int>(f), " tok ", tok);
-  B12X_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(k.fn),
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize, k.smem));
-  int per_sm = 0;
-  B12X_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-      &per_sm, reinterpret_cast<const void*>(k.fn), k.threads, static_cast<size_t>(k.smem)));
-  return per_sm;
+  B12X_CUDA_CHECK(::b12x::detail::opt_in_smem(reinterpret_cast<const void*>(k.fn), k.smem));
 }
 
 void launch_linear_wgmma(WFmt f, bool fp16, int tok, int var, int raster, const LinearParams& p,
