@@ -98,6 +98,11 @@ struct PagedPlan {
   /// DRAM round trip with its first tiles instead of after them (B12X_ATTN_POST_PREFETCH=0..4;
   /// measurement variant, off).
   int post_prefetch = 0;
+  /// Decode / verify (uniform q_len): the merge kernel takes a token's request as token / q_len
+  /// when the metadata confirm it (one round trip before its wait) instead of a binary search
+  /// over cu_seqlens_q (log2(B) dependent loads); B12X_ATTN_MERGE_GUESS=1|0, measurement
+  /// variant, off.
+  bool merge_guess = false;
   /// Decode/verify tiles fill every stage of their K/V ring before the first wait (wide3 then
   /// loads Q's fragments from global memory instead of staging Q in the ring), so a short
   /// split has one more tile in flight behind its first round trip (B12X_ATTN_FULL_RING=1|0).

@@ -89,6 +89,8 @@ struct PagedParams {
   float rescale_slack;    // the running max moves only when a tile's max exceeds it by more
                           // (base-2 units; 0 = every increase)
   int32_t spec;           // 1 (lean decode kernels): speculative prologue (B12X_ATTN_SPEC)
+  int32_t merge_qlen;     // > 0: uniform q_len; the merge kernel guesses a token's request as
+                          // tok / merge_qlen before searching (B12X_ATTN_MERGE_GUESS)
   int32_t post_prefetch;  // 0..kPostPrefetchMax: with spec, the split's tiles after the prologue's
                           // prefetched into L2 right after the PDL wait (B12X_ATTN_POST_PREFETCH)
   int32_t tile_kv_shift;  // log2(tile_kv)
