@@ -33,6 +33,7 @@ GroupPick pick_cfg(int tok, int var) {
   if (tok == 256 && var == 3) return group_pick<F, T, 256, 1, true, 64, true>();
   if constexpr (F != WFmt::kQ8_0) {
     if (tok == 256 && var == 4) return group_pick<F, T, 256, 1, true, 64, true, true>();
+    if (tok == 256 && var == 12) return group_pick<F, T, 256, 1, true, 64, false, true, kGroupWs>();
   }
   if (tok == 256 && var == 5) return group_pick<F, T, 256, 1, true, 64, true, false, kGroupPair>();
   if (tok == 256 && var == 10) return group_pick<F, T, 256, 1, true, 64, false, false, kGroupWs>();
@@ -63,7 +64,8 @@ GroupPick pick_cfg(int tok, int var) {
 /// with two stages per CTA barrier, 9 (candidate) = 5 with the unit chain running on across the
 /// pair's stages, 10 (candidate) = 1 warp-specialized (a producer warpgroup, mbarrier ring), 11
 /// (candidate) = 10 with each 64-token partial drained before its promotion (one partial set; the
-/// other MMA warpgroup's wgmmas fill the gap), 6 / 7 / 8 (BF16, timing probes) = 3 without the
+/// other MMA warpgroup's wgmmas fill the gap), 12 (IQ2, candidate) = 10 with 4's computed sign
+/// masks, 6 / 7 / 8 (BF16, timing probes) = 3 without the
 /// decode / the promotion / both.
 GroupPick pick(WFmt f, bool fp16, int tok, int var) {
   switch (f) {

@@ -1715,8 +1715,8 @@ TEST(GemmGpu, TiledWgmmaGgmlFormats) {
   // Session 12 candidates at 256 tokens: two stages per CTA barrier (B12X_GEMM_WGMMA_GROUP_VAR=5),
   // that with the unit chain running on across the pair (9), warp-specialized (10: a producer
   // warpgroup and mbarriers; 11: with drained partials): the token / row / K tails, FP16, a long
-  // K refilling the ring many times.
-  for (const char* var : {"5", "9", "10", "11"}) {
+  // K refilling the ring many times; 12 (IQ2: 10 with computed sign masks; Q8_0 keeps the default).
+  for (const char* var : {"5", "9", "10", "11", "12"}) {
     ScopedEnv et("B12X_GEMM_WGMMA_GROUP_TOK", "256"), ev("B12X_GEMM_WGMMA_GROUP_VAR", var);
     for (LinearFormat f : {LinearFormat::kQ8_0, LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs}) {
       const bool q8 = f == LinearFormat::kQ8_0;
@@ -1953,6 +1953,20 @@ TEST(GemmGpuSanitize, Fp8TokensOnM) {
     ScopedEnv ev("B12X_GEMM_WGMMA_VAR", var);
     for (LinearFormat f : {LinearFormat::kFp8Tensor, LinearFormat::kFp8Block})
       run_case({f, 200, 136, 2048, DType::kBF16, DType::kBF16, true});
+  }
+}
+
+/// The GGML group wgmma kernel's session-12 candidates for compute-sanitizer: the warp-specialized
+/// ring (10 / 11: producer cp.async arrivals on the full mbarriers, MMA-thread arrivals on the
+/// empty ones, the epilogue's named barrier) and two stages per CTA barrier (5, 9); K = 2048
+/// refills every slot, two token tiles with a tail.
+TEST(GemmGpuSanitize, TiledWgmmaGroupCandidates) {
+  B12X_REQUIRE_GPU();
+  ScopedEnv eg("B12X_GEMM_WGMMA_GROUP", "1"), et("B12X_GEMM_WGMMA_GROUP_TOK", "256");
+  for (const char* var : {"5", "9", "10", "11"}) {
+    ScopedEnv ev("B12X_GEMM_WGMMA_GROUP_VAR", var);
+    for (LinearFormat f : {LinearFormat::kQ8_0, LinearFormat::kIq2Xs})
+      run_case({f, 300, 136, 2048, DType::kBF16, DType::kBF16, true});
   }
 }
 
