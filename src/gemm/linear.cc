@@ -76,6 +76,10 @@ int decode_nt(int64_t m) {
 /// from L2) beats 128-row tiles, whose MMAs would be mostly padding.
 constexpr int64_t kDecodeMaxM = 32;
 
+/// The stream kernel with token rows (M = 2..4) by default where each CTA streams at least this
+/// many 16-row tiles over its one activation staging (round 45: 2+ tiles per CTA won, 1 lost).
+constexpr int64_t kStreamRowsMinTiles = 2;
+
 /// Mid M (the tiled regime up to a few hundred tokens), measured on the H200 (round 25, M = 64,
 /// us over 4096x4096 / 14336x4096 / 4096x14336 / 6144x4096 / 2048x7168): the mma.sync tiled
 /// kernel split over K into fp32 partials (one wave of CTAs) with 64-token CTAs against session
@@ -896,11 +900,23 @@ Plan plan(const Caps& caps) {
       }
     }
   }
-  // The stream kernel with 8 / 16 token rows for runs at M = 2..8 / 9..16 (session 12; the
-  // decoded weight fragments of a 16-row tile feed one / two n8 token tiles): K parts and a K
+  // The stream kernel with 4 / 8 / 16 token rows for runs at M = 2..4 / 5..8 / 9..16 (session 12;
+  // the decoded weight fragments of a 16-row tile feed one / two n8 token tiles): K parts and a K
   // split over CTAs (each stages kRows x its K range of BF16 activations within
   // kStreamRowsSmemBudget) minimizing the vectors each warp streams over the persistent grid,
-  // ties to the smaller split and fewer parts.
+  // ties to the smaller split and fewer parts. Every CTA stages its rows once, so the kernel pays
+  // where each CTA streams several tiles over that staging. Round 45 (H200, us over 4096x4096 /
+  // 14336x4096 / 4096x14336 / 6144x4096 / 2048x7168, decode kernel -> stream kernel; tiles per
+  // CTA 1 / 4 / 2 / 2 / 1 at 4 rows): M = 4 NVFP4 W4A16 8.59 / 19.32 / 22.85 / 12.33 / 9.25 ->
+  // 9.05 / 16.41 / 19.46 / 11.39 / 9.90, W4A4 11.87 / 21.72 / 26.27 / 15.05 / 12.53 -> 10.01 /
+  // 17.42 / 20.77 / 12.26 / 15.21 (its pre-pass with PDL); 8 rows at M = 4 slower (12.24 / 19.40
+  // / 22.27 / 14.43 / 13.30 W4A16); M = 8 W4A16 9.74 / 18.21 / 22.25 / 13.54 / 11.80 -> 12.54 /
+  // 19.67 / 22.55 / 14.69 / 13.74, M = 16 10.62 / 21.17 / 22.93 / 16.03 / 10.20 -> 14.81 / 26.02
+  // / 27.82 / 17.54 / 14.35 (one 8-warp CTA per SM 12.39 / 23.84 / 23.57 / 15.06 / 12.54, 16-warp
+  // CTAs 12.99 / 21.08 / 29.18 / 15.54). Default: M = 2..4 where every CTA streams at least
+  // kStreamRowsMinTiles tiles; B12X_GEMM_STREAM_ROWS=1 forces every class (probe: 8 and 16
+  // rows), =0 turns it off; B12X_GEMM_STREAM_MIN_TILES=<n> (probe) caps the grid so that every CTA
+  // streams at least n tiles.
   if (M >= 2 && p.regime != Regime::kTiled) {
     const int64_t sms = std::max(dev.sm_count, 1);
     const char* pre_env2 = std::getenv("B12X_GEMM_ACT_PREPASS");
@@ -908,8 +924,11 @@ Plan plan(const Caps& caps) {
                                                      : !(pre_env2 != nullptr && pre_env2[0] == '0');
     const char* re = std::getenv("B12X_GEMM_STREAM_ROWS");
     const bool ok = wf == lin::WFmt::kNvfp4 && !fp16 && bf16_act2 && split_env == nullptr;
-    const bool want = re != nullptr && re[0] == '1';
-    int force_parts = 0, force_split = 0, per_sm = 0;
+    const bool force_on = re != nullptr && re[0] == '1';
+    const bool by_rule = re == nullptr;
+    int force_parts = 0, force_split = 0, per_sm = 0, min_tiles = 0;
+    if (const char* e = std::getenv("B12X_GEMM_STREAM_MIN_TILES"); e != nullptr)
+      min_tiles = std::max(0, std::atoi(e));
     if (const char* e = std::getenv("B12X_GEMM_STREAM_PARTS"); e != nullptr)
       force_parts = std::atoi(e);
     if (const char* e = std::getenv("B12X_GEMM_STREAM_SPLIT"); e != nullptr)
@@ -931,9 +950,9 @@ Plan plan(const Caps& caps) {
     p.stream_rows_pdl = !(pe != nullptr && pe[0] == '0');
     const char* r4 = std::getenv("B12X_GEMM_STREAM_ROWS4");
     if (r4 != nullptr && r4[0] == '0') p.stream_rows_n[0] = 8;
-    for (int ri = 0; ri < 3 && ok && want; ++ri) {
+    for (int ri = 0; ri < 3 && ok && (force_on || by_rule); ++ri) {
       const int rows = p.stream_rows_n[ri];
-      if (ri > stream_row_class(M)) break;
+      if (ri > stream_row_class(M) || (!force_on && ri > 0)) break;
       int64_t best = -1;
       for (int parts : {1, 2, 4, 8}) {
         if (force_parts > 0 && parts != force_parts) continue;
@@ -949,7 +968,9 @@ Plan plan(const Caps& caps) {
           const int fit = lin::prepare_linear_stream(caps.device, wf, parts, rocc, smem, rows);
           if (fit <= 0) continue;
           const int64_t slots = sms * (per_sm > 0 ? std::min(per_sm, fit) : fit);
-          const int64_t gx = std::min(groups, std::max<int64_t>(1, slots / sp));
+          const int64_t tiles = rwarps / parts;  // per group
+          int64_t gx = std::min(groups, std::max<int64_t>(1, slots / sp));
+          if (min_tiles > 0) gx = std::min(gx, std::max<int64_t>(1, groups * tiles / min_tiles));
           const int64_t cost = (groups + gx - 1) / gx * vp;
           if (best < 0 || cost < best) {
             best = cost;
@@ -959,6 +980,12 @@ Plan plan(const Caps& caps) {
           }
           break;  // the smallest split that fits
         }
+      }
+      if (by_rule && p.stream_rows_parts[ri] > 0) {
+        const int64_t tiles = rwarps / p.stream_rows_parts[ri];
+        const int64_t groups = (geo.n16 + tiles - 1) / tiles;
+        const int64_t gx = p.stream_rows_ctas[ri];
+        if ((groups + gx - 1) / gx * tiles < kStreamRowsMinTiles) p.stream_rows_parts[ri] = 0;
       }
     }
   }

@@ -1337,6 +1337,46 @@ TEST(GemmGpu, DecodeStreamRows) {
   }
 }
 
+TEST(GemmGpu, DecodeStreamRowsDefault) {
+  B12X_REQUIRE_GPU();
+  // The default (session 12): the 4-row stream kernel at M = 2..4 where every CTA streams at
+  // least 2 tiles over its staging (N = 256 * SMs: more tiles than 2 x the grid), not where
+  // the tiles barely cover the grid (N = 8 * SMs), not at M = 5..16; a capacity-16 plan runs it
+  // at M = 3 only. B12X_GEMM_STREAM_ROWS=0 turns it off.
+  const int64_t sms = device_info(0).sm_count;
+  const int64_t big = 256 * sms, small = 8 * sms;
+  for (LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kNvfp4}) {
+    SCOPED_TRACE(gemm::format_name(f));
+    gemm::Caps caps;
+    caps.format = f;
+    caps.max_tokens = 4;
+    caps.in_features = 1024;
+    caps.out_features = big;
+    caps.act_dtype = f == LinearFormat::kNvfp4 ? DType::kFP4E2M1 : DType::kBF16;
+    caps.out_dtype = DType::kBF16;
+    EXPECT_GT(gemm::plan(caps).stream_rows_parts[0], 0);
+    caps.max_tokens = 16;
+    const gemm::Plan p16 = gemm::plan(caps);
+    EXPECT_GT(p16.stream_rows_parts[0], 0);
+    EXPECT_EQ(p16.stream_rows_parts[1] + p16.stream_rows_parts[2], 0);
+    caps.out_features = small;
+    EXPECT_EQ(gemm::plan(caps).stream_rows_parts[0], 0);
+    {
+      ScopedEnv e0("B12X_GEMM_STREAM_ROWS", "0");
+      caps.out_features = big;
+      EXPECT_EQ(gemm::plan(caps).stream_rows_parts[0], 0);
+    }
+    for (int64_t M : {3, 7}) {
+      Case c{f, M, big, 1024, DType::kBF16, DType::kBF16, M == 3};
+      c.max_tokens = 16;
+      const int64_t before = gemm::lin::last_stream_launch().serial;
+      run_case(c);
+      EXPECT_EQ(gemm::lin::last_stream_launch().serial, before + (M == 3 ? 1 : 0)) << "M=" << M;
+      if (M == 3) EXPECT_EQ(gemm::lin::last_stream_launch().rows, 4);
+    }
+  }
+}
+
 TEST(GemmGpu, DecodeStreamShapes) {
   B12X_REQUIRE_GPU();
   // The M = 1 stream kernel (a default since session 11) on what DecodeStream leaves out (review
