@@ -38,6 +38,8 @@ GroupPick pick_cfg(int tok, int var) {
   if (tok == 256 && var == 5) return group_pick<F, T, 256, 1, true, 64, true, false, kGroupPair>();
   if (tok == 256 && var == 10) return group_pick<F, T, 256, 1, true, 64, false, false, kGroupWs>();
   if (tok == 256 && var == 11) return group_pick<F, T, 256, 1, false, 64, false, false, kGroupWs>();
+  if (tok == 256 && var == 13)
+    return group_pick<F, T, 256, 1, true, 64, false, false, kGroupWs | kGroupPair | kGroupChain>();
   if (tok == 256 && var == 9)
     return group_pick<F, T, 256, 1, true, 64, true, false, kGroupPair | kGroupChain>();
   // Timing probes (session 12, wrong results; BF16 only): 3 without the decode (6), without the
@@ -65,8 +67,8 @@ GroupPick pick_cfg(int tok, int var) {
 /// pair's stages, 10 (candidate) = 1 warp-specialized (a producer warpgroup, mbarrier ring), 11
 /// (candidate) = 10 with each 64-token partial drained before its promotion (one partial set; the
 /// other MMA warpgroup's wgmmas fill the gap), 12 (IQ2, candidate) = 10 with 4's computed sign
-/// masks, 6 / 7 / 8 (BF16, timing probes) = 3 without the
-/// decode / the promotion / both.
+/// masks, 13 (candidate) = 10 with 9's chained pairs (one drain per two stages), 6 / 7 / 8 (BF16,
+/// timing probes) = 3 without the decode / the promotion / both.
 GroupPick pick(WFmt f, bool fp16, int tok, int var) {
   switch (f) {
     case WFmt::kQ8_0:

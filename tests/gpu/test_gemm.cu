@@ -1755,8 +1755,9 @@ TEST(GemmGpu, TiledWgmmaGgmlFormats) {
   // Session 12 candidates at 256 tokens: two stages per CTA barrier (B12X_GEMM_WGMMA_GROUP_VAR=5),
   // that with the unit chain running on across the pair (9), warp-specialized (10: a producer
   // warpgroup and mbarriers; 11: with drained partials): the token / row / K tails, FP16, a long
-  // K refilling the ring many times; 12 (IQ2: 10 with computed sign masks; Q8_0 keeps the default).
-  for (const char* var : {"5", "9", "10", "11", "12"}) {
+  // K refilling the ring many times; 12 (IQ2: 10 with computed sign masks; Q8_0 keeps the default),
+  // 13 (10 with chained stage pairs).
+  for (const char* var : {"5", "9", "10", "11", "12", "13"}) {
     ScopedEnv et("B12X_GEMM_WGMMA_GROUP_TOK", "256"), ev("B12X_GEMM_WGMMA_GROUP_VAR", var);
     for (LinearFormat f : {LinearFormat::kQ8_0, LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs}) {
       const bool q8 = f == LinearFormat::kQ8_0;
@@ -1998,12 +1999,12 @@ TEST(GemmGpuSanitize, Fp8TokensOnM) {
 
 /// The GGML group wgmma kernel's session-12 candidates for compute-sanitizer: the warp-specialized
 /// ring (10 / 11: producer cp.async arrivals on the full mbarriers, MMA-thread arrivals on the
-/// empty ones, the epilogue's named barrier) and two stages per CTA barrier (5, 9); K = 2048
-/// refills every slot, two token tiles with a tail.
+/// empty ones, the epilogue's named barrier; 13: slots released in pairs) and two stages per CTA
+/// barrier (5, 9); K = 2048 refills every slot, two token tiles with a tail.
 TEST(GemmGpuSanitize, TiledWgmmaGroupCandidates) {
   B12X_REQUIRE_GPU();
   ScopedEnv eg("B12X_GEMM_WGMMA_GROUP", "1"), et("B12X_GEMM_WGMMA_GROUP_TOK", "256");
-  for (const char* var : {"5", "9", "10", "11"}) {
+  for (const char* var : {"5", "9", "10", "11", "13"}) {
     ScopedEnv ev("B12X_GEMM_WGMMA_GROUP_VAR", var);
     for (LinearFormat f : {LinearFormat::kQ8_0, LinearFormat::kIq2Xs})
       run_case({f, 300, 136, 2048, DType::kBF16, DType::kBF16, true});

@@ -166,13 +166,16 @@ __global__ void __launch_bounds__(wgmma_group_threads(kMode), 1)
   constexpr bool kChain = (kMode & kGroupChain) != 0;
   static_assert(!kChain || (kPer == 2 && kOverlap && C::kRowSets == 1 && C::kTokUnits > 1),
                 "the chained pair: overlapped 256-token units");
-  constexpr int kStages = C::kStages / kPer * kPer;
+  constexpr bool kWs = (kMode & kGroupWs) != 0;
+  // kWs: the ring stays slot-wise (kPer = 2 there: the MMA warps' chained pair, each slot released
+  // after the pair).
+  constexpr int kStages = kWs ? C::kStages : C::kStages / kPer * kPer;
   constexpr int kRing = kStages / kPer;  // barrier groups in the ring
   static_assert(kRing >= 2, "pipeline depth in barrier groups");
   constexpr int kTok = C::kTok;
   constexpr int kAhead = kRing - 1;  // barrier groups in flight ahead of the consumed one
-  constexpr bool kWs = (kMode & kGroupWs) != 0;
-  static_assert(!kWs || (kPer == 1 && !kLateCopy), "warp-specialized: one stage per slot wait");
+  static_assert(!kWs || !kLateCopy, "warp-specialized: no copies in the MMA warps");
+  static_assert(!kWs || kPer == 1 || kChain, "warp-specialized pairs: chained");
   constexpr int kCT = kWs ? 128 : C::kThreads;  // threads issuing the copies
 
   extern __shared__ uint8_t smem_raw[];
@@ -514,13 +517,21 @@ __global__ void __launch_bounds__(wgmma_group_threads(kMode), 1)
     int sl = 0;
     uint32_t ph = 0;
     Scales sc;
-    for (int kb = 0; kb < num_k; ++kb) {
-      wg::mbar_wait(full0 + 8 * sl, ph);
-      wg::fence_proxy_async();  // cp.async writes (generic proxy) read by wgmma (async proxy)
-      stage_body(kb, sl, 0, sc, [] {});
-      // This thread's wgmmas of the slot retired (drained) and its shared-memory reads done.
-      wg::mbar_arrive(empty0 + 8 * sl);
-      if (++sl == kStages) sl = 0, ph ^= 1;
+    for (int kb = 0; kb < num_k; kb += kPer) {
+      // kPer = 2 (chained pair): the first stage's last unit stays in flight into the second
+      // (num_k is even); both slots are released after the pair.
+      int sls[kPer];
+#pragma unroll
+      for (int hs = 0; hs < kPer; ++hs) {
+        sls[hs] = sl;
+        wg::mbar_wait(full0 + 8 * sl, ph);
+        wg::fence_proxy_async();  // cp.async writes (generic proxy) read by wgmma (async proxy)
+        stage_body(kb + hs, sl, hs, sc, [] {});
+        if (++sl == kStages) sl = 0, ph ^= 1;
+      }
+      // This thread's wgmmas of the slots retired (drained) and its shared-memory reads done.
+#pragma unroll
+      for (int hs = 0; hs < kPer; ++hs) wg::mbar_arrive(empty0 + 8 * sls[hs]);
     }
   } else {
     zero_acc();
