@@ -668,7 +668,12 @@ Plan plan(const Caps& caps) {
     bool pipe_ws = false;
     if (p.decode_pipe && nt == 1 && split_env == nullptr && dev.cc_major >= 9) {
       int want = 1;
-      const bool measured = wf == WFmt::kNvfp4 || wf == WFmt::kMxfp4 || wf == WFmt::kQ8_0;
+      // Per-tensor FP8 (session 12) where its 64-row CTAs fill at most a quarter of the SMs: round
+      // 45 (H200, M = 4, us over 4096x4096 / 14336x4096 / 4096x14336 / 6144x4096 / 2048x7168, one
+      // warp per tile -> 4): 7.74 / 18.45 / 18.72 / 10.73 / 8.46 -> 8.03 / 23.68 / 19.01 / 12.93 /
+      // 7.59 (2 warps: 7.68 / 20.14 / 19.75 / 10.83), so only 2048x7168's 32 CTAs gain.
+      const bool measured = wf == WFmt::kNvfp4 || wf == WFmt::kMxfp4 || wf == WFmt::kQ8_0 ||
+                            (wf == WFmt::kFp8 && ctas_n * 4 <= sms);
       if (measured && M <= 4 && ctas_n * 10 < 9 * sms && slices >= kDecodePipeWsMinSlices) {
         // The chunks (a multiple of want slices, >= kStages - 1 per K part) must fit the staging.
         const int64_t fit = stage_fit_slices(wf, M, /*pipe=*/true);
@@ -989,17 +994,32 @@ Plan plan(const Caps& caps) {
       }
     }
   }
-  // Block FP8 / MXFP8 weights with BF16 activations: quantized in the decode kernel's staging
-  // (lin::kActBf16Quant: each CTA quantizes its K range of the staged rows) instead of by the
-  // quantizer launched before it. B12X_GEMM_DECODE_ACTQ=0|1 overrides.
-  if (decode_plan && (wf == WFmt::kFp8Block || wf == WFmt::kFp8Mx) &&
-      caps.act_dtype == DType::kBF16) {
-    const char* e = std::getenv("B12X_GEMM_DECODE_ACTQ");
-    p.decode_act_quant = e != nullptr && e[0] == '1';
-  }
   // Probe override (tools/gemm-probe.sh): B12X_GEMM_SPLIT=<n> forces the decode split count.
   if (decode_plan && split_env != nullptr && std::atoi(split_env) > 0)
     split = static_cast<int>(std::min<int64_t>(std::atoi(split_env), slices));
+  // Block FP8 / MXFP8 weights with BF16 activations: quantized in the decode kernel's staging
+  // (lin::kActBf16Quant: each CTA quantizes its K range of the staged rows, before its slice
+  // loop) instead of by the quantizer launched before it, where a CTA stages at most 16 K values
+  // (rows x its K range; 64 slice rows of 256). Round 45 (H200, us over 4096x4096 / 14336x4096 /
+  // 4096x14336 / 6144x4096 / 2048x7168, quantizer -> staging; K values per CTA in brackets):
+  // block FP8 M = 1 9.97 / 20.29 / 20.31 / 11.80 / 9.93 -> 7.60 / 17.29 / 20.17 / 9.16 / 7.93 (4K /
+  // 4K / 14K / 4K / 7K), M = 4 11.62 / 22.46 / 23.97 / 13.91 / 12.75 -> 9.10 / 20.28 / 26.93 /
+  // 11.88 / 9.90 (8K / 16K / 28K / 8K / 7K), M = 16 16.34 / 30.50 / 37.74 / 19.90 / 18.38 -> 15.98
+  // / 34.61 / 54.03 / 19.43 / 18.92 (32K / 64K / 112K / 32K / 28K); MXFP8 M = 1 13.49 / 27.67 /
+  // 29.84 / 15.67 / 15.63 -> 11.43 / 26.08 / 30.19 / 13.17 / 13.94, M = 4 16.14 / 30.52 / 39.49 /
+  // 18.48 / 17.06 -> 14.26 / 30.81 / 44.73 / 17.71 / 15.13, M = 16 22.04 / 43.88 / 57.98 / 27.05 /
+  // 24.50 -> 24.38 / 52.94 / 82.64 / 29.10 / 26.99. B12X_GEMM_DECODE_ACTQ=0|1 overrides.
+  if (decode_plan && (wf == WFmt::kFp8Block || wf == WFmt::kFp8Mx) &&
+      caps.act_dtype == DType::kBF16) {
+    const char* e = std::getenv("B12X_GEMM_DECODE_ACTQ");
+    const int64_t rows = std::min<int64_t>(M, 8 * decode_nt(M));
+    p.decode_act_quant = e != nullptr ? e[0] == '1' : rows * ((slices + split - 1) / split) <= 64;
+    // The quantizer (where the staging does not quantize) lets the decode kernel launch at its
+    // start (PDL; the kernel's griddepcontrol.wait still waits for it): probe,
+    // B12X_GEMM_DECODE_QUANT_PDL=1.
+    const char* qe = std::getenv("B12X_GEMM_DECODE_QUANT_PDL");
+    p.decode_quant_pdl = qe != nullptr && qe[0] == '1';
+  }
   p.split_k = split;
   p.decode_warp_split = ws;
   p.sm_count = dev.sm_count;
@@ -1313,7 +1333,8 @@ void run(const Binding& b, Stream stream) {
                                                           qv, qs, plan.act_quant, stream);
           if (!wgmma_bulk)
             launch_quantize_fp8_group128(b.x.data, b.x.dtype, M, K, b.x.stride[0], qv, qs,
-                                         plan.act_quant, stream);
+                                         plan.act_quant, stream, true,
+                                         plan.decode_quant_pdl && !tiled && plan.pdl);
           qx = qv;
           qld = K;
           qscale = reinterpret_cast<const uint8_t*>(qs);
@@ -1332,7 +1353,7 @@ void run(const Binding& b, Stream stream) {
         uint8_t* qv = b.scratch + plan.off_qvalues;
         uint8_t* qs = b.scratch + plan.off_qscales;
         launch_quantize_mxfp8(b.x.data, b.x.dtype, M, K, b.x.stride[0], qv, qs, nullptr,
-                              plan.act_quant, stream);
+                              plan.act_quant, stream, plan.decode_quant_pdl && !tiled && plan.pdl);
         qx = qv;
         qld = K;
         qscale = qs;
