@@ -34,6 +34,10 @@ GroupPick pick_cfg(int tok, int var) {
   if constexpr (F != WFmt::kQ8_0) {
     if (tok == 256 && var == 4) return group_pick<F, T, 256, 1, true, 64, true, true>();
     if (tok == 256 && var == 12) return group_pick<F, T, 256, 1, true, 64, false, true, kGroupWs>();
+    if (tok == 256 && var == 14)
+      return group_pick<F, T, 256, 1, true, 64, false, false, kGroupWs | kGroupIq2Off>();
+    if (tok == 256 && var == 15)
+      return group_pick<F, T, 256, 1, true, 64, true, false, kGroupPair | kGroupIq2Off>();
   }
   if (tok == 256 && var == 5) return group_pick<F, T, 256, 1, true, 64, true, false, kGroupPair>();
   if (tok == 256 && var == 10) return group_pick<F, T, 256, 1, true, 64, false, false, kGroupWs>();
@@ -67,8 +71,9 @@ GroupPick pick_cfg(int tok, int var) {
 /// pair's stages, 10 (candidate) = 1 warp-specialized (a producer warpgroup, mbarrier ring), 11
 /// (candidate) = 10 with each 64-token partial drained before its promotion (one partial set; the
 /// other MMA warpgroup's wgmmas fill the gap), 12 (IQ2, candidate) = 10 with 4's computed sign
-/// masks, 13 (candidate) = 10 with 9's chained pairs (one drain per two stages), 6 / 7 / 8 (BF16,
-/// timing probes) = 3 without the decode / the promotion / both.
+/// masks, 13 (candidate) = 10 with 9's chained pairs (one drain per two stages), 14 / 15 (IQ2,
+/// candidates) = 10 / 5 with the table offsets built from the packed words (kGroupIq2Off), 6 / 7 /
+/// 8 (BF16, timing probes) = 3 without the decode / the promotion / both.
 GroupPick pick(WFmt f, bool fp16, int tok, int var) {
   switch (f) {
     case WFmt::kQ8_0:

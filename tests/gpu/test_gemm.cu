@@ -1768,8 +1768,8 @@ TEST(GemmGpu, TiledWgmmaGgmlFormats) {
   // that with the unit chain running on across the pair (9), warp-specialized (10: a producer
   // warpgroup and mbarriers; 11: with drained partials): the token / row / K tails, FP16, a long
   // K refilling the ring many times; 12 (IQ2: 10 with computed sign masks; Q8_0 keeps the default),
-  // 13 (10 with chained stage pairs).
-  for (const char* var : {"5", "9", "10", "11", "12", "13"}) {
+  // 13 (10 with chained stage pairs), 14 / 15 (IQ2: 10 / 5 with the table offsets from the words).
+  for (const char* var : {"5", "9", "10", "11", "12", "13", "14", "15"}) {
     ScopedEnv et("B12X_GEMM_WGMMA_GROUP_TOK", "256"), ev("B12X_GEMM_WGMMA_GROUP_VAR", var);
     for (LinearFormat f : {LinearFormat::kQ8_0, LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs}) {
       const bool q8 = f == LinearFormat::kQ8_0;

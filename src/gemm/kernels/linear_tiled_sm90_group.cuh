@@ -144,13 +144,42 @@ struct WgmmaGroupCfg {
 /// warpgroups (up to kGroupConsRegs) only wait for full slots (per-slot mbarriers) and release them
 /// (empty mbarriers): no CTA barrier and no copy issue in the MMA warps, whose warpgroups run
 /// desynchronized (one's promotion and decode under the other's wgmmas).
+/// kGroupIq2Off (IQ2 candidate): the table byte offsets built straight from the packed words
+/// (decode_iq2_atom_off), each one shift + one LOP3 with the lane's column folded in.
 inline constexpr int kGroupPair = 1, kGroupNoDecode = 2, kGroupNoPromote = 4, kGroupChain = 8,
-                     kGroupWs = 16;
+                     kGroupWs = 16, kGroupIq2Off = 32;
 /// Register budgets of kGroupWs: 128 x 56 + 256 x 224 = 384 x 168 (the launch's); no spills
 /// (the producer's copy addresses stepped, not hoisted; 40 / 232 spilled in the producer).
 inline constexpr int kGroupProdRegs = 56, kGroupConsRegs = 224;
 B12X_HD constexpr int wgmma_group_threads(int mode) {
   return (mode & kGroupWs) != 0 ? 384 : 256;
+}
+
+/// decode_iq2_atom (linear_common.cuh) with the table offsets computed from the packed words:
+/// entry e = word half (grid index bits 0-8, sign7 bits 9-15), lane column t4 = 4 t; grid pair at
+/// byte ((e & 0x1FF) << 4) | t4 of gtab, sign pair at ((e >> 9) << 4) | t4 of stab. For the low
+/// half that is ((w << 4) & 0x1FF0) | t4 and ((w >> 5) & 0x7F0) | t4, for the high half
+/// ((w >> 12) & 0x1FF0) | t4 and ((w >> 21) & 0x7F0) | t4: one shift and one LOP3 each, the
+/// tables' shared addresses left to the loads' immediate offsets.
+__device__ __forceinline__ void decode_iq2_atom_off(const uint4& v, const uint32_t* gtab,
+                                                    const uint32_t* stab, uint32_t t4,
+                                                    uint32_t a[2][4]) {
+  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+  const uint8_t* gb = reinterpret_cast<const uint8_t*>(gtab);
+  const uint8_t* sb = reinterpret_cast<const uint8_t*>(stab);
+#pragma unroll
+  for (int s = 0; s < 2; ++s) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int half = j & 1;          // row g / g+8
+      const int q = 2 * s + (j >> 1);  // 8-value group in the atom
+      const uint32_t word = w[half * 2 + (q >> 1)];
+      const uint32_t go = (q & 1) ? ((word >> 12) & 0x1FF0u) | t4 : ((word << 4) & 0x1FF0u) | t4;
+      const uint32_t so = (q & 1) ? ((word >> 21) & 0x7F0u) | t4 : ((word >> 5) & 0x7F0u) | t4;
+      a[s][j] =
+          *reinterpret_cast<const uint32_t*>(gb + go) ^ *reinterpret_cast<const uint32_t*>(sb + so);
+    }
+  }
 }
 
 template <WFmt F, class T, int kTokens, int kRowSets, bool kOverlap, int kUnitN,
@@ -388,7 +417,11 @@ __global__ void __launch_bounds__(wgmma_group_threads(kMode), 1)
             a2[st][3] = rv.w;
           }
         } else if constexpr (C::kIq2) {
-          decode_iq2_atom<T, kAluSign>(rv, gtab, stab, t, a2);
+          if constexpr ((kMode & kGroupIq2Off) != 0) {
+            decode_iq2_atom_off(rv, gtab, stab, 4u * t, a2);
+          } else {
+            decode_iq2_atom<T, kAluSign>(rv, gtab, stab, t, a2);
+          }
         } else {
           decode_byte_atom<T, true>(rv, a2);
         }
