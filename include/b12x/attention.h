@@ -74,10 +74,11 @@ struct PagedPlan {
   bool heads_inner = false;  ///< grid x = (row tile, KV head), heads fastest (decode default;
                              ///< B12X_ATTN_GRID=heads|tiles)
   int split_limit = 1;       ///< most splits any bind may launch
-  /// Resident CTAs per SM beyond which the split model counts a wave as bandwidth-bound (its
-  /// time grows with the CTAs in it): 0 = off (each CTA at its own latency-bound rate, whatever
-  /// the SM holds); B12X_ATTN_SPLIT_SAT=n. Only kernels with more than n CTAs per SM change.
-  int split_sat = 0;
+  /// CTAs per SM the split model's waves count (0: the kernel's occupancy, target_ctas). wideh
+  /// (3 CTAs per SM90 SM) is modelled at 2: H200 round 45, 16/2/256 page 128 x 8k, grids of 256
+  /// CTAs beat the full 396-slot wave (B=4 s=32 24.6 vs s=43 24.9 us, B=8 s=16 39.4 / 39.5 vs
+  /// s=24 40.8 / 41.0, B=16 s=8 67.5 vs s=12 70.6). B12X_ATTN_SPLIT_OCC=n overrides (0: off).
+  int split_occ = 0;
   /// The online softmax keeps its running max (and skips the O rescale) unless a tile's max
   /// exceeds it by more than this many base-2 units: P then stays below 2^slack, exact in
   /// fp32 accumulation (B12X_ATTN_RESCALE_SLACK; 0 = rescale on every increase).
@@ -92,12 +93,6 @@ struct PagedPlan {
   /// K/V tiles per CTA the prefetch covers (0: those the ring's prologue issues, kStages - 1;
   /// B12X_ATTN_PREFETCH_TILES).
   int prefetch_tiles = 0;
-  /// Lean decode kernels with the speculative prologue: the split's next `post_prefetch` K/V
-  /// tiles after the prologue's (their page ids read before the PDL wait with the prologue's)
-  /// are prefetched into L2 right after the wait, so a short split's later tiles start their
-  /// DRAM round trip with its first tiles instead of after them (B12X_ATTN_POST_PREFETCH=0..4;
-  /// measurement variant, off).
-  int post_prefetch = 0;
   /// Decode / verify (uniform q_len): the merge kernel takes a token's request as token / q_len
   /// when the metadata confirm it (one round trip before its wait) instead of a binary search
   /// over cu_seqlens_q (log2(B) dependent loads); B12X_ATTN_MERGE_GUESS=1|0, measurement

@@ -206,19 +206,15 @@ int PagedPlan::auto_splits(int batch, int q_len) const {
   const int64_t ctas = std::max<int64_t>(int64_t(batch) * caps.num_kv_heads * tiles, 1);
   const int64_t ctx = int64_t(caps.max_page_table_width) * caps.page_size;
   const double kv_tiles = double(std::max<int64_t>(1, ceil_div(ctx, tile_kv)));
-  const int64_t slots = std::max(1, target_ctas);
-  // split_sat (B12X_ATTN_SPLIT_SAT): a wave of more than split_sat x SMs CTAs streams no faster
-  // than one of split_sat x SMs, so its time grows with the CTAs in it, and a grid that already
-  // fills that many does not gain from shorter splits.
-  const int64_t sat =
-      split_sat > 0 ? std::min<int64_t>(slots, int64_t(split_sat) * sm_count) : slots;
+  // split_occ: wave slots counted at that many CTAs per SM instead of the kernel's occupancy.
+  const int64_t slots = std::max<int64_t>(
+      1,
+      split_occ > 0 ? std::min<int64_t>(target_ctas, int64_t(split_occ) * sm_count) : target_ctas);
   int best = 1;
   double best_t = 0;
   for (int s = 1; s <= split_limit; ++s) {
     const double waves = double(ceil_div(ctas * s, slots));
-    const double slow =
-        std::max(1.0, double(std::min(ctas * s, slots)) / double(std::max<int64_t>(1, sat)));
-    const double t = waves * (std::ceil(kv_tiles / s) + 3.0) * slow + (s > 1 ? 2.0 : 0.0);
+    const double t = waves * (std::ceil(kv_tiles / s) + 3.0) + (s > 1 ? 2.0 : 0.0);
     if (s == 1 || t < best_t) {
       best = s;
       best_t = t;
@@ -314,11 +310,10 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   if (pft_env != nullptr) plan.prefetch_tiles = std::max(0, std::atoi(pft_env));
   const char* mg_env = std::getenv("B12X_ATTN_MERGE_GUESS");
   if (mg_env != nullptr) plan.merge_guess = std::string(mg_env) != "0";
-  const char* sat_env = std::getenv("B12X_ATTN_SPLIT_SAT");
-  if (sat_env != nullptr) plan.split_sat = std::max(0, std::atoi(sat_env));
-  const char* ppf_env = std::getenv("B12X_ATTN_POST_PREFETCH");
-  if (ppf_env != nullptr)
-    plan.post_prefetch = std::min(std::max(0, std::atoi(ppf_env)), detail::kPostPrefetchMax);
+  // The split model's CTAs per SM (PagedPlan::split_occ): 2 for wideh (round 45, see there).
+  plan.split_occ = k->kind == 16 ? 2 : 0;
+  const char* so_env = std::getenv("B12X_ATTN_SPLIT_OCC");
+  if (so_env != nullptr) plan.split_occ = std::max(0, std::atoi(so_env));
   const char* si_env = std::getenv("B12X_ATTN_SPLIT_INTERLEAVE");
   // Interleaved splits exist for the decode tiles only (the extend tiles' ranges stay
   // contiguous; the merge kernel reads the same flag through kv_range).
@@ -636,7 +631,6 @@ void run_paged(const PagedBinding& b, Stream stream) {
   const bool pdl = plan.arch >= 90 && plan.use_pdl;
   // Without PDL the values read before the (absent) wait are final: nothing to speculate on.
   p.spec = plan.spec && pdl ? 1 : 0;
-  p.post_prefetch = p.spec ? plan.post_prefetch : 0;
   p.merge_qlen = plan.merge_guess ? b.q_len : 0;  // 0 for extend (no uniform q_len)
   // The prefetch is only useful while waiting for the previous grid (decode tiles: p.prefetch
   // is ignored by the extend tiles).

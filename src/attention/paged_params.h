@@ -31,10 +31,6 @@ __host__ __device__
   return static_cast<int>((static_cast<uint64_t>(static_cast<uint32_t>(n)) * f.mul) >> f.shift);
 }
 
-/// Most tiles PagedParams::post_prefetch may name (their page ids are held in registers from
-/// before the PDL wait to just after it).
-constexpr int kPostPrefetchMax = 4;
-
 struct PagedParams {
   const void* q;
   const void* k;
@@ -91,8 +87,6 @@ struct PagedParams {
   int32_t spec;           // 1 (lean decode kernels): speculative prologue (B12X_ATTN_SPEC)
   int32_t merge_qlen;     // > 0: uniform q_len; the merge kernel guesses a token's request as
                           // tok / merge_qlen before searching (B12X_ATTN_MERGE_GUESS)
-  int32_t post_prefetch;  // 0..kPostPrefetchMax: with spec, the split's tiles after the prologue's
-                          // prefetched into L2 right after the PDL wait (B12X_ATTN_POST_PREFETCH)
   int32_t tile_kv_shift;  // log2(tile_kv)
   int32_t min_tiles;      // max(1, min_chunk / tile_kv)
   // The kernels' divisions by these values (multiply and shift, see FastDiv).

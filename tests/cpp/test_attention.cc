@@ -360,11 +360,12 @@ TEST(AttentionPlan, AutoSplitsFillWaves) {
   EXPECT_EQ(plan.auto_splits(1, 1), 1);
 }
 
-// split_sat (B12X_ATTN_SPLIT_SAT): waves of more than split_sat x SMs CTAs count as
-// bandwidth-bound. 16/2/256-like plan (2 KV heads of 8 q heads, 32-token tiles, 8k), 132 SMs with
-// 3 CTAs each: off, B=8 fills the wave (24 splits, 384 CTAs); with 2, B=8 takes 16 splits (256
-// CTAs) and B=16 9. A kernel with no more than split_sat CTAs per SM is unaffected.
-TEST(AttentionPlan, AutoSplitsSaturation) {
+// split_occ (B12X_ATTN_SPLIT_OCC; 2 by default for wideh): the split model's waves count that
+// many CTAs per SM instead of the kernel's occupancy. 16/2/256-like plan (2 KV heads of 8 q
+// heads, 32-token tiles, 8k), 132 SMs with 3 CTAs each: the full wave takes B=8 to 24 splits
+// (384 CTAs), B=16 to 12; counted at 2 per SM, 16 and 8 (256 CTAs). B=1 (128 CTAs) keeps 64;
+// a cap at or above the occupancy changes nothing.
+TEST(AttentionPlan, AutoSplitsOccupancyCap) {
   att::PagedPlan plan;
   plan.caps.mode = att::Mode::kDecode;
   plan.caps.num_q_heads = 16;
@@ -378,16 +379,16 @@ TEST(AttentionPlan, AutoSplitsSaturation) {
   plan.split_limit = 64;
   EXPECT_EQ(plan.auto_splits(8, 1), 24);
   EXPECT_EQ(plan.auto_splits(16, 1), 12);
-  plan.split_sat = 2;
+  EXPECT_EQ(plan.auto_splits(4, 1), 43);
+  plan.split_occ = 2;
   EXPECT_EQ(plan.auto_splits(8, 1), 16);
-  EXPECT_EQ(plan.auto_splits(16, 1), 9);
-  EXPECT_EQ(plan.auto_splits(1, 1), 64);  // 128 CTAs: below the saturation
-  plan.split_sat = 3;                     // every SM's 3 CTAs count: as off
-  EXPECT_EQ(plan.auto_splits(8, 1), 24);
-  plan.split_sat = 2;
-  plan.target_ctas = 264;  // 2 CTAs per SM: as off
-  EXPECT_EQ(plan.auto_splits(8, 1), 16);
+  EXPECT_EQ(plan.auto_splits(16, 1), 8);
   EXPECT_EQ(plan.auto_splits(4, 1), 32);
+  EXPECT_EQ(plan.auto_splits(1, 1), 64);
+  plan.split_occ = 3;
+  EXPECT_EQ(plan.auto_splits(8, 1), 24);
+  plan.split_occ = 4;
+  EXPECT_EQ(plan.auto_splits(16, 1), 12);
 }
 
 TEST(AttentionRef, AppendKvBf16AndFp8) {

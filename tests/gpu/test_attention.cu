@@ -932,39 +932,6 @@ TEST(AttentionGpuDecode, PrefetchBeforeWait) {
   }
 }
 
-// B12X_ATTN_POST_PREFETCH=n (lean decode kernels with the speculative prologue): the split's n
-// tiles after the prologue's are prefetched into L2 right after the PDL wait from page ids read
-// before it. Prefetches never change results: every lean default tile (wide3 64 / 128, wideh
-// 256, hcvt3 FP8 128 / 256), short and long splits, windows, pages 16 / 64 / 128, a range
-// ending inside the prefetched tiles, verify.
-TEST(AttentionGpuDecode, PostPrefetch) {
-  B12X_REQUIRE_GPU();
-  for (const char* n : {"1", "2", "4"}) {
-    setenv("B12X_ATTN_POST_PREFETCH", n, 1);
-    int i = 0;
-    for (int d : {64, 128, 256})
-      for (DType kv : {DType::kBF16, DType::kFP8E4M3}) {
-        if (d == 64 && kv == DType::kFP8E4M3) continue;
-        Spec s;
-        s.kv = kv;
-        s.dqk = s.dv = d;
-        s.hkv = i % 2 ? 2 : 8;
-        s.hq = s.hkv * (i % 3 == 0 ? 4 : 8);
-        s.page = i % 3 == 0 ? 16 : (i % 3 == 1 ? 64 : 128);
-        s.prefix = {8000, 63, 1, 2500, 700, 130 + 64 * i};
-        s.qlens.assign(s.prefix.size(), 1);
-        s.num_splits = i == 1 ? 7 : 0;
-        s.max_splits = i == 1 ? 7 : 0;
-        s.window = i == 2 ? 300 : -1;
-        s.sinks = i % 2 == 1;
-        ++i;
-        run_case(s, std::string("post prefetch ") + n);
-      }
-    run_case(verify_spec(8, 2), std::string("verify, post prefetch ") + n);
-    unsetenv("B12X_ATTN_POST_PREFETCH");
-  }
-}
-
 // B12X_ATTN_MERGE_GUESS=1: the merge kernel takes a token's request as token / q_len when the
 // metadata confirm it, else it searches cu_seqlens_q. Decode (the guess always holds), verify
 // with q_len 2, and verify whose requests hold 1 / 3 / 2 rows (T / B = 2: tokens 1 and 5 miss

@@ -648,11 +648,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   // prologue from the fresh values.
   bool spec = false;
   int spec_cu0 = 0, spec_cu1 = 0, spec_lk = 0;
-  // p.post_prefetch (B12X_ATTN_POST_PREFETCH, with spec): the page ids of the split's tiles
-  // pro .. pro + post_prefetch - 1, read with the prologue's before the wait; after the wait
-  // their K/V rows are prefetched into L2 (addresses only: stale ids cost a wasted prefetch).
-  constexpr int kPost = (kLean && Cfg::kDecode) ? kPostPrefetchMax : 1;
-  int pgx[kPost][kIdRegs];
   if constexpr (kLean && Cfg::kDecode) {
     if (p.spec && p.tiles_per_req > 0) {
       const int b = fast_div_apply(tile_x, p.div_tiles_per_req);
@@ -681,17 +676,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
                              ? static_cast<int>(min(
                                    static_cast<uint32_t>(__ldcg(tab + (pos >> p.page_shift))), top))
                              : 0;
-          }
-#pragma unroll
-        for (int t = 0; t < kPost; ++t)
-#pragma unroll
-          for (int r = 0; r < kIdRegs; ++r) {
-            const int pos =
-                kv_begin + (pro + t) * kv_step + static_cast<int>(threadIdx.x & 31) + 32 * r;
-            pgx[t][r] = t < p.post_prefetch && pos < kv_end
-                            ? static_cast<int>(min(
-                                  static_cast<uint32_t>(__ldcg(tab + (pos >> p.page_shift))), top))
-                            : 0;
           }
       }
     }
@@ -1128,36 +1112,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
         }
       }
       issue_prologue();
-      if (p.post_prefetch > 0) {  // CTA-uniform
-        // Lane l of each warp takes tokens l + 32 r of tile pro + t (its own id register, no
-        // shuffle); the warps share out the token rows' 128-byte lines, K's then V's.
-        constexpr int kKLines = (kDqk * Cfg::kKvBytes + 127) / 128,
-                      kVLines = (kDv * Cfg::kKvBytes + 127) / 128;
-        constexpr int kWarps = kThreads / 32;
-        const int wp = static_cast<int>(threadIdx.x) >> 5, ln = static_cast<int>(threadIdx.x) & 31;
-        const uint8_t* kpf =
-            static_cast<const uint8_t*>(p.k) + (int64_t)kvh * p.k_sh * Cfg::kKvBytes;
-        const uint8_t* vpf =
-            static_cast<const uint8_t*>(p.v) + (int64_t)kvh * p.v_sh * Cfg::kKvBytes;
-        const int mask = (1 << p.page_shift) - 1;
-#pragma unroll
-        for (int t = 0; t < kPost; ++t) {
-          if (t >= p.post_prefetch) break;
-#pragma unroll
-          for (int r = 0; r < kIdRegs; ++r) {
-            const int pos = kv_begin + (pro + t) * kv_step + ln + 32 * r;
-            if (pos >= kv_end) continue;
-            const int64_t page = pgx[t][r], in_page = pos & mask;
-            const uint8_t* krow = kpf + (page * p.k_sp + in_page * p.k_st) * Cfg::kKvBytes;
-            const uint8_t* vrow = vpf + (page * p.v_sp + in_page * p.v_st) * Cfg::kKvBytes;
-#pragma unroll
-            for (int li = wp; li < kKLines + kVLines; li += kWarps) {
-              const uint8_t* a = li < kKLines ? krow + li * 128 : vrow + (li - kKLines) * 128;
-              asm volatile("prefetch.global.L2 [%0];\n" ::"l"(a));
-            }
-          }
-        }
-      }
       if constexpr (kLateQ) stage_q_f16();
       bool ok = real_cu0 == spec_cu0 && real_cu1 == spec_cu1 && real_lk == spec_lk;
 #pragma unroll
