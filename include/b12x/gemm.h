@@ -224,21 +224,17 @@ struct Plan {
   int decode_stream_parts = 0;
   int decode_stream_occ = 0;
   int decode_stream_ctas = 0;
-  /// Decode regime at M = 2..4 ([0]) / 5..8 ([1]) / 9..16 ([2]), NVFP4 weights with BF16
-  /// activations (session 12): the stream kernel with stream_rows_n = 4 / 8 / 16 staged token rows
-  /// (tokens on the MMA's N side, the decoded weight fragments shared by all tokens; 8 for M =
-  /// 2..4 with B12X_GEMM_STREAM_ROWS4=0), K parts per tile, K split over that many CTAs (fp32
-  /// partials + the reduce kernel where > 1; each CTA stages only its K range) and CTAs per split;
-  /// 0 parts: the decode kernel. B12X_GEMM_STREAM_ROWS=0|1 turns it off / on,
-  /// B12X_GEMM_STREAM_PARTS, B12X_GEMM_STREAM_SPLIT, B12X_GEMM_STREAM_CTAS (per SM) override.
-  int stream_rows_parts[3] = {0, 0, 0};
-  int stream_rows_split[3] = {0, 0, 0};
-  int stream_rows_ctas[3] = {0, 0, 0};
-  int stream_rows_n[3] = {4, 8, 16};
-  /// Their CTAs per SM register cap: 2 (CTAs of 8 warps) or 1 (16 warps,
-  /// B12X_GEMM_STREAM_WARPS=16, probe).
-  int stream_rows_occ = 2;
-  /// W4A4 at M = 2..16 on the stream kernel: the activation pre-pass launched with PDL (the
+  /// Decode regime at M = 2..4, NVFP4 weights with BF16 activations (session 12): the stream
+  /// kernel with 4 staged token rows (tokens on the MMA's N side, the decoded weight fragments
+  /// shared by all tokens) with this many K parts per tile (0: the decode kernel), K split over
+  /// stream_rows_split CTAs (fp32 partials + the reduce kernel where > 1; each CTA stages only its
+  /// K range) and stream_rows_ctas CTAs per split. Default where every CTA streams >= 2 tiles;
+  /// B12X_GEMM_STREAM_ROWS=0|1 turns it off / forces it, B12X_GEMM_STREAM_PARTS,
+  /// B12X_GEMM_STREAM_SPLIT, B12X_GEMM_STREAM_CTAS (per SM) override.
+  int stream_rows_parts = 0;
+  int stream_rows_split = 0;
+  int stream_rows_ctas = 0;
+  /// W4A4 at M = 2..4 on the stream kernel: the activation pre-pass launched with PDL (the
   /// stream kernel requests its first weight vectors before waiting on it);
   /// B12X_GEMM_STREAM_PREPASS_PDL=0 turns it off.
   bool stream_rows_pdl = true;

@@ -302,23 +302,10 @@ int64_t stage_fit_slices(lin::WFmt f, int64_t rows, bool pipe = false) {
 
 namespace {
 
-/// The stream kernel's token-row class of a run with M = 2..16 tokens (Plan::stream_rows_*).
-int stream_row_class(int64_t m) {
-  return m <= 4 ? 0 : m <= 8 ? 1 : 2;
-}
-
 std::string stream_rows_describe(const Plan& p) {
-  std::string s;
-  for (int ri = 0; ri < 3; ++ri)
-    if (p.stream_rows_parts[ri] > 0)
-      s += " stream" +
-           std::string(ri == 0   ? "4"
-                       : ri == 1 ? "8"
-                                 : "16") +
-           "=r" + std::to_string(p.stream_rows_n[ri]) + "p" +
-           std::to_string(p.stream_rows_parts[ri]) + "x" + std::to_string(p.stream_rows_split[ri]) +
-           "/" + std::to_string(p.stream_rows_ctas[ri]);
-  return s;
+  if (p.stream_rows_parts == 0) return std::string();
+  return " stream4=" + std::to_string(p.stream_rows_parts) + "x" +
+         std::to_string(p.stream_rows_split) + "/" + std::to_string(p.stream_rows_ctas);
 }
 
 }  // namespace
@@ -905,93 +892,73 @@ Plan plan(const Caps& caps) {
       }
     }
   }
-  // The stream kernel with 4 / 8 / 16 token rows for runs at M = 2..4 / 5..8 / 9..16 (session 12;
-  // the decoded weight fragments of a 16-row tile feed one / two n8 token tiles): K parts and a K
-  // split over CTAs (each stages kRows x its K range of BF16 activations within
+  // The stream kernel with 4 token rows for runs at M = 2..4 (session 12; the decoded weight
+  // fragments of a 16-row tile feed one n8 token tile, lanes g and g + 4 on the same token): K
+  // parts and a K split over CTAs (each stages 4 rows x its K range of BF16 activations within
   // kStreamRowsSmemBudget) minimizing the vectors each warp streams over the persistent grid,
   // ties to the smaller split and fewer parts. Every CTA stages its rows once, so the kernel pays
   // where each CTA streams several tiles over that staging. Round 45 (H200, us over 4096x4096 /
   // 14336x4096 / 4096x14336 / 6144x4096 / 2048x7168, decode kernel -> stream kernel; tiles per
-  // CTA 1 / 4 / 2 / 2 / 1 at 4 rows): M = 4 NVFP4 W4A16 8.59 / 19.32 / 22.85 / 12.33 / 9.25 ->
-  // 9.05 / 16.41 / 19.46 / 11.39 / 9.90, W4A4 11.87 / 21.72 / 26.27 / 15.05 / 12.53 -> 10.01 /
-  // 17.42 / 20.77 / 12.26 / 15.21 (its pre-pass with PDL); 8 rows at M = 4 slower (12.24 / 19.40
-  // / 22.27 / 14.43 / 13.30 W4A16); M = 8 W4A16 9.74 / 18.21 / 22.25 / 13.54 / 11.80 -> 12.54 /
-  // 19.67 / 22.55 / 14.69 / 13.74, M = 16 10.62 / 21.17 / 22.93 / 16.03 / 10.20 -> 14.81 / 26.02
-  // / 27.82 / 17.54 / 14.35 (one 8-warp CTA per SM 12.39 / 23.84 / 23.57 / 15.06 / 12.54, 16-warp
-  // CTAs 12.99 / 21.08 / 29.18 / 15.54). Default: M = 2..4 where every CTA streams at least
-  // kStreamRowsMinTiles tiles; B12X_GEMM_STREAM_ROWS=1 forces every class (probe: 8 and 16
-  // rows), =0 turns it off; B12X_GEMM_STREAM_MIN_TILES=<n> (probe) caps the grid so that every CTA
-  // streams at least n tiles.
+  // CTA 1 / 4 / 2 / 2 / 1): M = 4 NVFP4 W4A16 8.59 / 19.32 / 22.85 / 12.33 / 9.25 -> 9.05 / 16.41
+  // / 19.46 / 11.39 / 9.90, W4A4 11.87 / 21.72 / 26.27 / 15.05 / 12.53 -> 10.01 / 17.42 / 20.77 /
+  // 12.26 / 15.21 (its pre-pass with PDL). Dropped (round 45, removed): 8 staged rows at M = 4
+  // (W4A16 12.24 / 19.40 / 22.27 / 14.43 / 13.30), 8 / 16 rows at M = 5..16 (M = 8 W4A16 9.74 /
+  // 18.21 / 22.25 / 13.54 / 11.80 -> 12.54 / 19.67 / 22.55 / 14.69 / 13.74, M = 16 10.62 / 21.17
+  // / 22.93 / 16.03 / 10.20 -> 14.81 / 26.02 / 27.82 / 17.54 / 14.35; 16-warp CTAs one per SM
+  // with 200 KB staging 12.99 / 21.08 / 29.18 / 15.54 at M = 16). Default: where every CTA
+  // streams at least kStreamRowsMinTiles tiles; B12X_GEMM_STREAM_ROWS=0|1 turns it off / forces
+  // it.
   if (M >= 2 && p.regime != Regime::kTiled) {
     const int64_t sms = std::max(dev.sm_count, 1);
     const char* pre_env2 = std::getenv("B12X_GEMM_ACT_PREPASS");
     const bool bf16_act2 = format_raw_activations(f) ? caps.act_dtype == DType::kBF16
                                                      : !(pre_env2 != nullptr && pre_env2[0] == '0');
     const char* re = std::getenv("B12X_GEMM_STREAM_ROWS");
-    const bool ok = wf == lin::WFmt::kNvfp4 && !fp16 && bf16_act2 && split_env == nullptr;
-    const bool force_on = re != nullptr && re[0] == '1';
+    const bool ok = wf == lin::WFmt::kNvfp4 && !fp16 && bf16_act2 && split_env == nullptr &&
+                    !(re != nullptr && re[0] == '0');
     const bool by_rule = re == nullptr;
-    int force_parts = 0, force_split = 0, per_sm = 0, min_tiles = 0;
-    if (const char* e = std::getenv("B12X_GEMM_STREAM_MIN_TILES"); e != nullptr)
-      min_tiles = std::max(0, std::atoi(e));
+    int force_parts = 0, force_split = 0, per_sm = 0;
     if (const char* e = std::getenv("B12X_GEMM_STREAM_PARTS"); e != nullptr)
       force_parts = std::atoi(e);
     if (const char* e = std::getenv("B12X_GEMM_STREAM_SPLIT"); e != nullptr)
       force_split = std::atoi(e);
     if (const char* e = std::getenv("B12X_GEMM_STREAM_CTAS"); e != nullptr) per_sm = std::atoi(e);
-    // B12X_GEMM_STREAM_ROWS_KB=<n> (probe): a staging budget above SM12x's where the device's
-    // opt-in holds it beside the 16 KB reduction buffer (SM90: fewer K splits, fewer CTAs per SM).
-    // B12X_GEMM_STREAM_WARPS=16 (probe): CTAs of 16 warps, one per SM (the staging once per SM).
-    const char* we = std::getenv("B12X_GEMM_STREAM_WARPS");
-    const int rocc = we != nullptr && std::atoi(we) == 16 ? 1 : 2;
-    p.stream_rows_occ = rocc;
-    const int rwarps = lin::stream_warps(rocc);
-    int64_t rows_budget = rocc == 1 ? lin::kStreamRowsSmemBudget16 : lin::kStreamRowsSmemBudget;
-    if (const char* e = std::getenv("B12X_GEMM_STREAM_ROWS_KB"); e != nullptr)
-      rows_budget = std::max<int64_t>(
-          rows_budget, std::min<int64_t>(int64_t{std::atoi(e)} * 1024,
-                                         dev.smem_per_block_optin - (rocc == 1 ? 33 : 17) * 1024));
     const char* pe = std::getenv("B12X_GEMM_STREAM_PREPASS_PDL");
     p.stream_rows_pdl = !(pe != nullptr && pe[0] == '0');
-    const char* r4 = std::getenv("B12X_GEMM_STREAM_ROWS4");
-    if (r4 != nullptr && r4[0] == '0') p.stream_rows_n[0] = 8;
-    for (int ri = 0; ri < 3 && ok && (force_on || by_rule); ++ri) {
-      const int rows = p.stream_rows_n[ri];
-      if (ri > stream_row_class(M) || (!force_on && ri > 0)) break;
-      int64_t best = -1;
-      for (int parts : {1, 2, 4, 8}) {
-        if (force_parts > 0 && parts != force_parts) continue;
-        if (!lin::stream_kernel_available(wf, fp16, parts, rocc, rows)) continue;
-        const int64_t groups = (geo.n16 + rwarps / parts - 1) / (rwarps / parts);
-        for (int sp = 1; sp <= 64; ++sp) {
-          if (force_split > 0 && sp != force_split) continue;
-          const int vp = lin::stream_vectors_per_part(geo.kvec, parts, sp);
-          if (force_split == 0 && sp > 1 && int64_t{sp - 1} * parts * vp >= geo.kvec)
-            break;  // an idle K range
-          const int64_t smem = lin::stream_smem_bytes(geo.kvec, parts, rows, sp);
-          if (smem > rows_budget) continue;
-          const int fit = lin::prepare_linear_stream(caps.device, wf, parts, rocc, smem, rows);
-          if (fit <= 0) continue;
-          const int64_t slots = sms * (per_sm > 0 ? std::min(per_sm, fit) : fit);
-          const int64_t tiles = rwarps / parts;  // per group
-          int64_t gx = std::min(groups, std::max<int64_t>(1, slots / sp));
-          if (min_tiles > 0) gx = std::min(gx, std::max<int64_t>(1, groups * tiles / min_tiles));
-          const int64_t cost = (groups + gx - 1) / gx * vp;
-          if (best < 0 || cost < best) {
-            best = cost;
-            p.stream_rows_parts[ri] = parts;
-            p.stream_rows_split[ri] = sp;
-            p.stream_rows_ctas[ri] = static_cast<int>(gx);
-          }
-          break;  // the smallest split that fits
+    constexpr int kRows = 4;
+    constexpr int64_t kWarps = 8;
+    int64_t best = -1;
+    for (int parts : {1, 2, 4, 8}) {
+      if (!ok) break;
+      if (force_parts > 0 && parts != force_parts) continue;
+      if (!lin::stream_kernel_available(wf, fp16, parts, 2, kRows)) continue;
+      const int64_t groups = (geo.n16 + kWarps / parts - 1) / (kWarps / parts);
+      for (int sp = 1; sp <= 64; ++sp) {
+        if (force_split > 0 && sp != force_split) continue;
+        const int vp = lin::stream_vectors_per_part(geo.kvec, parts, sp);
+        if (force_split == 0 && sp > 1 && int64_t{sp - 1} * parts * vp >= geo.kvec)
+          break;  // an idle K range
+        const int64_t smem = lin::stream_smem_bytes(geo.kvec, parts, kRows, sp);
+        if (smem > lin::kStreamRowsSmemBudget) continue;
+        const int fit = lin::prepare_linear_stream(caps.device, wf, parts, 2, smem, kRows);
+        if (fit <= 0) continue;
+        const int64_t slots = sms * (per_sm > 0 ? std::min(per_sm, fit) : fit);
+        const int64_t gx = std::min(groups, std::max<int64_t>(1, slots / sp));
+        const int64_t cost = (groups + gx - 1) / gx * vp;
+        if (best < 0 || cost < best) {
+          best = cost;
+          p.stream_rows_parts = parts;
+          p.stream_rows_split = sp;
+          p.stream_rows_ctas = static_cast<int>(gx);
         }
+        break;  // the smallest split that fits
       }
-      if (by_rule && p.stream_rows_parts[ri] > 0) {
-        const int64_t tiles = rwarps / p.stream_rows_parts[ri];
-        const int64_t groups = (geo.n16 + tiles - 1) / tiles;
-        const int64_t gx = p.stream_rows_ctas[ri];
-        if ((groups + gx - 1) / gx * tiles < kStreamRowsMinTiles) p.stream_rows_parts[ri] = 0;
-      }
+    }
+    if (by_rule && p.stream_rows_parts > 0) {
+      const int64_t tiles = kWarps / p.stream_rows_parts;  // per group
+      const int64_t groups = (geo.n16 + tiles - 1) / tiles;
+      const int64_t gx = p.stream_rows_ctas;
+      if ((groups + gx - 1) / gx * tiles < kStreamRowsMinTiles) p.stream_rows_parts = 0;
     }
   }
   // Probe override (tools/gemm-probe.sh): B12X_GEMM_SPLIT=<n> forces the decode split count.
@@ -1071,9 +1038,8 @@ Plan plan(const Caps& caps) {
   if (p.ggml_gemv > 0 && p.ggml_gemv_split > 1)
     partial_splits = std::max<int64_t>(partial_splits, p.ggml_gemv_split);
   if (p.tiled_split_reduce) partial_splits = std::max<int64_t>(partial_splits, p.tiled_split);
-  for (int ri = 0; ri < 3; ++ri)
-    if (p.stream_rows_parts[ri] > 0 && p.stream_rows_split[ri] > 1)
-      partial_splits = std::max<int64_t>(partial_splits, p.stream_rows_split[ri]);
+  if (p.stream_rows_parts > 0 && p.stream_rows_split > 1)
+    partial_splits = std::max<int64_t>(partial_splits, p.stream_rows_split);
   if (partial_splits > 0) {
     p.off_partial = off;
     off = align_up(off + partial_splits * M * geo.NP * 4);
@@ -1107,10 +1073,8 @@ Plan plan(const Caps& caps) {
     // The M = 1 stream kernel, which run launches for a bound M of 1 whatever the capacity.
     if (p.decode_stream_parts > 0)
       sig << " stream=" << p.decode_stream_parts << "o" << p.decode_stream_occ;
-    for (int ri = 0; ri < 3; ++ri)
-      if (p.stream_rows_parts[ri] > 0)
-        sig << " stream_r" << p.stream_rows_n[ri] << "=" << p.stream_rows_parts[ri] << "o"
-            << p.stream_rows_occ << (p.stream_rows_split[ri] > 1 ? "+reduce" : "");
+    if (p.stream_rows_parts > 0)
+      sig << " stream_r4=" << p.stream_rows_parts << (p.stream_rows_split > 1 ? "+reduce" : "");
     if (p.act_prepass) sig << " act_prepass";
     b12x::detail::resolve_kernels(op, caps.device, sig.str(), p.describe());
   }
@@ -1380,9 +1344,8 @@ void run(const Binding& b, Stream stream) {
       // PDL at M = 1 only (round 23, H200: NVFP4 W4A4 M = 1 with it and 4 warps per tile 7.6 /
       // 17.9 / 20.2 / 9.6 / 7.6 us; at M = 4 / 8 it gained 1-2 us on four shapes but lost 3.5 /
       // 15 us at 4096x14336, where the GEMM is a cluster-split grid). Session 12: also before the
-      // stream kernel with token rows (no cluster; Plan::stream_rows_pdl).
-      const int ri = stream_row_class(M);
-      const bool rows_stream = M >= 2 && M <= 16 && plan.stream_rows_parts[ri] > 0;
+      // 4-row stream kernel (no cluster; Plan::stream_rows_pdl).
+      const bool rows_stream = M >= 2 && M <= 4 && plan.stream_rows_parts > 0;
       a.pdl = plan.pdl && (M == 1 || (rows_stream && plan.stream_rows_pdl)) && !tiled ? 1 : 0;
       if (!fused) lin::launch_act_dequant(a, stream);
       p.x = a.out;
@@ -1516,15 +1479,13 @@ void run(const Binding& b, Stream stream) {
                               plan.decode_stream_ctas, p, stream);
     return;
   }
-  if (const int ri = stream_row_class(M); M >= 2 && M <= 16 && plan.stream_rows_parts[ri] > 0 &&
-                                          p.act_kind == lin::kActRaw16 &&
-                                          p.xs_kind == lin::kXsNone) {
-    const int parts = plan.stream_rows_parts[ri];
-    p.split = plan.stream_rows_split[ri];
+  if (M >= 2 && M <= 4 && plan.stream_rows_parts > 0 && p.act_kind == lin::kActRaw16 &&
+      p.xs_kind == lin::kXsNone) {
+    p.split = plan.stream_rows_split;
     p.partial = p.split > 1 ? reinterpret_cast<float*>(b.scratch + plan.off_partial) : nullptr;
-    p.stream_vp = lin::stream_vectors_per_part(geo.kvec, parts, p.split);
-    lin::launch_linear_stream(im.wfmt, parts, plan.stream_rows_occ, plan.stream_rows_ctas[ri], p,
-                              stream, plan.stream_rows_n[ri]);
+    p.stream_vp = lin::stream_vectors_per_part(geo.kvec, plan.stream_rows_parts, p.split);
+    lin::launch_linear_stream(im.wfmt, plan.stream_rows_parts, 2, plan.stream_rows_ctas, p, stream,
+                              4);
     if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);
     return;
   }

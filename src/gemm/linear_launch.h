@@ -61,16 +61,9 @@ bool stream_kernel_available(WFmt f, bool fp16, int parts, int occ, int rows = 1
 /// Staging budget at M = 1: what SM12x's 99 KB per block leave beside the static shared memory
 /// (the 1 KB reduction buffer; static_assert in linear_stream.cu) and margin (K up to ~46k).
 inline constexpr int64_t kStreamSmemBudget = 101376 - 8 * 1024;
-/// Staging budget with 8 / 16 token rows (session 12, M = 2..16): beside the 16 KB reduction
-/// buffer of 16 rows and margin.
+/// Staging budget with 4 token rows (session 12, M = 2..4): SM12x's 99 KB beside the 4 KB
+/// reduction buffer and margin (K up to ~10k without a K split).
 inline constexpr int64_t kStreamRowsSmemBudget = 101376 - 18 * 1024;
-/// The same for CTAs of 16 warps (occ 1, probe): beside their 32 KB reduction buffer.
-inline constexpr int64_t kStreamRowsSmemBudget16 = 101376 - 34 * 1024;
-/// Warps per CTA of the stream kernel: 16 for the register cap of one CTA per SM (token rows
-/// only), else 8.
-inline int stream_warps(int occ) {
-  return occ == 1 ? 16 : 8;
-}
 /// The calling thread's last launch_linear_stream (tests: which kernel ran); serial counts the
 /// launches.
 struct StreamLaunch {
@@ -85,7 +78,7 @@ int stream_vectors_per_part(int64_t kvec, int parts, int split = 1);
 int64_t stream_smem_bytes(int64_t kvec, int parts, int rows = 1, int split = 1);
 /// Host only (plan time): the opt-in above 48 KB on `device` and the CTAs per SM (occupancy).
 int prepare_linear_stream(int device, WFmt f, int parts, int occ, int64_t smem, int rows = 1);
-/// rows 8 / 16 (M = 2..16): a grid of (ctas, p.split); p.split > 1 writes fp32 partials to
+/// rows 4 (M = 2..4): a grid of (ctas, p.split); p.split > 1 writes fp32 partials to
 /// p.partial, which the caller reduces (launch_linear_reduce).
 void launch_linear_stream(WFmt f, int parts, int occ, int ctas, const LinearParams& p,
                           Stream stream, int rows = 1);

@@ -12,11 +12,8 @@ namespace b12x::gemm::lin {
 // fit one SM12x block (99 KB).
 static_assert(kStreamSmemBudget + kStreamRedBytes<1> <= 101376,
               "stream kernel: staging budget + static shared memory exceed 99 KB");
-static_assert(kStreamRowsSmemBudget + kStreamRedBytes<16> <= 101376,
-              "stream kernel (16 rows): staging budget + static shared memory exceed 99 KB");
-static_assert(
-    kStreamRowsSmemBudget16 + kStreamRedBytes<16, 16> <= 101376,
-    "stream kernel (16 rows, 16 warps): staging budget + static shared memory exceed 99 KB");
+static_assert(kStreamRowsSmemBudget + kStreamRedBytes<4> <= 101376,
+              "stream kernel (4 rows): staging budget + static shared memory exceed 99 KB");
 
 namespace {
 
@@ -24,33 +21,27 @@ using StreamFn = void (*)(const LinearParams);
 
 thread_local StreamLaunch t_last;  // last_stream_launch()
 
-template <int kOcc, int kRows = 1, int kWarps = kStreamWarps>
+template <int kOcc, int kRows = 1>
 StreamFn stream_fn(int parts) {
   switch (parts) {
     case 1:
-      return &linear_stream_kernel<1, kOcc, kRows, kWarps>;
+      return &linear_stream_kernel<1, kOcc, kRows>;
     case 2:
-      return &linear_stream_kernel<2, kOcc, kRows, kWarps>;
+      return &linear_stream_kernel<2, kOcc, kRows>;
     case 4:
-      return &linear_stream_kernel<4, kOcc, kRows, kWarps>;
+      return &linear_stream_kernel<4, kOcc, kRows>;
     case 8:
-      return &linear_stream_kernel<8, kOcc, kRows, kWarps>;
+      return &linear_stream_kernel<8, kOcc, kRows>;
     default:
       return nullptr;
   }
 }
 
-// Token rows 8 / 16 (M = 2..16) with the 2-CTA register cap (their accumulators and activation
-// fragments do not fit 85 registers), or CTAs of 16 warps with one per SM (occ 1: the staging
-// once per SM; probe).
+// 4 token rows (M = 2..4) with the 2-CTA register cap only (their accumulators and activation
+// fragments do not fit 85 registers).
 StreamFn pick_stream(WFmt f, bool fp16, int parts, int occ, int rows) {
   if (fp16 || f != WFmt::kNvfp4) return nullptr;
-  if (rows == 4)
-    return occ == 2 ? stream_fn<2, 4>(parts) : occ == 1 ? stream_fn<1, 4, 16>(parts) : nullptr;
-  if (rows == 8)
-    return occ == 2 ? stream_fn<2, 8>(parts) : occ == 1 ? stream_fn<1, 8, 16>(parts) : nullptr;
-  if (rows == 16)
-    return occ == 2 ? stream_fn<2, 16>(parts) : occ == 1 ? stream_fn<1, 16, 16>(parts) : nullptr;
+  if (rows == 4) return occ == 2 ? stream_fn<2, 4>(parts) : nullptr;
   if (rows != 1) return nullptr;
   return occ == 3 ? stream_fn<3>(parts) : occ == 2 ? stream_fn<2>(parts) : nullptr;
 }
@@ -83,7 +74,7 @@ int prepare_linear_stream(int device, WFmt f, int parts, int occ, int64_t smem, 
   const ::b12x::detail::DeviceScope scope(device);
   int blocks = 0;  // the opt-in and the occupancy query, memoized with the launches' opt-in
   B12X_CUDA_CHECK(
-      ::b12x::detail::resident_ctas(fn, stream_warps(occ) * 32, static_cast<int>(smem), &blocks));
+      ::b12x::detail::resident_ctas(fn, kStreamWarps * 32, static_cast<int>(smem), &blocks));
   return blocks;
 }
 
@@ -102,12 +93,11 @@ void launch_linear_stream(WFmt f, int parts, int occ, int ctas, const LinearPara
   if (smem > 48 * 1024)
     B12X_CUDA_CHECK(
         ::b12x::detail::opt_in_smem(reinterpret_cast<const void*>(k), static_cast<int>(smem)));
-  const int warps = stream_warps(occ);
-  const int64_t groups = (p.n16 + warps / parts - 1) / (warps / parts);
+  const int64_t groups = (p.n16 + kStreamWarps / parts - 1) / (kStreamWarps / parts);
   const int64_t gx = std::max<int64_t>(1, std::min<int64_t>(ctas, groups));
   t_last = StreamLaunch{parts, occ, static_cast<int>(gx), t_last.serial + 1, rows, split};
   B12X_CUDA_CHECK(b12x::detail::launch_ex(
-      k, dim3(static_cast<unsigned>(gx), static_cast<unsigned>(split)), dim3(warps * 32),
+      k, dim3(static_cast<unsigned>(gx), static_cast<unsigned>(split)), dim3(kStreamWarps * 32),
       static_cast<size_t>(smem), stream, p.pdl != 0, dim3(1, 1, 1), p));
   B12X_CUDA_CHECK_LAUNCH();
 }

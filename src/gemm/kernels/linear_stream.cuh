@@ -49,7 +49,7 @@ __device__ __forceinline__ int stream_xpos(int k) {
   return (k & ~63) + (((rr & 7) >> 1) << 4) + ((r >> 4) << 2) + ((rr >> 3) << 1) + (rr & 1);
 }
 
-/// Position of activation k of token row r in the staged layout of kRows = 4 / 8 / 16 token rows:
+/// Position of activation k of token row r in the staged layout of kRows = 4 token rows:
 /// vector k / 64, then the half (k16 steps 0-1 / 2-3), the row, lane t's 16 bytes (steps s, s + 1
 /// of the half, lo / hi 8, the pair element). A quarter-warp's 16-byte loads (rows g, g + 1, t =
 /// 0..3) then read 128 contiguous bytes: one wavefront, no bank conflict.
@@ -60,28 +60,28 @@ __device__ __forceinline__ int stream_xpos_rows(int k, int r) {
          ((rr >> 3) << 1) + (rr & 1);
 }
 
-/// Shared memory of the parts' row sums (static): [2 buffers][warps][values per lane][32 lanes].
-template <int kRows, int kWarps = kStreamWarps>
-inline constexpr int kStreamRedBytes = kRows == 1
-                                           ? 2 * kWarps * 16 * 4
-                                           : 2 * kWarps*(kRows <= 8 ? 4 : kRows / 2) * 32 * 4;
+/// Shared memory of the parts' row sums (static): [2 buffers][warps][16 rows] at M = 1, else
+/// [2][warps][4 values per lane][32 lanes].
+template <int kRows>
+inline constexpr int kStreamRedBytes =
+    kRows == 1 ? 2 * kStreamWarps * 16 * 4 : 2 * kStreamWarps * 4 * 32 * 4;
 
-/// kOcc: CTAs per SM the registers are capped for (1: <= 128 with 16 warps, 2: <= 128, 3: <= 85).
-/// kRows: 1 (M = 1, the token broadcast over the MMA's 8 columns) or 4 / 8 / 16 (M = 2..4 / 5..8
-/// / 9..16, session 12: tokens on the MMA's N side, one / one / two n8 tiles on the same decoded
-/// weight fragments; K split over gridDim.y CTAs whose fp32 partials linear_reduce_kernel sums,
-/// so each CTA stages only its K range). kWarps: 8, or 16 (kOcc 1, token rows only).
-template <int kParts, int kOcc, int kRows = 1, int kWarps = kStreamWarps>
-__global__ void __launch_bounds__(kWarps * 32, kOcc) linear_stream_kernel(const LinearParams p) {
+/// kOcc: CTAs per SM the registers are capped for (2: <= 128, 3: <= 85). kRows: 1 (M = 1, the
+/// token broadcast over the MMA's 8 columns) or 4 (M = 2..4, session 12: the tokens on the MMA's
+/// N side, lanes g and g + 4 on the same token; K split over gridDim.y CTAs whose fp32 partials
+/// linear_reduce_kernel sums, so each CTA stages only its K range).
+template <int kParts, int kOcc, int kRows = 1>
+__global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
+    linear_stream_kernel(const LinearParams p) {
   static_assert(kParts == 1 || kParts == 2 || kParts == 4 || kParts == 8, "K parts per tile");
-  static_assert(kRows == 1 || kRows == 4 || kRows == 8 || kRows == 16, "token rows");
-  static_assert(kWarps == 8 || (kWarps == 16 && kRows > 1), "warps per CTA");
+  static_assert(kRows == 1 || kRows == 4, "token rows");
   using T = Bf16Tag;
   constexpr int kDepth = kStreamDepth;
+  constexpr int kWarps = kStreamWarps;
   constexpr int kTiles = kWarps / kParts;
-  constexpr int kNt = kRows <= 8 ? 1 : kRows / 8;  // n8 token tiles per MMA step
+  constexpr int kNt = 1;  // n8 token tiles per MMA step (two measured slower for 16 rows)
   extern __shared__ __align__(16) uint8_t dsm[];
-  __shared__ float red[kStreamRedBytes<kRows, kWarps> / 4];
+  __shared__ float red[kStreamRedBytes<kRows> / 4];
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, t = lane & 3;
@@ -241,10 +241,10 @@ __global__ void __launch_bounds__(kWarps * 32, kOcc) linear_stream_kernel(const 
   float mult = p.out_mult;
   if (p.alpha != nullptr) mult *= *p.alpha;
 
-  // Lane (g, t)'s activations: M = 1 the broadcast row (32 bytes per vector), kRows > 1 row g
-  // of each n8 token tile (16 bytes per half, halves kRows * 64 bytes apart). With 4 rows (M =
-  // 2..4) lanes g and g + 4 read the same row (a broadcast: half the wavefronts); columns 4..7
-  // then repeat tokens 0..3 and are never stored.
+  // Lane (g, t)'s activations: M = 1 the broadcast row (32 bytes per vector); 4 rows (M = 2..4)
+  // row g & 3 (16 bytes per half, halves 4 * 64 bytes apart): lanes g and g + 4 read the same row
+  // (a broadcast: half the wavefronts of 8 rows), so columns 4..7 repeat tokens 0..3 and are never
+  // stored.
   const uint8_t* const xlane = kRows == 1
                                    ? xs + (vbase * 64 + t * 16) * 2
                                    : xs + wk * vp * kRows * 128 + ((g & (kRows - 1)) * 4 + t) * 16;
