@@ -917,9 +917,12 @@ Plan plan(const Caps& caps) {
     const bool ok = wf == lin::WFmt::kNvfp4 && !fp16 && bf16_act2 && split_env == nullptr &&
                     !(re != nullptr && re[0] == '0');
     const bool by_rule = re == nullptr;
-    int force_parts = 0, force_split = 0, per_sm = 0;
+    int force_parts = 0, force_split = 0, per_sm = 0, min_tiles = 0;
     if (const char* e = std::getenv("B12X_GEMM_STREAM_PARTS"); e != nullptr)
       force_parts = std::atoi(e);
+    // B12X_GEMM_STREAM_MIN_TILES=<n> (probe): the grid capped so that every CTA streams >= n tiles.
+    if (const char* e = std::getenv("B12X_GEMM_STREAM_MIN_TILES"); e != nullptr)
+      min_tiles = std::max(0, std::atoi(e));
     if (const char* e = std::getenv("B12X_GEMM_STREAM_SPLIT"); e != nullptr)
       force_split = std::atoi(e);
     if (const char* e = std::getenv("B12X_GEMM_STREAM_CTAS"); e != nullptr) per_sm = std::atoi(e);
@@ -943,7 +946,9 @@ Plan plan(const Caps& caps) {
         const int fit = lin::prepare_linear_stream(caps.device, wf, parts, 2, smem, kRows);
         if (fit <= 0) continue;
         const int64_t slots = sms * (per_sm > 0 ? std::min(per_sm, fit) : fit);
-        const int64_t gx = std::min(groups, std::max<int64_t>(1, slots / sp));
+        int64_t gx = std::min(groups, std::max<int64_t>(1, slots / sp));
+        if (min_tiles > 0)
+          gx = std::min(gx, std::max<int64_t>(1, groups * (kWarps / parts) / min_tiles));
         const int64_t cost = (groups + gx - 1) / gx * vp;
         if (best < 0 || cost < best) {
           best = cost;
