@@ -76,8 +76,9 @@ int decode_nt(int64_t m) {
 /// from L2) beats 128-row tiles, whose MMAs would be mostly padding.
 constexpr int64_t kDecodeMaxM = 32;
 
-/// The stream kernel with token rows (M = 2..4) by default where each CTA streams at least this
-/// many 16-row tiles over its one activation staging (round 45: 2+ tiles per CTA won, 1 lost).
+/// The stream kernel with token rows (M = 2..4): its grid capped so that each CTA streams at
+/// least this many 16-row tiles over its one activation staging, by default where that grid still
+/// has ~0.9 x SMs CTAs (rounds 45-46: 2+ tiles per CTA won, 1 lost, a cap of 4 lost).
 constexpr int64_t kStreamRowsMinTiles = 2;
 
 /// Mid M (the tiled regime up to a few hundred tokens), measured on the H200 (round 25, M = 64,
@@ -905,9 +906,17 @@ Plan plan(const Caps& caps) {
   // (W4A16 12.24 / 19.40 / 22.27 / 14.43 / 13.30), 8 / 16 rows at M = 5..16 (M = 8 W4A16 9.74 /
   // 18.21 / 22.25 / 13.54 / 11.80 -> 12.54 / 19.67 / 22.55 / 14.69 / 13.74, M = 16 10.62 / 21.17
   // / 22.93 / 16.03 / 10.20 -> 14.81 / 26.02 / 27.82 / 17.54 / 14.35; 16-warp CTAs one per SM
-  // with 200 KB staging 12.99 / 21.08 / 29.18 / 15.54 at M = 16). Default: where every CTA
-  // streams at least kStreamRowsMinTiles tiles; B12X_GEMM_STREAM_ROWS=0|1 turns it off / forces
-  // it.
+  // with 200 KB staging 12.99 / 21.08 / 29.18 / 15.54 at M = 16). Default: the grid capped so that
+  // every CTA streams at least kStreamRowsMinTiles tiles, taken where that grid still has ~0.9 x
+  // SMs CTAs. Round 46 (M = 2 / 3 / 4, decode kernel -> stream kernel): W4A16 14336x4096 18.63 /
+  // 19.18 / 19.14 -> 16.24 / 16.34 / 16.41, 4096x14336 18.53 / 22.09 / 22.81 -> 18.88 / 19.17 /
+  // 19.33, 6144x4096 11.83 / 12.40 / 12.30 -> 11.19 / 11.26 / 11.34; W4A4 20.48 / 21.00 / 21.58
+  // -> 17.13 / 17.22 / 17.52, 23.45 / 24.78 / 26.22 -> 20.10 / 20.33 / 20.56, 14.65 / 14.66 /
+  // 15.04 -> 12.11 / 12.16 / 12.36; capped to 2 tiles per CTA (M = 2 / 4): 4096x4096 (128 CTAs)
+  // W4A16 8.13 / 8.50 -> 7.73 / 7.87, W4A4 11.48 / 11.86 -> 8.67 / 11.90; 2048x7168 (64 CTAs:
+  // not taken) W4A16 8.66 / 9.21 -> 11.23 / 11.32, W4A4 11.82 / 12.52 -> 12.17 / 12.36; a cap of
+  // 4 tiles slower everywhere. B12X_GEMM_STREAM_ROWS=0|1 turns it off / forces it,
+  // B12X_GEMM_STREAM_MIN_TILES=<n> sets the cap (0: none).
   if (M >= 2 && p.regime != Regime::kTiled) {
     const int64_t sms = std::max(dev.sm_count, 1);
     const char* pre_env2 = std::getenv("B12X_GEMM_ACT_PREPASS");
@@ -917,10 +926,10 @@ Plan plan(const Caps& caps) {
     const bool ok = wf == lin::WFmt::kNvfp4 && !fp16 && bf16_act2 && split_env == nullptr &&
                     !(re != nullptr && re[0] == '0');
     const bool by_rule = re == nullptr;
-    int force_parts = 0, force_split = 0, per_sm = 0, min_tiles = 0;
+    int force_parts = 0, force_split = 0, per_sm = 0;
+    int min_tiles = static_cast<int>(kStreamRowsMinTiles);
     if (const char* e = std::getenv("B12X_GEMM_STREAM_PARTS"); e != nullptr)
       force_parts = std::atoi(e);
-    // B12X_GEMM_STREAM_MIN_TILES=<n> (probe): the grid capped so that every CTA streams >= n tiles.
     if (const char* e = std::getenv("B12X_GEMM_STREAM_MIN_TILES"); e != nullptr)
       min_tiles = std::max(0, std::atoi(e));
     if (const char* e = std::getenv("B12X_GEMM_STREAM_SPLIT"); e != nullptr)
@@ -963,7 +972,9 @@ Plan plan(const Caps& caps) {
       const int64_t tiles = kWarps / p.stream_rows_parts;  // per group
       const int64_t groups = (geo.n16 + tiles - 1) / tiles;
       const int64_t gx = p.stream_rows_ctas;
-      if ((groups + gx - 1) / gx * tiles < kStreamRowsMinTiles) p.stream_rows_parts = 0;
+      if ((groups + gx - 1) / gx * tiles < kStreamRowsMinTiles ||
+          gx * p.stream_rows_split * 10 < 9 * sms)
+        p.stream_rows_parts = 0;
     }
   }
   // Probe override (tools/gemm-probe.sh): B12X_GEMM_SPLIT=<n> forces the decode split count.

@@ -1323,10 +1323,11 @@ TEST(GemmGpu, DecodeStreamRows) {
 
 TEST(GemmGpu, DecodeStreamRowsDefault) {
   B12X_REQUIRE_GPU();
-  // The default (session 12): the 4-row stream kernel at M = 2..4 where every CTA streams at
-  // least 2 tiles over its staging (N = 256 * SMs: more tiles than 2 x the grid), not where
-  // the tiles barely cover the grid (N = 8 * SMs); a capacity-16 plan runs it at M = 3, the
-  // decode kernel at M = 7. B12X_GEMM_STREAM_ROWS=0 turns it off.
+  // The default (session 12): the 4-row stream kernel at M = 2..4 on a grid where every CTA
+  // streams at least 2 tiles over its staging and that still has ~0.9 x SMs CTAs (N = 256 * SMs,
+  // and N = 32 * SMs: 2 tiles per CTA over 1 x SMs CTAs), not where that grid is too small (N = 8 *
+  // SMs, K = 4096: 2 tiles in SMs / 4 CTAs); a capacity-16 plan runs it at M = 3, the decode
+  // kernel at M = 7. B12X_GEMM_STREAM_ROWS=0 turns it off.
   const int64_t sms = device_info(0).sm_count;
   const int64_t big = 256 * sms, small = 8 * sms;
   for (LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kNvfp4}) {
@@ -1341,8 +1342,12 @@ TEST(GemmGpu, DecodeStreamRowsDefault) {
     EXPECT_GT(gemm::plan(caps).stream_rows_parts, 0);
     caps.max_tokens = 16;
     EXPECT_GT(gemm::plan(caps).stream_rows_parts, 0);
+    caps.out_features = 32 * sms;
+    caps.in_features = 4096;
+    EXPECT_GT(gemm::plan(caps).stream_rows_parts, 0);
     caps.out_features = small;
     EXPECT_EQ(gemm::plan(caps).stream_rows_parts, 0);
+    caps.in_features = 1024;
     {
       ScopedEnv e0("B12X_GEMM_STREAM_ROWS", "0");
       caps.out_features = big;
