@@ -200,9 +200,6 @@ struct Plan {
   /// launch before it, where a CTA stages at most 16 K values (default since session 12;
   /// B12X_GEMM_DECODE_ACTQ=0|1 overrides).
   bool decode_act_quant = false;
-  /// Decode regime, block FP8 / MXFP8 activations quantized by the quantizer launch: it lets the
-  /// decode kernel launch at its start (PDL; probe, B12X_GEMM_DECODE_QUANT_PDL=1).
-  bool decode_quant_pdl = false;
   /// Decode regime: the FP4 kernels with the per-slice bookkeeping by running pointers where they
   /// exist (BF16 MMAs; M = 1 with 4 or 8 warps per tile, the pipelined slice halves; default
   /// there since session 9, B12X_GEMM_DECODE_LEAN=0|1 overrides).

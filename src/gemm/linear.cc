@@ -997,11 +997,6 @@ Plan plan(const Caps& caps) {
     const char* e = std::getenv("B12X_GEMM_DECODE_ACTQ");
     const int64_t rows = std::min<int64_t>(M, 8 * decode_nt(M));
     p.decode_act_quant = e != nullptr ? e[0] == '1' : rows * ((slices + split - 1) / split) <= 64;
-    // The quantizer (where the staging does not quantize) lets the decode kernel launch at its
-    // start (PDL; the kernel's griddepcontrol.wait still waits for it): probe,
-    // B12X_GEMM_DECODE_QUANT_PDL=1.
-    const char* qe = std::getenv("B12X_GEMM_DECODE_QUANT_PDL");
-    p.decode_quant_pdl = qe != nullptr && qe[0] == '1';
   }
   p.split_k = split;
   p.decode_warp_split = ws;
@@ -1313,8 +1308,7 @@ void run(const Binding& b, Stream stream) {
                                                           qv, qs, plan.act_quant, stream);
           if (!wgmma_bulk)
             launch_quantize_fp8_group128(b.x.data, b.x.dtype, M, K, b.x.stride[0], qv, qs,
-                                         plan.act_quant, stream, true,
-                                         plan.decode_quant_pdl && !tiled && plan.pdl);
+                                         plan.act_quant, stream);
           qx = qv;
           qld = K;
           qscale = reinterpret_cast<const uint8_t*>(qs);
@@ -1333,7 +1327,7 @@ void run(const Binding& b, Stream stream) {
         uint8_t* qv = b.scratch + plan.off_qvalues;
         uint8_t* qs = b.scratch + plan.off_qscales;
         launch_quantize_mxfp8(b.x.data, b.x.dtype, M, K, b.x.stride[0], qv, qs, nullptr,
-                              plan.act_quant, stream, plan.decode_quant_pdl && !tiled && plan.pdl);
+                              plan.act_quant, stream);
         qx = qv;
         qld = K;
         qscale = qs;

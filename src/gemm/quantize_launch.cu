@@ -66,7 +66,7 @@ kernels::BlockQuantParams block_params(const void* x, int64_t M, int64_t K, int6
 template <class P>
 void launch_block(const void* x, DType x_dtype, int64_t M, int64_t K, int64_t ldx, uint8_t* values,
                   uint8_t* scale_rows, float* scale_f32, uint8_t* swizzled, const float* gs,
-                  const ActQuant& q, Stream stream, bool early = false) {
+                  const ActQuant& q, Stream stream) {
   if (M <= 0) return;
   kernels::BlockQuantParams p = block_params(x, M, K, ldx, values);
   p.scale_rows = scale_rows;
@@ -75,7 +75,6 @@ void launch_block(const void* x, DType x_dtype, int64_t M, int64_t K, int64_t ld
   p.global_scale = gs;
   p.vec_in = aligned(x, 16) && ldx % 8 == 0;
   p.vec_out = aligned(values, P::kFp4 ? 4 : 8);
-  p.early_dependents = early && q.pdl;
   const int64_t work = std::max<int64_t>(M * (K / 8), swizzled ? fmt::pad_to(M, 128) * 4 : 0);
   launch_for(x_dtype, grid_for(work, q), kernels::block_quant_kernel<P, true>,
              kernels::block_quant_kernel<P, false>, p, stream);
@@ -114,9 +113,9 @@ const ActQuant& act_quant_cached(int device) {
 
 void launch_quantize_mxfp8(const void* x, DType x_dtype, int64_t M, int64_t K, int64_t ldx,
                            uint8_t* values, uint8_t* scale_rows, uint8_t* scale_swizzled,
-                           const ActQuant& q, Stream stream, bool early_any_m) {
+                           const ActQuant& q, Stream stream) {
   launch_block<kernels::MxFp8Policy>(x, x_dtype, M, K, ldx, values, scale_rows, nullptr,
-                                     scale_swizzled, nullptr, q, stream, early_any_m);
+                                     scale_swizzled, nullptr, q, stream);
 }
 
 namespace {
@@ -125,13 +124,13 @@ namespace {
 /// or (tiled) as the wgmma kernel's stage images over pad128(M) rows.
 bool launch_fp8_group128_vec(const void* x, DType x_dtype, int64_t M, int64_t K, int64_t ldx,
                              uint8_t* values, float* scales, const ActQuant& q, Stream stream,
-                             bool early_dependents, bool tiled, bool early_any_m = false) {
+                             bool early_dependents, bool tiled) {
   if (!q.fp8g128 || M <= 0 || K % 128 != 0 || !aligned(x, 16) || ldx % 8 != 0 ||
       !aligned(values, tiled ? 16 : 8))
     return false;
   kernels::BlockQuantParams p = block_params(x, M, K, ldx, values);
   p.scale_f32 = scales;
-  p.early_dependents = (early_dependents && quant_pdl_enabled(M, q)) || (early_any_m && q.pdl);
+  p.early_dependents = early_dependents && quant_pdl_enabled(M, q);
   // Four threads per group, one pass each (no cap at a few waves as grid_for: many short CTAs
   // keep the SMs' loads and arithmetic out of step).
   const int64_t rows = tiled ? fmt::pad_to(M, 128) : M;
@@ -150,15 +149,15 @@ bool launch_fp8_group128_vec(const void* x, DType x_dtype, int64_t M, int64_t K,
 
 void launch_quantize_fp8_group128(const void* x, DType x_dtype, int64_t M, int64_t K, int64_t ldx,
                                   uint8_t* values, float* scales, const ActQuant& q, Stream stream,
-                                  bool early_dependents, bool early_any_m) {
+                                  bool early_dependents) {
   // The four-lanes-per-group kernel on vector rows (same bits; round 21, M = 2048: 5-24 us less
   // per block FP8 GEMM than block_quant_kernel). B12X_QUANT_FP8G128=0 (q.fp8g128) keeps the
   // generic kernel.
   if (launch_fp8_group128_vec(x, x_dtype, M, K, ldx, values, scales, q, stream, early_dependents,
-                              false, early_any_m))
+                              false))
     return;
   launch_block<kernels::Fp8Group128Policy>(x, x_dtype, M, K, ldx, values, nullptr, scales, nullptr,
-                                           nullptr, q, stream, early_any_m);
+                                           nullptr, q, stream);
 }
 
 bool launch_quantize_fp8_group128_tiled(const void* x, DType x_dtype, int64_t M, int64_t K,

@@ -34,21 +34,19 @@ const ActQuant& act_quant_cached(int device);
 /// MXFP8: E4M3 values, one E8M0 scale per 32 values (pow2-ceil of amax/448).
 /// values: [M, K]; scale_rows: [M, K/32] row-major or nullptr; scale_swizzled: 128x4 layout of
 /// pad128(M) * pad4(K/32) bytes, or nullptr. At least one scale output should be non-null.
-/// early_any_m: let a programmatic dependent launch start once every CTA has started, whatever M
-/// (the decode GEMM after it, Plan::decode_quant_pdl; q.pdl still gates it).
 void launch_quantize_mxfp8(const void* x, DType x_dtype, int64_t M, int64_t K, int64_t ldx,
                            uint8_t* values, uint8_t* scale_rows, uint8_t* scale_swizzled,
-                           const ActQuant& q, Stream stream, bool early_any_m = false);
+                           const ActQuant& q, Stream stream);
 
 /// FP8 E4M3 with one fp32 scale per 1x128 group: scale = amax/448, q = e4m3(x / scale)
 /// (formats/block.h; an all-zero group stores scale 0); values [M, K], scales [M, K/128].
 /// early_dependents: a programmatic dependent launch (the GEMM after it, which waits with
 /// griddepcontrol.wait before reading these outputs) may start once every CTA has started (on
 /// SM90 at M >= 128, with q.pdl); the public op passes false (its caller's next kernel need not
-/// wait). early_any_m: at any M (the decode GEMM after it, Plan::decode_quant_pdl; with q.pdl).
+/// wait).
 void launch_quantize_fp8_group128(const void* x, DType x_dtype, int64_t M, int64_t K, int64_t ldx,
                                   uint8_t* values, float* scales, const ActQuant& q, Stream stream,
-                                  bool early_dependents = true, bool early_any_m = false);
+                                  bool early_dependents = true);
 
 /// launch_quantize_fp8_group128 (same bits, early programmatic trigger as there) with the values
 /// as the SM90 block FP8 wgmma kernel's activation stage images (its bulk-copy default): one 16 KB

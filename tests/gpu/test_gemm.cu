@@ -732,13 +732,6 @@ TEST(GemmGpu, DecodeStagedActivationQuant) {
   EXPECT_TRUE(bf16_plan(LinearFormat::kMxfp8, 4, 14336, 4096).decode_act_quant);
   EXPECT_FALSE(bf16_plan(LinearFormat::kFp8Block, 16, 14336, 4096).decode_act_quant);
   run_case({LinearFormat::kFp8Block, 16, 200, 4864, DType::kBF16, DType::kBF16, true});
-  {
-    // The quantizer letting the decode kernel launch at its start (probe).
-    ScopedEnv eq("B12X_GEMM_DECODE_QUANT_PDL", "1"), ea("B12X_GEMM_DECODE_ACTQ", "0");
-    EXPECT_TRUE(bf16_plan(LinearFormat::kMxfp8, 1, 4096, 4096).decode_quant_pdl);
-    for (LinearFormat f : {LinearFormat::kFp8Block, LinearFormat::kMxfp8})
-      for (int64_t M : {1, 16}) run_case({f, M, 200, 4864, DType::kBF16, DType::kBF16, M == 1});
-  }
   ScopedEnv eq("B12X_GEMM_DECODE_ACTQ", "1");
   EXPECT_TRUE(bf16_plan(LinearFormat::kFp8Block, 1, 4096, 4096).decode_act_quant);
   EXPECT_TRUE(bf16_plan(LinearFormat::kMxfp8, 16, 4096, 4096).decode_act_quant);

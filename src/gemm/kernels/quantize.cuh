@@ -157,8 +157,7 @@ struct BlockQuantParams {
   const float* global_scale;
   bool vec_in;            ///< x 16-byte aligned and ldx % 8 == 0
   bool vec_out;           ///< values pointer aligned for 8-byte (FP8) / 4-byte (FP4) stores
-  bool early_dependents;  ///< allow_dependents at the start (fp8_group128_kernel,
-                          ///< block_quant_kernel)
+  bool early_dependents;  ///< fp8_group128_kernel: allow_dependents at its start
 };
 
 /// Lets a programmatic dependent launch (the GEMM consuming these values, launched with PDL on
@@ -248,7 +247,6 @@ __device__ __forceinline__ void advance(int64_t& row, int64_t& c, int64_t drow, 
 
 template <class P, bool kBF16>
 __global__ void __launch_bounds__(256) block_quant_kernel(const BlockQuantParams p) {
-  allow_dependents(p.early_dependents);
   constexpr int kLanes = P::kBlock / 8;  // lanes sharing one block
   static_assert(kLanes >= 1 && kLanes <= 32 && (32 % kLanes) == 0);
   const int64_t cpr = p.K / 8;  // 8-value chunks per row
