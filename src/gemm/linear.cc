@@ -178,10 +178,17 @@ constexpr int kWgmmaBf256Var = 3;
 /// +8-13% over 0 (each partial drained before its promotion); 256-row CTAs (2) and an mbarrier
 /// pipeline (removed) measured slower.
 constexpr int kWgmmaGroupVar128 = 1;
-/// 256 tokens: 3 = 1 with the stage's refill copies issued after the second unit's wgmmas
-/// (round 17, M = 2048, five shapes: Q8_0 422-439 -> 432-450 TFLOP/s, IQ2_XXS 324-352 ->
-/// 344-355, IQ2_XS 264-279 -> 294-306; its tests passed in rounds 16 and 17).
-constexpr int kWgmmaGroupVar256 = 3;
+/// 256 tokens: 13 = warp-specialized (a producer warpgroup issues every copy into an mbarrier
+/// ring, the two MMA warpgroups run desynchronized without a CTA barrier) with the unit chain
+/// running on across pairs of stages (one drain per two 64-K stages). Session 12 round 46 (H200,
+/// M = 2048, us over 4096x4096 / 14336x4096 / 4096x14336 / 6144x4096 / 2048x7168, 3 -> 13, bit-
+/// identical outputs): Q8_0 159.5 / 556.1 / 535.7 / 238.8 / 133.9 -> 130.5 / 473.5 / 442.9 /
+/// 196.4 / 110.2 (+17-22%), IQ2_XXS 201.5 / 707.0 / 705.6 / 301.0 / 174.5 -> 175.6 / 611.7 /
+/// 611.4 / 262.0 / 148.9 (+15-17%), IQ2_XS 236.4 / 820.3 / 829.4 / 351.5 / 202.0 -> 223.6 / 771.8
+/// / 784.2 / 333.2 / 189.9 (+5-6%); GemmGpu.TiledWgmmaGgmlFormats passed with it there. (3 = 1
+/// with the stage's refill copies issued after the second unit's wgmmas, round 17: Q8_0 422-439
+/// -> 432-450 TFLOP/s, IQ2_XXS 324-352 -> 344-355, IQ2_XS 264-279 -> 294-306 over 1.)
+constexpr int kWgmmaGroupVar256 = 13;
 
 /// Decode regime at capacity M = 1: warps per 16-row weight tile (lin::launch_linear_decode), the
 /// CTA's K range split among them. Round 16 (H200, M = 1, five

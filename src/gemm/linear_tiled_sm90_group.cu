@@ -64,14 +64,15 @@ GroupPick pick_cfg(int tok, int var) {
 
 /// var: 0 = each partial's wgmmas drained before its promotion, 1 = promotion overlapping the
 /// next partial's wgmmas (two partial sets; at 256 tokens in 64-token units), 2 = 256-row CTAs (two
-/// 64-row sets per warpgroup, 128 tokens), 3 (256 tokens, the default there) = 1 with the stage's
-/// refill copies issued after the second unit's wgmmas, 4 (IQ2, 256 tokens, probe) = 3 with the
-/// sign masks computed instead of loaded from the shared sign table, 5 (256 tokens, candidate) = 3
-/// with two stages per CTA barrier, 9 (candidate) = 5 with the unit chain running on across the
-/// pair's stages, 10 (candidate) = 1 warp-specialized (a producer warpgroup, mbarrier ring), 11
-/// (candidate) = 10 with each 64-token partial drained before its promotion (one partial set; the
-/// other MMA warpgroup's wgmmas fill the gap), 12 (IQ2, candidate) = 10 with 4's computed sign
-/// masks, 13 (candidate) = 10 with 9's chained pairs (one drain per two stages), 14 / 15 (IQ2,
+/// 64-row sets per warpgroup, 128 tokens), 3 (256 tokens, the default there until session 12) = 1
+/// with the stage's refill copies issued after the second unit's wgmmas, 4 (IQ2, 256 tokens, probe)
+/// = 3 with the sign masks computed instead of loaded from the shared sign table, 5 (256 tokens,
+/// candidate) = 3 with two stages per CTA barrier, 9 (candidate) = 5 with the unit chain running on
+/// across the pair's stages, 10 (candidate) = 1 warp-specialized (a producer warpgroup, mbarrier
+/// ring), 11 (candidate) = 10 with each 64-token partial drained before its promotion (one partial
+/// set; the other MMA warpgroup's wgmmas fill the gap), 12 (IQ2, candidate) = 10 with 4's computed
+/// sign masks, 13 (256 tokens, the default there since session 12's round 46) = 10 with 9's chained
+/// pairs (one drain per two stages), 14 / 15 (IQ2,
 /// candidates) = 10 / 5 with the table offsets built from the packed words (kGroupIq2Off), 6 / 7 /
 /// 8 (BF16, timing probes) = 3 without the decode / the promotion / both.
 GroupPick pick(WFmt f, bool fp16, int tok, int var) {

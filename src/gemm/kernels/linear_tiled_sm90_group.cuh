@@ -25,9 +25,15 @@
 // Pipeline: all 256 threads issue cp.async copies for the stage kStages-1 ahead (activation rows
 // with the swizzle, the CTA's eight packed tile runs of the stage, the stage's raw scale words of
 // each row), fence.proxy.async, one CTA barrier per stage; the refilled slot's wgmmas were drained
-// before that barrier. The default at 256 tokens (var 3, kLateCopy) issues those copies after the
-// stage's second unit of wgmmas rather than right after the barrier (round 17: +2-4% for Q8_0,
-// +6-11% for IQ2_XS), and decodes the stage's second atom under the first unit's wgmmas.
+// before that barrier. Var 3 (kLateCopy) issues those copies after the stage's second unit of
+// wgmmas rather than right after the barrier (round 17: +2-4% for Q8_0, +6-11% for IQ2_XS), and
+// decodes the stage's second atom under the first unit's wgmmas.
+// The default at 256 tokens since session 12 (var 13: kGroupWs | kGroupPair | kGroupChain) is
+// warp-specialized instead: a producer warpgroup issues every copy into a ring of per-slot full /
+// empty mbarriers, the two MMA warpgroups never meet at a CTA barrier (one's decode and
+// promotions run under the other's wgmmas), and each consumes stages in pairs whose unit chain
+// runs on across the pair (one wgmma drain per 128 K): round 46, M = 2048, +17-22% Q8_0, +15-17%
+// IQ2_XXS, +5-6% IQ2_XS over var 3 (warp-specialized alone, var 10: +5-8% / +3-12% / -5-+1%).
 // Epilogue as in linear_tiled_sm90.cuh.
 //
 // SM90 only: the body compiles under __CUDA_ARCH_FEAT_SM90_ALL and traps elsewhere; the host
