@@ -707,7 +707,12 @@ Plan plan(const Caps& caps) {
       const int64_t max_per =
           std::min<int64_t>(stage_fit_slices(wf, std::min<int64_t>(M, 8)),
                             lin::wtraits(wf).fp8mma ? slices : int64_t{kDecodeWsMaxSlices} * ws);
-      int64_t ws_ctas = 0;
+      // MXFP8 weights (per-atom fp32 fold: instruction-bound at M = 1) where the 64-row CTAs
+      // fill at most a quarter of the SMs: 2 CTAs per SM (a cluster split; session 12). Round 45
+      // (H200, M = 1, staging quantization, us, default -> 2 per SM): 2048x7168 13.94 -> 11.17
+      // (4096x4096 / 6144x4096, not taken: 11.43 / 13.17 -> 11.28 / 12.92; block FP8 lost: 7.60 /
+      // 9.16 / 7.93 -> 8.46 / 9.23 / 8.16).
+      int64_t ws_ctas = wf == WFmt::kFp8Mx && M == 1 && ctas_n * 4 <= sms ? 2 : 0;
       if (const char* e = std::getenv("B12X_GEMM_DECODE_WS_CTAS"); e != nullptr)
         ws_ctas = std::max(0, std::atoi(e));
       split = pick_split((geo.n16 + tiles_per_cta(ws) - 1) / tiles_per_cta(ws), ws_ctas * sms,

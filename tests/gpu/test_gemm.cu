@@ -732,6 +732,16 @@ TEST(GemmGpu, DecodeStagedActivationQuant) {
   EXPECT_TRUE(bf16_plan(LinearFormat::kMxfp8, 4, 14336, 4096).decode_act_quant);
   EXPECT_FALSE(bf16_plan(LinearFormat::kFp8Block, 16, 14336, 4096).decode_act_quant);
   run_case({LinearFormat::kFp8Block, 16, 200, 4864, DType::kBF16, DType::kBF16, true});
+  {
+    // MXFP8 at M = 1 where the 64-row CTAs fill <= 1/4 of the SMs: 2 CTAs per SM over a cluster
+    // split of the 4-warp-per-tile grid (2048x7168 on the H200).
+    const int64_t n = 64 * std::max<int64_t>(1, device_info(0).sm_count / 4);
+    const gemm::Plan pm = bf16_plan(LinearFormat::kMxfp8, 1, n, 7168);
+    EXPECT_EQ(pm.decode_warp_split, 4);
+    EXPECT_GT(pm.split_k, 1);
+    EXPECT_TRUE(pm.split_cluster && pm.decode_act_quant);
+    run_case({LinearFormat::kMxfp8, 1, n, 7168, DType::kBF16, DType::kBF16, true}, true);
+  }
   ScopedEnv eq("B12X_GEMM_DECODE_ACTQ", "1");
   EXPECT_TRUE(bf16_plan(LinearFormat::kFp8Block, 1, 4096, 4096).decode_act_quant);
   EXPECT_TRUE(bf16_plan(LinearFormat::kMxfp8, 16, 4096, 4096).decode_act_quant);
