@@ -77,7 +77,8 @@ struct PagedPlan {
   /// CTAs per SM the split model's waves count (0: the kernel's occupancy, target_ctas). wideh
   /// (3 CTAs per SM90 SM) is modelled at 2: H200 round 45, 16/2/256 page 128 x 8k, grids of 256
   /// CTAs beat the full 396-slot wave (B=4 s=32 24.6 vs s=43 24.9 us, B=8 s=16 39.4 / 39.5 vs
-  /// s=24 40.8 / 41.0, B=16 s=8 67.5 vs s=12 70.6). B12X_ATTN_SPLIT_OCC=n overrides (0: off).
+  /// s=24 40.8 / 41.0, B=16 s=8 67.5 vs s=12 70.6); round 46 as the default: B=4 24.8 vs 25.1,
+  /// B=8 40.4 / 39.8 vs 41.5, B=16 67.6 vs 70.7. B12X_ATTN_SPLIT_OCC=n overrides (0: off).
   int split_occ = 0;
   /// The online softmax keeps its running max (and skips the O rescale) unless a tile's max
   /// exceeds it by more than this many base-2 units: P then stays below 2^slack, exact in
@@ -93,11 +94,6 @@ struct PagedPlan {
   /// K/V tiles per CTA the prefetch covers (0: those the ring's prologue issues, kStages - 1;
   /// B12X_ATTN_PREFETCH_TILES).
   int prefetch_tiles = 0;
-  /// Decode / verify (uniform q_len): the merge kernel takes a token's request as token / q_len
-  /// when the metadata confirm it (one round trip before its wait) instead of a binary search
-  /// over cu_seqlens_q (log2(B) dependent loads); B12X_ATTN_MERGE_GUESS=1|0, measurement
-  /// variant, off.
-  bool merge_guess = false;
   /// Decode/verify tiles fill every stage of their K/V ring before the first wait (wide3 then
   /// loads Q's fragments from global memory instead of staging Q in the ring), so a short
   /// split has one more tile in flight behind its first round trip (B12X_ATTN_FULL_RING=1|0).

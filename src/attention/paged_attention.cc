@@ -308,9 +308,7 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   if (pf_env != nullptr && std::string(pf_env) == "0") plan.prefetch_splits = false;
   const char* pft_env = std::getenv("B12X_ATTN_PREFETCH_TILES");
   if (pft_env != nullptr) plan.prefetch_tiles = std::max(0, std::atoi(pft_env));
-  const char* mg_env = std::getenv("B12X_ATTN_MERGE_GUESS");
-  if (mg_env != nullptr) plan.merge_guess = std::string(mg_env) != "0";
-  // The split model's CTAs per SM (PagedPlan::split_occ): 2 for wideh (round 45, see there).
+  // The split model's CTAs per SM (PagedPlan::split_occ): 2 for wideh (rounds 45 / 46, see there).
   plan.split_occ = k->kind == 16 ? 2 : 0;
   const char* so_env = std::getenv("B12X_ATTN_SPLIT_OCC");
   if (so_env != nullptr) plan.split_occ = std::max(0, std::atoi(so_env));
@@ -631,7 +629,6 @@ void run_paged(const PagedBinding& b, Stream stream) {
   const bool pdl = plan.arch >= 90 && plan.use_pdl;
   // Without PDL the values read before the (absent) wait are final: nothing to speculate on.
   p.spec = plan.spec && pdl ? 1 : 0;
-  p.merge_qlen = plan.merge_guess ? b.q_len : 0;  // 0 for extend (no uniform q_len)
   // The prefetch is only useful while waiting for the previous grid (decode tiles: p.prefetch
   // is ignored by the extend tiles).
   const bool prefetch = pdl && (plan.prefetch || (plan.prefetch_splits && b.num_splits > 1));

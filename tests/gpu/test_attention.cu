@@ -932,34 +932,6 @@ TEST(AttentionGpuDecode, PrefetchBeforeWait) {
   }
 }
 
-// B12X_ATTN_MERGE_GUESS=1: the merge kernel takes a token's request as token / q_len when the
-// metadata confirm it, else it searches cu_seqlens_q. Decode (the guess always holds), verify
-// with q_len 2, and verify whose requests hold 1 / 3 / 2 rows (T / B = 2: tokens 1 and 5 miss
-// the guess), BF16 / FP8, head dims 128 / 256, automatic and forced splits.
-TEST(AttentionGpuDecode, MergeGuess) {
-  B12X_REQUIRE_GPU();
-  setenv("B12X_ATTN_MERGE_GUESS", "1", 1);
-  int i = 0;
-  for (int d : {128, 256})
-    for (DType kv : {DType::kBF16, DType::kFP8E4M3}) {
-      Spec s = gqa_decode_spec({4000, 63, 1, 2500, 700}, i % 2 ? 7 : 0, i % 2 ? 7 : 0);
-      s.kv = kv;
-      s.dqk = s.dv = d;
-      s.sinks = i == 2;
-      run_case(s, "merge guess decode");
-      Spec v = verify_spec(8, 2);
-      v.kv = kv;
-      v.dqk = v.dv = d;
-      v.prefix = {1700, 4000, 61};
-      run_case(v, "merge guess verify");
-      v.qlens = {1, 3, 2};
-      v.num_splits = v.max_splits = i % 2 ? 7 : 0;
-      run_case(v, "merge guess verify, ragged rows");
-      ++i;
-    }
-  unsetenv("B12X_ATTN_MERGE_GUESS");
-}
-
 // B12X_ATTN_FULL_RING=1: decode tiles fill every ring stage in the prologue (wide3 loads Q's
 // fragments from global memory); the default keeps kStages - 1 tiles in flight from the
 // prologue (wide3 stages Q in the ring's last stage). Every decode tile family, short (1-3

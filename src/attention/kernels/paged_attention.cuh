@@ -1858,44 +1858,22 @@ __global__ void __launch_bounds__(32 * kMergeWarps)
   if (row >= int64_t(p.total_q) * p.num_q_heads) return;
   const int tok = static_cast<int>(row / p.num_q_heads);
   const int h = static_cast<int>(row % p.num_q_heads);
-  // The request of this token: the largest b with cu_q[b] <= tok. p.merge_qlen (uniform q_len,
-  // B12X_ATTN_MERGE_GUESS): guess b = tok / q_len and load its metadata together with
-  // cu_q[batch] (one round trip); a guess that passes the check is that b for any
-  // non-decreasing cu_q, so only a miss pays the binary search's dependent loads. Where the
-  // main kernel's CTAs leave no room for a merge CTA beside them (e.g. wideh, hcvt3), the merge
-  // CTAs start as the main CTAs exit, and this chain runs on the call's critical path.
-  int b = -1, q0 = 0, cu1 = 0, lk_raw = 0;
-  const int n_tok = p.cu_q[p.batch];
-  if (p.merge_qlen > 0) {
-    const int g = min(p.merge_qlen == 1 ? tok : tok / p.merge_qlen, p.batch - 1);
-    const int g0 = p.cu_q[g], g1 = p.cu_q[g + 1], gl = p.seqlens[g];
-    if (g0 <= tok && (g + 1 == p.batch || g1 > tok)) {
-      b = g;
-      q0 = g0;
-      cu1 = g1;
-      lk_raw = gl;
-    }
+  if (tok >= p.cu_q[p.batch]) return;
+  int lo = 0, hi = p.batch - 1;  // request of this token: largest b with cu_q[b] <= tok
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) >> 1;
+    if (p.cu_q[mid] <= tok)
+      lo = mid;
+    else
+      hi = mid - 1;
   }
-  if (tok >= n_tok) return;
-  if (b < 0) {
-    int lo = 0, hi = p.batch - 1;
-    while (lo < hi) {
-      const int mid = (lo + hi + 1) >> 1;
-      if (p.cu_q[mid] <= tok)
-        lo = mid;
-      else
-        hi = mid - 1;
-    }
-    b = lo;
-    q0 = p.cu_q[b];
-    cu1 = p.cu_q[b + 1];
-    lk_raw = p.seqlens[b];
-  }
+  const int b = lo;
+  const int q0 = p.cu_q[b];
   if (q0 < 0 || q0 > tok) return;
-  const int qlen = clamp_qlen(p, q0, cu1);
+  const int qlen = clamp_qlen(p, q0, p.cu_q[b + 1]);
   if (tok - q0 >= qlen) return;
   const int qi = tok - q0;
-  const int lk = clamp_len(p, lk_raw);
+  const int lk = clamp_len(p, p.seqlens[b]);
   const int pr = qi * p.group + h % p.group;
   const KvRange range = kv_range(p, pr / p.tile_rows, qlen, lk);
   if (range.ns <= 1) return;  // CTA-uniform
