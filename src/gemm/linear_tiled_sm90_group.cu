@@ -33,29 +33,9 @@ GroupPick pick_cfg(int tok, int var) {
   if (tok == 256 && var == 3) return group_pick<F, T, 256, 1, true, 64, true>();
   if constexpr (F != WFmt::kQ8_0) {
     if (tok == 256 && var == 4) return group_pick<F, T, 256, 1, true, 64, true, true>();
-    if (tok == 256 && var == 12) return group_pick<F, T, 256, 1, true, 64, false, true, kGroupWs>();
-    if (tok == 256 && var == 14)
-      return group_pick<F, T, 256, 1, true, 64, false, false, kGroupWs | kGroupIq2Off>();
-    if (tok == 256 && var == 15)
-      return group_pick<F, T, 256, 1, true, 64, true, false, kGroupPair | kGroupIq2Off>();
   }
-  if (tok == 256 && var == 5) return group_pick<F, T, 256, 1, true, 64, true, false, kGroupPair>();
-  if (tok == 256 && var == 10) return group_pick<F, T, 256, 1, true, 64, false, false, kGroupWs>();
-  if (tok == 256 && var == 11) return group_pick<F, T, 256, 1, false, 64, false, false, kGroupWs>();
   if (tok == 256 && var == 13)
     return group_pick<F, T, 256, 1, true, 64, false, false, kGroupWs | kGroupPair | kGroupChain>();
-  if (tok == 256 && var == 9)
-    return group_pick<F, T, 256, 1, true, 64, true, false, kGroupPair | kGroupChain>();
-  // Timing probes (session 12, wrong results; BF16 only): 3 without the decode (6), without the
-  // promotion (7), without both (8).
-  if constexpr (!T::kFp16) {
-    if (tok == 256 && var == 6)
-      return group_pick<F, T, 256, 1, true, 64, true, false, kGroupNoDecode>();
-    if (tok == 256 && var == 7)
-      return group_pick<F, T, 256, 1, true, 64, true, false, kGroupNoPromote>();
-    if (tok == 256 && var == 8)
-      return group_pick<F, T, 256, 1, true, 64, true, false, kGroupNoDecode | kGroupNoPromote>();
-  }
   if (tok == 128 && var == 0) return group_pick<F, T, 128, 1, false>();
   if (tok == 128 && var == 1) return group_pick<F, T, 128, 1, true>();
   if (tok == 128 && var == 2) return group_pick<F, T, 128, 2, false>();
@@ -65,16 +45,15 @@ GroupPick pick_cfg(int tok, int var) {
 /// var: 0 = each partial's wgmmas drained before its promotion, 1 = promotion overlapping the
 /// next partial's wgmmas (two partial sets; at 256 tokens in 64-token units), 2 = 256-row CTAs (two
 /// 64-row sets per warpgroup, 128 tokens), 3 (256 tokens, the default there until session 12) = 1
-/// with the stage's refill copies issued after the second unit's wgmmas, 4 (IQ2, 256 tokens, probe)
-/// = 3 with the sign masks computed instead of loaded from the shared sign table, 5 (256 tokens,
-/// candidate) = 3 with two stages per CTA barrier, 9 (candidate) = 5 with the unit chain running on
-/// across the pair's stages, 10 (candidate) = 1 warp-specialized (a producer warpgroup, mbarrier
-/// ring), 11 (candidate) = 10 with each 64-token partial drained before its promotion (one partial
-/// set; the other MMA warpgroup's wgmmas fill the gap), 12 (IQ2, candidate) = 10 with 4's computed
-/// sign masks, 13 (256 tokens, the default there since session 12's round 46) = 10 with 9's chained
-/// pairs (one drain per two stages), 14 / 15 (IQ2,
-/// candidates) = 10 / 5 with the table offsets built from the packed words (kGroupIq2Off), 6 / 7 /
-/// 8 (BF16, timing probes) = 3 without the decode / the promotion / both.
+/// with the stage's refill copies issued after the second unit's wgmmas, 4 (IQ2, 256 tokens,
+/// probe) = 3 with the sign masks computed instead of loaded from the shared sign table, 13 (256
+/// tokens, the default there since session 12's round 46) = 1 warp-specialized (a producer
+/// warpgroup, an mbarrier ring) with the unit chain running on across pairs of stages. Session 12
+/// measured and removed (round 46, M = 2048, against 3): two stages per CTA barrier (Q8_0 +2-3%,
+/// IQ2 -2-+3%), that with the chain across the pair (Q8_0 -1-+3%, IQ2_XXS +1-5%), warp-
+/// specialized without the pairs (Q8_0 +5-8%, IQ2_XXS +3-12%, IQ2_XS -5-+1%), that with drained
+/// partials (-5-18%), with 4's computed signs (IQ2_XXS +7-15%, IQ2_XS -3-7%) or with the table
+/// offsets built from the packed words (IQ2_XXS +6-13%, IQ2_XS -4-+3%).
 GroupPick pick(WFmt f, bool fp16, int tok, int var) {
   switch (f) {
     case WFmt::kQ8_0:

@@ -1742,19 +1742,22 @@ TEST(GemmGpu, TiledWgmmaGgmlFormats) {
       run_wgmma_group_case({f, 2000, 264, 1024, DType::kBF16, DType::kBF16, true});
     }
   }
-  // Session 12 candidates at 256 tokens: two stages per CTA barrier (B12X_GEMM_WGMMA_GROUP_VAR=5),
-  // that with the unit chain running on across the pair (9), warp-specialized (10: a producer
-  // warpgroup and mbarriers; 11: with drained partials): the token / row / K tails, FP16, a long
-  // K refilling the ring many times; 12 (IQ2: 10 with computed sign masks; Q8_0 keeps the default),
-  // 13 (10 with chained stage pairs), 14 / 15 (IQ2: 10 / 5 with the table offsets from the words).
-  for (const char* var : {"5", "9", "10", "11", "12", "13", "14", "15"}) {
-    ScopedEnv et("B12X_GEMM_WGMMA_GROUP_TOK", "256"), ev("B12X_GEMM_WGMMA_GROUP_VAR", var);
+  // Variant 3 at 256 tokens (the default there until session 12; 13 since): the token / row / K
+  // tails and FP16.
+  {
+    ScopedEnv et("B12X_GEMM_WGMMA_GROUP_TOK", "256"), ev("B12X_GEMM_WGMMA_GROUP_VAR", "3");
     for (LinearFormat f : {LinearFormat::kQ8_0, LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs}) {
       const bool q8 = f == LinearFormat::kQ8_0;
       run_wgmma_group_case({f, 200, 200, q8 ? 1312 : 1280, DType::kBF16, DType::kFP16, false});
       run_wgmma_group_case({f, 300, 72, 512, DType::kFP16, DType::kFP16, true});
-      run_wgmma_group_case({f, 520, 136, 4096, DType::kBF16, DType::kBF16, false});
     }
+  }
+  // The default (13: warp-specialized, chained stage pairs) with a long K refilling every slot
+  // many times, odd pair boundaries of the 5-slot Q8_0 ring.
+  {
+    ScopedEnv et("B12X_GEMM_WGMMA_GROUP_TOK", "256");
+    for (LinearFormat f : {LinearFormat::kQ8_0, LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs})
+      run_wgmma_group_case({f, 520, 136, 4096, DType::kBF16, DType::kBF16, false});
   }
   // Raster bands (B12X_GEMM_WGMMA_RASTER=1: one band of every token tile here; 3: bands of 3 and
   // a last one of 2 over 8 token tiles at 128 tokens, 256-row CTAs at variant 2).
@@ -1987,18 +1990,15 @@ TEST(GemmGpuSanitize, Fp8TokensOnM) {
   }
 }
 
-/// The GGML group wgmma kernel's session-12 candidates for compute-sanitizer: the warp-specialized
-/// ring (10 / 11: producer cp.async arrivals on the full mbarriers, MMA-thread arrivals on the
-/// empty ones, the epilogue's named barrier; 13: slots released in pairs) and two stages per CTA
-/// barrier (5, 9); K = 2048 refills every slot, two token tiles with a tail.
-TEST(GemmGpuSanitize, TiledWgmmaGroupCandidates) {
+/// The GGML group wgmma kernel's default at 256 tokens (13, session 12) for compute-sanitizer:
+/// the producer's cp.async arrivals on the full mbarriers, the MMA threads' arrivals on the empty
+/// ones (slots released in pairs), the epilogue's named barrier; K = 2048 refills every slot, two
+/// token tiles with a tail.
+TEST(GemmGpuSanitize, TiledWgmmaGroupWs) {
   B12X_REQUIRE_GPU();
   ScopedEnv eg("B12X_GEMM_WGMMA_GROUP", "1"), et("B12X_GEMM_WGMMA_GROUP_TOK", "256");
-  for (const char* var : {"5", "9", "10", "11", "13"}) {
-    ScopedEnv ev("B12X_GEMM_WGMMA_GROUP_VAR", var);
-    for (LinearFormat f : {LinearFormat::kQ8_0, LinearFormat::kIq2Xs})
-      run_case({f, 300, 136, 2048, DType::kBF16, DType::kBF16, true});
-  }
+  for (LinearFormat f : {LinearFormat::kQ8_0, LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs})
+    run_case({f, 300, 136, 2048, DType::kBF16, DType::kBF16, true});
 }
 
 TEST(GemmGpuSanitize, DecodePipelinedStaging) {

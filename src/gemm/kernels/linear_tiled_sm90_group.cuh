@@ -137,55 +137,21 @@ struct WgmmaGroupCfg {
 /// unit's wgmmas (the first unit's are followed by the late atom decode) instead of right after
 /// the stage barrier, so the tensor pipe starts earlier after the barrier. kAluSign: IQ2 sign
 /// masks computed (decode_iq2_atom<T, true>; variant 4).
-/// kMode bits: kGroupPair (candidate) = two 64-K stages per CTA barrier (the ring in pairs of
-/// slots: half the barriers, cp.async waits and proxy fences; the warpgroups drift up to a stage
-/// apart between them); kGroupNoDecode / kGroupNoPromote (timing probes only, wrong results): the
-/// packed words fed to the wgmmas undecoded / every unit's wgmmas accumulating straight into the
-/// accumulators (no partials, no FFMA promotion) — the ceilings of the decode and the promotion.
-/// kGroupChain (with kGroupPair): the unit chain runs on across the pair's two stages (the
-/// second stage's first atom decoded and its first unit issued before the first stage's last unit
-/// is retired and promoted: one drain per barrier instead of per stage).
-/// kGroupWs (candidate): warp-specialized as the BF16-operand wgmma kernel's variant 3 — a producer
+/// kMode bits: kGroupPair = two 64-K stages per CTA barrier (kGroupWs: the MMA warps consume the
+/// ring in pairs of slots); kGroupChain (with kGroupPair): the unit chain runs on across the
+/// pair's two stages (the second stage's first atom decoded and its first unit issued before the
+/// first stage's last unit is retired and promoted: one drain per pair instead of per stage).
+/// kGroupWs: warp-specialized as the BF16-operand wgmma kernel's variant 3 — a producer
 /// warpgroup (setmaxnreg down to kGroupProdRegs) issues every copy of the ring and the two MMA
 /// warpgroups (up to kGroupConsRegs) only wait for full slots (per-slot mbarriers) and release them
 /// (empty mbarriers): no CTA barrier and no copy issue in the MMA warps, whose warpgroups run
 /// desynchronized (one's promotion and decode under the other's wgmmas).
-/// kGroupIq2Off (IQ2 candidate): the table byte offsets built straight from the packed words
-/// (decode_iq2_atom_off), each one shift + one LOP3 with the lane's column folded in.
-inline constexpr int kGroupPair = 1, kGroupNoDecode = 2, kGroupNoPromote = 4, kGroupChain = 8,
-                     kGroupWs = 16, kGroupIq2Off = 32;
+inline constexpr int kGroupPair = 1, kGroupChain = 8, kGroupWs = 16;
 /// Register budgets of kGroupWs: 128 x 56 + 256 x 224 = 384 x 168 (the launch's); no spills
 /// (the producer's copy addresses stepped, not hoisted; 40 / 232 spilled in the producer).
 inline constexpr int kGroupProdRegs = 56, kGroupConsRegs = 224;
 B12X_HD constexpr int wgmma_group_threads(int mode) {
   return (mode & kGroupWs) != 0 ? 384 : 256;
-}
-
-/// decode_iq2_atom (linear_common.cuh) with the table offsets computed from the packed words:
-/// entry e = word half (grid index bits 0-8, sign7 bits 9-15), lane column t4 = 4 t; grid pair at
-/// byte ((e & 0x1FF) << 4) | t4 of gtab, sign pair at ((e >> 9) << 4) | t4 of stab. For the low
-/// half that is ((w << 4) & 0x1FF0) | t4 and ((w >> 5) & 0x7F0) | t4, for the high half
-/// ((w >> 12) & 0x1FF0) | t4 and ((w >> 21) & 0x7F0) | t4: one shift and one LOP3 each, the
-/// tables' shared addresses left to the loads' immediate offsets.
-__device__ __forceinline__ void decode_iq2_atom_off(const uint4& v, const uint32_t* gtab,
-                                                    const uint32_t* stab, uint32_t t4,
-                                                    uint32_t a[2][4]) {
-  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-  const uint8_t* gb = reinterpret_cast<const uint8_t*>(gtab);
-  const uint8_t* sb = reinterpret_cast<const uint8_t*>(stab);
-#pragma unroll
-  for (int s = 0; s < 2; ++s) {
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int half = j & 1;          // row g / g+8
-      const int q = 2 * s + (j >> 1);  // 8-value group in the atom
-      const uint32_t word = w[half * 2 + (q >> 1)];
-      const uint32_t go = (q & 1) ? ((word >> 12) & 0x1FF0u) | t4 : ((word << 4) & 0x1FF0u) | t4;
-      const uint32_t so = (q & 1) ? ((word >> 21) & 0x7F0u) | t4 : ((word >> 5) & 0x7F0u) | t4;
-      a[s][j] =
-          *reinterpret_cast<const uint32_t*>(gb + go) ^ *reinterpret_cast<const uint32_t*>(sb + so);
-    }
-  }
 }
 
 template <WFmt F, class T, int kTokens, int kRowSets, bool kOverlap, int kUnitN,
@@ -194,8 +160,6 @@ __global__ void __launch_bounds__(wgmma_group_threads(kMode), 1)
     linear_wgmma_group_kernel(const LinearParams p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using C = WgmmaGroupCfg<F, T, kTokens, kRowSets, kOverlap, kUnitN>;
-  constexpr bool kNoDecode = (kMode & kGroupNoDecode) != 0;
-  constexpr bool kNoPromote = (kMode & kGroupNoPromote) != 0;
   // Stages per CTA barrier (kPer) and the ring in whole barrier groups of kPer slots.
   constexpr int kPer = (kMode & kGroupPair) != 0 ? 2 : 1;
   constexpr bool kChain = (kMode & kGroupChain) != 0;
@@ -414,20 +378,8 @@ __global__ void __launch_bounds__(wgmma_group_threads(kMode), 1)
         const int slot = C::kIq2 ? g : lane;
         const uint4 rv = *reinterpret_cast<const uint4*>(wsg + at * C::kTr.slots * 16 + slot * 16);
         uint32_t a2[2][4];
-        if constexpr (kNoDecode) {
-#pragma unroll
-          for (int st = 0; st < 2; ++st) {
-            a2[st][0] = rv.x;
-            a2[st][1] = rv.y;
-            a2[st][2] = rv.z;
-            a2[st][3] = rv.w;
-          }
-        } else if constexpr (C::kIq2) {
-          if constexpr ((kMode & kGroupIq2Off) != 0) {
-            decode_iq2_atom_off(rv, gtab, stab, 4u * t, a2);
-          } else {
-            decode_iq2_atom<T, kAluSign>(rv, gtab, stab, t, a2);
-          }
+        if constexpr (C::kIq2) {
+          decode_iq2_atom<T, kAluSign>(rv, gtab, stab, t, a2);
         } else {
           decode_byte_atom<T, true>(rv, a2);
         }
@@ -458,12 +410,9 @@ __global__ void __launch_bounds__(wgmma_group_threads(kMode), 1)
       for (int rs = 0; rs < C::kRowSets; ++rs) group_scales(ssg, kb, j, rs, sc[hs][j][rs]);
     // Unit u's accumulators: acc[kPart v + i] for v = u % kUnitsPerGroup = (row set v /
     // kTokUnits, token block v % kTokUnits).
-    auto issue = [&](float(&ptp)[C::kPart], int u) {
+    auto issue = [&](float(&pt)[C::kPart], int u) {
       const int j = u / C::kUnitsPerGroup, v = u % C::kUnitsPerGroup;
       const int rs = v / C::kTokUnits, tq = v % C::kTokUnits;
-      // kNoPromote: the unit's own accumulators, never started from zero.
-      float(&pt)[C::kPart] =
-          kNoPromote ? *reinterpret_cast<float(*)[C::kPart]>(&acc[C::kPart * v]) : ptp;
       wg::fence_acc(pt);
       wg::fence();
 #pragma unroll
@@ -471,11 +420,10 @@ __global__ void __launch_bounds__(wgmma_group_threads(kMode), 1)
         const int ks = j * C::kStepsPerGroup + q;
         // Token block tq starts kUnitN rows of 128 bytes further into the stage.
         const uint64_t d = desc + tq * (C::kUnitN * 128 >> 4) + 2 * ks;
-        const int scale_d = kNoPromote ? 1 : q;
         if constexpr (C::kUnitN == 128) {
-          wg::mma<T, 128>(pt, af[rs][ks], d, scale_d);
+          wg::mma<T, 128>(pt, af[rs][ks], d, q);
         } else {
-          wgmma_m64n64k16<T>(pt, af[rs][ks], d, scale_d);
+          wgmma_m64n64k16<T>(pt, af[rs][ks], d, q);
         }
       }
       wg::commit();
@@ -483,7 +431,6 @@ __global__ void __launch_bounds__(wgmma_group_threads(kMode), 1)
     auto promote = [&](float(&pt)[C::kPart], int u, int h) {
       const int j = u / C::kUnitsPerGroup, v = u % C::kUnitsPerGroup;
       const int rs = v / C::kTokUnits;
-      if constexpr (kNoPromote) return;
       wg::fence_acc(pt);
       // pt[4i + 2h + e] = (row 16 tile_of(rs) + g + 8h, token kUnitN tq + 8i + 2t + e).
 #pragma unroll
