@@ -441,8 +441,9 @@ Plan plan(const Caps& caps) {
     if (p.tiled_wgmma > 0 && wgmma_group) {
       // 256-token CTAs when they still give ~0.9 x SMs CTAs (round 12, M = 2048: 1.2-1.3x the
       // 128-token ones, half the decode work per MAC). Probes: B12X_GEMM_WGMMA_GROUP_TOK=128|256,
-      // B12X_GEMM_WGMMA_GROUP_VAR=0 (each partial drained before its promotion) or 2 (256-row
-      // CTAs, 128 tokens).
+      // B12X_GEMM_WGMMA_GROUP_VAR=0 (each partial drained before its promotion), 2 (256-row
+      // CTAs, 128 tokens) or 3 (256 tokens, the CTA-barrier pipeline: the default until session
+      // 12).
       p.tiled_wgmma = grp_row_ctas * ((m_grp + 255) / 256) * 10 >= 9 * dev.sm_count ? 256 : 128;
       const char* gt = std::getenv("B12X_GEMM_WGMMA_GROUP_TOK");
       if (gt != nullptr && (std::atoi(gt) == 128 || std::atoi(gt) == 256))
