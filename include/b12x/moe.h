@@ -171,7 +171,7 @@ struct DecodeKnobs {
   int fc2_stages = 0;  ///< B12X_MOE_FC2_STAGES 2|3: the shallow 8-warp FC2's ring (0: rule)
   int fc2_deep = 1;    ///< B12X_MOE_FC2_DEEP 0|1: the deep 5-stage FC2 ring where it applies
   int fc2_bal = 1;     ///< B12X_MOE_FC2_BAL 0|1: FC2 split CTAs take equal chunk ranges
-  int fc2_rows = 16;   ///< B12X_MOE_FC2_ROWS 16|32: output rows per FC2 CTA (32: <= 8 tokens)
+  int fc2_rows = 0;    ///< B12X_MOE_FC2_ROWS 16|32: output rows per FC2 CTA (0: rule, 2-8 tokens)
 };
 
 /// @brief Runtime capacities.

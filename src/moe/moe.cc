@@ -799,7 +799,20 @@ Plan plan(const Caps& caps) {
           << " w2=" << dtype_name(w.args.ggml_w2_dtype);
     // Decode: the FP4 decode stream (quantise, FC1, FC2+combine) or GGML's split-K tiles.
     if (cfg == detail::kCfgDecode) sig << (stream ? " decode_stream" : " decode_split_k");
-    if (stream && detail::decode_fc2_rows(p.knobs, caps.max_tokens, R) == 32) sig << " fc2_rows32";
+    // The FC2 CTA of a run at the plan's capacity (decode_fc2_rows; smaller runs may take 16).
+    // The SM count only where a device answers (plan itself needs none: CPU-only tests).
+    int sms = 0;
+    if (stream && device_count() > 0) {
+      try {
+        sms = device_info(caps.device).sm_count;
+      } catch (const Error&) {
+        sms = 0;
+      }
+    }
+    if (sms > 0 &&
+        detail::decode_fc2_rows(p.knobs, caps.max_tokens, R,
+                                static_cast<int>(round_up(H, detail::kPrepRowAlign)), sms) == 32)
+      sig << " fc2_rows32";
     if (caps.apply_router_weight_on_input) sig << " weight_on_input";
     std::ostringstream shape;
     shape << "E=" << E << " H=" << H << " I=" << I << " max_tokens=" << caps.max_tokens
@@ -938,9 +951,13 @@ void run(const Binding& b, Stream stream) {
     d.out_ld = b.output.stride[0];
     d.out_fp16 = b.output.dtype == DType::kFP16 ? 1 : 0;
     d.sm_count = device_info(p.caps.device).sm_count;
-    d.fc2_rows = detail::decode_fc2_rows(p.knobs, p.caps.max_tokens, p.max_routes);
-    d.fc2_split =
-        detail::decode_fc2_split(R, S.L.fc2.rows_pad / d.fc2_rows, d.sm_count, p.knobs.fc2_split);
+    // FC2 CTA rows and split from the live tokens and routes (like the ring depth); the plan's
+    // partials hold any split up to decode_fc2_split_bound(max routes).
+    d.fc2_rows = detail::decode_fc2_rows(p.knobs, M, R, S.L.fc2.rows_pad, d.sm_count);
+    d.fc2_split = d.fc2_rows == 32 && p.knobs.fc2_split == 0
+                      ? detail::decode_fc2_split32(R, S.L.fc2.rows_pad / 32, d.sm_count)
+                      : detail::decode_fc2_split(R, S.L.fc2.rows_pad / d.fc2_rows, d.sm_count,
+                                                 p.knobs.fc2_split);
     d.partial = route_out;  // sized for the plan's split x max_tokens (>= this call's)
     d.counters = num_tiles + 4;
     if (p.off_fc1_bal >= 0) {

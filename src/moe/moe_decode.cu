@@ -112,10 +112,12 @@ void launch_gemms(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, boo
   }
   if constexpr (!kWide) {
     if (a.fc2_rows == 32) {  // decode_fc2_rows: <= kFc2Rows32MaxTokens tokens, narrow routing
-      if (kn.fc2_stages == 3)
-        launch_fc2<OpT, kFold, kSK, kRC, 8, 3, 32>(a, stream, pdl);
-      else
+      // 3 stages (2 CTAs per SM; H200 round 45, Qwen3.5-TP4 nvfp4 M = 8 210.6 -> 204.5 us
+      // against 2 stages at 3 CTAs per SM, 80 registers); B12X_MOE_FC2_STAGES=2 the 2-stage CTA.
+      if (kn.fc2_stages == 2)
         launch_fc2<OpT, kFold, kSK, kRC, 8, 2, 32>(a, stream, pdl);
+      else
+        launch_fc2<OpT, kFold, kSK, kRC, 8, 3, 32>(a, stream, pdl);
       return;
     }
   }
@@ -149,13 +151,6 @@ void launch_gemms_rc(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, 
 }
 
 }  // namespace
-
-int decode_fc2_rows(const DecodeKnobs& k, int64_t max_tokens, int64_t max_routes) {
-  return k.fc2_rows == 32 && max_tokens <= DecodeCfg::kFc2Rows32MaxTokens &&
-                 max_routes <= kMaxInlineRoutes
-             ? 32
-             : 16;
-}
 
 int decode_fc1_smem_bytes() {
   return DecodeCfg::fc1_smem(DecodeCfg::kFc1WideWarps);  // the larger of the two variants

@@ -259,9 +259,33 @@ int decode_fc1_row_warps(const DecodeKnobs& k, int aquant, bool gated);
 /// shape the plan's knobs select (no environment read here).
 void launch_decode_stream(const DecodeArgs& args, const DecodeKnobs& knobs, bool fp16_operands,
                           Stream stream, bool pdl);
-/// Output rows per FC2 CTA of a plan (DecodeArgs::fc2_rows): 32 where DecodeKnobs::fc2_rows asks
-/// for it and the plan's capacity is <= 8 tokens and <= kMaxInlineRoutes routes, else 16.
-int decode_fc2_rows(const DecodeKnobs& k, int64_t max_tokens, int64_t max_routes);
+/// FC2 split of the 32-row FC2 CTA (3-stage ring, 2 CTAs per SM): the most CTAs per row block
+/// (<= 4, <= the plan's partials for `routes`) that keep the grid within one wave of 2 per SM.
+inline int decode_fc2_split32(int64_t routes, int64_t row_blocks32, int sm_count) {
+  const int64_t per = 2 * std::max(sm_count, 1) / std::max<int64_t>(row_blocks32, 1);
+  return static_cast<int>(
+      std::max<int64_t>(1, std::min<int64_t>({4, per, decode_fc2_split_bound(routes)})));
+}
+/// Output rows per FC2 CTA (DecodeArgs::fc2_rows) of a launch of `tokens` tokens and `routes`
+/// routes, FC2 rows padded to `rows_pad`: 32 (two 16-row MMA tiles per warp, 3 ring stages, 2
+/// CTAs per SM, split decode_fc2_split32) from 2 to kFc2Rows32MaxTokens (8) tokens up to
+/// kMaxInlineRoutes routes where that grid fills >= 80 % of one wave of 2 CTAs per SM, else 16.
+/// H200 round 46 (132 SMs), us, 16 rows -> 32 rows: Qwen3.5-TP4 (128 32-row blocks, split 2)
+/// nvfp4 M = 2 / 4 / 8 70.6 -> 68.4, 117.5 -> 113.7, 211.0 -> 203.0, w4a16 M = 8 205.0 ->
+/// 196.9; DeepSeek-TP4 (224, split 1) nvfp4 50.2 -> 47.2, 86.6 -> 82.9, 148.6 -> 139.3, w4a16
+/// M = 8 145.2 -> 137.1; Qwen3-30B (64, split 4) nvfp4 31.7 -> 30.1, 46.8 -> 45.1, 71.8 -> 69.3,
+/// w4a16 M = 8 72.0 -> 69.0. MiniMax (192 blocks: 73 % of the wave) keeps 16 rows (split 1:
+/// M = 2 / 4 / 8 1.075 / 1.089 / 1.080x; its 16-row split of 2, 1.45 waves: 1.078 / 1.088 /
+/// 1.001x), and M = 1 too (round 45: 1.01-1.24x with fewer, longer CTAs). FC2 issues on ~68 %
+/// of the cycles at M = 8 (Qwen3.5-TP4, Nsight Compute): the 32-row CTA cuts its instructions
+/// by 22 % (46.1 -> 36.1 M) with fewer warps per SM. DecodeKnobs::fc2_rows 16 / 32 forces it.
+inline int decode_fc2_rows(const DecodeKnobs& k, int64_t tokens, int64_t routes, int rows_pad,
+                           int sm_count) {
+  if (k.fc2_rows == 16 || tokens > 8 || routes > kMaxInlineRoutes) return 16;
+  if (k.fc2_rows == 32) return 32;
+  const int64_t rb = rows_pad / 32, wave = 2 * std::max<int64_t>(sm_count, 1);
+  return tokens >= 2 && 5 * rb * decode_fc2_split32(routes, rb, sm_count) >= 4 * wave ? 32 : 16;
+}
 /// Dynamic shared memory of the larger FC1 variant (plan-time checks and tests).
 int decode_fc1_smem_bytes();
 /// FC1 grid.y: expert-tile groups (a CTA walks tiles y, y + groups, ...), about one wave of

@@ -561,6 +561,51 @@ TEST(Moe, DecodeKnobsAreReadByPlan) {
   EXPECT_TRUE(moe::detail::decode_a16_copy_rows(def));
 }
 
+TEST(Moe, DecodeFc2RowsRuleOnTheModelShapes) {
+  // The 32-row FC2 CTA (decode_fc2_rows, H200 round 46) on a 132-SM H200: from 2 to 8 tokens where
+  // its one-wave grid of 2 CTAs per SM is >= 80 % full: Qwen3-30B (64 32-row blocks, split 4),
+  // DeepSeek-TP4 (224, split 1), Qwen3.5-TP4 (128, split 2); never MiniMax (192: 73 %), M = 1,
+  // more than 8 tokens or 128 routes. The knob forces either size within its limits.
+  struct Shape {
+    const char* name;
+    int rows_pad, topk, split;
+    bool r32;
+  };
+  const Shape shapes[] = {{"qwen3-30b", 2048, 8, 4, true},
+                          {"deepseek-tp4", 7168, 8, 1, true},
+                          {"minimax", 6144, 4, 1, false},
+                          {"qwen3.5-tp4", 4096, 10, 2, true}};
+  const moe::DecodeKnobs def;
+  for (const Shape& s : shapes)
+    for (int m : {1, 2, 4, 8, 9}) {
+      const int routes = m * s.topk;
+      const int want = s.r32 && m >= 2 && m <= 8 ? 32 : 16;
+      EXPECT_EQ(moe::detail::decode_fc2_rows(def, m, routes, s.rows_pad, 132), want)
+          << s.name << " M=" << m;
+      if (want == 32) {
+        EXPECT_EQ(moe::detail::decode_fc2_split32(routes, s.rows_pad / 32, 132), s.split)
+            << s.name << " M=" << m;
+        EXPECT_LE(moe::detail::decode_fc2_split32(routes, s.rows_pad / 32, 132),
+                  moe::detail::decode_fc2_split_bound(routes));
+      }
+    }
+  moe::DecodeKnobs k16, k32;
+  k16.fc2_rows = 16;
+  k32.fc2_rows = 32;
+  EXPECT_EQ(moe::detail::decode_fc2_rows(k16, 8, 64, 2048, 132), 16);
+  EXPECT_EQ(moe::detail::decode_fc2_rows(k32, 1, 8, 6144, 132), 32);
+  EXPECT_EQ(moe::detail::decode_fc2_rows(k32, 9, 72, 6144, 132), 16);
+  EXPECT_EQ(moe::detail::decode_fc2_rows(k32, 8, 129, 6144, 132), 16);
+  // Within the plan's partials for any SM and route count (<= 8 routes: no split).
+  for (int sms : {1, 48, 84, 132, 188})
+    for (int routes = 1; routes <= 128; ++routes)
+      for (int rb : {1, 32, 64, 224, 4096}) {
+        const int p = moe::detail::decode_fc2_split32(routes, rb, sms);
+        EXPECT_GE(p, 1);
+        EXPECT_LE(p, moe::detail::decode_fc2_split_bound(routes));
+      }
+}
+
 TEST(Moe, DecodeFc2SplitRuleOnTheModelShapes) {
   // The FC2 tile split of the decode stream (decode_fc2_split) on the four issue-4 shapes at
   // M = 1 / 2 / 4 / 8 on a 132-SM H200, as measured into the rule (docs/moe.md): none up to 8
