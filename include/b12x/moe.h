@@ -168,7 +168,7 @@ struct DecodeKnobs {
   int a16_pdl = 1;     ///< B12X_MOE_A16_PDL 0|1: programmatic edge of a gateless A16 FC1
   int fc2_split = 0;   ///< B12X_MOE_FC2_SPLIT 1..4: FC2 split CTAs per row block (0: rule)
   int fc2_warps = 0;   ///< B12X_MOE_FC2_WARPS 4|8: FC2 CTA shape (0: rule)
-  int fc2_stages = 0;  ///< B12X_MOE_FC2_STAGES 2|3: the shallow 8-warp FC2's ring (0: rule)
+  int fc2_stages = 0;  ///< B12X_MOE_FC2_STAGES 2|3: the 8-warp FC2's ring, 16- or 32-row (0: rule)
   int fc2_deep = 1;    ///< B12X_MOE_FC2_DEEP 0|1: the deep 5-stage FC2 ring where it applies
   int fc2_bal = 1;     ///< B12X_MOE_FC2_BAL 0|1: FC2 split CTAs take equal chunk ranges
   int fc2_rows = 0;    ///< B12X_MOE_FC2_ROWS 16|32: output rows per FC2 CTA (0: rule, 2-8 tokens)
@@ -215,6 +215,10 @@ class Plan {
   /// Decode-stream measurement knobs, read from the environment by plan() (so that one process
   /// can time several variants; run() reads no environment).
   DecodeKnobs knobs;
+  /// Device facts the decode stream's run needs, read by plan() (run reads no device info):
+  /// the SMs, the compute capability's major, and the 32-row FC2 CTAs that fit one SM (0 where
+  /// plan saw no device).
+  int sm_count = 0, cc_major = 0, fc2_rows32_ctas = 0;
 };
 
 /// Validates caps against the weights plan and device and sizes the scratch. Host only.

@@ -94,6 +94,16 @@ int decode_kind(const PagedCaps& c, ArchFamily family) {
   if (e != nullptr && std::string(e) == "hcvt3") return 13;
   if (e != nullptr && std::string(e) == "hcvt2") return head_dim == 256 ? 14 : 8;
   if (e != nullptr && std::string(e) == "wideh") return 16;
+  // Any other value (a typo, or a removed tile such as wide3h) takes the defaults below; say so
+  // once per process rather than silently.
+  if (e != nullptr && e[0] != '\0') {
+    static std::once_flag once;
+    std::call_once(once, [e] {
+      log_message(0, std::string("B12X_ATTN_DECODE_TILE=") + e +
+                         " is not a decode tile (wide, deep, direct, wdirect, wide3, wdirect2, "
+                         "hcvt, hbits, hvec, hcvt3, hcvt2, wideh): the default tiles are used");
+    });
+  }
   // Defaults from the H200 (rounds 5-7, 32/8/128, 8k): BF16 wide3 streamed at 84-99% of the
   // read bandwidth (B=8..128; wide 83-98%, deep 68-77%); for FP8 wdirect2 beat wdirect by
   // 15-19% (round 7, B=8/32/128: 57.5/194.2/699.2 vs 66.0/221.8/829.2 us) and wdirect beat

@@ -929,7 +929,9 @@ Plan plan(const Caps& caps) {
   // W4A16 8.13 / 8.50 -> 7.73 / 7.87, W4A4 11.48 / 11.86 -> 8.67 / 11.90; 2048x7168 (64 CTAs:
   // not taken) W4A16 8.66 / 9.21 -> 11.23 / 11.32, W4A4 11.82 / 12.52 -> 12.17 / 12.36; a cap of
   // 4 tiles slower everywhere. B12X_GEMM_STREAM_ROWS=0|1 turns it off / forces it,
-  // B12X_GEMM_STREAM_MIN_TILES=<n> sets the cap (0: none).
+  // B12X_GEMM_STREAM_MIN_TILES=<n> sets the cap and the rule's tiles per CTA (0: none);
+  // B12X_GEMM_STREAM_PARTS / _CTAS force this kernel's parts / CTAs per SM as they do the M = 1
+  // stream kernel's (one knob for both: plans of capacity > 1 prepare both).
   if (M >= 2 && p.regime != Regime::kTiled) {
     const int64_t sms = std::max(dev.sm_count, 1);
     const char* pre_env2 = std::getenv("B12X_GEMM_ACT_PREPASS");
@@ -985,8 +987,7 @@ Plan plan(const Caps& caps) {
       const int64_t tiles = kWarps / p.stream_rows_parts;  // per group
       const int64_t groups = (geo.n16 + tiles - 1) / tiles;
       const int64_t gx = p.stream_rows_ctas;
-      if ((groups + gx - 1) / gx * tiles < kStreamRowsMinTiles ||
-          gx * p.stream_rows_split * 10 < 9 * sms)
+      if ((groups + gx - 1) / gx * tiles < min_tiles || gx * p.stream_rows_split * 10 < 9 * sms)
         p.stream_rows_parts = 0;
     }
   }

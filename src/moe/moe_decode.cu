@@ -155,6 +155,14 @@ void launch_gemms_rc(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, 
 int decode_fc1_smem_bytes() {
   return DecodeCfg::fc1_smem(DecodeCfg::kFc1WideWarps);  // the larger of the two variants
 }
+int decode_fc2_rows32_ctas(int device) {
+  int per_sm = 0;
+  B12X_CUDA_CHECK(
+      cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device));
+  // 5120 B: the kernel's static shared memory beside the ring (the static_asserts' figure).
+  const int cta = DecodeCfg::fc2_smem(8, 3, DecodeCfg::kFc2Rows32MaxTokens, 32) + 5120 + 1024;
+  return std::min(2, per_sm / cta);
+}
 int decode_fc1_tile_groups(const DecodeKnobs& k, int routes, int row_blocks, int sm_count,
                            int ctas_per_sm) {
   // About one wave of FC1 CTAs: each CTA then walks ~ntiles / groups expert tiles.

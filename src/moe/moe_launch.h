@@ -279,15 +279,22 @@ inline int decode_fc2_split32(int64_t routes, int64_t row_blocks32, int sm_count
 /// 1.001x), and M = 1 too (round 45: 1.01-1.24x with fewer, longer CTAs). FC2 issues on ~68 %
 /// of the cycles at M = 8 (Qwen3.5-TP4, Nsight Compute): the 32-row CTA cuts its instructions
 /// by 22 % (46.1 -> 36.1 M) with fewer warps per SM. DecodeKnobs::fc2_rows 16 / 32 forces it.
+/// `ctas32` = the 32-row CTAs (3 stages, 8 tokens) that fit one SM's shared memory: the rule was
+/// measured with 2 per SM (SM90); a device that fits fewer (SM12x: ~100 KB per SM, one 93 KB
+/// CTA) keeps 16 rows unless forced.
 inline int decode_fc2_rows(const DecodeKnobs& k, int64_t tokens, int64_t routes, int rows_pad,
-                           int sm_count) {
+                           int sm_count, int ctas32 = 2) {
   if (k.fc2_rows == 16 || tokens > 8 || routes > kMaxInlineRoutes) return 16;
   if (k.fc2_rows == 32) return 32;
+  if (ctas32 < 2) return 16;
   const int64_t rb = rows_pad / 32, wave = 2 * std::max<int64_t>(sm_count, 1);
   return tokens >= 2 && 5 * rb * decode_fc2_split32(routes, rb, sm_count) >= 4 * wave ? 32 : 16;
 }
 /// Dynamic shared memory of the larger FC1 variant (plan-time checks and tests).
 int decode_fc1_smem_bytes();
+/// The 32-row FC2 CTAs (3 stages, 8 tokens) that fit one SM of `device` (shared memory per SM
+/// over the CTA's dynamic + static bytes and the runtime's 1 KB per block), at most 2. Plan time.
+int decode_fc2_rows32_ctas(int device);
 /// FC1 grid.y: expert-tile groups (a CTA walks tiles y, y + groups, ...), about one wave of
 /// `ctas_per_sm` CTAs per SM (DecodeKnobs::fc1_groups forces it).
 int decode_fc1_tile_groups(const DecodeKnobs& k, int routes, int row_blocks, int sm_count,

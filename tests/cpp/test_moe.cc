@@ -596,6 +596,11 @@ TEST(Moe, DecodeFc2RowsRuleOnTheModelShapes) {
   EXPECT_EQ(moe::detail::decode_fc2_rows(k32, 1, 8, 6144, 132), 32);
   EXPECT_EQ(moe::detail::decode_fc2_rows(k32, 9, 72, 6144, 132), 16);
   EXPECT_EQ(moe::detail::decode_fc2_rows(k32, 8, 129, 6144, 132), 16);
+  // A device that fits one 32-row CTA per SM (SM12x) keeps 16 rows unless forced: the rule's
+  // DeepSeek-TP4 M = 8 case (224 blocks, 32 rows at 2 per SM) with 1.
+  EXPECT_EQ(moe::detail::decode_fc2_rows(def, 8, 64, 7168, 132, 2), 32);
+  EXPECT_EQ(moe::detail::decode_fc2_rows(def, 8, 64, 7168, 132, 1), 16);
+  EXPECT_EQ(moe::detail::decode_fc2_rows(k32, 8, 64, 7168, 132, 1), 32);
   // Within the plan's partials for any SM and route count (<= 8 routes: no split).
   for (int sms : {1, 48, 84, 132, 188})
     for (int routes = 1; routes <= 128; ++routes)

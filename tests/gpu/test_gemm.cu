@@ -1300,6 +1300,19 @@ TEST(GemmGpu, DecodeStreamRows) {
         EXPECT_EQ(l.parts, std::atoi(parts));
         EXPECT_EQ(l.split, std::atoi(sp));
       }
+  // K tails: NVFP4 allows K % 32 == 0, so the last 64-K vector can end half past K (staged as
+  // zeros in 8-value chunks): K = 1312 and 4832 with the K split over 1 and 3 CTAs.
+  for (const int64_t K : {1312, 4832})
+    for (const char* sp : {"1", "3"})
+      for (const LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kNvfp4}) {
+        ScopedEnv es("B12X_GEMM_STREAM_SPLIT", sp);
+        const int64_t before = gemm::lin::last_stream_launch().serial;
+        run_case({f, 3, 136, K, DType::kBF16, DType::kBF16, K == 1312});
+        const gemm::lin::StreamLaunch l = gemm::lin::last_stream_launch();
+        EXPECT_GT(l.serial, before) << "K " << K << " split " << sp;
+        EXPECT_EQ(l.rows, 4);
+        EXPECT_EQ(l.split, std::atoi(sp));
+      }
   // The plan's own choice (no forced parts / split) from a plan of capacity 16.
   for (int64_t M : {2, 4}) {
     Case c{LinearFormat::kNvfp4W4A16, M, 4096, 4096, DType::kBF16, DType::kBF16, true};
@@ -1998,7 +2011,7 @@ TEST(GemmGpuSanitize, TiledWgmmaGroupWs) {
   B12X_REQUIRE_GPU();
   ScopedEnv eg("B12X_GEMM_WGMMA_GROUP", "1"), et("B12X_GEMM_WGMMA_GROUP_TOK", "256");
   for (LinearFormat f : {LinearFormat::kQ8_0, LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs})
-    run_case({f, 300, 136, 2048, DType::kBF16, DType::kBF16, true});
+    run_wgmma_group_case({f, 300, 136, 2048, DType::kBF16, DType::kBF16, true});
 }
 
 TEST(GemmGpuSanitize, DecodePipelinedStaging) {

@@ -20,6 +20,7 @@
 #include "formats/scalar.h"
 #include "formats/swizzle.h"
 #include "gpu_test_util.h"
+#include "moe/moe_launch.h"
 #include "moe/moe_numerics.h"
 
 namespace {
@@ -711,7 +712,7 @@ TEST(MoeGpu, DecodeStreamFc2RowsAreBitEqual) {
   };
   const Var vars[3] = {{"16", nullptr}, {"32", nullptr}, {"32", "3"}};
   for (const Case& c : cases)
-    for (const char* split : {"1", "2"}) {
+    for (const char* split : {"1", "2", "4"}) {
       SCOPED_TRACE(c.name() + " split " + split);
       Problem P;
       P.make(c);
@@ -760,6 +761,51 @@ TEST(MoeGpu, DecodeStreamFc2RowsAreBitEqual) {
         cudaStreamDestroy(s);
       }
     }
+}
+
+TEST(MoeGpu, DecodeStreamFc2RowsDefaultRule) {
+  B12X_REQUIRE_GPU();
+  // Nothing forced: H = 4096 (128 32-row blocks), top-k 8, M = 4 (32 routes) is where the rule
+  // takes the 32-row CTA with its own split on a device that fits 2 per SM (an H200: split 2,
+  // 256 CTAs of a 264-CTA wave), nvfp4 and FP16 w4a16; M = 1 keeps 16 rows. Each run matches the
+  // reference and equals the same plan with the rule's rows and split forced (bit-equal).
+  const int sms = device_info(0).sm_count, ctas32 = moe::detail::decode_fc2_rows32_ctas(0);
+  const Fp4Variant a16{QuantMode::kW4A16, SourceFormat::kModeloptNvfp4, DType::kFP16,
+                       Activation::kSilu};
+  const Case cases[] = {fp4_variant_case(kNvfp4Silu, 16, 4096, 256, 4, 8, 1),
+                        fp4_variant_case(a16, 16, 4096, 256, 4, 8, 1),
+                        fp4_variant_case(kNvfp4Silu, 16, 4096, 256, 1, 8, 1)};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name());
+    const int64_t routes = c.M * c.topk;
+    const int rows =
+        moe::detail::decode_fc2_rows(moe::DecodeKnobs{}, c.M, routes, 4096, sms, ctas32);
+    if (ctas32 >= 2 && sms >= 100 && sms <= 160) EXPECT_EQ(rows, c.M >= 2 ? 32 : 16);
+    const int split = rows == 32 ? moe::detail::decode_fc2_split32(routes, 4096 / 32, sms)
+                                 : moe::detail::decode_fc2_split(routes, 4096 / 16, sms, 0);
+    Problem P;
+    P.make(c);
+    std::vector<uint16_t> def, forced;
+    {
+      GpuRun G(P);
+      ASSERT_TRUE(G.ok);
+      def = G.run_eager();
+      check_against_reference(P, G.as_float(def), 0.9999);
+    }
+    const std::string rs = std::to_string(rows), ss = std::to_string(split);
+    ASSERT_EQ(setenv("B12X_MOE_FC2_ROWS", rs.c_str(), 1), 0);
+    ASSERT_EQ(setenv("B12X_MOE_FC2_SPLIT", ss.c_str(), 1), 0);
+    {
+      GpuRun G(P);
+      unsetenv("B12X_MOE_FC2_ROWS");
+      unsetenv("B12X_MOE_FC2_SPLIT");
+      ASSERT_TRUE(G.ok);
+      forced = G.run_eager();
+    }
+    ASSERT_EQ(def.size(), forced.size());
+    EXPECT_EQ(std::memcmp(def.data(), forced.data(), 2 * def.size()), 0)
+        << "default differs from FC2 rows " << rows << " split " << split << " forced";
+  }
 }
 
 TEST(MoeGpu, GroupedSmallTiles) {
