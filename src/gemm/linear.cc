@@ -599,6 +599,18 @@ Plan plan(const Caps& caps) {
   int split = 1;
   int ws = 1;
   const char* split_env = std::getenv("B12X_GEMM_SPLIT");
+  // Knobs several blocks below share, read once: B12X_GEMM_ACT_PREPASS=0 keeps quantized FP4
+  // activations dequantized inside the decode kernel (no BF16 pre-pass); B12X_GEMM_STREAM_PARTS /
+  // _CTAS force both stream kernels' parts per tile and CTAs per SM.
+  const char* pre_env = std::getenv("B12X_GEMM_ACT_PREPASS");
+  const bool prepass_off = pre_env != nullptr && pre_env[0] == '0';
+  const char* parts_env = std::getenv("B12X_GEMM_STREAM_PARTS");
+  const char* ctas_env = std::getenv("B12X_GEMM_STREAM_CTAS");
+  const int stream_force_parts = parts_env != nullptr ? std::atoi(parts_env) : 0;
+  const int stream_per_sm = ctas_env != nullptr ? std::atoi(ctas_env) : 0;
+  // Both stream kernels take BF16 activations: raw (W4A16 with BF16 inputs) or the pre-pass's.
+  const bool stream_bf16_act =
+      format_raw_activations(f) ? caps.act_dtype == DType::kBF16 : !prepass_off;
   // A regime forced to tiled never runs the decode kernel: none of its choices (split_k stays 1,
   // so the partials region below is the tiled split's alone).
   const bool decode_plan = M <= kDecodeMaxM && p.regime != Regime::kTiled;
@@ -616,9 +628,7 @@ Plan plan(const Caps& caps) {
     // CTAs (round 16: 14336x4096 16.2 -> 17.0 us with 4).
     // FP4 / FP8 activations of FP4 weights go through the BF16 pre-pass at M = 1 too, so the
     // warp split applies (B12X_GEMM_ACT_PREPASS=0: dequantized in every CTA, one warp per tile).
-    const char* pre_env1 = std::getenv("B12X_GEMM_ACT_PREPASS");
-    const bool copy_staged = format_raw_activations(f) || lin::wtraits(wf).fp8mma ||
-                             !(pre_env1 != nullptr && pre_env1[0] == '0');
+    const bool copy_staged = format_raw_activations(f) || lin::wtraits(wf).fp8mma || !prepass_off;
     if (M == 1 && copy_staged && split_env == nullptr) {
       ws = lin::wtraits(wf).fp8mma && ctas_n * 10 >= 9 * sms ? 1 : kDecodeWarpSplit;
       // 8 warps per tile (FP4 weights with BF16 MMAs) where the 16-row tiles give at most one CTA
@@ -858,19 +868,13 @@ Plan plan(const Caps& caps) {
     // included (W4A16 capacity 1 keeps the 8-warp decode kernel there).
     // B12X_GEMM_DECODE_STREAM=0|1, B12X_GEMM_STREAM_OCC=2|3, B12X_GEMM_STREAM_PARTS=1|2|4|8 and
     // B12X_GEMM_STREAM_CTAS=<per SM> override.
-    const char* pre_env1 = std::getenv("B12X_GEMM_ACT_PREPASS");
-    const bool bf16_act = format_raw_activations(f) ? caps.act_dtype == DType::kBF16
-                                                    : !(pre_env1 != nullptr && pre_env1[0] == '0');
     const char* se = std::getenv("B12X_GEMM_DECODE_STREAM");
     const bool w4a16 = format_raw_activations(f);
-    const bool stream_ok = wf == lin::WFmt::kNvfp4 && !fp16 && bf16_act && split_env == nullptr;
+    const bool stream_ok =
+        wf == lin::WFmt::kNvfp4 && !fp16 && stream_bf16_act && split_env == nullptr;
     const bool stream_want = se != nullptr ? se[0] == '1' : (!w4a16 || geo.n16 > sms || M > 1);
     if (stream_ok && stream_want) {
-      int force_parts = 0;
-      if (const char* e = std::getenv("B12X_GEMM_STREAM_PARTS"); e != nullptr)
-        force_parts = std::atoi(e);
-      int per_sm = 0;
-      if (const char* e = std::getenv("B12X_GEMM_STREAM_CTAS"); e != nullptr) per_sm = std::atoi(e);
+      const int force_parts = stream_force_parts, per_sm = stream_per_sm;
       int force_occ = 0;
       if (const char* e = std::getenv("B12X_GEMM_STREAM_OCC"); e != nullptr)
         force_occ = std::atoi(e);
@@ -934,22 +938,17 @@ Plan plan(const Caps& caps) {
   // stream kernel's (one knob for both: plans of capacity > 1 prepare both).
   if (M >= 2 && p.regime != Regime::kTiled) {
     const int64_t sms = std::max(dev.sm_count, 1);
-    const char* pre_env2 = std::getenv("B12X_GEMM_ACT_PREPASS");
-    const bool bf16_act2 = format_raw_activations(f) ? caps.act_dtype == DType::kBF16
-                                                     : !(pre_env2 != nullptr && pre_env2[0] == '0');
     const char* re = std::getenv("B12X_GEMM_STREAM_ROWS");
-    const bool ok = wf == lin::WFmt::kNvfp4 && !fp16 && bf16_act2 && split_env == nullptr &&
+    const bool ok = wf == lin::WFmt::kNvfp4 && !fp16 && stream_bf16_act && split_env == nullptr &&
                     !(re != nullptr && re[0] == '0');
     const bool by_rule = re == nullptr;
-    int force_parts = 0, force_split = 0, per_sm = 0;
+    const int force_parts = stream_force_parts, per_sm = stream_per_sm;
+    int force_split = 0;
     int min_tiles = static_cast<int>(kStreamRowsMinTiles);
-    if (const char* e = std::getenv("B12X_GEMM_STREAM_PARTS"); e != nullptr)
-      force_parts = std::atoi(e);
     if (const char* e = std::getenv("B12X_GEMM_STREAM_MIN_TILES"); e != nullptr)
       min_tiles = std::max(0, std::atoi(e));
     if (const char* e = std::getenv("B12X_GEMM_STREAM_SPLIT"); e != nullptr)
       force_split = std::atoi(e);
-    if (const char* e = std::getenv("B12X_GEMM_STREAM_CTAS"); e != nullptr) per_sm = std::atoi(e);
     const char* pe = std::getenv("B12X_GEMM_STREAM_PREPASS_PDL");
     p.stream_rows_pdl = !(pe != nullptr && pe[0] == '0');
     constexpr int kRows = 4;
@@ -1020,7 +1019,6 @@ Plan plan(const Caps& caps) {
   p.pdl = dev.cc_major >= 9 && !(pdl_env != nullptr && pdl_env[0] == '0');
   p.split_cluster = split > 1 && split <= 8 && dev.cc_major >= 9 && !half_reduce &&
                     !(split_env != nullptr && std::string(split_env) == "reduce");
-  const char* pre_env = std::getenv("B12X_GEMM_ACT_PREPASS");
   // FP8 weight formats consume FP8 activations directly in both kernels (FP8 MMAs). Quantized
   // FP4 activations are dequantized to BF16 once by the pre-pass: dequantizing them inside the
   // weight-streaming kernel repeats the work in every CTA (measured on the H200: NVFP4 W4A4 at
@@ -1036,7 +1034,7 @@ Plan plan(const Caps& caps) {
   p.act_prepass =
       !format_raw_activations(f) &&
       (!lin::wtraits(wf).fp8mma || (wf == WFmt::kFp8Mx && p.regime != Regime::kDecode)) &&
-      (p.regime != Regime::kDecode || !(pre_env != nullptr && pre_env[0] == '0'));
+      (p.regime != Regime::kDecode || !prepass_off);
   int64_t off = 0;
   if (format_quantizes_inside(f) && caps.act_dtype != DType::kFP8E4M3) {
     p.off_qvalues = off;
