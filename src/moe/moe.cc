@@ -801,17 +801,20 @@ Plan plan(const Caps& caps) {
     if (cfg == detail::kCfgDecode) sig << (stream ? " decode_stream" : " decode_split_k");
     // The FC2 CTA of a run at the plan's capacity (decode_fc2_rows; smaller runs may take 16).
     // The SM count only where a device answers (plan itself needs none: CPU-only tests).
-    int sms = 0;
-    if (stream && device_count() > 0) {
+    if (device_count() > 0) {
       try {
-        sms = device_info(caps.device).sm_count;
+        const DeviceInfo& di = device_info(caps.device);
+        p.sm_count = di.sm_count;
+        p.cc_major = di.cc_major;
+        if (stream) p.fc2_rows32_ctas = detail::decode_fc2_rows32_ctas(caps.device);
       } catch (const Error&) {
-        sms = 0;
+        p.sm_count = p.cc_major = p.fc2_rows32_ctas = 0;
       }
     }
-    if (sms > 0 &&
+    if (p.sm_count > 0 &&
         detail::decode_fc2_rows(p.knobs, caps.max_tokens, R,
-                                static_cast<int>(round_up(H, detail::kPrepRowAlign)), sms) == 32)
+                                static_cast<int>(round_up(H, detail::kPrepRowAlign)), p.sm_count,
+                                p.fc2_rows32_ctas) == 32)
       sig << " fc2_rows32";
     if (caps.apply_router_weight_on_input) sig << " weight_on_input";
     std::ostringstream shape;
@@ -912,7 +915,7 @@ void run(const Binding& b, Stream stream) {
 
   const bool decode = cfg == detail::kCfgDecode;
   // Programmatic dependent launches inside the op's own kernel chain (sm_90+ only).
-  const bool pdl = device_info(p.caps.device).cc_major >= 9;
+  const bool pdl = (p.cc_major > 0 ? p.cc_major : device_info(p.caps.device).cc_major) >= 9;
   if (decode && decode_stream(p.weights)) {
     detail::DecodeArgs d;
     d.ids = b.topk_ids.data;
@@ -950,10 +953,13 @@ void run(const Binding& b, Stream stream) {
     d.out = b.output.data;
     d.out_ld = b.output.stride[0];
     d.out_fp16 = b.output.dtype == DType::kFP16 ? 1 : 0;
-    d.sm_count = device_info(p.caps.device).sm_count;
+    // The plan's device facts (a stream plan made without a device cannot reach run: bind
+    // checks the tensors' device; the fallback keeps run correct if one ever does).
+    d.sm_count = p.sm_count > 0 ? p.sm_count : device_info(p.caps.device).sm_count;
     // FC2 CTA rows and split from the live tokens and routes (like the ring depth); the plan's
     // partials hold any split up to decode_fc2_split_bound(max routes).
-    d.fc2_rows = detail::decode_fc2_rows(p.knobs, M, R, S.L.fc2.rows_pad, d.sm_count);
+    d.fc2_rows = detail::decode_fc2_rows(p.knobs, M, R, S.L.fc2.rows_pad, d.sm_count,
+                                         p.sm_count > 0 ? p.fc2_rows32_ctas : 2);
     d.fc2_split = d.fc2_rows == 32 && p.knobs.fc2_split == 0
                       ? detail::decode_fc2_split32(R, S.L.fc2.rows_pad / 32, d.sm_count)
                       : detail::decode_fc2_split(R, S.L.fc2.rows_pad / d.fc2_rows, d.sm_count,
