@@ -235,6 +235,16 @@ struct Plan {
   /// stream kernel requests its first weight vectors before waiting on it);
   /// B12X_GEMM_STREAM_PREPASS_PDL=0 turns it off.
   bool stream_rows_pdl = true;
+  /// Decode regime at M = 5..16, NVFP4 weights with BF16 activations (session 13): the block
+  /// kernel (lin::launch_linear_stream16) whose CTAs hold 8 x stream16_tw 16-row tiles over one K
+  /// range of stream16_vp 64-K vectors, K split over stream16_split CTAs (fp32 partials + the
+  /// reduce kernel where > 1), stream16_smem bytes of dynamic shared memory (0 = the decode
+  /// kernel). B12X_GEMM_STREAM16=0|1 turns it off / forces it, B12X_GEMM_STREAM16_TW=1|2|4 and
+  /// B12X_GEMM_STREAM16_SPLIT=<n> override.
+  int stream16_tw = 0;
+  int stream16_split = 0;
+  int stream16_vp = 0;
+  int64_t stream16_smem = 0;
   /// Decode regime, from the device's opt-in shared memory at plan time (run reads no device
   /// info): the pipelined staging budget of decode_pipe_kb (bytes, 0: kDecodePipeBudget) and the
   /// 8-warps-per-tile budget (lin::decode_ws8_budget).

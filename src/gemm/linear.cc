@@ -316,6 +316,12 @@ std::string stream_rows_describe(const Plan& p) {
          std::to_string(p.stream_rows_split) + "/" + std::to_string(p.stream_rows_ctas);
 }
 
+std::string stream16_describe(const Plan& p) {
+  if (p.stream16_tw == 0) return std::string();
+  return " stream16=" + std::to_string(p.stream16_tw) + "x" + std::to_string(p.stream16_split) +
+         "/" + std::to_string(p.stream16_vp);
+}
+
 }  // namespace
 
 std::string Plan::describe() const {
@@ -331,7 +337,7 @@ std::string Plan::describe() const {
              ? " stream=" + std::to_string(decode_stream_parts) + "o" +
                    std::to_string(decode_stream_occ) + "/" + std::to_string(decode_stream_ctas)
              : std::string())
-     << stream_rows_describe(*this) << " tiled_split=" << tiled_split
+     << stream_rows_describe(*this) << stream16_describe(*this) << " tiled_split=" << tiled_split
      << (tiled_split_reduce ? "(reduce)" : "") << " tiled_tok=" << tiled_tok
      << " scratch=" << scratch_bytes << "B]";
   return os.str();
@@ -990,6 +996,51 @@ Plan plan(const Caps& caps) {
         p.stream_rows_parts = 0;
     }
   }
+  // The M = 5..16 block kernel (session 13, lin::launch_linear_stream16): CTAs of 8 warps x tw
+  // 16-row tiles over one K range, activations staged in 256-K chunks behind the weight ring, so
+  // a CTA reads 64 / (128 tw) of its weight bytes in activations from L2. The K split (fp32
+  // partials + the reduce kernel) fills the SMs: the split whose waves x vectors per CTA is least
+  // (the per-SM time), ties to the smaller split. Probe: B12X_GEMM_STREAM16=1 takes it,
+  // B12X_GEMM_STREAM16_TW=1|2|4 (default 2), B12X_GEMM_STREAM16_SPLIT=<n> and
+  // B12X_GEMM_STREAM16_CTAS=<per SM> (the slots the split fills) override.
+  if (M >= 5 && p.regime != Regime::kTiled) {
+    const char* e16 = std::getenv("B12X_GEMM_STREAM16");
+    const bool want = e16 != nullptr && e16[0] == '1';
+    int tw = 2;
+    if (const char* e = std::getenv("B12X_GEMM_STREAM16_TW"); e != nullptr) tw = std::atoi(e);
+    int force_split = 0;
+    if (const char* e = std::getenv("B12X_GEMM_STREAM16_SPLIT"); e != nullptr)
+      force_split = std::max(0, std::atoi(e));
+    if (want && wf == lin::WFmt::kNvfp4 && !fp16 && stream_bf16_act && split_env == nullptr &&
+        lin::stream16_available(wf, fp16, tw)) {
+      const int64_t sms = std::max(dev.sm_count, 1);
+      const int fit = lin::prepare_linear_stream16(caps.device, tw);
+      if (fit > 0) {
+        int per_sm = fit;
+        if (const char* e = std::getenv("B12X_GEMM_STREAM16_CTAS");
+            e != nullptr && std::atoi(e) > 0)
+          per_sm = std::min(fit, std::atoi(e));
+        const int64_t slots = sms * per_sm;
+        const int64_t gx = (geo.n16 + 8 * tw - 1) / (8 * tw);
+        int64_t best = -1;
+        for (int sp = 1; sp <= 256; ++sp) {
+          if (force_split > 0 && sp != force_split) continue;
+          const int vp = lin::stream16_vectors_per_cta(geo.kvec, sp);
+          const int eff = static_cast<int>((geo.kvec + vp - 1) / vp);  // no idle K range
+          if (eff != sp && force_split == 0) continue;
+          const int64_t cost = (gx * eff + slots - 1) / slots * vp;
+          if (best < 0 || cost < best) {
+            best = cost;
+            p.stream16_tw = tw;
+            p.stream16_split = eff;
+            p.stream16_vp = vp;
+            p.stream16_smem = lin::stream16_smem_bytes(tw);
+          }
+          if (vp <= 4) break;
+        }
+      }
+    }
+  }
   // Probe override (tools/gemm-probe.sh): B12X_GEMM_SPLIT=<n> forces the decode split count.
   if (decode_plan && split_env != nullptr && std::atoi(split_env) > 0)
     split = static_cast<int>(std::min<int64_t>(std::atoi(split_env), slices));
@@ -1063,6 +1114,8 @@ Plan plan(const Caps& caps) {
   if (p.tiled_split_reduce) partial_splits = std::max<int64_t>(partial_splits, p.tiled_split);
   if (p.stream_rows_parts > 0 && p.stream_rows_split > 1)
     partial_splits = std::max<int64_t>(partial_splits, p.stream_rows_split);
+  if (p.stream16_tw > 0 && p.stream16_split > 1)
+    partial_splits = std::max<int64_t>(partial_splits, p.stream16_split);
   if (partial_splits > 0) {
     p.off_partial = off;
     off = align_up(off + partial_splits * M * geo.NP * 4);
@@ -1098,6 +1151,8 @@ Plan plan(const Caps& caps) {
       sig << " stream=" << p.decode_stream_parts << "o" << p.decode_stream_occ;
     if (p.stream_rows_parts > 0)
       sig << " stream_r4=" << p.stream_rows_parts << (p.stream_rows_split > 1 ? "+reduce" : "");
+    if (p.stream16_tw > 0)
+      sig << " stream16=" << p.stream16_tw << (p.stream16_split > 1 ? "+reduce" : "");
     if (p.act_prepass) sig << " act_prepass";
     b12x::detail::resolve_kernels(op, caps.device, sig.str(), p.describe());
   }
@@ -1367,7 +1422,8 @@ void run(const Binding& b, Stream stream) {
       // 17.9 / 20.2 / 9.6 / 7.6 us; at M = 4 / 8 it gained 1-2 us on four shapes but lost 3.5 /
       // 15 us at 4096x14336, where the GEMM is a cluster-split grid). Session 12: also before the
       // 4-row stream kernel (no cluster; Plan::stream_rows_pdl).
-      const bool rows_stream = M >= 2 && M <= 4 && plan.stream_rows_parts > 0;
+      const bool rows_stream = (M >= 2 && M <= 4 && plan.stream_rows_parts > 0) ||
+                               (M >= 5 && M <= 16 && plan.stream16_tw > 0);
       a.pdl = plan.pdl && (M == 1 || (rows_stream && plan.stream_rows_pdl)) && !tiled ? 1 : 0;
       if (!fused) lin::launch_act_dequant(a, stream);
       p.x = a.out;
@@ -1508,6 +1564,15 @@ void run(const Binding& b, Stream stream) {
     p.stream_vp = lin::stream_vectors_per_part(geo.kvec, plan.stream_rows_parts, p.split);
     lin::launch_linear_stream(im.wfmt, plan.stream_rows_parts, 2, plan.stream_rows_ctas, p, stream,
                               4);
+    if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);
+    return;
+  }
+  if (M >= 5 && M <= 16 && plan.stream16_tw > 0 && p.act_kind == lin::kActRaw16 &&
+      p.xs_kind == lin::kXsNone) {
+    p.split = plan.stream16_split;
+    p.partial = p.split > 1 ? reinterpret_cast<float*>(b.scratch + plan.off_partial) : nullptr;
+    p.stream_vp = plan.stream16_vp;
+    lin::launch_linear_stream16(plan.stream16_tw, plan.stream16_smem, p, stream);
     if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);
     return;
   }

@@ -82,6 +82,17 @@ int prepare_linear_stream(int device, WFmt f, int parts, int occ, int64_t smem, 
 /// p.partial, which the caller reduces (launch_linear_reduce).
 void launch_linear_stream(WFmt f, int parts, int occ, int ctas, const LinearParams& p,
                           Stream stream, int rows = 1);
+/// M <= 16 block kernel (session 13, kernels/linear_stream.cuh linear_stream16_kernel): NVFP4
+/// weights with BF16 MMAs on BF16 activations; CTAs of 8 warps x tw 16-row tiles over one K range
+/// of p.stream_vp vectors (a multiple of kS16ChunkV), grid = (ceil(n16 / (8 tw)), p.split);
+/// p.split > 1 writes fp32 partials to p.partial for launch_linear_reduce. Dynamic shared memory
+/// stream16_smem_bytes(tw) (three staging slots; the plan carries it).
+bool stream16_available(WFmt f, bool fp16, int tw);
+int64_t stream16_smem_bytes(int tw);
+int stream16_vectors_per_cta(int64_t kvec, int split);
+/// Host only (plan time): the opt-in and the CTAs per SM of both token-tile variants (the min).
+int prepare_linear_stream16(int device, int tw);
+void launch_linear_stream16(int tw, int64_t smem, const LinearParams& p, Stream stream);
 /// grid = (ceil(n16/4), split, ceil(M / (8*nt))); p.cluster_split > 1 launches grid.y as one
 /// thread-block cluster. p.stage_rows / p.stage_slices size the activation staging.
 void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stream stream);

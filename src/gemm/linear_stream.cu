@@ -14,6 +14,7 @@ static_assert(kStreamSmemBudget + kStreamRedBytes<1> <= 101376,
               "stream kernel: staging budget + static shared memory exceed 99 KB");
 static_assert(kStreamRowsSmemBudget + kStreamRedBytes<4> <= 101376,
               "stream kernel (4 rows): staging budget + static shared memory exceed 99 KB");
+static_assert(kS16SmemBytes<4> <= 101376, "M <= 16 block kernel: staging slots exceed 99 KB");
 
 namespace {
 
@@ -46,7 +47,78 @@ StreamFn pick_stream(WFmt f, bool fp16, int parts, int occ, int rows) {
   return occ == 3 ? stream_fn<3>(parts) : occ == 2 ? stream_fn<2>(parts) : nullptr;
 }
 
+using S16Fn = void (*)(const LinearParams);
+
+S16Fn pick_stream16(int tw, int nt) {
+  switch (tw * 4 + nt) {
+    case 1 * 4 + 1:
+      return &linear_stream16_kernel<1, 1>;
+    case 1 * 4 + 2:
+      return &linear_stream16_kernel<1, 2>;
+    case 2 * 4 + 1:
+      return &linear_stream16_kernel<2, 1>;
+    case 2 * 4 + 2:
+      return &linear_stream16_kernel<2, 2>;
+    case 4 * 4 + 1:
+      return &linear_stream16_kernel<4, 1>;
+    case 4 * 4 + 2:
+      return &linear_stream16_kernel<4, 2>;
+    default:
+      return nullptr;
+  }
+}
+
 }  // namespace
+
+bool stream16_available(WFmt f, bool fp16, int tw) {
+  return f == WFmt::kNvfp4 && !fp16 && pick_stream16(tw, 2) != nullptr;
+}
+
+int64_t stream16_smem_bytes(int tw) {
+  return tw == 1 ? kS16SmemBytes<1> : tw == 2 ? kS16SmemBytes<2> : kS16SmemBytes<4>;
+}
+
+int stream16_vectors_per_cta(int64_t kvec, int split) {
+  const int64_t per = (kvec + split - 1) / split;
+  return static_cast<int>((per + kS16ChunkV - 1) / kS16ChunkV * kS16ChunkV);
+}
+
+int prepare_linear_stream16(int device, int tw) {
+  const int64_t smem = stream16_smem_bytes(tw);
+  const ::b12x::detail::DeviceScope scope(device);
+  int fit = 0;
+  for (int nt : {1, 2}) {
+    const S16Fn k = pick_stream16(tw, nt);
+    B12X_ASSERT(k != nullptr, "no M <= 16 block kernel for tw=", tw);
+    int blocks = 0;
+    B12X_CUDA_CHECK(::b12x::detail::resident_ctas(
+        reinterpret_cast<const void*>(k), kStreamWarps * 32, static_cast<int>(smem), &blocks));
+    fit = nt == 1 ? blocks : std::min(fit, blocks);
+  }
+  return fit;
+}
+
+void launch_linear_stream16(int tw, int64_t smem, const LinearParams& p, Stream stream) {
+  const int nt = p.M <= 8 ? 1 : 2;
+  const S16Fn k = pick_stream16(tw, nt);
+  const int split = std::max(p.split, 1);
+  B12X_ASSERT(k != nullptr && smem == stream16_smem_bytes(tw), "M <= 16 block kernel: tw=", tw,
+              " smem=", smem);
+  B12X_ASSERT(p.M >= 1 && p.M <= 16 && p.act_kind == kActRaw16 && p.xs_kind == kXsNone &&
+                  p.stream_vp > 0 && p.stream_vp % kS16ChunkV == 0 &&
+                  int64_t{p.stream_vp} * split >= p.kvec && (split == 1 || p.partial != nullptr),
+              "M <= 16 block kernel: M=", p.M, " act=", p.act_kind, " vp=", p.stream_vp,
+              " split=", split);
+  if (smem > 48 * 1024)
+    B12X_CUDA_CHECK(
+        ::b12x::detail::opt_in_smem(reinterpret_cast<const void*>(k), static_cast<int>(smem)));
+  const int64_t gx = (p.n16 + kStreamWarps * tw - 1) / (kStreamWarps * tw);
+  t_last = StreamLaunch{0, 0, static_cast<int>(gx), t_last.serial + 1, 16 * tw, split};
+  B12X_CUDA_CHECK(b12x::detail::launch_ex(
+      k, dim3(static_cast<unsigned>(gx), static_cast<unsigned>(split)), dim3(kStreamWarps * 32),
+      static_cast<size_t>(smem), stream, p.pdl != 0, dim3(1, 1, 1), p));
+  B12X_CUDA_CHECK_LAUNCH();
+}
 
 StreamLaunch last_stream_launch() {
   return t_last;

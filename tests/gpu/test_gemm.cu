@@ -1337,6 +1337,70 @@ TEST(GemmGpu, DecodeStreamRows) {
   }
 }
 
+TEST(GemmGpu, DecodeStream16) {
+  B12X_REQUIRE_GPU();
+  // Session 13: the M = 5..16 block kernel (forced: B12X_GEMM_STREAM16=1): NVFP4 W4A16 and W4A4
+  // (the BF16 pre-pass); 1 / 2 / 4 tiles per warp; M = 5, 8 (one n8 token tile), 9, 16 (two;
+  // rows past M staged as zeros, never stored); K split over 1..3 CTAs through fp32 partials +
+  // the reduce kernel (K = 1280: 24 vectors, chunks of 4; K = 1312 / 4832: the last vector half
+  // past K); partial CTAs (N = 72, 200: tiles past n16 not loaded), bias, FP16 outputs, capacity
+  // above M, replayed graphs. lin::last_stream_launch() says which kernel ran (rows = 16 x tw).
+  ScopedEnv e16("B12X_GEMM_STREAM16", "1");
+  int i = 0;
+  for (const char* tw : {"1", "2", "4"})
+    for (const char* sp : {"1", "2", "3"})
+      for (int64_t M : {5, 8, 9, 16}) {
+        ScopedEnv et("B12X_GEMM_STREAM16_TW", tw), es("B12X_GEMM_STREAM16_SPLIT", sp);
+        const LinearFormat f = (i % 2) ? LinearFormat::kNvfp4 : LinearFormat::kNvfp4W4A16;
+        const int64_t K = (i % 3) == 0 ? 4832 : (i % 3) == 1 ? 1280 : 1312;
+        const int64_t N = (i % 4) < 2 ? 72 : 200;
+        Case c{f, M, N, K, DType::kBF16, (i % 5) == 0 ? DType::kFP16 : DType::kBF16, (i % 2) == 0};
+        c.max_tokens = (i % 3) == 1 ? 16 : M;
+        ++i;
+        const int64_t before = gemm::lin::last_stream_launch().serial;
+        run_case(c, /*graph_replay=*/(i % 7) == 0);
+        const gemm::lin::StreamLaunch l = gemm::lin::last_stream_launch();
+        EXPECT_GT(l.serial, before) << "tw " << tw << " split " << sp << " M " << M;
+        EXPECT_EQ(l.rows, 16 * std::atoi(tw));
+        EXPECT_EQ(l.split, std::atoi(sp)) << "K " << K;
+      }
+  // The plan's own split: every K range non-empty, the grid within the SMs' slots.
+  for (const char* tw : {"1", "2", "4"}) {
+    ScopedEnv et("B12X_GEMM_STREAM16_TW", tw);
+    gemm::Caps caps;
+    caps.format = LinearFormat::kNvfp4W4A16;
+    caps.max_tokens = 16;
+    caps.in_features = 14336;
+    caps.out_features = 4096;
+    caps.act_dtype = DType::kBF16;
+    caps.out_dtype = DType::kBF16;
+    const gemm::Plan pl = gemm::plan(caps);
+    EXPECT_EQ(pl.stream16_tw, std::atoi(tw));
+    EXPECT_GT(pl.stream16_split, 1);
+    EXPECT_LT(int64_t{pl.stream16_vp} * (pl.stream16_split - 1), 14336 / 64);
+    EXPECT_GE(int64_t{pl.stream16_vp} * pl.stream16_split, 14336 / 64);
+    for (int64_t M : {6, 16}) {
+      const int64_t before = gemm::lin::last_stream_launch().serial;
+      run_case({LinearFormat::kNvfp4W4A16, M, 4096, 14336, DType::kBF16, DType::kBF16, M == 6},
+               /*graph_replay=*/M == 16);
+      EXPECT_GT(gemm::lin::last_stream_launch().serial, before);
+    }
+  }
+  // Not taken: M <= 4 (the 4-row / M = 1 kernels), FP16 MMAs, MXFP4.
+  {
+    Case c{LinearFormat::kNvfp4W4A16, 4, 200, 1024, DType::kBF16, DType::kBF16, false};
+    c.max_tokens = 16;
+    const int64_t b4 = gemm::lin::last_stream_launch().serial;
+    run_case(c);
+    if (gemm::lin::last_stream_launch().serial > b4)
+      EXPECT_EQ(gemm::lin::last_stream_launch().rows, 4);
+    const int64_t before = gemm::lin::last_stream_launch().serial;
+    run_case({LinearFormat::kNvfp4W4A16, 8, 200, 1024, DType::kFP16, DType::kBF16, false});
+    run_case({LinearFormat::kMxfp4W4A16, 8, 200, 1024, DType::kBF16, DType::kBF16, false});
+    EXPECT_EQ(gemm::lin::last_stream_launch().serial, before);
+  }
+}
+
 TEST(GemmGpu, DecodeStreamRowsDefault) {
   B12X_REQUIRE_GPU();
   // The default (session 12): the 4-row stream kernel at M = 2..4 on a grid where every CTA
@@ -2127,6 +2191,18 @@ TEST(GemmGpuSanitize, DecodeStreamRows) {
     run_case({LinearFormat::kNvfp4W4A16, 3, 40, 1280, DType::kBF16, DType::kBF16, true});
     run_case({LinearFormat::kNvfp4W4A16, 2, 40, 1280, DType::kBF16, DType::kBF16, false});
     run_case({LinearFormat::kNvfp4, 4, 40, 1280, DType::kBF16, DType::kBF16, false});
+  }
+}
+
+TEST(GemmGpuSanitize, DecodeStream16) {
+  B12X_REQUIRE_GPU();
+  // The M = 5..16 block kernel (session 13): K split 3 with a K range past K (K = 1312), 1 / 4
+  // tiles per warp over a partial CTA (N = 40), M = 5 / 16, W4A16 and W4A4.
+  ScopedEnv e16("B12X_GEMM_STREAM16", "1"), es("B12X_GEMM_STREAM16_SPLIT", "3");
+  for (const char* tw : {"1", "4"}) {
+    ScopedEnv et("B12X_GEMM_STREAM16_TW", tw);
+    run_case({LinearFormat::kNvfp4W4A16, 16, 40, 1312, DType::kBF16, DType::kBF16, true});
+    run_case({LinearFormat::kNvfp4, 5, 40, 1312, DType::kBF16, DType::kBF16, false});
   }
 }
 

@@ -390,4 +390,207 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   griddep_launch_dependents();
 }
 
+// ------------------------------------------------------------------------------------------
+// M = 5..16 block kernel (session 13, Plan::stream16_tw): a CTA owns 8 x kTw row tiles (128 x kTw
+// weight rows) over one K range of p.stream_vp vectors (gridDim.y ranges through fp32 partials +
+// linear_reduce_kernel), so the activations it reads from L2 (16 tokens x its K range) are
+// 64 / (128 kTw) of the weight bytes it streams, where the persistent 16-row stream kernel (round
+// 45, dropped) re-read them for every 16-128 rows. The activations arrive in K chunks of 4
+// vectors (256 K, one block of scale bytes) behind the weight ring, three slots of cp.async
+// prefetched two chunks ahead, one CTA barrier per chunk (a slot is rewritten only after every
+// warp has passed the barrier of the chunk after its last use); no chunk is staged before the
+// first weights are requested. Each warp holds kTw tiles on the same K: one ldmatrix.x4 per k16
+// step feeds the 2 x kTw MMAs of the kTw decoded tiles (kNt = 2 n8 token tiles at M = 9..16, one
+// at M <= 8). Weights: a register ring of kStreamDepth vectors in (vector, tile) order, as in
+// the M = 1 kernel. Scale bytes: the 16 bytes of each row for the chunk are staged with the
+// activations (one 16-byte cp.async per row), read back as one word per row and vector; the
+// splats are the M = 1 kernel's arithmetic ones.
+inline constexpr int kS16ChunkV = 4;  ///< 64-K vectors per staged chunk (= scale block)
+inline constexpr int kS16Slots = 3;
+/// Token row pitch of a staged chunk: 256 BF16 + 16 bytes, so ldmatrix's 8 rows of 16 bytes
+/// fall in 8 distinct bank groups (528 = 4 x 128 + 16).
+inline constexpr int kS16Pitch = (kS16ChunkV * 64 + 8) * 2;
+inline constexpr int kS16ActBytes = 16 * kS16Pitch;
+template <int kTw>
+inline constexpr int kS16SlotBytes = kS16ActBytes + kStreamWarps* kTw * 16 * 16;
+template <int kTw>
+inline constexpr int kS16SmemBytes = kS16Slots* kS16SlotBytes<kTw>;
+
+__device__ __forceinline__ void s16_cp_async16(void* smem, const void* gmem) {
+  const uint32_t sa = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sa), "l"(gmem));
+}
+
+template <int kTw, int kNt>
+__global__ void __launch_bounds__(kStreamWarps * 32, 2)
+    linear_stream16_kernel(const LinearParams p) {
+  static_assert(kTw == 1 || kTw == 2 || kTw == 4, "tiles per warp");
+  static_assert(kNt == 1 || kNt == 2, "n8 token tiles");
+  using T = Bf16Tag;
+  constexpr int kDepth = kStreamDepth;
+  static_assert((kS16ChunkV * kTw) % kDepth == 0 && kDepth % kTw == 0, "ring order");
+  constexpr int kAhead = kDepth / kTw;  // vectors of a tile in flight beyond the current one
+  constexpr int kSlot = kS16SlotBytes<kTw>;
+  extern __shared__ __align__(16) uint8_t dsm[];
+
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int g = lane >> 2, t = lane & 3;
+  const int vp = p.stream_vp;
+  const int64_t vbase = static_cast<int64_t>(blockIdx.y) * vp;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * (kStreamWarps * kTw * 16);
+  const int64_t tile0 = row0 / 16 + warp * kTw;
+  const int64_t vrem = p.kvec - vbase;
+  const int vlim = vrem <= 0 ? 0 : vrem < vp ? static_cast<int>(vrem) : vp;
+  const int nch = (vlim + kS16ChunkV - 1) / kS16ChunkV;
+
+  const uint8_t* wp[kTw];
+  int lim[kTw];  // vectors of tile j that exist in this K range (0: no tile)
+#pragma unroll
+  for (int j = 0; j < kTw; ++j) {
+    const int64_t tile = tile0 + j;
+    lim[j] = tile < p.n16 ? vlim : 0;
+    wp[j] = p.wvals + (tile * p.kvec + vbase) * 512 + lane * 16;
+  }
+  // Ring slot q holds vector q / kTw of tile q % kTw (then every kDepth later). Vectors that do
+  // not exist are not loaded: the slot keeps a finite earlier vector (the ring starts zeroed),
+  // whose scale bytes are staged as zeros.
+  uint4 ring[kDepth];
+#pragma unroll
+  for (int q = 0; q < kDepth; ++q) {
+    ring[q] = make_uint4(0, 0, 0, 0);
+    if (q / kTw < lim[q % kTw]) ring[q] = ldg_stream(wp[q % kTw] + (q / kTw) * 512);
+  }
+  griddep_wait();  // the activations (and alpha) belong to earlier kernels
+
+  // Chunk c -> slot c % 3: 16 token rows x 256 K of BF16 (rows past M and K values past K zero)
+  // and the 16 scale bytes of each of the CTA's rows (zero past n16 / kvec). Always one commit
+  // group, so wait_group 1 at chunk c means chunk c has landed.
+  const uint16_t* const x = static_cast<const uint16_t*>(p.x);
+  auto stage = [&](int c) {
+    if (c < nch) {
+      uint8_t* const slot = dsm + (c % kS16Slots) * kSlot;
+      const int64_t kc = (vbase + static_cast<int64_t>(c) * kS16ChunkV) * 64;
+#pragma unroll
+      for (int i0 = 0; i0 < 16 * 32; i0 += kStreamWarps * 32) {
+        const int i = i0 + threadIdx.x;
+        const int tok = i >> 5, kk = (i & 31) * 8;
+        const int64_t k = kc + kk;
+        uint8_t* const d = slot + tok * kS16Pitch + kk * 2;
+        if (tok < p.M && p.x_vec16 && k + 8 <= p.K) {
+          s16_cp_async16(d, x + tok * p.ldx + k);
+        } else {
+          uint32_t pr[4] = {0, 0, 0, 0};
+          if (tok < p.M) {
+            const uint16_t* xr = x + tok * p.ldx + k;
+#pragma unroll
+            for (int e = 0; e < 8; ++e) {
+              if (k + e >= p.K) break;
+              pr[e / 2] |= static_cast<uint32_t>(xr[e]) << (16 * (e % 2));
+            }
+          }
+          *reinterpret_cast<uint4*>(d) = make_uint4(pr[0], pr[1], pr[2], pr[3]);
+        }
+      }
+      uint8_t* const sd = slot + kS16ActBytes;
+      const int64_t v0 = vbase + static_cast<int64_t>(c) * kS16ChunkV;
+#pragma unroll
+      for (int i0 = 0; i0 < kStreamWarps * kTw * 16; i0 += kStreamWarps * 32) {
+        const int i = i0 + threadIdx.x;
+        if (kStreamWarps * kTw * 16 < kStreamWarps * 32 && i >= kStreamWarps * kTw * 16) break;
+        const int64_t row = row0 + i;
+        if (row < p.n16 * 16 && v0 < p.kvec)
+          s16_cp_async16(sd + i * 16, p.wscale + row * p.scale_ld + v0 * 4);
+        else
+          *reinterpret_cast<uint4*>(sd + i * 16) = make_uint4(0, 0, 0, 0);
+      }
+    }
+    asm volatile("cp.async.commit_group;");
+  };
+  stage(0);
+  stage(1);
+
+  float acc[kTw][kNt][4];
+#pragma unroll
+  for (int j = 0; j < kTw; ++j)
+#pragma unroll
+    for (int n = 0; n < kNt; ++n)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[j][n][i] = 0.f;
+  // ldmatrix rows: lane l addresses row l % 8 of matrix l / 8 = (token tile, k half): matrices
+  // (tokens 0-7, k 0-7), (0-7, 8-15), (8-15, 0-7), (8-15, 8-15) of a k16 step, which are the B
+  // fragments (b0, b1) of token tiles 0 and 1 (x2 at kNt = 1: lanes 0-15).
+  const int xoff = (((lane >> 4) & 1) * 8 + (lane & 7)) * kS16Pitch + ((lane >> 3) & 1) * 16;
+  for (int c = 0; c < nch; ++c) {
+    asm volatile("cp.async.wait_group 1;" ::: "memory");
+    __syncthreads();
+    stage(c + 2);
+    const uint8_t* const slot = dsm + (c % kS16Slots) * kSlot;
+    const uint8_t* const xa = slot + xoff;
+    const uint8_t* const sc = slot + kS16ActBytes + (warp * kTw * 16 + g) * 16;
+#pragma unroll
+    for (int jj = 0; jj < kS16ChunkV; ++jj) {
+      uint32_t b[4][4];
+#pragma unroll
+      for (int s = 0; s < 4; ++s) {
+        if constexpr (kNt == 2)
+          ldmatrix_x4(b[s], xa + jj * 128 + s * 32);
+        else
+          ldmatrix_x2(b[s], xa + jj * 128 + s * 32);
+      }
+#pragma unroll
+      for (int j = 0; j < kTw; ++j) {
+        constexpr int kD = kDepth;
+        const int q = (jj * kTw + j) % kD;
+        const uint4 cur = ring[q];
+        const int vn = c * kS16ChunkV + jj + kAhead;
+        if (vn < lim[j]) ring[q] = ldg_stream(wp[j] + static_cast<int64_t>(vn) * 512);
+        const uint32_t wg = *reinterpret_cast<const uint32_t*>(sc + j * 256 + jj * 4);
+        const uint32_t wg8 = *reinterpret_cast<const uint32_t*>(sc + j * 256 + 128 + jj * 4);
+#pragma unroll
+        for (int s = 0; s < 4; ++s) {
+          // (row g, row g + 8) scale * 2^119 of k16 step s (see the M = 1 kernel).
+          const uint32_t pr = prmt(wg, wg8, s | (s << 4) | ((4 + s) << 8) | ((4 + s) << 12));
+          const uint32_t bits = (pr << 4) & 0x07F007F0u;
+          const uint32_t v = fma2<T>(fma2<T>(bits, 0x7B807B80u /* 2^120 */, kNegZero2<T>()),
+                                     kFp4Unit2<T>() /* 2^119 */, kNegZero2<T>());
+          const __nv_bfloat162 sv = *reinterpret_cast<const __nv_bfloat162*>(&v);
+          uint32_t wb[4], af[4];
+          fp4_word_pairs<T>(s == 0 ? cur.x : s == 1 ? cur.y : s == 2 ? cur.z : cur.w, wb);
+#pragma unroll
+          for (int r = 0; r < 4; ++r) {
+            const __nv_bfloat162 m = __hmul2(*reinterpret_cast<const __nv_bfloat162*>(&wb[r]),
+                                             (r & 1) ? __high2bfloat162(sv) : __low2bfloat162(sv));
+            af[r] = *reinterpret_cast<const uint32_t*>(&m);
+          }
+          mma16816<T>(acc[j][0], af, b[s][0], b[s][1]);
+          if constexpr (kNt == 2) mma16816<T>(acc[j][1], af, b[s][2], b[s][3]);
+        }
+      }
+    }
+  }
+  asm volatile("cp.async.wait_group 0;" ::: "memory");
+
+  float mult = p.out_mult;
+  if (p.alpha != nullptr) mult *= *p.alpha;
+    // Lane (g, t) of token tile n: c0 / c1 = row g, tokens 8n + 2t / + 1; c2 / c3 = row g + 8.
+#pragma unroll
+  for (int j = 0; j < kTw; ++j) {
+    const int64_t tile = tile0 + j;
+    if (tile >= p.n16) continue;
+#pragma unroll
+    for (int n = 0; n < kNt; ++n)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int64_t tok = 8 * n + 2 * t + (i & 1);
+        const int64_t row = tile * 16 + g + 8 * (i >> 1);
+        if (tok >= p.M) continue;
+        if (p.partial != nullptr)
+          p.partial[(static_cast<int64_t>(blockIdx.y) * p.M + tok) * p.NP + row] = acc[j][n][i];
+        else if (row < p.N)
+          store_out_elem(p, tok, row, acc[j][n][i], mult);
+      }
+  }
+  griddep_launch_dependents();
+}
+
 }  // namespace b12x::gemm::lin
