@@ -221,6 +221,10 @@ struct Plan {
   int decode_stream_parts = 0;
   int decode_stream_occ = 0;
   int decode_stream_ctas = 0;
+  /// Its 64-K vectors per K part and dynamic shared memory bytes (the staged activations),
+  /// derived at plan time and carried to run (lin::stream_vectors_per_part / stream_smem_bytes).
+  int decode_stream_vp = 0;
+  int64_t decode_stream_smem = 0;
   /// Decode regime at M = 2..4, NVFP4 weights with BF16 activations (session 12): the stream
   /// kernel with 4 staged token rows (tokens on the MMA's N side, the decoded weight fragments
   /// shared by all tokens) with this many K parts per tile (0: the decode kernel), K split over
@@ -231,6 +235,9 @@ struct Plan {
   int stream_rows_parts = 0;
   int stream_rows_split = 0;
   int stream_rows_ctas = 0;
+  /// Its vectors per K part and dynamic shared memory bytes (plan time, carried to run).
+  int stream_rows_vp = 0;
+  int64_t stream_rows_smem = 0;
   /// W4A4 at M = 2..4 on the stream kernel: the activation pre-pass launched with PDL (the
   /// stream kernel requests its first weight vectors before waiting on it);
   /// B12X_GEMM_STREAM_PREPASS_PDL=0 turns it off.

@@ -913,6 +913,8 @@ Plan plan(const Caps& caps) {
         p.decode_stream_parts = c.parts;
         p.decode_stream_occ = occ;
         p.decode_stream_ctas = c.ctas;
+        p.decode_stream_vp = lin::stream_vectors_per_part(geo.kvec, c.parts);
+        p.decode_stream_smem = lin::stream_smem_bytes(geo.kvec, c.parts);
       }
     }
   }
@@ -984,6 +986,8 @@ Plan plan(const Caps& caps) {
           p.stream_rows_parts = parts;
           p.stream_rows_split = sp;
           p.stream_rows_ctas = static_cast<int>(gx);
+          p.stream_rows_vp = vp;
+          p.stream_rows_smem = smem;
         }
         break;  // the smallest split that fits
       }
@@ -1552,18 +1556,18 @@ void run(const Binding& b, Stream stream) {
       p.xs_kind == lin::kXsNone) {
     p.split = 1;
     p.partial = nullptr;
-    p.stream_vp = lin::stream_vectors_per_part(geo.kvec, plan.decode_stream_parts);
+    p.stream_vp = plan.decode_stream_vp;
     lin::launch_linear_stream(im.wfmt, plan.decode_stream_parts, plan.decode_stream_occ,
-                              plan.decode_stream_ctas, p, stream);
+                              plan.decode_stream_ctas, plan.decode_stream_smem, p, stream);
     return;
   }
   if (M >= 2 && M <= 4 && plan.stream_rows_parts > 0 && p.act_kind == lin::kActRaw16 &&
       p.xs_kind == lin::kXsNone) {
     p.split = plan.stream_rows_split;
     p.partial = p.split > 1 ? reinterpret_cast<float*>(b.scratch + plan.off_partial) : nullptr;
-    p.stream_vp = lin::stream_vectors_per_part(geo.kvec, plan.stream_rows_parts, p.split);
-    lin::launch_linear_stream(im.wfmt, plan.stream_rows_parts, 2, plan.stream_rows_ctas, p, stream,
-                              4);
+    p.stream_vp = plan.stream_rows_vp;
+    lin::launch_linear_stream(im.wfmt, plan.stream_rows_parts, 2, plan.stream_rows_ctas,
+                              plan.stream_rows_smem, p, stream, 4);
     if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);
     return;
   }

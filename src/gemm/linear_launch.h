@@ -79,8 +79,9 @@ int64_t stream_smem_bytes(int64_t kvec, int parts, int rows = 1, int split = 1);
 /// Host only (plan time): the opt-in above 48 KB on `device` and the CTAs per SM (occupancy).
 int prepare_linear_stream(int device, WFmt f, int parts, int occ, int64_t smem, int rows = 1);
 /// rows 4 (M = 2..4): a grid of (ctas, p.split); p.split > 1 writes fp32 partials to
-/// p.partial, which the caller reduces (launch_linear_reduce).
-void launch_linear_stream(WFmt f, int parts, int occ, int ctas, const LinearParams& p,
+/// p.partial, which the caller reduces (launch_linear_reduce). p.stream_vp and `smem` are the
+/// plan's (stream_vectors_per_part / stream_smem_bytes at plan time; run recomputes neither).
+void launch_linear_stream(WFmt f, int parts, int occ, int ctas, int64_t smem, const LinearParams& p,
                           Stream stream, int rows = 1);
 /// M <= 16 block kernel (session 13, kernels/linear_stream.cuh linear_stream16_kernel): NVFP4
 /// weights with BF16 MMAs on BF16 activations; CTAs of 8 warps x tw 16-row tiles over one K range

@@ -150,18 +150,19 @@ int prepare_linear_stream(int device, WFmt f, int parts, int occ, int64_t smem, 
   return blocks;
 }
 
-void launch_linear_stream(WFmt f, int parts, int occ, int ctas, const LinearParams& p,
+void launch_linear_stream(WFmt f, int parts, int occ, int ctas, int64_t smem, const LinearParams& p,
                           Stream stream, int rows) {
   const StreamFn k = pick_stream(f, false, parts, occ, rows);
   B12X_ASSERT(k != nullptr, "no stream kernel for format ", static_cast<int>(f), " parts=", parts,
               " occ=", occ, " rows=", rows);
   const int split = rows == 1 ? 1 : std::max(p.split, 1);
   B12X_ASSERT(p.M >= 1 && p.M <= rows && p.act_kind == kActRaw16 && p.xs_kind == kXsNone &&
-                  p.stream_vp == stream_vectors_per_part(p.kvec, parts, split) &&
+                  p.stream_vp > 0 && p.stream_vp % kStreamDepth == 0 &&
+                  int64_t{p.stream_vp} * parts * split >= p.kvec &&
+                  smem == int64_t{parts} * p.stream_vp * 64 * 2 * rows &&
                   (split == 1 || p.partial != nullptr),
               "stream kernel: M=", p.M, " rows=", rows, " act=", p.act_kind, " vp=", p.stream_vp,
-              " split=", split);
-  const int64_t smem = stream_smem_bytes(p.kvec, parts, rows, split);
+              " split=", split, " smem=", smem);
   if (smem > 48 * 1024)
     B12X_CUDA_CHECK(
         ::b12x::detail::opt_in_smem(reinterpret_cast<const void*>(k), static_cast<int>(smem)));
