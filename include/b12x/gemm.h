@@ -246,12 +246,15 @@ struct Plan {
   /// kernel (lin::launch_linear_stream16) whose CTAs hold 8 x stream16_tw 16-row tiles over one K
   /// range of stream16_vp 64-K vectors, K split over stream16_split CTAs (fp32 partials + the
   /// reduce kernel where > 1), stream16_smem bytes of dynamic shared memory (0 = the decode
-  /// kernel). B12X_GEMM_STREAM16=0|1 turns it off / forces it, B12X_GEMM_STREAM16_TW=1|2|4 and
-  /// B12X_GEMM_STREAM16_SPLIT=<n> override.
+  /// kernel). B12X_GEMM_STREAM16=0|1 turns it off / forces it, B12X_GEMM_STREAM16_TW=1|2|4,
+  /// B12X_GEMM_STREAM16_SPLIT=<n>, B12X_GEMM_STREAM16_CTAS=<per SM> override.
   int stream16_tw = 0;
   int stream16_split = 0;
   int stream16_vp = 0;
   int64_t stream16_smem = 0;
+  /// The block kernel's scale splats built once per CTA and chunk in shared memory
+  /// (B12X_GEMM_STREAM16_PRE=1, probe).
+  bool stream16_pre = false;
   /// Decode regime, from the device's opt-in shared memory at plan time (run reads no device
   /// info): the pipelined staging budget of decode_pipe_kb (bytes, 0: kDecodePipeBudget) and the
   /// 8-warps-per-tile budget (lin::decode_ws8_budget).

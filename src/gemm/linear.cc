@@ -318,8 +318,8 @@ std::string stream_rows_describe(const Plan& p) {
 
 std::string stream16_describe(const Plan& p) {
   if (p.stream16_tw == 0) return std::string();
-  return " stream16=" + std::to_string(p.stream16_tw) + "x" + std::to_string(p.stream16_split) +
-         "/" + std::to_string(p.stream16_vp);
+  return " stream16=" + std::to_string(p.stream16_tw) + (p.stream16_pre ? "p" : "") + "x" +
+         std::to_string(p.stream16_split) + "/" + std::to_string(p.stream16_vp);
 }
 
 }  // namespace
@@ -1005,20 +1005,23 @@ Plan plan(const Caps& caps) {
   // a CTA reads 64 / (128 tw) of its weight bytes in activations from L2. The K split (fp32
   // partials + the reduce kernel) fills the SMs: the split whose waves x vectors per CTA is least
   // (the per-SM time), ties to the smaller split. Probe: B12X_GEMM_STREAM16=1 takes it,
-  // B12X_GEMM_STREAM16_TW=1|2|4 (default 2), B12X_GEMM_STREAM16_SPLIT=<n> and
-  // B12X_GEMM_STREAM16_CTAS=<per SM> (the slots the split fills) override.
+  // B12X_GEMM_STREAM16_TW=1|2|4 (default 2), B12X_GEMM_STREAM16_SPLIT=<n>,
+  // B12X_GEMM_STREAM16_CTAS=<per SM> (the slots the split fills) and B12X_GEMM_STREAM16_PRE=1
+  // (scale splats built once per CTA in shared memory) override.
   if (M >= 5 && p.regime != Regime::kTiled) {
     const char* e16 = std::getenv("B12X_GEMM_STREAM16");
     const bool want = e16 != nullptr && e16[0] == '1';
     int tw = 2;
     if (const char* e = std::getenv("B12X_GEMM_STREAM16_TW"); e != nullptr) tw = std::atoi(e);
+    const char* epre = std::getenv("B12X_GEMM_STREAM16_PRE");
+    const bool pre = epre != nullptr && epre[0] == '1';
     int force_split = 0;
     if (const char* e = std::getenv("B12X_GEMM_STREAM16_SPLIT"); e != nullptr)
       force_split = std::max(0, std::atoi(e));
     if (want && wf == lin::WFmt::kNvfp4 && !fp16 && stream_bf16_act && split_env == nullptr &&
         lin::stream16_available(wf, fp16, tw)) {
       const int64_t sms = std::max(dev.sm_count, 1);
-      const int fit = lin::prepare_linear_stream16(caps.device, tw);
+      const int fit = lin::prepare_linear_stream16(caps.device, tw, pre);
       if (fit > 0) {
         int per_sm = fit;
         if (const char* e = std::getenv("B12X_GEMM_STREAM16_CTAS");
@@ -1038,7 +1041,8 @@ Plan plan(const Caps& caps) {
             p.stream16_tw = tw;
             p.stream16_split = eff;
             p.stream16_vp = vp;
-            p.stream16_smem = lin::stream16_smem_bytes(tw);
+            p.stream16_pre = pre;
+            p.stream16_smem = lin::stream16_smem_bytes(tw, pre);
           }
           if (vp <= 4) break;
         }
@@ -1156,7 +1160,8 @@ Plan plan(const Caps& caps) {
     if (p.stream_rows_parts > 0)
       sig << " stream_r4=" << p.stream_rows_parts << (p.stream_rows_split > 1 ? "+reduce" : "");
     if (p.stream16_tw > 0)
-      sig << " stream16=" << p.stream16_tw << (p.stream16_split > 1 ? "+reduce" : "");
+      sig << " stream16=" << p.stream16_tw << (p.stream16_pre ? "p" : "")
+          << (p.stream16_split > 1 ? "+reduce" : "");
     if (p.act_prepass) sig << " act_prepass";
     b12x::detail::resolve_kernels(op, caps.device, sig.str(), p.describe());
   }
@@ -1576,7 +1581,7 @@ void run(const Binding& b, Stream stream) {
     p.split = plan.stream16_split;
     p.partial = p.split > 1 ? reinterpret_cast<float*>(b.scratch + plan.off_partial) : nullptr;
     p.stream_vp = plan.stream16_vp;
-    lin::launch_linear_stream16(plan.stream16_tw, plan.stream16_smem, p, stream);
+    lin::launch_linear_stream16(plan.stream16_tw, plan.stream16_pre, plan.stream16_smem, p, stream);
     if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);
     return;
   }

@@ -14,7 +14,7 @@ static_assert(kStreamSmemBudget + kStreamRedBytes<1> <= 101376,
               "stream kernel: staging budget + static shared memory exceed 99 KB");
 static_assert(kStreamRowsSmemBudget + kStreamRedBytes<4> <= 101376,
               "stream kernel (4 rows): staging budget + static shared memory exceed 99 KB");
-static_assert(kS16SmemBytes<4> <= 101376, "M <= 16 block kernel: staging slots exceed 99 KB");
+static_assert(kS16SmemBytes<4, true> <= 101376, "M <= 16 block kernel: staging slots exceed 99 KB");
 
 namespace {
 
@@ -49,33 +49,44 @@ StreamFn pick_stream(WFmt f, bool fp16, int parts, int occ, int rows) {
 
 using S16Fn = void (*)(const LinearParams);
 
-S16Fn pick_stream16(int tw, int nt) {
+template <bool kPre>
+S16Fn pick_stream16_pre(int tw, int nt) {
   switch (tw * 4 + nt) {
     case 1 * 4 + 1:
-      return &linear_stream16_kernel<1, 1>;
+      return &linear_stream16_kernel<1, 1, kPre>;
     case 1 * 4 + 2:
-      return &linear_stream16_kernel<1, 2>;
+      return &linear_stream16_kernel<1, 2, kPre>;
     case 2 * 4 + 1:
-      return &linear_stream16_kernel<2, 1>;
+      return &linear_stream16_kernel<2, 1, kPre>;
     case 2 * 4 + 2:
-      return &linear_stream16_kernel<2, 2>;
+      return &linear_stream16_kernel<2, 2, kPre>;
     case 4 * 4 + 1:
-      return &linear_stream16_kernel<4, 1>;
+      return &linear_stream16_kernel<4, 1, kPre>;
     case 4 * 4 + 2:
-      return &linear_stream16_kernel<4, 2>;
+      return &linear_stream16_kernel<4, 2, kPre>;
     default:
       return nullptr;
   }
 }
 
+S16Fn pick_stream16(int tw, int nt, bool pre) {
+  return pre ? pick_stream16_pre<true>(tw, nt) : pick_stream16_pre<false>(tw, nt);
+}
+
 }  // namespace
 
 bool stream16_available(WFmt f, bool fp16, int tw) {
-  return f == WFmt::kNvfp4 && !fp16 && pick_stream16(tw, 2) != nullptr;
+  return f == WFmt::kNvfp4 && !fp16 && pick_stream16(tw, 2, false) != nullptr;
 }
 
-int64_t stream16_smem_bytes(int tw) {
-  return tw == 1 ? kS16SmemBytes<1> : tw == 2 ? kS16SmemBytes<2> : kS16SmemBytes<4>;
+int64_t stream16_smem_bytes(int tw, bool pre) {
+  if (pre)
+    return tw == 1   ? kS16SmemBytes<1, true>
+           : tw == 2 ? kS16SmemBytes<2, true>
+                     : kS16SmemBytes<4, true>;
+  return tw == 1   ? kS16SmemBytes<1, false>
+         : tw == 2 ? kS16SmemBytes<2, false>
+                   : kS16SmemBytes<4, false>;
 }
 
 int stream16_vectors_per_cta(int64_t kvec, int split) {
@@ -83,12 +94,12 @@ int stream16_vectors_per_cta(int64_t kvec, int split) {
   return static_cast<int>((per + kS16ChunkV - 1) / kS16ChunkV * kS16ChunkV);
 }
 
-int prepare_linear_stream16(int device, int tw) {
-  const int64_t smem = stream16_smem_bytes(tw);
+int prepare_linear_stream16(int device, int tw, bool pre) {
+  const int64_t smem = stream16_smem_bytes(tw, pre);
   const ::b12x::detail::DeviceScope scope(device);
   int fit = 0;
   for (int nt : {1, 2}) {
-    const S16Fn k = pick_stream16(tw, nt);
+    const S16Fn k = pick_stream16(tw, nt, pre);
     B12X_ASSERT(k != nullptr, "no M <= 16 block kernel for tw=", tw);
     int blocks = 0;
     B12X_CUDA_CHECK(::b12x::detail::resident_ctas(
@@ -98,12 +109,12 @@ int prepare_linear_stream16(int device, int tw) {
   return fit;
 }
 
-void launch_linear_stream16(int tw, int64_t smem, const LinearParams& p, Stream stream) {
+void launch_linear_stream16(int tw, bool pre, int64_t smem, const LinearParams& p, Stream stream) {
   const int nt = p.M <= 8 ? 1 : 2;
-  const S16Fn k = pick_stream16(tw, nt);
+  const S16Fn k = pick_stream16(tw, nt, pre);
   const int split = std::max(p.split, 1);
-  B12X_ASSERT(k != nullptr && smem == stream16_smem_bytes(tw), "M <= 16 block kernel: tw=", tw,
-              " smem=", smem);
+  B12X_ASSERT(k != nullptr && smem == stream16_smem_bytes(tw, pre), "M <= 16 block kernel: tw=", tw,
+              " pre=", pre, " smem=", smem);
   B12X_ASSERT(p.M >= 1 && p.M <= 16 && p.act_kind == kActRaw16 && p.xs_kind == kXsNone &&
                   p.stream_vp > 0 && p.stream_vp % kS16ChunkV == 0 &&
                   int64_t{p.stream_vp} * split >= p.kvec && (split == 1 || p.partial != nullptr),

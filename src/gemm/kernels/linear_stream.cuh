@@ -411,17 +411,32 @@ inline constexpr int kS16Slots = 3;
 /// fall in 8 distinct bank groups (528 = 4 x 128 + 16).
 inline constexpr int kS16Pitch = (kS16ChunkV * 64 + 8) * 2;
 inline constexpr int kS16ActBytes = 16 * kS16Pitch;
-template <int kTw>
-inline constexpr int kS16SlotBytes = kS16ActBytes + kStreamWarps* kTw * 16 * 16;
-template <int kTw>
-inline constexpr int kS16SmemBytes = kS16Slots* kS16SlotBytes<kTw>;
+/// A slot: the activations, the raw scale bytes (16 per row), and with kPre the (row g, row g + 8)
+/// BF16 splat pairs built from them once per CTA ([tile][vector][g][4 steps], 512 B per tile).
+template <int kTw, bool kPre>
+inline constexpr int kS16SlotBytes = kS16ActBytes + kStreamWarps* kTw * 16 * 16 +
+                                     (kPre ? kStreamWarps * kTw * 512 : 0);
+template <int kTw, bool kPre>
+inline constexpr int kS16SmemBytes = kS16Slots* kS16SlotBytes<kTw, kPre>;
+
+/// (row g, row g + 8) UE4M3 scale * 2^119 of k16 step s as a BF16 pair, from the rows' scale
+/// words of one vector (see the M = 1 kernel).
+__device__ __forceinline__ uint32_t s16_splat(uint32_t wg, uint32_t wg8, int s) {
+  const uint32_t pr = prmt(wg, wg8, s | (s << 4) | ((4 + s) << 8) | ((4 + s) << 12));
+  const uint32_t bits = (pr << 4) & 0x07F007F0u;
+  return fma2<Bf16Tag>(fma2<Bf16Tag>(bits, 0x7B807B80u /* 2^120 */, kNegZero2<Bf16Tag>()),
+                       kFp4Unit2<Bf16Tag>() /* 2^119 */, kNegZero2<Bf16Tag>());
+}
 
 __device__ __forceinline__ void s16_cp_async16(void* smem, const void* gmem) {
   const uint32_t sa = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sa), "l"(gmem));
 }
 
-template <int kTw, int kNt>
+/// kPre: the splat pairs built once per CTA and chunk into shared memory (each of the 4 lanes t
+/// of a row pair built them for itself otherwise: ~20 ALU instructions per vector and tile);
+/// activations and raw scales then land one chunk before they are converted, two before use.
+template <int kTw, int kNt, bool kPre>
 __global__ void __launch_bounds__(kStreamWarps * 32, 2)
     linear_stream16_kernel(const LinearParams p) {
   static_assert(kTw == 1 || kTw == 2 || kTw == 4, "tiles per warp");
@@ -430,7 +445,8 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
   constexpr int kDepth = kStreamDepth;
   static_assert((kS16ChunkV * kTw) % kDepth == 0 && kDepth % kTw == 0, "ring order");
   constexpr int kAhead = kDepth / kTw;  // vectors of a tile in flight beyond the current one
-  constexpr int kSlot = kS16SlotBytes<kTw>;
+  constexpr int kSlot = kS16SlotBytes<kTw, kPre>;
+  constexpr int kRawBytes = kStreamWarps * kTw * 16 * 16;
   extern __shared__ __align__(16) uint8_t dsm[];
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -508,6 +524,31 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
   };
   stage(0);
   stage(1);
+  // kPre: chunk c's splat pairs, [tile][vector][g][step] (a lane's 4 steps of one vector are one
+  // 16-byte load; a quarter-warp's 8 rows g read 128 contiguous bytes).
+  auto convert = [&](int c) {
+    uint8_t* const slot = dsm + (c % kS16Slots) * kSlot;
+    const uint8_t* const raw = slot + kS16ActBytes;
+    uint8_t* const spl = slot + kS16ActBytes + kRawBytes;
+#pragma unroll
+    for (int e0 = 0; e0 < kStreamWarps * kTw * 32; e0 += kStreamWarps * 32) {
+      const int e = e0 + threadIdx.x;
+      const int lt = e >> 5, jj = (e >> 3) & 3, gg = e & 7;
+      const uint8_t* const r = raw + (lt * 16 + gg) * 16 + jj * 4;
+      const uint32_t wg = *reinterpret_cast<const uint32_t*>(r);
+      const uint32_t wg8 = *reinterpret_cast<const uint32_t*>(r + 128);
+      *reinterpret_cast<uint4*>(spl + lt * 512 + jj * 128 + gg * 16) =
+          make_uint4(s16_splat(wg, wg8, 0), s16_splat(wg, wg8, 1), s16_splat(wg, wg8, 2),
+                     s16_splat(wg, wg8, 3));
+    }
+  };
+  if constexpr (kPre) {
+    if (nch > 0) {
+      asm volatile("cp.async.wait_group 1;" ::: "memory");
+      __syncthreads();
+      convert(0);
+    }
+  }
 
   float acc[kTw][kNt][4];
 #pragma unroll
@@ -521,12 +562,20 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
   // fragments (b0, b1) of token tiles 0 and 1 (x2 at kNt = 1: lanes 0-15).
   const int xoff = (((lane >> 4) & 1) * 8 + (lane & 7)) * kS16Pitch + ((lane >> 3) & 1) * 16;
   for (int c = 0; c < nch; ++c) {
-    asm volatile("cp.async.wait_group 1;" ::: "memory");
+    // kPre: chunk c + 1 must have landed too (it is converted in this iteration).
+    if constexpr (kPre)
+      asm volatile("cp.async.wait_group 0;" ::: "memory");
+    else
+      asm volatile("cp.async.wait_group 1;" ::: "memory");
     __syncthreads();
     stage(c + 2);
+    if constexpr (kPre) {
+      if (c + 1 < nch) convert(c + 1);
+    }
     const uint8_t* const slot = dsm + (c % kS16Slots) * kSlot;
     const uint8_t* const xa = slot + xoff;
     const uint8_t* const sc = slot + kS16ActBytes + (warp * kTw * 16 + g) * 16;
+    const uint8_t* const spl = slot + kS16ActBytes + kRawBytes + warp * kTw * 512 + g * 16;
 #pragma unroll
     for (int jj = 0; jj < kS16ChunkV; ++jj) {
       uint32_t b[4][4];
@@ -544,16 +593,22 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
         const uint4 cur = ring[q];
         const int vn = c * kS16ChunkV + jj + kAhead;
         if (vn < lim[j]) ring[q] = ldg_stream(wp[j] + static_cast<int64_t>(vn) * 512);
-        const uint32_t wg = *reinterpret_cast<const uint32_t*>(sc + j * 256 + jj * 4);
-        const uint32_t wg8 = *reinterpret_cast<const uint32_t*>(sc + j * 256 + 128 + jj * 4);
+        uint32_t svp[4];
+        if constexpr (kPre) {
+          const uint4 q4 = *reinterpret_cast<const uint4*>(spl + j * 512 + jj * 128);
+          svp[0] = q4.x;
+          svp[1] = q4.y;
+          svp[2] = q4.z;
+          svp[3] = q4.w;
+        } else {
+          const uint32_t wg = *reinterpret_cast<const uint32_t*>(sc + j * 256 + jj * 4);
+          const uint32_t wg8 = *reinterpret_cast<const uint32_t*>(sc + j * 256 + 128 + jj * 4);
+#pragma unroll
+          for (int s = 0; s < 4; ++s) svp[s] = s16_splat(wg, wg8, s);
+        }
 #pragma unroll
         for (int s = 0; s < 4; ++s) {
-          // (row g, row g + 8) scale * 2^119 of k16 step s (see the M = 1 kernel).
-          const uint32_t pr = prmt(wg, wg8, s | (s << 4) | ((4 + s) << 8) | ((4 + s) << 12));
-          const uint32_t bits = (pr << 4) & 0x07F007F0u;
-          const uint32_t v = fma2<T>(fma2<T>(bits, 0x7B807B80u /* 2^120 */, kNegZero2<T>()),
-                                     kFp4Unit2<T>() /* 2^119 */, kNegZero2<T>());
-          const __nv_bfloat162 sv = *reinterpret_cast<const __nv_bfloat162*>(&v);
+          const __nv_bfloat162 sv = *reinterpret_cast<const __nv_bfloat162*>(&svp[s]);
           uint32_t wb[4], af[4];
           fp4_word_pairs<T>(s == 0 ? cur.x : s == 1 ? cur.y : s == 2 ? cur.z : cur.w, wb);
 #pragma unroll
