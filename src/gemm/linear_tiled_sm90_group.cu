@@ -20,10 +20,11 @@ struct GroupPick {
 template <WFmt F, class T, int kTok, int kRowSets, bool kOverlap, int kUnitN = 128,
           bool kLateCopy = false, bool kAluSign = false, int kMode = 0>
 GroupPick group_pick() {
-  return {&linear_wgmma_group_kernel<F, T, kTok, kRowSets, kOverlap, kUnitN, kLateCopy, kAluSign,
-                                     kMode>,
-          WgmmaGroupCfg<F, T, kTok, kRowSets, kOverlap, kUnitN>::kSmemBytes,
-          wgmma_group_threads(kMode)};
+  return {
+      &linear_wgmma_group_kernel<F, T, kTok, kRowSets, kOverlap, kUnitN, kLateCopy, kAluSign,
+                                 kMode>,
+      WgmmaGroupCfg<F, T, kTok, kRowSets, kOverlap, kUnitN, wgmma_group_fold_k(kMode)>::kSmemBytes,
+      wgmma_group_threads(kMode)};
 }
 
 template <WFmt F, class T>
@@ -34,8 +35,21 @@ GroupPick pick_cfg(int tok, int var) {
   if constexpr (F != WFmt::kQ8_0) {
     if (tok == 256 && var == 4) return group_pick<F, T, 256, 1, true, 64, true, true>();
   }
-  if (tok == 256 && var == 13)
-    return group_pick<F, T, 256, 1, true, 64, false, false, kGroupWs | kGroupPair | kGroupChain>();
+  constexpr int kWsChain = kGroupWs | kGroupPair | kGroupChain;
+  if (tok == 256 && var == 13) return group_pick<F, T, 256, 1, true, 64, false, false, kWsChain>();
+  if (tok == 256 && var == 16)
+    return group_pick<F, T, 256, 1, true, 64, false, false, kGroupWs | kGroupQuad | kGroupChain>();
+  if constexpr (F != WFmt::kQ8_0) {
+    if (tok == 256 && var == 17)
+      return group_pick<F, T, 256, 1, true, 64, false, true, kGroupWs | kGroupQuad | kGroupChain>();
+    if (tok == 256 && var == 18) return group_pick<F, T, 256, 1, true, 64, false, true, kWsChain>();
+    if constexpr (T::kFp16) {
+      if (tok == 256 && var == 19 && F == WFmt::kIq2Xs)
+        return group_pick<F, T, 256, 1, true, 64, false, false, kWsChain | kGroupFold>();
+      if (tok == 256 && var == 20)
+        return group_pick<F, T, 256, 1, true, 64, false, false, kWsChain | kGroupFold64>();
+    }
+  }
   if (tok == 128 && var == 0) return group_pick<F, T, 128, 1, false>();
   if (tok == 128 && var == 1) return group_pick<F, T, 128, 1, true>();
   if (tok == 128 && var == 2) return group_pick<F, T, 128, 2, false>();
@@ -53,7 +67,10 @@ GroupPick pick_cfg(int tok, int var) {
 /// IQ2 -2-+3%), that with the chain across the pair (Q8_0 -1-+3%, IQ2_XXS +1-5%), warp-
 /// specialized without the pairs (Q8_0 +5-8%, IQ2_XXS +3-12%, IQ2_XS -5-+1%), that with drained
 /// partials (-5-18%), with 4's computed signs (IQ2_XXS +7-15%, IQ2_XS -3-7%) or with the table
-/// offsets built from the packed words (IQ2_XXS +6-13%, IQ2_XS -4-+3%).
+/// offsets built from the packed words (IQ2_XXS +6-13%, IQ2_XS -4-+3%). Session 13 probes: 16 =
+/// 13 with the chain across four stages (one drain per 256 K), 17 (IQ2) = 16 with 4's
+/// computed signs, 18 (IQ2) = 13 with them; 19 (IQ2_XS) / 20 (IQ2), FP16 MMAs: 13 with the
+/// sub-scales folded into the decoded weights, one promotion per 32 / 64 K.
 GroupPick pick(WFmt f, bool fp16, int tok, int var) {
   switch (f) {
     case WFmt::kQ8_0:

@@ -1860,6 +1860,28 @@ TEST(GemmGpu, TiledWgmmaGgmlFormats) {
     run_wgmma_group_case({f, 40, 136, 512, DType::kBF16, DType::kBF16, true});
 }
 
+/// Session 13's group-kernel probes at 256 tokens (B12X_GEMM_WGMMA_GROUP_VAR): 16 (chained quads,
+/// slots released one stage late), 17 / 18 (IQ2: 16 / 13 with computed sign masks), 19 / 20
+/// (IQ2, FP16 activations: 13 / 16 with the sub-scales folded into the decoded weights). A long K
+/// refilling every slot many times, token / row / K tails, FP16 outputs.
+TEST(GemmGpu, TiledWgmmaGroupProbes) {
+  B12X_REQUIRE_GPU();
+  ScopedEnv eg("B12X_GEMM_WGMMA_GROUP", "1"), et("B12X_GEMM_WGMMA_GROUP_TOK", "256");
+  for (const char* var : {"16", "17", "18", "19", "20"}) {
+    ScopedEnv ev("B12X_GEMM_WGMMA_GROUP_VAR", var);
+    const std::string v = var;
+    const bool fold = v == "19" || v == "20";
+    for (LinearFormat f : {LinearFormat::kQ8_0, LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs}) {
+      const bool q8 = f == LinearFormat::kQ8_0;
+      if (q8 && v != "16") continue;
+      const DType act = fold ? DType::kFP16 : DType::kBF16;
+      run_wgmma_group_case({f, 520, 136, 4096, act, DType::kBF16, false});
+      run_wgmma_group_case({f, 200, 200, q8 ? 1312 : 1280, act, DType::kFP16, true});
+      run_wgmma_group_case({f, 300, 72, 512, DType::kFP16, DType::kFP16, true});
+    }
+  }
+}
+
 TEST(GemmGpu, ThousandsOfTokens) {
   B12X_REQUIRE_GPU();
   run_case({LinearFormat::kNvfp4W4A16, 2500, 96, 512, DType::kBF16, DType::kBF16, true});

@@ -574,6 +574,30 @@ struct StagePipe {
   }
 };
 
+/// The warp-specialized producer's ring after the first `pro` stages' weights were issued (before
+/// griddepcontrol.wait): those stages' activations, then stage kb into slot kb % kStages once the
+/// MMA warpgroups released the slot's previous stage (empty phase kb / kStages - 1). Each stage
+/// arrives on its slot's full barrier when this thread's copies of it land (cp.async
+/// .mbarrier.arrive.noinc: the full barriers count the copying threads). Shared by the wgmma
+/// kernel's cp.async ring and the GGML group kernel's (linear_tiled_sm90_group.cuh).
+template <int kStages, class LoadWeights, class LoadActs>
+__device__ __forceinline__ void producer_ring(int num_k, int pro, uint32_t full0, uint32_t empty0,
+                                              LoadWeights&& load_weights, LoadActs&& load_acts) {
+  for (int s = 0; s < pro; ++s) {
+    load_acts(s, s);
+    mbar_cp_arrive(full0 + 8 * s);
+  }
+  int sl = 0;
+  uint32_t ph = 0;
+  for (int kb = kStages; kb < num_k; ++kb) {
+    mbar_wait(empty0 + 8 * sl, ph);
+    load_weights(sl, kb);
+    load_acts(sl, kb);
+    mbar_cp_arrive(full0 + 8 * sl);
+    if (++sl == kStages) sl = 0, ph ^= 1;
+  }
+}
+
 }  // namespace wg
 
 /// One output element of the wgmma kernels' epilogue: rounded to the output dtype's bits.
@@ -943,19 +967,7 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
           }
         }
       } else {
-        for (int s = 0; s < pro; ++s) {
-          load_acts(s, s);
-          wg::mbar_cp_arrive(full0 + 8 * s);
-        }
-        int sl = 0;
-        uint32_t ph = 0;
-        for (int kb = kStages; kb < num_k; ++kb) {
-          wg::mbar_wait(empty0 + 8 * sl, ph);
-          load_weights(sl, kb);
-          load_acts(sl, kb);
-          wg::mbar_cp_arrive(full0 + 8 * sl);
-          if (++sl == kStages) sl = 0, ph ^= 1;
-        }
+        wg::producer_ring<kStages>(num_k, pro, full0, empty0, load_weights, load_acts);
       }
       wg::cp_wait<0>();  // no copy of this thread outlives it
       griddep_launch_dependents();

@@ -80,7 +80,7 @@ __device__ __forceinline__ void wgmma_m64n64k16(float (&d)[32], const uint32_t (
 }
 
 template <WFmt F, class T, int kTokens, int kRowSetsPerWg = 1, bool kOverlapped = false,
-          int kUnitTokens = 128>
+          int kUnitTokens = 128, int kFoldK = 0>
 struct WgmmaGroupCfg {
   /// 64-row sets per warpgroup: 1, or 2 (each warp decodes two 16-row tiles and issues the
   /// wgmmas of both into the same partial in turn: half the activation traffic per MAC).
@@ -101,8 +101,13 @@ struct WgmmaGroupCfg {
   static constexpr int kThreads = 256;
   static constexpr WTraits kTr = wtraits(F);
   static constexpr bool kIq2 = F == WFmt::kIq2Xxs || F == WFmt::kIq2Xs;
-  static constexpr int kBK = 64;            ///< K per stage (128-byte activation rows)
-  static constexpr int kGroup = kTr.group;  ///< K per fp32 weight scale
+  static constexpr int kBK = 64;  ///< K per stage (128-byte activation rows)
+  /// kFold (IQ2 on FP16 wgmmas; kFoldK = 32 or 64): the sub-scales folded into the decoded
+  /// weights, which are then the exact integers +-(2s+1) x grid <= 1333 (FP16 holds every integer
+  /// up to 2048, BF16 does not): one fp32 promotion by d / 8 per kFoldK instead of one per 32
+  /// (IQ2_XXS) / 16 (IQ2_XS) K.
+  static constexpr bool kFold = kFoldK > 0;
+  static constexpr int kGroup = kFold ? kFoldK : kTr.group;  ///< K per fp32 weight scale
   static constexpr int kGroups = kBK / kGroup;
   static constexpr int kStepsPerGroup = kGroup / 16;  ///< k16 wgmmas per partial
   static constexpr int kActBytes = kTok * 128;
@@ -129,6 +134,7 @@ struct WgmmaGroupCfg {
   static_assert(!kOverlap || kAcc + 2 * kPart <= 192, "overlapped promotion: two partial sets");
   static_assert(kStages >= 3, "pipeline depth");
   static_assert(wgmma_group_format_ok(F), "group wgmma kernel: Q8_0, IQ2_XXS, IQ2_XS");
+  static_assert(!kFold || (kIq2 && T::kFp16), "folded sub-scales: IQ2 on FP16 wgmmas");
   static_assert(kBK % kGroup == 0 && kGroup % 16 == 0, "whole groups per stage");
   static_assert(kSmemBytes + kTabWords * 4 <= kSmemLimit, "group wgmma kernel exceeds 227 KB");
 };
@@ -146,7 +152,17 @@ struct WgmmaGroupCfg {
 /// warpgroups (up to kGroupConsRegs) only wait for full slots (per-slot mbarriers) and release them
 /// (empty mbarriers): no CTA barrier and no copy issue in the MMA warps, whose warpgroups run
 /// desynchronized (one's promotion and decode under the other's wgmmas).
-inline constexpr int kGroupPair = 1, kGroupChain = 8, kGroupWs = 16;
+/// kGroupQuad (with kGroupWs | kGroupChain, instead of kGroupPair): the chain runs across four
+/// stages (one drain per 256 K) and each slot is released once its last unit retired (in the next
+/// stage), not after the group. (A chain across the whole K loop, a wgmma in flight over the loop's
+/// back edge, made ptxas serialize every wgmma: C7514.)
+/// kGroupFold / kGroupFold64: WgmmaGroupCfg::kFold with a promotion per 32 / 64 K (IQ2, FP16
+/// wgmmas).
+inline constexpr int kGroupPair = 1, kGroupQuad = 2, kGroupFold = 4, kGroupChain = 8, kGroupWs = 16,
+                     kGroupFold64 = 32;
+B12X_HD constexpr int wgmma_group_fold_k(int mode) {
+  return (mode & kGroupFold64) != 0 ? 64 : (mode & kGroupFold) != 0 ? 32 : 0;
+}
 /// Register budgets of kGroupWs: 128 x 56 + 256 x 224 = 384 x 168 (the launch's); no spills
 /// (the producer's copy addresses stepped, not hoisted; 40 / 232 spilled in the producer).
 inline constexpr int kGroupProdRegs = 56, kGroupConsRegs = 224;
@@ -159,18 +175,19 @@ template <WFmt F, class T, int kTokens, int kRowSets, bool kOverlap, int kUnitN,
 __global__ void __launch_bounds__(wgmma_group_threads(kMode), 1)
     linear_wgmma_group_kernel(const LinearParams p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using C = WgmmaGroupCfg<F, T, kTokens, kRowSets, kOverlap, kUnitN>;
+  using C = WgmmaGroupCfg<F, T, kTokens, kRowSets, kOverlap, kUnitN, wgmma_group_fold_k(kMode)>;
   // Stages per CTA barrier (kPer) and the ring in whole barrier groups of kPer slots.
-  constexpr int kPer = (kMode & kGroupPair) != 0 ? 2 : 1;
+  constexpr int kPer = (kMode & kGroupQuad) != 0 ? 4 : (kMode & kGroupPair) != 0 ? 2 : 1;
   constexpr bool kChain = (kMode & kGroupChain) != 0;
-  static_assert(!kChain || (kPer == 2 && kOverlap && C::kRowSets == 1 && C::kTokUnits > 1),
+  static_assert(!kChain || (kPer >= 2 && kOverlap && C::kRowSets == 1 && C::kTokUnits > 1),
                 "the chained pair: overlapped 256-token units");
+  static_assert(kPer < 4 || (kChain && (kMode & kGroupWs) != 0), "chained quads: warp-specialized");
   constexpr bool kWs = (kMode & kGroupWs) != 0;
   // kWs: the ring stays slot-wise (kPer = 2 there: the MMA warps' chained pair, each slot released
   // after the pair).
   constexpr int kStages = kWs ? C::kStages : C::kStages / kPer * kPer;
   constexpr int kRing = kStages / kPer;  // barrier groups in the ring
-  static_assert(kRing >= 2, "pipeline depth in barrier groups");
+  static_assert(kWs || kRing >= 2, "pipeline depth in barrier groups");
   constexpr int kTok = C::kTok;
   constexpr int kAhead = kRing - 1;  // barrier groups in flight ahead of the consumed one
   static_assert(!kWs || !kLateCopy, "warp-specialized: no copies in the MMA warps");
@@ -343,9 +360,13 @@ __global__ void __launch_bounds__(wgmma_group_threads(kMode), 1)
       } else {
         const uint32_t dsh = ((dpar[rs][h] + kb / 4) & 1u) * 16u;
         const float d = half_bits_f32((ssg[r] >> dsh) & 0xFFFFu);
-        const int ssh = F == WFmt::kIq2Xs ? 16 * (kb & 1) + 4 * j : 8 * (kb & 3) + 4 * j;
-        const uint32_t sv = (ssg[C::kRows + r] >> ssh) & 0xFu;
-        sc[h] = d * static_cast<float>(2 * sv + 1) * 0.125f;
+        if constexpr (C::kFold) {
+          sc[h] = d * 0.125f;  // (2s + 1) is in the decoded weights
+        } else {
+          const int ssh = F == WFmt::kIq2Xs ? 16 * (kb & 1) + 4 * j : 8 * (kb & 3) + 4 * j;
+          const uint32_t sv = (ssg[C::kRows + r] >> ssh) & 0xFu;
+          sc[h] = d * static_cast<float>(2 * sv + 1) * 0.125f;
+        }
       }
     }
   };
@@ -364,7 +385,10 @@ __global__ void __launch_bounds__(wgmma_group_threads(kMode), 1)
   // promotions (drained at the end unless the chained pair's first stage); refill() issues the
   // late copies (kLateCopy, the barrier group's first stage).
   using Scales = float[kPer][C::kGroups][C::kRowSets][2];
-  auto stage_body = [&](const int kb, const int s, const int hs, Scales& sc, auto&& refill) {
+  // retired() runs once the previous stage's last unit retired (kChain, every stage of the group
+  // but its first): its slot may be released.
+  auto stage_body = [&](const int kb, const int s, const int hs, Scales& sc, auto&& refill,
+                        auto&& retired) {
     // This warp's 16-row tiles: A fragments of the stage's four k16 steps (exact integers);
     // atom at (32 K) holds steps 2 at, 2 at + 1.
     uint32_t af[C::kRowSets][4][4];
@@ -380,6 +404,26 @@ __global__ void __launch_bounds__(wgmma_group_threads(kMode), 1)
         uint32_t a2[2][4];
         if constexpr (C::kIq2) {
           decode_iq2_atom<T, kAluSign>(rv, gtab, stab, t, a2);
+          if constexpr (C::kFold) {
+            // The FP16 splats (2s + 1) of rows g (h = 0) and g + 8 (h = 1) for the atom's
+            // sub-blocks (IQ2_XXS: the atom, IQ2_XS: each k16 step); +-grid x (2s + 1) is an
+            // integer <= 43 x 31, exact in FP16.
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const uint32_t sw = ssg[C::kRows + tile_of(0) * 16 + g + 8 * h];
+#pragma unroll
+              for (int st = 0; st < 2; ++st) {
+                const int q = F == WFmt::kIq2Xs ? 2 * at + st : at;
+                const int ssh = F == WFmt::kIq2Xs ? 16 * (kb & 1) + 4 * q : 8 * (kb & 3) + 4 * q;
+                const uint32_t hb =
+                    __half_as_ushort(__uint2half_rn(2u * ((sw >> ssh) & 0xFu) + 1u));
+                const uint32_t m = hb | (hb << 16);
+#pragma unroll
+                for (int j = h; j < 4; j += 2)
+                  asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(a2[st][j]) : "r"(a2[st][j]), "r"(m));
+              }
+            }
+          }
         } else {
           decode_byte_atom<T, true>(rv, a2);
         }
@@ -394,7 +438,8 @@ __global__ void __launch_bounds__(wgmma_group_threads(kMode), 1)
     // units, so no register of an in-flight wgmma can be reallocated to the decode. (With one
     // unit per group, or two row sets, a fragment is dead once its last wgmma is issued: decoded
     // up front there.)
-    constexpr bool kLateAtom1 = C::kRowSets == 1 && C::kTokUnits > 1;
+    // (kFold: every unit reads both atoms.)
+    constexpr bool kLateAtom1 = C::kRowSets == 1 && C::kTokUnits > 1 && C::kGroups > 1;
     decode_atom(0);
     if constexpr (!kLateAtom1) decode_atom(1);
     const uint64_t desc = wg::desc_sw128(act_addr(s));
@@ -441,12 +486,13 @@ __global__ void __launch_bounds__(wgmma_group_threads(kMode), 1)
     for (int u = 0; u < kUnits; ++u) {
       if constexpr (C::kOverlap) {
         issue((u & 1) ? part1 : part0, u);
-        if (kChain && hs == 1 && u == 0) {
-          // The first stage's last unit (partial set (kUnits - 1) & 1 = 1, kUnits even): its
+        if (kChain && hs >= 1 && u == 0) {
+          // The previous stage's last unit (partial set (kUnits - 1) & 1 = 1, kUnits even): its
           // atom-1 fragments are rewritten by the decode below only after this retires it.
           static_assert(kUnits % 2 == 0, "chained pair: even unit count");
           wg::wait<1>();
-          promote(part1, kUnits - 1, 0);
+          promote(part1, kUnits - 1, hs - 1);
+          retired();
         }
         if (kLateAtom1 && u == 0) decode_atom(1);
         if (kLateCopy && u == 1 && hs == 0) refill();
@@ -463,7 +509,7 @@ __global__ void __launch_bounds__(wgmma_group_threads(kMode), 1)
       }
     }
     if constexpr (C::kOverlap) {
-      if (!(kChain && hs == 0)) {
+      if (!(kChain && hs < kPer - 1)) {
         wg::wait<0>();
         promote(((kUnits - 1) & 1) ? part1 : part0, kUnits - 1, hs);
       }
@@ -480,19 +526,7 @@ __global__ void __launch_bounds__(wgmma_group_threads(kMode), 1)
       const int pro = num_k < kStages ? num_k : kStages;
       for (int s = 0; s < pro; ++s) load_weights(s, s);
       griddep_wait();
-      for (int s = 0; s < pro; ++s) {
-        load_acts(s, s);
-        wg::mbar_cp_arrive(full0 + 8 * s);
-      }
-      int sl = 0;
-      uint32_t ph = 0;
-      for (int kb = kStages; kb < num_k; ++kb) {
-        wg::mbar_wait(empty0 + 8 * sl, ph);
-        load_weights(sl, kb);
-        load_acts(sl, kb);
-        wg::mbar_cp_arrive(full0 + 8 * sl);
-        if (++sl == kStages) sl = 0, ph ^= 1;
-      }
+      wg::producer_ring<kStages>(num_k, pro, full0, empty0, load_weights, load_acts);
       wg::cp_wait<0>();  // no copy of this thread outlives it
       griddep_launch_dependents();
       return;
@@ -505,19 +539,25 @@ __global__ void __launch_bounds__(wgmma_group_threads(kMode), 1)
     Scales sc;
     for (int kb = 0; kb < num_k; kb += kPer) {
       // kPer = 2 (chained pair): the first stage's last unit stays in flight into the second
-      // (num_k is even); both slots are released after the pair.
+      // (num_k is a multiple of 4); both slots are released after the pair (kPer = 4, chained
+      // quads: each slot once its last unit retired).
       int sls[kPer];
 #pragma unroll
       for (int hs = 0; hs < kPer; ++hs) {
         sls[hs] = sl;
         wg::mbar_wait(full0 + 8 * sl, ph);
         wg::fence_proxy_async();  // cp.async writes (generic proxy) read by wgmma (async proxy)
-        stage_body(kb + hs, sl, hs, sc, [] {});
+        stage_body(
+            kb + hs, sl, hs, sc, [] {},
+            [&] {
+              if constexpr (kPer == 4) wg::mbar_arrive(empty0 + 8 * sls[hs - 1]);
+            });
         if (++sl == kStages) sl = 0, ph ^= 1;
       }
-      // This thread's wgmmas of the slots retired (drained) and its shared-memory reads done.
+      // This thread's wgmmas of the slots retired (drained) and its shared-memory reads done
+      // (kPer = 4: the others were released by retired()).
 #pragma unroll
-      for (int hs = 0; hs < kPer; ++hs) wg::mbar_arrive(empty0 + 8 * sls[hs]);
+      for (int hs = kPer == 4 ? 3 : 0; hs < kPer; ++hs) wg::mbar_arrive(empty0 + 8 * sls[hs]);
     }
   } else {
     zero_acc();
@@ -563,7 +603,7 @@ __global__ void __launch_bounds__(wgmma_group_threads(kMode), 1)
       // stage's last unit during the second).
       Scales sc;
 #pragma unroll
-      for (int hs = 0; hs < kPer; ++hs) stage_body(kb0 + hs, s0 + hs, hs, sc, refill);
+      for (int hs = 0; hs < kPer; ++hs) stage_body(kb0 + hs, s0 + hs, hs, sc, refill, [] {});
     }
   }
   wg::cp_wait<0>();
