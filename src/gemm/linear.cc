@@ -1014,14 +1014,14 @@ Plan plan(const Caps& caps) {
     int tw = 2;
     if (const char* e = std::getenv("B12X_GEMM_STREAM16_TW"); e != nullptr) tw = std::atoi(e);
     const char* epre = std::getenv("B12X_GEMM_STREAM16_PRE");
-    const bool pre = epre != nullptr && epre[0] == '1';
+    const bool pre = wf == lin::WFmt::kMxfp4 || (epre != nullptr && epre[0] == '1');
     int force_split = 0;
     if (const char* e = std::getenv("B12X_GEMM_STREAM16_SPLIT"); e != nullptr)
       force_split = std::max(0, std::atoi(e));
-    if (want && wf == lin::WFmt::kNvfp4 && !fp16 && stream_bf16_act && split_env == nullptr &&
-        lin::stream16_available(wf, fp16, tw)) {
+    if (want && !fp16 && stream_bf16_act && split_env == nullptr &&
+        lin::stream16_available(wf, fp16, tw, pre)) {
       const int64_t sms = std::max(dev.sm_count, 1);
-      const int fit = lin::prepare_linear_stream16(caps.device, tw, pre);
+      const int fit = lin::prepare_linear_stream16(caps.device, wf, tw, pre);
       if (fit > 0) {
         int per_sm = fit;
         if (const char* e = std::getenv("B12X_GEMM_STREAM16_CTAS");
@@ -1581,7 +1581,8 @@ void run(const Binding& b, Stream stream) {
     p.split = plan.stream16_split;
     p.partial = p.split > 1 ? reinterpret_cast<float*>(b.scratch + plan.off_partial) : nullptr;
     p.stream_vp = plan.stream16_vp;
-    lin::launch_linear_stream16(plan.stream16_tw, plan.stream16_pre, plan.stream16_smem, p, stream);
+    lin::launch_linear_stream16(im.wfmt, plan.stream16_tw, plan.stream16_pre, plan.stream16_smem, p,
+                                stream);
     if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);
     return;
   }

@@ -49,34 +49,37 @@ StreamFn pick_stream(WFmt f, bool fp16, int parts, int occ, int rows) {
 
 using S16Fn = void (*)(const LinearParams);
 
-template <bool kPre>
+template <bool kPre, bool kMx>
 S16Fn pick_stream16_pre(int tw, int nt) {
   switch (tw * 4 + nt) {
     case 1 * 4 + 1:
-      return &linear_stream16_kernel<1, 1, kPre>;
+      return &linear_stream16_kernel<1, 1, kPre, kMx>;
     case 1 * 4 + 2:
-      return &linear_stream16_kernel<1, 2, kPre>;
+      return &linear_stream16_kernel<1, 2, kPre, kMx>;
     case 2 * 4 + 1:
-      return &linear_stream16_kernel<2, 1, kPre>;
+      return &linear_stream16_kernel<2, 1, kPre, kMx>;
     case 2 * 4 + 2:
-      return &linear_stream16_kernel<2, 2, kPre>;
+      return &linear_stream16_kernel<2, 2, kPre, kMx>;
     case 4 * 4 + 1:
-      return &linear_stream16_kernel<4, 1, kPre>;
+      return &linear_stream16_kernel<4, 1, kPre, kMx>;
     case 4 * 4 + 2:
-      return &linear_stream16_kernel<4, 2, kPre>;
+      return &linear_stream16_kernel<4, 2, kPre, kMx>;
     default:
       return nullptr;
   }
 }
 
-S16Fn pick_stream16(int tw, int nt, bool pre) {
-  return pre ? pick_stream16_pre<true>(tw, nt) : pick_stream16_pre<false>(tw, nt);
+// MXFP4 (mx) with the per-CTA splats only.
+S16Fn pick_stream16(int tw, int nt, bool pre, bool mx = false) {
+  if (mx) return pre ? pick_stream16_pre<true, true>(tw, nt) : nullptr;
+  return pre ? pick_stream16_pre<true, false>(tw, nt) : pick_stream16_pre<false, false>(tw, nt);
 }
 
 }  // namespace
 
-bool stream16_available(WFmt f, bool fp16, int tw) {
-  return f == WFmt::kNvfp4 && !fp16 && pick_stream16(tw, 2, false) != nullptr;
+bool stream16_available(WFmt f, bool fp16, int tw, bool pre) {
+  if (fp16 || (f != WFmt::kNvfp4 && f != WFmt::kMxfp4)) return false;
+  return pick_stream16(tw, 2, pre, f == WFmt::kMxfp4) != nullptr;
 }
 
 int64_t stream16_smem_bytes(int tw, bool pre) {
@@ -94,13 +97,14 @@ int stream16_vectors_per_cta(int64_t kvec, int split) {
   return static_cast<int>((per + kS16ChunkV - 1) / kS16ChunkV * kS16ChunkV);
 }
 
-int prepare_linear_stream16(int device, int tw, bool pre) {
+int prepare_linear_stream16(int device, WFmt f, int tw, bool pre) {
   const int64_t smem = stream16_smem_bytes(tw, pre);
   const ::b12x::detail::DeviceScope scope(device);
   int fit = 0;
   for (int nt : {1, 2}) {
-    const S16Fn k = pick_stream16(tw, nt, pre);
-    B12X_ASSERT(k != nullptr, "no M <= 16 block kernel for tw=", tw);
+    const S16Fn k = pick_stream16(tw, nt, pre, f == WFmt::kMxfp4);
+    B12X_ASSERT(k != nullptr, "no M <= 16 block kernel for format ", static_cast<int>(f),
+                " tw=", tw, " pre=", pre);
     int blocks = 0;
     B12X_CUDA_CHECK(::b12x::detail::resident_ctas(
         reinterpret_cast<const void*>(k), kStreamWarps * 32, static_cast<int>(smem), &blocks));
@@ -109,12 +113,15 @@ int prepare_linear_stream16(int device, int tw, bool pre) {
   return fit;
 }
 
-void launch_linear_stream16(int tw, bool pre, int64_t smem, const LinearParams& p, Stream stream) {
+void launch_linear_stream16(WFmt f, int tw, bool pre, int64_t smem, const LinearParams& p,
+                            Stream stream) {
   const int nt = p.M <= 8 ? 1 : 2;
-  const S16Fn k = pick_stream16(tw, nt, pre);
+  const S16Fn k = pick_stream16(tw, nt, pre, f == WFmt::kMxfp4);
   const int split = std::max(p.split, 1);
-  B12X_ASSERT(k != nullptr && smem == stream16_smem_bytes(tw, pre), "M <= 16 block kernel: tw=", tw,
-              " pre=", pre, " smem=", smem);
+  B12X_ASSERT(k != nullptr && (f == WFmt::kNvfp4 || f == WFmt::kMxfp4) &&
+                  smem == stream16_smem_bytes(tw, pre),
+              "M <= 16 block kernel: format ", static_cast<int>(f), " tw=", tw, " pre=", pre,
+              " smem=", smem);
   B12X_ASSERT(p.M >= 1 && p.M <= 16 && p.act_kind == kActRaw16 && p.xs_kind == kXsNone &&
                   p.stream_vp > 0 && p.stream_vp % kS16ChunkV == 0 &&
                   int64_t{p.stream_vp} * split >= p.kvec && (split == 1 || p.partial != nullptr),

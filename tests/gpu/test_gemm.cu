@@ -1392,7 +1392,27 @@ TEST(GemmGpu, DecodeStream16) {
       EXPECT_GT(gemm::lin::last_stream_launch().serial, before);
     }
   }
-  // Not taken: M <= 4 (the 4-row / M = 1 kernels), FP16 MMAs, MXFP4.
+  // MXFP4 weights (the splats built per CTA whatever B12X_GEMM_STREAM16_PRE): W4A16, W4A4 and
+  // W4A8 (their BF16 pre-pass), K tails and splits as above.
+  int j = 0;
+  for (const char* tw : {"1", "2", "4"})
+    for (const char* sp : {"1", "3"})
+      for (int64_t M : {5, 16}) {
+        ScopedEnv et("B12X_GEMM_STREAM16_TW", tw), es("B12X_GEMM_STREAM16_SPLIT", sp);
+        const LinearFormat f = (j % 3) == 0   ? LinearFormat::kMxfp4W4A16
+                               : (j % 3) == 1 ? LinearFormat::kMxfp4
+                                              : LinearFormat::kMxfp4W4A8;
+        const int64_t K = (j % 2) == 0 ? 4832 : 1312;
+        Case c{f, M, (j % 4) < 2 ? 72 : 200, K, DType::kBF16, DType::kBF16, (j % 2) == 1};
+        ++j;
+        const int64_t before = gemm::lin::last_stream_launch().serial;
+        run_case(c, /*graph_replay=*/(j % 5) == 0);
+        const gemm::lin::StreamLaunch l = gemm::lin::last_stream_launch();
+        EXPECT_GT(l.serial, before) << "mx tw " << tw << " split " << sp << " M " << M;
+        EXPECT_EQ(l.rows, 16 * std::atoi(tw));
+        EXPECT_EQ(l.split, std::atoi(sp));
+      }
+  // Not taken: M <= 4 (the 4-row / M = 1 kernels), FP16 MMAs.
   {
     Case c{LinearFormat::kNvfp4W4A16, 4, 200, 1024, DType::kBF16, DType::kBF16, false};
     c.max_tokens = 16;
@@ -1402,7 +1422,7 @@ TEST(GemmGpu, DecodeStream16) {
       EXPECT_EQ(gemm::lin::last_stream_launch().rows, 4);
     const int64_t before = gemm::lin::last_stream_launch().serial;
     run_case({LinearFormat::kNvfp4W4A16, 8, 200, 1024, DType::kFP16, DType::kBF16, false});
-    run_case({LinearFormat::kMxfp4W4A16, 8, 200, 1024, DType::kBF16, DType::kBF16, false});
+    run_case({LinearFormat::kMxfp4W4A16, 8, 200, 1024, DType::kFP16, DType::kBF16, false});
     EXPECT_EQ(gemm::lin::last_stream_launch().serial, before);
   }
 }
@@ -2228,6 +2248,7 @@ TEST(GemmGpuSanitize, DecodeStream16) {
   // tiles per warp (4: with the splats built per CTA) over a partial CTA (N = 40), M = 5 / 16,
   // W4A16 and W4A4.
   ScopedEnv e16("B12X_GEMM_STREAM16", "1"), es("B12X_GEMM_STREAM16_SPLIT", "3");
+  run_case({LinearFormat::kMxfp4W4A16, 16, 40, 1312, DType::kBF16, DType::kBF16, true});
   for (const char* tw : {"1", "4"}) {
     ScopedEnv et("B12X_GEMM_STREAM16_TW", tw),
         ep("B12X_GEMM_STREAM16_PRE", tw[0] == '4' ? "1" : "0");

@@ -436,9 +436,14 @@ __device__ __forceinline__ void s16_cp_async16(void* smem, const void* gmem) {
 /// kPre: the splat pairs built once per CTA and chunk into shared memory (each of the 4 lanes t
 /// of a row pair built them for itself otherwise: ~20 ALU instructions per vector and tile);
 /// activations and raw scales then land one chunk before they are converted, two before use.
-template <int kTw, int kNt, bool kPre>
+/// kMx: MXFP4 weights (E8M0 per 32 K, 8 scale bytes per row and chunk; kPre only): the splats
+/// are 2^(e-127) pairs, applied after the 2^119 that brings the decoded FP4 bits to v * 2^-7
+/// (two exact multiplies, as the decode kernel's fold: one with 2^(e-8) would overflow BF16 for
+/// scales above 2^8).
+template <int kTw, int kNt, bool kPre, bool kMx = false>
 __global__ void __launch_bounds__(kStreamWarps * 32, 2)
     linear_stream16_kernel(const LinearParams p) {
+  static_assert(!kMx || kPre, "MXFP4 builds its splats per CTA");
   static_assert(kTw == 1 || kTw == 2 || kTw == 4, "tiles per warp");
   static_assert(kNt == 1 || kNt == 2, "n8 token tiles");
   using T = Bf16Tag;
@@ -514,10 +519,21 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
         const int i = i0 + threadIdx.x;
         if (kStreamWarps * kTw * 16 < kStreamWarps * 32 && i >= kStreamWarps * kTw * 16) break;
         const int64_t row = row0 + i;
-        if (row < p.n16 * 16 && v0 < p.kvec)
-          s16_cp_async16(sd + i * 16, p.wscale + row * p.scale_ld + v0 * 4);
-        else
-          *reinterpret_cast<uint4*>(sd + i * 16) = make_uint4(0, 0, 0, 0);
+        if constexpr (kMx) {
+          // 8 bytes (2 E8M0 per vector); the row's other 8 staged bytes are never read.
+          if (row < p.n16 * 16 && v0 < p.kvec) {
+            const uint32_t sa = static_cast<uint32_t>(__cvta_generic_to_shared(sd + i * 16));
+            asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(sa),
+                         "l"(p.wscale + row * p.scale_ld + v0 * 2));
+          } else {
+            *reinterpret_cast<uint2*>(sd + i * 16) = make_uint2(0, 0);
+          }
+        } else {
+          if (row < p.n16 * 16 && v0 < p.kvec)
+            s16_cp_async16(sd + i * 16, p.wscale + row * p.scale_ld + v0 * 4);
+          else
+            *reinterpret_cast<uint4*>(sd + i * 16) = make_uint4(0, 0, 0, 0);
+        }
       }
     }
     asm volatile("cp.async.commit_group;");
@@ -534,12 +550,21 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
     for (int e0 = 0; e0 < kStreamWarps * kTw * 32; e0 += kStreamWarps * 32) {
       const int e = e0 + threadIdx.x;
       const int lt = e >> 5, jj = (e >> 3) & 3, gg = e & 7;
-      const uint8_t* const r = raw + (lt * 16 + gg) * 16 + jj * 4;
-      const uint32_t wg = *reinterpret_cast<const uint32_t*>(r);
-      const uint32_t wg8 = *reinterpret_cast<const uint32_t*>(r + 128);
-      *reinterpret_cast<uint4*>(spl + lt * 512 + jj * 128 + gg * 16) =
-          make_uint4(s16_splat(wg, wg8, 0), s16_splat(wg, wg8, 1), s16_splat(wg, wg8, 2),
-                     s16_splat(wg, wg8, 3));
+      if constexpr (kMx) {
+        // (row g, row g + 8) 2^(e-127) of the vector's atoms 0 / 1, repeated for its steps.
+        const uint8_t* const r = raw + (lt * 16 + gg) * 16 + jj * 2;
+        const uint32_t e0 = r[0], e1 = r[1], f0 = r[128], f1 = r[129];
+        const uint32_t a0 = (e8m0_bf16_splat(e0) & 0xFFFFu) | (e8m0_bf16_splat(f0) << 16);
+        const uint32_t a1 = (e8m0_bf16_splat(e1) & 0xFFFFu) | (e8m0_bf16_splat(f1) << 16);
+        *reinterpret_cast<uint4*>(spl + lt * 512 + jj * 128 + gg * 16) = make_uint4(a0, a0, a1, a1);
+      } else {
+        const uint8_t* const r = raw + (lt * 16 + gg) * 16 + jj * 4;
+        const uint32_t wg = *reinterpret_cast<const uint32_t*>(r);
+        const uint32_t wg8 = *reinterpret_cast<const uint32_t*>(r + 128);
+        *reinterpret_cast<uint4*>(spl + lt * 512 + jj * 128 + gg * 16) =
+            make_uint4(s16_splat(wg, wg8, 0), s16_splat(wg, wg8, 1), s16_splat(wg, wg8, 2),
+                       s16_splat(wg, wg8, 3));
+      }
     }
   };
   if constexpr (kPre) {
@@ -611,6 +636,10 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
           const __nv_bfloat162 sv = *reinterpret_cast<const __nv_bfloat162*>(&svp[s]);
           uint32_t wb[4], af[4];
           fp4_word_pairs<T>(s == 0 ? cur.x : s == 1 ? cur.y : s == 2 ? cur.z : cur.w, wb);
+          if constexpr (kMx) {
+#pragma unroll
+            for (int r = 0; r < 4; ++r) wb[r] = fma2<T>(wb[r], kFp4Unit2<T>(), kNegZero2<T>());
+          }
 #pragma unroll
           for (int r = 0; r < 4; ++r) {
             const __nv_bfloat162 m = __hmul2(*reinterpret_cast<const __nv_bfloat162*>(&wb[r]),
