@@ -209,6 +209,11 @@ struct Plan {
   /// M = 9..32 stage more than one slice per chunk. Default 68 in the NVFP4 halves at M = 9..32
   /// since session 10, else 0; B12X_GEMM_DECODE_PIPE_KB=<n> overrides.
   int decode_pipe_kb = 0;
+  /// Decode regime, FP8 weight formats, the MMA (session 13): 0 e4m3 mma.sync (which SM90
+  /// lowers to conversions, f16 MMAs and FADDs per call), 1 f16 MMAs on e4m3 fragments converted
+  /// in the kernel, 2 (SM90, one warp per tile, else 1) wgmma m64n8k32 / m64n16k32 with the
+  /// CTA's 64 weight rows as the register A operand. B12X_GEMM_DECODE_F8MMA=0|1|2 overrides.
+  int decode_fp8_mma = 0;
   /// Decode regime at M = 1, NVFP4 weights with BF16 activations (raw, or W4A4's pre-pass): the
   /// persistent streaming kernel (lin::launch_linear_stream) with this many K parts per 16-row
   /// tile (1, 2, 4, 8; 0 = the decode kernel), registers for decode_stream_occ (2 or 3) CTAs per

@@ -678,7 +678,10 @@ Plan plan(const Caps& caps) {
       p.decode_pipe = want && M >= 2 && lin::decode_pipe_available(wf, fp16);
     }
     bool pipe_ws = false;
-    if (p.decode_pipe && nt == 1 && split_env == nullptr && dev.cc_major >= 9) {
+    // Two token tiles: only the probe (per-tensor FP8, B12X_GEMM_DECODE_PIPE_WS at M = 9..16).
+    const char* pipe_ws_env = std::getenv("B12X_GEMM_DECODE_PIPE_WS");
+    if (p.decode_pipe && (nt == 1 || (wf == WFmt::kFp8 && pipe_ws_env != nullptr)) &&
+        split_env == nullptr && dev.cc_major >= 9) {
       int want = 1;
       // Per-tensor FP8 (session 12) where its 64-row CTAs fill at most a quarter of the SMs: round
       // 45 (H200, M = 4, us over 4096x4096 / 14336x4096 / 4096x14336 / 6144x4096 / 2048x7168, one
@@ -686,14 +689,14 @@ Plan plan(const Caps& caps) {
       // 7.59 (2 warps: 7.68 / 20.14 / 19.75 / 10.83), so only 2048x7168's 32 CTAs gain.
       const bool measured = wf == WFmt::kNvfp4 || wf == WFmt::kMxfp4 || wf == WFmt::kQ8_0 ||
                             (wf == WFmt::kFp8 && ctas_n * 4 <= sms);
-      if (measured && M <= 4 && ctas_n * 10 < 9 * sms && slices >= kDecodePipeWsMinSlices) {
+      if (measured && nt == 1 && M <= 4 && ctas_n * 10 < 9 * sms &&
+          slices >= kDecodePipeWsMinSlices) {
         // The chunks (a multiple of want slices, >= kStages - 1 per K part) must fit the staging.
         const int64_t fit = stage_fit_slices(wf, M, /*pipe=*/true);
         const int64_t need = lin::decode_stages(wf) - 1;
         want = slices >= 16 && fit / 4 * 4 >= 4 * need ? 4 : fit / 2 * 2 >= 2 * need ? 2 : 1;
       }
-      if (const char* e = std::getenv("B12X_GEMM_DECODE_PIPE_WS"); e != nullptr)
-        want = std::atoi(e);
+      if (pipe_ws_env != nullptr) want = std::atoi(pipe_ws_env);
       if (want == 2 || want == 4) ws = want, pipe_ws = true;
     }
     // The smallest split over CTAs that brings the grid to `want` CTAs (with K ranges of at most
@@ -852,6 +855,13 @@ Plan plan(const Caps& caps) {
                                                   dev.smem_per_block_optin - 24 * 1024 -
                                                       4 * lin::kDecodeStagesMax * 4096));
     p.decode_ws8_budget = lin::decode_ws8_budget(dev.smem_per_block_optin);
+    // FP8 weights: the MMA kind (probes in round 48): f16 MMAs on converted e4m3 fragments, or
+    // (SM90) wgmmas over the CTA's 64 rows.
+    if (lin::wtraits(wf).fp8mma) {
+      if (const char* e = std::getenv("B12X_GEMM_DECODE_F8MMA"); e != nullptr)
+        p.decode_fp8_mma = std::clamp(std::atoi(e), 0, 2);
+      if (p.decode_fp8_mma == 2 && !(dev.cc_major == 9 && dev.cc_minor == 0)) p.decode_fp8_mma = 1;
+    }
   }
   // The M = 1 stream kernel, for a run whose bound M is 1.
   if (M >= 1 && p.regime != Regime::kTiled) {
@@ -1149,6 +1159,9 @@ Plan plan(const Caps& caps) {
           << (ws > 1 && M <= kDecodeMaxM ? " ws=" + std::to_string(ws) : "")
           << (p.decode_pipe ? " pipe" : "") << (p.decode_half ? " half" : "")
           << (p.decode_lean ? " lean" : "") << (p.decode_act_quant ? " actq" : "")
+          << (p.decode_fp8_mma == 1   ? " mma=f16"
+              : p.decode_fp8_mma == 2 ? " mma=wgmma"
+                                      : "")
           << (p.ggml_gemv > 0 ? (p.ggml_gemv_split > 1 ? " ggml_gemv+reduce" : " ggml_gemv") : "")
           << (p.decode_deep ? " deep=" + std::to_string(p.decode_deep) : std::string()) << " split="
           << (M > kDecodeMaxM || split == 1 ? "none"
@@ -1588,12 +1601,17 @@ void run(const Binding& b, Stream stream) {
   }
   const int64_t slices = geo.KP / lin::slice_k(im.wfmt);
   p.split = plan.split_k;
-  p.decode_ws = nt == 1 ? plan.decode_warp_split : 1;
+  // Warps per tile at two token tiles: the pipelined FP8 probe only (plan's
+  // B12X_GEMM_DECODE_PIPE_WS).
+  p.decode_ws = nt == 1 || plan.decode_pipe ? plan.decode_warp_split : 1;
   p.decode_ws8_budget = plan.decode_ws8_budget;
   p.decode_half = plan.decode_half && p.decode_ws <= 1;
   p.slices_per_cta = static_cast<int>((slices + p.split - 1) / p.split);
   p.cluster_split = plan.split_cluster ? p.split : 1;
   p.stage_rows = static_cast<int>(std::min<int64_t>(M, 8 * nt));
+  // The wgmma kernels (one warp per tile) read 8 NT token rows of the staging (the launcher
+  // checks it and takes the f16 MMAs otherwise).
+  if (plan.decode_fp8_mma == 2 && p.decode_ws <= 1 && !p.decode_half) p.stage_rows = 8 * nt;
   p.stage_slices = static_cast<int>(
       std::min<int64_t>(p.slices_per_cta, stage_fit_slices(im.wfmt, p.stage_rows)));
   // Pipelined staging where the CTA's K range takes more than one chunk (or its warps split K
@@ -1628,6 +1646,7 @@ void run(const Binding& b, Stream stream) {
           lin::kDecodeDeepBudget)
     p.decode_deep = plan.decode_deep;
   p.decode_seg_stage = plan.decode_seg_stage ? 1 : 0;
+  p.decode_mma = plan.decode_fp8_mma;
   p.decode_lean = plan.decode_lean && lin::decode_lean_available(
                                           im.wfmt, fp16, nt, std::max(p.decode_ws, 1),
                                           p.decode_pipe != 0, p.decode_half != 0, p.decode_deep)

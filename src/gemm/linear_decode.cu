@@ -26,6 +26,27 @@ constexpr int64_t kFp4RingBytes = decode_ring_bytes(WFmt::kNvfp4);
 static_assert(kFp4RingBytes == decode_ring_bytes(WFmt::kMxfp4) && kFp4RingBytes == 4 * 2 * 4096,
               "the FP4 rings are the ones kDecodeHalfStageBudget leaves room for");
 
+/// The kernel with kMma (FP8 weights: 0 e4m3 mma.sync, 1 f16 MMAs on converted fragments, 2
+/// wgmma) appended to its configuration.
+template <WFmt F, class T, int kMma, int NT, int kWS = 1, bool kPipe = false, bool kHalf = false,
+          int kDeep = 0, bool kLean = false>
+DecodeFn dk() {
+  return &linear_decode_kernel<F, T, NT, kWS, kPipe, kHalf, kDeep, kLean, kMma>;
+}
+
+/// The wgmma kernels (kMma = 2, FP8 weight formats, one warp per tile; pipelined staging for
+/// per-tensor FP8 only).
+template <WFmt F, class T>
+DecodeFn decode_fn_wg(int nt, int ws, bool pipe, bool half, int deep, bool lean) {
+  if (ws != 1 || half || deep != 0 || lean) return nullptr;
+  if (pipe) {
+    if constexpr (F == WFmt::kFp8)
+      return nt == 1 ? dk<F, T, 2, 1, 1, true>() : dk<F, T, 2, 2, 1, true>();
+    return nullptr;
+  }
+  return nt == 1 ? dk<F, T, 2, 1>() : dk<F, T, 2, 2>();
+}
+
 /// ws: warps per weight tile (linear_decode_kernel's kWS), 2 and 4 for one token tile only.
 /// pipe: the pipelined two-buffer staging (kPipe), BF16 MMAs and one warp per tile only, formats
 /// whose decode-regime activations carry no group scales. half: the 8-warp kernel over slice
@@ -33,33 +54,34 @@ static_assert(kFp4RingBytes == decode_ring_bytes(WFmt::kMxfp4) && kFp4RingBytes 
 /// weights with BF16 MMAs, one token tile, 4 warps per tile, one staging buffer). lean: the
 /// kernels with the per-slice bookkeeping by running pointers (kLean, the default there: FP4
 /// weights with BF16 MMAs at M = 1 with 4 or 8 warps per tile, and the pipelined slice halves).
-template <WFmt F, class T>
+/// kMma 1: the FP8 weight formats only.
+template <WFmt F, class T, int kMma = 0>
 DecodeFn decode_fn(int nt, int ws, bool pipe, bool half, int deep, bool lean) {
   if (lean) {
     if constexpr (std::is_same_v<T, Bf16Tag> && (F == WFmt::kNvfp4 || F == WFmt::kMxfp4)) {
       if (nt == 1 && ws == 8 && !pipe && !half && deep == 0)
-        return &linear_decode_kernel<F, T, 1, 8, false, false, 0, true>;
+        return dk<F, T, kMma, 1, 8, false, false, 0, true>();
       if (nt == 1 && ws == 4 && !pipe && !half)
-        return deep == 1   ? &linear_decode_kernel<F, T, 1, 4, false, false, 1, true>
-               : deep == 0 ? &linear_decode_kernel<F, T, 1, 4, false, false, 0, true>
+        return deep == 1   ? dk<F, T, kMma, 1, 4, false, false, 1, true>()
+               : deep == 0 ? dk<F, T, kMma, 1, 4, false, false, 0, true>()
                            : nullptr;
       if (ws == 1 && pipe && half && deep == 0)
-        return nt == 1 ? &linear_decode_kernel<F, T, 1, 1, true, true, 0, true>
-                       : &linear_decode_kernel<F, T, 2, 1, true, true, 0, true>;
+        return nt == 1 ? dk<F, T, kMma, 1, 1, true, true, 0, true>()
+                       : dk<F, T, kMma, 2, 1, true, true, 0, true>();
     }
     return nullptr;
   }
   if (ws == 8) {
     // 8 warps per tile (probe): FP4 weights with BF16 MMAs at M = 1, the default ring.
     if constexpr (std::is_same_v<T, Bf16Tag> && (F == WFmt::kNvfp4 || F == WFmt::kMxfp4)) {
-      if (nt == 1 && !pipe && !half && deep == 0) return &linear_decode_kernel<F, T, 1, 8>;
+      if (nt == 1 && !pipe && !half && deep == 0) return dk<F, T, kMma, 1, 8>();
     }
     return nullptr;
   }
   if (deep > 0) {
     if constexpr (std::is_same_v<T, Bf16Tag> && (F == WFmt::kNvfp4 || F == WFmt::kMxfp4)) {
       if (nt != 1 || ws != 4 || pipe || half) return nullptr;
-      if (deep == 1) return &linear_decode_kernel<F, T, 1, 4, false, false, 1>;
+      if (deep == 1) return dk<F, T, kMma, 1, 4, false, false, 1>();
     }
     return nullptr;
   }
@@ -69,33 +91,39 @@ DecodeFn decode_fn(int nt, int ws, bool pipe, bool half, int deep, bool lean) {
                   (F == WFmt::kNvfp4 || F == WFmt::kMxfp4 || F == WFmt::kFp8)) {
       if (ws != 1) return nullptr;
       if (nt == 1)
-        return pipe ? &linear_decode_kernel<F, T, 1, 1, true, true>
-                    : &linear_decode_kernel<F, T, 1, 1, false, true>;
-      return pipe ? &linear_decode_kernel<F, T, 2, 1, true, true>
-                  : &linear_decode_kernel<F, T, 2, 1, false, true>;
+        return pipe ? dk<F, T, kMma, 1, 1, true, true>() : dk<F, T, kMma, 1, 1, false, true>();
+      return pipe ? dk<F, T, kMma, 2, 1, true, true>() : dk<F, T, kMma, 2, 1, false, true>();
     }
     return nullptr;
   }
   if (pipe) {
     if constexpr (std::is_same_v<T, Bf16Tag> && F != WFmt::kFp8Mx && F != WFmt::kFp8Block) {
-      if (nt == 1 && ws == 2) return &linear_decode_kernel<F, T, 1, 2, true>;
-      if (nt == 1 && ws == 4) return &linear_decode_kernel<F, T, 1, 4, true>;
+      if (nt == 1 && ws == 2) return dk<F, T, kMma, 1, 2, true>();
+      if (nt == 1 && ws == 4) return dk<F, T, kMma, 1, 4, true>();
+      // Two token tiles with warps per tile (probe, B12X_GEMM_DECODE_PIPE_WS at M = 9..16):
+      // per-tensor FP8 only.
+      if (nt == 2 && ws != 1) {
+        if constexpr (F == WFmt::kFp8) {
+          if (ws == 2) return dk<F, T, kMma, 2, 2, true>();
+          if (ws == 4) return dk<F, T, kMma, 2, 4, true>();
+        }
+        return nullptr;
+      }
       if (ws != 1) return nullptr;
-      return nt == 1 ? &linear_decode_kernel<F, T, 1, 1, true>
-                     : &linear_decode_kernel<F, T, 2, 1, true>;
+      return nt == 1 ? dk<F, T, kMma, 1, 1, true>() : dk<F, T, kMma, 2, 1, true>();
     }
     return nullptr;
   }
-  if (nt == 1 && ws == 2) return &linear_decode_kernel<F, T, 1, 2>;
-  if (nt == 1 && ws == 4) return &linear_decode_kernel<F, T, 1, 4>;
+  if (nt == 1 && ws == 2) return dk<F, T, kMma, 1, 2>();
+  if (nt == 1 && ws == 4) return dk<F, T, kMma, 1, 4>();
   if (ws != 1) return nullptr;
-  return nt == 1 ? &linear_decode_kernel<F, T, 1> : &linear_decode_kernel<F, T, 2>;
+  return nt == 1 ? dk<F, T, kMma, 1>() : dk<F, T, kMma, 2>();
 }
 
 thread_local DecodeLaunch t_last;  // last_decode_launch()
 
 DecodeFn pick_decode(WFmt f, bool fp16, int nt, int ws = 1, bool pipe = false, bool half = false,
-                     int deep = 0, bool lean = false) {
+                     int deep = 0, bool lean = false, int mma = 0) {
   switch (f) {
     case WFmt::kNvfp4:
       return fp16 ? decode_fn<WFmt::kNvfp4, Fp16Tag>(nt, ws, pipe, half, deep, lean)
@@ -113,11 +141,20 @@ DecodeFn pick_decode(WFmt f, bool fp16, int nt, int ws = 1, bool pipe = false, b
       return fp16 ? decode_fn<WFmt::kIq2Xs, Fp16Tag>(nt, ws, pipe, half, deep, lean)
                   : decode_fn<WFmt::kIq2Xs, Bf16Tag>(nt, ws, pipe, half, deep, lean);
     case WFmt::kFp8:
-      return fp16 ? nullptr : decode_fn<WFmt::kFp8, Bf16Tag>(nt, ws, pipe, half, deep, lean);
+      return fp16       ? nullptr
+             : mma == 2 ? decode_fn_wg<WFmt::kFp8, Bf16Tag>(nt, ws, pipe, half, deep, lean)
+             : mma == 1 ? decode_fn<WFmt::kFp8, Bf16Tag, 1>(nt, ws, pipe, half, deep, lean)
+                        : decode_fn<WFmt::kFp8, Bf16Tag>(nt, ws, pipe, half, deep, lean);
     case WFmt::kFp8Mx:
-      return fp16 ? nullptr : decode_fn<WFmt::kFp8Mx, Bf16Tag>(nt, ws, pipe, half, deep, lean);
+      return fp16       ? nullptr
+             : mma == 2 ? decode_fn_wg<WFmt::kFp8Mx, Bf16Tag>(nt, ws, pipe, half, deep, lean)
+             : mma == 1 ? decode_fn<WFmt::kFp8Mx, Bf16Tag, 1>(nt, ws, pipe, half, deep, lean)
+                        : decode_fn<WFmt::kFp8Mx, Bf16Tag>(nt, ws, pipe, half, deep, lean);
     case WFmt::kFp8Block:
-      return fp16 ? nullptr : decode_fn<WFmt::kFp8Block, Bf16Tag>(nt, ws, pipe, half, deep, lean);
+      return fp16       ? nullptr
+             : mma == 2 ? decode_fn_wg<WFmt::kFp8Block, Bf16Tag>(nt, ws, pipe, half, deep, lean)
+             : mma == 1 ? decode_fn<WFmt::kFp8Block, Bf16Tag, 1>(nt, ws, pipe, half, deep, lean)
+                        : decode_fn<WFmt::kFp8Block, Bf16Tag>(nt, ws, pipe, half, deep, lean);
   }
   return nullptr;
 }
@@ -165,8 +202,8 @@ void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stre
   // 8-warp CTAs, the two warps of a tile on the halves of each slice (one warp per tile
   // otherwise; no constraint on the staging or the split).
   const bool half = p.decode_half != 0;
-  B12X_ASSERT(ws == 1 || (!half && nt == 1 && (p.split == 1 || p.cluster_split == p.split) &&
-                          p.partial == nullptr &&
+  B12X_ASSERT(ws == 1 || (!half && (nt == 1 || pipe) &&
+                          (p.split == 1 || p.cluster_split == p.split) && p.partial == nullptr &&
                           (pipe ? p.stage_slices % ws == 0 : p.stage_slices >= p.slices_per_cta)),
               "decode warp split ", ws, " with split ", p.split, " stage slices ", p.stage_slices);
   // Pipelined staging: plain 16-byte copies of BF16 / e4m3 activations without group scales,
@@ -177,7 +214,12 @@ void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stre
               "decode pipelined staging with ws ", ws, " act ", p.act_kind, " xs ", p.xs_kind);
   // Deeper rings: the plan takes them only where ring + staging fit kDecodeDeepBudget.
   const int deep = p.decode_deep;
-  DecodeFn fn = pick_decode(f, fp16, nt, ws, pipe, half, deep, p.decode_lean != 0);
+  // FP8 weights: the MMA kind (LinearParams::decode_mma); the wgmma kernels exist for one warp per
+  // tile only (else the f16 MMAs) and stage 8 NT token rows (run sizes the staging so).
+  int mma = wtraits(f).fp8mma ? p.decode_mma : 0;
+  if (mma == 2 && (ws != 1 || half || deep != 0 || p.decode_lean != 0 || p.stage_rows != 8 * nt))
+    mma = 1;
+  DecodeFn fn = pick_decode(f, fp16, nt, ws, pipe, half, deep, p.decode_lean != 0, mma);
   B12X_ASSERT(fn != nullptr, "no decode kernel for format ", static_cast<int>(f), " fp16=", fp16);
   B12X_ASSERT(p.stage_rows >= 1 && p.stage_rows <= 8 * nt && p.stage_slices >= 1,
               "decode staging rows=", p.stage_rows, " slices=", p.stage_slices);
@@ -223,7 +265,8 @@ void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stre
               "cluster split ", p.cluster_split);
   const dim3 cluster(1, p.cluster_split > 1 ? static_cast<unsigned>(p.split) : 1u, 1);
   t_last = DecodeLaunch{
-      nt, ws, deep, p.split, static_cast<int>(cluster.y), pipe, half, p.decode_lean != 0, smem};
+      nt,   ws, deep, p.split, static_cast<int>(cluster.y), pipe, half, p.decode_lean != 0,
+      smem, mma};
   B12X_CUDA_CHECK(b12x::detail::launch_ex(fn, grid, dim3(half || ws == 8 ? 256 : 128),
                                           static_cast<size_t>(smem), stream, p.pdl != 0, cluster,
                                           p));

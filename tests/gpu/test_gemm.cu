@@ -935,6 +935,66 @@ TEST(GemmGpu, DecodeSliceHalvesFp8) {
   }
 }
 
+TEST(GemmGpu, DecodeFp8MmaKinds) {
+  B12X_REQUIRE_GPU();
+  // B12X_GEMM_DECODE_F8MMA=1|2: the FP8 weight formats' decode kernels on f16 MMAs over e4m3
+  // fragments converted in the kernel (1), or on wgmmas over the CTA's 64 rows with the tokens
+  // staged as K-major core matrices (2, SM90 with one warp per tile; 4 warps per tile at M = 1
+  // take 1): per-tensor (no group scales), block FP8 (1x128 groups) and MXFP8 (32-K groups); one
+  // and two token tiles, splits over a cluster (N = 72) and none (N = 200), K in several staging
+  // chunks (4864) or one (1024), bias on odd M.
+  const bool sm90 = device_info(0).cc_major == 9 && device_info(0).cc_minor == 0;
+  ScopedEnv es("B12X_GEMM_DECODE_STREAM", "0");
+  const std::pair<int64_t, int64_t> shapes[] = {{72, 4864}, {200, 1024}};
+  for (const char* mma : {"1", "2"}) {
+    ScopedEnv em("B12X_GEMM_DECODE_F8MMA", mma);
+    for (LinearFormat f :
+         {LinearFormat::kFp8Tensor, LinearFormat::kFp8Block, LinearFormat::kMxfp8}) {
+      const DType act = f == LinearFormat::kFp8Tensor ? DType::kFP8E4M3 : DType::kBF16;
+      for (int64_t M : {1, 4, 9, 16})
+        for (const auto& nk : shapes) {
+          run_case({f, M, nk.first, nk.second, act, DType::kBF16, M % 2 == 1});
+          const gemm::lin::DecodeLaunch l = gemm::lin::last_decode_launch();
+          const int want = mma[0] == '2' && sm90 && l.ws == 1 && !l.half ? 2 : 1;
+          EXPECT_EQ(l.mma, want) << gemm::format_name(f) << " M = " << M << " N = " << nk.first
+                                 << " F8MMA " << mma;
+        }
+    }
+    // Per-tensor on the slice halves (f16 MMAs), one staging buffer with partials (split 4),
+    // FP16 output.
+    {
+      ScopedEnv eh("B12X_GEMM_DECODE_HALF", "1");
+      for (int64_t M : {9, 16}) {
+        run_case({LinearFormat::kFp8Tensor, M, 72, 4864, DType::kFP8E4M3, DType::kBF16, M == 9});
+        const gemm::lin::DecodeLaunch l = gemm::lin::last_decode_launch();
+        EXPECT_TRUE(l.half && l.mma == 1) << "M = " << M;
+      }
+    }
+    {
+      ScopedEnv ep("B12X_GEMM_DECODE_PIPE", "0"), es4("B12X_GEMM_SPLIT", "4");
+      for (int64_t M : {5, 16}) {
+        run_case({LinearFormat::kFp8Tensor, M, 72, 4864, DType::kFP8E4M3, DType::kFP16, M == 5});
+        EXPECT_EQ(gemm::lin::last_decode_launch().mma, mma[0] == '2' && sm90 ? 2 : 1);
+      }
+    }
+  }
+  // Two token tiles with warps per tile (B12X_GEMM_DECODE_PIPE_WS=2|4 at M = 9..16, per-tensor
+  // FP8 only; 4 needs chunks of 8 slices, the 68 KB staging): N = 40 (3 tiles) splits K = 20480
+  // over a cluster, whose CTAs end on a short chunk where some K parts have no slice; e4m3 and
+  // f16 MMAs.
+  ScopedEnv ekb("B12X_GEMM_DECODE_PIPE_KB", "68");
+  for (const char* mma : {"1", "0"})
+    for (const char* ws : {"2", "4"}) {
+      ScopedEnv em("B12X_GEMM_DECODE_F8MMA", mma), ew("B12X_GEMM_DECODE_PIPE_WS", ws);
+      for (int64_t M : {9, 16}) {
+        run_case({LinearFormat::kFp8Tensor, M, 40, 20480, DType::kFP8E4M3, DType::kBF16, M == 9});
+        const gemm::lin::DecodeLaunch l = gemm::lin::last_decode_launch();
+        EXPECT_TRUE(l.nt == 2 && l.pipe && l.mma == mma[0] - '0') << "M = " << M;
+        if (ws[0] == '2') EXPECT_EQ(l.ws, 2) << "M = " << M;
+      }
+    }
+}
+
 TEST(GemmGpu, DecodePipelinedStagingWarpSplit) {
   B12X_REQUIRE_GPU();
   ScopedEnv eg0("B12X_GGML_GEMV", "0");  // the decode kernel for the GGML formats too
