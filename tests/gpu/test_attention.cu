@@ -1128,8 +1128,11 @@ Spec sweep_decode_spec(int i, int dqk, int dv, int hkv, int group) {
 // the decode tile; the plan names the variant (other dtypes and head dims fall back to wide).
 TEST(AttentionGpuDecode, SplitDims) {
   B12X_REQUIRE_GPU();
+  const bool sm90 = b12x::device_info(0).family == b12x::ArchFamily::kSm90;
   const int groups[] = {4, 1, 8, 16, 3, 5, 7, 2};
-  for (const char* tile : {"wideh"}) {
+  // wideh3: wideh with 3 stages (104 KB: SM90; wide elsewhere)
+  for (const char* tile : {"wideh", "wideh3"}) {
+    const std::string name = std::string(tile) == "wideh3" && !sm90 ? "wide" : tile;
     setenv("B12X_ATTN_DECODE_TILE", tile, 1);
     const int d = 256;
     for (int i = 0; i < 10; ++i) {
@@ -1140,15 +1143,16 @@ TEST(AttentionGpuDecode, SplitDims) {
       if (i == 0) {
         Problem p(s, rng());
         PLAN_AND_BIND(p);
-        EXPECT_NE(p.plan.kernel.find(std::string("_decode_") + tile + "_bf16_lean_spec"),
-                  std::string::npos)
+        EXPECT_NE(p.plan.kernel.find("_decode_" + name + "_bf16_lean"), std::string::npos)
             << p.plan.kernel;
       }
       if (i == 6) setenv("B12X_ATTN_LEAN", "0", 1);
       if (i == 9) setenv("B12X_ATTN_FUSED_MERGE", "1", 1);
+      if (i == 4 || i == 8) setenv("B12X_ATTN_CLUSTER_MERGE", "16", 1);
       run_case(s, std::string("tile=") + tile + " decode " + std::to_string(i));
       unsetenv("B12X_ATTN_LEAN");
       unsetenv("B12X_ATTN_FUSED_MERGE");
+      unsetenv("B12X_ATTN_CLUSTER_MERGE");
     }
     Spec gq = gqa_decode_spec({8192, 4000, 63, 1}, 0, 0);
     gq.dqk = gq.dv = d;

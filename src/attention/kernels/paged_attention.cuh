@@ -60,13 +60,16 @@ struct TileCfg {
   // each keeps and accumulates half of O, so the tile runs twice the warps with half the O
   // registers (more warps per SM at the same shared memory). Kind 15 ("wide3h", the same for
   // wide3) was removed in session 11: 2-8 % slower than wide3 (rounds 37 / 38).
-  static constexpr int kDH = kKind_ == 16 ? 2 : 1;
+  // kind 18 ("wideh3", SM90 only): wideh with 3 stages (104 KB, 2 CTAs per SM90 SM): two
+  // tiles in flight per CTA instead of one.
+  static constexpr bool kH3 = kKind_ == 18;
+  static constexpr int kDH = (kKind_ == 16 || kH3) ? 2 : 1;
   // kind 17 ("wide3x", 16-bit KV, head dim 128, SM90 only): wide3 with 128-token tiles over 8
   // warps (16 tokens each, as wide3's 4), 3 stages of 64 KB (1 CTA per SM90 SM): the warps and
   // bytes in flight per SM of 2 wide3 CTAs in half the CTAs, so a B = 1 call needs half the
   // splits (16 per KV head: one thread-block cluster, see the cluster split merge).
   static constexpr bool kX8 = kKind_ == 17;
-  static constexpr int kKind = kKind_ == 16 ? 1 : (kX8 ? 5 : kKind_);
+  static constexpr int kKind = (kKind_ == 16 || kH3) ? 1 : (kX8 ? 5 : kKind_);
   static constexpr bool kFp8 = kFp8_;
   static constexpr bool kDecode = kKind != 0 && kKind != 7 && kKind != 10 && kKind != 12;
   // Sub-tiles per stage: the MMA/softmax body runs on kBN / kSub tokens at a time.
@@ -146,12 +149,12 @@ struct TileCfg {
   static constexpr int kIdStageBytes = kBN * 4;
   // Shared memory per block: SM12x's 99 KB, except hcvt3 (SM90's 227 KB; plans elsewhere fall
   // back to hcvt).
-  static constexpr int kSmemLimit = (kKind == 13 || kX8) ? 232448 : 101376;
+  static constexpr int kSmemLimit = (kKind == 13 || kX8 || kH3) ? 232448 : 101376;
   static constexpr int kFitStages =
       (kSmemLimit - kQBytes - kConvBytes) / (kStageBytes + kIdStageBytes);
   static constexpr int kMaxStages =
-      (kKind == 12 || kKind == 13) ? 3
-      : kKind == 14                ? 2
+      (kKind == 12 || kKind == 13 || kH3) ? 3
+      : kKind == 14                       ? 2
                     : (kKind == 7 ? 3 : (kKind >= 2 ? 4 : (kKind == 0 && kMB == 2 ? 3 : 0)));
   static constexpr int kStages = kMaxStages > 0
                                      ? (kFitStages < kMaxStages ? kFitStages : kMaxStages)
