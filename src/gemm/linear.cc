@@ -1016,22 +1016,27 @@ Plan plan(const Caps& caps) {
   // partials + the reduce kernel) fills the SMs: the split whose waves x vectors per CTA is least
   // (the per-SM time), ties to the smaller split. Probe: B12X_GEMM_STREAM16=1 takes it,
   // B12X_GEMM_STREAM16_TW=1|2|4 (default 2), B12X_GEMM_STREAM16_SPLIT=<n>,
-  // B12X_GEMM_STREAM16_CTAS=<per SM> (the slots the split fills) and B12X_GEMM_STREAM16_PRE=1
-  // (scale splats built once per CTA in shared memory) override.
+  // B12X_GEMM_STREAM16_CTAS=<per SM> (the slots the split fills), B12X_GEMM_STREAM16_PRE=1
+  // (scale splats built once per CTA in shared memory) and B12X_GEMM_STREAM16_QX=1 (W4A4's
+  // NVFP4 activations converted in the kernel) override.
   if (M >= 5 && p.regime != Regime::kTiled) {
     const char* e16 = std::getenv("B12X_GEMM_STREAM16");
     const bool want = e16 != nullptr && e16[0] == '1';
     int tw = 2;
     if (const char* e = std::getenv("B12X_GEMM_STREAM16_TW"); e != nullptr) tw = std::atoi(e);
     const char* epre = std::getenv("B12X_GEMM_STREAM16_PRE");
-    const bool pre = wf == lin::WFmt::kMxfp4 || (epre != nullptr && epre[0] == '1');
+    // B12X_GEMM_STREAM16_QX=1 (probe): W4A4 NVFP4 activations converted in the kernel instead
+    // of the pre-pass launch (runs at M = 5..16 skip it; the splats per CTA go with it).
+    const char* eqx = std::getenv("B12X_GEMM_STREAM16_QX");
+    const bool qx = f == LinearFormat::kNvfp4 && eqx != nullptr && eqx[0] == '1' && tw <= 2;
+    const bool pre = wf == lin::WFmt::kMxfp4 || qx || (epre != nullptr && epre[0] == '1');
     int force_split = 0;
     if (const char* e = std::getenv("B12X_GEMM_STREAM16_SPLIT"); e != nullptr)
       force_split = std::max(0, std::atoi(e));
     if (want && !fp16 && stream_bf16_act && split_env == nullptr &&
         lin::stream16_available(wf, fp16, tw, pre)) {
       const int64_t sms = std::max(dev.sm_count, 1);
-      const int fit = lin::prepare_linear_stream16(caps.device, wf, tw, pre);
+      const int fit = lin::prepare_linear_stream16(caps.device, wf, tw, pre, qx);
       if (fit > 0) {
         int per_sm = fit;
         if (const char* e = std::getenv("B12X_GEMM_STREAM16_CTAS");
@@ -1052,7 +1057,8 @@ Plan plan(const Caps& caps) {
             p.stream16_split = eff;
             p.stream16_vp = vp;
             p.stream16_pre = pre;
-            p.stream16_smem = lin::stream16_smem_bytes(tw, pre);
+            p.stream16_qx = qx;
+            p.stream16_smem = lin::stream16_smem_bytes(tw, pre, qx);
           }
           if (vp <= 4) break;
         }
@@ -1370,7 +1376,11 @@ void run(const Binding& b, Stream stream) {
     const uint8_t* qscale = static_cast<const uint8_t*>(b.x_scale.data);
     int64_t qscale_ld = 0;
     lin::ActKind kind = lin::ActKind::kFp8;
-    const bool prepass = plan.act_prepass && (!lin::wtraits(im.wfmt).fp8mma || tiled_f8_fold);
+    // The M <= 16 block kernel converts NVFP4 activations itself (Plan::stream16_qx).
+    const bool s16_qx =
+        plan.stream16_qx && !tiled && M >= 5 && M <= 16 && f == LinearFormat::kNvfp4;
+    const bool prepass =
+        plan.act_prepass && (!lin::wtraits(im.wfmt).fp8mma || tiled_f8_fold) && !s16_qx;
     uint16_t* const act_out = reinterpret_cast<uint16_t*>(b.scratch + plan.off_act);
     bool fused = false;  // the MXFP8 pre-pass done in one kernel (no E4M3 intermediate)
     switch (f) {
@@ -1589,7 +1599,8 @@ void run(const Binding& b, Stream stream) {
     if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);
     return;
   }
-  if (M >= 5 && M <= 16 && plan.stream16_tw > 0 && p.act_kind == lin::kActRaw16 &&
+  if (M >= 5 && M <= 16 && plan.stream16_tw > 0 &&
+      (p.act_kind == lin::kActRaw16 || (plan.stream16_qx && p.act_kind == lin::kActNvfp4)) &&
       p.xs_kind == lin::kXsNone) {
     p.split = plan.stream16_split;
     p.partial = p.split > 1 ? reinterpret_cast<float*>(b.scratch + plan.off_partial) : nullptr;

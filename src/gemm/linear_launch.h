@@ -91,10 +91,11 @@ void launch_linear_stream(WFmt f, int parts, int occ, int ctas, int64_t smem, co
 /// pairs built once per CTA and chunk in shared memory.
 /// NVFP4 both ways, MXFP4 with pre only.
 bool stream16_available(WFmt f, bool fp16, int tw, bool pre);
-int64_t stream16_smem_bytes(int tw, bool pre);
+/// qx: NVFP4 activations converted in the kernel (p.act_kind kActNvfp4; NVFP4 weights, pre).
+int64_t stream16_smem_bytes(int tw, bool pre, bool qx = false);
 int stream16_vectors_per_cta(int64_t kvec, int split);
 /// Host only (plan time): the opt-in and the CTAs per SM of both token-tile variants (the min).
-int prepare_linear_stream16(int device, WFmt f, int tw, bool pre);
+int prepare_linear_stream16(int device, WFmt f, int tw, bool pre, bool qx = false);
 void launch_linear_stream16(WFmt f, int tw, bool pre, int64_t smem, const LinearParams& p,
                             Stream stream);
 /// grid = (ceil(n16/4), split, ceil(M / (8*nt))); p.cluster_split > 1 launches grid.y as one

@@ -14,7 +14,8 @@ static_assert(kStreamSmemBudget + kStreamRedBytes<1> <= 101376,
               "stream kernel: staging budget + static shared memory exceed 99 KB");
 static_assert(kStreamRowsSmemBudget + kStreamRedBytes<4> <= 101376,
               "stream kernel (4 rows): staging budget + static shared memory exceed 99 KB");
-static_assert(kS16SmemBytes<4, true> <= 101376, "M <= 16 block kernel: staging slots exceed 99 KB");
+static_assert(kS16SmemBytes<4, true> <= 101376 && kS16SmemBytes<2, true, true> <= 101376,
+              "M <= 16 block kernel: staging slots exceed 99 KB");
 
 namespace {
 
@@ -49,28 +50,35 @@ StreamFn pick_stream(WFmt f, bool fp16, int parts, int occ, int rows) {
 
 using S16Fn = void (*)(const LinearParams);
 
-template <bool kPre, bool kMx>
+template <bool kPre, bool kMx, bool kQx = false>
 S16Fn pick_stream16_pre(int tw, int nt) {
   switch (tw * 4 + nt) {
     case 1 * 4 + 1:
-      return &linear_stream16_kernel<1, 1, kPre, kMx>;
+      return &linear_stream16_kernel<1, 1, kPre, kMx, kQx>;
     case 1 * 4 + 2:
-      return &linear_stream16_kernel<1, 2, kPre, kMx>;
+      return &linear_stream16_kernel<1, 2, kPre, kMx, kQx>;
     case 2 * 4 + 1:
-      return &linear_stream16_kernel<2, 1, kPre, kMx>;
+      return &linear_stream16_kernel<2, 1, kPre, kMx, kQx>;
     case 2 * 4 + 2:
-      return &linear_stream16_kernel<2, 2, kPre, kMx>;
+      return &linear_stream16_kernel<2, 2, kPre, kMx, kQx>;
     case 4 * 4 + 1:
-      return &linear_stream16_kernel<4, 1, kPre, kMx>;
+      return &linear_stream16_kernel<4, 1, kPre, kMx, kQx>;
     case 4 * 4 + 2:
-      return &linear_stream16_kernel<4, 2, kPre, kMx>;
+      return &linear_stream16_kernel<4, 2, kPre, kMx, kQx>;
     default:
       return nullptr;
   }
 }
 
-// MXFP4 (mx) with the per-CTA splats only.
-S16Fn pick_stream16(int tw, int nt, bool pre, bool mx = false) {
+// MXFP4 (mx) and NVFP4 activations (qx, NVFP4 weights) with the per-CTA splats only.
+S16Fn pick_stream16(int tw, int nt, bool pre, bool mx = false, bool qx = false) {
+  if (qx) {  // tw <= 2: 4 tiles per warp with the NVFP4 staging exceed SM12x's 99 KB
+    if (!pre || mx || tw > 2) return nullptr;
+    return tw == 1 ? (nt == 1 ? &linear_stream16_kernel<1, 1, true, false, true>
+                              : &linear_stream16_kernel<1, 2, true, false, true>)
+                   : (nt == 1 ? &linear_stream16_kernel<2, 1, true, false, true>
+                              : &linear_stream16_kernel<2, 2, true, false, true>);
+  }
   if (mx) return pre ? pick_stream16_pre<true, true>(tw, nt) : nullptr;
   return pre ? pick_stream16_pre<true, false>(tw, nt) : pick_stream16_pre<false, false>(tw, nt);
 }
@@ -82,7 +90,8 @@ bool stream16_available(WFmt f, bool fp16, int tw, bool pre) {
   return pick_stream16(tw, 2, pre, f == WFmt::kMxfp4) != nullptr;
 }
 
-int64_t stream16_smem_bytes(int tw, bool pre) {
+int64_t stream16_smem_bytes(int tw, bool pre, bool qx) {
+  if (qx) return tw == 1 ? kS16SmemBytes<1, true, true> : kS16SmemBytes<2, true, true>;
   if (pre)
     return tw == 1   ? kS16SmemBytes<1, true>
            : tw == 2 ? kS16SmemBytes<2, true>
@@ -97,14 +106,14 @@ int stream16_vectors_per_cta(int64_t kvec, int split) {
   return static_cast<int>((per + kS16ChunkV - 1) / kS16ChunkV * kS16ChunkV);
 }
 
-int prepare_linear_stream16(int device, WFmt f, int tw, bool pre) {
-  const int64_t smem = stream16_smem_bytes(tw, pre);
+int prepare_linear_stream16(int device, WFmt f, int tw, bool pre, bool qx) {
+  const int64_t smem = stream16_smem_bytes(tw, pre, qx);
   const ::b12x::detail::DeviceScope scope(device);
   int fit = 0;
   for (int nt : {1, 2}) {
-    const S16Fn k = pick_stream16(tw, nt, pre, f == WFmt::kMxfp4);
+    const S16Fn k = pick_stream16(tw, nt, pre, f == WFmt::kMxfp4, qx);
     B12X_ASSERT(k != nullptr, "no M <= 16 block kernel for format ", static_cast<int>(f),
-                " tw=", tw, " pre=", pre);
+                " tw=", tw, " pre=", pre, " qx=", qx);
     int blocks = 0;
     B12X_CUDA_CHECK(::b12x::detail::resident_ctas(
         reinterpret_cast<const void*>(k), kStreamWarps * 32, static_cast<int>(smem), &blocks));
@@ -116,13 +125,14 @@ int prepare_linear_stream16(int device, WFmt f, int tw, bool pre) {
 void launch_linear_stream16(WFmt f, int tw, bool pre, int64_t smem, const LinearParams& p,
                             Stream stream) {
   const int nt = p.M <= 8 ? 1 : 2;
-  const S16Fn k = pick_stream16(tw, nt, pre, f == WFmt::kMxfp4);
+  const bool qx = p.act_kind == kActNvfp4;
+  const S16Fn k = pick_stream16(tw, nt, pre, f == WFmt::kMxfp4, qx);
   const int split = std::max(p.split, 1);
   B12X_ASSERT(k != nullptr && (f == WFmt::kNvfp4 || f == WFmt::kMxfp4) &&
-                  smem == stream16_smem_bytes(tw, pre),
+                  smem == stream16_smem_bytes(tw, pre, qx),
               "M <= 16 block kernel: format ", static_cast<int>(f), " tw=", tw, " pre=", pre,
               " smem=", smem);
-  B12X_ASSERT(p.M >= 1 && p.M <= 16 && p.act_kind == kActRaw16 && p.xs_kind == kXsNone &&
+  B12X_ASSERT(p.M >= 1 && p.M <= 16 && (p.act_kind == kActRaw16 || qx) && p.xs_kind == kXsNone &&
                   p.stream_vp > 0 && p.stream_vp % kS16ChunkV == 0 &&
                   int64_t{p.stream_vp} * split >= p.kvec && (split == 1 || p.partial != nullptr),
               "M <= 16 block kernel: M=", p.M, " act=", p.act_kind, " vp=", p.stream_vp,

@@ -1472,6 +1472,29 @@ TEST(GemmGpu, DecodeStream16) {
         EXPECT_EQ(l.rows, 16 * std::atoi(tw));
         EXPECT_EQ(l.split, std::atoi(sp));
       }
+  // W4A4 with its NVFP4 activations converted in the kernel (B12X_GEMM_STREAM16_QX=1: no
+  // pre-pass at M = 5..16; 1 / 2 tiles per warp), K tails, splits, caller-side capacity above M.
+  {
+    ScopedEnv eq("B12X_GEMM_STREAM16_QX", "1");
+    int k = 0;
+    for (const char* tw : {"1", "2"})
+      for (const char* sp : {"1", "3"})
+        for (int64_t M : {5, 9, 16}) {
+          ScopedEnv et("B12X_GEMM_STREAM16_TW", tw), es("B12X_GEMM_STREAM16_SPLIT", sp);
+          Case c{LinearFormat::kNvfp4, M,
+                 (k % 2) ? 72 : 200,   (k % 3) == 0 ? 4832 : 1312,
+                 DType::kBF16,         (k % 4) == 3 ? DType::kFP16 : DType::kBF16,
+                 (k % 2) == 0};
+          c.max_tokens = (k % 3) == 2 ? 16 : M;
+          ++k;
+          const int64_t before = gemm::lin::last_stream_launch().serial;
+          run_case(c, /*graph_replay=*/(k % 4) == 0);
+          const gemm::lin::StreamLaunch l = gemm::lin::last_stream_launch();
+          EXPECT_GT(l.serial, before) << "qx tw " << tw << " split " << sp << " M " << M;
+          EXPECT_EQ(l.rows, 16 * std::atoi(tw));
+          EXPECT_EQ(l.split, std::atoi(sp));
+        }
+  }
   // Not taken: M <= 4 (the 4-row / M = 1 kernels), FP16 MMAs.
   {
     Case c{LinearFormat::kNvfp4W4A16, 4, 200, 1024, DType::kBF16, DType::kBF16, false};
@@ -2309,6 +2332,10 @@ TEST(GemmGpuSanitize, DecodeStream16) {
   // W4A16 and W4A4.
   ScopedEnv e16("B12X_GEMM_STREAM16", "1"), es("B12X_GEMM_STREAM16_SPLIT", "3");
   run_case({LinearFormat::kMxfp4W4A16, 16, 40, 1312, DType::kBF16, DType::kBF16, true});
+  {
+    ScopedEnv eq("B12X_GEMM_STREAM16_QX", "1");
+    run_case({LinearFormat::kNvfp4, 16, 40, 1312, DType::kBF16, DType::kBF16, true});
+  }
   for (const char* tw : {"1", "4"}) {
     ScopedEnv et("B12X_GEMM_STREAM16_TW", tw),
         ep("B12X_GEMM_STREAM16_PRE", tw[0] == '4' ? "1" : "0");

@@ -35,6 +35,7 @@
 
 #include <cuda_bf16.h>
 
+#include "formats/swizzle.h"
 #include "gemm/kernels/linear_common.cuh"
 
 namespace b12x::gemm::lin {
@@ -413,11 +414,15 @@ inline constexpr int kS16Pitch = (kS16ChunkV * 64 + 8) * 2;
 inline constexpr int kS16ActBytes = 16 * kS16Pitch;
 /// A slot: the activations, the raw scale bytes (16 per row), and with kPre the (row g, row g + 8)
 /// BF16 splat pairs built from them once per CTA ([tile][vector][g][4 steps], 512 B per tile).
-template <int kTw, bool kPre>
+/// With kQx the chunk's NVFP4 activations as they arrive: 16 token rows x 128 packed bytes, then
+/// 16 x 16 UE4M3 scale bytes.
+inline constexpr int kS16QxBytes = 16 * 128 + 16 * 16;
+template <int kTw, bool kPre, bool kQx = false>
 inline constexpr int kS16SlotBytes = kS16ActBytes + kStreamWarps* kTw * 16 * 16 +
-                                     (kPre ? kStreamWarps * kTw * 512 : 0);
-template <int kTw, bool kPre>
-inline constexpr int kS16SmemBytes = kS16Slots* kS16SlotBytes<kTw, kPre>;
+                                     (kPre ? kStreamWarps * kTw * 512 : 0) +
+                                     (kQx ? kS16QxBytes : 0);
+template <int kTw, bool kPre, bool kQx = false>
+inline constexpr int kS16SmemBytes = kS16Slots* kS16SlotBytes<kTw, kPre, kQx>;
 
 /// (row g, row g + 8) UE4M3 scale * 2^119 of k16 step s as a BF16 pair, from the rows' scale
 /// words of one vector (see the M = 1 kernel).
@@ -440,18 +445,24 @@ __device__ __forceinline__ void s16_cp_async16(void* smem, const void* gmem) {
 /// are 2^(e-127) pairs, applied after the 2^119 that brings the decoded FP4 bits to v * 2^-7
 /// (two exact multiplies, as the decode kernel's fold: one with 2^(e-8) would overflow BF16 for
 /// scales above 2^8).
-template <int kTw, int kNt, bool kPre, bool kMx = false>
+/// kQx: NVFP4 activations (W4A4, p.act_kind kActNvfp4: packed e2m1 + 128x4-swizzled UE4M3)
+/// converted to BF16 in the kernel (kPre only: they land one chunk before their conversion, as
+/// the scales), instead of the pre-pass launch before it; the values are the pre-pass's (e2m1 x
+/// UE4M3 is exact in BF16).
+template <int kTw, int kNt, bool kPre, bool kMx = false, bool kQx = false>
 __global__ void __launch_bounds__(kStreamWarps * 32, 2)
     linear_stream16_kernel(const LinearParams p) {
   static_assert(!kMx || kPre, "MXFP4 builds its splats per CTA");
+  static_assert(!kQx || kPre, "quantized activations are converted per CTA");
   static_assert(kTw == 1 || kTw == 2 || kTw == 4, "tiles per warp");
   static_assert(kNt == 1 || kNt == 2, "n8 token tiles");
   using T = Bf16Tag;
   constexpr int kDepth = kStreamDepth;
   static_assert((kS16ChunkV * kTw) % kDepth == 0 && kDepth % kTw == 0, "ring order");
   constexpr int kAhead = kDepth / kTw;  // vectors of a tile in flight beyond the current one
-  constexpr int kSlot = kS16SlotBytes<kTw, kPre>;
+  constexpr int kSlot = kS16SlotBytes<kTw, kPre, kQx>;
   constexpr int kRawBytes = kStreamWarps * kTw * 16 * 16;
+  constexpr int kQxOff = kS16ActBytes + kRawBytes + (kPre ? kStreamWarps * kTw * 512 : 0);
   extern __shared__ __align__(16) uint8_t dsm[];
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -491,8 +502,54 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
     if (c < nch) {
       uint8_t* const slot = dsm + (c % kS16Slots) * kSlot;
       const int64_t kc = (vbase + static_cast<int64_t>(c) * kS16ChunkV) * 64;
+      if constexpr (kQx) {
+        // Threads 0..127: 16 packed bytes (32 values; K % 32 == 0, so all or none past K) of
+        // token i / 8; threads 128..191: 4 scale bytes (k blocks 4j..4j+3 of the chunk, one
+        // swizzled 4-byte group) of token (i - 128) / 4. Zeros past M / K.
+        const uint8_t* const xq = static_cast<const uint8_t*>(p.x);
+        uint8_t* const q = slot + kQxOff;
+        const int i = threadIdx.x;
+        if (i < 128) {
+          const int tok = i >> 3, part = i & 7;
+          const int64_t k = kc + part * 32;
+          uint8_t* const d = q + tok * 128 + part * 16;
+          if (tok < p.M && k < p.K) {
+            const uint8_t* const src = xq + tok * p.ldx_bytes + k / 2;
+            if (p.x_vec16) {
+              s16_cp_async16(d, src);
+            } else {
+              uint32_t w[4] = {0, 0, 0, 0};
 #pragma unroll
-      for (int i0 = 0; i0 < 16 * 32; i0 += kStreamWarps * 32) {
+              for (int e = 0; e < 16; ++e)
+                w[e / 4] |= static_cast<uint32_t>(src[e]) << (8 * (e % 4));
+              *reinterpret_cast<uint4*>(d) = make_uint4(w[0], w[1], w[2], w[3]);
+            }
+          } else {
+            *reinterpret_cast<uint4*>(d) = make_uint4(0, 0, 0, 0);
+          }
+        } else if (i < 192) {
+          const int tok = (i - 128) >> 2, grp = (i - 128) & 3;
+          const int64_t kb = kc / 16 + grp * 4, cols = p.K / 16;
+          uint8_t* const d = q + 16 * 128 + tok * 16 + grp * 4;
+          if (tok < p.M && kb < cols) {
+            // 4 consecutive k blocks of a row are one aligned 4-byte group of the swizzle (the
+            // grid's columns are padded to 4 with zero bytes).
+            const uint8_t* const src = p.xq_scale + fmt::swizzled_scale_offset(tok, kb, cols);
+            if ((reinterpret_cast<uintptr_t>(src) & 3u) == 0) {
+              const uint32_t sa = static_cast<uint32_t>(__cvta_generic_to_shared(d));
+              asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(sa), "l"(src));
+            } else {
+              *reinterpret_cast<uint32_t*>(d) = src[0] | (static_cast<uint32_t>(src[1]) << 8) |
+                                                (static_cast<uint32_t>(src[2]) << 16) |
+                                                (static_cast<uint32_t>(src[3]) << 24);
+            }
+          } else {
+            *reinterpret_cast<uint32_t*>(d) = 0;
+          }
+        }
+      }
+#pragma unroll
+      for (int i0 = 0; i0 < (kQx ? 0 : 16 * 32); i0 += kStreamWarps * 32) {
         const int i = i0 + threadIdx.x;
         const int tok = i >> 5, kk = (i & 31) * 8;
         const int64_t k = kc + kk;
@@ -544,6 +601,27 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
   // 16-byte load; a quarter-warp's 8 rows g read 128 contiguous bytes).
   auto convert = [&](int c) {
     uint8_t* const slot = dsm + (c % kS16Slots) * kSlot;
+    if constexpr (kQx) {
+      // 8 values (one 16-byte chunk of a staged row) per thread and pass: v * s in BF16, exact.
+      const uint8_t* const q = slot + kQxOff;
+#pragma unroll
+      for (int i0 = 0; i0 < 16 * 32; i0 += kStreamWarps * 32) {
+        const int i = i0 + threadIdx.x;
+        const int tok = i >> 5, kk = (i & 31) * 8;
+        const uint32_t w = *reinterpret_cast<const uint32_t*>(q + tok * 128 + kk / 2);
+        const float sc = fmt::ue4m3_to_float(q[16 * 128 + tok * 16 + kk / 16]);
+        uint32_t o[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float lo = e2m1_f32_fast((w >> (8 * e)) & 0xFu) * sc;
+          const float hi = e2m1_f32_fast((w >> (8 * e + 4)) & 0xFu) * sc;
+          o[e] = static_cast<uint32_t>(__bfloat16_as_ushort(__float2bfloat16_rn(lo))) |
+                 (static_cast<uint32_t>(__bfloat16_as_ushort(__float2bfloat16_rn(hi))) << 16);
+        }
+        *reinterpret_cast<uint4*>(slot + tok * kS16Pitch + kk * 2) =
+            make_uint4(o[0], o[1], o[2], o[3]);
+      }
+    }
     const uint8_t* const raw = slot + kS16ActBytes;
     uint8_t* const spl = slot + kS16ActBytes + kRawBytes;
 #pragma unroll
