@@ -461,7 +461,15 @@ Plan plan(const Caps& caps) {
       if (gv != nullptr &&
           lin::wgmma_group_kernel_available(wf, fp16, p.tiled_wgmma, std::atoi(gv)))
         p.tiled_wgmma_var = std::atoi(gv);
-      lin::prepare_linear_wgmma_group(wf, fp16, p.tiled_wgmma, p.tiled_wgmma_var);
+      // The variants folding the IQ2 sub-scales into FP16 weights on BF16 activations: behind
+      // the FP16 pre-pass (Plan::tiled_wgmma_f16x).
+      if (gv != nullptr && !fp16 && lin::wgmma_group_fold_var(std::atoi(gv)) &&
+          lin::wgmma_group_kernel_available(wf, true, p.tiled_wgmma, std::atoi(gv))) {
+        p.tiled_wgmma_var = std::atoi(gv);
+        p.tiled_wgmma_f16x = true;
+      }
+      lin::prepare_linear_wgmma_group(wf, fp16 || p.tiled_wgmma_f16x, p.tiled_wgmma,
+                                      p.tiled_wgmma_var);
       p.tiled_wgmma_raster = kWgmmaRasterGroup;
       if (const char* r = std::getenv("B12X_GEMM_WGMMA_RASTER"); r != nullptr)
         p.tiled_wgmma_raster = std::max(0, std::atoi(r));
@@ -1128,6 +1136,10 @@ Plan plan(const Caps& caps) {
       off = align_up(off + M * (geo.KP / g) * 4);
     }
   }
+  if (p.tiled_wgmma_f16x) {
+    p.off_f16x = off;
+    off = align_up(off + M * K * 2 + M * 4);
+  }
   // fp32 partials [split][M][NP] of a split reduced by a second kernel: the decode split's or the
   // tiled split's (an auto regime with max_tokens above kDecodeMaxM plans the tiled split only; a
   // forced tiled regime makes no decode choices), the larger of the two where both exist.
@@ -1157,7 +1169,7 @@ Plan plan(const Caps& caps) {
           << (p.tiled_wgmma > 0
                   ? " wgmma" + std::to_string(p.tiled_wgmma) +
                         (p.tiled_wgmma_var ? " v" + std::to_string(p.tiled_wgmma_var) : "") +
-                        (wgmma_group ? " group" : "")
+                        (wgmma_group ? " group" : "") + (p.tiled_wgmma_f16x ? " f16x" : "")
                   : std::string(p.tiled_tok == 64 ? " tok64" : "") +
                         (p.tiled_split_reduce ? " split=reduce" : ""));
     else
@@ -1517,8 +1529,16 @@ void run(const Binding& b, Stream stream) {
       p.split = 1;
       p.cluster_split = 1;
       if (lin::wgmma_group_kernel_available(im.wfmt, fp16)) {
-        lin::launch_linear_wgmma_group(im.wfmt, fp16, plan.tiled_wgmma, plan.tiled_wgmma_var,
-                                       plan.tiled_wgmma_raster, p, stream);
+        if (plan.tiled_wgmma_f16x) {
+          uint8_t* const y = b.scratch + plan.off_f16x;
+          float* const xs = reinterpret_cast<float*>(y + M * K * 2);
+          lin::launch_ggml_act_f16(p.x, p.ldx, M, K, y, xs, plan.pdl, stream);
+          p.x = y;
+          p.ldx = K;
+          p.xscale = xs;
+        }
+        lin::launch_linear_wgmma_group(im.wfmt, fp16 || plan.tiled_wgmma_f16x, plan.tiled_wgmma,
+                                       plan.tiled_wgmma_var, plan.tiled_wgmma_raster, p, stream);
       } else {
         // Variant 14 reads the tiled quantizer's images; variant 8 where the quantizer
         // did not write them.

@@ -87,7 +87,68 @@ GroupPick pick(WFmt f, bool fp16, int tok, int var) {
   }
 }
 
+/// The FP16 pre-pass of the folded variants on BF16 activations (launch_ggml_act_f16): token
+/// row m scaled by 2^e(m), e(m) = 15 - floor(log2 max|x[m]|) (at most 126), so the row's largest
+/// element lies in [2^15, 2^16) (<= 65280 for a BF16 value, below FP16's 65504 limit); every
+/// element within 2^-32 of the row's largest keeps all 8 significant bits (FP16 holds 11 down to
+/// 2^-14, and multiples of 2^-24 below), smaller ones round to FP16's 2^-24 grid. One warp per
+/// token row, 16-byte vectors; the row is read twice (the second time from L1 / L2).
+__global__ void __launch_bounds__(256)
+    ggml_act_f16_kernel(const uint16_t* __restrict__ x, int64_t ldx, int64_t M, int64_t K,
+                        uint16_t* __restrict__ y, float* __restrict__ xs) {
+  griddep_wait();
+  const int64_t m = static_cast<int64_t>(blockIdx.x) * 8 + (threadIdx.x >> 5);
+  const int lane = threadIdx.x & 31;
+  if (m < M) {
+    const uint4* src = reinterpret_cast<const uint4*>(x + m * ldx);
+    uint4* dst = reinterpret_cast<uint4*>(y + m * K);
+    const int64_t nv = K / 8;
+    uint32_t mx = 0;  // the largest BF16 magnitude's bits (monotone in the magnitude)
+    for (int64_t i = lane; i < nv; i += 32) {
+      const uint4 v = src[i];
+      const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+      for (int j = 0; j < 4; ++j) mx = max(mx, max(w[j] & 0x7FFFu, (w[j] >> 16) & 0x7FFFu));
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) mx = max(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, o));
+    // Biased exponent of the largest magnitude; 0 (a zero or subnormal maximum) and 255 (inf /
+    // NaN) keep the scale 1.
+    const int eb = static_cast<int>(mx >> 7);
+    int e = (eb == 0 || eb == 255) ? 0 : 142 - eb;
+    e = e > 126 ? 126 : e;
+    const float sc = __uint_as_float(static_cast<uint32_t>(127 + e) << 23);
+    if (lane == 0) xs[m] = __uint_as_float(static_cast<uint32_t>(127 - e) << 23);
+    for (int64_t i = lane; i < nv; i += 32) {
+      const uint4 v = src[i];
+      const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+      uint32_t o[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const __half2 h = __floats2half2_rn(__uint_as_float(w[j] << 16) * sc,
+                                            __uint_as_float(w[j] & 0xFFFF0000u) * sc);
+        o[j] = *reinterpret_cast<const uint32_t*>(&h);
+      }
+      dst[i] = make_uint4(o[0], o[1], o[2], o[3]);
+    }
+  }
+  griddep_launch_dependents();
+}
+
 }  // namespace
+
+bool wgmma_group_fold_var(int var) {
+  return var == 19 || var == 20;
+}
+
+void launch_ggml_act_f16(const void* x, int64_t ldx, int64_t M, int64_t K, void* y, float* xs,
+                         bool pdl, Stream stream) {
+  const dim3 grid(static_cast<unsigned>((M + 7) / 8));
+  B12X_CUDA_CHECK(b12x::detail::launch_ex(ggml_act_f16_kernel, grid, dim3(256), 0, stream, pdl,
+                                          dim3(1, 1, 1), static_cast<const uint16_t*>(x), ldx, M, K,
+                                          static_cast<uint16_t*>(y), xs));
+  B12X_CUDA_CHECK_LAUNCH();
+}
 
 bool wgmma_group_kernel_available(WFmt f, bool fp16, int tok, int var) {
   return pick(f, fp16, tok, var).fn != nullptr;

@@ -24,5 +24,13 @@ void prepare_linear_wgmma_group(WFmt f, bool fp16, int tok, int var);
 /// Plan::tiled_wgmma_raster). x must allow 16-byte loads.
 void launch_linear_wgmma_group(WFmt f, bool fp16, int tok, int var, int raster,
                                const LinearParams& p, Stream stream);
+/// True for the variants with the IQ2 sub-scales folded into FP16 weights (19, 20): on BF16
+/// activations they run behind launch_ggml_act_f16 (Plan::tiled_wgmma_f16x).
+bool wgmma_group_fold_var(int var);
+/// BF16 activations x [M][ldx] -> FP16 y [M][K] scaled by 2^e(m) per token row, so that the
+/// row's largest magnitude lies in [2^15, 2^16), and xs[m] = 2^-e(m) (the folded group kernel's
+/// epilogue takes it as LinearParams::xscale). K % 8 == 0, x and ldx allow 16-byte loads.
+void launch_ggml_act_f16(const void* x, int64_t ldx, int64_t M, int64_t K, void* y, float* xs,
+                         bool pdl, Stream stream);
 
 }  // namespace b12x::gemm::lin

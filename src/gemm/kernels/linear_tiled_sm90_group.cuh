@@ -624,6 +624,32 @@ __global__ void __launch_bounds__(wgmma_group_threads(kMode), 1)
   // linear_wgmma_kernel).
   float mult = p.out_mult;
   if (p.alpha != nullptr) mult *= *p.alpha;
+  if constexpr (C::kFold) {
+    if (p.xscale != nullptr) {
+      // BF16 activations behind the FP16 pre-pass (launch_ggml_act_f16): each token's 2^-e.
+      // Loaded unit by unit (volatile loads, the unit's accumulators pinned after): loaded all
+      // at once they were live beside the 128 accumulators and spilled.
+      const float* const xs = p.xscale + m0;
+      const int64_t last = p.M - 1 - m0;  // tokens past M read the last one (never stored)
+#pragma unroll
+      for (int v = 0; v < C::kUnitsPerGroup; ++v) {
+        const int tq = v % C::kTokUnits;
+#pragma unroll
+        for (int j = 0; j < C::kUnitN / 8; ++j)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int64_t tk = C::kUnitN * tq + 8 * j + 2 * t + e;
+            float sv;
+            asm volatile("ld.global.nc.f32 %0, [%1];"
+                         : "=f"(sv)
+                         : "l"(xs + (tk < last ? tk : last)));
+            acc[C::kPart * v + 4 * j + e] *= sv;
+            acc[C::kPart * v + 4 * j + 2 + e] *= sv;
+          }
+        wg::fence_acc(acc);
+      }
+    }
+  }
   uint16_t* ep = reinterpret_cast<uint16_t*>(sgen);
 #pragma unroll
   for (int v = 0; v < C::kUnitsPerGroup; ++v) {
