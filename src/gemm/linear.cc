@@ -189,6 +189,8 @@ constexpr int kWgmmaGroupVar128 = 1;
 /// with the stage's refill copies issued after the second unit's wgmmas, round 17: Q8_0 422-439
 /// -> 432-450 TFLOP/s, IQ2_XXS 324-352 -> 344-355, IQ2_XS 264-279 -> 294-306 over 1.)
 constexpr int kWgmmaGroupVar256 = 13;
+/// IQ2 at 256 tokens (session 13): 13.
+constexpr int kWgmmaGroupVarIq2 = 13;
 
 /// Decode regime at capacity M = 1: warps per 16-row weight tile (lin::launch_linear_decode), the
 /// CTA's K range split among them. Round 16 (H200, M = 1, five
@@ -457,17 +459,20 @@ Plan plan(const Caps& caps) {
       const char* gv = std::getenv("B12X_GEMM_WGMMA_GROUP_VAR");
       // (IQ2 probe B12X_GEMM_WGMMA_GROUP_VAR=4, the sign masks computed instead of loaded from the
       // shared table: round 22, M = 2048, equal to 3 within 1-2% on all five shapes.)
-      p.tiled_wgmma_var = p.tiled_wgmma == 256 ? kWgmmaGroupVar256 : kWgmmaGroupVar128;
-      if (gv != nullptr &&
-          lin::wgmma_group_kernel_available(wf, fp16, p.tiled_wgmma, std::atoi(gv)))
-        p.tiled_wgmma_var = std::atoi(gv);
-      // The variants folding the IQ2 sub-scales into FP16 weights on BF16 activations: behind
+      const bool iq2 = wf == WFmt::kIq2Xxs || wf == WFmt::kIq2Xs;
+      p.tiled_wgmma_var =
+          p.tiled_wgmma == 256 ? (iq2 ? kWgmmaGroupVarIq2 : kWgmmaGroupVar256) : kWgmmaGroupVar128;
+      // The variants folding the IQ2 sub-scales into FP16 weights run BF16 activations behind
       // the FP16 pre-pass (Plan::tiled_wgmma_f16x).
-      if (gv != nullptr && !fp16 && lin::wgmma_group_fold_var(std::atoi(gv)) &&
-          lin::wgmma_group_kernel_available(wf, true, p.tiled_wgmma, std::atoi(gv))) {
-        p.tiled_wgmma_var = std::atoi(gv);
-        p.tiled_wgmma_f16x = true;
-      }
+      auto group_ok = [&](int v) {
+        return lin::wgmma_group_kernel_available(wf, fp16, p.tiled_wgmma, v) ||
+               (!fp16 && lin::wgmma_group_fold_var(v) &&
+                lin::wgmma_group_kernel_available(wf, true, p.tiled_wgmma, v));
+      };
+      if (!group_ok(p.tiled_wgmma_var))
+        p.tiled_wgmma_var = p.tiled_wgmma == 256 ? kWgmmaGroupVar256 : kWgmmaGroupVar128;
+      if (gv != nullptr && group_ok(std::atoi(gv))) p.tiled_wgmma_var = std::atoi(gv);
+      p.tiled_wgmma_f16x = !fp16 && lin::wgmma_group_fold_var(p.tiled_wgmma_var);
       lin::prepare_linear_wgmma_group(wf, fp16 || p.tiled_wgmma_f16x, p.tiled_wgmma,
                                       p.tiled_wgmma_var);
       p.tiled_wgmma_raster = kWgmmaRasterGroup;
