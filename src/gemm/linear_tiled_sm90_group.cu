@@ -50,6 +50,13 @@ GroupPick pick_cfg(int tok, int var) {
         return group_pick<F, T, 256, 1, true, 64, false, false, kWsChain | kGroupFold64>();
     }
   }
+  // 128 tokens in two m64n64 units per group, warp-specialized with chained pairs (13's
+  // schedule); 22: IQ2 with the sub-scales folded (20's).
+  if (tok == 128 && var == 21) return group_pick<F, T, 128, 1, true, 64, false, false, kWsChain>();
+  if constexpr (F != WFmt::kQ8_0 && T::kFp16) {
+    if (tok == 128 && var == 22)
+      return group_pick<F, T, 128, 1, true, 64, false, false, kWsChain | kGroupFold64>();
+  }
   if (tok == 128 && var == 0) return group_pick<F, T, 128, 1, false>();
   if (tok == 128 && var == 1) return group_pick<F, T, 128, 1, true>();
   if (tok == 128 && var == 2) return group_pick<F, T, 128, 2, false>();
@@ -70,7 +77,8 @@ GroupPick pick_cfg(int tok, int var) {
 /// offsets built from the packed words (IQ2_XXS +6-13%, IQ2_XS -4-+3%). Session 13 probes: 16 =
 /// 13 with the chain across four stages (one drain per 256 K), 17 (IQ2) = 16 with 4's
 /// computed signs, 18 (IQ2) = 13 with them; 19 (IQ2_XS) / 20 (IQ2), FP16 MMAs: 13 with the
-/// sub-scales folded into the decoded weights, one promotion per 32 / 64 K.
+/// sub-scales folded into the decoded weights, one promotion per 32 / 64 K; 21 (128 tokens) =
+/// 13's schedule in two m64n64 units, 22 (IQ2, FP16 MMAs) = 21 with 20's folding.
 GroupPick pick(WFmt f, bool fp16, int tok, int var) {
   switch (f) {
     case WFmt::kQ8_0:
@@ -138,7 +146,7 @@ __global__ void __launch_bounds__(256)
 }  // namespace
 
 bool wgmma_group_fold_var(int var) {
-  return var == 19 || var == 20;
+  return var == 19 || var == 20 || var == 22;
 }
 
 void launch_ggml_act_f16(const void* x, int64_t ldx, int64_t M, int64_t K, void* y, float* xs,

@@ -1966,18 +1966,20 @@ TEST(GemmGpu, TiledWgmmaGgmlFormats) {
 /// Session 13's group-kernel probes at 256 tokens (B12X_GEMM_WGMMA_GROUP_VAR): 16 (chained quads,
 /// slots released one stage late), 17 / 18 (IQ2: 16 / 13 with computed sign masks), 19 / 20
 /// (IQ2: 13 with the sub-scales folded into FP16 weights, promoted per 32 / 64 K; BF16
-/// activations through the FP16 pre-pass). A long K refilling every slot many times, token / row /
-/// K tails, FP16 outputs.
+/// activations through the FP16 pre-pass); 21 / 22: 128-token CTAs on 13's / 20's schedule. A long
+/// K refilling every slot many times, token / row / K tails, FP16 outputs.
 TEST(GemmGpu, TiledWgmmaGroupProbes) {
   B12X_REQUIRE_GPU();
   ScopedEnv eg("B12X_GEMM_WGMMA_GROUP", "1"), et("B12X_GEMM_WGMMA_GROUP_TOK", "256");
-  for (const char* var : {"16", "17", "18", "19", "20"}) {
+  for (const char* var : {"16", "17", "18", "19", "20", "21", "22"}) {
     ScopedEnv ev("B12X_GEMM_WGMMA_GROUP_VAR", var);
     const std::string v = var;
-    const bool fold = v == "19" || v == "20";
+    const bool fold = v == "19" || v == "20" || v == "22";
     for (LinearFormat f : {LinearFormat::kQ8_0, LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs}) {
       const bool q8 = f == LinearFormat::kQ8_0;
-      if (q8 && v != "16") continue;
+      if (q8 && v != "16" && v != "21") continue;
+      // 21 / 22: 128-token CTAs.
+      ScopedEnv et2("B12X_GEMM_WGMMA_GROUP_TOK", v == "21" || v == "22" ? "128" : "256");
       // The folded variants on BF16 activations run behind the FP16 pre-pass.
       run_wgmma_group_case({f, 520, 136, 4096, DType::kBF16, DType::kBF16, false});
       if (fold) run_wgmma_group_case({f, 520, 136, 4096, DType::kFP16, DType::kBF16, false});
