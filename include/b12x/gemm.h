@@ -263,6 +263,8 @@ struct Plan {
   /// W4A4 NVFP4 at M = 5..16 on the block kernel: activations converted from NVFP4 in the kernel
   /// (no pre-pass launch at those M; B12X_GEMM_STREAM16_QX=1, probe).
   bool stream16_qx = false;
+  /// The smallest bound M that runs the block kernel (5; B12X_GEMM_STREAM16_MIN_M, probe).
+  int stream16_min_m = 5;
   /// Decode regime, from the device's opt-in shared memory at plan time (run reads no device
   /// info): the pipelined staging budget of decode_pipe_kb (bytes, 0: kDecodePipeBudget) and the
   /// 8-warps-per-tile budget (lin::decode_ws8_budget).

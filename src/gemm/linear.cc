@@ -1032,7 +1032,12 @@ Plan plan(const Caps& caps) {
   // B12X_GEMM_STREAM16_CTAS=<per SM> (the slots the split fills), B12X_GEMM_STREAM16_PRE=1
   // (scale splats built once per CTA in shared memory) and B12X_GEMM_STREAM16_QX=1 (W4A4's
   // NVFP4 activations converted in the kernel) override.
-  if (M >= 5 && p.regime != Regime::kTiled) {
+  // B12X_GEMM_STREAM16_MIN_M=<m> (probe): runs from M = m take it (default 5; below, the M = 1
+  // and 4-row stream kernels).
+  int s16_min_m = 5;
+  if (const char* e = std::getenv("B12X_GEMM_STREAM16_MIN_M"); e != nullptr && std::atoi(e) > 0)
+    s16_min_m = std::atoi(e);
+  if (M >= s16_min_m && p.regime != Regime::kTiled) {
     const char* e16 = std::getenv("B12X_GEMM_STREAM16");
     const bool want = e16 != nullptr && e16[0] == '1';
     int tw = 2;
@@ -1070,6 +1075,7 @@ Plan plan(const Caps& caps) {
             p.stream16_split = eff;
             p.stream16_vp = vp;
             p.stream16_pre = pre;
+            p.stream16_min_m = s16_min_m;
             p.stream16_qx = qx;
             p.stream16_smem = lin::stream16_smem_bytes(tw, pre, qx);
           }
@@ -1394,8 +1400,8 @@ void run(const Binding& b, Stream stream) {
     int64_t qscale_ld = 0;
     lin::ActKind kind = lin::ActKind::kFp8;
     // The M <= 16 block kernel converts NVFP4 activations itself (Plan::stream16_qx).
-    const bool s16_qx =
-        plan.stream16_qx && !tiled && M >= 5 && M <= 16 && f == LinearFormat::kNvfp4;
+    const bool s16_qx = plan.stream16_qx && !tiled && M >= plan.stream16_min_m && M <= 16 &&
+                        f == LinearFormat::kNvfp4;
     const bool prepass =
         plan.act_prepass && (!lin::wtraits(im.wfmt).fp8mma || tiled_f8_fold) && !s16_qx;
     uint16_t* const act_out = reinterpret_cast<uint16_t*>(b.scratch + plan.off_act);
@@ -1472,7 +1478,7 @@ void run(const Binding& b, Stream stream) {
       // 15 us at 4096x14336, where the GEMM is a cluster-split grid). Session 12: also before the
       // 4-row stream kernel (no cluster; Plan::stream_rows_pdl).
       const bool rows_stream = (M >= 2 && M <= 4 && plan.stream_rows_parts > 0) ||
-                               (M >= 5 && M <= 16 && plan.stream16_tw > 0);
+                               (M >= plan.stream16_min_m && M <= 16 && plan.stream16_tw > 0);
       a.pdl = plan.pdl && (M == 1 || (rows_stream && plan.stream_rows_pdl)) && !tiled ? 1 : 0;
       if (!fused) lin::launch_act_dequant(a, stream);
       p.x = a.out;
@@ -1605,6 +1611,17 @@ void run(const Binding& b, Stream stream) {
     lin::launch_linear_decode(im.wfmt, fp16, 2, p, stream);
     return;
   }
+  if (M >= plan.stream16_min_m && M <= 16 && plan.stream16_tw > 0 &&
+      (p.act_kind == lin::kActRaw16 || (plan.stream16_qx && p.act_kind == lin::kActNvfp4)) &&
+      p.xs_kind == lin::kXsNone) {
+    p.split = plan.stream16_split;
+    p.partial = p.split > 1 ? reinterpret_cast<float*>(b.scratch + plan.off_partial) : nullptr;
+    p.stream_vp = plan.stream16_vp;
+    lin::launch_linear_stream16(im.wfmt, plan.stream16_tw, plan.stream16_pre, plan.stream16_smem, p,
+                                stream);
+    if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);
+    return;
+  }
   if (plan.decode_stream_parts > 0 && M == 1 && p.act_kind == lin::kActRaw16 &&
       p.xs_kind == lin::kXsNone) {
     p.split = 1;
@@ -1621,17 +1638,6 @@ void run(const Binding& b, Stream stream) {
     p.stream_vp = plan.stream_rows_vp;
     lin::launch_linear_stream(im.wfmt, plan.stream_rows_parts, 2, plan.stream_rows_ctas,
                               plan.stream_rows_smem, p, stream, 4);
-    if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);
-    return;
-  }
-  if (M >= 5 && M <= 16 && plan.stream16_tw > 0 &&
-      (p.act_kind == lin::kActRaw16 || (plan.stream16_qx && p.act_kind == lin::kActNvfp4)) &&
-      p.xs_kind == lin::kXsNone) {
-    p.split = plan.stream16_split;
-    p.partial = p.split > 1 ? reinterpret_cast<float*>(b.scratch + plan.off_partial) : nullptr;
-    p.stream_vp = plan.stream16_vp;
-    lin::launch_linear_stream16(im.wfmt, plan.stream16_tw, plan.stream16_pre, plan.stream16_smem, p,
-                                stream);
     if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);
     return;
   }
