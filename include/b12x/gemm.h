@@ -212,7 +212,8 @@ struct Plan {
   /// Decode regime, FP8 weight formats, the MMA (session 13): 0 e4m3 mma.sync (which SM90
   /// lowers to conversions, f16 MMAs and FADDs per call), 1 f16 MMAs on e4m3 fragments converted
   /// in the kernel, 2 (SM90, one warp per tile, else 1) wgmma m64n8k32 / m64n16k32 with the
-  /// CTA's 64 weight rows as the register A operand. B12X_GEMM_DECODE_F8MMA=0|1|2 overrides.
+  /// CTA's 64 weight rows as the register A operand, 3 the same with several 128-K groups per
+  /// wgmma wait. B12X_GEMM_DECODE_F8MMA=0|1|2|3 overrides.
   int decode_fp8_mma = 0;
   /// Decode regime at M = 1, NVFP4 weights with BF16 activations (raw, or W4A4's pre-pass): the
   /// persistent streaming kernel (lin::launch_linear_stream) with this many K parts per 16-row

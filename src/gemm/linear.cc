@@ -872,8 +872,8 @@ Plan plan(const Caps& caps) {
     // (SM90) wgmmas over the CTA's 64 rows.
     if (lin::wtraits(wf).fp8mma) {
       if (const char* e = std::getenv("B12X_GEMM_DECODE_F8MMA"); e != nullptr)
-        p.decode_fp8_mma = std::clamp(std::atoi(e), 0, 2);
-      if (p.decode_fp8_mma == 2 && !(dev.cc_major == 9 && dev.cc_minor == 0)) p.decode_fp8_mma = 1;
+        p.decode_fp8_mma = std::clamp(std::atoi(e), 0, 3);
+      if (p.decode_fp8_mma >= 2 && !(dev.cc_major == 9 && dev.cc_minor == 0)) p.decode_fp8_mma = 1;
     }
   }
   // The M = 1 stream kernel, for a run whose bound M is 1.
@@ -1190,6 +1190,7 @@ Plan plan(const Caps& caps) {
           << (p.decode_lean ? " lean" : "") << (p.decode_act_quant ? " actq" : "")
           << (p.decode_fp8_mma == 1   ? " mma=f16"
               : p.decode_fp8_mma == 2 ? " mma=wgmma"
+              : p.decode_fp8_mma == 3 ? " mma=wgmma3"
                                       : "")
           << (p.ggml_gemv > 0 ? (p.ggml_gemv_split > 1 ? " ggml_gemv+reduce" : " ggml_gemv") : "")
           << (p.decode_deep ? " deep=" + std::to_string(p.decode_deep) : std::string()) << " split="
@@ -1653,7 +1654,7 @@ void run(const Binding& b, Stream stream) {
   p.stage_rows = static_cast<int>(std::min<int64_t>(M, 8 * nt));
   // The wgmma kernels (one warp per tile) read 8 NT token rows of the staging (the launcher
   // checks it and takes the f16 MMAs otherwise).
-  if (plan.decode_fp8_mma == 2 && p.decode_ws <= 1 && !p.decode_half) p.stage_rows = 8 * nt;
+  if (plan.decode_fp8_mma >= 2 && p.decode_ws <= 1 && !p.decode_half) p.stage_rows = 8 * nt;
   p.stage_slices = static_cast<int>(
       std::min<int64_t>(p.slices_per_cta, stage_fit_slices(im.wfmt, p.stage_rows)));
   // Pipelined staging where the CTA's K range takes more than one chunk (or its warps split K

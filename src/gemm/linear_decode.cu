@@ -34,17 +34,17 @@ DecodeFn dk() {
   return &linear_decode_kernel<F, T, NT, kWS, kPipe, kHalf, kDeep, kLean, kMma>;
 }
 
-/// The wgmma kernels (kMma = 2, FP8 weight formats, one warp per tile; pipelined staging for
+/// The wgmma kernels (kMma = 2 / 3, FP8 weight formats, one warp per tile; pipelined staging for
 /// per-tensor FP8 only).
-template <WFmt F, class T>
+template <WFmt F, class T, int kMma>
 DecodeFn decode_fn_wg(int nt, int ws, bool pipe, bool half, int deep, bool lean) {
   if (ws != 1 || half || deep != 0 || lean) return nullptr;
   if (pipe) {
     if constexpr (F == WFmt::kFp8)
-      return nt == 1 ? dk<F, T, 2, 1, 1, true>() : dk<F, T, 2, 2, 1, true>();
+      return nt == 1 ? dk<F, T, kMma, 1, 1, true>() : dk<F, T, kMma, 2, 1, true>();
     return nullptr;
   }
-  return nt == 1 ? dk<F, T, 2, 1>() : dk<F, T, 2, 2>();
+  return nt == 1 ? dk<F, T, kMma, 1>() : dk<F, T, kMma, 2>();
 }
 
 /// ws: warps per weight tile (linear_decode_kernel's kWS), 2 and 4 for one token tile only.
@@ -142,17 +142,20 @@ DecodeFn pick_decode(WFmt f, bool fp16, int nt, int ws = 1, bool pipe = false, b
                   : decode_fn<WFmt::kIq2Xs, Bf16Tag>(nt, ws, pipe, half, deep, lean);
     case WFmt::kFp8:
       return fp16       ? nullptr
-             : mma == 2 ? decode_fn_wg<WFmt::kFp8, Bf16Tag>(nt, ws, pipe, half, deep, lean)
+             : mma == 3 ? decode_fn_wg<WFmt::kFp8, Bf16Tag, 3>(nt, ws, pipe, half, deep, lean)
+             : mma == 2 ? decode_fn_wg<WFmt::kFp8, Bf16Tag, 2>(nt, ws, pipe, half, deep, lean)
              : mma == 1 ? decode_fn<WFmt::kFp8, Bf16Tag, 1>(nt, ws, pipe, half, deep, lean)
                         : decode_fn<WFmt::kFp8, Bf16Tag>(nt, ws, pipe, half, deep, lean);
     case WFmt::kFp8Mx:
       return fp16       ? nullptr
-             : mma == 2 ? decode_fn_wg<WFmt::kFp8Mx, Bf16Tag>(nt, ws, pipe, half, deep, lean)
+             : mma == 3 ? decode_fn_wg<WFmt::kFp8Mx, Bf16Tag, 3>(nt, ws, pipe, half, deep, lean)
+             : mma == 2 ? decode_fn_wg<WFmt::kFp8Mx, Bf16Tag, 2>(nt, ws, pipe, half, deep, lean)
              : mma == 1 ? decode_fn<WFmt::kFp8Mx, Bf16Tag, 1>(nt, ws, pipe, half, deep, lean)
                         : decode_fn<WFmt::kFp8Mx, Bf16Tag>(nt, ws, pipe, half, deep, lean);
     case WFmt::kFp8Block:
       return fp16       ? nullptr
-             : mma == 2 ? decode_fn_wg<WFmt::kFp8Block, Bf16Tag>(nt, ws, pipe, half, deep, lean)
+             : mma == 3 ? decode_fn_wg<WFmt::kFp8Block, Bf16Tag, 3>(nt, ws, pipe, half, deep, lean)
+             : mma == 2 ? decode_fn_wg<WFmt::kFp8Block, Bf16Tag, 2>(nt, ws, pipe, half, deep, lean)
              : mma == 1 ? decode_fn<WFmt::kFp8Block, Bf16Tag, 1>(nt, ws, pipe, half, deep, lean)
                         : decode_fn<WFmt::kFp8Block, Bf16Tag>(nt, ws, pipe, half, deep, lean);
   }
@@ -217,7 +220,7 @@ void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stre
   // FP8 weights: the MMA kind (LinearParams::decode_mma); the wgmma kernels exist for one warp per
   // tile only (else the f16 MMAs) and stage 8 NT token rows (run sizes the staging so).
   int mma = wtraits(f).fp8mma ? p.decode_mma : 0;
-  if (mma == 2 && (ws != 1 || half || deep != 0 || p.decode_lean != 0 || p.stage_rows != 8 * nt))
+  if (mma >= 2 && (ws != 1 || half || deep != 0 || p.decode_lean != 0 || p.stage_rows != 8 * nt))
     mma = 1;
   DecodeFn fn = pick_decode(f, fp16, nt, ws, pipe, half, deep, p.decode_lean != 0, mma);
   B12X_ASSERT(fn != nullptr, "no decode kernel for format ", static_cast<int>(f), " fp16=", fp16);

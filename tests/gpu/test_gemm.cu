@@ -937,16 +937,16 @@ TEST(GemmGpu, DecodeSliceHalvesFp8) {
 
 TEST(GemmGpu, DecodeFp8MmaKinds) {
   B12X_REQUIRE_GPU();
-  // B12X_GEMM_DECODE_F8MMA=1|2: the FP8 weight formats' decode kernels on f16 MMAs over e4m3
+  // B12X_GEMM_DECODE_F8MMA=1|2|3: the FP8 weight formats' decode kernels on f16 MMAs over e4m3
   // fragments converted in the kernel (1), or on wgmmas over the CTA's 64 rows with the tokens
-  // staged as K-major core matrices (2, SM90 with one warp per tile; 4 warps per tile at M = 1
-  // take 1): per-tensor (no group scales), block FP8 (1x128 groups) and MXFP8 (32-K groups); one
-  // and two token tiles, splits over a cluster (N = 72) and none (N = 200), K in several staging
-  // chunks (4864) or one (1024), bias on odd M.
+  // staged as K-major core matrices (2; 3 batching the 128-K groups per wait; SM90 with one warp
+  // per tile, 4 warps per tile at M = 1 take 1): per-tensor (no group scales), block FP8 (1x128
+  // groups) and MXFP8 (32-K groups); one and two token tiles, splits over a cluster (N = 72) and
+  // none (N = 200), K in several staging chunks (4864) or one (1024), bias on odd M.
   const bool sm90 = device_info(0).cc_major == 9 && device_info(0).cc_minor == 0;
   ScopedEnv es("B12X_GEMM_DECODE_STREAM", "0");
   const std::pair<int64_t, int64_t> shapes[] = {{72, 4864}, {200, 1024}};
-  for (const char* mma : {"1", "2"}) {
+  for (const char* mma : {"1", "2", "3"}) {
     ScopedEnv em("B12X_GEMM_DECODE_F8MMA", mma);
     for (LinearFormat f :
          {LinearFormat::kFp8Tensor, LinearFormat::kFp8Block, LinearFormat::kMxfp8}) {
@@ -955,7 +955,7 @@ TEST(GemmGpu, DecodeFp8MmaKinds) {
         for (const auto& nk : shapes) {
           run_case({f, M, nk.first, nk.second, act, DType::kBF16, M % 2 == 1});
           const gemm::lin::DecodeLaunch l = gemm::lin::last_decode_launch();
-          const int want = mma[0] == '2' && sm90 && l.ws == 1 && !l.half ? 2 : 1;
+          const int want = mma[0] >= '2' && sm90 && l.ws == 1 && !l.half ? mma[0] - '0' : 1;
           EXPECT_EQ(l.mma, want) << gemm::format_name(f) << " M = " << M << " N = " << nk.first
                                  << " F8MMA " << mma;
         }
@@ -974,7 +974,7 @@ TEST(GemmGpu, DecodeFp8MmaKinds) {
       ScopedEnv ep("B12X_GEMM_DECODE_PIPE", "0"), es4("B12X_GEMM_SPLIT", "4");
       for (int64_t M : {5, 16}) {
         run_case({LinearFormat::kFp8Tensor, M, 72, 4864, DType::kFP8E4M3, DType::kFP16, M == 5});
-        EXPECT_EQ(gemm::lin::last_decode_launch().mma, mma[0] == '2' && sm90 ? 2 : 1);
+        EXPECT_EQ(gemm::lin::last_decode_launch().mma, mma[0] >= '2' && sm90 ? mma[0] - '0' : 1);
       }
     }
   }

@@ -215,7 +215,8 @@ __device__ __forceinline__ void dec_cp_async_wait() {
 /// per atom and token tile accumulate in fp32 (exact products of e4m3 values, no reduced-precision
 /// accumulation: per-tensor FP8 needs no promotion every 128 K). At two token tiles 24 -> 16 F2FP
 /// and 8 -> 0 FADDs per atom.
-/// kMma: 0 e4m3 mma.sync, 1 kF16 (above), 2 kWg (SM90, one warp per tile): the CTA's 4 warps are
+/// kMma: 0 e4m3 mma.sync, 1 kF16 (above), 2 / 3 kWg (SM90, one warp per tile; 3 batches the
+/// wgmmas of several 128-K groups per wait, see compute): the CTA's 4 warps are
 /// one warpgroup over its 64 rows and each atom is one wgmma m64n(8 NT)k32 e4m3 with the warps'
 /// packed fragments as the register A operand (the layout the tiled kernel feeds wgmma too) and
 /// the staged tokens as B from shared memory, staged for it in K-major core matrices (8 tokens x
@@ -252,10 +253,10 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
   constexpr int kGroupsPerSlice = kGroup ? kKS / kGroup : 1;
   constexpr bool kF8 = kTr.fp8mma;  // e4m3 activations staged as bytes, FP8 MMAs
   static_assert(kMma == 0 || kF8, "f16 MMAs / wgmmas: the FP8 weight formats");
-  static_assert(kMma != 2 || (kWS == 1 && !kHalf && !kLean && kDeep == 0),
+  static_assert(kMma < 2 || (kWS == 1 && !kHalf && !kLean && kDeep == 0),
                 "wgmma: one warp per tile, the CTA's 4 warps one warpgroup over its 64 rows");
   constexpr bool kF16 = kMma == 1;
-  constexpr bool kWg = kMma == 2;
+  constexpr bool kWg = kMma >= 2;
 
   extern __shared__ __align__(16) uint8_t dsm[];
   __shared__ uint32_t lut[F == WFmt::kNvfp4 ? 128 : 1];
@@ -570,20 +571,18 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
           v4[i] = valid && k0 + 32 * i < p.K ? __ldg(reinterpret_cast<const uint4*>(src + 32 * i))
                                              : make_uint4(0, 0, 0, 0);
         uint8_t* const dst = xs + r * sg.pitch_bytes + j * 128 + part * 8;
-        // kWg: the 8-byte piece of K j * 128 + part * 8 + 32 i in the core-matrix layout.
-        auto qdst = [&](int i) -> uint8_t* {
-          if constexpr (kWg)
-            return xat(xs, r, j * 128 + part * 8 + 32 * i);
-          else
-            return dst + 32 * i;
-        };
         if constexpr (kGroup == 128) {
           const uint32_t w[16] = {v4[0].x, v4[0].y, v4[0].z, v4[0].w, v4[1].x, v4[1].y,
                                   v4[1].z, v4[1].w, v4[2].x, v4[2].y, v4[2].z, v4[2].w,
                                   v4[3].x, v4[3].y, v4[3].z, v4[3].w};
           const float sc =
               kernels::g128_codes<true>(w, valid, [&](int i, uint32_t lo, uint32_t hi) {
-                *reinterpret_cast<uint2*>(qdst(i)) = make_uint2(lo, hi);
+                // kWg: the 8-byte piece at K j * 128 + part * 8 + 32 i of the core matrices.
+                if constexpr (kWg)
+                  *reinterpret_cast<uint2*>(xat(xs, r, j * 128 + part * 8 + 32 * i)) =
+                      make_uint2(lo, hi);
+                else
+                  *reinterpret_cast<uint2*>(dst + 32 * i) = make_uint2(lo, hi);
               });
           if (valid && part == 0) xsc[r * sg.groups + j] = kbase + j * 128 < p.K ? sc : 0.f;
         } else {
@@ -598,7 +597,11 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
             uint32_t lo, hi;
             const uint8_t code = kernels::mx8_codes(f, lo, hi);
             if (valid) {
-              *reinterpret_cast<uint2*>(qdst(i)) = make_uint2(lo, hi);
+              if constexpr (kWg)
+                *reinterpret_cast<uint2*>(xat(xs, r, j * 128 + part * 8 + 32 * i)) =
+                    make_uint2(lo, hi);
+              else
+                *reinterpret_cast<uint2*>(dst + 32 * i) = make_uint2(lo, hi);
               if (part == 0)
                 xsc[r * sg.groups + j * 4 + i] =
                     kbase + j * 128 + 32 * i < p.K ? e8m0_f32(code) : 0.f;
@@ -820,53 +823,68 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
       constexpr int kAtomsPerGroup = kGroup ? kGroup / 32 : 4;
       static_assert(kAtomsW % kAtomsPerGroup == 0, "whole scale groups per (half) slice");
       if constexpr (kWg) {
-        // Per scale group (per-tensor: 128 K): the warps' A fragments of its atoms, one fence,
-        // one wgmma per atom into a zero-started partial, then wait and promote to fp32 (fold).
+        // Per batch of kWgBatch scale groups (per-tensor: 128 K each): the warps' A fragments of
+        // its atoms, one fence, one wgmma per atom into the group's zero-started partial, one
+        // commit and wait, then the promotion to fp32 (fold). kMma 2: one group per batch; 3:
+        // the slice's groups (MXFP8: 4 of its 8), so the next group's wgmmas are in flight while
+        // the previous ones run.
+        constexpr int kGroups = kAtomsW / kAtomsPerGroup;
+        constexpr int kWgBatch = kMma == 3 ? (kGroups < 4 ? kGroups : 4) : 1;
+        static_assert(kGroups % kWgBatch == 0, "whole batches of scale groups per slice");
         const uint32_t xsb =
             static_cast<uint32_t>(__cvta_generic_to_shared(kPipe ? xcur : xs)) & 0x3FFFFu;
 #pragma unroll
-        for (int gi = 0; gi < kAtomsW / kAtomsPerGroup; ++gi) {
-          uint32_t af[kAtomsPerGroup][4];
+        for (int gb = 0; gb < kGroups; gb += kWgBatch) {
+          uint32_t af[kWgBatch * kAtomsPerGroup][4];
 #pragma unroll
-          for (int q = 0; q < kAtomsPerGroup; ++q) {
-            const uint4 rv = raw(gi * kAtomsPerGroup + q);
+          for (int q = 0; q < kWgBatch * kAtomsPerGroup; ++q) {
+            const uint4 rv = raw(gb * kAtomsPerGroup + q);
             af[q][0] = rv.x;
             af[q][1] = rv.y;
             af[q][2] = rv.z;
             af[q][3] = rv.w;
           }
-          float part[4 * NT];
+          float part[kWgBatch][4 * NT];
 #pragma unroll
-          for (int i = 0; i < 4 * NT; ++i) part[i] = 0.f;
+          for (int b = 0; b < kWgBatch; ++b)
 #pragma unroll
-          for (int i = 0; i < 4 * NT; ++i) asm volatile("" : "+f"(part[i])::"memory");
+            for (int i = 0; i < 4 * NT; ++i) {
+              part[b][i] = 0.f;
+              asm volatile("" : "+f"(part[b][i])::"memory");
+            }
           dec_wgmma_fence();
 #pragma unroll
-          for (int q = 0; q < kAtomsPerGroup; ++q) {
-            // K-major core matrices: LBO (along K) 128 NT bytes, SBO (8-token groups) 128.
-            const uint32_t sa =
-                xsb + static_cast<uint32_t>((koff + (gi * kAtomsPerGroup + q) * 32) >> 4) * kWgCol;
-            const uint64_t desc = static_cast<uint64_t>(sa >> 4) |
-                                  (static_cast<uint64_t>(kWgCol >> 4) << 16) |
-                                  (static_cast<uint64_t>(128 >> 4) << 32);
-            dec_wgmma_e4m3<NT>(part, af[q], desc, q);
-          }
+          for (int b = 0; b < kWgBatch; ++b)
+#pragma unroll
+            for (int q = 0; q < kAtomsPerGroup; ++q) {
+              // K-major core matrices: LBO (along K) 128 NT bytes, SBO (8-token groups) 128.
+              const int at = (gb + b) * kAtomsPerGroup + q;
+              const uint32_t sa = xsb + static_cast<uint32_t>((koff + at * 32) >> 4) * kWgCol;
+              const uint64_t desc = static_cast<uint64_t>(sa >> 4) |
+                                    (static_cast<uint64_t>(kWgCol >> 4) << 16) |
+                                    (static_cast<uint64_t>(128 >> 4) << 32);
+              dec_wgmma_e4m3<NT>(part[b], af[b * kAtomsPerGroup + q], desc, q);
+            }
           dec_wgmma_commit();
           dec_wgmma_wait0();
 #pragma unroll
-          for (int i = 0; i < 4 * NT; ++i) asm volatile("" : "+f"(part[i])::"memory");
-          if constexpr (kGroup == 0) {
-            float(&dst)[NT][4] = (gi & 1) ? acc_odd : acc;
+          for (int b = 0; b < kWgBatch; ++b) {
 #pragma unroll
-            for (int nt = 0; nt < NT; ++nt)
+            for (int i = 0; i < 4 * NT; ++i) asm volatile("" : "+f"(part[b][i])::"memory");
+            const int gi = gb + b;
+            if constexpr (kGroup == 0) {
+              float(&dst)[NT][4] = (gi & 1) ? acc_odd : acc;
 #pragma unroll
-              for (int i = 0; i < 4; ++i) dst[nt][i] += part[nt * 4 + i];
-          } else {
+              for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-            for (int nt = 0; nt < NT; ++nt)
+                for (int i = 0; i < 4; ++i) dst[nt][i] += part[b][nt * 4 + i];
+            } else {
 #pragma unroll
-              for (int i = 0; i < 4; ++i) tmp[0][nt][i] = part[nt * 4 + i];
-            fold(tmp, gi, gi & 1);
+              for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+                for (int i = 0; i < 4; ++i) tmp[0][nt][i] = part[b][nt * 4 + i];
+              fold(tmp, gi, gi & 1);
+            }
           }
         }
       } else {
