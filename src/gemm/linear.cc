@@ -189,8 +189,19 @@ constexpr int kWgmmaGroupVar128 = 1;
 /// with the stage's refill copies issued after the second unit's wgmmas, round 17: Q8_0 422-439
 /// -> 432-450 TFLOP/s, IQ2_XXS 324-352 -> 344-355, IQ2_XS 264-279 -> 294-306 over 1.)
 constexpr int kWgmmaGroupVar256 = 13;
-/// IQ2 at 256 tokens (session 13): 13.
-constexpr int kWgmmaGroupVarIq2 = 13;
+/// Per format at 256 tokens since session 13 (round 48, M = 2048, us over the five shapes above,
+/// 13 -> the new default, outputs bit-identical): Q8_0 16 (13 with the chain across four stages,
+/// one drain per 256 K, each slot released one stage late) 131.1 / 459.4 / 435.0 / 196.9 / 110.5
+/// -> 127.4 / 452.1 / 424.8 / 192.0 / 110.1 (+0.4-2.9%); IQ2_XXS 17 (16 with computed sign masks)
+/// 176.3 / 619.7 / 618.4 / 264.5 / 151.2 -> 167.0 / 586.6 / 585.3 / 249.5 / 145.7 (+3.8-5.6%;
+/// 16 alone +0-5%, 13 with the computed signs -3-+1%); IQ2_XS on FP16 activations 20 (13 with
+/// the sub-scales folded into the FP16 weights, one promotion per 64 K instead of per 16 K)
+/// 223.8 / 774.2 / 786.5 / 332.4 / 192.3 -> 179.7 / 619.8 / 654.7 / 267.7 / 152.1 (+20-26%;
+/// folded per 32 K, 19: +16-22%; 16 / 17 / 18 on IQ2_XS: -2% / -57% / -52%, the computed signs
+/// spill). IQ2_XXS folded (20): -5-+2%. kWgmmaGroupF16x: IQ2_XS on BF16 activations takes 20
+/// behind the FP16 pre-pass too (else 13).
+constexpr int kWgmmaGroupVarQ8 = 16, kWgmmaGroupVarIq2Xxs = 17, kWgmmaGroupVarIq2Xs = 20;
+constexpr bool kWgmmaGroupF16x = false;
 
 /// Decode regime at capacity M = 1: warps per 16-row weight tile (lin::launch_linear_decode), the
 /// CTA's K range split among them. Round 16 (H200, M = 1, five
@@ -459,9 +470,12 @@ Plan plan(const Caps& caps) {
       const char* gv = std::getenv("B12X_GEMM_WGMMA_GROUP_VAR");
       // (IQ2 probe B12X_GEMM_WGMMA_GROUP_VAR=4, the sign masks computed instead of loaded from the
       // shared table: round 22, M = 2048, equal to 3 within 1-2% on all five shapes.)
-      const bool iq2 = wf == WFmt::kIq2Xxs || wf == WFmt::kIq2Xs;
-      p.tiled_wgmma_var =
-          p.tiled_wgmma == 256 ? (iq2 ? kWgmmaGroupVarIq2 : kWgmmaGroupVar256) : kWgmmaGroupVar128;
+      int def256 = wf == WFmt::kQ8_0     ? kWgmmaGroupVarQ8
+                   : wf == WFmt::kIq2Xxs ? kWgmmaGroupVarIq2Xxs
+                                         : kWgmmaGroupVarIq2Xs;
+      if (!fp16 && lin::wgmma_group_fold_var(def256) && !kWgmmaGroupF16x)
+        def256 = kWgmmaGroupVar256;
+      p.tiled_wgmma_var = p.tiled_wgmma == 256 ? def256 : kWgmmaGroupVar128;
       // The variants folding the IQ2 sub-scales into FP16 weights run BF16 activations behind
       // the FP16 pre-pass (Plan::tiled_wgmma_f16x).
       auto group_ok = [&](int v) {

@@ -1938,8 +1938,9 @@ TEST(GemmGpu, TiledWgmmaGgmlFormats) {
       run_wgmma_group_case({f, 300, 72, 512, DType::kFP16, DType::kFP16, true});
     }
   }
-  // The default (13: warp-specialized, chained stage pairs) with a long K refilling every slot
-  // many times, odd pair boundaries of the 5-slot Q8_0 ring.
+  // The defaults (session 13: Q8_0 16, IQ2_XXS 17, IQ2_XS 13 on BF16 / 20 on FP16 activations)
+  // with a long K refilling every slot many times, odd pair / quad boundaries of the 5-slot Q8_0
+  // ring.
   {
     ScopedEnv et("B12X_GEMM_WGMMA_GROUP_TOK", "256");
     for (LinearFormat f : {LinearFormat::kQ8_0, LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs})
