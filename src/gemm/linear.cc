@@ -81,6 +81,10 @@ constexpr int64_t kDecodeMaxM = 32;
 /// has ~0.9 x SMs CTAs (rounds 45-46: 2+ tiles per CTA won, 1 lost, a cap of 4 lost).
 constexpr int64_t kStreamRowsMinTiles = 2;
 
+/// The M <= 16 block kernel: the fewest 64-K vectors per CTA its K split goes down to (two staged
+/// chunks; round 48: one chunk per CTA lost to two at 4096x4096 and 2048x7168).
+constexpr int kS16MinVp = 8;
+
 /// Mid M (the tiled regime up to a few hundred tokens), measured on the H200 (round 25, M = 64,
 /// us over 4096x4096 / 14336x4096 / 4096x14336 / 6144x4096 / 2048x7168): the mma.sync tiled
 /// kernel split over K into fp32 partials (one wave of CTAs) with 64-token CTAs against session
@@ -1039,29 +1043,38 @@ Plan plan(const Caps& caps) {
   }
   // The M = 5..16 block kernel (session 13, lin::launch_linear_stream16): CTAs of 8 warps x tw
   // 16-row tiles over one K range, activations staged in 256-K chunks behind the weight ring, so
-  // a CTA reads 64 / (128 tw) of its weight bytes in activations from L2. The K split (fp32
-  // partials + the reduce kernel) fills the SMs: the split whose waves x vectors per CTA is least
-  // (the per-SM time), ties to the smaller split. Probe: B12X_GEMM_STREAM16=1 takes it,
-  // B12X_GEMM_STREAM16_TW=1|2|4 (default 2), B12X_GEMM_STREAM16_SPLIT=<n>,
-  // B12X_GEMM_STREAM16_CTAS=<per SM> (the slots the split fills), B12X_GEMM_STREAM16_PRE=1
-  // (scale splats built once per CTA in shared memory) and B12X_GEMM_STREAM16_QX=1 (W4A4's
-  // NVFP4 activations converted in the kernel) override.
-  // B12X_GEMM_STREAM16_MIN_M=<m> (probe): runs from M = m take it (default 5; below, the M = 1
-  // and 4-row stream kernels).
+  // a CTA reads 64 / (128 tw) of its weight bytes in activations from L2; the K split (fp32
+  // partials + the reduce kernel) fills the SMs. Default for NVFP4 / MXFP4 weights on BF16
+  // activations (raw, or the pre-pass's) at M = 5..16: 2 tiles per warp, scale splats built per
+  // CTA, the largest split whose grid is one wave (<= SMs x CTAs per SM) with >= kS16MinVp
+  // vectors per CTA. Round 48 (H200, us over 4096x4096 / 14336x4096 / 4096x14336 / 6144x4096 /
+  // 2048x7168, M = 16, NVFP4 W4A16; decode kernel 10.63 / 21.23 / 22.84 / 16.10 / 10.22): tw 2
+  // with splats per CTA 8.76 / 19.15 / 18.17 / 11.91 / 9.23 (per lane 9.08 / 19.08 / 18.96 /
+  // 12.34 / 9.36), tw 1 8.67 / - / 19.11 / 11.18 / 8.92, tw 4 9.44 / 19.35 / 18.75 / 12.35 /
+  // 9.66; 4096x4096 / 2048x7168 with 1 chunk per CTA (S 16 / 28) 8.76 / 9.23 against 2 (S 8 /
+  // 14, 128 / 112 CTAs) 8.47 / 8.91; many waves of 1-chunk CTAs (S 16 at 14336x4096: 14.7 MB of
+  // partials) 24.7. NVFP4 W4A4 M = 16 14.48 / 25.21 / 27.20 / 19.74 / 12.61 -> 10.40 / 20.42 /
+  // 20.16 / 13.41 / 10.85, W4A16 M = 8 10.06 / 18.52 / 21.76 / 13.57 / 11.86 -> 7.54 / 16.25 /
+  // 15.94 / 10.11 / 8.29, M = 5 8.75 / 17.05 / 19.83 / 12.62 / 11.11 -> 7.66 / 16.15 / 16.58 /
+  // 9.90 / 8.14 (per lane splats), MXFP4 W4A16 M = 16 11.99 / 22.98 / 26.70 / 17.17 / 10.86 ->
+  // 9.38 / 20.21 / 20.64 / 12.82 / 9.44. B12X_GEMM_STREAM16=0|1 turns it off / forces it,
+  // B12X_GEMM_STREAM16_TW=1|2|4, B12X_GEMM_STREAM16_SPLIT=<n>, B12X_GEMM_STREAM16_CTAS=<per SM>
+  // (the slots the split fills), B12X_GEMM_STREAM16_PRE=0|1 (splats per lane / per CTA; MXFP4
+  // always per CTA) and B12X_GEMM_STREAM16_QX=1 (W4A4's NVFP4 activations converted in the
+  // kernel, no pre-pass at these M) override; B12X_GEMM_STREAM16_MIN_M=<m> (probe) lets runs
+  // from M = m take it (below 5 the M = 1 and 4-row stream kernels run by default).
   int s16_min_m = 5;
   if (const char* e = std::getenv("B12X_GEMM_STREAM16_MIN_M"); e != nullptr && std::atoi(e) > 0)
     s16_min_m = std::atoi(e);
   if (M >= s16_min_m && p.regime != Regime::kTiled) {
     const char* e16 = std::getenv("B12X_GEMM_STREAM16");
-    const bool want = e16 != nullptr && e16[0] == '1';
+    const bool want = !(e16 != nullptr && e16[0] == '0');
     int tw = 2;
     if (const char* e = std::getenv("B12X_GEMM_STREAM16_TW"); e != nullptr) tw = std::atoi(e);
     const char* epre = std::getenv("B12X_GEMM_STREAM16_PRE");
-    // B12X_GEMM_STREAM16_QX=1 (probe): W4A4 NVFP4 activations converted in the kernel instead
-    // of the pre-pass launch (runs at M = 5..16 skip it; the splats per CTA go with it).
     const char* eqx = std::getenv("B12X_GEMM_STREAM16_QX");
     const bool qx = f == LinearFormat::kNvfp4 && eqx != nullptr && eqx[0] == '1' && tw <= 2;
-    const bool pre = wf == lin::WFmt::kMxfp4 || qx || (epre != nullptr && epre[0] == '1');
+    const bool pre = wf == lin::WFmt::kMxfp4 || qx || !(epre != nullptr && epre[0] == '0');
     int force_split = 0;
     if (const char* e = std::getenv("B12X_GEMM_STREAM16_SPLIT"); e != nullptr)
       force_split = std::max(0, std::atoi(e));
@@ -1076,24 +1089,26 @@ Plan plan(const Caps& caps) {
           per_sm = std::min(fit, std::atoi(e));
         const int64_t slots = sms * per_sm;
         const int64_t gx = (geo.n16 + 8 * tw - 1) / (8 * tw);
-        int64_t best = -1;
+        int split = 0, split_vp = 0;
         for (int sp = 1; sp <= 256; ++sp) {
-          if (force_split > 0 && sp != force_split) continue;
           const int vp = lin::stream16_vectors_per_cta(geo.kvec, sp);
           const int eff = static_cast<int>((geo.kvec + vp - 1) / vp);  // no idle K range
-          if (eff != sp && force_split == 0) continue;
-          const int64_t cost = (gx * eff + slots - 1) / slots * vp;
-          if (best < 0 || cost < best) {
-            best = cost;
-            p.stream16_tw = tw;
-            p.stream16_split = eff;
-            p.stream16_vp = vp;
-            p.stream16_pre = pre;
-            p.stream16_min_m = s16_min_m;
-            p.stream16_qx = qx;
-            p.stream16_smem = lin::stream16_smem_bytes(tw, pre, qx);
+          if (force_split > 0) {
+            if (sp == force_split) split = eff, split_vp = vp;
+            continue;
           }
-          if (vp <= 4) break;
+          if (eff != sp) continue;
+          if (sp > 1 && (gx * eff > slots || vp < kS16MinVp)) break;
+          split = eff, split_vp = vp;
+        }
+        if (split > 0) {
+          p.stream16_tw = tw;
+          p.stream16_split = split;
+          p.stream16_vp = split_vp;
+          p.stream16_pre = pre;
+          p.stream16_min_m = s16_min_m;
+          p.stream16_qx = qx;
+          p.stream16_smem = lin::stream16_smem_bytes(tw, pre, qx);
         }
       }
     }

@@ -663,6 +663,8 @@ struct ScopedEnv {
 
 TEST(GemmGpu, DecodeSplitReduceKernelAndActivationPrepass) {
   B12X_REQUIRE_GPU();
+  // The decode kernel at M = 5..16 (not the session-13 block kernel, the default there).
+  ScopedEnv e16off("B12X_GEMM_STREAM16", "0");
   ScopedEnv eg0("B12X_GGML_GEMV", "0");  // the decode kernel for the GGML formats too
   {
     ScopedEnv e("B12X_GEMM_SPLIT", "reduce");  // global partials + reduce kernel
@@ -696,6 +698,8 @@ gemm::Plan bf16_plan(LinearFormat f, int64_t M, int64_t N, int64_t K) {
 
 TEST(GemmGpu, DecodePipelinedStaging) {
   B12X_REQUIRE_GPU();
+  // The decode kernel at M = 5..16 (not the session-13 block kernel, the default there).
+  ScopedEnv e16off("B12X_GEMM_STREAM16", "0");
   ScopedEnv eg0("B12X_GGML_GEMV", "0");  // the decode kernel for the GGML formats too
   // Two staging buffers (the default at M >= 2), the next chunk's copies in flight. No K split
   // over CTAs, so every CTA walks K = 4864 in several chunks (FP4 at 16 rows: one 512-K slice per
@@ -711,6 +715,8 @@ TEST(GemmGpu, DecodePipelinedStaging) {
 
 TEST(GemmGpu, DecodeOneStagingBuffer) {
   B12X_REQUIRE_GPU();
+  // The decode kernel at M = 5..16 (not the session-13 block kernel, the default there).
+  ScopedEnv e16off("B12X_GEMM_STREAM16", "0");
   ScopedEnv eg0("B12X_GGML_GEMV", "0");  // the decode kernel for the GGML formats too
   // B12X_GEMM_DECODE_PIPE=0: the single staging buffer refilled between chunks (the path of
   // FP16 MMAs and of activations with group scales), several chunks per CTA.
@@ -772,6 +778,8 @@ const LinearFormat kFp4Bf16Formats[] = {LinearFormat::kNvfp4, LinearFormat::kNvf
 
 TEST(GemmGpu, DecodeSliceHalves) {
   B12X_REQUIRE_GPU();
+  // The decode kernel at M = 5..16 (not the session-13 block kernel, the default there).
+  ScopedEnv e16off("B12X_GEMM_STREAM16", "0");
   ScopedEnv es0("B12X_GEMM_DECODE_STREAM", "0");  // the decode kernel at M = 1, not the stream one
   ScopedEnv eg0("B12X_GGML_GEMV", "0");           // the decode kernel for the GGML formats too
   // B12X_GEMM_DECODE_HALF=1: CTAs of 8 warps, two per tile on the halves of each slice. One and
@@ -805,6 +813,8 @@ int64_t n_for_split(int split) {
 
 TEST(GemmGpu, DecodeSliceHalvesDefault) {
   B12X_REQUIRE_GPU();
+  // The decode kernel at M = 5..16 (not the session-13 block kernel, the default there).
+  ScopedEnv e16off("B12X_GEMM_STREAM16", "0");
   // The default: NVFP4 weights at M = 5..8 where each CTA streams at least 8 slices, and NVFP4
   // and MXFP4 weights (MXFP4 since session 9) at M = 9..32 (with the pipelined staging) where K
   // is split over at most 2 CTAs; B12X_GEMM_DECODE_HALF=0 turns it off.
@@ -836,6 +846,8 @@ TEST(GemmGpu, DecodeSliceHalvesDefault) {
 
 TEST(GemmGpu, DecodeHalvesReduceDefault) {
   B12X_REQUIRE_GPU();
+  // The decode kernel at M = 5..16 (not the session-13 block kernel, the default there).
+  ScopedEnv e16off("B12X_GEMM_STREAM16", "0");
   // Session 10 defaults at M = 9..32: (1) the slice halves also where K is split over 3..4 CTAs,
   // through fp32 partials + the reduce kernel instead of a cluster (B12X_GEMM_DECODE_HALF_REDUCE=0:
   // the session-9 rule, halves only with a split of at most 2); (2) for NVFP4 weights the
@@ -997,6 +1009,8 @@ TEST(GemmGpu, DecodeFp8MmaKinds) {
 
 TEST(GemmGpu, DecodePipelinedStagingWarpSplit) {
   B12X_REQUIRE_GPU();
+  // The decode kernel at M = 5..16 (not the session-13 block kernel, the default there).
+  ScopedEnv e16off("B12X_GEMM_STREAM16", "0");
   ScopedEnv eg0("B12X_GGML_GEMV", "0");  // the decode kernel for the GGML formats too
   // B12X_GEMM_DECODE_PIPE_WS=2|4 at M = 2..8: the warps of a tile take interleaved slices of each
   // staged chunk. N = 40 (3 tiles) splits K = 20480 over a cluster of 8; the CTA's range then
@@ -1019,6 +1033,8 @@ TEST(GemmGpu, DecodePipelinedStagingWarpSplit) {
 
 TEST(GemmGpu, DecodeDeepRing) {
   B12X_REQUIRE_GPU();
+  // The decode kernel at M = 5..16 (not the session-13 block kernel, the default there).
+  ScopedEnv e16off("B12X_GEMM_STREAM16", "0");
   ScopedEnv es0("B12X_GEMM_DECODE_STREAM", "0");  // the decode kernel at M = 1, not the stream one
   ScopedEnv eg0("B12X_GGML_GEMV", "0");           // the decode kernel for the GGML formats too
   // B12X_GEMM_DECODE_DEEP=1: 3 ring slices per warp in the M = 1 kernels with 4 warps per tile
@@ -1047,6 +1063,8 @@ TEST(GemmGpu, DecodeDeepRing) {
 
 TEST(GemmGpu, DecodeWarpSplit8Default) {
   B12X_REQUIRE_GPU();
+  // The decode kernel at M = 5..16 (not the session-13 block kernel, the default there).
+  ScopedEnv e16off("B12X_GEMM_STREAM16", "0");
   ScopedEnv es0("B12X_GEMM_DECODE_STREAM", "0");  // the decode kernel at M = 1, not the stream one
   // The default at M = 1: 8 warps per tile for FP4 weights with BF16 MMAs where the 16-row tiles
   // give at most one CTA per SM (2048x7168 on the H200's 132 SMs), else 4; segment staging copies
@@ -1065,6 +1083,8 @@ TEST(GemmGpu, DecodeWarpSplit8Default) {
 
 TEST(GemmGpu, DecodeWarpSplit8) {
   B12X_REQUIRE_GPU();
+  // The decode kernel at M = 5..16 (not the session-13 block kernel, the default there).
+  ScopedEnv e16off("B12X_GEMM_STREAM16", "0");
   ScopedEnv es0("B12X_GEMM_DECODE_STREAM", "0");  // the decode kernel at M = 1, not the stream one
   ScopedEnv eg0("B12X_GGML_GEMV", "0");           // the decode kernel for the GGML formats too
   // B12X_GEMM_DECODE_WSPLIT=8 (probe): CTAs of 8 warps on one 16-row tile at M = 1 (FP4 weights,
@@ -1086,6 +1106,8 @@ TEST(GemmGpu, DecodeWarpSplit8) {
 
 TEST(GemmGpu, DecodeSegmentStaging) {
   B12X_REQUIRE_GPU();
+  // The decode kernel at M = 5..16 (not the session-13 block kernel, the default there).
+  ScopedEnv e16off("B12X_GEMM_STREAM16", "0");
   ScopedEnv es0("B12X_GEMM_DECODE_STREAM", "0");  // the decode kernel at M = 1, not the stream one
   ScopedEnv eg0("B12X_GGML_GEMV", "0");           // the decode kernel for the GGML formats too
   // B12X_GEMM_DECODE_SEGSTAGE=1 (probe): the staging copies of the warp-split, pipelined and
@@ -1112,6 +1134,8 @@ TEST(GemmGpu, DecodeSegmentStaging) {
 
 TEST(GemmGpu, DecodePipeBudget) {
   B12X_REQUIRE_GPU();
+  // The decode kernel at M = 5..16 (not the session-13 block kernel, the default there).
+  ScopedEnv e16off("B12X_GEMM_STREAM16", "0");
   // B12X_GEMM_DECODE_PIPE_KB=128 (probe): the pipelined staging's two buffers beyond SM12x's
   // 36 KB where the device allows it (SM90: chunks of 2 slices of 16 rows). K = 4864 (9.5 slices:
   // a short last chunk) in one CTA per tile group (split 1) and over the default split, the halves
@@ -1142,6 +1166,8 @@ TEST(GemmGpu, DecodePipeBudget) {
 
 TEST(GemmGpu, DecodeLean) {
   B12X_REQUIRE_GPU();
+  // The decode kernel at M = 5..16 (not the session-13 block kernel, the default there).
+  ScopedEnv e16off("B12X_GEMM_STREAM16", "0");
   ScopedEnv es0("B12X_GEMM_DECODE_STREAM", "0");  // the decode kernel at M = 1, not the stream one
   // The FP4 kernels with the per-slice bookkeeping by running pointers (kLean; the default where
   // they exist since session 9, B12X_GEMM_DECODE_LEAN=0 turns them off), forced by
@@ -1292,9 +1318,9 @@ TEST(GemmGpu, DecodeStreamAnyCapacity) {
   B12X_REQUIRE_GPU();
   // Session 12: the M = 1 stream kernel is chosen by run from the bound M, not by the plan's
   // capacity: plans sized for many tokens (vLLM's) prepare it, a run at M = 1 launches it and
-  // matches the reference (eagerly and replayed in a graph), M = 5 and 16 run the decode kernel
-  // (a capacity above kDecodeMaxM: the auto regime, which the bound M decides), and a plan that
-  // forces the tiled regime never prepares it.
+  // matches the reference (eagerly and replayed in a graph), M = 5 and 16 run the M <= 16 block
+  // kernel (session 13; a capacity above kDecodeMaxM: the auto regime, which the bound M
+  // decides), and a plan that forces the tiled regime never prepares it.
   const int64_t sms = device_info(0).sm_count;
   for (LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kNvfp4})
     for (int64_t cap : {64, 16}) {
@@ -1326,7 +1352,8 @@ TEST(GemmGpu, DecodeStreamAnyCapacity) {
           c.M = m;
           before = gemm::lin::last_stream_launch().serial;
           run_case(c, /*graph_replay=*/m == 5);
-          EXPECT_EQ(gemm::lin::last_stream_launch().serial, before) << "M=" << m << " N=" << N;
+          EXPECT_EQ(gemm::lin::last_stream_launch().serial, before + 1) << "M=" << m << " N=" << N;
+          EXPECT_EQ(gemm::lin::last_stream_launch().rows, 32) << "M=" << m << " N=" << N;
         }
       }
     }
@@ -1510,13 +1537,61 @@ TEST(GemmGpu, DecodeStream16) {
   }
 }
 
+TEST(GemmGpu, DecodeStream16Default) {
+  B12X_REQUIRE_GPU();
+  // The default (session 13): the M <= 16 block kernel with 2 tiles per warp and the splats per
+  // CTA for NVFP4 / MXFP4 weights on BF16 activations (W4A16 raw, W4A4 / W4A8 through the
+  // pre-pass) at runs of M = 5..16, the largest K split whose grid is one wave with >= 8 vectors
+  // per CTA (K = 4096: 8 vectors at N = 16 x 8 x 2 x 4 rows); not with FP16 activations or
+  // B12X_GEMM_STREAM16=0; runs at M = 4 keep the 4-row kernel.
+  for (LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kNvfp4, LinearFormat::kMxfp4W4A16,
+                         LinearFormat::kMxfp4, LinearFormat::kMxfp4W4A8}) {
+    SCOPED_TRACE(gemm::format_name(f));
+    gemm::Caps caps;
+    caps.format = f;
+    caps.max_tokens = 16;
+    caps.in_features = 4096;
+    caps.out_features = 1024;
+    caps.act_dtype =
+        f == LinearFormat::kNvfp4 || f == LinearFormat::kMxfp4 ? DType::kFP4E2M1 : DType::kBF16;
+    caps.out_dtype = DType::kBF16;
+    const gemm::Plan pl = gemm::plan(caps);
+    EXPECT_EQ(pl.stream16_tw, 2);
+    EXPECT_TRUE(pl.stream16_pre);
+    EXPECT_FALSE(pl.stream16_qx);
+    EXPECT_EQ(pl.stream16_split, 8);  // 8 CTAs of 256 rows x 8 splits of 8 vectors
+    EXPECT_EQ(pl.stream16_vp, 8);
+    {
+      ScopedEnv e0("B12X_GEMM_STREAM16", "0");
+      EXPECT_EQ(gemm::plan(caps).stream16_tw, 0);
+    }
+    for (int64_t M : {7, 16}) {
+      Case c{f, M, 1024, 4096, DType::kBF16, DType::kBF16, M == 7};
+      c.max_tokens = 16;
+      const int64_t before = gemm::lin::last_stream_launch().serial;
+      run_case(c, /*graph_replay=*/M == 16);
+      EXPECT_GT(gemm::lin::last_stream_launch().serial, before) << "M=" << M;
+      EXPECT_EQ(gemm::lin::last_stream_launch().rows, 32) << "M=" << M;
+      EXPECT_EQ(gemm::lin::last_stream_launch().split, 8) << "M=" << M;
+    }
+  }
+  gemm::Caps caps;
+  caps.format = LinearFormat::kNvfp4W4A16;
+  caps.max_tokens = 16;
+  caps.in_features = 4096;
+  caps.out_features = 1024;
+  caps.act_dtype = DType::kFP16;
+  caps.out_dtype = DType::kBF16;
+  EXPECT_EQ(gemm::plan(caps).stream16_tw, 0);
+}
+
 TEST(GemmGpu, DecodeStreamRowsDefault) {
   B12X_REQUIRE_GPU();
   // The default (session 12): the 4-row stream kernel at M = 2..4 on a grid where every CTA
   // streams at least 2 tiles over its staging and that still has ~0.9 x SMs CTAs (N = 256 * SMs,
   // and N = 32 * SMs: 2 tiles per CTA over 1 x SMs CTAs), not where that grid is too small (N = 8 *
-  // SMs, K = 4096: 2 tiles in SMs / 4 CTAs); a capacity-16 plan runs it at M = 3, the decode
-  // kernel at M = 7. B12X_GEMM_STREAM_ROWS=0 turns it off.
+  // SMs, K = 4096: 2 tiles in SMs / 4 CTAs); a capacity-16 plan runs it at M = 3, the M <= 16
+  // block kernel at M = 7 (session 13). B12X_GEMM_STREAM_ROWS=0 turns it off.
   const int64_t sms = device_info(0).sm_count;
   const int64_t big = 256 * sms, small = 8 * sms;
   for (LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kNvfp4}) {
@@ -1547,8 +1622,8 @@ TEST(GemmGpu, DecodeStreamRowsDefault) {
       c.max_tokens = 16;
       const int64_t before = gemm::lin::last_stream_launch().serial;
       run_case(c);
-      EXPECT_EQ(gemm::lin::last_stream_launch().serial, before + (M == 3 ? 1 : 0)) << "M=" << M;
-      if (M == 3) EXPECT_EQ(gemm::lin::last_stream_launch().rows, 4);
+      EXPECT_EQ(gemm::lin::last_stream_launch().serial, before + 1) << "M=" << M;
+      EXPECT_EQ(gemm::lin::last_stream_launch().rows, M == 3 ? 4 : 32) << "M=" << M;
     }
   }
 }
@@ -2216,6 +2291,8 @@ TEST(GemmGpuSanitize, TiledWgmmaGroupWs) {
 
 TEST(GemmGpuSanitize, DecodePipelinedStaging) {
   B12X_REQUIRE_GPU();
+  // The decode kernel at M = 5..16 (not the session-13 block kernel, the default there).
+  ScopedEnv e16off("B12X_GEMM_STREAM16", "0");
   ScopedEnv eg0("B12X_GGML_GEMV", "0");  // the decode kernel for the GGML formats too
   // Two staging buffers (B12X_GEMM_DECODE_PIPE=1) over several chunks per CTA: 2 (FP4, 16 rows),
   // 3 (Q8_0, 3 rows) and 3 (FP8 with three ring stages, two token tiles), N = 40 with a tail CTA.
@@ -2230,6 +2307,8 @@ TEST(GemmGpuSanitize, DecodePipelinedStaging) {
 
 TEST(GemmGpuSanitize, DecodeDeepRing) {
   B12X_REQUIRE_GPU();
+  // The decode kernel at M = 5..16 (not the session-13 block kernel, the default there).
+  ScopedEnv e16off("B12X_GEMM_STREAM16", "0");
   ScopedEnv es0("B12X_GEMM_DECODE_STREAM", "0");  // the decode kernel at M = 1, not the stream one
   // B12X_GEMM_DECODE_DEEP=1: the deeper ring at M = 1 (4 warps per tile), K = 1280 (warps
   // without a slice) and 8960 (refills), N = 40 (a partial last tile).
@@ -2241,6 +2320,8 @@ TEST(GemmGpuSanitize, DecodeDeepRing) {
 
 TEST(GemmGpuSanitize, DecodeWarpSplit8) {
   B12X_REQUIRE_GPU();
+  // The decode kernel at M = 5..16 (not the session-13 block kernel, the default there).
+  ScopedEnv e16off("B12X_GEMM_STREAM16", "0");
   ScopedEnv es0("B12X_GEMM_DECODE_STREAM", "0");  // the decode kernel at M = 1, not the stream one
   // B12X_GEMM_DECODE_WSPLIT=8: 8 warps per tile at M = 1, K = 1280 (warps without a slice) and
   // 4096 over a cluster split (B12X_GEMM_DECODE_WS_CTAS), N = 40.
@@ -2253,6 +2334,8 @@ TEST(GemmGpuSanitize, DecodeWarpSplit8) {
 
 TEST(GemmGpuSanitize, DecodeSegmentStaging) {
   B12X_REQUIRE_GPU();
+  // The decode kernel at M = 5..16 (not the session-13 block kernel, the default there).
+  ScopedEnv e16off("B12X_GEMM_STREAM16", "0");
   ScopedEnv es0("B12X_GEMM_DECODE_STREAM", "0");  // the decode kernel at M = 1, not the stream one
   ScopedEnv eg0("B12X_GGML_GEMV", "0");           // the decode kernel for the GGML formats too
   // B12X_GEMM_DECODE_SEGSTAGE=1: segment-walk staging copies at M = 1 (4 warps per tile), 3 (two
@@ -2266,6 +2349,8 @@ TEST(GemmGpuSanitize, DecodeSegmentStaging) {
 
 TEST(GemmGpuSanitize, DecodePipeBudget) {
   B12X_REQUIRE_GPU();
+  // The decode kernel at M = 5..16 (not the session-13 block kernel, the default there).
+  ScopedEnv e16off("B12X_GEMM_STREAM16", "0");
   // B12X_GEMM_DECODE_PIPE_KB=128: chunks of 2 slices in the halves at M = 16 (K = 2624: 5.1
   // slices, a short last chunk and a K tail), plain and lean, N = 40.
   ScopedEnv ek("B12X_GEMM_DECODE_PIPE_KB", "128"), eh("B12X_GEMM_DECODE_HALF", "1"),
@@ -2277,6 +2362,8 @@ TEST(GemmGpuSanitize, DecodePipeBudget) {
 
 TEST(GemmGpuSanitize, DecodeLean) {
   B12X_REQUIRE_GPU();
+  // The decode kernel at M = 5..16 (not the session-13 block kernel, the default there).
+  ScopedEnv e16off("B12X_GEMM_STREAM16", "0");
   ScopedEnv es0("B12X_GEMM_DECODE_STREAM", "0");  // the decode kernel at M = 1, not the stream one
   // B12X_GEMM_DECODE_LEAN=1: M = 1 with 4 and 8 warps per tile (K = 1280: warps without a slice)
   // and the pipelined halves at M = 16 (K = 1280: 3 chunks, a short last one; a cluster of 4 at
@@ -2351,6 +2438,8 @@ TEST(GemmGpuSanitize, DecodeStream16) {
 
 TEST(GemmGpuSanitize, DecodeHalvesReduce) {
   B12X_REQUIRE_GPU();
+  // The decode kernel at M = 5..16 (not the session-13 block kernel, the default there).
+  ScopedEnv e16off("B12X_GEMM_STREAM16", "0");
   // The session-10 defaults at M = 9..32: the halves with K split over 3..4 CTAs through
   // partials (2048x7168: split 4 on the H200, 4 slices per CTA) and, for NVFP4, the 68 KB
   // pipelined staging (2 chunks of 2 slices per CTA).
@@ -2373,6 +2462,8 @@ TEST(GemmGpuSanitize, DecodeSliceHalvesFp8) {
 
 TEST(GemmGpuSanitize, DecodeSliceHalves) {
   B12X_REQUIRE_GPU();
+  // The decode kernel at M = 5..16 (not the session-13 block kernel, the default there).
+  ScopedEnv e16off("B12X_GEMM_STREAM16", "0");
   ScopedEnv es0("B12X_GEMM_DECODE_STREAM", "0");  // the decode kernel at M = 1, not the stream one
   // B12X_GEMM_DECODE_HALF=1 (8 warps, two per tile on slice halves): one and two staging buffers
   // over several chunks (K = 1280: 2.5 slices), a cluster of 4 (K = 4096), N = 40 (a tail CTA);
