@@ -167,7 +167,7 @@ struct DecodeKnobs {
   int a16_gate = -1;   ///< B12X_MOE_A16_GATE 0..3: A16 gate kernel (-1: copy gate <= 128 routes)
   int a16_pdl = 1;     ///< B12X_MOE_A16_PDL 0|1: programmatic edge of a gateless A16 FC1
   int fc2_split = 0;   ///< B12X_MOE_FC2_SPLIT 1..4: FC2 split CTAs per row block (0: rule)
-  int fc2_warps = 0;   ///< B12X_MOE_FC2_WARPS 4|8: FC2 CTA shape (0: rule); 6: 32-row 6-warp
+  int fc2_warps = 0;   ///< B12X_MOE_FC2_WARPS 4|8: FC2 CTA shape (0: rule)
   int fc2_stages = 0;  ///< B12X_MOE_FC2_STAGES 2|3: the 8-warp FC2's ring, 16- or 32-row (0: rule)
   int fc2_deep = 1;    ///< B12X_MOE_FC2_DEEP 0|1: the deep 5-stage FC2 ring where it applies
   int fc2_bal = 1;     ///< B12X_MOE_FC2_BAL 0|1: FC2 split CTAs take equal chunk ranges

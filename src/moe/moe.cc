@@ -602,7 +602,7 @@ DecodeKnobs read_decode_knobs(bool stream, int aquant) {
   knob(k.a16_gate, "B12X_MOE_A16_GATE", {0, 1, 2, 3}, "0, 1, 2, 3", quantised);
   knob(k.a16_pdl, "B12X_MOE_A16_PDL", {0, 1}, "0, 1", quantised);
   knob(k.fc2_split, "B12X_MOE_FC2_SPLIT", {1, 2, 3, 4}, "1, 2, 3, 4", not_stream);
-  knob(k.fc2_warps, "B12X_MOE_FC2_WARPS", {4, 6, 8}, "4, 6 (32-row CTAs), 8", not_stream);
+  knob(k.fc2_warps, "B12X_MOE_FC2_WARPS", {4, 8}, "4, 8", not_stream);
   knob(k.fc2_stages, "B12X_MOE_FC2_STAGES", {2, 3}, "2, 3", not_stream);
   knob(k.fc2_deep, "B12X_MOE_FC2_DEEP", {0, 1}, "0, 1", not_stream);
   knob(k.fc2_bal, "B12X_MOE_FC2_BAL", {0, 1}, "0, 1", not_stream);
@@ -815,7 +815,7 @@ Plan plan(const Caps& caps) {
         detail::decode_fc2_rows(p.knobs, caps.max_tokens, R,
                                 static_cast<int>(round_up(H, detail::kPrepRowAlign)), p.sm_count,
                                 p.fc2_rows32_ctas) == 32)
-      sig << (p.knobs.fc2_warps == 6 ? " fc2_rows32w6" : " fc2_rows32");
+      sig << " fc2_rows32";
     if (caps.apply_router_weight_on_input) sig << " weight_on_input";
     std::ostringstream shape;
     shape << "E=" << E << " H=" << H << " I=" << I << " max_tokens=" << caps.max_tokens
@@ -961,8 +961,7 @@ void run(const Binding& b, Stream stream) {
     d.fc2_rows = detail::decode_fc2_rows(p.knobs, M, R, S.L.fc2.rows_pad, d.sm_count,
                                          p.sm_count > 0 ? p.fc2_rows32_ctas : 2);
     d.fc2_split = d.fc2_rows == 32 && p.knobs.fc2_split == 0
-                      ? detail::decode_fc2_split32(R, S.L.fc2.rows_pad / 32, d.sm_count,
-                                                   p.knobs.fc2_warps == 6 ? 3 : 2)
+                      ? detail::decode_fc2_split32(R, S.L.fc2.rows_pad / 32, d.sm_count)
                       : detail::decode_fc2_split(R, S.L.fc2.rows_pad / d.fc2_rows, d.sm_count,
                                                  p.knobs.fc2_split);
     d.partial = route_out;  // sized for the plan's split x max_tokens (>= this call's)

@@ -114,9 +114,7 @@ void launch_gemms(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, boo
     if (a.fc2_rows == 32) {  // decode_fc2_rows: <= kFc2Rows32MaxTokens tokens, narrow routing
       // 3 stages (2 CTAs per SM; H200 round 45, Qwen3.5-TP4 nvfp4 M = 8 210.6 -> 204.5 us
       // against 2 stages at 3 CTAs per SM, 80 registers); B12X_MOE_FC2_STAGES=2 the 2-stage CTA.
-      if (kn.fc2_warps == 6)  // probe: 6 warps x 3 stages, 3 CTAs per SM
-        launch_fc2<OpT, kFold, kSK, kRC, 6, 3, 32>(a, stream, pdl);
-      else if (kn.fc2_stages == 2)
+      if (kn.fc2_stages == 2)
         launch_fc2<OpT, kFold, kSK, kRC, 8, 2, 32>(a, stream, pdl);
       else
         launch_fc2<OpT, kFold, kSK, kRC, 8, 3, 32>(a, stream, pdl);

@@ -259,11 +259,10 @@ int decode_fc1_row_warps(const DecodeKnobs& k, int aquant, bool gated);
 /// shape the plan's knobs select (no environment read here).
 void launch_decode_stream(const DecodeArgs& args, const DecodeKnobs& knobs, bool fp16_operands,
                           Stream stream, bool pdl);
-/// FC2 split of the 32-row FC2 CTA (3-stage ring, `per_sm` = 2 CTAs per SM of 8 warps, 3 of 6):
-/// the most CTAs per row block (<= 4, <= the plan's partials for `routes`) that keep the grid
-/// within one wave.
-inline int decode_fc2_split32(int64_t routes, int64_t row_blocks32, int sm_count, int per_sm = 2) {
-  const int64_t per = per_sm * std::max(sm_count, 1) / std::max<int64_t>(row_blocks32, 1);
+/// FC2 split of the 32-row FC2 CTA (3-stage ring, 2 CTAs per SM): the most CTAs per row block
+/// (<= 4, <= the plan's partials for `routes`) that keep the grid within one wave of 2 per SM.
+inline int decode_fc2_split32(int64_t routes, int64_t row_blocks32, int sm_count) {
+  const int64_t per = 2 * std::max(sm_count, 1) / std::max<int64_t>(row_blocks32, 1);
   return static_cast<int>(
       std::max<int64_t>(1, std::min<int64_t>({4, per, decode_fc2_split_bound(routes)})));
 }
@@ -286,7 +285,7 @@ inline int decode_fc2_split32(int64_t routes, int64_t row_blocks32, int sm_count
 inline int decode_fc2_rows(const DecodeKnobs& k, int64_t tokens, int64_t routes, int rows_pad,
                            int sm_count, int ctas32 = 2) {
   if (k.fc2_rows == 16 || tokens > 8 || routes > kMaxInlineRoutes) return 16;
-  if (k.fc2_rows == 32 || k.fc2_warps == 6) return 32;  // fc2_warps 6: the 6-warp 32-row CTA
+  if (k.fc2_rows == 32) return 32;
   if (ctas32 < 2) return 16;
   const int64_t rb = rows_pad / 32, wave = 2 * std::max<int64_t>(sm_count, 1);
   return tokens >= 2 && 5 * rb * decode_fc2_split32(routes, rb, sm_count) >= 4 * wave ? 32 : 16;

@@ -763,33 +763,6 @@ TEST(MoeGpu, DecodeStreamFc2RowsAreBitEqual) {
     }
 }
 
-TEST(MoeGpu, DecodeStreamFc2SixWarps) {
-  B12X_REQUIRE_GPU();
-  // The 6-warp 32-row FC2 CTA (B12X_MOE_FC2_WARPS=6, read by plan; 3 ring stages, 3 CTAs per SM)
-  // against the reference with its own split rule and splits 1 / 2 / 4 forced: nvfp4, MXFP8 on
-  // E8M0 weights, FP16 w4a16, H = 992 (the last 32-row block outside H), 1 token. The warps'
-  // chunk ranges differ from the 8-warp CTA's, so the sums are not bit-equal to it.
-  const Fp4Variant a16{QuantMode::kW4A16, SourceFormat::kModeloptNvfp4, DType::kFP16,
-                       Activation::kSilu};
-  const Case cases[] = {fp4_variant_case(kNvfp4Silu, 16, 1024, 256, 8, 8, 1),
-                        fp4_variant_case(kMxSitu, 16, 512, 384, 5, 4, 1),
-                        fp4_variant_case(a16, 32, 992, 256, 8, 6, 1),
-                        fp4_variant_case(kNvfp4Silu, 8, 992, 512, 1, 2, 1)};
-  for (const Case& c : cases)
-    for (const char* split : {"", "1", "2", "4"}) {
-      SCOPED_TRACE(c.name() + " split " + (*split ? split : "rule"));
-      Problem P;
-      P.make(c);
-      ASSERT_EQ(setenv("B12X_MOE_FC2_WARPS", "6", 1), 0);
-      if (*split) ASSERT_EQ(setenv("B12X_MOE_FC2_SPLIT", split, 1), 0);
-      GpuRun G(P);  // the plan reads the knobs
-      unsetenv("B12X_MOE_FC2_WARPS");
-      unsetenv("B12X_MOE_FC2_SPLIT");
-      ASSERT_TRUE(G.ok);
-      check_against_reference(P, G.as_float(G.run_eager()), 0.9999);
-    }
-}
-
 TEST(MoeGpu, DecodeStreamFc2RowsDefaultRule) {
   B12X_REQUIRE_GPU();
   // Nothing forced: H = 4096 (128 32-row blocks), top-k 8, M = 4 (32 routes) is where the rule

@@ -1000,19 +1000,16 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
 // ---- [FC2] kR (16 or 32) output rows x every route per CTA, combine fused ------------------
 // kW warps with a kS-stage ring each (DecodeCfg: 8 x 3, 8 x 5 deep, 8 x 2, 4 x 4; 32 rows: 8 x 2
 // (3 CTAs per SM, the register cap of FC1) or 8 x 3 (2 per SM)).
-// 32 rows with 6 warps x 3 stages (B12X_MOE_FC2_WARPS=6): 3 CTAs per SM (112 registers), so
-// that a grid of 192 row blocks x split 2 (MiniMax) fits one wave.
 template <typename OpT, bool kFold, int kSK, int kW, int kS, int kRC = detail::kMaxInlineRoutes,
           int kR = DecodeCfg::kFc2Rows>
-__global__ void __launch_bounds__(32 * kW, kR == 32             ? (kS == 2 || kW == 6 ? 3 : 2)
+__global__ void __launch_bounds__(32 * kW, kR == 32             ? (kS == 2 ? 3 : 2)
                                            : kW == 8 && kS == 2 ? 4
                                                                 : 1)
     moe_decode_fc2_kernel(const DecodeArgs a) {
   using C = DecodeCfg;
   static_assert(
-      kR == 16 || (kR == 32 && ((kW == 8 && (kS == 2 || kS == 3)) || (kW == 6 && kS == 3)) &&
-                   kRC == detail::kMaxInlineRoutes),
-      "FC2 rows: 16, or 32 with 8 warps x 2-3 stages or 6 x 3 and the narrow routing");
+      kR == 16 || (kR == 32 && kW == 8 && (kS == 2 || kS == 3) && kRC == detail::kMaxInlineRoutes),
+      "FC2 rows: 16, or 32 with 8 warps, 2-3 stages and the narrow routing");
   constexpr int kM = kR / 16, kStage = C::fc2_stage(kR);
   using St = WarpStage<kR>;
   constexpr int kRing = C::fc2_ring(kW, kS, kR);
