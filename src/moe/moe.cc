@@ -606,6 +606,7 @@ DecodeKnobs read_decode_knobs(bool stream, int aquant) {
   knob(k.fc2_stages, "B12X_MOE_FC2_STAGES", {2, 3}, "2, 3", not_stream);
   knob(k.fc2_deep, "B12X_MOE_FC2_DEEP", {0, 1}, "0, 1", not_stream);
   knob(k.fc2_bal, "B12X_MOE_FC2_BAL", {0, 1}, "0, 1", not_stream);
+  knob(k.fc2_kil, "B12X_MOE_FC2_KIL", {0, 1}, "0, 1", not_stream);
   knob(k.fc2_rows, "B12X_MOE_FC2_ROWS", {16, 32}, "16, 32", not_stream);
   return k;
 }

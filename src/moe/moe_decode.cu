@@ -274,6 +274,7 @@ void launch_decode_stream(const DecodeArgs& args, const DecodeKnobs& kn, bool fp
   // FC2s: 12 faster by 0.3-2.5 % (Qwen3.5-TP4 nvfp4 M = 2 79.3 -> 77.3 us, Qwen3-30B M = 8 71.4
   // -> 70.6, DeepSeek-TP4 M = 4 95.1 -> 94.0), 3 slower by 0.3-0.7 % (Qwen3.5-TP4 M = 4 / 8).
   a.fc2_bal = kn.fc2_bal != 0 ? 1 : 0;
+  a.fc2_kil = kn.fc2_kil != 0 ? 1 : 0;
   const int k_chunks = a.w1.K_pad / 128;
   // One balanced warp group where decode_fc1_balanced takes it for the 8-warp grid, before
   // decode_fc1_groups would split short tiles over two groups (Qwen3-30B at M = 8: 16 sub-chunks

@@ -122,6 +122,7 @@ struct DecodeArgs {
   // splits in p order. counters[rows_pad(H) / 16] are zeroed by FC1 every launch.
   int fc2_split = 1;
   int fc2_bal = 0;    // chunk ranges instead of whole tiles per split CTA (launch_decode_stream)
+  int fc2_kil = 0;    // warps take chunks warp, warp + kW, ... of the CTA's range (probe)
   int fc2_rows = 16;  // output rows per FC2 CTA (decode_fc2_rows: 16, or 32 up to 8 tokens)
   float* partial = nullptr;
   int* counters = nullptr;

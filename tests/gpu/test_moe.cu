@@ -763,6 +763,73 @@ TEST(MoeGpu, DecodeStreamFc2RowsAreBitEqual) {
     }
 }
 
+TEST(MoeGpu, DecodeStreamFc2KInterleaved) {
+  B12X_REQUIRE_GPU();
+  // FC2 warps taking every 8th (4th) chunk of their CTA's range (B12X_MOE_FC2_KIL=1, read by plan)
+  // instead of a contiguous range, against the reference: 16 rows (splits by the rule and 1 / 2 /
+  // 4 forced, whole tiles or equal chunk ranges per split CTA) and 32 rows, fewer sub-chunks per
+  // tile than warps (I = 256: 2), nvfp4, MXFP8 on E8M0 weights, FP16 w4a16, H = 992, 1 token,
+  // the wide routing (160 routes: 4-warp FC2 above 32 tokens) and a graph replay with new routes.
+  const Fp4Variant a16{QuantMode::kW4A16, SourceFormat::kModeloptNvfp4, DType::kFP16,
+                       Activation::kSilu};
+  const Case cases[] = {fp4_variant_case(kNvfp4Silu, 16, 1024, 3072, 8, 8, 1),
+                        fp4_variant_case(kMxSitu, 16, 512, 384, 5, 4, 1),
+                        fp4_variant_case(a16, 32, 992, 256, 8, 6, 1),
+                        fp4_variant_case(kNvfp4Silu, 8, 992, 512, 1, 2, 1),
+                        fp4_variant_case(kNvfp4Silu, 16, 2304, 256, 40, 8, 1)};
+  struct Var {
+    const char *split, *rows, *bal;
+  };
+  const Var vars[] = {{nullptr, nullptr, nullptr}, {"1", "16", nullptr}, {"2", "16", nullptr},
+                      {"4", "16", nullptr},        {"2", "16", "0"},     {"2", "32", nullptr}};
+  for (const Case& c : cases)
+    for (const Var& v : vars) {
+      SCOPED_TRACE(c.name() + " split " + (v.split ? v.split : "rule") + " rows " +
+                   (v.rows ? v.rows : "rule") + (v.bal ? " whole tiles" : ""));
+      Problem P;
+      P.make(c);
+      ASSERT_EQ(setenv("B12X_MOE_FC2_KIL", "1", 1), 0);
+      if (v.split) ASSERT_EQ(setenv("B12X_MOE_FC2_SPLIT", v.split, 1), 0);
+      if (v.rows) ASSERT_EQ(setenv("B12X_MOE_FC2_ROWS", v.rows, 1), 0);
+      if (v.bal) ASSERT_EQ(setenv("B12X_MOE_FC2_BAL", v.bal, 1), 0);
+      GpuRun G(P);  // the plan reads the knobs
+      unsetenv("B12X_MOE_FC2_KIL");
+      unsetenv("B12X_MOE_FC2_SPLIT");
+      unsetenv("B12X_MOE_FC2_ROWS");
+      unsetenv("B12X_MOE_FC2_BAL");
+      ASSERT_TRUE(G.ok);
+      const std::vector<uint16_t> eager = G.run_eager();
+      check_against_reference(P, G.as_float(eager), 0.9999);
+      if (v.split != nullptr) continue;
+      // Graph replay with new routes matches eager.
+      cudaStream_t s;
+      B12X_TEST_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+      cudaGraph_t graph;
+      cudaGraphExec_t exec;
+      B12X_TEST_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+      const b12x_status st = G.launch(s);
+      B12X_TEST_CUDA(cudaStreamEndCapture(s, &graph));
+      ASSERT_EQ(st, B12X_OK) << b12x_last_error();
+      B12X_TEST_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+      Problem Q = P;
+      Q.new_routes();
+      G.ids.upload(Q.ids);
+      G.wts.upload(Q.wts);
+      G.out.poison();
+      B12X_TEST_CUDA(cudaDeviceSynchronize());
+      B12X_TEST_CUDA(cudaGraphLaunch(exec, s));
+      B12X_TEST_CUDA(cudaStreamSynchronize(s));
+      const auto replay = G.out.download();
+      const auto again = G.run_eager(s);
+      EXPECT_EQ(std::memcmp(replay.data(), again.data(), 2 * replay.size()), 0)
+          << "K-interleaved FC2: replay differs from eager";
+      check_against_reference(Q, G.as_float(replay), 0.9999);
+      cudaGraphExecDestroy(exec);
+      cudaGraphDestroy(graph);
+      cudaStreamDestroy(s);
+    }
+}
+
 TEST(MoeGpu, DecodeStreamFc2RowsDefaultRule) {
   B12X_REQUIRE_GPU();
   // Nothing forced: H = 4096 (128 32-row blocks), top-k 8, M = 4 (32 routes) is where the rule

@@ -422,6 +422,11 @@ struct ChunkCursor {
       ++t;
     }
   }
+  /// `step` chunks on (FC2's K-interleaved warps: step = kW); a loop, not a division (it runs
+  /// once per sub-chunk and rarely more than once).
+  __device__ __forceinline__ void next(int n_k, int step) {
+    for (k += step; k >= n_k; k -= n_k) ++t;
+  }
 };
 
 template <int kS, typename Fn>
@@ -1058,8 +1063,14 @@ __global__ void __launch_bounds__(32 * kW, kR == 32             ? (kS == 2 ? 3 :
   const int c_lo = bal ? N2 * split / P : 0;
   const int cta_tiles = split < ntiles ? (ntiles - split + P - 1) / P : 0;
   const int total = bal ? N2 * (split + 1) / P - c_lo : cta_tiles * nk;
-  const int j0 = c_lo + warp * total / kW;
-  const int n_my = c_lo + (warp + 1) * total / kW - j0;
+  // fc2_kil (probe): warp w takes chunks w, w + kW, ... of the CTA's range instead, so that
+  // the CTA's warps stream neighbouring sub-chunks of the same rows at a time (FC1's K order:
+  // a row's 64-byte pieces in flight together) at the cost of a combine flush per tile and warp.
+  const bool kil = a.fc2_kil != 0;
+  const int jstep = kil ? kW : 1;
+  const int j0 = kil ? c_lo + warp : c_lo + warp * total / kW;
+  const int n_my =
+      kil ? (warp < total ? (total - warp + kW - 1) / kW : 0) : c_lo + (warp + 1) * total / kW - j0;
   uint8_t* ring = smem + warp * kS * kStage;
   // Chunk (it, kk): CTA tile it (global tile split + P * it; fc2_bal: global tile it), sub-chunk
   // kk. Loads run kS chunks ahead; the ChunkCursor ni is the next one.
@@ -1084,14 +1095,14 @@ __global__ void __launch_bounds__(32 * kW, kR == 32             ? (kS == 2 ? 3 :
     ChunkCursor wc = first;  // the weights' cursor in the first pass
     prime_ring<kS>(n_my, [&](int s) {
       issue(s, src_of(wc.t), wc.k, true, false);
-      wc.next(nk);
+      wc.next(nk, jstep);
     });
   }
   pdl_wait();  // the intermediate is written by FC1
   pdl_trigger();
   prime_ring<kS>(n_my, [&](int s) {
     issue(s, src_of(ni.t), ni.k, false, true);
-    ni.next(nk);
+    ni.next(nk, jstep);
   });
   // Sources of the next chunk's tile, rebuilt only when the cursor enters a new tile.
   typename St::Src nsrc{};
@@ -1124,12 +1135,14 @@ __global__ void __launch_bounds__(32 * kW, kR == 32             ? (kS == 2 ? 3 :
     __syncwarp();
     if (c + kS < n_my) {
       issue(slot, nsrc, ni.k, true, true);
-      ni.next(nk);
-      if (ni.k == 0 && c + kS + 1 < n_my) nsrc = src_of(ni.t);
+      const int pt = ni.t;
+      ni.next(nk, jstep);
+      if (ni.t != pt && c + kS + 1 < n_my) nsrc = src_of(ni.t);
     }
     cp_async_commit();
-    cur.next(nk);
-    if (cur.k != 0 && c + 1 < n_my) continue;  // the range stays in this tile
+    const int ct = cur.t;
+    cur.next(nk, jstep);
+    if (cur.t == ct && c + 1 < n_my) continue;  // the range stays in this tile
     // Tile (slice) done: out[token, row] += w_route * (alpha * acc). Columns one at a time in
     // slot order, so duplicate (token, expert) routes never race and the order is fixed.
     for (int col = 0; col < tl.z; ++col) {
