@@ -156,12 +156,11 @@ struct WgmmaGroupCfg {
 /// stages (one drain per 256 K) and each slot is released once its last unit retired (in the next
 /// stage), not after the group. (A chain across the whole K loop, a wgmma in flight over the loop's
 /// back edge, made ptxas serialize every wgmma: C7514.)
-/// kGroupFold / kGroupFold64: WgmmaGroupCfg::kFold with a promotion per 32 / 64 K (IQ2, FP16
-/// wgmmas).
-inline constexpr int kGroupPair = 1, kGroupQuad = 2, kGroupFold = 4, kGroupChain = 8, kGroupWs = 16,
-                     kGroupFold64 = 32;
+/// kGroupFold: WgmmaGroupCfg::kFold with a promotion per 64 K (IQ2, FP16 wgmmas; per 32 K
+/// measured slower in round 48, IQ2_XS 184.2 against 179.7 us at 4096x4096, M = 2048).
+inline constexpr int kGroupPair = 1, kGroupQuad = 2, kGroupFold = 4, kGroupChain = 8, kGroupWs = 16;
 B12X_HD constexpr int wgmma_group_fold_k(int mode) {
-  return (mode & kGroupFold64) != 0 ? 64 : (mode & kGroupFold) != 0 ? 32 : 0;
+  return (mode & kGroupFold) != 0 ? 64 : 0;
 }
 /// Register budgets of kGroupWs: 128 x 56 + 256 x 224 = 384 x 168 (the launch's); no spills
 /// (the producer's copy addresses stepped, not hoisted; 40 / 232 spilled in the producer).
