@@ -266,6 +266,8 @@ struct Plan {
   bool stream16_qx = false;
   /// The smallest bound M that runs the block kernel (5; B12X_GEMM_STREAM16_MIN_M, probe).
   int stream16_min_m = 5;
+  /// Its 16-row tiles per CTA (8 x stream16_tw; fewer with B12X_GEMM_STREAM16_BAL=1, probe).
+  int stream16_tiles = 0;
   /// Decode regime, from the device's opt-in shared memory at plan time (run reads no device
   /// info): the pipelined staging budget of decode_pipe_kb (bytes, 0: kDecodePipeBudget) and the
   /// 8-warps-per-tile budget (lin::decode_ws8_budget).

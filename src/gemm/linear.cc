@@ -336,7 +336,8 @@ std::string stream_rows_describe(const Plan& p) {
 std::string stream16_describe(const Plan& p) {
   if (p.stream16_tw == 0) return std::string();
   return " stream16=" + std::to_string(p.stream16_tw) + (p.stream16_pre ? "p" : "") + "x" +
-         std::to_string(p.stream16_split) + "/" + std::to_string(p.stream16_vp);
+         std::to_string(p.stream16_split) + "/" + std::to_string(p.stream16_vp) +
+         (p.stream16_tiles != 8 * p.stream16_tw ? "t" + std::to_string(p.stream16_tiles) : "");
 }
 
 }  // namespace
@@ -1109,6 +1110,15 @@ Plan plan(const Caps& caps) {
           p.stream16_min_m = s16_min_m;
           p.stream16_qx = qx;
           p.stream16_smem = lin::stream16_smem_bytes(tw, pre, qx);
+          // B12X_GEMM_STREAM16_BAL=1 (probe): fewer tiles per CTA so that the grid of each
+          // split fills its share of the slots (the busiest SM streams less; round 48's grids
+          // had 224 CTAs for 264 slots at 14336x4096).
+          p.stream16_tiles = 8 * tw;
+          if (const char* e = std::getenv("B12X_GEMM_STREAM16_BAL"); e != nullptr && e[0] == '1') {
+            const int64_t per_split = std::max<int64_t>(1, slots / split);
+            p.stream16_tiles =
+                static_cast<int>(std::min<int64_t>(8 * tw, (geo.n16 + per_split - 1) / per_split));
+          }
         }
       }
     }
@@ -1647,6 +1657,7 @@ void run(const Binding& b, Stream stream) {
     p.split = plan.stream16_split;
     p.partial = p.split > 1 ? reinterpret_cast<float*>(b.scratch + plan.off_partial) : nullptr;
     p.stream_vp = plan.stream16_vp;
+    p.stream_tiles = plan.stream16_tiles;
     lin::launch_linear_stream16(im.wfmt, plan.stream16_tw, plan.stream16_pre, plan.stream16_smem, p,
                                 stream);
     if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);

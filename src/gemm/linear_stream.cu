@@ -140,7 +140,9 @@ void launch_linear_stream16(WFmt f, int tw, bool pre, int64_t smem, const Linear
   if (smem > 48 * 1024)
     B12X_CUDA_CHECK(
         ::b12x::detail::opt_in_smem(reinterpret_cast<const void*>(k), static_cast<int>(smem)));
-  const int64_t gx = (p.n16 + kStreamWarps * tw - 1) / (kStreamWarps * tw);
+  B12X_ASSERT(p.stream_tiles >= 1 && p.stream_tiles <= kStreamWarps * tw,
+              "M <= 16 block kernel: tiles per CTA ", p.stream_tiles, " for tw=", tw);
+  const int64_t gx = (p.n16 + p.stream_tiles - 1) / p.stream_tiles;
   t_last = StreamLaunch{0, 0, static_cast<int>(gx), t_last.serial + 1, 16 * tw, split};
   B12X_CUDA_CHECK(b12x::detail::launch_ex(
       k, dim3(static_cast<unsigned>(gx), static_cast<unsigned>(split)), dim3(kStreamWarps * 32),

@@ -469,7 +469,10 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
   const int g = lane >> 2, t = lane & 3;
   const int vp = p.stream_vp;
   const int64_t vbase = static_cast<int64_t>(blockIdx.y) * vp;
-  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * (kStreamWarps * kTw * 16);
+  // The CTA's tiles: p.stream_tiles (<= 8 kTw; fewer balance the grid over the SMs, the warps
+  // past them idle), from tile blockIdx.x * p.stream_tiles.
+  const int tpc = p.stream_tiles;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * tpc * 16;
   const int64_t tile0 = row0 / 16 + warp * kTw;
   const int64_t vrem = p.kvec - vbase;
   const int vlim = vrem <= 0 ? 0 : vrem < vp ? static_cast<int>(vrem) : vp;
@@ -480,7 +483,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
 #pragma unroll
   for (int j = 0; j < kTw; ++j) {
     const int64_t tile = tile0 + j;
-    lim[j] = tile < p.n16 ? vlim : 0;
+    lim[j] = tile < p.n16 && warp * kTw + j < tpc ? vlim : 0;
     wp[j] = p.wvals + (tile * p.kvec + vbase) * 512 + lane * 16;
   }
   // Ring slot q holds vector q / kTw of tile q % kTw (then every kDepth later). Vectors that do
@@ -575,7 +578,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
       for (int i0 = 0; i0 < kStreamWarps * kTw * 16; i0 += kStreamWarps * 32) {
         const int i = i0 + threadIdx.x;
         if (kStreamWarps * kTw * 16 < kStreamWarps * 32 && i >= kStreamWarps * kTw * 16) break;
-        const int64_t row = row0 + i;
+        const int64_t row = i < tpc * 16 ? row0 + i : p.n16 * 16;  // past the CTA: zeros
         if constexpr (kMx) {
           // 8 bytes (2 E8M0 per vector); the row's other 8 staged bytes are never read.
           if (row < p.n16 * 16 && v0 < p.kvec) {
@@ -738,7 +741,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
 #pragma unroll
   for (int j = 0; j < kTw; ++j) {
     const int64_t tile = tile0 + j;
-    if (tile >= p.n16) continue;
+    if (tile >= p.n16 || warp * kTw + j >= tpc) continue;
 #pragma unroll
     for (int n = 0; n < kNt; ++n)
 #pragma unroll
