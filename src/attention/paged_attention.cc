@@ -76,10 +76,8 @@ const KernelInfo* find_kernel(int dqk, int dv, int kind, DType q, bool fp8) {
 // ("wideh": wide with each token group's output dims split over two warps, bf16 head dim 256;
 // else it falls back to wide): twice the warps per SM at the same shared memory. (15, "wide3h",
 // the same for wide3 at head dim 128, was removed in session 11: 2-8 % slower.)
-// 17 ("wide3x": wide3 over 8 warps and 128-token tiles, bf16 head dim 128, SM90's shared
-// memory; else wide3): one CTA per SM holding what two wide3 CTAs hold, so half the splits.
 // B12X_ATTN_DECODE_TILE=wide|deep|direct|wdirect|wide3|wdirect2|hcvt|hbits|hvec|hcvt3|hcvt2|
-// wideh|wide3x|wideh3 overrides (benchmarking; 18, "wideh3": wideh with 3 stages, 104 KB, SM90's
+// wideh|wideh3 overrides (benchmarking; 18, "wideh3": wideh with 3 stages, 104 KB, SM90's
 // shared memory; else wide).
 int decode_kind(const PagedCaps& c, ArchFamily family) {
   const bool fp8 = c.kv_dtype == DType::kFP8E4M3;
@@ -97,19 +95,16 @@ int decode_kind(const PagedCaps& c, ArchFamily family) {
   if (e != nullptr && std::string(e) == "hcvt3") return 13;
   if (e != nullptr && std::string(e) == "hcvt2") return head_dim == 256 ? 14 : 8;
   if (e != nullptr && std::string(e) == "wideh") return 16;
-  if (e != nullptr && std::string(e) == "wide3x") return 17;
   if (e != nullptr && std::string(e) == "wideh3") return 18;
   // Any other value (a typo, or a removed tile such as wide3h) takes the defaults below; say so
   // once per process rather than silently.
   if (e != nullptr && e[0] != '\0') {
     static std::once_flag once;
     std::call_once(once, [e] {
-      log_message(0,
-                  std::string("B12X_ATTN_DECODE_TILE=") + e +
-                      " is not a decode tile (wide, deep, direct, wdirect, wide3, wdirect2, "
-                      "hcvt, hbits, hvec, hcvt3, hcvt2, wideh, wide3x, wideh3): the default tiles "
-                      "are "
-                      "used");
+      log_message(0, std::string("B12X_ATTN_DECODE_TILE=") + e +
+                         " is not a decode tile (wide, deep, direct, wdirect, wide3, wdirect2, "
+                         "hcvt, hbits, hvec, hcvt3, hcvt2, wideh, wideh3): the default tiles are "
+                         "used");
     });
   }
   // Defaults from the H200 (rounds 5-7, 32/8/128, 8k): BF16 wide3 streamed at 84-99% of the
@@ -270,9 +265,6 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   // hcvt3 needs more than SM12x's (and SM89's) 99 KB of shared memory per block: hcvt there.
   if (k != nullptr && k->kind == 13 && k->smem > dev.smem_per_block_optin)
     k = find_kernel(caps.head_dim_qk, caps.head_dim_vo, 8, caps.q_dtype, fp8);
-  // wide3x (193.5 KB) likewise: wide3 there.
-  if (k != nullptr && k->kind == 17 && k->smem > dev.smem_per_block_optin)
-    k = find_kernel(caps.head_dim_qk, caps.head_dim_vo, 5, caps.q_dtype, fp8);
   // wideh3 (104 KB): wide there.
   if (k != nullptr && k->kind == 18 && k->smem > dev.smem_per_block_optin)
     k = find_kernel(caps.head_dim_qk, caps.head_dim_vo, 1, caps.q_dtype, fp8);
@@ -306,7 +298,6 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
                  : k->kind == 13 ? "_decode_hcvt3"
                  : k->kind == 14 ? "_decode_hcvt2"
                  : k->kind == 16 ? "_decode_wideh"
-                 : k->kind == 17 ? "_decode_wide3x"
                  : k->kind == 18 ? "_decode_wideh3"
                                  : "_decode_hbits") +
                 (fp8 ? "_kvfp8" : "") + (caps.q_dtype == DType::kFP16 ? "_fp16" : "_bf16");

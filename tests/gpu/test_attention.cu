@@ -1253,50 +1253,6 @@ TEST(AttentionGpuDecode, ClusterMerge) {
   unsetenv("B12X_ATTN_CLUSTER_MERGE");
 }
 
-// B12X_ATTN_DECODE_TILE=wide3x (bf16, head dim 128, SM90: wide3 over 8 warps and 128-token
-// tiles, 193.5 KB; wide3 elsewhere): pages 16-256 (one-page, two-page and per-row loaders),
-// groups 1-16, forced splits 1 / 2 / 7 / 64 and automatic, sinks, window, the general kernel with
-// each spread-merge setting (8 warps always take the shared-copy form), the cluster merge,
-// verify; the plan's name.
-TEST(AttentionGpuDecode, Wide3x) {
-  B12X_REQUIRE_GPU();
-  const bool sm90 = b12x::device_info(0).family == b12x::ArchFamily::kSm90;
-  setenv("B12X_ATTN_DECODE_TILE", "wide3x", 1);
-  const int groups[] = {4, 1, 8, 16, 3, 5, 7, 2};
-  for (int i = 0; i < 10; ++i) {
-    Spec s = sweep_decode_spec(i, 128, 128, 1 + i % 2, groups[i % 8]);
-    s.kv = DType::kBF16;
-    s.q = DType::kBF16;
-    s.per_head_scale = i % 3 != 2;
-    if (i == 0) {
-      Problem p(s, rng());
-      PLAN_AND_BIND(p);
-      EXPECT_NE(p.plan.kernel.find(sm90 ? "_decode_wide3x_bf16_lean_spec"
-                                        : "_decode_wide3_bf16_lean_spec"),
-                std::string::npos)
-          << p.plan.kernel;
-    }
-    if (i == 6) setenv("B12X_ATTN_LEAN", "0", 1);
-    if (i == 7) setenv("B12X_ATTN_SPREAD_MERGE", "1", 1);
-    if (i == 8) setenv("B12X_ATTN_SPREAD_MERGE", "0", 1);
-    if (i == 9) setenv("B12X_ATTN_CLUSTER_MERGE", "16", 1);
-    run_case(s, "tile=wide3x decode " + std::to_string(i));
-    unsetenv("B12X_ATTN_LEAN");
-    unsetenv("B12X_ATTN_SPREAD_MERGE");
-    unsetenv("B12X_ATTN_CLUSTER_MERGE");
-  }
-  for (const char* cm : {"0", "16"}) {
-    setenv("B12X_ATTN_CLUSTER_MERGE", cm, 1);
-    run_case(gqa_decode_spec({8192, 4000, 63, 1}, 0, 0), std::string("tile=wide3x gqa cm=") + cm);
-    Spec v = verify_spec(8, 2);
-    v.prefix = {5000, 61, 1300};
-    v.sinks = true;
-    run_case(v, std::string("tile=wide3x verify cm=") + cm);
-    unsetenv("B12X_ATTN_CLUSTER_MERGE");
-  }
-  unsetenv("B12X_ATTN_DECODE_TILE");
-}
-
 // B12X_ATTN_ALIGN_CHUNKS (default on): contiguous splits take whole KV tiles, so some of the
 // forced or automatic splits have nothing to do (8000 tokens / 24 splits: 334 -> 384-token chunks
 // of 64-token tiles, 21 live splits) and each live one starts on a tile (and page) boundary.

@@ -64,12 +64,7 @@ struct TileCfg {
   // tiles in flight per CTA instead of one.
   static constexpr bool kH3 = kKind_ == 18;
   static constexpr int kDH = (kKind_ == 16 || kH3) ? 2 : 1;
-  // kind 17 ("wide3x", 16-bit KV, head dim 128, SM90 only): wide3 with 128-token tiles over 8
-  // warps (16 tokens each, as wide3's 4), 3 stages of 64 KB (1 CTA per SM90 SM): the warps and
-  // bytes in flight per SM of 2 wide3 CTAs in half the CTAs, so a B = 1 call needs half the
-  // splits (16 per KV head: one thread-block cluster, see the cluster split merge).
-  static constexpr bool kX8 = kKind_ == 17;
-  static constexpr int kKind = (kKind_ == 16 || kH3) ? 1 : (kX8 ? 5 : kKind_);
+  static constexpr int kKind = (kKind_ == 16 || kH3) ? 1 : kKind_;
   static constexpr bool kFp8 = kFp8_;
   static constexpr bool kDecode = kKind != 0 && kKind != 7 && kKind != 10 && kKind != 12;
   // Sub-tiles per stage: the MMA/softmax body runs on kBN / kSub tokens at a time.
@@ -109,7 +104,6 @@ struct TileCfg {
   // kind 5: Q is staged in the ring's last stage (free until the first loop iteration issues
   // into it) and read once into registers; the 4 KB of a Q tile then buys a third 32 KB stage.
   static constexpr bool kQInRegs = kKind == 5 || kKind == 12;
-  static_assert(!kX8 || (!kFp8_ && kDqk_ == 128 && kDv_ == 128), "wide3x: 16-bit KV, head dim 128");
   static_assert(!kQInRegs || (!kFp8_ && (kDqk_ <= 128 || (kKind == 5 && kDqk_ == 256))),
                 "wide3, m64: 16-bit KV, head dim <= 128 (wide3 also 256)");
   static_assert(!kDirectK || (kFp8_ && (kDqk_ == 128 || kDqk_ == 256)),
@@ -126,8 +120,7 @@ struct TileCfg {
   // wide3 for head dim 256: 32-token tiles (2 warps), so three 32 KB stages fit with Q's 64
   // fragment registers per lane instead of a Q tile in shared memory.
   static constexpr int kBN =
-      kX8                        ? 128
-      : (kKind == 5 && kBigHead) ? 32
+      (kKind == 5 && kBigHead) ? 32
       : (kKind == 6 || kKind == 11 || ((kKind == 8 || kKind == 9 || kKind == 13) && kDqk == 128))
           ? 128
       : (kKind == 10) ? 64
@@ -135,7 +128,7 @@ struct TileCfg {
          kKind == 14)
           ? 64
           : (kKind >= 2 ? 32 : (kBigHead ? 32 : (kMB == 2 && kDv > 64 ? 32 : 64)));
-  static constexpr int kWN = kDecode ? (kX8 ? 8 : (kBN > 64 ? 4 : kBN / 16)) : 1;
+  static constexpr int kWN = kDecode ? (kBN > 64 ? 4 : kBN / 16) : 1;
   static constexpr int kThreads = kWM * kWN * kDH * 32;
   static constexpr int kSubBN = kBN / kSub;
   static constexpr int kBM = 16 * kWM * kMB;
@@ -149,7 +142,7 @@ struct TileCfg {
   static constexpr int kIdStageBytes = kBN * 4;
   // Shared memory per block: SM12x's 99 KB, except hcvt3 (SM90's 227 KB; plans elsewhere fall
   // back to hcvt).
-  static constexpr int kSmemLimit = (kKind == 13 || kX8 || kH3) ? 232448 : 101376;
+  static constexpr int kSmemLimit = (kKind == 13 || kH3) ? 232448 : 101376;
   static constexpr int kFitStages =
       (kSmemLimit - kQBytes - kConvBytes) / (kStageBytes + kIdStageBytes);
   static constexpr int kMaxStages =
@@ -1612,10 +1605,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   constexpr bool kSpreadOk = kWN > 1 && !Cfg::kVec && (kDv / 8) % (kWN * kDH) == 0 &&
                              (!Cfg::kDirectV || kSpreadNB % 4 == 0);
   static_assert(kDH == 1 || kSpreadOk, "split output dims merge through the spread merge");
-  // the split-dims tiles (kDH = 2) and wide3x (8 warps) merge only through the shared-copy
-  // spread merge
-  constexpr bool kSharedOnly = kDH > 1 || kWN > 4;
-  const bool spread = kSpreadOk && (kSharedOnly || kLean || p.spread_merge != 0);
+  // the split-dims tiles (kDH = 2) merge only through the shared-copy spread merge
+  const bool spread = kSpreadOk && (kDH > 1 || kLean || p.spread_merge != 0);
   // p.spread_merge == 2 (the default; 1: B12X_ATTN_SPREAD_MERGE=1): the warps run one code
   // copy instead of one per n-block range (the epilogue runs once per warp, so each copy is
   // fetched cold; Nsight Compute had 18% of the BF16 B=1 warps' stall samples in the epilogue,
@@ -1623,7 +1614,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   // from shared memory into own[] (runtime offsets, fixed registers) and stores them with a
   // runtime column base. H200 round 26: BF16 B=1 x 8k 15.0-15.1 vs 15.3-15.5 us, FP8 B=1 12.4
   // vs 12.7, FP8 B=8 40.8 vs 41.5, BF16 16/2/256 B=8 42.4 vs 42.8.
-  const bool spread_shared = spread && (kSharedOnly || kLean || p.spread_merge == 2);
+  const bool spread_shared = spread && (kDH > 1 || kLean || p.spread_merge == 2);
   const int owner = dh * kWN + wn;  // the spread merge's n-block range of this warp
   float own[kSpreadOk ? kSpreadNB : 1][4];
   // Runs f.template operator()<lo, hi>() with this warp's n-block range (warp-uniform branch,

@@ -72,9 +72,6 @@ void register_kinds(std::vector<KernelInfo>& out, const char* tag) {
   // wideh3 (bf16 q, head dim 256, SM90): wideh with 3 stages
   if constexpr (!kFp8 && std::is_same_v<T, __nv_bfloat16> && kDqk == 256 && kDv == 256)
     out.push_back(make_info<T, kFp8, kDqk, kDv, 18, true>(tag));
-  // wide3x (bf16 q, head dim 128, SM90): wide3 over 8 warps and 128-token tiles
-  if constexpr (!kFp8 && std::is_same_v<T, __nv_bfloat16> && kDqk == 128 && kDv == 128)
-    out.push_back(make_info<T, kFp8, kDqk, kDv, 17, true>(tag));
   if constexpr (kFp8 && (kDqk == 128 || kDqk == 256)) {
     out.push_back(make_info<T, kFp8, kDqk, kDv, 3>(tag));
     out.push_back(make_info<T, kFp8, kDqk, kDv, 4>(tag));
