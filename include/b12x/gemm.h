@@ -183,7 +183,7 @@ struct Plan {
   /// Decode regime, M >= 2: the activations are staged in two buffers, the next chunk's copies in
   /// flight while the current one is computed (BF16 MMAs, activations without group scales;
   /// B12X_GEMM_DECODE_PIPE=0 keeps one buffer); B12X_GEMM_DECODE_PIPE_WS=1|2|4 overrides the
-  /// warps per tile (decode_warp_split) it takes at M = 2..8.
+  /// warps per tile (decode_warp_split) it takes at M = 2..8 (and, per-tensor FP8, at M = 9..16).
   bool decode_pipe = false;
   /// Decode regime, one warp per tile otherwise: CTAs of 8 warps, two per tile on the halves of
   /// each K slice, sharing one activation staging (FP4 weights with BF16 MMAs; by rule for NVFP4,
@@ -209,11 +209,10 @@ struct Plan {
   /// M = 9..32 stage more than one slice per chunk. Default 68 in the NVFP4 halves at M = 9..32
   /// since session 10, else 0; B12X_GEMM_DECODE_PIPE_KB=<n> overrides.
   int decode_pipe_kb = 0;
-  /// Decode regime, FP8 weight formats, the MMA (session 13): 0 e4m3 mma.sync (which SM90
-  /// lowers to conversions, f16 MMAs and FADDs per call), 1 f16 MMAs on e4m3 fragments converted
-  /// in the kernel, 2 (SM90, one warp per tile, else 1) wgmma m64n8k32 / m64n16k32 with the
-  /// CTA's 64 weight rows as the register A operand, 3 the same with several 128-K groups per
-  /// wgmma wait. B12X_GEMM_DECODE_F8MMA=0|1|2|3 overrides.
+  /// Decode regime, FP8 weight formats, the MMA (session 13): 0 e4m3 mma.sync, 1 f16 MMAs on
+  /// e4m3 fragments converted in the kernel (default on SM90, which has no e4m3 mma.sync and
+  /// lowers it to conversions, f16 MMAs and FADDs per call). B12X_GEMM_DECODE_F8MMA=0|1
+  /// overrides.
   int decode_fp8_mma = 0;
   /// Decode regime at M = 1, NVFP4 weights with BF16 activations (raw, or W4A4's pre-pass): the
   /// persistent streaming kernel (lin::launch_linear_stream) with this many K parts per 16-row

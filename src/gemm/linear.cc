@@ -710,10 +710,10 @@ Plan plan(const Caps& caps) {
       p.decode_pipe = want && M >= 2 && lin::decode_pipe_available(wf, fp16);
     }
     bool pipe_ws = false;
-    // Two token tiles: only the probe (per-tensor FP8, B12X_GEMM_DECODE_PIPE_WS at M = 9..16).
+    // Two token tiles: per-tensor FP8 only (session 13, below).
     const char* pipe_ws_env = std::getenv("B12X_GEMM_DECODE_PIPE_WS");
-    if (p.decode_pipe && (nt == 1 || (wf == WFmt::kFp8 && pipe_ws_env != nullptr)) &&
-        split_env == nullptr && dev.cc_major >= 9) {
+    if (p.decode_pipe && (nt == 1 || wf == WFmt::kFp8) && split_env == nullptr &&
+        dev.cc_major >= 9) {
       int want = 1;
       // Per-tensor FP8 (session 12) where its 64-row CTAs fill at most a quarter of the SMs: round
       // 45 (H200, M = 4, us over 4096x4096 / 14336x4096 / 4096x14336 / 6144x4096 / 2048x7168, one
@@ -728,6 +728,14 @@ Plan plan(const Caps& caps) {
         const int64_t need = lin::decode_stages(wf) - 1;
         want = slices >= 16 && fit / 4 * 4 >= 4 * need ? 4 : fit / 2 * 2 >= 2 * need ? 2 : 1;
       }
+      // Per-tensor FP8 at M = 9..16 likewise with 2 warps per tile (round 48, H200, f16 MMAs, us
+      // over 4096x4096 / 14336x4096 / 4096x14336 / 6144x4096 / 2048x7168, M = 16, one warp per
+      // tile (halves where the default takes them) -> 2 -> 4 warps per tile: 9.67 / 20.56 / 22.95
+      // / 12.76 / 13.36 -> 12.45 / 28.54 / 33.78 / 14.51 / 11.14 -> 13.00 / 36.02 / 27.92 /
+      // 19.45 / 12.65; M = 9 at 2048x7168 9.78 with 2, 9.77 with 4): only the 32-CTA grid gains.
+      if (wf == WFmt::kFp8 && nt == 2 && ctas_n * 4 <= sms && slices >= kDecodePipeWsMinSlices &&
+          stage_fit_slices(wf, M, /*pipe=*/true) / 2 * 2 >= 2 * (lin::decode_stages(wf) - 1))
+        want = 2;
       if (pipe_ws_env != nullptr) want = std::atoi(pipe_ws_env);
       if (want == 2 || want == 4) ws = want, pipe_ws = true;
     }
@@ -887,12 +895,21 @@ Plan plan(const Caps& caps) {
                                                   dev.smem_per_block_optin - 24 * 1024 -
                                                       4 * lin::kDecodeStagesMax * 4096));
     p.decode_ws8_budget = lin::decode_ws8_budget(dev.smem_per_block_optin);
-    // FP8 weights: the MMA kind (probes in round 48): f16 MMAs on converted e4m3 fragments, or
-    // (SM90) wgmmas over the CTA's 64 rows.
+    // FP8 weights on SM90 (no e4m3 mma.sync there: ptxas lowers each to conversions, two f16
+    // HMMAs and 4 FADDs): f16 MMAs on fragments converted in the kernel. Round 48 (H200, us over
+    // 4096x4096 / 14336x4096 / 4096x14336 / 6144x4096 / 2048x7168, e4m3 mma.sync -> f16):
+    // per-tensor M = 1 6.61 / 16.17 / 16.38 / 8.24 / 6.10 -> 6.37 / 16.14 / 16.29 / 8.22 / 6.06,
+    // M = 4 8.00 / 18.45 / 18.71 / 10.73 / 7.64 -> 7.67 / 18.40 / 18.59 / 11.09 / 7.53, M = 16
+    // 10.00 / 20.98 / 23.27 / 13.05 / 13.44 -> 9.67 / 20.56 / 22.95 / 12.76 / 13.36; block FP8
+    // M = 16 16.29 / 30.41 / 37.72 / 19.99 / 18.33 -> 15.08 / 28.22 / 33.73 / 18.91 / 17.70
+    // (M = 1 / 4 within +-2 %); MXFP8 M = 1 / 4 / 16 1-3 % faster. wgmmas over the CTA's 64 rows
+    // (a dropped probe, session 13) lost: M = 4 14336x4096 18.45 -> 23.08, M = 16 without the
+    // halves 20.98 -> 30.54. SM89 / SM12x keep e4m3 mma.sync. B12X_GEMM_DECODE_F8MMA=0|1
+    // overrides.
     if (lin::wtraits(wf).fp8mma) {
+      p.decode_fp8_mma = dev.cc_major == 9 && dev.cc_minor == 0 ? 1 : 0;
       if (const char* e = std::getenv("B12X_GEMM_DECODE_F8MMA"); e != nullptr)
-        p.decode_fp8_mma = std::clamp(std::atoi(e), 0, 3);
-      if (p.decode_fp8_mma >= 2 && !(dev.cc_major == 9 && dev.cc_minor == 0)) p.decode_fp8_mma = 1;
+        p.decode_fp8_mma = e[0] == '1' ? 1 : 0;
     }
   }
   // The M = 1 stream kernel, for a run whose bound M is 1.
@@ -1227,10 +1244,7 @@ Plan plan(const Caps& caps) {
           << (ws > 1 && M <= kDecodeMaxM ? " ws=" + std::to_string(ws) : "")
           << (p.decode_pipe ? " pipe" : "") << (p.decode_half ? " half" : "")
           << (p.decode_lean ? " lean" : "") << (p.decode_act_quant ? " actq" : "")
-          << (p.decode_fp8_mma == 1   ? " mma=f16"
-              : p.decode_fp8_mma == 2 ? " mma=wgmma"
-              : p.decode_fp8_mma == 3 ? " mma=wgmma3"
-                                      : "")
+          << (p.decode_fp8_mma == 1 ? " mma=f16" : "")
           << (p.ggml_gemv > 0 ? (p.ggml_gemv_split > 1 ? " ggml_gemv+reduce" : " ggml_gemv") : "")
           << (p.decode_deep ? " deep=" + std::to_string(p.decode_deep) : std::string()) << " split="
           << (M > kDecodeMaxM || split == 1 ? "none"
@@ -1692,9 +1706,6 @@ void run(const Binding& b, Stream stream) {
   p.slices_per_cta = static_cast<int>((slices + p.split - 1) / p.split);
   p.cluster_split = plan.split_cluster ? p.split : 1;
   p.stage_rows = static_cast<int>(std::min<int64_t>(M, 8 * nt));
-  // The wgmma kernels (one warp per tile) read 8 NT token rows of the staging (the launcher
-  // checks it and takes the f16 MMAs otherwise).
-  if (plan.decode_fp8_mma >= 2 && p.decode_ws <= 1 && !p.decode_half) p.stage_rows = 8 * nt;
   p.stage_slices = static_cast<int>(
       std::min<int64_t>(p.slices_per_cta, stage_fit_slices(im.wfmt, p.stage_rows)));
   // Pipelined staging where the CTA's K range takes more than one chunk (or its warps split K

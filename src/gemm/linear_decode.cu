@@ -26,25 +26,12 @@ constexpr int64_t kFp4RingBytes = decode_ring_bytes(WFmt::kNvfp4);
 static_assert(kFp4RingBytes == decode_ring_bytes(WFmt::kMxfp4) && kFp4RingBytes == 4 * 2 * 4096,
               "the FP4 rings are the ones kDecodeHalfStageBudget leaves room for");
 
-/// The kernel with kMma (FP8 weights: 0 e4m3 mma.sync, 1 f16 MMAs on converted fragments, 2
-/// wgmma) appended to its configuration.
+/// The kernel with kMma (FP8 weights: 0 e4m3 mma.sync, 1 f16 MMAs on converted fragments)
+/// appended to its configuration.
 template <WFmt F, class T, int kMma, int NT, int kWS = 1, bool kPipe = false, bool kHalf = false,
           int kDeep = 0, bool kLean = false>
 DecodeFn dk() {
   return &linear_decode_kernel<F, T, NT, kWS, kPipe, kHalf, kDeep, kLean, kMma>;
-}
-
-/// The wgmma kernels (kMma = 2 / 3, FP8 weight formats, one warp per tile; pipelined staging for
-/// per-tensor FP8 only).
-template <WFmt F, class T, int kMma>
-DecodeFn decode_fn_wg(int nt, int ws, bool pipe, bool half, int deep, bool lean) {
-  if (ws != 1 || half || deep != 0 || lean) return nullptr;
-  if (pipe) {
-    if constexpr (F == WFmt::kFp8)
-      return nt == 1 ? dk<F, T, kMma, 1, 1, true>() : dk<F, T, kMma, 2, 1, true>();
-    return nullptr;
-  }
-  return nt == 1 ? dk<F, T, kMma, 1>() : dk<F, T, kMma, 2>();
 }
 
 /// ws: warps per weight tile (linear_decode_kernel's kWS), 2 and 4 for one token tile only.
@@ -141,23 +128,17 @@ DecodeFn pick_decode(WFmt f, bool fp16, int nt, int ws = 1, bool pipe = false, b
       return fp16 ? decode_fn<WFmt::kIq2Xs, Fp16Tag>(nt, ws, pipe, half, deep, lean)
                   : decode_fn<WFmt::kIq2Xs, Bf16Tag>(nt, ws, pipe, half, deep, lean);
     case WFmt::kFp8:
-      return fp16       ? nullptr
-             : mma == 3 ? decode_fn_wg<WFmt::kFp8, Bf16Tag, 3>(nt, ws, pipe, half, deep, lean)
-             : mma == 2 ? decode_fn_wg<WFmt::kFp8, Bf16Tag, 2>(nt, ws, pipe, half, deep, lean)
-             : mma == 1 ? decode_fn<WFmt::kFp8, Bf16Tag, 1>(nt, ws, pipe, half, deep, lean)
-                        : decode_fn<WFmt::kFp8, Bf16Tag>(nt, ws, pipe, half, deep, lean);
+      return fp16  ? nullptr
+             : mma ? decode_fn<WFmt::kFp8, Bf16Tag, 1>(nt, ws, pipe, half, deep, lean)
+                   : decode_fn<WFmt::kFp8, Bf16Tag>(nt, ws, pipe, half, deep, lean);
     case WFmt::kFp8Mx:
-      return fp16       ? nullptr
-             : mma == 3 ? decode_fn_wg<WFmt::kFp8Mx, Bf16Tag, 3>(nt, ws, pipe, half, deep, lean)
-             : mma == 2 ? decode_fn_wg<WFmt::kFp8Mx, Bf16Tag, 2>(nt, ws, pipe, half, deep, lean)
-             : mma == 1 ? decode_fn<WFmt::kFp8Mx, Bf16Tag, 1>(nt, ws, pipe, half, deep, lean)
-                        : decode_fn<WFmt::kFp8Mx, Bf16Tag>(nt, ws, pipe, half, deep, lean);
+      return fp16  ? nullptr
+             : mma ? decode_fn<WFmt::kFp8Mx, Bf16Tag, 1>(nt, ws, pipe, half, deep, lean)
+                   : decode_fn<WFmt::kFp8Mx, Bf16Tag>(nt, ws, pipe, half, deep, lean);
     case WFmt::kFp8Block:
-      return fp16       ? nullptr
-             : mma == 3 ? decode_fn_wg<WFmt::kFp8Block, Bf16Tag, 3>(nt, ws, pipe, half, deep, lean)
-             : mma == 2 ? decode_fn_wg<WFmt::kFp8Block, Bf16Tag, 2>(nt, ws, pipe, half, deep, lean)
-             : mma == 1 ? decode_fn<WFmt::kFp8Block, Bf16Tag, 1>(nt, ws, pipe, half, deep, lean)
-                        : decode_fn<WFmt::kFp8Block, Bf16Tag>(nt, ws, pipe, half, deep, lean);
+      return fp16  ? nullptr
+             : mma ? decode_fn<WFmt::kFp8Block, Bf16Tag, 1>(nt, ws, pipe, half, deep, lean)
+                   : decode_fn<WFmt::kFp8Block, Bf16Tag>(nt, ws, pipe, half, deep, lean);
   }
   return nullptr;
 }
@@ -217,11 +198,8 @@ void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stre
               "decode pipelined staging with ws ", ws, " act ", p.act_kind, " xs ", p.xs_kind);
   // Deeper rings: the plan takes them only where ring + staging fit kDecodeDeepBudget.
   const int deep = p.decode_deep;
-  // FP8 weights: the MMA kind (LinearParams::decode_mma); the wgmma kernels exist for one warp per
-  // tile only (else the f16 MMAs) and stage 8 NT token rows (run sizes the staging so).
-  int mma = wtraits(f).fp8mma ? p.decode_mma : 0;
-  if (mma >= 2 && (ws != 1 || half || deep != 0 || p.decode_lean != 0 || p.stage_rows != 8 * nt))
-    mma = 1;
+  // FP8 weights: the MMA kind (LinearParams::decode_mma).
+  const int mma = wtraits(f).fp8mma && p.decode_mma != 0 ? 1 : 0;
   DecodeFn fn = pick_decode(f, fp16, nt, ws, pipe, half, deep, p.decode_lean != 0, mma);
   B12X_ASSERT(fn != nullptr, "no decode kernel for format ", static_cast<int>(f), " fp16=", fp16);
   B12X_ASSERT(p.stage_rows >= 1 && p.stage_rows <= 8 * nt && p.stage_slices >= 1,

@@ -927,7 +927,8 @@ TEST(GemmGpu, DecodeSliceHalvesFp8) {
   EXPECT_FALSE(gemm::plan(caps).decode_half);
   caps.max_tokens = 8;
   EXPECT_FALSE(gemm::plan(caps).decode_half);  // one token tile: not by default
-  ScopedEnv eh("B12X_GEMM_DECODE_HALF", "1");
+  // One warp per tile where the halves are forced (N = 72 would take 2 per tile at M = 9..16).
+  ScopedEnv eh("B12X_GEMM_DECODE_HALF", "1"), ew1("B12X_GEMM_DECODE_PIPE_WS", "1");
   EXPECT_TRUE(gemm::plan(caps).decode_half);
   int i = 0;
   for (const char* split : {"1", "4", ""}) {
@@ -949,16 +950,26 @@ TEST(GemmGpu, DecodeSliceHalvesFp8) {
 
 TEST(GemmGpu, DecodeFp8MmaKinds) {
   B12X_REQUIRE_GPU();
-  // B12X_GEMM_DECODE_F8MMA=1|2|3: the FP8 weight formats' decode kernels on f16 MMAs over e4m3
-  // fragments converted in the kernel (1), or on wgmmas over the CTA's 64 rows with the tokens
-  // staged as K-major core matrices (2; 3 batching the 128-K groups per wait; SM90 with one warp
-  // per tile, 4 warps per tile at M = 1 take 1): per-tensor (no group scales), block FP8 (1x128
-  // groups) and MXFP8 (32-K groups); one and two token tiles, splits over a cluster (N = 72) and
-  // none (N = 200), K in several staging chunks (4864) or one (1024), bias on odd M.
+  // The FP8 weight formats' decode kernels on e4m3 mma.sync (B12X_GEMM_DECODE_F8MMA=0, the
+  // default off SM90) and on f16 MMAs over e4m3 fragments converted in the kernel (=1, SM90's
+  // default): per-tensor (no group scales, four accumulator chains per token tile), block FP8
+  // (1x128 groups) and MXFP8 (32-K groups); one and two token tiles, 4 warps per tile at M = 1,
+  // splits over a cluster (N = 72) and none (N = 200), K in several staging chunks (4864) or one
+  // (1024), bias on odd M; the halves, one staging buffer with partials (split 4), FP16 output.
   const bool sm90 = device_info(0).cc_major == 9 && device_info(0).cc_minor == 0;
+  {
+    gemm::Caps caps;
+    caps.format = LinearFormat::kFp8Block;
+    caps.max_tokens = 16;
+    caps.in_features = 4096;
+    caps.out_features = 4096;
+    caps.act_dtype = DType::kBF16;
+    caps.out_dtype = DType::kBF16;
+    EXPECT_EQ(gemm::plan(caps).decode_fp8_mma, sm90 ? 1 : 0);
+  }
   ScopedEnv es("B12X_GEMM_DECODE_STREAM", "0");
   const std::pair<int64_t, int64_t> shapes[] = {{72, 4864}, {200, 1024}};
-  for (const char* mma : {"1", "2", "3"}) {
+  for (const char* mma : {"0", "1"}) {
     ScopedEnv em("B12X_GEMM_DECODE_F8MMA", mma);
     for (LinearFormat f :
          {LinearFormat::kFp8Tensor, LinearFormat::kFp8Block, LinearFormat::kMxfp8}) {
@@ -966,34 +977,46 @@ TEST(GemmGpu, DecodeFp8MmaKinds) {
       for (int64_t M : {1, 4, 9, 16})
         for (const auto& nk : shapes) {
           run_case({f, M, nk.first, nk.second, act, DType::kBF16, M % 2 == 1});
-          const gemm::lin::DecodeLaunch l = gemm::lin::last_decode_launch();
-          const int want = mma[0] >= '2' && sm90 && l.ws == 1 && !l.half ? mma[0] - '0' : 1;
-          EXPECT_EQ(l.mma, want) << gemm::format_name(f) << " M = " << M << " N = " << nk.first
-                                 << " F8MMA " << mma;
+          EXPECT_EQ(gemm::lin::last_decode_launch().mma, mma[0] - '0')
+              << gemm::format_name(f) << " M = " << M << " N = " << nk.first << " F8MMA " << mma;
         }
     }
-    // Per-tensor on the slice halves (f16 MMAs), one staging buffer with partials (split 4),
-    // FP16 output.
     {
-      ScopedEnv eh("B12X_GEMM_DECODE_HALF", "1");
+      ScopedEnv eh("B12X_GEMM_DECODE_HALF", "1"), ew("B12X_GEMM_DECODE_PIPE_WS", "1");
       for (int64_t M : {9, 16}) {
         run_case({LinearFormat::kFp8Tensor, M, 72, 4864, DType::kFP8E4M3, DType::kBF16, M == 9});
         const gemm::lin::DecodeLaunch l = gemm::lin::last_decode_launch();
-        EXPECT_TRUE(l.half && l.mma == 1) << "M = " << M;
+        EXPECT_TRUE(l.half && l.mma == mma[0] - '0') << "M = " << M;
       }
     }
     {
       ScopedEnv ep("B12X_GEMM_DECODE_PIPE", "0"), es4("B12X_GEMM_SPLIT", "4");
-      for (int64_t M : {5, 16}) {
+      for (int64_t M : {5, 16})
         run_case({LinearFormat::kFp8Tensor, M, 72, 4864, DType::kFP8E4M3, DType::kFP16, M == 5});
-        EXPECT_EQ(gemm::lin::last_decode_launch().mma, mma[0] >= '2' && sm90 ? mma[0] - '0' : 1);
-      }
     }
   }
-  // Two token tiles with warps per tile (B12X_GEMM_DECODE_PIPE_WS=2|4 at M = 9..16, per-tensor
-  // FP8 only; 4 needs chunks of 8 slices, the 68 KB staging): N = 40 (3 tiles) splits K = 20480
-  // over a cluster, whose CTAs end on a short chunk where some K parts have no slice; e4m3 and
-  // f16 MMAs.
+  // Two token tiles with warps per tile: by default 2 for per-tensor FP8 at M = 9..16 where the
+  // 64-row CTAs fill at most a quarter of the SMs (N = 16 x SMs rows, K = 7168; 2048x7168 on the
+  // H200); B12X_GEMM_DECODE_PIPE_WS=2|4 forces it (4 needs chunks of 8 slices, the 68 KB
+  // staging): N = 40 (3 tiles) splits K = 20480 over a cluster, whose CTAs end on a short chunk
+  // where some K parts have no slice; e4m3 and f16 MMAs.
+  {
+    gemm::Caps caps;
+    caps.format = LinearFormat::kFp8Tensor;
+    caps.max_tokens = 16;
+    caps.in_features = 7168;
+    caps.out_features = 16 * (device_info(0).sm_count / 4 * 4);
+    caps.act_dtype = DType::kFP8E4M3;
+    caps.out_dtype = DType::kBF16;
+    const bool sm9x = device_info(0).cc_major >= 9;  // the pipelined K parts need SM90+
+    EXPECT_EQ(gemm::plan(caps).decode_warp_split, sm9x ? 2 : 1);
+    run_case({LinearFormat::kFp8Tensor, 16, caps.out_features, 7168, DType::kFP8E4M3, DType::kBF16,
+              true});
+    const gemm::lin::DecodeLaunch l = gemm::lin::last_decode_launch();
+    EXPECT_TRUE(l.nt == 2 && l.ws == (sm9x ? 2 : 1) && l.pipe);
+    caps.out_features = 64 * device_info(0).sm_count;  // CTAs for every SM: one warp per tile
+    EXPECT_EQ(gemm::plan(caps).decode_warp_split, 1);
+  }
   ScopedEnv ekb("B12X_GEMM_DECODE_PIPE_KB", "68");
   for (const char* mma : {"1", "0"})
     for (const char* ws : {"2", "4"}) {

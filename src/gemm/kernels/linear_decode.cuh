@@ -114,57 +114,6 @@ __device__ __forceinline__ void e4m3x2x2_to_f16x2(uint32_t x, uint32_t& lo, uint
       : "r"(x));
 }
 
-/// kWg helpers (sm_90a only; the kernels that use them are launched on SM90 only, elsewhere they
-/// trap): one wgmma m64n(8 NT)k32 e4m3 with A from registers (the packed k32 fragment of the
-/// warp's 16 rows) and B (8 NT tokens x 32 K, K-major core matrices) from a descriptor; scale_d
-/// 0 starts from zero.
-template <int NT>
-__device__ __forceinline__ void dec_wgmma_e4m3(float (&d)[4 * NT], const uint32_t (&a)[4],
-                                               uint64_t desc, int scale_d) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  if constexpr (NT == 1) {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %9, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-        "%8, p, 1, 1;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));
-  } else {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e4m3 {%0, %1, %2, %3, %4, %5, %6, %7}, "
-        "{%8, %9, %10, %11}, %12, p, 1, 1;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
-          "+f"(d[7])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));
-  }
-#else
-  __trap();
-#endif
-}
-__device__ __forceinline__ void dec_wgmma_fence() {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void dec_wgmma_commit() {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void dec_wgmma_wait0() {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-#endif
-}
-/// Generic-proxy shared-memory writes (the staging's copies and stores) made visible to the
-/// wgmmas' async-proxy reads; each writing thread before the CTA barrier that publishes them.
-__device__ __forceinline__ void dec_fence_proxy_async() {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-#endif
-}
-
 __device__ __forceinline__ void dec_cp_async16(void* smem, const void* gmem) {
   const uint32_t sa = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sa), "l"(gmem));
@@ -215,13 +164,7 @@ __device__ __forceinline__ void dec_cp_async_wait() {
 /// per atom and token tile accumulate in fp32 (exact products of e4m3 values, no reduced-precision
 /// accumulation: per-tensor FP8 needs no promotion every 128 K). At two token tiles 24 -> 16 F2FP
 /// and 8 -> 0 FADDs per atom.
-/// kMma: 0 e4m3 mma.sync, 1 kF16 (above), 2 / 3 kWg (SM90, one warp per tile; 3 batches the
-/// wgmmas of several 128-K groups per wait, see compute): the CTA's 4 warps are
-/// one warpgroup over its 64 rows and each atom is one wgmma m64n(8 NT)k32 e4m3 with the warps'
-/// packed fragments as the register A operand (the layout the tiled kernel feeds wgmma too) and
-/// the staged tokens as B from shared memory, staged for it in K-major core matrices (8 tokens x
-/// 16 bytes; column chunk c16 of every staged token row at c16 x 128 NT bytes, token r at 16 r),
-/// 8 NT token rows (the rows past M are never stored). Partials promoted to fp32 every 128 K.
+/// kMma: 0 e4m3 mma.sync, 1 kF16 (above).
 template <WFmt F, class T, int NT, int kWS = 1, bool kPipe = false, bool kHalf = false,
           int kDeep = 0, bool kLean = false, int kMma = 0>
 __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS == 8 ? 2 : 4)
@@ -252,11 +195,8 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
   constexpr bool kIq2 = (F == WFmt::kIq2Xxs || F == WFmt::kIq2Xs);
   constexpr int kGroupsPerSlice = kGroup ? kKS / kGroup : 1;
   constexpr bool kF8 = kTr.fp8mma;  // e4m3 activations staged as bytes, FP8 MMAs
-  static_assert(kMma == 0 || kF8, "f16 MMAs / wgmmas: the FP8 weight formats");
-  static_assert(kMma < 2 || (kWS == 1 && !kHalf && !kLean && kDeep == 0),
-                "wgmma: one warp per tile, the CTA's 4 warps one warpgroup over its 64 rows");
+  static_assert(kMma == 0 || (kMma == 1 && kF8), "f16 MMAs: the FP8 weight formats");
   constexpr bool kF16 = kMma == 1;
-  constexpr bool kWg = kMma >= 2;
 
   extern __shared__ __align__(16) uint8_t dsm[];
   __shared__ uint32_t lut[F == WFmt::kNvfp4 ? 128 : 1];
@@ -303,15 +243,6 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
   // decode_ring_bytes(F) with 4 warps per CTA (or 8 on half slices) and no kDeep
   uint8_t* const xs = dsm + (kThreads / 32) * kStages * kChunkW;
   float* const xsc = reinterpret_cast<float*>(xs + p.stage_rows * sg.pitch_bytes);
-  // Byte kb of staged token row r in a staging buffer: rows of pitch_bytes, or (kWg) K-major
-  // core matrices, 16-byte column c16 of all 8 NT rows at c16 x 128 NT, row r at 16 r in it.
-  constexpr int kWgCol = 8 * NT * 16;
-  auto xat = [&](uint8_t* base, int64_t r, int64_t kb) -> uint8_t* {
-    if constexpr (kWg)
-      return base + r * 16 + (kb >> 4) * kWgCol + (kb & 15);
-    else
-      return base + r * sg.pitch_bytes + kb;
-  };
   const int rows = static_cast<int>(min(static_cast<int64_t>(p.stage_rows), p.M - tok0));
   // kPipe: the second staging buffer, and the one the current chunk is read from.
   uint8_t* const xs1 = xs + sg.bytes;
@@ -504,16 +435,16 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
           for (int r = 0; r < rows; ++r)
             for (int col = warp; col < segs; col += kW) {
               const int c = (col << 5) + lane;
-              if (c < per_row) copy(checked, xat(dst, r, c * 16), xb + r * ldx_b + col * 512, c);
+              if (c < per_row)
+                copy(checked, dst + r * sg.pitch_bytes + c * 16, xb + r * ldx_b + col * 512, c);
             }
         } else {
           const int col = warp & ((1 << sh) - 1), r0 = warp >> sh, dr = kW >> sh;
           const int c = (col << 5) + lane;
           if (col >= segs || c >= per_row) return;
           const uint8_t* src = xb + r0 * ldx_b + col * 512;
-          uint8_t* d = xat(dst, r0, c * 16);
-          for (int r = r0; r < rows;
-               r += dr, src += dr * ldx_b, d += dr * (kWg ? 16 : sg.pitch_bytes))
+          uint8_t* d = dst + r0 * sg.pitch_bytes + c * 16;
+          for (int r = r0; r < rows; r += dr, src += dr * ldx_b, d += dr * sg.pitch_bytes)
             copy(checked, d, src, c);
         }
       };
@@ -527,7 +458,7 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
     while (c >= per_row) c -= per_row, ++r;
     while (r < rows) {
       const int64_t k = kbase + c * kElem;
-      uint8_t* d = xat(dst, r, c * 16);
+      uint8_t* d = dst + r * sg.pitch_bytes + c * 16;
       if (k < p.K) {
         const int64_t tok = tok0 + r;
         dec_cp_async16(d, kF8 ? static_cast<const uint8_t*>(p.x) + tok * p.ldx_bytes + k
@@ -577,12 +508,7 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
                                   v4[3].x, v4[3].y, v4[3].z, v4[3].w};
           const float sc =
               kernels::g128_codes<true>(w, valid, [&](int i, uint32_t lo, uint32_t hi) {
-                // kWg: the 8-byte piece at K j * 128 + part * 8 + 32 i of the core matrices.
-                if constexpr (kWg)
-                  *reinterpret_cast<uint2*>(xat(xs, r, j * 128 + part * 8 + 32 * i)) =
-                      make_uint2(lo, hi);
-                else
-                  *reinterpret_cast<uint2*>(dst + 32 * i) = make_uint2(lo, hi);
+                *reinterpret_cast<uint2*>(dst + 32 * i) = make_uint2(lo, hi);
               });
           if (valid && part == 0) xsc[r * sg.groups + j] = kbase + j * 128 < p.K ? sc : 0.f;
         } else {
@@ -597,11 +523,7 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
             uint32_t lo, hi;
             const uint8_t code = kernels::mx8_codes(f, lo, hi);
             if (valid) {
-              if constexpr (kWg)
-                *reinterpret_cast<uint2*>(xat(xs, r, j * 128 + part * 8 + 32 * i)) =
-                    make_uint2(lo, hi);
-              else
-                *reinterpret_cast<uint2*>(dst + 32 * i) = make_uint2(lo, hi);
+              *reinterpret_cast<uint2*>(dst + 32 * i) = make_uint2(lo, hi);
               if (part == 0)
                 xsc[r * sg.groups + j * 4 + i] =
                     kbase + j * 128 + 32 * i < p.K ? e8m0_f32(code) : 0.f;
@@ -636,7 +558,7 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
         for (int c = threadIdx.x; c < total; c += kThreads) {
           const int r = c / per_row, col = (c % per_row) * kElem;
           const int64_t tok = tok0 + r, k = kbase + col;
-          uint8_t* dst = xat(xs, r, col * (kF8 ? 1 : 2));
+          uint8_t* dst = xs + r * sg.pitch_bytes + col * (kF8 ? 1 : 2);
           if (k < p.K) {
             const uint8_t* src = kF8 ? static_cast<const uint8_t*>(p.x) + tok * p.ldx_bytes + k
                                      : reinterpret_cast<const uint8_t*>(
@@ -684,7 +606,7 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
         const int c = c0i + b * kThreads;
         if (c < total) {
           const int r = c / per_row, col = (c % per_row) * kElem;
-          *reinterpret_cast<uint4*>(xat(xs, r, col * (kF8 ? 1 : 2))) = v[b];
+          *reinterpret_cast<uint4*>(xs + r * sg.pitch_bytes + col * (kF8 ? 1 : 2)) = v[b];
         }
       }
     }
@@ -783,7 +705,7 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
     // scale). A group's MMAs alternate between tmp0 and tmp1 (two independent chains), except for
     // the GGML formats (groups of one or two k16 steps) and MXFP8 (one k32 MMA per group): one
     // chain in tmp0, no adds of a zero tmp1 (the slice's other groups keep the MMAs independent).
-    constexpr bool kOneChain = kGgml || (kF8 && kGroup == 32) || kWg;
+    constexpr bool kOneChain = kGgml || (kF8 && kGroup == 32);
     auto fold = [&](float(&tmp2)[2][NT][4], int j, int parity) {
       float(&dst)[NT][4] = parity ? acc_odd : acc;  // alternate FFMA chains too
       float tmp[NT][4];
@@ -822,124 +744,57 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
       // sums are promoted to the fp32 accumulators at least every 128 K (per scale group).
       constexpr int kAtomsPerGroup = kGroup ? kGroup / 32 : 4;
       static_assert(kAtomsW % kAtomsPerGroup == 0, "whole scale groups per (half) slice");
-      if constexpr (kWg) {
-        // Per batch of kWgBatch scale groups (per-tensor: 128 K each): the warps' A fragments of
-        // its atoms, one fence, one wgmma per atom into the group's zero-started partial, one
-        // commit and wait, then the promotion to fp32 (fold). kMma 2: one group per batch; 3:
-        // the slice's groups (MXFP8: 4 of its 8), so the next group's wgmmas are in flight while
-        // the previous ones run.
-        constexpr int kGroups = kAtomsW / kAtomsPerGroup;
-        constexpr int kWgBatch = kMma == 3 ? (kGroups < 4 ? kGroups : 4) : 1;
-        static_assert(kGroups % kWgBatch == 0, "whole batches of scale groups per slice");
-        const uint32_t xsb =
-            static_cast<uint32_t>(__cvta_generic_to_shared(kPipe ? xcur : xs)) & 0x3FFFFu;
 #pragma unroll
-        for (int gb = 0; gb < kGroups; gb += kWgBatch) {
-          uint32_t af[kWgBatch * kAtomsPerGroup][4];
+      for (int a = 0; a < kAtomsW; ++a) {
+        const uint4 rv = raw(a);
+        const uint32_t af[4] = {rv.x, rv.y, rv.z, rv.w};
+        uint32_t bf[NT][2];
 #pragma unroll
-          for (int q = 0; q < kWgBatch * kAtomsPerGroup; ++q) {
-            const uint4 rv = raw(gb * kAtomsPerGroup + q);
-            af[q][0] = rv.x;
-            af[q][1] = rv.y;
-            af[q][2] = rv.z;
-            af[q][3] = rv.w;
-          }
-          float part[kWgBatch][4 * NT];
+        for (int nt = 0; nt < NT; ++nt)
+          ldmatrix_x2(bf[nt], xrow(nt) + koff + a * 32 + ((lane >> 3) & 1) * 16);
+        if constexpr (kF16) {
+          // k32 fragments (lane t: k 4t..4t+3 in registers 0 / 1, 16 + 4t.. in 2 / 3) as two k16
+          // f16 MMAs over a permuted K, the lowering ptxas uses: MMA h takes the half h of every
+          // register (k 4t + 2h, 4t + 2h + 1 and 16 + 4t + 2h, ..), for A and B alike.
+          uint32_t ah[2][4];
 #pragma unroll
-          for (int b = 0; b < kWgBatch; ++b)
+          for (int i = 0; i < 4; ++i) e4m3x2x2_to_f16x2(af[i], ah[0][i], ah[1][i]);
+          if (kGroup > 0 ? a % kAtomsPerGroup == 0 : a == 0) zero_tmp();
 #pragma unroll
-            for (int i = 0; i < 4 * NT; ++i) {
-              part[b][i] = 0.f;
-              asm volatile("" : "+f"(part[b][i])::"memory");
-            }
-          dec_wgmma_fence();
+          for (int nt = 0; nt < NT; ++nt) {
+            uint32_t bh[2][2];
+            e4m3x2x2_to_f16x2(bf[nt][0], bh[0][0], bh[1][0]);
+            e4m3x2x2_to_f16x2(bf[nt][1], bh[0][1], bh[1][1]);
 #pragma unroll
-          for (int b = 0; b < kWgBatch; ++b)
-#pragma unroll
-            for (int q = 0; q < kAtomsPerGroup; ++q) {
-              // K-major core matrices: LBO (along K) 128 NT bytes, SBO (8-token groups) 128.
-              const int at = (gb + b) * kAtomsPerGroup + q;
-              const uint32_t sa = xsb + static_cast<uint32_t>((koff + at * 32) >> 4) * kWgCol;
-              const uint64_t desc = static_cast<uint64_t>(sa >> 4) |
-                                    (static_cast<uint64_t>(kWgCol >> 4) << 16) |
-                                    (static_cast<uint64_t>(128 >> 4) << 32);
-              dec_wgmma_e4m3<NT>(part[b], af[b * kAtomsPerGroup + q], desc, q);
-            }
-          dec_wgmma_commit();
-          dec_wgmma_wait0();
-#pragma unroll
-          for (int b = 0; b < kWgBatch; ++b) {
-#pragma unroll
-            for (int i = 0; i < 4 * NT; ++i) asm volatile("" : "+f"(part[b][i])::"memory");
-            const int gi = gb + b;
-            if constexpr (kGroup == 0) {
-              float(&dst)[NT][4] = (gi & 1) ? acc_odd : acc;
-#pragma unroll
-              for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-                for (int i = 0; i < 4; ++i) dst[nt][i] += part[b][nt * 4 + i];
-            } else {
-#pragma unroll
-              for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-                for (int i = 0; i < 4; ++i) tmp[0][nt][i] = part[b][nt * 4 + i];
-              fold(tmp, gi, gi & 1);
-            }
-          }
-        }
-      } else {
-#pragma unroll
-        for (int a = 0; a < kAtomsW; ++a) {
-          const uint4 rv = raw(a);
-          const uint32_t af[4] = {rv.x, rv.y, rv.z, rv.w};
-          uint32_t bf[NT][2];
-#pragma unroll
-          for (int nt = 0; nt < NT; ++nt)
-            ldmatrix_x2(bf[nt], xrow(nt) + koff + a * 32 + ((lane >> 3) & 1) * 16);
-          if constexpr (kF16) {
-            // k32 fragments (lane t: k 4t..4t+3 in registers 0 / 1, 16 + 4t.. in 2 / 3) as two k16
-            // f16 MMAs over a permuted K, the lowering ptxas uses: MMA h takes the half h of every
-            // register (k 4t + 2h, 4t + 2h + 1 and 16 + 4t + 2h, ..), for A and B alike.
-            uint32_t ah[2][4];
-#pragma unroll
-            for (int i = 0; i < 4; ++i) e4m3x2x2_to_f16x2(af[i], ah[0][i], ah[1][i]);
-            if (kGroup > 0 ? a % kAtomsPerGroup == 0 : a == 0) zero_tmp();
-#pragma unroll
-            for (int nt = 0; nt < NT; ++nt) {
-              uint32_t bh[2][2];
-              e4m3x2x2_to_f16x2(bf[nt][0], bh[0][0], bh[1][0]);
-              e4m3x2x2_to_f16x2(bf[nt][1], bh[0][1], bh[1][1]);
-#pragma unroll
-              for (int h = 0; h < 2; ++h) {
-                if constexpr (kGroup == 0) {
-                  // Four chains per token tile (odd atoms in tmp, added once per slice below).
-                  float(&d)[4] = (a & 1) ? tmp[h][nt] : h ? acc_odd[nt] : acc[nt];
-                  mma16816<Fp16Tag>(d, ah[h], bh[h][0], bh[h][1]);
-                } else {
-                  mma16816<Fp16Tag>(tmp[kOneChain ? 0 : h][nt], ah[h], bh[h][0], bh[h][1]);
-                }
+            for (int h = 0; h < 2; ++h) {
+              if constexpr (kGroup == 0) {
+                // Four chains per token tile (odd atoms in tmp, added once per slice below).
+                float(&d)[4] = (a & 1) ? tmp[h][nt] : h ? acc_odd[nt] : acc[nt];
+                mma16816<Fp16Tag>(d, ah[h], bh[h][0], bh[h][1]);
+              } else {
+                mma16816<Fp16Tag>(tmp[kOneChain ? 0 : h][nt], ah[h], bh[h][0], bh[h][1]);
               }
             }
-            if constexpr (kGroup > 0) {
-              if (a % kAtomsPerGroup == kAtomsPerGroup - 1)
-                fold(tmp, a / kAtomsPerGroup, (a / kAtomsPerGroup) & 1);
-            } else if (a == kAtomsW - 1) {
-#pragma unroll
-              for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-                for (int i = 0; i < 4; ++i) {
-                  acc[nt][i] += tmp[0][nt][i];
-                  acc_odd[nt][i] += tmp[1][nt][i];
-                }
-            }
-          } else {
-            if (a % kAtomsPerGroup == 0) zero_tmp();
+          }
+          if constexpr (kGroup > 0) {
+            if (a % kAtomsPerGroup == kAtomsPerGroup - 1)
+              fold(tmp, a / kAtomsPerGroup, (a / kAtomsPerGroup) & 1);
+          } else if (a == kAtomsW - 1) {
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt)
-              mma16832_e4m3(tmp[(a % kAtomsPerGroup) & 1][nt], af, bf[nt][0], bf[nt][1]);
-            if (a % kAtomsPerGroup == kAtomsPerGroup - 1)
-              fold(tmp, kGroup ? a / kAtomsPerGroup : 0, (a / kAtomsPerGroup) & 1);
+#pragma unroll
+              for (int i = 0; i < 4; ++i) {
+                acc[nt][i] += tmp[0][nt][i];
+                acc_odd[nt][i] += tmp[1][nt][i];
+              }
           }
+        } else {
+          if (a % kAtomsPerGroup == 0) zero_tmp();
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt)
+            mma16832_e4m3(tmp[(a % kAtomsPerGroup) & 1][nt], af, bf[nt][0], bf[nt][1]);
+          if (a % kAtomsPerGroup == kAtomsPerGroup - 1)
+            fold(tmp, kGroup ? a / kAtomsPerGroup : 0, (a / kAtomsPerGroup) & 1);
         }
       }
     } else {
@@ -1005,7 +860,6 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
     chunk_begin = c_begin;
     chunk_end = min(c_end, c_begin + p.stage_slices);
     if (c_begin < c_end) stage(c_begin, chunk_end);  // the first chunk at once, into buffer 0
-    if constexpr (kWg) dec_fence_proxy_async();
     __syncthreads();  // also orders the LUT / IQ2 table fills before the first decode
   }
   if constexpr (kWS > 1 && !kPipe) {
@@ -1023,7 +877,6 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
     chunk_begin = sl;
     chunk_end = min(s_end, sl + p.stage_slices);
     stage(chunk_begin, chunk_end);
-    if constexpr (kWg) dec_fence_proxy_async();
     __syncthreads();  // also orders the LUT / IQ2 table fills before the first decode
   };
   // Per slice of a warp with a tile: the refill of the ring stage read one slice ago, the next
@@ -1096,7 +949,6 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
       if (mine) fetch(sl0, st);
       if (cb != c_begin) {
         if (!mine) dec_cp_async_wait<0>();
-        if constexpr (kWg) dec_fence_proxy_async();
         __syncthreads();  // every thread's copies landed; every warp is done with the last chunk
         cbuf ^= 1;
         xcur = cbuf ? xs1 : xs;
@@ -1108,9 +960,9 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
         issue_stage(ce, min(c_end, ce + p.stage_slices), cbuf ? xs : xs1);
         dec_cp_async_commit();
       }
-      if (!mine && !kWg) continue;  // kWg: every warp takes part in the wgmmas
+      if (!mine) continue;
       for (int64_t sl = sl0; sl < ce; sl += kWS) {
-        if (sl != sl0 && (!kWg || mine)) fetch(sl, st);
+        if (sl != sl0) fetch(sl, st);
         expand_splats();
         compute(ring + st * kChunkW, cur, (sl - cb) * kKS + (kHalf ? wk * kAtomsW * 32 : 0));
         cur = nxt;
@@ -1120,8 +972,8 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
   } else {
     for (int64_t sl = s_begin; sl < s_end; ++sl) {
       ensure_staged(sl);
-      if (active || kWg) {  // kWg: every warp takes part in the wgmmas
-        if (!kWg || active) fetch(sl, st);
+      if (active) {
+        fetch(sl, st);
         expand_splats();
         compute(ring + st * kChunkW, cur,
                 (sl - chunk_begin) * kKS + (kHalf ? wk * kAtomsW * 32 : 0));
