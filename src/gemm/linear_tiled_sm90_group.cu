@@ -45,6 +45,8 @@ GroupPick pick_cfg(int tok, int var) {
     if constexpr (T::kFp16) {
       if (tok == 256 && var == 20)
         return group_pick<F, T, 256, 1, true, 64, false, false, kWsChain | kGroupFold>();
+      if (tok == 256 && var == 23)
+        return group_pick<F, T, 256, 1, true, 64, false, true, kWsChain | kGroupFold>();
     }
   }
   // 128 tokens in two m64n64 units per group, warp-specialized with chained pairs (13's
@@ -77,8 +79,9 @@ GroupPick pick_cfg(int tok, int var) {
 /// IQ2_XS -57%: spills), 20 (IQ2, FP16 MMAs) = 13 with the sub-scales folded into the decoded
 /// weights, one promotion per 64 K (IQ2_XS default on FP16, +20-26%; BF16 behind the FP16
 /// pre-pass), 21 (128 tokens) = 13's schedule in two m64n64 units, 22 (IQ2, FP16 MMAs) = 21 with
-/// 20's folding. Measured and removed: 13 with the computed signs (IQ2_XXS -3-+1%, IQ2_XS -52%),
-/// folded with a promotion per 32 K (IQ2_XS +16-22%, behind 20's +20-26%).
+/// 20's folding, 23 (IQ2, FP16 MMAs) = 20 with the computed signs. Measured and removed: 13 with
+/// the computed signs (IQ2_XXS -3-+1%, IQ2_XS -52%), folded with a promotion per 32 K (IQ2_XS
+/// +16-22%, behind 20's +20-26%).
 GroupPick pick(WFmt f, bool fp16, int tok, int var) {
   switch (f) {
     case WFmt::kQ8_0:
@@ -146,7 +149,7 @@ __global__ void __launch_bounds__(256)
 }  // namespace
 
 bool wgmma_group_fold_var(int var) {
-  return var == 20 || var == 22;
+  return var == 20 || var == 22 || var == 23;
 }
 
 void launch_ggml_act_f16(const void* x, int64_t ldx, int64_t M, int64_t K, void* y, float* xs,
