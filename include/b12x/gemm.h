@@ -247,19 +247,17 @@ struct Plan {
   /// stream kernel requests its first weight vectors before waiting on it);
   /// B12X_GEMM_STREAM_PREPASS_PDL=0 turns it off.
   bool stream_rows_pdl = true;
-  /// Decode regime at M = 5..16, NVFP4 weights with BF16 activations (session 13): the block
-  /// kernel (lin::launch_linear_stream16) whose CTAs hold 8 x stream16_tw 16-row tiles over one K
-  /// range of stream16_vp 64-K vectors, K split over stream16_split CTAs (fp32 partials + the
-  /// reduce kernel where > 1), stream16_smem bytes of dynamic shared memory (0 = the decode
-  /// kernel). B12X_GEMM_STREAM16=0|1 turns it off / forces it, B12X_GEMM_STREAM16_TW=1|2|4,
+  /// Decode regime at M = 5..16, NVFP4 / MXFP4 weights with BF16 activations (raw, or the
+  /// pre-pass's; session 13, default): the block kernel (lin::launch_linear_stream16) whose CTAs
+  /// hold stream16_tiles (8 x stream16_tw) 16-row tiles over one K range of stream16_vp 64-K
+  /// vectors, K split over stream16_split CTAs (fp32 partials + the reduce kernel where > 1),
+  /// stream16_smem bytes of dynamic shared memory (stream16_tw 0 = the decode kernel).
+  /// B12X_GEMM_STREAM16=0|1 turns it off / forces it, B12X_GEMM_STREAM16_TW=1|2,
   /// B12X_GEMM_STREAM16_SPLIT=<n>, B12X_GEMM_STREAM16_CTAS=<per SM> override.
   int stream16_tw = 0;
   int stream16_split = 0;
   int stream16_vp = 0;
   int64_t stream16_smem = 0;
-  /// The block kernel's scale splats built once per CTA and chunk in shared memory
-  /// (B12X_GEMM_STREAM16_PRE=1, probe).
-  bool stream16_pre = false;
   /// W4A4 NVFP4 at M = 5..16 on the block kernel: activations converted from NVFP4 in the kernel
   /// (no pre-pass launch at those M; B12X_GEMM_STREAM16_QX=1, probe).
   bool stream16_qx = false;

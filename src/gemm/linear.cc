@@ -335,8 +335,8 @@ std::string stream_rows_describe(const Plan& p) {
 
 std::string stream16_describe(const Plan& p) {
   if (p.stream16_tw == 0) return std::string();
-  return " stream16=" + std::to_string(p.stream16_tw) + (p.stream16_pre ? "p" : "") + "x" +
-         std::to_string(p.stream16_split) + "/" + std::to_string(p.stream16_vp) +
+  return " stream16=" + std::to_string(p.stream16_tw) + "x" + std::to_string(p.stream16_split) +
+         "/" + std::to_string(p.stream16_vp) +
          (p.stream16_tiles != 8 * p.stream16_tw ? "t" + std::to_string(p.stream16_tiles) : "");
 }
 
@@ -1075,11 +1075,11 @@ Plan plan(const Caps& caps) {
   // 20.16 / 13.41 / 10.85, W4A16 M = 8 10.06 / 18.52 / 21.76 / 13.57 / 11.86 -> 7.54 / 16.25 /
   // 15.94 / 10.11 / 8.29, M = 5 8.75 / 17.05 / 19.83 / 12.62 / 11.11 -> 7.66 / 16.15 / 16.58 /
   // 9.90 / 8.14 (per lane splats), MXFP4 W4A16 M = 16 11.99 / 22.98 / 26.70 / 17.17 / 10.86 ->
-  // 9.38 / 20.21 / 20.64 / 12.82 / 9.44. B12X_GEMM_STREAM16=0|1 turns it off / forces it,
-  // B12X_GEMM_STREAM16_TW=1|2|4, B12X_GEMM_STREAM16_SPLIT=<n>, B12X_GEMM_STREAM16_CTAS=<per SM>
-  // (the slots the split fills), B12X_GEMM_STREAM16_PRE=0|1 (splats per lane / per CTA; MXFP4
-  // always per CTA) and B12X_GEMM_STREAM16_QX=1 (W4A4's NVFP4 activations converted in the
-  // kernel, no pre-pass at these M) override; B12X_GEMM_STREAM16_MIN_M=<m> (probe) lets runs
+  // 9.38 / 20.21 / 20.64 / 12.82 / 9.44 (per-lane splats and tw 4 since removed).
+  // B12X_GEMM_STREAM16=0|1 turns it off / forces it, B12X_GEMM_STREAM16_TW=1|2,
+  // B12X_GEMM_STREAM16_SPLIT=<n>, B12X_GEMM_STREAM16_CTAS=<per SM> (the slots the split fills)
+  // and B12X_GEMM_STREAM16_QX=1 (W4A4's NVFP4 activations converted in the kernel, no pre-pass
+  // at these M) override; B12X_GEMM_STREAM16_MIN_M=<m> (probe) lets runs
   // from M = m take it (below 5 the M = 1 and 4-row stream kernels run by default).
   int s16_min_m = 5;
   if (const char* e = std::getenv("B12X_GEMM_STREAM16_MIN_M"); e != nullptr && std::atoi(e) > 0)
@@ -1089,17 +1089,15 @@ Plan plan(const Caps& caps) {
     const bool want = !(e16 != nullptr && e16[0] == '0');
     int tw = 2;
     if (const char* e = std::getenv("B12X_GEMM_STREAM16_TW"); e != nullptr) tw = std::atoi(e);
-    const char* epre = std::getenv("B12X_GEMM_STREAM16_PRE");
     const char* eqx = std::getenv("B12X_GEMM_STREAM16_QX");
-    const bool qx = f == LinearFormat::kNvfp4 && eqx != nullptr && eqx[0] == '1' && tw <= 2;
-    const bool pre = wf == lin::WFmt::kMxfp4 || qx || !(epre != nullptr && epre[0] == '0');
+    const bool qx = f == LinearFormat::kNvfp4 && eqx != nullptr && eqx[0] == '1';
     int force_split = 0;
     if (const char* e = std::getenv("B12X_GEMM_STREAM16_SPLIT"); e != nullptr)
       force_split = std::max(0, std::atoi(e));
     if (want && !fp16 && stream_bf16_act && split_env == nullptr &&
-        lin::stream16_available(wf, fp16, tw, pre)) {
+        lin::stream16_available(wf, fp16, tw)) {
       const int64_t sms = std::max(dev.sm_count, 1);
-      const int fit = lin::prepare_linear_stream16(caps.device, wf, tw, pre, qx);
+      const int fit = lin::prepare_linear_stream16(caps.device, wf, tw, qx);
       if (fit > 0) {
         int per_sm = fit;
         if (const char* e = std::getenv("B12X_GEMM_STREAM16_CTAS");
@@ -1123,10 +1121,9 @@ Plan plan(const Caps& caps) {
           p.stream16_tw = tw;
           p.stream16_split = split;
           p.stream16_vp = split_vp;
-          p.stream16_pre = pre;
           p.stream16_min_m = s16_min_m;
           p.stream16_qx = qx;
-          p.stream16_smem = lin::stream16_smem_bytes(tw, pre, qx);
+          p.stream16_smem = lin::stream16_smem_bytes(tw, qx);
           // B12X_GEMM_STREAM16_BAL=1 (probe): fewer tiles per CTA so that the grid of each
           // split fills its share of the slots (the busiest SM streams less; round 48's grids
           // had 224 CTAs for 264 slots at 14336x4096).
@@ -1256,8 +1253,7 @@ Plan plan(const Caps& caps) {
     if (p.stream_rows_parts > 0)
       sig << " stream_r4=" << p.stream_rows_parts << (p.stream_rows_split > 1 ? "+reduce" : "");
     if (p.stream16_tw > 0)
-      sig << " stream16=" << p.stream16_tw << (p.stream16_pre ? "p" : "")
-          << (p.stream16_split > 1 ? "+reduce" : "");
+      sig << " stream16=" << p.stream16_tw << (p.stream16_split > 1 ? "+reduce" : "");
     if (p.act_prepass) sig << " act_prepass";
     b12x::detail::resolve_kernels(op, caps.device, sig.str(), p.describe());
   }
@@ -1672,8 +1668,7 @@ void run(const Binding& b, Stream stream) {
     p.partial = p.split > 1 ? reinterpret_cast<float*>(b.scratch + plan.off_partial) : nullptr;
     p.stream_vp = plan.stream16_vp;
     p.stream_tiles = plan.stream16_tiles;
-    lin::launch_linear_stream16(im.wfmt, plan.stream16_tw, plan.stream16_pre, plan.stream16_smem, p,
-                                stream);
+    lin::launch_linear_stream16(im.wfmt, plan.stream16_tw, plan.stream16_smem, p, stream);
     if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);
     return;
   }

@@ -84,20 +84,18 @@ int prepare_linear_stream(int device, WFmt f, int parts, int occ, int64_t smem, 
 void launch_linear_stream(WFmt f, int parts, int occ, int ctas, int64_t smem, const LinearParams& p,
                           Stream stream, int rows = 1);
 /// M <= 16 block kernel (session 13, kernels/linear_stream.cuh linear_stream16_kernel): NVFP4 /
-/// MXFP4 weights with BF16 MMAs on BF16 activations; CTAs of 8 warps x tw 16-row tiles over one K
-/// range of p.stream_vp vectors (a multiple of kS16ChunkV), grid = (ceil(n16 / (8 tw)), p.split);
-/// p.split > 1 writes fp32 partials to p.partial for launch_linear_reduce. Dynamic shared memory
-/// stream16_smem_bytes(tw, pre) (three staging slots; the plan carries it). pre: the scale splat
-/// pairs built once per CTA and chunk in shared memory.
-/// NVFP4 both ways, MXFP4 with pre only.
-bool stream16_available(WFmt f, bool fp16, int tw, bool pre);
-/// qx: NVFP4 activations converted in the kernel (p.act_kind kActNvfp4; NVFP4 weights, pre).
-int64_t stream16_smem_bytes(int tw, bool pre, bool qx = false);
+/// MXFP4 weights with BF16 MMAs on BF16 activations (or NVFP4 ones converted in the kernel: qx,
+/// p.act_kind kActNvfp4); CTAs of 8 warps x tw (1 or 2) 16-row tiles (p.stream_tiles per CTA)
+/// over one K range of p.stream_vp vectors (a multiple of kS16ChunkV), grid =
+/// (ceil(n16 / p.stream_tiles), p.split); p.split > 1 writes fp32 partials to p.partial for
+/// launch_linear_reduce. Dynamic shared memory stream16_smem_bytes(tw, qx) (three staging slots;
+/// the plan carries it).
+bool stream16_available(WFmt f, bool fp16, int tw);
+int64_t stream16_smem_bytes(int tw, bool qx = false);
 int stream16_vectors_per_cta(int64_t kvec, int split);
 /// Host only (plan time): the opt-in and the CTAs per SM of both token-tile variants (the min).
-int prepare_linear_stream16(int device, WFmt f, int tw, bool pre, bool qx = false);
-void launch_linear_stream16(WFmt f, int tw, bool pre, int64_t smem, const LinearParams& p,
-                            Stream stream);
+int prepare_linear_stream16(int device, WFmt f, int tw, bool qx = false);
+void launch_linear_stream16(WFmt f, int tw, int64_t smem, const LinearParams& p, Stream stream);
 /// grid = (ceil(n16/4), split, ceil(M / (8*nt))); p.cluster_split > 1 launches grid.y as one
 /// thread-block cluster. p.stage_rows / p.stage_slices size the activation staging.
 void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stream stream);

@@ -14,8 +14,7 @@ static_assert(kStreamSmemBudget + kStreamRedBytes<1> <= 101376,
               "stream kernel: staging budget + static shared memory exceed 99 KB");
 static_assert(kStreamRowsSmemBudget + kStreamRedBytes<4> <= 101376,
               "stream kernel (4 rows): staging budget + static shared memory exceed 99 KB");
-static_assert(kS16SmemBytes<4, true> <= 101376 && kS16SmemBytes<2, true, true> <= 101376,
-              "M <= 16 block kernel: staging slots exceed 99 KB");
+static_assert(kS16SmemBytes<2, true> <= 101376, "M <= 16 block kernel: staging slots exceed 99 KB");
 
 namespace {
 
@@ -50,55 +49,39 @@ StreamFn pick_stream(WFmt f, bool fp16, int parts, int occ, int rows) {
 
 using S16Fn = void (*)(const LinearParams);
 
-template <bool kPre, bool kMx, bool kQx = false>
-S16Fn pick_stream16_pre(int tw, int nt) {
+// tw 1 / 2 tiles per warp, nt token tiles; MXFP4 weights (mx) or NVFP4 activations (qx, NVFP4
+// weights).
+template <bool kMx, bool kQx>
+S16Fn pick_stream16_fmt(int tw, int nt) {
   switch (tw * 4 + nt) {
     case 1 * 4 + 1:
-      return &linear_stream16_kernel<1, 1, kPre, kMx, kQx>;
+      return &linear_stream16_kernel<1, 1, kMx, kQx>;
     case 1 * 4 + 2:
-      return &linear_stream16_kernel<1, 2, kPre, kMx, kQx>;
+      return &linear_stream16_kernel<1, 2, kMx, kQx>;
     case 2 * 4 + 1:
-      return &linear_stream16_kernel<2, 1, kPre, kMx, kQx>;
+      return &linear_stream16_kernel<2, 1, kMx, kQx>;
     case 2 * 4 + 2:
-      return &linear_stream16_kernel<2, 2, kPre, kMx, kQx>;
-    case 4 * 4 + 1:
-      return &linear_stream16_kernel<4, 1, kPre, kMx, kQx>;
-    case 4 * 4 + 2:
-      return &linear_stream16_kernel<4, 2, kPre, kMx, kQx>;
+      return &linear_stream16_kernel<2, 2, kMx, kQx>;
     default:
       return nullptr;
   }
 }
 
-// MXFP4 (mx) and NVFP4 activations (qx, NVFP4 weights) with the per-CTA splats only.
-S16Fn pick_stream16(int tw, int nt, bool pre, bool mx = false, bool qx = false) {
-  if (qx) {  // tw <= 2: 4 tiles per warp with the NVFP4 staging exceed SM12x's 99 KB
-    if (!pre || mx || tw > 2) return nullptr;
-    return tw == 1 ? (nt == 1 ? &linear_stream16_kernel<1, 1, true, false, true>
-                              : &linear_stream16_kernel<1, 2, true, false, true>)
-                   : (nt == 1 ? &linear_stream16_kernel<2, 1, true, false, true>
-                              : &linear_stream16_kernel<2, 2, true, false, true>);
-  }
-  if (mx) return pre ? pick_stream16_pre<true, true>(tw, nt) : nullptr;
-  return pre ? pick_stream16_pre<true, false>(tw, nt) : pick_stream16_pre<false, false>(tw, nt);
+S16Fn pick_stream16(int tw, int nt, bool mx, bool qx) {
+  if (qx) return mx ? nullptr : pick_stream16_fmt<false, true>(tw, nt);
+  return mx ? pick_stream16_fmt<true, false>(tw, nt) : pick_stream16_fmt<false, false>(tw, nt);
 }
 
 }  // namespace
 
-bool stream16_available(WFmt f, bool fp16, int tw, bool pre) {
+bool stream16_available(WFmt f, bool fp16, int tw) {
   if (fp16 || (f != WFmt::kNvfp4 && f != WFmt::kMxfp4)) return false;
-  return pick_stream16(tw, 2, pre, f == WFmt::kMxfp4) != nullptr;
+  return pick_stream16(tw, 2, f == WFmt::kMxfp4, false) != nullptr;
 }
 
-int64_t stream16_smem_bytes(int tw, bool pre, bool qx) {
-  if (qx) return tw == 1 ? kS16SmemBytes<1, true, true> : kS16SmemBytes<2, true, true>;
-  if (pre)
-    return tw == 1   ? kS16SmemBytes<1, true>
-           : tw == 2 ? kS16SmemBytes<2, true>
-                     : kS16SmemBytes<4, true>;
-  return tw == 1   ? kS16SmemBytes<1, false>
-         : tw == 2 ? kS16SmemBytes<2, false>
-                   : kS16SmemBytes<4, false>;
+int64_t stream16_smem_bytes(int tw, bool qx) {
+  if (qx) return tw == 1 ? kS16SmemBytes<1, true> : kS16SmemBytes<2, true>;
+  return tw == 1 ? kS16SmemBytes<1> : kS16SmemBytes<2>;
 }
 
 int stream16_vectors_per_cta(int64_t kvec, int split) {
@@ -106,14 +89,14 @@ int stream16_vectors_per_cta(int64_t kvec, int split) {
   return static_cast<int>((per + kS16ChunkV - 1) / kS16ChunkV * kS16ChunkV);
 }
 
-int prepare_linear_stream16(int device, WFmt f, int tw, bool pre, bool qx) {
-  const int64_t smem = stream16_smem_bytes(tw, pre, qx);
+int prepare_linear_stream16(int device, WFmt f, int tw, bool qx) {
+  const int64_t smem = stream16_smem_bytes(tw, qx);
   const ::b12x::detail::DeviceScope scope(device);
   int fit = 0;
   for (int nt : {1, 2}) {
-    const S16Fn k = pick_stream16(tw, nt, pre, f == WFmt::kMxfp4, qx);
+    const S16Fn k = pick_stream16(tw, nt, f == WFmt::kMxfp4, qx);
     B12X_ASSERT(k != nullptr, "no M <= 16 block kernel for format ", static_cast<int>(f),
-                " tw=", tw, " pre=", pre, " qx=", qx);
+                " tw=", tw, " qx=", qx);
     int blocks = 0;
     B12X_CUDA_CHECK(::b12x::detail::resident_ctas(
         reinterpret_cast<const void*>(k), kStreamWarps * 32, static_cast<int>(smem), &blocks));
@@ -122,15 +105,14 @@ int prepare_linear_stream16(int device, WFmt f, int tw, bool pre, bool qx) {
   return fit;
 }
 
-void launch_linear_stream16(WFmt f, int tw, bool pre, int64_t smem, const LinearParams& p,
-                            Stream stream) {
+void launch_linear_stream16(WFmt f, int tw, int64_t smem, const LinearParams& p, Stream stream) {
   const int nt = p.M <= 8 ? 1 : 2;
   const bool qx = p.act_kind == kActNvfp4;
-  const S16Fn k = pick_stream16(tw, nt, pre, f == WFmt::kMxfp4, qx);
+  const S16Fn k = pick_stream16(tw, nt, f == WFmt::kMxfp4, qx);
   const int split = std::max(p.split, 1);
   B12X_ASSERT(k != nullptr && (f == WFmt::kNvfp4 || f == WFmt::kMxfp4) &&
-                  smem == stream16_smem_bytes(tw, pre, qx),
-              "M <= 16 block kernel: format ", static_cast<int>(f), " tw=", tw, " pre=", pre,
+                  smem == stream16_smem_bytes(tw, qx),
+              "M <= 16 block kernel: format ", static_cast<int>(f), " tw=", tw, " qx=", qx,
               " smem=", smem);
   B12X_ASSERT(p.M >= 1 && p.M <= 16 && (p.act_kind == kActRaw16 || qx) && p.xs_kind == kXsNone &&
                   p.stream_vp > 0 && p.stream_vp % kS16ChunkV == 0 &&

@@ -1450,38 +1450,33 @@ TEST(GemmGpu, DecodeStreamRows) {
 TEST(GemmGpu, DecodeStream16) {
   B12X_REQUIRE_GPU();
   // Session 13: the M = 5..16 block kernel (forced: B12X_GEMM_STREAM16=1): NVFP4 W4A16 and W4A4
-  // (the BF16 pre-pass); 1 / 2 / 4 tiles per warp, scale splats per lane or built per CTA
-  // (B12X_GEMM_STREAM16_PRE); M = 5, 8 (one n8 token tile), 9, 16 (two;
+  // (the BF16 pre-pass); 1 / 2 tiles per warp; M = 5, 8 (one n8 token tile), 9, 16 (two;
   // rows past M staged as zeros, never stored); K split over 1..3 CTAs through fp32 partials +
   // the reduce kernel (K = 1280: 24 vectors, chunks of 4; K = 1312 / 4832: the last vector half
   // past K); partial CTAs (N = 72, 200: tiles past n16 not loaded), bias, FP16 outputs, capacity
   // above M, replayed graphs. lin::last_stream_launch() says which kernel ran (rows = 16 x tw).
   ScopedEnv e16("B12X_GEMM_STREAM16", "1");
   int i = 0;
-  for (const char* tw : {"1", "2", "4"})
-    for (const char* pre : {"0", "1"})
-      for (const char* sp : {"1", "2", "3"})
-        for (int64_t M : {5, 8, 9, 16}) {
-          ScopedEnv et("B12X_GEMM_STREAM16_TW", tw), es("B12X_GEMM_STREAM16_SPLIT", sp),
-              ep("B12X_GEMM_STREAM16_PRE", pre);
-          const LinearFormat f = (i % 2) ? LinearFormat::kNvfp4 : LinearFormat::kNvfp4W4A16;
-          const int64_t K = (i % 3) == 0 ? 4832 : (i % 3) == 1 ? 1280 : 1312;
-          const int64_t N = (i % 4) < 2 ? 72 : 200;
-          Case c{f,           M, N, K, DType::kBF16, (i % 5) == 0 ? DType::kFP16 : DType::kBF16,
-                 (i % 2) == 0};
-          c.max_tokens = (i % 3) == 1 ? 16 : M;
-          ++i;
-          const int64_t before = gemm::lin::last_stream_launch().serial;
-          run_case(c, /*graph_replay=*/(i % 7) == 0);
-          const gemm::lin::StreamLaunch l = gemm::lin::last_stream_launch();
-          EXPECT_GT(l.serial, before)
-              << "tw " << tw << " pre " << pre << " split " << sp << " M " << M;
-          EXPECT_EQ(l.rows, 16 * std::atoi(tw));
-          EXPECT_EQ(l.split, std::atoi(sp)) << "K " << K;
-        }
+  for (const char* tw : {"1", "2"})
+    for (const char* sp : {"1", "2", "3"})
+      for (int64_t M : {5, 8, 9, 16}) {
+        ScopedEnv et("B12X_GEMM_STREAM16_TW", tw), es("B12X_GEMM_STREAM16_SPLIT", sp);
+        const LinearFormat f = (i % 2) ? LinearFormat::kNvfp4 : LinearFormat::kNvfp4W4A16;
+        const int64_t K = (i % 3) == 0 ? 4832 : (i % 3) == 1 ? 1280 : 1312;
+        const int64_t N = (i % 4) < 2 ? 72 : 200;
+        Case c{f, M, N, K, DType::kBF16, (i % 5) == 0 ? DType::kFP16 : DType::kBF16, (i % 2) == 0};
+        c.max_tokens = (i % 3) == 1 ? 16 : M;
+        ++i;
+        const int64_t before = gemm::lin::last_stream_launch().serial;
+        run_case(c, /*graph_replay=*/(i % 7) == 0);
+        const gemm::lin::StreamLaunch l = gemm::lin::last_stream_launch();
+        EXPECT_GT(l.serial, before) << "tw " << tw << " split " << sp << " M " << M;
+        EXPECT_EQ(l.rows, 16 * std::atoi(tw));
+        EXPECT_EQ(l.split, std::atoi(sp)) << "K " << K;
+      }
   // The plan's own split: every K range non-empty (4096x14336's plan; runs at N = 1024, where the
   // reference is cheaper).
-  for (const char* tw : {"1", "2", "4"}) {
+  for (const char* tw : {"1", "2"}) {
     ScopedEnv et("B12X_GEMM_STREAM16_TW", tw);
     gemm::Caps caps;
     caps.format = LinearFormat::kNvfp4W4A16;
@@ -1502,10 +1497,10 @@ TEST(GemmGpu, DecodeStream16) {
       EXPECT_GT(gemm::lin::last_stream_launch().serial, before);
     }
   }
-  // MXFP4 weights (the splats built per CTA whatever B12X_GEMM_STREAM16_PRE): W4A16, W4A4 and
+  // MXFP4 weights: W4A16, W4A4 and
   // W4A8 (their BF16 pre-pass), K tails and splits as above.
   int j = 0;
-  for (const char* tw : {"1", "2", "4"})
+  for (const char* tw : {"1", "2"})
     for (const char* sp : {"1", "3"})
       for (int64_t M : {5, 16}) {
         ScopedEnv et("B12X_GEMM_STREAM16_TW", tw), es("B12X_GEMM_STREAM16_SPLIT", sp);
@@ -1550,7 +1545,7 @@ TEST(GemmGpu, DecodeStream16) {
   {
     ScopedEnv eb("B12X_GEMM_STREAM16_BAL", "1");
     int k = 0;
-    for (const char* tw : {"1", "2", "4"})
+    for (const char* tw : {"1", "2"})
       for (LinearFormat f :
            {LinearFormat::kNvfp4W4A16, LinearFormat::kNvfp4, LinearFormat::kMxfp4W4A16}) {
         ScopedEnv et("B12X_GEMM_STREAM16_TW", tw);
@@ -1600,7 +1595,6 @@ TEST(GemmGpu, DecodeStream16Default) {
     caps.out_dtype = DType::kBF16;
     const gemm::Plan pl = gemm::plan(caps);
     EXPECT_EQ(pl.stream16_tw, 2);
-    EXPECT_TRUE(pl.stream16_pre);
     EXPECT_FALSE(pl.stream16_qx);
     EXPECT_EQ(pl.stream16_split, 8);  // 8 CTAs of 256 rows x 8 splits of 8 vectors
     EXPECT_EQ(pl.stream16_vp, 8);
@@ -2463,18 +2457,17 @@ TEST(GemmGpuSanitize, DecodeStreamRows) {
 
 TEST(GemmGpuSanitize, DecodeStream16) {
   B12X_REQUIRE_GPU();
-  // The M = 5..16 block kernel (session 13): K split 3 with a K range past K (K = 1312), 1 / 4
-  // tiles per warp (4: with the splats built per CTA) over a partial CTA (N = 40), M = 5 / 16,
-  // W4A16 and W4A4.
+  // The M = 5..16 block kernel (session 13): K split 3 with a K range past K (K = 1312), 1 / 2
+  // tiles per warp over a partial CTA (N = 40), M = 5 / 16, NVFP4 W4A16 and W4A4 (also with its
+  // activations converted in the kernel), MXFP4 W4A16.
   ScopedEnv e16("B12X_GEMM_STREAM16", "1"), es("B12X_GEMM_STREAM16_SPLIT", "3");
   run_case({LinearFormat::kMxfp4W4A16, 16, 40, 1312, DType::kBF16, DType::kBF16, true});
   {
     ScopedEnv eq("B12X_GEMM_STREAM16_QX", "1");
     run_case({LinearFormat::kNvfp4, 16, 40, 1312, DType::kBF16, DType::kBF16, true});
   }
-  for (const char* tw : {"1", "4"}) {
-    ScopedEnv et("B12X_GEMM_STREAM16_TW", tw),
-        ep("B12X_GEMM_STREAM16_PRE", tw[0] == '4' ? "1" : "0");
+  for (const char* tw : {"1", "2"}) {
+    ScopedEnv et("B12X_GEMM_STREAM16_TW", tw);
     run_case({LinearFormat::kNvfp4W4A16, 16, 40, 1312, DType::kBF16, DType::kBF16, true});
     run_case({LinearFormat::kNvfp4, 5, 40, 1312, DType::kBF16, DType::kBF16, false});
   }

@@ -404,25 +404,29 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
 // step feeds the 2 x kTw MMAs of the kTw decoded tiles (kNt = 2 n8 token tiles at M = 9..16, one
 // at M <= 8). Weights: a register ring of kStreamDepth vectors in (vector, tile) order, as in
 // the M = 1 kernel. Scale bytes: the 16 bytes of each row for the chunk are staged with the
-// activations (one 16-byte cp.async per row), read back as one word per row and vector; the
-// splats are the M = 1 kernel's arithmetic ones.
+// activations (one 16-byte cp.async per row) and converted once per CTA into (row g, row g + 8)
+// BF16 splat pairs (the M = 1 kernel's arithmetic), which a lane reads as one 16-byte load per
+// vector and tile (round 48: per-lane splats, each of the 4 lanes t of a row pair building the
+// same ones, ~20 ALU instructions per vector and tile, were slower on 4 of 5 shapes, NVFP4
+// W4A16 M = 16 9.08 / 19.08 / 18.96 / 12.34 / 9.36 against 8.76 / 19.15 / 18.17 / 11.91 /
+// 9.23 us; 4 tiles per warp 9.44 / 19.35 / 18.75 / 12.35 / 9.66: both removed). Activations and
+// raw scales thus land one chunk before their conversion and two before use.
 inline constexpr int kS16ChunkV = 4;  ///< 64-K vectors per staged chunk (= scale block)
 inline constexpr int kS16Slots = 3;
 /// Token row pitch of a staged chunk: 256 BF16 + 16 bytes, so ldmatrix's 8 rows of 16 bytes
 /// fall in 8 distinct bank groups (528 = 4 x 128 + 16).
 inline constexpr int kS16Pitch = (kS16ChunkV * 64 + 8) * 2;
 inline constexpr int kS16ActBytes = 16 * kS16Pitch;
-/// A slot: the activations, the raw scale bytes (16 per row), and with kPre the (row g, row g + 8)
-/// BF16 splat pairs built from them once per CTA ([tile][vector][g][4 steps], 512 B per tile).
+/// A slot: the activations, the raw scale bytes (16 per row), the (row g, row g + 8) BF16 splat
+/// pairs built from them ([tile][vector][g][4 steps], 512 B per tile).
 /// With kQx the chunk's NVFP4 activations as they arrive: 16 token rows x 128 packed bytes, then
 /// 16 x 16 UE4M3 scale bytes.
 inline constexpr int kS16QxBytes = 16 * 128 + 16 * 16;
-template <int kTw, bool kPre, bool kQx = false>
+template <int kTw, bool kQx = false>
 inline constexpr int kS16SlotBytes = kS16ActBytes + kStreamWarps* kTw * 16 * 16 +
-                                     (kPre ? kStreamWarps * kTw * 512 : 0) +
-                                     (kQx ? kS16QxBytes : 0);
-template <int kTw, bool kPre, bool kQx = false>
-inline constexpr int kS16SmemBytes = kS16Slots* kS16SlotBytes<kTw, kPre, kQx>;
+                                     kStreamWarps* kTw * 512 + (kQx ? kS16QxBytes : 0);
+template <int kTw, bool kQx = false>
+inline constexpr int kS16SmemBytes = kS16Slots* kS16SlotBytes<kTw, kQx>;
 
 /// (row g, row g + 8) UE4M3 scale * 2^119 of k16 step s as a BF16 pair, from the rows' scale
 /// words of one vector (see the M = 1 kernel).
@@ -438,31 +442,26 @@ __device__ __forceinline__ void s16_cp_async16(void* smem, const void* gmem) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sa), "l"(gmem));
 }
 
-/// kPre: the splat pairs built once per CTA and chunk into shared memory (each of the 4 lanes t
-/// of a row pair built them for itself otherwise: ~20 ALU instructions per vector and tile);
-/// activations and raw scales then land one chunk before they are converted, two before use.
-/// kMx: MXFP4 weights (E8M0 per 32 K, 8 scale bytes per row and chunk; kPre only): the splats
+/// kMx: MXFP4 weights (E8M0 per 32 K, 8 scale bytes per row and chunk): the splats
 /// are 2^(e-127) pairs, applied after the 2^119 that brings the decoded FP4 bits to v * 2^-7
 /// (two exact multiplies, as the decode kernel's fold: one with 2^(e-8) would overflow BF16 for
 /// scales above 2^8).
 /// kQx: NVFP4 activations (W4A4, p.act_kind kActNvfp4: packed e2m1 + 128x4-swizzled UE4M3)
-/// converted to BF16 in the kernel (kPre only: they land one chunk before their conversion, as
-/// the scales), instead of the pre-pass launch before it; the values are the pre-pass's (e2m1 x
+/// converted to BF16 in the kernel (they land one chunk before their conversion, as the scales),
+/// instead of the pre-pass launch before it; the values are the pre-pass's (e2m1 x
 /// UE4M3 is exact in BF16).
-template <int kTw, int kNt, bool kPre, bool kMx = false, bool kQx = false>
+template <int kTw, int kNt, bool kMx = false, bool kQx = false>
 __global__ void __launch_bounds__(kStreamWarps * 32, 2)
     linear_stream16_kernel(const LinearParams p) {
-  static_assert(!kMx || kPre, "MXFP4 builds its splats per CTA");
-  static_assert(!kQx || kPre, "quantized activations are converted per CTA");
-  static_assert(kTw == 1 || kTw == 2 || kTw == 4, "tiles per warp");
+  static_assert(kTw == 1 || kTw == 2, "tiles per warp");
   static_assert(kNt == 1 || kNt == 2, "n8 token tiles");
   using T = Bf16Tag;
   constexpr int kDepth = kStreamDepth;
   static_assert((kS16ChunkV * kTw) % kDepth == 0 && kDepth % kTw == 0, "ring order");
   constexpr int kAhead = kDepth / kTw;  // vectors of a tile in flight beyond the current one
-  constexpr int kSlot = kS16SlotBytes<kTw, kPre, kQx>;
+  constexpr int kSlot = kS16SlotBytes<kTw, kQx>;
   constexpr int kRawBytes = kStreamWarps * kTw * 16 * 16;
-  constexpr int kQxOff = kS16ActBytes + kRawBytes + (kPre ? kStreamWarps * kTw * 512 : 0);
+  constexpr int kQxOff = kS16ActBytes + kRawBytes + kStreamWarps * kTw * 512;
   extern __shared__ __align__(16) uint8_t dsm[];
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -600,7 +599,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
   };
   stage(0);
   stage(1);
-  // kPre: chunk c's splat pairs, [tile][vector][g][step] (a lane's 4 steps of one vector are one
+  // Chunk c's splat pairs, [tile][vector][g][step] (a lane's 4 steps of one vector are one
   // 16-byte load; a quarter-warp's 8 rows g read 128 contiguous bytes).
   auto convert = [&](int c) {
     uint8_t* const slot = dsm + (c % kS16Slots) * kSlot;
@@ -648,12 +647,10 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
       }
     }
   };
-  if constexpr (kPre) {
-    if (nch > 0) {
-      asm volatile("cp.async.wait_group 1;" ::: "memory");
-      __syncthreads();
-      convert(0);
-    }
+  if (nch > 0) {
+    asm volatile("cp.async.wait_group 1;" ::: "memory");
+    __syncthreads();
+    convert(0);
   }
 
   float acc[kTw][kNt][4];
@@ -668,19 +665,13 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
   // fragments (b0, b1) of token tiles 0 and 1 (x2 at kNt = 1: lanes 0-15).
   const int xoff = (((lane >> 4) & 1) * 8 + (lane & 7)) * kS16Pitch + ((lane >> 3) & 1) * 16;
   for (int c = 0; c < nch; ++c) {
-    // kPre: chunk c + 1 must have landed too (it is converted in this iteration).
-    if constexpr (kPre)
-      asm volatile("cp.async.wait_group 0;" ::: "memory");
-    else
-      asm volatile("cp.async.wait_group 1;" ::: "memory");
+    // Chunk c + 1 must have landed too (it is converted in this iteration).
+    asm volatile("cp.async.wait_group 0;" ::: "memory");
     __syncthreads();
     stage(c + 2);
-    if constexpr (kPre) {
-      if (c + 1 < nch) convert(c + 1);
-    }
+    if (c + 1 < nch) convert(c + 1);
     const uint8_t* const slot = dsm + (c % kS16Slots) * kSlot;
     const uint8_t* const xa = slot + xoff;
-    const uint8_t* const sc = slot + kS16ActBytes + (warp * kTw * 16 + g) * 16;
     const uint8_t* const spl = slot + kS16ActBytes + kRawBytes + warp * kTw * 512 + g * 16;
 #pragma unroll
     for (int jj = 0; jj < kS16ChunkV; ++jj) {
@@ -699,19 +690,8 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
         const uint4 cur = ring[q];
         const int vn = c * kS16ChunkV + jj + kAhead;
         if (vn < lim[j]) ring[q] = ldg_stream(wp[j] + static_cast<int64_t>(vn) * 512);
-        uint32_t svp[4];
-        if constexpr (kPre) {
-          const uint4 q4 = *reinterpret_cast<const uint4*>(spl + j * 512 + jj * 128);
-          svp[0] = q4.x;
-          svp[1] = q4.y;
-          svp[2] = q4.z;
-          svp[3] = q4.w;
-        } else {
-          const uint32_t wg = *reinterpret_cast<const uint32_t*>(sc + j * 256 + jj * 4);
-          const uint32_t wg8 = *reinterpret_cast<const uint32_t*>(sc + j * 256 + 128 + jj * 4);
-#pragma unroll
-          for (int s = 0; s < 4; ++s) svp[s] = s16_splat(wg, wg8, s);
-        }
+        const uint4 q4 = *reinterpret_cast<const uint4*>(spl + j * 512 + jj * 128);
+        const uint32_t svp[4] = {q4.x, q4.y, q4.z, q4.w};
 #pragma unroll
         for (int s = 0; s < 4; ++s) {
           const __nv_bfloat162 sv = *reinterpret_cast<const __nv_bfloat162*>(&svp[s]);
