@@ -733,7 +733,8 @@ Plan plan(const Caps& caps) {
       // tile (halves where the default takes them) -> 2 -> 4 warps per tile: 9.67 / 20.56 / 22.95
       // / 12.76 / 13.36 -> 12.45 / 28.54 / 33.78 / 14.51 / 11.14 -> 13.00 / 36.02 / 27.92 /
       // 19.45 / 12.65; M = 9 at 2048x7168 9.78 with 2, 9.77 with 4): only the 32-CTA grid gains.
-      if (wf == WFmt::kFp8 && nt == 2 && ctas_n * 4 <= sms && slices >= kDecodePipeWsMinSlices &&
+      if (wf == WFmt::kFp8 && nt == 2 && M <= 16 && ctas_n * 4 <= sms &&
+          slices >= kDecodePipeWsMinSlices &&
           stage_fit_slices(wf, M, /*pipe=*/true) / 2 * 2 >= 2 * (lin::decode_stages(wf) - 1))
         want = 2;
       if (pipe_ws_env != nullptr) want = std::atoi(pipe_ws_env);
