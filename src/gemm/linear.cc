@@ -182,6 +182,8 @@ constexpr int kWgmmaBf256Var = 3;
 /// +8-13% over 0 (each partial drained before its promotion); 256-row CTAs (2) and an mbarrier
 /// pipeline (removed) measured slower.
 constexpr int kWgmmaGroupVar128 = 1;
+/// IQ2 at 128 tokens: 1 (as Q8_0).
+constexpr int kWgmmaGroupVar128Iq2 = 1;
 /// 256 tokens: 13 = warp-specialized (a producer warpgroup issues every copy into an mbarrier
 /// ring, the two MMA warpgroups run desynchronized without a CTA barrier) with the unit chain
 /// running on across pairs of stages (one drain per two 64-K stages). Session 12 round 46 (H200,
@@ -475,12 +477,14 @@ Plan plan(const Caps& caps) {
       const char* gv = std::getenv("B12X_GEMM_WGMMA_GROUP_VAR");
       // (IQ2 probe B12X_GEMM_WGMMA_GROUP_VAR=4, the sign masks computed instead of loaded from the
       // shared table: round 22, M = 2048, equal to 3 within 1-2% on all five shapes.)
-      int def256 = wf == WFmt::kQ8_0     ? kWgmmaGroupVarQ8
-                   : wf == WFmt::kIq2Xxs ? kWgmmaGroupVarIq2Xxs
-                                         : kWgmmaGroupVarIq2Xs;
-      if (!fp16 && lin::wgmma_group_fold_var(def256) && !kWgmmaGroupF16x)
-        def256 = kWgmmaGroupVar256;
-      p.tiled_wgmma_var = p.tiled_wgmma == 256 ? def256 : kWgmmaGroupVar128;
+      const bool t256 = p.tiled_wgmma == 256;
+      int def = !t256               ? (wf == WFmt::kQ8_0 ? kWgmmaGroupVar128 : kWgmmaGroupVar128Iq2)
+                : wf == WFmt::kQ8_0 ? kWgmmaGroupVarQ8
+                : wf == WFmt::kIq2Xxs ? kWgmmaGroupVarIq2Xxs
+                                      : kWgmmaGroupVarIq2Xs;
+      if (!fp16 && lin::wgmma_group_fold_var(def) && !kWgmmaGroupF16x)
+        def = t256 ? kWgmmaGroupVar256 : kWgmmaGroupVar128;
+      p.tiled_wgmma_var = def;
       // The variants folding the IQ2 sub-scales into FP16 weights run BF16 activations behind
       // the FP16 pre-pass (Plan::tiled_wgmma_f16x).
       auto group_ok = [&](int v) {
