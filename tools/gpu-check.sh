@@ -74,20 +74,33 @@ fi
 gtest=$build/tests/b12x_gpu_tests
 cap() { echo "$1" | sed 's/^./\U&/'; }
 
+# One test process per area. B12X_GPU_TESTS_PARALLEL=1 runs the areas' processes at the same time
+# (most of a GPU test's wall time is its CPU reference on one core; the device has 16): the final
+# round's wall time then follows the slowest area, not the sum. Results are reported in area order
+# either way; the tests check values and which kernel ran, never timings.
+run_area() {
+  local a=$1 A f
+  A=$(cap "$a")
+  f="${A}Gpu*"
+  [ -n "$extra_filter" ] && f="$f:$extra_filter"
+  local ta=$(date +%s)
+  timeout "$test_timeout" "$gtest" --gtest_filter="$f" --gtest_color=no >"$logs/$a.log" 2>&1
+  echo "$? $(( $(date +%s) - ta ))" >"$logs/$a.rc"
+}
 if has tests && [ -x "$gtest" ]; then
   for a in $areas; do
-    A=$(cap "$a")
-    f="${A}Gpu*"
-    [ -n "$extra_filter" ] && f="$f:$extra_filter"
-    ta=$(date +%s)
-    timeout "$test_timeout" "$gtest" --gtest_filter="$f" --gtest_color=no >"$logs/$a.log" 2>&1
-    rc=$?
+    if [ "${B12X_GPU_TESTS_PARALLEL:-0}" = 1 ]; then run_area "$a" & else run_area "$a"; fi
+  done
+  wait
+  for a in $areas; do
+    read -r rc secs <"$logs/$a.rc"
     pass=$(grep -c '^\[       OK \]' "$logs/$a.log")
     fail=$(grep -c '^\[  FAILED  \].*(' "$logs/$a.log")
     skip=$(grep -c '^\[  SKIPPED \]' "$logs/$a.log")
-    say "tests $a: rc=$rc passed=$pass failed=$fail skipped=$skip in $(( $(date +%s) - ta ))s"
+    say "tests $a: rc=$rc passed=$pass failed=$fail skipped=$skip in ${secs}s"
     grep '^\[  FAILED  \].*(' "$logs/$a.log" | head -15 | sed 's/^/    /' | tee -a "$summary"
   done
+  rm -f "$logs"/*.rc
 fi
 
 if has sanitize && [ -x "$gtest" ]; then
