@@ -181,9 +181,17 @@ constexpr int kWgmmaBf256Var = 3;
 /// wgmmas (m64n64 units at 256 tokens): round 12 (128 tokens) +3-10% and round 13 (256 tokens)
 /// +8-13% over 0 (each partial drained before its promotion); 256-row CTAs (2) and an mbarrier
 /// pipeline (removed) measured slower.
-constexpr int kWgmmaGroupVar128 = 1;
-/// IQ2 at 128 tokens: 1 (as Q8_0).
-constexpr int kWgmmaGroupVar128Iq2 = 1;
+/// Since session 13 (round 49, us default 1 -> 21 = 13's warp-specialized chained-pair schedule
+/// in two m64n64 units): Q8_0 M = 512 4096x4096 / 4096x14336 49.8 / 168.6 -> 43.8 / 145.9, M = 768
+/// 98.3 / 335.3 -> 86.6 / 282.5, M = 256 14336x4096 / 6144x4096 101.2 / 49.5 -> 86.1 / 43.3
+/// (+12-19%); IQ2_XXS 73.4 / 249.4, 150.2 / 509.2, 145.4 / 73.2 -> 62.1 / 205.1, 122.5 / 408.8,
+/// 122.5 / 61.6 (+18-25%).
+constexpr int kWgmmaGroupVar128 = 21;
+/// IQ2_XXS at 128 tokens: 21 (its folded 22 behind the FP16 pre-pass: 69.8 / 231.1, 121.5 /
+/// 401.6, 118.9 / 61.9, -12-+3% against 21); IQ2_XS: 22 (BF16 behind the pre-pass) 83.9 / 279.6,
+/// 168.5 / 562.7, 165.5 / 83.0 -> 75.6 / 221.0, 128.2 / 409.9, 127.6 / 67.2 (+11-37%; 21: 74.5 /
+/// 240.7, 146.2 / 475.2, 146.3 / 73.6).
+constexpr int kWgmmaGroupVar128Iq2Xxs = 21, kWgmmaGroupVar128Iq2Xs = 22;
 /// 256 tokens: 13 = warp-specialized (a producer warpgroup issues every copy into an mbarrier
 /// ring, the two MMA warpgroups run desynchronized without a CTA barrier) with the unit chain
 /// running on across pairs of stages (one drain per two 64-K stages). Session 12 round 46 (H200,
@@ -204,10 +212,13 @@ constexpr int kWgmmaGroupVar256 = 13;
 /// the sub-scales folded into the FP16 weights, one promotion per 64 K instead of per 16 K)
 /// 223.8 / 774.2 / 786.5 / 332.4 / 192.3 -> 179.7 / 619.8 / 654.7 / 267.7 / 152.1 (+20-26%;
 /// folded per 32 K, 19: +16-22%; 16 / 17 / 18 on IQ2_XS: -2% / -57% / -52%, the computed signs
-/// spill). IQ2_XXS folded (20): -5-+2%. kWgmmaGroupF16x: IQ2_XS on BF16 activations takes 20
-/// behind the FP16 pre-pass too (else 13).
-constexpr int kWgmmaGroupVarQ8 = 16, kWgmmaGroupVarIq2Xxs = 17, kWgmmaGroupVarIq2Xs = 20;
-constexpr bool kWgmmaGroupF16x = false;
+/// spill). IQ2_XXS folded (20): -5-+2%. Round 49: IQ2_XS 23 (20 with the computed signs), on
+/// FP16 176.2 / 609.2 / 620.7 / 265.3 / 149.1 (20) -> 171.4 / 590.3 / 612.4 / 258.7 / 145.6, and
+/// on BF16 behind the FP16 pre-pass (kWgmmaGroupF16x) 223.4 / 780.2 / 793.0 / 335.7 / 192.4 (13)
+/// -> 194.1 / 622.6 / 664.8 / 282.9 / 181.5 (+6-25%; 20 behind it 200.4 / 635.6 / 679.5 / 290.2 /
+/// 181.5); IQ2_XXS there: 23 on FP16 -2-+3% against 17, behind the pre-pass -2-25%: 17 stays.
+constexpr int kWgmmaGroupVarQ8 = 16, kWgmmaGroupVarIq2Xxs = 17, kWgmmaGroupVarIq2Xs = 23;
+constexpr bool kWgmmaGroupF16x = true;
 
 /// Decode regime at capacity M = 1: warps per 16-row weight tile (lin::launch_linear_decode), the
 /// CTA's K range split among them. Round 16 (H200, M = 1, five
@@ -478,10 +489,13 @@ Plan plan(const Caps& caps) {
       // (IQ2 probe B12X_GEMM_WGMMA_GROUP_VAR=4, the sign masks computed instead of loaded from the
       // shared table: round 22, M = 2048, equal to 3 within 1-2% on all five shapes.)
       const bool t256 = p.tiled_wgmma == 256;
-      int def = !t256               ? (wf == WFmt::kQ8_0 ? kWgmmaGroupVar128 : kWgmmaGroupVar128Iq2)
+      const bool xs = wf == WFmt::kIq2Xs;
+      int def = !t256               ? (wf == WFmt::kQ8_0 ? kWgmmaGroupVar128
+                                       : xs              ? kWgmmaGroupVar128Iq2Xs
+                                                         : kWgmmaGroupVar128Iq2Xxs)
                 : wf == WFmt::kQ8_0 ? kWgmmaGroupVarQ8
-                : wf == WFmt::kIq2Xxs ? kWgmmaGroupVarIq2Xxs
-                                      : kWgmmaGroupVarIq2Xs;
+                : xs                ? kWgmmaGroupVarIq2Xs
+                                    : kWgmmaGroupVarIq2Xxs;
       if (!fp16 && lin::wgmma_group_fold_var(def) && !kWgmmaGroupF16x)
         def = t256 ? kWgmmaGroupVar256 : kWgmmaGroupVar128;
       p.tiled_wgmma_var = def;
