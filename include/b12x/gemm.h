@@ -259,11 +259,10 @@ struct Plan {
   int stream16_vp = 0;
   int64_t stream16_smem = 0;
   /// W4A4 NVFP4 at M = 5..16 on the block kernel: activations converted from NVFP4 in the kernel
-  /// (no pre-pass launch at those M; B12X_GEMM_STREAM16_QX=1, probe).
+  /// (no pre-pass launch at those M); default where the FP4 weight is at most 10 MB,
+  /// B12X_GEMM_STREAM16_QX=0|1 overrides.
   bool stream16_qx = false;
-  /// The smallest bound M that runs the block kernel (5; B12X_GEMM_STREAM16_MIN_M, probe).
-  int stream16_min_m = 5;
-  /// Its 16-row tiles per CTA (8 x stream16_tw; fewer with B12X_GEMM_STREAM16_BAL=1, probe).
+  /// Its 16-row tiles per CTA (8 x stream16_tw).
   int stream16_tiles = 0;
   /// Decode regime, from the device's opt-in shared memory at plan time (run reads no device
   /// info): the pipelined staging budget of decode_pipe_kb (bytes, 0: kDecodePipeBudget) and the

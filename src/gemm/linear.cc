@@ -84,6 +84,12 @@ constexpr int64_t kStreamRowsMinTiles = 2;
 /// The M <= 16 block kernel: the fewest 64-K vectors per CTA its K split goes down to (two staged
 /// chunks; round 48: one chunk per CTA lost to two at 4096x4096 and 2048x7168).
 constexpr int kS16MinVp = 8;
+/// The M <= 16 block kernel's token range starts here (below: the M = 1 and 4-row stream kernels).
+constexpr int64_t kS16MinM = 5;
+/// W4A4 NVFP4 on the block kernel: activations converted in the kernel (no pre-pass) up to this
+/// many FP4 weight bytes (round 49: faster at 4096x4096 / 2048x7168, 8.4 / 7.3 MB; slower from
+/// 6144x4096, 12.6 MB, at M = 8).
+constexpr int64_t kS16QxMaxBytes = int64_t{10} << 20;
 
 /// Mid M (the tiled regime up to a few hundred tokens), measured on the H200 (round 25, M = 64,
 /// us over 4096x4096 / 14336x4096 / 4096x14336 / 6144x4096 / 2048x7168): the mma.sync tiled
@@ -349,8 +355,7 @@ std::string stream_rows_describe(const Plan& p) {
 std::string stream16_describe(const Plan& p) {
   if (p.stream16_tw == 0) return std::string();
   return " stream16=" + std::to_string(p.stream16_tw) + "x" + std::to_string(p.stream16_split) +
-         "/" + std::to_string(p.stream16_vp) +
-         (p.stream16_tiles != 8 * p.stream16_tw ? "t" + std::to_string(p.stream16_tiles) : "");
+         "/" + std::to_string(p.stream16_vp) + (p.stream16_qx ? " qx" : "");
 }
 
 }  // namespace
@@ -1097,19 +1102,24 @@ Plan plan(const Caps& caps) {
   // 9.38 / 20.21 / 20.64 / 12.82 / 9.44 (per-lane splats and tw 4 since removed).
   // B12X_GEMM_STREAM16=0|1 turns it off / forces it, B12X_GEMM_STREAM16_TW=1|2,
   // B12X_GEMM_STREAM16_SPLIT=<n>, B12X_GEMM_STREAM16_CTAS=<per SM> (the slots the split fills)
-  // and B12X_GEMM_STREAM16_QX=1 (W4A4's NVFP4 activations converted in the kernel, no pre-pass
-  // at these M) override; B12X_GEMM_STREAM16_MIN_M=<m> (probe) lets runs
-  // from M = m take it (below 5 the M = 1 and 4-row stream kernels run by default).
-  int s16_min_m = 5;
-  if (const char* e = std::getenv("B12X_GEMM_STREAM16_MIN_M"); e != nullptr && std::atoi(e) > 0)
-    s16_min_m = std::atoi(e);
-  if (M >= s16_min_m && p.regime != Regime::kTiled) {
+  // and B12X_GEMM_STREAM16_QX=0|1 override. W4A4 NVFP4 converts its activations in the kernel
+  // (no pre-pass launch at these M) where the FP4 weight is at most kS16QxMaxBytes: round 49, us
+  // over the five shapes, pre-pass -> in the kernel, M = 16 12.27 / 19.96 / 19.81 / 13.51 / 12.36
+  // -> 8.76 / 20.24 / 20.85 / 13.11 / 9.34, M = 8 10.81 / 17.73 / 17.77 / 11.75 / 11.21 -> 8.42 /
+  // 18.40 / 19.04 / 12.22 / 9.12 (the pre-pass's fixed ~3 us against the conversion's ALU work).
+  // Dropped (round 49, removed): fewer tiles per CTA to fill each split's share of the slots
+  // (W4A16 M = 16 8.39 / 18.40 / 18.11 / 12.04 / 8.43 -> 10.89 / 18.91 / 18.34 / 11.79 / 11.13);
+  // the block kernel at M = 1 (7.29 / 14.74 / 15.48 / 9.89 / 7.90 against the M = 1 stream
+  // kernel's 5.61 / 13.23 / 13.02 / 7.60 / 5.16). 1 tile per warp (B12X_GEMM_STREAM16_TW=1)
+  // measured 8.44 / 19.62 / 18.83 / 11.25 / 8.80 (faster at 6144x4096 only).
+  if (M >= kS16MinM && p.regime != Regime::kTiled) {
     const char* e16 = std::getenv("B12X_GEMM_STREAM16");
     const bool want = !(e16 != nullptr && e16[0] == '0');
     int tw = 2;
     if (const char* e = std::getenv("B12X_GEMM_STREAM16_TW"); e != nullptr) tw = std::atoi(e);
     const char* eqx = std::getenv("B12X_GEMM_STREAM16_QX");
-    const bool qx = f == LinearFormat::kNvfp4 && eqx != nullptr && eqx[0] == '1';
+    const bool qx = f == LinearFormat::kNvfp4 &&
+                    (eqx != nullptr ? eqx[0] == '1' : geo.n16 * geo.kvec * 512 <= kS16QxMaxBytes);
     int force_split = 0;
     if (const char* e = std::getenv("B12X_GEMM_STREAM16_SPLIT"); e != nullptr)
       force_split = std::max(0, std::atoi(e));
@@ -1140,18 +1150,9 @@ Plan plan(const Caps& caps) {
           p.stream16_tw = tw;
           p.stream16_split = split;
           p.stream16_vp = split_vp;
-          p.stream16_min_m = s16_min_m;
           p.stream16_qx = qx;
           p.stream16_smem = lin::stream16_smem_bytes(tw, qx);
-          // B12X_GEMM_STREAM16_BAL=1 (probe): fewer tiles per CTA so that the grid of each
-          // split fills its share of the slots (the busiest SM streams less; round 48's grids
-          // had 224 CTAs for 264 slots at 14336x4096).
           p.stream16_tiles = 8 * tw;
-          if (const char* e = std::getenv("B12X_GEMM_STREAM16_BAL"); e != nullptr && e[0] == '1') {
-            const int64_t per_split = std::max<int64_t>(1, slots / split);
-            p.stream16_tiles =
-                static_cast<int>(std::min<int64_t>(8 * tw, (geo.n16 + per_split - 1) / per_split));
-          }
         }
       }
     }
@@ -1469,8 +1470,8 @@ void run(const Binding& b, Stream stream) {
     int64_t qscale_ld = 0;
     lin::ActKind kind = lin::ActKind::kFp8;
     // The M <= 16 block kernel converts NVFP4 activations itself (Plan::stream16_qx).
-    const bool s16_qx = plan.stream16_qx && !tiled && M >= plan.stream16_min_m && M <= 16 &&
-                        f == LinearFormat::kNvfp4;
+    const bool s16_qx =
+        plan.stream16_qx && !tiled && M >= kS16MinM && M <= 16 && f == LinearFormat::kNvfp4;
     const bool prepass =
         plan.act_prepass && (!lin::wtraits(im.wfmt).fp8mma || tiled_f8_fold) && !s16_qx;
     uint16_t* const act_out = reinterpret_cast<uint16_t*>(b.scratch + plan.off_act);
@@ -1547,7 +1548,7 @@ void run(const Binding& b, Stream stream) {
       // 15 us at 4096x14336, where the GEMM is a cluster-split grid). Session 12: also before the
       // 4-row stream kernel (no cluster; Plan::stream_rows_pdl).
       const bool rows_stream = (M >= 2 && M <= 4 && plan.stream_rows_parts > 0) ||
-                               (M >= plan.stream16_min_m && M <= 16 && plan.stream16_tw > 0);
+                               (M >= kS16MinM && M <= 16 && plan.stream16_tw > 0);
       a.pdl = plan.pdl && (M == 1 || (rows_stream && plan.stream_rows_pdl)) && !tiled ? 1 : 0;
       if (!fused) lin::launch_act_dequant(a, stream);
       p.x = a.out;
@@ -1680,7 +1681,7 @@ void run(const Binding& b, Stream stream) {
     lin::launch_linear_decode(im.wfmt, fp16, 2, p, stream);
     return;
   }
-  if (M >= plan.stream16_min_m && M <= 16 && plan.stream16_tw > 0 &&
+  if (M >= kS16MinM && M <= 16 && plan.stream16_tw > 0 &&
       (p.act_kind == lin::kActRaw16 || (plan.stream16_qx && p.act_kind == lin::kActNvfp4)) &&
       p.xs_kind == lin::kXsNone) {
     p.split = plan.stream16_split;

@@ -53,8 +53,7 @@ struct LinearParams {
   int decode_pipe_budget;
   // M = 1 streaming kernel (linear_stream_kernel): 64-K vectors per K part of a tile.
   int stream_vp;
-  // M <= 16 block kernel (linear_stream16_kernel): 16-row tiles per CTA (8 x tiles per warp, or
-  // fewer to balance the grid).
+  // M <= 16 block kernel (linear_stream16_kernel): 16-row tiles per CTA (8 x tiles per warp).
   int stream_tiles;
   // 8 warps per tile: the device's ring + staging budget (lin::decode_ws8_budget of the opt-in
   // shared memory, Plan::decode_ws8_budget; run reads no device info).

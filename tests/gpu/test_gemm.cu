@@ -1375,7 +1375,7 @@ TEST(GemmGpu, DecodeStreamAnyCapacity) {
           c.M = m;
           before = gemm::lin::last_stream_launch().serial;
           run_case(c, /*graph_replay=*/m == 5);
-          EXPECT_EQ(gemm::lin::last_stream_launch().serial, before + 1) << "M=" << m << " N=" << N;
+          EXPECT_GT(gemm::lin::last_stream_launch().serial, before) << "M=" << m << " N=" << N;
           EXPECT_EQ(gemm::lin::last_stream_launch().rows, 32) << "M=" << m << " N=" << N;
         }
       }
@@ -1540,26 +1540,6 @@ TEST(GemmGpu, DecodeStream16) {
           EXPECT_EQ(l.split, std::atoi(sp));
         }
   }
-  // Fewer tiles per CTA than 8 x tw (B12X_GEMM_STREAM16_BAL=1: warps past the CTA's tiles idle,
-  // odd tile counts split inside a warp), the plan's split, NVFP4 W4A16 / W4A4 and MXFP4.
-  {
-    ScopedEnv eb("B12X_GEMM_STREAM16_BAL", "1");
-    int k = 0;
-    for (const char* tw : {"1", "2"})
-      for (LinearFormat f :
-           {LinearFormat::kNvfp4W4A16, LinearFormat::kNvfp4, LinearFormat::kMxfp4W4A16}) {
-        ScopedEnv et("B12X_GEMM_STREAM16_TW", tw);
-        const int64_t M = (k % 2) ? 16 : 6;
-        ++k;
-        const int64_t before = gemm::lin::last_stream_launch().serial;
-        run_case({f, M, 16 * 200 - 8, 1280, DType::kBF16, DType::kBF16, (k % 2) == 0},
-                 /*graph_replay=*/(k % 3) == 0);
-        const gemm::lin::StreamLaunch l = gemm::lin::last_stream_launch();
-        EXPECT_GT(l.serial, before) << "bal tw " << tw << " " << gemm::format_name(f);
-        EXPECT_EQ(l.rows, 16 * std::atoi(tw));
-        EXPECT_GT(l.ctas, (200 + 8 * std::atoi(tw) - 1) / (8 * std::atoi(tw)));
-      }
-  }
   // Not taken: M <= 4 (the 4-row / M = 1 kernels), FP16 MMAs.
   {
     Case c{LinearFormat::kNvfp4W4A16, 4, 200, 1024, DType::kBF16, DType::kBF16, false};
@@ -1595,7 +1575,8 @@ TEST(GemmGpu, DecodeStream16Default) {
     caps.out_dtype = DType::kBF16;
     const gemm::Plan pl = gemm::plan(caps);
     EXPECT_EQ(pl.stream16_tw, 2);
-    EXPECT_FALSE(pl.stream16_qx);
+    // W4A4 NVFP4 converts its activations in the kernel where the weight is small (2 MB here).
+    EXPECT_EQ(pl.stream16_qx, f == LinearFormat::kNvfp4);
     EXPECT_EQ(pl.stream16_split, 8);  // 8 CTAs of 256 rows x 8 splits of 8 vectors
     EXPECT_EQ(pl.stream16_vp, 8);
     {

@@ -468,8 +468,8 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
   const int g = lane >> 2, t = lane & 3;
   const int vp = p.stream_vp;
   const int64_t vbase = static_cast<int64_t>(blockIdx.y) * vp;
-  // The CTA's tiles: p.stream_tiles (<= 8 kTw; fewer balance the grid over the SMs, the warps
-  // past them idle), from tile blockIdx.x * p.stream_tiles.
+  // The CTA's tiles: p.stream_tiles (the plan's 8 kTw; with fewer the warps past them idle),
+  // from tile blockIdx.x * p.stream_tiles.
   const int tpc = p.stream_tiles;
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * tpc * 16;
   const int64_t tile0 = row0 / 16 + warp * kTw;
