@@ -1227,18 +1227,21 @@ Plan plan(const Caps& caps) {
   // fp32 partials [split][M][NP] of a split reduced by a second kernel: the decode split's or the
   // tiled split's (an auto regime with max_tokens above kDecodeMaxM plans the tiled split only; a
   // forced tiled regime makes no decode choices), the larger of the two where both exist.
+  // The stream kernels' partials hold only the token rows they run at (<= 4 / <= 16, whatever
+  // the capacity: a capacity-8192 plan would otherwise reserve split x 8192 rows for them).
   int64_t partial_splits = 0;
   if (split > 1 && !p.split_cluster) partial_splits = split;
   if (p.ggml_gemv > 0 && p.ggml_gemv_split > 1)
     partial_splits = std::max<int64_t>(partial_splits, p.ggml_gemv_split);
   if (p.tiled_split_reduce) partial_splits = std::max<int64_t>(partial_splits, p.tiled_split);
+  int64_t partial_rows = partial_splits * M;  // [split][M][NP] fp32
   if (p.stream_rows_parts > 0 && p.stream_rows_split > 1)
-    partial_splits = std::max<int64_t>(partial_splits, p.stream_rows_split);
+    partial_rows = std::max<int64_t>(partial_rows, p.stream_rows_split * std::min<int64_t>(M, 4));
   if (p.stream16_tw > 0 && p.stream16_split > 1)
-    partial_splits = std::max<int64_t>(partial_splits, p.stream16_split);
-  if (partial_splits > 0) {
+    partial_rows = std::max<int64_t>(partial_rows, p.stream16_split * std::min<int64_t>(M, 16));
+  if (partial_rows > 0) {
     p.off_partial = off;
-    off = align_up(off + partial_splits * M * geo.NP * 4);
+    off = align_up(off + partial_rows * geo.NP * 4);
   }
   p.scratch_bytes = off;
   if (log_level() >= 3) log_message(3, p.describe());

@@ -1595,11 +1595,25 @@ TEST(GemmGpu, DecodeStream16Default) {
   }
   gemm::Caps caps;
   caps.format = LinearFormat::kNvfp4W4A16;
-  caps.max_tokens = 16;
+  caps.max_tokens = 8192;
   caps.in_features = 4096;
   caps.out_features = 1024;
-  caps.act_dtype = DType::kFP16;
+  caps.act_dtype = DType::kBF16;
   caps.out_dtype = DType::kBF16;
+  {
+    // A capacity-8192 plan prepares it for runs at M <= 16; its partials hold 16 token rows, not
+    // the capacity's (8 splits x 8192 rows x 1024 x 4 B would be 256 MB).
+    const gemm::Plan big = gemm::plan(caps);
+    EXPECT_EQ(big.stream16_split, 8);
+    EXPECT_LT(big.scratch_bytes, int64_t{8} * 8192 * 1024 * 4);
+    Case c{LinearFormat::kNvfp4W4A16, 12, 1024, 4096, DType::kBF16, DType::kBF16, false};
+    c.max_tokens = 8192;
+    const int64_t before = gemm::lin::last_stream_launch().serial;
+    run_case(c);
+    EXPECT_GT(gemm::lin::last_stream_launch().serial, before);
+  }
+  caps.max_tokens = 16;
+  caps.act_dtype = DType::kFP16;
   EXPECT_EQ(gemm::plan(caps).stream16_tw, 0);
 }
 
