@@ -2096,6 +2096,11 @@ TEST(GemmGpu, TiledWgmmaGroupProbes) {
       run_wgmma_group_case({f, 300, 72, 512, DType::kFP16, DType::kFP16, true});
     }
   }
+  // The FP16 pre-pass's one-read row kernels (1 / 2 / 4 / 8 vectors of 8 per thread: K <= 2048,
+  // 4096, 8192, 16384) and its two-pass warp kernel (K > 16384), on IQ2_XS's default (23).
+  ScopedEnv ev("B12X_GEMM_WGMMA_GROUP_VAR", "23");
+  for (int64_t K : {7168, 14336, 16640})
+    run_wgmma_group_case({LinearFormat::kIq2Xs, 130, 72, K, DType::kBF16, DType::kBF16, true});
 }
 
 TEST(GemmGpu, ThousandsOfTokens) {
