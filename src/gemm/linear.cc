@@ -222,7 +222,8 @@ constexpr int kWgmmaGroupVar256 = 13;
 /// FP16 176.2 / 609.2 / 620.7 / 265.3 / 149.1 (20) -> 171.4 / 590.3 / 612.4 / 258.7 / 145.6, and
 /// on BF16 behind the FP16 pre-pass (kWgmmaGroupF16x) 223.4 / 780.2 / 793.0 / 335.7 / 192.4 (13)
 /// -> 194.1 / 622.6 / 664.8 / 282.9 / 181.5 (+6-25%; 20 behind it 200.4 / 635.6 / 679.5 / 290.2 /
-/// 181.5); IQ2_XXS there: 23 on FP16 -2-+3% against 17, behind the pre-pass -2-25%: 17 stays.
+/// 181.5; 20 removed); IQ2_XXS there: 23 on FP16 -2-+3% against 17, behind the pre-pass
+/// -2-25%: 17 stays.
 constexpr int kWgmmaGroupVarQ8 = 16, kWgmmaGroupVarIq2Xxs = 17, kWgmmaGroupVarIq2Xs = 23;
 constexpr bool kWgmmaGroupF16x = true;
 

@@ -43,8 +43,6 @@ GroupPick pick_cfg(int tok, int var) {
     if (tok == 256 && var == 17)
       return group_pick<F, T, 256, 1, true, 64, false, true, kGroupWs | kGroupQuad | kGroupChain>();
     if constexpr (T::kFp16) {
-      if (tok == 256 && var == 20)
-        return group_pick<F, T, 256, 1, true, 64, false, false, kWsChain | kGroupFold>();
       if (tok == 256 && var == 23)
         return group_pick<F, T, 256, 1, true, 64, false, true, kWsChain | kGroupFold>();
     }
@@ -76,12 +74,13 @@ GroupPick pick_cfg(int tok, int var) {
 /// offsets built from the packed words (IQ2_XXS +6-13%, IQ2_XS -4-+3%). Session 13 (round 48, M =
 /// 2048, against 13): 16 = 13 with the chain across four stages (one drain per 256 K; Q8_0
 /// default, +0.4-2.9%), 17 (IQ2) = 16 with 4's computed signs (IQ2_XXS default, +3.8-5.6%;
-/// IQ2_XS -57%: spills), 20 (IQ2, FP16 MMAs) = 13 with the sub-scales folded into the decoded
-/// weights, one promotion per 64 K (IQ2_XS default on FP16, +20-26%; BF16 behind the FP16
-/// pre-pass), 21 (128 tokens) = 13's schedule in two m64n64 units, 22 (IQ2, FP16 MMAs) = 21 with
-/// 20's folding, 23 (IQ2, FP16 MMAs) = 20 with the computed signs. Measured and removed: 13 with
-/// the computed signs (IQ2_XXS -3-+1%, IQ2_XS -52%), folded with a promotion per 32 K (IQ2_XS
-/// +16-22%, behind 20's +20-26%).
+/// IQ2_XS -57%: spills), 23 (IQ2, FP16 MMAs; round 49) = 13 with the sub-scales folded into the
+/// decoded weights (one promotion per 64 K) and 4's computed signs (IQ2_XS default: on FP16
+/// +23-29% over 13, BF16 behind the FP16 pre-pass +6-25%), 21 (128 tokens; Q8_0 / IQ2_XXS default)
+/// = 13's schedule in two m64n64 units, 22 (IQ2, FP16 MMAs; IQ2_XS default at 128 tokens) = 21
+/// with 23's folding (without the computed signs). Measured and removed: 13 with the computed
+/// signs (IQ2_XXS -3-+1%, IQ2_XS -52%), folded with a promotion per 32 K (IQ2_XS +16-22%),
+/// folded without the computed signs (20: IQ2_XS +20-26% over 13, 1-3% behind 23).
 GroupPick pick(WFmt f, bool fp16, int tok, int var) {
   switch (f) {
     case WFmt::kQ8_0:
@@ -203,7 +202,7 @@ __global__ void __launch_bounds__(256)
 }  // namespace
 
 bool wgmma_group_fold_var(int var) {
-  return var == 20 || var == 22 || var == 23;
+  return var == 22 || var == 23;
 }
 
 void launch_ggml_act_f16(const void* x, int64_t ldx, int64_t M, int64_t K, void* y, float* xs,

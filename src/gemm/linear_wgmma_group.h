@@ -24,7 +24,7 @@ void prepare_linear_wgmma_group(WFmt f, bool fp16, int tok, int var);
 /// Plan::tiled_wgmma_raster). x must allow 16-byte loads.
 void launch_linear_wgmma_group(WFmt f, bool fp16, int tok, int var, int raster,
                                const LinearParams& p, Stream stream);
-/// True for the variants with the IQ2 sub-scales folded into FP16 weights (20, 22, 23): on BF16
+/// True for the variants with the IQ2 sub-scales folded into FP16 weights (22, 23): on BF16
 /// activations they run behind launch_ggml_act_f16 (Plan::tiled_wgmma_f16x).
 bool wgmma_group_fold_var(int var);
 /// BF16 activations x [M][ldx] -> FP16 y [M][K] scaled by 2^e(m) per token row, so that the
