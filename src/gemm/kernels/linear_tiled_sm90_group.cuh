@@ -34,6 +34,11 @@
 // promotions run under the other's wgmmas), and each consumes stages in pairs whose unit chain
 // runs on across the pair (one wgmma drain per 128 K): round 46, M = 2048, +17-22% Q8_0, +15-17%
 // IQ2_XXS, +5-6% IQ2_XS over var 3 (warp-specialized alone, var 10: +5-8% / +3-12% / -5-+1%).
+// Session 13 (rounds 48-49) made the defaults per format on that schedule: Q8_0 16 (the chain
+// across four stages, kGroupQuad), IQ2_XXS 17 (16 with computed sign masks), IQ2_XS 23 (the
+// sub-scales folded into FP16 weights, kGroupFold, one promotion per 64 K; BF16 activations
+// behind the FP16 pre-pass of linear_tiled_sm90_group.cu), and at 128 tokens 21 / 22 (the same
+// schedule in two m64n64 units; 22 folded).
 // Epilogue as in linear_tiled_sm90.cuh.
 //
 // SM90 only: the body compiles under __CUDA_ARCH_FEAT_SM90_ALL and traps elsewhere; the host
