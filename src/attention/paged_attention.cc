@@ -41,7 +41,9 @@ namespace {
 constexpr const char* kPlanOp = "attention.plan_paged";
 constexpr const char* kBindOp = "attention.bind_paged";
 constexpr int kMaxSplits = 64;
-// Largest max_batch whose BF16 head-dim-256 SM90 decode plans take wideh (see plan_paged).
+// Largest max_batch whose BF16 head-dim-256 SM90 decode plans take wideh3 / wideh (see
+// decode_kind).
+constexpr int kWideh3MaxBatch = 8;
 constexpr int kWidehMaxBatch = 16;
 constexpr int64_t kAlign = 256;
 
@@ -130,9 +132,15 @@ int decode_kind(const PagedCaps& c, ArchFamily family) {
   // 42.0 / 42.3 -> 41.0 / 41.5 (42). B=32 keeps wide (127.3 -> 127.9, 127.5 -> 128.8). SM12x
   // (one 74 KB CTA per SM for either) is unmeasured: wide. By capacity (max_batch), so a plan and
   // its signature name one kernel.
+  // Plans of at most kWideh3MaxBatch requests take wideh3 (wideh with 3 stages, 104 KB, 2 CTAs
+  // per SM: two tiles in flight per CTA instead of one; plan_paged falls back to wide where a
+  // block cannot hold it). H200 rounds 48 / 49 (us, 16/2/256 page 128, 8k, wideh -> wideh3): B=1
+  // 13.2 / 13.1 -> 12.4 / 12.5, B=2 17.5 -> 16.3, B=4 24.9 -> 23.7, B=8 (s=16) 39.6 / 39.1 ->
+  // 38.4 (48), 40.8 / 40.3 / 40.3 -> 39.0 / 39.2 / 39.3 (49); B=16 (s=8) 67.6 -> 67.7 (48),
+  // 68.9 / 69.4 -> 69.6 / 69.6 (49): wideh stays for 9..16.
   if (c.q_dtype == DType::kBF16 && c.head_dim_qk == 256 && c.head_dim_vo == 256 &&
       family == ArchFamily::kSm90 && c.max_batch <= kWidehMaxBatch)
-    return 16;
+    return c.max_batch <= kWideh3MaxBatch ? 18 : 16;
   return 1;
 }
 

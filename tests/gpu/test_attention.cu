@@ -1165,12 +1165,13 @@ TEST(AttentionGpuDecode, SplitDims) {
   }
 }
 
-// The default tile of BF16 head dim 256 decode: wideh on SM90 for plans of at most 16 requests
-// (kWidehMaxBatch), wide for larger plans and on other devices; both against the reference.
+// The default tile of BF16 head dim 256 decode on SM90: wideh3 for plans of at most 8 requests
+// (kWideh3MaxBatch), wideh up to 16 (kWidehMaxBatch), wide for larger plans and on other devices;
+// each against the reference.
 TEST(AttentionGpuDecode, WidehDefault) {
   B12X_REQUIRE_GPU();
   const bool sm90 = b12x::device_info(0).family == b12x::ArchFamily::kSm90;
-  for (int batch : {1, 3, 9, 16, 17}) {
+  for (int batch : {1, 3, 8, 9, 16, 17}) {
     std::vector<int> lens;
     for (int i = 0; i < batch; ++i) lens.push_back(i % 3 == 0 ? 8000 : i % 3 == 1 ? 700 : 1);
     Spec s = gqa_decode_spec(lens, 0, 0);
@@ -1181,10 +1182,11 @@ TEST(AttentionGpuDecode, WidehDefault) {
     s.sinks = batch == 3;
     Problem p(s, rng());
     PLAN_AND_BIND(p);
-    const bool wideh = sm90 && batch <= 16;
-    EXPECT_NE(p.plan.kernel.find(wideh ? "_decode_wideh_bf16_lean_spec" : "_decode_wide_bf16_lean"),
-              std::string::npos)
-        << batch << " " << p.plan.kernel;
+    const char* want = !sm90         ? "_decode_wide_bf16_lean"
+                       : batch <= 8  ? "_decode_wideh3_bf16_lean_spec"
+                       : batch <= 16 ? "_decode_wideh_bf16_lean_spec"
+                                     : "_decode_wide_bf16_lean";
+    EXPECT_NE(p.plan.kernel.find(want), std::string::npos) << batch << " " << p.plan.kernel;
     p.run();
     B12X_TEST_CUDA(cudaDeviceSynchronize());
     p.check("default tile d256 batch " + std::to_string(batch));
