@@ -152,12 +152,7 @@ struct PagedPlan {
   /// head, found through a ticket counter that run() zeroes) instead of a merge kernel
   /// (B12X_ATTN_FUSED_MERGE=1; off by default: slower on the H200).
   bool fused_merge = false;
-  int64_t off_merge_ctr = 0;  ///< int32 tickets, one per (row tile, KV head)
-  /// Decode/verify on SM90+: the splits of each (row tile, KV head) run as one thread-block
-  /// cluster and merge through distributed shared memory in the main kernel (no merge launch,
-  /// no global state); the value caps the splits (0 = off: the merge kernel;
-  /// B12X_ATTN_CLUSTER_MERGE=n, n <= 16 on SM90, <= 8 on SM12x).
-  int cluster_merge = 0;
+  int64_t off_merge_ctr = 0;   ///< int32 tickets, one per (row tile, KV head)
   std::string kernel;          ///< kernel variant name (logging / diagnostics)
   const void* impl = nullptr;  ///< internal: the chosen kernel variant
 

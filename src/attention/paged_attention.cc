@@ -358,18 +358,6 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   int limit = caps.max_splits > 0 ? caps.max_splits : (caps.mode == Mode::kExtend ? 1 : kMaxSplits);
   limit = std::min<int64_t>(limit, std::max<int64_t>(1, ceil_div(max_ctx, plan.min_split_kv)));
   plan.split_limit = std::max(1, limit);
-  // B12X_ATTN_CLUSTER_MERGE=n: decode/verify (uniform q_len) on SM90+ launch the splits of a
-  // (row tile, KV head) as one cluster of at most n CTAs (SM90: 16 with the non-portable size
-  // opt-in; SM12x: the portable 8), which merge their partials through distributed shared
-  // memory at the kernel's end: one launch per call and no state in the scratch (plans may share
-  // it). The split count is capped at n.
-  const char* cm_env = std::getenv("B12X_ATTN_CLUSTER_MERGE");
-  const int cm_want = cm_env != nullptr ? std::atoi(cm_env) : 0;
-  const int cm_max = plan.arch == 90 ? 16 : 8;
-  if (cm_want >= 2 && decode_tile && q_len > 0 && plan.arch >= 90 && plan.split_limit > 1) {
-    plan.cluster_merge = std::min(cm_want, cm_max);
-    plan.split_limit = std::min(plan.split_limit, plan.cluster_merge);
-  }
 
   // Partial rows the scratch must hold: the worst automatic split over every batch the plan can
   // see; an explicit max_splits reserves max_splits x max_total_q.
@@ -392,8 +380,7 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   // 17.2 us, FP8 18.4 vs 14.5; B=8 73.1 vs 71.9): the last CTA's merge (dependent L2 round
   // trips on one SM) and the memset node cost more than the launch they save.
   const char* fm_env = std::getenv("B12X_ATTN_FUSED_MERGE");
-  plan.fused_merge = q_len > 0 && rows > 0 && fm_env != nullptr && std::string(fm_env) == "1" &&
-                     plan.cluster_merge == 0;
+  plan.fused_merge = q_len > 0 && rows > 0 && fm_env != nullptr && std::string(fm_env) == "1";
   const char* lean_env = std::getenv("B12X_ATTN_LEAN");
   if (lean_env != nullptr) plan.lean = std::string(lean_env) != "0";
   const char* spec_env = std::getenv("B12X_ATTN_SPEC");
@@ -408,11 +395,6 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
     plan.kernel += plan.spec ? "_lean_spec" : "_lean";
     const DeviceScope scope(caps.device);
     B12X_CUDA_CHECK(::b12x::detail::opt_in_smem(k->func_lean, k->smem));
-  }
-  if (plan.cluster_merge > 8) {
-    const DeviceScope scope(caps.device);
-    B12X_CUDA_CHECK(cudaFuncSetAttribute(plan.lean ? k->func_lean : k->func,
-                                         cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
   }
   // Tickets: at most B * ceil(q_len * group / tile_rows) <= T * group / tile_rows + B row tiles.
   const int64_t max_row_tiles =
@@ -443,10 +425,7 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   b12x::detail::resolve_kernels(
       kPlanOp, caps.device,
       "attention." + plan.kernel + " mode=" + mode_name(caps.mode) +
-          (splits ? (plan.fused_merge     ? " split_merge_fused"
-                     : plan.cluster_merge ? " split_merge_cluster"
-                                          : " split_merge")
-                  : ""),
+          (splits ? (plan.fused_merge ? " split_merge_fused" : " split_merge") : ""),
       "Hq=" + std::to_string(caps.num_q_heads) + " Hkv=" + std::to_string(caps.num_kv_heads) +
           " D=" + std::to_string(caps.head_dim_qk) + "/" + std::to_string(caps.head_dim_vo) +
           " page=" + std::to_string(caps.page_size) + " max_batch=" +
@@ -693,15 +672,12 @@ void run_paged(const PagedBinding& b, Stream stream) {
     B12X_CUDA_CHECK(cudaMemsetAsync(p.merge_ctr, 0,
                                     size_t(b.num_row_tiles) * c.num_kv_heads * sizeof(int32_t), s));
   }
-  // Cluster merge: the splits of a (row tile, KV head) are one cluster (grid z = num_splits <=
-  // plan.cluster_merge) and merge in the main kernel.
-  p.cluster_merge = plan.cluster_merge > 0 && b.num_splits > 1 && p.tiles_per_req > 0 ? 1 : 0;
   const dim3 grid = plan.heads_inner
                         ? dim3(unsigned(int64_t(b.num_row_tiles) * c.num_kv_heads), 1, b.num_splits)
                         : dim3(b.num_row_tiles, c.num_kv_heads, b.num_splits);
   (plan.lean ? k->launch_lean : k->launch)(p, grid, s, pdl);
   B12X_CUDA_CHECK_LAUNCH();
-  if (b.num_splits > 1 && !fused && p.cluster_merge == 0) {
+  if (b.num_splits > 1 && !fused) {
     const int64_t rows = int64_t(b.total_q) * c.num_q_heads;
     k->launch_merge(p, dim3(static_cast<unsigned>(rows)), s, pdl);  // one CTA per (token, head)
     B12X_CUDA_CHECK_LAUNCH();

@@ -16,13 +16,12 @@ namespace b12x::attention::detail {
 /// grid may start while its predecessor drains and waits (griddepcontrol.wait) before reading.
 using LaunchFn = void (*)(const PagedParams&, dim3 grid, cudaStream_t, bool pdl);
 
-/// cudaLaunchKernelEx with the programmatic-stream-serialization attribute when `pdl`, and
-/// thread-block clusters of `cluster` CTAs when not 1x1x1.
+/// cudaLaunchKernelEx with the programmatic-stream-serialization attribute when `pdl`.
 template <typename Kernel>
 inline cudaError_t launch_kernel(Kernel kernel, dim3 grid, int threads, int smem, cudaStream_t s,
-                                 bool pdl, const PagedParams& p, dim3 cluster = dim3(1, 1, 1)) {
+                                 bool pdl, const PagedParams& p) {
   return ::b12x::detail::launch_ex(kernel, grid, dim3(threads), static_cast<size_t>(smem), s, pdl,
-                                   cluster, p);
+                                   dim3(1, 1, 1), p);
 }
 
 struct KernelInfo {

@@ -85,9 +85,6 @@ struct PagedParams {
   float rescale_slack;    // the running max moves only when a tile's max exceeds it by more
                           // (base-2 units; 0 = every increase)
   int32_t spec;           // 1 (lean decode kernels): speculative prologue (B12X_ATTN_SPEC)
-  int32_t cluster_merge;  // 1 (decode tiles, num_splits > 1): the grid's z extent (the splits)
-                          // is one thread-block cluster; the splits merge through distributed
-                          // shared memory in the main kernel (no merge launch)
   int32_t tile_kv_shift;  // log2(tile_kv)
   int32_t min_tiles;      // max(1, min_chunk / tile_kv)
   // The kernels' divisions by these values (multiply and shift, see FastDiv).

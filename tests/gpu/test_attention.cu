@@ -815,11 +815,9 @@ TEST(AttentionGpuDecode, OutOfRangeLengthsAndWindow) {
 // metadata read early): replays must still match eager runs and the reference.
 TEST(AttentionGpuGraph, ReplayWithChangingMetadataMatchesEager) {
   B12X_REQUIRE_GPU();
-  for (int run = 0; run < 4; ++run) {
+  for (int run = 0; run < 3; ++run) {
     const att::Mode mode = run == 1 ? att::Mode::kExtend : att::Mode::kDecode;
     if (run == 2) setenv("B12X_ATTN_PREFETCH", "1", 1);
-    // run 3: the cluster split merge (SM90+), 5 forced splits (one cluster of 5 CTAs per KV head)
-    if (run == 3) setenv("B12X_ATTN_CLUSTER_MERGE", "16", 1);
     Spec s;
     s.mode = mode;
     s.hq = 8;
@@ -829,7 +827,6 @@ TEST(AttentionGpuGraph, ReplayWithChangingMetadataMatchesEager) {
         mode == att::Mode::kDecode ? std::vector<int>{1, 1, 1, 1} : std::vector<int>{9, 1, 30, 4};
     s.prefix = {700, 700, 700, 700};  // capacity: each request may hold up to ~730 tokens
     s.sinks = true;
-    if (run == 3) s.num_splits = s.max_splits = 5;
     Problem p(s, rng());
     PLAN_AND_BIND(p);
     const int Tcap = p.Talloc;
@@ -891,12 +888,11 @@ TEST(AttentionGpuGraph, ReplayWithChangingMetadataMatchesEager) {
       (void)replay_lse;
     }
     EXPECT_EQ(mismatches, 0) << att::mode_name(mode) << " prefetch=" << (run == 2)
-                             << " cluster merge=" << (run == 3) << ": replays differing from eager";
+                             << ": replays differing from eager";
     cudaGraphExecDestroy(exec);
     cudaGraphDestroy(graph);
     cudaStreamDestroy(st);
     unsetenv("B12X_ATTN_PREFETCH");
-    unsetenv("B12X_ATTN_CLUSTER_MERGE");
   }
 }
 
@@ -1148,11 +1144,9 @@ TEST(AttentionGpuDecode, SplitDims) {
       }
       if (i == 6) setenv("B12X_ATTN_LEAN", "0", 1);
       if (i == 9) setenv("B12X_ATTN_FUSED_MERGE", "1", 1);
-      if (i == 4 || i == 8) setenv("B12X_ATTN_CLUSTER_MERGE", "16", 1);
       run_case(s, std::string("tile=") + tile + " decode " + std::to_string(i));
       unsetenv("B12X_ATTN_LEAN");
       unsetenv("B12X_ATTN_FUSED_MERGE");
-      unsetenv("B12X_ATTN_CLUSTER_MERGE");
     }
     Spec gq = gqa_decode_spec({8192, 4000, 63, 1}, 0, 0);
     gq.dqk = gq.dv = d;
@@ -1191,68 +1185,6 @@ TEST(AttentionGpuDecode, WidehDefault) {
     B12X_TEST_CUDA(cudaDeviceSynchronize());
     p.check("default tile d256 batch " + std::to_string(batch));
   }
-}
-
-// B12X_ATTN_CLUSTER_MERGE=n (SM90+, decode and verify on the decode tiles): the splits of a
-// (row tile, KV head) run as one thread-block cluster and merge through distributed shared
-// memory (no merge launch, nothing in the scratch). Cluster caps 16 / 8 / 2 (forced splits above
-// the cap are capped), forced splits 1 / 2 / 7 / 16 / 64 and automatic over ragged lengths (idle
-// splits of short requests still join the cluster's barriers), every decode tile family (wide3,
-// wide, wideh, hcvt, hcvt3, deep, direct, hvec), head dims 64-256 and 192/128, groups 1-16,
-// pages 16-256, sinks, window, both KV dtypes and fp16, the general kernel, verify; the plan's
-// name and signature. Elsewhere (SM89) the knob is ignored and the merge kernel runs.
-TEST(AttentionGpuDecode, ClusterMerge) {
-  B12X_REQUIRE_GPU();
-  const bool clusters = b12x::device_info(0).family != b12x::ArchFamily::kSm89;
-  const bool sm90 = b12x::device_info(0).family == b12x::ArchFamily::kSm90;
-  {
-    setenv("B12X_ATTN_CLUSTER_MERGE", "16", 1);
-    Spec s = gqa_decode_spec({8000, 4000, 63, 1}, 0, 0);
-    Problem p(s, rng());
-    PLAN_AND_BIND(p);
-    EXPECT_EQ(p.plan.cluster_merge, clusters ? (sm90 ? 16 : 8) : 0);
-    EXPECT_LE(p.binding.num_splits, clusters ? p.plan.cluster_merge : 64);
-    p.run();
-    B12X_TEST_CUDA(cudaDeviceSynchronize());
-    p.check("cluster merge automatic splits");
-    unsetenv("B12X_ATTN_CLUSTER_MERGE");
-  }
-  const char* caps[] = {"16", "8", "2"};
-  const int groups[] = {4, 1, 8, 16, 3, 5, 7, 2};
-  for (int i = 0; i < 12; ++i) {
-    setenv("B12X_ATTN_CLUSTER_MERGE", caps[i % 3], 1);
-    const Dims d = kDims[i % 5];
-    Spec s = sweep_decode_spec(i, d.dqk, d.dv, 1 + i % 2, groups[i % 8]);
-    s.per_head_scale = i % 2 == 0;
-    if (i == 4 || i == 11) s.num_splits = s.max_splits = 16;
-    if (i == 7) setenv("B12X_ATTN_LEAN", "0", 1);
-    run_case(s, std::string("cluster merge cap=") + caps[i % 3] + " sweep " + std::to_string(i));
-    unsetenv("B12X_ATTN_LEAN");
-  }
-  setenv("B12X_ATTN_CLUSTER_MERGE", "16", 1);
-  const char* tiles[] = {"wide3", "wide", "wideh", "hcvt", "hcvt3", "deep", "direct", "hvec"};
-  for (int i = 0; i < 8; ++i) {
-    const bool fp8 = i >= 3 && i != 5;
-    const int d = (i == 1 || i == 2 || i == 6) ? 256 : 128;
-    if (i == 4 && !sm90) continue;  // hcvt3 exceeds SM12x's shared memory
-    setenv("B12X_ATTN_DECODE_TILE", tiles[i], 1);
-    Spec s = gqa_decode_spec({4000, 63, 1, 2500, 700}, i % 2 ? 16 : 0, i % 2 ? 16 : 0);
-    s.dqk = s.dv = d;
-    s.kv = fp8 ? DType::kFP8E4M3 : DType::kBF16;
-    s.sinks = i % 3 == 0;
-    s.window = i == 5 ? 900 : -1;
-    s.page = 16 << (i % 5);
-    run_case(s, std::string("cluster merge tile=") + tiles[i]);
-    unsetenv("B12X_ATTN_DECODE_TILE");
-  }
-  for (int hkv : {8, 4}) {
-    Spec v = verify_spec(hkv, 2);
-    v.prefix = {5000, 61, 1300};
-    v.num_splits = v.max_splits = hkv == 8 ? 16 : 0;
-    v.sinks = hkv == 4;
-    run_case(v, "cluster merge verify hkv=" + std::to_string(hkv));
-  }
-  unsetenv("B12X_ATTN_CLUSTER_MERGE");
 }
 
 // B12X_ATTN_ALIGN_CHUNKS (default on): contiguous splits take whole KV tiles, so some of the
@@ -1821,23 +1753,6 @@ TEST(AttentionGpuSanitize, DecodeSplitInterleave) {
       run_case(s, std::string("sanitize decode interleave=") + si);
       unsetenv("B12X_ATTN_SPLIT_INTERLEAVE");
     }
-}
-
-// The cluster split merge: partials in each CTA's shared memory, read by the cluster's CTAs
-// between two cluster barriers; idle splits (short requests) only join the barriers.
-TEST(AttentionGpuSanitize, DecodeClusterMerge) {
-  B12X_REQUIRE_GPU();
-  setenv("B12X_ATTN_CLUSTER_MERGE", "16", 1);
-  for (DType kv : {DType::kBF16, DType::kFP8E4M3}) {
-    Spec s = sanitize_fp8_decode_spec();
-    s.kv = kv;
-    s.prefix = {0, 17, 600, 2000};
-    s.qlens.assign(4, 1);
-    s.sinks = true;
-    s.num_splits = s.max_splits = 7;
-    run_case(s, std::string("sanitize decode cluster merge kv=") + b12x::dtype_name(kv));
-  }
-  unsetenv("B12X_ATTN_CLUSTER_MERGE");
 }
 
 TEST(AttentionGpuSanitize, ExtendWindow) {

@@ -267,40 +267,6 @@ __device__ __forceinline__ void allow_next_grid() {
 #endif
 }
 
-/// Thread-block cluster barrier (SM90+): every thread of every CTA of the cluster arrives
-/// (release: its shared-memory stores become visible to the cluster) and waits (acquire).
-__device__ __forceinline__ void cluster_sync_all() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("barrier.cluster.arrive.release;\n" ::: "memory");
-  asm volatile("barrier.cluster.wait.acquire;\n" ::: "memory");
-#endif
-}
-/// The shared::cluster address of shared-memory address `addr` of cluster CTA `rank`.
-__device__ __forceinline__ uint32_t cluster_map(uint32_t addr, int rank) {
-  uint32_t r = addr;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(addr), "r"(rank));
-#endif
-  return r;
-}
-__device__ __forceinline__ float cluster_ld_f32(uint32_t addr) {
-  float v = 0.f;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(addr) : "memory");
-#endif
-  return v;
-}
-__device__ __forceinline__ float4 cluster_ld_f32x4(uint32_t addr) {
-  float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"
-               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-               : "r"(addr)
-               : "memory");
-#endif
-  return v;
-}
-
 __device__ __forceinline__ float fast_exp2(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
@@ -644,21 +610,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   constexpr int kIdRegs = kBN / 32;
   int pg0[kStages][kIdRegs];
   const int split = blockIdx.z;
-  // Cluster split merge (p.cluster_merge, decode tiles): the grid's z extent (the splits) is one
-  // thread-block cluster, so the CTA of split s is cluster rank s; see the epilogue.
-  const bool cluster = Cfg::kDecode && p.cluster_merge != 0;
   const bool full_ring = Cfg::kDecode && !kLean && p.full_ring != 0;
   Work w{};
   KvRange range{};
-  // A CTA without a share of the range still takes part in the cluster's two barriers when its
-  // cluster merges (range.ns > 1: the same value in every CTA of the cluster, all of which read
-  // the same metadata after the PDL wait).
-  auto idle_exit = [&]() {
-    if (cluster && range.ns > 1) {
-      cluster_sync_all();
-      cluster_sync_all();
-    }
-  };
   // Tile it of this split covers [kv_begin + it * kv_step, + kBN) within [.., kv_end); the
   // prologue issues `pro` tiles and the loop keeps `ahead` in flight (see below).
   int kv_begin = 0, kv_end = 0, kv_step = kBN, n_tiles = 0, ahead = 1, pro = 1;
@@ -770,10 +724,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   if (!spec) {
     if (!find_work(p, tile_x, w)) return;
     range = kv_range(p, w.tile, w.qlen, w.lk);
-    if (split >= range.ns) {
-      idle_exit();
-      return;
-    }
+    if (split >= range.ns) return;
     ids_early = ids_early && range.stride > 0 && range.lo == 0 && range.ns == p.num_splits;
     derive();
   }
@@ -1176,10 +1127,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
         __syncthreads();
         if (!make_work(p, w.b, w.tile, real_cu0, real_cu1, real_lk, w)) return;
         range = kv_range(p, w.tile, w.qlen, w.lk);
-        if (split >= range.ns) {
-          idle_exit();
-          return;
-        }
+        if (split >= range.ns) return;
         derive();
         off_diag = w.lk - w.qlen;
         ids_early = false;
@@ -1727,9 +1675,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
         }
         __syncthreads();
         // Warps wn > 0 are done unless the CTA may merge the splits afterwards (all warps do).
-        if (wn > 0 && !(!kLean && p.merge_ctr != nullptr && range.ns > 1) &&
-            !(cluster && range.ns > 1))
-          return;
+        if (wn > 0 && !(!kLean && p.merge_ctr != nullptr && range.ns > 1)) return;
 #pragma unroll
         for (int x = 1; x < kWN && wn == 0; ++x) {
           const float* other = sm_o + ((x * kWM + wm) * (kDv / 8) * 4) * 32;
@@ -1745,25 +1691,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   // ---- epilogue: final output (single split) or normalised partial + LSE ----
   const float vdesc = load_scale(p.v_descale, p.vd_sb, p.vd_sh, w.b, kvh);
   const bool final_out = range.ns == 1;
-  // Cluster merge: the partials stay in this CTA's shared memory (rows padded by 8 floats: the
-  // plain tiles' float2 stores of 8 rows then fall in distinct banks), at the ring's start once
-  // every warp has read its share of the warps' merge area.
-  constexpr int kPartStride = kDv + 8;
-  float* sPart = reinterpret_cast<float*>(sRing);
-  float* sPartLse = sPart + kBM * kPartStride;
-  static_assert(!Cfg::kDecode || (kBM * kPartStride + kBM) * 4 <= Cfg::kRingBytes,
-                "cluster merge partials fit the ring");
-  const bool to_cluster = cluster && !final_out;  // cluster-uniform
-  if (to_cluster) {
-    cp_async_wait<0>();
-    __syncthreads();
-  }
-  auto part_row = [&](int64_t row, int prow) -> float* {
-    return to_cluster ? sPart + prow * kPartStride : p.part_o + row * kDv;
-  };
-  auto part_lse = [&](int64_t row, int prow) -> float& {
-    return to_cluster ? sPartLse[prow] : p.part_lse[row];
-  };
   // Rows of kN n-blocks starting at n-block `base` (all of them unless spread; the warp holding
   // n-block 0 writes the LSE); at(mb, i, e) is element e of the i-th of them (compile-time i:
   // registers).
@@ -1772,7 +1699,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     for (int mb = 0; mb < kMB; ++mb)
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        const int prow = wrow0 + mb * 16 + g + 8 * r, pr = rows0 + prow;
+        const int pr = rows0 + wrow0 + mb * 16 + g + 8 * r;
         const int qi = div_group(p, pr);
         if (qi >= w.qlen) continue;
         const int h = kvh * p.group + (pr - qi * p.group);
@@ -1812,7 +1739,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
               p.lse[(int64_t)tok * p.lse_st + (int64_t)h * p.lse_sh] = lse;
           } else {
             const int64_t row = ((int64_t)split * p.total_q + tok) * p.num_q_heads + h;
-            float* po = part_row(row, prow) + 32 * t4;
+            float* po = p.part_o + row * kDv + 32 * t4;
 #pragma unroll
             for (int e = 0; e < 2; ++e)
 #pragma unroll
@@ -1820,7 +1747,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
                 *reinterpret_cast<float4*>(po + 16 * e + 4 * k) = make_float4(
                     at(mb, 4 * k, 2 * r + e) * factor, at(mb, 4 * k + 1, 2 * r + e) * factor,
                     at(mb, 4 * k + 2, 2 * r + e) * factor, at(mb, 4 * k + 3, 2 * r + e) * factor);
-            if (t4 == 0) part_lse(row, prow) = lse;
+            if (t4 == 0) p.part_lse[row] = lse;
           }
         } else if (Cfg::kDirectV && final_out) {
           // permuted dims: this lane holds dims 32 q + 8 t .. +7 of each 32-dim group q (one
@@ -1838,7 +1765,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
             p.lse[(int64_t)tok * p.lse_st + (int64_t)h * p.lse_sh] = lse;
         } else if (Cfg::kDirectV) {
           const int64_t row = ((int64_t)split * p.total_q + tok) * p.num_q_heads + h;
-          float* po = part_row(row, prow) + 8 * base + 8 * t4;
+          float* po = p.part_o + row * kDv + 8 * base + 8 * t4;
 #pragma unroll
           for (int q = 0; q < kN / 4; ++q) {
             auto x = [&](int i, int e) { return at(mb, 4 * q + i, 2 * r + e) * factor; };
@@ -1847,7 +1774,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
             *reinterpret_cast<float4*>(po + 32 * q + 4) =
                 make_float4(x(0, 1), x(1, 1), x(2, 1), x(3, 1));
           }
-          if (base == 0 && t4 == 0) part_lse(row, prow) = lse;
+          if (base == 0 && t4 == 0) p.part_lse[row] = lse;
         } else if (final_out) {
           T* out = static_cast<T*>(p.out) + (int64_t)tok * p.o_st + (int64_t)h * p.o_sh + 8 * base +
                    2 * t4;
@@ -1859,12 +1786,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
             p.lse[(int64_t)tok * p.lse_st + (int64_t)h * p.lse_sh] = lse;
         } else {
           const int64_t row = ((int64_t)split * p.total_q + tok) * p.num_q_heads + h;
-          float* po = part_row(row, prow) + 8 * base + 2 * t4;
+          float* po = p.part_o + row * kDv + 8 * base + 2 * t4;
 #pragma unroll
           for (int i = 0; i < kN; ++i)
             *reinterpret_cast<float2*>(po + i * 8) =
                 make_float2(at(mb, i, 2 * r) * factor, at(mb, i, 2 * r + 1) * factor);
-          if (base == 0 && t4 == 0) part_lse(row, prow) = lse;
+          if (base == 0 && t4 == 0) p.part_lse[row] = lse;
         }
       }
   };
@@ -1884,70 +1811,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   if constexpr (kDH == 1) {
     if (!spread && (kWN == 1 || wn == 0))
       emit.template operator()<kDv / 8>([&](int mb, int i, int e) { return o[mb][i][e]; }, 0);
-  }
-
-  // ---- cluster split merge (decode/verify, p.cluster_merge) ----
-  // The ns <= 16 CTAs of a (row tile, KV head) are one cluster: after a cluster barrier
-  // (release / acquire: each CTA's partials in its shared memory are visible to the others)
-  // the cluster's warps share the (row, 128-column) items; a warp reads the row's ns LSEs and
-  // partials from the CTAs' shared memory (distributed shared memory, no global state, nothing
-  // to zero) in split order, so the result does not depend on which CTA finished first. The
-  // second barrier keeps every CTA's shared memory alive until all reads are done.
-  if constexpr (Cfg::kDecode) {
-    if (to_cluster) {
-      cluster_sync_all();
-      constexpr int kMaxNs = 16;  // plan_paged caps cluster splits at 16
-      constexpr int kChunks = (kDv / 4 + 31) / 32;
-      constexpr int kWarps = kThreads / 32;
-      const int ns = min(range.ns, kMaxNs);
-      const int n_live = min(kBM, w.qlen * p.group - rows0);
-      const uint32_t lse_base = smem_u32(sPartLse), part_base = smem_u32(sPart);
-      for (int item = split * kWarps + warp; item < n_live * kChunks; item += ns * kWarps) {
-        const int i = item / kChunks, c = (item - i * kChunks) * 32 + lane;
-        const int pr = rows0 + i;
-        const int qi = div_group(p, pr);
-        const int h = kvh * p.group + (pr - qi * p.group);
-        const int tok = w.q0 + qi;
-        const float l = lane < ns ? cluster_ld_f32(cluster_map(lse_base + 4 * i, lane)) : -INFINITY;
-        const bool ok = c < kDv / 4;
-        float4 v[kMaxNs];
-#pragma unroll
-        for (int s = 0; s < kMaxNs; ++s)
-          v[s] = ok && s < ns
-                     ? cluster_ld_f32x4(cluster_map(part_base + (i * kPartStride + 4 * c) * 4, s))
-                     : make_float4(0.f, 0.f, 0.f, 0.f);
-        float mm = l;
-#pragma unroll
-        for (int d = 16; d > 0; d >>= 1) mm = fmaxf(mm, __shfl_xor_sync(0xffffffffu, mm, d));
-        const float sink = p.sinks != nullptr ? p.sinks[h] * kLog2e : -INFINITY;
-        mm = fmaxf(mm, sink);
-        const float m_use = mm == -INFINITY ? 0.f : mm;
-        const float wl = exp2f(l - m_use);
-        float wsum = wl;
-#pragma unroll
-        for (int d = 16; d > 0; d >>= 1) wsum += __shfl_xor_sync(0xffffffffu, wsum, d);
-        if (p.sinks != nullptr) wsum += exp2f(sink - m_use);
-        float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll
-        for (int s = 0; s < kMaxNs; ++s) {
-          const float ws = __shfl_sync(0xffffffffu, wl, s);  // 0 past ns
-          acc.x += ws * v[s].x;
-          acc.y += ws * v[s].y;
-          acc.z += ws * v[s].z;
-          acc.w += ws * v[s].w;
-        }
-        const float inv = wsum > 0.f ? 1.f / wsum : 0.f;
-        T* out = static_cast<T*>(p.out) + (int64_t)tok * p.o_st + (int64_t)h * p.o_sh;
-        if (ok)
-          *reinterpret_cast<uint2*>(out + c * 4) =
-              make_uint2(pack2<T>(acc.x * inv, acc.y * inv), pack2<T>(acc.z * inv, acc.w * inv));
-        if (p.lse != nullptr && c == lane && lane == 0)
-          p.lse[(int64_t)tok * p.lse_st + (int64_t)h * p.lse_sh] =
-              wsum > 0.f ? mm + log2f(wsum) : -INFINITY;
-      }
-      cluster_sync_all();
-      return;
-    }
   }
 
   // ---- fused split merge (decode/verify): the last CTA of the tile's splits merges ----

@@ -8,11 +8,8 @@ namespace b12x::attention::detail {
 
 template <typename T, typename Cfg, bool kLean>
 void launch_main(const PagedParams& p, dim3 grid, cudaStream_t s, bool pdl) {
-  // Cluster split merge: one cluster per (row tile, KV head) spans the grid's z extent (the
-  // splits).
-  const dim3 cluster(1, 1, p.cluster_merge != 0 ? grid.z : 1);
   launch_kernel(paged_attention_kernel<T, Cfg, kLean>, grid, Cfg::kThreads, Cfg::kSmemBytes, s, pdl,
-                p, cluster);
+                p);
 }
 template <typename T, int kDv>
 void launch_merge(const PagedParams& p, dim3 grid, cudaStream_t s, bool pdl) {
