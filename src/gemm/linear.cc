@@ -190,7 +190,7 @@ constexpr int kWgmmaBf256Var = 3;
 /// Since session 13 (round 49, us default 1 -> 21 = 13's warp-specialized chained-pair schedule
 /// in two m64n64 units): Q8_0 M = 512 4096x4096 / 4096x14336 49.8 / 168.6 -> 43.8 / 145.9, M = 768
 /// 98.3 / 335.3 -> 86.6 / 282.5, M = 256 14336x4096 / 6144x4096 101.2 / 49.5 -> 86.1 / 43.3
-/// (+12-19%); IQ2_XXS 73.4 / 249.4, 150.2 / 509.2, 145.4 / 73.2 -> 62.1 / 205.1, 122.5 / 408.8,
+/// (+13-19%); IQ2_XXS 73.4 / 249.4, 150.2 / 509.2, 145.4 / 73.2 -> 62.1 / 205.1, 122.5 / 408.8,
 /// 122.5 / 61.6 (+18-25%).
 constexpr int kWgmmaGroupVar128 = 21;
 /// IQ2_XXS at 128 tokens: 21 (its folded 22 behind the FP16 pre-pass: 69.8 / 231.1, 121.5 /

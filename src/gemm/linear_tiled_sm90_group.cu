@@ -76,7 +76,7 @@ GroupPick pick_cfg(int tok, int var) {
 /// default, +0.4-2.9%), 17 (IQ2) = 16 with 4's computed signs (IQ2_XXS default, +3.8-5.6%;
 /// IQ2_XS -57%: spills), 23 (IQ2, FP16 MMAs; round 49) = 13 with the sub-scales folded into the
 /// decoded weights (one promotion per 64 K) and 4's computed signs (IQ2_XS default: on FP16
-/// +23-29% over 13, BF16 behind the FP16 pre-pass +6-25%), 21 (128 tokens; Q8_0 / IQ2_XXS default)
+/// +29-32% over 13, BF16 behind the FP16 pre-pass +6-25%), 21 (128 tokens; Q8_0 / IQ2_XXS default)
 /// = 13's schedule in two m64n64 units, 22 (IQ2, FP16 MMAs; IQ2_XS default at 128 tokens) = 21
 /// with 23's folding (without the computed signs). Measured and removed: 13 with the computed
 /// signs (IQ2_XXS -3-+1%, IQ2_XS -52%), folded with a promotion per 32 K (IQ2_XS +16-22%),
