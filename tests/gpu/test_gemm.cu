@@ -2044,7 +2044,7 @@ TEST(GemmGpu, TiledWgmmaGgmlFormats) {
       run_wgmma_group_case({f, 300, 72, 512, DType::kFP16, DType::kFP16, true});
     }
   }
-  // The defaults (session 13: Q8_0 16, IQ2_XXS 17, IQ2_XS 13 on BF16 / 20 on FP16 activations)
+  // The defaults (session 13: Q8_0 16, IQ2_XXS 17, IQ2_XS 23: BF16 behind the FP16 pre-pass)
   // with a long K refilling every slot many times, odd pair / quad boundaries of the 5-slot Q8_0
   // ring.
   {
