@@ -109,57 +109,76 @@ void paged_attention(const attention::PagedArgs& args) {
     }
   }
 
-  std::vector<double> logits, acc(s.head_dim_vo);
+  // The q heads of one KV head are computed together, so each K / V element is converted once
+  // per (token, KV head) rather than once per q head (the tests' long contexts); every (token,
+  // head) still accumulates its dot products, weights and output in the same order as one head
+  // alone would.
+  const int64_t dqk = s.head_dim_qk, dv = s.head_dim_vo;
+  std::vector<double> logits, qv(group * dqk), kr(dqk), vr(dv), acc(group * dv), m(group),
+      denom(group), sink(group);
   for (int64_t b = 0; b < s.batch; ++b) {
     const int64_t lq = int64_t(cu[b + 1]) - cu[b];
     const int64_t lk = lens[b];
-    logits.assign(lk, 0.0);
+    logits.assign(group * lk, 0.0);
     for (int64_t i = 0; i < lq; ++i) {
       const int64_t t = cu[b] + i;
       const int64_t diag = i + lk - lq;  // last visible key
       const int64_t first =
           args.window_left >= 0 ? std::max<int64_t>(0, diag - args.window_left) : 0;
-      for (int64_t h = 0; h < s.num_q_heads; ++h) {
-        const int64_t kvh = h / group;
+      for (int64_t kvh = 0; kvh < s.num_kv_heads; ++kvh) {
         const double kd = scale_at(args.k_descale, b, kvh);
         const double vd = scale_at(args.v_descale, b, kvh);
-        double m = kNegInf;
+        for (int64_t g = 0; g < group; ++g) {
+          const int64_t h = kvh * group + g;
+          for (int64_t d = 0; d < dqk; ++d)
+            qv[g * dqk + d] = load_value(args.q, t * args.q.stride[0] + h * args.q.stride[1] + d);
+          m[g] = kNegInf;
+        }
         for (int64_t j = first; j <= diag; ++j) {
           const int64_t page = table[b * args.page_table.stride[0] + j / s.page_size];
           const int64_t koff = page * args.k_cache.stride[0] +
                                (j % s.page_size) * args.k_cache.stride[1] +
                                kvh * args.k_cache.stride[2];
-          double dot = 0;
-          for (int64_t d = 0; d < s.head_dim_qk; ++d)
-            dot += load_value(args.q, t * args.q.stride[0] + h * args.q.stride[1] + d) *
-                   load_value(args.k_cache, koff + d);
-          logits[j] = dot * kd * scale;
-          m = std::max(m, logits[j]);
+          for (int64_t d = 0; d < dqk; ++d) kr[d] = load_value(args.k_cache, koff + d);
+          for (int64_t g = 0; g < group; ++g) {
+            double dot = 0;
+            for (int64_t d = 0; d < dqk; ++d) dot += qv[g * dqk + d] * kr[d];
+            logits[g * lk + j] = dot * kd * scale;
+            m[g] = std::max(m[g], logits[g * lk + j]);
+          }
         }
         const bool has_sink = args.sinks.data != nullptr;
-        const double sink =
-            has_sink ? static_cast<const float*>(args.sinks.data)[h * args.sinks.stride[0]] : 0.0;
-        if (has_sink) m = std::max(m, sink);
-        double denom = has_sink ? std::exp(sink - m) : 0.0;
+        for (int64_t g = 0; g < group; ++g) {
+          const int64_t h = kvh * group + g;
+          sink[g] =
+              has_sink ? static_cast<const float*>(args.sinks.data)[h * args.sinks.stride[0]] : 0.0;
+          if (has_sink) m[g] = std::max(m[g], sink[g]);
+          denom[g] = has_sink ? std::exp(sink[g] - m[g]) : 0.0;
+        }
         std::fill(acc.begin(), acc.end(), 0.0);
         for (int64_t j = first; j <= diag; ++j) {
-          const double p = std::exp(logits[j] - m);
-          denom += p;
           const int64_t page = table[b * args.page_table.stride[0] + j / s.page_size];
           const int64_t voff = page * args.v_cache.stride[0] +
                                (j % s.page_size) * args.v_cache.stride[1] +
                                kvh * args.v_cache.stride[2];
-          for (int64_t d = 0; d < s.head_dim_vo; ++d)
-            acc[d] += p * load_value(args.v_cache, voff + d);
+          for (int64_t d = 0; d < dv; ++d) vr[d] = load_value(args.v_cache, voff + d);
+          for (int64_t g = 0; g < group; ++g) {
+            const double p = std::exp(logits[g * lk + j] - m[g]);
+            denom[g] += p;
+            for (int64_t d = 0; d < dv; ++d) acc[g * dv + d] += p * vr[d];
+          }
         }
-        const bool empty = !(denom > 0);
-        for (int64_t d = 0; d < s.head_dim_vo; ++d)
-          store_value(args.out,
-                      t * args.out.stride[0] + h * args.out.stride[1] + d * args.out.stride[2],
-                      empty ? 0.0 : acc[d] * vd / denom);
-        if (args.lse.data) {
-          const double lse = empty ? kNegInf : (m + std::log(denom)) / std::log(2.0);
-          store_value(args.lse, t * args.lse.stride[0] + h * args.lse.stride[1], lse);
+        for (int64_t g = 0; g < group; ++g) {
+          const int64_t h = kvh * group + g;
+          const bool empty = !(denom[g] > 0);
+          for (int64_t d = 0; d < dv; ++d)
+            store_value(args.out,
+                        t * args.out.stride[0] + h * args.out.stride[1] + d * args.out.stride[2],
+                        empty ? 0.0 : acc[g * dv + d] * vd / denom[g]);
+          if (args.lse.data) {
+            const double lse = empty ? kNegInf : (m[g] + std::log(denom[g])) / std::log(2.0);
+            store_value(args.lse, t * args.lse.stride[0] + h * args.lse.stride[1], lse);
+          }
         }
       }
     }
