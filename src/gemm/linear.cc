@@ -908,6 +908,12 @@ Plan plan(const Caps& caps) {
     // 14.17; MXFP4 W4A16 within +-1 % at M = 16, +5 % at M = 32 4096x14336 (not taken).
     // B12X_GEMM_DECODE_PIPE_KB=<n> overrides (0: the 36 KB of SM12x everywhere).
     if (wf == lin::WFmt::kNvfp4 && p.decode_half && p.decode_pipe && nt == 2) p.decode_pipe_kb = 68;
+    // Per-tensor FP8 at M = 9..16 without the halves likewise (round 49, H200, us, M = 9 / 16,
+    // 36 -> 68 KB): 4096x4096 9.10 / 9.85 -> 9.03 / 9.31, 6144x4096 13.32 / 12.78 -> 13.41 /
+    // 12.40, 2048x7168 (2 warps per tile) 9.76 / 11.15 -> 8.80 / 10.53; with the halves it lost
+    // (14336x4096 20.28 / 20.70 -> 22.97 / 23.60, 4096x14336 21.56 / 22.97 -> 22.35 / 23.05).
+    if (wf == lin::WFmt::kFp8 && !p.decode_half && p.decode_pipe && nt == 2 && M <= 16)
+      p.decode_pipe_kb = 68;
     if (const char* e = std::getenv("B12X_GEMM_DECODE_PIPE_KB"); e != nullptr)
       p.decode_pipe_kb = std::clamp(std::atoi(e), 0, 256);
     // The device's budgets for run (F5 of session 10's review: run reads no device info): the
@@ -929,10 +935,16 @@ Plan plan(const Caps& caps) {
     // M = 16 16.29 / 30.41 / 37.72 / 19.99 / 18.33 -> 15.08 / 28.22 / 33.73 / 18.91 / 17.70
     // (M = 1 / 4 within +-2 %); MXFP8 M = 1 / 4 / 16 1-3 % faster. wgmmas over the CTA's 64 rows
     // (a dropped probe, session 13) lost: M = 4 14336x4096 18.45 -> 23.08, M = 16 without the
-    // halves 20.98 -> 30.54. SM89 / SM12x keep e4m3 mma.sync. B12X_GEMM_DECODE_F8MMA=0|1
-    // overrides.
+    // halves 20.98 -> 30.54. SM89 / SM12x keep e4m3 mma.sync. Round 49 (same comparison, both
+    // in one run): block FP8 M = 9 14.99 / 26.84 / 33.96 / 18.42 / 16.58 -> 13.88 / 25.48 / 30.22
+    // / 17.11 / 15.12, M = 16 16.19 / 30.19 / 37.46 / 19.90 / 18.16 -> 15.06 / 28.50 / 33.70 /
+    // 18.75 / 17.61; MXFP8 M = 4 / 9 / 16 1-3 % faster, but M = 1 (4 warps per tile, the whole K
+    // quantized in every CTA's staging) 30.05 -> 34.18 at 4096x14336 and 11.14 -> 11.66 at
+    // 2048x7168 (round 48 alike: 33.95); per-tensor M = 1 / 4 within +-2 % (6144x4096 M = 4
+    // +2-3 % in both rounds). So f16 at capacities M >= 2; M = 1 keeps e4m3 mma.sync.
+    // B12X_GEMM_DECODE_F8MMA=0|1 overrides.
     if (lin::wtraits(wf).fp8mma) {
-      p.decode_fp8_mma = dev.cc_major == 9 && dev.cc_minor == 0 ? 1 : 0;
+      p.decode_fp8_mma = dev.cc_major == 9 && dev.cc_minor == 0 && M >= 2 ? 1 : 0;
       if (const char* e = std::getenv("B12X_GEMM_DECODE_F8MMA"); e != nullptr)
         p.decode_fp8_mma = e[0] == '1' ? 1 : 0;
     }

@@ -894,6 +894,9 @@ TEST(GemmGpu, DecodeHalvesReduceDefault) {
 
 TEST(GemmGpu, DecodeSliceHalvesFp8) {
   B12X_REQUIRE_GPU();
+  // One warp per tile throughout: the halves' rules (N = 72 and n_for_split(4) would take 2 warps
+  // per tile at M = 9..16 since session 13).
+  ScopedEnv ews("B12X_GEMM_DECODE_PIPE_WS", "1");
   // Per-tensor FP8 weights on the slice halves (8 warps, each on 4 of the 8 atoms of a 256-K
   // slice): by default at M = 9..32 where K is split over at most 2 CTAs of >= 16 slices each
   // (4096x8192: split 2 on the H200), forced by B12X_GEMM_DECODE_HALF=1: K = 4864 (19 slices) in
@@ -927,8 +930,7 @@ TEST(GemmGpu, DecodeSliceHalvesFp8) {
   EXPECT_FALSE(gemm::plan(caps).decode_half);
   caps.max_tokens = 8;
   EXPECT_FALSE(gemm::plan(caps).decode_half);  // one token tile: not by default
-  // One warp per tile where the halves are forced (N = 72 would take 2 per tile at M = 9..16).
-  ScopedEnv eh("B12X_GEMM_DECODE_HALF", "1"), ew1("B12X_GEMM_DECODE_PIPE_WS", "1");
+  ScopedEnv eh("B12X_GEMM_DECODE_HALF", "1");
   EXPECT_TRUE(gemm::plan(caps).decode_half);
   int i = 0;
   for (const char* split : {"1", "4", ""}) {
@@ -966,6 +968,8 @@ TEST(GemmGpu, DecodeFp8MmaKinds) {
     caps.act_dtype = DType::kBF16;
     caps.out_dtype = DType::kBF16;
     EXPECT_EQ(gemm::plan(caps).decode_fp8_mma, sm90 ? 1 : 0);
+    caps.max_tokens = 1;  // M = 1 keeps e4m3 mma.sync
+    EXPECT_EQ(gemm::plan(caps).decode_fp8_mma, 0);
   }
   ScopedEnv es("B12X_GEMM_DECODE_STREAM", "0");
   const std::pair<int64_t, int64_t> shapes[] = {{72, 4864}, {200, 1024}};
@@ -1010,6 +1014,7 @@ TEST(GemmGpu, DecodeFp8MmaKinds) {
     caps.out_dtype = DType::kBF16;
     const bool sm9x = device_info(0).cc_major >= 9;  // the pipelined K parts need SM90+
     EXPECT_EQ(gemm::plan(caps).decode_warp_split, sm9x ? 2 : 1);
+    EXPECT_EQ(gemm::plan(caps).decode_pipe_kb, 68);  // the 68 KB pipelined staging (no halves)
     run_case({LinearFormat::kFp8Tensor, 16, caps.out_features, 7168, DType::kFP8E4M3, DType::kBF16,
               true});
     const gemm::lin::DecodeLaunch l = gemm::lin::last_decode_launch();
