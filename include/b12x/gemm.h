@@ -210,9 +210,9 @@ struct Plan {
   /// since session 10, else 0; B12X_GEMM_DECODE_PIPE_KB=<n> overrides.
   int decode_pipe_kb = 0;
   /// Decode regime, FP8 weight formats, the MMA (session 13): 0 e4m3 mma.sync, 1 f16 MMAs on
-  /// e4m3 fragments converted in the kernel (default on SM90, which has no e4m3 mma.sync and
-  /// lowers it to conversions, f16 MMAs and FADDs per call). B12X_GEMM_DECODE_F8MMA=0|1
-  /// overrides.
+  /// e4m3 fragments converted in the kernel (default on SM90 at capacities M >= 2; SM90 has no
+  /// e4m3 mma.sync and lowers it to conversions, f16 MMAs and FADDs per call).
+  /// B12X_GEMM_DECODE_F8MMA=0|1 overrides.
   int decode_fp8_mma = 0;
   /// Decode regime at M = 1, NVFP4 weights with BF16 activations (raw, or W4A4's pre-pass): the
   /// persistent streaming kernel (lin::launch_linear_stream) with this many K parts per 16-row
