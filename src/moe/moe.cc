@@ -812,10 +812,11 @@ Plan plan(const Caps& caps) {
         p.sm_count = p.cc_major = p.fc2_rows32_ctas = 0;
       }
     }
+    const int nk2 = static_cast<int>(round_up(I, detail::kPrepKAlign) / 128);
     if (p.sm_count > 0 &&
         detail::decode_fc2_rows(p.knobs, caps.max_tokens, R,
                                 static_cast<int>(round_up(H, detail::kPrepRowAlign)), p.sm_count,
-                                p.fc2_rows32_ctas) == 32)
+                                p.fc2_rows32_ctas, nk2) == 32)
       sig << " fc2_rows32";
     if (caps.apply_router_weight_on_input) sig << " weight_on_input";
     std::ostringstream shape;
@@ -959,10 +960,12 @@ void run(const Binding& b, Stream stream) {
     d.sm_count = p.sm_count > 0 ? p.sm_count : device_info(p.caps.device).sm_count;
     // FC2 CTA rows and split from the live tokens and routes (like the ring depth); the plan's
     // partials hold any split up to decode_fc2_split_bound(max routes).
+    const int nk2 = S.L.fc2.K_pad / 128;
     d.fc2_rows = detail::decode_fc2_rows(p.knobs, M, R, S.L.fc2.rows_pad, d.sm_count,
-                                         p.sm_count > 0 ? p.fc2_rows32_ctas : 2);
+                                         p.sm_count > 0 ? p.fc2_rows32_ctas : 2, nk2);
     d.fc2_split = d.fc2_rows == 32 && p.knobs.fc2_split == 0
-                      ? detail::decode_fc2_split32(R, S.L.fc2.rows_pad / 32, d.sm_count)
+                      ? detail::decode_fc2_split32(R, S.L.fc2.rows_pad / 32, d.sm_count,
+                                                   detail::decode_fc2_kil(p.knobs, M, nk2))
                       : detail::decode_fc2_split(R, S.L.fc2.rows_pad / d.fc2_rows, d.sm_count,
                                                  p.knobs.fc2_split);
     d.partial = route_out;  // sized for the plan's split x max_tokens (>= this call's)

@@ -122,7 +122,7 @@ struct DecodeArgs {
   // splits in p order. counters[rows_pad(H) / 16] are zeroed by FC1 every launch.
   int fc2_split = 1;
   int fc2_bal = 0;    // chunk ranges instead of whole tiles per split CTA (launch_decode_stream)
-  int fc2_kil = 0;    // warps take chunks warp, warp + kW, ... of the CTA's range (probe)
+  int fc2_kil = 0;    // warps take chunks warp, warp + kW, ... of the CTA's range (decode_fc2_kil)
   int fc2_rows = 16;  // output rows per FC2 CTA (decode_fc2_rows: 16, or 32 up to 8 tokens)
   float* partial = nullptr;
   int* counters = nullptr;
@@ -260,10 +260,29 @@ int decode_fc1_row_warps(const DecodeKnobs& k, int aquant, bool gated);
 /// shape the plan's knobs select (no environment read here).
 void launch_decode_stream(const DecodeArgs& args, const DecodeKnobs& knobs, bool fp16_operands,
                           Stream stream, bool pdl);
+/// K-interleaved FC2 warps (DecodeArgs::fc2_kil: warp w takes chunks w, w + kW, ... of its CTA's
+/// range, so the CTA's warps stream neighbouring 64-byte pieces of the same rows together, FC1's
+/// K order, at a combine flush per tile and warp) for `tokens` tokens and `nk` FC2 sub-chunks per
+/// tile (K_pad(I) / 128): up to 8 tokens where a tile has >= 16 sub-chunks (>= 2 per warp and
+/// tile). H200 round 49, contiguous -> interleaved, us: MiniMax (nk 24) nvfp4 M = 1 / 2 / 4 / 8
+/// 63.5 -> 61.4, 110.7 -> 104.6, 201.6 -> 195.3, 362.3 -> 341.0, w4a16 M = 1 / 8 59.3 -> 59.1,
+/// 356.5 -> 337.1 (FC2 alone at M = 8, Nsight Compute: 152.9 -> 135.9 us, DRAM 43.0 -> 47.6 %,
+/// 0.56 -> 0.73 issued per scheduler and cycle); slower with nk 4 / 6 / 8 (one flush per 0.5-1
+/// sub-chunk per warp): DeepSeek-TP4 1.026-1.113x, Qwen3-30B 0.989-1.104x, Qwen3.5-TP4
+/// 1.019-1.092x. DecodeKnobs::fc2_kil 0 / 1 forces it. It runs in the 8-warp 3-stage FC2 CTAs
+/// (16 or 32 rows, narrow routing: every FC2 of MiniMax at M <= 8); the others ignore it.
+inline bool decode_fc2_kil(const DecodeKnobs& k, int64_t tokens, int nk) {
+  return k.fc2_kil >= 0 ? k.fc2_kil != 0 : tokens <= 8 && nk >= 16;
+}
 /// FC2 split of the 32-row FC2 CTA (3-stage ring, 2 CTAs per SM): the most CTAs per row block
-/// (<= 4, <= the plan's partials for `routes`) that keep the grid within one wave of 2 per SM.
-inline int decode_fc2_split32(int64_t routes, int64_t row_blocks32, int sm_count) {
-  const int64_t per = 2 * std::max(sm_count, 1) / std::max<int64_t>(row_blocks32, 1);
+/// (<= 4, <= the plan's partials for `routes`) that keep the grid within one wave of 2 per SM;
+/// `kil` (K-interleaved warps): where that fills < 80 % of the wave, the split that covers it
+/// (MiniMax's 192 blocks: 2, 384 CTAs, 1.45 waves; see decode_fc2_rows).
+inline int decode_fc2_split32(int64_t routes, int64_t row_blocks32, int sm_count,
+                              bool kil = false) {
+  const int64_t wave = 2 * std::max(sm_count, 1), rb = std::max<int64_t>(row_blocks32, 1);
+  int64_t per = wave / rb;
+  if (kil && 5 * rb * per < 4 * wave) per = (wave + rb - 1) / rb;
   return static_cast<int>(
       std::max<int64_t>(1, std::min<int64_t>({4, per, decode_fc2_split_bound(routes)})));
 }
@@ -283,13 +302,23 @@ inline int decode_fc2_split32(int64_t routes, int64_t row_blocks32, int sm_count
 /// `ctas32` = the 32-row CTAs (3 stages, 8 tokens) that fit one SM's shared memory: the rule was
 /// measured with 2 per SM (SM90); a device that fits fewer (SM12x: ~100 KB per SM, one 93 KB
 /// CTA) keeps 16 rows unless forced.
+/// `nk`: FC2 sub-chunks per tile (decode_fc2_kil): with K-interleaved warps the 32-row CTA also
+/// runs where only the rounded-up split fills the wave (decode_fc2_split32), from 4 tokens.
+/// H200 round 49, MiniMax nvfp4 (192 blocks), 16 rows interleaved -> 32 rows split 2
+/// interleaved: M = 1 61.4 -> 65.8 us, M = 2 104.6 -> 106.0, M = 4 195.3 -> 192.8, M = 8 341.0
+/// -> 327.3 (FC2 124.0 -> 109.5 in the chain; 362.3 with the session-12 default).
 inline int decode_fc2_rows(const DecodeKnobs& k, int64_t tokens, int64_t routes, int rows_pad,
-                           int sm_count, int ctas32 = 2) {
+                           int sm_count, int ctas32 = 2, int nk = 0) {
   if (k.fc2_rows == 16 || tokens > 8 || routes > kMaxInlineRoutes) return 16;
   if (k.fc2_rows == 32) return 32;
   if (ctas32 < 2) return 16;
   const int64_t rb = rows_pad / 32, wave = 2 * std::max<int64_t>(sm_count, 1);
-  return tokens >= 2 && 5 * rb * decode_fc2_split32(routes, rb, sm_count) >= 4 * wave ? 32 : 16;
+  const bool kil = decode_fc2_kil(k, tokens, nk);
+  const bool rounded_up = kil && 5 * rb * (wave / std::max<int64_t>(rb, 1)) < 4 * wave;
+  return tokens >= (rounded_up ? 4 : 2) &&
+                 5 * rb * decode_fc2_split32(routes, rb, sm_count, kil) >= 4 * wave
+             ? 32
+             : 16;
 }
 /// Dynamic shared memory of the larger FC1 variant (plan-time checks and tests).
 int decode_fc1_smem_bytes();

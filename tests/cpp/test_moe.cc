@@ -566,29 +566,39 @@ TEST(Moe, DecodeFc2RowsRuleOnTheModelShapes) {
   // its one-wave grid of 2 CTAs per SM is >= 80 % full: Qwen3-30B (64 32-row blocks, split 4),
   // DeepSeek-TP4 (224, split 1), Qwen3.5-TP4 (128, split 2); never MiniMax (192: 73 %), M = 1,
   // more than 8 tokens or 128 routes. The knob forces either size within its limits.
+  // Session 13 (round 49): with the K-interleaved FC2 warps (decode_fc2_kil: >= 16 sub-chunks
+  // per tile, MiniMax's I = 3072) MiniMax takes 32 rows from 4 tokens with the rounded-up split 2.
   struct Shape {
     const char* name;
-    int rows_pad, topk, split;
-    bool r32;
+    int rows_pad, topk, split, nk;
+    bool r32, kil;
   };
-  const Shape shapes[] = {{"qwen3-30b", 2048, 8, 4, true},
-                          {"deepseek-tp4", 7168, 8, 1, true},
-                          {"minimax", 6144, 4, 1, false},
-                          {"qwen3.5-tp4", 4096, 10, 2, true}};
+  const Shape shapes[] = {{"qwen3-30b", 2048, 8, 4, 6, true, false},
+                          {"deepseek-tp4", 7168, 8, 1, 4, true, false},
+                          {"minimax", 6144, 4, 2, 24, true, true},
+                          {"qwen3.5-tp4", 4096, 10, 2, 8, true, false}};
   const moe::DecodeKnobs def;
   for (const Shape& s : shapes)
     for (int m : {1, 2, 4, 8, 9}) {
       const int routes = m * s.topk;
-      const int want = s.r32 && m >= 2 && m <= 8 ? 32 : 16;
-      EXPECT_EQ(moe::detail::decode_fc2_rows(def, m, routes, s.rows_pad, 132), want)
+      const bool kil = s.kil && m <= 8;
+      EXPECT_EQ(moe::detail::decode_fc2_kil(def, m, s.nk), kil) << s.name << " M=" << m;
+      const int want = s.r32 && m >= (s.kil ? 4 : 2) && m <= 8 ? 32 : 16;
+      EXPECT_EQ(moe::detail::decode_fc2_rows(def, m, routes, s.rows_pad, 132, 2, s.nk), want)
           << s.name << " M=" << m;
       if (want == 32) {
-        EXPECT_EQ(moe::detail::decode_fc2_split32(routes, s.rows_pad / 32, 132), s.split)
+        EXPECT_EQ(moe::detail::decode_fc2_split32(routes, s.rows_pad / 32, 132, kil), s.split)
             << s.name << " M=" << m;
-        EXPECT_LE(moe::detail::decode_fc2_split32(routes, s.rows_pad / 32, 132),
+        EXPECT_LE(moe::detail::decode_fc2_split32(routes, s.rows_pad / 32, 132, kil),
                   moe::detail::decode_fc2_split_bound(routes));
       }
     }
+  // Without the interleave (nk unknown, or forced off) MiniMax keeps 16 rows (73 % of the wave).
+  moe::DecodeKnobs no_kil;
+  no_kil.fc2_kil = 0;
+  EXPECT_EQ(moe::detail::decode_fc2_rows(def, 8, 32, 6144, 132), 16);
+  EXPECT_EQ(moe::detail::decode_fc2_rows(no_kil, 8, 32, 6144, 132, 2, 24), 16);
+  EXPECT_FALSE(moe::detail::decode_fc2_kil(no_kil, 8, 24));
   moe::DecodeKnobs k16, k32;
   k16.fc2_rows = 16;
   k32.fc2_rows = 32;
@@ -605,9 +615,11 @@ TEST(Moe, DecodeFc2RowsRuleOnTheModelShapes) {
   for (int sms : {1, 48, 84, 132, 188})
     for (int routes = 1; routes <= 128; ++routes)
       for (int rb : {1, 32, 64, 224, 4096}) {
-        const int p = moe::detail::decode_fc2_split32(routes, rb, sms);
-        EXPECT_GE(p, 1);
-        EXPECT_LE(p, moe::detail::decode_fc2_split_bound(routes));
+        for (bool kil : {false, true}) {
+          const int p = moe::detail::decode_fc2_split32(routes, rb, sms, kil);
+          EXPECT_GE(p, 1);
+          EXPECT_LE(p, moe::detail::decode_fc2_split_bound(routes));
+        }
       }
 }
 

@@ -765,69 +765,74 @@ TEST(MoeGpu, DecodeStreamFc2RowsAreBitEqual) {
 
 TEST(MoeGpu, DecodeStreamFc2KInterleaved) {
   B12X_REQUIRE_GPU();
-  // FC2 warps taking every 8th (4th) chunk of their CTA's range (B12X_MOE_FC2_KIL=1, read by plan)
-  // instead of a contiguous range, against the reference: 16 rows (splits by the rule and 1 / 2 /
-  // 4 forced, whole tiles or equal chunk ranges per split CTA) and 32 rows, fewer sub-chunks per
-  // tile than warps (I = 256: 2), nvfp4, MXFP8 on E8M0 weights, FP16 w4a16, H = 992, 1 token,
-  // the wide routing (160 routes: 4-warp FC2 above 32 tokens) and a graph replay with new routes.
+  // FC2 warps taking every 8th chunk of their CTA's range (DecodeArgs::fc2_kil, the 8-warp 3-stage
+  // CTAs: by decode_fc2_kil where a tile has >= 16 sub-chunks, or B12X_MOE_FC2_KIL=1, read by
+  // plan) against the reference. I = 2048 (16 sub-chunks per tile, the rule's threshold): the
+  // rule's 16-row CTA (split 4), 32 rows with split 2, 16 rows with whole tiles per split CTA, and
+  // a graph replay with new routes; forced with fewer sub-chunks per tile than warps (FP16 w4a16,
+  // I = 256: 2; MXFP8 on E8M0 weights, I = 384: 3) and at 1 token (the 3-stage CTA, no deep ring).
+  struct Var {
+    Case c;
+    const char *kil, *split, *rows, *bal, *deep;
+  };
   const Fp4Variant a16{QuantMode::kW4A16, SourceFormat::kModeloptNvfp4, DType::kFP16,
                        Activation::kSilu};
-  const Case cases[] = {fp4_variant_case(kNvfp4Silu, 16, 1024, 3072, 8, 8, 1),
-                        fp4_variant_case(kMxSitu, 16, 512, 384, 5, 4, 1),
-                        fp4_variant_case(a16, 32, 992, 256, 8, 6, 1),
-                        fp4_variant_case(kNvfp4Silu, 8, 992, 512, 1, 2, 1),
-                        fp4_variant_case(kNvfp4Silu, 16, 2304, 256, 40, 8, 1)};
-  struct Var {
-    const char *split, *rows, *bal;
-  };
-  const Var vars[] = {{nullptr, nullptr, nullptr}, {"1", "16", nullptr}, {"2", "16", nullptr},
-                      {"4", "16", nullptr},        {"2", "16", "0"},     {"2", "32", nullptr}};
-  for (const Case& c : cases)
-    for (const Var& v : vars) {
-      SCOPED_TRACE(c.name() + " split " + (v.split ? v.split : "rule") + " rows " +
-                   (v.rows ? v.rows : "rule") + (v.bal ? " whole tiles" : ""));
-      Problem P;
-      P.make(c);
-      ASSERT_EQ(setenv("B12X_MOE_FC2_KIL", "1", 1), 0);
-      if (v.split) ASSERT_EQ(setenv("B12X_MOE_FC2_SPLIT", v.split, 1), 0);
-      if (v.rows) ASSERT_EQ(setenv("B12X_MOE_FC2_ROWS", v.rows, 1), 0);
-      if (v.bal) ASSERT_EQ(setenv("B12X_MOE_FC2_BAL", v.bal, 1), 0);
-      GpuRun G(P);  // the plan reads the knobs
-      unsetenv("B12X_MOE_FC2_KIL");
-      unsetenv("B12X_MOE_FC2_SPLIT");
-      unsetenv("B12X_MOE_FC2_ROWS");
-      unsetenv("B12X_MOE_FC2_BAL");
-      ASSERT_TRUE(G.ok);
-      const std::vector<uint16_t> eager = G.run_eager();
-      check_against_reference(P, G.as_float(eager), 0.9999);
-      if (v.split != nullptr) continue;
-      // Graph replay with new routes matches eager.
-      cudaStream_t s;
-      B12X_TEST_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-      cudaGraph_t graph;
-      cudaGraphExec_t exec;
-      B12X_TEST_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-      const b12x_status st = G.launch(s);
-      B12X_TEST_CUDA(cudaStreamEndCapture(s, &graph));
-      ASSERT_EQ(st, B12X_OK) << b12x_last_error();
-      B12X_TEST_CUDA(cudaGraphInstantiate(&exec, graph, 0));
-      Problem Q = P;
-      Q.new_routes();
-      G.ids.upload(Q.ids);
-      G.wts.upload(Q.wts);
-      G.out.poison();
-      B12X_TEST_CUDA(cudaDeviceSynchronize());
-      B12X_TEST_CUDA(cudaGraphLaunch(exec, s));
-      B12X_TEST_CUDA(cudaStreamSynchronize(s));
-      const auto replay = G.out.download();
-      const auto again = G.run_eager(s);
-      EXPECT_EQ(std::memcmp(replay.data(), again.data(), 2 * replay.size()), 0)
-          << "K-interleaved FC2: replay differs from eager";
-      check_against_reference(Q, G.as_float(replay), 0.9999);
-      cudaGraphExecDestroy(exec);
-      cudaGraphDestroy(graph);
-      cudaStreamDestroy(s);
-    }
+  const Case c16 = fp4_variant_case(kNvfp4Silu, 16, 512, 2048, 4, 4, 1);
+  const Var vars[] = {
+      {c16, nullptr, nullptr, nullptr, nullptr, nullptr},
+      {c16, nullptr, "2", "32", nullptr, nullptr},
+      {c16, nullptr, "2", "16", "0", nullptr},
+      {fp4_variant_case(a16, 32, 992, 256, 8, 6, 1), "1", nullptr, nullptr, nullptr, nullptr},
+      {fp4_variant_case(kMxSitu, 16, 512, 384, 5, 4, 1), "1", nullptr, nullptr, nullptr, nullptr},
+      {fp4_variant_case(kNvfp4Silu, 8, 992, 512, 1, 2, 1), "1", nullptr, nullptr, nullptr, "0"}};
+  for (const Var& v : vars) {
+    SCOPED_TRACE(v.c.name() + " kil " + (v.kil ? v.kil : "rule") + " split " +
+                 (v.split ? v.split : "rule") + " rows " + (v.rows ? v.rows : "rule") +
+                 (v.bal ? " whole tiles" : ""));
+    if (!v.kil)
+      EXPECT_TRUE(
+          moe::detail::decode_fc2_kil(moe::DecodeKnobs{}, v.c.M, static_cast<int>(v.c.I / 128)));
+    Problem P;
+    P.make(v.c);
+    const std::pair<const char*, const char*> env[] = {{"B12X_MOE_FC2_KIL", v.kil},
+                                                       {"B12X_MOE_FC2_SPLIT", v.split},
+                                                       {"B12X_MOE_FC2_ROWS", v.rows},
+                                                       {"B12X_MOE_FC2_BAL", v.bal},
+                                                       {"B12X_MOE_FC2_DEEP", v.deep}};
+    for (const auto& e : env)
+      if (e.second) ASSERT_EQ(setenv(e.first, e.second, 1), 0);
+    GpuRun G(P);  // the plan reads the knobs
+    for (const auto& e : env) unsetenv(e.first);
+    ASSERT_TRUE(G.ok);
+    check_against_reference(P, G.as_float(G.run_eager()), 0.9999);
+    if (&v != &vars[0]) continue;
+    // Graph replay of the rule's plan with new routes matches eager.
+    cudaStream_t s;
+    B12X_TEST_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    B12X_TEST_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    const b12x_status st = G.launch(s);
+    B12X_TEST_CUDA(cudaStreamEndCapture(s, &graph));
+    ASSERT_EQ(st, B12X_OK) << b12x_last_error();
+    B12X_TEST_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+    Problem Q = P;
+    Q.new_routes();
+    G.ids.upload(Q.ids);
+    G.wts.upload(Q.wts);
+    G.out.poison();
+    B12X_TEST_CUDA(cudaDeviceSynchronize());
+    B12X_TEST_CUDA(cudaGraphLaunch(exec, s));
+    B12X_TEST_CUDA(cudaStreamSynchronize(s));
+    const auto replay = G.out.download();
+    const auto again = G.run_eager(s);
+    EXPECT_EQ(std::memcmp(replay.data(), again.data(), 2 * replay.size()), 0)
+        << "K-interleaved FC2: replay differs from eager";
+    check_against_reference(Q, G.as_float(replay), 0.9999);
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    cudaStreamDestroy(s);
+  }
 }
 
 TEST(MoeGpu, DecodeStreamFc2RowsDefaultRule) {

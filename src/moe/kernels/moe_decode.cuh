@@ -1005,8 +1005,10 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
 // ---- [FC2] kR (16 or 32) output rows x every route per CTA, combine fused ------------------
 // kW warps with a kS-stage ring each (DecodeCfg: 8 x 3, 8 x 5 deep, 8 x 2, 4 x 4; 32 rows: 8 x 2
 // (3 CTAs per SM, the register cap of FC1) or 8 x 3 (2 per SM)).
+// kKil: the K-interleaved warp chunks of DecodeArgs::fc2_kil (8 warps x 3 stages, narrow
+// routing; a template constant, so the contiguous ranges' code is unchanged).
 template <typename OpT, bool kFold, int kSK, int kW, int kS, int kRC = detail::kMaxInlineRoutes,
-          int kR = DecodeCfg::kFc2Rows>
+          int kR = DecodeCfg::kFc2Rows, bool kKil = false>
 __global__ void __launch_bounds__(32 * kW, kR == 32             ? (kS == 2 ? 3 : 2)
                                            : kW == 8 && kS == 2 ? 4
                                                                 : 1)
@@ -1015,6 +1017,8 @@ __global__ void __launch_bounds__(32 * kW, kR == 32             ? (kS == 2 ? 3 :
   static_assert(
       kR == 16 || (kR == 32 && kW == 8 && (kS == 2 || kS == 3) && kRC == detail::kMaxInlineRoutes),
       "FC2 rows: 16, or 32 with 8 warps, 2-3 stages and the narrow routing");
+  static_assert(!kKil || (kW == 8 && kS == 3 && kRC == detail::kMaxInlineRoutes),
+                "K-interleaved FC2 warps: the 8-warp 3-stage CTA, narrow routing");
   constexpr int kM = kR / 16, kStage = C::fc2_stage(kR);
   using St = WarpStage<kR>;
   constexpr int kRing = C::fc2_ring(kW, kS, kR);
@@ -1063,11 +1067,12 @@ __global__ void __launch_bounds__(32 * kW, kR == 32             ? (kS == 2 ? 3 :
   const int c_lo = bal ? N2 * split / P : 0;
   const int cta_tiles = split < ntiles ? (ntiles - split + P - 1) / P : 0;
   const int total = bal ? N2 * (split + 1) / P - c_lo : cta_tiles * nk;
-  // fc2_kil (probe): warp w takes chunks w, w + kW, ... of the CTA's range instead, so that
-  // the CTA's warps stream neighbouring sub-chunks of the same rows at a time (FC1's K order:
-  // a row's 64-byte pieces in flight together) at the cost of a combine flush per tile and warp.
-  const bool kil = a.fc2_kil != 0;
-  const int jstep = kil ? kW : 1;
+  // fc2_kil (decode_fc2_kil: tiles of >= 16 sub-chunks): warp w takes chunks w, w + kW, ... of
+  // the CTA's range instead, so that the CTA's warps stream neighbouring sub-chunks of the same
+  // rows at a time (FC1's K order: a row's 64-byte pieces in flight together) at the cost of a
+  // combine flush per tile and warp (H200 round 49: MiniMax's FC2 alone 152.9 -> 135.9 us).
+  constexpr bool kil = kKil;
+  constexpr int jstep = kil ? kW : 1;
   const int j0 = kil ? c_lo + warp : c_lo + warp * total / kW;
   const int n_my =
       kil ? (warp < total ? (total - warp + kW - 1) / kW : 0) : c_lo + (warp + 1) * total / kW - j0;
@@ -1090,19 +1095,30 @@ __global__ void __launch_bounds__(32 * kW, kR == 32             ? (kS == 2 ? 3 :
   auto issue = [&](int slot, const typename St::Src& sc, int kk, bool weights, bool acts) {
     St::issue(ring_sa + slot * kStage, sc, wstep, kk, kSK, lane, weights, acts);
   };
+  // Steps a cursor to this warp's next chunk; true where that enters another tile.
+  auto step = [&](ChunkCursor& cu) {
+    if constexpr (kil) {
+      const int pt = cu.t;
+      cu.next(nk, jstep);
+      return cu.t != pt;
+    } else {
+      cu.next(nk);
+      return cu.k == 0;
+    }
+  };
   ChunkCursor ni = first;  // the next chunk to load
   {
     ChunkCursor wc = first;  // the weights' cursor in the first pass
     prime_ring<kS>(n_my, [&](int s) {
       issue(s, src_of(wc.t), wc.k, true, false);
-      wc.next(nk, jstep);
+      step(wc);
     });
   }
   pdl_wait();  // the intermediate is written by FC1
   pdl_trigger();
   prime_ring<kS>(n_my, [&](int s) {
     issue(s, src_of(ni.t), ni.k, false, true);
-    ni.next(nk, jstep);
+    step(ni);
   });
   // Sources of the next chunk's tile, rebuilt only when the cursor enters a new tile.
   typename St::Src nsrc{};
@@ -1135,14 +1151,10 @@ __global__ void __launch_bounds__(32 * kW, kR == 32             ? (kS == 2 ? 3 :
     __syncwarp();
     if (c + kS < n_my) {
       issue(slot, nsrc, ni.k, true, true);
-      const int pt = ni.t;
-      ni.next(nk, jstep);
-      if (ni.t != pt && c + kS + 1 < n_my) nsrc = src_of(ni.t);
+      if (step(ni) && c + kS + 1 < n_my) nsrc = src_of(ni.t);
     }
     cp_async_commit();
-    const int ct = cur.t;
-    cur.next(nk, jstep);
-    if (cur.t == ct && c + 1 < n_my) continue;  // the range stays in this tile
+    if (!step(cur) && c + 1 < n_my) continue;  // the range stays in this tile
     // Tile (slice) done: out[token, row] += w_route * (alpha * acc). Columns one at a time in
     // slot order, so duplicate (token, expert) routes never race and the order is fixed.
     for (int col = 0; col < tl.z; ++col) {
