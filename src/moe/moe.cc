@@ -818,6 +818,8 @@ Plan plan(const Caps& caps) {
                                 static_cast<int>(round_up(H, detail::kPrepRowAlign)), p.sm_count,
                                 p.fc2_rows32_ctas, nk2) == 32)
       sig << " fc2_rows32";
+    // The K-interleaved FC2 kernels (decode_fc2_kil, from the weights' I and the capacity).
+    if (stream && detail::decode_fc2_kil(p.knobs, caps.max_tokens, nk2)) sig << " fc2_kil";
     if (caps.apply_router_weight_on_input) sig << " weight_on_input";
     std::ostringstream shape;
     shape << "E=" << E << " H=" << H << " I=" << I << " max_tokens=" << caps.max_tokens
