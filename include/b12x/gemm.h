@@ -307,9 +307,9 @@ struct Plan {
   /// n > 1 = bands of n token tiles (B12X_GEMM_WGMMA_RASTER=<n> overrides).
   int tiled_wgmma_raster = 0;
   /// GGML group kernel, IQ2 with BF16 activations on a variant that folds the sub-scales into
-  /// FP16 weights (B12X_GEMM_WGMMA_GROUP_VAR=19|20): the activations converted to FP16 with a
-  /// power-of-two scale per token row (lin::launch_ggml_act_f16) into scratch at off_f16x
-  /// (M x K FP16, then M fp32 scales).
+  /// FP16 weights (22 / 23; the IQ2_XS defaults since session 13): the activations converted to
+  /// FP16 with a power-of-two scale per token row (lin::launch_ggml_act_f16) into scratch at
+  /// off_f16x (M x K FP16, then M fp32 scales).
   bool tiled_wgmma_f16x = false;
   int64_t off_f16x = 0;
   bool pdl = false;  ///< programmatic dependent launch (SM90+; B12X_GEMM_PDL=0 disables)

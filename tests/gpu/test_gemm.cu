@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
@@ -416,7 +417,9 @@ struct Runner {
 
 /// Runs one case end to end; returns false (with a gtest failure) on mismatch.
 /// `tiled_wgmma`: where given, receives the plan's wgmma token width (0: not the wgmma kernel).
-void run_case(const Case& c, bool graph_replay = false, int* tiled_wgmma = nullptr) {
+/// `tweak`: where given, edits the host activations before they are uploaded.
+void run_case(const Case& c, bool graph_replay = false, int* tiled_wgmma = nullptr,
+              const std::function<void(Acts&)>& tweak = nullptr) {
   SCOPED_TRACE(name(c));
   const int dev = 0;
   HostWeight hw = make_weight(c.fmt, c.N, c.K);
@@ -429,6 +432,7 @@ void run_case(const Case& c, bool graph_replay = false, int* tiled_wgmma = nullp
   }
   Acts a;
   make_acts(c, a);
+  if (tweak) tweak(a);
   a.upload();
   gemm::Caps caps;
   caps.device = dev;
@@ -2094,8 +2098,8 @@ TEST(GemmGpu, TiledWgmmaGroupProbes) {
       // 21 / 22: 128-token CTAs.
       ScopedEnv et2("B12X_GEMM_WGMMA_GROUP_TOK", v == "21" || v == "22" ? "128" : "256");
       // The folded variants on BF16 activations run behind the FP16 pre-pass.
-      run_wgmma_group_case({f, 520, 136, 4096, DType::kBF16, DType::kBF16, false});
-      if (fold) run_wgmma_group_case({f, 520, 136, 4096, DType::kFP16, DType::kBF16, false});
+      run_wgmma_group_case({f, 300, 136, 2048, DType::kBF16, DType::kBF16, false});
+      if (fold) run_wgmma_group_case({f, 300, 136, 2048, DType::kFP16, DType::kBF16, false});
       run_wgmma_group_case({f, 200, 200, q8 ? 1312 : 1280, DType::kBF16, DType::kFP16, true});
       run_wgmma_group_case({f, 300, 72, 512, DType::kFP16, DType::kFP16, true});
     }
@@ -2105,6 +2109,34 @@ TEST(GemmGpu, TiledWgmmaGroupProbes) {
   ScopedEnv ev("B12X_GEMM_WGMMA_GROUP_VAR", "23");
   for (int64_t K : {7168, 14336, 16640})
     run_wgmma_group_case({LinearFormat::kIq2Xs, 130, 72, K, DType::kBF16, DType::kBF16, true});
+}
+
+/// The FP16 pre-pass's per-token scale on extreme BF16 rows (IQ2_XS's default 23 behind it): a
+/// zero row and a row of BF16 subnormals (scale 1; the subnormals flush to FP16 zero, far below
+/// the tolerance), a row spanning 2^-40..1 (elements below 2^-32 of its largest round on FP16's
+/// grid), then every row scaled by 2^100 (past FP16's range: scales 2^-87..).
+TEST(GemmGpu, TiledWgmmaGroupF16xRows) {
+  B12X_REQUIRE_GPU();
+  ScopedEnv eg("B12X_GEMM_WGMMA_GROUP", "1"), et("B12X_GEMM_WGMMA_GROUP_TOK", "256");
+  const Case c{LinearFormat::kIq2Xs, 130, 72, 1024, DType::kBF16, DType::kBF16, true};
+  auto scale_rows = [](Acts& a, int64_t m0, int64_t m1, auto&& f) {
+    uint16_t* x = reinterpret_cast<uint16_t*>(a.x.data());
+    for (int64_t m = m0; m < m1; ++m)
+      for (int64_t k = 0; k < a.x_cols; ++k) {
+        uint16_t& h = x[m * a.x_cols + k];
+        h = to_half_bits(from_half_bits(h, DType::kBF16) * f(k), DType::kBF16);
+      }
+  };
+  int wgmma = 0;
+  run_case(c, false, &wgmma, [&](Acts& a) {
+    scale_rows(a, 0, 1, [](int64_t) { return 0.f; });
+    scale_rows(a, 1, 2, [](int64_t) { return std::ldexp(1.f, -130); });
+    scale_rows(a, 2, 3, [](int64_t k) { return std::ldexp(1.f, -static_cast<int>(k % 41)); });
+  });
+  run_case(c, false, &wgmma,
+           [&](Acts& a) { scale_rows(a, 0, c.M, [](int64_t) { return std::ldexp(1.f, 100); }); });
+  const auto& d = device_info(0);
+  if (d.cc_major == 9 && d.cc_minor == 0) EXPECT_EQ(wgmma, 256);
 }
 
 TEST(GemmGpu, ThousandsOfTokens) {

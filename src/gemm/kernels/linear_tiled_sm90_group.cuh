@@ -187,8 +187,8 @@ __global__ void __launch_bounds__(wgmma_group_threads(kMode), 1)
                 "the chained pair: overlapped 256-token units");
   static_assert(kPer < 4 || (kChain && (kMode & kGroupWs) != 0), "chained quads: warp-specialized");
   constexpr bool kWs = (kMode & kGroupWs) != 0;
-  // kWs: the ring stays slot-wise (kPer = 2 there: the MMA warps' chained pair, each slot released
-  // after the pair).
+  // kWs: the ring stays slot-wise (kPer = 2 / 4 there: the MMA warps' chained pair, each slot
+  // released after the pair, or quad, each slot released once its last unit retired).
   constexpr int kStages = kWs ? C::kStages : C::kStages / kPer * kPer;
   constexpr int kRing = kStages / kPer;  // barrier groups in the ring
   static_assert(kWs || kRing >= 2, "pipeline depth in barrier groups");
