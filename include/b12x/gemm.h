@@ -207,13 +207,17 @@ struct Plan {
   /// Decode regime: the pipelined staging's two buffers get n KB where the device's shared memory
   /// per block allows (SM90: up to ~170; 0: the 36 KB that fit SM12x), so the slice halves at
   /// M = 9..32 stage more than one slice per chunk. Default 68 in the NVFP4 halves at M = 9..32
-  /// since session 10, else 0; B12X_GEMM_DECODE_PIPE_KB=<n> overrides.
+  /// since session 10 and for per-tensor FP8 at M = 9..16 without the halves since session 13,
+  /// else 0; B12X_GEMM_DECODE_PIPE_KB=<n> overrides.
   int decode_pipe_kb = 0;
   /// Decode regime, FP8 weight formats, the MMA (session 13): 0 e4m3 mma.sync, 1 f16 MMAs on
-  /// e4m3 fragments converted in the kernel (default on SM90 at capacities M >= 2; SM90 has no
-  /// e4m3 mma.sync and lowers it to conversions, f16 MMAs and FADDs per call).
-  /// B12X_GEMM_DECODE_F8MMA=0|1 overrides.
+  /// e4m3 fragments converted in the kernel (default on SM90 for runs at M >= 2, plans of any
+  /// capacity >= 2; SM90 has no e4m3 mma.sync and lowers it to conversions, f16 MMAs and FADDs
+  /// per call). B12X_GEMM_DECODE_F8MMA=0|1 overrides (for every M).
   int decode_fp8_mma = 0;
+  /// The same for runs at M = 1 (0 unless B12X_GEMM_DECODE_F8MMA forces a kind: f16 MMAs lost
+  /// for MXFP8 at M = 1, session 13).
+  int decode_fp8_mma_m1 = 0;
   /// Decode regime at M = 1, NVFP4 weights with BF16 activations (raw, or W4A4's pre-pass): the
   /// persistent streaming kernel (lin::launch_linear_stream) with this many K parts per 16-row
   /// tile (1, 2, 4, 8; 0 = the decode kernel), registers for decode_stream_occ (2 or 3) CTAs per

@@ -941,13 +941,17 @@ Plan plan(const Caps& caps) {
     // 18.75 / 17.61; MXFP8 M = 4 / 9 / 16 1-3 % faster, but M = 1 (4 warps per tile, the whole K
     // quantized in every CTA's staging) 30.05 -> 34.18 at 4096x14336 and 11.14 -> 11.66 at
     // 2048x7168 (round 48 alike: 33.95); per-tensor M = 1 / 4 within +-2 % (6144x4096 M = 4
-    // +2-3 % in both rounds). So f16 at capacities M >= 2; M = 1 keeps e4m3 mma.sync.
-    // B12X_GEMM_DECODE_F8MMA=0|1 overrides.
-    if (lin::wtraits(wf).fp8mma) {
-      p.decode_fp8_mma = dev.cc_major == 9 && dev.cc_minor == 0 && M >= 2 ? 1 : 0;
-      if (const char* e = std::getenv("B12X_GEMM_DECODE_F8MMA"); e != nullptr)
-        p.decode_fp8_mma = e[0] == '1' ? 1 : 0;
-    }
+    // +2-3 % in both rounds). So f16 for runs at M >= 2 (run picks by the bound M; set below for
+    // every plan, whatever its capacity); M = 1 keeps e4m3 mma.sync.
+  }
+  // FP8 weights: the decode kernel's MMA kind (see above) for runs at M >= 2 and at M = 1, set
+  // for plans of any capacity (a capacity-8192 plan still decodes at M <= 32).
+  // B12X_GEMM_DECODE_F8MMA=0|1 forces one kind for every M.
+  if (lin::wtraits(wf).fp8mma) {
+    p.decode_fp8_mma = dev.cc_major == 9 && dev.cc_minor == 0 && M >= 2 ? 1 : 0;
+    p.decode_fp8_mma_m1 = 0;
+    if (const char* e = std::getenv("B12X_GEMM_DECODE_F8MMA"); e != nullptr)
+      p.decode_fp8_mma = p.decode_fp8_mma_m1 = e[0] == '1' ? 1 : 0;
   }
   // The M = 1 stream kernel, for a run whose bound M is 1.
   if (M >= 1 && p.regime != Regime::kTiled) {
@@ -1771,7 +1775,7 @@ void run(const Binding& b, Stream stream) {
           lin::kDecodeDeepBudget)
     p.decode_deep = plan.decode_deep;
   p.decode_seg_stage = plan.decode_seg_stage ? 1 : 0;
-  p.decode_mma = plan.decode_fp8_mma;
+  p.decode_mma = M >= 2 ? plan.decode_fp8_mma : plan.decode_fp8_mma_m1;
   p.decode_lean = plan.decode_lean && lin::decode_lean_available(
                                           im.wfmt, fp16, nt, std::max(p.decode_ws, 1),
                                           p.decode_pipe != 0, p.decode_half != 0, p.decode_deep)

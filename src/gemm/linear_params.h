@@ -36,7 +36,7 @@ struct LinearParams {
   int decode_deep;          // decode kernel: extra ring stages (kDeep, M = 1 warp-split, probe)
   int decode_seg_stage;     // decode kernel: staging copies by 32-piece segments per warp
   int decode_lean;          // decode kernel: per-slice bookkeeping by running pointers (kLean)
-  int decode_mma;           // decode kernel, FP8 weights: 0 e4m3 mma.sync, 1 f16 MMAs, 2 wgmma
+  int decode_mma;           // decode kernel, FP8 weights: 0 e4m3 mma.sync, 1 f16 MMAs
   int64_t ldx_bytes;        // row stride of quantized x in bytes
   const uint8_t* xq_scale;  // nvfp4/mxfp4 swizzled scale bytes, or e8m0 rows
   int xs_kind;              // XsSrc: where the fp32 group scales come from

@@ -1023,6 +1023,20 @@ TEST(GemmGpu, DecodeFp8MmaKinds) {
               true});
     const gemm::lin::DecodeLaunch l = gemm::lin::last_decode_launch();
     EXPECT_TRUE(l.nt == 2 && l.ws == (sm9x ? 2 : 1) && l.pipe);
+    // That capacity-16 plan run at M = 1 / 5 / 8 (one token tile, its 2 warps per tile and the
+    // pipelined staging where M >= 2; e4m3 mma.sync at M = 1), and a capacity-64 plan (the tiled
+    // regime's) decoding at M = 16 / 1: the MMA kind by the run's M.
+    for (int64_t M : {1, 5, 8}) {
+      run_case({LinearFormat::kFp8Tensor, M, caps.out_features, 7168, DType::kFP8E4M3, DType::kBF16,
+                M == 5, false, gemm::Regime::kAuto, 16});
+      const gemm::lin::DecodeLaunch lm = gemm::lin::last_decode_launch();
+      EXPECT_TRUE(lm.nt == 1 && lm.mma == (sm90 && M >= 2 ? 1 : 0)) << "M = " << M;
+    }
+    for (int64_t M : {16, 1}) {
+      run_case({LinearFormat::kFp8Tensor, M, 72, 4864, DType::kFP8E4M3, DType::kBF16, false, false,
+                gemm::Regime::kAuto, 64});
+      EXPECT_EQ(gemm::lin::last_decode_launch().mma, sm90 && M >= 2 ? 1 : 0) << "M = " << M;
+    }
     caps.out_features = 64 * device_info(0).sm_count;  // CTAs for every SM: one warp per tile
     EXPECT_EQ(gemm::plan(caps).decode_warp_split, 1);
   }
