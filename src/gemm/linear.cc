@@ -1293,7 +1293,10 @@ Plan plan(const Caps& caps) {
     if (p.stream_rows_parts > 0)
       sig << " stream_r4=" << p.stream_rows_parts << (p.stream_rows_split > 1 ? "+reduce" : "");
     if (p.stream16_tw > 0)
-      sig << " stream16=" << p.stream16_tw << (p.stream16_split > 1 ? "+reduce" : "");
+      sig << " stream16=" << p.stream16_tw << (p.stream16_split > 1 ? "+reduce" : "")
+          << (p.stream16_qx ? " qx" : "");
+    // The pre-pass: every run of a quantized-activation format but the block kernel's with qx
+    // (M = 5..16), which converts them itself.
     if (p.act_prepass) sig << " act_prepass";
     b12x::detail::resolve_kernels(op, caps.device, sig.str(), p.describe());
   }

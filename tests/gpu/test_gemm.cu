@@ -1480,23 +1480,27 @@ TEST(GemmGpu, DecodeStream16) {
   // above M, replayed graphs. lin::last_stream_launch() says which kernel ran (rows = 16 x tw).
   ScopedEnv e16("B12X_GEMM_STREAM16", "1");
   int i = 0;
-  for (const char* tw : {"1", "2"})
-    for (const char* sp : {"1", "3"})
-      for (int64_t M : {5, 8, 9, 16}) {
-        ScopedEnv et("B12X_GEMM_STREAM16_TW", tw), es("B12X_GEMM_STREAM16_SPLIT", sp);
-        const LinearFormat f = (i % 2) ? LinearFormat::kNvfp4 : LinearFormat::kNvfp4W4A16;
-        const int64_t K = (i % 3) == 0 ? 4832 : (i % 3) == 1 ? 1280 : 1312;
-        const int64_t N = (i % 4) < 2 ? 72 : 200;
-        Case c{f, M, N, K, DType::kBF16, (i % 5) == 0 ? DType::kFP16 : DType::kBF16, (i % 2) == 0};
-        c.max_tokens = (i % 3) == 1 ? 16 : M;
-        ++i;
-        const int64_t before = gemm::lin::last_stream_launch().serial;
-        run_case(c, /*graph_replay=*/(i % 7) == 0);
-        const gemm::lin::StreamLaunch l = gemm::lin::last_stream_launch();
-        EXPECT_GT(l.serial, before) << "tw " << tw << " split " << sp << " M " << M;
-        EXPECT_EQ(l.rows, 16 * std::atoi(tw));
-        EXPECT_EQ(l.split, std::atoi(sp)) << "K " << K;
-      }
+  {
+    ScopedEnv eq0("B12X_GEMM_STREAM16_QX", "0");  // W4A4 through the pre-pass here
+    for (const char* tw : {"1", "2"})
+      for (const char* sp : {"1", "3"})
+        for (int64_t M : {5, 8, 9, 16}) {
+          ScopedEnv et("B12X_GEMM_STREAM16_TW", tw), es("B12X_GEMM_STREAM16_SPLIT", sp);
+          const LinearFormat f = (i % 2) ? LinearFormat::kNvfp4 : LinearFormat::kNvfp4W4A16;
+          const int64_t K = (i % 3) == 0 ? 4832 : (i % 3) == 1 ? 1280 : 1312;
+          const int64_t N = (i % 4) < 2 ? 72 : 200;
+          Case c{f,           M, N, K, DType::kBF16, (i % 5) == 0 ? DType::kFP16 : DType::kBF16,
+                 (i % 2) == 0};
+          c.max_tokens = (i % 3) == 1 ? 16 : M;
+          ++i;
+          const int64_t before = gemm::lin::last_stream_launch().serial;
+          run_case(c, /*graph_replay=*/(i % 7) == 0);
+          const gemm::lin::StreamLaunch l = gemm::lin::last_stream_launch();
+          EXPECT_GT(l.serial, before) << "tw " << tw << " split " << sp << " M " << M;
+          EXPECT_EQ(l.rows, 16 * std::atoi(tw));
+          EXPECT_EQ(l.split, std::atoi(sp)) << "K " << K;
+        }
+  }
   // The plan's own split: every K range non-empty (4096x14336's plan; runs at N = 256, where the
   // CPU reference is cheap).
   for (const char* tw : {"1", "2"}) {
@@ -1597,9 +1601,18 @@ TEST(GemmGpu, DecodeStream16Default) {
     caps.out_dtype = DType::kBF16;
     const gemm::Plan pl = gemm::plan(caps);
     EXPECT_EQ(pl.stream16_tw, 2);
-    // W4A4 NVFP4 converts its activations in the kernel where the weight is small (2 MB here).
+    // W4A4 NVFP4 converts its activations in the kernel where the weight is small (2 MB here),
+    // not at 14336x4096 (29 MB: the pre-pass).
     EXPECT_EQ(pl.stream16_qx, f == LinearFormat::kNvfp4);
-    EXPECT_EQ(pl.stream16_split, 8);  // 8 CTAs of 256 rows x 8 splits of 8 vectors
+    if (f == LinearFormat::kNvfp4) {
+      gemm::Caps big = caps;
+      big.in_features = 4096;
+      big.out_features = 14336;
+      const gemm::Plan pb = gemm::plan(big);
+      EXPECT_EQ(pb.stream16_tw, 2);
+      EXPECT_FALSE(pb.stream16_qx);
+    }
+    EXPECT_EQ(pl.stream16_split, 8);  // 4 CTAs of 256 rows x 8 splits of 8 vectors
     EXPECT_EQ(pl.stream16_vp, 8);
     {
       ScopedEnv e0("B12X_GEMM_STREAM16", "0");
@@ -2519,6 +2532,7 @@ TEST(GemmGpuSanitize, DecodeStream16) {
   for (const char* tw : {"1", "2"}) {
     ScopedEnv et("B12X_GEMM_STREAM16_TW", tw);
     run_case({LinearFormat::kNvfp4W4A16, 16, 40, 1312, DType::kBF16, DType::kBF16, true});
+    ScopedEnv eq0("B12X_GEMM_STREAM16_QX", "0");  // W4A4 through the pre-pass
     run_case({LinearFormat::kNvfp4, 5, 40, 1312, DType::kBF16, DType::kBF16, false});
   }
 }

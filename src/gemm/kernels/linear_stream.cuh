@@ -605,13 +605,17 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
     uint8_t* const slot = dsm + (c % kS16Slots) * kSlot;
     if constexpr (kQx) {
       // 8 values (one 16-byte chunk of a staged row) per thread and pass: v * s in BF16, exact.
+      // Values past K are zero whatever their staged scale byte: a 4-byte swizzle group that
+      // straddles K / 16 carries the caller's padding bytes, which may hold a NaN code.
       const uint8_t* const q = slot + kQxOff;
+      const int64_t kc = (vbase + static_cast<int64_t>(c) * kS16ChunkV) * 64;
 #pragma unroll
       for (int i0 = 0; i0 < 16 * 32; i0 += kStreamWarps * 32) {
         const int i = i0 + threadIdx.x;
         const int tok = i >> 5, kk = (i & 31) * 8;
-        const uint32_t w = *reinterpret_cast<const uint32_t*>(q + tok * 128 + kk / 2);
-        const float sc = fmt::ue4m3_to_float(q[16 * 128 + tok * 16 + kk / 16]);
+        const bool in_k = kc + kk < p.K;
+        const uint32_t w = in_k ? *reinterpret_cast<const uint32_t*>(q + tok * 128 + kk / 2) : 0u;
+        const float sc = in_k ? fmt::ue4m3_to_float(q[16 * 128 + tok * 16 + kk / 16]) : 0.f;
         uint32_t o[4];
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
