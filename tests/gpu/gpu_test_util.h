@@ -52,9 +52,15 @@ struct DeviceBuffer {
     if (ptr) cudaFree(ptr);
   }
   size_t bytes() const { return count * sizeof(T); }
+  // upload and poison end with a device-wide sync: cudaMemcpy from pageable memory may return
+  // before its DMA lands and cudaMemset is asynchronous, both on the legacy default stream, which
+  // does not order against the tests' cudaStreamNonBlocking streams. Without the sync a kernel on
+  // such a stream can read stale inputs or have its output poisoned after it ran; seen when the
+  // GPU is time-sliced between test processes (gpu-check.sh's B12X_GPU_TESTS_PARALLEL).
   void upload(const std::vector<T>& h) {
     EXPECT_EQ(h.size(), count);
     EXPECT_EQ(cudaMemcpy(ptr, h.data(), bytes(), cudaMemcpyHostToDevice), cudaSuccess);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   }
   std::vector<T> download() const {
     std::vector<T> h(count);
@@ -62,7 +68,10 @@ struct DeviceBuffer {
     return h;
   }
   /// Fill with a byte pattern (0xFF makes bf16/fp16/fp32 NaN): detects unwritten outputs.
-  void poison(uint8_t byte = 0xFF) { EXPECT_EQ(cudaMemset(ptr, byte, bytes()), cudaSuccess); }
+  void poison(uint8_t byte = 0xFF) {
+    EXPECT_EQ(cudaMemset(ptr, byte, bytes()), cudaSuccess);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  }
 };
 
 inline std::mt19937_64& rng() {

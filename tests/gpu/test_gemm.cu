@@ -533,6 +533,8 @@ void run_case(const Case& c, bool graph_replay = false, int* tiled_wgmma = nullp
     B12X_TEST_CUDA(cudaMemcpy(a.dx->ptr, a2.x.data(), a2.x.size(), cudaMemcpyHostToDevice));
     if (!a2.xs.empty())
       B12X_TEST_CUDA(cudaMemcpy(a.dxs->ptr, a2.xs.data(), a2.xs.size(), cudaMemcpyHostToDevice));
+    // The copies run on the legacy stream, which does not order against `stream` (non-blocking).
+    B12X_TEST_CUDA(cudaDeviceSynchronize());
     out.poison();
     B12X_TEST_CUDA(cudaGraphLaunch(exec, stream));
     B12X_TEST_CUDA(cudaStreamSynchronize(stream));
