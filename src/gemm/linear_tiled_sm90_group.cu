@@ -97,6 +97,30 @@ GroupPick pick(WFmt f, bool fp16, int tok, int var) {
   }
 }
 
+/// The power-of-two scale of one token row from the bits of its largest BF16 magnitude `mx`:
+/// 2^e with e = 142 - biased exponent (at most 126); a zero / subnormal maximum (exponent 0) or
+/// inf / NaN (255) keeps 1. Returns the scale; `*inv` gets 2^-e (the row's xscale).
+__device__ __forceinline__ float act_f16_row_scale(uint32_t mx, float* inv) {
+  const int eb = static_cast<int>(mx >> 7);
+  int e = (eb == 0 || eb == 255) ? 0 : 142 - eb;
+  e = e > 126 ? 126 : e;
+  *inv = __uint_as_float(static_cast<uint32_t>(127 - e) << 23);
+  return __uint_as_float(static_cast<uint32_t>(127 + e) << 23);
+}
+
+/// Eight BF16 values (one 16-byte vector) times `sc`, rounded to FP16.
+__device__ __forceinline__ uint4 bf16x8_to_f16x8(const uint4& v, float sc) {
+  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+  uint32_t o[4];
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    const __half2 h = __floats2half2_rn(__uint_as_float(w[q] << 16) * sc,
+                                        __uint_as_float(w[q] & 0xFFFF0000u) * sc);
+    o[q] = *reinterpret_cast<const uint32_t*>(&h);
+  }
+  return make_uint4(o[0], o[1], o[2], o[3]);
+}
+
 /// The FP16 pre-pass of the folded variants on BF16 activations (launch_ggml_act_f16): token
 /// row m scaled by 2^e(m), e(m) = 15 - floor(log2 max|x[m]|) (at most 126), so the row's largest
 /// element lies in [2^15, 2^16) (<= 65280 for a BF16 value, below FP16's 65504 limit); every
@@ -122,25 +146,10 @@ __global__ void __launch_bounds__(256)
     }
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) mx = max(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, o));
-    // Biased exponent of the largest magnitude; 0 (a zero or subnormal maximum) and 255 (inf /
-    // NaN) keep the scale 1.
-    const int eb = static_cast<int>(mx >> 7);
-    int e = (eb == 0 || eb == 255) ? 0 : 142 - eb;
-    e = e > 126 ? 126 : e;
-    const float sc = __uint_as_float(static_cast<uint32_t>(127 + e) << 23);
-    if (lane == 0) xs[m] = __uint_as_float(static_cast<uint32_t>(127 - e) << 23);
-    for (int64_t i = lane; i < nv; i += 32) {
-      const uint4 v = src[i];
-      const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-      uint32_t o[4];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const __half2 h = __floats2half2_rn(__uint_as_float(w[j] << 16) * sc,
-                                            __uint_as_float(w[j] & 0xFFFF0000u) * sc);
-        o[j] = *reinterpret_cast<const uint32_t*>(&h);
-      }
-      dst[i] = make_uint4(o[0], o[1], o[2], o[3]);
-    }
+    float inv;
+    const float sc = act_f16_row_scale(mx, &inv);
+    if (lane == 0) xs[m] = inv;
+    for (int64_t i = lane; i < nv; i += 32) dst[i] = bf16x8_to_f16x8(src[i], sc);
   }
   griddep_launch_dependents();
 }
@@ -176,25 +185,13 @@ __global__ void __launch_bounds__(256)
   __syncthreads();
 #pragma unroll
   for (int w = 0; w < 8; ++w) mx = max(mx, wmax[w]);
-  const int eb = static_cast<int>(mx >> 7);
-  int e = (eb == 0 || eb == 255) ? 0 : 142 - eb;
-  e = e > 126 ? 126 : e;
-  const float sc = __uint_as_float(static_cast<uint32_t>(127 + e) << 23);
-  if (tid == 0) xs[m] = __uint_as_float(static_cast<uint32_t>(127 - e) << 23);
+  float inv;
+  const float sc = act_f16_row_scale(mx, &inv);
+  if (tid == 0) xs[m] = inv;
 #pragma unroll
   for (int j = 0; j < kV; ++j) {
     const int i = tid + 256 * j;
-    if (i < nv) {
-      const uint32_t w[4] = {v[j].x, v[j].y, v[j].z, v[j].w};
-      uint32_t o[4];
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        const __half2 h = __floats2half2_rn(__uint_as_float(w[q] << 16) * sc,
-                                            __uint_as_float(w[q] & 0xFFFF0000u) * sc);
-        o[q] = *reinterpret_cast<const uint32_t*>(&h);
-      }
-      dst[i] = make_uint4(o[0], o[1], o[2], o[3]);
-    }
+    if (i < nv) dst[i] = bf16x8_to_f16x8(v[j], sc);
   }
   griddep_launch_dependents();
 }
