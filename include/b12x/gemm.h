@@ -268,6 +268,11 @@ struct Plan {
   bool stream16_qx = false;
   /// Its 16-row tiles per CTA (8 x stream16_tw).
   int stream16_tiles = 0;
+  /// Stream-K split of the block kernel (session 14): stream16_sk CTAs of equal chunk counts
+  /// (256 K each) over the row blocks' chunks in order, crossing row-block boundaries; then
+  /// stream16_split is the partial slots (the most CTAs sharing a row block). 0: the (row block,
+  /// K range) grid. B12X_GEMM_STREAM16_SK=0|1, B12X_GEMM_STREAM16_SK_MIN=<chunks per CTA>.
+  int stream16_sk = 0;
   /// Decode regime, from the device's opt-in shared memory at plan time (run reads no device
   /// info): the pipelined staging budget of decode_pipe_kb (bytes, 0: kDecodePipeBudget) and the
   /// 8-warps-per-tile budget (lin::decode_ws8_budget).

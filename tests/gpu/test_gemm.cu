@@ -1583,6 +1583,51 @@ TEST(GemmGpu, DecodeStream16) {
   }
 }
 
+TEST(GemmGpu, DecodeStream16StreamK) {
+  B12X_REQUIRE_GPU();
+  // Session 14: the block kernel's stream-K split (B12X_GEMM_STREAM16_SK=1): CTAs of equal chunk
+  // counts (>= B12X_GEMM_STREAM16_SK_MIN) over the row blocks' chunks in order, crossing
+  // row-block boundaries with the ring and the staging running on; each row block's segments in
+  // partial slots 0.., the reduce summing the row block's own count. N = 1000 (4 row blocks of
+  // 256 rows at tw 2, the last 232 rows: tiles past n16 not loaded) and 200 (one row block);
+  // K = 1280 / 1312 / 4832 (tails); chunks per CTA 1..7; one CTA for a whole row block (no
+  // partials: the direct store); NVFP4 W4A16 / W4A4 (pre-pass and in-kernel conversion) and
+  // MXFP4 W4A16; M = 5, 8, 9, 16, tw 1 / 2, FP16 outputs, bias, graphs.
+  ScopedEnv e16("B12X_GEMM_STREAM16", "1"), esk("B12X_GEMM_STREAM16_SK", "1");
+  const LinearFormat fmts[] = {LinearFormat::kNvfp4W4A16, LinearFormat::kNvfp4,
+                               LinearFormat::kMxfp4W4A16};
+  int i = 0;
+  for (const char* mn : {"1", "2", "3", "7", "1000"})
+    for (const int64_t N : {1000, 200}) {
+      if (N == 200 && mn[0] != '1') continue;
+      ScopedEnv em("B12X_GEMM_STREAM16_SK_MIN", mn);
+      ScopedEnv et("B12X_GEMM_STREAM16_TW", (i % 4) == 3 ? "1" : "2");
+      ScopedEnv eq("B12X_GEMM_STREAM16_QX", (i % 2) ? "1" : "0");
+      const LinearFormat f = fmts[i % 3];
+      const int64_t K = (i % 3) == 0 ? 4832 : (i % 3) == 1 ? 1280 : 1312;
+      const int64_t M = int64_t{5 + (i * 11) % 12};
+      Case c{f, M, N, K, DType::kBF16, (i % 5) == 0 ? DType::kFP16 : DType::kBF16, (i % 2) == 0};
+      c.max_tokens = (i % 3) == 1 ? 16 : M;
+      ++i;
+      gemm::Caps caps;
+      caps.format = f;
+      caps.max_tokens = c.max_tokens;
+      caps.in_features = K;
+      caps.out_features = N;
+      caps.act_dtype = f == LinearFormat::kNvfp4 ? DType::kFP4E2M1 : DType::kBF16;
+      caps.out_dtype = c.out;
+      const gemm::Plan pl = gemm::plan(caps);
+      ASSERT_GT(pl.stream16_sk, 0) << "min " << mn << " N " << N;
+      const int64_t before = gemm::lin::last_stream_launch().serial;
+      run_case(c, /*graph_replay=*/(i % 3) == 0);
+      const gemm::lin::StreamLaunch l = gemm::lin::last_stream_launch();
+      EXPECT_GT(l.serial, before) << "min " << mn << " N " << N;
+      EXPECT_EQ(l.ctas, pl.stream16_sk) << "min " << mn << " N " << N;
+      EXPECT_EQ(l.split, pl.stream16_split) << "min " << mn << " N " << N;
+      if (mn[1] == '0') EXPECT_EQ(pl.stream16_split, 1);  // one CTA: no partials
+    }
+}
+
 TEST(GemmGpu, DecodeStream16Default) {
   B12X_REQUIRE_GPU();
   // The default (session 13): the M <= 16 block kernel with 2 tiles per warp and the splats per
