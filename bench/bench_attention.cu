@@ -5,7 +5,10 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
+#include <cstdlib>
+#include <functional>
 #include <numeric>
 #include <random>
 #include <string>
@@ -37,9 +40,12 @@ struct Sets {
   }
 };
 
-// Returns microseconds per launch, or -1 when planning fails.
+using AfterFn = std::function<void(const att::PagedPlan&, const uint8_t* scratch, double us)>;
+
+// Returns microseconds per launch, or -1 when planning fails. `after` (optional) runs after the
+// timing, with the plan and the scratch of the last call.
 double run_case(JsonRows& json, double bw, const char* op, int B, int L, int qlen, int hq, int hkv,
-                int D, int page, bool fp8) {
+                int D, int page, bool fp8, const AfterFn& after = {}) {
   const int npg = (L + page - 1) / page;
   const int eb = fp8 ? 1 : 2;
   const int64_t kv_bytes = int64_t(B) * L * hkv * 2 * D * eb;
@@ -97,6 +103,8 @@ double run_case(JsonRows& json, double bw, const char* op, int B, int L, int qle
   b12x_attention_paged_plan_destroy(h);
   const att::PagedPlan plan = att::plan_paged(caps);
   uint8_t* scratch = s.alloc<uint8_t>(std::max<int64_t>(plan.scratch_bytes, 256));
+  // zeroed: the timeline probe reads only the stamps written by this case's launches
+  BENCH_CUDA(cudaMemset(scratch, 0, std::max<int64_t>(plan.scratch_bytes, 256)));
   const int64_t cshape[4] = {pool, page, hkv, D};
   for (int r = 0; r < rot; ++r) {
     att::PagedArgs a;
@@ -144,7 +152,162 @@ double run_case(JsonRows& json, double bw, const char* op, int B, int L, int qle
             {"tflops", JsonRows::num(tflops)},
             {"splits", JsonRows::num(s.binds[0].num_splits)},
             {"kernel", JsonRows::str(plan.kernel)}});
+  if (after) {
+    BENCH_CUDA(cudaDeviceSynchronize());
+    after(plan, scratch, us);
+  }
   return us;
+}
+
+// ---- timeline probe (B12X_ATTN_BENCH_STAMPS) ----
+// Reads the per-CTA stamps of the last timed call (PagedPlan::stamps; slot layout: kStampSlots
+// in src/attention/kernels/paged_attention.cuh), prints percentiles of each event relative to
+// the first griddepcontrol.wait release and writes the raw stamps as CSV into $B12X_BENCH_OUT.
+constexpr int kSlots = 20, kMergeSlots = 4;
+void report_stamps(const att::PagedPlan& plan, const uint8_t* scratch, double us,
+                   const std::string& label) {
+  if (!plan.stamps) {
+    std::printf("stamps %s: the plan has no stamp instance (%s)\n", label.c_str(),
+                plan.kernel.c_str());
+    return;
+  }
+  const int64_t n = (plan.scratch_bytes - plan.off_stamps) / 8;
+  std::vector<unsigned long long> h(n);
+  BENCH_CUDA(cudaMemcpy(h.data(), scratch + plan.off_stamps, n * 8, cudaMemcpyDeviceToHost));
+  struct Cta {
+    unsigned long long g[8], c[8], meta;
+  };
+  std::vector<Cta> live;
+  int exited = 0;
+  for (int64_t i = 0; i + kSlots <= plan.stamp_merge; i += kSlots) {
+    const unsigned long long meta = h[i + 16];
+    if (meta >> 63) {
+      Cta c;
+      for (int e = 0; e < 8; ++e) c.g[e] = h[i + e], c.c[e] = h[i + 8 + e];
+      c.meta = meta;
+      live.push_back(c);
+    } else if ((meta >> 61) == 2) {
+      ++exited;
+    }
+  }
+  std::vector<std::array<unsigned long long, 4>> merge;
+  for (int64_t i = plan.stamp_merge; i + kMergeSlots <= n; i += kMergeSlots)
+    if (h[i + 3] >> 63) merge.push_back({h[i], h[i + 1], h[i + 2], h[i + 3]});
+  if (live.empty()) {
+    std::printf("stamps %s: no live CTA recorded\n", label.c_str());
+    return;
+  }
+  unsigned long long a = ~0ull;
+  for (const Cta& c : live) a = std::min(a, c.g[2]);
+  auto pct = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    auto at = [&](double q) { return v[std::min<size_t>(v.size() - 1, size_t(q * v.size()))]; };
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "%7.0f %7.0f %7.0f %7.0f %7.0f", v.front(), at(0.1), at(0.5),
+                  at(0.9), v.back());
+    return std::string(buf);
+  };
+  int khz = 0;
+  BENCH_CUDA(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0));
+  std::printf(
+      "stamps %s: %.1f us/call, %zu live main CTAs (%d exited early), %zu merge CTAs, "
+      "%s; ns from the first wait release (min p10 p50 p90 max)\n",
+      label.c_str(), us, live.size(), exited, merge.size(), plan.kernel.c_str());
+  const char* names[8] = {"entry", "prewait", "waited",  "issued",
+                          "first", "last",    "loopend", "end"};
+  for (int e = 0; e < 8; ++e) {
+    std::vector<double> v;
+    for (const Cta& c : live) v.push_back(double(int64_t(c.g[e] - a)));
+    std::printf("  main %-8s %s\n", names[e], pct(v).c_str());
+  }
+  const char* mnames[3] = {"entry", "waited", "end"};
+  for (int e = 0; e < 3 && !merge.empty(); ++e) {
+    std::vector<double> v;
+    for (const auto& m : merge) v.push_back(double(int64_t(m[e] - a)));
+    std::printf("  merge %-7s %s\n", mnames[e], pct(v).c_str());
+  }
+  // Per-CTA intervals from clock64 (one SM's clock, exact within a CTA), in ns at the
+  // attribute's clock rate.
+  const double ns_per_cyc = 1e6 / std::max(khz, 1);
+  const int from[6] = {0, 2, 3, 4, 5, 6}, to[6] = {2, 3, 4, 5, 6, 7};
+  const char* inames[6] = {"entry>waited", "waited>issued", "issued>first",
+                           "first>last",   "last>loopend",  "loopend>end"};
+  for (int k = 0; k < 6; ++k) {
+    std::vector<double> v;
+    for (const Cta& c : live) v.push_back(double(int64_t(c.c[to[k]] - c.c[from[k]])) * ns_per_cyc);
+    std::printf("  clk  %-14s %s\n", inames[k], pct(v).c_str());
+  }
+  const Cta* last = &live[0];
+  for (const Cta& c : live)
+    if (c.g[7] > last->g[7]) last = &c;
+  std::printf("  last CTA: sm %llu split %llu tiles %llu, events", last->meta & 0xffff,
+              (last->meta >> 32) & 0x1fffffff, (last->meta >> 16) & 0xffff);
+  for (int e = 0; e < 8; ++e) std::printf(" %lld", (long long)(last->g[e] - a));
+  std::printf(" (clock %d MHz)\n", khz / 1000);
+  const char* dir = std::getenv("B12X_BENCH_OUT");
+  if (dir != nullptr) {
+    const std::string path = std::string(dir) + "/stamps-" + label + ".csv";
+    if (FILE* f = std::fopen(path.c_str(), "w")) {
+      std::fprintf(f, "kind,sm,split,tiles,g0,g1,g2,g3,g4,g5,g6,g7,c0,c1,c2,c3,c4,c5,c6,c7\n");
+      for (const Cta& c : live) {
+        std::fprintf(f, "main,%llu,%llu,%llu", c.meta & 0xffff, (c.meta >> 32) & 0x1fffffff,
+                     (c.meta >> 16) & 0xffff);
+        for (int e = 0; e < 8; ++e) std::fprintf(f, ",%lld", (long long)(c.g[e] - a));
+        for (int e = 0; e < 8; ++e) std::fprintf(f, ",%llu", c.c[e]);
+        std::fprintf(f, "\n");
+      }
+      for (const auto& m : merge)
+        std::fprintf(f, "merge,%llu,0,0,%lld,%lld,%lld,0,0,0,0,0,0,0,0,0,0,0,0,0\n", m[3] & 0xffff,
+                     (long long)(m[0] - a), (long long)(m[1] - a), (long long)(m[2] - a));
+      std::fclose(f);
+    }
+  }
+}
+
+// B12X_ATTN_BENCH_STAMPS: ';'-separated 'B:ctx:kv:HQxHKVxDxPAGE[:ENV=VAL,...]' decode cases;
+// each runs plain, then with B12X_ATTN_STAMPS=1 (the stamps of its last call reported).
+void run_stamp_cases(JsonRows& json, double bw, const std::string& spec) {
+  size_t pos = 0;
+  while (pos < spec.size()) {
+    size_t end = spec.find(';', pos);
+    if (end == std::string::npos) end = spec.size();
+    const std::string item = spec.substr(pos, end - pos);
+    pos = end + 1;
+    std::vector<std::string> f;
+    for (size_t p = 0; p <= item.size();) {
+      size_t q = item.find(':', p);
+      if (q == std::string::npos) q = item.size();
+      f.push_back(item.substr(p, q - p));
+      p = q + 1;
+    }
+    if (f.size() < 4) continue;
+    int hq = 32, hkv = 8, d = 128, page = 64;
+    std::sscanf(f[3].c_str(), "%dx%dx%dx%d", &hq, &hkv, &d, &page);
+    std::vector<std::string> envs;
+    if (f.size() > 4 && !f[4].empty())
+      for (size_t p = 0; p <= f[4].size();) {
+        size_t q = f[4].find(',', p);
+        if (q == std::string::npos) q = f[4].size();
+        envs.push_back(f[4].substr(p, q - p));
+        p = q + 1;
+      }
+    for (const std::string& e : envs) {
+      const size_t eq = e.find('=');
+      if (eq != std::string::npos) setenv(e.substr(0, eq).c_str(), e.substr(eq + 1).c_str(), 1);
+    }
+    const int B = std::atoi(f[0].c_str()), L = std::atoi(f[1].c_str());
+    const bool fp8 = f[2] == "fp8";
+    std::string label = f[2] + "-B" + f[0] + "-" + f[1] + "-" + f[3];
+    for (const std::string& e : envs) label += "-" + e.substr(e.find('=') + 1);
+    run_case(json, bw, "decode", B, L, 1, hq, hkv, d, page, fp8);
+    setenv("B12X_ATTN_STAMPS", "1", 1);
+    run_case(json, bw, "decode", B, L, 1, hq, hkv, d, page, fp8,
+             [&](const att::PagedPlan& plan, const uint8_t* scratch, double us) {
+               report_stamps(plan, scratch, us, label);
+             });
+    unsetenv("B12X_ATTN_STAMPS");
+    for (const std::string& e : envs) unsetenv(e.substr(0, e.find('=')).c_str());
+  }
 }
 
 }  // namespace
@@ -157,6 +320,10 @@ int main() {
   const double bw = b12x::bench::measure_read_bandwidth_gbs();
   std::printf("gpu: %s  read bandwidth %.0f GB/s\n", b12x::bench::gpu_name().c_str(), bw);
   JsonRows json;
+  if (const char* st = std::getenv("B12X_ATTN_BENCH_STAMPS")) {
+    run_stamp_cases(json, bw, st);
+    return 0;
+  }
   for (bool fp8 : {false, true})
     for (int L : {8192, 1024, 32768})
       for (int B : {1, 8, 32, 128}) run_case(json, bw, "decode", B, L, 1, 32, 8, 128, 64, fp8);

@@ -152,7 +152,13 @@ struct PagedPlan {
   /// head, found through a ticket counter that run() zeroes) instead of a merge kernel
   /// (B12X_ATTN_FUSED_MERGE=1; off by default: slower on the H200).
   bool fused_merge = false;
-  int64_t off_merge_ctr = 0;   ///< int32 tickets, one per (row tile, KV head)
+  int64_t off_merge_ctr = 0;  ///< int32 tickets, one per (row tile, KV head)
+  /// Timeline probe (B12X_ATTN_STAMPS=1, lean decode plans of bf16 q whose tile has a stamp
+  /// instance): the kernels record per-CTA event times into the scratch at `off_stamps` (uint64:
+  /// kStampSlots per main CTA slot, then from uint64 index `stamp_merge` 4 per merge CTA;
+  /// src/attention/kernels/paged_attention.cuh). Diagnostics only.
+  bool stamps = false;
+  int64_t off_stamps = 0, stamp_merge = 0;
   std::string kernel;          ///< kernel variant name (logging / diagnostics)
   const void* impl = nullptr;  ///< internal: the chosen kernel variant
 

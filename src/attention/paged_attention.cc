@@ -391,10 +391,16 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
               plan.short_ahead && plan.page_runs && plan.spread_merge && plan.spread_shared &&
               !plan.fused_merge;
   plan.spec = plan.spec && plan.lean;
+  // Timeline probe (diagnostics): the lean instance with per-CTA event stamps, where compiled.
+  const char* stamps_env = std::getenv("B12X_ATTN_STAMPS");
+  plan.stamps = plan.lean && k->launch_stamp != nullptr && !plan.fused_merge &&
+                stamps_env != nullptr && std::string(stamps_env) == "1";
   if (plan.lean) {
     plan.kernel += plan.spec ? "_lean_spec" : "_lean";
+    if (plan.stamps) plan.kernel += "_stamps";
     const DeviceScope scope(caps.device);
-    B12X_CUDA_CHECK(::b12x::detail::opt_in_smem(k->func_lean, k->smem));
+    B12X_CUDA_CHECK(
+        ::b12x::detail::opt_in_smem(plan.stamps ? k->func_stamp : k->func_lean, k->smem));
   }
   // Tickets: at most B * ceil(q_len * group / tile_rows) <= T * group / tile_rows + B row tiles.
   const int64_t max_row_tiles =
@@ -413,6 +419,17 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   off = align_up(off + int64_t(caps.num_q_heads) * caps.max_total_q * 4, kAlign);
   plan.off_merge_ctr = off;
   off = align_up(off + max_row_tiles * caps.num_kv_heads * 4, kAlign);
+  if (plan.stamps) {
+    // Main CTAs: grid x (row tiles x KV heads; decode and verify: at most T x group / tile_rows
+    // + B row tiles) x splits; merge CTAs: T x Hq.
+    const int64_t main_ctas =
+        (ceil_div(int64_t(caps.max_total_q) * group, plan.tile_rows) + caps.max_batch) *
+        caps.num_kv_heads * plan.split_limit;
+    plan.off_stamps = off;
+    plan.stamp_merge = main_ctas * 20;  // kStampSlots
+    off = align_up(off + (plan.stamp_merge + int64_t(caps.max_total_q) * caps.num_q_heads * 4) * 8,
+                   kAlign);
+  }
   plan.scratch_bytes = off;
   if (log_level() >= 1)
     log_message(1, "attention.plan_paged: " + plan.kernel + " mode=" + mode_name(caps.mode) +
@@ -675,11 +692,17 @@ void run_paged(const PagedBinding& b, Stream stream) {
   const dim3 grid = plan.heads_inner
                         ? dim3(unsigned(int64_t(b.num_row_tiles) * c.num_kv_heads), 1, b.num_splits)
                         : dim3(b.num_row_tiles, c.num_kv_heads, b.num_splits);
-  (plan.lean ? k->launch_lean : k->launch)(p, grid, s, pdl);
+  if (plan.stamps) {
+    p.stamps = reinterpret_cast<unsigned long long*>(b.scratch + plan.off_stamps);
+    p.stamp_merge = plan.stamp_merge;
+  }
+  (plan.stamps ? k->launch_stamp : plan.lean ? k->launch_lean : k->launch)(p, grid, s, pdl);
   B12X_CUDA_CHECK_LAUNCH();
   if (b.num_splits > 1 && !fused) {
     const int64_t rows = int64_t(b.total_q) * c.num_q_heads;
-    k->launch_merge(p, dim3(static_cast<unsigned>(rows)), s, pdl);  // one CTA per (token, head)
+    // one CTA per (token, head)
+    (plan.stamps ? k->launch_merge_stamp : k->launch_merge)(p, dim3(static_cast<unsigned>(rows)), s,
+                                                            pdl);
     B12X_CUDA_CHECK_LAUNCH();
   }
 }

@@ -39,6 +39,11 @@ struct KernelInfo {
   /// The lean instance (decode defaults compiled in; B12X_ATTN_LEAN) where one exists.
   const void* func_lean = nullptr;
   LaunchFn launch_lean = nullptr;
+  /// The lean instance with the timeline probe's stamps and its merge kernel (B12X_ATTN_STAMPS;
+  /// null where not compiled).
+  const void* func_stamp = nullptr;
+  LaunchFn launch_stamp = nullptr;
+  LaunchFn launch_merge_stamp = nullptr;
   const char* name = "";
 };
 

@@ -89,6 +89,10 @@ struct PagedParams {
   int32_t min_tiles;      // max(1, min_chunk / tile_kv)
   // The kernels' divisions by these values (multiply and shift, see FastDiv).
   FastDiv div_group, div_kv_heads, div_tiles_per_req, div_splits, div_min_tiles;
+  // Timeline probe (B12X_ATTN_STAMPS, stamp instances only): per-CTA event times, main CTAs
+  // first, merge CTAs from stamps + stamp_merge (see kStampSlots in the kernels); null: off.
+  unsigned long long* stamps;
+  int64_t stamp_merge;
 };
 
 }  // namespace b12x::attention::detail

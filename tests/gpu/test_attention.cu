@@ -1320,6 +1320,64 @@ TEST(AttentionGpuDecode, Lean) {
   }
 }
 
+// Timeline probe (B12X_ATTN_STAMPS=1): the stamp instances (bf16 q: wide3 d128, hcvt3 d128 /
+// d256, wideh3 and hcvt d256) match the reference, and every live CTA's event times are in order
+// (globaltimer), with merge stamps where the KV is split.
+TEST(AttentionGpuDecode, TimelineStamps) {
+  B12X_REQUIRE_GPU();
+  setenv("B12X_ATTN_STAMPS", "1", 1);
+  struct Case {
+    DType kv;
+    int d, hq, hkv, page;
+    const char* tile;
+  };
+  const Case cases[] = {{DType::kBF16, 128, 32, 8, 64, nullptr},
+                        {DType::kFP8E4M3, 128, 32, 8, 64, nullptr},
+                        {DType::kBF16, 256, 16, 2, 128, nullptr},
+                        {DType::kFP8E4M3, 256, 16, 2, 128, nullptr},
+                        {DType::kFP8E4M3, 256, 16, 2, 128, "hcvt"}};
+  for (const Case& c : cases) {
+    if (c.tile != nullptr) setenv("B12X_ATTN_DECODE_TILE", c.tile, 1);
+    Spec s = gqa_decode_spec({3000, 1, 700}, 0, 0);
+    s.kv = c.kv;
+    s.dqk = s.dv = c.d;
+    s.hq = c.hq;
+    s.hkv = c.hkv;
+    s.page = c.page;
+    s.per_head_scale = c.kv == DType::kFP8E4M3;
+    Problem p(s, rng());
+    PLAN_AND_BIND(p);
+    const std::string what = "stamps " + p.plan.kernel;
+    p.dscratch.poison(0);  // no stale stamps (a live CTA's meta has bit 63 set)
+    if (c.d == 128 && c.kv == DType::kBF16) EXPECT_TRUE(p.plan.stamps) << what;
+    EXPECT_EQ(p.plan.stamps, p.plan.kernel.find("_stamps") != std::string::npos) << what;
+    p.run();
+    B12X_TEST_CUDA(cudaDeviceSynchronize());
+    p.check(what);
+    if (c.tile != nullptr) unsetenv("B12X_ATTN_DECODE_TILE");
+    if (!p.plan.stamps) continue;
+    const int64_t n = (p.plan.scratch_bytes - p.plan.off_stamps) / 8;
+    std::vector<unsigned long long> h(n);
+    B12X_TEST_CUDA(
+        cudaMemcpy(h.data(), p.dscratch.ptr + p.plan.off_stamps, n * 8, cudaMemcpyDeviceToHost));
+    int live = 0, merged = 0;
+    for (int64_t i = 0; i + 20 <= p.plan.stamp_merge; i += 20) {
+      if (!(h[i + 16] >> 63)) continue;
+      ++live;
+      for (int e = 1; e < 8; ++e) EXPECT_LE(h[i + e - 1], h[i + e]) << what << " event " << e;
+    }
+    for (int64_t i = p.plan.stamp_merge; i + 4 <= n; i += 4) {
+      if (!(h[i + 3] >> 63)) continue;
+      ++merged;
+      EXPECT_LE(h[i], h[i + 1]) << what;
+      EXPECT_LE(h[i + 1], h[i + 2]) << what;
+    }
+    EXPECT_GT(live, 0) << what;
+    EXPECT_EQ(merged > 0, p.binding.num_splits > 1) << what << " splits " << p.binding.num_splits;
+  }
+  unsetenv("B12X_ATTN_STAMPS");
+}
+
 // One device array the late writer restores (n = 0: left alone).
 struct LateCopy {
   int32_t* dst = nullptr;

@@ -267,6 +267,53 @@ __device__ __forceinline__ void allow_next_grid() {
 #endif
 }
 
+// ---------------------------------------------------------------- timeline probe -----------
+/// Probe (B12X_ATTN_STAMPS=1, PagedPlan::stamps): thread 0 of every CTA records %globaltimer
+/// (ns, common to all SMs) and clock64 (cycles, per SM) at fixed events into p.stamps, so one
+/// call's per-CTA timeline can be read back (bench_attention B12X_ATTN_BENCH_STAMPS). Only the
+/// stamp instances (kStamp) contain the stores; the default kernels are unchanged.
+/// Main CTA slots (kStampSlots uint64 each): [0, 8) globaltimer of events 0..7, [8, 16) clock64
+/// of the same events, [16] meta (smid | n_tiles << 16 | split << 32 | 1 << 63: a live CTA;
+/// 2 << 61: it exited before the loop), [17..19] unused.
+/// Events: 0 entry, 1 before griddepcontrol.wait, 2 after it, 3 prologue copies issued,
+/// 4 first tile landed, 5 last tile landed, 6 loop done, 7 epilogue stores issued.
+/// Merge CTA slots (at p.stamp_merge): [0, 3) globaltimer at entry, after the wait, at the end;
+/// [3] meta (smid | 1 << 63).
+constexpr int kStampSlots = 20;
+constexpr int kMergeStampSlots = 4;
+__device__ __forceinline__ uint64_t global_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t)::"memory");
+  return t;
+}
+__device__ __forceinline__ uint32_t sm_id() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%smid;\n" : "=r"(r));
+  return r;
+}
+template <bool kOn>
+__device__ __forceinline__ void stamp(const PagedParams& p, int ev) {
+  if constexpr (kOn) {
+    if (threadIdx.x == 0 && p.stamps != nullptr) {
+      const uint64_t cta =
+          blockIdx.x + uint64_t(gridDim.x) * (blockIdx.y + uint64_t(gridDim.y) * blockIdx.z);
+      unsigned long long* s = p.stamps + cta * kStampSlots;
+      s[ev] = global_ns();
+      s[8 + ev] = clock64();
+    }
+  }
+}
+template <bool kOn>
+__device__ __forceinline__ void stamp_meta(const PagedParams& p, uint64_t meta) {
+  if constexpr (kOn) {
+    if (threadIdx.x == 0 && p.stamps != nullptr) {
+      const uint64_t cta =
+          blockIdx.x + uint64_t(gridDim.x) * (blockIdx.y + uint64_t(gridDim.y) * blockIdx.z);
+      p.stamps[cta * kStampSlots + 16] = meta | sm_id();
+    }
+  }
+}
+
 __device__ __forceinline__ float fast_exp2(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
@@ -579,9 +626,12 @@ __device__ __forceinline__ void prefetch_first_tiles(const PagedParams& p, int t
 /// merge), so the executed prologue and epilogue are not interleaved with the measurement
 /// variants' code (each runs once per warp and is fetched cold: Nsight Compute put most of the
 /// BF16 B = 1 epilogue's stall samples on instruction fetch).
-template <typename T, typename Cfg, bool kLean = false>
+/// kStamp (lean decode instances only): the timeline probe's stamps (see kStampSlots).
+template <typename T, typename Cfg, bool kLean = false, bool kStamp = false>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     paged_attention_kernel(const __grid_constant__ PagedParams p) {
+  static_assert(!kStamp || (kLean && Cfg::kDecode), "stamps: lean decode instances");
+  stamp<kStamp>(p, 0);
   constexpr int kDqk = Cfg::kDqk, kDv = Cfg::kDv, kBN = Cfg::kBN, kBM = Cfg::kBM;
   constexpr int kWM = Cfg::kWM, kWN = Cfg::kWN, kStages = Cfg::kStages;
   constexpr int kThreads = Cfg::kThreads;
@@ -683,7 +733,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
       }
     }
   }
+  stamp<kStamp>(p, 1);
   wait_prior_grid();
+  stamp<kStamp>(p, 2);
   allow_next_grid();
   // Metadata for the speculative prologue's check, loaded first (a warp's loads return in
   // order, so these arrive before the prologue's copies).
@@ -722,9 +774,15 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     }
   }
   if (!spec) {
-    if (!find_work(p, tile_x, w)) return;
+    if (!find_work(p, tile_x, w)) {
+      stamp_meta<kStamp>(p, uint64_t(2) << 61);
+      return;
+    }
     range = kv_range(p, w.tile, w.qlen, w.lk);
-    if (split >= range.ns) return;
+    if (split >= range.ns) {
+      stamp_meta<kStamp>(p, uint64_t(2) << 61);
+      return;
+    }
     ids_early = ids_early && range.stride > 0 && range.lo == 0 && range.ns == p.num_splits;
     derive();
   }
@@ -1143,6 +1201,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     issue_prologue();
     if constexpr (kLateQ) stage_q_f16();
   }
+  stamp<kStamp>(p, 3);
   auto ring_page = [&](const int32_t* ids, int j) {
     return static_cast<int>(min(static_cast<uint32_t>(ids[j]), max_page));
   };
@@ -1204,6 +1263,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     const bool refill = !(full_ring && it == 0);  // the full ring's stages are all in use
     cp_async_wait_n(refill ? ahead - 1 : ahead);
     __syncthreads();
+    if constexpr (kStamp) {
+      if (it == 0) stamp<kStamp>(p, 4);
+      if (it == n_tiles - 1) stamp<kStamp>(p, 5);
+    }
     if (refill) {
       const int nx = it + ahead;
       if (nx < n_tiles) {  // CTA-uniform
@@ -1537,6 +1600,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     }  // sub-tiles
   }
   cp_async_wait<0>();
+  stamp<kStamp>(p, 6);
 
 #pragma unroll
   for (int mb = 0; mb < kMB; ++mb)
@@ -1812,6 +1876,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     if (!spread && (kWN == 1 || wn == 0))
       emit.template operator()<kDv / 8>([&](int mb, int i, int e) { return o[mb][i][e]; }, 0);
   }
+  stamp<kStamp>(p, 7);
+  stamp_meta<kStamp>(
+      p, (uint64_t(1) << 63) | (uint64_t(split) << 32) | (uint64_t(n_tiles & 0xffff) << 16));
 
   // ---- fused split merge (decode/verify): the last CTA of the tile's splits merges ----
   // Each CTA publishes its partials (fence, then one ticket per CTA); the CTA that draws the
@@ -1846,9 +1913,15 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 /// single split were written by the main kernel: skipped.
 constexpr int kMergeWarps = 4;
 constexpr int kMergePre = 8;
-template <typename T, int kDv>
+template <typename T, int kDv, bool kStamp = false>
 __global__ void __launch_bounds__(32 * kMergeWarps)
     paged_merge_kernel(const __grid_constant__ PagedParams p) {
+  unsigned long long* st = kStamp && threadIdx.x == 0 && p.stamps != nullptr
+                               ? p.stamps + p.stamp_merge + blockIdx.x * kMergeStampSlots
+                               : nullptr;
+  if constexpr (kStamp) {
+    if (st != nullptr) st[0] = global_ns();
+  }
   __shared__ float s_w[64];
   __shared__ __align__(16) float s_acc[kMergeWarps][kDv];
   __shared__ float s_inv;
@@ -1883,6 +1956,9 @@ __global__ void __launch_bounds__(32 * kMergeWarps)
   const int ns = min(range.ns, 64);
   const int64_t split_stride = int64_t(p.total_q) * p.num_q_heads;
   wait_prior_grid();
+  if constexpr (kStamp) {
+    if (st != nullptr) st[1] = global_ns();
+  }
   constexpr int kCols = (kDv / 4 + 31) / 32;  // float4 columns per lane
   auto part = [&](int sidx, int c) {
     return *reinterpret_cast<const float4*>(p.part_o + (sidx * split_stride + row) * kDv + c * 4);
@@ -1945,6 +2021,12 @@ __global__ void __launch_bounds__(32 * kMergeWarps)
     const uint32_t lo2 = pack2<T>(acc.x * inv, acc.y * inv),
                    hi2 = pack2<T>(acc.z * inv, acc.w * inv);
     *reinterpret_cast<uint2*>(out + c * 4) = make_uint2(lo2, hi2);
+  }
+  if constexpr (kStamp) {
+    if (st != nullptr) {
+      st[2] = global_ns();
+      st[3] = (uint64_t(1) << 63) | sm_id();
+    }
   }
 }
 

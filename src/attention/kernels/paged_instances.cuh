@@ -6,18 +6,20 @@
 
 namespace b12x::attention::detail {
 
-template <typename T, typename Cfg, bool kLean>
+template <typename T, typename Cfg, bool kLean, bool kStamp = false>
 void launch_main(const PagedParams& p, dim3 grid, cudaStream_t s, bool pdl) {
-  launch_kernel(paged_attention_kernel<T, Cfg, kLean>, grid, Cfg::kThreads, Cfg::kSmemBytes, s, pdl,
-                p);
+  launch_kernel(paged_attention_kernel<T, Cfg, kLean, kStamp>, grid, Cfg::kThreads, Cfg::kSmemBytes,
+                s, pdl, p);
 }
-template <typename T, int kDv>
+template <typename T, int kDv, bool kStamp = false>
 void launch_merge(const PagedParams& p, dim3 grid, cudaStream_t s, bool pdl) {
-  launch_kernel(paged_merge_kernel<T, kDv>, grid, 32 * kMergeWarps, 0, s, pdl, p);
+  launch_kernel(paged_merge_kernel<T, kDv, kStamp>, grid, 32 * kMergeWarps, 0, s, pdl, p);
 }
 
-/// kWithLean: also the lean instance (the decode defaults' tiles).
-template <typename T, bool kFp8, int kDqk, int kDv, int kKind, bool kWithLean = false>
+/// kWithLean: also the lean instance (the decode defaults' tiles); kWithStamp: also the lean
+/// instance with the timeline probe's stamps (B12X_ATTN_STAMPS; bf16 q defaults only).
+template <typename T, bool kFp8, int kDqk, int kDv, int kKind, bool kWithLean = false,
+          bool kWithStamp = false>
 KernelInfo make_info(const char* name) {
   using Cfg = TileCfg<kDqk, kDv, kKind, kFp8>;
   KernelInfo k;
@@ -37,6 +39,11 @@ KernelInfo make_info(const char* name) {
   if constexpr (kWithLean) {
     k.func_lean = reinterpret_cast<const void*>(&paged_attention_kernel<T, Cfg, true>);
     k.launch_lean = &launch_main<T, Cfg, true>;
+    if constexpr (kWithStamp) {
+      k.func_stamp = reinterpret_cast<const void*>(&paged_attention_kernel<T, Cfg, true, true>);
+      k.launch_stamp = &launch_main<T, Cfg, true, true>;
+      k.launch_merge_stamp = &launch_merge<T, kDv, true>;
+    }
   }
   k.launch_merge = &launch_merge<T, kDv>;
   k.name = name;
@@ -60,15 +67,17 @@ void register_kinds(std::vector<KernelInfo>& out, const char* tag) {
   constexpr bool kLeanWide = !kFp8 && kDqk == kDv && (kDqk == 128 || kDqk == 256);
   out.push_back(make_info<T, kFp8, kDqk, kDv, 1, kLeanWide>(tag));
   out.push_back(make_info<T, kFp8, kDqk, kDv, 2>(tag));
+  constexpr bool kBf16 = std::is_same_v<T, __nv_bfloat16>;
   if constexpr (!kFp8 && (kDqk <= 128 || (kDqk == 256 && kDv == 256)))
-    out.push_back(make_info<T, kFp8, kDqk, kDv, 5, (kDqk <= 128)>(tag));
+    out.push_back(
+        make_info<T, kFp8, kDqk, kDv, 5, (kDqk <= 128), (kBf16 && kDqk == 128 && kDv == 128)>(tag));
   // wideh (bf16 q): wide at head dim 256 with each token group's output dims split over two
   // warps
   if constexpr (!kFp8 && std::is_same_v<T, __nv_bfloat16> && kDqk == 256 && kDv == 256)
     out.push_back(make_info<T, kFp8, kDqk, kDv, 16, true>(tag));
   // wideh3 (bf16 q, head dim 256, SM90): wideh with 3 stages
   if constexpr (!kFp8 && std::is_same_v<T, __nv_bfloat16> && kDqk == 256 && kDv == 256)
-    out.push_back(make_info<T, kFp8, kDqk, kDv, 18, true>(tag));
+    out.push_back(make_info<T, kFp8, kDqk, kDv, 18, true, true>(tag));
   if constexpr (kFp8 && (kDqk == 128 || kDqk == 256)) {
     out.push_back(make_info<T, kFp8, kDqk, kDv, 3>(tag));
     out.push_back(make_info<T, kFp8, kDqk, kDv, 4>(tag));
@@ -78,12 +87,12 @@ void register_kinds(std::vector<KernelInfo>& out, const char* tag) {
     out.push_back(make_info<T, kFp8, kDqk, kDv, 8, true>(tag));
     out.push_back(make_info<T, kFp8, kDqk, kDv, 9>(tag));
     out.push_back(make_info<T, kFp8, kDqk, kDv, 11>(tag));
-    out.push_back(make_info<T, kFp8, kDqk, kDv, 13, true>(tag));
+    out.push_back(make_info<T, kFp8, kDqk, kDv, 13, true, true>(tag));
   }
   if constexpr (kFp8 && kDqk == 256 && kDv == 256) {
-    out.push_back(make_info<T, kFp8, kDqk, kDv, 8, true>(tag));
+    out.push_back(make_info<T, kFp8, kDqk, kDv, 8, true, true>(tag));
     out.push_back(make_info<T, kFp8, kDqk, kDv, 9>(tag));
-    out.push_back(make_info<T, kFp8, kDqk, kDv, 13, true>(tag));
+    out.push_back(make_info<T, kFp8, kDqk, kDv, 13, true, true>(tag));
     out.push_back(make_info<T, kFp8, kDqk, kDv, 14>(tag));
   }
 }
