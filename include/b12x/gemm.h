@@ -291,6 +291,9 @@ struct Plan {
   int ggml_gemv_ctas = 0;
   int ggml_gemv_occ = 0;
   int ggml_gemv_warps = 8;
+  /// The GEMV's kernel variant (B12X_GGML_GEMV_VAR=<n>, kernels/linear_gemv_ggml.cuh's kVar; 0:
+  /// the default kernels), kept only where lin::ggml_gemv_var_available says it exists.
+  int ggml_gemv_var = 0;
   /// The split is one thread-block cluster reduced through distributed shared memory (SM90+,
   /// split <= 8); otherwise partials go to scratch and a second kernel reduces them.
   bool split_cluster = false;

@@ -629,8 +629,15 @@ Plan plan(const Caps& caps) {
         if (want == 8 || want == 16 || want == 24) p.ggml_gemv_warps = want;
       }
       if (p.ggml_gemv_warps != 8) p.ggml_gemv_occ = 0;
-      const int occ = std::max(
-          1, lin::prepare_ggml_gemv(caps.device, wf, fp16, M, p.ggml_gemv_occ, p.ggml_gemv_warps));
+      // A kernel variant (probes and candidates of session 14) where it exists for this plan.
+      const char* var_env = std::getenv("B12X_GGML_GEMV_VAR");
+      const int var = var_env != nullptr ? std::atoi(var_env) : 0;
+      const auto var_ok = [&](int occ_try) {
+        return lin::ggml_gemv_var_available(wf, fp16, M, occ_try, p.ggml_gemv_warps, var);
+      };
+      p.ggml_gemv_var = var != 0 && var_ok(p.ggml_gemv_occ) && var_ok(0) ? var : 0;
+      const int occ = std::max(1, lin::prepare_ggml_gemv(caps.device, wf, fp16, M, p.ggml_gemv_occ,
+                                                         p.ggml_gemv_warps, p.ggml_gemv_var, K));
       const GgmlGemvGrid gg =
           ggml_gemv_grid(wf, geo.n16, K, M, dev.sm_count, occ, p.ggml_gemv_warps);
       // Where that grid takes at most 2 CTAs per SM, the uncapped IQ2 kernels (no spills;
@@ -641,7 +648,7 @@ Plan plan(const Caps& caps) {
       if (occ_env == nullptr && p.ggml_gemv_occ == 3 &&
           static_cast<int64_t>(gg.ctas) * gg.split <= 2 * dev.sm_count) {
         p.ggml_gemv_occ = 0;
-        lin::prepare_ggml_gemv(caps.device, wf, fp16, M, 0, p.ggml_gemv_warps);
+        lin::prepare_ggml_gemv(caps.device, wf, fp16, M, 0, p.ggml_gemv_warps, p.ggml_gemv_var, K);
       }
       p.ggml_gemv = gg.kw;
       p.ggml_gemv_split = gg.split;
@@ -1299,6 +1306,7 @@ Plan plan(const Caps& caps) {
           << (p.decode_lean ? " lean" : "") << (p.decode_act_quant ? " actq" : "")
           << (p.decode_fp8_mma == 1 ? " mma=f16" : "")
           << (p.ggml_gemv > 0 ? (p.ggml_gemv_split > 1 ? " ggml_gemv+reduce" : " ggml_gemv") : "")
+          << (p.ggml_gemv > 0 && p.ggml_gemv_var ? " v" + std::to_string(p.ggml_gemv_var) : "")
           << (p.decode_deep ? " deep=" + std::to_string(p.decode_deep) : std::string()) << " split="
           << (M > kDecodeMaxM || split == 1 ? "none"
               : p.split_cluster             ? "cluster"
@@ -1706,7 +1714,7 @@ void run(const Binding& b, Stream stream) {
     p.split = plan.ggml_gemv_split;
     p.partial = p.split > 1 ? reinterpret_cast<float*>(b.scratch + plan.off_partial) : nullptr;
     lin::launch_ggml_gemv(im.wfmt, fp16, plan.ggml_gemv, plan.ggml_gemv_ctas, plan.ggml_gemv_occ,
-                          plan.ggml_gemv_warps, p, stream);
+                          plan.ggml_gemv_warps, plan.ggml_gemv_var, p, stream);
     if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);
     return;
   }

@@ -100,8 +100,50 @@ bool trigger_of(WFmt f, int nt) {
   return env >= 0 ? env == 1 : (f == WFmt::kIq2Xs && nt == 0) || (f == WFmt::kIq2Xxs && nt == 1);
 }
 
+/// The kernels of variant kVar (B12X_GGML_GEMV_VAR, gemv_ggml_body): the IQ2 one-tile kernels at
+/// M <= 4 (IQ2_XXS one token tile, IQ2_XS column groups) with 8 (capped or not) or 24 warps and
+/// the default PDL trigger (on for both).
+template <class T, int kVar>
+GemvFn pick_var(WFmt f, int nt, int occ, int warps) {
+  constexpr WFmt kX = WFmt::kIq2Xxs, kS = WFmt::kIq2Xs;
+  if (f == kX && nt == 1) {
+    if (warps == 24) return &linear_gemv_ggml_kernel<kX, T, 1, false, 0, 24, true, kVar>;
+    if (warps == 8)
+      return occ == 3 ? &linear_gemv_ggml_kernel<kX, T, 1, false, 3, 8, true, kVar>
+                      : &linear_gemv_ggml_kernel<kX, T, 1, false, 0, 8, true, kVar>;
+  }
+  if (f == kS && nt == 0) {
+    if (warps == 24) return &linear_gemv_ggml_kernel<kS, T, 1, true, 0, 24, true, kVar>;
+    if (warps == 8)
+      return occ == 3 ? &linear_gemv_ggml_kernel<kS, T, 1, true, 3, 8, true, kVar>
+                      : &linear_gemv_ggml_kernel<kS, T, 1, true, 0, 8, true, kVar>;
+  }
+  return nullptr;
+}
+
 /// The kernel that launch_ggml_gemv runs (nullptr: none).
-GemvFn kernel_of(WFmt f, bool fp16, int nt, int occ, int warps) {
+GemvFn kernel_of(WFmt f, bool fp16, int nt, int occ, int warps, int var) {
+  if (var != 0) {
+    if (!trigger_of(f, nt)) return nullptr;
+    switch (var) {
+      case 1:
+        return fp16 ? nullptr : pick_var<Bf16Tag, 1>(f, nt, occ, warps);
+      case 2:
+        return fp16 ? nullptr : pick_var<Bf16Tag, 2>(f, nt, occ, warps);
+      case 3:
+        return fp16 ? nullptr : pick_var<Bf16Tag, 3>(f, nt, occ, warps);
+      case 4:
+        return fp16 ? nullptr : pick_var<Bf16Tag, 4>(f, nt, occ, warps);
+      case 5:
+        return fp16 ? pick_var<Fp16Tag, 5>(f, nt, occ, warps)
+                    : pick_var<Bf16Tag, 5>(f, nt, occ, warps);
+      case 6:
+        return fp16 ? pick_var<Fp16Tag, 6>(f, nt, occ, warps)
+                    : pick_var<Bf16Tag, 6>(f, nt, occ, warps);
+      default:
+        return nullptr;
+    }
+  }
   if (trigger_of(f, nt))
     return fp16 ? kernel_of_t<Fp16Tag, true>(f, nt, occ, warps)
                 : kernel_of_t<Bf16Tag, true>(f, nt, occ, warps);
@@ -116,7 +158,16 @@ int variant_nt(WFmt f, int64_t M) {
   return f == WFmt::kIq2Xs && M <= 4 ? 0 : M <= 8 ? 1 : 2;
 }
 
-/// The dynamic shared memory of kernel_of(f, *, nt, occ, warps).
+/// Variants 5 / 6 stage the CTA's activation rows (M <= 2) after the tables: rows x batches
+/// per split x 256 values.
+bool var_stages(int var) {
+  return var == 5 || var == 6;
+}
+int64_t staged_bytes(int var, int nt, int64_t M, int64_t per) {
+  return var_stages(var) ? std::min<int64_t>(M, nt == 0 ? 4 : 8) * per * 256 * 2 : 0;
+}
+
+/// The dynamic shared memory of kernel_of(f, *, nt, occ, warps) (without staged activations).
 int smem_of(WFmt f, int nt, int occ, int warps) {
   if (warps != gemv::kWarps) occ = 0;  // one CTA per SM: 16 table copies
   switch (f) {
@@ -141,25 +192,34 @@ bool ggml_gemv_available(WFmt f) {
   return f == WFmt::kQ8_0 || f == WFmt::kIq2Xxs || f == WFmt::kIq2Xs;
 }
 
-int prepare_ggml_gemv(int device, WFmt f, bool fp16, int64_t M, int occ, int warps) {
+bool ggml_gemv_var_available(WFmt f, bool fp16, int64_t M, int occ, int warps, int var) {
+  if (var == 0) return true;
+  if (M > 4 || (var_stages(var) && M > 2)) return false;
+  return kernel_of(f, fp16, variant_nt(f, M), occ, warps, var) != nullptr;
+}
+
+int prepare_ggml_gemv(int device, WFmt f, bool fp16, int64_t M, int occ, int warps, int var,
+                      int64_t K) {
   B12X_ASSERT(ggml_gemv_available(f), "no GGML GEMV for format ", static_cast<int>(f));
   const int nt = variant_nt(f, M);
-  const GemvFn k = kernel_of(f, fp16, nt, occ, warps);
+  const GemvFn k = kernel_of(f, fp16, nt, occ, warps, var);
   B12X_ASSERT(k != nullptr, "no GGML GEMV for format ", static_cast<int>(f), " with ", warps,
               " warps at M=", M);
   // The opt-in and the occupancy, once per (device, kernel): resident_ctas keeps both in
   // opt_in_smem's table.
   const ::b12x::detail::DeviceScope scope(device);
   int blocks = 0;
+  // Variants 5 / 6: sized for the whole K range (no split), an upper bound of every run's.
+  const int64_t smem = smem_of(f, nt, occ, warps) + staged_bytes(var, nt, M, (K / 32 + 7) / 8);
   B12X_CUDA_CHECK(::b12x::detail::resident_ctas(reinterpret_cast<const void*>(k), 32 * warps,
-                                                smem_of(f, nt, occ, warps), &blocks));
+                                                static_cast<int>(smem), &blocks));
   return blocks;
 }
 
-void launch_ggml_gemv(WFmt f, bool fp16, int kw, int ctas, int occ, int warps,
+void launch_ggml_gemv(WFmt f, bool fp16, int kw, int ctas, int occ, int warps, int var,
                       const LinearParams& p, Stream stream) {
   const int nt = variant_nt(f, p.M);
-  const GemvFn k = kernel_of(f, fp16, nt, occ, warps);
+  const GemvFn k = kernel_of(f, fp16, nt, occ, warps, var);
   B12X_ASSERT(k != nullptr, "no GGML GEMV for format ", static_cast<int>(f), " with ", warps,
               " warps at M=", p.M);
   B12X_ASSERT(kw >= 1 && kw <= warps && warps % kw == 0, "GGML GEMV: kw=", kw, " with ", warps,
@@ -180,7 +240,8 @@ void launch_ggml_gemv(WFmt f, bool fp16, int kw, int ctas, int occ, int warps,
   // The plan prepared the kernel of its max_tokens; a run with fewer tokens may take another
   // (nt) whose dynamic shared memory is above 48 KB too: opt it in here (a lock-free lookup once
   // done, legal while a stream captures).
-  const int smem = smem_of(f, nt, occ, warps);
+  const int smem =
+      smem_of(f, nt, occ, warps) + static_cast<int>(staged_bytes(var, nt, p.M, geo.per));
   if (smem > 0)
     B12X_CUDA_CHECK(::b12x::detail::opt_in_smem(reinterpret_cast<const void*>(k), smem));
   B12X_CUDA_CHECK(b12x::detail::launch_ex(k, grid, dim3(32 * warps), static_cast<size_t>(smem),

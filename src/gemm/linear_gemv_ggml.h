@@ -15,13 +15,18 @@ bool ggml_gemv_available(WFmt f);
 /// launch_ggml_gemv runs for M tokens with `occ` and `warps` on `device`, and its CTAs per SM
 /// (occupancy); both once per (device, kernel). occ = 3: the IQ2 one-tile kernels with registers
 /// capped for 3 CTAs per SM (0: uncapped). warps: 8, or 16 / 24 for the one-tile kernels (M <= 8).
-int prepare_ggml_gemv(int device, WFmt f, bool fp16, int64_t M, int occ, int warps);
+/// var (B12X_GGML_GEMV_VAR, kernels/linear_gemv_ggml.cuh's kVar): 0 the default kernels; the
+/// variants exist where ggml_gemv_var_available says so. K: the weight's in_features (variants 5
+/// / 6 stage activation rows in shared memory).
+int prepare_ggml_gemv(int device, WFmt f, bool fp16, int64_t M, int occ, int warps, int var = 0,
+                      int64_t K = 0);
+bool ggml_gemv_var_available(WFmt f, bool fp16, int64_t M, int occ, int warps, int var);
 /// grid = (min(ctas, ceil(n16 / (warps / kw))), p.split, ceil(M / tokens)), tokens = 8 for M <= 8
 /// (4 for IQ2_XS at M <= 4), else 16; the CTAs walk the groups of warps / kw tiles grid-stride
 /// (ctas <= 0: one per group). kw (a divisor of warps): warps per 16-row tile (K split inside
 /// the CTA). p.split > 1 writes fp32 partials (all NP rows) to p.partial for
 /// launch_linear_reduce. Needs 16-byte aligned activation rows and prepare_ggml_gemv's opt-in.
-void launch_ggml_gemv(WFmt f, bool fp16, int kw, int ctas, int occ, int warps,
+void launch_ggml_gemv(WFmt f, bool fp16, int kw, int ctas, int occ, int warps, int var,
                       const LinearParams& p, Stream stream);
 /// The calling thread's last launch_ggml_gemv (a debug query for the tests: which kernel ran on
 /// which grid).

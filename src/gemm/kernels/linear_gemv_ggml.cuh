@@ -270,9 +270,17 @@ __device__ __forceinline__ void advance(Cursor& c, int batches) {
   if constexpr (F != WFmt::kQ8_0) c.s += batches * batch_sbytes<F>();
 }
 
+/// A 4-byte weight word read once: not allocated in L1 (which keeps the activations).
+__device__ __forceinline__ uint32_t ldg_na32(const void* p) {
+  uint32_t v;
+  asm("ld.global.nc.L1::no_allocate.u32 %0, [%1];" : "=r"(v) : "l"(p));
+  return v;
+}
+
 /// The batch at the cursor: Q8_0 4 atoms (nv valid: the last batch of K % 128 != 0 has fewer),
-/// IQ2 8 atoms (one 256-K block). d8 / s8: bytes from row g's scale words to row g + 8's.
-template <WFmt F>
+/// IQ2 8 atoms (one 256-K block). d8 / s8: bytes from row g's scale words to row g + 8's. kNa: the
+/// IQ2 weight words through ldg_na32.
+template <WFmt F, bool kNa = false>
 __device__ __forceinline__ void load_batch(const Cursor& c, int nv, int d8, int s8, Batch<F>& B) {
   if constexpr (F == WFmt::kQ8_0) {
 #pragma unroll
@@ -286,7 +294,9 @@ __device__ __forceinline__ void load_batch(const Cursor& c, int nv, int d8, int 
     }
   } else {
 #pragma unroll
-    for (int j = 0; j < 8; ++j) B.w[j] = __ldg(reinterpret_cast<const uint32_t*>(c.w + j * 128));
+    for (int j = 0; j < 8; ++j)
+      B.w[j] =
+          kNa ? ldg_na32(c.w + j * 128) : __ldg(reinterpret_cast<const uint32_t*>(c.w + j * 128));
     B.d[0] = __ldg(reinterpret_cast<const uint16_t*>(c.d));
     B.d[1] = __ldg(reinterpret_cast<const uint16_t*>(c.d + d8));
     if constexpr (F == WFmt::kIq2Xxs) {
@@ -297,6 +307,13 @@ __device__ __forceinline__ void load_batch(const Cursor& c, int nv, int d8, int 
       B.s[1] = __ldg(reinterpret_cast<const uint2*>(c.s + s8));
     }
   }
+}
+
+/// 16 bytes of shared memory (the staged activations of kVar 5 / 6).
+__device__ __forceinline__ void lds128(uint32_t addr, uint32_t x[4]) {
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(x[0]), "=r"(x[1]), "=r"(x[2]), "=r"(x[3])
+               : "r"(addr));
 }
 
 /// Activation words of an atom from the lane's pointer (its token row, + 2t for Q8_0, + 8t for
@@ -323,13 +340,22 @@ __device__ __forceinline__ void load_acts(const uint16_t* xa, uint32_t x[4]) {
 /// in the MMA's column halves instead of two MMA chains: columns 4h + m hold token m's sums over
 /// group h (lanes g = 4h + m load token m with the other group's activations zeroed), so one
 /// chain and one sub-scale per lane; lanes t and t + 2 (columns 2t, 2t + 1 of groups 0 / 1) are
-/// added before the epilogue.
-template <WFmt F, class T, int NT, bool kCols, bool kO3, int kW, bool kTrig>
+/// added before the epilogue. kVar (B12X_GGML_GEMV_VAR, IQ2 one-tile kernels): 0 the default;
+/// 5 the CTA's activation rows (M <= 2) staged once into shared memory after the tables
+/// (cp.async after griddepcontrol.wait), read per atom with one LDS.128 instead of an L1 load;
+/// 6 = 5 with the weight words not allocated in L1. Timing probes (wrong results by design): 1
+/// no decode (the raw words fed to the MMAs), 2 no MMA (decoded words and activations folded by
+/// XOR), 3 loads only, 4 no K loop.
+template <WFmt F, class T, int NT, bool kCols, bool kO3, int kW, bool kTrig, int kVar = 0>
 __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv::Geo& geo) {
   using namespace gemv;
   constexpr int kThr = 32 * kW;
   constexpr bool kIq2 = F != WFmt::kQ8_0;
   constexpr bool kXs = F == WFmt::kIq2Xs;
+  constexpr bool kNoDec = kVar == 1 || kVar == 3;
+  constexpr bool kNoMma = kVar == 2 || kVar == 3;
+  constexpr bool kStage = kVar == 5 || kVar == 6;
+  static_assert(kVar == 0 || (kIq2 && NT == 1), "GEMV variants: the IQ2 one-tile kernels");
   constexpr int kU = batch_atoms<F>();
   constexpr int kE = grid_entries<F>();
   constexpr int kGc = grid_copies<F, kO3>();
@@ -366,7 +392,8 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
   int tg = blockIdx.x;
   Batch<F> cur;
   Cursor ld = cursor_at<F>(p, tg * tpc + wt, b_first, lane);
-  if (tg * tpc + wt < n16 && b_first < b_end) load_batch<F>(ld, atoms - b_first * kU, d8, s8, cur);
+  if (tg * tpc + wt < n16 && b_first < b_end)
+    load_batch<F, kVar == 6>(ld, atoms - b_first * kU, d8, s8, cur);
 
   if constexpr (kIq2) {
     const uint64_t* gsrc;
@@ -405,6 +432,27 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
     __syncthreads();
   }
   griddep_wait();
+  // kStage: rows tok0 .. tok0 + xrows - 1 of the CTA's K range [k0, k0 + kn), xld values apart.
+  const int b_lo = static_cast<int>(blockIdx.y) * per;
+  uint32_t xs_lane = 0;
+  if constexpr (kStage) {
+    const int xrows = static_cast<int>(std::min<int64_t>(kCols ? 4 : 8, p.M - tok0));
+    const int k0 = b_lo * 256, xld = per * 256;
+    const int chunks = (std::min(atoms * 32, k0 + xld) - k0) / 8;
+    const uint32_t xs =
+        static_cast<uint32_t>(__cvta_generic_to_shared(tabs)) + smem_bytes<F, kO3>();
+    for (int i = static_cast<int>(threadIdx.x); i < xrows * chunks; i += kThr) {
+      const int r = i / chunks, c = i - r * chunks;
+      const uint16_t* src = static_cast<const uint16_t*>(p.x) + (tok0 + r) * p.ldx + k0 + 8 * c;
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(xs + (r * xld + 8 * c) * 2),
+                   "l"(src)
+                   : "memory");
+    }
+    asm volatile("cp.async.wait_all;" ::: "memory");
+    __syncthreads();
+    const int64_t m = std::min<int64_t>(tok0 + (kCols ? (g & 3) : g), p.M - 1) - tok0;
+    xs_lane = xs + (static_cast<uint32_t>(m) * xld + 8 * t) * 2;
+  }
 
   const uint32_t tab0 = static_cast<uint32_t>(__cvta_generic_to_shared(tabs));
   const uint32_t gcls = tab0 + (lane % kGc) * 8;
@@ -446,14 +494,14 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
 #pragma unroll
     for (int n = 0; n < NT; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
 
-    for (int b = b_first; active && b < b_end; b += kw) {
+    for (int b = b_first; active && b < b_end && kVar != 4; b += kw) {
       Batch<F> nxt;
       if (b + kw < b_end) {
         advance<F>(ld, kw);
-        load_batch<F>(ld, atoms - (b + kw) * kU, d8, s8, nxt);
+        load_batch<F, kVar == 6>(ld, atoms - (b + kw) * kU, d8, s8, nxt);
       } else if (next_tile < n16) {
         ld = cursor_at<F>(p, next_tile, b_first, lane);
-        load_batch<F>(ld, atoms - b_first * kU, d8, s8, nxt);
+        load_batch<F, kVar == 6>(ld, atoms - b_first * kU, d8, s8, nxt);
       } else if (kTrig) {
         griddep_launch_dependents();
       }
@@ -486,10 +534,17 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
       const uint16_t* xb[NT];
 #pragma unroll
       for (int n = 0; n < NT; ++n) xb[n] = xl[n] + static_cast<int64_t>(b) * (kU * 32);
+      const uint32_t xsb = xs_lane + static_cast<uint32_t>(b - b_lo) * 512u;
+      uint32_t pbits = 0;  // the probes' XOR fold
 #pragma unroll
       for (int j = 0; j < kU; ++j) {
         uint32_t A[2][4];
-        if constexpr (kIq2) {
+        if constexpr (kNoDec) {
+#pragma unroll
+          for (int s = 0; s < 2; ++s)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) A[s][i] = cur.w[j];
+        } else if constexpr (kIq2) {
           // Lane t takes the atom's group t for rows g (half t & 1 of word t / 2 of the slot) and
           // g + 8 (of word 2 + t / 2): even lanes hold row g's word, odd lanes row g + 8's.
           const uint32_t v = __shfl_xor_sync(0xFFFFFFFFu, cur.w[j], 1);
@@ -506,63 +561,77 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
         } else {
           decode_byte_atom<T, true>(cur.w[j], A);
         }
-        // Per-row fp32 factors of the atom's group(s): Q8_0 d; IQ2 2s + 1 (d / 8 per batch).
-        float sc[2][2];
+        if constexpr (kNoMma) {
+          uint32_t x[4];
+          load_acts<F>(xb[0] + j * 32, x);
+          pbits ^= lop3<0x96>(lop3<0x96>(A[0][0], A[0][1], A[0][2]),
+                              lop3<0x96>(A[0][3], A[1][0], A[1][1]),
+                              lop3<0x96>(A[1][2], A[1][3], lop3<0x96>(x[0], x[1], x[2] ^ x[3])));
+        } else {
+          // Per-row fp32 factors of the atom's group(s): Q8_0 d; IQ2 2s + 1 (d / 8 per batch).
+          float sc[2][2];
 #pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          if constexpr (F == WFmt::kQ8_0) {
-            const uint32_t dw = cur.d[r][j >> 1] >> (16 * (j & 1));
-            sc[r][0] = half_bits_f32(dw & 0xFFFFu);
-          } else if constexpr (F == WFmt::kIq2Xxs) {
-            sc[r][0] = iq2_factor(fw[r][j & 1], j >> 1, magic);
-          } else if constexpr (kCols) {
-            sc[r][0] = iq2_factor(fw[r][j >> 2], j & 3, magic);
-          } else {
-            sc[r][0] = iq2_factor(fw[r][j >> 2], j & 3, magic);
-            sc[r][1] = iq2_factor(fw[r][2 + (j >> 2)], j & 3, magic);
+          for (int r = 0; r < 2; ++r) {
+            if constexpr (F == WFmt::kQ8_0) {
+              const uint32_t dw = cur.d[r][j >> 1] >> (16 * (j & 1));
+              sc[r][0] = half_bits_f32(dw & 0xFFFFu);
+            } else if constexpr (F == WFmt::kIq2Xxs) {
+              sc[r][0] = iq2_factor(fw[r][j & 1], j >> 1, magic);
+            } else if constexpr (kCols) {
+              sc[r][0] = iq2_factor(fw[r][j >> 2], j & 3, magic);
+            } else {
+              sc[r][0] = iq2_factor(fw[r][j >> 2], j & 3, magic);
+              sc[r][1] = iq2_factor(fw[r][2 + (j >> 2)], j & 3, magic);
+            }
           }
-        }
 #pragma unroll
-        for (int n = 0; n < NT; ++n) {
-          uint32_t x[4] = {0u, 0u, 0u, 0u};
-          // Q8_0: the last batch of K % 128 != 0 stops at K (IQ2: K % 256 == 0).
-          if (kIq2 || b * kU + j < atoms) load_acts<F>(xb[n] + j * 32, x);
-          if constexpr (kCols) {
-            // Column group g / 4 keeps the activations of its K half (lanes t / 2 == g / 4).
-            const bool keep = (t >> 1) == (g >> 2);
-            float c[4] = {0.f, 0.f, 0.f, 0.f};
-            mma16816<T>(c, A[0], keep ? x[0] : 0u, keep ? x[1] : 0u);
-            mma16816<T>(c, A[1], keep ? x[2] : 0u, keep ? x[3] : 0u);
+          for (int n = 0; n < NT; ++n) {
+            uint32_t x[4] = {0u, 0u, 0u, 0u};
+            // Q8_0: the last batch of K % 128 != 0 stops at K (IQ2: K % 256 == 0).
+            if constexpr (kStage) {
+              lds128(xsb + j * 64, x);
+            } else if (kIq2 || b * kU + j < atoms) {
+              load_acts<F>(xb[n] + j * 32, x);
+            }
+            if constexpr (kCols) {
+              // Column group g / 4 keeps the activations of its K half (lanes t / 2 == g / 4).
+              const bool keep = (t >> 1) == (g >> 2);
+              float c[4] = {0.f, 0.f, 0.f, 0.f};
+              mma16816<T>(c, A[0], keep ? x[0] : 0u, keep ? x[1] : 0u);
+              mma16816<T>(c, A[1], keep ? x[2] : 0u, keep ? x[3] : 0u);
 #pragma unroll
-            for (int i = 0; i < 4; ++i) accb[n][i] = fmaf(c[i], sc[i >> 1][0], accb[n][i]);
-          } else if constexpr (kXs) {
-            // Lanes t = 0, 1 hold K 0-15 (group 0), t = 2, 3 K 16-31 (group 1): one MMA chain
-            // per group with the other group's activations zeroed.
-            const bool g0 = t < 2;
-            float c0[4] = {0.f, 0.f, 0.f, 0.f}, c1[4] = {0.f, 0.f, 0.f, 0.f};
-            mma16816<T>(c0, A[0], g0 ? x[0] : 0u, g0 ? x[1] : 0u);
-            mma16816<T>(c0, A[1], g0 ? x[2] : 0u, g0 ? x[3] : 0u);
-            mma16816<T>(c1, A[0], g0 ? 0u : x[0], g0 ? 0u : x[1]);
-            mma16816<T>(c1, A[1], g0 ? 0u : x[2], g0 ? 0u : x[3]);
+              for (int i = 0; i < 4; ++i) accb[n][i] = fmaf(c[i], sc[i >> 1][0], accb[n][i]);
+            } else if constexpr (kXs) {
+              // Lanes t = 0, 1 hold K 0-15 (group 0), t = 2, 3 K 16-31 (group 1): one MMA chain
+              // per group with the other group's activations zeroed.
+              const bool g0 = t < 2;
+              float c0[4] = {0.f, 0.f, 0.f, 0.f}, c1[4] = {0.f, 0.f, 0.f, 0.f};
+              mma16816<T>(c0, A[0], g0 ? x[0] : 0u, g0 ? x[1] : 0u);
+              mma16816<T>(c0, A[1], g0 ? x[2] : 0u, g0 ? x[3] : 0u);
+              mma16816<T>(c1, A[0], g0 ? 0u : x[0], g0 ? 0u : x[1]);
+              mma16816<T>(c1, A[1], g0 ? 0u : x[2], g0 ? 0u : x[3]);
 #pragma unroll
-            for (int i = 0; i < 4; ++i)
-              accb[n][i] = fmaf(c1[i], sc[i >> 1][1], fmaf(c0[i], sc[i >> 1][0], accb[n][i]));
-          } else {
-            float c[4] = {0.f, 0.f, 0.f, 0.f};
-            mma16816<T>(c, A[0], x[0], x[1]);
-            mma16816<T>(c, A[1], x[2], x[3]);
+              for (int i = 0; i < 4; ++i)
+                accb[n][i] = fmaf(c1[i], sc[i >> 1][1], fmaf(c0[i], sc[i >> 1][0], accb[n][i]));
+            } else {
+              float c[4] = {0.f, 0.f, 0.f, 0.f};
+              mma16816<T>(c, A[0], x[0], x[1]);
+              mma16816<T>(c, A[1], x[2], x[3]);
 #pragma unroll
-            for (int i = 0; i < 4; ++i) {
-              if constexpr (kIq2) {
-                accb[n][i] = fmaf(c[i], sc[i >> 1][0], accb[n][i]);
-              } else {
-                acc[n][i] = fmaf(c[i], sc[i >> 1][0], acc[n][i]);
+              for (int i = 0; i < 4; ++i) {
+                if constexpr (kIq2) {
+                  accb[n][i] = fmaf(c[i], sc[i >> 1][0], accb[n][i]);
+                } else {
+                  acc[n][i] = fmaf(c[i], sc[i >> 1][0], acc[n][i]);
+                }
               }
             }
           }
         }
       }
-      if constexpr (kIq2) {
+      if constexpr (kNoMma) {
+        acc[0][0] += __uint_as_float(pbits & 0x007FFFFFu);
+      } else if constexpr (kIq2) {
 #pragma unroll
         for (int n = 0; n < NT; ++n)
 #pragma unroll
@@ -622,10 +691,10 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
 /// trigger at each warp's last batch (the default for IQ2_XS's column groups,
 /// B12X_GGML_GEMV_TRIGGER=0|1).
 template <WFmt F, class T, int NT, bool kCols, int kMinCtas, int kW = gemv::kWarps,
-          bool kTrig = false>
+          bool kTrig = false, int kVar = 0>
 __global__ void __launch_bounds__(32 * kW, kMinCtas)
     linear_gemv_ggml_kernel(const LinearParams p, const gemv::Geo geo) {
-  gemv_ggml_body<F, T, NT, kCols, (kMinCtas >= 3), kW, kTrig>(p, geo);
+  gemv_ggml_body<F, T, NT, kCols, (kMinCtas >= 3), kW, kTrig, kVar>(p, geo);
 }
 
 }  // namespace b12x::gemm::lin
