@@ -273,6 +273,11 @@ struct Plan {
   /// stream16_split is the partial slots (the most CTAs sharing a row block). 0: the (row block,
   /// K range) grid. B12X_GEMM_STREAM16_SK=0|1, B12X_GEMM_STREAM16_SK_MIN=<chunks per CTA>.
   int stream16_sk = 0;
+  /// FP8 weights (per-tensor, block FP8, MXFP8) on the block kernel (session 14,
+  /// lin::launch_linear_stream16_f8; the stream16_* fields above describe its grid): its
+  /// weight ring depth per warp (0: not the FP8 kernel). Its MMA kind is decode_fp8_mma.
+  /// B12X_GEMM_STREAM16_F8=0|1 turns it off / on, B12X_GEMM_STREAM16_DEPTH=4|8 overrides.
+  int stream16_depth = 0;
   /// Decode regime, from the device's opt-in shared memory at plan time (run reads no device
   /// info): the pipelined staging budget of decode_pipe_kb (bytes, 0: kDecodePipeBudget) and the
   /// 8-warps-per-tile budget (lin::decode_ws8_budget).

@@ -17,6 +17,7 @@
 #include "gemm/linear_internal.h"
 #include "gemm/linear_launch.h"
 #include "gemm/linear_params.h"
+#include "gemm/linear_stream16_fp8.h"
 #include "gemm/linear_wgmma_group.h"
 #include "gemm/quantize_launch.h"
 
@@ -86,6 +87,9 @@ constexpr int64_t kStreamRowsMinTiles = 2;
 constexpr int kS16MinVp = 8;
 /// The M <= 16 block kernel's token range starts here (below: the M = 1 and 4-row stream kernels).
 constexpr int64_t kS16MinM = 5;
+/// The FP8 block kernel: the fewest 32-K atoms per CTA its K split goes down to (two 256-K
+/// chunks, as kS16MinVp).
+constexpr int kS16F8MinVp = 16;
 /// W4A4 NVFP4 on the block kernel: activations converted in the kernel (no pre-pass) up to this
 /// many FP4 weight bytes (round 49: faster at 4096x4096 / 2048x7168, 8.4 / 7.3 MB; slower from
 /// 6144x4096, 12.6 MB, at M = 8).
@@ -358,7 +362,8 @@ std::string stream16_describe(const Plan& p) {
   return " stream16=" + std::to_string(p.stream16_tw) + "x" + std::to_string(p.stream16_split) +
          "/" + std::to_string(p.stream16_vp) +
          (p.stream16_sk > 0 ? " sk" + std::to_string(p.stream16_sk) : "") +
-         (p.stream16_qx ? " qx" : "");
+         (p.stream16_qx ? " qx" : "") +
+         (p.stream16_depth > 0 ? " f8d" + std::to_string(p.stream16_depth) : "");
 }
 
 }  // namespace
@@ -1196,6 +1201,51 @@ Plan plan(const Caps& caps) {
         }
       }
     }
+    // FP8 weights (session 14, lin::launch_linear_stream16_f8): the same block structure on
+    // e4m3 activations (per-tensor: the caller's; block FP8 / MXFP8: the quantizer's, with their
+    // group scales), f16 MMAs on SM90 (decode_fp8_mma). Atoms (32 K) per CTA at least
+    // kS16F8MinVp (two 256-K chunks), the one-wave split rule above.
+    const char* ef8 = std::getenv("B12X_GEMM_STREAM16_F8");
+    const bool want_f8 = ef8 != nullptr && ef8[0] == '1';
+    int depth = 4;
+    if (const char* e = std::getenv("B12X_GEMM_STREAM16_DEPTH"); e != nullptr) depth = std::atoi(e);
+    const bool f8_act = f == LinearFormat::kFp8Tensor
+                            ? caps.act_dtype == DType::kFP8E4M3
+                            : caps.act_dtype == DType::kBF16 || caps.act_dtype == DType::kFP8E4M3;
+    if (want_f8 && lin::wtraits(wf).fp8mma && f8_act && split_env == nullptr &&
+        lin::stream16_f8_available(wf, tw, p.decode_fp8_mma, depth)) {
+      const int64_t sms = std::max(dev.sm_count, 1);
+      const int fit = lin::prepare_linear_stream16_f8(caps.device, wf, tw, p.decode_fp8_mma, depth);
+      if (fit > 0) {
+        int per_sm = fit;
+        if (const char* e = std::getenv("B12X_GEMM_STREAM16_CTAS");
+            e != nullptr && std::atoi(e) > 0)
+          per_sm = std::min(fit, std::atoi(e));
+        const int64_t slots = sms * per_sm;
+        const int64_t gx = (geo.n16 + 8 * tw - 1) / (8 * tw);
+        int split = 0, split_vp = 0;
+        for (int sp = 1; sp <= 256; ++sp) {
+          const int vp = lin::stream16_f8_vectors_per_cta(geo.kvec, sp);
+          const int eff = static_cast<int>((geo.kvec + vp - 1) / vp);  // no idle K range
+          if (force_split > 0) {
+            if (sp == force_split) split = eff, split_vp = vp;
+            continue;
+          }
+          if (eff != sp) continue;
+          if (sp > 1 && (gx * eff > slots || vp < kS16F8MinVp)) break;
+          split = eff, split_vp = vp;
+        }
+        if (split > 0) {
+          p.stream16_tw = tw;
+          p.stream16_split = split;
+          p.stream16_vp = split_vp;
+          p.stream16_qx = false;
+          p.stream16_smem = lin::stream16_f8_smem_bytes(wf, tw, p.decode_fp8_mma);
+          p.stream16_tiles = 8 * tw;
+          p.stream16_depth = depth;
+        }
+      }
+    }
   }
   // Probe override (tools/gemm-probe.sh): B12X_GEMM_SPLIT=<n> forces the decode split count.
   if (decode_plan && split_env != nullptr && std::atoi(split_env) > 0)
@@ -1318,7 +1368,8 @@ Plan plan(const Caps& caps) {
       sig << " stream_r4=" << p.stream_rows_parts << (p.stream_rows_split > 1 ? "+reduce" : "");
     if (p.stream16_tw > 0)
       sig << " stream16=" << p.stream16_tw << (p.stream16_split > 1 ? "+reduce" : "")
-          << (p.stream16_qx ? " qx" : "");
+          << (p.stream16_qx ? " qx" : "")
+          << (p.stream16_depth > 0 ? " f8d" + std::to_string(p.stream16_depth) : std::string());
     // The pre-pass: every run of a quantized-activation format but the block kernel's with qx
     // (M = 5..16), which converts them itself.
     if (p.act_prepass) sig << " act_prepass";
@@ -1496,9 +1547,11 @@ void run(const Binding& b, Stream stream) {
   bool wgmma_bulk = false;  // block FP8 activations quantized as variant 14's stage images
   // Block FP8 / MXFP8 activations quantized in the decode kernel's staging (16-byte loads of
   // BF16 rows; other rows take the quantizer).
-  const bool staged_quant = plan.decode_act_quant && !tiled && b.x.dtype == DType::kBF16 &&
-                            reinterpret_cast<uintptr_t>(b.x.data) % 16 == 0 &&
-                            b.x.stride[0] % 8 == 0;
+  // (Not where the FP8 block kernel runs: it reads the quantizer's e4m3 and group scales.)
+  const bool f8_block16 = plan.stream16_depth > 0 && M >= kS16MinM && M <= 16 && !tiled;
+  const bool staged_quant =
+      plan.decode_act_quant && !tiled && !f8_block16 && b.x.dtype == DType::kBF16 &&
+      reinterpret_cast<uintptr_t>(b.x.data) % 16 == 0 && b.x.stride[0] % 8 == 0;
   if (format_raw_activations(f)) {
     p.x = b.x.data;
     p.ldx = b.x.stride[0];
@@ -1726,6 +1779,16 @@ void run(const Binding& b, Stream stream) {
     p.stage_slices =
         static_cast<int>(std::min<int64_t>(p.slices_per_cta, stage_fit_slices(im.wfmt, 16)));
     lin::launch_linear_decode(im.wfmt, fp16, 2, p, stream);
+    return;
+  }
+  if (f8_block16 && p.act_kind == lin::kActFp8 && M <= plan.caps.max_tokens) {
+    p.split = plan.stream16_split;
+    p.partial = p.split > 1 ? reinterpret_cast<float*>(b.scratch + plan.off_partial) : nullptr;
+    p.stream_vp = plan.stream16_vp;
+    p.stream_tiles = plan.stream16_tiles;
+    lin::launch_linear_stream16_f8(im.wfmt, plan.stream16_tw, plan.decode_fp8_mma,
+                                   plan.stream16_depth, plan.stream16_smem, p, stream);
+    if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);
     return;
   }
   if (M >= kS16MinM && M <= 16 && plan.stream16_tw > 0 &&

@@ -27,6 +27,7 @@
 #include "formats/swizzle.h"
 #include "gemm/linear_gemv_ggml.h"
 #include "gemm/linear_launch.h"
+#include "gemm/linear_stream16_fp8.h"
 #include "gpu_test_util.h"
 #include "reference/parallel.h"
 
@@ -1626,6 +1627,84 @@ TEST(GemmGpu, DecodeStream16StreamK) {
       EXPECT_EQ(l.split, pl.stream16_split) << "min " << mn << " N " << N;
       if (mn[1] == '0') EXPECT_EQ(pl.stream16_split, 1);  // one CTA: no partials
     }
+}
+
+TEST(GemmGpu, DecodeStream16Fp8) {
+  B12X_REQUIRE_GPU();
+  // Session 14: the FP8 block kernel (forced: B12X_GEMM_STREAM16_F8=1) for per-tensor FP8 (e4m3
+  // activations), block FP8 (BF16 through the quantizer, or the caller's e4m3 + scales) and MXFP8
+  // (the quantizer); e4m3 mma.sync and f16 MMAs (B12X_GEMM_DECODE_F8MMA); 1 / 2 tiles per warp;
+  // M = 5 / 8 (one n8 token tile), 9 / 16 (two; rows past M zero, never stored); K split over 1
+  // or 3 CTAs through fp32 partials + the reduce kernel, K tails inside a chunk (1312: 41 atoms
+  // of 48), partial CTAs (N = 72 / 200), bias, FP16 outputs, capacity above M, replayed graphs.
+  ScopedEnv e16("B12X_GEMM_STREAM16_F8", "1");
+  int i = 0;
+  for (const char* mma : {"0", "1"})
+    for (LinearFormat f : {LinearFormat::kFp8Tensor, LinearFormat::kFp8Block, LinearFormat::kMxfp8})
+      for (const char* tw : {"1", "2"})
+        for (const char* sp : {"1", "3"}) {
+          ScopedEnv em("B12X_GEMM_DECODE_F8MMA", mma), et("B12X_GEMM_STREAM16_TW", tw),
+              es("B12X_GEMM_STREAM16_SPLIT", sp);
+          const int64_t Ms[] = {5, 8, 9, 16};
+          const int64_t M = Ms[i % 4];
+          const bool block = f == LinearFormat::kFp8Block;
+          const int64_t K = (i % 3) == 0 ? 4864 : (i % 3) == 1 ? 1024 : block ? 1280 : 1312;
+          Case c{f,
+                 M,
+                 (i % 2) ? 72 : 200,
+                 K,
+                 f == LinearFormat::kFp8Tensor ? DType::kFP8E4M3 : DType::kBF16,
+                 (i % 5) == 0 ? DType::kFP16 : DType::kBF16,
+                 (i % 2) == 0};
+          c.caller_quant = block && (i % 4) == 1;
+          c.max_tokens = (i % 3) == 1 ? 16 : M;
+          ++i;
+          const int64_t before = gemm::lin::last_stream16_f8_launch().serial;
+          run_case(c, /*graph_replay=*/(i % 5) == 0);
+          const gemm::lin::Stream16F8Launch l = gemm::lin::last_stream16_f8_launch();
+          EXPECT_GT(l.serial, before) << name(c) << " mma " << mma << " tw " << tw << " sp " << sp;
+          EXPECT_EQ(l.tw, std::atoi(tw));
+          EXPECT_EQ(l.mma, mma[0] - '0');
+          EXPECT_EQ(l.split, std::atoi(sp)) << name(c);
+        }
+  // Ring depth 8 (per-tensor, f16 MMAs) and the plan's own split (4096x14336's plan, run at N =
+  // 256: every K range non-empty).
+  {
+    ScopedEnv em("B12X_GEMM_DECODE_F8MMA", "1"), ed("B12X_GEMM_STREAM16_DEPTH", "8");
+    for (int64_t M : {6, 16}) {
+      const int64_t before = gemm::lin::last_stream16_f8_launch().serial;
+      run_case({LinearFormat::kFp8Tensor, M, 200, 1312, DType::kFP8E4M3, DType::kBF16, M == 6},
+               /*graph_replay=*/M == 16);
+      EXPECT_GT(gemm::lin::last_stream16_f8_launch().serial, before);
+      EXPECT_EQ(gemm::lin::last_stream16_f8_launch().depth, 8);
+    }
+  }
+  gemm::Caps caps;
+  caps.format = LinearFormat::kFp8Tensor;
+  caps.max_tokens = 16;
+  caps.in_features = 14336;
+  caps.out_features = 4096;
+  caps.act_dtype = DType::kFP8E4M3;
+  caps.out_dtype = DType::kBF16;
+  const gemm::Plan pl = gemm::plan(caps);
+  EXPECT_EQ(pl.stream16_depth, 4);
+  EXPECT_GT(pl.stream16_split, 1);
+  EXPECT_LT(int64_t{pl.stream16_vp} * (pl.stream16_split - 1), 14336 / 32);
+  EXPECT_GE(int64_t{pl.stream16_vp} * pl.stream16_split, 14336 / 32);
+  const int64_t before = gemm::lin::last_stream16_f8_launch().serial;
+  run_case({LinearFormat::kFp8Tensor, 16, 256, 14336, DType::kFP8E4M3, DType::kBF16, true});
+  EXPECT_GT(gemm::lin::last_stream16_f8_launch().serial, before);
+  // Not taken: M <= 4, B12X_GEMM_STREAM16_F8 unset (the default until measured).
+  {
+    Case c{LinearFormat::kFp8Tensor, 4, 200, 1024, DType::kFP8E4M3, DType::kBF16, false};
+    c.max_tokens = 16;
+    const int64_t b4 = gemm::lin::last_stream16_f8_launch().serial;
+    run_case(c);
+    EXPECT_EQ(gemm::lin::last_stream16_f8_launch().serial, b4);
+  }
+  unsetenv("B12X_GEMM_STREAM16_F8");
+  EXPECT_EQ(gemm::plan(caps).stream16_depth, 0);
+  setenv("B12X_GEMM_STREAM16_F8", "1", 1);
 }
 
 TEST(GemmGpu, DecodeStream16Default) {

@@ -139,6 +139,14 @@ __device__ __forceinline__ void mma16832_e4m3(float c[4], const uint32_t a[4], u
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+/// Two e4m3 pairs (bytes 0-1, 2-3 of x) as two f16x2 (exact: every e4m3 value is an f16).
+__device__ __forceinline__ void e4m3x2x2_to_f16x2(uint32_t x, uint32_t& lo, uint32_t& hi) {
+  asm("{\n.reg .b16 l, h;\nmov.b32 {l, h}, %2;\ncvt.rn.f16x2.e4m3x2 %0, l;\n"
+      "cvt.rn.f16x2.e4m3x2 %1, h;\n}"
+      : "=r"(lo), "=r"(hi)
+      : "r"(x));
+}
+
 __device__ __forceinline__ void ldmatrix_x2(uint32_t r[2], const void* smem) {
   const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];"

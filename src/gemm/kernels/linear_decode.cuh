@@ -106,14 +106,6 @@ __device__ __forceinline__ float act_group_scale(const LinearParams& p, int64_t 
   }
 }
 
-/// Two e4m3 pairs (bytes 0-1, 2-3 of x) as two f16x2 (exact: every e4m3 value is an f16).
-__device__ __forceinline__ void e4m3x2x2_to_f16x2(uint32_t x, uint32_t& lo, uint32_t& hi) {
-  asm("{\n.reg .b16 l, h;\nmov.b32 {l, h}, %2;\ncvt.rn.f16x2.e4m3x2 %0, l;\n"
-      "cvt.rn.f16x2.e4m3x2 %1, h;\n}"
-      : "=r"(lo), "=r"(hi)
-      : "r"(x));
-}
-
 __device__ __forceinline__ void dec_cp_async16(void* smem, const void* gmem) {
   const uint32_t sa = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sa), "l"(gmem));

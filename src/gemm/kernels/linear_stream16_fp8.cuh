@@ -1,0 +1,369 @@
+// M = 5..16 block kernel for the FP8 weight formats (session 14, Plan::stream16_tw with an FP8
+// weight): per-tensor FP8, 128x128 block FP8 and MXFP8 weights on e4m3 activations.
+//
+// The structure of the FP4 block kernel (linear_stream.cuh, linear_stream16_kernel; gemm.md
+// "Session 13 ... the M <= 16 block kernel"): a CTA of 8 warps x kTw 16-row tiles over one K range
+// of p.stream_vp vectors, so the activations it reads from L2 (16 tokens x its K range, one byte
+// each) are 1 / (16 kTw) of the weight bytes it streams; K split over gridDim.y CTAs through fp32
+// partials + linear_reduce_kernel; weights in a per-warp register ring (ld.global.nc
+// L1::no_allocate) requested before griddepcontrol.wait; activations in chunks of 256 K (8 FP8
+// atoms), three cp.async slots two chunks ahead, one CTA barrier per chunk. An FP8 vector is one
+// atom (16 rows x 32 K, the e4m3 m16n8k32 A fragment, 16 bytes per lane).
+//
+// MMAs (kMma): 0 e4m3 mma.sync m16n8k32 (SM89 / SM12x; partials promoted to fp32 per 128 K as
+// the decode kernel does), 1 f16 m16n8k16 (SM90, which has no e4m3 mma.sync and whose ptxas
+// lowering of it adds 4 FADDs per MMA, session 13): the weight fragment is converted with
+// cvt.rn.f16x2.e4m3x2 in the K order ptxas uses (MMA h takes half h of every register: k 4t + 2h,
+// + 1 and 16 + 4t + 2h, + 1), the activations once per CTA while the chunk before is computed
+// (the 8 warps would each convert the same B fragments: 8 of every 24 conversions per atom), into
+// f16 rows in that permuted order so that one ldmatrix.x4 per (atom, h) gives both token tiles'
+// B fragments. Every e4m3 value is an f16 value, the products are exact and the HMMAs accumulate
+// in fp32.
+//
+// Scales (kGroup): 0 per-tensor (output_scale through p.alpha in the epilogue), 128 block FP8
+// (fp32 weight scale per 128 rows x 128 K, fp32 activation scale per token and 128 K: partial
+// sums per group folded in fp32), 32 MXFP8 (E8M0 per row / token and 32 K, folded per atom). The
+// chunk's activation scales and the weight scales (block FP8: the CTA's kTw row blocks x 2 groups;
+// MXFP8: 8 E8M0 bytes per row) are staged with the activations.
+#pragma once
+
+#include "gemm/kernels/linear_stream.cuh"
+
+namespace b12x::gemm::lin {
+
+inline constexpr int kF8ChunkV = 8;  ///< FP8 atoms (32-K vectors) per staged chunk
+inline constexpr int kF8Slots = 3;
+/// Raw e4m3 rows of a chunk: 256 bytes + 16, so that ldmatrix's 8 rows of 16 bytes fall in 8
+/// distinct bank groups (272 = 2 x 128 + 16).
+inline constexpr int kF8RawPitch = kF8ChunkV * 32 + 16;
+inline constexpr int kF8RawBytes = 16 * kF8RawPitch;
+/// f16 rows of a chunk (kMma 1): 256 halves + 8 (528 = 4 x 128 + 16).
+inline constexpr int kF8HalfPitch = (kF8ChunkV * 32 + 8) * 2;
+inline constexpr int kF8HalfBytes = 16 * kF8HalfPitch;
+/// Group scales of a chunk: activations [16 tokens][8 bytes] (2 fp32 per 128 K, or 8 E8M0), then
+/// the block FP8 weight scales [kTw row blocks][2 groups] fp32.
+inline constexpr int kF8ScaleBytes = 16 * 8 + 2 * 2 * 4;
+/// A slot: raw activations, group scales, MXFP8 weight E8M0 bytes [rows][8] (kGroup 32), the f16
+/// activations (kMma 1).
+template <int kTw, int kGroup, int kMma>
+inline constexpr int kF8SlotBytes = kF8RawBytes + kF8ScaleBytes +
+                                    (kGroup == 32 ? kStreamWarps * kTw * 16 * 8 : 0) +
+                                    (kMma == 1 ? kF8HalfBytes : 0);
+template <int kTw, int kGroup, int kMma>
+inline constexpr int kF8SmemBytes = kF8Slots* kF8SlotBytes<kTw, kGroup, kMma>;
+
+/// 4-byte cp.async (8 with kEight), or a plain copy where the source is not aligned.
+template <bool kEight>
+__device__ __forceinline__ void f8s_cp_small(void* smem, const uint8_t* gmem) {
+  constexpr int kB = kEight ? 8 : 4;
+  if ((reinterpret_cast<uintptr_t>(gmem) & (kB - 1)) == 0) {
+    const uint32_t sa = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" ::"r"(sa), "l"(gmem), "n"(kB));
+  } else {
+#pragma unroll
+    for (int e = 0; e < kB; ++e) static_cast<uint8_t*>(smem)[e] = gmem[e];
+  }
+}
+
+/// kTw tiles per warp, kNt n8 token tiles (1 at M <= 8), kGroup 0 / 128 / 32 (per-tensor / block
+/// FP8 / MXFP8), kMma 0 e4m3 / 1 f16, kDepth ring vectors per warp.
+template <int kTw, int kNt, int kGroup, int kMma, int kDepth>
+__global__ void __launch_bounds__(kStreamWarps * 32, 2)
+    linear_stream16_fp8_kernel(const LinearParams p) {
+  static_assert(kTw == 1 || kTw == 2, "tiles per warp");
+  static_assert(kNt == 1 || kNt == 2, "n8 token tiles");
+  static_assert(kGroup == 0 || kGroup == 32 || kGroup == 128, "scale group");
+  static_assert(kMma == 0 || kMma == 1, "MMA kind");
+  static_assert((kF8ChunkV * kTw) % kDepth == 0 && kDepth % kTw == 0, "ring order");
+  constexpr int kAhead = kDepth / kTw;  // vectors of a tile in flight beyond the current one
+  constexpr int kSlot = kF8SlotBytes<kTw, kGroup, kMma>;
+  constexpr int kScaleOff = kF8RawBytes;
+  constexpr int kWmxOff = kScaleOff + kF8ScaleBytes;
+  constexpr int kHalfOff = kWmxOff + (kGroup == 32 ? kStreamWarps * kTw * 16 * 8 : 0);
+  // Atoms per fp32 fold: the scale group, or per 128 K for e4m3 MMAs without scales (Hopper's
+  // FP8 tensor cores may accumulate with reduced precision), none for f16 MMAs without scales.
+  constexpr int kFoldAtoms = kGroup ? kGroup / 32 : kMma == 0 ? 4 : 0;
+  extern __shared__ __align__(16) uint8_t dsm[];
+
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int g = lane >> 2, t = lane & 3;
+  const int vp = p.stream_vp;
+  const int64_t vbase = static_cast<int64_t>(blockIdx.y) * vp;
+  const int tpc = p.stream_tiles;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * tpc * 16;
+  const int64_t tile0 = row0 / 16 + warp * kTw;
+  const int64_t vrem = p.kvec - vbase;
+  const int vlim = vrem <= 0 ? 0 : vrem < vp ? static_cast<int>(vrem) : vp;
+  const int nch = (vlim + kF8ChunkV - 1) / kF8ChunkV;
+
+  const uint8_t* wp[kTw];
+  int lim[kTw];  // vectors of tile j that exist in this K range (0: no tile)
+#pragma unroll
+  for (int j = 0; j < kTw; ++j) {
+    const int64_t tile = tile0 + j;
+    lim[j] = tile < p.n16 && warp * kTw + j < tpc ? vlim : 0;
+    wp[j] = p.wvals + (tile * p.kvec + vbase) * 512 + lane * 16;
+  }
+  // Ring slot q holds vector q / kTw of tile q % kTw (then every kDepth later). Vectors that do
+  // not exist are not loaded: the slot keeps a finite earlier vector (the ring starts zeroed)
+  // whose products with the zero-staged activations past K vanish.
+  uint4 ring[kDepth];
+#pragma unroll
+  for (int q = 0; q < kDepth; ++q) {
+    ring[q] = make_uint4(0, 0, 0, 0);
+    if (q / kTw < lim[q % kTw]) ring[q] = ldg_stream(wp[q % kTw] + (q / kTw) * 512);
+  }
+  griddep_wait();  // the activations, their scales (and alpha) belong to earlier kernels
+
+  // Chunk c -> slot c % 3: 16 token rows x 256 e4m3 (zero past M / K) and the chunk's scales.
+  // Always one commit group, so wait_group 1 at chunk c means chunk c has landed.
+  const uint8_t* const x = static_cast<const uint8_t*>(p.x);
+  auto stage = [&](int c) {
+    if (c < nch) {
+      uint8_t* const slot = dsm + (c % kF8Slots) * kSlot;
+      const int64_t v0 = vbase + static_cast<int64_t>(c) * kF8ChunkV;
+      const int64_t kc = v0 * 32;
+      {
+        const int i = threadIdx.x;  // 256 pieces of 16 bytes: token i / 16, k 16 (i % 16)
+        const int tok = i >> 4, kk = (i & 15) * 16;
+        const int64_t k = kc + kk;
+        uint8_t* const d = slot + tok * kF8RawPitch + kk;
+        if (tok < p.M && p.x_vec16 && k + 16 <= p.K) {
+          s16_cp_async16(d, x + tok * p.ldx_bytes + k);
+        } else {
+          uint32_t w[4] = {0, 0, 0, 0};
+          if (tok < p.M) {
+            const uint8_t* const xr = x + tok * p.ldx_bytes + k;
+#pragma unroll
+            for (int e = 0; e < 16; ++e) {
+              if (k + e >= p.K) break;
+              w[e / 4] |= static_cast<uint32_t>(xr[e]) << (8 * (e % 4));
+            }
+          }
+          *reinterpret_cast<uint4*>(d) = make_uint4(w[0], w[1], w[2], w[3]);
+        }
+      }
+      if constexpr (kGroup == 128) {
+        // Activations: 2 fp32 per token (groups kc / 128, + 1); weights: the CTA's row blocks.
+        const int i = threadIdx.x;
+        if (i < 32) {
+          const int tok = i >> 1, gi = i & 1;
+          const int64_t grp = kc / 128 + gi;
+          uint8_t* const d = slot + kScaleOff + tok * 8 + gi * 4;
+          if (tok < p.M && grp * 128 < p.K)
+            f8s_cp_small<false>(
+                d, reinterpret_cast<const uint8_t*>(p.xscale + tok * p.xscale_ld + grp));
+          else
+            *reinterpret_cast<float*>(d) = 0.f;
+        } else if (i < 32 + 2 * kTw) {
+          const int rb = (i - 32) >> 1, gi = (i - 32) & 1;
+          const int64_t grp = kc / 128 + gi;
+          const int64_t rblk = row0 / 128 + rb;
+          uint8_t* const d = slot + kScaleOff + 128 + (rb * 2 + gi) * 4;
+          if (rblk * 128 < p.n16 * 16 && grp < p.scale_ld)
+            f8s_cp_small<false>(d, p.wscale + (rblk * p.scale_ld + grp) * 4);
+          else
+            *reinterpret_cast<float*>(d) = 0.f;
+        }
+      } else if constexpr (kGroup == 32) {
+        // Activations: 8 E8M0 bytes per token (zero past M / K: 2^-127, finite); weights: 8
+        // E8M0 bytes per row of the CTA.
+        const int i = threadIdx.x;
+        if (i < 16) {
+          uint8_t* const d = slot + kScaleOff + i * 8;
+          const int64_t grp = kc / 32;
+          if (i < p.M && kc < p.K && grp + 8 <= p.xscale_ld) {
+            f8s_cp_small<true>(d, p.xq_scale + i * p.xscale_ld + grp);
+          } else {
+            uint32_t w[2] = {0, 0};
+            if (i < p.M)
+              for (int e = 0; e < 8 && grp + e < p.xscale_ld; ++e)
+                w[e / 4] |= static_cast<uint32_t>(p.xq_scale[i * p.xscale_ld + grp + e])
+                            << (8 * (e % 4));
+            *reinterpret_cast<uint2*>(d) = make_uint2(w[0], w[1]);
+          }
+        }
+#pragma unroll
+        for (int i0 = 0; i0 < kStreamWarps * kTw * 16; i0 += kStreamWarps * 32) {
+          const int r = i0 + threadIdx.x;
+          if (kStreamWarps * kTw * 16 < kStreamWarps * 32 && r >= kStreamWarps * kTw * 16) break;
+          const int64_t row = r < tpc * 16 ? row0 + r : p.n16 * 16;  // past the CTA: zeros
+          uint8_t* const d = slot + kWmxOff + r * 8;
+          // scale_ld (KP / 32) and v0 are multiples of 8: aligned 8-byte rows.
+          if (row < p.n16 * 16 && v0 < p.kvec)
+            f8s_cp_small<true>(d, p.wscale + row * p.scale_ld + v0);
+          else
+            *reinterpret_cast<uint2*>(d) = make_uint2(0, 0);
+        }
+      }
+    }
+    asm volatile("cp.async.commit_group;");
+  };
+  stage(0);
+  stage(1);
+  // kMma 1: chunk c's activations as f16 in the permuted K order of the f16 MMAs. Within an atom
+  // (64 bytes of a row), byte 32h + 16i + 4t + 2e holds k = 16i + 4t + 2h + e: a raw 16-byte
+  // piece (k 16i + 0..15 of one atom) converts into the lo halves (h = 0, 16 contiguous bytes) and
+  // the hi halves (h = 1).
+  auto convert = [&](int c) {
+    if constexpr (kMma == 1) {
+      uint8_t* const slot = dsm + (c % kF8Slots) * kSlot;
+      const int i = threadIdx.x;
+      const int tok = i >> 4, pc = i & 15;
+      const uint4 r = *reinterpret_cast<const uint4*>(slot + tok * kF8RawPitch + pc * 16);
+      uint32_t lo[4], hi[4];
+      e4m3x2x2_to_f16x2(r.x, lo[0], hi[0]);
+      e4m3x2x2_to_f16x2(r.y, lo[1], hi[1]);
+      e4m3x2x2_to_f16x2(r.z, lo[2], hi[2]);
+      e4m3x2x2_to_f16x2(r.w, lo[3], hi[3]);
+      uint8_t* const d = slot + kHalfOff + tok * kF8HalfPitch + (pc >> 1) * 64 + (pc & 1) * 16;
+      *reinterpret_cast<uint4*>(d) = make_uint4(lo[0], lo[1], lo[2], lo[3]);
+      *reinterpret_cast<uint4*>(d + 32) = make_uint4(hi[0], hi[1], hi[2], hi[3]);
+    }
+  };
+  if (nch > 0) {
+    asm volatile("cp.async.wait_group 1;" ::: "memory");
+    __syncthreads();
+    convert(0);
+  }
+
+  float acc[kTw][kNt][4];
+  float tmp[kTw][kNt][4];
+#pragma unroll
+  for (int j = 0; j < kTw; ++j)
+#pragma unroll
+    for (int n = 0; n < kNt; ++n)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[j][n][i] = tmp[j][n][i] = 0.f;
+  // ldmatrix rows: lane l addresses row l % 8 of matrix l / 8 = (token tile, 16-byte half):
+  // matrices (tokens 0-7, half 0), (0-7, 1), (8-15, 0), (8-15, 1), which are the B fragments
+  // (b0, b1) of token tiles 0 and 1 (x2 at kNt = 1: lanes 0-15). Raw e4m3: half i = k 16i + 4t..;
+  // f16: half i of the h block (see convert).
+  const int xrow = ((lane >> 4) & 1) * 8 + (lane & 7), xcol = ((lane >> 3) & 1) * 16;
+  for (int c = 0; c < nch; ++c) {
+    // Chunk c + 1 must have landed too (it is converted in this iteration).
+    asm volatile("cp.async.wait_group 0;" ::: "memory");
+    __syncthreads();
+    stage(c + 2);
+    if (c + 1 < nch) convert(c + 1);
+    const uint8_t* const slot = dsm + (c % kF8Slots) * kSlot;
+    const uint8_t* const xa =
+        kMma == 1 ? slot + kHalfOff + xrow * kF8HalfPitch + xcol : slot + xrow * kF8RawPitch + xcol;
+    // The chunk's weight scales of this lane's rows: block FP8 one fp32 per (tile, group);
+    // MXFP8 8 E8M0 bytes of rows g / g + 8 per tile.
+    float wsb[kTw][2];
+    uint2 wmx[kTw][2];
+#pragma unroll
+    for (int j = 0; j < kTw; ++j) {
+      if constexpr (kGroup == 128) {
+        const int rb = static_cast<int>(((tile0 + j) * 16 - row0) / 128);
+        const float* const s = reinterpret_cast<const float*>(slot + kScaleOff + 128) + rb * 2;
+        wsb[j][0] = s[0];
+        wsb[j][1] = s[1];
+      } else if constexpr (kGroup == 32) {
+        const uint8_t* const s = slot + kWmxOff + ((warp * kTw + j) * 16 + g) * 8;
+        wmx[j][0] = *reinterpret_cast<const uint2*>(s);
+        wmx[j][1] = *reinterpret_cast<const uint2*>(s + 64);
+      }
+    }
+#pragma unroll
+    for (int a = 0; a < kF8ChunkV; ++a) {
+      uint32_t b[2][4];  // [h][reg] (f16), or b[0] (e4m3)
+      if constexpr (kMma == 1) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          if constexpr (kNt == 2)
+            ldmatrix_x4(b[h], xa + a * 64 + h * 32);
+          else
+            ldmatrix_x2(b[h], xa + a * 64 + h * 32);
+        }
+      } else {
+        if constexpr (kNt == 2)
+          ldmatrix_x4(b[0], xa + a * 32);
+        else
+          ldmatrix_x2(b[0], xa + a * 32);
+      }
+#pragma unroll
+      for (int j = 0; j < kTw; ++j) {
+        const int q = (a * kTw + j) % kDepth;
+        const uint4 cur = ring[q];
+        const int vn = c * kF8ChunkV + a + kAhead;
+        if (vn < lim[j]) ring[q] = ldg_stream(wp[j] + static_cast<int64_t>(vn) * 512);
+        const uint32_t af[4] = {cur.x, cur.y, cur.z, cur.w};
+        float(&dst)[kNt][4] = kFoldAtoms ? tmp[j] : acc[j];
+        if constexpr (kMma == 1) {
+          uint32_t ah[2][4];
+#pragma unroll
+          for (int i = 0; i < 4; ++i) e4m3x2x2_to_f16x2(af[i], ah[0][i], ah[1][i]);
+#pragma unroll
+          for (int h = 0; h < 2; ++h)
+#pragma unroll
+            for (int n = 0; n < kNt; ++n)
+              mma16816<Fp16Tag>(dst[n], ah[h], b[h][2 * n], b[h][2 * n + 1]);
+        } else {
+#pragma unroll
+          for (int n = 0; n < kNt; ++n) mma16832_e4m3(dst[n], af, b[0][2 * n], b[0][2 * n + 1]);
+        }
+        if constexpr (kFoldAtoms > 0) {
+          if (a % kFoldAtoms == kFoldAtoms - 1) {
+            // acc += tmp x (weight scale of rows g / g + 8) x (activation scale of tokens
+            // 8n + 2t / + 1); then a fresh group.
+            float w0 = 1.f, w1 = 1.f;
+            if constexpr (kGroup == 128) {
+              w0 = w1 = wsb[j][a / 4];
+            } else if constexpr (kGroup == 32) {
+              const uint32_t s0 = a < 4 ? wmx[j][0].x : wmx[j][0].y;
+              const uint32_t s1 = a < 4 ? wmx[j][1].x : wmx[j][1].y;
+              w0 = e8m0_f32((s0 >> (8 * (a & 3))) & 0xFFu);
+              w1 = e8m0_f32((s1 >> (8 * (a & 3))) & 0xFFu);
+            }
+#pragma unroll
+            for (int n = 0; n < kNt; ++n) {
+              float x0 = 1.f, x1 = 1.f;
+              if constexpr (kGroup == 128) {
+                const float* const xs = reinterpret_cast<const float*>(slot + kScaleOff);
+                x0 = xs[(8 * n + 2 * t) * 2 + a / 4];
+                x1 = xs[(8 * n + 2 * t + 1) * 2 + a / 4];
+              } else if constexpr (kGroup == 32) {
+                const uint8_t* const xs = slot + kScaleOff;
+                x0 = e8m0_f32(xs[(8 * n + 2 * t) * 8 + a]);
+                x1 = e8m0_f32(xs[(8 * n + 2 * t + 1) * 8 + a]);
+              }
+              acc[j][n][0] = fmaf(tmp[j][n][0], w0 * x0, acc[j][n][0]);
+              acc[j][n][1] = fmaf(tmp[j][n][1], w0 * x1, acc[j][n][1]);
+              acc[j][n][2] = fmaf(tmp[j][n][2], w1 * x0, acc[j][n][2]);
+              acc[j][n][3] = fmaf(tmp[j][n][3], w1 * x1, acc[j][n][3]);
+#pragma unroll
+              for (int i = 0; i < 4; ++i) tmp[j][n][i] = 0.f;
+            }
+          }
+        }
+      }
+    }
+  }
+  asm volatile("cp.async.wait_group 0;" ::: "memory");
+
+  float mult = p.out_mult;
+  if (p.alpha != nullptr) mult *= *p.alpha;
+    // Lane (g, t) of token tile n: c0 / c1 = row g, tokens 8n + 2t / + 1; c2 / c3 = row g + 8.
+#pragma unroll
+  for (int j = 0; j < kTw; ++j) {
+    const int64_t tile = tile0 + j;
+    if (tile >= p.n16 || warp * kTw + j >= tpc) continue;
+#pragma unroll
+    for (int n = 0; n < kNt; ++n)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int64_t tok = 8 * n + 2 * t + (i & 1);
+        const int64_t row = tile * 16 + g + 8 * (i >> 1);
+        if (tok >= p.M) continue;
+        if (p.partial != nullptr)
+          p.partial[(static_cast<int64_t>(blockIdx.y) * p.M + tok) * p.NP + row] = acc[j][n][i];
+        else if (row < p.N)
+          store_out_elem(p, tok, row, acc[j][n][i], mult);
+      }
+  }
+  griddep_launch_dependents();
+}
+
+}  // namespace b12x::gemm::lin

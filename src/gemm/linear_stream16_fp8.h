@@ -1,0 +1,35 @@
+// Host-side launcher of the FP8 M <= 16 block kernel (session 14,
+// kernels/linear_stream16_fp8.cuh), kept apart from linear_launch.h's FP4 stream kernels.
+#pragma once
+
+#include <cstdint>
+
+#include "b12x/types.h"
+#include "gemm/linear_layout.h"
+
+namespace b12x::gemm::lin {
+
+struct LinearParams;
+
+/// FP8 weights (per-tensor, block FP8, MXFP8) on e4m3 activations (MXFP8 / block FP8 with their
+/// group scales, p.xs_kind kXsE8m0Rows / kXsF32Rows); CTAs of 8 warps x tw (1 or 2) 16-row tiles
+/// (p.stream_tiles) over one K range of p.stream_vp 32-K atoms (a multiple of kF8ChunkV), grid =
+/// (ceil(n16 / p.stream_tiles), p.split); p.split > 1 writes fp32 partials to p.partial for
+/// launch_linear_reduce. mma: 0 e4m3 mma.sync, 1 f16 MMAs (SM90). depth: ring vectors per warp
+/// (4; 8 for per-tensor with f16 MMAs).
+bool stream16_f8_available(WFmt f, int tw, int mma, int depth);
+int64_t stream16_f8_smem_bytes(WFmt f, int tw, int mma);
+/// Atoms per CTA of a K split of `split`: ceil(kvec / split) rounded up to whole chunks.
+int stream16_f8_vectors_per_cta(int64_t kvec, int split);
+/// Host only (plan time): the opt-in and the CTAs per SM of both token-tile variants (the min).
+int prepare_linear_stream16_f8(int device, WFmt f, int tw, int mma, int depth);
+void launch_linear_stream16_f8(WFmt f, int tw, int mma, int depth, int64_t smem,
+                               const LinearParams& p, Stream stream);
+/// The last launch on this thread (tests): serial (counts launches), grid x, split, tiles per warp.
+struct Stream16F8Launch {
+  int64_t serial = 0;
+  int ctas = 0, split = 0, tw = 0, mma = 0, depth = 0;
+};
+Stream16F8Launch last_stream16_f8_launch();
+
+}  // namespace b12x::gemm::lin
