@@ -1209,6 +1209,9 @@ Plan plan(const Caps& caps) {
     const bool want_f8 = ef8 != nullptr && ef8[0] == '1';
     int depth = 4;
     if (const char* e = std::getenv("B12X_GEMM_STREAM16_DEPTH"); e != nullptr) depth = std::atoi(e);
+    int min_vp = kS16F8MinVp;  // probe: B12X_GEMM_STREAM16_MINVP=<atoms> (8: one chunk per CTA)
+    if (const char* e = std::getenv("B12X_GEMM_STREAM16_MINVP"); e != nullptr)
+      min_vp = std::max(8, std::atoi(e));
     const bool f8_act = f == LinearFormat::kFp8Tensor
                             ? caps.act_dtype == DType::kFP8E4M3
                             : caps.act_dtype == DType::kBF16 || caps.act_dtype == DType::kFP8E4M3;
@@ -1232,7 +1235,7 @@ Plan plan(const Caps& caps) {
             continue;
           }
           if (eff != sp) continue;
-          if (sp > 1 && (gx * eff > slots || vp < kS16F8MinVp)) break;
+          if (sp > 1 && (gx * eff > slots || vp < min_vp)) break;
           split = eff, split_vp = vp;
         }
         if (split > 0) {

@@ -22,8 +22,14 @@ int group_of(WFmt f) {
 
 template <int kGroup, int kMma, int kDepth>
 F8Fn pick_tw_nt(int tw, int nt) {
-  if constexpr (kDepth == 8 && (kGroup != 0 || kMma != 1)) {
-    return nullptr;  // depth 8: per-tensor with f16 MMAs only
+  if constexpr (kDepth == 8 && kMma != 1) {
+    return nullptr;  // depth 8: f16 MMAs only
+  } else if constexpr (kDepth == 8 && kGroup != 0) {
+    // Block FP8 / MXFP8 at depth 8: one tile per warp only (registers).
+    return tw != 1   ? nullptr
+           : nt == 1 ? &linear_stream16_fp8_kernel<1, 1, kGroup, kMma, kDepth>
+           : nt == 2 ? &linear_stream16_fp8_kernel<1, 2, kGroup, kMma, kDepth>
+                     : nullptr;
   } else {
     switch (tw * 4 + nt) {
       case 1 * 4 + 1:

@@ -16,7 +16,7 @@ struct LinearParams;
 /// (p.stream_tiles) over one K range of p.stream_vp 32-K atoms (a multiple of kF8ChunkV), grid =
 /// (ceil(n16 / p.stream_tiles), p.split); p.split > 1 writes fp32 partials to p.partial for
 /// launch_linear_reduce. mma: 0 e4m3 mma.sync, 1 f16 MMAs (SM90). depth: ring vectors per warp
-/// (4; 8 for per-tensor with f16 MMAs).
+/// (4; 8 with f16 MMAs: per-tensor, and block FP8 / MXFP8 at tw 1).
 bool stream16_f8_available(WFmt f, int tw, int mma, int depth);
 int64_t stream16_f8_smem_bytes(WFmt f, int tw, int mma);
 /// Atoms per CTA of a K split of `split`: ceil(kvec / split) rounded up to whole chunks.

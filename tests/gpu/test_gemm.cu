@@ -1667,8 +1667,8 @@ TEST(GemmGpu, DecodeStream16Fp8) {
           EXPECT_EQ(l.mma, mma[0] - '0');
           EXPECT_EQ(l.split, std::atoi(sp)) << name(c);
         }
-  // Ring depth 8 (per-tensor, f16 MMAs) and the plan's own split (4096x14336's plan, run at N =
-  // 256: every K range non-empty).
+  // Ring depth 8 (f16 MMAs: per-tensor, block FP8 / MXFP8 at tw 1) and the plan's own split
+  // (4096x14336's plan, run at N = 256: every K range non-empty).
   {
     ScopedEnv em("B12X_GEMM_DECODE_F8MMA", "1"), ed("B12X_GEMM_STREAM16_DEPTH", "8");
     for (int64_t M : {6, 16}) {
@@ -1676,6 +1676,13 @@ TEST(GemmGpu, DecodeStream16Fp8) {
       run_case({LinearFormat::kFp8Tensor, M, 200, 1312, DType::kFP8E4M3, DType::kBF16, M == 6},
                /*graph_replay=*/M == 16);
       EXPECT_GT(gemm::lin::last_stream16_f8_launch().serial, before);
+      EXPECT_EQ(gemm::lin::last_stream16_f8_launch().depth, 8);
+    }
+    ScopedEnv et("B12X_GEMM_STREAM16_TW", "1");  // block FP8 / MXFP8: depth 8 at tw 1
+    for (LinearFormat f : {LinearFormat::kFp8Block, LinearFormat::kMxfp8}) {
+      const int64_t before = gemm::lin::last_stream16_f8_launch().serial;
+      run_case({f, 11, 200, 1280, DType::kBF16, DType::kBF16, true});
+      EXPECT_GT(gemm::lin::last_stream16_f8_launch().serial, before) << gemm::format_name(f);
       EXPECT_EQ(gemm::lin::last_stream16_f8_launch().depth, 8);
     }
   }
