@@ -97,6 +97,8 @@ struct WeightsPlan {
   /// (or empty) the source tensors afterwards. Always true in this implementation.
   bool discards_source_parameters = true;
   int64_t prepared_bytes = 0;  ///< device bytes of the prepared storage
+  /// FP4 block scales stored in 32-row chunk tiles (B12X_MOE_SCALE_TILED, read by plan_weights).
+  bool scales_tiled = false;
   std::string describe() const;
 };
 

@@ -212,7 +212,10 @@ __global__ void repack_values_kernel(int wfmt, RepackSrc s, WeightView d, uint8_
 }
 
 __global__ void repack_scales_kernel(int wfmt, RepackSrc s, WeightView d, uint8_t* out, int E) {
-  const int64_t row_bytes = d.scales_row_stride;
+  // Logical bytes (e, row, rb) in row-major order; FP4 scales are stored at the WeightView's
+  // offsets (row-major or in 32-row chunk tiles, the same bytes per expert).
+  const int chunk = wfmt == kWFp4 ? (d.scale_kind == 0 ? 8 : 4) : 0;
+  const int64_t row_bytes = d.scales_group_stride / 32;
   const int64_t per_expert = static_cast<int64_t>(d.rows_pad) * row_bytes;
   const int64_t total = per_expert * E;
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
@@ -239,7 +242,11 @@ __global__ void repack_scales_kernel(int wfmt, RepackSrc s, WeightView d, uint8_
         if (blk * bv < d.K) v = row[blk * bb + half];
       }
     }
-    out[byte] = v;
+    if (chunk != 0)
+      out[e * d.scales_expert_stride + scale_row_offset(d, pr) + rb / chunk * d.scales_k_stride +
+          rb % chunk] = v;
+    else
+      out[byte] = v;
   }
 }
 

@@ -17,11 +17,12 @@ enum WFmt : int { kWFp4 = 0, kWQ8_0 = 1, kWIq2xxs = 2, kWIq2xs = 3 };
 /// Tile configurations of the generic engine (moe_gemm.cuh): the split-K decode tile (GGML
 /// weights; FP4 weights decode through the decode stream below) and the grouped tile.
 enum TileCfg : int { kCfgDecode = 0, kCfgGrouped = 1 };
-inline constexpr int kCfgRows[2] = {32, 128};  // rows per CTA
-inline constexpr int kCfgTokens[2] = {8, 64};  // tokens per CTA tile
-inline constexpr int kPrepRowAlign = 128;      // prepared rows are padded to this
-inline constexpr int kPrepKAlign = 128;        // prepared K is padded to this
-inline constexpr int kMaxExperts = 4096;       // routing keeps per-expert counters in smem
+inline constexpr int kCfgRows[2] = {32, 128};       // rows per CTA
+inline constexpr int kCfgTokens[2] = {8, 64};       // tokens per CTA tile
+inline constexpr int kPrepRowAlign = 128;           // prepared rows are padded to this
+inline constexpr int kPrepKAlign = 128;             // prepared K is padded to this
+inline constexpr int kMaxExperts = 4096;            // routing keeps per-expert counters in smem
+inline constexpr bool kScalesTiledDefault = false;  // WeightsPlan::scales_tiled
 
 /// Prepared per-expert layout of one GEMM operand (FC1 or FC2).
 struct WeightView {
@@ -34,7 +35,19 @@ struct WeightView {
   int K = 0;           // logical reduction length
   int K_pad = 0;       // multiple of kPrepKAlign
   int scale_kind = 0;  // FP4 only: 0 = UE4M3 per 16, 1 = E8M0 per 32
+  // Scales of row r, 128-value chunk kk: (r >> 5) * scales_group_stride + (r & 31) *
+  // scales_row_stride + kk * scales_k_stride. Row-major: group = 32 rows, k = the chunk's bytes
+  // (FP4: 8 UE4M3 / 4 E8M0). FP4 "chunk tiles" (WeightsPlan::scales_tiled): [32 rows][bytes]
+  // per chunk, so one warp's 32 rows of one chunk are 256 (128) contiguous bytes — 8 (4) 32-byte
+  // sectors per copy instruction instead of 32.
+  int64_t scales_group_stride = 0;
+  int scales_k_stride = 0;
 };
+
+/// Byte offset of row r's scales (chunk 0) inside an expert (see WeightView).
+B12X_HD int64_t scale_row_offset(const WeightView& w, int64_t r) {
+  return (r >> 5) * w.scales_group_stride + (r & 31) * w.scales_row_stride;
+}
 
 struct GemmArgs {
   WeightView w;

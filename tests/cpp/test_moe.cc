@@ -561,6 +561,48 @@ TEST(Moe, DecodeKnobsAreReadByPlan) {
   EXPECT_TRUE(moe::detail::decode_a16_copy_rows(def));
 }
 
+TEST(Moe, ScaleChunkTilesKnobAndOffsets) {
+  // B12X_MOE_SCALE_TILED is read by plan_weights (the prepared layout is fixed by
+  // prepare_weights): 0 / 1 taken, anything else logged and the default kept; the chunk-tiled
+  // layout has the row-major layout's bytes.
+  moe::WeightsPlanArgs wa;
+  wa.quant_mode = QuantMode::kNvfp4;
+  wa.source_format = SourceFormat::kModeloptNvfp4;
+  wa.num_experts = 4;
+  wa.hidden_size = 256;
+  wa.intermediate_size = 96;
+  ASSERT_EQ(setenv("B12X_MOE_SCALE_TILED", "0", 1), 0);
+  const moe::WeightsPlan p0 = moe::plan_weights(wa);
+  ASSERT_EQ(setenv("B12X_MOE_SCALE_TILED", "1", 1), 0);
+  const moe::WeightsPlan p1 = moe::plan_weights(wa);
+  ASSERT_EQ(setenv("B12X_MOE_SCALE_TILED", "2", 1), 0);
+  const moe::WeightsPlan p2 = moe::plan_weights(wa);
+  unsetenv("B12X_MOE_SCALE_TILED");
+  EXPECT_FALSE(p0.scales_tiled);
+  EXPECT_TRUE(p1.scales_tiled);
+  EXPECT_EQ(p2.scales_tiled, moe::detail::kScalesTiledDefault);
+  EXPECT_EQ(p0.prepared_bytes, p1.prepared_bytes);
+  EXPECT_NE(p1.describe().find("scales_tiled"), std::string::npos);
+  // Chunk tiles of 128 rows x 384 values (UE4M3: 3 chunks of 8 bytes per row): every (row,
+  // chunk) maps to its own 8 bytes inside the expert; a 32-row group's chunk is contiguous.
+  moe::detail::WeightView w;
+  w.rows_pad = 128;
+  w.scales_row_stride = 8;
+  w.scales_group_stride = 32 * 3 * 8;
+  w.scales_k_stride = 32 * 8;
+  std::vector<int> hit(128 * 3, 0);
+  for (int r = 0; r < 128; ++r)
+    for (int kk = 0; kk < 3; ++kk) {
+      const int64_t off = moe::detail::scale_row_offset(w, r) + kk * w.scales_k_stride;
+      ASSERT_EQ(off % 8, 0);
+      ASSERT_LT(off / 8, 128 * 3);
+      ++hit[off / 8];
+      if (r % 32 != 0)
+        EXPECT_EQ(off, moe::detail::scale_row_offset(w, r - 1) + kk * w.scales_k_stride + 8);
+    }
+  for (int h : hit) EXPECT_EQ(h, 1);
+}
+
 TEST(Moe, DecodeFc2RowsRuleOnTheModelShapes) {
   // The 32-row FC2 CTA (decode_fc2_rows, H200 round 46) on a 132-SM H200: from 2 to 8 tokens where
   // its one-wave grid of 2 CTAs per SM is >= 80 % full: Qwen3-30B (64 32-row blocks, split 4),

@@ -835,6 +835,52 @@ TEST(MoeGpu, DecodeStreamFc2KInterleaved) {
   }
 }
 
+TEST(MoeGpu, ScaleChunkTilesAreBitEqual) {
+  B12X_REQUIRE_GPU();
+  // FP4 block scales stored in 32-row chunk tiles (WeightsPlan::scales_tiled, B12X_MOE_SCALE_TILED
+  // read by plan_weights) against the row-major layout: the same values at other addresses, so
+  // every kernel's output is bit-equal. Decode stream: nvfp4 (UE4M3, 8-byte scale copies; FC2 16-
+  // and 32-row CTAs, whose row blocks start at 16 rows into a tile), MXFP8 on E8M0 weights (4-byte
+  // copies, two FC1 row warps), FP16 w4a16 relu2 on E8M0; the grouped pipe (nvfp4, w4a16 E8M0).
+  struct Var {
+    Case c;
+    const char* rows;
+  };
+  const Fp4Variant a16{QuantMode::kW4A16, SourceFormat::kFp4E8M0K32, DType::kFP16,
+                       Activation::kRelu2};
+  const Var vars[] = {{fp4_variant_case(kNvfp4Silu, 16, 1056, 256, 6, 8, 1), nullptr},
+                      {fp4_variant_case(kNvfp4Silu, 16, 1056, 256, 4, 8, 1), "32"},
+                      {fp4_variant_case(kMxSitu, 16, 512, 384, 3, 4, 1), nullptr},
+                      {fp4_variant_case(a16, 16, 512, 256, 2, 4, 1), nullptr},
+                      {fp4_variant_case(kNvfp4Silu, 8, 512, 256, 40, 4, 0), nullptr},
+                      {fp4_variant_case(a16, 8, 512, 256, 24, 4, 0), nullptr}};
+  for (const Var& v : vars) {
+    SCOPED_TRACE(v.c.name() + " rows " + (v.rows ? v.rows : "rule"));
+    Problem P;
+    P.make(v.c);
+    std::vector<uint16_t> got[2];
+    for (int tiled = 0; tiled < 2; ++tiled) {
+      ASSERT_EQ(setenv("B12X_MOE_SCALE_TILED", tiled ? "1" : "0", 1), 0);
+      if (v.rows) ASSERT_EQ(setenv("B12X_MOE_FC2_ROWS", v.rows, 1), 0);
+      GpuRun G(P);  // plan_weights (prepare and plan) reads the knob
+      unsetenv("B12X_MOE_SCALE_TILED");
+      unsetenv("B12X_MOE_FC2_ROWS");
+      ASSERT_TRUE(G.ok);
+      got[tiled] = G.run_eager();
+    }
+    ASSERT_EQ(got[1].size(), got[0].size());
+    EXPECT_EQ(std::memcmp(got[1].data(), got[0].data(), 2 * got[0].size()), 0)
+        << "chunk-tiled scales differ from row-major";
+    if (&v == &vars[0] || &v == &vars[4]) {
+      std::vector<float> f(got[1].size());
+      for (size_t i = 0; i < f.size(); ++i)
+        f[i] = v.c.dtype == DType::kBF16 ? fmt::bf16_bits_to_float(got[1][i])
+                                         : fmt::fp16_bits_to_float(got[1][i]);
+      check_against_reference(P, f, 0.9999);
+    }
+  }
+}
+
 TEST(MoeGpu, DecodeStreamFc2RowsDefaultRule) {
   B12X_REQUIRE_GPU();
   // Nothing forced: H = 4096 (128 32-row blocks), top-k 8, M = 4 (32 routes) is where the rule

@@ -382,7 +382,8 @@ struct WarpStage {
   /// + 512 c, bounded by Src (session 5 rebuilt step, token, half and the row check every
   /// refill: ~75 of FC1's ~430 SASS instructions per sub-chunk were refill, now ~53).
   static __device__ __forceinline__ void issue(uint32_t sa, const Src& s, uint32_t step, int kk,
-                                               int scale_kind, int lane, bool weights, bool acts) {
+                                               int scale_kind, int sks, int lane, bool weights,
+                                               bool acts) {
     if (weights) {
       const uint8_t* v = s.w + kk * 64;
       const uint32_t d = sa + static_cast<uint32_t>(lane) * 16u;
@@ -390,10 +391,12 @@ struct WarpStage {
       for (int c = 0; c < kRows / 8; ++c, v += step) cp_async16_sa(d + c * 512, v, true);
       if (lane < kRows) {
         const uint32_t ds = sa + kScaleOff + static_cast<uint32_t>(lane) * 8u;
+        // sks: WeightView::scales_k_stride (row-major: the chunk's 8 / 4 bytes; chunk tiles:
+        // 32 rows of them, the warp's copies then cover 8 / 4 whole 32-byte sectors).
         if (scale_kind == 0)
-          cp_async8_sa(ds, s.s + kk * 8);
+          cp_async8_sa(ds, s.s + kk * sks);
         else
-          cp_async4_sa(ds, s.s + kk * 4);
+          cp_async4_sa(ds, s.s + kk * sks);
       }
     }
     if (acts) {
@@ -779,7 +782,7 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
   };
   const int64_t r0 = R0 + 32 * wm;
   const uint8_t* vrow = W.values + r0 * W.values_row_stride;
-  const uint8_t* srow = W.scales + r0 * W.scales_row_stride;
+  const uint8_t* srow = W.scales + detail::scale_row_offset(W, r0);  // r0 % 32 == 0
   uint8_t* ring = smem + warp * kS * C::kFc1Stage;
   constexpr int kYs = 32 * kWM;  // features per token row of ys (gated: 16 * kWM used)
   // Group areas: red [wk * kWM + wm][m * 4 + i][lane], ys [token][kYs].
@@ -806,8 +809,8 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
   const uint32_t ring_sa = smem_addr(ring);
   auto issue = [&](int slot, const typename St::Src& sc, const ChunkCursor& cu, bool weights,
                    bool acts) {
-    St::issue(ring_sa + slot * C::kFc1Stage, sc, wstep, cu.ka + wk + kWK * cu.k, kSK, lane, weights,
-              acts);
+    St::issue(ring_sa + slot * C::kFc1Stage, sc, wstep, cu.ka + wk + kWK * cu.k, kSK,
+              W.scales_k_stride, lane, weights, acts);
   };
   ChunkCursor ni = cursor0();  // the next chunk to load
   {
@@ -1086,14 +1089,14 @@ __global__ void __launch_bounds__(32 * kW, kR == 32             ? (kS == 2 ? 3 :
     const int4 tl = rs.tile(tile_of(it));
     const int n = St::lane_token(lane);
     return St::src(W.values + tl.x * W.values_expert_stride + R0 * W.values_row_stride,
-                   W.scales + tl.x * W.scales_expert_stride + R0 * W.scales_row_stride,
+                   W.scales + tl.x * W.scales_expert_stride + detail::scale_row_offset(W, R0),
                    W.values_row_stride, W.scales_row_stride,
                    n < tl.z ? a.inter + static_cast<int64_t>(tl.y + n) * a.features : nullptr, lane,
                    W.K, W.values);
   };
   const uint32_t ring_sa = smem_addr(ring);
   auto issue = [&](int slot, const typename St::Src& sc, int kk, bool weights, bool acts) {
-    St::issue(ring_sa + slot * kStage, sc, wstep, kk, kSK, lane, weights, acts);
+    St::issue(ring_sa + slot * kStage, sc, wstep, kk, kSK, W.scales_k_stride, lane, weights, acts);
   };
   // Steps a cursor to this warp's next chunk; true where that enters another tile.
   auto step = [&](ChunkCursor& cu) {

@@ -174,13 +174,14 @@ template <typename OpT>
 struct WeightFrag<detail::kWFp4, OpT> {
   uint4 v;
   uint2 s;
+  /// sks: bytes between the scales of consecutive chunks (WeightView::scales_k_stride).
   __device__ __forceinline__ void load(const uint8_t* vrow, const uint8_t* srow, int kk, int t,
-                                       int scale_kind) {
+                                       int scale_kind, int sks) {
     v = ldg16(vrow + static_cast<int64_t>(kk) * 64 + t * 16);
     if (scale_kind == 0)
-      s = ldg8(srow + static_cast<int64_t>(kk) * 8);
+      s = ldg8(srow + static_cast<int64_t>(kk) * sks);
     else
-      s.x = ldg4(srow + static_cast<int64_t>(kk) * 4);
+      s.x = ldg4(srow + static_cast<int64_t>(kk) * sks);
   }
   template <int J>
   __device__ __forceinline__ void decode(uint32_t& lo, uint32_t& hi, const uint64_t*, int) const {
@@ -209,7 +210,7 @@ template <typename OpT>
 struct WeightFrag<detail::kWQ8_0, OpT> {
   uint4 v0, v1;
   uint2 d;  // 4 fp16 scales (one per 32 values)
-  __device__ __forceinline__ void load(const uint8_t* vrow, const uint8_t* srow, int kk, int t,
+  __device__ __forceinline__ void load(const uint8_t* vrow, const uint8_t* srow, int kk, int t, int,
                                        int) {
     const uint8_t* p = vrow + static_cast<int64_t>(kk) * 128 + t * 32;
     v0 = ldg16(p);
@@ -247,7 +248,8 @@ template <typename OpT>
 struct WeightFrag<detail::kWIq2xxs, OpT> {
   uint4 v0, v1;  // 4 sub-blocks x (w0, w1)
   float d;
-  __device__ __forceinline__ void load(const uint8_t* vrow, const uint8_t* srow, int kk, int, int) {
+  __device__ __forceinline__ void load(const uint8_t* vrow, const uint8_t* srow, int kk, int, int,
+                                       int) {
     const uint8_t* p = vrow + static_cast<int64_t>(kk) * 32;
     v0 = ldg16(p);
     v1 = ldg16(p + 16);
@@ -277,7 +279,8 @@ struct WeightFrag<detail::kWIq2xs, OpT> {
   uint2 q[4];   // 4 sub-blocks x 4 uint16
   uint32_t sc;  // 4 scale bytes
   float d;
-  __device__ __forceinline__ void load(const uint8_t* vrow, const uint8_t* srow, int kk, int, int) {
+  __device__ __forceinline__ void load(const uint8_t* vrow, const uint8_t* srow, int kk, int, int,
+                                       int) {
     const uint8_t* blk = vrow + static_cast<int64_t>(kk / 2) * 72;
     const int half = kk % 2;
 #pragma unroll
@@ -558,7 +561,7 @@ __global__ void __launch_bounds__(32 * kWM * kWK, kTN <= 8 ? 4 : 1)
   for (int i = 0; i < 4; ++i) {
     const int64_t r = rb + (i >> 1) * 16 + (i & 1) * 8 + g;  // rows g, g+8, 16+g, 24+g
     vrow[i] = W.values + e * W.values_expert_stride + r * W.values_row_stride;
-    srow[i] = W.scales + e * W.scales_expert_stride + r * W.scales_row_stride;
+    srow[i] = W.scales + e * W.scales_expert_stride + detail::scale_row_offset(W, r);
   }
   const float gs = args.aquant == num::kANvfp4 ? args.a_gscale[e] : 1.f;
 
@@ -579,7 +582,7 @@ __global__ void __launch_bounds__(32 * kWM * kWK, kTN <= 8 ? 4 : 1)
   WeightFrag<WF, OpT> f[4];
   if (kPrefetch && kk < nk) {
 #pragma unroll
-    for (int i = 0; i < 4; ++i) f[i].load(vrow[i], srow[i], kk, t, W.scale_kind);
+    for (int i = 0; i < 4; ++i) f[i].load(vrow[i], srow[i], kk, t, W.scale_kind, W.scales_k_stride);
   }
   if (args.inline_route) pdl_wait();
   for (int kc0 = 0; kc0 < W.K_pad; kc0 += C::kKC) {
@@ -653,11 +656,13 @@ __global__ void __launch_bounds__(32 * kWM * kWK, kTN <= 8 ? 4 : 1)
       if constexpr (kPrefetch) {
         if (kk + kWK < nk) {
 #pragma unroll
-          for (int i = 0; i < 4; ++i) fn[i].load(vrow[i], srow[i], kk + kWK, t, W.scale_kind);
+          for (int i = 0; i < 4; ++i)
+            fn[i].load(vrow[i], srow[i], kk + kWK, t, W.scale_kind, W.scales_k_stride);
         }
       } else {
 #pragma unroll
-        for (int i = 0; i < 4; ++i) f[i].load(vrow[i], srow[i], kk, t, W.scale_kind);
+        for (int i = 0; i < 4; ++i)
+          f[i].load(vrow[i], srow[i], kk, t, W.scale_kind, W.scales_k_stride);
       }
       warp_fp4_subchunk<kTN, C::kNT, kFold>(f, s_act + sc * 8 * kTN * 4, s_grid, W.scale_kind, g, t,
                                             acc);
@@ -784,8 +789,10 @@ __global__ void __launch_bounds__(PipeCfg<kTN>::kThreads, PipeCfg<kTN>::kMinBloc
   const int scale_bytes = W.scale_kind == 0 ? 8 : 4;
   const uint8_t* wbase = W.values + e * W.values_expert_stride +
                          static_cast<int64_t>(blockIdx.x) * P::kRows * W.values_row_stride;
+  // This thread's scale row (tid < kRows = 128 rows; see WeightView for the layouts).
   const uint8_t* sbase = W.scales + e * W.scales_expert_stride +
-                         static_cast<int64_t>(blockIdx.x) * P::kRows * W.scales_row_stride;
+                         detail::scale_row_offset(W, static_cast<int64_t>(blockIdx.x) * P::kRows +
+                                                         (tid & (P::kRows - 1)));
   const uint16_t* abase = static_cast<const uint16_t*>(args.src);
 
   auto issue = [&](int kk) {
@@ -799,7 +806,7 @@ __global__ void __launch_bounds__(PipeCfg<kTN>::kThreads, PipeCfg<kTN>::kMinBloc
                  wbase + r * W.values_row_stride + static_cast<int64_t>(kk) * 64 + q * 16, true);
     }
     // scales: 128 rows x 8 B (UE4M3/16) or 4 B (E8M0/32, in the low half)
-    const uint8_t* sp = sbase + tid * W.scales_row_stride + static_cast<int64_t>(kk) * scale_bytes;
+    const uint8_t* sp = sbase + static_cast<int64_t>(kk) * W.scales_k_stride;
     if (scale_bytes == 8)
       cp_async8(st + P::kValBytes + tid * 8, sp);
     else
