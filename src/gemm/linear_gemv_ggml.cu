@@ -140,6 +140,12 @@ GemvFn kernel_of(WFmt f, bool fp16, int nt, int occ, int warps, int var) {
       case 6:
         return fp16 ? pick_var<Fp16Tag, 6>(f, nt, occ, warps)
                     : pick_var<Bf16Tag, 6>(f, nt, occ, warps);
+      case 7:
+        return fp16 ? pick_var<Fp16Tag, 7>(f, nt, occ, warps)
+                    : pick_var<Bf16Tag, 7>(f, nt, occ, warps);
+      case 8:
+        return fp16 ? pick_var<Fp16Tag, 8>(f, nt, occ, warps)
+                    : pick_var<Bf16Tag, 8>(f, nt, occ, warps);
       default:
         return nullptr;
     }
@@ -194,7 +200,7 @@ bool ggml_gemv_available(WFmt f) {
 
 bool ggml_gemv_var_available(WFmt f, bool fp16, int64_t M, int occ, int warps, int var) {
   if (var == 0) return true;
-  if (M > 4 || (var_stages(var) && M > 2)) return false;
+  if (M > 4 || (var_stages(var) && M > 2) || (var == 8 && M > 1)) return false;
   return kernel_of(f, fp16, variant_nt(f, M), occ, warps, var) != nullptr;
 }
 

@@ -2968,6 +2968,30 @@ TEST(GemmGpu, GgmlGemvStagedActivations) {
   }
 }
 
+TEST(GemmGpu, GgmlGemvLiveLanes) {
+  B12X_REQUIRE_GPU();
+  // B12X_GGML_GEMV_VAR=7 (M <= 4) / 8 (M = 1, no FFMAs for the odd columns): activations loaded
+  // only by the lanes whose B column holds a token; capped / uncapped, 24 warps, a split with
+  // empty ranges and a tile walk, BF16 / FP16.
+  ScopedEnv e("B12X_GGML_GEMV", "1");
+  for (const char* var : {"7", "8"}) {
+    ScopedEnv ev("B12X_GGML_GEMV_VAR", var);
+    EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xs, 1, 4096, 4096).ggml_gemv_var, std::atoi(var));
+    EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xs, 2, 4096, 4096).ggml_gemv_var, var[0] == '7' ? 7 : 0);
+    for (LinearFormat f : {LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs}) {
+      for (const char* occ : {"0", "3"}) {
+        ScopedEnv eo("B12X_GGML_GEMV_OCC", occ);
+        for (int64_t M : {1, 3})
+          run_case({f, M, 200, 2304, M == 3 ? DType::kFP16 : DType::kBF16, DType::kBF16, M == 1});
+        ScopedEnv es("B12X_GGML_GEMV_SPLIT", "3"), ec("B12X_GGML_GEMV_CTAS", "2");
+        run_case({f, 1, 72, 256, DType::kFP16, DType::kFP16, true});
+      }
+      ScopedEnv ew("B12X_GGML_GEMV_WARPS", "24"), ek("B12X_GGML_GEMV_KW", "6");
+      run_case({f, 1, 200, 4096, DType::kBF16, DType::kBF16, false}, /*graph_replay=*/true);
+    }
+  }
+}
+
 TEST(GemmGpuSanitize, GgmlGemvWarps) {
   B12X_REQUIRE_GPU();
   // 24-warp CTAs (probe) with 3 warps per tile, a split of 2 and a tile walk.

@@ -343,9 +343,10 @@ __device__ __forceinline__ void load_acts(const uint16_t* xa, uint32_t x[4]) {
 /// added before the epilogue. kVar (B12X_GGML_GEMV_VAR, IQ2 one-tile kernels): 0 the default;
 /// 5 the CTA's activation rows (M <= 2) staged once into shared memory after the tables
 /// (cp.async after griddepcontrol.wait), read per atom with one LDS.128 instead of an L1 load;
-/// 6 = 5 with the weight words not allocated in L1. Timing probes (wrong results by design): 1
-/// no decode (the raw words fed to the MMAs), 2 no MMA (decoded words and activations folded by
-/// XOR), 3 loads only, 4 no K loop.
+/// 6 = 5 with the weight words not allocated in L1; 7 the activation loads of the lanes whose B
+/// column holds no token of the run skipped (kLive), 8 = 7 at M = 1 (kM1). Timing probes (wrong
+/// results by design): 1 no decode (the raw words fed to the MMAs), 2 no MMA (decoded words and
+/// activations folded by XOR), 3 loads only, 4 no K loop.
 template <WFmt F, class T, int NT, bool kCols, bool kO3, int kW, bool kTrig, int kVar = 0>
 __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv::Geo& geo) {
   using namespace gemv;
@@ -355,6 +356,12 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
   constexpr bool kNoDec = kVar == 1 || kVar == 3;
   constexpr bool kNoMma = kVar == 2 || kVar == 3;
   constexpr bool kStage = kVar == 5 || kVar == 6;
+  // 7 / 8: activations loaded only by the lanes whose B column holds a token of the run (and, with
+  // kCols, the lane's K group): the others pass zeros (their columns are never stored), so a run
+  // of M < 8 tokens reads M / 8 of the activation bytes per atom (L1 wavefronts). 8 (M = 1): also
+  // no FFMAs for the odd columns (2t + 1, never a token).
+  constexpr bool kLive = kVar == 7 || kVar == 8;
+  constexpr bool kM1 = kVar == 8;
   static_assert(kVar == 0 || (kIq2 && NT == 1), "GEMV variants: the IQ2 one-tile kernels");
   constexpr int kU = batch_atoms<F>();
   constexpr int kE = grid_entries<F>();
@@ -478,6 +485,7 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
   }
   float mult = p.out_mult;
   if (p.alpha != nullptr) mult *= *p.alpha;
+  const bool xlive = kCols ? (g & 3) < p.M - tok0 && (t >> 1) == (g >> 2) : g < p.M - tok0;
 
   for (; tg < groups; tg += static_cast<int>(gridDim.x)) {
     const int tile = tg * tpc + wt;
@@ -590,7 +598,7 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
             // Q8_0: the last batch of K % 128 != 0 stops at K (IQ2: K % 256 == 0).
             if constexpr (kStage) {
               lds128(xsb + j * 64, x);
-            } else if (kIq2 || b * kU + j < atoms) {
+            } else if (kLive ? xlive : (kIq2 || b * kU + j < atoms)) {
               load_acts<F>(xb[n] + j * 32, x);
             }
             if constexpr (kCols) {
@@ -600,7 +608,8 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
               mma16816<T>(c, A[0], keep ? x[0] : 0u, keep ? x[1] : 0u);
               mma16816<T>(c, A[1], keep ? x[2] : 0u, keep ? x[3] : 0u);
 #pragma unroll
-              for (int i = 0; i < 4; ++i) accb[n][i] = fmaf(c[i], sc[i >> 1][0], accb[n][i]);
+              for (int i = 0; i < 4; ++i)
+                if (!kM1 || i % 2 == 0) accb[n][i] = fmaf(c[i], sc[i >> 1][0], accb[n][i]);
             } else if constexpr (kXs) {
               // Lanes t = 0, 1 hold K 0-15 (group 0), t = 2, 3 K 16-31 (group 1): one MMA chain
               // per group with the other group's activations zeroed.
@@ -620,7 +629,7 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
 #pragma unroll
               for (int i = 0; i < 4; ++i) {
                 if constexpr (kIq2) {
-                  accb[n][i] = fmaf(c[i], sc[i >> 1][0], accb[n][i]);
+                  if (!kM1 || i % 2 == 0) accb[n][i] = fmaf(c[i], sc[i >> 1][0], accb[n][i]);
                 } else {
                   acc[n][i] = fmaf(c[i], sc[i >> 1][0], acc[n][i]);
                 }
@@ -635,7 +644,8 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
 #pragma unroll
         for (int n = 0; n < NT; ++n)
 #pragma unroll
-          for (int i = 0; i < 4; ++i) acc[n][i] = fmaf(accb[n][i], d8[i >> 1], acc[n][i]);
+          for (int i = 0; i < 4; ++i)
+            if (!kM1 || i % 2 == 0) acc[n][i] = fmaf(accb[n][i], d8[i >> 1], acc[n][i]);
       }
       cur = nxt;
     }
