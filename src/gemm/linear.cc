@@ -1215,10 +1215,15 @@ Plan plan(const Caps& caps) {
     const bool f8_act = f == LinearFormat::kFp8Tensor
                             ? caps.act_dtype == DType::kFP8E4M3
                             : caps.act_dtype == DType::kBF16 || caps.act_dtype == DType::kFP8E4M3;
+    // Block FP8 / MXFP8 on BF16 activations: quantized in the kernel (Plan::stream16_qx, no
+    // quantizer launch at these M; probe B12X_GEMM_STREAM16_QX=1).
+    const bool q8 = (wf == lin::WFmt::kFp8Block || wf == lin::WFmt::kFp8Mx) &&
+                    caps.act_dtype == DType::kBF16 && eqx != nullptr && eqx[0] == '1';
     if (want_f8 && lin::wtraits(wf).fp8mma && f8_act && split_env == nullptr &&
-        lin::stream16_f8_available(wf, tw, p.decode_fp8_mma, depth)) {
+        lin::stream16_f8_available(wf, tw, p.decode_fp8_mma, depth, q8)) {
       const int64_t sms = std::max(dev.sm_count, 1);
-      const int fit = lin::prepare_linear_stream16_f8(caps.device, wf, tw, p.decode_fp8_mma, depth);
+      const int fit =
+          lin::prepare_linear_stream16_f8(caps.device, wf, tw, p.decode_fp8_mma, depth, q8);
       if (fit > 0) {
         int per_sm = fit;
         if (const char* e = std::getenv("B12X_GEMM_STREAM16_CTAS");
@@ -1242,8 +1247,8 @@ Plan plan(const Caps& caps) {
           p.stream16_tw = tw;
           p.stream16_split = split;
           p.stream16_vp = split_vp;
-          p.stream16_qx = false;
-          p.stream16_smem = lin::stream16_f8_smem_bytes(wf, tw, p.decode_fp8_mma);
+          p.stream16_qx = q8;
+          p.stream16_smem = lin::stream16_f8_smem_bytes(wf, tw, p.decode_fp8_mma, q8);
           p.stream16_tiles = 8 * tw;
           p.stream16_depth = depth;
         }
@@ -1550,11 +1555,12 @@ void run(const Binding& b, Stream stream) {
   bool wgmma_bulk = false;  // block FP8 activations quantized as variant 14's stage images
   // Block FP8 / MXFP8 activations quantized in the decode kernel's staging (16-byte loads of
   // BF16 rows; other rows take the quantizer).
-  // (Not where the FP8 block kernel runs: it reads the quantizer's e4m3 and group scales.)
+  // (Where the FP8 block kernel runs: its own in-kernel quantization, Plan::stream16_qx.)
   const bool f8_block16 = plan.stream16_depth > 0 && M >= kS16MinM && M <= 16 && !tiled;
-  const bool staged_quant =
-      plan.decode_act_quant && !tiled && !f8_block16 && b.x.dtype == DType::kBF16 &&
-      reinterpret_cast<uintptr_t>(b.x.data) % 16 == 0 && b.x.stride[0] % 8 == 0;
+  const bool staged_quant = (f8_block16 ? plan.stream16_qx : plan.decode_act_quant) && !tiled &&
+                            b.x.dtype == DType::kBF16 &&
+                            reinterpret_cast<uintptr_t>(b.x.data) % 16 == 0 &&
+                            b.x.stride[0] % 8 == 0;
   if (format_raw_activations(f)) {
     p.x = b.x.data;
     p.ldx = b.x.stride[0];
@@ -1784,13 +1790,21 @@ void run(const Binding& b, Stream stream) {
     lin::launch_linear_decode(im.wfmt, fp16, 2, p, stream);
     return;
   }
-  if (f8_block16 && p.act_kind == lin::kActFp8 && M <= plan.caps.max_tokens) {
+  if (f8_block16 && (p.act_kind == lin::kActFp8 || p.act_kind == lin::kActBf16Quant) &&
+      M <= plan.caps.max_tokens) {
     p.split = plan.stream16_split;
     p.partial = p.split > 1 ? reinterpret_cast<float*>(b.scratch + plan.off_partial) : nullptr;
     p.stream_vp = plan.stream16_vp;
     p.stream_tiles = plan.stream16_tiles;
+    // The plan's smem is the in-kernel quantization's where it planned it; rows it cannot take
+    // (not 16-byte vectors) come quantized by the quantizer launch, to the kernel without it.
+    const bool q = p.act_kind == lin::kActBf16Quant;
+    const int64_t smem =
+        q == plan.stream16_qx
+            ? plan.stream16_smem
+            : lin::stream16_f8_smem_bytes(im.wfmt, plan.stream16_tw, plan.decode_fp8_mma, q);
     lin::launch_linear_stream16_f8(im.wfmt, plan.stream16_tw, plan.decode_fp8_mma,
-                                   plan.stream16_depth, plan.stream16_smem, p, stream);
+                                   plan.stream16_depth, smem, p, stream);
     if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);
     return;
   }

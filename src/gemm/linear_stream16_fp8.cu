@@ -8,7 +8,8 @@
 
 namespace b12x::gemm::lin {
 
-static_assert(kF8SmemBytes<2, 32, 1> <= 101376, "FP8 M <= 16 block kernel: slots exceed 99 KB");
+static_assert(kF8SmemBytes<2, 32, 1, true> <= 101376,
+              "FP8 M <= 16 block kernel: slots exceed 99 KB");
 
 namespace {
 
@@ -20,73 +21,82 @@ int group_of(WFmt f) {
   return f == WFmt::kFp8Block ? 128 : f == WFmt::kFp8Mx ? 32 : 0;
 }
 
-template <int kGroup, int kMma, int kDepth>
+template <int kGroup, int kMma, int kDepth, bool kQ>
 F8Fn pick_tw_nt(int tw, int nt) {
-  if constexpr (kDepth == 8 && kMma != 1) {
+  if constexpr (kQ && (kGroup == 0 || kDepth != 4)) {
+    return nullptr;  // in-kernel quantization: block FP8 / MXFP8 at depth 4
+  } else if constexpr (kDepth == 8 && kMma != 1) {
     return nullptr;  // depth 8: f16 MMAs only
   } else if constexpr (kDepth == 8 && kGroup != 0) {
     // Block FP8 / MXFP8 at depth 8: one tile per warp only (registers).
     return tw != 1   ? nullptr
-           : nt == 1 ? &linear_stream16_fp8_kernel<1, 1, kGroup, kMma, kDepth>
-           : nt == 2 ? &linear_stream16_fp8_kernel<1, 2, kGroup, kMma, kDepth>
+           : nt == 1 ? &linear_stream16_fp8_kernel<1, 1, kGroup, kMma, kDepth, kQ>
+           : nt == 2 ? &linear_stream16_fp8_kernel<1, 2, kGroup, kMma, kDepth, kQ>
                      : nullptr;
   } else {
     switch (tw * 4 + nt) {
       case 1 * 4 + 1:
-        return &linear_stream16_fp8_kernel<1, 1, kGroup, kMma, kDepth>;
+        return &linear_stream16_fp8_kernel<1, 1, kGroup, kMma, kDepth, kQ>;
       case 1 * 4 + 2:
-        return &linear_stream16_fp8_kernel<1, 2, kGroup, kMma, kDepth>;
+        return &linear_stream16_fp8_kernel<1, 2, kGroup, kMma, kDepth, kQ>;
       case 2 * 4 + 1:
-        return &linear_stream16_fp8_kernel<2, 1, kGroup, kMma, kDepth>;
+        return &linear_stream16_fp8_kernel<2, 1, kGroup, kMma, kDepth, kQ>;
       case 2 * 4 + 2:
-        return &linear_stream16_fp8_kernel<2, 2, kGroup, kMma, kDepth>;
+        return &linear_stream16_fp8_kernel<2, 2, kGroup, kMma, kDepth, kQ>;
       default:
         return nullptr;
     }
   }
 }
 
-template <int kGroup>
+template <int kGroup, bool kQ>
 F8Fn pick_group(int tw, int nt, int mma, int depth) {
-  if (depth == 4) return mma ? pick_tw_nt<kGroup, 1, 4>(tw, nt) : pick_tw_nt<kGroup, 0, 4>(tw, nt);
-  if (depth == 8) return mma ? pick_tw_nt<kGroup, 1, 8>(tw, nt) : pick_tw_nt<kGroup, 0, 8>(tw, nt);
+  if (depth == 4)
+    return mma ? pick_tw_nt<kGroup, 1, 4, kQ>(tw, nt) : pick_tw_nt<kGroup, 0, 4, kQ>(tw, nt);
+  if (depth == 8)
+    return mma ? pick_tw_nt<kGroup, 1, 8, kQ>(tw, nt) : pick_tw_nt<kGroup, 0, 8, kQ>(tw, nt);
   return nullptr;
 }
 
-F8Fn pick(WFmt f, int tw, int nt, int mma, int depth) {
-  if (mma != 0 && mma != 1) return nullptr;
+template <bool kQ>
+F8Fn pick_q(WFmt f, int tw, int nt, int mma, int depth) {
   switch (f) {
     case WFmt::kFp8:
-      return pick_group<0>(tw, nt, mma, depth);
+      return pick_group<0, kQ>(tw, nt, mma, depth);
     case WFmt::kFp8Block:
-      return pick_group<128>(tw, nt, mma, depth);
+      return pick_group<128, kQ>(tw, nt, mma, depth);
     case WFmt::kFp8Mx:
-      return pick_group<32>(tw, nt, mma, depth);
+      return pick_group<32, kQ>(tw, nt, mma, depth);
     default:
       return nullptr;
   }
 }
 
-template <int kGroup>
+F8Fn pick(WFmt f, int tw, int nt, int mma, int depth, bool q) {
+  if (mma != 0 && mma != 1) return nullptr;
+  return q ? pick_q<true>(f, tw, nt, mma, depth) : pick_q<false>(f, tw, nt, mma, depth);
+}
+
+template <int kGroup, bool kQ>
 int64_t smem_of(int tw, int mma) {
-  if (tw == 1) return mma ? kF8SmemBytes<1, kGroup, 1> : kF8SmemBytes<1, kGroup, 0>;
-  return mma ? kF8SmemBytes<2, kGroup, 1> : kF8SmemBytes<2, kGroup, 0>;
+  if (tw == 1) return mma ? kF8SmemBytes<1, kGroup, 1, kQ> : kF8SmemBytes<1, kGroup, 0, kQ>;
+  return mma ? kF8SmemBytes<2, kGroup, 1, kQ> : kF8SmemBytes<2, kGroup, 0, kQ>;
 }
 
 }  // namespace
 
-bool stream16_f8_available(WFmt f, int tw, int mma, int depth) {
-  return pick(f, tw, 2, mma, depth) != nullptr && pick(f, tw, 1, mma, depth) != nullptr;
+bool stream16_f8_available(WFmt f, int tw, int mma, int depth, bool q) {
+  return pick(f, tw, 2, mma, depth, q) != nullptr && pick(f, tw, 1, mma, depth, q) != nullptr;
 }
 
-int64_t stream16_f8_smem_bytes(WFmt f, int tw, int mma) {
+int64_t stream16_f8_smem_bytes(WFmt f, int tw, int mma, bool q) {
   switch (group_of(f)) {
     case 128:
-      return smem_of<128>(tw, mma);
+      return q ? smem_of<128, true>(tw, mma) : smem_of<128, false>(tw, mma);
     case 32:
-      return smem_of<32>(tw, mma);
+      return q ? smem_of<32, true>(tw, mma) : smem_of<32, false>(tw, mma);
     default:
-      return smem_of<0>(tw, mma);
+      return smem_of<0, false>(tw, mma);
   }
 }
 
@@ -95,14 +105,14 @@ int stream16_f8_vectors_per_cta(int64_t kvec, int split) {
   return static_cast<int>((per + kF8ChunkV - 1) / kF8ChunkV * kF8ChunkV);
 }
 
-int prepare_linear_stream16_f8(int device, WFmt f, int tw, int mma, int depth) {
-  const int64_t smem = stream16_f8_smem_bytes(f, tw, mma);
+int prepare_linear_stream16_f8(int device, WFmt f, int tw, int mma, int depth, bool q) {
+  const int64_t smem = stream16_f8_smem_bytes(f, tw, mma, q);
   const ::b12x::detail::DeviceScope scope(device);
   int fit = 0;
   for (int nt : {1, 2}) {
-    const F8Fn k = pick(f, tw, nt, mma, depth);
+    const F8Fn k = pick(f, tw, nt, mma, depth, q);
     B12X_ASSERT(k != nullptr, "no FP8 M <= 16 block kernel for format ", static_cast<int>(f),
-                " tw=", tw, " mma=", mma, " depth=", depth);
+                " tw=", tw, " mma=", mma, " depth=", depth, " q=", q);
     int blocks = 0;
     B12X_CUDA_CHECK(::b12x::detail::resident_ctas(
         reinterpret_cast<const void*>(k), kStreamWarps * 32, static_cast<int>(smem), &blocks));
@@ -114,13 +124,17 @@ int prepare_linear_stream16_f8(int device, WFmt f, int tw, int mma, int depth) {
 void launch_linear_stream16_f8(WFmt f, int tw, int mma, int depth, int64_t smem,
                                const LinearParams& p, Stream stream) {
   const int nt = p.M <= 8 ? 1 : 2;
-  const F8Fn k = pick(f, tw, nt, mma, depth);
+  const bool q = p.act_kind == kActBf16Quant;
+  const F8Fn k = pick(f, tw, nt, mma, depth, q);
   const int split = std::max(p.split, 1);
-  const int want_xs = f == WFmt::kFp8Block ? kXsF32Rows : f == WFmt::kFp8Mx ? kXsE8m0Rows : kXsNone;
-  B12X_ASSERT(k != nullptr && smem == stream16_f8_smem_bytes(f, tw, mma),
+  const int want_xs = q                      ? kXsStaged
+                      : f == WFmt::kFp8Block ? kXsF32Rows
+                      : f == WFmt::kFp8Mx    ? kXsE8m0Rows
+                                             : kXsNone;
+  B12X_ASSERT(k != nullptr && smem == stream16_f8_smem_bytes(f, tw, mma, q),
               "FP8 M <= 16 block kernel: format ", static_cast<int>(f), " tw=", tw, " mma=", mma,
-              " depth=", depth, " smem=", smem);
-  B12X_ASSERT(p.M >= 1 && p.M <= 16 && p.act_kind == kActFp8 && p.xs_kind == want_xs &&
+              " depth=", depth, " q=", q, " smem=", smem);
+  B12X_ASSERT(p.M >= 1 && p.M <= 16 && (p.act_kind == kActFp8 || q) && p.xs_kind == want_xs &&
                   p.stream_vp > 0 && p.stream_vp % kF8ChunkV == 0 &&
                   int64_t{p.stream_vp} * split >= p.kvec && (split == 1 || p.partial != nullptr),
               "FP8 M <= 16 block kernel: M=", p.M, " act=", p.act_kind, " xs=", p.xs_kind,
@@ -131,7 +145,7 @@ void launch_linear_stream16_f8(WFmt f, int tw, int mma, int depth, int64_t smem,
     B12X_CUDA_CHECK(
         ::b12x::detail::opt_in_smem(reinterpret_cast<const void*>(k), static_cast<int>(smem)));
   const int64_t gx = (p.n16 + p.stream_tiles - 1) / p.stream_tiles;
-  t_last = Stream16F8Launch{t_last.serial + 1, static_cast<int>(gx), split, tw, mma, depth};
+  t_last = Stream16F8Launch{t_last.serial + 1, static_cast<int>(gx), split, tw, mma, depth, q};
   B12X_CUDA_CHECK(b12x::detail::launch_ex(
       k, dim3(static_cast<unsigned>(gx), static_cast<unsigned>(split)), dim3(kStreamWarps * 32),
       static_cast<size_t>(smem), stream, p.pdl != 0, dim3(1, 1, 1), p));

@@ -16,19 +16,22 @@ struct LinearParams;
 /// (p.stream_tiles) over one K range of p.stream_vp 32-K atoms (a multiple of kF8ChunkV), grid =
 /// (ceil(n16 / p.stream_tiles), p.split); p.split > 1 writes fp32 partials to p.partial for
 /// launch_linear_reduce. mma: 0 e4m3 mma.sync, 1 f16 MMAs (SM90). depth: ring vectors per warp
-/// (4; 8 with f16 MMAs: per-tensor, and block FP8 / MXFP8 at tw 1).
-bool stream16_f8_available(WFmt f, int tw, int mma, int depth);
-int64_t stream16_f8_smem_bytes(WFmt f, int tw, int mma);
+/// (4; 8 with f16 MMAs: per-tensor, and block FP8 / MXFP8 at tw 1). q (block FP8 / MXFP8, depth
+/// 4): BF16 activations quantized in the kernel (p.act_kind kActBf16Quant, p.xs_kind kXsStaged;
+/// 16-byte rows) instead of the quantizer launch before it.
+bool stream16_f8_available(WFmt f, int tw, int mma, int depth, bool q = false);
+int64_t stream16_f8_smem_bytes(WFmt f, int tw, int mma, bool q = false);
 /// Atoms per CTA of a K split of `split`: ceil(kvec / split) rounded up to whole chunks.
 int stream16_f8_vectors_per_cta(int64_t kvec, int split);
 /// Host only (plan time): the opt-in and the CTAs per SM of both token-tile variants (the min).
-int prepare_linear_stream16_f8(int device, WFmt f, int tw, int mma, int depth);
+int prepare_linear_stream16_f8(int device, WFmt f, int tw, int mma, int depth, bool q = false);
 void launch_linear_stream16_f8(WFmt f, int tw, int mma, int depth, int64_t smem,
                                const LinearParams& p, Stream stream);
-/// The last launch on this thread (tests): serial (counts launches), grid x, split, tiles per warp.
+/// The last launch on this thread (tests): serial (counts launches), grid x, split, kernel choice.
 struct Stream16F8Launch {
   int64_t serial = 0;
   int ctas = 0, split = 0, tw = 0, mma = 0, depth = 0;
+  bool q = false;  ///< activations quantized in the kernel
 };
 Stream16F8Launch last_stream16_f8_launch();
 

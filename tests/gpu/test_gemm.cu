@@ -1667,6 +1667,36 @@ TEST(GemmGpu, DecodeStream16Fp8) {
           EXPECT_EQ(l.mma, mma[0] - '0');
           EXPECT_EQ(l.split, std::atoi(sp)) << name(c);
         }
+  // Block FP8 / MXFP8 with their BF16 activations quantized in the kernel (B12X_GEMM_STREAM16_QX=1,
+  // no quantizer launch): both MMA kinds, tw 1 / 2, M = 5..16, splits 1 / 3, K tails (1280 / 4864
+  // with a half chunk), partial CTAs, graphs.
+  {
+    ScopedEnv eq("B12X_GEMM_STREAM16_QX", "1");
+    int k = 0;
+    for (const char* mma : {"0", "1"})
+      for (LinearFormat f : {LinearFormat::kFp8Block, LinearFormat::kMxfp8})
+        for (const char* tw : {"1", "2"}) {
+          const char* sp = (k % 2) ? "3" : "1";
+          ScopedEnv em("B12X_GEMM_DECODE_F8MMA", mma), et("B12X_GEMM_STREAM16_TW", tw),
+              es("B12X_GEMM_STREAM16_SPLIT", sp);
+          const int64_t Ms[] = {5, 16, 9, 12};
+          Case c{f,
+                 Ms[k % 4],
+                 (k % 3) ? 72 : 200,
+                 (k % 2) ? 4864 : 1280,
+                 DType::kBF16,
+                 (k % 5) == 2 ? DType::kFP16 : DType::kBF16,
+                 (k % 2) == 0};
+          c.max_tokens = (k % 3) == 2 ? 16 : c.M;
+          ++k;
+          const int64_t before = gemm::lin::last_stream16_f8_launch().serial;
+          run_case(c, /*graph_replay=*/(k % 3) == 0);
+          const gemm::lin::Stream16F8Launch l = gemm::lin::last_stream16_f8_launch();
+          EXPECT_GT(l.serial, before) << name(c) << " mma " << mma << " tw " << tw;
+          EXPECT_TRUE(l.q) << name(c);
+          EXPECT_EQ(l.split, std::atoi(sp)) << name(c);
+        }
+  }
   // Ring depth 8 (f16 MMAs: per-tensor, block FP8 / MXFP8 at tw 1) and the plan's own split
   // (4096x14336's plan, run at N = 256: every K range non-empty).
   {

@@ -28,6 +28,7 @@
 #pragma once
 
 #include "gemm/kernels/linear_stream.cuh"
+#include "gemm/kernels/quantize.cuh"
 
 namespace b12x::gemm::lin {
 
@@ -43,14 +44,16 @@ inline constexpr int kF8HalfBytes = 16 * kF8HalfPitch;
 /// Group scales of a chunk: activations [16 tokens][8 bytes] (2 fp32 per 128 K, or 8 E8M0), then
 /// the block FP8 weight scales [kTw row blocks][2 groups] fp32.
 inline constexpr int kF8ScaleBytes = 16 * 8 + 2 * 2 * 4;
+/// BF16 rows of a chunk (kQ: quantized in the kernel), pitch as kF8HalfPitch.
+inline constexpr int kF8BfBytes = kF8HalfBytes;
 /// A slot: raw activations, group scales, MXFP8 weight E8M0 bytes [rows][8] (kGroup 32), the f16
-/// activations (kMma 1).
-template <int kTw, int kGroup, int kMma>
+/// activations (kMma 1), the BF16 activations (kQ).
+template <int kTw, int kGroup, int kMma, bool kQ = false>
 inline constexpr int kF8SlotBytes = kF8RawBytes + kF8ScaleBytes +
                                     (kGroup == 32 ? kStreamWarps * kTw * 16 * 8 : 0) +
-                                    (kMma == 1 ? kF8HalfBytes : 0);
-template <int kTw, int kGroup, int kMma>
-inline constexpr int kF8SmemBytes = kF8Slots* kF8SlotBytes<kTw, kGroup, kMma>;
+                                    (kMma == 1 ? kF8HalfBytes : 0) + (kQ ? kF8BfBytes : 0);
+template <int kTw, int kGroup, int kMma, bool kQ = false>
+inline constexpr int kF8SmemBytes = kF8Slots* kF8SlotBytes<kTw, kGroup, kMma, kQ>;
 
 /// 4-byte cp.async (8 with kEight), or a plain copy where the source is not aligned.
 template <bool kEight>
@@ -66,8 +69,11 @@ __device__ __forceinline__ void f8s_cp_small(void* smem, const uint8_t* gmem) {
 }
 
 /// kTw tiles per warp, kNt n8 token tiles (1 at M <= 8), kGroup 0 / 128 / 32 (per-tensor / block
-/// FP8 / MXFP8), kMma 0 e4m3 / 1 f16, kDepth ring vectors per warp.
-template <int kTw, int kNt, int kGroup, int kMma, int kDepth>
+/// FP8 / MXFP8), kMma 0 e4m3 / 1 f16, kDepth ring vectors per warp. kQ (block FP8 / MXFP8,
+/// p.act_kind kActBf16Quant): BF16 activations staged by cp.async and quantized per CTA one chunk
+/// ahead with the activation quantizer's numerics (kernels::g128_codes / mx8_codes: the codes and
+/// scales the quantizer launch would give), instead of that launch before the GEMM.
+template <int kTw, int kNt, int kGroup, int kMma, int kDepth, bool kQ = false>
 __global__ void __launch_bounds__(kStreamWarps * 32, 2)
     linear_stream16_fp8_kernel(const LinearParams p) {
   static_assert(kTw == 1 || kTw == 2, "tiles per warp");
@@ -75,11 +81,13 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
   static_assert(kGroup == 0 || kGroup == 32 || kGroup == 128, "scale group");
   static_assert(kMma == 0 || kMma == 1, "MMA kind");
   static_assert((kF8ChunkV * kTw) % kDepth == 0 && kDepth % kTw == 0, "ring order");
+  static_assert(!kQ || kGroup > 0, "in-kernel quantization: block FP8 / MXFP8");
   constexpr int kAhead = kDepth / kTw;  // vectors of a tile in flight beyond the current one
-  constexpr int kSlot = kF8SlotBytes<kTw, kGroup, kMma>;
+  constexpr int kSlot = kF8SlotBytes<kTw, kGroup, kMma, kQ>;
   constexpr int kScaleOff = kF8RawBytes;
   constexpr int kWmxOff = kScaleOff + kF8ScaleBytes;
   constexpr int kHalfOff = kWmxOff + (kGroup == 32 ? kStreamWarps * kTw * 16 * 8 : 0);
+  constexpr int kBfOff = kHalfOff + (kMma == 1 ? kF8HalfBytes : 0);
   // Atoms per fp32 fold: the scale group, or per 128 K for e4m3 MMAs without scales (Hopper's
   // FP8 tensor cores may accumulate with reduced precision), none for f16 MMAs without scales.
   constexpr int kFoldAtoms = kGroup ? kGroup / 32 : kMma == 0 ? 4 : 0;
@@ -123,7 +131,31 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
       uint8_t* const slot = dsm + (c % kF8Slots) * kSlot;
       const int64_t v0 = vbase + static_cast<int64_t>(c) * kF8ChunkV;
       const int64_t kc = v0 * 32;
-      {
+      if constexpr (kQ) {
+        // 16 token rows x 256 BF16: 512 pieces of 8 values (token P / 32, k 8 (P % 32)).
+        const uint16_t* const xb = static_cast<const uint16_t*>(p.x);
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          const int pc = threadIdx.x + r * kStreamWarps * 32;
+          const int tok = pc >> 5, kk = (pc & 31) * 8;
+          const int64_t k = kc + kk;
+          uint8_t* const d = slot + kBfOff + tok * kF8HalfPitch + kk * 2;
+          if (tok < p.M && p.x_vec16 && k + 8 <= p.K) {
+            s16_cp_async16(d, xb + tok * p.ldx + k);
+          } else {
+            uint32_t w[4] = {0, 0, 0, 0};
+            if (tok < p.M) {
+              const uint16_t* const xr = xb + tok * p.ldx + k;
+#pragma unroll
+              for (int e = 0; e < 8; ++e) {
+                if (k + e >= p.K) break;
+                w[e / 2] |= static_cast<uint32_t>(xr[e]) << (16 * (e % 2));
+              }
+            }
+            *reinterpret_cast<uint4*>(d) = make_uint4(w[0], w[1], w[2], w[3]);
+          }
+        }
+      } else {
         const int i = threadIdx.x;  // 256 pieces of 16 bytes: token i / 16, k 16 (i % 16)
         const int tok = i >> 4, kk = (i & 15) * 16;
         const int64_t k = kc + kk;
@@ -144,9 +176,10 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
         }
       }
       if constexpr (kGroup == 128) {
-        // Activations: 2 fp32 per token (groups kc / 128, + 1); weights: the CTA's row blocks.
+        // Activations: 2 fp32 per token (groups kc / 128, + 1; kQ: computed by convert); weights:
+        // the CTA's row blocks.
         const int i = threadIdx.x;
-        if (i < 32) {
+        if (i < 32 && !kQ) {
           const int tok = i >> 1, gi = i & 1;
           const int64_t grp = kc / 128 + gi;
           uint8_t* const d = slot + kScaleOff + tok * 8 + gi * 4;
@@ -155,7 +188,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
                 d, reinterpret_cast<const uint8_t*>(p.xscale + tok * p.xscale_ld + grp));
           else
             *reinterpret_cast<float*>(d) = 0.f;
-        } else if (i < 32 + 2 * kTw) {
+        } else if (i >= 32 && i < 32 + 2 * kTw) {
           const int rb = (i - 32) >> 1, gi = (i - 32) & 1;
           const int64_t grp = kc / 128 + gi;
           const int64_t rblk = row0 / 128 + rb;
@@ -169,7 +202,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
         // Activations: 8 E8M0 bytes per token (zero past M / K: 2^-127, finite); weights: 8
         // E8M0 bytes per row of the CTA.
         const int i = threadIdx.x;
-        if (i < 16) {
+        if (i < 16 && !kQ) {
           uint8_t* const d = slot + kScaleOff + i * 8;
           const int64_t grp = kc / 32;
           if (i < p.M && kc < p.K && grp + 8 <= p.xscale_ld) {
@@ -205,8 +238,71 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
   // (64 bytes of a row), byte 32h + 16i + 4t + 2e holds k = 16i + 4t + 2h + e: a raw 16-byte
   // piece (k 16i + 0..15 of one atom) converts into the lo halves (h = 0, 16 contiguous bytes) and
   // the hi halves (h = 1).
+  // kQ: chunk c's BF16 rows quantized as the activation quantizer does, in units of 128 K of
+  // one token row on 4 lanes (threads 0..127, warps 0-3 whole for the shuffles): lane part p
+  // holds the unit's 8-value pieces p, p + 4, p + 8, p + 12 (quantize.cuh's lane order), so a
+  // 1x128 group is one unit and an MXFP8 block one piece index over the unit's lanes. The codes go
+  // straight to the MMA layout (e4m3 rows, or the f16 rows below), the scales to the chunk's
+  // activation scales; rows past M are zeros.
+  auto quantize = [&](int c) {
+    if constexpr (kQ) {
+      uint8_t* const slot = dsm + (c % kF8Slots) * kSlot;
+      const int i = threadIdx.x;
+      if (i >= 128) return;
+      const int tok = i >> 3, j = (i >> 2) & 1, part = i & 3;
+      const bool valid = tok < p.M;
+      const int64_t k0 = (vbase + static_cast<int64_t>(c) * kF8ChunkV) * 32 + j * 128;
+      const uint8_t* const src = slot + kBfOff + tok * kF8HalfPitch + j * 256 + part * 16;
+      uint4 v4[4];
+#pragma unroll
+      for (int q = 0; q < 4; ++q) v4[q] = *reinterpret_cast<const uint4*>(src + q * 64);
+      // Piece q of this lane: k = 128 j + 32 q + 8 part + 0..7 = atom 4 j + q, k' = 8 part + ..
+      auto put = [&](int q, uint32_t lo, uint32_t hi) {
+        const int a = 4 * j + q;
+        if constexpr (kMma == 1) {
+          uint32_t l0, l1, h0, h1;
+          e4m3x2x2_to_f16x2(lo, l0, l1);
+          e4m3x2x2_to_f16x2(hi, h0, h1);
+          uint8_t* const d =
+              slot + kHalfOff + tok * kF8HalfPitch + a * 64 + (part >> 1) * 16 + (part & 1) * 8;
+          *reinterpret_cast<uint2*>(d) = make_uint2(l0, h0);
+          *reinterpret_cast<uint2*>(d + 32) = make_uint2(l1, h1);
+        } else {
+          *reinterpret_cast<uint2*>(slot + tok * kF8RawPitch + a * 32 + part * 8) =
+              make_uint2(lo, hi);
+        }
+      };
+      if constexpr (kGroup == 128) {
+        const uint32_t w[16] = {v4[0].x, v4[0].y, v4[0].z, v4[0].w, v4[1].x, v4[1].y,
+                                v4[1].z, v4[1].w, v4[2].x, v4[2].y, v4[2].z, v4[2].w,
+                                v4[3].x, v4[3].y, v4[3].z, v4[3].w};
+        const float sc = kernels::g128_codes<true>(w, valid, put);
+        if (!valid)
+#pragma unroll
+          for (int q = 0; q < 4; ++q) put(q, 0u, 0u);
+        if (part == 0)
+          *reinterpret_cast<float*>(slot + kScaleOff + tok * 8 + j * 4) =
+              valid && k0 < p.K ? sc : 0.f;
+      } else {
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          const uint32_t w[4] = {v4[q].x, v4[q].y, v4[q].z, v4[q].w};
+          float f[8];
+#pragma unroll
+          for (int e = 0; e < 8; ++e)
+            f[e] = __uint_as_float(e & 1 ? w[e / 2] & 0xFFFF0000u : w[e / 2] << 16);
+          uint32_t lo, hi;
+          const uint8_t code = kernels::mx8_codes(f, lo, hi);
+          put(q, valid ? lo : 0u, valid ? hi : 0u);
+          if (part == 0) slot[kScaleOff + tok * 8 + 4 * j + q] = valid ? code : 0;
+        }
+      }
+    }
+  };
   auto convert = [&](int c) {
-    if constexpr (kMma == 1) {
+    if constexpr (kQ) {
+      quantize(c);
+    } else if constexpr (kMma == 1) {
       uint8_t* const slot = dsm + (c % kF8Slots) * kSlot;
       const int i = threadIdx.x;
       const int tok = i >> 4, pc = i & 15;
