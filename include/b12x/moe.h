@@ -173,7 +173,7 @@ struct DecodeKnobs {
   int fc2_stages = 0;  ///< B12X_MOE_FC2_STAGES 2|3: the 8-warp FC2's ring, 16- or 32-row (0: rule)
   int fc2_deep = 1;    ///< B12X_MOE_FC2_DEEP 0|1: the deep 5-stage FC2 ring where it applies
   int fc2_bal = 1;     ///< B12X_MOE_FC2_BAL 0|1: FC2 split CTAs take equal chunk ranges
-  int fc2_kil = -1;    ///< B12X_MOE_FC2_KIL 0|1: FC2 warps take every kW-th chunk (-1: rule)
+  int fc2_kil = -1;    ///< B12X_MOE_FC2_KIL 0|1|2: FC2 warps take every kW-th chunk (2: pair)
   int fc2_rows = 0;    ///< B12X_MOE_FC2_ROWS 16|32: output rows per FC2 CTA (0: rule, 2-8 tokens)
 };
 

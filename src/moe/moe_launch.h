@@ -282,8 +282,9 @@ void launch_decode_stream(const DecodeArgs& args, const DecodeKnobs& knobs, bool
 /// 356.5 -> 337.1 (FC2 alone at M = 8, Nsight Compute: 152.9 -> 135.9 us, DRAM 43.0 -> 47.6 %,
 /// 0.56 -> 0.73 issued per scheduler and cycle); slower with nk 4 / 6 / 8 (one flush per 0.5-1
 /// sub-chunk per warp): DeepSeek-TP4 1.026-1.113x, Qwen3-30B 0.989-1.104x, Qwen3.5-TP4
-/// 1.019-1.092x. DecodeKnobs::fc2_kil 0 / 1 forces it. It runs in the 8-warp 3-stage FC2 CTAs
-/// (16 or 32 rows, narrow routing: every FC2 of MiniMax at M <= 8); the others ignore it.
+/// 1.019-1.092x. DecodeKnobs::fc2_kil 0 / 1 forces it, 2 with pairs of chunks per warp (2w,
+/// 2w + 1, 2w + 2 kW, ...: a flush per 2 chunks at most; probe). It runs in the 8-warp 3-stage FC2
+/// CTAs (16 or 32 rows, narrow routing: every FC2 of MiniMax at M <= 8); the others ignore it.
 inline bool decode_fc2_kil(const DecodeKnobs& k, int64_t tokens, int nk) {
   return k.fc2_kil >= 0 ? k.fc2_kil != 0 : tokens <= 8 && nk >= 16;
 }
