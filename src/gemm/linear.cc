@@ -363,7 +363,8 @@ std::string stream16_describe(const Plan& p) {
          "/" + std::to_string(p.stream16_vp) +
          (p.stream16_sk > 0 ? " sk" + std::to_string(p.stream16_sk) : "") +
          (p.stream16_qx ? " qx" : "") +
-         (p.stream16_depth > 0 ? " f8d" + std::to_string(p.stream16_depth) : "");
+         (p.stream16_depth > 0 ? " f8d" + std::to_string(p.stream16_depth) : "") +
+         (p.stream16_cluster ? " cl" : "");
 }
 
 }  // namespace
@@ -1251,6 +1252,8 @@ Plan plan(const Caps& caps) {
           p.stream16_smem = lin::stream16_f8_smem_bytes(wf, tw, p.decode_fp8_mma, q8);
           p.stream16_tiles = 8 * tw;
           p.stream16_depth = depth;
+          const char* ecl = std::getenv("B12X_GEMM_STREAM16_CL");
+          p.stream16_cluster = ecl != nullptr && ecl[0] == '1' && split > 1 && split <= 8;
         }
       }
     }
@@ -1377,7 +1380,8 @@ Plan plan(const Caps& caps) {
     if (p.stream16_tw > 0)
       sig << " stream16=" << p.stream16_tw << (p.stream16_split > 1 ? "+reduce" : "")
           << (p.stream16_qx ? " qx" : "")
-          << (p.stream16_depth > 0 ? " f8d" + std::to_string(p.stream16_depth) : std::string());
+          << (p.stream16_depth > 0 ? " f8d" + std::to_string(p.stream16_depth) : std::string())
+          << (p.stream16_cluster ? " cl" : "");
     // The pre-pass: every run of a quantized-activation format but the block kernel's with qx
     // (M = 5..16), which converts them itself.
     if (p.act_prepass) sig << " act_prepass";
@@ -1793,7 +1797,10 @@ void run(const Binding& b, Stream stream) {
   if (f8_block16 && (p.act_kind == lin::kActFp8 || p.act_kind == lin::kActBf16Quant) &&
       M <= plan.caps.max_tokens) {
     p.split = plan.stream16_split;
-    p.partial = p.split > 1 ? reinterpret_cast<float*>(b.scratch + plan.off_partial) : nullptr;
+    p.cluster_split = plan.stream16_cluster ? p.split : 1;
+    p.partial = p.split > 1 && !plan.stream16_cluster
+                    ? reinterpret_cast<float*>(b.scratch + plan.off_partial)
+                    : nullptr;
     p.stream_vp = plan.stream16_vp;
     p.stream_tiles = plan.stream16_tiles;
     // The plan's smem is the in-kernel quantization's where it planned it; rows it cannot take

@@ -1697,6 +1697,32 @@ TEST(GemmGpu, DecodeStream16Fp8) {
           EXPECT_EQ(l.split, std::atoi(sp)) << name(c);
         }
   }
+  // The K split over a cluster (B12X_GEMM_STREAM16_CL=1: sums through distributed shared memory,
+  // no partials): splits 2 / 3 / 8, all three formats, both MMA kinds, in-kernel quantization.
+  {
+    ScopedEnv ec("B12X_GEMM_STREAM16_CL", "1");
+    int k = 0;
+    for (const char* sp : {"2", "3", "8"})
+      for (LinearFormat f :
+           {LinearFormat::kFp8Tensor, LinearFormat::kFp8Block, LinearFormat::kMxfp8}) {
+        ScopedEnv em("B12X_GEMM_DECODE_F8MMA", (k % 2) ? "0" : "1"),
+            es("B12X_GEMM_STREAM16_SPLIT", sp), eq("B12X_GEMM_STREAM16_QX", (k % 3) ? "1" : "0");
+        Case c{f,
+               (k % 2) ? 16 : 7,
+               (k % 3) ? 200 : 72,
+               (k % 2) ? 4096 : 6144,
+               f == LinearFormat::kFp8Tensor ? DType::kFP8E4M3 : DType::kBF16,
+               DType::kBF16,
+               (k % 2) == 0};
+        ++k;
+        const int64_t before = gemm::lin::last_stream16_f8_launch().serial;
+        run_case(c, /*graph_replay=*/(k % 4) == 0);
+        const gemm::lin::Stream16F8Launch l = gemm::lin::last_stream16_f8_launch();
+        EXPECT_GT(l.serial, before) << name(c) << " split " << sp;
+        EXPECT_TRUE(l.cluster) << name(c) << " split " << sp;
+        EXPECT_EQ(l.split, std::atoi(sp)) << name(c);
+      }
+  }
   // Ring depth 8 (f16 MMAs: per-tensor, block FP8 / MXFP8 at tw 1) and the plan's own split
   // (4096x14336's plan, run at N = 256: every K range non-empty).
   {

@@ -27,6 +27,8 @@
 // MXFP8: 8 E8M0 bytes per row) are staged with the activations.
 #pragma once
 
+#include <cooperative_groups.h>
+
 #include "gemm/kernels/linear_stream.cuh"
 #include "gemm/kernels/quantize.cuh"
 
@@ -52,8 +54,12 @@ template <int kTw, int kGroup, int kMma, bool kQ = false>
 inline constexpr int kF8SlotBytes = kF8RawBytes + kF8ScaleBytes +
                                     (kGroup == 32 ? kStreamWarps * kTw * 16 * 8 : 0) +
                                     (kMma == 1 ? kF8HalfBytes : 0) + (kQ ? kF8BfBytes : 0);
+/// The slots, at least the cluster reduction's sums ([kTw x 2 x 4 sums][256 threads] fp32).
 template <int kTw, int kGroup, int kMma, bool kQ = false>
-inline constexpr int kF8SmemBytes = kF8Slots* kF8SlotBytes<kTw, kGroup, kMma, kQ>;
+inline constexpr int kF8SmemBytes =
+    kF8Slots* kF8SlotBytes<kTw, kGroup, kMma, kQ> > kTw * 8 * kStreamWarps * 32 * 4
+        ? kF8Slots* kF8SlotBytes<kTw, kGroup, kMma, kQ>
+        : kTw * 8 * kStreamWarps * 32 * 4;
 
 /// 4-byte cp.async (8 with kEight), or a plain copy where the source is not aligned.
 template <bool kEight>
@@ -438,6 +444,46 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
     }
   }
   asm volatile("cp.async.wait_group 0;" ::: "memory");
+
+  // K split over a thread-block cluster (p.cluster_split = gridDim.y, probe): the ranks' sums meet
+  // in rank 0 through distributed shared memory (the staging slots, free by now: one barrier
+  // after every warp's last read of them), instead of fp32 partials and the reduce kernel's
+  // launch. Element-major [sum][thread], so the stores and the remote loads are conflict-free.
+  if (p.cluster_split > 1) {
+    constexpr int kSums = kTw * kNt * 4;
+    static_assert(kSums * kStreamWarps * 32 * 4 <= kF8SmemBytes<kTw, kGroup, kMma, kQ>,
+                  "cluster sums fit the dynamic shared memory");
+    __syncthreads();
+    float* const red = reinterpret_cast<float*>(dsm) + threadIdx.x;
+#pragma unroll
+    for (int j = 0; j < kTw; ++j)
+#pragma unroll
+      for (int n = 0; n < kNt; ++n)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) red[((j * kNt + n) * 4 + i) * kStreamWarps * 32] = acc[j][n][i];
+    cooperative_groups::cluster_group cl = cooperative_groups::this_cluster();
+    cl.sync();
+    if (cl.block_rank() == 0) {
+      const unsigned nb = cl.num_blocks();
+      for (unsigned r = 1; r < nb; ++r) {
+        const float* const rr = cl.map_shared_rank(red, r);
+        float part[kSums];
+#pragma unroll
+        for (int e = 0; e < kSums; ++e) part[e] = rr[e * kStreamWarps * 32];
+#pragma unroll
+        for (int j = 0; j < kTw; ++j)
+#pragma unroll
+          for (int n = 0; n < kNt; ++n)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) acc[j][n][i] += part[(j * kNt + n) * 4 + i];
+      }
+    }
+    cl.sync();  // remote shared memory stays alive until rank 0 has read it
+    if (cl.block_rank() != 0) {
+      griddep_launch_dependents();
+      return;
+    }
+  }
 
   float mult = p.out_mult;
   if (p.alpha != nullptr) mult *= *p.alpha;
