@@ -1206,8 +1206,9 @@ Plan plan(const Caps& caps) {
     // e4m3 activations (per-tensor: the caller's; block FP8 / MXFP8: the quantizer's, with their
     // group scales), f16 MMAs on SM90 (decode_fp8_mma). Atoms (32 K) per CTA at least
     // kS16F8MinVp (two 256-K chunks), the one-wave split rule above.
+    // B12X_GEMM_STREAM16=0 turns it off too.
     const char* ef8 = std::getenv("B12X_GEMM_STREAM16_F8");
-    const bool want_f8 = ef8 != nullptr && ef8[0] == '1';
+    const bool want_f8 = want && ef8 != nullptr && ef8[0] == '1';
     int depth = 4;
     if (const char* e = std::getenv("B12X_GEMM_STREAM16_DEPTH"); e != nullptr) depth = std::atoi(e);
     int min_vp = kS16F8MinVp;  // probe: B12X_GEMM_STREAM16_MINVP=<atoms> (8: one chunk per CTA)

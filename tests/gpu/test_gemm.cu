@@ -741,6 +741,8 @@ TEST(GemmGpu, DecodeStagedActivationQuant) {
   // reduce kernel, 4 warps per tile at M = 1; M = 9..24: two token tiles (a second one of 8
   // rows); N = 200 leaves warps without a tile. FP16 activations keep the quantizer.
   // The default (session 12): where a CTA stages at most 16 K values (rows x its K range).
+  // (The decode kernel at M = 5..16, not the session-14 FP8 block kernel.)
+  ScopedEnv ef8("B12X_GEMM_STREAM16_F8", "0");
   EXPECT_TRUE(bf16_plan(LinearFormat::kFp8Block, 1, 4096, 4096).decode_act_quant);
   EXPECT_TRUE(bf16_plan(LinearFormat::kMxfp8, 4, 14336, 4096).decode_act_quant);
   EXPECT_FALSE(bf16_plan(LinearFormat::kFp8Block, 16, 14336, 4096).decode_act_quant);
@@ -902,8 +904,9 @@ TEST(GemmGpu, DecodeHalvesReduceDefault) {
 TEST(GemmGpu, DecodeSliceHalvesFp8) {
   B12X_REQUIRE_GPU();
   // One warp per tile throughout: the halves' rules (N = 72 and n_for_split(4) would take 2 warps
-  // per tile at M = 9..16 since session 13).
-  ScopedEnv ews("B12X_GEMM_DECODE_PIPE_WS", "1");
+  // per tile at M = 9..16 since session 13). The decode kernel at M = 5..16, not the session-14
+  // FP8 block kernel.
+  ScopedEnv ews("B12X_GEMM_DECODE_PIPE_WS", "1"), ef8("B12X_GEMM_STREAM16_F8", "0");
   // Per-tensor FP8 weights on the slice halves (8 warps, each on 4 of the 8 atoms of a 256-K
   // slice): by default at M = 9..32 where K is split over at most 2 CTAs of >= 16 slices each
   // (4096x8192: split 2 on the H200), forced by B12X_GEMM_DECODE_HALF=1: K = 4864 (19 slices) in
@@ -965,6 +968,8 @@ TEST(GemmGpu, DecodeFp8MmaKinds) {
   // (1x128 groups) and MXFP8 (32-K groups); one and two token tiles, 4 warps per tile at M = 1,
   // splits over a cluster (N = 72) and none (N = 200), K in several staging chunks (4864) or one
   // (1024), bias on odd M; the halves, one staging buffer with partials (split 4), FP16 output.
+  // The decode kernel at M = 5..16, not the session-14 FP8 block kernel.
+  ScopedEnv ef8("B12X_GEMM_STREAM16_F8", "0");
   const bool sm90 = device_info(0).cc_major == 9 && device_info(0).cc_minor == 0;
   {
     gemm::Caps caps;
