@@ -99,6 +99,8 @@ struct WeightsPlan {
   int64_t prepared_bytes = 0;  ///< device bytes of the prepared storage
   /// FP4 block scales stored in 32-row chunk tiles (B12X_MOE_SCALE_TILED, read by plan_weights).
   bool scales_tiled = false;
+  /// FP4 codes stored in 32-row chunk tiles (B12X_MOE_VALUE_TILED, read by plan_weights).
+  bool values_tiled = false;
   std::string describe() const;
 };
 
