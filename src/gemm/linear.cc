@@ -1203,59 +1203,89 @@ Plan plan(const Caps& caps) {
       }
     }
     // FP8 weights (session 14, lin::launch_linear_stream16_f8): the same block structure on
-    // e4m3 activations (per-tensor: the caller's; block FP8 / MXFP8: the quantizer's, with their
-    // group scales), f16 MMAs on SM90 (decode_fp8_mma). Atoms (32 K) per CTA at least
-    // kS16F8MinVp (two 256-K chunks), the one-wave split rule above.
+    // e4m3 activations (per-tensor: the caller's; block FP8 / MXFP8: BF16 ones quantized in the
+    // kernel, Plan::stream16_qx, or the caller's e4m3 + scales), f16 MMAs on SM90
+    // (decode_fp8_mma). Atoms (32 K) per CTA at least kS16F8MinVp (two 256-K chunks), the one-wave
+    // split rule above. Default (round 51, H200, M = 16, us over 4096x4096 / 14336x4096 /
+    // 4096x14336 / 6144x4096 / 2048x7168, decode kernel -> this kernel): per-tensor 9.43 / 20.57 /
+    // 22.94 / 12.43 / 10.58 -> 8.64 (tw 1) / 19.20 / 19.93 (tw 2, ring depth 8) / 10.93 / 8.87
+    // (depth 8, splits down to one chunk); block FP8 (quantized in the kernel) 15.15 / 28.40 /
+    // 33.89 / 18.83 / 17.52 -> 10.66 / 21.23 / 22.63 / 12.64 / 11.16 (tw 2; tw 1 9.94 at
+    // 4096x4096), M = 8 10.90 / 23.76 / 26.84 / 13.39 / 11.32 -> 10.05 / 20.03 / 20.58 / 11.79 /
+    // 10.63; MXFP8 21.74 / 42.78 / 56.43 / 26.37 / 23.75 -> 16.06 / 34.16 / 34.28 / 19.55 / 16.68
+    // (tw 1 13.16 at 4096x4096), M = 8 17.20 / 33.20 / 43.72 / 21.35 / 18.41 -> 13.77 / 27.77 /
+    // 28.16 / 16.08 / 14.16; the quantizer launch before it instead of the in-kernel quantization
+    // (M = 16): block 11.98 / 23.06 / 22.43 / 13.83, MXFP8 17.54 / 33.59 / 34.04. Hence: 1 tile
+    // per warp where 2 give at most one CTA per SM (4096x4096, 2048x7168), ring depth 8 for
+    // per-tensor at 2 tiles per warp (f16 MMAs; at 1 tile per warp depth 8 lost: 8.64 -> 9.66 at
+    // 4096x4096). B12X_GEMM_STREAM16_F8=0|1, B12X_GEMM_STREAM16_TW, _DEPTH=4|8, _QX=0|1 override;
     // B12X_GEMM_STREAM16=0 turns it off too.
     const char* ef8 = std::getenv("B12X_GEMM_STREAM16_F8");
-    const bool want_f8 = want && ef8 != nullptr && ef8[0] == '1';
-    int depth = 4;
-    if (const char* e = std::getenv("B12X_GEMM_STREAM16_DEPTH"); e != nullptr) depth = std::atoi(e);
+    // (The default on SM90, where it was measured; SM89 / SM12x run its e4m3 kernels when forced.)
+    const bool want_f8 = want && (ef8 != nullptr ? ef8[0] == '1' : p.decode_fp8_mma == 1);
+    const char* etw = std::getenv("B12X_GEMM_STREAM16_TW");
+    const char* edepth = std::getenv("B12X_GEMM_STREAM16_DEPTH");
     int min_vp = kS16F8MinVp;  // probe: B12X_GEMM_STREAM16_MINVP=<atoms> (8: one chunk per CTA)
     if (const char* e = std::getenv("B12X_GEMM_STREAM16_MINVP"); e != nullptr)
       min_vp = std::max(8, std::atoi(e));
     const bool f8_act = f == LinearFormat::kFp8Tensor
                             ? caps.act_dtype == DType::kFP8E4M3
                             : caps.act_dtype == DType::kBF16 || caps.act_dtype == DType::kFP8E4M3;
-    // Block FP8 / MXFP8 on BF16 activations: quantized in the kernel (Plan::stream16_qx, no
-    // quantizer launch at these M; probe B12X_GEMM_STREAM16_QX=1).
     const bool q8 = (wf == lin::WFmt::kFp8Block || wf == lin::WFmt::kFp8Mx) &&
-                    caps.act_dtype == DType::kBF16 && eqx != nullptr && eqx[0] == '1';
-    if (want_f8 && lin::wtraits(wf).fp8mma && f8_act && split_env == nullptr &&
-        lin::stream16_f8_available(wf, tw, p.decode_fp8_mma, depth, q8)) {
-      const int64_t sms = std::max(dev.sm_count, 1);
-      const int fit =
-          lin::prepare_linear_stream16_f8(caps.device, wf, tw, p.decode_fp8_mma, depth, q8);
-      if (fit > 0) {
-        int per_sm = fit;
-        if (const char* e = std::getenv("B12X_GEMM_STREAM16_CTAS");
-            e != nullptr && std::atoi(e) > 0)
-          per_sm = std::min(fit, std::atoi(e));
-        const int64_t slots = sms * per_sm;
-        const int64_t gx = (geo.n16 + 8 * tw - 1) / (8 * tw);
-        int split = 0, split_vp = 0;
-        for (int sp = 1; sp <= 256; ++sp) {
-          const int vp = lin::stream16_f8_vectors_per_cta(geo.kvec, sp);
-          const int eff = static_cast<int>((geo.kvec + vp - 1) / vp);  // no idle K range
-          if (force_split > 0) {
-            if (sp == force_split) split = eff, split_vp = vp;
-            continue;
-          }
-          if (eff != sp) continue;
-          if (sp > 1 && (gx * eff > slots || vp < min_vp)) break;
-          split = eff, split_vp = vp;
+                    caps.act_dtype == DType::kBF16 && (eqx == nullptr || eqx[0] == '1');
+    const int mma8 = p.decode_fp8_mma;
+    auto depth_for = [&](int tw8) {
+      if (edepth != nullptr) return std::atoi(edepth);
+      return wf == lin::WFmt::kFp8 && tw8 == 2 && mma8 == 1 ? 8 : 4;
+    };
+    struct F8Grid {
+      int split = 0, vp = 0;
+    };
+    auto f8_grid = [&](int tw8, int depth) {
+      F8Grid r;
+      const int fit = lin::prepare_linear_stream16_f8(caps.device, wf, tw8, mma8, depth, q8);
+      if (fit <= 0) return r;
+      int per_sm = fit;
+      if (const char* e = std::getenv("B12X_GEMM_STREAM16_CTAS"); e != nullptr && std::atoi(e) > 0)
+        per_sm = std::min(fit, std::atoi(e));
+      const int64_t slots = std::max(dev.sm_count, 1) * int64_t{per_sm};
+      const int64_t gx = (geo.n16 + 8 * tw8 - 1) / (8 * tw8);
+      for (int sp = 1; sp <= 256; ++sp) {
+        const int vp = lin::stream16_f8_vectors_per_cta(geo.kvec, sp);
+        const int eff = static_cast<int>((geo.kvec + vp - 1) / vp);  // no idle K range
+        if (force_split > 0) {
+          if (sp == force_split) r.split = eff, r.vp = vp;
+          continue;
         }
-        if (split > 0) {
-          p.stream16_tw = tw;
-          p.stream16_split = split;
-          p.stream16_vp = split_vp;
-          p.stream16_qx = q8;
-          p.stream16_smem = lin::stream16_f8_smem_bytes(wf, tw, p.decode_fp8_mma, q8);
-          p.stream16_tiles = 8 * tw;
-          p.stream16_depth = depth;
-          const char* ecl = std::getenv("B12X_GEMM_STREAM16_CL");
-          p.stream16_cluster = ecl != nullptr && ecl[0] == '1' && split > 1 && split <= 8;
+        if (eff != sp) continue;
+        if (sp > 1 && (gx * eff > slots || vp < min_vp)) break;
+        r.split = eff, r.vp = vp;
+      }
+      return r;
+    };
+    if (want_f8 && lin::wtraits(wf).fp8mma && f8_act && split_env == nullptr) {
+      int tw8 = etw != nullptr ? std::atoi(etw) : 2;
+      F8Grid gr;
+      if (lin::stream16_f8_available(wf, tw8, mma8, depth_for(tw8), q8)) {
+        gr = f8_grid(tw8, depth_for(tw8));
+        // One tile per warp where two give at most one CTA per SM.
+        const int64_t gx2 = (geo.n16 + 15) / 16;
+        if (etw == nullptr && gr.split > 0 && gx2 * gr.split <= dev.sm_count &&
+            lin::stream16_f8_available(wf, 1, mma8, depth_for(1), q8)) {
+          tw8 = 1;
+          gr = f8_grid(tw8, depth_for(tw8));
         }
+      }
+      if (gr.split > 0) {
+        p.stream16_tw = tw8;
+        p.stream16_split = gr.split;
+        p.stream16_vp = gr.vp;
+        p.stream16_qx = q8;
+        p.stream16_smem = lin::stream16_f8_smem_bytes(wf, tw8, mma8, q8);
+        p.stream16_tiles = 8 * tw8;
+        p.stream16_depth = depth_for(tw8);
+        const char* ecl = std::getenv("B12X_GEMM_STREAM16_CL");
+        p.stream16_cluster = ecl != nullptr && ecl[0] == '1' && gr.split > 1 && gr.split <= 8;
       }
     }
   }

@@ -1634,6 +1634,14 @@ TEST(GemmGpu, DecodeStream16StreamK) {
     }
 }
 
+/// The K split the FP8 block kernel runs for a forced split (its CTAs hold whole 256-K chunks,
+/// so a forced split can leave fewer K ranges).
+int f8_split(int64_t K, int split) {
+  const int64_t kvec = (K + 255) / 256 * 8;
+  const int64_t vp = ((kvec + split - 1) / split + 7) / 8 * 8;
+  return static_cast<int>((kvec + vp - 1) / vp);
+}
+
 TEST(GemmGpu, DecodeStream16Fp8) {
   B12X_REQUIRE_GPU();
   // Session 14: the FP8 block kernel (forced: B12X_GEMM_STREAM16_F8=1) for per-tensor FP8 (e4m3
@@ -1670,7 +1678,7 @@ TEST(GemmGpu, DecodeStream16Fp8) {
           EXPECT_GT(l.serial, before) << name(c) << " mma " << mma << " tw " << tw << " sp " << sp;
           EXPECT_EQ(l.tw, std::atoi(tw));
           EXPECT_EQ(l.mma, mma[0] - '0');
-          EXPECT_EQ(l.split, std::atoi(sp)) << name(c);
+          EXPECT_EQ(l.split, f8_split(K, std::atoi(sp))) << name(c);
         }
   // Block FP8 / MXFP8 with their BF16 activations quantized in the kernel (B12X_GEMM_STREAM16_QX=1,
   // no quantizer launch): both MMA kinds, tw 1 / 2, M = 5..16, splits 1 / 3, K tails (1280 / 4864
@@ -1699,7 +1707,7 @@ TEST(GemmGpu, DecodeStream16Fp8) {
           const gemm::lin::Stream16F8Launch l = gemm::lin::last_stream16_f8_launch();
           EXPECT_GT(l.serial, before) << name(c) << " mma " << mma << " tw " << tw;
           EXPECT_TRUE(l.q) << name(c);
-          EXPECT_EQ(l.split, std::atoi(sp)) << name(c);
+          EXPECT_EQ(l.split, f8_split(c.K, std::atoi(sp))) << name(c);
         }
   }
   // The K split over a cluster (B12X_GEMM_STREAM16_CL=1: sums through distributed shared memory,
@@ -1754,15 +1762,48 @@ TEST(GemmGpu, DecodeStream16Fp8) {
   caps.out_features = 4096;
   caps.act_dtype = DType::kFP8E4M3;
   caps.out_dtype = DType::kBF16;
+  const bool sm90 = device_info(0).cc_major == 9 && device_info(0).cc_minor == 0;
   const gemm::Plan pl = gemm::plan(caps);
-  EXPECT_EQ(pl.stream16_depth, 4);
+  EXPECT_EQ(pl.stream16_depth, sm90 ? 8 : 4);  // per-tensor at 2 tiles per warp
   EXPECT_GT(pl.stream16_split, 1);
   EXPECT_LT(int64_t{pl.stream16_vp} * (pl.stream16_split - 1), 14336 / 32);
   EXPECT_GE(int64_t{pl.stream16_vp} * pl.stream16_split, 14336 / 32);
   const int64_t before = gemm::lin::last_stream16_f8_launch().serial;
   run_case({LinearFormat::kFp8Tensor, 16, 256, 14336, DType::kFP8E4M3, DType::kBF16, true});
   EXPECT_GT(gemm::lin::last_stream16_f8_launch().serial, before);
-  // Not taken: M <= 4, B12X_GEMM_STREAM16_F8 unset (the default until measured).
+  // The default (round 51; SM90): 2 tiles per warp, depth 8 for per-tensor, 1 tile per warp where 2
+  // give at most one CTA per SM (N = 16 x SMs / 2 x 8 rows here: one row block of 256 per 2 SMs
+  // and the K split of 8 at K = 4096), block FP8 / MXFP8 quantized in the kernel; not with
+  // B12X_GEMM_STREAM16_F8=0 or B12X_GEMM_STREAM16=0; runs at M <= 4 keep the decode kernel.
+  if (sm90) {
+    unsetenv("B12X_GEMM_STREAM16_F8");
+    EXPECT_EQ(gemm::plan(caps).stream16_tw, 2);
+    gemm::Caps small = caps;
+    small.in_features = 4096;
+    small.out_features = 256 * (device_info(0).sm_count / 8);
+    const gemm::Plan ps = gemm::plan(small);
+    EXPECT_EQ(ps.stream16_tw, 1);
+    EXPECT_EQ(ps.stream16_depth, 4);
+    EXPECT_EQ(ps.stream16_split, 8);
+    for (LinearFormat f : {LinearFormat::kFp8Block, LinearFormat::kMxfp8}) {
+      gemm::Caps cb = caps;
+      cb.format = f;
+      cb.act_dtype = DType::kBF16;
+      const gemm::Plan pb = gemm::plan(cb);
+      EXPECT_TRUE(pb.stream16_qx && pb.stream16_depth == 4 && pb.stream16_tw == 2)
+          << gemm::format_name(f);
+      const int64_t b16 = gemm::lin::last_stream16_f8_launch().serial;
+      run_case({f, 16, 200, 2048, DType::kBF16, DType::kBF16, true});
+      EXPECT_GT(gemm::lin::last_stream16_f8_launch().serial, b16) << gemm::format_name(f);
+      EXPECT_TRUE(gemm::lin::last_stream16_f8_launch().q);
+    }
+    {
+      ScopedEnv e0("B12X_GEMM_STREAM16", "0");
+      EXPECT_EQ(gemm::plan(caps).stream16_depth, 0);
+    }
+    setenv("B12X_GEMM_STREAM16_F8", "1", 1);
+  }
+  // Not taken: M <= 4, B12X_GEMM_STREAM16_F8=0.
   {
     Case c{LinearFormat::kFp8Tensor, 4, 200, 1024, DType::kFP8E4M3, DType::kBF16, false};
     c.max_tokens = 16;
@@ -1770,7 +1811,7 @@ TEST(GemmGpu, DecodeStream16Fp8) {
     run_case(c);
     EXPECT_EQ(gemm::lin::last_stream16_f8_launch().serial, b4);
   }
-  unsetenv("B12X_GEMM_STREAM16_F8");
+  setenv("B12X_GEMM_STREAM16_F8", "0", 1);
   EXPECT_EQ(gemm::plan(caps).stream16_depth, 0);
   setenv("B12X_GEMM_STREAM16_F8", "1", 1);
 }
@@ -2729,6 +2770,24 @@ TEST(GemmGpuSanitize, DecodeStream16) {
     ScopedEnv eq0("B12X_GEMM_STREAM16_QX", "0");  // W4A4 through the pre-pass
     run_case({LinearFormat::kNvfp4, 5, 40, 1312, DType::kBF16, DType::kBF16, false});
   }
+}
+
+TEST(GemmGpuSanitize, DecodeStream16Fp8) {
+  B12X_REQUIRE_GPU();
+  // The FP8 block kernel (session 14): K split 3 with a K range past K (K = 1312: 41 atoms of 48),
+  // 1 / 2 tiles per warp over a partial CTA (N = 40), M = 5 / 16, per-tensor (depth 8 at tw 2),
+  // block FP8 / MXFP8 with the in-kernel quantization, the cluster split.
+  ScopedEnv e16("B12X_GEMM_STREAM16_F8", "1"), es("B12X_GEMM_STREAM16_SPLIT", "3");
+  for (const char* tw : {"1", "2"}) {
+    ScopedEnv et("B12X_GEMM_STREAM16_TW", tw);
+    run_case({LinearFormat::kFp8Tensor, tw[0] == '1' ? 5 : 16, 40, 1312, DType::kFP8E4M3,
+              DType::kBF16, true});
+    run_case({LinearFormat::kFp8Block, 16, 40, 1280, DType::kBF16, DType::kBF16, false});
+    run_case(
+        {LinearFormat::kMxfp8, tw[0] == '1' ? 16 : 5, 40, 1312, DType::kBF16, DType::kBF16, true});
+  }
+  ScopedEnv ec("B12X_GEMM_STREAM16_CL", "1");
+  run_case({LinearFormat::kFp8Tensor, 16, 40, 1312, DType::kFP8E4M3, DType::kBF16, true});
 }
 
 TEST(GemmGpuSanitize, DecodeHalvesReduce) {
