@@ -355,6 +355,18 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
     // MXFP8 8 E8M0 bytes of rows g / g + 8 per tile.
     float wsb[kTw][2];
     uint2 wmx[kTw][2];
+    // The chunk's activation scales of this lane's tokens 8n + 2t, + 1 (one 8-byte load each):
+    // block FP8 the two groups' fp32, MXFP8 the 8 E8M0 bytes.
+    float2 xsb[kNt][2];
+    uint2 xmx[kNt][2];
+#pragma unroll
+    for (int n = 0; n < kNt; ++n)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const uint8_t* const xs = slot + kScaleOff + (8 * n + 2 * t + e) * 8;
+        if constexpr (kGroup == 128) xsb[n][e] = *reinterpret_cast<const float2*>(xs);
+        if constexpr (kGroup == 32) xmx[n][e] = *reinterpret_cast<const uint2*>(xs);
+      }
 #pragma unroll
     for (int j = 0; j < kTw; ++j) {
       if constexpr (kGroup == 128) {
@@ -423,13 +435,13 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
             for (int n = 0; n < kNt; ++n) {
               float x0 = 1.f, x1 = 1.f;
               if constexpr (kGroup == 128) {
-                const float* const xs = reinterpret_cast<const float*>(slot + kScaleOff);
-                x0 = xs[(8 * n + 2 * t) * 2 + a / 4];
-                x1 = xs[(8 * n + 2 * t + 1) * 2 + a / 4];
+                x0 = (a < 4 ? xsb[n][0].x : xsb[n][0].y);
+                x1 = (a < 4 ? xsb[n][1].x : xsb[n][1].y);
               } else if constexpr (kGroup == 32) {
-                const uint8_t* const xs = slot + kScaleOff;
-                x0 = e8m0_f32(xs[(8 * n + 2 * t) * 8 + a]);
-                x1 = e8m0_f32(xs[(8 * n + 2 * t + 1) * 8 + a]);
+                const uint32_t s0 = a < 4 ? xmx[n][0].x : xmx[n][0].y;
+                const uint32_t s1 = a < 4 ? xmx[n][1].x : xmx[n][1].y;
+                x0 = e8m0_f32((s0 >> (8 * (a & 3))) & 0xFFu);
+                x1 = e8m0_f32((s1 >> (8 * (a & 3))) & 0xFFu);
               }
               acc[j][n][0] = fmaf(tmp[j][n][0], w0 * x0, acc[j][n][0]);
               acc[j][n][1] = fmaf(tmp[j][n][1], w0 * x1, acc[j][n][1]);
