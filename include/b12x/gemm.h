@@ -282,6 +282,9 @@ struct Plan {
   /// through distributed shared memory) instead of fp32 partials + the reduce kernel.
   /// B12X_GEMM_STREAM16_CL=0|1.
   bool stream16_cluster = false;
+  /// FP8 block kernel: weight chunks prefetched into L2 this many chunks ahead (one bulk prefetch
+  /// per tile and chunk; 0: none). B12X_GEMM_STREAM16_PF=<chunks> (probe).
+  int stream16_pf = 0;
   /// Decode regime, from the device's opt-in shared memory at plan time (run reads no device
   /// info): the pipelined staging budget of decode_pipe_kb (bytes, 0: kDecodePipeBudget) and the
   /// 8-warps-per-tile budget (lin::decode_ws8_budget).

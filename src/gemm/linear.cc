@@ -364,7 +364,8 @@ std::string stream16_describe(const Plan& p) {
          (p.stream16_sk > 0 ? " sk" + std::to_string(p.stream16_sk) : "") +
          (p.stream16_qx ? " qx" : "") +
          (p.stream16_depth > 0 ? " f8d" + std::to_string(p.stream16_depth) : "") +
-         (p.stream16_cluster ? " cl" : "");
+         (p.stream16_cluster ? " cl" : "") +
+         (p.stream16_pf > 0 ? " pf" + std::to_string(p.stream16_pf) : "");
 }
 
 }  // namespace
@@ -1286,6 +1287,8 @@ Plan plan(const Caps& caps) {
         p.stream16_depth = depth_for(tw8);
         const char* ecl = std::getenv("B12X_GEMM_STREAM16_CL");
         p.stream16_cluster = ecl != nullptr && ecl[0] == '1' && gr.split > 1 && gr.split <= 8;
+        if (const char* e = std::getenv("B12X_GEMM_STREAM16_PF"); e != nullptr)
+          p.stream16_pf = std::clamp(std::atoi(e), 0, 8);
       }
     }
   }
@@ -1412,7 +1415,8 @@ Plan plan(const Caps& caps) {
       sig << " stream16=" << p.stream16_tw << (p.stream16_split > 1 ? "+reduce" : "")
           << (p.stream16_qx ? " qx" : "")
           << (p.stream16_depth > 0 ? " f8d" + std::to_string(p.stream16_depth) : std::string())
-          << (p.stream16_cluster ? " cl" : "");
+          << (p.stream16_cluster ? " cl" : "")
+          << (p.stream16_pf > 0 ? " pf" + std::to_string(p.stream16_pf) : std::string());
     // The pre-pass: every run of a quantized-activation format but the block kernel's with qx
     // (M = 5..16), which converts them itself.
     if (p.act_prepass) sig << " act_prepass";
@@ -1834,6 +1838,7 @@ void run(const Binding& b, Stream stream) {
                     : nullptr;
     p.stream_vp = plan.stream16_vp;
     p.stream_tiles = plan.stream16_tiles;
+    p.stream_pf = plan.stream16_pf;
     // The plan's smem is the in-kernel quantization's where it planned it; rows it cannot take
     // (not 16-byte vectors) come quantized by the quantizer launch, to the kernel without it.
     const bool q = p.act_kind == lin::kActBf16Quant;

@@ -61,6 +61,9 @@ struct LinearParams {
   // equal chunk counts over the row blocks' chunks in order (lin::s16_sk_cta), whose per-row-block
   // segments land in partial slots 0.. (the reduce kernel sums each row block's own count).
   int stream_sk;
+  // FP8 M <= 16 block kernel: weight chunks prefetched into L2 this many chunks ahead of the
+  // compute (cp.async.bulk.prefetch.L2, one per tile and chunk; 0: none).
+  int stream_pf;
   // 8 warps per tile: the device's ring + staging budget (lin::decode_ws8_budget of the opt-in
   // shared memory, Plan::decode_ws8_budget; run reads no device info).
   int64_t decode_ws8_budget;

@@ -1736,6 +1736,12 @@ TEST(GemmGpu, DecodeStream16Fp8) {
         EXPECT_EQ(l.split, std::atoi(sp)) << name(c);
       }
   }
+  // L2 bulk prefetch of the weight chunks ahead (B12X_GEMM_STREAM16_PF, probe): results unchanged.
+  {
+    ScopedEnv ep("B12X_GEMM_STREAM16_PF", "2"), es("B12X_GEMM_STREAM16_SPLIT", "3");
+    run_case({LinearFormat::kFp8Tensor, 16, 200, 4864, DType::kFP8E4M3, DType::kBF16, true});
+    run_case({LinearFormat::kMxfp8, 9, 72, 1312, DType::kBF16, DType::kBF16, false});
+  }
   // Ring depth 8 (f16 MMAs: per-tensor, block FP8 / MXFP8 at tw 1) and the plan's own split
   // (4096x14336's plan, run at N = 256: every K range non-empty).
   {

@@ -74,6 +74,13 @@ __device__ __forceinline__ void f8s_cp_small(void* smem, const uint8_t* gmem) {
   }
 }
 
+/// Prefetch `bytes` (a multiple of 16) at `g` into L2 (SM90+: one bulk instruction).
+__device__ __forceinline__ void f8s_prefetch_l2(const void* g, uint32_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(g), "r"(bytes) : "memory");
+#endif
+}
+
 /// kTw tiles per warp, kNt n8 token tiles (1 at M <= 8), kGroup 0 / 128 / 32 (per-tensor / block
 /// FP8 / MXFP8), kMma 0 e4m3 / 1 f16, kDepth ring vectors per warp. kQ (block FP8 / MXFP8,
 /// p.act_kind kActBf16Quant): BF16 activations staged by cp.async and quantized per CTA one chunk
@@ -127,6 +134,21 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
     ring[q] = make_uint4(0, 0, 0, 0);
     if (q / kTw < lim[q % kTw]) ring[q] = ldg_stream(wp[q % kTw] + (q / kTw) * 512);
   }
+  // p.stream_pf > 0 (probe): each warp's tiles' next chunks (4 KB contiguous per tile and chunk)
+  // requested into L2 pf chunks ahead of the compute by one bulk prefetch each, so the DRAM
+  // stream runs ahead of the register ring (whose loads then hit L2) at no register cost.
+  const int pf = p.stream_pf;
+  auto prefetch = [&](int c) {
+    if (pf > 0 && lane == 0) {
+#pragma unroll
+      for (int j = 0; j < kTw; ++j) {
+        const int v0 = c * kF8ChunkV;
+        const int nv = min(lim[j] - v0, kF8ChunkV);
+        if (nv > 0) f8s_prefetch_l2(wp[j] + static_cast<int64_t>(v0) * 512, nv * 512u);
+      }
+    }
+  };
+  for (int c = 0; c < pf; ++c) prefetch(c);
   griddep_wait();  // the activations, their scales (and alpha) belong to earlier kernels
 
   // Chunk c -> slot c % 3: 16 token rows x 256 e4m3 (zero past M / K) and the chunk's scales.
@@ -346,6 +368,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
     // Chunk c + 1 must have landed too (it is converted in this iteration).
     asm volatile("cp.async.wait_group 0;" ::: "memory");
     __syncthreads();
+    if (pf > 0) prefetch(c + pf);
     stage(c + 2);
     if (c + 1 < nch) convert(c + 1);
     const uint8_t* const slot = dsm + (c % kF8Slots) * kSlot;
