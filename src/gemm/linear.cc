@@ -644,7 +644,7 @@ Plan plan(const Caps& caps) {
       };
       p.ggml_gemv_var = var != 0 && var_ok(p.ggml_gemv_occ) && var_ok(0) ? var : 0;
       const int occ = std::max(1, lin::prepare_ggml_gemv(caps.device, wf, fp16, M, p.ggml_gemv_occ,
-                                                         p.ggml_gemv_warps, p.ggml_gemv_var, K));
+                                                         p.ggml_gemv_warps, p.ggml_gemv_var));
       const GgmlGemvGrid gg =
           ggml_gemv_grid(wf, geo.n16, K, M, dev.sm_count, occ, p.ggml_gemv_warps);
       // Where that grid takes at most 2 CTAs per SM, the uncapped IQ2 kernels (no spills;
@@ -655,7 +655,7 @@ Plan plan(const Caps& caps) {
       if (occ_env == nullptr && p.ggml_gemv_occ == 3 &&
           static_cast<int64_t>(gg.ctas) * gg.split <= 2 * dev.sm_count) {
         p.ggml_gemv_occ = 0;
-        lin::prepare_ggml_gemv(caps.device, wf, fp16, M, 0, p.ggml_gemv_warps, p.ggml_gemv_var, K);
+        lin::prepare_ggml_gemv(caps.device, wf, fp16, M, 0, p.ggml_gemv_warps, p.ggml_gemv_var);
       }
       p.ggml_gemv = gg.kw;
       p.ggml_gemv_split = gg.split;

@@ -134,18 +134,28 @@ GemvFn kernel_of(WFmt f, bool fp16, int nt, int occ, int warps, int var) {
         return fp16 ? nullptr : pick_var<Bf16Tag, 3>(f, nt, occ, warps);
       case 4:
         return fp16 ? nullptr : pick_var<Bf16Tag, 4>(f, nt, occ, warps);
-      case 5:
-        return fp16 ? pick_var<Fp16Tag, 5>(f, nt, occ, warps)
-                    : pick_var<Bf16Tag, 5>(f, nt, occ, warps);
-      case 6:
-        return fp16 ? pick_var<Fp16Tag, 6>(f, nt, occ, warps)
-                    : pick_var<Bf16Tag, 6>(f, nt, occ, warps);
-      case 7:
-        return fp16 ? pick_var<Fp16Tag, 7>(f, nt, occ, warps)
-                    : pick_var<Bf16Tag, 7>(f, nt, occ, warps);
-      case 8:
-        return fp16 ? pick_var<Fp16Tag, 8>(f, nt, occ, warps)
-                    : pick_var<Bf16Tag, 8>(f, nt, occ, warps);
+      // Probes on kDeep / kDeep + kNa (BF16 only).
+      case 35:
+        return fp16 ? nullptr : pick_var<Bf16Tag, 35>(f, nt, occ, warps);
+      case 99:
+        return fp16 ? nullptr : pick_var<Bf16Tag, 99>(f, nt, occ, warps);
+      case 97:
+        return fp16 ? nullptr : pick_var<Bf16Tag, 97>(f, nt, occ, warps);
+      case 16:
+        return fp16 ? pick_var<Fp16Tag, 16>(f, nt, occ, warps)
+                    : pick_var<Bf16Tag, 16>(f, nt, occ, warps);
+      case 32:
+        return fp16 ? pick_var<Fp16Tag, 32>(f, nt, occ, warps)
+                    : pick_var<Bf16Tag, 32>(f, nt, occ, warps);
+      case 64:
+        return fp16 ? pick_var<Fp16Tag, 64>(f, nt, occ, warps)
+                    : pick_var<Bf16Tag, 64>(f, nt, occ, warps);
+      case 96:
+        return fp16 ? pick_var<Fp16Tag, 96>(f, nt, occ, warps)
+                    : pick_var<Bf16Tag, 96>(f, nt, occ, warps);
+      case 112:
+        return fp16 ? pick_var<Fp16Tag, 112>(f, nt, occ, warps)
+                    : pick_var<Bf16Tag, 112>(f, nt, occ, warps);
       default:
         return nullptr;
     }
@@ -164,16 +174,7 @@ int variant_nt(WFmt f, int64_t M) {
   return f == WFmt::kIq2Xs && M <= 4 ? 0 : M <= 8 ? 1 : 2;
 }
 
-/// Variants 5 / 6 stage the CTA's activation rows (M <= 2) after the tables: rows x batches
-/// per split x 256 values.
-bool var_stages(int var) {
-  return var == 5 || var == 6;
-}
-int64_t staged_bytes(int var, int nt, int64_t M, int64_t per) {
-  return var_stages(var) ? std::min<int64_t>(M, nt == 0 ? 4 : 8) * per * 256 * 2 : 0;
-}
-
-/// The dynamic shared memory of kernel_of(f, *, nt, occ, warps) (without staged activations).
+/// The dynamic shared memory of kernel_of(f, *, nt, occ, warps).
 int smem_of(WFmt f, int nt, int occ, int warps) {
   if (warps != gemv::kWarps) occ = 0;  // one CTA per SM: 16 table copies
   switch (f) {
@@ -200,12 +201,11 @@ bool ggml_gemv_available(WFmt f) {
 
 bool ggml_gemv_var_available(WFmt f, bool fp16, int64_t M, int occ, int warps, int var) {
   if (var == 0) return true;
-  if (M > 4 || (var_stages(var) && M > 2) || (var == 8 && M > 1)) return false;
+  if (M > 4 || ((var & 16) != 0 && M > 1)) return false;
   return kernel_of(f, fp16, variant_nt(f, M), occ, warps, var) != nullptr;
 }
 
-int prepare_ggml_gemv(int device, WFmt f, bool fp16, int64_t M, int occ, int warps, int var,
-                      int64_t K) {
+int prepare_ggml_gemv(int device, WFmt f, bool fp16, int64_t M, int occ, int warps, int var) {
   B12X_ASSERT(ggml_gemv_available(f), "no GGML GEMV for format ", static_cast<int>(f));
   const int nt = variant_nt(f, M);
   const GemvFn k = kernel_of(f, fp16, nt, occ, warps, var);
@@ -215,10 +215,8 @@ int prepare_ggml_gemv(int device, WFmt f, bool fp16, int64_t M, int occ, int war
   // opt_in_smem's table.
   const ::b12x::detail::DeviceScope scope(device);
   int blocks = 0;
-  // Variants 5 / 6: sized for the whole K range (no split), an upper bound of every run's.
-  const int64_t smem = smem_of(f, nt, occ, warps) + staged_bytes(var, nt, M, (K / 32 + 7) / 8);
   B12X_CUDA_CHECK(::b12x::detail::resident_ctas(reinterpret_cast<const void*>(k), 32 * warps,
-                                                static_cast<int>(smem), &blocks));
+                                                smem_of(f, nt, occ, warps), &blocks));
   return blocks;
 }
 
@@ -246,8 +244,7 @@ void launch_ggml_gemv(WFmt f, bool fp16, int kw, int ctas, int occ, int warps, i
   // The plan prepared the kernel of its max_tokens; a run with fewer tokens may take another
   // (nt) whose dynamic shared memory is above 48 KB too: opt it in here (a lock-free lookup once
   // done, legal while a stream captures).
-  const int smem =
-      smem_of(f, nt, occ, warps) + static_cast<int>(staged_bytes(var, nt, p.M, geo.per));
+  const int smem = smem_of(f, nt, occ, warps);
   if (smem > 0)
     B12X_CUDA_CHECK(::b12x::detail::opt_in_smem(reinterpret_cast<const void*>(k), smem));
   B12X_CUDA_CHECK(b12x::detail::launch_ex(k, grid, dim3(32 * warps), static_cast<size_t>(smem),

@@ -16,10 +16,8 @@ bool ggml_gemv_available(WFmt f);
 /// (occupancy); both once per (device, kernel). occ = 3: the IQ2 one-tile kernels with registers
 /// capped for 3 CTAs per SM (0: uncapped). warps: 8, or 16 / 24 for the one-tile kernels (M <= 8).
 /// var (B12X_GGML_GEMV_VAR, kernels/linear_gemv_ggml.cuh's kVar): 0 the default kernels; the
-/// variants exist where ggml_gemv_var_available says so. K: the weight's in_features (variants 5
-/// / 6 stage activation rows in shared memory).
-int prepare_ggml_gemv(int device, WFmt f, bool fp16, int64_t M, int occ, int warps, int var = 0,
-                      int64_t K = 0);
+/// variants exist where ggml_gemv_var_available says so.
+int prepare_ggml_gemv(int device, WFmt f, bool fp16, int64_t M, int occ, int warps, int var = 0);
 bool ggml_gemv_var_available(WFmt f, bool fp16, int64_t M, int occ, int warps, int var);
 /// grid = (min(ctas, ceil(n16 / (warps / kw))), p.split, ceil(M / tokens)), tokens = 8 for M <= 8
 /// (4 for IQ2_XS at M <= 4), else 16; the CTAs walk the groups of warps / kw tiles grid-stride

@@ -3063,57 +3063,37 @@ TEST(GemmGpu, GgmlGemvGraphReplay) {
     }
 }
 
-TEST(GemmGpu, GgmlGemvStagedActivations) {
+TEST(GemmGpu, GgmlGemvVariants) {
   B12X_REQUIRE_GPU();
-  // B12X_GGML_GEMV_VAR=5 / 6 (session 14): the IQ2 one-tile kernels with the CTA's activation
-  // rows staged in shared memory (6: weight words not allocated in L1), M <= 2 (M = 3 keeps the
-  // default kernels). 8 warps capped and uncapped, 24 warps; warps per tile 2 / 8 / 3, K splits
-  // with empty ranges (K = 256 over 3 CTAs), tile walks (CTAS 2 over N = 200), BF16 / FP16.
+  // B12X_GGML_GEMV_VAR (session 14) on the IQ2 one-tile kernels, flags: 32 the weight words two
+  // batches ahead (the look-ahead crosses K ranges and tile groups), 64 the weight words not
+  // allocated in L1 (M <= 4), 16 (M = 1) without the odd columns' FFMAs; 8 warps capped and
+  // uncapped, 24 warps; warps per tile 2 / 8 (8 warps), 3 / 6 (24), K splits with empty ranges (K =
+  // 256 over 3 CTAs), tile walks (CTAS 2 over N = 200), BF16 / FP16.
   ScopedEnv e("B12X_GGML_GEMV", "1");
-  for (const char* var : {"5", "6"}) {
+  for (const char* var : {"16", "32", "64", "96", "112"}) {
     ScopedEnv ev("B12X_GGML_GEMV_VAR", var);
-    EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xxs, 2, 4096, 4096).ggml_gemv_var, std::atoi(var));
-    EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xxs, 3, 4096, 4096).ggml_gemv_var, 0);
+    const int v = std::atoi(var);
+    const int64_t M2 = v & 16 ? 1 : 3;  // the largest M of the variant's cases
+    EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xxs, 1, 4096, 4096).ggml_gemv_var, v);
+    EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xs, 2, 4096, 4096).ggml_gemv_var, v & 16 ? 0 : v);
+    EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xxs, 5, 4096, 4096).ggml_gemv_var, 0);
     EXPECT_EQ(bf16_plan(LinearFormat::kQ8_0, 1, 4096, 4096).ggml_gemv_var, 0);
     for (LinearFormat f : {LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs}) {
       for (const char* occ : {"0", "3"}) {
         ScopedEnv eo("B12X_GGML_GEMV_OCC", occ), ek("B12X_GGML_GEMV_KW", occ[0] == '0' ? "2" : "8");
         run_case({f, 1, 200, 2304, DType::kBF16, DType::kBF16, true});
         EXPECT_EQ(gemm::lin::last_ggml_gemv_launch().occ, std::atoi(occ));
-        run_case({f, 2, 72, 2304, DType::kFP16, DType::kBF16, false});
+        run_case({f, M2, 72, 2304, DType::kFP16, DType::kBF16, false});
         ScopedEnv es("B12X_GGML_GEMV_SPLIT", "3"), ec("B12X_GGML_GEMV_CTAS", "2");
         run_case({f, 1, 200, 2304, DType::kBF16, DType::kBF16, false});
-        run_case({f, 2, 40, 256, DType::kFP16, DType::kFP16, true});
+        run_case({f, M2, 40, 256, DType::kFP16, DType::kFP16, true});
       }
-      ScopedEnv ew("B12X_GGML_GEMV_WARPS", "24"), ek("B12X_GGML_GEMV_KW", "3"),
+      ScopedEnv ew("B12X_GGML_GEMV_WARPS", "24"), ek("B12X_GGML_GEMV_KW", v & 32 ? "3" : "6"),
           es("B12X_GGML_GEMV_SPLIT", "2");
       run_case({f, 1, 200, 2304, DType::kBF16, DType::kBF16, true});
       EXPECT_EQ(gemm::lin::last_ggml_gemv_launch().warps, 24);
-      run_case({f, 2, 200, 4096, DType::kFP16, DType::kBF16, false}, /*graph_replay=*/true);
-    }
-  }
-}
-
-TEST(GemmGpu, GgmlGemvLiveLanes) {
-  B12X_REQUIRE_GPU();
-  // B12X_GGML_GEMV_VAR=7 (M <= 4) / 8 (M = 1, no FFMAs for the odd columns): activations loaded
-  // only by the lanes whose B column holds a token; capped / uncapped, 24 warps, a split with
-  // empty ranges and a tile walk, BF16 / FP16.
-  ScopedEnv e("B12X_GGML_GEMV", "1");
-  for (const char* var : {"7", "8"}) {
-    ScopedEnv ev("B12X_GGML_GEMV_VAR", var);
-    EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xs, 1, 4096, 4096).ggml_gemv_var, std::atoi(var));
-    EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xs, 2, 4096, 4096).ggml_gemv_var, var[0] == '7' ? 7 : 0);
-    for (LinearFormat f : {LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs}) {
-      for (const char* occ : {"0", "3"}) {
-        ScopedEnv eo("B12X_GGML_GEMV_OCC", occ);
-        for (int64_t M : {1, 3})
-          run_case({f, M, 200, 2304, M == 3 ? DType::kFP16 : DType::kBF16, DType::kBF16, M == 1});
-        ScopedEnv es("B12X_GGML_GEMV_SPLIT", "3"), ec("B12X_GGML_GEMV_CTAS", "2");
-        run_case({f, 1, 72, 256, DType::kFP16, DType::kFP16, true});
-      }
-      ScopedEnv ew("B12X_GGML_GEMV_WARPS", "24"), ek("B12X_GGML_GEMV_KW", "6");
-      run_case({f, 1, 200, 4096, DType::kBF16, DType::kBF16, false}, /*graph_replay=*/true);
+      run_case({f, M2, 200, 4096, DType::kFP16, DType::kBF16, false}, /*graph_replay=*/true);
     }
   }
 }

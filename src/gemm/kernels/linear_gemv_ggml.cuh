@@ -270,7 +270,8 @@ __device__ __forceinline__ void advance(Cursor& c, int batches) {
   if constexpr (F != WFmt::kQ8_0) c.s += batches * batch_sbytes<F>();
 }
 
-/// A 4-byte weight word read once: not allocated in L1 (which keeps the activations).
+/// A 4-byte weight word read once: not allocated in L1, which then keeps the activations (round
+/// 51's Nsight Compute: L1 hit rate 53 %, the MMAs waiting on their activation loads).
 __device__ __forceinline__ uint32_t ldg_na32(const void* p) {
   uint32_t v;
   asm("ld.global.nc.L1::no_allocate.u32 %0, [%1];" : "=r"(v) : "l"(p));
@@ -309,13 +310,6 @@ __device__ __forceinline__ void load_batch(const Cursor& c, int nv, int d8, int 
   }
 }
 
-/// 16 bytes of shared memory (the staged activations of kVar 5 / 6).
-__device__ __forceinline__ void lds128(uint32_t addr, uint32_t x[4]) {
-  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(x[0]), "=r"(x[1]), "=r"(x[2]), "=r"(x[3])
-               : "r"(addr));
-}
-
 /// Activation words of an atom from the lane's pointer (its token row, + 2t for Q8_0, + 8t for
 /// IQ2): Q8_0 the pairs at k = 16s + 8h + 2t (x[2s + h]); IQ2 the 8 values of group t.
 template <WFmt F>
@@ -340,28 +334,25 @@ __device__ __forceinline__ void load_acts(const uint16_t* xa, uint32_t x[4]) {
 /// in the MMA's column halves instead of two MMA chains: columns 4h + m hold token m's sums over
 /// group h (lanes g = 4h + m load token m with the other group's activations zeroed), so one
 /// chain and one sub-scale per lane; lanes t and t + 2 (columns 2t, 2t + 1 of groups 0 / 1) are
-/// added before the epilogue. kVar (B12X_GGML_GEMV_VAR, IQ2 one-tile kernels): 0 the default;
-/// 5 the CTA's activation rows (M <= 2) staged once into shared memory after the tables
-/// (cp.async after griddepcontrol.wait), read per atom with one LDS.128 instead of an L1 load;
-/// 6 = 5 with the weight words not allocated in L1; 7 the activation loads of the lanes whose B
-/// column holds no token of the run skipped (kLive), 8 = 7 at M = 1 (kM1). Timing probes (wrong
-/// results by design): 1 no decode (the raw words fed to the MMAs), 2 no MMA (decoded words and
-/// activations folded by XOR), 3 loads only, 4 no K loop.
+/// added before the epilogue. kVar (B12X_GGML_GEMV_VAR, the IQ2 one-tile kernels at M <= 4), flags:
+/// kDeep (32) the weight words loaded two batches ahead (one before: ~16 KB in flight per SM at
+/// two 8-warp CTAs, which round 51's loads-only probe found limited to ~2.2 TB/s), kM1 (16, M = 1)
+/// no FFMAs for the odd MMA columns (2t + 1: never a token at M = 1), kNa (64) the weight words not
+/// allocated in L1 (ldg_na32); timing probes in the low bits
+/// (wrong results by design): 1 no decode (the raw words fed to the MMAs), 2 no MMA (decoded
+/// words and activations folded by XOR), 3 loads only, 4 no K loop.
 template <WFmt F, class T, int NT, bool kCols, bool kO3, int kW, bool kTrig, int kVar = 0>
 __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv::Geo& geo) {
   using namespace gemv;
   constexpr int kThr = 32 * kW;
   constexpr bool kIq2 = F != WFmt::kQ8_0;
   constexpr bool kXs = F == WFmt::kIq2Xs;
-  constexpr bool kNoDec = kVar == 1 || kVar == 3;
-  constexpr bool kNoMma = kVar == 2 || kVar == 3;
-  constexpr bool kStage = kVar == 5 || kVar == 6;
-  // 7 / 8: activations loaded only by the lanes whose B column holds a token of the run (and, with
-  // kCols, the lane's K group): the others pass zeros (their columns are never stored), so a run
-  // of M < 8 tokens reads M / 8 of the activation bytes per atom (L1 wavefronts). 8 (M = 1): also
-  // no FFMAs for the odd columns (2t + 1, never a token).
-  constexpr bool kLive = kVar == 7 || kVar == 8;
-  constexpr bool kM1 = kVar == 8;
+  constexpr int kProbe = kVar & 7;
+  constexpr bool kNoDec = kProbe == 1 || kProbe == 3;
+  constexpr bool kNoMma = kProbe == 2 || kProbe == 3;
+  constexpr bool kM1 = (kVar & 16) != 0;
+  constexpr bool kDeep = (kVar & 32) != 0;
+  constexpr bool kNa = (kVar & 64) != 0;
   static_assert(kVar == 0 || (kIq2 && NT == 1), "GEMV variants: the IQ2 one-tile kernels");
   constexpr int kU = batch_atoms<F>();
   constexpr int kE = grid_entries<F>();
@@ -400,7 +391,25 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
   Batch<F> cur;
   Cursor ld = cursor_at<F>(p, tg * tpc + wt, b_first, lane);
   if (tg * tpc + wt < n16 && b_first < b_end)
-    load_batch<F, kVar == 6>(ld, atoms - b_first * kU, d8, s8, cur);
+    load_batch<F, kNa>(ld, atoms - b_first * kU, d8, s8, cur);
+  // kDeep: the position (group pg, batch pb) of the latest load and the batch after cur (n1).
+  int pg = tg, pb = b_first;
+  Batch<F> n1;
+  const auto step = [&]() {  // the warp's next position and its cursor (false: none)
+    pb += kw;
+    if (pb >= b_end) {
+      pg += static_cast<int>(gridDim.x);
+      pb = b_first;
+      if (pg >= groups || pg * tpc + wt >= n16 || b_first >= b_end) return false;
+      ld = cursor_at<F>(p, pg * tpc + wt, b_first, lane);
+    } else {
+      advance<F>(ld, kw);
+    }
+    return true;
+  };
+  if constexpr (kDeep) {
+    if (tg * tpc + wt < n16 && step()) load_batch<F, kNa>(ld, atoms - pb * kU, d8, s8, n1);
+  }
 
   if constexpr (kIq2) {
     const uint64_t* gsrc;
@@ -439,28 +448,6 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
     __syncthreads();
   }
   griddep_wait();
-  // kStage: rows tok0 .. tok0 + xrows - 1 of the CTA's K range [k0, k0 + kn), xld values apart.
-  const int b_lo = static_cast<int>(blockIdx.y) * per;
-  uint32_t xs_lane = 0;
-  if constexpr (kStage) {
-    const int xrows = static_cast<int>(std::min<int64_t>(kCols ? 4 : 8, p.M - tok0));
-    const int k0 = b_lo * 256, xld = per * 256;
-    const int chunks = (std::min(atoms * 32, k0 + xld) - k0) / 8;
-    const uint32_t xs =
-        static_cast<uint32_t>(__cvta_generic_to_shared(tabs)) + smem_bytes<F, kO3>();
-    for (int i = static_cast<int>(threadIdx.x); i < xrows * chunks; i += kThr) {
-      const int r = i / chunks, c = i - r * chunks;
-      const uint16_t* src = static_cast<const uint16_t*>(p.x) + (tok0 + r) * p.ldx + k0 + 8 * c;
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(xs + (r * xld + 8 * c) * 2),
-                   "l"(src)
-                   : "memory");
-    }
-    asm volatile("cp.async.wait_all;" ::: "memory");
-    __syncthreads();
-    const int64_t m = std::min<int64_t>(tok0 + (kCols ? (g & 3) : g), p.M - 1) - tok0;
-    xs_lane = xs + (static_cast<uint32_t>(m) * xld + 8 * t) * 2;
-  }
-
   const uint32_t tab0 = static_cast<uint32_t>(__cvta_generic_to_shared(tabs));
   const uint32_t gcls = tab0 + (lane % kGc) * 8;
   const uint32_t scls = tab0 + kE * kGc * 8 + (lane % kClasses) * 8;
@@ -485,7 +472,6 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
   }
   float mult = p.out_mult;
   if (p.alpha != nullptr) mult *= *p.alpha;
-  const bool xlive = kCols ? (g & 3) < p.M - tok0 && (t >> 1) == (g >> 2) : g < p.M - tok0;
 
   for (; tg < groups; tg += static_cast<int>(gridDim.x)) {
     const int tile = tg * tpc + wt;
@@ -502,14 +488,18 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
 #pragma unroll
     for (int n = 0; n < NT; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
 
-    for (int b = b_first; active && b < b_end && kVar != 4; b += kw) {
+    for (int b = b_first; active && b < b_end && kProbe != 4; b += kw) {
       Batch<F> nxt;
-      if (b + kw < b_end) {
+      if constexpr (kDeep) {
+        // Two batches ahead; the trigger still at the start of the warp's last batch.
+        if (step()) load_batch<F, kNa>(ld, atoms - pb * kU, d8, s8, nxt);
+        if (kTrig && b + kw >= b_end && next_tile >= n16) griddep_launch_dependents();
+      } else if (b + kw < b_end) {
         advance<F>(ld, kw);
-        load_batch<F, kVar == 6>(ld, atoms - (b + kw) * kU, d8, s8, nxt);
+        load_batch<F, kNa>(ld, atoms - (b + kw) * kU, d8, s8, nxt);
       } else if (next_tile < n16) {
         ld = cursor_at<F>(p, next_tile, b_first, lane);
-        load_batch<F, kVar == 6>(ld, atoms - b_first * kU, d8, s8, nxt);
+        load_batch<F, kNa>(ld, atoms - b_first * kU, d8, s8, nxt);
       } else if (kTrig) {
         griddep_launch_dependents();
       }
@@ -542,7 +532,6 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
       const uint16_t* xb[NT];
 #pragma unroll
       for (int n = 0; n < NT; ++n) xb[n] = xl[n] + static_cast<int64_t>(b) * (kU * 32);
-      const uint32_t xsb = xs_lane + static_cast<uint32_t>(b - b_lo) * 512u;
       uint32_t pbits = 0;  // the probes' XOR fold
 #pragma unroll
       for (int j = 0; j < kU; ++j) {
@@ -596,11 +585,7 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
           for (int n = 0; n < NT; ++n) {
             uint32_t x[4] = {0u, 0u, 0u, 0u};
             // Q8_0: the last batch of K % 128 != 0 stops at K (IQ2: K % 256 == 0).
-            if constexpr (kStage) {
-              lds128(xsb + j * 64, x);
-            } else if (kLive ? xlive : (kIq2 || b * kU + j < atoms)) {
-              load_acts<F>(xb[n] + j * 32, x);
-            }
+            if (kIq2 || b * kU + j < atoms) load_acts<F>(xb[n] + j * 32, x);
             if constexpr (kCols) {
               // Column group g / 4 keeps the activations of its K half (lanes t / 2 == g / 4).
               const bool keep = (t >> 1) == (g >> 2);
@@ -647,7 +632,12 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
           for (int i = 0; i < 4; ++i)
             if (!kM1 || i % 2 == 0) acc[n][i] = fmaf(accb[n][i], d8[i >> 1], acc[n][i]);
       }
-      cur = nxt;
+      if constexpr (kDeep) {
+        cur = n1;
+        n1 = nxt;
+      } else {
+        cur = nxt;
+      }
     }
 
     if constexpr (kCols) {
