@@ -97,8 +97,9 @@ struct WeightsPlan {
   /// (or empty) the source tensors afterwards. Always true in this implementation.
   bool discards_source_parameters = true;
   int64_t prepared_bytes = 0;  ///< device bytes of the prepared storage
-  /// FP4 block scales stored in 32-row chunk tiles (B12X_MOE_SCALE_TILED, read by plan_weights).
-  bool scales_tiled = false;
+  /// FP4 block scales stored in 32-row chunk tiles (default; B12X_MOE_SCALE_TILED=0 / 1, read by
+  /// plan_weights).
+  bool scales_tiled = true;
   /// FP4 codes stored in 32-row chunk tiles (B12X_MOE_VALUE_TILED, read by plan_weights).
   bool values_tiled = false;
   std::string describe() const;
@@ -175,7 +176,7 @@ struct DecodeKnobs {
   int fc2_stages = 0;  ///< B12X_MOE_FC2_STAGES 2|3: the 8-warp FC2's ring, 16- or 32-row (0: rule)
   int fc2_deep = 1;    ///< B12X_MOE_FC2_DEEP 0|1: the deep 5-stage FC2 ring where it applies
   int fc2_bal = 1;     ///< B12X_MOE_FC2_BAL 0|1: FC2 split CTAs take equal chunk ranges
-  int fc2_kil = -1;    ///< B12X_MOE_FC2_KIL 0|1|2: FC2 warps take every kW-th chunk (2: pair)
+  int fc2_kil = -1;    ///< B12X_MOE_FC2_KIL 0|1: FC2 warps take every kW-th chunk (-1: rule)
   int fc2_rows = 0;    ///< B12X_MOE_FC2_ROWS 16|32: output rows per FC2 CTA (0: rule, 2-8 tokens)
 };
 

@@ -637,7 +637,7 @@ DecodeKnobs read_decode_knobs(bool stream, int aquant) {
   knob(k.fc2_stages, "B12X_MOE_FC2_STAGES", {2, 3}, "2, 3", not_stream);
   knob(k.fc2_deep, "B12X_MOE_FC2_DEEP", {0, 1}, "0, 1", not_stream);
   knob(k.fc2_bal, "B12X_MOE_FC2_BAL", {0, 1}, "0, 1", not_stream);
-  knob(k.fc2_kil, "B12X_MOE_FC2_KIL", {0, 1, 2}, "0, 1, 2", not_stream);
+  knob(k.fc2_kil, "B12X_MOE_FC2_KIL", {0, 1}, "0, 1", not_stream);
   knob(k.fc2_rows, "B12X_MOE_FC2_ROWS", {16, 32}, "16, 32", not_stream);
   return k;
 }
@@ -850,8 +850,7 @@ Plan plan(const Caps& caps) {
                                 p.fc2_rows32_ctas, nk2) == 32)
       sig << " fc2_rows32";
     // The K-interleaved FC2 kernels (decode_fc2_kil, from the weights' I and the capacity).
-    if (stream && detail::decode_fc2_kil(p.knobs, caps.max_tokens, nk2))
-      sig << (p.knobs.fc2_kil == 2 ? " fc2_kil2" : " fc2_kil");
+    if (stream && detail::decode_fc2_kil(p.knobs, caps.max_tokens, nk2)) sig << " fc2_kil";
     if (caps.apply_router_weight_on_input) sig << " weight_on_input";
     std::ostringstream shape;
     shape << "E=" << E << " H=" << H << " I=" << I << " max_tokens=" << caps.max_tokens

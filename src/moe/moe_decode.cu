@@ -54,7 +54,7 @@ void launch_fc1(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, bool 
 }
 
 template <typename OpT, bool kFold, int kSK, int kRC, int kW, int kS, int kR = DecodeCfg::kFc2Rows,
-          int kKil = 0>
+          bool kKil = false>
 void launch_fc2(const DecodeArgs& a, Stream stream, bool pdl) {
   auto* k = dev::moe_decode_fc2_kernel<OpT, kFold, kSK, kW, kS, kRC, kR, kKil>;
   {  // the largest shared memory this instance is launched with, once per device
@@ -118,10 +118,8 @@ void launch_gemms(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, boo
       // K-interleaved warps (decode_fc2_kil) in the 3-stage CTA only.
       if (kn.fc2_stages == 2)
         launch_fc2<OpT, kFold, kSK, kRC, 8, 2, 32>(a, stream, pdl);
-      else if (a.fc2_kil == 2)
-        launch_fc2<OpT, kFold, kSK, kRC, 8, 3, 32, 2>(a, stream, pdl);
       else if (a.fc2_kil != 0)
-        launch_fc2<OpT, kFold, kSK, kRC, 8, 3, 32, 1>(a, stream, pdl);
+        launch_fc2<OpT, kFold, kSK, kRC, 8, 3, 32, true>(a, stream, pdl);
       else
         launch_fc2<OpT, kFold, kSK, kRC, 8, 3, 32>(a, stream, pdl);
       return;
@@ -138,10 +136,8 @@ void launch_gemms(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, boo
       launch_fc2<OpT, kFold, kSK, kRC, 8, DecodeCfg::kFc2DeepStages>(a, stream, pdl);
     else if (f2.stages == 2)
       launch_fc2<OpT, kFold, kSK, kRC, 8, 2>(a, stream, pdl);
-    else if (a.fc2_kil == 2)  // decode_fc2_kil: the 3-stage CTA only
-      launch_fc2<OpT, kFold, kSK, kRC, 8, 3, DecodeCfg::kFc2Rows, 2>(a, stream, pdl);
-    else if (a.fc2_kil != 0)
-      launch_fc2<OpT, kFold, kSK, kRC, 8, 3, DecodeCfg::kFc2Rows, 1>(a, stream, pdl);
+    else if (a.fc2_kil != 0)  // decode_fc2_kil: the 3-stage CTA only
+      launch_fc2<OpT, kFold, kSK, kRC, 8, 3, DecodeCfg::kFc2Rows, true>(a, stream, pdl);
     else
       launch_fc2<OpT, kFold, kSK, kRC, 8, 3>(a, stream, pdl);
   } else if (f2.stages == 2) {
@@ -284,7 +280,7 @@ void launch_decode_stream(const DecodeArgs& args, const DecodeKnobs& kn, bool fp
   // FC2s: 12 faster by 0.3-2.5 % (Qwen3.5-TP4 nvfp4 M = 2 79.3 -> 77.3 us, Qwen3-30B M = 8 71.4
   // -> 70.6, DeepSeek-TP4 M = 4 95.1 -> 94.0), 3 slower by 0.3-0.7 % (Qwen3.5-TP4 M = 4 / 8).
   a.fc2_bal = kn.fc2_bal != 0 ? 1 : 0;
-  a.fc2_kil = decode_fc2_kil(kn, a.num_tokens, a.w2.K_pad / 128) ? (kn.fc2_kil == 2 ? 2 : 1) : 0;
+  a.fc2_kil = decode_fc2_kil(kn, a.num_tokens, a.w2.K_pad / 128) ? 1 : 0;
   const int k_chunks = a.w1.K_pad / 128;
   // One balanced warp group where decode_fc1_balanced takes it for the 8-warp grid, before
   // decode_fc1_groups would split short tiles over two groups (Qwen3-30B at M = 8: 16 sub-chunks

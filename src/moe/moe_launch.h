@@ -17,12 +17,15 @@ enum WFmt : int { kWFp4 = 0, kWQ8_0 = 1, kWIq2xxs = 2, kWIq2xs = 3 };
 /// Tile configurations of the generic engine (moe_gemm.cuh): the split-K decode tile (GGML
 /// weights; FP4 weights decode through the decode stream below) and the grouped tile.
 enum TileCfg : int { kCfgDecode = 0, kCfgGrouped = 1 };
-inline constexpr int kCfgRows[2] = {32, 128};       // rows per CTA
-inline constexpr int kCfgTokens[2] = {8, 64};       // tokens per CTA tile
-inline constexpr int kPrepRowAlign = 128;           // prepared rows are padded to this
-inline constexpr int kPrepKAlign = 128;             // prepared K is padded to this
-inline constexpr int kMaxExperts = 4096;            // routing keeps per-expert counters in smem
-inline constexpr bool kScalesTiledDefault = false;  // WeightsPlan::scales_tiled
+inline constexpr int kCfgRows[2] = {32, 128};  // rows per CTA
+inline constexpr int kCfgTokens[2] = {8, 64};  // tokens per CTA tile
+inline constexpr int kPrepRowAlign = 128;      // prepared rows are padded to this
+inline constexpr int kPrepKAlign = 128;        // prepared K is padded to this
+inline constexpr int kMaxExperts = 4096;       // routing keeps per-expert counters in smem
+// WeightsPlan::scales_tiled: H200 round 51, row-major -> chunk-tiled scales, us: MiniMax nvfp4
+// M = 1 / 2 / 4 / 8 62.7 / 106.1 / 190.8 / 323.8 -> 59.0 / 101.6 / 180.7 / 309.2, Qwen3.5-TP4
+// 42.2 / 69.8 / 115.2 / 204.5 -> 41.0 / 67.6 / 112.3 / 199.7; all 24 M <= 8 rows 1.4-5.9 % faster.
+inline constexpr bool kScalesTiledDefault = true;
 inline constexpr bool kValuesTiledDefault = false;  // WeightsPlan::values_tiled
 
 /// Prepared per-expert layout of one GEMM operand (FC1 or FC2).
@@ -293,9 +296,8 @@ void launch_decode_stream(const DecodeArgs& args, const DecodeKnobs& knobs, bool
 /// 356.5 -> 337.1 (FC2 alone at M = 8, Nsight Compute: 152.9 -> 135.9 us, DRAM 43.0 -> 47.6 %,
 /// 0.56 -> 0.73 issued per scheduler and cycle); slower with nk 4 / 6 / 8 (one flush per 0.5-1
 /// sub-chunk per warp): DeepSeek-TP4 1.026-1.113x, Qwen3-30B 0.989-1.104x, Qwen3.5-TP4
-/// 1.019-1.092x. DecodeKnobs::fc2_kil 0 / 1 forces it, 2 with pairs of chunks per warp (2w,
-/// 2w + 1, 2w + 2 kW, ...: a flush per 2 chunks at most; probe). It runs in the 8-warp 3-stage FC2
-/// CTAs (16 or 32 rows, narrow routing: every FC2 of MiniMax at M <= 8); the others ignore it.
+/// 1.019-1.092x. DecodeKnobs::fc2_kil 0 / 1 forces it. It runs in the 8-warp 3-stage FC2 CTAs
+/// (16 or 32 rows, narrow routing: every FC2 of MiniMax at M <= 8); the others ignore it.
 inline bool decode_fc2_kil(const DecodeKnobs& k, int64_t tokens, int nk) {
   return k.fc2_kil >= 0 ? k.fc2_kil != 0 : tokens <= 8 && nk >= 16;
 }

@@ -1011,10 +1011,9 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
 // kW warps with a kS-stage ring each (DecodeCfg: 8 x 3, 8 x 5 deep, 8 x 2, 4 x 4; 32 rows: 8 x 2
 // (3 CTAs per SM, the register cap of FC1) or 8 x 3 (2 per SM)).
 // kKil: the K-interleaved warp chunks of DecodeArgs::fc2_kil (8 warps x 3 stages, narrow
-// routing; a template constant, so the contiguous ranges' code is unchanged): 1 single chunks
-// w, w + kW, ...; 2 pairs of chunks 2w, 2w + 1, 2w + 2 kW, ... (half the tile changes).
+// routing; a template constant, so the contiguous ranges' code is unchanged).
 template <typename OpT, bool kFold, int kSK, int kW, int kS, int kRC = detail::kMaxInlineRoutes,
-          int kR = DecodeCfg::kFc2Rows, int kKil = 0>
+          int kR = DecodeCfg::kFc2Rows, bool kKil = false>
 __global__ void __launch_bounds__(32 * kW, kR == 32             ? (kS == 2 ? 3 : 2)
                                            : kW == 8 && kS == 2 ? 4
                                                                 : 1)
@@ -1023,8 +1022,7 @@ __global__ void __launch_bounds__(32 * kW, kR == 32             ? (kS == 2 ? 3 :
   static_assert(
       kR == 16 || (kR == 32 && kW == 8 && (kS == 2 || kS == 3) && kRC == detail::kMaxInlineRoutes),
       "FC2 rows: 16, or 32 with 8 warps, 2-3 stages and the narrow routing");
-  static_assert(kKil == 0 || ((kKil == 1 || kKil == 2) && kW == 8 && kS == 3 &&
-                              kRC == detail::kMaxInlineRoutes),
+  static_assert(!kKil || (kW == 8 && kS == 3 && kRC == detail::kMaxInlineRoutes),
                 "K-interleaved FC2 warps: the 8-warp 3-stage CTA, narrow routing");
   constexpr int kM = kR / 16, kStage = C::fc2_stage(kR);
   using St = WarpStage<kR>;
@@ -1078,13 +1076,11 @@ __global__ void __launch_bounds__(32 * kW, kR == 32             ? (kS == 2 ? 3 :
   // the CTA's range instead, so that the CTA's warps stream neighbouring sub-chunks of the same
   // rows at a time (FC1's K order: a row's 64-byte pieces in flight together) at the cost of a
   // combine flush per tile and warp (H200 round 49: MiniMax's FC2 alone 152.9 -> 135.9 us).
-  constexpr bool kil = kKil != 0;
+  constexpr bool kil = kKil;
   constexpr int jstep = kil ? kW : 1;
-  // Pairs (kKil 2): chunks 2w, 2w + 1 of every round of 2 kW; the last pair may be single.
-  const int j0 = kKil == 2 ? c_lo + 2 * warp : kil ? c_lo + warp : c_lo + warp * total / kW;
-  const int n_my = kKil == 2 ? 2 * (total / (2 * kW)) + min(max(total % (2 * kW) - 2 * warp, 0), 2)
-                   : kil     ? (warp < total ? (total - warp + kW - 1) / kW : 0)
-                             : c_lo + (warp + 1) * total / kW - j0;
+  const int j0 = kil ? c_lo + warp : c_lo + warp * total / kW;
+  const int n_my =
+      kil ? (warp < total ? (total - warp + kW - 1) / kW : 0) : c_lo + (warp + 1) * total / kW - j0;
   uint8_t* ring = smem + warp * kS * kStage;
   // Chunk (it, kk): CTA tile it (global tile split + P * it; fc2_bal: global tile it), sub-chunk
   // kk. Loads run kS chunks ahead; the ChunkCursor ni is the next one.
@@ -1105,15 +1101,9 @@ __global__ void __launch_bounds__(32 * kW, kR == 32             ? (kS == 2 ? 3 :
     St::issue(ring_sa + slot * kStage, sc, wstep, kk, kSK, W.scales_k_stride, W.values_k_stride,
               lane, weights, acts);
   };
-  // Steps a cursor to this warp's next chunk; true where that enters another tile. Pairs: the
-  // cursor's n (unused here) is its position's parity, 1 after a pair's first chunk.
+  // Steps a cursor to this warp's next chunk; true where that enters another tile.
   auto step = [&](ChunkCursor& cu) {
-    if constexpr (kKil == 2) {
-      const int pt = cu.t;
-      cu.next(nk, cu.n != 0 ? 2 * kW - 1 : 1);
-      cu.n ^= 1;
-      return cu.t != pt;
-    } else if constexpr (kil) {
+    if constexpr (kil) {
       const int pt = cu.t;
       cu.next(nk, jstep);
       return cu.t != pt;
