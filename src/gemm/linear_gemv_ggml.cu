@@ -156,6 +156,15 @@ GemvFn kernel_of(WFmt f, bool fp16, int nt, int occ, int warps, int var) {
       case 112:
         return fp16 ? pick_var<Fp16Tag, 112>(f, nt, occ, warps)
                     : pick_var<Bf16Tag, 112>(f, nt, occ, warps);
+      case 128:
+        return fp16 ? pick_var<Fp16Tag, 128>(f, nt, occ, warps)
+                    : pick_var<Bf16Tag, 128>(f, nt, occ, warps);
+      case 192:
+        return fp16 ? pick_var<Fp16Tag, 192>(f, nt, occ, warps)
+                    : pick_var<Bf16Tag, 192>(f, nt, occ, warps);
+      case 224:
+        return fp16 ? pick_var<Fp16Tag, 224>(f, nt, occ, warps)
+                    : pick_var<Bf16Tag, 224>(f, nt, occ, warps);
       default:
         return nullptr;
     }

@@ -338,7 +338,9 @@ __device__ __forceinline__ void load_acts(const uint16_t* xa, uint32_t x[4]) {
 /// kDeep (32) the weight words loaded two batches ahead (one before: ~16 KB in flight per SM at
 /// two 8-warp CTAs, which round 51's loads-only probe found limited to ~2.2 TB/s), kM1 (16, M = 1)
 /// no FFMAs for the odd MMA columns (2t + 1: never a token at M = 1), kNa (64) the weight words not
-/// allocated in L1 (ldg_na32); timing probes in the low bits
+/// allocated in L1 (ldg_na32), kPf (128) lane 0 of each warp prefetches the warp's batch kPfDist
+/// ahead of the current one into L2 with one 1 KB cp.async.bulk.prefetch (bytes in flight without
+/// registers); timing probes in the low bits
 /// (wrong results by design): 1 no decode (the raw words fed to the MMAs), 2 no MMA (decoded
 /// words and activations folded by XOR), 3 loads only, 4 no K loop.
 template <WFmt F, class T, int NT, bool kCols, bool kO3, int kW, bool kTrig, int kVar = 0>
@@ -353,6 +355,8 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
   constexpr bool kM1 = (kVar & 16) != 0;
   constexpr bool kDeep = (kVar & 32) != 0;
   constexpr bool kNa = (kVar & 64) != 0;
+  constexpr bool kPf = (kVar & 128) != 0;
+  constexpr int kPfDist = 4;  // kPf: batches ahead of the one being decoded
   static_assert(kVar == 0 || (kIq2 && NT == 1), "GEMV variants: the IQ2 one-tile kernels");
   constexpr int kU = batch_atoms<F>();
   constexpr int kE = grid_entries<F>();
@@ -409,6 +413,19 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
   };
   if constexpr (kDeep) {
     if (tg * tpc + wt < n16 && step()) load_batch<F, kNa>(ld, atoms - pb * kU, d8, s8, n1);
+  }
+  // kPf: batch bb of tile `tile` (1 KB contiguous: 8 atoms of 128 bytes) into L2.
+  const auto prefetch = [&](int tile, int bb) {
+    if (lane == 0 && bb < b_end) {
+      const uint8_t* a = p.wvals + static_cast<int64_t>(tile) * p.kvec * 128 +
+                         static_cast<int64_t>(bb) * batch_bytes<F>();
+      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(a), "n"(batch_bytes<F>())
+                   : "memory");
+    }
+  };
+  if constexpr (kPf) {
+    if (tg * tpc + wt < n16)
+      for (int d = 1; d < kPfDist; ++d) prefetch(tg * tpc + wt, b_first + d * kw);
   }
 
   if constexpr (kIq2) {
@@ -490,6 +507,7 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
 
     for (int b = b_first; active && b < b_end && kProbe != 4; b += kw) {
       Batch<F> nxt;
+      if constexpr (kPf) prefetch(tile, b + kPfDist * kw);
       if constexpr (kDeep) {
         // Two batches ahead; the trigger still at the start of the warp's last batch.
         if (step()) load_batch<F, kNa>(ld, atoms - pb * kU, d8, s8, nxt);
