@@ -74,6 +74,25 @@ __device__ __forceinline__ void f8s_cp_small(void* smem, const uint8_t* gmem) {
   }
 }
 
+/// d = A x B from a zero accumulator (the C operand zero registers: no moves to clear a group's
+/// partial), f16 m16n8k16 or e4m3 m16n8k32.
+__device__ __forceinline__ void f8s_mma_f16_zc(float d[4], const uint32_t a[4], uint32_t b0,
+                                               uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%10,%10,%10,%10};"
+      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.f));
+}
+__device__ __forceinline__ void f8s_mma_e4m3_zc(float d[4], const uint32_t a[4], uint32_t b0,
+                                                uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%10,%10,%10,%10};"
+      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.f));
+}
+
 /// Prefetch `bytes` (a multiple of 16) at `g` into L2 (SM90+: one bulk instruction).
 __device__ __forceinline__ void f8s_prefetch_l2(const void* g, uint32_t bytes) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -420,6 +439,27 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
         else
           ldmatrix_x2(b[0], xa + a * 32);
       }
+      // A group's first atom starts its partials from zero (kFoldAtoms > 0); at its last one the
+      // activation scales of tokens 8n + 2t, + 1, shared by the kTw tiles.
+      constexpr bool kNoGroups = kFoldAtoms == 0;
+      const bool first = !kNoGroups && a % (kNoGroups ? 1 : kFoldAtoms) == 0;
+      const bool last = !kNoGroups && a % (kNoGroups ? 1 : kFoldAtoms) == kFoldAtoms - 1;
+      float xs0[kNt], xs1[kNt];
+#pragma unroll
+      for (int n = 0; n < kNt; ++n) {
+        xs0[n] = xs1[n] = 1.f;
+        if (last) {
+          if constexpr (kGroup == 128) {
+            xs0[n] = a < 4 ? xsb[n][0].x : xsb[n][0].y;
+            xs1[n] = a < 4 ? xsb[n][1].x : xsb[n][1].y;
+          } else if constexpr (kGroup == 32) {
+            const uint32_t s0 = a < 4 ? xmx[n][0].x : xmx[n][0].y;
+            const uint32_t s1 = a < 4 ? xmx[n][1].x : xmx[n][1].y;
+            xs0[n] = e8m0_f32((s0 >> (8 * (a & 3))) & 0xFFu);
+            xs1[n] = e8m0_f32((s1 >> (8 * (a & 3))) & 0xFFu);
+          }
+        }
+      }
 #pragma unroll
       for (int j = 0; j < kTw; ++j) {
         const int q = (a * kTw + j) % kDepth;
@@ -435,16 +475,25 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
 #pragma unroll
           for (int h = 0; h < 2; ++h)
 #pragma unroll
-            for (int n = 0; n < kNt; ++n)
-              mma16816<Fp16Tag>(dst[n], ah[h], b[h][2 * n], b[h][2 * n + 1]);
+            for (int n = 0; n < kNt; ++n) {
+              if (first && h == 0)
+                f8s_mma_f16_zc(dst[n], ah[h], b[h][2 * n], b[h][2 * n + 1]);
+              else
+                mma16816<Fp16Tag>(dst[n], ah[h], b[h][2 * n], b[h][2 * n + 1]);
+            }
         } else {
 #pragma unroll
-          for (int n = 0; n < kNt; ++n) mma16832_e4m3(dst[n], af, b[0][2 * n], b[0][2 * n + 1]);
+          for (int n = 0; n < kNt; ++n) {
+            if (first)
+              f8s_mma_e4m3_zc(dst[n], af, b[0][2 * n], b[0][2 * n + 1]);
+            else
+              mma16832_e4m3(dst[n], af, b[0][2 * n], b[0][2 * n + 1]);
+          }
         }
         if constexpr (kFoldAtoms > 0) {
-          if (a % kFoldAtoms == kFoldAtoms - 1) {
+          if (last) {
             // acc += tmp x (weight scale of rows g / g + 8) x (activation scale of tokens
-            // 8n + 2t / + 1); then a fresh group.
+            // 8n + 2t / + 1); the next group's first MMAs start tmp from zero.
             float w0 = 1.f, w1 = 1.f;
             if constexpr (kGroup == 128) {
               w0 = w1 = wsb[j][a / 4];
@@ -456,22 +505,11 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
             }
 #pragma unroll
             for (int n = 0; n < kNt; ++n) {
-              float x0 = 1.f, x1 = 1.f;
-              if constexpr (kGroup == 128) {
-                x0 = (a < 4 ? xsb[n][0].x : xsb[n][0].y);
-                x1 = (a < 4 ? xsb[n][1].x : xsb[n][1].y);
-              } else if constexpr (kGroup == 32) {
-                const uint32_t s0 = a < 4 ? xmx[n][0].x : xmx[n][0].y;
-                const uint32_t s1 = a < 4 ? xmx[n][1].x : xmx[n][1].y;
-                x0 = e8m0_f32((s0 >> (8 * (a & 3))) & 0xFFu);
-                x1 = e8m0_f32((s1 >> (8 * (a & 3))) & 0xFFu);
-              }
+              const float x0 = xs0[n], x1 = xs1[n];
               acc[j][n][0] = fmaf(tmp[j][n][0], w0 * x0, acc[j][n][0]);
               acc[j][n][1] = fmaf(tmp[j][n][1], w0 * x1, acc[j][n][1]);
               acc[j][n][2] = fmaf(tmp[j][n][2], w1 * x0, acc[j][n][2]);
               acc[j][n][3] = fmaf(tmp[j][n][3], w1 * x1, acc[j][n][3]);
-#pragma unroll
-              for (int i = 0; i < 4; ++i) tmp[j][n][i] = 0.f;
             }
           }
         }
