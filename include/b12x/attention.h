@@ -159,6 +159,12 @@ struct PagedPlan {
   /// src/attention/kernels/paged_attention.cuh). Diagnostics only.
   bool stamps = false;
   int64_t off_stamps = 0, stamp_merge = 0;
+  /// Probe (B12X_ATTN_EARLY_KV=1, lean + speculative decode plans whose tile has the instance):
+  /// the prologue's tiles whose rows all lie below cache_seqlens - q_len are copied before the PDL
+  /// wait. Valid only when the preceding kernels in the stream do not write those K/V rows (vLLM's
+  /// cache append writes the new tokens' rows only); metadata and page ids are checked after the
+  /// wait as for `spec`.
+  bool early_kv = false;
   std::string kernel;          ///< kernel variant name (logging / diagnostics)
   const void* impl = nullptr;  ///< internal: the chosen kernel variant
 

@@ -45,6 +45,8 @@ constexpr int kMaxSplits = 64;
 // decode_kind).
 constexpr int kWideh3MaxBatch = 8;
 constexpr int kWidehMaxBatch = 16;
+// Largest max_batch whose FP8 head-dim-256 decode plans take hcvt (2 stages) instead of hcvt3.
+constexpr int kHcvt256MaxBatch = 16;
 constexpr int64_t kAlign = 256;
 
 const std::vector<KernelInfo>& registry() {
@@ -122,7 +124,12 @@ int decode_kind(const PagedCaps& c, ArchFamily family) {
   // with interleaved splits: a split's two tiles both in flight, as with the full ring, which
   // cost FP8 B=1 10% in round 16). wide3 for head dim 256 (32-token tiles, 3 stages) measured
   // within noise of wide (round 16: B=8 41.2 vs 42.3, B=32 131.8 vs 130.5): a variant.
-  if (fp8) return 13;
+  // FP8 head dim 256 in plans of at most kHcvt256MaxBatch requests: hcvt (2 stages, 74 KB; 2
+  // CTAs per SM90 SM either way, held there by its 206 registers) instead of hcvt3. H200, 16/2/256
+  // page 128 x 8k, us, hcvt3 -> hcvt at the same split counts: round 49 B=8 25.8 / 26.0 -> 25.2 /
+  // 25.1; round 51 B=1 12.5 / 12.3 -> 11.0 / 11.1, B=8 25.8 / 25.8 -> 24.5 / 24.8, B=16 41.3 /
+  // 41.6 -> 40.2 / 40.3. Larger plans keep hcvt3 (unmeasured there).
+  if (fp8) return head_dim == 256 && c.max_batch <= kHcvt256MaxBatch ? 8 : 13;
   if (head_dim <= 128) return 5;
   // BF16 head dim 256 on SM90, plans of at most kWidehMaxBatch requests: wideh (wide with each
   // token group's output dims split over two warps: 12 warps per SM instead of 6) instead of
@@ -395,12 +402,21 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   const char* stamps_env = std::getenv("B12X_ATTN_STAMPS");
   plan.stamps = plan.lean && k->launch_stamp != nullptr && !plan.fused_merge &&
                 stamps_env != nullptr && std::string(stamps_env) == "1";
+  // Early K/V (probe): the lean + speculative instance that copies the prologue's old tiles
+  // before the PDL wait, where compiled.
+  const char* early_env = std::getenv("B12X_ATTN_EARLY_KV");
+  plan.early_kv = plan.spec && k->launch_early != nullptr && early_env != nullptr &&
+                  std::string(early_env) == "1";
+  if (plan.stamps && plan.early_kv && k->launch_stamp_early == nullptr) plan.stamps = false;
   if (plan.lean) {
     plan.kernel += plan.spec ? "_lean_spec" : "_lean";
+    if (plan.early_kv) plan.kernel += "_early";
     if (plan.stamps) plan.kernel += "_stamps";
+    const void* fn = plan.stamps     ? (plan.early_kv ? k->func_stamp_early : k->func_stamp)
+                     : plan.early_kv ? k->func_early
+                                     : k->func_lean;
     const DeviceScope scope(caps.device);
-    B12X_CUDA_CHECK(
-        ::b12x::detail::opt_in_smem(plan.stamps ? k->func_stamp : k->func_lean, k->smem));
+    B12X_CUDA_CHECK(::b12x::detail::opt_in_smem(fn, k->smem));
   }
   // Tickets: at most B * ceil(q_len * group / tile_rows) <= T * group / tile_rows + B row tiles.
   const int64_t max_row_tiles =
@@ -696,7 +712,12 @@ void run_paged(const PagedBinding& b, Stream stream) {
     p.stamps = reinterpret_cast<unsigned long long*>(b.scratch + plan.off_stamps);
     p.stamp_merge = plan.stamp_merge;
   }
-  (plan.stamps ? k->launch_stamp : plan.lean ? k->launch_lean : k->launch)(p, grid, s, pdl);
+  const detail::LaunchFn main_fn = plan.stamps
+                                       ? (plan.early_kv ? k->launch_stamp_early : k->launch_stamp)
+                                   : plan.early_kv ? k->launch_early
+                                   : plan.lean     ? k->launch_lean
+                                                   : k->launch;
+  main_fn(p, grid, s, pdl);
   B12X_CUDA_CHECK_LAUNCH();
   if (b.num_splits > 1 && !fused) {
     const int64_t rows = int64_t(b.total_q) * c.num_q_heads;

@@ -44,6 +44,11 @@ struct KernelInfo {
   const void* func_stamp = nullptr;
   LaunchFn launch_stamp = nullptr;
   LaunchFn launch_merge_stamp = nullptr;
+  /// The early-K/V lean instance (B12X_ATTN_EARLY_KV), and stamped; null where not compiled.
+  const void* func_early = nullptr;
+  LaunchFn launch_early = nullptr;
+  const void* func_stamp_early = nullptr;
+  LaunchFn launch_stamp_early = nullptr;
   const char* name = "";
 };
 

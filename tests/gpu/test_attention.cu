@@ -1187,6 +1187,31 @@ TEST(AttentionGpuDecode, WidehDefault) {
   }
 }
 
+// FP8 head dim 256: hcvt in plans of <= 16 requests (round 51), hcvt3 above on SM90 (hcvt where
+// a block cannot hold hcvt3's 105 KB).
+TEST(AttentionGpuDecode, Hcvt256Default) {
+  B12X_REQUIRE_GPU();
+  const bool sm90 = b12x::device_info(0).family == b12x::ArchFamily::kSm90;
+  for (int batch : {1, 16, 17}) {
+    std::vector<int> lens;
+    for (int i = 0; i < batch; ++i) lens.push_back(i % 3 == 0 ? 3000 : i % 3 == 1 ? 300 : 1);
+    Spec s = gqa_decode_spec(lens, 0, 0);
+    s.kv = DType::kFP8E4M3;
+    s.dqk = s.dv = 256;
+    s.hq = 16;
+    s.hkv = 2;
+    s.page = 128;
+    s.per_head_scale = true;
+    Problem p(s, rng());
+    PLAN_AND_BIND(p);
+    const char* want = batch > 16 && sm90 ? "_decode_hcvt3_kvfp8" : "_decode_hcvt_kvfp8";
+    EXPECT_NE(p.plan.kernel.find(want), std::string::npos) << batch << " " << p.plan.kernel;
+    p.run();
+    B12X_TEST_CUDA(cudaDeviceSynchronize());
+    p.check("fp8 d256 default batch " + std::to_string(batch));
+  }
+}
+
 // B12X_ATTN_ALIGN_CHUNKS (default on): contiguous splits take whole KV tiles, so some of the
 // forced or automatic splits have nothing to do (8000 tokens / 24 splits: 334 -> 384-token chunks
 // of 64-token tiles, 21 live splits) and each live one starts on a tile (and page) boundary.
@@ -1503,6 +1528,57 @@ TEST(AttentionGpuDecode, SpeculativePrologue) {
 // Small cases for compute-sanitizer: the general kernels (B12X_ATTN_LEAN=0), lean without the
 // speculative prologue (B12X_ATTN_SPEC=0) and lean + spec (the default); group 6, splits, both
 // dtypes.
+// B12X_ATTN_EARLY_KV=1 (probe): the lean speculative instances that copy the prologue's tiles
+// below cache_seqlens - q_len before the PDL wait (wide3 d128, hcvt3 d128, wideh3 and hcvt d256):
+// fresh metadata, stale lengths and tables rewritten by a preceding PDL kernel during the
+// pre-wait part (the check redoes the prologue), forced splits, verify.
+TEST(AttentionGpuDecode, EarlyKv) {
+  B12X_REQUIRE_GPU();
+  setenv("B12X_ATTN_EARLY_KV", "1", 1);
+  const bool sm90 = b12x::device_info(0).family == b12x::ArchFamily::kSm90;
+  cudaStream_t st;
+  B12X_TEST_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  const std::vector<int32_t> fresh;
+  for (int i = 0; i < 5; ++i) {
+    Spec s = gqa_decode_spec({4000, 63, 1, 2500, 700}, i == 4 ? 7 : 0, i == 4 ? 7 : 0);
+    s.kv = i % 2 == 1 ? DType::kFP8E4M3 : DType::kBF16;
+    s.per_head_scale = s.kv == DType::kFP8E4M3;
+    s.dqk = s.dv = (i == 2 || i == 3) ? 256 : 128;
+    if (s.dqk == 256) {
+      s.hq = 16;
+      s.hkv = 2;
+      s.page = 128;
+    } else {
+      s.page = i == 4 ? 16 : 64;
+    }
+    s.sinks = i == 1;
+    const std::string what = "early case " + std::to_string(i);
+    Problem p(s, rng());
+    PLAN_AND_BIND(p);
+    if (sm90) EXPECT_TRUE(p.plan.early_kv) << what << " " << p.plan.kernel;
+    EXPECT_EQ(p.plan.early_kv, p.plan.kernel.find("_early") != std::string::npos) << p.plan.kernel;
+    p.run(st);
+    B12X_TEST_CUDA(cudaStreamSynchronize(st));
+    p.check(what + " fresh");
+    std::vector<int32_t> stale_lens = p.lens;
+    for (int b = 0; b < p.B; ++b) stale_lens[b] = p.lens[b] > 40 ? p.lens[b] - 37 : p.lens[b] + 5;
+    run_with_late_metadata(p, st, stale_lens, reversed_tables(p), fresh, what + " stale");
+    if (i < 2)
+      run_with_late_metadata(p, st, fresh, reversed_tables(p), fresh, what + " stale table only");
+  }
+  {
+    Spec v = verify_spec(8, 2);
+    v.prefix = {0, 61, 1300};
+    Problem p(v, rng());
+    PLAN_AND_BIND(p);
+    std::vector<int32_t> stale_cu = p.cu;
+    for (int b = 1; b < p.B; ++b) stale_cu[b] = p.cu[b] - 1;
+    run_with_late_metadata(p, st, fresh, fresh, stale_cu, "early verify stale cu_seqlens_q");
+  }
+  B12X_TEST_CUDA(cudaStreamDestroy(st));
+  unsetenv("B12X_ATTN_EARLY_KV");
+}
+
 TEST(AttentionGpuSanitize, DecodeFastDivLean) {
   B12X_REQUIRE_GPU();
   for (const char* knob : {"B12X_ATTN_LEAN", "B12X_ATTN_SPEC", ""})

@@ -274,7 +274,8 @@ __device__ __forceinline__ void allow_next_grid() {
 /// stamp instances (kStamp) contain the stores; the default kernels are unchanged.
 /// Main CTA slots (kStampSlots uint64 each): [0, 8) globaltimer of events 0..7, [8, 16) clock64
 /// of the same events, [16] meta (smid | n_tiles << 16 | split << 32 | 1 << 63: a live CTA;
-/// 2 << 61: it exited before the loop), [17..19] unused.
+/// 2 << 61: it exited before the loop), [17] / [18]: the previous call's merge CTA 0 end / wait
+/// release (read after the wait), [19] unused.
 /// Events: 0 entry, 1 before griddepcontrol.wait, 2 after it, 3 prologue copies issued,
 /// 4 first tile landed, 5 last tile landed, 6 loop done, 7 epilogue stores issued.
 /// Merge CTA slots (at p.stamp_merge): [0, 3) globaltimer at entry, after the wait, at the end;
@@ -627,10 +628,14 @@ __device__ __forceinline__ void prefetch_first_tiles(const PagedParams& p, int t
 /// variants' code (each runs once per warp and is fetched cold: Nsight Compute put most of the
 /// BF16 B = 1 epilogue's stall samples on instruction fetch).
 /// kStamp (lean decode instances only): the timeline probe's stamps (see kStampSlots).
-template <typename T, typename Cfg, bool kLean = false, bool kStamp = false>
+/// kEarly (lean decode instances only, B12X_ATTN_EARLY_KV): with the speculative prologue, the
+/// prologue's tiles whose rows all lie below cache_seqlens - q_len (as read before the wait) are
+/// copied before the PDL wait (see the prologue below).
+template <typename T, typename Cfg, bool kLean = false, bool kStamp = false, bool kEarly = false>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     paged_attention_kernel(const __grid_constant__ PagedParams p) {
   static_assert(!kStamp || (kLean && Cfg::kDecode), "stamps: lean decode instances");
+  static_assert(!kEarly || (kLean && Cfg::kDecode), "early K/V: lean decode instances");
   stamp<kStamp>(p, 0);
   constexpr int kDqk = Cfg::kDqk, kDv = Cfg::kDv, kBN = Cfg::kBN, kBM = Cfg::kBM;
   constexpr int kWM = Cfg::kWM, kWN = Cfg::kWN, kStages = Cfg::kStages;
@@ -733,19 +738,35 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
       }
     }
   }
-  stamp<kStamp>(p, 1);
-  wait_prior_grid();
-  stamp<kStamp>(p, 2);
-  allow_next_grid();
+  auto wait_now = [&]() {
+    stamp<kStamp>(p, 1);
+    wait_prior_grid();
+    stamp<kStamp>(p, 2);
+    if constexpr (kStamp) {
+      // the previous call's merge (CTA 0): end and wait release, final after the wait
+      if (threadIdx.x == 0 && p.stamps != nullptr) {
+        const uint64_t cta =
+            blockIdx.x + uint64_t(gridDim.x) * (blockIdx.y + uint64_t(gridDim.y) * blockIdx.z);
+        p.stamps[cta * kStampSlots + 17] = __ldcg(p.stamps + p.stamp_merge + 2);
+        p.stamps[cta * kStampSlots + 18] = __ldcg(p.stamps + p.stamp_merge + 1);
+      }
+    }
+    allow_next_grid();
+  };
+  // kEarly with the speculative prologue: the wait is deferred until the early tiles' copies are
+  // issued (the prologue below).
+  const bool early = kEarly && spec;  // CTA-uniform
+  if (!early) wait_now();
   // Metadata for the speculative prologue's check, loaded first (a warp's loads return in
   // order, so these arrive before the prologue's copies).
   int real_cu0 = 0, real_cu1 = 0, real_lk = 0;
+  auto load_real = [&]() {
+    real_cu0 = p.cu_q[w.b];
+    real_cu1 = p.cu_q[w.b + 1];
+    real_lk = p.seqlens[w.b];
+  };
   if constexpr (kLean && Cfg::kDecode) {
-    if (spec) {
-      real_cu0 = p.cu_q[w.b];
-      real_cu1 = p.cu_q[w.b + 1];
-      real_lk = p.seqlens[w.b];
-    }
+    if (spec && !early) load_real();
   }
   // Interleaved splits (p.split_interleave) of a range that starts at 0 with every split live
   // (a long context) know their first tiles before the metadata arrive: tile it of split s
@@ -935,7 +956,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
       }
     }
   };
-  stage_q_early();
+  if (!early) stage_q_early();
   // wide3 with the full ring: every stage takes K/V, so Q's MMA A fragments come straight from
   // global memory (lane (g, t): rows g and g + 8, dims 16 kb + 2t, +1 and +8, +9), issued
   // before the page-id loads and copies (a load behind the copies would return after them).
@@ -1161,6 +1182,28 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   };
   if constexpr (kLean && Cfg::kDecode) {
     if (spec) {
+      if (early) {
+        // Early K/V (kEarly, B12X_ATTN_EARLY_KV): the prologue's tiles whose rows all lie below
+        // cache_seqlens - q_len (the speculative values) are copied before the PDL wait, in tile
+        // order (tile s in cp.async group s), from the speculative page ids; the preceding
+        // kernels may still be running. Valid when they do not write those K/V rows (vLLM: the
+        // cache append writes the new tokens' rows only); stale metadata or ids are caught by the
+        // check below, which drains and redoes the prologue. After the wait: the remaining
+        // prologue tiles (in order), then one group with Q (16-bit tiles) and the page ids of
+        // tiles ahead .. ahead + pro - 1 (which the plain prologue sends with tiles 0 .. pro - 1:
+        // the table is read only after the wait), all waited for before the loop.
+        int n_early = 0;
+#pragma unroll
+        for (int s = 0; s < kStages; ++s) {
+          if (s >= pro || s != n_early || s >= n_tiles) break;
+          if (kv_begin + s * kv_step + kBN > w.lk - w.qlen) break;
+          load_tile(s, s, [&](int j) { return page_of(pg0[s], j); });
+          cp_async_commit();
+          ++n_early;
+        }
+        wait_now();
+        load_real();
+      }
       // The check's page ids (the same entries, after the wait), issued before the copies.
       int chk[kStages][kIdRegs];
 #pragma unroll
@@ -1172,7 +1215,28 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
           for (int r = 0; r < kIdRegs; ++r) chk[s][r] = 0;
         }
       }
-      issue_prologue();
+      if (early) {
+        int n_early = 0;  // recount (CTA-uniform, the same test as above)
+#pragma unroll
+        for (int s = 0; s < kStages; ++s)
+          if (s < pro && s == n_early && s < n_tiles &&
+              kv_begin + s * kv_step + kBN <= w.lk - w.qlen)
+            ++n_early;
+#pragma unroll
+        for (int s = 0; s < kStages; ++s) {
+          if (s >= pro) break;
+          if (s < n_early) continue;
+          if (s == 0 || s < n_tiles) load_tile(s, s, [&](int j) { return page_of(pg0[s], j); });
+          cp_async_commit();
+        }
+        stage_q_early();
+#pragma unroll
+        for (int s = 0; s < kStages; ++s)
+          if (s < pro) issue_ids(s + ahead);
+        cp_async_commit();
+      } else {
+        issue_prologue();
+      }
       if constexpr (kLateQ) stage_q_f16();
       bool ok = real_cu0 == spec_cu0 && real_cu1 == spec_cu1 && real_lk == spec_lk;
 #pragma unroll
@@ -1200,6 +1264,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   } else {
     issue_prologue();
     if constexpr (kLateQ) stage_q_f16();
+  }
+  // Early K/V: Q and the ring's first ids ride in the group after the prologue's tiles; the
+  // loop's waits count only the groups it commits, so wait for all of them here.
+  if (early) {
+    cp_async_wait<0>();
+    __syncthreads();
   }
   stamp<kStamp>(p, 3);
   auto ring_page = [&](const int32_t* ids, int j) {

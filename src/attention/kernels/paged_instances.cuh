@@ -6,10 +6,10 @@
 
 namespace b12x::attention::detail {
 
-template <typename T, typename Cfg, bool kLean, bool kStamp = false>
+template <typename T, typename Cfg, bool kLean, bool kStamp = false, bool kEarly = false>
 void launch_main(const PagedParams& p, dim3 grid, cudaStream_t s, bool pdl) {
-  launch_kernel(paged_attention_kernel<T, Cfg, kLean, kStamp>, grid, Cfg::kThreads, Cfg::kSmemBytes,
-                s, pdl, p);
+  launch_kernel(paged_attention_kernel<T, Cfg, kLean, kStamp, kEarly>, grid, Cfg::kThreads,
+                Cfg::kSmemBytes, s, pdl, p);
 }
 template <typename T, int kDv, bool kStamp = false>
 void launch_merge(const PagedParams& p, dim3 grid, cudaStream_t s, bool pdl) {
@@ -17,9 +17,10 @@ void launch_merge(const PagedParams& p, dim3 grid, cudaStream_t s, bool pdl) {
 }
 
 /// kWithLean: also the lean instance (the decode defaults' tiles); kWithStamp: also the lean
-/// instance with the timeline probe's stamps (B12X_ATTN_STAMPS; bf16 q defaults only).
+/// instance with the timeline probe's stamps (B12X_ATTN_STAMPS; bf16 q defaults only);
+/// kWithEarly: the early-K/V lean instance (B12X_ATTN_EARLY_KV; with kWithStamp also stamped).
 template <typename T, bool kFp8, int kDqk, int kDv, int kKind, bool kWithLean = false,
-          bool kWithStamp = false>
+          bool kWithStamp = false, bool kWithEarly = false>
 KernelInfo make_info(const char* name) {
   using Cfg = TileCfg<kDqk, kDv, kKind, kFp8>;
   KernelInfo k;
@@ -43,6 +44,16 @@ KernelInfo make_info(const char* name) {
       k.func_stamp = reinterpret_cast<const void*>(&paged_attention_kernel<T, Cfg, true, true>);
       k.launch_stamp = &launch_main<T, Cfg, true, true>;
       k.launch_merge_stamp = &launch_merge<T, kDv, true>;
+    }
+    if constexpr (kWithEarly) {
+      k.func_early =
+          reinterpret_cast<const void*>(&paged_attention_kernel<T, Cfg, true, false, true>);
+      k.launch_early = &launch_main<T, Cfg, true, false, true>;
+      if constexpr (kWithStamp) {
+        k.func_stamp_early =
+            reinterpret_cast<const void*>(&paged_attention_kernel<T, Cfg, true, true, true>);
+        k.launch_stamp_early = &launch_main<T, Cfg, true, true, true>;
+      }
     }
   }
   k.launch_merge = &launch_merge<T, kDv>;
@@ -70,14 +81,15 @@ void register_kinds(std::vector<KernelInfo>& out, const char* tag) {
   constexpr bool kBf16 = std::is_same_v<T, __nv_bfloat16>;
   if constexpr (!kFp8 && (kDqk <= 128 || (kDqk == 256 && kDv == 256)))
     out.push_back(
-        make_info<T, kFp8, kDqk, kDv, 5, (kDqk <= 128), (kBf16 && kDqk == 128 && kDv == 128)>(tag));
+        make_info<T, kFp8, kDqk, kDv, 5, (kDqk <= 128), (kBf16 && kDqk == 128 && kDv == 128),
+                  (kBf16 && kDqk == 128 && kDv == 128)>(tag));
   // wideh (bf16 q): wide at head dim 256 with each token group's output dims split over two
   // warps
   if constexpr (!kFp8 && std::is_same_v<T, __nv_bfloat16> && kDqk == 256 && kDv == 256)
     out.push_back(make_info<T, kFp8, kDqk, kDv, 16, true>(tag));
   // wideh3 (bf16 q, head dim 256, SM90): wideh with 3 stages
   if constexpr (!kFp8 && std::is_same_v<T, __nv_bfloat16> && kDqk == 256 && kDv == 256)
-    out.push_back(make_info<T, kFp8, kDqk, kDv, 18, true, true>(tag));
+    out.push_back(make_info<T, kFp8, kDqk, kDv, 18, true, true, true>(tag));
   if constexpr (kFp8 && (kDqk == 128 || kDqk == 256)) {
     out.push_back(make_info<T, kFp8, kDqk, kDv, 3>(tag));
     out.push_back(make_info<T, kFp8, kDqk, kDv, 4>(tag));
@@ -87,12 +99,12 @@ void register_kinds(std::vector<KernelInfo>& out, const char* tag) {
     out.push_back(make_info<T, kFp8, kDqk, kDv, 8, true>(tag));
     out.push_back(make_info<T, kFp8, kDqk, kDv, 9>(tag));
     out.push_back(make_info<T, kFp8, kDqk, kDv, 11>(tag));
-    out.push_back(make_info<T, kFp8, kDqk, kDv, 13, true, true>(tag));
+    out.push_back(make_info<T, kFp8, kDqk, kDv, 13, true, true, (kDqk == 128)>(tag));
   }
   if constexpr (kFp8 && kDqk == 256 && kDv == 256) {
-    out.push_back(make_info<T, kFp8, kDqk, kDv, 8, true, true>(tag));
+    out.push_back(make_info<T, kFp8, kDqk, kDv, 8, true, true, true>(tag));
     out.push_back(make_info<T, kFp8, kDqk, kDv, 9>(tag));
-    out.push_back(make_info<T, kFp8, kDqk, kDv, 13, true, true>(tag));
+    out.push_back(make_info<T, kFp8, kDqk, kDv, 13, true, true, (kDqk == 128)>(tag));
     out.push_back(make_info<T, kFp8, kDqk, kDv, 14>(tag));
   }
 }
