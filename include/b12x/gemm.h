@@ -268,11 +268,6 @@ struct Plan {
   bool stream16_qx = false;
   /// Its 16-row tiles per CTA (8 x stream16_tw).
   int stream16_tiles = 0;
-  /// Stream-K split of the block kernel (session 14): stream16_sk CTAs of equal chunk counts
-  /// (256 K each) over the row blocks' chunks in order, crossing row-block boundaries; then
-  /// stream16_split is the partial slots (the most CTAs sharing a row block). 0: the (row block,
-  /// K range) grid. B12X_GEMM_STREAM16_SK=0|1, B12X_GEMM_STREAM16_SK_MIN=<chunks per CTA>.
-  int stream16_sk = 0;
   /// FP8 weights (per-tensor, block FP8, MXFP8) on the block kernel (session 14,
   /// lin::launch_linear_stream16_f8; the stream16_* fields above describe its grid): its
   /// weight ring depth per warp (0: not the FP8 kernel). Its MMA kind is decode_fp8_mma.

@@ -360,9 +360,7 @@ std::string stream_rows_describe(const Plan& p) {
 std::string stream16_describe(const Plan& p) {
   if (p.stream16_tw == 0) return std::string();
   return " stream16=" + std::to_string(p.stream16_tw) + "x" + std::to_string(p.stream16_split) +
-         "/" + std::to_string(p.stream16_vp) +
-         (p.stream16_sk > 0 ? " sk" + std::to_string(p.stream16_sk) : "") +
-         (p.stream16_qx ? " qx" : "") +
+         "/" + std::to_string(p.stream16_vp) + (p.stream16_qx ? " qx" : "") +
          (p.stream16_depth > 0 ? " f8d" + std::to_string(p.stream16_depth) : "") +
          (p.stream16_cluster ? " cl" : "") +
          (p.stream16_pf > 0 ? " pf" + std::to_string(p.stream16_pf) : "");
@@ -1179,20 +1177,6 @@ Plan plan(const Caps& caps) {
           if (sp > 1 && (gx * eff > slots || vp < kS16MinVp)) break;
           split = eff, split_vp = vp;
         }
-        // Stream-K: every slot a CTA of equal chunk counts (>= sk_min), CTAs across row-block
-        // boundaries (the one-wave grid above leaves SMs with one CTA where others run two).
-        const char* esk = std::getenv("B12X_GEMM_STREAM16_SK");
-        int sk_min = 2;
-        if (const char* e = std::getenv("B12X_GEMM_STREAM16_SK_MIN"); e != nullptr)
-          sk_min = std::max(1, std::atoi(e));
-        const int64_t nblk = (geo.n16 + 8 * tw - 1) / (8 * tw);
-        const int64_t chunks = nblk * ((geo.kvec + 3) / 4);
-        const int64_t sk_ctas = std::max<int64_t>(1, std::min<int64_t>(slots, chunks / sk_min));
-        if (esk != nullptr && esk[0] == '1' && force_split == 0) {
-          split = lin::stream16_sk_slots(geo.n16, geo.kvec, 8 * tw, sk_ctas);
-          split_vp = 0;
-          p.stream16_sk = static_cast<int>(sk_ctas);
-        }
         if (split > 0) {
           p.stream16_tw = tw;
           p.stream16_split = split;
@@ -1858,7 +1842,6 @@ void run(const Binding& b, Stream stream) {
     p.partial = p.split > 1 ? reinterpret_cast<float*>(b.scratch + plan.off_partial) : nullptr;
     p.stream_vp = plan.stream16_vp;
     p.stream_tiles = plan.stream16_tiles;
-    p.stream_sk = plan.stream16_sk;
     lin::launch_linear_stream16(im.wfmt, plan.stream16_tw, plan.stream16_smem, p, stream);
     if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);
     return;

@@ -93,9 +93,6 @@ void launch_linear_stream(WFmt f, int parts, int occ, int ctas, int64_t smem, co
 bool stream16_available(WFmt f, bool fp16, int tw);
 int64_t stream16_smem_bytes(int tw, bool qx = false);
 int stream16_vectors_per_cta(int64_t kvec, int split);
-/// Stream-K split (p.stream_sk = ctas CTAs, grid (ctas, 1)): the partial slots it needs (the most
-/// CTAs that share one row block of `tiles` tiles); ctas <= the row blocks' chunks.
-int stream16_sk_slots(int64_t n16, int64_t kvec, int tiles, int64_t ctas);
 /// Host only (plan time): the opt-in and the CTAs per SM of both token-tile variants (the min).
 int prepare_linear_stream16(int device, WFmt f, int tw, bool qx = false);
 void launch_linear_stream16(WFmt f, int tw, int64_t smem, const LinearParams& p, Stream stream);

@@ -3,8 +3,6 @@
 
 #include <cstdint>
 
-#include "formats/scalar.h"  // B12X_HD
-
 namespace b12x::gemm::lin {
 
 /// Kernel parameters shared by the decode and tiled kernels.
@@ -57,10 +55,6 @@ struct LinearParams {
   int stream_vp;
   // M <= 16 block kernel (linear_stream16_kernel): 16-row tiles per CTA (8 x tiles per warp).
   int stream_tiles;
-  // M <= 16 block kernel, stream-K split (0: the (row block, K range) grid): gridDim.x CTAs of
-  // equal chunk counts over the row blocks' chunks in order (lin::s16_sk_cta), whose per-row-block
-  // segments land in partial slots 0.. (the reduce kernel sums each row block's own count).
-  int stream_sk;
   // FP8 M <= 16 block kernel: weight chunks prefetched into L2 this many chunks ahead of the
   // compute (cp.async.bulk.prefetch.L2, one per tile and chunk; 0: none).
   int stream_pf;
@@ -68,18 +62,6 @@ struct LinearParams {
   // shared memory, Plan::decode_ws8_budget; run reads no device info).
   int64_t decode_ws8_budget;
 };
-
-/// Stream-K split of the M <= 16 block kernel: `total` chunks (row blocks x chunks per row block,
-/// in that order) over `ctas` CTAs, the first total % ctas of them one chunk more. The CTA that
-/// owns chunk u, and the first chunk of CTA i.
-B12X_HD int64_t s16_sk_cta(int64_t u, int64_t total, int64_t ctas) {
-  const int64_t q = total / ctas, e = total % ctas;
-  return u < e * (q + 1) ? u / (q + 1) : e + (u - e * (q + 1)) / q;
-}
-B12X_HD int64_t s16_sk_first(int64_t i, int64_t total, int64_t ctas) {
-  const int64_t q = total / ctas, e = total % ctas;
-  return i * q + (i < e ? i : e);
-}
 
 /// Activation source kinds of the weight-streaming kernel.
 enum ActSrc : int32_t {

@@ -89,16 +89,6 @@ int stream16_vectors_per_cta(int64_t kvec, int split) {
   return static_cast<int>((per + kS16ChunkV - 1) / kS16ChunkV * kS16ChunkV);
 }
 
-int stream16_sk_slots(int64_t n16, int64_t kvec, int tiles, int64_t ctas) {
-  const int64_t nc = (kvec + kS16ChunkV - 1) / kS16ChunkV, nblk = (n16 + tiles - 1) / tiles;
-  const int64_t total = nblk * nc;
-  int64_t most = 0;
-  for (int64_t b = 0; b < nblk; ++b)
-    most = std::max(most,
-                    s16_sk_cta(b * nc + nc - 1, total, ctas) - s16_sk_cta(b * nc, total, ctas) + 1);
-  return static_cast<int>(most);
-}
-
 int prepare_linear_stream16(int device, WFmt f, int tw, bool qx) {
   const int64_t smem = stream16_smem_bytes(tw, qx);
   const ::b12x::detail::DeviceScope scope(device);
@@ -124,26 +114,20 @@ void launch_linear_stream16(WFmt f, int tw, int64_t smem, const LinearParams& p,
                   smem == stream16_smem_bytes(tw, qx),
               "M <= 16 block kernel: format ", static_cast<int>(f), " tw=", tw, " qx=", qx,
               " smem=", smem);
-  // Stream-K (p.stream_sk CTAs, p.split partial slots) or the (row block, K range) grid.
-  const int64_t nc = (p.kvec + kS16ChunkV - 1) / kS16ChunkV;
-  const int64_t nblk = (p.n16 + std::max(p.stream_tiles, 1) - 1) / std::max(p.stream_tiles, 1);
   B12X_ASSERT(p.M >= 1 && p.M <= 16 && (p.act_kind == kActRaw16 || qx) && p.xs_kind == kXsNone &&
-                  (p.stream_sk > 0 ? p.stream_sk <= nblk * nc
-                                   : p.stream_vp > 0 && p.stream_vp % kS16ChunkV == 0 &&
-                                         int64_t{p.stream_vp} * split >= p.kvec) &&
-                  (split == 1 || p.partial != nullptr),
+                  p.stream_vp > 0 && p.stream_vp % kS16ChunkV == 0 &&
+                  int64_t{p.stream_vp} * split >= p.kvec && (split == 1 || p.partial != nullptr),
               "M <= 16 block kernel: M=", p.M, " act=", p.act_kind, " vp=", p.stream_vp,
-              " split=", split, " sk=", p.stream_sk);
+              " split=", split);
   if (smem > 48 * 1024)
     B12X_CUDA_CHECK(
         ::b12x::detail::opt_in_smem(reinterpret_cast<const void*>(k), static_cast<int>(smem)));
   B12X_ASSERT(p.stream_tiles >= 1 && p.stream_tiles <= kStreamWarps * tw,
               "M <= 16 block kernel: tiles per CTA ", p.stream_tiles, " for tw=", tw);
-  const int64_t gx = p.stream_sk > 0 ? p.stream_sk : nblk;
-  const int gy = p.stream_sk > 0 ? 1 : split;
+  const int64_t gx = (p.n16 + p.stream_tiles - 1) / p.stream_tiles;
   t_last = StreamLaunch{0, 0, static_cast<int>(gx), t_last.serial + 1, 16 * tw, split};
   B12X_CUDA_CHECK(b12x::detail::launch_ex(
-      k, dim3(static_cast<unsigned>(gx), static_cast<unsigned>(gy)), dim3(kStreamWarps * 32),
+      k, dim3(static_cast<unsigned>(gx), static_cast<unsigned>(split)), dim3(kStreamWarps * 32),
       static_cast<size_t>(smem), stream, p.pdl != 0, dim3(1, 1, 1), p));
   B12X_CUDA_CHECK_LAUNCH();
 }

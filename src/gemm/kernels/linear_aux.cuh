@@ -94,17 +94,8 @@ __global__ void __launch_bounds__(256) linear_reduce_kernel(const LinearParams p
   const int64_t m = idx / pairs, n = 2 * (idx % pairs);
   const float* src = p.partial + m * p.NP + n;
   const int64_t zstride = p.M * p.NP;
-  // The stream-K split of the M <= 16 block kernel (p.stream_sk): the row block's own segment
-  // count (the CTAs that hold its chunks), slots 0.. in CTA order.
-  int nz = p.split;
-  if (p.stream_sk > 0) {
-    const int64_t nc = (p.kvec + 3) / 4, tpc = p.stream_tiles;
-    const int64_t total = (p.n16 + tpc - 1) / tpc * nc, b = n / 16 / tpc;
-    nz = static_cast<int>(s16_sk_cta(b * nc + nc - 1, total, p.stream_sk) -
-                          s16_sk_cta(b * nc, total, p.stream_sk) + 1);
-  }
   float2 s = make_float2(0.f, 0.f);
-  for (int z = 0; z < nz; ++z) {
+  for (int z = 0; z < p.split; ++z) {
     const float2 v = *reinterpret_cast<const float2*>(src + z * zstride);
     s.x += v.x;
     s.y += v.y;

@@ -68,7 +68,7 @@ inline constexpr int kStreamRedBytes =
     kRows == 1 ? 2 * kStreamWarps * 16 * 4 : 2 * kStreamWarps * 4 * 32 * 4;
 
 /// Stores one 16-row tile's accumulator fragments of kNt n8 token tiles (lane (g, t) of token
-/// tile n: c0 / c1 = row g, tokens 8n + 2t / + 1; c2 / c3 = row g + 8): into fp32 partial slot
+/// tile n: c0 / c1 = row g, tokens 8n + 2t / + 1; c2 / c3 = row g + 8) into fp32 partial slot
 /// `slot` ([slot][M][NP], every row of the tile: the reduce reads up to NP) or, without
 /// partials, into the output (rows < N) with mult and bias.
 template <int kNt>
@@ -475,61 +475,35 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, t = lane & 3;
-  // The CTA's chunks u0..u1 - 1 of the row blocks' chunks in order (row block b = u / nc holds
-  // p.stream_tiles tiles from tile b * p.stream_tiles, chunk u % nc its vectors 4 (u % nc)..): the
-  // (row block, K range of p.stream_vp vectors) grid, or the stream-K split (p.stream_sk), whose
-  // CTAs cross row-block boundaries with the ring and the staging running on; each row block's
-  // part ends in one partial slot (a segment).
+  const int vp = p.stream_vp;
+  const int64_t vbase = static_cast<int64_t>(blockIdx.y) * vp;
+  // The CTA's tiles: p.stream_tiles (the plan's 8 kTw; with fewer the warps past them idle),
+  // from tile blockIdx.x * p.stream_tiles.
   const int tpc = p.stream_tiles;
-  const int nc = static_cast<int>((p.kvec + kS16ChunkV - 1) / kS16ChunkV);
-  const int64_t nblk = (p.n16 + tpc - 1) / tpc;
-  int64_t u0, u1;
-  if (p.stream_sk > 0) {
-    u0 = s16_sk_first(blockIdx.x, nblk * nc, gridDim.x);
-    u1 = s16_sk_first(blockIdx.x + 1, nblk * nc, gridDim.x);
-  } else {
-    const int cpc = p.stream_vp / kS16ChunkV;
-    u0 = static_cast<int64_t>(blockIdx.x) * nc + static_cast<int64_t>(blockIdx.y) * cpc;
-    u1 = min(u0 + cpc, static_cast<int64_t>(blockIdx.x + 1) * nc);
-  }
-  const int nch = static_cast<int>(u1 > u0 ? u1 - u0 : 0);
-  const int64_t tstride = p.kvec * 512;  // one tile's weight bytes
-  // A chunk's row block, chunk in the row block, the warp's weights there (tile 0 of the warp,
-  // vector 4 cc) and the vectors of each of its tiles that exist (0: no tile or no chunk).
-  struct Chunk {
-    int64_t b;
-    int cc;
-    const uint8_t* w;
-    int cnt[kTw];
-  };
-  auto chunk_at = [&](int c) {
-    Chunk r;
-    const int64_t u = u0 + c;
-    r.b = u / nc;
-    r.cc = static_cast<int>(u - r.b * nc);
-    const int64_t tile = r.b * tpc + warp * kTw;
-    r.w = p.wvals + (tile * p.kvec + r.cc * kS16ChunkV) * 512 + lane * 16;
-    const int64_t left = p.kvec - static_cast<int64_t>(r.cc) * kS16ChunkV;
-    const int n = c < nch ? static_cast<int>(min(left, int64_t{kS16ChunkV})) : 0;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * tpc * 16;
+  const int64_t tile0 = row0 / 16 + warp * kTw;
+  const int64_t vrem = p.kvec - vbase;
+  const int vlim = vrem <= 0 ? 0 : vrem < vp ? static_cast<int>(vrem) : vp;
+  const int nch = (vlim + kS16ChunkV - 1) / kS16ChunkV;
+
+  const uint8_t* wp[kTw];
+  int lim[kTw];  // vectors of tile j that exist in this K range (0: no tile)
 #pragma unroll
-    for (int j = 0; j < kTw; ++j) r.cnt[j] = tile + j < p.n16 && warp * kTw + j < tpc ? n : 0;
-    return r;
-  };
-  Chunk cur = chunk_at(0);
-  // Ring slot q holds vector q / kTw of tile q % kTw (then every kDepth later) of the CTA's
-  // stream of chunks. Vectors that do not exist are not loaded: the slot keeps a finite earlier
-  // vector (the ring starts zeroed), whose scale bytes are staged as zeros.
+  for (int j = 0; j < kTw; ++j) {
+    const int64_t tile = tile0 + j;
+    lim[j] = tile < p.n16 && warp * kTw + j < tpc ? vlim : 0;
+    wp[j] = p.wvals + (tile * p.kvec + vbase) * 512 + lane * 16;
+  }
+  // Ring slot q holds vector q / kTw of tile q % kTw (then every kDepth later). Vectors that do
+  // not exist are not loaded: the slot keeps a finite earlier vector (the ring starts zeroed),
+  // whose scale bytes are staged as zeros.
   uint4 ring[kDepth];
 #pragma unroll
   for (int q = 0; q < kDepth; ++q) {
     ring[q] = make_uint4(0, 0, 0, 0);
-    if (q / kTw < cur.cnt[q % kTw])
-      ring[q] = ldg_stream(cur.w + (q % kTw) * tstride + (q / kTw) * 512);
+    if (q / kTw < lim[q % kTw]) ring[q] = ldg_stream(wp[q % kTw] + (q / kTw) * 512);
   }
-  Chunk nxt = chunk_at(1);
   griddep_wait();  // the activations (and alpha) belong to earlier kernels
-  float mult = p.out_mult;
-  if (p.alpha != nullptr) mult *= *p.alpha;
 
   // Chunk c -> slot c % 3: 16 token rows x 256 K of BF16 (rows past M and K values past K zero)
   // and the 16 scale bytes of each of the CTA's rows (zero past n16 / kvec). Always one commit
@@ -538,8 +512,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
   auto stage = [&](int c) {
     if (c < nch) {
       uint8_t* const slot = dsm + (c % kS16Slots) * kSlot;
-      const int64_t u = u0 + c, b = u / nc;
-      const int64_t v0 = (u - b * nc) * kS16ChunkV, kc = v0 * 64, row0 = b * tpc * 16;
+      const int64_t kc = (vbase + static_cast<int64_t>(c) * kS16ChunkV) * 64;
       if constexpr (kQx) {
         // Threads 0..127: 16 packed bytes (32 values; K % 32 == 0, so all or none past K) of
         // token i / 8; threads 128..191: 4 scale bytes (k blocks 4j..4j+3 of the chunk, one
@@ -608,6 +581,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
         }
       }
       uint8_t* const sd = slot + kS16ActBytes;
+      const int64_t v0 = vbase + static_cast<int64_t>(c) * kS16ChunkV;
 #pragma unroll
       for (int i0 = 0; i0 < kStreamWarps * kTw * 16; i0 += kStreamWarps * 32) {
         const int i = i0 + threadIdx.x;
@@ -643,8 +617,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
       // Values past K are zero whatever their staged scale byte: a 4-byte swizzle group that
       // straddles K / 16 carries the caller's padding bytes, which may hold a NaN code.
       const uint8_t* const q = slot + kQxOff;
-      const int64_t u = u0 + c;
-      const int64_t kc = (u - u / nc * nc) * kS16ChunkV * 64;
+      const int64_t kc = (vbase + static_cast<int64_t>(c) * kS16ChunkV) * 64;
 #pragma unroll
       for (int i0 = 0; i0 < 16 * 32; i0 += kStreamWarps * 32) {
         const int i = i0 + threadIdx.x;
@@ -727,21 +700,16 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
       for (int j = 0; j < kTw; ++j) {
         constexpr int kD = kDepth;
         const int q = (jj * kTw + j) % kD;
-        const uint4 wv = ring[q];
-        // Vector jj + kAhead of the stream: this chunk's or the next one's (static).
-        if (jj + kAhead < kS16ChunkV) {
-          if (jj + kAhead < cur.cnt[j])
-            ring[q] = ldg_stream(cur.w + j * tstride + (jj + kAhead) * 512);
-        } else if (jj + kAhead - kS16ChunkV < nxt.cnt[j]) {
-          ring[q] = ldg_stream(nxt.w + j * tstride + (jj + kAhead - kS16ChunkV) * 512);
-        }
+        const uint4 cur = ring[q];
+        const int vn = c * kS16ChunkV + jj + kAhead;
+        if (vn < lim[j]) ring[q] = ldg_stream(wp[j] + static_cast<int64_t>(vn) * 512);
         const uint4 q4 = *reinterpret_cast<const uint4*>(spl + j * 512 + jj * 128);
         const uint32_t svp[4] = {q4.x, q4.y, q4.z, q4.w};
 #pragma unroll
         for (int s = 0; s < 4; ++s) {
           const __nv_bfloat162 sv = *reinterpret_cast<const __nv_bfloat162*>(&svp[s]);
           uint32_t wb[4], af[4];
-          fp4_word_pairs<T>(s == 0 ? wv.x : s == 1 ? wv.y : s == 2 ? wv.z : wv.w, wb);
+          fp4_word_pairs<T>(s == 0 ? cur.x : s == 1 ? cur.y : s == 2 ? cur.z : cur.w, wb);
           if constexpr (kMx) {
 #pragma unroll
             for (int r = 0; r < 4; ++r) wb[r] = fma2<T>(wb[r], kFp4Unit2<T>(), kNegZero2<T>());
@@ -757,27 +725,17 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
         }
       }
     }
-    // A row block's segment ends: its sums go to the segment's slot (the CTA's index among the
-    // row block's CTAs under stream-K, the K range otherwise).
-    if (c == nch - 1 || cur.cc == nc - 1) {
-      const int64_t slot = p.stream_sk > 0
-                               ? blockIdx.x - s16_sk_cta(cur.b * nc, nblk * nc, gridDim.x)
-                               : static_cast<int64_t>(blockIdx.y);
-#pragma unroll
-      for (int j = 0; j < kTw; ++j) {
-        const int64_t tile = cur.b * tpc + warp * kTw + j;
-        if (tile < p.n16 && warp * kTw + j < tpc)
-          stream_store_tile<kNt>(p, acc[j], tile, slot, mult, g, t);
-#pragma unroll
-        for (int n = 0; n < kNt; ++n)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) acc[j][n][i] = 0.f;
-      }
-    }
-    cur = nxt;
-    nxt = chunk_at(c + 2);
   }
   asm volatile("cp.async.wait_group 0;" ::: "memory");
+
+  float mult = p.out_mult;
+  if (p.alpha != nullptr) mult *= *p.alpha;
+#pragma unroll
+  for (int j = 0; j < kTw; ++j) {
+    const int64_t tile = tile0 + j;
+    if (tile >= p.n16 || warp * kTw + j >= tpc) continue;
+    stream_store_tile<kNt>(p, acc[j], tile, static_cast<int64_t>(blockIdx.y), mult, g, t);
+  }
   griddep_launch_dependents();
 }
 
