@@ -230,6 +230,9 @@ struct Plan {
   int decode_stream_parts = 0;
   int decode_stream_occ = 0;
   int decode_stream_ctas = 0;
+  /// The M = 1 stream kernel with the scale splats built one step per lane and exchanged by
+  /// shuffles (session 14 probe): B12X_GEMM_STREAM_SHFL=1.
+  bool decode_stream_shfl = false;
   /// Its 64-K vectors per K part and dynamic shared memory bytes (the staged activations),
   /// derived at plan time and carried to run (lin::stream_vectors_per_part / stream_smem_bytes).
   int decode_stream_vp = 0;

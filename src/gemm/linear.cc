@@ -379,7 +379,8 @@ std::string Plan::describe() const {
      << (decode_deep ? " decode_deep=" + std::to_string(decode_deep) : std::string())
      << (decode_stream_parts
              ? " stream=" + std::to_string(decode_stream_parts) + "o" +
-                   std::to_string(decode_stream_occ) + "/" + std::to_string(decode_stream_ctas)
+                   std::to_string(decode_stream_occ) + (decode_stream_shfl ? "s" : "") + "/" +
+                   std::to_string(decode_stream_ctas)
              : std::string())
      << stream_rows_describe(*this) << stream16_describe(*this) << " tiled_split=" << tiled_split
      << (tiled_split_reduce ? "(reduce)" : "") << " tiled_tok=" << tiled_tok
@@ -998,6 +999,8 @@ Plan plan(const Caps& caps) {
       int force_occ = 0;
       if (const char* e = std::getenv("B12X_GEMM_STREAM_OCC"); e != nullptr)
         force_occ = std::atoi(e);
+      const char* esh = std::getenv("B12X_GEMM_STREAM_SHFL");
+      const bool shfl = esh != nullptr && esh[0] == '1';
       struct Choice {
         int parts = 0, ctas = 0;
         int64_t cost = -1, groups = 0;
@@ -1006,10 +1009,10 @@ Plan plan(const Caps& caps) {
         Choice c;
         for (int parts : {1, 2, 4, 8}) {
           if (force_parts > 0 && parts != force_parts) continue;
-          if (!lin::stream_kernel_available(wf, fp16, parts, occ)) continue;
+          if (!lin::stream_kernel_available(wf, fp16, parts, occ, 1, shfl)) continue;
           const int64_t smem = lin::stream_smem_bytes(geo.kvec, parts);
           if (smem > lin::kStreamSmemBudget) continue;
-          const int fit = lin::prepare_linear_stream(caps.device, wf, parts, occ, smem);
+          const int fit = lin::prepare_linear_stream(caps.device, wf, parts, occ, smem, 1, shfl);
           if (fit <= 0) continue;
           const int64_t slots = sms * (per_sm > 0 ? std::min(per_sm, fit) : fit);
           const int64_t groups = (geo.n16 + 8 / parts - 1) / (8 / parts);
@@ -1026,6 +1029,7 @@ Plan plan(const Caps& caps) {
       if (c.cost >= 0) {
         p.decode_stream_parts = c.parts;
         p.decode_stream_occ = occ;
+        p.decode_stream_shfl = shfl;
         p.decode_stream_ctas = c.ctas;
         p.decode_stream_vp = lin::stream_vectors_per_part(geo.kvec, c.parts);
         p.decode_stream_smem = lin::stream_smem_bytes(geo.kvec, c.parts);
@@ -1392,7 +1396,8 @@ Plan plan(const Caps& caps) {
                                             : "reduce");
     // The M = 1 stream kernel, which run launches for a bound M of 1 whatever the capacity.
     if (p.decode_stream_parts > 0)
-      sig << " stream=" << p.decode_stream_parts << "o" << p.decode_stream_occ;
+      sig << " stream=" << p.decode_stream_parts << "o" << p.decode_stream_occ
+          << (p.decode_stream_shfl ? "s" : "");
     if (p.stream_rows_parts > 0)
       sig << " stream_r4=" << p.stream_rows_parts << (p.stream_rows_split > 1 ? "+reduce" : "");
     if (p.stream16_tw > 0)
@@ -1852,7 +1857,8 @@ void run(const Binding& b, Stream stream) {
     p.partial = nullptr;
     p.stream_vp = plan.decode_stream_vp;
     lin::launch_linear_stream(im.wfmt, plan.decode_stream_parts, plan.decode_stream_occ,
-                              plan.decode_stream_ctas, plan.decode_stream_smem, p, stream);
+                              plan.decode_stream_ctas, plan.decode_stream_smem, p, stream, 1,
+                              plan.decode_stream_shfl);
     return;
   }
   if (M >= 2 && M <= 4 && plan.stream_rows_parts > 0 && p.act_kind == lin::kActRaw16 &&

@@ -22,17 +22,17 @@ using StreamFn = void (*)(const LinearParams);
 
 thread_local StreamLaunch t_last;  // last_stream_launch()
 
-template <int kOcc, int kRows = 1>
+template <int kOcc, int kRows = 1, bool kShfl = false>
 StreamFn stream_fn(int parts) {
   switch (parts) {
     case 1:
-      return &linear_stream_kernel<1, kOcc, kRows>;
+      return &linear_stream_kernel<1, kOcc, kRows, kShfl>;
     case 2:
-      return &linear_stream_kernel<2, kOcc, kRows>;
+      return &linear_stream_kernel<2, kOcc, kRows, kShfl>;
     case 4:
-      return &linear_stream_kernel<4, kOcc, kRows>;
+      return &linear_stream_kernel<4, kOcc, kRows, kShfl>;
     case 8:
-      return &linear_stream_kernel<8, kOcc, kRows>;
+      return &linear_stream_kernel<8, kOcc, kRows, kShfl>;
     default:
       return nullptr;
   }
@@ -40,10 +40,14 @@ StreamFn stream_fn(int parts) {
 
 // 4 token rows (M = 2..4) with the 2-CTA register cap only (their accumulators and activation
 // fragments do not fit 85 registers).
-StreamFn pick_stream(WFmt f, bool fp16, int parts, int occ, int rows) {
+StreamFn pick_stream(WFmt f, bool fp16, int parts, int occ, int rows, bool shfl = false) {
   if (fp16 || f != WFmt::kNvfp4) return nullptr;
-  if (rows == 4) return occ == 2 ? stream_fn<2, 4>(parts) : nullptr;
+  if (rows == 4) return occ == 2 && !shfl ? stream_fn<2, 4>(parts) : nullptr;
   if (rows != 1) return nullptr;
+  if (shfl)
+    return occ == 3   ? stream_fn<3, 1, true>(parts)
+           : occ == 2 ? stream_fn<2, 1, true>(parts)
+                      : nullptr;
   return occ == 3 ? stream_fn<3>(parts) : occ == 2 ? stream_fn<2>(parts) : nullptr;
 }
 
@@ -136,8 +140,8 @@ StreamLaunch last_stream_launch() {
   return t_last;
 }
 
-bool stream_kernel_available(WFmt f, bool fp16, int parts, int occ, int rows) {
-  return pick_stream(f, fp16, parts, occ, rows) != nullptr;
+bool stream_kernel_available(WFmt f, bool fp16, int parts, int occ, int rows, bool shfl) {
+  return pick_stream(f, fp16, parts, occ, rows, shfl) != nullptr;
 }
 
 int stream_vectors_per_part(int64_t kvec, int parts, int split) {
@@ -150,8 +154,9 @@ int64_t stream_smem_bytes(int64_t kvec, int parts, int rows, int split) {
          rows;  // staged BF16
 }
 
-int prepare_linear_stream(int device, WFmt f, int parts, int occ, int64_t smem, int rows) {
-  const StreamFn k = pick_stream(f, false, parts, occ, rows);
+int prepare_linear_stream(int device, WFmt f, int parts, int occ, int64_t smem, int rows,
+                          bool shfl) {
+  const StreamFn k = pick_stream(f, false, parts, occ, rows, shfl);
   B12X_ASSERT(k != nullptr, "no stream kernel for format ", static_cast<int>(f), " parts=", parts,
               " occ=", occ, " rows=", rows);
   const void* fn = reinterpret_cast<const void*>(k);
@@ -163,8 +168,8 @@ int prepare_linear_stream(int device, WFmt f, int parts, int occ, int64_t smem, 
 }
 
 void launch_linear_stream(WFmt f, int parts, int occ, int ctas, int64_t smem, const LinearParams& p,
-                          Stream stream, int rows) {
-  const StreamFn k = pick_stream(f, false, parts, occ, rows);
+                          Stream stream, int rows, bool shfl) {
+  const StreamFn k = pick_stream(f, false, parts, occ, rows, shfl);
   B12X_ASSERT(k != nullptr, "no stream kernel for format ", static_cast<int>(f), " parts=", parts,
               " occ=", occ, " rows=", rows);
   const int split = rows == 1 ? 1 : std::max(p.split, 1);

@@ -1281,6 +1281,50 @@ TEST(GemmGpu, DecodeLean) {
   EXPECT_FALSE(ran_lean());  // FP16 MMAs: no lean instance
 }
 
+TEST(GemmGpu, DecodeStreamShfl) {
+  B12X_REQUIRE_GPU();
+  // Session 14 probe: the M = 1 stream kernel with the scale splats built one k16 step per lane
+  // and exchanged by shuffles (B12X_GEMM_STREAM_SHFL=1): every K-part count at both register
+  // caps, N = 72 (partial tile / group), K = 1280 (tail) and 4864, W4A16 and W4A4, bias; a
+  // persistent grid over several groups (B12X_GEMM_STREAM_CTAS=1); a replayed graph.
+  ScopedEnv es("B12X_GEMM_DECODE_STREAM", "1"), esh("B12X_GEMM_STREAM_SHFL", "1");
+  auto plan1 = [](LinearFormat f, int64_t N, int64_t K) {
+    gemm::Caps caps;
+    caps.format = f;
+    caps.max_tokens = 1;
+    caps.in_features = K;
+    caps.out_features = N;
+    caps.act_dtype = f == LinearFormat::kNvfp4 ? DType::kFP4E2M1 : DType::kBF16;
+    caps.out_dtype = DType::kBF16;
+    return gemm::plan(caps);
+  };
+  int i = 0;
+  for (const char* occ : {"2", "3"})
+    for (const char* parts : {"1", "2", "4", "8"}) {
+      ScopedEnv eo("B12X_GEMM_STREAM_OCC", occ), ep("B12X_GEMM_STREAM_PARTS", parts);
+      const LinearFormat f = (i % 2) ? LinearFormat::kNvfp4 : LinearFormat::kNvfp4W4A16;
+      const int64_t K = (i % 3) == 0 ? 4864 : 1280;
+      const gemm::Plan pl = plan1(f, 72, K);
+      EXPECT_TRUE(pl.decode_stream_shfl);
+      EXPECT_EQ(pl.decode_stream_parts, std::atoi(parts));
+      const int64_t before = gemm::lin::last_stream_launch().serial;
+      run_case({f, 1, 72, K, DType::kBF16, DType::kBF16, (i % 2) == 0});
+      ++i;
+      const gemm::lin::StreamLaunch l = gemm::lin::last_stream_launch();
+      EXPECT_EQ(l.serial, before + 1) << "parts " << parts << " occ " << occ;
+      EXPECT_EQ(l.parts, std::atoi(parts));
+      EXPECT_EQ(l.occ, std::atoi(occ));
+    }
+  {
+    ScopedEnv ec("B12X_GEMM_STREAM_CTAS", "1"), ep("B12X_GEMM_STREAM_PARTS", "2");
+    const int64_t before = gemm::lin::last_stream_launch().serial;
+    run_case({LinearFormat::kNvfp4W4A16, 1, 4096, 4096, DType::kBF16, DType::kBF16, true});
+    EXPECT_EQ(gemm::lin::last_stream_launch().serial, before + 1);
+  }
+  run_case({LinearFormat::kNvfp4W4A16, 1, 200, 1024, DType::kBF16, DType::kFP16, true},
+           /*graph_replay=*/true);
+}
+
 TEST(GemmGpu, DecodeStream) {
   B12X_REQUIRE_GPU();
   // The M = 1 stream kernel (session 11): NVFP4 weights, W4A16 and W4A4 (BF16 from the pre-pass).

@@ -93,11 +93,15 @@ __device__ __forceinline__ void stream_store_tile(const LinearParams& p, const f
 /// token broadcast over the MMA's 8 columns) or 4 (M = 2..4, session 12: the tokens on the MMA's
 /// N side, lanes g and g + 4 on the same token; K split over gridDim.y CTAs whose fp32 partials
 /// linear_reduce_kernel sums, so each CTA stages only its K range).
-template <int kParts, int kOcc, int kRows = 1>
+/// kShfl (M = 1 probe, session 14): lane t builds only step t's (row g, row g + 8) splat pair
+/// of a vector and the quad's 4 lanes exchange them by shuffles (5 ALU operations + 4 SHFL per
+/// vector instead of 4 x 5 ALU: the 4 lanes t of a row pair built the same splats).
+template <int kParts, int kOcc, int kRows = 1, bool kShfl = false>
 __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     linear_stream_kernel(const LinearParams p) {
   static_assert(kParts == 1 || kParts == 2 || kParts == 4 || kParts == 8, "K parts per tile");
   static_assert(kRows == 1 || kRows == 4, "token rows");
+  static_assert(!kShfl || kRows == 1, "shuffled splats: M = 1 only");
   using T = Bf16Tag;
   constexpr int kDepth = kStreamDepth;
   constexpr int kWarps = kStreamWarps;
@@ -304,14 +308,26 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
         const uint32_t wg8 = j == 0 ? cb1.x : j == 1 ? cb1.y : j == 2 ? cb1.z : cb1.w;
         // (row g, row g + 8) scale * 2^119 of each k16 step, as BF16 pairs.
         __nv_bfloat162 sv[4];
-#pragma unroll
-        for (int s = 0; s < 4; ++s) {
-          // (code of row g, code of row g + 8) of step s in the low bytes of the two halves.
-          const uint32_t pr = prmt(wg, wg8, s | (s << 4) | ((4 + s) << 8) | ((4 + s) << 12));
+        if constexpr (kShfl) {
+          const uint32_t pr = prmt(wg, wg8, t * 0x1111u + 0x4400u);  // step t
           const uint32_t bits = (pr << 4) & 0x07F007F0u;
           const uint32_t v = fma2<T>(fma2<T>(bits, 0x7B807B80u /* 2^120 */, kNegZero2<T>()),
                                      kFp4Unit2<T>() /* 2^119 */, kNegZero2<T>());
-          sv[s] = *reinterpret_cast<const __nv_bfloat162*>(&v);
+#pragma unroll
+          for (int s = 0; s < 4; ++s) {
+            const uint32_t vs = __shfl_sync(0xFFFFFFFFu, v, s, 4);
+            sv[s] = *reinterpret_cast<const __nv_bfloat162*>(&vs);
+          }
+        } else {
+#pragma unroll
+          for (int s = 0; s < 4; ++s) {
+            // (code of row g, code of row g + 8) of step s in the low bytes of the two halves.
+            const uint32_t pr = prmt(wg, wg8, s | (s << 4) | ((4 + s) << 8) | ((4 + s) << 12));
+            const uint32_t bits = (pr << 4) & 0x07F007F0u;
+            const uint32_t v = fma2<T>(fma2<T>(bits, 0x7B807B80u /* 2^120 */, kNegZero2<T>()),
+                                       kFp4Unit2<T>() /* 2^119 */, kNegZero2<T>());
+            sv[s] = *reinterpret_cast<const __nv_bfloat162*>(&v);
+          }
         }
         uint32_t af[2][2][4];  // [atom][step][reg]
 #pragma unroll
