@@ -165,6 +165,12 @@ GemvFn kernel_of(WFmt f, bool fp16, int nt, int occ, int warps, int var) {
       case 224:
         return fp16 ? pick_var<Fp16Tag, 224>(f, nt, occ, warps)
                     : pick_var<Bf16Tag, 224>(f, nt, occ, warps);
+      case 256:
+        return fp16 ? pick_var<Fp16Tag, 256>(f, nt, occ, warps)
+                    : pick_var<Bf16Tag, 256>(f, nt, occ, warps);
+      case 384:
+        return fp16 ? pick_var<Fp16Tag, 384>(f, nt, occ, warps)
+                    : pick_var<Bf16Tag, 384>(f, nt, occ, warps);
       default:
         return nullptr;
     }
@@ -183,7 +189,7 @@ int variant_nt(WFmt f, int64_t M) {
   return f == WFmt::kIq2Xs && M <= 4 ? 0 : M <= 8 ? 1 : 2;
 }
 
-/// The dynamic shared memory of kernel_of(f, *, nt, occ, warps).
+/// The dynamic shared memory of kernel_of(f, *, nt, occ, warps, var) without var's kRing.
 int smem_of(WFmt f, int nt, int occ, int warps) {
   if (warps != gemv::kWarps) occ = 0;  // one CTA per SM: 16 table copies
   switch (f) {
@@ -214,6 +220,11 @@ bool ggml_gemv_var_available(WFmt f, bool fp16, int64_t M, int occ, int warps, i
   return kernel_of(f, fp16, variant_nt(f, M), occ, warps, var) != nullptr;
 }
 
+/// ... and with it: kRing (var flag 256) adds 2 KB per warp after the tables.
+int smem_of(WFmt f, int nt, int occ, int warps, int var) {
+  return smem_of(f, nt, occ, warps) + ((var & 256) != 0 ? warps * 2048 : 0);
+}
+
 int prepare_ggml_gemv(int device, WFmt f, bool fp16, int64_t M, int occ, int warps, int var) {
   B12X_ASSERT(ggml_gemv_available(f), "no GGML GEMV for format ", static_cast<int>(f));
   const int nt = variant_nt(f, M);
@@ -225,7 +236,7 @@ int prepare_ggml_gemv(int device, WFmt f, bool fp16, int64_t M, int occ, int war
   const ::b12x::detail::DeviceScope scope(device);
   int blocks = 0;
   B12X_CUDA_CHECK(::b12x::detail::resident_ctas(reinterpret_cast<const void*>(k), 32 * warps,
-                                                smem_of(f, nt, occ, warps), &blocks));
+                                                smem_of(f, nt, occ, warps, var), &blocks));
   return blocks;
 }
 
@@ -253,7 +264,7 @@ void launch_ggml_gemv(WFmt f, bool fp16, int kw, int ctas, int occ, int warps, i
   // The plan prepared the kernel of its max_tokens; a run with fewer tokens may take another
   // (nt) whose dynamic shared memory is above 48 KB too: opt it in here (a lock-free lookup once
   // done, legal while a stream captures).
-  const int smem = smem_of(f, nt, occ, warps);
+  const int smem = smem_of(f, nt, occ, warps, var);
   if (smem > 0)
     B12X_CUDA_CHECK(::b12x::detail::opt_in_smem(reinterpret_cast<const void*>(k), smem));
   B12X_CUDA_CHECK(b12x::detail::launch_ex(k, grid, dim3(32 * warps), static_cast<size_t>(smem),

@@ -2878,12 +2878,12 @@ TEST(GemmGpu, GgmlGemvVariants) {
   B12X_REQUIRE_GPU();
   // B12X_GGML_GEMV_VAR (session 14) on the IQ2 one-tile kernels, flags: 32 the weight words two
   // batches ahead (the look-ahead crosses K ranges and tile groups), 64 the weight words not
-  // allocated in L1, 128 L2 prefetches 4 batches ahead (M <= 4), 16 (M = 1) without the odd
-  // columns' FFMAs; 8 warps capped and
+  // allocated in L1, 128 L2 prefetches 4 batches ahead, 256 the weight words through a per-warp
+  // shared-memory ring (M <= 4), 16 (M = 1) without the odd columns' FFMAs; 8 warps capped and
   // uncapped, 24 warps; warps per tile 2 / 8 (8 warps), 3 / 6 (24), K splits with empty ranges (K =
   // 256 over 3 CTAs), tile walks (CTAS 2 over N = 200), BF16 / FP16.
   ScopedEnv e("B12X_GGML_GEMV", "1");
-  for (const char* var : {"16", "32", "64", "96", "112", "128", "192", "224"}) {
+  for (const char* var : {"16", "32", "64", "96", "112", "128", "192", "224", "256", "384"}) {
     ScopedEnv ev("B12X_GGML_GEMV_VAR", var);
     const int v = std::atoi(var);
     const int64_t M2 = v & 16 ? 1 : 3;  // the largest M of the variant's cases

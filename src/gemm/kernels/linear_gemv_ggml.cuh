@@ -280,8 +280,9 @@ __device__ __forceinline__ uint32_t ldg_na32(const void* p) {
 
 /// The batch at the cursor: Q8_0 4 atoms (nv valid: the last batch of K % 128 != 0 has fewer),
 /// IQ2 8 atoms (one 256-K block). d8 / s8: bytes from row g's scale words to row g + 8's. kNa: the
-/// IQ2 weight words through ldg_na32.
-template <WFmt F, bool kNa = false>
+/// IQ2 weight words through ldg_na32; !kWords: the scales only (the weight words come through the
+/// kRing shared-memory ring).
+template <WFmt F, bool kNa = false, bool kWords = true>
 __device__ __forceinline__ void load_batch(const Cursor& c, int nv, int d8, int s8, Batch<F>& B) {
   if constexpr (F == WFmt::kQ8_0) {
 #pragma unroll
@@ -295,7 +296,7 @@ __device__ __forceinline__ void load_batch(const Cursor& c, int nv, int d8, int 
     }
   } else {
 #pragma unroll
-    for (int j = 0; j < 8; ++j)
+    for (int j = 0; j < 8 && kWords; ++j)
       B.w[j] =
           kNa ? ldg_na32(c.w + j * 128) : __ldg(reinterpret_cast<const uint32_t*>(c.w + j * 128));
     B.d[0] = __ldg(reinterpret_cast<const uint16_t*>(c.d));
@@ -340,9 +341,9 @@ __device__ __forceinline__ void load_acts(const uint16_t* xa, uint32_t x[4]) {
 /// no FFMAs for the odd MMA columns (2t + 1: never a token at M = 1), kNa (64) the weight words not
 /// allocated in L1 (ldg_na32), kPf (128) lane 0 of each warp prefetches the warp's batch kPfDist
 /// ahead of the current one into L2 with one 1 KB cp.async.bulk.prefetch (bytes in flight without
-/// registers); timing probes in the low bits
-/// (wrong results by design): 1 no decode (the raw words fed to the MMAs), 2 no MMA (decoded
-/// words and activations folded by XOR), 3 loads only, 4 no K loop.
+/// registers), kRing (256) the weight words through a per-warp shared-memory ring; timing probes in
+/// the low bits (wrong results by design): 1 no decode (the raw words fed to the MMAs), 2 no MMA
+/// (decoded words and activations folded by XOR), 3 loads only, 4 no K loop.
 template <WFmt F, class T, int NT, bool kCols, bool kO3, int kW, bool kTrig, int kVar = 0>
 __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv::Geo& geo) {
   using namespace gemv;
@@ -357,6 +358,12 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
   constexpr bool kNa = (kVar & 64) != 0;
   constexpr bool kPf = (kVar & 128) != 0;
   constexpr int kPfDist = 4;  // kPf: batches ahead of the one being decoded
+  // kRing (256): the weight words of the warp's batches through a per-warp ring of 2 slots of 1 KB
+  // in shared memory after the tables (cp.async.cg, one batch ahead; scales stay one batch ahead
+  // in registers): the registers of the prefetched batch are freed (the capped / 24-warp kernels
+  // spill without it) and the copies bypass L1.
+  constexpr bool kRing = (kVar & 256) != 0;
+  static_assert(!(kRing && kDeep), "kRing replaces kDeep's register look-ahead");
   static_assert(kVar == 0 || (kIq2 && NT == 1), "GEMV variants: the IQ2 one-tile kernels");
   constexpr int kU = batch_atoms<F>();
   constexpr int kE = grid_entries<F>();
@@ -395,7 +402,7 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
   Batch<F> cur;
   Cursor ld = cursor_at<F>(p, tg * tpc + wt, b_first, lane);
   if (tg * tpc + wt < n16 && b_first < b_end)
-    load_batch<F, kNa>(ld, atoms - b_first * kU, d8, s8, cur);
+    load_batch<F, kNa, !kRing>(ld, atoms - b_first * kU, d8, s8, cur);
   // kDeep: the position (group pg, batch pb) of the latest load and the batch after cur (n1).
   int pg = tg, pb = b_first;
   Batch<F> n1;
@@ -412,7 +419,7 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
     return true;
   };
   if constexpr (kDeep) {
-    if (tg * tpc + wt < n16 && step()) load_batch<F, kNa>(ld, atoms - pb * kU, d8, s8, n1);
+    if (tg * tpc + wt < n16 && step()) load_batch<F, kNa, !kRing>(ld, atoms - pb * kU, d8, s8, n1);
   }
   // kPf: batch bb of tile `tile` (1 KB contiguous: 8 atoms of 128 bytes) into L2.
   const auto prefetch = [&](int tile, int bb) {
@@ -427,6 +434,22 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
     if (tg * tpc + wt < n16)
       for (int d = 1; d < kPfDist; ++d) prefetch(tg * tpc + wt, b_first + d * kw);
   }
+  // kRing: the warp's 2 slots, the position (rg, rb) of the latest issued batch, its slot.
+  const uint32_t ring = static_cast<uint32_t>(__cvta_generic_to_shared(tabs)) +
+                        smem_bytes<F, kO3>() + static_cast<uint32_t>(warp) * 2048u;
+  int rg = tg, rb = b_first, rs = 0;
+  const auto ring_issue = [&](bool valid) {  // batch (rg, rb) into slot rs; one group per call
+    if (valid) {
+      const uint8_t* src = p.wvals + static_cast<int64_t>(rg * tpc + wt) * p.kvec * 128 +
+                           static_cast<int64_t>(rb) * 1024 + lane * 16;
+      const uint32_t dst = ring + static_cast<uint32_t>(rs) * 1024u + lane * 16;
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst + 512), "l"(src + 512)
+                   : "memory");
+    }
+    asm volatile("cp.async.commit_group;" ::: "memory");
+  };
+  if constexpr (kRing) ring_issue(tg * tpc + wt < n16 && b_first < b_end);
 
   if constexpr (kIq2) {
     const uint64_t* gsrc;
@@ -508,16 +531,44 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
     for (int b = b_first; active && b < b_end && kProbe != 4; b += kw) {
       Batch<F> nxt;
       if constexpr (kPf) prefetch(tile, b + kPfDist * kw);
+      uint32_t wr[kRing ? kU : 1];  // kRing: the batch's words, from the slot it landed in
+      if constexpr (kRing) {
+        // The slot refilled now was read by every lane one batch ago (__syncwarp orders it).
+        __syncwarp();
+        rb += kw;
+        bool valid = true;
+        if (rb >= b_end) {
+          rg += static_cast<int>(gridDim.x);
+          rb = b_first;
+          valid = rg < groups && rg * tpc + wt < n16;
+        }
+        rs ^= 1;
+        ring_issue(valid);
+        asm volatile("cp.async.wait_group 1;" ::: "memory");
+        __syncwarp();  // every lane's copies of this batch landed and are visible to the warp
+        const uint32_t src =
+            ring + static_cast<uint32_t>(rs ^ 1) * 1024u + g * 16 + ((t >> 1) + 2 * (t & 1)) * 4;
+#pragma unroll
+        for (int j = 0; j < kU; ++j)
+          asm volatile("ld.shared.u32 %0, [%1];" : "=r"(wr[j]) : "r"(src + j * 128));
+      }
+      const auto wj = [&](int j) -> const auto& {
+        if constexpr (kRing) {
+          return wr[j];
+        } else {
+          return cur.w[j];
+        }
+      };
       if constexpr (kDeep) {
         // Two batches ahead; the trigger still at the start of the warp's last batch.
-        if (step()) load_batch<F, kNa>(ld, atoms - pb * kU, d8, s8, nxt);
+        if (step()) load_batch<F, kNa, !kRing>(ld, atoms - pb * kU, d8, s8, nxt);
         if (kTrig && b + kw >= b_end && next_tile >= n16) griddep_launch_dependents();
       } else if (b + kw < b_end) {
         advance<F>(ld, kw);
-        load_batch<F, kNa>(ld, atoms - (b + kw) * kU, d8, s8, nxt);
+        load_batch<F, kNa, !kRing>(ld, atoms - (b + kw) * kU, d8, s8, nxt);
       } else if (next_tile < n16) {
         ld = cursor_at<F>(p, next_tile, b_first, lane);
-        load_batch<F, kNa>(ld, atoms - b_first * kU, d8, s8, nxt);
+        load_batch<F, kNa, !kRing>(ld, atoms - b_first * kU, d8, s8, nxt);
       } else if (kTrig) {
         griddep_launch_dependents();
       }
@@ -558,12 +609,12 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
 #pragma unroll
           for (int s = 0; s < 2; ++s)
 #pragma unroll
-            for (int i = 0; i < 4; ++i) A[s][i] = cur.w[j];
+            for (int i = 0; i < 4; ++i) A[s][i] = wj(j);
         } else if constexpr (kIq2) {
           // Lane t takes the atom's group t for rows g (half t & 1 of word t / 2 of the slot) and
           // g + 8 (of word 2 + t / 2): even lanes hold row g's word, odd lanes row g + 8's.
-          const uint32_t v = __shfl_xor_sync(0xFFFFFFFFu, cur.w[j], 1);
-          const uint32_t e01 = prmt(cur.w[j], v, esel);
+          const uint32_t v = __shfl_xor_sync(0xFFFFFFFFu, wj(j), 1);
+          const uint32_t e01 = prmt(wj(j), v, esel);
           uint32_t P0[4], P1[4];
           iq2_entry_pairs2<T, kGc>(e01, gcls, scls, src_lo, P0, P1);
 #pragma unroll
@@ -574,7 +625,7 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
             A[s][3] = P1[2 * s + 1];
           }
         } else {
-          decode_byte_atom<T, true>(cur.w[j], A);
+          decode_byte_atom<T, true>(wj(j), A);
         }
         if constexpr (kNoMma) {
           uint32_t x[4];
