@@ -165,6 +165,9 @@ struct PagedPlan {
   /// cache append writes the new tokens' rows only); metadata and page ids are checked after the
   /// wait as for `spec`.
   bool early_kv = false;
+  /// Probe (B12X_ATTN_Q_FIRST=1, lean FP8 decode plans of the fp16-MMA tiles): Q's words are
+  /// loaded before the prologue's K/V copies and converted after them.
+  bool q_first = false;
   std::string kernel;          ///< kernel variant name (logging / diagnostics)
   const void* impl = nullptr;  ///< internal: the chosen kernel variant
 

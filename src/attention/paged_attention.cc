@@ -408,12 +408,17 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   plan.early_kv = plan.spec && k->launch_early != nullptr && early_env != nullptr &&
                   std::string(early_env) == "1";
   if (plan.stamps && plan.early_kv && k->launch_stamp_early == nullptr) plan.stamps = false;
+  const char* qf_env = std::getenv("B12X_ATTN_Q_FIRST");
+  plan.q_first = plan.lean && !plan.early_kv && !plan.stamps && k->launch_qfirst != nullptr &&
+                 qf_env != nullptr && std::string(qf_env) == "1";
   if (plan.lean) {
     plan.kernel += plan.spec ? "_lean_spec" : "_lean";
     if (plan.early_kv) plan.kernel += "_early";
+    if (plan.q_first) plan.kernel += "_qfirst";
     if (plan.stamps) plan.kernel += "_stamps";
     const void* fn = plan.stamps     ? (plan.early_kv ? k->func_stamp_early : k->func_stamp)
                      : plan.early_kv ? k->func_early
+                     : plan.q_first  ? k->func_qfirst
                                      : k->func_lean;
     const DeviceScope scope(caps.device);
     B12X_CUDA_CHECK(::b12x::detail::opt_in_smem(fn, k->smem));
@@ -715,6 +720,7 @@ void run_paged(const PagedBinding& b, Stream stream) {
   const detail::LaunchFn main_fn = plan.stamps
                                        ? (plan.early_kv ? k->launch_stamp_early : k->launch_stamp)
                                    : plan.early_kv ? k->launch_early
+                                   : plan.q_first  ? k->launch_qfirst
                                    : plan.lean     ? k->launch_lean
                                                    : k->launch;
   main_fn(p, grid, s, pdl);
