@@ -276,13 +276,6 @@ struct Plan {
   /// weight ring depth per warp (0: not the FP8 kernel). Its MMA kind is decode_fp8_mma.
   /// B12X_GEMM_STREAM16_F8=0|1 turns it off / on, B12X_GEMM_STREAM16_DEPTH=4|8 overrides.
   int stream16_depth = 0;
-  /// FP8 block kernel: its K split over a thread-block cluster (<= 8 CTAs, the sums reduced
-  /// through distributed shared memory) instead of fp32 partials + the reduce kernel.
-  /// B12X_GEMM_STREAM16_CL=0|1.
-  bool stream16_cluster = false;
-  /// FP8 block kernel: weight chunks prefetched into L2 this many chunks ahead (one bulk prefetch
-  /// per tile and chunk; 0: none). B12X_GEMM_STREAM16_PF=<chunks> (probe).
-  int stream16_pf = 0;
   /// Decode regime, from the device's opt-in shared memory at plan time (run reads no device
   /// info): the pipelined staging budget of decode_pipe_kb (bytes, 0: kDecodePipeBudget) and the
   /// 8-warps-per-tile budget (lin::decode_ws8_budget).

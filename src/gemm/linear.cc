@@ -361,9 +361,7 @@ std::string stream16_describe(const Plan& p) {
   if (p.stream16_tw == 0) return std::string();
   return " stream16=" + std::to_string(p.stream16_tw) + "x" + std::to_string(p.stream16_split) +
          "/" + std::to_string(p.stream16_vp) + (p.stream16_qx ? " qx" : "") +
-         (p.stream16_depth > 0 ? " f8d" + std::to_string(p.stream16_depth) : "") +
-         (p.stream16_cluster ? " cl" : "") +
-         (p.stream16_pf > 0 ? " pf" + std::to_string(p.stream16_pf) : "");
+         (p.stream16_depth > 0 ? " f8d" + std::to_string(p.stream16_depth) : "");
 }
 
 }  // namespace
@@ -1214,7 +1212,10 @@ Plan plan(const Caps& caps) {
     const bool want_f8 = want && (ef8 != nullptr ? ef8[0] == '1' : p.decode_fp8_mma == 1);
     const char* etw = std::getenv("B12X_GEMM_STREAM16_TW");
     const char* edepth = std::getenv("B12X_GEMM_STREAM16_DEPTH");
-    int min_vp = kS16F8MinVp;  // probe: B12X_GEMM_STREAM16_MINVP=<atoms> (8: one chunk per CTA)
+    // MXFP8: splits down to one chunk per CTA (round 52, M = 16: 4096x4096 13.54 -> 12.04 us,
+    // 2048x7168 13.70 -> 11.85, 6144x4096 16.74 -> 16.76; per-tensor 8.68 -> 9.00 at 4096x4096
+    // and block FP8 10.00 -> 10.19 lost, so they keep two). B12X_GEMM_STREAM16_MINVP=<atoms>.
+    int min_vp = wf == lin::WFmt::kFp8Mx ? 8 : kS16F8MinVp;
     if (const char* e = std::getenv("B12X_GEMM_STREAM16_MINVP"); e != nullptr)
       min_vp = std::max(8, std::atoi(e));
     const bool f8_act = f == LinearFormat::kFp8Tensor
@@ -1273,10 +1274,6 @@ Plan plan(const Caps& caps) {
         p.stream16_smem = lin::stream16_f8_smem_bytes(wf, tw8, mma8, q8);
         p.stream16_tiles = 8 * tw8;
         p.stream16_depth = depth_for(tw8);
-        const char* ecl = std::getenv("B12X_GEMM_STREAM16_CL");
-        p.stream16_cluster = ecl != nullptr && ecl[0] == '1' && gr.split > 1 && gr.split <= 8;
-        if (const char* e = std::getenv("B12X_GEMM_STREAM16_PF"); e != nullptr)
-          p.stream16_pf = std::clamp(std::atoi(e), 0, 8);
       }
     }
   }
@@ -1403,9 +1400,7 @@ Plan plan(const Caps& caps) {
     if (p.stream16_tw > 0)
       sig << " stream16=" << p.stream16_tw << (p.stream16_split > 1 ? "+reduce" : "")
           << (p.stream16_qx ? " qx" : "")
-          << (p.stream16_depth > 0 ? " f8d" + std::to_string(p.stream16_depth) : std::string())
-          << (p.stream16_cluster ? " cl" : "")
-          << (p.stream16_pf > 0 ? " pf" + std::to_string(p.stream16_pf) : std::string());
+          << (p.stream16_depth > 0 ? " f8d" + std::to_string(p.stream16_depth) : std::string());
     // The pre-pass: every run of a quantized-activation format but the block kernel's with qx
     // (M = 5..16), which converts them itself.
     if (p.act_prepass) sig << " act_prepass";
@@ -1821,13 +1816,9 @@ void run(const Binding& b, Stream stream) {
   if (f8_block16 && (p.act_kind == lin::kActFp8 || p.act_kind == lin::kActBf16Quant) &&
       M <= plan.caps.max_tokens) {
     p.split = plan.stream16_split;
-    p.cluster_split = plan.stream16_cluster ? p.split : 1;
-    p.partial = p.split > 1 && !plan.stream16_cluster
-                    ? reinterpret_cast<float*>(b.scratch + plan.off_partial)
-                    : nullptr;
+    p.partial = p.split > 1 ? reinterpret_cast<float*>(b.scratch + plan.off_partial) : nullptr;
     p.stream_vp = plan.stream16_vp;
     p.stream_tiles = plan.stream16_tiles;
-    p.stream_pf = plan.stream16_pf;
     // The plan's smem is the in-kernel quantization's where it planned it; rows it cannot take
     // (not 16-byte vectors) come quantized by the quantizer launch, to the kernel without it.
     const bool q = p.act_kind == lin::kActBf16Quant;

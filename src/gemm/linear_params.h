@@ -55,9 +55,6 @@ struct LinearParams {
   int stream_vp;
   // M <= 16 block kernel (linear_stream16_kernel): 16-row tiles per CTA (8 x tiles per warp).
   int stream_tiles;
-  // FP8 M <= 16 block kernel: weight chunks prefetched into L2 this many chunks ahead of the
-  // compute (cp.async.bulk.prefetch.L2, one per tile and chunk; 0: none).
-  int stream_pf;
   // 8 warps per tile: the device's ring + staging budget (lin::decode_ws8_budget of the opt-in
   // shared memory, Plan::decode_ws8_budget; run reads no device info).
   int64_t decode_ws8_budget;

@@ -1633,6 +1633,186 @@ TEST(GemmGpu, DecodeStream16) {
   }
 }
 
+/// The K split the FP8 block kernel runs for a forced split (its CTAs hold whole 256-K chunks,
+/// so a forced split can leave fewer K ranges).
+int f8_split(int64_t K, int split) {
+  const int64_t kvec = (K + 255) / 256 * 8;
+  const int64_t vp = ((kvec + split - 1) / split + 7) / 8 * 8;
+  return static_cast<int>((kvec + vp - 1) / vp);
+}
+
+TEST(GemmGpu, DecodeStream16Fp8) {
+  B12X_REQUIRE_GPU();
+  // Session 14: the FP8 block kernel (forced: B12X_GEMM_STREAM16_F8=1) for per-tensor FP8 (e4m3
+  // activations), block FP8 (BF16 through the quantizer, or the caller's e4m3 + scales) and MXFP8
+  // (the quantizer); e4m3 mma.sync and f16 MMAs (B12X_GEMM_DECODE_F8MMA); 1 / 2 tiles per warp;
+  // M = 5 / 8 (one n8 token tile), 9 / 16 (two; rows past M zero, never stored); K split over 1
+  // or 3 CTAs through fp32 partials + the reduce kernel, K tails inside a chunk (1312: 41 atoms
+  // of 48), partial CTAs (N = 72 / 200), bias, FP16 outputs, capacity above M, replayed graphs.
+  ScopedEnv e16("B12X_GEMM_STREAM16_F8", "1");
+  int i = 0;
+  for (const char* mma : {"0", "1"})
+    for (LinearFormat f : {LinearFormat::kFp8Tensor, LinearFormat::kFp8Block, LinearFormat::kMxfp8})
+      for (const char* tw : {"1", "2"})
+        for (const char* sp : {"1", "3"}) {
+          ScopedEnv em("B12X_GEMM_DECODE_F8MMA", mma), et("B12X_GEMM_STREAM16_TW", tw),
+              es("B12X_GEMM_STREAM16_SPLIT", sp);
+          const int64_t Ms[] = {5, 8, 9, 16};
+          const int64_t M = Ms[i % 4];
+          const bool block = f == LinearFormat::kFp8Block;
+          const int64_t K = (i % 3) == 0 ? 4864 : (i % 3) == 1 ? 1024 : block ? 1280 : 1312;
+          Case c{f,
+                 M,
+                 (i % 2) ? 72 : 200,
+                 K,
+                 f == LinearFormat::kFp8Tensor ? DType::kFP8E4M3 : DType::kBF16,
+                 (i % 5) == 0 ? DType::kFP16 : DType::kBF16,
+                 (i % 2) == 0};
+          c.caller_quant = block && (i % 4) == 1;
+          c.max_tokens = (i % 3) == 1 ? 16 : M;
+          ++i;
+          const int64_t before = gemm::lin::last_stream16_f8_launch().serial;
+          run_case(c, /*graph_replay=*/(i % 5) == 0);
+          const gemm::lin::Stream16F8Launch l = gemm::lin::last_stream16_f8_launch();
+          EXPECT_GT(l.serial, before) << name(c) << " mma " << mma << " tw " << tw << " sp " << sp;
+          EXPECT_EQ(l.tw, std::atoi(tw));
+          EXPECT_EQ(l.mma, mma[0] - '0');
+          EXPECT_EQ(l.split, f8_split(K, std::atoi(sp))) << name(c);
+        }
+  // Block FP8 / MXFP8 with their BF16 activations quantized in the kernel (B12X_GEMM_STREAM16_QX=1,
+  // no quantizer launch): both MMA kinds, tw 1 / 2, M = 5..16, splits 1 / 3, K tails (1280 / 4864
+  // with a half chunk), partial CTAs, graphs.
+  {
+    ScopedEnv eq("B12X_GEMM_STREAM16_QX", "1");
+    int k = 0;
+    for (const char* mma : {"0", "1"})
+      for (LinearFormat f : {LinearFormat::kFp8Block, LinearFormat::kMxfp8})
+        for (const char* tw : {"1", "2"}) {
+          const char* sp = (k % 2) ? "3" : "1";
+          ScopedEnv em("B12X_GEMM_DECODE_F8MMA", mma), et("B12X_GEMM_STREAM16_TW", tw),
+              es("B12X_GEMM_STREAM16_SPLIT", sp);
+          const int64_t Ms[] = {5, 16, 9, 12};
+          Case c{f,
+                 Ms[k % 4],
+                 (k % 3) ? 72 : 200,
+                 (k % 2) ? 4864 : 1280,
+                 DType::kBF16,
+                 (k % 5) == 2 ? DType::kFP16 : DType::kBF16,
+                 (k % 2) == 0};
+          c.max_tokens = (k % 3) == 2 ? 16 : c.M;
+          ++k;
+          const int64_t before = gemm::lin::last_stream16_f8_launch().serial;
+          run_case(c, /*graph_replay=*/(k % 3) == 0);
+          const gemm::lin::Stream16F8Launch l = gemm::lin::last_stream16_f8_launch();
+          EXPECT_GT(l.serial, before) << name(c) << " mma " << mma << " tw " << tw;
+          EXPECT_TRUE(l.q) << name(c);
+          EXPECT_EQ(l.split, f8_split(c.K, std::atoi(sp))) << name(c);
+        }
+  }
+  // Splits 2 / 3 / 8 (K = 4096 / 6144: whole chunks per CTA), all three formats, both MMA kinds,
+  // with and without the in-kernel quantization.
+  {
+    int k = 0;
+    for (const char* sp : {"2", "3", "8"})
+      for (LinearFormat f :
+           {LinearFormat::kFp8Tensor, LinearFormat::kFp8Block, LinearFormat::kMxfp8}) {
+        ScopedEnv em("B12X_GEMM_DECODE_F8MMA", (k % 2) ? "0" : "1"),
+            es("B12X_GEMM_STREAM16_SPLIT", sp), eq("B12X_GEMM_STREAM16_QX", (k % 3) ? "1" : "0");
+        Case c{f,
+               (k % 2) ? 16 : 7,
+               (k % 3) ? 200 : 72,
+               (k % 2) ? 4096 : 6144,
+               f == LinearFormat::kFp8Tensor ? DType::kFP8E4M3 : DType::kBF16,
+               DType::kBF16,
+               (k % 2) == 0};
+        ++k;
+        const int64_t before = gemm::lin::last_stream16_f8_launch().serial;
+        run_case(c, /*graph_replay=*/(k % 4) == 0);
+        const gemm::lin::Stream16F8Launch l = gemm::lin::last_stream16_f8_launch();
+        EXPECT_GT(l.serial, before) << name(c) << " split " << sp;
+        EXPECT_EQ(l.split, f8_split(c.K, std::atoi(sp))) << name(c);
+      }
+  }
+  // Ring depth 8 (f16 MMAs: per-tensor, block FP8 / MXFP8 at tw 1) and the plan's own split
+  // (4096x14336's plan, run at N = 256: every K range non-empty).
+  {
+    ScopedEnv em("B12X_GEMM_DECODE_F8MMA", "1"), ed("B12X_GEMM_STREAM16_DEPTH", "8");
+    for (int64_t M : {6, 16}) {
+      const int64_t before = gemm::lin::last_stream16_f8_launch().serial;
+      run_case({LinearFormat::kFp8Tensor, M, 200, 1312, DType::kFP8E4M3, DType::kBF16, M == 6},
+               /*graph_replay=*/M == 16);
+      EXPECT_GT(gemm::lin::last_stream16_f8_launch().serial, before);
+      EXPECT_EQ(gemm::lin::last_stream16_f8_launch().depth, 8);
+    }
+    ScopedEnv et("B12X_GEMM_STREAM16_TW", "1");  // block FP8 / MXFP8: depth 8 at tw 1
+    for (LinearFormat f : {LinearFormat::kFp8Block, LinearFormat::kMxfp8}) {
+      const int64_t before = gemm::lin::last_stream16_f8_launch().serial;
+      run_case({f, 11, 200, 1280, DType::kBF16, DType::kBF16, true});
+      EXPECT_GT(gemm::lin::last_stream16_f8_launch().serial, before) << gemm::format_name(f);
+      EXPECT_EQ(gemm::lin::last_stream16_f8_launch().depth, 8);
+    }
+  }
+  gemm::Caps caps;
+  caps.format = LinearFormat::kFp8Tensor;
+  caps.max_tokens = 16;
+  caps.in_features = 14336;
+  caps.out_features = 4096;
+  caps.act_dtype = DType::kFP8E4M3;
+  caps.out_dtype = DType::kBF16;
+  const bool sm90 = device_info(0).cc_major == 9 && device_info(0).cc_minor == 0;
+  const gemm::Plan pl = gemm::plan(caps);
+  EXPECT_EQ(pl.stream16_depth, sm90 ? 8 : 4);  // per-tensor at 2 tiles per warp
+  EXPECT_GT(pl.stream16_split, 1);
+  EXPECT_LT(int64_t{pl.stream16_vp} * (pl.stream16_split - 1), 14336 / 32);
+  EXPECT_GE(int64_t{pl.stream16_vp} * pl.stream16_split, 14336 / 32);
+  const int64_t before = gemm::lin::last_stream16_f8_launch().serial;
+  run_case({LinearFormat::kFp8Tensor, 16, 256, 14336, DType::kFP8E4M3, DType::kBF16, true});
+  EXPECT_GT(gemm::lin::last_stream16_f8_launch().serial, before);
+  // The default (round 51; SM90): 2 tiles per warp, depth 8 for per-tensor, 1 tile per warp where 2
+  // give at most one CTA per SM (N = 16 x SMs / 2 x 8 rows here: one row block of 256 per 2 SMs
+  // and the K split of 8 at K = 4096), block FP8 / MXFP8 quantized in the kernel; not with
+  // B12X_GEMM_STREAM16_F8=0 or B12X_GEMM_STREAM16=0; runs at M <= 4 keep the decode kernel.
+  if (sm90) {
+    unsetenv("B12X_GEMM_STREAM16_F8");
+    EXPECT_EQ(gemm::plan(caps).stream16_tw, 2);
+    gemm::Caps small = caps;
+    small.in_features = 4096;
+    small.out_features = 256 * (device_info(0).sm_count / 8);
+    const gemm::Plan ps = gemm::plan(small);
+    EXPECT_EQ(ps.stream16_tw, 1);
+    EXPECT_EQ(ps.stream16_depth, 4);
+    EXPECT_EQ(ps.stream16_split, 8);
+    for (LinearFormat f : {LinearFormat::kFp8Block, LinearFormat::kMxfp8}) {
+      gemm::Caps cb = caps;
+      cb.format = f;
+      cb.act_dtype = DType::kBF16;
+      const gemm::Plan pb = gemm::plan(cb);
+      EXPECT_TRUE(pb.stream16_qx && pb.stream16_depth == 4 && pb.stream16_tw == 2)
+          << gemm::format_name(f);
+      const int64_t b16 = gemm::lin::last_stream16_f8_launch().serial;
+      run_case({f, 16, 200, 2048, DType::kBF16, DType::kBF16, true});
+      EXPECT_GT(gemm::lin::last_stream16_f8_launch().serial, b16) << gemm::format_name(f);
+      EXPECT_TRUE(gemm::lin::last_stream16_f8_launch().q);
+    }
+    {
+      ScopedEnv e0("B12X_GEMM_STREAM16", "0");
+      EXPECT_EQ(gemm::plan(caps).stream16_depth, 0);
+    }
+    setenv("B12X_GEMM_STREAM16_F8", "1", 1);
+  }
+  // Not taken: M <= 4, B12X_GEMM_STREAM16_F8=0.
+  {
+    Case c{LinearFormat::kFp8Tensor, 4, 200, 1024, DType::kFP8E4M3, DType::kBF16, false};
+    c.max_tokens = 16;
+    const int64_t b4 = gemm::lin::last_stream16_f8_launch().serial;
+    run_case(c);
+    EXPECT_EQ(gemm::lin::last_stream16_f8_launch().serial, b4);
+  }
+  setenv("B12X_GEMM_STREAM16_F8", "0", 1);
+  EXPECT_EQ(gemm::plan(caps).stream16_depth, 0);
+  setenv("B12X_GEMM_STREAM16_F8", "1", 1);
+}
+
 TEST(GemmGpu, DecodeStream16Default) {
   B12X_REQUIRE_GPU();
   // The default (session 13): the M <= 16 block kernel with 2 tiles per warp and the splats per
@@ -2593,7 +2773,7 @@ TEST(GemmGpuSanitize, DecodeStream16Fp8) {
   B12X_REQUIRE_GPU();
   // The FP8 block kernel (session 14): K split 3 with a K range past K (K = 1312: 41 atoms of 48),
   // 1 / 2 tiles per warp over a partial CTA (N = 40), M = 5 / 16, per-tensor (depth 8 at tw 2),
-  // block FP8 / MXFP8 with the in-kernel quantization, the cluster split.
+  // block FP8 / MXFP8 with the in-kernel quantization.
   ScopedEnv e16("B12X_GEMM_STREAM16_F8", "1"), es("B12X_GEMM_STREAM16_SPLIT", "3");
   for (const char* tw : {"1", "2"}) {
     ScopedEnv et("B12X_GEMM_STREAM16_TW", tw);
@@ -2603,8 +2783,6 @@ TEST(GemmGpuSanitize, DecodeStream16Fp8) {
     run_case(
         {LinearFormat::kMxfp8, tw[0] == '1' ? 16 : 5, 40, 1312, DType::kBF16, DType::kBF16, true});
   }
-  ScopedEnv ec("B12X_GEMM_STREAM16_CL", "1");
-  run_case({LinearFormat::kFp8Tensor, 16, 40, 1312, DType::kFP8E4M3, DType::kBF16, true});
 }
 
 TEST(GemmGpuSanitize, DecodeHalvesReduce) {

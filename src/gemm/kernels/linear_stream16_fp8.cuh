@@ -27,8 +27,6 @@
 // MXFP8: 8 E8M0 bytes per row) are staged with the activations.
 #pragma once
 
-#include <cooperative_groups.h>
-
 #include "gemm/kernels/linear_stream.cuh"
 #include "gemm/kernels/quantize.cuh"
 
@@ -54,12 +52,8 @@ template <int kTw, int kGroup, int kMma, bool kQ = false>
 inline constexpr int kF8SlotBytes = kF8RawBytes + kF8ScaleBytes +
                                     (kGroup == 32 ? kStreamWarps * kTw * 16 * 8 : 0) +
                                     (kMma == 1 ? kF8HalfBytes : 0) + (kQ ? kF8BfBytes : 0);
-/// The slots, at least the cluster reduction's sums ([kTw x 2 x 4 sums][256 threads] fp32).
 template <int kTw, int kGroup, int kMma, bool kQ = false>
-inline constexpr int kF8SmemBytes =
-    kF8Slots* kF8SlotBytes<kTw, kGroup, kMma, kQ> > kTw * 8 * kStreamWarps * 32 * 4
-        ? kF8Slots* kF8SlotBytes<kTw, kGroup, kMma, kQ>
-        : kTw * 8 * kStreamWarps * 32 * 4;
+inline constexpr int kF8SmemBytes = kF8Slots* kF8SlotBytes<kTw, kGroup, kMma, kQ>;
 
 /// 4-byte cp.async (8 with kEight), or a plain copy where the source is not aligned.
 template <bool kEight>
@@ -91,13 +85,6 @@ __device__ __forceinline__ void f8s_mma_e4m3_zc(float d[4], const uint32_t a[4],
       "{%8,%9}, {%10,%10,%10,%10};"
       : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.f));
-}
-
-/// Prefetch `bytes` (a multiple of 16) at `g` into L2 (SM90+: one bulk instruction).
-__device__ __forceinline__ void f8s_prefetch_l2(const void* g, uint32_t bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(g), "r"(bytes) : "memory");
-#endif
 }
 
 /// kTw tiles per warp, kNt n8 token tiles (1 at M <= 8), kGroup 0 / 128 / 32 (per-tensor / block
@@ -153,21 +140,6 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
     ring[q] = make_uint4(0, 0, 0, 0);
     if (q / kTw < lim[q % kTw]) ring[q] = ldg_stream(wp[q % kTw] + (q / kTw) * 512);
   }
-  // p.stream_pf > 0 (probe): each warp's tiles' next chunks (4 KB contiguous per tile and chunk)
-  // requested into L2 pf chunks ahead of the compute by one bulk prefetch each, so the DRAM
-  // stream runs ahead of the register ring (whose loads then hit L2) at no register cost.
-  const int pf = p.stream_pf;
-  auto prefetch = [&](int c) {
-    if (pf > 0 && lane == 0) {
-#pragma unroll
-      for (int j = 0; j < kTw; ++j) {
-        const int v0 = c * kF8ChunkV;
-        const int nv = min(lim[j] - v0, kF8ChunkV);
-        if (nv > 0) f8s_prefetch_l2(wp[j] + static_cast<int64_t>(v0) * 512, nv * 512u);
-      }
-    }
-  };
-  for (int c = 0; c < pf; ++c) prefetch(c);
   griddep_wait();  // the activations, their scales (and alpha) belong to earlier kernels
 
   // Chunk c -> slot c % 3: 16 token rows x 256 e4m3 (zero past M / K) and the chunk's scales.
@@ -387,7 +359,6 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
     // Chunk c + 1 must have landed too (it is converted in this iteration).
     asm volatile("cp.async.wait_group 0;" ::: "memory");
     __syncthreads();
-    if (pf > 0) prefetch(c + pf);
     stage(c + 2);
     if (c + 1 < nch) convert(c + 1);
     const uint8_t* const slot = dsm + (c % kF8Slots) * kSlot;
@@ -517,46 +488,6 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
     }
   }
   asm volatile("cp.async.wait_group 0;" ::: "memory");
-
-  // K split over a thread-block cluster (p.cluster_split = gridDim.y, probe): the ranks' sums meet
-  // in rank 0 through distributed shared memory (the staging slots, free by now: one barrier
-  // after every warp's last read of them), instead of fp32 partials and the reduce kernel's
-  // launch. Element-major [sum][thread], so the stores and the remote loads are conflict-free.
-  if (p.cluster_split > 1) {
-    constexpr int kSums = kTw * kNt * 4;
-    static_assert(kSums * kStreamWarps * 32 * 4 <= kF8SmemBytes<kTw, kGroup, kMma, kQ>,
-                  "cluster sums fit the dynamic shared memory");
-    __syncthreads();
-    float* const red = reinterpret_cast<float*>(dsm) + threadIdx.x;
-#pragma unroll
-    for (int j = 0; j < kTw; ++j)
-#pragma unroll
-      for (int n = 0; n < kNt; ++n)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) red[((j * kNt + n) * 4 + i) * kStreamWarps * 32] = acc[j][n][i];
-    cooperative_groups::cluster_group cl = cooperative_groups::this_cluster();
-    cl.sync();
-    if (cl.block_rank() == 0) {
-      const unsigned nb = cl.num_blocks();
-      for (unsigned r = 1; r < nb; ++r) {
-        const float* const rr = cl.map_shared_rank(red, r);
-        float part[kSums];
-#pragma unroll
-        for (int e = 0; e < kSums; ++e) part[e] = rr[e * kStreamWarps * 32];
-#pragma unroll
-        for (int j = 0; j < kTw; ++j)
-#pragma unroll
-          for (int n = 0; n < kNt; ++n)
-#pragma unroll
-            for (int i = 0; i < 4; ++i) acc[j][n][i] += part[(j * kNt + n) * 4 + i];
-      }
-    }
-    cl.sync();  // remote shared memory stays alive until rank 0 has read it
-    if (cl.block_rank() != 0) {
-      griddep_launch_dependents();
-      return;
-    }
-  }
 
   float mult = p.out_mult;
   if (p.alpha != nullptr) mult *= *p.alpha;
