@@ -276,6 +276,9 @@ struct Plan {
   /// weight ring depth per warp (0: not the FP8 kernel). Its MMA kind is decode_fp8_mma.
   /// B12X_GEMM_STREAM16_F8=0|1 turns it off / on, B12X_GEMM_STREAM16_DEPTH=4|8 overrides.
   int stream16_depth = 0;
+  /// FP8 block kernel: the smallest run M it takes (5; 9 for per-tensor where it runs one tile
+  /// per warp, whose decode kernel was 1-3 % faster at M = 5..8, round 52).
+  int stream16_min_m = 0;
   /// Decode regime, from the device's opt-in shared memory at plan time (run reads no device
   /// info): the pipelined staging budget of decode_pipe_kb (bytes, 0: kDecodePipeBudget) and the
   /// 8-warps-per-tile budget (lin::decode_ws8_budget).

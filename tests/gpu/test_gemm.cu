@@ -1717,7 +1717,8 @@ TEST(GemmGpu, DecodeStream16Fp8) {
       for (LinearFormat f :
            {LinearFormat::kFp8Tensor, LinearFormat::kFp8Block, LinearFormat::kMxfp8}) {
         ScopedEnv em("B12X_GEMM_DECODE_F8MMA", (k % 2) ? "0" : "1"),
-            es("B12X_GEMM_STREAM16_SPLIT", sp), eq("B12X_GEMM_STREAM16_QX", (k % 3) ? "1" : "0");
+            es("B12X_GEMM_STREAM16_SPLIT", sp), eq("B12X_GEMM_STREAM16_QX", (k % 3) ? "1" : "0"),
+            et("B12X_GEMM_STREAM16_TW", "2");
         Case c{f,
                (k % 2) ? 16 : 7,
                (k % 3) ? 200 : 72,
@@ -1736,7 +1737,8 @@ TEST(GemmGpu, DecodeStream16Fp8) {
   // Ring depth 8 (f16 MMAs: per-tensor, block FP8 / MXFP8 at tw 1) and the plan's own split
   // (4096x14336's plan, run at N = 256: every K range non-empty).
   {
-    ScopedEnv em("B12X_GEMM_DECODE_F8MMA", "1"), ed("B12X_GEMM_STREAM16_DEPTH", "8");
+    ScopedEnv em("B12X_GEMM_DECODE_F8MMA", "1"), ed("B12X_GEMM_STREAM16_DEPTH", "8"),
+        et2("B12X_GEMM_STREAM16_TW", "2");
     for (int64_t M : {6, 16}) {
       const int64_t before = gemm::lin::last_stream16_f8_launch().serial;
       run_case({LinearFormat::kFp8Tensor, M, 200, 1312, DType::kFP8E4M3, DType::kBF16, M == 6},
@@ -1782,6 +1784,8 @@ TEST(GemmGpu, DecodeStream16Fp8) {
     EXPECT_EQ(ps.stream16_tw, 1);
     EXPECT_EQ(ps.stream16_depth, 4);
     EXPECT_EQ(ps.stream16_split, 8);
+    EXPECT_EQ(ps.stream16_min_m, 9);  // per-tensor at tw 1: the decode kernel at M = 5..8
+    EXPECT_EQ(gemm::plan(caps).stream16_min_m, 5);
     for (LinearFormat f : {LinearFormat::kFp8Block, LinearFormat::kMxfp8}) {
       gemm::Caps cb = caps;
       cb.format = f;
