@@ -139,7 +139,7 @@ int64_t fc1_row_blocks(bool gated, int64_t I) {
 
 /// The prepared layout of one operand: rows x K of format wfmt.
 WeightView make_view(int wfmt, SourceFormat f, int64_t rows, int64_t rows_pad, int64_t K,
-                     bool scales_tiled, bool values_tiled) {
+                     bool scales_tiled) {
   WeightView v;
   v.rows = static_cast<int>(rows);
   v.rows_pad = static_cast<int>(rows_pad);
@@ -175,12 +175,6 @@ WeightView make_view(int wfmt, SourceFormat f, int64_t rows, int64_t rows_pad, i
     v.scales_row_stride = chunk;
     v.scales_k_stride = 32 * chunk;
   }
-  v.values_group_stride = 32 * v.values_row_stride;
-  v.values_k_stride = 64;  // FP4: 128 codes per chunk (only the FP4 kernels step through it)
-  if (values_tiled && wfmt == detail::kWFp4) {  // [32-row group][chunk][32 rows][64 B]
-    v.values_row_stride = 64;
-    v.values_k_stride = 32 * 64;
-  }
   return v;
 }
 
@@ -198,10 +192,9 @@ Layout layout_of(const WeightsPlan& p) {
   L.wfmt2 = wfmt_of(a.source_format, a.ggml_w2_dtype);
   const int64_t I = a.intermediate_size, H = a.hidden_size, E = a.num_experts;
   const int64_t rows1_pad = 32 * fc1_row_blocks(p.gated, I);
-  L.fc1 =
-      make_view(L.wfmt1, a.source_format, p.w1_rows, rows1_pad, H, p.scales_tiled, p.values_tiled);
-  L.fc2 = make_view(L.wfmt2, a.source_format, H, round_up(H, detail::kPrepRowAlign), I,
-                    p.scales_tiled, p.values_tiled);
+  L.fc1 = make_view(L.wfmt1, a.source_format, p.w1_rows, rows1_pad, H, p.scales_tiled);
+  L.fc2 =
+      make_view(L.wfmt2, a.source_format, H, round_up(H, detail::kPrepRowAlign), I, p.scales_tiled);
   int64_t o = 0;
   L.off_w1v = o;
   o = align256(o + L.fc1.values_expert_stride * E);
@@ -340,19 +333,16 @@ WeightsPlan plan_weights(const WeightsPlanArgs& args) {
   p.gated = args.activation != Activation::kRelu2;
   p.w1_rows = p.gated ? 2 * args.intermediate_size : args.intermediate_size;
   p.discards_source_parameters = true;
-  // B12X_MOE_SCALE_TILED / B12X_MOE_VALUE_TILED=0 / 1 (measurement knobs, read here: the
-  // layout is fixed by prepare_weights): FP4 block scales / codes in 32-row chunk tiles
-  // (WeightView).
-  auto layout_knob = [](const char* name, bool def) {
-    const char* v = std::getenv(name);
-    if (v == nullptr || *v == 0) return def;
-    if (std::strcmp(v, "0") == 0 || std::strcmp(v, "1") == 0) return *v == '1';
-    log_message(1, std::string("fused_moe.plan_weights: ") + name + "=" + v +
-                       " is not supported (supported: 0, 1); the default is used");
-    return def;
-  };
-  p.scales_tiled = layout_knob("B12X_MOE_SCALE_TILED", detail::kScalesTiledDefault);
-  p.values_tiled = layout_knob("B12X_MOE_VALUE_TILED", detail::kValuesTiledDefault);
+  // B12X_MOE_SCALE_TILED=0 / 1 (measurement knob, read here: the layout is fixed by
+  // prepare_weights): FP4 block scales in 32-row chunk tiles (WeightView).
+  p.scales_tiled = detail::kScalesTiledDefault;
+  if (const char* v = std::getenv("B12X_MOE_SCALE_TILED"); v != nullptr && *v != 0) {
+    if (std::strcmp(v, "0") == 0 || std::strcmp(v, "1") == 0)
+      p.scales_tiled = *v == '1';
+    else
+      log_message(1, std::string("fused_moe.plan_weights: B12X_MOE_SCALE_TILED=") + v +
+                         " is not supported (supported: 0, 1); the default is used");
+  }
   p.prepared_bytes = layout_of(p).bytes;
   return p;
 }
@@ -365,8 +355,7 @@ std::string WeightsPlan::describe() const {
      << ", params_dtype=" << dtype_name(args.params_dtype) << ", E=" << args.num_experts
      << ", H=" << args.hidden_size << ", I=" << args.intermediate_size
      << ", w13_layout=" << (args.w13_layout == W13Layout::kW13 ? "w13" : "w31")
-     << (scales_tiled ? ", scales_tiled" : "") << (values_tiled ? ", values_tiled" : "")
-     << ", prepared_bytes=" << prepared_bytes << ")";
+     << (scales_tiled ? ", scales_tiled" : "") << ", prepared_bytes=" << prepared_bytes << ")";
   return os.str();
 }
 

@@ -26,7 +26,6 @@ inline constexpr int kMaxExperts = 4096;       // routing keeps per-expert count
 // M = 1 / 2 / 4 / 8 62.7 / 106.1 / 190.8 / 323.8 -> 59.0 / 101.6 / 180.7 / 309.2, Qwen3.5-TP4
 // 42.2 / 69.8 / 115.2 / 204.5 -> 41.0 / 67.6 / 112.3 / 199.7; all 24 M <= 8 rows 1.4-5.9 % faster.
 inline constexpr bool kScalesTiledDefault = true;
-inline constexpr bool kValuesTiledDefault = false;  // WeightsPlan::values_tiled
 
 /// Prepared per-expert layout of one GEMM operand (FC1 or FC2).
 struct WeightView {
@@ -46,18 +45,8 @@ struct WeightView {
   // sectors per copy instruction instead of 32.
   int64_t scales_group_stride = 0;
   int scales_k_stride = 0;
-  // Values likewise: (r >> 5) * values_group_stride + (r & 31) * values_row_stride + kk *
-  // values_k_stride. Row-major: k = 64 (FP4: the chunk's 128 codes); FP4 chunk tiles
-  // (WeightsPlan::values_tiled): [32 rows][64 B] per chunk, one warp's 32 rows of a chunk 2 KB
-  // contiguous (a 512-byte run per copy instruction instead of 8 rows x 64 B).
-  int64_t values_group_stride = 0;
-  int values_k_stride = 0;
 };
 
-/// Byte offset of row r's values (chunk 0) inside an expert (see WeightView).
-B12X_HD int64_t value_row_offset(const WeightView& w, int64_t r) {
-  return (r >> 5) * w.values_group_stride + (r & 31) * w.values_row_stride;
-}
 /// Byte offset of row r's scales (chunk 0) inside an expert (see WeightView).
 B12X_HD int64_t scale_row_offset(const WeightView& w, int64_t r) {
   return (r >> 5) * w.scales_group_stride + (r & 31) * w.scales_row_stride;

@@ -561,10 +561,10 @@ TEST(Moe, DecodeKnobsAreReadByPlan) {
   EXPECT_TRUE(moe::detail::decode_a16_copy_rows(def));
 }
 
-TEST(Moe, ChunkTilesKnobsAndOffsets) {
-  // B12X_MOE_SCALE_TILED / B12X_MOE_VALUE_TILED are read by plan_weights (the prepared layout is
-  // fixed by prepare_weights): 0 / 1 taken, anything else logged and the default kept; the
-  // chunk-tiled layout has the row-major layout's bytes.
+TEST(Moe, ScaleChunkTilesKnobAndOffsets) {
+  // B12X_MOE_SCALE_TILED is read by plan_weights (the prepared layout is fixed by
+  // prepare_weights): 0 / 1 taken, anything else logged and the default kept; the chunk-tiled
+  // layout has the row-major layout's bytes.
   moe::WeightsPlanArgs wa;
   wa.quant_mode = QuantMode::kNvfp4;
   wa.source_format = SourceFormat::kModeloptNvfp4;
@@ -576,16 +576,11 @@ TEST(Moe, ChunkTilesKnobsAndOffsets) {
   ASSERT_EQ(setenv("B12X_MOE_SCALE_TILED", "1", 1), 0);
   const moe::WeightsPlan p1 = moe::plan_weights(wa);
   ASSERT_EQ(setenv("B12X_MOE_SCALE_TILED", "2", 1), 0);
-  ASSERT_EQ(setenv("B12X_MOE_VALUE_TILED", "1", 1), 0);
   const moe::WeightsPlan p2 = moe::plan_weights(wa);
   unsetenv("B12X_MOE_SCALE_TILED");
-  unsetenv("B12X_MOE_VALUE_TILED");
   EXPECT_FALSE(p0.scales_tiled);
   EXPECT_TRUE(p1.scales_tiled);
   EXPECT_EQ(p2.scales_tiled, moe::detail::kScalesTiledDefault);
-  EXPECT_TRUE(p2.values_tiled);
-  EXPECT_EQ(p0.values_tiled, moe::detail::kValuesTiledDefault);
-  EXPECT_NE(p2.describe().find("values_tiled"), std::string::npos);
   EXPECT_EQ(p0.prepared_bytes, p1.prepared_bytes);
   EXPECT_NE(p1.describe().find("scales_tiled"), std::string::npos);
   // Chunk tiles of 128 rows x 384 values (UE4M3: 3 chunks of 8 bytes per row): every (row,

@@ -382,12 +382,10 @@ struct WarpStage {
   /// + 512 c, bounded by Src (session 5 rebuilt step, token, half and the row check every
   /// refill: ~75 of FC1's ~430 SASS instructions per sub-chunk were refill, now ~53).
   static __device__ __forceinline__ void issue(uint32_t sa, const Src& s, uint32_t step, int kk,
-                                               int scale_kind, int sks, int vks, int lane,
-                                               bool weights, bool acts) {
+                                               int scale_kind, int sks, int lane, bool weights,
+                                               bool acts) {
     if (weights) {
-      // vks: WeightView::values_k_stride (row-major 64; chunk tiles 2 KB, `step` then 512: the
-      // warp's 4 copy instructions each read 512 contiguous bytes).
-      const uint8_t* v = s.w + kk * vks;
+      const uint8_t* v = s.w + kk * 64;
       const uint32_t d = sa + static_cast<uint32_t>(lane) * 16u;
 #pragma unroll
       for (int c = 0; c < kRows / 8; ++c, v += step) cp_async16_sa(d + c * 512, v, true);
@@ -783,7 +781,7 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
     return cu;
   };
   const int64_t r0 = R0 + 32 * wm;
-  const uint8_t* vrow = W.values + detail::value_row_offset(W, r0);  // r0 % 32 == 0
+  const uint8_t* vrow = W.values + r0 * W.values_row_stride;
   const uint8_t* srow = W.scales + detail::scale_row_offset(W, r0);  // r0 % 32 == 0
   uint8_t* ring = smem + warp * kS * C::kFc1Stage;
   constexpr int kYs = 32 * kWM;  // features per token row of ys (gated: 16 * kWM used)
@@ -812,7 +810,7 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
   auto issue = [&](int slot, const typename St::Src& sc, const ChunkCursor& cu, bool weights,
                    bool acts) {
     St::issue(ring_sa + slot * C::kFc1Stage, sc, wstep, cu.ka + wk + kWK * cu.k, kSK,
-              W.scales_k_stride, W.values_k_stride, lane, weights, acts);
+              W.scales_k_stride, lane, weights, acts);
   };
   ChunkCursor ni = cursor0();  // the next chunk to load
   {
@@ -1090,7 +1088,7 @@ __global__ void __launch_bounds__(32 * kW, kR == 32             ? (kS == 2 ? 3 :
   auto src_of = [&](int it) {
     const int4 tl = rs.tile(tile_of(it));
     const int n = St::lane_token(lane);
-    return St::src(W.values + tl.x * W.values_expert_stride + detail::value_row_offset(W, R0),
+    return St::src(W.values + tl.x * W.values_expert_stride + R0 * W.values_row_stride,
                    W.scales + tl.x * W.scales_expert_stride + detail::scale_row_offset(W, R0),
                    W.values_row_stride, W.scales_row_stride,
                    n < tl.z ? a.inter + static_cast<int64_t>(tl.y + n) * a.features : nullptr, lane,
@@ -1098,8 +1096,7 @@ __global__ void __launch_bounds__(32 * kW, kR == 32             ? (kS == 2 ? 3 :
   };
   const uint32_t ring_sa = smem_addr(ring);
   auto issue = [&](int slot, const typename St::Src& sc, int kk, bool weights, bool acts) {
-    St::issue(ring_sa + slot * kStage, sc, wstep, kk, kSK, W.scales_k_stride, W.values_k_stride,
-              lane, weights, acts);
+    St::issue(ring_sa + slot * kStage, sc, wstep, kk, kSK, W.scales_k_stride, lane, weights, acts);
   };
   // Steps a cursor to this warp's next chunk; true where that enters another tile.
   auto step = [&](ChunkCursor& cu) {
