@@ -353,7 +353,7 @@ namespace {
 
 std::string stream_rows_describe(const Plan& p) {
   if (p.stream_rows_parts == 0) return std::string();
-  return " stream4=" + std::to_string(p.stream_rows_parts) + "x" +
+  return " stream4=" + std::to_string(p.stream_rows_parts) + (p.stream_rows_shfl ? "s" : "") + "x" +
          std::to_string(p.stream_rows_split) + "/" + std::to_string(p.stream_rows_ctas);
 }
 
@@ -997,8 +997,14 @@ Plan plan(const Caps& caps) {
       int force_occ = 0;
       if (const char* e = std::getenv("B12X_GEMM_STREAM_OCC"); e != nullptr)
         force_occ = std::atoi(e);
+      // Scale splats one k16 step per lane, exchanged by shuffles (session 14): round 52, us
+      // over 4096x4096 / 14336x4096 / 4096x14336 / 6144x4096 / 2048x7168 (two runs each, the
+      // second in brackets), W4A16 5.59 / 13.28 / 12.96 / 7.59 / 5.17 (5.59 / 13.21 / 12.99 /
+      // 7.64 / 5.18) -> 5.47 / 12.23 / 12.16 / 7.24 / 5.15 (5.43 / 12.25 / 12.22 / 7.25 /
+      // 5.15), W4A4 6.51 / 13.93 / 13.75 / 9.05 / 6.56 -> 6.18 / 12.87 / 12.82 / 8.47 / 6.53.
+      // B12X_GEMM_STREAM_SHFL=0 turns it off.
       const char* esh = std::getenv("B12X_GEMM_STREAM_SHFL");
-      const bool shfl = esh != nullptr && esh[0] == '1';
+      const bool shfl = !(esh != nullptr && esh[0] == '0');
       struct Choice {
         int parts = 0, ctas = 0;
         int64_t cost = -1, groups = 0;
@@ -1075,13 +1081,15 @@ Plan plan(const Caps& caps) {
       force_split = std::atoi(e);
     const char* pe = std::getenv("B12X_GEMM_STREAM_PREPASS_PDL");
     p.stream_rows_pdl = !(pe != nullptr && pe[0] == '0');
+    const char* rsh = std::getenv("B12X_GEMM_STREAM_ROWS_SHFL");
+    const bool rshfl = rsh != nullptr && rsh[0] == '1';
     constexpr int kRows = 4;
     constexpr int64_t kWarps = 8;
     int64_t best = -1;
     for (int parts : {1, 2, 4, 8}) {
       if (!ok) break;
       if (force_parts > 0 && parts != force_parts) continue;
-      if (!lin::stream_kernel_available(wf, fp16, parts, 2, kRows)) continue;
+      if (!lin::stream_kernel_available(wf, fp16, parts, 2, kRows, rshfl)) continue;
       const int64_t groups = (geo.n16 + kWarps / parts - 1) / (kWarps / parts);
       for (int sp = 1; sp <= 64; ++sp) {
         if (force_split > 0 && sp != force_split) continue;
@@ -1090,7 +1098,7 @@ Plan plan(const Caps& caps) {
           break;  // an idle K range
         const int64_t smem = lin::stream_smem_bytes(geo.kvec, parts, kRows, sp);
         if (smem > lin::kStreamRowsSmemBudget) continue;
-        const int fit = lin::prepare_linear_stream(caps.device, wf, parts, 2, smem, kRows);
+        const int fit = lin::prepare_linear_stream(caps.device, wf, parts, 2, smem, kRows, rshfl);
         if (fit <= 0) continue;
         const int64_t slots = sms * (per_sm > 0 ? std::min(per_sm, fit) : fit);
         int64_t gx = std::min(groups, std::max<int64_t>(1, slots / sp));
@@ -1104,6 +1112,7 @@ Plan plan(const Caps& caps) {
           p.stream_rows_ctas = static_cast<int>(gx);
           p.stream_rows_vp = vp;
           p.stream_rows_smem = smem;
+          p.stream_rows_shfl = rshfl;
         }
         break;  // the smallest split that fits
       }
@@ -1401,7 +1410,8 @@ Plan plan(const Caps& caps) {
       sig << " stream=" << p.decode_stream_parts << "o" << p.decode_stream_occ
           << (p.decode_stream_shfl ? "s" : "");
     if (p.stream_rows_parts > 0)
-      sig << " stream_r4=" << p.stream_rows_parts << (p.stream_rows_split > 1 ? "+reduce" : "");
+      sig << " stream_r4=" << p.stream_rows_parts << (p.stream_rows_shfl ? "s" : "")
+          << (p.stream_rows_split > 1 ? "+reduce" : "");
     if (p.stream16_tw > 0)
       sig << " stream16=" << p.stream16_tw << (p.stream16_split > 1 ? "+reduce" : "")
           << (p.stream16_qx ? " qx" : "")
@@ -1864,7 +1874,7 @@ void run(const Binding& b, Stream stream) {
     p.partial = p.split > 1 ? reinterpret_cast<float*>(b.scratch + plan.off_partial) : nullptr;
     p.stream_vp = plan.stream_rows_vp;
     lin::launch_linear_stream(im.wfmt, plan.stream_rows_parts, 2, plan.stream_rows_ctas,
-                              plan.stream_rows_smem, p, stream, 4);
+                              plan.stream_rows_smem, p, stream, 4, plan.stream_rows_shfl);
     if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);
     return;
   }

@@ -42,7 +42,8 @@ StreamFn stream_fn(int parts) {
 // fragments do not fit 85 registers).
 StreamFn pick_stream(WFmt f, bool fp16, int parts, int occ, int rows, bool shfl = false) {
   if (fp16 || f != WFmt::kNvfp4) return nullptr;
-  if (rows == 4) return occ == 2 && !shfl ? stream_fn<2, 4>(parts) : nullptr;
+  if (rows == 4)
+    return occ != 2 ? nullptr : shfl ? stream_fn<2, 4, true>(parts) : stream_fn<2, 4>(parts);
   if (rows != 1) return nullptr;
   if (shfl)
     return occ == 3   ? stream_fn<3, 1, true>(parts)

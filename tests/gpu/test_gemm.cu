@@ -1283,10 +1283,12 @@ TEST(GemmGpu, DecodeLean) {
 
 TEST(GemmGpu, DecodeStreamShfl) {
   B12X_REQUIRE_GPU();
-  // Session 14 probe: the M = 1 stream kernel with the scale splats built one k16 step per lane
-  // and exchanged by shuffles (B12X_GEMM_STREAM_SHFL=1): every K-part count at both register
-  // caps, N = 72 (partial tile / group), K = 1280 (tail) and 4864, W4A16 and W4A4, bias; a
-  // persistent grid over several groups (B12X_GEMM_STREAM_CTAS=1); a replayed graph.
+  // Session 14: the stream kernels with the scale splats built one k16 step per lane and
+  // exchanged by shuffles (M = 1: the default since round 52, B12X_GEMM_STREAM_SHFL; 4 rows at
+  // M = 2..4: B12X_GEMM_STREAM_ROWS_SHFL=1): every K-part count at both register caps, N = 72
+  // (partial tile / group), K = 1280 (tail) and 4864, W4A16 and W4A4, bias; a persistent grid
+  // over several groups (B12X_GEMM_STREAM_CTAS=1); a replayed graph; the M = 1 kernel without
+  // (B12X_GEMM_STREAM_SHFL=0); the 4-row kernel over parts and K splits.
   ScopedEnv es("B12X_GEMM_DECODE_STREAM", "1"), esh("B12X_GEMM_STREAM_SHFL", "1");
   auto plan1 = [](LinearFormat f, int64_t N, int64_t K) {
     gemm::Caps caps;
@@ -1323,6 +1325,31 @@ TEST(GemmGpu, DecodeStreamShfl) {
   }
   run_case({LinearFormat::kNvfp4W4A16, 1, 200, 1024, DType::kBF16, DType::kFP16, true},
            /*graph_replay=*/true);
+  {
+    ScopedEnv e0("B12X_GEMM_STREAM_SHFL", "0");
+    EXPECT_FALSE(plan1(LinearFormat::kNvfp4W4A16, 72, 1280).decode_stream_shfl);
+    const int64_t before = gemm::lin::last_stream_launch().serial;
+    run_case({LinearFormat::kNvfp4, 1, 72, 1280, DType::kBF16, DType::kBF16, true});
+    EXPECT_EQ(gemm::lin::last_stream_launch().serial, before + 1);
+  }
+  ScopedEnv er("B12X_GEMM_STREAM_ROWS", "1"), ers("B12X_GEMM_STREAM_ROWS_SHFL", "1");
+  int j = 0;
+  for (const char* parts : {"1", "2", "4", "8"})
+    for (const char* sp : {"1", "3"}) {
+      ScopedEnv ep("B12X_GEMM_STREAM_PARTS", parts), es2("B12X_GEMM_STREAM_SPLIT", sp);
+      const LinearFormat f = (j % 2) ? LinearFormat::kNvfp4 : LinearFormat::kNvfp4W4A16;
+      const int64_t M = 2 + j % 3, K = (j % 3) == 0 ? 4832 : 1280;
+      Case c{f, M, (j % 4) < 2 ? 72 : 200, K, DType::kBF16, DType::kBF16, (j % 2) == 0};
+      c.max_tokens = (j % 3) == 1 ? 16 : M;
+      ++j;
+      const int64_t before = gemm::lin::last_stream_launch().serial;
+      run_case(c, /*graph_replay=*/(j % 5) == 0);
+      const gemm::lin::StreamLaunch l = gemm::lin::last_stream_launch();
+      EXPECT_GT(l.serial, before) << "rows parts " << parts << " split " << sp;
+      EXPECT_EQ(l.rows, 4);
+      EXPECT_EQ(l.parts, std::atoi(parts));
+      EXPECT_EQ(l.split, std::atoi(sp));
+    }
 }
 
 TEST(GemmGpu, DecodeStream) {

@@ -93,15 +93,15 @@ __device__ __forceinline__ void stream_store_tile(const LinearParams& p, const f
 /// token broadcast over the MMA's 8 columns) or 4 (M = 2..4, session 12: the tokens on the MMA's
 /// N side, lanes g and g + 4 on the same token; K split over gridDim.y CTAs whose fp32 partials
 /// linear_reduce_kernel sums, so each CTA stages only its K range).
-/// kShfl (M = 1 probe, session 14): lane t builds only step t's (row g, row g + 8) splat pair
-/// of a vector and the quad's 4 lanes exchange them by shuffles (5 ALU operations + 4 SHFL per
-/// vector instead of 4 x 5 ALU: the 4 lanes t of a row pair built the same splats).
+/// kShfl (session 14; default at M = 1 since round 52): lane t builds only step t's (row g,
+/// row g + 8) splat pair of a vector and the quad's 4 lanes exchange them by shuffles (5 ALU
+/// operations + 4 SHFL per vector instead of 4 x 5 ALU: the 4 lanes t of a row pair built the
+/// same splats).
 template <int kParts, int kOcc, int kRows = 1, bool kShfl = false>
 __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     linear_stream_kernel(const LinearParams p) {
   static_assert(kParts == 1 || kParts == 2 || kParts == 4 || kParts == 8, "K parts per tile");
   static_assert(kRows == 1 || kRows == 4, "token rows");
-  static_assert(!kShfl || kRows == 1, "shuffled splats: M = 1 only");
   using T = Bf16Tag;
   constexpr int kDepth = kStreamDepth;
   constexpr int kWarps = kStreamWarps;
