@@ -282,6 +282,9 @@ struct Plan {
   /// FP8 block kernel: the smallest run M it takes (5; 9 for per-tensor where it runs one tile
   /// per warp, whose decode kernel was 1-3 % faster at M = 5..8, round 52).
   int stream16_min_m = 0;
+  /// FP8 block kernel: CTAs per SM its registers are capped for (2; 3: probe
+  /// B12X_GEMM_STREAM16_OCC=3, per-tensor at one tile per warp).
+  int stream16_occ = 2;
   /// Decode regime, from the device's opt-in shared memory at plan time (run reads no device
   /// info): the pipelined staging budget of decode_pipe_kb (bytes, 0: kDecodePipeBudget) and the
   /// 8-warps-per-tile budget (lin::decode_ws8_budget).

@@ -361,7 +361,8 @@ std::string stream16_describe(const Plan& p) {
   if (p.stream16_tw == 0) return std::string();
   return " stream16=" + std::to_string(p.stream16_tw) + "x" + std::to_string(p.stream16_split) +
          "/" + std::to_string(p.stream16_vp) + (p.stream16_qx ? " qx" : "") +
-         (p.stream16_depth > 0 ? " f8d" + std::to_string(p.stream16_depth) : "");
+         (p.stream16_depth > 0 ? " f8d" + std::to_string(p.stream16_depth) : "") +
+         (p.stream16_depth > 0 && p.stream16_occ == 3 ? " o3" : "");
 }
 
 }  // namespace
@@ -1240,9 +1241,18 @@ Plan plan(const Caps& caps) {
     struct F8Grid {
       int split = 0, vp = 0;
     };
+    // Probe: B12X_GEMM_STREAM16_OCC=3 (per-tensor at one tile per warp: 3 CTAs per SM).
+    const char* eocc = std::getenv("B12X_GEMM_STREAM16_OCC");
+    auto occ_for = [&](int tw8, int depth) {
+      return eocc != nullptr && eocc[0] == '3' &&
+                     lin::stream16_f8_available(wf, tw8, mma8, depth, q8, 3)
+                 ? 3
+                 : 2;
+    };
     auto f8_grid = [&](int tw8, int depth) {
       F8Grid r;
-      const int fit = lin::prepare_linear_stream16_f8(caps.device, wf, tw8, mma8, depth, q8);
+      const int fit = lin::prepare_linear_stream16_f8(caps.device, wf, tw8, mma8, depth, q8,
+                                                      occ_for(tw8, depth));
       if (fit <= 0) return r;
       int per_sm = fit;
       if (const char* e = std::getenv("B12X_GEMM_STREAM16_CTAS"); e != nullptr && std::atoi(e) > 0)
@@ -1283,6 +1293,7 @@ Plan plan(const Caps& caps) {
         p.stream16_smem = lin::stream16_f8_smem_bytes(wf, tw8, mma8, q8);
         p.stream16_tiles = 8 * tw8;
         p.stream16_depth = depth_for(tw8);
+        p.stream16_occ = occ_for(tw8, p.stream16_depth);
         // Per-tensor at one tile per warp (the small shapes) from M = 9: round 52, M = 5 / 8, us,
         // decode kernel -> this kernel, 4096x4096 7.87 / 7.95 -> 8.03 / 8.20, 2048x7168 8.28 /
         // 8.37 -> - / 8.46 (M = 9: 9.01 -> 8.25, 8.81 -> -; M = 16 9.26 -> 8.68, 10.54 -> 8.71).
@@ -1415,7 +1426,8 @@ Plan plan(const Caps& caps) {
     if (p.stream16_tw > 0)
       sig << " stream16=" << p.stream16_tw << (p.stream16_split > 1 ? "+reduce" : "")
           << (p.stream16_qx ? " qx" : "")
-          << (p.stream16_depth > 0 ? " f8d" + std::to_string(p.stream16_depth) : std::string());
+          << (p.stream16_depth > 0 ? " f8d" + std::to_string(p.stream16_depth) : std::string())
+          << (p.stream16_depth > 0 && p.stream16_occ == 3 ? " o3" : "");
     // The pre-pass: every run of a quantized-activation format but the block kernel's with qx
     // (M = 5..16), which converts them itself.
     if (p.act_prepass) sig << " act_prepass";
@@ -1843,7 +1855,7 @@ void run(const Binding& b, Stream stream) {
             ? plan.stream16_smem
             : lin::stream16_f8_smem_bytes(im.wfmt, plan.stream16_tw, plan.decode_fp8_mma, q);
     lin::launch_linear_stream16_f8(im.wfmt, plan.stream16_tw, plan.decode_fp8_mma,
-                                   plan.stream16_depth, smem, p, stream);
+                                   plan.stream16_depth, smem, p, stream, plan.stream16_occ);
     if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);
     return;
   }

@@ -72,8 +72,15 @@ F8Fn pick_q(WFmt f, int tw, int nt, int mma, int depth) {
   }
 }
 
-F8Fn pick(WFmt f, int tw, int nt, int mma, int depth, bool q) {
+F8Fn pick(WFmt f, int tw, int nt, int mma, int depth, bool q, int occ = 2) {
   if (mma != 0 && mma != 1) return nullptr;
+  if (occ == 3) {
+    // Probe: per-tensor, one tile per warp, f16 MMAs, depth 4, registers for 3 CTAs per SM.
+    if (f != WFmt::kFp8 || tw != 1 || mma != 1 || depth != 4 || q) return nullptr;
+    return nt == 1 ? &linear_stream16_fp8_kernel<1, 1, 0, 1, 4, false, 3>
+                   : &linear_stream16_fp8_kernel<1, 2, 0, 1, 4, false, 3>;
+  }
+  if (occ != 2) return nullptr;
   return q ? pick_q<true>(f, tw, nt, mma, depth) : pick_q<false>(f, tw, nt, mma, depth);
 }
 
@@ -85,8 +92,9 @@ int64_t smem_of(int tw, int mma) {
 
 }  // namespace
 
-bool stream16_f8_available(WFmt f, int tw, int mma, int depth, bool q) {
-  return pick(f, tw, 2, mma, depth, q) != nullptr && pick(f, tw, 1, mma, depth, q) != nullptr;
+bool stream16_f8_available(WFmt f, int tw, int mma, int depth, bool q, int occ) {
+  return pick(f, tw, 2, mma, depth, q, occ) != nullptr &&
+         pick(f, tw, 1, mma, depth, q, occ) != nullptr;
 }
 
 int64_t stream16_f8_smem_bytes(WFmt f, int tw, int mma, bool q) {
@@ -105,12 +113,12 @@ int stream16_f8_vectors_per_cta(int64_t kvec, int split) {
   return static_cast<int>((per + kF8ChunkV - 1) / kF8ChunkV * kF8ChunkV);
 }
 
-int prepare_linear_stream16_f8(int device, WFmt f, int tw, int mma, int depth, bool q) {
+int prepare_linear_stream16_f8(int device, WFmt f, int tw, int mma, int depth, bool q, int occ) {
   const int64_t smem = stream16_f8_smem_bytes(f, tw, mma, q);
   const ::b12x::detail::DeviceScope scope(device);
   int fit = 0;
   for (int nt : {1, 2}) {
-    const F8Fn k = pick(f, tw, nt, mma, depth, q);
+    const F8Fn k = pick(f, tw, nt, mma, depth, q, occ);
     B12X_ASSERT(k != nullptr, "no FP8 M <= 16 block kernel for format ", static_cast<int>(f),
                 " tw=", tw, " mma=", mma, " depth=", depth, " q=", q);
     int blocks = 0;
@@ -122,10 +130,10 @@ int prepare_linear_stream16_f8(int device, WFmt f, int tw, int mma, int depth, b
 }
 
 void launch_linear_stream16_f8(WFmt f, int tw, int mma, int depth, int64_t smem,
-                               const LinearParams& p, Stream stream) {
+                               const LinearParams& p, Stream stream, int occ) {
   const int nt = p.M <= 8 ? 1 : 2;
   const bool q = p.act_kind == kActBf16Quant;
-  const F8Fn k = pick(f, tw, nt, mma, depth, q);
+  const F8Fn k = pick(f, tw, nt, mma, depth, q, occ);
   const int split = std::max(p.split, 1);
   const int want_xs = q                      ? kXsStaged
                       : f == WFmt::kFp8Block ? kXsF32Rows

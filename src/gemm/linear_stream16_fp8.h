@@ -19,14 +19,16 @@ struct LinearParams;
 /// (4; 8 with f16 MMAs: per-tensor, and block FP8 / MXFP8 at tw 1). q (block FP8 / MXFP8, depth
 /// 4): BF16 activations quantized in the kernel (p.act_kind kActBf16Quant, p.xs_kind kXsStaged;
 /// 16-byte rows) instead of the quantizer launch before it.
-bool stream16_f8_available(WFmt f, int tw, int mma, int depth, bool q = false);
+/// occ 3 (probe): per-tensor, tw 1, f16 MMAs, depth 4 with registers for 3 CTAs per SM.
+bool stream16_f8_available(WFmt f, int tw, int mma, int depth, bool q = false, int occ = 2);
 int64_t stream16_f8_smem_bytes(WFmt f, int tw, int mma, bool q = false);
 /// Atoms per CTA of a K split of `split`: ceil(kvec / split) rounded up to whole chunks.
 int stream16_f8_vectors_per_cta(int64_t kvec, int split);
 /// Host only (plan time): the opt-in and the CTAs per SM of both token-tile variants (the min).
-int prepare_linear_stream16_f8(int device, WFmt f, int tw, int mma, int depth, bool q = false);
+int prepare_linear_stream16_f8(int device, WFmt f, int tw, int mma, int depth, bool q = false,
+                               int occ = 2);
 void launch_linear_stream16_f8(WFmt f, int tw, int mma, int depth, int64_t smem,
-                               const LinearParams& p, Stream stream);
+                               const LinearParams& p, Stream stream, int occ = 2);
 /// The last launch on this thread (tests): serial (counts launches), grid x, split, kernel choice.
 struct Stream16F8Launch {
   int64_t serial = 0;

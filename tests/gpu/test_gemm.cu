@@ -1761,6 +1761,17 @@ TEST(GemmGpu, DecodeStream16Fp8) {
         EXPECT_EQ(l.split, f8_split(c.K, std::atoi(sp))) << name(c);
       }
   }
+  // Registers for 3 CTAs per SM (B12X_GEMM_STREAM16_OCC=3, probe: per-tensor, tw 1, f16 MMAs).
+  {
+    ScopedEnv eo("B12X_GEMM_STREAM16_OCC", "3"), et("B12X_GEMM_STREAM16_TW", "1"),
+        em("B12X_GEMM_DECODE_F8MMA", "1"), es("B12X_GEMM_STREAM16_SPLIT", "3");
+    for (int64_t M : {5, 16}) {
+      const int64_t before = gemm::lin::last_stream16_f8_launch().serial;
+      run_case({LinearFormat::kFp8Tensor, M, 200, 4864, DType::kFP8E4M3, DType::kBF16, M == 5},
+               /*graph_replay=*/M == 16);
+      EXPECT_GT(gemm::lin::last_stream16_f8_launch().serial, before) << "M " << M;
+    }
+  }
   // Ring depth 8 (f16 MMAs: per-tensor, block FP8 / MXFP8 at tw 1) and the plan's own split
   // (4096x14336's plan, run at N = 256: every K range non-empty).
   {

@@ -92,8 +92,9 @@ __device__ __forceinline__ void f8s_mma_e4m3_zc(float d[4], const uint32_t a[4],
 /// p.act_kind kActBf16Quant): BF16 activations staged by cp.async and quantized per CTA one chunk
 /// ahead with the activation quantizer's numerics (kernels::g128_codes / mx8_codes: the codes and
 /// scales the quantizer launch would give), instead of that launch before the GEMM.
-template <int kTw, int kNt, int kGroup, int kMma, int kDepth, bool kQ = false>
-__global__ void __launch_bounds__(kStreamWarps * 32, 2)
+/// kOcc: CTAs per SM the registers are capped for (2: <= 128; 3: <= 80, probe).
+template <int kTw, int kNt, int kGroup, int kMma, int kDepth, bool kQ = false, int kOcc = 2>
+__global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     linear_stream16_fp8_kernel(const LinearParams p) {
   static_assert(kTw == 1 || kTw == 2, "tiles per warp");
   static_assert(kNt == 1 || kNt == 2, "n8 token tiles");
