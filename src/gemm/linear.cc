@@ -990,8 +990,11 @@ Plan plan(const Caps& caps) {
     // B12X_GEMM_STREAM_CTAS=<per SM> override.
     const char* se = std::getenv("B12X_GEMM_DECODE_STREAM");
     const bool w4a16 = format_raw_activations(f);
+    // MXFP4 weights (session 14 probe, B12X_GEMM_STREAM_MX=1): E8M0 splats, shuffled.
+    const char* emx = std::getenv("B12X_GEMM_STREAM_MX");
+    const bool mx_ok = wf == lin::WFmt::kMxfp4 && emx != nullptr && emx[0] == '1';
     const bool stream_ok =
-        wf == lin::WFmt::kNvfp4 && !fp16 && stream_bf16_act && split_env == nullptr;
+        (wf == lin::WFmt::kNvfp4 || mx_ok) && !fp16 && stream_bf16_act && split_env == nullptr;
     const bool stream_want = se != nullptr ? se[0] == '1' : (!w4a16 || geo.n16 > sms || M > 1);
     if (stream_ok && stream_want) {
       const int force_parts = stream_force_parts, per_sm = stream_per_sm;

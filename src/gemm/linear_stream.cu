@@ -22,17 +22,17 @@ using StreamFn = void (*)(const LinearParams);
 
 thread_local StreamLaunch t_last;  // last_stream_launch()
 
-template <int kOcc, int kRows = 1, bool kShfl = false>
+template <int kOcc, int kRows = 1, bool kShfl = false, bool kMx = false>
 StreamFn stream_fn(int parts) {
   switch (parts) {
     case 1:
-      return &linear_stream_kernel<1, kOcc, kRows, kShfl>;
+      return &linear_stream_kernel<1, kOcc, kRows, kShfl, kMx>;
     case 2:
-      return &linear_stream_kernel<2, kOcc, kRows, kShfl>;
+      return &linear_stream_kernel<2, kOcc, kRows, kShfl, kMx>;
     case 4:
-      return &linear_stream_kernel<4, kOcc, kRows, kShfl>;
+      return &linear_stream_kernel<4, kOcc, kRows, kShfl, kMx>;
     case 8:
-      return &linear_stream_kernel<8, kOcc, kRows, kShfl>;
+      return &linear_stream_kernel<8, kOcc, kRows, kShfl, kMx>;
     default:
       return nullptr;
   }
@@ -41,7 +41,14 @@ StreamFn stream_fn(int parts) {
 // 4 token rows (M = 2..4) with the 2-CTA register cap only (their accumulators and activation
 // fragments do not fit 85 registers).
 StreamFn pick_stream(WFmt f, bool fp16, int parts, int occ, int rows, bool shfl = false) {
-  if (fp16 || f != WFmt::kNvfp4) return nullptr;
+  if (fp16) return nullptr;
+  if (f == WFmt::kMxfp4) {  // M = 1 with shuffled splats only (probe)
+    if (rows != 1 || !shfl) return nullptr;
+    return occ == 3   ? stream_fn<3, 1, true, true>(parts)
+           : occ == 2 ? stream_fn<2, 1, true, true>(parts)
+                      : nullptr;
+  }
+  if (f != WFmt::kNvfp4) return nullptr;
   if (rows == 4)
     return occ != 2 ? nullptr : shfl ? stream_fn<2, 4, true>(parts) : stream_fn<2, 4>(parts);
   if (rows != 1) return nullptr;

@@ -1332,6 +1332,27 @@ TEST(GemmGpu, DecodeStreamShfl) {
     run_case({LinearFormat::kNvfp4, 1, 72, 1280, DType::kBF16, DType::kBF16, true});
     EXPECT_EQ(gemm::lin::last_stream_launch().serial, before + 1);
   }
+  // MXFP4 weights on the M = 1 kernel (B12X_GEMM_STREAM_MX=1 probe): W4A16 over parts and
+  // register caps with K tails (the last vector half past K), W4A4 / W4A8 through their pre-pass.
+  {
+    ScopedEnv emx("B12X_GEMM_STREAM_MX", "1");
+    int k = 0;
+    for (const char* occ : {"2", "3"})
+      for (const char* parts : {"1", "2", "4", "8"}) {
+        ScopedEnv eo("B12X_GEMM_STREAM_OCC", occ), ep("B12X_GEMM_STREAM_PARTS", parts);
+        const int64_t K = (k % 3) == 0 ? 4832 : (k % 3) == 1 ? 1280 : 1312;
+        EXPECT_EQ(plan1(LinearFormat::kMxfp4W4A16, 72, K).decode_stream_parts, std::atoi(parts));
+        const int64_t before = gemm::lin::last_stream_launch().serial;
+        run_case({LinearFormat::kMxfp4W4A16, 1, (k % 2) ? 72 : 200, K, DType::kBF16,
+                  (k % 4) == 3 ? DType::kFP16 : DType::kBF16, (k % 2) == 0},
+                 /*graph_replay=*/k == 5);
+        ++k;
+        EXPECT_EQ(gemm::lin::last_stream_launch().serial, before + 1)
+            << "mx parts " << parts << " occ " << occ;
+      }
+    run_case({LinearFormat::kMxfp4, 1, 200, 1312, DType::kBF16, DType::kBF16, true});
+    run_case({LinearFormat::kMxfp4W4A8, 1, 72, 4832, DType::kBF16, DType::kBF16, false});
+  }
   ScopedEnv er("B12X_GEMM_STREAM_ROWS", "1"), ers("B12X_GEMM_STREAM_ROWS_SHFL", "1");
   int j = 0;
   for (const char* parts : {"1", "2", "4", "8"})

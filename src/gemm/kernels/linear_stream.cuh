@@ -97,9 +97,14 @@ __device__ __forceinline__ void stream_store_tile(const LinearParams& p, const f
 /// row g + 8) splat pair of a vector and the quad's 4 lanes exchange them by shuffles (5 ALU
 /// operations + 4 SHFL per vector instead of 4 x 5 ALU: the 4 lanes t of a row pair built the
 /// same splats).
-template <int kParts, int kOcc, int kRows = 1, bool kShfl = false>
+/// kMx (session 14 probe, M = 1 with kShfl): MXFP4 weights, 2 E8M0 bytes per row and vector
+/// (one 8-byte load per row and block of 4 vectors); lane t's splat pair is 2^(e-127) of atom
+/// t / 2, applied after the 2^119 that brings the FP4 bits to v * 2^-7 (the block kernel's fold).
+template <int kParts, int kOcc, int kRows = 1, bool kShfl = false, bool kMx = false>
 __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     linear_stream_kernel(const LinearParams p) {
+  static_assert(!kMx || (kShfl && kRows == 1), "MXFP4: M = 1 with shuffled splats");
+  constexpr int kSb = kMx ? 2 : 4;  // scale bytes per row and vector
   static_assert(kParts == 1 || kParts == 2 || kParts == 4 || kParts == 8, "K parts per tile");
   static_assert(kRows == 1 || kRows == 4, "token rows");
   using T = Bf16Tag;
@@ -133,7 +138,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     const int64_t tile = igrp * kTiles + wt;
     nvalid = igrp < groups && tile < p.n16 ? static_cast<int>(min(lim, int64_t{kDepth})) : 0;
     wp = p.wvals + (tile * p.kvec + vbase) * 512 + lane * 16;
-    sp = p.wscale + (tile * 16 + g) * p.scale_ld + vbase * 4;
+    sp = p.wscale + (tile * 16 + g) * p.scale_ld + vbase * kSb;
     sp8 = sp + 8 * p.scale_ld;
   };
   set_group();
@@ -147,15 +152,22 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     if (j < nvalid) {
       s = ldg_stream(wp + j * 512);
       if (j == 0) {
-        nb0 = __ldg(reinterpret_cast<const uint4*>(sp));
-        nb1 = __ldg(reinterpret_cast<const uint4*>(sp8));
+        if constexpr (kMx) {
+          const uint2 a = __ldg(reinterpret_cast<const uint2*>(sp));
+          const uint2 b = __ldg(reinterpret_cast<const uint2*>(sp8));
+          nb0 = make_uint4(a.x, a.y, 0, 0);
+          nb1 = make_uint4(b.x, b.y, 0, 0);
+        } else {
+          nb0 = __ldg(reinterpret_cast<const uint4*>(sp));
+          nb1 = __ldg(reinterpret_cast<const uint4*>(sp8));
+        }
       }
     }
   };
   auto advance = [&]() {
     wp += kDepth * 512;
-    sp += kDepth * 4;
-    sp8 += kDepth * 4;
+    sp += kDepth * kSb;
+    sp8 += kDepth * kSb;
     iv += kDepth;
     if (iv == vp) {
       iv = 0;
@@ -304,15 +316,30 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
           }
         }
         xv += kRows * 128;
-        const uint32_t wg = j == 0 ? cb0.x : j == 1 ? cb0.y : j == 2 ? cb0.z : cb0.w;
-        const uint32_t wg8 = j == 0 ? cb1.x : j == 1 ? cb1.y : j == 2 ? cb1.z : cb1.w;
+        const uint32_t wg = kMx      ? (j < 2 ? cb0.x : cb0.y)
+                            : j == 0 ? cb0.x
+                            : j == 1 ? cb0.y
+                            : j == 2 ? cb0.z
+                                     : cb0.w;
+        const uint32_t wg8 = kMx      ? (j < 2 ? cb1.x : cb1.y)
+                             : j == 0 ? cb1.x
+                             : j == 1 ? cb1.y
+                             : j == 2 ? cb1.z
+                                      : cb1.w;
         // (row g, row g + 8) scale * 2^119 of each k16 step, as BF16 pairs.
         __nv_bfloat162 sv[4];
         if constexpr (kShfl) {
-          const uint32_t pr = prmt(wg, wg8, t * 0x1111u + 0x4400u);  // step t
-          const uint32_t bits = (pr << 4) & 0x07F007F0u;
-          const uint32_t v = fma2<T>(fma2<T>(bits, 0x7B807B80u /* 2^120 */, kNegZero2<T>()),
-                                     kFp4Unit2<T>() /* 2^119 */, kNegZero2<T>());
+          uint32_t v;
+          if constexpr (kMx) {
+            const int sh = 8 * (2 * (j & 1) + (t >> 1));  // atom t / 2 of vector j
+            v = (e8m0_bf16_splat((wg >> sh) & 0xFFu) & 0xFFFFu) |
+                (e8m0_bf16_splat((wg8 >> sh) & 0xFFu) << 16);
+          } else {
+            const uint32_t pr = prmt(wg, wg8, t * 0x1111u + 0x4400u);  // step t
+            const uint32_t bits = (pr << 4) & 0x07F007F0u;
+            v = fma2<T>(fma2<T>(bits, 0x7B807B80u /* 2^120 */, kNegZero2<T>()),
+                        kFp4Unit2<T>() /* 2^119 */, kNegZero2<T>());
+          }
 #pragma unroll
           for (int s = 0; s < 4; ++s) {
             const uint32_t vs = __shfl_sync(0xFFFFFFFFu, v, s, 4);
@@ -336,6 +363,11 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
           for (int s = 0; s < 2; ++s) {
             uint32_t bits[4];
             fp4_word_pairs<T>(s ? (a ? cur.w : cur.y) : (a ? cur.z : cur.x), bits);
+            if constexpr (kMx) {
+#pragma unroll
+              for (int r = 0; r < 4; ++r)
+                bits[r] = fma2<T>(bits[r], kFp4Unit2<T>(), kNegZero2<T>());
+            }
 #pragma unroll
             for (int r = 0; r < 4; ++r) {
               const __nv_bfloat162 m = __hmul2(
