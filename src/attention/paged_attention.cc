@@ -46,7 +46,7 @@ constexpr int kMaxSplits = 64;
 constexpr int kWideh3MaxBatch = 8;
 constexpr int kWidehMaxBatch = 16;
 // Largest max_batch whose FP8 head-dim-256 decode plans take hcvt (2 stages) instead of hcvt3.
-constexpr int kHcvt256MaxBatch = 16;
+constexpr int kHcvt256MaxBatch = 32;
 constexpr int64_t kAlign = 256;
 
 const std::vector<KernelInfo>& registry() {
@@ -128,7 +128,8 @@ int decode_kind(const PagedCaps& c, ArchFamily family) {
   // CTAs per SM90 SM either way, held there by its 206 registers) instead of hcvt3. H200, 16/2/256
   // page 128 x 8k, us, hcvt3 -> hcvt at the same split counts: round 49 B=8 25.8 / 26.0 -> 25.2 /
   // 25.1; round 51 B=1 12.5 / 12.3 -> 11.0 / 11.1, B=8 25.8 / 25.8 -> 24.5 / 24.8, B=16 41.3 /
-  // 41.6 -> 40.2 / 40.3. Larger plans keep hcvt3 (unmeasured there).
+  // 41.6 -> 40.2 / 40.3; round 52 B=8 hcvt 24.2 / 24.3 vs hcvt3 25.3, B=32 (s=4) 70.0 vs 71.7.
+  // Larger plans keep hcvt3 (unmeasured there).
   if (fp8) return head_dim == 256 && c.max_batch <= kHcvt256MaxBatch ? 8 : 13;
   if (head_dim <= 128) return 5;
   // BF16 head dim 256 on SM90, plans of at most kWidehMaxBatch requests: wideh (wide with each
@@ -402,11 +403,17 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   const char* stamps_env = std::getenv("B12X_ATTN_STAMPS");
   plan.stamps = plan.lean && k->launch_stamp != nullptr && !plan.fused_merge &&
                 stamps_env != nullptr && std::string(stamps_env) == "1";
-  // Early K/V (probe): the lean + speculative instance that copies the prologue's old tiles
-  // before the PDL wait, where compiled.
+  // Early K/V (default where compiled: wide3 d128, hcvt3 d128, wideh3, hcvt d256): the lean +
+  // speculative instance that copies the prologue's tiles below cache_seqlens - q_len before the
+  // PDL wait (PagedPlan::early_kv). H200 round 52 (us, default -> early): BF16 32/8/128 page 64
+  // B=1 x 8k 13.5 / 13.9 / 13.8 -> 12.8 / 13.0 / 12.9 (SDPA 15.6), FP8 B=1 10.9 / 11.1 -> 10.5 /
+  // 10.7, FP8 B=8 38.4 / 38.1 / 38.3 -> 36.8 / 36.8 / 36.7, BF16 16/2/256 page 128 B=1 12.0 / 12.2
+  // -> 11.2 / 11.5, B=8 37.7 / 38.1 / 38.2 -> 36.4 / 36.7 / 37.0; B=1 x 1k 6.5 / 6.6 -> 6.4 / 6.4;
+  // neutral: BF16 B=8 65.2 -> 65.3, FP8 16/2/256 (hcvt, one tile ahead) B=1 10.7 -> 10.8, B=8
+  // 24.2 / 24.3 -> 24.3 / 24.6. B12X_ATTN_EARLY_KV=0 restores the plain prologue.
   const char* early_env = std::getenv("B12X_ATTN_EARLY_KV");
-  plan.early_kv = plan.spec && k->launch_early != nullptr && early_env != nullptr &&
-                  std::string(early_env) == "1";
+  plan.early_kv = plan.spec && k->launch_early != nullptr &&
+                  !(early_env != nullptr && std::string(early_env) == "0");
   if (plan.stamps && plan.early_kv && k->launch_stamp_early == nullptr) plan.stamps = false;
   const char* qf_env = std::getenv("B12X_ATTN_Q_FIRST");
   plan.q_first = plan.lean && !plan.early_kv && !plan.stamps && k->launch_qfirst != nullptr &&

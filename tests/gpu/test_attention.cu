@@ -1187,12 +1187,12 @@ TEST(AttentionGpuDecode, WidehDefault) {
   }
 }
 
-// FP8 head dim 256: hcvt in plans of <= 16 requests (round 51), hcvt3 above on SM90 (hcvt where
-// a block cannot hold hcvt3's 105 KB).
+// FP8 head dim 256: hcvt in plans of <= 32 requests (rounds 51 / 52), hcvt3 above on SM90 (hcvt
+// where a block cannot hold hcvt3's 105 KB).
 TEST(AttentionGpuDecode, Hcvt256Default) {
   B12X_REQUIRE_GPU();
   const bool sm90 = b12x::device_info(0).family == b12x::ArchFamily::kSm90;
-  for (int batch : {1, 16, 17}) {
+  for (int batch : {1, 32, 33}) {
     std::vector<int> lens;
     for (int i = 0; i < batch; ++i) lens.push_back(i % 3 == 0 ? 3000 : i % 3 == 1 ? 300 : 1);
     Spec s = gqa_decode_spec(lens, 0, 0);
@@ -1204,7 +1204,7 @@ TEST(AttentionGpuDecode, Hcvt256Default) {
     s.per_head_scale = true;
     Problem p(s, rng());
     PLAN_AND_BIND(p);
-    const char* want = batch > 16 && sm90 ? "_decode_hcvt3_kvfp8" : "_decode_hcvt_kvfp8";
+    const char* want = batch > 32 && sm90 ? "_decode_hcvt3_kvfp8" : "_decode_hcvt_kvfp8";
     EXPECT_NE(p.plan.kernel.find(want), std::string::npos) << batch << " " << p.plan.kernel;
     p.run();
     B12X_TEST_CUDA(cudaDeviceSynchronize());
@@ -1528,13 +1528,21 @@ TEST(AttentionGpuDecode, SpeculativePrologue) {
 // Small cases for compute-sanitizer: the general kernels (B12X_ATTN_LEAN=0), lean without the
 // speculative prologue (B12X_ATTN_SPEC=0) and lean + spec (the default); group 6, splits, both
 // dtypes.
-// B12X_ATTN_EARLY_KV=1 (probe): the lean speculative instances that copy the prologue's tiles
-// below cache_seqlens - q_len before the PDL wait (wide3 d128, hcvt3 d128, wideh3 and hcvt d256):
-// fresh metadata, stale lengths and tables rewritten by a preceding PDL kernel during the
-// pre-wait part (the check redoes the prologue), forced splits, verify.
+// Early K/V (the default where compiled; B12X_ATTN_EARLY_KV=0 off): the lean speculative
+// instances that copy the prologue's tiles below cache_seqlens - q_len before the PDL wait
+// (wide3 d128, hcvt3 d128, wideh3 and hcvt d256): fresh metadata, stale lengths and tables
+// rewritten by a preceding PDL kernel during the pre-wait part (the check redoes the prologue),
+// forced splits, verify; =0 gives the plain lean kernel.
 TEST(AttentionGpuDecode, EarlyKv) {
   B12X_REQUIRE_GPU();
-  setenv("B12X_ATTN_EARLY_KV", "1", 1);
+  {
+    setenv("B12X_ATTN_EARLY_KV", "0", 1);
+    Problem p(gqa_decode_spec({3000, 1}, 0, 0), rng());
+    PLAN_AND_BIND(p);
+    EXPECT_FALSE(p.plan.early_kv) << p.plan.kernel;
+    EXPECT_EQ(p.plan.kernel.find("_early"), std::string::npos) << p.plan.kernel;
+    unsetenv("B12X_ATTN_EARLY_KV");
+  }
   const bool sm90 = b12x::device_info(0).family == b12x::ArchFamily::kSm90;
   cudaStream_t st;
   B12X_TEST_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
@@ -1576,7 +1584,6 @@ TEST(AttentionGpuDecode, EarlyKv) {
     run_with_late_metadata(p, st, fresh, fresh, stale_cu, "early verify stale cu_seqlens_q");
   }
   B12X_TEST_CUDA(cudaStreamDestroy(st));
-  unsetenv("B12X_ATTN_EARLY_KV");
 }
 
 // B12X_ATTN_Q_FIRST=1 (probe): the lean fp16-MMA tiles (hcvt3 d128, hcvt d256) load Q's words
@@ -1585,6 +1592,7 @@ TEST(AttentionGpuDecode, EarlyKv) {
 TEST(AttentionGpuDecode, QFirst) {
   B12X_REQUIRE_GPU();
   setenv("B12X_ATTN_Q_FIRST", "1", 1);
+  setenv("B12X_ATTN_EARLY_KV", "0", 1);  // the Q-first instances are not early
   const bool sm90 = b12x::device_info(0).family == b12x::ArchFamily::kSm90;
   cudaStream_t st;
   B12X_TEST_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
@@ -1624,6 +1632,7 @@ TEST(AttentionGpuDecode, QFirst) {
     run_with_late_metadata(p, st, fresh, fresh, stale_cu, "q first verify stale cu_seqlens_q");
   }
   B12X_TEST_CUDA(cudaStreamDestroy(st));
+  unsetenv("B12X_ATTN_EARLY_KV");
   unsetenv("B12X_ATTN_Q_FIRST");
 }
 
