@@ -3151,6 +3151,20 @@ TEST(GemmGpu, GgmlGemvVariants) {
   }
 }
 
+TEST(GemmGpuSanitize, GgmlGemvVariants) {
+  B12X_REQUIRE_GPU();
+  // The look-ahead variants past the end of a warp's work (round 52: kDeep's position step read
+  // past the weights after the last group): two batches ahead (96) and the shared-memory ring
+  // with the L2 prefetch (384), a tile walk over 13 tiles with a split of 2, memcheck-clean.
+  ScopedEnv e("B12X_GGML_GEMV", "1"), ec("B12X_GGML_GEMV_CTAS", "2"),
+      es("B12X_GGML_GEMV_SPLIT", "2"), ek("B12X_GGML_GEMV_KW", "2");
+  for (const char* var : {"96", "384"}) {
+    ScopedEnv ev("B12X_GGML_GEMV_VAR", var);
+    for (LinearFormat f : {LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs})
+      run_case({f, 1, 200, 2304, DType::kBF16, DType::kBF16, true});
+  }
+}
+
 TEST(GemmGpuSanitize, GgmlGemvWarps) {
   B12X_REQUIRE_GPU();
   // 24-warp CTAs (probe) with 3 warps per tile, a split of 2 and a tile walk.

@@ -403,15 +403,20 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
   Cursor ld = cursor_at<F>(p, tg * tpc + wt, b_first, lane);
   if (tg * tpc + wt < n16 && b_first < b_end)
     load_batch<F, kNa, !kRing>(ld, atoms - b_first * kU, d8, s8, cur);
-  // kDeep: the position (group pg, batch pb) of the latest load and the batch after cur (n1).
+  // kDeep: the position (group pg, batch pb) of the latest load and the batch after cur (n1);
+  // pdone once the warp's positions ran out (sticky: a later step inside the group past the end
+  // would otherwise read past the weights — round 52's illegal address).
   int pg = tg, pb = b_first;
+  bool pdone = !(tg * tpc + wt < n16 && b_first < b_end);
   Batch<F> n1;
   const auto step = [&]() {  // the warp's next position and its cursor (false: none)
+    if (pdone) return false;
     pb += kw;
     if (pb >= b_end) {
       pg += static_cast<int>(gridDim.x);
       pb = b_first;
-      if (pg >= groups || pg * tpc + wt >= n16 || b_first >= b_end) return false;
+      pdone = pg >= groups || pg * tpc + wt >= n16;
+      if (pdone) return false;
       ld = cursor_at<F>(p, pg * tpc + wt, b_first, lane);
     } else {
       advance<F>(ld, kw);
@@ -419,7 +424,7 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
     return true;
   };
   if constexpr (kDeep) {
-    if (tg * tpc + wt < n16 && step()) load_batch<F, kNa, !kRing>(ld, atoms - pb * kU, d8, s8, n1);
+    if (step()) load_batch<F, kNa, !kRing>(ld, atoms - pb * kU, d8, s8, n1);
   }
   // kPf: batch bb of tile `tile` (1 KB contiguous: 8 atoms of 128 bytes) into L2.
   const auto prefetch = [&](int tile, int bb) {
@@ -438,6 +443,7 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
   const uint32_t ring = static_cast<uint32_t>(__cvta_generic_to_shared(tabs)) +
                         smem_bytes<F, kO3>() + static_cast<uint32_t>(warp) * 2048u;
   int rg = tg, rb = b_first, rs = 0;
+  bool rdone = !(tg * tpc + wt < n16 && b_first < b_end);  // sticky, as pdone
   const auto ring_issue = [&](bool valid) {  // batch (rg, rb) into slot rs; one group per call
     if (valid) {
       const uint8_t* src = p.wvals + static_cast<int64_t>(rg * tpc + wt) * p.kvec * 128 +
@@ -449,7 +455,7 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
     }
     asm volatile("cp.async.commit_group;" ::: "memory");
   };
-  if constexpr (kRing) ring_issue(tg * tpc + wt < n16 && b_first < b_end);
+  if constexpr (kRing) ring_issue(!rdone);
 
   if constexpr (kIq2) {
     const uint64_t* gsrc;
@@ -535,15 +541,16 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
       if constexpr (kRing) {
         // The slot refilled now was read by every lane one batch ago (__syncwarp orders it).
         __syncwarp();
-        rb += kw;
-        bool valid = true;
-        if (rb >= b_end) {
-          rg += static_cast<int>(gridDim.x);
-          rb = b_first;
-          valid = rg < groups && rg * tpc + wt < n16;
+        if (!rdone) {
+          rb += kw;
+          if (rb >= b_end) {
+            rg += static_cast<int>(gridDim.x);
+            rb = b_first;
+            rdone = rg >= groups || rg * tpc + wt >= n16;
+          }
         }
         rs ^= 1;
-        ring_issue(valid);
+        ring_issue(!rdone);
         asm volatile("cp.async.wait_group 1;" ::: "memory");
         __syncwarp();  // every lane's copies of this batch landed and are visible to the warp
         const uint32_t src =
