@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "attention/paged_params.h"  // the stamp slot counts
 #include "b12x/attention.h"
 #include "b12x/c_api.h"
 #include "bench_common.h"
@@ -167,7 +168,8 @@ double run_case(JsonRows& json, double bw, const char* op, int B, int L, int qle
 // Reads the per-CTA stamps of the last timed call (PagedPlan::stamps; slot layout: kStampSlots
 // in src/attention/kernels/paged_attention.cuh), prints percentiles of each event relative to
 // the first griddepcontrol.wait release and writes the raw stamps as CSV into $B12X_BENCH_OUT.
-constexpr int kSlots = 20, kMergeSlots = 4;
+constexpr int kSlots = b12x::attention::detail::kStampSlots,
+              kMergeSlots = b12x::attention::detail::kMergeStampSlots;
 void report_stamps(const att::PagedPlan& plan, const uint8_t* scratch, double us,
                    const std::string& label) {
   if (!plan.stamps) {

@@ -159,13 +159,14 @@ struct PagedPlan {
   /// src/attention/kernels/paged_attention.cuh). Diagnostics only.
   bool stamps = false;
   int64_t off_stamps = 0, stamp_merge = 0;
-  /// Lean + speculative decode / verify plans whose tile has the instance (wide3 d128, hcvt3
-  /// d128, wideh3, hcvt d256): the prologue's tiles whose rows all lie below cache_seqlens - q_len
-  /// are copied before the PDL wait (B12X_ATTN_EARLY_KV=0: off). This assumes that the kernels
+  /// Probe (B12X_ATTN_EARLY_KV=1; lean + speculative decode / verify plans whose tile has the
+  /// instance: wide3 d128, hcvt3 d128, wideh3, hcvt d256): the prologue's tiles whose rows all lie
+  /// below cache_seqlens - q_len are copied before the PDL wait. Valid only when the kernels
   /// preceding the call in the stream do not write those K/V rows after letting it launch
-  /// (griddepcontrol.launch_dependents): vLLM's cache append writes only the new tokens' rows and
-  /// does not trigger early. Metadata and page ids are checked after the wait as for `spec`.
-  /// H200 round 52: BF16 B=1 x 8k 13.5-13.9 -> 12.8-13.0 us, FP8 B=8 38.1-38.4 -> 36.7-36.8.
+  /// (griddepcontrol.launch_dependents); the post-wait check covers lengths and page ids, not rows
+  /// rewritten inside an unchanged page (prefix-cache copy-on-write, page reuse), so it stays
+  /// opt-in. H200 round 52: BF16 B=1 x 8k 13.5-13.9 -> 12.8-13.0 us, FP8 B=8 38.1-38.4
+  /// -> 36.7-36.8.
   bool early_kv = false;
   /// Probe (B12X_ATTN_Q_FIRST=1, lean FP8 decode plans of the fp16-MMA tiles): Q's words are
   /// loaded before the prologue's K/V copies and converted after them.

@@ -31,6 +31,11 @@ __host__ __device__
   return static_cast<int>((static_cast<uint64_t>(static_cast<uint32_t>(n)) * f.mul) >> f.shift);
 }
 
+/// Timeline probe (B12X_ATTN_STAMPS): uint64 slots per main CTA and per merge CTA (layout at the
+/// kernels' stamp helpers).
+constexpr int kStampSlots = 20;
+constexpr int kMergeStampSlots = 4;
+
 struct PagedParams {
   const void* q;
   const void* k;

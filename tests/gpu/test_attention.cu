@@ -1194,7 +1194,7 @@ TEST(AttentionGpuDecode, Hcvt256Default) {
   const bool sm90 = b12x::device_info(0).family == b12x::ArchFamily::kSm90;
   for (int batch : {1, 32, 33}) {
     std::vector<int> lens;
-    for (int i = 0; i < batch; ++i) lens.push_back(i % 3 == 0 ? 3000 : i % 3 == 1 ? 300 : 1);
+    for (int i = 0; i < batch; ++i) lens.push_back(i % 3 == 0 ? 700 : i % 3 == 1 ? 130 : 1);
     Spec s = gqa_decode_spec(lens, 0, 0);
     s.kv = DType::kFP8E4M3;
     s.dqk = s.dv = 256;
@@ -1528,27 +1528,19 @@ TEST(AttentionGpuDecode, SpeculativePrologue) {
 // Small cases for compute-sanitizer: the general kernels (B12X_ATTN_LEAN=0), lean without the
 // speculative prologue (B12X_ATTN_SPEC=0) and lean + spec (the default); group 6, splits, both
 // dtypes.
-// Early K/V (the default where compiled; B12X_ATTN_EARLY_KV=0 off): the lean speculative
-// instances that copy the prologue's tiles below cache_seqlens - q_len before the PDL wait
-// (wide3 d128, hcvt3 d128, wideh3 and hcvt d256): fresh metadata, stale lengths and tables
-// rewritten by a preceding PDL kernel during the pre-wait part (the check redoes the prologue),
-// forced splits, verify; =0 gives the plain lean kernel.
+// B12X_ATTN_EARLY_KV=1 (probe): the lean speculative instances that copy the prologue's tiles
+// below cache_seqlens - q_len before the PDL wait (wide3 d128, hcvt3 d128, wideh3 and hcvt d256):
+// fresh metadata, stale lengths and tables rewritten by a preceding PDL kernel during the
+// pre-wait part (the check redoes the prologue), forced splits, verify.
 TEST(AttentionGpuDecode, EarlyKv) {
   B12X_REQUIRE_GPU();
-  {
-    setenv("B12X_ATTN_EARLY_KV", "0", 1);
-    Problem p(gqa_decode_spec({3000, 1}, 0, 0), rng());
-    PLAN_AND_BIND(p);
-    EXPECT_FALSE(p.plan.early_kv) << p.plan.kernel;
-    EXPECT_EQ(p.plan.kernel.find("_early"), std::string::npos) << p.plan.kernel;
-    unsetenv("B12X_ATTN_EARLY_KV");
-  }
+  setenv("B12X_ATTN_EARLY_KV", "1", 1);
   const bool sm90 = b12x::device_info(0).family == b12x::ArchFamily::kSm90;
   cudaStream_t st;
   B12X_TEST_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   const std::vector<int32_t> fresh;
-  for (int i = 0; i < 5; ++i) {
-    Spec s = gqa_decode_spec({4000, 63, 1, 2500, 700}, i == 4 ? 7 : 0, i == 4 ? 7 : 0);
+  for (int i = 0; i < 4; ++i) {
+    Spec s = gqa_decode_spec({2000, 63, 1, 700}, i == 2 ? 7 : 0, i == 2 ? 7 : 0);
     s.kv = i % 2 == 1 ? DType::kFP8E4M3 : DType::kBF16;
     s.per_head_scale = s.kv == DType::kFP8E4M3;
     s.dqk = s.dv = (i == 2 || i == 3) ? 256 : 128;
@@ -1557,7 +1549,7 @@ TEST(AttentionGpuDecode, EarlyKv) {
       s.hkv = 2;
       s.page = 128;
     } else {
-      s.page = i == 4 ? 16 : 64;
+      s.page = i == 0 ? 16 : 64;
     }
     s.sinks = i == 1;
     const std::string what = "early case " + std::to_string(i);
@@ -1571,8 +1563,6 @@ TEST(AttentionGpuDecode, EarlyKv) {
     std::vector<int32_t> stale_lens = p.lens;
     for (int b = 0; b < p.B; ++b) stale_lens[b] = p.lens[b] > 40 ? p.lens[b] - 37 : p.lens[b] + 5;
     run_with_late_metadata(p, st, stale_lens, reversed_tables(p), fresh, what + " stale");
-    if (i < 2)
-      run_with_late_metadata(p, st, fresh, reversed_tables(p), fresh, what + " stale table only");
   }
   {
     Spec v = verify_spec(8, 2);
@@ -1584,6 +1574,7 @@ TEST(AttentionGpuDecode, EarlyKv) {
     run_with_late_metadata(p, st, fresh, fresh, stale_cu, "early verify stale cu_seqlens_q");
   }
   B12X_TEST_CUDA(cudaStreamDestroy(st));
+  unsetenv("B12X_ATTN_EARLY_KV");
 }
 
 // B12X_ATTN_Q_FIRST=1 (probe): the lean fp16-MMA tiles (hcvt3 d128, hcvt d256) load Q's words
@@ -1598,7 +1589,7 @@ TEST(AttentionGpuDecode, QFirst) {
   B12X_TEST_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   const std::vector<int32_t> fresh;
   for (int d : {128, 256}) {
-    Spec s = gqa_decode_spec({4000, 63, 1, 2500, 700}, 0, 0);
+    Spec s = gqa_decode_spec({2000, 63, 1, 700}, 0, 0);
     s.kv = DType::kFP8E4M3;
     s.per_head_scale = true;
     s.dqk = s.dv = d;

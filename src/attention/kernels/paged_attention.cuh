@@ -280,8 +280,6 @@ __device__ __forceinline__ void allow_next_grid() {
 /// 4 first tile landed, 5 last tile landed, 6 loop done, 7 epilogue stores issued.
 /// Merge CTA slots (at p.stamp_merge): [0, 3) globaltimer at entry, after the wait, at the end;
 /// [3] meta (smid | 1 << 63).
-constexpr int kStampSlots = 20;
-constexpr int kMergeStampSlots = 4;
 __device__ __forceinline__ uint64_t global_ns() {
   uint64_t t;
   asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t)::"memory");
