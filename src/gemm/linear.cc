@@ -638,7 +638,8 @@ Plan plan(const Caps& caps) {
       const char* var_env = std::getenv("B12X_GGML_GEMV_VAR");
       const int var = var_env != nullptr ? std::atoi(var_env) : 0;
       const auto var_ok = [&](int occ_try) {
-        return lin::ggml_gemv_var_available(wf, fp16, M, occ_try, p.ggml_gemv_warps, var);
+        return lin::ggml_gemv_var_available(wf, fp16, M, occ_try, p.ggml_gemv_warps, var,
+                                            dev.smem_per_block_optin);
       };
       p.ggml_gemv_var = var != 0 && var_ok(p.ggml_gemv_occ) && var_ok(0) ? var : 0;
       const int occ = std::max(1, lin::prepare_ggml_gemv(caps.device, wf, fp16, M, p.ggml_gemv_occ,

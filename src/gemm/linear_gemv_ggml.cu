@@ -214,10 +214,17 @@ bool ggml_gemv_available(WFmt f) {
   return f == WFmt::kQ8_0 || f == WFmt::kIq2Xxs || f == WFmt::kIq2Xs;
 }
 
-bool ggml_gemv_var_available(WFmt f, bool fp16, int64_t M, int occ, int warps, int var) {
+bool ggml_gemv_var_available(WFmt f, bool fp16, int64_t M, int occ, int warps, int var,
+                             int64_t smem_optin) {
   if (var == 0) return true;
   if (M > 4 || ((var & 16) != 0 && M > 1)) return false;
-  return kernel_of(f, fp16, variant_nt(f, M), occ, warps, var) != nullptr;
+  const int nt = variant_nt(f, M);
+  // kRing's 2 KB per warp beside the tables and the static reduction area (warps x 512 bytes):
+  // within the device's opt-in shared memory (SM12x: 99 KB; IQ2_XS's 24-warp kernel needs 140 KB).
+  const int64_t smem = smem_of(f, nt, warps == gemv::kWarps ? occ : 0, warps) +
+                       ((var & 256) != 0 ? warps * 2048 : 0) + warps * 512;
+  if (smem > smem_optin) return false;
+  return kernel_of(f, fp16, nt, occ, warps, var) != nullptr;
 }
 
 /// ... and with it: kRing (var flag 256) adds 2 KB per warp after the tables.
