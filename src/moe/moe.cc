@@ -334,10 +334,15 @@ WeightsPlan plan_weights(const WeightsPlanArgs& args) {
   p.w1_rows = p.gated ? 2 * args.intermediate_size : args.intermediate_size;
   p.discards_source_parameters = true;
   // B12X_MOE_SCALE_TILED=0 / 1 (measurement knob, read here: the layout is fixed by
-  // prepare_weights): FP4 block scales in 32-row chunk tiles (WeightView).
-  p.scales_tiled = detail::kScalesTiledDefault;
+  // prepare_weights): FP4 block scales in 32-row chunk tiles (WeightView). GGML weights keep
+  // their per-row block scales (the knob is ignored).
+  const bool fp4 = args.source_format != SourceFormat::kGgml;
+  p.scales_tiled = fp4 && detail::kScalesTiledDefault;
   if (const char* v = std::getenv("B12X_MOE_SCALE_TILED"); v != nullptr && *v != 0) {
-    if (std::strcmp(v, "0") == 0 || std::strcmp(v, "1") == 0)
+    if (!fp4)
+      log_message(1, std::string("fused_moe.plan_weights: B12X_MOE_SCALE_TILED=") + v +
+                         " is ignored: GGML weights have no FP4 block scales");
+    else if (std::strcmp(v, "0") == 0 || std::strcmp(v, "1") == 0)
       p.scales_tiled = *v == '1';
     else
       log_message(1, std::string("fused_moe.plan_weights: B12X_MOE_SCALE_TILED=") + v +

@@ -583,6 +583,15 @@ TEST(Moe, ScaleChunkTilesKnobAndOffsets) {
   EXPECT_EQ(p2.scales_tiled, moe::detail::kScalesTiledDefault);
   EXPECT_EQ(p0.prepared_bytes, p1.prepared_bytes);
   EXPECT_NE(p1.describe().find("scales_tiled"), std::string::npos);
+  // GGML weights have no FP4 block scales: never tiled, whatever the knob.
+  moe::WeightsPlanArgs wg = wa;
+  wg.quant_mode = QuantMode::kGgmlA16;
+  wg.source_format = SourceFormat::kGgml;
+  ASSERT_EQ(setenv("B12X_MOE_SCALE_TILED", "1", 1), 0);
+  const moe::WeightsPlan pg = moe::plan_weights(wg);
+  unsetenv("B12X_MOE_SCALE_TILED");
+  EXPECT_FALSE(pg.scales_tiled);
+  EXPECT_EQ(pg.describe().find("scales_tiled"), std::string::npos);
   // Chunk tiles of 128 rows x 384 values (UE4M3: 3 chunks of 8 bytes per row): every (row,
   // chunk) maps to its own 8 bytes inside the expert; a 32-row group's chunk is contiguous.
   moe::detail::WeightView w;
