@@ -260,7 +260,8 @@ struct Plan {
   /// Decode regime at M = 5..16, NVFP4 / MXFP4 weights with BF16 activations (raw, or the
   /// pre-pass's; session 13, default): the block kernel (lin::launch_linear_stream16) whose CTAs
   /// hold stream16_tiles (8 x stream16_tw) 16-row tiles over one K range of stream16_vp 64-K
-  /// vectors, K split over stream16_split CTAs (fp32 partials + the reduce kernel where > 1),
+  /// vectors (32-K atoms for the FP8 weight formats' block kernel, session 14: stream16_depth >
+  /// 0), K split over stream16_split CTAs (fp32 partials + the reduce kernel where > 1),
   /// stream16_smem bytes of dynamic shared memory (stream16_tw 0 = the decode kernel).
   /// B12X_GEMM_STREAM16=0|1 turns it off / forces it, B12X_GEMM_STREAM16_TW=1|2,
   /// B12X_GEMM_STREAM16_SPLIT=<n>, B12X_GEMM_STREAM16_CTAS=<per SM> override.
@@ -269,8 +270,9 @@ struct Plan {
   int stream16_vp = 0;
   int64_t stream16_smem = 0;
   /// W4A4 NVFP4 at M = 5..16 on the block kernel: activations converted from NVFP4 in the kernel
-  /// (no pre-pass launch at those M); default where the FP4 weight is at most 10 MB,
-  /// B12X_GEMM_STREAM16_QX=0|1 overrides.
+  /// (no pre-pass launch at those M); default where the FP4 weight is at most 10 MB. Block FP8 /
+  /// MXFP8 (session 14, default on their BF16 activations): quantized in the FP8 block kernel
+  /// instead of by the quantizer launch. B12X_GEMM_STREAM16_QX=0|1 overrides.
   bool stream16_qx = false;
   /// Its 16-row tiles per CTA (8 x stream16_tw).
   int stream16_tiles = 0;

@@ -1210,7 +1210,8 @@ Plan plan(const Caps& caps) {
     // split rule above. Default (round 51, H200, M = 16, us over 4096x4096 / 14336x4096 /
     // 4096x14336 / 6144x4096 / 2048x7168, decode kernel -> this kernel): per-tensor 9.43 / 20.57 /
     // 22.94 / 12.43 / 10.58 -> 8.64 (tw 1) / 19.20 / 19.93 (tw 2, ring depth 8) / 10.93 / 8.87
-    // (depth 8, splits down to one chunk); block FP8 (quantized in the kernel) 15.15 / 28.40 /
+    // (the last two tw 2, depth 8, one-chunk splits: a probe; the default's tw 1 at 2048x7168
+    // measured 8.71 in round 52, tw 2 8.98); block FP8 (quantized in the kernel) 15.15 / 28.40 /
     // 33.89 / 18.83 / 17.52 -> 10.66 / 21.23 / 22.63 / 12.64 / 11.16 (tw 2; tw 1 9.94 at
     // 4096x4096), M = 8 10.90 / 23.76 / 26.84 / 13.39 / 11.32 -> 10.05 / 20.03 / 20.58 / 11.79 /
     // 10.63; MXFP8 21.74 / 42.78 / 56.43 / 26.37 / 23.75 -> 16.06 / 34.16 / 34.28 / 19.55 / 16.68

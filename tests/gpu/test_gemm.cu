@@ -198,6 +198,7 @@ struct Acts {
   DType xs_dtype = DType::kUInt8;
   std::vector<int64_t> xs_shape;
   std::unique_ptr<DeviceBuffer<uint8_t>> dx, dxs;
+  int x_offset = 0;  // device x starts this many bytes into its buffer (unaligned rows; no graphs)
   TensorRef host_x() {
     return TensorRef::contiguous(
         x.data(), x_dtype,
@@ -210,7 +211,7 @@ struct Acts {
   }
   TensorRef dev_x(int dev) {
     TensorRef t = host_x();
-    t.data = dx->ptr;
+    t.data = dx->ptr + x_offset;
     t.device = dev;
     return t;
   }
@@ -222,8 +223,10 @@ struct Acts {
     return t;
   }
   void upload() {
-    dx = std::make_unique<DeviceBuffer<uint8_t>>(x.size());
-    dx->upload(x);
+    dx = std::make_unique<DeviceBuffer<uint8_t>>(x.size() + x_offset);
+    std::vector<uint8_t> xo(x_offset, 0);
+    xo.insert(xo.end(), x.begin(), x.end());
+    dx->upload(xo);
     if (!xs.empty()) {
       dxs = std::make_unique<DeviceBuffer<uint8_t>>(xs.size());
       dxs->upload(xs);
@@ -1856,6 +1859,22 @@ TEST(GemmGpu, DecodeStream16Fp8) {
       run_case({f, 16, 200, 2048, DType::kBF16, DType::kBF16, true});
       EXPECT_GT(gemm::lin::last_stream16_f8_launch().serial, b16) << gemm::format_name(f);
       EXPECT_TRUE(gemm::lin::last_stream16_f8_launch().q);
+    }
+    // A capacity-64 plan (the tiled regime's) at M = 12, and BF16 rows that are not 16-byte
+    // vectors (x 8 bytes into its buffer): the plan's in-kernel quantization falls back to the
+    // quantizer launch and the kernel without it.
+    for (LinearFormat f : {LinearFormat::kFp8Block, LinearFormat::kMxfp8}) {
+      Case c{f, 12, 200, 2048, DType::kBF16, DType::kBF16, false};
+      c.max_tokens = 64;
+      int64_t b0 = gemm::lin::last_stream16_f8_launch().serial;
+      run_case(c);
+      EXPECT_GT(gemm::lin::last_stream16_f8_launch().serial, b0) << gemm::format_name(f);
+      EXPECT_TRUE(gemm::lin::last_stream16_f8_launch().q);
+      c.max_tokens = 0;
+      b0 = gemm::lin::last_stream16_f8_launch().serial;
+      run_case(c, false, nullptr, [](Acts& a) { a.x_offset = 8; });
+      EXPECT_GT(gemm::lin::last_stream16_f8_launch().serial, b0) << gemm::format_name(f);
+      EXPECT_FALSE(gemm::lin::last_stream16_f8_launch().q) << gemm::format_name(f);
     }
     {
       ScopedEnv e0("B12X_GEMM_STREAM16", "0");

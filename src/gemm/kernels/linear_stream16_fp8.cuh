@@ -492,23 +492,11 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
 
   float mult = p.out_mult;
   if (p.alpha != nullptr) mult *= *p.alpha;
-    // Lane (g, t) of token tile n: c0 / c1 = row g, tokens 8n + 2t / + 1; c2 / c3 = row g + 8.
 #pragma unroll
   for (int j = 0; j < kTw; ++j) {
     const int64_t tile = tile0 + j;
-    if (tile >= p.n16 || warp * kTw + j >= tpc) continue;
-#pragma unroll
-    for (int n = 0; n < kNt; ++n)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int64_t tok = 8 * n + 2 * t + (i & 1);
-        const int64_t row = tile * 16 + g + 8 * (i >> 1);
-        if (tok >= p.M) continue;
-        if (p.partial != nullptr)
-          p.partial[(static_cast<int64_t>(blockIdx.y) * p.M + tok) * p.NP + row] = acc[j][n][i];
-        else if (row < p.N)
-          store_out_elem(p, tok, row, acc[j][n][i], mult);
-      }
+    if (tile < p.n16 && warp * kTw + j < tpc)
+      stream_store_tile<kNt>(p, acc[j], tile, blockIdx.y, mult, g, t);
   }
   griddep_launch_dependents();
 }
