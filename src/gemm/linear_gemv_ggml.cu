@@ -126,21 +126,6 @@ GemvFn kernel_of(WFmt f, bool fp16, int nt, int occ, int warps, int var) {
   if (var != 0) {
     if (!trigger_of(f, nt)) return nullptr;
     switch (var) {
-      case 1:
-        return fp16 ? nullptr : pick_var<Bf16Tag, 1>(f, nt, occ, warps);
-      case 2:
-        return fp16 ? nullptr : pick_var<Bf16Tag, 2>(f, nt, occ, warps);
-      case 3:
-        return fp16 ? nullptr : pick_var<Bf16Tag, 3>(f, nt, occ, warps);
-      case 4:
-        return fp16 ? nullptr : pick_var<Bf16Tag, 4>(f, nt, occ, warps);
-      // Probes on kDeep / kDeep + kNa (BF16 only).
-      case 35:
-        return fp16 ? nullptr : pick_var<Bf16Tag, 35>(f, nt, occ, warps);
-      case 99:
-        return fp16 ? nullptr : pick_var<Bf16Tag, 99>(f, nt, occ, warps);
-      case 97:
-        return fp16 ? nullptr : pick_var<Bf16Tag, 97>(f, nt, occ, warps);
       case 16:
         return fp16 ? pick_var<Fp16Tag, 16>(f, nt, occ, warps)
                     : pick_var<Bf16Tag, 16>(f, nt, occ, warps);

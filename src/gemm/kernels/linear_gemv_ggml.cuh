@@ -341,18 +341,14 @@ __device__ __forceinline__ void load_acts(const uint16_t* xa, uint32_t x[4]) {
 /// no FFMAs for the odd MMA columns (2t + 1: never a token at M = 1), kNa (64) the weight words not
 /// allocated in L1 (ldg_na32), kPf (128) lane 0 of each warp prefetches the warp's batch kPfDist
 /// ahead of the current one into L2 with one 1 KB cp.async.bulk.prefetch (bytes in flight without
-/// registers), kRing (256) the weight words through a per-warp shared-memory ring; timing probes in
-/// the low bits (wrong results by design): 1 no decode (the raw words fed to the MMAs), 2 no MMA
-/// (decoded words and activations folded by XOR), 3 loads only, 4 no K loop.
+/// registers), kRing (256) the weight words through a per-warp shared-memory ring. (Round 51's
+/// timing probes 1-4, no decode / no MMA / loads only / no K loop, are in docs/gemm.md.)
 template <WFmt F, class T, int NT, bool kCols, bool kO3, int kW, bool kTrig, int kVar = 0>
 __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv::Geo& geo) {
   using namespace gemv;
   constexpr int kThr = 32 * kW;
   constexpr bool kIq2 = F != WFmt::kQ8_0;
   constexpr bool kXs = F == WFmt::kIq2Xs;
-  constexpr int kProbe = kVar & 7;
-  constexpr bool kNoDec = kProbe == 1 || kProbe == 3;
-  constexpr bool kNoMma = kProbe == 2 || kProbe == 3;
   constexpr bool kM1 = (kVar & 16) != 0;
   constexpr bool kDeep = (kVar & 32) != 0;
   constexpr bool kNa = (kVar & 64) != 0;
@@ -534,7 +530,7 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
 #pragma unroll
     for (int n = 0; n < NT; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
 
-    for (int b = b_first; active && b < b_end && kProbe != 4; b += kw) {
+    for (int b = b_first; active && b < b_end; b += kw) {
       Batch<F> nxt;
       if constexpr (kPf) prefetch(tile, b + kPfDist * kw);
       uint32_t wr[kRing ? kU : 1];  // kRing: the batch's words, from the slot it landed in
@@ -608,16 +604,10 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
       const uint16_t* xb[NT];
 #pragma unroll
       for (int n = 0; n < NT; ++n) xb[n] = xl[n] + static_cast<int64_t>(b) * (kU * 32);
-      uint32_t pbits = 0;  // the probes' XOR fold
 #pragma unroll
       for (int j = 0; j < kU; ++j) {
         uint32_t A[2][4];
-        if constexpr (kNoDec) {
-#pragma unroll
-          for (int s = 0; s < 2; ++s)
-#pragma unroll
-            for (int i = 0; i < 4; ++i) A[s][i] = wj(j);
-        } else if constexpr (kIq2) {
+        if constexpr (kIq2) {
           // Lane t takes the atom's group t for rows g (half t & 1 of word t / 2 of the slot) and
           // g + 8 (of word 2 + t / 2): even lanes hold row g's word, odd lanes row g + 8's.
           const uint32_t v = __shfl_xor_sync(0xFFFFFFFFu, wj(j), 1);
@@ -634,74 +624,64 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
         } else {
           decode_byte_atom<T, true>(wj(j), A);
         }
-        if constexpr (kNoMma) {
-          uint32_t x[4];
-          load_acts<F>(xb[0] + j * 32, x);
-          pbits ^= lop3<0x96>(lop3<0x96>(A[0][0], A[0][1], A[0][2]),
-                              lop3<0x96>(A[0][3], A[1][0], A[1][1]),
-                              lop3<0x96>(A[1][2], A[1][3], lop3<0x96>(x[0], x[1], x[2] ^ x[3])));
-        } else {
-          // Per-row fp32 factors of the atom's group(s): Q8_0 d; IQ2 2s + 1 (d / 8 per batch).
-          float sc[2][2];
+        // Per-row fp32 factors of the atom's group(s): Q8_0 d; IQ2 2s + 1 (d / 8 per batch).
+        float sc[2][2];
 #pragma unroll
-          for (int r = 0; r < 2; ++r) {
-            if constexpr (F == WFmt::kQ8_0) {
-              const uint32_t dw = cur.d[r][j >> 1] >> (16 * (j & 1));
-              sc[r][0] = half_bits_f32(dw & 0xFFFFu);
-            } else if constexpr (F == WFmt::kIq2Xxs) {
-              sc[r][0] = iq2_factor(fw[r][j & 1], j >> 1, magic);
-            } else if constexpr (kCols) {
-              sc[r][0] = iq2_factor(fw[r][j >> 2], j & 3, magic);
-            } else {
-              sc[r][0] = iq2_factor(fw[r][j >> 2], j & 3, magic);
-              sc[r][1] = iq2_factor(fw[r][2 + (j >> 2)], j & 3, magic);
-            }
+        for (int r = 0; r < 2; ++r) {
+          if constexpr (F == WFmt::kQ8_0) {
+            const uint32_t dw = cur.d[r][j >> 1] >> (16 * (j & 1));
+            sc[r][0] = half_bits_f32(dw & 0xFFFFu);
+          } else if constexpr (F == WFmt::kIq2Xxs) {
+            sc[r][0] = iq2_factor(fw[r][j & 1], j >> 1, magic);
+          } else if constexpr (kCols) {
+            sc[r][0] = iq2_factor(fw[r][j >> 2], j & 3, magic);
+          } else {
+            sc[r][0] = iq2_factor(fw[r][j >> 2], j & 3, magic);
+            sc[r][1] = iq2_factor(fw[r][2 + (j >> 2)], j & 3, magic);
           }
+        }
 #pragma unroll
-          for (int n = 0; n < NT; ++n) {
-            uint32_t x[4] = {0u, 0u, 0u, 0u};
-            // Q8_0: the last batch of K % 128 != 0 stops at K (IQ2: K % 256 == 0).
-            if (kIq2 || b * kU + j < atoms) load_acts<F>(xb[n] + j * 32, x);
-            if constexpr (kCols) {
-              // Column group g / 4 keeps the activations of its K half (lanes t / 2 == g / 4).
-              const bool keep = (t >> 1) == (g >> 2);
-              float c[4] = {0.f, 0.f, 0.f, 0.f};
-              mma16816<T>(c, A[0], keep ? x[0] : 0u, keep ? x[1] : 0u);
-              mma16816<T>(c, A[1], keep ? x[2] : 0u, keep ? x[3] : 0u);
+        for (int n = 0; n < NT; ++n) {
+          uint32_t x[4] = {0u, 0u, 0u, 0u};
+          // Q8_0: the last batch of K % 128 != 0 stops at K (IQ2: K % 256 == 0).
+          if (kIq2 || b * kU + j < atoms) load_acts<F>(xb[n] + j * 32, x);
+          if constexpr (kCols) {
+            // Column group g / 4 keeps the activations of its K half (lanes t / 2 == g / 4).
+            const bool keep = (t >> 1) == (g >> 2);
+            float c[4] = {0.f, 0.f, 0.f, 0.f};
+            mma16816<T>(c, A[0], keep ? x[0] : 0u, keep ? x[1] : 0u);
+            mma16816<T>(c, A[1], keep ? x[2] : 0u, keep ? x[3] : 0u);
 #pragma unroll
-              for (int i = 0; i < 4; ++i)
+            for (int i = 0; i < 4; ++i)
+              if (!kM1 || i % 2 == 0) accb[n][i] = fmaf(c[i], sc[i >> 1][0], accb[n][i]);
+          } else if constexpr (kXs) {
+            // Lanes t = 0, 1 hold K 0-15 (group 0), t = 2, 3 K 16-31 (group 1): one MMA chain
+            // per group with the other group's activations zeroed.
+            const bool g0 = t < 2;
+            float c0[4] = {0.f, 0.f, 0.f, 0.f}, c1[4] = {0.f, 0.f, 0.f, 0.f};
+            mma16816<T>(c0, A[0], g0 ? x[0] : 0u, g0 ? x[1] : 0u);
+            mma16816<T>(c0, A[1], g0 ? x[2] : 0u, g0 ? x[3] : 0u);
+            mma16816<T>(c1, A[0], g0 ? 0u : x[0], g0 ? 0u : x[1]);
+            mma16816<T>(c1, A[1], g0 ? 0u : x[2], g0 ? 0u : x[3]);
+#pragma unroll
+            for (int i = 0; i < 4; ++i)
+              accb[n][i] = fmaf(c1[i], sc[i >> 1][1], fmaf(c0[i], sc[i >> 1][0], accb[n][i]));
+          } else {
+            float c[4] = {0.f, 0.f, 0.f, 0.f};
+            mma16816<T>(c, A[0], x[0], x[1]);
+            mma16816<T>(c, A[1], x[2], x[3]);
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+              if constexpr (kIq2) {
                 if (!kM1 || i % 2 == 0) accb[n][i] = fmaf(c[i], sc[i >> 1][0], accb[n][i]);
-            } else if constexpr (kXs) {
-              // Lanes t = 0, 1 hold K 0-15 (group 0), t = 2, 3 K 16-31 (group 1): one MMA chain
-              // per group with the other group's activations zeroed.
-              const bool g0 = t < 2;
-              float c0[4] = {0.f, 0.f, 0.f, 0.f}, c1[4] = {0.f, 0.f, 0.f, 0.f};
-              mma16816<T>(c0, A[0], g0 ? x[0] : 0u, g0 ? x[1] : 0u);
-              mma16816<T>(c0, A[1], g0 ? x[2] : 0u, g0 ? x[3] : 0u);
-              mma16816<T>(c1, A[0], g0 ? 0u : x[0], g0 ? 0u : x[1]);
-              mma16816<T>(c1, A[1], g0 ? 0u : x[2], g0 ? 0u : x[3]);
-#pragma unroll
-              for (int i = 0; i < 4; ++i)
-                accb[n][i] = fmaf(c1[i], sc[i >> 1][1], fmaf(c0[i], sc[i >> 1][0], accb[n][i]));
-            } else {
-              float c[4] = {0.f, 0.f, 0.f, 0.f};
-              mma16816<T>(c, A[0], x[0], x[1]);
-              mma16816<T>(c, A[1], x[2], x[3]);
-#pragma unroll
-              for (int i = 0; i < 4; ++i) {
-                if constexpr (kIq2) {
-                  if (!kM1 || i % 2 == 0) accb[n][i] = fmaf(c[i], sc[i >> 1][0], accb[n][i]);
-                } else {
-                  acc[n][i] = fmaf(c[i], sc[i >> 1][0], acc[n][i]);
-                }
+              } else {
+                acc[n][i] = fmaf(c[i], sc[i >> 1][0], acc[n][i]);
               }
             }
           }
         }
       }
-      if constexpr (kNoMma) {
-        acc[0][0] += __uint_as_float(pbits & 0x007FFFFFu);
-      } else if constexpr (kIq2) {
+      if constexpr (kIq2) {
 #pragma unroll
         for (int n = 0; n < NT; ++n)
 #pragma unroll
