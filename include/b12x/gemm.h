@@ -231,7 +231,9 @@ struct Plan {
   int decode_stream_occ = 0;
   int decode_stream_ctas = 0;
   /// The M = 1 stream kernel with the scale splats built one k16 step per lane and exchanged by
-  /// shuffles (session 14, default since round 52); B12X_GEMM_STREAM_SHFL=0 turns it off.
+  /// shuffles (session 14, default since round 52); B12X_GEMM_STREAM_SHFL=0 turns it off. The
+  /// M = 1 stream kernel also takes MXFP4 weights with it: default for MXFP4 W4A4 (round 53),
+  /// B12X_GEMM_STREAM_MX=0|1 turns it off / on for every MXFP4 format.
   bool decode_stream_shfl = false;
   /// Its 64-K vectors per K part and dynamic shared memory bytes (the staged activations),
   /// derived at plan time and carried to run (lin::stream_vectors_per_part / stream_smem_bytes).
@@ -254,8 +256,8 @@ struct Plan {
   /// stream kernel requests its first weight vectors before waiting on it);
   /// B12X_GEMM_STREAM_PREPASS_PDL=0 turns it off.
   bool stream_rows_pdl = true;
-  /// The 4-row stream kernel with the shuffled splats (session 14 probe):
-  /// B12X_GEMM_STREAM_ROWS_SHFL=1.
+  /// The 4-row stream kernel with the shuffled splats (session 14, default since round 53):
+  /// B12X_GEMM_STREAM_ROWS_SHFL=0 turns them off.
   bool stream_rows_shfl = false;
   /// Decode regime at M = 5..16, NVFP4 / MXFP4 weights with BF16 activations (raw, or the
   /// pre-pass's; session 13, default): the block kernel (lin::launch_linear_stream16) whose CTAs

@@ -991,9 +991,16 @@ Plan plan(const Caps& caps) {
     // B12X_GEMM_STREAM_CTAS=<per SM> override.
     const char* se = std::getenv("B12X_GEMM_DECODE_STREAM");
     const bool w4a16 = format_raw_activations(f);
-    // MXFP4 weights (session 14 probe, B12X_GEMM_STREAM_MX=1): E8M0 splats, shuffled.
+    // MXFP4 weights (session 14; E8M0 splats, shuffled): default for MXFP4 W4A4 (its pre-pass's
+    // BF16), round 53 us over the five shapes, decode kernel -> stream kernel: 6.92 / 15.93 /
+    // 18.39 / 9.28 / 7.08 -> 6.79 / 15.16 / 14.88 / 9.57 / 6.74 (6.75 / 15.15 / 14.97 / 9.65 /
+    // 6.80 in a second run). W4A16 was a wash (6.69 / 14.87 / 13.57 / 8.40 / 5.09 -> 6.16 /
+    // 14.63 / 14.27 / 8.20 / 5.10: the extra HFMA2 per register of the 2^119 fold costs where
+    // the decode kernel is strong), so it stays on the decode kernel. B12X_GEMM_STREAM_MX=0|1
+    // turns it off / on for every MXFP4 format.
     const char* emx = std::getenv("B12X_GEMM_STREAM_MX");
-    const bool mx_ok = wf == lin::WFmt::kMxfp4 && emx != nullptr && emx[0] == '1';
+    const bool mx_ok =
+        wf == lin::WFmt::kMxfp4 && (emx != nullptr ? emx[0] == '1' : f == LinearFormat::kMxfp4);
     const bool stream_ok =
         (wf == lin::WFmt::kNvfp4 || mx_ok) && !fp16 && stream_bf16_act && split_env == nullptr;
     const bool stream_want = se != nullptr ? se[0] == '1' : (!w4a16 || geo.n16 > sms || M > 1);
@@ -1086,8 +1093,12 @@ Plan plan(const Caps& caps) {
       force_split = std::atoi(e);
     const char* pe = std::getenv("B12X_GEMM_STREAM_PREPASS_PDL");
     p.stream_rows_pdl = !(pe != nullptr && pe[0] == '0');
+    // The shuffled splats (default since round 53): W4A16 M = 2 / 4 9.10 / 9.27, 16.22 / 16.40,
+    // 18.99 / 19.43, 11.15 / 11.37 -> 8.72 / 8.82, 15.12 / 15.27, 17.95 / 18.39, 10.66 / 10.84
+    // us (4096x4096, 14336x4096, 4096x14336, 6144x4096; W4A4 17.09 -> 16.06 at 14336x4096 M = 2);
+    // B12X_GEMM_STREAM_ROWS_SHFL=0 turns them off.
     const char* rsh = std::getenv("B12X_GEMM_STREAM_ROWS_SHFL");
-    const bool rshfl = rsh != nullptr && rsh[0] == '1';
+    const bool rshfl = !(rsh != nullptr && rsh[0] == '0');
     constexpr int kRows = 4;
     constexpr int64_t kWarps = 8;
     int64_t best = -1;

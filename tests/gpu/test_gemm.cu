@@ -1299,7 +1299,8 @@ TEST(GemmGpu, DecodeStreamShfl) {
     caps.max_tokens = 1;
     caps.in_features = K;
     caps.out_features = N;
-    caps.act_dtype = f == LinearFormat::kNvfp4 ? DType::kFP4E2M1 : DType::kBF16;
+    caps.act_dtype =
+        f == LinearFormat::kNvfp4 || f == LinearFormat::kMxfp4 ? DType::kFP4E2M1 : DType::kBF16;
     caps.out_dtype = DType::kBF16;
     return gemm::plan(caps);
   };
@@ -1335,8 +1336,31 @@ TEST(GemmGpu, DecodeStreamShfl) {
     run_case({LinearFormat::kNvfp4, 1, 72, 1280, DType::kBF16, DType::kBF16, true});
     EXPECT_EQ(gemm::lin::last_stream_launch().serial, before + 1);
   }
-  // MXFP4 weights on the M = 1 kernel (B12X_GEMM_STREAM_MX=1 probe): W4A16 over parts and
-  // register caps with K tails (the last vector half past K), W4A4 / W4A8 through their pre-pass.
+  // MXFP4 weights on the M = 1 kernel (default for W4A4 since round 53; B12X_GEMM_STREAM_MX=1
+  // for every MXFP4 format): W4A16 over parts and register caps with K tails (the last vector
+  // half past K), W4A4 / W4A8 through their pre-pass. The 4-row kernel's shuffled splats are its
+  // default since round 53 (B12X_GEMM_STREAM_ROWS_SHFL=0 turns them off).
+  {
+    const int64_t sms = device_info(0).sm_count;
+    EXPECT_GT(plan1(LinearFormat::kMxfp4, 16 * (sms + 8), 4096).decode_stream_parts, 0);
+    EXPECT_EQ(plan1(LinearFormat::kMxfp4W4A16, 16 * (sms + 8), 4096).decode_stream_parts, 0);
+    {
+      ScopedEnv m0("B12X_GEMM_STREAM_MX", "0");
+      EXPECT_EQ(plan1(LinearFormat::kMxfp4, 16 * (sms + 8), 4096).decode_stream_parts, 0);
+    }
+    gemm::Caps c4;
+    c4.format = LinearFormat::kNvfp4W4A16;
+    c4.max_tokens = 4;
+    c4.in_features = 4096;
+    c4.out_features = 14336;
+    c4.act_dtype = DType::kBF16;
+    c4.out_dtype = DType::kBF16;
+    const gemm::Plan p4 = gemm::plan(c4);
+    EXPECT_GT(p4.stream_rows_parts, 0);
+    EXPECT_TRUE(p4.stream_rows_shfl);
+    ScopedEnv r0("B12X_GEMM_STREAM_ROWS_SHFL", "0");
+    EXPECT_FALSE(gemm::plan(c4).stream_rows_shfl);
+  }
   {
     ScopedEnv emx("B12X_GEMM_STREAM_MX", "1");
     int k = 0;
@@ -1350,7 +1374,7 @@ TEST(GemmGpu, DecodeStreamShfl) {
                   (k % 4) == 3 ? DType::kFP16 : DType::kBF16, (k % 2) == 0},
                  /*graph_replay=*/k == 5);
         ++k;
-        EXPECT_EQ(gemm::lin::last_stream_launch().serial, before + 1)
+        EXPECT_GT(gemm::lin::last_stream_launch().serial, before)  // graph: several launches
             << "mx parts " << parts << " occ " << occ;
       }
     run_case({LinearFormat::kMxfp4, 1, 200, 1312, DType::kBF16, DType::kBF16, true});

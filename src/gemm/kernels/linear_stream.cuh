@@ -30,7 +30,9 @@
 // (subnormal codes included), times 2^120 and 2^119 (two exact HMUL2s). The decode's multiplies
 // take one half of a pair each (__low2bfloat162 / __high2bfloat162, which ptxas folds into the
 // HMUL2's .H0_H0 / .H1_H1 operand: no splat instructions). (Code 0x7F, NaN in UE4M3, gives a
-// finite splat; the LUT of the decode kernel gives NaN.)
+// finite splat; the LUT of the decode kernel gives NaN.) Since session 14 (kShfl, round 52: -8 %
+// at 14336x4096) lane t of a row pair builds only k16 step t's pair and the quad's lanes trade
+// them by shuffles, instead of each of the 4 lanes building the same 4.
 #pragma once
 
 #include <cuda_bf16.h>
