@@ -1832,7 +1832,9 @@ TEST(GemmGpu, DecodeStream16Fp8) {
       EXPECT_GT(gemm::lin::last_stream16_f8_launch().serial, before);
       EXPECT_EQ(gemm::lin::last_stream16_f8_launch().depth, 8);
     }
-    ScopedEnv et("B12X_GEMM_STREAM16_TW", "1");  // block FP8 / MXFP8: depth 8 at tw 1
+    // Block FP8 / MXFP8: depth 8 at tw 1, on the quantizer's e4m3 (the in-kernel quantization is
+    // depth 4 only).
+    ScopedEnv et("B12X_GEMM_STREAM16_TW", "1"), eq0("B12X_GEMM_STREAM16_QX", "0");
     for (LinearFormat f : {LinearFormat::kFp8Block, LinearFormat::kMxfp8}) {
       const int64_t before = gemm::lin::last_stream16_f8_launch().serial;
       run_case({f, 11, 200, 1280, DType::kBF16, DType::kBF16, true});
