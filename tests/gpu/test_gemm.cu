@@ -1886,6 +1886,18 @@ TEST(GemmGpu, DecodeStream16Fp8) {
       EXPECT_GT(gemm::lin::last_stream16_f8_launch().serial, b16) << gemm::format_name(f);
       EXPECT_TRUE(gemm::lin::last_stream16_f8_launch().q);
     }
+    // Default launches of per-tensor on a small N: 1 tile per warp at depth 4 from M = 9 (M = 6
+    // keeps the decode kernel there); the 2-tile depth-8 plans are asserted above (4096x14336).
+    {
+      int64_t b0 = gemm::lin::last_stream16_f8_launch().serial;
+      run_case({LinearFormat::kFp8Tensor, 16, 200, 2048, DType::kFP8E4M3, DType::kBF16, false});
+      EXPECT_GT(gemm::lin::last_stream16_f8_launch().serial, b0);
+      EXPECT_TRUE(gemm::lin::last_stream16_f8_launch().tw == 1 &&
+                  gemm::lin::last_stream16_f8_launch().depth == 4);
+      b0 = gemm::lin::last_stream16_f8_launch().serial;
+      run_case({LinearFormat::kFp8Tensor, 6, 200, 2048, DType::kFP8E4M3, DType::kBF16, false});
+      EXPECT_EQ(gemm::lin::last_stream16_f8_launch().serial, b0);
+    }
     // A capacity-64 plan (the tiled regime's) at M = 12, and BF16 rows that are not 16-byte
     // vectors (x 8 bytes into its buffer): the plan's in-kernel quantization falls back to the
     // quantizer launch and the kernel without it.
