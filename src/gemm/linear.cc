@@ -293,6 +293,28 @@ int ggml_gemv_warps_default(lin::WFmt wf, int64_t n16, int64_t K, int64_t M, int
   return K >= 24 * 256 && n16 <= 2 * sms ? 24 : 8;
 }
 
+/// The GGML GEMV's kernel variant by default (B12X_GGML_GEMV_VAR overrides; kVar flags of
+/// kernels/linear_gemv_ggml.cuh: 32 weight words two batches ahead, 64 weight words not allocated
+/// in L1), for the kernel that runs (warps, occ 3: capped at 80 registers). BF16 activations only
+/// (FP16 unmeasured). Round 53 (H200, M = 1, CUDA graphs, weights rotated past 3 x L2, us over
+/// 4096x4096 / 14336x4096 / 4096x14336 / 6144x4096 / 2048x7168, default -> variant):
+/// - the uncapped 8-warp kernels (two CTAs per SM), 96 at M <= 4: IQ2_XXS 5.88 / 15.04 -> 5.48 /
+///   14.97, IQ2_XS 6.79 / 19.33 -> 6.05 / 16.55 (M = 4 at 4096x4096: 5.98 / 7.06 -> 5.71 / 6.38);
+///   the 4096x14336 8-warp kernels that replace 24 warps at M = 1 (plan) 13.32 / 14.79;
+/// - the 24-warp kernels, 64 at M = 1: 4096x14336 / 2048x7168 IQ2_XXS 14.12 / 6.39 -> 13.84 / 6.29,
+///   IQ2_XS 15.12 / 6.86 -> 14.81 / 6.73;
+/// - the capped kernels (6144x4096, 384 CTAs) keep 0: 96 spills there (IQ2_XXS 7.69 -> 8.59), 64
+///   IQ2_XS 8.54 -> 8.67.
+/// Dropped in round 53 (removed): 16 (no FFMAs for the odd MMA columns at M = 1: IQ2_XS
+/// 14336x4096 19.33 -> 17.25 but IQ2_XXS 15.04 -> 15.94), 128 (an L2 bulk prefetch 4 batches
+/// ahead by lane 0 of each warp: +0.1-1.7 us), 256 (the weight words through a per-warp
+/// shared-memory ring, 80 registers and 3 CTAs per SM: IQ2_XXS 7.60 / 19.81 / 14.85 / 8.73 / 6.95).
+int ggml_gemv_var_default(lin::WFmt wf, bool fp16, int64_t M, int warps, int occ) {
+  if (wf == lin::WFmt::kQ8_0 || fp16 || M > 4) return 0;
+  if (warps == 8 && occ == 0) return 96;
+  return warps == 24 && M == 1 ? 64 : 0;
+}
+
 /// The GGML GEMV's grid for CTAs of `warps` warps: warps per 16-row tile (kw, a divisor of warps;
 /// warps / kw tiles per CTA), K split over CTAs and the CTAs per split (at most the resident ones,
 /// walking the tile groups), by a cost model: an SM's time ~ its CTAs x (a CTA's warp-batches +
@@ -629,19 +651,28 @@ Plan plan(const Caps& caps) {
       if (occ_env != nullptr) p.ggml_gemv_occ = std::atoi(occ_env) == 3 ? 3 : 0;
       // CTAs of 16 / 24 warps: one per SM, the one-tile kernels at M <= 8.
       p.ggml_gemv_warps = ggml_gemv_warps_default(wf, geo.n16, K, M, dev.sm_count);
-      if (const char* w = std::getenv("B12X_GGML_GEMV_WARPS"); w != nullptr && M <= 8) {
-        const int want = std::atoi(w);
+      // The kernel variant (B12X_GGML_GEMV_VAR=<flags>, 0: session 13's kernels; by default
+      // ggml_gemv_var_default, chosen with the final occupancy below).
+      const char* var_env = std::getenv("B12X_GGML_GEMV_VAR");
+      const char* warps_env = std::getenv("B12X_GGML_GEMV_WARPS");
+      // Session 14 (round 53): at M = 1 with BF16 activations, 8 warps with the two-batch
+      // look-ahead instead of 24-warp CTAs where the tiles exceed the SMs (4096x14336: IQ2_XXS
+      // 14.12 -> 13.32 us, IQ2_XS 15.12 -> 14.79; 2048x7168, 128 tiles, keeps 24: 8 warps there
+      // 8.10 / 8.96 against 6.29 / 6.73 with 24 and the L1 flag).
+      if (var_env == nullptr && warps_env == nullptr && !fp16 && wf != lin::WFmt::kQ8_0 && M == 1 &&
+          p.ggml_gemv_warps == 24 && geo.n16 > dev.sm_count)
+        p.ggml_gemv_warps = 8;
+      if (warps_env != nullptr && M <= 8) {
+        const int want = std::atoi(warps_env);
         if (want == 8 || want == 16 || want == 24) p.ggml_gemv_warps = want;
       }
       if (p.ggml_gemv_warps != 8) p.ggml_gemv_occ = 0;
-      // A kernel variant (probes and candidates of session 14) where it exists for this plan.
-      const char* var_env = std::getenv("B12X_GGML_GEMV_VAR");
-      const int var = var_env != nullptr ? std::atoi(var_env) : 0;
-      const auto var_ok = [&](int occ_try) {
-        return lin::ggml_gemv_var_available(wf, fp16, M, occ_try, p.ggml_gemv_warps, var,
+      const auto var_ok = [&](int v, int occ_try) {
+        return lin::ggml_gemv_var_available(wf, fp16, M, occ_try, p.ggml_gemv_warps, v,
                                             dev.smem_per_block_optin);
       };
-      p.ggml_gemv_var = var != 0 && var_ok(p.ggml_gemv_occ) && var_ok(0) ? var : 0;
+      const int var = var_env != nullptr ? std::atoi(var_env) : 0;
+      p.ggml_gemv_var = var != 0 && var_ok(var, p.ggml_gemv_occ) && var_ok(var, 0) ? var : 0;
       const int occ = std::max(1, lin::prepare_ggml_gemv(caps.device, wf, fp16, M, p.ggml_gemv_occ,
                                                          p.ggml_gemv_warps, p.ggml_gemv_var));
       const GgmlGemvGrid gg =
@@ -655,6 +686,15 @@ Plan plan(const Caps& caps) {
           static_cast<int64_t>(gg.ctas) * gg.split <= 2 * dev.sm_count) {
         p.ggml_gemv_occ = 0;
         lin::prepare_ggml_gemv(caps.device, wf, fp16, M, 0, p.ggml_gemv_warps, p.ggml_gemv_var);
+      }
+      // The default variant for the kernel that runs (same occupancy as session 13's kernel, so
+      // the grid above stands).
+      if (var_env == nullptr) {
+        const int dv = ggml_gemv_var_default(wf, fp16, M, p.ggml_gemv_warps, p.ggml_gemv_occ);
+        if (dv != 0 && var_ok(dv, p.ggml_gemv_occ)) {
+          p.ggml_gemv_var = dv;
+          lin::prepare_ggml_gemv(caps.device, wf, fp16, M, p.ggml_gemv_occ, p.ggml_gemv_warps, dv);
+        }
       }
       p.ggml_gemv = gg.kw;
       p.ggml_gemv_split = gg.split;

@@ -126,36 +126,12 @@ GemvFn kernel_of(WFmt f, bool fp16, int nt, int occ, int warps, int var) {
   if (var != 0) {
     if (!trigger_of(f, nt)) return nullptr;
     switch (var) {
-      case 16:
-        return fp16 ? pick_var<Fp16Tag, 16>(f, nt, occ, warps)
-                    : pick_var<Bf16Tag, 16>(f, nt, occ, warps);
-      case 32:
-        return fp16 ? pick_var<Fp16Tag, 32>(f, nt, occ, warps)
-                    : pick_var<Bf16Tag, 32>(f, nt, occ, warps);
       case 64:
         return fp16 ? pick_var<Fp16Tag, 64>(f, nt, occ, warps)
                     : pick_var<Bf16Tag, 64>(f, nt, occ, warps);
       case 96:
         return fp16 ? pick_var<Fp16Tag, 96>(f, nt, occ, warps)
                     : pick_var<Bf16Tag, 96>(f, nt, occ, warps);
-      case 112:
-        return fp16 ? pick_var<Fp16Tag, 112>(f, nt, occ, warps)
-                    : pick_var<Bf16Tag, 112>(f, nt, occ, warps);
-      case 128:
-        return fp16 ? pick_var<Fp16Tag, 128>(f, nt, occ, warps)
-                    : pick_var<Bf16Tag, 128>(f, nt, occ, warps);
-      case 192:
-        return fp16 ? pick_var<Fp16Tag, 192>(f, nt, occ, warps)
-                    : pick_var<Bf16Tag, 192>(f, nt, occ, warps);
-      case 224:
-        return fp16 ? pick_var<Fp16Tag, 224>(f, nt, occ, warps)
-                    : pick_var<Bf16Tag, 224>(f, nt, occ, warps);
-      case 256:
-        return fp16 ? pick_var<Fp16Tag, 256>(f, nt, occ, warps)
-                    : pick_var<Bf16Tag, 256>(f, nt, occ, warps);
-      case 384:
-        return fp16 ? pick_var<Fp16Tag, 384>(f, nt, occ, warps)
-                    : pick_var<Bf16Tag, 384>(f, nt, occ, warps);
       default:
         return nullptr;
     }
@@ -202,19 +178,17 @@ bool ggml_gemv_available(WFmt f) {
 bool ggml_gemv_var_available(WFmt f, bool fp16, int64_t M, int occ, int warps, int var,
                              int64_t smem_optin) {
   if (var == 0) return true;
-  if (M > 4 || ((var & 16) != 0 && M > 1)) return false;
+  if (M > 4) return false;
   const int nt = variant_nt(f, M);
-  // kRing's 2 KB per warp beside the tables and the static reduction area (warps x 512 bytes):
-  // within the device's opt-in shared memory (SM12x: 99 KB; IQ2_XS's 24-warp kernel needs 140 KB).
-  const int64_t smem = smem_of(f, nt, warps == gemv::kWarps ? occ : 0, warps) +
-                       ((var & 256) != 0 ? warps * 2048 : 0) + warps * 512;
-  if (smem > smem_optin) return false;
+  // The tables and the static reduction area (warps x 512 bytes) within the device's opt-in
+  // shared memory (as the default kernels; no variant adds shared memory).
+  if (smem_of(f, nt, occ, warps) + warps * 512 > smem_optin) return false;
   return kernel_of(f, fp16, nt, occ, warps, var) != nullptr;
 }
 
-/// ... and with it: kRing (var flag 256) adds 2 KB per warp after the tables.
-int smem_of(WFmt f, int nt, int occ, int warps, int var) {
-  return smem_of(f, nt, occ, warps) + ((var & 256) != 0 ? warps * 2048 : 0);
+/// ... of variant var (none adds shared memory).
+int smem_of(WFmt f, int nt, int occ, int warps, int /*var*/) {
+  return smem_of(f, nt, occ, warps);
 }
 
 int prepare_ggml_gemv(int device, WFmt f, bool fp16, int64_t M, int occ, int warps, int var) {

@@ -3045,6 +3045,16 @@ TEST(GemmGpu, GgmlGemvDefault) {
       run_case({f, 1, 2048, 4096, DType::kBF16, DType::kBF16, false});
       const gemm::lin::GgmlGemvLaunch small = gemm::lin::last_ggml_gemv_launch();
       EXPECT_EQ(small.occ, 0);
+      // Session 14's defaults (BF16): the two-batch look-ahead and weights not allocated in L1 on
+      // the uncapped 8-warp kernels at M <= 4, none on the capped ones; B12X_GGML_GEMV_VAR=0 off.
+      EXPECT_EQ(bf16_plan(f, 1, 2048, 4096).ggml_gemv_var, 96);
+      EXPECT_EQ(bf16_plan(f, 4, 2048, 4096).ggml_gemv_var, 96);
+      EXPECT_EQ(bf16_plan(f, 5, 2048, 4096).ggml_gemv_var, 0);
+      EXPECT_EQ(bf16_plan(f, 1, 3 * sms * 16, 4096).ggml_gemv_var, 0);
+      {
+        ScopedEnv ev0("B12X_GGML_GEMV_VAR", "0");
+        EXPECT_EQ(bf16_plan(f, 1, 2048, 4096).ggml_gemv_var, 0);
+      }
       EXPECT_LE(int64_t{small.grid_x} * small.grid_y, 2 * sms);
       run_case({f, 1, 3 * sms * 16, 4096, DType::kBF16, DType::kBF16, true});
       const gemm::lin::GgmlGemvLaunch big = gemm::lin::last_ggml_gemv_launch();
@@ -3064,7 +3074,12 @@ TEST(GemmGpu, GgmlGemvDefault) {
     const bool q8 = f == LinearFormat::kQ8_0;
     const int wide = q8 ? 16 : 24;
     if (sms >= 128) {
-      EXPECT_EQ(bf16_plan(f, 1, 4096, 14336).ggml_gemv_warps, q8 ? 8 : 24);
+      // IQ2 at M = 1 with more tiles than SMs: 8 warps with the two-batch look-ahead (session 14).
+      EXPECT_EQ(bf16_plan(f, 1, 4096, 14336).ggml_gemv_warps, 8);
+      EXPECT_EQ(bf16_plan(f, 1, 4096, 14336).ggml_gemv_var, q8 ? 0 : 96);
+      EXPECT_EQ(bf16_plan(f, 2, 4096, 14336).ggml_gemv_warps, q8 ? 8 : 24);
+      EXPECT_EQ(bf16_plan(f, 1, 2048, 7168).ggml_gemv_warps, q8 ? 16 : 24);
+      EXPECT_EQ(bf16_plan(f, 1, 2048, 7168).ggml_gemv_var, q8 ? 0 : 64);
       EXPECT_EQ(bf16_plan(f, 8, 2048, 6144).ggml_gemv_warps, wide);
       EXPECT_EQ(bf16_plan(f, 1, 2048, 4096).ggml_gemv_warps, q8 ? 16 : 8);
     }
@@ -3174,19 +3189,17 @@ TEST(GemmGpu, GgmlGemvGraphReplay) {
 
 TEST(GemmGpu, GgmlGemvVariants) {
   B12X_REQUIRE_GPU();
-  // B12X_GGML_GEMV_VAR (session 14) on the IQ2 one-tile kernels, flags: 32 the weight words two
-  // batches ahead (the look-ahead crosses K ranges and tile groups), 64 the weight words not
-  // allocated in L1, 128 L2 prefetches 4 batches ahead, 256 the weight words through a per-warp
-  // shared-memory ring (M <= 4), 16 (M = 1) without the odd columns' FFMAs; 8 warps capped and
-  // uncapped, 24 warps; warps per tile 2 / 8 (8 warps), 3 / 6 (24), K splits with empty ranges (K =
-  // 256 over 3 CTAs), tile walks (CTAS 2 over N = 200), BF16 / FP16.
+  // B12X_GGML_GEMV_VAR (session 14) on the IQ2 one-tile kernels at M <= 4, flags: 32 the weight
+  // words two batches ahead (the look-ahead crosses K ranges and tile groups), 64 the weight words
+  // not allocated in L1; 8 warps capped and uncapped, 24 warps; warps per tile 2 / 8 (8 warps),
+  // 3 / 6 (24), K splits with empty ranges (K = 256 over 3 CTAs), tile walks (CTAS 2 over N = 200),
+  // BF16 / FP16.
   ScopedEnv e("B12X_GGML_GEMV", "1");
-  for (const char* var : {"16", "32", "64", "96", "112", "128", "192", "224", "256", "384"}) {
+  for (const char* var : {"64", "96"}) {
     ScopedEnv ev("B12X_GGML_GEMV_VAR", var);
     const int v = std::atoi(var);
-    const int64_t M2 = v & 16 ? 1 : 3;  // the largest M of the variant's cases
     EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xxs, 1, 4096, 4096).ggml_gemv_var, v);
-    EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xs, 2, 4096, 4096).ggml_gemv_var, v & 16 ? 0 : v);
+    EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xs, 3, 4096, 4096).ggml_gemv_var, v);
     EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xxs, 5, 4096, 4096).ggml_gemv_var, 0);
     EXPECT_EQ(bf16_plan(LinearFormat::kQ8_0, 1, 4096, 4096).ggml_gemv_var, 0);
     for (LinearFormat f : {LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs}) {
@@ -3194,28 +3207,28 @@ TEST(GemmGpu, GgmlGemvVariants) {
         ScopedEnv eo("B12X_GGML_GEMV_OCC", occ), ek("B12X_GGML_GEMV_KW", occ[0] == '0' ? "2" : "8");
         run_case({f, 1, 200, 2304, DType::kBF16, DType::kBF16, true});
         EXPECT_EQ(gemm::lin::last_ggml_gemv_launch().occ, std::atoi(occ));
-        run_case({f, M2, 72, 2304, DType::kFP16, DType::kBF16, false});
+        run_case({f, 3, 72, 2304, DType::kFP16, DType::kBF16, false});
         ScopedEnv es("B12X_GGML_GEMV_SPLIT", "3"), ec("B12X_GGML_GEMV_CTAS", "2");
         run_case({f, 1, 200, 2304, DType::kBF16, DType::kBF16, false});
-        run_case({f, M2, 40, 256, DType::kFP16, DType::kFP16, true});
+        run_case({f, 3, 40, 256, DType::kFP16, DType::kFP16, true});
       }
-      ScopedEnv ew("B12X_GGML_GEMV_WARPS", "24"), ek("B12X_GGML_GEMV_KW", v & 32 ? "3" : "6"),
+      ScopedEnv ew("B12X_GGML_GEMV_WARPS", "24"), ek("B12X_GGML_GEMV_KW", v == 64 ? "3" : "6"),
           es("B12X_GGML_GEMV_SPLIT", "2");
       run_case({f, 1, 200, 2304, DType::kBF16, DType::kBF16, true});
       EXPECT_EQ(gemm::lin::last_ggml_gemv_launch().warps, 24);
-      run_case({f, M2, 200, 4096, DType::kFP16, DType::kBF16, false}, /*graph_replay=*/true);
+      run_case({f, 3, 200, 4096, DType::kFP16, DType::kBF16, false}, /*graph_replay=*/true);
     }
   }
 }
 
 TEST(GemmGpuSanitize, GgmlGemvVariants) {
   B12X_REQUIRE_GPU();
-  // The look-ahead variants past the end of a warp's work (round 52: kDeep's position step read
-  // past the weights after the last group): two batches ahead (96) and the shared-memory ring
-  // with the L2 prefetch (384), a tile walk over 13 tiles with a split of 2, memcheck-clean.
+  // The variants past the end of a warp's work (round 52: kDeep's position step read past the
+  // weights after the last group): two batches ahead (96; the default of the uncapped 8-warp
+  // kernels at M <= 4) and 64, a tile walk over 13 tiles with a split of 2, memcheck-clean.
   ScopedEnv e("B12X_GGML_GEMV", "1"), ec("B12X_GGML_GEMV_CTAS", "2"),
       es("B12X_GGML_GEMV_SPLIT", "2"), ek("B12X_GGML_GEMV_KW", "2");
-  for (const char* var : {"96", "384"}) {
+  for (const char* var : {"64", "96"}) {
     ScopedEnv ev("B12X_GGML_GEMV_VAR", var);
     for (LinearFormat f : {LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs})
       run_case({f, 1, 200, 2304, DType::kBF16, DType::kBF16, true});

@@ -280,9 +280,8 @@ __device__ __forceinline__ uint32_t ldg_na32(const void* p) {
 
 /// The batch at the cursor: Q8_0 4 atoms (nv valid: the last batch of K % 128 != 0 has fewer),
 /// IQ2 8 atoms (one 256-K block). d8 / s8: bytes from row g's scale words to row g + 8's. kNa: the
-/// IQ2 weight words through ldg_na32; !kWords: the scales only (the weight words come through the
-/// kRing shared-memory ring).
-template <WFmt F, bool kNa = false, bool kWords = true>
+/// IQ2 weight words through ldg_na32.
+template <WFmt F, bool kNa = false>
 __device__ __forceinline__ void load_batch(const Cursor& c, int nv, int d8, int s8, Batch<F>& B) {
   if constexpr (F == WFmt::kQ8_0) {
 #pragma unroll
@@ -296,7 +295,7 @@ __device__ __forceinline__ void load_batch(const Cursor& c, int nv, int d8, int 
     }
   } else {
 #pragma unroll
-    for (int j = 0; j < 8 && kWords; ++j)
+    for (int j = 0; j < 8; ++j)
       B.w[j] =
           kNa ? ldg_na32(c.w + j * 128) : __ldg(reinterpret_cast<const uint32_t*>(c.w + j * 128));
     B.d[0] = __ldg(reinterpret_cast<const uint16_t*>(c.d));
@@ -335,31 +334,20 @@ __device__ __forceinline__ void load_acts(const uint16_t* xa, uint32_t x[4]) {
 /// in the MMA's column halves instead of two MMA chains: columns 4h + m hold token m's sums over
 /// group h (lanes g = 4h + m load token m with the other group's activations zeroed), so one
 /// chain and one sub-scale per lane; lanes t and t + 2 (columns 2t, 2t + 1 of groups 0 / 1) are
-/// added before the epilogue. kVar (B12X_GGML_GEMV_VAR, the IQ2 one-tile kernels at M <= 4), flags:
-/// kDeep (32) the weight words loaded two batches ahead (one before: ~16 KB in flight per SM at
-/// two 8-warp CTAs, which round 51's loads-only probe found limited to ~2.2 TB/s), kM1 (16, M = 1)
-/// no FFMAs for the odd MMA columns (2t + 1: never a token at M = 1), kNa (64) the weight words not
-/// allocated in L1 (ldg_na32), kPf (128) lane 0 of each warp prefetches the warp's batch kPfDist
-/// ahead of the current one into L2 with one 1 KB cp.async.bulk.prefetch (bytes in flight without
-/// registers), kRing (256) the weight words through a per-warp shared-memory ring. (Round 51's
-/// timing probes 1-4, no decode / no MMA / loads only / no K loop, are in docs/gemm.md.)
+/// added before the epilogue. kVar (the IQ2 one-tile kernels at M <= 4; plan: Plan::ggml_gemv_var,
+/// B12X_GGML_GEMV_VAR), flags: kDeep (32) the weight words loaded two batches ahead instead of one
+/// (one batch of 1 KB per warp, ~16 KB in flight per SM at two 8-warp CTAs, held round 51's
+/// loads-only probe near 2.2 TB/s), kNa (64) the weight words not allocated in L1, which keeps the
+/// activations (round 51's Nsight Compute: L1 hit rate 53 %, the first MMAs of a batch waiting on
+/// their activation loads). Defaults since round 53: see linear.cc (ggml_gemv_var_default).
 template <WFmt F, class T, int NT, bool kCols, bool kO3, int kW, bool kTrig, int kVar = 0>
 __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv::Geo& geo) {
   using namespace gemv;
   constexpr int kThr = 32 * kW;
   constexpr bool kIq2 = F != WFmt::kQ8_0;
   constexpr bool kXs = F == WFmt::kIq2Xs;
-  constexpr bool kM1 = (kVar & 16) != 0;
   constexpr bool kDeep = (kVar & 32) != 0;
   constexpr bool kNa = (kVar & 64) != 0;
-  constexpr bool kPf = (kVar & 128) != 0;
-  constexpr int kPfDist = 4;  // kPf: batches ahead of the one being decoded
-  // kRing (256): the weight words of the warp's batches through a per-warp ring of 2 slots of 1 KB
-  // in shared memory after the tables (cp.async.cg, one batch ahead; scales stay one batch ahead
-  // in registers): the registers of the prefetched batch are freed (the capped / 24-warp kernels
-  // spill without it) and the copies bypass L1.
-  constexpr bool kRing = (kVar & 256) != 0;
-  static_assert(!(kRing && kDeep), "kRing replaces kDeep's register look-ahead");
   static_assert(kVar == 0 || (kIq2 && NT == 1), "GEMV variants: the IQ2 one-tile kernels");
   constexpr int kU = batch_atoms<F>();
   constexpr int kE = grid_entries<F>();
@@ -398,7 +386,7 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
   Batch<F> cur;
   Cursor ld = cursor_at<F>(p, tg * tpc + wt, b_first, lane);
   if (tg * tpc + wt < n16 && b_first < b_end)
-    load_batch<F, kNa, !kRing>(ld, atoms - b_first * kU, d8, s8, cur);
+    load_batch<F, kNa>(ld, atoms - b_first * kU, d8, s8, cur);
   // kDeep: the position (group pg, batch pb) of the latest load and the batch after cur (n1);
   // pdone once the warp's positions ran out (sticky: a later step inside the group past the end
   // would otherwise read past the weights — round 52's illegal address).
@@ -420,38 +408,8 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
     return true;
   };
   if constexpr (kDeep) {
-    if (step()) load_batch<F, kNa, !kRing>(ld, atoms - pb * kU, d8, s8, n1);
+    if (step()) load_batch<F, kNa>(ld, atoms - pb * kU, d8, s8, n1);
   }
-  // kPf: batch bb of tile `tile` (1 KB contiguous: 8 atoms of 128 bytes) into L2.
-  const auto prefetch = [&](int tile, int bb) {
-    if (lane == 0 && bb < b_end) {
-      const uint8_t* a = p.wvals + static_cast<int64_t>(tile) * p.kvec * 128 +
-                         static_cast<int64_t>(bb) * batch_bytes<F>();
-      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(a), "n"(batch_bytes<F>())
-                   : "memory");
-    }
-  };
-  if constexpr (kPf) {
-    if (tg * tpc + wt < n16)
-      for (int d = 1; d < kPfDist; ++d) prefetch(tg * tpc + wt, b_first + d * kw);
-  }
-  // kRing: the warp's 2 slots, the position (rg, rb) of the latest issued batch, its slot.
-  const uint32_t ring = static_cast<uint32_t>(__cvta_generic_to_shared(tabs)) +
-                        smem_bytes<F, kO3>() + static_cast<uint32_t>(warp) * 2048u;
-  int rg = tg, rb = b_first, rs = 0;
-  bool rdone = !(tg * tpc + wt < n16 && b_first < b_end);  // sticky, as pdone
-  const auto ring_issue = [&](bool valid) {  // batch (rg, rb) into slot rs; one group per call
-    if (valid) {
-      const uint8_t* src = p.wvals + static_cast<int64_t>(rg * tpc + wt) * p.kvec * 128 +
-                           static_cast<int64_t>(rb) * 1024 + lane * 16;
-      const uint32_t dst = ring + static_cast<uint32_t>(rs) * 1024u + lane * 16;
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst + 512), "l"(src + 512)
-                   : "memory");
-    }
-    asm volatile("cp.async.commit_group;" ::: "memory");
-  };
-  if constexpr (kRing) ring_issue(!rdone);
 
   if constexpr (kIq2) {
     const uint64_t* gsrc;
@@ -532,46 +490,16 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
 
     for (int b = b_first; active && b < b_end; b += kw) {
       Batch<F> nxt;
-      if constexpr (kPf) prefetch(tile, b + kPfDist * kw);
-      uint32_t wr[kRing ? kU : 1];  // kRing: the batch's words, from the slot it landed in
-      if constexpr (kRing) {
-        // The slot refilled now was read by every lane one batch ago (__syncwarp orders it).
-        __syncwarp();
-        if (!rdone) {
-          rb += kw;
-          if (rb >= b_end) {
-            rg += static_cast<int>(gridDim.x);
-            rb = b_first;
-            rdone = rg >= groups || rg * tpc + wt >= n16;
-          }
-        }
-        rs ^= 1;
-        ring_issue(!rdone);
-        asm volatile("cp.async.wait_group 1;" ::: "memory");
-        __syncwarp();  // every lane's copies of this batch landed and are visible to the warp
-        const uint32_t src =
-            ring + static_cast<uint32_t>(rs ^ 1) * 1024u + g * 16 + ((t >> 1) + 2 * (t & 1)) * 4;
-#pragma unroll
-        for (int j = 0; j < kU; ++j)
-          asm volatile("ld.shared.u32 %0, [%1];" : "=r"(wr[j]) : "r"(src + j * 128));
-      }
-      const auto wj = [&](int j) -> const auto& {
-        if constexpr (kRing) {
-          return wr[j];
-        } else {
-          return cur.w[j];
-        }
-      };
       if constexpr (kDeep) {
         // Two batches ahead; the trigger still at the start of the warp's last batch.
-        if (step()) load_batch<F, kNa, !kRing>(ld, atoms - pb * kU, d8, s8, nxt);
+        if (step()) load_batch<F, kNa>(ld, atoms - pb * kU, d8, s8, nxt);
         if (kTrig && b + kw >= b_end && next_tile >= n16) griddep_launch_dependents();
       } else if (b + kw < b_end) {
         advance<F>(ld, kw);
-        load_batch<F, kNa, !kRing>(ld, atoms - (b + kw) * kU, d8, s8, nxt);
+        load_batch<F, kNa>(ld, atoms - (b + kw) * kU, d8, s8, nxt);
       } else if (next_tile < n16) {
         ld = cursor_at<F>(p, next_tile, b_first, lane);
-        load_batch<F, kNa, !kRing>(ld, atoms - b_first * kU, d8, s8, nxt);
+        load_batch<F, kNa>(ld, atoms - b_first * kU, d8, s8, nxt);
       } else if (kTrig) {
         griddep_launch_dependents();
       }
@@ -610,8 +538,8 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
         if constexpr (kIq2) {
           // Lane t takes the atom's group t for rows g (half t & 1 of word t / 2 of the slot) and
           // g + 8 (of word 2 + t / 2): even lanes hold row g's word, odd lanes row g + 8's.
-          const uint32_t v = __shfl_xor_sync(0xFFFFFFFFu, wj(j), 1);
-          const uint32_t e01 = prmt(wj(j), v, esel);
+          const uint32_t v = __shfl_xor_sync(0xFFFFFFFFu, cur.w[j], 1);
+          const uint32_t e01 = prmt(cur.w[j], v, esel);
           uint32_t P0[4], P1[4];
           iq2_entry_pairs2<T, kGc>(e01, gcls, scls, src_lo, P0, P1);
 #pragma unroll
@@ -622,7 +550,7 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
             A[s][3] = P1[2 * s + 1];
           }
         } else {
-          decode_byte_atom<T, true>(wj(j), A);
+          decode_byte_atom<T, true>(cur.w[j], A);
         }
         // Per-row fp32 factors of the atom's group(s): Q8_0 d; IQ2 2s + 1 (d / 8 per batch).
         float sc[2][2];
@@ -652,8 +580,7 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
             mma16816<T>(c, A[0], keep ? x[0] : 0u, keep ? x[1] : 0u);
             mma16816<T>(c, A[1], keep ? x[2] : 0u, keep ? x[3] : 0u);
 #pragma unroll
-            for (int i = 0; i < 4; ++i)
-              if (!kM1 || i % 2 == 0) accb[n][i] = fmaf(c[i], sc[i >> 1][0], accb[n][i]);
+            for (int i = 0; i < 4; ++i) accb[n][i] = fmaf(c[i], sc[i >> 1][0], accb[n][i]);
           } else if constexpr (kXs) {
             // Lanes t = 0, 1 hold K 0-15 (group 0), t = 2, 3 K 16-31 (group 1): one MMA chain
             // per group with the other group's activations zeroed.
@@ -673,7 +600,7 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
 #pragma unroll
             for (int i = 0; i < 4; ++i) {
               if constexpr (kIq2) {
-                if (!kM1 || i % 2 == 0) accb[n][i] = fmaf(c[i], sc[i >> 1][0], accb[n][i]);
+                accb[n][i] = fmaf(c[i], sc[i >> 1][0], accb[n][i]);
               } else {
                 acc[n][i] = fmaf(c[i], sc[i >> 1][0], acc[n][i]);
               }
@@ -685,8 +612,7 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
 #pragma unroll
         for (int n = 0; n < NT; ++n)
 #pragma unroll
-          for (int i = 0; i < 4; ++i)
-            if (!kM1 || i % 2 == 0) acc[n][i] = fmaf(accb[n][i], d8[i >> 1], acc[n][i]);
+          for (int i = 0; i < 4; ++i) acc[n][i] = fmaf(accb[n][i], d8[i >> 1], acc[n][i]);
       }
       if constexpr (kDeep) {
         cur = n1;
