@@ -168,9 +168,6 @@ struct PagedPlan {
   /// opt-in. H200 round 52: BF16 B=1 x 8k 13.5-13.9 -> 12.8-13.0 us, FP8 B=8 38.1-38.4
   /// -> 36.7-36.8.
   bool early_kv = false;
-  /// Probe (B12X_ATTN_Q_FIRST=1, lean FP8 decode plans of the fp16-MMA tiles): Q's words are
-  /// loaded before the prologue's K/V copies and converted after them.
-  bool q_first = false;
   std::string kernel;          ///< kernel variant name (logging / diagnostics)
   const void* impl = nullptr;  ///< internal: the chosen kernel variant
 

@@ -417,17 +417,12 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   plan.early_kv = plan.spec && k->launch_early != nullptr && early_env != nullptr &&
                   std::string(early_env) == "1";
   if (plan.stamps && plan.early_kv && k->launch_stamp_early == nullptr) plan.stamps = false;
-  const char* qf_env = std::getenv("B12X_ATTN_Q_FIRST");
-  plan.q_first = plan.lean && !plan.early_kv && !plan.stamps && k->launch_qfirst != nullptr &&
-                 qf_env != nullptr && std::string(qf_env) == "1";
   if (plan.lean) {
     plan.kernel += plan.spec ? "_lean_spec" : "_lean";
     if (plan.early_kv) plan.kernel += "_early";
-    if (plan.q_first) plan.kernel += "_qfirst";
     if (plan.stamps) plan.kernel += "_stamps";
     const void* fn = plan.stamps     ? (plan.early_kv ? k->func_stamp_early : k->func_stamp)
                      : plan.early_kv ? k->func_early
-                     : plan.q_first  ? k->func_qfirst
                                      : k->func_lean;
     const DeviceScope scope(caps.device);
     B12X_CUDA_CHECK(::b12x::detail::opt_in_smem(fn, k->smem));
@@ -705,7 +700,11 @@ void run_paged(const PagedBinding& b, Stream stream) {
   p.spec = plan.spec && pdl ? 1 : 0;
   // The prefetch is only useful while waiting for the previous grid (decode tiles: p.prefetch
   // is ignored by the extend tiles).
-  const bool prefetch = pdl && (plan.prefetch || (plan.prefetch_splits && b.num_splits > 1));
+  // Early K/V copies the prologue's tiles before the wait, which makes the prefetch redundant and
+  // its dependent L2 reads only delay the copies (round 53: BF16 B=1 x 8k 13.0 / 13.2 -> 12.8 /
+  // 12.9 us, FP8 B=1 10.7 -> 10.4, 16/2/256 B=1 11.5 -> 11.2).
+  const bool prefetch =
+      pdl && !plan.early_kv && (plan.prefetch || (plan.prefetch_splits && b.num_splits > 1));
   const int stages = static_cast<const detail::KernelInfo*>(plan.impl)->stages;
   const int ring_ahead = plan.full_ring ? stages : stages - 1;
   p.prefetch = prefetch ? (plan.prefetch_tiles > 0 ? plan.prefetch_tiles : ring_ahead) : 0;
@@ -731,7 +730,6 @@ void run_paged(const PagedBinding& b, Stream stream) {
   const detail::LaunchFn main_fn = plan.stamps
                                        ? (plan.early_kv ? k->launch_stamp_early : k->launch_stamp)
                                    : plan.early_kv ? k->launch_early
-                                   : plan.q_first  ? k->launch_qfirst
                                    : plan.lean     ? k->launch_lean
                                                    : k->launch;
   main_fn(p, grid, s, pdl);

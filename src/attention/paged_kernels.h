@@ -49,9 +49,6 @@ struct KernelInfo {
   LaunchFn launch_early = nullptr;
   const void* func_stamp_early = nullptr;
   LaunchFn launch_stamp_early = nullptr;
-  /// The Q-first lean instance of the fp16-MMA tiles (B12X_ATTN_Q_FIRST); null elsewhere.
-  const void* func_qfirst = nullptr;
-  LaunchFn launch_qfirst = nullptr;
   const char* name = "";
 };
 

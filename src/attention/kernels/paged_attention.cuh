@@ -629,11 +629,9 @@ __device__ __forceinline__ void prefetch_first_tiles(const PagedParams& p, int t
 /// kEarly (lean decode instances only, B12X_ATTN_EARLY_KV): with the speculative prologue, the
 /// prologue's tiles whose rows all lie below cache_seqlens - q_len (as read before the wait) are
 /// copied before the PDL wait (see the prologue below).
-template <typename T, typename Cfg, bool kLean = false, bool kStamp = false, bool kEarly = false,
-          bool kQFirst = false>
+template <typename T, typename Cfg, bool kLean = false, bool kStamp = false, bool kEarly = false>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     paged_attention_kernel(const __grid_constant__ PagedParams p) {
-  static_assert(!kQFirst || (kLean && Cfg::kF16Mma && !kEarly), "Q first: lean fp16-MMA tiles");
   static_assert(!kStamp || (kLean && Cfg::kDecode), "stamps: lean decode instances");
   static_assert(!kEarly || (kLean && Cfg::kDecode), "early K/V: lean decode instances");
   stamp<kStamp>(p, 0);
@@ -844,20 +842,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   // Q staging of the fp16-MMA tiles: plain loads (each row's maximum sets its scale). The lean
   // kernels run it after the prologue's K/V copies are issued, so the copies do not wait for
   // the Q loads' round trip.
-  // kQFirst (probe, lean fp16-MMA tiles, B12X_ATTN_Q_FIRST): Q's words are loaded before the
-  // prologue's copies (q_load) and converted after them (stage_q_f16), so Q neither returns behind
-  // the copies (a warp's loads return in order) nor delays their issue.
-  constexpr int kQItems = Cfg::kF16Mma ? (kBM * (kDqk / 16)) / kThreads : 1;
-  uint32_t qw[kQFirst ? kQItems : 1][8];
-  auto q_load = [&]() {
-    if constexpr (kQFirst) {
-#pragma unroll
-      for (int k = 0; k < kQItems; ++k) {
-        const int i = tid + k * kThreads;
-        load_q_block(i / (kDqk / 16), i % (kDqk / 16), qw[k]);
-      }
-    }
-  };
   auto stage_q_f16 = [&]() {
     if constexpr (Cfg::kF16Mma) {
       // fp16 MMAs: each Q row is scaled by 2^e (e from its largest |q|, so the row's maximum lands
@@ -870,122 +854,61 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
       constexpr int kBlocks = kDqk / 16;
       static_assert((kBM * kBlocks) % kThreads == 0 && 32 % kBlocks == 0,
                     "a row's blocks are adjacent lanes of one warp (max by shuffle)");
-      if constexpr (kQFirst) {
-        // (the same conversion as below, on the words q_load loaded)
+      for (int i = tid; i < kBM * kBlocks; i += kThreads) {
+        const int r = i / kBlocks, kb = i % kBlocks;
+        uint32_t wv[8];
+        load_q_block(r, kb, wv);
+        float f[16];
+        float mx = 0.f;
 #pragma unroll
-        for (int item = 0; item < kQItems; ++item) {
-          const int i = tid + item * kThreads;
-          const int r = i / kBlocks, kb = i % kBlocks;
-          const uint32_t* wv = qw[item];  // compile-time index after unrolling: registers
-          float f[16];
-          float mx = 0.f;
-#pragma unroll
-          for (int k = 0; k < 8; ++k) {
-            f[2 * k] = __uint_as_float(wv[k] << 16);
-            f[2 * k + 1] = __uint_as_float(wv[k] & 0xFFFF0000u);
-            mx = fmaxf(mx, fmaxf(fabsf(f[2 * k]), fabsf(f[2 * k + 1])));
-          }
-#pragma unroll
-          for (int d = 1; d < kBlocks; d <<= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, d));
-          int ex = 0;
-          if (mx > 0.f) {
-            int x;
-            frexpf(mx, &x);        // mx = m * 2^x, m in [0.5, 1)
-            ex = min(15 - x, 64);  // x >= -133 for bf16; 64 bounds the score scale's 2^-e
-          }
-          const float sc = __int_as_float((127 + ex) << 23);  // ex in [-113, 64]
-          uint32_t hv[8];
-#pragma unroll
-          for (int k = 0; k < 8; ++k) {
-            __half2 h2 = __floats2half2_rn(f[2 * k] * sc, f[2 * k + 1] * sc);
-            hv[k] = *reinterpret_cast<uint32_t*>(&h2);
-          }
-          if constexpr (Cfg::kVec) {
-            // dims 16kb..16kb+15 = (a, t) = (kb / 4, kb % 4): words 2b, 2b+1 go to k-step 4a + b,
-            // slot words t (slots 2t, 2t+1) and 4 + t (slots 2t+8, 2t+9)
-            const int a = kb >> 2, t = kb & 3;
-#pragma unroll
-            for (int b = 0; b < 4; ++b) {
-              *reinterpret_cast<uint32_t*>(sQ + swz(r, 2 * (4 * a + b), kQRow) + 4 * t) = hv[2 * b];
-              *reinterpret_cast<uint32_t*>(sQ + swz(r, 2 * (4 * a + b) + 1, kQRow) + 4 * t) =
-                  hv[2 * b + 1];
-            }
-          } else {
-            uint32_t ev[4], od[4];
-#pragma unroll
-            for (int k = 0; k < 4; ++k) {
-              if constexpr (Cfg::kHwCvt) {
-                ev[k] = hv[2 * k];
-                od[k] = hv[2 * k + 1];
-              } else {
-                ev[k] = __byte_perm(hv[2 * k], hv[2 * k + 1], 0x5410);
-                od[k] = __byte_perm(hv[2 * k], hv[2 * k + 1], 0x7632);
-              }
-            }
-            *reinterpret_cast<uint4*>(sQ + swz(r, 2 * kb, kQRow)) =
-                make_uint4(ev[0], ev[1], ev[2], ev[3]);
-            *reinterpret_cast<uint4*>(sQ + swz(r, 2 * kb + 1, kQRow)) =
-                make_uint4(od[0], od[1], od[2], od[3]);
-          }
-          if (kb == 0) s_qexp[r] = ex;
+        for (int k = 0; k < 8; ++k) {
+          f[2 * k] = __uint_as_float(wv[k] << 16);
+          f[2 * k + 1] = __uint_as_float(wv[k] & 0xFFFF0000u);
+          mx = fmaxf(mx, fmaxf(fabsf(f[2 * k]), fabsf(f[2 * k + 1])));
         }
-      } else {
-        for (int i = tid; i < kBM * kBlocks; i += kThreads) {
-          const int r = i / kBlocks, kb = i % kBlocks;
-          uint32_t wv[8];
-          load_q_block(r, kb, wv);
-          float f[16];
-          float mx = 0.f;
 #pragma unroll
-          for (int k = 0; k < 8; ++k) {
-            f[2 * k] = __uint_as_float(wv[k] << 16);
-            f[2 * k + 1] = __uint_as_float(wv[k] & 0xFFFF0000u);
-            mx = fmaxf(mx, fmaxf(fabsf(f[2 * k]), fabsf(f[2 * k + 1])));
-          }
-#pragma unroll
-          for (int d = 1; d < kBlocks; d <<= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, d));
-          int ex = 0;
-          if (mx > 0.f) {
-            int x;
-            frexpf(mx, &x);        // mx = m * 2^x, m in [0.5, 1)
-            ex = min(15 - x, 64);  // x >= -133 for bf16; 64 bounds the score scale's 2^-e
-          }
-          const float sc = __int_as_float((127 + ex) << 23);  // ex in [-113, 64]
-          uint32_t hv[8];
-#pragma unroll
-          for (int k = 0; k < 8; ++k) {
-            __half2 h2 = __floats2half2_rn(f[2 * k] * sc, f[2 * k + 1] * sc);
-            hv[k] = *reinterpret_cast<uint32_t*>(&h2);
-          }
-          if constexpr (Cfg::kVec) {
-            // dims 16kb..16kb+15 = (a, t) = (kb / 4, kb % 4): words 2b, 2b+1 go to k-step 4a + b,
-            // slot words t (slots 2t, 2t+1) and 4 + t (slots 2t+8, 2t+9)
-            const int a = kb >> 2, t = kb & 3;
-#pragma unroll
-            for (int b = 0; b < 4; ++b) {
-              *reinterpret_cast<uint32_t*>(sQ + swz(r, 2 * (4 * a + b), kQRow) + 4 * t) = hv[2 * b];
-              *reinterpret_cast<uint32_t*>(sQ + swz(r, 2 * (4 * a + b) + 1, kQRow) + 4 * t) =
-                  hv[2 * b + 1];
-            }
-          } else {
-            uint32_t ev[4], od[4];
-#pragma unroll
-            for (int k = 0; k < 4; ++k) {
-              if constexpr (Cfg::kHwCvt) {
-                ev[k] = hv[2 * k];
-                od[k] = hv[2 * k + 1];
-              } else {
-                ev[k] = __byte_perm(hv[2 * k], hv[2 * k + 1], 0x5410);
-                od[k] = __byte_perm(hv[2 * k], hv[2 * k + 1], 0x7632);
-              }
-            }
-            *reinterpret_cast<uint4*>(sQ + swz(r, 2 * kb, kQRow)) =
-                make_uint4(ev[0], ev[1], ev[2], ev[3]);
-            *reinterpret_cast<uint4*>(sQ + swz(r, 2 * kb + 1, kQRow)) =
-                make_uint4(od[0], od[1], od[2], od[3]);
-          }
-          if (kb == 0) s_qexp[r] = ex;
+        for (int d = 1; d < kBlocks; d <<= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, d));
+        int ex = 0;
+        if (mx > 0.f) {
+          int x;
+          frexpf(mx, &x);        // mx = m * 2^x, m in [0.5, 1)
+          ex = min(15 - x, 64);  // x >= -133 for bf16; 64 bounds the score scale's 2^-e
         }
+        const float sc = __int_as_float((127 + ex) << 23);  // ex in [-113, 64]
+        uint32_t hv[8];
+#pragma unroll
+        for (int k = 0; k < 8; ++k) {
+          __half2 h2 = __floats2half2_rn(f[2 * k] * sc, f[2 * k + 1] * sc);
+          hv[k] = *reinterpret_cast<uint32_t*>(&h2);
+        }
+        if constexpr (Cfg::kVec) {
+          // dims 16kb..16kb+15 = (a, t) = (kb / 4, kb % 4): words 2b, 2b+1 go to k-step 4a + b,
+          // slot words t (slots 2t, 2t+1) and 4 + t (slots 2t+8, 2t+9)
+          const int a = kb >> 2, t = kb & 3;
+#pragma unroll
+          for (int b = 0; b < 4; ++b) {
+            *reinterpret_cast<uint32_t*>(sQ + swz(r, 2 * (4 * a + b), kQRow) + 4 * t) = hv[2 * b];
+            *reinterpret_cast<uint32_t*>(sQ + swz(r, 2 * (4 * a + b) + 1, kQRow) + 4 * t) =
+                hv[2 * b + 1];
+          }
+        } else {
+          uint32_t ev[4], od[4];
+#pragma unroll
+          for (int k = 0; k < 4; ++k) {
+            if constexpr (Cfg::kHwCvt) {
+              ev[k] = hv[2 * k];
+              od[k] = hv[2 * k + 1];
+            } else {
+              ev[k] = __byte_perm(hv[2 * k], hv[2 * k + 1], 0x5410);
+              od[k] = __byte_perm(hv[2 * k], hv[2 * k + 1], 0x7632);
+            }
+          }
+          *reinterpret_cast<uint4*>(sQ + swz(r, 2 * kb, kQRow)) =
+              make_uint4(ev[0], ev[1], ev[2], ev[3]);
+          *reinterpret_cast<uint4*>(sQ + swz(r, 2 * kb + 1, kQRow)) =
+              make_uint4(od[0], od[1], od[2], od[3]);
+        }
+        if (kb == 0) s_qexp[r] = ex;
       }
     }
   };
@@ -1310,7 +1233,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
           if (s < pro) issue_ids(s + ahead);
         cp_async_commit();
       } else {
-        q_load();
         issue_prologue();
       }
       if constexpr (kLateQ) stage_q_f16();
@@ -1330,17 +1252,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
         off_diag = w.lk - w.qlen;
         ids_early = false;
         stage_q_early();  // the direct-K tiles' plain stores too: the copies above have landed
-        q_load();
         issue_prologue();
         if constexpr (kLateQ) stage_q_f16();
       }
     } else {
-      q_load();
       issue_prologue();
       if constexpr (kLateQ) stage_q_f16();
     }
   } else {
-    q_load();
     issue_prologue();
     if constexpr (kLateQ) stage_q_f16();
   }

@@ -6,10 +6,9 @@
 
 namespace b12x::attention::detail {
 
-template <typename T, typename Cfg, bool kLean, bool kStamp = false, bool kEarly = false,
-          bool kQFirst = false>
+template <typename T, typename Cfg, bool kLean, bool kStamp = false, bool kEarly = false>
 void launch_main(const PagedParams& p, dim3 grid, cudaStream_t s, bool pdl) {
-  launch_kernel(paged_attention_kernel<T, Cfg, kLean, kStamp, kEarly, kQFirst>, grid, Cfg::kThreads,
+  launch_kernel(paged_attention_kernel<T, Cfg, kLean, kStamp, kEarly>, grid, Cfg::kThreads,
                 Cfg::kSmemBytes, s, pdl, p);
 }
 template <typename T, int kDv, bool kStamp = false>
@@ -55,11 +54,6 @@ KernelInfo make_info(const char* name) {
             reinterpret_cast<const void*>(&paged_attention_kernel<T, Cfg, true, true, true>);
         k.launch_stamp_early = &launch_main<T, Cfg, true, true, true>;
       }
-    }
-    if constexpr (kWithEarly && Cfg::kF16Mma) {  // the Q-first probe (B12X_ATTN_Q_FIRST)
-      k.func_qfirst =
-          reinterpret_cast<const void*>(&paged_attention_kernel<T, Cfg, true, false, false, true>);
-      k.launch_qfirst = &launch_main<T, Cfg, true, false, false, true>;
     }
   }
   k.launch_merge = &launch_merge<T, kDv>;
