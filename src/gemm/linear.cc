@@ -668,8 +668,7 @@ Plan plan(const Caps& caps) {
       }
       if (p.ggml_gemv_warps != 8) p.ggml_gemv_occ = 0;
       const auto var_ok = [&](int v, int occ_try) {
-        return lin::ggml_gemv_var_available(wf, fp16, M, occ_try, p.ggml_gemv_warps, v,
-                                            dev.smem_per_block_optin);
+        return lin::ggml_gemv_var_available(wf, fp16, M, occ_try, p.ggml_gemv_warps, v);
       };
       const int var = var_env != nullptr ? std::atoi(var_env) : 0;
       p.ggml_gemv_var = var != 0 && var_ok(var, p.ggml_gemv_occ) && var_ok(var, 0) ? var : 0;

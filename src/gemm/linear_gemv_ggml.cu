@@ -150,7 +150,7 @@ int variant_nt(WFmt f, int64_t M) {
   return f == WFmt::kIq2Xs && M <= 4 ? 0 : M <= 8 ? 1 : 2;
 }
 
-/// The dynamic shared memory of kernel_of(f, *, nt, occ, warps, var) without var's kRing.
+/// The dynamic shared memory of kernel_of(f, *, nt, occ, warps, *) (the variants add none).
 int smem_of(WFmt f, int nt, int occ, int warps) {
   if (warps != gemv::kWarps) occ = 0;  // one CTA per SM: 16 table copies
   switch (f) {
@@ -175,20 +175,9 @@ bool ggml_gemv_available(WFmt f) {
   return f == WFmt::kQ8_0 || f == WFmt::kIq2Xxs || f == WFmt::kIq2Xs;
 }
 
-bool ggml_gemv_var_available(WFmt f, bool fp16, int64_t M, int occ, int warps, int var,
-                             int64_t smem_optin) {
+bool ggml_gemv_var_available(WFmt f, bool fp16, int64_t M, int occ, int warps, int var) {
   if (var == 0) return true;
-  if (M > 4) return false;
-  const int nt = variant_nt(f, M);
-  // The tables and the static reduction area (warps x 512 bytes) within the device's opt-in
-  // shared memory (as the default kernels; no variant adds shared memory).
-  if (smem_of(f, nt, occ, warps) + warps * 512 > smem_optin) return false;
-  return kernel_of(f, fp16, nt, occ, warps, var) != nullptr;
-}
-
-/// ... of variant var (none adds shared memory).
-int smem_of(WFmt f, int nt, int occ, int warps, int /*var*/) {
-  return smem_of(f, nt, occ, warps);
+  return M <= 4 && kernel_of(f, fp16, variant_nt(f, M), occ, warps, var) != nullptr;
 }
 
 int prepare_ggml_gemv(int device, WFmt f, bool fp16, int64_t M, int occ, int warps, int var) {
@@ -202,7 +191,7 @@ int prepare_ggml_gemv(int device, WFmt f, bool fp16, int64_t M, int occ, int war
   const ::b12x::detail::DeviceScope scope(device);
   int blocks = 0;
   B12X_CUDA_CHECK(::b12x::detail::resident_ctas(reinterpret_cast<const void*>(k), 32 * warps,
-                                                smem_of(f, nt, occ, warps, var), &blocks));
+                                                smem_of(f, nt, occ, warps), &blocks));
   return blocks;
 }
 
@@ -230,7 +219,7 @@ void launch_ggml_gemv(WFmt f, bool fp16, int kw, int ctas, int occ, int warps, i
   // The plan prepared the kernel of its max_tokens; a run with fewer tokens may take another
   // (nt) whose dynamic shared memory is above 48 KB too: opt it in here (a lock-free lookup once
   // done, legal while a stream captures).
-  const int smem = smem_of(f, nt, occ, warps, var);
+  const int smem = smem_of(f, nt, occ, warps);
   if (smem > 0)
     B12X_CUDA_CHECK(::b12x::detail::opt_in_smem(reinterpret_cast<const void*>(k), smem));
   B12X_CUDA_CHECK(b12x::detail::launch_ex(k, grid, dim3(32 * warps), static_cast<size_t>(smem),

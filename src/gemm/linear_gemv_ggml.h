@@ -18,9 +18,9 @@ bool ggml_gemv_available(WFmt f);
 /// var (B12X_GGML_GEMV_VAR, kernels/linear_gemv_ggml.cuh's kVar): 0 the default kernels; the
 /// variants exist where ggml_gemv_var_available says so.
 int prepare_ggml_gemv(int device, WFmt f, bool fp16, int64_t M, int occ, int warps, int var = 0);
-/// The variant var of the kernel for M tokens exists and fits smem_optin bytes of shared memory.
-bool ggml_gemv_var_available(WFmt f, bool fp16, int64_t M, int occ, int warps, int var,
-                             int64_t smem_optin);
+/// The variant var of the kernel for M tokens exists (IQ2 one-tile kernels at M <= 4 with the
+/// default PDL trigger; the variants use the default kernels' shared memory).
+bool ggml_gemv_var_available(WFmt f, bool fp16, int64_t M, int occ, int warps, int var);
 /// grid = (min(ctas, ceil(n16 / (warps / kw))), p.split, ceil(M / tokens)), tokens = 8 for M <= 8
 /// (4 for IQ2_XS at M <= 4), else 16; the CTAs walk the groups of warps / kw tiles grid-stride
 /// (ctas <= 0: one per group). kw (a divisor of warps): warps per 16-row tile (K split inside
