@@ -507,13 +507,8 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
           static_assert(kGroup == 32, "1x128 groups or MXFP8 blocks");
 #pragma unroll
           for (int i = 0; i < 4; ++i) {
-            const uint32_t w[4] = {v4[i].x, v4[i].y, v4[i].z, v4[i].w};
-            float f[8];
-#pragma unroll
-            for (int e = 0; e < 8; ++e)
-              f[e] = __uint_as_float(e & 1 ? w[e / 2] & 0xFFFF0000u : w[e / 2] << 16);
             uint32_t lo, hi;
-            const uint8_t code = kernels::mx8_codes(f, lo, hi);
+            const uint8_t code = kernels::mx8_codes_bf16(v4[i], lo, hi);
             if (valid) {
               *reinterpret_cast<uint2*>(dst + 32 * i) = make_uint2(lo, hi);
               if (part == 0)

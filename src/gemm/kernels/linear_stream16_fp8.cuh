@@ -68,25 +68,6 @@ __device__ __forceinline__ void f8s_cp_small(void* smem, const uint8_t* gmem) {
   }
 }
 
-/// d = A x B from a zero accumulator (the C operand zero registers: no moves to clear a group's
-/// partial), f16 m16n8k16 or e4m3 m16n8k32.
-__device__ __forceinline__ void f8s_mma_f16_zc(float d[4], const uint32_t a[4], uint32_t b0,
-                                               uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%10,%10,%10,%10};"
-      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.f));
-}
-__device__ __forceinline__ void f8s_mma_e4m3_zc(float d[4], const uint32_t a[4], uint32_t b0,
-                                                uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%10,%10,%10,%10};"
-      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.f));
-}
-
 /// kTw tiles per warp, kNt n8 token tiles (1 at M <= 8), kGroup 0 / 128 / 32 (per-tensor / block
 /// FP8 / MXFP8), kMma 0 e4m3 / 1 f16, kDepth ring vectors per warp. kQ (block FP8 / MXFP8,
 /// p.act_kind kActBf16Quant): BF16 activations staged by cp.async and quantized per CTA one chunk
@@ -306,13 +287,8 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
       } else {
 #pragma unroll
         for (int q = 0; q < 4; ++q) {
-          const uint32_t w[4] = {v4[q].x, v4[q].y, v4[q].z, v4[q].w};
-          float f[8];
-#pragma unroll
-          for (int e = 0; e < 8; ++e)
-            f[e] = __uint_as_float(e & 1 ? w[e / 2] & 0xFFFF0000u : w[e / 2] << 16);
           uint32_t lo, hi;
-          const uint8_t code = kernels::mx8_codes(f, lo, hi);
+          const uint8_t code = kernels::mx8_codes_bf16(v4[q], lo, hi);
           put(q, valid ? lo : 0u, valid ? hi : 0u);
           if (part == 0) slot[kScaleOff + tok * 8 + 4 * j + q] = valid ? code : 0;
         }
@@ -449,7 +425,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
 #pragma unroll
             for (int n = 0; n < kNt; ++n) {
               if (first && h == 0)
-                f8s_mma_f16_zc(dst[n], ah[h], b[h][2 * n], b[h][2 * n + 1]);
+                mma16816_zero<Fp16Tag>(dst[n], ah[h], b[h][2 * n], b[h][2 * n + 1]);
               else
                 mma16816<Fp16Tag>(dst[n], ah[h], b[h][2 * n], b[h][2 * n + 1]);
             }
@@ -457,7 +433,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
 #pragma unroll
           for (int n = 0; n < kNt; ++n) {
             if (first)
-              f8s_mma_e4m3_zc(dst[n], af, b[0][2 * n], b[0][2 * n + 1]);
+              mma16832_e4m3_zero(dst[n], af, b[0][2 * n], b[0][2 * n + 1]);
             else
               mma16832_e4m3(dst[n], af, b[0][2 * n], b[0][2 * n + 1]);
           }

@@ -142,36 +142,6 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(N));
 }
 
-/// e4m3 m16n8k32 with a zero accumulator input (ptxas feeds RZ), so a fresh FP8 partial needs no
-/// zeroing instructions.
-__device__ __forceinline__ void mma16832_e4m3_zero(float d[4], const uint32_t a[4], uint32_t b0,
-                                                   uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%10,%10,%10,%10};"
-      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.f));
-}
-
-/// BF16/FP16 m16n8k16 with a zero accumulator input (the group temporaries of kGroup).
-template <class T>
-__device__ __forceinline__ void mma16816_zero(float d[4], const uint32_t a[4], uint32_t b0,
-                                              uint32_t b1) {
-  if constexpr (T::kFp16) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%10,%10,%10,%10};"
-        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.f));
-  } else {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%10,%10,%10,%10};"
-        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.f));
-  }
-}
-
 /// Raw scale word of item i for the stage starting at absolute K k0 (see TiledCfg): fetched with
 /// plain loads into registers, converted by tiled_scale_store one iteration later.
 template <WFmt F, class T, bool kAlt, int kTok>

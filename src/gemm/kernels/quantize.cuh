@@ -447,6 +447,16 @@ __device__ __forceinline__ uint8_t mx8_codes(const float (&v)[8], uint32_t& lo, 
   return s.code;
 }
 
+/// mx8_codes of 8 BF16 values in one 16-byte vector (the GEMM kernels' staged activation rows).
+__device__ __forceinline__ uint8_t mx8_codes_bf16(const uint4& v, uint32_t& lo, uint32_t& hi) {
+  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+  float f[8];
+#pragma unroll
+  for (int e = 0; e < 8; ++e)
+    f[e] = __uint_as_float(e & 1 ? w[e / 2] & 0xFFFF0000u : w[e / 2] << 16);
+  return mx8_codes(f, lo, hi);
+}
+
 /// The FP8 1x128-group quantiser on vector rows (x 16-byte aligned, ldx % 8 == 0, K % 128 == 0,
 /// values 8-byte aligned): four lanes per group, each with 32 values in four 16-byte loads issued
 /// before any math, amax over two shuffles. The division x / s of every
