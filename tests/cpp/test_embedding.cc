@@ -11,22 +11,12 @@
 #include "b12x/reference/embedding.h"
 #include "b12x/status.h"
 #include "formats/scalar.h"
+#include "test_errors.h"
 
 namespace b12x {
 namespace {
 
-template <class F>
-void expect_error(F&& f, Status code, std::initializer_list<const char*> parts) {
-  try {
-    f();
-    ADD_FAILURE() << "no error thrown";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), code) << e.what();
-    for (const char* p : parts)
-      EXPECT_NE(std::string(e.what()).find(p), std::string::npos)
-          << "message '" << e.what() << "' lacks '" << p << "'";
-  }
-}
+using test::expect_error;
 
 /// One Q8_0 block with scale d and values q[j] = (j - 16) * mult.
 void write_block(uint8_t* blk, float d, int mult) {

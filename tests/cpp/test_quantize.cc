@@ -15,6 +15,7 @@
 #include "formats/scalar.h"
 #include "formats/swizzle.h"
 #include "gemm/quantize_rules.h"
+#include "test_errors.h"
 
 namespace b12x {
 namespace {
@@ -29,19 +30,7 @@ TensorRef u8(std::vector<uint8_t>& v) {
   return TensorRef::contiguous(v.data(), DType::kUInt8, {static_cast<int64_t>(v.size())});
 }
 
-/// Expect an Error with `code` whose message contains every one of `parts`.
-template <class F>
-void expect_error(F&& f, Status code, std::initializer_list<const char*> parts) {
-  try {
-    f();
-    ADD_FAILURE() << "no error thrown";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), code) << e.what();
-    for (const char* p : parts)
-      EXPECT_NE(std::string(e.what()).find(p), std::string::npos)
-          << "message '" << e.what() << "' lacks '" << p << "'";
-  }
-}
+using test::expect_error;
 
 TEST(QuantizeRules, MxScaledIsExactInverseOfScale) {
   for (int c = 1; c < 255; ++c) {

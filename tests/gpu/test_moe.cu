@@ -27,44 +27,12 @@ namespace {
 
 using namespace b12x;
 
-/// Movable device buffer (the shared DeviceBuffer is move-constructible only).
-template <typename T>
-struct DeviceBuffer {
-  T* ptr = nullptr;
-  size_t count = 0;
-  DeviceBuffer() = default;
-  explicit DeviceBuffer(size_t n) : count(n) {
-    if (n && cudaMalloc(&ptr, n * sizeof(T)) != cudaSuccess) {
-      ptr = nullptr;
-      ADD_FAILURE() << "cudaMalloc of " << n * sizeof(T) << " bytes failed";
-    }
-  }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  DeviceBuffer(DeviceBuffer&& o) noexcept { *this = std::move(o); }
-  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
-    std::swap(ptr, o.ptr);
-    std::swap(count, o.count);
-    return *this;
-  }
-  ~DeviceBuffer() {
-    if (ptr) cudaFree(ptr);
-  }
-  size_t bytes() const { return count * sizeof(T); }
-  void upload(const std::vector<T>& h) {
-    EXPECT_EQ(h.size(), count);
-    EXPECT_EQ(cudaMemcpy(ptr, h.data(), bytes(), cudaMemcpyHostToDevice), cudaSuccess);
-  }
-  std::vector<T> download() const {
-    std::vector<T> h(count);
-    EXPECT_EQ(cudaMemcpy(h.data(), ptr, bytes(), cudaMemcpyDeviceToHost), cudaSuccess);
-    return h;
-  }
-  void poison(uint8_t byte = 0xFF) { EXPECT_EQ(cudaMemset(ptr, byte, bytes()), cudaSuccess); }
-};
+// The shared buffer: its upload / poison synchronize the device, which the tests' non-blocking
+// streams need when the areas' test processes share the GPU.
 using moe::Activation;
 using moe::QuantMode;
 using moe::SourceFormat;
+using test::DeviceBuffer;
 
 struct Case {
   QuantMode mode;
