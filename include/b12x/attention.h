@@ -56,6 +56,24 @@ struct PagedCaps {
   /// capacities), 1 = never split. Split partials live in the scratch.
   int max_splits = 0;
   bool use_cuda_graph = false;  ///< informational: every plan is capture-safe
+  /// The caller's promise that the K/V prefix each call reads is final when the call is
+  /// launched: no kernel that may still run when this attention launches (one that let it
+  /// launch early through programmatic dependent launch, griddepcontrol.launch_dependents, or
+  /// one before such a kernel) writes K/V cache rows at positions below
+  /// cache_seqlens[b] - q_len of request b in the pages page_table[b] names. Rows at and above
+  /// cache_seqlens[b] - q_len (the new tokens the KV append writes) and the metadata (page_table,
+  /// cache_seqlens, cu_seqlens_q) may still be written by such a kernel. vLLM's call path keeps it:
+  /// the append (reshape_and_cache_flash) writes the new tokens' slots only, and finished pages
+  /// are never rewritten in place while a request references them.
+  /// With it, decode / verify plans of the lean speculative kernels (PagedPlan::early_kv) copy
+  /// their first K/V tiles before the PDL wait. Read before the wait: cu_seqlens_q[b],
+  /// cu_seqlens_q[b + 1], cache_seqlens[b], the page_table entries of the CTA's first (up to
+  /// kStages - 1) K/V tiles, and the K/V rows of those of them whose rows all lie below
+  /// cache_seqlens[b] - q_len. The metadata and page ids are read again after the wait; a CTA
+  /// that read a stale value discards its copies and starts over, so only the rows themselves
+  /// rest on the promise. Default false (the C ABI's zeroed field; the Python Caps, vLLM's
+  /// surface, sets it). B12X_ATTN_EARLY_KV=0 turns the early copies off (benchmarking).
+  bool kv_prefix_stable = false;
 };
 
 /// @brief A plan: the kernel variant, split policy and scratch layout for some capacities.
@@ -159,13 +177,11 @@ struct PagedPlan {
   /// src/attention/kernels/paged_attention.cuh). Diagnostics only.
   bool stamps = false;
   int64_t off_stamps = 0, stamp_merge = 0;
-  /// Probe (B12X_ATTN_EARLY_KV=1; lean + speculative decode / verify plans whose tile has the
-  /// instance: wide3 d128, hcvt3 d128, wideh3, hcvt d256): the prologue's tiles whose rows all lie
-  /// below cache_seqlens - q_len are copied before the PDL wait. Valid only when the kernels
-  /// preceding the call in the stream do not write those K/V rows after letting it launch
-  /// (griddepcontrol.launch_dependents); the post-wait check covers lengths and page ids, not rows
-  /// rewritten inside an unchanged page (prefix-cache copy-on-write, page reuse), so it stays
-  /// opt-in. H200 round 52: BF16 B=1 x 8k 13.5-13.9 -> 12.8-13.0 us, FP8 B=8 38.1-38.4
+  /// Early K/V (PagedCaps::kv_prefix_stable; lean + speculative decode / verify plans whose tile
+  /// has the instance: wide3 d128, hcvt3 d128, wideh3, hcvt d256; PDL only): the prologue's tiles
+  /// whose rows all lie below cache_seqlens - q_len are copied before the PDL wait (kernel suffix
+  /// `_early`). B12X_ATTN_EARLY_KV=0 keeps it off, =1 forces it without the capability
+  /// (diagnostics). H200 round 52: BF16 B=1 x 8k 13.5-13.9 -> 12.8-13.0 us, FP8 B=8 38.1-38.4
   /// -> 36.7-36.8.
   bool early_kv = false;
   std::string kernel;          ///< kernel variant name (logging / diagnostics)

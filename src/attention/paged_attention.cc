@@ -403,19 +403,22 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   const char* stamps_env = std::getenv("B12X_ATTN_STAMPS");
   plan.stamps = plan.lean && k->launch_stamp != nullptr && !plan.fused_merge &&
                 stamps_env != nullptr && std::string(stamps_env) == "1";
-  // Early K/V (probe, B12X_ATTN_EARLY_KV=1; compiled for wide3 d128, hcvt3 d128, wideh3, hcvt
+  // Early K/V (PagedCaps::kv_prefix_stable; compiled for wide3 d128, hcvt3 d128, wideh3, hcvt
   // d256): the lean + speculative instance that copies the prologue's tiles below cache_seqlens -
-  // q_len before the PDL wait (PagedPlan::early_kv). Opt-in: the post-wait check sees lengths and
-  // page ids only, not a preceding kernel rewriting rows inside an unchanged page (prefix-cache
-  // copy-on-write, page reuse). H200 round 52 (us, default -> early): BF16 32/8/128 page 64
-  // B=1 x 8k 13.5 / 13.9 / 13.8 -> 12.8 / 13.0 / 12.9 (SDPA 15.6), FP8 B=1 10.9 / 11.1 -> 10.5 /
-  // 10.7, FP8 B=8 38.4 / 38.1 / 38.3 -> 36.8 / 36.8 / 36.7, BF16 16/2/256 page 128 B=1 12.0 / 12.2
-  // -> 11.2 / 11.5, B=8 37.7 / 38.1 / 38.2 -> 36.4 / 36.7 / 37.0; B=1 x 1k 6.5 / 6.6 -> 6.4 / 6.4;
+  // q_len before the PDL wait (PagedPlan::early_kv). It needs the caller's promise: the post-wait
+  // check sees lengths and page ids only, not a preceding kernel rewriting rows inside an
+  // unchanged page. B12X_ATTN_EARLY_KV=0|1 overrides the capability (benchmarking; =1 is
+  // diagnostics only). H200 round 52 (us, default -> early): BF16 32/8/128 page 64 B=1 x 8k
+  // 13.5 / 13.9 / 13.8 -> 12.8 / 13.0 / 12.9 (SDPA 15.6), FP8 B=1 10.9 / 11.1 -> 10.5 / 10.7,
+  // FP8 B=8 38.4 / 38.1 / 38.3 -> 36.8 / 36.8 / 36.7, BF16 16/2/256 page 128 B=1 12.0 / 12.2 ->
+  // 11.2 / 11.5, B=8 37.7 / 38.1 / 38.2 -> 36.4 / 36.7 / 37.0; B=1 x 1k 6.5 / 6.6 -> 6.4 / 6.4;
   // neutral: BF16 B=8 65.2 -> 65.3, FP8 16/2/256 (hcvt, one tile ahead) B=1 10.7 -> 10.8, B=8
   // 24.2 / 24.3 -> 24.3 / 24.6.
   const char* early_env = std::getenv("B12X_ATTN_EARLY_KV");
-  plan.early_kv = plan.spec && k->launch_early != nullptr && early_env != nullptr &&
-                  std::string(early_env) == "1";
+  const bool early_wanted =
+      early_env != nullptr ? std::string(early_env) == "1" : caps.kv_prefix_stable;
+  plan.early_kv =
+      plan.spec && plan.arch >= 90 && plan.use_pdl && k->launch_early != nullptr && early_wanted;
   if (plan.stamps && plan.early_kv && k->launch_stamp_early == nullptr) plan.stamps = false;
   if (plan.lean) {
     plan.kernel += plan.spec ? "_lean_spec" : "_lean";

@@ -58,6 +58,9 @@ attention::PagedCaps to_caps(const b12x_paged_caps* c, const char* op) {
   r.max_total_q = c->max_total_q;
   r.max_splits = c->max_splits;
   r.use_cuda_graph = c->use_cuda_graph != 0;
+  B12X_CHECK_ARG(c->kv_prefix_stable == 0 || c->kv_prefix_stable == 1, op,
+                 ": caps.kv_prefix_stable=", c->kv_prefix_stable, " (supported: 0, 1)");
+  r.kv_prefix_stable = c->kv_prefix_stable != 0;
   return r;
 }
 

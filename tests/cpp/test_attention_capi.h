@@ -62,6 +62,7 @@ inline b12x_paged_caps to_c(const attention::PagedCaps& c) {
   r.max_total_q = c.max_total_q;
   r.max_splits = c.max_splits;
   r.use_cuda_graph = c.use_cuda_graph;
+  r.kv_prefix_stable = c.kv_prefix_stable;
   return r;
 }
 

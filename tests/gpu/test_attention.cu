@@ -63,6 +63,7 @@ struct Spec {
   // > 0: q row (token, head) is scaled by 2^k, k in [-q_exp_spread, q_exp_spread] varying by
   // row (the fp16-MMA tiles scale Q rows into fp16's range by powers of two)
   int q_exp_spread = 0;
+  bool prefix_stable = false;  // PagedCaps::kv_prefix_stable (early K/V copies)
   std::string str() const {
     std::string s = std::string(att::mode_name(mode)) + " q=" + b12x::dtype_name(q) +
                     " kv=" + b12x::dtype_name(kv) + " hq=" + std::to_string(hq) +
@@ -265,6 +266,7 @@ struct Problem {
     c.max_page_table_width = W;
     c.max_total_q = Talloc;
     c.max_splits = s.max_splits;
+    c.kv_prefix_stable = s.prefix_stable;
     return c;
   }
 
@@ -1528,19 +1530,20 @@ TEST(AttentionGpuDecode, SpeculativePrologue) {
 // Small cases for compute-sanitizer: the general kernels (B12X_ATTN_LEAN=0), lean without the
 // speculative prologue (B12X_ATTN_SPEC=0) and lean + spec (the default); group 6, splits, both
 // dtypes.
-// B12X_ATTN_EARLY_KV=1 (probe): the lean speculative instances that copy the prologue's tiles
+// PagedCaps::kv_prefix_stable: the lean speculative instances that copy the prologue's tiles
 // below cache_seqlens - q_len before the PDL wait (wide3 d128, hcvt3 d128, wideh3 and hcvt d256):
 // fresh metadata, stale lengths and tables rewritten by a preceding PDL kernel during the
-// pre-wait part (the check redoes the prologue), forced splits, verify.
+// pre-wait part (the check redoes the prologue), forced splits, verify; B12X_ATTN_EARLY_KV=0
+// turns it off.
 TEST(AttentionGpuDecode, EarlyKv) {
   B12X_REQUIRE_GPU();
-  setenv("B12X_ATTN_EARLY_KV", "1", 1);
   const bool sm90 = b12x::device_info(0).family == b12x::ArchFamily::kSm90;
   cudaStream_t st;
   B12X_TEST_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   const std::vector<int32_t> fresh;
   for (int i = 0; i < 4; ++i) {
     Spec s = gqa_decode_spec({2000, 63, 1, 700}, i == 2 ? 7 : 0, i == 2 ? 7 : 0);
+    s.prefix_stable = true;
     s.kv = i % 2 == 1 ? DType::kFP8E4M3 : DType::kBF16;
     s.per_head_scale = s.kv == DType::kFP8E4M3;
     s.dqk = s.dv = (i == 2 || i == 3) ? 256 : 128;
@@ -1554,6 +1557,15 @@ TEST(AttentionGpuDecode, EarlyKv) {
     s.sinks = i == 1;
     const std::string what = "early case " + std::to_string(i);
     Problem p(s, rng());
+    if (i == 0) {
+      // the environment override: no early copies despite the capability
+      setenv("B12X_ATTN_EARLY_KV", "0", 1);
+      EXPECT_FALSE(att::plan_paged(p.caps()).early_kv);
+      unsetenv("B12X_ATTN_EARLY_KV");
+      Spec plain = s;
+      plain.prefix_stable = false;
+      EXPECT_FALSE(att::plan_paged(Problem(plain, rng()).caps()).early_kv);
+    }
     PLAN_AND_BIND(p);
     if (sm90) EXPECT_TRUE(p.plan.early_kv) << what << " " << p.plan.kernel;
     EXPECT_EQ(p.plan.early_kv, p.plan.kernel.find("_early") != std::string::npos) << p.plan.kernel;
@@ -1567,14 +1579,146 @@ TEST(AttentionGpuDecode, EarlyKv) {
   {
     Spec v = verify_spec(8, 2);
     v.prefix = {0, 61, 1300};
+    v.prefix_stable = true;
     Problem p(v, rng());
     PLAN_AND_BIND(p);
+    if (sm90) EXPECT_TRUE(p.plan.early_kv) << p.plan.kernel;
     std::vector<int32_t> stale_cu = p.cu;
     for (int b = 1; b < p.B; ++b) stale_cu[b] = p.cu[b] - 1;
     run_with_late_metadata(p, st, fresh, fresh, stale_cu, "early verify stale cu_seqlens_q");
   }
   B12X_TEST_CUDA(cudaStreamDestroy(st));
-  unsetenv("B12X_ATTN_EARLY_KV");
+}
+
+// PagedCaps::kv_prefix_stable under graph replay, the way vLLM runs it: one graph holds a
+// preceding kernel that lets the attention launch at once (PDL), spins, then writes the lengths
+// and page table and appends each request's new K/V row (at cache_seqlens - 1, which the promise
+// leaves to it), followed by the attention call. Every replay has new lengths, reshuffled tables
+// and new rows; it starts from fresh metadata (only the rows are late), from stale lengths and
+// tables, or from a stale table alone, and must match the reference of the final state (BF16
+// wide3 and FP8 hcvt3, 32/8/128 with splits).
+struct LateAppend {
+  LateCopy lens, table;
+  uint8_t* k_base = nullptr;
+  uint8_t* v_base = nullptr;
+  const int64_t* off = nullptr;  // [n] byte offset of request b's new row in either plane
+  const uint8_t* k_src = nullptr;
+  const uint8_t* v_src = nullptr;
+  int row_bytes = 0, n = 0;
+};
+
+__global__ void late_append_writer(LateAppend a, long long spin) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::);
+#endif
+  const long long t0 = clock64();
+  while (clock64() - t0 < spin) {
+  }
+  const LateCopy cs[2] = {a.lens, a.table};
+  for (int k = 0; k < 2; ++k)
+    for (int i = threadIdx.x; i < cs[k].n; i += blockDim.x) cs[k].dst[i] = cs[k].src[i];
+  for (int r = 0; r < a.n; ++r)
+    for (int i = threadIdx.x; i < a.row_bytes; i += blockDim.x) {
+      a.k_base[a.off[r] + i] = a.k_src[size_t(r) * a.row_bytes + i];
+      a.v_base[a.off[r] + i] = a.v_src[size_t(r) * a.row_bytes + i];
+    }
+}
+
+TEST(AttentionGpuGraph, EarlyKvReplayWithLateMetadataAndAppend) {
+  B12X_REQUIRE_GPU();
+  std::normal_distribution<float> nd(0.f, 1.f);
+  for (DType kv : {DType::kBF16, DType::kFP8E4M3}) {
+    Spec s = gqa_decode_spec({1500, 900, 200, 1200}, 0, 0);
+    s.prefix_stable = true;
+    s.kv = kv;
+    s.page = 64;
+    const std::string what = std::string("early graph ") + b12x::dtype_name(kv);
+    Problem p(s, rng());
+    PLAN_AND_BIND(p);
+    if (b12x::device_info(0).family == b12x::ArchFamily::kSm90)
+      EXPECT_TRUE(p.plan.early_kv) << what << " " << p.plan.kernel;
+    cudaStream_t st;
+    B12X_TEST_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    const int eb = elt_bytes(kv);
+    const int row_bytes = s.hkv * s.dqk * eb;  // one token's K (or V) row of all KV heads
+    DeviceBuffer<int32_t> good_lens(p.B), good_table(p.dev_table.size());
+    DeviceBuffer<int64_t> offs(p.B);
+    DeviceBuffer<uint8_t> new_k(size_t(p.B) * row_bytes), new_v(size_t(p.B) * row_bytes);
+    LateAppend la;
+    la.lens = {p.dlens.ptr, good_lens.ptr, p.B};
+    la.table = {p.dtable.ptr, good_table.ptr, static_cast<int>(p.dev_table.size())};
+    la.k_base = p.kbase;
+    la.v_base = p.vbase;
+    la.off = offs.ptr;
+    la.k_src = new_k.ptr;
+    la.v_src = new_v.ptr;
+    la.row_bytes = row_bytes;
+    la.n = p.B;
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    B12X_TEST_CUDA(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+    late_append_writer<<<1, 256, 0, st>>>(la, 1000000);
+    att::run_paged(p.binding, st);
+    B12X_TEST_CUDA(cudaStreamEndCapture(st, &graph));
+    B12X_TEST_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+    auto encode = [&](float x, uint8_t* dst) {
+      if (kv == DType::kFP8E4M3) {
+        *dst = b12x::fmt::float_to_e4m3_satfinite(3.f * x);
+      } else {
+        const uint16_t bits = to_bits(kv, x);
+        std::memcpy(dst, &bits, 2);
+      }
+    };
+    std::uniform_int_distribution<int> len_d(1, 1 << 30);
+    for (int rep = 0; rep < 6; ++rep) {
+      // New lengths within each request's pages, reshuffled tables, new rows.
+      for (int b = 0; b < p.B; ++b) {
+        p.lens[b] = 1 + len_d(rng()) % (p.npg[b] * s.page);
+        auto row = p.host_table.begin() + size_t(b) * p.W;
+        std::shuffle(row, row + p.npg[b], rng());
+        for (int i = 0; i < p.npg[b]; ++i)
+          p.dev_table[size_t(b) * p.W + i] = static_cast<int32_t>(p.dev_id[row[i]]);
+      }
+      std::vector<uint8_t> knew(size_t(p.B) * row_bytes), vnew(knew.size());
+      for (size_t i = 0; i < knew.size(); i += eb) {
+        encode(nd(rng()), &knew[i]);
+        encode(nd(rng()), &vnew[i]);
+      }
+      std::vector<int64_t> off(p.B);
+      for (int b = 0; b < p.B; ++b) {
+        const int pos = p.lens[b] - 1;
+        const int c = p.host_table[size_t(b) * p.W + pos / s.page];
+        off[b] = (p.dev_id[c] * p.k_page_stride + int64_t(pos % s.page) * s.hkv * s.dqk) * eb;
+        const size_t h = (size_t(c) * s.page + pos % s.page) * s.hkv * s.dqk * eb;
+        std::memcpy(p.hk.data() + h, knew.data() + size_t(b) * row_bytes, row_bytes);
+        std::memcpy(p.hv.data() + h, vnew.data() + size_t(b) * row_bytes, row_bytes);
+        // the device slot holds an old row until the preceding kernel appends
+        std::vector<uint8_t> old(row_bytes, eb == 1 ? 0x38 : 0x40);
+        B12X_TEST_CUDA(cudaMemcpy(p.kbase + off[b], old.data(), row_bytes, cudaMemcpyHostToDevice));
+        B12X_TEST_CUDA(cudaMemcpy(p.vbase + off[b], old.data(), row_bytes, cudaMemcpyHostToDevice));
+      }
+      ASSERT_EQ(p.k_page_stride, p.v_page_stride);
+      offs.upload(off);
+      new_k.upload(knew);
+      new_v.upload(vnew);
+      good_lens.upload(p.lens);
+      good_table.upload(p.dev_table);
+      const int kind = rep % 3;  // 0: fresh metadata, 1: stale lengths + table, 2: stale table
+      std::vector<int32_t> stale_lens = p.lens;
+      for (int b = 0; b < p.B; ++b) stale_lens[b] = p.lens[b] > 80 ? p.lens[b] - 70 : p.lens[b] + 3;
+      p.dlens.upload(kind == 1 ? stale_lens : p.lens);
+      p.dtable.upload(kind == 0 ? p.dev_table : reversed_tables(p));
+      p.dout.poison(0xFF);
+      p.dlse.poison(0xFF);
+      B12X_TEST_CUDA(cudaDeviceSynchronize());
+      B12X_TEST_CUDA(cudaGraphLaunch(exec, st));
+      B12X_TEST_CUDA(cudaStreamSynchronize(st));
+      p.check(what + " replay " + std::to_string(rep) + " kind " + std::to_string(kind));
+    }
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    cudaStreamDestroy(st);
+  }
 }
 
 TEST(AttentionGpuSanitize, DecodeFastDivLean) {

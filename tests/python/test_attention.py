@@ -78,6 +78,14 @@ def test_caps_errors():
         paged.Caps(kv_dtype="int4")._to_c()
 
 
+def test_caps_kv_prefix_stable():
+    """The vLLM-facing Caps promise a stable K/V prefix by default (early K/V copies); the flag
+    reaches the C caps struct, whose field was appended last."""
+    assert paged.Caps()._to_c().kv_prefix_stable == 1
+    assert paged.Caps(kv_prefix_stable=False)._to_c().kv_prefix_stable == 0
+    assert paged._CCaps._fields_[-1][0] == "kv_prefix_stable"
+
+
 # ---- GPU --------------------------------------------------------------------------------------
 def _torch_to_np(t, torch):
     if t.dtype == torch.bfloat16:

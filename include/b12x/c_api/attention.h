@@ -32,6 +32,11 @@ typedef struct b12x_paged_caps {
   int32_t max_total_q;
   int32_t max_splits; /* 0 = automatic, 1 = never split */
   int32_t use_cuda_graph;
+  /* Appended in session 15 (fields are only ever appended; zero-initialise the struct, e.g.
+   * `b12x_paged_caps c = {0};`, so a field a caller does not know stays 0 = off). */
+  int32_t kv_prefix_stable; /* 1: PagedCaps::kv_prefix_stable (b12x/attention.h), the promise
+                             * that no kernel still running when the call launches writes K/V
+                             * rows below cache_seqlens - q_len; enables the early K/V copies */
 } b12x_paged_caps;
 
 /* What a plan chose. */

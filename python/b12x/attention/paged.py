@@ -45,7 +45,7 @@ class _CCaps(ctypes.Structure):
     _fields_ = [(n, ctypes.c_int32) for n in (
         "device", "mode", "q_dtype", "kv_dtype", "num_q_heads", "num_kv_heads", "head_dim_qk",
         "head_dim_vo", "page_size", "max_batch", "max_page_table_width", "max_total_q",
-        "max_splits", "use_cuda_graph")]
+        "max_splits", "use_cuda_graph", "kv_prefix_stable")]
 
 
 class _CPlanInfo(ctypes.Structure):
@@ -132,7 +132,17 @@ class Caps:
     """Capacities of a plan (b12x.attention.paged.Caps). ``max_work_items``,
     ``max_partial_rows``, ``num_cache_pages``, ``copy_runtime_metadata`` are accepted for
     compatibility; ``max_partial_rows=0`` disables split-KV. ``max_splits`` (this library):
-    0 = automatic, 1 = never split."""
+    0 = automatic, 1 = never split.
+
+    ``kv_prefix_stable`` (this library; C++ ``PagedCaps::kv_prefix_stable``): the caller's
+    promise that no kernel still running when an attention call launches (one that let it launch
+    early through programmatic dependent launch) writes K/V rows below ``cache_seqlens[b] -
+    q_len`` of the pages ``page_table[b]`` names; the new tokens' rows and the metadata may still
+    be written. Decode / verify plans then copy their first K/V tiles before the PDL wait
+    (``plan.kernel`` ends in ``_early``). True by default here: vLLM's call path keeps it (its
+    cache append, ``reshape_and_cache_flash``, writes only the new tokens' slots, and no kernel
+    rewrites a page in place while a request reads it); pass False when a kernel that may overlap
+    the call through PDL rewrites older rows (e.g. an in-place page copy)."""
     device: Any = None
     mode: str = "decode"
     dtype: Any = "bf16"
@@ -153,6 +163,7 @@ class Caps:
     msa_block_sparse: bool = False
     msa_union_tile: Any = None
     max_splits: int = 0
+    kv_prefix_stable: bool = True
 
     def _to_c(self) -> _CCaps:
         if self.mode not in MODES:
@@ -179,6 +190,7 @@ class Caps:
             splits = 1
         c.max_splits = splits
         c.use_cuda_graph = int(bool(self.use_cuda_graph))
+        c.kv_prefix_stable = int(bool(self.kv_prefix_stable))
         return c
 
 
