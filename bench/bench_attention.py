@@ -13,6 +13,12 @@ A tile field holding '=' sets environment knobs around plan() instead, ','-separ
 prints each decode row's kernel timeline (one graph replay of 6 calls);
 B12X_ATTN_BENCH_ROTATIONS=n replaces the input rotation count (1: L2-resident inputs).
 SDPA peers are measured on rows without a tile or split override.
+
+Decode rows plan with ``paged.Caps``' defaults, i.e. ``kv_prefix_stable=True`` as on vLLM's call
+path (early K/V copies before the PDL wait, kernel names ending in ``_early``); a tile field
+``B12X_ATTN_EARLY_KV=0`` times the plan without them. B12X_ATTN_BENCH_CLOCKS=1 samples the GPU's
+SM clock, power and temperature (nvidia-smi, every 10 ms) and prints them per row for the span of
+the row's b12x timing (B12X_ATTN_BENCH_REPS=n: n graph replays per timing instead of 7).
 """
 
 import datetime
@@ -32,6 +38,8 @@ DEV = "cuda"
 L2_BYTES = torch.cuda.get_device_properties(0).L2_cache_size if torch.cuda.is_available() else 0
 T0 = time.time()
 BUDGET_S = float(os.environ.get("B12X_BENCH_BUDGET_S", "55"))
+REPS = int(os.environ.get("B12X_ATTN_BENCH_REPS", "7") or 7)
+LAST_TIMING = [0.0, 0.0]  # wall-clock span of the last time_graph_us's timed replays
 
 
 def fused_sdpa_only():
@@ -42,7 +50,7 @@ def fused_sdpa_only():
                         SDPBackend.EFFICIENT_ATTENTION])
 
 
-def time_graph_us(launch, n_rot, per_graph=10, reps=7):
+def time_graph_us(launch, n_rot, per_graph=10, reps=None):
     """Median microseconds per launch over graph replays of `per_graph` launches cycling through
     `n_rot` input sets."""
     s = torch.cuda.Stream()
@@ -58,7 +66,8 @@ def time_graph_us(launch, n_rot, per_graph=10, reps=7):
     g.replay()
     torch.cuda.synchronize()
     times = []
-    for _ in range(reps):
+    LAST_TIMING[0] = time.time()
+    for _ in range(reps or REPS):
         a = torch.cuda.Event(enable_timing=True)
         b = torch.cuda.Event(enable_timing=True)
         a.record()
@@ -66,6 +75,7 @@ def time_graph_us(launch, n_rot, per_graph=10, reps=7):
         b.record()
         b.synchronize()
         times.append(a.elapsed_time(b) * 1000.0 / per_graph)
+    LAST_TIMING[1] = time.time()
     del g
     times.sort()
     return times[len(times) // 2]
@@ -148,6 +158,7 @@ def bench_decode(rows, bw, B, L, hq, hkv, D, page, kv_name, tile=None, splits=No
     binds = [pl.bind(scratch, q[r], k_cache, v_cache, out, tables[r], seq, cu, k_descale=kd,
                      v_descale=kd, return_lse=False, num_splits=splits) for r in range(n_rot)]
     us = time_graph_us(lambda i: binds[i].launch(), n_rot)
+    span = tuple(LAST_TIMING)
     if os.environ.get("B12X_ATTN_BENCH_TIMELINE", "0") != "0":
         # kernel start / end of one replay of 6 calls (bench_moe's CUPTI timeline)
         from bench_moe import timeline
@@ -156,6 +167,7 @@ def bench_decode(rows, bw, B, L, hq, hkv, D, page, kv_name, tile=None, splits=No
     row = dict(op="decode", kv=kv_name, B=B, ctx=L, hq=hq, hkv=hkv, d=D, page=page,
                us=us, kv_gbs=kv_bytes / us / 1e3, pct_read_bw=100.0 * kv_bytes / us / 1e3 / bw,
                tflops=flops / us / 1e6, kernel=pl.kernel, splits=binds[0].num_splits,
+               kv_prefix_stable=bool(caps.kv_prefix_stable), timed_span=span,
                tile=(tile or "default") + (f"/s{splits}" if splits else "") +
                (f"/grid={grid}" if grid else ""))
     del binds, cache, tables
@@ -269,6 +281,40 @@ def bench_extend(rows, bw, B, new, prefix, hq, hkv, D, page, kv_name, tile=None)
     return row
 
 
+class ClockSampler:
+    """nvidia-smi sampling of the SM clock, power and temperature every 10 ms (diagnostics:
+    B12X_ATTN_BENCH_CLOCKS=1); `span(t0, t1)` summarises the samples inside a wall-clock span."""
+
+    FIELDS = "timestamp,clocks.sm,power.draw,temperature.gpu"
+
+    def __init__(self):
+        self.proc = subprocess.Popen(
+            ["nvidia-smi", "-i", str(torch.cuda.current_device()), f"--query-gpu={self.FIELDS}",
+             "--format=csv,noheader,nounits", "-lms", "10"],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.samples = []
+
+    def stop(self):
+        self.proc.terminate()
+        out, _ = self.proc.communicate(timeout=5)
+        for line in out.splitlines():
+            f = [x.strip() for x in line.split(",")]
+            try:
+                t = datetime.datetime.strptime(f[0], "%Y/%m/%d %H:%M:%S.%f").timestamp()
+                self.samples.append((t, float(f[1]), float(f[2]), float(f[3])))
+            except (ValueError, IndexError):
+                continue
+
+    def span(self, t0, t1, pad=0.012):
+        got = [x for x in self.samples if t0 - pad <= x[0] <= t1 + pad]
+        if not got:
+            return "no samples"
+        sm = [x[1] for x in got]
+        return (f"sm {min(sm):.0f}-{max(sm):.0f} MHz (mean {sum(sm) / len(sm):.0f}), "
+                f"power {max(x[2] for x in got):.0f} W, {max(x[3] for x in got):.0f} C, "
+                f"{len(got)} samples")
+
+
 def fmt(v, nd=1):
     return "-" if v is None else (f"{v:.{nd}f}" if isinstance(v, float) else str(v))
 
@@ -300,6 +346,9 @@ def main():
     bw = read_bandwidth_gbs()
     gpu = torch.cuda.get_device_name(0)
     print(f"gpu: {gpu}  read bandwidth (torch sum of 2 GiB, graph): {bw:.0f} GB/s", flush=True)
+    print("decode plans: paged.Caps defaults as vLLM's backend plans them (kv_prefix_stable=True: "
+          "early K/V, kernels '_early')", flush=True)
+    clocks = ClockSampler() if os.environ.get("B12X_ATTN_BENCH_CLOCKS", "0") != "0" else None
     rows = []
     decode_cases = []
     # Priority: the target shapes first (32/8/128, BF16 and FP8, page 64), then the rest.
@@ -393,6 +442,13 @@ def main():
             break
         (run_decode if kind == "d" else run_extend)(c)
         write_json(rows, bw, gpu)  # incremental: a hard timeout still leaves the rows so far
+    if clocks is not None:
+        clocks.stop()
+        for r in rows:
+            if r.get("timed_span"):
+                print(f"clocks {r['op']} {r['kv']} B={r['B']} ctx={r['ctx']} "
+                      f"{r['hq']}/{r['hkv']}/{r['d']} p{r['page']} {r['tile']}: {r['us']:.1f} us, "
+                      f"{clocks.span(*r['timed_span'])}", flush=True)
     # FP8 vs BF16 speedup at the same decode shape.
     by = {(r["B"], r["ctx"], r["hq"], r["hkv"], r["d"], r["page"], r["kv"]): r
           for r in rows if r["op"] == "decode" and r["tile"] == "default"}
