@@ -159,10 +159,17 @@ B12X_HD void frag_coord(int g, int t, int s, int j, int e, int* row, int* k) {
   *k = 16 * s + 8 * (j >> 1) + 2 * t + e;
 }
 
-// FP4 words: value (register j, half e) of MMA step s's word is placed by fmt::fp4_place
-// (formats/fp4_placement.h: bit groups chosen for a cheap BF16 / FP16 decode).
-using fmt::fp4_code_at;
-using fmt::fp4_place;
+// FP4 words: value (register j, half e) of MMA step s's word is placed by the linear placement
+// (fmt::fp4_lin_place, formats/fp4_placement.h: 9 integer operations per word for the BF16 pairs;
+// MoE keeps fmt::fp4_place). Every linear kernel decodes it (kernels/linear_common.cuh,
+// fp4_word_pairs), so one packed weight serves every M and both activation dtypes.
+inline constexpr int kFp4Placement = fmt::kFp4PlacementLinear;
+B12X_HD uint32_t fp4_place(uint32_t code, int j, int e) {
+  return fmt::fp4_lin_place(code, j, e);
+}
+B12X_HD uint32_t fp4_code_at(uint32_t word, int j, int e) {
+  return fmt::fp4_lin_code_at(word, j, e);
+}
 
 /// FP8 (m16n8k32) layout: byte e (0..3) of word j of lane (g, t).
 B12X_HD void frag_coord_k32(int g, int t, int j, int e, int* row, int* k) {

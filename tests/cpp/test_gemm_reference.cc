@@ -201,6 +201,60 @@ TEST(GemmPack, Fp4LayoutMatchesFragmentCoordinates) {
       ASSERT_EQ(ph.scale[n * geo.scale_ld + c], sc[n * K / 16 + c]);
 }
 
+// The linear FP4 placement (9-operation BF16 decode): a permutation of the word's 32 bits, and
+// every code at every (register, half) decodes to its exact BF16 / FP16 value whatever the other
+// seven codes of the word are.
+template <int J>
+void check_fp4_lin_register(uint32_t w, const uint32_t codes[4][2]) {
+  const uint32_t b16 = fmt::fp4_lin_bits<false, J>(w), h16 = fmt::fp4_lin_bits<true, J>(w);
+  const float k2p126 = std::ldexp(1.f, 126), k2p14 = std::ldexp(1.f, 14);
+  for (int e = 0; e < 2; ++e) {
+    const uint32_t c = codes[J][e];
+    const uint16_t hb = static_cast<uint16_t>(b16 >> (16 * e));
+    const uint16_t hh = static_cast<uint16_t>(h16 >> (16 * e));
+    // Exact bits (magnitude at 8..6 / 11..9, sign at 15, nothing else) and exact values.
+    ASSERT_EQ(hb, ((c & 7u) << 6) | ((c >> 3) << 15)) << "J=" << J << " e=" << e << " c=" << c;
+    ASSERT_EQ(hh, ((c & 7u) << 9) | ((c >> 3) << 15)) << "J=" << J << " e=" << e << " c=" << c;
+    const float want = fmt::e2m1_to_float(static_cast<uint8_t>(c));
+    ASSERT_EQ(fmt::bf16_bits_to_float(hb) * k2p126, want) << "J=" << J << " c=" << c;
+    ASSERT_EQ(fmt::fp16_bits_to_float(hh) * k2p14, want) << "J=" << J << " c=" << c;
+  }
+}
+
+TEST(GemmPack, Fp4LinearPlacementDecodesEveryCodeExactly) {
+  uint32_t seen = 0;
+  for (int j = 0; j < 4; ++j)
+    for (int e = 0; e < 2; ++e)
+      for (int b = 0; b < 4; ++b) {
+        const uint32_t bit = 1u << fmt::fp4_lin_pos(j, e, b);
+        ASSERT_EQ(seen & bit, 0u) << "j=" << j << " e=" << e << " b=" << b;
+        seen |= bit;
+      }
+  EXPECT_EQ(seen, 0xFFFFFFFFu);
+  std::mt19937 gen(15);
+  for (int j = 0; j < 4; ++j)
+    for (int e = 0; e < 2; ++e)
+      for (uint32_t code = 0; code < 16; ++code)
+        for (int rep = 0; rep < 64; ++rep) {
+          uint32_t codes[4][2], w = 0;
+          for (int jj = 0; jj < 4; ++jj)
+            for (int ee = 0; ee < 2; ++ee) {
+              // rep 0 / 1: all other codes 0 / 15 (every other bit clear / set), then random.
+              codes[jj][ee] = rep == 0 ? 0u : rep == 1 ? 15u : gen() & 15u;
+            }
+          codes[j][e] = code;
+          for (int jj = 0; jj < 4; ++jj)
+            for (int ee = 0; ee < 2; ++ee) w |= gemm::lin::fp4_place(codes[jj][ee], jj, ee);
+          for (int jj = 0; jj < 4; ++jj)
+            for (int ee = 0; ee < 2; ++ee)
+              ASSERT_EQ(gemm::lin::fp4_code_at(w, jj, ee), codes[jj][ee]);
+          check_fp4_lin_register<0>(w, codes);
+          check_fp4_lin_register<1>(w, codes);
+          check_fp4_lin_register<2>(w, codes);
+          check_fp4_lin_register<3>(w, codes);
+        }
+}
+
 // FP8 weights use the e4m3 m16n8k32 fragment; Q8_0 the 16-bit one.
 TEST(GemmPack, Fp8AndQ8LayoutsMatchFragmentCoordinates) {
   const int64_t N = 18, K = 64;

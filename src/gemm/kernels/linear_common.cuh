@@ -241,11 +241,12 @@ __device__ __forceinline__ constexpr uint32_t kFp4Unit2() {
   return T::kFp16 ? 0x58005800u /* 2^7 */ : 0x7B007B00u /* 2^119 */;
 }
 
-/// Register J's FP4 pair of a packed weight word (placement: fmt::fp4_place) -> bits of
-/// v * 2^-126 (bf16) or v * 2^-14 (fp16) in both halves, exact (v = 0.5 lands on a subnormal).
+/// Register J's FP4 pair of a packed weight word (the linear placement, lin::fp4_place) -> bits
+/// of v * 2^-126 (bf16) or v * 2^-14 (fp16) in both halves, exact (v = 0.5 lands on a subnormal).
 template <class T, int J>
 __device__ __forceinline__ uint32_t fp4_pair_bits(uint32_t w) {
-  return fmt::fp4x2_bits < T::kFp16 ? 9 : 6, J > (w);
+  static_assert(kFp4Placement == fmt::kFp4PlacementLinear, "linear FP4 placement");
+  return fmt::fp4_lin_bits<T::kFp16, J>(w);
 }
 
 /// The four pairs (MMA registers 0..3) of a packed FP4 weight word.
