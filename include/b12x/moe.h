@@ -100,6 +100,8 @@ struct WeightsPlan {
   /// FP4 block scales stored in 32-row chunk tiles (default; B12X_MOE_SCALE_TILED=0 / 1, read by
   /// plan_weights).
   bool scales_tiled = true;
+  /// FP4 codes stored in 32-row chunk tiles (B12X_MOE_VALUE_TILED, read by plan_weights).
+  bool values_tiled = false;
   std::string describe() const;
 };
 
@@ -176,6 +178,7 @@ struct DecodeKnobs {
   int fc2_bal = 1;     ///< B12X_MOE_FC2_BAL 0|1: FC2 split CTAs take equal chunk ranges
   int fc2_kil = -1;    ///< B12X_MOE_FC2_KIL 0|1: FC2 warps take every kW-th chunk (-1: rule)
   int fc2_rows = 0;    ///< B12X_MOE_FC2_ROWS 16|32: output rows per FC2 CTA (0: rule, 2-8 tokens)
+  int bulk = 0;        ///< B12X_MOE_BULK 0|1: stage weights by bulk copies (chunk-tiled codes)
 };
 
 /// @brief Runtime capacities.

@@ -139,7 +139,7 @@ int64_t fc1_row_blocks(bool gated, int64_t I) {
 
 /// The prepared layout of one operand: rows x K of format wfmt.
 WeightView make_view(int wfmt, SourceFormat f, int64_t rows, int64_t rows_pad, int64_t K,
-                     bool scales_tiled) {
+                     bool scales_tiled, bool values_tiled) {
   WeightView v;
   v.rows = static_cast<int>(rows);
   v.rows_pad = static_cast<int>(rows_pad);
@@ -175,6 +175,12 @@ WeightView make_view(int wfmt, SourceFormat f, int64_t rows, int64_t rows_pad, i
     v.scales_row_stride = chunk;
     v.scales_k_stride = 32 * chunk;
   }
+  v.values_group_stride = 32 * v.values_row_stride;
+  v.values_k_stride = 64;  // FP4: 128 codes per chunk (only the FP4 kernels step through it)
+  if (values_tiled && wfmt == detail::kWFp4) {  // [32-row group][chunk][32 rows][64 B]
+    v.values_row_stride = 64;
+    v.values_k_stride = 32 * 64;
+  }
   return v;
 }
 
@@ -192,9 +198,10 @@ Layout layout_of(const WeightsPlan& p) {
   L.wfmt2 = wfmt_of(a.source_format, a.ggml_w2_dtype);
   const int64_t I = a.intermediate_size, H = a.hidden_size, E = a.num_experts;
   const int64_t rows1_pad = 32 * fc1_row_blocks(p.gated, I);
-  L.fc1 = make_view(L.wfmt1, a.source_format, p.w1_rows, rows1_pad, H, p.scales_tiled);
-  L.fc2 =
-      make_view(L.wfmt2, a.source_format, H, round_up(H, detail::kPrepRowAlign), I, p.scales_tiled);
+  L.fc1 =
+      make_view(L.wfmt1, a.source_format, p.w1_rows, rows1_pad, H, p.scales_tiled, p.values_tiled);
+  L.fc2 = make_view(L.wfmt2, a.source_format, H, round_up(H, detail::kPrepRowAlign), I,
+                    p.scales_tiled, p.values_tiled);
   int64_t o = 0;
   L.off_w1v = o;
   o = align256(o + L.fc1.values_expert_stride * E);
@@ -333,21 +340,25 @@ WeightsPlan plan_weights(const WeightsPlanArgs& args) {
   p.gated = args.activation != Activation::kRelu2;
   p.w1_rows = p.gated ? 2 * args.intermediate_size : args.intermediate_size;
   p.discards_source_parameters = true;
-  // B12X_MOE_SCALE_TILED=0 / 1 (measurement knob, read here: the layout is fixed by
-  // prepare_weights): FP4 block scales in 32-row chunk tiles (WeightView). GGML weights keep
-  // their per-row block scales (the knob is ignored).
+  // B12X_MOE_SCALE_TILED / B12X_MOE_VALUE_TILED=0 / 1 (measurement knobs, read here: the
+  // layout is fixed by prepare_weights): FP4 block scales / codes in 32-row chunk tiles
+  // (WeightView). GGML weights keep their per-row layout (the knobs are ignored).
   const bool fp4 = args.source_format != SourceFormat::kGgml;
-  p.scales_tiled = fp4 && detail::kScalesTiledDefault;
-  if (const char* v = std::getenv("B12X_MOE_SCALE_TILED"); v != nullptr && *v != 0) {
-    if (!fp4)
-      log_message(1, std::string("fused_moe.plan_weights: B12X_MOE_SCALE_TILED=") + v +
-                         " is ignored: GGML weights have no FP4 block scales");
-    else if (std::strcmp(v, "0") == 0 || std::strcmp(v, "1") == 0)
-      p.scales_tiled = *v == '1';
-    else
-      log_message(1, std::string("fused_moe.plan_weights: B12X_MOE_SCALE_TILED=") + v +
-                         " is not supported (supported: 0, 1); the default is used");
-  }
+  auto layout_knob = [fp4](const char* name, bool def) {
+    const char* v = std::getenv(name);
+    if (v == nullptr || *v == 0) return fp4 && def;
+    if (!fp4) {
+      log_message(1, std::string("fused_moe.plan_weights: ") + name + "=" + v +
+                         " is ignored: GGML weights have no FP4 chunk tiles");
+      return false;
+    }
+    if (std::strcmp(v, "0") == 0 || std::strcmp(v, "1") == 0) return *v == '1';
+    log_message(1, std::string("fused_moe.plan_weights: ") + name + "=" + v +
+                       " is not supported (supported: 0, 1); the default is used");
+    return def;
+  };
+  p.scales_tiled = layout_knob("B12X_MOE_SCALE_TILED", detail::kScalesTiledDefault);
+  p.values_tiled = layout_knob("B12X_MOE_VALUE_TILED", detail::kValuesTiledDefault);
   p.prepared_bytes = layout_of(p).bytes;
   return p;
 }
@@ -360,7 +371,8 @@ std::string WeightsPlan::describe() const {
      << ", params_dtype=" << dtype_name(args.params_dtype) << ", E=" << args.num_experts
      << ", H=" << args.hidden_size << ", I=" << args.intermediate_size
      << ", w13_layout=" << (args.w13_layout == W13Layout::kW13 ? "w13" : "w31")
-     << (scales_tiled ? ", scales_tiled" : "") << ", prepared_bytes=" << prepared_bytes << ")";
+     << (scales_tiled ? ", scales_tiled" : "") << (values_tiled ? ", values_tiled" : "")
+     << ", prepared_bytes=" << prepared_bytes << ")";
   return os.str();
 }
 
@@ -633,6 +645,7 @@ DecodeKnobs read_decode_knobs(bool stream, int aquant) {
   knob(k.fc2_bal, "B12X_MOE_FC2_BAL", {0, 1}, "0, 1", not_stream);
   knob(k.fc2_kil, "B12X_MOE_FC2_KIL", {0, 1}, "0, 1", not_stream);
   knob(k.fc2_rows, "B12X_MOE_FC2_ROWS", {16, 32}, "16, 32", not_stream);
+  knob(k.bulk, "B12X_MOE_BULK", {0, 1}, "0, 1", not_stream);
   return k;
 }
 }  // namespace detail
@@ -845,6 +858,13 @@ Plan plan(const Caps& caps) {
       sig << " fc2_rows32";
     // The K-interleaved FC2 kernels (decode_fc2_kil, from the weights' I and the capacity).
     if (stream && detail::decode_fc2_kil(p.knobs, caps.max_tokens, nk2)) sig << " fc2_kil";
+    // Bulk-copy stages (decode_bulk: the knob, the chunk-tiled layout, sm_90+, BF16 operands).
+    if (stream && R <= detail::kMaxInlineRoutes) {
+      const Layout L = layout_of(w);
+      if (detail::decode_bulk(p.knobs, L.fc1, L.fc2, p.cc_major,
+                              a16(w.args.quant_mode) && w.args.params_dtype == DType::kFP16))
+        sig << " bulk";
+    }
     if (caps.apply_router_weight_on_input) sig << " weight_on_input";
     std::ostringstream shape;
     shape << "E=" << E << " H=" << H << " I=" << I << " max_tokens=" << caps.max_tokens
@@ -996,6 +1016,7 @@ void run(const Binding& b, Stream stream) {
                       : detail::decode_fc2_split(R, S.L.fc2.rows_pad / d.fc2_rows, d.sm_count,
                                                  p.knobs.fc2_split);
     d.partial = route_out;  // sized for the plan's split x max_tokens (>= this call's)
+    d.bulk = detail::decode_bulk(p.knobs, S.L.fc1, S.L.fc2, pdl ? 9 : 8, fp16_ops) ? 1 : 0;
     d.counters = num_tiles + 4;
     if (p.off_fc1_bal >= 0) {
       const int64_t R0 = p.max_routes;  // the plan's capacity sized the counters

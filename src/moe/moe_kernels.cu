@@ -157,7 +157,9 @@ __device__ __forceinline__ const uint8_t* src_row(const RepackSrc& s, int64_t e,
 }
 
 __global__ void repack_values_kernel(int wfmt, RepackSrc s, WeightView d, uint8_t* out, int E) {
-  const int64_t row_bytes = d.values_row_stride;
+  // Logical bytes (e, row, byte) in row-major order; FP4 codes are stored at the WeightView's
+  // offsets (row-major or in 32-row chunk tiles, the same bytes per expert).
+  const int64_t row_bytes = d.values_group_stride / 32;
   const int64_t per_expert = static_cast<int64_t>(d.rows_pad) * row_bytes;
   const int64_t total = per_expert * E;
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
@@ -186,7 +188,8 @@ __global__ void repack_values_kernel(int wfmt, RepackSrc s, WeightView d, uint8_
           }
         }
       }
-      reinterpret_cast<uint32_t*>(out)[wi] = word;
+      *reinterpret_cast<uint32_t*>(out + e * d.values_expert_stride + value_row_offset(d, pr) +
+                                   c * d.values_k_stride + (wr % 16) * 4) = word;
     }
     return;
   }

@@ -26,6 +26,7 @@ inline constexpr int kMaxExperts = 4096;       // routing keeps per-expert count
 // M = 1 / 2 / 4 / 8 62.7 / 106.1 / 190.8 / 323.8 -> 59.0 / 101.6 / 180.7 / 309.2, Qwen3.5-TP4
 // 42.2 / 69.8 / 115.2 / 204.5 -> 41.0 / 67.6 / 112.3 / 199.7; all 24 M <= 8 rows 1.4-5.9 % faster.
 inline constexpr bool kScalesTiledDefault = true;
+inline constexpr bool kValuesTiledDefault = false;  // WeightsPlan::values_tiled
 
 /// Prepared per-expert layout of one GEMM operand (FC1 or FC2).
 struct WeightView {
@@ -45,8 +46,18 @@ struct WeightView {
   // sectors per copy instruction instead of 32.
   int64_t scales_group_stride = 0;
   int scales_k_stride = 0;
+  // Values likewise: (r >> 5) * values_group_stride + (r & 31) * values_row_stride + kk *
+  // values_k_stride. Row-major: k = 64 (FP4: the chunk's 128 codes); FP4 chunk tiles
+  // (WeightsPlan::values_tiled): [32 rows][64 B] per chunk, one warp's 32 rows of a chunk 2 KB
+  // contiguous (a 512-byte run per copy instruction instead of 8 rows x 64 B).
+  int64_t values_group_stride = 0;
+  int values_k_stride = 0;
 };
 
+/// Byte offset of row r's values (chunk 0) inside an expert (see WeightView).
+B12X_HD int64_t value_row_offset(const WeightView& w, int64_t r) {
+  return (r >> 5) * w.values_group_stride + (r & 31) * w.values_row_stride;
+}
 /// Byte offset of row r's scales (chunk 0) inside an expert (see WeightView).
 B12X_HD int64_t scale_row_offset(const WeightView& w, int64_t r) {
   return (r >> 5) * w.scales_group_stride + (r & 31) * w.scales_row_stride;
@@ -140,6 +151,8 @@ struct DecodeArgs {
   int fc2_bal = 0;    // chunk ranges instead of whole tiles per split CTA (launch_decode_stream)
   int fc2_kil = 0;    // warps take chunks warp, warp + kW, ... of the CTA's range (decode_fc2_kil)
   int fc2_rows = 16;  // output rows per FC2 CTA (decode_fc2_rows: 16, or 32 up to 8 tokens)
+  // Stage weights by bulk copies on per-stage mbarriers (decode_bulk; launch_decode_stream).
+  int bulk = 0;
   float* partial = nullptr;
   int* counters = nullptr;
   // Launch shape of the stream, chosen by launch_decode_stream (decode_fc1_row_warps) unless
@@ -289,6 +302,22 @@ void launch_decode_stream(const DecodeArgs& args, const DecodeKnobs& knobs, bool
 /// (16 or 32 rows, narrow routing: every FC2 of MiniMax at M <= 8); the others ignore it.
 inline bool decode_fc2_kil(const DecodeKnobs& k, int64_t tokens, int nk) {
   return k.fc2_kil >= 0 ? k.fc2_kil != 0 : tokens <= 8 && nk >= 16;
+}
+/// Bulk-copy stages (DecodeArgs::bulk): a warp's ring stage takes its weights as two
+/// cp.async.bulk copies by one lane (the 32 or 16 rows' codes and their UE4M3 scales, each one
+/// contiguous run in 32-row chunk tiles) completing on the stage's mbarrier, instead of 5
+/// cp.async per lane (~55 refill instructions per FC1 sub-chunk, session 14). Needs sm_90+,
+/// codes and scales in chunk tiles (WeightsPlan::values_tiled / scales_tiled), UE4M3 scales and
+/// BF16 operands (the instances compiled with it). DecodeKnobs::bulk (B12X_MOE_BULK) 1 asks for
+/// it; launches beyond kMaxInlineRoutes routes and the shapes launch_gemms does not compile with
+/// it run the cp.async stages.
+inline bool decode_bulk(const DecodeKnobs& k, const WeightView& w1, const WeightView& w2,
+                        int cc_major, bool fp16_operands) {
+  auto tiled = [](const WeightView& w) {
+    return w.scale_kind == 0 && w.values_row_stride == 64 && w.values_k_stride == 32 * 64 &&
+           w.scales_row_stride == 8 && w.scales_k_stride == 32 * 8;
+  };
+  return k.bulk == 1 && cc_major >= 9 && !fp16_operands && tiled(w1) && tiled(w2);
 }
 /// FC2 split of the 32-row FC2 CTA (3-stage ring, 2 CTAs per SM): the most CTAs per row block
 /// (<= 4, <= the plan's partials for `routes`) that keep the grid within one wave of 2 per SM;

@@ -561,10 +561,40 @@ TEST(Moe, DecodeKnobsAreReadByPlan) {
   EXPECT_TRUE(moe::detail::decode_a16_copy_rows(def));
 }
 
-TEST(Moe, ScaleChunkTilesKnobAndOffsets) {
-  // B12X_MOE_SCALE_TILED is read by plan_weights (the prepared layout is fixed by
-  // prepare_weights): 0 / 1 taken, anything else logged and the default kept; the chunk-tiled
-  // layout has the row-major layout's bytes.
+TEST(Moe, DecodeBulkStagesRule) {
+  // B12X_MOE_BULK (read by plan) asks for the bulk-copy stages; decode_bulk takes them only on
+  // sm_90+, with BF16 operands, codes and UE4M3 scales in 32-row chunk tiles on both GEMMs.
+  ASSERT_EQ(setenv("B12X_MOE_BULK", "1", 1), 0);
+  const moe::DecodeKnobs on = moe::detail::read_decode_knobs(true, moe::num::kANvfp4);
+  ASSERT_EQ(setenv("B12X_MOE_BULK", "2", 1), 0);
+  const moe::DecodeKnobs bad = moe::detail::read_decode_knobs(true, moe::num::kANvfp4);
+  unsetenv("B12X_MOE_BULK");
+  EXPECT_EQ(on.bulk, 1);
+  EXPECT_EQ(bad.bulk, moe::DecodeKnobs{}.bulk);
+  moe::detail::WeightView t;  // chunk tiles of a K = 1024 FP4 operand
+  t.scale_kind = 0;
+  t.values_row_stride = 64;
+  t.values_k_stride = 32 * 64;
+  t.scales_row_stride = 8;
+  t.scales_k_stride = 32 * 8;
+  moe::detail::WeightView rm = t;  // row-major codes
+  rm.values_row_stride = 512;
+  rm.values_k_stride = 64;
+  moe::detail::WeightView e8 = t;  // E8M0 scales
+  e8.scale_kind = 1;
+  EXPECT_TRUE(moe::detail::decode_bulk(on, t, t, 9, false));
+  EXPECT_TRUE(moe::detail::decode_bulk(on, t, t, 12, false));
+  EXPECT_FALSE(moe::detail::decode_bulk(moe::DecodeKnobs{}, t, t, 9, false));
+  EXPECT_FALSE(moe::detail::decode_bulk(on, t, t, 8, false));
+  EXPECT_FALSE(moe::detail::decode_bulk(on, t, t, 9, true));
+  EXPECT_FALSE(moe::detail::decode_bulk(on, t, rm, 9, false));
+  EXPECT_FALSE(moe::detail::decode_bulk(on, e8, e8, 9, false));
+}
+
+TEST(Moe, ChunkTilesKnobsAndOffsets) {
+  // B12X_MOE_SCALE_TILED / B12X_MOE_VALUE_TILED are read by plan_weights (the prepared layout is
+  // fixed by prepare_weights): 0 / 1 taken, anything else logged and the default kept; the
+  // chunk-tiled layout has the row-major layout's bytes.
   moe::WeightsPlanArgs wa;
   wa.quant_mode = QuantMode::kNvfp4;
   wa.source_format = SourceFormat::kModeloptNvfp4;
@@ -576,11 +606,16 @@ TEST(Moe, ScaleChunkTilesKnobAndOffsets) {
   ASSERT_EQ(setenv("B12X_MOE_SCALE_TILED", "1", 1), 0);
   const moe::WeightsPlan p1 = moe::plan_weights(wa);
   ASSERT_EQ(setenv("B12X_MOE_SCALE_TILED", "2", 1), 0);
+  ASSERT_EQ(setenv("B12X_MOE_VALUE_TILED", "1", 1), 0);
   const moe::WeightsPlan p2 = moe::plan_weights(wa);
   unsetenv("B12X_MOE_SCALE_TILED");
+  unsetenv("B12X_MOE_VALUE_TILED");
   EXPECT_FALSE(p0.scales_tiled);
   EXPECT_TRUE(p1.scales_tiled);
   EXPECT_EQ(p2.scales_tiled, moe::detail::kScalesTiledDefault);
+  EXPECT_TRUE(p2.values_tiled);
+  EXPECT_EQ(p0.values_tiled, moe::detail::kValuesTiledDefault);
+  EXPECT_NE(p2.describe().find("values_tiled"), std::string::npos);
   EXPECT_EQ(p0.prepared_bytes, p1.prepared_bytes);
   EXPECT_NE(p1.describe().find("scales_tiled"), std::string::npos);
   // GGML weights have no FP4 block scales: never tiled, whatever the knob.

@@ -16,6 +16,7 @@
 #include "b12x/c_api.h"
 #include "b12x/moe.h"
 #include "b12x/reference/moe.h"
+#include "b12x/runtime.h"
 #include "b12x/status.h"
 #include "formats/scalar.h"
 #include "formats/swizzle.h"
@@ -803,13 +804,14 @@ TEST(MoeGpu, DecodeStreamFc2KInterleaved) {
   }
 }
 
-TEST(MoeGpu, ScaleChunkTilesAreBitEqual) {
+TEST(MoeGpu, ChunkTilesAreBitEqual) {
   B12X_REQUIRE_GPU();
-  // FP4 block scales stored in 32-row chunk tiles (WeightsPlan::scales_tiled, B12X_MOE_SCALE_TILED
-  // read by plan_weights) against the row-major layout: the same values at other addresses, so
-  // every kernel's output is bit-equal. Decode stream: nvfp4 (UE4M3, 8-byte scale copies; FC2 16-
-  // and 32-row CTAs, whose row blocks start at 16 rows into a tile), MXFP8 on E8M0 weights (4-byte
-  // copies, two FC1 row warps), FP16 w4a16 relu2 on E8M0; the grouped pipe (nvfp4, w4a16 E8M0).
+  // FP4 block scales and / or codes stored in 32-row chunk tiles (WeightsPlan::scales_tiled /
+  // values_tiled, B12X_MOE_SCALE_TILED / B12X_MOE_VALUE_TILED read by plan_weights) against the
+  // row-major layout: the same values at other addresses, so every kernel's output is bit-equal.
+  // Decode stream: nvfp4 (UE4M3, 8-byte scale copies; FC2 16- and 32-row CTAs, whose row blocks
+  // start at 16 rows into a tile), MXFP8 on E8M0 weights (4-byte copies, two FC1 row warps), FP16
+  // w4a16 relu2 on E8M0; the grouped pipe (nvfp4, w4a16 E8M0).
   struct Var {
     Case c;
     const char* rows;
@@ -826,25 +828,122 @@ TEST(MoeGpu, ScaleChunkTilesAreBitEqual) {
     SCOPED_TRACE(v.c.name() + " rows " + (v.rows ? v.rows : "rule"));
     Problem P;
     P.make(v.c);
-    std::vector<uint16_t> got[2];
-    for (int tiled = 0; tiled < 2; ++tiled) {
-      ASSERT_EQ(setenv("B12X_MOE_SCALE_TILED", tiled ? "1" : "0", 1), 0);
+    std::vector<uint16_t> got[4];  // layout l: scales tiled (l & 1), codes tiled (l >> 1)
+    for (int l = 0; l < 4; ++l) {
+      ASSERT_EQ(setenv("B12X_MOE_SCALE_TILED", (l & 1) ? "1" : "0", 1), 0);
+      ASSERT_EQ(setenv("B12X_MOE_VALUE_TILED", (l >> 1) ? "1" : "0", 1), 0);
       if (v.rows) ASSERT_EQ(setenv("B12X_MOE_FC2_ROWS", v.rows, 1), 0);
-      GpuRun G(P);  // plan_weights (prepare and plan) reads the knob
+      GpuRun G(P);  // plan_weights (prepare and plan) reads the knobs
       unsetenv("B12X_MOE_SCALE_TILED");
+      unsetenv("B12X_MOE_VALUE_TILED");
       unsetenv("B12X_MOE_FC2_ROWS");
       ASSERT_TRUE(G.ok);
-      got[tiled] = G.run_eager();
+      got[l] = G.run_eager();
+      ASSERT_EQ(got[l].size(), got[0].size());
+      EXPECT_EQ(std::memcmp(got[l].data(), got[0].data(), 2 * got[0].size()), 0)
+          << "chunk-tiled layout " << l << " differs from row-major";
     }
-    ASSERT_EQ(got[1].size(), got[0].size());
-    EXPECT_EQ(std::memcmp(got[1].data(), got[0].data(), 2 * got[0].size()), 0)
-        << "chunk-tiled scales differ from row-major";
     if (&v == &vars[0] || &v == &vars[4]) {
-      std::vector<float> f(got[1].size());
+      std::vector<float> f(got[3].size());
       for (size_t i = 0; i < f.size(); ++i)
-        f[i] = v.c.dtype == DType::kBF16 ? fmt::bf16_bits_to_float(got[1][i])
-                                         : fmt::fp16_bits_to_float(got[1][i]);
+        f[i] = v.c.dtype == DType::kBF16 ? fmt::bf16_bits_to_float(got[3][i])
+                                         : fmt::fp16_bits_to_float(got[3][i]);
       check_against_reference(P, f, 0.9999);
+    }
+  }
+}
+
+TEST(MoeGpu, DecodeStreamBulkStagesAreBitEqual) {
+  B12X_REQUIRE_GPU();
+  if (device_info(0).cc_major < 9) GTEST_SKIP() << "bulk-copy stages need sm_90+";
+  // B12X_MOE_BULK=1 (DecodeArgs::bulk) on chunk-tiled codes: a warp's stage weights arrive by
+  // two bulk copies on the stage's mbarrier instead of cp.async per lane, the same bytes at the
+  // same shared addresses, so the output equals the cp.async stages' bit for bit in every FC1
+  // and FC2 shape compiled with it (forced by the shape knobs): FC1 unbalanced (one / two
+  // groups, 8 / 12 warps) and balanced (8 / 12 warps); FC2 16 rows with 5 (deep), 2, 3 stages
+  // and K-interleaved, 32 rows with 3 stages, contiguous and K-interleaved; BF16 w4a16 (copy
+  // gate) too. The first variant is also replayed from a CUDA graph with new routes.
+  struct Var {
+    Case c;
+    std::vector<std::pair<const char*, const char*>> env;
+  };
+  const Fp4Variant a16{QuantMode::kW4A16, SourceFormat::kModeloptNvfp4, DType::kBF16,
+                       Activation::kSilu};
+  const Var vars[] = {
+      {fp4_variant_case(kNvfp4Silu, 16, 1024, 512, 1, 8, 1), {}},
+      {fp4_variant_case(kNvfp4Silu, 16, 1024, 512, 1, 8, 1), {{"B12X_MOE_FC1_WIDE", "3"}}},
+      {fp4_variant_case(kNvfp4Silu, 16, 1056, 2048, 4, 8, 1),
+       {{"B12X_MOE_FC1_BAL", "1"}, {"B12X_MOE_FC2_ROWS", "16"}, {"B12X_MOE_FC2_KIL", "1"}}},
+      {fp4_variant_case(kNvfp4Silu, 16, 1024, 512, 4, 8, 1),
+       {{"B12X_MOE_FC1_BAL", "0"},
+        {"B12X_MOE_FC1_KG", "2"},
+        {"B12X_MOE_FC2_ROWS", "16"},
+        {"B12X_MOE_FC2_STAGES", "2"}}},
+      {fp4_variant_case(kNvfp4Silu, 16, 1024, 512, 4, 8, 1),
+       {{"B12X_MOE_FC1_WIDE", "3"},
+        {"B12X_MOE_FC1_BAL", "1"},
+        {"B12X_MOE_FC2_ROWS", "16"},
+        {"B12X_MOE_FC2_KIL", "0"},
+        {"B12X_MOE_FC2_STAGES", "3"}}},
+      {fp4_variant_case(kNvfp4Silu, 16, 1024, 512, 4, 8, 1),
+       {{"B12X_MOE_FC2_ROWS", "32"}, {"B12X_MOE_FC2_KIL", "0"}}},
+      {fp4_variant_case(a16, 16, 1024, 512, 6, 8, 1),
+       {{"B12X_MOE_FC2_ROWS", "32"}, {"B12X_MOE_FC2_KIL", "1"}}}};
+  for (const Var& v : vars) {
+    SCOPED_TRACE(v.c.name() + " var " + std::to_string(&v - vars));
+    Problem P;
+    P.make(v.c);
+    std::vector<uint16_t> got[2];
+    for (int bulk = 0; bulk < 2; ++bulk) {
+      for (const auto& e : v.env) ASSERT_EQ(setenv(e.first, e.second, 1), 0);
+      ASSERT_EQ(setenv("B12X_MOE_VALUE_TILED", bulk ? "1" : "0", 1), 0);
+      ASSERT_EQ(setenv("B12X_MOE_BULK", bulk ? "1" : "0", 1), 0);
+      auto bulk_plans = [] {  // plans resolved so far with the bulk stages in their signature
+        int64_t n = 0;
+        for (const auto& r : b12x::resolved_kernels())
+          if (r.signature.find(" bulk") != std::string::npos) n += r.plans;
+        return n;
+      };
+      const int64_t before = bulk_plans();
+      GpuRun G(P);  // plan_weights and plan read the knobs
+      for (const auto& e : v.env) unsetenv(e.first);
+      unsetenv("B12X_MOE_VALUE_TILED");
+      unsetenv("B12X_MOE_BULK");
+      ASSERT_TRUE(G.ok);
+      EXPECT_EQ(bulk_plans() > before, bulk == 1) << "the plan's signature shows the bulk stages";
+      got[bulk] = G.run_eager();
+      if (bulk == 0) continue;
+      ASSERT_EQ(got[1].size(), got[0].size());
+      EXPECT_EQ(std::memcmp(got[1].data(), got[0].data(), 2 * got[0].size()), 0)
+          << "bulk-copy stages differ from the cp.async stages";
+      if (&v != &vars[0] && &v != &vars[6]) continue;
+      check_against_reference(P, G.as_float(got[1]), 0.9999);
+      if (&v != &vars[0]) continue;
+      cudaStream_t s;
+      B12X_TEST_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+      cudaGraph_t graph;
+      cudaGraphExec_t exec;
+      B12X_TEST_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+      const b12x_status st = G.launch(s);
+      B12X_TEST_CUDA(cudaStreamEndCapture(s, &graph));
+      ASSERT_EQ(st, B12X_OK) << b12x_last_error();
+      B12X_TEST_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+      Problem Q = P;
+      Q.new_routes();
+      G.ids.upload(Q.ids);
+      G.wts.upload(Q.wts);
+      G.out.poison();
+      B12X_TEST_CUDA(cudaDeviceSynchronize());
+      B12X_TEST_CUDA(cudaGraphLaunch(exec, s));
+      B12X_TEST_CUDA(cudaStreamSynchronize(s));
+      const auto replay = G.out.download();
+      const auto again = G.run_eager(s);
+      EXPECT_EQ(std::memcmp(replay.data(), again.data(), 2 * replay.size()), 0)
+          << "bulk-copy stages: replay differs from eager";
+      check_against_reference(Q, G.as_float(replay), 0.9999);
+      cudaGraphExecDestroy(exec);
+      cudaGraphDestroy(graph);
+      cudaStreamDestroy(s);
     }
   }
 }

@@ -332,6 +332,49 @@ __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
+// Bulk-copy staging (DecodeArgs::bulk, sm_90+; the kernels' kBulk instances are only launched
+// there): a warp's stage weights (codes and scales in 32-row chunk tiles: two contiguous runs)
+// are two cp.async.bulk copies issued by lane 0, completing on the stage's mbarrier by their
+// byte count, instead of 5 cp.async per lane. Below sm_90 the bodies are empty (never run).
+__device__ __forceinline__ void mbar_init_cta(uint32_t bar, uint32_t count) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+#endif
+}
+/// mbarrier.init is a generic-proxy write; the bulk copies complete on the barrier from the
+/// async proxy.
+__device__ __forceinline__ void fence_mbar_init() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void mbar_arrive_tx(uint32_t bar, uint32_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
+               : "memory");
+#endif
+}
+__device__ __forceinline__ void bulk_copy_g2s(uint32_t sa, const void* gmem, uint32_t bytes,
+                                              uint32_t bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::
+          "r"(sa),
+      "l"(gmem), "r"(bytes), "r"(bar)
+      : "memory");
+#endif
+}
+/// Waits for the completion of the phase of parity `parity` of `bar`.
+__device__ __forceinline__ void mbar_wait_parity(uint32_t bar, uint32_t parity) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "{\n.reg .pred p;\nWAIT_%=:\nmbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+      "@!p bra WAIT_%=;\n}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+#endif
+}
+
 /// One warp's cp.async ring stage: kRows weight rows x 128 K values (64 B each), their block
 /// scales (8 B per row; E8M0 rows use the low 4 B) and the activation fragments of up to
 /// kTileTokens tokens in [step][token][quad] x 8 B order (moe_gemm.cuh's s_act layout).
@@ -381,11 +424,23 @@ struct WarpStage {
   /// 8 lane. Activations: 8 steps x kT tokens x 2 halves of 16 B, copy c to + kActOff + 16 lane
   /// + 512 c, bounded by Src (session 5 rebuilt step, token, half and the row check every
   /// refill: ~75 of FC1's ~430 SASS instructions per sub-chunk were refill, now ~53).
+  /// kBulk: the weights as two bulk copies by lane 0 completing on the stage's mbarrier `bar`
+  /// (chunk-tiled codes and UE4M3 scales: rows lane 0's sources on are one kRows x 64 B and one
+  /// kRows x 8 B run, exactly the stage's layout).
+  template <bool kBulk = false>
   static __device__ __forceinline__ void issue(uint32_t sa, const Src& s, uint32_t step, int kk,
-                                               int scale_kind, int sks, int lane, bool weights,
-                                               bool acts) {
-    if (weights) {
-      const uint8_t* v = s.w + kk * 64;
+                                               int scale_kind, int sks, int vks, int lane,
+                                               bool weights, bool acts, uint32_t bar = 0) {
+    if (kBulk && weights) {
+      if (lane == 0) {
+        mbar_arrive_tx(bar, kRows * 72);
+        bulk_copy_g2s(sa, s.w + kk * vks, kRows * 64, bar);
+        bulk_copy_g2s(sa + kScaleOff, s.s + kk * sks, kRows * 8, bar);
+      }
+    } else if (weights) {
+      // vks: WeightView::values_k_stride (row-major 64; chunk tiles 2 KB, `step` then 512: the
+      // warp's 4 copy instructions each read 512 contiguous bytes).
+      const uint8_t* v = s.w + kk * vks;
       const uint32_t d = sa + static_cast<uint32_t>(lane) * 16u;
 #pragma unroll
       for (int c = 0; c < kRows / 8; ++c, v += step) cp_async16_sa(d + c * 512, v, true);
@@ -681,8 +736,10 @@ __device__ __forceinline__ void group_sync(int id) {
 // range is a list of pieces (tile, K sub-chunks [ka, kb)): whole tiles in the middle, parts of
 // tiles at its ends. Every warp splits each piece's sub-chunks as it splits a whole tile; a
 // part's K sums go to fc1_part and the tile's last CTA (fc1_cnt) finishes it.
+// kBulk: the stage weights as bulk copies on per-stage mbarriers (WarpStage::issue;
+// DecodeArgs::bulk).
 template <typename OpT, bool kFold, int kSK, int kWM, int kG, int kNW = DecodeCfg::kFc1Warps,
-          bool kBal = false, int kRC = detail::kMaxInlineRoutes>
+          bool kBal = false, int kRC = detail::kMaxInlineRoutes, bool kBulk = false>
 __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold ? 3 : 2) : 2)
     moe_decode_fc1_kernel(const DecodeArgs a) {
   using C = DecodeCfg;
@@ -695,8 +752,10 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
   static_assert(kWM == 1 || kWM == 2 || kWM == 4, "row warps: a power of two (epilogue shifts)");
   static_assert(!kBal || kWM == 1, "balanced FC1: one row warp");
   static_assert(C::kTileTokens * 32 == detail::kFc1BalSlotFloats, "fc1_part slot size");
+  static_assert(!kBulk || kSK == 0, "bulk stages: UE4M3 scales (8 B per row, the stage layout)");
   extern __shared__ __align__(16) uint8_t smem[];
   __shared__ RouteSmemT<kRC> rs;
+  __shared__ __align__(8) uint64_t s_bar[kBulk ? kNW * kS : 1];  // [warp][stage] (kBulk)
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t = lane & 3;
   // (Warps < 8: with one group grp is 0 and wk warp / kWM, known at compile time.)
@@ -781,7 +840,7 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
     return cu;
   };
   const int64_t r0 = R0 + 32 * wm;
-  const uint8_t* vrow = W.values + r0 * W.values_row_stride;
+  const uint8_t* vrow = W.values + detail::value_row_offset(W, r0);  // r0 % 32 == 0
   const uint8_t* srow = W.scales + detail::scale_row_offset(W, r0);  // r0 % 32 == 0
   uint8_t* ring = smem + warp * kS * C::kFc1Stage;
   constexpr int kYs = 32 * kWM;  // features per token row of ys (gated: 16 * kWM used)
@@ -807,10 +866,21 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
                    W.values_row_stride, W.scales_row_stride, arow, lane, W.K, W.values);
   };
   const uint32_t ring_sa = smem_addr(ring);
+  // kBulk: stage s of this warp completes on s_bar[warp][s], phase (use count) & 1.
+  const uint32_t bar_sa = smem_addr(&s_bar[kBulk ? warp * kS : 0]);
+  if constexpr (kBulk) {
+    if (lane == 0) {
+#pragma unroll
+      for (int s = 0; s < kS; ++s) mbar_init_cta(bar_sa + 8 * s, 1);
+      fence_mbar_init();
+    }
+    __syncwarp();
+  }
   auto issue = [&](int slot, const typename St::Src& sc, const ChunkCursor& cu, bool weights,
                    bool acts) {
-    St::issue(ring_sa + slot * C::kFc1Stage, sc, wstep, cu.ka + wk + kWK * cu.k, kSK,
-              W.scales_k_stride, lane, weights, acts);
+    St::template issue<kBulk>(ring_sa + slot * C::kFc1Stage, sc, wstep, cu.ka + wk + kWK * cu.k,
+                              kSK, W.scales_k_stride, W.values_k_stride, lane, weights, acts,
+                              bar_sa + 8 * slot);
   };
   ChunkCursor ni = cursor0();  // the next chunk to load
   {
@@ -844,8 +914,9 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
     const int n_kc = piece_nk(it);
     for (int kc = 0; kc < n_kc; ++kc, ++c) {
       cp_async_wait<kS - 1>();
-      __syncwarp();
       const int slot = c % kS;
+      if constexpr (kBulk) mbar_wait_parity(bar_sa + 8 * slot, (c / kS) & 1);
+      __syncwarp();
       stage_mma<OpT, kFold, kSK, 2>(ring + slot * C::kFc1Stage, acc, g, t);
       __syncwarp();  // every lane is done reading the slot before it is refilled
       if (c + kS < n_my) {
@@ -1010,8 +1081,9 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
 // (3 CTAs per SM, the register cap of FC1) or 8 x 3 (2 per SM)).
 // kKil: the K-interleaved warp chunks of DecodeArgs::fc2_kil (8 warps x 3 stages, narrow
 // routing; a template constant, so the contiguous ranges' code is unchanged).
+// kBulk: the stage weights as bulk copies on per-stage mbarriers (as FC1's).
 template <typename OpT, bool kFold, int kSK, int kW, int kS, int kRC = detail::kMaxInlineRoutes,
-          int kR = DecodeCfg::kFc2Rows, bool kKil = false>
+          int kR = DecodeCfg::kFc2Rows, bool kKil = false, bool kBulk = false>
 __global__ void __launch_bounds__(32 * kW, kR == 32             ? (kS == 2 ? 3 : 2)
                                            : kW == 8 && kS == 2 ? 4
                                                                 : 1)
@@ -1022,11 +1094,13 @@ __global__ void __launch_bounds__(32 * kW, kR == 32             ? (kS == 2 ? 3 :
       "FC2 rows: 16, or 32 with 8 warps, 2-3 stages and the narrow routing");
   static_assert(!kKil || (kW == 8 && kS == 3 && kRC == detail::kMaxInlineRoutes),
                 "K-interleaved FC2 warps: the 8-warp 3-stage CTA, narrow routing");
+  static_assert(!kBulk || kSK == 0, "bulk stages: UE4M3 scales (8 B per row, the stage layout)");
   constexpr int kM = kR / 16, kStage = C::fc2_stage(kR);
   using St = WarpStage<kR>;
   constexpr int kRing = C::fc2_ring(kW, kS, kR);
   extern __shared__ __align__(16) uint8_t smem[];
   __shared__ RouteSmemT<kRC> rs;
+  __shared__ __align__(8) uint64_t s_bar[kBulk ? kW * kS : 1];  // [warp][stage] (kBulk)
   // Combine weight per slot; the wide routing (up to 1024 slots) instead loads each lane's two
   // columns' weights at a tile's start (w01), off the flush's chain like alpha.
   constexpr bool kWide = kRC != detail::kMaxInlineRoutes;
@@ -1088,15 +1162,25 @@ __global__ void __launch_bounds__(32 * kW, kR == 32             ? (kS == 2 ? 3 :
   auto src_of = [&](int it) {
     const int4 tl = rs.tile(tile_of(it));
     const int n = St::lane_token(lane);
-    return St::src(W.values + tl.x * W.values_expert_stride + R0 * W.values_row_stride,
+    return St::src(W.values + tl.x * W.values_expert_stride + detail::value_row_offset(W, R0),
                    W.scales + tl.x * W.scales_expert_stride + detail::scale_row_offset(W, R0),
                    W.values_row_stride, W.scales_row_stride,
                    n < tl.z ? a.inter + static_cast<int64_t>(tl.y + n) * a.features : nullptr, lane,
                    W.K, W.values);
   };
   const uint32_t ring_sa = smem_addr(ring);
+  const uint32_t bar_sa = smem_addr(&s_bar[kBulk ? warp * kS : 0]);
+  if constexpr (kBulk) {
+    if (lane == 0) {
+#pragma unroll
+      for (int s = 0; s < kS; ++s) mbar_init_cta(bar_sa + 8 * s, 1);
+      fence_mbar_init();
+    }
+    __syncwarp();
+  }
   auto issue = [&](int slot, const typename St::Src& sc, int kk, bool weights, bool acts) {
-    St::issue(ring_sa + slot * kStage, sc, wstep, kk, kSK, W.scales_k_stride, lane, weights, acts);
+    St::template issue<kBulk>(ring_sa + slot * kStage, sc, wstep, kk, kSK, W.scales_k_stride,
+                              W.values_k_stride, lane, weights, acts, bar_sa + 8 * slot);
   };
   // Steps a cursor to this warp's next chunk; true where that enters another tile.
   auto step = [&](ChunkCursor& cu) {
@@ -1144,11 +1228,16 @@ __global__ void __launch_bounds__(32 * kW, kR == 32             ? (kS == 2 ? 3 :
     }
   };
   if (n_my > 0) tile_weights();
-  int ring_slot = 0;  // c % kS without a division (kS = 3 or 5)
+  int ring_slot = 0;    // c % kS without a division (kS = 3 or 5)
+  uint32_t phases = 0;  // kBulk: bit s = the parity stage s waits for next
   for (int c = 0; c < n_my; ++c) {
     cp_async_wait<kS - 1>();
-    __syncwarp();
     const int slot = ring_slot;
+    if constexpr (kBulk) {
+      mbar_wait_parity(bar_sa + 8 * slot, (phases >> slot) & 1u);
+      phases ^= 1u << slot;
+    }
+    __syncwarp();
     ring_slot = ring_slot + 1 == kS ? 0 : ring_slot + 1;
     stage_mma<OpT, kFold, kSK, kM>(ring + slot * kStage, acc, g, t);
     __syncwarp();

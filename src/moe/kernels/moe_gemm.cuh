@@ -174,10 +174,10 @@ template <typename OpT>
 struct WeightFrag<detail::kWFp4, OpT> {
   uint4 v;
   uint2 s;
-  /// sks: bytes between the scales of consecutive chunks (WeightView::scales_k_stride).
+  /// sks / vks: bytes between the scales / codes of consecutive chunks (WeightView).
   __device__ __forceinline__ void load(const uint8_t* vrow, const uint8_t* srow, int kk, int t,
-                                       int scale_kind, int sks) {
-    v = ldg16(vrow + static_cast<int64_t>(kk) * 64 + t * 16);
+                                       int scale_kind, int sks, int vks) {
+    v = ldg16(vrow + static_cast<int64_t>(kk) * vks + t * 16);
     if (scale_kind == 0)
       s = ldg8(srow + static_cast<int64_t>(kk) * sks);
     else
@@ -211,7 +211,7 @@ struct WeightFrag<detail::kWQ8_0, OpT> {
   uint4 v0, v1;
   uint2 d;  // 4 fp16 scales (one per 32 values)
   __device__ __forceinline__ void load(const uint8_t* vrow, const uint8_t* srow, int kk, int t, int,
-                                       int) {
+                                       int, int) {
     const uint8_t* p = vrow + static_cast<int64_t>(kk) * 128 + t * 32;
     v0 = ldg16(p);
     v1 = ldg16(p + 16);
@@ -249,7 +249,7 @@ struct WeightFrag<detail::kWIq2xxs, OpT> {
   uint4 v0, v1;  // 4 sub-blocks x (w0, w1)
   float d;
   __device__ __forceinline__ void load(const uint8_t* vrow, const uint8_t* srow, int kk, int, int,
-                                       int) {
+                                       int, int) {
     const uint8_t* p = vrow + static_cast<int64_t>(kk) * 32;
     v0 = ldg16(p);
     v1 = ldg16(p + 16);
@@ -280,7 +280,7 @@ struct WeightFrag<detail::kWIq2xs, OpT> {
   uint32_t sc;  // 4 scale bytes
   float d;
   __device__ __forceinline__ void load(const uint8_t* vrow, const uint8_t* srow, int kk, int, int,
-                                       int) {
+                                       int, int) {
     const uint8_t* blk = vrow + static_cast<int64_t>(kk / 2) * 72;
     const int half = kk % 2;
 #pragma unroll
@@ -560,7 +560,7 @@ __global__ void __launch_bounds__(32 * kWM * kWK, kTN <= 8 ? 4 : 1)
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     const int64_t r = rb + (i >> 1) * 16 + (i & 1) * 8 + g;  // rows g, g+8, 16+g, 24+g
-    vrow[i] = W.values + e * W.values_expert_stride + r * W.values_row_stride;
+    vrow[i] = W.values + e * W.values_expert_stride + detail::value_row_offset(W, r);
     srow[i] = W.scales + e * W.scales_expert_stride + detail::scale_row_offset(W, r);
   }
   const float gs = args.aquant == num::kANvfp4 ? args.a_gscale[e] : 1.f;
@@ -582,7 +582,8 @@ __global__ void __launch_bounds__(32 * kWM * kWK, kTN <= 8 ? 4 : 1)
   WeightFrag<WF, OpT> f[4];
   if (kPrefetch && kk < nk) {
 #pragma unroll
-    for (int i = 0; i < 4; ++i) f[i].load(vrow[i], srow[i], kk, t, W.scale_kind, W.scales_k_stride);
+    for (int i = 0; i < 4; ++i)
+      f[i].load(vrow[i], srow[i], kk, t, W.scale_kind, W.scales_k_stride, W.values_k_stride);
   }
   if (args.inline_route) pdl_wait();
   for (int kc0 = 0; kc0 < W.K_pad; kc0 += C::kKC) {
@@ -657,12 +658,13 @@ __global__ void __launch_bounds__(32 * kWM * kWK, kTN <= 8 ? 4 : 1)
         if (kk + kWK < nk) {
 #pragma unroll
           for (int i = 0; i < 4; ++i)
-            fn[i].load(vrow[i], srow[i], kk + kWK, t, W.scale_kind, W.scales_k_stride);
+            fn[i].load(vrow[i], srow[i], kk + kWK, t, W.scale_kind, W.scales_k_stride,
+                       W.values_k_stride);
         }
       } else {
 #pragma unroll
         for (int i = 0; i < 4; ++i)
-          f[i].load(vrow[i], srow[i], kk, t, W.scale_kind, W.scales_k_stride);
+          f[i].load(vrow[i], srow[i], kk, t, W.scale_kind, W.scales_k_stride, W.values_k_stride);
       }
       warp_fp4_subchunk<kTN, C::kNT, kFold>(f, s_act + sc * 8 * kTN * 4, s_grid, W.scale_kind, g, t,
                                             acc);
@@ -788,7 +790,7 @@ __global__ void __launch_bounds__(PipeCfg<kTN>::kThreads, PipeCfg<kTN>::kMinBloc
   const int nk = W.K_pad / 128;
   const int scale_bytes = W.scale_kind == 0 ? 8 : 4;
   const uint8_t* wbase = W.values + e * W.values_expert_stride +
-                         static_cast<int64_t>(blockIdx.x) * P::kRows * W.values_row_stride;
+                         detail::value_row_offset(W, static_cast<int64_t>(blockIdx.x) * P::kRows);
   // This thread's scale row (tid < kRows = 128 rows; see WeightView for the layouts).
   const uint8_t* sbase = W.scales + e * W.scales_expert_stride +
                          detail::scale_row_offset(W, static_cast<int64_t>(blockIdx.x) * P::kRows +
@@ -803,7 +805,9 @@ __global__ void __launch_bounds__(PipeCfg<kTN>::kThreads, PipeCfg<kTN>::kMinBloc
       const int idx = tid + i * P::kThreads;  // 0..511
       const int r = idx >> 2, q = idx & 3;
       cp_async16(st + r * 64 + q * 16,
-                 wbase + r * W.values_row_stride + static_cast<int64_t>(kk) * 64 + q * 16, true);
+                 wbase + detail::value_row_offset(W, r) +
+                     static_cast<int64_t>(kk) * W.values_k_stride + q * 16,
+                 true);
     }
     // scales: 128 rows x 8 B (UE4M3/16) or 4 B (E8M0/32, in the low half)
     const uint8_t* sp = sbase + static_cast<int64_t>(kk) * W.scales_k_stride;
