@@ -20,11 +20,11 @@ struct GroupPick {
 template <WFmt F, class T, int kTok, int kRowSets, bool kOverlap, int kUnitN = 128,
           bool kLateCopy = false, bool kAluSign = false, int kMode = 0>
 GroupPick group_pick() {
-  return {
-      &linear_wgmma_group_kernel<F, T, kTok, kRowSets, kOverlap, kUnitN, kLateCopy, kAluSign,
-                                 kMode>,
-      WgmmaGroupCfg<F, T, kTok, kRowSets, kOverlap, kUnitN, wgmma_group_fold_k(kMode)>::kSmemBytes,
-      wgmma_group_threads(kMode)};
+  return {&linear_wgmma_group_kernel<F, T, kTok, kRowSets, kOverlap, kUnitN, kLateCopy, kAluSign,
+                                     kMode>,
+          WgmmaGroupCfg<F, T, kTok, kRowSets, kOverlap, kUnitN, wgmma_group_fold_k(kMode),
+                        wgmma_group_dec_slots(kMode)>::kSmemBytes,
+          wgmma_group_threads(kMode)};
 }
 
 template <WFmt F, class T>
@@ -45,6 +45,18 @@ GroupPick pick_cfg(int tok, int var) {
     if constexpr (T::kFp16) {
       if (tok == 256 && var == 23)
         return group_pick<F, T, 256, 1, true, 64, false, true, kWsChain | kGroupFold>();
+    }
+    // Session 15 probes: the weights decoded once per CTA by the producer warpgroup (kGroupPDec)
+    // on 17's schedule (30), on 23's folded one (31) and folded on chained quads (32).
+    constexpr int kQuad = kGroupWs | kGroupQuad | kGroupChain;
+    if (tok == 256 && var == 30)
+      return group_pick<F, T, 256, 1, true, 64, false, false, kQuad | kGroupPDec>();
+    if constexpr (T::kFp16) {
+      if (tok == 256 && var == 31)
+        return group_pick<F, T, 256, 1, true, 64, false, false,
+                          kWsChain | kGroupFold | kGroupPDec>();
+      if (tok == 256 && var == 32)
+        return group_pick<F, T, 256, 1, true, 64, false, false, kQuad | kGroupFold | kGroupPDec>();
     }
   }
   // 128 tokens in two m64n64 units per group, warp-specialized with chained pairs (13's
@@ -199,7 +211,7 @@ __global__ void __launch_bounds__(256)
 }  // namespace
 
 bool wgmma_group_fold_var(int var) {
-  return var == 22 || var == 23;
+  return var == 22 || var == 23 || var == 31 || var == 32;
 }
 
 void launch_ggml_act_f16(const void* x, int64_t ldx, int64_t M, int64_t K, void* y, float* xs,
