@@ -384,7 +384,8 @@ std::string stream16_describe(const Plan& p) {
   return " stream16=" + std::to_string(p.stream16_tw) + "x" + std::to_string(p.stream16_split) +
          "/" + std::to_string(p.stream16_vp) + (p.stream16_qx ? " qx" : "") +
          (p.stream16_depth > 0 ? " f8d" + std::to_string(p.stream16_depth) : "") +
-         (p.stream16_depth > 0 && p.stream16_occ == 3 ? " o3" : "");
+         (p.stream16_depth > 0 && p.stream16_occ == 3 ? " o3" : "") +
+         (p.stream16_sring > 0 ? " sr" + std::to_string(p.stream16_sring) : "");
 }
 
 }  // namespace
@@ -1298,16 +1299,26 @@ Plan plan(const Caps& caps) {
     };
     // Probe: B12X_GEMM_STREAM16_OCC=3 (per-tensor at one tile per warp: 3 CTAs per SM).
     const char* eocc = std::getenv("B12X_GEMM_STREAM16_OCC");
+    // Session 15: the weight ring in shared memory, B12X_GEMM_STREAM16_SRING=<atoms per warp>
+    // (a multiple of the tiles per warp; 0: the register ring), probe.
+    const char* esr = std::getenv("B12X_GEMM_STREAM16_SRING");
+    auto sring_for = [&](int tw8) {
+      const int sr = esr != nullptr ? std::atoi(esr) : 0;
+      // (Bulk copies and mbarrier transaction counts: SM90+.)
+      return sr > 0 && dev.cc_major >= 9 && lin::stream16_f8_available(wf, tw8, mma8, 4, q8, 2, sr)
+                 ? sr
+                 : 0;
+    };
     auto occ_for = [&](int tw8, int depth) {
       return eocc != nullptr && eocc[0] == '3' &&
-                     lin::stream16_f8_available(wf, tw8, mma8, depth, q8, 3)
+                     lin::stream16_f8_available(wf, tw8, mma8, depth, q8, 3, sring_for(tw8))
                  ? 3
                  : 2;
     };
     auto f8_grid = [&](int tw8, int depth) {
       F8Grid r;
       const int fit = lin::prepare_linear_stream16_f8(caps.device, wf, tw8, mma8, depth, q8,
-                                                      occ_for(tw8, depth));
+                                                      occ_for(tw8, depth), sring_for(tw8));
       if (fit <= 0) return r;
       int per_sm = fit;
       if (const char* e = std::getenv("B12X_GEMM_STREAM16_CTAS"); e != nullptr && std::atoi(e) > 0)
@@ -1345,7 +1356,8 @@ Plan plan(const Caps& caps) {
         p.stream16_split = gr.split;
         p.stream16_vp = gr.vp;
         p.stream16_qx = q8;
-        p.stream16_smem = lin::stream16_f8_smem_bytes(wf, tw8, mma8, q8);
+        p.stream16_sring = sring_for(tw8);
+        p.stream16_smem = lin::stream16_f8_smem_bytes(wf, tw8, mma8, q8, p.stream16_sring);
         p.stream16_tiles = 8 * tw8;
         p.stream16_depth = depth_for(tw8);
         p.stream16_occ = occ_for(tw8, p.stream16_depth);
@@ -1482,7 +1494,8 @@ Plan plan(const Caps& caps) {
       sig << " stream16=" << p.stream16_tw << (p.stream16_split > 1 ? "+reduce" : "")
           << (p.stream16_qx ? " qx" : "")
           << (p.stream16_depth > 0 ? " f8d" + std::to_string(p.stream16_depth) : std::string())
-          << (p.stream16_depth > 0 && p.stream16_occ == 3 ? " o3" : "");
+          << (p.stream16_depth > 0 && p.stream16_occ == 3 ? " o3" : "")
+          << (p.stream16_sring > 0 ? " sr" + std::to_string(p.stream16_sring) : std::string());
     // The pre-pass: every run of a quantized-activation format but the block kernel's with qx
     // (M = 5..16), which converts them itself.
     if (p.act_prepass) sig << " act_prepass";
@@ -1902,13 +1915,14 @@ void run(const Binding& b, Stream stream) {
     p.partial = p.split > 1 ? reinterpret_cast<float*>(b.scratch + plan.off_partial) : nullptr;
     p.stream_vp = plan.stream16_vp;
     p.stream_tiles = plan.stream16_tiles;
+    p.stream_ring = plan.stream16_sring;
     // The plan's smem is the in-kernel quantization's where it planned it; rows it cannot take
     // (not 16-byte vectors) come quantized by the quantizer launch, to the kernel without it.
     const bool q = p.act_kind == lin::kActBf16Quant;
-    const int64_t smem =
-        q == plan.stream16_qx
-            ? plan.stream16_smem
-            : lin::stream16_f8_smem_bytes(im.wfmt, plan.stream16_tw, plan.decode_fp8_mma, q);
+    const int64_t smem = q == plan.stream16_qx ? plan.stream16_smem
+                                               : lin::stream16_f8_smem_bytes(
+                                                     im.wfmt, plan.stream16_tw, plan.decode_fp8_mma,
+                                                     q, plan.stream16_sring);
     lin::launch_linear_stream16_f8(im.wfmt, plan.stream16_tw, plan.decode_fp8_mma,
                                    plan.stream16_depth, smem, p, stream, plan.stream16_occ);
     if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);

@@ -55,6 +55,8 @@ struct LinearParams {
   int stream_vp;
   // M <= 16 block kernel (linear_stream16_kernel): 16-row tiles per CTA (8 x tiles per warp).
   int stream_tiles;
+  // FP8 M <= 16 block kernel: its shared-memory weight ring's atoms per warp (0: registers).
+  int stream_ring;
   // 8 warps per tile: the device's ring + staging budget (lin::decode_ws8_budget of the opt-in
   // shared memory, Plan::decode_ws8_budget; run reads no device info).
   int64_t decode_ws8_budget;

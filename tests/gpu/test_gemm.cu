@@ -1842,6 +1842,43 @@ TEST(GemmGpu, DecodeStream16Fp8) {
       EXPECT_EQ(gemm::lin::last_stream16_f8_launch().depth, 8);
     }
   }
+  // The weight ring in shared memory (session 15, B12X_GEMM_STREAM16_SRING=<atoms per warp>; f16
+  // MMAs, SM90+): all three formats, tw 1 / 2, depths 6 / 8 / 16 (a refill position that wraps
+  // inside a chunk and across chunks), 3 CTAs per SM (per-tensor), splits with K tails inside a
+  // chunk (4864 = 19 atoms: tiles whose last K range ends mid-chunk), partial CTAs, the in-kernel
+  // quantization and the quantizer's e4m3, graphs.
+  if (device_info(0).cc_major >= 9) {
+    ScopedEnv em("B12X_GEMM_DECODE_F8MMA", "1");
+    int k = 0;
+    for (const char* sr : {"16", "6", "8"})
+      for (LinearFormat f :
+           {LinearFormat::kFp8Tensor, LinearFormat::kFp8Block, LinearFormat::kMxfp8}) {
+        const char* tw = (k % 2) ? "1" : "2";
+        const char* sp = (k % 3) == 0 ? "1" : (k % 3) == 1 ? "3" : "2";
+        ScopedEnv es("B12X_GEMM_STREAM16_SRING", sr), et("B12X_GEMM_STREAM16_TW", tw),
+            ep("B12X_GEMM_STREAM16_SPLIT", sp),
+            eq("B12X_GEMM_STREAM16_QX", (k % 4) == 3 ? "0" : "1"),
+            eo("B12X_GEMM_STREAM16_OCC", (k % 2) == 0 && f == LinearFormat::kFp8Tensor ? "3" : "2");
+        const int64_t Ms[] = {16, 5, 9, 12};
+        Case c{f,
+               Ms[k % 4],
+               (k % 3) ? 200 : 72,
+               (k % 2)                        ? 4864
+               : f == LinearFormat::kFp8Block ? 1280
+                                              : 1312,
+               f == LinearFormat::kFp8Tensor ? DType::kFP8E4M3 : DType::kBF16,
+               (k % 5) == 2 ? DType::kFP16 : DType::kBF16,
+               (k % 2) == 0};
+        c.max_tokens = (k % 3) == 2 ? 16 : c.M;
+        ++k;
+        const int64_t before = gemm::lin::last_stream16_f8_launch().serial;
+        run_case(c, /*graph_replay=*/(k % 3) == 0);
+        const gemm::lin::Stream16F8Launch l = gemm::lin::last_stream16_f8_launch();
+        EXPECT_GT(l.serial, before) << name(c) << " sring " << sr << " tw " << tw;
+        EXPECT_EQ(l.sring, std::atoi(sr)) << name(c) << " tw " << tw;
+        EXPECT_EQ(l.split, f8_split(c.K, std::atoi(sp))) << name(c);
+      }
+  }
   gemm::Caps caps;
   caps.format = LinearFormat::kFp8Tensor;
   caps.max_tokens = 16;
@@ -2919,16 +2956,19 @@ TEST(GemmGpuSanitize, DecodeStream16Fp8) {
   B12X_REQUIRE_GPU();
   // The FP8 block kernel (session 14): K split 3 with a K range past K (K = 1312: 41 atoms of 48),
   // 1 / 2 tiles per warp over a partial CTA (N = 40), M = 5 / 16, per-tensor (depth 8 at tw 2),
-  // block FP8 / MXFP8 with the in-kernel quantization.
+  // block FP8 / MXFP8 with the in-kernel quantization; the register ring, and the shared-memory
+  // ring of 6 atoms per warp (session 15, SM90+; its bulk copies and mbarriers).
   ScopedEnv e16("B12X_GEMM_STREAM16_F8", "1"), es("B12X_GEMM_STREAM16_SPLIT", "3");
-  for (const char* tw : {"1", "2"}) {
-    ScopedEnv et("B12X_GEMM_STREAM16_TW", tw);
-    run_case({LinearFormat::kFp8Tensor, tw[0] == '1' ? 5 : 16, 40, 1312, DType::kFP8E4M3,
-              DType::kBF16, true});
-    run_case({LinearFormat::kFp8Block, 16, 40, 1280, DType::kBF16, DType::kBF16, false});
-    run_case(
-        {LinearFormat::kMxfp8, tw[0] == '1' ? 16 : 5, 40, 1312, DType::kBF16, DType::kBF16, true});
-  }
+  for (const char* sr : {"0", "6"})
+    for (const char* tw : {"1", "2"}) {
+      if (sr[0] != '0' && device_info(0).cc_major < 9) continue;
+      ScopedEnv et("B12X_GEMM_STREAM16_TW", tw), esr("B12X_GEMM_STREAM16_SRING", sr);
+      run_case({LinearFormat::kFp8Tensor, tw[0] == '1' ? 5 : 16, 40, 1312, DType::kFP8E4M3,
+                DType::kBF16, true});
+      run_case({LinearFormat::kFp8Block, 16, 40, 1280, DType::kBF16, DType::kBF16, false});
+      run_case({LinearFormat::kMxfp8, tw[0] == '1' ? 16 : 5, 40, 1312, DType::kBF16, DType::kBF16,
+                true});
+    }
 }
 
 TEST(GemmGpuSanitize, DecodeHalvesReduce) {

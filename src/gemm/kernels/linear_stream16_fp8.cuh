@@ -54,6 +54,53 @@ inline constexpr int kF8SlotBytes = kF8RawBytes + kF8ScaleBytes +
                                     (kMma == 1 ? kF8HalfBytes : 0) + (kQ ? kF8BfBytes : 0);
 template <int kTw, int kGroup, int kMma, bool kQ = false>
 inline constexpr int kF8SmemBytes = kF8Slots* kF8SlotBytes<kTw, kGroup, kMma, kQ>;
+/// The shared weight ring (kSr) after the slots: per warp `depth` atoms of 512 bytes and one
+/// mbarrier (8 bytes) per atom.
+constexpr int64_t f8s_ring_bytes(int depth) {
+  return int64_t{kStreamWarps} * depth * (512 + 8);
+}
+
+// The shared-memory weight ring's primitives (SM90 / SM12x: bulk copies completing on an
+// mbarrier's transaction count; not compiled below SM90, where the plan never picks the ring).
+__device__ __forceinline__ void f8s_mbar_init(uint32_t bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar) : "memory");
+  // The bulk copies signal the barrier from the async proxy.
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+#endif
+}
+/// One 512-byte atom into the ring slot at `dst`, completing on `bar` (one arrival + 512 bytes).
+__device__ __forceinline__ void f8s_bulk_atom(uint32_t dst, const void* src, uint32_t bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], 512;" ::"r"(bar) : "memory");
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], 512, [%2];" ::
+          "r"(dst),
+      "l"(src), "r"(bar)
+      : "memory");
+#endif
+}
+__device__ __forceinline__ void f8s_mbar_wait(uint32_t bar, uint32_t parity) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  uint32_t done;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (done == 0);
+#endif
+}
+__device__ __forceinline__ uint4 f8s_lds128(uint32_t a) {
+  uint4 v;
+  asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "r"(a)
+               : "memory");
+  return v;
+}
 
 /// 4-byte cp.async (8 with kEight), or a plain copy where the source is not aligned.
 template <bool kEight>
@@ -73,15 +120,23 @@ __device__ __forceinline__ void f8s_cp_small(void* smem, const uint8_t* gmem) {
 /// p.act_kind kActBf16Quant): BF16 activations staged by cp.async and quantized per CTA one chunk
 /// ahead with the activation quantizer's numerics (kernels::g128_codes / mx8_codes: the codes and
 /// scales the quantizer launch would give), instead of that launch before the GEMM.
-/// kOcc: CTAs per SM the registers are capped for (2: <= 128; 3: <= 80, probe).
-template <int kTw, int kNt, int kGroup, int kMma, int kDepth, bool kQ = false, int kOcc = 2>
+/// kOcc: CTAs per SM the registers are capped for (2: <= 128; 3: <= 80).
+/// kSr (session 15; kDepth unused): the weight ring in shared memory instead of registers (the
+/// register ring caps the bytes in flight at 8 atoms per warp; round 52's Nsight Compute: 0.48
+/// eligible warps per scheduler, DRAM 62 %): per warp p.stream_ring slots of one atom (a multiple
+/// of kTw), each filled by one bulk copy that lane 0 issues (an atom is 512 contiguous bytes of
+/// the packed layout) completing on the slot's mbarrier; every lane waits on it and reads its 16
+/// bytes, and lane 0 refills the slot p.stream_ring positions ahead after a __syncwarp (all lanes
+/// have read it). Positions run tile-minor (vector v of tile j: v kTw + j) as in the registers.
+template <int kTw, int kNt, int kGroup, int kMma, int kDepth, bool kQ = false, int kOcc = 2,
+          bool kSr = false>
 __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     linear_stream16_fp8_kernel(const LinearParams p) {
   static_assert(kTw == 1 || kTw == 2, "tiles per warp");
   static_assert(kNt == 1 || kNt == 2, "n8 token tiles");
   static_assert(kGroup == 0 || kGroup == 32 || kGroup == 128, "scale group");
   static_assert(kMma == 0 || kMma == 1, "MMA kind");
-  static_assert((kF8ChunkV * kTw) % kDepth == 0 && kDepth % kTw == 0, "ring order");
+  static_assert(kSr || ((kF8ChunkV * kTw) % kDepth == 0 && kDepth % kTw == 0), "ring order");
   static_assert(!kQ || kGroup > 0, "in-kernel quantization: block FP8 / MXFP8");
   constexpr int kAhead = kDepth / kTw;  // vectors of a tile in flight beyond the current one
   constexpr int kSlot = kF8SlotBytes<kTw, kGroup, kMma, kQ>;
@@ -105,22 +160,47 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   const int vlim = vrem <= 0 ? 0 : vrem < vp ? static_cast<int>(vrem) : vp;
   const int nch = (vlim + kF8ChunkV - 1) / kF8ChunkV;
 
-  const uint8_t* wp[kTw];
-  int lim[kTw];  // vectors of tile j that exist in this K range (0: no tile)
+  const uint8_t* wp[kTw];  // the tile's first atom of this K range (kSr: its start, else lane's)
+  int lim[kTw];            // vectors of tile j that exist in this K range (0: no tile)
 #pragma unroll
   for (int j = 0; j < kTw; ++j) {
     const int64_t tile = tile0 + j;
     lim[j] = tile < p.n16 && warp * kTw + j < tpc ? vlim : 0;
-    wp[j] = p.wvals + (tile * p.kvec + vbase) * 512 + lane * 16;
+    wp[j] = p.wvals + (tile * p.kvec + vbase) * 512 + (kSr ? 0 : lane * 16);
   }
   // Ring slot q holds vector q / kTw of tile q % kTw (then every kDepth later). Vectors that do
-  // not exist are not loaded: the slot keeps a finite earlier vector (the ring starts zeroed)
-  // whose products with the zero-staged activations past K vanish.
-  uint4 ring[kDepth];
+  // not exist are not loaded: the register slot keeps a finite earlier vector (the ring starts
+  // zeroed) whose products with the zero-staged activations past K vanish; the shared ring's
+  // readers take zeros instead (its barrier of that slot never completes again).
+  uint4 ring[kSr ? 1 : kDepth];
+  // kSr: this warp's ring slots / their mbarriers, the depth, the vectors of a tile in flight
+  // beyond the current one, and the next position's slot and phase parity.
+  uint32_t rsm = 0, rbar = 0;
+  const int rdepth = kSr ? p.stream_ring : kDepth;
+  const int rahead = kSr ? rdepth / kTw : kAhead;
+  int rq = 0;
+  uint32_t rph = 0;
+  if constexpr (kSr) {
+    const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(dsm)) + kF8Slots * kSlot;
+    rsm = base + warp * rdepth * 512;
+    rbar = base + kStreamWarps * rdepth * 512 + warp * rdepth * 8;
+    if (lane == 0)
+      for (int q = 0; q < rdepth; ++q) f8s_mbar_init(rbar + q * 8);
+    __syncwarp();
+    if (lane == 0)
+      for (int v = 0; v < rahead; ++v)
 #pragma unroll
-  for (int q = 0; q < kDepth; ++q) {
-    ring[q] = make_uint4(0, 0, 0, 0);
-    if (q / kTw < lim[q % kTw]) ring[q] = ldg_stream(wp[q % kTw] + (q / kTw) * 512);
+        for (int j = 0; j < kTw; ++j)
+          if (v < lim[j]) {
+            const uint32_t q = v * kTw + j;
+            f8s_bulk_atom(rsm + q * 512, wp[j] + v * 512, rbar + q * 8);
+          }
+  } else {
+#pragma unroll
+    for (int q = 0; q < kDepth; ++q) {
+      ring[q] = make_uint4(0, 0, 0, 0);
+      if (q / kTw < lim[q % kTw]) ring[q] = ldg_stream(wp[q % kTw] + (q / kTw) * 512);
+    }
   }
   griddep_wait();  // the activations, their scales (and alpha) belong to earlier kernels
 
@@ -319,6 +399,27 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     convert(0);
   }
 
+  // kSr: takes position (vector vv, tile jj) from the ring (zeros where it does not exist: its
+  // slot was never filled) and refills the slot rdepth positions ahead. The kernel reads one
+  // position ahead of the MMAs (rnext), so the wait and the shared load overlap the MMAs before.
+  auto take = [&](int vv, int jj) {
+    uint4 r = make_uint4(0, 0, 0, 0);
+    if constexpr (kSr) {
+      const uint32_t q = static_cast<uint32_t>(rq);
+      if (vv < lim[jj]) {
+        f8s_mbar_wait(rbar + q * 8, rph);
+        r = f8s_lds128(rsm + q * 512 + lane * 16);
+      }
+      // Every lane has read the slot before lane 0 hands it to the next bulk copy.
+      __syncwarp();
+      const int vn = vv + rahead;
+      if (lane == 0 && vn < lim[jj])
+        f8s_bulk_atom(rsm + q * 512, wp[jj] + static_cast<int64_t>(vn) * 512, rbar + q * 8);
+      if (++rq == rdepth) rq = 0, rph ^= 1;
+    }
+    return r;
+  };
+  uint4 rnext = take(0, 0);
   float acc[kTw][kNt][4];
   float tmp[kTw][kNt][4];
 #pragma unroll
@@ -410,10 +511,17 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
       }
 #pragma unroll
       for (int j = 0; j < kTw; ++j) {
-        const int q = (a * kTw + j) % kDepth;
-        const uint4 cur = ring[q];
-        const int vn = c * kF8ChunkV + a + kAhead;
-        if (vn < lim[j]) ring[q] = ldg_stream(wp[j] + static_cast<int64_t>(vn) * 512);
+        uint4 cur;
+        const int v = c * kF8ChunkV + a;
+        if constexpr (kSr) {
+          cur = rnext;
+          rnext = take(j + 1 < kTw ? v : v + 1, (j + 1) % kTw);
+        } else {
+          const int vn = v + kAhead;
+          const int q = (a * kTw + j) % kDepth;
+          cur = ring[q];
+          if (vn < lim[j]) ring[q] = ldg_stream(wp[j] + static_cast<int64_t>(vn) * 512);
+        }
         const uint32_t af[4] = {cur.x, cur.y, cur.z, cur.w};
         float(&dst)[kNt][4] = kFoldAtoms ? tmp[j] : acc[j];
         if constexpr (kMma == 1) {
