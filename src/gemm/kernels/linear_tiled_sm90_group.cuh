@@ -497,13 +497,18 @@ __global__ void __launch_bounds__(wgmma_group_threads(kMode), 1)
     // unit per group, or two row sets, a fragment is dead once its last wgmma is issued: decoded
     // up front there.)
     // (kFold: every unit reads both atoms.)
-    constexpr bool kLateAtom1 = C::kRowSets == 1 && C::kTokUnits > 1 && C::kGroups > 1;
+    constexpr bool kLateAtom1 = !kPDec && C::kRowSets == 1 && C::kTokUnits > 1 && C::kGroups > 1;
+    // kPDec (one LDS.128 per fragment pair, no decode latency to hide): atom 1 is loaded right
+    // before the first unit that reads it, so only one atom's fragments are live at a time (with
+    // both live from unit 0 on, IQ2_XXS's chained quads spilled 440 B at 224 registers).
+    constexpr int kAtom1Unit =
+        kPDec && C::kGroups > 1 ? C::kGroups / 2 * C::kUnitsPerGroup : (kLateAtom1 ? -1 : 0);
     // kPDec: the decoded slot is released once both atoms' fragments are in registers.
     auto decoded = [&] {
       if constexpr (kPDec) wg::mbar_arrive(dempty0 + 8 * ds);
     };
     decode_atom(0);
-    if constexpr (!kLateAtom1) {
+    if constexpr (kAtom1Unit == 0) {
       decode_atom(1);
       decoded();
     }
@@ -549,6 +554,10 @@ __global__ void __launch_bounds__(wgmma_group_threads(kMode), 1)
     };
 #pragma unroll
     for (int u = 0; u < kUnits; ++u) {
+      if (kAtom1Unit > 0 && u == kAtom1Unit) {
+        decode_atom(1);
+        decoded();
+      }
       if constexpr (C::kOverlap) {
         issue((u & 1) ? part1 : part0, u);
         if (kChain && hs >= 1 && u == 0) {
