@@ -38,7 +38,7 @@ Fc2Shape fc2_shape(const DecodeArgs& a, const DecodeKnobs& k, bool deep, int row
 }
 
 template <typename OpT, bool kFold, int kSK, int kRC, int kWM, int kG,
-          int kNW = DecodeCfg::kFc1Warps, bool kBal = false, bool kBulk = false>
+          int kNW = DecodeCfg::kFc1Warps, bool kBal = false, int kBulk = 0>
 void launch_fc1(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, bool pdl) {
   auto* k = dev::moe_decode_fc1_kernel<OpT, kFold, kSK, kWM, kG, kNW, kBal, kRC, kBulk>;
   constexpr int kSmem = DecodeCfg::fc1_smem(kNW);
@@ -54,7 +54,7 @@ void launch_fc1(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, bool 
 }
 
 template <typename OpT, bool kFold, int kSK, int kRC, int kW, int kS, int kR = DecodeCfg::kFc2Rows,
-          bool kKil = false, bool kBulk = false>
+          bool kKil = false, int kBulk = 0>
 void launch_fc2(const DecodeArgs& a, Stream stream, bool pdl) {
   auto* k = dev::moe_decode_fc2_kernel<OpT, kFold, kSK, kW, kS, kRC, kR, kKil, kBulk>;
   {  // the largest shared memory this instance is launched with, once per device
@@ -80,7 +80,7 @@ void launch_fc2(const DecodeArgs& a, Stream stream, bool pdl) {
 // kB: the bulk-copy stages (DecodeArgs::bulk) in the shapes the model shapes run at M <= 8 (FC1:
 // one row warp with one / two groups, 8 or 12 warps, balanced or not; FC2: the 8-warp CTAs of 2,
 // 3 and 5 stages with 16 rows, 3 stages with 32); the others run the cp.async stages.
-template <typename OpT, bool kFold, int kSK, int kRC, bool kB = false>
+template <typename OpT, bool kFold, int kSK, int kRC, int kB = 0>
 void launch_gemms(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, bool pdl1, bool pdl) {
   const bool mx = a.aquant == num::kAMxfp8 || a.aquant == num::kAMxfp4;
   if constexpr (!std::is_same_v<OpT, __nv_bfloat16>)
@@ -158,8 +158,10 @@ void launch_gemms_rc(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, 
   constexpr bool kBulkOk = std::is_same_v<OpT, __nv_bfloat16> && kFold && kSK == 0;
   if (a.routes > kMaxInlineRoutes)
     launch_gemms<OpT, kFold, kSK, kMaxStreamRoutes>(a, kn, stream, pdl1, pdl);
-  else if (kBulkOk && a.bulk != 0)
-    launch_gemms<OpT, kFold, kSK, kMaxInlineRoutes, kBulkOk>(a, kn, stream, pdl1, pdl);
+  else if (kBulkOk && a.bulk == 2)
+    launch_gemms<OpT, kFold, kSK, kMaxInlineRoutes, kBulkOk ? 2 : 0>(a, kn, stream, pdl1, pdl);
+  else if (kBulkOk && a.bulk == 1)
+    launch_gemms<OpT, kFold, kSK, kMaxInlineRoutes, kBulkOk ? 1 : 0>(a, kn, stream, pdl1, pdl);
   else
     launch_gemms<OpT, kFold, kSK, kMaxInlineRoutes>(a, kn, stream, pdl1, pdl);
 }
@@ -369,6 +371,9 @@ void launch_decode_stream(const DecodeArgs& args, const DecodeKnobs& kn, bool fp
                        (gate_knob == 3 || (gate_knob == -1 && a.routes <= kMaxInlineRoutes))
                    ? 1
                    : 0;
+  // Bulk activations (DecodeArgs::bulk 2) read the per-route rows xq ([Q] or the copy gate),
+  // never the caller's x (its rows need not be 16-byte aligned).
+  if (a.bulk == 2 && a.aquant == num::kANone && a.a16_copy == 0) a.bulk = 1;
   a.a16_gate = a.aquant == num::kANone &&
                (gate_knob == 2 || a.a16_copy != 0 || (gate_knob == 1 && a.fc1_bal != 0));
   bool fc1_pdl = pdl;

@@ -563,16 +563,20 @@ TEST(Moe, DecodeKnobsAreReadByPlan) {
 
 TEST(Moe, DecodeBulkStagesRule) {
   // B12X_MOE_BULK (read by plan) asks for the bulk-copy stages; decode_bulk takes them only on
-  // sm_90+, with BF16 operands, codes and UE4M3 scales in 32-row chunk tiles on both GEMMs.
+  // sm_90+, with BF16 operands, codes and UE4M3 scales in 32-row chunk tiles on both GEMMs;
+  // level 2 (activations too) where both K are multiples of 128, else level 1.
   ASSERT_EQ(setenv("B12X_MOE_BULK", "1", 1), 0);
   const moe::DecodeKnobs on = moe::detail::read_decode_knobs(true, moe::num::kANvfp4);
   ASSERT_EQ(setenv("B12X_MOE_BULK", "2", 1), 0);
+  const moe::DecodeKnobs on2 = moe::detail::read_decode_knobs(true, moe::num::kANvfp4);
+  ASSERT_EQ(setenv("B12X_MOE_BULK", "3", 1), 0);
   const moe::DecodeKnobs bad = moe::detail::read_decode_knobs(true, moe::num::kANvfp4);
   unsetenv("B12X_MOE_BULK");
   EXPECT_EQ(on.bulk, 1);
   EXPECT_EQ(bad.bulk, moe::DecodeKnobs{}.bulk);
   moe::detail::WeightView t;  // chunk tiles of a K = 1024 FP4 operand
   t.scale_kind = 0;
+  t.K = 1024;
   t.values_row_stride = 64;
   t.values_k_stride = 32 * 64;
   t.scales_row_stride = 8;
@@ -582,7 +586,13 @@ TEST(Moe, DecodeBulkStagesRule) {
   rm.values_k_stride = 64;
   moe::detail::WeightView e8 = t;  // E8M0 scales
   e8.scale_kind = 1;
-  EXPECT_TRUE(moe::detail::decode_bulk(on, t, t, 9, false));
+  EXPECT_EQ(on2.bulk, 2);
+  moe::detail::WeightView t1000 = t;
+  t1000.K = 1000;
+  EXPECT_EQ(moe::detail::decode_bulk(on, t, t, 9, false), 1);
+  EXPECT_EQ(moe::detail::decode_bulk(on2, t, t, 9, false), 2);
+  EXPECT_EQ(moe::detail::decode_bulk(on2, t, t1000, 9, false), 1);
+  EXPECT_EQ(moe::detail::decode_bulk(on2, t, t, 8, false), 0);
   EXPECT_TRUE(moe::detail::decode_bulk(on, t, t, 12, false));
   EXPECT_FALSE(moe::detail::decode_bulk(moe::DecodeKnobs{}, t, t, 9, false));
   EXPECT_FALSE(moe::detail::decode_bulk(on, t, t, 8, false));
