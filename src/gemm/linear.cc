@@ -1210,7 +1210,12 @@ Plan plan(const Caps& caps) {
   // the block kernel at M = 1 (7.29 / 14.74 / 15.48 / 9.89 / 7.90 against the M = 1 stream
   // kernel's 5.61 / 13.23 / 13.02 / 7.60 / 5.16). 1 tile per warp (B12X_GEMM_STREAM16_TW=1)
   // measured 8.44 / 19.62 / 18.83 / 11.25 / 8.80 (faster at 6144x4096 only).
-  if (M >= kS16MinM && p.regime != Regime::kTiled) {
+  // Probe (session 15): the FP8 block kernel from run M = B12X_GEMM_STREAM16_F8_MINM (1..16)
+  // instead of 5 (per-tensor 9 at one tile per warp), capacities below 5 included.
+  int f8_min_m = 0;
+  if (const char* e = std::getenv("B12X_GEMM_STREAM16_F8_MINM"); e != nullptr)
+    f8_min_m = std::clamp(std::atoi(e), 1, 16);
+  if ((M >= kS16MinM || (f8_min_m > 0 && M >= f8_min_m)) && p.regime != Regime::kTiled) {
     const char* e16 = std::getenv("B12X_GEMM_STREAM16");
     const bool want = !(e16 != nullptr && e16[0] == '0');
     int tw = 2;
@@ -1221,7 +1226,7 @@ Plan plan(const Caps& caps) {
     int force_split = 0;
     if (const char* e = std::getenv("B12X_GEMM_STREAM16_SPLIT"); e != nullptr)
       force_split = std::max(0, std::atoi(e));
-    if (want && !fp16 && stream_bf16_act && split_env == nullptr &&
+    if (want && !fp16 && stream_bf16_act && split_env == nullptr && M >= kS16MinM &&
         lin::stream16_available(wf, fp16, tw)) {
       const int64_t sms = std::max(dev.sm_count, 1);
       const int fit = lin::prepare_linear_stream16(caps.device, wf, tw, qx);
@@ -1364,8 +1369,10 @@ Plan plan(const Caps& caps) {
         // Per-tensor at one tile per warp (the small shapes) from M = 9: round 52, M = 5 / 8, us,
         // decode kernel -> this kernel, 4096x4096 7.87 / 7.95 -> 8.03 / 8.20, 2048x7168 8.28 /
         // 8.37 -> - / 8.46 (M = 9: 9.01 -> 8.25, 8.81 -> -; M = 16 9.26 -> 8.68, 10.54 -> 8.71).
-        p.stream16_min_m =
-            wf == lin::WFmt::kFp8 && tw8 == 1 && etw == nullptr ? 9 : static_cast<int>(kS16MinM);
+        p.stream16_min_m = f8_min_m > 0 ? f8_min_m
+                           : wf == lin::WFmt::kFp8 && tw8 == 1 && etw == nullptr
+                               ? 9
+                               : static_cast<int>(kS16MinM);
       }
     }
   }
@@ -1674,8 +1681,7 @@ void run(const Binding& b, Stream stream) {
   // Block FP8 / MXFP8 activations quantized in the decode kernel's staging (16-byte loads of
   // BF16 rows; other rows take the quantizer).
   // (Where the FP8 block kernel runs: its own in-kernel quantization, Plan::stream16_qx.)
-  const bool f8_block16 =
-      plan.stream16_depth > 0 && M >= kS16MinM && M >= plan.stream16_min_m && M <= 16 && !tiled;
+  const bool f8_block16 = plan.stream16_depth > 0 && M >= plan.stream16_min_m && M <= 16 && !tiled;
   const bool staged_quant = (f8_block16 ? plan.stream16_qx : plan.decode_act_quant) && !tiled &&
                             b.x.dtype == DType::kBF16 &&
                             reinterpret_cast<uintptr_t>(b.x.data) % 16 == 0 &&

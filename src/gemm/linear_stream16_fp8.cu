@@ -12,10 +12,12 @@ static_assert(kF8SmemBytes<2, 32, 1, true> <= 101376,
               "FP8 M <= 16 block kernel: slots exceed 99 KB");
 // The shared weight ring (sring > 0) is compiled for SM90's f16 kernels only: per-tensor at 16
 // atoms per warp takes 2 x 104 KB of its 228 KB per SM (2 CTAs), at 8 3 x 71 KB (3 CTAs, the
-// registers capped for 3: kOcc 3); block FP8 / MXFP8 with the in-kernel quantization's BF16 rows
-// fit 2 CTAs up to 12 / 10 atoms. The plan sizes its grid by the resident CTAs.
+// registers capped for 3: kOcc 3); block FP8 / MXFP8 with the in-kernel quantization (no raw
+// e4m3 rows) fit 2 CTAs up to 14 atoms. The plan sizes its grid by the resident CTAs.
 static_assert(2 * (kF8SmemBytes<2, 0, 1> + f8s_ring_bytes(16) + 1024) <= 233472 &&
-                  3 * (kF8SmemBytes<2, 0, 1> + f8s_ring_bytes(8) + 1024) <= 233472,
+                  3 * (kF8SmemBytes<2, 0, 1> + f8s_ring_bytes(8) + 1024) <= 233472 &&
+                  2 * (kF8SmemBytes<2, 32, 1, true> + f8s_ring_bytes(14) + 1024) <= 233472 &&
+                  2 * (kF8SmemBytes<2, 128, 1, true> + f8s_ring_bytes(14) + 1024) <= 233472,
               "FP8 M <= 16 block kernel: the shared weight ring's budget");
 
 namespace {

@@ -1879,6 +1879,35 @@ TEST(GemmGpu, DecodeStream16Fp8) {
         EXPECT_EQ(l.split, f8_split(c.K, std::atoi(sp))) << name(c);
       }
   }
+  // The block kernel at M = 1..4 (probe B12X_GEMM_STREAM16_F8_MINM=1: one n8 token tile, rows
+  // past M zero; capacities below 5), the register ring and the shared ring.
+  {
+    ScopedEnv em("B12X_GEMM_STREAM16_F8_MINM", "1");
+    int k = 0;
+    for (int64_t M : {1, 3})
+      for (LinearFormat f :
+           {LinearFormat::kFp8Tensor, LinearFormat::kFp8Block, LinearFormat::kMxfp8}) {
+        const bool sr = (k % 2) == 1 && device_info(0).cc_major >= 9;
+        ScopedEnv es("B12X_GEMM_STREAM16_SRING", sr ? "8" : "0"),
+            ef("B12X_GEMM_DECODE_F8MMA", sr        ? "1"
+                                         : (k % 3) ? "1"
+                                                   : "0");
+        Case c{f,
+               M,
+               (k % 3) ? 200 : 72,
+               f == LinearFormat::kFp8Block ? 1280 : 1312,
+               f == LinearFormat::kFp8Tensor ? DType::kFP8E4M3 : DType::kBF16,
+               DType::kBF16,
+               (k % 2) == 0};
+        c.max_tokens = M == 1 ? 1 : 16;
+        ++k;
+        const int64_t before = gemm::lin::last_stream16_f8_launch().serial;
+        run_case(c, /*graph_replay=*/(k % 2) == 0);
+        const gemm::lin::Stream16F8Launch l = gemm::lin::last_stream16_f8_launch();
+        EXPECT_GT(l.serial, before) << name(c);
+        EXPECT_EQ(l.sring, sr ? 8 : 0) << name(c);
+      }
+  }
   gemm::Caps caps;
   caps.format = LinearFormat::kFp8Tensor;
   caps.max_tokens = 16;

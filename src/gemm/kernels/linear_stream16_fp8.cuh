@@ -46,10 +46,13 @@ inline constexpr int kF8HalfBytes = 16 * kF8HalfPitch;
 inline constexpr int kF8ScaleBytes = 16 * 8 + 2 * 2 * 4;
 /// BF16 rows of a chunk (kQ: quantized in the kernel), pitch as kF8HalfPitch.
 inline constexpr int kF8BfBytes = kF8HalfBytes;
-/// A slot: raw activations, group scales, MXFP8 weight E8M0 bytes [rows][8] (kGroup 32), the f16
-/// activations (kMma 1), the BF16 activations (kQ).
+/// A slot: raw activations (not with kQ on f16 MMAs, whose quantization writes the f16 rows
+/// directly), group scales, MXFP8 weight E8M0 bytes [rows][8] (kGroup 32), the f16 activations
+/// (kMma 1), the BF16 activations (kQ).
+template <int kMma, bool kQ>
+inline constexpr int kF8RawSlotBytes = (kQ && kMma == 1) ? 0 : kF8RawBytes;
 template <int kTw, int kGroup, int kMma, bool kQ = false>
-inline constexpr int kF8SlotBytes = kF8RawBytes + kF8ScaleBytes +
+inline constexpr int kF8SlotBytes = kF8RawSlotBytes<kMma, kQ> + kF8ScaleBytes +
                                     (kGroup == 32 ? kStreamWarps * kTw * 16 * 8 : 0) +
                                     (kMma == 1 ? kF8HalfBytes : 0) + (kQ ? kF8BfBytes : 0);
 template <int kTw, int kGroup, int kMma, bool kQ = false>
@@ -140,7 +143,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   static_assert(!kQ || kGroup > 0, "in-kernel quantization: block FP8 / MXFP8");
   constexpr int kAhead = kDepth / kTw;  // vectors of a tile in flight beyond the current one
   constexpr int kSlot = kF8SlotBytes<kTw, kGroup, kMma, kQ>;
-  constexpr int kScaleOff = kF8RawBytes;
+  constexpr int kScaleOff = kF8RawSlotBytes<kMma, kQ>;
   constexpr int kWmxOff = kScaleOff + kF8ScaleBytes;
   constexpr int kHalfOff = kWmxOff + (kGroup == 32 ? kStreamWarps * kTw * 16 * 8 : 0);
   constexpr int kBfOff = kHalfOff + (kMma == 1 ? kF8HalfBytes : 0);
