@@ -285,7 +285,7 @@ class ClockSampler:
     """nvidia-smi sampling of the SM clock, power and temperature every 10 ms (diagnostics:
     B12X_ATTN_BENCH_CLOCKS=1); `span(t0, t1)` summarises the samples inside a wall-clock span."""
 
-    FIELDS = "timestamp,clocks.sm,power.draw,temperature.gpu"
+    FIELDS = "timestamp,clocks.sm,power.draw,temperature.gpu,clocks.mem,temperature.memory"
 
     def __init__(self):
         self.proc = subprocess.Popen(
@@ -301,7 +301,8 @@ class ClockSampler:
             f = [x.strip() for x in line.split(",")]
             try:
                 t = datetime.datetime.strptime(f[0], "%Y/%m/%d %H:%M:%S.%f").timestamp()
-                self.samples.append((t, float(f[1]), float(f[2]), float(f[3])))
+                mem_t = float(f[5]) if len(f) > 5 and f[5].replace(".", "").isdigit() else -1.0
+                self.samples.append((t, float(f[1]), float(f[2]), float(f[3]), float(f[4]), mem_t))
             except (ValueError, IndexError):
                 continue
 
@@ -312,7 +313,8 @@ class ClockSampler:
         sm = [x[1] for x in got]
         return (f"sm {min(sm):.0f}-{max(sm):.0f} MHz (mean {sum(sm) / len(sm):.0f}), "
                 f"power {max(x[2] for x in got):.0f} W, {max(x[3] for x in got):.0f} C, "
-                f"{len(got)} samples")
+                f"mem {min(x[4] for x in got):.0f}-{max(x[4] for x in got):.0f} MHz "
+                f"{max(x[5] for x in got):.0f} C, {len(got)} samples")
 
 
 def fmt(v, nd=1):
