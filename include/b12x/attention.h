@@ -184,12 +184,6 @@ struct PagedPlan {
   /// (diagnostics). H200 round 52: BF16 B=1 x 8k 13.5-13.9 -> 12.8-13.0 us, FP8 B=8 38.1-38.4
   /// -> 36.7-36.8.
   bool early_kv = false;
-  /// Early K/V plans (probes): before the PDL wait, after the early copies, prefetch the CTA's Q
-  /// rows into L2 (B12X_ATTN_EARLY_Q_L2=1; the bench's Q is not L2-resident, a preceding kernel's
-  /// output usually is) and the split's next n K/V tiles (B12X_ATTN_EARLY_L2_TILES=n), so the
-  /// first copies after the wait hit L2 and DRAM stays busy across the wait's release.
-  bool early_q_l2 = false;
-  int early_l2_tiles = 0;
   std::string kernel;          ///< kernel variant name (logging / diagnostics)
   const void* impl = nullptr;  ///< internal: the chosen kernel variant
 

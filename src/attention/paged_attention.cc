@@ -419,17 +419,6 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
       early_env != nullptr ? std::string(early_env) == "1" : caps.kv_prefix_stable;
   plan.early_kv =
       plan.spec && plan.arch >= 90 && plan.use_pdl && k->launch_early != nullptr && early_wanted;
-  if (plan.early_kv) {
-    // L2 prefetches of the early K/V instances before the wait (PagedPlan::early_q_l2,
-    // early_l2_tiles; probes).
-    const char* eq_env = std::getenv("B12X_ATTN_EARLY_Q_L2");
-    if (eq_env != nullptr) plan.early_q_l2 = std::string(eq_env) == "1";
-    const char* et_env = std::getenv("B12X_ATTN_EARLY_L2_TILES");
-    if (et_env != nullptr) plan.early_l2_tiles = std::clamp(std::atoi(et_env), 0, 64);
-  } else {
-    plan.early_q_l2 = false;
-    plan.early_l2_tiles = 0;
-  }
   if (plan.stamps && plan.early_kv && k->launch_stamp_early == nullptr) plan.stamps = false;
   if (plan.lean) {
     plan.kernel += plan.spec ? "_lean_spec" : "_lean";
@@ -722,8 +711,6 @@ void run_paged(const PagedBinding& b, Stream stream) {
   const int stages = static_cast<const detail::KernelInfo*>(plan.impl)->stages;
   const int ring_ahead = plan.full_ring ? stages : stages - 1;
   p.prefetch = prefetch ? (plan.prefetch_tiles > 0 ? plan.prefetch_tiles : ring_ahead) : 0;
-  p.early_q_l2 = plan.early_kv && plan.early_q_l2 ? 1 : 0;
-  p.early_l2_tiles = plan.early_kv ? plan.early_l2_tiles : 0;
   if (p.tiles_per_req == 0) {
     detail::launch_paged_schedule(p, s, pdl);
     B12X_CUDA_CHECK_LAUNCH();

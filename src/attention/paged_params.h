@@ -85,16 +85,11 @@ struct PagedParams {
   int32_t full_ring;  // 1: decode tiles fill every ring stage in the prologue (B12X_ATTN_FULL_RING)
   int32_t page_runs;  // 1: live tiles inside one page (or page-aligned in two) advance row
                       // addresses by token strides within a page (B12X_ATTN_PAGE_RUNS)
-  int32_t spread_merge;  // 1: decode warps merge and store their own share of O's columns
-                         // (B12X_ATTN_SPREAD_MERGE)
-  float rescale_slack;   // the running max moves only when a tile's max exceeds it by more
-                         // (base-2 units; 0 = every increase)
-  int32_t spec;          // 1 (lean decode kernels): speculative prologue (B12X_ATTN_SPEC)
-  // Early K/V instances (PagedPlan::early_kv), before the PDL wait and after the early copies:
-  // early_q_l2 1 prefetches the CTA's Q rows into L2 (B12X_ATTN_EARLY_Q_L2); early_l2_tiles n
-  // prefetches the split's next n K/V tiles into L2 (B12X_ATTN_EARLY_L2_TILES).
-  int32_t early_q_l2;
-  int32_t early_l2_tiles;
+  int32_t spread_merge;   // 1: decode warps merge and store their own share of O's columns
+                          // (B12X_ATTN_SPREAD_MERGE)
+  float rescale_slack;    // the running max moves only when a tile's max exceeds it by more
+                          // (base-2 units; 0 = every increase)
+  int32_t spec;           // 1 (lean decode kernels): speculative prologue (B12X_ATTN_SPEC)
   int32_t tile_kv_shift;  // log2(tile_kv)
   int32_t min_tiles;      // max(1, min_chunk / tile_kv)
   // The kernels' divisions by these values (multiply and shift, see FastDiv).

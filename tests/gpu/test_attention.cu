@@ -1533,9 +1533,8 @@ TEST(AttentionGpuDecode, SpeculativePrologue) {
 // PagedCaps::kv_prefix_stable: the lean speculative instances that copy the prologue's tiles
 // below cache_seqlens - q_len before the PDL wait (wide3 d128, hcvt3 d128, wideh3 and hcvt d256):
 // fresh metadata, stale lengths and tables rewritten by a preceding PDL kernel during the
-// pre-wait part (the check redoes the prologue), forced splits, verify, the L2 prefetches of Q
-// and later tiles before the wait (B12X_ATTN_EARLY_Q_L2, B12X_ATTN_EARLY_L2_TILES);
-// B12X_ATTN_EARLY_KV=0 turns it off.
+// pre-wait part (the check redoes the prologue), forced splits, verify; B12X_ATTN_EARLY_KV=0
+// turns it off.
 TEST(AttentionGpuDecode, EarlyKv) {
   B12X_REQUIRE_GPU();
   const bool sm90 = b12x::device_info(0).family == b12x::ArchFamily::kSm90;
@@ -1567,16 +1566,8 @@ TEST(AttentionGpuDecode, EarlyKv) {
       plain.prefix_stable = false;
       EXPECT_FALSE(att::plan_paged(Problem(plain, rng()).caps()).early_kv);
     }
-    if (i == 1 || i == 2) {
-      // the L2 prefetches before the wait (probes): Q's rows and the next two tiles
-      setenv("B12X_ATTN_EARLY_Q_L2", "1", 1);
-      setenv("B12X_ATTN_EARLY_L2_TILES", "2", 1);
-    }
     PLAN_AND_BIND(p);
-    unsetenv("B12X_ATTN_EARLY_Q_L2");
-    unsetenv("B12X_ATTN_EARLY_L2_TILES");
     if (sm90) EXPECT_TRUE(p.plan.early_kv) << what << " " << p.plan.kernel;
-    if (sm90) EXPECT_EQ(p.plan.early_q_l2, i == 1 || i == 2) << what;
     EXPECT_EQ(p.plan.early_kv, p.plan.kernel.find("_early") != std::string::npos) << p.plan.kernel;
     p.run(st);
     B12X_TEST_CUDA(cudaStreamSynchronize(st));
@@ -1605,7 +1596,7 @@ TEST(AttentionGpuDecode, EarlyKv) {
 // leaves to it), followed by the attention call. Every replay has new lengths, reshuffled tables
 // and new rows; it starts from fresh metadata (only the rows are late), from stale lengths and
 // tables, or from a stale table alone, and must match the reference of the final state (BF16
-// wide3, and FP8 hcvt3 with the L2 prefetches before the wait; 32/8/128 with splits).
+// wide3 and FP8 hcvt3, 32/8/128 with splits).
 struct LateAppend {
   LateCopy lens, table;
   uint8_t* k_base = nullptr;
@@ -1643,13 +1634,7 @@ TEST(AttentionGpuGraph, EarlyKvReplayWithLateMetadataAndAppend) {
     s.page = 64;
     const std::string what = std::string("early graph ") + b12x::dtype_name(kv);
     Problem p(s, rng());
-    if (kv == DType::kFP8E4M3) {  // with the L2 prefetches before the wait (probes)
-      setenv("B12X_ATTN_EARLY_Q_L2", "1", 1);
-      setenv("B12X_ATTN_EARLY_L2_TILES", "3", 1);
-    }
     PLAN_AND_BIND(p);
-    unsetenv("B12X_ATTN_EARLY_Q_L2");
-    unsetenv("B12X_ATTN_EARLY_L2_TILES");
     if (b12x::device_info(0).family == b12x::ArchFamily::kSm90)
       EXPECT_TRUE(p.plan.early_kv) << what << " " << p.plan.kernel;
     cudaStream_t st;

@@ -1199,49 +1199,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
           cp_async_commit();
           ++n_early;
         }
-        // L2 prefetches while the wait blocks (prefetch.global.L2 only warms the point of
-        // coherence: a line the preceding kernel writes later is read fresh after the wait).
-        // Q's rows (the preceding kernel's output: read only after the wait, from L2 when the
-        // line was fetched already) and the split's tiles after the early ones (their copies
-        // go out after the wait and the check), from the speculative lengths and page ids.
-        if (p.early_q_l2) {
-          const uint8_t* q = static_cast<const uint8_t*>(p.q);
-          constexpr int kLines = kDqk * 2 / 128;  // 128-byte lines of a 16-bit Q row
-          for (int i = static_cast<int>(threadIdx.x); i < kBM * kLines; i += kThreads) {
-            const int pr = w.tile * kBM + i / kLines;
-            const int qi = div_group(p, pr);
-            if (qi < w.qlen) {
-              const int h = kvh * p.group + (pr - qi * p.group);
-              const uint8_t* src = q + ((int64_t)(w.q0 + qi) * p.q_st + (int64_t)h * p.q_sh) * 2 +
-                                   (i % kLines) * 128;
-              asm volatile("prefetch.global.L2 [%0];\n" ::"l"(src));
-            }
-          }
-        }
-        if (p.early_l2_tiles > 0) {
-          const int32_t* tab = p.page_table + (int64_t)w.b * p.pt_stride;
-          const uint32_t top = static_cast<uint32_t>(p.num_pages - 1);
-          const int n_pf = min(n_tiles, n_early + p.early_l2_tiles) - n_early;
-          for (int i = static_cast<int>(threadIdx.x); i < n_pf * kBN; i += kThreads) {
-            const int pos = kv_begin + (n_early + i / kBN) * kv_step + i % kBN;
-            if (pos >= kv_end) continue;
-            const uint32_t page =
-                min(static_cast<uint32_t>(__ldcg(tab + (pos >> p.page_shift))), top);
-            const int64_t in_page = pos & ((1 << p.page_shift) - 1);
-            const uint8_t* kr =
-                static_cast<const uint8_t*>(p.k) +
-                ((int64_t)page * p.k_sp + in_page * p.k_st + (int64_t)kvh * p.k_sh) * Cfg::kKvBytes;
-            const uint8_t* vr =
-                static_cast<const uint8_t*>(p.v) +
-                ((int64_t)page * p.v_sp + in_page * p.v_st + (int64_t)kvh * p.v_sh) * Cfg::kKvBytes;
-#pragma unroll
-            for (int off = 0; off < kDqk * Cfg::kKvBytes; off += 128)
-              asm volatile("prefetch.global.L2 [%0];\n" ::"l"(kr + off));
-#pragma unroll
-            for (int off = 0; off < kDv * Cfg::kKvBytes; off += 128)
-              asm volatile("prefetch.global.L2 [%0];\n" ::"l"(vr + off));
-          }
-        }
         wait_now();
         load_real();
       }
