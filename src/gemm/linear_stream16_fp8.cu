@@ -10,14 +10,13 @@ namespace b12x::gemm::lin {
 
 static_assert(kF8SmemBytes<2, 32, 1, true> <= 101376,
               "FP8 M <= 16 block kernel: slots exceed 99 KB");
-// The shared weight ring (sring > 0) is compiled for SM90's f16 kernels only: per-tensor at 16
-// atoms per warp takes 2 x 104 KB of its 228 KB per SM (2 CTAs), at 8 3 x 71 KB (3 CTAs, the
+// The shared weight ring (sring 8 / 16) is compiled for SM90's f16 kernels only: per-tensor at
+// 16 atoms per warp takes 2 x 102 KB of its 228 KB per SM (2 CTAs), at 8 3 x 70 KB (3 CTAs, the
 // registers capped for 3: kOcc 3); block FP8 / MXFP8 with the in-kernel quantization (no raw
-// e4m3 rows) fit 2 CTAs up to 14 atoms. The plan sizes its grid by the resident CTAs.
+// e4m3 rows) fit 2 CTAs at 8. The plan sizes its grid by the resident CTAs.
 static_assert(2 * (kF8SmemBytes<2, 0, 1> + f8s_ring_bytes(16) + 1024) <= 233472 &&
                   3 * (kF8SmemBytes<2, 0, 1> + f8s_ring_bytes(8) + 1024) <= 233472 &&
-                  2 * (kF8SmemBytes<2, 32, 1, true> + f8s_ring_bytes(14) + 1024) <= 233472 &&
-                  2 * (kF8SmemBytes<2, 128, 1, true> + f8s_ring_bytes(14) + 1024) <= 233472,
+                  2 * (kF8SmemBytes<2, 32, 1, true> + f8s_ring_bytes(8) + 1024) <= 233472,
               "FP8 M <= 16 block kernel: the shared weight ring's budget");
 
 namespace {
@@ -82,16 +81,20 @@ F8Fn pick_q(WFmt f, int tw, int nt, int mma, int depth) {
 }
 
 template <int kGroup, bool kQ, int kOcc>
-F8Fn pick_sring(int tw, int nt) {
-  switch (tw * 4 + nt) {
-    case 1 * 4 + 1:
-      return &linear_stream16_fp8_kernel<1, 1, kGroup, 1, 4, kQ, kOcc, true>;
-    case 1 * 4 + 2:
-      return &linear_stream16_fp8_kernel<1, 2, kGroup, 1, 4, kQ, kOcc, true>;
-    case 2 * 4 + 1:
-      return &linear_stream16_fp8_kernel<2, 1, kGroup, 1, 4, kQ, kOcc, true>;
-    case 2 * 4 + 2:
-      return &linear_stream16_fp8_kernel<2, 2, kGroup, 1, 4, kQ, kOcc, true>;
+F8Fn pick_sring(int tw, int nt, int sring) {
+  switch (tw * 64 + sring * 2 + nt) {
+    case 1 * 64 + 8 * 2 + 1:
+      return &linear_stream16_fp8_kernel<1, 1, kGroup, 1, 8, kQ, kOcc, true>;
+    case 1 * 64 + 8 * 2 + 2:
+      return &linear_stream16_fp8_kernel<1, 2, kGroup, 1, 8, kQ, kOcc, true>;
+    case 2 * 64 + 8 * 2 + 1:
+      return &linear_stream16_fp8_kernel<2, 1, kGroup, 1, 8, kQ, kOcc, true>;
+    case 2 * 64 + 8 * 2 + 2:
+      return &linear_stream16_fp8_kernel<2, 2, kGroup, 1, 8, kQ, kOcc, true>;
+    case 2 * 64 + 16 * 2 + 1:
+      return kOcc == 2 ? &linear_stream16_fp8_kernel<2, 1, kGroup, 1, 16, kQ, 2, true> : nullptr;
+    case 2 * 64 + 16 * 2 + 2:
+      return kOcc == 2 ? &linear_stream16_fp8_kernel<2, 2, kGroup, 1, 16, kQ, 2, true> : nullptr;
     default:
       return nullptr;
   }
@@ -100,21 +103,22 @@ F8Fn pick_sring(int tw, int nt) {
 F8Fn pick(WFmt f, int tw, int nt, int mma, int depth, bool q, int occ = 2, int sring = 0) {
   if (mma != 0 && mma != 1) return nullptr;
   if (sring > 0) {
-    // The shared weight ring: f16 MMAs (SM90); a whole number of positions per tile; 3 CTAs per
-    // SM for per-tensor only (the in-kernel quantization's slots leave room for 2).
-    if (mma != 1 || sring % tw != 0 || sring > 64) return nullptr;
+    // The shared weight ring: f16 MMAs (SM90), 8 atoms per warp (16 at 2 tiles per warp); 3
+    // CTAs per SM for per-tensor only (the in-kernel quantization's slots leave room for 2).
+    if (mma != 1) return nullptr;
     switch (f) {
       case WFmt::kFp8:
         if (q) return nullptr;
-        return occ == 3   ? pick_sring<0, false, 3>(tw, nt)
-               : occ == 2 ? pick_sring<0, false, 2>(tw, nt)
+        return occ == 3   ? pick_sring<0, false, 3>(tw, nt, sring)
+               : occ == 2 ? pick_sring<0, false, 2>(tw, nt, sring)
                           : nullptr;
       case WFmt::kFp8Block:
         if (occ != 2) return nullptr;
-        return q ? pick_sring<128, true, 2>(tw, nt) : pick_sring<128, false, 2>(tw, nt);
+        return q ? pick_sring<128, true, 2>(tw, nt, sring)
+                 : pick_sring<128, false, 2>(tw, nt, sring);
       case WFmt::kFp8Mx:
         if (occ != 2) return nullptr;
-        return q ? pick_sring<32, true, 2>(tw, nt) : pick_sring<32, false, 2>(tw, nt);
+        return q ? pick_sring<32, true, 2>(tw, nt, sring) : pick_sring<32, false, 2>(tw, nt, sring);
       default:
         return nullptr;
     }

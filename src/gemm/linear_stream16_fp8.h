@@ -20,8 +20,9 @@ struct LinearParams;
 /// 4): BF16 activations quantized in the kernel (p.act_kind kActBf16Quant, p.xs_kind kXsStaged;
 /// 16-byte rows) instead of the quantizer launch before it.
 /// occ 3 (probe): per-tensor, tw 1, f16 MMAs, depth 4 with registers for 3 CTAs per SM.
-/// sring > 0: the weight ring in shared memory, sring atoms per warp (session 15; f16 MMAs only;
-/// the launch reads it from p.stream_ring), instead of `depth` in registers.
+/// sring > 0: the weight ring in shared memory, sring atoms per warp (session 15; 8, or 16 at 2
+/// tiles per warp; f16 MMAs only; the launch reads it from p.stream_ring), instead of `depth` in
+/// registers.
 bool stream16_f8_available(WFmt f, int tw, int mma, int depth, bool q = false, int occ = 2,
                            int sring = 0);
 int64_t stream16_f8_smem_bytes(WFmt f, int tw, int mma, bool q = false, int sring = 0);

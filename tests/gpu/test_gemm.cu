@@ -1843,17 +1843,17 @@ TEST(GemmGpu, DecodeStream16Fp8) {
     }
   }
   // The weight ring in shared memory (session 15, B12X_GEMM_STREAM16_SRING=<atoms per warp>; f16
-  // MMAs, SM90+): all three formats, tw 1 / 2, depths 6 / 8 / 16 (a refill position that wraps
-  // inside a chunk and across chunks), 3 CTAs per SM (per-tensor), splits with K tails inside a
+  // MMAs, SM90+; per-lane cp.async, one commit group per ring position): all three formats,
+  // depths 16 (tw 2) / 8 (tw 1 / 2), 3 CTAs per SM (per-tensor), splits with K tails inside a
   // chunk (4864 = 19 atoms: tiles whose last K range ends mid-chunk), partial CTAs, the in-kernel
   // quantization and the quantizer's e4m3, graphs.
   if (device_info(0).cc_major >= 9) {
     ScopedEnv em("B12X_GEMM_DECODE_F8MMA", "1");
     int k = 0;
-    for (const char* sr : {"16", "6", "8"})
+    for (const char* sr : {"16", "8", "8"})
       for (LinearFormat f :
            {LinearFormat::kFp8Tensor, LinearFormat::kFp8Block, LinearFormat::kMxfp8}) {
-        const char* tw = (k % 2) ? "1" : "2";
+        const char* tw = sr[0] == '1' || k >= 6 ? "2" : "1";
         const char* sp = (k % 3) == 0 ? "1" : (k % 3) == 1 ? "3" : "2";
         ScopedEnv es("B12X_GEMM_STREAM16_SRING", sr), et("B12X_GEMM_STREAM16_TW", tw),
             ep("B12X_GEMM_STREAM16_SPLIT", sp),
@@ -2986,9 +2986,9 @@ TEST(GemmGpuSanitize, DecodeStream16Fp8) {
   // The FP8 block kernel (session 14): K split 3 with a K range past K (K = 1312: 41 atoms of 48),
   // 1 / 2 tiles per warp over a partial CTA (N = 40), M = 5 / 16, per-tensor (depth 8 at tw 2),
   // block FP8 / MXFP8 with the in-kernel quantization; the register ring, and the shared-memory
-  // ring of 6 atoms per warp (session 15, SM90+; its bulk copies and mbarriers).
+  // ring of 8 atoms per warp (session 15, SM90+).
   ScopedEnv e16("B12X_GEMM_STREAM16_F8", "1"), es("B12X_GEMM_STREAM16_SPLIT", "3");
-  for (const char* sr : {"0", "6"})
+  for (const char* sr : {"0", "8"})
     for (const char* tw : {"1", "2"}) {
       if (sr[0] != '0' && device_info(0).cc_major < 9) continue;
       ScopedEnv et("B12X_GEMM_STREAM16_TW", tw), esr("B12X_GEMM_STREAM16_SRING", sr);

@@ -57,44 +57,15 @@ inline constexpr int kF8SlotBytes = kF8RawSlotBytes<kMma, kQ> + kF8ScaleBytes +
                                     (kMma == 1 ? kF8HalfBytes : 0) + (kQ ? kF8BfBytes : 0);
 template <int kTw, int kGroup, int kMma, bool kQ = false>
 inline constexpr int kF8SmemBytes = kF8Slots* kF8SlotBytes<kTw, kGroup, kMma, kQ>;
-/// The shared weight ring (kSr) after the slots: per warp `depth` atoms of 512 bytes and one
-/// mbarrier (8 bytes) per atom.
+/// The shared weight ring (kSr) after the slots: per warp `depth` atoms of 512 bytes.
 constexpr int64_t f8s_ring_bytes(int depth) {
-  return int64_t{kStreamWarps} * depth * (512 + 8);
+  return int64_t{kStreamWarps} * depth * 512;
 }
 
-// The shared-memory weight ring's primitives (SM90 / SM12x: bulk copies completing on an
-// mbarrier's transaction count; not compiled below SM90, where the plan never picks the ring).
-__device__ __forceinline__ void f8s_mbar_init(uint32_t bar) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar) : "memory");
-  // The bulk copies signal the barrier from the async proxy.
-  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-#endif
-}
-/// One 512-byte atom into the ring slot at `dst`, completing on `bar` (one arrival + 512 bytes).
-__device__ __forceinline__ void f8s_bulk_atom(uint32_t dst, const void* src, uint32_t bar) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], 512;" ::"r"(bar) : "memory");
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], 512, [%2];" ::
-          "r"(dst),
-      "l"(src), "r"(bar)
-      : "memory");
-#endif
-}
-__device__ __forceinline__ void f8s_mbar_wait(uint32_t bar, uint32_t parity) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  uint32_t done;
-  do {
-    asm volatile(
-        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-        "selp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(bar), "r"(parity)
-        : "memory");
-  } while (done == 0);
-#endif
+/// cp.async.wait_group with a template count (kSr's commit-group accounting).
+template <int N>
+__device__ __forceinline__ void f8s_wait_group() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
 __device__ __forceinline__ uint4 f8s_lds128(uint32_t a) {
   uint4 v;
@@ -124,13 +95,14 @@ __device__ __forceinline__ void f8s_cp_small(void* smem, const uint8_t* gmem) {
 /// ahead with the activation quantizer's numerics (kernels::g128_codes / mx8_codes: the codes and
 /// scales the quantizer launch would give), instead of that launch before the GEMM.
 /// kOcc: CTAs per SM the registers are capped for (2: <= 128; 3: <= 80).
-/// kSr (session 15; kDepth unused): the weight ring in shared memory instead of registers (the
-/// register ring caps the bytes in flight at 8 atoms per warp; round 52's Nsight Compute: 0.48
-/// eligible warps per scheduler, DRAM 62 %): per warp p.stream_ring slots of one atom (a multiple
-/// of kTw), each filled by one bulk copy that lane 0 issues (an atom is 512 contiguous bytes of
-/// the packed layout) completing on the slot's mbarrier; every lane waits on it and reads its 16
-/// bytes, and lane 0 refills the slot p.stream_ring positions ahead after a __syncwarp (all lanes
-/// have read it). Positions run tile-minor (vector v of tile j: v kTw + j) as in the registers.
+/// kSr (session 15): the weight ring of kDepth atoms per warp in shared memory instead of
+/// registers (the register ring's 8 uint4 per lane cap the bytes in flight; round 52's Nsight
+/// Compute: 0.48 eligible warps per scheduler, DRAM 62 %), as the decode kernel's ring: each lane
+/// cp.asyncs its own 16 bytes of an atom and reads back only those (no barrier, no other lane),
+/// one commit group per ring position (vector v of tile j: v kTw + j), so a position's wait is
+/// wait_group with a constant count. The activation chunks' copies join the group of the chunk's
+/// first position. (Round 55 dropped bulk copies of one atom per warp on mbarriers: 31.4 us
+/// against 18.7 at 14336x4096 per-tensor M = 16, at every depth 8..24 and 1..3 CTAs per SM.)
 template <int kTw, int kNt, int kGroup, int kMma, int kDepth, bool kQ = false, int kOcc = 2,
           bool kSr = false>
 __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
@@ -139,7 +111,8 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   static_assert(kNt == 1 || kNt == 2, "n8 token tiles");
   static_assert(kGroup == 0 || kGroup == 32 || kGroup == 128, "scale group");
   static_assert(kMma == 0 || kMma == 1, "MMA kind");
-  static_assert(kSr || ((kF8ChunkV * kTw) % kDepth == 0 && kDepth % kTw == 0), "ring order");
+  static_assert((kF8ChunkV * kTw) % kDepth == 0 && kDepth % kTw == 0, "ring order");
+  static_assert(!kSr || kDepth >= 4, "shared ring: wait counts");
   static_assert(!kQ || kGroup > 0, "in-kernel quantization: block FP8 / MXFP8");
   constexpr int kAhead = kDepth / kTw;  // vectors of a tile in flight beyond the current one
   constexpr int kSlot = kF8SlotBytes<kTw, kGroup, kMma, kQ>;
@@ -163,44 +136,30 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   const int vlim = vrem <= 0 ? 0 : vrem < vp ? static_cast<int>(vrem) : vp;
   const int nch = (vlim + kF8ChunkV - 1) / kF8ChunkV;
 
-  const uint8_t* wp[kTw];  // the tile's first atom of this K range (kSr: its start, else lane's)
-  int lim[kTw];            // vectors of tile j that exist in this K range (0: no tile)
+  const uint8_t* wp[kTw];
+  int lim[kTw];  // vectors of tile j that exist in this K range (0: no tile)
 #pragma unroll
   for (int j = 0; j < kTw; ++j) {
     const int64_t tile = tile0 + j;
     lim[j] = tile < p.n16 && warp * kTw + j < tpc ? vlim : 0;
-    wp[j] = p.wvals + (tile * p.kvec + vbase) * 512 + (kSr ? 0 : lane * 16);
+    wp[j] = p.wvals + (tile * p.kvec + vbase) * 512 + lane * 16;
   }
   // Ring slot q holds vector q / kTw of tile q % kTw (then every kDepth later). Vectors that do
   // not exist are not loaded: the register slot keeps a finite earlier vector (the ring starts
   // zeroed) whose products with the zero-staged activations past K vanish; the shared ring's
-  // readers take zeros instead (its barrier of that slot never completes again).
+  // reads of them take zeros.
   uint4 ring[kSr ? 1 : kDepth];
-  // kSr: this warp's ring slots / their mbarriers, the depth, the vectors of a tile in flight
-  // beyond the current one, and the next position's slot and phase parity.
-  uint32_t rsm = 0, rbar = 0;
-  const int rdepth = kSr ? p.stream_ring : kDepth;
-  const int rahead = kSr ? rdepth / kTw : kAhead;
-  int rq = 0;
-  uint32_t rph = 0;
-  if constexpr (kSr) {
-    const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(dsm)) + kF8Slots * kSlot;
-    rsm = base + warp * rdepth * 512;
-    rbar = base + kStreamWarps * rdepth * 512 + warp * rdepth * 8;
-    if (lane == 0)
-      for (int q = 0; q < rdepth; ++q) f8s_mbar_init(rbar + q * 8);
-    __syncwarp();
-    if (lane == 0)
-      for (int v = 0; v < rahead; ++v)
+  // kSr: this lane's 16 bytes of the warp's slot 0 (slot q: + 512 q).
+  const uint32_t rsm = static_cast<uint32_t>(__cvta_generic_to_shared(dsm)) + kF8Slots * kSlot +
+                       warp * kDepth * 512 + lane * 16;
 #pragma unroll
-        for (int j = 0; j < kTw; ++j)
-          if (v < lim[j]) {
-            const uint32_t q = v * kTw + j;
-            f8s_bulk_atom(rsm + q * 512, wp[j] + v * 512, rbar + q * 8);
-          }
-  } else {
-#pragma unroll
-    for (int q = 0; q < kDepth; ++q) {
+  for (int q = 0; q < kDepth; ++q) {
+    if constexpr (kSr) {
+      if (q / kTw < lim[q % kTw])
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(rsm + q * 512),
+                     "l"(wp[q % kTw] + (q / kTw) * 512));
+      asm volatile("cp.async.commit_group;");
+    } else {
       ring[q] = make_uint4(0, 0, 0, 0);
       if (q / kTw < lim[q % kTw]) ring[q] = ldg_stream(wp[q % kTw] + (q / kTw) * 512);
     }
@@ -208,9 +167,10 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   griddep_wait();  // the activations, their scales (and alpha) belong to earlier kernels
 
   // Chunk c -> slot c % 3: 16 token rows x 256 e4m3 (zero past M / K) and the chunk's scales.
-  // Always one commit group, so wait_group 1 at chunk c means chunk c has landed.
+  // Always one commit group, so wait_group 1 at chunk c means chunk c has landed (kSr: in the
+  // loop its copies join the next weight position's group instead, `commit` false).
   const uint8_t* const x = static_cast<const uint8_t*>(p.x);
-  auto stage = [&](int c) {
+  auto stage = [&](int c, bool commit) {
     if (c < nch) {
       uint8_t* const slot = dsm + (c % kF8Slots) * kSlot;
       const int64_t v0 = vbase + static_cast<int64_t>(c) * kF8ChunkV;
@@ -314,10 +274,10 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
         }
       }
     }
-    asm volatile("cp.async.commit_group;");
+    if (commit) asm volatile("cp.async.commit_group;");
   };
-  stage(0);
-  stage(1);
+  stage(0, true);
+  stage(1, true);
   // kMma 1: chunk c's activations as f16 in the permuted K order of the f16 MMAs. Within an atom
   // (64 bytes of a row), byte 32h + 16i + 4t + 2e holds k = 16i + 4t + 2h + e: a raw 16-byte
   // piece (k 16i + 0..15 of one atom) converts into the lo halves (h = 0, 16 contiguous bytes) and
@@ -402,27 +362,15 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     convert(0);
   }
 
-  // kSr: takes position (vector vv, tile jj) from the ring (zeros where it does not exist: its
-  // slot was never filled) and refills the slot rdepth positions ahead. The kernel reads one
-  // position ahead of the MMAs (rnext), so the wait and the shared load overlap the MMAs before.
-  auto take = [&](int vv, int jj) {
+  // kSr: the ring is read one position ahead of the MMAs (rnext), so the wait and the shared
+  // load overlap the MMAs before; position 0 has landed with chunk 0 (its group is older).
+  auto ring_read = [&](int q, bool exists) {
     uint4 r = make_uint4(0, 0, 0, 0);
-    if constexpr (kSr) {
-      const uint32_t q = static_cast<uint32_t>(rq);
-      if (vv < lim[jj]) {
-        f8s_mbar_wait(rbar + q * 8, rph);
-        r = f8s_lds128(rsm + q * 512 + lane * 16);
-      }
-      // Every lane has read the slot before lane 0 hands it to the next bulk copy.
-      __syncwarp();
-      const int vn = vv + rahead;
-      if (lane == 0 && vn < lim[jj])
-        f8s_bulk_atom(rsm + q * 512, wp[jj] + static_cast<int64_t>(vn) * 512, rbar + q * 8);
-      if (++rq == rdepth) rq = 0, rph ^= 1;
-    }
+    if (exists) r = f8s_lds128(rsm + q * 512);
     return r;
   };
-  uint4 rnext = take(0, 0);
+  uint4 rnext = make_uint4(0, 0, 0, 0);
+  if constexpr (kSr) rnext = ring_read(0, lim[0] > 0);
   float acc[kTw][kNt][4];
   float tmp[kTw][kNt][4];
 #pragma unroll
@@ -437,10 +385,14 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   // f16: half i of the h block (see convert).
   const int xrow = ((lane >> 4) & 1) * 8 + (lane & 7), xcol = ((lane >> 3) & 1) * 16;
   for (int c = 0; c < nch; ++c) {
-    // Chunk c + 1 must have landed too (it is converted in this iteration).
-    asm volatile("cp.async.wait_group 0;" ::: "memory");
+    // Chunk c + 1 must have landed too (it is converted in this iteration). kSr: its copies are
+    // in the group of the first position of iteration c - 1, followed by 8 kTw - 1 groups.
+    if (kSr && c > 0)
+      f8s_wait_group<kF8ChunkV * kTw - 1>();
+    else
+      f8s_wait_group<0>();
     __syncthreads();
-    stage(c + 2);
+    stage(c + 2, !kSr);
     if (c + 1 < nch) convert(c + 1);
     const uint8_t* const slot = dsm + (c % kF8Slots) * kSlot;
     const uint8_t* const xa =
@@ -517,8 +469,12 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
         uint4 cur;
         const int v = c * kF8ChunkV + a;
         if constexpr (kSr) {
+          // Position P = (c 8 + a) kTw + j; P + 1's group has kDepth - 2 groups after it (the
+          // refills of P + 2 .. P + kDepth - 1).
           cur = rnext;
-          rnext = take(j + 1 < kTw ? v : v + 1, (j + 1) % kTw);
+          f8s_wait_group<kDepth - 2>();
+          rnext =
+              ring_read((a * kTw + j + 1) % kDepth, (j + 1 < kTw ? v : v + 1) < lim[(j + 1) % kTw]);
         } else {
           const int vn = v + kAhead;
           const int q = (a * kTw + j) % kDepth;
@@ -571,6 +527,16 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
               acc[j][n][3] = fmaf(tmp[j][n][3], w1 * x1, acc[j][n][3]);
             }
           }
+        }
+        if constexpr (kSr) {
+          // Refill P's slot (read a position ago, its value consumed by the MMAs above) with
+          // position P + kDepth; one group per position, empty where it does not exist.
+          const int vr = v + kAhead;
+          if (vr < lim[j])
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(
+                             rsm + ((a * kTw + j) % kDepth) * 512),
+                         "l"(wp[j] + static_cast<int64_t>(vr) * 512));
+          asm volatile("cp.async.commit_group;");
         }
       }
     }
