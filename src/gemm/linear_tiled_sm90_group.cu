@@ -47,13 +47,19 @@ GroupPick pick_cfg(int tok, int var) {
         return group_pick<F, T, 256, 1, true, 64, false, true, kWsChain | kGroupFold>();
     }
     // Session 15 probes: the weights decoded once per CTA by the producer warpgroup (kGroupPDec)
-    // on 17's schedule (30), on 23's folded one (31) and folded on chained quads (32).
+    // on 17's schedule (30), on 23's folded one (31) and folded on chained quads (32); 33 / 34:
+    // 30 / 31 with the producer's sign masks computed instead of loaded (kAluSign).
     constexpr int kQuad = kGroupWs | kGroupQuad | kGroupChain;
     if (tok == 256 && var == 30)
       return group_pick<F, T, 256, 1, true, 64, false, false, kQuad | kGroupPDec>();
+    if (tok == 256 && var == 33)
+      return group_pick<F, T, 256, 1, true, 64, false, true, kQuad | kGroupPDec>();
     if constexpr (T::kFp16) {
       if (tok == 256 && var == 31)
         return group_pick<F, T, 256, 1, true, 64, false, false,
+                          kWsChain | kGroupFold | kGroupPDec>();
+      if (tok == 256 && var == 34)
+        return group_pick<F, T, 256, 1, true, 64, false, true,
                           kWsChain | kGroupFold | kGroupPDec>();
       if (tok == 256 && var == 32)
         return group_pick<F, T, 256, 1, true, 64, false, false, kQuad | kGroupFold | kGroupPDec>();
@@ -211,7 +217,7 @@ __global__ void __launch_bounds__(256)
 }  // namespace
 
 bool wgmma_group_fold_var(int var) {
-  return var == 22 || var == 23 || var == 31 || var == 32;
+  return var == 22 || var == 23 || var == 31 || var == 32 || var == 34;
 }
 
 void launch_ggml_act_f16(const void* x, int64_t ldx, int64_t M, int64_t K, void* y, float* xs,

@@ -643,7 +643,21 @@ __global__ void __launch_bounds__(wgmma_group_threads(kMode), 1)
               for (int h = 0; h < 2; ++h) {
                 const uint32_t en = (w[2 * h + st] >> (16 * e)) & 0xFFFFu;
                 const uint4 gv = *reinterpret_cast<const uint4*>(gtab + (en & 0x1FFu) * 4);
-                const uint4 sv = *reinterpret_cast<const uint4*>(stab + (en >> 9) * 4);
+                uint4 sv;
+                if constexpr (kAluSign) {
+                  // The sign masks from the entry (its 7 sign bits and their parity): bits 2c,
+                  // 2c + 1 into the sign bits 15 and 31 of word c (no sign-table load: the
+                  // grid-table loads alone already run ~2.5x their ideal wavefronts).
+                  const uint32_t s7 = en >> 9;
+                  const uint32_t x = s7 | ((__popc(s7) & 1u) << 7);
+                  uint32_t m[4];
+#pragma unroll
+                  for (int c = 0; c < 4; ++c)
+                    m[c] = ((x << (15 - 2 * c)) & 0x8000u) | ((x << (30 - 2 * c)) & 0x80000000u);
+                  sv = make_uint4(m[0], m[1], m[2], m[3]);
+                } else {
+                  sv = *reinterpret_cast<const uint4*>(stab + (en >> 9) * 4);
+                }
                 o[h][0] = gv.x ^ sv.x;
                 o[h][1] = gv.y ^ sv.y;
                 o[h][2] = gv.z ^ sv.z;
