@@ -100,8 +100,9 @@ struct WeightsPlan {
   /// FP4 block scales stored in 32-row chunk tiles (default; B12X_MOE_SCALE_TILED=0 / 1, read by
   /// plan_weights).
   bool scales_tiled = true;
-  /// FP4 codes stored in 32-row chunk tiles (B12X_MOE_VALUE_TILED, read by plan_weights).
-  bool values_tiled = false;
+  /// FP4 codes stored in 32-row chunk tiles (default; B12X_MOE_VALUE_TILED=0 / 1, read by
+  /// plan_weights).
+  bool values_tiled = true;
   std::string describe() const;
 };
 

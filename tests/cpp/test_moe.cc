@@ -628,15 +628,21 @@ TEST(Moe, ChunkTilesKnobsAndOffsets) {
   EXPECT_NE(p2.describe().find("values_tiled"), std::string::npos);
   EXPECT_EQ(p0.prepared_bytes, p1.prepared_bytes);
   EXPECT_NE(p1.describe().find("scales_tiled"), std::string::npos);
-  // GGML weights have no FP4 block scales: never tiled, whatever the knob.
+  // GGML weights have no FP4 chunk tiles: never tiled, whatever the knobs.
   moe::WeightsPlanArgs wg = wa;
   wg.quant_mode = QuantMode::kGgmlA16;
   wg.source_format = SourceFormat::kGgml;
   ASSERT_EQ(setenv("B12X_MOE_SCALE_TILED", "1", 1), 0);
+  ASSERT_EQ(setenv("B12X_MOE_VALUE_TILED", "1", 1), 0);
   const moe::WeightsPlan pg = moe::plan_weights(wg);
   unsetenv("B12X_MOE_SCALE_TILED");
+  unsetenv("B12X_MOE_VALUE_TILED");
+  const moe::WeightsPlan pg_def = moe::plan_weights(wg);
   EXPECT_FALSE(pg.scales_tiled);
+  EXPECT_FALSE(pg.values_tiled);
+  EXPECT_FALSE(pg_def.values_tiled);
   EXPECT_EQ(pg.describe().find("scales_tiled"), std::string::npos);
+  EXPECT_EQ(pg.describe().find("values_tiled"), std::string::npos);
   // Chunk tiles of 128 rows x 384 values (UE4M3: 3 chunks of 8 bytes per row): every (row,
   // chunk) maps to its own 8 bytes inside the expert; a 32-row group's chunk is contiguous.
   moe::detail::WeightView w;
