@@ -235,6 +235,18 @@ struct Plan {
   /// M = 1 stream kernel also takes MXFP4 weights with it: default for MXFP4 W4A4 (round 53),
   /// B12X_GEMM_STREAM_MX=0|1 turns it off / on for every MXFP4 format.
   bool decode_stream_shfl = false;
+  /// MXFP4 weights on the M = 1 stream kernel and the M <= 16 block kernel: the fold-free splat
+  /// instances (session 15: 2^(e-8) straight onto the decoded FP4 bits, one HMUL2 per register
+  /// instead of the 2^119 fold's HFMA2 + the splat's HMUL2), which run takes for weights whose
+  /// E8M0 codes are all <= 135 (scales up to 2^8; PackedWeight::pack records it, refresh keeps
+  /// it); B12X_GEMM_STREAM_MX_FREE=0|1.
+  bool stream_mx_free = false;
+  /// The stream kernels trigger their dependents' programmatic launch (PDL) as soon as a warp
+  /// has issued its last weight loads, so the next call's CTAs take the slots that free up and
+  /// request their first weights during this call's tail (session 15 probe; the GGML GEMV's
+  /// trigger). Bits: 1 the M = 1 kernel, 2 the 4-row kernel, 4 the M <= 16 block kernel;
+  /// B12X_GEMM_STREAM_TRIG=<mask>.
+  int stream_trig = 0;
   /// Its 64-K vectors per K part and dynamic shared memory bytes (the staged activations),
   /// derived at plan time and carried to run (lin::stream_vectors_per_part / stream_smem_bytes).
   int decode_stream_vp = 0;

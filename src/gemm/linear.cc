@@ -404,9 +404,11 @@ std::string Plan::describe() const {
                    std::to_string(decode_stream_occ) + (decode_stream_shfl ? "s" : "") + "/" +
                    std::to_string(decode_stream_ctas)
              : std::string())
-     << stream_rows_describe(*this) << stream16_describe(*this) << " tiled_split=" << tiled_split
-     << (tiled_split_reduce ? "(reduce)" : "") << " tiled_tok=" << tiled_tok
-     << " scratch=" << scratch_bytes << "B]";
+     << stream_rows_describe(*this) << stream16_describe(*this)
+     << (stream_mx_free ? " mx_free" : "")
+     << (stream_trig ? " trig=" + std::to_string(stream_trig) : std::string())
+     << " tiled_split=" << tiled_split << (tiled_split_reduce ? "(reduce)" : "")
+     << " tiled_tok=" << tiled_tok << " scratch=" << scratch_bytes << "B]";
   return os.str();
 }
 
@@ -1463,6 +1465,15 @@ Plan plan(const Caps& caps) {
     off = align_up(off + partial_rows * geo.NP * 4);
   }
   p.scratch_bytes = off;
+  // MXFP4 on the stream / block kernels: the fold-free splat instances for weights whose E8M0
+  // codes are all <= 135 (run checks the bound weight; the others keep the fold).
+  // B12X_GEMM_STREAM_MX_FREE=0|1 (session 15 probe).
+  if (wf == lin::WFmt::kMxfp4 && (p.decode_stream_parts > 0 || p.stream16_tw > 0)) {
+    const char* e = std::getenv("B12X_GEMM_STREAM_MX_FREE");
+    p.stream_mx_free = e != nullptr && e[0] == '1';
+  }
+  if (const char* e = std::getenv("B12X_GEMM_STREAM_TRIG"); e != nullptr)
+    p.stream_trig = std::atoi(e) & 7;
   if (log_level() >= 3) log_message(3, p.describe());
   {
     // Kernel signature (warm-up / freeze, b12x/runtime.h): the kernels a run at max_tokens
@@ -1506,6 +1517,7 @@ Plan plan(const Caps& caps) {
     // The pre-pass: every run of a quantized-activation format but the block kernel's with qx
     // (M = 5..16), which converts them itself.
     if (p.act_prepass) sig << " act_prepass";
+    if (p.stream_mx_free) sig << " mx_free";
     b12x::detail::resolve_kernels(op, caps.device, sig.str(), p.describe());
   }
   return p;
@@ -1661,6 +1673,7 @@ void run(const Binding& b, Stream stream) {
   p.bias = b.bias.data;
   p.alpha = static_cast<const float*>(b.alpha.data);
   p.out_mult = (lin::wtraits(im.wfmt).shifted ? 128.f : 1.f) * w.global_scale();
+  p.mx_free = plan.stream_mx_free && im.mx_fold_free ? 1 : 0;
 
   const bool fp16 = mma_fp16(f, b.x.dtype);
   const bool tiled = b.regime == Regime::kTiled;
@@ -1941,6 +1954,7 @@ void run(const Binding& b, Stream stream) {
     p.partial = p.split > 1 ? reinterpret_cast<float*>(b.scratch + plan.off_partial) : nullptr;
     p.stream_vp = plan.stream16_vp;
     p.stream_tiles = plan.stream16_tiles;
+    p.stream_trig = (plan.stream_trig & 4) ? 1 : 0;
     lin::launch_linear_stream16(im.wfmt, plan.stream16_tw, plan.stream16_smem, p, stream);
     if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);
     return;
@@ -1950,6 +1964,7 @@ void run(const Binding& b, Stream stream) {
     p.split = 1;
     p.partial = nullptr;
     p.stream_vp = plan.decode_stream_vp;
+    p.stream_trig = (plan.stream_trig & 1) ? 1 : 0;
     lin::launch_linear_stream(im.wfmt, plan.decode_stream_parts, plan.decode_stream_occ,
                               plan.decode_stream_ctas, plan.decode_stream_smem, p, stream, 1,
                               plan.decode_stream_shfl);
@@ -1960,6 +1975,7 @@ void run(const Binding& b, Stream stream) {
     p.split = plan.stream_rows_split;
     p.partial = p.split > 1 ? reinterpret_cast<float*>(b.scratch + plan.off_partial) : nullptr;
     p.stream_vp = plan.stream_rows_vp;
+    p.stream_trig = (plan.stream_trig & 2) ? 1 : 0;
     lin::launch_linear_stream(im.wfmt, plan.stream_rows_parts, 2, plan.stream_rows_ctas,
                               plan.stream_rows_smem, p, stream, 4, plan.stream_rows_shfl);
     if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);

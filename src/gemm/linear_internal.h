@@ -16,6 +16,9 @@ struct PackedWeight::Impl {
   uint8_t* scale2 = nullptr;      // IQ2 sub-scales (device)
   float* output_scale = nullptr;  // kFp8Tensor: device fp32[1]
   int64_t scale_bytes = 0, scale2_bytes = 0;
+  /// MXFP4: every E8M0 code <= 135 or 255 (the fold-free splats 2^(e-8) are BF16 numbers), fixed
+  /// at pack; refresh refuses scales that would clear it (captured graphs keep the instance).
+  bool mx_fold_free = false;
 };
 
 /// Weight format used by the kernels for a linear format.
@@ -34,7 +37,8 @@ struct PackedHost {
   lin::Geometry geo;
   std::vector<uint8_t> values, scale, scale2;
   float global_scale = 1.f;
-  float output_scale = 1.f;  // kFp8Tensor
+  float output_scale = 1.f;   // kFp8Tensor
+  bool mx_fold_free = false;  // kMxfp4: Impl::mx_fold_free
 };
 /// Validates `src` (host or device tensors) and builds the packed host image.
 PackedHost pack_host(const WeightSource& src, const char* op);

@@ -72,6 +72,7 @@ struct StreamLaunch {
   int parts = 0, occ = 0, ctas = 0;
   int64_t serial = 0;
   int rows = 0, split = 0;
+  bool mx_free = false;  // MXFP4 fold-free splat instance (p.mx_free)
 };
 StreamLaunch last_stream_launch();
 /// 64-K vectors per K part: the tile's kvec vectors over split CTAs x parts warps, rounded up to

@@ -233,6 +233,8 @@ PackedHost pack_host(const WeightSource& src, const char* op) {
         for (int64_t n = 0; n < geo.NP; ++n)
           for (int64_t c = 0; c < geo.scale_ld; ++c)
             ph.scale[n * geo.scale_ld + c] = (n < N && c < K / 32) ? sc[n * (K / 32) + c] : 127;
+        ph.mx_fold_free = true;
+        for (const uint8_t e : sc) ph.mx_fold_free = ph.mx_fold_free && (e <= 135 || e == 255);
       }
       break;
     }
@@ -391,6 +393,7 @@ std::shared_ptr<PackedWeight> PackedWeight::pack(const WeightSource& src, int de
   im.geo = ph.geo;
   im.scale_bytes = static_cast<int64_t>(ph.scale.size());
   im.scale2_bytes = static_cast<int64_t>(ph.scale2.size());
+  im.mx_fold_free = ph.mx_fold_free;
   B12X_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&pw->values_), ph.values.size()));
   if (im.scale_bytes)
     B12X_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&im.scale), im.scale_bytes));
@@ -411,6 +414,10 @@ void PackedWeight::refresh(const WeightSource& src, Stream stream) {
   PackedHost ph = pack_host(src, op);
   B12X_CHECK_ARG(ph.geo.N == N_ && ph.geo.K == K_, op, ": new weight is [", ph.geo.N, ", ",
                  ph.geo.K, "], the packed weight is [", N_, ", ", K_, "]");
+  B12X_CHECK_ARG(!impl_->mx_fold_free || ph.mx_fold_free, op,
+                 ": weight_scale has an E8M0 code above 135 (a scale above 2^8), the packed "
+                 "weight's were all <= 135 (runs and captured graphs may use its fold-free "
+                 "decode; supported: the same range, or pack a new weight)");
   DeviceGuard guard(device_);
   upload(values_, ph.values, stream);
   upload(impl_->scale, ph.scale, stream);

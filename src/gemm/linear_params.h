@@ -57,6 +57,12 @@ struct LinearParams {
   int stream_tiles;
   // FP8 M <= 16 block kernel: its shared-memory weight ring's atoms per warp (0: registers).
   int stream_ring;
+  // MXFP4 on the stream / block kernels: the fold-free splat instances (kMxFree; host-side pick
+  // by the launchers: the bound weight's E8M0 codes are all <= 135 and the plan took them).
+  int mx_free;
+  // Stream / block kernels: trigger the dependent launch (PDL) once a warp has issued its last
+  // weight loads (session 15 probe, Plan::stream_trig), not only at the kernel's end.
+  int stream_trig;
   // 8 warps per tile: the device's ring + staging budget (lin::decode_ws8_budget of the opt-in
   // shared memory, Plan::decode_ws8_budget; run reads no device info).
   int64_t decode_ws8_budget;

@@ -22,17 +22,17 @@ using StreamFn = void (*)(const LinearParams);
 
 thread_local StreamLaunch t_last;  // last_stream_launch()
 
-template <int kOcc, int kRows = 1, bool kShfl = false, bool kMx = false>
+template <int kOcc, int kRows = 1, bool kShfl = false, bool kMx = false, bool kMxFree = false>
 StreamFn stream_fn(int parts) {
   switch (parts) {
     case 1:
-      return &linear_stream_kernel<1, kOcc, kRows, kShfl, kMx>;
+      return &linear_stream_kernel<1, kOcc, kRows, kShfl, kMx, kMxFree>;
     case 2:
-      return &linear_stream_kernel<2, kOcc, kRows, kShfl, kMx>;
+      return &linear_stream_kernel<2, kOcc, kRows, kShfl, kMx, kMxFree>;
     case 4:
-      return &linear_stream_kernel<4, kOcc, kRows, kShfl, kMx>;
+      return &linear_stream_kernel<4, kOcc, kRows, kShfl, kMx, kMxFree>;
     case 8:
-      return &linear_stream_kernel<8, kOcc, kRows, kShfl, kMx>;
+      return &linear_stream_kernel<8, kOcc, kRows, kShfl, kMx, kMxFree>;
     default:
       return nullptr;
   }
@@ -40,10 +40,15 @@ StreamFn stream_fn(int parts) {
 
 // 4 token rows (M = 2..4) with the 2-CTA register cap only (their accumulators and activation
 // fragments do not fit 85 registers).
-StreamFn pick_stream(WFmt f, bool fp16, int parts, int occ, int rows, bool shfl = false) {
+StreamFn pick_stream(WFmt f, bool fp16, int parts, int occ, int rows, bool shfl = false,
+                     bool mx_free = false) {
   if (fp16) return nullptr;
-  if (f == WFmt::kMxfp4) {  // M = 1 with shuffled splats only (probe)
+  if (f == WFmt::kMxfp4) {  // M = 1 with shuffled splats only
     if (rows != 1 || !shfl) return nullptr;
+    if (mx_free)
+      return occ == 3   ? stream_fn<3, 1, true, true, true>(parts)
+             : occ == 2 ? stream_fn<2, 1, true, true, true>(parts)
+                        : nullptr;
     return occ == 3   ? stream_fn<3, 1, true, true>(parts)
            : occ == 2 ? stream_fn<2, 1, true, true>(parts)
                       : nullptr;
@@ -63,24 +68,25 @@ using S16Fn = void (*)(const LinearParams);
 
 // tw 1 / 2 tiles per warp, nt token tiles; MXFP4 weights (mx) or NVFP4 activations (qx, NVFP4
 // weights).
-template <bool kMx, bool kQx>
+template <bool kMx, bool kQx, bool kMxFree = false>
 S16Fn pick_stream16_fmt(int tw, int nt) {
   switch (tw * 4 + nt) {
     case 1 * 4 + 1:
-      return &linear_stream16_kernel<1, 1, kMx, kQx>;
+      return &linear_stream16_kernel<1, 1, kMx, kQx, kMxFree>;
     case 1 * 4 + 2:
-      return &linear_stream16_kernel<1, 2, kMx, kQx>;
+      return &linear_stream16_kernel<1, 2, kMx, kQx, kMxFree>;
     case 2 * 4 + 1:
-      return &linear_stream16_kernel<2, 1, kMx, kQx>;
+      return &linear_stream16_kernel<2, 1, kMx, kQx, kMxFree>;
     case 2 * 4 + 2:
-      return &linear_stream16_kernel<2, 2, kMx, kQx>;
+      return &linear_stream16_kernel<2, 2, kMx, kQx, kMxFree>;
     default:
       return nullptr;
   }
 }
 
-S16Fn pick_stream16(int tw, int nt, bool mx, bool qx) {
+S16Fn pick_stream16(int tw, int nt, bool mx, bool qx, bool mx_free = false) {
   if (qx) return mx ? nullptr : pick_stream16_fmt<false, true>(tw, nt);
+  if (mx && mx_free) return pick_stream16_fmt<true, false, true>(tw, nt);
   return mx ? pick_stream16_fmt<true, false>(tw, nt) : pick_stream16_fmt<false, false>(tw, nt);
 }
 
@@ -120,7 +126,7 @@ int prepare_linear_stream16(int device, WFmt f, int tw, bool qx) {
 void launch_linear_stream16(WFmt f, int tw, int64_t smem, const LinearParams& p, Stream stream) {
   const int nt = p.M <= 8 ? 1 : 2;
   const bool qx = p.act_kind == kActNvfp4;
-  const S16Fn k = pick_stream16(tw, nt, f == WFmt::kMxfp4, qx);
+  const S16Fn k = pick_stream16(tw, nt, f == WFmt::kMxfp4, qx, p.mx_free != 0);
   const int split = std::max(p.split, 1);
   B12X_ASSERT(k != nullptr && (f == WFmt::kNvfp4 || f == WFmt::kMxfp4) &&
                   smem == stream16_smem_bytes(tw, qx),
@@ -137,7 +143,13 @@ void launch_linear_stream16(WFmt f, int tw, int64_t smem, const LinearParams& p,
   B12X_ASSERT(p.stream_tiles >= 1 && p.stream_tiles <= kStreamWarps * tw,
               "M <= 16 block kernel: tiles per CTA ", p.stream_tiles, " for tw=", tw);
   const int64_t gx = (p.n16 + p.stream_tiles - 1) / p.stream_tiles;
-  t_last = StreamLaunch{0, 0, static_cast<int>(gx), t_last.serial + 1, 16 * tw, split};
+  t_last = StreamLaunch{0,
+                        0,
+                        static_cast<int>(gx),
+                        t_last.serial + 1,
+                        16 * tw,
+                        split,
+                        k != nullptr && f == WFmt::kMxfp4 && p.mx_free != 0};
   B12X_CUDA_CHECK(b12x::detail::launch_ex(
       k, dim3(static_cast<unsigned>(gx), static_cast<unsigned>(split)), dim3(kStreamWarps * 32),
       static_cast<size_t>(smem), stream, p.pdl != 0, dim3(1, 1, 1), p));
@@ -177,7 +189,7 @@ int prepare_linear_stream(int device, WFmt f, int parts, int occ, int64_t smem, 
 
 void launch_linear_stream(WFmt f, int parts, int occ, int ctas, int64_t smem, const LinearParams& p,
                           Stream stream, int rows, bool shfl) {
-  const StreamFn k = pick_stream(f, false, parts, occ, rows, shfl);
+  const StreamFn k = pick_stream(f, false, parts, occ, rows, shfl, p.mx_free != 0);
   B12X_ASSERT(k != nullptr, "no stream kernel for format ", static_cast<int>(f), " parts=", parts,
               " occ=", occ, " rows=", rows);
   const int split = rows == 1 ? 1 : std::max(p.split, 1);
@@ -193,7 +205,13 @@ void launch_linear_stream(WFmt f, int parts, int occ, int ctas, int64_t smem, co
         ::b12x::detail::opt_in_smem(reinterpret_cast<const void*>(k), static_cast<int>(smem)));
   const int64_t groups = (p.n16 + kStreamWarps / parts - 1) / (kStreamWarps / parts);
   const int64_t gx = std::max<int64_t>(1, std::min<int64_t>(ctas, groups));
-  t_last = StreamLaunch{parts, occ, static_cast<int>(gx), t_last.serial + 1, rows, split};
+  t_last = StreamLaunch{parts,
+                        occ,
+                        static_cast<int>(gx),
+                        t_last.serial + 1,
+                        rows,
+                        split,
+                        f == WFmt::kMxfp4 && p.mx_free != 0};
   B12X_CUDA_CHECK(b12x::detail::launch_ex(
       k, dim3(static_cast<unsigned>(gx), static_cast<unsigned>(split)), dim3(kStreamWarps * 32),
       static_cast<size_t>(smem), stream, p.pdl != 0, dim3(1, 1, 1), p));

@@ -116,6 +116,9 @@ uint8_t random_e4m3(std::mt19937_64& g) {
   return b;
 }
 
+/// Where set, edits every random weight make_weight returns (a test's own scale ranges).
+std::function<void(LinearFormat, HostWeight&)> g_weight_tweak;
+
 HostWeight make_weight(LinearFormat f, int64_t N, int64_t K) {
   auto& g = test::rng();
   HostWeight h;
@@ -185,6 +188,7 @@ HostWeight make_weight(LinearFormat f, int64_t N, int64_t K) {
       break;
     }
   }
+  if (g_weight_tweak) g_weight_tweak(f, h);
   return h;
 }
 
@@ -1282,6 +1286,92 @@ TEST(GemmGpu, DecodeLean) {
   }
   run_case({LinearFormat::kNvfp4W4A16, 16, 72, 4864, DType::kFP16, DType::kBF16, true});
   EXPECT_FALSE(ran_lean());  // FP16 MMAs: no lean instance
+}
+
+TEST(GemmGpu, DecodeStreamMxFree) {
+  B12X_REQUIRE_GPU();
+  // Session 15: MXFP4 on the M = 1 stream kernel and the M <= 16 block kernel with the fold-free
+  // splats (2^(e-8) straight onto the decoded bits; B12X_GEMM_STREAM_MX_FREE=1), taken by run
+  // for weights whose E8M0 codes are all <= 135: codes over 0..135 (the largest scale 2^8, the
+  // smallest products below BF16's subnormals), both register caps, K tails, W4A16 / W4A4, a
+  // graph; a weight with one code 136 keeps the fold; refresh refuses to leave the range.
+  ScopedEnv emx("B12X_GEMM_STREAM_MX", "1"), ef("B12X_GEMM_STREAM_MX_FREE", "1");
+  struct Tweak {
+    explicit Tweak(int top) {
+      g_weight_tweak = [top](LinearFormat f, HostWeight& h) {
+        if (f != LinearFormat::kMxfp4W4A16 && f != LinearFormat::kMxfp4) return;
+        std::uniform_int_distribution<int> e8(0, 135);
+        for (auto& b : h.scale_bytes) b = static_cast<uint8_t>(e8(test::rng()));
+        h.scale_bytes[0] = 135;
+        h.scale_bytes[1] = 0;
+        if (top > 135) h.scale_bytes[h.scale_bytes.size() / 2] = static_cast<uint8_t>(top);
+      };
+    }
+    ~Tweak() { g_weight_tweak = nullptr; }
+  };
+  auto launched = [](const Case& c, bool graph, bool want_free) {
+    const int64_t before = gemm::lin::last_stream_launch().serial;
+    run_case(c, graph);
+    const gemm::lin::StreamLaunch l = gemm::lin::last_stream_launch();
+    EXPECT_GT(l.serial, before) << name(c);
+    EXPECT_EQ(l.mx_free, want_free) << name(c);
+  };
+  {
+    Tweak tw(0);
+    int k = 0;
+    for (const char* occ : {"2", "3"})
+      for (const char* parts : {"2", "8"}) {
+        ScopedEnv eo("B12X_GEMM_STREAM_OCC", occ), ep("B12X_GEMM_STREAM_PARTS", parts);
+        const LinearFormat f = (k % 2) ? LinearFormat::kMxfp4 : LinearFormat::kMxfp4W4A16;
+        launched({f, 1, (k % 2) ? 72 : 200, (k % 2) ? 4832 : 1312, DType::kBF16, DType::kBF16,
+                  (k % 2) == 0},
+                 /*graph=*/k == 3, true);
+        ++k;
+      }
+    // The block kernel (M = 5..16 of MXFP4 W4A16 / W4A4 by default).
+    launched({LinearFormat::kMxfp4W4A16, 16, 200, 1312, DType::kBF16, DType::kBF16, true}, false,
+             true);
+    launched({LinearFormat::kMxfp4, 9, 72, 4832, DType::kBF16, DType::kBF16, false}, true, true);
+  }
+  {
+    Tweak tw(136);
+    launched({LinearFormat::kMxfp4W4A16, 1, 200, 1312, DType::kBF16, DType::kBF16, true}, false,
+             false);
+    launched({LinearFormat::kMxfp4W4A16, 16, 72, 1312, DType::kBF16, DType::kBF16, false}, false,
+             false);
+  }
+  {
+    ScopedEnv e0("B12X_GEMM_STREAM_MX_FREE", "0");
+    launched({LinearFormat::kMxfp4W4A16, 1, 72, 1312, DType::kBF16, DType::kBF16, false}, false,
+             false);
+  }
+  // Refresh keeps the fold-free range of the packed weight.
+  HostWeight hw = make_weight(LinearFormat::kMxfp4W4A16, 32, 256);
+  auto pw = gemm::PackedWeight::pack(hw.src(LinearFormat::kMxfp4W4A16), 0, nullptr);
+  hw.scale_bytes[3] = 135;
+  EXPECT_NO_THROW(pw->refresh(hw.src(LinearFormat::kMxfp4W4A16), nullptr));
+  hw.scale_bytes[3] = 136;
+  EXPECT_THROW(pw->refresh(hw.src(LinearFormat::kMxfp4W4A16), nullptr), Error);
+}
+
+TEST(GemmGpu, DecodeStreamTrig) {
+  B12X_REQUIRE_GPU();
+  // Session 15 probe B12X_GEMM_STREAM_TRIG=7: the M = 1, 4-row and block kernels trigger their
+  // dependents once a warp's last weight loads are out; eager and replayed graphs (back-to-back
+  // launches of the same plan) match the reference, over persistent grids of several groups.
+  ScopedEnv et("B12X_GEMM_STREAM_TRIG", "7");
+  {
+    ScopedEnv ec("B12X_GEMM_STREAM_CTAS", "1");
+    run_case({LinearFormat::kNvfp4W4A16, 1, 4096, 1280, DType::kBF16, DType::kBF16, true},
+             /*graph_replay=*/true);
+  }
+  run_case({LinearFormat::kNvfp4, 1, 200, 4832, DType::kBF16, DType::kBF16, false}, true);
+  {
+    ScopedEnv er("B12X_GEMM_STREAM_ROWS", "1");
+    run_case({LinearFormat::kNvfp4W4A16, 3, 1000, 1312, DType::kBF16, DType::kBF16, true}, true);
+  }
+  run_case({LinearFormat::kNvfp4W4A16, 16, 1000, 4832, DType::kBF16, DType::kBF16, false}, true);
+  run_case({LinearFormat::kMxfp4W4A16, 9, 200, 1312, DType::kBF16, DType::kBF16, true}, true);
 }
 
 TEST(GemmGpu, DecodeStreamShfl) {

@@ -265,6 +265,16 @@ __device__ __forceinline__ uint32_t e8m0_bf16_splat(uint32_t e) {
   return h * 0x10001u;
 }
 
+/// The fold-free MXFP4 splat (session 15): 2^(e-127) * 2^119 = 2^(e-8) in both halves, multiplied
+/// straight onto the decoded FP4 bits (v * 2^-126): one exact HMUL2 instead of the 2^119 fold and
+/// the 2^(e-127) splat, and the same single rounding of v * 2^(e-134). BF16 holds 2^(e-8) for
+/// e <= 135 only (scales up to 2^8); the prepared weight says whether every code of it is
+/// (PackedWeight::Impl::mx_fold_free), 255 stays NaN.
+__device__ __forceinline__ uint32_t e8m0_bf16_splat_free(uint32_t e) {
+  const uint32_t h = e == 255 ? 0x7FC0u : ((e + 119u) << 7);
+  return h * 0x10001u;
+}
+
 /// The UE4M3 block scale as a splat of scale * 2^119 (bf16) or scale * 2^7 (fp16), so that
 /// fma2(fp4_pair_bits, it, -0) = v * scale * 2^-7 exactly.
 template <class T>

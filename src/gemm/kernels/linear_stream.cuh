@@ -102,10 +102,14 @@ __device__ __forceinline__ void stream_store_tile(const LinearParams& p, const f
 /// kMx (session 14 probe, M = 1 with kShfl): MXFP4 weights, 2 E8M0 bytes per row and vector
 /// (one 8-byte load per row and block of 4 vectors); lane t's splat pair is 2^(e-127) of atom
 /// t / 2, applied after the 2^119 that brings the FP4 bits to v * 2^-7 (the block kernel's fold).
-template <int kParts, int kOcc, int kRows = 1, bool kShfl = false, bool kMx = false>
+/// kMxFree (session 15): the splat is 2^(e-8) and multiplies the decoded bits directly, without
+/// the fold's HFMA2 per register (weights whose E8M0 codes are all <= 135, e8m0_bf16_splat_free).
+template <int kParts, int kOcc, int kRows = 1, bool kShfl = false, bool kMx = false,
+          bool kMxFree = false>
 __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     linear_stream_kernel(const LinearParams p) {
   static_assert(!kMx || (kShfl && kRows == 1), "MXFP4: M = 1 with shuffled splats");
+  static_assert(!kMxFree || kMx, "fold-free splats: MXFP4 only");
   constexpr int kSb = kMx ? 2 : 4;  // scale bytes per row and vector
   static_assert(kParts == 1 || kParts == 2 || kParts == 4 || kParts == 8, "K parts per tile");
   static_assert(kRows == 1 || kRows == 4, "token rows");
@@ -175,6 +179,10 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
       iv = 0;
       igrp += gridDim.x;
       set_group();
+      // This warp's last weight loads are out (igrp only grows): let the next call's CTAs take
+      // the slots that free up and request their first weights during this call's tail (their
+      // griddep_wait still waits for this grid's completion and its stores).
+      if (p.stream_trig && igrp >= groups && igrp < groups + gridDim.x) griddep_launch_dependents();
     } else {
       nvalid = nvalid > 0 ? static_cast<int>(min(lim - iv, int64_t{kDepth})) : 0;
     }
@@ -334,8 +342,13 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
           uint32_t v;
           if constexpr (kMx) {
             const int sh = 8 * (2 * (j & 1) + (t >> 1));  // atom t / 2 of vector j
-            v = (e8m0_bf16_splat((wg >> sh) & 0xFFu) & 0xFFFFu) |
-                (e8m0_bf16_splat((wg8 >> sh) & 0xFFu) << 16);
+            if constexpr (kMxFree) {
+              v = (e8m0_bf16_splat_free((wg >> sh) & 0xFFu) & 0xFFFFu) |
+                  (e8m0_bf16_splat_free((wg8 >> sh) & 0xFFu) << 16);
+            } else {
+              v = (e8m0_bf16_splat((wg >> sh) & 0xFFu) & 0xFFFFu) |
+                  (e8m0_bf16_splat((wg8 >> sh) & 0xFFu) << 16);
+            }
           } else {
             const uint32_t pr = prmt(wg, wg8, t * 0x1111u + 0x4400u);  // step t
             const uint32_t bits = (pr << 4) & 0x07F007F0u;
@@ -365,7 +378,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
           for (int s = 0; s < 2; ++s) {
             uint32_t bits[4];
             fp4_word_pairs<T>(s ? (a ? cur.w : cur.y) : (a ? cur.z : cur.x), bits);
-            if constexpr (kMx) {
+            if constexpr (kMx && !kMxFree) {
 #pragma unroll
               for (int r = 0; r < 4; ++r)
                 bits[r] = fma2<T>(bits[r], kFp4Unit2<T>(), kNegZero2<T>());
@@ -504,14 +517,16 @@ __device__ __forceinline__ void s16_cp_async16(void* smem, const void* gmem) {
 /// kMx: MXFP4 weights (E8M0 per 32 K, 8 scale bytes per row and chunk): the splats
 /// are 2^(e-127) pairs, applied after the 2^119 that brings the decoded FP4 bits to v * 2^-7
 /// (two exact multiplies, as the decode kernel's fold: one with 2^(e-8) would overflow BF16 for
-/// scales above 2^8).
+/// scales above 2^8). kMxFree (session 15): 2^(e-8) splats straight onto the decoded bits, no
+/// fold (weights whose E8M0 codes are all <= 135; see the M = 1 kernel).
 /// kQx: NVFP4 activations (W4A4, p.act_kind kActNvfp4: packed e2m1 + 128x4-swizzled UE4M3)
 /// converted to BF16 in the kernel (they land one chunk before their conversion, as the scales),
 /// instead of the pre-pass launch before it; the values are the pre-pass's (e2m1 x
 /// UE4M3 is exact in BF16).
-template <int kTw, int kNt, bool kMx = false, bool kQx = false>
+template <int kTw, int kNt, bool kMx = false, bool kQx = false, bool kMxFree = false>
 __global__ void __launch_bounds__(kStreamWarps * 32, 2)
     linear_stream16_kernel(const LinearParams p) {
+  static_assert(!kMxFree || kMx, "fold-free splats: MXFP4 only");
   static_assert(kTw == 1 || kTw == 2, "tiles per warp");
   static_assert(kNt == 1 || kNt == 2, "n8 token tiles");
   using T = Bf16Tag;
@@ -697,8 +712,11 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
         // (row g, row g + 8) 2^(e-127) of the vector's atoms 0 / 1, repeated for its steps.
         const uint8_t* const r = raw + (lt * 16 + gg) * 16 + jj * 2;
         const uint32_t e0 = r[0], e1 = r[1], f0 = r[128], f1 = r[129];
-        const uint32_t a0 = (e8m0_bf16_splat(e0) & 0xFFFFu) | (e8m0_bf16_splat(f0) << 16);
-        const uint32_t a1 = (e8m0_bf16_splat(e1) & 0xFFFFu) | (e8m0_bf16_splat(f1) << 16);
+        auto splat = [](uint32_t e) {
+          return kMxFree ? e8m0_bf16_splat_free(e) : e8m0_bf16_splat(e);
+        };
+        const uint32_t a0 = (splat(e0) & 0xFFFFu) | (splat(f0) << 16);
+        const uint32_t a1 = (splat(e1) & 0xFFFFu) | (splat(f1) << 16);
         *reinterpret_cast<uint4*>(spl + lt * 512 + jj * 128 + gg * 16) = make_uint4(a0, a0, a1, a1);
       } else {
         const uint8_t* const r = raw + (lt * 16 + gg) * 16 + jj * 4;
@@ -728,6 +746,8 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
   // fragments (b0, b1) of token tiles 0 and 1 (x2 at kNt = 1: lanes 0-15).
   const int xoff = (((lane >> 4) & 1) * 8 + (lane & 7)) * kS16Pitch + ((lane >> 3) & 1) * 16;
   for (int c = 0; c < nch; ++c) {
+    // The CTA's last chunk: its weight loads are issued a chunk ahead (see the M = 1 kernel).
+    if (p.stream_trig && c + 1 == nch) griddep_launch_dependents();
     // Chunk c + 1 must have landed too (it is converted in this iteration).
     asm volatile("cp.async.wait_group 0;" ::: "memory");
     __syncthreads();
@@ -760,7 +780,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
           const __nv_bfloat162 sv = *reinterpret_cast<const __nv_bfloat162*>(&svp[s]);
           uint32_t wb[4], af[4];
           fp4_word_pairs<T>(s == 0 ? cur.x : s == 1 ? cur.y : s == 2 ? cur.z : cur.w, wb);
-          if constexpr (kMx) {
+          if constexpr (kMx && !kMxFree) {
 #pragma unroll
             for (int r = 0; r < 4; ++r) wb[r] = fma2<T>(wb[r], kFp4Unit2<T>(), kNegZero2<T>());
           }
