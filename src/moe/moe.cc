@@ -645,7 +645,7 @@ DecodeKnobs read_decode_knobs(bool stream, int aquant) {
   knob(k.fc2_bal, "B12X_MOE_FC2_BAL", {0, 1}, "0, 1", not_stream);
   knob(k.fc2_kil, "B12X_MOE_FC2_KIL", {0, 1}, "0, 1", not_stream);
   knob(k.fc2_rows, "B12X_MOE_FC2_ROWS", {16, 32}, "16, 32", not_stream);
-  knob(k.bulk, "B12X_MOE_BULK", {0, 1, 2}, "0, 1, 2", not_stream);
+  knob(k.bulk, "B12X_MOE_BULK", {0, 1, 2, 3, 4, 5, 6}, "0..6", not_stream);
   return k;
 }
 }  // namespace detail
@@ -864,7 +864,7 @@ Plan plan(const Caps& caps) {
       const int bulk =
           detail::decode_bulk(p.knobs, L.fc1, L.fc2, p.cc_major,
                               a16(w.args.quant_mode) && w.args.params_dtype == DType::kFP16);
-      if (bulk > 0) sig << " bulk" << bulk;
+      if (bulk > 0) sig << " bulk" << (bulk >> 4) << (bulk & 15);
     }
     if (caps.apply_router_weight_on_input) sig << " weight_on_input";
     std::ostringstream shape;

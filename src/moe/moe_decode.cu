@@ -77,10 +77,11 @@ void launch_fc2(const DecodeArgs& a, Stream stream, bool pdl) {
 // kMaxInlineRoutes routes (kRC = kMaxStreamRoutes, the wide routing)
 // run a subset of the shapes: the 8-warp FC1 with one or two row warps, one or two groups,
 // balanced or not (launch_decode_stream maps the others there), and the shallow or 4-warp FC2.
-// kB: the bulk-copy stages (DecodeArgs::bulk) in the shapes the model shapes run at M <= 8 (FC1:
-// one row warp with one / two groups, 8 or 12 warps, balanced or not; FC2: the 8-warp CTAs of 2,
-// 3 and 5 stages with 16 rows, 3 stages with 32); the others run the cp.async stages.
-template <typename OpT, bool kFold, int kSK, int kRC, int kB = 0>
+// kB1 / kB: FC1's / FC2's bulk-copy stages (DecodeArgs::bulk levels) in the shapes the model
+// shapes run at M <= 8 (FC1: one row warp with one / two groups, 8 or 12 warps, balanced or not;
+// FC2: the 8-warp CTAs of 2, 3 and 5 stages with 16 rows, 3 stages with 32); the others run the
+// cp.async stages.
+template <typename OpT, bool kFold, int kSK, int kRC, int kB1 = 0, int kB = 0>
 void launch_gemms(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, bool pdl1, bool pdl) {
   const bool mx = a.aquant == num::kAMxfp8 || a.aquant == num::kAMxfp4;
   if constexpr (!std::is_same_v<OpT, __nv_bfloat16>)
@@ -96,24 +97,25 @@ void launch_gemms(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, boo
     else
       launch_fc1<OpT, kFold, kSK, kRC, 1, 1>(a, kn, stream, pdl1);
   } else if (a.fc1_bal != 0 && a.fc1_warps == DecodeCfg::kFc1WideWarps) {
-    launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1WideWarps, true, kB>(a, kn, stream, pdl1);
+    launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1WideWarps, true, kB1>(a, kn, stream,
+                                                                                pdl1);
   } else if (a.fc1_bal != 0) {
-    launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1Warps, true, kB>(a, kn, stream, pdl1);
+    launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1Warps, true, kB1>(a, kn, stream, pdl1);
   } else if (a.fc1_wm == 4) {
     launch_fc1<OpT, kFold, kSK, kRC, 4, 1>(a, kn, stream, pdl1);
   } else if (a.fc1_wm == 2) {
     launch_fc1<OpT, kFold, kSK, kRC, 2, 1>(a, kn, stream, pdl1);
   } else if (a.fc1_warps == DecodeCfg::kFc1WideWarps) {
-    launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1WideWarps, false, kB>(a, kn, stream,
-                                                                                pdl1);
+    launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1WideWarps, false, kB1>(a, kn, stream,
+                                                                                 pdl1);
   } else if (a.fc1_groups == 8) {
     launch_fc1<OpT, kFold, kSK, kRC, 1, 8>(a, kn, stream, pdl1);
   } else if (a.fc1_groups == 4) {
     launch_fc1<OpT, kFold, kSK, kRC, 1, 4>(a, kn, stream, pdl1);
   } else if (a.fc1_groups == 2) {
-    launch_fc1<OpT, kFold, kSK, kRC, 1, 2, DecodeCfg::kFc1Warps, false, kB>(a, kn, stream, pdl1);
+    launch_fc1<OpT, kFold, kSK, kRC, 1, 2, DecodeCfg::kFc1Warps, false, kB1>(a, kn, stream, pdl1);
   } else {
-    launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1Warps, false, kB>(a, kn, stream, pdl1);
+    launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1Warps, false, kB1>(a, kn, stream, pdl1);
   }
   if constexpr (!kWide) {
     if (a.fc2_rows == 32) {  // decode_fc2_rows: <= kFc2Rows32MaxTokens tokens, narrow routing
@@ -156,14 +158,29 @@ template <typename OpT, bool kFold, int kSK>
 void launch_gemms_rc(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, bool pdl1,
                      bool pdl) {
   constexpr bool kBulkOk = std::is_same_v<OpT, __nv_bfloat16> && kFold && kSK == 0;
+  constexpr int kL1 = kBulkOk ? 1 : 0, kL2 = kBulkOk ? 2 : 0;
+  const int b1 = kBulkOk ? a.bulk >> 4 : 0, b2 = kBulkOk ? a.bulk & 15 : 0;  // FC1 / FC2 levels
+  constexpr int kR = kMaxInlineRoutes;
   if (a.routes > kMaxInlineRoutes)
     launch_gemms<OpT, kFold, kSK, kMaxStreamRoutes>(a, kn, stream, pdl1, pdl);
-  else if (kBulkOk && a.bulk == 2)
-    launch_gemms<OpT, kFold, kSK, kMaxInlineRoutes, kBulkOk ? 2 : 0>(a, kn, stream, pdl1, pdl);
-  else if (kBulkOk && a.bulk == 1)
-    launch_gemms<OpT, kFold, kSK, kMaxInlineRoutes, kBulkOk ? 1 : 0>(a, kn, stream, pdl1, pdl);
+  else if (b1 == 2 && b2 == 2)
+    launch_gemms<OpT, kFold, kSK, kR, kL2, kL2>(a, kn, stream, pdl1, pdl);
+  else if (b1 == 2 && b2 == 1)
+    launch_gemms<OpT, kFold, kSK, kR, kL2, kL1>(a, kn, stream, pdl1, pdl);
+  else if (b1 == 2)
+    launch_gemms<OpT, kFold, kSK, kR, kL2, 0>(a, kn, stream, pdl1, pdl);
+  else if (b1 == 1 && b2 == 2)
+    launch_gemms<OpT, kFold, kSK, kR, kL1, kL2>(a, kn, stream, pdl1, pdl);
+  else if (b1 == 1 && b2 == 1)
+    launch_gemms<OpT, kFold, kSK, kR, kL1, kL1>(a, kn, stream, pdl1, pdl);
+  else if (b1 == 1)
+    launch_gemms<OpT, kFold, kSK, kR, kL1, 0>(a, kn, stream, pdl1, pdl);
+  else if (b2 == 2)
+    launch_gemms<OpT, kFold, kSK, kR, 0, kL2>(a, kn, stream, pdl1, pdl);
+  else if (b2 == 1)
+    launch_gemms<OpT, kFold, kSK, kR, 0, kL1>(a, kn, stream, pdl1, pdl);
   else
-    launch_gemms<OpT, kFold, kSK, kMaxInlineRoutes>(a, kn, stream, pdl1, pdl);
+    launch_gemms<OpT, kFold, kSK, kR>(a, kn, stream, pdl1, pdl);
 }
 
 }  // namespace
@@ -373,7 +390,8 @@ void launch_decode_stream(const DecodeArgs& args, const DecodeKnobs& kn, bool fp
                    : 0;
   // Bulk activations (DecodeArgs::bulk 2) read the per-route rows xq ([Q] or the copy gate),
   // never the caller's x (its rows need not be 16-byte aligned).
-  if (a.bulk == 2 && a.aquant == num::kANone && a.a16_copy == 0) a.bulk = 1;
+  if ((a.bulk >> 4) == 2 && a.aquant == num::kANone && a.a16_copy == 0)
+    a.bulk = (a.bulk & 15) | 1 << 4;
   a.a16_gate = a.aquant == num::kANone &&
                (gate_knob == 2 || a.a16_copy != 0 || (gate_knob == 1 && a.fc1_bal != 0));
   bool fc1_pdl = pdl;

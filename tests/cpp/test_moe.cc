@@ -564,12 +564,15 @@ TEST(Moe, DecodeKnobsAreReadByPlan) {
 TEST(Moe, DecodeBulkStagesRule) {
   // B12X_MOE_BULK (read by plan) asks for the bulk-copy stages; decode_bulk takes them only on
   // sm_90+, with BF16 operands, codes and UE4M3 scales in 32-row chunk tiles on both GEMMs;
-  // level 2 (activations too) where both K are multiples of 128, else level 1.
+  // level 2 (activations too) where the GEMM's K is a multiple of 128, else level 1; 3 / 4 only
+  // in FC2, 5 / 6 only in FC1.
   ASSERT_EQ(setenv("B12X_MOE_BULK", "1", 1), 0);
   const moe::DecodeKnobs on = moe::detail::read_decode_knobs(true, moe::num::kANvfp4);
   ASSERT_EQ(setenv("B12X_MOE_BULK", "2", 1), 0);
   const moe::DecodeKnobs on2 = moe::detail::read_decode_knobs(true, moe::num::kANvfp4);
-  ASSERT_EQ(setenv("B12X_MOE_BULK", "3", 1), 0);
+  ASSERT_EQ(setenv("B12X_MOE_BULK", "4", 1), 0);
+  const moe::DecodeKnobs fc2only = moe::detail::read_decode_knobs(true, moe::num::kANvfp4);
+  ASSERT_EQ(setenv("B12X_MOE_BULK", "7", 1), 0);
   const moe::DecodeKnobs bad = moe::detail::read_decode_knobs(true, moe::num::kANvfp4);
   unsetenv("B12X_MOE_BULK");
   EXPECT_EQ(on.bulk, 1);
@@ -589,9 +592,12 @@ TEST(Moe, DecodeBulkStagesRule) {
   EXPECT_EQ(on2.bulk, 2);
   moe::detail::WeightView t1000 = t;
   t1000.K = 1000;
-  EXPECT_EQ(moe::detail::decode_bulk(on, t, t, 9, false), 1);
-  EXPECT_EQ(moe::detail::decode_bulk(on2, t, t, 9, false), 2);
-  EXPECT_EQ(moe::detail::decode_bulk(on2, t, t1000, 9, false), 1);
+  // Levels as FC2 | FC1 << 4.
+  EXPECT_EQ(moe::detail::decode_bulk(on, t, t, 9, false), 0x11);
+  EXPECT_EQ(moe::detail::decode_bulk(on2, t, t, 9, false), 0x22);
+  EXPECT_EQ(moe::detail::decode_bulk(on2, t, t1000, 9, false), 0x21);
+  EXPECT_EQ(moe::detail::decode_bulk(on2, t1000, t, 9, false), 0x12);
+  EXPECT_EQ(moe::detail::decode_bulk(fc2only, t, t, 9, false), 0x02);
   EXPECT_EQ(moe::detail::decode_bulk(on2, t, t, 8, false), 0);
   EXPECT_TRUE(moe::detail::decode_bulk(on, t, t, 12, false));
   EXPECT_FALSE(moe::detail::decode_bulk(moe::DecodeKnobs{}, t, t, 9, false));
