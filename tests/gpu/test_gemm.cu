@@ -1295,7 +1295,8 @@ TEST(GemmGpu, DecodeStreamMxFree) {
   // for weights whose E8M0 codes are all <= 135: codes over 0..135 (the largest scale 2^8, the
   // smallest products below BF16's subnormals), both register caps, K tails, W4A16 / W4A4, a
   // graph; a weight with one code 136 keeps the fold; refresh refuses to leave the range.
-  ScopedEnv emx("B12X_GEMM_STREAM_MX", "1"), ef("B12X_GEMM_STREAM_MX_FREE", "1");
+  ScopedEnv es("B12X_GEMM_DECODE_STREAM", "1"), emx("B12X_GEMM_STREAM_MX", "1"),
+      ef("B12X_GEMM_STREAM_MX_FREE", "1");
   struct Tweak {
     explicit Tweak(int top) {
       g_weight_tweak = [top](LinearFormat f, HostWeight& h) {
