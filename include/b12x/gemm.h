@@ -241,6 +241,9 @@ struct Plan {
   /// E8M0 codes are all <= 135 (scales up to 2^8; PackedWeight::pack records it, refresh keeps
   /// it); B12X_GEMM_STREAM_MX_FREE=0|1.
   bool stream_mx_free = false;
+  /// The M = 1 stream kernel is for weights that take the fold-free splats only (MXFP4 W4A16,
+  /// B12X_GEMM_STREAM_MX=free): run keeps the decode kernel for the others.
+  bool decode_stream_free_only = false;
   /// The stream kernels trigger their dependents' programmatic launch (PDL) as soon as a warp
   /// has issued its last weight loads, so the next call's CTAs take the slots that free up and
   /// request their first weights during this call's tail (session 15 probe; the GGML GEMV's

@@ -82,6 +82,14 @@ constexpr int64_t kDecodeMaxM = 32;
 /// has ~0.9 x SMs CTAs (rounds 45-46: 2+ tiles per CTA won, 1 lost, a cap of 4 lost).
 constexpr int64_t kStreamRowsMinTiles = 2;
 
+/// MXFP4 fold-free splats on the stream / block kernels (Plan::stream_mx_free) for weights whose
+/// E8M0 codes take them, and MXFP4 W4A16 at M = 1 on the stream kernel for such weights
+/// (Plan::decode_stream_free_only). Session 15 probes (round 56).
+constexpr bool kStreamMxFree = false;
+constexpr bool kStreamMxW4a16Free = false;
+/// Plan::stream_trig's default mask (session 15 probe, round 56).
+constexpr int kStreamTrig = 0;
+
 /// The M <= 16 block kernel: the fewest 64-K vectors per CTA its K split goes down to (two staged
 /// chunks; round 48: one chunk per CTA lost to two at 4096x4096 and 2048x7168).
 constexpr int kS16MinVp = 8;
@@ -1041,8 +1049,14 @@ Plan plan(const Caps& caps) {
     // the decode kernel is strong), so it stays on the decode kernel. B12X_GEMM_STREAM_MX=0|1
     // turns it off / on for every MXFP4 format.
     const char* emx = std::getenv("B12X_GEMM_STREAM_MX");
+    // Session 15: MXFP4 W4A16 on the stream kernel where the bound weight takes the fold-free
+    // splats (run checks it; the other weights keep the decode kernel). B12X_GEMM_STREAM_MX=free.
+    const bool mx_w4a16_free =
+        f == LinearFormat::kMxfp4W4A16 && (emx != nullptr ? emx[0] == 'f' : kStreamMxW4a16Free);
     const bool mx_ok =
-        wf == lin::WFmt::kMxfp4 && (emx != nullptr ? emx[0] == '1' : f == LinearFormat::kMxfp4);
+        wf == lin::WFmt::kMxfp4 &&
+        (emx != nullptr && emx[0] != 'f' ? emx[0] == '1'
+                                         : f == LinearFormat::kMxfp4 || mx_w4a16_free);
     const bool stream_ok =
         (wf == lin::WFmt::kNvfp4 || mx_ok) && !fp16 && stream_bf16_act && split_env == nullptr;
     const bool stream_want = se != nullptr ? se[0] == '1' : (!w4a16 || geo.n16 > sms || M > 1);
@@ -1091,6 +1105,7 @@ Plan plan(const Caps& caps) {
         p.decode_stream_ctas = c.ctas;
         p.decode_stream_vp = lin::stream_vectors_per_part(geo.kvec, c.parts);
         p.decode_stream_smem = lin::stream_smem_bytes(geo.kvec, c.parts);
+        p.decode_stream_free_only = mx_w4a16_free;
       }
     }
   }
@@ -1470,8 +1485,9 @@ Plan plan(const Caps& caps) {
   // B12X_GEMM_STREAM_MX_FREE=0|1 (session 15 probe).
   if (wf == lin::WFmt::kMxfp4 && (p.decode_stream_parts > 0 || p.stream16_tw > 0)) {
     const char* e = std::getenv("B12X_GEMM_STREAM_MX_FREE");
-    p.stream_mx_free = e != nullptr && e[0] == '1';
+    p.stream_mx_free = p.decode_stream_free_only || (e != nullptr ? e[0] == '1' : kStreamMxFree);
   }
+  p.stream_trig = kStreamTrig;
   if (const char* e = std::getenv("B12X_GEMM_STREAM_TRIG"); e != nullptr)
     p.stream_trig = std::atoi(e) & 7;
   if (log_level() >= 3) log_message(3, p.describe());
@@ -1960,7 +1976,7 @@ void run(const Binding& b, Stream stream) {
     return;
   }
   if (plan.decode_stream_parts > 0 && M == 1 && p.act_kind == lin::kActRaw16 &&
-      p.xs_kind == lin::kXsNone) {
+      p.xs_kind == lin::kXsNone && (!plan.decode_stream_free_only || p.mx_free)) {
     p.split = 1;
     p.partial = nullptr;
     p.stream_vp = plan.decode_stream_vp;

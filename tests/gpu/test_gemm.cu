@@ -1346,6 +1346,17 @@ TEST(GemmGpu, DecodeStreamMxFree) {
     launched({LinearFormat::kMxfp4W4A16, 1, 72, 1312, DType::kBF16, DType::kBF16, false}, false,
              false);
   }
+  // B12X_GEMM_STREAM_MX=free: MXFP4 W4A16 at M = 1 on the stream kernel for fold-free weights
+  // only; a weight with a code 136 runs the decode kernel.
+  {
+    ScopedEnv e2("B12X_GEMM_STREAM_MX", "free");
+    launched({LinearFormat::kMxfp4W4A16, 1, 200, 1312, DType::kBF16, DType::kBF16, true}, true,
+             true);
+    Tweak tw(136);
+    const int64_t before = gemm::lin::last_stream_launch().serial;
+    run_case({LinearFormat::kMxfp4W4A16, 1, 200, 1312, DType::kBF16, DType::kBF16, false});
+    EXPECT_EQ(gemm::lin::last_stream_launch().serial, before);
+  }
   // Refresh keeps the fold-free range of the packed weight.
   HostWeight hw = make_weight(LinearFormat::kMxfp4W4A16, 32, 256);
   auto pw = gemm::PackedWeight::pack(hw.src(LinearFormat::kMxfp4W4A16), 0, nullptr);
