@@ -98,8 +98,6 @@ struct PagedPlan {
   /// s=24 40.8 / 41.0, B=16 s=8 67.5 vs s=12 70.6); round 46 as the default: B=4 24.8 vs 25.1,
   /// B=8 40.4 / 39.8 vs 41.5, B=16 67.6 vs 70.7. B12X_ATTN_SPLIT_OCC=n overrides (0: off).
   int split_occ = 0;
-  /// The split model's wave slots (0: from split_occ or target_ctas; B12X_ATTN_SPLIT_SLOTS=n).
-  int split_slots = 0;
   /// The online softmax keeps its running max (and skips the O rescale) unless a tile's max
   /// exceeds it by more than this many base-2 units: P then stays below 2^slack, exact in
   /// fp32 accumulation (B12X_ATTN_RESCALE_SLACK; 0 = rescale on every increase).

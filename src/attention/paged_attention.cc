@@ -237,9 +237,8 @@ int PagedPlan::auto_splits(int batch, int q_len) const {
   const double kv_tiles = double(std::max<int64_t>(1, ceil_div(ctx, tile_kv)));
   // split_occ: wave slots counted at that many CTAs per SM instead of the kernel's occupancy.
   const int64_t slots = std::max<int64_t>(
-      1, split_slots > 0 ? split_slots
-         : split_occ > 0 ? std::min<int64_t>(target_ctas, int64_t(split_occ) * sm_count)
-                         : target_ctas);
+      1,
+      split_occ > 0 ? std::min<int64_t>(target_ctas, int64_t(split_occ) * sm_count) : target_ctas);
   int best = 1;
   double best_t = 0;
   for (int s = 1; s <= split_limit; ++s) {
@@ -346,8 +345,6 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   plan.split_occ = k->kind == 16 ? 2 : 0;
   const char* so_env = std::getenv("B12X_ATTN_SPLIT_OCC");
   if (so_env != nullptr) plan.split_occ = std::max(0, std::atoi(so_env));
-  const char* ss_env = std::getenv("B12X_ATTN_SPLIT_SLOTS");
-  if (ss_env != nullptr) plan.split_slots = std::max(0, std::atoi(ss_env));
   const char* si_env = std::getenv("B12X_ATTN_SPLIT_INTERLEAVE");
   // Interleaved splits exist for the decode tiles only (the extend tiles' ranges stay
   // contiguous; the merge kernel reads the same flag through kv_range).

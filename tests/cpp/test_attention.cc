@@ -399,11 +399,6 @@ TEST(AttentionPlan, AutoSplitsOccupancyCap) {
   EXPECT_EQ(plan.auto_splits(8, 1), 24);
   plan.split_occ = 4;
   EXPECT_EQ(plan.auto_splits(16, 1), 12);
-  // split_slots (B12X_ATTN_SPLIT_SLOTS) replaces both: 198 slots (1.5 per SM) take B=8 to 12
-  // splits (192 CTAs) and B=16 to 6.
-  plan.split_slots = 198;
-  EXPECT_EQ(plan.auto_splits(8, 1), 12);
-  EXPECT_EQ(plan.auto_splits(16, 1), 6);
 }
 
 TEST(AttentionRef, AppendKvBf16AndFp8) {
