@@ -6,8 +6,10 @@ $B12X_BENCH_OUT/attention-<gpu>-<date>.json (bench_common.h's fields).
     B12X_LIBRARY=build/libb12x.so PYTHONPATH=python python3 bench/bench_attention.py [--quick]
 
 B12X_ATTN_BENCH_CASES (optional) replaces the case list: ';'-separated entries
-'d:B:ctx:kv[:tile[:splits[:HQxHKVxDxPAGE]]]' (decode, default 32x8x128x64; tile '' = default) or
-'e:B:new:prefix:kv[:tile]' (extend), e.g. 'd:8:8192:fp8;d:8:8192:fp8:hcvt;d:1:8192:bf16::32'.
+'d:B:ctx:kv[:tile[:splits[:HQxHKVxDxPAGE]]]' (decode, default 32x8x128x64; tile '' = default),
+'p:B:ctx[:HQxHKVxDxPAGE]' (the BF16 and FP8 decode rows of a shape with their timed replays
+interleaved, as the default list times them) or 'e:B:new:prefix:kv[:tile]' (extend), e.g.
+'d:8:8192:fp8;d:8:8192:fp8:hcvt;d:1:8192:bf16::32;p:8:8192'.
 A tile field holding '=' sets environment knobs around plan() instead, ','-separated, e.g.
 'e:8:2048:0:bf16:B12X_ATTN_GRID=tiles,B12X_ATTN_RESCALE_SLACK=0'. B12X_ATTN_BENCH_TIMELINE=1
 prints each decode row's kernel timeline (one graph replay of 6 calls);
@@ -50,9 +52,9 @@ def fused_sdpa_only():
                         SDPBackend.EFFICIENT_ATTENTION])
 
 
-def time_graph_us(launch, n_rot, per_graph=10, reps=None):
-    """Median microseconds per launch over graph replays of `per_graph` launches cycling through
-    `n_rot` input sets."""
+def capture_graph(launch, n_rot, per_graph=10):
+    """A CUDA graph of `per_graph` launches cycling through `n_rot` input sets (warmed up and
+    replayed once)."""
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
@@ -65,20 +67,34 @@ def time_graph_us(launch, n_rot, per_graph=10, reps=None):
             launch(i % n_rot)
     g.replay()
     torch.cuda.synchronize()
-    times = []
+    return g
+
+
+def replay_us(g, per_graph=10):
+    """Microseconds per launch of one timed replay of `g`."""
+    a = torch.cuda.Event(enable_timing=True)
+    b = torch.cuda.Event(enable_timing=True)
+    a.record()
+    g.replay()
+    b.record()
+    b.synchronize()
+    return a.elapsed_time(b) * 1000.0 / per_graph
+
+
+def median(xs):
+    xs = sorted(xs)
+    return xs[len(xs) // 2]
+
+
+def time_graph_us(launch, n_rot, per_graph=10, reps=None):
+    """Median microseconds per launch over graph replays of `per_graph` launches cycling through
+    `n_rot` input sets."""
+    g = capture_graph(launch, n_rot, per_graph)
     LAST_TIMING[0] = time.time()
-    for _ in range(reps or REPS):
-        a = torch.cuda.Event(enable_timing=True)
-        b = torch.cuda.Event(enable_timing=True)
-        a.record()
-        g.replay()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) * 1000.0 / per_graph)
+    times = [replay_us(g, per_graph) for _ in range(reps or REPS)]
     LAST_TIMING[1] = time.time()
     del g
-    times.sort()
-    return times[len(times) // 2]
+    return median(times)
 
 
 def read_bandwidth_gbs():
@@ -132,7 +148,8 @@ def make_paged(B, L, hkv, D, page, kv_dtype, n_rot, qlen=1, hq=None):
     return cache, tables
 
 
-def bench_decode(rows, bw, B, L, hq, hkv, D, page, kv_name, tile=None, splits=None, grid=None):
+def prep_decode(B, L, hq, hkv, D, page, kv_name, tile=None, splits=None, grid=None):
+    """Inputs, plan and bindings of one decode row."""
     kv_dtype = torch.float8_e4m3fn if kv_name == "fp8" else torch.bfloat16
     eb = 1 if kv_name == "fp8" else 2
     kv_bytes = B * L * hkv * 2 * D * eb
@@ -157,33 +174,39 @@ def bench_decode(rows, bw, B, L, hq, hkv, D, page, kv_name, tile=None, splits=No
     scratch = torch.empty(pl.layout.nbytes, dtype=torch.uint8, device=DEV)
     binds = [pl.bind(scratch, q[r], k_cache, v_cache, out, tables[r], seq, cu, k_descale=kd,
                      v_descale=kd, return_lse=False, num_splits=splits) for r in range(n_rot)]
-    us = time_graph_us(lambda i: binds[i].launch(), n_rot)
-    span = tuple(LAST_TIMING)
+    flops = 2.0 * B * hq * L * 2 * D
+    row = dict(op="decode", kv=kv_name, B=B, ctx=L, hq=hq, hkv=hkv, d=D, page=page,
+               kernel=pl.kernel, splits=binds[0].num_splits,
+               kv_prefix_stable=bool(caps.kv_prefix_stable),
+               tile=(tile or "default") + (f"/s{splits}" if splits else "") +
+               (f"/grid={grid}" if grid else ""))
+    return dict(row=row, binds=binds, n_rot=n_rot, kv_bytes=kv_bytes, flops=flops, q=q,
+                keep=(cache, tables, scratch, out),
+                launch=lambda i: binds[i].launch())
+
+
+def decode_row(bw, pr, us, span):
+    row = dict(pr["row"])
+    row.update(us=us, kv_gbs=pr["kv_bytes"] / us / 1e3,
+               pct_read_bw=100.0 * pr["kv_bytes"] / us / 1e3 / bw,
+               tflops=pr["flops"] / us / 1e6, timed_span=span)
     if os.environ.get("B12X_ATTN_BENCH_TIMELINE", "0") != "0":
         # kernel start / end of one replay of 6 calls (bench_moe's CUPTI timeline)
         from bench_moe import timeline
-        timeline(lambda i: binds[i % n_rot].launch(), 6)
-    flops = 2.0 * B * hq * L * 2 * D
-    row = dict(op="decode", kv=kv_name, B=B, ctx=L, hq=hq, hkv=hkv, d=D, page=page,
-               us=us, kv_gbs=kv_bytes / us / 1e3, pct_read_bw=100.0 * kv_bytes / us / 1e3 / bw,
-               tflops=flops / us / 1e6, kernel=pl.kernel, splits=binds[0].num_splits,
-               kv_prefix_stable=bool(caps.kv_prefix_stable), timed_span=span,
-               tile=(tile or "default") + (f"/s{splits}" if splits else "") +
-               (f"/grid={grid}" if grid else ""))
-    del binds, cache, tables
-    # SDPA on contiguous bf16 K/V [B, Hkv, L, D] (q [B, Hq, 1, D], GQA).
-    sdpa_us = None
+        timeline(lambda i: pr["binds"][i % pr["n_rot"]].launch(), 6)
+    return row
+
+
+def sdpa_decode_us(B, L, hq, hkv, D, q0, row):
+    """SDPA on contiguous bf16 K/V [B, Hkv, L, D] (q [B, Hq, 1, D], GQA); None on failure."""
     try:
-        sd_rot = 0 if (tile or splits or grid) else rotations(B * L * hkv * 2 * D * 2)
-        if sd_rot == 0:
-            raise LookupError("peer measured on the default-tile row")
         sd_rot = rotations(B * L * hkv * 2 * D * 2)
         ks = [torch.randn(B, hkv, L, D, dtype=torch.bfloat16, device=DEV) for _ in range(sd_rot)]
         vs = [torch.randn(B, hkv, L, D, dtype=torch.bfloat16, device=DEV) for _ in range(sd_rot)]
-        qs = [x.view(B, hq, 1, D) for x in q[:1]] * sd_rot
+        qs = [q0.view(B, hq, 1, D)] * sd_rot
         try:
             with fused_sdpa_only():
-                sdpa_us = time_graph_us(
+                return time_graph_us(
                     lambda i: F.scaled_dot_product_attention(qs[i], ks[i], vs[i], enable_gqa=True),
                     sd_rot)
         except Exception as e:  # noqa: BLE001 - retry with the KV heads expanded (no GQA flag)
@@ -195,18 +218,52 @@ def bench_decode(rows, bw, B, L, hq, hkv, D, page, kv_name, tile=None, splits=No
             ks = [k.repeat_interleave(hq // hkv, dim=1) for k in ks]
             vs = [v.repeat_interleave(hq // hkv, dim=1) for v in vs]
             with fused_sdpa_only():
-                sdpa_us = time_graph_us(
+                return time_graph_us(
                     lambda i: F.scaled_dot_product_attention(qs[i], ks[i], vs[i]), sd_rot)
-        del ks, vs
-    except LookupError:
-        pass
     except Exception as e:  # noqa: BLE001 - report and continue
         print(f"  sdpa failed: {type(e).__name__}: {e}", flush=True)
+        return None
+
+
+def bench_decode(rows, bw, B, L, hq, hkv, D, page, kv_name, tile=None, splits=None, grid=None):
+    pr = prep_decode(B, L, hq, hkv, D, page, kv_name, tile, splits, grid)
+    us = time_graph_us(pr["launch"], pr["n_rot"])
+    row = decode_row(bw, pr, us, tuple(LAST_TIMING))
+    q0 = pr["q"][0]
+    del pr
+    # the peer is measured on rows without a tile, split or grid override
+    sdpa_us = None if (tile or splits or grid) else sdpa_decode_us(B, L, hq, hkv, D, q0, row)
     row["sdpa_us"] = sdpa_us
     row["vs_sdpa"] = (sdpa_us / us) if sdpa_us else None
     rows.append(row)
     torch.cuda.empty_cache()
     return row
+
+
+def bench_decode_pair(rows, bw, B, L, hq, hkv, D, page):
+    """The BF16 and FP8 KV rows of one shape with their timed replays interleaved (BF16, FP8,
+    BF16, ...: the FP8 / BF16 ratio compares replays timed under the same conditions) and one
+    SDPA peer for both."""
+    preps = [prep_decode(B, L, hq, hkv, D, page, kv) for kv in ("bf16", "fp8")]
+    graphs = [capture_graph(pr["launch"], pr["n_rot"]) for pr in preps]
+    times = [[], []]
+    t0 = time.time()
+    for _ in range(REPS):
+        for i in (0, 1):
+            times[i].append(replay_us(graphs[i]))
+    span = (t0, time.time())
+    del graphs
+    out = [decode_row(bw, pr, median(t), span) for pr, t in zip(preps, times)]
+    q0 = preps[0]["q"][0]
+    del preps
+    sdpa_us = sdpa_decode_us(B, L, hq, hkv, D, q0, out[0])
+    for row in out:
+        row["timing"] = "bf16/fp8 replays interleaved"
+        row["sdpa_us"] = sdpa_us
+        row["vs_sdpa"] = (sdpa_us / row["us"]) if sdpa_us else None
+        rows.append(row)
+    torch.cuda.empty_cache()
+    return out
 
 
 def bench_extend(rows, bw, B, new, prefix, hq, hkv, D, page, kv_name, tile=None):
@@ -352,23 +409,21 @@ def main():
           "early K/V, kernels '_early')", flush=True)
     clocks = ClockSampler() if os.environ.get("B12X_ATTN_BENCH_CLOCKS", "0") != "0" else None
     rows = []
-    decode_cases = []
-    # Priority: the target shapes first (32/8/128, BF16 and FP8, page 64), then the rest. The
-    # BF16 and FP8 rows of a shape run back to back (the FP8 / BF16 ratio compares rows timed
-    # under the same conditions): H200 round 55, FP8 B=8 x 8k ran 40.6 us right after the
-    # B=128 rows (where the kv-major order put it, its BF16 twin first of all) and 37.6 cold or
-    # a few rows later, SM clock 1980 MHz throughout (not the clocks).
+    decode_cases, pair_cases = [], []
+    # Priority: the target shapes first (32/8/128, page 64), then the rest. Each shape's BF16 and
+    # FP8 rows are timed as a pair with their graph replays interleaved (bench_decode_pair): H200
+    # round 56, BF16 B=8 x 8k ran 72.4 us right after the B=128 rows vs 65.3 before them, the
+    # next row (FP8 B=8) 40.1 vs 36.9, the one after that normal again, SM clock 1980 MHz and
+    # memory clock 3201 MHz throughout; the old dtype-major order put FP8 B=8 (40.6 vs 37.6 in
+    # round 55) there while its BF16 twin ran first of all.
     for L in (8192, 32768, 1024):
         for B in (8, 1, 32, 128):
-            for kv in ("bf16", "fp8"):
-                decode_cases.append((B, L, 32, 8, 128, 64, kv))
+            pair_cases.append((B, L, 32, 8, 128, 64))
     for (hq, hkv, D) in ((64, 8, 128), (16, 2, 256)):
         for B in (1, 8, 32):
-            for kv in ("bf16", "fp8"):
-                decode_cases.append((B, 8192, hq, hkv, D, 128, kv))
+            pair_cases.append((B, 8192, hq, hkv, D, 128))
     for B in (8, 32):
-        for kv in ("bf16", "fp8"):
-            decode_cases.append((B, 8192, 32, 8, 128, 128, kv))
+        pair_cases.append((B, 8192, 32, 8, 128, 128))
     # Tile-shape comparison at the target shapes (B12X_ATTN_DECODE_TILE; defaults: BF16 'wide3'
     # (wide with Q in registers, 3 stages), FP8 'hcvt' (128-token tiles, fp16 MMAs, hardware
     # e4m3x2 conversion)): BF16 'wide' (2 stages, 3 CTAs/SM), FP8 'wdirect2' (bf16 MMAs,
@@ -386,7 +441,7 @@ def main():
         for s in (16, 24, 48):
             decode_cases.append((1, 8192, 32, 8, 128, 64, kv, None, s))
     if quick:
-        decode_cases = decode_cases[:6]
+        pair_cases, decode_cases = pair_cases[:3], []
     print(f"{'op':7}{'kv':5}{'B':>5}{'ctx':>7}{'hq/hkv/d':>12}{'page':>5}{'us':>10}{'GB/s':>8}"
           f"{'%bw':>6}{'TF/s':>7}{'sdpa_us':>10}{'x sdpa':>8}  kernel", flush=True)
     extend_cases = [(8, 2048, 0, 32, 8, 128, 64, "bf16"), (8, 2048, 8192, 32, 8, 128, 64, "bf16"),
@@ -399,7 +454,10 @@ def main():
         decode_cases, extend_cases, custom_jobs = [], [], []
         for ent in filter(None, (e.strip() for e in custom.split(";"))):
             f = ent.split(":")
-            if f[0] == "d":
+            if f[0] == "p":
+                hq, hkv, d, pg = (int(x) for x in f[3].split("x")) if len(f) > 3 else (32, 8, 128, 64)
+                custom_jobs.append(("p", (int(f[1]), int(f[2]), hq, hkv, d, pg)))
+            elif f[0] == "d":
                 tile = f[4] if len(f) > 4 and f[4] else None
                 splits = int(f[5]) if len(f) > 5 and f[5] else None
                 hq, hkv, d, pg = (int(x) for x in f[6].split("x")) if len(f) > 6 else (32, 8, 128, 64)
@@ -412,17 +470,28 @@ def main():
             else:
                 raise SystemExit(f"B12X_ATTN_BENCH_CASES: bad entry {ent!r}")
 
+    def print_decode(r):
+        heads = "%d/%d/%d" % (r["hq"], r["hkv"], r["d"])
+        print(f"{'decode':7}{r['kv']:5}{r['B']:>5}{r['ctx']:>7}"
+              f"{heads:>12}{r['page']:>5}{r['us']:>10.1f}"
+              f"{r['kv_gbs']:>8.0f}{r['pct_read_bw']:>6.1f}{r['tflops']:>7.1f}"
+              f"{fmt(r['sdpa_us']):>10}{fmt(r['vs_sdpa'], 2):>8}  {r['kernel']} "
+              f"s={r['splits']} tile={r['tile']}" + (" (pair)" if r.get("timing") else ""),
+              flush=True)
+
     def run_decode(c):
         try:
-            r = bench_decode(rows, bw, *c)
-            heads = "%d/%d/%d" % (r["hq"], r["hkv"], r["d"])
-            print(f"{'decode':7}{r['kv']:5}{r['B']:>5}{r['ctx']:>7}"
-                  f"{heads:>12}{r['page']:>5}{r['us']:>10.1f}"
-                  f"{r['kv_gbs']:>8.0f}{r['pct_read_bw']:>6.1f}{r['tflops']:>7.1f}"
-                  f"{fmt(r['sdpa_us']):>10}{fmt(r['vs_sdpa'], 2):>8}  {r['kernel']} "
-                  f"s={r['splits']} tile={r['tile']}", flush=True)
+            print_decode(bench_decode(rows, bw, *c))
         except Exception as e:  # noqa: BLE001
             print(f"decode {c} failed: {type(e).__name__}: {e}", flush=True)
+            torch.cuda.empty_cache()
+
+    def run_pair(c):
+        try:
+            for r in bench_decode_pair(rows, bw, *c):
+                print_decode(r)
+        except Exception as e:  # noqa: BLE001
+            print(f"decode pair {c} failed: {type(e).__name__}: {e}", flush=True)
             torch.cuda.empty_cache()
 
     def run_extend(c):
@@ -439,15 +508,15 @@ def main():
             torch.cuda.empty_cache()
 
     # Priority: the 8k target decode rows, then extend, then everything else (time budget).
-    jobs = [("d", c) for c in decode_cases[:8]] + [("e", c) for c in extend_cases] + \
-           [("d", c) for c in decode_cases[8:]]
+    jobs = [("p", c) for c in pair_cases[:4]] + [("e", c) for c in extend_cases] + \
+           [("p", c) for c in pair_cases[4:]] + [("d", c) for c in decode_cases]
     if custom:
         jobs = custom_jobs  # in the given order
     for i, (kind, c) in enumerate(jobs):
         if time.time() - T0 > BUDGET_S:
             print(f"time budget reached: skipped {len(jobs) - i} cases", flush=True)
             break
-        (run_decode if kind == "d" else run_extend)(c)
+        {"d": run_decode, "p": run_pair, "e": run_extend}[kind](c)
         write_json(rows, bw, gpu)  # incremental: a hard timeout still leaves the rows so far
     if clocks is not None:
         clocks.stop()
