@@ -23,7 +23,7 @@ GroupPick group_pick() {
   return {&linear_wgmma_group_kernel<F, T, kTok, kRowSets, kOverlap, kUnitN, kLateCopy, kAluSign,
                                      kMode>,
           WgmmaGroupCfg<F, T, kTok, kRowSets, kOverlap, kUnitN, wgmma_group_fold_k(kMode),
-                        wgmma_group_dec_slots(kMode)>::kSmemBytes,
+                        wgmma_group_dec_slots(kMode), wgmma_group_tab_rep(F, kMode)>::kSmemBytes,
           wgmma_group_threads(kMode)};
 }
 
@@ -54,6 +54,9 @@ GroupPick pick_cfg(int tok, int var) {
       return group_pick<F, T, 256, 1, true, 64, false, false, kQuad | kGroupPDec>();
     if (tok == 256 && var == 33)
       return group_pick<F, T, 256, 1, true, 64, false, true, kQuad | kGroupPDec>();
+    // 35 / 36: 33 / 34 with the producer's replicated grid tables (kGroupTabRep).
+    if (tok == 256 && var == 35)
+      return group_pick<F, T, 256, 1, true, 64, false, true, kQuad | kGroupPDec | kGroupTabRep>();
     if constexpr (T::kFp16) {
       if (tok == 256 && var == 31)
         return group_pick<F, T, 256, 1, true, 64, false, false,
@@ -61,6 +64,9 @@ GroupPick pick_cfg(int tok, int var) {
       if (tok == 256 && var == 34)
         return group_pick<F, T, 256, 1, true, 64, false, true,
                           kWsChain | kGroupFold | kGroupPDec>();
+      if (tok == 256 && var == 36)
+        return group_pick<F, T, 256, 1, true, 64, false, true,
+                          kWsChain | kGroupFold | kGroupPDec | kGroupTabRep>();
       if (tok == 256 && var == 32)
         return group_pick<F, T, 256, 1, true, 64, false, false, kQuad | kGroupFold | kGroupPDec>();
     }
@@ -217,7 +223,7 @@ __global__ void __launch_bounds__(256)
 }  // namespace
 
 bool wgmma_group_fold_var(int var) {
-  return var == 22 || var == 23 || var == 31 || var == 32 || var == 34;
+  return var == 22 || var == 23 || var == 31 || var == 32 || var == 34 || var == 36;
 }
 
 void launch_ggml_act_f16(const void* x, int64_t ldx, int64_t M, int64_t K, void* y, float* xs,

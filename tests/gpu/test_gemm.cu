@@ -2661,12 +2661,13 @@ TEST(GemmGpu, TiledWgmmaGroupProbes) {
 /// Session 15's group-kernel probes at 256 tokens with the weights decoded once per CTA by the
 /// producer warpgroup into A-fragment slots (kGroupPDec): 30 (17's chained quads), 31 (23's folded
 /// FP16 schedule; BF16 activations behind the pre-pass), 32 (folded, chained quads), 33 / 34 (30 /
-/// 31 with the producer's sign masks computed). K = 2048
+/// 31 with the producer's sign masks computed), 35 / 36 (33 / 34 with replicated grid tables).
+/// K = 2048
 /// refills every ring slot and both decoded slots many times; token / row tails, FP16 outputs.
 TEST(GemmGpu, TiledWgmmaGroupPDec) {
   B12X_REQUIRE_GPU();
   ScopedEnv eg("B12X_GEMM_WGMMA_GROUP", "1"), et("B12X_GEMM_WGMMA_GROUP_TOK", "256");
-  for (const char* var : {"30", "31", "32", "33", "34"}) {
+  for (const char* var : {"30", "31", "32", "33", "34", "35", "36"}) {
     ScopedEnv ev("B12X_GEMM_WGMMA_GROUP_VAR", var);
     for (LinearFormat f : {LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs}) {
       run_wgmma_group_case({f, 300, 136, 2048, DType::kBF16, DType::kBF16, false});

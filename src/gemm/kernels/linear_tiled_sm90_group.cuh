@@ -85,7 +85,7 @@ __device__ __forceinline__ void wgmma_m64n64k16(float (&d)[32], const uint32_t (
 }
 
 template <WFmt F, class T, int kTokens, int kRowSetsPerWg = 1, bool kOverlapped = false,
-          int kUnitTokens = 128, int kFoldK = 0, int kDecSlotsN = 0>
+          int kUnitTokens = 128, int kFoldK = 0, int kDecSlotsN = 0, int kTabRepN = 1>
 struct WgmmaGroupCfg {
   /// 64-row sets per warpgroup: 1, or 2 (each warp decodes two 16-row tiles and issues the
   /// wgmmas of both into the same partial in turn: half the activation traffic per MAC).
@@ -124,7 +124,12 @@ struct WgmmaGroupCfg {
   static constexpr int kSBytes = kRows * kSWords * 4;
   static constexpr int kStageBytes = (kActBytes + kWBytes + kSBytes + 1023) / 1024 * 1024;
   static constexpr int kSmemLimit = 232448;  // SM90 opt-in maximum per block
-  static constexpr int kTabWords = kIq2 ? (F == WFmt::kIq2Xs ? 512 * 4 : 256 * 4) + 512 : 0;
+  /// kTabRep (kGroupTabRep): copies of the grid-pair table, entry e of copy c at 16-byte index
+  /// e kTabRep + c, so that the producer's row group g (lane & 7 of a quarter-warp) reads copy
+  /// g % kTabRep in bank group g (8 copies) or one shared with row group g +- 4 (4 copies).
+  static constexpr int kTabRep = kTabRepN;
+  static constexpr int kGridWords = kIq2 ? (F == WFmt::kIq2Xs ? 512 * 4 : 256 * 4) * kTabRep : 4;
+  static constexpr int kTabWords = kIq2 ? kGridWords + 512 : 0;
   /// kDecSlots (kGroupPDec): slots of decoded weights behind the ring, each the stage's kRows x
   /// kBK values in the wgmma A-fragment order (kDecBytes: [16-row tile][atom][k16 step][lane
   /// position] x 16 bytes).
@@ -150,6 +155,7 @@ struct WgmmaGroupCfg {
   static_assert(!kFold || (kIq2 && T::kFp16), "folded sub-scales: IQ2 on FP16 wgmmas");
   static_assert(kDecSlots == 0 || (kIq2 && kRowSets == 1 && kRows == 128),
                 "producer-decoded weights: IQ2, 128 rows");
+  static_assert(kTabRep == 1 || kDecSlots > 0, "replicated tables: producer-decoded weights");
   static_assert(kBK % kGroup == 0 && kGroup % 16 == 0, "whole groups per stage");
   static_assert(kSmemBytes + kTabWords * 4 <= kSmemLimit, "group wgmma kernel exceeds 227 KB");
 };
@@ -177,8 +183,11 @@ struct WgmmaGroupCfg {
 /// weights (table lookups, signs, kGroupFold's sub-scales) once per CTA into a decoded slot in
 /// the A-fragment order, so an MMA thread loads a fragment pair with one LDS.128 instead of
 /// decoding it (two table loads and the sign work per register).
+/// kGroupTabRep (with kGroupPDec): the producer reads its own copy of the grid-pair table
+/// (WgmmaGroupCfg::kTabRep: 8 copies for IQ2_XXS, 4 for IQ2_XS, 32 KB each), so its LDS.128s
+/// meet no bank conflicts (round 56: 10 wavefronts each against the ideal 4 with one copy).
 inline constexpr int kGroupPair = 1, kGroupQuad = 2, kGroupFold = 4, kGroupChain = 8, kGroupWs = 16,
-                     kGroupPDec = 32;
+                     kGroupPDec = 32, kGroupTabRep = 64;
 B12X_HD constexpr int wgmma_group_fold_k(int mode) {
   return (mode & kGroupFold) != 0 ? 64 : 0;
 }
@@ -186,6 +195,9 @@ B12X_HD constexpr int wgmma_group_fold_k(int mode) {
 /// warps run stage kb).
 B12X_HD constexpr int wgmma_group_dec_slots(int mode) {
   return (mode & kGroupPDec) != 0 ? 2 : 0;
+}
+B12X_HD constexpr int wgmma_group_tab_rep(WFmt f, int mode) {
+  return (mode & kGroupTabRep) == 0 ? 1 : f == WFmt::kIq2Xs ? 4 : 8;
 }
 /// Register budgets of kGroupWs: 128 x 56 + 256 x 224 = 384 x 168 (the launch's); no spills
 /// (the producer's copy addresses stepped, not hoisted; 40 / 232 spilled in the producer).
@@ -200,7 +212,7 @@ __global__ void __launch_bounds__(wgmma_group_threads(kMode), 1)
     linear_wgmma_group_kernel(const LinearParams p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using C = WgmmaGroupCfg<F, T, kTokens, kRowSets, kOverlap, kUnitN, wgmma_group_fold_k(kMode),
-                          wgmma_group_dec_slots(kMode)>;
+                          wgmma_group_dec_slots(kMode), wgmma_group_tab_rep(F, kMode)>;
   // Stages per CTA barrier (kPer) and the ring in whole barrier groups of kPer slots.
   constexpr int kPer = (kMode & kGroupQuad) != 0 ? 4 : (kMode & kGroupPair) != 0 ? 2 : 1;
   constexpr bool kChain = (kMode & kGroupChain) != 0;
@@ -223,7 +235,7 @@ __global__ void __launch_bounds__(wgmma_group_threads(kMode), 1)
   constexpr int kCT = kWs ? 128 : C::kThreads;  // threads issuing the copies
 
   extern __shared__ uint8_t smem_raw[];
-  __shared__ alignas(16) uint32_t gtab[C::kIq2 ? (F == WFmt::kIq2Xs ? 512 * 4 : 256 * 4) : 4];
+  __shared__ alignas(16) uint32_t gtab[C::kGridWords];
   __shared__ alignas(16) uint32_t stab[C::kIq2 ? 512 : 4];
   // The 128B swizzle pattern repeats every 1024 bytes and wgmma computes it from the address:
   // stages start on 1024-byte boundaries.
@@ -244,8 +256,28 @@ __global__ void __launch_bounds__(wgmma_group_threads(kMode), 1)
   const int64_t m0 = static_cast<int64_t>(tile.y) * kTok;
   const int64_t tile0 = n0 / 16;
 
-  if constexpr (C::kIq2)
+  if constexpr (C::kIq2 && C::kTabRep > 1) {
+    // The one-copy table loaded first, read into registers, then stored as the copies (every
+    // read before the barrier, every store after it).
+    constexpr int kNt = wgmma_group_threads(kMode);
+    load_iq2_tables<F == WFmt::kIq2Xs, T>(gtab, stab, tid, kNt);
+    __syncthreads();
+    constexpr int kEntries = F == WFmt::kIq2Xs ? 512 : 256;
+    constexpr int kPer = (kEntries + kNt - 1) / kNt;
+    uint4* const gt = reinterpret_cast<uint4*>(gtab);
+    uint4 v[kPer];
+#pragma unroll
+    for (int j = 0; j < kPer; ++j)
+      if (tid + kNt * j < kEntries) v[j] = gt[tid + kNt * j];
+    __syncthreads();
+#pragma unroll
+    for (int j = 0; j < kPer; ++j)
+      if (tid + kNt * j < kEntries)
+#pragma unroll
+        for (int c = 0; c < C::kTabRep; ++c) gt[(tid + kNt * j) * C::kTabRep + c] = v[j];
+  } else if constexpr (C::kIq2) {
     load_iq2_tables<F == WFmt::kIq2Xs, T>(gtab, stab, tid, wgmma_group_threads(kMode));
+  }
   // kWs: per slot a "full" mbarrier (one cp.async arrival per producer thread) and an "empty" one
   // (one arrival per MMA thread), outside the dynamic area (which the epilogue reuses).
   // kPDec: per decoded slot a "dfull" mbarrier (one arrival per producer thread after its
@@ -642,7 +674,8 @@ __global__ void __launch_bounds__(wgmma_group_threads(kMode), 1)
 #pragma unroll
               for (int h = 0; h < 2; ++h) {
                 const uint32_t en = (w[2 * h + st] >> (16 * e)) & 0xFFFFu;
-                const uint4 gv = *reinterpret_cast<const uint4*>(gtab + (en & 0x1FFu) * 4);
+                const uint4 gv = *reinterpret_cast<const uint4*>(
+                    gtab + ((en & 0x1FFu) * C::kTabRep + pg % C::kTabRep) * 4);
                 uint4 sv;
                 if constexpr (kAluSign) {
                   // The sign masks from the entry (its 7 sign bits and their parity): bits 2c,
