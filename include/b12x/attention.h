@@ -71,8 +71,9 @@ struct PagedCaps {
   /// kStages - 1) K/V tiles, and the K/V rows of those of them whose rows all lie below
   /// cache_seqlens[b] - q_len. The metadata and page ids are read again after the wait; a CTA
   /// that read a stale value discards its copies and starts over, so only the rows themselves
-  /// rest on the promise. Default false (the C ABI's zeroed field; the Python Caps, vLLM's
-  /// surface, sets it). B12X_ATTN_EARLY_KV=0 turns the early copies off (benchmarking).
+  /// rest on the promise. Default false (C ABI: the B12X_PAGED_CAPS_KV_PREFIX_STABLE flag of
+  /// b12x_attention_paged_plan_create_ex; the Python Caps, vLLM's surface, sets it).
+  /// B12X_ATTN_EARLY_KV=0 turns the early copies off (benchmarking).
   bool kv_prefix_stable = false;
 };
 

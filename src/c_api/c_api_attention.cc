@@ -58,9 +58,6 @@ attention::PagedCaps to_caps(const b12x_paged_caps* c, const char* op) {
   r.max_total_q = c->max_total_q;
   r.max_splits = c->max_splits;
   r.use_cuda_graph = c->use_cuda_graph != 0;
-  B12X_CHECK_ARG(c->kv_prefix_stable == 0 || c->kv_prefix_stable == 1, op,
-                 ": caps.kv_prefix_stable=", c->kv_prefix_stable, " (supported: 0, 1)");
-  r.kv_prefix_stable = c->kv_prefix_stable != 0;
   return r;
 }
 
@@ -68,16 +65,25 @@ attention::PagedCaps to_caps(const b12x_paged_caps* c, const char* op) {
 
 extern "C" {
 
-b12x_status b12x_attention_paged_plan_create(const b12x_paged_caps* caps, void* stream,
-                                             b12x_paged_attention_plan* plan) {
+b12x_status b12x_attention_paged_plan_create_ex(const b12x_paged_caps* caps, uint32_t flags,
+                                                void* stream, b12x_paged_attention_plan* plan) {
   return capi::guard([&] {
     const char* op = "b12x_attention_paged_plan_create";
     B12X_CHECK_ARG(plan != nullptr, op, ": plan output pointer is NULL");
     *plan = nullptr;
+    B12X_CHECK_ARG((flags & ~B12X_PAGED_CAPS_KV_PREFIX_STABLE) == 0u, op, ": flags=", flags,
+                   " (supported: B12X_PAGED_CAPS_KV_PREFIX_STABLE = 1)");
+    attention::PagedCaps c = to_caps(caps, op);
+    c.kv_prefix_stable = (flags & B12X_PAGED_CAPS_KV_PREFIX_STABLE) != 0u;
     auto p = std::make_unique<b12x_paged_attention_plan_s>();
-    p->plan = attention::plan_paged(to_caps(caps, op), static_cast<Stream>(stream));
+    p->plan = attention::plan_paged(c, static_cast<Stream>(stream));
     *plan = p.release();
   });
+}
+
+b12x_status b12x_attention_paged_plan_create(const b12x_paged_caps* caps, void* stream,
+                                             b12x_paged_attention_plan* plan) {
+  return b12x_attention_paged_plan_create_ex(caps, 0u, stream, plan);
 }
 
 b12x_status b12x_attention_paged_plan_destroy(b12x_paged_attention_plan plan) {

@@ -330,14 +330,12 @@ TEST(AttentionPlan, RejectsBadCaps) {
   bad([](att::PagedCaps& x) { x.max_batch = 0; }, "max_batch=0");
   bad([](att::PagedCaps& x) { x.max_total_q = 2; }, "max_total_q (2)");
   bad([](att::PagedCaps& x) { x.max_splits = 65; }, "max_splits=65");
-  // The C ABI's appended flag is 0 or 1 (a caller passing garbage there used an older header
-  // without zeroing the struct).
-  b12x_paged_caps cc = b12x::attention_test::to_c(c);
-  cc.kv_prefix_stable = 7;
+  // Capability flags (b12x_attention_paged_plan_create_ex): unknown bits are rejected.
+  const b12x_paged_caps cc = b12x::attention_test::to_c(c);
   b12x_paged_attention_plan h = nullptr;
   EXPECT_NE(c_error_of([&] {
-              return b12x_attention_paged_plan_create(&cc, nullptr, &h);
-            }).find("caps.kv_prefix_stable=7"),
+              return b12x_attention_paged_plan_create_ex(&cc, 6u, nullptr, &h);
+            }).find("flags=6"),
             std::string::npos);
   EXPECT_EQ(h, nullptr);
 }

@@ -62,8 +62,12 @@ inline b12x_paged_caps to_c(const attention::PagedCaps& c) {
   r.max_total_q = c.max_total_q;
   r.max_splits = c.max_splits;
   r.use_cuda_graph = c.use_cuda_graph;
-  r.kv_prefix_stable = c.kv_prefix_stable;
   return r;
+}
+
+/// The capability flags of b12x_attention_paged_plan_create_ex for `c`.
+inline uint32_t c_flags(const attention::PagedCaps& c) {
+  return c.kv_prefix_stable ? B12X_PAGED_CAPS_KV_PREFIX_STABLE : 0u;
 }
 
 /// Runs a status-returning C call that must fail with `expected`; returns b12x_last_error().

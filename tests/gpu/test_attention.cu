@@ -303,7 +303,9 @@ struct Problem {
   std::string try_plan_and_bind() {
     const b12x_paged_caps cc = b12x::attention_test::to_c(caps());
     b12x_paged_attention_plan h = nullptr;
-    if (b12x_attention_paged_plan_create(&cc, nullptr, &h) != B12X_OK) return b12x_last_error();
+    if (b12x_attention_paged_plan_create_ex(&cc, b12x::attention_test::c_flags(caps()), nullptr,
+                                            &h) != B12X_OK)
+      return b12x_last_error();
     b12x_paged_plan_info info{};
     b12x_attention_paged_plan_info(h, &info);
     dscratch = DeviceBuffer<uint8_t>(std::max<int64_t>(info.scratch_bytes, 256));

@@ -79,11 +79,11 @@ def test_caps_errors():
 
 
 def test_caps_kv_prefix_stable():
-    """The vLLM-facing Caps promise a stable K/V prefix by default (early K/V copies); the flag
-    reaches the C caps struct, whose field was appended last."""
-    assert paged.Caps()._to_c().kv_prefix_stable == 1
-    assert paged.Caps(kv_prefix_stable=False)._to_c().kv_prefix_stable == 0
-    assert paged._CCaps._fields_[-1][0] == "kv_prefix_stable"
+    """The vLLM-facing Caps promise a stable K/V prefix by default (early K/V copies); it goes to
+    the C ABI as a plan_create_ex flag, the caps struct keeps its layout."""
+    assert paged.Caps()._flags() == paged.KV_PREFIX_STABLE == 1
+    assert paged.Caps(kv_prefix_stable=False)._flags() == 0
+    assert paged._CCaps._fields_[-1][0] == "use_cuda_graph"
 
 
 # ---- GPU --------------------------------------------------------------------------------------

@@ -32,12 +32,14 @@ typedef struct b12x_paged_caps {
   int32_t max_total_q;
   int32_t max_splits; /* 0 = automatic, 1 = never split */
   int32_t use_cuda_graph;
-  /* Appended in session 15 (fields are only ever appended; zero-initialise the struct, e.g.
-   * `b12x_paged_caps c = {0};`, so a field a caller does not know stays 0 = off). */
-  int32_t kv_prefix_stable; /* 1: PagedCaps::kv_prefix_stable (b12x/attention.h), the promise
-                             * that no kernel still running when the call launches writes K/V
-                             * rows below cache_seqlens - q_len; enables the early K/V copies */
 } b12x_paged_caps;
+
+/* Capability flags of b12x_attention_paged_plan_create_ex (the caps struct keeps its layout:
+ * callers built against an older header pass the same struct). */
+/* PagedCaps::kv_prefix_stable (b12x/attention.h): the caller promises that no kernel still
+ * running when an attention call launches writes K/V rows below cache_seqlens - q_len; decode /
+ * verify plans then copy their first K/V tiles before the PDL wait. */
+#define B12X_PAGED_CAPS_KV_PREFIX_STABLE 1u
 
 /* What a plan chose. */
 typedef struct b12x_paged_plan_info {
@@ -72,6 +74,10 @@ typedef struct b12x_paged_args {
 /* Host only; refuses while `stream` is capturing. */
 B12X_C_API b12x_status b12x_attention_paged_plan_create(const b12x_paged_caps* caps, void* stream,
                                                         b12x_paged_attention_plan* plan);
+/* The same with capability flags (B12X_PAGED_CAPS_*; other bits are rejected). */
+B12X_C_API b12x_status b12x_attention_paged_plan_create_ex(const b12x_paged_caps* caps,
+                                                           uint32_t flags, void* stream,
+                                                           b12x_paged_attention_plan* plan);
 B12X_C_API b12x_status b12x_attention_paged_plan_destroy(b12x_paged_attention_plan plan);
 B12X_C_API b12x_status b12x_attention_paged_plan_info(b12x_paged_attention_plan plan,
                                                       b12x_paged_plan_info* info);

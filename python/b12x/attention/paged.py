@@ -45,7 +45,9 @@ class _CCaps(ctypes.Structure):
     _fields_ = [(n, ctypes.c_int32) for n in (
         "device", "mode", "q_dtype", "kv_dtype", "num_q_heads", "num_kv_heads", "head_dim_qk",
         "head_dim_vo", "page_size", "max_batch", "max_page_table_width", "max_total_q",
-        "max_splits", "use_cuda_graph", "kv_prefix_stable")]
+        "max_splits", "use_cuda_graph")]
+
+KV_PREFIX_STABLE = 1  # B12X_PAGED_CAPS_KV_PREFIX_STABLE (plan_create_ex flags)
 
 
 class _CPlanInfo(ctypes.Structure):
@@ -65,6 +67,8 @@ class _CArgs(ctypes.Structure):
 _VP = ctypes.c_void_p
 _capi.declare("b12x_attention_paged_plan_create",
               [ctypes.POINTER(_CCaps), _VP, ctypes.POINTER(_VP)])
+_capi.declare("b12x_attention_paged_plan_create_ex",
+              [ctypes.POINTER(_CCaps), ctypes.c_uint32, _VP, ctypes.POINTER(_VP)])
 _capi.declare("b12x_attention_paged_plan_destroy", [_VP])
 _capi.declare("b12x_attention_paged_plan_info", [_VP, ctypes.POINTER(_CPlanInfo)])
 _capi.declare("b12x_attention_paged_bind", [_VP, _T, ctypes.POINTER(_CArgs), ctypes.POINTER(_VP)])
@@ -190,8 +194,10 @@ class Caps:
             splits = 1
         c.max_splits = splits
         c.use_cuda_graph = int(bool(self.use_cuda_graph))
-        c.kv_prefix_stable = int(bool(self.kv_prefix_stable))
         return c
+
+    def _flags(self) -> int:
+        return KV_PREFIX_STABLE if self.kv_prefix_stable else 0
 
 
 def _scratch_tensor(scratch):
@@ -218,8 +224,8 @@ class Plan:
         self.caps = caps
         self._ccaps = caps._to_c()
         handle = _VP()
-        _capi.call("b12x_attention_paged_plan_create", ctypes.byref(self._ccaps),
-                   _capi.stream_of(None, stream) if stream is not None else _VP(0),
+        _capi.call("b12x_attention_paged_plan_create_ex", ctypes.byref(self._ccaps),
+                   caps._flags(), _capi.stream_of(None, stream) if stream is not None else _VP(0),
                    ctypes.byref(handle))
         self._handle = handle
         info = _CPlanInfo()
