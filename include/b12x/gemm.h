@@ -304,9 +304,6 @@ struct Plan {
   /// FP8 block kernel: CTAs per SM its registers are capped for (2; 3: probe
   /// B12X_GEMM_STREAM16_OCC=3, per-tensor at one tile per warp).
   int stream16_occ = 2;
-  /// FP8 block kernel: its weight ring in shared memory, atoms per warp (session 15; 0: the
-  /// register ring of stream16_depth). B12X_GEMM_STREAM16_SRING=<atoms> overrides.
-  int stream16_sring = 0;
   /// Decode regime, from the device's opt-in shared memory at plan time (run reads no device
   /// info): the pipelined staging budget of decode_pipe_kb (bytes, 0: kDecodePipeBudget) and the
   /// 8-warps-per-tile budget (lin::decode_ws8_budget).

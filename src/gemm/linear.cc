@@ -95,6 +95,15 @@ constexpr int kStreamTrig = 0;
 constexpr int kS16MinVp = 8;
 /// The M <= 16 block kernel's token range starts here (below: the M = 1 and 4-row stream kernels).
 constexpr int64_t kS16MinM = 5;
+/// The FP8 block kernel from M = 4 (block FP8 / MXFP8; per-tensor at 2 tiles per warp), where the
+/// decode kernel ran before. Round 56 (H200, M = 4, B12X_GEMM_STREAM16_F8_MINM=1, us over
+/// 4096x4096 / 14336x4096 / 4096x14336 / 6144x4096 / 2048x7168, decode kernel -> block kernel):
+/// block FP8 9.40 / 20.15 / 23.81 / 11.71 / 9.83 -> 8.65 / 20.06 / 20.58 / 11.56 / 9.12, MXFP8
+/// 14.29 / 30.41 / 39.13 / 17.52 / 14.98 -> 10.93 / 25.97 / 26.23 / 15.00 / 10.87, per-tensor
+/// 8.01 / 18.53 / 18.88 / 11.20 / 7.55 -> 7.97 / 17.87 / 18.64 / 10.18 / 8.40 (the first and last
+/// at one tile per warp, which keeps its M = 9); M = 1 was even (e.g. MXFP8 11.03 / 25.99 / 30.09
+/// / 13.31 / 11.15 -> 11.01 / 26.02 / 29.96 / 13.14 / 11.15).
+constexpr int kS16F8MinM = 4;
 /// The FP8 block kernel: the fewest 32-K atoms per CTA its K split goes down to (two 256-K
 /// chunks, as kS16MinVp).
 constexpr int kS16F8MinVp = 16;
@@ -392,8 +401,7 @@ std::string stream16_describe(const Plan& p) {
   return " stream16=" + std::to_string(p.stream16_tw) + "x" + std::to_string(p.stream16_split) +
          "/" + std::to_string(p.stream16_vp) + (p.stream16_qx ? " qx" : "") +
          (p.stream16_depth > 0 ? " f8d" + std::to_string(p.stream16_depth) : "") +
-         (p.stream16_depth > 0 && p.stream16_occ == 3 ? " o3" : "") +
-         (p.stream16_sring > 0 ? " sr" + std::to_string(p.stream16_sring) : "");
+         (p.stream16_depth > 0 && p.stream16_occ == 3 ? " o3" : "");
 }
 
 }  // namespace
@@ -1227,12 +1235,14 @@ Plan plan(const Caps& caps) {
   // the block kernel at M = 1 (7.29 / 14.74 / 15.48 / 9.89 / 7.90 against the M = 1 stream
   // kernel's 5.61 / 13.23 / 13.02 / 7.60 / 5.16). 1 tile per warp (B12X_GEMM_STREAM16_TW=1)
   // measured 8.44 / 19.62 / 18.83 / 11.25 / 8.80 (faster at 6144x4096 only).
-  // Probe (session 15): the FP8 block kernel from run M = B12X_GEMM_STREAM16_F8_MINM (1..16)
-  // instead of 5 (per-tensor 9 at one tile per warp), capacities below 5 included.
+  // FP8 weights from M = kS16F8MinM (per-tensor at one tile per warp from 9), capacities below 5
+  // included; probe B12X_GEMM_STREAM16_F8_MINM=<1..16> (session 15) sets the run M it starts at.
   int f8_min_m = 0;
   if (const char* e = std::getenv("B12X_GEMM_STREAM16_F8_MINM"); e != nullptr)
     f8_min_m = std::clamp(std::atoi(e), 1, 16);
-  if ((M >= kS16MinM || (f8_min_m > 0 && M >= f8_min_m)) && p.regime != Regime::kTiled) {
+  const int64_t f8_cap_min = f8_min_m > 0 ? f8_min_m : kS16F8MinM;
+  if ((M >= kS16MinM || (lin::wtraits(wf).fp8mma && M >= f8_cap_min)) &&
+      p.regime != Regime::kTiled) {
     const char* e16 = std::getenv("B12X_GEMM_STREAM16");
     const bool want = !(e16 != nullptr && e16[0] == '0');
     int tw = 2;
@@ -1321,26 +1331,16 @@ Plan plan(const Caps& caps) {
     };
     // Probe: B12X_GEMM_STREAM16_OCC=3 (per-tensor at one tile per warp: 3 CTAs per SM).
     const char* eocc = std::getenv("B12X_GEMM_STREAM16_OCC");
-    // Session 15: the weight ring in shared memory, B12X_GEMM_STREAM16_SRING=<atoms per warp>
-    // (a multiple of the tiles per warp; 0: the register ring), probe.
-    const char* esr = std::getenv("B12X_GEMM_STREAM16_SRING");
-    auto sring_for = [&](int tw8) {
-      const int sr = esr != nullptr ? std::atoi(esr) : 0;
-      // (Bulk copies and mbarrier transaction counts: SM90+.)
-      return sr > 0 && dev.cc_major >= 9 && lin::stream16_f8_available(wf, tw8, mma8, 4, q8, 2, sr)
-                 ? sr
-                 : 0;
-    };
     auto occ_for = [&](int tw8, int depth) {
       return eocc != nullptr && eocc[0] == '3' &&
-                     lin::stream16_f8_available(wf, tw8, mma8, depth, q8, 3, sring_for(tw8))
+                     lin::stream16_f8_available(wf, tw8, mma8, depth, q8, 3)
                  ? 3
                  : 2;
     };
     auto f8_grid = [&](int tw8, int depth) {
       F8Grid r;
       const int fit = lin::prepare_linear_stream16_f8(caps.device, wf, tw8, mma8, depth, q8,
-                                                      occ_for(tw8, depth), sring_for(tw8));
+                                                      occ_for(tw8, depth));
       if (fit <= 0) return r;
       int per_sm = fit;
       if (const char* e = std::getenv("B12X_GEMM_STREAM16_CTAS"); e != nullptr && std::atoi(e) > 0)
@@ -1378,18 +1378,16 @@ Plan plan(const Caps& caps) {
         p.stream16_split = gr.split;
         p.stream16_vp = gr.vp;
         p.stream16_qx = q8;
-        p.stream16_sring = sring_for(tw8);
-        p.stream16_smem = lin::stream16_f8_smem_bytes(wf, tw8, mma8, q8, p.stream16_sring);
+        p.stream16_smem = lin::stream16_f8_smem_bytes(wf, tw8, mma8, q8);
         p.stream16_tiles = 8 * tw8;
         p.stream16_depth = depth_for(tw8);
         p.stream16_occ = occ_for(tw8, p.stream16_depth);
         // Per-tensor at one tile per warp (the small shapes) from M = 9: round 52, M = 5 / 8, us,
         // decode kernel -> this kernel, 4096x4096 7.87 / 7.95 -> 8.03 / 8.20, 2048x7168 8.28 /
         // 8.37 -> - / 8.46 (M = 9: 9.01 -> 8.25, 8.81 -> -; M = 16 9.26 -> 8.68, 10.54 -> 8.71).
-        p.stream16_min_m = f8_min_m > 0 ? f8_min_m
-                           : wf == lin::WFmt::kFp8 && tw8 == 1 && etw == nullptr
-                               ? 9
-                               : static_cast<int>(kS16MinM);
+        p.stream16_min_m = f8_min_m > 0                                          ? f8_min_m
+                           : wf == lin::WFmt::kFp8 && tw8 == 1 && etw == nullptr ? 9
+                                                                                 : kS16F8MinM;
       }
     }
   }
@@ -1528,8 +1526,7 @@ Plan plan(const Caps& caps) {
       sig << " stream16=" << p.stream16_tw << (p.stream16_split > 1 ? "+reduce" : "")
           << (p.stream16_qx ? " qx" : "")
           << (p.stream16_depth > 0 ? " f8d" + std::to_string(p.stream16_depth) : std::string())
-          << (p.stream16_depth > 0 && p.stream16_occ == 3 ? " o3" : "")
-          << (p.stream16_sring > 0 ? " sr" + std::to_string(p.stream16_sring) : std::string());
+          << (p.stream16_depth > 0 && p.stream16_occ == 3 ? " o3" : "");
     // The pre-pass: every run of a quantized-activation format but the block kernel's with qx
     // (M = 5..16), which converts them itself.
     if (p.act_prepass) sig << " act_prepass";
@@ -1950,14 +1947,13 @@ void run(const Binding& b, Stream stream) {
     p.partial = p.split > 1 ? reinterpret_cast<float*>(b.scratch + plan.off_partial) : nullptr;
     p.stream_vp = plan.stream16_vp;
     p.stream_tiles = plan.stream16_tiles;
-    p.stream_ring = plan.stream16_sring;
     // The plan's smem is the in-kernel quantization's where it planned it; rows it cannot take
     // (not 16-byte vectors) come quantized by the quantizer launch, to the kernel without it.
     const bool q = p.act_kind == lin::kActBf16Quant;
-    const int64_t smem = q == plan.stream16_qx ? plan.stream16_smem
-                                               : lin::stream16_f8_smem_bytes(
-                                                     im.wfmt, plan.stream16_tw, plan.decode_fp8_mma,
-                                                     q, plan.stream16_sring);
+    const int64_t smem =
+        q == plan.stream16_qx
+            ? plan.stream16_smem
+            : lin::stream16_f8_smem_bytes(im.wfmt, plan.stream16_tw, plan.decode_fp8_mma, q);
     lin::launch_linear_stream16_f8(im.wfmt, plan.stream16_tw, plan.decode_fp8_mma,
                                    plan.stream16_depth, smem, p, stream, plan.stream16_occ);
     if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);

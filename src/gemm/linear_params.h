@@ -55,8 +55,6 @@ struct LinearParams {
   int stream_vp;
   // M <= 16 block kernel (linear_stream16_kernel): 16-row tiles per CTA (8 x tiles per warp).
   int stream_tiles;
-  // FP8 M <= 16 block kernel: its shared-memory weight ring's atoms per warp (0: registers).
-  int stream_ring;
   // MXFP4 on the stream / block kernels: the fold-free splat instances (kMxFree; host-side pick
   // by the launchers: the bound weight's E8M0 codes are all <= 135 and the plan took them).
   int mx_free;

@@ -10,14 +10,6 @@ namespace b12x::gemm::lin {
 
 static_assert(kF8SmemBytes<2, 32, 1, true> <= 101376,
               "FP8 M <= 16 block kernel: slots exceed 99 KB");
-// The shared weight ring (sring 8 / 16) is compiled for SM90's f16 kernels only: per-tensor at
-// 16 atoms per warp takes 2 x 102 KB of its 228 KB per SM (2 CTAs), at 8 3 x 70 KB (3 CTAs, the
-// registers capped for 3: kOcc 3); block FP8 / MXFP8 with the in-kernel quantization (no raw
-// e4m3 rows) fit 2 CTAs at 8. The plan sizes its grid by the resident CTAs.
-static_assert(2 * (kF8SmemBytes<2, 0, 1> + f8s_ring_bytes(16) + 1024) <= 233472 &&
-                  3 * (kF8SmemBytes<2, 0, 1> + f8s_ring_bytes(8) + 1024) <= 233472 &&
-                  2 * (kF8SmemBytes<2, 32, 1, true> + f8s_ring_bytes(8) + 1024) <= 233472,
-              "FP8 M <= 16 block kernel: the shared weight ring's budget");
 
 namespace {
 
@@ -80,49 +72,8 @@ F8Fn pick_q(WFmt f, int tw, int nt, int mma, int depth) {
   }
 }
 
-template <int kGroup, bool kQ, int kOcc>
-F8Fn pick_sring(int tw, int nt, int sring) {
-  switch (tw * 64 + sring * 2 + nt) {
-    case 1 * 64 + 8 * 2 + 1:
-      return &linear_stream16_fp8_kernel<1, 1, kGroup, 1, 8, kQ, kOcc, true>;
-    case 1 * 64 + 8 * 2 + 2:
-      return &linear_stream16_fp8_kernel<1, 2, kGroup, 1, 8, kQ, kOcc, true>;
-    case 2 * 64 + 8 * 2 + 1:
-      return &linear_stream16_fp8_kernel<2, 1, kGroup, 1, 8, kQ, kOcc, true>;
-    case 2 * 64 + 8 * 2 + 2:
-      return &linear_stream16_fp8_kernel<2, 2, kGroup, 1, 8, kQ, kOcc, true>;
-    case 2 * 64 + 16 * 2 + 1:
-      return kOcc == 2 ? &linear_stream16_fp8_kernel<2, 1, kGroup, 1, 16, kQ, 2, true> : nullptr;
-    case 2 * 64 + 16 * 2 + 2:
-      return kOcc == 2 ? &linear_stream16_fp8_kernel<2, 2, kGroup, 1, 16, kQ, 2, true> : nullptr;
-    default:
-      return nullptr;
-  }
-}
-
-F8Fn pick(WFmt f, int tw, int nt, int mma, int depth, bool q, int occ = 2, int sring = 0) {
+F8Fn pick(WFmt f, int tw, int nt, int mma, int depth, bool q, int occ = 2) {
   if (mma != 0 && mma != 1) return nullptr;
-  if (sring > 0) {
-    // The shared weight ring: f16 MMAs (SM90), 8 atoms per warp (16 at 2 tiles per warp); 3
-    // CTAs per SM for per-tensor only (the in-kernel quantization's slots leave room for 2).
-    if (mma != 1) return nullptr;
-    switch (f) {
-      case WFmt::kFp8:
-        if (q) return nullptr;
-        return occ == 3   ? pick_sring<0, false, 3>(tw, nt, sring)
-               : occ == 2 ? pick_sring<0, false, 2>(tw, nt, sring)
-                          : nullptr;
-      case WFmt::kFp8Block:
-        if (occ != 2) return nullptr;
-        return q ? pick_sring<128, true, 2>(tw, nt, sring)
-                 : pick_sring<128, false, 2>(tw, nt, sring);
-      case WFmt::kFp8Mx:
-        if (occ != 2) return nullptr;
-        return q ? pick_sring<32, true, 2>(tw, nt, sring) : pick_sring<32, false, 2>(tw, nt, sring);
-      default:
-        return nullptr;
-    }
-  }
   if (occ == 3) {
     // Probe: per-tensor, one tile per warp, f16 MMAs, depth 4, registers for 3 CTAs per SM.
     if (f != WFmt::kFp8 || tw != 1 || mma != 1 || depth != 4 || q) return nullptr;
@@ -141,20 +92,19 @@ int64_t smem_of(int tw, int mma) {
 
 }  // namespace
 
-bool stream16_f8_available(WFmt f, int tw, int mma, int depth, bool q, int occ, int sring) {
-  return pick(f, tw, 2, mma, depth, q, occ, sring) != nullptr &&
-         pick(f, tw, 1, mma, depth, q, occ, sring) != nullptr;
+bool stream16_f8_available(WFmt f, int tw, int mma, int depth, bool q, int occ) {
+  return pick(f, tw, 2, mma, depth, q, occ) != nullptr &&
+         pick(f, tw, 1, mma, depth, q, occ) != nullptr;
 }
 
-int64_t stream16_f8_smem_bytes(WFmt f, int tw, int mma, bool q, int sring) {
-  const int64_t ring = sring > 0 ? f8s_ring_bytes(sring) : 0;
+int64_t stream16_f8_smem_bytes(WFmt f, int tw, int mma, bool q) {
   switch (group_of(f)) {
     case 128:
-      return ring + (q ? smem_of<128, true>(tw, mma) : smem_of<128, false>(tw, mma));
+      return q ? smem_of<128, true>(tw, mma) : smem_of<128, false>(tw, mma);
     case 32:
-      return ring + (q ? smem_of<32, true>(tw, mma) : smem_of<32, false>(tw, mma));
+      return q ? smem_of<32, true>(tw, mma) : smem_of<32, false>(tw, mma);
     default:
-      return ring + smem_of<0, false>(tw, mma);
+      return smem_of<0, false>(tw, mma);
   }
 }
 
@@ -163,21 +113,17 @@ int stream16_f8_vectors_per_cta(int64_t kvec, int split) {
   return static_cast<int>((per + kF8ChunkV - 1) / kF8ChunkV * kF8ChunkV);
 }
 
-int prepare_linear_stream16_f8(int device, WFmt f, int tw, int mma, int depth, bool q, int occ,
-                               int sring) {
-  const int64_t smem = stream16_f8_smem_bytes(f, tw, mma, q, sring);
+int prepare_linear_stream16_f8(int device, WFmt f, int tw, int mma, int depth, bool q, int occ) {
+  const int64_t smem = stream16_f8_smem_bytes(f, tw, mma, q);
   const ::b12x::detail::DeviceScope scope(device);
   int fit = 0;
   for (int nt : {1, 2}) {
-    const F8Fn k = pick(f, tw, nt, mma, depth, q, occ, sring);
+    const F8Fn k = pick(f, tw, nt, mma, depth, q, occ);
     B12X_ASSERT(k != nullptr, "no FP8 M <= 16 block kernel for format ", static_cast<int>(f),
-                " tw=", tw, " mma=", mma, " depth=", depth, " q=", q, " sring=", sring);
+                " tw=", tw, " mma=", mma, " depth=", depth, " q=", q);
     int blocks = 0;
-    // The shared ring needs the whole unified L1 as shared memory for its 2-3 CTAs per SM (its
-    // weights bypass L1).
-    B12X_CUDA_CHECK(::b12x::detail::resident_ctas(reinterpret_cast<const void*>(k),
-                                                  kStreamWarps * 32, static_cast<int>(smem),
-                                                  &blocks, sring > 0));
+    B12X_CUDA_CHECK(::b12x::detail::resident_ctas(
+        reinterpret_cast<const void*>(k), kStreamWarps * 32, static_cast<int>(smem), &blocks));
     fit = nt == 1 ? blocks : std::min(fit, blocks);
   }
   return fit;
@@ -187,16 +133,15 @@ void launch_linear_stream16_f8(WFmt f, int tw, int mma, int depth, int64_t smem,
                                const LinearParams& p, Stream stream, int occ) {
   const int nt = p.M <= 8 ? 1 : 2;
   const bool q = p.act_kind == kActBf16Quant;
-  const int sring = p.stream_ring;
-  const F8Fn k = pick(f, tw, nt, mma, depth, q, occ, sring);
+  const F8Fn k = pick(f, tw, nt, mma, depth, q, occ);
   const int split = std::max(p.split, 1);
   const int want_xs = q                      ? kXsStaged
                       : f == WFmt::kFp8Block ? kXsF32Rows
                       : f == WFmt::kFp8Mx    ? kXsE8m0Rows
                                              : kXsNone;
-  B12X_ASSERT(k != nullptr && smem == stream16_f8_smem_bytes(f, tw, mma, q, sring),
+  B12X_ASSERT(k != nullptr && smem == stream16_f8_smem_bytes(f, tw, mma, q),
               "FP8 M <= 16 block kernel: format ", static_cast<int>(f), " tw=", tw, " mma=", mma,
-              " depth=", depth, " q=", q, " sring=", sring, " smem=", smem);
+              " depth=", depth, " q=", q, " smem=", smem);
   B12X_ASSERT(p.M >= 1 && p.M <= 16 && (p.act_kind == kActFp8 || q) && p.xs_kind == want_xs &&
                   p.stream_vp > 0 && p.stream_vp % kF8ChunkV == 0 &&
                   int64_t{p.stream_vp} * split >= p.kvec && (split == 1 || p.partial != nullptr),
@@ -205,11 +150,10 @@ void launch_linear_stream16_f8(WFmt f, int tw, int mma, int depth, int64_t smem,
   B12X_ASSERT(p.stream_tiles == kStreamWarps * tw, "FP8 M <= 16 block kernel: tiles per CTA ",
               p.stream_tiles, " for tw=", tw);
   if (smem > 48 * 1024)
-    B12X_CUDA_CHECK(::b12x::detail::opt_in_smem(reinterpret_cast<const void*>(k),
-                                                static_cast<int>(smem), sring > 0));
+    B12X_CUDA_CHECK(
+        ::b12x::detail::opt_in_smem(reinterpret_cast<const void*>(k), static_cast<int>(smem)));
   const int64_t gx = (p.n16 + p.stream_tiles - 1) / p.stream_tiles;
-  t_last =
-      Stream16F8Launch{t_last.serial + 1, static_cast<int>(gx), split, tw, mma, depth, q, sring};
+  t_last = Stream16F8Launch{t_last.serial + 1, static_cast<int>(gx), split, tw, mma, depth, q};
   B12X_CUDA_CHECK(b12x::detail::launch_ex(
       k, dim3(static_cast<unsigned>(gx), static_cast<unsigned>(split)), dim3(kStreamWarps * 32),
       static_cast<size_t>(smem), stream, p.pdl != 0, dim3(1, 1, 1), p));

@@ -1944,56 +1944,15 @@ TEST(GemmGpu, DecodeStream16Fp8) {
       EXPECT_EQ(gemm::lin::last_stream16_f8_launch().depth, 8);
     }
   }
-  // The weight ring in shared memory (session 15, B12X_GEMM_STREAM16_SRING=<atoms per warp>; f16
-  // MMAs, SM90+; per-lane cp.async, one commit group per ring position): all three formats,
-  // depths 16 (tw 2) / 8 (tw 1 / 2), 3 CTAs per SM (per-tensor), splits with K tails inside a
-  // chunk (4864 = 19 atoms: tiles whose last K range ends mid-chunk), partial CTAs, the in-kernel
-  // quantization and the quantizer's e4m3, graphs.
-  if (device_info(0).cc_major >= 9) {
-    ScopedEnv em("B12X_GEMM_DECODE_F8MMA", "1");
-    int k = 0;
-    for (const char* sr : {"16", "8", "8"})
-      for (LinearFormat f :
-           {LinearFormat::kFp8Tensor, LinearFormat::kFp8Block, LinearFormat::kMxfp8}) {
-        const char* tw = sr[0] == '1' || k >= 6 ? "2" : "1";
-        const char* sp = (k % 3) == 0 ? "1" : (k % 3) == 1 ? "3" : "2";
-        ScopedEnv es("B12X_GEMM_STREAM16_SRING", sr), et("B12X_GEMM_STREAM16_TW", tw),
-            ep("B12X_GEMM_STREAM16_SPLIT", sp),
-            eq("B12X_GEMM_STREAM16_QX", (k % 4) == 3 ? "0" : "1"),
-            eo("B12X_GEMM_STREAM16_OCC", (k % 2) == 0 && f == LinearFormat::kFp8Tensor ? "3" : "2");
-        const int64_t Ms[] = {16, 5, 9, 12};
-        Case c{f,
-               Ms[k % 4],
-               (k % 3) ? 200 : 72,
-               (k % 2)                        ? 4864
-               : f == LinearFormat::kFp8Block ? 1280
-                                              : 1312,
-               f == LinearFormat::kFp8Tensor ? DType::kFP8E4M3 : DType::kBF16,
-               (k % 5) == 2 ? DType::kFP16 : DType::kBF16,
-               (k % 2) == 0};
-        c.max_tokens = (k % 3) == 2 ? 16 : c.M;
-        ++k;
-        const int64_t before = gemm::lin::last_stream16_f8_launch().serial;
-        run_case(c, /*graph_replay=*/(k % 3) == 0);
-        const gemm::lin::Stream16F8Launch l = gemm::lin::last_stream16_f8_launch();
-        EXPECT_GT(l.serial, before) << name(c) << " sring " << sr << " tw " << tw;
-        EXPECT_EQ(l.sring, std::atoi(sr)) << name(c) << " tw " << tw;
-        EXPECT_EQ(l.split, f8_split(c.K, std::atoi(sp))) << name(c);
-      }
-  }
   // The block kernel at M = 1..4 (probe B12X_GEMM_STREAM16_F8_MINM=1: one n8 token tile, rows
-  // past M zero; capacities below 5), the register ring and the shared ring.
+  // past M zero; capacities below 5), both MMA kinds.
   {
     ScopedEnv em("B12X_GEMM_STREAM16_F8_MINM", "1");
     int k = 0;
     for (int64_t M : {1, 3})
       for (LinearFormat f :
            {LinearFormat::kFp8Tensor, LinearFormat::kFp8Block, LinearFormat::kMxfp8}) {
-        const bool sr = (k % 2) == 1 && device_info(0).cc_major >= 9;
-        ScopedEnv es("B12X_GEMM_STREAM16_SRING", sr ? "8" : "0"),
-            ef("B12X_GEMM_DECODE_F8MMA", sr        ? "1"
-                                         : (k % 3) ? "1"
-                                                   : "0");
+        ScopedEnv ef("B12X_GEMM_DECODE_F8MMA", (k % 3) ? "1" : "0");
         Case c{f,
                M,
                (k % 3) ? 200 : 72,
@@ -2005,9 +1964,7 @@ TEST(GemmGpu, DecodeStream16Fp8) {
         ++k;
         const int64_t before = gemm::lin::last_stream16_f8_launch().serial;
         run_case(c, /*graph_replay=*/(k % 2) == 0);
-        const gemm::lin::Stream16F8Launch l = gemm::lin::last_stream16_f8_launch();
-        EXPECT_GT(l.serial, before) << name(c);
-        EXPECT_EQ(l.sring, sr ? 8 : 0) << name(c);
+        EXPECT_GT(gemm::lin::last_stream16_f8_launch().serial, before) << name(c);
       }
   }
   gemm::Caps caps;
@@ -2041,7 +1998,7 @@ TEST(GemmGpu, DecodeStream16Fp8) {
     EXPECT_EQ(ps.stream16_depth, 4);
     EXPECT_EQ(ps.stream16_split, 8);
     EXPECT_EQ(ps.stream16_min_m, 9);  // per-tensor at tw 1: the decode kernel at M = 5..8
-    EXPECT_EQ(gemm::plan(caps).stream16_min_m, 5);
+    EXPECT_EQ(gemm::plan(caps).stream16_min_m, 4);  // session 15: from M = 4 at tw 2
     for (LinearFormat f : {LinearFormat::kFp8Block, LinearFormat::kMxfp8}) {
       gemm::Caps cb = caps;
       cb.format = f;
@@ -2053,6 +2010,16 @@ TEST(GemmGpu, DecodeStream16Fp8) {
       run_case({f, 16, 200, 2048, DType::kBF16, DType::kBF16, true});
       EXPECT_GT(gemm::lin::last_stream16_f8_launch().serial, b16) << gemm::format_name(f);
       EXPECT_TRUE(gemm::lin::last_stream16_f8_launch().q);
+      // From M = 4 (session 15, kS16F8MinM), capacity 4 included; M = 3 keeps the decode kernel.
+      Case c4{f, 4, 200, 2048, DType::kBF16, DType::kBF16, false};
+      c4.max_tokens = 4;
+      const int64_t b4 = gemm::lin::last_stream16_f8_launch().serial;
+      run_case(c4);
+      EXPECT_GT(gemm::lin::last_stream16_f8_launch().serial, b4) << gemm::format_name(f);
+      c4.M = 3;
+      const int64_t b3 = gemm::lin::last_stream16_f8_launch().serial;
+      run_case(c4);
+      EXPECT_EQ(gemm::lin::last_stream16_f8_launch().serial, b3) << gemm::format_name(f);
     }
     // Default launches of per-tensor on a small N: 1 tile per warp at depth 4 from M = 9 (M = 6
     // keeps the decode kernel there); the 2-tile depth-8 plans are asserted above (4096x14336).
@@ -3089,19 +3056,16 @@ TEST(GemmGpuSanitize, DecodeStream16Fp8) {
   B12X_REQUIRE_GPU();
   // The FP8 block kernel (session 14): K split 3 with a K range past K (K = 1312: 41 atoms of 48),
   // 1 / 2 tiles per warp over a partial CTA (N = 40), M = 5 / 16, per-tensor (depth 8 at tw 2),
-  // block FP8 / MXFP8 with the in-kernel quantization; the register ring, and the shared-memory
-  // ring of 8 atoms per warp (session 15, SM90+).
+  // block FP8 / MXFP8 with the in-kernel quantization.
   ScopedEnv e16("B12X_GEMM_STREAM16_F8", "1"), es("B12X_GEMM_STREAM16_SPLIT", "3");
-  for (const char* sr : {"0", "8"})
-    for (const char* tw : {"1", "2"}) {
-      if (sr[0] != '0' && device_info(0).cc_major < 9) continue;
-      ScopedEnv et("B12X_GEMM_STREAM16_TW", tw), esr("B12X_GEMM_STREAM16_SRING", sr);
-      run_case({LinearFormat::kFp8Tensor, tw[0] == '1' ? 5 : 16, 40, 1312, DType::kFP8E4M3,
-                DType::kBF16, true});
-      run_case({LinearFormat::kFp8Block, 16, 40, 1280, DType::kBF16, DType::kBF16, false});
-      run_case({LinearFormat::kMxfp8, tw[0] == '1' ? 16 : 5, 40, 1312, DType::kBF16, DType::kBF16,
-                true});
-    }
+  for (const char* tw : {"1", "2"}) {
+    ScopedEnv et("B12X_GEMM_STREAM16_TW", tw);
+    run_case({LinearFormat::kFp8Tensor, tw[0] == '1' ? 5 : 16, 40, 1312, DType::kFP8E4M3,
+              DType::kBF16, true});
+    run_case({LinearFormat::kFp8Block, 16, 40, 1280, DType::kBF16, DType::kBF16, false});
+    run_case(
+        {LinearFormat::kMxfp8, tw[0] == '1' ? 16 : 5, 40, 1312, DType::kBF16, DType::kBF16, true});
+  }
 }
 
 TEST(GemmGpuSanitize, DecodeHalvesReduce) {

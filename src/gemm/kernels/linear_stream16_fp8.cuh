@@ -57,24 +57,6 @@ inline constexpr int kF8SlotBytes = kF8RawSlotBytes<kMma, kQ> + kF8ScaleBytes +
                                     (kMma == 1 ? kF8HalfBytes : 0) + (kQ ? kF8BfBytes : 0);
 template <int kTw, int kGroup, int kMma, bool kQ = false>
 inline constexpr int kF8SmemBytes = kF8Slots* kF8SlotBytes<kTw, kGroup, kMma, kQ>;
-/// The shared weight ring (kSr) after the slots: per warp `depth` atoms of 512 bytes.
-constexpr int64_t f8s_ring_bytes(int depth) {
-  return int64_t{kStreamWarps} * depth * 512;
-}
-
-/// cp.async.wait_group with a template count (kSr's commit-group accounting).
-template <int N>
-__device__ __forceinline__ void f8s_wait_group() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-}
-__device__ __forceinline__ uint4 f8s_lds128(uint32_t a) {
-  uint4 v;
-  asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "r"(a)
-               : "memory");
-  return v;
-}
 
 /// 4-byte cp.async (8 with kEight), or a plain copy where the source is not aligned.
 template <bool kEight>
@@ -94,17 +76,8 @@ __device__ __forceinline__ void f8s_cp_small(void* smem, const uint8_t* gmem) {
 /// p.act_kind kActBf16Quant): BF16 activations staged by cp.async and quantized per CTA one chunk
 /// ahead with the activation quantizer's numerics (kernels::g128_codes / mx8_codes: the codes and
 /// scales the quantizer launch would give), instead of that launch before the GEMM.
-/// kOcc: CTAs per SM the registers are capped for (2: <= 128; 3: <= 80).
-/// kSr (session 15): the weight ring of kDepth atoms per warp in shared memory instead of
-/// registers (the register ring's 8 uint4 per lane cap the bytes in flight; round 52's Nsight
-/// Compute: 0.48 eligible warps per scheduler, DRAM 62 %), as the decode kernel's ring: each lane
-/// cp.asyncs its own 16 bytes of an atom and reads back only those (no barrier, no other lane),
-/// one commit group per ring position (vector v of tile j: v kTw + j), so a position's wait is
-/// wait_group with a constant count. The activation chunks' copies join the group of the chunk's
-/// first position. (Round 55 dropped bulk copies of one atom per warp on mbarriers: 31.4 us
-/// against 18.7 at 14336x4096 per-tensor M = 16, at every depth 8..24 and 1..3 CTAs per SM.)
-template <int kTw, int kNt, int kGroup, int kMma, int kDepth, bool kQ = false, int kOcc = 2,
-          bool kSr = false>
+/// kOcc: CTAs per SM the registers are capped for (2: <= 128; 3: <= 80, probe).
+template <int kTw, int kNt, int kGroup, int kMma, int kDepth, bool kQ = false, int kOcc = 2>
 __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     linear_stream16_fp8_kernel(const LinearParams p) {
   static_assert(kTw == 1 || kTw == 2, "tiles per warp");
@@ -112,7 +85,6 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   static_assert(kGroup == 0 || kGroup == 32 || kGroup == 128, "scale group");
   static_assert(kMma == 0 || kMma == 1, "MMA kind");
   static_assert((kF8ChunkV * kTw) % kDepth == 0 && kDepth % kTw == 0, "ring order");
-  static_assert(!kSr || kDepth >= 4, "shared ring: wait counts");
   static_assert(!kQ || kGroup > 0, "in-kernel quantization: block FP8 / MXFP8");
   constexpr int kAhead = kDepth / kTw;  // vectors of a tile in flight beyond the current one
   constexpr int kSlot = kF8SlotBytes<kTw, kGroup, kMma, kQ>;
@@ -145,32 +117,20 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     wp[j] = p.wvals + (tile * p.kvec + vbase) * 512 + lane * 16;
   }
   // Ring slot q holds vector q / kTw of tile q % kTw (then every kDepth later). Vectors that do
-  // not exist are not loaded: the register slot keeps a finite earlier vector (the ring starts
-  // zeroed) whose products with the zero-staged activations past K vanish; the shared ring's
-  // reads of them take zeros.
-  uint4 ring[kSr ? 1 : kDepth];
-  // kSr: this lane's 16 bytes of the warp's slot 0 (slot q: + 512 q).
-  const uint32_t rsm = static_cast<uint32_t>(__cvta_generic_to_shared(dsm)) + kF8Slots * kSlot +
-                       warp * kDepth * 512 + lane * 16;
+  // not exist are not loaded: the slot keeps a finite earlier vector (the ring starts zeroed)
+  // whose products with the zero-staged activations past K vanish.
+  uint4 ring[kDepth];
 #pragma unroll
   for (int q = 0; q < kDepth; ++q) {
-    if constexpr (kSr) {
-      if (q / kTw < lim[q % kTw])
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(rsm + q * 512),
-                     "l"(wp[q % kTw] + (q / kTw) * 512));
-      asm volatile("cp.async.commit_group;");
-    } else {
-      ring[q] = make_uint4(0, 0, 0, 0);
-      if (q / kTw < lim[q % kTw]) ring[q] = ldg_stream(wp[q % kTw] + (q / kTw) * 512);
-    }
+    ring[q] = make_uint4(0, 0, 0, 0);
+    if (q / kTw < lim[q % kTw]) ring[q] = ldg_stream(wp[q % kTw] + (q / kTw) * 512);
   }
   griddep_wait();  // the activations, their scales (and alpha) belong to earlier kernels
 
   // Chunk c -> slot c % 3: 16 token rows x 256 e4m3 (zero past M / K) and the chunk's scales.
-  // Always one commit group, so wait_group 1 at chunk c means chunk c has landed (kSr: in the
-  // loop its copies join the next weight position's group instead, `commit` false).
+  // Always one commit group, so wait_group 1 at chunk c means chunk c has landed.
   const uint8_t* const x = static_cast<const uint8_t*>(p.x);
-  auto stage = [&](int c, bool commit) {
+  auto stage = [&](int c) {
     if (c < nch) {
       uint8_t* const slot = dsm + (c % kF8Slots) * kSlot;
       const int64_t v0 = vbase + static_cast<int64_t>(c) * kF8ChunkV;
@@ -274,10 +234,10 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
         }
       }
     }
-    if (commit) asm volatile("cp.async.commit_group;");
+    asm volatile("cp.async.commit_group;");
   };
-  stage(0, true);
-  stage(1, true);
+  stage(0);
+  stage(1);
   // kMma 1: chunk c's activations as f16 in the permuted K order of the f16 MMAs. Within an atom
   // (64 bytes of a row), byte 32h + 16i + 4t + 2e holds k = 16i + 4t + 2h + e: a raw 16-byte
   // piece (k 16i + 0..15 of one atom) converts into the lo halves (h = 0, 16 contiguous bytes) and
@@ -362,15 +322,6 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     convert(0);
   }
 
-  // kSr: the ring is read one position ahead of the MMAs (rnext), so the wait and the shared
-  // load overlap the MMAs before; position 0 has landed with chunk 0 (its group is older).
-  auto ring_read = [&](int q, bool exists) {
-    uint4 r = make_uint4(0, 0, 0, 0);
-    if (exists) r = f8s_lds128(rsm + q * 512);
-    return r;
-  };
-  uint4 rnext = make_uint4(0, 0, 0, 0);
-  if constexpr (kSr) rnext = ring_read(0, lim[0] > 0);
   float acc[kTw][kNt][4];
   float tmp[kTw][kNt][4];
 #pragma unroll
@@ -385,14 +336,10 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   // f16: half i of the h block (see convert).
   const int xrow = ((lane >> 4) & 1) * 8 + (lane & 7), xcol = ((lane >> 3) & 1) * 16;
   for (int c = 0; c < nch; ++c) {
-    // Chunk c + 1 must have landed too (it is converted in this iteration). kSr: its copies are
-    // in the group of the first position of iteration c - 1, followed by 8 kTw - 1 groups.
-    if (kSr && c > 0)
-      f8s_wait_group<kF8ChunkV * kTw - 1>();
-    else
-      f8s_wait_group<0>();
+    // Chunk c + 1 must have landed too (it is converted in this iteration).
+    asm volatile("cp.async.wait_group 0;" ::: "memory");
     __syncthreads();
-    stage(c + 2, !kSr);
+    stage(c + 2);
     if (c + 1 < nch) convert(c + 1);
     const uint8_t* const slot = dsm + (c % kF8Slots) * kSlot;
     const uint8_t* const xa =
@@ -466,21 +413,10 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
       }
 #pragma unroll
       for (int j = 0; j < kTw; ++j) {
-        uint4 cur;
-        const int v = c * kF8ChunkV + a;
-        if constexpr (kSr) {
-          // Position P = (c 8 + a) kTw + j; P + 1's group has kDepth - 2 groups after it (the
-          // refills of P + 2 .. P + kDepth - 1).
-          cur = rnext;
-          f8s_wait_group<kDepth - 2>();
-          rnext =
-              ring_read((a * kTw + j + 1) % kDepth, (j + 1 < kTw ? v : v + 1) < lim[(j + 1) % kTw]);
-        } else {
-          const int vn = v + kAhead;
-          const int q = (a * kTw + j) % kDepth;
-          cur = ring[q];
-          if (vn < lim[j]) ring[q] = ldg_stream(wp[j] + static_cast<int64_t>(vn) * 512);
-        }
+        const int q = (a * kTw + j) % kDepth;
+        const uint4 cur = ring[q];
+        const int vn = c * kF8ChunkV + a + kAhead;
+        if (vn < lim[j]) ring[q] = ldg_stream(wp[j] + static_cast<int64_t>(vn) * 512);
         const uint32_t af[4] = {cur.x, cur.y, cur.z, cur.w};
         float(&dst)[kNt][4] = kFoldAtoms ? tmp[j] : acc[j];
         if constexpr (kMma == 1) {
@@ -527,16 +463,6 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
               acc[j][n][3] = fmaf(tmp[j][n][3], w1 * x1, acc[j][n][3]);
             }
           }
-        }
-        if constexpr (kSr) {
-          // Refill P's slot (read a position ago, its value consumed by the MMAs above) with
-          // position P + kDepth; one group per position, empty where it does not exist.
-          const int vr = v + kAhead;
-          if (vr < lim[j])
-            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(
-                             rsm + ((a * kTw + j) % kDepth) * 512),
-                         "l"(wp[j] + static_cast<int64_t>(vr) * 512));
-          asm volatile("cp.async.commit_group;");
         }
       }
     }
