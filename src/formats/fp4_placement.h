@@ -76,9 +76,8 @@ B12X_HD uint32_t fp4x2_bits(uint32_t w) {
 // 11..9) take the BF16 pair and move the magnitude up by 3: 2 more operations per register (17
 // per word, the old placement's FP16 decode took 15).
 
-/// Placement ids: the prepared weight of a linear layer carries kFp4PlacementLinear
-/// (gemm::lin::kFp4Placement), MoE's prepared experts kFp4PlacementShared.
-inline constexpr int kFp4PlacementShared = 0;
+/// Placement id of the linear layers' prepared weights (gemm::lin::kFp4Placement; MoE's experts
+/// use fp4_place above).
 inline constexpr int kFp4PlacementLinear = 1;
 
 /// Bit position of bit b (0..2 magnitude low to high, 3 sign) of value (pair j, half e).

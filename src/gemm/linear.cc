@@ -85,10 +85,20 @@ constexpr int64_t kStreamRowsMinTiles = 2;
 /// MXFP4 fold-free splats on the stream / block kernels (Plan::stream_mx_free) for weights whose
 /// E8M0 codes take them, and MXFP4 W4A16 at M = 1 on the stream kernel for such weights
 /// (Plan::decode_stream_free_only). Session 15 probes (round 56).
-constexpr bool kStreamMxFree = false;
-constexpr bool kStreamMxW4a16Free = false;
-/// Plan::stream_trig's default mask (session 15 probe, round 56).
-constexpr int kStreamTrig = 0;
+/// Round 56 (H200, us over 4096x4096 / 14336x4096 / 4096x14336 / 6144x4096, stream kernel fold
+/// -> fold-free): M = 1 W4A16 5.86 / 13.95 / 13.63 / - -> 5.48 / 12.30 / 12.28 / 7.29 (the
+/// decode kernel, W4A16's old route, 6.01 / 14.59 / 12.73 / 8.04 in round 55), W4A4 6.64 / 14.44
+/// / 14.44 / 9.29 -> 6.16 / 12.85 / 12.87 / 8.43; M = 16 (block kernel) W4A16 8.33 / 19.49 / - ->
+/// 8.15 / 17.46 / 17.52 / 10.62 / 8.61 (round 55: 8.52 / 19.67 / 19.24 / 11.87 / 8.82).
+/// B12X_GEMM_STREAM_MX_FREE=0 / B12X_GEMM_STREAM_MX=0|1 turn them off / pick the kernel.
+constexpr bool kStreamMxFree = true;
+constexpr bool kStreamMxW4a16Free = true;
+/// Plan::stream_trig's default mask: the 4-row kernel (M = 2..4), round 56 NVFP4 W4A16 M = 4
+/// off -> on 8.82 / 14.76 / 17.86 / 10.52 us -> 6.95 / 14.26 / 17.86 / 10.05 (2048x7168 runs the
+/// decode kernel). The M = 1 kernel's (mask 1) gained 14336x4096 (11.6 -> 10.8) and lost
+/// 4096x14336 (11.8 -> 13.0); the block kernel's (4) lost (14336x4096 17.47 -> 17.97).
+/// B12X_GEMM_STREAM_TRIG=<mask> overrides.
+constexpr int kStreamTrig = 2;
 
 /// The M <= 16 block kernel: the fewest 64-K vectors per CTA its K split goes down to (two staged
 /// chunks; round 48: one chunk per CTA lost to two at 4096x4096 and 2048x7168).
@@ -1647,6 +1657,9 @@ Binding bind(const Plan& plan, const TensorRef& scratch, const TensorRef& x,
   b.regime = plan.regime == Regime::kAuto ? (M <= kDecodeMaxM ? Regime::kDecode : Regime::kTiled)
                                           : plan.regime;
   b.weight = &weight;
+  // Runs of this binding (and graphs captured from them) may take the fold-free MXFP4 instances:
+  // from now on refresh keeps the weight's E8M0 codes <= 135.
+  if (plan.stream_mx_free && weight.impl().mx_fold_free) weight.impl().bound_mx_free = true;
   b.x = x;
   b.x_scale = x_scale;
   b.out = out;

@@ -16,9 +16,12 @@ struct PackedWeight::Impl {
   uint8_t* scale2 = nullptr;      // IQ2 sub-scales (device)
   float* output_scale = nullptr;  // kFp8Tensor: device fp32[1]
   int64_t scale_bytes = 0, scale2_bytes = 0;
-  /// MXFP4: every E8M0 code <= 135 or 255 (the fold-free splats 2^(e-8) are BF16 numbers), fixed
-  /// at pack; refresh refuses scales that would clear it (captured graphs keep the instance).
+  /// MXFP4: every E8M0 code <= 135 or 255 (the fold-free splats 2^(e-8) are BF16 numbers); run
+  /// takes the fold-free instances where this and Plan::stream_mx_free hold. Refresh updates it,
+  /// but refuses to clear it once a plan with stream_mx_free has bound the weight (bound_mx_free:
+  /// its captured graphs keep the fold-free instances).
   bool mx_fold_free = false;
+  mutable bool bound_mx_free = false;
 };
 
 /// Weight format used by the kernels for a linear format.

@@ -414,10 +414,10 @@ void PackedWeight::refresh(const WeightSource& src, Stream stream) {
   PackedHost ph = pack_host(src, op);
   B12X_CHECK_ARG(ph.geo.N == N_ && ph.geo.K == K_, op, ": new weight is [", ph.geo.N, ", ",
                  ph.geo.K, "], the packed weight is [", N_, ", ", K_, "]");
-  B12X_CHECK_ARG(!impl_->mx_fold_free || ph.mx_fold_free, op,
-                 ": weight_scale has an E8M0 code above 135 (a scale above 2^8), the packed "
-                 "weight's were all <= 135 (runs and captured graphs may use its fold-free "
-                 "decode; supported: the same range, or pack a new weight)");
+  B12X_CHECK_ARG(!(impl_->bound_mx_free && impl_->mx_fold_free) || ph.mx_fold_free, op,
+                 ": weight_scale has an E8M0 code above 135 (a scale above 2^8); the packed "
+                 "weight's were all <= 135 and a plan with its fold-free decode bound it (captured "
+                 "graphs keep that decode; supported: codes <= 135 here, or pack a new weight)");
   DeviceGuard guard(device_);
   upload(values_, ph.values, stream);
   upload(impl_->scale, ph.scale, stream);
@@ -426,6 +426,7 @@ void PackedWeight::refresh(const WeightSource& src, Stream stream) {
       cudaMemcpyAsync(impl_->output_scale, &ph.output_scale, 4, cudaMemcpyHostToDevice, stream));
   B12X_CUDA_CHECK(cudaStreamSynchronize(stream));
   global_scale_ = ph.global_scale;
+  impl_->mx_fold_free = ph.mx_fold_free;
 }
 
 std::shared_ptr<PackedWeight> PackedWeight::clone(Stream stream) const {
@@ -437,6 +438,7 @@ std::shared_ptr<PackedWeight> PackedWeight::clone(Stream stream) const {
   Impl& im = *pw->impl_;
   im.scale = im.scale2 = nullptr;
   im.output_scale = nullptr;
+  im.bound_mx_free = false;
   pw->format_ = format_;
   pw->device_ = device_;
   pw->N_ = N_;

@@ -1357,13 +1357,33 @@ TEST(GemmGpu, DecodeStreamMxFree) {
     run_case({LinearFormat::kMxfp4W4A16, 1, 200, 1312, DType::kBF16, DType::kBF16, false});
     EXPECT_EQ(gemm::lin::last_stream_launch().serial, before);
   }
-  // Refresh keeps the fold-free range of the packed weight.
-  HostWeight hw = make_weight(LinearFormat::kMxfp4W4A16, 32, 256);
-  auto pw = gemm::PackedWeight::pack(hw.src(LinearFormat::kMxfp4W4A16), 0, nullptr);
-  hw.scale_bytes[3] = 135;
-  EXPECT_NO_THROW(pw->refresh(hw.src(LinearFormat::kMxfp4W4A16), nullptr));
+  // Refresh may leave the fold-free range until a plan with the fold-free decode binds the
+  // weight; from then on it keeps it.
+  const LinearFormat fm = LinearFormat::kMxfp4W4A16;
+  HostWeight hw = make_weight(fm, 32, 256);
+  auto pw = gemm::PackedWeight::pack(hw.src(fm), 0, nullptr);
   hw.scale_bytes[3] = 136;
-  EXPECT_THROW(pw->refresh(hw.src(LinearFormat::kMxfp4W4A16), nullptr), Error);
+  EXPECT_NO_THROW(pw->refresh(hw.src(fm), nullptr));
+  hw.scale_bytes[3] = 135;
+  EXPECT_NO_THROW(pw->refresh(hw.src(fm), nullptr));
+  gemm::Caps caps;
+  caps.format = fm;
+  caps.max_tokens = 1;
+  caps.in_features = 256;
+  caps.out_features = 32;
+  caps.act_dtype = DType::kBF16;
+  caps.out_dtype = DType::kBF16;
+  const gemm::Plan plan = gemm::plan(caps);
+  ASSERT_TRUE(plan.stream_mx_free);
+  DeviceBuffer<uint16_t> x(256), out(32);
+  DeviceBuffer<uint8_t> scratch(std::max<int64_t>(plan.scratch_bytes, 1));
+  gemm::bind(plan,
+             TensorRef::contiguous(scratch.ptr, DType::kUInt8,
+                                   {std::max<int64_t>(plan.scratch_bytes, 1)}, 0),
+             TensorRef::contiguous(x.ptr, DType::kBF16, {1, 256}, 0), TensorRef(), *pw,
+             TensorRef::contiguous(out.ptr, DType::kBF16, {1, 32}, 0), TensorRef(), TensorRef());
+  hw.scale_bytes[3] = 136;
+  EXPECT_THROW(pw->refresh(hw.src(fm), nullptr), Error);
 }
 
 TEST(GemmGpu, DecodeStreamTrig) {
@@ -1445,7 +1465,11 @@ TEST(GemmGpu, DecodeStreamShfl) {
   {
     const int64_t sms = device_info(0).sm_count;
     EXPECT_GT(plan1(LinearFormat::kMxfp4, 16 * (sms + 8), 4096).decode_stream_parts, 0);
-    EXPECT_EQ(plan1(LinearFormat::kMxfp4W4A16, 16 * (sms + 8), 4096).decode_stream_parts, 0);
+    // MXFP4 W4A16 (session 15): the stream kernel for fold-free weights only.
+    const gemm::Plan pmx = plan1(LinearFormat::kMxfp4W4A16, 16 * (sms + 8), 4096);
+    EXPECT_GT(pmx.decode_stream_parts, 0);
+    EXPECT_TRUE(pmx.decode_stream_free_only);
+    EXPECT_TRUE(pmx.stream_mx_free);
     {
       ScopedEnv m0("B12X_GEMM_STREAM_MX", "0");
       EXPECT_EQ(plan1(LinearFormat::kMxfp4, 16 * (sms + 8), 4096).decode_stream_parts, 0);
@@ -1548,8 +1572,15 @@ TEST(GemmGpu, DecodeStream) {
   }
   // A capacity of 2 prepares it for runs at M = 1 (session 12; DecodeStreamAnyCapacity).
   EXPECT_GT(bf16_plan(LinearFormat::kNvfp4W4A16, 2, 16 * (sms + 8), 4096).decode_stream_parts, 0);
-  EXPECT_EQ(bf16_plan(LinearFormat::kMxfp4W4A16, 1, 16 * (sms + 8), 4096).decode_stream_parts,
-            0);  // MXFP4
+  {
+    // MXFP4 W4A16: the stream kernel for fold-free weights only (session 15; the decode kernel
+    // with B12X_GEMM_STREAM_MX=0).
+    const gemm::Plan mx = bf16_plan(LinearFormat::kMxfp4W4A16, 1, 16 * (sms + 8), 4096);
+    EXPECT_GT(mx.decode_stream_parts, 0);
+    EXPECT_TRUE(mx.decode_stream_free_only);
+    ScopedEnv m0("B12X_GEMM_STREAM_MX", "0");
+    EXPECT_EQ(bf16_plan(LinearFormat::kMxfp4W4A16, 1, 16 * (sms + 8), 4096).decode_stream_parts, 0);
+  }
   {
     ScopedEnv es0("B12X_GEMM_DECODE_STREAM", "0");
     EXPECT_EQ(plan1(LinearFormat::kNvfp4, 16 * (sms + 8), 4096).decode_stream_parts, 0);
