@@ -657,7 +657,6 @@ DecodeKnobs read_decode_knobs(bool stream, int aquant) {
   knob(k.fc2_bal, "B12X_MOE_FC2_BAL", {0, 1}, "0, 1", not_stream);
   knob(k.fc2_kil, "B12X_MOE_FC2_KIL", {0, 1}, "0, 1", not_stream);
   knob(k.fc2_rows, "B12X_MOE_FC2_ROWS", {16, 32}, "16, 32", not_stream);
-  knob(k.bulk, "B12X_MOE_BULK", {0, 1, 2, 3, 4, 5, 6}, "0..6", not_stream);
   return k;
 }
 }  // namespace detail
@@ -870,14 +869,6 @@ Plan plan(const Caps& caps) {
       sig << " fc2_rows32";
     // The K-interleaved FC2 kernels (decode_fc2_kil, from the weights' I and the capacity).
     if (stream && detail::decode_fc2_kil(p.knobs, caps.max_tokens, nk2)) sig << " fc2_kil";
-    // Bulk-copy stages (decode_bulk: the knob, the chunk-tiled layout, sm_90+, BF16 operands).
-    if (stream && R <= detail::kMaxInlineRoutes) {
-      const Layout L = layout_of(w);
-      const int bulk =
-          detail::decode_bulk(p.knobs, L.fc1, L.fc2, p.cc_major,
-                              a16(w.args.quant_mode) && w.args.params_dtype == DType::kFP16);
-      if (bulk > 0) sig << " bulk" << (bulk >> 4) << (bulk & 15);
-    }
     if (caps.apply_router_weight_on_input) sig << " weight_on_input";
     std::ostringstream shape;
     shape << "E=" << E << " H=" << H << " I=" << I << " max_tokens=" << caps.max_tokens
@@ -1029,7 +1020,6 @@ void run(const Binding& b, Stream stream) {
                       : detail::decode_fc2_split(R, S.L.fc2.rows_pad / d.fc2_rows, d.sm_count,
                                                  p.knobs.fc2_split);
     d.partial = route_out;  // sized for the plan's split x max_tokens (>= this call's)
-    d.bulk = detail::decode_bulk(p.knobs, S.L.fc1, S.L.fc2, pdl ? 9 : 8, fp16_ops);
     d.counters = num_tiles + 4;
     if (p.off_fc1_bal >= 0) {
       const int64_t R0 = p.max_routes;  // the plan's capacity sized the counters

@@ -38,9 +38,9 @@ Fc2Shape fc2_shape(const DecodeArgs& a, const DecodeKnobs& k, bool deep, int row
 }
 
 template <typename OpT, bool kFold, int kSK, int kRC, int kWM, int kG,
-          int kNW = DecodeCfg::kFc1Warps, bool kBal = false, int kBulk = 0>
+          int kNW = DecodeCfg::kFc1Warps, bool kBal = false>
 void launch_fc1(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, bool pdl) {
-  auto* k = dev::moe_decode_fc1_kernel<OpT, kFold, kSK, kWM, kG, kNW, kBal, kRC, kBulk>;
+  auto* k = dev::moe_decode_fc1_kernel<OpT, kFold, kSK, kWM, kG, kNW, kBal, kRC>;
   constexpr int kSmem = DecodeCfg::fc1_smem(kNW);
   // Above 48 KB of dynamic shared memory needs the opt-in (once per device and kernel); three
   // CTAs (3 x ~69 KB) per SM only with the whole unified L1 given to shared memory.
@@ -54,9 +54,9 @@ void launch_fc1(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, bool 
 }
 
 template <typename OpT, bool kFold, int kSK, int kRC, int kW, int kS, int kR = DecodeCfg::kFc2Rows,
-          bool kKil = false, int kBulk = 0>
+          bool kKil = false>
 void launch_fc2(const DecodeArgs& a, Stream stream, bool pdl) {
-  auto* k = dev::moe_decode_fc2_kernel<OpT, kFold, kSK, kW, kS, kRC, kR, kKil, kBulk>;
+  auto* k = dev::moe_decode_fc2_kernel<OpT, kFold, kSK, kW, kS, kRC, kR, kKil>;
   {  // the largest shared memory this instance is launched with, once per device
     const bool deep = kS == DecodeCfg::kFc2DeepStages;
     const int max_tokens = kR == 32             ? DecodeCfg::kFc2Rows32MaxTokens
@@ -77,11 +77,7 @@ void launch_fc2(const DecodeArgs& a, Stream stream, bool pdl) {
 // kMaxInlineRoutes routes (kRC = kMaxStreamRoutes, the wide routing)
 // run a subset of the shapes: the 8-warp FC1 with one or two row warps, one or two groups,
 // balanced or not (launch_decode_stream maps the others there), and the shallow or 4-warp FC2.
-// kB1 / kB: FC1's / FC2's bulk-copy stages (DecodeArgs::bulk levels) in the shapes the model
-// shapes run at M <= 8 (FC1: one row warp with one / two groups, 8 or 12 warps, balanced or not;
-// FC2: the 8-warp CTAs of 2, 3 and 5 stages with 16 rows, 3 stages with 32); the others run the
-// cp.async stages.
-template <typename OpT, bool kFold, int kSK, int kRC, int kB1 = 0, int kB = 0>
+template <typename OpT, bool kFold, int kSK, int kRC>
 void launch_gemms(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, bool pdl1, bool pdl) {
   const bool mx = a.aquant == num::kAMxfp8 || a.aquant == num::kAMxfp4;
   if constexpr (!std::is_same_v<OpT, __nv_bfloat16>)
@@ -97,25 +93,23 @@ void launch_gemms(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, boo
     else
       launch_fc1<OpT, kFold, kSK, kRC, 1, 1>(a, kn, stream, pdl1);
   } else if (a.fc1_bal != 0 && a.fc1_warps == DecodeCfg::kFc1WideWarps) {
-    launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1WideWarps, true, kB1>(a, kn, stream,
-                                                                                pdl1);
+    launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1WideWarps, true>(a, kn, stream, pdl1);
   } else if (a.fc1_bal != 0) {
-    launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1Warps, true, kB1>(a, kn, stream, pdl1);
+    launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1Warps, true>(a, kn, stream, pdl1);
   } else if (a.fc1_wm == 4) {
     launch_fc1<OpT, kFold, kSK, kRC, 4, 1>(a, kn, stream, pdl1);
   } else if (a.fc1_wm == 2) {
     launch_fc1<OpT, kFold, kSK, kRC, 2, 1>(a, kn, stream, pdl1);
   } else if (a.fc1_warps == DecodeCfg::kFc1WideWarps) {
-    launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1WideWarps, false, kB1>(a, kn, stream,
-                                                                                 pdl1);
+    launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1WideWarps>(a, kn, stream, pdl1);
   } else if (a.fc1_groups == 8) {
     launch_fc1<OpT, kFold, kSK, kRC, 1, 8>(a, kn, stream, pdl1);
   } else if (a.fc1_groups == 4) {
     launch_fc1<OpT, kFold, kSK, kRC, 1, 4>(a, kn, stream, pdl1);
   } else if (a.fc1_groups == 2) {
-    launch_fc1<OpT, kFold, kSK, kRC, 1, 2, DecodeCfg::kFc1Warps, false, kB1>(a, kn, stream, pdl1);
+    launch_fc1<OpT, kFold, kSK, kRC, 1, 2>(a, kn, stream, pdl1);
   } else {
-    launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1Warps, false, kB1>(a, kn, stream, pdl1);
+    launch_fc1<OpT, kFold, kSK, kRC, 1, 1>(a, kn, stream, pdl1);
   }
   if constexpr (!kWide) {
     if (a.fc2_rows == 32) {  // decode_fc2_rows: <= kFc2Rows32MaxTokens tokens, narrow routing
@@ -125,9 +119,9 @@ void launch_gemms(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, boo
       if (kn.fc2_stages == 2)
         launch_fc2<OpT, kFold, kSK, kRC, 8, 2, 32>(a, stream, pdl);
       else if (a.fc2_kil != 0)
-        launch_fc2<OpT, kFold, kSK, kRC, 8, 3, 32, true, kB>(a, stream, pdl);
+        launch_fc2<OpT, kFold, kSK, kRC, 8, 3, 32, true>(a, stream, pdl);
       else
-        launch_fc2<OpT, kFold, kSK, kRC, 8, 3, 32, false, kB>(a, stream, pdl);
+        launch_fc2<OpT, kFold, kSK, kRC, 8, 3, 32>(a, stream, pdl);
       return;
     }
   }
@@ -139,14 +133,13 @@ void launch_gemms(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, boo
     launch_fc2<OpT, kFold, kSK, kRC, 4, 4>(a, stream, pdl);
   else if constexpr (!kWide) {
     if (f2.stages == DecodeCfg::kFc2DeepStages)
-      launch_fc2<OpT, kFold, kSK, kRC, 8, DecodeCfg::kFc2DeepStages, DecodeCfg::kFc2Rows, false,
-                 kB>(a, stream, pdl);
+      launch_fc2<OpT, kFold, kSK, kRC, 8, DecodeCfg::kFc2DeepStages>(a, stream, pdl);
     else if (f2.stages == 2)
-      launch_fc2<OpT, kFold, kSK, kRC, 8, 2, DecodeCfg::kFc2Rows, false, kB>(a, stream, pdl);
+      launch_fc2<OpT, kFold, kSK, kRC, 8, 2>(a, stream, pdl);
     else if (a.fc2_kil != 0)  // decode_fc2_kil: the 3-stage CTA only
-      launch_fc2<OpT, kFold, kSK, kRC, 8, 3, DecodeCfg::kFc2Rows, true, kB>(a, stream, pdl);
+      launch_fc2<OpT, kFold, kSK, kRC, 8, 3, DecodeCfg::kFc2Rows, true>(a, stream, pdl);
     else
-      launch_fc2<OpT, kFold, kSK, kRC, 8, 3, DecodeCfg::kFc2Rows, false, kB>(a, stream, pdl);
+      launch_fc2<OpT, kFold, kSK, kRC, 8, 3>(a, stream, pdl);
   } else if (f2.stages == 2) {
     launch_fc2<OpT, kFold, kSK, kRC, 8, 2>(a, stream, pdl);
   } else {
@@ -157,30 +150,10 @@ void launch_gemms(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, boo
 template <typename OpT, bool kFold, int kSK>
 void launch_gemms_rc(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, bool pdl1,
                      bool pdl) {
-  constexpr bool kBulkOk = std::is_same_v<OpT, __nv_bfloat16> && kFold && kSK == 0;
-  constexpr int kL1 = kBulkOk ? 1 : 0, kL2 = kBulkOk ? 2 : 0;
-  const int b1 = kBulkOk ? a.bulk >> 4 : 0, b2 = kBulkOk ? a.bulk & 15 : 0;  // FC1 / FC2 levels
-  constexpr int kR = kMaxInlineRoutes;
   if (a.routes > kMaxInlineRoutes)
     launch_gemms<OpT, kFold, kSK, kMaxStreamRoutes>(a, kn, stream, pdl1, pdl);
-  else if (b1 == 2 && b2 == 2)
-    launch_gemms<OpT, kFold, kSK, kR, kL2, kL2>(a, kn, stream, pdl1, pdl);
-  else if (b1 == 2 && b2 == 1)
-    launch_gemms<OpT, kFold, kSK, kR, kL2, kL1>(a, kn, stream, pdl1, pdl);
-  else if (b1 == 2)
-    launch_gemms<OpT, kFold, kSK, kR, kL2, 0>(a, kn, stream, pdl1, pdl);
-  else if (b1 == 1 && b2 == 2)
-    launch_gemms<OpT, kFold, kSK, kR, kL1, kL2>(a, kn, stream, pdl1, pdl);
-  else if (b1 == 1 && b2 == 1)
-    launch_gemms<OpT, kFold, kSK, kR, kL1, kL1>(a, kn, stream, pdl1, pdl);
-  else if (b1 == 1)
-    launch_gemms<OpT, kFold, kSK, kR, kL1, 0>(a, kn, stream, pdl1, pdl);
-  else if (b2 == 2)
-    launch_gemms<OpT, kFold, kSK, kR, 0, kL2>(a, kn, stream, pdl1, pdl);
-  else if (b2 == 1)
-    launch_gemms<OpT, kFold, kSK, kR, 0, kL1>(a, kn, stream, pdl1, pdl);
   else
-    launch_gemms<OpT, kFold, kSK, kR>(a, kn, stream, pdl1, pdl);
+    launch_gemms<OpT, kFold, kSK, kMaxInlineRoutes>(a, kn, stream, pdl1, pdl);
 }
 
 }  // namespace
@@ -388,10 +361,6 @@ void launch_decode_stream(const DecodeArgs& args, const DecodeKnobs& kn, bool fp
                        (gate_knob == 3 || (gate_knob == -1 && a.routes <= kMaxInlineRoutes))
                    ? 1
                    : 0;
-  // Bulk activations (DecodeArgs::bulk 2) read the per-route rows xq ([Q] or the copy gate),
-  // never the caller's x (its rows need not be 16-byte aligned).
-  if ((a.bulk >> 4) == 2 && a.aquant == num::kANone && a.a16_copy == 0)
-    a.bulk = (a.bulk & 15) | 1 << 4;
   a.a16_gate = a.aquant == num::kANone &&
                (gate_knob == 2 || a.a16_copy != 0 || (gate_knob == 1 && a.fc1_bal != 0));
   bool fc1_pdl = pdl;

@@ -160,9 +160,6 @@ struct DecodeArgs {
   int fc2_bal = 0;    // chunk ranges instead of whole tiles per split CTA (launch_decode_stream)
   int fc2_kil = 0;    // warps take chunks warp, warp + kW, ... of the CTA's range (decode_fc2_kil)
   int fc2_rows = 16;  // output rows per FC2 CTA (decode_fc2_rows: 16, or 32 up to 8 tokens)
-  // Bulk-copy stages on per-stage mbarriers (decode_bulk: FC2 | FC1 << 4, levels 1 weights, 2
-  // also activations).
-  int bulk = 0;
   float* partial = nullptr;
   int* counters = nullptr;
   // Launch shape of the stream, chosen by launch_decode_stream (decode_fc1_row_warps) unless
@@ -312,30 +309,6 @@ void launch_decode_stream(const DecodeArgs& args, const DecodeKnobs& knobs, bool
 /// (16 or 32 rows, narrow routing: every FC2 of MiniMax at M <= 8); the others ignore it.
 inline bool decode_fc2_kil(const DecodeKnobs& k, int64_t tokens, int nk) {
   return k.fc2_kil >= 0 ? k.fc2_kil != 0 : tokens <= 8 && nk >= 16;
-}
-/// Bulk-copy stages (DecodeArgs::bulk): a warp's ring stage takes its weights as two
-/// cp.async.bulk copies by one lane (the 32 or 16 rows' codes and their UE4M3 scales, each one
-/// contiguous run in 32-row chunk tiles) completing on the stage's mbarrier, instead of 5
-/// cp.async per lane (~55 refill instructions per FC1 sub-chunk, session 14); level 2 also its
-/// activations (one 256-byte bulk copy per token; K of both GEMMs a multiple of 128). Needs
-/// sm_90+, codes and scales in chunk tiles (WeightsPlan::values_tiled / scales_tiled), UE4M3
-/// scales and BF16 operands (the instances compiled with it). DecodeKnobs::bulk (B12X_MOE_BULK)
-/// 1 / 2 asks for it in both GEMMs, 3 / 4 in FC2 only (level 1 / 2), 5 / 6 in FC1 only;
-/// launches beyond kMaxInlineRoutes routes and the shapes launch_gemms does not compile with it
-/// run the cp.async stages. Returns the levels (0: none) as FC2 | FC1 << 4; a GEMM whose K is
-/// not a multiple of 128 takes level 1 for 2.
-inline int decode_bulk(const DecodeKnobs& k, const WeightView& w1, const WeightView& w2,
-                       int cc_major, bool fp16_operands) {
-  auto tiled = [](const WeightView& w) {
-    return w.scale_kind == 0 && w.values_row_stride == 64 && w.values_k_stride == 32 * 64 &&
-           w.scales_row_stride == 8 && w.scales_k_stride == 32 * 8;
-  };
-  if (k.bulk < 1 || k.bulk > 6 || cc_major < 9 || fp16_operands || !tiled(w1) || !tiled(w2))
-    return 0;
-  const int want1 = k.bulk <= 2 ? k.bulk : k.bulk >= 5 ? k.bulk - 4 : 0;
-  const int want2 = k.bulk <= 2 ? k.bulk : k.bulk <= 4 ? k.bulk - 2 : 0;
-  auto level = [](int want, const WeightView& w) { return want == 2 && w.K % 128 != 0 ? 1 : want; };
-  return level(want2, w2) | level(want1, w1) << 4;
 }
 /// FC2 split of the 32-row FC2 CTA (3-stage ring, 2 CTAs per SM): the most CTAs per row block
 /// (<= 4, <= the plan's partials for `routes`) that keep the grid within one wave of 2 per SM;

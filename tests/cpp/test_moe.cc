@@ -561,52 +561,6 @@ TEST(Moe, DecodeKnobsAreReadByPlan) {
   EXPECT_TRUE(moe::detail::decode_a16_copy_rows(def));
 }
 
-TEST(Moe, DecodeBulkStagesRule) {
-  // B12X_MOE_BULK (read by plan) asks for the bulk-copy stages; decode_bulk takes them only on
-  // sm_90+, with BF16 operands, codes and UE4M3 scales in 32-row chunk tiles on both GEMMs;
-  // level 2 (activations too) where the GEMM's K is a multiple of 128, else level 1; 3 / 4 only
-  // in FC2, 5 / 6 only in FC1.
-  ASSERT_EQ(setenv("B12X_MOE_BULK", "1", 1), 0);
-  const moe::DecodeKnobs on = moe::detail::read_decode_knobs(true, moe::num::kANvfp4);
-  ASSERT_EQ(setenv("B12X_MOE_BULK", "2", 1), 0);
-  const moe::DecodeKnobs on2 = moe::detail::read_decode_knobs(true, moe::num::kANvfp4);
-  ASSERT_EQ(setenv("B12X_MOE_BULK", "4", 1), 0);
-  const moe::DecodeKnobs fc2only = moe::detail::read_decode_knobs(true, moe::num::kANvfp4);
-  ASSERT_EQ(setenv("B12X_MOE_BULK", "7", 1), 0);
-  const moe::DecodeKnobs bad = moe::detail::read_decode_knobs(true, moe::num::kANvfp4);
-  unsetenv("B12X_MOE_BULK");
-  EXPECT_EQ(on.bulk, 1);
-  EXPECT_EQ(bad.bulk, moe::DecodeKnobs{}.bulk);
-  moe::detail::WeightView t;  // chunk tiles of a K = 1024 FP4 operand
-  t.scale_kind = 0;
-  t.K = 1024;
-  t.values_row_stride = 64;
-  t.values_k_stride = 32 * 64;
-  t.scales_row_stride = 8;
-  t.scales_k_stride = 32 * 8;
-  moe::detail::WeightView rm = t;  // row-major codes
-  rm.values_row_stride = 512;
-  rm.values_k_stride = 64;
-  moe::detail::WeightView e8 = t;  // E8M0 scales
-  e8.scale_kind = 1;
-  EXPECT_EQ(on2.bulk, 2);
-  moe::detail::WeightView t1000 = t;
-  t1000.K = 1000;
-  // Levels as FC2 | FC1 << 4.
-  EXPECT_EQ(moe::detail::decode_bulk(on, t, t, 9, false), 0x11);
-  EXPECT_EQ(moe::detail::decode_bulk(on2, t, t, 9, false), 0x22);
-  EXPECT_EQ(moe::detail::decode_bulk(on2, t, t1000, 9, false), 0x21);
-  EXPECT_EQ(moe::detail::decode_bulk(on2, t1000, t, 9, false), 0x12);
-  EXPECT_EQ(moe::detail::decode_bulk(fc2only, t, t, 9, false), 0x02);
-  EXPECT_EQ(moe::detail::decode_bulk(on2, t, t, 8, false), 0);
-  EXPECT_TRUE(moe::detail::decode_bulk(on, t, t, 12, false));
-  EXPECT_FALSE(moe::detail::decode_bulk(moe::DecodeKnobs{}, t, t, 9, false));
-  EXPECT_FALSE(moe::detail::decode_bulk(on, t, t, 8, false));
-  EXPECT_FALSE(moe::detail::decode_bulk(on, t, t, 9, true));
-  EXPECT_FALSE(moe::detail::decode_bulk(on, t, rm, 9, false));
-  EXPECT_FALSE(moe::detail::decode_bulk(on, e8, e8, 9, false));
-}
-
 TEST(Moe, ChunkTilesKnobsAndOffsets) {
   // B12X_MOE_SCALE_TILED / B12X_MOE_VALUE_TILED are read by plan_weights (the prepared layout is
   // fixed by prepare_weights): 0 / 1 taken, anything else logged and the default kept; the

@@ -16,7 +16,6 @@
 #include "b12x/c_api.h"
 #include "b12x/moe.h"
 #include "b12x/reference/moe.h"
-#include "b12x/runtime.h"
 #include "b12x/status.h"
 #include "formats/scalar.h"
 #include "formats/swizzle.h"
@@ -860,103 +859,6 @@ TEST(MoeGpu, ChunkTilesAreBitEqual) {
         f[i] = v.c.dtype == DType::kBF16 ? fmt::bf16_bits_to_float(got[3][i])
                                          : fmt::fp16_bits_to_float(got[3][i]);
       check_against_reference(P, f, 0.9999);
-    }
-  }
-}
-
-TEST(MoeGpu, DecodeStreamBulkStagesAreBitEqual) {
-  B12X_REQUIRE_GPU();
-  if (device_info(0).cc_major < 9) GTEST_SKIP() << "bulk-copy stages need sm_90+";
-  // B12X_MOE_BULK=1 / 2 (DecodeArgs::bulk) on chunk-tiled codes: a warp's stage weights (2: and
-  // activations, one bulk copy per token) arrive by bulk copies on the stage's mbarrier instead
-  // of cp.async per lane, the same values, so the output equals the cp.async stages' bit for
-  // bit in every FC1 and FC2 shape compiled with it (forced by the shape knobs): FC1 unbalanced
-  // (one / two groups, 8 / 12 warps) and balanced (8 / 12 warps); FC2 16 rows with 5 (deep), 2,
-  // 3 stages and K-interleaved, 32 rows with 3 stages, contiguous and K-interleaved; BF16 w4a16
-  // (copy gate) too; H = 1056 (not a multiple of 128) runs level 1 for level 2. The first
-  // variant is also replayed from a CUDA graph with new routes (level 2).
-  struct Var {
-    Case c;
-    std::vector<std::pair<const char*, const char*>> env;
-  };
-  const Fp4Variant a16{QuantMode::kW4A16, SourceFormat::kModeloptNvfp4, DType::kBF16,
-                       Activation::kSilu};
-  const Var vars[] = {
-      {fp4_variant_case(kNvfp4Silu, 16, 1024, 512, 1, 8, 1), {}},
-      {fp4_variant_case(kNvfp4Silu, 16, 1024, 512, 1, 8, 1), {{"B12X_MOE_FC1_WIDE", "3"}}},
-      {fp4_variant_case(kNvfp4Silu, 16, 1056, 2048, 4, 8, 1),
-       {{"B12X_MOE_FC1_BAL", "1"}, {"B12X_MOE_FC2_ROWS", "16"}, {"B12X_MOE_FC2_KIL", "1"}}},
-      {fp4_variant_case(kNvfp4Silu, 16, 1024, 512, 4, 8, 1),
-       {{"B12X_MOE_FC1_BAL", "0"},
-        {"B12X_MOE_FC1_KG", "2"},
-        {"B12X_MOE_FC2_ROWS", "16"},
-        {"B12X_MOE_FC2_STAGES", "2"}}},
-      {fp4_variant_case(kNvfp4Silu, 16, 1024, 512, 4, 8, 1),
-       {{"B12X_MOE_FC1_WIDE", "3"},
-        {"B12X_MOE_FC1_BAL", "1"},
-        {"B12X_MOE_FC2_ROWS", "16"},
-        {"B12X_MOE_FC2_KIL", "0"},
-        {"B12X_MOE_FC2_STAGES", "3"}}},
-      {fp4_variant_case(kNvfp4Silu, 16, 1024, 512, 4, 8, 1),
-       {{"B12X_MOE_FC2_ROWS", "32"}, {"B12X_MOE_FC2_KIL", "0"}}},
-      {fp4_variant_case(a16, 16, 1024, 512, 6, 8, 1),
-       {{"B12X_MOE_FC2_ROWS", "32"}, {"B12X_MOE_FC2_KIL", "1"}}}};
-  for (const Var& v : vars) {
-    SCOPED_TRACE(v.c.name() + " var " + std::to_string(&v - vars));
-    Problem P;
-    P.make(v.c);
-    std::vector<uint16_t> got[3];
-    for (int bulk = 0; bulk < 3; ++bulk) {
-      const char* level[] = {"0", "1", "2"};
-      for (const auto& e : v.env) ASSERT_EQ(setenv(e.first, e.second, 1), 0);
-      ASSERT_EQ(setenv("B12X_MOE_VALUE_TILED", bulk ? "1" : "0", 1), 0);
-      ASSERT_EQ(setenv("B12X_MOE_BULK", level[bulk], 1), 0);
-      auto bulk_plans = [] {  // plans resolved so far with the bulk stages in their signature
-        int64_t n = 0;
-        for (const auto& r : b12x::resolved_kernels())
-          if (r.signature.find(" bulk") != std::string::npos) n += r.plans;
-        return n;
-      };
-      const int64_t before = bulk_plans();
-      GpuRun G(P);  // plan_weights and plan read the knobs
-      for (const auto& e : v.env) unsetenv(e.first);
-      unsetenv("B12X_MOE_VALUE_TILED");
-      unsetenv("B12X_MOE_BULK");
-      ASSERT_TRUE(G.ok);
-      EXPECT_EQ(bulk_plans() > before, bulk >= 1) << "the plan's signature shows the bulk stages";
-      got[bulk] = G.run_eager();
-      if (bulk == 0) continue;
-      ASSERT_EQ(got[bulk].size(), got[0].size());
-      EXPECT_EQ(std::memcmp(got[bulk].data(), got[0].data(), 2 * got[0].size()), 0)
-          << "bulk-copy stages (level " << bulk << ") differ from the cp.async stages";
-      if (bulk != 2 || (&v != &vars[0] && &v != &vars[6])) continue;
-      check_against_reference(P, G.as_float(got[bulk]), 0.9999);
-      if (&v != &vars[0]) continue;
-      cudaStream_t s;
-      B12X_TEST_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-      cudaGraph_t graph;
-      cudaGraphExec_t exec;
-      B12X_TEST_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-      const b12x_status st = G.launch(s);
-      B12X_TEST_CUDA(cudaStreamEndCapture(s, &graph));
-      ASSERT_EQ(st, B12X_OK) << b12x_last_error();
-      B12X_TEST_CUDA(cudaGraphInstantiate(&exec, graph, 0));
-      Problem Q = P;
-      Q.new_routes();
-      G.ids.upload(Q.ids);
-      G.wts.upload(Q.wts);
-      G.out.poison();
-      B12X_TEST_CUDA(cudaDeviceSynchronize());
-      B12X_TEST_CUDA(cudaGraphLaunch(exec, s));
-      B12X_TEST_CUDA(cudaStreamSynchronize(s));
-      const auto replay = G.out.download();
-      const auto again = G.run_eager(s);
-      EXPECT_EQ(std::memcmp(replay.data(), again.data(), 2 * replay.size()), 0)
-          << "bulk-copy stages: replay differs from eager";
-      check_against_reference(Q, G.as_float(replay), 0.9999);
-      cudaGraphExecDestroy(exec);
-      cudaGraphDestroy(graph);
-      cudaStreamDestroy(s);
     }
   }
 }

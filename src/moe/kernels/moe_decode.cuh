@@ -332,61 +332,6 @@ __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
-// Bulk-copy staging (DecodeArgs::bulk, sm_90+; the kernels' kBulk instances are only launched
-// there): a warp's stage weights (codes and scales in 32-row chunk tiles: two contiguous runs)
-// are two cp.async.bulk copies issued by lane 0, completing on the stage's mbarrier by their
-// byte count, instead of 5 cp.async per lane. Below sm_90 the bodies are empty (never run).
-__device__ __forceinline__ void mbar_init_cta(uint32_t bar, uint32_t count) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
-#endif
-}
-/// mbarrier.init is a generic-proxy write; the bulk copies complete on the barrier from the
-/// async proxy.
-__device__ __forceinline__ void fence_mbar_init() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void mbar_arrive_tx(uint32_t bar, uint32_t bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
-               : "memory");
-#endif
-}
-/// Adds `bytes` to the transaction count of `bar`'s current phase without arriving.
-__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(bytes)
-               : "memory");
-#endif
-}
-__device__ __forceinline__ void mbar_arrive1(uint32_t bar) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
-#endif
-}
-__device__ __forceinline__ void bulk_copy_g2s(uint32_t sa, const void* gmem, uint32_t bytes,
-                                              uint32_t bar) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::
-          "r"(sa),
-      "l"(gmem), "r"(bytes), "r"(bar)
-      : "memory");
-#endif
-}
-/// Waits for the completion of the phase of parity `parity` of `bar`.
-__device__ __forceinline__ void mbar_wait_parity(uint32_t bar, uint32_t parity) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile(
-      "{\n.reg .pred p;\nWAIT_%=:\nmbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
-      "@!p bra WAIT_%=;\n}\n" ::"r"(bar),
-      "r"(parity)
-      : "memory");
-#endif
-}
-
 /// One warp's cp.async ring stage: kRows weight rows x 128 K values (64 B each), their block
 /// scales (8 B per row; E8M0 rows use the low 4 B) and the activation fragments of up to
 /// kTileTokens tokens in [step][token][quad] x 8 B order (moe_gemm.cuh's s_act layout).
@@ -395,19 +340,13 @@ struct WarpStage {
   static constexpr int kT = DecodeCfg::kTileTokens;
   static constexpr int kScaleOff = kRows * 64;
   static constexpr int kActOff = kRows * 72;
-  /// Token whose activation fragments this lane copies (fixed per lane). kBA (bulk
-  /// activations, DecodeArgs::bulk 2): lane n < kT copies token n's 256 bytes of the sub-chunk
-  /// in one bulk copy to + kActOff + 256 n ([token][128 values] instead of [step][token][quad]).
-  template <bool kBA = false>
-  static __device__ __forceinline__ int lane_token(int lane) {
-    return kBA ? lane & (kT - 1) : (lane >> 1) % kT;
-  }
+  /// Token whose activation fragments this lane copies (fixed per lane).
+  static __device__ __forceinline__ int lane_token(int lane) { return (lane >> 1) % kT; }
   /// K offset (values) of this lane's first activation copy in a sub-chunk: it copies half
   /// lane & 1 of token lane_token(lane) in steps lane / (2 kT) + c * 16 / kT, copy c adding
   /// c * kActCopyK values.
-  template <bool kBA = false>
   static __device__ __forceinline__ int lane_act_k(int lane) {
-    return kBA ? 0 : 16 * (lane / (2 * kT)) + 8 * (lane & 1);
+    return 16 * (lane / (2 * kT)) + 8 * (lane & 1);
   }
   static constexpr int kActCopyK = 256 / kT;
   static_assert(kT >= 2 && 16 % kT == 0, "2..16 tokens per tile, a divisor of 16");
@@ -424,18 +363,16 @@ struct WarpStage {
   };
   /// `arow`: the operand row of token lane_token(lane) (nullptr: absent token, zero-filled), K
   /// its valid length (zero-filled beyond), `any_valid` an address for the zero-fill copies.
-  template <bool kBA = false>
   static __device__ __forceinline__ Src src(const uint8_t* vrow, const uint8_t* srow,
                                             int64_t vstride, int64_t sstride, const uint16_t* arow,
                                             int lane, int K, const void* any_valid) {
     const uint32_t off = static_cast<uint32_t>(lane >> 2) * static_cast<uint32_t>(vstride) +
                          static_cast<uint32_t>(lane & 3) * 16u;
-    const int lk = lane_act_k<kBA>(lane);
+    const int lk = lane_act_k(lane);
     const bool in = arow != nullptr && lk < K;
-    const bool copies = arow != nullptr && (!kBA || lane < kT);
     return {vrow + off, srow + static_cast<uint32_t>(lane) * static_cast<uint32_t>(sstride),
             in ? arow + lk : (arow != nullptr ? arow : static_cast<const uint16_t*>(any_valid)),
-            copies ? K - lk : 0};
+            arow != nullptr ? K - lk : 0};
   }
   /// Refill of sub-chunk kk into the stage at shared address `sa` (32-bit shared destinations).
   /// Weights: lane copies rows lane / 4 + 8c, quad lane % 4 (4 lanes read 64 contiguous bytes
@@ -444,42 +381,10 @@ struct WarpStage {
   /// 8 lane. Activations: 8 steps x kT tokens x 2 halves of 16 B, copy c to + kActOff + 16 lane
   /// + 512 c, bounded by Src (session 5 rebuilt step, token, half and the row check every
   /// refill: ~75 of FC1's ~430 SASS instructions per sub-chunk were refill, now ~53).
-  /// kBulk: the weights as two bulk copies by lane 0 completing on the stage's mbarrier `bar`
-  /// (chunk-tiled codes and UE4M3 scales: rows lane 0's sources on are one kRows x 64 B and one
-  /// kRows x 8 B run, exactly the stage's layout).
-  /// kBulk 2: also the activations, one bulk copy of 256 B per present token by lanes < kT
-  /// (K % 128 == 0: whole sub-chunks; absent tokens' columns keep stale values, which only
-  /// reach their own, unused MMA columns); the transaction counts are added before each copy and
-  /// lane 0 arrives once the stage's copies are issued (the acts pass of the ring's priming
-  /// comes after the PDL wait, the weights pass before it: the phase cannot complete between).
-  template <int kBulk = 0>
   static __device__ __forceinline__ void issue(uint32_t sa, const Src& s, uint32_t step, int kk,
                                                int scale_kind, int sks, int vks, int lane,
-                                               bool weights, bool acts, uint32_t bar = 0) {
-    if (kBulk == 2) {
-      if (weights && lane == 0) {
-        mbar_expect_tx(bar, kRows * 72);
-        bulk_copy_g2s(sa, s.w + kk * vks, kRows * 64, bar);
-        bulk_copy_g2s(sa + kScaleOff, s.s + kk * sks, kRows * 8, bar);
-      }
-      if (acts) {
-        if (s.a_len > 0) {
-          mbar_expect_tx(bar, 256);
-          bulk_copy_g2s(sa + kActOff + static_cast<uint32_t>(lane) * 256u, s.al + kk * 128, 256,
-                        bar);
-        }
-        __syncwarp();
-        if (lane == 0) mbar_arrive1(bar);
-      }
-      return;
-    }
-    if (kBulk == 1 && weights) {
-      if (lane == 0) {
-        mbar_arrive_tx(bar, kRows * 72);
-        bulk_copy_g2s(sa, s.w + kk * vks, kRows * 64, bar);
-        bulk_copy_g2s(sa + kScaleOff, s.s + kk * sks, kRows * 8, bar);
-      }
-    } else if (weights) {
+                                               bool weights, bool acts) {
+    if (weights) {
       // vks: WeightView::values_k_stride (row-major 64; chunk tiles 2 KB, `step` then 512: the
       // warp's 4 copy instructions each read 512 contiguous bytes).
       const uint8_t* v = s.w + kk * vks;
@@ -565,8 +470,7 @@ __device__ __forceinline__ uint32_t mul2_half(uint32_t a, uint32_t b) {
   return *reinterpret_cast<const uint32_t*>(&v);
 }
 
-// kBA: the stage's activations in [token][128 values] order (bulk activations, WarpStage).
-template <typename OpT, bool kFold, int kSK, int kM, bool kBA = false>
+template <typename OpT, bool kFold, int kSK, int kM>
 __device__ __forceinline__ void stage_mma(const uint8_t* st, float (&acc)[kM][4], int g, int t) {
   constexpr int kRows = 16 * kM, kT = DecodeCfg::kTileTokens;
   constexpr bool kOne = kOneMulFold<OpT, kFold, kSK>;
@@ -578,51 +482,48 @@ __device__ __forceinline__ void stage_mma(const uint8_t* st, float (&acc)[kM][4]
     f[i].s = *reinterpret_cast<const uint2*>(st + WarpStage<kRows>::kScaleOff + r * 8);
   }
   const uint2* s_act = reinterpret_cast<const uint2*>(st + WarpStage<kRows>::kActOff);
-  const uint2* s_act_t =  // kBA: this lane's token row (+ step * 4 + t)
-      reinterpret_cast<const uint2*>(st + WarpStage<kRows>::kActOff + (g & (kT - 1)) * 256) + t;
   uint32_t sp[2 * kM];  // scale splats of two steps (kOne)
-#define B12X_DEC_STEP(J)                                                             \
-  {                                                                                  \
-    uint32_t a[kM][4];                                                               \
-    float s[2 * kM];                                                                 \
-    _Pragma("unroll") for (int i = 0; i < 2 * kM; ++i) {                             \
-      uint32_t lo, hi;                                                               \
-      if constexpr (kOne) {                                                          \
-        const uint32_t w = u4_word(f[i].v, J / 2);                                   \
-        if (J % 2 == 0) {                                                            \
-          const uint32_t sb = __byte_perm(J < 4 ? f[i].s.x : f[i].s.y, 0u,           \
-                                          0x4040u | (((J + 1) % 4) << 8) | (J % 4)); \
-          sp[i] = sb * 16u + 0x75807580u; /* e5m3_bf16x2_2p118, steps J and J + 1 */ \
-        }                                                                            \
-        lo = mul2_half<J % 2>(layout::fp4x2_bf16_bits<2 * (J % 2)>(w), sp[i]);       \
-        hi = mul2_half<J % 2>(layout::fp4x2_bf16_bits<2 * (J % 2) + 1>(w), sp[i]);   \
-        s[i] = 0.f;                                                                  \
-      } else {                                                                       \
-        f[i].template decode<J>(lo, hi, nullptr, t);                                 \
-        s[i] = f[i].template scale<J>(kSK);                                          \
-        if constexpr (kFold) {                                                       \
-          const uint32_t s2 = OpTraits<OpT>::splat(s[i]);                            \
-          lo = OpTraits<OpT>::mul2(lo, s2);                                          \
-          hi = OpTraits<OpT>::mul2(hi, s2);                                          \
-        }                                                                            \
-      }                                                                              \
-      a[i >> 1][(i & 1)] = lo;                                                       \
-      a[i >> 1][2 + (i & 1)] = hi;                                                   \
-    }                                                                                \
-    const uint2 b = kBA ? s_act_t[J * 4] /* columns >= kT: unused */                 \
-                        : s_act[(J * kT + (g & (kT - 1))) * 4 + t];                  \
-    _Pragma("unroll") for (int m = 0; m < kM; ++m) {                                 \
-      if constexpr (kFold) {                                                         \
-        OpTraits<OpT>::mma_acc(acc[m], a[m], b.x, b.y);                              \
-      } else {                                                                       \
-        float d[4];                                                                  \
-        OpTraits<OpT>::mma(d, a[m], b.x, b.y);                                       \
-        acc[m][0] = fmaf(d[0], s[2 * m], acc[m][0]);                                 \
-        acc[m][1] = fmaf(d[1], s[2 * m], acc[m][1]);                                 \
-        acc[m][2] = fmaf(d[2], s[2 * m + 1], acc[m][2]);                             \
-        acc[m][3] = fmaf(d[3], s[2 * m + 1], acc[m][3]);                             \
-      }                                                                              \
-    }                                                                                \
+#define B12X_DEC_STEP(J)                                                                  \
+  {                                                                                       \
+    uint32_t a[kM][4];                                                                    \
+    float s[2 * kM];                                                                      \
+    _Pragma("unroll") for (int i = 0; i < 2 * kM; ++i) {                                  \
+      uint32_t lo, hi;                                                                    \
+      if constexpr (kOne) {                                                               \
+        const uint32_t w = u4_word(f[i].v, J / 2);                                        \
+        if (J % 2 == 0) {                                                                 \
+          const uint32_t sb = __byte_perm(J < 4 ? f[i].s.x : f[i].s.y, 0u,                \
+                                          0x4040u | (((J + 1) % 4) << 8) | (J % 4));      \
+          sp[i] = sb * 16u + 0x75807580u; /* e5m3_bf16x2_2p118, steps J and J + 1 */      \
+        }                                                                                 \
+        lo = mul2_half<J % 2>(layout::fp4x2_bf16_bits<2 * (J % 2)>(w), sp[i]);            \
+        hi = mul2_half<J % 2>(layout::fp4x2_bf16_bits<2 * (J % 2) + 1>(w), sp[i]);        \
+        s[i] = 0.f;                                                                       \
+      } else {                                                                            \
+        f[i].template decode<J>(lo, hi, nullptr, t);                                      \
+        s[i] = f[i].template scale<J>(kSK);                                               \
+        if constexpr (kFold) {                                                            \
+          const uint32_t s2 = OpTraits<OpT>::splat(s[i]);                                 \
+          lo = OpTraits<OpT>::mul2(lo, s2);                                               \
+          hi = OpTraits<OpT>::mul2(hi, s2);                                               \
+        }                                                                                 \
+      }                                                                                   \
+      a[i >> 1][(i & 1)] = lo;                                                            \
+      a[i >> 1][2 + (i & 1)] = hi;                                                        \
+    }                                                                                     \
+    const uint2 b = s_act[(J * kT + (g & (kT - 1))) * 4 + t]; /* columns >= kT: unused */ \
+    _Pragma("unroll") for (int m = 0; m < kM; ++m) {                                      \
+      if constexpr (kFold) {                                                              \
+        OpTraits<OpT>::mma_acc(acc[m], a[m], b.x, b.y);                                   \
+      } else {                                                                            \
+        float d[4];                                                                       \
+        OpTraits<OpT>::mma(d, a[m], b.x, b.y);                                            \
+        acc[m][0] = fmaf(d[0], s[2 * m], acc[m][0]);                                      \
+        acc[m][1] = fmaf(d[1], s[2 * m], acc[m][1]);                                      \
+        acc[m][2] = fmaf(d[2], s[2 * m + 1], acc[m][2]);                                  \
+        acc[m][3] = fmaf(d[3], s[2 * m + 1], acc[m][3]);                                  \
+      }                                                                                   \
+    }                                                                                     \
   }
   B12X_DEC_STEP(0);
   B12X_DEC_STEP(1);
@@ -782,10 +683,8 @@ __device__ __forceinline__ void group_sync(int id) {
 // range is a list of pieces (tile, K sub-chunks [ka, kb)): whole tiles in the middle, parts of
 // tiles at its ends. Every warp splits each piece's sub-chunks as it splits a whole tile; a
 // part's K sums go to fc1_part and the tile's last CTA (fc1_cnt) finishes it.
-// kBulk: 1 the stage weights, 2 also the activations as bulk copies on per-stage mbarriers
-// (WarpStage::issue; DecodeArgs::bulk).
 template <typename OpT, bool kFold, int kSK, int kWM, int kG, int kNW = DecodeCfg::kFc1Warps,
-          bool kBal = false, int kRC = detail::kMaxInlineRoutes, int kBulk = 0>
+          bool kBal = false, int kRC = detail::kMaxInlineRoutes>
 __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold ? 3 : 2) : 2)
     moe_decode_fc1_kernel(const DecodeArgs a) {
   using C = DecodeCfg;
@@ -798,10 +697,8 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
   static_assert(kWM == 1 || kWM == 2 || kWM == 4, "row warps: a power of two (epilogue shifts)");
   static_assert(!kBal || kWM == 1, "balanced FC1: one row warp");
   static_assert(C::kTileTokens * 32 == detail::kFc1BalSlotFloats, "fc1_part slot size");
-  static_assert(!kBulk || kSK == 0, "bulk stages: UE4M3 scales (8 B per row, the stage layout)");
   extern __shared__ __align__(16) uint8_t smem[];
   __shared__ RouteSmemT<kRC> rs;
-  __shared__ __align__(8) uint64_t s_bar[kBulk ? kNW * kS : 1];  // [warp][stage] (kBulk)
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t = lane & 3;
   // (Warps < 8: with one group grp is 0 and wk warp / kWM, known at compile time.)
@@ -897,7 +794,7 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
 
   // Chunk (it, kc) of this warp: group tile it, sub-chunk wk + kWK * kc. The loads run kS
   // chunks ahead of the math; the ChunkCursor ni is the next chunk to load.
-  const int n_lane = St::template lane_token<kBulk == 2>(lane);
+  const int n_lane = St::lane_token(lane);
   const uint32_t wstep = 8u * static_cast<uint32_t>(W.values_row_stride);
   auto src_of = [&](int it) {
     const int4 tl = tile_of(it);
@@ -908,26 +805,14 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
                  ? static_cast<const uint16_t*>(a.x) + static_cast<int64_t>(rs.token(slot)) * a.x_ld
                  : a.xq + static_cast<int64_t>(rs.route(slot)) * W.K;
     }
-    return St::template src<kBulk == 2>(vrow + tl.x * W.values_expert_stride,
-                                        srow + tl.x * W.scales_expert_stride, W.values_row_stride,
-                                        W.scales_row_stride, arow, lane, W.K, W.values);
+    return St::src(vrow + tl.x * W.values_expert_stride, srow + tl.x * W.scales_expert_stride,
+                   W.values_row_stride, W.scales_row_stride, arow, lane, W.K, W.values);
   };
   const uint32_t ring_sa = smem_addr(ring);
-  // kBulk: stage s of this warp completes on s_bar[warp][s], phase (use count) & 1.
-  const uint32_t bar_sa = smem_addr(&s_bar[kBulk ? warp * kS : 0]);
-  if constexpr (kBulk) {
-    if (lane == 0) {
-#pragma unroll
-      for (int s = 0; s < kS; ++s) mbar_init_cta(bar_sa + 8 * s, 1);
-      fence_mbar_init();
-    }
-    __syncwarp();
-  }
   auto issue = [&](int slot, const typename St::Src& sc, const ChunkCursor& cu, bool weights,
                    bool acts) {
-    St::template issue<kBulk>(ring_sa + slot * C::kFc1Stage, sc, wstep, cu.ka + wk + kWK * cu.k,
-                              kSK, W.scales_k_stride, W.values_k_stride, lane, weights, acts,
-                              bar_sa + 8 * slot);
+    St::issue(ring_sa + slot * C::kFc1Stage, sc, wstep, cu.ka + wk + kWK * cu.k, kSK,
+              W.scales_k_stride, W.values_k_stride, lane, weights, acts);
   };
   ChunkCursor ni = cursor0();  // the next chunk to load
   {
@@ -960,20 +845,17 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
     const float gs2 = a.aquant == num::kANvfp4 ? a.a2gs[e] : 1.f;
     const int n_kc = piece_nk(it);
     for (int kc = 0; kc < n_kc; ++kc, ++c) {
-      // kBulk 2: no cp.async in the loop; each lane's wait on the mbarrier makes the stage
-      // visible to it.
-      if constexpr (kBulk != 2) cp_async_wait<kS - 1>();
+      cp_async_wait<kS - 1>();
+      __syncwarp();
       const int slot = c % kS;
-      if constexpr (kBulk != 0) mbar_wait_parity(bar_sa + 8 * slot, (c / kS) & 1);
-      if constexpr (kBulk != 2) __syncwarp();
-      stage_mma<OpT, kFold, kSK, 2, kBulk == 2>(ring + slot * C::kFc1Stage, acc, g, t);
+      stage_mma<OpT, kFold, kSK, 2>(ring + slot * C::kFc1Stage, acc, g, t);
       __syncwarp();  // every lane is done reading the slot before it is refilled
       if (c + kS < n_my) {
         issue(slot, nsrc, ni, true, true);
         advance(ni);
         if (ni.k == 0 && ni.t < n_tg) nsrc = src_of(ni.t);
       }
-      if constexpr (kBulk != 2) cp_async_commit();
+      cp_async_commit();
     }
     // 1 / gs2 for the FC2-input quantisation (num::quant_block_nvfp4), here, off the tile end's
     // chain (the a2gs load has landed during the K loop).
@@ -1130,9 +1012,8 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
 // (3 CTAs per SM, the register cap of FC1) or 8 x 3 (2 per SM)).
 // kKil: the K-interleaved warp chunks of DecodeArgs::fc2_kil (8 warps x 3 stages, narrow
 // routing; a template constant, so the contiguous ranges' code is unchanged).
-// kBulk: bulk-copy stages (as FC1's).
 template <typename OpT, bool kFold, int kSK, int kW, int kS, int kRC = detail::kMaxInlineRoutes,
-          int kR = DecodeCfg::kFc2Rows, bool kKil = false, int kBulk = 0>
+          int kR = DecodeCfg::kFc2Rows, bool kKil = false>
 __global__ void __launch_bounds__(32 * kW, kR == 32             ? (kS == 2 ? 3 : 2)
                                            : kW == 8 && kS == 2 ? 4
                                                                 : 1)
@@ -1143,13 +1024,11 @@ __global__ void __launch_bounds__(32 * kW, kR == 32             ? (kS == 2 ? 3 :
       "FC2 rows: 16, or 32 with 8 warps, 2-3 stages and the narrow routing");
   static_assert(!kKil || (kW == 8 && kS == 3 && kRC == detail::kMaxInlineRoutes),
                 "K-interleaved FC2 warps: the 8-warp 3-stage CTA, narrow routing");
-  static_assert(!kBulk || kSK == 0, "bulk stages: UE4M3 scales (8 B per row, the stage layout)");
   constexpr int kM = kR / 16, kStage = C::fc2_stage(kR);
   using St = WarpStage<kR>;
   constexpr int kRing = C::fc2_ring(kW, kS, kR);
   extern __shared__ __align__(16) uint8_t smem[];
   __shared__ RouteSmemT<kRC> rs;
-  __shared__ __align__(8) uint64_t s_bar[kBulk ? kW * kS : 1];  // [warp][stage] (kBulk)
   // Combine weight per slot; the wide routing (up to 1024 slots) instead loads each lane's two
   // columns' weights at a tile's start (w01), off the flush's chain like alpha.
   constexpr bool kWide = kRC != detail::kMaxInlineRoutes;
@@ -1210,27 +1089,17 @@ __global__ void __launch_bounds__(32 * kW, kR == 32             ? (kS == 2 ? 3 :
   const uint32_t wstep = 8u * static_cast<uint32_t>(W.values_row_stride);
   auto src_of = [&](int it) {
     const int4 tl = rs.tile(tile_of(it));
-    const int n = St::template lane_token<kBulk == 2>(lane);
-    return St::template src<kBulk == 2>(
-        W.values + tl.x * W.values_expert_stride + detail::value_row_offset(W, R0),
-        W.scales + tl.x * W.scales_expert_stride + detail::scale_row_offset(W, R0),
-        W.values_row_stride, W.scales_row_stride,
-        n < tl.z ? a.inter + static_cast<int64_t>(tl.y + n) * a.features : nullptr, lane, W.K,
-        W.values);
+    const int n = St::lane_token(lane);
+    return St::src(W.values + tl.x * W.values_expert_stride + detail::value_row_offset(W, R0),
+                   W.scales + tl.x * W.scales_expert_stride + detail::scale_row_offset(W, R0),
+                   W.values_row_stride, W.scales_row_stride,
+                   n < tl.z ? a.inter + static_cast<int64_t>(tl.y + n) * a.features : nullptr, lane,
+                   W.K, W.values);
   };
   const uint32_t ring_sa = smem_addr(ring);
-  const uint32_t bar_sa = smem_addr(&s_bar[kBulk ? warp * kS : 0]);
-  if constexpr (kBulk) {
-    if (lane == 0) {
-#pragma unroll
-      for (int s = 0; s < kS; ++s) mbar_init_cta(bar_sa + 8 * s, 1);
-      fence_mbar_init();
-    }
-    __syncwarp();
-  }
   auto issue = [&](int slot, const typename St::Src& sc, int kk, bool weights, bool acts) {
-    St::template issue<kBulk>(ring_sa + slot * kStage, sc, wstep, kk, kSK, W.scales_k_stride,
-                              W.values_k_stride, lane, weights, acts, bar_sa + 8 * slot);
+    St::issue(ring_sa + slot * kStage, sc, wstep, kk, kSK, W.scales_k_stride, W.values_k_stride,
+              lane, weights, acts);
   };
   // Steps a cursor to this warp's next chunk; true where that enters another tile.
   auto step = [&](ChunkCursor& cu) {
@@ -1278,24 +1147,19 @@ __global__ void __launch_bounds__(32 * kW, kR == 32             ? (kS == 2 ? 3 :
     }
   };
   if (n_my > 0) tile_weights();
-  int ring_slot = 0;    // c % kS without a division (kS = 3 or 5)
-  uint32_t phases = 0;  // kBulk: bit s = the parity stage s waits for next
+  int ring_slot = 0;  // c % kS without a division (kS = 3 or 5)
   for (int c = 0; c < n_my; ++c) {
-    if constexpr (kBulk != 2) cp_async_wait<kS - 1>();
+    cp_async_wait<kS - 1>();
+    __syncwarp();
     const int slot = ring_slot;
-    if constexpr (kBulk != 0) {
-      mbar_wait_parity(bar_sa + 8 * slot, (phases >> slot) & 1u);
-      phases ^= 1u << slot;
-    }
-    if constexpr (kBulk != 2) __syncwarp();
     ring_slot = ring_slot + 1 == kS ? 0 : ring_slot + 1;
-    stage_mma<OpT, kFold, kSK, kM, kBulk == 2>(ring + slot * kStage, acc, g, t);
+    stage_mma<OpT, kFold, kSK, kM>(ring + slot * kStage, acc, g, t);
     __syncwarp();
     if (c + kS < n_my) {
       issue(slot, nsrc, ni.k, true, true);
       if (step(ni) && c + kS + 1 < n_my) nsrc = src_of(ni.t);
     }
-    if constexpr (kBulk != 2) cp_async_commit();
+    cp_async_commit();
     if (!step(cur) && c + 1 < n_my) continue;  // the range stays in this tile
     // Tile (slice) done: out[token, row] += w_route * (alpha * acc). Columns one at a time in
     // slot order, so duplicate (token, expert) routes never race and the order is fixed.
