@@ -2657,15 +2657,15 @@ TEST(GemmGpu, TiledWgmmaGroupProbes) {
 }
 
 /// Session 15's group-kernel probes at 256 tokens with the weights decoded once per CTA by the
-/// producer warpgroup into A-fragment slots (kGroupPDec): 30 (17's chained quads), 31 (23's folded
-/// FP16 schedule; BF16 activations behind the pre-pass), 32 (folded, chained quads), 33 / 34 (30 /
-/// 31 with the producer's sign masks computed), 35 / 36 (33 / 34 with replicated grid tables).
-/// K = 2048
-/// refills every ring slot and both decoded slots many times; token / row tails, FP16 outputs.
+/// producer warpgroup into A-fragment slots (kGroupPDec, sign masks computed): 33 (17's chained
+/// quads), 34 (23's folded FP16 pairs; BF16 activations behind the pre-pass), 35 / 36 (33 / 34
+/// with replicated grid tables), 41 / 42 (35 / 36 with the producer's weights fetched into
+/// registers). K = 2048 refills every ring slot and both decoded slots many times; token / row
+/// tails, FP16 outputs.
 TEST(GemmGpu, TiledWgmmaGroupPDec) {
   B12X_REQUIRE_GPU();
   ScopedEnv eg("B12X_GEMM_WGMMA_GROUP", "1"), et("B12X_GEMM_WGMMA_GROUP_TOK", "256");
-  for (const char* var : {"30", "31", "32", "33", "34", "35", "36"}) {
+  for (const char* var : {"33", "34", "35", "36", "41", "42"}) {
     ScopedEnv ev("B12X_GEMM_WGMMA_GROUP_VAR", var);
     for (LinearFormat f : {LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs}) {
       run_wgmma_group_case({f, 300, 136, 2048, DType::kBF16, DType::kBF16, false});
@@ -2926,13 +2926,13 @@ TEST(GemmGpuSanitize, TiledWgmmaGroupWs) {
     run_wgmma_group_case({f, 300, 136, 2048, DType::kBF16, DType::kBF16, true});
 }
 
-/// The producer-decoded group kernel (session 15, B12X_GEMM_WGMMA_GROUP_VAR=30: kGroupPDec) for
+/// The producer-decoded group kernel (session 15, B12X_GEMM_WGMMA_GROUP_VAR=41: kGroupPDec) for
 /// compute-sanitizer: the producer's decoded stores and dfull arrivals, the MMA threads' dempty
 /// arrivals after their fragment loads, the ring refilled one stage behind the decode.
 TEST(GemmGpuSanitize, TiledWgmmaGroupPDec) {
   B12X_REQUIRE_GPU();
   ScopedEnv eg("B12X_GEMM_WGMMA_GROUP", "1"), et("B12X_GEMM_WGMMA_GROUP_TOK", "256"),
-      ev("B12X_GEMM_WGMMA_GROUP_VAR", "30");
+      ev("B12X_GEMM_WGMMA_GROUP_VAR", "41");
   run_wgmma_group_case({LinearFormat::kIq2Xxs, 300, 136, 2048, DType::kBF16, DType::kBF16, true});
 }
 

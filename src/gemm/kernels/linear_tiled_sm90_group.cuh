@@ -186,8 +186,12 @@ struct WgmmaGroupCfg {
 /// kGroupTabRep (with kGroupPDec): the producer reads its own copy of the grid-pair table
 /// (WgmmaGroupCfg::kTabRep: 8 copies for IQ2_XXS, 4 for IQ2_XS, 32 KB each), so its LDS.128s
 /// meet no bank conflicts (round 56: 10 wavefronts each against the ideal 4 with one copy).
+/// kGroupWLdg (with kGroupPDec): the producer fetches its packed weights (and kFold's sub-scale
+/// words) into registers two stages ahead with plain loads instead of through the ring, so its
+/// decode never waits on the ring's copies (the ring's lead over the decode is one stage at 4
+/// slots).
 inline constexpr int kGroupPair = 1, kGroupQuad = 2, kGroupFold = 4, kGroupChain = 8, kGroupWs = 16,
-                     kGroupPDec = 32, kGroupTabRep = 64;
+                     kGroupPDec = 32, kGroupTabRep = 64, kGroupWLdg = 128;
 B12X_HD constexpr int wgmma_group_fold_k(int mode) {
   return (mode & kGroupFold) != 0 ? 64 : 0;
 }
@@ -223,6 +227,11 @@ __global__ void __launch_bounds__(wgmma_group_threads(kMode), 1)
   constexpr bool kPDec = (kMode & kGroupPDec) != 0;
   constexpr int kDec = C::kDecSlots;
   static_assert(!kPDec || kWs, "producer-decoded weights: warp-specialized");
+  // kGroupWLdg: the producer's packed weights (and kFold's sub-scale words) come straight from
+  // global memory into registers kPf stages ahead, not through the ring.
+  constexpr bool kWLdg = (kMode & kGroupWLdg) != 0;
+  static_assert(!kWLdg || kPDec, "register-prefetched weights: producer-decoded");
+  static_assert(!(kMode & kGroupTabRep) || kAluSign, "replicated grid tables: computed signs");
   // kWs: the ring stays slot-wise (kPer = 2 / 4 there: the MMA warps' chained pair, each slot
   // released after the pair, or quad, each slot released once its last unit retired).
   constexpr int kStages = kWs ? C::kStages : C::kStages / kPer * kPer;
@@ -362,7 +371,7 @@ __global__ void __launch_bounds__(wgmma_group_threads(kMode), 1)
   const uint32_t adst0 = ar0 * 128 + ((ac ^ (ar0 & 7)) << 4);
 
   auto load_weights = [&](int s, int kb) {
-    wruns.load(w_addr(s), static_cast<uint32_t>(kb) * C::kWTileBytes, tid);
+    if constexpr (!kWLdg) wruns.load(w_addr(s), static_cast<uint32_t>(kb) * C::kWTileBytes, tid);
 #pragma unroll
     for (int i = 0; i < kSPerThread; ++i)
       if (kSW % kCT == 0 || tid + i * kCT < kSW)
@@ -637,7 +646,7 @@ __global__ void __launch_bounds__(wgmma_group_threads(kMode), 1)
       wg::setmaxnreg_dec<kGroupProdRegs>();
       const int pro = num_k < kStages ? num_k : kStages;
       for (int s = 0; s < pro; ++s) load_weights(s, s);
-      griddep_wait();
+      if constexpr (!kPDec) griddep_wait();
       if constexpr (kPDec) {
         // Stage kb: once its copies landed (full) and its decoded slot was released (dempty phase
         // kb / kDec - 1), thread tid decodes the 16-byte packed slot it copied (WeightRuns: tile
@@ -648,17 +657,10 @@ __global__ void __launch_bounds__(wgmma_group_threads(kMode), 1)
         // reads of a ring slot are ordered before its refill by the dfull -> (MMA warps) ->
         // empty barrier chain.
         const int pt = tid >> 4, pa = (tid >> 3) & 1, pg = tid & 7;
-        auto decode_stage = [&](int sl, int dsl, int kb) {
-          const uint8_t* const slot = sgen + sl * C::kStageBytes;
-          const uint4 rv = *reinterpret_cast<const uint4*>(slot + C::kActBytes + tid * 16);
+        // rv: the thread's packed 16 bytes of stage kb; sw (kFold): the sub-scale words of rows
+        // pg, pg + 8.
+        auto decode_stage = [&](const uint4& rv, const uint32_t(&sw)[2], int dsl, int kb) {
           const uint32_t w[4] = {rv.x, rv.y, rv.z, rv.w};
-          uint32_t sw[2] = {0u, 0u};  // kFold: the sub-scale words of rows pg, pg + 8
-          if constexpr (C::kFold) {
-            const uint32_t* ssg =
-                reinterpret_cast<const uint32_t*>(slot + C::kActBytes + C::kWBytes);
-#pragma unroll
-            for (int h = 0; h < 2; ++h) sw[h] = ssg[C::kRows + pt * 16 + pg + 8 * h];
-          }
           uint8_t* const dst =
               sgen + C::kDecOff + dsl * C::kDecBytes + (pt * 2 + pa) * 1024 + pg * 64;
           const uint32_t gx = static_cast<uint32_t>((pg >> 1) & 3);
@@ -716,23 +718,18 @@ __global__ void __launch_bounds__(wgmma_group_threads(kMode), 1)
             }
           }
         };
-        for (int s = 0; s < pro; ++s) {
-          load_acts(s, s);
-          wg::mbar_cp_arrive(full0 + 8 * s);
-        }
         int sl = 0, dsl = 0, rsl = 0;
         uint32_t ph = 0, dph = 0, rph = 0;
-        for (int kb = 0; kb < num_k; ++kb) {
-          wg::mbar_wait(full0 + 8 * sl, ph);
+        // One stage: decode stage kb from (rv, sw) once its decoded slot is free, then refill
+        // stage kb + kStages - 2 into the slot (rsl) of stage kb - 2, released during stage
+        // kb - 1, so the loop waits for the MMA warps to reach stage kb - 1 and decodes stage
+        // kb + 1 a whole stage ahead of its use. (Refilling the slot of stage kb - 1, released
+        // during stage kb, kept the decode of stage kb + 1 behind that release: round 55, IQ2_XXS
+        // 4096x4096 M = 2048, 166 -> 196 us, the MMA warps waiting on the decoded slots.)
+        auto step = [&](int kb, const uint4& rv, const uint32_t(&sw)[2]) {
           if (kb >= kDec) wg::mbar_wait(dempty0 + 8 * dsl, dph ^ 1);
-          decode_stage(sl, dsl, kb);
+          decode_stage(rv, sw, dsl, kb);
           wg::mbar_arrive(dfull0 + 8 * dsl);  // after this thread's decoded stores
-          // Refill: stage kb + kStages - 2 into the slot (rsl) of stage kb - 2, released during
-          // stage kb - 1, so this loop waits for the MMA warps to reach stage kb - 1 and decodes
-          // stage kb + 1 a whole stage ahead of its use. (Refilling the slot of stage kb - 1,
-          // released during stage kb, kept the decode of stage kb + 1 behind that release: round
-          // 55, IQ2_XXS 4096x4096 M = 2048, 166 -> 196 us, the MMA warps waiting on the decoded
-          // slots.)
           const int nk = kb + kStages - 2;
           if (kb >= 2 && nk < num_k) {
             wg::mbar_wait(empty0 + 8 * rsl, rph);
@@ -743,6 +740,67 @@ __global__ void __launch_bounds__(wgmma_group_threads(kMode), 1)
           }
           if (++sl == kStages) sl = 0, ph ^= 1;
           if (++dsl == kDec) dsl = 0, dph ^= 1;
+        };
+        if constexpr (kWLdg) {
+          // Stage kb's packed words (the thread's WeightRuns chunk: tiles past the matrix read
+          // the last one, never stored) and sub-scale words (rows past NP read row 0), fetched
+          // kPf stages before its decode.
+          constexpr int kPf = 2;
+          const uint8_t* sub_row[2];
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int64_t r = n0 + pt * 16 + pg + 8 * h;
+            sub_row[h] = p.wscale2 + (r < p.NP ? r : 0) * p.scale2_ld;
+          }
+          auto fetch = [&](int kb, uint4& rv, uint32_t(&sw)[2]) {
+            if (kb < num_k) {
+              rv = __ldg(reinterpret_cast<const uint4*>(wruns.src[0] +
+                                                        static_cast<int64_t>(kb) * C::kWTileBytes));
+              if constexpr (C::kFold) {
+                const uint32_t off =
+                    F == WFmt::kIq2Xs ? 2u * kb & ~3u : static_cast<uint32_t>(kb) & ~3u;
+#pragma unroll
+                for (int h = 0; h < 2; ++h)
+                  sw[h] = __ldg(reinterpret_cast<const uint32_t*>(sub_row[h] + off));
+              }
+            }
+          };
+          uint4 wpf[kPf];
+          uint32_t spf[kPf][2] = {};
+#pragma unroll
+          for (int h = 0; h < kPf; ++h) fetch(h, wpf[h], spf[h]);
+          griddep_wait();  // the weights (ring and registers) went out before it
+          for (int s = 0; s < pro; ++s) {
+            load_acts(s, s);
+            wg::mbar_cp_arrive(full0 + 8 * s);
+          }
+          for (int kb0 = 0; kb0 < num_k; kb0 += kPf)
+#pragma unroll
+            for (int hp = 0; hp < kPf; ++hp) {
+              if (kb0 + hp >= num_k) break;
+              step(kb0 + hp, wpf[hp], spf[hp]);
+              fetch(kb0 + hp + kPf, wpf[hp], spf[hp]);
+            }
+        } else {
+          griddep_wait();
+          for (int s = 0; s < pro; ++s) {
+            load_acts(s, s);
+            wg::mbar_cp_arrive(full0 + 8 * s);
+          }
+          for (int kb = 0; kb < num_k; ++kb) {
+            // The packed words and sub-scales from the ring slot, once its copies landed.
+            wg::mbar_wait(full0 + 8 * sl, ph);
+            const uint8_t* const slot = sgen + sl * C::kStageBytes;
+            const uint4 rv = *reinterpret_cast<const uint4*>(slot + C::kActBytes + tid * 16);
+            uint32_t sw[2] = {0u, 0u};
+            if constexpr (C::kFold) {
+              const uint32_t* ssg =
+                  reinterpret_cast<const uint32_t*>(slot + C::kActBytes + C::kWBytes);
+#pragma unroll
+              for (int h = 0; h < 2; ++h) sw[h] = ssg[C::kRows + pt * 16 + pg + 8 * h];
+            }
+            step(kb, rv, sw);
+          }
         }
       } else {
         wg::producer_ring<kStages>(num_k, pro, full0, empty0, load_weights, load_acts);
