@@ -20,11 +20,11 @@ struct GroupPick {
 template <WFmt F, class T, int kTok, int kRowSets, bool kOverlap, int kUnitN = 128,
           bool kLateCopy = false, bool kAluSign = false, int kMode = 0>
 GroupPick group_pick() {
-  return {&linear_wgmma_group_kernel<F, T, kTok, kRowSets, kOverlap, kUnitN, kLateCopy, kAluSign,
-                                     kMode>,
-          WgmmaGroupCfg<F, T, kTok, kRowSets, kOverlap, kUnitN, wgmma_group_fold_k(kMode),
-                        wgmma_group_dec_slots(kMode), wgmma_group_tab_rep(F, kMode)>::kSmemBytes,
-          wgmma_group_threads(kMode)};
+  return {
+      &linear_wgmma_group_kernel<F, T, kTok, kRowSets, kOverlap, kUnitN, kLateCopy, kAluSign,
+                                 kMode>,
+      WgmmaGroupCfg<F, T, kTok, kRowSets, kOverlap, kUnitN, wgmma_group_fold_k(kMode)>::kSmemBytes,
+      wgmma_group_threads(kMode)};
 }
 
 template <WFmt F, class T>
@@ -45,30 +45,6 @@ GroupPick pick_cfg(int tok, int var) {
     if constexpr (T::kFp16) {
       if (tok == 256 && var == 23)
         return group_pick<F, T, 256, 1, true, 64, false, true, kWsChain | kGroupFold>();
-    }
-    // Session 15 probes: the weights decoded once per CTA by the producer warpgroup (kGroupPDec)
-    // with the sign masks computed (kAluSign) on 17's schedule (33) and on 23's folded one (34).
-    // (Round 56, M = 2048, with the signs loaded from the table: 33 -> 30 IQ2_XXS 170.2 -> 185.0
-    // us at 4096x4096, 34 -> 31 FP16 175.6 -> 182.0; folded on chained quads (32) 208.8: removed.)
-    constexpr int kQuad = kGroupWs | kGroupQuad | kGroupChain;
-    if (tok == 256 && var == 33)
-      return group_pick<F, T, 256, 1, true, 64, false, true, kQuad | kGroupPDec>();
-    // 35 / 36: 33 / 34 with the producer's replicated grid tables (kGroupTabRep); 41 / 42: 35 /
-    // 36 with the producer's weights fetched into registers two stages ahead (kGroupWLdg).
-    constexpr int kRepLdg = kGroupPDec | kGroupTabRep | kGroupWLdg;
-    if (tok == 256 && var == 35)
-      return group_pick<F, T, 256, 1, true, 64, false, true, kQuad | kGroupPDec | kGroupTabRep>();
-    if (tok == 256 && var == 41)
-      return group_pick<F, T, 256, 1, true, 64, false, true, kQuad | kRepLdg>();
-    if constexpr (T::kFp16) {
-      if (tok == 256 && var == 34)
-        return group_pick<F, T, 256, 1, true, 64, false, true,
-                          kWsChain | kGroupFold | kGroupPDec>();
-      if (tok == 256 && var == 36)
-        return group_pick<F, T, 256, 1, true, 64, false, true,
-                          kWsChain | kGroupFold | kGroupPDec | kGroupTabRep>();
-      if (tok == 256 && var == 42)
-        return group_pick<F, T, 256, 1, true, 64, false, true, kWsChain | kGroupFold | kRepLdg>();
     }
   }
   // 128 tokens in two m64n64 units per group, warp-specialized with chained pairs (13's
@@ -223,7 +199,7 @@ __global__ void __launch_bounds__(256)
 }  // namespace
 
 bool wgmma_group_fold_var(int var) {
-  return var == 22 || var == 23 || var == 34 || var == 36 || var == 42;
+  return var == 22 || var == 23;
 }
 
 void launch_ggml_act_f16(const void* x, int64_t ldx, int64_t M, int64_t K, void* y, float* xs,

@@ -2656,24 +2656,6 @@ TEST(GemmGpu, TiledWgmmaGroupProbes) {
     run_wgmma_group_case({LinearFormat::kIq2Xs, 130, 72, K, DType::kBF16, DType::kBF16, true});
 }
 
-/// Session 15's group-kernel probes at 256 tokens with the weights decoded once per CTA by the
-/// producer warpgroup into A-fragment slots (kGroupPDec, sign masks computed): 33 (17's chained
-/// quads), 34 (23's folded FP16 pairs; BF16 activations behind the pre-pass), 35 / 36 (33 / 34
-/// with replicated grid tables), 41 / 42 (35 / 36 with the producer's weights fetched into
-/// registers). K = 2048 refills every ring slot and both decoded slots many times; token / row
-/// tails, FP16 outputs.
-TEST(GemmGpu, TiledWgmmaGroupPDec) {
-  B12X_REQUIRE_GPU();
-  ScopedEnv eg("B12X_GEMM_WGMMA_GROUP", "1"), et("B12X_GEMM_WGMMA_GROUP_TOK", "256");
-  for (const char* var : {"33", "34", "35", "36", "41", "42"}) {
-    ScopedEnv ev("B12X_GEMM_WGMMA_GROUP_VAR", var);
-    for (LinearFormat f : {LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs}) {
-      run_wgmma_group_case({f, 300, 136, 2048, DType::kBF16, DType::kBF16, false});
-      run_wgmma_group_case({f, 200, 200, 1280, DType::kFP16, DType::kFP16, true});
-    }
-  }
-}
-
 /// The FP16 pre-pass's per-token scale on extreme BF16 rows (IQ2_XS's default 23 behind it): a
 /// zero row and a row of BF16 subnormals (scale 1; the subnormals flush to FP16 zero, far below
 /// the tolerance), a row spanning 2^-40..1 (elements below 2^-32 of its largest round on FP16's
@@ -2924,16 +2906,6 @@ TEST(GemmGpuSanitize, TiledWgmmaGroupWs) {
   ScopedEnv eg("B12X_GEMM_WGMMA_GROUP", "1"), et("B12X_GEMM_WGMMA_GROUP_TOK", "256");
   for (LinearFormat f : {LinearFormat::kQ8_0, LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs})
     run_wgmma_group_case({f, 300, 136, 2048, DType::kBF16, DType::kBF16, true});
-}
-
-/// The producer-decoded group kernel (session 15, B12X_GEMM_WGMMA_GROUP_VAR=41: kGroupPDec) for
-/// compute-sanitizer: the producer's decoded stores and dfull arrivals, the MMA threads' dempty
-/// arrivals after their fragment loads, the ring refilled one stage behind the decode.
-TEST(GemmGpuSanitize, TiledWgmmaGroupPDec) {
-  B12X_REQUIRE_GPU();
-  ScopedEnv eg("B12X_GEMM_WGMMA_GROUP", "1"), et("B12X_GEMM_WGMMA_GROUP_TOK", "256"),
-      ev("B12X_GEMM_WGMMA_GROUP_VAR", "41");
-  run_wgmma_group_case({LinearFormat::kIq2Xxs, 300, 136, 2048, DType::kBF16, DType::kBF16, true});
 }
 
 TEST(GemmGpuSanitize, DecodePipelinedStaging) {

@@ -85,7 +85,7 @@ __device__ __forceinline__ void wgmma_m64n64k16(float (&d)[32], const uint32_t (
 }
 
 template <WFmt F, class T, int kTokens, int kRowSetsPerWg = 1, bool kOverlapped = false,
-          int kUnitTokens = 128, int kFoldK = 0, int kDecSlotsN = 0, int kTabRepN = 1>
+          int kUnitTokens = 128, int kFoldK = 0>
 struct WgmmaGroupCfg {
   /// 64-row sets per warpgroup: 1, or 2 (each warp decodes two 16-row tiles and issues the
   /// wgmmas of both into the same partial in turn: half the activation traffic per MAC).
@@ -124,26 +124,13 @@ struct WgmmaGroupCfg {
   static constexpr int kSBytes = kRows * kSWords * 4;
   static constexpr int kStageBytes = (kActBytes + kWBytes + kSBytes + 1023) / 1024 * 1024;
   static constexpr int kSmemLimit = 232448;  // SM90 opt-in maximum per block
-  /// kTabRep (kGroupTabRep): copies of the grid-pair table, entry e of copy c at 16-byte index
-  /// e kTabRep + c, so that the producer's row group g (lane & 7 of a quarter-warp) reads copy
-  /// g % kTabRep in bank group g (8 copies) or one shared with row group g +- 4 (4 copies).
-  static constexpr int kTabRep = kTabRepN;
-  static constexpr int kGridWords = kIq2 ? (F == WFmt::kIq2Xs ? 512 * 4 : 256 * 4) * kTabRep : 4;
-  static constexpr int kTabWords = kIq2 ? kGridWords + 512 : 0;
-  /// kDecSlots (kGroupPDec): slots of decoded weights behind the ring, each the stage's kRows x
-  /// kBK values in the wgmma A-fragment order (kDecBytes: [16-row tile][atom][k16 step][lane
-  /// position] x 16 bytes).
-  static constexpr int kDecSlots = kDecSlotsN;
-  static constexpr int kDecBytes = kRows * kBK * 2;
-  static constexpr int kMaxStages =
-      (kSmemLimit - kTabWords * 4 - 1024 - kDecSlots * kDecBytes) / kStageBytes;
+  static constexpr int kTabWords = kIq2 ? (F == WFmt::kIq2Xs ? 512 * 4 : 256 * 4) + 512 : 0;
+  static constexpr int kMaxStages = (kSmemLimit - kTabWords * 4 - 1024) / kStageBytes;
   static constexpr int kStages = kMaxStages > 6 ? 6 : kMaxStages;
   static constexpr int kEpPitch = kRows * 2 + 16;  // bytes per staged output row (token)
   static constexpr int kPipeBytes = kStages * kStageBytes;
-  static constexpr int kDecOff = kPipeBytes;  // the decoded slots, after the ring
-  static constexpr int kBufBytes = kPipeBytes + kDecSlots * kDecBytes;
   static constexpr int kSmemBytes =
-      (kBufBytes > kTok * kEpPitch ? kBufBytes : kTok * kEpPitch) + 1024;  // + alignment
+      (kPipeBytes > kTok * kEpPitch ? kPipeBytes : kTok * kEpPitch) + 1024;  // + alignment
   static constexpr int kAcc = kPart * kUnitsPerGroup;  // fp32 accumulators per thread
   static_assert(kTok == 128 || kTok == 256, "128- or 256-token CTAs");
   static_assert(kUnitN == 128 || kUnitN == 64, "m64n128 or m64n64 partial units");
@@ -153,9 +140,6 @@ struct WgmmaGroupCfg {
   static_assert(kStages >= 3, "pipeline depth");
   static_assert(wgmma_group_format_ok(F), "group wgmma kernel: Q8_0, IQ2_XXS, IQ2_XS");
   static_assert(!kFold || (kIq2 && T::kFp16), "folded sub-scales: IQ2 on FP16 wgmmas");
-  static_assert(kDecSlots == 0 || (kIq2 && kRowSets == 1 && kRows == 128),
-                "producer-decoded weights: IQ2, 128 rows");
-  static_assert(kTabRep == 1 || kDecSlots > 0, "replicated tables: producer-decoded weights");
   static_assert(kBK % kGroup == 0 && kGroup % 16 == 0, "whole groups per stage");
   static_assert(kSmemBytes + kTabWords * 4 <= kSmemLimit, "group wgmma kernel exceeds 227 KB");
 };
@@ -179,29 +163,9 @@ struct WgmmaGroupCfg {
 /// back edge, made ptxas serialize every wgmma: C7514.)
 /// kGroupFold: WgmmaGroupCfg::kFold with a promotion per 64 K (IQ2, FP16 wgmmas; per 32 K
 /// measured slower in round 48, IQ2_XS 184.2 against 179.7 us at 4096x4096, M = 2048).
-/// kGroupPDec (IQ2, with kGroupWs): the producer warpgroup also decodes each stage's packed
-/// weights (table lookups, signs, kGroupFold's sub-scales) once per CTA into a decoded slot in
-/// the A-fragment order, so an MMA thread loads a fragment pair with one LDS.128 instead of
-/// decoding it (two table loads and the sign work per register).
-/// kGroupTabRep (with kGroupPDec): the producer reads its own copy of the grid-pair table
-/// (WgmmaGroupCfg::kTabRep: 8 copies for IQ2_XXS, 4 for IQ2_XS, 32 KB each), so its LDS.128s
-/// meet no bank conflicts (round 56: 10 wavefronts each against the ideal 4 with one copy).
-/// kGroupWLdg (with kGroupPDec): the producer fetches its packed weights (and kFold's sub-scale
-/// words) into registers two stages ahead with plain loads instead of through the ring, so its
-/// decode never waits on the ring's copies (the ring's lead over the decode is one stage at 4
-/// slots).
-inline constexpr int kGroupPair = 1, kGroupQuad = 2, kGroupFold = 4, kGroupChain = 8, kGroupWs = 16,
-                     kGroupPDec = 32, kGroupTabRep = 64, kGroupWLdg = 128;
+inline constexpr int kGroupPair = 1, kGroupQuad = 2, kGroupFold = 4, kGroupChain = 8, kGroupWs = 16;
 B12X_HD constexpr int wgmma_group_fold_k(int mode) {
   return (mode & kGroupFold) != 0 ? 64 : 0;
-}
-/// Decoded-weight slots of kGroupPDec: two (the producer decodes stage kb + 1 while the MMA
-/// warps run stage kb).
-B12X_HD constexpr int wgmma_group_dec_slots(int mode) {
-  return (mode & kGroupPDec) != 0 ? 2 : 0;
-}
-B12X_HD constexpr int wgmma_group_tab_rep(WFmt f, int mode) {
-  return (mode & kGroupTabRep) == 0 ? 1 : f == WFmt::kIq2Xs ? 4 : 8;
 }
 /// Register budgets of kGroupWs: 128 x 56 + 256 x 224 = 384 x 168 (the launch's); no spills
 /// (the producer's copy addresses stepped, not hoisted; 40 / 232 spilled in the producer).
@@ -215,8 +179,7 @@ template <WFmt F, class T, int kTokens, int kRowSets, bool kOverlap, int kUnitN,
 __global__ void __launch_bounds__(wgmma_group_threads(kMode), 1)
     linear_wgmma_group_kernel(const LinearParams p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using C = WgmmaGroupCfg<F, T, kTokens, kRowSets, kOverlap, kUnitN, wgmma_group_fold_k(kMode),
-                          wgmma_group_dec_slots(kMode), wgmma_group_tab_rep(F, kMode)>;
+  using C = WgmmaGroupCfg<F, T, kTokens, kRowSets, kOverlap, kUnitN, wgmma_group_fold_k(kMode)>;
   // Stages per CTA barrier (kPer) and the ring in whole barrier groups of kPer slots.
   constexpr int kPer = (kMode & kGroupQuad) != 0 ? 4 : (kMode & kGroupPair) != 0 ? 2 : 1;
   constexpr bool kChain = (kMode & kGroupChain) != 0;
@@ -224,14 +187,6 @@ __global__ void __launch_bounds__(wgmma_group_threads(kMode), 1)
                 "the chained pair: overlapped 256-token units");
   static_assert(kPer < 4 || (kChain && (kMode & kGroupWs) != 0), "chained quads: warp-specialized");
   constexpr bool kWs = (kMode & kGroupWs) != 0;
-  constexpr bool kPDec = (kMode & kGroupPDec) != 0;
-  constexpr int kDec = C::kDecSlots;
-  static_assert(!kPDec || kWs, "producer-decoded weights: warp-specialized");
-  // kGroupWLdg: the producer's packed weights (and kFold's sub-scale words) come straight from
-  // global memory into registers kPf stages ahead, not through the ring.
-  constexpr bool kWLdg = (kMode & kGroupWLdg) != 0;
-  static_assert(!kWLdg || kPDec, "register-prefetched weights: producer-decoded");
-  static_assert(!(kMode & kGroupTabRep) || kAluSign, "replicated grid tables: computed signs");
   // kWs: the ring stays slot-wise (kPer = 2 / 4 there: the MMA warps' chained pair, each slot
   // released after the pair, or quad, each slot released once its last unit retired).
   constexpr int kStages = kWs ? C::kStages : C::kStages / kPer * kPer;
@@ -244,7 +199,7 @@ __global__ void __launch_bounds__(wgmma_group_threads(kMode), 1)
   constexpr int kCT = kWs ? 128 : C::kThreads;  // threads issuing the copies
 
   extern __shared__ uint8_t smem_raw[];
-  __shared__ alignas(16) uint32_t gtab[C::kGridWords];
+  __shared__ alignas(16) uint32_t gtab[C::kIq2 ? (F == WFmt::kIq2Xs ? 512 * 4 : 256 * 4) : 4];
   __shared__ alignas(16) uint32_t stab[C::kIq2 ? 512 : 4];
   // The 128B swizzle pattern repeats every 1024 bytes and wgmma computes it from the address:
   // stages start on 1024-byte boundaries.
@@ -265,46 +220,18 @@ __global__ void __launch_bounds__(wgmma_group_threads(kMode), 1)
   const int64_t m0 = static_cast<int64_t>(tile.y) * kTok;
   const int64_t tile0 = n0 / 16;
 
-  if constexpr (C::kIq2 && C::kTabRep > 1) {
-    // The one-copy table loaded first, read into registers, then stored as the copies (every
-    // read before the barrier, every store after it).
-    constexpr int kNt = wgmma_group_threads(kMode);
-    load_iq2_tables<F == WFmt::kIq2Xs, T>(gtab, stab, tid, kNt);
-    __syncthreads();
-    constexpr int kEntries = F == WFmt::kIq2Xs ? 512 : 256;
-    constexpr int kPer = (kEntries + kNt - 1) / kNt;
-    uint4* const gt = reinterpret_cast<uint4*>(gtab);
-    uint4 v[kPer];
-#pragma unroll
-    for (int j = 0; j < kPer; ++j)
-      if (tid + kNt * j < kEntries) v[j] = gt[tid + kNt * j];
-    __syncthreads();
-#pragma unroll
-    for (int j = 0; j < kPer; ++j)
-      if (tid + kNt * j < kEntries)
-#pragma unroll
-        for (int c = 0; c < C::kTabRep; ++c) gt[(tid + kNt * j) * C::kTabRep + c] = v[j];
-  } else if constexpr (C::kIq2) {
+  if constexpr (C::kIq2)
     load_iq2_tables<F == WFmt::kIq2Xs, T>(gtab, stab, tid, wgmma_group_threads(kMode));
-  }
   // kWs: per slot a "full" mbarrier (one cp.async arrival per producer thread) and an "empty" one
   // (one arrival per MMA thread), outside the dynamic area (which the epilogue reuses).
-  // kPDec: per decoded slot a "dfull" mbarrier (one arrival per producer thread after its
-  // decoded stores) and a "dempty" one (one per MMA thread once its fragment loads are done).
-  __shared__ alignas(8) uint64_t bars[kWs ? 2 * kStages + 2 * kDec : 1];
+  __shared__ alignas(8) uint64_t bars[kWs ? 2 * kStages : 1];
   const uint32_t full0 = static_cast<uint32_t>(__cvta_generic_to_shared(bars));
   const uint32_t empty0 = full0 + 8 * kStages;
-  const uint32_t dfull0 = empty0 + 8 * kStages;
-  const uint32_t dempty0 = dfull0 + 8 * kDec;
   if constexpr (kWs) {
     if (tid == 0) {
       for (int i = 0; i < kStages; ++i) {
         wg::mbar_init(full0 + 8 * i, kCT);
         wg::mbar_init(empty0 + 8 * i, 256);
-      }
-      for (int i = 0; i < kDec; ++i) {
-        wg::mbar_init(dfull0 + 8 * i, kCT);
-        wg::mbar_init(dempty0 + 8 * i, 256);
       }
     }
   }
@@ -371,7 +298,7 @@ __global__ void __launch_bounds__(wgmma_group_threads(kMode), 1)
   const uint32_t adst0 = ar0 * 128 + ((ac ^ (ar0 & 7)) << 4);
 
   auto load_weights = [&](int s, int kb) {
-    if constexpr (!kWLdg) wruns.load(w_addr(s), static_cast<uint32_t>(kb) * C::kWTileBytes, tid);
+    wruns.load(w_addr(s), static_cast<uint32_t>(kb) * C::kWTileBytes, tid);
 #pragma unroll
     for (int i = 0; i < kSPerThread; ++i)
       if (kSW % kCT == 0 || tid + i * kCT < kSW)
@@ -464,72 +391,50 @@ __global__ void __launch_bounds__(wgmma_group_threads(kMode), 1)
   using Scales = float[kPer][C::kGroups][C::kRowSets][2];
   // retired() runs once the previous stage's last unit retired (kChain, every stage of the group
   // but its first): its slot may be released.
-  // kPDec: ds is the stage's decoded slot, released (dempty) once this thread's fragment loads of
-  // it are done.
-  // This lane's 16-byte position in a decoded (tile, atom, step) block: lane (g, t) at 4 g + (t ^
-  // (g / 2 mod 4)), so that both the MMA warps' loads (eight consecutive lanes) and the
-  // producer's stores (eight row groups g at one t) hit eight distinct 16-byte bank groups.
-  const uint32_t dlane = static_cast<uint32_t>(4 * g + (t ^ ((g >> 1) & 3))) * 16u;
-  auto stage_body = [&](const int kb, const int s, const int ds, const int hs, Scales& sc,
-                        auto&& refill, auto&& retired) {
+  auto stage_body = [&](const int kb, const int s, const int hs, Scales& sc, auto&& refill,
+                        auto&& retired) {
     // This warp's 16-row tiles: A fragments of the stage's four k16 steps (exact integers);
     // atom at (32 K) holds steps 2 at, 2 at + 1.
     uint32_t af[C::kRowSets][4][4];
     const uint32_t* ssg =
         reinterpret_cast<const uint32_t*>(sgen + s * C::kStageBytes + C::kActBytes + C::kWBytes);
     auto decode_atom = [&](int at) {
-      if constexpr (kPDec) {
-        // Decoded by the producer: steps 2 at and 2 at + 1 of this warp's tile, one LDS.128 each.
-        const uint8_t* dp =
-            sgen + C::kDecOff + ds * C::kDecBytes + (tile_of(0) * 2 + at) * 1024 + dlane;
 #pragma unroll
-        for (int st = 0; st < 2; ++st) {
-          const uint4 v = *reinterpret_cast<const uint4*>(dp + st * 512);
-          // Atom 1's lanes hold registers 2, 3 in their first 8 bytes (see decode_stage).
-          af[0][2 * at + st][0] = at == 0 ? v.x : v.z;
-          af[0][2 * at + st][1] = at == 0 ? v.y : v.w;
-          af[0][2 * at + st][2] = at == 0 ? v.z : v.x;
-          af[0][2 * at + st][3] = at == 0 ? v.w : v.y;
-        }
-      } else {
+      for (int rs = 0; rs < C::kRowSets; ++rs) {
+        const uint8_t* wsg =
+            sgen + s * C::kStageBytes + C::kActBytes + tile_of(rs) * C::kWTileBytes;
+        const int slot = C::kIq2 ? g : lane;
+        const uint4 rv = *reinterpret_cast<const uint4*>(wsg + at * C::kTr.slots * 16 + slot * 16);
+        uint32_t a2[2][4];
+        if constexpr (C::kIq2) {
+          decode_iq2_atom<T, kAluSign>(rv, gtab, stab, t, a2);
+          if constexpr (C::kFold) {
+            // The FP16 splats (2s + 1) of rows g (h = 0) and g + 8 (h = 1) for the atom's
+            // sub-blocks (IQ2_XXS: the atom, IQ2_XS: each k16 step); +-grid x (2s + 1) is an
+            // integer <= 43 x 31, exact in FP16.
 #pragma unroll
-        for (int rs = 0; rs < C::kRowSets; ++rs) {
-          const uint8_t* wsg =
-              sgen + s * C::kStageBytes + C::kActBytes + tile_of(rs) * C::kWTileBytes;
-          const int slot = C::kIq2 ? g : lane;
-          const uint4 rv =
-              *reinterpret_cast<const uint4*>(wsg + at * C::kTr.slots * 16 + slot * 16);
-          uint32_t a2[2][4];
-          if constexpr (C::kIq2) {
-            decode_iq2_atom<T, kAluSign>(rv, gtab, stab, t, a2);
-            if constexpr (C::kFold && !kPDec) {
-              // The FP16 splats (2s + 1) of rows g (h = 0) and g + 8 (h = 1) for the atom's
-              // sub-blocks (IQ2_XXS: the atom, IQ2_XS: each k16 step); +-grid x (2s + 1) is an
-              // integer <= 43 x 31, exact in FP16.
+            for (int h = 0; h < 2; ++h) {
+              const uint32_t sw = ssg[C::kRows + tile_of(0) * 16 + g + 8 * h];
 #pragma unroll
-              for (int h = 0; h < 2; ++h) {
-                const uint32_t sw = ssg[C::kRows + tile_of(0) * 16 + g + 8 * h];
+              for (int st = 0; st < 2; ++st) {
+                const int q = F == WFmt::kIq2Xs ? 2 * at + st : at;
+                const int ssh = F == WFmt::kIq2Xs ? 16 * (kb & 1) + 4 * q : 8 * (kb & 3) + 4 * q;
+                const uint32_t hb =
+                    __half_as_ushort(__uint2half_rn(2u * ((sw >> ssh) & 0xFu) + 1u));
+                const uint32_t m = hb | (hb << 16);
 #pragma unroll
-                for (int st = 0; st < 2; ++st) {
-                  const int q = F == WFmt::kIq2Xs ? 2 * at + st : at;
-                  const int ssh = F == WFmt::kIq2Xs ? 16 * (kb & 1) + 4 * q : 8 * (kb & 3) + 4 * q;
-                  const uint32_t hb =
-                      __half_as_ushort(__uint2half_rn(2u * ((sw >> ssh) & 0xFu) + 1u));
-                  const uint32_t m = hb | (hb << 16);
-#pragma unroll
-                  for (int j = h; j < 4; j += 2)
-                    asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(a2[st][j]) : "r"(a2[st][j]), "r"(m));
-                }
+                for (int j = h; j < 4; j += 2)
+                  asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(a2[st][j]) : "r"(a2[st][j]), "r"(m));
               }
             }
-          } else {
-            decode_byte_atom<T, true>(rv, a2);
           }
-#pragma unroll
-          for (int st = 0; st < 2; ++st)
-#pragma unroll
-            for (int j = 0; j < 4; ++j) af[rs][2 * at + st][j] = a2[st][j];
+        } else {
+          decode_byte_atom<T, true>(rv, a2);
         }
+#pragma unroll
+        for (int st = 0; st < 2; ++st)
+#pragma unroll
+          for (int j = 0; j < 4; ++j) af[rs][2 * at + st][j] = a2[st][j];
       }
     };
     // Several token units per group on one row set: atom 1 is decoded after the first unit's
@@ -538,21 +443,9 @@ __global__ void __launch_bounds__(wgmma_group_threads(kMode), 1)
     // unit per group, or two row sets, a fragment is dead once its last wgmma is issued: decoded
     // up front there.)
     // (kFold: every unit reads both atoms.)
-    constexpr bool kLateAtom1 = !kPDec && C::kRowSets == 1 && C::kTokUnits > 1 && C::kGroups > 1;
-    // kPDec (one LDS.128 per fragment pair, no decode latency to hide): atom 1 is loaded right
-    // before the first unit that reads it, so only one atom's fragments are live at a time (with
-    // both live from unit 0 on, IQ2_XXS's chained quads spilled 440 B at 224 registers).
-    constexpr int kAtom1Unit =
-        kPDec && C::kGroups > 1 ? C::kGroups / 2 * C::kUnitsPerGroup : (kLateAtom1 ? -1 : 0);
-    // kPDec: the decoded slot is released once both atoms' fragments are in registers.
-    auto decoded = [&] {
-      if constexpr (kPDec) wg::mbar_arrive(dempty0 + 8 * ds);
-    };
+    constexpr bool kLateAtom1 = C::kRowSets == 1 && C::kTokUnits > 1 && C::kGroups > 1;
     decode_atom(0);
-    if constexpr (kAtom1Unit == 0) {
-      decode_atom(1);
-      decoded();
-    }
+    if constexpr (!kLateAtom1) decode_atom(1);
     const uint64_t desc = wg::desc_sw128(act_addr(s));
     // Unit u = (group u / kUnitsPerGroup, row set, token half): its k16 wgmmas into partial set
     // u & 1 (kOverlap) or the one set, then acc += scale x partial. kOverlap: unit u's
@@ -595,10 +488,6 @@ __global__ void __launch_bounds__(wgmma_group_threads(kMode), 1)
     };
 #pragma unroll
     for (int u = 0; u < kUnits; ++u) {
-      if (kAtom1Unit > 0 && u == kAtom1Unit) {
-        decode_atom(1);
-        decoded();
-      }
       if constexpr (C::kOverlap) {
         issue((u & 1) ? part1 : part0, u);
         if (kChain && hs >= 1 && u == 0) {
@@ -609,10 +498,7 @@ __global__ void __launch_bounds__(wgmma_group_threads(kMode), 1)
           promote(part1, kUnits - 1, hs - 1);
           retired();
         }
-        if (kLateAtom1 && u == 0) {
-          decode_atom(1);
-          decoded();
-        }
+        if (kLateAtom1 && u == 0) decode_atom(1);
         if (kLateCopy && u == 1 && hs == 0) refill();
         if (u > 0) {
           wg::wait<1>();
@@ -620,10 +506,7 @@ __global__ void __launch_bounds__(wgmma_group_threads(kMode), 1)
         }
       } else {
         issue(part0, u);
-        if (kLateAtom1 && u == 0) {
-          decode_atom(1);
-          decoded();
-        }
+        if (kLateAtom1 && u == 0) decode_atom(1);
         if (kLateCopy && u == 1 && hs == 0) refill();
         wg::wait<0>();
         promote(part0, u, hs);
@@ -646,165 +529,8 @@ __global__ void __launch_bounds__(wgmma_group_threads(kMode), 1)
       wg::setmaxnreg_dec<kGroupProdRegs>();
       const int pro = num_k < kStages ? num_k : kStages;
       for (int s = 0; s < pro; ++s) load_weights(s, s);
-      if constexpr (!kPDec) griddep_wait();
-      if constexpr (kPDec) {
-        // Stage kb: once its copies landed (full) and its decoded slot was released (dempty phase
-        // kb / kDec - 1), thread tid decodes the 16-byte packed slot it copied (WeightRuns: tile
-        // tid / 16, atom (tid / 8) & 1, row group g = tid & 7, rows g and g + 8) into the A
-        // fragments of lanes 4 g + t: entry (row g + 8 h, 8-value group 2 st + e) is register
-        // h + 2 e of step st, lane t taking its values 2t, 2t + 1 (one LDS.128 of the grid-pair
-        // table and one of the sign-pair table per entry, then STS.64 pairs). The producer's
-        // reads of a ring slot are ordered before its refill by the dfull -> (MMA warps) ->
-        // empty barrier chain.
-        const int pt = tid >> 4, pa = (tid >> 3) & 1, pg = tid & 7;
-        // rv: the thread's packed 16 bytes of stage kb; sw (kFold): the sub-scale words of rows
-        // pg, pg + 8.
-        auto decode_stage = [&](const uint4& rv, const uint32_t(&sw)[2], int dsl, int kb) {
-          const uint32_t w[4] = {rv.x, rv.y, rv.z, rv.w};
-          uint8_t* const dst =
-              sgen + C::kDecOff + dsl * C::kDecBytes + (pt * 2 + pa) * 1024 + pg * 64;
-          const uint32_t gx = static_cast<uint32_t>((pg >> 1) & 3);
-#pragma unroll
-          for (int st = 0; st < 2; ++st) {
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              // Entries e of rows pg (h = 0) and pg + 8: registers 2 e, 2 e + 1 of lanes 4 pg + t,
-              // one STS.64 per lane; atom 1 keeps them in the other 8-byte half of the lane's 16
-              // bytes (the MMA warps swap them back at no cost, the atom being a constant there),
-              // so the two atoms' lanes of a 16-lane store phase hit disjoint banks.
-              uint32_t o[2][4];
-#pragma unroll
-              for (int h = 0; h < 2; ++h) {
-                const uint32_t en = (w[2 * h + st] >> (16 * e)) & 0xFFFFu;
-                const uint4 gv = *reinterpret_cast<const uint4*>(
-                    gtab + ((en & 0x1FFu) * C::kTabRep + pg % C::kTabRep) * 4);
-                uint4 sv;
-                if constexpr (kAluSign) {
-                  // The sign masks from the entry (its 7 sign bits and their parity): bits 2c,
-                  // 2c + 1 into the sign bits 15 and 31 of word c (no sign-table load: the
-                  // grid-table loads alone already run ~2.5x their ideal wavefronts).
-                  const uint32_t s7 = en >> 9;
-                  const uint32_t x = s7 | ((__popc(s7) & 1u) << 7);
-                  uint32_t m[4];
-#pragma unroll
-                  for (int c = 0; c < 4; ++c)
-                    m[c] = ((x << (15 - 2 * c)) & 0x8000u) | ((x << (30 - 2 * c)) & 0x80000000u);
-                  sv = make_uint4(m[0], m[1], m[2], m[3]);
-                } else {
-                  sv = *reinterpret_cast<const uint4*>(stab + (en >> 9) * 4);
-                }
-                o[h][0] = gv.x ^ sv.x;
-                o[h][1] = gv.y ^ sv.y;
-                o[h][2] = gv.z ^ sv.z;
-                o[h][3] = gv.w ^ sv.w;
-                if constexpr (C::kFold) {
-                  // (2s + 1) of the entry's row and sub-block (IQ2_XXS: the atom's 32 K, IQ2_XS:
-                  // the step's 16 K): +-grid x (2s + 1) <= 43 x 31, exact in FP16.
-                  const int q = F == WFmt::kIq2Xs ? 2 * pa + st : pa;
-                  const int ssh = F == WFmt::kIq2Xs ? 16 * (kb & 1) + 4 * q : 8 * (kb & 3) + 4 * q;
-                  const uint32_t hb =
-                      __half_as_ushort(__uint2half_rn(2u * ((sw[h] >> ssh) & 0xFu) + 1u));
-                  const uint32_t m = hb | (hb << 16);
-#pragma unroll
-                  for (int c = 0; c < 4; ++c)
-                    asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(o[h][c]) : "r"(o[h][c]), "r"(m));
-                }
-              }
-              uint8_t* const d = dst + st * 512 + ((e ^ pa) << 3);
-#pragma unroll
-              for (int c = 0; c < 4; ++c)
-                *reinterpret_cast<uint2*>(d + ((static_cast<uint32_t>(c) ^ gx) << 4)) =
-                    make_uint2(o[0][c], o[1][c]);
-            }
-          }
-        };
-        int sl = 0, dsl = 0, rsl = 0;
-        uint32_t ph = 0, dph = 0, rph = 0;
-        // One stage: decode stage kb from (rv, sw) once its decoded slot is free, then refill
-        // stage kb + kStages - 2 into the slot (rsl) of stage kb - 2, released during stage
-        // kb - 1, so the loop waits for the MMA warps to reach stage kb - 1 and decodes stage
-        // kb + 1 a whole stage ahead of its use. (Refilling the slot of stage kb - 1, released
-        // during stage kb, kept the decode of stage kb + 1 behind that release: round 55, IQ2_XXS
-        // 4096x4096 M = 2048, 166 -> 196 us, the MMA warps waiting on the decoded slots.)
-        auto step = [&](int kb, const uint4& rv, const uint32_t(&sw)[2]) {
-          if (kb >= kDec) wg::mbar_wait(dempty0 + 8 * dsl, dph ^ 1);
-          decode_stage(rv, sw, dsl, kb);
-          wg::mbar_arrive(dfull0 + 8 * dsl);  // after this thread's decoded stores
-          const int nk = kb + kStages - 2;
-          if (kb >= 2 && nk < num_k) {
-            wg::mbar_wait(empty0 + 8 * rsl, rph);
-            load_weights(rsl, nk);
-            load_acts(rsl, nk);
-            wg::mbar_cp_arrive(full0 + 8 * rsl);
-            if (++rsl == kStages) rsl = 0, rph ^= 1;
-          }
-          if (++sl == kStages) sl = 0, ph ^= 1;
-          if (++dsl == kDec) dsl = 0, dph ^= 1;
-        };
-        if constexpr (kWLdg) {
-          // Stage kb's packed words (the thread's WeightRuns chunk: tiles past the matrix read
-          // the last one, never stored) and sub-scale words (rows past NP read row 0), fetched
-          // kPf stages before its decode.
-          constexpr int kPf = 2;
-          const uint8_t* sub_row[2];
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const int64_t r = n0 + pt * 16 + pg + 8 * h;
-            sub_row[h] = p.wscale2 + (r < p.NP ? r : 0) * p.scale2_ld;
-          }
-          auto fetch = [&](int kb, uint4& rv, uint32_t(&sw)[2]) {
-            if (kb < num_k) {
-              rv = __ldg(reinterpret_cast<const uint4*>(wruns.src[0] +
-                                                        static_cast<int64_t>(kb) * C::kWTileBytes));
-              if constexpr (C::kFold) {
-                const uint32_t off =
-                    F == WFmt::kIq2Xs ? 2u * kb & ~3u : static_cast<uint32_t>(kb) & ~3u;
-#pragma unroll
-                for (int h = 0; h < 2; ++h)
-                  sw[h] = __ldg(reinterpret_cast<const uint32_t*>(sub_row[h] + off));
-              }
-            }
-          };
-          uint4 wpf[kPf];
-          uint32_t spf[kPf][2] = {};
-#pragma unroll
-          for (int h = 0; h < kPf; ++h) fetch(h, wpf[h], spf[h]);
-          griddep_wait();  // the weights (ring and registers) went out before it
-          for (int s = 0; s < pro; ++s) {
-            load_acts(s, s);
-            wg::mbar_cp_arrive(full0 + 8 * s);
-          }
-          for (int kb0 = 0; kb0 < num_k; kb0 += kPf)
-#pragma unroll
-            for (int hp = 0; hp < kPf; ++hp) {
-              if (kb0 + hp >= num_k) break;
-              step(kb0 + hp, wpf[hp], spf[hp]);
-              fetch(kb0 + hp + kPf, wpf[hp], spf[hp]);
-            }
-        } else {
-          griddep_wait();
-          for (int s = 0; s < pro; ++s) {
-            load_acts(s, s);
-            wg::mbar_cp_arrive(full0 + 8 * s);
-          }
-          for (int kb = 0; kb < num_k; ++kb) {
-            // The packed words and sub-scales from the ring slot, once its copies landed.
-            wg::mbar_wait(full0 + 8 * sl, ph);
-            const uint8_t* const slot = sgen + sl * C::kStageBytes;
-            const uint4 rv = *reinterpret_cast<const uint4*>(slot + C::kActBytes + tid * 16);
-            uint32_t sw[2] = {0u, 0u};
-            if constexpr (C::kFold) {
-              const uint32_t* ssg =
-                  reinterpret_cast<const uint32_t*>(slot + C::kActBytes + C::kWBytes);
-#pragma unroll
-              for (int h = 0; h < 2; ++h) sw[h] = ssg[C::kRows + pt * 16 + pg + 8 * h];
-            }
-            step(kb, rv, sw);
-          }
-        }
-      } else {
-        wg::producer_ring<kStages>(num_k, pro, full0, empty0, load_weights, load_acts);
-      }
+      griddep_wait();
+      wg::producer_ring<kStages>(num_k, pro, full0, empty0, load_weights, load_acts);
       wg::cp_wait<0>();  // no copy of this thread outlives it
       griddep_launch_dependents();
       return;
@@ -812,8 +538,8 @@ __global__ void __launch_bounds__(wgmma_group_threads(kMode), 1)
     wg::setmaxnreg_inc<kGroupConsRegs>();
     zero_acc();
     griddep_wait();  // alpha / bias
-    int sl = 0, dsl = 0;
-    uint32_t ph = 0, dph = 0;
+    int sl = 0;
+    uint32_t ph = 0;
     Scales sc;
     for (int kb = 0; kb < num_k; kb += kPer) {
       // kPer = 2 (chained pair): the first stage's last unit stays in flight into the second
@@ -824,17 +550,13 @@ __global__ void __launch_bounds__(wgmma_group_threads(kMode), 1)
       for (int hs = 0; hs < kPer; ++hs) {
         sls[hs] = sl;
         wg::mbar_wait(full0 + 8 * sl, ph);
-        if constexpr (kPDec) wg::mbar_wait(dfull0 + 8 * dsl, dph);
         wg::fence_proxy_async();  // cp.async writes (generic proxy) read by wgmma (async proxy)
         stage_body(
-            kb + hs, sl, dsl, hs, sc, [] {},
+            kb + hs, sl, hs, sc, [] {},
             [&] {
               if constexpr (kPer == 4) wg::mbar_arrive(empty0 + 8 * sls[hs - 1]);
             });
         if (++sl == kStages) sl = 0, ph ^= 1;
-        if constexpr (kPDec) {
-          if (++dsl == kDec) dsl = 0, dph ^= 1;
-        }
       }
       // This thread's wgmmas of the slots retired (drained) and its shared-memory reads done
       // (kPer = 4: the others were released by retired()).
@@ -885,7 +607,7 @@ __global__ void __launch_bounds__(wgmma_group_threads(kMode), 1)
       // stage's last unit during the second).
       Scales sc;
 #pragma unroll
-      for (int hs = 0; hs < kPer; ++hs) stage_body(kb0 + hs, s0 + hs, 0, hs, sc, refill, [] {});
+      for (int hs = 0; hs < kPer; ++hs) stage_body(kb0 + hs, s0 + hs, hs, sc, refill, [] {});
     }
   }
   wg::cp_wait<0>();
