@@ -105,15 +105,22 @@ constexpr int kStreamTrig = 2;
 constexpr int kS16MinVp = 8;
 /// The M <= 16 block kernel's token range starts here (below: the M = 1 and 4-row stream kernels).
 constexpr int64_t kS16MinM = 5;
-/// The FP8 block kernel from M = 4 (block FP8 / MXFP8; per-tensor at 2 tiles per warp), where the
-/// decode kernel ran before. Round 56 (H200, M = 4, B12X_GEMM_STREAM16_F8_MINM=1, us over
-/// 4096x4096 / 14336x4096 / 4096x14336 / 6144x4096 / 2048x7168, decode kernel -> block kernel):
-/// block FP8 9.40 / 20.15 / 23.81 / 11.71 / 9.83 -> 8.65 / 20.06 / 20.58 / 11.56 / 9.12, MXFP8
-/// 14.29 / 30.41 / 39.13 / 17.52 / 14.98 -> 10.93 / 25.97 / 26.23 / 15.00 / 10.87, per-tensor
-/// 8.01 / 18.53 / 18.88 / 11.20 / 7.55 -> 7.97 / 17.87 / 18.64 / 10.18 / 8.40 (the first and last
-/// at one tile per warp, which keeps its M = 9); M = 1 was even (e.g. MXFP8 11.03 / 25.99 / 30.09
-/// / 13.31 / 11.15 -> 11.01 / 26.02 / 29.96 / 13.14 / 11.15).
-constexpr int kS16F8MinM = 4;
+/// The FP8 block kernel's first M, where the decode kernel ran before (kS16MinM): MXFP8 from 2,
+/// block FP8 from 3, per-tensor from 4 (at one tile per warp on a small grid from 9). Rounds 56 /
+/// 57 (H200, us over 4096x4096 / 14336x4096 / 4096x14336 / 6144x4096 / 2048x7168, decode kernel
+/// -> block kernel, B12X_GEMM_STREAM16_F8_MINM): MXFP8 M = 2 13.01 / 26.04 / 42.69 / 16.89 /
+/// 14.52 -> 10.94 / 25.70 / 26.12 / 14.94 / 10.84, M = 3 14.15 / 27.57 / 39.71 / 17.25 / 15.65 ->
+/// 10.94 / 25.74 / 26.16 / 15.02 / 10.86, M = 4 14.29 / 30.41 / 39.13 / 17.52 / 14.98 -> 10.93 /
+/// 25.97 / 26.23 / 15.00 / 10.87; block FP8 M = 3 9.13 / 19.32 / 23.75 / 11.47 / 9.73 -> 8.67 /
+/// 19.69 / 20.90 / 11.40 / 9.20, M = 4 9.40 / 20.15 / 23.81 / 11.71 / 9.83 -> 8.65 / 20.06 /
+/// 20.58 / 11.56 / 9.12 (M = 2 8.47 / 18.34 / 23.48 / 10.76 / 8.96 -> 8.64 / 19.58 / 20.63 /
+/// 11.35 / 9.09: 3 of 5 slower); per-tensor M = 4 8.01 / 18.53 / 18.88 / 11.20 / 7.55 -> 7.97 /
+/// 17.87 / 18.64 / 10.18 / 8.40 (the first and last at one tile per warp on a small grid: kept;
+/// M = 2 / 3 17.17 / 18.28 / 10.56, 17.40 / 18.42 / 10.47 -> 17.88 / 18.08 / 10.02, 18.02 /
+/// 18.21 / 10.08 at the other three: mixed).
+constexpr int f8_block_min_m(WFmt wf) {
+  return wf == WFmt::kFp8Mx ? 2 : wf == WFmt::kFp8Block ? 3 : 4;
+}
 /// The FP8 block kernel: the fewest 32-K atoms per CTA its K split goes down to (two 256-K
 /// chunks, as kS16MinVp).
 constexpr int kS16F8MinVp = 16;
@@ -1245,12 +1252,13 @@ Plan plan(const Caps& caps) {
   // the block kernel at M = 1 (7.29 / 14.74 / 15.48 / 9.89 / 7.90 against the M = 1 stream
   // kernel's 5.61 / 13.23 / 13.02 / 7.60 / 5.16). 1 tile per warp (B12X_GEMM_STREAM16_TW=1)
   // measured 8.44 / 19.62 / 18.83 / 11.25 / 8.80 (faster at 6144x4096 only).
-  // FP8 weights from M = kS16F8MinM (per-tensor at one tile per warp from 9), capacities below 5
-  // included; probe B12X_GEMM_STREAM16_F8_MINM=<1..16> (session 15) sets the run M it starts at.
+  // FP8 weights from M = f8_block_min_m (per-tensor at one tile per warp on a small grid from 9),
+  // capacities below 5 included; probe B12X_GEMM_STREAM16_F8_MINM=<1..16> (session 15) sets the run
+  // M it starts at.
   int f8_min_m = 0;
   if (const char* e = std::getenv("B12X_GEMM_STREAM16_F8_MINM"); e != nullptr)
     f8_min_m = std::clamp(std::atoi(e), 1, 16);
-  const int64_t f8_cap_min = f8_min_m > 0 ? f8_min_m : kS16F8MinM;
+  const int64_t f8_cap_min = f8_min_m > 0 ? f8_min_m : f8_block_min_m(wf);
   if ((M >= kS16MinM || (lin::wtraits(wf).fp8mma && M >= f8_cap_min)) &&
       p.regime != Regime::kTiled) {
     const char* e16 = std::getenv("B12X_GEMM_STREAM16");
@@ -1373,11 +1381,18 @@ Plan plan(const Caps& caps) {
     if (want_f8 && lin::wtraits(wf).fp8mma && f8_act && split_env == nullptr) {
       int tw8 = etw != nullptr ? std::atoi(etw) : 2;
       F8Grid gr;
+      bool small_tw1 = false;
       if (lin::stream16_f8_available(wf, tw8, mma8, depth_for(tw8), q8)) {
         gr = f8_grid(tw8, depth_for(tw8));
-        // One tile per warp where two give at most one CTA per SM.
+        // One tile per warp where two give at most one CTA per SM, and (session 15) for
+        // per-tensor / block FP8 where K >= 3 N (deep K splits; round 57, 4096x14336, M = 4 / 8 /
+        // 16, us, tw 2 -> 1: per-tensor 18.09 / 18.30 / 19.68 -> 17.78 / 17.96 / 18.92, block FP8
+        // 19.98 / 20.44 / 22.01 -> 18.98 / 19.69 / 20.96; MXFP8 26.02 / 25.61 / 29.12 -> 29.90 /
+        // 29.22 / 33.46 keeps 2).
         const int64_t gx2 = (geo.n16 + 15) / 16;
-        if (etw == nullptr && gr.split > 0 && gx2 * gr.split <= dev.sm_count &&
+        small_tw1 = gr.split > 0 && gx2 * gr.split <= dev.sm_count;
+        const bool deep_k = wf != lin::WFmt::kFp8Mx && geo.K >= 3 * geo.N;
+        if (etw == nullptr && gr.split > 0 && (small_tw1 || deep_k) &&
             lin::stream16_f8_available(wf, 1, mma8, depth_for(1), q8)) {
           tw8 = 1;
           gr = f8_grid(tw8, depth_for(tw8));
@@ -1395,9 +1410,10 @@ Plan plan(const Caps& caps) {
         // Per-tensor at one tile per warp (the small shapes) from M = 9: round 52, M = 5 / 8, us,
         // decode kernel -> this kernel, 4096x4096 7.87 / 7.95 -> 8.03 / 8.20, 2048x7168 8.28 /
         // 8.37 -> - / 8.46 (M = 9: 9.01 -> 8.25, 8.81 -> -; M = 16 9.26 -> 8.68, 10.54 -> 8.71).
-        p.stream16_min_m = f8_min_m > 0                                          ? f8_min_m
-                           : wf == lin::WFmt::kFp8 && tw8 == 1 && etw == nullptr ? 9
-                                                                                 : kS16F8MinM;
+        p.stream16_min_m = f8_min_m > 0 ? f8_min_m
+                           : wf == lin::WFmt::kFp8 && tw8 == 1 && small_tw1 && etw == nullptr
+                               ? 9
+                               : f8_block_min_m(wf);
       }
     }
   }

@@ -2007,7 +2007,18 @@ TEST(GemmGpu, DecodeStream16Fp8) {
   caps.out_dtype = DType::kBF16;
   const bool sm90 = device_info(0).cc_major == 9 && device_info(0).cc_minor == 0;
   const gemm::Plan pl = gemm::plan(caps);
-  EXPECT_EQ(pl.stream16_depth, sm90 ? 8 : 4);  // per-tensor at 2 tiles per warp
+  // Per-tensor / block FP8 at one tile per warp where K >= 3 N (session 15; depth 4), at 2 tiles
+  // per warp (depth 8 on SM90) on the transposed shape.
+  EXPECT_EQ(pl.stream16_tw, 1);
+  EXPECT_EQ(pl.stream16_depth, 4);
+  {
+    gemm::Caps wide = caps;
+    wide.in_features = 4096;
+    wide.out_features = 14336;
+    const gemm::Plan pw = gemm::plan(wide);
+    EXPECT_EQ(pw.stream16_tw, 2);
+    EXPECT_EQ(pw.stream16_depth, sm90 ? 8 : 4);
+  }
   EXPECT_GT(pl.stream16_split, 1);
   EXPECT_LT(int64_t{pl.stream16_vp} * (pl.stream16_split - 1), 14336 / 32);
   EXPECT_GE(int64_t{pl.stream16_vp} * pl.stream16_split, 14336 / 32);
@@ -2020,7 +2031,7 @@ TEST(GemmGpu, DecodeStream16Fp8) {
   // B12X_GEMM_STREAM16_F8=0 or B12X_GEMM_STREAM16=0; runs at M <= 4 keep the decode kernel.
   if (sm90) {
     unsetenv("B12X_GEMM_STREAM16_F8");
-    EXPECT_EQ(gemm::plan(caps).stream16_tw, 2);
+    EXPECT_EQ(gemm::plan(caps).stream16_tw, 1);  // K >= 3 N
     gemm::Caps small = caps;
     small.in_features = 4096;
     small.out_features = 256 * (device_info(0).sm_count / 8);
@@ -2029,31 +2040,34 @@ TEST(GemmGpu, DecodeStream16Fp8) {
     EXPECT_EQ(ps.stream16_depth, 4);
     EXPECT_EQ(ps.stream16_split, 8);
     EXPECT_EQ(ps.stream16_min_m, 9);  // per-tensor at tw 1: the decode kernel at M = 5..8
-    EXPECT_EQ(gemm::plan(caps).stream16_min_m, 4);  // session 15: from M = 4 at tw 2
+    EXPECT_EQ(gemm::plan(caps).stream16_min_m, 4);  // session 15: from M = 4 (K >= 3 N at tw 1)
     for (LinearFormat f : {LinearFormat::kFp8Block, LinearFormat::kMxfp8}) {
       gemm::Caps cb = caps;
       cb.format = f;
       cb.act_dtype = DType::kBF16;
       const gemm::Plan pb = gemm::plan(cb);
-      EXPECT_TRUE(pb.stream16_qx && pb.stream16_depth == 4 && pb.stream16_tw == 2)
+      EXPECT_TRUE(pb.stream16_qx && pb.stream16_depth == 4 &&
+                  pb.stream16_tw == (f == LinearFormat::kFp8Block ? 1 : 2))
           << gemm::format_name(f);
       const int64_t b16 = gemm::lin::last_stream16_f8_launch().serial;
       run_case({f, 16, 200, 2048, DType::kBF16, DType::kBF16, true});
       EXPECT_GT(gemm::lin::last_stream16_f8_launch().serial, b16) << gemm::format_name(f);
       EXPECT_TRUE(gemm::lin::last_stream16_f8_launch().q);
-      // From M = 4 (session 15, kS16F8MinM), capacity 4 included; M = 3 keeps the decode kernel.
-      Case c4{f, 4, 200, 2048, DType::kBF16, DType::kBF16, false};
+      // From M = 3 (block FP8) / 2 (MXFP8) (session 15), capacity 4; one less keeps the decode
+      // kernel.
+      const int64_t m0 = f == LinearFormat::kMxfp8 ? 2 : 3;
+      Case c4{f, m0, 200, 2048, DType::kBF16, DType::kBF16, false};
       c4.max_tokens = 4;
       const int64_t b4 = gemm::lin::last_stream16_f8_launch().serial;
       run_case(c4);
       EXPECT_GT(gemm::lin::last_stream16_f8_launch().serial, b4) << gemm::format_name(f);
-      c4.M = 3;
+      c4.M = m0 - 1;
       const int64_t b3 = gemm::lin::last_stream16_f8_launch().serial;
       run_case(c4);
       EXPECT_EQ(gemm::lin::last_stream16_f8_launch().serial, b3) << gemm::format_name(f);
     }
     // Default launches of per-tensor on a small N: 1 tile per warp at depth 4 from M = 9 (M = 6
-    // keeps the decode kernel there); the 2-tile depth-8 plans are asserted above (4096x14336).
+    // keeps the decode kernel there); the 2-tile depth-8 plans are asserted above (14336x4096).
     {
       int64_t b0 = gemm::lin::last_stream16_f8_launch().serial;
       run_case({LinearFormat::kFp8Tensor, 16, 200, 2048, DType::kFP8E4M3, DType::kBF16, false});
