@@ -93,11 +93,16 @@ constexpr int64_t kStreamRowsMinTiles = 2;
 /// B12X_GEMM_STREAM_MX_FREE=0 / B12X_GEMM_STREAM_MX=0|1 turn them off / pick the kernel.
 constexpr bool kStreamMxFree = true;
 constexpr bool kStreamMxW4a16Free = true;
-/// Plan::stream_trig's default mask: the 4-row kernel (M = 2..4), round 56 NVFP4 W4A16 M = 4
-/// off -> on 8.82 / 14.76 / 17.86 / 10.52 us -> 6.95 / 14.26 / 17.86 / 10.05 (2048x7168 runs the
-/// decode kernel). The M = 1 kernel's (mask 1) gained 14336x4096 (11.6 -> 10.8) and lost
-/// 4096x14336 (11.8 -> 13.0); the block kernel's (4) lost (14336x4096 17.47 -> 17.97).
-/// B12X_GEMM_STREAM_TRIG=<mask> overrides.
+/// Plan::stream_trig's default mask: the 4-row kernel (M = 2..4), round 57 NVFP4 W4A16 M = 4
+/// off -> on 8.72 / 14.83 / 18.14 / 10.67 us -> 6.95 / 14.25 / 18.13 / 10.21 (2048x7168 runs the
+/// decode kernel; round 56 alike). The M = 1 kernel's (mask 1) where its grid fills >= 80 % of
+/// the CTA slots (the next call's early CTAs then find few free slots and spread as this call's
+/// drain; on a grid of 65 % fill they stack on the SMs with free slots): round 57 W4A16 M = 1
+/// (two runs each) 5.27 / 11.59 / 11.60 / 6.87 -> 5.24 / 10.77 / 12.97 / 6.29 (fills 0.65 / 0.85 /
+/// 0.65 / 0.97): on at 14336x4096 (-7 %) and 6144x4096 (-8 %), off at 4096x14336 (+11 % with it)
+/// and 4096x4096 (flat); W4A4's grids (2 CTAs per SM) fill >= 0.85 except 2048x7168, where
+/// round 56's trigger was within 1 % (12.28 -> 12.18 at 14336x4096). The block kernel's (4) lost
+/// (round 56: M = 16 W4A16 8.28 / 17.47 -> 8.54 / 17.97). B12X_GEMM_STREAM_TRIG=<mask> overrides.
 constexpr int kStreamTrig = 2;
 
 /// The M <= 16 block kernel: the fewest 64-K vectors per CTA its K split goes down to (two staged
@@ -1044,6 +1049,7 @@ Plan plan(const Caps& caps) {
       p.decode_fp8_mma = p.decode_fp8_mma_m1 = e[0] == '1' ? 1 : 0;
   }
   // The M = 1 stream kernel, for a run whose bound M is 1.
+  bool stream_trig_m1 = false;  // the M = 1 stream kernel's grid fills >= 80 % of its slots
   if (M >= 1 && p.regime != Regime::kTiled) {
     const int64_t sms = std::max(dev.sm_count, 1);
     // M = 1 streaming kernel (session 11, lin::launch_linear_stream): NVFP4 weights with BF16
@@ -1100,7 +1106,7 @@ Plan plan(const Caps& caps) {
       const bool shfl = !(esh != nullptr && esh[0] == '0');
       struct Choice {
         int parts = 0, ctas = 0;
-        int64_t cost = -1, groups = 0;
+        int64_t cost = -1, groups = 0, slots = 0;
       };
       auto choose = [&](int occ) {
         Choice c;
@@ -1116,7 +1122,8 @@ Plan plan(const Caps& caps) {
           const int64_t grid = std::min(groups, slots);
           const int64_t cost =
               (groups + grid - 1) / grid * lin::stream_vectors_per_part(geo.kvec, parts);
-          if (c.cost < 0 || cost < c.cost) c = Choice{parts, static_cast<int>(grid), cost, groups};
+          if (c.cost < 0 || cost < c.cost)
+            c = Choice{parts, static_cast<int>(grid), cost, groups, slots};
         }
         return c;
       };
@@ -1131,6 +1138,7 @@ Plan plan(const Caps& caps) {
         p.decode_stream_vp = lin::stream_vectors_per_part(geo.kvec, c.parts);
         p.decode_stream_smem = lin::stream_smem_bytes(geo.kvec, c.parts);
         p.decode_stream_free_only = mx_w4a16_free;
+        stream_trig_m1 = c.ctas * 10 >= c.slots * 8;
       }
     }
   }
@@ -1509,9 +1517,9 @@ Plan plan(const Caps& caps) {
   // B12X_GEMM_STREAM_MX_FREE=0|1 (session 15 probe).
   if (wf == lin::WFmt::kMxfp4 && (p.decode_stream_parts > 0 || p.stream16_tw > 0)) {
     const char* e = std::getenv("B12X_GEMM_STREAM_MX_FREE");
-    p.stream_mx_free = p.decode_stream_free_only || (e != nullptr ? e[0] == '1' : kStreamMxFree);
+    p.stream_mx_free = e != nullptr ? e[0] == '1' : kStreamMxFree || p.decode_stream_free_only;
   }
-  p.stream_trig = kStreamTrig;
+  p.stream_trig = kStreamTrig | (stream_trig_m1 ? 1 : 0);
   if (const char* e = std::getenv("B12X_GEMM_STREAM_TRIG"); e != nullptr)
     p.stream_trig = std::atoi(e) & 7;
   if (log_level() >= 3) log_message(3, p.describe());
