@@ -100,8 +100,9 @@ constexpr bool kStreamMxW4a16Free = true;
 /// drain; on a grid of 65 % fill they stack on the SMs with free slots): round 57 W4A16 M = 1
 /// (two runs each) 5.27 / 11.59 / 11.60 / 6.87 -> 5.24 / 10.77 / 12.97 / 6.29 (fills 0.65 / 0.85 /
 /// 0.65 / 0.97): on at 14336x4096 (-7 %) and 6144x4096 (-8 %), off at 4096x14336 (+11 % with it)
-/// and 4096x4096 (flat); W4A4's grids (2 CTAs per SM) fill >= 0.85 except 2048x7168, where
-/// round 56's trigger was within 1 % (12.28 -> 12.18 at 14336x4096). The block kernel's (4) lost
+/// and 4096x4096 (flat); W4A4's grids (2 CTAs per SM) fill 0.97 / 0.85 / 0.97 / 0.73 / 0.48, so it
+/// triggers on the first three, where round 56's trigger was within 1 % (12.28 -> 12.18 at
+/// 14336x4096). The block kernel's (4) lost
 /// (round 56: M = 16 W4A16 8.28 / 17.47 -> 8.54 / 17.97). B12X_GEMM_STREAM_TRIG=<mask> overrides.
 constexpr int kStreamTrig = 2;
 
