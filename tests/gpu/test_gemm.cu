@@ -1294,7 +1294,9 @@ TEST(GemmGpu, DecodeStreamMxFree) {
   // splats (2^(e-8) straight onto the decoded bits; B12X_GEMM_STREAM_MX_FREE=1), taken by run
   // for weights whose E8M0 codes are all <= 135: codes over 0..135 (the largest scale 2^8, the
   // smallest products below BF16's subnormals), both register caps, K tails, W4A16 / W4A4, a
-  // graph; a weight with one code 136 keeps the fold; refresh refuses to leave the range.
+  // graph; a weight with one code 136 keeps the fold (and W4A16's M = 1 decode kernel under
+  // B12X_GEMM_STREAM_MX=free, the default route); refresh leaves the range only until a plan with
+  // the fold-free decode binds the weight.
   ScopedEnv es("B12X_GEMM_DECODE_STREAM", "1"), emx("B12X_GEMM_STREAM_MX", "1"),
       ef("B12X_GEMM_STREAM_MX_FREE", "1");
   struct Tweak {
