@@ -103,9 +103,6 @@ struct WeightsPlan {
   /// FP4 codes stored in 32-row chunk tiles (default; B12X_MOE_VALUE_TILED=0 / 1, read by
   /// plan_weights).
   bool values_tiled = true;
-  /// FP4 codes and scales of each 32-row chunk tile in one run ([2 KB codes][32 x 8 / 4 B
-  /// scales]; needs both tiles; B12X_MOE_CHUNK_IMAGE=0 / 1, read by plan_weights).
-  bool chunk_images = false;
   std::string describe() const;
 };
 

@@ -139,7 +139,7 @@ int64_t fc1_row_blocks(bool gated, int64_t I) {
 
 /// The prepared layout of one operand: rows x K of format wfmt.
 WeightView make_view(int wfmt, SourceFormat f, int64_t rows, int64_t rows_pad, int64_t K,
-                     bool scales_tiled, bool values_tiled, bool chunk_images) {
+                     bool scales_tiled, bool values_tiled) {
   WeightView v;
   v.rows = static_cast<int>(rows);
   v.rows_pad = static_cast<int>(rows_pad);
@@ -181,21 +181,13 @@ WeightView make_view(int wfmt, SourceFormat f, int64_t rows, int64_t rows_pad, i
     v.values_row_stride = 64;
     v.values_k_stride = 32 * 64;
   }
-  if (chunk_images && scales_tiled && values_tiled && wfmt == detail::kWFp4) {
-    // [32-row group][chunk][32 rows x 64 B codes | 32 rows x chunk B scales]
-    const int tile = 32 * 64 + 32 * chunk;
-    const int64_t nk = kp / 128;
-    v.values_k_stride = v.scales_k_stride = tile;
-    v.values_group_stride = v.scales_group_stride = nk * tile;
-    v.values_expert_stride = v.scales_expert_stride = rows_pad / 32 * nk * tile;
-  }
   return v;
 }
 
 struct Layout {
   WeightView fc1, fc2;
   int wfmt1 = 0, wfmt2 = 0;
-  int64_t off_w1v = 0, off_w1s = 0, off_w2v = 0, off_w2s = 0;  // chunk images: s = v + 2 KB
+  int64_t off_w1v = 0, off_w1s = 0, off_w2v = 0, off_w2s = 0;
   int64_t off_alpha1 = 0, off_alpha2 = 0, off_a1gs = 0, off_a2gs = 0, bytes = 0;
 };
 
@@ -206,21 +198,19 @@ Layout layout_of(const WeightsPlan& p) {
   L.wfmt2 = wfmt_of(a.source_format, a.ggml_w2_dtype);
   const int64_t I = a.intermediate_size, H = a.hidden_size, E = a.num_experts;
   const int64_t rows1_pad = 32 * fc1_row_blocks(p.gated, I);
-  const bool img = p.chunk_images && p.scales_tiled && p.values_tiled;
-  L.fc1 = make_view(L.wfmt1, a.source_format, p.w1_rows, rows1_pad, H, p.scales_tiled,
-                    p.values_tiled, img);
+  L.fc1 =
+      make_view(L.wfmt1, a.source_format, p.w1_rows, rows1_pad, H, p.scales_tiled, p.values_tiled);
   L.fc2 = make_view(L.wfmt2, a.source_format, H, round_up(H, detail::kPrepRowAlign), I,
-                    p.scales_tiled, p.values_tiled, img);
-  const bool img1 = img && L.wfmt1 == detail::kWFp4, img2 = img && L.wfmt2 == detail::kWFp4;
+                    p.scales_tiled, p.values_tiled);
   int64_t o = 0;
   L.off_w1v = o;
   o = align256(o + L.fc1.values_expert_stride * E);
-  L.off_w1s = img1 ? L.off_w1v + 32 * 64 : o;
-  if (!img1) o = align256(o + L.fc1.scales_expert_stride * E);
+  L.off_w1s = o;
+  o = align256(o + L.fc1.scales_expert_stride * E);
   L.off_w2v = o;
   o = align256(o + L.fc2.values_expert_stride * E);
-  L.off_w2s = img2 ? L.off_w2v + 32 * 64 : o;
-  if (!img2) o = align256(o + L.fc2.scales_expert_stride * E);
+  L.off_w2s = o;
+  o = align256(o + L.fc2.scales_expert_stride * E);
   L.off_alpha1 = o;
   o = align256(o + 4 * E);
   L.off_alpha2 = o;
@@ -369,8 +359,6 @@ WeightsPlan plan_weights(const WeightsPlanArgs& args) {
   };
   p.scales_tiled = layout_knob("B12X_MOE_SCALE_TILED", detail::kScalesTiledDefault);
   p.values_tiled = layout_knob("B12X_MOE_VALUE_TILED", detail::kValuesTiledDefault);
-  p.chunk_images = layout_knob("B12X_MOE_CHUNK_IMAGE", detail::kChunkImagesDefault) &&
-                   p.values_tiled && p.scales_tiled;
   p.prepared_bytes = layout_of(p).bytes;
   return p;
 }
@@ -384,7 +372,7 @@ std::string WeightsPlan::describe() const {
      << ", H=" << args.hidden_size << ", I=" << args.intermediate_size
      << ", w13_layout=" << (args.w13_layout == W13Layout::kW13 ? "w13" : "w31")
      << (scales_tiled ? ", scales_tiled" : "") << (values_tiled ? ", values_tiled" : "")
-     << (chunk_images ? ", chunk_images" : "") << ", prepared_bytes=" << prepared_bytes << ")";
+     << ", prepared_bytes=" << prepared_bytes << ")";
   return os.str();
 }
 

@@ -159,7 +159,7 @@ __device__ __forceinline__ const uint8_t* src_row(const RepackSrc& s, int64_t e,
 __global__ void repack_values_kernel(int wfmt, RepackSrc s, WeightView d, uint8_t* out, int E) {
   // Logical bytes (e, row, byte) in row-major order; FP4 codes are stored at the WeightView's
   // offsets (row-major or in 32-row chunk tiles, the same bytes per expert).
-  const int64_t row_bytes = wfmt == kWFp4 ? d.K_pad / 2 : d.values_group_stride / 32;
+  const int64_t row_bytes = d.values_group_stride / 32;
   const int64_t per_expert = static_cast<int64_t>(d.rows_pad) * row_bytes;
   const int64_t total = per_expert * E;
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
@@ -218,7 +218,7 @@ __global__ void repack_scales_kernel(int wfmt, RepackSrc s, WeightView d, uint8_
   // Logical bytes (e, row, rb) in row-major order; FP4 scales are stored at the WeightView's
   // offsets (row-major or in 32-row chunk tiles, the same bytes per expert).
   const int chunk = wfmt == kWFp4 ? (d.scale_kind == 0 ? 8 : 4) : 0;
-  const int64_t row_bytes = chunk != 0 ? d.K_pad / 128 * chunk : d.scales_group_stride / 32;
+  const int64_t row_bytes = d.scales_group_stride / 32;
   const int64_t per_expert = static_cast<int64_t>(d.rows_pad) * row_bytes;
   const int64_t total = per_expert * E;
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;

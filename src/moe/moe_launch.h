@@ -32,7 +32,6 @@ inline constexpr bool kScalesTiledDefault = true;
 // 184.3; 15 M <= 8 rows 0.880-0.972x (session 14's round 52 had not measured them: its probe
 // built the variant's experts with the default layout).
 inline constexpr bool kValuesTiledDefault = true;
-inline constexpr bool kChunkImagesDefault = false;  // WeightsPlan::chunk_images
 
 /// Prepared per-expert layout of one GEMM operand (FC1 or FC2).
 struct WeightView {
@@ -58,9 +57,6 @@ struct WeightView {
   // contiguous (a 512-byte run per copy instruction instead of 8 rows x 64 B).
   int64_t values_group_stride = 0;
   int values_k_stride = 0;
-  // Chunk images (WeightsPlan::chunk_images): a 32-row chunk tile's codes and scales are one
-  // run, the scales at + 2 KB of the codes (scales = values + 2048, both group / k / expert
-  // strides equal).
 };
 
 /// Byte offset of row r's values (chunk 0) inside an expert (see WeightView).

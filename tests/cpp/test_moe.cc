@@ -603,22 +603,6 @@ TEST(Moe, ChunkTilesKnobsAndOffsets) {
   EXPECT_FALSE(pg_def.values_tiled);
   EXPECT_EQ(pg.describe().find("scales_tiled"), std::string::npos);
   EXPECT_EQ(pg.describe().find("values_tiled"), std::string::npos);
-  // Chunk images (B12X_MOE_CHUNK_IMAGE) only with both tiles, never for GGML; the scales live
-  // inside the codes' region, so the prepared storage shrinks by the scale regions' padding only.
-  ASSERT_EQ(setenv("B12X_MOE_CHUNK_IMAGE", "1", 1), 0);
-  const moe::WeightsPlan pi = moe::plan_weights(wa);
-  const moe::WeightsPlan pig = moe::plan_weights(wg);
-  ASSERT_EQ(setenv("B12X_MOE_VALUE_TILED", "0", 1), 0);
-  const moe::WeightsPlan pirm = moe::plan_weights(wa);
-  unsetenv("B12X_MOE_CHUNK_IMAGE");
-  unsetenv("B12X_MOE_VALUE_TILED");
-  EXPECT_TRUE(pi.chunk_images);
-  EXPECT_NE(pi.describe().find("chunk_images"), std::string::npos);
-  EXPECT_FALSE(pig.chunk_images);
-  EXPECT_FALSE(pirm.chunk_images);
-  EXPECT_FALSE(moe::plan_weights(wa).chunk_images);
-  EXPECT_LE(pi.prepared_bytes, p1.prepared_bytes);
-  EXPECT_GE(pi.prepared_bytes + 4 * 256, p1.prepared_bytes);
   // Chunk tiles of 128 rows x 384 values (UE4M3: 3 chunks of 8 bytes per row): every (row,
   // chunk) maps to its own 8 bytes inside the expert; a 32-row group's chunk is contiguous.
   moe::detail::WeightView w;

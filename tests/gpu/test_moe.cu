@@ -806,9 +806,8 @@ TEST(MoeGpu, DecodeStreamFc2KInterleaved) {
 TEST(MoeGpu, ChunkTilesAreBitEqual) {
   B12X_REQUIRE_GPU();
   // FP4 block scales and / or codes stored in 32-row chunk tiles (WeightsPlan::scales_tiled /
-  // values_tiled, B12X_MOE_SCALE_TILED / B12X_MOE_VALUE_TILED read by plan_weights), and both in
-  // chunk images (chunk_images, B12X_MOE_CHUNK_IMAGE) against the row-major layout: the same
-  // values at other addresses, so every kernel's output is bit-equal.
+  // values_tiled, B12X_MOE_SCALE_TILED / B12X_MOE_VALUE_TILED read by plan_weights) against the
+  // row-major layout: the same values at other addresses, so every kernel's output is bit-equal.
   // Decode stream: nvfp4 (UE4M3, 8-byte scale copies; FC2 16- and 32-row CTAs, whose row blocks
   // start at 16 rows into a tile), MXFP8 on E8M0 weights (4-byte copies, two FC1 row warps), FP16
   // w4a16 relu2 on E8M0; the grouped pipe (nvfp4, w4a16 E8M0).
@@ -828,30 +827,20 @@ TEST(MoeGpu, ChunkTilesAreBitEqual) {
     SCOPED_TRACE(v.c.name() + " rows " + (v.rows ? v.rows : "rule"));
     Problem P;
     P.make(v.c);
-    // Layout l < 4: scales tiled (l & 1), codes tiled (l & 2); 4: both in chunk images.
-    std::vector<uint16_t> got[5];
-    for (int l = 0; l < 5; ++l) {
-      ASSERT_EQ(setenv("B12X_MOE_SCALE_TILED", (l & 1) || l == 4 ? "1" : "0", 1), 0);
-      ASSERT_EQ(setenv("B12X_MOE_VALUE_TILED", (l & 2) || l == 4 ? "1" : "0", 1), 0);
-      ASSERT_EQ(setenv("B12X_MOE_CHUNK_IMAGE", l == 4 ? "1" : "0", 1), 0);
+    std::vector<uint16_t> got[4];  // layout l: scales tiled (l & 1), codes tiled (l >> 1)
+    for (int l = 0; l < 4; ++l) {
+      ASSERT_EQ(setenv("B12X_MOE_SCALE_TILED", (l & 1) ? "1" : "0", 1), 0);
+      ASSERT_EQ(setenv("B12X_MOE_VALUE_TILED", (l >> 1) ? "1" : "0", 1), 0);
       if (v.rows) ASSERT_EQ(setenv("B12X_MOE_FC2_ROWS", v.rows, 1), 0);
       GpuRun G(P);  // plan_weights (prepare and plan) reads the knobs
       unsetenv("B12X_MOE_SCALE_TILED");
       unsetenv("B12X_MOE_VALUE_TILED");
-      unsetenv("B12X_MOE_CHUNK_IMAGE");
       unsetenv("B12X_MOE_FC2_ROWS");
       ASSERT_TRUE(G.ok);
       got[l] = G.run_eager();
       ASSERT_EQ(got[l].size(), got[0].size());
       EXPECT_EQ(std::memcmp(got[l].data(), got[0].data(), 2 * got[0].size()), 0)
           << "chunk-tiled layout " << l << " differs from row-major";
-      if (l == 4) {  // the plan took the images
-        moe::WeightsPlanArgs wa = P.wplan.args;
-        ASSERT_EQ(setenv("B12X_MOE_CHUNK_IMAGE", "1", 1), 0);
-        const moe::WeightsPlan wp = moe::plan_weights(wa);
-        unsetenv("B12X_MOE_CHUNK_IMAGE");
-        EXPECT_TRUE(wp.chunk_images);
-      }
     }
     if (&v == &vars[0] || &v == &vars[4]) {
       std::vector<float> f(got[3].size());
