@@ -223,9 +223,9 @@ class Plan {
   /// can time several variants; run() reads no environment).
   DecodeKnobs knobs;
   /// Device facts the decode stream's run needs, read by plan() (run reads no device info):
-  /// the SMs, the compute capability's major, and the 32-row FC2 CTAs that fit one SM (0 where
-  /// plan saw no device).
-  int sm_count = 0, cc_major = 0, fc2_rows32_ctas = 0;
+  /// the SMs, the compute capability's major, and the 32-row FC2 CTAs with 3 / 2 ring stages
+  /// that fit one SM (0 where plan saw no device).
+  int sm_count = 0, cc_major = 0, fc2_rows32_ctas = 0, fc2_rows32_ctas2 = 0;
 };
 
 /// Validates caps against the weights plan and device and sizes the scratch. Host only.

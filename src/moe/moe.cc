@@ -844,17 +844,29 @@ Plan plan(const Caps& caps) {
         const DeviceInfo& di = device_info(caps.device);
         p.sm_count = di.sm_count;
         p.cc_major = di.cc_major;
-        if (stream) p.fc2_rows32_ctas = detail::decode_fc2_rows32_ctas(caps.device);
+        if (stream) {
+          p.fc2_rows32_ctas = detail::decode_fc2_rows32_ctas(caps.device);
+          p.fc2_rows32_ctas2 = detail::decode_fc2_rows32_ctas(caps.device, 2);
+        }
       } catch (const Error&) {
-        p.sm_count = p.cc_major = p.fc2_rows32_ctas = 0;
+        p.sm_count = p.cc_major = p.fc2_rows32_ctas = p.fc2_rows32_ctas2 = 0;
       }
     }
     const int nk2 = static_cast<int>(round_up(I, detail::kPrepKAlign) / 128);
-    if (p.sm_count > 0 &&
-        detail::decode_fc2_rows(p.knobs, caps.max_tokens, R,
-                                static_cast<int>(round_up(H, detail::kPrepRowAlign)), p.sm_count,
-                                p.fc2_rows32_ctas, nk2) == 32)
+    const int rows_pad2 = static_cast<int>(round_up(H, detail::kPrepRowAlign));
+    if (p.sm_count > 0 && detail::decode_fc2_rows(p.knobs, caps.max_tokens, R, rows_pad2,
+                                                  p.sm_count, p.fc2_rows32_ctas, nk2) == 32) {
       sig << " fc2_rows32";
+      // Its ring depth at the capacity's split (decode_fc2_stages32; run derives both again).
+      const int split32 =
+          p.knobs.fc2_split == 0
+              ? detail::decode_fc2_split32(R, rows_pad2 / 32, p.sm_count,
+                                           detail::decode_fc2_kil(p.knobs, caps.max_tokens, nk2))
+              : detail::decode_fc2_split(R, rows_pad2 / 32, p.sm_count, p.knobs.fc2_split);
+      if (detail::decode_fc2_stages32(p.knobs, rows_pad2 / 32, split32, p.sm_count,
+                                      p.fc2_rows32_ctas2) == 2)
+        sig << " fc2_st2";
+    }
     // The K-interleaved FC2 kernels (decode_fc2_kil, from the weights' I and the capacity).
     if (stream && detail::decode_fc2_kil(p.knobs, caps.max_tokens, nk2)) sig << " fc2_kil";
     if (caps.apply_router_weight_on_input) sig << " weight_on_input";
@@ -1007,6 +1019,9 @@ void run(const Binding& b, Stream stream) {
                                                    detail::decode_fc2_kil(p.knobs, M, nk2))
                       : detail::decode_fc2_split(R, S.L.fc2.rows_pad / d.fc2_rows, d.sm_count,
                                                  p.knobs.fc2_split);
+    d.fc2_stages32 =
+        detail::decode_fc2_stages32(p.knobs, S.L.fc2.rows_pad / 32, d.fc2_split, d.sm_count,
+                                    p.sm_count > 0 ? p.fc2_rows32_ctas2 : 0);
     d.partial = route_out;  // sized for the plan's split x max_tokens (>= this call's)
     d.counters = num_tiles + 4;
     if (p.off_fc1_bal >= 0) {

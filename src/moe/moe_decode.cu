@@ -116,7 +116,7 @@ void launch_gemms(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, boo
       // 3 stages (2 CTAs per SM; H200 round 45, Qwen3.5-TP4 nvfp4 M = 8 210.6 -> 204.5 us
       // against 2 stages at 3 CTAs per SM, 80 registers); B12X_MOE_FC2_STAGES=2 the 2-stage CTA.
       // K-interleaved warps (decode_fc2_kil) in the 3-stage CTA only.
-      if (kn.fc2_stages == 2)
+      if (a.fc2_stages32 == 2)  // decode_fc2_stages32
         launch_fc2<OpT, kFold, kSK, kRC, 8, 2, 32>(a, stream, pdl);
       else if (a.fc2_kil != 0)
         launch_fc2<OpT, kFold, kSK, kRC, 8, 3, 32, true>(a, stream, pdl);
@@ -161,13 +161,14 @@ void launch_gemms_rc(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, 
 int decode_fc1_smem_bytes() {
   return DecodeCfg::fc1_smem(DecodeCfg::kFc1WideWarps);  // the larger of the two variants
 }
-int decode_fc2_rows32_ctas(int device) {
+int decode_fc2_rows32_ctas(int device, int stages) {
   int per_sm = 0;
   B12X_CUDA_CHECK(
       cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device));
   // 5120 B: the kernel's static shared memory beside the ring (the static_asserts' figure).
-  const int cta = DecodeCfg::fc2_smem(8, 3, DecodeCfg::kFc2Rows32MaxTokens, 32) + 5120 + 1024;
-  return std::min(2, per_sm / cta);
+  const int cta = DecodeCfg::fc2_smem(8, stages, DecodeCfg::kFc2Rows32MaxTokens, 32) + 5120 + 1024;
+  // The launch bounds' occupancy: 2 CTAs per SM with 3 stages, 3 with 2 (80 registers).
+  return std::min(stages == 2 ? 3 : 2, per_sm / cta);
 }
 int decode_fc1_tile_groups(const DecodeKnobs& k, int routes, int row_blocks, int sm_count,
                            int ctas_per_sm) {

@@ -156,6 +156,7 @@ struct DecodeArgs {
   int fc2_bal = 0;    // chunk ranges instead of whole tiles per split CTA (launch_decode_stream)
   int fc2_kil = 0;    // warps take chunks warp, warp + kW, ... of the CTA's range (decode_fc2_kil)
   int fc2_rows = 16;  // output rows per FC2 CTA (decode_fc2_rows: 16, or 32 up to 8 tokens)
+  int fc2_stages32 = 3;  // ring stages of the 32-row FC2 CTA (decode_fc2_stages32: 3 or 2)
   float* partial = nullptr;
   int* counters = nullptr;
   // Launch shape of the stream, chosen by launch_decode_stream (decode_fc1_row_warps) unless
@@ -352,11 +353,27 @@ inline int decode_fc2_rows(const DecodeKnobs& k, int64_t tokens, int64_t routes,
              ? 32
              : 16;
 }
+/// Ring stages of the 32-row FC2 CTA (DecodeArgs::fc2_stages32) for `row_blocks32` 32-row blocks
+/// x `split` CTAs on `sm_count` SMs: 2 (3 CTAs per SM, contiguous warp ranges) where that grid
+/// exceeds one wave of the 3-stage CTA's 2 per SM but fits one wave of 3 per SM (`ctas2`: the
+/// 2-stage CTAs that fit one SM, decode_fc2_rows32_ctas(device, 2)), else 3 (2 per SM, with the
+/// K-interleaved warps where decode_fc2_kil takes them). H200 round 57 (session 15, chunk-tiled
+/// codes), MiniMax nvfp4 (192 blocks, split 2: 384 CTAs, 1.45 waves of 2 per SM -> one wave of 3),
+/// us, 3-stage K-interleaved -> 2-stage: M = 4 173.0 -> 158.9, M = 8 303.8 -> 284.1, w4a16 M = 8
+/// 296.9 -> 280.6 (0.92-0.95x); Qwen3.5-TP4 (128 x 2 = 256 CTAs, one wave of 2 already) with
+/// split 3 in the 2-stage CTA 0.990-0.998x (kept). DecodeKnobs::fc2_stages 2 / 3 forces it.
+inline int decode_fc2_stages32(const DecodeKnobs& k, int64_t row_blocks32, int split, int sm_count,
+                               int ctas2) {
+  if (k.fc2_stages == 2 || k.fc2_stages == 3) return k.fc2_stages;
+  const int64_t ctas = row_blocks32 * std::max(split, 1), sms = std::max(sm_count, 1);
+  return ctas2 >= 3 && ctas > 2 * sms && ctas <= 3 * sms ? 2 : 3;
+}
 /// Dynamic shared memory of the larger FC1 variant (plan-time checks and tests).
 int decode_fc1_smem_bytes();
-/// The 32-row FC2 CTAs (3 stages, 8 tokens) that fit one SM of `device` (shared memory per SM
-/// over the CTA's dynamic + static bytes and the runtime's 1 KB per block), at most 2. Plan time.
-int decode_fc2_rows32_ctas(int device);
+/// The 32-row FC2 CTAs (`stages` 3 or 2, 8 tokens) that fit one SM of `device` (shared memory
+/// per SM over the CTA's dynamic + static bytes and the runtime's 1 KB per block), at most 2
+/// (3 stages) / 3 (2 stages). Plan time.
+int decode_fc2_rows32_ctas(int device, int stages = 3);
 /// FC1 grid.y: expert-tile groups (a CTA walks tiles y, y + groups, ...), about one wave of
 /// `ctas_per_sm` CTAs per SM (DecodeKnobs::fc1_groups forces it).
 int decode_fc1_tile_groups(const DecodeKnobs& k, int routes, int row_blocks, int sm_count,

@@ -629,7 +629,8 @@ TEST(Moe, DecodeFc2RowsRuleOnTheModelShapes) {
   // DeepSeek-TP4 (224, split 1), Qwen3.5-TP4 (128, split 2); never MiniMax (192: 73 %), M = 1,
   // more than 8 tokens or 128 routes. The knob forces either size within its limits.
   // Session 13 (round 49): with the K-interleaved FC2 warps (decode_fc2_kil: >= 16 sub-chunks
-  // per tile, MiniMax's I = 3072) MiniMax takes 32 rows from 4 tokens with the rounded-up split 2.
+  // per tile, MiniMax's I = 3072) MiniMax takes 32 rows from 4 tokens with the rounded-up split 2
+  // (session 15: in the 2-stage CTA, decode_fc2_stages32).
   struct Shape {
     const char* name;
     int rows_pad, topk, split, nk;
@@ -653,8 +654,20 @@ TEST(Moe, DecodeFc2RowsRuleOnTheModelShapes) {
             << s.name << " M=" << m;
         EXPECT_LE(moe::detail::decode_fc2_split32(routes, s.rows_pad / 32, 132, kil),
                   moe::detail::decode_fc2_split_bound(routes));
+        // Session 15 (round 57): the 2-stage 32-row CTA (3 per SM) where the grid exceeds one
+        // wave of 2 per SM but fits one of 3: MiniMax (192 x 2 = 384 CTAs), no other shape; not
+        // where only 2 fit an SM (ctas2 < 3), and the knob forces either depth.
+        const int st = moe::detail::decode_fc2_stages32(def, s.rows_pad / 32, s.split, 132, 3);
+        EXPECT_EQ(st, s.kil ? 2 : 3) << s.name << " M=" << m;
+        EXPECT_EQ(moe::detail::decode_fc2_stages32(def, s.rows_pad / 32, s.split, 132, 2), 3);
       }
     }
+  moe::DecodeKnobs st2, st3;
+  st2.fc2_stages = 2;
+  st3.fc2_stages = 3;
+  EXPECT_EQ(moe::detail::decode_fc2_stages32(st3, 192, 2, 132, 3), 3);
+  EXPECT_EQ(moe::detail::decode_fc2_stages32(st2, 64, 4, 132, 3), 2);
+  EXPECT_EQ(moe::detail::decode_fc2_stages32(def, 192, 3, 132, 3), 3);  // 576 CTAs: > 1 wave
   // Without the interleave (nk unknown, or forced off) MiniMax keeps 16 rows (73 % of the wave).
   moe::DecodeKnobs no_kil;
   no_kil.fc2_kil = 0;
