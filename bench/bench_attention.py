@@ -24,7 +24,6 @@ the row's b12x timing (B12X_ATTN_BENCH_REPS=n: n graph replays per timing instea
 """
 
 import datetime
-import json
 import math
 import os
 import subprocess
@@ -36,12 +35,13 @@ import torch.nn.functional as F
 
 from b12x.attention import paged
 
+import graph_timing
+
 DEV = "cuda"
 L2_BYTES = torch.cuda.get_device_properties(0).L2_cache_size if torch.cuda.is_available() else 0
 T0 = time.time()
 BUDGET_S = float(os.environ.get("B12X_BENCH_BUDGET_S", "55"))
 REPS = int(os.environ.get("B12X_ATTN_BENCH_REPS", "7") or 7)
-LAST_TIMING = [0.0, 0.0]  # wall-clock span of the last time_graph_us's timed replays
 
 
 def fused_sdpa_only():
@@ -53,57 +53,28 @@ def fused_sdpa_only():
 
 
 def capture_graph(launch, n_rot, per_graph=10):
-    """A CUDA graph of `per_graph` launches cycling through `n_rot` input sets (warmed up and
-    replayed once)."""
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for i in range(3):
-            launch(i % n_rot)
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g, stream=s):
-        for i in range(per_graph):
-            launch(i % n_rot)
-    g.replay()
-    torch.cuda.synchronize()
-    return g
+    """A CUDA graph of `per_graph` launches cycling through `n_rot` input sets (3 eager warm-up
+    launches first; replayed once)."""
+    return graph_timing.capture_graph(lambda i: launch(i % n_rot), per_graph, warmup=3)
 
 
 def replay_us(g, per_graph=10):
-    """Microseconds per launch of one timed replay of `g`."""
-    a = torch.cuda.Event(enable_timing=True)
-    b = torch.cuda.Event(enable_timing=True)
-    a.record()
-    g.replay()
-    b.record()
-    b.synchronize()
-    return a.elapsed_time(b) * 1000.0 / per_graph
+    return graph_timing.replay_us(g, per_graph)
 
 
-def median(xs):
-    xs = sorted(xs)
-    return xs[len(xs) // 2]
+median = graph_timing.median
+LAST_TIMING = graph_timing.LAST_TIMING  # wall-clock span of the last time_graph_us's replays
 
 
 def time_graph_us(launch, n_rot, per_graph=10, reps=None):
     """Median microseconds per launch over graph replays of `per_graph` launches cycling through
     `n_rot` input sets."""
-    g = capture_graph(launch, n_rot, per_graph)
-    LAST_TIMING[0] = time.time()
-    times = [replay_us(g, per_graph) for _ in range(reps or REPS)]
-    LAST_TIMING[1] = time.time()
-    del g
-    return median(times)
+    return graph_timing.time_graph_us(lambda i: launch(i % n_rot), per_graph, reps or REPS,
+                                      warmup=3)
 
 
 def read_bandwidth_gbs():
-    """Streaming read of a 2 GiB tensor (torch sum), graph-timed."""
-    x = torch.ones(2 ** 29, dtype=torch.float32, device=DEV)
-    out = torch.empty((), dtype=torch.float32, device=DEV)
-    us = time_graph_us(lambda i: torch.sum(x, dim=0, out=out), 1, per_graph=10, reps=10)
-    del x
-    return 2 ** 31 / (us * 1e-6) / 1e9
+    return graph_timing.read_bandwidth_gbs(DEV)
 
 
 def rotations(bytes_per_set):
@@ -192,8 +163,7 @@ def decode_row(bw, pr, us, span):
                tflops=pr["flops"] / us / 1e6, timed_span=span)
     if os.environ.get("B12X_ATTN_BENCH_TIMELINE", "0") != "0":
         # kernel start / end of one replay of 6 calls (bench_moe's CUPTI timeline)
-        from bench_moe import timeline
-        timeline(lambda i: pr["binds"][i % pr["n_rot"]].launch(), 6)
+        graph_timing.timeline(lambda i: pr["binds"][i % pr["n_rot"]].launch(), 6)
     return row
 
 
@@ -386,22 +356,7 @@ def fmt(v, nd=1):
 
 
 def write_json(rows, bw, gpu):
-    out_dir = os.environ.get("B12X_BENCH_OUT", "bench/results")
-    os.makedirs(out_dir, exist_ok=True)
-    slug = "".join(c.lower() if c.isalnum() else "-" for c in gpu)
-    date = datetime.datetime.utcnow().strftime("%Y-%m-%d")
-    commit = os.environ.get("B12X_GIT_COMMIT")
-    if not commit:
-        try:
-            commit = subprocess.check_output(["git", "rev-parse", "--short", "HEAD"],
-                                             text=True).strip()
-        except Exception:  # noqa: BLE001
-            commit = "unknown"
-    path = os.path.join(out_dir, f"attention-{slug}-{date}.json")
-    with open(path, "w") as f:
-        json.dump({"area": "attention", "gpu": gpu, "commit": commit, "date": date,
-                   "read_bw_gbs": bw, "rows": rows}, f, indent=1)
-    return path
+    return graph_timing.write_json("attention", rows, gpu, bw)
 
 
 def main():

@@ -9,10 +9,7 @@ per-expert matmul loop; routing/sorting excluded from the peer's time).
 JSON: $B12X_BENCH_OUT/moe-<gpu>-<date>.json (or bench/results/).
 """
 
-import datetime
-import json
 import os
-import subprocess
 import sys
 import time
 
@@ -25,6 +22,8 @@ except ImportError:  # pragma: no cover
     sys.exit(0)
 
 from b12x.moe import fused_moe
+
+import graph_timing  # noqa: E402
 
 SHAPES = [  # (name, E, topk, H, I, activation)
     ("qwen3-30b-a3b", 128, 8, 2048, 768, "silu"),
@@ -48,30 +47,7 @@ REBUILD = int(os.environ.get("B12X_MOE_BENCH_REBUILD", "0"))
 
 
 def read_bandwidth_gbs(dev):
-    buf = torch.empty(2 << 30, dtype=torch.uint8, device=dev).view(torch.float32)
-    buf.fill_(1.0)
-    out = torch.empty((), device=dev)
-    t = time_graph(lambda i: torch.sum(buf, dim=0, out=out), per_graph=5, reps=7)
-    del buf
-    return (2 << 30) / (t * 1e-6) / 1e9
-
-
-def make_graph(fn, per_graph):
-    """Two warm-up calls on a side stream, then a graph of per_graph calls, replayed once."""
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for i in range(2):
-            fn(i)
-    torch.cuda.current_stream().wait_stream(s)
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for i in range(per_graph):
-            fn(i)
-    g.replay()
-    torch.cuda.synchronize()
-    return g
+    return graph_timing.read_bandwidth_gbs(dev)
 
 
 # Diagnostics of the bench state (session 10): B12X_MOE_BENCH_WARM=k replays the graph k more
@@ -81,50 +57,12 @@ SHOW_REPLAYS = os.environ.get("B12X_MOE_BENCH_REPLAYS", "0") != "0"
 
 
 def time_graph(fn, per_graph=ROT, reps=5, label=None):
-    g = make_graph(fn, per_graph)
-    for _ in range(WARM):
-        g.replay()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        a = torch.cuda.Event(enable_timing=True)
-        b = torch.cuda.Event(enable_timing=True)
-        a.record()
-        g.replay()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) * 1000.0 / per_graph)
-    del g
-    if SHOW_REPLAYS and label:
-        print(f"  replays {label}: " + " ".join(f"{t:.1f}" for t in times), flush=True)
-    return float(np.median(times))
+    return graph_timing.time_graph_us(fn, per_graph, reps, warm_replays=WARM,
+                                      show=label if SHOW_REPLAYS else None)
 
 
 def timeline(fn, per_graph=ROT):
-    """Device timeline of one graph replay of per_graph calls (torch.profiler / CUPTI): each
-    kernel's start and end in us from the replay's first kernel start. With programmatic
-    dependent launch a kernel starts when it is launched early (then waits on the device)."""
-    import tempfile
-
-    from torch.profiler import ProfilerActivity, profile
-    g = make_graph(fn, per_graph)
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        g.replay()
-        torch.cuda.synchronize()
-    with tempfile.NamedTemporaryFile(suffix=".json") as f:
-        prof.export_chrome_trace(f.name)
-        with open(f.name) as fj:
-            evs = [e for e in json.load(fj)["traceEvents"] if e.get("cat") == "kernel"]
-    del g
-    evs.sort(key=lambda e: e["ts"])
-    if not evs:
-        print("  timeline: no kernel events", flush=True)
-        return
-    t0 = evs[0]["ts"]
-    for e in evs:
-        name = e["name"].split("(")[0].split("<")[0].split("::")[-1].replace("moe_decode_", "")
-        print(f"  tl {name[:24]:24s} {e['ts'] - t0:8.2f} {e['ts'] + e['dur'] - t0:8.2f} "
-              f"{e['dur']:7.2f}", flush=True)
+    graph_timing.timeline(fn, per_graph, strip="moe_decode_")
 
 
 def routes(M, E, topk, dev, gen):
@@ -213,22 +151,7 @@ def peer_run(w1, w2, prep, x, wts, M, topk, I, act, grouped, out):
 
 
 def write_json(rows_out, gpu, bw):
-    outdir = os.environ.get("B12X_BENCH_OUT", os.path.join(os.path.dirname(__file__), "results"))
-    os.makedirs(outdir, exist_ok=True)
-    slug = "".join(c.lower() if c.isalnum() else "-" for c in gpu)
-    date = datetime.datetime.utcnow().strftime("%Y-%m-%d")
-    commit = os.environ.get("B12X_GIT_COMMIT")
-    if not commit:
-        try:
-            commit = subprocess.check_output(["git", "rev-parse", "--short", "HEAD"],
-                                             text=True, stderr=subprocess.DEVNULL).strip()
-        except Exception:
-            commit = "unknown"
-    path = os.path.join(outdir, f"moe-{slug}-{date}.json")
-    with open(path, "w") as f:
-        json.dump({"area": "moe", "gpu": gpu, "commit": commit, "date": date,
-                   "read_bw_gbs": bw, "rows": rows_out}, f, indent=1)
-    return path
+    return graph_timing.write_json("moe", rows_out, gpu, bw)
 
 
 def main():
