@@ -7,6 +7,7 @@
 //   B12X_BENCH_FORMATS=nvfp4_w4a16,iq2_xs  restricts the formats; B12X_BENCH_QUICK=1 fewer shapes.
 //   B12X_BENCH_FP8B_PREQUANT=1: fp8_block with caller-quantized activations (no quantizer pass).
 //   B12X_BENCH_NO_PEERS=1: skip the cuBLAS / cuBLASLt peers (probe runs; x columns read 0).
+//   B12X_BENCH_FLOOR=1: also time a read-only kernel over each shape's NVFP4 bytes (time_floor).
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
@@ -338,6 +339,92 @@ double time_cublaslt_fp8(CublasPeer& peer, int64_t M, int64_t N, int64_t K, bool
   return us;
 }
 
+// Floor probe (session 16, B12X_BENCH_FLOOR=1): the cost of one call that only streams a
+// shape's NVFP4 bytes (N x K / 2 codes + N x K / 16 scales), timed like the kernels (graph of
+// per_graph(1) launches, sets rotated past L2), so the M = 1 targets can be read against what a
+// launch per call allows at all. Each thread keeps 4 16-byte loads in flight
+// (ld.global.nc.L1::no_allocate, like the stream kernel's ring); with PDL the griddepcontrol.wait
+// follows the first loads (the weights do not depend on the predecessor) and kTrig launches the
+// dependents once the thread's last loads are out (the stream kernels' early trigger).
+template <bool kTrig>
+__global__ void __launch_bounds__(256)
+    floor_read_kernel(const uint4* __restrict__ p, int64_t n, unsigned* out) {
+  const int64_t stride = int64_t{gridDim.x} * 256;
+  int64_t i = int64_t{blockIdx.x} * 256 + threadIdx.x;
+  auto ld = [&](int64_t j) {
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (j < n)
+      asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+                   : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                   : "l"(p + j));
+    return v;
+  };
+  uint4 r[4];
+#pragma unroll
+  for (int b = 0; b < 4; ++b) r[b] = ld(i + b * stride);
+  i += 4 * stride;
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  unsigned acc = 0;
+  for (; i < n; i += 4 * stride) {
+#pragma unroll
+    for (int b = 0; b < 4; ++b) {
+      const uint4 v = r[b];
+      r[b] = ld(i + b * stride);
+      acc ^= v.x ^ v.y ^ v.z ^ v.w;
+    }
+  }
+  if constexpr (kTrig) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#pragma unroll
+  for (int b = 0; b < 4; ++b) acc ^= r[b].x ^ r[b].y ^ r[b].z ^ r[b].w;
+  if (acc == 0x9E3779B9u) out[int64_t{blockIdx.x} * 256 + threadIdx.x] = acc;
+}
+
+/// Prints one line per (mode, CTAs per SM): plain launches, PDL (trigger at exit), PDL with the
+/// early trigger; B12X_BENCH_FLOOR_CTAS="2,3" the CTAs per SM of 256 threads.
+void time_floor(int64_t N, int64_t K, double bw) {
+  const int64_t bytes = (N * K / 2 + N * K / 16 + 15) / 16 * 16;
+  const int rot = bench::rotation_count(bytes);
+  DevMem buf(bytes * rot), out(4 << 20);
+  BENCH_CUDA(cudaMemset(buf.p, 0x5A, bytes * rot));
+  int sms = 0;
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+  std::vector<int> per_sm = {2, 3};
+  if (const char* e = std::getenv("B12X_BENCH_FLOOR_CTAS"); e && *e) {
+    per_sm.clear();
+    std::stringstream ss(e);
+    std::string item;
+    while (std::getline(ss, item, ',')) per_sm.push_back(std::atoi(item.c_str()));
+  }
+  const char* names[3] = {"plain", "pdl", "pdl+trig"};
+  for (int c : per_sm) {
+    if (c < 1 || c > 8) continue;
+    for (int mode = 0; mode < 3; ++mode) {
+      const double us = bench::time_graph_us(
+          [&](int i, cudaStream_t s) {
+            cudaLaunchConfig_t cfg{};
+            cfg.gridDim = dim3(static_cast<unsigned>(sms * c));
+            cfg.blockDim = dim3(256);
+            cfg.stream = s;
+            cudaLaunchAttribute attr{};
+            attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+            attr.val.programmaticStreamSerializationAllowed = 1;
+            cfg.attrs = &attr;
+            cfg.numAttrs = mode > 0 ? 1 : 0;
+            const uint4* src =
+                reinterpret_cast<const uint4*>(static_cast<uint8_t*>(buf.p) + (i % rot) * bytes);
+            unsigned* o = static_cast<unsigned*>(out.p);
+            BENCH_CUDA(
+                mode == 2 ? cudaLaunchKernelEx(&cfg, floor_read_kernel<true>, src, bytes / 16, o)
+                          : cudaLaunchKernelEx(&cfg, floor_read_kernel<false>, src, bytes / 16, o));
+          },
+          per_graph(1), reps(1));
+      std::printf("floor %6ld %6ld %2d/SM %-8s %8.2f us %6.1f %%bw (%.1f MB)\n", (long)N, (long)K,
+                  c, names[mode], us, 100.0 * bytes / us / 1e3 / bw, bytes / 1e6);
+    }
+  }
+  std::fflush(stdout);
+}
+
 int64_t bench_max_tokens() {
   const char* e = std::getenv("B12X_BENCH_MAX_TOKENS");
   return e != nullptr ? std::atoll(e) : 0;
@@ -398,6 +485,7 @@ int main() {
               "%bw", "TFLOP/s", "xBF16", "xFP8");
   for (auto [N, K] : shapes) {
     std::vector<double> t_bf16(Ms.size()), t_fp8(Ms.size()), t_fp8b(Ms.size());
+    if (std::getenv("B12X_BENCH_FLOOR") != nullptr) time_floor(N, K, bw);
     for (size_t i = 0; i < Ms.size() && peers; ++i) {
       t_bf16[i] = time_cublas_bf16(peer, Ms[i], N, K);
       t_fp8[i] = time_cublaslt_fp8(peer, Ms[i], N, K);
