@@ -424,7 +424,8 @@ std::string stream16_describe(const Plan& p) {
   return " stream16=" + std::to_string(p.stream16_tw) + "x" + std::to_string(p.stream16_split) +
          "/" + std::to_string(p.stream16_vp) + (p.stream16_qx ? " qx" : "") +
          (p.stream16_depth > 0 ? " f8d" + std::to_string(p.stream16_depth) : "") +
-         (p.stream16_depth > 0 && p.stream16_occ == 3 ? " o3" : "");
+         (p.stream16_depth > 0 && p.stream16_occ == 3 ? " o3" : "") +
+         (p.stream16_depth > 0 && p.stream16_var != 0 ? " v" + std::to_string(p.stream16_var) : "");
 }
 
 }  // namespace
@@ -1364,10 +1365,18 @@ Plan plan(const Caps& caps) {
                  ? 3
                  : 2;
     };
+    // Probe: B12X_GEMM_STREAM16_F8_VAR=<kF8Var* flags> (kernel variants, where compiled).
+    const char* evar = std::getenv("B12X_GEMM_STREAM16_F8_VAR");
+    auto var_for = [&](int tw8, int depth) {
+      const int v = evar != nullptr ? std::atoi(evar) : 0;
+      return v != 0 && lin::stream16_f8_available(wf, tw8, mma8, depth, q8, occ_for(tw8, depth), v)
+                 ? v
+                 : 0;
+    };
     auto f8_grid = [&](int tw8, int depth) {
       F8Grid r;
       const int fit = lin::prepare_linear_stream16_f8(caps.device, wf, tw8, mma8, depth, q8,
-                                                      occ_for(tw8, depth));
+                                                      occ_for(tw8, depth), var_for(tw8, depth));
       if (fit <= 0) return r;
       int per_sm = fit;
       if (const char* e = std::getenv("B12X_GEMM_STREAM16_CTAS"); e != nullptr && std::atoi(e) > 0)
@@ -1412,10 +1421,11 @@ Plan plan(const Caps& caps) {
         p.stream16_split = gr.split;
         p.stream16_vp = gr.vp;
         p.stream16_qx = q8;
-        p.stream16_smem = lin::stream16_f8_smem_bytes(wf, tw8, mma8, q8);
         p.stream16_tiles = 8 * tw8;
         p.stream16_depth = depth_for(tw8);
         p.stream16_occ = occ_for(tw8, p.stream16_depth);
+        p.stream16_var = var_for(tw8, p.stream16_depth);
+        p.stream16_smem = lin::stream16_f8_smem_bytes(wf, tw8, mma8, q8, p.stream16_var);
         // Per-tensor at one tile per warp (the small shapes) from M = 9: round 52, M = 5 / 8, us,
         // decode kernel -> this kernel, 4096x4096 7.87 / 7.95 -> 8.03 / 8.20, 2048x7168 8.28 /
         // 8.37 -> - / 8.46 (M = 9: 9.01 -> 8.25, 8.81 -> -; M = 16 9.26 -> 8.68, 10.54 -> 8.71).
@@ -1561,7 +1571,9 @@ Plan plan(const Caps& caps) {
       sig << " stream16=" << p.stream16_tw << (p.stream16_split > 1 ? "+reduce" : "")
           << (p.stream16_qx ? " qx" : "")
           << (p.stream16_depth > 0 ? " f8d" + std::to_string(p.stream16_depth) : std::string())
-          << (p.stream16_depth > 0 && p.stream16_occ == 3 ? " o3" : "");
+          << (p.stream16_depth > 0 && p.stream16_occ == 3 ? " o3" : "")
+          << (p.stream16_depth > 0 && p.stream16_var != 0 ? " v" + std::to_string(p.stream16_var)
+                                                          : std::string());
     // The pre-pass: every run of a quantized-activation format but the block kernel's with qx
     // (M = 5..16), which converts them itself.
     if (p.act_prepass) sig << " act_prepass";
@@ -1988,12 +2000,13 @@ void run(const Binding& b, Stream stream) {
     // The plan's smem is the in-kernel quantization's where it planned it; rows it cannot take
     // (not 16-byte vectors) come quantized by the quantizer launch, to the kernel without it.
     const bool q = p.act_kind == lin::kActBf16Quant;
-    const int64_t smem =
-        q == plan.stream16_qx
-            ? plan.stream16_smem
-            : lin::stream16_f8_smem_bytes(im.wfmt, plan.stream16_tw, plan.decode_fp8_mma, q);
+    const int64_t smem = q == plan.stream16_qx ? plan.stream16_smem
+                                               : lin::stream16_f8_smem_bytes(
+                                                     im.wfmt, plan.stream16_tw, plan.decode_fp8_mma,
+                                                     q, plan.stream16_var);
     lin::launch_linear_stream16_f8(im.wfmt, plan.stream16_tw, plan.decode_fp8_mma,
-                                   plan.stream16_depth, smem, p, stream, plan.stream16_occ);
+                                   plan.stream16_depth, smem, p, stream, plan.stream16_occ,
+                                   plan.stream16_var);
     if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);
     return;
   }

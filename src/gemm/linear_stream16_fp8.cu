@@ -8,7 +8,8 @@
 
 namespace b12x::gemm::lin {
 
-static_assert(kF8SmemBytes<2, 32, 1, true> <= 101376,
+static_assert(kF8SmemBytes<2, 32, 1, true> <= 101376 &&
+                  kF8SmemBytes<2, 32, 1, true, kF8VarSf> <= 101376,
               "FP8 M <= 16 block kernel: slots exceed 99 KB");
 
 namespace {
@@ -72,8 +73,29 @@ F8Fn pick_q(WFmt f, int tw, int nt, int mma, int depth) {
   }
 }
 
-F8Fn pick(WFmt f, int tw, int nt, int mma, int depth, bool q, int occ = 2) {
+// kVar kF8VarSf: MXFP8 on f16 MMAs at depth 4.
+template <bool kQ>
+F8Fn pick_sf(int tw, int nt) {
+  switch (tw * 4 + nt) {
+    case 1 * 4 + 1:
+      return &linear_stream16_fp8_kernel<1, 1, 32, 1, 4, kQ, 2, kF8VarSf>;
+    case 1 * 4 + 2:
+      return &linear_stream16_fp8_kernel<1, 2, 32, 1, 4, kQ, 2, kF8VarSf>;
+    case 2 * 4 + 1:
+      return &linear_stream16_fp8_kernel<2, 1, 32, 1, 4, kQ, 2, kF8VarSf>;
+    case 2 * 4 + 2:
+      return &linear_stream16_fp8_kernel<2, 2, 32, 1, 4, kQ, 2, kF8VarSf>;
+    default:
+      return nullptr;
+  }
+}
+
+F8Fn pick(WFmt f, int tw, int nt, int mma, int depth, bool q, int occ = 2, int var = 0) {
   if (mma != 0 && mma != 1) return nullptr;
+  if (var != 0) {
+    if (var != kF8VarSf || f != WFmt::kFp8Mx || mma != 1 || depth != 4 || occ != 2) return nullptr;
+    return q ? pick_sf<true>(tw, nt) : pick_sf<false>(tw, nt);
+  }
   if (occ == 3) {
     // Probe: per-tensor, one tile per warp, f16 MMAs, depth 4, registers for 3 CTAs per SM.
     if (f != WFmt::kFp8 || tw != 1 || mma != 1 || depth != 4 || q) return nullptr;
@@ -84,24 +106,27 @@ F8Fn pick(WFmt f, int tw, int nt, int mma, int depth, bool q, int occ = 2) {
   return q ? pick_q<true>(f, tw, nt, mma, depth) : pick_q<false>(f, tw, nt, mma, depth);
 }
 
-template <int kGroup, bool kQ>
+template <int kGroup, bool kQ, int kVar = 0>
 int64_t smem_of(int tw, int mma) {
-  if (tw == 1) return mma ? kF8SmemBytes<1, kGroup, 1, kQ> : kF8SmemBytes<1, kGroup, 0, kQ>;
-  return mma ? kF8SmemBytes<2, kGroup, 1, kQ> : kF8SmemBytes<2, kGroup, 0, kQ>;
+  if (tw == 1)
+    return mma ? kF8SmemBytes<1, kGroup, 1, kQ, kVar> : kF8SmemBytes<1, kGroup, 0, kQ, kVar>;
+  return mma ? kF8SmemBytes<2, kGroup, 1, kQ, kVar> : kF8SmemBytes<2, kGroup, 0, kQ, kVar>;
 }
 
 }  // namespace
 
-bool stream16_f8_available(WFmt f, int tw, int mma, int depth, bool q, int occ) {
-  return pick(f, tw, 2, mma, depth, q, occ) != nullptr &&
-         pick(f, tw, 1, mma, depth, q, occ) != nullptr;
+bool stream16_f8_available(WFmt f, int tw, int mma, int depth, bool q, int occ, int var) {
+  return pick(f, tw, 2, mma, depth, q, occ, var) != nullptr &&
+         pick(f, tw, 1, mma, depth, q, occ, var) != nullptr;
 }
 
-int64_t stream16_f8_smem_bytes(WFmt f, int tw, int mma, bool q) {
+int64_t stream16_f8_smem_bytes(WFmt f, int tw, int mma, bool q, int var) {
   switch (group_of(f)) {
     case 128:
       return q ? smem_of<128, true>(tw, mma) : smem_of<128, false>(tw, mma);
     case 32:
+      if (var & kF8VarSf)
+        return q ? smem_of<32, true, kF8VarSf>(tw, mma) : smem_of<32, false, kF8VarSf>(tw, mma);
       return q ? smem_of<32, true>(tw, mma) : smem_of<32, false>(tw, mma);
     default:
       return smem_of<0, false>(tw, mma);
@@ -113,14 +138,15 @@ int stream16_f8_vectors_per_cta(int64_t kvec, int split) {
   return static_cast<int>((per + kF8ChunkV - 1) / kF8ChunkV * kF8ChunkV);
 }
 
-int prepare_linear_stream16_f8(int device, WFmt f, int tw, int mma, int depth, bool q, int occ) {
-  const int64_t smem = stream16_f8_smem_bytes(f, tw, mma, q);
+int prepare_linear_stream16_f8(int device, WFmt f, int tw, int mma, int depth, bool q, int occ,
+                               int var) {
+  const int64_t smem = stream16_f8_smem_bytes(f, tw, mma, q, var);
   const ::b12x::detail::DeviceScope scope(device);
   int fit = 0;
   for (int nt : {1, 2}) {
-    const F8Fn k = pick(f, tw, nt, mma, depth, q, occ);
+    const F8Fn k = pick(f, tw, nt, mma, depth, q, occ, var);
     B12X_ASSERT(k != nullptr, "no FP8 M <= 16 block kernel for format ", static_cast<int>(f),
-                " tw=", tw, " mma=", mma, " depth=", depth, " q=", q);
+                " tw=", tw, " mma=", mma, " depth=", depth, " q=", q, " var=", var);
     int blocks = 0;
     B12X_CUDA_CHECK(::b12x::detail::resident_ctas(
         reinterpret_cast<const void*>(k), kStreamWarps * 32, static_cast<int>(smem), &blocks));
@@ -130,18 +156,18 @@ int prepare_linear_stream16_f8(int device, WFmt f, int tw, int mma, int depth, b
 }
 
 void launch_linear_stream16_f8(WFmt f, int tw, int mma, int depth, int64_t smem,
-                               const LinearParams& p, Stream stream, int occ) {
+                               const LinearParams& p, Stream stream, int occ, int var) {
   const int nt = p.M <= 8 ? 1 : 2;
   const bool q = p.act_kind == kActBf16Quant;
-  const F8Fn k = pick(f, tw, nt, mma, depth, q, occ);
+  const F8Fn k = pick(f, tw, nt, mma, depth, q, occ, var);
   const int split = std::max(p.split, 1);
   const int want_xs = q                      ? kXsStaged
                       : f == WFmt::kFp8Block ? kXsF32Rows
                       : f == WFmt::kFp8Mx    ? kXsE8m0Rows
                                              : kXsNone;
-  B12X_ASSERT(k != nullptr && smem == stream16_f8_smem_bytes(f, tw, mma, q),
+  B12X_ASSERT(k != nullptr && smem == stream16_f8_smem_bytes(f, tw, mma, q, var),
               "FP8 M <= 16 block kernel: format ", static_cast<int>(f), " tw=", tw, " mma=", mma,
-              " depth=", depth, " q=", q, " smem=", smem);
+              " depth=", depth, " q=", q, " var=", var, " smem=", smem);
   B12X_ASSERT(p.M >= 1 && p.M <= 16 && (p.act_kind == kActFp8 || q) && p.xs_kind == want_xs &&
                   p.stream_vp > 0 && p.stream_vp % kF8ChunkV == 0 &&
                   int64_t{p.stream_vp} * split >= p.kvec && (split == 1 || p.partial != nullptr),
@@ -153,7 +179,7 @@ void launch_linear_stream16_f8(WFmt f, int tw, int mma, int depth, int64_t smem,
     B12X_CUDA_CHECK(
         ::b12x::detail::opt_in_smem(reinterpret_cast<const void*>(k), static_cast<int>(smem)));
   const int64_t gx = (p.n16 + p.stream_tiles - 1) / p.stream_tiles;
-  t_last = Stream16F8Launch{t_last.serial + 1, static_cast<int>(gx), split, tw, mma, depth, q};
+  t_last = Stream16F8Launch{t_last.serial + 1, static_cast<int>(gx), split, tw, mma, depth, q, var};
   B12X_CUDA_CHECK(b12x::detail::launch_ex(
       k, dim3(static_cast<unsigned>(gx), static_cast<unsigned>(split)), dim3(kStreamWarps * 32),
       static_cast<size_t>(smem), stream, p.pdl != 0, dim3(1, 1, 1), p));

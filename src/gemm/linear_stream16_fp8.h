@@ -20,20 +20,24 @@ struct LinearParams;
 /// 4): BF16 activations quantized in the kernel (p.act_kind kActBf16Quant, p.xs_kind kXsStaged;
 /// 16-byte rows) instead of the quantizer launch before it.
 /// occ 3 (probe): per-tensor, tw 1, f16 MMAs, depth 4 with registers for 3 CTAs per SM.
-bool stream16_f8_available(WFmt f, int tw, int mma, int depth, bool q = false, int occ = 2);
-int64_t stream16_f8_smem_bytes(WFmt f, int tw, int mma, bool q = false);
+/// var (probe, Plan::stream16_var): kernel variants, kF8Var* of kernels/linear_stream16_fp8.cuh
+/// (1: MXFP8 scales converted to fp32 once per CTA; f16 MMAs, depth 4).
+bool stream16_f8_available(WFmt f, int tw, int mma, int depth, bool q = false, int occ = 2,
+                           int var = 0);
+int64_t stream16_f8_smem_bytes(WFmt f, int tw, int mma, bool q = false, int var = 0);
 /// Atoms per CTA of a K split of `split`: ceil(kvec / split) rounded up to whole chunks.
 int stream16_f8_vectors_per_cta(int64_t kvec, int split);
 /// Host only (plan time): the opt-in and the CTAs per SM of both token-tile variants (the min).
 int prepare_linear_stream16_f8(int device, WFmt f, int tw, int mma, int depth, bool q = false,
-                               int occ = 2);
+                               int occ = 2, int var = 0);
 void launch_linear_stream16_f8(WFmt f, int tw, int mma, int depth, int64_t smem,
-                               const LinearParams& p, Stream stream, int occ = 2);
+                               const LinearParams& p, Stream stream, int occ = 2, int var = 0);
 /// The last launch on this thread (tests): serial (counts launches), grid x, split, kernel choice.
 struct Stream16F8Launch {
   int64_t serial = 0;
   int ctas = 0, split = 0, tw = 0, mma = 0, depth = 0;
   bool q = false;  ///< activations quantized in the kernel
+  int var = 0;     ///< kernel variant (kF8Var*)
 };
 Stream16F8Launch last_stream16_f8_launch();
 

@@ -1955,6 +1955,32 @@ TEST(GemmGpu, DecodeStream16Fp8) {
       EXPECT_GT(gemm::lin::last_stream16_f8_launch().serial, before) << "M " << M;
     }
   }
+  // MXFP8 with its scales converted to fp32 once per CTA and chunk (probe
+  // B12X_GEMM_STREAM16_F8_VAR=1, f16 MMAs): in-kernel quantization or the quantizer's e4m3, tw 1 /
+  // 2, M = 5 / 16, splits 1 / 3, K tails inside a chunk, partial CTAs.
+  {
+    ScopedEnv ev("B12X_GEMM_STREAM16_F8_VAR", "1"), em("B12X_GEMM_DECODE_F8MMA", "1");
+    int k = 0;
+    for (const char* qx : {"0", "1"})
+      for (const char* tw : {"1", "2"}) {
+        const char* sp = (k % 2) ? "3" : "1";
+        ScopedEnv eq("B12X_GEMM_STREAM16_QX", qx), et("B12X_GEMM_STREAM16_TW", tw),
+            es("B12X_GEMM_STREAM16_SPLIT", sp);
+        Case c{LinearFormat::kMxfp8, (k % 3) ? int64_t{16} : int64_t{5},
+               (k % 2) ? 72 : 200,   (k % 2) ? 4864 : 1312,
+               DType::kBF16,         (k % 4) == 3 ? DType::kFP16 : DType::kBF16,
+               (k % 2) == 0};
+        c.max_tokens = k == 2 ? 16 : c.M;
+        ++k;
+        const int64_t before = gemm::lin::last_stream16_f8_launch().serial;
+        run_case(c, /*graph_replay=*/k == 4);
+        const gemm::lin::Stream16F8Launch l = gemm::lin::last_stream16_f8_launch();
+        EXPECT_GT(l.serial, before) << name(c) << " qx " << qx << " tw " << tw;
+        EXPECT_EQ(l.var, 1) << name(c);
+        EXPECT_EQ(l.q, qx[0] == '1') << name(c);
+        EXPECT_EQ(l.split, f8_split(c.K, std::atoi(sp))) << name(c);
+      }
+  }
   // Ring depth 8 (f16 MMAs: per-tensor, block FP8 / MXFP8 at tw 1) and the plan's own split
   // (4096x14336's plan, run at N = 256: every K range non-empty).
   {

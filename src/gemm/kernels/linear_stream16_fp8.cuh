@@ -51,12 +51,22 @@ inline constexpr int kF8BfBytes = kF8HalfBytes;
 /// (kMma 1), the BF16 activations (kQ).
 template <int kMma, bool kQ>
 inline constexpr int kF8RawSlotBytes = (kQ && kMma == 1) ? 0 : kF8RawBytes;
-template <int kTw, int kGroup, int kMma, bool kQ = false>
+/// kVar bit 0 (MXFP8, kF8VarSf): the chunk's E8M0 scales converted to fp32 once per CTA with the
+/// activations (weights [kTw tiles][8 atoms][8 g] float2 of rows g, g + 8; activations [8 atoms]
+/// [16 tokens]), so that a lane's fold reads each pair with one LDS.64 instead of extracting and
+/// converting its bytes per atom (4 lanes of a quad and the kTw tiles repeated the conversions).
+inline constexpr int kF8VarSf = 1;
+template <int kTw, int kGroup, int kVar>
+inline constexpr int kF8SfBytes = kGroup == 32 && (kVar & kF8VarSf)
+                                      ? kStreamWarps* kTw * 16 * 8 * 4 + 8 * 16 * 4
+                                      : 0;
+template <int kTw, int kGroup, int kMma, bool kQ = false, int kVar = 0>
 inline constexpr int kF8SlotBytes = kF8RawSlotBytes<kMma, kQ> + kF8ScaleBytes +
                                     (kGroup == 32 ? kStreamWarps * kTw * 16 * 8 : 0) +
-                                    (kMma == 1 ? kF8HalfBytes : 0) + (kQ ? kF8BfBytes : 0);
-template <int kTw, int kGroup, int kMma, bool kQ = false>
-inline constexpr int kF8SmemBytes = kF8Slots* kF8SlotBytes<kTw, kGroup, kMma, kQ>;
+                                    (kMma == 1 ? kF8HalfBytes : 0) +
+                                    (kQ ? kF8BfBytes : 0) + kF8SfBytes<kTw, kGroup, kVar>;
+template <int kTw, int kGroup, int kMma, bool kQ = false, int kVar = 0>
+inline constexpr int kF8SmemBytes = kF8Slots* kF8SlotBytes<kTw, kGroup, kMma, kQ, kVar>;
 
 /// 4-byte cp.async (8 with kEight), or a plain copy where the source is not aligned.
 template <bool kEight>
@@ -76,8 +86,9 @@ __device__ __forceinline__ void f8s_cp_small(void* smem, const uint8_t* gmem) {
 /// p.act_kind kActBf16Quant): BF16 activations staged by cp.async and quantized per CTA one chunk
 /// ahead with the activation quantizer's numerics (kernels::g128_codes / mx8_codes: the codes and
 /// scales the quantizer launch would give), instead of that launch before the GEMM.
-/// kOcc: CTAs per SM the registers are capped for (2: <= 128; 3: <= 80, probe).
-template <int kTw, int kNt, int kGroup, int kMma, int kDepth, bool kQ = false, int kOcc = 2>
+/// kOcc: CTAs per SM the registers are capped for (2: <= 128; 3: <= 80, probe). kVar: kF8Var*.
+template <int kTw, int kNt, int kGroup, int kMma, int kDepth, bool kQ = false, int kOcc = 2,
+          int kVar = 0>
 __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     linear_stream16_fp8_kernel(const LinearParams p) {
   static_assert(kTw == 1 || kTw == 2, "tiles per warp");
@@ -87,11 +98,14 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   static_assert((kF8ChunkV * kTw) % kDepth == 0 && kDepth % kTw == 0, "ring order");
   static_assert(!kQ || kGroup > 0, "in-kernel quantization: block FP8 / MXFP8");
   constexpr int kAhead = kDepth / kTw;  // vectors of a tile in flight beyond the current one
-  constexpr int kSlot = kF8SlotBytes<kTw, kGroup, kMma, kQ>;
+  constexpr bool kSf = kGroup == 32 && (kVar & kF8VarSf);
+  constexpr int kSlot = kF8SlotBytes<kTw, kGroup, kMma, kQ, kVar>;
   constexpr int kScaleOff = kF8RawSlotBytes<kMma, kQ>;
   constexpr int kWmxOff = kScaleOff + kF8ScaleBytes;
   constexpr int kHalfOff = kWmxOff + (kGroup == 32 ? kStreamWarps * kTw * 16 * 8 : 0);
   constexpr int kBfOff = kHalfOff + (kMma == 1 ? kF8HalfBytes : 0);
+  constexpr int kWsfOff = kBfOff + (kQ ? kF8BfBytes : 0);             // kSf: weight scales, fp32
+  constexpr int kXsfOff = kWsfOff + kStreamWarps * kTw * 16 * 8 * 4;  // kSf: activations
   // Atoms per fp32 fold: the scale group, or per 128 K for e4m3 MMAs without scales (Hopper's
   // FP8 tensor cores may accumulate with reduced precision), none for f16 MMAs without scales.
   constexpr int kFoldAtoms = kGroup ? kGroup / 32 : kMma == 0 ? 4 : 0;
@@ -293,12 +307,35 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
           uint32_t lo, hi;
           const uint8_t code = kernels::mx8_codes_bf16(v4[q], lo, hi);
           put(q, valid ? lo : 0u, valid ? hi : 0u);
-          if (part == 0) slot[kScaleOff + tok * 8 + 4 * j + q] = valid ? code : 0;
+          if (part == 0) {
+            if constexpr (kSf)
+              reinterpret_cast<float*>(slot + kXsfOff)[(4 * j + q) * 16 + tok] =
+                  e8m0_f32(valid ? code : 0);
+            else
+              slot[kScaleOff + tok * 8 + 4 * j + q] = valid ? code : 0;
+          }
         }
       }
     }
   };
   auto convert = [&](int c) {
+    if constexpr (kSf) {
+      uint8_t* const slot = dsm + (c % kF8Slots) * kSlot;
+      float2* const wsf = reinterpret_cast<float2*>(slot + kWsfOff);
+      // Pair P = (tile * 8 + atom) * 8 + g: the E8M0 bytes of rows g, g + 8 of that atom.
+#pragma unroll
+      for (int r = 0; r < 2 * kTw; ++r) {
+        const int pr = threadIdx.x + r * kStreamWarps * 32;
+        const int gg = pr & 7, a = (pr >> 3) & 7, wt = pr >> 6;
+        const uint8_t* const s = slot + kWmxOff + (wt * 16 + gg) * 8 + a;
+        wsf[pr] = make_float2(e8m0_f32(s[0]), e8m0_f32(s[64]));
+      }
+      if (!kQ && threadIdx.x < 128) {
+        const int tok = threadIdx.x >> 3, a = threadIdx.x & 7;
+        reinterpret_cast<float*>(slot + kXsfOff)[a * 16 + tok] =
+            e8m0_f32(slot[kScaleOff + tok * 8 + a]);
+      }
+    }
     if constexpr (kQ) {
       quantize(c);
     } else if constexpr (kMma == 1) {
@@ -358,7 +395,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
       for (int e = 0; e < 2; ++e) {
         const uint8_t* const xs = slot + kScaleOff + (8 * n + 2 * t + e) * 8;
         if constexpr (kGroup == 128) xsb[n][e] = *reinterpret_cast<const float2*>(xs);
-        if constexpr (kGroup == 32) xmx[n][e] = *reinterpret_cast<const uint2*>(xs);
+        if constexpr (kGroup == 32 && !kSf) xmx[n][e] = *reinterpret_cast<const uint2*>(xs);
       }
 #pragma unroll
     for (int j = 0; j < kTw; ++j) {
@@ -367,7 +404,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
         const float* const s = reinterpret_cast<const float*>(slot + kScaleOff + 128) + rb * 2;
         wsb[j][0] = s[0];
         wsb[j][1] = s[1];
-      } else if constexpr (kGroup == 32) {
+      } else if constexpr (kGroup == 32 && !kSf) {
         const uint8_t* const s = slot + kWmxOff + ((warp * kTw + j) * 16 + g) * 8;
         wmx[j][0] = *reinterpret_cast<const uint2*>(s);
         wmx[j][1] = *reinterpret_cast<const uint2*>(s + 64);
@@ -403,6 +440,11 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
           if constexpr (kGroup == 128) {
             xs0[n] = a < 4 ? xsb[n][0].x : xsb[n][0].y;
             xs1[n] = a < 4 ? xsb[n][1].x : xsb[n][1].y;
+          } else if constexpr (kSf) {
+            const float2 xf =
+                reinterpret_cast<const float2*>(slot + kXsfOff)[(a * 16 + 8 * n + 2 * t) / 2];
+            xs0[n] = xf.x;
+            xs1[n] = xf.y;
           } else if constexpr (kGroup == 32) {
             const uint32_t s0 = a < 4 ? xmx[n][0].x : xmx[n][0].y;
             const uint32_t s1 = a < 4 ? xmx[n][1].x : xmx[n][1].y;
@@ -448,6 +490,11 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
             float w0 = 1.f, w1 = 1.f;
             if constexpr (kGroup == 128) {
               w0 = w1 = wsb[j][a / 4];
+            } else if constexpr (kSf) {
+              const float2 wf = reinterpret_cast<const float2*>(
+                  slot + kWsfOff)[((warp * kTw + j) * 8 + a) * 8 + g];
+              w0 = wf.x;
+              w1 = wf.y;
             } else if constexpr (kGroup == 32) {
               const uint32_t s0 = a < 4 ? wmx[j][0].x : wmx[j][0].y;
               const uint32_t s1 = a < 4 ? wmx[j][1].x : wmx[j][1].y;
