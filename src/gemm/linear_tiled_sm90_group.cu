@@ -42,9 +42,16 @@ GroupPick pick_cfg(int tok, int var) {
   if constexpr (F != WFmt::kQ8_0) {
     if (tok == 256 && var == 17)
       return group_pick<F, T, 256, 1, true, 64, false, true, kGroupWs | kGroupQuad | kGroupChain>();
+    // 43 / 44: 17 / 23 with decode_iq2_atom's kMulSign masks.
+    if (tok == 256 && var == 43)
+      return group_pick<F, T, 256, 1, true, 64, false, true,
+                        kGroupWs | kGroupQuad | kGroupChain | kGroupMulSign>();
     if constexpr (T::kFp16) {
       if (tok == 256 && var == 23)
         return group_pick<F, T, 256, 1, true, 64, false, true, kWsChain | kGroupFold>();
+      if (tok == 256 && var == 44)
+        return group_pick<F, T, 256, 1, true, 64, false, true,
+                          kWsChain | kGroupFold | kGroupMulSign>();
     }
   }
   // 128 tokens in two m64n64 units per group, warp-specialized with chained pairs (13's
@@ -199,7 +206,7 @@ __global__ void __launch_bounds__(256)
 }  // namespace
 
 bool wgmma_group_fold_var(int var) {
-  return var == 22 || var == 23;
+  return var == 22 || var == 23 || var == 44;
 }
 
 void launch_ggml_act_f16(const void* x, int64_t ldx, int64_t M, int64_t K, void* y, float* xs,

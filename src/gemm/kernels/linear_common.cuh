@@ -318,8 +318,9 @@ __device__ __forceinline__ uint32_t lop3(uint32_t a, uint32_t b, uint32_t c) {
   asm("lop3.b32 %0, %1, %2, %3, %4;" : "=r"(d) : "r"(a), "r"(b), "r"(c), "n"(kLut));
   return d;
 }
-inline constexpr uint32_t kLutAndOr = (0xF0 & 0xCC) | 0xAA;  ///< (a & b) | c
-inline constexpr uint32_t kLutXorOr = (0xF0 ^ 0xCC) | 0xAA;  ///< (a ^ b) | c
+inline constexpr uint32_t kLutAndOr = (0xF0 & 0xCC) | 0xAA;   ///< (a & b) | c
+inline constexpr uint32_t kLutXorOr = (0xF0 ^ 0xCC) | 0xAA;   ///< (a ^ b) | c
+inline constexpr uint32_t kLutAndXor = (0xF0 & 0xCC) ^ 0xAA;  ///< (a & b) ^ c
 
 /// Q8_0 int8 pair (spread) -> exact integers.
 template <class T>
@@ -366,10 +367,16 @@ __device__ __forceinline__ void decode_byte_atom(const uint4& v, uint32_t a[2][4
 /// the four lanes of a row group share an entry, so each table load serves 8 entries whose bank
 /// sets collide when equal mod 8; this halves the table loads per register for ~4 ALU
 /// instructions.
-template <class T, bool kAluSign = false>
+/// kMulSign (with kAluSign; the group wgmma kernel's variants 43 / 44): the same masks in fewer
+/// instructions. s8 = s7 + 128 popc(s7) carries the parity in bit 7 (bits 8-9 hold popc / 2, below
+/// 2^10); x = s8 >> 2t has lane t's two sign bits at 0 and 1, and x * (2^15 + 2^30) puts bit 0 at
+/// 15 and bit 1 at 31 (x << 15 spans bits 15..24, x << 30 bits 30..31: no carry between them), so
+/// one IMAD and one LOP3 (& 0x80008000, ^ grid pair) replace the shifts, masks and ORs.
+template <class T, bool kAluSign = false, bool kMulSign = false>
 __device__ __forceinline__ void decode_iq2_atom(const uint4& v, const uint32_t* gtab,
                                                 const uint32_t* stab, int t, uint32_t a[2][4]) {
   const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+  static_assert(!kMulSign || kAluSign, "kMulSign: a computed-sign decode");
 #pragma unroll
   for (int s = 0; s < 2; ++s) {
 #pragma unroll
@@ -378,7 +385,18 @@ __device__ __forceinline__ void decode_iq2_atom(const uint4& v, const uint32_t* 
       const int q = 2 * s + (j >> 1);  // 8-value group in the atom
       const uint32_t word = w[half * 2 + (q >> 1)];
       const uint32_t e = (q & 1) ? (word >> 16) : (word & 0xFFFFu);
-      if constexpr (kAluSign) {
+      if constexpr (kMulSign) {
+        // The entry's s7 at bits 25..31 of `hi` (the word, or its low entry moved up), its popc
+        // above: one funnel shift gives x = s8 >> 2t. The grid pair's byte offset (16 per entry,
+        // 4 per lane) is built in the index register (LDS [R + UR]).
+        const uint32_t hi = (q & 1) ? word : word << 16;
+        const uint32_t pc = static_cast<uint32_t>(__popc(hi & 0xFE000000u));
+        const uint32_t x = __funnelshift_r(hi, pc, 25 + 2 * t);
+        const uint32_t off = ((q & 1) ? (word >> 12) & 0x1FF0u : (word << 4) & 0x1FF0u) | (4 * t);
+        const uint32_t gp =
+            *reinterpret_cast<const uint32_t*>(reinterpret_cast<const uint8_t*>(gtab) + off);
+        a[s][j] = lop3<kLutAndXor>(x * 0x40008000u, 0x80008000u, gp);
+      } else if constexpr (kAluSign) {
         const uint32_t s7 = e >> 9;
         const uint32_t x = (s7 | ((__popc(s7) & 1u) << 7)) >> (2 * t);
         a[s][j] = gtab[(e & 0x1FFu) * 4 + t] ^ (((x & 1u) << 15) | ((x & 2u) << 30));

@@ -163,7 +163,12 @@ struct WgmmaGroupCfg {
 /// back edge, made ptxas serialize every wgmma: C7514.)
 /// kGroupFold: WgmmaGroupCfg::kFold with a promotion per 64 K (IQ2, FP16 wgmmas; per 32 K
 /// measured slower in round 48, IQ2_XS 184.2 against 179.7 us at 4096x4096, M = 2048).
-inline constexpr int kGroupPair = 1, kGroupQuad = 2, kGroupFold = 4, kGroupChain = 8, kGroupWs = 16;
+/// kGroupMulSign (IQ2, with kAluSign): the sign masks in fewer instructions (decode_iq2_atom's
+/// kMulSign): the MMA warps issue-bound in round 55's profile of 17 (stalls per sampled MMA-warp
+/// instruction: selected 29 %, dispatch 22 %, not selected 19 %; no gmma wait), ~17 of the loop's
+/// ~630 instructions per stage and warp spent per decoded register.
+inline constexpr int kGroupPair = 1, kGroupQuad = 2, kGroupFold = 4, kGroupChain = 8, kGroupWs = 16,
+                     kGroupMulSign = 32;
 B12X_HD constexpr int wgmma_group_fold_k(int mode) {
   return (mode & kGroupFold) != 0 ? 64 : 0;
 }
@@ -407,7 +412,7 @@ __global__ void __launch_bounds__(wgmma_group_threads(kMode), 1)
         const uint4 rv = *reinterpret_cast<const uint4*>(wsg + at * C::kTr.slots * 16 + slot * 16);
         uint32_t a2[2][4];
         if constexpr (C::kIq2) {
-          decode_iq2_atom<T, kAluSign>(rv, gtab, stab, t, a2);
+          decode_iq2_atom<T, kAluSign, (kMode & kGroupMulSign) != 0>(rv, gtab, stab, t, a2);
           if constexpr (C::kFold) {
             // The FP16 splats (2s + 1) of rows g (h = 0) and g + 8 (h = 1) for the atom's
             // sub-blocks (IQ2_XXS: the atom, IQ2_XS: each k16 step); +-grid x (2s + 1) is an
