@@ -441,8 +441,9 @@ std::string Plan::describe() const {
      << (decode_deep ? " decode_deep=" + std::to_string(decode_deep) : std::string())
      << (decode_stream_parts
              ? " stream=" + std::to_string(decode_stream_parts) + "o" +
-                   std::to_string(decode_stream_occ) + (decode_stream_shfl ? "s" : "") + "/" +
-                   std::to_string(decode_stream_ctas)
+                   std::to_string(decode_stream_occ) + (decode_stream_shfl ? "s" : "") +
+                   (decode_stream_var ? "v" + std::to_string(decode_stream_var) : std::string()) +
+                   "/" + std::to_string(decode_stream_ctas)
              : std::string())
      << stream_rows_describe(*this) << stream16_describe(*this)
      << (stream_mx_free ? " mx_free" : "")
@@ -1140,6 +1141,9 @@ Plan plan(const Caps& caps) {
         p.decode_stream_vp = lin::stream_vectors_per_part(geo.kvec, c.parts);
         p.decode_stream_smem = lin::stream_smem_bytes(geo.kvec, c.parts);
         p.decode_stream_free_only = mx_w4a16_free;
+        if (const char* e = std::getenv("B12X_GEMM_STREAM_VAR");
+            e != nullptr && wf == lin::WFmt::kNvfp4 && shfl)
+          p.decode_stream_var = std::atoi(e) & 3;
         stream_trig_m1 = c.ctas * 10 >= c.slots * 8;
       }
     }
@@ -1563,7 +1567,8 @@ Plan plan(const Caps& caps) {
     // The M = 1 stream kernel, which run launches for a bound M of 1 whatever the capacity.
     if (p.decode_stream_parts > 0)
       sig << " stream=" << p.decode_stream_parts << "o" << p.decode_stream_occ
-          << (p.decode_stream_shfl ? "s" : "");
+          << (p.decode_stream_shfl ? "s" : "")
+          << (p.decode_stream_var ? "v" + std::to_string(p.decode_stream_var) : std::string());
     if (p.stream_rows_parts > 0)
       sig << " stream_r4=" << p.stream_rows_parts << (p.stream_rows_shfl ? "s" : "")
           << (p.stream_rows_split > 1 ? "+reduce" : "");
@@ -2028,6 +2033,7 @@ void run(const Binding& b, Stream stream) {
     p.partial = nullptr;
     p.stream_vp = plan.decode_stream_vp;
     p.stream_trig = (plan.stream_trig & 1) ? 1 : 0;
+    p.stream_var = plan.decode_stream_var;
     lin::launch_linear_stream(im.wfmt, plan.decode_stream_parts, plan.decode_stream_occ,
                               plan.decode_stream_ctas, plan.decode_stream_smem, p, stream, 1,
                               plan.decode_stream_shfl);

@@ -22,17 +22,18 @@ using StreamFn = void (*)(const LinearParams);
 
 thread_local StreamLaunch t_last;  // last_stream_launch()
 
-template <int kOcc, int kRows = 1, bool kShfl = false, bool kMx = false, bool kMxFree = false>
+template <int kOcc, int kRows = 1, bool kShfl = false, bool kMx = false, bool kMxFree = false,
+          int kVar = 0>
 StreamFn stream_fn(int parts) {
   switch (parts) {
     case 1:
-      return &linear_stream_kernel<1, kOcc, kRows, kShfl, kMx, kMxFree>;
+      return &linear_stream_kernel<1, kOcc, kRows, kShfl, kMx, kMxFree, kVar>;
     case 2:
-      return &linear_stream_kernel<2, kOcc, kRows, kShfl, kMx, kMxFree>;
+      return &linear_stream_kernel<2, kOcc, kRows, kShfl, kMx, kMxFree, kVar>;
     case 4:
-      return &linear_stream_kernel<4, kOcc, kRows, kShfl, kMx, kMxFree>;
+      return &linear_stream_kernel<4, kOcc, kRows, kShfl, kMx, kMxFree, kVar>;
     case 8:
-      return &linear_stream_kernel<8, kOcc, kRows, kShfl, kMx, kMxFree>;
+      return &linear_stream_kernel<8, kOcc, kRows, kShfl, kMx, kMxFree, kVar>;
     default:
       return nullptr;
   }
@@ -40,8 +41,29 @@ StreamFn stream_fn(int parts) {
 
 // 4 token rows (M = 2..4) with the 2-CTA register cap only (their accumulators and activation
 // fragments do not fit 85 registers).
+/// The NVFP4 M = 1 shuffled-splat instances of probe variant var (LinearParams::stream_var).
+template <int kOcc>
+StreamFn stream_var_fn(int parts, int var) {
+  switch (var) {
+    case 1:
+      return stream_fn<kOcc, 1, true, false, false, 1>(parts);
+    case 2:
+      return stream_fn<kOcc, 1, true, false, false, 2>(parts);
+    case 3:
+      return stream_fn<kOcc, 1, true, false, false, 3>(parts);
+    default:
+      return nullptr;
+  }
+}
+
 StreamFn pick_stream(WFmt f, bool fp16, int parts, int occ, int rows, bool shfl = false,
-                     bool mx_free = false) {
+                     bool mx_free = false, int var = 0) {
+  if (var != 0) {
+    if (fp16 || f != WFmt::kNvfp4 || rows != 1 || !shfl) return nullptr;
+    return occ == 3   ? stream_var_fn<3>(parts, var)
+           : occ == 2 ? stream_var_fn<2>(parts, var)
+                      : nullptr;
+  }
   if (fp16) return nullptr;
   if (f == WFmt::kMxfp4) {  // M = 1 with shuffled splats only
     if (rows != 1 || !shfl) return nullptr;
@@ -189,9 +211,10 @@ int prepare_linear_stream(int device, WFmt f, int parts, int occ, int64_t smem, 
 
 void launch_linear_stream(WFmt f, int parts, int occ, int ctas, int64_t smem, const LinearParams& p,
                           Stream stream, int rows, bool shfl) {
-  const StreamFn k = pick_stream(f, false, parts, occ, rows, shfl, p.mx_free != 0);
+  const StreamFn k =
+      pick_stream(f, false, parts, occ, rows, shfl, p.mx_free != 0, rows == 1 ? p.stream_var : 0);
   B12X_ASSERT(k != nullptr, "no stream kernel for format ", static_cast<int>(f), " parts=", parts,
-              " occ=", occ, " rows=", rows);
+              " occ=", occ, " rows=", rows, " var=", p.stream_var);
   const int split = rows == 1 ? 1 : std::max(p.split, 1);
   B12X_ASSERT(p.M >= 1 && p.M <= rows && p.act_kind == kActRaw16 && p.xs_kind == kXsNone &&
                   p.stream_vp > 0 && p.stream_vp % kStreamDepth == 0 &&

@@ -1408,6 +1408,36 @@ TEST(GemmGpu, DecodeStreamTrig) {
   run_case({LinearFormat::kMxfp4W4A16, 9, 200, 1312, DType::kBF16, DType::kBF16, true}, true);
 }
 
+TEST(GemmGpu, DecodeStreamVar) {
+  B12X_REQUIRE_GPU();
+  // Session 16 probe B12X_GEMM_STREAM_VAR (NVFP4 M = 1 stream kernel): 1 the ping-pong ring, 2 the
+  // FP4 decode's shifts on the FMA pipe, 3 both; every K-part count at both register caps, K
+  // tails (1280: 5 ring blocks per part at parts 1, an odd count), W4A16 and W4A4, and a
+  // persistent grid over many groups (the ring's register set alternates across groups) replayed
+  // in a graph.
+  ScopedEnv es("B12X_GEMM_DECODE_STREAM", "1");
+  int i = 0;
+  for (const char* var : {"1", "2", "3"}) {
+    ScopedEnv ev("B12X_GEMM_STREAM_VAR", var);
+    for (const char* occ : {"2", "3"})
+      for (const char* parts : {"1", "2", "4", "8"}) {
+        ScopedEnv eo("B12X_GEMM_STREAM_OCC", occ), ep("B12X_GEMM_STREAM_PARTS", parts);
+        const LinearFormat f = (i % 2) ? LinearFormat::kNvfp4 : LinearFormat::kNvfp4W4A16;
+        const int64_t K = (i % 3) == 0 ? 4864 : 1280;
+        const int64_t before = gemm::lin::last_stream_launch().serial;
+        run_case({f, 1, 72, K, DType::kBF16, DType::kBF16, (i % 2) == 0});
+        ++i;
+        EXPECT_EQ(gemm::lin::last_stream_launch().serial, before + 1)
+            << "var " << var << " parts " << parts << " occ " << occ;
+      }
+    ScopedEnv ec("B12X_GEMM_STREAM_CTAS", "1");
+    const int64_t before = gemm::lin::last_stream_launch().serial;
+    run_case({LinearFormat::kNvfp4W4A16, 1, 4096, 1280, DType::kBF16, DType::kBF16, true},
+             /*graph_replay=*/true);
+    EXPECT_GT(gemm::lin::last_stream_launch().serial, before);
+  }
+}
+
 TEST(GemmGpu, DecodeStreamShfl) {
   B12X_REQUIRE_GPU();
   // Session 14: the stream kernels with the scale splats built one k16 step per lane and

@@ -258,6 +258,21 @@ __device__ __forceinline__ void fp4_word_pairs(uint32_t w, uint32_t bits[4]) {
   bits[3] = fp4_pair_bits<T, 3>(w);
 }
 
+/// fp4_word_pairs (BF16) with the funnel shift of pair 2 and the right shift of pair 3 done on the
+/// FMA pipe (session 16 probe, linear_stream_kernel's kVar bit 2): w * 2^12 as a 64-bit product
+/// (IMAD.WIDE.U32) has w << 12 in its low word (zero at bits 0..11) and w >> 20 in its high word
+/// (zero above bit 11), so (lo | hi) & T = rot(w, 12) & T in one LOP3; w >> 6 is the high word
+/// of w * 2^26 (IMAD.HI.U32). The same bits as fp4_lin_bits (the ALU pipe keeps the 5 LOP3s).
+__device__ __forceinline__ void fp4_word_pairs_fma(uint32_t w, uint32_t bits[4]) {
+  constexpr uint32_t kT = 0x81C081C0u;
+  const uint64_t p12 = static_cast<uint64_t>(w) * 4096u;
+  const uint32_t lo = static_cast<uint32_t>(p12), hi = static_cast<uint32_t>(p12 >> 32);
+  bits[0] = w & kT;
+  bits[1] = (w << 6) & kT;
+  bits[2] = (lo | hi) & kT;
+  bits[3] = ((w << 2) & 0x80C080C0u) | (__umulhi(w, 1u << 26) & 0x01000100u);
+}
+
 /// BF16 splat of the E8M0 scale 2^(e-127) (e = 0: the subnormal 2^-127; 255: NaN), multiplied
 /// onto FP4 values already decoded to v * 2^-7: exact whenever the product is a BF16 number.
 __device__ __forceinline__ uint32_t e8m0_bf16_splat(uint32_t e) {

@@ -37,6 +37,8 @@
 
 #include <cuda_bf16.h>
 
+#include <type_traits>
+
 #include "formats/swizzle.h"
 #include "gemm/kernels/linear_common.cuh"
 
@@ -104,12 +106,22 @@ __device__ __forceinline__ void stream_store_tile(const LinearParams& p, const f
 /// t / 2, applied after the 2^119 that brings the FP4 bits to v * 2^-7 (the block kernel's fold).
 /// kMxFree (session 15): the splat is 2^(e-8) and multiplies the decoded bits directly, without
 /// the fold's HFMA2 per register (weights whose E8M0 codes are all <= 135, e8m0_bf16_splat_free).
+/// kVar (session 16 probe, LinearParams::stream_var; NVFP4 M = 1 with kShfl): bit 1 a ping-pong
+/// ring (two register sets of kDepth vectors and their scale bytes, the block computed from one
+/// while the next block's loads go to the other), so the ring needs no register copies per block
+/// (the single ring copies each vector and the scale words before its register is reloaded:
+/// 24 IMAD.MOV per block of 4 vectors in the sm_90a SASS); bit 2 the FP4 decode's two funnel /
+/// right shifts per word as IMAD.WIDE / IMAD.HI (fp4_word_pairs_fma: the FMA pipe instead of the
+/// half-rate ALU pipe that the decode's LOP3s fill).
 template <int kParts, int kOcc, int kRows = 1, bool kShfl = false, bool kMx = false,
-          bool kMxFree = false>
+          bool kMxFree = false, int kVar = 0>
 __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     linear_stream_kernel(const LinearParams p) {
   static_assert(!kMx || (kShfl && kRows == 1), "MXFP4: M = 1 with shuffled splats");
   static_assert(!kMxFree || kMx, "fold-free splats: MXFP4 only");
+  static_assert(kVar == 0 || (kRows == 1 && kShfl && !kMx), "kVar: NVFP4 M = 1, shuffled splats");
+  constexpr bool kPingPong = (kVar & 1) != 0;
+  constexpr bool kFmaShifts = (kVar & 2) != 0;
   constexpr int kSb = kMx ? 2 : 4;  // scale bytes per row and vector
   static_assert(kParts == 1 || kParts == 2 || kParts == 4 || kParts == 8, "K parts per tile");
   static_assert(kRows == 1 || kRows == 4, "token rows");
@@ -154,22 +166,23 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   // Vector j of the block. Vectors that do not exist are not loaded: their slot keeps an earlier
   // vector of this warp (finite: the ring starts zeroed), whose products with the zero-staged
   // activations past K, or with a tile that is not stored, vanish.
-  auto issue = [&](uint4& s, int j) {
+  auto issue_to = [&](uint4& s, int j, uint4& n0, uint4& n1) {
     if (j < nvalid) {
       s = ldg_stream(wp + j * 512);
       if (j == 0) {
         if constexpr (kMx) {
           const uint2 a = __ldg(reinterpret_cast<const uint2*>(sp));
           const uint2 b = __ldg(reinterpret_cast<const uint2*>(sp8));
-          nb0 = make_uint4(a.x, a.y, 0, 0);
-          nb1 = make_uint4(b.x, b.y, 0, 0);
+          n0 = make_uint4(a.x, a.y, 0, 0);
+          n1 = make_uint4(b.x, b.y, 0, 0);
         } else {
-          nb0 = __ldg(reinterpret_cast<const uint4*>(sp));
-          nb1 = __ldg(reinterpret_cast<const uint4*>(sp8));
+          n0 = __ldg(reinterpret_cast<const uint4*>(sp));
+          n1 = __ldg(reinterpret_cast<const uint4*>(sp8));
         }
       }
     }
   };
+  auto issue = [&](uint4& s, int j) { issue_to(s, j, nb0, nb1); };
   auto advance = [&]() {
     wp += kDepth * 512;
     sp += kDepth * kSb;
@@ -188,11 +201,25 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     }
   };
 
+  // kPingPong: ring2[q] and the scale words sc2[q] of set q; the first block goes to set 0.
   uint4 ring[kDepth];
+  uint4 ring2[2][kPingPong ? kDepth : 1];
+  uint4 sc2[2][2];
+  if constexpr (kPingPong) {
 #pragma unroll
-  for (int j = 0; j < kDepth; ++j) {
-    ring[j] = make_uint4(0, 0, 0, 0);
-    issue(ring[j], j);
+    for (int q = 0; q < 2; ++q) {
+      sc2[q][0] = sc2[q][1] = make_uint4(0, 0, 0, 0);
+#pragma unroll
+      for (int j = 0; j < kDepth; ++j) ring2[q][j] = make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int j = 0; j < kDepth; ++j) issue_to(ring2[0][j], j, sc2[0][0], sc2[0][1]);
+  } else {
+#pragma unroll
+    for (int j = 0; j < kDepth; ++j) {
+      ring[j] = make_uint4(0, 0, 0, 0);
+      issue(ring[j], j);
+    }
   }
   advance();
   griddep_wait();  // the activations (and alpha) belong to earlier kernels
@@ -297,7 +324,100 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   const uint8_t* const xlane = kRows == 1
                                    ? xs + (vbase * 64 + t * 16) * 2
                                    : xs + wk * vp * kRows * 128 + ((g & (kRows - 1)) * 4 + t) * 16;
-  int rb = 0;  // reduction buffer
+  // One ring vector j of the block being computed (weights cur, the block's scale words c0 / c1:
+  // rows g / g + 8) into acc, the activations from xv (advanced).
+  auto vec = [&](float(&acc)[kNt][4][4], const uint8_t*& xv, const uint4& cur, int j,
+                 const uint4& c0, const uint4& c1) {
+    uint4 xa[kNt], xb[kNt];
+#pragma unroll
+    for (int n = 0; n < kNt; ++n) {
+      if constexpr (kRows == 1) {
+        xa[n] = *reinterpret_cast<const uint4*>(xv);
+        xb[n] = *reinterpret_cast<const uint4*>(xv + 16);
+      } else {
+        xa[n] = *reinterpret_cast<const uint4*>(xv + n * 8 * 64);
+        xb[n] = *reinterpret_cast<const uint4*>(xv + kRows * 64 + n * 8 * 64);
+      }
+    }
+    xv += kRows * 128;
+    const uint32_t wg = kMx      ? (j < 2 ? c0.x : c0.y)
+                        : j == 0 ? c0.x
+                        : j == 1 ? c0.y
+                        : j == 2 ? c0.z
+                                 : c0.w;
+    const uint32_t wg8 = kMx      ? (j < 2 ? c1.x : c1.y)
+                         : j == 0 ? c1.x
+                         : j == 1 ? c1.y
+                         : j == 2 ? c1.z
+                                  : c1.w;
+    // (row g, row g + 8) scale * 2^119 of each k16 step, as BF16 pairs.
+    __nv_bfloat162 sv[4];
+    if constexpr (kShfl) {
+      uint32_t v;
+      if constexpr (kMx) {
+        const int sh = 8 * (2 * (j & 1) + (t >> 1));  // atom t / 2 of vector j
+        if constexpr (kMxFree) {
+          v = (e8m0_bf16_splat_free((wg >> sh) & 0xFFu) & 0xFFFFu) |
+              (e8m0_bf16_splat_free((wg8 >> sh) & 0xFFu) << 16);
+        } else {
+          v = (e8m0_bf16_splat((wg >> sh) & 0xFFu) & 0xFFFFu) |
+              (e8m0_bf16_splat((wg8 >> sh) & 0xFFu) << 16);
+        }
+      } else {
+        const uint32_t pr = prmt(wg, wg8, t * 0x1111u + 0x4400u);  // step t
+        const uint32_t bits = (pr << 4) & 0x07F007F0u;
+        v = fma2<T>(fma2<T>(bits, 0x7B807B80u /* 2^120 */, kNegZero2<T>()),
+                    kFp4Unit2<T>() /* 2^119 */, kNegZero2<T>());
+      }
+#pragma unroll
+      for (int s = 0; s < 4; ++s) {
+        const uint32_t vs = __shfl_sync(0xFFFFFFFFu, v, s, 4);
+        sv[s] = *reinterpret_cast<const __nv_bfloat162*>(&vs);
+      }
+    } else {
+#pragma unroll
+      for (int s = 0; s < 4; ++s) {
+        // (code of row g, code of row g + 8) of step s in the low bytes of the two halves.
+        const uint32_t pr = prmt(wg, wg8, s | (s << 4) | ((4 + s) << 8) | ((4 + s) << 12));
+        const uint32_t bits = (pr << 4) & 0x07F007F0u;
+        const uint32_t v = fma2<T>(fma2<T>(bits, 0x7B807B80u /* 2^120 */, kNegZero2<T>()),
+                                   kFp4Unit2<T>() /* 2^119 */, kNegZero2<T>());
+        sv[s] = *reinterpret_cast<const __nv_bfloat162*>(&v);
+      }
+    }
+    uint32_t af[2][2][4];  // [atom][step][reg]
+#pragma unroll
+    for (int a = 0; a < 2; ++a)
+#pragma unroll
+      for (int s = 0; s < 2; ++s) {
+        uint32_t bits[4];
+        const uint32_t w = s ? (a ? cur.w : cur.y) : (a ? cur.z : cur.x);
+        if constexpr (kFmaShifts)
+          fp4_word_pairs_fma(w, bits);
+        else
+          fp4_word_pairs<T>(w, bits);
+        if constexpr (kMx && !kMxFree) {
+#pragma unroll
+          for (int r = 0; r < 4; ++r) bits[r] = fma2<T>(bits[r], kFp4Unit2<T>(), kNegZero2<T>());
+        }
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+          const __nv_bfloat162 m =
+              __hmul2(*reinterpret_cast<const __nv_bfloat162*>(&bits[r]),
+                      (r & 1) ? __high2bfloat162(sv[2 * a + s]) : __low2bfloat162(sv[2 * a + s]));
+          af[a][s][r] = *reinterpret_cast<const uint32_t*>(&m);
+        }
+      }
+#pragma unroll
+    for (int n = 0; n < kNt; ++n) {
+      mma16816<T>(acc[n][0], af[0][0], xa[n].x, xa[n].y);
+      mma16816<T>(acc[n][1], af[0][1], xa[n].z, xa[n].w);
+      mma16816<T>(acc[n][2], af[1][0], xb[n].x, xb[n].y);
+      mma16816<T>(acc[n][3], af[1][1], xb[n].z, xb[n].w);
+    }
+  };
+  int par = 0;  // kPingPong: the register set of the block computed next
+  int rb = 0;   // reduction buffer
   for (int64_t grp = blockIdx.x; grp < groups; grp += gridDim.x) {
     float acc[kNt][4][4];
 #pragma unroll
@@ -308,95 +428,28 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
         for (int i = 0; i < 4; ++i) acc[n][s][i] = 0.f;
     const uint8_t* xv = xlane;
     for (int v0 = 0; v0 < vp; v0 += kDepth) {
-      cb0 = nb0;
-      cb1 = nb1;
+      if constexpr (kPingPong) {
+        auto blk = [&](auto qc) {
+          constexpr int q = decltype(qc)::value;
 #pragma unroll
-      for (int j = 0; j < kDepth; ++j) {
-        const uint4 cur = ring[j];
-        issue(ring[j], j);
-        uint4 xa[kNt], xb[kNt];
-#pragma unroll
-        for (int n = 0; n < kNt; ++n) {
-          if constexpr (kRows == 1) {
-            xa[n] = *reinterpret_cast<const uint4*>(xv);
-            xb[n] = *reinterpret_cast<const uint4*>(xv + 16);
-          } else {
-            xa[n] = *reinterpret_cast<const uint4*>(xv + n * 8 * 64);
-            xb[n] = *reinterpret_cast<const uint4*>(xv + kRows * 64 + n * 8 * 64);
+          for (int j = 0; j < kDepth; ++j) {
+            issue_to(ring2[q ^ 1][j], j, sc2[q ^ 1][0], sc2[q ^ 1][1]);
+            vec(acc, xv, ring2[q][j], j, sc2[q][0], sc2[q][1]);
           }
-        }
-        xv += kRows * 128;
-        const uint32_t wg = kMx      ? (j < 2 ? cb0.x : cb0.y)
-                            : j == 0 ? cb0.x
-                            : j == 1 ? cb0.y
-                            : j == 2 ? cb0.z
-                                     : cb0.w;
-        const uint32_t wg8 = kMx      ? (j < 2 ? cb1.x : cb1.y)
-                             : j == 0 ? cb1.x
-                             : j == 1 ? cb1.y
-                             : j == 2 ? cb1.z
-                                      : cb1.w;
-        // (row g, row g + 8) scale * 2^119 of each k16 step, as BF16 pairs.
-        __nv_bfloat162 sv[4];
-        if constexpr (kShfl) {
-          uint32_t v;
-          if constexpr (kMx) {
-            const int sh = 8 * (2 * (j & 1) + (t >> 1));  // atom t / 2 of vector j
-            if constexpr (kMxFree) {
-              v = (e8m0_bf16_splat_free((wg >> sh) & 0xFFu) & 0xFFFFu) |
-                  (e8m0_bf16_splat_free((wg8 >> sh) & 0xFFu) << 16);
-            } else {
-              v = (e8m0_bf16_splat((wg >> sh) & 0xFFu) & 0xFFFFu) |
-                  (e8m0_bf16_splat((wg8 >> sh) & 0xFFu) << 16);
-            }
-          } else {
-            const uint32_t pr = prmt(wg, wg8, t * 0x1111u + 0x4400u);  // step t
-            const uint32_t bits = (pr << 4) & 0x07F007F0u;
-            v = fma2<T>(fma2<T>(bits, 0x7B807B80u /* 2^120 */, kNegZero2<T>()),
-                        kFp4Unit2<T>() /* 2^119 */, kNegZero2<T>());
-          }
+        };
+        if (par)
+          blk(std::integral_constant<int, 1>{});
+        else
+          blk(std::integral_constant<int, 0>{});
+        par ^= 1;
+      } else {
+        cb0 = nb0;
+        cb1 = nb1;
 #pragma unroll
-          for (int s = 0; s < 4; ++s) {
-            const uint32_t vs = __shfl_sync(0xFFFFFFFFu, v, s, 4);
-            sv[s] = *reinterpret_cast<const __nv_bfloat162*>(&vs);
-          }
-        } else {
-#pragma unroll
-          for (int s = 0; s < 4; ++s) {
-            // (code of row g, code of row g + 8) of step s in the low bytes of the two halves.
-            const uint32_t pr = prmt(wg, wg8, s | (s << 4) | ((4 + s) << 8) | ((4 + s) << 12));
-            const uint32_t bits = (pr << 4) & 0x07F007F0u;
-            const uint32_t v = fma2<T>(fma2<T>(bits, 0x7B807B80u /* 2^120 */, kNegZero2<T>()),
-                                       kFp4Unit2<T>() /* 2^119 */, kNegZero2<T>());
-            sv[s] = *reinterpret_cast<const __nv_bfloat162*>(&v);
-          }
-        }
-        uint32_t af[2][2][4];  // [atom][step][reg]
-#pragma unroll
-        for (int a = 0; a < 2; ++a)
-#pragma unroll
-          for (int s = 0; s < 2; ++s) {
-            uint32_t bits[4];
-            fp4_word_pairs<T>(s ? (a ? cur.w : cur.y) : (a ? cur.z : cur.x), bits);
-            if constexpr (kMx && !kMxFree) {
-#pragma unroll
-              for (int r = 0; r < 4; ++r)
-                bits[r] = fma2<T>(bits[r], kFp4Unit2<T>(), kNegZero2<T>());
-            }
-#pragma unroll
-            for (int r = 0; r < 4; ++r) {
-              const __nv_bfloat162 m = __hmul2(
-                  *reinterpret_cast<const __nv_bfloat162*>(&bits[r]),
-                  (r & 1) ? __high2bfloat162(sv[2 * a + s]) : __low2bfloat162(sv[2 * a + s]));
-              af[a][s][r] = *reinterpret_cast<const uint32_t*>(&m);
-            }
-          }
-#pragma unroll
-        for (int n = 0; n < kNt; ++n) {
-          mma16816<T>(acc[n][0], af[0][0], xa[n].x, xa[n].y);
-          mma16816<T>(acc[n][1], af[0][1], xa[n].z, xa[n].w);
-          mma16816<T>(acc[n][2], af[1][0], xb[n].x, xb[n].y);
-          mma16816<T>(acc[n][3], af[1][1], xb[n].z, xb[n].w);
+        for (int j = 0; j < kDepth; ++j) {
+          const uint4 cur = ring[j];
+          issue(ring[j], j);
+          vec(acc, xv, cur, j, cb0, cb1);
         }
       }
       advance();
