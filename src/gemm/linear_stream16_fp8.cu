@@ -9,7 +9,8 @@
 namespace b12x::gemm::lin {
 
 static_assert(kF8SmemBytes<2, 32, 1, true> <= 101376 &&
-                  kF8SmemBytes<2, 32, 1, true, kF8VarSf> <= 101376,
+                  kF8SmemBytes<2, 32, 1, true, kF8VarSf> <= 101376 &&
+                  kF8SmemBytes<2, 32, 1, true, kF8VarFold> <= 101376,
               "FP8 M <= 16 block kernel: slots exceed 99 KB");
 
 namespace {
@@ -73,18 +74,18 @@ F8Fn pick_q(WFmt f, int tw, int nt, int mma, int depth) {
   }
 }
 
-// kVar kF8VarSf: MXFP8 on f16 MMAs at depth 4.
-template <bool kQ>
-F8Fn pick_sf(int tw, int nt) {
+// kVar kF8VarSf / kF8VarFold: MXFP8 on f16 MMAs at depth 4.
+template <bool kQ, int kVar>
+F8Fn pick_var(int tw, int nt) {
   switch (tw * 4 + nt) {
     case 1 * 4 + 1:
-      return &linear_stream16_fp8_kernel<1, 1, 32, 1, 4, kQ, 2, kF8VarSf>;
+      return &linear_stream16_fp8_kernel<1, 1, 32, 1, 4, kQ, 2, kVar>;
     case 1 * 4 + 2:
-      return &linear_stream16_fp8_kernel<1, 2, 32, 1, 4, kQ, 2, kF8VarSf>;
+      return &linear_stream16_fp8_kernel<1, 2, 32, 1, 4, kQ, 2, kVar>;
     case 2 * 4 + 1:
-      return &linear_stream16_fp8_kernel<2, 1, 32, 1, 4, kQ, 2, kF8VarSf>;
+      return &linear_stream16_fp8_kernel<2, 1, 32, 1, 4, kQ, 2, kVar>;
     case 2 * 4 + 2:
-      return &linear_stream16_fp8_kernel<2, 2, 32, 1, 4, kQ, 2, kF8VarSf>;
+      return &linear_stream16_fp8_kernel<2, 2, 32, 1, 4, kQ, 2, kVar>;
     default:
       return nullptr;
   }
@@ -93,8 +94,12 @@ F8Fn pick_sf(int tw, int nt) {
 F8Fn pick(WFmt f, int tw, int nt, int mma, int depth, bool q, int occ = 2, int var = 0) {
   if (mma != 0 && mma != 1) return nullptr;
   if (var != 0) {
-    if (var != kF8VarSf || f != WFmt::kFp8Mx || mma != 1 || depth != 4 || occ != 2) return nullptr;
-    return q ? pick_sf<true>(tw, nt) : pick_sf<false>(tw, nt);
+    if ((var != kF8VarSf && var != kF8VarFold) || f != WFmt::kFp8Mx || mma != 1 || depth != 4 ||
+        occ != 2)
+      return nullptr;
+    if (var == kF8VarFold)
+      return q ? pick_var<true, kF8VarFold>(tw, nt) : pick_var<false, kF8VarFold>(tw, nt);
+    return q ? pick_var<true, kF8VarSf>(tw, nt) : pick_var<false, kF8VarSf>(tw, nt);
   }
   if (occ == 3) {
     // Probe: per-tensor, one tile per warp, f16 MMAs, depth 4, registers for 3 CTAs per SM.
@@ -127,6 +132,8 @@ int64_t stream16_f8_smem_bytes(WFmt f, int tw, int mma, bool q, int var) {
     case 32:
       if (var & kF8VarSf)
         return q ? smem_of<32, true, kF8VarSf>(tw, mma) : smem_of<32, false, kF8VarSf>(tw, mma);
+      if (var & kF8VarFold)
+        return q ? smem_of<32, true, kF8VarFold>(tw, mma) : smem_of<32, false, kF8VarFold>(tw, mma);
       return q ? smem_of<32, true>(tw, mma) : smem_of<32, false>(tw, mma);
     default:
       return smem_of<0, false>(tw, mma);

@@ -1985,11 +1985,14 @@ TEST(GemmGpu, DecodeStream16Fp8) {
       EXPECT_GT(gemm::lin::last_stream16_f8_launch().serial, before) << "M " << M;
     }
   }
-  // MXFP8 with its scales converted to fp32 once per CTA and chunk (probe
-  // B12X_GEMM_STREAM16_F8_VAR=1, f16 MMAs): in-kernel quantization or the quantizer's e4m3, tw 1 /
-  // 2, M = 5 / 16, splits 1 / 3, K tails inside a chunk, partial CTAs.
-  {
-    ScopedEnv ev("B12X_GEMM_STREAM16_F8_VAR", "1"), em("B12X_GEMM_DECODE_F8MMA", "1");
+  // MXFP8 kernel variants (probe B12X_GEMM_STREAM16_F8_VAR, f16 MMAs): 1 scales converted to fp32
+  // once per CTA and chunk, 2 scales folded into the f16 operands (one fp32 fold per chunk); the
+  // in-kernel quantization or the quantizer's e4m3, tw 1 / 2, M = 5 / 16, splits 1 / 3, K tails
+  // inside a chunk, partial CTAs. Variant 2 also with weight scales over 80..150 (atoms more than
+  // 22 binades below their chunk's largest scale lose f16 precision, < 2^-32 of that row's largest
+  // element).
+  for (const char* var : {"1", "2"}) {
+    ScopedEnv ev("B12X_GEMM_STREAM16_F8_VAR", var), em("B12X_GEMM_DECODE_F8MMA", "1");
     int k = 0;
     for (const char* qx : {"0", "1"})
       for (const char* tw : {"1", "2"}) {
@@ -2002,11 +2005,19 @@ TEST(GemmGpu, DecodeStream16Fp8) {
                (k % 2) == 0};
         c.max_tokens = k == 2 ? 16 : c.M;
         ++k;
+        const bool wide = var[0] == '2' && k == 2;
+        if (wide)
+          g_weight_tweak = [](LinearFormat f, HostWeight& h) {
+            std::uniform_int_distribution<int> e8(80, 150);
+            if (f == LinearFormat::kMxfp8)
+              for (auto& b : h.scale_bytes) b = static_cast<uint8_t>(e8(test::rng()));
+          };
         const int64_t before = gemm::lin::last_stream16_f8_launch().serial;
         run_case(c, /*graph_replay=*/k == 4);
+        g_weight_tweak = nullptr;
         const gemm::lin::Stream16F8Launch l = gemm::lin::last_stream16_f8_launch();
-        EXPECT_GT(l.serial, before) << name(c) << " qx " << qx << " tw " << tw;
-        EXPECT_EQ(l.var, 1) << name(c);
+        EXPECT_GT(l.serial, before) << name(c) << " var " << var << " qx " << qx << " tw " << tw;
+        EXPECT_EQ(l.var, var[0] - '0') << name(c);
         EXPECT_EQ(l.q, qx[0] == '1') << name(c);
         EXPECT_EQ(l.split, f8_split(c.K, std::atoi(sp))) << name(c);
       }

@@ -56,10 +56,22 @@ inline constexpr int kF8RawSlotBytes = (kQ && kMma == 1) ? 0 : kF8RawBytes;
 /// [16 tokens]), so that a lane's fold reads each pair with one LDS.64 instead of extracting and
 /// converting its bytes per atom (4 lanes of a quad and the kTw tiles repeated the conversions).
 inline constexpr int kF8VarSf = 1;
+/// kVar bit 1 (MXFP8 on f16 MMAs, kF8VarFold): both operands' E8M0 scales folded into the f16
+/// operands relative to the chunk's largest scale of their row / token, so that the MMAs of a
+/// whole chunk accumulate in one chain and the fp32 fold runs once per chunk instead of per atom.
+/// A value e4m3 x 2^k is exact in f16 for k in [-15, 7] (448 x 2^7 < 65504; e4m3's 2^-9 steps stay
+/// on f16's 2^-24 grid): with k = e - emax + 7 every atom within 22 binades of the chunk's largest
+/// scale is exact; further below, the f16 rounding / flush costs < 2^-32 of the largest element of
+/// that row or token in the chunk (far under the fp32 accumulation's 2^-24). The activations are
+/// scaled once per CTA as they are converted to f16, the weights by one HMUL2 per f16x2 register
+/// with per-(row, atom) splats [kTw tiles][8 atoms][8 g] (rows g, g + 8) built once per CTA; the
+/// chunk factors 2^(emax - 134) per row ([tiles][8 g] float2) and per token ([16]).
+inline constexpr int kF8VarFold = 2;
 template <int kTw, int kGroup, int kVar>
-inline constexpr int kF8SfBytes = kGroup == 32 && (kVar & kF8VarSf)
-                                      ? kStreamWarps* kTw * 16 * 8 * 4 + 8 * 16 * 4
-                                      : 0;
+inline constexpr int kF8SfBytes = kGroup != 32         ? 0
+                                  : (kVar& kF8VarSf)   ? kStreamWarps* kTw * 16 * 8 * 4 + 8 * 16 * 4
+                                  : (kVar& kF8VarFold) ? kStreamWarps* kTw*(512 + 64) + 16 * 4
+                                                       : 0;
 template <int kTw, int kGroup, int kMma, bool kQ = false, int kVar = 0>
 inline constexpr int kF8SlotBytes = kF8RawSlotBytes<kMma, kQ> + kF8ScaleBytes +
                                     (kGroup == 32 ? kStreamWarps * kTw * 16 * 8 : 0) +
@@ -67,6 +79,26 @@ inline constexpr int kF8SlotBytes = kF8RawSlotBytes<kMma, kQ> + kF8ScaleBytes +
                                     (kQ ? kF8BfBytes : 0) + kF8SfBytes<kTw, kGroup, kVar>;
 template <int kTw, int kGroup, int kMma, bool kQ = false, int kVar = 0>
 inline constexpr int kF8SmemBytes = kF8Slots* kF8SlotBytes<kTw, kGroup, kMma, kQ, kVar>;
+
+/// 2^k as an f16x2 splat: exact for k in [-24, 15], 0 below.
+__device__ __forceinline__ uint32_t pow2_h2(int k) {
+  const uint32_t h = k >= -14   ? static_cast<uint32_t>(k + 15) << 10
+                     : k >= -24 ? 1u << (k + 24)
+                                : 0u;
+  return h | (h << 16);
+}
+/// kF8VarFold's chunk factor 2^(emax - 127 - 7) (fp32 subnormals included; E8M0 255 is NaN).
+__device__ __forceinline__ float chunk_factor(int emax) {
+  const int k = emax - 134;
+  return emax == 255 ? __uint_as_float(0x7FC00000u)
+         : k >= -126 ? __uint_as_float(static_cast<uint32_t>(k + 127) << 23)
+                     : __uint_as_float(1u << (k + 149));
+}
+__device__ __forceinline__ uint32_t hmul2_bits(uint32_t a, uint32_t b) {
+  uint32_t d;
+  asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  return d;
+}
 
 /// 4-byte cp.async (8 with kEight), or a plain copy where the source is not aligned.
 template <bool kEight>
@@ -99,6 +131,8 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   static_assert(!kQ || kGroup > 0, "in-kernel quantization: block FP8 / MXFP8");
   constexpr int kAhead = kDepth / kTw;  // vectors of a tile in flight beyond the current one
   constexpr bool kSf = kGroup == 32 && (kVar & kF8VarSf);
+  constexpr bool kFold2 = kGroup == 32 && !kSf && (kVar & kF8VarFold);
+  static_assert(!kFold2 || kMma == 1, "operand-folded MXFP8 scales: f16 MMAs");
   constexpr int kSlot = kF8SlotBytes<kTw, kGroup, kMma, kQ, kVar>;
   constexpr int kScaleOff = kF8RawSlotBytes<kMma, kQ>;
   constexpr int kWmxOff = kScaleOff + kF8ScaleBytes;
@@ -106,9 +140,11 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   constexpr int kBfOff = kHalfOff + (kMma == 1 ? kF8HalfBytes : 0);
   constexpr int kWsfOff = kBfOff + (kQ ? kF8BfBytes : 0);             // kSf: weight scales, fp32
   constexpr int kXsfOff = kWsfOff + kStreamWarps * kTw * 16 * 8 * 4;  // kSf: activations
+  constexpr int kWfacOff = kWsfOff + kStreamWarps * kTw * 512;        // kFold2 (splats at kWsfOff)
+  constexpr int kXfacOff = kWfacOff + kStreamWarps * kTw * 64;
   // Atoms per fp32 fold: the scale group, or per 128 K for e4m3 MMAs without scales (Hopper's
   // FP8 tensor cores may accumulate with reduced precision), none for f16 MMAs without scales.
-  constexpr int kFoldAtoms = kGroup ? kGroup / 32 : kMma == 0 ? 4 : 0;
+  constexpr int kFoldAtoms = kFold2 ? kF8ChunkV : kGroup ? kGroup / 32 : kMma == 0 ? 4 : 0;
   extern __shared__ __align__(16) uint8_t dsm[];
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -275,12 +311,16 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
 #pragma unroll
       for (int q = 0; q < 4; ++q) v4[q] = *reinterpret_cast<const uint4*>(src + q * 64);
       // Piece q of this lane: k = 128 j + 32 q + 8 part + 0..7 = atom 4 j + q, k' = 8 part + ..
-      auto put = [&](int q, uint32_t lo, uint32_t hi) {
+      auto put = [&](int q, uint32_t lo, uint32_t hi, uint32_t sp = 0) {
         const int a = 4 * j + q;
         if constexpr (kMma == 1) {
           uint32_t l0, l1, h0, h1;
           e4m3x2x2_to_f16x2(lo, l0, l1);
           e4m3x2x2_to_f16x2(hi, h0, h1);
+          if constexpr (kFold2) {
+            l0 = hmul2_bits(l0, sp), l1 = hmul2_bits(l1, sp);
+            h0 = hmul2_bits(h0, sp), h1 = hmul2_bits(h1, sp);
+          }
           uint8_t* const d =
               slot + kHalfOff + tok * kF8HalfPitch + a * 64 + (part >> 1) * 16 + (part & 1) * 8;
           *reinterpret_cast<uint2*>(d) = make_uint2(l0, h0);
@@ -301,6 +341,23 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
         if (part == 0)
           *reinterpret_cast<float*>(slot + kScaleOff + tok * 8 + j * 4) =
               valid && k0 < p.K ? sc : 0.f;
+      } else if constexpr (kFold2) {
+        // The token's largest code over the chunk's 8 atoms: this lane's 4, then the other half
+        // chunk's lanes (i ^ 4, the same token).
+        uint32_t lo[4], hi[4];
+        int e[4], emax = 0;
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          const uint8_t code = kernels::mx8_codes_bf16(v4[q], lo[q], hi[q]);
+          e[q] = valid && k0 + 32 * q < p.K ? code : 0;
+          emax = max(emax, e[q]);
+        }
+        emax = max(emax, __shfl_xor_sync(0xFFFFFFFFu, emax, 4));
+#pragma unroll
+        for (int q = 0; q < 4; ++q)
+          put(q, valid ? lo[q] : 0u, valid ? hi[q] : 0u, pow2_h2(e[q] - emax + 7));
+        if (part == 0 && j == 0)
+          reinterpret_cast<float*>(slot + kXfacOff)[tok] = chunk_factor(emax);
       } else {
 #pragma unroll
         for (int q = 0; q < 4; ++q) {
@@ -336,6 +393,30 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
             e8m0_f32(slot[kScaleOff + tok * 8 + a]);
       }
     }
+    const int64_t cv0 = vbase + static_cast<int64_t>(c) * kF8ChunkV;  // the chunk's first atom
+    if constexpr (kFold2) {
+      // Per weight row: its largest E8M0 over the chunk's atoms inside K, the splats
+      // 2^(e - emax + 7) per atom and the chunk factor.
+      uint8_t* const slot = dsm + (c % kF8Slots) * kSlot;
+#pragma unroll
+      for (int r0 = 0; r0 < kStreamWarps * kTw * 16; r0 += kStreamWarps * 32) {
+        const int r = r0 + threadIdx.x;
+        if (kStreamWarps * kTw * 16 < kStreamWarps * 32 && r >= kStreamWarps * kTw * 16) break;
+        const uint2 eb = *reinterpret_cast<const uint2*>(slot + kWmxOff + r * 8);
+        int e[kF8ChunkV], emax = 0;
+#pragma unroll
+        for (int a = 0; a < kF8ChunkV; ++a) {
+          e[a] = (cv0 + a) * 32 < p.K ? ((a < 4 ? eb.x : eb.y) >> (8 * (a & 3))) & 0xFF : 0;
+          emax = max(emax, e[a]);
+        }
+        const int wt = r >> 4, gg = r & 7, hi = (r >> 3) & 1;
+        uint32_t* const sp = reinterpret_cast<uint32_t*>(slot + kWsfOff);
+#pragma unroll
+        for (int a = 0; a < kF8ChunkV; ++a)
+          sp[((wt * kF8ChunkV + a) * 8 + gg) * 2 + hi] = pow2_h2(e[a] - emax + 7);
+        reinterpret_cast<float*>(slot + kWfacOff)[(wt * 8 + gg) * 2 + hi] = chunk_factor(emax);
+      }
+    }
     if constexpr (kQ) {
       quantize(c);
     } else if constexpr (kMma == 1) {
@@ -348,6 +429,22 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
       e4m3x2x2_to_f16x2(r.y, lo[1], hi[1]);
       e4m3x2x2_to_f16x2(r.z, lo[2], hi[2]);
       e4m3x2x2_to_f16x2(r.w, lo[3], hi[3]);
+      if constexpr (kFold2) {
+        // The token's largest E8M0 over the chunk's atoms inside K (each of its 16 threads
+        // computes it), this piece's atom pc / 2 scaled by 2^(e - emax + 7).
+        const uint2 eb = *reinterpret_cast<const uint2*>(slot + kScaleOff + tok * 8);
+        int emax = 0, ea = 0;
+#pragma unroll
+        for (int a = 0; a < kF8ChunkV; ++a) {
+          const int e = (cv0 + a) * 32 < p.K ? ((a < 4 ? eb.x : eb.y) >> (8 * (a & 3))) & 0xFF : 0;
+          emax = max(emax, e);
+          if (a == (pc >> 1)) ea = e;
+        }
+        const uint32_t sp = pow2_h2(ea - emax + 7);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) lo[e] = hmul2_bits(lo[e], sp), hi[e] = hmul2_bits(hi[e], sp);
+        if (pc == 0) reinterpret_cast<float*>(slot + kXfacOff)[tok] = chunk_factor(emax);
+      }
       uint8_t* const d = slot + kHalfOff + tok * kF8HalfPitch + (pc >> 1) * 64 + (pc & 1) * 16;
       *reinterpret_cast<uint4*>(d) = make_uint4(lo[0], lo[1], lo[2], lo[3]);
       *reinterpret_cast<uint4*>(d + 32) = make_uint4(hi[0], hi[1], hi[2], hi[3]);
@@ -395,7 +492,8 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
       for (int e = 0; e < 2; ++e) {
         const uint8_t* const xs = slot + kScaleOff + (8 * n + 2 * t + e) * 8;
         if constexpr (kGroup == 128) xsb[n][e] = *reinterpret_cast<const float2*>(xs);
-        if constexpr (kGroup == 32 && !kSf) xmx[n][e] = *reinterpret_cast<const uint2*>(xs);
+        if constexpr (kGroup == 32 && !kSf && !kFold2)
+          xmx[n][e] = *reinterpret_cast<const uint2*>(xs);
       }
 #pragma unroll
     for (int j = 0; j < kTw; ++j) {
@@ -404,7 +502,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
         const float* const s = reinterpret_cast<const float*>(slot + kScaleOff + 128) + rb * 2;
         wsb[j][0] = s[0];
         wsb[j][1] = s[1];
-      } else if constexpr (kGroup == 32 && !kSf) {
+      } else if constexpr (kGroup == 32 && !kSf && !kFold2) {
         const uint8_t* const s = slot + kWmxOff + ((warp * kTw + j) * 16 + g) * 8;
         wmx[j][0] = *reinterpret_cast<const uint2*>(s);
         wmx[j][1] = *reinterpret_cast<const uint2*>(s + 64);
@@ -440,6 +538,10 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
           if constexpr (kGroup == 128) {
             xs0[n] = a < 4 ? xsb[n][0].x : xsb[n][0].y;
             xs1[n] = a < 4 ? xsb[n][1].x : xsb[n][1].y;
+          } else if constexpr (kFold2) {
+            const float2 xf = reinterpret_cast<const float2*>(slot + kXfacOff)[(8 * n + 2 * t) / 2];
+            xs0[n] = xf.x;
+            xs1[n] = xf.y;
           } else if constexpr (kSf) {
             const float2 xf =
                 reinterpret_cast<const float2*>(slot + kXsfOff)[(a * 16 + 8 * n + 2 * t) / 2];
@@ -465,6 +567,15 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
           uint32_t ah[2][4];
 #pragma unroll
           for (int i = 0; i < 4; ++i) e4m3x2x2_to_f16x2(af[i], ah[0][i], ah[1][i]);
+          if constexpr (kFold2) {
+            // A registers i = 0, 2 hold row g, 1, 3 row g + 8.
+            const uint2 sp = reinterpret_cast<const uint2*>(
+                slot + kWsfOff)[((warp * kTw + j) * kF8ChunkV + a) * 8 + g];
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+#pragma unroll
+              for (int i = 0; i < 4; ++i) ah[h][i] = hmul2_bits(ah[h][i], i & 1 ? sp.y : sp.x);
+          }
 #pragma unroll
           for (int h = 0; h < 2; ++h)
 #pragma unroll
@@ -490,6 +601,11 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
             float w0 = 1.f, w1 = 1.f;
             if constexpr (kGroup == 128) {
               w0 = w1 = wsb[j][a / 4];
+            } else if constexpr (kFold2) {
+              const float2 wf =
+                  reinterpret_cast<const float2*>(slot + kWfacOff)[(warp * kTw + j) * 8 + g];
+              w0 = wf.x;
+              w1 = wf.y;
             } else if constexpr (kSf) {
               const float2 wf = reinterpret_cast<const float2*>(
                   slot + kWsfOff)[((warp * kTw + j) * 8 + a) * 8 + g];
