@@ -2738,6 +2738,17 @@ TEST(GemmGpu, TiledWgmmaGroupProbes) {
   ScopedEnv ev("B12X_GEMM_WGMMA_GROUP_VAR", "23");
   for (int64_t K : {7168, 14336, 16640})
     run_wgmma_group_case({LinearFormat::kIq2Xs, 130, 72, K, DType::kBF16, DType::kBF16, true});
+  // The pre-pass with several token rows per CTA (B12X_GGML_ACT_F16_ROWS=1: 8 / 4 / 2 rows per
+  // CTA at K <= 4096 / 8192 / 16384, 4 / 8 / 16 vectors per lane; M = 130 leaves a partial last
+  // CTA), on 23 and 44; K = 16640 still takes the two-pass kernel.
+  ScopedEnv er("B12X_GGML_ACT_F16_ROWS", "1");
+  for (const char* var : {"23", "44"}) {
+    ScopedEnv ev2("B12X_GEMM_WGMMA_GROUP_VAR", var);
+    for (int64_t K : {512, 2048, 4096, 7168, 14336, 16640})
+      run_wgmma_group_case({LinearFormat::kIq2Xs, 130, 72, K, DType::kBF16, DType::kBF16, true});
+    run_wgmma_group_case(
+        {LinearFormat::kIq2Xxs, 300, 136, 2048, DType::kBF16, DType::kFP16, false});
+  }
 }
 
 /// The FP16 pre-pass's per-token scale on extreme BF16 rows (IQ2_XS's default 23 behind it): a
