@@ -478,9 +478,10 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     const uint8_t* const slot = dsm + (c % kF8Slots) * kSlot;
     const uint8_t* const xa =
         kMma == 1 ? slot + kHalfOff + xrow * kF8HalfPitch + xcol : slot + xrow * kF8RawPitch + xcol;
-    // The chunk's weight scales of this lane's rows: block FP8 one fp32 per (tile, group);
-    // MXFP8 8 E8M0 bytes of rows g / g + 8 per tile.
-    float wsb[kTw][2];
+    // The chunk's weight scales of this lane's rows: block FP8 one fp32 per group (a warp's kTw
+    // tiles lie in one 128-row block: warp kTw / 8 of the CTA's, so the products with the
+    // activation scales are shared by its tiles); MXFP8 8 E8M0 bytes of rows g / g + 8 per tile.
+    float wsb[2];
     uint2 wmx[kTw][2];
     // The chunk's activation scales of this lane's tokens 8n + 2t, + 1 (one 8-byte load each):
     // block FP8 the two groups' fp32, MXFP8 the 8 E8M0 bytes.
@@ -495,14 +496,15 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
         if constexpr (kGroup == 32 && !kSf && !kFold2)
           xmx[n][e] = *reinterpret_cast<const uint2*>(xs);
       }
+    if constexpr (kGroup == 128) {
+      const float* const s =
+          reinterpret_cast<const float*>(slot + kScaleOff + 128) + warp * kTw / 8 * 2;
+      wsb[0] = s[0];
+      wsb[1] = s[1];
+    }
 #pragma unroll
     for (int j = 0; j < kTw; ++j) {
-      if constexpr (kGroup == 128) {
-        const int rb = static_cast<int>(((tile0 + j) * 16 - row0) / 128);
-        const float* const s = reinterpret_cast<const float*>(slot + kScaleOff + 128) + rb * 2;
-        wsb[j][0] = s[0];
-        wsb[j][1] = s[1];
-      } else if constexpr (kGroup == 32 && !kSf && !kFold2) {
+      if constexpr (kGroup == 32 && !kSf && !kFold2) {
         const uint8_t* const s = slot + kWmxOff + ((warp * kTw + j) * 16 + g) * 8;
         wmx[j][0] = *reinterpret_cast<const uint2*>(s);
         wmx[j][1] = *reinterpret_cast<const uint2*>(s + 64);
@@ -536,8 +538,8 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
         xs0[n] = xs1[n] = 1.f;
         if (last) {
           if constexpr (kGroup == 128) {
-            xs0[n] = a < 4 ? xsb[n][0].x : xsb[n][0].y;
-            xs1[n] = a < 4 ? xsb[n][1].x : xsb[n][1].y;
+            xs0[n] = (a < 4 ? xsb[n][0].x : xsb[n][0].y) * wsb[a / 4];
+            xs1[n] = (a < 4 ? xsb[n][1].x : xsb[n][1].y) * wsb[a / 4];
           } else if constexpr (kFold2) {
             const float2 xf = reinterpret_cast<const float2*>(slot + kXfacOff)[(8 * n + 2 * t) / 2];
             xs0[n] = xf.x;
@@ -598,10 +600,9 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
           if (last) {
             // acc += tmp x (weight scale of rows g / g + 8) x (activation scale of tokens
             // 8n + 2t / + 1); the next group's first MMAs start tmp from zero.
+            // (Block FP8: the weight scale is in xs0 / xs1.)
             float w0 = 1.f, w1 = 1.f;
-            if constexpr (kGroup == 128) {
-              w0 = w1 = wsb[j][a / 4];
-            } else if constexpr (kFold2) {
+            if constexpr (kFold2) {
               const float2 wf =
                   reinterpret_cast<const float2*>(slot + kWfacOff)[(warp * kTw + j) * 8 + g];
               w0 = wf.x;
