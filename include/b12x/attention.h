@@ -185,6 +185,9 @@ struct PagedPlan {
   /// (diagnostics). H200 round 52: BF16 B=1 x 8k 13.5-13.9 -> 12.8-13.0 us, FP8 B=8 38.1-38.4
   /// -> 36.7-36.8.
   bool early_kv = false;
+  /// Probe (B12X_ATTN_EARLY_TILES=n): early K/V copies at most n of the prologue's tiles before
+  /// the wait (0: all, the default); the rest follow it.
+  int early_tiles = 0;
   std::string kernel;          ///< kernel variant name (logging / diagnostics)
   const void* impl = nullptr;  ///< internal: the chosen kernel variant
 

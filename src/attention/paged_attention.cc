@@ -420,6 +420,8 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   plan.early_kv =
       plan.spec && plan.arch >= 90 && plan.use_pdl && k->launch_early != nullptr && early_wanted;
   if (plan.stamps && plan.early_kv && k->launch_stamp_early == nullptr) plan.stamps = false;
+  const char* et_env = std::getenv("B12X_ATTN_EARLY_TILES");
+  if (et_env != nullptr) plan.early_tiles = std::max(0, std::atoi(et_env));
   if (plan.lean) {
     plan.kernel += plan.spec ? "_lean_spec" : "_lean";
     if (plan.early_kv) plan.kernel += "_early";
@@ -711,6 +713,7 @@ void run_paged(const PagedBinding& b, Stream stream) {
   const int stages = static_cast<const detail::KernelInfo*>(plan.impl)->stages;
   const int ring_ahead = plan.full_ring ? stages : stages - 1;
   p.prefetch = prefetch ? (plan.prefetch_tiles > 0 ? plan.prefetch_tiles : ring_ahead) : 0;
+  p.early_tiles = plan.early_tiles > 0 ? plan.early_tiles : stages;
   if (p.tiles_per_req == 0) {
     detail::launch_paged_schedule(p, s, pdl);
     B12X_CUDA_CHECK_LAUNCH();

@@ -290,13 +290,17 @@ __device__ __forceinline__ uint32_t sm_id() {
   asm volatile("mov.u32 %0, %%smid;\n" : "=r"(r));
   return r;
 }
+/// This CTA's main-kernel stamp slots (the grid is at most 3-D; 64-bit: rows x heads x splits).
+__device__ __forceinline__ unsigned long long* stamp_slots(const PagedParams& p) {
+  const uint64_t cta =
+      blockIdx.x + uint64_t(gridDim.x) * (blockIdx.y + uint64_t(gridDim.y) * blockIdx.z);
+  return p.stamps + cta * kStampSlots;
+}
 template <bool kOn>
 __device__ __forceinline__ void stamp(const PagedParams& p, int ev) {
   if constexpr (kOn) {
     if (threadIdx.x == 0 && p.stamps != nullptr) {
-      const uint64_t cta =
-          blockIdx.x + uint64_t(gridDim.x) * (blockIdx.y + uint64_t(gridDim.y) * blockIdx.z);
-      unsigned long long* s = p.stamps + cta * kStampSlots;
+      unsigned long long* s = stamp_slots(p);
       s[ev] = global_ns();
       s[8 + ev] = clock64();
     }
@@ -305,11 +309,7 @@ __device__ __forceinline__ void stamp(const PagedParams& p, int ev) {
 template <bool kOn>
 __device__ __forceinline__ void stamp_meta(const PagedParams& p, uint64_t meta) {
   if constexpr (kOn) {
-    if (threadIdx.x == 0 && p.stamps != nullptr) {
-      const uint64_t cta =
-          blockIdx.x + uint64_t(gridDim.x) * (blockIdx.y + uint64_t(gridDim.y) * blockIdx.z);
-      p.stamps[cta * kStampSlots + 16] = meta | sm_id();
-    }
+    if (threadIdx.x == 0 && p.stamps != nullptr) stamp_slots(p)[16] = meta | sm_id();
   }
 }
 
@@ -743,10 +743,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     if constexpr (kStamp) {
       // the previous call's merge (CTA 0): end and wait release, final after the wait
       if (threadIdx.x == 0 && p.stamps != nullptr) {
-        const uint64_t cta =
-            blockIdx.x + uint64_t(gridDim.x) * (blockIdx.y + uint64_t(gridDim.y) * blockIdx.z);
-        p.stamps[cta * kStampSlots + 17] = __ldcg(p.stamps + p.stamp_merge + 2);
-        p.stamps[cta * kStampSlots + 18] = __ldcg(p.stamps + p.stamp_merge + 1);
+        unsigned long long* s = stamp_slots(p);
+        s[17] = __ldcg(p.stamps + p.stamp_merge + 2);
+        s[18] = __ldcg(p.stamps + p.stamp_merge + 1);
       }
     }
     allow_next_grid();
@@ -1193,7 +1192,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
         int n_early = 0;
 #pragma unroll
         for (int s = 0; s < kStages; ++s) {
-          if (s >= pro || s != n_early || s >= n_tiles) break;
+          if (s >= pro || s != n_early || s >= n_tiles || s >= p.early_tiles) break;
           if (kv_begin + s * kv_step + kBN > w.lk - w.qlen) break;
           load_tile(s, s, [&](int j) { return page_of(pg0[s], j); });
           cp_async_commit();
@@ -1217,7 +1216,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
         int n_early = 0;  // recount (CTA-uniform, the same test as above)
 #pragma unroll
         for (int s = 0; s < kStages; ++s)
-          if (s < pro && s == n_early && s < n_tiles &&
+          if (s < pro && s == n_early && s < n_tiles && s < p.early_tiles &&
               kv_begin + s * kv_step + kBN <= w.lk - w.qlen)
             ++n_early;
 #pragma unroll
