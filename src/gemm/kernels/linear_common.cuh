@@ -13,6 +13,7 @@
 
 #include "formats/ggml_tables.h"
 #include "formats/scalar.h"
+#include "gemm/kernels/mma_sync.cuh"
 #include "gemm/linear_layout.h"
 #include "gemm/linear_params.h"
 
@@ -93,13 +94,6 @@ __device__ __forceinline__ void load_iq2_tables(uint32_t* gtab, uint32_t* stab, 
 }
 
 // ---------------------------------------------------------------- packed-half helpers -------
-struct Bf16Tag {
-  static constexpr bool kFp16 = false;
-};
-struct Fp16Tag {
-  static constexpr bool kFp16 = true;
-};
-
 template <class T>
 __device__ __forceinline__ uint32_t fma2(uint32_t a, uint32_t b, uint32_t c) {
   uint32_t d;
@@ -120,44 +114,6 @@ __device__ __forceinline__ void mma16832_e4m3_zero(float d[4], const uint32_t a[
       "{%8,%9}, {%10,%10,%10,%10};"
       : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.f));
-}
-
-/// BF16/FP16 m16n8k16 with a zero accumulator input (a fresh partial needs no zeroing
-/// instructions).
-template <class T>
-__device__ __forceinline__ void mma16816_zero(float d[4], const uint32_t a[4], uint32_t b0,
-                                              uint32_t b1) {
-  if constexpr (T::kFp16) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%10,%10,%10,%10};"
-        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.f));
-  } else {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%10,%10,%10,%10};"
-        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.f));
-  }
-}
-
-template <class T>
-__device__ __forceinline__ void mma16816(float c[4], const uint32_t a[4], uint32_t b0,
-                                         uint32_t b1) {
-  if constexpr (T::kFp16) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  } else {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
 }
 
 /// e4m3 x e4m3 -> f32, m16n8k32 (sm_89+; the FP8 weight formats).

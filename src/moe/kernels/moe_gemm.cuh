@@ -30,6 +30,7 @@
 
 #include "formats/ggml.h"
 #include "formats/ggml_tables.h"
+#include "gemm/kernels/mma_sync.cuh"
 #include "moe/moe_launch.h"
 #include "moe/moe_layout.h"
 #include "moe/moe_numerics.h"
@@ -49,21 +50,15 @@ struct OpTraits<__nv_bfloat16> {
     return static_cast<uint32_t>(fmt::float_to_bf16_bits(lo)) |
            (static_cast<uint32_t>(fmt::float_to_bf16_bits(hi)) << 16);
   }
+  // The linear kernels' m16n8k16 wrappers (gemm/kernels/mma_sync.cuh): a zero / a running
+  // accumulator.
   static __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
                                              uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%10,%10,%10,%10};\n"
-        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.f));
+    gemm::lin::mma16816_zero<gemm::lin::Bf16Tag>(d, a, b0, b1);
   }
   static __device__ __forceinline__ void mma_acc(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
                                                  uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    gemm::lin::mma16816<gemm::lin::Bf16Tag>(d, a, b0, b1);
   }
   /// A scale (exactly representable) broadcast to both halves.
   static __device__ __forceinline__ uint32_t splat(float s) {
@@ -93,21 +88,15 @@ struct OpTraits<__half> {
     return static_cast<uint32_t>(fmt::float_to_fp16_bits(lo)) |
            (static_cast<uint32_t>(fmt::float_to_fp16_bits(hi)) << 16);
   }
+  // The linear kernels' m16n8k16 wrappers (gemm/kernels/mma_sync.cuh): a zero / a running
+  // accumulator.
   static __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
                                              uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%10,%10,%10,%10};\n"
-        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.f));
+    gemm::lin::mma16816_zero<gemm::lin::Fp16Tag>(d, a, b0, b1);
   }
   static __device__ __forceinline__ void mma_acc(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
                                                  uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    gemm::lin::mma16816<gemm::lin::Fp16Tag>(d, a, b0, b1);
   }
   static __device__ __forceinline__ uint32_t splat(float s) {
     __half2 v = __float2half2_rn(s);
