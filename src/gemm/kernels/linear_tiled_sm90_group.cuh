@@ -166,7 +166,8 @@ struct WgmmaGroupCfg {
 /// kGroupMulSign (IQ2, with kAluSign): the sign masks in fewer instructions (decode_iq2_atom's
 /// kMulSign): the MMA warps issue-bound in round 55's profile of 17 (stalls per sampled MMA-warp
 /// instruction: selected 29 %, dispatch 22 %, not selected 19 %; no gmma wait), ~17 of the loop's
-/// ~630 instructions per stage and warp spent per decoded register.
+/// ~630 instructions per stage and warp spent per decoded register. With kGroupFold the (2s + 1)
+/// splats are built by one IMAD + HFMA2 (no I2F).
 inline constexpr int kGroupPair = 1, kGroupQuad = 2, kGroupFold = 4, kGroupChain = 8, kGroupWs = 16,
                      kGroupMulSign = 32;
 B12X_HD constexpr int wgmma_group_fold_k(int mode) {
@@ -424,9 +425,17 @@ __global__ void __launch_bounds__(wgmma_group_threads(kMode), 1)
               for (int st = 0; st < 2; ++st) {
                 const int q = F == WFmt::kIq2Xs ? 2 * at + st : at;
                 const int ssh = F == WFmt::kIq2Xs ? 16 * (kb & 1) + 4 * q : 8 * (kb & 3) + 4 * q;
-                const uint32_t hb =
-                    __half_as_ushort(__uint2half_rn(2u * ((sw >> ssh) & 0xFu) + 1u));
-                const uint32_t m = hb | (hb << 16);
+                uint32_t m;
+                if constexpr ((kMode & kGroupMulSign) != 0) {
+                  // FP16 0x6400 | s is 1024 + s, and 2 (1024 + s) - 2047 = 2s + 1 exactly: one
+                  // IMAD and one HFMA2 instead of the I2F (XU pipe) and the splat.
+                  m = fma2<T>(((sw >> ssh) & 0xFu) * 0x10001u + 0x64006400u, 0x40004000u,
+                              0xE7FFE7FFu);
+                } else {
+                  const uint32_t hb =
+                      __half_as_ushort(__uint2half_rn(2u * ((sw >> ssh) & 0xFu) + 1u));
+                  m = hb | (hb << 16);
+                }
 #pragma unroll
                 for (int j = h; j < 4; j += 2)
                   asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(a2[st][j]) : "r"(a2[st][j]), "r"(m));
