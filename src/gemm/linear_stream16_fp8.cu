@@ -74,18 +74,43 @@ F8Fn pick_q(WFmt f, int tw, int nt, int mma, int depth) {
   }
 }
 
-// kVar kF8VarSf / kF8VarFold: MXFP8 on f16 MMAs at depth 4.
-template <bool kQ, int kVar>
+// Kernel variants (kF8Var*, probes): f16 MMAs at depth 4.
+template <int kGroup, bool kQ, int kVar>
 F8Fn pick_var(int tw, int nt) {
   switch (tw * 4 + nt) {
     case 1 * 4 + 1:
-      return &linear_stream16_fp8_kernel<1, 1, 32, 1, 4, kQ, 2, kVar>;
+      return &linear_stream16_fp8_kernel<1, 1, kGroup, 1, 4, kQ, 2, kVar>;
     case 1 * 4 + 2:
-      return &linear_stream16_fp8_kernel<1, 2, 32, 1, 4, kQ, 2, kVar>;
+      return &linear_stream16_fp8_kernel<1, 2, kGroup, 1, 4, kQ, 2, kVar>;
     case 2 * 4 + 1:
-      return &linear_stream16_fp8_kernel<2, 1, 32, 1, 4, kQ, 2, kVar>;
+      return &linear_stream16_fp8_kernel<2, 1, kGroup, 1, 4, kQ, 2, kVar>;
     case 2 * 4 + 2:
-      return &linear_stream16_fp8_kernel<2, 2, 32, 1, 4, kQ, 2, kVar>;
+      return &linear_stream16_fp8_kernel<2, 2, kGroup, 1, 4, kQ, 2, kVar>;
+    default:
+      return nullptr;
+  }
+}
+
+// kF8VarSf / kF8VarFold: MXFP8; kF8VarQ8: the in-kernel quantization (block FP8 / MXFP8, also with
+// kF8VarFold).
+F8Fn pick_variant(WFmt f, int tw, int nt, bool q, int var) {
+  const bool mx = f == WFmt::kFp8Mx;
+  switch (var) {
+    case kF8VarSf:
+      return !mx ? nullptr
+             : q ? pick_var<32, true, kF8VarSf>(tw, nt)
+                 : pick_var<32, false, kF8VarSf>(tw, nt);
+    case kF8VarFold:
+      return !mx ? nullptr
+             : q ? pick_var<32, true, kF8VarFold>(tw, nt)
+                 : pick_var<32, false, kF8VarFold>(tw, nt);
+    case kF8VarQ8:
+      return !q                     ? nullptr
+             : mx                   ? pick_var<32, true, kF8VarQ8>(tw, nt)
+             : f == WFmt::kFp8Block ? pick_var<128, true, kF8VarQ8>(tw, nt)
+                                    : nullptr;
+    case kF8VarFold | kF8VarQ8:
+      return mx && q ? pick_var<32, true, kF8VarFold | kF8VarQ8>(tw, nt) : nullptr;
     default:
       return nullptr;
   }
@@ -94,12 +119,8 @@ F8Fn pick_var(int tw, int nt) {
 F8Fn pick(WFmt f, int tw, int nt, int mma, int depth, bool q, int occ = 2, int var = 0) {
   if (mma != 0 && mma != 1) return nullptr;
   if (var != 0) {
-    if ((var != kF8VarSf && var != kF8VarFold) || f != WFmt::kFp8Mx || mma != 1 || depth != 4 ||
-        occ != 2)
-      return nullptr;
-    if (var == kF8VarFold)
-      return q ? pick_var<true, kF8VarFold>(tw, nt) : pick_var<false, kF8VarFold>(tw, nt);
-    return q ? pick_var<true, kF8VarSf>(tw, nt) : pick_var<false, kF8VarSf>(tw, nt);
+    if (mma != 1 || depth != 4 || occ != 2) return nullptr;
+    return pick_variant(f, tw, nt, q, var);
   }
   if (occ == 3) {
     // Probe: per-tensor, one tile per warp, f16 MMAs, depth 4, registers for 3 CTAs per SM.

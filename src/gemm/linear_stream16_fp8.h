@@ -21,7 +21,8 @@ struct LinearParams;
 /// 16-byte rows) instead of the quantizer launch before it.
 /// occ 3 (probe): per-tensor, tw 1, f16 MMAs, depth 4 with registers for 3 CTAs per SM.
 /// var (probe, Plan::stream16_var): kernel variants, kF8Var* of kernels/linear_stream16_fp8.cuh
-/// (1: MXFP8 scales converted to fp32 once per CTA; f16 MMAs, depth 4).
+/// (f16 MMAs, depth 4): 1 MXFP8 scales converted to fp32 once per CTA, 2 MXFP8 scales folded into
+/// the f16 operands, 4 the in-kernel quantization on all 8 warps (block FP8 / MXFP8), 6 = 2 + 4.
 bool stream16_f8_available(WFmt f, int tw, int mma, int depth, bool q = false, int occ = 2,
                            int var = 0);
 int64_t stream16_f8_smem_bytes(WFmt f, int tw, int mma, bool q = false, int var = 0);

@@ -2048,6 +2048,39 @@ TEST(GemmGpu, DecodeStream16Fp8) {
         EXPECT_EQ(l.split, f8_split(c.K, std::atoi(sp))) << name(c);
       }
   }
+  // The in-kernel quantization on all 8 warps (probe B12X_GEMM_STREAM16_F8_VAR=4: block FP8 /
+  // MXFP8; 6: with variant 2's operand-folded MXFP8 scales): tw 1 / 2, M = 5 / 12 / 16, splits
+  // 1 / 3, K tails (half chunks, 4864), partial CTAs, FP16 outputs, a graph.
+  {
+    ScopedEnv em("B12X_GEMM_DECODE_F8MMA", "1"), eq("B12X_GEMM_STREAM16_QX", "1");
+    int k = 0;
+    for (const char* var : {"4", "6"})
+      for (LinearFormat f : {LinearFormat::kFp8Block, LinearFormat::kMxfp8}) {
+        if (var[0] == '6' && f == LinearFormat::kFp8Block) continue;
+        for (const char* tw : {"1", "2"}) {
+          const char* sp = (k % 2) ? "3" : "1";
+          ScopedEnv ev("B12X_GEMM_STREAM16_F8_VAR", var), et("B12X_GEMM_STREAM16_TW", tw),
+              es("B12X_GEMM_STREAM16_SPLIT", sp);
+          const int64_t Ms[] = {5, 16, 12};
+          Case c{f,
+                 Ms[k % 3],
+                 (k % 2) ? 72 : 200,
+                 (k % 2) ? 4864 : 1280,
+                 DType::kBF16,
+                 (k % 4) == 2 ? DType::kFP16 : DType::kBF16,
+                 (k % 2) == 0};
+          c.max_tokens = (k % 3) == 0 ? 16 : c.M;
+          ++k;
+          const int64_t before = gemm::lin::last_stream16_f8_launch().serial;
+          run_case(c, /*graph_replay=*/k == 3);
+          const gemm::lin::Stream16F8Launch l = gemm::lin::last_stream16_f8_launch();
+          EXPECT_GT(l.serial, before) << name(c) << " var " << var << " tw " << tw;
+          EXPECT_EQ(l.var, var[0] - '0') << name(c);
+          EXPECT_TRUE(l.q) << name(c);
+          EXPECT_EQ(l.split, f8_split(c.K, std::atoi(sp))) << name(c);
+        }
+      }
+  }
   // Ring depth 8 (f16 MMAs: per-tensor, block FP8 / MXFP8 at tw 1) and the plan's own split
   // (4096x14336's plan, run at N = 256: every K range non-empty).
   {

@@ -67,6 +67,10 @@ inline constexpr int kF8VarSf = 1;
 /// with per-(row, atom) splats [kTw tiles][8 atoms][8 g] (rows g, g + 8) built once per CTA; the
 /// chunk factors 2^(emax - 134) per row ([tiles][8 g] float2) and per token ([16]).
 inline constexpr int kF8VarFold = 2;
+/// kVar bit 2 (kQ, kF8VarQ8): the in-kernel quantization on all 8 warps (16 lanes per token, two
+/// 8-value pieces each) instead of warps 0-3 (4 lanes per 128 K, four pieces each), which the
+/// other warps waited for at the next chunk's barrier. The same codes and scales.
+inline constexpr int kF8VarQ8 = 4;
 template <int kTw, int kGroup, int kVar>
 inline constexpr int kF8SfBytes = kGroup != 32         ? 0
                                   : (kVar& kF8VarSf)   ? kStreamWarps* kTw * 16 * 8 * 4 + 8 * 16 * 4
@@ -132,6 +136,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   constexpr int kAhead = kDepth / kTw;  // vectors of a tile in flight beyond the current one
   constexpr bool kSf = kGroup == 32 && (kVar & kF8VarSf);
   constexpr bool kFold2 = kGroup == 32 && !kSf && (kVar & kF8VarFold);
+  constexpr bool kQ8 = kQ && (kVar & kF8VarQ8);
   static_assert(!kFold2 || kMma == 1, "operand-folded MXFP8 scales: f16 MMAs");
   constexpr int kSlot = kF8SlotBytes<kTw, kGroup, kMma, kQ, kVar>;
   constexpr int kScaleOff = kF8RawSlotBytes<kMma, kQ>;
@@ -302,17 +307,23 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     if constexpr (kQ) {
       uint8_t* const slot = dsm + (c % kF8Slots) * kSlot;
       const int i = threadIdx.x;
-      if (i >= 128) return;
-      const int tok = i >> 3, j = (i >> 2) & 1, part = i & 3;
+      if (!kQ8 && i >= 128) return;
+      // kQ8: 16 lanes per token (warps whole for the shuffles), lane u holding k 8u + 128q of
+      // piece q (q < 2); else 4 lanes per 128 K of a token (threads 0..127), lane part of half
+      // chunk j holding k 128j + 32q + 8part (q < 4).
+      constexpr int kQn = kQ8 ? 2 : 4;
+      const int tok = kQ8 ? i >> 4 : i >> 3, u = i & 15;
+      const int j = (i >> 2) & 1, part = i & 3;
       const bool valid = tok < p.M;
-      const int64_t k0 = (vbase + static_cast<int64_t>(c) * kF8ChunkV) * 32 + j * 128;
-      const uint8_t* const src = slot + kBfOff + tok * kF8HalfPitch + j * 256 + part * 16;
-      uint4 v4[4];
+      const int64_t kc = (vbase + static_cast<int64_t>(c) * kF8ChunkV) * 32;
+      auto kq = [&](int q) { return kQ8 ? 128 * q + 8 * u : 128 * j + 32 * q + 8 * part; };
+      uint4 v4[kQn];
 #pragma unroll
-      for (int q = 0; q < 4; ++q) v4[q] = *reinterpret_cast<const uint4*>(src + q * 64);
-      // Piece q of this lane: k = 128 j + 32 q + 8 part + 0..7 = atom 4 j + q, k' = 8 part + ..
+      for (int q = 0; q < kQn; ++q)
+        v4[q] = *reinterpret_cast<const uint4*>(slot + kBfOff + tok * kF8HalfPitch + kq(q) * 2);
+      // Piece q of this lane: atom kq / 32, its 8-value part (kq % 32) / 8 = part.
       auto put = [&](int q, uint32_t lo, uint32_t hi, uint32_t sp = 0) {
-        const int a = 4 * j + q;
+        const int a = kq(q) / 32;
         if constexpr (kMma == 1) {
           uint32_t l0, l1, h0, h1;
           e4m3x2x2_to_f16x2(lo, l0, l1);
@@ -330,7 +341,18 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
               make_uint2(lo, hi);
         }
       };
-      if constexpr (kGroup == 128) {
+      if constexpr (kGroup == 128 && kQ8) {
+#pragma unroll
+        for (int q = 0; q < 2; ++q) {
+          const uint32_t w[4] = {v4[q].x, v4[q].y, v4[q].z, v4[q].w};
+          const float sc = kernels::g128_codes<true>(
+              w, valid, [&](int, uint32_t lo, uint32_t hi) { put(q, lo, hi); });
+          if (!valid) put(q, 0u, 0u);
+          if (u == 0)
+            *reinterpret_cast<float*>(slot + kScaleOff + tok * 8 + q * 4) =
+                valid && kc + 128 * q < p.K ? sc : 0.f;
+        }
+      } else if constexpr (kGroup == 128) {
         const uint32_t w[16] = {v4[0].x, v4[0].y, v4[0].z, v4[0].w, v4[1].x, v4[1].y,
                                 v4[1].z, v4[1].w, v4[2].x, v4[2].y, v4[2].z, v4[2].w,
                                 v4[3].x, v4[3].y, v4[3].z, v4[3].w};
@@ -340,36 +362,37 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
           for (int q = 0; q < 4; ++q) put(q, 0u, 0u);
         if (part == 0)
           *reinterpret_cast<float*>(slot + kScaleOff + tok * 8 + j * 4) =
-              valid && k0 < p.K ? sc : 0.f;
+              valid && kc + 128 * j < p.K ? sc : 0.f;
       } else if constexpr (kFold2) {
-        // The token's largest code over the chunk's 8 atoms: this lane's 4, then the other half
-        // chunk's lanes (i ^ 4, the same token).
-        uint32_t lo[4], hi[4];
-        int e[4], emax = 0;
+        // The token's largest code over the chunk's 8 atoms: this lane's, then its other lanes'
+        // (i ^ 4 / i ^ 8 with kQ8, i ^ 4 without: the same token, other atoms).
+        uint32_t lo[kQn], hi[kQn];
+        int e[kQn], emax = 0;
 #pragma unroll
-        for (int q = 0; q < 4; ++q) {
+        for (int q = 0; q < kQn; ++q) {
           const uint8_t code = kernels::mx8_codes_bf16(v4[q], lo[q], hi[q]);
-          e[q] = valid && k0 + 32 * q < p.K ? code : 0;
+          e[q] = valid && kc + kq(q) < p.K ? code : 0;
           emax = max(emax, e[q]);
         }
         emax = max(emax, __shfl_xor_sync(0xFFFFFFFFu, emax, 4));
+        if constexpr (kQ8) emax = max(emax, __shfl_xor_sync(0xFFFFFFFFu, emax, 8));
 #pragma unroll
-        for (int q = 0; q < 4; ++q)
+        for (int q = 0; q < kQn; ++q)
           put(q, valid ? lo[q] : 0u, valid ? hi[q] : 0u, pow2_h2(e[q] - emax + 7));
-        if (part == 0 && j == 0)
+        if ((kQ8 ? u : i & 7) == 0)
           reinterpret_cast<float*>(slot + kXfacOff)[tok] = chunk_factor(emax);
       } else {
 #pragma unroll
-        for (int q = 0; q < 4; ++q) {
+        for (int q = 0; q < kQn; ++q) {
           uint32_t lo, hi;
           const uint8_t code = kernels::mx8_codes_bf16(v4[q], lo, hi);
           put(q, valid ? lo : 0u, valid ? hi : 0u);
           if (part == 0) {
+            const int a = kq(q) / 32;
             if constexpr (kSf)
-              reinterpret_cast<float*>(slot + kXsfOff)[(4 * j + q) * 16 + tok] =
-                  e8m0_f32(valid ? code : 0);
+              reinterpret_cast<float*>(slot + kXsfOff)[a * 16 + tok] = e8m0_f32(valid ? code : 0);
             else
-              slot[kScaleOff + tok * 8 + 4 * j + q] = valid ? code : 0;
+              slot[kScaleOff + tok * 8 + a] = valid ? code : 0;
           }
         }
       }
