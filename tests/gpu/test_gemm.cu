@@ -3539,6 +3539,22 @@ TEST(GemmGpu, GgmlGemvVariants) {
       run_case({f, 3, 200, 4096, DType::kFP16, DType::kBF16, false}, /*graph_replay=*/true);
     }
   }
+  // Q8_0's one-tile kernels with 32 alone (session 16): 8 / 16 / 24 warps, a K tail (73 atoms:
+  // the last batch has one), K splits with empty ranges, tile walks, BF16 / FP16, graph replay.
+  ScopedEnv ev("B12X_GGML_GEMV_VAR", "32");
+  EXPECT_EQ(bf16_plan(LinearFormat::kQ8_0, 1, 4096, 4096).ggml_gemv_var, 32);
+  EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xxs, 1, 4096, 4096).ggml_gemv_var, 0);
+  for (const char* w : {"8", "16", "24"}) {
+    ScopedEnv ew("B12X_GGML_GEMV_WARPS", w);
+    run_case({LinearFormat::kQ8_0, 1, 200, 2336, DType::kBF16, DType::kBF16, true});
+    EXPECT_EQ(gemm::lin::last_ggml_gemv_launch().warps, std::atoi(w));
+    run_case({LinearFormat::kQ8_0, 3, 72, 2304, DType::kFP16, DType::kBF16, false});
+    ScopedEnv es("B12X_GGML_GEMV_SPLIT", "3"), ec("B12X_GGML_GEMV_CTAS", "2"),
+        ek("B12X_GGML_GEMV_KW", "2");
+    run_case({LinearFormat::kQ8_0, 1, 200, 2336, DType::kBF16, DType::kBF16, false});
+    run_case({LinearFormat::kQ8_0, 3, 40, 256, DType::kFP16, DType::kFP16, true},
+             /*graph_replay=*/true);
+  }
 }
 
 TEST(GemmGpuSanitize, GgmlGemvVariants) {
@@ -3553,6 +3569,8 @@ TEST(GemmGpuSanitize, GgmlGemvVariants) {
     for (LinearFormat f : {LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs})
       run_case({f, 1, 200, 2304, DType::kBF16, DType::kBF16, true});
   }
+  ScopedEnv ev("B12X_GGML_GEMV_VAR", "32");  // Q8_0's (session 16)
+  run_case({LinearFormat::kQ8_0, 1, 200, 2336, DType::kBF16, DType::kBF16, true});
 }
 
 TEST(GemmGpuSanitize, GgmlGemvWarps) {
