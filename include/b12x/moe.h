@@ -179,9 +179,6 @@ struct DecodeKnobs {
   int fc2_bal = 1;     ///< B12X_MOE_FC2_BAL 0|1: FC2 split CTAs take equal chunk ranges
   int fc2_kil = -1;    ///< B12X_MOE_FC2_KIL 0|1: FC2 warps take every kW-th chunk (-1: rule)
   int fc2_rows = 0;    ///< B12X_MOE_FC2_ROWS 16|32: output rows per FC2 CTA (0: rule, 2-8 tokens)
-  int l2pf = 0;     ///< B12X_MOE_L2PF 0..7: FC2 weights prefetched into L2 (bits: 1 FC2 before its
-                    ///< wait, 2 FC1 at its start, 4 FC1 at its end; probe)
-  int l2pf_mb = 0;  ///< B12X_MOE_L2PF_MB >= 1: the prefetch's bound on the routed FC2 bytes (0: L2)
 };
 
 /// @brief Runtime capacities.
@@ -227,9 +224,8 @@ class Plan {
   DecodeKnobs knobs;
   /// Device facts the decode stream's run needs, read by plan() (run reads no device info):
   /// the SMs, the compute capability's major, and the 32-row FC2 CTAs with 3 / 2 ring stages
-  /// that fit one SM (0 where plan saw no device), the L2 bytes.
+  /// that fit one SM (0 where plan saw no device).
   int sm_count = 0, cc_major = 0, fc2_rows32_ctas = 0, fc2_rows32_ctas2 = 0;
-  int64_t l2_bytes = 0;
 };
 
 /// Validates caps against the weights plan and device and sizes the scratch. Host only.

@@ -645,8 +645,6 @@ DecodeKnobs read_decode_knobs(bool stream, int aquant) {
   knob(k.fc2_bal, "B12X_MOE_FC2_BAL", {0, 1}, "0, 1", not_stream);
   knob(k.fc2_kil, "B12X_MOE_FC2_KIL", {0, 1}, "0, 1", not_stream);
   knob(k.fc2_rows, "B12X_MOE_FC2_ROWS", {16, 32}, "16, 32", not_stream);
-  knob(k.l2pf, "B12X_MOE_L2PF", {0, 1, 2, 3, 4, 5, 6, 7}, "0..7", not_stream);
-  knob(k.l2pf_mb, "B12X_MOE_L2PF_MB", {}, ">= 1", not_stream);
   return k;
 }
 }  // namespace detail
@@ -846,14 +844,12 @@ Plan plan(const Caps& caps) {
         const DeviceInfo& di = device_info(caps.device);
         p.sm_count = di.sm_count;
         p.cc_major = di.cc_major;
-        p.l2_bytes = di.l2_bytes;
         if (stream) {
           p.fc2_rows32_ctas = detail::decode_fc2_rows32_ctas(caps.device);
           p.fc2_rows32_ctas2 = detail::decode_fc2_rows32_ctas(caps.device, 2);
         }
       } catch (const Error&) {
         p.sm_count = p.cc_major = p.fc2_rows32_ctas = p.fc2_rows32_ctas2 = 0;
-        p.l2_bytes = 0;
       }
     }
     const int nk2 = static_cast<int>(round_up(I, detail::kPrepKAlign) / 128);
@@ -1026,8 +1022,6 @@ void run(const Binding& b, Stream stream) {
     d.fc2_stages32 =
         detail::decode_fc2_stages32(p.knobs, S.L.fc2.rows_pad / 32, d.fc2_split, d.sm_count,
                                     p.sm_count > 0 ? p.fc2_rows32_ctas2 : 0);
-    d.l2pf = p.knobs.l2pf;
-    d.l2pf_bytes = p.knobs.l2pf_mb > 0 ? int64_t{p.knobs.l2pf_mb} << 20 : p.l2_bytes;
     d.partial = route_out;  // sized for the plan's split x max_tokens (>= this call's)
     d.counters = num_tiles + 4;
     if (p.off_fc1_bal >= 0) {

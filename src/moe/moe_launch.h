@@ -157,11 +157,6 @@ struct DecodeArgs {
   int fc2_kil = 0;    // warps take chunks warp, warp + kW, ... of the CTA's range (decode_fc2_kil)
   int fc2_rows = 16;  // output rows per FC2 CTA (decode_fc2_rows: 16, or 32 up to 8 tokens)
   int fc2_stages32 = 3;  // ring stages of the 32-row FC2 CTA (decode_fc2_stages32: 3 or 2)
-  // FC2's weights prefetched into L2 (DecodeKnobs::l2pf, bits): 1 each FC2 CTA its own chunk
-  // range before its wait; 2 / 4 the FC1 CTAs an equal share of every routed expert's FC2
-  // weights at their start / end. Only where those bytes fit l2pf_bytes (live tiles, on device).
-  int l2pf = 0;
-  int64_t l2pf_bytes = 0;
   float* partial = nullptr;
   int* counters = nullptr;
   // Launch shape of the stream, chosen by launch_decode_stream (decode_fc1_row_warps) unless

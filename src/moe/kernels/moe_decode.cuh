@@ -316,33 +316,6 @@ __device__ __forceinline__ int route_tables(const DecodeArgs& a, RouteSmemT<kRC>
   }
 }
 
-/// DecodeArgs::l2pf (FC1 side): FC2's weights depend on the routes only, so FC1's CTAs can pull
-/// them into L2 while the DRAM is not saturated (FC1's ramp and tail at M = 1-2) and FC2 then
-/// reads them from L2. Part `part` of `nparts` takes the 16-byte aligned byte range [n part /
-/// nparts, n (part + 1) / nparts) of each routed expert's FC2 codes and scales (tiles are in
-/// expert order: an expert with several tiles is fetched once); threads `i0`, `i0 + di`, ... of
-/// the caller issue one bulk prefetch each. Nothing where the routed bytes exceed l2pf_bytes.
-template <int kRC>
-__device__ __forceinline__ void prefetch_fc2_share(const DecodeArgs& a, const RouteSmemT<kRC>& rs,
-                                                   int ntiles, int64_t part, int64_t nparts, int i0,
-                                                   int di) {
-  const detail::WeightView& W = a.w2;
-  const int64_t groups = W.rows_pad / 32;
-  const int64_t vb = groups * W.values_group_stride, sb = groups * W.scales_group_stride;
-  if (ntiles * (vb + sb) > a.l2pf_bytes) return;
-  for (int i = i0; i < 2 * ntiles; i += di) {
-    const int t = i >> 1, e = rs.tile(t).x;
-    if (t > 0 && rs.tile(t - 1).x == e) continue;
-    const bool sc = (i & 1) != 0;
-    const int64_t n = sc ? sb : vb;
-    const int64_t lo = n * part / nparts & ~int64_t{15};
-    const int64_t hi = part + 1 == nparts ? n : n * (part + 1) / nparts & ~int64_t{15};
-    const uint8_t* base =
-        sc ? W.scales + e * W.scales_expert_stride : W.values + e * W.values_expert_stride;
-    if (hi > lo) prefetch_l2(base + lo, static_cast<uint32_t>(hi - lo));
-  }
-}
-
 /// cp.async with a 32-bit shared destination address (no generic -> shared conversion).
 __device__ __forceinline__ void cp_async16_sa(uint32_t sa, const void* gmem, bool valid) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sa), "l"(gmem),
@@ -742,11 +715,6 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
   if (wait_first) pdl_wait();
   pdl_trigger();  // FC2 may launch now and stream its own weights (it waits for us before reading)
   const int ntiles = route_tables<kRC, kCta>(a, rs, smem);
-  const int64_t cta_id = blockIdx.x + static_cast<int64_t>(gridDim.x) * blockIdx.y;
-  const int64_t ctas = static_cast<int64_t>(gridDim.x) * gridDim.y;
-  // (l2pf: narrow routing only; above 128 routes FC2's weights outgrow the L2 anyway.)
-  constexpr bool kPf = kRC == detail::kMaxInlineRoutes;
-  if (kPf && (a.l2pf & 2)) prefetch_fc2_share(a, rs, ntiles, cta_id, ctas, tid, kCta);
   if (a.fc2_split > 1 && blockIdx.x == 0 && blockIdx.y == 0) {
     // FC2's split counters: read by FC2 only after it waited for this grid. The previous call's
     // FC2 is complete: A16 waited above, otherwise [Q] waited before FC1 could launch.
@@ -775,7 +743,6 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
                   : y0 < ntiles    ? (ntiles - y0 + Y - 1) / Y
                                    : 0;  // my pieces
   if (n_t == 0) {
-    if (kPf && (a.l2pf & 4)) prefetch_fc2_share(a, rs, ntiles, cta_id, ctas, tid, kCta);
     if (!wait_first) pdl_wait();  // completion of this grid implies the predecessor's
     return;
   }
@@ -860,14 +827,6 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
     issue(s, src_of(ni.t), ni, false, true);
     advance(ni);
   });
-  // l2pf & 4: each warp prefetches its share of FC2's weights once its K loop is done (its last
-  // kS sub-chunks after its last load; not inside the loop, whose registers are at the cap; one
-  // warp group only: the group kernels spill with it).
-  auto prefetch_end = [&] {
-    if constexpr (kPf && kG == 1)
-      if (a.l2pf & 4) prefetch_fc2_share(a, rs, ntiles, cta_id * kNW + warp, ctas * kNW, lane, 32);
-  };
-  if (n_my == 0) prefetch_end();
   // Sources of the next chunk's tile, rebuilt only when the cursor enters a new tile.
   typename St::Src nsrc{};
   if (ni.t < n_tg) nsrc = src_of(ni.t);
@@ -898,7 +857,6 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
       }
       cp_async_commit();
     }
-    if (n_kc > 0 && c == n_my) prefetch_end();  // this warp's last sub-chunk is done
     // 1 / gs2 for the FC2-input quantisation (num::quant_block_nvfp4), here, off the tile end's
     // chain (the a2gs load has landed during the K loop).
     const float inv_gs2 = a.aquant == num::kANvfp4 ? fmt::div_rn(1.0f, gs2) : 1.f;
@@ -1161,24 +1119,6 @@ __global__ void __launch_bounds__(32 * kW, kR == 32             ? (kS == 2 ? 3 :
       issue(s, src_of(wc.t), wc.k, true, false);
       step(wc);
     });
-  }
-  if ((a.l2pf & 1) && W.values_row_stride == 64 && W.scales_k_stride == 32 * W.scales_row_stride) {
-    // DecodeArgs::l2pf & 1 (chunk-tiled codes and scales: the CTA's kR rows of one chunk are one
-    // run each): the CTA's whole range into L2 while it waits for FC1 (its ring holds kS chunks
-    // per warp); nothing where the routed FC2 bytes exceed l2pf_bytes.
-    const int64_t groups = W.rows_pad / 32;
-    if (ntiles * groups * (W.values_group_stride + W.scales_group_stride) <= a.l2pf_bytes) {
-      for (int j = tid; j < total; j += 32 * kW) {
-        const int it = (c_lo + j) / nk, kk = (c_lo + j) - it * nk;
-        const int e = rs.tile(tile_of(it)).x;
-        prefetch_l2(W.values + e * W.values_expert_stride + detail::value_row_offset(W, R0) +
-                        kk * W.values_k_stride,
-                    kR * 64);
-        prefetch_l2(W.scales + e * W.scales_expert_stride + detail::scale_row_offset(W, R0) +
-                        kk * W.scales_k_stride,
-                    kR * W.scales_row_stride);
-      }
-    }
   }
   pdl_wait();  // the intermediate is written by FC1
   pdl_trigger();

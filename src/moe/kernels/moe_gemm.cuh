@@ -131,17 +131,6 @@ __device__ __forceinline__ void pdl_wait() {
 #endif
 }
 
-// Brings `bytes` (a multiple of 16, 16-byte aligned) of global memory into L2 without waiting for
-// them: one bulk prefetch on sm_90+ (the copy engine walks the lines), a line loop below.
-__device__ __forceinline__ void prefetch_l2(const void* p, uint32_t bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
-#else
-  for (uint32_t o = 0; o < bytes; o += 128)
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(static_cast<const uint8_t*>(p) + o));
-#endif
-}
-
 __device__ __forceinline__ uint4 ldg16(const uint8_t* p) {
   return __ldg(reinterpret_cast<const uint4*>(p));
 }
