@@ -235,9 +235,9 @@ struct Plan {
   /// M = 1 stream kernel also takes MXFP4 weights with it: default for MXFP4 W4A4 (round 53),
   /// B12X_GEMM_STREAM_MX=0|1 turns it off / on for every MXFP4 format.
   bool decode_stream_shfl = false;
-  /// Session 16 probe of the M = 1 stream kernel (NVFP4, shuffled splats): 1 a ping-pong weight
-  /// ring (no register copies per block), 2 the FP4 decode's shifts on the FMA pipe, 3 both;
-  /// 0 the default kernel. B12X_GEMM_STREAM_VAR=<n>.
+  /// Session 16 probe of the M = 1 stream kernel (NVFP4, shuffled splats): 4 the weight ring two
+  /// blocks deep (8 vectors ahead), 2 the FP4 decode's right shift on the FMA pipe, 6 both; 0 the
+  /// default kernel. B12X_GEMM_STREAM_VAR=<n>.
   int decode_stream_var = 0;
   /// MXFP4 weights on the M = 1 stream kernel and the M <= 16 block kernel: the fold-free splat
   /// instances (session 15: 2^(e-8) straight onto the decoded FP4 bits, one HMUL2 per register

@@ -1136,6 +1136,16 @@ Plan plan(const Caps& caps) {
       int occ = force_occ == 2 || force_occ == 3 ? force_occ : w4a16 ? 3 : 2;
       Choice c = choose(occ);
       if (force_occ == 0 && occ == 3 && (c.cost < 0 || c.groups > c.ctas)) c = choose(occ = 2);
+      // Session 16: where the 3-CTA grid fills < 80 % of its slots (no early trigger, below) and
+      // the 2-CTA grid fills >= 80 % at no more vectors per warp, the 2-CTA registers with the
+      // trigger. Round 59, W4A16 (B12X_GEMM_STREAM_OCC=2, two runs): 4096x4096 5.48 / 5.30 ->
+      // 4.76 / 4.75 us, 4096x14336 11.81 / 11.60 -> 10.94 / 10.72 (256 tiles: 65 % of 396
+      // slots, 97 % of 264); 6144x4096 (97 % at 3 CTAs) keeps them (7.57 with 2).
+      // B12X_GEMM_STREAM_OCC=3 keeps the 3-CTA registers.
+      if (force_occ == 0 && occ == 3 && c.cost >= 0 && c.ctas * 10 < c.slots * 8) {
+        const Choice c2 = choose(2);
+        if (c2.cost >= 0 && c2.cost <= c.cost && c2.ctas * 10 >= c2.slots * 8) c = c2, occ = 2;
+      }
       if (c.cost >= 0) {
         p.decode_stream_parts = c.parts;
         p.decode_stream_occ = occ;
@@ -1146,7 +1156,7 @@ Plan plan(const Caps& caps) {
         p.decode_stream_free_only = mx_w4a16_free;
         if (const char* e = std::getenv("B12X_GEMM_STREAM_VAR");
             e != nullptr && wf == lin::WFmt::kNvfp4 && shfl)
-          p.decode_stream_var = std::atoi(e) & 3;
+          p.decode_stream_var = std::atoi(e) & 6;
         stream_trig_m1 = c.ctas * 10 >= c.slots * 8;
       }
     }

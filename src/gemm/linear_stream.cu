@@ -45,12 +45,12 @@ StreamFn stream_fn(int parts) {
 template <int kOcc>
 StreamFn stream_var_fn(int parts, int var) {
   switch (var) {
-    case 1:
-      return stream_fn<kOcc, 1, true, false, false, 1>(parts);
     case 2:
       return stream_fn<kOcc, 1, true, false, false, 2>(parts);
-    case 3:
-      return stream_fn<kOcc, 1, true, false, false, 3>(parts);
+    case 4:
+      return stream_fn<kOcc, 1, true, false, false, 4>(parts);
+    case 6:
+      return stream_fn<kOcc, 1, true, false, false, 6>(parts);
     default:
       return nullptr;
   }

@@ -1410,14 +1410,14 @@ TEST(GemmGpu, DecodeStreamTrig) {
 
 TEST(GemmGpu, DecodeStreamVar) {
   B12X_REQUIRE_GPU();
-  // Session 16 probe B12X_GEMM_STREAM_VAR (NVFP4 M = 1 stream kernel): 1 the ping-pong ring, 2 the
-  // FP4 decode's shifts on the FMA pipe, 3 both; every K-part count at both register caps, K
-  // tails (1280: 5 ring blocks per part at parts 1, an odd count), W4A16 and W4A4, and a
+  // Session 16 probe B12X_GEMM_STREAM_VAR (NVFP4 M = 1 stream kernel): 4 the ring two blocks deep,
+  // 2 the FP4 decode's right shift on the FMA pipe, 6 both; every K-part count at both register
+  // caps, K tails (1280: 5 ring blocks per part at parts 1, an odd count), W4A16 and W4A4, and a
   // persistent grid over many groups (the ring's register set alternates across groups) replayed
   // in a graph.
   ScopedEnv es("B12X_GEMM_DECODE_STREAM", "1");
   int i = 0;
-  for (const char* var : {"1", "2", "3"}) {
+  for (const char* var : {"2", "4", "6"}) {
     ScopedEnv ev("B12X_GEMM_STREAM_VAR", var);
     for (const char* occ : {"2", "3"})
       for (const char* parts : {"1", "2", "4", "8"}) {
@@ -1601,6 +1601,11 @@ TEST(GemmGpu, DecodeStream) {
     const gemm::Plan many = plan1(LinearFormat::kNvfp4W4A16, 16 * 8 * 4 * sms, 4096);
     EXPECT_EQ(many.decode_stream_occ, 2);
     EXPECT_EQ(plan1(LinearFormat::kNvfp4, 16 * (sms + 8), 4096).decode_stream_occ, 2);
+    // Session 16: 2 where the 3-CTA grid would not take the trigger (2 x sms tiles: 67 % of the
+    // slots) and the 2-CTA grid fills them, with the trigger.
+    const gemm::Plan fill = plan1(LinearFormat::kNvfp4W4A16, 16 * 2 * sms, 4096);
+    EXPECT_EQ(fill.decode_stream_occ, 2);
+    EXPECT_EQ(fill.stream_trig & 1, 1);
   }
   // A capacity of 2 prepares it for runs at M = 1 (session 12; DecodeStreamAnyCapacity).
   EXPECT_GT(bf16_plan(LinearFormat::kNvfp4W4A16, 2, 16 * (sms + 8), 4096).decode_stream_parts, 0);

@@ -214,18 +214,15 @@ __device__ __forceinline__ void fp4_word_pairs(uint32_t w, uint32_t bits[4]) {
   bits[3] = fp4_pair_bits<T, 3>(w);
 }
 
-/// fp4_word_pairs (BF16) with the funnel shift of pair 2 and the right shift of pair 3 done on the
-/// FMA pipe (session 16 probe, linear_stream_kernel's kVar bit 2): w * 2^12 as a 64-bit product
-/// (IMAD.WIDE.U32) has w << 12 in its low word (zero at bits 0..11) and w >> 20 in its high word
-/// (zero above bit 11), so (lo | hi) & T = rot(w, 12) & T in one LOP3; w >> 6 is the high word
-/// of w * 2^26 (IMAD.HI.U32). The same bits as fp4_lin_bits (the ALU pipe keeps the 5 LOP3s).
+/// fp4_word_pairs (BF16) with the right shift of pair 3 on the FMA pipe (session 16 probe,
+/// linear_stream_kernel's kVar bit 2): w >> 6 is the high word of w * 2^26 (IMAD.HI.U32) instead
+/// of a SHF on the half-rate ALU pipe that the decode's LOP3s fill. (The funnel shift of pair 2 as
+/// the two words of w * 2^12 is folded back into SHF.L.W by ptxas.) The bits of fp4_lin_bits.
 __device__ __forceinline__ void fp4_word_pairs_fma(uint32_t w, uint32_t bits[4]) {
   constexpr uint32_t kT = 0x81C081C0u;
-  const uint64_t p12 = static_cast<uint64_t>(w) * 4096u;
-  const uint32_t lo = static_cast<uint32_t>(p12), hi = static_cast<uint32_t>(p12 >> 32);
   bits[0] = w & kT;
   bits[1] = (w << 6) & kT;
-  bits[2] = (lo | hi) & kT;
+  bits[2] = __funnelshift_l(w, w, 12) & kT;
   bits[3] = ((w << 2) & 0x80C080C0u) | (__umulhi(w, 1u << 26) & 0x01000100u);
 }
 

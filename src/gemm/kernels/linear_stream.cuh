@@ -106,13 +106,15 @@ __device__ __forceinline__ void stream_store_tile(const LinearParams& p, const f
 /// t / 2, applied after the 2^119 that brings the FP4 bits to v * 2^-7 (the block kernel's fold).
 /// kMxFree (session 15): the splat is 2^(e-8) and multiplies the decoded bits directly, without
 /// the fold's HFMA2 per register (weights whose E8M0 codes are all <= 135, e8m0_bf16_splat_free).
-/// kVar (session 16 probe, LinearParams::stream_var; NVFP4 M = 1 with kShfl): bit 1 a ping-pong
-/// ring (two register sets of kDepth vectors and their scale bytes, the block computed from one
-/// while the next block's loads go to the other), so the ring needs no register copies per block
-/// (the single ring copies each vector and the scale words before its register is reloaded:
-/// 24 IMAD.MOV per block of 4 vectors in the sm_90a SASS); bit 2 the FP4 decode's two funnel /
-/// right shifts per word as IMAD.WIDE / IMAD.HI (fp4_word_pairs_fma: the FMA pipe instead of the
-/// half-rate ALU pipe that the decode's LOP3s fill).
+/// kVar (session 16 probes, LinearParams::stream_var; NVFP4 M = 1 with kShfl): bit 4 a ring two
+/// blocks deep (kDeep): two register sets of kDepth vectors and their scale words, block b
+/// computed from set b % 2, each vector's register reloaded with block b + 2's vector right after
+/// its decode read it (no register copies, 8 vectors ahead instead of 4; the scale words of block
+/// b + 2 after block b's last use). Round 59: the stream kernel at the 2-CTA cap streams 68 % of
+/// the read bandwidth where a read-only kernel with the same 32 KB per SM in flight streams 81 %
+/// (bench_gemm B12X_BENCH_FLOOR), and 13 % fewer instructions per block (a ping-pong ring without
+/// the copies, the FMA-pipe shifts: 374 -> 325) changed nothing: the ring's lead, not the issue
+/// rate, bounds it. Bit 2: the FP4 decode's right shift on the FMA pipe (fp4_word_pairs_fma).
 template <int kParts, int kOcc, int kRows = 1, bool kShfl = false, bool kMx = false,
           bool kMxFree = false, int kVar = 0>
 __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
@@ -120,7 +122,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   static_assert(!kMx || (kShfl && kRows == 1), "MXFP4: M = 1 with shuffled splats");
   static_assert(!kMxFree || kMx, "fold-free splats: MXFP4 only");
   static_assert(kVar == 0 || (kRows == 1 && kShfl && !kMx), "kVar: NVFP4 M = 1, shuffled splats");
-  constexpr bool kPingPong = (kVar & 1) != 0;
+  constexpr bool kDeep = (kVar & 4) != 0;
   constexpr bool kFmaShifts = (kVar & 2) != 0;
   constexpr int kSb = kMx ? 2 : 4;  // scale bytes per row and vector
   static_assert(kParts == 1 || kParts == 2 || kParts == 4 || kParts == 8, "K parts per tile");
@@ -183,6 +185,16 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     }
   };
   auto issue = [&](uint4& s, int j) { issue_to(s, j, nb0, nb1); };
+  // kDeep: the weights and the scale words of the block being requested, separately.
+  auto issue_w = [&](uint4& s, int j) {
+    if (j < nvalid) s = ldg_stream(wp + j * 512);
+  };
+  auto issue_s = [&](uint4& n0, uint4& n1) {
+    if (nvalid > 0) {
+      n0 = __ldg(reinterpret_cast<const uint4*>(sp));
+      n1 = __ldg(reinterpret_cast<const uint4*>(sp8));
+    }
+  };
   auto advance = [&]() {
     wp += kDepth * 512;
     sp += kDepth * kSb;
@@ -201,11 +213,11 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     }
   };
 
-  // kPingPong: ring2[q] and the scale words sc2[q] of set q; the first block goes to set 0.
+  // kDeep: ring2[q] and the scale words sc2[q] of set q; blocks 0 and 1 go to sets 0 and 1.
   uint4 ring[kDepth];
-  uint4 ring2[2][kPingPong ? kDepth : 1];
+  uint4 ring2[2][kDeep ? kDepth : 1];
   uint4 sc2[2][2];
-  if constexpr (kPingPong) {
+  if constexpr (kDeep) {
 #pragma unroll
     for (int q = 0; q < 2; ++q) {
       sc2[q][0] = sc2[q][1] = make_uint4(0, 0, 0, 0);
@@ -213,7 +225,12 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
       for (int j = 0; j < kDepth; ++j) ring2[q][j] = make_uint4(0, 0, 0, 0);
     }
 #pragma unroll
-    for (int j = 0; j < kDepth; ++j) issue_to(ring2[0][j], j, sc2[0][0], sc2[0][1]);
+    for (int q = 0; q < 2; ++q) {
+#pragma unroll
+      for (int j = 0; j < kDepth; ++j) issue_w(ring2[q][j], j);
+      issue_s(sc2[q][0], sc2[q][1]);
+      if (q == 0) advance();
+    }
   } else {
 #pragma unroll
     for (int j = 0; j < kDepth; ++j) {
@@ -416,7 +433,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
       mma16816<T>(acc[n][3], af[1][1], xb[n].z, xb[n].w);
     }
   };
-  int par = 0;  // kPingPong: the register set of the block computed next
+  int par = 0;  // kDeep: the register set of the block computed next
   int rb = 0;   // reduction buffer
   for (int64_t grp = blockIdx.x; grp < groups; grp += gridDim.x) {
     float acc[kNt][4][4];
@@ -428,14 +445,15 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
         for (int i = 0; i < 4; ++i) acc[n][s][i] = 0.f;
     const uint8_t* xv = xlane;
     for (int v0 = 0; v0 < vp; v0 += kDepth) {
-      if constexpr (kPingPong) {
+      if constexpr (kDeep) {
         auto blk = [&](auto qc) {
           constexpr int q = decltype(qc)::value;
 #pragma unroll
           for (int j = 0; j < kDepth; ++j) {
-            issue_to(ring2[q ^ 1][j], j, sc2[q ^ 1][0], sc2[q ^ 1][1]);
             vec(acc, xv, ring2[q][j], j, sc2[q][0], sc2[q][1]);
+            issue_w(ring2[q][j], j);
           }
+          issue_s(sc2[q][0], sc2[q][1]);
         };
         if (par)
           blk(std::integral_constant<int, 1>{});
