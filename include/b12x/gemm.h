@@ -362,9 +362,6 @@ struct Plan {
   /// FP16 with a power-of-two scale per token row (lin::launch_ggml_act_f16) into scratch at
   /// off_f16x (M x K FP16, then M fp32 scales).
   bool tiled_wgmma_f16x = false;
-  /// That pre-pass with several token rows per CTA (B12X_GGML_ACT_F16_ROWS=1; signature
-  /// " f16xr").
-  bool tiled_wgmma_f16x_rows = false;
   int64_t off_f16x = 0;
   bool pdl = false;  ///< programmatic dependent launch (SM90+; B12X_GEMM_PDL=0 disables)
   std::string describe() const;

@@ -268,7 +268,16 @@ constexpr int kWgmmaGroupVar256 = 13;
 /// -> 194.1 / 622.6 / 664.8 / 282.9 / 181.5 (+6-25%; 20 behind it 200.4 / 635.6 / 679.5 / 290.2 /
 /// 181.5; 20 removed); IQ2_XXS there: 23 on FP16 -2-+3% against 17, behind the pre-pass
 /// -2-25%: 17 stays.
-constexpr int kWgmmaGroupVarQ8 = 16, kWgmmaGroupVarIq2Xxs = 17, kWgmmaGroupVarIq2Xs = 23;
+/// Session 16 (round 59, M = 2048, us over the five shapes, bit-identical outputs): the IQ2 sign
+/// masks from one IMAD + LOP3 (decode_iq2_atom) and 23's (2s + 1) splats by IMAD + HFMA2 cut the
+/// MMA warps' loop by 17 % (IQ2_XXS 17) / 21 % (IQ2_XS 23) of its instructions: IQ2_XXS BF16 17
+/// 167.4 / 570.9 / 577.9 / 250.0 / 143.4 -> 149.2 / 512.4 / 537.1 / 224.3 / 126.9 (0.49-0.55x
+/// cuBLAS BF16), IQ2_XS BF16 23 behind the pre-pass 186.5 / 615.6 / 643.7 / 272.1 / 162.9 ->
+/// 163.2 / 539.3 / 579.9 / 237.7 / 143.5 (0.45-0.51x); on FP16 activations IQ2_XXS 23 (142.9 /
+/// 499.2 / 546.8 / 213.1 / 127.4) now beats 17 (149.6 / 537.6 / 554.7 / 224.2 / 126.7): 23 there
+/// (BF16 keeps 17: 23 behind the pre-pass 157.2 / 511.2 / 573.5 / 228.8 / 144.6).
+constexpr int kWgmmaGroupVarQ8 = 16, kWgmmaGroupVarIq2Xxs = 17, kWgmmaGroupVarIq2Xs = 23,
+              kWgmmaGroupVarIq2XxsF16 = 23;
 constexpr bool kWgmmaGroupF16x = true;
 
 /// Decode regime at capacity M = 1: warps per 16-row weight tile (lin::launch_linear_decode), the
@@ -574,6 +583,7 @@ Plan plan(const Caps& caps) {
                                                          : kWgmmaGroupVar128Iq2Xxs)
                 : wf == WFmt::kQ8_0 ? kWgmmaGroupVarQ8
                 : xs                ? kWgmmaGroupVarIq2Xs
+                : fp16              ? kWgmmaGroupVarIq2XxsF16
                                     : kWgmmaGroupVarIq2Xxs;
       if (!fp16 && lin::wgmma_group_fold_var(def) && !kWgmmaGroupF16x)
         def = t256 ? kWgmmaGroupVar256 : kWgmmaGroupVar128;
@@ -589,9 +599,6 @@ Plan plan(const Caps& caps) {
         p.tiled_wgmma_var = p.tiled_wgmma == 256 ? kWgmmaGroupVar256 : kWgmmaGroupVar128;
       if (gv != nullptr && group_ok(std::atoi(gv))) p.tiled_wgmma_var = std::atoi(gv);
       p.tiled_wgmma_f16x = !fp16 && lin::wgmma_group_fold_var(p.tiled_wgmma_var);
-      // The pre-pass with several token rows per CTA (B12X_GGML_ACT_F16_ROWS=1, probe).
-      if (const char* r = std::getenv("B12X_GGML_ACT_F16_ROWS"); r != nullptr)
-        p.tiled_wgmma_f16x_rows = p.tiled_wgmma_f16x && std::atoi(r) == 1;
       lin::prepare_linear_wgmma_group(wf, fp16 || p.tiled_wgmma_f16x, p.tiled_wgmma,
                                       p.tiled_wgmma_var);
       p.tiled_wgmma_raster = kWgmmaRasterGroup;
@@ -1562,8 +1569,7 @@ Plan plan(const Caps& caps) {
           << (p.tiled_wgmma > 0
                   ? " wgmma" + std::to_string(p.tiled_wgmma) +
                         (p.tiled_wgmma_var ? " v" + std::to_string(p.tiled_wgmma_var) : "") +
-                        (wgmma_group ? " group" : "") + (p.tiled_wgmma_f16x ? " f16x" : "") +
-                        (p.tiled_wgmma_f16x_rows ? "r" : "")
+                        (wgmma_group ? " group" : "") + (p.tiled_wgmma_f16x ? " f16x" : "")
                   : std::string(p.tiled_tok == 64 ? " tok64" : "") +
                         (p.tiled_split_reduce ? " split=reduce" : ""));
     else
@@ -1942,8 +1948,7 @@ void run(const Binding& b, Stream stream) {
         if (plan.tiled_wgmma_f16x) {
           uint8_t* const y = b.scratch + plan.off_f16x;
           float* const xs = reinterpret_cast<float*>(y + M * K * 2);
-          lin::launch_ggml_act_f16(p.x, p.ldx, M, K, y, xs, plan.pdl, stream,
-                                   plan.tiled_wgmma_f16x_rows);
+          lin::launch_ggml_act_f16(p.x, p.ldx, M, K, y, xs, plan.pdl, stream);
           p.x = y;
           p.ldx = K;
           p.xscale = xs;

@@ -42,16 +42,9 @@ GroupPick pick_cfg(int tok, int var) {
   if constexpr (F != WFmt::kQ8_0) {
     if (tok == 256 && var == 17)
       return group_pick<F, T, 256, 1, true, 64, false, true, kGroupWs | kGroupQuad | kGroupChain>();
-    // 43 / 44: 17 / 23 with decode_iq2_atom's kMulSign masks.
-    if (tok == 256 && var == 43)
-      return group_pick<F, T, 256, 1, true, 64, false, true,
-                        kGroupWs | kGroupQuad | kGroupChain | kGroupMulSign>();
     if constexpr (T::kFp16) {
       if (tok == 256 && var == 23)
         return group_pick<F, T, 256, 1, true, 64, false, true, kWsChain | kGroupFold>();
-      if (tok == 256 && var == 44)
-        return group_pick<F, T, 256, 1, true, 64, false, true,
-                          kWsChain | kGroupFold | kGroupMulSign>();
     }
   }
   // 128 tokens in two m64n64 units per group, warp-specialized with chained pairs (13's
@@ -203,89 +196,16 @@ __global__ void __launch_bounds__(256)
   griddep_launch_dependents();
 }
 
-/// The same conversion with several token rows per CTA (the multi-row pre-pass,
-/// Plan::tiled_wgmma_f16x_rows): kW warps per row, 8 / kW rows per 256-thread CTA, kV 16-byte
-/// vectors per lane in registers (K <= 256 kW kV), the maximum reduced by shuffles (and across
-/// the row's warps through shared memory). The one-CTA-per-row kernel above ran ~2.3 TB/s at K =
-/// 4096 (M = 2048: 2048 CTAs of 8 KB each); here a warp keeps up to 16 loads of 16 bytes in
-/// flight per lane and the grid is M / (8 / kW) CTAs.
-template <int kV, int kW>
-__global__ void __launch_bounds__(256)
-    ggml_act_f16_rows_kernel(const uint16_t* __restrict__ x, int64_t ldx, int64_t M, int64_t K,
-                             uint16_t* __restrict__ y, float* __restrict__ xs) {
-  __shared__ uint32_t wmax[8];
-  griddep_wait();
-  const int warp = static_cast<int>(threadIdx.x >> 5), lane = static_cast<int>(threadIdx.x & 31);
-  const int64_t m = static_cast<int64_t>(blockIdx.x) * (8 / kW) + warp / kW;
-  const bool valid = m < M;
-  const int wr = warp % kW;  // this warp's part of the row
-  const uint4* src = reinterpret_cast<const uint4*>(x + (valid ? m : 0) * ldx);
-  uint4* dst = reinterpret_cast<uint4*>(y + m * K);
-  const int nv = static_cast<int>(K / 8);
-  uint4 v[kV];
-  uint32_t mx = 0;
-#pragma unroll
-  for (int j = 0; j < kV; ++j) {
-    const int i = (j * kW + wr) * 32 + lane;
-    v[j] = valid && i < nv ? src[i] : make_uint4(0u, 0u, 0u, 0u);
-    const uint32_t w[4] = {v[j].x, v[j].y, v[j].z, v[j].w};
-#pragma unroll
-    for (int q = 0; q < 4; ++q) mx = max(mx, max(w[q] & 0x7FFFu, (w[q] >> 16) & 0x7FFFu));
-  }
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) mx = max(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, o));
-  if constexpr (kW > 1) {
-    if (lane == 0) wmax[warp] = mx;
-    __syncthreads();
-#pragma unroll
-    for (int w = 0; w < kW; ++w) mx = max(mx, wmax[warp - wr + w]);
-  }
-  float inv;
-  const float sc = act_f16_row_scale(mx, &inv);
-  if (valid) {
-    if (wr == 0 && lane == 0) xs[m] = inv;
-#pragma unroll
-    for (int j = 0; j < kV; ++j) {
-      const int i = (j * kW + wr) * 32 + lane;
-      if (i < nv) dst[i] = bf16x8_to_f16x8(v[j], sc);
-    }
-  }
-  griddep_launch_dependents();
-}
-
 }  // namespace
 
 bool wgmma_group_fold_var(int var) {
-  return var == 22 || var == 23 || var == 44;
+  return var == 22 || var == 23;
 }
 
 void launch_ggml_act_f16(const void* x, int64_t ldx, int64_t M, int64_t K, void* y, float* xs,
-                         bool pdl, Stream stream, bool multi_row) {
+                         bool pdl, Stream stream) {
   const uint16_t* const xp = static_cast<const uint16_t*>(x);
   uint16_t* const yp = static_cast<uint16_t*>(y);
-  if (multi_row && K <= 16384) {
-    // kW warps per row: the fewest that hold the row in <= 16 vectors per lane.
-    const int64_t nv = K / 8;
-    const int w = nv <= 512 ? 1 : nv <= 1024 ? 2 : 4;
-    auto go = [&](auto kern) {
-      const dim3 grid(static_cast<unsigned>((M + 8 / w - 1) / (8 / w)));
-      B12X_CUDA_CHECK(b12x::detail::launch_ex(kern, grid, dim3(256), 0, stream, pdl, dim3(1, 1, 1),
-                                              xp, ldx, M, K, yp, xs));
-    };
-    if (w == 1 && nv <= 128) {
-      go(ggml_act_f16_rows_kernel<4, 1>);
-    } else if (w == 1 && nv <= 256) {
-      go(ggml_act_f16_rows_kernel<8, 1>);
-    } else if (w == 1) {
-      go(ggml_act_f16_rows_kernel<16, 1>);
-    } else if (w == 2) {
-      go(ggml_act_f16_rows_kernel<16, 2>);
-    } else {
-      go(ggml_act_f16_rows_kernel<16, 4>);
-    }
-    B12X_CUDA_CHECK_LAUNCH();
-    return;
-  }
   // Rows of up to 16384 values in registers (one read); longer ones: two passes per warp.
   const int64_t per = (K / 8 + 255) / 256;  // 16-byte vectors per thread
   const dim3 rows(static_cast<unsigned>(M));

@@ -30,9 +30,7 @@ bool wgmma_group_fold_var(int var);
 /// BF16 activations x [M][ldx] -> FP16 y [M][K] scaled by 2^e(m) per token row, so that the
 /// row's largest magnitude lies in [2^15, 2^16), and xs[m] = 2^-e(m) (the folded group kernel's
 /// epilogue takes it as LinearParams::xscale). K % 8 == 0, x and ldx allow 16-byte loads.
-/// multi_row: several token rows per CTA at K <= 16384 (Plan::tiled_wgmma_f16x_rows), else one CTA
-/// per row (K <= 16384) or the two-pass warp kernel.
 void launch_ggml_act_f16(const void* x, int64_t ldx, int64_t M, int64_t K, void* y, float* xs,
-                         bool pdl, Stream stream, bool multi_row = false);
+                         bool pdl, Stream stream);
 
 }  // namespace b12x::gemm::lin

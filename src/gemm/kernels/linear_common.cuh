@@ -330,21 +330,21 @@ __device__ __forceinline__ void decode_byte_atom(const uint4& v, uint32_t a[2][4
 /// IQ2 atom: entries (u16) e[half][q] (grid index | sign7 << 9); gtab / stab are the shared
 /// copies of the grid-pair and sign-pair tables (load_iq2_tables). The values are the exact
 /// integers +-grid; d*(2s+1)/8 is applied in fp32 per group. kAluSign (the SM90 group wgmma
-/// kernel's variant 4; stab unused): the sign mask computed from the entry, its 7 sign bits plus
-/// their parity (GGML's ksigns), lane t taking bits 2t, 2t + 1 into the sign bits 15 and 31 —
-/// the four lanes of a row group share an entry, so each table load serves 8 entries whose bank
-/// sets collide when equal mod 8; this halves the table loads per register for ~4 ALU
-/// instructions.
-/// kMulSign (with kAluSign; the group wgmma kernel's variants 43 / 44): the same masks in fewer
-/// instructions. s8 = s7 + 128 popc(s7) carries the parity in bit 7 (bits 8-9 hold popc / 2, below
-/// 2^10); x = s8 >> 2t has lane t's two sign bits at 0 and 1, and x * (2^15 + 2^30) puts bit 0 at
-/// 15 and bit 1 at 31 (x << 15 spans bits 15..24, x << 30 bits 30..31: no carry between them), so
-/// one IMAD and one LOP3 (& 0x80008000, ^ grid pair) replace the shifts, masks and ORs.
-template <class T, bool kAluSign = false, bool kMulSign = false>
+/// kernel's variants 4, 17, 23; stab unused): the sign mask computed from the entry, its 7 sign
+/// bits plus their parity (GGML's ksigns), lane t taking bits 2t, 2t + 1 into the sign bits 15 and
+/// 31 — the four lanes of a row group share an entry, so each table load serves 8 entries whose
+/// bank sets collide when equal mod 8; this halves the table loads per register. The mask in few
+/// instructions (session 16; round 59, M = 2048: the group kernel's IQ2_XXS 17 and IQ2_XS 23 +10-14
+/// %): s8 = s7 + 128 popc(s7) carries the parity in bit 7 (bits 8-9 hold popc / 2, below 2^10);
+/// with the entry's s7 at bits 25..31 of `hi` (the word, or its low entry moved up) and its popc
+/// above, one funnel shift gives x = s8 >> 2t, lane t's two sign bits at 0 and 1; x * (2^15 + 2^30)
+/// puts bit 0 at 15 and bit 1 at 31 (x << 15 spans bits 15..24, x << 30 bits 30..31: no carry
+/// between them), so one IMAD and one LOP3 (& 0x80008000, ^ grid pair) apply it. The grid pair's
+/// byte offset (16 per entry, 4 per lane) is built in the index register (LDS [R + UR]).
+template <class T, bool kAluSign = false>
 __device__ __forceinline__ void decode_iq2_atom(const uint4& v, const uint32_t* gtab,
                                                 const uint32_t* stab, int t, uint32_t a[2][4]) {
   const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-  static_assert(!kMulSign || kAluSign, "kMulSign: a computed-sign decode");
 #pragma unroll
   for (int s = 0; s < 2; ++s) {
 #pragma unroll
@@ -352,11 +352,7 @@ __device__ __forceinline__ void decode_iq2_atom(const uint4& v, const uint32_t* 
       const int half = j & 1;          // row g / g+8
       const int q = 2 * s + (j >> 1);  // 8-value group in the atom
       const uint32_t word = w[half * 2 + (q >> 1)];
-      const uint32_t e = (q & 1) ? (word >> 16) : (word & 0xFFFFu);
-      if constexpr (kMulSign) {
-        // The entry's s7 at bits 25..31 of `hi` (the word, or its low entry moved up), its popc
-        // above: one funnel shift gives x = s8 >> 2t. The grid pair's byte offset (16 per entry,
-        // 4 per lane) is built in the index register (LDS [R + UR]).
+      if constexpr (kAluSign) {
         const uint32_t hi = (q & 1) ? word : word << 16;
         const uint32_t pc = static_cast<uint32_t>(__popc(hi & 0xFE000000u));
         const uint32_t x = __funnelshift_r(hi, pc, 25 + 2 * t);
@@ -364,11 +360,8 @@ __device__ __forceinline__ void decode_iq2_atom(const uint4& v, const uint32_t* 
         const uint32_t gp =
             *reinterpret_cast<const uint32_t*>(reinterpret_cast<const uint8_t*>(gtab) + off);
         a[s][j] = lop3<kLutAndXor>(x * 0x40008000u, 0x80008000u, gp);
-      } else if constexpr (kAluSign) {
-        const uint32_t s7 = e >> 9;
-        const uint32_t x = (s7 | ((__popc(s7) & 1u) << 7)) >> (2 * t);
-        a[s][j] = gtab[(e & 0x1FFu) * 4 + t] ^ (((x & 1u) << 15) | ((x & 2u) << 30));
       } else {
+        const uint32_t e = (q & 1) ? (word >> 16) : (word & 0xFFFFu);
         a[s][j] = gtab[(e & 0x1FFu) * 4 + t] ^ stab[(e >> 9) * 4 + t];
       }
     }

@@ -163,13 +163,7 @@ struct WgmmaGroupCfg {
 /// back edge, made ptxas serialize every wgmma: C7514.)
 /// kGroupFold: WgmmaGroupCfg::kFold with a promotion per 64 K (IQ2, FP16 wgmmas; per 32 K
 /// measured slower in round 48, IQ2_XS 184.2 against 179.7 us at 4096x4096, M = 2048).
-/// kGroupMulSign (IQ2, with kAluSign): the sign masks in fewer instructions (decode_iq2_atom's
-/// kMulSign): the MMA warps issue-bound in round 55's profile of 17 (stalls per sampled MMA-warp
-/// instruction: selected 29 %, dispatch 22 %, not selected 19 %; no gmma wait), ~17 of the loop's
-/// ~630 instructions per stage and warp spent per decoded register. With kGroupFold the (2s + 1)
-/// splats are built by one IMAD + HFMA2 (no I2F).
-inline constexpr int kGroupPair = 1, kGroupQuad = 2, kGroupFold = 4, kGroupChain = 8, kGroupWs = 16,
-                     kGroupMulSign = 32;
+inline constexpr int kGroupPair = 1, kGroupQuad = 2, kGroupFold = 4, kGroupChain = 8, kGroupWs = 16;
 B12X_HD constexpr int wgmma_group_fold_k(int mode) {
   return (mode & kGroupFold) != 0 ? 64 : 0;
 }
@@ -413,7 +407,7 @@ __global__ void __launch_bounds__(wgmma_group_threads(kMode), 1)
         const uint4 rv = *reinterpret_cast<const uint4*>(wsg + at * C::kTr.slots * 16 + slot * 16);
         uint32_t a2[2][4];
         if constexpr (C::kIq2) {
-          decode_iq2_atom<T, kAluSign, (kMode & kGroupMulSign) != 0>(rv, gtab, stab, t, a2);
+          decode_iq2_atom<T, kAluSign>(rv, gtab, stab, t, a2);
           if constexpr (C::kFold) {
             // The FP16 splats (2s + 1) of rows g (h = 0) and g + 8 (h = 1) for the atom's
             // sub-blocks (IQ2_XXS: the atom, IQ2_XS: each k16 step); +-grid x (2s + 1) is an
@@ -425,17 +419,10 @@ __global__ void __launch_bounds__(wgmma_group_threads(kMode), 1)
               for (int st = 0; st < 2; ++st) {
                 const int q = F == WFmt::kIq2Xs ? 2 * at + st : at;
                 const int ssh = F == WFmt::kIq2Xs ? 16 * (kb & 1) + 4 * q : 8 * (kb & 3) + 4 * q;
-                uint32_t m;
-                if constexpr ((kMode & kGroupMulSign) != 0) {
-                  // FP16 0x6400 | s is 1024 + s, and 2 (1024 + s) - 2047 = 2s + 1 exactly: one
-                  // IMAD and one HFMA2 instead of the I2F (XU pipe) and the splat.
-                  m = fma2<T>(((sw >> ssh) & 0xFu) * 0x10001u + 0x64006400u, 0x40004000u,
-                              0xE7FFE7FFu);
-                } else {
-                  const uint32_t hb =
-                      __half_as_ushort(__uint2half_rn(2u * ((sw >> ssh) & 0xFu) + 1u));
-                  m = hb | (hb << 16);
-                }
+                // FP16 0x6400 | s is 1024 + s, and 2 (1024 + s) - 2047 = 2s + 1 exactly: one IMAD
+                // and one HFMA2 build the splat (no I2F on the XU pipe; session 16).
+                const uint32_t m = fma2<T>(((sw >> ssh) & 0xFu) * 0x10001u + 0x64006400u,
+                                           0x40004000u, 0xE7FFE7FFu);
 #pragma unroll
                 for (int j = h; j < 4; j += 2)
                   asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(a2[st][j]) : "r"(a2[st][j]), "r"(m));
