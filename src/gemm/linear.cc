@@ -1389,10 +1389,19 @@ Plan plan(const Caps& caps) {
                  ? 3
                  : 2;
     };
-    // Probe: B12X_GEMM_STREAM16_F8_VAR=<kF8Var* flags> (kernel variants, where compiled).
+    // Kernel variants (kF8Var* flags, where compiled). Default (session 16): MXFP8's scales folded
+    // into the f16 operands (kF8VarFold, f16 MMAs at depth 4; round 59, M = 4 / 8 / 16, us over
+    // 4096x4096 / 14336x4096 / 4096x14336 / 6144x4096 / 2048x7168, per-atom fold -> folded: M = 16
+    // 11.80 / 29.34 / 29.33 / 16.68 / 11.72 -> 11.07 / 24.47 / 24.96 / 14.68 / 10.77, M = 8 10.88 /
+    // 25.60 / 25.68 / 14.74 / 10.70 -> 9.95 / 22.85 / 23.34 / 13.42 / 9.77, M = 4 10.92 / 25.85 /
+    // 26.05 / 14.94 / 10.87 -> 9.73 / 22.36 / 23.09 / 13.33 / 9.81; the per-atom fold on fp32
+    // scales converted once per CTA 11.20 / 25.36 / 25.98 / 14.83 / 10.87 at M = 16, removed).
+    // B12X_GEMM_STREAM16_F8_VAR=<flags> overrides (0: none).
     const char* evar = std::getenv("B12X_GEMM_STREAM16_F8_VAR");
     auto var_for = [&](int tw8, int depth) {
-      const int v = evar != nullptr ? std::atoi(evar) : 0;
+      const int v = evar != nullptr                                      ? std::atoi(evar)
+                    : wf == lin::WFmt::kFp8Mx && mma8 == 1 && depth == 4 ? lin::kF8VarFold
+                                                                         : 0;
       return v != 0 && lin::stream16_f8_available(wf, tw8, mma8, depth, q8, occ_for(tw8, depth), v)
                  ? v
                  : 0;

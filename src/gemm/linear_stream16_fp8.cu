@@ -9,7 +9,6 @@
 namespace b12x::gemm::lin {
 
 static_assert(kF8SmemBytes<2, 32, 1, true> <= 101376 &&
-                  kF8SmemBytes<2, 32, 1, true, kF8VarSf> <= 101376 &&
                   kF8SmemBytes<2, 32, 1, true, kF8VarFold> <= 101376,
               "FP8 M <= 16 block kernel: slots exceed 99 KB");
 
@@ -74,43 +73,49 @@ F8Fn pick_q(WFmt f, int tw, int nt, int mma, int depth) {
   }
 }
 
-// Kernel variants (kF8Var*, probes): f16 MMAs at depth 4.
-template <int kGroup, bool kQ, int kVar>
+// Kernel variants (kF8Var*): f16 MMAs.
+template <int kGroup, int kDepth, bool kQ, int kVar>
 F8Fn pick_var(int tw, int nt) {
   switch (tw * 4 + nt) {
     case 1 * 4 + 1:
-      return &linear_stream16_fp8_kernel<1, 1, kGroup, 1, 4, kQ, 2, kVar>;
+      return &linear_stream16_fp8_kernel<1, 1, kGroup, 1, kDepth, kQ, 2, kVar>;
     case 1 * 4 + 2:
-      return &linear_stream16_fp8_kernel<1, 2, kGroup, 1, 4, kQ, 2, kVar>;
+      return &linear_stream16_fp8_kernel<1, 2, kGroup, 1, kDepth, kQ, 2, kVar>;
     case 2 * 4 + 1:
-      return &linear_stream16_fp8_kernel<2, 1, kGroup, 1, 4, kQ, 2, kVar>;
+      return &linear_stream16_fp8_kernel<2, 1, kGroup, 1, kDepth, kQ, 2, kVar>;
     case 2 * 4 + 2:
-      return &linear_stream16_fp8_kernel<2, 2, kGroup, 1, 4, kQ, 2, kVar>;
+      return &linear_stream16_fp8_kernel<2, 2, kGroup, 1, kDepth, kQ, 2, kVar>;
     default:
       return nullptr;
   }
 }
 
-// kF8VarSf / kF8VarFold: MXFP8; kF8VarQ8: the in-kernel quantization (block FP8 / MXFP8, also with
-// kF8VarFold).
-F8Fn pick_variant(WFmt f, int tw, int nt, bool q, int var) {
-  const bool mx = f == WFmt::kFp8Mx;
+// kF8VarFold: MXFP8 (depth 4); kF8VarQ8: the in-kernel quantization (block FP8 / MXFP8, also with
+// kF8VarFold); kF8VarLate: per-tensor (depth 4 / 8), block FP8 with the in-kernel quantization,
+// MXFP8 with kF8VarFold.
+F8Fn pick_variant(WFmt f, int tw, int nt, int depth, bool q, int var) {
+  const bool mx = f == WFmt::kFp8Mx, blk = f == WFmt::kFp8Block;
+  if (var == kF8VarLate && f == WFmt::kFp8 && !q)
+    return depth == 8   ? pick_var<0, 8, false, kF8VarLate>(tw, nt)
+           : depth == 4 ? pick_var<0, 4, false, kF8VarLate>(tw, nt)
+                        : nullptr;
+  if (depth != 4) return nullptr;
   switch (var) {
-    case kF8VarSf:
-      return !mx ? nullptr
-             : q ? pick_var<32, true, kF8VarSf>(tw, nt)
-                 : pick_var<32, false, kF8VarSf>(tw, nt);
     case kF8VarFold:
       return !mx ? nullptr
-             : q ? pick_var<32, true, kF8VarFold>(tw, nt)
-                 : pick_var<32, false, kF8VarFold>(tw, nt);
+             : q ? pick_var<32, 4, true, kF8VarFold>(tw, nt)
+                 : pick_var<32, 4, false, kF8VarFold>(tw, nt);
     case kF8VarQ8:
-      return !q                     ? nullptr
-             : mx                   ? pick_var<32, true, kF8VarQ8>(tw, nt)
-             : f == WFmt::kFp8Block ? pick_var<128, true, kF8VarQ8>(tw, nt)
-                                    : nullptr;
+      return !q    ? nullptr
+             : mx  ? pick_var<32, 4, true, kF8VarQ8>(tw, nt)
+             : blk ? pick_var<128, 4, true, kF8VarQ8>(tw, nt)
+                   : nullptr;
     case kF8VarFold | kF8VarQ8:
-      return mx && q ? pick_var<32, true, kF8VarFold | kF8VarQ8>(tw, nt) : nullptr;
+      return mx && q ? pick_var<32, 4, true, kF8VarFold | kF8VarQ8>(tw, nt) : nullptr;
+    case kF8VarLate:
+      return blk && q ? pick_var<128, 4, true, kF8VarLate>(tw, nt) : nullptr;
+    case kF8VarFold | kF8VarLate:
+      return mx && q ? pick_var<32, 4, true, kF8VarFold | kF8VarLate>(tw, nt) : nullptr;
     default:
       return nullptr;
   }
@@ -119,8 +124,8 @@ F8Fn pick_variant(WFmt f, int tw, int nt, bool q, int var) {
 F8Fn pick(WFmt f, int tw, int nt, int mma, int depth, bool q, int occ = 2, int var = 0) {
   if (mma != 0 && mma != 1) return nullptr;
   if (var != 0) {
-    if (mma != 1 || depth != 4 || occ != 2) return nullptr;
-    return pick_variant(f, tw, nt, q, var);
+    if (mma != 1 || occ != 2) return nullptr;
+    return pick_variant(f, tw, nt, depth, q, var);
   }
   if (occ == 3) {
     // Probe: per-tensor, one tile per warp, f16 MMAs, depth 4, registers for 3 CTAs per SM.
@@ -151,8 +156,6 @@ int64_t stream16_f8_smem_bytes(WFmt f, int tw, int mma, bool q, int var) {
     case 128:
       return q ? smem_of<128, true>(tw, mma) : smem_of<128, false>(tw, mma);
     case 32:
-      if (var & kF8VarSf)
-        return q ? smem_of<32, true, kF8VarSf>(tw, mma) : smem_of<32, false, kF8VarSf>(tw, mma);
       if (var & kF8VarFold)
         return q ? smem_of<32, true, kF8VarFold>(tw, mma) : smem_of<32, false, kF8VarFold>(tw, mma);
       return q ? smem_of<32, true>(tw, mma) : smem_of<32, false>(tw, mma);

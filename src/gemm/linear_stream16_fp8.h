@@ -11,6 +11,12 @@ namespace b12x::gemm::lin {
 
 struct LinearParams;
 
+/// Kernel variants (the kernel's kVar bits, Plan::stream16_var; kernels/linear_stream16_fp8.cuh
+/// says what each does).
+inline constexpr int kF8VarFold = 2;  ///< MXFP8 scales folded into the f16 operands (default)
+inline constexpr int kF8VarQ8 = 4;    ///< the in-kernel quantization on all 8 warps
+inline constexpr int kF8VarLate = 8;  ///< ring loads after the MMAs, predicated in place
+
 /// FP8 weights (per-tensor, block FP8, MXFP8) on e4m3 activations (MXFP8 / block FP8 with their
 /// group scales, p.xs_kind kXsE8m0Rows / kXsF32Rows); CTAs of 8 warps x tw (1 or 2) 16-row tiles
 /// (p.stream_tiles) over one K range of p.stream_vp 32-K atoms (a multiple of kF8ChunkV), grid =
@@ -20,9 +26,10 @@ struct LinearParams;
 /// 4): BF16 activations quantized in the kernel (p.act_kind kActBf16Quant, p.xs_kind kXsStaged;
 /// 16-byte rows) instead of the quantizer launch before it.
 /// occ 3 (probe): per-tensor, tw 1, f16 MMAs, depth 4 with registers for 3 CTAs per SM.
-/// var (probe, Plan::stream16_var): kernel variants, kF8Var* of kernels/linear_stream16_fp8.cuh
-/// (f16 MMAs, depth 4): 1 MXFP8 scales converted to fp32 once per CTA, 2 MXFP8 scales folded into
-/// the f16 operands, 4 the in-kernel quantization on all 8 warps (block FP8 / MXFP8), 6 = 2 + 4.
+/// var (Plan::stream16_var): kernel variants kF8Var* (f16 MMAs, depth 4): 2 MXFP8 scales folded
+/// into the f16 operands (MXFP8's default there), 4 the in-kernel quantization on all 8 warps
+/// (block FP8 / MXFP8), 6 = 2 + 4, 8 ring loads after the MMAs (per-tensor at depth 4 / 8, block
+/// FP8 with the in-kernel quantization), 10 = 2 + 8.
 bool stream16_f8_available(WFmt f, int tw, int mma, int depth, bool q = false, int occ = 2,
                            int var = 0);
 int64_t stream16_f8_smem_bytes(WFmt f, int tw, int mma, bool q = false, int var = 0);

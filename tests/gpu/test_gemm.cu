@@ -1990,13 +1990,12 @@ TEST(GemmGpu, DecodeStream16Fp8) {
       EXPECT_GT(gemm::lin::last_stream16_f8_launch().serial, before) << "M " << M;
     }
   }
-  // MXFP8 kernel variants (probe B12X_GEMM_STREAM16_F8_VAR, f16 MMAs): 1 scales converted to fp32
-  // once per CTA and chunk, 2 scales folded into the f16 operands (one fp32 fold per chunk); the
-  // in-kernel quantization or the quantizer's e4m3, tw 1 / 2, M = 5 / 16, splits 1 / 3, K tails
-  // inside a chunk, partial CTAs. Variant 2 also with weight scales over 80..150 (atoms more than
-  // 22 binades below their chunk's largest scale lose f16 precision, < 2^-32 of that row's largest
-  // element).
-  for (const char* var : {"1", "2"}) {
+  // MXFP8 on f16 MMAs (B12X_GEMM_STREAM16_F8_VAR): 2 scales folded into the f16 operands (one
+  // fp32 fold per chunk; the default), 0 the per-atom fold; the in-kernel quantization or the
+  // quantizer's e4m3, tw 1 / 2, M = 5 / 16, splits 1 / 3, K tails inside a chunk, partial CTAs.
+  // Variant 2 also with weight scales over 80..150 (atoms more than 22 binades below their chunk's
+  // largest scale lose f16 precision, < 2^-32 of that row's largest element).
+  for (const char* var : {"0", "2"}) {
     ScopedEnv ev("B12X_GEMM_STREAM16_F8_VAR", var), em("B12X_GEMM_DECODE_F8MMA", "1");
     int k = 0;
     for (const char* qx : {"0", "1"})
@@ -2058,6 +2057,33 @@ TEST(GemmGpu, DecodeStream16Fp8) {
           EXPECT_TRUE(l.q) << name(c);
           EXPECT_EQ(l.split, f8_split(c.K, std::atoi(sp))) << name(c);
         }
+      }
+  }
+  // Ring loads after the MMAs, predicated in place (probe B12X_GEMM_STREAM16_F8_VAR=8: per-tensor
+  // at depth 8 / tw 2 and depth 4 / tw 1, block FP8 with the in-kernel quantization; 10: MXFP8
+  // with VAR 2's fold): K ranges that end inside a chunk (1312 with a split of 3), M = 6 / 16.
+  {
+    ScopedEnv em("B12X_GEMM_DECODE_F8MMA", "1"), eq("B12X_GEMM_STREAM16_QX", "1"),
+        es("B12X_GEMM_STREAM16_SPLIT", "3");
+    int k = 0;
+    for (LinearFormat f : {LinearFormat::kFp8Tensor, LinearFormat::kFp8Block, LinearFormat::kMxfp8})
+      for (const char* tw : {"1", "2"}) {
+        ScopedEnv ev("B12X_GEMM_STREAM16_F8_VAR", f == LinearFormat::kMxfp8 ? "10" : "8"),
+            et("B12X_GEMM_STREAM16_TW", tw);
+        Case c{f,
+               (k % 2) ? int64_t{16} : int64_t{6},
+               (k % 3) ? 200 : 72,
+               f == LinearFormat::kFp8Block ? 1280 : 1312,
+               f == LinearFormat::kFp8Tensor ? DType::kFP8E4M3 : DType::kBF16,
+               DType::kBF16,
+               (k % 2) == 0};
+        ++k;
+        const int64_t before = gemm::lin::last_stream16_f8_launch().serial;
+        run_case(c, /*graph_replay=*/k == 2);
+        const gemm::lin::Stream16F8Launch l = gemm::lin::last_stream16_f8_launch();
+        EXPECT_GT(l.serial, before) << name(c) << " tw " << tw;
+        EXPECT_EQ(l.var, f == LinearFormat::kMxfp8 ? 10 : 8) << name(c) << " tw " << tw;
+        EXPECT_EQ(l.depth, f == LinearFormat::kFp8Tensor && tw[0] == '2' ? 8 : 4) << name(c);
       }
   }
   // Ring depth 8 (f16 MMAs: per-tensor, block FP8 / MXFP8 at tw 1) and the plan's own split

@@ -29,6 +29,7 @@
 
 #include "gemm/kernels/linear_stream.cuh"
 #include "gemm/kernels/quantize.cuh"
+#include "gemm/linear_stream16_fp8.h"
 
 namespace b12x::gemm::lin {
 
@@ -51,31 +52,29 @@ inline constexpr int kF8BfBytes = kF8HalfBytes;
 /// (kMma 1), the BF16 activations (kQ).
 template <int kMma, bool kQ>
 inline constexpr int kF8RawSlotBytes = (kQ && kMma == 1) ? 0 : kF8RawBytes;
-/// kVar bit 0 (MXFP8, kF8VarSf): the chunk's E8M0 scales converted to fp32 once per CTA with the
-/// activations (weights [kTw tiles][8 atoms][8 g] float2 of rows g, g + 8; activations [8 atoms]
-/// [16 tokens]), so that a lane's fold reads each pair with one LDS.64 instead of extracting and
-/// converting its bytes per atom (4 lanes of a quad and the kTw tiles repeated the conversions).
-inline constexpr int kF8VarSf = 1;
-/// kVar bit 1 (MXFP8 on f16 MMAs, kF8VarFold): both operands' E8M0 scales folded into the f16
-/// operands relative to the chunk's largest scale of their row / token, so that the MMAs of a
-/// whole chunk accumulate in one chain and the fp32 fold runs once per chunk instead of per atom.
-/// A value e4m3 x 2^k is exact in f16 for k in [-15, 7] (448 x 2^7 < 65504; e4m3's 2^-9 steps stay
-/// on f16's 2^-24 grid): with k = e - emax + 7 every atom within 22 binades of the chunk's largest
-/// scale is exact; further below, the f16 rounding / flush costs < 2^-32 of the largest element of
-/// that row or token in the chunk (far under the fp32 accumulation's 2^-24). The activations are
-/// scaled once per CTA as they are converted to f16, the weights by one HMUL2 per f16x2 register
-/// with per-(row, atom) splats [kTw tiles][8 atoms][8 g] (rows g, g + 8) built once per CTA; the
-/// chunk factors 2^(emax - 134) per row ([tiles][8 g] float2) and per token ([16]).
-inline constexpr int kF8VarFold = 2;
-/// kVar bit 2 (kQ, kF8VarQ8): the in-kernel quantization on all 8 warps (16 lanes per token, two
-/// 8-value pieces each) instead of warps 0-3 (4 lanes per 128 K, four pieces each), which the
-/// other warps waited for at the next chunk's barrier. The same codes and scales.
-inline constexpr int kF8VarQ8 = 4;
+/// kVar bit 1 (MXFP8 on f16 MMAs, kF8VarFold; its default since session 16): both operands' E8M0
+/// scales folded into the f16 operands relative to the chunk's largest scale of their row / token,
+/// so that the MMAs of a whole chunk accumulate in one chain and the fp32 fold runs once per chunk
+/// instead of per atom. A value e4m3 x 2^k is exact in f16 for k in [-15, 7] (448 x 2^7 < 65504;
+/// e4m3's 2^-9 steps stay on f16's 2^-24 grid): with k = e - emax + 7 every atom within 22 binades
+/// of the chunk's largest scale is exact; further below, the f16 rounding / flush costs < 2^-32 of
+/// the largest element of that row or token in the chunk (far under the fp32 accumulation's
+/// 2^-24). The activations are scaled once per CTA as they are converted to f16, the weights by
+/// one HMUL2 per f16x2 register with per-(row, atom) splats [kTw tiles][8 atoms][8 g] (rows g,
+/// g + 8) built once per CTA; the chunk factors 2^(emax - 134) per row ([tiles][8 g] float2) and
+/// per token ([16]).
+/// kVar bit 2 (kQ, kF8VarQ8, probe): the in-kernel quantization on all 8 warps (16 lanes per
+/// token, two 8-value pieces each) instead of warps 0-3 (4 lanes per 128 K, four pieces each),
+/// which the other warps waited for at the next chunk's barrier. The same codes and scales.
+/// kVar bit 3 (kF8VarLate, probe): a ring slot's next vector requested after its MMAs, by a load
+/// predicated in place (ldg_stream_if): the slot's registers are reused, where the load issued
+/// before the MMAs needed a second set and four moves per vector to keep the slot's old value for
+/// a vector that does not exist (round 59's per-tensor SASS: 65 IMAD.MOV of 344 instructions per
+/// chunk).
 template <int kTw, int kGroup, int kVar>
-inline constexpr int kF8SfBytes = kGroup != 32         ? 0
-                                  : (kVar& kF8VarSf)   ? kStreamWarps* kTw * 16 * 8 * 4 + 8 * 16 * 4
-                                  : (kVar& kF8VarFold) ? kStreamWarps* kTw*(512 + 64) + 16 * 4
-                                                       : 0;
+inline constexpr int kF8SfBytes = kGroup == 32 && (kVar & kF8VarFold)
+                                      ? kStreamWarps* kTw*(512 + 64) + 16 * 4
+                                      : 0;
 template <int kTw, int kGroup, int kMma, bool kQ = false, int kVar = 0>
 inline constexpr int kF8SlotBytes = kF8RawSlotBytes<kMma, kQ> + kF8ScaleBytes +
                                     (kGroup == 32 ? kStreamWarps * kTw * 16 * 8 : 0) +
@@ -102,6 +101,15 @@ __device__ __forceinline__ uint32_t hmul2_bits(uint32_t a, uint32_t b) {
   uint32_t d;
   asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
   return d;
+}
+
+/// ldg_stream into v where pred holds; v keeps its value otherwise (the same registers).
+__device__ __forceinline__ void ldg_stream_if(uint4& v, const void* p, bool pred) {
+  asm volatile(
+      "{\n.reg .pred q;\nsetp.ne.b32 q, %4, 0;\n"
+      "@q ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%5];\n}"
+      : "+r"(v.x), "+r"(v.y), "+r"(v.z), "+r"(v.w)
+      : "r"(static_cast<int>(pred)), "l"(p));
 }
 
 /// 4-byte cp.async (8 with kEight), or a plain copy where the source is not aligned.
@@ -134,18 +142,17 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   static_assert((kF8ChunkV * kTw) % kDepth == 0 && kDepth % kTw == 0, "ring order");
   static_assert(!kQ || kGroup > 0, "in-kernel quantization: block FP8 / MXFP8");
   constexpr int kAhead = kDepth / kTw;  // vectors of a tile in flight beyond the current one
-  constexpr bool kSf = kGroup == 32 && (kVar & kF8VarSf);
-  constexpr bool kFold2 = kGroup == 32 && !kSf && (kVar & kF8VarFold);
+  constexpr bool kFold2 = kGroup == 32 && (kVar & kF8VarFold);
   constexpr bool kQ8 = kQ && (kVar & kF8VarQ8);
+  constexpr bool kLate = (kVar & kF8VarLate) != 0;
   static_assert(!kFold2 || kMma == 1, "operand-folded MXFP8 scales: f16 MMAs");
   constexpr int kSlot = kF8SlotBytes<kTw, kGroup, kMma, kQ, kVar>;
   constexpr int kScaleOff = kF8RawSlotBytes<kMma, kQ>;
   constexpr int kWmxOff = kScaleOff + kF8ScaleBytes;
   constexpr int kHalfOff = kWmxOff + (kGroup == 32 ? kStreamWarps * kTw * 16 * 8 : 0);
   constexpr int kBfOff = kHalfOff + (kMma == 1 ? kF8HalfBytes : 0);
-  constexpr int kWsfOff = kBfOff + (kQ ? kF8BfBytes : 0);             // kSf: weight scales, fp32
-  constexpr int kXsfOff = kWsfOff + kStreamWarps * kTw * 16 * 8 * 4;  // kSf: activations
-  constexpr int kWfacOff = kWsfOff + kStreamWarps * kTw * 512;        // kFold2 (splats at kWsfOff)
+  constexpr int kWsfOff = kBfOff + (kQ ? kF8BfBytes : 0);       // kFold2: weight splats
+  constexpr int kWfacOff = kWsfOff + kStreamWarps * kTw * 512;  // kFold2 (splats at kWsfOff)
   constexpr int kXfacOff = kWfacOff + kStreamWarps * kTw * 64;
   // Atoms per fp32 fold: the scale group, or per 128 K for e4m3 MMAs without scales (Hopper's
   // FP8 tensor cores may accumulate with reduced precision), none for f16 MMAs without scales.
@@ -388,34 +395,13 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
           const uint8_t code = kernels::mx8_codes_bf16(v4[q], lo, hi);
           put(q, valid ? lo : 0u, valid ? hi : 0u);
           if (part == 0) {
-            const int a = kq(q) / 32;
-            if constexpr (kSf)
-              reinterpret_cast<float*>(slot + kXsfOff)[a * 16 + tok] = e8m0_f32(valid ? code : 0);
-            else
-              slot[kScaleOff + tok * 8 + a] = valid ? code : 0;
+            slot[kScaleOff + tok * 8 + kq(q) / 32] = valid ? code : 0;
           }
         }
       }
     }
   };
   auto convert = [&](int c) {
-    if constexpr (kSf) {
-      uint8_t* const slot = dsm + (c % kF8Slots) * kSlot;
-      float2* const wsf = reinterpret_cast<float2*>(slot + kWsfOff);
-      // Pair P = (tile * 8 + atom) * 8 + g: the E8M0 bytes of rows g, g + 8 of that atom.
-#pragma unroll
-      for (int r = 0; r < 2 * kTw; ++r) {
-        const int pr = threadIdx.x + r * kStreamWarps * 32;
-        const int gg = pr & 7, a = (pr >> 3) & 7, wt = pr >> 6;
-        const uint8_t* const s = slot + kWmxOff + (wt * 16 + gg) * 8 + a;
-        wsf[pr] = make_float2(e8m0_f32(s[0]), e8m0_f32(s[64]));
-      }
-      if (!kQ && threadIdx.x < 128) {
-        const int tok = threadIdx.x >> 3, a = threadIdx.x & 7;
-        reinterpret_cast<float*>(slot + kXsfOff)[a * 16 + tok] =
-            e8m0_f32(slot[kScaleOff + tok * 8 + a]);
-      }
-    }
     const int64_t cv0 = vbase + static_cast<int64_t>(c) * kF8ChunkV;  // the chunk's first atom
     if constexpr (kFold2) {
       // Per weight row: its largest E8M0 over the chunk's atoms inside K, the splats
@@ -516,8 +502,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
       for (int e = 0; e < 2; ++e) {
         const uint8_t* const xs = slot + kScaleOff + (8 * n + 2 * t + e) * 8;
         if constexpr (kGroup == 128) xsb[n][e] = *reinterpret_cast<const float2*>(xs);
-        if constexpr (kGroup == 32 && !kSf && !kFold2)
-          xmx[n][e] = *reinterpret_cast<const uint2*>(xs);
+        if constexpr (kGroup == 32 && !kFold2) xmx[n][e] = *reinterpret_cast<const uint2*>(xs);
       }
     if constexpr (kGroup == 128) {
       const float* const s =
@@ -527,7 +512,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     }
 #pragma unroll
     for (int j = 0; j < kTw; ++j) {
-      if constexpr (kGroup == 32 && !kSf && !kFold2) {
+      if constexpr (kGroup == 32 && !kFold2) {
         const uint8_t* const s = slot + kWmxOff + ((warp * kTw + j) * 16 + g) * 8;
         wmx[j][0] = *reinterpret_cast<const uint2*>(s);
         wmx[j][1] = *reinterpret_cast<const uint2*>(s + 64);
@@ -567,11 +552,6 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
             const float2 xf = reinterpret_cast<const float2*>(slot + kXfacOff)[(8 * n + 2 * t) / 2];
             xs0[n] = xf.x;
             xs1[n] = xf.y;
-          } else if constexpr (kSf) {
-            const float2 xf =
-                reinterpret_cast<const float2*>(slot + kXsfOff)[(a * 16 + 8 * n + 2 * t) / 2];
-            xs0[n] = xf.x;
-            xs1[n] = xf.y;
           } else if constexpr (kGroup == 32) {
             const uint32_t s0 = a < 4 ? xmx[n][0].x : xmx[n][0].y;
             const uint32_t s1 = a < 4 ? xmx[n][1].x : xmx[n][1].y;
@@ -585,7 +565,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
         const int q = (a * kTw + j) % kDepth;
         const uint4 cur = ring[q];
         const int vn = c * kF8ChunkV + a + kAhead;
-        if (vn < lim[j]) ring[q] = ldg_stream(wp[j] + static_cast<int64_t>(vn) * 512);
+        if (!kLate && vn < lim[j]) ring[q] = ldg_stream(wp[j] + static_cast<int64_t>(vn) * 512);
         const uint32_t af[4] = {cur.x, cur.y, cur.z, cur.w};
         float(&dst)[kNt][4] = kFoldAtoms ? tmp[j] : acc[j];
         if constexpr (kMma == 1) {
@@ -619,6 +599,8 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
               mma16832_e4m3(dst[n], af, b[0][2 * n], b[0][2 * n + 1]);
           }
         }
+        if constexpr (kLate)
+          ldg_stream_if(ring[q], wp[j] + static_cast<int64_t>(vn) * 512, vn < lim[j]);
         if constexpr (kFoldAtoms > 0) {
           if (last) {
             // acc += tmp x (weight scale of rows g / g + 8) x (activation scale of tokens
@@ -628,11 +610,6 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
             if constexpr (kFold2) {
               const float2 wf =
                   reinterpret_cast<const float2*>(slot + kWfacOff)[(warp * kTw + j) * 8 + g];
-              w0 = wf.x;
-              w1 = wf.y;
-            } else if constexpr (kSf) {
-              const float2 wf = reinterpret_cast<const float2*>(
-                  slot + kWsfOff)[((warp * kTw + j) * 8 + a) * 8 + g];
               w0 = wf.x;
               w1 = wf.y;
             } else if constexpr (kGroup == 32) {
