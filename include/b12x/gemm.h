@@ -297,6 +297,9 @@ struct Plan {
   bool stream16_qx = false;
   /// Its 16-row tiles per CTA (8 x stream16_tw).
   int stream16_tiles = 0;
+  /// Session 16 probe of the NVFP4 block kernel: 4 the ring two sets deep (decode_stream_var's
+  /// bit), 0 the default. B12X_GEMM_STREAM16_FP4_VAR=1.
+  int stream16_fp4_var = 0;
   /// FP8 weights (per-tensor, block FP8, MXFP8) on the block kernel (session 14,
   /// lin::launch_linear_stream16_f8; the stream16_* fields above describe its grid): its
   /// weight ring depth per warp (0: not the FP8 kernel). Its MMA kind is decode_fp8_mma.

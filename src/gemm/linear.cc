@@ -434,7 +434,9 @@ std::string stream16_describe(const Plan& p) {
          "/" + std::to_string(p.stream16_vp) + (p.stream16_qx ? " qx" : "") +
          (p.stream16_depth > 0 ? " f8d" + std::to_string(p.stream16_depth) : "") +
          (p.stream16_depth > 0 && p.stream16_occ == 3 ? " o3" : "") +
-         (p.stream16_depth > 0 && p.stream16_var != 0 ? " v" + std::to_string(p.stream16_var) : "");
+         (p.stream16_depth > 0 && p.stream16_var != 0 ? " v" + std::to_string(p.stream16_var)
+                                                      : "") +
+         (p.stream16_fp4_var != 0 ? " fv" + std::to_string(p.stream16_fp4_var) : "");
 }
 
 }  // namespace
@@ -1335,6 +1337,9 @@ Plan plan(const Caps& caps) {
           p.stream16_qx = qx;
           p.stream16_smem = lin::stream16_smem_bytes(tw, qx);
           p.stream16_tiles = 8 * tw;
+          if (const char* e = std::getenv("B12X_GEMM_STREAM16_FP4_VAR");
+              e != nullptr && e[0] != '0' && wf == lin::WFmt::kNvfp4)
+            p.stream16_fp4_var = 4;
         }
       }
     }
@@ -1607,7 +1612,8 @@ Plan plan(const Caps& caps) {
           << (p.stream16_depth > 0 ? " f8d" + std::to_string(p.stream16_depth) : std::string())
           << (p.stream16_depth > 0 && p.stream16_occ == 3 ? " o3" : "")
           << (p.stream16_depth > 0 && p.stream16_var != 0 ? " v" + std::to_string(p.stream16_var)
-                                                          : std::string());
+                                                          : std::string())
+          << (p.stream16_fp4_var != 0 ? " fv" + std::to_string(p.stream16_fp4_var) : std::string());
     // The pre-pass: every run of a quantized-activation format but the block kernel's with qx
     // (M = 5..16), which converts them itself.
     if (p.act_prepass) sig << " act_prepass";
@@ -2052,6 +2058,7 @@ void run(const Binding& b, Stream stream) {
     p.stream_vp = plan.stream16_vp;
     p.stream_tiles = plan.stream16_tiles;
     p.stream_trig = (plan.stream_trig & 4) ? 1 : 0;
+    p.stream_var = plan.stream16_fp4_var;
     lin::launch_linear_stream16(im.wfmt, plan.stream16_tw, plan.stream16_smem, p, stream);
     if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);
     return;

@@ -1414,7 +1414,7 @@ TEST(GemmGpu, DecodeStreamVar) {
   // 2 the FP4 decode's right shift on the FMA pipe, 6 both; every K-part count at both register
   // caps, K tails (1280: 5 ring blocks per part at parts 1, an odd count), W4A16 and W4A4, and a
   // persistent grid over many groups (the ring's register set alternates across groups) replayed
-  // in a graph.
+  // in a graph; the block kernel's variant (below).
   ScopedEnv es("B12X_GEMM_DECODE_STREAM", "1");
   int i = 0;
   for (const char* var : {"2", "4", "6"}) {
@@ -1436,6 +1436,32 @@ TEST(GemmGpu, DecodeStreamVar) {
              /*graph_replay=*/true);
     EXPECT_GT(gemm::lin::last_stream_launch().serial, before);
   }
+  // The NVFP4 block kernel's variant (B12X_GEMM_STREAM16_FP4_VAR=1: the ring two sets deep): 1 / 2
+  // tiles per warp (odd and even chunk counts: K = 4832 is 19 chunks), K splits,
+  // M = 9 / 16, W4A16 and W4A4 with the in-kernel NVFP4 conversion or the pre-pass, a graph.
+  ScopedEnv e16("B12X_GEMM_STREAM16", "1"), e16v("B12X_GEMM_STREAM16_FP4_VAR", "1");
+  int k = 0;
+  for (const char* tw : {"1", "2"})
+    for (const char* sp : {"1", "3"})
+      for (int64_t M : {9, 16}) {
+        ScopedEnv et("B12X_GEMM_STREAM16_TW", tw), es("B12X_GEMM_STREAM16_SPLIT", sp),
+            eq("B12X_GEMM_STREAM16_QX", (k % 4) == 1 ? "0" : "1");
+        const LinearFormat f = (k % 2) ? LinearFormat::kNvfp4 : LinearFormat::kNvfp4W4A16;
+        Case c{f,
+               M,
+               (k % 3) ? 72 : 200,
+               (k % 3) == 1 ? 1312 : 4832,
+               DType::kBF16,
+               DType::kBF16,
+               (k % 2) == 0};
+        ++k;
+        const int64_t before = gemm::lin::last_stream_launch().serial;
+        run_case(c, /*graph_replay=*/(k % 5) == 0);
+        const gemm::lin::StreamLaunch l = gemm::lin::last_stream_launch();
+        EXPECT_GT(l.serial, before) << "block tw " << tw << " split " << sp << " M " << M;
+        EXPECT_EQ(l.rows, 16 * std::atoi(tw));
+        EXPECT_EQ(l.split, std::atoi(sp));
+      }
 }
 
 TEST(GemmGpu, DecodeStreamShfl) {

@@ -594,10 +594,23 @@ __device__ __forceinline__ void s16_cp_async16(void* smem, const void* gmem) {
 /// converted to BF16 in the kernel (they land one chunk before their conversion, as the scales),
 /// instead of the pre-pass launch before it; the values are the pre-pass's (e2m1 x
 /// UE4M3 is exact in BF16).
-template <int kTw, int kNt, bool kMx = false, bool kQx = false, bool kMxFree = false>
+/// kVar (session 16 probe, LinearParams::stream_var, NVFP4): the M = 1 kernel's bits, 4 the ring
+/// two sets deep (global ring slot n = vector-slot order of the chunks reads set (n / kDepth) & 1,
+/// and its register is reloaded right after the decode read it with the vector 2 kDepth slots
+/// later: 2 kDepth / kTw vectors of a tile ahead instead of kDepth / kTw, no register copies),
+/// 2 the FMA-pipe right shift of fp4_word_pairs_fma.
+template <int kTw, int kNt, bool kMx = false, bool kQx = false, bool kMxFree = false, int kVar = 0>
 __global__ void __launch_bounds__(kStreamWarps * 32, 2)
     linear_stream16_kernel(const LinearParams p) {
   static_assert(!kMxFree || kMx, "fold-free splats: MXFP4 only");
+  static_assert(kVar == 0 || !kMx, "kVar: NVFP4");
+  constexpr bool kDeep = (kVar & 4) != 0;
+  constexpr bool kFmaShifts = (kVar & 2) != 0;
+  // A chunk's ring slots fill whole pairs of sets (kTw = 2: the set of a slot is fixed) or one
+  // set (kTw = 1: the sets alternate per chunk).
+  static_assert(
+      !kDeep || (kS16ChunkV * kTw) % (2 * kStreamDepth) == 0 || kS16ChunkV * kTw == kStreamDepth,
+      "deep ring order");
   static_assert(kTw == 1 || kTw == 2, "tiles per warp");
   static_assert(kNt == 1 || kNt == 2, "n8 token tiles");
   using T = Bf16Tag;
@@ -633,12 +646,18 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
   // Ring slot q holds vector q / kTw of tile q % kTw (then every kDepth later). Vectors that do
   // not exist are not loaded: the slot keeps a finite earlier vector (the ring starts zeroed),
   // whose scale bytes are staged as zeros.
-  uint4 ring[kDepth];
+  // kDeep: ring2[h] are the two sets (slots 0..kDepth-1 in set 0, the next kDepth in set 1);
+  // ring is the single ring otherwise.
+  uint4 ring2[kDeep ? 2 : 1][kDepth];
+  uint4(&ring)[kDepth] = ring2[0];
 #pragma unroll
-  for (int q = 0; q < kDepth; ++q) {
-    ring[q] = make_uint4(0, 0, 0, 0);
-    if (q / kTw < lim[q % kTw]) ring[q] = ldg_stream(wp[q % kTw] + (q / kTw) * 512);
-  }
+  for (int h = 0; h < (kDeep ? 2 : 1); ++h)
+#pragma unroll
+    for (int q = 0; q < kDepth; ++q) {
+      ring2[h][q] = make_uint4(0, 0, 0, 0);
+      const int n = h * kDepth + q;
+      if (n / kTw < lim[n % kTw]) ring2[h][q] = ldg_stream(wp[n % kTw] + (n / kTw) * 512);
+    }
   griddep_wait();  // the activations (and alpha) belong to earlier kernels
 
   // Chunk c -> slot c % 3: 16 token rows x 256 K of BF16 (rows past M and K values past K zero)
@@ -816,7 +835,9 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
   // (tokens 0-7, k 0-7), (0-7, 8-15), (8-15, 0-7), (8-15, 8-15) of a k16 step, which are the B
   // fragments (b0, b1) of token tiles 0 and 1 (x2 at kNt = 1: lanes 0-15).
   const int xoff = (((lane >> 4) & 1) * 8 + (lane & 7)) * kS16Pitch + ((lane >> 3) & 1) * 16;
-  for (int c = 0; c < nch; ++c) {
+  // One chunk; kPar: the deep ring's set of its first ring slot (kTw = 1 alternates per chunk).
+  auto chunk = [&](int c, auto par) {
+    constexpr int kPar = decltype(par)::value;
     // The CTA's last chunk: its weight loads are issued a chunk ahead (see the M = 1 kernel).
     if (p.stream_trig && c + 1 == nch) griddep_launch_dependents();
     // Chunk c + 1 must have landed too (it is converted in this iteration).
@@ -841,16 +862,26 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
       for (int j = 0; j < kTw; ++j) {
         constexpr int kD = kDepth;
         const int q = (jj * kTw + j) % kD;
-        const uint4 cur = ring[q];
         const int vn = c * kS16ChunkV + jj + kAhead;
-        if (vn < lim[j]) ring[q] = ldg_stream(wp[j] + static_cast<int64_t>(vn) * 512);
+        const int h = kDeep ? (kPar + (jj * kTw + j) / kD) & 1 : 0;
+        uint4 cur;
+        if constexpr (kDeep) {
+          cur = ring2[h][q];  // reloaded below, once decoded
+        } else {
+          cur = ring[q];
+          if (vn < lim[j]) ring[q] = ldg_stream(wp[j] + static_cast<int64_t>(vn) * 512);
+        }
         const uint4 q4 = *reinterpret_cast<const uint4*>(spl + j * 512 + jj * 128);
         const uint32_t svp[4] = {q4.x, q4.y, q4.z, q4.w};
 #pragma unroll
         for (int s = 0; s < 4; ++s) {
           const __nv_bfloat162 sv = *reinterpret_cast<const __nv_bfloat162*>(&svp[s]);
           uint32_t wb[4], af[4];
-          fp4_word_pairs<T>(s == 0 ? cur.x : s == 1 ? cur.y : s == 2 ? cur.z : cur.w, wb);
+          const uint32_t w = s == 0 ? cur.x : s == 1 ? cur.y : s == 2 ? cur.z : cur.w;
+          if constexpr (kFmaShifts)
+            fp4_word_pairs_fma(w, wb);
+          else
+            fp4_word_pairs<T>(w, wb);
           if constexpr (kMx && !kMxFree) {
 #pragma unroll
             for (int r = 0; r < 4; ++r) wb[r] = fma2<T>(wb[r], kFp4Unit2<T>(), kNegZero2<T>());
@@ -864,8 +895,18 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
           mma16816<T>(acc[j][0], af, b[s][0], b[s][1]);
           if constexpr (kNt == 2) mma16816<T>(acc[j][1], af, b[s][2], b[s][3]);
         }
+        if constexpr (kDeep) {
+          const int vd = vn + kAhead;  // 2 kDepth slots after this one
+          if (vd < lim[j]) ring2[h][q] = ldg_stream(wp[j] + static_cast<int64_t>(vd) * 512);
+        }
       }
     }
+  };
+  for (int c = 0; c < nch; ++c) {
+    if (kDeep && (kS16ChunkV * kTw) % (2 * kDepth) != 0 && (c & 1))
+      chunk(c, std::integral_constant<int, 1>{});
+    else
+      chunk(c, std::integral_constant<int, 0>{});
   }
   asm volatile("cp.async.wait_group 0;" ::: "memory");
 
