@@ -601,6 +601,9 @@ Plan plan(const Caps& caps) {
         p.tiled_wgmma_var = p.tiled_wgmma == 256 ? kWgmmaGroupVar256 : kWgmmaGroupVar128;
       if (gv != nullptr && group_ok(std::atoi(gv))) p.tiled_wgmma_var = std::atoi(gv);
       p.tiled_wgmma_f16x = !fp16 && lin::wgmma_group_fold_var(p.tiled_wgmma_var);
+      // Probe: the pre-pass's PDL trigger at its CTAs' start (B12X_GGML_ACT_F16_EARLY=1).
+      if (const char* r = std::getenv("B12X_GGML_ACT_F16_EARLY"); r != nullptr)
+        p.tiled_wgmma_f16x_early = p.tiled_wgmma_f16x && std::atoi(r) == 1;
       lin::prepare_linear_wgmma_group(wf, fp16 || p.tiled_wgmma_f16x, p.tiled_wgmma,
                                       p.tiled_wgmma_var);
       p.tiled_wgmma_raster = kWgmmaRasterGroup;
@@ -1583,7 +1586,8 @@ Plan plan(const Caps& caps) {
           << (p.tiled_wgmma > 0
                   ? " wgmma" + std::to_string(p.tiled_wgmma) +
                         (p.tiled_wgmma_var ? " v" + std::to_string(p.tiled_wgmma_var) : "") +
-                        (wgmma_group ? " group" : "") + (p.tiled_wgmma_f16x ? " f16x" : "")
+                        (wgmma_group ? " group" : "") + (p.tiled_wgmma_f16x ? " f16x" : "") +
+                        (p.tiled_wgmma_f16x_early ? "e" : "")
                   : std::string(p.tiled_tok == 64 ? " tok64" : "") +
                         (p.tiled_split_reduce ? " split=reduce" : ""));
     else
@@ -1963,7 +1967,8 @@ void run(const Binding& b, Stream stream) {
         if (plan.tiled_wgmma_f16x) {
           uint8_t* const y = b.scratch + plan.off_f16x;
           float* const xs = reinterpret_cast<float*>(y + M * K * 2);
-          lin::launch_ggml_act_f16(p.x, p.ldx, M, K, y, xs, plan.pdl, stream);
+          lin::launch_ggml_act_f16(p.x, p.ldx, M, K, y, xs, plan.pdl, stream,
+                                   plan.tiled_wgmma_f16x_early);
           p.x = y;
           p.ldx = K;
           p.xscale = xs;

@@ -127,10 +127,15 @@ __device__ __forceinline__ uint4 bf16x8_to_f16x8(const uint4& v, float sc) {
 /// element within 2^-32 of the row's largest keeps all 8 significant bits (FP16 holds 11 down to
 /// 2^-14, and multiples of 2^-24 below), smaller ones round to FP16's 2^-24 grid. One warp per
 /// token row, 16-byte vectors; the row is read twice (the second time from L1 / L2).
+/// kEarly (Plan::tiled_wgmma_f16x_early): the PDL trigger at the start instead of the end, so the
+/// group kernel launches once the last CTAs here have started (its prologue then overlaps their
+/// work; its griddepcontrol.wait still waits for this grid's completion and memory flush).
+template <bool kEarly>
 __global__ void __launch_bounds__(256)
     ggml_act_f16_kernel(const uint16_t* __restrict__ x, int64_t ldx, int64_t M, int64_t K,
                         uint16_t* __restrict__ y, float* __restrict__ xs) {
   griddep_wait();
+  if constexpr (kEarly) griddep_launch_dependents();
   const int64_t m = static_cast<int64_t>(blockIdx.x) * 8 + (threadIdx.x >> 5);
   const int lane = threadIdx.x & 31;
   if (m < M) {
@@ -151,19 +156,20 @@ __global__ void __launch_bounds__(256)
     if (lane == 0) xs[m] = inv;
     for (int64_t i = lane; i < nv; i += 32) dst[i] = bf16x8_to_f16x8(src[i], sc);
   }
-  griddep_launch_dependents();
+  if constexpr (!kEarly) griddep_launch_dependents();
 }
 
 /// The same conversion with the row read once (round 49: the two-pass kernel above cost IQ2_XS
 /// 22.7 / 32.3 / 52.4 / 24.2 / 35.9 us of the folded variant's time at M = 2048 over the five
 /// shapes: it moves 3 M K x 2 bytes, this one 2): one CTA of 256 threads per token row, the row
 /// in registers (kV 16-byte vectors per thread, K <= 2048 kV), the maximum reduced over the CTA.
-template <int kV>
+template <int kV, bool kEarly>
 __global__ void __launch_bounds__(256)
     ggml_act_f16_row_kernel(const uint16_t* __restrict__ x, int64_t ldx, int64_t K,
                             uint16_t* __restrict__ y, float* __restrict__ xs) {
   __shared__ uint32_t wmax[8];
   griddep_wait();
+  if constexpr (kEarly) griddep_launch_dependents();
   const int64_t m = blockIdx.x;
   const int tid = threadIdx.x;
   const uint4* src = reinterpret_cast<const uint4*>(x + m * ldx);
@@ -193,7 +199,7 @@ __global__ void __launch_bounds__(256)
     const int i = tid + 256 * j;
     if (i < nv) dst[i] = bf16x8_to_f16x8(v[j], sc);
   }
-  griddep_launch_dependents();
+  if constexpr (!kEarly) griddep_launch_dependents();
 }
 
 }  // namespace
@@ -202,10 +208,11 @@ bool wgmma_group_fold_var(int var) {
   return var == 22 || var == 23;
 }
 
-void launch_ggml_act_f16(const void* x, int64_t ldx, int64_t M, int64_t K, void* y, float* xs,
-                         bool pdl, Stream stream) {
-  const uint16_t* const xp = static_cast<const uint16_t*>(x);
-  uint16_t* const yp = static_cast<uint16_t*>(y);
+namespace {
+
+template <bool kEarly>
+void launch_act_f16(const uint16_t* xp, int64_t ldx, int64_t M, int64_t K, uint16_t* yp, float* xs,
+                    bool pdl, Stream stream) {
   // Rows of up to 16384 values in registers (one read); longer ones: two passes per warp.
   const int64_t per = (K / 8 + 255) / 256;  // 16-byte vectors per thread
   const dim3 rows(static_cast<unsigned>(M));
@@ -214,19 +221,32 @@ void launch_ggml_act_f16(const void* x, int64_t ldx, int64_t M, int64_t K, void*
                                             xp, ldx, K, yp, xs));
   };
   if (per <= 1) {
-    one_read(ggml_act_f16_row_kernel<1>);
+    one_read(ggml_act_f16_row_kernel<1, kEarly>);
   } else if (per <= 2) {
-    one_read(ggml_act_f16_row_kernel<2>);
+    one_read(ggml_act_f16_row_kernel<2, kEarly>);
   } else if (per <= 4) {
-    one_read(ggml_act_f16_row_kernel<4>);
+    one_read(ggml_act_f16_row_kernel<4, kEarly>);
   } else if (per <= 8) {
-    one_read(ggml_act_f16_row_kernel<8>);
+    one_read(ggml_act_f16_row_kernel<8, kEarly>);
   } else {
     const dim3 grid(static_cast<unsigned>((M + 7) / 8));
-    B12X_CUDA_CHECK(b12x::detail::launch_ex(ggml_act_f16_kernel, grid, dim3(256), 0, stream, pdl,
-                                            dim3(1, 1, 1), xp, ldx, M, K, yp, xs));
+    B12X_CUDA_CHECK(b12x::detail::launch_ex(ggml_act_f16_kernel<kEarly>, grid, dim3(256), 0, stream,
+                                            pdl, dim3(1, 1, 1), xp, ldx, M, K, yp, xs));
   }
   B12X_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void launch_ggml_act_f16(const void* x, int64_t ldx, int64_t M, int64_t K, void* y, float* xs,
+                         bool pdl, Stream stream, bool early) {
+  const uint16_t* const xp = static_cast<const uint16_t*>(x);
+  uint16_t* const yp = static_cast<uint16_t*>(y);
+  if (early) {
+    launch_act_f16<true>(xp, ldx, M, K, yp, xs, pdl, stream);
+  } else {
+    launch_act_f16<false>(xp, ldx, M, K, yp, xs, pdl, stream);
+  }
 }
 
 bool wgmma_group_kernel_available(WFmt f, bool fp16, int tok, int var) {

@@ -29,8 +29,9 @@ void launch_linear_wgmma_group(WFmt f, bool fp16, int tok, int var, int raster,
 bool wgmma_group_fold_var(int var);
 /// BF16 activations x [M][ldx] -> FP16 y [M][K] scaled by 2^e(m) per token row, so that the
 /// row's largest magnitude lies in [2^15, 2^16), and xs[m] = 2^-e(m) (the folded group kernel's
-/// epilogue takes it as LinearParams::xscale). K % 8 == 0, x and ldx allow 16-byte loads.
+/// epilogue takes it as LinearParams::xscale). K % 8 == 0, x and ldx allow 16-byte loads. early:
+/// the PDL trigger at the start of each CTA (Plan::tiled_wgmma_f16x_early) instead of its end.
 void launch_ggml_act_f16(const void* x, int64_t ldx, int64_t M, int64_t K, void* y, float* xs,
-                         bool pdl, Stream stream);
+                         bool pdl, Stream stream, bool early = false);
 
 }  // namespace b12x::gemm::lin

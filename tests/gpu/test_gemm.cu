@@ -2847,6 +2847,13 @@ TEST(GemmGpu, TiledWgmmaGroupProbes) {
   ScopedEnv ev("B12X_GEMM_WGMMA_GROUP_VAR", "23");
   for (int64_t K : {7168, 14336, 16640})
     run_wgmma_group_case({LinearFormat::kIq2Xs, 130, 72, K, DType::kBF16, DType::kBF16, true});
+  // Its PDL trigger at the CTAs' start (B12X_GGML_ACT_F16_EARLY=1, session 16 probe): one-read
+  // and two-pass kernels, replayed in a graph.
+  ScopedEnv ee("B12X_GGML_ACT_F16_EARLY", "1");
+  for (int64_t K : {2048, 16640})
+    run_case({LinearFormat::kIq2Xs, 300, 136, K, DType::kBF16, DType::kBF16, true},
+             /*graph_replay=*/true);
+  run_wgmma_group_case({LinearFormat::kIq2Xxs, 300, 136, 2048, DType::kBF16, DType::kFP16, false});
 }
 
 /// The FP16 pre-pass's per-token scale on extreme BF16 rows (IQ2_XS's default 23 behind it): a
