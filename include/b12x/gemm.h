@@ -237,7 +237,8 @@ struct Plan {
   bool decode_stream_shfl = false;
   /// Session 16 probe of the M = 1 stream kernel (NVFP4, shuffled splats): 4 the weight ring two
   /// blocks deep (8 vectors ahead), 2 the FP4 decode's right shift on the FMA pipe, 6 both; 0 the
-  /// default kernel. B12X_GEMM_STREAM_VAR=<n>.
+  /// default kernel. B12X_GEMM_STREAM_VAR=<n>. Bit 8: W4A4's NVFP4 activations converted in the
+  /// kernel's staging instead of the pre-pass launch (B12X_GEMM_STREAM_QX=1).
   int decode_stream_var = 0;
   /// MXFP4 weights on the M = 1 stream kernel and the M <= 16 block kernel: the fold-free splat
   /// instances (session 15: 2^(e-8) straight onto the decoded FP4 bits, one HMUL2 per register

@@ -1169,6 +1169,11 @@ Plan plan(const Caps& caps) {
         if (const char* e = std::getenv("B12X_GEMM_STREAM_VAR");
             e != nullptr && wf == lin::WFmt::kNvfp4 && shfl)
           p.decode_stream_var = std::atoi(e) & 6;
+        // NVFP4 activations converted in the kernel's staging (W4A4: no pre-pass at M = 1;
+        // session 16 probe B12X_GEMM_STREAM_QX=1).
+        if (const char* e = std::getenv("B12X_GEMM_STREAM_QX");
+            e != nullptr && e[0] == '1' && f == LinearFormat::kNvfp4 && shfl)
+          p.decode_stream_var |= 8;
         stream_trig_m1 = c.ctas * 10 >= c.slots * 8;
       }
     }
@@ -1826,8 +1831,11 @@ void run(const Binding& b, Stream stream) {
     // The M <= 16 block kernel converts NVFP4 activations itself (Plan::stream16_qx).
     const bool s16_qx =
         plan.stream16_qx && !tiled && M >= kS16MinM && M <= 16 && f == LinearFormat::kNvfp4;
+    // The M = 1 stream kernel with the conversion in its staging (Plan::decode_stream_var & 8).
+    const bool m1_qx = (plan.decode_stream_var & 8) && plan.decode_stream_parts > 0 && !tiled &&
+                       M == 1 && f == LinearFormat::kNvfp4;
     const bool prepass =
-        plan.act_prepass && (!lin::wtraits(im.wfmt).fp8mma || tiled_f8_fold) && !s16_qx;
+        plan.act_prepass && (!lin::wtraits(im.wfmt).fp8mma || tiled_f8_fold) && !s16_qx && !m1_qx;
     uint16_t* const act_out = reinterpret_cast<uint16_t*>(b.scratch + plan.off_act);
     bool fused = false;  // the MXFP8 pre-pass done in one kernel (no E4M3 intermediate)
     switch (f) {
@@ -2068,7 +2076,8 @@ void run(const Binding& b, Stream stream) {
     if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);
     return;
   }
-  if (plan.decode_stream_parts > 0 && M == 1 && p.act_kind == lin::kActRaw16 &&
+  if (plan.decode_stream_parts > 0 && M == 1 &&
+      p.act_kind == ((plan.decode_stream_var & 8) ? lin::kActNvfp4 : lin::kActRaw16) &&
       p.xs_kind == lin::kXsNone && (!plan.decode_stream_free_only || p.mx_free)) {
     p.split = 1;
     p.partial = nullptr;

@@ -51,6 +51,10 @@ StreamFn stream_var_fn(int parts, int var) {
       return stream_fn<kOcc, 1, true, false, false, 4>(parts);
     case 6:
       return stream_fn<kOcc, 1, true, false, false, 6>(parts);
+    case 8:
+      return stream_fn<kOcc, 1, true, false, false, 8>(parts);
+    case 12:
+      return stream_fn<kOcc, 1, true, false, false, 12>(parts);
     default:
       return nullptr;
   }
@@ -221,7 +225,8 @@ void launch_linear_stream(WFmt f, int parts, int occ, int ctas, int64_t smem, co
   B12X_ASSERT(k != nullptr, "no stream kernel for format ", static_cast<int>(f), " parts=", parts,
               " occ=", occ, " rows=", rows, " var=", p.stream_var);
   const int split = rows == 1 ? 1 : std::max(p.split, 1);
-  B12X_ASSERT(p.M >= 1 && p.M <= rows && p.act_kind == kActRaw16 && p.xs_kind == kXsNone &&
+  const int act_kind = rows == 1 && (p.stream_var & 8) ? kActNvfp4 : kActRaw16;
+  B12X_ASSERT(p.M >= 1 && p.M <= rows && p.act_kind == act_kind && p.xs_kind == kXsNone &&
                   p.stream_vp > 0 && p.stream_vp % kStreamDepth == 0 &&
                   int64_t{p.stream_vp} * parts * split >= p.kvec &&
                   smem == int64_t{parts} * p.stream_vp * 64 * 2 * rows &&

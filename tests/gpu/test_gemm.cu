@@ -1436,6 +1436,26 @@ TEST(GemmGpu, DecodeStreamVar) {
              /*graph_replay=*/true);
     EXPECT_GT(gemm::lin::last_stream_launch().serial, before);
   }
+  // W4A4 with its NVFP4 activations converted in the M = 1 kernel's staging
+  // (B12X_GEMM_STREAM_QX=1), with and without the deep ring, both caps, K tails, a graph.
+  {
+    ScopedEnv eq("B12X_GEMM_STREAM_QX", "1");
+    int n = 0;
+    for (const char* var : {"0", "4"})
+      for (const char* occ : {"2", "3"})
+        for (const char* parts : {"1", "8"}) {
+          ScopedEnv ev("B12X_GEMM_STREAM_VAR", var), eo("B12X_GEMM_STREAM_OCC", occ),
+              ep("B12X_GEMM_STREAM_PARTS", parts);
+          const int64_t K = (n % 2) ? 4864 : 1280;
+          const int64_t before = gemm::lin::last_stream_launch().serial;
+          run_case({LinearFormat::kNvfp4, 1, (n % 3) ? 72 : 200, K, DType::kBF16, DType::kBF16,
+                    (n % 2) == 0},
+                   /*graph_replay=*/n == 5);
+          ++n;
+          EXPECT_EQ(gemm::lin::last_stream_launch().serial, before + 1)
+              << "qx var " << var << " parts " << parts << " occ " << occ;
+        }
+  }
   // The NVFP4 block kernel's variant (B12X_GEMM_STREAM16_FP4_VAR=1: the ring two sets deep): 1 / 2
   // tiles per warp (odd and even chunk counts: K = 4832 is 19 chunks), K splits,
   // M = 9 / 16, W4A16 and W4A4 with the in-kernel NVFP4 conversion or the pre-pass, a graph.

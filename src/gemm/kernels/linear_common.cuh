@@ -378,6 +378,20 @@ __device__ __forceinline__ float e2m1_f32_fast(uint32_t nib) {
   return __uint_as_float(bits | ((nib & 8u) << 28));
 }
 
+/// 8 NVFP4 activations (4 packed bytes, element 2e in the low nibble of byte e) times their UE4M3
+/// block scale as 4 BF16 pairs (elements 2e, 2e + 1), exact: e2m1 x UE4M3 fits BF16.
+__device__ __forceinline__ uint4 nvfp4x8_bf16(uint32_t w, float sc) {
+  uint32_t o[4];
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    const float lo = e2m1_f32_fast((w >> (8 * e)) & 0xFu) * sc;
+    const float hi = e2m1_f32_fast((w >> (8 * e + 4)) & 0xFu) * sc;
+    o[e] = static_cast<uint32_t>(__bfloat16_as_ushort(__float2bfloat16_rn(lo))) |
+           (static_cast<uint32_t>(__bfloat16_as_ushort(__float2bfloat16_rn(hi))) << 16);
+  }
+  return make_uint4(o[0], o[1], o[2], o[3]);
+}
+
 /// E8M0 -> fp32 2^(e-127) (0 -> 2^-127, 255 -> NaN).
 __device__ __forceinline__ float e8m0_f32(uint32_t e) {
   return e == 0 ? __uint_as_float(0x00400000u)

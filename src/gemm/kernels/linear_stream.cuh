@@ -115,6 +115,8 @@ __device__ __forceinline__ void stream_store_tile(const LinearParams& p, const f
 /// (bench_gemm B12X_BENCH_FLOOR), and 13 % fewer instructions per block (a ping-pong ring without
 /// the copies, the FMA-pipe shifts: 374 -> 325) changed nothing: the ring's lead, not the issue
 /// rate, bounds it. Bit 2: the FP4 decode's right shift on the FMA pipe (fp4_word_pairs_fma).
+/// Bit 8 (kQx, W4A4): NVFP4 activations (p.act_kind kActNvfp4) converted to BF16 while staging
+/// (nvfp4x8_bf16, the pre-pass's exact values), so no pre-pass launch precedes the kernel.
 template <int kParts, int kOcc, int kRows = 1, bool kShfl = false, bool kMx = false,
           bool kMxFree = false, int kVar = 0>
 __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
@@ -124,7 +126,8 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   static_assert(kVar == 0 || (kRows == 1 && kShfl && !kMx), "kVar: NVFP4 M = 1, shuffled splats");
   constexpr bool kDeep = (kVar & 4) != 0;
   constexpr bool kFmaShifts = (kVar & 2) != 0;
-  constexpr int kSb = kMx ? 2 : 4;  // scale bytes per row and vector
+  constexpr bool kQx = (kVar & 8) != 0;  // NVFP4 activations converted while staging
+  constexpr int kSb = kMx ? 2 : 4;       // scale bytes per row and vector
   static_assert(kParts == 1 || kParts == 2 || kParts == 4 || kParts == 8, "K parts per tile");
   static_assert(kRows == 1 || kRows == 4, "token rows");
   using T = Bf16Tag;
@@ -296,12 +299,29 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     constexpr int kT = kWarps * 32;
     const uint16_t* x = static_cast<const uint16_t*>(p.x);
     const bool fast = p.x_vec16 && ks <= p.K;  // every chunk a whole aligned 16-byte load
+    // kQx: the 4 packed bytes and the UE4M3 scale (128x4-swizzled, row 0) of each chunk (K is a
+    // multiple of 16, so a chunk is whole or past K), converted as the pre-pass would.
+    const uint8_t* const xq = static_cast<const uint8_t*>(p.x);
+    const bool xq4 = (reinterpret_cast<uintptr_t>(xq) & 3u) == 0;
     for (int c0 = threadIdx.x; c0 < ks / 8; c0 += kT * kBatch) {
       uint4 v[kBatch];
+      uint32_t qw[kQx ? kBatch : 1], qs[kQx ? kBatch : 1];
 #pragma unroll
       for (int b = 0; b < kBatch; ++b) {
         const int k = 8 * (c0 + b * kT);
         v[b] = make_uint4(0, 0, 0, 0);
+        if constexpr (kQx) {
+          qw[b] = qs[b] = 0;
+          if (k >= p.K) continue;
+          if (xq4) {
+            qw[b] = __ldg(reinterpret_cast<const uint32_t*>(xq + k / 2));
+          } else {
+#pragma unroll
+            for (int i = 0; i < 4; ++i) qw[b] |= static_cast<uint32_t>(xq[k / 2 + i]) << (8 * i);
+          }
+          qs[b] = p.xq_scale[fmt::swizzled_scale_offset(0, k / 16, p.K / 16)];
+          continue;
+        }
         if (k >= ks) continue;
         if (fast || (p.x_vec16 && k + 8 <= p.K)) {
           v[b] = __ldg(reinterpret_cast<const uint4*>(x + k));
@@ -319,6 +339,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
       for (int b = 0; b < kBatch; ++b) {
         const int k = 8 * (c0 + b * kT);
         if (k >= ks) continue;
+        if constexpr (kQx) v[b] = nvfp4x8_bf16(qw[b], fmt::ue4m3_to_float(qs[b]));
         // The chunk's 4 pairs belong to lanes t = 0..3 of one (vector, step, lo / hi): lane
         // blocks of 32 bytes.
         uint32_t* const d = reinterpret_cast<uint32_t*>(xs + stream_xpos(k) * 2);
@@ -780,16 +801,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
         const bool in_k = kc + kk < p.K;
         const uint32_t w = in_k ? *reinterpret_cast<const uint32_t*>(q + tok * 128 + kk / 2) : 0u;
         const float sc = in_k ? fmt::ue4m3_to_float(q[16 * 128 + tok * 16 + kk / 16]) : 0.f;
-        uint32_t o[4];
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const float lo = e2m1_f32_fast((w >> (8 * e)) & 0xFu) * sc;
-          const float hi = e2m1_f32_fast((w >> (8 * e + 4)) & 0xFu) * sc;
-          o[e] = static_cast<uint32_t>(__bfloat16_as_ushort(__float2bfloat16_rn(lo))) |
-                 (static_cast<uint32_t>(__bfloat16_as_ushort(__float2bfloat16_rn(hi))) << 16);
-        }
-        *reinterpret_cast<uint4*>(slot + tok * kS16Pitch + kk * 2) =
-            make_uint4(o[0], o[1], o[2], o[3]);
+        *reinterpret_cast<uint4*>(slot + tok * kS16Pitch + kk * 2) = nvfp4x8_bf16(w, sc);
       }
     }
     const uint8_t* const raw = slot + kS16ActBytes;
