@@ -185,9 +185,15 @@ struct PagedPlan {
   /// (diagnostics). H200 round 52: BF16 B=1 x 8k 13.5-13.9 -> 12.8-13.0 us, FP8 B=8 38.1-38.4
   /// -> 36.7-36.8.
   bool early_kv = false;
-  /// Probe (B12X_ATTN_EARLY_TILES=n): early K/V copies at most n of the prologue's tiles before
-  /// the wait (0: all, the default); the rest follow it.
-  int early_tiles = 0;
+  /// Probe (B12X_ATTN_MERGE_SLIM=1): the split merge kernel at <= 64 registers per thread, so
+  /// that it fits next to two main CTAs of up to 224 registers (FP8 head dim 256).
+  bool merge_slim = false;
+  /// Probe (B12X_ATTN_EPILOGUE_HALF=1): the decode tiles' cross-warp merge exchanges only the
+  /// fragments' first 8 rows when the other 8 are padding (GQA groups of <= 8 heads, q_len 1).
+  bool epilogue_half = false;
+  /// Probe (B12X_ATTN_EARLY_FULL=1): early K/V with the full ring (hcvt d256, hcvt3 d128,
+  /// wideh3): the ring's last stage is filled right after the wait, speculatively.
+  bool early_full = false;
   std::string kernel;          ///< kernel variant name (logging / diagnostics)
   const void* impl = nullptr;  ///< internal: the chosen kernel variant
 

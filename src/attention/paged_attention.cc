@@ -420,8 +420,12 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   plan.early_kv =
       plan.spec && plan.arch >= 90 && plan.use_pdl && k->launch_early != nullptr && early_wanted;
   if (plan.stamps && plan.early_kv && k->launch_stamp_early == nullptr) plan.stamps = false;
-  const char* et_env = std::getenv("B12X_ATTN_EARLY_TILES");
-  if (et_env != nullptr) plan.early_tiles = std::max(0, std::atoi(et_env));
+  const char* ef_env = std::getenv("B12X_ATTN_EARLY_FULL");
+  if (ef_env != nullptr) plan.early_full = std::string(ef_env) == "1";
+  const char* eh_env = std::getenv("B12X_ATTN_EPILOGUE_HALF");
+  if (eh_env != nullptr) plan.epilogue_half = std::string(eh_env) == "1";
+  const char* ms_env = std::getenv("B12X_ATTN_MERGE_SLIM");
+  if (ms_env != nullptr) plan.merge_slim = std::string(ms_env) == "1";
   if (plan.lean) {
     plan.kernel += plan.spec ? "_lean_spec" : "_lean";
     if (plan.early_kv) plan.kernel += "_early";
@@ -474,7 +478,10 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   b12x::detail::resolve_kernels(
       kPlanOp, caps.device,
       "attention." + plan.kernel + " mode=" + mode_name(caps.mode) +
-          (splits ? (plan.fused_merge ? " split_merge_fused" : " split_merge") : ""),
+          (splits ? (plan.fused_merge  ? " split_merge_fused"
+                     : plan.merge_slim ? " split_merge_slim"
+                                       : " split_merge")
+                  : ""),
       "Hq=" + std::to_string(caps.num_q_heads) + " Hkv=" + std::to_string(caps.num_kv_heads) +
           " D=" + std::to_string(caps.head_dim_qk) + "/" + std::to_string(caps.head_dim_vo) +
           " page=" + std::to_string(caps.page_size) + " max_batch=" +
@@ -680,7 +687,7 @@ void run_paged(const PagedBinding& b, Stream stream) {
   p.heads_inner = plan.heads_inner ? 1 : 0;
   p.scale_log2 = b.softmax_scale * 1.4426950408889634f;
   p.rescale_slack = plan.rescale_slack;
-  p.full_ring = plan.full_ring ? 1 : 0;
+  p.full_ring = plan.full_ring || (plan.early_kv && plan.early_full) ? 1 : 0;
   p.short_ahead = plan.short_ahead ? 1 : 0;
   p.page_runs = plan.page_runs ? 1 : 0;
   p.spread_merge = plan.spread_merge ? (plan.spread_shared ? 2 : 1) : 0;
@@ -703,6 +710,7 @@ void run_paged(const PagedBinding& b, Stream stream) {
   const bool pdl = plan.arch >= 90 && plan.use_pdl;
   // Without PDL the values read before the (absent) wait are final: nothing to speculate on.
   p.spec = plan.spec && pdl ? 1 : 0;
+  p.epilogue_half = plan.epilogue_half ? 1 : 0;
   // The prefetch is only useful while waiting for the previous grid (decode tiles: p.prefetch
   // is ignored by the extend tiles).
   // Early K/V copies the prologue's tiles before the wait, which makes the prefetch redundant and
@@ -713,7 +721,6 @@ void run_paged(const PagedBinding& b, Stream stream) {
   const int stages = static_cast<const detail::KernelInfo*>(plan.impl)->stages;
   const int ring_ahead = plan.full_ring ? stages : stages - 1;
   p.prefetch = prefetch ? (plan.prefetch_tiles > 0 ? plan.prefetch_tiles : ring_ahead) : 0;
-  p.early_tiles = plan.early_tiles > 0 ? plan.early_tiles : stages;
   if (p.tiles_per_req == 0) {
     detail::launch_paged_schedule(p, s, pdl);
     B12X_CUDA_CHECK_LAUNCH();
@@ -743,8 +750,10 @@ void run_paged(const PagedBinding& b, Stream stream) {
   if (b.num_splits > 1 && !fused) {
     const int64_t rows = int64_t(b.total_q) * c.num_q_heads;
     // one CTA per (token, head)
-    (plan.stamps ? k->launch_merge_stamp : k->launch_merge)(p, dim3(static_cast<unsigned>(rows)), s,
-                                                            pdl);
+    const detail::LaunchFn merge_fn =
+        plan.stamps ? (plan.merge_slim ? k->launch_merge_stamp_slim : k->launch_merge_stamp)
+                    : (plan.merge_slim ? k->launch_merge_slim : k->launch_merge);
+    merge_fn(p, dim3(static_cast<unsigned>(rows)), s, pdl);
     B12X_CUDA_CHECK_LAUNCH();
   }
 }

@@ -36,6 +36,8 @@ struct KernelInfo {
   int smem = 0, threads = 0, tile_rows = 0, tile_kv = 0, stages = 0, warps_n = 0;
   LaunchFn launch = nullptr;
   LaunchFn launch_merge = nullptr;
+  /// The merge kernel at <= 64 registers per thread (B12X_ATTN_MERGE_SLIM, probe).
+  LaunchFn launch_merge_slim = nullptr;
   /// The lean instance (decode defaults compiled in; B12X_ATTN_LEAN) where one exists.
   const void* func_lean = nullptr;
   LaunchFn launch_lean = nullptr;
@@ -44,6 +46,7 @@ struct KernelInfo {
   const void* func_stamp = nullptr;
   LaunchFn launch_stamp = nullptr;
   LaunchFn launch_merge_stamp = nullptr;
+  LaunchFn launch_merge_stamp_slim = nullptr;
   /// The early-K/V lean instance (B12X_ATTN_EARLY_KV), and stamped; null where not compiled.
   const void* func_early = nullptr;
   LaunchFn launch_early = nullptr;

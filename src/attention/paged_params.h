@@ -90,8 +90,8 @@ struct PagedParams {
   float rescale_slack;    // the running max moves only when a tile's max exceeds it by more
                           // (base-2 units; 0 = every increase)
   int32_t spec;           // 1 (lean decode kernels): speculative prologue (B12X_ATTN_SPEC)
-  int32_t early_tiles;    // early K/V: at most this many prologue tiles before the PDL wait
-                          // (probe B12X_ATTN_EARLY_TILES; kStages - 1 = all of them)
+  int32_t epilogue_half;  // 1: the spread merge moves rows g only when rows g + 8 are padding
+                          // (B12X_ATTN_EPILOGUE_HALF, probe)
   int32_t tile_kv_shift;  // log2(tile_kv)
   int32_t min_tiles;      // max(1, min_chunk / tile_kv)
   // The kernels' divisions by these values (multiply and shift, see FastDiv).

@@ -1069,6 +1069,38 @@ TEST(AttentionGpuDecode, SpreadMerge) {
   }
 }
 
+// Probes B12X_ATTN_MERGE_SLIM=1 (the merge kernel at <= 64 registers, weights per warp from
+// LSEs loaded first) and B12X_ATTN_EPILOGUE_HALF=1 (the decode tiles' cross-warp merge moves
+// rows g only when rows g + 8 are padding): the default tiles of head dims 64-256 with GQA
+// groups of 5 / 8 (half) and 16 (not), forced (7, 64) and automatic splits, sinks, a window,
+// verify (q_len 2 x group 8: not half).
+TEST(AttentionGpuDecode, MergeSlimEpilogueHalf) {
+  B12X_REQUIRE_GPU();
+  setenv("B12X_ATTN_MERGE_SLIM", "1", 1);
+  setenv("B12X_ATTN_EPILOGUE_HALF", "1", 1);
+  int i = 0;
+  for (const int d : {128, 256, 64, 192})
+    for (const DType kv : {DType::kBF16, DType::kFP8E4M3}) {
+      if ((d == 64 || d == 192) && kv == DType::kFP8E4M3) continue;
+      Spec s = gqa_decode_spec({4000, 63, 1, 700, 2100}, i % 3 == 0 ? 7 : (i % 3 == 1 ? 64 : 0),
+                               i % 3 == 0 ? 7 : (i % 3 == 1 ? 64 : 0));
+      s.dqk = s.dv = d;
+      s.kv = kv;
+      s.per_head_scale = kv == DType::kFP8E4M3;
+      s.hkv = 2;
+      s.hq = 2 * (i % 3 == 0 ? 5 : (i % 3 == 1 ? 8 : 16));
+      if (d == 256) s.page = 128;
+      s.sinks = i % 2 == 1;
+      s.window = i == 2 ? 300 : -1;
+      ++i;
+      run_case(s,
+               "merge slim + epilogue half, d=" + std::to_string(d) + " case " + std::to_string(i));
+    }
+  run_case(verify_spec(8, 2), "merge slim + epilogue half, verify");
+  unsetenv("B12X_ATTN_MERGE_SLIM");
+  unsetenv("B12X_ATTN_EPILOGUE_HALF");
+}
+
 // B12X_ATTN_SPLIT_INTERLEAVE=1: split s takes the KV tiles s, s + splits, ...; long ranges
 // (every split live, no window) load the prologue's page ids with the metadata. BF16 and FP8
 // tiles, automatic and forced splits (64: more splits than tiles), window, sinks, with the L2
@@ -1577,6 +1609,18 @@ TEST(AttentionGpuDecode, EarlyKv) {
     std::vector<int32_t> stale_lens = p.lens;
     for (int b = 0; b < p.B; ++b) stale_lens[b] = p.lens[b] > 40 ? p.lens[b] - 37 : p.lens[b] + 5;
     run_with_late_metadata(p, st, stale_lens, reversed_tables(p), fresh, what + " stale");
+    if (i > 0) {  // probe B12X_ATTN_EARLY_FULL=1 (not wide3): the full ring's last tile after
+                  // the wait, ahead of the check
+      setenv("B12X_ATTN_EARLY_FULL", "1", 1);
+      Problem f(s, rng());
+      PLAN_AND_BIND(f);
+      f.run(st);
+      B12X_TEST_CUDA(cudaStreamSynchronize(st));
+      f.check(what + " full ring fresh");
+      run_with_late_metadata(f, st, stale_lens, reversed_tables(f), fresh,
+                             what + " full ring stale");
+      unsetenv("B12X_ATTN_EARLY_FULL");
+    }
   }
   {
     Spec v = verify_spec(8, 2);

@@ -498,6 +498,23 @@ __device__ __forceinline__ float load_scale(const float* s, int64_t sb, int64_t 
 }
 
 // ---------------------------------------------------------------- split merge ----------------
+/// The merge weights of splits lane and lane + 32 from their base-2 LSEs l0, l1 (-inf past ns):
+/// mm = the largest LSE (or the sink), wsum = the weights' sum over the warp plus the sink's.
+__device__ __forceinline__ void weights_of_lses(const PagedParams& p, float l0, float l1, int h,
+                                                float& w0, float& w1, float& mm, float& wsum) {
+  mm = fmaxf(l0, l1);
+#pragma unroll
+  for (int d = 16; d > 0; d >>= 1) mm = fmaxf(mm, __shfl_xor_sync(0xffffffffu, mm, d));
+  const float sink = p.sinks != nullptr ? p.sinks[h] * kLog2e : -INFINITY;
+  mm = fmaxf(mm, sink);
+  const float m_use = mm == -INFINITY ? 0.f : mm;
+  w0 = exp2f(l0 - m_use);
+  w1 = exp2f(l1 - m_use);
+  wsum = w0 + w1;
+#pragma unroll
+  for (int d = 16; d > 0; d >>= 1) wsum += __shfl_xor_sync(0xffffffffu, wsum, d);
+  if (p.sinks != nullptr) wsum += exp2f(sink - m_use);
+}
 /// Merge weights of the `ns` (<= 64) split partials of row `row`: lanes l and l+32 take splits l
 /// and l+32, w = 2^(lse - max) with the sink (natural-log units) in the max; mm = that max and
 /// wsum = the warp's weight sum plus the sink's, both warp-uniform. kCoherent: L2 loads, for
@@ -513,18 +530,7 @@ __device__ __forceinline__ void split_weights(const PagedParams& p, int64_t row,
   };
   const float l0 = lane < ns ? lse(lane) : -INFINITY;
   const float l1 = lane + 32 < ns ? lse(lane + 32) : -INFINITY;
-  mm = fmaxf(l0, l1);
-#pragma unroll
-  for (int d = 16; d > 0; d >>= 1) mm = fmaxf(mm, __shfl_xor_sync(0xffffffffu, mm, d));
-  const float sink = p.sinks != nullptr ? p.sinks[h] * kLog2e : -INFINITY;
-  mm = fmaxf(mm, sink);
-  const float m_use = mm == -INFINITY ? 0.f : mm;
-  w0 = exp2f(l0 - m_use);
-  w1 = exp2f(l1 - m_use);
-  wsum = w0 + w1;
-#pragma unroll
-  for (int d = 16; d > 0; d >>= 1) wsum += __shfl_xor_sync(0xffffffffu, wsum, d);
-  if (p.sinks != nullptr) wsum += exp2f(sink - m_use);
+  weights_of_lses(p, l0, l1, h, w0, w1, mm, wsum);
 }
 
 /// One warp folds the `ns` (<= 64) normalised partials of row (tok, h) with their base-2 LSEs
@@ -663,7 +669,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   constexpr int kIdRegs = kBN / 32;
   int pg0[kStages][kIdRegs];
   const int split = blockIdx.z;
-  const bool full_ring = Cfg::kDecode && !kLean && p.full_ring != 0;
+  // The early-K/V lean instances take the full ring too (probe B12X_ATTN_EARLY_FULL: the last
+  // stage's tile is issued right after the wait, speculatively, instead of by iteration 0 after
+  // the check), except wide3 (Q's fragments would be read from global memory before the wait).
+  const bool full_ring = Cfg::kDecode && (!kLean || (kEarly && !Cfg::kQInRegs)) && p.full_ring != 0;
   Work w{};
   KvRange range{};
   // Tile it of this split covers [kv_begin + it * kv_step, + kBN) within [.., kv_end); the
@@ -1192,7 +1201,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
         int n_early = 0;
 #pragma unroll
         for (int s = 0; s < kStages; ++s) {
-          if (s >= pro || s != n_early || s >= n_tiles || s >= p.early_tiles) break;
+          if (s >= pro || s >= kStages - 1 || s != n_early || s >= n_tiles) break;
           if (kv_begin + s * kv_step + kBN > w.lk - w.qlen) break;
           load_tile(s, s, [&](int j) { return page_of(pg0[s], j); });
           cp_async_commit();
@@ -1216,21 +1225,27 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
         int n_early = 0;  // recount (CTA-uniform, the same test as above)
 #pragma unroll
         for (int s = 0; s < kStages; ++s)
-          if (s < pro && s == n_early && s < n_tiles && s < p.early_tiles &&
+          if (s < pro && s < kStages - 1 && s == n_early && s < n_tiles &&
               kv_begin + s * kv_step + kBN <= w.lk - w.qlen)
             ++n_early;
+        auto rest = [&]() {
 #pragma unroll
-        for (int s = 0; s < kStages; ++s) {
-          if (s >= pro) break;
-          if (s < n_early) continue;
-          if (s == 0 || s < n_tiles) load_tile(s, s, [&](int j) { return page_of(pg0[s], j); });
-          cp_async_commit();
-        }
+          for (int s = 0; s < kStages; ++s) {
+            if (s >= pro) break;
+            if (s < n_early) continue;
+            if (s == 0 || s < n_tiles) load_tile(s, s, [&](int j) { return page_of(pg0[s], j); });
+            cp_async_commit();
+          }
+        };
+        // The full ring's remaining tiles go after Q and the ids, so that the loop need not
+        // wait for them (below).
+        if (!full_ring) rest();
         stage_q_early();
 #pragma unroll
         for (int s = 0; s < kStages; ++s)
           if (s < pro) issue_ids(s + ahead);
         cp_async_commit();
+        if (full_ring) rest();
       } else {
         issue_prologue();
       }
@@ -1263,9 +1278,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     if constexpr (kLateQ) stage_q_f16();
   }
   // Early K/V: Q and the ring's first ids ride in the group after the prologue's tiles; the
-  // loop's waits count only the groups it commits, so wait for all of them here.
+  // loop's waits count only the groups it commits, so wait for all of them here (the full ring:
+  // all but its last tile's group, issued after them, or after tile 0's group on a redo).
   if (early) {
-    cp_async_wait<0>();
+    cp_async_wait_n(full_ring ? 1 : 0);
     __syncthreads();
   }
   stamp<kStamp>(p, 3);
@@ -1747,7 +1763,29 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
       m_run[0][r] = mm;
       l_run[0][r] = ll;
     }
-    if (spread_shared) {
+    // Rows g + 8 of the MMA fragments (elements 2, 3) hold no query row when the CTA's packed
+    // rows end within its first 8 (a decode step of a GQA group of <= 8 heads): the exchange
+    // then moves elements 0, 1 only, half the shared-memory traffic of the CTA's tail
+    // (B12X_ATTN_EPILOGUE_HALF, probe).
+    const bool half_rows = p.epilogue_half != 0 && rows0 + 8 >= w.qlen * p.group;  // CTA-uniform
+    if (spread_shared && half_rows) {
+      float2* s2 = reinterpret_cast<float2*>(sm_o);
+#pragma unroll
+      for (int db = 0; db < kDvW / 8; ++db)
+        s2[(wn * (kDv / 8) + dh * (kDvW / 8) + db) * 32 + lane] =
+            make_float2(o[0][db][0], o[0][db][1]);
+      __syncthreads();
+#pragma unroll
+      for (int i = 0; i < (kSpreadOk ? kSpreadNB : 1); ++i) {
+        own[i][0] = own[i][1] = own[i][2] = own[i][3] = 0.f;
+#pragma unroll
+        for (int x = 0; x < kWN; ++x) {
+          const float2 v = s2[(x * (kDv / 8) + owner * kSpreadNB + i) * 32 + lane];
+          own[i][0] += v.x;
+          own[i][1] += v.y;
+        }
+      }
+    } else if (spread_shared) {
       float4* s4 = reinterpret_cast<float4*>(sm_o);
 #pragma unroll
       for (int db = 0; db < kDvW / 8; ++db)
@@ -1978,11 +2016,16 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 /// partials are loaded while warp 0 turns the (at most 64) LSEs into weights, so the merge
 /// costs one L2 round trip after the main kernel, not three or four. Rows whose tile had a
 /// single split were written by the main kernel: skipped.
+/// kSlim (probe, B12X_ATTN_MERGE_SLIM): at most 64 registers per thread (8 CTAs' worth per SM)
+/// and kMergePre / kCols splits loaded ahead, so that a merge CTA (8192 registers) fits next to
+/// two main CTAs of up to 224 registers x 128 threads (FP8 hcvt / hcvt3 at head dim 256: 57344);
+/// with 96 registers (12288) it waits for a main CTA to exit and then keeps the next call's
+/// main CTA off that SM until the merge ends. Every warp loads the LSEs ahead of its partials
+/// and weights its splits itself (no shared weights, one barrier fewer).
 constexpr int kMergeWarps = 4;
 constexpr int kMergePre = 8;
-template <typename T, int kDv, bool kStamp = false>
-__global__ void __launch_bounds__(32 * kMergeWarps)
-    paged_merge_kernel(const __grid_constant__ PagedParams p) {
+template <typename T, int kDv, bool kStamp, bool kSlim>
+__device__ __forceinline__ void paged_merge_body(const PagedParams& p) {
   unsigned long long* st = kStamp && threadIdx.x == 0 && p.stamps != nullptr
                                ? p.stamps + p.stamp_merge + blockIdx.x * kMergeStampSlots
                                : nullptr;
@@ -2027,18 +2070,43 @@ __global__ void __launch_bounds__(32 * kMergeWarps)
     if (st != nullptr) st[1] = global_ns();
   }
   constexpr int kCols = (kDv / 4 + 31) / 32;  // float4 columns per lane
+  constexpr int kPre = kSlim ? (kMergePre / kCols > 0 ? kMergePre / kCols : 1) : kMergePre;
   auto part = [&](int sidx, int c) {
     return *reinterpret_cast<const float4*>(p.part_o + (sidx * split_stride + row) * kDv + c * 4);
   };
-  float4 pre[kCols][kMergePre];
+  // kSlim: every warp loads the LSEs first (a warp's loads return in order, so they arrive
+  // before its partials) and derives the weights itself: no shared weights, one barrier fewer.
+  float l0 = -INFINITY, l1 = -INFINITY;
+  if constexpr (kSlim) {
+    const float* lse = p.part_lse + row;
+    if (lane < ns) l0 = lse[lane * split_stride];
+    if (lane + 32 < ns) l1 = lse[(lane + 32) * split_stride];
+  }
+  float4 pre[kCols][kPre];
 #pragma unroll
   for (int ci = 0; ci < kCols; ++ci)
 #pragma unroll
-    for (int j = 0; j < kMergePre; ++j) {
+    for (int j = 0; j < kPre; ++j) {
       const int c = lane + 32 * ci, sidx = warp + kMergeWarps * j;
       pre[ci][j] = c < kDv / 4 && sidx < ns ? part(sidx, c) : make_float4(0.f, 0.f, 0.f, 0.f);
     }
-  if (warp == 0) {
+  float sw0 = 0.f, sw1 = 0.f, s_inv_w = 0.f;  // kSlim: this warp's weights and 1 / sum
+  if constexpr (kSlim) {
+    float mm, wsum;
+    weights_of_lses(p, l0, l1, h, sw0, sw1, mm, wsum);
+    s_inv_w = wsum > 0.f ? 1.f / wsum : 0.f;
+    if (warp == 0 && lane == 0 && p.lse != nullptr)
+      p.lse[(int64_t)tok * p.lse_st + (int64_t)h * p.lse_sh] =
+          wsum > 0.f ? mm + log2f(wsum) : -INFINITY;
+  }
+  // weight of split sidx (warp-uniform)
+  auto weight = [&](int sidx) {
+    if constexpr (kSlim)
+      return __shfl_sync(0xffffffffu, sidx < 32 ? sw0 : sw1, sidx & 31);
+    else
+      return s_w[sidx];
+  };
+  if (!kSlim && warp == 0) {
     float w0, w1, mm, wsum;
     split_weights<false>(p, row, ns, h, lane, w0, w1, mm, wsum);
     s_w[lane] = w0;
@@ -2050,11 +2118,13 @@ __global__ void __launch_bounds__(32 * kMergeWarps)
             wsum > 0.f ? mm + log2f(wsum) : -INFINITY;
     }
   }
-  __syncthreads();
+  if constexpr (!kSlim) __syncthreads();
 #pragma unroll
   for (int ci = 0; ci < kCols; ++ci) {
     const int c = lane + 32 * ci;
-    if (c >= kDv / 4) break;
+    // kSlim's weights come by shuffle from every lane: lanes past the row stay in the loop
+    const bool live = c < kDv / 4;
+    if (!kSlim && !live) break;
     float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
     auto add = [&](float ws, const float4& v) {
       acc.x += ws * v.x;
@@ -2063,17 +2133,19 @@ __global__ void __launch_bounds__(32 * kMergeWarps)
       acc.w += ws * v.w;
     };
 #pragma unroll
-    for (int j = 0; j < kMergePre; ++j) {
+    for (int j = 0; j < kPre; ++j) {
       const int sidx = warp + kMergeWarps * j;
-      if (sidx < ns) add(s_w[sidx], pre[ci][j]);
+      if (sidx < ns) add(weight(sidx), pre[ci][j]);
     }
 #pragma unroll 4
-    for (int sidx = warp + kMergeWarps * kMergePre; sidx < ns; sidx += kMergeWarps)
-      add(s_w[sidx], part(sidx, c));
-    *reinterpret_cast<float4*>(&s_acc[warp][c * 4]) = acc;
+    for (int sidx = warp + kMergeWarps * kPre; sidx < ns; sidx += kMergeWarps) {
+      const float ws = weight(sidx);
+      if (live) add(ws, part(sidx, c));
+    }
+    if (live) *reinterpret_cast<float4*>(&s_acc[warp][c * 4]) = acc;
   }
   __syncthreads();
-  const float inv = s_inv;
+  const float inv = kSlim ? s_inv_w : s_inv;
   T* out = static_cast<T*>(p.out) + (int64_t)tok * p.o_st + (int64_t)h * p.o_sh;
   for (int c = threadIdx.x; c < kDv / 4; c += 32 * kMergeWarps) {
     float4 acc = *reinterpret_cast<const float4*>(&s_acc[0][c * 4]);
@@ -2095,6 +2167,17 @@ __global__ void __launch_bounds__(32 * kMergeWarps)
       st[3] = (uint64_t(1) << 63) | sm_id();
     }
   }
+}
+
+template <typename T, int kDv, bool kStamp = false>
+__global__ void __launch_bounds__(32 * kMergeWarps)
+    paged_merge_kernel(const __grid_constant__ PagedParams p) {
+  paged_merge_body<T, kDv, kStamp, false>(p);
+}
+template <typename T, int kDv, bool kStamp = false>
+__global__ void __launch_bounds__(32 * kMergeWarps, 8)
+    paged_merge_kernel_slim(const __grid_constant__ PagedParams p) {
+  paged_merge_body<T, kDv, kStamp, true>(p);
 }
 
 // ---------------------------------------------------------------- scheduler ------------------

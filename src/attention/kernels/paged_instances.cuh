@@ -11,9 +11,12 @@ void launch_main(const PagedParams& p, dim3 grid, cudaStream_t s, bool pdl) {
   launch_kernel(paged_attention_kernel<T, Cfg, kLean, kStamp, kEarly>, grid, Cfg::kThreads,
                 Cfg::kSmemBytes, s, pdl, p);
 }
-template <typename T, int kDv, bool kStamp = false>
+template <typename T, int kDv, bool kStamp = false, bool kSlim = false>
 void launch_merge(const PagedParams& p, dim3 grid, cudaStream_t s, bool pdl) {
-  launch_kernel(paged_merge_kernel<T, kDv, kStamp>, grid, 32 * kMergeWarps, 0, s, pdl, p);
+  if constexpr (kSlim)
+    launch_kernel(paged_merge_kernel_slim<T, kDv, kStamp>, grid, 32 * kMergeWarps, 0, s, pdl, p);
+  else
+    launch_kernel(paged_merge_kernel<T, kDv, kStamp>, grid, 32 * kMergeWarps, 0, s, pdl, p);
 }
 
 /// kWithLean: also the lean instance (the decode defaults' tiles); kWithStamp: also the lean
@@ -44,6 +47,7 @@ KernelInfo make_info(const char* name) {
       k.func_stamp = reinterpret_cast<const void*>(&paged_attention_kernel<T, Cfg, true, true>);
       k.launch_stamp = &launch_main<T, Cfg, true, true>;
       k.launch_merge_stamp = &launch_merge<T, kDv, true>;
+      k.launch_merge_stamp_slim = &launch_merge<T, kDv, true, true>;
     }
     if constexpr (kWithEarly) {
       k.func_early =
@@ -57,6 +61,7 @@ KernelInfo make_info(const char* name) {
     }
   }
   k.launch_merge = &launch_merge<T, kDv>;
+  k.launch_merge_slim = &launch_merge<T, kDv, false, true>;
   k.name = name;
   return k;
 }
@@ -104,7 +109,7 @@ void register_kinds(std::vector<KernelInfo>& out, const char* tag) {
   if constexpr (kFp8 && kDqk == 256 && kDv == 256) {
     out.push_back(make_info<T, kFp8, kDqk, kDv, 8, true, true, true>(tag));
     out.push_back(make_info<T, kFp8, kDqk, kDv, 9>(tag));
-    out.push_back(make_info<T, kFp8, kDqk, kDv, 13, true, true, true>(tag));
+    out.push_back(make_info<T, kFp8, kDqk, kDv, 13, true, true, (kDqk == 128)>(tag));
     out.push_back(make_info<T, kFp8, kDqk, kDv, 14>(tag));
   }
 }
