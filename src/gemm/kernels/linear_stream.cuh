@@ -601,6 +601,53 @@ __device__ __forceinline__ uint32_t s16_splat(uint32_t wg, uint32_t wg8, int s) 
                        kFp4Unit2<Bf16Tag>() /* 2^119 */, kNegZero2<Bf16Tag>());
 }
 
+/// The block kernels' CTA (FP4 linear_stream16_kernel, FP8 linear_stream16_fp8_kernel): its K
+/// range of p.stream_vp vectors from blockIdx.y * p.stream_vp (vlim of them exist, nch chunks of
+/// kChunkV), its p.stream_tiles tiles from blockIdx.x * p.stream_tiles (the plan's 8 kTw; with
+/// fewer the warps past them idle), and per tile j of the warp the address of its first vector
+/// (this lane's 16 bytes) and how many of its vectors exist (lim, 0: no tile).
+template <int kTw>
+struct S16Range {
+  int64_t vbase, row0, tile0;
+  int tpc, nch;
+  const uint8_t* wp[kTw];
+  int lim[kTw];
+};
+template <int kTw, int kChunkV>
+__device__ __forceinline__ S16Range<kTw> s16_range(const LinearParams& p, int warp, int lane) {
+  S16Range<kTw> r;
+  const int vp = p.stream_vp;
+  r.vbase = static_cast<int64_t>(blockIdx.y) * vp;
+  const int tpc = p.stream_tiles;
+  r.tpc = tpc;
+  r.row0 = static_cast<int64_t>(blockIdx.x) * tpc * 16;
+  r.tile0 = r.row0 / 16 + warp * kTw;
+  const int64_t vrem = p.kvec - r.vbase;
+  const int vlim = vrem <= 0 ? 0 : vrem < vp ? static_cast<int>(vrem) : vp;
+  r.nch = (vlim + kChunkV - 1) / kChunkV;
+#pragma unroll
+  for (int j = 0; j < kTw; ++j) {
+    const int64_t tile = r.tile0 + j;
+    r.lim[j] = tile < p.n16 && warp * kTw + j < tpc ? vlim : 0;
+    r.wp[j] = p.wvals + (tile * p.kvec + r.vbase) * 512 + lane * 16;
+  }
+  return r;
+}
+/// Ring slot q holds vector n / kTw of tile n % kTw, n = n0 + q (then every kDepth later; n0:
+/// the FP4 kernel's second ring set). Vectors that do not exist are not loaded: the slot keeps a
+/// finite earlier vector (the ring starts zeroed), whose products with the activations staged as
+/// zeros past K (FP8) or with the scales staged as zeros (FP4) vanish.
+template <int kTw, int kDepth>
+__device__ __forceinline__ void s16_ring_fill(uint4 (&ring)[kDepth], const S16Range<kTw>& r,
+                                              int n0 = 0) {
+#pragma unroll
+  for (int q = 0; q < kDepth; ++q) {
+    ring[q] = make_uint4(0, 0, 0, 0);
+    const int n = n0 + q;
+    if (n / kTw < r.lim[n % kTw]) ring[q] = ldg_stream(r.wp[n % kTw] + (n / kTw) * 512);
+  }
+}
+
 __device__ __forceinline__ void s16_cp_async16(void* smem, const void* gmem) {
   const uint32_t sa = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sa), "l"(gmem));
@@ -645,40 +692,17 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, t = lane & 3;
-  const int vp = p.stream_vp;
-  const int64_t vbase = static_cast<int64_t>(blockIdx.y) * vp;
-  // The CTA's tiles: p.stream_tiles (the plan's 8 kTw; with fewer the warps past them idle),
-  // from tile blockIdx.x * p.stream_tiles.
-  const int tpc = p.stream_tiles;
-  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * tpc * 16;
-  const int64_t tile0 = row0 / 16 + warp * kTw;
-  const int64_t vrem = p.kvec - vbase;
-  const int vlim = vrem <= 0 ? 0 : vrem < vp ? static_cast<int>(vrem) : vp;
-  const int nch = (vlim + kS16ChunkV - 1) / kS16ChunkV;
-
-  const uint8_t* wp[kTw];
-  int lim[kTw];  // vectors of tile j that exist in this K range (0: no tile)
-#pragma unroll
-  for (int j = 0; j < kTw; ++j) {
-    const int64_t tile = tile0 + j;
-    lim[j] = tile < p.n16 && warp * kTw + j < tpc ? vlim : 0;
-    wp[j] = p.wvals + (tile * p.kvec + vbase) * 512 + lane * 16;
-  }
-  // Ring slot q holds vector q / kTw of tile q % kTw (then every kDepth later). Vectors that do
-  // not exist are not loaded: the slot keeps a finite earlier vector (the ring starts zeroed),
-  // whose scale bytes are staged as zeros.
+  const S16Range<kTw> cr = s16_range<kTw, kS16ChunkV>(p, warp, lane);
+  const int64_t vbase = cr.vbase, row0 = cr.row0, tile0 = cr.tile0;
+  const int tpc = cr.tpc, nch = cr.nch;
+  const uint8_t* const(&wp)[kTw] = cr.wp;
+  const int(&lim)[kTw] = cr.lim;
   // kDeep: ring2[h] are the two sets (slots 0..kDepth-1 in set 0, the next kDepth in set 1);
   // ring is the single ring otherwise.
   uint4 ring2[kDeep ? 2 : 1][kDepth];
   uint4(&ring)[kDepth] = ring2[0];
 #pragma unroll
-  for (int h = 0; h < (kDeep ? 2 : 1); ++h)
-#pragma unroll
-    for (int q = 0; q < kDepth; ++q) {
-      ring2[h][q] = make_uint4(0, 0, 0, 0);
-      const int n = h * kDepth + q;
-      if (n / kTw < lim[n % kTw]) ring2[h][q] = ldg_stream(wp[n % kTw] + (n / kTw) * 512);
-    }
+  for (int h = 0; h < (kDeep ? 2 : 1); ++h) s16_ring_fill(ring2[h], cr, h * kDepth);
   griddep_wait();  // the activations (and alpha) belong to earlier kernels
 
   // Chunk c -> slot c % 3: 16 token rows x 256 K of BF16 (rows past M and K values past K zero)

@@ -161,32 +161,13 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, t = lane & 3;
-  const int vp = p.stream_vp;
-  const int64_t vbase = static_cast<int64_t>(blockIdx.y) * vp;
-  const int tpc = p.stream_tiles;
-  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * tpc * 16;
-  const int64_t tile0 = row0 / 16 + warp * kTw;
-  const int64_t vrem = p.kvec - vbase;
-  const int vlim = vrem <= 0 ? 0 : vrem < vp ? static_cast<int>(vrem) : vp;
-  const int nch = (vlim + kF8ChunkV - 1) / kF8ChunkV;
-
-  const uint8_t* wp[kTw];
-  int lim[kTw];  // vectors of tile j that exist in this K range (0: no tile)
-#pragma unroll
-  for (int j = 0; j < kTw; ++j) {
-    const int64_t tile = tile0 + j;
-    lim[j] = tile < p.n16 && warp * kTw + j < tpc ? vlim : 0;
-    wp[j] = p.wvals + (tile * p.kvec + vbase) * 512 + lane * 16;
-  }
-  // Ring slot q holds vector q / kTw of tile q % kTw (then every kDepth later). Vectors that do
-  // not exist are not loaded: the slot keeps a finite earlier vector (the ring starts zeroed)
-  // whose products with the zero-staged activations past K vanish.
+  const S16Range<kTw> cr = s16_range<kTw, kF8ChunkV>(p, warp, lane);
+  const int64_t vbase = cr.vbase, row0 = cr.row0, tile0 = cr.tile0;
+  const int tpc = cr.tpc, nch = cr.nch;
+  const uint8_t* const(&wp)[kTw] = cr.wp;
+  const int(&lim)[kTw] = cr.lim;
   uint4 ring[kDepth];
-#pragma unroll
-  for (int q = 0; q < kDepth; ++q) {
-    ring[q] = make_uint4(0, 0, 0, 0);
-    if (q / kTw < lim[q % kTw]) ring[q] = ldg_stream(wp[q % kTw] + (q / kTw) * 512);
-  }
+  s16_ring_fill(ring, cr);
   griddep_wait();  // the activations, their scales (and alpha) belong to earlier kernels
 
   // Chunk c -> slot c % 3: 16 token rows x 256 e4m3 (zero past M / K) and the chunk's scales.
