@@ -1768,42 +1768,42 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     // then moves elements 0, 1 only, half the shared-memory traffic of the CTA's tail
     // (B12X_ATTN_EPILOGUE_HALF, probe).
     const bool half_rows = p.epilogue_half != 0 && rows0 + 8 >= w.qlen * p.group;  // CTA-uniform
-    if (spread_shared && half_rows) {
-      float2* s2 = reinterpret_cast<float2*>(sm_o);
+    // kE fragment elements per lane and n-block through shared memory: 4, or 2 (rows g only)
+    auto exchange = [&]<int kE>() {
+      using V = std::conditional_t<kE == 2, float2, float4>;
+      V* sv = reinterpret_cast<V*>(sm_o);
 #pragma unroll
-      for (int db = 0; db < kDvW / 8; ++db)
-        s2[(wn * (kDv / 8) + dh * (kDvW / 8) + db) * 32 + lane] =
-            make_float2(o[0][db][0], o[0][db][1]);
+      for (int db = 0; db < kDvW / 8; ++db) {
+        V v;
+        v.x = o[0][db][0];
+        v.y = o[0][db][1];
+        if constexpr (kE == 4) {
+          v.z = o[0][db][2];
+          v.w = o[0][db][3];
+        }
+        sv[(wn * (kDv / 8) + dh * (kDvW / 8) + db) * 32 + lane] = v;
+      }
       __syncthreads();
 #pragma unroll
       for (int i = 0; i < (kSpreadOk ? kSpreadNB : 1); ++i) {
         own[i][0] = own[i][1] = own[i][2] = own[i][3] = 0.f;
 #pragma unroll
         for (int x = 0; x < kWN; ++x) {
-          const float2 v = s2[(x * (kDv / 8) + owner * kSpreadNB + i) * 32 + lane];
+          const V v = sv[(x * (kDv / 8) + owner * kSpreadNB + i) * 32 + lane];
           own[i][0] += v.x;
           own[i][1] += v.y;
+          if constexpr (kE == 4) {
+            own[i][2] += v.z;
+            own[i][3] += v.w;
+          }
         }
       }
-    } else if (spread_shared) {
-      float4* s4 = reinterpret_cast<float4*>(sm_o);
-#pragma unroll
-      for (int db = 0; db < kDvW / 8; ++db)
-        s4[(wn * (kDv / 8) + dh * (kDvW / 8) + db) * 32 + lane] =
-            make_float4(o[0][db][0], o[0][db][1], o[0][db][2], o[0][db][3]);
-      __syncthreads();
-#pragma unroll
-      for (int i = 0; i < (kSpreadOk ? kSpreadNB : 1); ++i) {
-        own[i][0] = own[i][1] = own[i][2] = own[i][3] = 0.f;
-#pragma unroll
-        for (int x = 0; x < kWN; ++x) {
-          const float4 v = s4[(x * (kDv / 8) + owner * kSpreadNB + i) * 32 + lane];
-          own[i][0] += v.x;
-          own[i][1] += v.y;
-          own[i][2] += v.z;
-          own[i][3] += v.w;
-        }
-      }
+    };
+    if (spread_shared) {
+      if (half_rows)
+        exchange.template operator()<2>();
+      else
+        exchange.template operator()<4>();
     } else if constexpr (kDH == 1) {
       if (spread) {
         // Warp wn sums (and later stores) n-blocks [wn kSpreadNB, (wn + 1) kSpreadNB): it writes
