@@ -92,7 +92,7 @@ F8Fn pick_var(int tw, int nt) {
 
 // kF8VarFold: MXFP8 (depth 4); kF8VarQ8: the in-kernel quantization (block FP8 / MXFP8, also with
 // kF8VarFold); kF8VarLate: per-tensor (depth 4 / 8), block FP8 with the in-kernel quantization,
-// MXFP8 with kF8VarFold.
+// MXFP8 with kF8VarFold; block FP8 / MXFP8 with all of theirs (12 / 14).
 F8Fn pick_variant(WFmt f, int tw, int nt, int depth, bool q, int var) {
   const bool mx = f == WFmt::kFp8Mx, blk = f == WFmt::kFp8Block;
   if (var == kF8VarLate && f == WFmt::kFp8 && !q)
@@ -116,6 +116,10 @@ F8Fn pick_variant(WFmt f, int tw, int nt, int depth, bool q, int var) {
       return blk && q ? pick_var<128, 4, true, kF8VarLate>(tw, nt) : nullptr;
     case kF8VarFold | kF8VarLate:
       return mx && q ? pick_var<32, 4, true, kF8VarFold | kF8VarLate>(tw, nt) : nullptr;
+    case kF8VarQ8 | kF8VarLate:
+      return blk && q ? pick_var<128, 4, true, kF8VarQ8 | kF8VarLate>(tw, nt) : nullptr;
+    case kF8VarFold | kF8VarQ8 | kF8VarLate:
+      return mx && q ? pick_var<32, 4, true, kF8VarFold | kF8VarQ8 | kF8VarLate>(tw, nt) : nullptr;
     default:
       return nullptr;
   }

@@ -29,7 +29,7 @@ inline constexpr int kF8VarLate = 8;  ///< ring loads after the MMAs, predicated
 /// var (Plan::stream16_var): kernel variants kF8Var* (f16 MMAs, depth 4): 2 MXFP8 scales folded
 /// into the f16 operands (MXFP8's default there), 4 the in-kernel quantization on all 8 warps
 /// (block FP8 / MXFP8), 6 = 2 + 4, 8 ring loads after the MMAs (per-tensor at depth 4 / 8, block
-/// FP8 with the in-kernel quantization), 10 = 2 + 8.
+/// FP8 with the in-kernel quantization), 10 = 2 + 8, 12 = 4 + 8 (block FP8), 14 = 2 + 4 + 8.
 bool stream16_f8_available(WFmt f, int tw, int mma, int depth, bool q = false, int occ = 2,
                            int var = 0);
 int64_t stream16_f8_smem_bytes(WFmt f, int tw, int mma, bool q = false, int var = 0);

@@ -2073,14 +2073,17 @@ TEST(GemmGpu, DecodeStream16Fp8) {
       }
   }
   // The in-kernel quantization on all 8 warps (probe B12X_GEMM_STREAM16_F8_VAR=4: block FP8 /
-  // MXFP8; 6: with variant 2's operand-folded MXFP8 scales): tw 1 / 2, M = 5 / 12 / 16, splits
-  // 1 / 3, K tails (half chunks, 4864), partial CTAs, FP16 outputs, a graph.
+  // MXFP8; 6: with variant 2's operand-folded MXFP8 scales; 12 / 14: block FP8 / MXFP8 also with
+  // the late ring loads): tw 1 / 2, M = 5 / 12 / 16, splits 1 / 3, K tails (half chunks, 4864),
+  // partial CTAs, FP16 outputs, a graph.
   {
     ScopedEnv em("B12X_GEMM_DECODE_F8MMA", "1"), eq("B12X_GEMM_STREAM16_QX", "1");
     int k = 0;
-    for (const char* var : {"4", "6"})
+    for (const char* var : {"4", "6", "12", "14"})
       for (LinearFormat f : {LinearFormat::kFp8Block, LinearFormat::kMxfp8}) {
-        if (var[0] == '6' && f == LinearFormat::kFp8Block) continue;
+        const int v = std::atoi(var);
+        if ((v & 2) ? f == LinearFormat::kFp8Block : (v == 12 && f == LinearFormat::kMxfp8))
+          continue;
         for (const char* tw : {"1", "2"}) {
           const char* sp = (k % 2) ? "3" : "1";
           ScopedEnv ev("B12X_GEMM_STREAM16_F8_VAR", var), et("B12X_GEMM_STREAM16_TW", tw),
@@ -2099,7 +2102,7 @@ TEST(GemmGpu, DecodeStream16Fp8) {
           run_case(c, /*graph_replay=*/k == 3);
           const gemm::lin::Stream16F8Launch l = gemm::lin::last_stream16_f8_launch();
           EXPECT_GT(l.serial, before) << name(c) << " var " << var << " tw " << tw;
-          EXPECT_EQ(l.var, var[0] - '0') << name(c);
+          EXPECT_EQ(l.var, v) << name(c);
           EXPECT_TRUE(l.q) << name(c);
           EXPECT_EQ(l.split, f8_split(c.K, std::atoi(sp))) << name(c);
         }
