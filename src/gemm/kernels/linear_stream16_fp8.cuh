@@ -304,6 +304,11 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
       const int j = (i >> 2) & 1, part = i & 3;
       const bool valid = tok < p.M;
       const int64_t kc = (vbase + static_cast<int64_t>(c) * kF8ChunkV) * 32;
+      // K values of the chunk inside K (0..256): 32-bit compares in the per-piece masks.
+      const int64_t krem = p.K - kc;
+      [[maybe_unused]] const int kin = krem <= 0               ? 0
+                                       : krem < kF8ChunkV * 32 ? static_cast<int>(krem)
+                                                               : kF8ChunkV * 32;
       auto kq = [&](int q) { return kQ8 ? 128 * q + 8 * u : 128 * j + 32 * q + 8 * part; };
       uint4 v4[kQn];
 #pragma unroll
@@ -359,7 +364,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
 #pragma unroll
         for (int q = 0; q < kQn; ++q) {
           const uint8_t code = kernels::mx8_codes_bf16(v4[q], lo[q], hi[q]);
-          e[q] = valid && kc + kq(q) < p.K ? code : 0;
+          e[q] = valid && kq(q) < kin ? code : 0;
           emax = max(emax, e[q]);
         }
         emax = max(emax, __shfl_xor_sync(0xFFFFFFFFu, emax, 4));
@@ -383,7 +388,11 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     }
   };
   auto convert = [&](int c) {
-    const int64_t cv0 = vbase + static_cast<int64_t>(c) * kF8ChunkV;  // the chunk's first atom
+    // Atoms of chunk c inside K (0..8).
+    const int64_t arem = (p.K + 31) / 32 - (vbase + static_cast<int64_t>(c) * kF8ChunkV);
+    [[maybe_unused]] const int ain = arem <= 0          ? 0
+                                     : arem < kF8ChunkV ? static_cast<int>(arem)
+                                                        : kF8ChunkV;
     if constexpr (kFold2) {
       // Per weight row: its largest E8M0 over the chunk's atoms inside K, the splats
       // 2^(e - emax + 7) per atom and the chunk factor.
@@ -396,7 +405,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
         int e[kF8ChunkV], emax = 0;
 #pragma unroll
         for (int a = 0; a < kF8ChunkV; ++a) {
-          e[a] = (cv0 + a) * 32 < p.K ? ((a < 4 ? eb.x : eb.y) >> (8 * (a & 3))) & 0xFF : 0;
+          e[a] = a < ain ? ((a < 4 ? eb.x : eb.y) >> (8 * (a & 3))) & 0xFF : 0;
           emax = max(emax, e[a]);
         }
         const int wt = r >> 4, gg = r & 7, hi = (r >> 3) & 1;
@@ -426,7 +435,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
         int emax = 0, ea = 0;
 #pragma unroll
         for (int a = 0; a < kF8ChunkV; ++a) {
-          const int e = (cv0 + a) * 32 < p.K ? ((a < 4 ? eb.x : eb.y) >> (8 * (a & 3))) & 0xFF : 0;
+          const int e = a < ain ? ((a < 4 ? eb.x : eb.y) >> (8 * (a & 3))) & 0xFF : 0;
           emax = max(emax, e);
           if (a == (pc >> 1)) ea = e;
         }
