@@ -312,9 +312,9 @@ struct Plan {
   /// FP8 block kernel: CTAs per SM its registers are capped for (2; 3: probe
   /// B12X_GEMM_STREAM16_OCC=3, per-tensor at one tile per warp).
   int stream16_occ = 2;
-  /// FP8 block kernel variants (session 16; f16 MMAs, depth 4): 2 MXFP8 scales folded into the
-  /// f16 operands (MXFP8's default there), 4 the in-kernel quantization on all 8 warps (probe),
-  /// 6 = 2 + 4; 0 none. B12X_GEMM_STREAM16_F8_VAR=<flags> overrides.
+  /// FP8 block kernel variants (session 16; MXFP8 on f16 MMAs at depth 4, its default): 2 its
+  /// scales folded into the f16 operands, 6 also its in-kernel quantization on all 8 warps; 0 none
+  /// (the per-atom fold). B12X_GEMM_STREAM16_F8_VAR=<flags> overrides.
   int stream16_var = 0;
   /// Decode regime, from the device's opt-in shared memory at plan time (run reads no device
   /// info): the pipelined staging budget of decode_pipe_kb (bytes, 0: kDecodePipeBudget) and the

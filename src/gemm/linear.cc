@@ -1408,13 +1408,19 @@ Plan plan(const Caps& caps) {
     // 11.80 / 29.34 / 29.33 / 16.68 / 11.72 -> 11.07 / 24.47 / 24.96 / 14.68 / 10.77, M = 8 10.88 /
     // 25.60 / 25.68 / 14.74 / 10.70 -> 9.95 / 22.85 / 23.34 / 13.42 / 9.77, M = 4 10.92 / 25.85 /
     // 26.05 / 14.94 / 10.87 -> 9.73 / 22.36 / 23.09 / 13.33 / 9.81; the per-atom fold on fp32
-    // scales converted once per CTA 11.20 / 25.36 / 25.98 / 14.83 / 10.87 at M = 16, removed).
-    // B12X_GEMM_STREAM16_F8_VAR=<flags> overrides (0: none).
+    // scales converted once per CTA 11.20 / 25.36 / 25.98 / 14.83 / 10.87 at M = 16, removed),
+    // with its in-kernel quantization on all 8 warps (kF8VarQ8; round 60, M = 16: 11.07 / 24.84 /
+    // 24.96 / 14.65 / 10.71 -> 10.81 / 23.98 / 24.38 / 14.30 / 10.43, M = 8 10.15 / 22.77 / 23.12 /
+    // 13.38 / 9.76 -> 9.69 / 22.41 / 22.81 / 13.22 / 9.66, M = 4 10.05 / 22.46 / 22.91 / 13.36 /
+    // 9.77 -> 9.52 / 22.00 / 22.84 / 13.21 / 9.66; block FP8's 1x128 groups on 16 lanes lost 1-6 %
+    // and ring loads issued after the MMAs lost on MXFP8 / block FP8 / per-tensor's 14336x4096:
+    // removed). B12X_GEMM_STREAM16_F8_VAR=<flags> overrides (0: none).
     const char* evar = std::getenv("B12X_GEMM_STREAM16_F8_VAR");
     auto var_for = [&](int tw8, int depth) {
-      const int v = evar != nullptr                                      ? std::atoi(evar)
-                    : wf == lin::WFmt::kFp8Mx && mma8 == 1 && depth == 4 ? lin::kF8VarFold
-                                                                         : 0;
+      const int v = evar != nullptr ? std::atoi(evar)
+                    : wf == lin::WFmt::kFp8Mx && mma8 == 1 && depth == 4
+                        ? lin::kF8VarFold | (q8 ? lin::kF8VarQ8 : 0)
+                        : 0;
       return v != 0 && lin::stream16_f8_available(wf, tw8, mma8, depth, q8, occ_for(tw8, depth), v)
                  ? v
                  : 0;

@@ -90,43 +90,29 @@ F8Fn pick_var(int tw, int nt) {
   }
 }
 
-// kF8VarFold: MXFP8 (depth 4); kF8VarQ8: the in-kernel quantization (block FP8 / MXFP8, also with
-// kF8VarFold); kF8VarLate: per-tensor (depth 4 / 8), block FP8 with the in-kernel quantization,
-// MXFP8 with kF8VarFold; block FP8 / MXFP8 with all of theirs (12 / 14).
+// kF8VarFold (MXFP8), with kF8VarQ8 where quantized in the kernel; depth 4.
 F8Fn pick_variant(WFmt f, int tw, int nt, int depth, bool q, int var) {
-  const bool mx = f == WFmt::kFp8Mx, blk = f == WFmt::kFp8Block;
-  if (var == kF8VarLate && f == WFmt::kFp8 && !q)
-    return depth == 8   ? pick_var<0, 8, false, kF8VarLate>(tw, nt)
-           : depth == 4 ? pick_var<0, 4, false, kF8VarLate>(tw, nt)
-                        : nullptr;
-  if (depth != 4) return nullptr;
+  if (f != WFmt::kFp8Mx || depth != 4) return nullptr;
   switch (var) {
     case kF8VarFold:
-      return !mx ? nullptr
-             : q ? pick_var<32, 4, true, kF8VarFold>(tw, nt)
-                 : pick_var<32, 4, false, kF8VarFold>(tw, nt);
-    case kF8VarQ8:
-      return !q    ? nullptr
-             : mx  ? pick_var<32, 4, true, kF8VarQ8>(tw, nt)
-             : blk ? pick_var<128, 4, true, kF8VarQ8>(tw, nt)
-                   : nullptr;
+      return q ? pick_var<32, 4, true, kF8VarFold>(tw, nt)
+               : pick_var<32, 4, false, kF8VarFold>(tw, nt);
     case kF8VarFold | kF8VarQ8:
-      return mx && q ? pick_var<32, 4, true, kF8VarFold | kF8VarQ8>(tw, nt) : nullptr;
-    case kF8VarLate:
-      return blk && q ? pick_var<128, 4, true, kF8VarLate>(tw, nt) : nullptr;
-    case kF8VarFold | kF8VarLate:
-      return mx && q ? pick_var<32, 4, true, kF8VarFold | kF8VarLate>(tw, nt) : nullptr;
-    case kF8VarQ8 | kF8VarLate:
-      return blk && q ? pick_var<128, 4, true, kF8VarQ8 | kF8VarLate>(tw, nt) : nullptr;
-    case kF8VarFold | kF8VarQ8 | kF8VarLate:
-      return mx && q ? pick_var<32, 4, true, kF8VarFold | kF8VarQ8 | kF8VarLate>(tw, nt) : nullptr;
+      return q ? pick_var<32, 4, true, kF8VarFold | kF8VarQ8>(tw, nt) : nullptr;
     default:
       return nullptr;
   }
 }
 
+/// The variant a launch runs: kF8VarQ8 only where the kernel quantizes (a plan's rows that are
+/// not 16-byte vectors come quantized by the quantizer launch instead).
+int run_var(bool q, int var) {
+  return q ? var : var & ~kF8VarQ8;
+}
+
 F8Fn pick(WFmt f, int tw, int nt, int mma, int depth, bool q, int occ = 2, int var = 0) {
   if (mma != 0 && mma != 1) return nullptr;
+  var = run_var(q, var);
   if (var != 0) {
     if (mma != 1 || occ != 2) return nullptr;
     return pick_variant(f, tw, nt, depth, q, var);
@@ -214,7 +200,8 @@ void launch_linear_stream16_f8(WFmt f, int tw, int mma, int depth, int64_t smem,
     B12X_CUDA_CHECK(
         ::b12x::detail::opt_in_smem(reinterpret_cast<const void*>(k), static_cast<int>(smem)));
   const int64_t gx = (p.n16 + p.stream_tiles - 1) / p.stream_tiles;
-  t_last = Stream16F8Launch{t_last.serial + 1, static_cast<int>(gx), split, tw, mma, depth, q, var};
+  t_last = Stream16F8Launch{t_last.serial + 1, static_cast<int>(gx), split, tw, mma, depth, q,
+                            run_var(q, var)};
   B12X_CUDA_CHECK(b12x::detail::launch_ex(
       k, dim3(static_cast<unsigned>(gx), static_cast<unsigned>(split)), dim3(kStreamWarps * 32),
       static_cast<size_t>(smem), stream, p.pdl != 0, dim3(1, 1, 1), p));

@@ -13,9 +13,8 @@ struct LinearParams;
 
 /// Kernel variants (the kernel's kVar bits, Plan::stream16_var; kernels/linear_stream16_fp8.cuh
 /// says what each does).
-inline constexpr int kF8VarFold = 2;  ///< MXFP8 scales folded into the f16 operands (default)
-inline constexpr int kF8VarQ8 = 4;    ///< the in-kernel quantization on all 8 warps
-inline constexpr int kF8VarLate = 8;  ///< ring loads after the MMAs, predicated in place
+inline constexpr int kF8VarFold = 2;  ///< MXFP8 scales folded into the f16 operands
+inline constexpr int kF8VarQ8 = 4;    ///< MXFP8's in-kernel quantization on all 8 warps
 
 /// FP8 weights (per-tensor, block FP8, MXFP8) on e4m3 activations (MXFP8 / block FP8 with their
 /// group scales, p.xs_kind kXsE8m0Rows / kXsF32Rows); CTAs of 8 warps x tw (1 or 2) 16-row tiles
@@ -26,10 +25,8 @@ inline constexpr int kF8VarLate = 8;  ///< ring loads after the MMAs, predicated
 /// 4): BF16 activations quantized in the kernel (p.act_kind kActBf16Quant, p.xs_kind kXsStaged;
 /// 16-byte rows) instead of the quantizer launch before it.
 /// occ 3 (probe): per-tensor, tw 1, f16 MMAs, depth 4 with registers for 3 CTAs per SM.
-/// var (Plan::stream16_var): kernel variants kF8Var* (f16 MMAs, depth 4): 2 MXFP8 scales folded
-/// into the f16 operands (MXFP8's default there), 4 the in-kernel quantization on all 8 warps
-/// (block FP8 / MXFP8), 6 = 2 + 4, 8 ring loads after the MMAs (per-tensor at depth 4 / 8, block
-/// FP8 with the in-kernel quantization), 10 = 2 + 8, 12 = 4 + 8 (block FP8), 14 = 2 + 4 + 8.
+/// var (Plan::stream16_var): kernel variants kF8Var* (MXFP8, f16 MMAs, depth 4; its default): 2
+/// scales folded into the f16 operands, 6 = 2 + the in-kernel quantization on all 8 warps.
 bool stream16_f8_available(WFmt f, int tw, int mma, int depth, bool q = false, int occ = 2,
                            int var = 0);
 int64_t stream16_f8_smem_bytes(WFmt f, int tw, int mma, bool q = false, int var = 0);

@@ -2072,67 +2072,29 @@ TEST(GemmGpu, DecodeStream16Fp8) {
         EXPECT_EQ(l.split, f8_split(c.K, std::atoi(sp))) << name(c);
       }
   }
-  // The in-kernel quantization on all 8 warps (probe B12X_GEMM_STREAM16_F8_VAR=4: block FP8 /
-  // MXFP8; 6: with variant 2's operand-folded MXFP8 scales; 12 / 14: block FP8 / MXFP8 also with
-  // the late ring loads): tw 1 / 2, M = 5 / 12 / 16, splits 1 / 3, K tails (half chunks, 4864),
-  // partial CTAs, FP16 outputs, a graph.
-  {
-    ScopedEnv em("B12X_GEMM_DECODE_F8MMA", "1"), eq("B12X_GEMM_STREAM16_QX", "1");
-    int k = 0;
-    for (const char* var : {"4", "6", "12", "14"})
-      for (LinearFormat f : {LinearFormat::kFp8Block, LinearFormat::kMxfp8}) {
-        const int v = std::atoi(var);
-        if ((v & 2) ? f == LinearFormat::kFp8Block : (v == 12 && f == LinearFormat::kMxfp8))
-          continue;
-        for (const char* tw : {"1", "2"}) {
-          const char* sp = (k % 2) ? "3" : "1";
-          ScopedEnv ev("B12X_GEMM_STREAM16_F8_VAR", var), et("B12X_GEMM_STREAM16_TW", tw),
-              es("B12X_GEMM_STREAM16_SPLIT", sp);
-          const int64_t Ms[] = {5, 16, 12};
-          Case c{f,
-                 Ms[k % 3],
-                 (k % 2) ? 72 : 200,
-                 (k % 2) ? 4864 : 1280,
-                 DType::kBF16,
-                 (k % 4) == 2 ? DType::kFP16 : DType::kBF16,
-                 (k % 2) == 0};
-          c.max_tokens = (k % 3) == 0 ? 16 : c.M;
-          ++k;
-          const int64_t before = gemm::lin::last_stream16_f8_launch().serial;
-          run_case(c, /*graph_replay=*/k == 3);
-          const gemm::lin::Stream16F8Launch l = gemm::lin::last_stream16_f8_launch();
-          EXPECT_GT(l.serial, before) << name(c) << " var " << var << " tw " << tw;
-          EXPECT_EQ(l.var, v) << name(c);
-          EXPECT_TRUE(l.q) << name(c);
-          EXPECT_EQ(l.split, f8_split(c.K, std::atoi(sp))) << name(c);
-        }
-      }
-  }
-  // Ring loads after the MMAs, predicated in place (probe B12X_GEMM_STREAM16_F8_VAR=8: per-tensor
-  // at depth 8 / tw 2 and depth 4 / tw 1, block FP8 with the in-kernel quantization; 10: MXFP8
-  // with VAR 2's fold): K ranges that end inside a chunk (1312 with a split of 3), M = 6 / 16.
+  // MXFP8's in-kernel quantization on all 8 warps with its folded scales (VAR=6, the default on
+  // SM90): tw 1 / 2, M = 5 / 12 / 16, splits 1 / 3, K tails (half chunks, 4864), partial CTAs,
+  // FP16 outputs, a graph.
   {
     ScopedEnv em("B12X_GEMM_DECODE_F8MMA", "1"), eq("B12X_GEMM_STREAM16_QX", "1"),
-        es("B12X_GEMM_STREAM16_SPLIT", "3");
+        ev("B12X_GEMM_STREAM16_F8_VAR", "6");
     int k = 0;
-    for (LinearFormat f : {LinearFormat::kFp8Tensor, LinearFormat::kFp8Block, LinearFormat::kMxfp8})
-      for (const char* tw : {"1", "2"}) {
-        ScopedEnv ev("B12X_GEMM_STREAM16_F8_VAR", f == LinearFormat::kMxfp8 ? "10" : "8"),
-            et("B12X_GEMM_STREAM16_TW", tw);
-        Case c{f,
-               (k % 2) ? int64_t{16} : int64_t{6},
-               (k % 3) ? 200 : 72,
-               f == LinearFormat::kFp8Block ? 1280 : 1312,
-               f == LinearFormat::kFp8Tensor ? DType::kFP8E4M3 : DType::kBF16,
-               DType::kBF16,
+    for (const char* tw : {"1", "2"})
+      for (const char* sp : {"1", "3"}) {
+        ScopedEnv et("B12X_GEMM_STREAM16_TW", tw), es("B12X_GEMM_STREAM16_SPLIT", sp);
+        const int64_t Ms[] = {5, 16, 12};
+        Case c{LinearFormat::kMxfp8,  Ms[k % 3],    (k % 2) ? 72 : 200,
+               (k % 2) ? 4864 : 1280, DType::kBF16, (k % 4) == 2 ? DType::kFP16 : DType::kBF16,
                (k % 2) == 0};
+        c.max_tokens = (k % 3) == 0 ? 16 : c.M;
         ++k;
         const int64_t before = gemm::lin::last_stream16_f8_launch().serial;
-        run_case(c, /*graph_replay=*/k == 2);
+        run_case(c, /*graph_replay=*/k == 3);
         const gemm::lin::Stream16F8Launch l = gemm::lin::last_stream16_f8_launch();
-        EXPECT_GT(l.serial, before) << name(c) << " tw " << tw;
-        EXPECT_EQ(l.var, f == LinearFormat::kMxfp8 ? 10 : 8) << name(c) << " tw " << tw;
-        EXPECT_EQ(l.depth, f == LinearFormat::kFp8Tensor && tw[0] == '2' ? 8 : 4) << name(c);
+        EXPECT_GT(l.serial, before) << name(c) << " tw " << tw << " sp " << sp;
+        EXPECT_EQ(l.var, 6) << name(c);
+        EXPECT_TRUE(l.q) << name(c);
+        EXPECT_EQ(l.split, f8_split(c.K, std::atoi(sp))) << name(c);
       }
   }
   // Ring depth 8 (f16 MMAs: per-tensor, block FP8 / MXFP8 at tw 1) and the plan's own split
@@ -2270,11 +2232,14 @@ TEST(GemmGpu, DecodeStream16Fp8) {
       run_case(c);
       EXPECT_GT(gemm::lin::last_stream16_f8_launch().serial, b0) << gemm::format_name(f);
       EXPECT_TRUE(gemm::lin::last_stream16_f8_launch().q);
+      // MXFP8: folded scales, quantized on all 8 warps (session 16).
+      EXPECT_EQ(gemm::lin::last_stream16_f8_launch().var, f == LinearFormat::kMxfp8 ? 6 : 0);
       c.max_tokens = 0;
       b0 = gemm::lin::last_stream16_f8_launch().serial;
       run_case(c, false, nullptr, [](Acts& a) { a.x_offset = 8; });
       EXPECT_GT(gemm::lin::last_stream16_f8_launch().serial, b0) << gemm::format_name(f);
       EXPECT_FALSE(gemm::lin::last_stream16_f8_launch().q) << gemm::format_name(f);
+      EXPECT_EQ(gemm::lin::last_stream16_f8_launch().var, f == LinearFormat::kMxfp8 ? 2 : 0);
     }
     {
       ScopedEnv e0("B12X_GEMM_STREAM16", "0");

@@ -63,14 +63,10 @@ inline constexpr int kF8RawSlotBytes = (kQ && kMma == 1) ? 0 : kF8RawBytes;
 /// one HMUL2 per f16x2 register with per-(row, atom) splats [kTw tiles][8 atoms][8 g] (rows g,
 /// g + 8) built once per CTA; the chunk factors 2^(emax - 134) per row ([tiles][8 g] float2) and
 /// per token ([16]).
-/// kVar bit 2 (kQ, kF8VarQ8, probe): the in-kernel quantization on all 8 warps (16 lanes per
-/// token, two 8-value pieces each) instead of warps 0-3 (4 lanes per 128 K, four pieces each),
-/// which the other warps waited for at the next chunk's barrier. The same codes and scales.
-/// kVar bit 3 (kF8VarLate, probe): a ring slot's next vector requested after its MMAs, by a load
-/// predicated in place (ldg_stream_if): the slot's registers are reused, where the load issued
-/// before the MMAs needed a second set and four moves per vector to keep the slot's old value for
-/// a vector that does not exist (round 59's per-tensor SASS: 65 IMAD.MOV of 344 instructions per
-/// chunk).
+/// kVar bit 2 (MXFP8 with kQ, kF8VarQ8; with kF8VarFold its default since session 16): the
+/// in-kernel quantization on all 8 warps (16 lanes per token, two 8-value pieces each, one E8M0
+/// block per 4 lanes) instead of warps 0-3 (4 lanes per 128 K, four pieces each), which the other
+/// warps waited for at the next chunk's barrier. The same codes and scales.
 template <int kTw, int kGroup, int kVar>
 inline constexpr int kF8SfBytes = kGroup == 32 && (kVar & kF8VarFold)
                                       ? kStreamWarps* kTw*(512 + 64) + 16 * 4
@@ -101,15 +97,6 @@ __device__ __forceinline__ uint32_t hmul2_bits(uint32_t a, uint32_t b) {
   uint32_t d;
   asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
   return d;
-}
-
-/// ldg_stream into v where pred holds; v keeps its value otherwise (the same registers).
-__device__ __forceinline__ void ldg_stream_if(uint4& v, const void* p, bool pred) {
-  asm volatile(
-      "{\n.reg .pred q;\nsetp.ne.b32 q, %4, 0;\n"
-      "@q ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%5];\n}"
-      : "+r"(v.x), "+r"(v.y), "+r"(v.z), "+r"(v.w)
-      : "r"(static_cast<int>(pred)), "l"(p));
 }
 
 /// 4-byte cp.async (8 with kEight), or a plain copy where the source is not aligned.
@@ -144,7 +131,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   constexpr int kAhead = kDepth / kTw;  // vectors of a tile in flight beyond the current one
   constexpr bool kFold2 = kGroup == 32 && (kVar & kF8VarFold);
   constexpr bool kQ8 = kQ && (kVar & kF8VarQ8);
-  constexpr bool kLate = (kVar & kF8VarLate) != 0;
+  static_assert(!kQ8 || kGroup == 32, "quantization on 8 warps: MXFP8");
   static_assert(!kFold2 || kMma == 1, "operand-folded MXFP8 scales: f16 MMAs");
   constexpr int kSlot = kF8SlotBytes<kTw, kGroup, kMma, kQ, kVar>;
   constexpr int kScaleOff = kF8RawSlotBytes<kMma, kQ>;
@@ -334,18 +321,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
               make_uint2(lo, hi);
         }
       };
-      if constexpr (kGroup == 128 && kQ8) {
-#pragma unroll
-        for (int q = 0; q < 2; ++q) {
-          const uint32_t w[4] = {v4[q].x, v4[q].y, v4[q].z, v4[q].w};
-          const float sc = kernels::g128_codes<true>(
-              w, valid, [&](int, uint32_t lo, uint32_t hi) { put(q, lo, hi); });
-          if (!valid) put(q, 0u, 0u);
-          if (u == 0)
-            *reinterpret_cast<float*>(slot + kScaleOff + tok * 8 + q * 4) =
-                valid && kc + 128 * q < p.K ? sc : 0.f;
-        }
-      } else if constexpr (kGroup == 128) {
+      if constexpr (kGroup == 128) {
         const uint32_t w[16] = {v4[0].x, v4[0].y, v4[0].z, v4[0].w, v4[1].x, v4[1].y,
                                 v4[1].z, v4[1].w, v4[2].x, v4[2].y, v4[2].z, v4[2].w,
                                 v4[3].x, v4[3].y, v4[3].z, v4[3].w};
@@ -555,7 +531,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
         const int q = (a * kTw + j) % kDepth;
         const uint4 cur = ring[q];
         const int vn = c * kF8ChunkV + a + kAhead;
-        if (!kLate && vn < lim[j]) ring[q] = ldg_stream(wp[j] + static_cast<int64_t>(vn) * 512);
+        if (vn < lim[j]) ring[q] = ldg_stream(wp[j] + static_cast<int64_t>(vn) * 512);
         const uint32_t af[4] = {cur.x, cur.y, cur.z, cur.w};
         float(&dst)[kNt][4] = kFoldAtoms ? tmp[j] : acc[j];
         if constexpr (kMma == 1) {
@@ -589,8 +565,6 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
               mma16832_e4m3(dst[n], af, b[0][2 * n], b[0][2 * n + 1]);
           }
         }
-        if constexpr (kLate)
-          ldg_stream_if(ring[q], wp[j] + static_cast<int64_t>(vn) * 512, vn < lim[j]);
         if constexpr (kFoldAtoms > 0) {
           if (last) {
             // acc += tmp x (weight scale of rows g / g + 8) x (activation scale of tokens

@@ -362,17 +362,15 @@ __device__ __forceinline__ void g128_load(const BlockQuantParams& p, int64_t row
 /// wins against the running maximum, which starts at +0, as in fmt::amax_update), each value
 /// converted to fp32 where it is divided. Shared by fp8_group128_kernel and the decode GEMM's
 /// staging (lin::kActBf16Quant).
-/// kW: words per lane (16: a group on 4 lanes; 4: on 16 lanes, one 8-value chunk each).
-template <bool kBF16, int kW, class Store>
-__device__ __forceinline__ float g128_codes(const uint32_t (&w)[kW], bool valid, Store&& store) {
-  static_assert(kW == 16 || kW == 4, "a 128-value group on 4 or 16 lanes");
+template <bool kBF16, class Store>
+__device__ __forceinline__ float g128_codes(const uint32_t (&w)[16], bool valid, Store&& store) {
   uint32_t m2 = 0u;
 #pragma unroll
-  for (int j = 0; j < kW; ++j) m2 = hmax2_abs<kBF16>(m2, w[j]);
+  for (int j = 0; j < 16; ++j) m2 = hmax2_abs<kBF16>(m2, w[j]);
   float amax = fmaxf(in_to_float(static_cast<uint16_t>(m2 & 0xFFFFu), kBF16),
                      in_to_float(static_cast<uint16_t>(m2 >> 16), kBF16));
-#pragma unroll
-  for (int m = 1; m < 64 / kW; m <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, m));
+  amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 1));
+  amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 2));
   if (!valid) return 0.f;
   const float s = qrules::fp8_group_scale(amax);
   const bool fast = amax >= 0x1p-60f && amax <= 3.40282347e38f;
@@ -387,7 +385,7 @@ __device__ __forceinline__ float g128_codes(const uint32_t (&w)[kW], bool valid,
   };
   if (fast) {  // two code paths, so the fast one carries no per-value branch
 #pragma unroll
-    for (int i = 0; i < kW / 4; ++i) {
+    for (int i = 0; i < 4; ++i) {
       float q[8];
 #pragma unroll
       for (int k = 0; k < 8; ++k) {
@@ -400,7 +398,7 @@ __device__ __forceinline__ float g128_codes(const uint32_t (&w)[kW], bool valid,
     }
   } else {
 #pragma unroll
-    for (int i = 0; i < kW / 4; ++i) {
+    for (int i = 0; i < 4; ++i) {
       float q[8];
 #pragma unroll
       for (int k = 0; k < 8; ++k) q[k] = qrules::fp8_scaled(val(8 * i + k), s);
