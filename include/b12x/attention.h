@@ -185,15 +185,21 @@ struct PagedPlan {
   /// (diagnostics). H200 round 52: BF16 B=1 x 8k 13.5-13.9 -> 12.8-13.0 us, FP8 B=8 38.1-38.4
   /// -> 36.7-36.8.
   bool early_kv = false;
-  /// Probe (B12X_ATTN_MERGE_SLIM=1): the split merge kernel at <= 64 registers per thread, so
-  /// that it fits next to two main CTAs of up to 224 registers (FP8 head dim 256).
+  /// The split merge kernel at <= 64 registers per thread (head dim 256 by default;
+  /// B12X_ATTN_MERGE_SLIM=0|1 overrides): a merge CTA (8192 registers) then fits next to two
+  /// FP8 hcvt d256 main CTAs (209 registers x 128 threads), so the merge CTAs are resident from
+  /// the start and the next call's main CTAs enter as the current ones exit; the LSEs are
+  /// loaded ahead of the partials and each warp derives the weights (one barrier fewer). H200
+  /// round 60 (16/2/256 page 128 B=8 x 8k, us, off -> on): FP8 25.0 / 25.3 -> 26.5 / 25.1, with
+  /// the half epilogue 24.6 -> 24.1; BF16 37.9 / 38.2 -> 37.4 / 37.7. BF16 32/8/128 B=1 x 8k
+  /// 13.0 / 13.0 -> 13.0 / 13.2: kept off below head dim 256.
   bool merge_slim = false;
-  /// Probe (B12X_ATTN_EPILOGUE_HALF=1): the decode tiles' cross-warp merge exchanges only the
-  /// fragments' first 8 rows when the other 8 are padding (GQA groups of <= 8 heads, q_len 1).
-  bool epilogue_half = false;
-  /// Probe (B12X_ATTN_EARLY_FULL=1): early K/V with the full ring (hcvt d256, hcvt3 d128,
-  /// wideh3): the ring's last stage is filled right after the wait, speculatively.
-  bool early_full = false;
+  /// The decode tiles' cross-warp merge exchanges only the MMA fragments' first 8 rows when the
+  /// other 8 are padding (GQA groups of <= 8 heads at q_len 1): half the epilogue's shared-memory
+  /// traffic (B12X_ATTN_EPILOGUE_HALF=0 turns it off). H200 round 60 (us, off -> on): FP8
+  /// 16/2/256 B=8 25.0 / 25.3 -> 24.7 / 24.9, BF16 37.9 / 38.2 -> 37.8 / 37.9, BF16 32/8/128
+  /// B=1 x 8k 13.0 / 13.0 -> 12.8 / 12.9.
+  bool epilogue_half = true;
   std::string kernel;          ///< kernel variant name (logging / diagnostics)
   const void* impl = nullptr;  ///< internal: the chosen kernel variant
 

@@ -36,7 +36,7 @@ struct KernelInfo {
   int smem = 0, threads = 0, tile_rows = 0, tile_kv = 0, stages = 0, warps_n = 0;
   LaunchFn launch = nullptr;
   LaunchFn launch_merge = nullptr;
-  /// The merge kernel at <= 64 registers per thread (B12X_ATTN_MERGE_SLIM, probe).
+  /// The merge kernel at <= 64 registers per thread (PagedPlan::merge_slim).
   LaunchFn launch_merge_slim = nullptr;
   /// The lean instance (decode defaults compiled in; B12X_ATTN_LEAN) where one exists.
   const void* func_lean = nullptr;

@@ -1069,15 +1069,21 @@ TEST(AttentionGpuDecode, SpreadMerge) {
   }
 }
 
-// Probes B12X_ATTN_MERGE_SLIM=1 (the merge kernel at <= 64 registers, weights per warp from
-// LSEs loaded first) and B12X_ATTN_EPILOGUE_HALF=1 (the decode tiles' cross-warp merge moves
-// rows g only when rows g + 8 are padding): the default tiles of head dims 64-256 with GQA
-// groups of 5 / 8 (half) and 16 (not), forced (7, 64) and automatic splits, sinks, a window,
-// verify (q_len 2 x group 8: not half).
+// PagedPlan::merge_slim (the merge kernel at <= 64 registers, weights per warp from LSEs loaded
+// first; default at head dim 256, forced here at every head dim) and PagedPlan::epilogue_half
+// (default: the decode tiles' cross-warp merge moves rows g only when rows g + 8 are padding):
+// the default tiles of head dims 64-256 with GQA groups of 5 / 8 (half) and 16 (not), forced
+// (7, 64) and automatic splits, sinks, a window, verify (q_len 2 x group 8: not half).
 TEST(AttentionGpuDecode, MergeSlimEpilogueHalf) {
   B12X_REQUIRE_GPU();
+  for (const int d : {128, 256}) {
+    Spec s = gqa_decode_spec({4000}, 0, 0);
+    s.dqk = s.dv = d;
+    const att::PagedPlan plan = att::plan_paged(Problem(s, rng()).caps());
+    EXPECT_EQ(plan.merge_slim, d == 256) << d;
+    EXPECT_TRUE(plan.epilogue_half) << d;
+  }
   setenv("B12X_ATTN_MERGE_SLIM", "1", 1);
-  setenv("B12X_ATTN_EPILOGUE_HALF", "1", 1);
   int i = 0;
   for (const int d : {128, 256, 64, 192})
     for (const DType kv : {DType::kBF16, DType::kFP8E4M3}) {
@@ -1098,7 +1104,6 @@ TEST(AttentionGpuDecode, MergeSlimEpilogueHalf) {
     }
   run_case(verify_spec(8, 2), "merge slim + epilogue half, verify");
   unsetenv("B12X_ATTN_MERGE_SLIM");
-  unsetenv("B12X_ATTN_EPILOGUE_HALF");
 }
 
 // B12X_ATTN_SPLIT_INTERLEAVE=1: split s takes the KV tiles s, s + splits, ...; long ranges
@@ -1609,18 +1614,6 @@ TEST(AttentionGpuDecode, EarlyKv) {
     std::vector<int32_t> stale_lens = p.lens;
     for (int b = 0; b < p.B; ++b) stale_lens[b] = p.lens[b] > 40 ? p.lens[b] - 37 : p.lens[b] + 5;
     run_with_late_metadata(p, st, stale_lens, reversed_tables(p), fresh, what + " stale");
-    if (i > 0) {  // probe B12X_ATTN_EARLY_FULL=1 (not wide3): the full ring's last tile after
-                  // the wait, ahead of the check
-      setenv("B12X_ATTN_EARLY_FULL", "1", 1);
-      Problem f(s, rng());
-      PLAN_AND_BIND(f);
-      f.run(st);
-      B12X_TEST_CUDA(cudaStreamSynchronize(st));
-      f.check(what + " full ring fresh");
-      run_with_late_metadata(f, st, stale_lens, reversed_tables(f), fresh,
-                             what + " full ring stale");
-      unsetenv("B12X_ATTN_EARLY_FULL");
-    }
   }
   {
     Spec v = verify_spec(8, 2);

@@ -669,10 +669,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   constexpr int kIdRegs = kBN / 32;
   int pg0[kStages][kIdRegs];
   const int split = blockIdx.z;
-  // The early-K/V lean instances take the full ring too (probe B12X_ATTN_EARLY_FULL: the last
-  // stage's tile is issued right after the wait, speculatively, instead of by iteration 0 after
-  // the check), except wide3 (Q's fragments would be read from global memory before the wait).
-  const bool full_ring = Cfg::kDecode && (!kLean || (kEarly && !Cfg::kQInRegs)) && p.full_ring != 0;
+  const bool full_ring = Cfg::kDecode && !kLean && p.full_ring != 0;
   Work w{};
   KvRange range{};
   // Tile it of this split covers [kv_begin + it * kv_step, + kBN) within [.., kv_end); the
@@ -1201,7 +1198,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
         int n_early = 0;
 #pragma unroll
         for (int s = 0; s < kStages; ++s) {
-          if (s >= pro || s >= kStages - 1 || s != n_early || s >= n_tiles) break;
+          if (s >= pro || s != n_early || s >= n_tiles) break;
           if (kv_begin + s * kv_step + kBN > w.lk - w.qlen) break;
           load_tile(s, s, [&](int j) { return page_of(pg0[s], j); });
           cp_async_commit();
@@ -1225,27 +1222,21 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
         int n_early = 0;  // recount (CTA-uniform, the same test as above)
 #pragma unroll
         for (int s = 0; s < kStages; ++s)
-          if (s < pro && s < kStages - 1 && s == n_early && s < n_tiles &&
+          if (s < pro && s == n_early && s < n_tiles &&
               kv_begin + s * kv_step + kBN <= w.lk - w.qlen)
             ++n_early;
-        auto rest = [&]() {
 #pragma unroll
-          for (int s = 0; s < kStages; ++s) {
-            if (s >= pro) break;
-            if (s < n_early) continue;
-            if (s == 0 || s < n_tiles) load_tile(s, s, [&](int j) { return page_of(pg0[s], j); });
-            cp_async_commit();
-          }
-        };
-        // The full ring's remaining tiles go after Q and the ids, so that the loop need not
-        // wait for them (below).
-        if (!full_ring) rest();
+        for (int s = 0; s < kStages; ++s) {
+          if (s >= pro) break;
+          if (s < n_early) continue;
+          if (s == 0 || s < n_tiles) load_tile(s, s, [&](int j) { return page_of(pg0[s], j); });
+          cp_async_commit();
+        }
         stage_q_early();
 #pragma unroll
         for (int s = 0; s < kStages; ++s)
           if (s < pro) issue_ids(s + ahead);
         cp_async_commit();
-        if (full_ring) rest();
       } else {
         issue_prologue();
       }
@@ -1278,10 +1269,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     if constexpr (kLateQ) stage_q_f16();
   }
   // Early K/V: Q and the ring's first ids ride in the group after the prologue's tiles; the
-  // loop's waits count only the groups it commits, so wait for all of them here (the full ring:
-  // all but its last tile's group, issued after them, or after tile 0's group on a redo).
+  // loop's waits count only the groups it commits, so wait for all of them here.
   if (early) {
-    cp_async_wait_n(full_ring ? 1 : 0);
+    cp_async_wait<0>();
     __syncthreads();
   }
   stamp<kStamp>(p, 3);
@@ -1766,7 +1756,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     // Rows g + 8 of the MMA fragments (elements 2, 3) hold no query row when the CTA's packed
     // rows end within its first 8 (a decode step of a GQA group of <= 8 heads): the exchange
     // then moves elements 0, 1 only, half the shared-memory traffic of the CTA's tail
-    // (B12X_ATTN_EPILOGUE_HALF, probe).
+    // (PagedPlan::epilogue_half).
     const bool half_rows = p.epilogue_half != 0 && rows0 + 8 >= w.qlen * p.group;  // CTA-uniform
     // kE fragment elements per lane and n-block through shared memory: 4, or 2 (rows g only)
     auto exchange = [&]<int kE>() {
@@ -2016,7 +2006,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 /// partials are loaded while warp 0 turns the (at most 64) LSEs into weights, so the merge
 /// costs one L2 round trip after the main kernel, not three or four. Rows whose tile had a
 /// single split were written by the main kernel: skipped.
-/// kSlim (probe, B12X_ATTN_MERGE_SLIM): at most 64 registers per thread (8 CTAs' worth per SM)
+/// kSlim (PagedPlan::merge_slim, head dim 256): at most 64 registers per thread (8 CTAs' worth per SM)
 /// and kMergePre / kCols splits loaded ahead, so that a merge CTA (8192 registers) fits next to
 /// two main CTAs of up to 224 registers x 128 threads (FP8 hcvt / hcvt3 at head dim 256: 57344);
 /// with 96 registers (12288) it waits for a main CTA to exit and then keeps the next call's
