@@ -366,8 +366,8 @@ struct Plan {
   /// FP16 with a power-of-two scale per token row (lin::launch_ggml_act_f16) into scratch at
   /// off_f16x (M x K FP16, then M fp32 scales).
   bool tiled_wgmma_f16x = false;
-  /// That pre-pass with its PDL trigger at each CTA's start (B12X_GGML_ACT_F16_EARLY=1, probe;
-  /// signature " f16xe").
+  /// That pre-pass with its PDL trigger at each CTA's start (the default since session 16;
+  /// B12X_GGML_ACT_F16_EARLY=0|1 overrides; signature " f16xe").
   bool tiled_wgmma_f16x_early = false;
   int64_t off_f16x = 0;
   bool pdl = false;  ///< programmatic dependent launch (SM90+; B12X_GEMM_PDL=0 disables)

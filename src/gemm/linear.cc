@@ -279,6 +279,12 @@ constexpr int kWgmmaGroupVar256 = 13;
 constexpr int kWgmmaGroupVarQ8 = 16, kWgmmaGroupVarIq2Xxs = 17, kWgmmaGroupVarIq2Xs = 23,
               kWgmmaGroupVarIq2XxsF16 = 23;
 constexpr bool kWgmmaGroupF16x = true;
+/// The FP16 pre-pass (lin::launch_ggml_act_f16) triggers the group kernel at its CTAs' start, not
+/// their end: the group kernel launches once the pre-pass's last CTAs run, its prologue under
+/// their work (griddepcontrol.wait still waits for the whole pre-pass). Round 60 (H200, IQ2_XS
+/// 23 on BF16, M = 2048, us over 4096x4096 / 14336x4096 / 4096x14336 / 6144x4096 / 2048x7168):
+/// 159.52 / 525.39 / 587.01 / 232.44 / 142.63 -> 158.95 / 526.07 / 583.37 / 230.92 / 139.78.
+constexpr bool kGgmlActF16Early = true;
 
 /// Decode regime at capacity M = 1: warps per 16-row weight tile (lin::launch_linear_decode), the
 /// CTA's K range split among them. Round 16 (H200, M = 1, five
@@ -601,7 +607,9 @@ Plan plan(const Caps& caps) {
         p.tiled_wgmma_var = p.tiled_wgmma == 256 ? kWgmmaGroupVar256 : kWgmmaGroupVar128;
       if (gv != nullptr && group_ok(std::atoi(gv))) p.tiled_wgmma_var = std::atoi(gv);
       p.tiled_wgmma_f16x = !fp16 && lin::wgmma_group_fold_var(p.tiled_wgmma_var);
-      // Probe: the pre-pass's PDL trigger at its CTAs' start (B12X_GGML_ACT_F16_EARLY=1).
+      // The pre-pass's PDL trigger at its CTAs' start (kGgmlActF16Early;
+      // B12X_GGML_ACT_F16_EARLY=0|1 overrides).
+      p.tiled_wgmma_f16x_early = p.tiled_wgmma_f16x && kGgmlActF16Early;
       if (const char* r = std::getenv("B12X_GGML_ACT_F16_EARLY"); r != nullptr)
         p.tiled_wgmma_f16x_early = p.tiled_wgmma_f16x && std::atoi(r) == 1;
       lin::prepare_linear_wgmma_group(wf, fp16 || p.tiled_wgmma_f16x, p.tiled_wgmma,

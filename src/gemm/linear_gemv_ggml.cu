@@ -122,23 +122,7 @@ GemvFn pick_var(WFmt f, int nt, int occ, int warps) {
 }
 
 /// The kernel that launch_ggml_gemv runs (nullptr: none).
-/// Q8_0's one-tile kernels with the weights two batches ahead (var 32; their PDL trigger stays
-/// off, as the default's), 8 / 16 / 24 warps (uncapped: Q8_0 has no capped kernel, occ is moot).
-template <class T>
-GemvFn pick_q8_var(int nt, int warps) {
-  constexpr WFmt kQ = WFmt::kQ8_0;
-  if (nt != 1) return nullptr;
-  if (warps == 8) return &linear_gemv_ggml_kernel<kQ, T, 1, false, 0, 8, false, 32>;
-  if (warps == 16) return &linear_gemv_ggml_kernel<kQ, T, 1, false, 0, 16, false, 32>;
-  if (warps == 24) return &linear_gemv_ggml_kernel<kQ, T, 1, false, 0, 24, false, 32>;
-  return nullptr;
-}
-
 GemvFn kernel_of(WFmt f, bool fp16, int nt, int occ, int warps, int var) {
-  if (var != 0 && f == WFmt::kQ8_0) {
-    if (var != 32 || trigger_of(f, nt)) return nullptr;
-    return fp16 ? pick_q8_var<Fp16Tag>(nt, warps) : pick_q8_var<Bf16Tag>(nt, warps);
-  }
   if (var != 0) {
     if (!trigger_of(f, nt)) return nullptr;
     switch (var) {

@@ -19,8 +19,7 @@ bool ggml_gemv_available(WFmt f);
 /// variants exist where ggml_gemv_var_available says so.
 int prepare_ggml_gemv(int device, WFmt f, bool fp16, int64_t M, int occ, int warps, int var = 0);
 /// The variant var of the kernel for M tokens exists (IQ2 one-tile kernels at M <= 4 with the
-/// default PDL trigger; Q8_0's one-tile kernels at M <= 4 without it, var 32 only; the variants
-/// use the default kernels' shared memory).
+/// default PDL trigger; the variants use the default kernels' shared memory).
 bool ggml_gemv_var_available(WFmt f, bool fp16, int64_t M, int occ, int warps, int var);
 /// grid = (min(ctas, ceil(n16 / (warps / kw))), p.split, ceil(M / tokens)), tokens = 8 for M <= 8
 /// (4 for IQ2_XS at M <= 4), else 16; the CTAs walk the groups of warps / kw tiles grid-stride

@@ -45,6 +45,10 @@ GroupPick pick_cfg(int tok, int var) {
     if constexpr (T::kFp16) {
       if (tok == 256 && var == 23)
         return group_pick<F, T, 256, 1, true, 64, false, true, kWsChain | kGroupFold>();
+      // 46 (probe): 23 with unit 0 split around atom 1's decode (kGroupSplit).
+      if (tok == 256 && var == 46)
+        return group_pick<F, T, 256, 1, true, 64, false, true,
+                          kWsChain | kGroupFold | kGroupSplit>();
     }
   }
   // 128 tokens in two m64n64 units per group, warp-specialized with chained pairs (13's
@@ -205,7 +209,7 @@ __global__ void __launch_bounds__(256)
 }  // namespace
 
 bool wgmma_group_fold_var(int var) {
-  return var == 22 || var == 23;
+  return var == 22 || var == 23 || var == 46;
 }
 
 namespace {

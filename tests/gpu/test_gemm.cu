@@ -2789,8 +2789,9 @@ TEST(GemmGpu, TiledWgmmaGgmlFormats) {
 /// slots released one stage late; the Q8_0 default), 17 (IQ2: 16 with computed sign masks; the
 /// IQ2_XXS default), 23 (IQ2: 13 with the sub-scales folded into FP16 weights, promoted per 64 K,
 /// computed signs; BF16 activations through the FP16 pre-pass; the IQ2_XS default); 21 / 22:
-/// 128-token CTAs on 13's schedule, 22 folded (the IQ2_XS default there). A long K refilling
-/// every slot many times, token / row / K tails, FP16 outputs.
+/// 128-token CTAs on 13's schedule, 22 folded (the IQ2_XS default there); 46 (IQ2, session 16
+/// probe): 23 with unit 0 split around atom 1's decode. A long K refilling every slot many
+/// times, token / row / K tails, FP16 outputs.
 TEST(GemmGpu, TiledWgmmaGroupProbes) {
   B12X_REQUIRE_GPU();
   // The defaults at 256 tokens (M = 2048, N = 4096 on an H200): Q8_0 16, IQ2_XXS 17 (BF16) / 23
@@ -2814,10 +2815,10 @@ TEST(GemmGpu, TiledWgmmaGroupProbes) {
     EXPECT_TRUE(xs.tiled_wgmma_f16x);
   }
   ScopedEnv eg("B12X_GEMM_WGMMA_GROUP", "1"), et("B12X_GEMM_WGMMA_GROUP_TOK", "256");
-  for (const char* var : {"16", "17", "21", "22", "23"}) {
+  for (const char* var : {"16", "17", "21", "22", "23", "46"}) {
     ScopedEnv ev("B12X_GEMM_WGMMA_GROUP_VAR", var);
     const std::string v = var;
-    const bool fold = v == "22" || v == "23";
+    const bool fold = v == "22" || v == "23" || v == "46";
     for (LinearFormat f : {LinearFormat::kQ8_0, LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs}) {
       const bool q8 = f == LinearFormat::kQ8_0;
       if (q8 && v != "16" && v != "21") continue;
@@ -2835,13 +2836,24 @@ TEST(GemmGpu, TiledWgmmaGroupProbes) {
   ScopedEnv ev("B12X_GEMM_WGMMA_GROUP_VAR", "23");
   for (int64_t K : {7168, 14336, 16640})
     run_wgmma_group_case({LinearFormat::kIq2Xs, 130, 72, K, DType::kBF16, DType::kBF16, true});
-  // Its PDL trigger at the CTAs' start (B12X_GGML_ACT_F16_EARLY=1, session 16 probe): one-read
-  // and two-pass kernels, replayed in a graph.
-  ScopedEnv ee("B12X_GGML_ACT_F16_EARLY", "1");
-  for (int64_t K : {2048, 16640})
-    run_case({LinearFormat::kIq2Xs, 300, 136, K, DType::kBF16, DType::kBF16, true},
-             /*graph_replay=*/true);
-  run_wgmma_group_case({LinearFormat::kIq2Xxs, 300, 136, 2048, DType::kBF16, DType::kFP16, false});
+  // Its PDL trigger at the CTAs' start (the default since session 16) and at their end
+  // (B12X_GGML_ACT_F16_EARLY=0): one-read and two-pass kernels, replayed in a graph.
+  for (const char* early : {"0", "1"}) {
+    ScopedEnv ee("B12X_GGML_ACT_F16_EARLY", early);
+    for (int64_t K : {2048, 16640})
+      run_case({LinearFormat::kIq2Xs, 300, 136, K, DType::kBF16, DType::kBF16, true},
+               /*graph_replay=*/true);
+    run_wgmma_group_case(
+        {LinearFormat::kIq2Xxs, 300, 136, 2048, DType::kBF16, DType::kFP16, false});
+  }
+  if (d.cc_major == 9 && d.cc_minor == 0) {
+    gemm::Caps caps;
+    caps.format = LinearFormat::kIq2Xs;
+    caps.max_tokens = 2048;
+    caps.in_features = 4096;
+    caps.out_features = 4096;
+    EXPECT_TRUE(gemm::plan(caps).tiled_wgmma_f16x_early);  // the default (env unset here)
+  }
 }
 
 /// The FP16 pre-pass's per-token scale on extreme BF16 rows (IQ2_XS's default 23 behind it): a
@@ -3573,22 +3585,6 @@ TEST(GemmGpu, GgmlGemvVariants) {
       run_case({f, 3, 200, 4096, DType::kFP16, DType::kBF16, false}, /*graph_replay=*/true);
     }
   }
-  // Q8_0's one-tile kernels with 32 alone (session 16): 8 / 16 / 24 warps, a K tail (73 atoms:
-  // the last batch has one), K splits with empty ranges, tile walks, BF16 / FP16, graph replay.
-  ScopedEnv ev("B12X_GGML_GEMV_VAR", "32");
-  EXPECT_EQ(bf16_plan(LinearFormat::kQ8_0, 1, 4096, 4096).ggml_gemv_var, 32);
-  EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xxs, 1, 4096, 4096).ggml_gemv_var, 0);
-  for (const char* w : {"8", "16", "24"}) {
-    ScopedEnv ew("B12X_GGML_GEMV_WARPS", w);
-    run_case({LinearFormat::kQ8_0, 1, 200, 2336, DType::kBF16, DType::kBF16, true});
-    EXPECT_EQ(gemm::lin::last_ggml_gemv_launch().warps, std::atoi(w));
-    run_case({LinearFormat::kQ8_0, 3, 72, 2304, DType::kFP16, DType::kBF16, false});
-    ScopedEnv es("B12X_GGML_GEMV_SPLIT", "3"), ec("B12X_GGML_GEMV_CTAS", "2"),
-        ek("B12X_GGML_GEMV_KW", "2");
-    run_case({LinearFormat::kQ8_0, 1, 200, 2336, DType::kBF16, DType::kBF16, false});
-    run_case({LinearFormat::kQ8_0, 3, 40, 256, DType::kFP16, DType::kFP16, true},
-             /*graph_replay=*/true);
-  }
 }
 
 TEST(GemmGpuSanitize, GgmlGemvVariants) {
@@ -3603,8 +3599,6 @@ TEST(GemmGpuSanitize, GgmlGemvVariants) {
     for (LinearFormat f : {LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs})
       run_case({f, 1, 200, 2304, DType::kBF16, DType::kBF16, true});
   }
-  ScopedEnv ev("B12X_GGML_GEMV_VAR", "32");  // Q8_0's (session 16)
-  run_case({LinearFormat::kQ8_0, 1, 200, 2336, DType::kBF16, DType::kBF16, true});
 }
 
 TEST(GemmGpuSanitize, GgmlGemvWarps) {

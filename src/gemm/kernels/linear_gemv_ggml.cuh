@@ -335,8 +335,7 @@ __device__ __forceinline__ void load_acts(const uint16_t* xa, uint32_t x[4]) {
 /// group h (lanes g = 4h + m load token m with the other group's activations zeroed), so one
 /// chain and one sub-scale per lane; lanes t and t + 2 (columns 2t, 2t + 1 of groups 0 / 1) are
 /// added before the epilogue. kVar (the IQ2 one-tile kernels at M <= 4; plan: Plan::ggml_gemv_var,
-/// B12X_GGML_GEMV_VAR; Q8_0's one-tile kernels take 32 alone, session 16), flags: kDeep (32) the
-/// weight words loaded two batches ahead instead of one
+/// B12X_GGML_GEMV_VAR), flags: kDeep (32) the weight words loaded two batches ahead instead of one
 /// (one batch of 1 KB per warp, ~16 KB in flight per SM at two 8-warp CTAs, held round 51's
 /// loads-only probe near 2.2 TB/s), kNa (64) the weight words not allocated in L1, which keeps the
 /// activations (round 51's Nsight Compute: L1 hit rate 53 %, the first MMAs of a batch waiting on
@@ -349,8 +348,7 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
   constexpr bool kXs = F == WFmt::kIq2Xs;
   constexpr bool kDeep = (kVar & 32) != 0;
   constexpr bool kNa = (kVar & 64) != 0;
-  static_assert(kVar == 0 || NT == 1, "GEMV variants: the one-tile kernels");
-  static_assert(kIq2 || (kVar & ~32) == 0, "Q8_0 GEMV variants: 32 (its weights stream past L1)");
+  static_assert(kVar == 0 || (kIq2 && NT == 1), "GEMV variants: the IQ2 one-tile kernels");
   constexpr int kU = batch_atoms<F>();
   constexpr int kE = grid_entries<F>();
   constexpr int kGc = grid_copies<F, kO3>();

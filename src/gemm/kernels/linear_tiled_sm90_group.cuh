@@ -163,7 +163,11 @@ struct WgmmaGroupCfg {
 /// back edge, made ptxas serialize every wgmma: C7514.)
 /// kGroupFold: WgmmaGroupCfg::kFold with a promotion per 64 K (IQ2, FP16 wgmmas; per 32 K
 /// measured slower in round 48, IQ2_XS 184.2 against 179.7 us at 4096x4096, M = 2048).
-inline constexpr int kGroupPair = 1, kGroupQuad = 2, kGroupFold = 4, kGroupChain = 8, kGroupWs = 16;
+/// kGroupSplit (with kGroupFold, chained pairs; probe 46): unit 0 of a stage issued in two halves
+/// around atom 1's decode (see stage_body), for 23's register peak at the pair's stage boundary
+/// (56 B of spills, 13 STL + 13 LDL per two stages in its loop).
+inline constexpr int kGroupPair = 1, kGroupQuad = 2, kGroupFold = 4, kGroupChain = 8, kGroupWs = 16,
+                     kGroupSplit = 32;
 B12X_HD constexpr int wgmma_group_fold_k(int mode) {
   return (mode & kGroupFold) != 0 ? 64 : 0;
 }
@@ -445,8 +449,14 @@ __global__ void __launch_bounds__(wgmma_group_threads(kMode), 1)
     // up front there.)
     // (kFold: every unit reads both atoms.)
     constexpr bool kLateAtom1 = C::kRowSets == 1 && C::kTokUnits > 1 && C::kGroups > 1;
+    // kGroupSplit (kFold, one group per stage): unit 0 is issued in two halves, atom 0's k16
+    // steps, then (the previous stage's last unit retired) atom 1 decoded and its steps issued
+    // into the same partial, so the two stages' atom-1 fragments are never live together.
+    constexpr bool kSplitA1 = (kMode & kGroupSplit) != 0;
+    static_assert(!kSplitA1 || (C::kFold && C::kOverlap && C::kGroups == 1 && !kLateAtom1),
+                  "split unit 0: the folded one-group stages");
     decode_atom(0);
-    if constexpr (!kLateAtom1) decode_atom(1);
+    if constexpr (!kLateAtom1 && !kSplitA1) decode_atom(1);
     const uint64_t desc = wg::desc_sw128(act_addr(s));
     // Unit u = (group u / kUnitsPerGroup, row set, token half): its k16 wgmmas into partial set
     // u & 1 (kOverlap) or the one set, then acc += scale x partial. kOverlap: unit u's
@@ -460,13 +470,13 @@ __global__ void __launch_bounds__(wgmma_group_threads(kMode), 1)
       for (int rs = 0; rs < C::kRowSets; ++rs) group_scales(ssg, kb, j, rs, sc[hs][j][rs]);
     // Unit u's accumulators: acc[kPart v + i] for v = u % kUnitsPerGroup = (row set v /
     // kTokUnits, token block v % kTokUnits).
-    auto issue = [&](float(&pt)[C::kPart], int u) {
+    auto issue = [&](float(&pt)[C::kPart], int u, int q0 = 0, int q1 = C::kStepsPerGroup) {
       const int j = u / C::kUnitsPerGroup, v = u % C::kUnitsPerGroup;
       const int rs = v / C::kTokUnits, tq = v % C::kTokUnits;
       wg::fence_acc(pt);
       wg::fence();
 #pragma unroll
-      for (int q = 0; q < C::kStepsPerGroup; ++q) {
+      for (int q = q0; q < q1; ++q) {
         const int ks = j * C::kStepsPerGroup + q;
         // Token block tq starts kUnitN rows of 128 bytes further into the stage.
         const uint64_t d = desc + tq * (C::kUnitN * 128 >> 4) + 2 * ks;
@@ -490,7 +500,11 @@ __global__ void __launch_bounds__(wgmma_group_threads(kMode), 1)
 #pragma unroll
     for (int u = 0; u < kUnits; ++u) {
       if constexpr (C::kOverlap) {
-        issue((u & 1) ? part1 : part0, u);
+        if (kSplitA1 && u == 0) {
+          issue(part0, 0, 0, C::kStepsPerGroup / 2);
+        } else {
+          issue((u & 1) ? part1 : part0, u);
+        }
         if (kChain && hs >= 1 && u == 0) {
           // The previous stage's last unit (partial set (kUnits - 1) & 1 = 1, kUnits even): its
           // atom-1 fragments are rewritten by the decode below only after this retires it.
@@ -500,6 +514,10 @@ __global__ void __launch_bounds__(wgmma_group_threads(kMode), 1)
           retired();
         }
         if (kLateAtom1 && u == 0) decode_atom(1);
+        if (kSplitA1 && u == 0) {
+          decode_atom(1);
+          issue(part0, 0, C::kStepsPerGroup / 2, C::kStepsPerGroup);
+        }
         if (kLateCopy && u == 1 && hs == 0) refill();
         if (u > 0) {
           wg::wait<1>();
