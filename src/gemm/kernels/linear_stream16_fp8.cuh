@@ -22,9 +22,10 @@
 //
 // Scales (kGroup): 0 per-tensor (output_scale through p.alpha in the epilogue), 128 block FP8
 // (fp32 weight scale per 128 rows x 128 K, fp32 activation scale per token and 128 K: partial
-// sums per group folded in fp32), 32 MXFP8 (E8M0 per row / token and 32 K, folded per atom). The
-// chunk's activation scales and the weight scales (block FP8: the CTA's kTw row blocks x 2 groups;
-// MXFP8: 8 E8M0 bytes per row) are staged with the activations.
+// sums per group folded in fp32), 32 MXFP8 (E8M0 per row / token and 32 K, folded per atom, or on
+// f16 MMAs by default folded into the operands per chunk: kF8VarFold below). The chunk's
+// activation scales and the weight scales (block FP8: the CTA's kTw row blocks x 2 groups; MXFP8:
+// 8 E8M0 bytes per row) are staged with the activations.
 #pragma once
 
 #include "gemm/kernels/linear_stream.cuh"
@@ -68,14 +69,14 @@ inline constexpr int kF8RawSlotBytes = (kQ && kMma == 1) ? 0 : kF8RawBytes;
 /// block per 4 lanes) instead of warps 0-3 (4 lanes per 128 K, four pieces each), which the other
 /// warps waited for at the next chunk's barrier. The same codes and scales.
 template <int kTw, int kGroup, int kVar>
-inline constexpr int kF8SfBytes = kGroup == 32 && (kVar & kF8VarFold)
-                                      ? kStreamWarps* kTw*(512 + 64) + 16 * 4
-                                      : 0;
+inline constexpr int kF8FoldBytes = kGroup == 32 && (kVar & kF8VarFold)
+                                        ? kStreamWarps* kTw*(512 + 64) + 16 * 4
+                                        : 0;
 template <int kTw, int kGroup, int kMma, bool kQ = false, int kVar = 0>
 inline constexpr int kF8SlotBytes = kF8RawSlotBytes<kMma, kQ> + kF8ScaleBytes +
                                     (kGroup == 32 ? kStreamWarps * kTw * 16 * 8 : 0) +
                                     (kMma == 1 ? kF8HalfBytes : 0) +
-                                    (kQ ? kF8BfBytes : 0) + kF8SfBytes<kTw, kGroup, kVar>;
+                                    (kQ ? kF8BfBytes : 0) + kF8FoldBytes<kTw, kGroup, kVar>;
 template <int kTw, int kGroup, int kMma, bool kQ = false, int kVar = 0>
 inline constexpr int kF8SmemBytes = kF8Slots* kF8SlotBytes<kTw, kGroup, kMma, kQ, kVar>;
 
@@ -85,6 +86,17 @@ __device__ __forceinline__ uint32_t pow2_h2(int k) {
                      : k >= -24 ? 1u << (k + 24)
                                 : 0u;
   return h | (h << 16);
+}
+/// E8M0 code a of a chunk's 8 (a row's or a token's 8 bytes), 0 for atoms past K (ain inside),
+/// and the largest of them.
+__device__ __forceinline__ int e8m0_in(uint2 eb, int a, int ain) {
+  return a < ain ? ((a < 4 ? eb.x : eb.y) >> (8 * (a & 3))) & 0xFF : 0;
+}
+__device__ __forceinline__ int e8m0_chunk_max(uint2 eb, int ain) {
+  int m = 0;
+#pragma unroll
+  for (int a = 0; a < kF8ChunkV; ++a) m = max(m, e8m0_in(eb, a, ain));
+  return m;
 }
 /// kF8VarFold's chunk factor 2^(emax - 127 - 7) (fp32 subnormals included; E8M0 255 is NaN).
 __device__ __forceinline__ float chunk_factor(int emax) {
@@ -138,8 +150,8 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   constexpr int kWmxOff = kScaleOff + kF8ScaleBytes;
   constexpr int kHalfOff = kWmxOff + (kGroup == 32 ? kStreamWarps * kTw * 16 * 8 : 0);
   constexpr int kBfOff = kHalfOff + (kMma == 1 ? kF8HalfBytes : 0);
-  constexpr int kWsfOff = kBfOff + (kQ ? kF8BfBytes : 0);       // kFold2: weight splats
-  constexpr int kWfacOff = kWsfOff + kStreamWarps * kTw * 512;  // kFold2 (splats at kWsfOff)
+  constexpr int kSplatOff = kBfOff + (kQ ? kF8BfBytes : 0);       // kFold2: weight splats
+  constexpr int kWfacOff = kSplatOff + kStreamWarps * kTw * 512;  // kFold2: row factors
   constexpr int kXfacOff = kWfacOff + kStreamWarps * kTw * 64;
   // Atoms per fp32 fold: the scale group, or per 128 K for e4m3 MMAs without scales (Hopper's
   // FP8 tensor cores may accumulate with reduced precision), none for f16 MMAs without scales.
@@ -291,7 +303,8 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
       const int j = (i >> 2) & 1, part = i & 3;
       const bool valid = tok < p.M;
       const int64_t kc = (vbase + static_cast<int64_t>(c) * kF8ChunkV) * 32;
-      // K values of the chunk inside K (0..256): 32-bit compares in the per-piece masks.
+      // K values of the chunk inside K (0..256): 32-bit compares in the per-piece masks (MXFP8's
+      // K % 32 == 0: an 8-value piece, as its 32-value block, lies wholly inside or past K).
       const int64_t krem = p.K - kc;
       [[maybe_unused]] const int kin = krem <= 0               ? 0
                                        : krem < kF8ChunkV * 32 ? static_cast<int>(krem)
@@ -378,17 +391,12 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
         const int r = r0 + threadIdx.x;
         if (kStreamWarps * kTw * 16 < kStreamWarps * 32 && r >= kStreamWarps * kTw * 16) break;
         const uint2 eb = *reinterpret_cast<const uint2*>(slot + kWmxOff + r * 8);
-        int e[kF8ChunkV], emax = 0;
-#pragma unroll
-        for (int a = 0; a < kF8ChunkV; ++a) {
-          e[a] = a < ain ? ((a < 4 ? eb.x : eb.y) >> (8 * (a & 3))) & 0xFF : 0;
-          emax = max(emax, e[a]);
-        }
+        const int emax = e8m0_chunk_max(eb, ain);
         const int wt = r >> 4, gg = r & 7, hi = (r >> 3) & 1;
-        uint32_t* const sp = reinterpret_cast<uint32_t*>(slot + kWsfOff);
+        uint32_t* const sp = reinterpret_cast<uint32_t*>(slot + kSplatOff);
 #pragma unroll
         for (int a = 0; a < kF8ChunkV; ++a)
-          sp[((wt * kF8ChunkV + a) * 8 + gg) * 2 + hi] = pow2_h2(e[a] - emax + 7);
+          sp[((wt * kF8ChunkV + a) * 8 + gg) * 2 + hi] = pow2_h2(e8m0_in(eb, a, ain) - emax + 7);
         reinterpret_cast<float*>(slot + kWfacOff)[(wt * 8 + gg) * 2 + hi] = chunk_factor(emax);
       }
     }
@@ -408,17 +416,11 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
         // The token's largest E8M0 over the chunk's atoms inside K (each of its 16 threads
         // computes it), this piece's atom pc / 2 scaled by 2^(e - emax + 7).
         const uint2 eb = *reinterpret_cast<const uint2*>(slot + kScaleOff + tok * 8);
-        int emax = 0, ea = 0;
-#pragma unroll
-        for (int a = 0; a < kF8ChunkV; ++a) {
-          const int e = a < ain ? ((a < 4 ? eb.x : eb.y) >> (8 * (a & 3))) & 0xFF : 0;
-          emax = max(emax, e);
-          if (a == (pc >> 1)) ea = e;
-        }
-        const uint32_t sp = pow2_h2(ea - emax + 7);
+        const uint32_t sp = pow2_h2(e8m0_in(eb, pc >> 1, ain) - e8m0_chunk_max(eb, ain) + 7);
 #pragma unroll
         for (int e = 0; e < 4; ++e) lo[e] = hmul2_bits(lo[e], sp), hi[e] = hmul2_bits(hi[e], sp);
-        if (pc == 0) reinterpret_cast<float*>(slot + kXfacOff)[tok] = chunk_factor(emax);
+        if (pc == 0)
+          reinterpret_cast<float*>(slot + kXfacOff)[tok] = chunk_factor(e8m0_chunk_max(eb, ain));
       }
       uint8_t* const d = slot + kHalfOff + tok * kF8HalfPitch + (pc >> 1) * 64 + (pc & 1) * 16;
       *reinterpret_cast<uint4*>(d) = make_uint4(lo[0], lo[1], lo[2], lo[3]);
@@ -541,7 +543,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
           if constexpr (kFold2) {
             // A registers i = 0, 2 hold row g, 1, 3 row g + 8.
             const uint2 sp = reinterpret_cast<const uint2*>(
-                slot + kWsfOff)[((warp * kTw + j) * kF8ChunkV + a) * 8 + g];
+                slot + kSplatOff)[((warp * kTw + j) * kF8ChunkV + a) * 8 + g];
 #pragma unroll
             for (int h = 0; h < 2; ++h)
 #pragma unroll
