@@ -235,10 +235,9 @@ struct Plan {
   /// M = 1 stream kernel also takes MXFP4 weights with it: default for MXFP4 W4A4 (round 53),
   /// B12X_GEMM_STREAM_MX=0|1 turns it off / on for every MXFP4 format.
   bool decode_stream_shfl = false;
-  /// Session 16 probe of the M = 1 stream kernel (NVFP4, shuffled splats): 4 the weight ring two
-  /// blocks deep (8 vectors ahead), 2 the FP4 decode's right shift on the FMA pipe, 6 both; 0 the
-  /// default kernel. B12X_GEMM_STREAM_VAR=<n>. Bit 8: W4A4's NVFP4 activations converted in the
-  /// kernel's staging instead of the pre-pass launch (B12X_GEMM_STREAM_QX=1).
+  /// The M = 1 stream kernel's variant (session 16): 8 = W4A4's NVFP4 activations converted in
+  /// the kernel's staging instead of the pre-pass launch (default where K <= 8192;
+  /// B12X_GEMM_STREAM_QX=0|1 overrides), 0 the BF16 staging.
   int decode_stream_var = 0;
   /// MXFP4 weights on the M = 1 stream kernel and the M <= 16 block kernel: the fold-free splat
   /// instances (session 15: 2^(e-8) straight onto the decoded FP4 bits, one HMUL2 per register
@@ -298,9 +297,6 @@ struct Plan {
   bool stream16_qx = false;
   /// Its 16-row tiles per CTA (8 x stream16_tw).
   int stream16_tiles = 0;
-  /// Session 16 probe of the NVFP4 block kernel: 4 the ring two sets deep (decode_stream_var's
-  /// bit), 0 the default. B12X_GEMM_STREAM16_FP4_VAR=1.
-  int stream16_fp4_var = 0;
   /// FP8 weights (per-tensor, block FP8, MXFP8) on the block kernel (session 14,
   /// lin::launch_linear_stream16_f8; the stream16_* fields above describe its grid): its
   /// weight ring depth per warp (0: not the FP8 kernel). Its MMA kind is decode_fp8_mma.

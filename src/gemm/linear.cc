@@ -93,6 +93,10 @@ constexpr int64_t kStreamRowsMinTiles = 2;
 /// B12X_GEMM_STREAM_MX_FREE=0 / B12X_GEMM_STREAM_MX=0|1 turn them off / pick the kernel.
 constexpr bool kStreamMxFree = true;
 constexpr bool kStreamMxW4a16Free = true;
+/// W4A4 at M = 1: the stream kernel converts the NVFP4 activations itself (no pre-pass) up to
+/// this K (Plan::decode_stream_var bit 8; round 60: 4096x14336 6.3 % slower, every K <= 7168
+/// 3-16 % faster).
+constexpr int64_t kStreamQxMaxK = 8192;
 /// Plan::stream_trig's default mask: the 4-row kernel (M = 2..4), round 57 NVFP4 W4A16 M = 4
 /// off -> on 8.72 / 14.83 / 18.14 / 10.67 us -> 6.95 / 14.25 / 18.13 / 10.21 (2048x7168 runs the
 /// decode kernel; round 56 alike). The M = 1 kernel's (mask 1) where its grid fills >= 80 % of
@@ -440,9 +444,7 @@ std::string stream16_describe(const Plan& p) {
          "/" + std::to_string(p.stream16_vp) + (p.stream16_qx ? " qx" : "") +
          (p.stream16_depth > 0 ? " f8d" + std::to_string(p.stream16_depth) : "") +
          (p.stream16_depth > 0 && p.stream16_occ == 3 ? " o3" : "") +
-         (p.stream16_depth > 0 && p.stream16_var != 0 ? " v" + std::to_string(p.stream16_var)
-                                                      : "") +
-         (p.stream16_fp4_var != 0 ? " fv" + std::to_string(p.stream16_fp4_var) : "");
+         (p.stream16_depth > 0 && p.stream16_var != 0 ? " v" + std::to_string(p.stream16_var) : "");
 }
 
 }  // namespace
@@ -1174,14 +1176,15 @@ Plan plan(const Caps& caps) {
         p.decode_stream_vp = lin::stream_vectors_per_part(geo.kvec, c.parts);
         p.decode_stream_smem = lin::stream_smem_bytes(geo.kvec, c.parts);
         p.decode_stream_free_only = mx_w4a16_free;
-        if (const char* e = std::getenv("B12X_GEMM_STREAM_VAR");
-            e != nullptr && wf == lin::WFmt::kNvfp4 && shfl)
-          p.decode_stream_var = std::atoi(e) & 6;
-        // NVFP4 activations converted in the kernel's staging (W4A4: no pre-pass at M = 1;
-        // session 16 probe B12X_GEMM_STREAM_QX=1).
-        if (const char* e = std::getenv("B12X_GEMM_STREAM_QX");
-            e != nullptr && e[0] == '1' && f == LinearFormat::kNvfp4 && shfl)
-          p.decode_stream_var |= 8;
+        // W4A4 (session 16): the NVFP4 activations converted in the kernel's staging instead of
+        // the pre-pass launch before it, where K <= 8192 (each CTA converts the whole K). Round
+        // 60, M = 1 us over 4096x4096 / 14336x4096 / 4096x14336 / 6144x4096 / 2048x7168, pre-pass
+        // -> in-kernel: 6.33 / 12.51 / 12.39 / 8.24 / 6.30 (8.24 / 6.30 from round 59) -> 5.32 /
+        // 11.48 / 12.97 / 7.80 / 6.10. B12X_GEMM_STREAM_QX=0|1 overrides.
+        const char* eqx = std::getenv("B12X_GEMM_STREAM_QX");
+        if (f == LinearFormat::kNvfp4 && shfl &&
+            (eqx != nullptr ? eqx[0] == '1' : geo.KP <= kStreamQxMaxK))
+          p.decode_stream_var = 8;
         stream_trig_m1 = c.ctas * 10 >= c.slots * 8;
       }
     }
@@ -1353,9 +1356,6 @@ Plan plan(const Caps& caps) {
           p.stream16_qx = qx;
           p.stream16_smem = lin::stream16_smem_bytes(tw, qx);
           p.stream16_tiles = 8 * tw;
-          if (const char* e = std::getenv("B12X_GEMM_STREAM16_FP4_VAR");
-              e != nullptr && e[0] != '0' && wf == lin::WFmt::kNvfp4)
-            p.stream16_fp4_var = 4;
         }
       }
     }
@@ -1635,8 +1635,7 @@ Plan plan(const Caps& caps) {
           << (p.stream16_depth > 0 ? " f8d" + std::to_string(p.stream16_depth) : std::string())
           << (p.stream16_depth > 0 && p.stream16_occ == 3 ? " o3" : "")
           << (p.stream16_depth > 0 && p.stream16_var != 0 ? " v" + std::to_string(p.stream16_var)
-                                                          : std::string())
-          << (p.stream16_fp4_var != 0 ? " fv" + std::to_string(p.stream16_fp4_var) : std::string());
+                                                          : std::string());
     // The pre-pass: every run of a quantized-activation format but the block kernel's with qx
     // (M = 5..16), which converts them itself.
     if (p.act_prepass) sig << " act_prepass";
@@ -2085,7 +2084,6 @@ void run(const Binding& b, Stream stream) {
     p.stream_vp = plan.stream16_vp;
     p.stream_tiles = plan.stream16_tiles;
     p.stream_trig = (plan.stream_trig & 4) ? 1 : 0;
-    p.stream_var = plan.stream16_fp4_var;
     lin::launch_linear_stream16(im.wfmt, plan.stream16_tw, plan.stream16_smem, p, stream);
     if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);
     return;

@@ -61,8 +61,8 @@ struct LinearParams {
   // Stream / block kernels: trigger the dependent launch (PDL) once a warp has issued its last
   // weight loads (session 15 probe, Plan::stream_trig), not only at the kernel's end.
   int stream_trig;
-  // M = 1 stream kernel: probe variant (session 16, Plan::decode_stream_var; kVar of
-  // linear_stream_kernel: 4 the ring two blocks deep, 2 the FMA-pipe shift in the FP4 decode).
+  // M = 1 stream kernel: variant (session 16, Plan::decode_stream_var; kVar of
+  // linear_stream_kernel: 8 the NVFP4 activations converted while staging).
   int stream_var;
   // 8 warps per tile: the device's ring + staging budget (lin::decode_ws8_budget of the opt-in
   // shared memory, Plan::decode_ws8_budget; run reads no device info).

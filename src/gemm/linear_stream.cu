@@ -41,23 +41,11 @@ StreamFn stream_fn(int parts) {
 
 // 4 token rows (M = 2..4) with the 2-CTA register cap only (their accumulators and activation
 // fragments do not fit 85 registers).
-/// The NVFP4 M = 1 shuffled-splat instances of probe variant var (LinearParams::stream_var).
+/// The NVFP4 M = 1 shuffled-splat instances with the in-kernel activation conversion (var 8,
+/// LinearParams::stream_var).
 template <int kOcc>
 StreamFn stream_var_fn(int parts, int var) {
-  switch (var) {
-    case 2:
-      return stream_fn<kOcc, 1, true, false, false, 2>(parts);
-    case 4:
-      return stream_fn<kOcc, 1, true, false, false, 4>(parts);
-    case 6:
-      return stream_fn<kOcc, 1, true, false, false, 6>(parts);
-    case 8:
-      return stream_fn<kOcc, 1, true, false, false, 8>(parts);
-    case 12:
-      return stream_fn<kOcc, 1, true, false, false, 12>(parts);
-    default:
-      return nullptr;
-  }
+  return var == 8 ? stream_fn<kOcc, 1, true, false, false, 8>(parts) : nullptr;
 }
 
 StreamFn pick_stream(WFmt f, bool fp16, int parts, int occ, int rows, bool shfl = false,
@@ -94,28 +82,23 @@ using S16Fn = void (*)(const LinearParams);
 
 // tw 1 / 2 tiles per warp, nt token tiles; MXFP4 weights (mx) or NVFP4 activations (qx, NVFP4
 // weights).
-template <bool kMx, bool kQx, bool kMxFree = false, int kVar = 0>
+template <bool kMx, bool kQx, bool kMxFree = false>
 S16Fn pick_stream16_fmt(int tw, int nt) {
   switch (tw * 4 + nt) {
     case 1 * 4 + 1:
-      return &linear_stream16_kernel<1, 1, kMx, kQx, kMxFree, kVar>;
+      return &linear_stream16_kernel<1, 1, kMx, kQx, kMxFree>;
     case 1 * 4 + 2:
-      return &linear_stream16_kernel<1, 2, kMx, kQx, kMxFree, kVar>;
+      return &linear_stream16_kernel<1, 2, kMx, kQx, kMxFree>;
     case 2 * 4 + 1:
-      return &linear_stream16_kernel<2, 1, kMx, kQx, kMxFree, kVar>;
+      return &linear_stream16_kernel<2, 1, kMx, kQx, kMxFree>;
     case 2 * 4 + 2:
-      return &linear_stream16_kernel<2, 2, kMx, kQx, kMxFree, kVar>;
+      return &linear_stream16_kernel<2, 2, kMx, kQx, kMxFree>;
     default:
       return nullptr;
   }
 }
 
-/// var (LinearParams::stream_var, session 16 probe): NVFP4 instances with kVar = 4 only.
-S16Fn pick_stream16(int tw, int nt, bool mx, bool qx, bool mx_free = false, int var = 0) {
-  if (var != 0)
-    return mx   ? nullptr
-           : qx ? pick_stream16_fmt<false, true, false, 4>(tw, nt)
-                : pick_stream16_fmt<false, false, false, 4>(tw, nt);
+S16Fn pick_stream16(int tw, int nt, bool mx, bool qx, bool mx_free = false) {
   if (qx) return mx ? nullptr : pick_stream16_fmt<false, true>(tw, nt);
   if (mx && mx_free) return pick_stream16_fmt<true, false, true>(tw, nt);
   return mx ? pick_stream16_fmt<true, false>(tw, nt) : pick_stream16_fmt<false, false>(tw, nt);
@@ -157,7 +140,7 @@ int prepare_linear_stream16(int device, WFmt f, int tw, bool qx) {
 void launch_linear_stream16(WFmt f, int tw, int64_t smem, const LinearParams& p, Stream stream) {
   const int nt = p.M <= 8 ? 1 : 2;
   const bool qx = p.act_kind == kActNvfp4;
-  const S16Fn k = pick_stream16(tw, nt, f == WFmt::kMxfp4, qx, p.mx_free != 0, p.stream_var);
+  const S16Fn k = pick_stream16(tw, nt, f == WFmt::kMxfp4, qx, p.mx_free != 0);
   const int split = std::max(p.split, 1);
   B12X_ASSERT(k != nullptr && (f == WFmt::kNvfp4 || f == WFmt::kMxfp4) &&
                   smem == stream16_smem_bytes(tw, qx),

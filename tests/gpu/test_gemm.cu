@@ -1408,79 +1408,45 @@ TEST(GemmGpu, DecodeStreamTrig) {
   run_case({LinearFormat::kMxfp4W4A16, 9, 200, 1312, DType::kBF16, DType::kBF16, true}, true);
 }
 
-TEST(GemmGpu, DecodeStreamVar) {
+TEST(GemmGpu, DecodeStreamQx) {
   B12X_REQUIRE_GPU();
-  // Session 16 probe B12X_GEMM_STREAM_VAR (NVFP4 M = 1 stream kernel): 4 the ring two blocks deep,
-  // 2 the FP4 decode's right shift on the FMA pipe, 6 both; every K-part count at both register
-  // caps, K tails (1280: 5 ring blocks per part at parts 1, an odd count), W4A16 and W4A4, and a
-  // persistent grid over many groups (the ring's register set alternates across groups) replayed
-  // in a graph; the block kernel's variant (below).
-  ScopedEnv es("B12X_GEMM_DECODE_STREAM", "1");
-  int i = 0;
-  for (const char* var : {"2", "4", "6"}) {
-    ScopedEnv ev("B12X_GEMM_STREAM_VAR", var);
-    for (const char* occ : {"2", "3"})
-      for (const char* parts : {"1", "2", "4", "8"}) {
-        ScopedEnv eo("B12X_GEMM_STREAM_OCC", occ), ep("B12X_GEMM_STREAM_PARTS", parts);
-        const LinearFormat f = (i % 2) ? LinearFormat::kNvfp4 : LinearFormat::kNvfp4W4A16;
-        const int64_t K = (i % 3) == 0 ? 4864 : 1280;
-        const int64_t before = gemm::lin::last_stream_launch().serial;
-        run_case({f, 1, 72, K, DType::kBF16, DType::kBF16, (i % 2) == 0});
-        ++i;
-        EXPECT_EQ(gemm::lin::last_stream_launch().serial, before + 1)
-            << "var " << var << " parts " << parts << " occ " << occ;
-      }
-    ScopedEnv ec("B12X_GEMM_STREAM_CTAS", "1");
-    const int64_t before = gemm::lin::last_stream_launch().serial;
-    run_case({LinearFormat::kNvfp4W4A16, 1, 4096, 1280, DType::kBF16, DType::kBF16, true},
-             /*graph_replay=*/true);
-    EXPECT_GT(gemm::lin::last_stream_launch().serial, before);
-  }
-  // W4A4 with its NVFP4 activations converted in the M = 1 kernel's staging
-  // (B12X_GEMM_STREAM_QX=1), with and without the deep ring, both caps, K tails, a graph.
+  // Session 16: W4A4's NVFP4 activations converted in the M = 1 stream kernel's staging (no
+  // pre-pass; default where K <= 8192, B12X_GEMM_STREAM_QX=0|1): both register caps, K parts 1 /
+  // 8, K tails (1280: the staging past K zero), N = 72 / 200, bias, a replayed graph; the plan's
+  // choice by K and the override.
+  auto plan1 = [](int64_t K) {
+    gemm::Caps caps;
+    caps.format = LinearFormat::kNvfp4;
+    caps.max_tokens = 1;
+    caps.in_features = K;
+    caps.out_features = 4096;
+    caps.act_dtype = DType::kFP4E2M1;
+    caps.out_dtype = DType::kBF16;
+    return gemm::plan(caps);
+  };
+  EXPECT_EQ(plan1(4096).decode_stream_var, 8);
+  EXPECT_EQ(plan1(14336).decode_stream_var, 0);
   {
-    ScopedEnv eq("B12X_GEMM_STREAM_QX", "1");
-    int n = 0;
-    for (const char* var : {"0", "4"})
-      for (const char* occ : {"2", "3"})
-        for (const char* parts : {"1", "8"}) {
-          ScopedEnv ev("B12X_GEMM_STREAM_VAR", var), eo("B12X_GEMM_STREAM_OCC", occ),
-              ep("B12X_GEMM_STREAM_PARTS", parts);
-          const int64_t K = (n % 2) ? 4864 : 1280;
-          const int64_t before = gemm::lin::last_stream_launch().serial;
-          run_case({LinearFormat::kNvfp4, 1, (n % 3) ? 72 : 200, K, DType::kBF16, DType::kBF16,
-                    (n % 2) == 0},
-                   /*graph_replay=*/n == 5);
-          ++n;
-          EXPECT_EQ(gemm::lin::last_stream_launch().serial, before + 1)
-              << "qx var " << var << " parts " << parts << " occ " << occ;
-        }
+    ScopedEnv e0("B12X_GEMM_STREAM_QX", "0");
+    EXPECT_EQ(plan1(4096).decode_stream_var, 0);
   }
-  // The NVFP4 block kernel's variant (B12X_GEMM_STREAM16_FP4_VAR=1: the ring two sets deep): 1 / 2
-  // tiles per warp (odd and even chunk counts: K = 4832 is 19 chunks), K splits,
-  // M = 9 / 16, W4A16 and W4A4 with the in-kernel NVFP4 conversion or the pre-pass, a graph.
-  ScopedEnv e16("B12X_GEMM_STREAM16", "1"), e16v("B12X_GEMM_STREAM16_FP4_VAR", "1");
-  int k = 0;
-  for (const char* tw : {"1", "2"})
-    for (const char* sp : {"1", "3"})
-      for (int64_t M : {9, 16}) {
-        ScopedEnv et("B12X_GEMM_STREAM16_TW", tw), es("B12X_GEMM_STREAM16_SPLIT", sp),
-            eq("B12X_GEMM_STREAM16_QX", (k % 4) == 1 ? "0" : "1");
-        const LinearFormat f = (k % 2) ? LinearFormat::kNvfp4 : LinearFormat::kNvfp4W4A16;
-        Case c{f,
-               M,
-               (k % 3) ? 72 : 200,
-               (k % 3) == 1 ? 1312 : 4832,
-               DType::kBF16,
-               DType::kBF16,
-               (k % 2) == 0};
-        ++k;
+  ScopedEnv es("B12X_GEMM_DECODE_STREAM", "1"), eq("B12X_GEMM_STREAM_QX", "1");
+  int n = 0;
+  for (const char* occ : {"2", "3"})
+    for (const char* parts : {"1", "8"})
+      for (int64_t K : {1280, 4864}) {
+        ScopedEnv eo("B12X_GEMM_STREAM_OCC", occ), ep("B12X_GEMM_STREAM_PARTS", parts);
+        const bool graph = n == 5;
         const int64_t before = gemm::lin::last_stream_launch().serial;
-        run_case(c, /*graph_replay=*/(k % 5) == 0);
-        const gemm::lin::StreamLaunch l = gemm::lin::last_stream_launch();
-        EXPECT_GT(l.serial, before) << "block tw " << tw << " split " << sp << " M " << M;
-        EXPECT_EQ(l.rows, 16 * std::atoi(tw));
-        EXPECT_EQ(l.split, std::atoi(sp));
+        run_case({LinearFormat::kNvfp4, 1, (n % 3) ? 72 : 200, K, DType::kBF16, DType::kBF16,
+                  (n % 2) == 0},
+                 graph);
+        ++n;
+        const int64_t runs = gemm::lin::last_stream_launch().serial - before;
+        if (graph)
+          EXPECT_GT(runs, 1) << "parts " << parts << " occ " << occ << " K " << K;
+        else
+          EXPECT_EQ(runs, 1) << "parts " << parts << " occ " << occ << " K " << K;
       }
 }
 

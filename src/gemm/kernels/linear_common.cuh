@@ -214,18 +214,6 @@ __device__ __forceinline__ void fp4_word_pairs(uint32_t w, uint32_t bits[4]) {
   bits[3] = fp4_pair_bits<T, 3>(w);
 }
 
-/// fp4_word_pairs (BF16) with the right shift of pair 3 on the FMA pipe (session 16 probe,
-/// linear_stream_kernel's kVar bit 2): w >> 6 is the high word of w * 2^26 (IMAD.HI.U32) instead
-/// of a SHF on the half-rate ALU pipe that the decode's LOP3s fill. (The funnel shift of pair 2 as
-/// the two words of w * 2^12 is folded back into SHF.L.W by ptxas.) The bits of fp4_lin_bits.
-__device__ __forceinline__ void fp4_word_pairs_fma(uint32_t w, uint32_t bits[4]) {
-  constexpr uint32_t kT = 0x81C081C0u;
-  bits[0] = w & kT;
-  bits[1] = (w << 6) & kT;
-  bits[2] = __funnelshift_l(w, w, 12) & kT;
-  bits[3] = ((w << 2) & 0x80C080C0u) | (__umulhi(w, 1u << 26) & 0x01000100u);
-}
-
 /// BF16 splat of the E8M0 scale 2^(e-127) (e = 0: the subnormal 2^-127; 255: NaN), multiplied
 /// onto FP4 values already decoded to v * 2^-7: exact whenever the product is a BF16 number.
 __device__ __forceinline__ uint32_t e8m0_bf16_splat(uint32_t e) {

@@ -37,8 +37,6 @@
 
 #include <cuda_bf16.h>
 
-#include <type_traits>
-
 #include "formats/swizzle.h"
 #include "gemm/kernels/linear_common.cuh"
 
@@ -106,17 +104,9 @@ __device__ __forceinline__ void stream_store_tile(const LinearParams& p, const f
 /// t / 2, applied after the 2^119 that brings the FP4 bits to v * 2^-7 (the block kernel's fold).
 /// kMxFree (session 15): the splat is 2^(e-8) and multiplies the decoded bits directly, without
 /// the fold's HFMA2 per register (weights whose E8M0 codes are all <= 135, e8m0_bf16_splat_free).
-/// kVar (session 16 probes, LinearParams::stream_var; NVFP4 M = 1 with kShfl): bit 4 a ring two
-/// blocks deep (kDeep): two register sets of kDepth vectors and their scale words, block b
-/// computed from set b % 2, each vector's register reloaded with block b + 2's vector right after
-/// its decode read it (no register copies, 8 vectors ahead instead of 4; the scale words of block
-/// b + 2 after block b's last use). Round 59: the stream kernel at the 2-CTA cap streams 68 % of
-/// the read bandwidth where a read-only kernel with the same 32 KB per SM in flight streams 81 %
-/// (bench_gemm B12X_BENCH_FLOOR), and 13 % fewer instructions per block (a ping-pong ring without
-/// the copies, the FMA-pipe shifts: 374 -> 325) changed nothing: the ring's lead, not the issue
-/// rate, bounds it. Bit 2: the FP4 decode's right shift on the FMA pipe (fp4_word_pairs_fma).
-/// Bit 8 (kQx, W4A4): NVFP4 activations (p.act_kind kActNvfp4) converted to BF16 while staging
-/// (nvfp4x8_bf16, the pre-pass's exact values), so no pre-pass launch precedes the kernel.
+/// kVar (session 16, LinearParams::stream_var; NVFP4 M = 1 with kShfl): bit 8 (kQx, W4A4) the
+/// NVFP4 activations (p.act_kind kActNvfp4) converted to BF16 while staging (nvfp4x8_bf16, the
+/// pre-pass's exact values), so no pre-pass launch precedes the kernel.
 template <int kParts, int kOcc, int kRows = 1, bool kShfl = false, bool kMx = false,
           bool kMxFree = false, int kVar = 0>
 __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
@@ -124,8 +114,6 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   static_assert(!kMx || (kShfl && kRows == 1), "MXFP4: M = 1 with shuffled splats");
   static_assert(!kMxFree || kMx, "fold-free splats: MXFP4 only");
   static_assert(kVar == 0 || (kRows == 1 && kShfl && !kMx), "kVar: NVFP4 M = 1, shuffled splats");
-  constexpr bool kDeep = (kVar & 4) != 0;
-  constexpr bool kFmaShifts = (kVar & 2) != 0;
   constexpr bool kQx = (kVar & 8) != 0;  // NVFP4 activations converted while staging
   constexpr int kSb = kMx ? 2 : 4;       // scale bytes per row and vector
   static_assert(kParts == 1 || kParts == 2 || kParts == 4 || kParts == 8, "K parts per tile");
@@ -171,31 +159,20 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   // Vector j of the block. Vectors that do not exist are not loaded: their slot keeps an earlier
   // vector of this warp (finite: the ring starts zeroed), whose products with the zero-staged
   // activations past K, or with a tile that is not stored, vanish.
-  auto issue_to = [&](uint4& s, int j, uint4& n0, uint4& n1) {
+  auto issue = [&](uint4& s, int j) {
     if (j < nvalid) {
       s = ldg_stream(wp + j * 512);
       if (j == 0) {
         if constexpr (kMx) {
           const uint2 a = __ldg(reinterpret_cast<const uint2*>(sp));
           const uint2 b = __ldg(reinterpret_cast<const uint2*>(sp8));
-          n0 = make_uint4(a.x, a.y, 0, 0);
-          n1 = make_uint4(b.x, b.y, 0, 0);
+          nb0 = make_uint4(a.x, a.y, 0, 0);
+          nb1 = make_uint4(b.x, b.y, 0, 0);
         } else {
-          n0 = __ldg(reinterpret_cast<const uint4*>(sp));
-          n1 = __ldg(reinterpret_cast<const uint4*>(sp8));
+          nb0 = __ldg(reinterpret_cast<const uint4*>(sp));
+          nb1 = __ldg(reinterpret_cast<const uint4*>(sp8));
         }
       }
-    }
-  };
-  auto issue = [&](uint4& s, int j) { issue_to(s, j, nb0, nb1); };
-  // kDeep: the weights and the scale words of the block being requested, separately.
-  auto issue_w = [&](uint4& s, int j) {
-    if (j < nvalid) s = ldg_stream(wp + j * 512);
-  };
-  auto issue_s = [&](uint4& n0, uint4& n1) {
-    if (nvalid > 0) {
-      n0 = __ldg(reinterpret_cast<const uint4*>(sp));
-      n1 = __ldg(reinterpret_cast<const uint4*>(sp8));
     }
   };
   auto advance = [&]() {
@@ -216,30 +193,11 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     }
   };
 
-  // kDeep: ring2[q] and the scale words sc2[q] of set q; blocks 0 and 1 go to sets 0 and 1.
   uint4 ring[kDepth];
-  uint4 ring2[2][kDeep ? kDepth : 1];
-  uint4 sc2[2][2];
-  if constexpr (kDeep) {
 #pragma unroll
-    for (int q = 0; q < 2; ++q) {
-      sc2[q][0] = sc2[q][1] = make_uint4(0, 0, 0, 0);
-#pragma unroll
-      for (int j = 0; j < kDepth; ++j) ring2[q][j] = make_uint4(0, 0, 0, 0);
-    }
-#pragma unroll
-    for (int q = 0; q < 2; ++q) {
-#pragma unroll
-      for (int j = 0; j < kDepth; ++j) issue_w(ring2[q][j], j);
-      issue_s(sc2[q][0], sc2[q][1]);
-      if (q == 0) advance();
-    }
-  } else {
-#pragma unroll
-    for (int j = 0; j < kDepth; ++j) {
-      ring[j] = make_uint4(0, 0, 0, 0);
-      issue(ring[j], j);
-    }
+  for (int j = 0; j < kDepth; ++j) {
+    ring[j] = make_uint4(0, 0, 0, 0);
+    issue(ring[j], j);
   }
   advance();
   griddep_wait();  // the activations (and alpha) belong to earlier kernels
@@ -362,100 +320,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   const uint8_t* const xlane = kRows == 1
                                    ? xs + (vbase * 64 + t * 16) * 2
                                    : xs + wk * vp * kRows * 128 + ((g & (kRows - 1)) * 4 + t) * 16;
-  // One ring vector j of the block being computed (weights cur, the block's scale words c0 / c1:
-  // rows g / g + 8) into acc, the activations from xv (advanced).
-  auto vec = [&](float(&acc)[kNt][4][4], const uint8_t*& xv, const uint4& cur, int j,
-                 const uint4& c0, const uint4& c1) {
-    uint4 xa[kNt], xb[kNt];
-#pragma unroll
-    for (int n = 0; n < kNt; ++n) {
-      if constexpr (kRows == 1) {
-        xa[n] = *reinterpret_cast<const uint4*>(xv);
-        xb[n] = *reinterpret_cast<const uint4*>(xv + 16);
-      } else {
-        xa[n] = *reinterpret_cast<const uint4*>(xv + n * 8 * 64);
-        xb[n] = *reinterpret_cast<const uint4*>(xv + kRows * 64 + n * 8 * 64);
-      }
-    }
-    xv += kRows * 128;
-    const uint32_t wg = kMx      ? (j < 2 ? c0.x : c0.y)
-                        : j == 0 ? c0.x
-                        : j == 1 ? c0.y
-                        : j == 2 ? c0.z
-                                 : c0.w;
-    const uint32_t wg8 = kMx      ? (j < 2 ? c1.x : c1.y)
-                         : j == 0 ? c1.x
-                         : j == 1 ? c1.y
-                         : j == 2 ? c1.z
-                                  : c1.w;
-    // (row g, row g + 8) scale * 2^119 of each k16 step, as BF16 pairs.
-    __nv_bfloat162 sv[4];
-    if constexpr (kShfl) {
-      uint32_t v;
-      if constexpr (kMx) {
-        const int sh = 8 * (2 * (j & 1) + (t >> 1));  // atom t / 2 of vector j
-        if constexpr (kMxFree) {
-          v = (e8m0_bf16_splat_free((wg >> sh) & 0xFFu) & 0xFFFFu) |
-              (e8m0_bf16_splat_free((wg8 >> sh) & 0xFFu) << 16);
-        } else {
-          v = (e8m0_bf16_splat((wg >> sh) & 0xFFu) & 0xFFFFu) |
-              (e8m0_bf16_splat((wg8 >> sh) & 0xFFu) << 16);
-        }
-      } else {
-        const uint32_t pr = prmt(wg, wg8, t * 0x1111u + 0x4400u);  // step t
-        const uint32_t bits = (pr << 4) & 0x07F007F0u;
-        v = fma2<T>(fma2<T>(bits, 0x7B807B80u /* 2^120 */, kNegZero2<T>()),
-                    kFp4Unit2<T>() /* 2^119 */, kNegZero2<T>());
-      }
-#pragma unroll
-      for (int s = 0; s < 4; ++s) {
-        const uint32_t vs = __shfl_sync(0xFFFFFFFFu, v, s, 4);
-        sv[s] = *reinterpret_cast<const __nv_bfloat162*>(&vs);
-      }
-    } else {
-#pragma unroll
-      for (int s = 0; s < 4; ++s) {
-        // (code of row g, code of row g + 8) of step s in the low bytes of the two halves.
-        const uint32_t pr = prmt(wg, wg8, s | (s << 4) | ((4 + s) << 8) | ((4 + s) << 12));
-        const uint32_t bits = (pr << 4) & 0x07F007F0u;
-        const uint32_t v = fma2<T>(fma2<T>(bits, 0x7B807B80u /* 2^120 */, kNegZero2<T>()),
-                                   kFp4Unit2<T>() /* 2^119 */, kNegZero2<T>());
-        sv[s] = *reinterpret_cast<const __nv_bfloat162*>(&v);
-      }
-    }
-    uint32_t af[2][2][4];  // [atom][step][reg]
-#pragma unroll
-    for (int a = 0; a < 2; ++a)
-#pragma unroll
-      for (int s = 0; s < 2; ++s) {
-        uint32_t bits[4];
-        const uint32_t w = s ? (a ? cur.w : cur.y) : (a ? cur.z : cur.x);
-        if constexpr (kFmaShifts)
-          fp4_word_pairs_fma(w, bits);
-        else
-          fp4_word_pairs<T>(w, bits);
-        if constexpr (kMx && !kMxFree) {
-#pragma unroll
-          for (int r = 0; r < 4; ++r) bits[r] = fma2<T>(bits[r], kFp4Unit2<T>(), kNegZero2<T>());
-        }
-#pragma unroll
-        for (int r = 0; r < 4; ++r) {
-          const __nv_bfloat162 m =
-              __hmul2(*reinterpret_cast<const __nv_bfloat162*>(&bits[r]),
-                      (r & 1) ? __high2bfloat162(sv[2 * a + s]) : __low2bfloat162(sv[2 * a + s]));
-          af[a][s][r] = *reinterpret_cast<const uint32_t*>(&m);
-        }
-      }
-#pragma unroll
-    for (int n = 0; n < kNt; ++n) {
-      mma16816<T>(acc[n][0], af[0][0], xa[n].x, xa[n].y);
-      mma16816<T>(acc[n][1], af[0][1], xa[n].z, xa[n].w);
-      mma16816<T>(acc[n][2], af[1][0], xb[n].x, xb[n].y);
-      mma16816<T>(acc[n][3], af[1][1], xb[n].z, xb[n].w);
-    }
-  };
-  int par = 0;  // kDeep: the register set of the block computed next
-  int rb = 0;   // reduction buffer
+  int rb = 0;  // reduction buffer
   for (int64_t grp = blockIdx.x; grp < groups; grp += gridDim.x) {
     float acc[kNt][4][4];
 #pragma unroll
@@ -466,29 +331,95 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
         for (int i = 0; i < 4; ++i) acc[n][s][i] = 0.f;
     const uint8_t* xv = xlane;
     for (int v0 = 0; v0 < vp; v0 += kDepth) {
-      if constexpr (kDeep) {
-        auto blk = [&](auto qc) {
-          constexpr int q = decltype(qc)::value;
+      cb0 = nb0;
+      cb1 = nb1;
 #pragma unroll
-          for (int j = 0; j < kDepth; ++j) {
-            vec(acc, xv, ring2[q][j], j, sc2[q][0], sc2[q][1]);
-            issue_w(ring2[q][j], j);
+      for (int j = 0; j < kDepth; ++j) {
+        const uint4 cur = ring[j];
+        issue(ring[j], j);
+        uint4 xa[kNt], xb[kNt];
+#pragma unroll
+        for (int n = 0; n < kNt; ++n) {
+          if constexpr (kRows == 1) {
+            xa[n] = *reinterpret_cast<const uint4*>(xv);
+            xb[n] = *reinterpret_cast<const uint4*>(xv + 16);
+          } else {
+            xa[n] = *reinterpret_cast<const uint4*>(xv + n * 8 * 64);
+            xb[n] = *reinterpret_cast<const uint4*>(xv + kRows * 64 + n * 8 * 64);
           }
-          issue_s(sc2[q][0], sc2[q][1]);
-        };
-        if (par)
-          blk(std::integral_constant<int, 1>{});
-        else
-          blk(std::integral_constant<int, 0>{});
-        par ^= 1;
-      } else {
-        cb0 = nb0;
-        cb1 = nb1;
+        }
+        xv += kRows * 128;
+        const uint32_t wg = kMx      ? (j < 2 ? cb0.x : cb0.y)
+                            : j == 0 ? cb0.x
+                            : j == 1 ? cb0.y
+                            : j == 2 ? cb0.z
+                                     : cb0.w;
+        const uint32_t wg8 = kMx      ? (j < 2 ? cb1.x : cb1.y)
+                             : j == 0 ? cb1.x
+                             : j == 1 ? cb1.y
+                             : j == 2 ? cb1.z
+                                      : cb1.w;
+        // (row g, row g + 8) scale * 2^119 of each k16 step, as BF16 pairs.
+        __nv_bfloat162 sv[4];
+        if constexpr (kShfl) {
+          uint32_t v;
+          if constexpr (kMx) {
+            const int sh = 8 * (2 * (j & 1) + (t >> 1));  // atom t / 2 of vector j
+            if constexpr (kMxFree) {
+              v = (e8m0_bf16_splat_free((wg >> sh) & 0xFFu) & 0xFFFFu) |
+                  (e8m0_bf16_splat_free((wg8 >> sh) & 0xFFu) << 16);
+            } else {
+              v = (e8m0_bf16_splat((wg >> sh) & 0xFFu) & 0xFFFFu) |
+                  (e8m0_bf16_splat((wg8 >> sh) & 0xFFu) << 16);
+            }
+          } else {
+            const uint32_t pr = prmt(wg, wg8, t * 0x1111u + 0x4400u);  // step t
+            const uint32_t bits = (pr << 4) & 0x07F007F0u;
+            v = fma2<T>(fma2<T>(bits, 0x7B807B80u /* 2^120 */, kNegZero2<T>()),
+                        kFp4Unit2<T>() /* 2^119 */, kNegZero2<T>());
+          }
 #pragma unroll
-        for (int j = 0; j < kDepth; ++j) {
-          const uint4 cur = ring[j];
-          issue(ring[j], j);
-          vec(acc, xv, cur, j, cb0, cb1);
+          for (int s = 0; s < 4; ++s) {
+            const uint32_t vs = __shfl_sync(0xFFFFFFFFu, v, s, 4);
+            sv[s] = *reinterpret_cast<const __nv_bfloat162*>(&vs);
+          }
+        } else {
+#pragma unroll
+          for (int s = 0; s < 4; ++s) {
+            // (code of row g, code of row g + 8) of step s in the low bytes of the two halves.
+            const uint32_t pr = prmt(wg, wg8, s | (s << 4) | ((4 + s) << 8) | ((4 + s) << 12));
+            const uint32_t bits = (pr << 4) & 0x07F007F0u;
+            const uint32_t v = fma2<T>(fma2<T>(bits, 0x7B807B80u /* 2^120 */, kNegZero2<T>()),
+                                       kFp4Unit2<T>() /* 2^119 */, kNegZero2<T>());
+            sv[s] = *reinterpret_cast<const __nv_bfloat162*>(&v);
+          }
+        }
+        uint32_t af[2][2][4];  // [atom][step][reg]
+#pragma unroll
+        for (int a = 0; a < 2; ++a)
+#pragma unroll
+          for (int s = 0; s < 2; ++s) {
+            uint32_t bits[4];
+            fp4_word_pairs<T>(s ? (a ? cur.w : cur.y) : (a ? cur.z : cur.x), bits);
+            if constexpr (kMx && !kMxFree) {
+#pragma unroll
+              for (int r = 0; r < 4; ++r)
+                bits[r] = fma2<T>(bits[r], kFp4Unit2<T>(), kNegZero2<T>());
+            }
+#pragma unroll
+            for (int r = 0; r < 4; ++r) {
+              const __nv_bfloat162 m = __hmul2(
+                  *reinterpret_cast<const __nv_bfloat162*>(&bits[r]),
+                  (r & 1) ? __high2bfloat162(sv[2 * a + s]) : __low2bfloat162(sv[2 * a + s]));
+              af[a][s][r] = *reinterpret_cast<const uint32_t*>(&m);
+            }
+          }
+#pragma unroll
+        for (int n = 0; n < kNt; ++n) {
+          mma16816<T>(acc[n][0], af[0][0], xa[n].x, xa[n].y);
+          mma16816<T>(acc[n][1], af[0][1], xa[n].z, xa[n].w);
+          mma16816<T>(acc[n][2], af[1][0], xb[n].x, xb[n].y);
+          mma16816<T>(acc[n][3], af[1][1], xb[n].z, xb[n].w);
         }
       }
       advance();
@@ -633,18 +564,16 @@ __device__ __forceinline__ S16Range<kTw> s16_range(const LinearParams& p, int wa
   }
   return r;
 }
-/// Ring slot q holds vector n / kTw of tile n % kTw, n = n0 + q (then every kDepth later; n0:
-/// the FP4 kernel's second ring set). Vectors that do not exist are not loaded: the slot keeps a
-/// finite earlier vector (the ring starts zeroed), whose products with the activations staged as
-/// zeros past K (FP8) or with the scales staged as zeros (FP4) vanish.
+/// Ring slot q holds vector q / kTw of tile q % kTw (then every kDepth later). Vectors that do
+/// not exist are not loaded: the slot keeps a finite earlier vector (the ring starts zeroed), whose
+/// products with the activations staged as zeros past K (FP8) or with the scales staged as zeros
+/// (FP4) vanish.
 template <int kTw, int kDepth>
-__device__ __forceinline__ void s16_ring_fill(uint4 (&ring)[kDepth], const S16Range<kTw>& r,
-                                              int n0 = 0) {
+__device__ __forceinline__ void s16_ring_fill(uint4 (&ring)[kDepth], const S16Range<kTw>& r) {
 #pragma unroll
   for (int q = 0; q < kDepth; ++q) {
     ring[q] = make_uint4(0, 0, 0, 0);
-    const int n = n0 + q;
-    if (n / kTw < r.lim[n % kTw]) ring[q] = ldg_stream(r.wp[n % kTw] + (n / kTw) * 512);
+    if (q / kTw < r.lim[q % kTw]) ring[q] = ldg_stream(r.wp[q % kTw] + (q / kTw) * 512);
   }
 }
 
@@ -662,23 +591,10 @@ __device__ __forceinline__ void s16_cp_async16(void* smem, const void* gmem) {
 /// converted to BF16 in the kernel (they land one chunk before their conversion, as the scales),
 /// instead of the pre-pass launch before it; the values are the pre-pass's (e2m1 x
 /// UE4M3 is exact in BF16).
-/// kVar (session 16 probe, LinearParams::stream_var, NVFP4): the M = 1 kernel's bits, 4 the ring
-/// two sets deep (global ring slot n = vector-slot order of the chunks reads set (n / kDepth) & 1,
-/// and its register is reloaded right after the decode read it with the vector 2 kDepth slots
-/// later: 2 kDepth / kTw vectors of a tile ahead instead of kDepth / kTw, no register copies),
-/// 2 the FMA-pipe right shift of fp4_word_pairs_fma.
-template <int kTw, int kNt, bool kMx = false, bool kQx = false, bool kMxFree = false, int kVar = 0>
+template <int kTw, int kNt, bool kMx = false, bool kQx = false, bool kMxFree = false>
 __global__ void __launch_bounds__(kStreamWarps * 32, 2)
     linear_stream16_kernel(const LinearParams p) {
   static_assert(!kMxFree || kMx, "fold-free splats: MXFP4 only");
-  static_assert(kVar == 0 || !kMx, "kVar: NVFP4");
-  constexpr bool kDeep = (kVar & 4) != 0;
-  constexpr bool kFmaShifts = (kVar & 2) != 0;
-  // A chunk's ring slots fill whole pairs of sets (kTw = 2: the set of a slot is fixed) or one
-  // set (kTw = 1: the sets alternate per chunk).
-  static_assert(
-      !kDeep || (kS16ChunkV * kTw) % (2 * kStreamDepth) == 0 || kS16ChunkV * kTw == kStreamDepth,
-      "deep ring order");
   static_assert(kTw == 1 || kTw == 2, "tiles per warp");
   static_assert(kNt == 1 || kNt == 2, "n8 token tiles");
   using T = Bf16Tag;
@@ -697,12 +613,8 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
   const int tpc = cr.tpc, nch = cr.nch;
   const uint8_t* const(&wp)[kTw] = cr.wp;
   const int(&lim)[kTw] = cr.lim;
-  // kDeep: ring2[h] are the two sets (slots 0..kDepth-1 in set 0, the next kDepth in set 1);
-  // ring is the single ring otherwise.
-  uint4 ring2[kDeep ? 2 : 1][kDepth];
-  uint4(&ring)[kDepth] = ring2[0];
-#pragma unroll
-  for (int h = 0; h < (kDeep ? 2 : 1); ++h) s16_ring_fill(ring2[h], cr, h * kDepth);
+  uint4 ring[kDepth];
+  s16_ring_fill(ring, cr);
   griddep_wait();  // the activations (and alpha) belong to earlier kernels
 
   // Chunk c -> slot c % 3: 16 token rows x 256 K of BF16 (rows past M and K values past K zero)
@@ -871,9 +783,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
   // (tokens 0-7, k 0-7), (0-7, 8-15), (8-15, 0-7), (8-15, 8-15) of a k16 step, which are the B
   // fragments (b0, b1) of token tiles 0 and 1 (x2 at kNt = 1: lanes 0-15).
   const int xoff = (((lane >> 4) & 1) * 8 + (lane & 7)) * kS16Pitch + ((lane >> 3) & 1) * 16;
-  // One chunk; kPar: the deep ring's set of its first ring slot (kTw = 1 alternates per chunk).
-  auto chunk = [&](int c, auto par) {
-    constexpr int kPar = decltype(par)::value;
+  for (int c = 0; c < nch; ++c) {
     // The CTA's last chunk: its weight loads are issued a chunk ahead (see the M = 1 kernel).
     if (p.stream_trig && c + 1 == nch) griddep_launch_dependents();
     // Chunk c + 1 must have landed too (it is converted in this iteration).
@@ -898,26 +808,16 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
       for (int j = 0; j < kTw; ++j) {
         constexpr int kD = kDepth;
         const int q = (jj * kTw + j) % kD;
+        const uint4 cur = ring[q];
         const int vn = c * kS16ChunkV + jj + kAhead;
-        const int h = kDeep ? (kPar + (jj * kTw + j) / kD) & 1 : 0;
-        uint4 cur;
-        if constexpr (kDeep) {
-          cur = ring2[h][q];  // reloaded below, once decoded
-        } else {
-          cur = ring[q];
-          if (vn < lim[j]) ring[q] = ldg_stream(wp[j] + static_cast<int64_t>(vn) * 512);
-        }
+        if (vn < lim[j]) ring[q] = ldg_stream(wp[j] + static_cast<int64_t>(vn) * 512);
         const uint4 q4 = *reinterpret_cast<const uint4*>(spl + j * 512 + jj * 128);
         const uint32_t svp[4] = {q4.x, q4.y, q4.z, q4.w};
 #pragma unroll
         for (int s = 0; s < 4; ++s) {
           const __nv_bfloat162 sv = *reinterpret_cast<const __nv_bfloat162*>(&svp[s]);
           uint32_t wb[4], af[4];
-          const uint32_t w = s == 0 ? cur.x : s == 1 ? cur.y : s == 2 ? cur.z : cur.w;
-          if constexpr (kFmaShifts)
-            fp4_word_pairs_fma(w, wb);
-          else
-            fp4_word_pairs<T>(w, wb);
+          fp4_word_pairs<T>(s == 0 ? cur.x : s == 1 ? cur.y : s == 2 ? cur.z : cur.w, wb);
           if constexpr (kMx && !kMxFree) {
 #pragma unroll
             for (int r = 0; r < 4; ++r) wb[r] = fma2<T>(wb[r], kFp4Unit2<T>(), kNegZero2<T>());
@@ -931,18 +831,8 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
           mma16816<T>(acc[j][0], af, b[s][0], b[s][1]);
           if constexpr (kNt == 2) mma16816<T>(acc[j][1], af, b[s][2], b[s][3]);
         }
-        if constexpr (kDeep) {
-          const int vd = vn + kAhead;  // 2 kDepth slots after this one
-          if (vd < lim[j]) ring2[h][q] = ldg_stream(wp[j] + static_cast<int64_t>(vd) * 512);
-        }
       }
     }
-  };
-  for (int c = 0; c < nch; ++c) {
-    if (kDeep && (kS16ChunkV * kTw) % (2 * kDepth) != 0 && (c & 1))
-      chunk(c, std::integral_constant<int, 1>{});
-    else
-      chunk(c, std::integral_constant<int, 0>{});
   }
   asm volatile("cp.async.wait_group 0;" ::: "memory");
 
