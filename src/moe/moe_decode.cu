@@ -204,11 +204,21 @@ int decode_fc1_groups(const DecodeKnobs& k, int routes, int row_blocks, int sm_c
   // 59.4 us, M = 8 96.1 -> 89.6; DeepSeek-TP4 / Qwen3.5-TP4 at M = 8 with 56 / 32 sub-chunks
   // per tile were slower with groups). Capped by the expected tiles per CTA (~routes / tile
   // groups): a group without a tile idles. Measurement knob DecodeKnobs::fc1_kg (1|2|4|8).
+  // Session 16, on the chunk-tiled codes: also where a tile has 17-32 sub-chunks (<= 4 per warp
+  // with 8 K warps, 8 with 4) and a CTA walks >= 3 tiles, up to kMaxInlineRoutes routes (the
+  // balanced one group, decode_fc1_balanced, is then not taken). H200 round 60, Qwen3.5-TP4 (32
+  // sub-chunks, 6 tile groups), us, balanced one group -> two groups: nvfp4 M = 2 / 4 / 8 66.3 ->
+  // 61.0, 108.5 -> 101.9, 189.0 -> 179.1, w4a16 M = 8 182.3 -> 176.9 (0.920-0.970x; one
+  // unbalanced group 0.935-0.983x, round 59 0.954-0.975x). MiniMax (48 sub-chunks) keeps the
+  // balanced group (unbalanced 1.04-1.08x); DeepSeek-TP4 (56) too (two groups 0.99-1.01x).
   const int forced = k.fc1_kg;
   if (wm != 1) return 1;
   const int per_cta = routes / decode_fc1_tile_groups(k, routes, row_blocks, sm_count, 3);
+  const bool short_tiles = k_chunks <= 16 && per_cta >= 4;
+  const bool mid_tiles =
+      k_chunks > 16 && k_chunks <= 32 && per_cta >= 3 && routes <= kMaxInlineRoutes;
   int g = forced == 1 || forced == 2 || forced == 4 || forced == 8 ? forced
-          : k_chunks <= 16 && per_cta >= 4                         ? 2
+          : short_tiles || mid_tiles                               ? 2
                                                                    : 1;
   while (g > 1 && g > per_cta) g /= 2;
   return g;

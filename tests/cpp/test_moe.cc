@@ -623,6 +623,30 @@ TEST(Moe, ChunkTilesKnobsAndOffsets) {
   for (int h : hit) EXPECT_EQ(h, 1);
 }
 
+TEST(Moe, DecodeFc1GroupsRuleOnTheModelShapes) {
+  // FC1 warp groups (decode_fc1_groups) on a 132-SM H200, one row warp: two groups where a tile
+  // has <= 16 sub-chunks and a CTA walks >= 4 tiles (Qwen3-30B, 48 row blocks: M = 4 / 8), and
+  // (session 16) where it has 17-32 and a CTA walks >= 3 up to 128 routes (Qwen3.5-TP4, 64 row
+  // blocks: M = 2 / 4 / 8); DeepSeek-TP4 (56 sub-chunks) and MiniMax (48) keep one group.
+  struct Shape {
+    const char* name;
+    int row_blocks, topk, k_chunks;
+    int groups[5];  // M = 1, 2, 4, 8, 16
+  };
+  const Shape shapes[] = {{"qwen3-30b", 48, 8, 16, {1, 1, 2, 2, 2}},
+                          {"deepseek-tp4", 32, 8, 56, {1, 1, 1, 1, 1}},
+                          {"minimax", 192, 4, 48, {1, 1, 1, 1, 1}},
+                          {"qwen3.5-tp4", 64, 10, 32, {1, 2, 2, 2, 1}}};
+  const moe::DecodeKnobs def;
+  const int ms[5] = {1, 2, 4, 8, 16};
+  for (const Shape& s : shapes)
+    for (int i = 0; i < 5; ++i)
+      EXPECT_EQ(
+          moe::detail::decode_fc1_groups(def, ms[i] * s.topk, s.row_blocks, 132, 1, s.k_chunks),
+          s.groups[i])
+          << s.name << " M=" << ms[i];
+}
+
 TEST(Moe, DecodeFc2RowsRuleOnTheModelShapes) {
   // The 32-row FC2 CTA (decode_fc2_rows, H200 round 46) on a 132-SM H200: from 2 to 8 tokens where
   // its one-wave grid of 2 CTAs per SM is >= 80 % full: Qwen3-30B (64 32-row blocks, split 4),
