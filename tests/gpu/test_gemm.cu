@@ -2803,23 +2803,31 @@ TEST(GemmGpu, TiledWgmmaGroupProbes) {
   for (int64_t K : {7168, 14336, 16640})
     run_wgmma_group_case({LinearFormat::kIq2Xs, 130, 72, K, DType::kBF16, DType::kBF16, true});
   // Its PDL trigger at the CTAs' start (the default since session 16) and at their end
-  // (B12X_GGML_ACT_F16_EARLY=0): one-read and two-pass kernels, replayed in a graph.
+  // (B12X_GGML_ACT_F16_EARLY=0): one-read and two-pass kernels, replayed in a graph; the plan's
+  // flag (its signature's ' f16xe') with the knob off / on / unset.
+  const bool sm90 = d.cc_major == 9 && d.cc_minor == 0;
+  auto early_plan = [] {
+    gemm::Caps caps;
+    caps.format = LinearFormat::kIq2Xs;
+    caps.max_tokens = 300;
+    caps.in_features = 2048;
+    caps.out_features = 136;
+    return gemm::plan(caps);
+  };
   for (const char* early : {"0", "1"}) {
     ScopedEnv ee("B12X_GGML_ACT_F16_EARLY", early);
+    if (sm90) {
+      const gemm::Plan pl = early_plan();
+      EXPECT_TRUE(pl.tiled_wgmma_f16x);
+      EXPECT_EQ(pl.tiled_wgmma_f16x_early, early[0] == '1') << pl.describe();
+    }
     for (int64_t K : {2048, 16640})
       run_case({LinearFormat::kIq2Xs, 300, 136, K, DType::kBF16, DType::kBF16, true},
                /*graph_replay=*/true);
     run_wgmma_group_case(
         {LinearFormat::kIq2Xxs, 300, 136, 2048, DType::kBF16, DType::kFP16, false});
   }
-  if (d.cc_major == 9 && d.cc_minor == 0) {
-    gemm::Caps caps;
-    caps.format = LinearFormat::kIq2Xs;
-    caps.max_tokens = 2048;
-    caps.in_features = 4096;
-    caps.out_features = 4096;
-    EXPECT_TRUE(gemm::plan(caps).tiled_wgmma_f16x_early);  // the default (env unset here)
-  }
+  if (sm90) EXPECT_TRUE(early_plan().tiled_wgmma_f16x_early);  // the default (env unset here)
 }
 
 /// The FP16 pre-pass's per-token scale on extreme BF16 rows (IQ2_XS's default 23 behind it): a
