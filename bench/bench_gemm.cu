@@ -363,7 +363,9 @@ __global__ void __launch_bounds__(256)
 #pragma unroll
   for (int b = 0; b < 4; ++b) r[b] = ld(i + b * stride);
   i += 4 * stride;
+#if __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
   unsigned acc = 0;
   for (; i < n; i += 4 * stride) {
 #pragma unroll
@@ -373,7 +375,9 @@ __global__ void __launch_bounds__(256)
       acc ^= v.x ^ v.y ^ v.z ^ v.w;
     }
   }
+#if __CUDA_ARCH__ >= 900
   if constexpr (kTrig) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
 #pragma unroll
   for (int b = 0; b < 4; ++b) acc ^= r[b].x ^ r[b].y ^ r[b].z ^ r[b].w;
   if (acc == 0x9E3779B9u) out[int64_t{blockIdx.x} * 256 + threadIdx.x] = acc;

@@ -39,8 +39,6 @@ StreamFn stream_fn(int parts) {
   }
 }
 
-// 4 token rows (M = 2..4) with the 2-CTA register cap only (their accumulators and activation
-// fragments do not fit 85 registers).
 /// The NVFP4 M = 1 shuffled-splat instances with the in-kernel activation conversion (var 8,
 /// LinearParams::stream_var).
 template <int kOcc>
@@ -48,6 +46,8 @@ StreamFn stream_var_fn(int parts, int var) {
   return var == 8 ? stream_fn<kOcc, 1, true, false, false, 8>(parts) : nullptr;
 }
 
+// 4 token rows (M = 2..4) with the 2-CTA register cap only (their accumulators and activation
+// fragments do not fit 85 registers).
 StreamFn pick_stream(WFmt f, bool fp16, int parts, int occ, int rows, bool shfl = false,
                      bool mx_free = false, int var = 0) {
   if (var != 0) {
