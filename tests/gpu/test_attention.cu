@@ -430,6 +430,21 @@ void run_case(const Spec& s, const std::string& what) {
   p.check(what);
 }
 
+// Environment knobs set for one scope and unset at its end, also when an assertion returns
+// early (so a probe cannot stay on for the later tests).
+struct ScopedEnvs {
+  std::vector<std::string> names;
+  explicit ScopedEnvs(std::initializer_list<std::pair<const char*, const char*>> kv) {
+    for (const auto& [n, v] : kv) {
+      setenv(n, v, 1);
+      names.emplace_back(n);
+    }
+  }
+  ~ScopedEnvs() {
+    for (const std::string& n : names) unsetenv(n.c_str());
+  }
+};
+
 struct Dims {
   int dqk, dv;
 };
@@ -1083,7 +1098,7 @@ TEST(AttentionGpuDecode, MergeSlimEpilogueHalf) {
     EXPECT_EQ(plan.merge_slim, d == 256) << d;
     EXPECT_TRUE(plan.epilogue_half) << d;
   }
-  setenv("B12X_ATTN_MERGE_SLIM", "1", 1);
+  const ScopedEnvs env({{"B12X_ATTN_MERGE_SLIM", "1"}});
   int i = 0;
   for (const int d : {128, 256, 64, 192})
     for (const DType kv : {DType::kBF16, DType::kFP8E4M3}) {
@@ -1099,11 +1114,16 @@ TEST(AttentionGpuDecode, MergeSlimEpilogueHalf) {
       s.sinks = i % 2 == 1;
       s.window = i == 2 ? 300 : -1;
       ++i;
-      run_case(s,
-               "merge slim + epilogue half, d=" + std::to_string(d) + " case " + std::to_string(i));
+      const std::string what =
+          "merge slim + epilogue half, d=" + std::to_string(d) + " case " + std::to_string(i);
+      Problem p(s, rng());
+      PLAN_AND_BIND(p);
+      ASSERT_TRUE(p.plan.merge_slim && p.plan.epilogue_half) << what;
+      p.run();
+      B12X_TEST_CUDA(cudaDeviceSynchronize());
+      p.check(what);
     }
   run_case(verify_spec(8, 2), "merge slim + epilogue half, verify");
-  unsetenv("B12X_ATTN_MERGE_SLIM");
 }
 
 // B12X_ATTN_SPLIT_INTERLEAVE=1: split s takes the KV tiles s, s + splits, ...; long ranges
@@ -1614,6 +1634,18 @@ TEST(AttentionGpuDecode, EarlyKv) {
     std::vector<int32_t> stale_lens = p.lens;
     for (int b = 0; b < p.B; ++b) stale_lens[b] = p.lens[b] > 40 ? p.lens[b] - 37 : p.lens[b] + 5;
     run_with_late_metadata(p, st, stale_lens, reversed_tables(p), fresh, what + " stale");
+    if (s.kv == DType::kFP8E4M3) {  // probe B12X_ATTN_EARLY_FULL=1: the full ring's last tile
+                                    // after the wait, ahead of the check
+      const ScopedEnvs env({{"B12X_ATTN_EARLY_FULL", "1"}});
+      Problem f(s, rng());
+      PLAN_AND_BIND(f);
+      if (sm90) EXPECT_TRUE(f.plan.early_full && f.plan.early_kv) << what << " " << f.plan.kernel;
+      f.run(st);
+      B12X_TEST_CUDA(cudaStreamSynchronize(st));
+      f.check(what + " full ring fresh");
+      run_with_late_metadata(f, st, stale_lens, reversed_tables(f), fresh,
+                             what + " full ring stale");
+    }
   }
   {
     Spec v = verify_spec(8, 2);
