@@ -200,9 +200,6 @@ struct PagedPlan {
   /// 16/2/256 B=8 25.0 / 25.3 -> 24.7 / 24.9, BF16 37.9 / 38.2 -> 37.8 / 37.9, BF16 32/8/128
   /// B=1 x 8k 13.0 / 13.0 -> 12.8 / 12.9.
   bool epilogue_half = true;
-  /// Probe (B12X_ATTN_EARLY_FULL=1): FP8 early K/V (hcvt d256, hcvt3 d128) with the full ring:
-  /// Q, then the ring's last tile right after the wait, ahead of the check.
-  bool early_full = false;
   std::string kernel;          ///< kernel variant name (logging / diagnostics)
   const void* impl = nullptr;  ///< internal: the chosen kernel variant
 

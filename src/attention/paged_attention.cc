@@ -420,8 +420,6 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   plan.early_kv =
       plan.spec && plan.arch >= 90 && plan.use_pdl && k->launch_early != nullptr && early_wanted;
   if (plan.stamps && plan.early_kv && k->launch_stamp_early == nullptr) plan.stamps = false;
-  const char* ef_env = std::getenv("B12X_ATTN_EARLY_FULL");
-  if (ef_env != nullptr) plan.early_full = std::string(ef_env) == "1";
   const char* eh_env = std::getenv("B12X_ATTN_EPILOGUE_HALF");
   if (eh_env != nullptr) plan.epilogue_half = std::string(eh_env) != "0";
   plan.merge_slim = caps.head_dim_vo == 256;  // see PagedPlan::merge_slim
@@ -688,7 +686,7 @@ void run_paged(const PagedBinding& b, Stream stream) {
   p.heads_inner = plan.heads_inner ? 1 : 0;
   p.scale_log2 = b.softmax_scale * 1.4426950408889634f;
   p.rescale_slack = plan.rescale_slack;
-  p.full_ring = plan.full_ring || (plan.early_kv && plan.early_full) ? 1 : 0;
+  p.full_ring = plan.full_ring ? 1 : 0;
   p.short_ahead = plan.short_ahead ? 1 : 0;
   p.page_runs = plan.page_runs ? 1 : 0;
   p.spread_merge = plan.spread_merge ? (plan.spread_shared ? 2 : 1) : 0;

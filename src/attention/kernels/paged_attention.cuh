@@ -669,11 +669,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   constexpr int kIdRegs = kBN / 32;
   int pg0[kStages][kIdRegs];
   const int split = blockIdx.z;
-  // The FP8 early-K/V lean instances take the full ring too (probe B12X_ATTN_EARLY_FULL): the
-  // ring's last tile goes out right after the wait and Q (loaded into registers, converted) ahead
-  // of it, instead of by iteration 0 after the check (round 60: tile 1 left ~1.8 us after the
-  // release; with Q's loads behind its copies, 25.8 vs 25.0 us).
-  const bool full_ring = Cfg::kDecode && (!kLean || (kEarly && Cfg::kF16Mma)) && p.full_ring != 0;
+  const bool full_ring = Cfg::kDecode && !kLean && p.full_ring != 0;
   Work w{};
   KvRange range{};
   // Tile it of this split covers [kv_begin + it * kv_step, + kBN) within [.., kv_end); the
@@ -1202,7 +1198,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
         int n_early = 0;
 #pragma unroll
         for (int s = 0; s < kStages; ++s) {
-          if (s >= pro || s >= kStages - 1 || s != n_early || s >= n_tiles) break;
+          if (s >= pro || s != n_early || s >= n_tiles) break;
           if (kv_begin + s * kv_step + kBN > w.lk - w.qlen) break;
           load_tile(s, s, [&](int j) { return page_of(pg0[s], j); });
           cp_async_commit();
@@ -1226,35 +1222,25 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
         int n_early = 0;  // recount (CTA-uniform, the same test as above)
 #pragma unroll
         for (int s = 0; s < kStages; ++s)
-          if (s < pro && s < kStages - 1 && s == n_early && s < n_tiles &&
+          if (s < pro && s == n_early && s < n_tiles &&
               kv_begin + s * kv_step + kBN <= w.lk - w.qlen)
             ++n_early;
-        auto rest = [&]() {
 #pragma unroll
-          for (int s = 0; s < kStages; ++s) {
-            if (s >= pro) break;
-            if (s < n_early) continue;
-            if (s == 0 || s < n_tiles) load_tile(s, s, [&](int j) { return page_of(pg0[s], j); });
-            cp_async_commit();
-          }
-        };
-        // The full ring: Q and the ids first, the remaining tiles after them (see full_ring).
-        if (!full_ring) rest();
+        for (int s = 0; s < kStages; ++s) {
+          if (s >= pro) break;
+          if (s < n_early) continue;
+          if (s == 0 || s < n_tiles) load_tile(s, s, [&](int j) { return page_of(pg0[s], j); });
+          cp_async_commit();
+        }
         stage_q_early();
 #pragma unroll
         for (int s = 0; s < kStages; ++s)
           if (s < pro) issue_ids(s + ahead);
         cp_async_commit();
-        if (full_ring) {
-          if constexpr (kLateQ) stage_q_f16();
-          rest();
-        }
       } else {
         issue_prologue();
       }
-      if constexpr (kLateQ) {
-        if (!(early && full_ring)) stage_q_f16();
-      }
+      if constexpr (kLateQ) stage_q_f16();
       bool ok = real_cu0 == spec_cu0 && real_cu1 == spec_cu1 && real_lk == spec_lk;
 #pragma unroll
       for (int s = 0; s < kStages; ++s)
@@ -1283,10 +1269,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     if constexpr (kLateQ) stage_q_f16();
   }
   // Early K/V: Q and the ring's first ids ride in the group after the prologue's tiles; the
-  // loop's waits count only the groups it commits, so wait for all of them here (the full ring:
-  // all but its last tile's group, issued after them, or after tile 0's group on a redo).
+  // loop's waits count only the groups it commits, so wait for all of them here.
   if (early) {
-    cp_async_wait_n(full_ring ? 1 : 0);
+    cp_async_wait<0>();
     __syncthreads();
   }
   stamp<kStamp>(p, 3);
@@ -2021,8 +2006,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 /// partials are loaded while warp 0 turns the (at most 64) LSEs into weights, so the merge
 /// costs one L2 round trip after the main kernel, not three or four. Rows whose tile had a
 /// single split were written by the main kernel: skipped.
-/// kSlim (PagedPlan::merge_slim, head dim 256): at most 64 registers per thread (8 CTAs' worth per
-/// SM) and kMergePre / kCols splits loaded ahead, so that a merge CTA (8192 registers) fits next to
+/// kSlim (PagedPlan::merge_slim, head dim 256): at most 64 registers per thread (8 CTAs' worth per SM)
+/// and kMergePre / kCols splits loaded ahead, so that a merge CTA (8192 registers) fits next to
 /// two main CTAs of up to 224 registers x 128 threads (FP8 hcvt / hcvt3 at head dim 256: 57344);
 /// with 96 registers (12288) it waits for a main CTA to exit and then keeps the next call's
 /// main CTA off that SM until the merge ends. Every warp loads the LSEs ahead of its partials
