@@ -1118,7 +1118,14 @@ Plan plan(const Caps& caps) {
                                          : f == LinearFormat::kMxfp4 || mx_w4a16_free);
     const bool stream_ok =
         (wf == lin::WFmt::kNvfp4 || mx_ok) && !fp16 && stream_bf16_act && split_env == nullptr;
-    const bool stream_want = se != nullptr ? se[0] == '1' : (!w4a16 || geo.n16 > sms || M > 1);
+    // Session 16: NVFP4 W4A16 with 0.9-1 row tiles per SM (2048x7168: 128 tiles on 132 SMs) takes
+    // the stream kernel at the 2-CTA cap with the early trigger (one CTA per SM; the next call's
+    // CTAs take the second slots) instead of the decode kernel's 8 warps per tile: rounds 60 / 61
+    // (three runs) 4.81 / 4.79 / 4.79 us vs 5.00 / 5.03 / 5.05; without the trigger 5.40.
+    const bool tile_per_sm =
+        w4a16 && wf == lin::WFmt::kNvfp4 && geo.n16 <= sms && geo.n16 * 10 >= sms * 9;
+    const bool stream_want =
+        se != nullptr ? se[0] == '1' : (!w4a16 || geo.n16 > sms || M > 1 || tile_per_sm);
     if (stream_ok && stream_want) {
       const int force_parts = stream_force_parts, per_sm = stream_per_sm;
       int force_occ = 0;
@@ -1155,7 +1162,7 @@ Plan plan(const Caps& caps) {
         }
         return c;
       };
-      int occ = force_occ == 2 || force_occ == 3 ? force_occ : w4a16 ? 3 : 2;
+      int occ = force_occ == 2 || force_occ == 3 ? force_occ : w4a16 && !tile_per_sm ? 3 : 2;
       Choice c = choose(occ);
       if (force_occ == 0 && occ == 3 && (c.cost < 0 || c.groups > c.ctas)) c = choose(occ = 2);
       // Session 16: where the 3-CTA grid fills < 80 % of its slots (no early trigger, below) and
@@ -1185,7 +1192,7 @@ Plan plan(const Caps& caps) {
         if (f == LinearFormat::kNvfp4 && shfl &&
             (eqx != nullptr ? eqx[0] == '1' : geo.KP <= kStreamQxMaxK))
           p.decode_stream_var = 8;
-        stream_trig_m1 = c.ctas * 10 >= c.slots * 8;
+        stream_trig_m1 = c.ctas * 10 >= c.slots * 8 || (tile_per_sm && occ == 2);
       }
     }
   }

@@ -1596,11 +1596,13 @@ TEST(GemmGpu, DecodeStream) {
     return l.serial == before + 1 && (parts == 0 || l.parts == parts);
   };
   const int64_t sms = device_info(0).sm_count;
-  // Defaults: N = 16 * (sms + 8) (more tiles than SMs) takes it for both; N = 16 * sms only W4A4.
+  // Defaults: N = 16 * (sms + 8) (more tiles than SMs) and N = 16 * sms (one tile per SM, session
+  // 16) take it for both; N = 16 * (sms / 2) only W4A4.
   for (LinearFormat f : kNv) {
     const gemm::Plan more = plan1(f, 16 * (sms + 8), 4096);
     EXPECT_GT(more.decode_stream_parts, 0) << gemm::format_name(f);
-    EXPECT_EQ(plan1(f, 16 * sms, 4096).decode_stream_parts > 0, f == LinearFormat::kNvfp4)
+    EXPECT_GT(plan1(f, 16 * sms, 4096).decode_stream_parts, 0) << gemm::format_name(f);
+    EXPECT_EQ(plan1(f, 16 * (sms / 2), 4096).decode_stream_parts > 0, f == LinearFormat::kNvfp4)
         << gemm::format_name(f);
     const int64_t before = gemm::lin::last_stream_launch().serial;
     run_case({f, 1, 16 * (sms + 8), 4096, DType::kBF16, DType::kBF16, true});
@@ -1618,6 +1620,10 @@ TEST(GemmGpu, DecodeStream) {
     const gemm::Plan fill = plan1(LinearFormat::kNvfp4W4A16, 16 * 2 * sms, 4096);
     EXPECT_EQ(fill.decode_stream_occ, 2);
     EXPECT_EQ(fill.stream_trig & 1, 1);
+    // One tile per SM (2048x7168 on 132 SMs): the 2-CTA cap with the trigger.
+    const gemm::Plan one_per_sm = plan1(LinearFormat::kNvfp4W4A16, 16 * sms, 7168);
+    EXPECT_EQ(one_per_sm.decode_stream_occ, 2);
+    EXPECT_EQ(one_per_sm.stream_trig & 1, 1);
   }
   // A capacity of 2 prepares it for runs at M = 1 (session 12; DecodeStreamAnyCapacity).
   EXPECT_GT(bf16_plan(LinearFormat::kNvfp4W4A16, 2, 16 * (sms + 8), 4096).decode_stream_parts, 0);
@@ -1689,7 +1695,7 @@ TEST(GemmGpu, DecodeStreamAnyCapacity) {
       caps.out_dtype = DType::kBF16;
       const gemm::Plan pl = gemm::plan(caps);
       EXPECT_GT(pl.decode_stream_parts, 0);
-      // W4A16 at N = 16 * sms too (capacity 1 keeps the 8-warp decode kernel there).
+      // W4A16 at N = 16 * sms too (capacity 1 as well since session 16).
       caps.out_features = 16 * sms;
       EXPECT_GT(gemm::plan(caps).decode_stream_parts, 0);
       caps.regime = gemm::Regime::kTiled;
