@@ -279,7 +279,14 @@ constexpr int kWgmmaGroupVar256 = 13;
 /// cuBLAS BF16), IQ2_XS BF16 23 behind the pre-pass 186.5 / 615.6 / 643.7 / 272.1 / 162.9 ->
 /// 163.2 / 539.3 / 579.9 / 237.7 / 143.5 (0.45-0.51x); on FP16 activations IQ2_XXS 23 (142.9 /
 /// 499.2 / 546.8 / 213.1 / 127.4) now beats 17 (149.6 / 537.6 / 554.7 / 224.2 / 126.7): 23 there
-/// (BF16 keeps 17: 23 behind the pre-pass 157.2 / 511.2 / 573.5 / 228.8 / 144.6).
+/// (BF16 keeps 17: 23 behind the pre-pass 157.2 / 511.2 / 573.5 / 228.8 / 144.6). Round 61: 23
+/// with unit 0 of each stage split around atom 1's decode (kGroupSplit, probe 46; fewer spills)
+/// IQ2_XS BF16 157.98 / 523.73 / 578.55 / 233.25 / 140.54 -> 152.05 / 505.76 / 542.67 / 224.59 /
+/// 136.78, FP16 145.80 / 504.97 / 548.39 / 219.70 / 124.63 -> 139.67 / 484.28 / 511.65 / 210.55
+/// / 120.46, IQ2_XXS FP16 139.72 / 494.02 / 538.86 / 211.89 / 125.51 -> 135.99 / 476.74 /
+/// 510.60 / 205.35 / 118.25: 23's schedule since (IQ2_XXS BF16 behind the pre-pass 147.89 /
+/// 494.66 / 542.87 / 217.79 / 133.25 against 17's 148.66 / 519.29 / 534.84 / 223.74 / 126.73 in
+/// round 61's bench_gemm: 17 stays).
 constexpr int kWgmmaGroupVarQ8 = 16, kWgmmaGroupVarIq2Xxs = 17, kWgmmaGroupVarIq2Xs = 23,
               kWgmmaGroupVarIq2XxsF16 = 23;
 constexpr bool kWgmmaGroupF16x = true;

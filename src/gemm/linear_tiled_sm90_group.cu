@@ -43,10 +43,8 @@ GroupPick pick_cfg(int tok, int var) {
     if (tok == 256 && var == 17)
       return group_pick<F, T, 256, 1, true, 64, false, true, kGroupWs | kGroupQuad | kGroupChain>();
     if constexpr (T::kFp16) {
+      // 23: unit 0 of each stage split around atom 1's decode (kGroupSplit) since session 16.
       if (tok == 256 && var == 23)
-        return group_pick<F, T, 256, 1, true, 64, false, true, kWsChain | kGroupFold>();
-      // 46 (probe): 23 with unit 0 split around atom 1's decode (kGroupSplit).
-      if (tok == 256 && var == 46)
         return group_pick<F, T, 256, 1, true, 64, false, true,
                           kWsChain | kGroupFold | kGroupSplit>();
     }
@@ -209,7 +207,7 @@ __global__ void __launch_bounds__(256)
 }  // namespace
 
 bool wgmma_group_fold_var(int var) {
-  return var == 22 || var == 23 || var == 46;
+  return var == 22 || var == 23;
 }
 
 namespace {

@@ -163,9 +163,11 @@ struct WgmmaGroupCfg {
 /// back edge, made ptxas serialize every wgmma: C7514.)
 /// kGroupFold: WgmmaGroupCfg::kFold with a promotion per 64 K (IQ2, FP16 wgmmas; per 32 K
 /// measured slower in round 48, IQ2_XS 184.2 against 179.7 us at 4096x4096, M = 2048).
-/// kGroupSplit (with kGroupFold, chained pairs; probe 46): unit 0 of a stage issued in two halves
-/// around atom 1's decode (see stage_body), for 23's register peak at the pair's stage boundary
-/// (56 B of spills, 13 STL + 13 LDL per two stages in its loop).
+/// kGroupSplit (with kGroupFold, chained pairs; 23 since session 16): unit 0 of a stage issued in
+/// two halves around atom 1's decode (see stage_body), for the register peak at the pair's stage
+/// boundary: sm_90a stack 56 -> 24 / 32 B, 13 -> 5 / 7 STL + LDL per two stages in the MMA loop
+/// (IQ2_XS / IQ2_XXS); round 61 (probe 46, M = 2048): IQ2_XS on BF16 +2.5-6.6 %, on FP16
+/// +3.3-7.2 %, IQ2_XXS on FP16 +2.7-6.1 %.
 inline constexpr int kGroupPair = 1, kGroupQuad = 2, kGroupFold = 4, kGroupChain = 8, kGroupWs = 16,
                      kGroupSplit = 32;
 B12X_HD constexpr int wgmma_group_fold_k(int mode) {
