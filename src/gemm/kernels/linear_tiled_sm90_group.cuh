@@ -38,7 +38,10 @@
 // across four stages, kGroupQuad), IQ2_XXS 17 (16 with computed sign masks), IQ2_XS 23 (the
 // sub-scales folded into FP16 weights, kGroupFold, one promotion per 64 K; BF16 activations
 // behind the FP16 pre-pass of linear_tiled_sm90_group.cu), and at 128 tokens 21 / 22 (the same
-// schedule in two m64n64 units; 22 folded).
+// schedule in two m64n64 units; 22 folded). Session 16 (rounds 59-61): the IQ2 sign masks by
+// one IMAD + LOP3 (decode_iq2_atom), 23's (2s + 1) splats by IMAD + HFMA2 and its unit 0 split
+// around atom 1's decode (kGroupSplit): IQ2_XXS 17 -7-12 %, IQ2_XS 23 -16-19 % time at M = 2048;
+// IQ2_XXS on FP16 activations takes 23.
 // Epilogue as in linear_tiled_sm90.cuh.
 //
 // SM90 only: the body compiles under __CUDA_ARCH_FEAT_SM90_ALL and traps elsewhere; the host
