@@ -249,9 +249,10 @@ int decode_fc1_warps(const DecodeKnobs& k, int routes, int row_blocks, int sm_co
 
 bool decode_fc1_balanced(int routes, int tile_groups, int warps, int k_chunks) {
   // Balanced ranges where the unbalanced per-warp chain (tiles per CTA, estimating ~routes
-  // tiles, x sub-chunks per warp) is >= 10 sub-chunks. H200 round 22, nvfp4, us (unbalanced ->
-  // balanced): MiniMax M = 1 / 2 / 4 / 8 (chains 12 / 24 / 48 / 96) 73.6 -> 66.6, 124.4 -> 111.8,
-  // 223.8 -> 198.2, 409.2 -> 362.9; DeepSeek-TP4 M = 2 / 4 / 8 (10 / 21 / 42) 53.2 -> 52.3, 100.0
+  // tiles, x sub-chunks per warp) is > 10 sub-chunks (>= 10 before session 16). H200 round 22,
+  // nvfp4, us (unbalanced -> balanced): MiniMax M = 1 / 2 / 4 / 8 (chains 12 / 24 / 48 / 96) 73.6
+  // -> 66.6, 124.4 -> 111.8, 223.8 -> 198.2, 409.2 -> 362.9; DeepSeek-TP4 M = 2 / 4 / 8 (10 / 21 /
+  // 42) 53.2 -> 52.3, 100.0
   // -> 93.9, 163.2 -> 152.2; Qwen3.5-TP4 M = 4 / 8 (28 / 56) 132.2 -> 125.4, 231.7 -> 212.1, M = 2
   // (16) 76.0 -> 76.8. Shorter chains lose the cut tiles' extra round trip: Qwen3.5-TP4 M = 1 (8)
   // 43.3 -> 47.7, DeepSeek-TP4 M = 1 (5) 33.0 -> 34.5, Qwen3-30B M = 1 / 2 (2 / 4) 24.1 -> 24.8,
@@ -260,9 +261,13 @@ bool decode_fc1_balanced(int routes, int tile_groups, int warps, int k_chunks) {
   // Above 128 routes (the wide routing) only where a row block has <= 2 tile groups. H200 round
   // 26, nvfp4 M = 32, balanced vs not: MiniMax (2 groups) 1006 vs 1145 us; DeepSeek-TP4 (12)
   // 509 vs 432, Qwen3.5-TP4 (6) 820 vs 709; w4a16 Qwen3.5-TP4 M = 32 814 vs 700.
+  // Session 16 (chunk-tiled codes): > 10, not >= 10. H200 rounds 59 / 60 / 61, DeepSeek-TP4
+  // nvfp4 M = 2 (12 warps, chain 2 tiles x 5 sub-chunks), balanced -> unbalanced: 0.986 / 0.984 /
+  // 0.969x (round 61: 45.5 -> 44.1 us); M = 4 (21) 1.011 / 0.990 / 0.995x, M = 8 (42) 1.007-1.022x
+  // (kept balanced).
   const int y = std::max(tile_groups, 1);
   if (routes > kMaxInlineRoutes) return y <= 2;
-  return ((routes + y - 1) / y) * ((k_chunks + warps - 1) / warps) >= 10;
+  return ((routes + y - 1) / y) * ((k_chunks + warps - 1) / warps) > 10;
 }
 
 void launch_decode_stream(const DecodeArgs& args, const DecodeKnobs& kn, bool fp16_operands,

@@ -304,8 +304,14 @@ void launch_decode_stream(const DecodeArgs& args, const DecodeKnobs& knobs, bool
 /// sub-chunk per warp): DeepSeek-TP4 1.026-1.113x, Qwen3-30B 0.989-1.104x, Qwen3.5-TP4
 /// 1.019-1.092x. DecodeKnobs::fc2_kil 0 / 1 forces it. It runs in the 8-warp 3-stage FC2 CTAs
 /// (16 or 32 rows, narrow routing: every FC2 of MiniMax at M <= 8); the others ignore it.
+/// Session 16, on the chunk-tiled codes: from 3 tokens (each chunk's 16 or 32 rows are one
+/// contiguous run, so neighbouring warps no longer share 128-byte lines). H200 rounds 60 / 61,
+/// MiniMax 16-row FC2, interleaved -> contiguous, us: nvfp4 M = 1 57.4 -> 56.0 / 55.9 -> 53.8
+/// (0.976 / 0.963x), M = 2 97.2 -> 91.9 (0.945x), w4a16 M = 1 53.5 -> 51.9 (0.969x; FC2 in the
+/// chain 18.6 -> 16.7). At 4-8 tokens MiniMax's FC2 is the 2-stage 32-row CTA (contiguous
+/// anyway); the interleave still decides its rows (decode_fc2_rows).
 inline bool decode_fc2_kil(const DecodeKnobs& k, int64_t tokens, int nk) {
-  return k.fc2_kil >= 0 ? k.fc2_kil != 0 : tokens <= 8 && nk >= 16;
+  return k.fc2_kil >= 0 ? k.fc2_kil != 0 : tokens >= 3 && tokens <= 8 && nk >= 16;
 }
 /// FC2 split of the 32-row FC2 CTA (3-stage ring, 2 CTAs per SM): the most CTAs per row block
 /// (<= 4, <= the plan's partials for `routes`) that keep the grid within one wave of 2 per SM;
