@@ -192,7 +192,11 @@ struct PagedPlan {
   /// loaded ahead of the partials and each warp derives the weights (one barrier fewer). H200
   /// round 60 (16/2/256 page 128 B=8 x 8k, us, off -> on): FP8 25.0 / 25.3 -> 26.5 / 25.1, with
   /// the half epilogue 24.6 -> 24.1; BF16 37.9 / 38.2 -> 37.4 / 37.7. BF16 32/8/128 B=1 x 8k
-  /// 13.0 / 13.0 -> 13.0 / 13.2: kept off below head dim 256.
+  /// 13.0 / 13.0 -> 13.0 / 13.2: kept off below head dim 256. Off by default since session 16's
+  /// lead round 63 (the same 16/2/256 rows at B = 1 / 2 / 4 / 8, us, on -> off): FP8 12.5 / 15.0 /
+  /// 16.5 / 23.7 -> 10.4 / 13.5 / 15.9 / 24.2, BF16 13.1 / 17.6 / 23.4 / 37.1 -> 11.0 / 15.4 /
+  /// 22.3 / 36.7: the resident merge CTAs cost the split-heavy small batches 4-20 % for 2 % at
+  /// FP8 B = 8. B12X_ATTN_MERGE_SLIM=1 turns it on.
   bool merge_slim = false;
   /// The decode tiles' cross-warp merge exchanges only the MMA fragments' first 8 rows when the
   /// other 8 are padding (GQA groups of <= 8 heads at q_len 1): half the epilogue's shared-memory

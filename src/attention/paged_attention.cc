@@ -422,7 +422,7 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   if (plan.stamps && plan.early_kv && k->launch_stamp_early == nullptr) plan.stamps = false;
   const char* eh_env = std::getenv("B12X_ATTN_EPILOGUE_HALF");
   if (eh_env != nullptr) plan.epilogue_half = std::string(eh_env) != "0";
-  plan.merge_slim = caps.head_dim_vo == 256;  // see PagedPlan::merge_slim
+  plan.merge_slim = false;  // opt-in only: see PagedPlan::merge_slim (it costs B <= 4)
   const char* ms_env = std::getenv("B12X_ATTN_MERGE_SLIM");
   if (ms_env != nullptr) plan.merge_slim = std::string(ms_env) != "0";
   if (plan.lean) {
