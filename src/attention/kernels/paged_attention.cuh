@@ -2006,8 +2006,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 /// partials are loaded while warp 0 turns the (at most 64) LSEs into weights, so the merge
 /// costs one L2 round trip after the main kernel, not three or four. Rows whose tile had a
 /// single split were written by the main kernel: skipped.
-/// kSlim (PagedPlan::merge_slim, head dim 256): at most 64 registers per thread (8 CTAs' worth per SM)
-/// and kMergePre / kCols splits loaded ahead, so that a merge CTA (8192 registers) fits next to
+/// kSlim (PagedPlan::merge_slim, opt-in): at most 64 registers per thread (8 CTAs' worth per
+/// SM) and kMergePre / kCols splits loaded ahead, so that a merge CTA (8192 registers) fits next to
 /// two main CTAs of up to 224 registers x 128 threads (FP8 hcvt / hcvt3 at head dim 256: 57344);
 /// with 96 registers (12288) it waits for a main CTA to exit and then keeps the next call's
 /// main CTA off that SM until the merge ends. Every warp loads the LSEs ahead of its partials
