@@ -1606,7 +1606,7 @@ Plan plan(const Caps& caps) {
   }
   p.stream_trig = kStreamTrig | (stream_trig_m1 ? 1 : 0);
   if (const char* e = std::getenv("B12X_GEMM_STREAM_TRIG"); e != nullptr)
-    p.stream_trig = std::atoi(e) & 7;
+    p.stream_trig = std::atoi(e) & 31;
   if (log_level() >= 3) log_message(3, p.describe());
   {
     // Kernel signature (warm-up / freeze, b12x/runtime.h): the kernels a run at max_tokens
@@ -2084,6 +2084,7 @@ void run(const Binding& b, Stream stream) {
                                                : lin::stream16_f8_smem_bytes(
                                                      im.wfmt, plan.stream16_tw, plan.decode_fp8_mma,
                                                      q, plan.stream16_var);
+    p.stream_trig = (plan.stream_trig & 16) ? 1 : 0;
     lin::launch_linear_stream16_f8(im.wfmt, plan.stream16_tw, plan.decode_fp8_mma,
                                    plan.stream16_depth, smem, p, stream, plan.stream16_occ,
                                    plan.stream16_var);
@@ -2179,6 +2180,7 @@ void run(const Binding& b, Stream stream) {
   p.partial = (p.split > 1 && !plan.split_cluster)
                   ? reinterpret_cast<float*>(b.scratch + plan.off_partial)
                   : nullptr;
+  p.stream_trig = (plan.stream_trig & 8) ? 1 : 0;
   lin::launch_linear_decode(im.wfmt, fp16, nt, p, stream);
   if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);
 }

@@ -58,8 +58,8 @@ struct LinearParams {
   // MXFP4 on the stream / block kernels: the fold-free splat instances (kMxFree; host-side pick
   // by the launchers: the bound weight's E8M0 codes are all <= 135 and the plan took them).
   int mx_free;
-  // Stream / block kernels: trigger the dependent launch (PDL) once a warp has issued its last
-  // weight loads (session 15 probe, Plan::stream_trig), not only at the kernel's end.
+  // Stream / block / decode kernels: trigger the dependent launch (PDL) once a warp has issued
+  // its last weight loads (session 15 / 17 probes, Plan::stream_trig), not only at the end.
   int stream_trig;
   // M = 1 stream kernel: variant (session 16, Plan::decode_stream_var; kVar of
   // linear_stream_kernel: 8 the NVFP4 activations converted while staging).

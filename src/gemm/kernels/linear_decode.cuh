@@ -228,6 +228,7 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
   // activations [rows][pitch] (bf16 halves, or e4m3 bytes for the FP8 formats), then the fp32
   // activation group scales [rows][chunk groups].
   constexpr int kStages = decode_stages(F) + kDeep;
+  constexpr bool kTrig = wtraits(F).fp8mma;  // the early trigger's probe: FP8 weights only
   constexpr int kChunk = decode_chunk_bytes(F);
   constexpr int kChunkW = kHalf ? kChunk / kParts : kChunk;  // a warp's bytes of a slice
   const StageGeom sg = stage_geom(F, p.stage_rows, p.stage_slices);
@@ -838,6 +839,11 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
       dec_cp_async_commit();  // empty groups keep the group count uniform
     }
     if (s_begin < s_end) load_scales(s_begin, cur);
+    // p.stream_trig (probe, FP8 weights): the warp's last weight values are requested (here, or
+    // in fetch below), so the next call's CTAs may take free slots and request theirs during
+    // this call's tail (their griddep_wait still waits for this grid's completion and stores).
+    if (kTrig && p.stream_trig && s_begin + (kStages - 1) * kStep >= s_end)
+      griddep_launch_dependents();
   }
   griddep_wait();  // activations, scales of x and the output belong to earlier kernels
 
@@ -870,8 +876,10 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
   // slice's scales, the wait for this slice's values; then the NVFP4 / MXFP4 scale splats.
   auto fetch = [&](int64_t sl, int st) {
     __syncwarp();  // every lane has finished reading the stage refilled below (slice sl-1)
-    if (sl + (kStages - 1) * kStep < s_end)
+    if (sl + (kStages - 1) * kStep < s_end) {
       issue_values(sl + (kStages - 1) * kStep, (st + kStages - 1) % kStages);
+      if (kTrig && p.stream_trig && sl + kStages * kStep >= s_end) griddep_launch_dependents();
+    }
     dec_cp_async_commit();
     if (sl + kStep < s_end) load_scales(sl + kStep, nxt);
     dec_cp_async_wait<kStages - 1>();  // this lane's copies of slice sl have landed...
