@@ -821,7 +821,13 @@ Plan plan(const Caps& caps) {
     // FP4 / FP8 activations of FP4 weights go through the BF16 pre-pass at M = 1 too, so the
     // warp split applies (B12X_GEMM_ACT_PREPASS=0: dequantized in every CTA, one warp per tile).
     const bool copy_staged = format_raw_activations(f) || lin::wtraits(wf).fp8mma || !prepass_off;
-    if (M == 1 && copy_staged && split_env == nullptr) {
+    // Probe (session 17): FP8 weights take the M = 1 rule (whole K staged at once, no pipelined
+    // staging) up to this M; B12X_GEMM_DECODE_WS_M=<2..8>.
+    int64_t ws_max_m = 1;
+    if (const char* e = std::getenv("B12X_GEMM_DECODE_WS_M");
+        e != nullptr && lin::wtraits(wf).fp8mma)
+      ws_max_m = std::clamp<int64_t>(std::atoi(e), 1, 8);
+    if (M <= ws_max_m && copy_staged && split_env == nullptr) {
       ws = lin::wtraits(wf).fp8mma && ctas_n * 10 >= 9 * sms ? 1 : kDecodeWarpSplit;
       // 8 warps per tile (FP4 weights with BF16 MMAs) where the 16-row tiles give at most one CTA
       // per SM and ring + staging fit the device (run checks it again): round 30, H200, M = 1,
@@ -861,7 +867,7 @@ Plan plan(const Caps& caps) {
       const char* e = std::getenv("B12X_GEMM_DECODE_PIPE");
       const bool want =
           e != nullptr ? e[0] == '1' : nt == 1 || wf == WFmt::kQ8_0 || wf == WFmt::kFp8;
-      p.decode_pipe = want && M >= 2 && lin::decode_pipe_available(wf, fp16);
+      p.decode_pipe = want && M >= 2 && ws == 1 && lin::decode_pipe_available(wf, fp16);
     }
     bool pipe_ws = false;
     // Two token tiles: per-tensor FP8 only (session 13, below).
