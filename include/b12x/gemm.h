@@ -298,6 +298,9 @@ struct Plan {
   bool stream16_qx = false;
   /// Its 16-row tiles per CTA (8 x stream16_tw).
   int stream16_tiles = 0;
+  /// NVFP4 / MXFP4 block kernel with its K range staged once (session 17 probe,
+  /// B12X_GEMM_STREAM16_ONCE=1; tw 2, BF16 activations, stream16_vp <= 16).
+  bool stream16_once = false;
   /// FP8 weights (per-tensor, block FP8, MXFP8) on the block kernel (session 14,
   /// lin::launch_linear_stream16_f8; the stream16_* fields above describe its grid): its
   /// weight ring depth per warp (0: not the FP8 kernel). Its MMA kind is decode_fp8_mma.

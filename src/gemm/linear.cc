@@ -449,6 +449,7 @@ std::string stream16_describe(const Plan& p) {
   if (p.stream16_tw == 0) return std::string();
   return " stream16=" + std::to_string(p.stream16_tw) + "x" + std::to_string(p.stream16_split) +
          "/" + std::to_string(p.stream16_vp) + (p.stream16_qx ? " qx" : "") +
+         (p.stream16_once ? " once" : "") +
          (p.stream16_depth > 0 ? " f8d" + std::to_string(p.stream16_depth) : "") +
          (p.stream16_depth > 0 && p.stream16_occ == 3 ? " o3" : "") +
          (p.stream16_depth > 0 && p.stream16_var != 0 ? " v" + std::to_string(p.stream16_var) : "");
@@ -1370,11 +1371,20 @@ Plan plan(const Caps& caps) {
           split = eff, split_vp = vp;
         }
         if (split > 0) {
+          // Probe (session 17): the K range staged once (B12X_GEMM_STREAM16_ONCE=1), where its
+          // shared memory (vp-dependent) keeps the CTAs per SM the split was chosen for.
+          int var = 0;
+          if (const char* e = std::getenv("B12X_GEMM_STREAM16_ONCE");
+              e != nullptr && e[0] == '1' && !qx && tw == 2 && split_vp <= lin::kS16OnceMaxVp &&
+              lin::prepare_linear_stream16(caps.device, wf, tw, qx, lin::kS16VarOnce, split_vp) >=
+                  per_sm)
+            var = lin::kS16VarOnce;
           p.stream16_tw = tw;
           p.stream16_split = split;
           p.stream16_vp = split_vp;
           p.stream16_qx = qx;
-          p.stream16_smem = lin::stream16_smem_bytes(tw, qx);
+          p.stream16_once = var != 0;
+          p.stream16_smem = lin::stream16_smem_bytes(tw, qx, var, split_vp);
           p.stream16_tiles = 8 * tw;
         }
       }
@@ -1651,7 +1661,7 @@ Plan plan(const Caps& caps) {
           << (p.stream_rows_split > 1 ? "+reduce" : "");
     if (p.stream16_tw > 0)
       sig << " stream16=" << p.stream16_tw << (p.stream16_split > 1 ? "+reduce" : "")
-          << (p.stream16_qx ? " qx" : "")
+          << (p.stream16_qx ? " qx" : "") << (p.stream16_once ? " once" : "")
           << (p.stream16_depth > 0 ? " f8d" + std::to_string(p.stream16_depth) : std::string())
           << (p.stream16_depth > 0 && p.stream16_occ == 3 ? " o3" : "")
           << (p.stream16_depth > 0 && p.stream16_var != 0 ? " v" + std::to_string(p.stream16_var)
@@ -2105,7 +2115,8 @@ void run(const Binding& b, Stream stream) {
     p.stream_vp = plan.stream16_vp;
     p.stream_tiles = plan.stream16_tiles;
     p.stream_trig = (plan.stream_trig & 4) ? 1 : 0;
-    lin::launch_linear_stream16(im.wfmt, plan.stream16_tw, plan.stream16_smem, p, stream);
+    lin::launch_linear_stream16(im.wfmt, plan.stream16_tw, plan.stream16_smem, p, stream,
+                                plan.stream16_once ? lin::kS16VarOnce : 0);
     if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);
     return;
   }

@@ -73,6 +73,7 @@ struct StreamLaunch {
   int64_t serial = 0;
   int rows = 0, split = 0;
   bool mx_free = false;  // MXFP4 fold-free splat instance (p.mx_free)
+  bool once = false;     // block kernel with the K range staged once (kS16VarOnce)
 };
 StreamLaunch last_stream_launch();
 /// 64-K vectors per K part: the tile's kvec vectors over split CTAs x parts warps, rounded up to
@@ -94,12 +95,18 @@ void launch_linear_stream(WFmt f, int parts, int occ, int ctas, int64_t smem, co
 /// (ceil(n16 / p.stream_tiles), p.split); p.split > 1 writes fp32 partials to p.partial for
 /// launch_linear_reduce. Dynamic shared memory stream16_smem_bytes(tw, qx) (three staging slots;
 /// the plan carries it).
+/// var (Plan::stream16_once): kS16VarOnce the CTA's K range staged once (session 17 probe,
+/// linear_stream16_once_kernel: tw 2, BF16 activations, p.stream_vp <= 16; its shared memory
+/// depends on vp).
+inline constexpr int kS16VarOnce = 1;
+inline constexpr int kS16OnceMaxVp = 16;
 bool stream16_available(WFmt f, bool fp16, int tw);
-int64_t stream16_smem_bytes(int tw, bool qx = false);
+int64_t stream16_smem_bytes(int tw, bool qx = false, int var = 0, int vp = 0);
 int stream16_vectors_per_cta(int64_t kvec, int split);
 /// Host only (plan time): the opt-in and the CTAs per SM of both token-tile variants (the min).
-int prepare_linear_stream16(int device, WFmt f, int tw, bool qx = false);
-void launch_linear_stream16(WFmt f, int tw, int64_t smem, const LinearParams& p, Stream stream);
+int prepare_linear_stream16(int device, WFmt f, int tw, bool qx = false, int var = 0, int vp = 0);
+void launch_linear_stream16(WFmt f, int tw, int64_t smem, const LinearParams& p, Stream stream,
+                            int var = 0);
 /// grid = (ceil(n16/4), split, ceil(M / (8*nt))); p.cluster_split > 1 launches grid.y as one
 /// thread-block cluster. p.stage_rows / p.stage_slices size the activation staging.
 void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stream stream);

@@ -15,6 +15,8 @@ static_assert(kStreamSmemBudget + kStreamRedBytes<1> <= 101376,
 static_assert(kStreamRowsSmemBudget + kStreamRedBytes<4> <= 101376,
               "stream kernel (4 rows): staging budget + static shared memory exceed 99 KB");
 static_assert(kS16SmemBytes<2, true> <= 101376, "M <= 16 block kernel: staging slots exceed 99 KB");
+static_assert(s16_once_smem(2, kS16OnceMaxVp) <= 101376,
+              "M <= 16 block kernel, staged once: activations + splats exceed 99 KB");
 
 namespace {
 
@@ -98,7 +100,20 @@ S16Fn pick_stream16_fmt(int tw, int nt) {
   }
 }
 
-S16Fn pick_stream16(int tw, int nt, bool mx, bool qx, bool mx_free = false) {
+/// The K range staged once (var & kS16VarOnce; 2 tiles per warp, BF16 activations only).
+S16Fn pick_stream16_once(int tw, int nt, bool mx, bool mx_free) {
+  if (tw != 2) return nullptr;
+  if (mx && mx_free)
+    return nt == 1 ? &linear_stream16_once_kernel<2, 1, true, true>
+                   : &linear_stream16_once_kernel<2, 2, true, true>;
+  if (mx)
+    return nt == 1 ? &linear_stream16_once_kernel<2, 1, true>
+                   : &linear_stream16_once_kernel<2, 2, true>;
+  return nt == 1 ? &linear_stream16_once_kernel<2, 1> : &linear_stream16_once_kernel<2, 2>;
+}
+
+S16Fn pick_stream16(int tw, int nt, bool mx, bool qx, bool mx_free = false, int var = 0) {
+  if (var & kS16VarOnce) return qx ? nullptr : pick_stream16_once(tw, nt, mx, mx_free);
   if (qx) return mx ? nullptr : pick_stream16_fmt<false, true>(tw, nt);
   if (mx && mx_free) return pick_stream16_fmt<true, false, true>(tw, nt);
   return mx ? pick_stream16_fmt<true, false>(tw, nt) : pick_stream16_fmt<false, false>(tw, nt);
@@ -111,7 +126,8 @@ bool stream16_available(WFmt f, bool fp16, int tw) {
   return pick_stream16(tw, 2, f == WFmt::kMxfp4, false) != nullptr;
 }
 
-int64_t stream16_smem_bytes(int tw, bool qx) {
+int64_t stream16_smem_bytes(int tw, bool qx, int var, int vp) {
+  if (var & kS16VarOnce) return s16_once_smem(tw, vp);
   if (qx) return tw == 1 ? kS16SmemBytes<1, true> : kS16SmemBytes<2, true>;
   return tw == 1 ? kS16SmemBytes<1> : kS16SmemBytes<2>;
 }
@@ -121,12 +137,12 @@ int stream16_vectors_per_cta(int64_t kvec, int split) {
   return static_cast<int>((per + kS16ChunkV - 1) / kS16ChunkV * kS16ChunkV);
 }
 
-int prepare_linear_stream16(int device, WFmt f, int tw, bool qx) {
-  const int64_t smem = stream16_smem_bytes(tw, qx);
+int prepare_linear_stream16(int device, WFmt f, int tw, bool qx, int var, int vp) {
+  const int64_t smem = stream16_smem_bytes(tw, qx, var, vp);
   const ::b12x::detail::DeviceScope scope(device);
   int fit = 0;
   for (int nt : {1, 2}) {
-    const S16Fn k = pick_stream16(tw, nt, f == WFmt::kMxfp4, qx);
+    const S16Fn k = pick_stream16(tw, nt, f == WFmt::kMxfp4, qx, false, var);
     B12X_ASSERT(k != nullptr, "no M <= 16 block kernel for format ", static_cast<int>(f),
                 " tw=", tw, " qx=", qx);
     int blocks = 0;
@@ -137,15 +153,17 @@ int prepare_linear_stream16(int device, WFmt f, int tw, bool qx) {
   return fit;
 }
 
-void launch_linear_stream16(WFmt f, int tw, int64_t smem, const LinearParams& p, Stream stream) {
+void launch_linear_stream16(WFmt f, int tw, int64_t smem, const LinearParams& p, Stream stream,
+                            int var) {
   const int nt = p.M <= 8 ? 1 : 2;
   const bool qx = p.act_kind == kActNvfp4;
-  const S16Fn k = pick_stream16(tw, nt, f == WFmt::kMxfp4, qx, p.mx_free != 0);
+  const S16Fn k = pick_stream16(tw, nt, f == WFmt::kMxfp4, qx, p.mx_free != 0, var);
   const int split = std::max(p.split, 1);
   B12X_ASSERT(k != nullptr && (f == WFmt::kNvfp4 || f == WFmt::kMxfp4) &&
-                  smem == stream16_smem_bytes(tw, qx),
+                  smem == stream16_smem_bytes(tw, qx, var, p.stream_vp) &&
+                  (!(var & kS16VarOnce) || p.stream_vp <= kS16OnceMaxVp),
               "M <= 16 block kernel: format ", static_cast<int>(f), " tw=", tw, " qx=", qx,
-              " smem=", smem);
+              " var=", var, " vp=", p.stream_vp, " smem=", smem);
   B12X_ASSERT(p.M >= 1 && p.M <= 16 && (p.act_kind == kActRaw16 || qx) && p.xs_kind == kXsNone &&
                   p.stream_vp > 0 && p.stream_vp % kS16ChunkV == 0 &&
                   int64_t{p.stream_vp} * split >= p.kvec && (split == 1 || p.partial != nullptr),
@@ -163,7 +181,8 @@ void launch_linear_stream16(WFmt f, int tw, int64_t smem, const LinearParams& p,
                         t_last.serial + 1,
                         16 * tw,
                         split,
-                        k != nullptr && f == WFmt::kMxfp4 && p.mx_free != 0};
+                        k != nullptr && f == WFmt::kMxfp4 && p.mx_free != 0,
+                        (var & kS16VarOnce) != 0};
   B12X_CUDA_CHECK(b12x::detail::launch_ex(
       k, dim3(static_cast<unsigned>(gx), static_cast<unsigned>(split)), dim3(kStreamWarps * 32),
       static_cast<size_t>(smem), stream, p.pdl != 0, dim3(1, 1, 1), p));

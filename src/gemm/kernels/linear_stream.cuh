@@ -582,6 +582,34 @@ __device__ __forceinline__ void s16_cp_async16(void* smem, const void* gmem) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sa), "l"(gmem));
 }
 
+/// One vector of one tile in the block kernels: the lane's 4 FP4 words (k16 steps 0..3) decoded,
+/// times the steps' (row g, row g + 8) splat pairs (kFold: MXFP4's 2^119 first), into the MMAs
+/// of kNt n8 token tiles whose B fragments b[step] came from ldmatrix.
+template <int kNt, bool kFold>
+__device__ __forceinline__ void s16_vector(float (&acc)[kNt][4], const uint4 cur, const uint4 q4,
+                                           const uint32_t (&b)[4][4]) {
+  using T = Bf16Tag;
+  const uint32_t svp[4] = {q4.x, q4.y, q4.z, q4.w};
+#pragma unroll
+  for (int s = 0; s < 4; ++s) {
+    const __nv_bfloat162 sv = *reinterpret_cast<const __nv_bfloat162*>(&svp[s]);
+    uint32_t wb[4], af[4];
+    fp4_word_pairs<T>(s == 0 ? cur.x : s == 1 ? cur.y : s == 2 ? cur.z : cur.w, wb);
+    if constexpr (kFold) {
+#pragma unroll
+      for (int r = 0; r < 4; ++r) wb[r] = fma2<T>(wb[r], kFp4Unit2<T>(), kNegZero2<T>());
+    }
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const __nv_bfloat162 m = __hmul2(*reinterpret_cast<const __nv_bfloat162*>(&wb[r]),
+                                       (r & 1) ? __high2bfloat162(sv) : __low2bfloat162(sv));
+      af[r] = *reinterpret_cast<const uint32_t*>(&m);
+    }
+    mma16816<T>(acc[0], af, b[s][0], b[s][1]);
+    if constexpr (kNt == 2) mma16816<T>(acc[1], af, b[s][2], b[s][3]);
+  }
+}
+
 /// kMx: MXFP4 weights (E8M0 per 32 K, 8 scale bytes per row and chunk): the splats
 /// are 2^(e-127) pairs, applied after the 2^119 that brings the decoded FP4 bits to v * 2^-7
 /// (two exact multiplies, as the decode kernel's fold: one with 2^(e-8) would overflow BF16 for
@@ -811,26 +839,8 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
         const uint4 cur = ring[q];
         const int vn = c * kS16ChunkV + jj + kAhead;
         if (vn < lim[j]) ring[q] = ldg_stream(wp[j] + static_cast<int64_t>(vn) * 512);
-        const uint4 q4 = *reinterpret_cast<const uint4*>(spl + j * 512 + jj * 128);
-        const uint32_t svp[4] = {q4.x, q4.y, q4.z, q4.w};
-#pragma unroll
-        for (int s = 0; s < 4; ++s) {
-          const __nv_bfloat162 sv = *reinterpret_cast<const __nv_bfloat162*>(&svp[s]);
-          uint32_t wb[4], af[4];
-          fp4_word_pairs<T>(s == 0 ? cur.x : s == 1 ? cur.y : s == 2 ? cur.z : cur.w, wb);
-          if constexpr (kMx && !kMxFree) {
-#pragma unroll
-            for (int r = 0; r < 4; ++r) wb[r] = fma2<T>(wb[r], kFp4Unit2<T>(), kNegZero2<T>());
-          }
-#pragma unroll
-          for (int r = 0; r < 4; ++r) {
-            const __nv_bfloat162 m = __hmul2(*reinterpret_cast<const __nv_bfloat162*>(&wb[r]),
-                                             (r & 1) ? __high2bfloat162(sv) : __low2bfloat162(sv));
-            af[r] = *reinterpret_cast<const uint32_t*>(&m);
-          }
-          mma16816<T>(acc[j][0], af, b[s][0], b[s][1]);
-          if constexpr (kNt == 2) mma16816<T>(acc[j][1], af, b[s][2], b[s][3]);
-        }
+        s16_vector<kNt, kMx && !kMxFree>(
+            acc[j], cur, *reinterpret_cast<const uint4*>(spl + j * 512 + jj * 128), b);
       }
     }
   }
@@ -842,6 +852,167 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
   for (int j = 0; j < kTw; ++j) {
     const int64_t tile = tile0 + j;
     if (tile >= p.n16 || warp * kTw + j >= tpc) continue;
+    stream_store_tile<kNt>(p, acc[j], tile, static_cast<int64_t>(blockIdx.y), mult, g, t);
+  }
+  griddep_launch_dependents();
+}
+
+// ---------------------------------------------------------------------------------------------
+// The block kernel with its K range staged once (session 17 probe, Plan::stream16_once,
+// B12X_GEMM_STREAM16_ONCE=1): Nsight Compute (session 14) and the SASS put the chunked kernel
+// above at ~120 issued instructions per 512-byte vector and tile against ~64 for the vector's own
+// work (decode, splats, 8 MMAs, its loads): the per-chunk staging, splat conversion, barrier and
+// slot arithmetic, and a prologue amortized over 4 chunks. Here each CTA stages its 16 token rows
+// x vp vectors once (vp <= kS16OnceMaxVp: 33 KB at 16) and each warp converts its own tiles'
+// scale bytes into splat pairs once ([tile][vector][g][step], loaded straight from global), so
+// the loop over the K range has no CTA barrier, no staging and no slot rotation (vp <= 16:
+// lin::kS16OnceMaxVp, linear_launch.h).
+/// Token row pitch: vp x 64 BF16 + 16 bytes (a multiple of 128 plus 16: conflict-free ldmatrix).
+__host__ __device__ constexpr int s16_once_pitch(int vp) {
+  return vp * 128 + 16;
+}
+/// Dynamic shared memory: the activations (16 rows), then per warp tw x vp x 128 B of splats.
+__host__ __device__ constexpr int s16_once_smem(int tw, int vp) {
+  return 16 * s16_once_pitch(vp) + kStreamWarps * tw * vp * 128;
+}
+
+template <int kTw, int kNt, bool kMx = false, bool kMxFree = false>
+__global__ void __launch_bounds__(kStreamWarps * 32, 2)
+    linear_stream16_once_kernel(const LinearParams p) {
+  static_assert(!kMxFree || kMx, "fold-free splats: MXFP4 only");
+  static_assert(kTw == 1 || kTw == 2, "tiles per warp");
+  static_assert(kNt == 1 || kNt == 2, "n8 token tiles");
+  constexpr int kDepth = kStreamDepth;
+  static_assert(kDepth % kTw == 0, "ring order");
+  constexpr int kAhead = kDepth / kTw;  // vectors of a tile in flight beyond the current one
+  extern __shared__ __align__(16) uint8_t dsm[];
+
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int g = lane >> 2, t = lane & 3;
+  const S16Range<kTw> cr = s16_range<kTw, kS16ChunkV>(p, warp, lane);
+  const int vp = p.stream_vp, pitch = s16_once_pitch(vp);
+  uint4 ring[kDepth];
+  s16_ring_fill(ring, cr);
+  griddep_wait();  // the activations (and alpha) belong to earlier kernels
+
+  // The CTA's activations: 16 token rows x vp x 64 K from vbase; rows past M, K values past K zero.
+  const uint16_t* const x = static_cast<const uint16_t*>(p.x);
+  const int cpr = vp * 8;  // 16-byte chunks per row
+  const int64_t k0 = cr.vbase * 64;
+  for (int i = threadIdx.x; i < 16 * cpr; i += kStreamWarps * 32) {
+    const int tok = i / cpr, kk = (i - tok * cpr) * 8;
+    const int64_t k = k0 + kk;
+    uint8_t* const d = dsm + tok * pitch + kk * 2;
+    if (tok < p.M && p.x_vec16 && k + 8 <= p.K) {
+      s16_cp_async16(d, x + tok * p.ldx + k);
+    } else {
+      uint32_t pr[4] = {0, 0, 0, 0};
+      if (tok < p.M) {
+        const uint16_t* xr = x + tok * p.ldx + k;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+          if (k + e >= p.K) break;
+          pr[e / 2] |= static_cast<uint32_t>(xr[e]) << (16 * (e % 2));
+        }
+      }
+      *reinterpret_cast<uint4*>(d) = make_uint4(pr[0], pr[1], pr[2], pr[3]);
+    }
+  }
+  asm volatile("cp.async.commit_group;");
+
+  // This warp's splat pairs while the activations land: task (tile j, row pair g, block b of 4
+  // vectors) reads rows g and g + 8's scale bytes of the block (16 NVFP4 / 8 MXFP4 bytes each,
+  // aligned: scale_ld and vbase are multiples of 4 vectors) and writes the block's 4 vectors'
+  // 16-byte splats. Tiles that do not exist and blocks past kvec get zero splats, so the ring's
+  // stale vectors there contribute nothing.
+  uint8_t* const spw = dsm + 16 * pitch + warp * (kTw * vp * 128);
+  const int nb = vp / 4;
+  for (int task = lane; task < kTw * 8 * nb; task += 32) {
+    const int b = task % nb, gg = (task / nb) % 8, j = task / (8 * nb);
+    const int64_t v0 = cr.vbase + 4 * b;
+    const bool on = cr.tile0 + j < p.n16 && warp * kTw + j < cr.tpc && v0 < p.kvec;
+    const uint8_t* const sr =
+        p.wscale + ((cr.tile0 + j) * 16 + gg) * p.scale_ld + v0 * (kMx ? 2 : 4);
+    uint4 w0 = make_uint4(0, 0, 0, 0), w8 = w0;
+    if (on) {
+      if constexpr (kMx) {
+        const uint2 a = __ldg(reinterpret_cast<const uint2*>(sr));
+        const uint2 c = __ldg(reinterpret_cast<const uint2*>(sr + 8 * p.scale_ld));
+        w0 = make_uint4(a.x, a.y, 0, 0);
+        w8 = make_uint4(c.x, c.y, 0, 0);
+      } else {
+        w0 = __ldg(reinterpret_cast<const uint4*>(sr));
+        w8 = __ldg(reinterpret_cast<const uint4*>(sr + 8 * p.scale_ld));
+      }
+    }
+    const uint32_t r0[4] = {w0.x, w0.y, w0.z, w0.w}, r8[4] = {w8.x, w8.y, w8.z, w8.w};
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      uint4 o;
+      if constexpr (kMx) {
+        // (row g, row g + 8) 2^(e-127) (fold-free: 2^(e-8)) of vector q's atoms 0 / 1.
+        const int sh = 16 * (q & 1);
+        const uint32_t wg = r0[q >> 1] >> sh, wg8 = r8[q >> 1] >> sh;
+        auto splat = [](uint32_t e) {
+          return kMxFree ? e8m0_bf16_splat_free(e) : e8m0_bf16_splat(e);
+        };
+        const uint32_t a0 = (splat(wg & 0xFFu) & 0xFFFFu) | (splat(wg8 & 0xFFu) << 16);
+        const uint32_t a1 =
+            (splat((wg >> 8) & 0xFFu) & 0xFFFFu) | (splat((wg8 >> 8) & 0xFFu) << 16);
+        o = make_uint4(a0, a0, a1, a1);
+      } else {
+        o = make_uint4(s16_splat(r0[q], r8[q], 0), s16_splat(r0[q], r8[q], 1),
+                       s16_splat(r0[q], r8[q], 2), s16_splat(r0[q], r8[q], 3));
+      }
+      *reinterpret_cast<uint4*>(spw + (j * vp + 4 * b + q) * 128 + gg * 16) = o;
+    }
+  }
+  asm volatile("cp.async.wait_group 0;" ::: "memory");
+  __syncthreads();
+
+  float acc[kTw][kNt][4];
+#pragma unroll
+  for (int j = 0; j < kTw; ++j)
+#pragma unroll
+    for (int n = 0; n < kNt; ++n)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[j][n][i] = 0.f;
+  // ldmatrix rows as in the chunked kernel, over the whole staged range.
+  const uint8_t* const xa =
+      dsm + (((lane >> 4) & 1) * 8 + (lane & 7)) * pitch + ((lane >> 3) & 1) * 16;
+  const uint8_t* const spl = spw + g * 16;
+  for (int c = 0; c < cr.nch; ++c) {
+    // The last block: its weight loads were issued a block ahead (see the M = 1 kernel).
+    if (p.stream_trig && c + 1 == cr.nch) griddep_launch_dependents();
+#pragma unroll
+    for (int jj = 0; jj < kS16ChunkV; ++jj) {
+      const int v = c * kS16ChunkV + jj;
+      uint32_t b[4][4];
+#pragma unroll
+      for (int s = 0; s < 4; ++s) {
+        if constexpr (kNt == 2)
+          ldmatrix_x4(b[s], xa + v * 128 + s * 32);
+        else
+          ldmatrix_x2(b[s], xa + v * 128 + s * 32);
+      }
+#pragma unroll
+      for (int j = 0; j < kTw; ++j) {
+        const int q = (jj * kTw + j) % kDepth;
+        const uint4 cur = ring[q];
+        const int vn = v + kAhead;
+        if (vn < cr.lim[j]) ring[q] = ldg_stream(cr.wp[j] + static_cast<int64_t>(vn) * 512);
+        s16_vector<kNt, kMx && !kMxFree>(
+            acc[j], cur, *reinterpret_cast<const uint4*>(spl + (j * vp + v) * 128), b);
+      }
+    }
+  }
+
+  float mult = p.out_mult;
+  if (p.alpha != nullptr) mult *= *p.alpha;
+#pragma unroll
+  for (int j = 0; j < kTw; ++j) {
+    const int64_t tile = cr.tile0 + j;
+    if (tile >= p.n16 || warp * kTw + j >= cr.tpc) continue;
     stream_store_tile<kNt>(p, acc[j], tile, static_cast<int64_t>(blockIdx.y), mult, g, t);
   }
   griddep_launch_dependents();
