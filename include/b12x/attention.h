@@ -185,6 +185,11 @@ struct PagedPlan {
   /// (diagnostics). H200 round 52: BF16 B=1 x 8k 13.5-13.9 -> 12.8-13.0 us, FP8 B=8 38.1-38.4
   /// -> 36.7-36.8.
   bool early_kv = false;
+  /// Early K/V plans of FP8 hcvt at head dim 256: the main kernel at 208 registers instead of 209
+  /// (kernel suffix `_r208`), so that a 96-register merge CTA (12288) fits beside its two CTAs
+  /// per SM90 SM (53248 instead of 55296) and enters while they run, as the slim merge does
+  /// (B12X_ATTN_EARLY_CAP=0|1; probe, off).
+  bool early_cap = false;
   /// The split merge kernel at <= 64 registers per thread (head dim 256 by default;
   /// B12X_ATTN_MERGE_SLIM=0|1 overrides): a merge CTA (8192 registers) then fits next to two
   /// FP8 hcvt d256 main CTAs (209 registers x 128 threads), so the merge CTAs are resident from

@@ -417,9 +417,18 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   const char* early_env = std::getenv("B12X_ATTN_EARLY_KV");
   const bool early_wanted =
       early_env != nullptr ? std::string(early_env) == "1" : caps.kv_prefix_stable;
-  plan.early_kv =
-      plan.spec && plan.arch >= 90 && plan.use_pdl && k->launch_early != nullptr && early_wanted;
+  // hcvt3 at head dim 256 (one tile before the wait, TileCfg::kEarlyMax): probe,
+  // B12X_ATTN_EARLY_HCVT3=1 (the plans of more than kHcvt256MaxBatch requests keep it off).
+  const char* eh3_env = std::getenv("B12X_ATTN_EARLY_HCVT3");
+  const bool early_instance =
+      k->launch_early != nullptr &&
+      (k->kind != 13 || k->dqk != 256 || (eh3_env != nullptr && std::string(eh3_env) == "1"));
+  plan.early_kv = plan.spec && plan.arch >= 90 && plan.use_pdl && early_instance && early_wanted;
   if (plan.stamps && plan.early_kv && k->launch_stamp_early == nullptr) plan.stamps = false;
+  const char* cap_env = std::getenv("B12X_ATTN_EARLY_CAP");
+  if (cap_env != nullptr) plan.early_cap = std::string(cap_env) != "0";
+  plan.early_cap =
+      plan.early_cap && plan.early_kv && !plan.stamps && k->launch_early_cap != nullptr;
   const char* eh_env = std::getenv("B12X_ATTN_EPILOGUE_HALF");
   if (eh_env != nullptr) plan.epilogue_half = std::string(eh_env) != "0";
   plan.merge_slim = false;  // opt-in only: see PagedPlan::merge_slim (it costs B <= 4)
@@ -428,10 +437,12 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   if (plan.lean) {
     plan.kernel += plan.spec ? "_lean_spec" : "_lean";
     if (plan.early_kv) plan.kernel += "_early";
+    if (plan.early_cap) plan.kernel += "_r208";
     if (plan.stamps) plan.kernel += "_stamps";
-    const void* fn = plan.stamps     ? (plan.early_kv ? k->func_stamp_early : k->func_stamp)
-                     : plan.early_kv ? k->func_early
-                                     : k->func_lean;
+    const void* fn = plan.stamps      ? (plan.early_kv ? k->func_stamp_early : k->func_stamp)
+                     : plan.early_cap ? k->func_early_cap
+                     : plan.early_kv  ? k->func_early
+                                      : k->func_lean;
     const DeviceScope scope(caps.device);
     B12X_CUDA_CHECK(::b12x::detail::opt_in_smem(fn, k->smem));
   }
@@ -741,9 +752,10 @@ void run_paged(const PagedBinding& b, Stream stream) {
   }
   const detail::LaunchFn main_fn = plan.stamps
                                        ? (plan.early_kv ? k->launch_stamp_early : k->launch_stamp)
-                                   : plan.early_kv ? k->launch_early
-                                   : plan.lean     ? k->launch_lean
-                                                   : k->launch;
+                                   : plan.early_cap ? k->launch_early_cap
+                                   : plan.early_kv  ? k->launch_early
+                                   : plan.lean      ? k->launch_lean
+                                                    : k->launch;
   main_fn(p, grid, s, pdl);
   B12X_CUDA_CHECK_LAUNCH();
   if (b.num_splits > 1 && !fused) {

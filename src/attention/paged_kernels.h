@@ -51,6 +51,10 @@ struct KernelInfo {
   const void* func_early = nullptr;
   LaunchFn launch_early = nullptr;
   const void* func_stamp_early = nullptr;
+  /// The early instance under a register cap that lets the merge CTA sit beside the main CTAs
+  /// (PagedPlan::early_cap; FP8 hcvt head dim 256 only).
+  const void* func_early_cap = nullptr;
+  LaunchFn launch_early_cap = nullptr;
   LaunchFn launch_stamp_early = nullptr;
   const char* name = "";
 };

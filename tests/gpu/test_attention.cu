@@ -1600,7 +1600,14 @@ TEST(AttentionGpuDecode, EarlyKv) {
   cudaStream_t st;
   B12X_TEST_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   const std::vector<int32_t> fresh;
-  for (int i = 0; i < 4; ++i) {
+  for (int j = 0; j < 6; ++j) {
+    // case 4: case 3 (FP8 hcvt d256) with the early instance at 208 registers
+    // (PagedPlan::early_cap); case 5: case 3 on hcvt3's early instance (one tile before the
+    // wait, the second behind Q: TileCfg::kEarlyMax)
+    const int i = j >= 4 ? 3 : j;
+    const ScopedEnvs probe_env({{"B12X_ATTN_EARLY_CAP", j == 4 ? "1" : "0"},
+                                {"B12X_ATTN_EARLY_HCVT3", j == 5 ? "1" : "0"},
+                                {"B12X_ATTN_DECODE_TILE", j == 5 ? "hcvt3" : ""}});
     Spec s = gqa_decode_spec({2000, 63, 1, 700}, i == 2 ? 7 : 0, i == 2 ? 7 : 0);
     s.prefix_stable = true;
     s.kv = i % 2 == 1 ? DType::kFP8E4M3 : DType::kBF16;
@@ -1614,9 +1621,9 @@ TEST(AttentionGpuDecode, EarlyKv) {
       s.page = i == 0 ? 16 : 64;
     }
     s.sinks = i == 1;
-    const std::string what = "early case " + std::to_string(i);
+    const std::string what = "early case " + std::to_string(j);
     Problem p(s, rng());
-    if (i == 0) {
+    if (j == 0) {
       // the environment override: no early copies despite the capability
       setenv("B12X_ATTN_EARLY_KV", "0", 1);
       EXPECT_FALSE(att::plan_paged(p.caps()).early_kv);
@@ -1628,6 +1635,9 @@ TEST(AttentionGpuDecode, EarlyKv) {
     PLAN_AND_BIND(p);
     if (sm90) EXPECT_TRUE(p.plan.early_kv) << what << " " << p.plan.kernel;
     EXPECT_EQ(p.plan.early_kv, p.plan.kernel.find("_early") != std::string::npos) << p.plan.kernel;
+    EXPECT_EQ(p.plan.early_cap, sm90 && j == 4) << what << " " << p.plan.kernel;
+    if (sm90 && j == 5) EXPECT_NE(p.plan.kernel.find("_decode_hcvt3_kvfp8"), std::string::npos);
+    EXPECT_EQ(p.plan.early_cap, p.plan.kernel.find("_r208") != std::string::npos) << p.plan.kernel;
     p.run(st);
     B12X_TEST_CUDA(cudaStreamSynchronize(st));
     p.check(what + " fresh");

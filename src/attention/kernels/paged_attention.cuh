@@ -152,6 +152,10 @@ struct TileCfg {
   static constexpr int kStages = kMaxStages > 0
                                      ? (kFitStages < kMaxStages ? kFitStages : kMaxStages)
                                      : ((kKind == 1 && kFp8) ? 3 : 2);
+  // Early K/V (lean instances): at most this many of the prologue's tiles are copied before the
+  // PDL wait. hcvt3 at head dim 256: one (two early tiles delayed the wait's release by ~1.2 us
+  // in session 16's round 59), the second right after Q's loads.
+  static constexpr int kEarlyMax = (kKind_ == 13 && kDqk_ == 256) ? 1 : 8;
   static constexpr int kRingBytes = kStages * kStageBytes;
   static constexpr int kIdBytes = kStages * kIdStageBytes;
   static constexpr int kSmemBytes =
@@ -635,9 +639,8 @@ __device__ __forceinline__ void prefetch_first_tiles(const PagedParams& p, int t
 /// kEarly (lean decode instances only, B12X_ATTN_EARLY_KV): with the speculative prologue, the
 /// prologue's tiles whose rows all lie below cache_seqlens - q_len (as read before the wait) are
 /// copied before the PDL wait (see the prologue below).
-template <typename T, typename Cfg, bool kLean = false, bool kStamp = false, bool kEarly = false>
-__global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
-    paged_attention_kernel(const __grid_constant__ PagedParams p) {
+template <typename T, typename Cfg, bool kLean, bool kStamp, bool kEarly>
+__device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
   static_assert(!kStamp || (kLean && Cfg::kDecode), "stamps: lean decode instances");
   static_assert(!kEarly || (kLean && Cfg::kDecode), "early K/V: lean decode instances");
   stamp<kStamp>(p, 0);
@@ -1183,6 +1186,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
       cp_async_commit();
     }
   };
+  // Early K/V with at most TileCfg::kEarlyMax tiles before the wait (hcvt3 at head dim 256): the
+  // prologue's later tiles go out after the wait behind Q, and stay in flight into the loop
+  // (n_late groups), instead of delaying Q and the first tile's compute.
+  constexpr int early_max = Cfg::kEarlyMax;
+  constexpr bool q_first = early_max < kStages;
+  int n_late = 0;  // groups committed after the early K/V path's ids group, pending at the loop
   if constexpr (kLean && Cfg::kDecode) {
     if (spec) {
       if (early) {
@@ -1198,7 +1207,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
         int n_early = 0;
 #pragma unroll
         for (int s = 0; s < kStages; ++s) {
-          if (s >= pro || s != n_early || s >= n_tiles) break;
+          if (s >= pro || s >= early_max || s != n_early || s >= n_tiles) break;
           if (kv_begin + s * kv_step + kBN > w.lk - w.qlen) break;
           load_tile(s, s, [&](int j) { return page_of(pg0[s], j); });
           cp_async_commit();
@@ -1222,25 +1231,40 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
         int n_early = 0;  // recount (CTA-uniform, the same test as above)
 #pragma unroll
         for (int s = 0; s < kStages; ++s)
-          if (s < pro && s == n_early && s < n_tiles &&
+          if (s < pro && s < early_max && s == n_early && s < n_tiles &&
               kv_begin + s * kv_step + kBN <= w.lk - w.qlen)
             ++n_early;
+        auto late_tiles = [&]() {
 #pragma unroll
-        for (int s = 0; s < kStages; ++s) {
-          if (s >= pro) break;
-          if (s < n_early) continue;
-          if (s == 0 || s < n_tiles) load_tile(s, s, [&](int j) { return page_of(pg0[s], j); });
-          cp_async_commit();
-        }
+          for (int s = 0; s < kStages; ++s) {
+            if (s >= pro) break;
+            if (s < n_early) continue;
+            if (s == 0 || s < n_tiles) load_tile(s, s, [&](int j) { return page_of(pg0[s], j); });
+            cp_async_commit();
+            ++n_late;
+          }
+        };
+        if (!q_first) late_tiles();
         stage_q_early();
 #pragma unroll
         for (int s = 0; s < kStages; ++s)
           if (s < pro) issue_ids(s + ahead);
         cp_async_commit();
+        if (q_first) {
+          // Q (its loads return before the late tiles' copies; 16-bit tiles: its cp.async group
+          // completes first), then the late tiles, which may stay in flight into the loop (the
+          // wait below counts them).
+          if constexpr (kLateQ) stage_q_f16();
+          late_tiles();
+        } else {
+          n_late = 0;  // drained with the ids group
+        }
       } else {
         issue_prologue();
       }
-      if constexpr (kLateQ) stage_q_f16();
+      if constexpr (kLateQ) {
+        if (!(q_first && early)) stage_q_f16();
+      }
       bool ok = real_cu0 == spec_cu0 && real_cu1 == spec_cu1 && real_lk == spec_lk;
 #pragma unroll
       for (int s = 0; s < kStages; ++s)
@@ -1256,6 +1280,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
         derive();
         off_diag = w.lk - w.qlen;
         ids_early = false;
+        n_late = 0;
         stage_q_early();  // the direct-K tiles' plain stores too: the copies above have landed
         issue_prologue();
         if constexpr (kLateQ) stage_q_f16();
@@ -1271,7 +1296,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   // Early K/V: Q and the ring's first ids ride in the group after the prologue's tiles; the
   // loop's waits count only the groups it commits, so wait for all of them here.
   if (early) {
-    cp_async_wait<0>();
+    cp_async_wait_n(n_late);
     __syncthreads();
   }
   stamp<kStamp>(p, 3);
@@ -1994,6 +2019,22 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
       merge_row_warp<T, kDv>(p, w.q0 + qi, kvh * p.group + (pr - qi * p.group), range.ns, lane);
     }
   }
+}
+
+template <typename T, typename Cfg, bool kLean = false, bool kStamp = false, bool kEarly = false>
+__global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
+    paged_attention_kernel(const __grid_constant__ PagedParams p) {
+  paged_attention_body<T, Cfg, kLean, kStamp, kEarly>(p);
+}
+/// The same kernel at most kMaxRegs registers per thread (__maxnreg__ instead of the launch
+/// bounds, which can only cap at 65536 / (threads x CTAs)): FP8 hcvt at head dim 256 with early
+/// K/V takes 209 (216 allocated, 55296 per SM for its two CTAs), which leaves 10240 registers,
+/// less than the 12288 of a 96-register merge CTA; at 208 (53248) the merge CTA of the same call
+/// fits beside them (PagedPlan::early_cap).
+template <typename T, typename Cfg, bool kLean, bool kStamp, bool kEarly, int kMaxRegs>
+__global__ void __maxnreg__(kMaxRegs)
+    paged_attention_kernel_cap(const __grid_constant__ PagedParams p) {
+  paged_attention_body<T, Cfg, kLean, kStamp, kEarly>(p);
 }
 
 // ---------------------------------------------------------------- merge ----------------------

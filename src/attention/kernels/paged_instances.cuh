@@ -11,6 +11,11 @@ void launch_main(const PagedParams& p, dim3 grid, cudaStream_t s, bool pdl) {
   launch_kernel(paged_attention_kernel<T, Cfg, kLean, kStamp, kEarly>, grid, Cfg::kThreads,
                 Cfg::kSmemBytes, s, pdl, p);
 }
+template <typename T, typename Cfg, int kMaxRegs>
+void launch_main_cap(const PagedParams& p, dim3 grid, cudaStream_t s, bool pdl) {
+  launch_kernel(paged_attention_kernel_cap<T, Cfg, true, false, true, kMaxRegs>, grid,
+                Cfg::kThreads, Cfg::kSmemBytes, s, pdl, p);
+}
 template <typename T, int kDv, bool kStamp = false, bool kSlim = false>
 void launch_merge(const PagedParams& p, dim3 grid, cudaStream_t s, bool pdl) {
   if constexpr (kSlim)
@@ -53,6 +58,12 @@ KernelInfo make_info(const char* name) {
       k.func_early =
           reinterpret_cast<const void*>(&paged_attention_kernel<T, Cfg, true, false, true>);
       k.launch_early = &launch_main<T, Cfg, true, false, true>;
+      // FP8 hcvt at head dim 256: the early instance at 208 registers (PagedPlan::early_cap)
+      if constexpr (kFp8 && kDqk == 256 && kKind == 8) {
+        k.func_early_cap = reinterpret_cast<const void*>(
+            &paged_attention_kernel_cap<T, Cfg, true, false, true, 208>);
+        k.launch_early_cap = &launch_main_cap<T, Cfg, 208>;
+      }
       if constexpr (kWithStamp) {
         k.func_stamp_early =
             reinterpret_cast<const void*>(&paged_attention_kernel<T, Cfg, true, true, true>);
@@ -109,7 +120,8 @@ void register_kinds(std::vector<KernelInfo>& out, const char* tag) {
   if constexpr (kFp8 && kDqk == 256 && kDv == 256) {
     out.push_back(make_info<T, kFp8, kDqk, kDv, 8, true, true, true>(tag));
     out.push_back(make_info<T, kFp8, kDqk, kDv, 9>(tag));
-    out.push_back(make_info<T, kFp8, kDqk, kDv, 13, true, true, (kDqk == 128)>(tag));
+    // hcvt3 d256 early: one tile before the wait (TileCfg::kEarlyMax; PagedPlan::early_hcvt3)
+    out.push_back(make_info<T, kFp8, kDqk, kDv, 13, true, true, true>(tag));
     out.push_back(make_info<T, kFp8, kDqk, kDv, 14>(tag));
   }
 }
