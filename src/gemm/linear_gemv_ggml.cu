@@ -106,19 +106,30 @@ bool trigger_of(WFmt f, int nt) {
 template <class T, int kVar>
 GemvFn pick_var(WFmt f, int nt, int occ, int warps) {
   constexpr WFmt kX = WFmt::kIq2Xxs, kS = WFmt::kIq2Xs;
-  if (f == kX && nt == 1) {
-    if (warps == 24) return &linear_gemv_ggml_kernel<kX, T, 1, false, 0, 24, true, kVar>;
-    if (warps == 8)
-      return occ == 3 ? &linear_gemv_ggml_kernel<kX, T, 1, false, 3, 8, true, kVar>
-                      : &linear_gemv_ggml_kernel<kX, T, 1, false, 0, 8, true, kVar>;
+  if constexpr ((kVar & 512) != 0) {
+    // The atom columns: 8 warps, registers capped at 128 for two CTAs per SM (uncapped, ptxas
+    // takes 146-178 for IQ2_XS: one CTA); under the 80-register caps they spill 124-368 bytes.
+    if (warps != 8 || occ == 3) return nullptr;
+    if (f == kX && nt == 1) return &linear_gemv_ggml_kernel<kX, T, 1, false, 2, 8, true, kVar>;
+    if constexpr ((kVar & 1024) == 0) {
+      if (f == kS && nt == 0) return &linear_gemv_ggml_kernel<kS, T, 1, true, 2, 8, true, kVar>;
+    }
+    return nullptr;
+  } else {
+    if (f == kX && nt == 1) {
+      if (warps == 24) return &linear_gemv_ggml_kernel<kX, T, 1, false, 0, 24, true, kVar>;
+      if (warps == 8)
+        return occ == 3 ? &linear_gemv_ggml_kernel<kX, T, 1, false, 3, 8, true, kVar>
+                        : &linear_gemv_ggml_kernel<kX, T, 1, false, 0, 8, true, kVar>;
+    }
+    if (f == kS && nt == 0) {
+      if (warps == 24) return &linear_gemv_ggml_kernel<kS, T, 1, true, 0, 24, true, kVar>;
+      if (warps == 8)
+        return occ == 3 ? &linear_gemv_ggml_kernel<kS, T, 1, true, 3, 8, true, kVar>
+                        : &linear_gemv_ggml_kernel<kS, T, 1, true, 0, 8, true, kVar>;
+    }
+    return nullptr;
   }
-  if (f == kS && nt == 0) {
-    if (warps == 24) return &linear_gemv_ggml_kernel<kS, T, 1, true, 0, 24, true, kVar>;
-    if (warps == 8)
-      return occ == 3 ? &linear_gemv_ggml_kernel<kS, T, 1, true, 3, 8, true, kVar>
-                      : &linear_gemv_ggml_kernel<kS, T, 1, true, 0, 8, true, kVar>;
-  }
-  return nullptr;
 }
 
 /// The kernel that launch_ggml_gemv runs (nullptr: none).
@@ -132,6 +143,18 @@ GemvFn kernel_of(WFmt f, bool fp16, int nt, int occ, int warps, int var) {
       case 96:
         return fp16 ? pick_var<Fp16Tag, 96>(f, nt, occ, warps)
                     : pick_var<Bf16Tag, 96>(f, nt, occ, warps);
+      case 576:
+        return fp16 ? pick_var<Fp16Tag, 576>(f, nt, occ, warps)
+                    : pick_var<Bf16Tag, 576>(f, nt, occ, warps);
+      case 608:
+        return fp16 ? pick_var<Fp16Tag, 608>(f, nt, occ, warps)
+                    : pick_var<Bf16Tag, 608>(f, nt, occ, warps);
+      case 1600:
+        return fp16 ? pick_var<Fp16Tag, 1600>(f, nt, occ, warps)
+                    : pick_var<Bf16Tag, 1600>(f, nt, occ, warps);
+      case 1632:
+        return fp16 ? pick_var<Fp16Tag, 1632>(f, nt, occ, warps)
+                    : pick_var<Bf16Tag, 1632>(f, nt, occ, warps);
       default:
         return nullptr;
     }
@@ -150,11 +173,13 @@ int variant_nt(WFmt f, int64_t M) {
   return f == WFmt::kIq2Xs && M <= 4 ? 0 : M <= 8 ? 1 : 2;
 }
 
-/// The dynamic shared memory of kernel_of(f, *, nt, occ, warps, *) (the variants add none).
-int smem_of(WFmt f, int nt, int occ, int warps) {
+/// The dynamic shared memory of kernel_of(f, *, nt, occ, warps, var) (the variants add none but
+/// the PRMT addresses' table layout, var & 1024: gemv::kPaBytes).
+int smem_of(WFmt f, int nt, int occ, int warps, int var) {
   if (warps != gemv::kWarps) occ = 0;  // one CTA per SM: 16 table copies
   switch (f) {
     case WFmt::kIq2Xxs:
+      if ((var & 1024) != 0) return gemv::kPaBytes + 16;
       return occ == 3 && nt == 1 ? gemv::smem_bytes<WFmt::kIq2Xxs, true>()
                                  : gemv::smem_bytes<WFmt::kIq2Xxs>();
     case WFmt::kIq2Xs:
@@ -177,7 +202,9 @@ bool ggml_gemv_available(WFmt f) {
 
 bool ggml_gemv_var_available(WFmt f, bool fp16, int64_t M, int occ, int warps, int var) {
   if (var == 0) return true;
-  return M <= 4 && kernel_of(f, fp16, variant_nt(f, M), occ, warps, var) != nullptr;
+  // The atom columns (var & 512) use the MMA's columns for the batch's atoms: M = 1 only.
+  return M <= ((var & 512) != 0 ? 1 : 4) &&
+         kernel_of(f, fp16, variant_nt(f, M), occ, warps, var) != nullptr;
 }
 
 int prepare_ggml_gemv(int device, WFmt f, bool fp16, int64_t M, int occ, int warps, int var) {
@@ -191,7 +218,7 @@ int prepare_ggml_gemv(int device, WFmt f, bool fp16, int64_t M, int occ, int war
   const ::b12x::detail::DeviceScope scope(device);
   int blocks = 0;
   B12X_CUDA_CHECK(::b12x::detail::resident_ctas(reinterpret_cast<const void*>(k), 32 * warps,
-                                                smem_of(f, nt, occ, warps), &blocks));
+                                                smem_of(f, nt, occ, warps, var), &blocks));
   return blocks;
 }
 
@@ -203,6 +230,8 @@ void launch_ggml_gemv(WFmt f, bool fp16, int kw, int ctas, int occ, int warps, i
               " warps at M=", p.M);
   B12X_ASSERT(kw >= 1 && kw <= warps && warps % kw == 0, "GGML GEMV: kw=", kw, " with ", warps,
               " warps");
+  B12X_ASSERT((var & 512) == 0 || p.M == 1, "GGML GEMV: variant ", var, " at M=", p.M,
+              " (the atom columns: M = 1)");
   const int tpc = warps / kw;
   const int64_t groups = (p.n16 + tpc - 1) / tpc;
   const int64_t gx = ctas > 0 ? std::min<int64_t>(ctas, groups) : groups;
@@ -219,7 +248,7 @@ void launch_ggml_gemv(WFmt f, bool fp16, int kw, int ctas, int occ, int warps, i
   // The plan prepared the kernel of its max_tokens; a run with fewer tokens may take another
   // (nt) whose dynamic shared memory is above 48 KB too: opt it in here (a lock-free lookup once
   // done, legal while a stream captures).
-  const int smem = smem_of(f, nt, occ, warps);
+  const int smem = smem_of(f, nt, occ, warps, var);
   if (smem > 0)
     B12X_CUDA_CHECK(::b12x::detail::opt_in_smem(reinterpret_cast<const void*>(k), smem));
   B12X_CUDA_CHECK(b12x::detail::launch_ex(k, grid, dim3(32 * warps), static_cast<size_t>(smem),

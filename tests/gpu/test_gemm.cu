@@ -3599,6 +3599,35 @@ TEST(GemmGpu, GgmlGemvVariants) {
   }
 }
 
+TEST(GemmGpu, GgmlGemvAtomColumns) {
+  B12X_REQUIRE_GPU();
+  // Session 17's atom columns at M = 1 (B12X_GGML_GEMV_VAR & 512: the MMA's columns hold the
+  // batch's 8 atoms, activations zero outside their atom's column): with 64 (weights not in L1),
+  // 32 (two batches ahead) and 1024 (IQ2_XXS: PRMT-built table addresses, the 64 KB layout); 8
+  // warps uncapped only (B12X_GGML_GEMV_OCC=0), none at M > 1. Warps per tile 2 / 8, K splits
+  // with empty ranges, tile walks (CTAS 2 over N = 200), N = 40, BF16 / FP16, graph replay.
+  ScopedEnv e("B12X_GGML_GEMV", "1"), eo("B12X_GGML_GEMV_OCC", "0");
+  for (const char* var : {"576", "608", "1600", "1632"}) {
+    ScopedEnv ev("B12X_GGML_GEMV_VAR", var);
+    const int v = std::atoi(var);
+    const bool pa = (v & 1024) != 0;
+    EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xxs, 1, 4096, 4096).ggml_gemv_var, v);
+    EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xs, 1, 4096, 4096).ggml_gemv_var, pa ? 0 : v);
+    EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xxs, 2, 4096, 4096).ggml_gemv_var, 0);
+    for (LinearFormat f : {LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs}) {
+      if (pa && f == LinearFormat::kIq2Xs) continue;
+      for (const char* kw : {"2", "8"}) {
+        ScopedEnv ek("B12X_GGML_GEMV_KW", kw);
+        run_case({f, 1, 200, 2304, DType::kBF16, DType::kBF16, kw[0] == '2'});
+        run_case({f, 1, 40, 1024, DType::kFP16, DType::kBF16, kw[0] == '8'});
+      }
+      ScopedEnv es("B12X_GGML_GEMV_SPLIT", "3"), ec("B12X_GGML_GEMV_CTAS", "2");
+      run_case({f, 1, 200, 2304, DType::kBF16, DType::kBF16, false});
+      run_case({f, 1, 40, 256, DType::kFP16, DType::kFP16, true}, /*graph_replay=*/true);
+    }
+  }
+}
+
 TEST(GemmGpuSanitize, GgmlGemvVariants) {
   B12X_REQUIRE_GPU();
   // The variants past the end of a warp's work (round 52: kDeep's position step read past the
@@ -3610,6 +3639,14 @@ TEST(GemmGpuSanitize, GgmlGemvVariants) {
     ScopedEnv ev("B12X_GGML_GEMV_VAR", var);
     for (LinearFormat f : {LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs})
       run_case({f, 1, 200, 2304, DType::kBF16, DType::kBF16, true});
+  }
+  // The atom columns two batches ahead (8 warps uncapped only).
+  ScopedEnv eo("B12X_GGML_GEMV_OCC", "0");
+  for (const char* var : {"608", "1632"}) {
+    ScopedEnv ev("B12X_GGML_GEMV_VAR", var);
+    for (LinearFormat f : {LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs})
+      if (var[0] == '6' || f == LinearFormat::kIq2Xxs)
+        run_case({f, 1, 200, 2304, DType::kBF16, DType::kBF16, true});
   }
 }
 

@@ -185,6 +185,37 @@ __device__ __forceinline__ void iq2_entry_pairs2(uint32_t e01, uint32_t gcls, ui
   iq2_pairs<T>(g1, s1, lo, p1);
 }
 
+/// The tables' layout for kPa (gemv_ggml_body, IQ2_XXS): grid entry e's copies at byte 256 e, sign
+/// entry s's at 512 s + 128 (the upper halves of the even grid rows), so that both addresses of an
+/// entry are one PRMT each: byte 1 = the entry's index byte (grid) or index-bit-8 | sign7 << 1
+/// byte (sign; bit 8 is 0 for IQ2_XXS), byte 0 = the lane's copy offset from `clsw` (byte 0:
+/// 8 (lane % 16), byte 1: that + 128). 64 KB instead of 48.
+inline constexpr int kPaBytes = 256 * 256;
+
+/// The pairs of one entry (half kHi of word w: grid index | sign7 << 9), as iq2_entry_pairs2.
+/// kPa: the addresses by PRMT from `clsw` (kPaBytes' layout, tab0 its base); else the masks of
+/// iq2_entry_pairs2 from the lane's copies gcls / scls.
+template <class T, int kGc, bool kHi, bool kPa>
+__device__ __forceinline__ void iq2_entry_pairs1(uint32_t w, uint32_t gcls, uint32_t scls,
+                                                 uint32_t clsw, uint32_t tab0, uint32_t lo,
+                                                 uint32_t p[4]) {
+  uint32_t ga, sa;
+  if constexpr (kPa) {
+    ga = prmt(w, clsw, kHi ? 0x7624u : 0x7604u) + tab0;
+    sa = prmt(w, clsw, kHi ? 0x7635u : 0x7615u) + tab0;
+  } else {
+    constexpr int kSh = kGc == 16 ? 7 : 6;
+    if constexpr (kHi) {
+      ga = (lop3<0xC0>(w, 0x1FF0000u, 0u) >> (16 - kSh)) + gcls;
+      sa = (lop3<0xC0>(w, 0xFE000000u, 0u) >> 18) + scls;
+    } else {
+      ga = lop3<0xC0>(w, 0x1FFu, 0u) * (1u << kSh) + gcls;
+      sa = (lop3<0xC0>(w, 0xFE00u, 0u) >> 2) + scls;
+    }
+  }
+  iq2_pairs<T>(lds64(ga), lds64(sa), lo, p);
+}
+
 /// IQ2 sub-scale factors: the nibbles s of bytes (x >> shift) & 0x0F as bytes 2s + 1 (<= 31,
 /// no carries), one word per four sub-scales.
 __device__ __forceinline__ uint32_t iq2_odd_bytes(uint32_t x, int shift) {
@@ -194,6 +225,11 @@ __device__ __forceinline__ uint32_t iq2_odd_bytes(uint32_t x, int shift) {
 /// 0x4B000000, in a register so that the selector is the immediate), minus 2^23 (exact).
 __device__ __forceinline__ float iq2_factor(uint32_t w, int k, uint32_t magic) {
   return __uint_as_float(prmt(w, magic, 0x7540u | static_cast<uint32_t>(k))) - 8388608.f;
+}
+
+/// iq2_factor with the byte chosen by a selector register (0x7540 | k).
+__device__ __forceinline__ float iq2_factor_sel(uint32_t w, uint32_t sel, uint32_t magic) {
+  return __uint_as_float(prmt(w, magic, sel)) - 8388608.f;
 }
 
 /// The grid geometry, computed by the launcher (the kernel's integer divisions by runtime values
@@ -246,8 +282,9 @@ template <WFmt F>
 constexpr int batch_sbytes() {  // IQ2 sub-scale bytes of a batch per row
   return F == WFmt::kIq2Xs ? 8 : 4;
 }
-/// The cursor at batch b of a tile.
-template <WFmt F>
+/// The cursor at batch b of a tile. kAc (the IQ2 atom-column decode at M = 1): slot g of atom t
+/// (and t + 4, 512 bytes on).
+template <WFmt F, bool kAc = false>
 __device__ __forceinline__ Cursor cursor_at(const LinearParams& p, int tile, int b, int lane) {
   const int g = lane >> 2, t = lane & 3;
   const int64_t r0 = static_cast<int64_t>(tile) * 16 + g;
@@ -257,7 +294,9 @@ __device__ __forceinline__ Cursor cursor_at(const LinearParams& p, int tile, int
   // 1 / 3 groups 2-3), so that lanes t and t ^ 1 hold both rows of groups 2 (t >> 1) + {0, 1}:
   // one shuffle per atom.
   c.w = p.wvals + static_cast<int64_t>(tile) * p.kvec * (F == WFmt::kQ8_0 ? 512 : 128) +
-        (F == WFmt::kQ8_0 ? lane * 16 : g * 16 + ((t >> 1) + 2 * (t & 1)) * 4) +
+        (F == WFmt::kQ8_0 ? lane * 16
+         : kAc            ? t * 128 + g * 16
+                          : g * 16 + ((t >> 1) + 2 * (t & 1)) * 4) +
         static_cast<int64_t>(b) * batch_bytes<F>();
   c.d = p.wscale + r0 * p.scale_ld * 2 + b * batch_dbytes<F>();
   c.s = F == WFmt::kQ8_0 ? nullptr : p.wscale2 + r0 * p.scale2_ld + b * batch_sbytes<F>();
@@ -278,10 +317,18 @@ __device__ __forceinline__ uint32_t ldg_na32(const void* p) {
   return v;
 }
 
+__device__ __forceinline__ uint4 ldg_na128(const void* p) {
+  uint4 v;
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p));
+  return v;
+}
+
 /// The batch at the cursor: Q8_0 4 atoms (nv valid: the last batch of K % 128 != 0 has fewer),
 /// IQ2 8 atoms (one 256-K block). d8 / s8: bytes from row g's scale words to row g + 8's. kNa: the
-/// IQ2 weight words through ldg_na32.
-template <WFmt F, bool kNa = false>
+/// IQ2 weight words through ldg_na32. kAc: IQ2 slot g of atoms t and t + 4 (w[0..3], w[4..7]).
+template <WFmt F, bool kNa = false, bool kAc = false>
 __device__ __forceinline__ void load_batch(const Cursor& c, int nv, int d8, int s8, Batch<F>& B) {
   if constexpr (F == WFmt::kQ8_0) {
 #pragma unroll
@@ -294,10 +341,22 @@ __device__ __forceinline__ void load_batch(const Cursor& c, int nv, int d8, int 
       B.d[r][1] = v.y;
     }
   } else {
+    if constexpr (kAc) {
 #pragma unroll
-    for (int j = 0; j < 8; ++j)
-      B.w[j] =
-          kNa ? ldg_na32(c.w + j * 128) : __ldg(reinterpret_cast<const uint32_t*>(c.w + j * 128));
+      for (int h = 0; h < 2; ++h) {
+        const uint4 v =
+            kNa ? ldg_na128(c.w + h * 512) : __ldg(reinterpret_cast<const uint4*>(c.w + h * 512));
+        B.w[4 * h] = v.x;
+        B.w[4 * h + 1] = v.y;
+        B.w[4 * h + 2] = v.z;
+        B.w[4 * h + 3] = v.w;
+      }
+    } else {
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+        B.w[j] =
+            kNa ? ldg_na32(c.w + j * 128) : __ldg(reinterpret_cast<const uint32_t*>(c.w + j * 128));
+    }
     B.d[0] = __ldg(reinterpret_cast<const uint16_t*>(c.d));
     B.d[1] = __ldg(reinterpret_cast<const uint16_t*>(c.d + d8));
     if constexpr (F == WFmt::kIq2Xxs) {
@@ -348,12 +407,15 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
   constexpr bool kXs = F == WFmt::kIq2Xs;
   constexpr bool kDeep = (kVar & 32) != 0;
   constexpr bool kNa = (kVar & 64) != 0;
+  constexpr bool kAc = (kVar & 512) != 0;
+  constexpr bool kPa = (kVar & 1024) != 0;
   static_assert(kVar == 0 || (kIq2 && NT == 1), "GEMV variants: the IQ2 one-tile kernels");
+  static_assert(!kPa || (kAc && !kXs), "PRMT addresses: IQ2_XXS with the atom columns");
   constexpr int kU = batch_atoms<F>();
   constexpr int kE = grid_entries<F>();
   constexpr int kGc = grid_copies<F, kO3>();
   // Three PRMT source words after the tables (u32 index; registers ptxas cannot rematerialize).
-  constexpr int kSrcWord = (kE * kGc + 128 * kClasses) * 2;
+  constexpr int kSrcWord = kPa ? kPaBytes / 4 : (kE * kGc + 128 * kClasses) * 2;
   extern __shared__ __align__(16) uint64_t tabs[];
   __shared__ float red[kW][NT * 4][32];
 
@@ -384,9 +446,9 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
   const int d8 = static_cast<int>(16 * p.scale_ld), s8 = static_cast<int>(8 * p.scale2_ld);
   int tg = blockIdx.x;
   Batch<F> cur;
-  Cursor ld = cursor_at<F>(p, tg * tpc + wt, b_first, lane);
+  Cursor ld = cursor_at<F, kAc>(p, tg * tpc + wt, b_first, lane);
   if (tg * tpc + wt < n16 && b_first < b_end)
-    load_batch<F, kNa>(ld, atoms - b_first * kU, d8, s8, cur);
+    load_batch<F, kNa, kAc>(ld, atoms - b_first * kU, d8, s8, cur);
   // kDeep: the position (group pg, batch pb) of the latest load and the batch after cur (n1);
   // pdone once the warp's positions ran out (sticky: a later step inside the group past the end
   // would otherwise read past the weights — round 52's illegal address).
@@ -401,14 +463,14 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
       pb = b_first;
       pdone = pg >= groups || pg * tpc + wt >= n16;
       if (pdone) return false;
-      ld = cursor_at<F>(p, pg * tpc + wt, b_first, lane);
+      ld = cursor_at<F, kAc>(p, pg * tpc + wt, b_first, lane);
     } else {
       advance<F>(ld, kw);
     }
     return true;
   };
   if constexpr (kDeep) {
-    if (step()) load_batch<F, kNa>(ld, atoms - pb * kU, d8, s8, n1);
+    if (step()) load_batch<F, kNa, kAc>(ld, atoms - pb * kU, d8, s8, n1);
   }
 
   if constexpr (kIq2) {
@@ -438,8 +500,9 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
       if (e >= kEnt) break;
       const bool grid = e < kE;  // uniform per pass where kE is a multiple of kThr (8 warps)
       const int pairs = (grid ? kGc : kClasses) / 2;
-      uint4* dst =
-          reinterpret_cast<uint4*>(grid ? tabs + e * kGc : tabs + kE * kGc + (e - kE) * kClasses);
+      uint4* dst = reinterpret_cast<uint4*>(kPa ? (grid ? tabs + e * 32 : tabs + (e - kE) * 64 + 16)
+                                            : grid ? tabs + e * kGc
+                                                   : tabs + kE * kGc + (e - kE) * kClasses);
       const uint32_t lo = static_cast<uint32_t>(v[it]), hi = static_cast<uint32_t>(v[it] >> 32);
 #pragma unroll
       for (int k = 0; k < kClasses / 2; ++k)
@@ -472,6 +535,16 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
   }
   float mult = p.out_mult;
   if (p.alpha != nullptr) mult *= *p.alpha;
+  // kAc (M = 1): the lane's activations are atom g's of each batch, loaded by the lanes that
+  // supply them (g == t: b0, g == t + 4: b1); the others' registers stay 0 (never written).
+  // clsw: the lane's copy offsets for kPa's PRMT addresses; fsel: byte t of a factor word.
+  const uint16_t* xa = static_cast<const uint16_t*>(p.x) + g * 32;
+  const bool act_lo = g == t, act_hi = g == t + 4;
+  const uint32_t clsw = (lane % kClasses) * 8 + (((lane % kClasses) * 8 + 128) << 8);
+  const uint32_t fsel = 0x7540u | static_cast<uint32_t>(t);
+  uint4 xlo[2], xhi[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) xlo[i] = xhi[i] = make_uint4(0u, 0u, 0u, 0u);
 
   for (; tg < groups; tg += static_cast<int>(gridDim.x)) {
     const int tile = tg * tpc + wt;
@@ -492,127 +565,192 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
       Batch<F> nxt;
       if constexpr (kDeep) {
         // Two batches ahead; the trigger still at the start of the warp's last batch.
-        if (step()) load_batch<F, kNa>(ld, atoms - pb * kU, d8, s8, nxt);
+        if (step()) load_batch<F, kNa, kAc>(ld, atoms - pb * kU, d8, s8, nxt);
         if (kTrig && b + kw >= b_end && next_tile >= n16) griddep_launch_dependents();
       } else if (b + kw < b_end) {
         advance<F>(ld, kw);
-        load_batch<F, kNa>(ld, atoms - (b + kw) * kU, d8, s8, nxt);
+        load_batch<F, kNa, kAc>(ld, atoms - (b + kw) * kU, d8, s8, nxt);
       } else if (next_tile < n16) {
-        ld = cursor_at<F>(p, next_tile, b_first, lane);
-        load_batch<F, kNa>(ld, atoms - b_first * kU, d8, s8, nxt);
+        ld = cursor_at<F, kAc>(p, next_tile, b_first, lane);
+        load_batch<F, kNa, kAc>(ld, atoms - b_first * kU, d8, s8, nxt);
       } else if (kTrig) {
         griddep_launch_dependents();
       }
-      // IQ2: the block's d / 8 per row, applied once per batch to sums of the atoms' partials
-      // times (2s + 1) (fw: the factors as bytes, iq2_odd_bytes; per row: XXS even / odd atoms,
-      // XS group 0 / 1 of atoms 0-3 / 4-7, XS column groups the lane's group of atoms 0-3 / 4-7).
-      float d8[2];
-      uint32_t fw[2][4];
-      float accb[NT][4];
-      if constexpr (kIq2) {
+      if constexpr (kAc) {
+        // Atom columns (M = 1): MMA column c accumulates atom c of the batch. Each MMA takes
+        // k pair t from atom t and pair t + 4 from atom t + 4 (lane (g, t) decodes slot g of both
+        // atoms: rows g, g + 8), one 8-value group q per four MMAs (pair p of group q at K
+        // 8q + 2p of its atom); the activations of atom c sit only in column c (lanes g == t
+        // supply b0, g == t + 4 b1; the other lanes' xlo / xhi stay 0). So the atoms' sub-scales
+        // and d / 8 multiply the four accumulators once per batch, not every atom's partials.
+        float D[2][4];
+        const uint16_t* xq = xa + static_cast<int64_t>(b) * (kU * 32);
 #pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          d8[r] = half_bits_f32(cur.d[r] & 0xFFFFu) * 0.125f;
-          if constexpr (F == WFmt::kIq2Xxs) {
-            fw[r][0] = iq2_odd_bytes(cur.s[r], 0);
-            fw[r][1] = iq2_odd_bytes(cur.s[r], 4);
-          } else if constexpr (kCols) {
-            fw[r][0] = iq2_odd_bytes(cur.s[r].x, 4 * (t >> 1));
-            fw[r][1] = iq2_odd_bytes(cur.s[r].y, 4 * (t >> 1));
-          } else {
-            fw[r][0] = iq2_odd_bytes(cur.s[r].x, 0);
-            fw[r][1] = iq2_odd_bytes(cur.s[r].y, 0);
-            fw[r][2] = iq2_odd_bytes(cur.s[r].x, 4);
-            fw[r][3] = iq2_odd_bytes(cur.s[r].y, 4);
-          }
+        for (int q = 0; q < 2; ++q) {
+          if (act_lo) xlo[q] = __ldg(reinterpret_cast<const uint4*>(xq + 8 * q));
+          if (act_hi) xhi[q] = __ldg(reinterpret_cast<const uint4*>(xq + 8 * q));
         }
 #pragma unroll
-        for (int n = 0; n < NT; ++n) accb[n][0] = accb[n][1] = accb[n][2] = accb[n][3] = 0.f;
-      }
-      const uint16_t* xb[NT];
+        for (int q = 0; q < 4; ++q) {
+          // (row g, atom t), (row g + 8, atom t), (row g, atom t + 4), (row g + 8, atom t + 4)
+          uint32_t P[4][4];
 #pragma unroll
-      for (int n = 0; n < NT; ++n) xb[n] = xl[n] + static_cast<int64_t>(b) * (kU * 32);
+          for (int e = 0; e < 4; ++e) {
+            const uint32_t w = cur.w[(e >> 1) * 4 + (e & 1) * 2 + (q >> 1)];
+            if (q & 1)
+              iq2_entry_pairs1<T, kGc, true, kPa>(w, gcls, scls, clsw, tab0, src_lo, P[e]);
+            else
+              iq2_entry_pairs1<T, kGc, false, kPa>(w, gcls, scls, clsw, tab0, src_lo, P[e]);
+          }
+          const uint4 xl4 = xlo[q & 1], xh4 = xhi[q & 1];
+          if (q < 2) {  // group q + 2's activations into the registers just read
+            if (act_lo) xlo[q] = __ldg(reinterpret_cast<const uint4*>(xq + 8 * (q + 2)));
+            if (act_hi) xhi[q] = __ldg(reinterpret_cast<const uint4*>(xq + 8 * (q + 2)));
+          }
+          const uint32_t bl[4] = {xl4.x, xl4.y, xl4.z, xl4.w};
+          const uint32_t bh[4] = {xh4.x, xh4.y, xh4.z, xh4.w};
+          // IQ2_XS: K 0-15 (groups 0, 1) and 16-31 (2, 3) carry their own sub-scales: D[1].
+          float* d = D[kXs && q >= 2 ? 1 : 0];
 #pragma unroll
-      for (int j = 0; j < kU; ++j) {
-        uint32_t A[2][4];
+          for (int pp = 0; pp < 4; ++pp) {
+            const uint32_t a[4] = {P[0][pp], P[1][pp], P[2][pp], P[3][pp]};
+            if (pp == 0 && (q == 0 || (kXs && q == 2)))
+              mma16816_zero<T>(d, a, bl[pp], bh[pp]);
+            else
+              mma16816<T>(d, a, bl[pp], bh[pp]);
+          }
+        }
+        // Lane (g, t) holds columns 2t, 2t + 1: atoms 2t, 2t + 1 of rows g, g + 8.
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          const float dr = half_bits_f32(cur.d[r] & 0xFFFFu) * 0.125f;
+          if constexpr (kXs) {
+            const uint32_t sw = (t < 2 ? cur.s[r].x : cur.s[r].y) >> (16 * (t & 1));
+            const uint32_t f0 = iq2_odd_bytes(sw, 0), f1 = iq2_odd_bytes(sw, 4);
+#pragma unroll
+            for (int c = 0; c < 2; ++c)
+              acc[0][2 * r + c] = fmaf(fmaf(D[1][2 * r + c], iq2_factor(f1, c, magic),
+                                            D[0][2 * r + c] * iq2_factor(f0, c, magic)),
+                                       dr, acc[0][2 * r + c]);
+          } else {
+            const uint32_t f0 = iq2_odd_bytes(cur.s[r], 0), f1 = iq2_odd_bytes(cur.s[r], 4);
+            acc[0][2 * r] = fmaf(D[0][2 * r] * iq2_factor_sel(f0, fsel, magic), dr, acc[0][2 * r]);
+            acc[0][2 * r + 1] =
+                fmaf(D[0][2 * r + 1] * iq2_factor_sel(f1, fsel, magic), dr, acc[0][2 * r + 1]);
+          }
+        }
+      } else {
+        // IQ2: the block's d / 8 per row, applied once per batch to sums of the atoms' partials
+        // times (2s + 1) (fw: the factors as bytes, iq2_odd_bytes; per row: XXS even / odd atoms,
+        // XS group 0 / 1 of atoms 0-3 / 4-7, XS column groups the lane's group of atoms 0-3 / 4-7).
+        float d8[2];
+        uint32_t fw[2][4];
+        float accb[NT][4];
         if constexpr (kIq2) {
-          // Lane t takes the atom's group t for rows g (half t & 1 of word t / 2 of the slot) and
-          // g + 8 (of word 2 + t / 2): even lanes hold row g's word, odd lanes row g + 8's.
-          const uint32_t v = __shfl_xor_sync(0xFFFFFFFFu, cur.w[j], 1);
-          const uint32_t e01 = prmt(cur.w[j], v, esel);
-          uint32_t P0[4], P1[4];
-          iq2_entry_pairs2<T, kGc>(e01, gcls, scls, src_lo, P0, P1);
 #pragma unroll
-          for (int s = 0; s < 2; ++s) {
-            A[s][0] = P0[2 * s];
-            A[s][1] = P1[2 * s];
-            A[s][2] = P0[2 * s + 1];
-            A[s][3] = P1[2 * s + 1];
+          for (int r = 0; r < 2; ++r) {
+            d8[r] = half_bits_f32(cur.d[r] & 0xFFFFu) * 0.125f;
+            if constexpr (F == WFmt::kIq2Xxs) {
+              fw[r][0] = iq2_odd_bytes(cur.s[r], 0);
+              fw[r][1] = iq2_odd_bytes(cur.s[r], 4);
+            } else if constexpr (kCols) {
+              fw[r][0] = iq2_odd_bytes(cur.s[r].x, 4 * (t >> 1));
+              fw[r][1] = iq2_odd_bytes(cur.s[r].y, 4 * (t >> 1));
+            } else {
+              fw[r][0] = iq2_odd_bytes(cur.s[r].x, 0);
+              fw[r][1] = iq2_odd_bytes(cur.s[r].y, 0);
+              fw[r][2] = iq2_odd_bytes(cur.s[r].x, 4);
+              fw[r][3] = iq2_odd_bytes(cur.s[r].y, 4);
+            }
           }
-        } else {
-          decode_byte_atom<T, true>(cur.w[j], A);
-        }
-        // Per-row fp32 factors of the atom's group(s): Q8_0 d; IQ2 2s + 1 (d / 8 per batch).
-        float sc[2][2];
 #pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          if constexpr (F == WFmt::kQ8_0) {
-            const uint32_t dw = cur.d[r][j >> 1] >> (16 * (j & 1));
-            sc[r][0] = half_bits_f32(dw & 0xFFFFu);
-          } else if constexpr (F == WFmt::kIq2Xxs) {
-            sc[r][0] = iq2_factor(fw[r][j & 1], j >> 1, magic);
-          } else if constexpr (kCols) {
-            sc[r][0] = iq2_factor(fw[r][j >> 2], j & 3, magic);
+          for (int n = 0; n < NT; ++n) accb[n][0] = accb[n][1] = accb[n][2] = accb[n][3] = 0.f;
+        }
+        const uint16_t* xb[NT];
+#pragma unroll
+        for (int n = 0; n < NT; ++n) xb[n] = xl[n] + static_cast<int64_t>(b) * (kU * 32);
+#pragma unroll
+        for (int j = 0; j < kU; ++j) {
+          uint32_t A[2][4];
+          if constexpr (kIq2) {
+            // Lane t takes the atom's group t for rows g (half t & 1 of word t / 2 of the slot) and
+            // g + 8 (of word 2 + t / 2): even lanes hold row g's word, odd lanes row g + 8's.
+            const uint32_t v = __shfl_xor_sync(0xFFFFFFFFu, cur.w[j], 1);
+            const uint32_t e01 = prmt(cur.w[j], v, esel);
+            uint32_t P0[4], P1[4];
+            iq2_entry_pairs2<T, kGc>(e01, gcls, scls, src_lo, P0, P1);
+#pragma unroll
+            for (int s = 0; s < 2; ++s) {
+              A[s][0] = P0[2 * s];
+              A[s][1] = P1[2 * s];
+              A[s][2] = P0[2 * s + 1];
+              A[s][3] = P1[2 * s + 1];
+            }
           } else {
-            sc[r][0] = iq2_factor(fw[r][j >> 2], j & 3, magic);
-            sc[r][1] = iq2_factor(fw[r][2 + (j >> 2)], j & 3, magic);
+            decode_byte_atom<T, true>(cur.w[j], A);
           }
-        }
+          // Per-row fp32 factors of the atom's group(s): Q8_0 d; IQ2 2s + 1 (d / 8 per batch).
+          float sc[2][2];
 #pragma unroll
-        for (int n = 0; n < NT; ++n) {
-          uint32_t x[4] = {0u, 0u, 0u, 0u};
-          // Q8_0: the last batch of K % 128 != 0 stops at K (IQ2: K % 256 == 0).
-          if (kIq2 || b * kU + j < atoms) load_acts<F>(xb[n] + j * 32, x);
-          if constexpr (kCols) {
-            // Column group g / 4 keeps the activations of its K half (lanes t / 2 == g / 4).
-            const bool keep = (t >> 1) == (g >> 2);
-            float c[4] = {0.f, 0.f, 0.f, 0.f};
-            mma16816<T>(c, A[0], keep ? x[0] : 0u, keep ? x[1] : 0u);
-            mma16816<T>(c, A[1], keep ? x[2] : 0u, keep ? x[3] : 0u);
+          for (int r = 0; r < 2; ++r) {
+            if constexpr (F == WFmt::kQ8_0) {
+              const uint32_t dw = cur.d[r][j >> 1] >> (16 * (j & 1));
+              sc[r][0] = half_bits_f32(dw & 0xFFFFu);
+            } else if constexpr (F == WFmt::kIq2Xxs) {
+              sc[r][0] = iq2_factor(fw[r][j & 1], j >> 1, magic);
+            } else if constexpr (kCols) {
+              sc[r][0] = iq2_factor(fw[r][j >> 2], j & 3, magic);
+            } else {
+              sc[r][0] = iq2_factor(fw[r][j >> 2], j & 3, magic);
+              sc[r][1] = iq2_factor(fw[r][2 + (j >> 2)], j & 3, magic);
+            }
+          }
 #pragma unroll
-            for (int i = 0; i < 4; ++i) accb[n][i] = fmaf(c[i], sc[i >> 1][0], accb[n][i]);
-          } else if constexpr (kXs) {
-            // Lanes t = 0, 1 hold K 0-15 (group 0), t = 2, 3 K 16-31 (group 1): one MMA chain
-            // per group with the other group's activations zeroed.
-            const bool g0 = t < 2;
-            float c0[4] = {0.f, 0.f, 0.f, 0.f}, c1[4] = {0.f, 0.f, 0.f, 0.f};
-            mma16816<T>(c0, A[0], g0 ? x[0] : 0u, g0 ? x[1] : 0u);
-            mma16816<T>(c0, A[1], g0 ? x[2] : 0u, g0 ? x[3] : 0u);
-            mma16816<T>(c1, A[0], g0 ? 0u : x[0], g0 ? 0u : x[1]);
-            mma16816<T>(c1, A[1], g0 ? 0u : x[2], g0 ? 0u : x[3]);
+          for (int n = 0; n < NT; ++n) {
+            uint32_t x[4] = {0u, 0u, 0u, 0u};
+            // Q8_0: the last batch of K % 128 != 0 stops at K (IQ2: K % 256 == 0).
+            if (kIq2 || b * kU + j < atoms) load_acts<F>(xb[n] + j * 32, x);
+            if constexpr (kCols) {
+              // Column group g / 4 keeps the activations of its K half (lanes t / 2 == g / 4).
+              const bool keep = (t >> 1) == (g >> 2);
+              float c[4] = {0.f, 0.f, 0.f, 0.f};
+              mma16816<T>(c, A[0], keep ? x[0] : 0u, keep ? x[1] : 0u);
+              mma16816<T>(c, A[1], keep ? x[2] : 0u, keep ? x[3] : 0u);
 #pragma unroll
-            for (int i = 0; i < 4; ++i)
-              accb[n][i] = fmaf(c1[i], sc[i >> 1][1], fmaf(c0[i], sc[i >> 1][0], accb[n][i]));
-          } else {
-            float c[4] = {0.f, 0.f, 0.f, 0.f};
-            mma16816<T>(c, A[0], x[0], x[1]);
-            mma16816<T>(c, A[1], x[2], x[3]);
+              for (int i = 0; i < 4; ++i) accb[n][i] = fmaf(c[i], sc[i >> 1][0], accb[n][i]);
+            } else if constexpr (kXs) {
+              // Lanes t = 0, 1 hold K 0-15 (group 0), t = 2, 3 K 16-31 (group 1): one MMA chain
+              // per group with the other group's activations zeroed.
+              const bool g0 = t < 2;
+              float c0[4] = {0.f, 0.f, 0.f, 0.f}, c1[4] = {0.f, 0.f, 0.f, 0.f};
+              mma16816<T>(c0, A[0], g0 ? x[0] : 0u, g0 ? x[1] : 0u);
+              mma16816<T>(c0, A[1], g0 ? x[2] : 0u, g0 ? x[3] : 0u);
+              mma16816<T>(c1, A[0], g0 ? 0u : x[0], g0 ? 0u : x[1]);
+              mma16816<T>(c1, A[1], g0 ? 0u : x[2], g0 ? 0u : x[3]);
 #pragma unroll
-            for (int i = 0; i < 4; ++i) {
-              if constexpr (kIq2) {
-                accb[n][i] = fmaf(c[i], sc[i >> 1][0], accb[n][i]);
-              } else {
-                acc[n][i] = fmaf(c[i], sc[i >> 1][0], acc[n][i]);
+              for (int i = 0; i < 4; ++i)
+                accb[n][i] = fmaf(c1[i], sc[i >> 1][1], fmaf(c0[i], sc[i >> 1][0], accb[n][i]));
+            } else {
+              float c[4] = {0.f, 0.f, 0.f, 0.f};
+              mma16816<T>(c, A[0], x[0], x[1]);
+              mma16816<T>(c, A[1], x[2], x[3]);
+#pragma unroll
+              for (int i = 0; i < 4; ++i) {
+                if constexpr (kIq2) {
+                  accb[n][i] = fmaf(c[i], sc[i >> 1][0], accb[n][i]);
+                } else {
+                  acc[n][i] = fmaf(c[i], sc[i >> 1][0], acc[n][i]);
+                }
               }
             }
           }
         }
-      }
-      if constexpr (kIq2) {
+        if constexpr (kIq2) {
 #pragma unroll
-        for (int n = 0; n < NT; ++n)
+          for (int n = 0; n < NT; ++n)
 #pragma unroll
-          for (int i = 0; i < 4; ++i) acc[n][i] = fmaf(accb[n][i], d8[i >> 1], acc[n][i]);
+            for (int i = 0; i < 4; ++i) acc[n][i] = fmaf(accb[n][i], d8[i >> 1], acc[n][i]);
+        }
       }
       if constexpr (kDeep) {
         cur = n1;
@@ -622,7 +760,17 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
       }
     }
 
-    if constexpr (kCols) {
+    if constexpr (kAc) {
+      // The atoms' columns of each row added: lanes t hold columns 2t, 2t + 1 (fixed order).
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        float v = acc[0][2 * r] + acc[0][2 * r + 1];
+        v += __shfl_xor_sync(0xFFFFFFFFu, v, 1);
+        v += __shfl_xor_sync(0xFFFFFFFFu, v, 2);
+        acc[0][2 * r] = v;
+        acc[0][2 * r + 1] = 0.f;
+      }
+    } else if constexpr (kCols) {
       // Group 1's sums (lanes t + 2) onto group 0's (lanes t < 2, which store).
 #pragma unroll
       for (int i = 0; i < 4; ++i) acc[0][i] += __shfl_xor_sync(0xFFFFFFFFu, acc[0][i], 2);
