@@ -449,7 +449,7 @@ std::string stream16_describe(const Plan& p) {
   if (p.stream16_tw == 0) return std::string();
   return " stream16=" + std::to_string(p.stream16_tw) + "x" + std::to_string(p.stream16_split) +
          "/" + std::to_string(p.stream16_vp) + (p.stream16_qx ? " qx" : "") +
-         (p.stream16_once ? " once" : "") +
+         (p.stream16_once ? (p.stream16_occ == 3 ? " once o3" : " once") : "") +
          (p.stream16_depth > 0 ? " f8d" + std::to_string(p.stream16_depth) : "") +
          (p.stream16_depth > 0 && p.stream16_occ == 3 ? " o3" : "") +
          (p.stream16_depth > 0 && p.stream16_var != 0 ? " v" + std::to_string(p.stream16_var) : "");
@@ -1350,15 +1350,24 @@ Plan plan(const Caps& caps) {
     if (want && !fp16 && stream_bf16_act && split_env == nullptr && M >= kS16MinM &&
         lin::stream16_available(wf, fp16, tw)) {
       const int64_t sms = std::max(dev.sm_count, 1);
-      const int fit = lin::prepare_linear_stream16(caps.device, wf, tw, qx);
-      if (fit > 0) {
+      // Probe (session 17): the K range staged once (B12X_GEMM_STREAM16_ONCE=1; =3 its 3-CTA
+      // register cap), where its shared memory (vp-dependent) keeps the CTAs per SM the split
+      // was chosen for; else the chunked kernel.
+      int var = 0;
+      if (const char* e = std::getenv("B12X_GEMM_STREAM16_ONCE");
+          e != nullptr && (e[0] == '1' || e[0] == '3') && !qx && tw == 2)
+        var = lin::kS16VarOnce | (e[0] == '3' ? lin::kS16VarOcc3 : 0);
+      const int fit_chunked = lin::prepare_linear_stream16(caps.device, wf, tw, qx);
+      const int64_t gx = (geo.n16 + 8 * tw - 1) / (8 * tw);
+      // The split for `fit` CTAs per SM: the largest whose grid is one wave with >= kS16MinVp
+      // vectors per CTA (or the forced one); 0 if none.
+      auto choose = [&](int fit, int& split, int& split_vp) {
+        split = split_vp = 0;
         int per_sm = fit;
         if (const char* e = std::getenv("B12X_GEMM_STREAM16_CTAS");
             e != nullptr && std::atoi(e) > 0)
           per_sm = std::min(fit, std::atoi(e));
         const int64_t slots = sms * per_sm;
-        const int64_t gx = (geo.n16 + 8 * tw - 1) / (8 * tw);
-        int split = 0, split_vp = 0;
         for (int sp = 1; sp <= 256; ++sp) {
           const int vp = lin::stream16_vectors_per_cta(geo.kvec, sp);
           const int eff = static_cast<int>((geo.kvec + vp - 1) / vp);  // no idle K range
@@ -1370,23 +1379,26 @@ Plan plan(const Caps& caps) {
           if (sp > 1 && (gx * eff > slots || vp < kS16MinVp)) break;
           split = eff, split_vp = vp;
         }
-        if (split > 0) {
-          // Probe (session 17): the K range staged once (B12X_GEMM_STREAM16_ONCE=1), where its
-          // shared memory (vp-dependent) keeps the CTAs per SM the split was chosen for.
-          int var = 0;
-          if (const char* e = std::getenv("B12X_GEMM_STREAM16_ONCE");
-              e != nullptr && e[0] == '1' && !qx && tw == 2 && split_vp <= lin::kS16OnceMaxVp &&
-              lin::prepare_linear_stream16(caps.device, wf, tw, qx, lin::kS16VarOnce, split_vp) >=
-                  per_sm)
-            var = lin::kS16VarOnce;
-          p.stream16_tw = tw;
-          p.stream16_split = split;
-          p.stream16_vp = split_vp;
-          p.stream16_qx = qx;
-          p.stream16_once = var != 0;
-          p.stream16_smem = lin::stream16_smem_bytes(tw, qx, var, split_vp);
-          p.stream16_tiles = 8 * tw;
-        }
+        return per_sm;
+      };
+      int split = 0, split_vp = 0;
+      if (var != 0) {
+        const int want_occ = (var & lin::kS16VarOcc3) ? 3 : 2;
+        const int per_sm = choose(want_occ, split, split_vp);
+        if (split == 0 || split_vp > lin::kS16OnceMaxVp ||
+            lin::prepare_linear_stream16(caps.device, wf, tw, qx, var, split_vp) < per_sm)
+          var = 0;
+      }
+      if (var == 0 && fit_chunked > 0) choose(fit_chunked, split, split_vp);
+      if (split > 0) {
+        p.stream16_tw = tw;
+        p.stream16_split = split;
+        p.stream16_vp = split_vp;
+        p.stream16_qx = qx;
+        p.stream16_once = var != 0;
+        if (var != 0) p.stream16_occ = (var & lin::kS16VarOcc3) ? 3 : 2;
+        p.stream16_smem = lin::stream16_smem_bytes(tw, qx, var, split_vp);
+        p.stream16_tiles = 8 * tw;
       }
     }
     // FP8 weights (session 14, lin::launch_linear_stream16_f8): the same block structure on
@@ -1661,7 +1673,8 @@ Plan plan(const Caps& caps) {
           << (p.stream_rows_split > 1 ? "+reduce" : "");
     if (p.stream16_tw > 0)
       sig << " stream16=" << p.stream16_tw << (p.stream16_split > 1 ? "+reduce" : "")
-          << (p.stream16_qx ? " qx" : "") << (p.stream16_once ? " once" : "")
+          << (p.stream16_qx ? " qx" : "")
+          << (p.stream16_once ? (p.stream16_occ == 3 ? " once o3" : " once") : "")
           << (p.stream16_depth > 0 ? " f8d" + std::to_string(p.stream16_depth) : std::string())
           << (p.stream16_depth > 0 && p.stream16_occ == 3 ? " o3" : "")
           << (p.stream16_depth > 0 && p.stream16_var != 0 ? " v" + std::to_string(p.stream16_var)
@@ -2115,8 +2128,10 @@ void run(const Binding& b, Stream stream) {
     p.stream_vp = plan.stream16_vp;
     p.stream_tiles = plan.stream16_tiles;
     p.stream_trig = (plan.stream_trig & 4) ? 1 : 0;
-    lin::launch_linear_stream16(im.wfmt, plan.stream16_tw, plan.stream16_smem, p, stream,
-                                plan.stream16_once ? lin::kS16VarOnce : 0);
+    lin::launch_linear_stream16(
+        im.wfmt, plan.stream16_tw, plan.stream16_smem, p, stream,
+        plan.stream16_once ? lin::kS16VarOnce | (plan.stream16_occ == 3 ? lin::kS16VarOcc3 : 0)
+                           : 0);
     if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);
     return;
   }

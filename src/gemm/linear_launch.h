@@ -99,6 +99,7 @@ void launch_linear_stream(WFmt f, int parts, int occ, int ctas, int64_t smem, co
 /// linear_stream16_once_kernel: tw 2, BF16 activations, p.stream_vp <= 16; its shared memory
 /// depends on vp).
 inline constexpr int kS16VarOnce = 1;
+inline constexpr int kS16VarOcc3 = 2;  ///< with kS16VarOnce: registers capped for 3 CTAs per SM
 inline constexpr int kS16OnceMaxVp = 16;
 bool stream16_available(WFmt f, bool fp16, int tw);
 int64_t stream16_smem_bytes(int tw, bool qx = false, int var = 0, int vp = 0);

@@ -100,20 +100,26 @@ S16Fn pick_stream16_fmt(int tw, int nt) {
   }
 }
 
-/// The K range staged once (var & kS16VarOnce; 2 tiles per warp, BF16 activations only).
-S16Fn pick_stream16_once(int tw, int nt, bool mx, bool mx_free) {
-  if (tw != 2) return nullptr;
+/// The K range staged once (var & kS16VarOnce; 2 tiles per warp, BF16 activations only; var &
+/// kS16VarOcc3 the 3-CTA register cap).
+template <int kOcc>
+S16Fn pick_stream16_once(int nt, bool mx, bool mx_free) {
   if (mx && mx_free)
-    return nt == 1 ? &linear_stream16_once_kernel<2, 1, true, true>
-                   : &linear_stream16_once_kernel<2, 2, true, true>;
+    return nt == 1 ? &linear_stream16_once_kernel<2, 1, true, true, kOcc>
+                   : &linear_stream16_once_kernel<2, 2, true, true, kOcc>;
   if (mx)
-    return nt == 1 ? &linear_stream16_once_kernel<2, 1, true>
-                   : &linear_stream16_once_kernel<2, 2, true>;
-  return nt == 1 ? &linear_stream16_once_kernel<2, 1> : &linear_stream16_once_kernel<2, 2>;
+    return nt == 1 ? &linear_stream16_once_kernel<2, 1, true, false, kOcc>
+                   : &linear_stream16_once_kernel<2, 2, true, false, kOcc>;
+  return nt == 1 ? &linear_stream16_once_kernel<2, 1, false, false, kOcc>
+                 : &linear_stream16_once_kernel<2, 2, false, false, kOcc>;
 }
 
 S16Fn pick_stream16(int tw, int nt, bool mx, bool qx, bool mx_free = false, int var = 0) {
-  if (var & kS16VarOnce) return qx ? nullptr : pick_stream16_once(tw, nt, mx, mx_free);
+  if (var & kS16VarOnce) {
+    if (qx || tw != 2) return nullptr;
+    return (var & kS16VarOcc3) ? pick_stream16_once<3>(nt, mx, mx_free)
+                               : pick_stream16_once<2>(nt, mx, mx_free);
+  }
   if (qx) return mx ? nullptr : pick_stream16_fmt<false, true>(tw, nt);
   if (mx && mx_free) return pick_stream16_fmt<true, false, true>(tw, nt);
   return mx ? pick_stream16_fmt<true, false>(tw, nt) : pick_stream16_fmt<false, false>(tw, nt);

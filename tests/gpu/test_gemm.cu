@@ -1902,13 +1902,14 @@ TEST(GemmGpu, DecodeStream16Once) {
   // 16): NVFP4 W4A16 / W4A4 (pre-pass) and MXFP4 W4A16 / W4A4; M = 5, 8, 9, 16; K = 992 (split 1,
   // 16 vectors, the last half past K), 2848 (split 3: the last range 13 of its 16 vectors, zero
   // splats past kvec), 3040; partial CTAs (N = 72, 200), bias, FP16 outputs, capacity above M,
-  // replayed graphs.
-  ScopedEnv e16("B12X_GEMM_STREAM16", "1"), eo("B12X_GEMM_STREAM16_ONCE", "1");
+  // replayed graphs; the 3-CTA register cap (=3) on every other case.
+  ScopedEnv e16("B12X_GEMM_STREAM16", "1");
   ScopedEnv eq0("B12X_GEMM_STREAM16_QX", "0");
   int i = 0;
   for (const LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kNvfp4,
                                LinearFormat::kMxfp4W4A16, LinearFormat::kMxfp4})
     for (int64_t M : {5, 8, 9, 16}) {
+      ScopedEnv eo("B12X_GEMM_STREAM16_ONCE", (i % 2) ? "3" : "1");
       const int64_t K = (i % 3) == 0 ? 992 : (i % 3) == 1 ? 2848 : 3040;
       ScopedEnv es("B12X_GEMM_STREAM16_SPLIT", K == 992 ? "1" : "3");
       Case c{f,
@@ -1924,7 +1925,7 @@ TEST(GemmGpu, DecodeStream16Once) {
       run_case(c, /*graph_replay=*/(i % 3) == 0);
       const gemm::lin::StreamLaunch l = gemm::lin::last_stream_launch();
       EXPECT_GT(l.serial, before) << "M " << M << " K " << K;
-      EXPECT_TRUE(l.once) << "M " << M << " K " << K;
+      EXPECT_TRUE(l.once) << "M " << M << " K " << K << " occ " << ((i - 1) % 2 ? 3 : 2);
       EXPECT_EQ(l.split, K == 992 ? 1 : 3);
     }
 }

@@ -876,8 +876,8 @@ __host__ __device__ constexpr int s16_once_smem(int tw, int vp) {
   return 16 * s16_once_pitch(vp) + kStreamWarps * tw * vp * 128;
 }
 
-template <int kTw, int kNt, bool kMx = false, bool kMxFree = false>
-__global__ void __launch_bounds__(kStreamWarps * 32, 2)
+template <int kTw, int kNt, bool kMx = false, bool kMxFree = false, int kOcc = 2>
+__global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     linear_stream16_once_kernel(const LinearParams p) {
   static_assert(!kMxFree || kMx, "fold-free splats: MXFP4 only");
   static_assert(kTw == 1 || kTw == 2, "tiles per warp");
