@@ -107,12 +107,17 @@ template <class T, int kVar>
 GemvFn pick_var(WFmt f, int nt, int occ, int warps) {
   constexpr WFmt kX = WFmt::kIq2Xxs, kS = WFmt::kIq2Xs;
   if constexpr ((kVar & 512) != 0) {
-    // The atom columns: 8 warps, registers capped at 128 for two CTAs per SM (uncapped, ptxas
-    // takes 146-178 for IQ2_XS: one CTA); under the 80-register caps they spill 124-368 bytes.
-    if (warps != 8 || occ == 3) return nullptr;
-    if (f == kX && nt == 1) return &linear_gemv_ggml_kernel<kX, T, 1, false, 2, 8, true, kVar>;
+    // The atom columns: 8 warps with registers capped at 128 for two CTAs per SM (uncapped,
+    // ptxas takes 146-178 for IQ2_XS: one CTA), or 16 (one CTA, the same cap); under the
+    // 80-register caps they spill 124-368 bytes.
+    if (occ == 3 || (warps != 8 && warps != 16)) return nullptr;
+    if (f == kX && nt == 1)
+      return warps == 8 ? &linear_gemv_ggml_kernel<kX, T, 1, false, 2, 8, true, kVar>
+                        : &linear_gemv_ggml_kernel<kX, T, 1, false, 1, 16, true, kVar>;
     if constexpr ((kVar & 1024) == 0) {
-      if (f == kS && nt == 0) return &linear_gemv_ggml_kernel<kS, T, 1, true, 2, 8, true, kVar>;
+      if (f == kS && nt == 0)
+        return warps == 8 ? &linear_gemv_ggml_kernel<kS, T, 1, true, 2, 8, true, kVar>
+                          : &linear_gemv_ggml_kernel<kS, T, 1, true, 1, 16, true, kVar>;
     }
     return nullptr;
   } else {

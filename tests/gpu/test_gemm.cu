@@ -3605,8 +3605,9 @@ TEST(GemmGpu, GgmlGemvAtomColumns) {
   // Session 17's atom columns at M = 1 (B12X_GGML_GEMV_VAR & 512: the MMA's columns hold the
   // batch's 8 atoms, activations zero outside their atom's column): with 64 (weights not in L1),
   // 32 (two batches ahead) and 1024 (IQ2_XXS: PRMT-built table addresses, the 64 KB layout); 8
-  // warps uncapped only (B12X_GGML_GEMV_OCC=0), none at M > 1. Warps per tile 2 / 8, K splits
-  // with empty ranges, tile walks (CTAS 2 over N = 200), N = 40, BF16 / FP16, graph replay.
+  // warps uncapped (B12X_GGML_GEMV_OCC=0) or 16, none at M > 1. Warps per tile 2 / 8 / 16 / 4,
+  // K splits with empty ranges, tile walks (CTAS 2 over N = 200), N = 40, BF16 / FP16, graph
+  // replay.
   ScopedEnv e("B12X_GGML_GEMV", "1"), eo("B12X_GGML_GEMV_OCC", "0");
   for (const char* var : {"576", "608", "1600", "1632"}) {
     ScopedEnv ev("B12X_GGML_GEMV_VAR", var);
@@ -3621,6 +3622,15 @@ TEST(GemmGpu, GgmlGemvAtomColumns) {
         ScopedEnv ek("B12X_GGML_GEMV_KW", kw);
         run_case({f, 1, 200, 2304, DType::kBF16, DType::kBF16, kw[0] == '2'});
         run_case({f, 1, 40, 1024, DType::kFP16, DType::kBF16, kw[0] == '8'});
+      }
+      {
+        // 16-warp CTAs (one per SM): 16 / 4 warps per tile, a tile walk.
+        ScopedEnv ew("B12X_GGML_GEMV_WARPS", "16"), ec("B12X_GGML_GEMV_CTAS", "2");
+        for (const char* kw : {"16", "4"}) {
+          ScopedEnv ek("B12X_GGML_GEMV_KW", kw);
+          run_case({f, 1, 200, 2304, DType::kBF16, DType::kBF16, kw[0] == '4'});
+          EXPECT_EQ(gemm::lin::last_ggml_gemv_launch().warps, 16);
+        }
       }
       ScopedEnv es("B12X_GGML_GEMV_SPLIT", "3"), ec("B12X_GGML_GEMV_CTAS", "2");
       run_case({f, 1, 200, 2304, DType::kBF16, DType::kBF16, false});
