@@ -26,6 +26,7 @@
 #include <type_traits>
 
 #include "attention/paged_params.h"
+#include "gemm/kernels/mma_sync.cuh"
 
 namespace b12x::attention::detail {
 
@@ -224,22 +225,15 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t add
                : "r"(addr));
 }
 
+// The m16n8k16 instruction binding is gemm's (mma_sync.cuh); T (bf16 or fp16) picks its
+// operand type tag.
+template <typename T>
+using MmaTag =
+    std::conditional_t<std::is_same_v<T, __nv_bfloat16>, gemm::lin::Bf16Tag, gemm::lin::Fp16Tag>;
 template <typename T>
 __device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
                                          uint32_t b1) {
-  if constexpr (sizeof(T) == 2 && std::is_same_v<T, __nv_bfloat16>) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  } else {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
+  gemm::lin::mma16816<MmaTag<T>>(d, a, b0, b1);
 }
 
 template <typename T>
