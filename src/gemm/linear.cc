@@ -1355,7 +1355,7 @@ Plan plan(const Caps& caps) {
       // was chosen for; else the chunked kernel.
       int var = 0;
       if (const char* e = std::getenv("B12X_GEMM_STREAM16_ONCE");
-          e != nullptr && (e[0] == '1' || e[0] == '3') && !qx && tw == 2)
+          e != nullptr && (e[0] == '1' || e[0] == '3') && tw == 2)
         var = lin::kS16VarOnce | (e[0] == '3' ? lin::kS16VarOcc3 : 0);
       const int fit_chunked = lin::prepare_linear_stream16(caps.device, wf, tw, qx);
       const int64_t gx = (geo.n16 + 8 * tw - 1) / (8 * tw);

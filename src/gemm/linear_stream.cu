@@ -100,10 +100,14 @@ S16Fn pick_stream16_fmt(int tw, int nt) {
   }
 }
 
-/// The K range staged once (var & kS16VarOnce; 2 tiles per warp, BF16 activations only; var &
-/// kS16VarOcc3 the 3-CTA register cap).
+/// The K range staged once (var & kS16VarOnce; 2 tiles per warp; var & kS16VarOcc3 the 3-CTA
+/// register cap; qx: NVFP4 activations converted while staging, NVFP4 weights).
 template <int kOcc>
-S16Fn pick_stream16_once(int nt, bool mx, bool mx_free) {
+S16Fn pick_stream16_once(int nt, bool mx, bool mx_free, bool qx) {
+  if (qx)
+    return mx        ? nullptr
+           : nt == 1 ? &linear_stream16_once_kernel<2, 1, false, false, kOcc, true>
+                     : &linear_stream16_once_kernel<2, 2, false, false, kOcc, true>;
   if (mx && mx_free)
     return nt == 1 ? &linear_stream16_once_kernel<2, 1, true, true, kOcc>
                    : &linear_stream16_once_kernel<2, 2, true, true, kOcc>;
@@ -116,9 +120,9 @@ S16Fn pick_stream16_once(int nt, bool mx, bool mx_free) {
 
 S16Fn pick_stream16(int tw, int nt, bool mx, bool qx, bool mx_free = false, int var = 0) {
   if (var & kS16VarOnce) {
-    if (qx || tw != 2) return nullptr;
-    return (var & kS16VarOcc3) ? pick_stream16_once<3>(nt, mx, mx_free)
-                               : pick_stream16_once<2>(nt, mx, mx_free);
+    if (tw != 2) return nullptr;
+    return (var & kS16VarOcc3) ? pick_stream16_once<3>(nt, mx, mx_free, qx)
+                               : pick_stream16_once<2>(nt, mx, mx_free, qx);
   }
   if (qx) return mx ? nullptr : pick_stream16_fmt<false, true>(tw, nt);
   if (mx && mx_free) return pick_stream16_fmt<true, false, true>(tw, nt);
