@@ -195,6 +195,10 @@ struct Plan {
   /// Decode regime: the activation staging's cp.async copies walk segments of 32 pieces per warp
   /// instead of single pieces per thread (with decode_half; B12X_GEMM_DECODE_SEGSTAGE=0|1).
   bool decode_seg_stage = false;
+  /// Decode regime, FP8 weights with warps per tile (the M = 1 grid): the activations staged by
+  /// plain loads instead of cp.async, whose wait would also drain the weight ring's slices
+  /// requested before it (session 17 probe, B12X_GEMM_DECODE_SYNCSTAGE=0|1).
+  bool decode_sync_stage = false;
   /// Decode regime, block FP8 / MXFP8 weights with BF16 activations: the activations quantized
   /// (the quantizer's numerics) while the decode kernel stages them, instead of by a quantizer
   /// launch before it, where a CTA stages at most 16 K values (default since session 12;

@@ -466,6 +466,7 @@ std::string Plan::describe() const {
                                     : "auto")
      << " split_k=" << split_k << " decode_ws=" << decode_warp_split
      << (decode_deep ? " decode_deep=" + std::to_string(decode_deep) : std::string())
+     << (decode_sync_stage ? " sync_stage" : "")
      << (decode_stream_parts
              ? " stream=" + std::to_string(decode_stream_parts) + "o" +
                    std::to_string(decode_stream_occ) + (decode_stream_shfl ? "s" : "") +
@@ -1013,7 +1014,10 @@ Plan plan(const Caps& caps) {
       p.decode_deep = 1;
     if (const char* e = std::getenv("B12X_GEMM_DECODE_DEEP"); e != nullptr) {
       const int want = std::atoi(e);
-      p.decode_deep = ws == 4 && want == 1 && lin::decode_deep_available(wf, fp16, 1) ? 1 : 0;
+      p.decode_deep = ws == 4 && want == 1 && !p.decode_pipe && !p.decode_half &&
+                              lin::decode_deep_available(wf, fp16, 1)
+                          ? 1
+                          : 0;
     }
     // Staging copies by segments: in the 8-warp slice halves by default (round 30, H200, us over
     // the five shapes, piece walk -> segments, NVFP4 W4A16 M = 16 13.29 / 25.83 / 34.06 / 19.04 /
@@ -1024,6 +1028,8 @@ Plan plan(const Caps& caps) {
     p.decode_seg_stage = p.decode_half;
     if (const char* e = std::getenv("B12X_GEMM_DECODE_SEGSTAGE"); e != nullptr)
       p.decode_seg_stage = e[0] == '1';
+    if (const char* e = std::getenv("B12X_GEMM_DECODE_SYNCSTAGE"); e != nullptr)
+      p.decode_sync_stage = e[0] == '1' && lin::wtraits(wf).fp8mma;
     // The kernels with the per-slice bookkeeping by running pointers, the halves' staging walk set
     // up once per CTA and conflict-free splat rows (kLean; run takes them where they exist for the
     // launch's configuration): FP4 weights with BF16 MMAs at M = 1 (4 / 8 warps per tile) and in
@@ -2203,6 +2209,7 @@ void run(const Binding& b, Stream stream) {
           lin::kDecodeDeepBudget)
     p.decode_deep = plan.decode_deep;
   p.decode_seg_stage = plan.decode_seg_stage ? 1 : 0;
+  p.decode_sync_stage = plan.decode_sync_stage ? 1 : 0;
   p.decode_mma = M >= 2 ? plan.decode_fp8_mma : plan.decode_fp8_mma_m1;
   p.decode_lean = plan.decode_lean && lin::decode_lean_available(
                                           im.wfmt, fp16, nt, std::max(p.decode_ws, 1),

@@ -137,11 +137,11 @@ __device__ __forceinline__ void dec_cp_async_wait() {
 /// twice the warps on the weight stream without a second activation staging (at M = 9..32 the
 /// 16 staged token rows cost as many L2 bytes per CTA as its weights), and the ring's bytes per
 /// CTA unchanged.
-/// kDeep (FP4 weights at M = 1 with warps per tile, kWS > 1 without kPipe): kDeep more ring
-/// stages per warp (the plan takes 1 for NVFP4 where each warp streams >= 6 slices). At K = 4096
-/// each of a tile's 4 warps streams 2 slices; with the default ring the second is requested only
-/// after the first has landed (the staging's wait covers the first slice too), two DRAM round trips
-/// per CTA; one more stage requests both before the staging.
+/// kDeep (FP4 weights at M = 1 with warps per tile, kWS > 1 without kPipe; FP8 weights as a
+/// session-17 probe): kDeep more ring stages per warp (the plan takes 1 for NVFP4 where each warp
+/// streams >= 6 slices). At K = 4096 each of a tile's 4 warps streams 2 slices; with the default
+/// ring the second is requested only after the first has landed (the staging's wait covers the
+/// first slice too), two DRAM round trips per CTA; one more stage requests both before the staging.
 /// kLean (FP4 weights with BF16 MMAs; the default where it exists since session 9): the
 /// per-slice bookkeeping by running pointers (the source of the next ring request and the scale
 /// bytes of the next slice advance by a constant instead of 64-bit multiplies of the slice index),
@@ -536,7 +536,10 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
     // aligned) go through cp.async: every copy of the chunk is in flight at once and costs no
     // registers, so a 32 KB chunk takes about one L2 round trip. The wait also drains the weight
     // ring's outstanding slices (at most one ahead), which the next MMAs need soon anyway.
-    const bool async_copy = p.x_vec16 && (kF8 || p.act_kind == kActRaw16);
+    // (p.decode_sync_stage, FP8 with warps per tile: plain loads, so that the ring's slices
+    // requested before the staging stay in flight past it; probe.)
+    const bool async_copy = p.x_vec16 && (kF8 || p.act_kind == kActRaw16) &&
+                            !(kF8 && kWS > 1 && !kPipe && p.decode_sync_stage);
     if (async_copy) {
       if constexpr (kWS > 1 || kPipe || kHalf) {
         issue_stage(c0, c1, xs);
