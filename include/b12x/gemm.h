@@ -305,6 +305,10 @@ struct Plan {
   /// NVFP4 / MXFP4 block kernel with its K range staged once (session 17 probe,
   /// B12X_GEMM_STREAM16_ONCE=1; tw 2, BF16 activations, stream16_vp <= 16).
   bool stream16_once = false;
+  /// With stream16_once and a split of 2..8: the split's CTAs as one thread-block cluster summing
+  /// in distributed shared memory, no partials or reduce kernel (session 17 probe,
+  /// B12X_GEMM_STREAM16_CLUSTER=1).
+  bool stream16_cluster = false;
   /// FP8 weights (per-tensor, block FP8, MXFP8) on the block kernel (session 14,
   /// lin::launch_linear_stream16_f8; the stream16_* fields above describe its grid): its
   /// weight ring depth per warp (0: not the FP8 kernel). Its MMA kind is decode_fp8_mma.

@@ -450,6 +450,7 @@ std::string stream16_describe(const Plan& p) {
   return " stream16=" + std::to_string(p.stream16_tw) + "x" + std::to_string(p.stream16_split) +
          "/" + std::to_string(p.stream16_vp) + (p.stream16_qx ? " qx" : "") +
          (p.stream16_once ? (p.stream16_occ == 3 ? " once o3" : " once") : "") +
+         (p.stream16_cluster ? " cl" : "") +
          (p.stream16_depth > 0 ? " f8d" + std::to_string(p.stream16_depth) : "") +
          (p.stream16_depth > 0 && p.stream16_occ == 3 ? " o3" : "") +
          (p.stream16_depth > 0 && p.stream16_var != 0 ? " v" + std::to_string(p.stream16_var) : "");
@@ -1403,6 +1404,9 @@ Plan plan(const Caps& caps) {
         p.stream16_qx = qx;
         p.stream16_once = var != 0;
         if (var != 0) p.stream16_occ = (var & lin::kS16VarOcc3) ? 3 : 2;
+        if (const char* e = std::getenv("B12X_GEMM_STREAM16_CLUSTER");
+            e != nullptr && e[0] == '1' && var != 0 && split >= 2 && split <= 8)
+          p.stream16_cluster = true;
         p.stream16_smem = lin::stream16_smem_bytes(tw, qx, var, split_vp);
         p.stream16_tiles = 8 * tw;
       }
@@ -1678,9 +1682,11 @@ Plan plan(const Caps& caps) {
       sig << " stream_r4=" << p.stream_rows_parts << (p.stream_rows_shfl ? "s" : "")
           << (p.stream_rows_split > 1 ? "+reduce" : "");
     if (p.stream16_tw > 0)
-      sig << " stream16=" << p.stream16_tw << (p.stream16_split > 1 ? "+reduce" : "")
+      sig << " stream16=" << p.stream16_tw
+          << (p.stream16_split > 1 && !p.stream16_cluster ? "+reduce" : "")
           << (p.stream16_qx ? " qx" : "")
           << (p.stream16_once ? (p.stream16_occ == 3 ? " once o3" : " once") : "")
+          << (p.stream16_cluster ? " cl" : "")
           << (p.stream16_depth > 0 ? " f8d" + std::to_string(p.stream16_depth) : std::string())
           << (p.stream16_depth > 0 && p.stream16_occ == 3 ? " o3" : "")
           << (p.stream16_depth > 0 && p.stream16_var != 0 ? " v" + std::to_string(p.stream16_var)
@@ -2130,13 +2136,17 @@ void run(const Binding& b, Stream stream) {
       (p.act_kind == lin::kActRaw16 || (plan.stream16_qx && p.act_kind == lin::kActNvfp4)) &&
       p.xs_kind == lin::kXsNone) {
     p.split = plan.stream16_split;
-    p.partial = p.split > 1 ? reinterpret_cast<float*>(b.scratch + plan.off_partial) : nullptr;
+    p.partial = p.split > 1 && !plan.stream16_cluster
+                    ? reinterpret_cast<float*>(b.scratch + plan.off_partial)
+                    : nullptr;
+    p.cluster_split = plan.stream16_cluster ? p.split : 1;
     p.stream_vp = plan.stream16_vp;
     p.stream_tiles = plan.stream16_tiles;
     p.stream_trig = (plan.stream_trig & 4) ? 1 : 0;
     lin::launch_linear_stream16(
         im.wfmt, plan.stream16_tw, plan.stream16_smem, p, stream,
-        plan.stream16_once ? lin::kS16VarOnce | (plan.stream16_occ == 3 ? lin::kS16VarOcc3 : 0)
+        plan.stream16_once ? lin::kS16VarOnce | (plan.stream16_occ == 3 ? lin::kS16VarOcc3 : 0) |
+                                 (plan.stream16_cluster ? lin::kS16VarCluster : 0)
                            : 0);
     if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);
     return;

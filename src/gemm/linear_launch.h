@@ -74,6 +74,7 @@ struct StreamLaunch {
   int rows = 0, split = 0;
   bool mx_free = false;  // MXFP4 fold-free splat instance (p.mx_free)
   bool once = false;     // block kernel with the K range staged once (kS16VarOnce)
+  bool cluster = false;  // its split summed in a cluster (kS16VarCluster)
 };
 StreamLaunch last_stream_launch();
 /// 64-K vectors per K part: the tile's kvec vectors over split CTAs x parts warps, rounded up to
@@ -100,6 +101,9 @@ void launch_linear_stream(WFmt f, int parts, int occ, int ctas, int64_t smem, co
 /// depends on vp).
 inline constexpr int kS16VarOnce = 1;
 inline constexpr int kS16VarOcc3 = 2;  ///< with kS16VarOnce: registers capped for 3 CTAs per SM
+/// With kS16VarOnce and 2 <= split <= 8: the split's CTAs as one cluster summing in DSMEM
+/// (p.cluster_split = split, no partials, no reduce kernel).
+inline constexpr int kS16VarCluster = 4;
 inline constexpr int kS16OnceMaxVp = 16;
 bool stream16_available(WFmt f, bool fp16, int tw);
 int64_t stream16_smem_bytes(int tw, bool qx = false, int var = 0, int vp = 0);

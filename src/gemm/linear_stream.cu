@@ -174,9 +174,13 @@ void launch_linear_stream16(WFmt f, int tw, int64_t smem, const LinearParams& p,
                   (!(var & kS16VarOnce) || p.stream_vp <= kS16OnceMaxVp),
               "M <= 16 block kernel: format ", static_cast<int>(f), " tw=", tw, " qx=", qx,
               " var=", var, " vp=", p.stream_vp, " smem=", smem);
+  const bool cluster = (var & kS16VarCluster) != 0;
   B12X_ASSERT(p.M >= 1 && p.M <= 16 && (p.act_kind == kActRaw16 || qx) && p.xs_kind == kXsNone &&
                   p.stream_vp > 0 && p.stream_vp % kS16ChunkV == 0 &&
-                  int64_t{p.stream_vp} * split >= p.kvec && (split == 1 || p.partial != nullptr),
+                  int64_t{p.stream_vp} * split >= p.kvec &&
+                  (cluster ? (var & kS16VarOnce) && split >= 2 && split <= 8 &&
+                                 p.cluster_split == split && p.partial == nullptr
+                           : (split == 1 || p.partial != nullptr) && p.cluster_split <= 1),
               "M <= 16 block kernel: M=", p.M, " act=", p.act_kind, " vp=", p.stream_vp,
               " split=", split);
   if (smem > 48 * 1024)
@@ -192,10 +196,12 @@ void launch_linear_stream16(WFmt f, int tw, int64_t smem, const LinearParams& p,
                         16 * tw,
                         split,
                         k != nullptr && f == WFmt::kMxfp4 && p.mx_free != 0,
-                        (var & kS16VarOnce) != 0};
+                        (var & kS16VarOnce) != 0,
+                        cluster};
   B12X_CUDA_CHECK(b12x::detail::launch_ex(
       k, dim3(static_cast<unsigned>(gx), static_cast<unsigned>(split)), dim3(kStreamWarps * 32),
-      static_cast<size_t>(smem), stream, p.pdl != 0, dim3(1, 1, 1), p));
+      static_cast<size_t>(smem), stream, p.pdl != 0,
+      dim3(1, cluster ? static_cast<unsigned>(split) : 1u, 1), p));
   B12X_CUDA_CHECK_LAUNCH();
 }
 

@@ -1928,6 +1928,36 @@ TEST(GemmGpu, DecodeStream16Once) {
       EXPECT_TRUE(l.once) << "M " << M << " K " << K << " occ " << ((i - 1) % 2 ? 3 : 2);
       EXPECT_EQ(l.split, K == 992 ? 1 : 3);
     }
+  // The split summed in a cluster (B12X_GEMM_STREAM16_CLUSTER=1, splits 2..8: no partials, no
+  // reduce kernel): splits 2 / 3 / 8 (K = 1984 / 2848 / 4096: vp 16 / 16 / 8), M = 5 / 16, K
+  // tails, bias, FP16 outputs, graphs.
+  {
+    ScopedEnv ecl("B12X_GEMM_STREAM16_CLUSTER", "1");
+    int k = 0;
+    for (const char* sp : {"2", "3", "8"})
+      for (int64_t M : {5, 16}) {
+        ScopedEnv eo("B12X_GEMM_STREAM16_ONCE", (k % 2) ? "3" : "1");
+        ScopedEnv es("B12X_GEMM_STREAM16_SPLIT", sp);
+        const LinearFormat f = (k % 3) == 2 ? LinearFormat::kMxfp4W4A16 : LinearFormat::kNvfp4W4A16;
+        Case c{f,
+               M,
+               (k % 2) ? 72 : 200,
+               sp[0] == '8'   ? 4096
+               : sp[0] == '3' ? 2848
+                              : 1984,
+               DType::kBF16,
+               (k % 4) == 1 ? DType::kFP16 : DType::kBF16,
+               (k % 2) == 0};
+        c.max_tokens = (k % 3) == 1 ? 16 : M;
+        ++k;
+        const int64_t before = gemm::lin::last_stream_launch().serial;
+        run_case(c, /*graph_replay=*/(k % 2) == 0);
+        const gemm::lin::StreamLaunch l = gemm::lin::last_stream_launch();
+        EXPECT_GT(l.serial, before) << "cluster split " << sp << " M " << M;
+        EXPECT_TRUE(l.once && l.cluster) << "cluster split " << sp << " M " << M;
+        EXPECT_EQ(l.split, std::atoi(sp));
+      }
+  }
   // W4A4 with its NVFP4 activations converted while staging (B12X_GEMM_STREAM16_QX=1): no
   // pre-pass launch; K tails and splits as above, both register caps.
   ScopedEnv eq1("B12X_GEMM_STREAM16_QX", "1");

@@ -35,6 +35,7 @@
 // them by shuffles, instead of each of the 4 lanes building the same 4.
 #pragma once
 
+#include <cooperative_groups.h>
 #include <cuda_bf16.h>
 
 #include "formats/swizzle.h"
@@ -1046,6 +1047,39 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
 
   float mult = p.out_mult;
   if (p.alpha != nullptr) mult *= *p.alpha;
+  if (p.cluster_split > 1) {
+    // The K split's CTAs of this row block are one cluster along y (probe kS16VarCluster): their
+    // fp32 sums meet in distributed shared memory (this CTA's staging, free after the loop;
+    // [value][thread], 16 KB <= 4096 vp + 256 bytes), and rank r adds up and stores the values
+    // e = r * 256 + i * split * 256 + thread: no partials in global memory, no reduce kernel.
+    // The ranks are summed in order, as the reduce kernel sums the partial slots.
+    constexpr int kV = kTw * kNt * 4;  // values per thread
+    __syncthreads();                   // every warp's last ldmatrix of the staging is done
+    float* const red = reinterpret_cast<float*>(dsm);
+#pragma unroll
+    for (int j = 0; j < kTw; ++j)
+#pragma unroll
+      for (int n = 0; n < kNt; ++n)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) red[((j * kNt + n) * 4 + i) * 256 + threadIdx.x] = acc[j][n][i];
+    cooperative_groups::cluster_group cl = cooperative_groups::this_cluster();
+    cl.sync();
+    const unsigned rank = cl.block_rank(), nb = cl.num_blocks();
+    for (unsigned e = rank * 256 + threadIdx.x; e < kV * 256u; e += nb * 256) {
+      float sum = 0.f;
+      for (unsigned r = 0; r < nb; ++r) sum += cl.map_shared_rank(red, r)[e];
+      const int v = static_cast<int>(e / 256), th = static_cast<int>(e % 256);
+      const int j = v / (kNt * 4), n = (v / 4) % kNt, i = v % 4;
+      const int w = th >> 5, gg = (th & 31) >> 2, tt = th & 3;
+      const int64_t tile = static_cast<int64_t>(blockIdx.x) * cr.tpc + w * kTw + j;
+      const int64_t tok = 8 * n + 2 * tt + (i & 1), row = tile * 16 + gg + 8 * (i >> 1);
+      if (w * kTw + j < cr.tpc && tile < p.n16 && tok < p.M && row < p.N)
+        store_out_elem(p, tok, row, sum, mult);
+    }
+    cl.sync();  // remote shared memory stays alive until every rank has read it
+    griddep_launch_dependents();
+    return;
+  }
 #pragma unroll
   for (int j = 0; j < kTw; ++j) {
     const int64_t tile = cr.tile0 + j;
