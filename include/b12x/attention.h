@@ -190,6 +190,10 @@ struct PagedPlan {
   /// per SM90 SM (53248 instead of 55296) and enters while they run, as the slim merge does
   /// (B12X_ATTN_EARLY_CAP=0|1; probe, off).
   bool early_cap = false;
+  /// Early K/V plans of the 16-bit tiles of three stages (wide3 d128, wideh3): one tile copied
+  /// before the PDL wait instead of two, the second right after Q's copy (kernel suffix `_e1`;
+  /// B12X_ATTN_EARLY_ONE=0|1; probe, off).
+  bool early_one = false;
   /// The split merge kernel at <= 64 registers per thread (head dim 256 by default;
   /// B12X_ATTN_MERGE_SLIM=0|1 overrides): a merge CTA (8192 registers) then fits next to two
   /// FP8 hcvt d256 main CTAs (209 registers x 128 threads), so the merge CTAs are resident from

@@ -633,7 +633,7 @@ __device__ __forceinline__ void prefetch_first_tiles(const PagedParams& p, int t
 /// kEarly (lean decode instances only, B12X_ATTN_EARLY_KV): with the speculative prologue, the
 /// prologue's tiles whose rows all lie below cache_seqlens - q_len (as read before the wait) are
 /// copied before the PDL wait (see the prologue below).
-template <typename T, typename Cfg, bool kLean, bool kStamp, bool kEarly>
+template <typename T, typename Cfg, bool kLean, bool kStamp, bool kEarly, int kEarlyTiles>
 __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
   static_assert(!kStamp || (kLean && Cfg::kDecode), "stamps: lean decode instances");
   static_assert(!kEarly || (kLean && Cfg::kDecode), "early K/V: lean decode instances");
@@ -1180,10 +1180,11 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
       cp_async_commit();
     }
   };
-  // Early K/V with at most TileCfg::kEarlyMax tiles before the wait (hcvt3 at head dim 256): the
-  // prologue's later tiles go out after the wait behind Q, and stay in flight into the loop
-  // (n_late groups), instead of delaying Q and the first tile's compute.
-  constexpr int early_max = Cfg::kEarlyMax;
+  // Early K/V with at most TileCfg::kEarlyMax tiles before the wait (hcvt3 at head dim 256), or
+  // kEarlyTiles (> 0: the PagedPlan::early_one probe instances): the prologue's later tiles go
+  // out after the wait behind Q, and stay in flight into the loop (n_late groups), instead of
+  // delaying Q and the first tile's compute.
+  constexpr int early_max = kEarlyTiles > 0 ? kEarlyTiles : Cfg::kEarlyMax;
   constexpr bool q_first = early_max < kStages;
   int n_late = 0;  // groups committed after the early K/V path's ids group, pending at the loop
   if constexpr (kLean && Cfg::kDecode) {
@@ -2015,10 +2016,11 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
   }
 }
 
-template <typename T, typename Cfg, bool kLean = false, bool kStamp = false, bool kEarly = false>
+template <typename T, typename Cfg, bool kLean = false, bool kStamp = false, bool kEarly = false,
+          int kEarlyTiles = 0>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     paged_attention_kernel(const __grid_constant__ PagedParams p) {
-  paged_attention_body<T, Cfg, kLean, kStamp, kEarly>(p);
+  paged_attention_body<T, Cfg, kLean, kStamp, kEarly, kEarlyTiles>(p);
 }
 /// The same kernel at most kMaxRegs registers per thread (__maxnreg__ instead of the launch
 /// bounds, which can only cap at 65536 / (threads x CTAs)): FP8 hcvt at head dim 256 with early
@@ -2028,7 +2030,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 template <typename T, typename Cfg, bool kLean, bool kStamp, bool kEarly, int kMaxRegs>
 __global__ void __maxnreg__(kMaxRegs)
     paged_attention_kernel_cap(const __grid_constant__ PagedParams p) {
-  paged_attention_body<T, Cfg, kLean, kStamp, kEarly>(p);
+  paged_attention_body<T, Cfg, kLean, kStamp, kEarly, 0>(p);
 }
 
 // ---------------------------------------------------------------- merge ----------------------
