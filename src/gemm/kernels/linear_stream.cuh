@@ -897,6 +897,35 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   const int vp = p.stream_vp, pitch = s16_once_pitch(vp);
   uint4 ring[kDepth];
   s16_ring_fill(ring, cr);
+  // This warp's scale bytes, requested with the ring (weights: no dependence on earlier kernels):
+  // task (tile j, row pair g, block b of 4 vectors) reads rows g and g + 8's bytes of the block
+  // (16 NVFP4 / 8 MXFP4 each, aligned: scale_ld and vbase are multiples of 4 vectors), at most
+  // kTasks per lane (vp <= 16). Tiles that do not exist and blocks past kvec get zero splats, so
+  // the ring's stale vectors there contribute nothing.
+  constexpr int kTasks = kTw * 8 * (16 / 4) / 32;
+  uint8_t* const spw = dsm + 16 * pitch + warp * (kTw * vp * 128);
+  const int nb = vp / 4;
+  uint4 sw0[kTasks], sw8[kTasks];
+#pragma unroll
+  for (int u = 0; u < kTasks; ++u) {
+    const int task = lane + 32 * u;
+    const int b = task % nb, gg = (task / nb) % 8, j = task / (8 * nb);
+    const int64_t v0 = cr.vbase + 4 * b;
+    sw0[u] = sw8[u] = make_uint4(0, 0, 0, 0);
+    if (task >= kTw * 8 * nb || cr.tile0 + j >= p.n16 || warp * kTw + j >= cr.tpc || v0 >= p.kvec)
+      continue;
+    const uint8_t* const sr =
+        p.wscale + ((cr.tile0 + j) * 16 + gg) * p.scale_ld + v0 * (kMx ? 2 : 4);
+    if constexpr (kMx) {
+      const uint2 a = __ldg(reinterpret_cast<const uint2*>(sr));
+      const uint2 c = __ldg(reinterpret_cast<const uint2*>(sr + 8 * p.scale_ld));
+      sw0[u] = make_uint4(a.x, a.y, 0, 0);
+      sw8[u] = make_uint4(c.x, c.y, 0, 0);
+    } else {
+      sw0[u] = __ldg(reinterpret_cast<const uint4*>(sr));
+      sw8[u] = __ldg(reinterpret_cast<const uint4*>(sr + 8 * p.scale_ld));
+    }
+  }
   griddep_wait();  // the activations (and alpha) belong to earlier kernels
 
   // The CTA's activations: 16 token rows x vp x 64 K from vbase; rows past M, K values past K zero.
@@ -958,32 +987,14 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   }
   asm volatile("cp.async.commit_group;");
 
-  // This warp's splat pairs while the activations land: task (tile j, row pair g, block b of 4
-  // vectors) reads rows g and g + 8's scale bytes of the block (16 NVFP4 / 8 MXFP4 bytes each,
-  // aligned: scale_ld and vbase are multiples of 4 vectors) and writes the block's 4 vectors'
-  // 16-byte splats. Tiles that do not exist and blocks past kvec get zero splats, so the ring's
-  // stale vectors there contribute nothing.
-  uint8_t* const spw = dsm + 16 * pitch + warp * (kTw * vp * 128);
-  const int nb = vp / 4;
-  for (int task = lane; task < kTw * 8 * nb; task += 32) {
+  // This warp's splat pairs while the activations land, from the scale bytes loaded above.
+#pragma unroll
+  for (int u = 0; u < kTasks; ++u) {
+    const int task = lane + 32 * u;
+    if (task >= kTw * 8 * nb) break;
     const int b = task % nb, gg = (task / nb) % 8, j = task / (8 * nb);
-    const int64_t v0 = cr.vbase + 4 * b;
-    const bool on = cr.tile0 + j < p.n16 && warp * kTw + j < cr.tpc && v0 < p.kvec;
-    const uint8_t* const sr =
-        p.wscale + ((cr.tile0 + j) * 16 + gg) * p.scale_ld + v0 * (kMx ? 2 : 4);
-    uint4 w0 = make_uint4(0, 0, 0, 0), w8 = w0;
-    if (on) {
-      if constexpr (kMx) {
-        const uint2 a = __ldg(reinterpret_cast<const uint2*>(sr));
-        const uint2 c = __ldg(reinterpret_cast<const uint2*>(sr + 8 * p.scale_ld));
-        w0 = make_uint4(a.x, a.y, 0, 0);
-        w8 = make_uint4(c.x, c.y, 0, 0);
-      } else {
-        w0 = __ldg(reinterpret_cast<const uint4*>(sr));
-        w8 = __ldg(reinterpret_cast<const uint4*>(sr + 8 * p.scale_ld));
-      }
-    }
-    const uint32_t r0[4] = {w0.x, w0.y, w0.z, w0.w}, r8[4] = {w8.x, w8.y, w8.z, w8.w};
+    const uint32_t r0[4] = {sw0[u].x, sw0[u].y, sw0[u].z, sw0[u].w};
+    const uint32_t r8[4] = {sw8[u].x, sw8[u].y, sw8[u].z, sw8[u].w};
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
       uint4 o;
