@@ -103,10 +103,6 @@ struct WeightsPlan {
   /// FP4 codes stored in 32-row chunk tiles (default; B12X_MOE_VALUE_TILED=0 / 1, read by
   /// plan_weights).
   bool values_tiled = true;
-  /// Probe (session 17, B12X_MOE_FP4_LIN=1, read by plan_weights): FP4 codes in the linear
-  /// layers' 9-operation placement (fmt::fp4_lin_place) instead of fmt::fp4_place; only the
-  /// decode stream's BF16 NVFP4 kernels up to 128 routes read it (plan refuses the others).
-  bool fp4_lin = false;
   std::string describe() const;
 };
 

@@ -161,8 +161,9 @@ B12X_HD void frag_coord(int g, int t, int s, int j, int e, int* row, int* k) {
 
 // FP4 words: value (register j, half e) of MMA step s's word is placed by the linear placement
 // (fmt::fp4_lin_place, formats/fp4_placement.h: 9 integer operations per word for the BF16 pairs;
-// MoE keeps fmt::fp4_place). Every linear kernel decodes it (kernels/linear_common.cuh,
-// fp4_word_pairs), so one packed weight serves every M and both activation dtypes.
+// MoE's experts use it too since session 17). Every linear kernel decodes it
+// (kernels/linear_common.cuh, fp4_word_pairs), so one packed weight serves every M and both
+// activation dtypes.
 inline constexpr int kFp4Placement = fmt::kFp4PlacementLinear;
 B12X_HD uint32_t fp4_place(uint32_t code, int j, int e) {
   return fmt::fp4_lin_place(code, j, e);

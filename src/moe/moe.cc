@@ -202,8 +202,6 @@ Layout layout_of(const WeightsPlan& p) {
       make_view(L.wfmt1, a.source_format, p.w1_rows, rows1_pad, H, p.scales_tiled, p.values_tiled);
   L.fc2 = make_view(L.wfmt2, a.source_format, H, round_up(H, detail::kPrepRowAlign), I,
                     p.scales_tiled, p.values_tiled);
-  L.fc1.fp4_lin = p.fp4_lin && L.wfmt1 == detail::kWFp4 ? 1 : 0;
-  L.fc2.fp4_lin = p.fp4_lin && L.wfmt2 == detail::kWFp4 ? 1 : 0;
   int64_t o = 0;
   L.off_w1v = o;
   o = align256(o + L.fc1.values_expert_stride * E);
@@ -361,10 +359,6 @@ WeightsPlan plan_weights(const WeightsPlanArgs& args) {
   };
   p.scales_tiled = layout_knob("B12X_MOE_SCALE_TILED", detail::kScalesTiledDefault);
   p.values_tiled = layout_knob("B12X_MOE_VALUE_TILED", detail::kValuesTiledDefault);
-  // Probe (session 17): the linear layers' 9-operation FP4 placement; the decode stream's BF16
-  // NVFP4 kernels up to 128 routes read it (plan refuses other launches of these weights).
-  p.fp4_lin =
-      layout_knob("B12X_MOE_FP4_LIN", false) && args.source_format == SourceFormat::kModeloptNvfp4;
   p.prepared_bytes = layout_of(p).bytes;
   return p;
 }
@@ -378,7 +372,7 @@ std::string WeightsPlan::describe() const {
      << ", H=" << args.hidden_size << ", I=" << args.intermediate_size
      << ", w13_layout=" << (args.w13_layout == W13Layout::kW13 ? "w13" : "w31")
      << (scales_tiled ? ", scales_tiled" : "") << (values_tiled ? ", values_tiled" : "")
-     << (fp4_lin ? ", fp4_lin" : "") << ", prepared_bytes=" << prepared_bytes << ")";
+     << ", prepared_bytes=" << prepared_bytes << ")";
   return os.str();
 }
 
@@ -799,13 +793,6 @@ Plan plan(const Caps& caps) {
   // (decode stream) into [R, H] BF16 operand rows (the FC2 input is quantised in place in the
   // intermediate, or by FC1's epilogue in the decode stream).
   const bool stream = cfg == detail::kCfgDecode && decode_stream(w);
-  B12X_CHECK_ARG(
-      !w.fp4_lin ||
-          (stream && R <= detail::kMaxInlineRoutes && w.args.params_dtype == DType::kBF16),
-      kOp, ".plan: weights prepared with B12X_MOE_FP4_LIN=1 (probe) run only the BF16 ",
-      "decode stream up to ", detail::kMaxInlineRoutes, " routes, got max_tokens*num_topk=", R,
-      " params_dtype=", dtype_name(w.args.params_dtype),
-      stream ? "" : " (grouped / split-K regime)");
   p.off_xq = -1;
   p.knobs = detail::read_decode_knobs(stream, aquant_of(w.args.quant_mode));
   const bool a16_copy = stream && detail::decode_a16_copy_rows(p.knobs);
@@ -850,7 +837,6 @@ Plan plan(const Caps& caps) {
           << " w2=" << dtype_name(w.args.ggml_w2_dtype);
     // Decode: the FP4 decode stream (quantise, FC1, FC2+combine) or GGML's split-K tiles.
     if (cfg == detail::kCfgDecode) sig << (stream ? " decode_stream" : " decode_split_k");
-    if (w.fp4_lin) sig << " fp4_lin";
     // The FC2 CTA of a run at the plan's capacity (decode_fc2_rows; smaller runs may take 16).
     // The SM count only where a device answers (plan itself needs none: CPU-only tests).
     if (device_count() > 0) {

@@ -150,14 +150,10 @@ void launch_gemms(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, boo
 template <typename OpT, bool kFold, int kSK>
 void launch_gemms_rc(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, bool pdl1,
                      bool pdl) {
-  if constexpr (kSK == dev::kSkUe4m3Lin) {  // probe: narrow routing only (plan checks it)
-    B12X_ASSERT(a.routes <= kMaxInlineRoutes, "decode stream: B12X_MOE_FP4_LIN above 128 routes");
-    launch_gemms<OpT, kFold, kSK, kMaxInlineRoutes>(a, kn, stream, pdl1, pdl);
-  } else if (a.routes > kMaxInlineRoutes) {
+  if (a.routes > kMaxInlineRoutes)
     launch_gemms<OpT, kFold, kSK, kMaxStreamRoutes>(a, kn, stream, pdl1, pdl);
-  } else {
+  else
     launch_gemms<OpT, kFold, kSK, kMaxInlineRoutes>(a, kn, stream, pdl1, pdl);
-  }
 }
 
 }  // namespace
@@ -405,13 +401,8 @@ void launch_decode_stream(const DecodeArgs& args, const DecodeKnobs& kn, bool fp
   // Same operand/scale-folding choice as the other FP4 kernels (moe_gemm_unit.cuh); the scale
   // kind (UE4M3/16 for modelopt_nvfp4, E8M0/32 for fp4_e8m0_k32) is a template constant.
   B12X_ASSERT(a.w1.scale_kind == a.w2.scale_kind, "decode stream: FC1/FC2 scale kinds differ");
-  B12X_ASSERT(a.w1.fp4_lin == a.w2.fp4_lin, "decode stream: FC1/FC2 FP4 placements differ");
-  B12X_ASSERT(a.w1.fp4_lin == 0 || (!fp16_operands && a.w1.scale_kind == 0),
-              "decode stream: B12X_MOE_FP4_LIN weights need BF16 operands and UE4M3 scales");
   if (!fp16_operands) {
-    if (a.w1.fp4_lin != 0)
-      launch_gemms_rc<__nv_bfloat16, true, dev::kSkUe4m3Lin>(a, kn, stream, fc1_pdl, pdl);
-    else if (a.w1.scale_kind == 0)
+    if (a.w1.scale_kind == 0)
       launch_gemms_rc<__nv_bfloat16, true, 0>(a, kn, stream, fc1_pdl, pdl);
     else
       launch_gemms_rc<__nv_bfloat16, true, 1>(a, kn, stream, fc1_pdl, pdl);

@@ -184,8 +184,7 @@ __global__ void repack_values_kernel(int wfmt, RepackSrc s, WeightView d, uint8_
             if (d.scale_kind == 0 &&
                 (sb[fmt::swizzled_scale_offset(sr, k / 16, d.K / 16)] & 0x7Fu) == 0)
               nib = 0;
-            word |=
-                d.fp4_lin != 0 ? fmt::fp4_lin_place(nib, i & 3, i >> 2) : layout::fp4_place(nib, i);
+            word |= layout::fp4_place(nib, i);
           }
         }
       }

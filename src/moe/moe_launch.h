@@ -44,7 +44,6 @@ struct WeightView {
   int K = 0;           // logical reduction length
   int K_pad = 0;       // multiple of kPrepKAlign
   int scale_kind = 0;  // FP4 only: 0 = UE4M3 per 16, 1 = E8M0 per 32
-  int fp4_lin = 0;     // FP4 only: codes in fmt::fp4_lin_place (probe, WeightsPlan::fp4_lin)
   // Scales of row r, 128-value chunk kk: (r >> 5) * scales_group_stride + (r & 31) *
   // scales_row_stride + kk * scales_k_stride. Row-major: group = 32 rows, k = the chunk's bytes
   // (FP4: 8 UE4M3 / 4 E8M0). FP4 "chunk tiles" (WeightsPlan::scales_tiled): [32 rows][bytes]

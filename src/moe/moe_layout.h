@@ -9,8 +9,8 @@
 // quad t holds 16j+4t+{0,1,2,3} as its logical {2t,2t+1,8+2t,9+2t}. Packed FP4 rows are stored
 // as 64-byte chunks in which quad t owns bytes 16t..16t+15: word w (4 bytes) holds steps 2w and
 // 2w+1 as four MMA A-register pairs P = 2 * (j - 2w) + q / 2 (v_q(j) = value 16j+4t+q; the low
-// 16-bit half holds q even, the high half q odd). Inside each 16-bit half the codes are not
-// nibbles: the bits are placed so that the BF16 decode needs few shifts (fp4_place below).
+// 16-bit half holds q even, the high half q odd). Inside the word the codes are not nibbles: the
+// bits are placed so that the BF16 decode needs few operations (fp4_place below).
 //
 // Where a row's chunks and block scales live is the WeightView's business (moe_launch.h): FP4
 // scales and codes are stored in 32-row chunk tiles by default (WeightsPlan::scales_tiled /
@@ -45,23 +45,23 @@ B12X_HD int64_t fp4_word_k(int64_t c, int t, int w, int i) {
   return 128 * c + 16 * j + 4 * t + q;
 }
 
-/// Bits of E2M1 `code` (4 bits) in value slot i (pair i & 3, half i >> 2) of a prepared word
-/// (fmt::fp4_place, formats/fp4_placement.h: the bit groups the BF16 / FP16 decode wants, shared
-/// with the linear layout).
+/// Bits of E2M1 `code` (4 bits) in value slot i (pair i & 3, half i >> 2) of a prepared word: the
+/// linear layers' placement (fmt::fp4_lin_place, formats/fp4_placement.h: 9 integer operations
+/// per word for the BF16 pairs; session 17, H200 round 64 — see docs/moe.md).
 B12X_HD uint32_t fp4_place(uint32_t code, int i) {
-  return fmt::fp4_place(code, i & 3, i >> 2);
+  return fmt::fp4_lin_place(code, i & 3, i >> 2);
 }
 
 /// Pair P of a prepared word as BF16 bits of value * 2^-126 (both halves). Multiplying by 2^126
 /// (or folding 2^126 into the scale) yields the E2M1 values exactly.
 template <int P>
 B12X_HD uint32_t fp4x2_bf16_bits(uint32_t x) {
-  return fmt::fp4x2_bits<6, P>(x);
+  return fmt::fp4_lin_bits<false, P>(x);
 }
 /// Same for FP16: magnitude bits to 11..9, value * 2^-14.
 template <int P>
 B12X_HD uint32_t fp4x2_fp16_bits(uint32_t x) {
-  return fmt::fp4x2_bits<9, P>(x);
+  return fmt::fp4_lin_bits<true, P>(x);
 }
 
 /// Prepared NVFP4 block scales ("E5M3"). A UE4M3 scale s = 2^E (1 + m/8), E in [-9, 8] once its

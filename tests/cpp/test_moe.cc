@@ -561,30 +561,6 @@ TEST(Moe, DecodeKnobsAreReadByPlan) {
   EXPECT_TRUE(moe::detail::decode_a16_copy_rows(def));
 }
 
-TEST(Moe, Fp4LinPlacementKnob) {
-  // Probe (session 17): B12X_MOE_FP4_LIN=1 is read by plan_weights for modelopt NVFP4 weights
-  // only (the decode stream's UE4M3 kernels read that placement), the layout's bytes unchanged.
-  moe::WeightsPlanArgs wa;
-  wa.quant_mode = QuantMode::kNvfp4;
-  wa.source_format = SourceFormat::kModeloptNvfp4;
-  wa.num_experts = 4;
-  wa.hidden_size = 256;
-  wa.intermediate_size = 96;
-  const moe::WeightsPlan def = moe::plan_weights(wa);
-  ASSERT_EQ(setenv("B12X_MOE_FP4_LIN", "1", 1), 0);
-  const moe::WeightsPlan lin = moe::plan_weights(wa);
-  moe::WeightsPlanArgs wm = wa;
-  wm.quant_mode = QuantMode::kMxfp4;
-  wm.source_format = SourceFormat::kFp4E8M0K32;
-  const moe::WeightsPlan mx = moe::plan_weights(wm);
-  unsetenv("B12X_MOE_FP4_LIN");
-  EXPECT_FALSE(def.fp4_lin);
-  EXPECT_TRUE(lin.fp4_lin);
-  EXPECT_FALSE(mx.fp4_lin);
-  EXPECT_NE(lin.describe().find("fp4_lin"), std::string::npos);
-  EXPECT_EQ(lin.prepared_bytes, def.prepared_bytes);
-}
-
 TEST(Moe, ChunkTilesKnobsAndOffsets) {
   // B12X_MOE_SCALE_TILED / B12X_MOE_VALUE_TILED are read by plan_weights (the prepared layout is
   // fixed by prepare_weights): 0 / 1 taken, anything else logged and the default kept; the

@@ -453,13 +453,10 @@ __device__ __forceinline__ void prime_ring(int n, Fn&& fn) {
 /// (exact: <= 6 significant bits, far from the BF16 limits). The accumulators carry 2^-8; the
 /// epilogues multiply alpha by kAccScale = 2^8 (exact). Saves the separate 2^126 multiplies and
 /// the fp32 scale conversion: ~11 instead of ~15 instructions per (row, 16-value step).
-/// kSK = kSkUe4m3Lin (probe, session 17): UE4M3 scales with the codes in the linear layers'
-/// 9-operation placement (fmt::fp4_lin_place, WeightView::fp4_lin), one-multiply fold only.
-inline constexpr int kSkUe4m3Lin = 2;
 // (clang-format misreads the && after a variable template's argument list)
 // clang-format off
 template <typename OpT, bool kFold, int kSK>
-inline constexpr bool kOneMulFold = kFold && (kSK & 1) == 0 && std::is_same_v<OpT, __nv_bfloat16>;
+inline constexpr bool kOneMulFold = kFold && kSK == 0 && std::is_same_v<OpT, __nv_bfloat16>;
 // clang-format on
 template <typename OpT, bool kFold, int kSK>
 inline constexpr float kAccScale = kOneMulFold<OpT, kFold, kSK> ? 256.f : 1.f;
@@ -471,16 +468,6 @@ __device__ __forceinline__ uint32_t mul2_half(uint32_t a, uint32_t b) {
   const __nv_bfloat162 v = __hmul2(*reinterpret_cast<const __nv_bfloat162*>(&a),
                                    H == 0 ? __low2bfloat162(bb) : __high2bfloat162(bb));
   return *reinterpret_cast<const uint32_t*>(&v);
-}
-
-/// Pair P of a prepared FP4 word as BF16 bits of value * 2^-126 in the placement kSK names.
-template <int kSK, int P>
-__device__ __forceinline__ uint32_t pair_bits(uint32_t w) {
-  if constexpr (kSK == kSkUe4m3Lin) {
-    return fmt::fp4_lin_bits<false, P>(w);
-  } else {
-    return layout::fp4x2_bf16_bits<P>(w);
-  }
 }
 
 template <typename OpT, bool kFold, int kSK, int kM>
@@ -509,8 +496,8 @@ __device__ __forceinline__ void stage_mma(const uint8_t* st, float (&acc)[kM][4]
                                           0x4040u | (((J + 1) % 4) << 8) | (J % 4));      \
           sp[i] = sb * 16u + 0x75807580u; /* e5m3_bf16x2_2p118, steps J and J + 1 */      \
         }                                                                                 \
-        lo = mul2_half<J % 2>(pair_bits<kSK, 2 * (J % 2)>(w), sp[i]);                     \
-        hi = mul2_half<J % 2>(pair_bits<kSK, 2 * (J % 2) + 1>(w), sp[i]);                 \
+        lo = mul2_half<J % 2>(layout::fp4x2_bf16_bits<2 * (J % 2)>(w), sp[i]);            \
+        hi = mul2_half<J % 2>(layout::fp4x2_bf16_bits<2 * (J % 2) + 1>(w), sp[i]);        \
         s[i] = 0.f;                                                                       \
       } else {                                                                            \
         f[i].template decode<J>(lo, hi, nullptr, t);                                      \
@@ -824,7 +811,7 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
   const uint32_t ring_sa = smem_addr(ring);
   auto issue = [&](int slot, const typename St::Src& sc, const ChunkCursor& cu, bool weights,
                    bool acts) {
-    St::issue(ring_sa + slot * C::kFc1Stage, sc, wstep, cu.ka + wk + kWK * cu.k, kSK & 1,
+    St::issue(ring_sa + slot * C::kFc1Stage, sc, wstep, cu.ka + wk + kWK * cu.k, kSK,
               W.scales_k_stride, W.values_k_stride, lane, weights, acts);
   };
   ChunkCursor ni = cursor0();  // the next chunk to load
@@ -1111,7 +1098,7 @@ __global__ void __launch_bounds__(32 * kW, kR == 32             ? (kS == 2 ? 3 :
   };
   const uint32_t ring_sa = smem_addr(ring);
   auto issue = [&](int slot, const typename St::Src& sc, int kk, bool weights, bool acts) {
-    St::issue(ring_sa + slot * kStage, sc, wstep, kk, kSK & 1, W.scales_k_stride, W.values_k_stride,
+    St::issue(ring_sa + slot * kStage, sc, wstep, kk, kSK, W.scales_k_stride, W.values_k_stride,
               lane, weights, acts);
   };
   // Steps a cursor to this warp's next chunk; true where that enters another tile.
