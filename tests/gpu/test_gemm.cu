@@ -3652,12 +3652,13 @@ TEST(GemmGpu, GgmlGemvAtomColumns) {
   B12X_REQUIRE_GPU();
   // Session 17's atom columns at M = 1 (B12X_GGML_GEMV_VAR & 512: the MMA's columns hold the
   // batch's 8 atoms, activations zero outside their atom's column): with 64 (weights not in L1),
-  // 32 (two batches ahead) and 1024 (IQ2_XXS: PRMT-built table addresses, the 64 KB layout); 8
+  // 32 (two batches ahead), 1024 (IQ2_XXS: PRMT-built table addresses, the 64 KB layout) and
+  // 2048 (BF16: the selector math on the FMA pipe; FP16 runs take the default kernels); 8
   // warps uncapped (B12X_GGML_GEMV_OCC=0) or 16, none at M > 1. Warps per tile 2 / 8 / 16 / 4,
   // K splits with empty ranges, tile walks (CTAS 2 over N = 200), N = 40, BF16 / FP16, graph
   // replay.
   ScopedEnv e("B12X_GGML_GEMV", "1"), eo("B12X_GGML_GEMV_OCC", "0");
-  for (const char* var : {"576", "608", "1600", "1632"}) {
+  for (const char* var : {"576", "608", "1600", "1632", "2624", "3648"}) {
     ScopedEnv ev("B12X_GGML_GEMV_VAR", var);
     const int v = std::atoi(var);
     const bool pa = (v & 1024) != 0;
