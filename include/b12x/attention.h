@@ -187,9 +187,12 @@ struct PagedPlan {
   bool early_kv = false;
   /// Early K/V plans of FP8 hcvt at head dim 256: the main kernel at 208 registers instead of 209
   /// (kernel suffix `_r208`), so that a 96-register merge CTA (12288) fits beside its two CTAs
-  /// per SM90 SM (53248 instead of 55296) and enters while they run, as the slim merge does
-  /// (B12X_ATTN_EARLY_CAP=0|1; probe, off).
-  bool early_cap = false;
+  /// per SM90 SM (53248 instead of 55296) and enters while they run, as the slim merge did,
+  /// without the slim merge's serial loads at 32-64 splits (B12X_ATTN_EARLY_CAP=0 turns it off).
+  /// H200 round 64 (16/2/256 x 8k, us, off -> on): page 128 B = 1 / 2 / 4 10.7 / 13.8 / 16.2 ->
+  /// 10.7 / 12.7 / 15.3, B = 8 23.7 / 24.2 -> 24.8 / 23.8; page 64 (pairs -> on) 10.9 / 14.0 /
+  /// 16.3 / 24.3 -> 10.8 / 12.8 / 15.3 / 23.9.
+  bool early_cap = true;
   /// Early K/V plans of the 16-bit tiles of three stages (wide3 d128, wideh3): one tile copied
   /// before the PDL wait instead of two, the second right after Q's copy (kernel suffix `_e1`;
   /// B12X_ATTN_EARLY_ONE=0|1; probe, off).

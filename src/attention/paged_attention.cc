@@ -417,14 +417,11 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   const char* early_env = std::getenv("B12X_ATTN_EARLY_KV");
   const bool early_wanted =
       early_env != nullptr ? std::string(early_env) == "1" : caps.kv_prefix_stable;
-  // hcvt3 at head dim 256 (one tile before the wait, TileCfg::kEarlyMax): probe,
-  // B12X_ATTN_EARLY_HCVT3=1 (the plans of more than kHcvt256MaxBatch requests keep it off).
-  const char* eh3_env = std::getenv("B12X_ATTN_EARLY_HCVT3");
-  const bool early_instance =
-      k->launch_early != nullptr &&
-      (k->kind != 13 || k->dqk != 256 || (eh3_env != nullptr && std::string(eh3_env) == "1"));
-  plan.early_kv = plan.spec && plan.arch >= 90 && plan.use_pdl && early_instance && early_wanted;
+  plan.early_kv =
+      plan.spec && plan.arch >= 90 && plan.use_pdl && k->launch_early != nullptr && early_wanted;
   if (plan.stamps && plan.early_kv && k->launch_stamp_early == nullptr) plan.stamps = false;
+  // The capped instance where one exists (FP8 hcvt d256; see PagedPlan::early_cap).
+  plan.early_cap = true;
   const char* cap_env = std::getenv("B12X_ATTN_EARLY_CAP");
   if (cap_env != nullptr) plan.early_cap = std::string(cap_env) != "0";
   plan.early_cap =

@@ -153,10 +153,6 @@ struct TileCfg {
   static constexpr int kStages = kMaxStages > 0
                                      ? (kFitStages < kMaxStages ? kFitStages : kMaxStages)
                                      : ((kKind == 1 && kFp8) ? 3 : 2);
-  // Early K/V (lean instances): at most this many of the prologue's tiles are copied before the
-  // PDL wait. hcvt3 at head dim 256: one (two early tiles delayed the wait's release by ~1.2 us
-  // in session 16's round 59), the second right after Q's loads.
-  static constexpr int kEarlyMax = (kKind_ == 13 && kDqk_ == 256) ? 1 : 8;
   static constexpr int kRingBytes = kStages * kStageBytes;
   static constexpr int kIdBytes = kStages * kIdStageBytes;
   static constexpr int kSmemBytes =
@@ -1180,11 +1176,10 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
       cp_async_commit();
     }
   };
-  // Early K/V with at most TileCfg::kEarlyMax tiles before the wait (hcvt3 at head dim 256), or
-  // kEarlyTiles (> 0: the PagedPlan::early_one probe instances): the prologue's later tiles go
-  // out after the wait behind Q, and stay in flight into the loop (n_late groups), instead of
-  // delaying Q and the first tile's compute.
-  constexpr int early_max = kEarlyTiles > 0 ? kEarlyTiles : Cfg::kEarlyMax;
+  // Early K/V with at most kEarlyTiles (> 0: the PagedPlan::early_one probe instances) tiles
+  // before the wait: the prologue's later tiles go out after the wait behind Q, and stay in
+  // flight into the loop (n_late groups), instead of delaying Q and the first tile's compute.
+  constexpr int early_max = kEarlyTiles > 0 ? kEarlyTiles : kStages;
   constexpr bool q_first = early_max < kStages;
   int n_late = 0;  // groups committed after the early K/V path's ids group, pending at the loop
   if constexpr (kLean && Cfg::kDecode) {

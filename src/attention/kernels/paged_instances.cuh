@@ -127,8 +127,7 @@ void register_kinds(std::vector<KernelInfo>& out, const char* tag) {
   if constexpr (kFp8 && kDqk == 256 && kDv == 256) {
     out.push_back(make_info<T, kFp8, kDqk, kDv, 8, true, true, true>(tag));
     out.push_back(make_info<T, kFp8, kDqk, kDv, 9>(tag));
-    // hcvt3 d256 early: one tile before the wait (TileCfg::kEarlyMax; PagedPlan::early_hcvt3)
-    out.push_back(make_info<T, kFp8, kDqk, kDv, 13, true, true, true>(tag));
+    out.push_back(make_info<T, kFp8, kDqk, kDv, 13, true, true, (kDqk == 128)>(tag));
     out.push_back(make_info<T, kFp8, kDqk, kDv, 14>(tag));
   }
 }
