@@ -255,9 +255,9 @@ struct Plan {
   /// The stream kernels trigger their dependents' programmatic launch (PDL) as soon as a warp
   /// has issued its last weight loads, so the next call's CTAs take the slots that free up and
   /// request their first weights during this call's tail (session 15 probe; the GGML GEMV's
-  /// trigger). Bits: 1 the M = 1 kernel, 2 the 4-row kernel, 4 the M <= 16 block kernel, and
-  /// (session 17 probes) 8 the decode kernel (once a warp has requested its last slice), 16 the
-  /// FP8 block kernel; B12X_GEMM_STREAM_TRIG=<mask>.
+  /// trigger). Bits: 1 the M = 1 kernel, 2 the 4-row kernel, 4 the M <= 16 block kernel, 8 the
+  /// decode kernel with FP8 weights (session 17: once a warp has requested its last slice, where
+  /// each warp streams at most 8 slices); B12X_GEMM_STREAM_TRIG=<mask>.
   int stream_trig = 0;
   /// Its 64-K vectors per K part and dynamic shared memory bytes (the staged activations),
   /// derived at plan time and carried to run (lin::stream_vectors_per_part / stream_smem_bytes).

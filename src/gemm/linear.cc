@@ -109,6 +109,15 @@ constexpr int64_t kStreamQxMaxK = 8192;
 /// 14336x4096). The block kernel's (4) lost
 /// (round 56: M = 16 W4A16 8.28 / 17.47 -> 8.54 / 17.97). B12X_GEMM_STREAM_TRIG=<mask> overrides.
 constexpr int kStreamTrig = 2;
+/// Plan::stream_trig bit 8, the decode kernel's (FP8 weights), where each warp streams at most this
+/// many 256-K slices. Round 64 (H200, us over 4096x4096 / 14336x4096 / 4096x14336 / 6144x4096 /
+/// 2048x7168, slices per warp 4 / 16 / 14 / 4 / 7 at M = 1, trigger off -> on): per-tensor M = 1
+/// 6.45 / 15.99 / 16.44 / 8.24 / 6.13 -> 5.92 / 17.03 / 18.84 / 7.31 / 5.90, block FP8 M = 1
+/// 7.25 / 17.17 / 20.11 / 9.13 / 7.94 -> 7.32 / 17.78 / 22.87 / 8.46 / 7.69, MXFP8 M = 1 11.06 /
+/// 25.70 / 30.06 / 13.22 / 11.10 -> 10.02 / 30.78 / 31.20 / 11.97 / 11.00; per-tensor M = 2 / 3
+/// (8 / 8 / 28 / 8 / 7 per warp) 7.25 / 16.97 / 18.06 / 10.38 / 6.81 -> 7.14 / 18.79 / 18.00 /
+/// 9.39 / 6.96, M = 8 at 2048x7168 8.40 -> 7.83.
+constexpr int64_t kDecodeTrigMaxSlices = 8;
 
 /// The M <= 16 block kernel: the fewest 64-K vectors per CTA its K split goes down to (two staged
 /// chunks; round 48: one chunk per CTA lost to two at 4096x4096 and 2048x7168).
@@ -128,8 +137,11 @@ constexpr int64_t kS16MinM = 5;
 /// 17.87 / 18.64 / 10.18 / 8.40 (the first and last at one tile per warp on a small grid: kept;
 /// M = 2 / 3 17.17 / 18.28 / 10.56, 17.40 / 18.42 / 10.47 -> 17.88 / 18.08 / 10.02, 18.02 /
 /// 18.21 / 10.08 at the other three: mixed).
+/// Session 17: MXFP8 from M = 1 (round 64, us, M = 1, decode kernel -> block kernel: 4096x4096
+/// 11.06 -> 9.37, 14336x4096 25.70 -> 21.97; the block kernel's M = 2 at 4096x14336 / 6144x4096 /
+/// 2048x7168 22.91 / 13.13 / 9.57 against the decode kernel's M = 1 30.06 / 13.22 / 11.10).
 constexpr int f8_block_min_m(WFmt wf) {
-  return wf == WFmt::kFp8Mx ? 2 : wf == WFmt::kFp8Block ? 3 : 4;
+  return wf == WFmt::kFp8Mx ? 1 : wf == WFmt::kFp8Block ? 3 : 4;
 }
 /// The FP8 block kernel: the fewest 32-K atoms per CTA its K split goes down to (two 256-K
 /// chunks, as kS16MinVp).
@@ -824,9 +836,19 @@ Plan plan(const Caps& caps) {
     // FP4 / FP8 activations of FP4 weights go through the BF16 pre-pass at M = 1 too, so the
     // warp split applies (B12X_GEMM_ACT_PREPASS=0: dequantized in every CTA, one warp per tile).
     const bool copy_staged = format_raw_activations(f) || lin::wtraits(wf).fp8mma || !prepass_off;
-    // Probe (session 17): FP8 weights take the M = 1 rule (whole K staged at once, no pipelined
-    // staging) up to this M; B12X_GEMM_DECODE_WS_M=<2..8>.
-    int64_t ws_max_m = 1;
+    // Session 17: FP8 weights at M = 2..3 take the M = 1 grid too (4 warps per tile, the whole K
+    // staged at once, no pipelined staging) where it has 4 warps per tile, the pipelined K parts
+    // below do not (64-row CTAs on more than a quarter of the SMs) and the staging holds the
+    // whole K. Round 64 (H200, us, default -> this grid, with the early trigger below in both):
+    // per-tensor M = 2 / 3 6144x4096 9.39 / 9.36 -> 8.51 / 8.52, 4096x4096 7.14 / 7.13 -> 6.97 /
+    // 7.05; block FP8 M = 2 6144x4096 10.35 -> 9.59, 4096x4096 8.47 -> 8.30; 4096x14336 M = 2
+    // 18.00 -> 17.90 (without the trigger). Not at M = 4 (4096x4096 7.54 -> 8.54) nor where the
+    // staging cannot hold the whole K (4096x14336 M = 3: 18.16 -> 22.82 on a one-warp grid).
+    // B12X_GEMM_DECODE_WS_M=<1..8> sets the largest M (1: the M = 1 rule only).
+    int64_t ws_max_m = lin::wtraits(wf).fp8mma && ctas_n * 4 > sms && ctas_n * 10 < 9 * sms &&
+                               stage_fit_slices(wf, M) >= slices
+                           ? 3
+                           : 1;
     if (const char* e = std::getenv("B12X_GEMM_DECODE_WS_M");
         e != nullptr && lin::wtraits(wf).fp8mma)
       ws_max_m = std::clamp<int64_t>(std::atoi(e), 1, 8);
@@ -1092,7 +1114,10 @@ Plan plan(const Caps& caps) {
   // for plans of any capacity (a capacity-8192 plan still decodes at M <= 32).
   // B12X_GEMM_DECODE_F8MMA=0|1 forces one kind for every M.
   if (lin::wtraits(wf).fp8mma) {
-    p.decode_fp8_mma = dev.cc_major == 9 && dev.cc_minor == 0 && M >= 2 ? 1 : 0;
+    // MXFP8 plans of capacity 1 too: their M = 1 runs take the block kernel (f8_block_min_m),
+    // whose SM90 default is the f16 one (the decode kernel keeps decode_fp8_mma_m1).
+    p.decode_fp8_mma =
+        dev.cc_major == 9 && dev.cc_minor == 0 && (M >= 2 || f8_block_min_m(wf) == 1) ? 1 : 0;
     p.decode_fp8_mma_m1 = 0;
     if (const char* e = std::getenv("B12X_GEMM_DECODE_F8MMA"); e != nullptr)
       p.decode_fp8_mma = p.decode_fp8_mma_m1 = e[0] == '1' ? 1 : 0;
@@ -1571,6 +1596,13 @@ Plan plan(const Caps& caps) {
   }
   p.split_k = split;
   p.decode_warp_split = ws;
+  // Session 17: the decode kernel's early PDL trigger (FP8 weights; Plan::stream_trig bit 8) where
+  // each warp streams at most kDecodeTrigMaxSlices slices: the next call's CTAs take the free
+  // slots (3 of the 4-warp CTAs fit an SM) and request their first weights during this call's
+  // tail. Where a warp streams many slices its CTAs' early successors stack on the SMs that
+  // freed first and the next call runs unbalanced.
+  const bool decode_trig = decode_plan && lin::wtraits(wf).fp8mma &&
+                           ((slices + split - 1) / split + ws - 1) / ws <= kDecodeTrigMaxSlices;
   p.sm_count = dev.sm_count;
   p.tiled_cluster_ok = dev.cc_major >= 9;
   const char* pdl_env = std::getenv("B12X_GEMM_PDL");
@@ -1642,9 +1674,9 @@ Plan plan(const Caps& caps) {
     const char* e = std::getenv("B12X_GEMM_STREAM_MX_FREE");
     p.stream_mx_free = e != nullptr ? e[0] == '1' : kStreamMxFree || p.decode_stream_free_only;
   }
-  p.stream_trig = kStreamTrig | (stream_trig_m1 ? 1 : 0);
+  p.stream_trig = kStreamTrig | (stream_trig_m1 ? 1 : 0) | (decode_trig ? 8 : 0);
   if (const char* e = std::getenv("B12X_GEMM_STREAM_TRIG"); e != nullptr)
-    p.stream_trig = std::atoi(e) & 31;
+    p.stream_trig = std::atoi(e) & 15;
   if (log_level() >= 3) log_message(3, p.describe());
   {
     // Kernel signature (warm-up / freeze, b12x/runtime.h): the kernels a run at max_tokens
@@ -2125,7 +2157,6 @@ void run(const Binding& b, Stream stream) {
                                                : lin::stream16_f8_smem_bytes(
                                                      im.wfmt, plan.stream16_tw, plan.decode_fp8_mma,
                                                      q, plan.stream16_var);
-    p.stream_trig = (plan.stream_trig & 16) ? 1 : 0;
     lin::launch_linear_stream16_f8(im.wfmt, plan.stream16_tw, plan.decode_fp8_mma,
                                    plan.stream16_depth, smem, p, stream, plan.stream16_occ,
                                    plan.stream16_var);

@@ -908,6 +908,46 @@ TEST(GemmGpu, DecodeHalvesReduceDefault) {
   EXPECT_TRUE(old2.decode_half);
 }
 
+TEST(GemmGpu, DecodeFp8SmallM) {
+  B12X_REQUIRE_GPU();
+  // Session 17: FP8 weights at M = 2..3 on the M = 1 grid (4 warps per tile, the whole K staged
+  // at once, no pipelined staging) where the 64-row CTAs fill more than a quarter and less than
+  // 0.9 of the SMs and the staging holds the whole K; the decode kernel's early PDL trigger
+  // (Plan::stream_trig bit 8) where each warp streams at most 8 slices of 256 K.
+  const int64_t n = 64 * std::max<int64_t>(1, device_info(0).sm_count / 2);
+  auto plan_of = [&](LinearFormat f, int64_t M, int64_t K) {
+    gemm::Caps caps;
+    caps.format = f;
+    caps.max_tokens = M;
+    caps.in_features = K;
+    caps.out_features = n;
+    caps.act_dtype = f == LinearFormat::kFp8Tensor ? DType::kFP8E4M3 : DType::kBF16;
+    caps.out_dtype = DType::kBF16;
+    return gemm::plan(caps);
+  };
+  for (int64_t M : {1, 2, 3}) {
+    const gemm::Plan pt = plan_of(LinearFormat::kFp8Tensor, M, 4096);
+    EXPECT_TRUE(pt.decode_warp_split == 4 && !pt.decode_pipe) << "M = " << M;
+    EXPECT_EQ(pt.stream_trig & 8, 8) << "M = " << M;  // 4 slices per warp
+  }
+  EXPECT_EQ(plan_of(LinearFormat::kFp8Block, 2, 4096).decode_warp_split, 4);
+  EXPECT_EQ(plan_of(LinearFormat::kFp8Tensor, 1, 14336).stream_trig & 8, 0);    // 14 per warp
+  EXPECT_NE(plan_of(LinearFormat::kFp8Tensor, 3, 14336).decode_warp_split, 4);  // > staging
+  {
+    ScopedEnv off("B12X_GEMM_DECODE_WS_M", "1");
+    EXPECT_NE(plan_of(LinearFormat::kFp8Tensor, 2, 4096).decode_warp_split, 4);
+  }
+  int k = 0;
+  for (int64_t M : {2, 3})
+    for (LinearFormat f : {LinearFormat::kFp8Tensor, LinearFormat::kFp8Block}) {
+      if (f == LinearFormat::kFp8Block && M == 3) continue;  // the block kernel from M = 3
+      const DType act = f == LinearFormat::kFp8Tensor ? DType::kFP8E4M3 : DType::kBF16;
+      run_case({f, M, n, 4096, act, DType::kBF16, (k++ % 2) == 0}, /*graph_replay=*/M == 3);
+      const gemm::lin::DecodeLaunch l = gemm::lin::last_decode_launch();
+      EXPECT_TRUE(l.ws == 4 && !l.pipe && l.nt == 1) << gemm::format_name(f) << " M = " << M;
+    }
+}
+
 TEST(GemmGpu, DecodeSliceHalvesFp8) {
   B12X_REQUIRE_GPU();
   // One warp per tile throughout: the halves' rules (N = 72 and n_for_split(4) would take 2 warps
@@ -2251,18 +2291,22 @@ TEST(GemmGpu, DecodeStream16Fp8) {
       run_case({f, 16, 200, 2048, DType::kBF16, DType::kBF16, true});
       EXPECT_GT(gemm::lin::last_stream16_f8_launch().serial, b16) << gemm::format_name(f);
       EXPECT_TRUE(gemm::lin::last_stream16_f8_launch().q);
-      // From M = 3 (block FP8) / 2 (MXFP8) (session 15), capacity 4; one less keeps the decode
-      // kernel.
-      const int64_t m0 = f == LinearFormat::kMxfp8 ? 2 : 3;
+      // From M = 3 (block FP8, session 15) / 1 (MXFP8, session 17), capacity 4; one less keeps
+      // the decode kernel. MXFP8 at M = 1 also from a plan of capacity 1.
+      const int64_t m0 = f == LinearFormat::kMxfp8 ? 1 : 3;
       Case c4{f, m0, 200, 2048, DType::kBF16, DType::kBF16, false};
       c4.max_tokens = 4;
       const int64_t b4 = gemm::lin::last_stream16_f8_launch().serial;
       run_case(c4);
       EXPECT_GT(gemm::lin::last_stream16_f8_launch().serial, b4) << gemm::format_name(f);
-      c4.M = m0 - 1;
+      c4.max_tokens = m0 == 1 ? 1 : 4;
+      c4.M = m0 == 1 ? 1 : m0 - 1;
       const int64_t b3 = gemm::lin::last_stream16_f8_launch().serial;
       run_case(c4);
-      EXPECT_EQ(gemm::lin::last_stream16_f8_launch().serial, b3) << gemm::format_name(f);
+      if (m0 == 1)
+        EXPECT_GT(gemm::lin::last_stream16_f8_launch().serial, b3) << gemm::format_name(f);
+      else
+        EXPECT_EQ(gemm::lin::last_stream16_f8_launch().serial, b3) << gemm::format_name(f);
     }
     // Default launches of per-tensor on a small N: 1 tile per warp at depth 4 from M = 9 (M = 6
     // keeps the decode kernel there); the 2-tile depth-8 plans are asserted above (14336x4096).

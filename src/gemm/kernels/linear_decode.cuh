@@ -228,7 +228,7 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
   // activations [rows][pitch] (bf16 halves, or e4m3 bytes for the FP8 formats), then the fp32
   // activation group scales [rows][chunk groups].
   constexpr int kStages = decode_stages(F) + kDeep;
-  constexpr bool kTrig = wtraits(F).fp8mma;  // the early trigger's probe: FP8 weights only
+  constexpr bool kTrig = wtraits(F).fp8mma;  // the early trigger: FP8 weights only
   constexpr int kChunk = decode_chunk_bytes(F);
   constexpr int kChunkW = kHalf ? kChunk / kParts : kChunk;  // a warp's bytes of a slice
   const StageGeom sg = stage_geom(F, p.stage_rows, p.stage_slices);
@@ -842,9 +842,10 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
       dec_cp_async_commit();  // empty groups keep the group count uniform
     }
     if (s_begin < s_end) load_scales(s_begin, cur);
-    // p.stream_trig (probe, FP8 weights): the warp's last weight values are requested (here, or
-    // in fetch below), so the next call's CTAs may take free slots and request theirs during
-    // this call's tail (their griddep_wait still waits for this grid's completion and stores).
+    // p.stream_trig (FP8 weights, Plan::stream_trig bit 8): the warp's last weight values are
+    // requested (here, or in fetch below), so the next call's CTAs may take free slots and
+    // request theirs during this call's tail (their griddep_wait still waits for this grid's
+    // completion and stores).
     if (kTrig && p.stream_trig && s_begin + (kStages - 1) * kStep >= s_end)
       griddep_launch_dependents();
   }

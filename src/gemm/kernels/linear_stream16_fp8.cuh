@@ -447,9 +447,6 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   // f16: half i of the h block (see convert).
   const int xrow = ((lane >> 4) & 1) * 8 + (lane & 7), xcol = ((lane >> 3) & 1) * 16;
   for (int c = 0; c < nch; ++c) {
-    // The CTA's last chunk: its weight loads are issued at most one chunk ahead (probe
-    // p.stream_trig, as the FP4 block kernel's).
-    if (p.stream_trig && c + 1 == nch) griddep_launch_dependents();
     // Chunk c + 1 must have landed too (it is converted in this iteration).
     asm volatile("cp.async.wait_group 0;" ::: "memory");
     __syncthreads();
