@@ -303,8 +303,9 @@ struct Plan {
   /// Its 16-row tiles per CTA (8 x stream16_tw).
   int stream16_tiles = 0;
   /// NVFP4 / MXFP4 block kernel with its K range staged once (session 17 probe,
-  /// B12X_GEMM_STREAM16_ONCE=1; tw 2, BF16 activations, stream16_vp <= 16).
-  bool stream16_once = false;
+  /// B12X_GEMM_STREAM16_ONCE=1, =8: a ring of 8 vectors per warp; tw 2, stream16_vp <= 16): its
+  /// weight ring depth (4 / 8), 0 the chunked kernel.
+  int stream16_once = 0;
   /// With stream16_once and a split of 2..8: the split's CTAs as one thread-block cluster summing
   /// in distributed shared memory, no partials or reduce kernel (session 17 probe,
   /// B12X_GEMM_STREAM16_CLUSTER=1).

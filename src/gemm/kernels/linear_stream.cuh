@@ -877,17 +877,16 @@ __host__ __device__ constexpr int s16_once_smem(int tw, int vp) {
   return 16 * s16_once_pitch(vp) + kStreamWarps * tw * vp * 128;
 }
 
-/// kQx: W4A4 NVFP4 activations (p.act_kind kActNvfp4) converted to BF16 while staging (the
-/// pre-pass's values, nvfp4x8_bf16), so no pre-pass launch precedes the kernel.
-template <int kTw, int kNt, bool kMx = false, bool kMxFree = false, int kOcc = 2, bool kQx = false>
-__global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
+/// kDepth: the weight ring's vectors per warp (4; 8 probe kS16VarDeep: 4 vectors of each tile
+/// ahead instead of 2).
+template <int kTw, int kNt, bool kMx = false, bool kMxFree = false, int kDepth = kStreamDepth>
+__global__ void __launch_bounds__(kStreamWarps * 32, 2)
     linear_stream16_once_kernel(const LinearParams p) {
   static_assert(!kMxFree || kMx, "fold-free splats: MXFP4 only");
-  static_assert(!kQx || !kMx, "NVFP4 activations: NVFP4 weights");
   static_assert(kTw == 1 || kTw == 2, "tiles per warp");
   static_assert(kNt == 1 || kNt == 2, "n8 token tiles");
-  constexpr int kDepth = kStreamDepth;
-  static_assert(kDepth % kTw == 0, "ring order");
+
+  static_assert(kDepth % kTw == 0 && (kS16ChunkV * kTw) % kDepth == 0, "ring order");
   constexpr int kAhead = kDepth / kTw;  // vectors of a tile in flight beyond the current one
   extern __shared__ __align__(16) uint8_t dsm[];
 
@@ -932,41 +931,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   const uint16_t* const x = static_cast<const uint16_t*>(p.x);
   const int cpr = vp * 8;  // 16-byte chunks per row
   const int64_t k0 = cr.vbase * 64;
-  if constexpr (kQx) {
-    // Each 8-value chunk: its 4 packed bytes and its UE4M3 scale (128x4-swizzled; K % 16 == 0,
-    // so a chunk is whole or past K), loaded kB chunks deep before the conversions.
-    constexpr int kB = 4, kT = kStreamWarps * 32;
-    const uint8_t* const xq = static_cast<const uint8_t*>(p.x);
-    const int64_t cols = p.K / 16;
-    for (int i0 = threadIdx.x; i0 < 16 * cpr; i0 += kB * kT) {
-      uint32_t w[kB], sb[kB];
-#pragma unroll
-      for (int b = 0; b < kB; ++b) {
-        const int i = i0 + b * kT;
-        w[b] = sb[b] = 0;
-        const int tok = i / cpr;
-        const int64_t k = k0 + (i - tok * cpr) * 8;
-        if (i >= 16 * cpr || tok >= p.M || k >= p.K) continue;
-        const uint8_t* const src = xq + tok * p.ldx_bytes + k / 2;
-        if ((reinterpret_cast<uintptr_t>(src) & 3u) == 0) {
-          w[b] = __ldg(reinterpret_cast<const uint32_t*>(src));
-        } else {
-#pragma unroll
-          for (int e = 0; e < 4; ++e) w[b] |= static_cast<uint32_t>(src[e]) << (8 * e);
-        }
-        sb[b] = p.xq_scale[fmt::swizzled_scale_offset(tok, k / 16, cols)];
-      }
-#pragma unroll
-      for (int b = 0; b < kB; ++b) {
-        const int i = i0 + b * kT;
-        if (i >= 16 * cpr) continue;
-        const int tok = i / cpr, kk = (i - tok * cpr) * 8;
-        *reinterpret_cast<uint4*>(dsm + tok * pitch + kk * 2) =
-            nvfp4x8_bf16(w[b], fmt::ue4m3_to_float(sb[b]));
-      }
-    }
-  }
-  for (int i = threadIdx.x; i < (kQx ? 0 : 16 * cpr); i += kStreamWarps * 32) {
+  for (int i = threadIdx.x; i < 16 * cpr; i += kStreamWarps * 32) {
     const int tok = i / cpr, kk = (i - tok * cpr) * 8;
     const int64_t k = k0 + kk;
     uint8_t* const d = dsm + tok * pitch + kk * 2;
