@@ -461,9 +461,10 @@ std::string stream16_describe(const Plan& p) {
   if (p.stream16_tw == 0) return std::string();
   return " stream16=" + std::to_string(p.stream16_tw) + "x" + std::to_string(p.stream16_split) +
          "/" + std::to_string(p.stream16_vp) + (p.stream16_qx ? " qx" : "") +
-         (p.stream16_once == 8 ? " once d8"
-          : p.stream16_once    ? " once"
-                               : "") +
+         (p.stream16_once == 8   ? " once d8"
+          : p.stream16_once == 0 ? ""
+          : p.stream16_occ == 3  ? " once o3"
+                                 : " once") +
          (p.stream16_cluster ? " cl" : "") +
          (p.stream16_depth > 0 ? " f8d" + std::to_string(p.stream16_depth) : "") +
          (p.stream16_depth > 0 && p.stream16_occ == 3 ? " o3" : "") +
@@ -1385,13 +1386,17 @@ Plan plan(const Caps& caps) {
         lin::stream16_available(wf, fp16, tw)) {
       const int64_t sms = std::max(dev.sm_count, 1);
       // Probe (session 17): the K range staged once (B12X_GEMM_STREAM16_ONCE=1; =8 a ring of 8
-      // vectors per warp; round 64: its 3-CTA register cap was 11-17 % slower at 14336x4096 /
-      // 4096x14336, removed), where its shared memory (vp-dependent) keeps the CTAs per SM the
-      // split was chosen for; else the chunked kernel.
+      // vectors per warp; =3 the 3-CTA register cap on the 2-CTA grid, leaving a slot per SM for
+      // the next call's CTAs after the early trigger, B12X_GEMM_STREAM_TRIG bit 4; round 64: the
+      // 3-CTA cap on a grid for 3 CTAs per SM was 11-17 % slower at 14336x4096 / 4096x14336), where
+      // its shared memory (vp-dependent) keeps the CTAs per SM the split was chosen for; else the
+      // chunked kernel.
       int var = 0;
       if (const char* e = std::getenv("B12X_GEMM_STREAM16_ONCE");
-          e != nullptr && (e[0] == '1' || e[0] == '8') && tw == 2 && !qx)
-        var = lin::kS16VarOnce | (e[0] == '8' ? lin::kS16VarDeep : 0);
+          e != nullptr && (e[0] == '1' || e[0] == '3' || e[0] == '8') && tw == 2 && !qx)
+        var = lin::kS16VarOnce | (e[0] == '8'   ? lin::kS16VarDeep
+                                  : e[0] == '3' ? lin::kS16VarOcc3
+                                                : 0);
       const int fit_chunked = lin::prepare_linear_stream16(caps.device, wf, tw, qx);
       const int64_t gx = (geo.n16 + 8 * tw - 1) / (8 * tw);
       // The split for `fit` CTAs per SM: the largest whose grid is one wave with >= kS16MinVp
@@ -1430,6 +1435,7 @@ Plan plan(const Caps& caps) {
         p.stream16_vp = split_vp;
         p.stream16_qx = qx;
         p.stream16_once = var == 0 ? 0 : (var & lin::kS16VarDeep) ? 8 : 4;
+        if (var != 0) p.stream16_occ = (var & lin::kS16VarOcc3) ? 3 : 2;
         if (const char* e = std::getenv("B12X_GEMM_STREAM16_CLUSTER");
             e != nullptr && e[0] == '1' && var != 0 && split >= 2 && split <= 8)
           p.stream16_cluster = true;
@@ -1718,9 +1724,10 @@ Plan plan(const Caps& caps) {
       sig << " stream16=" << p.stream16_tw
           << (p.stream16_split > 1 && !p.stream16_cluster ? "+reduce" : "")
           << (p.stream16_qx ? " qx" : "")
-          << (p.stream16_once == 8 ? " once d8"
-              : p.stream16_once    ? " once"
-                                   : "")
+          << (p.stream16_once == 8   ? " once d8"
+              : p.stream16_once == 0 ? ""
+              : p.stream16_occ == 3  ? " once o3"
+                                     : " once")
           << (p.stream16_cluster ? " cl" : "")
           << (p.stream16_depth > 0 ? " f8d" + std::to_string(p.stream16_depth) : std::string())
           << (p.stream16_depth > 0 && p.stream16_occ == 3 ? " o3" : "")
@@ -2180,6 +2187,7 @@ void run(const Binding& b, Stream stream) {
     lin::launch_linear_stream16(
         im.wfmt, plan.stream16_tw, plan.stream16_smem, p, stream,
         plan.stream16_once ? lin::kS16VarOnce | (plan.stream16_once == 8 ? lin::kS16VarDeep : 0) |
+                                 (plan.stream16_occ == 3 ? lin::kS16VarOcc3 : 0) |
                                  (plan.stream16_cluster ? lin::kS16VarCluster : 0)
                            : 0);
     if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);

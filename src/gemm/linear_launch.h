@@ -101,6 +101,8 @@ void launch_linear_stream(WFmt f, int parts, int occ, int ctas, int64_t smem, co
 /// depends on vp).
 inline constexpr int kS16VarOnce = 1;
 inline constexpr int kS16VarDeep = 2;  ///< with kS16VarOnce: a ring of 8 vectors per warp
+/// With kS16VarOnce (ring of 4): registers capped for 3 CTAs per SM on the 2-CTA grid.
+inline constexpr int kS16VarOcc3 = 8;
 /// With kS16VarOnce and 2 <= split <= 8: the split's CTAs as one cluster summing in DSMEM
 /// (p.cluster_split = split, no partials, no reduce kernel).
 inline constexpr int kS16VarCluster = 4;

@@ -101,26 +101,28 @@ S16Fn pick_stream16_fmt(int tw, int nt) {
 }
 
 /// The K range staged once (var & kS16VarOnce; 2 tiles per warp, BF16 activations; var &
-/// kS16VarDeep a ring of 8 vectors per warp). (Round 64: W4A4's activations converted while
-/// staging once lost to the chunked kernel's conversion and to the pre-pass, NVFP4 M = 16 9.77 /
-/// 21.62 / 22.15 / 13.30 / 10.36 us against the default's 9.07 / 19.32 / 19.47 / 12.96 / 9.64:
-/// removed.)
-template <int kDepth>
+/// kS16VarDeep a ring of 8 vectors per warp; kS16VarOcc3 its 3-CTA register cap). (Round 64: W4A4's
+/// activations converted while staging once lost to the chunked kernel's conversion and to the
+/// pre-pass, NVFP4 M = 16 9.77 / 21.62 / 22.15 / 13.30 / 10.36 us against the default's 9.07
+/// / 19.32 / 19.47 / 12.96 / 9.64: removed.)
+template <int kDepth, int kOcc = 2>
 S16Fn pick_stream16_once(int nt, bool mx, bool mx_free) {
   if (mx && mx_free)
-    return nt == 1 ? &linear_stream16_once_kernel<2, 1, true, true, kDepth>
-                   : &linear_stream16_once_kernel<2, 2, true, true, kDepth>;
+    return nt == 1 ? &linear_stream16_once_kernel<2, 1, true, true, kDepth, kOcc>
+                   : &linear_stream16_once_kernel<2, 2, true, true, kDepth, kOcc>;
   if (mx)
-    return nt == 1 ? &linear_stream16_once_kernel<2, 1, true, false, kDepth>
-                   : &linear_stream16_once_kernel<2, 2, true, false, kDepth>;
-  return nt == 1 ? &linear_stream16_once_kernel<2, 1, false, false, kDepth>
-                 : &linear_stream16_once_kernel<2, 2, false, false, kDepth>;
+    return nt == 1 ? &linear_stream16_once_kernel<2, 1, true, false, kDepth, kOcc>
+                   : &linear_stream16_once_kernel<2, 2, true, false, kDepth, kOcc>;
+  return nt == 1 ? &linear_stream16_once_kernel<2, 1, false, false, kDepth, kOcc>
+                 : &linear_stream16_once_kernel<2, 2, false, false, kDepth, kOcc>;
 }
 
 S16Fn pick_stream16(int tw, int nt, bool mx, bool qx, bool mx_free = false, int var = 0) {
   if (var & kS16VarOnce) {
     if (tw != 2 || qx) return nullptr;
-    return (var & kS16VarDeep) ? pick_stream16_once<8>(nt, mx, mx_free)
+    if (var & kS16VarDeep)
+      return (var & kS16VarOcc3) ? nullptr : pick_stream16_once<8>(nt, mx, mx_free);
+    return (var & kS16VarOcc3) ? pick_stream16_once<4, 3>(nt, mx, mx_free)
                                : pick_stream16_once<4>(nt, mx, mx_free);
   }
   if (qx) return mx ? nullptr : pick_stream16_fmt<false, true>(tw, nt);

@@ -1942,13 +1942,13 @@ TEST(GemmGpu, DecodeStream16Once) {
   // 16): NVFP4 W4A16 / W4A4 (pre-pass) and MXFP4 W4A16 / W4A4; M = 5, 8, 9, 16; K = 992 (split 1,
   // 16 vectors, the last half past K), 2848 (split 3: the last range 13 of its 16 vectors, zero
   // splats past kvec), 3040; partial CTAs (N = 72, 200), bias, FP16 outputs, capacity above M,
-  // replayed graphs; the 8-vector ring (=8) on every other case.
+  // replayed graphs; the 8-vector ring (=8) and the 3-CTA register cap (=3) on a third each.
   ScopedEnv e16("B12X_GEMM_STREAM16", "1");
   int i = 0;
   for (const LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kNvfp4,
                                LinearFormat::kMxfp4W4A16, LinearFormat::kMxfp4})
     for (int64_t M : {5, 8, 9, 16}) {
-      ScopedEnv eo("B12X_GEMM_STREAM16_ONCE", (i % 2) ? "8" : "1");
+      ScopedEnv eo("B12X_GEMM_STREAM16_ONCE", (i % 3) == 2 ? "3" : (i % 3) ? "8" : "1");
       ScopedEnv eq0("B12X_GEMM_STREAM16_QX", "0");  // W4A4 through the pre-pass here
       const int64_t K = (i % 3) == 0 ? 992 : (i % 3) == 1 ? 2848 : 3040;
       ScopedEnv es("B12X_GEMM_STREAM16_SPLIT", K == 992 ? "1" : "3");
@@ -1965,7 +1965,7 @@ TEST(GemmGpu, DecodeStream16Once) {
       run_case(c, /*graph_replay=*/(i % 3) == 0);
       const gemm::lin::StreamLaunch l = gemm::lin::last_stream_launch();
       EXPECT_GT(l.serial, before) << "M " << M << " K " << K;
-      EXPECT_TRUE(l.once) << "M " << M << " K " << K << " depth " << ((i - 1) % 2 ? 8 : 4);
+      EXPECT_TRUE(l.once) << "M " << M << " K " << K << " variant " << (i - 1) % 3;
       EXPECT_EQ(l.split, K == 992 ? 1 : 3);
     }
   // The split summed in a cluster (B12X_GEMM_STREAM16_CLUSTER=1, splits 2..8: no partials, no
@@ -1976,7 +1976,8 @@ TEST(GemmGpu, DecodeStream16Once) {
     int k = 0;
     for (const char* sp : {"2", "3", "8"})
       for (int64_t M : {5, 16}) {
-        ScopedEnv eo("B12X_GEMM_STREAM16_ONCE", (k % 2) ? "8" : "1");
+        ScopedEnv eo("B12X_GEMM_STREAM16_ONCE", (k % 3) == 2 ? "3" : (k % 2) ? "8" : "1");
+        ScopedEnv etr("B12X_GEMM_STREAM_TRIG", (k % 2) ? "7" : "3");  // the early trigger too
         ScopedEnv es("B12X_GEMM_STREAM16_SPLIT", sp);
         const LinearFormat f = (k % 3) == 2 ? LinearFormat::kMxfp4W4A16 : LinearFormat::kNvfp4W4A16;
         Case c{f,

@@ -878,9 +878,11 @@ __host__ __device__ constexpr int s16_once_smem(int tw, int vp) {
 }
 
 /// kDepth: the weight ring's vectors per warp (4; 8 probe kS16VarDeep: 4 vectors of each tile
-/// ahead instead of 2).
-template <int kTw, int kNt, bool kMx = false, bool kMxFree = false, int kDepth = kStreamDepth>
-__global__ void __launch_bounds__(kStreamWarps * 32, 2)
+/// ahead instead of 2). kOcc: CTAs per SM the registers are capped for (3, probe kS16VarOcc3: on
+/// the 2-CTA grid, so the next call's CTAs can take the third slots after the early trigger).
+template <int kTw, int kNt, bool kMx = false, bool kMxFree = false, int kDepth = kStreamDepth,
+          int kOcc = 2>
+__global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     linear_stream16_once_kernel(const LinearParams p) {
   static_assert(!kMxFree || kMx, "fold-free splats: MXFP4 only");
   static_assert(kTw == 1 || kTw == 2, "tiles per warp");
