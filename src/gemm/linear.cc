@@ -866,7 +866,9 @@ Plan plan(const Caps& caps) {
       // 128-tile grid gains (Nsight Compute at 4096x4096: 3.7 instead of 1.9 warps per scheduler,
       // but 9.8 instead of 5.8 cycles between a warp's instructions). B12X_GEMM_DECODE_WSPLIT=8
       // forces it.
-      if (ws == kDecodeWarpSplit && geo.n16 <= sms && lin::decode_ws8_available(wf, fp16) &&
+      // (FP8 weights: B12X_GEMM_DECODE_WSPLIT=8 only, a session-17 probe.)
+      if (ws == kDecodeWarpSplit && geo.n16 <= sms && !lin::wtraits(wf).fp8mma &&
+          lin::decode_ws8_available(wf, fp16) &&
           lin::decode_ring_bytes_deep(wf, 0, 8) + lin::stage_geom(wf, 1, slices).bytes <=
               lin::decode_ws8_budget(dev.smem_per_block_optin))
         ws = 8;
