@@ -160,6 +160,9 @@ struct DecodeArgs {
   // Stream-K FC2 (probe, DecodeKnobs::fc2_sk): the grid's CTAs (this many, fc2_split 1) take
   // equal ranges of (row block, chunk) over all row blocks; 0: one row block per CTA.
   int fc2_sk = 0;
+  // Probe (DecodeKnobs::dec_mul): the multipliers of the kSkUe4m3Mul decode (arguments, so that
+  // ptxas keeps the multiplies).
+  uint32_t dec_k12 = 1u << 12, dec_k26 = 1u << 26;
   float* partial = nullptr;
   int* counters = nullptr;
   // Launch shape of the stream, chosen by launch_decode_stream (decode_fc1_row_warps) unless
