@@ -387,8 +387,23 @@ int ggml_gemv_warps_default(lin::WFmt wf, int64_t n16, int64_t K, int64_t M, int
 /// 14336x4096 19.33 -> 17.25 but IQ2_XXS 15.04 -> 15.94), 128 (an L2 bulk prefetch 4 batches
 /// ahead by lane 0 of each warp: +0.1-1.7 us), 256 (the weight words through a per-warp
 /// shared-memory ring, 80 registers and 3 CTAs per SM: IQ2_XXS 7.60 / 19.81 / 14.85 / 8.73 / 6.95).
-int ggml_gemv_var_default(lin::WFmt wf, bool fp16, int64_t M, int warps, int occ) {
+/// Session 17: at M = 1 the atom columns (kVar 512: the MMA's 8 columns carry the batch's 8
+/// atoms, the sub-scales multiply 4 accumulators per batch; + 64; IQ2_XXS + 1024, the table
+/// addresses by PRMT) on the 8- / 16-warp kernels with registers capped at 128, where a CTA holds
+/// one tile (kw = warps) and K >= 6144. Rounds 64 / 65 (us, default -> atom columns, same grid):
+/// IQ2_XXS 4096x14336 13.12 / 13.20 -> 12.28 / 12.31, 2048x7168 (16 warps, 16 per tile) 5.52 /
+/// 5.51 -> 5.34 (round 65; the 24-warp default 6.20); IQ2_XS 4096x14336 14.67 / 14.71 -> 14.51 /
+/// 14.53, 2048x7168 6.29 -> 6.13 (24 warps 6.59). Not at K = 4096: 4096x4096 IQ2_XXS 5.46 / 5.40
+/// -> 5.35 / 5.40, IQ2_XS 5.99 / 6.03 -> 6.07 / 6.09; on 14336x4096's 4-tile CTAs (kw 2) IQ2_XXS
+/// 14.85 -> 17.13 (round 65; cause not found). Lost (removed): the selector math on the FMA
+/// pipe (round 65, IQ2_XXS 4096x14336 12.31 -> 13.32: IMAD / IMAD.HI for LOP3 / SHF), the
+/// 16-warp CTAs at K = 4096 (4096x4096 IQ2_XXS 6.50, 6144x4096 8.76 against 5.40 / 7.56).
+constexpr int kGgmlAcXxs = 1600, kGgmlAcXs = 576;
+int ggml_gemv_var_default(lin::WFmt wf, bool fp16, int64_t M, int warps, int occ, int kw = 0,
+                          int64_t K = 0) {
   if (wf == lin::WFmt::kQ8_0 || fp16 || M > 4) return 0;
+  if (M == 1 && occ == 0 && (warps == 8 || warps == 16) && kw == warps && K >= 24 * 256)
+    return wf == lin::WFmt::kIq2Xxs ? kGgmlAcXxs : kGgmlAcXs;
   if (warps == 8 && occ == 0) return 96;
   return warps == 24 && M == 1 ? 64 : 0;
 }
@@ -753,9 +768,12 @@ Plan plan(const Caps& caps) {
       // look-ahead instead of 24-warp CTAs where the tiles exceed the SMs (4096x14336: IQ2_XXS
       // 14.12 -> 13.32 us, IQ2_XS 15.12 -> 14.79; 2048x7168, 128 tiles, keeps 24: 8 warps there
       // 8.10 / 8.96 against 6.29 / 6.73 with 24 and the L1 flag).
+      // Session 17 (round 64): 16-warp CTAs (one per SM; the grid model gives 16 warps per tile)
+      // instead of 24 where the tiles fit the SMs (2048x7168: IQ2_XXS 6.18 -> 5.52 us, IQ2_XS
+      // 6.61 -> 6.35 with session 16's kernels).
       if (var_env == nullptr && warps_env == nullptr && !fp16 && wf != lin::WFmt::kQ8_0 && M == 1 &&
-          p.ggml_gemv_warps == 24 && geo.n16 > dev.sm_count)
-        p.ggml_gemv_warps = 8;
+          p.ggml_gemv_warps == 24)
+        p.ggml_gemv_warps = geo.n16 > dev.sm_count ? 8 : 16;
       if (warps_env != nullptr && M <= 8) {
         const int want = std::atoi(warps_env);
         if (want == 8 || want == 16 || want == 24) p.ggml_gemv_warps = want;
@@ -783,7 +801,8 @@ Plan plan(const Caps& caps) {
       // The default variant for the kernel that runs (same occupancy as session 13's kernel, so
       // the grid above stands).
       if (var_env == nullptr) {
-        const int dv = ggml_gemv_var_default(wf, fp16, M, p.ggml_gemv_warps, p.ggml_gemv_occ);
+        const int dv =
+            ggml_gemv_var_default(wf, fp16, M, p.ggml_gemv_warps, p.ggml_gemv_occ, gg.kw, K);
         if (dv != 0 && var_ok(dv, p.ggml_gemv_occ)) {
           p.ggml_gemv_var = dv;
           lin::prepare_ggml_gemv(caps.device, wf, fp16, M, p.ggml_gemv_occ, p.ggml_gemv_warps, dv);

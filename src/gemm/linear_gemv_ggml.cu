@@ -160,10 +160,6 @@ GemvFn kernel_of(WFmt f, bool fp16, int nt, int occ, int warps, int var) {
       case 1632:
         return fp16 ? pick_var<Fp16Tag, 1632>(f, nt, occ, warps)
                     : pick_var<Bf16Tag, 1632>(f, nt, occ, warps);
-      case 2624:  // 576 + 2048: the FMA-pipe selector math (BF16)
-        return fp16 ? nullptr : pick_var<Bf16Tag, 2624>(f, nt, occ, warps);
-      case 3648:  // 1600 + 2048
-        return fp16 ? nullptr : pick_var<Bf16Tag, 3648>(f, nt, occ, warps);
       default:
         return nullptr;
     }
@@ -185,16 +181,15 @@ int variant_nt(WFmt f, int64_t M) {
 /// The dynamic shared memory of kernel_of(f, *, nt, occ, warps, var) (the variants add none but
 /// the PRMT addresses' table layout, var & 1024: gemv::kPaBytes).
 int smem_of(WFmt f, int nt, int occ, int warps, int var) {
-  if (warps != gemv::kWarps) occ = 0;         // one CTA per SM: 16 table copies
-  const int fm = (var & 2048) != 0 ? 16 : 0;  // kFm's two source words
+  if (warps != gemv::kWarps) occ = 0;  // one CTA per SM: 16 table copies
   switch (f) {
     case WFmt::kIq2Xxs:
-      if ((var & 1024) != 0) return gemv::kPaBytes + 16 + fm;
-      return fm + (occ == 3 && nt == 1 ? gemv::smem_bytes<WFmt::kIq2Xxs, true>()
-                                       : gemv::smem_bytes<WFmt::kIq2Xxs>());
+      if ((var & 1024) != 0) return gemv::kPaBytes + 16;
+      return occ == 3 && nt == 1 ? gemv::smem_bytes<WFmt::kIq2Xxs, true>()
+                                 : gemv::smem_bytes<WFmt::kIq2Xxs>();
     case WFmt::kIq2Xs:
-      return fm + (occ == 3 && nt <= 1 ? gemv::smem_bytes<WFmt::kIq2Xs, true>()
-                                       : gemv::smem_bytes<WFmt::kIq2Xs>());
+      return occ == 3 && nt <= 1 ? gemv::smem_bytes<WFmt::kIq2Xs, true>()
+                                 : gemv::smem_bytes<WFmt::kIq2Xs>();
     default:
       return 0;
   }

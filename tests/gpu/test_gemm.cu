@@ -3486,6 +3486,7 @@ TEST(GemmGpu, GgmlGemvDefault) {
   int sms = 0;
   B12X_TEST_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   for (LinearFormat f : kGgmlFormats) {
+    const int ac = f == LinearFormat::kIq2Xxs ? 1600 : 576;  // session 17's M = 1 variants
     EXPECT_GT(bf16_plan(f, 1, 4096, 4096).ggml_gemv, 0);
     EXPECT_GT(bf16_plan(f, 16, 2048, 7168).ggml_gemv, 0);
     EXPECT_EQ(bf16_plan(f, 17, 2048, 7168).ggml_gemv, 0);
@@ -3500,7 +3501,8 @@ TEST(GemmGpu, GgmlGemvDefault) {
       const gemm::lin::GgmlGemvLaunch small = gemm::lin::last_ggml_gemv_launch();
       EXPECT_EQ(small.occ, 0);
       // Session 14's defaults (BF16): the two-batch look-ahead and weights not allocated in L1 on
-      // the uncapped 8-warp kernels at M <= 4, none on the capped ones; B12X_GGML_GEMV_VAR=0 off.
+      // the uncapped 8-warp kernels at M <= 4, none on the capped ones (at M = 1 with K >= 6144
+      // session 17's atom columns, below); B12X_GGML_GEMV_VAR=0 off.
       EXPECT_EQ(bf16_plan(f, 1, 2048, 4096).ggml_gemv_var, 96);
       EXPECT_EQ(bf16_plan(f, 4, 2048, 4096).ggml_gemv_var, 96);
       EXPECT_EQ(bf16_plan(f, 5, 2048, 4096).ggml_gemv_var, 0);
@@ -3528,12 +3530,14 @@ TEST(GemmGpu, GgmlGemvDefault) {
     const bool q8 = f == LinearFormat::kQ8_0;
     const int wide = q8 ? 16 : 24;
     if (sms >= 128) {
-      // IQ2 at M = 1 with more tiles than SMs: 8 warps with the two-batch look-ahead (session 14).
+      // IQ2 at M = 1 with more tiles than SMs: 8 warps (session 14), the atom columns (17); with
+      // at most SMs tiles 16 warps (17).
       EXPECT_EQ(bf16_plan(f, 1, 4096, 14336).ggml_gemv_warps, 8);
-      EXPECT_EQ(bf16_plan(f, 1, 4096, 14336).ggml_gemv_var, q8 ? 0 : 96);
+      EXPECT_EQ(bf16_plan(f, 1, 4096, 14336).ggml_gemv_var, q8 ? 0 : ac);
       EXPECT_EQ(bf16_plan(f, 2, 4096, 14336).ggml_gemv_warps, q8 ? 8 : 24);
-      EXPECT_EQ(bf16_plan(f, 1, 2048, 7168).ggml_gemv_warps, q8 ? 16 : 24);
-      EXPECT_EQ(bf16_plan(f, 1, 2048, 7168).ggml_gemv_var, q8 ? 0 : 64);
+      EXPECT_EQ(bf16_plan(f, 1, 2048, 7168).ggml_gemv_warps, 16);
+      if (!q8) EXPECT_EQ(bf16_plan(f, 1, 2048, 7168).ggml_gemv, 16);
+      EXPECT_EQ(bf16_plan(f, 1, 2048, 7168).ggml_gemv_var, q8 ? 0 : ac);
       EXPECT_EQ(bf16_plan(f, 8, 2048, 6144).ggml_gemv_warps, wide);
       EXPECT_EQ(bf16_plan(f, 1, 2048, 4096).ggml_gemv_warps, q8 ? 16 : 8);
     }
@@ -3541,7 +3545,7 @@ TEST(GemmGpu, GgmlGemvDefault) {
     EXPECT_EQ(bf16_plan(f, 1, n + 16, 14336).ggml_gemv_warps, 8);
     for (int64_t M : {1, 3, 8}) {
       run_case({f, M, 200, 6144, DType::kBF16, DType::kBF16, M == 3});
-      EXPECT_EQ(gemm::lin::last_ggml_gemv_launch().warps, wide) << "M = " << M;
+      EXPECT_EQ(gemm::lin::last_ggml_gemv_launch().warps, M == 1 ? 16 : wide) << "M = " << M;
     }
     if (std::getenv("B12X_GGML_GEMV_TRIGGER") == nullptr) {
       // The PDL trigger at each warp's last batch: IQ2_XS with its column groups (M <= 4), IQ2_XXS
@@ -3679,13 +3683,12 @@ TEST(GemmGpu, GgmlGemvAtomColumns) {
   B12X_REQUIRE_GPU();
   // Session 17's atom columns at M = 1 (B12X_GGML_GEMV_VAR & 512: the MMA's columns hold the
   // batch's 8 atoms, activations zero outside their atom's column): with 64 (weights not in L1),
-  // 32 (two batches ahead), 1024 (IQ2_XXS: PRMT-built table addresses, the 64 KB layout) and
-  // 2048 (BF16: the selector math on the FMA pipe; FP16 runs take the default kernels); 8
+  // 32 (two batches ahead) and 1024 (IQ2_XXS: PRMT-built table addresses, the 64 KB layout); 8
   // warps uncapped (B12X_GGML_GEMV_OCC=0) or 16, none at M > 1. Warps per tile 2 / 8 / 16 / 4,
   // K splits with empty ranges, tile walks (CTAS 2 over N = 200), N = 40, BF16 / FP16, graph
   // replay.
   ScopedEnv e("B12X_GGML_GEMV", "1"), eo("B12X_GGML_GEMV_OCC", "0");
-  for (const char* var : {"576", "608", "1600", "1632", "2624", "3648"}) {
+  for (const char* var : {"576", "608", "1600", "1632"}) {
     ScopedEnv ev("B12X_GGML_GEMV_VAR", var);
     const int v = std::atoi(var);
     const bool pa = (v & 1024) != 0;

@@ -192,24 +192,13 @@ __device__ __forceinline__ void iq2_entry_pairs2(uint32_t e01, uint32_t gcls, ui
 /// 8 (lane % 16), byte 1: that + 128). 64 KB instead of 48.
 inline constexpr int kPaBytes = 256 * 256;
 
-__device__ __forceinline__ uint32_t mad_lo(uint32_t a, uint32_t b, uint32_t c) {
-  uint32_t d;
-  asm("mad.lo.u32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
-  return d;
-}
-
 /// The pairs of one entry (half kHi of word w: grid index | sign7 << 9), as iq2_entry_pairs2.
 /// kPa: the addresses by PRMT from `clsw` (kPaBytes' layout, tab0 its base); else the masks of
-/// iq2_entry_pairs2 from the lane's copies gcls / scls. kFm (BF16): the selector words' OR and
-/// the high halves' shifts on the FMA pipe instead of the ALU (whose 16 lanes per clock carry the
-/// PRMTs): grid | sign = grid * one + sign (disjoint bits) and x >> 16 = umulhi(x, k16), with
-/// one = 1 and k16 = 65536 read from shared memory (a constant would be folded back to LOP3 /
-/// SHF).
-template <class T, int kGc, bool kHi, bool kPa, bool kFm = false>
+/// iq2_entry_pairs2 from the lane's copies gcls / scls.
+template <class T, int kGc, bool kHi, bool kPa>
 __device__ __forceinline__ void iq2_entry_pairs1(uint32_t w, uint32_t gcls, uint32_t scls,
                                                  uint32_t clsw, uint32_t tab0, uint32_t lo,
-                                                 uint32_t p[4], uint32_t one = 0,
-                                                 uint32_t k16 = 0) {
+                                                 uint32_t p[4]) {
   uint32_t ga, sa;
   if constexpr (kPa) {
     ga = prmt(w, clsw, kHi ? 0x7624u : 0x7604u) + tab0;
@@ -224,18 +213,7 @@ __device__ __forceinline__ void iq2_entry_pairs1(uint32_t w, uint32_t gcls, uint
       sa = (lop3<0xC0>(w, 0xFE00u, 0u) >> 2) + scls;
     }
   }
-  if constexpr (kFm && !T::kFp16) {
-    const uint64_t gs = lds64(ga), ss = lds64(sa);
-    const uint32_t s0 = mad_lo(static_cast<uint32_t>(gs), one, static_cast<uint32_t>(ss));
-    const uint32_t s1 =
-        mad_lo(static_cast<uint32_t>(gs >> 32), one, static_cast<uint32_t>(ss >> 32));
-    p[0] = prmt(lo, src_hi<T>(), s0);
-    p[1] = prmt(lo, src_hi<T>(), __umulhi(s0, k16));
-    p[2] = prmt(lo, src_hi<T>(), s1);
-    p[3] = prmt(lo, src_hi<T>(), __umulhi(s1, k16));
-  } else {
-    iq2_pairs<T>(lds64(ga), lds64(sa), lo, p);
-  }
+  iq2_pairs<T>(lds64(ga), lds64(sa), lo, p);
 }
 
 /// IQ2 sub-scale factors: the nibbles s of bytes (x >> shift) & 0x0F as bytes 2s + 1 (<= 31,
@@ -431,10 +409,8 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
   constexpr bool kNa = (kVar & 64) != 0;
   constexpr bool kAc = (kVar & 512) != 0;
   constexpr bool kPa = (kVar & 1024) != 0;
-  constexpr bool kFm = (kVar & 2048) != 0;
   static_assert(kVar == 0 || (kIq2 && NT == 1), "GEMV variants: the IQ2 one-tile kernels");
   static_assert(!kPa || (kAc && !kXs), "PRMT addresses: IQ2_XXS with the atom columns");
-  static_assert(!kFm || kAc, "FMA-pipe selectors: with the atom columns");
   constexpr int kU = batch_atoms<F>();
   constexpr int kE = grid_entries<F>();
   constexpr int kGc = grid_copies<F, kO3>();
@@ -508,8 +484,6 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
     if (threadIdx.x < 3)
       reinterpret_cast<uint32_t*>(tabs)[kSrcWord + threadIdx.x] =
           threadIdx.x < 2 ? src_lo<T>() : 0x4B000000u;
-    if (kFm && threadIdx.x >= 3 && threadIdx.x < 5)  // kFm's one and k16
-      reinterpret_cast<uint32_t*>(tabs)[kSrcWord + threadIdx.x] = threadIdx.x == 3 ? 1u : 65536u;
     // One entry per thread and pass (all loads first: one global round trip), its copies
     // written as 16-byte pairs starting at pair `threadIdx.x` (rotated, so that the 8 threads of
     // a 128-byte store wavefront hit different bank groups).
@@ -543,17 +517,13 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
   // e01 = row g's entry | row g + 8's << 16 from (own word, partner's word): even t the low
   // halves (own = row g), odd t the high halves (own = row g + 8).
   const uint32_t esel = (t & 1) ? 0x3276u : 0x5410u;
-  uint32_t src_lo = 0, magic = 0, fm_one = 0, fm_k16 = 0;
+  uint32_t src_lo = 0, magic = 0;
   if constexpr (kIq2) {
     // Two copies read by lane parity: a uniform load would let ptxas park the word in a uniform
     // register (it does under the 80-register caps) and copy it into a register before each of
     // the atom's 8 PRMTs (~70 of ~600 loop instructions per batch).
     src_lo = reinterpret_cast<const uint32_t*>(tabs)[kSrcWord + (lane & 1)];
     magic = reinterpret_cast<const uint32_t*>(tabs)[kSrcWord + 2];
-    if constexpr (kFm) {
-      fm_one = reinterpret_cast<const uint32_t*>(tabs)[kSrcWord + 3];
-      fm_k16 = reinterpret_cast<const uint32_t*>(tabs)[kSrcWord + 4];
-    }
   }
   // The lane's activation row per token tile; token rows past M read row M - 1 (their output
   // columns are never stored).
@@ -628,11 +598,9 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
           for (int e = 0; e < 4; ++e) {
             const uint32_t w = cur.w[(e >> 1) * 4 + (e & 1) * 2 + (q >> 1)];
             if (q & 1)
-              iq2_entry_pairs1<T, kGc, true, kPa, kFm>(w, gcls, scls, clsw, tab0, src_lo, P[e],
-                                                       fm_one, fm_k16);
+              iq2_entry_pairs1<T, kGc, true, kPa>(w, gcls, scls, clsw, tab0, src_lo, P[e]);
             else
-              iq2_entry_pairs1<T, kGc, false, kPa, kFm>(w, gcls, scls, clsw, tab0, src_lo, P[e],
-                                                        fm_one, fm_k16);
+              iq2_entry_pairs1<T, kGc, false, kPa>(w, gcls, scls, clsw, tab0, src_lo, P[e]);
           }
           const uint4 xl4 = xlo[q & 1], xh4 = xhi[q & 1];
           if (q < 2) {  // group q + 2's activations into the registers just read
