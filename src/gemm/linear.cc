@@ -1059,6 +1059,18 @@ Plan plan(const Caps& caps) {
     if (M == 1 && ws == 4 && wf == lin::WFmt::kNvfp4 && (slices + split - 1) / split >= 24 &&
         lin::decode_deep_available(wf, fp16, 1))
       p.decode_deep = 1;
+    // Session 17: FP8 weights on the 4-warp grid (M <= 3) where its CTAs need more than one and at
+    // most two slots per SM (the deeper ring's 64 KB keep two per SM; run checks ring + staging
+    // against kDecodeDeepBudget). Round 65 (H200, us, 3 -> 4 ring slices per warp, with the early
+    // trigger): 4096x4096 per-tensor M = 1 / 2 / 3 5.95 / 7.10 / 7.12 -> 5.77 / 6.47 / 6.49, block
+    // FP8 M = 1 / 2 6.99 / 8.25 -> 6.76 / 7.87; 4096x14336 per-tensor M = 1 16.47 -> 16.04, block
+    // 20.13 -> 19.82. Where the grid needs a third slot per SM it lost (6144x4096 per-tensor M = 1
+    // / 2 7.26 / 8.60 -> 7.77 / 10.58), and at one CTA per SM it did not gain (2048x7168
+    // per-tensor 5.92 -> 5.91, block 7.35 -> 8.25).
+    if (lin::wtraits(wf).fp8mma && M <= 3 && ws == 4 && !p.decode_pipe && !p.decode_half &&
+        geo.n16 * split > sms && geo.n16 * split <= 2 * sms &&
+        lin::decode_deep_available(wf, fp16, 1))
+      p.decode_deep = 1;
     if (const char* e = std::getenv("B12X_GEMM_DECODE_DEEP"); e != nullptr) {
       const int want = std::atoi(e);
       p.decode_deep = ws == 4 && want == 1 && !p.decode_pipe && !p.decode_half &&
@@ -1390,7 +1402,12 @@ Plan plan(const Caps& caps) {
   int f8_min_m = 0;
   if (const char* e = std::getenv("B12X_GEMM_STREAM16_F8_MINM"); e != nullptr)
     f8_min_m = std::clamp(std::atoi(e), 1, 16);
-  const int64_t f8_cap_min = f8_min_m > 0 ? f8_min_m : f8_block_min_m(wf);
+  // Session 17: block FP8 from M = 2 where K >= 3 N (the block kernel's deep K splits): round 56,
+  // 4096x14336 M = 2, decode kernel -> block kernel 23.48 -> 20.63 us (round 65: the decode
+  // kernel's M = 2 23.23 on 4 warps per tile, 23.47 on one; the block kernel's M = 3 19.55).
+  const bool f8_block_deep_k = wf == lin::WFmt::kFp8Block && geo.K >= 3 * geo.N;
+  const int64_t f8_cap_min =
+      f8_min_m > 0 ? f8_min_m : f8_block_min_m(wf) - (f8_block_deep_k ? 1 : 0);
   if ((M >= kS16MinM || (lin::wtraits(wf).fp8mma && M >= f8_cap_min)) &&
       p.regime != Regime::kTiled) {
     const char* e16 = std::getenv("B12X_GEMM_STREAM16");
@@ -1597,7 +1614,7 @@ Plan plan(const Caps& caps) {
         p.stream16_min_m = f8_min_m > 0 ? f8_min_m
                            : wf == lin::WFmt::kFp8 && tw8 == 1 && small_tw1 && etw == nullptr
                                ? 9
-                               : f8_block_min_m(wf);
+                               : f8_cap_min;
       }
     }
   }

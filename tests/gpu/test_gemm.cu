@@ -913,7 +913,8 @@ TEST(GemmGpu, DecodeFp8SmallM) {
   // Session 17: FP8 weights at M = 2..3 on the M = 1 grid (4 warps per tile, the whole K staged
   // at once, no pipelined staging) where the 64-row CTAs fill more than a quarter and less than
   // 0.9 of the SMs and the staging holds the whole K; the decode kernel's early PDL trigger
-  // (Plan::stream_trig bit 8) where each warp streams at most 8 slices of 256 K.
+  // (Plan::stream_trig bit 8) where each warp streams at most 8 slices of 256 K; the 4-slice
+  // ring per warp where the grid takes 1-2 CTAs per SM (here 2 x SMs tiles).
   const int64_t n = 64 * std::max<int64_t>(1, device_info(0).sm_count / 2);
   auto plan_of = [&](LinearFormat f, int64_t M, int64_t K) {
     gemm::Caps caps;
@@ -927,7 +928,7 @@ TEST(GemmGpu, DecodeFp8SmallM) {
   };
   for (int64_t M : {1, 2, 3}) {
     const gemm::Plan pt = plan_of(LinearFormat::kFp8Tensor, M, 4096);
-    EXPECT_TRUE(pt.decode_warp_split == 4 && !pt.decode_pipe) << "M = " << M;
+    EXPECT_TRUE(pt.decode_warp_split == 4 && !pt.decode_pipe && pt.decode_deep == 1) << "M = " << M;
     EXPECT_EQ(pt.stream_trig & 8, 8) << "M = " << M;  // 4 slices per warp
   }
   EXPECT_EQ(plan_of(LinearFormat::kFp8Block, 2, 4096).decode_warp_split, 4);
@@ -944,7 +945,8 @@ TEST(GemmGpu, DecodeFp8SmallM) {
       const DType act = f == LinearFormat::kFp8Tensor ? DType::kFP8E4M3 : DType::kBF16;
       run_case({f, M, n, 4096, act, DType::kBF16, (k++ % 2) == 0}, /*graph_replay=*/M == 3);
       const gemm::lin::DecodeLaunch l = gemm::lin::last_decode_launch();
-      EXPECT_TRUE(l.ws == 4 && !l.pipe && l.nt == 1) << gemm::format_name(f) << " M = " << M;
+      EXPECT_TRUE(l.ws == 4 && !l.pipe && l.nt == 1 && l.deep == 1)
+          << gemm::format_name(f) << " M = " << M;
     }
 }
 
@@ -2274,9 +2276,10 @@ TEST(GemmGpu, DecodeStream16Fp8) {
       run_case({f, 16, 200, 2048, DType::kBF16, DType::kBF16, true});
       EXPECT_GT(gemm::lin::last_stream16_f8_launch().serial, b16) << gemm::format_name(f);
       EXPECT_TRUE(gemm::lin::last_stream16_f8_launch().q);
-      // From M = 3 (block FP8, session 15) / 1 (MXFP8, session 17), capacity 4; one less keeps
-      // the decode kernel. MXFP8 at M = 1 also from a plan of capacity 1.
-      const int64_t m0 = f == LinearFormat::kMxfp8 ? 1 : 3;
+      // From M = 3 (block FP8, session 15; 2 where K >= 3 N as here, session 17) / 1 (MXFP8,
+      // session 17), capacity 4; one less keeps the decode kernel. MXFP8 at M = 1 also from a
+      // plan of capacity 1.
+      const int64_t m0 = f == LinearFormat::kMxfp8 ? 1 : 2;
       Case c4{f, m0, 200, 2048, DType::kBF16, DType::kBF16, false};
       c4.max_tokens = 4;
       const int64_t b4 = gemm::lin::last_stream16_f8_launch().serial;
