@@ -193,10 +193,6 @@ struct PagedPlan {
   /// 10.7 / 12.7 / 15.3, B = 8 23.7 / 24.2 -> 24.8 / 23.8; page 64 (pairs -> on) 10.9 / 14.0 /
   /// 16.3 / 24.3 -> 10.8 / 12.8 / 15.3 / 23.9.
   bool early_cap = true;
-  /// Early K/V plans of the 16-bit tiles of three stages (wide3 d128, wideh3): one tile copied
-  /// before the PDL wait instead of two, the second right after Q's copy (kernel suffix `_e1`;
-  /// B12X_ATTN_EARLY_ONE=0|1; probe, off).
-  bool early_one = false;
   /// The split merge kernel at <= 64 registers per thread (head dim 256 by default;
   /// B12X_ATTN_MERGE_SLIM=0|1 overrides): a merge CTA (8192 registers) then fits next to two
   /// FP8 hcvt d256 main CTAs (209 registers x 128 threads), so the merge CTAs are resident from

@@ -426,10 +426,6 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   if (cap_env != nullptr) plan.early_cap = std::string(cap_env) != "0";
   plan.early_cap =
       plan.early_cap && plan.early_kv && !plan.stamps && k->launch_early_cap != nullptr;
-  const char* one_env = std::getenv("B12X_ATTN_EARLY_ONE");
-  if (one_env != nullptr) plan.early_one = std::string(one_env) != "0";
-  plan.early_one =
-      plan.early_one && plan.early_kv && !plan.stamps && k->launch_early_one != nullptr;
   const char* eh_env = std::getenv("B12X_ATTN_EPILOGUE_HALF");
   if (eh_env != nullptr) plan.epilogue_half = std::string(eh_env) != "0";
   plan.merge_slim = false;  // opt-in only: see PagedPlan::merge_slim (it costs B <= 4)
@@ -439,11 +435,9 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
     plan.kernel += plan.spec ? "_lean_spec" : "_lean";
     if (plan.early_kv) plan.kernel += "_early";
     if (plan.early_cap) plan.kernel += "_r208";
-    if (plan.early_one) plan.kernel += "_e1";
     if (plan.stamps) plan.kernel += "_stamps";
     const void* fn = plan.stamps      ? (plan.early_kv ? k->func_stamp_early : k->func_stamp)
                      : plan.early_cap ? k->func_early_cap
-                     : plan.early_one ? k->func_early_one
                      : plan.early_kv  ? k->func_early
                                       : k->func_lean;
     const DeviceScope scope(caps.device);
@@ -756,7 +750,6 @@ void run_paged(const PagedBinding& b, Stream stream) {
   const detail::LaunchFn main_fn = plan.stamps
                                        ? (plan.early_kv ? k->launch_stamp_early : k->launch_stamp)
                                    : plan.early_cap ? k->launch_early_cap
-                                   : plan.early_one ? k->launch_early_one
                                    : plan.early_kv  ? k->launch_early
                                    : plan.lean      ? k->launch_lean
                                                     : k->launch;

@@ -55,10 +55,6 @@ struct KernelInfo {
   /// (PagedPlan::early_cap; FP8 hcvt head dim 256 only).
   const void* func_early_cap = nullptr;
   LaunchFn launch_early_cap = nullptr;
-  /// The early instance with one tile before the wait, the others after Q (PagedPlan::early_one;
-  /// 16-bit tiles of three or more stages).
-  const void* func_early_one = nullptr;
-  LaunchFn launch_early_one = nullptr;
   LaunchFn launch_stamp_early = nullptr;
   const char* name = "";
 };

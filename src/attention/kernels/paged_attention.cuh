@@ -629,7 +629,7 @@ __device__ __forceinline__ void prefetch_first_tiles(const PagedParams& p, int t
 /// kEarly (lean decode instances only, B12X_ATTN_EARLY_KV): with the speculative prologue, the
 /// prologue's tiles whose rows all lie below cache_seqlens - q_len (as read before the wait) are
 /// copied before the PDL wait (see the prologue below).
-template <typename T, typename Cfg, bool kLean, bool kStamp, bool kEarly, int kEarlyTiles>
+template <typename T, typename Cfg, bool kLean, bool kStamp, bool kEarly>
 __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
   static_assert(!kStamp || (kLean && Cfg::kDecode), "stamps: lean decode instances");
   static_assert(!kEarly || (kLean && Cfg::kDecode), "early K/V: lean decode instances");
@@ -1176,12 +1176,6 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
       cp_async_commit();
     }
   };
-  // Early K/V with at most kEarlyTiles (> 0: the PagedPlan::early_one probe instances) tiles
-  // before the wait: the prologue's later tiles go out after the wait behind Q, and stay in
-  // flight into the loop (n_late groups), instead of delaying Q and the first tile's compute.
-  constexpr int early_max = kEarlyTiles > 0 ? kEarlyTiles : kStages;
-  constexpr bool q_first = early_max < kStages;
-  int n_late = 0;  // groups committed after the early K/V path's ids group, pending at the loop
   if constexpr (kLean && Cfg::kDecode) {
     if (spec) {
       if (early) {
@@ -1197,7 +1191,7 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
         int n_early = 0;
 #pragma unroll
         for (int s = 0; s < kStages; ++s) {
-          if (s >= pro || s >= early_max || s != n_early || s >= n_tiles) break;
+          if (s >= pro || s != n_early || s >= n_tiles) break;
           if (kv_begin + s * kv_step + kBN > w.lk - w.qlen) break;
           load_tile(s, s, [&](int j) { return page_of(pg0[s], j); });
           cp_async_commit();
@@ -1221,40 +1215,25 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
         int n_early = 0;  // recount (CTA-uniform, the same test as above)
 #pragma unroll
         for (int s = 0; s < kStages; ++s)
-          if (s < pro && s < early_max && s == n_early && s < n_tiles &&
+          if (s < pro && s == n_early && s < n_tiles &&
               kv_begin + s * kv_step + kBN <= w.lk - w.qlen)
             ++n_early;
-        auto late_tiles = [&]() {
 #pragma unroll
-          for (int s = 0; s < kStages; ++s) {
-            if (s >= pro) break;
-            if (s < n_early) continue;
-            if (s == 0 || s < n_tiles) load_tile(s, s, [&](int j) { return page_of(pg0[s], j); });
-            cp_async_commit();
-            ++n_late;
-          }
-        };
-        if (!q_first) late_tiles();
+        for (int s = 0; s < kStages; ++s) {
+          if (s >= pro) break;
+          if (s < n_early) continue;
+          if (s == 0 || s < n_tiles) load_tile(s, s, [&](int j) { return page_of(pg0[s], j); });
+          cp_async_commit();
+        }
         stage_q_early();
 #pragma unroll
         for (int s = 0; s < kStages; ++s)
           if (s < pro) issue_ids(s + ahead);
         cp_async_commit();
-        if (q_first) {
-          // Q (its loads return before the late tiles' copies; 16-bit tiles: its cp.async group
-          // completes first), then the late tiles, which may stay in flight into the loop (the
-          // wait below counts them).
-          if constexpr (kLateQ) stage_q_f16();
-          late_tiles();
-        } else {
-          n_late = 0;  // drained with the ids group
-        }
       } else {
         issue_prologue();
       }
-      if constexpr (kLateQ) {
-        if (!(q_first && early)) stage_q_f16();
-      }
+      if constexpr (kLateQ) stage_q_f16();
       bool ok = real_cu0 == spec_cu0 && real_cu1 == spec_cu1 && real_lk == spec_lk;
 #pragma unroll
       for (int s = 0; s < kStages; ++s)
@@ -1270,7 +1249,6 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
         derive();
         off_diag = w.lk - w.qlen;
         ids_early = false;
-        n_late = 0;
         stage_q_early();  // the direct-K tiles' plain stores too: the copies above have landed
         issue_prologue();
         if constexpr (kLateQ) stage_q_f16();
@@ -1286,7 +1264,7 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
   // Early K/V: Q and the ring's first ids ride in the group after the prologue's tiles; the
   // loop's waits count only the groups it commits, so wait for all of them here.
   if (early) {
-    cp_async_wait_n(n_late);
+    cp_async_wait<0>();
     __syncthreads();
   }
   stamp<kStamp>(p, 3);
@@ -2011,11 +1989,10 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
   }
 }
 
-template <typename T, typename Cfg, bool kLean = false, bool kStamp = false, bool kEarly = false,
-          int kEarlyTiles = 0>
+template <typename T, typename Cfg, bool kLean = false, bool kStamp = false, bool kEarly = false>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     paged_attention_kernel(const __grid_constant__ PagedParams p) {
-  paged_attention_body<T, Cfg, kLean, kStamp, kEarly, kEarlyTiles>(p);
+  paged_attention_body<T, Cfg, kLean, kStamp, kEarly>(p);
 }
 /// The same kernel at most kMaxRegs registers per thread (__maxnreg__ instead of the launch
 /// bounds, which can only cap at 65536 / (threads x CTAs)): FP8 hcvt at head dim 256 with early
@@ -2025,7 +2002,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 template <typename T, typename Cfg, bool kLean, bool kStamp, bool kEarly, int kMaxRegs>
 __global__ void __maxnreg__(kMaxRegs)
     paged_attention_kernel_cap(const __grid_constant__ PagedParams p) {
-  paged_attention_body<T, Cfg, kLean, kStamp, kEarly, 0>(p);
+  paged_attention_body<T, Cfg, kLean, kStamp, kEarly>(p);
 }
 
 // ---------------------------------------------------------------- merge ----------------------

@@ -6,11 +6,10 @@
 
 namespace b12x::attention::detail {
 
-template <typename T, typename Cfg, bool kLean, bool kStamp = false, bool kEarly = false,
-          int kEarlyTiles = 0>
+template <typename T, typename Cfg, bool kLean, bool kStamp = false, bool kEarly = false>
 void launch_main(const PagedParams& p, dim3 grid, cudaStream_t s, bool pdl) {
-  launch_kernel(paged_attention_kernel<T, Cfg, kLean, kStamp, kEarly, kEarlyTiles>, grid,
-                Cfg::kThreads, Cfg::kSmemBytes, s, pdl, p);
+  launch_kernel(paged_attention_kernel<T, Cfg, kLean, kStamp, kEarly>, grid, Cfg::kThreads,
+                Cfg::kSmemBytes, s, pdl, p);
 }
 template <typename T, typename Cfg, int kMaxRegs>
 void launch_main_cap(const PagedParams& p, dim3 grid, cudaStream_t s, bool pdl) {
@@ -59,12 +58,6 @@ KernelInfo make_info(const char* name) {
       k.func_early =
           reinterpret_cast<const void*>(&paged_attention_kernel<T, Cfg, true, false, true>);
       k.launch_early = &launch_main<T, Cfg, true, false, true>;
-      // 16-bit tiles: the early instance with one tile before the wait (PagedPlan::early_one)
-      if constexpr (!kFp8 && Cfg::kStages > 2) {
-        k.func_early_one =
-            reinterpret_cast<const void*>(&paged_attention_kernel<T, Cfg, true, false, true, 1>);
-        k.launch_early_one = &launch_main<T, Cfg, true, false, true, 1>;
-      }
       // FP8 hcvt at head dim 256: the early instance at 208 registers (PagedPlan::early_cap)
       if constexpr (kFp8 && kDqk == 256 && kKind == 8) {
         k.func_early_cap = reinterpret_cast<const void*>(
