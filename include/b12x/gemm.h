@@ -302,14 +302,10 @@ struct Plan {
   bool stream16_qx = false;
   /// Its 16-row tiles per CTA (8 x stream16_tw).
   int stream16_tiles = 0;
-  /// NVFP4 / MXFP4 block kernel with its K range staged once (session 17 probe,
-  /// B12X_GEMM_STREAM16_ONCE=1, =8: a ring of 8 vectors per warp; tw 2, stream16_vp <= 16): its
-  /// weight ring depth (4 / 8), 0 the chunked kernel.
-  int stream16_once = 0;
-  /// With stream16_once and a split of 2..8: the split's CTAs as one thread-block cluster summing
-  /// in distributed shared memory, no partials or reduce kernel (session 17 probe,
-  /// B12X_GEMM_STREAM16_CLUSTER=1).
-  bool stream16_cluster = false;
+  /// NVFP4 / MXFP4 block kernel with its K range staged once (session 17, default at 2 tiles
+  /// per warp on BF16 activations where stream16_vp <= 16; B12X_GEMM_STREAM16_ONCE=0 keeps the
+  /// chunked kernel).
+  bool stream16_once = false;
   /// FP8 weights (per-tensor, block FP8, MXFP8) on the block kernel (session 14,
   /// lin::launch_linear_stream16_f8; the stream16_* fields above describe its grid): its
   /// weight ring depth per warp (0: not the FP8 kernel). Its MMA kind is decode_fp8_mma.

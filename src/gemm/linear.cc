@@ -476,11 +476,7 @@ std::string stream16_describe(const Plan& p) {
   if (p.stream16_tw == 0) return std::string();
   return " stream16=" + std::to_string(p.stream16_tw) + "x" + std::to_string(p.stream16_split) +
          "/" + std::to_string(p.stream16_vp) + (p.stream16_qx ? " qx" : "") +
-         (p.stream16_once == 8   ? " once d8"
-          : p.stream16_once == 0 ? ""
-          : p.stream16_occ == 3  ? " once o3"
-                                 : " once") +
-         (p.stream16_cluster ? " cl" : "") +
+         (p.stream16_once ? " once" : "") +
          (p.stream16_depth > 0 ? " f8d" + std::to_string(p.stream16_depth) : "") +
          (p.stream16_depth > 0 && p.stream16_occ == 3 ? " o3" : "") +
          (p.stream16_depth > 0 && p.stream16_var != 0 ? " v" + std::to_string(p.stream16_var) : "");
@@ -1423,18 +1419,20 @@ Plan plan(const Caps& caps) {
     if (want && !fp16 && stream_bf16_act && split_env == nullptr && M >= kS16MinM &&
         lin::stream16_available(wf, fp16, tw)) {
       const int64_t sms = std::max(dev.sm_count, 1);
-      // Probe (session 17): the K range staged once (B12X_GEMM_STREAM16_ONCE=1; =8 a ring of 8
-      // vectors per warp; =3 the 3-CTA register cap on the 2-CTA grid, leaving a slot per SM for
-      // the next call's CTAs after the early trigger, B12X_GEMM_STREAM_TRIG bit 4; round 64: the
-      // 3-CTA cap on a grid for 3 CTAs per SM was 11-17 % slower at 14336x4096 / 4096x14336), where
-      // its shared memory (vp-dependent) keeps the CTAs per SM the split was chosen for; else the
-      // chunked kernel.
-      int var = 0;
-      if (const char* e = std::getenv("B12X_GEMM_STREAM16_ONCE");
-          e != nullptr && (e[0] == '1' || e[0] == '3' || e[0] == '8') && tw == 2 && !qx)
-        var = lin::kS16VarOnce | (e[0] == '8'   ? lin::kS16VarDeep
-                                  : e[0] == '3' ? lin::kS16VarOcc3
-                                                : 0);
+      // Session 17 (default): the K range staged once (linear_stream16_once_kernel) at 2 tiles
+      // per warp on BF16 activations where the split's vp <= lin::kS16OnceMaxVp and its shared
+      // memory (vp-dependent) keeps the chunked kernel's CTAs per SM, the split chosen as for the
+      // chunked kernel; B12X_GEMM_STREAM16_ONCE=0 keeps the chunked kernel. Round 65 (H200, NVFP4
+      // W4A16, us over 4096x4096 / 14336x4096 / 4096x14336 / 6144x4096 / 2048x7168): M = 16
+      // chunked 8.33 / 17.40 / 17.38 / 10.90 / 8.64 (again 8.37 / 18.02 / 17.33 / 11.13 / 8.75)
+      // -> once 7.70 / 16.33 / 16.56 / 10.37 / 8.30. Dropped probes (removed): its split summed
+      // in a thread-block cluster through DSMEM (no partials / reduce kernel; 9.16 / 16.60 /
+      // - / 9.77 / -: 4096x4096 +19 %, 6144x4096 -6 %), a ring of 8 vectors per warp (9.56 /
+      // 16.99 / 16.83 / 10.41 / 8.49 with the cluster), the 3-CTA register cap (round 64 on a
+      // grid for 3 CTAs per SM 8.12 / 19.47 / 19.74 / 11.45 / 8.58; round 65 on the 2-CTA grid
+      // with the early trigger and the cluster 9.02 / 18.54 / 17.36 / 11.81 / 8.56).
+      const char* eonce = std::getenv("B12X_GEMM_STREAM16_ONCE");
+      int var = tw == 2 && !qx && !(eonce != nullptr && eonce[0] == '0') ? lin::kS16VarOnce : 0;
       const int fit_chunked = lin::prepare_linear_stream16(caps.device, wf, tw, qx);
       const int64_t gx = (geo.n16 + 8 * tw - 1) / (8 * tw);
       // The split for `fit` CTAs per SM: the largest whose grid is one wave with >= kS16MinVp
@@ -1460,23 +1458,19 @@ Plan plan(const Caps& caps) {
         return per_sm;
       };
       int split = 0, split_vp = 0;
-      if (var != 0) {
-        const int per_sm = choose(2, split, split_vp);
-        if (split == 0 || split_vp > lin::kS16OnceMaxVp ||
-            lin::prepare_linear_stream16(caps.device, wf, tw, qx, var, split_vp) < per_sm)
+      if (fit_chunked > 0) {
+        const int per_sm = choose(fit_chunked, split, split_vp);
+        if (var != 0 &&
+            (split == 0 || split_vp > lin::kS16OnceMaxVp ||
+             lin::prepare_linear_stream16(caps.device, wf, tw, qx, var, split_vp) < per_sm))
           var = 0;
       }
-      if (var == 0 && fit_chunked > 0) choose(fit_chunked, split, split_vp);
       if (split > 0) {
         p.stream16_tw = tw;
         p.stream16_split = split;
         p.stream16_vp = split_vp;
         p.stream16_qx = qx;
-        p.stream16_once = var == 0 ? 0 : (var & lin::kS16VarDeep) ? 8 : 4;
-        if (var != 0) p.stream16_occ = (var & lin::kS16VarOcc3) ? 3 : 2;
-        if (const char* e = std::getenv("B12X_GEMM_STREAM16_CLUSTER");
-            e != nullptr && e[0] == '1' && var != 0 && split >= 2 && split <= 8)
-          p.stream16_cluster = true;
+        p.stream16_once = var != 0;
         p.stream16_smem = lin::stream16_smem_bytes(tw, qx, var, split_vp);
         p.stream16_tiles = 8 * tw;
       }
@@ -1759,14 +1753,8 @@ Plan plan(const Caps& caps) {
       sig << " stream_r4=" << p.stream_rows_parts << (p.stream_rows_shfl ? "s" : "")
           << (p.stream_rows_split > 1 ? "+reduce" : "");
     if (p.stream16_tw > 0)
-      sig << " stream16=" << p.stream16_tw
-          << (p.stream16_split > 1 && !p.stream16_cluster ? "+reduce" : "")
-          << (p.stream16_qx ? " qx" : "")
-          << (p.stream16_once == 8   ? " once d8"
-              : p.stream16_once == 0 ? ""
-              : p.stream16_occ == 3  ? " once o3"
-                                     : " once")
-          << (p.stream16_cluster ? " cl" : "")
+      sig << " stream16=" << p.stream16_tw << (p.stream16_split > 1 ? "+reduce" : "")
+          << (p.stream16_qx ? " qx" : "") << (p.stream16_once ? " once" : "")
           << (p.stream16_depth > 0 ? " f8d" + std::to_string(p.stream16_depth) : std::string())
           << (p.stream16_depth > 0 && p.stream16_occ == 3 ? " o3" : "")
           << (p.stream16_depth > 0 && p.stream16_var != 0 ? " v" + std::to_string(p.stream16_var)
@@ -2215,19 +2203,12 @@ void run(const Binding& b, Stream stream) {
       (p.act_kind == lin::kActRaw16 || (plan.stream16_qx && p.act_kind == lin::kActNvfp4)) &&
       p.xs_kind == lin::kXsNone) {
     p.split = plan.stream16_split;
-    p.partial = p.split > 1 && !plan.stream16_cluster
-                    ? reinterpret_cast<float*>(b.scratch + plan.off_partial)
-                    : nullptr;
-    p.cluster_split = plan.stream16_cluster ? p.split : 1;
+    p.partial = p.split > 1 ? reinterpret_cast<float*>(b.scratch + plan.off_partial) : nullptr;
     p.stream_vp = plan.stream16_vp;
     p.stream_tiles = plan.stream16_tiles;
     p.stream_trig = (plan.stream_trig & 4) ? 1 : 0;
-    lin::launch_linear_stream16(
-        im.wfmt, plan.stream16_tw, plan.stream16_smem, p, stream,
-        plan.stream16_once ? lin::kS16VarOnce | (plan.stream16_once == 8 ? lin::kS16VarDeep : 0) |
-                                 (plan.stream16_occ == 3 ? lin::kS16VarOcc3 : 0) |
-                                 (plan.stream16_cluster ? lin::kS16VarCluster : 0)
-                           : 0);
+    lin::launch_linear_stream16(im.wfmt, plan.stream16_tw, plan.stream16_smem, p, stream,
+                                plan.stream16_once ? lin::kS16VarOnce : 0);
     if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);
     return;
   }

@@ -74,7 +74,6 @@ struct StreamLaunch {
   int rows = 0, split = 0;
   bool mx_free = false;  // MXFP4 fold-free splat instance (p.mx_free)
   bool once = false;     // block kernel with the K range staged once (kS16VarOnce)
-  bool cluster = false;  // its split summed in a cluster (kS16VarCluster)
 };
 StreamLaunch last_stream_launch();
 /// 64-K vectors per K part: the tile's kvec vectors over split CTAs x parts warps, rounded up to
@@ -96,16 +95,10 @@ void launch_linear_stream(WFmt f, int parts, int occ, int ctas, int64_t smem, co
 /// (ceil(n16 / p.stream_tiles), p.split); p.split > 1 writes fp32 partials to p.partial for
 /// launch_linear_reduce. Dynamic shared memory stream16_smem_bytes(tw, qx) (three staging slots;
 /// the plan carries it).
-/// var (Plan::stream16_once): kS16VarOnce the CTA's K range staged once (session 17 probe,
+/// var (Plan::stream16_once): kS16VarOnce the CTA's K range staged once (session 17 default,
 /// linear_stream16_once_kernel: tw 2, BF16 activations, p.stream_vp <= 16; its shared memory
 /// depends on vp).
 inline constexpr int kS16VarOnce = 1;
-inline constexpr int kS16VarDeep = 2;  ///< with kS16VarOnce: a ring of 8 vectors per warp
-/// With kS16VarOnce (ring of 4): registers capped for 3 CTAs per SM on the 2-CTA grid.
-inline constexpr int kS16VarOcc3 = 8;
-/// With kS16VarOnce and 2 <= split <= 8: the split's CTAs as one cluster summing in DSMEM
-/// (p.cluster_split = split, no partials, no reduce kernel).
-inline constexpr int kS16VarCluster = 4;
 inline constexpr int kS16OnceMaxVp = 16;
 bool stream16_available(WFmt f, bool fp16, int tw);
 int64_t stream16_smem_bytes(int tw, bool qx = false, int var = 0, int vp = 0);

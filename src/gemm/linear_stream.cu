@@ -100,31 +100,22 @@ S16Fn pick_stream16_fmt(int tw, int nt) {
   }
 }
 
-/// The K range staged once (var & kS16VarOnce; 2 tiles per warp, BF16 activations; var &
-/// kS16VarDeep a ring of 8 vectors per warp; kS16VarOcc3 its 3-CTA register cap). (Round 64: W4A4's
-/// activations converted while staging once lost to the chunked kernel's conversion and to the
-/// pre-pass, NVFP4 M = 16 9.77 / 21.62 / 22.15 / 13.30 / 10.36 us against the default's 9.07
-/// / 19.32 / 19.47 / 12.96 / 9.64: removed.)
-template <int kDepth, int kOcc = 2>
+/// The K range staged once (var & kS16VarOnce; 2 tiles per warp, BF16 activations). Round 64:
+/// W4A4's activations converted while staging once lost to the chunked kernel's conversion and to
+/// the pre-pass (NVFP4 M = 16, us over the five shapes, 9.77 / 21.62 / 22.15 / 13.30 / 10.36
+/// against the default's 9.07 / 19.32 / 19.47 / 12.96 / 9.64): removed.
 S16Fn pick_stream16_once(int nt, bool mx, bool mx_free) {
   if (mx && mx_free)
-    return nt == 1 ? &linear_stream16_once_kernel<2, 1, true, true, kDepth, kOcc>
-                   : &linear_stream16_once_kernel<2, 2, true, true, kDepth, kOcc>;
+    return nt == 1 ? &linear_stream16_once_kernel<2, 1, true, true>
+                   : &linear_stream16_once_kernel<2, 2, true, true>;
   if (mx)
-    return nt == 1 ? &linear_stream16_once_kernel<2, 1, true, false, kDepth, kOcc>
-                   : &linear_stream16_once_kernel<2, 2, true, false, kDepth, kOcc>;
-  return nt == 1 ? &linear_stream16_once_kernel<2, 1, false, false, kDepth, kOcc>
-                 : &linear_stream16_once_kernel<2, 2, false, false, kDepth, kOcc>;
+    return nt == 1 ? &linear_stream16_once_kernel<2, 1, true>
+                   : &linear_stream16_once_kernel<2, 2, true>;
+  return nt == 1 ? &linear_stream16_once_kernel<2, 1> : &linear_stream16_once_kernel<2, 2>;
 }
 
 S16Fn pick_stream16(int tw, int nt, bool mx, bool qx, bool mx_free = false, int var = 0) {
-  if (var & kS16VarOnce) {
-    if (tw != 2 || qx) return nullptr;
-    if (var & kS16VarDeep)
-      return (var & kS16VarOcc3) ? nullptr : pick_stream16_once<8>(nt, mx, mx_free);
-    return (var & kS16VarOcc3) ? pick_stream16_once<4, 3>(nt, mx, mx_free)
-                               : pick_stream16_once<4>(nt, mx, mx_free);
-  }
+  if (var & kS16VarOnce) return tw != 2 || qx ? nullptr : pick_stream16_once(nt, mx, mx_free);
   if (qx) return mx ? nullptr : pick_stream16_fmt<false, true>(tw, nt);
   if (mx && mx_free) return pick_stream16_fmt<true, false, true>(tw, nt);
   return mx ? pick_stream16_fmt<true, false>(tw, nt) : pick_stream16_fmt<false, false>(tw, nt);
@@ -175,13 +166,9 @@ void launch_linear_stream16(WFmt f, int tw, int64_t smem, const LinearParams& p,
                   (!(var & kS16VarOnce) || p.stream_vp <= kS16OnceMaxVp),
               "M <= 16 block kernel: format ", static_cast<int>(f), " tw=", tw, " qx=", qx,
               " var=", var, " vp=", p.stream_vp, " smem=", smem);
-  const bool cluster = (var & kS16VarCluster) != 0;
   B12X_ASSERT(p.M >= 1 && p.M <= 16 && (p.act_kind == kActRaw16 || qx) && p.xs_kind == kXsNone &&
                   p.stream_vp > 0 && p.stream_vp % kS16ChunkV == 0 &&
-                  int64_t{p.stream_vp} * split >= p.kvec &&
-                  (cluster ? (var & kS16VarOnce) && split >= 2 && split <= 8 &&
-                                 p.cluster_split == split && p.partial == nullptr
-                           : (split == 1 || p.partial != nullptr) && p.cluster_split <= 1),
+                  int64_t{p.stream_vp} * split >= p.kvec && (split == 1 || p.partial != nullptr),
               "M <= 16 block kernel: M=", p.M, " act=", p.act_kind, " vp=", p.stream_vp,
               " split=", split);
   if (smem > 48 * 1024)
@@ -197,12 +184,10 @@ void launch_linear_stream16(WFmt f, int tw, int64_t smem, const LinearParams& p,
                         16 * tw,
                         split,
                         k != nullptr && f == WFmt::kMxfp4 && p.mx_free != 0,
-                        (var & kS16VarOnce) != 0,
-                        cluster};
+                        (var & kS16VarOnce) != 0};
   B12X_CUDA_CHECK(b12x::detail::launch_ex(
       k, dim3(static_cast<unsigned>(gx), static_cast<unsigned>(split)), dim3(kStreamWarps * 32),
-      static_cast<size_t>(smem), stream, p.pdl != 0,
-      dim3(1, cluster ? static_cast<unsigned>(split) : 1u, 1), p));
+      static_cast<size_t>(smem), stream, p.pdl != 0, dim3(1, 1, 1), p));
   B12X_CUDA_CHECK_LAUNCH();
 }
 

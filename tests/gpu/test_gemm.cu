@@ -1835,7 +1835,8 @@ TEST(GemmGpu, DecodeStream16) {
   // the reduce kernel (K = 1280: 24 vectors, chunks of 4; K = 1312 / 4832: the last vector half
   // past K); partial CTAs (N = 72, 200: tiles past n16 not loaded), bias, FP16 outputs, capacity
   // above M, replayed graphs. lin::last_stream_launch() says which kernel ran (rows = 16 x tw).
-  ScopedEnv e16("B12X_GEMM_STREAM16", "1");
+  // The chunked kernel (B12X_GEMM_STREAM16_ONCE=0; DecodeStream16Once tests the staged-once one).
+  ScopedEnv e16("B12X_GEMM_STREAM16", "1"), eo0("B12X_GEMM_STREAM16_ONCE", "0");
   int i = 0;
   {
     ScopedEnv eq0("B12X_GEMM_STREAM16_QX", "0");  // W4A4 through the pre-pass here
@@ -1940,20 +1941,21 @@ TEST(GemmGpu, DecodeStream16) {
 
 TEST(GemmGpu, DecodeStream16Once) {
   B12X_REQUIRE_GPU();
-  // Session 17: the block kernel with its K range staged once (B12X_GEMM_STREAM16_ONCE=1, vp <=
-  // 16): NVFP4 W4A16 / W4A4 (pre-pass) and MXFP4 W4A16 / W4A4; M = 5, 8, 9, 16; K = 992 (split 1,
-  // 16 vectors, the last half past K), 2848 (split 3: the last range 13 of its 16 vectors, zero
-  // splats past kvec), 3040; partial CTAs (N = 72, 200), bias, FP16 outputs, capacity above M,
-  // replayed graphs; the 8-vector ring (=8) and the 3-CTA register cap (=3) on a third each.
+  // Session 17: the block kernel with its K range staged once (the default at 2 tiles per warp on
+  // BF16 activations where vp <= 16): NVFP4 W4A16 / W4A4 (pre-pass) and MXFP4 W4A16 / W4A4; M =
+  // 5, 8, 9, 16; K = 992 (split 1, 16 vectors, the last half past K), 2848 (split 3: the last
+  // range 13 of its 16 vectors, zero splats past kvec), 3040; partial CTAs (N = 72, 200), bias,
+  // FP16 outputs, capacity above M, replayed graphs; the early trigger on every other case.
+  // B12X_GEMM_STREAM16_ONCE=0 and vp > 16 keep the chunked kernel.
   ScopedEnv e16("B12X_GEMM_STREAM16", "1");
+  ScopedEnv eq0("B12X_GEMM_STREAM16_QX", "0");  // W4A4 through the pre-pass
   int i = 0;
   for (const LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kNvfp4,
                                LinearFormat::kMxfp4W4A16, LinearFormat::kMxfp4})
     for (int64_t M : {5, 8, 9, 16}) {
-      ScopedEnv eo("B12X_GEMM_STREAM16_ONCE", (i % 3) == 2 ? "3" : (i % 3) ? "8" : "1");
-      ScopedEnv eq0("B12X_GEMM_STREAM16_QX", "0");  // W4A4 through the pre-pass here
       const int64_t K = (i % 3) == 0 ? 992 : (i % 3) == 1 ? 2848 : 3040;
       ScopedEnv es("B12X_GEMM_STREAM16_SPLIT", K == 992 ? "1" : "3");
+      ScopedEnv etr("B12X_GEMM_STREAM_TRIG", (i % 2) ? "7" : "3");
       Case c{f,
              M,
              (i % 2) ? 72 : 200,
@@ -1967,39 +1969,18 @@ TEST(GemmGpu, DecodeStream16Once) {
       run_case(c, /*graph_replay=*/(i % 3) == 0);
       const gemm::lin::StreamLaunch l = gemm::lin::last_stream_launch();
       EXPECT_GT(l.serial, before) << "M " << M << " K " << K;
-      EXPECT_TRUE(l.once) << "M " << M << " K " << K << " variant " << (i - 1) % 3;
+      EXPECT_TRUE(l.once) << "M " << M << " K " << K;
       EXPECT_EQ(l.split, K == 992 ? 1 : 3);
     }
-  // The split summed in a cluster (B12X_GEMM_STREAM16_CLUSTER=1, splits 2..8: no partials, no
-  // reduce kernel): splits 2 / 3 / 8 (K = 1984 / 2848 / 4096: vp 16 / 16 / 8), M = 5 / 16, K
-  // tails, bias, FP16 outputs, graphs.
-  {
-    ScopedEnv ecl("B12X_GEMM_STREAM16_CLUSTER", "1");
-    int k = 0;
-    for (const char* sp : {"2", "3", "8"})
-      for (int64_t M : {5, 16}) {
-        ScopedEnv eo("B12X_GEMM_STREAM16_ONCE", (k % 3) == 2 ? "3" : (k % 2) ? "8" : "1");
-        ScopedEnv etr("B12X_GEMM_STREAM_TRIG", (k % 2) ? "7" : "3");  // the early trigger too
-        ScopedEnv es("B12X_GEMM_STREAM16_SPLIT", sp);
-        const LinearFormat f = (k % 3) == 2 ? LinearFormat::kMxfp4W4A16 : LinearFormat::kNvfp4W4A16;
-        Case c{f,
-               M,
-               (k % 2) ? 72 : 200,
-               sp[0] == '8'   ? 4096
-               : sp[0] == '3' ? 2848
-                              : 1984,
-               DType::kBF16,
-               (k % 4) == 1 ? DType::kFP16 : DType::kBF16,
-               (k % 2) == 0};
-        c.max_tokens = (k % 3) == 1 ? 16 : M;
-        ++k;
-        const int64_t before = gemm::lin::last_stream_launch().serial;
-        run_case(c, /*graph_replay=*/(k % 2) == 0);
-        const gemm::lin::StreamLaunch l = gemm::lin::last_stream_launch();
-        EXPECT_GT(l.serial, before) << "cluster split " << sp << " M " << M;
-        EXPECT_TRUE(l.once && l.cluster) << "cluster split " << sp << " M " << M;
-        EXPECT_EQ(l.split, std::atoi(sp));
-      }
+  // Not taken: B12X_GEMM_STREAM16_ONCE=0; vp > 16 (K = 2048 unsplit: 32 vectors).
+  for (const bool off : {true, false}) {
+    ScopedEnv eo("B12X_GEMM_STREAM16_ONCE", off ? "0" : "1");
+    ScopedEnv es("B12X_GEMM_STREAM16_SPLIT", "1");
+    const int64_t before = gemm::lin::last_stream_launch().serial;
+    run_case(
+        {LinearFormat::kNvfp4W4A16, 16, 200, off ? 992 : 2048, DType::kBF16, DType::kBF16, false});
+    EXPECT_GT(gemm::lin::last_stream_launch().serial, before);
+    EXPECT_FALSE(gemm::lin::last_stream_launch().once) << (off ? "ONCE=0" : "vp 32");
   }
 }
 
@@ -2377,6 +2358,8 @@ TEST(GemmGpu, DecodeStream16Default) {
     }
     EXPECT_EQ(pl.stream16_split, 8);  // 4 CTAs of 256 rows x 8 splits of 8 vectors
     EXPECT_EQ(pl.stream16_vp, 8);
+    // The K range staged once (session 17) except where the kernel converts NVFP4 activations.
+    EXPECT_EQ(pl.stream16_once, f != LinearFormat::kNvfp4);
     {
       ScopedEnv e0("B12X_GEMM_STREAM16", "0");
       EXPECT_EQ(gemm::plan(caps).stream16_tw, 0);

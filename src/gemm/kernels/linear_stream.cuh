@@ -35,7 +35,6 @@
 // them by shuffles, instead of each of the 4 lanes building the same 4.
 #pragma once
 
-#include <cooperative_groups.h>
 #include <cuda_bf16.h>
 
 #include "formats/swizzle.h"
@@ -859,15 +858,18 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
 }
 
 // ---------------------------------------------------------------------------------------------
-// The block kernel with its K range staged once (session 17 probe, Plan::stream16_once,
-// B12X_GEMM_STREAM16_ONCE=1): Nsight Compute (session 14) and the SASS put the chunked kernel
-// above at ~120 issued instructions per 512-byte vector and tile against ~64 for the vector's own
-// work (decode, splats, 8 MMAs, its loads): the per-chunk staging, splat conversion, barrier and
-// slot arithmetic, and a prologue amortized over 4 chunks. Here each CTA stages its 16 token rows
-// x vp vectors once (vp <= kS16OnceMaxVp: 33 KB at 16) and each warp converts its own tiles'
-// scale bytes into splat pairs once ([tile][vector][g][step], loaded straight from global), so
-// the loop over the K range has no CTA barrier, no staging and no slot rotation (vp <= 16:
-// lin::kS16OnceMaxVp, linear_launch.h).
+// The block kernel with its K range staged once (session 17, default where vp <= 16,
+// Plan::stream16_once; B12X_GEMM_STREAM16_ONCE=0 keeps the chunked kernel above): Nsight Compute
+// and the SASS put the chunked kernel at ~120 issued instructions per 512-byte vector and tile
+// against ~64 for the vector's own work (decode, splats, 8 MMAs, its loads): the per-chunk
+// staging, splat conversion, barrier and slot arithmetic, and a prologue amortized over 4 chunks
+// (round 64, 14336x4096 M = 16: 26 % of the stall samples in the prologue's first DRAM round
+// trip, 17 % in the per-chunk work, 50 % in the MMA loop). Here each CTA stages its 16 token rows
+// x vp vectors once (vp <= 16, lin::kS16OnceMaxVp: 33 KB) and each warp converts its own tiles'
+// scale bytes into splat pairs once ([tile][vector][g][step]; the bytes requested with the
+// weight ring, before griddep_wait), so the loop over the K range (~73 SASS per vector and tile)
+// has no CTA barrier, no staging and no slot rotation. Round 65, NVFP4 W4A16 M = 16: 5-8 % under
+// the chunked kernel on the five shapes.
 /// Token row pitch: vp x 64 BF16 + 16 bytes (a multiple of 128 plus 16: conflict-free ldmatrix).
 __host__ __device__ constexpr int s16_once_pitch(int vp) {
   return vp * 128 + 16;
@@ -877,17 +879,14 @@ __host__ __device__ constexpr int s16_once_smem(int tw, int vp) {
   return 16 * s16_once_pitch(vp) + kStreamWarps * tw * vp * 128;
 }
 
-/// kDepth: the weight ring's vectors per warp (4; 8 probe kS16VarDeep: 4 vectors of each tile
-/// ahead instead of 2). kOcc: CTAs per SM the registers are capped for (3, probe kS16VarOcc3: on
-/// the 2-CTA grid, so the next call's CTAs can take the third slots after the early trigger).
-template <int kTw, int kNt, bool kMx = false, bool kMxFree = false, int kDepth = kStreamDepth,
-          int kOcc = 2>
-__global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
+template <int kTw, int kNt, bool kMx = false, bool kMxFree = false>
+__global__ void __launch_bounds__(kStreamWarps * 32, 2)
     linear_stream16_once_kernel(const LinearParams p) {
   static_assert(!kMxFree || kMx, "fold-free splats: MXFP4 only");
   static_assert(kTw == 1 || kTw == 2, "tiles per warp");
   static_assert(kNt == 1 || kNt == 2, "n8 token tiles");
 
+  constexpr int kDepth = kStreamDepth;
   static_assert(kDepth % kTw == 0 && (kS16ChunkV * kTw) % kDepth == 0, "ring order");
   constexpr int kAhead = kDepth / kTw;  // vectors of a tile in flight beyond the current one
   extern __shared__ __align__(16) uint8_t dsm[];
@@ -1025,39 +1024,6 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
 
   float mult = p.out_mult;
   if (p.alpha != nullptr) mult *= *p.alpha;
-  if (p.cluster_split > 1) {
-    // The K split's CTAs of this row block are one cluster along y (probe kS16VarCluster): their
-    // fp32 sums meet in distributed shared memory (this CTA's staging, free after the loop;
-    // [value][thread], 16 KB <= 4096 vp + 256 bytes), and rank r adds up and stores the values
-    // e = r * 256 + i * split * 256 + thread: no partials in global memory, no reduce kernel.
-    // The ranks are summed in order, as the reduce kernel sums the partial slots.
-    constexpr int kV = kTw * kNt * 4;  // values per thread
-    __syncthreads();                   // every warp's last ldmatrix of the staging is done
-    float* const red = reinterpret_cast<float*>(dsm);
-#pragma unroll
-    for (int j = 0; j < kTw; ++j)
-#pragma unroll
-      for (int n = 0; n < kNt; ++n)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) red[((j * kNt + n) * 4 + i) * 256 + threadIdx.x] = acc[j][n][i];
-    cooperative_groups::cluster_group cl = cooperative_groups::this_cluster();
-    cl.sync();
-    const unsigned rank = cl.block_rank(), nb = cl.num_blocks();
-    for (unsigned e = rank * 256 + threadIdx.x; e < kV * 256u; e += nb * 256) {
-      float sum = 0.f;
-      for (unsigned r = 0; r < nb; ++r) sum += cl.map_shared_rank(red, r)[e];
-      const int v = static_cast<int>(e / 256), th = static_cast<int>(e % 256);
-      const int j = v / (kNt * 4), n = (v / 4) % kNt, i = v % 4;
-      const int w = th >> 5, gg = (th & 31) >> 2, tt = th & 3;
-      const int64_t tile = static_cast<int64_t>(blockIdx.x) * cr.tpc + w * kTw + j;
-      const int64_t tok = 8 * n + 2 * tt + (i & 1), row = tile * 16 + gg + 8 * (i >> 1);
-      if (w * kTw + j < cr.tpc && tile < p.n16 && tok < p.M && row < p.N)
-        store_out_elem(p, tok, row, sum, mult);
-    }
-    cl.sync();  // remote shared memory stays alive until every rank has read it
-    griddep_launch_dependents();
-    return;
-  }
 #pragma unroll
   for (int j = 0; j < kTw; ++j) {
     const int64_t tile = cr.tile0 + j;
