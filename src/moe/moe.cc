@@ -645,7 +645,6 @@ DecodeKnobs read_decode_knobs(bool stream, int aquant) {
   knob(k.fc2_bal, "B12X_MOE_FC2_BAL", {0, 1}, "0, 1", not_stream);
   knob(k.fc2_kil, "B12X_MOE_FC2_KIL", {0, 1}, "0, 1", not_stream);
   knob(k.fc2_rows, "B12X_MOE_FC2_ROWS", {16, 32}, "16, 32", not_stream);
-  knob(k.fc2_sk, "B12X_MOE_FC2_SK", {0, 1, 2}, "0, 1, 2", not_stream);
   knob(k.dec_mul, "B12X_MOE_DEC_MUL", {0, 1}, "0, 1", not_stream);
   return k;
 }
@@ -1026,20 +1025,6 @@ void run(const Binding& b, Stream stream) {
         detail::decode_fc2_stages32(p.knobs, S.L.fc2.rows_pad / 32, d.fc2_split, d.sm_count,
                                     p.sm_count > 0 ? p.fc2_rows32_ctas2 : 0);
     d.partial = route_out;  // sized for the plan's split x max_tokens (>= this call's)
-    // Stream-K FC2 (probe): where the 32-row blocks x split fill less than one wave, G = one
-    // wave's CTAs (<= 2 per row block, so a row block has <= 3 pieces: the partials hold 4 from 9
-    // routes); fc2_sk = 2 (tests) wherever the 32-row FC2 runs with partials.
-    if (p.knobs.fc2_sk >= 1 && d.fc2_rows == 32 && d.fc2_stages32 == 3 &&
-        !detail::decode_fc2_kil(p.knobs, M, nk2) && route_out != nullptr &&
-        detail::decode_fc2_split_bound(R, p.knobs.fc2_split) >= 3) {
-      const int rbv = static_cast<int>((H + 31) / 32);
-      const int wave = 2 * d.sm_count;
-      const int g = std::min(wave, 2 * rbv);
-      if (g > rbv * d.fc2_split || p.knobs.fc2_sk == 2) {  // 1: DeepSeek-TP4 only
-        d.fc2_sk = g;
-        d.fc2_split = 1;
-      }
-    }
     d.counters = num_tiles + 4;
     if (p.off_fc1_bal >= 0) {
       const int64_t R0 = p.max_routes;  // the plan's capacity sized the counters

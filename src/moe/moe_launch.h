@@ -157,9 +157,6 @@ struct DecodeArgs {
   int fc2_kil = 0;    // warps take chunks warp, warp + kW, ... of the CTA's range (decode_fc2_kil)
   int fc2_rows = 16;  // output rows per FC2 CTA (decode_fc2_rows: 16, or 32 up to 8 tokens)
   int fc2_stages32 = 3;  // ring stages of the 32-row FC2 CTA (decode_fc2_stages32: 3 or 2)
-  // Stream-K FC2 (probe, DecodeKnobs::fc2_sk): the grid's CTAs (this many, fc2_split 1) take
-  // equal ranges of (row block, chunk) over all row blocks; 0: one row block per CTA.
-  int fc2_sk = 0;
   // Probe (DecodeKnobs::dec_mul): the multipliers of the kSkUe4m3Mul decode (arguments, so that
   // ptxas keeps the multiplies).
   uint32_t dec_k12 = 1u << 12, dec_k26 = 1u << 26;

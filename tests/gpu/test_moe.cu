@@ -891,39 +891,6 @@ TEST(MoeGpu, DecodeStreamDecMulIsBitEqual) {
   }
 }
 
-TEST(MoeGpu, DecodeStreamFc2StreamK) {
-  B12X_REQUIRE_GPU();
-  // Probe (session 17, B12X_MOE_FC2_SK=2, forced): the 32-row FC2's CTAs take equal ranges of
-  // (row block, chunk) over all row blocks (a range ends one row block and starts the next;
-  // pieces combine through the split partials). 33 and 128 row blocks (grids of 66 and 256 CTAs
-  // on an H200), the routes of the case and then new ones (invalid ids, duplicates): each run
-  // matches the reference and is bitwise reproducible.
-  const Case cases[] = {fp4_variant_case(kNvfp4Silu, 16, 1056, 256, 4, 8, 1),
-                        fp4_variant_case(kNvfp4Silu, 16, 4096, 512, 8, 8, 1)};
-  for (const Case& c : cases) {
-    SCOPED_TRACE(c.name());
-    Problem P;
-    P.make(c);
-    ASSERT_EQ(setenv("B12X_MOE_FC2_ROWS", "32", 1), 0);
-    ASSERT_EQ(setenv("B12X_MOE_FC2_SK", "2", 1), 0);
-    GpuRun G(P);
-    unsetenv("B12X_MOE_FC2_ROWS");
-    unsetenv("B12X_MOE_FC2_SK");
-    ASSERT_TRUE(G.ok);
-    for (int r = 0; r < 2; ++r) {
-      Problem Q = P;
-      if (r == 1) {
-        Q.new_routes();
-        G.ids.upload(Q.ids);
-        G.wts.upload(Q.wts);
-      }
-      const auto a = G.run_eager(), b = G.run_eager();
-      EXPECT_EQ(std::memcmp(a.data(), b.data(), 2 * a.size()), 0) << "not reproducible";
-      check_against_reference(Q, G.as_float(a), 0.9999);
-    }
-  }
-}
-
 TEST(MoeGpu, DecodeStreamFc2RowsDefaultRule) {
   B12X_REQUIRE_GPU();
   // Nothing forced: H = 4096 (128 32-row blocks), top-k 8, M = 4 (32 routes) is where the rule

@@ -1035,7 +1035,7 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
 // kKil: the K-interleaved warp chunks of DecodeArgs::fc2_kil (8 warps x 3 stages, narrow
 // routing; a template constant, so the contiguous ranges' code is unchanged).
 template <typename OpT, bool kFold, int kSK, int kW, int kS, int kRC = detail::kMaxInlineRoutes,
-          int kR = DecodeCfg::kFc2Rows, bool kKil = false, bool kStreamK = false>
+          int kR = DecodeCfg::kFc2Rows, bool kKil = false>
 __global__ void __launch_bounds__(32 * kW, kR == 32             ? (kS == 2 ? 3 : 2)
                                            : kW == 8 && kS == 2 ? 4
                                                                 : 1)
@@ -1046,7 +1046,6 @@ __global__ void __launch_bounds__(32 * kW, kR == 32             ? (kS == 2 ? 3 :
       "FC2 rows: 16, or 32 with 8 warps, 2-3 stages and the narrow routing");
   static_assert(!kKil || (kW == 8 && kS == 3 && kRC == detail::kMaxInlineRoutes),
                 "K-interleaved FC2 warps: the 8-warp 3-stage CTA, narrow routing");
-  static_assert(!kStreamK || (kR == 32 && kS == 3 && !kKil), "stream-K FC2: 32 rows, 3 stages");
   constexpr int kM = kR / 16, kStage = C::fc2_stage(kR);
   using St = WarpStage<kR>;
   constexpr int kRing = C::fc2_ring(kW, kS, kR);
@@ -1059,10 +1058,9 @@ __global__ void __launch_bounds__(32 * kW, kR == 32             ? (kS == 2 ? 3 :
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int ntiles = route_tables<kRC, 32 * kW>(a, rs, smem);
+  const int R0 = blockIdx.x * kR;
   const detail::WeightView& W = a.w2;
-  // kStreamK: a separate instance (its piece loop costs the other instances ~20 registers).
-  const bool sk = kStreamK && a.fc2_sk != 0;
-  if (!sk && static_cast<int>(blockIdx.x) * kR >= W.rows) {
+  if (R0 >= W.rows) {
     pdl_wait();
     return;
   }
@@ -1075,228 +1073,180 @@ __global__ void __launch_bounds__(32 * kW, kR == 32             ? (kS == 2 ? 3 :
   }
   const int M = a.num_tokens;
   float* pacc = reinterpret_cast<float*>(smem + kRing) + warp * M * kR;
+  for (int i = lane; i < M * kR; i += 32) pacc[i] = 0.f;
+
   const int nk = W.K_pad / 128;
+  // Work of this warp. The CTA owns the tiles split, split + P, ... (P = fc2_split CTAs share
+  // the row block): cta_tiles x nk (tile, sub-chunk) chunks in tile-major order, of which warp w
+  // takes the contiguous range [w, w + 1) * total / kW. Every warp streams the same number of
+  // sub-chunks (+-1) whatever the tile count: whole tiles round robin left warps with one tile
+  // more than others idle (Qwen3-30B at M = 8: 17 tiles on 8 warps, 3 vs 2.1 on average), and
+  // with fewer tiles than warps (top-4 routing at M = 1) a tile spreads over several warps. A
+  // warp adds each tile's (partial K) sum into its own combine rows when its range leaves the
+  // tile; the warps' rows are summed in warp order at the end (a fixed order for given routes).
+  const int P = a.fc2_split;
+  const int split = static_cast<int>(blockIdx.y);
+  // fc2_bal: the CTA takes the chunk range [N2 split / P, N2 (split + 1) / P) of the row block's
+  // N2 = tiles x nk chunks (a tile cut between CTAs adds its partial K sums like any other);
+  // else the whole tiles split, split + P, ... (one tile more on some CTAs).
+  const bool bal = a.fc2_bal != 0 && P > 1;
   const int N2 = ntiles * nk;
-  const int H = W.rows;
-  // Stream-K (DecodeArgs::fc2_sk, probe): the grid's G CTAs take equal ranges
-  // [Wt c / G, Wt (c + 1) / G) of the Wt = (valid row blocks) x N2 chunks in row-block-major
-  // order, so every SM gets the same work where the row blocks alone would leave some SMs one
-  // CTA short (DeepSeek-TP4: 224 32-row blocks on 264 slots of 2 per SM, 92 SMs with 2 and 40
-  // with 1). A range covers the end of one row block and the start of the next (G <= 2 row
-  // blocks: a row block has <= 3 pieces); each piece is one split CTA's work (chunk range,
-  // partial slot q = its index among the row block's pieces, the row block's counter).
-  const int rbv = (H + kR - 1) / kR;
-  const int64_t Wt = static_cast<int64_t>(rbv) * N2;
-  const int64_t G = gridDim.x, cta = blockIdx.x;
-  auto sk_lo = [&](int64_t cc) { return Wt * cc / G; };
-  auto sk_cta = [&](int64_t p) {  // the CTA whose range holds chunk p < Wt
-    int64_t cc = p * G / Wt;
-    while (cc + 1 < G && sk_lo(cc + 1) <= p) ++cc;
-    while (cc > 0 && sk_lo(cc) > p) --cc;
-    return static_cast<int>(cc);
+  const int c_lo = bal ? N2 * split / P : 0;
+  const int cta_tiles = split < ntiles ? (ntiles - split + P - 1) / P : 0;
+  const int total = bal ? N2 * (split + 1) / P - c_lo : cta_tiles * nk;
+  // fc2_kil (decode_fc2_kil: tiles of >= 16 sub-chunks): warp w takes chunks w, w + kW, ... of
+  // the CTA's range instead, so that the CTA's warps stream neighbouring sub-chunks of the same
+  // rows at a time (FC1's K order: a row's 64-byte pieces in flight together) at the cost of a
+  // combine flush per tile and warp (H200 round 49: MiniMax's FC2 alone 152.9 -> 135.9 us).
+  constexpr bool kil = kKil;
+  constexpr int jstep = kil ? kW : 1;
+  const int j0 = kil ? c_lo + warp : c_lo + warp * total / kW;
+  const int n_my =
+      kil ? (warp < total ? (total - warp + kW - 1) / kW : 0) : c_lo + (warp + 1) * total / kW - j0;
+  uint8_t* ring = smem + warp * kS * kStage;
+  // Chunk (it, kk): CTA tile it (global tile split + P * it; fc2_bal: global tile it), sub-chunk
+  // kk. Loads run kS chunks ahead; the ChunkCursor ni is the next one.
+  auto tile_of = [&](int it) { return bal ? it : split + P * it; };
+  const ChunkCursor first{nk > 0 ? j0 / nk : 0, nk > 0 ? j0 % nk : 0};
+  const uint32_t wstep = 8u * static_cast<uint32_t>(W.values_row_stride);
+  auto src_of = [&](int it) {
+    const int4 tl = rs.tile(tile_of(it));
+    const int n = St::lane_token(lane);
+    return St::src(W.values + tl.x * W.values_expert_stride + detail::value_row_offset(W, R0),
+                   W.scales + tl.x * W.scales_expert_stride + detail::scale_row_offset(W, R0),
+                   W.values_row_stride, W.scales_row_stride,
+                   n < tl.z ? a.inter + static_cast<int64_t>(tl.y + n) * a.features : nullptr, lane,
+                   W.K, W.values);
   };
-  int64_t sk_pos = sk ? sk_lo(cta) : 0;
-  const int64_t sk_end = sk ? sk_lo(cta + 1) : 0;
-  int sk_zero = static_cast<int>(cta);  // no chunks at all: zero the row blocks cta, cta + G, ...
-  for (int piece = 0;; ++piece) {
-    int x, q, P, c_lo, total;
-    bool bal;
-    if (!sk) {
-      if (piece > 0) break;
-      x = blockIdx.x;
-      q = blockIdx.y;
-      P = a.fc2_split;
-      // fc2_bal: the CTA takes the chunk range [N2 q / P, N2 (q + 1) / P) of the row block's
-      // N2 = tiles x nk chunks (a tile cut between CTAs adds its partial K sums like any other);
-      // else the whole tiles q, q + P, ... (one tile more on some CTAs).
-      bal = a.fc2_bal != 0 && P > 1;
-      c_lo = bal ? N2 * q / P : 0;
-      const int cta_tiles = q < ntiles ? (ntiles - q + P - 1) / P : 0;
-      total = bal ? N2 * (q + 1) / P - c_lo : cta_tiles * nk;
-    } else if (Wt == 0) {
-      if (sk_zero >= rbv) break;
-      x = sk_zero;
-      sk_zero += static_cast<int>(G);
-      q = 0, P = 1, c_lo = 0, total = 0, bal = true;
+  const uint32_t ring_sa = smem_addr(ring);
+  auto issue = [&](int slot, const typename St::Src& sc, int kk, bool weights, bool acts) {
+    St::issue(ring_sa + slot * kStage, sc, wstep, kk, kSK & 1, W.scales_k_stride, W.values_k_stride,
+              lane, weights, acts);
+  };
+  // Steps a cursor to this warp's next chunk; true where that enters another tile.
+  auto step = [&](ChunkCursor& cu) {
+    if constexpr (kil) {
+      const int pt = cu.t;
+      cu.next(nk, jstep);
+      return cu.t != pt;
     } else {
-      if (sk_pos >= sk_end) break;
-      x = static_cast<int>(sk_pos / N2);
-      const int64_t xb = static_cast<int64_t>(x) * N2;
-      const int64_t xe = sk_end < xb + N2 ? sk_end : xb + N2;
-      c_lo = static_cast<int>(sk_pos - xb);
-      total = static_cast<int>(xe - sk_pos);
-      const int cf = sk_cta(xb);
-      q = static_cast<int>(cta) - cf;
-      P = sk_cta(xb + N2 - 1) - cf + 1;
-      bal = true;
-      sk_pos = xe;
+      cu.next(nk);
+      return cu.k == 0;
     }
-    const int R0 = x * kR;
-    if (piece > 0) __syncthreads();  // the previous piece's readers of the warps' rows are done
-    for (int i = lane; i < M * kR; i += 32) pacc[i] = 0.f;
-
-    // Work of this warp. The CTA owns the tiles q, q + P, ... (P = fc2_split CTAs share
-    // the row block) or a chunk range (bal): total (tile, sub-chunk) chunks in tile-major order, of
-    // which warp w takes the contiguous range [w, w + 1) * total / kW. Every warp streams the same
-    // number of sub-chunks (+-1) whatever the tile count: whole tiles round robin left warps with
-    // one tile more than others idle (Qwen3-30B at M = 8: 17 tiles on 8 warps, 3 vs 2.1 on
-    // average), and with fewer tiles than warps (top-4 routing at M = 1) a tile spreads over
-    // several warps. A warp adds each tile's (partial K) sum into its own combine rows when its
-    // range leaves the tile; the warps' rows are summed in warp order at the end (a fixed order for
-    // given routes). fc2_kil (decode_fc2_kil: tiles of >= 16 sub-chunks): warp w takes chunks w, w
-    // + kW, ... of the CTA's range instead, so that the CTA's warps stream neighbouring sub-chunks
-    // of the same rows at a time (FC1's K order: a row's 64-byte pieces in flight together) at the
-    // cost of a combine flush per tile and warp (H200 round 49: MiniMax's FC2 alone 152.9 -> 135.9
-    // us).
-    constexpr bool kil = kKil;
-    constexpr int jstep = kil ? kW : 1;
-    const int j0 = kil ? c_lo + warp : c_lo + warp * total / kW;
-    const int n_my = kil ? (warp < total ? (total - warp + kW - 1) / kW : 0)
-                         : c_lo + (warp + 1) * total / kW - j0;
-    uint8_t* ring = smem + warp * kS * kStage;
-    // Chunk (it, kk): CTA tile it (global tile q + P * it; bal: global tile it), sub-chunk kk.
-    // Loads run kS chunks ahead; the ChunkCursor ni is the next one.
-    auto tile_of = [&](int it) { return bal ? it : q + P * it; };
-    const ChunkCursor first{nk > 0 ? j0 / nk : 0, nk > 0 ? j0 % nk : 0};
-    const uint32_t wstep = 8u * static_cast<uint32_t>(W.values_row_stride);
-    auto src_of = [&](int it) {
-      const int4 tl = rs.tile(tile_of(it));
-      const int n = St::lane_token(lane);
-      return St::src(W.values + tl.x * W.values_expert_stride + detail::value_row_offset(W, R0),
-                     W.scales + tl.x * W.scales_expert_stride + detail::scale_row_offset(W, R0),
-                     W.values_row_stride, W.scales_row_stride,
-                     n < tl.z ? a.inter + static_cast<int64_t>(tl.y + n) * a.features : nullptr,
-                     lane, W.K, W.values);
-    };
-    const uint32_t ring_sa = smem_addr(ring);
-    auto issue = [&](int slot, const typename St::Src& sc, int kk, bool weights, bool acts) {
-      St::issue(ring_sa + slot * kStage, sc, wstep, kk, kSK & 1, W.scales_k_stride,
-                W.values_k_stride, lane, weights, acts);
-    };
-    // Steps a cursor to this warp's next chunk; true where that enters another tile.
-    auto step = [&](ChunkCursor& cu) {
-      if constexpr (kil) {
-        const int pt = cu.t;
-        cu.next(nk, jstep);
-        return cu.t != pt;
-      } else {
-        cu.next(nk);
-        return cu.k == 0;
-      }
-    };
-    ChunkCursor ni = first;  // the next chunk to load
-    {
-      ChunkCursor wc = first;  // the weights' cursor in the first pass
-      prime_ring<kS>(n_my, [&](int s) {
-        issue(s, src_of(wc.t), wc.k, true, false);
-        step(wc);
-      });
-    }
-    pdl_wait();  // the intermediate is written by FC1
-    pdl_trigger();
+  };
+  ChunkCursor ni = first;  // the next chunk to load
+  {
+    ChunkCursor wc = first;  // the weights' cursor in the first pass
     prime_ring<kS>(n_my, [&](int s) {
-      issue(s, src_of(ni.t), ni.k, false, true);
-      step(ni);
+      issue(s, src_of(wc.t), wc.k, true, false);
+      step(wc);
     });
-    // Sources of the next chunk's tile, rebuilt only when the cursor enters a new tile.
-    typename St::Src nsrc{};
-    if (n_my > kS) nsrc = src_of(ni.t);
-    __syncthreads();  // s_w / pacc initialised before the first flush
+  }
+  pdl_wait();  // the intermediate is written by FC1
+  pdl_trigger();
+  prime_ring<kS>(n_my, [&](int s) {
+    issue(s, src_of(ni.t), ni.k, false, true);
+    step(ni);
+  });
+  // Sources of the next chunk's tile, rebuilt only when the cursor enters a new tile.
+  typename St::Src nsrc{};
+  if (n_my > kS) nsrc = src_of(ni.t);
+  __syncthreads();  // s_w / pacc initialised before the first flush
 
-    float acc[kM][4];
+  float acc[kM][4];
+#pragma unroll
+  for (int m = 0; m < kM; ++m) acc[m][0] = acc[m][1] = acc[m][2] = acc[m][3] = 0.f;
+  ChunkCursor cur = first;  // the chunk being multiplied
+  int4 tl = n_my > 0 ? rs.tile(tile_of(cur.t)) : make_int4(0, 0, 0, 0);
+  // Per-expert scale, loaded at the tile's start and used at its end (latency off the chain).
+  float alpha = n_my > 0 ? a.alpha2[tl.x] * kAccScale<OpT, kFold, kSK> : 0.f;
+  float w0 = 1.f, w1 = 1.f;  // kWide: the weights of this lane's columns 2t, 2t + 1 of tile tl
+  auto tile_weights = [&] {
+    if constexpr (kWide) {
+      const bool use = !a.weight_on_input;
+      w0 = use && 2 * t < tl.z ? a.topk_weights[rs.route(tl.y + 2 * t)] : 1.f;
+      w1 = use && 2 * t + 1 < tl.z ? a.topk_weights[rs.route(tl.y + 2 * t + 1)] : 1.f;
+    }
+  };
+  if (n_my > 0) tile_weights();
+  int ring_slot = 0;  // c % kS without a division (kS = 3 or 5)
+  for (int c = 0; c < n_my; ++c) {
+    cp_async_wait<kS - 1>();
+    __syncwarp();
+    const int slot = ring_slot;
+    ring_slot = ring_slot + 1 == kS ? 0 : ring_slot + 1;
+    stage_mma<OpT, kFold, kSK, kM>(ring + slot * kStage, acc, g, t, a.dec_k12, a.dec_k26);
+    __syncwarp();
+    if (c + kS < n_my) {
+      issue(slot, nsrc, ni.k, true, true);
+      if (step(ni) && c + kS + 1 < n_my) nsrc = src_of(ni.t);
+    }
+    cp_async_commit();
+    if (!step(cur) && c + 1 < n_my) continue;  // the range stays in this tile
+    // Tile (slice) done: out[token, row] += w_route * (alpha * acc). Columns one at a time in
+    // slot order, so duplicate (token, expert) routes never race and the order is fixed.
+    for (int col = 0; col < tl.z; ++col) {
+      if (t == (col >> 1)) {
+        const int slot = tl.y + col;
+        float* p = pacc + rs.token(slot) * kR;
+        const float w = kWide ? ((col & 1) ? w1 : w0) : s_w[slot];
+#pragma unroll
+        for (int m = 0; m < kM; ++m) {
+          // Registers are selected, not indexed by the runtime column (no local memory).
+          const float v0 = (col & 1) ? acc[m][1] : acc[m][0];
+          const float v1 = (col & 1) ? acc[m][3] : acc[m][2];
+          p[16 * m + g] = fmaf(w, v0 * alpha, p[16 * m + g]);
+          p[16 * m + g + 8] = fmaf(w, v1 * alpha, p[16 * m + g + 8]);
+        }
+      }
+      __syncwarp();
+    }
 #pragma unroll
     for (int m = 0; m < kM; ++m) acc[m][0] = acc[m][1] = acc[m][2] = acc[m][3] = 0.f;
-    ChunkCursor cur = first;  // the chunk being multiplied
-    int4 tl = n_my > 0 ? rs.tile(tile_of(cur.t)) : make_int4(0, 0, 0, 0);
-    // Per-expert scale, loaded at the tile's start and used at its end (latency off the chain).
-    float alpha = n_my > 0 ? a.alpha2[tl.x] * kAccScale<OpT, kFold, kSK> : 0.f;
-    float w0 = 1.f, w1 = 1.f;  // kWide: the weights of this lane's columns 2t, 2t + 1 of tile tl
-    auto tile_weights = [&] {
-      if constexpr (kWide) {
-        const bool use = !a.weight_on_input;
-        w0 = use && 2 * t < tl.z ? a.topk_weights[rs.route(tl.y + 2 * t)] : 1.f;
-        w1 = use && 2 * t + 1 < tl.z ? a.topk_weights[rs.route(tl.y + 2 * t + 1)] : 1.f;
-      }
-    };
-    if (n_my > 0) tile_weights();
-    int ring_slot = 0;  // c % kS without a division (kS = 3 or 5)
-    for (int c = 0; c < n_my; ++c) {
-      cp_async_wait<kS - 1>();
-      __syncwarp();
-      const int slot = ring_slot;
-      ring_slot = ring_slot + 1 == kS ? 0 : ring_slot + 1;
-      stage_mma<OpT, kFold, kSK, kM>(ring + slot * kStage, acc, g, t, a.dec_k12, a.dec_k26);
-      __syncwarp();
-      if (c + kS < n_my) {
-        issue(slot, nsrc, ni.k, true, true);
-        if (step(ni) && c + kS + 1 < n_my) nsrc = src_of(ni.t);
-      }
-      cp_async_commit();
-      if (!step(cur) && c + 1 < n_my) continue;  // the range stays in this tile
-      // Tile (slice) done: out[token, row] += w_route * (alpha * acc). Columns one at a time in
-      // slot order, so duplicate (token, expert) routes never race and the order is fixed.
-      for (int col = 0; col < tl.z; ++col) {
-        if (t == (col >> 1)) {
-          const int slot = tl.y + col;
-          float* p = pacc + rs.token(slot) * kR;
-          const float w = kWide ? ((col & 1) ? w1 : w0) : s_w[slot];
-#pragma unroll
-          for (int m = 0; m < kM; ++m) {
-            // Registers are selected, not indexed by the runtime column (no local memory).
-            const float v0 = (col & 1) ? acc[m][1] : acc[m][0];
-            const float v1 = (col & 1) ? acc[m][3] : acc[m][2];
-            p[16 * m + g] = fmaf(w, v0 * alpha, p[16 * m + g]);
-            p[16 * m + g + 8] = fmaf(w, v1 * alpha, p[16 * m + g + 8]);
-          }
-        }
-        __syncwarp();
-      }
-#pragma unroll
-      for (int m = 0; m < kM; ++m) acc[m][0] = acc[m][1] = acc[m][2] = acc[m][3] = 0.f;
-      if (c + 1 < n_my) {
-        tl = rs.tile(tile_of(cur.t));
-        alpha = a.alpha2[tl.x] * kAccScale<OpT, kFold, kSK>;
-        tile_weights();
-      }
+    if (c + 1 < n_my) {
+      tl = rs.tile(tile_of(cur.t));
+      alpha = a.alpha2[tl.x] * kAccScale<OpT, kFold, kSK>;
+      tile_weights();
     }
-    cp_async_wait<0>();
-    __syncthreads();
-    // Fixed-order sum of the kW warps' partial combines; tokens without a route get exact zeros.
-    const float* pall = reinterpret_cast<const float*>(smem + kRing);
-    auto store = [&](int m, int r, float v) {
-      static_cast<uint16_t*>(a.out)[static_cast<int64_t>(m) * a.out_ld + R0 + r] =
-          a.out_fp16 ? fmt::float_to_fp16_bits(v) : fmt::float_to_bf16_bits(v);
-    };
-    for (int i = tid; i < M * kR; i += 32 * kW) {
-      const int m = i / kR, r = i % kR;
-      if (R0 + r >= H) continue;
-      float s = pall[i];
+  }
+  cp_async_wait<0>();
+  __syncthreads();
+  // Fixed-order sum of the kW warps' partial combines; tokens without a route get exact zeros.
+  const float* pall = reinterpret_cast<const float*>(smem + kRing);
+  auto store = [&](int m, int r, float v) {
+    static_cast<uint16_t*>(a.out)[static_cast<int64_t>(m) * a.out_ld + R0 + r] =
+        a.out_fp16 ? fmt::float_to_fp16_bits(v) : fmt::float_to_bf16_bits(v);
+  };
+  const int H = W.rows;
+  for (int i = tid; i < M * kR; i += 32 * kW) {
+    const int m = i / kR, r = i % kR;
+    if (R0 + r >= H) continue;
+    float s = pall[i];
 #pragma unroll
-      for (int w = 1; w < kW; ++w) s += pall[w * M * kR + i];
-      if (P == 1)
-        store(m, r, s);
-      else
-        a.partial[(static_cast<int64_t>(q) * M + m) * H + R0 + r] = s;
-    }
-    if (P == 1) continue;
-    // Split row block: the last of its P CTAs adds the P partials in split order (deterministic;
-    // the counter only decides who adds, not the order).
-    __shared__ int s_last;
-    __threadfence();
-    __syncthreads();
-    if (tid == 0) s_last = atomicAdd(&a.counters[x], 1) == P - 1;
-    __syncthreads();
-    if (!s_last) continue;
-    __threadfence();
-    for (int i = tid; i < M * kR; i += 32 * kW) {
-      const int m = i / kR, r = i % kR;
-      if (R0 + r >= H) continue;
-      float s = 0.f;
-      for (int qq = 0; qq < P; ++qq)
-        s += __ldcg(a.partial + (static_cast<int64_t>(qq) * M + m) * H + R0 + r);
+    for (int w = 1; w < kW; ++w) s += pall[w * M * kR + i];
+    if (P == 1)
       store(m, r, s);
-    }
-  }  // piece
+    else
+      a.partial[(static_cast<int64_t>(blockIdx.y) * M + m) * H + R0 + r] = s;
+  }
+  if (P == 1) return;
+  // Split row block: the last of its P CTAs adds the P partials in split order (deterministic;
+  // the counter only decides who adds, not the order).
+  __shared__ int s_last;
+  __threadfence();
+  __syncthreads();
+  if (tid == 0) s_last = atomicAdd(&a.counters[blockIdx.x], 1) == P - 1;
+  __syncthreads();
+  if (!s_last) return;
+  __threadfence();
+  for (int i = tid; i < M * kR; i += 32 * kW) {
+    const int m = i / kR, r = i % kR;
+    if (R0 + r >= H) continue;
+    float s = 0.f;
+    for (int q = 0; q < P; ++q)
+      s += __ldcg(a.partial + (static_cast<int64_t>(q) * M + m) * H + R0 + r);
+    store(m, r, s);
+  }
 }
 
 }  // namespace b12x::moe::dev
