@@ -610,6 +610,53 @@ __device__ __forceinline__ void s16_vector(float (&acc)[kNt][4], const uint4 cur
   }
 }
 
+/// One 64-K vector of both of a warp's tiles in the block kernels (called with jj, its position
+/// in a block of kS16ChunkV, a compile-time constant of an unrolled loop): the activations' B
+/// fragments by ldmatrix at xv (this lane's row address at the vector), then per tile j its ring
+/// slot consumed and refilled with vector vn of the tile (where it exists), its splats at
+/// spv + j * spl_tile, the decode and the MMAs.
+template <int kTw, int kNt, bool kFold, int kDepth>
+__device__ __forceinline__ void s16_step(float (&acc)[kTw][kNt][4], uint4 (&ring)[kDepth], int jj,
+                                         const uint8_t* xv, const uint8_t* spv, int spl_tile,
+                                         const S16Range<kTw>& cr, int vn) {
+  uint32_t b[4][4];
+#pragma unroll
+  for (int s = 0; s < 4; ++s) {
+    if constexpr (kNt == 2)
+      ldmatrix_x4(b[s], xv + s * 32);
+    else
+      ldmatrix_x2(b[s], xv + s * 32);
+  }
+#pragma unroll
+  for (int j = 0; j < kTw; ++j) {
+    const int q = (jj * kTw + j) % kDepth;
+    const uint4 cur = ring[q];
+    if (vn < cr.lim[j]) ring[q] = ldg_stream(cr.wp[j] + static_cast<int64_t>(vn) * 512);
+    s16_vector<kNt, kFold>(acc[j], cur, *reinterpret_cast<const uint4*>(spv + j * spl_tile), b);
+  }
+}
+
+/// The 8 BF16 activations of token row tok from K index k into shared memory at d: one 16-byte
+/// cp.async where the row allows it, else element by element with zeros past K (and for rows
+/// past M, whose outputs are never stored).
+__device__ __forceinline__ void s16_stage_x8(const LinearParams& p, const uint16_t* x, int tok,
+                                             int64_t k, uint8_t* d) {
+  if (tok < p.M && p.x_vec16 && k + 8 <= p.K) {
+    s16_cp_async16(d, x + tok * p.ldx + k);
+    return;
+  }
+  uint32_t pr[4] = {0, 0, 0, 0};
+  if (tok < p.M) {
+    const uint16_t* xr = x + tok * p.ldx + k;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      if (k + e >= p.K) break;
+      pr[e / 2] |= static_cast<uint32_t>(xr[e]) << (16 * (e % 2));
+    }
+  }
+  *reinterpret_cast<uint4*>(d) = make_uint4(pr[0], pr[1], pr[2], pr[3]);
+}
+
 /// kMx: MXFP4 weights (E8M0 per 32 K, 8 scale bytes per row and chunk): the splats
 /// are 2^(e-127) pairs, applied after the 2^119 that brings the decoded FP4 bits to v * 2^-7
 /// (two exact multiplies, as the decode kernel's fold: one with 2^(e-8) would overflow BF16 for
@@ -639,8 +686,6 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
   const S16Range<kTw> cr = s16_range<kTw, kS16ChunkV>(p, warp, lane);
   const int64_t vbase = cr.vbase, row0 = cr.row0, tile0 = cr.tile0;
   const int tpc = cr.tpc, nch = cr.nch;
-  const uint8_t* const(&wp)[kTw] = cr.wp;
-  const int(&lim)[kTw] = cr.lim;
   uint4 ring[kDepth];
   s16_ring_fill(ring, cr);
   griddep_wait();  // the activations (and alpha) belong to earlier kernels
@@ -703,22 +748,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
       for (int i0 = 0; i0 < (kQx ? 0 : 16 * 32); i0 += kStreamWarps * 32) {
         const int i = i0 + threadIdx.x;
         const int tok = i >> 5, kk = (i & 31) * 8;
-        const int64_t k = kc + kk;
-        uint8_t* const d = slot + tok * kS16Pitch + kk * 2;
-        if (tok < p.M && p.x_vec16 && k + 8 <= p.K) {
-          s16_cp_async16(d, x + tok * p.ldx + k);
-        } else {
-          uint32_t pr[4] = {0, 0, 0, 0};
-          if (tok < p.M) {
-            const uint16_t* xr = x + tok * p.ldx + k;
-#pragma unroll
-            for (int e = 0; e < 8; ++e) {
-              if (k + e >= p.K) break;
-              pr[e / 2] |= static_cast<uint32_t>(xr[e]) << (16 * (e % 2));
-            }
-          }
-          *reinterpret_cast<uint4*>(d) = make_uint4(pr[0], pr[1], pr[2], pr[3]);
-        }
+        s16_stage_x8(p, x, tok, kc + kk, slot + tok * kS16Pitch + kk * 2);
       }
       uint8_t* const sd = slot + kS16ActBytes;
       const int64_t v0 = vbase + static_cast<int64_t>(c) * kS16ChunkV;
@@ -823,26 +853,9 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
     const uint8_t* const xa = slot + xoff;
     const uint8_t* const spl = slot + kS16ActBytes + kRawBytes + warp * kTw * 512 + g * 16;
 #pragma unroll
-    for (int jj = 0; jj < kS16ChunkV; ++jj) {
-      uint32_t b[4][4];
-#pragma unroll
-      for (int s = 0; s < 4; ++s) {
-        if constexpr (kNt == 2)
-          ldmatrix_x4(b[s], xa + jj * 128 + s * 32);
-        else
-          ldmatrix_x2(b[s], xa + jj * 128 + s * 32);
-      }
-#pragma unroll
-      for (int j = 0; j < kTw; ++j) {
-        constexpr int kD = kDepth;
-        const int q = (jj * kTw + j) % kD;
-        const uint4 cur = ring[q];
-        const int vn = c * kS16ChunkV + jj + kAhead;
-        if (vn < lim[j]) ring[q] = ldg_stream(wp[j] + static_cast<int64_t>(vn) * 512);
-        s16_vector<kNt, kMx && !kMxFree>(
-            acc[j], cur, *reinterpret_cast<const uint4*>(spl + j * 512 + jj * 128), b);
-      }
-    }
+    for (int jj = 0; jj < kS16ChunkV; ++jj)
+      s16_step<kTw, kNt, kMx && !kMxFree>(acc, ring, jj, xa + jj * 128, spl + jj * 128, 512, cr,
+                                          c * kS16ChunkV + jj + kAhead);
   }
   asm volatile("cp.async.wait_group 0;" ::: "memory");
 
@@ -934,22 +947,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
   const int64_t k0 = cr.vbase * 64;
   for (int i = threadIdx.x; i < 16 * cpr; i += kStreamWarps * 32) {
     const int tok = i / cpr, kk = (i - tok * cpr) * 8;
-    const int64_t k = k0 + kk;
-    uint8_t* const d = dsm + tok * pitch + kk * 2;
-    if (tok < p.M && p.x_vec16 && k + 8 <= p.K) {
-      s16_cp_async16(d, x + tok * p.ldx + k);
-    } else {
-      uint32_t pr[4] = {0, 0, 0, 0};
-      if (tok < p.M) {
-        const uint16_t* xr = x + tok * p.ldx + k;
-#pragma unroll
-        for (int e = 0; e < 8; ++e) {
-          if (k + e >= p.K) break;
-          pr[e / 2] |= static_cast<uint32_t>(xr[e]) << (16 * (e % 2));
-        }
-      }
-      *reinterpret_cast<uint4*>(d) = make_uint4(pr[0], pr[1], pr[2], pr[3]);
-    }
+    s16_stage_x8(p, x, tok, k0 + kk, dsm + tok * pitch + kk * 2);
   }
   asm volatile("cp.async.commit_group;");
 
@@ -985,13 +983,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
   asm volatile("cp.async.wait_group 0;" ::: "memory");
   __syncthreads();
 
-  float acc[kTw][kNt][4];
-#pragma unroll
-  for (int j = 0; j < kTw; ++j)
-#pragma unroll
-    for (int n = 0; n < kNt; ++n)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) acc[j][n][i] = 0.f;
+  float acc[kTw][kNt][4] = {};
   // ldmatrix rows as in the chunked kernel, over the whole staged range.
   const uint8_t* const xa =
       dsm + (((lane >> 4) & 1) * 8 + (lane & 7)) * pitch + ((lane >> 3) & 1) * 16;
@@ -1002,23 +994,8 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
 #pragma unroll
     for (int jj = 0; jj < kS16ChunkV; ++jj) {
       const int v = c * kS16ChunkV + jj;
-      uint32_t b[4][4];
-#pragma unroll
-      for (int s = 0; s < 4; ++s) {
-        if constexpr (kNt == 2)
-          ldmatrix_x4(b[s], xa + v * 128 + s * 32);
-        else
-          ldmatrix_x2(b[s], xa + v * 128 + s * 32);
-      }
-#pragma unroll
-      for (int j = 0; j < kTw; ++j) {
-        const int q = (jj * kTw + j) % kDepth;
-        const uint4 cur = ring[q];
-        const int vn = v + kAhead;
-        if (vn < cr.lim[j]) ring[q] = ldg_stream(cr.wp[j] + static_cast<int64_t>(vn) * 512);
-        s16_vector<kNt, kMx && !kMxFree>(
-            acc[j], cur, *reinterpret_cast<const uint4*>(spl + (j * vp + v) * 128), b);
-      }
+      s16_step<kTw, kNt, kMx && !kMxFree>(acc, ring, jj, xa + v * 128, spl + v * 128, vp * 128, cr,
+                                          v + kAhead);
     }
   }
 
