@@ -185,9 +185,9 @@ struct PagedPlan {
   /// (diagnostics). H200 round 52: BF16 B=1 x 8k 13.5-13.9 -> 12.8-13.0 us, FP8 B=8 38.1-38.4
   /// -> 36.7-36.8.
   bool early_kv = false;
-  /// Early K/V plans of FP8 hcvt at head dim 256: the main kernel at 208 registers instead of 209
-  /// (kernel suffix `_r208`), so that a 96-register merge CTA (12288) fits beside its two CTAs
-  /// per SM90 SM (53248 instead of 55296) and enters while they run, as the slim merge did,
+  /// Early K/V plans of FP8 hcvt at head dim 256 on SM90: the main kernel at 208 registers instead
+  /// of 209 (kernel suffix `_r208`), so that a 96-register merge CTA (12288) fits beside its two
+  /// CTAs per SM90 SM (53248 instead of 55296) and enters while they run, as the slim merge did,
   /// without the slim merge's serial loads at 32-64 splits (B12X_ATTN_EARLY_CAP=0 turns it off).
   /// H200 round 64 (16/2/256 x 8k, us, off -> on): page 128 B = 1 / 2 / 4 10.7 / 13.8 / 16.2 ->
   /// 10.7 / 12.7 / 15.3, B = 8 23.7 / 24.2 -> 24.8 / 23.8; page 64 (pairs -> on) 10.9 / 14.0 /

@@ -420,12 +420,14 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   plan.early_kv =
       plan.spec && plan.arch >= 90 && plan.use_pdl && k->launch_early != nullptr && early_wanted;
   if (plan.stamps && plan.early_kv && k->launch_stamp_early == nullptr) plan.stamps = false;
-  // The capped instance where one exists (FP8 hcvt d256; see PagedPlan::early_cap).
+  // The capped instance where one exists (FP8 hcvt d256; see PagedPlan::early_cap), on SM90 only:
+  // the merge CTA's room beside two main CTAs is SM90's (SM12x runs one 74 KB hcvt CTA per SM,
+  // and there the instance takes 249 registers uncapped: 208 would spill).
   plan.early_cap = true;
   const char* cap_env = std::getenv("B12X_ATTN_EARLY_CAP");
   if (cap_env != nullptr) plan.early_cap = std::string(cap_env) != "0";
-  plan.early_cap =
-      plan.early_cap && plan.early_kv && !plan.stamps && k->launch_early_cap != nullptr;
+  plan.early_cap = plan.early_cap && plan.early_kv && !plan.stamps &&
+                   dev.family == ArchFamily::kSm90 && k->launch_early_cap != nullptr;
   const char* eh_env = std::getenv("B12X_ATTN_EPILOGUE_HALF");
   if (eh_env != nullptr) plan.epilogue_half = std::string(eh_env) != "0";
   plan.merge_slim = false;  // opt-in only: see PagedPlan::merge_slim (it costs B <= 4)
