@@ -764,9 +764,11 @@ Plan plan(const Caps& caps) {
       // look-ahead instead of 24-warp CTAs where the tiles exceed the SMs (4096x14336: IQ2_XXS
       // 14.12 -> 13.32 us, IQ2_XS 15.12 -> 14.79; 2048x7168, 128 tiles, keeps 24: 8 warps there
       // 8.10 / 8.96 against 6.29 / 6.73 with 24 and the L1 flag).
-      // Session 17 (round 64): 16-warp CTAs (one per SM; the grid model gives 16 warps per tile)
-      // instead of 24 where the tiles fit the SMs (2048x7168: IQ2_XXS 6.18 -> 5.52 us, IQ2_XS
-      // 6.61 -> 6.35 with session 16's kernels).
+      // Session 17 (rounds 64-66): 16-warp CTAs (one per SM; the grid model gives 16 warps per
+      // tile) instead of 24 where the tiles fit the SMs (the 24-warp rule needs K >= 6144, so the
+      // atom columns' K rule holds here too): 2048x7168 IQ2_XXS 6.18 / 6.20 -> 5.52 / 5.51 us,
+      // IQ2_XS 6.61 / 6.59 -> 6.35 / 6.29 with session 16's kernels; with the atom columns
+      // (round 66, old default -> new) 6.18 -> 5.37 and 6.59 -> 6.10.
       if (var_env == nullptr && warps_env == nullptr && !fp16 && wf != lin::WFmt::kQ8_0 && M == 1 &&
           p.ggml_gemv_warps == 24)
         p.ggml_gemv_warps = geo.n16 > dev.sm_count ? 8 : 16;
@@ -789,20 +791,23 @@ Plan plan(const Caps& caps) {
       // IQ2_XS M = 1, capped (8 copies) -> uncapped, us: 4096x4096 7.93 -> 7.77, 4096x14336
       // 18.05 -> 17.24, 2048x7168 9.60 -> 9.56; on grids of 3 per SM the capped kernels win
       // (6144x4096 10.46 vs 12.88 uncapped on its own grid).
+      int run_occ = occ;  // CTAs per SM of the kernel that runs the grid
       if (occ_env == nullptr && p.ggml_gemv_occ == 3 &&
           static_cast<int64_t>(gg.ctas) * gg.split <= 2 * dev.sm_count) {
         p.ggml_gemv_occ = 0;
-        lin::prepare_ggml_gemv(caps.device, wf, fp16, M, 0, p.ggml_gemv_warps, p.ggml_gemv_var);
+        run_occ = std::max(1, lin::prepare_ggml_gemv(caps.device, wf, fp16, M, 0, p.ggml_gemv_warps,
+                                                     p.ggml_gemv_var));
       }
-      // The default variant for the kernel that runs (same occupancy as session 13's kernel, so
-      // the grid above stands).
+      // The default variant for the kernel that runs, kept only where it is as resident as that
+      // kernel, so that the grid above stands (H200: the same CTAs per SM; on SM12x the atom
+      // columns' 64 KB tables and 128 registers may fit fewer CTAs than the grid counted).
       if (var_env == nullptr) {
         const int dv =
             ggml_gemv_var_default(wf, fp16, M, p.ggml_gemv_warps, p.ggml_gemv_occ, gg.kw, K);
-        if (dv != 0 && var_ok(dv, p.ggml_gemv_occ)) {
+        if (dv != 0 && var_ok(dv, p.ggml_gemv_occ) &&
+            lin::prepare_ggml_gemv(caps.device, wf, fp16, M, p.ggml_gemv_occ, p.ggml_gemv_warps,
+                                   dv) >= run_occ)
           p.ggml_gemv_var = dv;
-          lin::prepare_ggml_gemv(caps.device, wf, fp16, M, p.ggml_gemv_occ, p.ggml_gemv_warps, dv);
-        }
       }
       p.ggml_gemv = gg.kw;
       p.ggml_gemv_split = gg.split;

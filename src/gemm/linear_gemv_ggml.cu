@@ -151,15 +151,9 @@ GemvFn kernel_of(WFmt f, bool fp16, int nt, int occ, int warps, int var) {
       case 576:
         return fp16 ? pick_var<Fp16Tag, 576>(f, nt, occ, warps)
                     : pick_var<Bf16Tag, 576>(f, nt, occ, warps);
-      case 608:
-        return fp16 ? pick_var<Fp16Tag, 608>(f, nt, occ, warps)
-                    : pick_var<Bf16Tag, 608>(f, nt, occ, warps);
       case 1600:
         return fp16 ? pick_var<Fp16Tag, 1600>(f, nt, occ, warps)
                     : pick_var<Bf16Tag, 1600>(f, nt, occ, warps);
-      case 1632:
-        return fp16 ? pick_var<Fp16Tag, 1632>(f, nt, occ, warps)
-                    : pick_var<Bf16Tag, 1632>(f, nt, occ, warps);
       default:
         return nullptr;
     }

@@ -3526,6 +3526,22 @@ TEST(GemmGpu, GgmlGemvDefault) {
       EXPECT_EQ(bf16_plan(f, 1, 2048, 7168).ggml_gemv_var, q8 ? 0 : ac);
       EXPECT_EQ(bf16_plan(f, 8, 2048, 6144).ggml_gemv_warps, wide);
       EXPECT_EQ(bf16_plan(f, 1, 2048, 4096).ggml_gemv_warps, q8 ? 16 : 8);
+      // The M = 1 defaults at K >= 6144 with bias and FP16 output: 16-warp CTAs (13 tiles, 16
+      // warps per tile) and 8-warp CTAs of one tile each (sms + 2 tiles, the last one partial),
+      // both on the atom columns for IQ2.
+      run_case({f, 1, 200, 6144, DType::kBF16, DType::kFP16, true});
+      if (!q8) {
+        EXPECT_EQ(bf16_plan(f, 1, 200, 6144).ggml_gemv_var, ac);
+        EXPECT_EQ(gemm::lin::last_ggml_gemv_launch().warps, 16);
+        EXPECT_EQ(gemm::lin::last_ggml_gemv_launch().kw, 16);
+      }
+      const int64_t n8 = (sms + 2) * 16 - 8;
+      EXPECT_EQ(bf16_plan(f, 1, n8, 6144).ggml_gemv_var, q8 ? 0 : ac);
+      run_case({f, 1, n8, 6144, DType::kBF16, DType::kFP16, true});
+      if (!q8) {
+        EXPECT_EQ(gemm::lin::last_ggml_gemv_launch().warps, 8);
+        EXPECT_EQ(gemm::lin::last_ggml_gemv_launch().kw, 8);
+      }
     }
     EXPECT_EQ(bf16_plan(f, 9, 2048, 6144).ggml_gemv_warps, 8);
     EXPECT_EQ(bf16_plan(f, 1, n + 16, 14336).ggml_gemv_warps, 8);
@@ -3668,13 +3684,13 @@ TEST(GemmGpu, GgmlGemvVariants) {
 TEST(GemmGpu, GgmlGemvAtomColumns) {
   B12X_REQUIRE_GPU();
   // Session 17's atom columns at M = 1 (B12X_GGML_GEMV_VAR & 512: the MMA's columns hold the
-  // batch's 8 atoms, activations zero outside their atom's column): with 64 (weights not in L1),
-  // 32 (two batches ahead) and 1024 (IQ2_XXS: PRMT-built table addresses, the 64 KB layout); 8
+  // batch's 8 atoms, activations zero outside their atom's column): with 64 (weights not in L1)
+  // and 1024 (IQ2_XXS: PRMT-built table addresses, the 64 KB layout); 8
   // warps uncapped (B12X_GGML_GEMV_OCC=0) or 16, none at M > 1. Warps per tile 2 / 8 / 16 / 4,
   // K splits with empty ranges, tile walks (CTAS 2 over N = 200), N = 40, BF16 / FP16, graph
   // replay.
   ScopedEnv e("B12X_GGML_GEMV", "1"), eo("B12X_GGML_GEMV_OCC", "0");
-  for (const char* var : {"576", "608", "1600", "1632"}) {
+  for (const char* var : {"576", "1600"}) {
     ScopedEnv ev("B12X_GGML_GEMV_VAR", var);
     const int v = std::atoi(var);
     const bool pa = (v & 1024) != 0;
@@ -3716,12 +3732,12 @@ TEST(GemmGpuSanitize, GgmlGemvVariants) {
     for (LinearFormat f : {LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs})
       run_case({f, 1, 200, 2304, DType::kBF16, DType::kBF16, true});
   }
-  // The atom columns two batches ahead (8 warps uncapped only).
+  // The atom columns (8 warps uncapped only; IQ2_XXS 1600, IQ2_XS 576).
   ScopedEnv eo("B12X_GGML_GEMV_OCC", "0");
-  for (const char* var : {"608", "1632"}) {
+  for (const char* var : {"576", "1600"}) {
     ScopedEnv ev("B12X_GGML_GEMV_VAR", var);
     for (LinearFormat f : {LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs})
-      if (var[0] == '6' || f == LinearFormat::kIq2Xxs)
+      if (var[0] == '5' || f == LinearFormat::kIq2Xxs)
         run_case({f, 1, 200, 2304, DType::kBF16, DType::kBF16, true});
   }
 }
