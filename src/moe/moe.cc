@@ -645,7 +645,6 @@ DecodeKnobs read_decode_knobs(bool stream, int aquant) {
   knob(k.fc2_bal, "B12X_MOE_FC2_BAL", {0, 1}, "0, 1", not_stream);
   knob(k.fc2_kil, "B12X_MOE_FC2_KIL", {0, 1}, "0, 1", not_stream);
   knob(k.fc2_rows, "B12X_MOE_FC2_ROWS", {16, 32}, "16, 32", not_stream);
-  knob(k.dec_mul, "B12X_MOE_DEC_MUL", {0, 1}, "0, 1", not_stream);
   return k;
 }
 }  // namespace detail
@@ -838,7 +837,6 @@ Plan plan(const Caps& caps) {
           << " w2=" << dtype_name(w.args.ggml_w2_dtype);
     // Decode: the FP4 decode stream (quantise, FC1, FC2+combine) or GGML's split-K tiles.
     if (cfg == detail::kCfgDecode) sig << (stream ? " decode_stream" : " decode_split_k");
-    if (stream && p.knobs.dec_mul == 1) sig << " dec_mul";
     // The FC2 CTA of a run at the plan's capacity (decode_fc2_rows; smaller runs may take 16).
     // The SM count only where a device answers (plan itself needs none: CPU-only tests).
     if (device_count() > 0) {

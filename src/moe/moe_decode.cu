@@ -150,13 +150,10 @@ void launch_gemms(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, boo
 template <typename OpT, bool kFold, int kSK>
 void launch_gemms_rc(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, bool pdl1,
                      bool pdl) {
-  if constexpr (kSK == dev::kSkUe4m3Mul) {  // probe: narrow routing only
-    launch_gemms<OpT, kFold, kSK, kMaxInlineRoutes>(a, kn, stream, pdl1, pdl);
-  } else if (a.routes > kMaxInlineRoutes) {
+  if (a.routes > kMaxInlineRoutes)
     launch_gemms<OpT, kFold, kSK, kMaxStreamRoutes>(a, kn, stream, pdl1, pdl);
-  } else {
+  else
     launch_gemms<OpT, kFold, kSK, kMaxInlineRoutes>(a, kn, stream, pdl1, pdl);
-  }
 }
 
 }  // namespace
@@ -405,9 +402,7 @@ void launch_decode_stream(const DecodeArgs& args, const DecodeKnobs& kn, bool fp
   // kind (UE4M3/16 for modelopt_nvfp4, E8M0/32 for fp4_e8m0_k32) is a template constant.
   B12X_ASSERT(a.w1.scale_kind == a.w2.scale_kind, "decode stream: FC1/FC2 scale kinds differ");
   if (!fp16_operands) {
-    if (a.w1.scale_kind == 0 && kn.dec_mul == 1 && a.routes <= kMaxInlineRoutes)
-      launch_gemms_rc<__nv_bfloat16, true, dev::kSkUe4m3Mul>(a, kn, stream, fc1_pdl, pdl);
-    else if (a.w1.scale_kind == 0)
+    if (a.w1.scale_kind == 0)
       launch_gemms_rc<__nv_bfloat16, true, 0>(a, kn, stream, fc1_pdl, pdl);
     else
       launch_gemms_rc<__nv_bfloat16, true, 1>(a, kn, stream, fc1_pdl, pdl);

@@ -157,9 +157,6 @@ struct DecodeArgs {
   int fc2_kil = 0;    // warps take chunks warp, warp + kW, ... of the CTA's range (decode_fc2_kil)
   int fc2_rows = 16;  // output rows per FC2 CTA (decode_fc2_rows: 16, or 32 up to 8 tokens)
   int fc2_stages32 = 3;  // ring stages of the 32-row FC2 CTA (decode_fc2_stages32: 3 or 2)
-  // Probe (DecodeKnobs::dec_mul): the multipliers of the kSkUe4m3Mul decode (arguments, so that
-  // ptxas keeps the multiplies).
-  uint32_t dec_k12 = 1u << 12, dec_k26 = 1u << 26;
   float* partial = nullptr;
   int* counters = nullptr;
   // Launch shape of the stream, chosen by launch_decode_stream (decode_fc1_row_warps) unless

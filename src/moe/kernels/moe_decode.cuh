@@ -453,15 +453,10 @@ __device__ __forceinline__ void prime_ring(int n, Fn&& fn) {
 /// (exact: <= 6 significant bits, far from the BF16 limits). The accumulators carry 2^-8; the
 /// epilogues multiply alpha by kAccScale = 2^8 (exact). Saves the separate 2^126 multiplies and
 /// the fp32 scale conversion: ~11 instead of ~15 instructions per (row, 16-value step).
-/// kSK = kSkUe4m3Mul (probe, session 17, B12X_MOE_DEC_MUL=1): UE4M3 scales, the FP4 pairs 2 and
-/// 3 decoded with integer multiplies (rotation by IMAD.WIDE, right shift by IMAD.HI on the FMA
-/// pipe) instead of funnel / right shifts on the ALU pipe, which also runs every LOP3: 5 instead
-/// of 7 ALU-pipe operations per word, the same bits.
-inline constexpr int kSkUe4m3Mul = 2;
 // (clang-format misreads the && after a variable template's argument list)
 // clang-format off
 template <typename OpT, bool kFold, int kSK>
-inline constexpr bool kOneMulFold = kFold && (kSK & 1) == 0 && std::is_same_v<OpT, __nv_bfloat16>;
+inline constexpr bool kOneMulFold = kFold && kSK == 0 && std::is_same_v<OpT, __nv_bfloat16>;
 // clang-format on
 template <typename OpT, bool kFold, int kSK>
 inline constexpr float kAccScale = kOneMulFold<OpT, kFold, kSK> ? 256.f : 1.f;
@@ -475,25 +470,8 @@ __device__ __forceinline__ uint32_t mul2_half(uint32_t a, uint32_t b) {
   return *reinterpret_cast<const uint32_t*>(&v);
 }
 
-/// Pair P of a prepared FP4 word as BF16 bits of value * 2^-126 (fmt::fp4_lin_bits); kSK =
-/// kSkUe4m3Mul: pairs 2 / 3 through multiplies by k12 = 2^12 / k26 = 2^26, kernel arguments so
-/// that ptxas cannot turn them back into shifts.
-template <int kSK, int P>
-__device__ __forceinline__ uint32_t pair_bits(uint32_t w, uint32_t k12, uint32_t k26) {
-  constexpr uint32_t kT = 0x81C081C0u;
-  if constexpr (kSK == kSkUe4m3Mul && P == 2) {
-    const uint64_t p = static_cast<uint64_t>(w) * k12;  // {w << 12, w >> 20}: rot(w, 12)
-    return (static_cast<uint32_t>(p) | static_cast<uint32_t>(p >> 32)) & kT;
-  } else if constexpr (kSK == kSkUe4m3Mul && P == 3) {
-    return ((w << 2) & 0x80C080C0u) | (__umulhi(w, k26) & 0x01000100u);
-  } else {
-    return layout::fp4x2_bf16_bits<P>(w);
-  }
-}
-
 template <typename OpT, bool kFold, int kSK, int kM>
-__device__ __forceinline__ void stage_mma(const uint8_t* st, float (&acc)[kM][4], int g, int t,
-                                          uint32_t k12 = 0, uint32_t k26 = 0) {
+__device__ __forceinline__ void stage_mma(const uint8_t* st, float (&acc)[kM][4], int g, int t) {
   constexpr int kRows = 16 * kM, kT = DecodeCfg::kTileTokens;
   constexpr bool kOne = kOneMulFold<OpT, kFold, kSK>;
   WeightFrag<detail::kWFp4, OpT> f[2 * kM];
@@ -518,8 +496,8 @@ __device__ __forceinline__ void stage_mma(const uint8_t* st, float (&acc)[kM][4]
                                           0x4040u | (((J + 1) % 4) << 8) | (J % 4));      \
           sp[i] = sb * 16u + 0x75807580u; /* e5m3_bf16x2_2p118, steps J and J + 1 */      \
         }                                                                                 \
-        lo = mul2_half<J % 2>(pair_bits<kSK, 2 * (J % 2)>(w, k12, k26), sp[i]);           \
-        hi = mul2_half<J % 2>(pair_bits<kSK, 2 * (J % 2) + 1>(w, k12, k26), sp[i]);       \
+        lo = mul2_half<J % 2>(layout::fp4x2_bf16_bits<2 * (J % 2)>(w), sp[i]);            \
+        hi = mul2_half<J % 2>(layout::fp4x2_bf16_bits<2 * (J % 2) + 1>(w), sp[i]);        \
         s[i] = 0.f;                                                                       \
       } else {                                                                            \
         f[i].template decode<J>(lo, hi, nullptr, t);                                      \
@@ -833,7 +811,7 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
   const uint32_t ring_sa = smem_addr(ring);
   auto issue = [&](int slot, const typename St::Src& sc, const ChunkCursor& cu, bool weights,
                    bool acts) {
-    St::issue(ring_sa + slot * C::kFc1Stage, sc, wstep, cu.ka + wk + kWK * cu.k, kSK & 1,
+    St::issue(ring_sa + slot * C::kFc1Stage, sc, wstep, cu.ka + wk + kWK * cu.k, kSK,
               W.scales_k_stride, W.values_k_stride, lane, weights, acts);
   };
   ChunkCursor ni = cursor0();  // the next chunk to load
@@ -870,7 +848,7 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
       cp_async_wait<kS - 1>();
       __syncwarp();
       const int slot = c % kS;
-      stage_mma<OpT, kFold, kSK, 2>(ring + slot * C::kFc1Stage, acc, g, t, a.dec_k12, a.dec_k26);
+      stage_mma<OpT, kFold, kSK, 2>(ring + slot * C::kFc1Stage, acc, g, t);
       __syncwarp();  // every lane is done reading the slot before it is refilled
       if (c + kS < n_my) {
         issue(slot, nsrc, ni, true, true);
@@ -1120,7 +1098,7 @@ __global__ void __launch_bounds__(32 * kW, kR == 32             ? (kS == 2 ? 3 :
   };
   const uint32_t ring_sa = smem_addr(ring);
   auto issue = [&](int slot, const typename St::Src& sc, int kk, bool weights, bool acts) {
-    St::issue(ring_sa + slot * kStage, sc, wstep, kk, kSK & 1, W.scales_k_stride, W.values_k_stride,
+    St::issue(ring_sa + slot * kStage, sc, wstep, kk, kSK, W.scales_k_stride, W.values_k_stride,
               lane, weights, acts);
   };
   // Steps a cursor to this warp's next chunk; true where that enters another tile.
@@ -1175,7 +1153,7 @@ __global__ void __launch_bounds__(32 * kW, kR == 32             ? (kS == 2 ? 3 :
     __syncwarp();
     const int slot = ring_slot;
     ring_slot = ring_slot + 1 == kS ? 0 : ring_slot + 1;
-    stage_mma<OpT, kFold, kSK, kM>(ring + slot * kStage, acc, g, t, a.dec_k12, a.dec_k26);
+    stage_mma<OpT, kFold, kSK, kM>(ring + slot * kStage, acc, g, t);
     __syncwarp();
     if (c + kS < n_my) {
       issue(slot, nsrc, ni.k, true, true);
