@@ -47,7 +47,7 @@ B12X_HD int64_t fp4_word_k(int64_t c, int t, int w, int i) {
 
 /// Bits of E2M1 `code` (4 bits) in value slot i (pair i & 3, half i >> 2) of a prepared word: the
 /// linear layers' placement (fmt::fp4_lin_place, formats/fp4_placement.h: 9 integer operations
-/// per word for the BF16 pairs; session 17, H200 round 64 — see docs/moe.md).
+/// per word for the BF16 pairs; H200 round 64, docs/moe.md "Session 17").
 B12X_HD uint32_t fp4_place(uint32_t code, int i) {
   return fmt::fp4_lin_place(code, i & 3, i >> 2);
 }
