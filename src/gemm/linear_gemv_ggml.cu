@@ -137,23 +137,25 @@ GemvFn pick_var(WFmt f, int nt, int occ, int warps) {
   }
 }
 
+template <int kVar>
+GemvFn pick_var_of(bool fp16, WFmt f, int nt, int occ, int warps) {
+  return fp16 ? pick_var<Fp16Tag, kVar>(f, nt, occ, warps)
+              : pick_var<Bf16Tag, kVar>(f, nt, occ, warps);
+}
+
 /// The kernel that launch_ggml_gemv runs (nullptr: none).
 GemvFn kernel_of(WFmt f, bool fp16, int nt, int occ, int warps, int var) {
   if (var != 0) {
     if (!trigger_of(f, nt)) return nullptr;
     switch (var) {
       case 64:
-        return fp16 ? pick_var<Fp16Tag, 64>(f, nt, occ, warps)
-                    : pick_var<Bf16Tag, 64>(f, nt, occ, warps);
+        return pick_var_of<64>(fp16, f, nt, occ, warps);
       case 96:
-        return fp16 ? pick_var<Fp16Tag, 96>(f, nt, occ, warps)
-                    : pick_var<Bf16Tag, 96>(f, nt, occ, warps);
+        return pick_var_of<96>(fp16, f, nt, occ, warps);
       case 576:
-        return fp16 ? pick_var<Fp16Tag, 576>(f, nt, occ, warps)
-                    : pick_var<Bf16Tag, 576>(f, nt, occ, warps);
+        return pick_var_of<576>(fp16, f, nt, occ, warps);
       case 1600:
-        return fp16 ? pick_var<Fp16Tag, 1600>(f, nt, occ, warps)
-                    : pick_var<Bf16Tag, 1600>(f, nt, occ, warps);
+        return pick_var_of<1600>(fp16, f, nt, occ, warps);
       default:
         return nullptr;
     }
