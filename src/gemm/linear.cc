@@ -394,8 +394,11 @@ int ggml_gemv_warps_default(lin::WFmt wf, int64_t n16, int64_t K, int64_t M, int
 /// IQ2_XXS 4096x14336 13.12 / 13.20 -> 12.28 / 12.31, 2048x7168 (16 warps, 16 per tile) 5.52 /
 /// 5.51 -> 5.34 (round 65; the 24-warp default 6.20); IQ2_XS 4096x14336 14.67 / 14.71 -> 14.51 /
 /// 14.53, 2048x7168 6.29 -> 6.13 (24 warps 6.59). Not at K = 4096: 4096x4096 IQ2_XXS 5.46 / 5.40
-/// -> 5.35 / 5.40, IQ2_XS 5.99 / 6.03 -> 6.07 / 6.09; on 14336x4096's 4-tile CTAs (kw 2) IQ2_XXS
-/// 14.85 -> 17.13 (round 65; cause not found). Lost (removed): the selector math on the FMA
+/// -> 5.35 / 5.40, IQ2_XS 5.99 / 6.03 -> 6.07 / 6.09. 14336x4096 (the default's 224 CTAs of 4
+/// tiles, kw 2, no split) is unmeasured: with _OCC=0 the probes ran the model's grid for two CTAs
+/// per SM, 132 x 2 CTAs with a K split of 2 and the reduce kernel (kw 8: IQ2_XXS 14.78 -> 18.95;
+/// _KW=2, 132 CTAs walking 224 groups per split: 14.85 -> 17.13; round 66's Nsight Compute: 264
+/// CTAs). Lost (removed): the selector math on the FMA
 /// pipe (round 65, IQ2_XXS 4096x14336 12.31 -> 13.32: IMAD / IMAD.HI for LOP3 / SHF), the
 /// 16-warp CTAs at K = 4096 (4096x4096 IQ2_XXS 6.50, 6144x4096 8.76 against 5.40 / 7.56).
 constexpr int kGgmlAcXxs = 1600, kGgmlAcXs = 576;
