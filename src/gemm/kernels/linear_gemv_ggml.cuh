@@ -398,7 +398,10 @@ __device__ __forceinline__ void load_acts(const uint16_t* xa, uint32_t x[4]) {
 /// (one batch of 1 KB per warp, ~16 KB in flight per SM at two 8-warp CTAs, held round 51's
 /// loads-only probe near 2.2 TB/s), kNa (64) the weight words not allocated in L1, which keeps the
 /// activations (round 51's Nsight Compute: L1 hit rate 53 %, the first MMAs of a batch waiting on
-/// their activation loads). Defaults since round 53: see linear.cc (ggml_gemv_var_default).
+/// their activation loads), kAc (512, M = 1 only; session 17) the atom columns: the MMA's 8
+/// columns carry the batch's 8 atoms (see the batch loop), kPa (1024, IQ2_XXS with kAc) the
+/// table addresses by PRMT over kPaBytes' layout. Defaults since round 53 / session 17: see
+/// linear.cc (ggml_gemv_var_default).
 template <WFmt F, class T, int NT, bool kCols, bool kO3, int kW, bool kTrig, int kVar = 0>
 __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv::Geo& geo) {
   using namespace gemv;
