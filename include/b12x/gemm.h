@@ -197,7 +197,8 @@ struct Plan {
   bool decode_seg_stage = false;
   /// Decode regime, FP8 weights with warps per tile (the M = 1 grid): the activations staged by
   /// plain loads instead of cp.async, whose wait would also drain the weight ring's slices
-  /// requested before it (session 17 probe, B12X_GEMM_DECODE_SYNCSTAGE=0|1).
+  /// requested before it (session 17: default at M >= 2 where M x K <= 8192, runs at M >= 2;
+  /// B12X_GEMM_DECODE_SYNCSTAGE=0|1).
   bool decode_sync_stage = false;
   /// Decode regime, block FP8 / MXFP8 weights with BF16 activations: the activations quantized
   /// (the quantizer's numerics) while the decode kernel stages them, instead of by a quantizer

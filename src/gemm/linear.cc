@@ -118,6 +118,10 @@ constexpr int kStreamTrig = 2;
 /// (8 / 8 / 28 / 8 / 7 per warp) 7.25 / 16.97 / 18.06 / 10.38 / 6.81 -> 7.14 / 18.79 / 18.00 /
 /// 9.39 / 6.96, M = 8 at 2048x7168 8.40 -> 7.83.
 constexpr int64_t kDecodeTrigMaxSlices = 8;
+/// FP8 weights on the decode kernel's 4-warp grid at M >= 2: activations staged by plain loads up
+/// to this many M x K values (one batch of 4 16-byte loads per thread of the 128; Plan::
+/// decode_sync_stage, see plan()).
+constexpr int64_t kDecodeSyncMaxMK = 8192;
 
 /// The M <= 16 block kernel: the fewest 64-K vectors per CTA its K split goes down to (two staged
 /// chunks; round 48: one chunk per CTA lost to two at 4096x4096 and 2048x7168).
@@ -870,11 +874,13 @@ Plan plan(const Caps& caps) {
     // 7.05; block FP8 M = 2 6144x4096 10.35 -> 9.59, 4096x4096 8.47 -> 8.30; 4096x14336 M = 2
     // 18.00 -> 17.90 (without the trigger). Not at M = 4 (4096x4096 7.54 -> 8.54) nor where the
     // staging cannot hold the whole K (4096x14336 M = 3: 18.16 -> 22.82 on a one-warp grid).
-    // B12X_GEMM_DECODE_WS_M=<1..8> sets the largest M (1: the M = 1 rule only).
-    int64_t ws_max_m = lin::wtraits(wf).fp8mma && ctas_n * 4 > sms && ctas_n * 10 < 9 * sms &&
-                               stage_fit_slices(wf, M) >= slices
-                           ? 3
-                           : 1;
+    // B12X_GEMM_DECODE_WS_M=<1..8> sets the largest M (1: the M = 1 rule only). This rule, the
+    // deeper ring and the plain-load staging below are SM90's (measured there only).
+    const bool f8_sm90 = lin::wtraits(wf).fp8mma && dev.cc_major == 9 && dev.cc_minor == 0;
+    int64_t ws_max_m =
+        f8_sm90 && ctas_n * 4 > sms && ctas_n * 10 < 9 * sms && stage_fit_slices(wf, M) >= slices
+            ? 3
+            : 1;
     if (const char* e = std::getenv("B12X_GEMM_DECODE_WS_M");
         e != nullptr && lin::wtraits(wf).fp8mma)
       ws_max_m = std::clamp<int64_t>(std::atoi(e), 1, 8);
@@ -889,9 +895,7 @@ Plan plan(const Caps& caps) {
       // 128-tile grid gains (Nsight Compute at 4096x4096: 3.7 instead of 1.9 warps per scheduler,
       // but 9.8 instead of 5.8 cycles between a warp's instructions). B12X_GEMM_DECODE_WSPLIT=8
       // forces it.
-      // (FP8 weights: B12X_GEMM_DECODE_WSPLIT=8 only, a session-17 probe.)
-      if (ws == kDecodeWarpSplit && geo.n16 <= sms && !lin::wtraits(wf).fp8mma &&
-          lin::decode_ws8_available(wf, fp16) &&
+      if (ws == kDecodeWarpSplit && geo.n16 <= sms && lin::decode_ws8_available(wf, fp16) &&
           lin::decode_ring_bytes_deep(wf, 0, 8) + lin::stage_geom(wf, 1, slices).bytes <=
               lin::decode_ws8_budget(dev.smem_per_block_optin))
         ws = 8;
@@ -1071,9 +1075,8 @@ Plan plan(const Caps& caps) {
     // 20.13 -> 19.82. Where the grid needs a third slot per SM it lost (6144x4096 per-tensor M = 1
     // / 2 7.26 / 8.60 -> 7.77 / 10.58), and at one CTA per SM it did not gain (2048x7168
     // per-tensor 5.92 -> 5.91, block 7.35 -> 8.25).
-    if (lin::wtraits(wf).fp8mma && M <= 3 && ws == 4 && !p.decode_pipe && !p.decode_half &&
-        geo.n16 * split > sms && geo.n16 * split <= 2 * sms &&
-        lin::decode_deep_available(wf, fp16, 1))
+    if (f8_sm90 && M <= 3 && ws == 4 && !p.decode_pipe && !p.decode_half && geo.n16 * split > sms &&
+        geo.n16 * split <= 2 * sms && lin::decode_deep_available(wf, fp16, 1))
       p.decode_deep = 1;
     if (const char* e = std::getenv("B12X_GEMM_DECODE_DEEP"); e != nullptr) {
       const int want = std::atoi(e);
@@ -1091,6 +1094,17 @@ Plan plan(const Caps& caps) {
     p.decode_seg_stage = p.decode_half;
     if (const char* e = std::getenv("B12X_GEMM_DECODE_SEGSTAGE"); e != nullptr)
       p.decode_seg_stage = e[0] == '1';
+    // Session 17: FP8 weights on the 4-warp grid at M >= 2 (the f16-MMA kernels on SM90; run
+    // takes it at M >= 2 only) stage their activations by plain loads where that is one batch of
+    // 16-byte loads per thread (M x K <= kDecodeSyncMaxMK), so that the staging's cp.async wait
+    // does not also wait for the ring's first slices. Per-tensor M = 2, us, cp.async -> plain
+    // loads: round 65 (with the trigger) 4096x4096 7.10-7.34 -> 6.52 (with the deep ring 6.47 ->
+    // 6.15), 6144x4096 8.50-8.60 -> 8.00; round 66 (deep ring) 4096x4096 6.45 / 6.48 -> 6.15,
+    // 6144x4096 8.46 / 8.51 -> 8.09. Two batches lost (M = 3, K = 4096: 6.48 -> 6.76, 8.56 ->
+    // 8.78; M = 2, K = 14336: 17.9 -> 19.5), as did M = 1 (e4m3 kernels: 2048x7168 5.91 -> 6.48,
+    // 6144x4096 7.31 -> 7.50). B12X_GEMM_DECODE_SYNCSTAGE=0|1 overrides.
+    p.decode_sync_stage = f8_sm90 && ws == 4 && !p.decode_pipe && !p.decode_half && M >= 2 &&
+                          M * geo.K <= kDecodeSyncMaxMK;
     if (const char* e = std::getenv("B12X_GEMM_DECODE_SYNCSTAGE"); e != nullptr)
       p.decode_sync_stage = e[0] == '1' && lin::wtraits(wf).fp8mma;
     // The kernels with the per-slice bookkeeping by running pointers, the halves' staging walk set
@@ -2288,7 +2302,7 @@ void run(const Binding& b, Stream stream) {
           lin::kDecodeDeepBudget)
     p.decode_deep = plan.decode_deep;
   p.decode_seg_stage = plan.decode_seg_stage ? 1 : 0;
-  p.decode_sync_stage = plan.decode_sync_stage ? 1 : 0;
+  p.decode_sync_stage = plan.decode_sync_stage && M >= 2 ? 1 : 0;
   p.decode_mma = M >= 2 ? plan.decode_fp8_mma : plan.decode_fp8_mma_m1;
   p.decode_lean = plan.decode_lean && lin::decode_lean_available(
                                           im.wfmt, fp16, nt, std::max(p.decode_ws, 1),

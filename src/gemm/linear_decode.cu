@@ -59,10 +59,8 @@ DecodeFn decode_fn(int nt, int ws, bool pipe, bool half, int deep, bool lean) {
     return nullptr;
   }
   if (ws == 8) {
-    // 8 warps per tile (probe): FP4 weights with BF16 MMAs at M = 1, the default ring; FP8
-    // weights (session 17 probe, B12X_GEMM_DECODE_WSPLIT=8).
-    if constexpr (std::is_same_v<T, Bf16Tag> &&
-                  (F == WFmt::kNvfp4 || F == WFmt::kMxfp4 || wtraits(F).fp8mma)) {
+    // 8 warps per tile (probe): FP4 weights with BF16 MMAs at M = 1, the default ring.
+    if constexpr (std::is_same_v<T, Bf16Tag> && (F == WFmt::kNvfp4 || F == WFmt::kMxfp4)) {
       if (nt == 1 && !pipe && !half && deep == 0) return dk<F, T, kMma, 1, 8>();
     }
     return nullptr;

@@ -914,7 +914,10 @@ TEST(GemmGpu, DecodeFp8SmallM) {
   // at once, no pipelined staging) where the 64-row CTAs fill more than a quarter and less than
   // 0.9 of the SMs and the staging holds the whole K; the decode kernel's early PDL trigger
   // (Plan::stream_trig bit 8) where each warp streams at most 8 slices of 256 K; the 4-slice
-  // ring per warp where the grid takes 1-2 CTAs per SM (here 2 x SMs tiles).
+  // ring per warp where the grid takes 1-2 CTAs per SM (here 2 x SMs tiles); the activations
+  // staged by plain loads at M >= 2 where M x K <= 8192. SM90's rules (measured there).
+  if (!(device_info(0).cc_major == 9 && device_info(0).cc_minor == 0))
+    GTEST_SKIP() << "the FP8 small-M decode grid rules are SM90's";
   const int64_t n = 64 * std::max<int64_t>(1, device_info(0).sm_count / 2);
   auto plan_of = [&](LinearFormat f, int64_t M, int64_t K) {
     gemm::Caps caps;
@@ -930,6 +933,7 @@ TEST(GemmGpu, DecodeFp8SmallM) {
     const gemm::Plan pt = plan_of(LinearFormat::kFp8Tensor, M, 4096);
     EXPECT_TRUE(pt.decode_warp_split == 4 && !pt.decode_pipe && pt.decode_deep == 1) << "M = " << M;
     EXPECT_EQ(pt.stream_trig & 8, 8) << "M = " << M;  // 4 slices per warp
+    EXPECT_EQ(pt.decode_sync_stage, M == 2) << "M = " << M;
   }
   EXPECT_EQ(plan_of(LinearFormat::kFp8Block, 2, 4096).decode_warp_split, 4);
   EXPECT_EQ(plan_of(LinearFormat::kFp8Tensor, 1, 14336).stream_trig & 8, 0);    // 14 per warp
@@ -938,16 +942,44 @@ TEST(GemmGpu, DecodeFp8SmallM) {
     ScopedEnv off("B12X_GEMM_DECODE_WS_M", "1");
     EXPECT_NE(plan_of(LinearFormat::kFp8Tensor, 2, 4096).decode_warp_split, 4);
   }
+  // Runs (the block kernel takes block FP8 from M = 3), all with the plain-load staging (M x K <=
+  // 8192; block FP8's BF16 rows are quantized while staged): K = 2048, and K = 896 (a K tail
+  // inside a slice) with a partial last row tile (N = n - 8); FP16 outputs; capacity 3 at M = 2;
+  // the e4m3 instances (B12X_GEMM_DECODE_F8MMA=0, the kind SM89 / SM12x take).
+  struct Run {
+    LinearFormat f;
+    int64_t M, N, K;
+    DType out;
+    int64_t cap;
+    bool e4m3;
+  };
+  const Run runs[] = {
+      {LinearFormat::kFp8Tensor, 2, n, 2048, DType::kBF16, 2, false},
+      {LinearFormat::kFp8Tensor, 3, n, 2048, DType::kBF16, 3, false},
+      {LinearFormat::kFp8Block, 2, n, 2048, DType::kBF16, 2, false},
+      {LinearFormat::kFp8Tensor, 2, n - 8, 896, DType::kFP16, 2, false},
+      {LinearFormat::kFp8Tensor, 2, n - 8, 896, DType::kBF16, 3, false},
+      {LinearFormat::kFp8Block, 2, n - 8, 896, DType::kFP16, 3, false},
+      {LinearFormat::kFp8Tensor, 2, n - 8, 896, DType::kBF16, 2, true},
+      {LinearFormat::kFp8Tensor, 3, n, 2048, DType::kFP16, 3, true},
+      {LinearFormat::kFp8Block, 2, n - 8, 896, DType::kBF16, 2, true},
+  };
   int k = 0;
-  for (int64_t M : {2, 3})
-    for (LinearFormat f : {LinearFormat::kFp8Tensor, LinearFormat::kFp8Block}) {
-      if (f == LinearFormat::kFp8Block && M == 3) continue;  // the block kernel from M = 3
-      const DType act = f == LinearFormat::kFp8Tensor ? DType::kFP8E4M3 : DType::kBF16;
-      run_case({f, M, n, 4096, act, DType::kBF16, (k++ % 2) == 0}, /*graph_replay=*/M == 3);
-      const gemm::lin::DecodeLaunch l = gemm::lin::last_decode_launch();
-      EXPECT_TRUE(l.ws == 4 && !l.pipe && l.nt == 1 && l.deep == 1)
-          << gemm::format_name(f) << " M = " << M;
+  for (const Run& r : runs) {
+    const DType act = r.f == LinearFormat::kFp8Tensor ? DType::kFP8E4M3 : DType::kBF16;
+    Case c{r.f, r.M, r.N, r.K, act, r.out, (k % 2) == 0};
+    c.max_tokens = r.cap;
+    const bool graph = (k++ % 3) == 1;
+    if (r.e4m3) {
+      ScopedEnv em("B12X_GEMM_DECODE_F8MMA", "0");
+      run_case(c, graph);
+    } else {
+      run_case(c, graph);
     }
+    const gemm::lin::DecodeLaunch l = gemm::lin::last_decode_launch();
+    EXPECT_TRUE(l.ws == 4 && !l.pipe && l.nt == 1 && l.deep == 1 && l.mma == (r.e4m3 ? 0 : 1))
+        << name(c) << " capacity " << r.cap << (r.e4m3 ? " e4m3" : "");
+  }
 }
 
 TEST(GemmGpu, DecodeSliceHalvesFp8) {

@@ -537,7 +537,7 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
     // registers, so a 32 KB chunk takes about one L2 round trip. The wait also drains the weight
     // ring's outstanding slices (at most one ahead), which the next MMAs need soon anyway.
     // (p.decode_sync_stage, FP8 with warps per tile: plain loads, so that the ring's slices
-    // requested before the staging stay in flight past it; probe.)
+    // requested before the staging stay in flight past it.)
     const bool async_copy = p.x_vec16 && (kF8 || p.act_kind == kActRaw16) &&
                             !(kF8 && kWS > 1 && !kPipe && p.decode_sync_stage);
     if (async_copy) {
