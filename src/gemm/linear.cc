@@ -109,14 +109,14 @@ constexpr int64_t kStreamQxMaxK = 8192;
 /// 14336x4096). The block kernel's (4) lost
 /// (round 56: M = 16 W4A16 8.28 / 17.47 -> 8.54 / 17.97). B12X_GEMM_STREAM_TRIG=<mask> overrides.
 constexpr int kStreamTrig = 2;
-/// Plan::stream_trig bit 8, the decode kernel's (FP8 weights), where each warp streams at most this
-/// many 256-K slices. Round 64 (H200, us over 4096x4096 / 14336x4096 / 4096x14336 / 6144x4096 /
-/// 2048x7168, slices per warp 4 / 16 / 14 / 4 / 7 at M = 1, trigger off -> on): per-tensor M = 1
-/// 6.45 / 15.99 / 16.44 / 8.24 / 6.13 -> 5.92 / 17.03 / 18.84 / 7.31 / 5.90, block FP8 M = 1
-/// 7.25 / 17.17 / 20.11 / 9.13 / 7.94 -> 7.32 / 17.78 / 22.87 / 8.46 / 7.69, MXFP8 M = 1 11.06 /
-/// 25.70 / 30.06 / 13.22 / 11.10 -> 10.02 / 30.78 / 31.20 / 11.97 / 11.00; per-tensor M = 2 / 3
-/// (8 / 8 / 28 / 8 / 7 per warp) 7.25 / 16.97 / 18.06 / 10.38 / 6.81 -> 7.14 / 18.79 / 18.00 /
-/// 9.39 / 6.96, M = 8 at 2048x7168 8.40 -> 7.83.
+/// Plan::stream_trig bit 8, the decode kernel's (FP8 weights; run takes it at M <= 8), where each
+/// warp streams at most this many 256-K slices. Round 64 (H200, us over 4096x4096 / 14336x4096 /
+/// 4096x14336 / 6144x4096 / 2048x7168, slices per warp 4 / 16 / 14 / 4 / 7 at M = 1, trigger off ->
+/// on): per-tensor M = 1 6.45 / 15.99 / 16.44 / 8.24 / 6.13 -> 5.92 / 17.03 / 18.84 / 7.31 / 5.90,
+/// block FP8 M = 1 7.25 / 17.17 / 20.11 / 9.13 / 7.94 -> 7.32 / 17.78 / 22.87 / 8.46 / 7.69, MXFP8
+/// M = 1 11.06 / 25.70 / 30.06 / 13.22 / 11.10 -> 10.02 / 30.78 / 31.20 / 11.97 / 11.00; per-tensor
+/// M = 2 / 3 (8 / 8 / 28 / 8 / 7 per warp) 7.25 / 16.97 / 18.06 / 10.38 / 6.81 -> 7.14 / 18.79
+/// / 18.00 / 9.39 / 6.96, M = 8 at 2048x7168 8.40 -> 7.83.
 constexpr int64_t kDecodeTrigMaxSlices = 8;
 /// FP8 weights on the decode kernel's 4-warp grid at M >= 2: activations staged by plain loads up
 /// to this many M x K values (one batch of 4 16-byte loads per thread of the 128; Plan::
@@ -2312,7 +2312,8 @@ void run(const Binding& b, Stream stream) {
   p.partial = (p.split > 1 && !plan.split_cluster)
                   ? reinterpret_cast<float*>(b.scratch + plan.off_partial)
                   : nullptr;
-  p.stream_trig = (plan.stream_trig & 8) ? 1 : 0;
+  // The early trigger at one token tile (M <= 8), where round 64 measured it.
+  p.stream_trig = (plan.stream_trig & 8) && nt == 1 ? 1 : 0;
   lin::launch_linear_decode(im.wfmt, fp16, nt, p, stream);
   if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);
 }
