@@ -66,8 +66,7 @@ DecodeFn decode_fn(int nt, int ws, bool pipe, bool half, int deep, bool lean) {
     return nullptr;
   }
   if (deep > 0) {
-    // FP8 weights too (session 17 probe, B12X_GEMM_DECODE_DEEP=1 at M = 1; with
-    // B12X_GEMM_DECODE_WS_M at M = 2..8 on f16 MMAs).
+    // FP8 weights too (session 17: the 4-warp grid at M <= 3, both MMA kinds).
     if constexpr (std::is_same_v<T, Bf16Tag> &&
                   (F == WFmt::kNvfp4 || F == WFmt::kMxfp4 || wtraits(F).fp8mma)) {
       if (nt != 1 || ws != 4 || pipe || half) return nullptr;

@@ -33,7 +33,7 @@ struct LinearParams {
   int act_kind;             // ActSrc
   int decode_pipe;          // decode kernel: pipelined two-buffer activation staging (kPipe)
   int decode_half;          // decode kernel: 8 warps, two per tile on slice halves (kHalf)
-  int decode_deep;          // decode kernel: extra ring stages (kDeep, M = 1 warp-split, probe)
+  int decode_deep;          // decode kernel: extra ring stages (kDeep, the 4-warp grid)
   int decode_seg_stage;     // decode kernel: staging copies by 32-piece segments per warp
   int decode_sync_stage;    // decode kernel, FP8 weights, kWS > 1 without kPipe: plain loads
   int decode_lean;          // decode kernel: per-slice bookkeeping by running pointers (kLean)
@@ -60,7 +60,7 @@ struct LinearParams {
   // by the launchers: the bound weight's E8M0 codes are all <= 135 and the plan took them).
   int mx_free;
   // Stream / block / decode kernels: trigger the dependent launch (PDL) once a warp has issued
-  // its last weight loads (session 15 / 17 probes, Plan::stream_trig), not only at the end.
+  // its last weight loads (sessions 15 / 17, Plan::stream_trig), not only at the end.
   int stream_trig;
   // M = 1 stream kernel: variant (session 16, Plan::decode_stream_var; kVar of
   // linear_stream_kernel: 8 the NVFP4 activations converted while staging).

@@ -137,11 +137,12 @@ __device__ __forceinline__ void dec_cp_async_wait() {
 /// twice the warps on the weight stream without a second activation staging (at M = 9..32 the
 /// 16 staged token rows cost as many L2 bytes per CTA as its weights), and the ring's bytes per
 /// CTA unchanged.
-/// kDeep (FP4 weights at M = 1 with warps per tile, kWS > 1 without kPipe; FP8 weights as a
-/// session-17 probe): kDeep more ring stages per warp (the plan takes 1 for NVFP4 where each warp
-/// streams >= 6 slices). At K = 4096 each of a tile's 4 warps streams 2 slices; with the default
-/// ring the second is requested only after the first has landed (the staging's wait covers the
-/// first slice too), two DRAM round trips per CTA; one more stage requests both before the staging.
+/// kDeep (FP4 weights at M = 1 with warps per tile, kWS > 1 without kPipe; FP8 at M <= 3 since
+/// session 17, where the grid takes 1-2 CTAs per SM): kDeep more ring stages per warp (the plan
+/// takes 1 for NVFP4 where each warp streams >= 6 slices). At K = 4096 each of a tile's 4 warps
+/// streams 2 slices; with the default ring the second is requested only after the first has
+/// landed (the staging's wait covers the first slice too), two DRAM round trips per CTA; one more
+/// stage requests both before the staging.
 /// kLean (FP4 weights with BF16 MMAs; the default where it exists since session 9): the
 /// per-slice bookkeeping by running pointers (the source of the next ring request and the scale
 /// bytes of the next slice advance by a constant instead of 64-bit multiplies of the slice index),
