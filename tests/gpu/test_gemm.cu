@@ -3377,6 +3377,23 @@ TEST(GemmGpuSanitize, DecodeStream16Fp8) {
   }
 }
 
+TEST(GemmGpuSanitize, DecodeFp8SmallM) {
+  B12X_REQUIRE_GPU();
+  // Session 17's FP8 small-M decode grid forced on a small shape (the knobs the defaults use on
+  // larger ones): 4 warps per tile at M = 2 / 3 with the 4-slice ring, the plain-load staging and
+  // the early trigger; N = 40 (a partial last tile, a CTA of one tile), K tails inside a slice
+  // (K = 1312: 6 slices, the 4th warp without one); per-tensor and block FP8 (BF16 rows quantized
+  // while staged); the decode kernel, not the block kernel.
+  ScopedEnv ew("B12X_GEMM_DECODE_WS_M", "3"), ed("B12X_GEMM_DECODE_DEEP", "1"),
+      es("B12X_GEMM_DECODE_SYNCSTAGE", "1"), et("B12X_GEMM_STREAM_TRIG", "8"),
+      e16("B12X_GEMM_STREAM16_F8", "0");
+  run_case({LinearFormat::kFp8Tensor, 2, 40, 1312, DType::kFP8E4M3, DType::kBF16, true});
+  run_case({LinearFormat::kFp8Tensor, 3, 40, 1312, DType::kFP8E4M3, DType::kFP16, false});
+  run_case({LinearFormat::kFp8Block, 2, 40, 1280, DType::kBF16, DType::kBF16, true});
+  const gemm::lin::DecodeLaunch l = gemm::lin::last_decode_launch();
+  EXPECT_TRUE(l.ws == 4 && l.deep == 1 && !l.pipe);
+}
+
 TEST(GemmGpuSanitize, DecodeHalvesReduce) {
   B12X_REQUIRE_GPU();
   // The decode kernel at M = 5..16 (not the session-13 block kernel, the default there).
