@@ -177,7 +177,8 @@ struct Plan {
   int split_k = 1;  ///< decode regime split of K
   /// Decode regime: warps per 16-row weight tile (1, 2, 4 or 8), which split the CTA's K range
   /// inside the CTA: at M = 1 (8 for FP4 weights with BF16 MMAs where the tiles give at most one
-  /// CTA per SM; B12X_GEMM_DECODE_WSPLIT=1|2|4|8 overrides where it applies) and,
+  /// CTA per SM; B12X_GEMM_DECODE_WSPLIT=1|2|4|8 overrides where it applies), for FP8 weights on
+  /// SM90 also at M = 2..3 (session 17, where the whole K is staged; B12X_GEMM_DECODE_WS_M) and,
   /// with decode_pipe, at M = 2..4 where the one-warp grid is small.
   int decode_warp_split = 1;
   /// Decode regime, M >= 2: the activations are staged in two buffers, the next chunk's copies in
@@ -189,8 +190,9 @@ struct Plan {
   /// each K slice, sharing one activation staging (FP4 weights with BF16 MMAs; by rule for NVFP4,
   /// B12X_GEMM_DECODE_HALF=0|1 overrides).
   bool decode_half = false;
-  /// Decode regime, M = 1 with 4 warps per tile (FP4 weights, BF16 MMAs): ring stages beyond the
-  /// default (B12X_GEMM_DECODE_DEEP=0|1 overrides; run takes it where ring + staging fit).
+  /// Decode regime, M = 1 with 4 warps per tile (FP4 weights, BF16 MMAs; FP8 weights on SM90 at
+  /// M <= 3 where the grid takes 1-2 CTAs per SM, session 17): ring stages beyond the default
+  /// (B12X_GEMM_DECODE_DEEP=0|1 overrides; run takes it where ring + staging fit).
   int decode_deep = 0;
   /// Decode regime: the activation staging's cp.async copies walk segments of 32 pieces per warp
   /// instead of single pieces per thread (with decode_half; B12X_GEMM_DECODE_SEGSTAGE=0|1).
@@ -217,8 +219,9 @@ struct Plan {
   int decode_pipe_kb = 0;
   /// Decode regime, FP8 weight formats, the MMA (session 13): 0 e4m3 mma.sync, 1 f16 MMAs on
   /// e4m3 fragments converted in the kernel (default on SM90 for runs at M >= 2, plans of any
-  /// capacity >= 2; SM90 has no e4m3 mma.sync and lowers it to conversions, f16 MMAs and FADDs
-  /// per call). B12X_GEMM_DECODE_F8MMA=0|1 overrides (for every M).
+  /// capacity >= 2, and MXFP8 plans of capacity 1, whose M = 1 runs take the block kernel; SM90 has
+  /// no e4m3 mma.sync and lowers it to conversions, f16 MMAs and FADDs per call).
+  /// B12X_GEMM_DECODE_F8MMA=0|1 overrides (for every M).
   int decode_fp8_mma = 0;
   /// The same for runs at M = 1 (0 unless B12X_GEMM_DECODE_F8MMA forces a kind: f16 MMAs lost
   /// for MXFP8 at M = 1, session 13).
@@ -312,8 +315,9 @@ struct Plan {
   /// weight ring depth per warp (0: not the FP8 kernel). Its MMA kind is decode_fp8_mma.
   /// B12X_GEMM_STREAM16_F8=0|1 turns it off / on, B12X_GEMM_STREAM16_DEPTH=4|8 overrides.
   int stream16_depth = 0;
-  /// FP8 block kernel: the smallest run M it takes (5; 9 for per-tensor where it runs one tile
-  /// per warp, whose decode kernel was 1-3 % faster at M = 5..8, round 52).
+  /// FP8 block kernel: the smallest run M it takes (MXFP8 1, block FP8 3 (2 where K >= 3 N),
+  /// per-tensor 4; 9 for per-tensor where it runs one tile per warp on a small grid, whose decode
+  /// kernel was 1-3 % faster at M = 5..8, round 52).
   int stream16_min_m = 0;
   /// FP8 block kernel: CTAs per SM its registers are capped for (2; 3: probe
   /// B12X_GEMM_STREAM16_OCC=3, per-tensor at one tile per warp).
