@@ -479,14 +479,19 @@ std::string stream_rows_describe(const Plan& p) {
          std::to_string(p.stream_rows_split) + "/" + std::to_string(p.stream_rows_ctas);
 }
 
-std::string stream16_describe(const Plan& p) {
-  if (p.stream16_tw == 0) return std::string();
-  return " stream16=" + std::to_string(p.stream16_tw) + "x" + std::to_string(p.stream16_split) +
-         "/" + std::to_string(p.stream16_vp) + (p.stream16_qx ? " qx" : "") +
-         (p.stream16_once ? " once" : "") +
+// The M <= 16 block kernel's variant tags, shared by describe() and the kernel signature (each
+// tag names a different kernel instance or launch shape, so both must carry all of them).
+std::string stream16_variant_tags(const Plan& p) {
+  return std::string(p.stream16_qx ? " qx" : "") + (p.stream16_once ? " once" : "") +
          (p.stream16_depth > 0 ? " f8d" + std::to_string(p.stream16_depth) : "") +
          (p.stream16_depth > 0 && p.stream16_occ == 3 ? " o3" : "") +
          (p.stream16_depth > 0 && p.stream16_var != 0 ? " v" + std::to_string(p.stream16_var) : "");
+}
+
+std::string stream16_describe(const Plan& p) {
+  if (p.stream16_tw == 0) return std::string();
+  return " stream16=" + std::to_string(p.stream16_tw) + "x" + std::to_string(p.stream16_split) +
+         "/" + std::to_string(p.stream16_vp) + stream16_variant_tags(p);
 }
 
 }  // namespace
@@ -1776,11 +1781,7 @@ Plan plan(const Caps& caps) {
           << (p.stream_rows_split > 1 ? "+reduce" : "");
     if (p.stream16_tw > 0)
       sig << " stream16=" << p.stream16_tw << (p.stream16_split > 1 ? "+reduce" : "")
-          << (p.stream16_qx ? " qx" : "") << (p.stream16_once ? " once" : "")
-          << (p.stream16_depth > 0 ? " f8d" + std::to_string(p.stream16_depth) : std::string())
-          << (p.stream16_depth > 0 && p.stream16_occ == 3 ? " o3" : "")
-          << (p.stream16_depth > 0 && p.stream16_var != 0 ? " v" + std::to_string(p.stream16_var)
-                                                          : std::string());
+          << stream16_variant_tags(p);
     // The pre-pass: every run of a quantized-activation format but the block kernel's with qx
     // (M = 5..16), which converts them itself.
     if (p.act_prepass) sig << " act_prepass";
