@@ -7,7 +7,8 @@
 //   B12X_BENCH_FORMATS=nvfp4_w4a16,iq2_xs  restricts the formats; B12X_BENCH_QUICK=1 fewer shapes.
 //   B12X_BENCH_FP8B_PREQUANT=1: fp8_block with caller-quantized activations (no quantizer pass).
 //   B12X_BENCH_NO_PEERS=1: skip the cuBLAS / cuBLASLt peers (probe runs; x columns read 0).
-//   B12X_BENCH_FLOOR=1: also time a read-only kernel over each shape's NVFP4 bytes (time_floor).
+//   B12X_BENCH_FLOOR=1: also time a read-only kernel over each shape's NVFP4 bytes (time_floor);
+//   B12X_BENCH_FLOOR_SEG=<v>: in the M = 1 stream kernel's order instead (floor_seg_kernel).
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
@@ -383,6 +384,55 @@ __global__ void __launch_bounds__(256)
   if (acc == 0x9E3779B9u) out[int64_t{blockIdx.x} * 256 + threadIdx.x] = acc;
 }
 
+/// The same bytes in the M = 1 stream kernel's order (session 18, B12X_BENCH_FLOOR_SEG=<v>):
+/// each warp owns segments of v 512-byte vectors (a tile's K part), segments w, w + W, ... for
+/// warp w of W, and walks each with a ring of 4 vectors (lane l's 16 bytes of each vector), one
+/// vector re-requested as the oldest is consumed: the stream kernel's addresses and ring without
+/// its decode. Against floor_read_kernel (grid-strided 16-byte loads) it separates the cost of
+/// the per-warp address pattern from the cost of the decode chain.
+template <bool kTrig>
+__global__ void __launch_bounds__(256)
+    floor_seg_kernel(const uint4* __restrict__ p, int64_t n, int seg, unsigned* out) {
+  const int lane = threadIdx.x & 31;
+  const int64_t nw = int64_t{gridDim.x} * 8, w = int64_t{blockIdx.x} * 8 + (threadIdx.x >> 5);
+  const int64_t nvec = n / 32;  // 512-byte vectors
+  // Vector sequence of this warp: q = 0, 1, ... -> segment w + (q / seg) * nw, vector q % seg.
+  auto vec_of = [&](int64_t q) { return (w + (q / seg) * nw) * seg + q % seg; };
+  auto ld = [&](int64_t v) {
+    uint4 x = make_uint4(0, 0, 0, 0);
+    if (v < nvec)
+      asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+                   : "=r"(x.x), "=r"(x.y), "=r"(x.z), "=r"(x.w)
+                   : "l"(p + v * 32 + lane));
+    return x;
+  };
+  const int64_t nseg = (nvec + seg - 1) / seg;
+  const int64_t mine = w < nseg ? ((nseg - 1 - w) / nw + 1) * seg : 0;  // vectors of this warp
+  uint4 r[4];
+  int64_t q = 0;
+#pragma unroll
+  for (int b = 0; b < 4; ++b) r[b] = ld(q + b < mine ? vec_of(q + b) : nvec);
+  q += 4;
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+  unsigned acc = 0;
+  for (; q < mine; q += 4) {
+#pragma unroll
+    for (int b = 0; b < 4; ++b) {
+      const uint4 v = r[b];
+      r[b] = ld(q + b < mine ? vec_of(q + b) : nvec);
+      acc ^= v.x ^ v.y ^ v.z ^ v.w;
+    }
+  }
+#if __CUDA_ARCH__ >= 900
+  if constexpr (kTrig) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+#pragma unroll
+  for (int b = 0; b < 4; ++b) acc ^= r[b].x ^ r[b].y ^ r[b].z ^ r[b].w;
+  if (acc == 0x9E3779B9u) out[int64_t{blockIdx.x} * 256 + threadIdx.x] = acc;
+}
+
 /// Prints one line per (mode, CTAs per SM): plain launches, PDL (trigger at exit), PDL with the
 /// early trigger; B12X_BENCH_FLOOR_CTAS="2,3" the CTAs per SM of 256 threads.
 void time_floor(int64_t N, int64_t K, double bw) {
@@ -400,9 +450,11 @@ void time_floor(int64_t N, int64_t K, double bw) {
     while (std::getline(ss, item, ',')) per_sm.push_back(std::atoi(item.c_str()));
   }
   const char* names[3] = {"plain", "pdl", "pdl+trig"};
+  const char* seg_env = std::getenv("B12X_BENCH_FLOOR_SEG");
+  const int seg = seg_env != nullptr ? std::max(1, std::atoi(seg_env)) : 0;
   for (int c : per_sm) {
     if (c < 1 || c > 8) continue;
-    for (int mode = 0; mode < 3; ++mode) {
+    for (int mode = seg > 0 ? 2 : 0; mode < 3; ++mode) {
       const double us = bench::time_graph_us(
           [&](int i, cudaStream_t s) {
             cudaLaunchConfig_t cfg{};
@@ -417,13 +469,17 @@ void time_floor(int64_t N, int64_t K, double bw) {
             const uint4* src =
                 reinterpret_cast<const uint4*>(static_cast<uint8_t*>(buf.p) + (i % rot) * bytes);
             unsigned* o = static_cast<unsigned*>(out.p);
-            BENCH_CUDA(
-                mode == 2 ? cudaLaunchKernelEx(&cfg, floor_read_kernel<true>, src, bytes / 16, o)
-                          : cudaLaunchKernelEx(&cfg, floor_read_kernel<false>, src, bytes / 16, o));
+            if (seg > 0)
+              BENCH_CUDA(cudaLaunchKernelEx(&cfg, floor_seg_kernel<true>, src, bytes / 16, seg, o));
+            else
+              BENCH_CUDA(
+                  mode == 2
+                      ? cudaLaunchKernelEx(&cfg, floor_read_kernel<true>, src, bytes / 16, o)
+                      : cudaLaunchKernelEx(&cfg, floor_read_kernel<false>, src, bytes / 16, o));
           },
           per_graph(1), reps(1));
-      std::printf("floor %6ld %6ld %2d/SM %-8s %8.2f us %6.1f %%bw (%.1f MB)\n", (long)N, (long)K,
-                  c, names[mode], us, 100.0 * bytes / us / 1e3 / bw, bytes / 1e6);
+      std::printf("floor %6ld %6ld %2d/SM %-8s seg %3d %8.2f us %6.1f %%bw (%.1f MB)\n", (long)N,
+                  (long)K, c, names[mode], seg, us, 100.0 * bytes / us / 1e3 / bw, bytes / 1e6);
     }
   }
   std::fflush(stdout);
