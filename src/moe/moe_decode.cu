@@ -38,9 +38,9 @@ Fc2Shape fc2_shape(const DecodeArgs& a, const DecodeKnobs& k, bool deep, int row
 }
 
 template <typename OpT, bool kFold, int kSK, int kRC, int kWM, int kG,
-          int kNW = DecodeCfg::kFc1Warps, bool kBal = false>
+          int kNW = DecodeCfg::kFc1Warps, bool kBal = false, bool kLast = false>
 void launch_fc1(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, bool pdl) {
-  auto* k = dev::moe_decode_fc1_kernel<OpT, kFold, kSK, kWM, kG, kNW, kBal, kRC>;
+  auto* k = dev::moe_decode_fc1_kernel<OpT, kFold, kSK, kWM, kG, kNW, kBal, kRC, kLast>;
   constexpr int kSmem = DecodeCfg::fc1_smem(kNW);
   // Above 48 KB of dynamic shared memory needs the opt-in (once per device and kernel); three
   // CTAs (3 x ~69 KB) per SM only with the whole unified L1 given to shared memory.
@@ -106,6 +106,8 @@ void launch_gemms(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, boo
     launch_fc1<OpT, kFold, kSK, kRC, 1, 8>(a, kn, stream, pdl1);
   } else if (a.fc1_groups == 4) {
     launch_fc1<OpT, kFold, kSK, kRC, 1, 4>(a, kn, stream, pdl1);
+  } else if (a.fc1_groups == 2 && a.fc1_last != 0) {
+    launch_fc1<OpT, kFold, kSK, kRC, 1, 2, DecodeCfg::kFc1Warps, false, true>(a, kn, stream, pdl1);
   } else if (a.fc1_groups == 2) {
     launch_fc1<OpT, kFold, kSK, kRC, 1, 2>(a, kn, stream, pdl1);
   } else {
@@ -346,6 +348,11 @@ void launch_decode_stream(const DecodeArgs& args, const DecodeKnobs& kn, bool fp
     a.fc1_groups = decode_fc1_groups(kn, a.routes, fc1_row_blocks, a.sm_count, a.fc1_wm, k_chunks);
     shape_fc1();
   }
+  // Last-warp tile ends (DecodeKnobs::fc1_last): the two-group unbalanced 8-warp FC1 only.
+  a.fc1_last = kn.fc1_last != 0 && !wide && a.fc1_wm == 1 && a.fc1_groups == 2 && a.fc1_bal == 0 &&
+                       a.fc1_warps == DecodeCfg::kFc1Warps
+                   ? 1
+                   : 0;
   a.q_early = kn.q_early == 1 || kn.q_early == 2 ? kn.q_early : 0;
   a.q_load = kn.q_load == 0 ? 0 : 1;  // [Q]'s load order
   a.q_fast = kn.q_fast != 0 ? 1 : 0;

@@ -668,6 +668,31 @@ __global__ void __launch_bounds__(DecodeCfg::kQuantThreads)
 // CTA's tiles round robin, each synchronised by its own named barrier (one warp: __syncwarp):
 // fewer K warps per tile and no CTA-wide barrier at tile ends, for launches with many tiles per
 // CTA (the tile-end barriers were the top stall of FC1 at M = 8).
+// kLast (two-group CTAs, DecodeArgs::fc1_last): no barrier at tile ends. Each warp parks its
+// partials and counts itself in on its group's arrival counter; the warp that arrives last sums
+// the tile, applies the activation and quantises alone (4 items per lane instead of 1), while
+// the others go straight on with their next tile: the group's K warps no longer wait for the
+// slowest one at every tile (barrier stalls 0.89 cycles per instruction at Qwen3.5-TP4 M = 8).
+// Before parking the next tile a warp waits until the previous tile's finisher has released red
+// / ys (its done counter; a tile's K loop later, so it rarely waits). Release / acquire at CTA
+// scope on shared memory: lane 0 acts for its warp after __syncwarp.
+__device__ __forceinline__ int smem_add_acq_rel(int* p, int v) {
+  int old;
+  asm volatile("atom.acq_rel.cta.shared.add.u32 %0, [%1], %2;"
+               : "=r"(old)
+               : "r"(smem_addr(p)), "r"(v)
+               : "memory");
+  return old;
+}
+__device__ __forceinline__ int smem_ld_acquire(const int* p) {
+  int v;
+  asm volatile("ld.acquire.cta.shared.u32 %0, [%1];" : "=r"(v) : "r"(smem_addr(p)) : "memory");
+  return v;
+}
+__device__ __forceinline__ void smem_st_release(int* p, int v) {
+  asm volatile("st.release.cta.shared.u32 [%0], %1;" ::"r"(smem_addr(p)), "r"(v) : "memory");
+}
+
 template <int kThreads, int kCta>
 __device__ __forceinline__ void group_sync(int id) {
   if constexpr (kThreads == kCta)
@@ -684,7 +709,7 @@ __device__ __forceinline__ void group_sync(int id) {
 // tiles at its ends. Every warp splits each piece's sub-chunks as it splits a whole tile; a
 // part's K sums go to fc1_part and the tile's last CTA (fc1_cnt) finishes it.
 template <typename OpT, bool kFold, int kSK, int kWM, int kG, int kNW = DecodeCfg::kFc1Warps,
-          bool kBal = false, int kRC = detail::kMaxInlineRoutes>
+          bool kBal = false, int kRC = detail::kMaxInlineRoutes, bool kLast = false>
 __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold ? 3 : 2) : 2)
     moe_decode_fc1_kernel(const DecodeArgs a) {
   using C = DecodeCfg;
@@ -697,8 +722,11 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
   static_assert(kWM == 1 || kWM == 2 || kWM == 4, "row warps: a power of two (epilogue shifts)");
   static_assert(!kBal || kWM == 1, "balanced FC1: one row warp");
   static_assert(C::kTileTokens * 32 == detail::kFc1BalSlotFloats, "fc1_part slot size");
+  static_assert(!kLast || !kBal, "last-warp tile ends: whole tiles only");
   extern __shared__ __align__(16) uint8_t smem[];
   __shared__ RouteSmemT<kRC> rs;
+  // kLast: per group, warps arrived at tile ends (cumulative) and tiles finished.
+  __shared__ int s_arrived[kLast ? kG : 1], s_done[kLast ? kG : 1];
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t = lane & 3;
   // (Warps < 8: with one group grp is 0 and wk warp / kWM, known at compile time.)
@@ -714,6 +742,7 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
   const bool wait_first = (first && a.a16_gate == 0) || a.q_early == 1;
   if (wait_first) pdl_wait();
   pdl_trigger();  // FC2 may launch now and stream its own weights (it waits for us before reading)
+  if (kLast && tid < kG) s_arrived[tid] = s_done[tid] = 0;  // route_tables' barriers publish them
   const int ntiles = route_tables<kRC, kCta>(a, rs, smem);
   if (a.fc2_split > 1 && blockIdx.x == 0 && blockIdx.y == 0) {
     // FC2's split counters: read by FC2 only after it waited for this grid. The previous call's
@@ -863,7 +892,14 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
 
     // ---- split-K reduction and activation into ys[token][feature] -------------------------
     // Every warp parks its partials; then each thread sums one output (gated: a (gate, up)
-    // pair) over the K warps in fixed order 0, 1, ... and applies the activation.
+    // pair) over the K warps in fixed order 0, 1, ... and applies the activation (kLast: the
+    // group's last warp to arrive does it all, ep / ep_n its lane / 32 instead of the group's).
+    if constexpr (kLast) {
+      if (lane == 0)
+        while (smem_ld_acquire(&s_done[grp]) < it) {
+        }
+      __syncwarp();  // the previous tile's finisher is done with red and ys
+    }
 #pragma unroll
     for (int m = 0; m < 2; ++m)
 #pragma unroll
@@ -871,7 +907,17 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
         red[((wk * kWM + wm) * 8 + m * 4 + i) * 32 + lane] = acc[m][i];
         acc[m][i] = 0.f;
       }
-    group_sync<kGT, kCta>(1 + grp);  // partials complete; the previous tile's ys readers are done
+    if constexpr (kLast) {
+      __syncwarp();  // the warp's partials, before lane 0 releases them
+      int old = 0;
+      if (lane == 0) old = smem_add_acq_rel(&s_arrived[grp], 1);
+      old = __shfl_sync(0xFFFFFFFFu, old, 0);
+      if (old != (it + 1) * (kWK * kWM) - 1) continue;  // another warp finishes this tile
+      __syncwarp();                                     // lane 0 acquired every warp's partials
+    } else {
+      group_sync<kGT, kCta>(1 + grp);  // partials complete; the previous tile's ys readers are done
+    }
+    const int ep = kLast ? lane : gtid, ep_n = kLast ? 32 : kGT;
     // Item q: (wm, [m,] i, lane) of the accumulator fragments; gated items pair m = 0 / 1.
     const int per_wm = a.gated ? 128 : 256;
     const int wm_shift = a.gated ? 7 : 8;  // log2(per_wm): no runtime division per item
@@ -922,7 +968,7 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
       }
     }
     if (act) {
-      for (int q = gtid; q < kWM * per_wm; q += kGT) {
+      for (int q = ep; q < kWM * per_wm; q += ep_n) {
         const int qw = q >> wm_shift, r = q & (per_wm - 1);
         const int qm = a.gated ? 0 : r / 128, qi = (r / 32) % 4, ql = r % 32;
         const int col = 2 * (ql & 3) + (qi & 1);
@@ -972,17 +1018,25 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
         }
       }
     }
-    group_sync<kGT, kCta>(1 + grp);  // ys complete; red may be overwritten by the next tile
-    if (!act) continue;              // uniform over the CTA: another CTA finishes this tile
+    if constexpr (kLast)
+      __syncwarp();  // ys complete (red is released with ys below)
+    else
+      group_sync<kGT, kCta>(1 + grp);  // ys complete; red may be overwritten by the next tile
+    if (!act) continue;                // uniform over the CTA: another CTA finishes this tile
     // ---- FC2 operand rows: 4 consecutive features of one token per thread ------------------
     // Quantised modes quantise here, once per (route, block), instead of in every FC2 CTA: the
     // CTA owns whole blocks (16 * kWM features gated, 32 * kWM ReLU2; I % 32 == 0).
     const int nf = a.gated ? 16 * kWM : 32 * kWM;
     const int qpt = nf / 4;                // threads per token
-    if (gtid < ((kT * qpt + 31) & ~31)) {  // whole warps (the amax shuffles use full masks)
+    const int qn = (kT * qpt + 31) & ~31;  // whole warps (the amax shuffles use full masks)
+    // kLast: the finisher's lane takes items lane, lane + 32, ... (kT * qpt <= 128).
+#pragma unroll
+    for (int qr = 0; qr < (kLast ? 4 : 1); ++qr) {
+      const int qt = ep + 32 * qr;
+      if (qt >= qn) break;
       // qpt = 4 or 8 times kWM (a power of two): a shift instead of a runtime division.
       const int qpt_shift = (a.gated ? 2 : 3) + (kWM == 4 ? 2 : kWM == 2 ? 1 : 0);
-      const int col = gtid >> qpt_shift, fl = 4 * (gtid & (qpt - 1));
+      const int col = qt >> qpt_shift, fl = 4 * (qt & (qpt - 1));
       float v[4];
       float amax = 0.f;
 #pragma unroll
@@ -1002,6 +1056,10 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
         *reinterpret_cast<uint2*>(a.inter + static_cast<int64_t>(slot0 + col) * a.features + f) =
             make_uint2(pack_op(v[0], v[1], a.inter_fp16 != 0),
                        pack_op(v[2], v[3], a.inter_fp16 != 0));
+    }
+    if constexpr (kLast) {
+      __syncwarp();  // every lane's ys reads are done
+      if (lane == 0) smem_st_release(&s_done[grp], it + 1);
     }
   }
   cp_async_wait<0>();
