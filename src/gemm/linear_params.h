@@ -63,8 +63,10 @@ struct LinearParams {
   // its last weight loads (sessions 15 / 17, Plan::stream_trig), not only at the end.
   int stream_trig;
   // M = 1 stream kernel: variant (session 16, Plan::decode_stream_var; kVar of
-  // linear_stream_kernel: 8 the NVFP4 activations converted while staging).
+  // linear_stream_kernel: 8 the NVFP4 activations converted while staging, 16 the bulk-copy
+  // weight ring of stream_stages stages per warp).
   int stream_var;
+  int stream_stages;
   // 8 warps per tile: the device's ring + staging budget (lin::decode_ws8_budget of the opt-in
   // shared memory, Plan::decode_ws8_budget; run reads no device info).
   int64_t decode_ws8_budget;

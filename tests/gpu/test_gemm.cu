@@ -1524,6 +1524,60 @@ TEST(GemmGpu, DecodeStreamQx) {
       }
 }
 
+TEST(GemmGpu, DISABLED_DecodeStreamBulk) {
+  B12X_REQUIRE_GPU();
+  // DISABLED_ until a round has run it (a hang would stall the round's gemm tests); the decode
+  // snippet runs it with --gtest_also_run_disabled_tests.
+  // Session 18 probe B12X_GEMM_STREAM_BULK=<stages>: the M = 1 stream kernel's weights through a
+  // shared-memory ring of bulk-copy stages (one mbarrier each) instead of the register ring.
+  // NVFP4 W4A16 / W4A4 (in-kernel conversion and pre-pass), MXFP4 W4A16 / W4A4 (fold and
+  // fold-free splats), 1 and 3 stages, parts 2 / 8 (the last part past K at K = 1280), K tails,
+  // bias, a persistent grid of one CTA per SM walking many groups with the early trigger, graphs.
+  if (device_info(0).cc_major < 9) GTEST_SKIP() << "cp.async.bulk needs SM90+";
+  auto plan1 = [](LinearFormat f, int64_t K) {
+    gemm::Caps caps;
+    caps.format = f;
+    caps.max_tokens = 1;
+    caps.in_features = K;
+    caps.out_features = 4096;
+    caps.act_dtype = f == LinearFormat::kNvfp4 ? DType::kFP4E2M1 : DType::kBF16;
+    caps.out_dtype = DType::kBF16;
+    return gemm::plan(caps);
+  };
+  EXPECT_EQ(plan1(LinearFormat::kNvfp4W4A16, 4096).decode_stream_var & 16, 0);
+  ScopedEnv es("B12X_GEMM_DECODE_STREAM", "1"), emx("B12X_GEMM_STREAM_MX", "1");
+  auto launched = [](const Case& c, bool graph) {
+    const int64_t before = gemm::lin::last_stream_launch().serial;
+    run_case(c, graph);
+    EXPECT_GT(gemm::lin::last_stream_launch().serial, before) << name(c);
+  };
+  int n = 0;
+  for (const char* stages : {"1", "3"}) {
+    ScopedEnv eb("B12X_GEMM_STREAM_BULK", stages);
+    {
+      const gemm::Plan pl = plan1(LinearFormat::kNvfp4W4A16, 4096);
+      EXPECT_EQ(pl.decode_stream_var & 16, 16);
+      EXPECT_EQ(pl.decode_stream_stages, std::atoi(stages));
+    }
+    for (const char* parts : {"2", "8"}) {
+      ScopedEnv ep("B12X_GEMM_STREAM_PARTS", parts);
+      launched({LinearFormat::kNvfp4W4A16, 1, 200, 1280, DType::kBF16, DType::kBF16, true}, n == 1);
+      launched({LinearFormat::kNvfp4, 1, 72, 4864, DType::kBF16, DType::kBF16, false}, n == 2);
+      {
+        ScopedEnv eq("B12X_GEMM_STREAM_QX", "0");
+        launched({LinearFormat::kNvfp4, 1, 72, 1280, DType::kBF16, DType::kBF16, true}, false);
+      }
+      ScopedEnv ef("B12X_GEMM_STREAM_MX_FREE", (n % 2) ? "1" : "0");
+      launched({LinearFormat::kMxfp4W4A16, 1, 200, 1312, DType::kBF16, DType::kBF16, true}, n == 3);
+      launched({LinearFormat::kMxfp4, 1, 72, 4832, DType::kBF16, DType::kBF16, false}, false);
+      ++n;
+    }
+  }
+  ScopedEnv eb("B12X_GEMM_STREAM_BULK", "4"), ec("B12X_GEMM_STREAM_CTAS", "1"),
+      et("B12X_GEMM_STREAM_TRIG", "1");
+  launched({LinearFormat::kNvfp4W4A16, 1, 4096, 1280, DType::kBF16, DType::kBF16, true}, true);
+}
+
 TEST(GemmGpu, DecodeStreamShfl) {
   B12X_REQUIRE_GPU();
   // Session 14: the stream kernels with the scale splats built one k16 step per lane and

@@ -184,6 +184,77 @@ __device__ __forceinline__ uint4 ldg_stream(const void* p) {
   return v;
 }
 
+// mbarrier and bulk-copy primitives (the waits, transaction counts and bulk copies SM90+ only:
+// no-ops below, where no kernel takes them; the SM90 tiled kernels' namespace).
+namespace wg {
+
+/// Orders this thread's generic-proxy shared-memory accesses before its later async-proxy ones
+/// (bulk copies into the same bytes, wgmma operand reads).
+__device__ __forceinline__ void fence_proxy_async() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
+}
+
+/// Makes mbarrier.init visible to the async proxy: bulk copies (cp.async.bulk ... complete_tx)
+/// signal the barriers from the async proxy, which the CTA barrier after the init does not order.
+__device__ __forceinline__ void fence_mbarrier_init() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+#endif
+}
+
+/// mbarrier (shared::cta) primitives (the SM90 tiled kernels' kMbar pipeline, the M = 1 stream
+/// kernel's bulk-copy ring).
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+/// Arrives on `bar` once all of this thread's earlier cp.async copies have landed (the arrival
+/// is counted in the barrier's initial count: .noinc).
+__device__ __forceinline__ void mbar_cp_arrive(uint32_t bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+/// Waits until the phase of parity `parity` of `bar` has completed.
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  uint32_t done;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (done == 0);
+#endif
+}
+
+/// Arrives on `bar` and adds `bytes` to the transaction count its phase waits for (the bulk
+/// copies below complete on it).
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
+               : "memory");
+#endif
+}
+/// Bulk copy (async proxy) of `bytes` (a multiple of 16, both addresses 16-byte aligned) into
+/// this CTA's shared memory, completing `bytes` transactions on `bar`.
+__device__ __forceinline__ void bulk_g2s(uint32_t saddr, const void* gmem, uint32_t bytes,
+                                         uint32_t bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::
+          "r"(saddr),
+      "l"(gmem), "r"(bytes), "r"(bar)
+      : "memory");
+#endif
+}
+
+}  // namespace wg
+
 // ---------------------------------------------------------------- constants ----------------
 // Splat (both halves) constants.
 template <class T>
