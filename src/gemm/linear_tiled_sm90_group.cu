@@ -47,6 +47,11 @@ GroupPick pick_cfg(int tok, int var) {
       if (tok == 256 && var == 23)
         return group_pick<F, T, 256, 1, true, 64, false, true,
                           kWsChain | kGroupFold | kGroupSplit>();
+      // 50 (session 18 probe): the folded kernel with its accumulators rescaled per super-block
+      // instead of promoted partials (kGroupRescale).
+      if (tok == 256 && var == 50)
+        return group_pick<F, T, 256, 1, true, 64, false, true,
+                          kGroupWs | kGroupFold | kGroupRescale>();
     }
   }
   // 128 tokens in two m64n64 units per group, warp-specialized with chained pairs (13's
@@ -207,7 +212,7 @@ __global__ void __launch_bounds__(256)
 }  // namespace
 
 bool wgmma_group_fold_var(int var) {
-  return var == 22 || var == 23;
+  return var == 22 || var == 23 || var == 50;
 }
 
 namespace {

@@ -1179,12 +1179,14 @@ TEST(GemmGpu, DecodeDeepRing) {
   {
     ScopedEnv ed("B12X_GEMM_DECODE_DEEP", "1");
     EXPECT_EQ(bf16_plan(LinearFormat::kNvfp4W4A16, 1, 4096, 4096).decode_deep, 1);
-    EXPECT_EQ(bf16_plan(LinearFormat::kQ8_0, 1, 4096, 4096).decode_deep, 0);
+    EXPECT_EQ(bf16_plan(LinearFormat::kQ8_0, 1, 4096, 4096).decode_deep, 1);  // session 18
     EXPECT_EQ(bf16_plan(LinearFormat::kNvfp4W4A16, 2, 4096, 4096).decode_deep, 0);
     int i = 0;
-    for (int64_t K : {4096, 1280, 8960, 20480, 14336})
+    for (int64_t K : {4096, 1280, 8960, 20480, 14336}) {
       for (LinearFormat f : kFp4Bf16Formats)
         run_case({f, 1, 72, K, DType::kBF16, DType::kBF16, (i++ % 2) == 0});
+      run_case({LinearFormat::kQ8_0, 1, 72, K, DType::kBF16, DType::kBF16, (i++ % 2) == 0});
+    }
     run_case({LinearFormat::kNvfp4W4A16, 1, 72, 4096, DType::kFP16, DType::kFP16, true});
   }
   // The default: a third slice for NVFP4 weights where each of the 4 warps streams >= 6 slices
@@ -2967,10 +2969,10 @@ TEST(GemmGpu, TiledWgmmaGroupProbes) {
     EXPECT_TRUE(xs.tiled_wgmma_f16x);
   }
   ScopedEnv eg("B12X_GEMM_WGMMA_GROUP", "1"), et("B12X_GEMM_WGMMA_GROUP_TOK", "256");
-  for (const char* var : {"16", "17", "21", "22", "23"}) {
+  for (const char* var : {"16", "17", "21", "22", "23", "50"}) {
     ScopedEnv ev("B12X_GEMM_WGMMA_GROUP_VAR", var);
     const std::string v = var;
-    const bool fold = v == "22" || v == "23";
+    const bool fold = v == "22" || v == "23" || v == "50";
     for (LinearFormat f : {LinearFormat::kQ8_0, LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs}) {
       const bool q8 = f == LinearFormat::kQ8_0;
       if (q8 && v != "16" && v != "21") continue;
@@ -3014,6 +3016,36 @@ TEST(GemmGpu, TiledWgmmaGroupProbes) {
         {LinearFormat::kIq2Xxs, 300, 136, 2048, DType::kBF16, DType::kFP16, false});
   }
   if (sm90) EXPECT_TRUE(early_plan().tiled_wgmma_f16x_early);  // the default (env unset here)
+}
+
+/// Session 18's probe 50 (the folded kernel's accumulators rescaled per 256-K super-block instead
+/// of promoted partials): super-block scales d of 0 (the accumulators keep the previous unit; the
+/// first, a middle and the last super-block of a row), of either sign and spread over 2^-14..2^2
+/// (the rescale factors d_prev / d_new far from 1), IQ2_XXS and IQ2_XS, BF16 (behind the FP16
+/// pre-pass) and FP16 activations, K = 2048 (8 super-blocks) with token and row tails.
+TEST(GemmGpu, TiledWgmmaGroupRescale) {
+  B12X_REQUIRE_GPU();
+  ScopedEnv eg("B12X_GEMM_WGMMA_GROUP", "1"), et("B12X_GEMM_WGMMA_GROUP_TOK", "256"),
+      ev("B12X_GEMM_WGMMA_GROUP_VAR", "50");
+  g_weight_tweak = [](LinearFormat f, HostWeight& h) {
+    const int bb = f == LinearFormat::kIq2Xs ? 74 : 66;
+    const int64_t nb = h.row_bytes / bb, rows = static_cast<int64_t>(h.w.size()) / h.row_bytes;
+    std::uniform_int_distribution<int> ex(-14, 2);
+    for (int64_t n = 0; n < rows; ++n)
+      for (int64_t b = 0; b < nb; ++b) {
+        const bool zero = (n % 5 == 1 && b == 0) || (n % 7 == 2 && b == nb / 2) ||
+                          (n % 3 == 0 && b == nb - 1) || n % 11 == 4;
+        const float v = std::ldexp((test::rng()() & 1) ? -1.5f : 1.25f, ex(test::rng()));
+        const uint16_t d = zero ? 0 : fmt::float_to_fp16_bits(v);
+        h.w[n * h.row_bytes + b * bb] = d & 0xFF;
+        h.w[n * h.row_bytes + b * bb + 1] = d >> 8;
+      }
+  };
+  for (LinearFormat f : {LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs}) {
+    run_wgmma_group_case({f, 300, 136, 2048, DType::kBF16, DType::kBF16, true});
+    run_wgmma_group_case({f, 260, 72, 2048, DType::kFP16, DType::kBF16, false});
+  }
+  g_weight_tweak = nullptr;
 }
 
 /// The FP16 pre-pass's per-token scale on extreme BF16 rows (IQ2_XS's default 23 behind it): a

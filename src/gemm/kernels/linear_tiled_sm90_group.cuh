@@ -171,8 +171,17 @@ struct WgmmaGroupCfg {
 /// boundary: sm_90a stack 56 -> 24 / 32 B, 13 -> 5 / 7 STL + LDL per two stages in the MMA loop
 /// (IQ2_XS / IQ2_XXS); round 61 (probe 46, M = 2048): IQ2_XS on BF16 +2.5-6.6 %, on FP16
 /// +3.3-7.2 %, IQ2_XXS on FP16 +2.7-6.1 %.
+/// kGroupRescale (with kGroupWs | kGroupFold; probe 50 of session 18): no partials and no
+/// promotions. Within a 256-K super-block the IQ2 weight scale d / 8 is one number per row, and
+/// the folded weights +-grid x (2s + 1) carry the rest, so the wgmmas of a super-block's four
+/// stages accumulate straight into the accumulators, kept in units of the row's d: at each
+/// super-block's start (nothing in flight) they are multiplied by d_prev / d_new (2 x 64 FMUL per
+/// 256 K instead of 4 x 128 FFMA promotions), and by d_last / 8 before the epilogue. A zero d
+/// keeps the previous unit and zeroes its super-block's splats. One m64n256k16 wgmma per k16 step
+/// (its accumulator layout is the four m64n64 units' one), the A fragments double-buffered across
+/// stages, one drain per super-block.
 inline constexpr int kGroupPair = 1, kGroupQuad = 2, kGroupFold = 4, kGroupChain = 8, kGroupWs = 16,
-                     kGroupSplit = 32;
+                     kGroupSplit = 32, kGroupRescale = 64;
 B12X_HD constexpr int wgmma_group_fold_k(int mode) {
   return (mode & kGroupFold) != 0 ? 64 : 0;
 }
@@ -190,11 +199,18 @@ __global__ void __launch_bounds__(wgmma_group_threads(kMode), 1)
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using C = WgmmaGroupCfg<F, T, kTokens, kRowSets, kOverlap, kUnitN, wgmma_group_fold_k(kMode)>;
   // Stages per CTA barrier (kPer) and the ring in whole barrier groups of kPer slots.
-  constexpr int kPer = (kMode & kGroupQuad) != 0 ? 4 : (kMode & kGroupPair) != 0 ? 2 : 1;
+  constexpr bool kRescale = (kMode & kGroupRescale) != 0;
+  constexpr int kPer = (kMode & (kGroupQuad | kGroupRescale)) != 0 ? 4
+                       : (kMode & kGroupPair) != 0                 ? 2
+                                                                   : 1;
   constexpr bool kChain = (kMode & kGroupChain) != 0;
+  static_assert(!kRescale || (C::kFold && (kMode & kGroupWs) != 0 && !kChain && C::kTok == 256 &&
+                              C::kRowSets == 1 && C::kAcc == 128),
+                "rescaled accumulators: the folded warp-specialized 256-token kernel");
   static_assert(!kChain || (kPer >= 2 && kOverlap && C::kRowSets == 1 && C::kTokUnits > 1),
                 "the chained pair: overlapped 256-token units");
-  static_assert(kPer < 4 || (kChain && (kMode & kGroupWs) != 0), "chained quads: warp-specialized");
+  static_assert(kPer < 4 || kRescale || (kChain && (kMode & kGroupWs) != 0),
+                "chained quads: warp-specialized");
   constexpr bool kWs = (kMode & kGroupWs) != 0;
   // kWs: the ring stays slot-wise (kPer = 2 / 4 there: the MMA warps' chained pair, each slot
   // released after the pair, or quad, each slot released once its last unit retired).
@@ -204,7 +220,7 @@ __global__ void __launch_bounds__(wgmma_group_threads(kMode), 1)
   constexpr int kTok = C::kTok;
   constexpr int kAhead = kRing - 1;  // barrier groups in flight ahead of the consumed one
   static_assert(!kWs || !kLateCopy, "warp-specialized: no copies in the MMA warps");
-  static_assert(!kWs || kPer == 1 || kChain, "warp-specialized pairs: chained");
+  static_assert(!kWs || kPer == 1 || kChain || kRescale, "warp-specialized pairs: chained");
   constexpr int kCT = kWs ? 128 : C::kThreads;  // threads issuing the copies
 
   extern __shared__ uint8_t smem_raw[];
@@ -394,6 +410,54 @@ __global__ void __launch_bounds__(wgmma_group_threads(kMode), 1)
   float part0[C::kPart];  // unit partials; two sets when promotions overlap wgmmas
   float part1[C::kOverlap ? C::kPart : 1];
 
+  // A fragments of a stage's four k16 steps (exact integers) of this warp's 16-row tiles, from
+  // slot s (stage kb; ssg: its scale words); atom at (32 K) holds steps 2 at, 2 at + 1.
+  // kGroupRescale: zm[h] masks row h's folded splats (0 where the super-block's d is 0, so its
+  // weights add nothing to the accumulators kept in units of the last nonzero d).
+  using Frags = uint32_t[C::kRowSets][4][4];
+  const uint32_t kAllRows[2] = {~0u, ~0u};
+  auto decode_frags = [&](Frags& af, const uint32_t* ssg, int s, int kb, int at,
+                          const uint32_t(&zm)[2]) {
+#pragma unroll
+    for (int rs = 0; rs < C::kRowSets; ++rs) {
+      const uint8_t* wsg = sgen + s * C::kStageBytes + C::kActBytes + tile_of(rs) * C::kWTileBytes;
+      const int slot = C::kIq2 ? g : lane;
+      const uint4 rv = *reinterpret_cast<const uint4*>(wsg + at * C::kTr.slots * 16 + slot * 16);
+      uint32_t a2[2][4];
+      if constexpr (C::kIq2) {
+        decode_iq2_atom<T, kAluSign>(rv, gtab, stab, t, a2);
+        if constexpr (C::kFold) {
+          // The FP16 splats (2s + 1) of rows g (h = 0) and g + 8 (h = 1) for the atom's
+          // sub-blocks (IQ2_XXS: the atom, IQ2_XS: each k16 step); +-grid x (2s + 1) is an
+          // integer <= 43 x 31, exact in FP16.
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const uint32_t sw = ssg[C::kRows + tile_of(0) * 16 + g + 8 * h];
+#pragma unroll
+            for (int st = 0; st < 2; ++st) {
+              const int q = F == WFmt::kIq2Xs ? 2 * at + st : at;
+              const int ssh = F == WFmt::kIq2Xs ? 16 * (kb & 1) + 4 * q : 8 * (kb & 3) + 4 * q;
+              // FP16 0x6400 | s is 1024 + s, and 2 (1024 + s) - 2047 = 2s + 1 exactly: one IMAD
+              // and one HFMA2 build the splat (no I2F on the XU pipe; session 16).
+              uint32_t m =
+                  fma2<T>(((sw >> ssh) & 0xFu) * 0x10001u + 0x64006400u, 0x40004000u, 0xE7FFE7FFu);
+              if constexpr (kRescale) m &= zm[h];
+#pragma unroll
+              for (int j = h; j < 4; j += 2)
+                asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(a2[st][j]) : "r"(a2[st][j]), "r"(m));
+            }
+          }
+        }
+      } else {
+        decode_byte_atom<T, true>(rv, a2);
+      }
+#pragma unroll
+      for (int st = 0; st < 2; ++st)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) af[rs][2 * at + st][j] = a2[st][j];
+    }
+  };
+
   // One stage in slot s (stage kb, hs-th of its barrier group): decode, the units' wgmmas and
   // promotions (drained at the end unless the chained pair's first stage); refill() issues the
   // late copies (kLateCopy, the barrier group's first stage).
@@ -402,51 +466,11 @@ __global__ void __launch_bounds__(wgmma_group_threads(kMode), 1)
   // but its first): its slot may be released.
   auto stage_body = [&](const int kb, const int s, const int hs, Scales& sc, auto&& refill,
                         auto&& retired) {
-    // This warp's 16-row tiles: A fragments of the stage's four k16 steps (exact integers);
-    // atom at (32 K) holds steps 2 at, 2 at + 1.
-    uint32_t af[C::kRowSets][4][4];
+    // This warp's 16-row tiles: the stage's A fragments.
+    Frags af;
     const uint32_t* ssg =
         reinterpret_cast<const uint32_t*>(sgen + s * C::kStageBytes + C::kActBytes + C::kWBytes);
-    auto decode_atom = [&](int at) {
-#pragma unroll
-      for (int rs = 0; rs < C::kRowSets; ++rs) {
-        const uint8_t* wsg =
-            sgen + s * C::kStageBytes + C::kActBytes + tile_of(rs) * C::kWTileBytes;
-        const int slot = C::kIq2 ? g : lane;
-        const uint4 rv = *reinterpret_cast<const uint4*>(wsg + at * C::kTr.slots * 16 + slot * 16);
-        uint32_t a2[2][4];
-        if constexpr (C::kIq2) {
-          decode_iq2_atom<T, kAluSign>(rv, gtab, stab, t, a2);
-          if constexpr (C::kFold) {
-            // The FP16 splats (2s + 1) of rows g (h = 0) and g + 8 (h = 1) for the atom's
-            // sub-blocks (IQ2_XXS: the atom, IQ2_XS: each k16 step); +-grid x (2s + 1) is an
-            // integer <= 43 x 31, exact in FP16.
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-              const uint32_t sw = ssg[C::kRows + tile_of(0) * 16 + g + 8 * h];
-#pragma unroll
-              for (int st = 0; st < 2; ++st) {
-                const int q = F == WFmt::kIq2Xs ? 2 * at + st : at;
-                const int ssh = F == WFmt::kIq2Xs ? 16 * (kb & 1) + 4 * q : 8 * (kb & 3) + 4 * q;
-                // FP16 0x6400 | s is 1024 + s, and 2 (1024 + s) - 2047 = 2s + 1 exactly: one IMAD
-                // and one HFMA2 build the splat (no I2F on the XU pipe; session 16).
-                const uint32_t m = fma2<T>(((sw >> ssh) & 0xFu) * 0x10001u + 0x64006400u,
-                                           0x40004000u, 0xE7FFE7FFu);
-#pragma unroll
-                for (int j = h; j < 4; j += 2)
-                  asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(a2[st][j]) : "r"(a2[st][j]), "r"(m));
-              }
-            }
-          }
-        } else {
-          decode_byte_atom<T, true>(rv, a2);
-        }
-#pragma unroll
-        for (int st = 0; st < 2; ++st)
-#pragma unroll
-          for (int j = 0; j < 4; ++j) af[rs][2 * at + st][j] = a2[st][j];
-      }
-    };
+    auto decode_atom = [&](int at) { decode_frags(af, ssg, s, kb, at, kAllRows); };
     // Several token units per group on one row set: atom 1 is decoded after the first unit's
     // wgmmas are issued (under them), while atom 0's fragments stay live for the group's later
     // units, so no register of an in-flight wgmma can be reallocated to the decode. (With one
@@ -564,28 +588,97 @@ __global__ void __launch_bounds__(wgmma_group_threads(kMode), 1)
     griddep_wait();  // alpha / bias
     int sl = 0;
     uint32_t ph = 0;
-    Scales sc;
-    for (int kb = 0; kb < num_k; kb += kPer) {
-      // kPer = 2 (chained pair): the first stage's last unit stays in flight into the second
-      // (num_k is a multiple of 4); both slots are released after the pair (kPer = 4, chained
-      // quads: each slot once its last unit retired).
-      int sls[kPer];
+    if constexpr (kRescale) {
+      // Accumulators in units of e[h], the last nonzero d of row g + 8h (1 before the first).
+      float e[2] = {1.f, 1.f};
+      Frags afb[2];  // stage kb's fragments in afb[kb & 1], rewritten once kb - 2 retired
+      for (int kb = 0; kb < num_k; kb += 4) {
+        int sls[4];
+        uint32_t zm[2];
 #pragma unroll
-      for (int hs = 0; hs < kPer; ++hs) {
-        sls[hs] = sl;
-        wg::mbar_wait(full0 + 8 * sl, ph);
-        wg::fence_proxy_async();  // cp.async writes (generic proxy) read by wgmma (async proxy)
-        stage_body(
-            kb + hs, sl, hs, sc, [] {},
-            [&] {
-              if constexpr (kPer == 4) wg::mbar_arrive(empty0 + 8 * sls[hs - 1]);
-            });
-        if (++sl == kStages) sl = 0, ph ^= 1;
+        for (int hs = 0; hs < 4; ++hs) {
+          sls[hs] = sl;
+          wg::mbar_wait(full0 + 8 * sl, ph);
+          wg::fence_proxy_async();  // cp.async writes (generic proxy) read by wgmma (async proxy)
+          const uint32_t* ssg = reinterpret_cast<const uint32_t*>(sgen + sl * C::kStageBytes +
+                                                                  C::kActBytes + C::kWBytes);
+          float dn[2];
+          if (hs == 0) {
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const uint32_t dsh = ((dpar[0][h] + kb / 4) & 1u) * 16u;
+              const float d = half_bits_f32((ssg[tile_of(0) * 16 + g + 8 * h] >> dsh) & 0xFFFFu);
+              zm[h] = d != 0.f ? ~0u : 0u;
+              dn[h] = d != 0.f ? d : e[h];
+            }
+          }
+          decode_frags(afb[hs & 1], ssg, sl, kb + hs, 0, zm);
+          decode_frags(afb[hs & 1], ssg, sl, kb + hs, 1, zm);
+          if (hs == 0) {
+            // The previous super-block drained (below): acc = V / e_prev -> V / d_new.
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const float r = e[h] / dn[h];
+              e[h] = dn[h];
+#pragma unroll
+              for (int i = 2 * h; i < C::kAcc; i += 4) {
+                acc[i] *= r;
+                acc[i + 1] *= r;
+              }
+            }
+          }
+          if (hs == 0) wg::fence_acc(acc);
+          wg::fence();
+          const uint64_t desc = wg::desc_sw128(act_addr(sl));
+#pragma unroll
+          for (int ks = 0; ks < 4; ++ks) wg::mma<T, 256>(acc, afb[hs & 1][0][ks], desc + 2 * ks, 1);
+          wg::commit();
+          if (hs > 0) {
+            // Stage kb + hs - 1 retired: its slot and fragment buffer are free.
+            wg::wait<1>();
+            wg::mbar_arrive(empty0 + 8 * sls[hs - 1]);
+          }
+          if (++sl == kStages) sl = 0, ph ^= 1;
+        }
+        // One drain per super-block: no wgmma in flight over the loop's back edge (C7514) or
+        // while the next super-block rescales the accumulators.
+        wg::wait<0>();
+        wg::fence_acc(acc);
+        wg::mbar_arrive(empty0 + 8 * sls[3]);
       }
-      // This thread's wgmmas of the slots retired (drained) and its shared-memory reads done
-      // (kPer = 4: the others were released by retired()).
 #pragma unroll
-      for (int hs = kPer == 4 ? 3 : 0; hs < kPer; ++hs) wg::mbar_arrive(empty0 + 8 * sls[hs]);
+      for (int h = 0; h < 2; ++h) {
+        const float f = e[h] * 0.125f;
+#pragma unroll
+        for (int i = 2 * h; i < C::kAcc; i += 4) {
+          acc[i] *= f;
+          acc[i + 1] *= f;
+        }
+      }
+    } else {
+      Scales sc;
+      for (int kb = 0; kb < num_k; kb += kPer) {
+        // kPer = 2 (chained pair): the first stage's last unit stays in flight into the second
+        // (num_k is a multiple of 4); both slots are released after the pair (kPer = 4, chained
+        // quads: each slot once its last unit retired).
+        int sls[kPer];
+#pragma unroll
+        for (int hs = 0; hs < kPer; ++hs) {
+          sls[hs] = sl;
+          wg::mbar_wait(full0 + 8 * sl, ph);
+          wg::fence_proxy_async();  // cp.async writes (generic proxy) read by wgmma (async proxy)
+          stage_body(
+              kb + hs, sl, hs, sc, [] {},
+              [&] {
+                if constexpr (kPer == 4) wg::mbar_arrive(empty0 + 8 * sls[hs - 1]);
+              });
+          if (++sl == kStages) sl = 0, ph ^= 1;
+        }
+        // This thread's wgmmas of the slots retired (drained) and its shared-memory reads done
+        // (kPer = 4: the others were released by retired()).
+#pragma unroll
+        for (int hs = kPer == 4 ? 3 : 0; hs < kPer; ++hs) wg::mbar_arrive(empty0 + 8 * sls[hs]);
+      }
     }
   } else {
     zero_acc();
