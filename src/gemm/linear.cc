@@ -225,9 +225,10 @@ constexpr int kWgmmaF8Var = 16;
 /// built by bind; removed in session 10, docs/gemm.md. 17 / 19, 14 with the persistent CTA loop:
 /// removed in session 11, as 18 / 20 above.)
 constexpr int kWgmmaF8BlockVar = 14;
-/// Block FP8 variants reading the tiled FP8 1x128 quantizer's stage images (14).
+/// Block FP8 variants reading the tiled FP8 1x128 quantizer's stage images (14; probes 24 / 25:
+/// 14 with each stage as two token halves, docs/gemm.md session 18).
 bool wgmma_act_images(int var) {
-  return var == 14;
+  return var == 14 || var == 24 || var == 25;
 }
 /// wgmma kernel CTA order (Plan::tiled_wgmma_raster): FP8 in raster bands sized to L2 (1): round
 /// 17 (warp-specialized FP8, M = 2048) per-tensor 14336x4096 829 -> 921 TFLOP/s (its 58 MB of

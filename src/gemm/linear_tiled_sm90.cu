@@ -39,6 +39,8 @@ WgmmaPick pick_var(int var) {
       if constexpr (F == WFmt::kFp8Block) {
         if (var == 8) return wgmma_pick<F, T, kTok, 8>();    // producer-built block scales
         if (var == 14) return wgmma_pick<F, T, kTok, 14>();  // ... fed by bulk copies (default)
+        if (var == 24) return wgmma_pick<F, T, kTok, 24>();  // ... two token halves (probe)
+        if (var == 25) return wgmma_pick<F, T, kTok, 25>();  // ... pipelined across stages
       }
       if (var == 16) return wgmma_pick<F, T, kTok, 16>();  // bulk-copied weights (default)
       if (var == 9) return wgmma_pick<F, T, kTok, 9>();    // tokens on the M side
@@ -95,7 +97,8 @@ WgmmaPick pick_tok(WFmt f, bool fp16, int var) {
 /// scales built by the producer warpgroup, 9 = 8 with the tokens on the wgmma M side (probe, also
 /// per-tensor), 14 = 8 fed by bulk copies of the quantizer's stage images (block FP8's default
 /// since session 9), 16 = 6 with bulk-copied weight runs (FP8 per-tensor's default since session
-/// 9); BF16-operand formats 0
+/// 9), 24 / 25 = 14 with each stage as two token halves (probes: the first half promoted while the
+/// second runs; 25 pipelined across stages); BF16-operand formats 0
 /// = CTA-barrier pipeline, 1 = mbarrier pipeline, 3 = warp-specialized (256 tokens).
 WgmmaPick pick(WFmt f, bool fp16, int tok, int var) {
   return tok == 64    ? pick_tok<64>(f, fp16, var)

@@ -2715,6 +2715,16 @@ TEST(GemmGpu, TiledWgmmaFp8BlockBulk) {
   bulk_cases("14");
 }
 
+/// Block FP8 variants 24 / 25 (probes, B12X_GEMM_WGMMA_VAR=24|25): 14 with each MMA warpgroup's
+/// stage issued as two token halves (m64n64k32 wgmmas, two commit groups), the first half promoted
+/// while the second half's wgmmas run (25: and the second half while the next stage's first half
+/// runs, two A-fragment sets); the cases of variant 14.
+TEST(GemmGpu, TiledWgmmaFp8BlockHalves) {
+  B12X_REQUIRE_GPU();
+  bulk_cases("24");
+  bulk_cases("25");
+}
+
 /// Formats the SM90 wgmma tiled kernel runs (NVFP4 W4A4 / W4A16, MXFP4 W4A4 / W4A8 / W4A16 with
 /// BF16 MMAs, MXFP8, per-tensor and block FP8; K must be a multiple of 128 for block FP8); the
 /// others keep the mma.sync tiled kernel under the same override.

@@ -54,8 +54,10 @@ struct WgmmaCfg {
   /// between one stage's wgmmas and the next's. (Round 16: +13-21% per-tensor and +19-29% block
   /// FP8 over variant 3; making the MMA warpgroups take turns issuing their wgmmas through named
   /// barriers, dropped, was 5-20% slower than variant 5.)
-  static constexpr bool kWs =
-      kF8 ? (kVariant >= 5 && kVariant <= 12) || (kVariant >= 14 && kVariant <= 16) : kVariant == 3;
+  static constexpr bool kWs = kF8 ? (kVariant >= 5 && kVariant <= 12) ||
+                                        (kVariant >= 14 && kVariant <= 16) || kVariant == 24 ||
+                                        kVariant == 25
+                                  : kVariant == 3;
   /// FP8 variant 6 (the per-tensor default until session 9) = 5 with the stage's block scales built
   /// and loaded into registers while its wgmmas run (not after their wait) and the slot released
   /// right after the wait, so only the FFMA / FADD promotion follows the wgmmas on the MMA warps'
@@ -81,7 +83,19 @@ struct WgmmaCfg {
   /// 16 cp.async of 16 bytes per producer thread and stage (LDGSTS through the LSU) are that pipe's
   /// other large client. Needs K % 256 == 0 (KP == K: every stage a whole quantizer block) and
   /// the tiled quantizer (run() takes variant 8 where it cannot run).
-  static constexpr bool kBulk = F == WFmt::kFp8Block && kVariant == 14;
+  static constexpr bool kBulk =
+      F == WFmt::kFp8Block && (kVariant == 14 || kVariant == 24 || kVariant == 25);
+  /// Block FP8 variant 24 (probe) = 14 with each MMA warpgroup's stage issued as two token halves
+  /// (four m64n64k32 wgmmas each, two commit groups into two 32-register partials): the first
+  /// half's promotion runs while the second half's wgmmas execute, so a warpgroup keeps the tensor
+  /// pipe fed through its own promotion even when both warpgroups leave the same full barrier
+  /// together. Same registers as 14 (64 partials), same A fragments for both halves.
+  static constexpr bool kSplitN = F == WFmt::kFp8Block && (kVariant == 24 || kVariant == 25);
+  /// Block FP8 variant 25 (probe) = 24 pipelined across stages: stage kb's first half is issued
+  /// before stage kb - 1's second half is promoted, so one wgmma group of the warpgroup is always
+  /// in flight while it promotes; the A fragments alternate between two register sets (the next
+  /// stage's loaded while the previous stage's second half still reads its set, as variant 7).
+  static constexpr bool kPipeHalves = F == WFmt::kFp8Block && kVariant == 25;
   /// FP8 variant 16 (the per-tensor default since session 9; a probe for block) = 6 / 8 with only
   /// the weights bulk-copied (the eight 2 KB runs by one producer thread, complete_tx on the full
   /// barrier, one more arrival); the activations stay cp.async (caller-quantized ones too). Why:
@@ -981,6 +995,23 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
       for (int i = 0; i < C::kAcc; ++i) acc[i] += pt[i];
     }
   };
+  // Variant 24: token half h's partial (tokens 64 h + 8 j' + 2 t + e at ph[4 j' + 2 hr + e]),
+  // times the block scales v[4 h ..].
+  float phalf[2][C::kSplitN ? C::kAcc / 2 : 1];
+  auto promote_half = [&](int h, float(&pt)[C::kSplitN ? C::kAcc / 2 : 1], const float4(&v)[kSv]) {
+    if constexpr (C::kSplitN) {
+#pragma unroll
+      for (int jq = 0; jq < kSv / 2; ++jq)
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          const int jj = jq + h * (kSv / 2), a = 8 * jj + 2 * r, b = 8 * jq + 2 * r;
+          acc[a] = fmaf(pt[b], v[jj].x, acc[a]);
+          acc[a + 1] = fmaf(pt[b + 1], v[jj].y, acc[a + 1]);
+          acc[a + 4] = fmaf(pt[b + 4], v[jj].z, acc[a + 4]);
+          acc[a + 5] = fmaf(pt[b + 5], v[jj].w, acc[a + 5]);
+        }
+    }
+  };
   // acc += partial of the stage in slot `sl` (times the block scales in its scale area).
   auto promote = [&](float(&pt)[C::kF8 ? C::kAcc : 1], int sl) {
     float4 v[kSv];
@@ -1042,6 +1073,19 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
       wg::fence();
 #pragma unroll
       for (int ks = 0; ks < 4; ++ks) wg::mma<wg::F8Tag, kTok>(part0, af[ks], desc + 2 * ks, ks);
+      wg::commit();
+    }
+  };
+  // Variant 24 / 25: token half h of the stage in slot s into phalf[h], one commit group; half h
+  // reads the activation rows 64 h.. (8 KB on: a multiple of the 1024-byte swizzle period).
+  auto issue_half = [&](int s, int h, const uint32_t(&af)[4][4]) {
+    if constexpr (C::kSplitN) {
+      const uint64_t dh = wg::desc_sw128(act_addr(s) + h * (C::kActBytes / 2));
+      wg::fence_acc(phalf[h]);
+      wg::fence();
+#pragma unroll
+      for (int ks = 0; ks < 4; ++ks)
+        wg::mma<wg::F8Tag, kTok / 2>(phalf[h], af[ks], dh + 2 * ks, ks);
       wg::commit();
     }
   };
@@ -1190,6 +1234,18 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
           promote(pp, s);
         }
       }
+    } else if constexpr (C::kSplitN) {
+      issue_half(s, 0, af);
+      issue_half(s, 1, af);
+      float4 v[kSv];
+      block_scales(s, v);
+      wg::wait<1>();
+      wg::fence_acc(phalf[0]);
+      promote_half(0, phalf[0], v);
+      wg::wait<0>();
+      wg::fence_acc(phalf[1]);
+      wg::mbar_arrive(empty0 + 8 * s);  // this thread's reads of the slot are done
+      promote_half(1, phalf[1], v);
     } else if constexpr (C::kF8) {
       issue_f8(s, af);
       if constexpr (C::kHoist) {
@@ -1262,7 +1318,44 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
     // release it (this thread's wgmmas of the slot retired and its shared-memory reads done).
     int sl = 0;
     uint32_t ph = 0;
-    if constexpr (C::kPrefetch) {
+    if constexpr (C::kPipeHalves) {
+      // Variant 25. In flight at each wait_group 1: (stage kb - 1's second half, stage kb's first
+      // half), then (kb's first half, kb's second half); the fragment set of stage kb is kb & 1
+      // (the loop body unrolled twice keeps both in registers), stage 0 peeled. nvcc 13.0's ptxas
+      // still reports C7514 (wgmmas serialized) for this kernel: a group in flight across the
+      // loop's back edge.
+      uint32_t afs[2][4][4];
+      float4 v[kSv];
+      int psl = 0;  // slot of stage kb - 1
+      auto stage = [&](uint32_t(&af)[4][4], bool first) {
+        wg::mbar_wait(full0 + 8 * sl, ph);
+        wg::fence_proxy_async();
+        load_af8(sl, af);
+        issue_half(sl, 0, af);
+        if (!first) {
+          wg::wait<1>();  // stage kb - 1's second half
+          wg::fence_acc(phalf[1]);
+          wg::mbar_arrive(empty0 + 8 * psl);
+          promote_half(1, phalf[1], v);
+        }
+        issue_half(sl, 1, af);
+        block_scales(sl, v);
+        wg::wait<1>();  // this stage's first half
+        wg::fence_acc(phalf[0]);
+        promote_half(0, phalf[0], v);
+        psl = sl;
+        if (++sl == kStages) sl = 0, ph ^= 1;
+      };
+      stage(afs[0], true);
+      for (int kb = 1; kb < num_k; kb += 2) {
+        stage(afs[1], false);
+        if (kb + 1 < num_k) stage(afs[0], false);
+      }
+      wg::wait<0>();
+      wg::fence_acc(phalf[1]);
+      wg::mbar_arrive(empty0 + 8 * psl);
+      promote_half(1, phalf[1], v);
+    } else if constexpr (C::kPrefetch) {
       // Two fragment sets, alternating (the loop body unrolled twice keeps them in registers).
       // The wgmmas of set h read its registers until their wait, the loads go to set h ^ 1.
       uint32_t afs[2][4][4];
