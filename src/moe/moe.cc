@@ -870,7 +870,8 @@ Plan plan(const Caps& caps) {
     }
     // The K-interleaved FC2 kernels (decode_fc2_kil, from the weights' I and the capacity).
     if (stream && detail::decode_fc2_kil(p.knobs, caps.max_tokens, nk2)) sig << " fc2_kil";
-    // Last-warp tile ends in the two-group FC1 (launch_decode_stream takes them there only).
+    // Last-warp tile ends in the FC1 (launch_decode_stream: two unbalanced groups or one
+    // balanced group).
     if (stream && p.knobs.fc1_last != 0) sig << " fc1_last";
     if (caps.apply_router_weight_on_input) sig << " weight_on_input";
     std::ostringstream shape;

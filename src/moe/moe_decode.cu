@@ -94,6 +94,8 @@ void launch_gemms(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, boo
       launch_fc1<OpT, kFold, kSK, kRC, 1, 1>(a, kn, stream, pdl1);
   } else if (a.fc1_bal != 0 && a.fc1_warps == DecodeCfg::kFc1WideWarps) {
     launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1WideWarps, true>(a, kn, stream, pdl1);
+  } else if (a.fc1_bal != 0 && a.fc1_last != 0) {
+    launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1Warps, true, true>(a, kn, stream, pdl1);
   } else if (a.fc1_bal != 0) {
     launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1Warps, true>(a, kn, stream, pdl1);
   } else if (a.fc1_wm == 4) {
@@ -348,11 +350,13 @@ void launch_decode_stream(const DecodeArgs& args, const DecodeKnobs& kn, bool fp
     a.fc1_groups = decode_fc1_groups(kn, a.routes, fc1_row_blocks, a.sm_count, a.fc1_wm, k_chunks);
     shape_fc1();
   }
-  // Last-warp tile ends (DecodeKnobs::fc1_last): the two-group unbalanced 8-warp FC1 only.
-  a.fc1_last = kn.fc1_last != 0 && !wide && a.fc1_wm == 1 && a.fc1_groups == 2 && a.fc1_bal == 0 &&
-                       a.fc1_warps == DecodeCfg::kFc1Warps
-                   ? 1
-                   : 0;
+  // Last-warp tile ends (DecodeKnobs::fc1_last): the 8-warp FC1 with two unbalanced groups or
+  // one balanced group.
+  a.fc1_last =
+      kn.fc1_last != 0 && !wide && a.fc1_wm == 1 && a.fc1_warps == DecodeCfg::kFc1Warps &&
+              ((a.fc1_groups == 2 && a.fc1_bal == 0) || (a.fc1_groups == 1 && a.fc1_bal != 0))
+          ? 1
+          : 0;
   a.q_early = kn.q_early == 1 || kn.q_early == 2 ? kn.q_early : 0;
   a.q_load = kn.q_load == 0 ? 0 : 1;  // [Q]'s load order
   a.q_fast = kn.q_fast != 0 ? 1 : 0;

@@ -668,10 +668,11 @@ __global__ void __launch_bounds__(DecodeCfg::kQuantThreads)
 // CTA's tiles round robin, each synchronised by its own named barrier (one warp: __syncwarp):
 // fewer K warps per tile and no CTA-wide barrier at tile ends, for launches with many tiles per
 // CTA (the tile-end barriers were the top stall of FC1 at M = 8).
-// kLast (two-group CTAs, DecodeArgs::fc1_last): no barrier at tile ends. Each warp parks its
-// partials and counts itself in on its group's arrival counter; the warp that arrives last sums
-// the tile, applies the activation and quantises alone (4 items per lane instead of 1), while
-// the others go straight on with their next tile: the group's K warps no longer wait for the
+// kLast (DecodeArgs::fc1_last: two unbalanced groups or one balanced group): no barrier at tile
+// ends. Each warp parks its partials and counts itself in on its group's arrival counter; the
+// warp that arrives last sums the tile (kBal: parks a cut tile's part and counts on the row
+// block's counter), applies the activation and quantises alone (4 items per lane instead of 1),
+// while the others go straight on with their next tile: the group's K warps no longer wait for the
 // slowest one at every tile (barrier stalls 0.89 cycles per instruction at Qwen3.5-TP4 M = 8).
 // Before parking the next tile a warp waits until the previous tile's finisher has released red
 // / ys (its done counter; a tile's K loop later, so it rarely waits). Release / acquire at CTA
@@ -722,7 +723,6 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
   static_assert(kWM == 1 || kWM == 2 || kWM == 4, "row warps: a power of two (epilogue shifts)");
   static_assert(!kBal || kWM == 1, "balanced FC1: one row warp");
   static_assert(C::kTileTokens * 32 == detail::kFc1BalSlotFloats, "fc1_part slot size");
-  static_assert(!kLast || !kBal, "last-warp tile ends: whole tiles only");
   extern __shared__ __align__(16) uint8_t smem[];
   __shared__ RouteSmemT<kRC> rs;
   // kLast: per group, warps arrived at tile ends (cumulative) and tiles finished.
@@ -918,6 +918,19 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
       group_sync<kGT, kCta>(1 + grp);  // partials complete; the previous tile's ys readers are done
     }
     const int ep = kLast ? lane : gtid, ep_n = kLast ? 32 : kGT;
+    auto ep_sync = [&] {
+      if constexpr (kLast)
+        __syncwarp();
+      else
+        group_sync<kGT, kCta>(1 + grp);
+    };
+    // kLast: the finisher hands red / ys to the next tile's warps.
+    auto release_tile = [&] {
+      if constexpr (kLast) {
+        __syncwarp();  // every lane's red / ys reads are done
+        if (lane == 0) smem_st_release(&s_done[grp], it + 1);
+      }
+    };
     // Item q: (wm, [m,] i, lane) of the accumulator fragments; gated items pair m = 0 / 1.
     const int per_wm = a.gated ? 128 : 256;
     const int wm_shift = a.gated ? 7 : 8;  // log2(per_wm): no runtime division per item
@@ -931,7 +944,7 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
         const int side = it == 0 ? 0 : 1;  // head: the range's first piece, tail: its last
         float* dst = a.fc1_part + (static_cast<int64_t>(blockIdx.x * Yu + u0) * 2 + side) *
                                       detail::kFc1BalSlotFloats;
-        for (int q = gtid; q < per_wm; q += kGT) {
+        for (int q = ep; q < per_wm; q += ep_n) {
           const int qm = a.gated ? 0 : q >> 7, qi = (q >> 5) & 3, ql = q & 31;
           const int col = 2 * (ql & 3) + (qi & 1), roff = (ql >> 2) + 8 * (qi >> 1);
           if (col >= cnt) continue;
@@ -946,9 +959,9 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
           }
         }
         __threadfence();
-        group_sync<kGT, kCta>(1 + grp);
+        ep_sync();
         __shared__ int s_last[kG], s_ya[kG], s_yb[kG];
-        if (gtid == 0) {
+        if (ep == 0) {
           // The units whose ranges meet the tile's chunks [c0, c1): ya (holding c0) to yb
           // (holding c1 - 1), less empty ranges in between (N < Yu).
           const int tt = tile_index(it), c0 = tt * nk, c1 = c0 + nk;
@@ -960,7 +973,7 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
           s_yb[grp] = yb;
           s_last[grp] = atomicAdd(&a.fc1_cnt[blockIdx.x * kRC + tt], 1) == parts - 1;
         }
-        group_sync<kGT, kCta>(1 + grp);
+        ep_sync();
         act = s_last[grp] != 0;
         if (act) __threadfence();
         ya = s_ya[grp];
@@ -1018,11 +1031,11 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
         }
       }
     }
-    if constexpr (kLast)
-      __syncwarp();  // ys complete (red is released with ys below)
-    else
-      group_sync<kGT, kCta>(1 + grp);  // ys complete; red may be overwritten by the next tile
-    if (!act) continue;                // uniform over the CTA: another CTA finishes this tile
+    ep_sync();   // ys complete; red may be overwritten by the next tile (kLast: release_tile)
+    if (!act) {  // uniform over the CTA: another CTA finishes this tile
+      release_tile();
+      continue;
+    }
     // ---- FC2 operand rows: 4 consecutive features of one token per thread ------------------
     // Quantised modes quantise here, once per (route, block), instead of in every FC2 CTA: the
     // CTA owns whole blocks (16 * kWM features gated, 32 * kWM ReLU2; I % 32 == 0).
@@ -1057,10 +1070,7 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
             make_uint2(pack_op(v[0], v[1], a.inter_fp16 != 0),
                        pack_op(v[2], v[3], a.inter_fp16 != 0));
     }
-    if constexpr (kLast) {
-      __syncwarp();  // every lane's ys reads are done
-      if (lane == 0) smem_st_release(&s_done[grp], it + 1);
-    }
+    release_tile();
   }
   cp_async_wait<0>();
 }
