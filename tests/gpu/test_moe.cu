@@ -738,7 +738,9 @@ TEST(MoeGpu, DecodeStreamFc1LastWarpTileEndsAreBitEqual) {
   // quantises alone, with no tile-end barrier, so the outputs are bit-equal to the barrier tile
   // ends, run after run. Launch shapes: two unbalanced groups on 2 tile groups (FC1_KG=2,
   // FC1_GROUPS=2, FC1_BAL=0: each group walks ~8-16 tiles) and one balanced group on 3 tile
-  // groups (FC1_BAL=1: cut tiles, whose parts the finisher parks and counts), 8 warps (WIDE=0).
+  // groups (FC1_BAL=1: cut tiles, whose parts the finisher parks and counts), 8 warps (WIDE=0);
+  // and two balanced groups on 3 tile groups (FC1_BAL=3, 6 units per row block: last-warp tile
+  // ends either way, so both runs take them; checked against the reference and run to run).
   // Cases: nvfp4 SiLU (16 sub-chunks per tile, FC2 input quantised per 16-feature block), MXFP4
   // ReLU2 (32-feature blocks, 8 items per lane) and FP16 w4a16 ReLU2 at H = 384 (3 sub-chunks per
   // tile, fewer than a group's K warps: some park zeros).
@@ -747,17 +749,23 @@ TEST(MoeGpu, DecodeStreamFc1LastWarpTileEndsAreBitEqual) {
   const Case cases[] = {fp4_variant_case(kNvfp4Silu, 64, 2048, 256, 8, 8, 1),
                         fp4_variant_case(kMxfp4Relu2, 48, 1024, 256, 16, 4, 1),
                         fp4_variant_case(a16, 32, 384, 128, 12, 6, 1)};
-  const char* shapes[2][4][2] = {{{"B12X_MOE_FC1_KG", "2"},
+  const char* shapes[3][4][2] = {{{"B12X_MOE_FC1_KG", "2"},
                                   {"B12X_MOE_FC1_GROUPS", "2"},
                                   {"B12X_MOE_FC1_BAL", "0"},
                                   {"B12X_MOE_FC1_WIDE", "0"}},
                                  {{"B12X_MOE_FC1_KG", "1"},
                                   {"B12X_MOE_FC1_GROUPS", "3"},
                                   {"B12X_MOE_FC1_BAL", "1"},
+                                  {"B12X_MOE_FC1_WIDE", "0"}},
+                                 {{"B12X_MOE_FC1_KG", "2"},
+                                  {"B12X_MOE_FC1_GROUPS", "3"},
+                                  {"B12X_MOE_FC1_BAL", "3"},
                                   {"B12X_MOE_FC1_WIDE", "0"}}};
   for (const Case& c : cases)
-    for (int sh = 0; sh < 2; ++sh) {
-      SCOPED_TRACE(c.name() + (sh == 0 ? " two groups" : " one balanced group"));
+    for (int sh = 0; sh < 3; ++sh) {
+      SCOPED_TRACE(c.name() + (sh == 0   ? " two groups"
+                               : sh == 1 ? " one balanced group"
+                                         : " two balanced groups"));
       Problem P;
       P.make(c);
       std::vector<uint16_t> got[2];
