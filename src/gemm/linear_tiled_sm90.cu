@@ -41,6 +41,7 @@ WgmmaPick pick_var(int var) {
         if (var == 14) return wgmma_pick<F, T, kTok, 14>();  // ... fed by bulk copies (default)
         if (var == 24) return wgmma_pick<F, T, kTok, 24>();  // ... two token halves (probe)
         if (var == 25) return wgmma_pick<F, T, kTok, 25>();  // ... pipelined across stages
+        if (var == 26) return wgmma_pick<F, T, kTok, 26>();  // 14 persistent (probe)
       }
       if (var == 16) return wgmma_pick<F, T, kTok, 16>();  // bulk-copied weights (default)
       if (var == 9) return wgmma_pick<F, T, kTok, 9>();    // tokens on the M side
@@ -121,13 +122,18 @@ void prepare_linear_wgmma(WFmt f, bool fp16, int tok, int var) {
 }
 
 void launch_linear_wgmma(WFmt f, bool fp16, int tok, int var, int raster, const LinearParams& p,
-                         Stream stream) {
+                         Stream stream, int ctas) {
   const WgmmaPick k = pick(f, fp16, tok, var);
   B12X_ASSERT(k.fn != nullptr, "no wgmma kernel for format ", static_cast<int>(f), " tok ", tok);
   // Activations: FP8 (1 byte per element) for the FP8 formats, else BF16 / FP16.
   const bool f8 = f == WFmt::kFp8 || f == WFmt::kFp8Block;
   LinearParams q = p;
-  const dim3 grid = wgmma_grid(p, 128, tok, raster, f8 ? 1 : 2, q);
+  dim3 grid = wgmma_grid(p, 128, tok, raster, f8 ? 1 : 2, q);
+  if (f == WFmt::kFp8Block && var == 26) {
+    // The persistent variant: one CTA per SM walking the 1-D tile order (WgmmaCfg::kPersist).
+    const int64_t tiles = static_cast<int64_t>(grid.x) * grid.y;
+    grid = dim3(static_cast<unsigned>(std::min<int64_t>(tiles, ctas > 0 ? ctas : 1)), 1, 1);
+  }
   B12X_CUDA_CHECK(b12x::detail::launch_ex(k.fn, grid, dim3(k.threads), static_cast<size_t>(k.smem),
                                           stream, p.pdl != 0, dim3(1, 1, 1), q));
   B12X_CUDA_CHECK_LAUNCH();

@@ -55,8 +55,8 @@ struct WgmmaCfg {
   /// FP8 over variant 3; making the MMA warpgroups take turns issuing their wgmmas through named
   /// barriers, dropped, was 5-20% slower than variant 5.)
   static constexpr bool kWs = kF8 ? (kVariant >= 5 && kVariant <= 12) ||
-                                        (kVariant >= 14 && kVariant <= 16) || kVariant == 24 ||
-                                        kVariant == 25
+                                        (kVariant >= 14 && kVariant <= 16) ||
+                                        (kVariant >= 24 && kVariant <= 26)
                                   : kVariant == 3;
   /// FP8 variant 6 (the per-tensor default until session 9) = 5 with the stage's block scales built
   /// and loaded into registers while its wgmmas run (not after their wait) and the slot released
@@ -83,8 +83,17 @@ struct WgmmaCfg {
   /// 16 cp.async of 16 bytes per producer thread and stage (LDGSTS through the LSU) are that pipe's
   /// other large client. Needs K % 256 == 0 (KP == K: every stage a whole quantizer block) and
   /// the tiled quantizer (run() takes variant 8 where it cannot run).
-  static constexpr bool kBulk =
-      F == WFmt::kFp8Block && (kVariant == 14 || kVariant == 24 || kVariant == 25);
+  static constexpr bool kBulk = F == WFmt::kFp8Block && (kVariant == 14 || kVariant == 24 ||
+                                                         kVariant == 25 || kVariant == 26);
+  /// Block FP8 variant 26 (probe) = 14 with a persistent CTA loop: min(tiles, SMs) CTAs, CTA b
+  /// walks the tiles b, b + gridDim.x, ... of the 1-D order (raster bands), the producer's ring
+  /// running on across tiles, so it fills the next tile's stages while the MMA warpgroups store
+  /// the previous one (through a buffer after the ring: five stages). Why: each 128 x 128 tile
+  /// otherwise pays the ring's fill and its epilogue with the tensor pipe idle, ~2.4 us per wave
+  /// at M = 2048 (session 18's fit of per-tensor FP8 over K = 4096 / 14336). Session 10's
+  /// persistent probes (17-20) ran 1.3-1.5x slower for a cause not found; this one keeps 14's
+  /// per-stage code and only adds the walk.
+  static constexpr bool kPersist = F == WFmt::kFp8Block && kVariant == 26;
   /// Block FP8 variant 24 (probe) = 14 with each MMA warpgroup's stage issued as two token halves
   /// (four m64n64k32 wgmmas each, two commit groups into two 32-register partials): the first
   /// half's promotion runs while the second half's wgmmas execute, so a warpgroup keeps the tensor
@@ -204,15 +213,19 @@ struct WgmmaCfg {
   static constexpr int kMaxStages2 = (115712 - kStaticBytes - 1024) / kStageBytes;
   /// FP8 at 64 tokens (probe): 32 + 32 accumulators, so two CTAs per SM as many stages as fit.
   static constexpr bool kNarrow = kTok < 128;
-  static constexpr int kStages = kNarrow          ? (kMaxStages2 > 6 ? 6 : kMaxStages2)
+  static constexpr int kStages = kPersist         ? 5
+                                 : kNarrow        ? (kMaxStages2 > 6 ? 6 : kMaxStages2)
                                  : !kF8 && !kWide ? (kMbar && kMaxStages2 >= 5 ? 5 : 4)
                                                   : (kMaxStages > 6 ? 6 : kMaxStages);
   static constexpr int kMinBlocks = (!kF8 && !kWide) || kNarrow ? 2 : 1;
   static constexpr int kEpPitch = kRows * 2 + 16;  // bytes per staged output row (token)
   static constexpr int kPipeBytes = kStages * kStageBytes;
-  static constexpr int kSmemBytes =
-      (kPipeBytes > kTok * kEpPitch ? kPipeBytes : kTok * kEpPitch) + 1024;  // + alignment
-  static constexpr int kAcc = kTok / 2;  // fp32 accumulators per thread (64 x kTok / 128)
+  /// kPersist: the output tile's staging buffer after the ring (the ring keeps filling).
+  static constexpr int kSmemBytes = (kPersist                       ? kPipeBytes + kTok * kEpPitch
+                                     : kPipeBytes > kTok * kEpPitch ? kPipeBytes
+                                                                    : kTok * kEpPitch) +
+                                    1024;  // + alignment
+  static constexpr int kAcc = kTok / 2;    // fp32 accumulators per thread (64 x kTok / 128)
   static_assert(kStages >= 3, "wgmma pipeline needs 3 stages");
   static_assert(kSmemBytes + kStaticBytes <= kSmemLimit, "wgmma kernel exceeds 227 KB");
   static_assert(kTok == 128 || kTok == 192 || ((kTok == 256) != kF8 && (kTok == 256 || kTok == 64)),
@@ -595,16 +608,21 @@ __device__ __forceinline__ void wgmma_store_rows(const uint16_t* ep, const Linea
 /// CTAs resident at once share a few weight tiles (each read from HBM about once per band
 /// instead of once per token tile when the weights exceed L2) while the band's activations stay
 /// in L2. 0: the 2-D grid, weight tile fastest (blockIdx.x).
-__device__ __forceinline__ int2 wgmma_tile(const LinearParams& p, int rows, int tok) {
-  if (p.raster_group <= 0) return make_int2(blockIdx.x, blockIdx.y);
-  const int id = blockIdx.x;
+/// Tile `id` of the 1-D order (raster bands, or weight tile fastest for raster_group 0: the
+/// persistent variant's walk).
+__device__ __forceinline__ int2 wgmma_tile_at(const LinearParams& p, int rows, int tok, int id) {
   const int tiles_w = static_cast<int>((p.NP + rows - 1) / rows);
+  if (p.raster_group <= 0) return make_int2(id % tiles_w, id / tiles_w);
   const int tiles_t = static_cast<int>((p.M + tok - 1) / tok);
   const int g = p.raster_group;
   const int band = id / (g * tiles_w);
   const int in = id - band * g * tiles_w;
   const int gs = min(g, tiles_t - band * g);  // the last band may be narrower
   return make_int2(in / gs, band * g + in % gs);
+}
+__device__ __forceinline__ int2 wgmma_tile(const LinearParams& p, int rows, int tok) {
+  if (p.raster_group <= 0) return make_int2(blockIdx.x, blockIdx.y);
+  return wgmma_tile_at(p, rows, tok, blockIdx.x);
 }
 
 /// Raster bands: the activation bytes of one band's token tiles (re-read by every weight tile of
@@ -654,10 +672,20 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, t = lane & 3;
-  const int2 tile = wgmma_tile(p, C::kRows, kTok);
-  const int64_t n0 = static_cast<int64_t>(tile.x) * C::kRows;
-  const int64_t m0 = static_cast<int64_t>(tile.y) * kTok;
-  const int64_t tile0 = n0 / 16;
+  // This CTA's tile (kPersist: its first; set_tile moves each thread to another).
+  const int2 tile =
+      C::kPersist ? wgmma_tile_at(p, C::kRows, kTok, blockIdx.x) : wgmma_tile(p, C::kRows, kTok);
+  int64_t n0 = static_cast<int64_t>(tile.x) * C::kRows;
+  int64_t m0 = static_cast<int64_t>(tile.y) * kTok;
+  int64_t tile0 = n0 / 16;
+  const int tiles_all = static_cast<int>((p.NP + C::kRows - 1) / C::kRows) *
+                        static_cast<int>((p.M + kTok - 1) / kTok);
+  auto set_tile = [&](int id) {
+    const int2 tl = wgmma_tile_at(p, C::kRows, kTok, id);
+    n0 = static_cast<int64_t>(tl.x) * C::kRows;
+    m0 = static_cast<int64_t>(tl.y) * kTok;
+    tile0 = n0 / 16;
+  };
 
   if constexpr (F == WFmt::kNvfp4) {
     if (tid < 128) lut[tid] = nvfp4_scale_splat<T>(static_cast<uint8_t>(tid));
@@ -849,7 +877,68 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
         for (int s = 0; s < pro; ++s) load_weights(s, s);
       }
       griddep_wait();
-      if constexpr (C::kProdScales || C::kTokM) {
+      if constexpr (C::kPersist) {
+        // Step j of this CTA's walk is stage j % num_k of its (j / num_k)-th tile, in slot j %
+        // kStages (refilled once the MMA warps released step j - kStages); the copy cursor (cid,
+        // ckb) moves the lambdas' tile with set_tile, the scale cursor (fid, fkb) runs two steps
+        // ahead of it with its own rows (variant 8's prefetch, in unrolled pairs of register
+        // sets so that no step waits for the load issued the step before).
+        const int toff = ((tid >> 1) & 3) * C::kBsPitch + 2 * (tid >> 3) + (tid & 1);
+        int fid = blockIdx.x, fkb = 0;
+        const float* fx = nullptr;  // x_scale row of token tid of tile fid (nullptr past M)
+        const float* fw = nullptr;  // w_scale row of tile fid's 128-row block
+        auto fset = [&] {
+          const int2 tl = wgmma_tile_at(p, C::kRows, kTok, fid);
+          const int64_t m = static_cast<int64_t>(tl.y) * kTok + tid;
+          fx = m < p.M ? p.xscale + m * p.xscale_ld : nullptr;
+          fw = reinterpret_cast<const float*>(p.wscale) + static_cast<int64_t>(tl.x) * p.scale_ld;
+        };
+        auto fetch = [&](float& x, float& w) {
+          x = 0.f;
+          w = 0.f;
+          if (fid < tiles_all && fx != nullptr && static_cast<int64_t>(fkb) * C::kBK < p.K) {
+            x = fx[fkb];
+            w = __ldg(fw + fkb);
+          }
+          if (++fkb == num_k) {
+            fkb = 0;
+            fid += gridDim.x;
+            if (fid < tiles_all) fset();
+          }
+        };
+        fset();
+        float xq[2], wq[2];
+        fetch(xq[0], wq[0]);
+        fetch(xq[1], wq[1]);
+        const int steps =
+            (tiles_all - static_cast<int>(blockIdx.x) + static_cast<int>(gridDim.x) - 1) /
+            static_cast<int>(gridDim.x) * num_k;
+        int sl = 0, ckb = 0, cid = blockIdx.x;
+        uint32_t ph = 0;
+        for (int j = 0; j < steps; j += 2) {
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            if (j + h < steps) {
+              if (j + h >= kStages) wg::mbar_wait(empty0 + 8 * sl, ph ^ 1);
+              if (j + h >= pro) load_weights(sl, ckb);
+              load_acts(sl, ckb);
+              reinterpret_cast<float*>(sgen + sl * C::kStageBytes + C::kActBytes +
+                                       C::kWBytes)[toff] = xq[h] * wq[h];
+              wg::mbar_arrive(full0 + 8 * sl);  // after this thread's scale store
+              fetch(xq[h], wq[h]);
+              if (++sl == kStages) sl = 0, ph ^= 1;
+              if (++ckb == num_k) {
+                ckb = 0;
+                cid += gridDim.x;
+                if (cid < tiles_all) set_tile(cid);
+              }
+            }
+          }
+        }
+        wg::cp_wait<0>();
+        griddep_launch_dependents();
+        return;
+      } else if constexpr (C::kProdScales || C::kTokM) {
         // Variant 8: this thread's token tid of stage kb, x_scale * w_scale (0 past M / K, where
         // the activations are zero-filled), read with plain loads (x_scale comes from the
         // previous kernel) two producer steps before the step that stores the product into the
@@ -1313,7 +1402,35 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
               wgmma_out_bits(acc[4 * j + 2 * h + e] * mult + bias[h], p.out_fp16);
         }
   };
-  if constexpr (C::kWs) {
+  if constexpr (C::kPersist) {
+    // MMA warpgroups of the persistent variant: per tile the main loop below (slot and phase run
+    // on across tiles), then the epilogue through the buffer after the ring while the producer
+    // fills the next tile's stages.
+    uint16_t* const epp = reinterpret_cast<uint16_t*>(sgen + C::kPipeBytes);
+    int sl = 0;
+    uint32_t ph = 0;
+    for (int id = blockIdx.x; id < tiles_all; id += gridDim.x) {
+      if (id != static_cast<int>(blockIdx.x)) set_tile(id);
+#pragma unroll
+      for (int i = 0; i < C::kAcc; ++i) acc[i] = 0.f;
+      for (int kb = 0; kb < num_k; ++kb) {
+        wg::mbar_wait(full0 + 8 * sl, ph);
+        wg::fence_proxy_async();  // bulk-copy writes (async proxy) ordered before wgmma's reads
+        compute(sl, kb);          // releases the slot (kHoist)
+        if (++sl == kStages) sl = 0, ph ^= 1;
+      }
+      wg::fence_acc(acc);
+      if (id + static_cast<int>(gridDim.x) >= tiles_all) griddep_launch_dependents();
+      float mult = 0.f;
+      float bias[2] = {0.f, 0.f};
+      tile_out_params(mult, bias);
+      mma_sync();  // every MMA thread's reads of the previous tile's staged rows are done
+      stage_out(epp, mult, bias);
+      mma_sync();
+      wgmma_store_rows<C::kRows, kTok, C::kMmaThreads, C::kEpPitch>(epp, p, n0, m0, 32 * cw + lane);
+    }
+    return;
+  } else if constexpr (C::kWs) {
     // MMA warpgroups: wait for stage kb's slot to fill (full phase kb / kStages), consume it,
     // release it (this thread's wgmmas of the slot retired and its shared-memory reads done).
     int sl = 0;
