@@ -575,6 +575,88 @@ __global__ void __launch_bounds__(256) mxfp8_dequant_kernel(const MxDequantParam
   }
 }
 
+/// mxfp8_dequant_kernel's bits with four lanes per 128 values (probe, ActQuant::mxfp8_quad): lane
+/// `part` of a quad loads the 8 values 8 part.. of each of its group's four 32-value blocks (four
+/// 16-byte loads issued first, ~40 registers, so the SM holds 2048 threads and 128 KB of loads in
+/// flight, as fp8_group128_kernel; the one-thread-per-block kernel keeps 64 B in flight per thread
+/// at ~100 registers). A block's amax is two xor shuffles over the quad; in the fragment's k order
+/// (kperm) lanes 2q and 2q + 1 swap two BF16 pairs each, so lane `part` stores output chunk `part`
+/// of every block (16 bytes).
+template <bool kBF16>
+__global__ void __launch_bounds__(256) mxfp8_dequant4_kernel(const MxDequantParams p) {
+  allow_dependents(p.early_dependents);
+  const int lane = threadIdx.x & 31, part = lane & 3;
+  const bool odd = (part & 1) != 0;
+  const int64_t gpr = (p.KP + 127) / 128;  // 128-value groups per row
+  const int64_t groups = p.M * gpr;
+  const int64_t wstride = static_cast<int64_t>(gridDim.x) * (blockDim.x / 32) * 8;
+  for (int64_t g0 = (static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32) * 8;
+       g0 < groups; g0 += wstride) {  // warp-uniform: 8 groups per warp and pass
+    const int64_t gi = g0 + (lane >> 2);
+    const bool valid = gi < groups;
+    int64_t m = 0, c = 0;
+    if (valid) {
+      if (groups <= 0xFFFFFFFFll) {
+        const uint32_t q32 = static_cast<uint32_t>(gi) / static_cast<uint32_t>(gpr);
+        m = q32;
+        c = static_cast<uint32_t>(gi) - q32 * static_cast<uint32_t>(gpr);
+      } else {
+        m = gi / gpr;
+        c = gi - m * gpr;
+      }
+    }
+    // Block i's base k: 128 c + 32 i (K is a multiple of 32: a block is all in or all past K).
+    uint4 u[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int64_t kb = 128 * c + 32 * i;
+      u[i] = valid && kb < p.K
+                 ? __ldg(reinterpret_cast<const uint4*>(p.x + m * p.ldx + kb + 8 * part))
+                 : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int64_t kb = 128 * c + 32 * i;
+      const uint32_t wi[4] = {u[i].x, u[i].y, u[i].z, u[i].w};
+      float v[8];
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+        v[j] = in_to_float(static_cast<uint16_t>((j & 1) ? wi[j / 2] >> 16 : wi[j / 2] & 0xFFFFu),
+                           kBF16);
+      float amax = 0.f;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) amax = fmt::amax_update(amax, v[j]);
+      amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 1));
+      amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 2));
+      const uint8_t code = qrules::mxfp8_scale_code(amax);
+      // lin::e8m0_f32: 2^(code - 127), code 0 -> 2^-127, 255 -> NaN.
+      const float gs = code == 0     ? __uint_as_float(0x00400000u)
+                       : code == 255 ? __uint_as_float(0x7FC00000u)
+                                     : __uint_as_float(static_cast<uint32_t>(code) << 23);
+      uint32_t w[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const uint32_t q =
+            e4m3x2(qrules::mx_scaled(v[2 * j], code), qrules::mx_scaled(v[2 * j + 1], code));
+        const float lo = fmt::e4m3_to_float(static_cast<uint8_t>(q & 0xFFu)) * gs;
+        const float hi = fmt::e4m3_to_float(static_cast<uint8_t>(q >> 8)) * gs;
+        w[j] = static_cast<uint32_t>(__bfloat16_as_ushort(__float2bfloat16_rn(lo))) |
+               (static_cast<uint32_t>(__bfloat16_as_ushort(__float2bfloat16_rn(hi))) << 16);
+      }
+      if (kb >= p.K) w[0] = w[1] = w[2] = w[3] = 0u;  // zeros past K (up to KP)
+      uint4 o = make_uint4(w[0], w[1], w[2], w[3]);
+      if (p.kperm) {
+        // Output chunk 2q of the block holds k 16 q + {0, 1, 4, 5, 8, 9, 12, 13}: pairs 0 and 2 of
+        // lanes 2q and 2q + 1; chunk 2q + 1 their pairs 1 and 3.
+        const uint32_t s0 = __shfl_xor_sync(0xFFFFFFFFu, odd ? w[0] : w[1], 1);
+        const uint32_t s1 = __shfl_xor_sync(0xFFFFFFFFu, odd ? w[2] : w[3], 1);
+        o = odd ? make_uint4(s0, s1, w[1], w[3]) : make_uint4(w[0], w[2], s0, s1);
+      }
+      if (valid && kb < p.KP) *reinterpret_cast<uint4*>(p.out + m * p.KP + kb + 8 * part) = o;
+    }
+  }
+}
+
 // ------------------------------------------------------------------------ per-tensor FP8 -------
 struct TensorFp8Params {
   const uint16_t* x;
