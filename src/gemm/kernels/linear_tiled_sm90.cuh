@@ -56,7 +56,7 @@ struct WgmmaCfg {
   /// barriers, dropped, was 5-20% slower than variant 5.)
   static constexpr bool kWs = kF8 ? (kVariant >= 5 && kVariant <= 12) ||
                                         (kVariant >= 14 && kVariant <= 16) ||
-                                        (kVariant >= 24 && kVariant <= 26)
+                                        (kVariant >= 24 && kVariant <= 27)
                                   : kVariant == 3;
   /// FP8 variant 6 (the per-tensor default until session 9) = 5 with the stage's block scales built
   /// and loaded into registers while its wgmmas run (not after their wait) and the slot released
@@ -83,8 +83,9 @@ struct WgmmaCfg {
   /// 16 cp.async of 16 bytes per producer thread and stage (LDGSTS through the LSU) are that pipe's
   /// other large client. Needs K % 256 == 0 (KP == K: every stage a whole quantizer block) and
   /// the tiled quantizer (run() takes variant 8 where it cannot run).
-  static constexpr bool kBulk = F == WFmt::kFp8Block && (kVariant == 14 || kVariant == 24 ||
-                                                         kVariant == 25 || kVariant == 26);
+  static constexpr bool kBulk =
+      F == WFmt::kFp8Block &&
+      (kVariant == 14 || kVariant == 24 || kVariant == 25 || kVariant == 26 || kVariant == 27);
   /// Block FP8 variant 26 (probe) = 14 with a persistent CTA loop: min(tiles, SMs) CTAs, CTA b
   /// walks the tiles b, b + gridDim.x, ... of the 1-D order (raster bands), the producer's ring
   /// running on across tiles, so it fills the next tile's stages while the MMA warpgroups store
@@ -93,13 +94,15 @@ struct WgmmaCfg {
   /// at M = 2048 (session 18's fit of per-tensor FP8 over K = 4096 / 14336). Session 10's
   /// persistent probes (17-20) ran 1.3-1.5x slower for a cause not found; this one keeps 14's
   /// per-stage code and only adds the walk.
-  static constexpr bool kPersist = F == WFmt::kFp8Block && kVariant == 26;
+  /// Variant 27 (probe) = 26 with 24's token halves.
+  static constexpr bool kPersist = F == WFmt::kFp8Block && (kVariant == 26 || kVariant == 27);
   /// Block FP8 variant 24 (probe) = 14 with each MMA warpgroup's stage issued as two token halves
   /// (four m64n64k32 wgmmas each, two commit groups into two 32-register partials): the first
   /// half's promotion runs while the second half's wgmmas execute, so a warpgroup keeps the tensor
   /// pipe fed through its own promotion even when both warpgroups leave the same full barrier
   /// together. Same registers as 14 (64 partials), same A fragments for both halves.
-  static constexpr bool kSplitN = F == WFmt::kFp8Block && (kVariant == 24 || kVariant == 25);
+  static constexpr bool kSplitN =
+      F == WFmt::kFp8Block && (kVariant == 24 || kVariant == 25 || kVariant == 27);
   /// Block FP8 variant 25 (probe) = 24 pipelined across stages: stage kb's first half is issued
   /// before stage kb - 1's second half is promoted, so one wgmma group of the warpgroup is always
   /// in flight while it promotes; the A fragments alternate between two register sets (the next
