@@ -212,14 +212,6 @@ struct PagedPlan {
   /// 16/2/256 B=8 25.0 / 25.3 -> 24.7 / 24.9, BF16 37.9 / 38.2 -> 37.8 / 37.9, BF16 32/8/128
   /// B=1 x 8k 13.0 / 13.0 -> 12.8 / 12.9.
   bool epilogue_half = true;
-  /// Decode / verify binds of 2..16 splits on SM90 run each (row tile, KV head)'s splits as one
-  /// thread-block cluster and merge them through distributed shared memory at the main kernel's
-  /// end, without the merge kernel (B12X_ATTN_CLUSTER_MERGE=1; lean decode tiles of the spread
-  /// merge; signature `split_merge_cluster`). `cluster_sizes`: bit s set where a cluster of s
-  /// CTAs of the plan's main kernel can be resident (cudaOccupancyMaxActiveClusters > 0); other
-  /// split counts launch the merge kernel.
-  bool cluster_merge = false;
-  uint32_t cluster_sizes = 0;
   std::string kernel;          ///< kernel variant name (logging / diagnostics)
   const void* impl = nullptr;  ///< internal: the chosen kernel variant
 

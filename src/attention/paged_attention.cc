@@ -433,12 +433,6 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   plan.merge_slim = false;  // opt-in only: see PagedPlan::merge_slim (it costs B <= 4)
   const char* ms_env = std::getenv("B12X_ATTN_MERGE_SLIM");
   if (ms_env != nullptr) plan.merge_slim = std::string(ms_env) != "0";
-  // Cluster split merge (PagedPlan::cluster_merge): decode / verify, the lean instances of the
-  // spread-merge tiles, SM90 (the non-portable 16-CTA clusters).
-  const char* cm_env = std::getenv("B12X_ATTN_CLUSTER_MERGE");
-  plan.cluster_merge = cm_env != nullptr && std::string(cm_env) == "1";
-  plan.cluster_merge = plan.cluster_merge && plan.lean && !plan.stamps && q_len > 0 &&
-                       k->cluster_merge && dev.family == ArchFamily::kSm90;
   if (plan.lean) {
     plan.kernel += plan.spec ? "_lean_spec" : "_lean";
     if (plan.early_kv) plan.kernel += "_early";
@@ -450,30 +444,6 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
                                       : k->func_lean;
     const DeviceScope scope(caps.device);
     B12X_CUDA_CHECK(::b12x::detail::opt_in_smem(fn, k->smem));
-    if (plan.cluster_merge) {
-      plan.kernel += "_cluster";
-      B12X_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-      for (int cs = 2; cs <= detail::kMaxClusterSplits; ++cs) {
-        cudaLaunchConfig_t cfg{};
-        cfg.gridDim = dim3(1, 1, cs);
-        cfg.blockDim = dim3(k->threads);
-        cfg.dynamicSmemBytes = k->smem;
-        cudaLaunchAttribute attr{};
-        attr.id = cudaLaunchAttributeClusterDimension;
-        attr.val.clusterDim.x = 1;
-        attr.val.clusterDim.y = 1;
-        attr.val.clusterDim.z = cs;
-        cfg.attrs = &attr;
-        cfg.numAttrs = 1;
-        int n = 0;
-        if (cudaOccupancyMaxActiveClusters(&n, fn, &cfg) != cudaSuccess) {
-          cudaGetLastError();
-          n = 0;
-        }
-        if (n > 0) plan.cluster_sizes |= 1u << cs;
-      }
-      plan.cluster_merge = plan.cluster_sizes != 0;
-    }
   }
   // Tickets: at most B * ceil(q_len * group / tile_rows) <= T * group / tile_rows + B row tiles.
   const int64_t max_row_tiles =
@@ -517,10 +487,9 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   b12x::detail::resolve_kernels(
       kPlanOp, caps.device,
       "attention." + plan.kernel + " mode=" + mode_name(caps.mode) +
-          (splits ? (plan.fused_merge     ? " split_merge_fused"
-                     : plan.cluster_merge ? " split_merge_cluster"
-                     : plan.merge_slim    ? " split_merge_slim"
-                                          : " split_merge")
+          (splits ? (plan.fused_merge  ? " split_merge_fused"
+                     : plan.merge_slim ? " split_merge_slim"
+                                       : " split_merge")
                   : ""),
       "Hq=" + std::to_string(caps.num_q_heads) + " Hkv=" + std::to_string(caps.num_kv_heads) +
           " D=" + std::to_string(caps.head_dim_qk) + "/" + std::to_string(caps.head_dim_vo) +
@@ -773,12 +742,6 @@ void run_paged(const PagedBinding& b, Stream stream) {
     B12X_CUDA_CHECK(cudaMemsetAsync(p.merge_ctr, 0,
                                     size_t(b.num_row_tiles) * c.num_kv_heads * sizeof(int32_t), s));
   }
-  // Cluster split merge: the splits of each (row tile, KV head) are one cluster (grid z).
-  p.cluster = plan.cluster_merge && b.num_splits > 1 && p.tiles_per_req > 0 && !fused &&
-                      b.num_splits <= detail::kMaxClusterSplits &&
-                      (plan.cluster_sizes >> b.num_splits & 1u)
-                  ? 1
-                  : 0;
   const dim3 grid = plan.heads_inner
                         ? dim3(unsigned(int64_t(b.num_row_tiles) * c.num_kv_heads), 1, b.num_splits)
                         : dim3(b.num_row_tiles, c.num_kv_heads, b.num_splits);
@@ -794,7 +757,7 @@ void run_paged(const PagedBinding& b, Stream stream) {
                                                     : k->launch;
   main_fn(p, grid, s, pdl);
   B12X_CUDA_CHECK_LAUNCH();
-  if (b.num_splits > 1 && !fused && p.cluster == 0) {
+  if (b.num_splits > 1 && !fused) {
     const int64_t rows = int64_t(b.total_q) * c.num_q_heads;
     // one CTA per (token, head)
     const detail::LaunchFn merge_fn =

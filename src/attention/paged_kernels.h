@@ -17,14 +17,11 @@ namespace b12x::attention::detail {
 using LaunchFn = void (*)(const PagedParams&, dim3 grid, cudaStream_t, bool pdl);
 
 /// cudaLaunchKernelEx with the programmatic-stream-serialization attribute when `pdl`.
-/// `cluster_splits`: the main kernels with p.cluster launch the grid's splits (grid z) as one
-/// thread-block cluster per (row tile, KV head) (PagedPlan::cluster_merge).
 template <typename Kernel>
 inline cudaError_t launch_kernel(Kernel kernel, dim3 grid, int threads, int smem, cudaStream_t s,
-                                 bool pdl, const PagedParams& p, bool cluster_splits = false) {
-  const unsigned cz = cluster_splits && p.cluster != 0 ? grid.z : 1;
+                                 bool pdl, const PagedParams& p) {
   return ::b12x::detail::launch_ex(kernel, grid, dim3(threads), static_cast<size_t>(smem), s, pdl,
-                                   dim3(1, 1, cz), p);
+                                   dim3(1, 1, 1), p);
 }
 
 struct KernelInfo {
@@ -59,9 +56,6 @@ struct KernelInfo {
   const void* func_early_cap = nullptr;
   LaunchFn launch_early_cap = nullptr;
   LaunchFn launch_stamp_early = nullptr;
-  /// The lean instances merge the splits of a cluster launch in shared memory (TileCfg::
-  /// kClusterMerge; PagedPlan::cluster_merge).
-  bool cluster_merge = false;
   const char* name = "";
 };
 

@@ -35,8 +35,6 @@ __host__ __device__
 /// kernels' stamp helpers).
 constexpr int kStampSlots = 20;
 constexpr int kMergeStampSlots = 4;
-/// The cluster split merge's largest cluster (SM90's non-portable limit; PagedPlan::cluster_merge).
-constexpr int kMaxClusterSplits = 16;
 
 struct PagedParams {
   const void* q;
@@ -94,8 +92,6 @@ struct PagedParams {
   int32_t spec;           // 1 (lean decode kernels): speculative prologue (B12X_ATTN_SPEC)
   int32_t epilogue_half;  // 1: the spread merge moves rows g only when rows g + 8 are padding
                           // (PagedPlan::epilogue_half)
-  int32_t cluster;        // 1 (lean decode kernels): the grid's splits run as one cluster per
-                          // (row tile, KV head), merged in shared memory (PagedPlan::cluster_merge)
   int32_t tile_kv_shift;  // log2(tile_kv)
   int32_t min_tiles;      // max(1, min_chunk / tile_kv)
   // The kernels' divisions by these values (multiply and shift, see FastDiv).

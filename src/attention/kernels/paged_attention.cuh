@@ -175,15 +175,6 @@ struct TileCfg {
   static_assert(kWN == 1 || kMB == 1, "the cross-warp merge handles one row block per warp");
   static_assert(kDH == 1 || (kDecode && !kFp8 && kWN > 1 && kDv % (16 * kDH) == 0),
                 "split output dims: 16-bit decode tiles");
-  // The spread merge (see the body's epilogue): kSpreadNB n-blocks of O per warp, where the
-  // tile's warps can own whole n-block ranges (the FP8 direct-V layout: whole 32-dim groups).
-  static constexpr int kSpreadNB = kWN > 1 ? (kDv / 8) / (kWN * kDH) : kDv / 8;
-  static constexpr bool kSpreadOk =
-      kWN > 1 && !kVec && (kDv / 8) % (kWN * kDH) == 0 && (!kDirectV || kSpreadNB % 4 == 0);
-  // The cluster split merge (PagedPlan::cluster_merge): the lean decode instances of the tiles
-  // whose every warp reaches the epilogue's end (the spread merge), so the cluster barriers see
-  // all threads.
-  static constexpr bool kClusterMerge = kDecode && kSpreadOk;
 };
 
 // ---------------------------------------------------------------- PTX helpers ----------------
@@ -581,105 +572,6 @@ __device__ __forceinline__ void merge_row_warp(const PagedParams& p, int tok, in
         wsum > 0.f ? mm + log2f(wsum) : -INFINITY;
 }
 
-// ---------------------------------------------------------------- cluster split merge -------
-/// The splits of one (row tile, KV head) as one thread-block cluster (PagedPlan::cluster_merge,
-/// SM90): every CTA leaves its normalised partial rows and their base-2 LSEs in its own shared
-/// memory, and after a cluster barrier each CTA folds a 1 / num_splits slice of the columns of
-/// every split's rows through distributed shared memory: no partials through L2, no merge
-/// kernel, and no wait for the whole grid (the merge kernel's griddepcontrol.wait) before a
-/// tile's merge starts.
-
-__device__ __forceinline__ void cluster_barrier() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
-  asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-#endif
-}
-/// The shared::cluster address of `local` (this CTA's shared memory) in cluster CTA `rank`.
-__device__ __forceinline__ uint32_t cluster_addr(const void* local, int rank) {
-  uint32_t r = 0;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n"
-               : "=r"(r)
-               : "r"(static_cast<uint32_t>(__cvta_generic_to_shared(local))), "r"(rank));
-#endif
-  return r;
-}
-__device__ __forceinline__ float ld_cluster_f32(uint32_t a) {
-  float v = 0.f;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(a) : "memory");
-#endif
-  return v;
-}
-__device__ __forceinline__ float4 ld_cluster_f32x4(uint32_t a) {
-  float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"
-               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-               : "r"(a)
-               : "memory");
-#endif
-  return v;
-}
-
-/// Called by every CTA of the cluster (the splits 0..num_splits-1 of one row tile and KV head,
-/// cluster rank = split) once its partials of the tile's live rows are in sPart ([kBM][kDv]
-/// fp32, normalised) and sLse ([kBM], base 2), or at once by a CTA past the live splits `ns`
-/// (nothing of it is read): folds columns [rank, rank + 1) x kDv / num_splits of rows
-/// 0..rows-1 over the ns live splits with the sink, writes them to the output (and the LSE,
-/// by the CTA owning column 0). The second barrier keeps every CTA's shared memory alive until
-/// the others have read it.
-template <typename T, int kDv, int kBM>
-__device__ __forceinline__ void cluster_split_merge(const PagedParams& p, int q0, int qlen,
-                                                    int rows0, int kvh, int ns, const float* sPart,
-                                                    const float* sLse) {
-  cluster_barrier();
-  const int nc = p.num_splits, rank = blockIdx.z;
-  constexpr int kC4 = kDv / 4;  // float4 columns per row
-  const int c_lo = rank * kC4 / nc, c_n = (rank + 1) * kC4 / nc - c_lo;
-  const int rows = min(kBM, qlen * p.group - rows0);
-  for (int i = threadIdx.x; i < rows * c_n; i += blockDim.x) {
-    const int r = i / c_n, c = c_lo + (i - r * c_n);
-    const int pr = rows0 + r;
-    const int qi = div_group(p, pr);
-    const int h = kvh * p.group + (pr - qi * p.group);
-    float l[kMaxClusterSplits];
-    float4 v[kMaxClusterSplits];
-#pragma unroll
-    for (int s = 0; s < kMaxClusterSplits; ++s) {
-      l[s] = s < ns ? ld_cluster_f32(cluster_addr(sLse + r, s)) : -INFINITY;
-      v[s] = s < ns ? ld_cluster_f32x4(cluster_addr(sPart + r * kDv + 4 * c, s))
-                    : make_float4(0.f, 0.f, 0.f, 0.f);
-    }
-    float mm = p.sinks != nullptr ? p.sinks[h] * kLog2e : -INFINITY;
-#pragma unroll
-    for (int s = 0; s < kMaxClusterSplits; ++s) mm = fmaxf(mm, l[s]);
-    const float m_use = mm == -INFINITY ? 0.f : mm;
-    float wsum = p.sinks != nullptr ? exp2f(p.sinks[h] * kLog2e - m_use) : 0.f;
-    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll
-    for (int s = 0; s < kMaxClusterSplits; ++s) {
-      const float ws = s < ns ? exp2f(l[s] - m_use) : 0.f;  // 0 for an empty split's -inf
-      wsum += ws;
-      if (s < ns) {
-        acc.x += ws * v[s].x;
-        acc.y += ws * v[s].y;
-        acc.z += ws * v[s].z;
-        acc.w += ws * v[s].w;
-      }
-    }
-    const float inv = wsum > 0.f ? 1.f / wsum : 0.f;
-    T* out = static_cast<T*>(p.out) + (int64_t)(q0 + qi) * p.o_st + (int64_t)h * p.o_sh + 4 * c;
-    *reinterpret_cast<uint2*>(out) =
-        make_uint2(pack2<T>(acc.x * inv, acc.y * inv), pack2<T>(acc.z * inv, acc.w * inv));
-    if (c == 0 && p.lse != nullptr)
-      p.lse[(int64_t)(q0 + qi) * p.lse_st + (int64_t)h * p.lse_sh] =
-          wsum > 0.f ? mm + log2f(wsum) : -INFINITY;
-  }
-  cluster_barrier();
-}
-
 /// Decode/verify, before the PDL wait: the K/V rows of the CTA's first p.prefetch tiles (by
 /// default those the prologue loads: kStages - 1, or all kStages with the full ring) and their
 /// page-table entries are prefetched into L2, so that after the wait the prologue's dependent
@@ -756,14 +648,6 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
   uint8_t* sRing = smem + Cfg::kQBytes + Cfg::kConvBytes + Cfg::kIdBytes;  // stages, merge area
   static_assert(!Cfg::kQInRegs || kBM * kDqk * 2 <= Cfg::kStageBytes, "Q staging fits a stage");
   uint8_t* sQ = Cfg::kQInRegs ? sRing + (kStages - 1) * Cfg::kStageBytes : smem;
-  // The cluster split merge (lean decode instances, p.cluster): the CTA's partial rows and LSEs
-  // stay in the ring's first bytes after the epilogue's exchange (cluster_split_merge).
-  constexpr bool kCluster = kLean && !kStamp && Cfg::kClusterMerge;
-  const bool cluster = kCluster && p.cluster != 0;  // grid-uniform
-  static_assert(!kCluster || (kBM * kDv + kBM) * 4 <= Cfg::kStageBytes * kStages,
-                "cluster partials fit the ring");
-  float* sPart = reinterpret_cast<float*>(sRing);
-  float* sLse = sPart + kBM * kDv;
   // The MMA operand type: fp16 for the fp16-MMA FP8 tiles, else the q dtype.
   using TM = std::conditional_t<Cfg::kF16Mma, __half, T>;
   // fp16-MMA tiles: the power-of-two exponent each Q row was scaled by (see the Q staging).
@@ -781,13 +665,6 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
   const bool full_ring = Cfg::kDecode && !kLean && p.full_ring != 0;
   Work w{};
   KvRange range{};
-  // A CTA past the live splits of a cluster-merged tile still folds its column slice.
-  auto idle_split = [&](int ns) {
-    if constexpr (kCluster) {
-      if (cluster && ns > 1)
-        cluster_split_merge<T, kDv, kBM>(p, w.q0, w.qlen, w.tile * kBM, kvh, ns, sPart, sLse);
-    }
-  };
   // Tile it of this split covers [kv_begin + it * kv_step, + kBN) within [.., kv_end); the
   // prologue issues `pro` tiles and the loop keeps `ahead` in flight (see below).
   int kv_begin = 0, kv_end = 0, kv_step = kBN, n_tiles = 0, ahead = 1, pro = 1;
@@ -921,7 +798,6 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
     range = kv_range(p, w.tile, w.qlen, w.lk);
     if (split >= range.ns) {
       stamp_meta<kStamp>(p, uint64_t(2) << 61);
-      idle_split(range.ns);
       return;
     }
     ids_early = ids_early && range.stride > 0 && range.lo == 0 && range.ns == p.num_splits;
@@ -1369,10 +1245,7 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
         __syncthreads();
         if (!make_work(p, w.b, w.tile, real_cu0, real_cu1, real_lk, w)) return;
         range = kv_range(p, w.tile, w.qlen, w.lk);
-        if (split >= range.ns) {
-          idle_split(range.ns);
-          return;
-        }
+        if (split >= range.ns) return;
         derive();
         off_diag = w.lk - w.qlen;
         ids_early = false;
@@ -1806,8 +1679,9 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
   // Spread merge (p.spread_merge, decode tiles whose n-blocks split evenly over the warps; the
   // FP8 direct-V layout needs whole 32-dim groups per warp; not hvec): every warp merges and
   // stores its own kSpreadNB n-blocks of O.
-  constexpr int kSpreadNB = Cfg::kSpreadNB;
-  constexpr bool kSpreadOk = Cfg::kSpreadOk;
+  constexpr int kSpreadNB = kWN > 1 ? (kDv / 8) / (kWN * kDH) : kDv / 8;
+  constexpr bool kSpreadOk = kWN > 1 && !Cfg::kVec && (kDv / 8) % (kWN * kDH) == 0 &&
+                             (!Cfg::kDirectV || kSpreadNB % 4 == 0);
   static_assert(kDH == 1 || kSpreadOk, "split output dims merge through the spread merge");
   // the split-dims tiles (kDH = 2) merge only through the shared-copy spread merge
   const bool spread = kSpreadOk && (kDH > 1 || kLean || p.spread_merge != 0);
@@ -1969,20 +1843,6 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
   // ---- epilogue: final output (single split) or normalised partial + LSE ----
   const float vdesc = load_scale(p.v_descale, p.vd_sb, p.vd_sh, w.b, kvh);
   const bool final_out = range.ns == 1;
-  // Cluster split merge: the partials go to this CTA's shared memory (the ring, whose last reads,
-  // the exchange's, end at this barrier) instead of the scratch.
-  const bool to_cluster = cluster && !final_out;  // CTA-uniform
-  if (to_cluster) __syncthreads();
-  // The partial row of packed row pr (token tok, head h) and its LSE slot.
-  auto part_row = [&](int pr, int tok, int h, float*& lse_at) -> float* {
-    if (to_cluster) {
-      lse_at = sLse + (pr - rows0);
-      return sPart + (pr - rows0) * kDv;
-    }
-    const int64_t row = ((int64_t)split * p.total_q + tok) * p.num_q_heads + h;
-    lse_at = p.part_lse + row;
-    return p.part_o + row * kDv;
-  };
   // Rows of kN n-blocks starting at n-block `base` (all of them unless spread; the warp holding
   // n-block 0 writes the LSE); at(mb, i, e) is element e of the i-th of them (compile-time i:
   // registers).
@@ -2030,8 +1890,8 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
             if (p.lse != nullptr && t4 == 0)
               p.lse[(int64_t)tok * p.lse_st + (int64_t)h * p.lse_sh] = lse;
           } else {
-            float* lse_at;
-            float* po = part_row(pr, tok, h, lse_at) + 32 * t4;
+            const int64_t row = ((int64_t)split * p.total_q + tok) * p.num_q_heads + h;
+            float* po = p.part_o + row * kDv + 32 * t4;
 #pragma unroll
             for (int e = 0; e < 2; ++e)
 #pragma unroll
@@ -2039,7 +1899,7 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
                 *reinterpret_cast<float4*>(po + 16 * e + 4 * k) = make_float4(
                     at(mb, 4 * k, 2 * r + e) * factor, at(mb, 4 * k + 1, 2 * r + e) * factor,
                     at(mb, 4 * k + 2, 2 * r + e) * factor, at(mb, 4 * k + 3, 2 * r + e) * factor);
-            if (t4 == 0) *lse_at = lse;
+            if (t4 == 0) p.part_lse[row] = lse;
           }
         } else if (Cfg::kDirectV && final_out) {
           // permuted dims: this lane holds dims 32 q + 8 t .. +7 of each 32-dim group q (one
@@ -2056,8 +1916,8 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
           if (base == 0 && p.lse != nullptr && t4 == 0)
             p.lse[(int64_t)tok * p.lse_st + (int64_t)h * p.lse_sh] = lse;
         } else if (Cfg::kDirectV) {
-          float* lse_at;
-          float* po = part_row(pr, tok, h, lse_at) + 8 * base + 8 * t4;
+          const int64_t row = ((int64_t)split * p.total_q + tok) * p.num_q_heads + h;
+          float* po = p.part_o + row * kDv + 8 * base + 8 * t4;
 #pragma unroll
           for (int q = 0; q < kN / 4; ++q) {
             auto x = [&](int i, int e) { return at(mb, 4 * q + i, 2 * r + e) * factor; };
@@ -2066,7 +1926,7 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
             *reinterpret_cast<float4*>(po + 32 * q + 4) =
                 make_float4(x(0, 1), x(1, 1), x(2, 1), x(3, 1));
           }
-          if (base == 0 && t4 == 0) *lse_at = lse;
+          if (base == 0 && t4 == 0) p.part_lse[row] = lse;
         } else if (final_out) {
           T* out = static_cast<T*>(p.out) + (int64_t)tok * p.o_st + (int64_t)h * p.o_sh + 8 * base +
                    2 * t4;
@@ -2077,13 +1937,13 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
           if (base == 0 && p.lse != nullptr && t4 == 0)
             p.lse[(int64_t)tok * p.lse_st + (int64_t)h * p.lse_sh] = lse;
         } else {
-          float* lse_at;
-          float* po = part_row(pr, tok, h, lse_at) + 8 * base + 2 * t4;
+          const int64_t row = ((int64_t)split * p.total_q + tok) * p.num_q_heads + h;
+          float* po = p.part_o + row * kDv + 8 * base + 2 * t4;
 #pragma unroll
           for (int i = 0; i < kN; ++i)
             *reinterpret_cast<float2*>(po + i * 8) =
                 make_float2(at(mb, i, 2 * r) * factor, at(mb, i, 2 * r + 1) * factor);
-          if (base == 0 && t4 == 0) *lse_at = lse;
+          if (base == 0 && t4 == 0) p.part_lse[row] = lse;
         }
       }
   };
@@ -2103,12 +1963,6 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
   if constexpr (kDH == 1) {
     if (!spread && (kWN == 1 || wn == 0))
       emit.template operator()<kDv / 8>([&](int mb, int i, int e) { return o[mb][i][e]; }, 0);
-  }
-  if constexpr (kCluster) {
-    if (to_cluster) {
-      cluster_split_merge<T, kDv, kBM>(p, w.q0, w.qlen, rows0, kvh, range.ns, sPart, sLse);
-      return;
-    }
   }
   stamp<kStamp>(p, 7);
   stamp_meta<kStamp>(

@@ -9,12 +9,12 @@ namespace b12x::attention::detail {
 template <typename T, typename Cfg, bool kLean, bool kStamp = false, bool kEarly = false>
 void launch_main(const PagedParams& p, dim3 grid, cudaStream_t s, bool pdl) {
   launch_kernel(paged_attention_kernel<T, Cfg, kLean, kStamp, kEarly>, grid, Cfg::kThreads,
-                Cfg::kSmemBytes, s, pdl, p, kLean && !kStamp && Cfg::kClusterMerge);
+                Cfg::kSmemBytes, s, pdl, p);
 }
 template <typename T, typename Cfg, int kMaxRegs>
 void launch_main_cap(const PagedParams& p, dim3 grid, cudaStream_t s, bool pdl) {
   launch_kernel(paged_attention_kernel_cap<T, Cfg, true, false, true, kMaxRegs>, grid,
-                Cfg::kThreads, Cfg::kSmemBytes, s, pdl, p, Cfg::kClusterMerge);
+                Cfg::kThreads, Cfg::kSmemBytes, s, pdl, p);
 }
 template <typename T, int kDv, bool kStamp = false, bool kSlim = false>
 void launch_merge(const PagedParams& p, dim3 grid, cudaStream_t s, bool pdl) {
@@ -46,7 +46,6 @@ KernelInfo make_info(const char* name) {
   k.warps_n = Cfg::kWN;
   k.launch = &launch_main<T, Cfg, false>;
   if constexpr (kWithLean) {
-    k.cluster_merge = Cfg::kClusterMerge;
     k.func_lean = reinterpret_cast<const void*>(&paged_attention_kernel<T, Cfg, true>);
     k.launch_lean = &launch_main<T, Cfg, true>;
     if constexpr (kWithStamp) {
