@@ -158,14 +158,12 @@ struct Caps {
 /// once from the device and the environment knobs so that a run only launches:
 /// B12X_QUANT_FP8G128=0 (the generic FP8 1x128 kernel instead of four lanes per group),
 /// B12X_QUANT_MXFP8_FUSED=0 (the MXFP8 pre-pass as two kernels), B12X_QUANT_PDL=0 (no early
-/// programmatic trigger of the FP8 1x128 kernel), B12X_QUANT_MXFP8_QUAD=1 (probe: the one-pass
-/// MXFP8 pre-pass with four lanes per 128 values).
+/// programmatic trigger of the FP8 1x128 kernel).
 struct ActQuant {
   int grid_cap = 8;   ///< CTAs of the grid-stride kernels: 8 of 256 threads per SM
   bool sm90 = false;  ///< compute capability exactly 9.0
   bool fp8g128 = true;
   bool mxfp8_fused = true;
-  bool mxfp8_quad = false;
   bool pdl = true;
 };
 

@@ -225,11 +225,10 @@ constexpr int kWgmmaF8Var = 16;
 /// built by bind; removed in session 10, docs/gemm.md. 17 / 19, 14 with the persistent CTA loop:
 /// removed in session 11, as 18 / 20 above.)
 constexpr int kWgmmaF8BlockVar = 14;
-/// Block FP8 variants reading the tiled FP8 1x128 quantizer's stage images (14; probes 24 / 25:
-/// 14 with each stage as two token halves, 26: 14 persistent, 27: 26 with halves; docs/gemm.md
-/// session 18).
+/// Block FP8 variants reading the tiled FP8 1x128 quantizer's stage images (14; probes 26: 14
+/// persistent, 28: 14 without the MMA warps' proxy fence; docs/gemm.md session 18).
 bool wgmma_act_images(int var) {
-  return var == 14 || (var >= 24 && var <= 27);
+  return var == 14 || var == 26 || var == 28;
 }
 /// wgmma kernel CTA order (Plan::tiled_wgmma_raster): FP8 in raster bands sized to L2 (1): round
 /// 17 (warp-specialized FP8, M = 2048) per-tensor 14336x4096 829 -> 921 TFLOP/s (its 58 MB of
@@ -702,7 +701,7 @@ Plan plan(const Caps& caps) {
       p.tiled_wgmma_raster = f8 ? kWgmmaRasterF8 : kWgmmaRaster;
       if (const char* r = std::getenv("B12X_GEMM_WGMMA_RASTER"); r != nullptr)
         p.tiled_wgmma_raster = std::max(0, std::atoi(r));
-      if (wf == WFmt::kFp8Block && (p.tiled_wgmma_var == 26 || p.tiled_wgmma_var == 27)) {
+      if (wf == WFmt::kFp8Block && p.tiled_wgmma_var == 26) {
         p.tiled_wgmma_ctas = dev.sm_count;
         if (const char* c = std::getenv("B12X_GEMM_WGMMA_CTAS"); c != nullptr && std::atoi(c) > 0)
           p.tiled_wgmma_ctas = std::min(std::atoi(c), dev.sm_count);

@@ -39,10 +39,8 @@ WgmmaPick pick_var(int var) {
       if constexpr (F == WFmt::kFp8Block) {
         if (var == 8) return wgmma_pick<F, T, kTok, 8>();    // producer-built block scales
         if (var == 14) return wgmma_pick<F, T, kTok, 14>();  // ... fed by bulk copies (default)
-        if (var == 24) return wgmma_pick<F, T, kTok, 24>();  // ... two token halves (probe)
-        if (var == 25) return wgmma_pick<F, T, kTok, 25>();  // ... pipelined across stages
         if (var == 26) return wgmma_pick<F, T, kTok, 26>();  // 14 persistent (probe)
-        if (var == 27) return wgmma_pick<F, T, kTok, 27>();  // 26 with 24's halves (probe)
+        if (var == 28) return wgmma_pick<F, T, kTok, 28>();  // 14, no consumer fence (probe)
       }
       if (var == 16) return wgmma_pick<F, T, kTok, 16>();  // bulk-copied weights (default)
       if (var == 9) return wgmma_pick<F, T, kTok, 9>();    // tokens on the M side
@@ -99,8 +97,8 @@ WgmmaPick pick_tok(WFmt f, bool fp16, int var) {
 /// scales built by the producer warpgroup, 9 = 8 with the tokens on the wgmma M side (probe, also
 /// per-tensor), 14 = 8 fed by bulk copies of the quantizer's stage images (block FP8's default
 /// since session 9), 16 = 6 with bulk-copied weight runs (FP8 per-tensor's default since session
-/// 9), 24 / 25 = 14 with each stage as two token halves (probes: the first half promoted while the
-/// second runs; 25 pipelined across stages); BF16-operand formats 0
+/// 9), 26 = 14 persistent (probe), 28 = 14 without the MMA warps' proxy fence (probe);
+/// BF16-operand formats 0
 /// = CTA-barrier pipeline, 1 = mbarrier pipeline, 3 = warp-specialized (256 tokens).
 WgmmaPick pick(WFmt f, bool fp16, int tok, int var) {
   return tok == 64    ? pick_tok<64>(f, fp16, var)
@@ -130,7 +128,7 @@ void launch_linear_wgmma(WFmt f, bool fp16, int tok, int var, int raster, const 
   const bool f8 = f == WFmt::kFp8 || f == WFmt::kFp8Block;
   LinearParams q = p;
   dim3 grid = wgmma_grid(p, 128, tok, raster, f8 ? 1 : 2, q);
-  if (f == WFmt::kFp8Block && (var == 26 || var == 27)) {
+  if (f == WFmt::kFp8Block && var == 26) {
     // The persistent variant: one CTA per SM walking the 1-D tile order (WgmmaCfg::kPersist).
     const int64_t tiles = static_cast<int64_t>(grid.x) * grid.y;
     grid = dim3(static_cast<unsigned>(std::min<int64_t>(tiles, ctas > 0 ? ctas : 1)), 1, 1);

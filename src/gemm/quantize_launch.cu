@@ -98,8 +98,6 @@ ActQuant act_quant_options(int device) {
   q.sm90 = major == 9 && minor == 0;
   q.fp8g128 = !knob_off("B12X_QUANT_FP8G128");
   q.mxfp8_fused = !knob_off("B12X_QUANT_MXFP8_FUSED");
-  const char* quad = std::getenv("B12X_QUANT_MXFP8_QUAD");
-  q.mxfp8_quad = quad != nullptr && quad[0] == '1';
   q.pdl = !knob_off("B12X_QUANT_PDL");
   return q;
 }
@@ -183,15 +181,6 @@ bool launch_mxfp8_dequant_bf16(const void* x, DType x_dtype, int64_t M, int64_t 
   p.out = out;
   p.kperm = kperm ? 1 : 0;
   p.early_dependents = false;  // see quant_pdl_enabled
-  if (q.mxfp8_quad) {
-    // Four lanes per 128 values, one pass each (as launch_fp8_group128_vec).
-    const int64_t groups = M * ((KP + 127) / 128);
-    const int grid = static_cast<int>(
-        std::min<int64_t>((groups * 4 + kThreads - 1) / kThreads, int64_t{1} << 24));
-    launch_for(x_dtype, grid, kernels::mxfp8_dequant4_kernel<true>,
-               kernels::mxfp8_dequant4_kernel<false>, p, stream);
-    return true;
-  }
   launch_for(x_dtype, grid_for(M * (KP / 32), q), kernels::mxfp8_dequant_kernel<true>,
              kernels::mxfp8_dequant_kernel<false>, p, stream);
   return true;

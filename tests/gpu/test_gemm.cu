@@ -2715,20 +2715,17 @@ TEST(GemmGpu, TiledWgmmaFp8BlockBulk) {
   bulk_cases("14");
 }
 
-/// Block FP8 variants 24 / 25 (probes, B12X_GEMM_WGMMA_VAR=24|25): 14 with each MMA warpgroup's
-/// stage issued as two token halves (m64n64k32 wgmmas, two commit groups), the first half promoted
-/// while the second half's wgmmas run (25: and the second half while the next stage's first half
-/// runs, two A-fragment sets); the cases of variant 14.
-TEST(GemmGpu, TiledWgmmaFp8BlockHalves) {
+/// Block FP8 variant 28 (probe, B12X_GEMM_WGMMA_VAR=28): 14 without the MMA warps' proxy fence
+/// after each full barrier (the bulk-fed slots need none); the cases of variant 14.
+TEST(GemmGpu, TiledWgmmaFp8BlockNoFence) {
   B12X_REQUIRE_GPU();
-  bulk_cases("24");
-  bulk_cases("25");
+  bulk_cases("28");
 }
 
-/// Block FP8 variants 26 / 27 (probes, B12X_GEMM_WGMMA_VAR=26|27): 14 / 24 with a persistent CTA
-/// loop. Three CTAs (B12X_GEMM_WGMMA_CTAS=3) walk up to twelve tiles, with K of fewer and more
-/// stages than the five slots (the ring crossing tiles mid-way), in raster bands and in the 2-D
-/// order (weight tile fastest); the plan takes the SMs as its CTA count without the cap.
+/// Block FP8 variant 26 (probe, B12X_GEMM_WGMMA_VAR=26): 14 with a persistent CTA loop. Three CTAs
+/// (B12X_GEMM_WGMMA_CTAS=3) walk up to six tiles, with K of fewer and more stages than the five
+/// slots (the ring crossing tiles mid-way), in raster bands and in the 2-D order (weight tile
+/// fastest); the plan takes the SMs as its CTA count without the cap.
 TEST(GemmGpu, TiledWgmmaFp8BlockPersistent) {
   B12X_REQUIRE_GPU();
   if (device_info(0).cc_major == 9 && device_info(0).cc_minor == 0) {
@@ -2738,12 +2735,10 @@ TEST(GemmGpu, TiledWgmmaFp8BlockPersistent) {
     EXPECT_EQ(pl.tiled_wgmma_ctas, device_info(0).sm_count) << pl.describe();
   }
   ScopedEnv ec("B12X_GEMM_WGMMA_CTAS", "3");
-  for (const char* v : {"26", "27"}) {  // 27: 26 with 24's token halves
-    bulk_cases(v);
-    ScopedEnv e("B12X_GEMM_WGMMA", "1"), ev("B12X_GEMM_WGMMA_VAR", v),
-        er("B12X_GEMM_WGMMA_RASTER", "0");
-    run_case({LinearFormat::kFp8Block, 260, 400, 768, DType::kBF16, DType::kBF16, true});
-  }
+  bulk_cases("26");
+  ScopedEnv e("B12X_GEMM_WGMMA", "1"), ev("B12X_GEMM_WGMMA_VAR", "26"),
+      er("B12X_GEMM_WGMMA_RASTER", "0");
+  run_case({LinearFormat::kFp8Block, 260, 400, 768, DType::kBF16, DType::kBF16, true});
 }
 
 /// Formats the SM90 wgmma tiled kernel runs (NVFP4 W4A4 / W4A16, MXFP4 W4A4 / W4A8 / W4A16 with
@@ -3273,14 +3268,15 @@ TEST(GemmGpuSanitize, Fp8BlockProbes) {
     run_case({f, 136, 136, 512, DType::kBF16, DType::kBF16, true});
 }
 
-/// Block FP8 variants 14 / 16 (B12X_GEMM_WGMMA_VAR=14|16; 14 the default) for compute-sanitizer:
+/// Block FP8 variants 14 / 16 / 28 (B12X_GEMM_WGMMA_VAR=14|16|28; 14 the default) for
+/// compute-sanitizer:
 /// the bulk-copied ring (the tiled quantizer's stage images, the weight runs, transaction counts
 /// on the full barriers), K = 2048 (every slot refilled), a token tail (the quantizer's zero rows)
 /// and weight tiles past N; per-tensor FP8 on 16.
 TEST(GemmGpuSanitize, Fp8BlockBulk) {
   B12X_REQUIRE_GPU();
   ScopedEnv e("B12X_GEMM_WGMMA", "1");
-  for (const char* v : {"14", "16"}) {
+  for (const char* v : {"14", "16", "28"}) {
     ScopedEnv ev("B12X_GEMM_WGMMA_VAR", v);
     run_case({LinearFormat::kFp8Block, 200, 136, 2048, DType::kBF16, DType::kBF16, true});
   }

@@ -520,49 +520,6 @@ TEST(QuantizeGpuSanitize, SmallShapesAllPaths) {
       }
 }
 
-/// The one-pass MXFP8 pre-pass with four lanes per 128 values (B12X_QUANT_MXFP8_QUAD=1, probe):
-/// the bits of the one-thread-per-block kernel for BF16 / FP16 rows, both k orders, K off 128 and
-/// KP past K (zero blocks), random bit patterns (NaN, Inf, subnormals) and normal values.
-TEST(QuantizeGpu, Mxfp8DequantQuad) {
-  B12X_REQUIRE_GPU();
-  gemm::ActQuant q = gemm::act_quant_options(0);
-  q.mxfp8_fused = true;
-  struct Shape {
-    int64_t M, K, KP;
-  };
-  for (DType dt : {DType::kBF16, DType::kFP16})
-    for (const Shape sh : {Shape{37, 96, 128}, Shape{5, 416, 512}, Shape{130, 2048, 2048}})
-      for (bool kperm : {false, true}) {
-        SCOPED_TRACE(std::to_string(sh.M) + "x" + std::to_string(sh.K) + " KP " +
-                     std::to_string(sh.KP) + (kperm ? " kperm" : "") +
-                     (dt == DType::kFP16 ? " fp16" : " bf16"));
-        const std::vector<uint8_t> bits = test::random_bytes(sh.M * sh.K * 2);
-        const std::vector<float> vals = test::random_normal(sh.M * sh.K, 3.f);
-        std::vector<uint16_t> h(sh.M * sh.K);
-        for (int64_t i = 0; i < sh.M * sh.K; ++i)
-          h[i] = i < sh.M / 2 * sh.K  ? static_cast<uint16_t>(bits[2 * i] | (bits[2 * i + 1] << 8))
-                 : dt == DType::kFP16 ? fmt::float_to_fp16_bits(vals[i] * (1 + i / 32 % 7))
-                                      : fmt::float_to_bf16_bits(vals[i] * (1 + i / 32 % 7));
-        DeviceBuffer<uint16_t> dx(h.size()), one(sh.M * sh.KP), quad(sh.M * sh.KP);
-        dx.upload(h);
-        one.poison();
-        quad.poison();
-        q.mxfp8_quad = false;
-        ASSERT_TRUE(gemm::launch_mxfp8_dequant_bf16(dx.ptr, dt, sh.M, sh.K, sh.K, sh.KP, kperm,
-                                                    one.ptr, q, nullptr));
-        q.mxfp8_quad = true;
-        ASSERT_TRUE(gemm::launch_mxfp8_dequant_bf16(dx.ptr, dt, sh.M, sh.K, sh.K, sh.KP, kperm,
-                                                    quad.ptr, q, nullptr));
-        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-        const std::vector<uint16_t> a = one.download(), b = quad.download();
-        int64_t bad = 0, first = -1;
-        for (size_t i = 0; i < a.size(); ++i)
-          if (a[i] != b[i] && bad++ == 0) first = static_cast<int64_t>(i);
-        EXPECT_EQ(bad, 0) << "first at " << first << ": " << (first >= 0 ? a[first] : 0) << " vs "
-                          << (first >= 0 ? b[first] : 0);
-      }
-}
-
 TEST(QuantizeGpu, RejectsBadArguments) {
   B12X_REQUIRE_GPU();
   DeviceBuffer<uint16_t> dx(256);

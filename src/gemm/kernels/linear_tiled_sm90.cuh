@@ -55,8 +55,8 @@ struct WgmmaCfg {
   /// FP8 over variant 3; making the MMA warpgroups take turns issuing their wgmmas through named
   /// barriers, dropped, was 5-20% slower than variant 5.)
   static constexpr bool kWs = kF8 ? (kVariant >= 5 && kVariant <= 12) ||
-                                        (kVariant >= 14 && kVariant <= 16) ||
-                                        (kVariant >= 24 && kVariant <= 27)
+                                        (kVariant >= 14 && kVariant <= 16) || kVariant == 26 ||
+                                        kVariant == 28
                                   : kVariant == 3;
   /// FP8 variant 6 (the per-tensor default until session 9) = 5 with the stage's block scales built
   /// and loaded into registers while its wgmmas run (not after their wait) and the slot released
@@ -84,8 +84,15 @@ struct WgmmaCfg {
   /// other large client. Needs K % 256 == 0 (KP == K: every stage a whole quantizer block) and
   /// the tiled quantizer (run() takes variant 8 where it cannot run).
   static constexpr bool kBulk =
-      F == WFmt::kFp8Block &&
-      (kVariant == 14 || kVariant == 24 || kVariant == 25 || kVariant == 26 || kVariant == 27);
+      F == WFmt::kFp8Block && (kVariant == 14 || kVariant == 26 || kVariant == 28);
+  /// Block FP8 variant 28 (probe) = 14 without the MMA warps' fence.proxy.async after each full
+  /// barrier (MEMBAR.ALL.CTA + FENCE.VIEW.ASYNC in SASS, per stage and warp): every byte of a
+  /// bulk-fed slot is written by the async proxy (the bulk copies, which wgmma reads in that proxy
+  /// and the A-fragment loads see through the barrier's complete_tx) or by the producer's generic
+  /// scale stores, which the MMA warps read with generic loads. Round 68 (Nsight Compute, 4096x4096
+  /// M = 2048): 3.5% of 14's stall samples on the FENCE, another 5.9% on the WARPGROUP.ARRIVE
+  /// after it. 26 (persistent) skips it too.
+  static constexpr bool kConsFence = !(kBulk && kVariant != 14);
   /// Block FP8 variant 26 (probe) = 14 with a persistent CTA loop: min(tiles, SMs) CTAs, CTA b
   /// walks the tiles b, b + gridDim.x, ... of the 1-D order (raster bands), the producer's ring
   /// running on across tiles, so it fills the next tile's stages while the MMA warpgroups store
@@ -93,21 +100,9 @@ struct WgmmaCfg {
   /// otherwise pays the ring's fill and its epilogue with the tensor pipe idle, ~2.4 us per wave
   /// at M = 2048 (session 18's fit of per-tensor FP8 over K = 4096 / 14336). Session 10's
   /// persistent probes (17-20) ran 1.3-1.5x slower for a cause not found; this one keeps 14's
-  /// per-stage code and only adds the walk.
-  /// Variant 27 (probe) = 26 with 24's token halves.
-  static constexpr bool kPersist = F == WFmt::kFp8Block && (kVariant == 26 || kVariant == 27);
-  /// Block FP8 variant 24 (probe) = 14 with each MMA warpgroup's stage issued as two token halves
-  /// (four m64n64k32 wgmmas each, two commit groups into two 32-register partials): the first
-  /// half's promotion runs while the second half's wgmmas execute, so a warpgroup keeps the tensor
-  /// pipe fed through its own promotion even when both warpgroups leave the same full barrier
-  /// together. Same registers as 14 (64 partials), same A fragments for both halves.
-  static constexpr bool kSplitN =
-      F == WFmt::kFp8Block && (kVariant == 24 || kVariant == 25 || kVariant == 27);
-  /// Block FP8 variant 25 (probe) = 24 pipelined across stages: stage kb's first half is issued
-  /// before stage kb - 1's second half is promoted, so one wgmma group of the warpgroup is always
-  /// in flight while it promotes; the A fragments alternate between two register sets (the next
-  /// stage's loaded while the previous stage's second half still reads its set, as variant 7).
-  static constexpr bool kPipeHalves = F == WFmt::kFp8Block && kVariant == 25;
+  /// per-stage code and only adds the walk, and measured as slow (round 68, M = 2048: 138.9 /
+  /// 458.4 / 464.3 / 203.5 / 126.6 us against 14's 95.2 / 308.4 / 271.1 / 137.9 / 79.6).
+  static constexpr bool kPersist = F == WFmt::kFp8Block && kVariant == 26;
   /// FP8 variant 16 (the per-tensor default since session 9; a probe for block) = 6 / 8 with only
   /// the weights bulk-copied (the eight 2 KB runs by one producer thread, complete_tx on the full
   /// barrier, one more arrival); the activations stay cp.async (caller-quantized ones too). Why:
@@ -1087,23 +1082,6 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
       for (int i = 0; i < C::kAcc; ++i) acc[i] += pt[i];
     }
   };
-  // Variant 24: token half h's partial (tokens 64 h + 8 j' + 2 t + e at ph[4 j' + 2 hr + e]),
-  // times the block scales v[4 h ..].
-  float phalf[2][C::kSplitN ? C::kAcc / 2 : 1];
-  auto promote_half = [&](int h, float(&pt)[C::kSplitN ? C::kAcc / 2 : 1], const float4(&v)[kSv]) {
-    if constexpr (C::kSplitN) {
-#pragma unroll
-      for (int jq = 0; jq < kSv / 2; ++jq)
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          const int jj = jq + h * (kSv / 2), a = 8 * jj + 2 * r, b = 8 * jq + 2 * r;
-          acc[a] = fmaf(pt[b], v[jj].x, acc[a]);
-          acc[a + 1] = fmaf(pt[b + 1], v[jj].y, acc[a + 1]);
-          acc[a + 4] = fmaf(pt[b + 4], v[jj].z, acc[a + 4]);
-          acc[a + 5] = fmaf(pt[b + 5], v[jj].w, acc[a + 5]);
-        }
-    }
-  };
   // acc += partial of the stage in slot `sl` (times the block scales in its scale area).
   auto promote = [&](float(&pt)[C::kF8 ? C::kAcc : 1], int sl) {
     float4 v[kSv];
@@ -1165,19 +1143,6 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
       wg::fence();
 #pragma unroll
       for (int ks = 0; ks < 4; ++ks) wg::mma<wg::F8Tag, kTok>(part0, af[ks], desc + 2 * ks, ks);
-      wg::commit();
-    }
-  };
-  // Variant 24 / 25: token half h of the stage in slot s into phalf[h], one commit group; half h
-  // reads the activation rows 64 h.. (8 KB on: a multiple of the 1024-byte swizzle period).
-  auto issue_half = [&](int s, int h, const uint32_t(&af)[4][4]) {
-    if constexpr (C::kSplitN) {
-      const uint64_t dh = wg::desc_sw128(act_addr(s) + h * (C::kActBytes / 2));
-      wg::fence_acc(phalf[h]);
-      wg::fence();
-#pragma unroll
-      for (int ks = 0; ks < 4; ++ks)
-        wg::mma<wg::F8Tag, kTok / 2>(phalf[h], af[ks], dh + 2 * ks, ks);
       wg::commit();
     }
   };
@@ -1326,18 +1291,6 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
           promote(pp, s);
         }
       }
-    } else if constexpr (C::kSplitN) {
-      issue_half(s, 0, af);
-      issue_half(s, 1, af);
-      float4 v[kSv];
-      block_scales(s, v);
-      wg::wait<1>();
-      wg::fence_acc(phalf[0]);
-      promote_half(0, phalf[0], v);
-      wg::wait<0>();
-      wg::fence_acc(phalf[1]);
-      wg::mbar_arrive(empty0 + 8 * s);  // this thread's reads of the slot are done
-      promote_half(1, phalf[1], v);
     } else if constexpr (C::kF8) {
       issue_f8(s, af);
       if constexpr (C::kHoist) {
@@ -1417,9 +1370,8 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
 #pragma unroll
       for (int i = 0; i < C::kAcc; ++i) acc[i] = 0.f;
       for (int kb = 0; kb < num_k; ++kb) {
-        wg::mbar_wait(full0 + 8 * sl, ph);
-        wg::fence_proxy_async();  // bulk-copy writes (async proxy) ordered before wgmma's reads
-        compute(sl, kb);          // releases the slot (kHoist)
+        wg::mbar_wait(full0 + 8 * sl, ph);  // no proxy fence: a bulk-fed slot (kConsFence)
+        compute(sl, kb);                    // releases the slot (kHoist)
         if (++sl == kStages) sl = 0, ph ^= 1;
       }
       wg::fence_acc(acc);
@@ -1438,44 +1390,7 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
     // release it (this thread's wgmmas of the slot retired and its shared-memory reads done).
     int sl = 0;
     uint32_t ph = 0;
-    if constexpr (C::kPipeHalves) {
-      // Variant 25. In flight at each wait_group 1: (stage kb - 1's second half, stage kb's first
-      // half), then (kb's first half, kb's second half); the fragment set of stage kb is kb & 1
-      // (the loop body unrolled twice keeps both in registers), stage 0 peeled. nvcc 13.0's ptxas
-      // still reports C7514 (wgmmas serialized) for this kernel: a group in flight across the
-      // loop's back edge.
-      uint32_t afs[2][4][4];
-      float4 v[kSv];
-      int psl = 0;  // slot of stage kb - 1
-      auto stage = [&](uint32_t(&af)[4][4], bool first) {
-        wg::mbar_wait(full0 + 8 * sl, ph);
-        wg::fence_proxy_async();
-        load_af8(sl, af);
-        issue_half(sl, 0, af);
-        if (!first) {
-          wg::wait<1>();  // stage kb - 1's second half
-          wg::fence_acc(phalf[1]);
-          wg::mbar_arrive(empty0 + 8 * psl);
-          promote_half(1, phalf[1], v);
-        }
-        issue_half(sl, 1, af);
-        block_scales(sl, v);
-        wg::wait<1>();  // this stage's first half
-        wg::fence_acc(phalf[0]);
-        promote_half(0, phalf[0], v);
-        psl = sl;
-        if (++sl == kStages) sl = 0, ph ^= 1;
-      };
-      stage(afs[0], true);
-      for (int kb = 1; kb < num_k; kb += 2) {
-        stage(afs[1], false);
-        if (kb + 1 < num_k) stage(afs[0], false);
-      }
-      wg::wait<0>();
-      wg::fence_acc(phalf[1]);
-      wg::mbar_arrive(empty0 + 8 * psl);
-      promote_half(1, phalf[1], v);
-    } else if constexpr (C::kPrefetch) {
+    if constexpr (C::kPrefetch) {
       // Two fragment sets, alternating (the loop body unrolled twice keeps them in registers).
       // The wgmmas of set h read its registers until their wait, the loads go to set h ^ 1.
       uint32_t afs[2][4][4];
@@ -1508,7 +1423,9 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
     } else {
       for (int kb = 0; kb < num_k; ++kb) {
         wg::mbar_wait(full0 + 8 * sl, ph);
-        wg::fence_proxy_async();  // cp.async writes (generic proxy) read by wgmma (async proxy)
+        // cp.async writes (generic proxy) read by wgmma (async proxy); not needed where every
+        // byte wgmma reads came by bulk copy (kConsFence).
+        if constexpr (C::kConsFence) wg::fence_proxy_async();
         compute(sl, kb);
         if constexpr (!C::kHoist) wg::mbar_arrive(empty0 + 8 * sl);  // kHoist: inside compute
         if (++sl == kStages) sl = 0, ph ^= 1;
