@@ -47,10 +47,14 @@ GroupPick pick_cfg(int tok, int var) {
       if (tok == 256 && var == 23)
         return group_pick<F, T, 256, 1, true, 64, false, true,
                           kWsChain | kGroupFold | kGroupSplit>();
-      // 50 (session 18 probe): the folded kernel with its accumulators rescaled per super-block
-      // instead of promoted partials (kGroupRescale).
+      // 50 (session 18; the IQ2 default at 256 tokens since round 68): the folded kernel with its
+      // accumulators rescaled per super-block instead of promoted partials (kGroupRescale); 51
+      // (probe): the same at 128 tokens.
       if (tok == 256 && var == 50)
         return group_pick<F, T, 256, 1, true, 64, false, true,
+                          kGroupWs | kGroupFold | kGroupRescale>();
+      if (tok == 128 && var == 51)
+        return group_pick<F, T, 128, 1, true, 64, false, true,
                           kGroupWs | kGroupFold | kGroupRescale>();
     }
   }
@@ -212,7 +216,7 @@ __global__ void __launch_bounds__(256)
 }  // namespace
 
 bool wgmma_group_fold_var(int var) {
-  return var == 22 || var == 23 || var == 50;
+  return var == 22 || var == 23 || var == 50 || var == 51;
 }
 
 namespace {

@@ -1179,14 +1179,12 @@ TEST(GemmGpu, DecodeDeepRing) {
   {
     ScopedEnv ed("B12X_GEMM_DECODE_DEEP", "1");
     EXPECT_EQ(bf16_plan(LinearFormat::kNvfp4W4A16, 1, 4096, 4096).decode_deep, 1);
-    EXPECT_EQ(bf16_plan(LinearFormat::kQ8_0, 1, 4096, 4096).decode_deep, 1);  // session 18
+    EXPECT_EQ(bf16_plan(LinearFormat::kQ8_0, 1, 4096, 4096).decode_deep, 0);
     EXPECT_EQ(bf16_plan(LinearFormat::kNvfp4W4A16, 2, 4096, 4096).decode_deep, 0);
     int i = 0;
-    for (int64_t K : {4096, 1280, 8960, 20480, 14336}) {
+    for (int64_t K : {4096, 1280, 8960, 20480, 14336})
       for (LinearFormat f : kFp4Bf16Formats)
         run_case({f, 1, 72, K, DType::kBF16, DType::kBF16, (i++ % 2) == 0});
-      run_case({LinearFormat::kQ8_0, 1, 72, K, DType::kBF16, DType::kBF16, (i++ % 2) == 0});
-    }
     run_case({LinearFormat::kNvfp4W4A16, 1, 72, 4096, DType::kFP16, DType::kFP16, true});
   }
   // The default: a third slice for NVFP4 weights where each of the 4 warps streams >= 6 slices
@@ -2988,22 +2986,26 @@ TEST(GemmGpu, TiledWgmmaGroupProbes) {
       return gemm::plan(caps);
     };
     EXPECT_EQ(plan_of(LinearFormat::kQ8_0, DType::kBF16).tiled_wgmma_var, 16);
-    EXPECT_EQ(plan_of(LinearFormat::kIq2Xxs, DType::kBF16).tiled_wgmma_var, 17);
-    EXPECT_EQ(plan_of(LinearFormat::kIq2Xxs, DType::kFP16).tiled_wgmma_var, 23);
+    const gemm::Plan xxs = plan_of(LinearFormat::kIq2Xxs, DType::kBF16);
+    EXPECT_EQ(xxs.tiled_wgmma_var, 50);
+    EXPECT_TRUE(xxs.tiled_wgmma_f16x);
+    EXPECT_EQ(plan_of(LinearFormat::kIq2Xxs, DType::kFP16).tiled_wgmma_var, 50);
     const gemm::Plan xs = plan_of(LinearFormat::kIq2Xs, DType::kBF16);
-    EXPECT_EQ(xs.tiled_wgmma_var, 23);
+    EXPECT_EQ(xs.tiled_wgmma_var, 50);
     EXPECT_TRUE(xs.tiled_wgmma_f16x);
+    EXPECT_FALSE(plan_of(LinearFormat::kIq2Xs, DType::kFP16).tiled_wgmma_f16x);
   }
   ScopedEnv eg("B12X_GEMM_WGMMA_GROUP", "1"), et("B12X_GEMM_WGMMA_GROUP_TOK", "256");
-  for (const char* var : {"16", "17", "21", "22", "23", "50"}) {
+  for (const char* var : {"16", "17", "21", "22", "23", "50", "51"}) {
     ScopedEnv ev("B12X_GEMM_WGMMA_GROUP_VAR", var);
     const std::string v = var;
-    const bool fold = v == "22" || v == "23" || v == "50";
+    const bool fold = v == "22" || v == "23" || v == "50" || v == "51";
     for (LinearFormat f : {LinearFormat::kQ8_0, LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs}) {
       const bool q8 = f == LinearFormat::kQ8_0;
       if (q8 && v != "16" && v != "21") continue;
-      // 21 / 22: 128-token CTAs.
-      ScopedEnv et2("B12X_GEMM_WGMMA_GROUP_TOK", v == "21" || v == "22" ? "128" : "256");
+      // 21 / 22 / 51: 128-token CTAs.
+      ScopedEnv et2("B12X_GEMM_WGMMA_GROUP_TOK",
+                    v == "21" || v == "22" || v == "51" ? "128" : "256");
       // The folded variants on BF16 activations run behind the FP16 pre-pass.
       run_wgmma_group_case({f, 300, 136, 2048, DType::kBF16, DType::kBF16, false});
       if (fold) run_wgmma_group_case({f, 300, 136, 2048, DType::kFP16, DType::kBF16, false});
@@ -3044,15 +3046,15 @@ TEST(GemmGpu, TiledWgmmaGroupProbes) {
   if (sm90) EXPECT_TRUE(early_plan().tiled_wgmma_f16x_early);  // the default (env unset here)
 }
 
-/// Session 18's probe 50 (the folded kernel's accumulators rescaled per 256-K super-block instead
-/// of promoted partials): super-block scales d of 0 (the accumulators keep the previous unit; the
-/// first, a middle and the last super-block of a row), of either sign and spread over 2^-14..2^2
-/// (the rescale factors d_prev / d_new far from 1), IQ2_XXS and IQ2_XS, BF16 (behind the FP16
-/// pre-pass) and FP16 activations, K = 2048 (8 super-blocks) with token and row tails.
+/// Session 18's 50 / 51 (256 / 128 tokens; the folded kernel's accumulators rescaled per 256-K
+/// super-block instead of promoted partials; 50 the IQ2 default since round 68): super-block scales
+/// d of 0 (the accumulators keep the previous unit; the first, a middle and the last super-block of
+/// a row), of either sign and spread over 2^-14..2^2 (the rescale factors d_prev / d_new far from
+/// 1), IQ2_XXS and IQ2_XS, BF16 (behind the FP16 pre-pass) and FP16 activations, K = 2048 (8
+/// super-blocks) with token and row tails.
 TEST(GemmGpu, TiledWgmmaGroupRescale) {
   B12X_REQUIRE_GPU();
-  ScopedEnv eg("B12X_GEMM_WGMMA_GROUP", "1"), et("B12X_GEMM_WGMMA_GROUP_TOK", "256"),
-      ev("B12X_GEMM_WGMMA_GROUP_VAR", "50");
+  ScopedEnv eg("B12X_GEMM_WGMMA_GROUP", "1");
   g_weight_tweak = [](LinearFormat f, HostWeight& h) {
     const int bb = f == LinearFormat::kIq2Xs ? 74 : 66;
     const int64_t nb = h.row_bytes / bb, rows = static_cast<int64_t>(h.w.size()) / h.row_bytes;
@@ -3067,9 +3069,13 @@ TEST(GemmGpu, TiledWgmmaGroupRescale) {
         h.w[n * h.row_bytes + b * bb + 1] = d >> 8;
       }
   };
-  for (LinearFormat f : {LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs}) {
-    run_wgmma_group_case({f, 300, 136, 2048, DType::kBF16, DType::kBF16, true});
-    run_wgmma_group_case({f, 260, 72, 2048, DType::kFP16, DType::kBF16, false});
+  for (const char* var : {"50", "51"}) {
+    ScopedEnv et("B12X_GEMM_WGMMA_GROUP_TOK", var[1] == '0' ? "256" : "128"),
+        ev("B12X_GEMM_WGMMA_GROUP_VAR", var);
+    for (LinearFormat f : {LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs}) {
+      run_wgmma_group_case({f, 300, 136, 2048, DType::kBF16, DType::kBF16, true});
+      run_wgmma_group_case({f, 260, 72, 2048, DType::kFP16, DType::kBF16, false});
+    }
   }
   g_weight_tweak = nullptr;
 }
