@@ -8,7 +8,7 @@
 //   B12X_BENCH_FP8B_PREQUANT=1: fp8_block with caller-quantized activations (no quantizer pass).
 //   B12X_BENCH_NO_PEERS=1: skip the cuBLAS / cuBLASLt peers (probe runs; x columns read 0).
 //   B12X_BENCH_FLOOR=1: also time a read-only kernel over each shape's NVFP4 bytes (time_floor);
-//   B12X_BENCH_FLOOR_SEG=<v>: in the M = 1 stream kernel's order instead (floor_seg_kernel).
+//   B12X_BENCH_FLOOR_SEG=<v>, B12X_BENCH_FLOOR_ORDER=1|2|3: in the M = 1 stream kernel's order.
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
@@ -347,13 +347,40 @@ double time_cublaslt_fp8(CublasPeer& peer, int64_t M, int64_t N, int64_t K, bool
 // (ld.global.nc.L1::no_allocate, like the stream kernel's ring); with PDL the griddepcontrol.wait
 // follows the first loads (the weights do not depend on the predecessor) and kTrig launches the
 // dependents once the thread's last loads are out (the stream kernels' early trigger).
+// Load order (session 18, B12X_BENCH_FLOOR_SEG=<v>, B12X_BENCH_FLOOR_ORDER): 0 grid-strided
+// 16-byte loads; else the M = 1 stream kernel's order over 512-byte vectors (lane l's 16 bytes
+// of each): 1 each warp owns segments of v vectors (a tile's K part), w, w + W, ... for warp w of
+// W, and walks each from its start; 2 the same, warp w starting at vector w % v of its segment
+// (wrapping); 3 a CTA's 8 warps share segments of 8 v vectors (a tile of 8 K parts), warp w
+// reading its blocks of 4 vectors w, w + 8, ... (the interleaved parts, kStreamVarIlv).
 template <bool kTrig>
 __global__ void __launch_bounds__(256)
-    floor_read_kernel(const uint4* __restrict__ p, int64_t n, unsigned* out) {
-  const int64_t stride = int64_t{gridDim.x} * 256;
-  int64_t i = int64_t{blockIdx.x} * 256 + threadIdx.x;
-  auto ld = [&](int64_t j) {
+    floor_read_kernel(const uint4* __restrict__ p, int64_t n, int order, int seg, unsigned* out) {
+  const int lane = threadIdx.x & 31, wc = threadIdx.x >> 5;
+  const int64_t tid = int64_t{blockIdx.x} * 256 + threadIdx.x, stride = int64_t{gridDim.x} * 256;
+  const int64_t nw = int64_t{gridDim.x} * 8, w = int64_t{blockIdx.x} * 8 + wc;
+  const int64_t nvec = n / 32;  // 512-byte vectors
+  // This thread's q-th 16-byte unit and how many it reads.
+  auto unit = [&](int64_t q) -> int64_t {
+    if (order == 0) return tid + q * stride;
+    const int64_t i = q % seg;
+    if (order == 3)
+      return ((blockIdx.x + (q / seg) * gridDim.x) * 8 * seg + (wc + 8 * (i / 4)) * 4 + i % 4) *
+                 32 +
+             lane;
+    return ((w + (q / seg) * nw) * seg + (order == 2 ? (i + w) % seg : i)) * 32 + lane;
+  };
+  int64_t cnt;
+  if (order == 0) {
+    cnt = tid < n ? (n - tid + stride - 1) / stride : 0;
+  } else {
+    const int64_t span = order == 3 ? 8 * seg : seg, units = order == 3 ? gridDim.x : nw;
+    const int64_t nseg = (nvec + span - 1) / span, me = order == 3 ? blockIdx.x : w;
+    cnt = me < nseg ? ((nseg - 1 - me) / units + 1) * seg : 0;
+  }
+  auto ld = [&](int64_t q) {
     uint4 v = make_uint4(0, 0, 0, 0);
+    const int64_t j = q < cnt ? unit(q) : n;
     if (j < n)
       asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
                    : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
@@ -362,17 +389,16 @@ __global__ void __launch_bounds__(256)
   };
   uint4 r[4];
 #pragma unroll
-  for (int b = 0; b < 4; ++b) r[b] = ld(i + b * stride);
-  i += 4 * stride;
+  for (int b = 0; b < 4; ++b) r[b] = ld(b);
 #if __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
   unsigned acc = 0;
-  for (; i < n; i += 4 * stride) {
+  for (int64_t q = 4; q < cnt; q += 4) {
 #pragma unroll
     for (int b = 0; b < 4; ++b) {
       const uint4 v = r[b];
-      r[b] = ld(i + b * stride);
+      r[b] = ld(q + b);
       acc ^= v.x ^ v.y ^ v.z ^ v.w;
     }
   }
@@ -381,56 +407,7 @@ __global__ void __launch_bounds__(256)
 #endif
 #pragma unroll
   for (int b = 0; b < 4; ++b) acc ^= r[b].x ^ r[b].y ^ r[b].z ^ r[b].w;
-  if (acc == 0x9E3779B9u) out[int64_t{blockIdx.x} * 256 + threadIdx.x] = acc;
-}
-
-/// The same bytes in the M = 1 stream kernel's order (session 18, B12X_BENCH_FLOOR_SEG=<v>):
-/// each warp owns segments of v 512-byte vectors (a tile's K part), segments w, w + W, ... for
-/// warp w of W, and walks each with a ring of 4 vectors (lane l's 16 bytes of each vector), one
-/// vector re-requested as the oldest is consumed: the stream kernel's addresses and ring without
-/// its decode. Against floor_read_kernel (grid-strided 16-byte loads) it separates the cost of
-/// the per-warp address pattern from the cost of the decode chain.
-template <bool kTrig>
-__global__ void __launch_bounds__(256)
-    floor_seg_kernel(const uint4* __restrict__ p, int64_t n, int seg, unsigned* out) {
-  const int lane = threadIdx.x & 31;
-  const int64_t nw = int64_t{gridDim.x} * 8, w = int64_t{blockIdx.x} * 8 + (threadIdx.x >> 5);
-  const int64_t nvec = n / 32;  // 512-byte vectors
-  // Vector sequence of this warp: q = 0, 1, ... -> segment w + (q / seg) * nw, vector q % seg.
-  auto vec_of = [&](int64_t q) { return (w + (q / seg) * nw) * seg + q % seg; };
-  auto ld = [&](int64_t v) {
-    uint4 x = make_uint4(0, 0, 0, 0);
-    if (v < nvec)
-      asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-                   : "=r"(x.x), "=r"(x.y), "=r"(x.z), "=r"(x.w)
-                   : "l"(p + v * 32 + lane));
-    return x;
-  };
-  const int64_t nseg = (nvec + seg - 1) / seg;
-  const int64_t mine = w < nseg ? ((nseg - 1 - w) / nw + 1) * seg : 0;  // vectors of this warp
-  uint4 r[4];
-  int64_t q = 0;
-#pragma unroll
-  for (int b = 0; b < 4; ++b) r[b] = ld(q + b < mine ? vec_of(q + b) : nvec);
-  q += 4;
-#if __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-  unsigned acc = 0;
-  for (; q < mine; q += 4) {
-#pragma unroll
-    for (int b = 0; b < 4; ++b) {
-      const uint4 v = r[b];
-      r[b] = ld(q + b < mine ? vec_of(q + b) : nvec);
-      acc ^= v.x ^ v.y ^ v.z ^ v.w;
-    }
-  }
-#if __CUDA_ARCH__ >= 900
-  if constexpr (kTrig) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-#pragma unroll
-  for (int b = 0; b < 4; ++b) acc ^= r[b].x ^ r[b].y ^ r[b].z ^ r[b].w;
-  if (acc == 0x9E3779B9u) out[int64_t{blockIdx.x} * 256 + threadIdx.x] = acc;
+  if (acc == 0x9E3779B9u) out[tid] = acc;
 }
 
 /// Prints one line per (mode, CTAs per SM): plain launches, PDL (trigger at exit), PDL with the
@@ -451,7 +428,9 @@ void time_floor(int64_t N, int64_t K, double bw) {
   }
   const char* names[3] = {"plain", "pdl", "pdl+trig"};
   const char* seg_env = std::getenv("B12X_BENCH_FLOOR_SEG");
-  const int seg = seg_env != nullptr ? std::max(1, std::atoi(seg_env)) : 0;
+  const char* ord_env = std::getenv("B12X_BENCH_FLOOR_ORDER");
+  const int seg = seg_env != nullptr ? std::max(4, std::atoi(seg_env) / 4 * 4) : 0;
+  const int order = seg == 0 ? 0 : ord_env != nullptr ? std::clamp(std::atoi(ord_env), 1, 3) : 1;
   for (int c : per_sm) {
     if (c < 1 || c > 8) continue;
     for (int mode = seg > 0 ? 2 : 0; mode < 3; ++mode) {
@@ -469,17 +448,15 @@ void time_floor(int64_t N, int64_t K, double bw) {
             const uint4* src =
                 reinterpret_cast<const uint4*>(static_cast<uint8_t*>(buf.p) + (i % rot) * bytes);
             unsigned* o = static_cast<unsigned*>(out.p);
-            if (seg > 0)
-              BENCH_CUDA(cudaLaunchKernelEx(&cfg, floor_seg_kernel<true>, src, bytes / 16, seg, o));
-            else
-              BENCH_CUDA(
-                  mode == 2
-                      ? cudaLaunchKernelEx(&cfg, floor_read_kernel<true>, src, bytes / 16, o)
-                      : cudaLaunchKernelEx(&cfg, floor_read_kernel<false>, src, bytes / 16, o));
+            BENCH_CUDA(mode == 2 ? cudaLaunchKernelEx(&cfg, floor_read_kernel<true>, src,
+                                                      bytes / 16, order, seg, o)
+                                 : cudaLaunchKernelEx(&cfg, floor_read_kernel<false>, src,
+                                                      bytes / 16, order, seg, o));
           },
           per_graph(1), reps(1));
-      std::printf("floor %6ld %6ld %2d/SM %-8s seg %3d %8.2f us %6.1f %%bw (%.1f MB)\n", (long)N,
-                  (long)K, c, names[mode], seg, us, 100.0 * bytes / us / 1e3 / bw, bytes / 1e6);
+      std::printf("floor %6ld %6ld %2d/SM %-8s order %d seg %3d %8.2f us %6.1f %%bw (%.1f MB)\n",
+                  (long)N, (long)K, c, names[mode], order, seg, us, 100.0 * bytes / us / 1e3 / bw,
+                  bytes / 1e6);
     }
   }
   std::fflush(stdout);

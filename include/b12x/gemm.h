@@ -246,10 +246,8 @@ struct Plan {
   /// The M = 1 stream kernel's variant (session 16): 8 = W4A4's NVFP4 activations converted in
   /// the kernel's staging instead of the pre-pass launch (default where K <= 8192;
   /// B12X_GEMM_STREAM_QX=0|1 overrides), 0 the BF16 staging; bit 16 (session 18 probe,
-  /// B12X_GEMM_STREAM_BULK=<stages>) the weights through a shared-memory ring of
-  /// decode_stream_stages bulk-copy stages per warp instead of the register ring.
+  /// B12X_GEMM_STREAM_ILV=1) the K parts of a tile interleaved by ring blocks.
   int decode_stream_var = 0;
-  int decode_stream_stages = 0;
   /// MXFP4 weights on the M = 1 stream kernel and the M <= 16 block kernel: the fold-free splat
   /// instances (session 15: 2^(e-8) straight onto the decoded FP4 bits, one HMUL2 per register
   /// instead of the 2^119 fold's HFMA2 + the splat's HMUL2), which run takes for weights whose

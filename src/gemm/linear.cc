@@ -1313,51 +1313,14 @@ Plan plan(const Caps& caps) {
         if (f == LinearFormat::kNvfp4 && shfl &&
             (eqx != nullptr ? eqx[0] == '1' : geo.KP <= kStreamQxMaxK))
           p.decode_stream_var = 8;
+        // Session 18 probe B12X_GEMM_STREAM_ILV=1: the K parts of a tile interleaved by ring
+        // blocks (lin::kStreamVarIlv), so a CTA's warps read one contiguous run of the tile.
+        if (const char* e = std::getenv("B12X_GEMM_STREAM_ILV");
+            e != nullptr && e[0] == '1' &&
+            lin::stream_kernel_available(wf, fp16, c.parts, occ, 1, shfl,
+                                         p.decode_stream_var | lin::kStreamVarIlv))
+          p.decode_stream_var |= lin::kStreamVarIlv;
         stream_trig_m1 = c.ctas * 10 >= c.slots * 8 || (tile_per_sm && occ == 2);
-        // Session 18 probe, B12X_GEMM_STREAM_BULK=<stages> (SM90+): the weights through a
-        // shared-memory ring of that many stages per warp (4 NVFP4 / 8 MXFP4 vectors each,
-        // cp.async.bulk + one mbarrier per stage) instead of the register ring, so the bytes in
-        // flight cost no registers and the load issue is one lane's; 2-CTA registers, parts
-        // and grid chosen again for its vectors per part and shared memory (fewer stages where
-        // the activations leave too little of the staging budget).
-        const char* eb = std::getenv("B12X_GEMM_STREAM_BULK");
-        int stages = eb != nullptr ? std::atoi(eb) : 0;
-        if (stages > 0 && shfl && dev.cc_major >= 9 && geo.kvec % 8 == 0) {
-          Choice b;
-          int64_t b_smem = 0;
-          int b_vp = 0;
-          for (; stages >= 1 && b.cost < 0; --stages) {
-            for (int parts : {2, 4, 8}) {
-              if (force_parts > 0 && parts != force_parts) continue;
-              if (!lin::stream_bulk_available(wf, parts)) continue;
-              const int vp = lin::stream_bulk_vp(wf, geo.kvec, parts);
-              const int64_t smem = lin::stream_bulk_smem_bytes(wf, parts, vp, stages);
-              if (smem > lin::kStreamSmemBudget) continue;
-              const int fit = lin::prepare_linear_stream(caps.device, wf, parts, 2, smem, 1, shfl,
-                                                         p.decode_stream_var | lin::kStreamVarBulk);
-              if (fit <= 0) continue;
-              const int64_t slots = sms * (per_sm > 0 ? std::min(per_sm, fit) : fit);
-              const int64_t groups = (geo.n16 + 8 / parts - 1) / (8 / parts);
-              const int64_t grid = std::min(groups, slots);
-              const int64_t cost = (groups + grid - 1) / grid * vp;
-              if (b.cost < 0 || cost < b.cost) {
-                b = Choice{parts, static_cast<int>(grid), cost, groups, slots};
-                b_smem = smem;
-                b_vp = vp;
-              }
-            }
-            if (b.cost >= 0) p.decode_stream_stages = stages;
-          }
-          if (b.cost >= 0) {
-            p.decode_stream_parts = b.parts;
-            p.decode_stream_occ = 2;
-            p.decode_stream_ctas = b.ctas;
-            p.decode_stream_vp = b_vp;
-            p.decode_stream_smem = b_smem;
-            p.decode_stream_var |= lin::kStreamVarBulk;
-            stream_trig_m1 = b.ctas * 10 >= b.slots * 8 || tile_per_sm;
-          }
-        }
       }
     }
   }
@@ -2303,7 +2266,6 @@ void run(const Binding& b, Stream stream) {
     p.stream_vp = plan.decode_stream_vp;
     p.stream_trig = (plan.stream_trig & 1) ? 1 : 0;
     p.stream_var = plan.decode_stream_var;
-    p.stream_stages = plan.decode_stream_stages;
     lin::launch_linear_stream(im.wfmt, plan.decode_stream_parts, plan.decode_stream_occ,
                               plan.decode_stream_ctas, plan.decode_stream_smem, p, stream, 1,
                               plan.decode_stream_shfl);

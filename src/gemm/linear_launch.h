@@ -58,8 +58,10 @@ bool decode_lean_available(WFmt f, bool fp16, int nt, int ws, bool pipe, bool ha
 /// warp, registers capped for `occ` (2 or 3) CTAs per SM, a persistent grid of `ctas` CTAs over
 /// the row-tile groups; dynamic shared memory stream_smem_bytes (the staged activations).
 /// shfl: the M = 1 kernel with shuffled splats (probe, Plan::decode_stream_shfl).
-bool stream_kernel_available(WFmt f, bool fp16, int parts, int occ, int rows = 1,
-                             bool shfl = false);
+/// var: the M = 1 kernel's variant bits (LinearParams::stream_var; kStreamVarIlv, session 18
+/// probe, has instances for parts 2 / 4 / 8).
+bool stream_kernel_available(WFmt f, bool fp16, int parts, int occ, int rows = 1, bool shfl = false,
+                             int var = 0);
 /// Staging budget at M = 1: what SM12x's 99 KB per block leave beside the static shared memory
 /// (the 1 KB reduction buffer; static_assert in linear_stream.cu) and margin (K up to ~46k).
 inline constexpr int64_t kStreamSmemBudget = 101376 - 8 * 1024;
@@ -80,18 +82,9 @@ StreamLaunch last_stream_launch();
 /// the ring depth.
 int stream_vectors_per_part(int64_t kvec, int parts, int split = 1);
 int64_t stream_smem_bytes(int64_t kvec, int parts, int rows = 1, int split = 1);
-/// The M = 1 kernel with the bulk-copy weight ring (session 18 probe, LinearParams::stream_var
-/// bit 16, SM90+): exists for `parts` (2, 4, 8; NVFP4 incl. var 8, MXFP4), its vectors per part
-/// (a multiple of the ring stage's 4 NVFP4 / 8 MXFP4 vectors) and dynamic shared memory (the
-/// staged activations + 8 warps x `stages` stages with their mbarriers).
-inline constexpr int kStreamVarBulk = 16;
-bool stream_bulk_available(WFmt f, int parts);
-int stream_bulk_vp(WFmt f, int64_t kvec, int parts);
-int64_t stream_bulk_smem_bytes(WFmt f, int parts, int vp, int stages);
 /// Host only (plan time): the opt-in above 48 KB on `device` and the CTAs per SM (occupancy).
-/// var: the M = 1 kernel's variant (kStreamVarBulk: the bulk-ring instances).
 int prepare_linear_stream(int device, WFmt f, int parts, int occ, int64_t smem, int rows = 1,
-                          bool shfl = false, int var = 0);
+                          bool shfl = false);
 /// rows 4 (M = 2..4): a grid of (ctas, p.split); p.split > 1 writes fp32 partials to
 /// p.partial, which the caller reduces (launch_linear_reduce). p.stream_vp and `smem` are the
 /// plan's (stream_vectors_per_part / stream_smem_bytes at plan time; run recomputes neither).

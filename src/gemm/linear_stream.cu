@@ -48,29 +48,43 @@ StreamFn stream_var_fn(int parts, int var) {
   return var == 8 ? stream_fn<kOcc, 1, true, false, false, 8>(parts) : nullptr;
 }
 
-/// The bulk-copy ring (var 16, session 18 probe): 2-CTA registers, parts 2 / 4 / 8 (the plans'
-/// choices at M = 1), NVFP4 (with or without the conversion, var 24) and MXFP4 (both splats).
-template <bool kMx, bool kMxFree, int kVar>
-StreamFn stream_bulk_fn(int parts) {
-  return parts == 1 ? nullptr : stream_fn<2, 1, true, kMx, kMxFree, kVar>(parts);
+/// The K parts interleaved by ring blocks (kStreamVarIlv, session 18 probe): parts 2 / 4 / 8,
+/// NVFP4 (with or without the conversion) and MXFP4 (both splats), both register caps.
+template <int kOcc, bool kMx, bool kMxFree, int kVar>
+StreamFn stream_ilv_parts(int parts) {
+  switch (parts) {
+    case 2:
+      return &linear_stream_kernel<2, kOcc, 1, true, kMx, kMxFree, kVar>;
+    case 4:
+      return &linear_stream_kernel<4, kOcc, 1, true, kMx, kMxFree, kVar>;
+    case 8:
+      return &linear_stream_kernel<8, kOcc, 1, true, kMx, kMxFree, kVar>;
+    default:
+      return nullptr;
+  }
 }
-StreamFn pick_stream_bulk(WFmt f, int parts, int occ, bool mx_free, int var) {
-  if (occ != 2) return nullptr;
+template <int kOcc>
+StreamFn stream_ilv_fn(WFmt f, int parts, bool mx_free, int var) {
+  constexpr int kI = kStreamVarIlv;
   if (f == WFmt::kNvfp4)
-    return var == kStreamVarBulk       ? stream_bulk_fn<false, false, kStreamVarBulk>(parts)
-           : var == kStreamVarBulk + 8 ? stream_bulk_fn<false, false, kStreamVarBulk + 8>(parts)
-                                       : nullptr;
-  if (f != WFmt::kMxfp4 || var != kStreamVarBulk) return nullptr;
-  return mx_free ? stream_bulk_fn<true, true, kStreamVarBulk>(parts)
-                 : stream_bulk_fn<true, false, kStreamVarBulk>(parts);
+    return var == kI       ? stream_ilv_parts<kOcc, false, false, kI>(parts)
+           : var == kI + 8 ? stream_ilv_parts<kOcc, false, false, kI + 8>(parts)
+                           : nullptr;
+  if (f != WFmt::kMxfp4 || var != kI) return nullptr;
+  return mx_free ? stream_ilv_parts<kOcc, true, true, kI>(parts)
+                 : stream_ilv_parts<kOcc, true, false, kI>(parts);
 }
 
 // 4 token rows (M = 2..4) with the 2-CTA register cap only (their accumulators and activation
 // fragments do not fit 85 registers).
 StreamFn pick_stream(WFmt f, bool fp16, int parts, int occ, int rows, bool shfl = false,
                      bool mx_free = false, int var = 0) {
-  if (var & kStreamVarBulk)
-    return fp16 || rows != 1 || !shfl ? nullptr : pick_stream_bulk(f, parts, occ, mx_free, var);
+  if (var & kStreamVarIlv) {
+    if (fp16 || rows != 1 || !shfl) return nullptr;
+    return occ == 3   ? stream_ilv_fn<3>(f, parts, mx_free, var)
+           : occ == 2 ? stream_ilv_fn<2>(f, parts, mx_free, var)
+                      : nullptr;
+  }
   if (var != 0) {
     if (fp16 || f != WFmt::kNvfp4 || rows != 1 || !shfl) return nullptr;
     return occ == 3   ? stream_var_fn<3>(parts, var)
@@ -214,8 +228,8 @@ StreamLaunch last_stream_launch() {
   return t_last;
 }
 
-bool stream_kernel_available(WFmt f, bool fp16, int parts, int occ, int rows, bool shfl) {
-  return pick_stream(f, fp16, parts, occ, rows, shfl) != nullptr;
+bool stream_kernel_available(WFmt f, bool fp16, int parts, int occ, int rows, bool shfl, int var) {
+  return pick_stream(f, fp16, parts, occ, rows, shfl, false, var) != nullptr;
 }
 
 int stream_vectors_per_part(int64_t kvec, int parts, int split) {
@@ -228,23 +242,9 @@ int64_t stream_smem_bytes(int64_t kvec, int parts, int rows, int split) {
          rows;  // staged BF16
 }
 
-bool stream_bulk_available(WFmt f, int parts) {
-  return pick_stream_bulk(f, parts, 2, false, kStreamVarBulk) != nullptr;
-}
-
-int stream_bulk_vp(WFmt f, int64_t kvec, int parts) {
-  const int blk = f == WFmt::kMxfp4 ? kStreamBulkBlock<true> : kStreamBulkBlock<false>;
-  return (stream_vectors_per_part(kvec, parts) + blk - 1) / blk * blk;
-}
-
-int64_t stream_bulk_smem_bytes(WFmt f, int parts, int vp, int stages) {
-  const int stage = f == WFmt::kMxfp4 ? kStreamBulkStage<true> : kStreamBulkStage<false>;
-  return int64_t{parts} * vp * 128 + int64_t{kStreamWarps} * stages * stage;
-}
-
-int prepare_linear_stream(int device, WFmt f, int parts, int occ, int64_t smem, int rows, bool shfl,
-                          int var) {
-  const StreamFn k = pick_stream(f, false, parts, occ, rows, shfl, false, var);
+int prepare_linear_stream(int device, WFmt f, int parts, int occ, int64_t smem, int rows,
+                          bool shfl) {
+  const StreamFn k = pick_stream(f, false, parts, occ, rows, shfl);
   B12X_ASSERT(k != nullptr, "no stream kernel for format ", static_cast<int>(f), " parts=", parts,
               " occ=", occ, " rows=", rows);
   const void* fn = reinterpret_cast<const void*>(k);
@@ -263,19 +263,10 @@ void launch_linear_stream(WFmt f, int parts, int occ, int ctas, int64_t smem, co
               " occ=", occ, " rows=", rows, " var=", p.stream_var);
   const int split = rows == 1 ? 1 : std::max(p.split, 1);
   const int act_kind = rows == 1 && (p.stream_var & 8) ? kActNvfp4 : kActRaw16;
-  const bool bulk = rows == 1 && (p.stream_var & kStreamVarBulk);
-  B12X_ASSERT(!bulk || (p.stream_stages >= 1 && p.stream_stages <= 32 &&
-                        p.stream_vp % (f == WFmt::kMxfp4 ? kStreamBulkBlock<true>
-                                                         : kStreamBulkBlock<false>) ==
-                            0 &&
-                        p.kvec % 8 == 0 &&
-                        smem == stream_bulk_smem_bytes(f, parts, p.stream_vp, p.stream_stages)),
-              "stream kernel (bulk ring): stages=", p.stream_stages, " vp=", p.stream_vp,
-              " kvec=", p.kvec, " smem=", smem);
   B12X_ASSERT(p.M >= 1 && p.M <= rows && p.act_kind == act_kind && p.xs_kind == kXsNone &&
                   p.stream_vp > 0 && p.stream_vp % kStreamDepth == 0 &&
                   int64_t{p.stream_vp} * parts * split >= p.kvec &&
-                  (bulk || smem == int64_t{parts} * p.stream_vp * 64 * 2 * rows) &&
+                  smem == int64_t{parts} * p.stream_vp * 64 * 2 * rows &&
                   (split == 1 || p.partial != nullptr),
               "stream kernel: M=", p.M, " rows=", rows, " act=", p.act_kind, " vp=", p.stream_vp,
               " split=", split, " smem=", smem);

@@ -27,6 +27,7 @@
 #include "formats/swizzle.h"
 #include "gemm/linear_gemv_ggml.h"
 #include "gemm/linear_launch.h"
+#include "gemm/linear_params.h"
 #include "gemm/linear_stream16_fp8.h"
 #include "gpu_test_util.h"
 #include "reference/parallel.h"
@@ -1524,43 +1525,36 @@ TEST(GemmGpu, DecodeStreamQx) {
       }
 }
 
-TEST(GemmGpu, DISABLED_DecodeStreamBulk) {
+TEST(GemmGpu, DecodeStreamIlv) {
   B12X_REQUIRE_GPU();
-  // DISABLED_ until a round has run it (a hang would stall the round's gemm tests); the decode
-  // snippet runs it with --gtest_also_run_disabled_tests.
-  // Session 18 probe B12X_GEMM_STREAM_BULK=<stages>: the M = 1 stream kernel's weights through a
-  // shared-memory ring of bulk-copy stages (one mbarrier each) instead of the register ring.
-  // NVFP4 W4A16 / W4A4 (in-kernel conversion and pre-pass), MXFP4 W4A16 / W4A4 (fold and
-  // fold-free splats), 1 and 3 stages, parts 2 / 8 (the last part past K at K = 1280), K tails,
-  // bias, a persistent grid of one CTA per SM walking many groups with the early trigger, graphs.
-  if (device_info(0).cc_major < 9) GTEST_SKIP() << "cp.async.bulk needs SM90+";
-  auto plan1 = [](LinearFormat f, int64_t K) {
+  // Session 18 probe B12X_GEMM_STREAM_ILV=1: the M = 1 stream kernel's K parts interleaved by
+  // ring blocks (part w reads blocks w, w + parts, ...). NVFP4 W4A16 / W4A4 (in-kernel conversion
+  // and pre-pass), MXFP4 W4A16 / W4A4 (fold and fold-free splats), both register caps, parts 2 /
+  // 8 (K = 1280: the last parts' blocks past K; K = 4832: a part's last block past K), bias, a
+  // persistent grid of one CTA per SM over many groups with the early trigger, graphs.
+  auto plan1 = [](int64_t K) {
     gemm::Caps caps;
-    caps.format = f;
+    caps.format = LinearFormat::kNvfp4W4A16;
     caps.max_tokens = 1;
     caps.in_features = K;
     caps.out_features = 4096;
-    caps.act_dtype = f == LinearFormat::kNvfp4 ? DType::kFP4E2M1 : DType::kBF16;
+    caps.act_dtype = DType::kBF16;
     caps.out_dtype = DType::kBF16;
     return gemm::plan(caps);
   };
-  EXPECT_EQ(plan1(LinearFormat::kNvfp4W4A16, 4096).decode_stream_var & 16, 0);
-  ScopedEnv es("B12X_GEMM_DECODE_STREAM", "1"), emx("B12X_GEMM_STREAM_MX", "1");
+  EXPECT_EQ(plan1(4096).decode_stream_var & gemm::lin::kStreamVarIlv, 0);
+  ScopedEnv es("B12X_GEMM_DECODE_STREAM", "1"), emx("B12X_GEMM_STREAM_MX", "1"),
+      ei("B12X_GEMM_STREAM_ILV", "1");
+  EXPECT_EQ(plan1(4096).decode_stream_var & gemm::lin::kStreamVarIlv, gemm::lin::kStreamVarIlv);
   auto launched = [](const Case& c, bool graph) {
     const int64_t before = gemm::lin::last_stream_launch().serial;
     run_case(c, graph);
     EXPECT_GT(gemm::lin::last_stream_launch().serial, before) << name(c);
   };
   int n = 0;
-  for (const char* stages : {"1", "3"}) {
-    ScopedEnv eb("B12X_GEMM_STREAM_BULK", stages);
-    {
-      const gemm::Plan pl = plan1(LinearFormat::kNvfp4W4A16, 4096);
-      EXPECT_EQ(pl.decode_stream_var & 16, 16);
-      EXPECT_EQ(pl.decode_stream_stages, std::atoi(stages));
-    }
+  for (const char* occ : {"2", "3"})
     for (const char* parts : {"2", "8"}) {
-      ScopedEnv ep("B12X_GEMM_STREAM_PARTS", parts);
+      ScopedEnv eo("B12X_GEMM_STREAM_OCC", occ), ep("B12X_GEMM_STREAM_PARTS", parts);
       launched({LinearFormat::kNvfp4W4A16, 1, 200, 1280, DType::kBF16, DType::kBF16, true}, n == 1);
       launched({LinearFormat::kNvfp4, 1, 72, 4864, DType::kBF16, DType::kBF16, false}, n == 2);
       {
@@ -1572,9 +1566,7 @@ TEST(GemmGpu, DISABLED_DecodeStreamBulk) {
       launched({LinearFormat::kMxfp4, 1, 72, 4832, DType::kBF16, DType::kBF16, false}, false);
       ++n;
     }
-  }
-  ScopedEnv eb("B12X_GEMM_STREAM_BULK", "4"), ec("B12X_GEMM_STREAM_CTAS", "1"),
-      et("B12X_GEMM_STREAM_TRIG", "1");
+  ScopedEnv ec("B12X_GEMM_STREAM_CTAS", "1"), et("B12X_GEMM_STREAM_TRIG", "1");
   launched({LinearFormat::kNvfp4W4A16, 1, 4096, 1280, DType::kBF16, DType::kBF16, true}, true);
 }
 

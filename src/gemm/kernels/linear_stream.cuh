@@ -44,12 +44,6 @@ namespace b12x::gemm::lin {
 
 inline constexpr int kStreamWarps = 8;
 inline constexpr int kStreamDepth = 4;  ///< ring vectors per warp (= scale block)
-/// The bulk-copy ring (session 18 probe, kVar & 16): vectors per stage (16 scale bytes per row:
-/// 4 NVFP4 / 8 MXFP4 vectors) and shared-memory bytes per stage (+ its 8-byte mbarrier).
-template <bool kMx>
-inline constexpr int kStreamBulkBlock = kMx ? 8 : 4;
-template <bool kMx>
-inline constexpr int kStreamBulkStage = 256 + kStreamBulkBlock<kMx> * 512 + 8;
 
 /// Position of activation k in the staged (lane-ordered) layout: vector k / 64, then lane t's 32
 /// bytes (t = (k % 8) / 2), then the k16 step, lo / hi 8, the pair element.
@@ -112,22 +106,19 @@ __device__ __forceinline__ void stream_store_tile(const LinearParams& p, const f
 /// the fold's HFMA2 per register (weights whose E8M0 codes are all <= 135, e8m0_bf16_splat_free).
 /// kVar (session 16, LinearParams::stream_var; NVFP4 M = 1 with kShfl): bit 8 (kQx, W4A4) the
 /// NVFP4 activations (p.act_kind kActNvfp4) converted to BF16 while staging (nvfp4x8_bf16, the
-/// pre-pass's exact values), so no pre-pass launch precedes the kernel. Bit 16 (kBulk, session
-/// 18 probe; M = 1 with kShfl, SM90+): the weights arrive through a shared-memory ring instead of
-/// the register ring (see kStreamBulkBlock below).
+/// pre-pass's exact values), so no pre-pass launch precedes the kernel. Bit 16 (kIlv, session 18
+/// probe): the K parts interleaved by ring blocks (see kStreamVarIlv).
 template <int kParts, int kOcc, int kRows = 1, bool kShfl = false, bool kMx = false,
           bool kMxFree = false, int kVar = 0>
 __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     linear_stream_kernel(const LinearParams p) {
   static_assert(!kMx || (kShfl && kRows == 1), "MXFP4: M = 1 with shuffled splats");
   static_assert(!kMxFree || kMx, "fold-free splats: MXFP4 only");
-  constexpr bool kQx = (kVar & 8) != 0;     // NVFP4 activations converted while staging
-  constexpr bool kBulk = (kVar & 16) != 0;  // weights through the shared-memory ring
+  constexpr bool kQx = (kVar & 8) != 0;               // NVFP4 activations converted while staging
+  constexpr bool kIlv = (kVar & kStreamVarIlv) != 0;  // K parts interleaved by ring blocks
   static_assert(kVar == 0 || (kRows == 1 && kShfl && (!kMx || !kQx)),
                 "kVar: M = 1, shuffled splats (kQx: NVFP4 weights)");
   constexpr int kSb = kMx ? 2 : 4;  // scale bytes per row and vector
-  // Vectors per ring block: the register ring's depth, or a bulk stage (16 scale bytes per row).
-  constexpr int kBlk = kBulk ? kStreamBulkBlock<kMx> : kStreamDepth;
   static_assert(kParts == 1 || kParts == 2 || kParts == 4 || kParts == 8, "K parts per tile");
   static_assert(kRows == 1 || kRows == 4, "token rows");
   using T = Bf16Tag;
@@ -145,23 +136,26 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   const int64_t groups = (p.n16 + kTiles - 1) / kTiles;
   // The CTA's K range (kRows > 1: gridDim.y ranges of kParts * vp vectors).
   const int ky = kRows == 1 ? 0 : static_cast<int>(blockIdx.y);
-  const int64_t vbase = static_cast<int64_t>(ky * kParts + wk) * vp;  // warp's first vector
+  // The warp's first vector and the step between its ring blocks: part wk's vp vectors from
+  // wk * vp, or (kIlv) blocks wk, wk + kParts, ... of kDepth vectors.
+  const int64_t vbase = kIlv ? wk * kDepth : static_cast<int64_t>(ky * kParts + wk) * vp;
+  constexpr int kStep = kIlv ? kParts * kDepth : kDepth;
 
-  // Issue state: the next block of kBlk vectors to request starts at vector iv of group igrp
-  // (vp is a multiple of kBlk, so a block never straddles two groups and the vectors of a
+  // Issue state: the next block of kDepth vectors to request starts at vector iv of group igrp
+  // (vp is a multiple of kDepth, so a block never straddles two groups and the vectors of a
   // block sit at immediate offsets from wp).
   int64_t igrp = blockIdx.x;
   int iv = 0;
   int nvalid = 0;  // vectors of the current block that exist (0 for a group without this tile)
   const uint8_t* wp = nullptr;
-  const uint8_t* sp = nullptr;         // scale bytes of row g (kBulk: row lane % 16) at the block
+  const uint8_t* sp = nullptr;         // scale bytes of row g at the block
   const uint8_t* sp8 = nullptr;        // row g + 8
   const int64_t lim = p.kvec - vbase;  // vectors of this warp's part that exist
   auto set_group = [&]() {
     const int64_t tile = igrp * kTiles + wt;
-    nvalid = igrp < groups && tile < p.n16 ? static_cast<int>(min(lim, int64_t{kBlk})) : 0;
-    wp = p.wvals + (tile * p.kvec + vbase) * 512 + (kBulk ? 0 : lane * 16);
-    sp = p.wscale + (tile * 16 + (kBulk ? lane & 15 : g)) * p.scale_ld + vbase * kSb;
+    nvalid = igrp < groups && tile < p.n16 ? static_cast<int>(min(lim, int64_t{kDepth})) : 0;
+    wp = p.wvals + (tile * p.kvec + vbase) * 512 + lane * 16;
+    sp = p.wscale + (tile * 16 + g) * p.scale_ld + vbase * kSb;
     sp8 = sp + 8 * p.scale_ld;
   };
   set_group();
@@ -188,10 +182,10 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     }
   };
   auto advance = [&]() {
-    wp += kBlk * 512;
-    sp += kBlk * kSb;
-    sp8 += kBlk * kSb;
-    iv += kBlk;
+    wp += kStep * 512;
+    sp += kStep * kSb;
+    sp8 += kStep * kSb;
+    iv += kDepth;
     if (iv == vp) {
       iv = 0;
       igrp += gridDim.x;
@@ -201,64 +195,17 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
       // griddep_wait still waits for this grid's completion and its stores).
       if (p.stream_trig && igrp >= groups && igrp < groups + gridDim.x) griddep_launch_dependents();
     } else {
-      nvalid = nvalid > 0 ? static_cast<int>(min(lim - iv, int64_t{kBlk})) : 0;
+      nvalid = nvalid > 0 ? static_cast<int>(min(lim - iv * (kStep / kDepth), int64_t{kDepth})) : 0;
     }
   };
 
-  // kBulk: this warp's ring of p.stream_stages stages behind the staged activations, each
-  // [16 rows][16 scale bytes] then kBlk 512-byte weight vectors in their global order (lane l's
-  // 16 bytes at l * 16: a warp's LDS.128 of a vector is 512 contiguous bytes, conflict-free), and
-  // one mbarrier per stage. A stage is requested by 17 bulk copies (lane 0 the weights, lanes
-  // 0..15 a scale row each) completing on its barrier by byte count; a tile's K part is whole
-  // stages (K and vp multiples of 512 / kBlk vectors), so a stage is whole or empty (a part past
-  // K, a group without this tile: a plain arrival, the slot keeps earlier, finite bytes whose
-  // products with the zero-staged activations or the unstored tile vanish).
-  const int nst = kBulk ? p.stream_stages : 1;
-  constexpr int kStage = 256 + kBlk * 512;  // the ring's bytes per stage
-  // Dynamic shared memory: activations, the warps' rings, their barriers (stream_smem_bytes).
-  uint8_t* const ring_s = dsm + kParts * vp * 128 + warp * nst * kStage;
-  const uint32_t ring_a = static_cast<uint32_t>(__cvta_generic_to_shared(ring_s));
-  const uint32_t bar_a = static_cast<uint32_t>(
-      __cvta_generic_to_shared(dsm + kParts * vp * 128 + kWarps * nst * kStage + warp * nst * 8));
-  int qs = 0;  // stage slot the next request fills
-  auto bulk_issue = [&]() {
-    const uint32_t bar = bar_a + 8 * qs, dst = ring_a + qs * kStage;
-    if (nvalid > 0) {
-      if (lane == 0) {
-        wg::mbar_arrive_expect_tx(bar, nvalid * 512 + 256);
-        wg::bulk_g2s(dst + 256, wp, nvalid * 512, bar);
-      }
-      if (lane < 16) wg::bulk_g2s(dst + lane * 16, sp, 16, bar);
-    } else if (lane == 0) {
-      wg::mbar_arrive_expect_tx(bar, 0);
-    }
-    qs = qs + 1 == nst ? 0 : qs + 1;
-  };
-
-  uint4 ring[kBulk ? 1 : kDepth];
-  if constexpr (kBulk) {
-    // Zero scale rows for the stages that stay empty before any real one lands (an E8M0 byte
-    // left in shared memory could splat to Inf); the generic stores before the async proxy's
-    // copies into the same bytes (fence.proxy.async), the barriers' init before their use.
-    for (int i = lane; i < nst * 16; i += 32)
-      *reinterpret_cast<uint4*>(ring_s + (i >> 4) * kStage + (i & 15) * 16) =
-          make_uint4(0, 0, 0, 0);
-    if (lane < nst) wg::mbar_init(bar_a + 8 * lane, 1);
-    wg::fence_proxy_async();
-    wg::fence_mbarrier_init();
-    __syncwarp();
-    for (int i = 0; i < nst && igrp < groups; ++i) {
-      bulk_issue();
-      advance();
-    }
-  } else {
+  uint4 ring[kDepth];
 #pragma unroll
-    for (int j = 0; j < kDepth; ++j) {
-      ring[j] = make_uint4(0, 0, 0, 0);
-      issue(ring[j], j);
-    }
-    advance();
+  for (int j = 0; j < kDepth; ++j) {
+    ring[j] = make_uint4(0, 0, 0, 0);
+    issue(ring[j], j);
   }
+  advance();
   griddep_wait();  // the activations (and alpha) belong to earlier kernels
 
   // Stage the activations of the whole (padded) K in lane order; zeros past K. Each thread's
@@ -379,8 +326,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   const uint8_t* const xlane = kRows == 1
                                    ? xs + (vbase * 64 + t * 16) * 2
                                    : xs + wk * vp * kRows * 128 + ((g & (kRows - 1)) * 4 + t) * 16;
-  int rb = 0;           // reduction buffer
-  int cs = 0, cph = 0;  // kBulk: stage slot consumed next and its barrier's phase parity
+  int rb = 0;  // reduction buffer
   for (int64_t grp = blockIdx.x; grp < groups; grp += gridDim.x) {
     float acc[kNt][4][4];
 #pragma unroll
@@ -390,26 +336,13 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
 #pragma unroll
         for (int i = 0; i < 4; ++i) acc[n][s][i] = 0.f;
     const uint8_t* xv = xlane;
-    for (int v0 = 0; v0 < vp; v0 += kBlk) {
-      const uint8_t* stg = nullptr;
-      if constexpr (kBulk) {
-        wg::mbar_wait(bar_a + 8 * cs, cph);
-        stg = ring_s + cs * kStage;
-        cb0 = *reinterpret_cast<const uint4*>(stg + g * 16);
-        cb1 = *reinterpret_cast<const uint4*>(stg + (g + 8) * 16);
-      } else {
-        cb0 = nb0;
-        cb1 = nb1;
-      }
+    for (int v0 = 0; v0 < vp; v0 += kDepth) {
+      cb0 = nb0;
+      cb1 = nb1;
 #pragma unroll
-      for (int j = 0; j < kBlk; ++j) {
-        uint4 cur;
-        if constexpr (kBulk) {
-          cur = *reinterpret_cast<const uint4*>(stg + 256 + j * 512 + lane * 16);
-        } else {
-          cur = ring[j];
-          issue(ring[j], j);
-        }
+      for (int j = 0; j < kDepth; ++j) {
+        const uint4 cur = ring[j];
+        issue(ring[j], j);
         uint4 xa[kNt], xb[kNt];
 #pragma unroll
         for (int n = 0; n < kNt; ++n) {
@@ -422,10 +355,16 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
           }
         }
         xv += kRows * 128;
-        // Vector j's scale word (MXFP4: 2 bytes per vector, vectors 2i, 2i + 1 in word i).
-        const int wj = kMx ? j >> 1 : j;
-        const uint32_t wg = wj == 0 ? cb0.x : wj == 1 ? cb0.y : wj == 2 ? cb0.z : cb0.w;
-        const uint32_t wg8 = wj == 0 ? cb1.x : wj == 1 ? cb1.y : wj == 2 ? cb1.z : cb1.w;
+        const uint32_t wg = kMx      ? (j < 2 ? cb0.x : cb0.y)
+                            : j == 0 ? cb0.x
+                            : j == 1 ? cb0.y
+                            : j == 2 ? cb0.z
+                                     : cb0.w;
+        const uint32_t wg8 = kMx      ? (j < 2 ? cb1.x : cb1.y)
+                             : j == 0 ? cb1.x
+                             : j == 1 ? cb1.y
+                             : j == 2 ? cb1.z
+                                      : cb1.w;
         // (row g, row g + 8) scale * 2^119 of each k16 step, as BF16 pairs.
         __nv_bfloat162 sv[4];
         if constexpr (kShfl) {
@@ -489,17 +428,8 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
           mma16816<T>(acc[n][3], af[1][1], xb[n].z, xb[n].w);
         }
       }
-      if constexpr (kBulk) {
-        // Every lane's reads of the slot are done before its refill is requested.
-        __syncwarp();
-        if (igrp < groups) {
-          bulk_issue();
-          advance();
-        }
-        if (++cs == nst) cs = 0, cph ^= 1;
-      } else {
-        advance();
-      }
+      if constexpr (kIlv) xv += (kStep - kDepth) * 128;  // the other parts' blocks
+      advance();
     }
     if constexpr (kRows > 1) {
       // Lane (g, t) of token tile n: c0 / c1 = row g, tokens 8n + 2t / + 1; c2 / c3 = row g + 8.

@@ -416,6 +416,20 @@ __device__ __forceinline__ void fence_acc(float (&d)[N]) {
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
+__device__ __forceinline__ void fence_proxy_async() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
+}
+
+/// Makes mbarrier.init visible to the async proxy: bulk copies (cp.async.bulk ... complete_tx)
+/// signal the barriers from the async proxy, which the CTA barrier after the init does not order.
+__device__ __forceinline__ void fence_mbarrier_init() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+#endif
+}
+
 /// Warpgroup register budget of a warp-specialized kernel (every warp of the warpgroup executes
 /// it): the producer gives registers back, the MMA warpgroups take them.
 template <int N>
@@ -434,6 +448,48 @@ __device__ __forceinline__ void setmaxnreg_inc() {
 /// Named CTA barrier (ids 1..15; 0 is __syncthreads): waits until `count` threads arrived.
 __device__ __forceinline__ void bar_sync(int id, int count) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(count) : "memory");
+}
+
+/// mbarrier (shared::cta) primitives of the kMbar pipeline.
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+/// Arrives on `bar` once all of this thread's earlier cp.async copies have landed (the arrival
+/// is counted in the barrier's initial count: .noinc).
+__device__ __forceinline__ void mbar_cp_arrive(uint32_t bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+/// Waits until the phase of parity `parity` of `bar` has completed.
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+  uint32_t done;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (done == 0);
+}
+
+/// Arrives on `bar` and adds `bytes` to the transaction count its phase waits for (the bulk
+/// copies below complete on it).
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
+               : "memory");
+}
+/// Bulk copy (async proxy) of `bytes` (a multiple of 16, both addresses 16-byte aligned) into
+/// this CTA's shared memory, completing `bytes` transactions on `bar`.
+__device__ __forceinline__ void bulk_g2s(uint32_t saddr, const void* gmem, uint32_t bytes,
+                                         uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::
+          "r"(saddr),
+      "l"(gmem), "r"(bytes), "r"(bar)
+      : "memory");
 }
 
 /// 16-byte cp.async copying `bytes` (16 or 0: zero-fill) of the source.
