@@ -228,7 +228,7 @@ constexpr int kWgmmaF8BlockVar = 14;
 /// Block FP8 variants reading the tiled FP8 1x128 quantizer's stage images (14; probes 26: 14
 /// persistent, 28: 14 without the MMA warps' proxy fence; docs/gemm.md session 18).
 bool wgmma_act_images(int var) {
-  return var == 14 || var == 26 || var == 28;
+  return var == 14 || var == 26 || (var >= 28 && var <= 30);
 }
 /// wgmma kernel CTA order (Plan::tiled_wgmma_raster): FP8 in raster bands sized to L2 (1): round
 /// 17 (warp-specialized FP8, M = 2048) per-tensor 14336x4096 829 -> 921 TFLOP/s (its 58 MB of
@@ -711,7 +711,7 @@ Plan plan(const Caps& caps) {
       p.tiled_wgmma_raster = f8 ? kWgmmaRasterF8 : kWgmmaRaster;
       if (const char* r = std::getenv("B12X_GEMM_WGMMA_RASTER"); r != nullptr)
         p.tiled_wgmma_raster = std::max(0, std::atoi(r));
-      if (wf == WFmt::kFp8Block && p.tiled_wgmma_var == 26) {
+      if (wf == WFmt::kFp8Block && (p.tiled_wgmma_var == 26 || p.tiled_wgmma_var == 30)) {
         p.tiled_wgmma_ctas = dev.sm_count;
         if (const char* c = std::getenv("B12X_GEMM_WGMMA_CTAS"); c != nullptr && std::atoi(c) > 0)
           p.tiled_wgmma_ctas = std::min(std::atoi(c), dev.sm_count);

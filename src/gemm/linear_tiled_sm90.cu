@@ -41,6 +41,8 @@ WgmmaPick pick_var(int var) {
         if (var == 14) return wgmma_pick<F, T, kTok, 14>();  // ... fed by bulk copies (default)
         if (var == 26) return wgmma_pick<F, T, kTok, 26>();  // 14 persistent (probe)
         if (var == 28) return wgmma_pick<F, T, kTok, 28>();  // 14, no consumer fence (probe)
+        if (var == 29) return wgmma_pick<F, T, kTok, 29>();  // 14 with five stages (probe)
+        if (var == 30) return wgmma_pick<F, T, kTok, 30>();  // 26, six stages (probe)
       }
       if (var == 16) return wgmma_pick<F, T, kTok, 16>();  // bulk-copied weights (default)
       if (var == 9) return wgmma_pick<F, T, kTok, 9>();    // tokens on the M side
@@ -128,7 +130,7 @@ void launch_linear_wgmma(WFmt f, bool fp16, int tok, int var, int raster, const 
   const bool f8 = f == WFmt::kFp8 || f == WFmt::kFp8Block;
   LinearParams q = p;
   dim3 grid = wgmma_grid(p, 128, tok, raster, f8 ? 1 : 2, q);
-  if (f == WFmt::kFp8Block && var == 26) {
+  if (f == WFmt::kFp8Block && (var == 26 || var == 30)) {
     // The persistent variant: one CTA per SM walking the 1-D tile order (WgmmaCfg::kPersist).
     const int64_t tiles = static_cast<int64_t>(grid.x) * grid.y;
     grid = dim3(static_cast<unsigned>(std::min<int64_t>(tiles, ctas > 0 ? ctas : 1)), 1, 1);

@@ -2705,17 +2705,20 @@ TEST(GemmGpu, TiledWgmmaFp8BlockBulk) {
   bulk_cases("14");
 }
 
-/// Block FP8 variant 28 (probe, B12X_GEMM_WGMMA_VAR=28): 14 without the MMA warps' proxy fence
-/// after each full barrier (the bulk-fed slots need none); the cases of variant 14.
+/// Block FP8 variants 28 / 29 (probes, B12X_GEMM_WGMMA_VAR=28|29): 14 without the MMA warps'
+/// proxy fence after each full barrier (the bulk-fed slots need none) / with five stages; the
+/// cases of variant 14.
 TEST(GemmGpu, TiledWgmmaFp8BlockNoFence) {
   B12X_REQUIRE_GPU();
   bulk_cases("28");
+  bulk_cases("29");
 }
 
-/// Block FP8 variant 26 (probe, B12X_GEMM_WGMMA_VAR=26): 14 with a persistent CTA loop. Three CTAs
-/// (B12X_GEMM_WGMMA_CTAS=3) walk up to six tiles, with K of fewer and more stages than the five
-/// slots (the ring crossing tiles mid-way), in raster bands and in the 2-D order (weight tile
-/// fastest); the plan takes the SMs as its CTA count without the cap.
+/// Block FP8 variants 26 / 30 (probes, B12X_GEMM_WGMMA_VAR=26|30): 14 with a persistent CTA loop
+/// (30: six stages, the epilogue in two halves). Three CTAs (B12X_GEMM_WGMMA_CTAS=3) walk up to
+/// twelve tiles, with K of fewer and more stages than the ring's slots (the ring crossing tiles
+/// mid-way), in raster bands and in the 2-D order (weight tile fastest); the plan takes the SMs as
+/// its CTA count without the cap.
 TEST(GemmGpu, TiledWgmmaFp8BlockPersistent) {
   B12X_REQUIRE_GPU();
   if (device_info(0).cc_major == 9 && device_info(0).cc_minor == 0) {
@@ -2725,10 +2728,12 @@ TEST(GemmGpu, TiledWgmmaFp8BlockPersistent) {
     EXPECT_EQ(pl.tiled_wgmma_ctas, device_info(0).sm_count) << pl.describe();
   }
   ScopedEnv ec("B12X_GEMM_WGMMA_CTAS", "3");
-  bulk_cases("26");
-  ScopedEnv e("B12X_GEMM_WGMMA", "1"), ev("B12X_GEMM_WGMMA_VAR", "26"),
-      er("B12X_GEMM_WGMMA_RASTER", "0");
-  run_case({LinearFormat::kFp8Block, 260, 400, 768, DType::kBF16, DType::kBF16, true});
+  for (const char* v : {"26", "30"}) {  // 30: six stages, the epilogue in two halves
+    bulk_cases(v);
+    ScopedEnv e("B12X_GEMM_WGMMA", "1"), ev("B12X_GEMM_WGMMA_VAR", v),
+        er("B12X_GEMM_WGMMA_RASTER", "0");
+    run_case({LinearFormat::kFp8Block, 260, 400, 768, DType::kBF16, DType::kBF16, true});
+  }
 }
 
 /// Formats the SM90 wgmma tiled kernel runs (NVFP4 W4A4 / W4A16, MXFP4 W4A4 / W4A8 / W4A16 with

@@ -56,7 +56,7 @@ struct WgmmaCfg {
   /// barriers, dropped, was 5-20% slower than variant 5.)
   static constexpr bool kWs = kF8 ? (kVariant >= 5 && kVariant <= 12) ||
                                         (kVariant >= 14 && kVariant <= 16) || kVariant == 26 ||
-                                        kVariant == 28
+                                        (kVariant >= 28 && kVariant <= 30)
                                   : kVariant == 3;
   /// FP8 variant 6 (the per-tensor default until session 9) = 5 with the stage's block scales built
   /// and loaded into registers while its wgmmas run (not after their wait) and the slot released
@@ -83,8 +83,8 @@ struct WgmmaCfg {
   /// 16 cp.async of 16 bytes per producer thread and stage (LDGSTS through the LSU) are that pipe's
   /// other large client. Needs K % 256 == 0 (KP == K: every stage a whole quantizer block) and
   /// the tiled quantizer (run() takes variant 8 where it cannot run).
-  static constexpr bool kBulk =
-      F == WFmt::kFp8Block && (kVariant == 14 || kVariant == 26 || kVariant == 28);
+  static constexpr bool kBulk = F == WFmt::kFp8Block && (kVariant == 14 || kVariant == 26 ||
+                                                         (kVariant >= 28 && kVariant <= 30));
   /// Block FP8 variant 28 (probe) = 14 without the MMA warps' fence.proxy.async after each full
   /// barrier (MEMBAR.ALL.CTA + FENCE.VIEW.ASYNC in SASS, per stage and warp): every byte of a
   /// bulk-fed slot is written by the async proxy (the bulk copies, which wgmma reads in that proxy
@@ -92,7 +92,11 @@ struct WgmmaCfg {
   /// scale stores, which the MMA warps read with generic loads. Round 68 (Nsight Compute, 4096x4096
   /// M = 2048): 3.5% of 14's stall samples on the FENCE, another 5.9% on the WARPGROUP.ARRIVE
   /// after it. 26 (persistent) skips it too.
-  static constexpr bool kConsFence = !(kBulk && kVariant != 14);
+  static constexpr bool kConsFence = !(kBulk && kVariant != 14 && kVariant != 29);
+  /// Block FP8 variant 29 (probe) = 14 with five stages (26's ring depth, to separate the depth
+  /// from the persistent walk). Variant 30 (probe) = 26 with six stages and the epilogue staged
+  /// half a tile (64 tokens) at a time through a 17 KB buffer after the ring.
+  static constexpr bool kEpHalf = F == WFmt::kFp8Block && kVariant == 30;
   /// Block FP8 variant 26 (probe) = 14 with a persistent CTA loop: min(tiles, SMs) CTAs, CTA b
   /// walks the tiles b, b + gridDim.x, ... of the 1-D order (raster bands), the producer's ring
   /// running on across tiles, so it fills the next tile's stages while the MMA warpgroups store
@@ -102,7 +106,7 @@ struct WgmmaCfg {
   /// persistent probes (17-20) ran 1.3-1.5x slower for a cause not found; this one keeps 14's
   /// per-stage code and only adds the walk, and measured as slow (round 68, M = 2048: 138.9 /
   /// 458.4 / 464.3 / 203.5 / 126.6 us against 14's 95.2 / 308.4 / 271.1 / 137.9 / 79.6).
-  static constexpr bool kPersist = F == WFmt::kFp8Block && kVariant == 26;
+  static constexpr bool kPersist = F == WFmt::kFp8Block && (kVariant == 26 || kVariant == 30);
   /// FP8 variant 16 (the per-tensor default since session 9; a probe for block) = 6 / 8 with only
   /// the weights bulk-copied (the eight 2 KB runs by one producer thread, complete_tx on the full
   /// barrier, one more arrival); the activations stay cp.async (caller-quantized ones too). Why:
@@ -211,7 +215,8 @@ struct WgmmaCfg {
   static constexpr int kMaxStages2 = (115712 - kStaticBytes - 1024) / kStageBytes;
   /// FP8 at 64 tokens (probe): 32 + 32 accumulators, so two CTAs per SM as many stages as fit.
   static constexpr bool kNarrow = kTok < 128;
-  static constexpr int kStages = kPersist         ? 5
+  static constexpr int kStages = (kPersist && !kEpHalf) || (F == WFmt::kFp8Block && kVariant == 29)
+                                     ? 5
                                  : kNarrow        ? (kMaxStages2 > 6 ? 6 : kMaxStages2)
                                  : !kF8 && !kWide ? (kMbar && kMaxStages2 >= 5 ? 5 : 4)
                                                   : (kMaxStages > 6 ? 6 : kMaxStages);
@@ -219,7 +224,8 @@ struct WgmmaCfg {
   static constexpr int kEpPitch = kRows * 2 + 16;  // bytes per staged output row (token)
   static constexpr int kPipeBytes = kStages * kStageBytes;
   /// kPersist: the output tile's staging buffer after the ring (the ring keeps filling).
-  static constexpr int kSmemBytes = (kPersist                       ? kPipeBytes + kTok * kEpPitch
+  static constexpr int kEpTok = kEpHalf ? kTok / 2 : kTok;  ///< tokens per epilogue pass
+  static constexpr int kSmemBytes = (kPersist                       ? kPipeBytes + kEpTok * kEpPitch
                                      : kPipeBytes > kTok * kEpPitch ? kPipeBytes
                                                                     : kTok * kEpPitch) +
                                     1024;  // + alignment
@@ -1403,15 +1409,17 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
   };
   // Accumulator (wgmma D fragment): acc[4j + 2h + e] = (weight row 16 cw + g + 8h, token
   // 8j + 2t + e), staged as out dtype [token][row] (kEpPitch-byte rows) for wgmma_store_rows.
-  auto stage_out = [&](uint16_t* ep, float mult, const float(&bias)[2]) {
+  // Tokens 8 kJ0 .. 8 kJ0 + 8 kNJ - 1 (kEpHalf: half the tile per pass), staged from row 0.
+  auto stage_out = [&]<int kJ0 = 0, int kNJ = kTok / 8>(uint16_t * ep, float mult,
+                                                        const float(&bias)[2]) {
 #pragma unroll
-    for (int j = 0; j < kTok / 8; ++j)
+    for (int j = 0; j < kNJ; ++j)
 #pragma unroll
       for (int h = 0; h < 2; ++h)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           ep[(8 * j + 2 * t + e) * (C::kEpPitch / 2) + cw * 16 + g + 8 * h] =
-              wgmma_out_bits(acc[4 * j + 2 * h + e] * mult + bias[h], p.out_fp16);
+              wgmma_out_bits(acc[4 * (kJ0 + j) + 2 * h + e] * mult + bias[h], p.out_fp16);
         }
   };
   if constexpr (C::kPersist) {
@@ -1435,10 +1443,20 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
       float mult = 0.f;
       float bias[2] = {0.f, 0.f};
       tile_out_params(mult, bias);
-      mma_sync();  // every MMA thread's reads of the previous tile's staged rows are done
-      stage_out(epp, mult, bias);
+      // Each pass: every MMA thread's reads of the buffer's previous contents are done, stage,
+      // store.
       mma_sync();
-      wgmma_store_rows<C::kRows, kTok, C::kMmaThreads, C::kEpPitch>(epp, p, n0, m0, 32 * cw + lane);
+      stage_out.template operator()<0, C::kEpTok / 8>(epp, mult, bias);
+      mma_sync();
+      wgmma_store_rows<C::kRows, C::kEpTok, C::kMmaThreads, C::kEpPitch>(epp, p, n0, m0,
+                                                                         32 * cw + lane);
+      if constexpr (C::kEpHalf) {
+        mma_sync();
+        stage_out.template operator()<kTok / 16, kTok / 16>(epp, mult, bias);
+        mma_sync();
+        wgmma_store_rows<C::kRows, C::kEpTok, C::kMmaThreads, C::kEpPitch>(
+            epp, p, n0, m0 + C::kEpTok, 32 * cw + lane);
+      }
     }
     return;
   } else if constexpr (C::kWs) {
