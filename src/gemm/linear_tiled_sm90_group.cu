@@ -56,6 +56,14 @@ GroupPick pick_cfg(int tok, int var) {
       if (tok == 128 && var == 51)
         return group_pick<F, T, 128, 1, true, 64, false, true,
                           kGroupWs | kGroupFold | kGroupRescale>();
+      // 52 / 53 (probes): 50 / 51 with the next super-block's first stage decoded before the
+      // drain (kGroupEarlyDec).
+      if (tok == 256 && var == 52)
+        return group_pick<F, T, 256, 1, true, 64, false, true,
+                          kGroupWs | kGroupFold | kGroupRescale | kGroupEarlyDec>();
+      if (tok == 128 && var == 53)
+        return group_pick<F, T, 128, 1, true, 64, false, true,
+                          kGroupWs | kGroupFold | kGroupRescale | kGroupEarlyDec>();
     }
   }
   // 128 tokens in two m64n64 units per group, warp-specialized with chained pairs (13's
@@ -216,7 +224,7 @@ __global__ void __launch_bounds__(256)
 }  // namespace
 
 bool wgmma_group_fold_var(int var) {
-  return var == 22 || var == 23 || var == 50 || var == 51;
+  return var == 22 || var == 23 || (var >= 50 && var <= 53);
 }
 
 namespace {

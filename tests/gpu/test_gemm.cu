@@ -3044,7 +3044,8 @@ TEST(GemmGpu, TiledWgmmaGroupProbes) {
 }
 
 /// Session 18's 50 / 51 (256 / 128 tokens; the folded kernel's accumulators rescaled per 256-K
-/// super-block instead of promoted partials; 50 the IQ2 default since round 68): super-block scales
+/// super-block instead of promoted partials; 50 the IQ2 default since round 68) and 52 / 53 (the
+/// same with the next super-block's first stage decoded before the drain): super-block scales
 /// d of 0 (the accumulators keep the previous unit; the first, a middle and the last super-block of
 /// a row), of either sign and spread over 2^-14..2^2 (the rescale factors d_prev / d_new far from
 /// 1), IQ2_XXS and IQ2_XS, BF16 (behind the FP16 pre-pass) and FP16 activations, K = 2048 (8
@@ -3066,8 +3067,9 @@ TEST(GemmGpu, TiledWgmmaGroupRescale) {
         h.w[n * h.row_bytes + b * bb + 1] = d >> 8;
       }
   };
-  for (const char* var : {"50", "51"}) {
-    ScopedEnv et("B12X_GEMM_WGMMA_GROUP_TOK", var[1] == '0' ? "256" : "128"),
+  for (const char* var : {"50", "51", "52", "53"}) {
+    // 50 / 52: 256 tokens, 51 / 53: 128 (52 / 53: the next super-block decoded before the drain).
+    ScopedEnv et("B12X_GEMM_WGMMA_GROUP_TOK", (var[1] - '0') % 2 == 0 ? "256" : "128"),
         ev("B12X_GEMM_WGMMA_GROUP_VAR", var);
     for (LinearFormat f : {LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs}) {
       run_wgmma_group_case({f, 300, 136, 2048, DType::kBF16, DType::kBF16, true});

@@ -184,9 +184,10 @@ struct WgmmaGroupCfg {
 /// 177.63 / 97.27 over 4096x4096 / 14336x4096 / 4096x14336 / 6144x4096 / 2048x7168. The outputs
 /// differ from 23's by relerr 1.4e-4 (K = 4096) to 2.8e-4 (K = 14336) in BF16: the tensor cores'
 /// fp32 accumulation now runs over the whole K (as cuBLAS's) instead of 64-K partials promoted by
-/// FFMA.
+/// FFMA. kGroupEarlyDec (with kGroupRescale; probes 52 / 53): the next super-block's first stage
+/// decoded before the drain rather than after it.
 inline constexpr int kGroupPair = 1, kGroupQuad = 2, kGroupFold = 4, kGroupChain = 8, kGroupWs = 16,
-                     kGroupSplit = 32, kGroupRescale = 64;
+                     kGroupSplit = 32, kGroupRescale = 64, kGroupEarlyDec = 128;
 B12X_HD constexpr int wgmma_group_fold_k(int mode) {
   return (mode & kGroupFold) != 0 ? 64 : 0;
 }
@@ -205,6 +206,8 @@ __global__ void __launch_bounds__(wgmma_group_threads(kMode), 1)
   using C = WgmmaGroupCfg<F, T, kTokens, kRowSets, kOverlap, kUnitN, wgmma_group_fold_k(kMode)>;
   // Stages per CTA barrier (kPer) and the ring in whole barrier groups of kPer slots.
   constexpr bool kRescale = (kMode & kGroupRescale) != 0;
+  constexpr bool kEarlyDec = (kMode & kGroupEarlyDec) != 0;
+  static_assert(!kEarlyDec || kRescale, "early decode: the rescaled kernel");
   constexpr int kPer = (kMode & (kGroupQuad | kGroupRescale)) != 0 ? 4
                        : (kMode & kGroupPair) != 0                 ? 2
                                                                    : 1;
@@ -597,28 +600,47 @@ __global__ void __launch_bounds__(wgmma_group_threads(kMode), 1)
       // Accumulators in units of e[h], the last nonzero d of row g + 8h (1 before the first).
       float e[2] = {1.f, 1.f};
       Frags afb[2];  // stage kb's fragments in afb[kb & 1], rewritten once kb - 2 retired
+      uint32_t zm[2];
+      float dn[2];
+      auto ssg_of = [&](int s) {
+        return reinterpret_cast<const uint32_t*>(sgen + s * C::kStageBytes + C::kActBytes +
+                                                 C::kWBytes);
+      };
+      // Super-block kb's first stage (slot sl): its d (dn, zm); kEarlyDec: its fragments too.
+      auto sb_head = [&](int kb) {
+        wg::mbar_wait(full0 + 8 * sl, ph);
+        wg::fence_proxy_async();  // cp.async writes (generic proxy) read by wgmma (async proxy)
+        const uint32_t* ssg = ssg_of(sl);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const uint32_t dsh = ((dpar[0][h] + kb / 4) & 1u) * 16u;
+          const float d = half_bits_f32((ssg[tile_of(0) * 16 + g + 8 * h] >> dsh) & 0xFFFFu);
+          zm[h] = d != 0.f ? ~0u : 0u;
+          dn[h] = d != 0.f ? d : e[h];
+        }
+        if constexpr (kEarlyDec) {
+          decode_frags(afb[0], ssg, sl, kb, 0, zm);
+          decode_frags(afb[0], ssg, sl, kb, 1, zm);
+        }
+      };
+      if constexpr (kEarlyDec) {
+        if (num_k > 0) sb_head(0);
+      }
       for (int kb = 0; kb < num_k; kb += 4) {
         int sls[4];
-        uint32_t zm[2];
 #pragma unroll
         for (int hs = 0; hs < 4; ++hs) {
           sls[hs] = sl;
-          wg::mbar_wait(full0 + 8 * sl, ph);
-          wg::fence_proxy_async();  // cp.async writes (generic proxy) read by wgmma (async proxy)
-          const uint32_t* ssg = reinterpret_cast<const uint32_t*>(sgen + sl * C::kStageBytes +
-                                                                  C::kActBytes + C::kWBytes);
-          float dn[2];
-          if (hs == 0) {
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-              const uint32_t dsh = ((dpar[0][h] + kb / 4) & 1u) * 16u;
-              const float d = half_bits_f32((ssg[tile_of(0) * 16 + g + 8 * h] >> dsh) & 0xFFFFu);
-              zm[h] = d != 0.f ? ~0u : 0u;
-              dn[h] = d != 0.f ? d : e[h];
-            }
+          if (hs > 0) {
+            wg::mbar_wait(full0 + 8 * sl, ph);
+            wg::fence_proxy_async();
+          } else if constexpr (!kEarlyDec) {
+            sb_head(kb);
           }
-          decode_frags(afb[hs & 1], ssg, sl, kb + hs, 0, zm);
-          decode_frags(afb[hs & 1], ssg, sl, kb + hs, 1, zm);
+          if (hs > 0 || !kEarlyDec) {
+            decode_frags(afb[hs & 1], ssg_of(sl), sl, kb + hs, 0, zm);
+            decode_frags(afb[hs & 1], ssg_of(sl), sl, kb + hs, 1, zm);
+          }
           if (hs == 0) {
             // The previous super-block drained (below): acc = V / e_prev -> V / d_new.
 #pragma unroll
@@ -631,8 +653,8 @@ __global__ void __launch_bounds__(wgmma_group_threads(kMode), 1)
                 acc[i + 1] *= r;
               }
             }
+            wg::fence_acc(acc);
           }
-          if (hs == 0) wg::fence_acc(acc);
           wg::fence();
           const uint64_t desc = wg::desc_sw128(act_addr(sl));
 #pragma unroll
@@ -645,6 +667,12 @@ __global__ void __launch_bounds__(wgmma_group_threads(kMode), 1)
             wg::mbar_arrive(empty0 + 8 * sls[hs - 1]);
           }
           if (++sl == kStages) sl = 0, ph ^= 1;
+        }
+        // kEarlyDec: the next super-block's first stage decoded into afb[0] (stage kb + 2's,
+        // retired above) while stage kb + 3's wgmmas run, so that only the rescale sits between
+        // the drain and the next issue.
+        if constexpr (kEarlyDec) {
+          if (kb + 4 < num_k) sb_head(kb + 4);
         }
         // One drain per super-block: no wgmma in flight over the loop's back edge (C7514) or
         // while the next super-block rescales the accumulators.
