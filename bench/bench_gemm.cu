@@ -8,7 +8,7 @@
 //   B12X_BENCH_FP8B_PREQUANT=1: fp8_block with caller-quantized activations (no quantizer pass).
 //   B12X_BENCH_NO_PEERS=1: skip the cuBLAS / cuBLASLt peers (probe runs; x columns read 0).
 //   B12X_BENCH_FLOOR=1: also time a read-only kernel over each shape's NVFP4 bytes (time_floor);
-//   B12X_BENCH_FLOOR_SEG=<v>, B12X_BENCH_FLOOR_ORDER=1|2|3: in the M = 1 stream kernel's order.
+//   B12X_BENCH_FLOOR_SEG=<v>, B12X_BENCH_FLOOR_ORDER=1..4: in the M = 1 stream kernel's order.
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
@@ -352,7 +352,8 @@ double time_cublaslt_fp8(CublasPeer& peer, int64_t M, int64_t N, int64_t K, bool
 // of each): 1 each warp owns segments of v vectors (a tile's K part), w, w + W, ... for warp w of
 // W, and walks each from its start; 2 the same, warp w starting at vector w % v of its segment
 // (wrapping); 3 a CTA's 8 warps share segments of 8 v vectors (a tile of 8 K parts), warp w
-// reading its blocks of 4 vectors w, w + 8, ... (the interleaved parts, kStreamVarIlv).
+// reading its blocks of 4 vectors w, w + 8, ... (the interleaved parts, kStreamVarIlv); 4 the
+// same with CTA b's walk of each segment starting at block round b mod v / 4 (kStreamVarRot).
 template <bool kTrig>
 __global__ void __launch_bounds__(256)
     floor_read_kernel(const uint4* __restrict__ p, int64_t n, int order, int seg, unsigned* out) {
@@ -364,18 +365,19 @@ __global__ void __launch_bounds__(256)
   auto unit = [&](int64_t q) -> int64_t {
     if (order == 0) return tid + q * stride;
     const int64_t i = q % seg;
-    if (order == 3)
-      return ((blockIdx.x + (q / seg) * gridDim.x) * 8 * seg + (wc + 8 * (i / 4)) * 4 + i % 4) *
-                 32 +
+    if (order >= 3) {
+      const int64_t rd = order == 4 ? (i / 4 + blockIdx.x) % (seg / 4) : i / 4;
+      return ((blockIdx.x + (q / seg) * gridDim.x) * 8 * seg + (wc + 8 * rd) * 4 + i % 4) * 32 +
              lane;
+    }
     return ((w + (q / seg) * nw) * seg + (order == 2 ? (i + w) % seg : i)) * 32 + lane;
   };
   int64_t cnt;
   if (order == 0) {
     cnt = tid < n ? (n - tid + stride - 1) / stride : 0;
   } else {
-    const int64_t span = order == 3 ? 8 * seg : seg, units = order == 3 ? gridDim.x : nw;
-    const int64_t nseg = (nvec + span - 1) / span, me = order == 3 ? blockIdx.x : w;
+    const int64_t span = order >= 3 ? 8 * seg : seg, units = order >= 3 ? gridDim.x : nw;
+    const int64_t nseg = (nvec + span - 1) / span, me = order >= 3 ? blockIdx.x : w;
     cnt = me < nseg ? ((nseg - 1 - me) / units + 1) * seg : 0;
   }
   auto ld = [&](int64_t q) {
@@ -430,7 +432,7 @@ void time_floor(int64_t N, int64_t K, double bw) {
   const char* seg_env = std::getenv("B12X_BENCH_FLOOR_SEG");
   const char* ord_env = std::getenv("B12X_BENCH_FLOOR_ORDER");
   const int seg = seg_env != nullptr ? std::max(4, std::atoi(seg_env) / 4 * 4) : 0;
-  const int order = seg == 0 ? 0 : ord_env != nullptr ? std::clamp(std::atoi(ord_env), 1, 3) : 1;
+  const int order = seg == 0 ? 0 : ord_env != nullptr ? std::clamp(std::atoi(ord_env), 1, 4) : 1;
   for (int c : per_sm) {
     if (c < 1 || c > 8) continue;
     for (int mode = seg > 0 ? 2 : 0; mode < 3; ++mode) {

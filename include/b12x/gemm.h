@@ -246,7 +246,8 @@ struct Plan {
   /// The M = 1 stream kernel's variant (session 16): 8 = W4A4's NVFP4 activations converted in
   /// the kernel's staging instead of the pre-pass launch (default where K <= 8192;
   /// B12X_GEMM_STREAM_QX=0|1 overrides), 0 the BF16 staging; bit 16 (session 18 probe,
-  /// B12X_GEMM_STREAM_ILV=1) the K parts of a tile interleaved by ring blocks.
+  /// B12X_GEMM_STREAM_ILV=1) the K parts of a tile interleaved by ring blocks, bit 32 (=2) also
+  /// each CTA's walk rotated.
   int decode_stream_var = 0;
   /// MXFP4 weights on the M = 1 stream kernel and the M <= 16 block kernel: the fold-free splat
   /// instances (session 15: 2^(e-8) straight onto the decoded FP4 bits, one HMUL2 per register

@@ -1313,13 +1313,14 @@ Plan plan(const Caps& caps) {
         if (f == LinearFormat::kNvfp4 && shfl &&
             (eqx != nullptr ? eqx[0] == '1' : geo.KP <= kStreamQxMaxK))
           p.decode_stream_var = 8;
-        // Session 18 probe B12X_GEMM_STREAM_ILV=1: the K parts of a tile interleaved by ring
-        // blocks (lin::kStreamVarIlv), so a CTA's warps read one contiguous run of the tile.
+        // Session 18 probe B12X_GEMM_STREAM_ILV=1|2: the K parts of a tile interleaved by ring
+        // blocks (lin::kStreamVarIlv), so a CTA's warps read one contiguous run of the tile; 2
+        // also rotates each CTA's start block (lin::kStreamVarRot).
         if (const char* e = std::getenv("B12X_GEMM_STREAM_ILV");
-            e != nullptr && e[0] == '1' &&
+            e != nullptr && (e[0] == '1' || e[0] == '2') &&
             lin::stream_kernel_available(wf, fp16, c.parts, occ, 1, shfl,
                                          p.decode_stream_var | lin::kStreamVarIlv))
-          p.decode_stream_var |= lin::kStreamVarIlv;
+          p.decode_stream_var |= lin::kStreamVarIlv | (e[0] == '2' ? lin::kStreamVarRot : 0);
         stream_trig_m1 = c.ctas * 10 >= c.slots * 8 || (tile_per_sm && occ == 2);
       }
     }

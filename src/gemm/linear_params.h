@@ -13,6 +13,10 @@ namespace b12x::gemm::lin {
 /// segments: 62.7 % of the read bandwidth at 14336x4096 where the grid-strided read streams 78-80
 /// %) put the M = 1 gap in that address pattern, not in the decode.
 inline constexpr int kStreamVarIlv = 16;
+/// With kStreamVarIlv (a run-time bit, no instance of its own): each CTA walks its groups' blocks
+/// from block (CTA index mod blocks per part), wrapping, so the CTAs do not all read the same
+/// offset of their tiles at once.
+inline constexpr int kStreamVarRot = 32;
 
 /// Kernel parameters shared by the decode and tiled kernels.
 struct LinearParams {

@@ -257,8 +257,8 @@ int prepare_linear_stream(int device, WFmt f, int parts, int occ, int64_t smem, 
 
 void launch_linear_stream(WFmt f, int parts, int occ, int ctas, int64_t smem, const LinearParams& p,
                           Stream stream, int rows, bool shfl) {
-  const StreamFn k =
-      pick_stream(f, false, parts, occ, rows, shfl, p.mx_free != 0, rows == 1 ? p.stream_var : 0);
+  const StreamFn k = pick_stream(f, false, parts, occ, rows, shfl, p.mx_free != 0,
+                                 rows == 1 ? p.stream_var & ~kStreamVarRot : 0);
   B12X_ASSERT(k != nullptr, "no stream kernel for format ", static_cast<int>(f), " parts=", parts,
               " occ=", occ, " rows=", rows, " var=", p.stream_var);
   const int split = rows == 1 ? 1 : std::max(p.split, 1);

@@ -1527,8 +1527,9 @@ TEST(GemmGpu, DecodeStreamQx) {
 
 TEST(GemmGpu, DecodeStreamIlv) {
   B12X_REQUIRE_GPU();
-  // Session 18 probe B12X_GEMM_STREAM_ILV=1: the M = 1 stream kernel's K parts interleaved by
-  // ring blocks (part w reads blocks w, w + parts, ...). NVFP4 W4A16 / W4A4 (in-kernel conversion
+  // Session 18 probe B12X_GEMM_STREAM_ILV=1|2: the M = 1 stream kernel's K parts interleaved by
+  // ring blocks (part w reads blocks w, w + parts, ...; 2: each CTA's walk of a group's blocks
+  // starts at block CTA mod blocks and wraps). NVFP4 W4A16 / W4A4 (in-kernel conversion
   // and pre-pass), MXFP4 W4A16 / W4A4 (fold and fold-free splats), both register caps, parts 2 /
   // 8 (K = 1280: the last parts' blocks past K; K = 4832: a part's last block past K), bias, a
   // persistent grid of one CTA per SM over many groups with the early trigger, graphs.
@@ -1543,18 +1544,23 @@ TEST(GemmGpu, DecodeStreamIlv) {
     return gemm::plan(caps);
   };
   EXPECT_EQ(plan1(4096).decode_stream_var & gemm::lin::kStreamVarIlv, 0);
-  ScopedEnv es("B12X_GEMM_DECODE_STREAM", "1"), emx("B12X_GEMM_STREAM_MX", "1"),
-      ei("B12X_GEMM_STREAM_ILV", "1");
-  EXPECT_EQ(plan1(4096).decode_stream_var & gemm::lin::kStreamVarIlv, gemm::lin::kStreamVarIlv);
+  ScopedEnv es("B12X_GEMM_DECODE_STREAM", "1"), emx("B12X_GEMM_STREAM_MX", "1");
+  {
+    ScopedEnv ei("B12X_GEMM_STREAM_ILV", "1");
+    EXPECT_EQ(plan1(4096).decode_stream_var & 48, gemm::lin::kStreamVarIlv);
+  }
   auto launched = [](const Case& c, bool graph) {
     const int64_t before = gemm::lin::last_stream_launch().serial;
     run_case(c, graph);
     EXPECT_GT(gemm::lin::last_stream_launch().serial, before) << name(c);
   };
+  ScopedEnv ei("B12X_GEMM_STREAM_ILV", "2");
+  EXPECT_EQ(plan1(4096).decode_stream_var & 48, 48);
   int n = 0;
   for (const char* occ : {"2", "3"})
     for (const char* parts : {"2", "8"}) {
-      ScopedEnv eo("B12X_GEMM_STREAM_OCC", occ), ep("B12X_GEMM_STREAM_PARTS", parts);
+      ScopedEnv eo("B12X_GEMM_STREAM_OCC", occ), ep("B12X_GEMM_STREAM_PARTS", parts),
+          er("B12X_GEMM_STREAM_ILV", n % 2 ? "1" : "2");
       launched({LinearFormat::kNvfp4W4A16, 1, 200, 1280, DType::kBF16, DType::kBF16, true}, n == 1);
       launched({LinearFormat::kNvfp4, 1, 72, 4864, DType::kBF16, DType::kBF16, false}, n == 2);
       {

@@ -151,11 +151,20 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   const uint8_t* sp = nullptr;         // scale bytes of row g at the block
   const uint8_t* sp8 = nullptr;        // row g + 8
   const int64_t lim = p.kvec - vbase;  // vectors of this warp's part that exist
+  // kIlv with kStreamVarRot: every group's blocks are walked from block rot of the warp's nbk
+  // (wrapping), rot = the CTA's index mod nbk, so CTAs at the same point of their walk read
+  // different offsets of their tiles. pb: the block being requested, tok: its tile exists.
+  const int nbk = vp / kDepth;
+  const int rot = kIlv && (p.stream_var & kStreamVarRot) ? static_cast<int>(blockIdx.x % nbk) : 0;
+  int pb = 0;
+  bool tok = false;
   auto set_group = [&]() {
     const int64_t tile = igrp * kTiles + wt;
-    nvalid = igrp < groups && tile < p.n16 ? static_cast<int>(min(lim, int64_t{kDepth})) : 0;
-    wp = p.wvals + (tile * p.kvec + vbase) * 512 + lane * 16;
-    sp = p.wscale + (tile * 16 + g) * p.scale_ld + vbase * kSb;
+    tok = igrp < groups && tile < p.n16;
+    pb = rot;
+    nvalid = tok ? static_cast<int>(min(lim - rot * kStep, int64_t{kDepth})) : 0;
+    wp = p.wvals + (tile * p.kvec + vbase + rot * kStep) * 512 + lane * 16;
+    sp = p.wscale + (tile * 16 + g) * p.scale_ld + (vbase + rot * kStep) * kSb;
     sp8 = sp + 8 * p.scale_ld;
   };
   set_group();
@@ -194,8 +203,16 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
       // the slots that free up and request their first weights during this call's tail (their
       // griddep_wait still waits for this grid's completion and its stores).
       if (p.stream_trig && igrp >= groups && igrp < groups + gridDim.x) griddep_launch_dependents();
+    } else if constexpr (kIlv) {
+      if (++pb == nbk) {  // wrap to the group's first block
+        pb = 0;
+        wp -= nbk * kStep * 512;
+        sp -= nbk * kStep * kSb;
+        sp8 -= nbk * kStep * kSb;
+      }
+      nvalid = tok ? static_cast<int>(min(lim - pb * kStep, int64_t{kDepth})) : 0;
     } else {
-      nvalid = nvalid > 0 ? static_cast<int>(min(lim - iv * (kStep / kDepth), int64_t{kDepth})) : 0;
+      nvalid = nvalid > 0 ? static_cast<int>(min(lim - iv, int64_t{kDepth})) : 0;
     }
   };
 
@@ -335,7 +352,8 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
       for (int s = 0; s < 4; ++s)
 #pragma unroll
         for (int i = 0; i < 4; ++i) acc[n][s][i] = 0.f;
-    const uint8_t* xv = xlane;
+    const uint8_t* xv = xlane + rot * kStep * 128;
+    int cb = rot;  // kIlv: the block being computed
     for (int v0 = 0; v0 < vp; v0 += kDepth) {
       cb0 = nb0;
       cb1 = nb1;
@@ -428,7 +446,10 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
           mma16816<T>(acc[n][3], af[1][1], xb[n].z, xb[n].w);
         }
       }
-      if constexpr (kIlv) xv += (kStep - kDepth) * 128;  // the other parts' blocks
+      if constexpr (kIlv) {
+        xv += (kStep - kDepth) * 128;  // the other parts' blocks
+        if (++cb == nbk) cb = 0, xv -= nbk * kStep * 128;
+      }
       advance();
     }
     if constexpr (kRows > 1) {
