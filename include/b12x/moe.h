@@ -165,11 +165,10 @@ struct DecodeKnobs {
   int fc1_wm = 0;      ///< B12X_MOE_FC1_WM 1|2|4: FC1 row warps (0: rule)
   int fc1_groups = 0;  ///< B12X_MOE_FC1_GROUPS >= 1: FC1 tile groups (0: one wave)
   int fc1_kg = 0;      ///< B12X_MOE_FC1_KG 1|2|4|8: FC1 warp groups (0: rule)
-  int fc1_last = 0;    ///< B12X_MOE_FC1_LAST 0|1: FC1 tile ends by the tile's last warp
+  int fc1_last = 1;    ///< B12X_MOE_FC1_LAST 0|1: two-group FC1 tile ends by the last warp
   int fc1_wide = 2;    ///< B12X_MOE_FC1_WIDE 0..3: the 12-warp FC1 (0 never, 1 session 4, 2 chain
                        ///< rule, 3 wherever it runs)
-  int fc1_bal = 2;     ///< B12X_MOE_FC1_BAL 0..3: balanced FC1 ranges (never / wherever / rule /
-                       ///< wherever, two groups each a unit, with FC1_LAST's tile ends)
+  int fc1_bal = 2;     ///< B12X_MOE_FC1_BAL 0|1|2: balanced FC1 ranges (never / wherever / rule)
   int fc1_bal1 = 2;    ///< B12X_MOE_FC1_BAL1 0|1|2: one balanced FC1 group (never / always / A16)
   int a16_bal = 1;     ///< B12X_MOE_A16_BAL 0|1: balanced FC1 in A16 modes
   int a16_gate = -1;   ///< B12X_MOE_A16_GATE 0..3: A16 gate kernel (-1: copy gate <= 128 routes)

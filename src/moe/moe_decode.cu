@@ -94,10 +94,6 @@ void launch_gemms(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, boo
       launch_fc1<OpT, kFold, kSK, kRC, 1, 1>(a, kn, stream, pdl1);
   } else if (a.fc1_bal != 0 && a.fc1_warps == DecodeCfg::kFc1WideWarps) {
     launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1WideWarps, true>(a, kn, stream, pdl1);
-  } else if (a.fc1_bal != 0 && a.fc1_groups == 2) {  // fc1_bal 3: with last-warp tile ends
-    launch_fc1<OpT, kFold, kSK, kRC, 1, 2, DecodeCfg::kFc1Warps, true, true>(a, kn, stream, pdl1);
-  } else if (a.fc1_bal != 0 && a.fc1_last != 0) {
-    launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1Warps, true, true>(a, kn, stream, pdl1);
   } else if (a.fc1_bal != 0) {
     launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1Warps, true>(a, kn, stream, pdl1);
   } else if (a.fc1_wm == 4) {
@@ -296,10 +292,7 @@ void launch_decode_stream(const DecodeArgs& args, const DecodeKnobs& kn, bool fp
   const bool bal_ok = bal_knob != 0 && (a.aquant != num::kANone || a16_bal != 0) && a.fc1_wm == 1 &&
                       (a.fc1_groups == 0 || a.fc1_groups == 1) && a.fc1_cnt != nullptr &&
                       a.fc1_part != nullptr && fc1_row_blocks <= a.fc1_cnt_rows;
-  // DecodeKnobs::fc1_bal 3: two balanced warp groups per CTA, each a unit of its own (Yu = 2 Y
-  // units per row block), with last-warp tile ends (narrow routing only; else as 1).
-  const bool bal2 = bal_ok && bal_knob == 3 && !wide;
-  if (bal_ok && (bal_knob == 1 || bal_knob == 3)) a.fc1_groups = bal2 ? 2 : 1;
+  if (bal_ok && bal_knob == 1) a.fc1_groups = 1;
   // FC2's split CTAs take equal chunk ranges of their row block (DecodeArgs::fc2_bal; knob
   // B12X_MOE_FC2_BAL=0: whole tiles split, split + P, ...). H200 round 23, the 16 rows with split
   // FC2s: 12 faster by 0.3-2.5 % (Qwen3.5-TP4 nvfp4 M = 2 79.3 -> 77.3 us, Qwen3-30B M = 8 71.4
@@ -332,12 +325,12 @@ void launch_decode_stream(const DecodeArgs& args, const DecodeKnobs& kn, bool fp
                          : decode_fc1_warps(kn, a.routes, fc1_row_blocks, a.sm_count, a.fc1_wm,
                                             a.fc1_groups, k_chunks);
     a.fc1_bal = 0;
-    if (bal_ok && a.fc1_groups == (bal2 ? 2 : 1)) {
+    if (bal_ok && a.fc1_groups == 1) {
       const int y = decode_fc1_tile_groups(kn, a.routes, fc1_row_blocks, a.sm_count,
                                            fc1_ctas_per_sm(a.fc1_warps));
       // Every unit's slot must fit the plan's partials (a forced B12X_MOE_FC1_GROUPS may not).
       a.fc1_bal =
-          (bal_knob == 1 || bal2 || decode_fc1_balanced(a.routes, y, a.fc1_warps, k_chunks)) &&
+          (bal_knob == 1 || decode_fc1_balanced(a.routes, y, a.fc1_warps, k_chunks)) &&
                   static_cast<int64_t>(fc1_row_blocks) * y * a.fc1_groups <= a.fc1_part_slots
               ? 1
               : 0;
@@ -355,12 +348,14 @@ void launch_decode_stream(const DecodeArgs& args, const DecodeKnobs& kn, bool fp
     a.fc1_groups = decode_fc1_groups(kn, a.routes, fc1_row_blocks, a.sm_count, a.fc1_wm, k_chunks);
     shape_fc1();
   }
-  // Last-warp tile ends (DecodeKnobs::fc1_last): the 8-warp FC1 with two unbalanced groups or
-  // one balanced group.
-  // The two balanced groups (fc1_bal 3) only run with them.
-  a.fc1_last = (kn.fc1_last != 0 && !wide && a.fc1_wm == 1 && a.fc1_warps == DecodeCfg::kFc1Warps &&
-                ((a.fc1_groups == 2 && a.fc1_bal == 0) || (a.fc1_groups == 1 && a.fc1_bal != 0))) ||
-                       (a.fc1_groups == 2 && a.fc1_bal != 0)
+  // Last-warp tile ends (DecodeKnobs::fc1_last, default on): the 8-warp FC1 with two unbalanced
+  // groups. H200 round 68, us, barrier tile ends -> last warp (bit-equal): Qwen3.5-TP4 nvfp4
+  // M = 2 / 4 / 8 58.5 -> 57.3, 97.5 -> 92.9, 174.3 -> 165.7 (FC1 113.7 -> 107.9), w4a16 M = 8
+  // 171.7 -> 161.2; Qwen3-30B nvfp4 M = 4 / 8 0.998x. In the one balanced group (its finisher
+  // also parks and sums the cut tiles' parts in global memory) 1.21-1.25x slower (DeepSeek-TP4
+  // M = 4 / 8, MiniMax M = 1 / 4 / 8), two balanced groups 1.02-1.27x: not taken.
+  a.fc1_last = kn.fc1_last != 0 && !wide && a.fc1_wm == 1 && a.fc1_warps == DecodeCfg::kFc1Warps &&
+                       a.fc1_groups == 2 && a.fc1_bal == 0
                    ? 1
                    : 0;
   a.q_early = kn.q_early == 1 || kn.q_early == 2 ? kn.q_early : 0;

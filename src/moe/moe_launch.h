@@ -166,8 +166,8 @@ struct DecodeArgs {
   // FC1 warp groups per CTA (0: auto, decode_fc1_groups; 1, 2, 4 or 8 with one row warp).
   int fc1_groups = 0;
   // FC1 with last-warp tile ends (DecodeKnobs::fc1_last; moe_decode.cuh's kLast; two unbalanced
-  // groups or one balanced group): the last K warp of a group to park a tile's partials finishes
-  // it alone, no tile-end barriers.
+  // groups): the last K warp of a group to park a tile's partials finishes it alone, no tile-end
+  // barriers.
   int fc1_last = 0;
   // FC1 warps per CTA (0: auto, decode_fc1_warps; 8, or 12 with one row warp and one group).
   int fc1_warps = 0;

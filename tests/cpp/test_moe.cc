@@ -538,7 +538,7 @@ TEST(Moe, DecodeKnobsAreReadByPlan) {
   const Set set[] = {{"B12X_MOE_FC1_KG", "4"},     {"B12X_MOE_FC1_WIDE", "3"},
                      {"B12X_MOE_FC2_STAGES", "5"}, {"B12X_MOE_A16_GATE", "3"},
                      {"B12X_MOE_FC1_GROUPS", "7"}, {"B12X_MOE_Q_EARLY", "1"},
-                     {"B12X_MOE_FC2_SPLIT", "9"},  {"B12X_MOE_FC1_LAST", "1"}};
+                     {"B12X_MOE_FC2_SPLIT", "9"},  {"B12X_MOE_FC1_LAST", "0"}};
   for (const Set& v : set) ASSERT_EQ(setenv(v.name, v.value, 1), 0);
   const moe::DecodeKnobs nv = read_decode_knobs(true, moe::num::kANvfp4);
   const moe::DecodeKnobs a16 = read_decode_knobs(true, moe::num::kANone);
@@ -548,7 +548,7 @@ TEST(Moe, DecodeKnobsAreReadByPlan) {
   EXPECT_EQ(nv.fc1_wide, 3);
   EXPECT_EQ(nv.fc1_groups, 7);
   EXPECT_EQ(nv.q_early, 1);
-  EXPECT_EQ(nv.fc1_last, 1);
+  EXPECT_EQ(nv.fc1_last, 0);
   EXPECT_EQ(grouped.fc1_last, def.fc1_last);
   EXPECT_EQ(nv.fc2_stages, def.fc2_stages);  // 5 is not a shallow ring depth
   EXPECT_EQ(nv.fc2_split, def.fc2_split);    // 9 > 4

@@ -733,60 +733,46 @@ TEST(MoeGpu, DecodeStreamFc2RowsAreBitEqual) {
 
 TEST(MoeGpu, DecodeStreamFc1LastWarpTileEndsAreBitEqual) {
   B12X_REQUIRE_GPU();
-  // FC1 with last-warp tile ends (B12X_MOE_FC1_LAST=1, read by plan): the last K warp of a group
-  // to park a tile's partials sums them in the same K-warp order, applies the activation and
-  // quantises alone, with no tile-end barrier, so the outputs are bit-equal to the barrier tile
-  // ends, run after run. Launch shapes: two unbalanced groups on 2 tile groups (FC1_KG=2,
-  // FC1_GROUPS=2, FC1_BAL=0: each group walks ~8-16 tiles) and one balanced group on 3 tile
-  // groups (FC1_BAL=1: cut tiles, whose parts the finisher parks and counts), 8 warps (WIDE=0);
-  // and two balanced groups on 3 tile groups (FC1_BAL=3, 6 units per row block: last-warp tile
-  // ends either way, so both runs take them; checked against the reference and run to run).
-  // Cases: nvfp4 SiLU (16 sub-chunks per tile, FC2 input quantised per 16-feature block), MXFP4
-  // ReLU2 (32-feature blocks, 8 items per lane) and FP16 w4a16 ReLU2 at H = 384 (3 sub-chunks per
-  // tile, fewer than a group's K warps: some park zeros).
+  // The two-group FC1's last-warp tile ends (default; B12X_MOE_FC1_LAST=0, read by plan, the
+  // barrier tile ends): the last K warp of a group to park a tile's partials sums them in the same
+  // K-warp order, applies the activation and quantises alone, with no tile-end barrier, so the
+  // outputs are bit-equal to the barrier tile ends, run after run. Two groups on 2 tile groups
+  // (FC1_KG=2, FC1_GROUPS=2, FC1_BAL=0: each group walks ~8-16 tiles). Cases: nvfp4 SiLU (16
+  // sub-chunks per tile, FC2 input quantised per 16-feature block), MXFP4 ReLU2 (32-feature
+  // blocks) and FP16 w4a16 ReLU2 at H = 384 (3 sub-chunks per tile, fewer than a group's 4 K
+  // warps: one parks zeros).
   const Fp4Variant a16{QuantMode::kW4A16, SourceFormat::kModeloptNvfp4, DType::kFP16,
                        Activation::kRelu2};
   const Case cases[] = {fp4_variant_case(kNvfp4Silu, 64, 2048, 256, 8, 8, 1),
                         fp4_variant_case(kMxfp4Relu2, 48, 1024, 256, 16, 4, 1),
                         fp4_variant_case(a16, 32, 384, 128, 12, 6, 1)};
-  const char* shapes[3][4][2] = {{{"B12X_MOE_FC1_KG", "2"},
-                                  {"B12X_MOE_FC1_GROUPS", "2"},
-                                  {"B12X_MOE_FC1_BAL", "0"},
-                                  {"B12X_MOE_FC1_WIDE", "0"}},
-                                 {{"B12X_MOE_FC1_KG", "1"},
-                                  {"B12X_MOE_FC1_GROUPS", "3"},
-                                  {"B12X_MOE_FC1_BAL", "1"},
-                                  {"B12X_MOE_FC1_WIDE", "0"}},
-                                 {{"B12X_MOE_FC1_KG", "2"},
-                                  {"B12X_MOE_FC1_GROUPS", "3"},
-                                  {"B12X_MOE_FC1_BAL", "3"},
-                                  {"B12X_MOE_FC1_WIDE", "0"}}};
-  for (const Case& c : cases)
-    for (int sh = 0; sh < 3; ++sh) {
-      SCOPED_TRACE(c.name() + (sh == 0   ? " two groups"
-                               : sh == 1 ? " one balanced group"
-                                         : " two balanced groups"));
-      Problem P;
-      P.make(c);
-      std::vector<uint16_t> got[2];
-      for (int v = 0; v < 2; ++v) {
-        for (const auto& k : shapes[sh]) ASSERT_EQ(setenv(k[0], k[1], 1), 0);
-        ASSERT_EQ(setenv("B12X_MOE_FC1_LAST", v == 0 ? "0" : "1", 1), 0);
-        GpuRun G(P);  // the plan reads the knobs
-        for (const auto& k : shapes[sh]) unsetenv(k[0]);
-        unsetenv("B12X_MOE_FC1_LAST");
-        ASSERT_TRUE(G.ok);
-        got[v] = G.run_eager();
-        ASSERT_EQ(got[v].size(), got[0].size());
-        EXPECT_EQ(std::memcmp(got[v].data(), got[0].data(), 2 * got[0].size()), 0)
-            << "FC1_LAST=" << v << " differs from the barrier tile ends";
-        if (v == 0) continue;
-        check_against_reference(P, G.as_float(got[v]), 0.9999);
-        const auto again = G.run_eager();
-        EXPECT_EQ(std::memcmp(again.data(), got[v].data(), 2 * again.size()), 0)
-            << "FC1_LAST=1: a second run differs";
-      }
+  const char* knobs[][2] = {{"B12X_MOE_FC1_KG", "2"},
+                            {"B12X_MOE_FC1_GROUPS", "2"},
+                            {"B12X_MOE_FC1_BAL", "0"},
+                            {"B12X_MOE_FC1_WIDE", "0"}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name());
+    Problem P;
+    P.make(c);
+    std::vector<uint16_t> got[2];
+    for (int v = 0; v < 2; ++v) {
+      for (const auto& k : knobs) ASSERT_EQ(setenv(k[0], k[1], 1), 0);
+      ASSERT_EQ(setenv("B12X_MOE_FC1_LAST", v == 0 ? "0" : "1", 1), 0);
+      GpuRun G(P);  // the plan reads the knobs
+      for (const auto& k : knobs) unsetenv(k[0]);
+      unsetenv("B12X_MOE_FC1_LAST");
+      ASSERT_TRUE(G.ok);
+      got[v] = G.run_eager();
+      ASSERT_EQ(got[v].size(), got[0].size());
+      EXPECT_EQ(std::memcmp(got[v].data(), got[0].data(), 2 * got[0].size()), 0)
+          << "FC1_LAST=" << v << " differs from the barrier tile ends";
+      if (v == 0) continue;
+      check_against_reference(P, G.as_float(got[v]), 0.9999);
+      const auto again = G.run_eager();
+      EXPECT_EQ(std::memcmp(again.data(), got[v].data(), 2 * again.size()), 0)
+          << "FC1_LAST=1: a second run differs";
     }
+  }
 }
 
 TEST(MoeGpu, DecodeStreamFc2KInterleaved) {

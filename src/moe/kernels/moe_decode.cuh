@@ -668,15 +668,14 @@ __global__ void __launch_bounds__(DecodeCfg::kQuantThreads)
 // CTA's tiles round robin, each synchronised by its own named barrier (one warp: __syncwarp):
 // fewer K warps per tile and no CTA-wide barrier at tile ends, for launches with many tiles per
 // CTA (the tile-end barriers were the top stall of FC1 at M = 8).
-// kLast (DecodeArgs::fc1_last: two unbalanced groups or one balanced group): no barrier at tile
-// ends. Each warp parks its partials and counts itself in on its group's arrival counter; the
-// warp that arrives last sums the tile (kBal: parks a cut tile's part and counts on the row
-// block's counter), applies the activation and quantises alone (4 items per lane instead of 1),
-// while the others go straight on with their next tile: the group's K warps no longer wait for the
-// slowest one at every tile (barrier stalls 0.89 cycles per instruction at Qwen3.5-TP4 M = 8).
-// Before parking the next tile a warp waits until the previous tile's finisher has released red
-// / ys (its done counter; a tile's K loop later, so it rarely waits). Release / acquire at CTA
-// scope on shared memory: lane 0 acts for its warp after __syncwarp.
+// kLast (DecodeArgs::fc1_last: two unbalanced groups): no barrier at tile ends. Each warp parks
+// its partials and counts itself in on its group's arrival counter; the warp that arrives last
+// sums the tile (the tile's <= 4 live columns only: 2 items per lane), applies the activation
+// and quantises alone, while the others go straight on with their next tile: the group's K warps no
+// longer wait for the slowest one at every tile (barrier stalls 0.89 cycles per instruction at
+// Qwen3.5-TP4 M = 8). Before parking the next tile a warp waits until the previous tile's finisher
+// has released red / ys (its done counter; a tile's K loop later, so it rarely waits). Release /
+// acquire at CTA scope on shared memory: lane 0 acts for its warp after __syncwarp.
 __device__ __forceinline__ int smem_add_acq_rel(int* p, int v) {
   int old;
   asm volatile("atom.acq_rel.cta.shared.add.u32 %0, [%1], %2;"
@@ -723,6 +722,8 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
   static_assert(kWM == 1 || kWM == 2 || kWM == 4, "row warps: a power of two (epilogue shifts)");
   static_assert(!kBal || kWM == 1, "balanced FC1: one row warp");
   static_assert(C::kTileTokens * 32 == detail::kFc1BalSlotFloats, "fc1_part slot size");
+  static_assert(!kLast || !kBal, "last-warp tile ends: whole tiles only");
+  static_assert(C::kTileTokens <= 4, "kLast: live columns 2 t + {0, 1} with t < 2");
   extern __shared__ __align__(16) uint8_t smem[];
   __shared__ RouteSmemT<kRC> rs;
   // kLast: per group, warps arrived at tile ends (cumulative) and tiles finished.
@@ -944,7 +945,7 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
         const int side = it == 0 ? 0 : 1;  // head: the range's first piece, tail: its last
         float* dst = a.fc1_part + (static_cast<int64_t>(blockIdx.x * Yu + u0) * 2 + side) *
                                       detail::kFc1BalSlotFloats;
-        for (int q = ep; q < per_wm; q += ep_n) {
+        for (int q = gtid; q < per_wm; q += kGT) {
           const int qm = a.gated ? 0 : q >> 7, qi = (q >> 5) & 3, ql = q & 31;
           const int col = 2 * (ql & 3) + (qi & 1), roff = (ql >> 2) + 8 * (qi >> 1);
           if (col >= cnt) continue;
@@ -959,9 +960,9 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
           }
         }
         __threadfence();
-        ep_sync();
+        group_sync<kGT, kCta>(1 + grp);
         __shared__ int s_last[kG], s_ya[kG], s_yb[kG];
-        if (ep == 0) {
+        if (gtid == 0) {
           // The units whose ranges meet the tile's chunks [c0, c1): ya (holding c0) to yb
           // (holding c1 - 1), less empty ranges in between (N < Yu).
           const int tt = tile_index(it), c0 = tt * nk, c1 = c0 + nk;
@@ -973,7 +974,7 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
           s_yb[grp] = yb;
           s_last[grp] = atomicAdd(&a.fc1_cnt[blockIdx.x * kRC + tt], 1) == parts - 1;
         }
-        ep_sync();
+        group_sync<kGT, kCta>(1 + grp);
         act = s_last[grp] != 0;
         if (act) __threadfence();
         ya = s_ya[grp];
@@ -981,7 +982,11 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
       }
     }
     if (act) {
-      for (int q = ep; q < kWM * per_wm; q += ep_n) {
+      // kLast: the finisher's lanes take only the items of the live columns (col < 4: ql & 3 <
+      // 2), half of them, u -> q = (u / 16) * 32 + ((u / 2) % 8) * 4 + u % 2.
+#pragma unroll(kLast ? 2 : 1)
+      for (int u = ep; u < (kLast ? kWM * per_wm / 2 : kWM * per_wm); u += ep_n) {
+        const int q = kLast ? ((u >> 4) << 5) | (((u >> 1) & 7) << 2) | (u & 1) : u;
         const int qw = q >> wm_shift, r = q & (per_wm - 1);
         const int qm = a.gated ? 0 : r / 128, qi = (r / 32) % 4, ql = r % 32;
         const int col = 2 * (ql & 3) + (qi & 1);
@@ -1031,11 +1036,8 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
         }
       }
     }
-    ep_sync();   // ys complete; red may be overwritten by the next tile (kLast: release_tile)
-    if (!act) {  // uniform over the CTA: another CTA finishes this tile
-      release_tile();
-      continue;
-    }
+    ep_sync();           // ys complete; red may be overwritten by the next tile (kLast: below)
+    if (!act) continue;  // uniform over the CTA: another CTA finishes this tile (kBal only)
     // ---- FC2 operand rows: 4 consecutive features of one token per thread ------------------
     // Quantised modes quantise here, once per (route, block), instead of in every FC2 CTA: the
     // CTA owns whole blocks (16 * kWM features gated, 32 * kWM ReLU2; I % 32 == 0).
