@@ -38,7 +38,7 @@ Fc2Shape fc2_shape(const DecodeArgs& a, const DecodeKnobs& k, bool deep, int row
 }
 
 template <typename OpT, bool kFold, int kSK, int kRC, int kWM, int kG,
-          int kNW = DecodeCfg::kFc1Warps, bool kBal = false, bool kLast = false>
+          int kNW = DecodeCfg::kFc1Warps, bool kBal = false, int kLast = 0>
 void launch_fc1(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, bool pdl) {
   auto* k = dev::moe_decode_fc1_kernel<OpT, kFold, kSK, kWM, kG, kNW, kBal, kRC, kLast>;
   constexpr int kSmem = DecodeCfg::fc1_smem(kNW);
@@ -107,7 +107,10 @@ void launch_gemms(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, boo
   } else if (a.fc1_groups == 4) {
     launch_fc1<OpT, kFold, kSK, kRC, 1, 4>(a, kn, stream, pdl1);
   } else if (a.fc1_groups == 2 && a.fc1_last != 0) {
-    launch_fc1<OpT, kFold, kSK, kRC, 1, 2, DecodeCfg::kFc1Warps, false, true>(a, kn, stream, pdl1);
+    if (a.fc1_last == 2)
+      launch_fc1<OpT, kFold, kSK, kRC, 1, 2, DecodeCfg::kFc1Warps, false, 2>(a, kn, stream, pdl1);
+    else
+      launch_fc1<OpT, kFold, kSK, kRC, 1, 2, DecodeCfg::kFc1Warps, false, 1>(a, kn, stream, pdl1);
   } else if (a.fc1_groups == 2) {
     launch_fc1<OpT, kFold, kSK, kRC, 1, 2>(a, kn, stream, pdl1);
   } else {
@@ -354,9 +357,13 @@ void launch_decode_stream(const DecodeArgs& args, const DecodeKnobs& kn, bool fp
   // 171.7 -> 161.2; Qwen3-30B nvfp4 M = 4 / 8 0.998x. In the one balanced group (its finisher
   // also parks and sums the cut tiles' parts in global memory) 1.21-1.25x slower (DeepSeek-TP4
   // M = 4 / 8, MiniMax M = 1 / 4 / 8), two balanced groups 1.02-1.27x: not taken.
-  a.fc1_last = kn.fc1_last != 0 && !wide && a.fc1_wm == 1 && a.fc1_warps == DecodeCfg::kFc1Warps &&
-                       a.fc1_groups == 2 && a.fc1_bal == 0
-                   ? 1
+  // DecodeKnobs::fc1_last 2 (probe): the finisher fixed per tile (warps in turn), hardware barriers
+  // (bar.arrive / bar.sync) instead of shared-memory counters with acquire / release.
+  a.fc1_last = !wide && a.fc1_wm == 1 && a.fc1_warps == DecodeCfg::kFc1Warps && a.fc1_groups == 2 &&
+                       a.fc1_bal == 0
+                   ? (kn.fc1_last == 2   ? 2
+                      : kn.fc1_last != 0 ? 1
+                                         : 0)
                    : 0;
   a.q_early = kn.q_early == 1 || kn.q_early == 2 ? kn.q_early : 0;
   a.q_load = kn.q_load == 0 ? 0 : 1;  // [Q]'s load order

@@ -734,9 +734,10 @@ TEST(MoeGpu, DecodeStreamFc2RowsAreBitEqual) {
 TEST(MoeGpu, DecodeStreamFc1LastWarpTileEndsAreBitEqual) {
   B12X_REQUIRE_GPU();
   // The two-group FC1's last-warp tile ends (default; B12X_MOE_FC1_LAST=0, read by plan, the
-  // barrier tile ends): the last K warp of a group to park a tile's partials sums them in the same
-  // K-warp order, applies the activation and quantises alone, with no tile-end barrier, so the
-  // outputs are bit-equal to the barrier tile ends, run after run. Two groups on 2 tile groups
+  // barrier tile ends; 2, the probe: a fixed finisher per tile, warps in turn, hardware barriers):
+  // the last K warp of a group to park a tile's partials sums them in the same K-warp order,
+  // applies the activation and quantises alone, with no tile-end barrier, so the outputs are
+  // bit-equal to the barrier tile ends, run after run. Two groups on 2 tile groups
   // (FC1_KG=2, FC1_GROUPS=2, FC1_BAL=0: each group walks ~8-16 tiles). Cases: nvfp4 SiLU (16
   // sub-chunks per tile, FC2 input quantised per 16-feature block), MXFP4 ReLU2 (32-feature
   // blocks) and FP16 w4a16 ReLU2 at H = 384 (3 sub-chunks per tile, fewer than a group's 4 K
@@ -754,10 +755,10 @@ TEST(MoeGpu, DecodeStreamFc1LastWarpTileEndsAreBitEqual) {
     SCOPED_TRACE(c.name());
     Problem P;
     P.make(c);
-    std::vector<uint16_t> got[2];
-    for (int v = 0; v < 2; ++v) {
+    std::vector<uint16_t> got[3];
+    for (int v = 0; v < 3; ++v) {
       for (const auto& k : knobs) ASSERT_EQ(setenv(k[0], k[1], 1), 0);
-      ASSERT_EQ(setenv("B12X_MOE_FC1_LAST", v == 0 ? "0" : "1", 1), 0);
+      ASSERT_EQ(setenv("B12X_MOE_FC1_LAST", std::to_string(v).c_str(), 1), 0);
       GpuRun G(P);  // the plan reads the knobs
       for (const auto& k : knobs) unsetenv(k[0]);
       unsetenv("B12X_MOE_FC1_LAST");
@@ -770,7 +771,7 @@ TEST(MoeGpu, DecodeStreamFc1LastWarpTileEndsAreBitEqual) {
       check_against_reference(P, G.as_float(got[v]), 0.9999);
       const auto again = G.run_eager();
       EXPECT_EQ(std::memcmp(again.data(), got[v].data(), 2 * again.size()), 0)
-          << "FC1_LAST=1: a second run differs";
+          << "FC1_LAST=" << v << ": a second run differs";
     }
   }
 }
