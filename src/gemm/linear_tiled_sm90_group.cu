@@ -40,13 +40,7 @@ GroupPick pick_cfg(int tok, int var) {
   if (tok == 256 && var == 16)
     return group_pick<F, T, 256, 1, true, 64, false, false, kGroupWs | kGroupQuad | kGroupChain>();
   if constexpr (F != WFmt::kQ8_0) {
-    if (tok == 256 && var == 17)
-      return group_pick<F, T, 256, 1, true, 64, false, true, kGroupWs | kGroupQuad | kGroupChain>();
     if constexpr (T::kFp16) {
-      // 23: unit 0 of each stage split around atom 1's decode (kGroupSplit) since session 16.
-      if (tok == 256 && var == 23)
-        return group_pick<F, T, 256, 1, true, 64, false, true,
-                          kWsChain | kGroupFold | kGroupSplit>();
       // 50 (session 18; the IQ2 default at 256 tokens since round 68): the folded kernel with its
       // accumulators rescaled per super-block instead of promoted partials (kGroupRescale); 51
       // (probe): the same at 128 tokens.
@@ -99,7 +93,9 @@ GroupPick pick_cfg(int tok, int var) {
 /// = 13's schedule in two m64n64 units, 22 (IQ2, FP16 MMAs; IQ2_XS default at 128 tokens) = 21
 /// with 23's folding (without the computed signs). Measured and removed: 13 with the computed
 /// signs (IQ2_XXS -3-+1%, IQ2_XS -52%), folded with a promotion per 32 K (IQ2_XS +16-22%),
-/// folded without the computed signs (20: IQ2_XS +20-26% over 13, 1-3% behind 23).
+/// folded without the computed signs (20: IQ2_XS +20-26% over 13, 1-3% behind 23). Session 18
+/// (round 68): 50 (IQ2, FP16 MMAs; the accumulators rescaled per super-block, no partials) beat
+/// 17 by 16-23 % and 23 by 14-19 % at M = 2048: 17 and 23 (with its unit-0 split) removed.
 GroupPick pick(WFmt f, bool fp16, int tok, int var) {
   switch (f) {
     case WFmt::kQ8_0:
@@ -224,7 +220,7 @@ __global__ void __launch_bounds__(256)
 }  // namespace
 
 bool wgmma_group_fold_var(int var) {
-  return var == 22 || var == 23 || (var >= 50 && var <= 53);
+  return var == 22 || (var >= 50 && var <= 53);
 }
 
 namespace {

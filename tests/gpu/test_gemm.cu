@@ -2967,16 +2967,16 @@ TEST(GemmGpu, TiledWgmmaGgmlFormats) {
     run_wgmma_group_case({f, 40, 136, 512, DType::kBF16, DType::kBF16, true});
 }
 
-/// Session 13's group-kernel probes at 256 tokens (B12X_GEMM_WGMMA_GROUP_VAR): 16 (chained quads,
-/// slots released one stage late; the Q8_0 default), 17 (IQ2: 16 with computed sign masks; the
-/// IQ2_XXS default), 23 (IQ2: 13 with the sub-scales folded into FP16 weights, promoted per 64 K,
-/// computed signs; BF16 activations through the FP16 pre-pass; the IQ2_XS default); 21 / 22:
-/// 128-token CTAs on 13's schedule, 22 folded (the IQ2_XS default there). A long K refilling
-/// every slot many times, token / row / K tails, FP16 outputs.
+/// The group-kernel variants (B12X_GEMM_WGMMA_GROUP_VAR): 16 (256 tokens, chained quads, slots
+/// released one stage late; the Q8_0 default), 50 (IQ2, 256 tokens: the sub-scales folded into
+/// FP16 weights, the accumulators rescaled per super-block; BF16 activations through the FP16
+/// pre-pass; the IQ2 default since session 18), 21 / 22 / 51: 128-token CTAs (21 on 13's
+/// schedule, 22 folded, 51 = 50's schedule). A long K refilling every slot many times, token /
+/// row / K tails, FP16 outputs.
 TEST(GemmGpu, TiledWgmmaGroupProbes) {
   B12X_REQUIRE_GPU();
-  // The defaults at 256 tokens (M = 2048, N = 4096 on an H200): Q8_0 16, IQ2_XXS 17 (BF16) / 23
-  // (FP16, since session 16), IQ2_XS 23 (BF16 behind the FP16 pre-pass).
+  // The defaults at 256 tokens (M = 2048, N = 4096 on an H200): Q8_0 16, IQ2 50 (BF16 behind the
+  // FP16 pre-pass; session 18).
   const auto& d = device_info(0);
   if (d.cc_major == 9 && d.cc_minor == 0 && d.sm_count >= 114) {
     auto plan_of = [](LinearFormat f, DType act) {
@@ -2999,10 +2999,10 @@ TEST(GemmGpu, TiledWgmmaGroupProbes) {
     EXPECT_FALSE(plan_of(LinearFormat::kIq2Xs, DType::kFP16).tiled_wgmma_f16x);
   }
   ScopedEnv eg("B12X_GEMM_WGMMA_GROUP", "1"), et("B12X_GEMM_WGMMA_GROUP_TOK", "256");
-  for (const char* var : {"16", "17", "21", "22", "23", "50", "51"}) {
+  for (const char* var : {"16", "21", "22", "50", "51"}) {
     ScopedEnv ev("B12X_GEMM_WGMMA_GROUP_VAR", var);
     const std::string v = var;
-    const bool fold = v == "22" || v == "23" || v == "50" || v == "51";
+    const bool fold = v == "22" || v == "50" || v == "51";
     for (LinearFormat f : {LinearFormat::kQ8_0, LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs}) {
       const bool q8 = f == LinearFormat::kQ8_0;
       if (q8 && v != "16" && v != "21") continue;
@@ -3017,8 +3017,8 @@ TEST(GemmGpu, TiledWgmmaGroupProbes) {
     }
   }
   // The FP16 pre-pass's one-read row kernels (1 / 2 / 4 / 8 vectors of 8 per thread: K <= 2048,
-  // 4096, 8192, 16384) and its two-pass warp kernel (K > 16384), on IQ2_XS's default (23).
-  ScopedEnv ev("B12X_GEMM_WGMMA_GROUP_VAR", "23");
+  // 4096, 8192, 16384) and its two-pass warp kernel (K > 16384), on IQ2_XS's default (50).
+  ScopedEnv ev("B12X_GEMM_WGMMA_GROUP_VAR", "50");
   for (int64_t K : {7168, 14336, 16640})
     run_wgmma_group_case({LinearFormat::kIq2Xs, 130, 72, K, DType::kBF16, DType::kBF16, true});
   // Its PDL trigger at the CTAs' start (the default since session 16) and at their end

@@ -41,7 +41,9 @@
 // schedule in two m64n64 units; 22 folded). Session 16 (rounds 59-61): the IQ2 sign masks by
 // one IMAD + LOP3 (decode_iq2_atom), 23's (2s + 1) splats by IMAD + HFMA2 and its unit 0 split
 // around atom 1's decode (kGroupSplit): IQ2_XXS 17 -7-12 %, IQ2_XS 23 -16-19 % time at M = 2048;
-// IQ2_XXS on FP16 activations takes 23.
+// IQ2_XXS on FP16 activations takes 23. Session 18 (round 68): IQ2 takes 50 (kGroupRescale: the
+// folded weights accumulated straight into the accumulators, rescaled per 256-K super-block; no
+// partials, no promotions), on BF16 behind the pre-pass too: +14-23 % over 17 / 23 (removed).
 // Epilogue as in linear_tiled_sm90.cuh.
 //
 // SM90 only: the body compiles under __CUDA_ARCH_FEAT_SM90_ALL and traps elsewhere; the host
@@ -166,11 +168,8 @@ struct WgmmaGroupCfg {
 /// back edge, made ptxas serialize every wgmma: C7514.)
 /// kGroupFold: WgmmaGroupCfg::kFold with a promotion per 64 K (IQ2, FP16 wgmmas; per 32 K
 /// measured slower in round 48, IQ2_XS 184.2 against 179.7 us at 4096x4096, M = 2048).
-/// kGroupSplit (with kGroupFold, chained pairs; 23 since session 16): unit 0 of a stage issued in
-/// two halves around atom 1's decode (see stage_body), for the register peak at the pair's stage
-/// boundary: sm_90a stack 56 -> 24 / 32 B, 13 -> 5 / 7 STL + LDL per two stages in the MMA loop
-/// (IQ2_XS / IQ2_XXS); round 61 (probe 46, M = 2048): IQ2_XS on BF16 +2.5-6.6 %, on FP16
-/// +3.3-7.2 %, IQ2_XXS on FP16 +2.7-6.1 %.
+/// (kGroupSplit = 32, session 16's unit 0 of 23 split around atom 1's decode: removed with 23 in
+/// session 18.)
 /// kGroupRescale (with kGroupWs | kGroupFold; probe 50 of session 18): no partials and no
 /// promotions. Within a 256-K super-block the IQ2 weight scale d / 8 is one number per row, and
 /// the folded weights +-grid x (2s + 1) carry the rest, so the wgmmas of a super-block's four
@@ -187,7 +186,7 @@ struct WgmmaGroupCfg {
 /// FFMA. kGroupEarlyDec (with kGroupRescale; probes 52 / 53): the next super-block's first stage
 /// decoded before the drain rather than after it.
 inline constexpr int kGroupPair = 1, kGroupQuad = 2, kGroupFold = 4, kGroupChain = 8, kGroupWs = 16,
-                     kGroupSplit = 32, kGroupRescale = 64, kGroupEarlyDec = 128;
+                     kGroupRescale = 64, kGroupEarlyDec = 128;
 B12X_HD constexpr int wgmma_group_fold_k(int mode) {
   return (mode & kGroupFold) != 0 ? 64 : 0;
 }
@@ -486,14 +485,8 @@ __global__ void __launch_bounds__(wgmma_group_threads(kMode), 1)
     // up front there.)
     // (kFold: every unit reads both atoms.)
     constexpr bool kLateAtom1 = C::kRowSets == 1 && C::kTokUnits > 1 && C::kGroups > 1;
-    // kGroupSplit (kFold, one group per stage): unit 0 is issued in two halves, atom 0's k16
-    // steps, then (the previous stage's last unit retired) atom 1 decoded and its steps issued
-    // into the same partial, so the two stages' atom-1 fragments are never live together.
-    constexpr bool kSplitA1 = (kMode & kGroupSplit) != 0;
-    static_assert(!kSplitA1 || (C::kFold && C::kOverlap && C::kGroups == 1 && !kLateAtom1),
-                  "split unit 0: the folded one-group stages");
     decode_atom(0);
-    if constexpr (!kLateAtom1 && !kSplitA1) decode_atom(1);
+    if constexpr (!kLateAtom1) decode_atom(1);
     const uint64_t desc = wg::desc_sw128(act_addr(s));
     // Unit u = (group u / kUnitsPerGroup, row set, token half): its k16 wgmmas into partial set
     // u & 1 (kOverlap) or the one set, then acc += scale x partial. kOverlap: unit u's
@@ -507,13 +500,13 @@ __global__ void __launch_bounds__(wgmma_group_threads(kMode), 1)
       for (int rs = 0; rs < C::kRowSets; ++rs) group_scales(ssg, kb, j, rs, sc[hs][j][rs]);
     // Unit u's accumulators: acc[kPart v + i] for v = u % kUnitsPerGroup = (row set v /
     // kTokUnits, token block v % kTokUnits).
-    auto issue = [&](float(&pt)[C::kPart], int u, int q0 = 0, int q1 = C::kStepsPerGroup) {
+    auto issue = [&](float(&pt)[C::kPart], int u) {
       const int j = u / C::kUnitsPerGroup, v = u % C::kUnitsPerGroup;
       const int rs = v / C::kTokUnits, tq = v % C::kTokUnits;
       wg::fence_acc(pt);
       wg::fence();
 #pragma unroll
-      for (int q = q0; q < q1; ++q) {
+      for (int q = 0; q < C::kStepsPerGroup; ++q) {
         const int ks = j * C::kStepsPerGroup + q;
         // Token block tq starts kUnitN rows of 128 bytes further into the stage.
         const uint64_t d = desc + tq * (C::kUnitN * 128 >> 4) + 2 * ks;
@@ -537,11 +530,7 @@ __global__ void __launch_bounds__(wgmma_group_threads(kMode), 1)
 #pragma unroll
     for (int u = 0; u < kUnits; ++u) {
       if constexpr (C::kOverlap) {
-        if (kSplitA1 && u == 0) {
-          issue(part0, 0, 0, C::kStepsPerGroup / 2);
-        } else {
-          issue((u & 1) ? part1 : part0, u);
-        }
+        issue((u & 1) ? part1 : part0, u);
         if (kChain && hs >= 1 && u == 0) {
           // The previous stage's last unit (partial set (kUnits - 1) & 1 = 1, kUnits even): its
           // atom-1 fragments are rewritten by the decode below only after this retires it.
@@ -551,10 +540,6 @@ __global__ void __launch_bounds__(wgmma_group_threads(kMode), 1)
           retired();
         }
         if (kLateAtom1 && u == 0) decode_atom(1);
-        if (kSplitA1 && u == 0) {
-          decode_atom(1);
-          issue(part0, 0, C::kStepsPerGroup / 2, C::kStepsPerGroup);
-        }
         if (kLateCopy && u == 1 && hs == 0) refill();
         if (u > 0) {
           wg::wait<1>();
