@@ -333,12 +333,14 @@ struct GpuRun {
     EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
     return out.download();
   }
-  std::vector<float> as_float(const std::vector<uint16_t>& h) const {
+  static std::vector<float> as_float(DType dtype, const std::vector<uint16_t>& h) {
     std::vector<float> f(h.size());
     for (size_t i = 0; i < h.size(); ++i)
-      f[i] =
-          P.c.dtype == DType::kBF16 ? fmt::bf16_bits_to_float(h[i]) : fmt::fp16_bits_to_float(h[i]);
+      f[i] = dtype == DType::kBF16 ? fmt::bf16_bits_to_float(h[i]) : fmt::fp16_bits_to_float(h[i]);
     return f;
+  }
+  std::vector<float> as_float(const std::vector<uint16_t>& h) const {
+    return as_float(P.c.dtype, h);
   }
   const void* storage() const {
     uint64_t p = 0;
@@ -346,6 +348,19 @@ struct GpuRun {
     return reinterpret_cast<const void*>(p);
   }
 };
+
+/// Eager runs of P on one plan made with plan-time knobs (B12X_MOE_*) set, unset again after:
+/// `runs` outputs, none if the plan failed.
+std::vector<std::vector<uint16_t>> eager_with_knobs(
+    const Problem& P, const std::vector<std::pair<const char*, std::string>>& knobs, int runs = 1) {
+  for (const auto& k : knobs) EXPECT_EQ(setenv(k.first, k.second.c_str(), 1), 0);
+  GpuRun G(P);  // the plan reads the knobs
+  for (const auto& k : knobs) unsetenv(k.first);
+  EXPECT_TRUE(G.ok);
+  std::vector<std::vector<uint16_t>> out;
+  for (int r = 0; G.ok && r < runs; ++r) out.push_back(G.run_eager());
+  return out;
+}
 
 void check_against_reference(const Problem& P, const std::vector<float>& got, double min_cos) {
   const std::vector<float> ref = P.reference();
@@ -644,19 +659,15 @@ TEST(MoeGpu, DecodeStreamQLoadOrdersAreBitEqual) {
       for (int32_t& id : P.ids)
         if (id >= 0 && id < c.E) id = static_cast<int32_t>(c.E) - 16 + id % 16;
     std::vector<uint16_t> got[3];
-    std::vector<float> got0;
     for (int q = 0; q < 3; ++q) {
-      ASSERT_EQ(setenv(knobs[q][0], knobs[q][1], 1), 0);
-      GpuRun G(P);  // the plan reads the knob
-      unsetenv(knobs[q][0]);
-      ASSERT_TRUE(G.ok);
-      got[q] = G.run_eager();
-      if (q == 0) got0 = G.as_float(got[q]);
+      const auto out = eager_with_knobs(P, {{knobs[q][0], knobs[q][1]}});
+      ASSERT_EQ(out.size(), 1u);
+      got[q] = out[0];
       ASSERT_EQ(got[q].size(), got[0].size());
       EXPECT_EQ(std::memcmp(got[q].data(), got[0].data(), 2 * got[0].size()), 0)
           << knobs[q][0] << "=" << knobs[q][1] << " differs from the default";
     }
-    check_against_reference(P, got0, 0.9999);
+    check_against_reference(P, GpuRun::as_float(c.dtype, got[0]), 0.9999);
   }
 }
 
@@ -747,30 +758,27 @@ TEST(MoeGpu, DecodeStreamFc1LastWarpTileEndsAreBitEqual) {
   const Case cases[] = {fp4_variant_case(kNvfp4Silu, 64, 2048, 256, 8, 8, 1),
                         fp4_variant_case(kMxfp4Relu2, 48, 1024, 256, 16, 4, 1),
                         fp4_variant_case(a16, 32, 384, 128, 12, 6, 1)};
-  const char* knobs[][2] = {{"B12X_MOE_FC1_KG", "2"},
-                            {"B12X_MOE_FC1_GROUPS", "2"},
-                            {"B12X_MOE_FC1_BAL", "0"},
-                            {"B12X_MOE_FC1_WIDE", "0"}};
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name());
     Problem P;
     P.make(c);
     std::vector<uint16_t> got[3];
     for (int v = 0; v < 3; ++v) {
-      for (const auto& k : knobs) ASSERT_EQ(setenv(k[0], k[1], 1), 0);
-      ASSERT_EQ(setenv("B12X_MOE_FC1_LAST", std::to_string(v).c_str(), 1), 0);
-      GpuRun G(P);  // the plan reads the knobs
-      for (const auto& k : knobs) unsetenv(k[0]);
-      unsetenv("B12X_MOE_FC1_LAST");
-      ASSERT_TRUE(G.ok);
-      got[v] = G.run_eager();
+      const auto out = eager_with_knobs(P,
+                                        {{"B12X_MOE_FC1_KG", "2"},
+                                         {"B12X_MOE_FC1_GROUPS", "2"},
+                                         {"B12X_MOE_FC1_BAL", "0"},
+                                         {"B12X_MOE_FC1_WIDE", "0"},
+                                         {"B12X_MOE_FC1_LAST", std::to_string(v)}},
+                                        v == 0 ? 1 : 2);
+      ASSERT_EQ(out.size(), v == 0 ? 1u : 2u);
+      got[v] = out[0];
       ASSERT_EQ(got[v].size(), got[0].size());
       EXPECT_EQ(std::memcmp(got[v].data(), got[0].data(), 2 * got[0].size()), 0)
           << "FC1_LAST=" << v << " differs from the barrier tile ends";
       if (v == 0) continue;
-      check_against_reference(P, G.as_float(got[v]), 0.9999);
-      const auto again = G.run_eager();
-      EXPECT_EQ(std::memcmp(again.data(), got[v].data(), 2 * again.size()), 0)
+      check_against_reference(P, GpuRun::as_float(c.dtype, got[v]), 0.9999);
+      EXPECT_EQ(std::memcmp(out[1].data(), got[v].data(), 2 * got[v].size()), 0)
           << "FC1_LAST=" << v << ": a second run differs";
     }
   }
