@@ -228,7 +228,7 @@ constexpr int kWgmmaF8BlockVar = 14;
 /// Block FP8 variants reading the tiled FP8 1x128 quantizer's stage images (14; probes 26: 14
 /// persistent, 28: 14 without the MMA warps' proxy fence; docs/gemm.md session 18).
 bool wgmma_act_images(int var) {
-  return var == 14 || var == 26 || (var >= 28 && var <= 30);
+  return var == 14 || var == 26 || (var >= 28 && var <= 31);
 }
 /// wgmma kernel CTA order (Plan::tiled_wgmma_raster): FP8 in raster bands sized to L2 (1): round
 /// 17 (warp-specialized FP8, M = 2048) per-tensor 14336x4096 829 -> 921 TFLOP/s (its 58 MB of

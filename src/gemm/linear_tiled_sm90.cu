@@ -43,6 +43,7 @@ WgmmaPick pick_var(int var) {
         if (var == 28) return wgmma_pick<F, T, kTok, 28>();  // 14, no consumer fence (probe)
         if (var == 29) return wgmma_pick<F, T, kTok, 29>();  // 14 with five stages (probe)
         if (var == 30) return wgmma_pick<F, T, kTok, 30>();  // 26, six stages (probe)
+        if (var == 31) return wgmma_pick<F, T, kTok, 31>();  // 28, stmatrix epilogue (probe)
       }
       if (var == 16) return wgmma_pick<F, T, kTok, 16>();  // bulk-copied weights (default)
       if (var == 9) return wgmma_pick<F, T, kTok, 9>();    // tokens on the M side

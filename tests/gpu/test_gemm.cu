@@ -2711,13 +2711,12 @@ TEST(GemmGpu, TiledWgmmaFp8BlockBulk) {
   bulk_cases("14");
 }
 
-/// Block FP8 variants 28 / 29 (probes, B12X_GEMM_WGMMA_VAR=28|29): 14 without the MMA warps'
-/// proxy fence after each full barrier (the bulk-fed slots need none) / with five stages; the
-/// cases of variant 14.
+/// Block FP8 variants 28 / 29 / 31 (probes, B12X_GEMM_WGMMA_VAR=28|29|31): 14 without the MMA
+/// warps' proxy fence after each full barrier (the bulk-fed slots need none) / with five stages /
+/// 28 with the output staged by stmatrix; the cases of variant 14.
 TEST(GemmGpu, TiledWgmmaFp8BlockNoFence) {
   B12X_REQUIRE_GPU();
-  bulk_cases("28");
-  bulk_cases("29");
+  for (const char* v : {"28", "29", "31"}) bulk_cases(v);
 }
 
 /// Block FP8 variants 26 / 30 (probes, B12X_GEMM_WGMMA_VAR=26|30): 14 with a persistent CTA loop

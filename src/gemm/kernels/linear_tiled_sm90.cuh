@@ -56,7 +56,7 @@ struct WgmmaCfg {
   /// barriers, dropped, was 5-20% slower than variant 5.)
   static constexpr bool kWs = kF8 ? (kVariant >= 5 && kVariant <= 12) ||
                                         (kVariant >= 14 && kVariant <= 16) || kVariant == 26 ||
-                                        (kVariant >= 28 && kVariant <= 30)
+                                        (kVariant >= 28 && kVariant <= 31)
                                   : kVariant == 3;
   /// FP8 variant 6 (the per-tensor default until session 9) = 5 with the stage's block scales built
   /// and loaded into registers while its wgmmas run (not after their wait) and the slot released
@@ -84,7 +84,12 @@ struct WgmmaCfg {
   /// other large client. Needs K % 256 == 0 (KP == K: every stage a whole quantizer block) and
   /// the tiled quantizer (run() takes variant 8 where it cannot run).
   static constexpr bool kBulk = F == WFmt::kFp8Block && (kVariant == 14 || kVariant == 26 ||
-                                                         (kVariant >= 28 && kVariant <= 30));
+                                                         (kVariant >= 28 && kVariant <= 31));
+  /// Block FP8 variant 31 (probe) = 28 with the output tile staged by stmatrix .trans (per thread
+  /// eight m8n8.x4 stores of packed output pairs instead of 64 two-byte STS: half the shared
+  /// wavefronts and ~90 fewer instructions per thread and tile; the epilogue was ~9% of the MMA
+  /// warps' stall samples in round 68).
+  static constexpr bool kStMatrix = F == WFmt::kFp8Block && kVariant == 31;
   /// Block FP8 variant 28 (probe) = 14 without the MMA warps' fence.proxy.async after each full
   /// barrier (MEMBAR.ALL.CTA + FENCE.VIEW.ASYNC in SASS, per stage and warp): every byte of a
   /// bulk-fed slot is written by the async proxy (the bulk copies, which wgmma reads in that proxy
@@ -360,6 +365,20 @@ __device__ __forceinline__ uint64_t desc_sw128(uint32_t saddr) {
 __device__ __forceinline__ uint64_t desc_kmajor(uint32_t saddr, uint32_t lbo, uint32_t sbo) {
   return static_cast<uint64_t>((saddr & 0x3FFFFu) >> 4) | (static_cast<uint64_t>(lbo >> 4) << 16) |
          (static_cast<uint64_t>(sbo >> 4) << 32);
+}
+
+/// Four 8 x 8 b16 matrices stored transposed (stmatrix .trans): register i of each lane holds the
+/// two adjacent elements (row lane / 4, columns 2 (lane % 4), + 1) of matrix i (the mma / wgmma
+/// accumulator fragment), lane l gives the shared address of stored row l % 8 (the matrix's
+/// column l % 8) of matrix l / 8 (block FP8 variant 31's epilogue).
+__device__ __forceinline__ void stmatrix_x4_trans(uint32_t saddr, uint32_t r0, uint32_t r1,
+                                                  uint32_t r2, uint32_t r3) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile(
+      "stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(saddr),
+      "r"(r0), "r"(r1), "r"(r2), "r"(r3)
+      : "memory");
+#endif
 }
 
 /// 32-bit shared-memory store (variant 9's weight transposition).
@@ -1412,6 +1431,27 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
   // Tokens 8 kJ0 .. 8 kJ0 + 8 kNJ - 1 (kEpHalf: half the tile per pass), staged from row 0.
   auto stage_out = [&]<int kJ0 = 0, int kNJ = kTok / 8>(uint16_t * ep, float mult,
                                                         const float(&bias)[2]) {
+    if constexpr (C::kStMatrix) {
+      // Matrices (j, h), (j, h + 1), (j + 1, h), (j + 1, h + 1) of [weight row][token] per
+      // instruction: lane l addresses stored row (token) 8 (j + (l >> 4)) + (l & 7), weight rows
+      // 16 cw + 8 ((l >> 3) & 1).. (16 bytes; 272-byte rows: the eight rows of a matrix on
+      // distinct banks).
+      const uint32_t eps = static_cast<uint32_t>(__cvta_generic_to_shared(ep)) +
+                           ((lane >> 4) * 8 + (lane & 7)) * C::kEpPitch +
+                           (16 * cw + 8 * ((lane >> 3) & 1)) * 2;
+      auto pk = [&](int i, int h) {
+        const uint32_t lo = wgmma_out_bits(acc[i] * mult + bias[h], p.out_fp16);
+        const uint32_t hi = wgmma_out_bits(acc[i + 1] * mult + bias[h], p.out_fp16);
+        return lo | (hi << 16);
+      };
+#pragma unroll
+      for (int j = 0; j < kNJ; j += 2) {
+        const int a = 4 * (kJ0 + j);
+        wg::stmatrix_x4_trans(eps + 8 * j * C::kEpPitch, pk(a, 0), pk(a + 2, 1), pk(a + 4, 0),
+                              pk(a + 6, 1));
+      }
+      return;
+    }
 #pragma unroll
     for (int j = 0; j < kNJ; ++j)
 #pragma unroll
