@@ -289,6 +289,9 @@ struct Plan {
   /// The 4-row stream kernel with the shuffled splats (session 14, default since round 53):
   /// B12X_GEMM_STREAM_ROWS_SHFL=0 turns them off.
   bool stream_rows_shfl = false;
+  /// Its variant (session 18 probe, B12X_GEMM_STREAM_ILV=1|2): the K parts interleaved by ring
+  /// blocks within each CTA's K range (16), with the CTA rotation (48); 0 the contiguous parts.
+  int stream_rows_var = 0;
   /// Decode regime at M = 5..16, NVFP4 / MXFP4 weights with BF16 activations (raw, or the
   /// pre-pass's; session 13, default): the block kernel (lin::launch_linear_stream16) whose CTAs
   /// hold stream16_tiles (8 x stream16_tw) 16-row tiles over one K range of stream16_vp 64-K

@@ -49,16 +49,17 @@ StreamFn stream_var_fn(int parts, int var) {
 }
 
 /// The K parts interleaved by ring blocks (kStreamVarIlv, session 18 probe): parts 2 / 4 / 8,
-/// NVFP4 (with or without the conversion) and MXFP4 (both splats), both register caps.
-template <int kOcc, bool kMx, bool kMxFree, int kVar>
+/// NVFP4 (with or without the conversion) and MXFP4 (both splats), both register caps; 4 token
+/// rows NVFP4 at the 2-CTA cap.
+template <int kOcc, bool kMx, bool kMxFree, int kVar, int kRows = 1>
 StreamFn stream_ilv_parts(int parts) {
   switch (parts) {
     case 2:
-      return &linear_stream_kernel<2, kOcc, 1, true, kMx, kMxFree, kVar>;
+      return &linear_stream_kernel<2, kOcc, kRows, true, kMx, kMxFree, kVar>;
     case 4:
-      return &linear_stream_kernel<4, kOcc, 1, true, kMx, kMxFree, kVar>;
+      return &linear_stream_kernel<4, kOcc, kRows, true, kMx, kMxFree, kVar>;
     case 8:
-      return &linear_stream_kernel<8, kOcc, 1, true, kMx, kMxFree, kVar>;
+      return &linear_stream_kernel<8, kOcc, kRows, true, kMx, kMxFree, kVar>;
     default:
       return nullptr;
   }
@@ -80,7 +81,12 @@ StreamFn stream_ilv_fn(WFmt f, int parts, bool mx_free, int var) {
 StreamFn pick_stream(WFmt f, bool fp16, int parts, int occ, int rows, bool shfl = false,
                      bool mx_free = false, int var = 0) {
   if (var & kStreamVarIlv) {
-    if (fp16 || rows != 1 || !shfl) return nullptr;
+    if (fp16 || !shfl) return nullptr;
+    if (rows == 4)  // NVFP4, BF16 activations, 2-CTA registers
+      return f == WFmt::kNvfp4 && occ == 2 && var == kStreamVarIlv
+                 ? stream_ilv_parts<2, false, false, kStreamVarIlv, 4>(parts)
+                 : nullptr;
+    if (rows != 1) return nullptr;
     return occ == 3   ? stream_ilv_fn<3>(f, parts, mx_free, var)
            : occ == 2 ? stream_ilv_fn<2>(f, parts, mx_free, var)
                       : nullptr;
@@ -257,8 +263,8 @@ int prepare_linear_stream(int device, WFmt f, int parts, int occ, int64_t smem, 
 
 void launch_linear_stream(WFmt f, int parts, int occ, int ctas, int64_t smem, const LinearParams& p,
                           Stream stream, int rows, bool shfl) {
-  const StreamFn k = pick_stream(f, false, parts, occ, rows, shfl, p.mx_free != 0,
-                                 rows == 1 ? p.stream_var & ~kStreamVarRot : 0);
+  const StreamFn k =
+      pick_stream(f, false, parts, occ, rows, shfl, p.mx_free != 0, p.stream_var & ~kStreamVarRot);
   B12X_ASSERT(k != nullptr, "no stream kernel for format ", static_cast<int>(f), " parts=", parts,
               " occ=", occ, " rows=", rows, " var=", p.stream_var);
   const int split = rows == 1 ? 1 : std::max(p.split, 1);

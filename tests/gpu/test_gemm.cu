@@ -1532,7 +1532,8 @@ TEST(GemmGpu, DecodeStreamIlv) {
   // starts at block CTA mod blocks and wraps). NVFP4 W4A16 / W4A4 (in-kernel conversion
   // and pre-pass), MXFP4 W4A16 / W4A4 (fold and fold-free splats), both register caps, parts 2 /
   // 8 (K = 1280: the last parts' blocks past K; K = 4832: a part's last block past K), bias, a
-  // persistent grid of one CTA per SM over many groups with the early trigger, graphs.
+  // persistent grid of one CTA per SM over many groups with the early trigger, graphs; the
+  // 4-row kernel at M = 3 / 4 with K splits 1 / 3.
   auto plan1 = [](int64_t K) {
     gemm::Caps caps;
     caps.format = LinearFormat::kNvfp4W4A16;
@@ -1572,6 +1573,17 @@ TEST(GemmGpu, DecodeStreamIlv) {
       launched({LinearFormat::kMxfp4, 1, 72, 4832, DType::kBF16, DType::kBF16, false}, false);
       ++n;
     }
+  // The 4-row kernel (M = 2..4): K splits 1 / 3 (the CTAs' K ranges interleaved separately).
+  {
+    ScopedEnv er("B12X_GEMM_STREAM_ROWS", "1");
+    for (const char* split : {"1", "3"})
+      for (const char* ilv : {"1", "2"}) {
+        ScopedEnv esp("B12X_GEMM_STREAM_SPLIT", split), ei2("B12X_GEMM_STREAM_ILV", ilv);
+        launched({LinearFormat::kNvfp4W4A16, split[0] == '1' ? 3 : 4, 1000,
+                  split[0] == '1' ? 1312 : 4832, DType::kBF16, DType::kBF16, ilv[0] == '1'},
+                 ilv[0] == '2');
+      }
+  }
   ScopedEnv ec("B12X_GEMM_STREAM_CTAS", "1"), et("B12X_GEMM_STREAM_TRIG", "1");
   launched({LinearFormat::kNvfp4W4A16, 1, 4096, 1280, DType::kBF16, DType::kBF16, true}, true);
 }

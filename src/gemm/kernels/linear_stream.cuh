@@ -116,8 +116,8 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   static_assert(!kMxFree || kMx, "fold-free splats: MXFP4 only");
   constexpr bool kQx = (kVar & 8) != 0;               // NVFP4 activations converted while staging
   constexpr bool kIlv = (kVar & kStreamVarIlv) != 0;  // K parts interleaved by ring blocks
-  static_assert(kVar == 0 || (kRows == 1 && kShfl && (!kMx || !kQx)),
-                "kVar: M = 1, shuffled splats (kQx: NVFP4 weights)");
+  static_assert(kVar == 0 || (kShfl && (kRows == 1 || kVar == kStreamVarIlv) && (!kMx || !kQx)),
+                "kVar: shuffled splats, M = 1 (4 rows: kIlv only; kQx: NVFP4 weights)");
   constexpr int kSb = kMx ? 2 : 4;  // scale bytes per row and vector
   static_assert(kParts == 1 || kParts == 2 || kParts == 4 || kParts == 8, "K parts per tile");
   static_assert(kRows == 1 || kRows == 4, "token rows");
@@ -138,7 +138,8 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   const int ky = kRows == 1 ? 0 : static_cast<int>(blockIdx.y);
   // The warp's first vector and the step between its ring blocks: part wk's vp vectors from
   // wk * vp, or (kIlv) blocks wk, wk + kParts, ... of kDepth vectors.
-  const int64_t vbase = kIlv ? wk * kDepth : static_cast<int64_t>(ky * kParts + wk) * vp;
+  const int wrel = kIlv ? wk * kDepth : wk * vp;  // from the CTA's K range
+  const int64_t vbase = static_cast<int64_t>(ky) * kParts * vp + wrel;
   constexpr int kStep = kIlv ? kParts * kDepth : kDepth;
 
   // Issue state: the next block of kDepth vectors to request starts at vector iv of group igrp
@@ -342,7 +343,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   // stored.
   const uint8_t* const xlane = kRows == 1
                                    ? xs + (vbase * 64 + t * 16) * 2
-                                   : xs + wk * vp * kRows * 128 + ((g & (kRows - 1)) * 4 + t) * 16;
+                                   : xs + wrel * kRows * 128 + ((g & (kRows - 1)) * 4 + t) * 16;
   int rb = 0;  // reduction buffer
   for (int64_t grp = blockIdx.x; grp < groups; grp += gridDim.x) {
     float acc[kNt][4][4];
@@ -352,7 +353,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
       for (int s = 0; s < 4; ++s)
 #pragma unroll
         for (int i = 0; i < 4; ++i) acc[n][s][i] = 0.f;
-    const uint8_t* xv = xlane + rot * kStep * 128;
+    const uint8_t* xv = xlane + rot * kStep * kRows * 128;
     int cb = rot;  // kIlv: the block being computed
     for (int v0 = 0; v0 < vp; v0 += kDepth) {
       cb0 = nb0;
@@ -447,8 +448,8 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
         }
       }
       if constexpr (kIlv) {
-        xv += (kStep - kDepth) * 128;  // the other parts' blocks
-        if (++cb == nbk) cb = 0, xv -= nbk * kStep * 128;
+        xv += (kStep - kDepth) * kRows * 128;  // the other parts' blocks
+        if (++cb == nbk) cb = 0, xv -= nbk * kStep * kRows * 128;
       }
       advance();
     }
