@@ -94,6 +94,8 @@ void launch_gemms(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, boo
       launch_fc1<OpT, kFold, kSK, kRC, 1, 1>(a, kn, stream, pdl1);
   } else if (a.fc1_bal != 0 && a.fc1_warps == DecodeCfg::kFc1WideWarps) {
     launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1WideWarps, true>(a, kn, stream, pdl1);
+  } else if (a.fc1_bal != 0 && a.fc1_last == 1) {
+    launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1Warps, true, 1>(a, kn, stream, pdl1);
   } else if (a.fc1_bal != 0) {
     launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1Warps, true>(a, kn, stream, pdl1);
   } else if (a.fc1_wm == 4) {
@@ -358,13 +360,14 @@ void launch_decode_stream(const DecodeArgs& args, const DecodeKnobs& kn, bool fp
   // also parks and sums the cut tiles' parts in global memory) 1.21-1.25x slower (DeepSeek-TP4
   // M = 4 / 8, MiniMax M = 1 / 4 / 8), two balanced groups 1.02-1.27x: not taken.
   // DecodeKnobs::fc1_last 2 (probe): the finisher fixed per tile (warps in turn), hardware barriers
-  // (bar.arrive / bar.sync) instead of shared-memory counters with acquire / release.
-  a.fc1_last = !wide && a.fc1_wm == 1 && a.fc1_warps == DecodeCfg::kFc1Warps && a.fc1_groups == 2 &&
-                       a.fc1_bal == 0
-                   ? (kn.fc1_last == 2   ? 2
-                      : kn.fc1_last != 0 ? 1
-                                         : 0)
-                   : 0;
+  // (bar.arrive / bar.sync) instead of shared-memory counters with acquire / release; 3 (probe):
+  // 1, and in the one balanced 8-warp group the whole tiles too (its cut pieces keep the
+  // CTA-wide tile end).
+  const bool fc1_8w = !wide && a.fc1_wm == 1 && a.fc1_warps == DecodeCfg::kFc1Warps;
+  if (fc1_8w && a.fc1_groups == 2 && a.fc1_bal == 0)
+    a.fc1_last = kn.fc1_last == 2 ? 2 : kn.fc1_last != 0 ? 1 : 0;
+  else
+    a.fc1_last = fc1_8w && a.fc1_groups == 1 && a.fc1_bal != 0 && kn.fc1_last == 3 ? 1 : 0;
   a.q_early = kn.q_early == 1 || kn.q_early == 2 ? kn.q_early : 0;
   a.q_load = kn.q_load == 0 ? 0 : 1;  // [Q]'s load order
   a.q_fast = kn.q_fast != 0 ? 1 : 0;

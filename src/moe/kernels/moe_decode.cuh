@@ -728,7 +728,7 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
   static_assert(kWM == 1 || kWM == 2 || kWM == 4, "row warps: a power of two (epilogue shifts)");
   static_assert(!kBal || kWM == 1, "balanced FC1: one row warp");
   static_assert(C::kTileTokens * 32 == detail::kFc1BalSlotFloats, "fc1_part slot size");
-  static_assert(!kLast || !kBal, "last-warp tile ends: whole tiles only");
+  static_assert(kLast != 2 || !kBal, "fixed tile finishers: whole tiles only");
   static_assert(C::kTileTokens <= 4, "kLast: live columns 2 t + {0, 1} with t < 2");
   extern __shared__ __align__(16) uint8_t smem[];
   __shared__ RouteSmemT<kRC> rs;
@@ -908,9 +908,15 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
     // bar.arrive on barrier B, where the other warps bar.sync before parking the next tile.
     constexpr int kGW = kWK * kWM;  // warps per group
     [[maybe_unused]] const int wig = kG == 1 ? warp : warp - grp * kGW;
+    // kBal: a piece that is part of a tile (only the range's first and last can be) keeps the
+    // CTA-wide tile end with barriers; kLast 1 finishes the whole tiles by their last warp (solo),
+    // its counters counting those only (nw before this piece).
+    auto cut = [&](int i) { return kBal && (piece_ka(i) != 0 || piece_kb(i) != nk); };
+    const bool part = cut(it), solo = kLast != 0 && !part;
+    [[maybe_unused]] const int nw = kBal ? it - (it > 0 && cut(0) ? 1 : 0) : it;
     if constexpr (kLast == 1) {
       if (lane == 0)
-        while (smem_ld_acquire(&s_done[grp]) < it) {
+        while (smem_ld_acquire(&s_done[grp]) < nw) {
         }
       __syncwarp();  // the previous tile's finisher is done with red and ys
     } else if constexpr (kLast == 2) {
@@ -929,19 +935,19 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
         continue;
       }
       named_sync(1 + grp, kGT);  // every warp's partials
-    } else if constexpr (kLast == 1) {
-      __syncwarp();  // the warp's partials, before lane 0 releases them
+    } else if (solo) {           // kLast 1
+      __syncwarp();              // the warp's partials, before lane 0 releases them
       int old = 0;
       if (lane == 0) old = smem_add_acq_rel(&s_arrived[grp], 1);
       old = __shfl_sync(0xFFFFFFFFu, old, 0);
-      if (old != (it + 1) * kGW - 1) continue;  // another warp finishes this tile
+      if (old != (nw + 1) * kGW - 1) continue;  // another warp finishes this tile
       __syncwarp();                             // lane 0 acquired every warp's partials
     } else {
       group_sync<kGT, kCta>(1 + grp);  // partials complete; the previous tile's ys readers are done
     }
-    const int ep = kLast ? lane : gtid, ep_n = kLast ? 32 : kGT;
+    const int ep = solo ? lane : gtid, ep_n = solo ? 32 : kGT;
     auto ep_sync = [&] {
-      if constexpr (kLast != 0)
+      if (solo)
         __syncwarp();
       else
         group_sync<kGT, kCta>(1 + grp);
@@ -949,8 +955,10 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
     // kLast: the finisher hands red / ys to the next tile's warps.
     auto release_tile = [&] {
       if constexpr (kLast == 1) {
-        __syncwarp();  // every lane's red / ys reads are done
-        if (lane == 0) smem_st_release(&s_done[grp], it + 1);
+        if (solo) {
+          __syncwarp();  // every lane's red / ys reads are done
+          if (lane == 0) smem_st_release(&s_done[grp], nw + 1);
+        }
       } else if constexpr (kLast == 2) {
         if (it + 1 < n_tg) named_arrive(1 + kG + grp, kGT);  // the next tile's warps sync on it
       }
@@ -960,7 +968,6 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
     const int wm_shift = a.gated ? 7 : 8;  // log2(per_wm): no runtime division per item
     // kBal: a piece that is part of a tile parks its K sums (fc1_part [token][m * 16 + row]); the
     // tile's last CTA adds all parts in CTA order and finishes it (act: this CTA finishes it).
-    const bool part = kBal && (piece_ka(it) != 0 || piece_kb(it) != nk);
     bool act = true;
     int ya = 0, yb = -1;  // kBal parts: the CTAs holding them
     if constexpr (kBal) {
@@ -1008,8 +1015,8 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
       // kLast: the finisher's lanes take only the items of the live columns (col < 4: ql & 3 <
       // 2), half of them, u -> q = (u / 16) * 32 + ((u / 2) % 8) * 4 + u % 2.
 #pragma unroll(kLast ? 2 : 1)
-      for (int u = ep; u < (kLast ? kWM * per_wm / 2 : kWM * per_wm); u += ep_n) {
-        const int q = kLast ? ((u >> 4) << 5) | (((u >> 1) & 7) << 2) | (u & 1) : u;
+      for (int u = ep; u < (solo ? kWM * per_wm / 2 : kWM * per_wm); u += ep_n) {
+        const int q = solo ? ((u >> 4) << 5) | (((u >> 1) & 7) << 2) | (u & 1) : u;
         const int qw = q >> wm_shift, r = q & (per_wm - 1);
         const int qm = a.gated ? 0 : r / 128, qi = (r / 32) % 4, ql = r % 32;
         const int col = 2 * (ql & 3) + (qi & 1);
@@ -1071,7 +1078,7 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
 #pragma unroll
     for (int qr = 0; qr < (kLast ? 4 : 1); ++qr) {
       const int qt = ep + 32 * qr;
-      if (qt >= qn) break;
+      if (qt >= qn || (qr > 0 && !solo)) break;
       // qpt = 4 or 8 times kWM (a power of two): a shift instead of a runtime division.
       const int qpt_shift = (a.gated ? 2 : 3) + (kWM == 4 ? 2 : kWM == 2 ? 1 : 0);
       const int col = qt >> qpt_shift, fl = 4 * (qt & (qpt - 1));
