@@ -212,12 +212,6 @@ struct PagedPlan {
   /// 16/2/256 B=8 25.0 / 25.3 -> 24.7 / 24.9, BF16 37.9 / 38.2 -> 37.8 / 37.9, BF16 32/8/128
   /// B=1 x 8k 13.0 / 13.0 -> 12.8 / 12.9.
   bool epilogue_half = true;
-  /// Lean speculative decode plans with FP8 KV: the k / v descales are loaded right after the
-  /// PDL wait with the metadata the prologue checks (one round trip), instead of k's after the
-  /// prologue's copies have landed (before the first tile's softmax) and v's at the epilogue
-  /// (before the output's scaling): two serial L2 round trips fewer per CTA
-  /// (B12X_ATTN_EARLY_SCALES=0|1).
-  bool early_scales = false;
   std::string kernel;          ///< kernel variant name (logging / diagnostics)
   const void* impl = nullptr;  ///< internal: the chosen kernel variant
 

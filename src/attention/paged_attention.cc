@@ -431,8 +431,6 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   const char* eh_env = std::getenv("B12X_ATTN_EPILOGUE_HALF");
   if (eh_env != nullptr) plan.epilogue_half = std::string(eh_env) != "0";
   plan.merge_slim = false;  // opt-in only: see PagedPlan::merge_slim (it costs B <= 4)
-  const char* es_env = std::getenv("B12X_ATTN_EARLY_SCALES");
-  if (es_env != nullptr) plan.early_scales = std::string(es_env) != "0";
   const char* ms_env = std::getenv("B12X_ATTN_MERGE_SLIM");
   if (ms_env != nullptr) plan.merge_slim = std::string(ms_env) != "0";
   if (plan.lean) {
@@ -722,7 +720,6 @@ void run_paged(const PagedBinding& b, Stream stream) {
   // Without PDL the values read before the (absent) wait are final: nothing to speculate on.
   p.spec = plan.spec && pdl ? 1 : 0;
   p.epilogue_half = plan.epilogue_half ? 1 : 0;
-  p.early_scales = plan.early_scales ? 1 : 0;
   // The prefetch is only useful while waiting for the previous grid (decode tiles: p.prefetch
   // is ignored by the extend tiles).
   // Early K/V copies the prologue's tiles before the wait, which makes the prefetch redundant and

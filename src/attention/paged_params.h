@@ -92,8 +92,6 @@ struct PagedParams {
   int32_t spec;           // 1 (lean decode kernels): speculative prologue (B12X_ATTN_SPEC)
   int32_t epilogue_half;  // 1: the spread merge moves rows g only when rows g + 8 are padding
                           // (PagedPlan::epilogue_half)
-  int32_t early_scales;   // 1 (lean speculative decode kernels): k / v descales loaded with the
-                          // metadata after the wait (PagedPlan::early_scales)
   int32_t tile_kv_shift;  // log2(tile_kv)
   int32_t min_tiles;      // max(1, min_chunk / tile_kv)
   // The kernels' divisions by these values (multiply and shift, see FastDiv).

@@ -756,18 +756,10 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
   // Metadata for the speculative prologue's check, loaded first (a warp's loads return in
   // order, so these arrive before the prologue's copies).
   int real_cu0 = 0, real_cu1 = 0, real_lk = 0;
-  // p.early_scales (PagedPlan::early_scales): the FP8 descales ride in the same round trip (the
-  // request is known before the wait); otherwise k's is loaded after the prologue's copies have
-  // landed and v's at the epilogue, each a serial L2 round trip.
-  float kdesc_early = 1.f, vdesc_early = 1.f;
   auto load_real = [&]() {
     real_cu0 = p.cu_q[w.b];
     real_cu1 = p.cu_q[w.b + 1];
     real_lk = p.seqlens[w.b];
-    if (p.early_scales) {
-      kdesc_early = load_scale(p.k_descale, p.kd_sb, p.kd_sh, w.b, kvh);
-      vdesc_early = load_scale(p.v_descale, p.vd_sb, p.vd_sh, w.b, kvh);
-    }
   };
   if constexpr (kLean && Cfg::kDecode) {
     if (spec && !early) load_real();
@@ -1294,9 +1286,7 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
     l_run[mb][0] = l_run[mb][1] = 0.f;
   }
 
-  // (spec: load_real ran after the wait; the request of a redone prologue is the same)
-  const float kdesc =
-      spec && p.early_scales ? kdesc_early : load_scale(p.k_descale, p.kd_sb, p.kd_sh, w.b, kvh);
+  const float kdesc = load_scale(p.k_descale, p.kd_sb, p.kd_sh, w.b, kvh);
   const float scale = p.scale_log2 * kdesc;
   // Per-row score scale: fp16-MMA tiles undo each Q row's 2^e (and hbits' 2^-8 on K).
   float row_scale[Cfg::kMB][2];
@@ -1851,8 +1841,7 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
   }
 
   // ---- epilogue: final output (single split) or normalised partial + LSE ----
-  const float vdesc =
-      spec && p.early_scales ? vdesc_early : load_scale(p.v_descale, p.vd_sb, p.vd_sh, w.b, kvh);
+  const float vdesc = load_scale(p.v_descale, p.vd_sb, p.vd_sh, w.b, kvh);
   const bool final_out = range.ns == 1;
   // Rows of kN n-blocks starting at n-block `base` (all of them unless spread; the warp holding
   // n-block 0 writes the LSE); at(mb, i, e) is element e of the i-th of them (compile-time i:
