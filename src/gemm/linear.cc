@@ -262,7 +262,12 @@ constexpr int kWgmmaGroupVar128 = 21;
 /// 401.6, 118.9 / 61.9, -12-+3% against 21); IQ2_XS: 22 (BF16 behind the pre-pass) 83.9 / 279.6,
 /// 168.5 / 562.7, 165.5 / 83.0 -> 75.6 / 221.0, 128.2 / 409.9, 127.6 / 67.2 (+11-37%; 21: 74.5 /
 /// 240.7, 146.2 / 475.2, 146.3 / 73.6).
-constexpr int kWgmmaGroupVar128Iq2Xxs = 21, kWgmmaGroupVar128Iq2Xs = 22;
+/// Session 18 (round 69, 128 tokens, us; IQ2_XXS / IQ2_XS default -> 53 = the rescaled
+/// accumulators of kWgmmaGroupVarIq2Xs below at 128 tokens, BF16 behind the FP16 pre-pass): M = 512
+/// 4096x4096 62.53 -> 44.11 / 63.11 -> 48.37, 4096x14336 205.48 -> 137.98 / 200.31 -> 144.91; M =
+/// 256 14336x4096 122.89 -> 83.99 / 121.77 -> 92.46, 6144x4096 62.30 -> 43.46 / 61.70 -> 46.95 (22
+/// removed).
+constexpr int kWgmmaGroupVar128Iq2Xxs = 53, kWgmmaGroupVar128Iq2Xs = 53;
 /// 256 tokens: 13 = warp-specialized (a producer warpgroup issues every copy into an mbarrier
 /// ring, the two MMA warpgroups run desynchronized without a CTA barrier) with the unit chain
 /// running on across pairs of stages (one drain per two 64-K stages). Session 12 round 46 (H200,
@@ -313,9 +318,12 @@ constexpr int kWgmmaGroupVar256 = 13;
 /// / 107.07 (0.628-0.676x; 23 behind the pre-pass 149.33 / 486.26 / 539.40 / 216.78 / 133.73); on
 /// FP16 IQ2_XS 23 -> 50 143.81 / 482.98 / 522.62 / 211.67 / 120.28 -> 121.59 / 407.56 / 420.45 /
 /// 177.63 / 97.27, IQ2_XXS 138.18 / 467.32 / 525.09 / 203.76 / 117.67 -> 112.36 / 381.35 / 397.14
-/// / 165.26 / 90.79.
-constexpr int kWgmmaGroupVarQ8 = 16, kWgmmaGroupVarIq2Xxs = 50, kWgmmaGroupVarIq2Xs = 50,
-              kWgmmaGroupVarIq2XxsF16 = 50;
+/// / 165.26 / 90.79. Round 69: 52 = 50 with the next super-block's first stage decoded before the
+/// drain (bit-identical), BF16 IQ2_XS 132.35 / 433.85 / 446.75 / 192.68 / 115.38 -> 127.55 /
+/// 420.15 / 424.75 / 185.44 / 110.99, IQ2_XXS 125.05 / 409.37 / 427.02 / 179.56 / 107.37 -> 123.43
+/// / 404.50 / 410.53 / 177.58 / 107.01; 50, 17 and 23 removed.
+constexpr int kWgmmaGroupVarQ8 = 16, kWgmmaGroupVarIq2Xxs = 52, kWgmmaGroupVarIq2Xs = 52,
+              kWgmmaGroupVarIq2XxsF16 = 52;
 constexpr bool kWgmmaGroupF16x = true;
 /// The FP16 pre-pass (lin::launch_ggml_act_f16) triggers the group kernel at its CTAs' start, not
 /// their end: the group kernel launches once the pre-pass's last CTAs run, its prologue under

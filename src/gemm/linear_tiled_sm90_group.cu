@@ -41,32 +41,21 @@ GroupPick pick_cfg(int tok, int var) {
     return group_pick<F, T, 256, 1, true, 64, false, false, kGroupWs | kGroupQuad | kGroupChain>();
   if constexpr (F != WFmt::kQ8_0) {
     if constexpr (T::kFp16) {
-      // 50 (session 18; the IQ2 default at 256 tokens since round 68): the folded kernel with its
-      // accumulators rescaled per super-block instead of promoted partials (kGroupRescale); 51
-      // (probe): the same at 128 tokens.
-      if (tok == 256 && var == 50)
-        return group_pick<F, T, 256, 1, true, 64, false, true,
-                          kGroupWs | kGroupFold | kGroupRescale>();
-      if (tok == 128 && var == 51)
-        return group_pick<F, T, 128, 1, true, 64, false, true,
-                          kGroupWs | kGroupFold | kGroupRescale>();
-      // 52 / 53 (probes): 50 / 51 with the next super-block's first stage decoded before the
-      // drain (kGroupEarlyDec).
+      // 52 / 53 (session 18; the IQ2 defaults at 256 / 128 tokens since round 69): the folded
+      // weights accumulated straight into the accumulators, rescaled per super-block
+      // (kGroupRescale). (50 / 51, the next super-block's first stage decoded after the drain,
+      // removed: 1-5 % slower in round 69.)
       if (tok == 256 && var == 52)
         return group_pick<F, T, 256, 1, true, 64, false, true,
-                          kGroupWs | kGroupFold | kGroupRescale | kGroupEarlyDec>();
+                          kGroupWs | kGroupFold | kGroupRescale>();
       if (tok == 128 && var == 53)
         return group_pick<F, T, 128, 1, true, 64, false, true,
-                          kGroupWs | kGroupFold | kGroupRescale | kGroupEarlyDec>();
+                          kGroupWs | kGroupFold | kGroupRescale>();
     }
   }
   // 128 tokens in two m64n64 units per group, warp-specialized with chained pairs (13's
-  // schedule); 22: IQ2 with the sub-scales folded (20's).
+  // schedule). (22, IQ2 folded on it: removed in session 18, round 69's 53 was 20-28 % faster.)
   if (tok == 128 && var == 21) return group_pick<F, T, 128, 1, true, 64, false, false, kWsChain>();
-  if constexpr (F != WFmt::kQ8_0 && T::kFp16) {
-    if (tok == 128 && var == 22)
-      return group_pick<F, T, 128, 1, true, 64, false, false, kWsChain | kGroupFold>();
-  }
   if (tok == 128 && var == 0) return group_pick<F, T, 128, 1, false>();
   if (tok == 128 && var == 1) return group_pick<F, T, 128, 1, true>();
   if (tok == 128 && var == 2) return group_pick<F, T, 128, 2, false>();
@@ -220,7 +209,7 @@ __global__ void __launch_bounds__(256)
 }  // namespace
 
 bool wgmma_group_fold_var(int var) {
-  return var == 22 || (var >= 50 && var <= 53);
+  return var == 52 || var == 53;
 }
 
 namespace {

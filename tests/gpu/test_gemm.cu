@@ -2979,14 +2979,14 @@ TEST(GemmGpu, TiledWgmmaGgmlFormats) {
 }
 
 /// The group-kernel variants (B12X_GEMM_WGMMA_GROUP_VAR): 16 (256 tokens, chained quads, slots
-/// released one stage late; the Q8_0 default), 50 (IQ2, 256 tokens: the sub-scales folded into
-/// FP16 weights, the accumulators rescaled per super-block; BF16 activations through the FP16
-/// pre-pass; the IQ2 default since session 18), 21 / 22 / 51: 128-token CTAs (21 on 13's
-/// schedule, 22 folded, 51 = 50's schedule). A long K refilling every slot many times, token /
-/// row / K tails, FP16 outputs.
+/// released one stage late; the Q8_0 default), 52 / 53 (IQ2, 256 / 128 tokens: the sub-scales
+/// folded into FP16 weights, the accumulators rescaled per super-block; BF16 activations through
+/// the FP16 pre-pass; the IQ2 defaults since session 18), 21 (128 tokens on 13's schedule; the
+/// Q8_0 default there). A long K refilling every slot many times, token / row / K tails, FP16
+/// outputs.
 TEST(GemmGpu, TiledWgmmaGroupProbes) {
   B12X_REQUIRE_GPU();
-  // The defaults at 256 tokens (M = 2048, N = 4096 on an H200): Q8_0 16, IQ2 50 (BF16 behind the
+  // The defaults at 256 tokens (M = 2048, N = 4096 on an H200): Q8_0 16, IQ2 52 (BF16 behind the
   // FP16 pre-pass; session 18).
   const auto& d = device_info(0);
   if (d.cc_major == 9 && d.cc_minor == 0 && d.sm_count >= 114) {
@@ -3001,25 +3001,24 @@ TEST(GemmGpu, TiledWgmmaGroupProbes) {
     };
     EXPECT_EQ(plan_of(LinearFormat::kQ8_0, DType::kBF16).tiled_wgmma_var, 16);
     const gemm::Plan xxs = plan_of(LinearFormat::kIq2Xxs, DType::kBF16);
-    EXPECT_EQ(xxs.tiled_wgmma_var, 50);
+    EXPECT_EQ(xxs.tiled_wgmma_var, 52);
     EXPECT_TRUE(xxs.tiled_wgmma_f16x);
-    EXPECT_EQ(plan_of(LinearFormat::kIq2Xxs, DType::kFP16).tiled_wgmma_var, 50);
+    EXPECT_EQ(plan_of(LinearFormat::kIq2Xxs, DType::kFP16).tiled_wgmma_var, 52);
     const gemm::Plan xs = plan_of(LinearFormat::kIq2Xs, DType::kBF16);
-    EXPECT_EQ(xs.tiled_wgmma_var, 50);
+    EXPECT_EQ(xs.tiled_wgmma_var, 52);
     EXPECT_TRUE(xs.tiled_wgmma_f16x);
     EXPECT_FALSE(plan_of(LinearFormat::kIq2Xs, DType::kFP16).tiled_wgmma_f16x);
   }
   ScopedEnv eg("B12X_GEMM_WGMMA_GROUP", "1"), et("B12X_GEMM_WGMMA_GROUP_TOK", "256");
-  for (const char* var : {"16", "21", "22", "50", "51"}) {
+  for (const char* var : {"16", "21", "52", "53"}) {
     ScopedEnv ev("B12X_GEMM_WGMMA_GROUP_VAR", var);
     const std::string v = var;
-    const bool fold = v == "22" || v == "50" || v == "51";
+    const bool fold = v == "52" || v == "53";
     for (LinearFormat f : {LinearFormat::kQ8_0, LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs}) {
       const bool q8 = f == LinearFormat::kQ8_0;
       if (q8 && v != "16" && v != "21") continue;
-      // 21 / 22 / 51: 128-token CTAs.
-      ScopedEnv et2("B12X_GEMM_WGMMA_GROUP_TOK",
-                    v == "21" || v == "22" || v == "51" ? "128" : "256");
+      // 21 / 53: 128-token CTAs.
+      ScopedEnv et2("B12X_GEMM_WGMMA_GROUP_TOK", v == "21" || v == "53" ? "128" : "256");
       // The folded variants on BF16 activations run behind the FP16 pre-pass.
       run_wgmma_group_case({f, 300, 136, 2048, DType::kBF16, DType::kBF16, false});
       if (fold) run_wgmma_group_case({f, 300, 136, 2048, DType::kFP16, DType::kBF16, false});
@@ -3028,8 +3027,8 @@ TEST(GemmGpu, TiledWgmmaGroupProbes) {
     }
   }
   // The FP16 pre-pass's one-read row kernels (1 / 2 / 4 / 8 vectors of 8 per thread: K <= 2048,
-  // 4096, 8192, 16384) and its two-pass warp kernel (K > 16384), on IQ2_XS's default (50).
-  ScopedEnv ev("B12X_GEMM_WGMMA_GROUP_VAR", "50");
+  // 4096, 8192, 16384) and its two-pass warp kernel (K > 16384), on IQ2_XS's default (52).
+  ScopedEnv ev("B12X_GEMM_WGMMA_GROUP_VAR", "52");
   for (int64_t K : {7168, 14336, 16640})
     run_wgmma_group_case({LinearFormat::kIq2Xs, 130, 72, K, DType::kBF16, DType::kBF16, true});
   // Its PDL trigger at the CTAs' start (the default since session 16) and at their end
@@ -3060,12 +3059,11 @@ TEST(GemmGpu, TiledWgmmaGroupProbes) {
   if (sm90) EXPECT_TRUE(early_plan().tiled_wgmma_f16x_early);  // the default (env unset here)
 }
 
-/// Session 18's 50 / 51 (256 / 128 tokens; the folded kernel's accumulators rescaled per 256-K
-/// super-block instead of promoted partials; 50 the IQ2 default since round 68) and 52 / 53 (the
-/// same with the next super-block's first stage decoded before the drain): super-block scales
-/// d of 0 (the accumulators keep the previous unit; the first, a middle and the last super-block of
-/// a row), of either sign and spread over 2^-14..2^2 (the rescale factors d_prev / d_new far from
-/// 1), IQ2_XXS and IQ2_XS, BF16 (behind the FP16 pre-pass) and FP16 activations, K = 2048 (8
+/// Session 18's 52 / 53 (256 / 128 tokens; the folded kernel's accumulators rescaled per 256-K
+/// super-block instead of promoted partials; the IQ2 defaults): super-block scales d of 0 (the
+/// accumulators keep the previous unit; the first, a middle and the last super-block of a row),
+/// of either sign and spread over 2^-14..2^2 (the rescale factors d_prev / d_new far from 1),
+/// IQ2_XXS and IQ2_XS, BF16 (behind the FP16 pre-pass) and FP16 activations, K = 2048 (8
 /// super-blocks) with token and row tails.
 TEST(GemmGpu, TiledWgmmaGroupRescale) {
   B12X_REQUIRE_GPU();
@@ -3084,9 +3082,8 @@ TEST(GemmGpu, TiledWgmmaGroupRescale) {
         h.w[n * h.row_bytes + b * bb + 1] = d >> 8;
       }
   };
-  for (const char* var : {"50", "51", "52", "53"}) {
-    // 50 / 52: 256 tokens, 51 / 53: 128 (52 / 53: the next super-block decoded before the drain).
-    ScopedEnv et("B12X_GEMM_WGMMA_GROUP_TOK", (var[1] - '0') % 2 == 0 ? "256" : "128"),
+  for (const char* var : {"52", "53"}) {
+    ScopedEnv et("B12X_GEMM_WGMMA_GROUP_TOK", var[1] == '2' ? "256" : "128"),
         ev("B12X_GEMM_WGMMA_GROUP_VAR", var);
     for (LinearFormat f : {LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs}) {
       run_wgmma_group_case({f, 300, 136, 2048, DType::kBF16, DType::kBF16, true});

@@ -183,10 +183,10 @@ struct WgmmaGroupCfg {
 /// 177.63 / 97.27 over 4096x4096 / 14336x4096 / 4096x14336 / 6144x4096 / 2048x7168. The outputs
 /// differ from 23's by relerr 1.4e-4 (K = 4096) to 2.8e-4 (K = 14336) in BF16: the tensor cores'
 /// fp32 accumulation now runs over the whole K (as cuBLAS's) instead of 64-K partials promoted by
-/// FFMA. kGroupEarlyDec (with kGroupRescale; probes 52 / 53): the next super-block's first stage
-/// decoded before the drain rather than after it.
+/// FFMA. The next super-block's first stage is decoded before the drain (round 69, M = 2048, 50
+/// -> 52: IQ2_XS +2-5 %, IQ2_XXS +0.3-4 %, bit-identical; 50 / 51 decoded it after, removed).
 inline constexpr int kGroupPair = 1, kGroupQuad = 2, kGroupFold = 4, kGroupChain = 8, kGroupWs = 16,
-                     kGroupRescale = 64, kGroupEarlyDec = 128;
+                     kGroupRescale = 64;
 B12X_HD constexpr int wgmma_group_fold_k(int mode) {
   return (mode & kGroupFold) != 0 ? 64 : 0;
 }
@@ -205,12 +205,11 @@ __global__ void __launch_bounds__(wgmma_group_threads(kMode), 1)
   using C = WgmmaGroupCfg<F, T, kTokens, kRowSets, kOverlap, kUnitN, wgmma_group_fold_k(kMode)>;
   // Stages per CTA barrier (kPer) and the ring in whole barrier groups of kPer slots.
   constexpr bool kRescale = (kMode & kGroupRescale) != 0;
-  constexpr bool kEarlyDec = (kMode & kGroupEarlyDec) != 0;
-  static_assert(!kEarlyDec || kRescale, "early decode: the rescaled kernel");
   constexpr int kPer = (kMode & (kGroupQuad | kGroupRescale)) != 0 ? 4
                        : (kMode & kGroupPair) != 0                 ? 2
                                                                    : 1;
   constexpr bool kChain = (kMode & kGroupChain) != 0;
+  static_assert(kRescale == C::kFold, "the folded weights: with the rescaled accumulators only");
   static_assert(!kRescale || (C::kFold && (kMode & kGroupWs) != 0 && !kChain && C::kRowSets == 1 &&
                               C::kAcc == C::kTok / 2),
                 "rescaled accumulators: the folded warp-specialized kernel, one m64 x kTok wgmma");
@@ -396,13 +395,9 @@ __global__ void __launch_bounds__(wgmma_group_threads(kMode), 1)
       } else {
         const uint32_t dsh = ((dpar[rs][h] + kb / 4) & 1u) * 16u;
         const float d = half_bits_f32((ssg[r] >> dsh) & 0xFFFFu);
-        if constexpr (C::kFold) {
-          sc[h] = d * 0.125f;  // (2s + 1) is in the decoded weights
-        } else {
-          const int ssh = F == WFmt::kIq2Xs ? 16 * (kb & 1) + 4 * j : 8 * (kb & 3) + 4 * j;
-          const uint32_t sv = (ssg[C::kRows + r] >> ssh) & 0xFu;
-          sc[h] = d * static_cast<float>(2 * sv + 1) * 0.125f;
-        }
+        const int ssh = F == WFmt::kIq2Xs ? 16 * (kb & 1) + 4 * j : 8 * (kb & 3) + 4 * j;
+        const uint32_t sv = (ssg[C::kRows + r] >> ssh) & 0xFu;
+        sc[h] = d * static_cast<float>(2 * sv + 1) * 0.125f;
       }
     }
   };
@@ -591,7 +586,7 @@ __global__ void __launch_bounds__(wgmma_group_threads(kMode), 1)
         return reinterpret_cast<const uint32_t*>(sgen + s * C::kStageBytes + C::kActBytes +
                                                  C::kWBytes);
       };
-      // Super-block kb's first stage (slot sl): its d (dn, zm); kEarlyDec: its fragments too.
+      // Super-block kb's first stage (slot sl): its d (dn, zm) and its fragments (into afb[0]).
       auto sb_head = [&](int kb) {
         wg::mbar_wait(full0 + 8 * sl, ph);
         wg::fence_proxy_async();  // cp.async writes (generic proxy) read by wgmma (async proxy)
@@ -603,14 +598,10 @@ __global__ void __launch_bounds__(wgmma_group_threads(kMode), 1)
           zm[h] = d != 0.f ? ~0u : 0u;
           dn[h] = d != 0.f ? d : e[h];
         }
-        if constexpr (kEarlyDec) {
-          decode_frags(afb[0], ssg, sl, kb, 0, zm);
-          decode_frags(afb[0], ssg, sl, kb, 1, zm);
-        }
+        decode_frags(afb[0], ssg, sl, kb, 0, zm);
+        decode_frags(afb[0], ssg, sl, kb, 1, zm);
       };
-      if constexpr (kEarlyDec) {
-        if (num_k > 0) sb_head(0);
-      }
+      if (num_k > 0) sb_head(0);
       for (int kb = 0; kb < num_k; kb += 4) {
         int sls[4];
 #pragma unroll
@@ -619,10 +610,6 @@ __global__ void __launch_bounds__(wgmma_group_threads(kMode), 1)
           if (hs > 0) {
             wg::mbar_wait(full0 + 8 * sl, ph);
             wg::fence_proxy_async();
-          } else if constexpr (!kEarlyDec) {
-            sb_head(kb);
-          }
-          if (hs > 0 || !kEarlyDec) {
             decode_frags(afb[hs & 1], ssg_of(sl), sl, kb + hs, 0, zm);
             decode_frags(afb[hs & 1], ssg_of(sl), sl, kb + hs, 1, zm);
           }
@@ -653,12 +640,10 @@ __global__ void __launch_bounds__(wgmma_group_threads(kMode), 1)
           }
           if (++sl == kStages) sl = 0, ph ^= 1;
         }
-        // kEarlyDec: the next super-block's first stage decoded into afb[0] (stage kb + 2's,
-        // retired above) while stage kb + 3's wgmmas run, so that only the rescale sits between
-        // the drain and the next issue.
-        if constexpr (kEarlyDec) {
-          if (kb + 4 < num_k) sb_head(kb + 4);
-        }
+        // The next super-block's first stage decoded into afb[0] (stage kb + 2's, retired above)
+        // while stage kb + 3's wgmmas run, so that only the rescale sits between the drain and
+        // the next issue (round 69: 1-5 % over decoding it after the drain).
+        if (kb + 4 < num_k) sb_head(kb + 4);
         // One drain per super-block: no wgmma in flight over the loop's back edge (C7514) or
         // while the next super-block rescales the accumulators.
         wg::wait<0>();
