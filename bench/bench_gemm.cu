@@ -349,60 +349,71 @@ double time_cublaslt_fp8(CublasPeer& peer, int64_t M, int64_t N, int64_t K, bool
 // dependents once the thread's last loads are out (the stream kernels' early trigger).
 // Load order (session 18, B12X_BENCH_FLOOR_SEG=<v>, B12X_BENCH_FLOOR_ORDER): 0 grid-strided
 // 16-byte loads; else the M = 1 stream kernel's order over 512-byte vectors (lane l's 16 bytes
-// of each): 1 each warp owns segments of v vectors (a tile's K part), w, w + W, ... for warp w of
-// W, and walks each from its start; 2 the same, warp w starting at vector w % v of its segment
-// (wrapping); 3 a CTA's 8 warps share segments of 8 v vectors (a tile of 8 K parts), warp w
-// reading its blocks of 4 vectors w, w + 8, ... (the interleaved parts, kStreamVarIlv); 4 the
-// same with CTA b's walk of each segment starting at block round b mod v / 4 (kStreamVarRot).
+// of each), in blocks of 4 vectors (one per ring slot): 1 each warp owns segments of v vectors
+// (a tile's K part), w, w + W, ... for warp w of W, and walks each from its start; 2 the same,
+// warp w starting at block w mod v / 4 (wrapping); 3 a CTA's 8 warps share segments of 8 v
+// vectors (a tile of 8 K parts), warp w reading blocks w, w + 8, ... (the parts interleaved); 4
+// = 3 with CTA b starting at block round b mod v / 4. Addresses advance by counters (round 69's
+// first version divided 64-bit indices per load and measured its own instruction cost).
 template <bool kTrig>
 __global__ void __launch_bounds__(256)
     floor_read_kernel(const uint4* __restrict__ p, int64_t n, int order, int seg, unsigned* out) {
   const int lane = threadIdx.x & 31, wc = threadIdx.x >> 5;
-  const int64_t tid = int64_t{blockIdx.x} * 256 + threadIdx.x, stride = int64_t{gridDim.x} * 256;
-  const int64_t nw = int64_t{gridDim.x} * 8, w = int64_t{blockIdx.x} * 8 + wc;
+  const int64_t tid = int64_t{blockIdx.x} * 256 + threadIdx.x;
   const int64_t nvec = n / 32;  // 512-byte vectors
-  // This thread's q-th 16-byte unit and how many it reads.
-  auto unit = [&](int64_t q) -> int64_t {
-    if (order == 0) return tid + q * stride;
-    const int64_t i = q % seg;
-    if (order >= 3) {
-      const int64_t rd = order == 4 ? (i / 4 + blockIdx.x) % (seg / 4) : i / 4;
-      return ((blockIdx.x + (q / seg) * gridDim.x) * 8 * seg + (wc + 8 * rd) * 4 + i % 4) * 32 +
-             lane;
-    }
-    return ((w + (q / seg) * nw) * seg + (order == 2 ? (i + w) % seg : i)) * 32 + lane;
-  };
-  int64_t cnt;
-  if (order == 0) {
-    cnt = tid < n ? (n - tid + stride - 1) / stride : 0;
-  } else {
-    const int64_t span = order >= 3 ? 8 * seg : seg, units = order >= 3 ? gridDim.x : nw;
-    const int64_t nseg = (nvec + span - 1) / span, me = order >= 3 ? blockIdx.x : w;
-    cnt = me < nseg ? ((nseg - 1 - me) / units + 1) * seg : 0;
+  // The walk: 16-byte unit of load q of block `blk` is base + blk-th block + (q % 4) vectors.
+  int64_t stride = int64_t{gridDim.x} * 256;  // order 0: units between a thread's loads
+  int64_t sbase = 0, sstep = 0;  // segment start, step between this walker's segments (vectors)
+  int boff = 0, bstride = 4, nbk = 1, rot = 0, rd = 0, done = 0;
+  if (order != 0) {
+    nbk = seg / 4;
+    const bool cta = order >= 3;
+    sbase = cta ? int64_t{blockIdx.x} * 8 * seg : (int64_t{blockIdx.x} * 8 + wc) * seg;
+    sstep = cta ? int64_t{gridDim.x} * 8 * seg : int64_t{gridDim.x} * 8 * seg;
+    boff = cta ? 4 * wc : 0;
+    bstride = cta ? 32 : 4;
+    rot = order == 2   ? static_cast<int>((int64_t{blockIdx.x} * 8 + wc) % nbk)
+          : order == 4 ? static_cast<int>(blockIdx.x % nbk)
+                       : 0;
+    rd = rot;
   }
-  auto ld = [&](int64_t q) {
+  int64_t i = tid;  // order 0: the next unit
+  int64_t v0 = 0;   // orders 1-4: the block's first vector
+  auto next_block = [&]() -> bool {
+    if (order == 0) return i < n;
+    if (sbase >= nvec) return false;
+    v0 = sbase + boff + int64_t{rd} * bstride;
+    if (++rd == nbk) rd = 0;
+    if (++done == nbk) done = 0, rd = rot, sbase += sstep;
+    return true;
+  };
+  auto ld = [&](int b) {
     uint4 v = make_uint4(0, 0, 0, 0);
-    const int64_t j = q < cnt ? unit(q) : n;
+    const int64_t j = order == 0 ? i + b * stride : (v0 + b) * 32 + lane;
     if (j < n)
       asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
                    : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
                    : "l"(p + j));
     return v;
   };
-  uint4 r[4];
+  uint4 r[4] = {};
+  if (next_block()) {
 #pragma unroll
-  for (int b = 0; b < 4; ++b) r[b] = ld(b);
+    for (int b = 0; b < 4; ++b) r[b] = ld(b);
+    i += 4 * stride;
+  }
 #if __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
   unsigned acc = 0;
-  for (int64_t q = 4; q < cnt; q += 4) {
+  while (next_block()) {
 #pragma unroll
     for (int b = 0; b < 4; ++b) {
       const uint4 v = r[b];
-      r[b] = ld(q + b);
+      r[b] = ld(b);
       acc ^= v.x ^ v.y ^ v.z ^ v.w;
     }
+    i += 4 * stride;
   }
 #if __CUDA_ARCH__ >= 900
   if constexpr (kTrig) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");

@@ -245,9 +245,7 @@ struct Plan {
   bool decode_stream_shfl = false;
   /// The M = 1 stream kernel's variant (session 16): 8 = W4A4's NVFP4 activations converted in
   /// the kernel's staging instead of the pre-pass launch (default where K <= 8192;
-  /// B12X_GEMM_STREAM_QX=0|1 overrides), 0 the BF16 staging; bit 16 (session 18 probe,
-  /// B12X_GEMM_STREAM_ILV=1) the K parts of a tile interleaved by ring blocks, bit 32 (=2) also
-  /// each CTA's walk rotated.
+  /// B12X_GEMM_STREAM_QX=0|1 overrides), 0 the BF16 staging.
   int decode_stream_var = 0;
   /// MXFP4 weights on the M = 1 stream kernel and the M <= 16 block kernel: the fold-free splat
   /// instances (session 15: 2^(e-8) straight onto the decoded FP4 bits, one HMUL2 per register
@@ -289,9 +287,6 @@ struct Plan {
   /// The 4-row stream kernel with the shuffled splats (session 14, default since round 53):
   /// B12X_GEMM_STREAM_ROWS_SHFL=0 turns them off.
   bool stream_rows_shfl = false;
-  /// Its variant (session 18 probe, B12X_GEMM_STREAM_ILV=1|2): the K parts interleaved by ring
-  /// blocks within each CTA's K range (16), with the CTA rotation (48); 0 the contiguous parts.
-  int stream_rows_var = 0;
   /// Decode regime at M = 5..16, NVFP4 / MXFP4 weights with BF16 activations (raw, or the
   /// pre-pass's; session 13, default): the block kernel (lin::launch_linear_stream16) whose CTAs
   /// hold stream16_tiles (8 x stream16_tw) 16-row tiles over one K range of stream16_vp 64-K

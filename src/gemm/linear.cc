@@ -494,8 +494,7 @@ namespace {
 
 std::string stream_rows_describe(const Plan& p) {
   if (p.stream_rows_parts == 0) return std::string();
-  return " stream4=" + std::to_string(p.stream_rows_parts) + (p.stream_rows_shfl ? "s" : "") +
-         (p.stream_rows_var ? "v" + std::to_string(p.stream_rows_var) : std::string()) + "x" +
+  return " stream4=" + std::to_string(p.stream_rows_parts) + (p.stream_rows_shfl ? "s" : "") + "x" +
          std::to_string(p.stream_rows_split) + "/" + std::to_string(p.stream_rows_ctas);
 }
 
@@ -1322,14 +1321,6 @@ Plan plan(const Caps& caps) {
         if (f == LinearFormat::kNvfp4 && shfl &&
             (eqx != nullptr ? eqx[0] == '1' : geo.KP <= kStreamQxMaxK))
           p.decode_stream_var = 8;
-        // Session 18 probe B12X_GEMM_STREAM_ILV=1|2: the K parts of a tile interleaved by ring
-        // blocks (lin::kStreamVarIlv), so a CTA's warps read one contiguous run of the tile; 2
-        // also rotates each CTA's start block (lin::kStreamVarRot).
-        if (const char* e = std::getenv("B12X_GEMM_STREAM_ILV");
-            e != nullptr && (e[0] == '1' || e[0] == '2') &&
-            lin::stream_kernel_available(wf, fp16, c.parts, occ, 1, shfl,
-                                         p.decode_stream_var | lin::kStreamVarIlv))
-          p.decode_stream_var |= lin::kStreamVarIlv | (e[0] == '2' ? lin::kStreamVarRot : 0);
         stream_trig_m1 = c.ctas * 10 >= c.slots * 8 || (tile_per_sm && occ == 2);
       }
     }
@@ -1422,13 +1413,6 @@ Plan plan(const Caps& caps) {
       if ((groups + gx - 1) / gx * tiles < min_tiles || gx * p.stream_rows_split * 10 < 9 * sms)
         p.stream_rows_parts = 0;
     }
-    // Session 18 probe B12X_GEMM_STREAM_ILV=1|2 here too: the K parts interleaved by ring blocks
-    // within each CTA's K range (lin::kStreamVarIlv; 2 with the CTA rotation).
-    if (const char* e = std::getenv("B12X_GEMM_STREAM_ILV");
-        e != nullptr && (e[0] == '1' || e[0] == '2') && p.stream_rows_parts > 0 &&
-        lin::stream_kernel_available(wf, fp16, p.stream_rows_parts, 2, kRows, rshfl,
-                                     lin::kStreamVarIlv))
-      p.stream_rows_var = lin::kStreamVarIlv | (e[0] == '2' ? lin::kStreamVarRot : 0);
   }
   // The M = 5..16 block kernel (session 13, lin::launch_linear_stream16): CTAs of 8 warps x tw
   // 16-row tiles over one K range, activations staged in 256-K chunks behind the weight ring, so
@@ -1818,7 +1802,6 @@ Plan plan(const Caps& caps) {
           << (p.decode_stream_var ? "v" + std::to_string(p.decode_stream_var) : std::string());
     if (p.stream_rows_parts > 0)
       sig << " stream_r4=" << p.stream_rows_parts << (p.stream_rows_shfl ? "s" : "")
-          << (p.stream_rows_var ? "v" + std::to_string(p.stream_rows_var) : std::string())
           << (p.stream_rows_split > 1 ? "+reduce" : "");
     if (p.stream16_tw > 0)
       sig << " stream16=" << p.stream16_tw << (p.stream16_split > 1 ? "+reduce" : "")
@@ -2295,7 +2278,6 @@ void run(const Binding& b, Stream stream) {
     p.partial = p.split > 1 ? reinterpret_cast<float*>(b.scratch + plan.off_partial) : nullptr;
     p.stream_vp = plan.stream_rows_vp;
     p.stream_trig = (plan.stream_trig & 2) ? 1 : 0;
-    p.stream_var = plan.stream_rows_var;
     lin::launch_linear_stream(im.wfmt, plan.stream_rows_parts, 2, plan.stream_rows_ctas,
                               plan.stream_rows_smem, p, stream, 4, plan.stream_rows_shfl);
     if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);

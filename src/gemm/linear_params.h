@@ -5,19 +5,6 @@
 
 namespace b12x::gemm::lin {
 
-/// M = 1 stream kernel variant bit (session 18 probe, LinearParams::stream_var): the K parts of a
-/// tile interleaved by ring blocks — part w reads blocks w, w + parts, ... of kStreamDepth vectors
-/// instead of the vp vectors from w * vp — so a CTA's warps read one contiguous run of parts x
-/// 2 KB of the tile at a time (kStreamDepth = 4 vectors of 512 bytes). Round 68's floor read in the
-/// stream order (each warp its own contiguous segment, all warps at the same offset of their
-/// segments: 62.7 % of the read bandwidth at 14336x4096 where the grid-strided read streams 78-80
-/// %) put the M = 1 gap in that address pattern, not in the decode.
-inline constexpr int kStreamVarIlv = 16;
-/// With kStreamVarIlv (a run-time bit, no instance of its own): each CTA walks its groups' blocks
-/// from block (CTA index mod blocks per part), wrapping, so the CTAs do not all read the same
-/// offset of their tiles at once.
-inline constexpr int kStreamVarRot = 32;
-
 /// Kernel parameters shared by the decode and tiled kernels.
 struct LinearParams {
   const uint8_t* wvals;    // packed values
@@ -76,7 +63,7 @@ struct LinearParams {
   // its last weight loads (sessions 15 / 17, Plan::stream_trig), not only at the end.
   int stream_trig;
   // M = 1 stream kernel: variant (session 16, Plan::decode_stream_var; kVar of
-  // linear_stream_kernel: 8 the NVFP4 activations converted while staging, kStreamVarIlv).
+  // linear_stream_kernel: 8 the NVFP4 activations converted while staging).
   int stream_var;
   // 8 warps per tile: the device's ring + staging budget (lin::decode_ws8_budget of the opt-in
   // shared memory, Plan::decode_ws8_budget; run reads no device info).

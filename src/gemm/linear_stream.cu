@@ -48,49 +48,10 @@ StreamFn stream_var_fn(int parts, int var) {
   return var == 8 ? stream_fn<kOcc, 1, true, false, false, 8>(parts) : nullptr;
 }
 
-/// The K parts interleaved by ring blocks (kStreamVarIlv, session 18 probe): parts 2 / 4 / 8,
-/// NVFP4 (with or without the conversion) and MXFP4 (both splats), both register caps; 4 token
-/// rows NVFP4 at the 2-CTA cap.
-template <int kOcc, bool kMx, bool kMxFree, int kVar, int kRows = 1>
-StreamFn stream_ilv_parts(int parts) {
-  switch (parts) {
-    case 2:
-      return &linear_stream_kernel<2, kOcc, kRows, true, kMx, kMxFree, kVar>;
-    case 4:
-      return &linear_stream_kernel<4, kOcc, kRows, true, kMx, kMxFree, kVar>;
-    case 8:
-      return &linear_stream_kernel<8, kOcc, kRows, true, kMx, kMxFree, kVar>;
-    default:
-      return nullptr;
-  }
-}
-template <int kOcc>
-StreamFn stream_ilv_fn(WFmt f, int parts, bool mx_free, int var) {
-  constexpr int kI = kStreamVarIlv;
-  if (f == WFmt::kNvfp4)
-    return var == kI       ? stream_ilv_parts<kOcc, false, false, kI>(parts)
-           : var == kI + 8 ? stream_ilv_parts<kOcc, false, false, kI + 8>(parts)
-                           : nullptr;
-  if (f != WFmt::kMxfp4 || var != kI) return nullptr;
-  return mx_free ? stream_ilv_parts<kOcc, true, true, kI>(parts)
-                 : stream_ilv_parts<kOcc, true, false, kI>(parts);
-}
-
 // 4 token rows (M = 2..4) with the 2-CTA register cap only (their accumulators and activation
 // fragments do not fit 85 registers).
 StreamFn pick_stream(WFmt f, bool fp16, int parts, int occ, int rows, bool shfl = false,
                      bool mx_free = false, int var = 0) {
-  if (var & kStreamVarIlv) {
-    if (fp16 || !shfl) return nullptr;
-    if (rows == 4)  // NVFP4, BF16 activations, 2-CTA registers
-      return f == WFmt::kNvfp4 && occ == 2 && var == kStreamVarIlv
-                 ? stream_ilv_parts<2, false, false, kStreamVarIlv, 4>(parts)
-                 : nullptr;
-    if (rows != 1) return nullptr;
-    return occ == 3   ? stream_ilv_fn<3>(f, parts, mx_free, var)
-           : occ == 2 ? stream_ilv_fn<2>(f, parts, mx_free, var)
-                      : nullptr;
-  }
   if (var != 0) {
     if (fp16 || f != WFmt::kNvfp4 || rows != 1 || !shfl) return nullptr;
     return occ == 3   ? stream_var_fn<3>(parts, var)
@@ -234,8 +195,8 @@ StreamLaunch last_stream_launch() {
   return t_last;
 }
 
-bool stream_kernel_available(WFmt f, bool fp16, int parts, int occ, int rows, bool shfl, int var) {
-  return pick_stream(f, fp16, parts, occ, rows, shfl, false, var) != nullptr;
+bool stream_kernel_available(WFmt f, bool fp16, int parts, int occ, int rows, bool shfl) {
+  return pick_stream(f, fp16, parts, occ, rows, shfl) != nullptr;
 }
 
 int stream_vectors_per_part(int64_t kvec, int parts, int split) {
@@ -264,7 +225,7 @@ int prepare_linear_stream(int device, WFmt f, int parts, int occ, int64_t smem, 
 void launch_linear_stream(WFmt f, int parts, int occ, int ctas, int64_t smem, const LinearParams& p,
                           Stream stream, int rows, bool shfl) {
   const StreamFn k =
-      pick_stream(f, false, parts, occ, rows, shfl, p.mx_free != 0, p.stream_var & ~kStreamVarRot);
+      pick_stream(f, false, parts, occ, rows, shfl, p.mx_free != 0, rows == 1 ? p.stream_var : 0);
   B12X_ASSERT(k != nullptr, "no stream kernel for format ", static_cast<int>(f), " parts=", parts,
               " occ=", occ, " rows=", rows, " var=", p.stream_var);
   const int split = rows == 1 ? 1 : std::max(p.split, 1);

@@ -27,7 +27,6 @@
 #include "formats/swizzle.h"
 #include "gemm/linear_gemv_ggml.h"
 #include "gemm/linear_launch.h"
-#include "gemm/linear_params.h"
 #include "gemm/linear_stream16_fp8.h"
 #include "gpu_test_util.h"
 #include "reference/parallel.h"
@@ -1523,69 +1522,6 @@ TEST(GemmGpu, DecodeStreamQx) {
         else
           EXPECT_EQ(runs, 1) << "parts " << parts << " occ " << occ << " K " << K;
       }
-}
-
-TEST(GemmGpu, DecodeStreamIlv) {
-  B12X_REQUIRE_GPU();
-  // Session 18 probe B12X_GEMM_STREAM_ILV=1|2: the M = 1 stream kernel's K parts interleaved by
-  // ring blocks (part w reads blocks w, w + parts, ...; 2: each CTA's walk of a group's blocks
-  // starts at block CTA mod blocks and wraps). NVFP4 W4A16 / W4A4 (in-kernel conversion
-  // and pre-pass), MXFP4 W4A16 / W4A4 (fold and fold-free splats), both register caps, parts 2 /
-  // 8 (K = 1280: the last parts' blocks past K; K = 4832: a part's last block past K), bias, a
-  // persistent grid of one CTA per SM over many groups with the early trigger, graphs; the
-  // 4-row kernel at M = 3 / 4 with K splits 1 / 3.
-  auto plan1 = [](int64_t K) {
-    gemm::Caps caps;
-    caps.format = LinearFormat::kNvfp4W4A16;
-    caps.max_tokens = 1;
-    caps.in_features = K;
-    caps.out_features = 4096;
-    caps.act_dtype = DType::kBF16;
-    caps.out_dtype = DType::kBF16;
-    return gemm::plan(caps);
-  };
-  EXPECT_EQ(plan1(4096).decode_stream_var & gemm::lin::kStreamVarIlv, 0);
-  ScopedEnv es("B12X_GEMM_DECODE_STREAM", "1"), emx("B12X_GEMM_STREAM_MX", "1");
-  {
-    ScopedEnv ei("B12X_GEMM_STREAM_ILV", "1");
-    EXPECT_EQ(plan1(4096).decode_stream_var & 48, gemm::lin::kStreamVarIlv);
-  }
-  auto launched = [](const Case& c, bool graph) {
-    const int64_t before = gemm::lin::last_stream_launch().serial;
-    run_case(c, graph);
-    EXPECT_GT(gemm::lin::last_stream_launch().serial, before) << name(c);
-  };
-  ScopedEnv ei("B12X_GEMM_STREAM_ILV", "2");
-  EXPECT_EQ(plan1(4096).decode_stream_var & 48, 48);
-  int n = 0;
-  for (const char* occ : {"2", "3"})
-    for (const char* parts : {"2", "8"}) {
-      ScopedEnv eo("B12X_GEMM_STREAM_OCC", occ), ep("B12X_GEMM_STREAM_PARTS", parts),
-          er("B12X_GEMM_STREAM_ILV", n % 2 ? "1" : "2");
-      launched({LinearFormat::kNvfp4W4A16, 1, 200, 1280, DType::kBF16, DType::kBF16, true}, n == 1);
-      launched({LinearFormat::kNvfp4, 1, 72, 4864, DType::kBF16, DType::kBF16, false}, n == 2);
-      {
-        ScopedEnv eq("B12X_GEMM_STREAM_QX", "0");
-        launched({LinearFormat::kNvfp4, 1, 72, 1280, DType::kBF16, DType::kBF16, true}, false);
-      }
-      ScopedEnv ef("B12X_GEMM_STREAM_MX_FREE", (n % 2) ? "1" : "0");
-      launched({LinearFormat::kMxfp4W4A16, 1, 200, 1312, DType::kBF16, DType::kBF16, true}, n == 3);
-      launched({LinearFormat::kMxfp4, 1, 72, 4832, DType::kBF16, DType::kBF16, false}, false);
-      ++n;
-    }
-  // The 4-row kernel (M = 2..4): K splits 1 / 3 (the CTAs' K ranges interleaved separately).
-  {
-    ScopedEnv er("B12X_GEMM_STREAM_ROWS", "1");
-    for (const char* split : {"1", "3"})
-      for (const char* ilv : {"1", "2"}) {
-        ScopedEnv esp("B12X_GEMM_STREAM_SPLIT", split), ei2("B12X_GEMM_STREAM_ILV", ilv);
-        launched({LinearFormat::kNvfp4W4A16, split[0] == '1' ? 3 : 4, 1000,
-                  split[0] == '1' ? 1312 : 4832, DType::kBF16, DType::kBF16, ilv[0] == '1'},
-                 ilv[0] == '2');
-      }
-  }
-  ScopedEnv ec("B12X_GEMM_STREAM_CTAS", "1"), et("B12X_GEMM_STREAM_TRIG", "1");
-  launched({LinearFormat::kNvfp4W4A16, 1, 4096, 1280, DType::kBF16, DType::kBF16, true}, true);
 }
 
 TEST(GemmGpu, DecodeStreamShfl) {

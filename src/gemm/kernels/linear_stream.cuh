@@ -106,19 +106,16 @@ __device__ __forceinline__ void stream_store_tile(const LinearParams& p, const f
 /// the fold's HFMA2 per register (weights whose E8M0 codes are all <= 135, e8m0_bf16_splat_free).
 /// kVar (session 16, LinearParams::stream_var; NVFP4 M = 1 with kShfl): bit 8 (kQx, W4A4) the
 /// NVFP4 activations (p.act_kind kActNvfp4) converted to BF16 while staging (nvfp4x8_bf16, the
-/// pre-pass's exact values), so no pre-pass launch precedes the kernel. Bit 16 (kIlv, session 18
-/// probe): the K parts interleaved by ring blocks (see kStreamVarIlv).
+/// pre-pass's exact values), so no pre-pass launch precedes the kernel.
 template <int kParts, int kOcc, int kRows = 1, bool kShfl = false, bool kMx = false,
           bool kMxFree = false, int kVar = 0>
 __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     linear_stream_kernel(const LinearParams p) {
   static_assert(!kMx || (kShfl && kRows == 1), "MXFP4: M = 1 with shuffled splats");
   static_assert(!kMxFree || kMx, "fold-free splats: MXFP4 only");
-  constexpr bool kQx = (kVar & 8) != 0;               // NVFP4 activations converted while staging
-  constexpr bool kIlv = (kVar & kStreamVarIlv) != 0;  // K parts interleaved by ring blocks
-  static_assert(kVar == 0 || (kShfl && (kRows == 1 || kVar == kStreamVarIlv) && (!kMx || !kQx)),
-                "kVar: shuffled splats, M = 1 (4 rows: kIlv only; kQx: NVFP4 weights)");
-  constexpr int kSb = kMx ? 2 : 4;  // scale bytes per row and vector
+  static_assert(kVar == 0 || (kRows == 1 && kShfl && !kMx), "kVar: NVFP4 M = 1, shuffled splats");
+  constexpr bool kQx = (kVar & 8) != 0;  // NVFP4 activations converted while staging
+  constexpr int kSb = kMx ? 2 : 4;       // scale bytes per row and vector
   static_assert(kParts == 1 || kParts == 2 || kParts == 4 || kParts == 8, "K parts per tile");
   static_assert(kRows == 1 || kRows == 4, "token rows");
   using T = Bf16Tag;
@@ -136,11 +133,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   const int64_t groups = (p.n16 + kTiles - 1) / kTiles;
   // The CTA's K range (kRows > 1: gridDim.y ranges of kParts * vp vectors).
   const int ky = kRows == 1 ? 0 : static_cast<int>(blockIdx.y);
-  // The warp's first vector and the step between its ring blocks: part wk's vp vectors from
-  // wk * vp, or (kIlv) blocks wk, wk + kParts, ... of kDepth vectors.
-  const int wrel = kIlv ? wk * kDepth : wk * vp;  // from the CTA's K range
-  const int64_t vbase = static_cast<int64_t>(ky) * kParts * vp + wrel;
-  constexpr int kStep = kIlv ? kParts * kDepth : kDepth;
+  const int64_t vbase = static_cast<int64_t>(ky * kParts + wk) * vp;  // warp's first vector
 
   // Issue state: the next block of kDepth vectors to request starts at vector iv of group igrp
   // (vp is a multiple of kDepth, so a block never straddles two groups and the vectors of a
@@ -152,20 +145,11 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   const uint8_t* sp = nullptr;         // scale bytes of row g at the block
   const uint8_t* sp8 = nullptr;        // row g + 8
   const int64_t lim = p.kvec - vbase;  // vectors of this warp's part that exist
-  // kIlv with kStreamVarRot: every group's blocks are walked from block rot of the warp's nbk
-  // (wrapping), rot = the CTA's index mod nbk, so CTAs at the same point of their walk read
-  // different offsets of their tiles. pb: the block being requested, tok: its tile exists.
-  const int nbk = vp / kDepth;
-  const int rot = kIlv && (p.stream_var & kStreamVarRot) ? static_cast<int>(blockIdx.x % nbk) : 0;
-  int pb = 0;
-  bool tok = false;
   auto set_group = [&]() {
     const int64_t tile = igrp * kTiles + wt;
-    tok = igrp < groups && tile < p.n16;
-    pb = rot;
-    nvalid = tok ? static_cast<int>(min(lim - rot * kStep, int64_t{kDepth})) : 0;
-    wp = p.wvals + (tile * p.kvec + vbase + rot * kStep) * 512 + lane * 16;
-    sp = p.wscale + (tile * 16 + g) * p.scale_ld + (vbase + rot * kStep) * kSb;
+    nvalid = igrp < groups && tile < p.n16 ? static_cast<int>(min(lim, int64_t{kDepth})) : 0;
+    wp = p.wvals + (tile * p.kvec + vbase) * 512 + lane * 16;
+    sp = p.wscale + (tile * 16 + g) * p.scale_ld + vbase * kSb;
     sp8 = sp + 8 * p.scale_ld;
   };
   set_group();
@@ -192,9 +176,9 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     }
   };
   auto advance = [&]() {
-    wp += kStep * 512;
-    sp += kStep * kSb;
-    sp8 += kStep * kSb;
+    wp += kDepth * 512;
+    sp += kDepth * kSb;
+    sp8 += kDepth * kSb;
     iv += kDepth;
     if (iv == vp) {
       iv = 0;
@@ -204,14 +188,6 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
       // the slots that free up and request their first weights during this call's tail (their
       // griddep_wait still waits for this grid's completion and its stores).
       if (p.stream_trig && igrp >= groups && igrp < groups + gridDim.x) griddep_launch_dependents();
-    } else if constexpr (kIlv) {
-      if (++pb == nbk) {  // wrap to the group's first block
-        pb = 0;
-        wp -= nbk * kStep * 512;
-        sp -= nbk * kStep * kSb;
-        sp8 -= nbk * kStep * kSb;
-      }
-      nvalid = tok ? static_cast<int>(min(lim - pb * kStep, int64_t{kDepth})) : 0;
     } else {
       nvalid = nvalid > 0 ? static_cast<int>(min(lim - iv, int64_t{kDepth})) : 0;
     }
@@ -343,7 +319,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   // stored.
   const uint8_t* const xlane = kRows == 1
                                    ? xs + (vbase * 64 + t * 16) * 2
-                                   : xs + wrel * kRows * 128 + ((g & (kRows - 1)) * 4 + t) * 16;
+                                   : xs + wk * vp * kRows * 128 + ((g & (kRows - 1)) * 4 + t) * 16;
   int rb = 0;  // reduction buffer
   for (int64_t grp = blockIdx.x; grp < groups; grp += gridDim.x) {
     float acc[kNt][4][4];
@@ -353,8 +329,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
       for (int s = 0; s < 4; ++s)
 #pragma unroll
         for (int i = 0; i < 4; ++i) acc[n][s][i] = 0.f;
-    const uint8_t* xv = xlane + rot * kStep * kRows * 128;
-    int cb = rot;  // kIlv: the block being computed
+    const uint8_t* xv = xlane;
     for (int v0 = 0; v0 < vp; v0 += kDepth) {
       cb0 = nb0;
       cb1 = nb1;
@@ -446,10 +421,6 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
           mma16816<T>(acc[n][2], af[1][0], xb[n].x, xb[n].y);
           mma16816<T>(acc[n][3], af[1][1], xb[n].z, xb[n].w);
         }
-      }
-      if constexpr (kIlv) {
-        xv += (kStep - kDepth) * kRows * 128;  // the other parts' blocks
-        if (++cb == nbk) cb = 0, xv -= nbk * kStep * kRows * 128;
       }
       advance();
     }
