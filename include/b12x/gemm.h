@@ -371,9 +371,6 @@ struct Plan {
   /// wgmma kernel CTA order: 0 = weight tile fastest, 1 = bands of token tiles sized to L2,
   /// n > 1 = bands of n token tiles (B12X_GEMM_WGMMA_RASTER=<n> overrides).
   int tiled_wgmma_raster = 0;
-  /// wgmma kernel, block FP8 variant 26 (probe, a persistent CTA loop): the most CTAs of its grid
-  /// (the SMs; B12X_GEMM_WGMMA_CTAS=<n> caps it, for tests), 0 for the other variants.
-  int tiled_wgmma_ctas = 0;
   /// GGML group kernel, IQ2 with BF16 activations on a variant that folds the sub-scales into
   /// FP16 weights (22 / 23; the IQ2_XS defaults since session 13): the activations converted to
   /// FP16 with a power-of-two scale per token row (lin::launch_ggml_act_f16) into scratch at

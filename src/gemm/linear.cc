@@ -224,11 +224,17 @@ constexpr int kWgmmaF8Var = 16;
 /// side: 80.3 / 253.6 / 246.2 / 116.3 / 70.2, 0.56-0.61x, needed a second copy of the weights
 /// built by bind; removed in session 10, docs/gemm.md. 17 / 19, 14 with the persistent CTA loop:
 /// removed in session 11, as 18 / 20 above.)
-constexpr int kWgmmaF8BlockVar = 14;
-/// Block FP8 variants reading the tiled FP8 1x128 quantizer's stage images (14; probes 26: 14
-/// persistent, 28: 14 without the MMA warps' proxy fence; docs/gemm.md session 18).
+/// 28 (session 18) = 14 without the MMA warps' fence.proxy.async per stage (the bulk-fed slots need
+/// none): round 69 (M = 2048, same run) 94.3 / 307.3 / 272.6 / 136.7 / 79.5 -> 93.0 / 301.0 / 266.6
+/// / 135.1 / 77.8 us (second runs 95.0 / 309.9 / 273.6 / 138.2 / 80.4 -> 93.0 / 301.9 / 266.6 /
+/// 135.1 / 77.7), M = 256 24.4 / 48.1 / 67.5 / 25.0 / 36.4 -> 24.1 / 47.0 / 65.2 / 24.7 / 35.3;
+/// memcheck / racecheck clean there. B12X_GEMM_WGMMA_VAR=14 restores 14. (Session 18's persistent
+/// probes 26 / 27 / 30 ran 1.45-1.7x slower, as session 10's: removed, docs/gemm.md.)
+constexpr int kWgmmaF8BlockVar = 28;
+/// Block FP8 variants reading the tiled FP8 1x128 quantizer's stage images (14, 28; probes 31-34,
+/// docs/gemm.md session 18).
 bool wgmma_act_images(int var) {
-  return var == 14 || var == 26 || (var >= 28 && var <= 31);
+  return var == 14 || var == 28 || (var >= 31 && var <= 34);
 }
 /// wgmma kernel CTA order (Plan::tiled_wgmma_raster): FP8 in raster bands sized to L2 (1): round
 /// 17 (warp-specialized FP8, M = 2048) per-tensor 14336x4096 829 -> 921 TFLOP/s (its 58 MB of
@@ -707,10 +713,10 @@ Plan plan(const Caps& caps) {
             p.tiled_wgmma_var = want_var;
         }
       }
-      // Block FP8 variant 14 (the default, kWgmmaF8BlockVar): bulk copies of the tiled quantizer's
-      // stage images, so only where this plan quantizes inside and every stage is a whole 128-K
-      // group of K (K % 256 == 0: KP == K); run() takes variant 8 where the tiled quantizer cannot
-      // run (activation rows not 16-byte vectors).
+      // Block FP8 variants 14 / 28 (28 the default, kWgmmaF8BlockVar): bulk copies of the tiled
+      // quantizer's stage images, so only where this plan quantizes inside and every stage is a
+      // whole 128-K group of K (K % 256 == 0: KP == K); run() takes variant 8 where the tiled
+      // quantizer cannot run (activation rows not 16-byte vectors).
       if (wgmma_act_images(p.tiled_wgmma_var)) {
         if (caps.act_dtype == DType::kFP8E4M3 || K % 256 != 0) p.tiled_wgmma_var = 8;
         lin::prepare_linear_wgmma(wf, fp16, p.tiled_wgmma, 8);
@@ -719,11 +725,6 @@ Plan plan(const Caps& caps) {
       p.tiled_wgmma_raster = f8 ? kWgmmaRasterF8 : kWgmmaRaster;
       if (const char* r = std::getenv("B12X_GEMM_WGMMA_RASTER"); r != nullptr)
         p.tiled_wgmma_raster = std::max(0, std::atoi(r));
-      if (wf == WFmt::kFp8Block && (p.tiled_wgmma_var == 26 || p.tiled_wgmma_var == 30)) {
-        p.tiled_wgmma_ctas = dev.sm_count;
-        if (const char* c = std::getenv("B12X_GEMM_WGMMA_CTAS"); c != nullptr && std::atoi(c) > 0)
-          p.tiled_wgmma_ctas = std::min(std::atoi(c), dev.sm_count);
-      }
     }
   }
   // Mid M: the BF16-operand formats leave the wgmma kernel (no K split) for the mma.sync kernel
@@ -2172,7 +2173,7 @@ void run(const Binding& b, Stream stream) {
         const int var =
             wgmma_act_images(plan.tiled_wgmma_var) && !wgmma_bulk ? 8 : plan.tiled_wgmma_var;
         lin::launch_linear_wgmma(im.wfmt, fp16, plan.tiled_wgmma, var, plan.tiled_wgmma_raster, p,
-                                 stream, plan.tiled_wgmma_ctas);
+                                 stream);
       }
       return;
     }

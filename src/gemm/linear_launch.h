@@ -148,9 +148,8 @@ bool wgmma_kernel_available(WFmt f, bool fp16, int tok, int var = 0);
 void prepare_linear_wgmma(WFmt f, bool fp16, int tok, int var);
 /// `raster`: 0 = 2-D grid (weight tile fastest); 1 = bands of token tiles whose activations fit
 /// a share of L2 (kWgmmaRasterBytes), token tile fastest; n > 1 = bands of n token tiles.
-/// `ctas`: the persistent variant's grid cap (Plan::tiled_wgmma_ctas), ignored by the others.
 void launch_linear_wgmma(WFmt f, bool fp16, int tok, int var, int raster, const LinearParams& p,
-                         Stream stream, int ctas = 0);
+                         Stream stream);
 /// The epilogue of a K split over plain CTAs (p.partial, the decode or the tiled kernel): adds the
 /// partials in split order (with PDL where p.pdl: it waits for the GEMM before reading them).
 void launch_linear_reduce(const LinearParams& p, Stream stream);

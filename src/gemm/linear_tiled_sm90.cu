@@ -38,12 +38,12 @@ WgmmaPick pick_var(int var) {
     } else {
       if constexpr (F == WFmt::kFp8Block) {
         if (var == 8) return wgmma_pick<F, T, kTok, 8>();    // producer-built block scales
-        if (var == 14) return wgmma_pick<F, T, kTok, 14>();  // ... fed by bulk copies (default)
-        if (var == 26) return wgmma_pick<F, T, kTok, 26>();  // 14 persistent (probe)
-        if (var == 28) return wgmma_pick<F, T, kTok, 28>();  // 14, no consumer fence (probe)
-        if (var == 29) return wgmma_pick<F, T, kTok, 29>();  // 14 with five stages (probe)
-        if (var == 30) return wgmma_pick<F, T, kTok, 30>();  // 26, six stages (probe)
+        if (var == 14) return wgmma_pick<F, T, kTok, 14>();  // ... fed by bulk copies
+        if (var == 28) return wgmma_pick<F, T, kTok, 28>();  // 14 without the fence (default)
         if (var == 31) return wgmma_pick<F, T, kTok, 31>();  // 28, stmatrix epilogue (probe)
+        if (var == 32) return wgmma_pick<F, T, kTok, 32>();  // 28 with five stages (probe)
+        if (var == 33) return wgmma_pick<F, T, kTok, 33>();  // 28 with four stages (probe)
+        if (var == 34) return wgmma_pick<F, T, kTok, 34>();  // 32, stmatrix epilogue (probe)
       }
       if (var == 16) return wgmma_pick<F, T, kTok, 16>();  // bulk-copied weights (default)
       if (var == 9) return wgmma_pick<F, T, kTok, 9>();    // tokens on the M side
@@ -100,7 +100,8 @@ WgmmaPick pick_tok(WFmt f, bool fp16, int var) {
 /// scales built by the producer warpgroup, 9 = 8 with the tokens on the wgmma M side (probe, also
 /// per-tensor), 14 = 8 fed by bulk copies of the quantizer's stage images (block FP8's default
 /// since session 9), 16 = 6 with bulk-copied weight runs (FP8 per-tensor's default since session
-/// 9), 26 = 14 persistent (probe), 28 = 14 without the MMA warps' proxy fence (probe);
+/// 9), 28 = 14 without the MMA warps' proxy fence (block FP8's default since session 18), 31 / 34 =
+/// 28 / 32 with stmatrix output staging, 32 / 33 = 28 with five / four stages (probes);
 /// BF16-operand formats 0
 /// = CTA-barrier pipeline, 1 = mbarrier pipeline, 3 = warp-specialized (256 tokens).
 WgmmaPick pick(WFmt f, bool fp16, int tok, int var) {
@@ -124,18 +125,13 @@ void prepare_linear_wgmma(WFmt f, bool fp16, int tok, int var) {
 }
 
 void launch_linear_wgmma(WFmt f, bool fp16, int tok, int var, int raster, const LinearParams& p,
-                         Stream stream, int ctas) {
+                         Stream stream) {
   const WgmmaPick k = pick(f, fp16, tok, var);
   B12X_ASSERT(k.fn != nullptr, "no wgmma kernel for format ", static_cast<int>(f), " tok ", tok);
   // Activations: FP8 (1 byte per element) for the FP8 formats, else BF16 / FP16.
   const bool f8 = f == WFmt::kFp8 || f == WFmt::kFp8Block;
   LinearParams q = p;
-  dim3 grid = wgmma_grid(p, 128, tok, raster, f8 ? 1 : 2, q);
-  if (f == WFmt::kFp8Block && (var == 26 || var == 30)) {
-    // The persistent variant: one CTA per SM walking the 1-D tile order (WgmmaCfg::kPersist).
-    const int64_t tiles = static_cast<int64_t>(grid.x) * grid.y;
-    grid = dim3(static_cast<unsigned>(std::min<int64_t>(tiles, ctas > 0 ? ctas : 1)), 1, 1);
-  }
+  const dim3 grid = wgmma_grid(p, 128, tok, raster, f8 ? 1 : 2, q);
   B12X_CUDA_CHECK(b12x::detail::launch_ex(k.fn, grid, dim3(k.threads), static_cast<size_t>(k.smem),
                                           stream, p.pdl != 0, dim3(1, 1, 1), q));
   B12X_CUDA_CHECK_LAUNCH();

@@ -2642,16 +2642,17 @@ void bulk_cases(const char* v) {
 /// stage images and the producer fills the ring with bulk copies. The plan takes them only with
 /// activations quantized inside and K % 256 == 0 (else variant 8); token / row tails (weight tiles
 /// past N copy the last tile), 1-16 token tiles, FP16 / BF16, bias, a replayed graph; K = 640 and
-/// caller-quantized activations run variant 8. Variant 14 is the block FP8 default (session 9): the
-/// plan takes it without overrides at M >= 128.
+/// caller-quantized activations run variant 8. Variant 28 (14 without the consumer proxy fence) is
+/// the block FP8 default since session 18 (14 from session 9): the plan takes it without overrides
+/// at M >= 128.
 TEST(GemmGpu, TiledWgmmaFp8BlockBulk) {
   B12X_REQUIRE_GPU();
   if (device_info(0).cc_major == 9 && device_info(0).cc_minor == 0) {
     gemm::Caps caps = fp8_block_caps_4096();
     const gemm::Plan pl = gemm::plan(caps);
     EXPECT_EQ(pl.tiled_wgmma, 128) << pl.describe();
-    EXPECT_EQ(pl.tiled_wgmma_var, 14) << pl.describe();
-    caps.act_dtype = DType::kFP8E4M3;  // caller-quantized: variant 8
+    EXPECT_EQ(pl.tiled_wgmma_var, 28) << pl.describe();  // session 18: 14 without the fence
+    caps.act_dtype = DType::kFP8E4M3;                    // caller-quantized: variant 8
     EXPECT_EQ(gemm::plan(caps).tiled_wgmma_var, 8);
     caps.format = LinearFormat::kFp8Tensor;  // per-tensor FP8: variant 16 (session 9)
     EXPECT_EQ(gemm::plan(caps).tiled_wgmma_var, 16);
@@ -2659,34 +2660,12 @@ TEST(GemmGpu, TiledWgmmaFp8BlockBulk) {
   bulk_cases("14");
 }
 
-/// Block FP8 variants 28 / 29 / 31 (probes, B12X_GEMM_WGMMA_VAR=28|29|31): 14 without the MMA
-/// warps' proxy fence after each full barrier (the bulk-fed slots need none) / with five stages /
-/// 28 with the output staged by stmatrix; the cases of variant 14.
+/// Block FP8 variant 28 (the default since session 18: 14 without the MMA warps' proxy fence after
+/// each full barrier) and the probes 31-34 (28 with stmatrix output staging, with five / four
+/// stages, 32 with stmatrix; B12X_GEMM_WGMMA_VAR=<n>); the cases of variant 14.
 TEST(GemmGpu, TiledWgmmaFp8BlockNoFence) {
   B12X_REQUIRE_GPU();
-  for (const char* v : {"28", "29", "31"}) bulk_cases(v);
-}
-
-/// Block FP8 variants 26 / 30 (probes, B12X_GEMM_WGMMA_VAR=26|30): 14 with a persistent CTA loop
-/// (30: six stages, the epilogue in two halves). Three CTAs (B12X_GEMM_WGMMA_CTAS=3) walk up to
-/// twelve tiles, with K of fewer and more stages than the ring's slots (the ring crossing tiles
-/// mid-way), in raster bands and in the 2-D order (weight tile fastest); the plan takes the SMs as
-/// its CTA count without the cap.
-TEST(GemmGpu, TiledWgmmaFp8BlockPersistent) {
-  B12X_REQUIRE_GPU();
-  if (device_info(0).cc_major == 9 && device_info(0).cc_minor == 0) {
-    ScopedEnv e("B12X_GEMM_WGMMA", "1"), ev("B12X_GEMM_WGMMA_VAR", "26");
-    const gemm::Plan pl = gemm::plan(fp8_block_caps_4096());
-    EXPECT_EQ(pl.tiled_wgmma_var, 26) << pl.describe();
-    EXPECT_EQ(pl.tiled_wgmma_ctas, device_info(0).sm_count) << pl.describe();
-  }
-  ScopedEnv ec("B12X_GEMM_WGMMA_CTAS", "3");
-  for (const char* v : {"26", "30"}) {  // 30: six stages, the epilogue in two halves
-    bulk_cases(v);
-    ScopedEnv e("B12X_GEMM_WGMMA", "1"), ev("B12X_GEMM_WGMMA_VAR", v),
-        er("B12X_GEMM_WGMMA_RASTER", "0");
-    run_case({LinearFormat::kFp8Block, 260, 400, 768, DType::kBF16, DType::kBF16, true});
-  }
+  for (const char* v : {"28", "31", "32", "33", "34"}) bulk_cases(v);
 }
 
 /// Formats the SM90 wgmma tiled kernel runs (NVFP4 W4A4 / W4A16, MXFP4 W4A4 / W4A8 / W4A16 with

@@ -55,8 +55,8 @@ struct WgmmaCfg {
   /// FP8 over variant 3; making the MMA warpgroups take turns issuing their wgmmas through named
   /// barriers, dropped, was 5-20% slower than variant 5.)
   static constexpr bool kWs = kF8 ? (kVariant >= 5 && kVariant <= 12) ||
-                                        (kVariant >= 14 && kVariant <= 16) || kVariant == 26 ||
-                                        (kVariant >= 28 && kVariant <= 31)
+                                        (kVariant >= 14 && kVariant <= 16) || kVariant == 28 ||
+                                        (kVariant >= 31 && kVariant <= 34)
                                   : kVariant == 3;
   /// FP8 variant 6 (the per-tensor default until session 9) = 5 with the stage's block scales built
   /// and loaded into registers while its wgmmas run (not after their wait) and the slot released
@@ -83,35 +83,30 @@ struct WgmmaCfg {
   /// 16 cp.async of 16 bytes per producer thread and stage (LDGSTS through the LSU) are that pipe's
   /// other large client. Needs K % 256 == 0 (KP == K: every stage a whole quantizer block) and
   /// the tiled quantizer (run() takes variant 8 where it cannot run).
-  static constexpr bool kBulk = F == WFmt::kFp8Block && (kVariant == 14 || kVariant == 26 ||
-                                                         (kVariant >= 28 && kVariant <= 31));
+  static constexpr bool kBulk = F == WFmt::kFp8Block && (kVariant == 14 || kVariant == 28 ||
+                                                         (kVariant >= 31 && kVariant <= 34));
+  /// Block FP8 variant 28 (the block FP8 default since session 18) = 14 without the MMA warps'
+  /// fence.proxy.async after each full barrier (MEMBAR.ALL.CTA + FENCE.VIEW.ASYNC in SASS, per
+  /// stage and warp): every byte of a bulk-fed slot is written by the async proxy (the bulk copies,
+  /// which wgmma reads in that proxy and the A-fragment loads see through the barrier's
+  /// complete_tx) or by the producer's generic scale stores, which the MMA warps read with generic
+  /// loads. Round 68 (Nsight Compute, 4096x4096 M = 2048): 3.5% of 14's stall samples on the
+  /// FENCE, 5.9% on the WARPGROUP.ARRIVE after it; round 69 (M = 2048): -1.3 to -2.4% at the five
+  /// shapes, M = 256 -1 to -3.5%; memcheck / racecheck clean (GemmGpuSanitize.Fp8BlockBulk).
+  static constexpr bool kConsFence = !(kBulk && kVariant != 14);
   /// Block FP8 variant 31 (probe) = 28 with the output tile staged by stmatrix .trans (per thread
   /// eight m8n8.x4 stores of packed output pairs instead of 64 two-byte STS: half the shared
-  /// wavefronts and ~90 fewer instructions per thread and tile; the epilogue was ~9% of the MMA
-  /// warps' stall samples in round 68).
-  static constexpr bool kStMatrix = F == WFmt::kFp8Block && kVariant == 31;
-  /// Block FP8 variant 28 (probe) = 14 without the MMA warps' fence.proxy.async after each full
-  /// barrier (MEMBAR.ALL.CTA + FENCE.VIEW.ASYNC in SASS, per stage and warp): every byte of a
-  /// bulk-fed slot is written by the async proxy (the bulk copies, which wgmma reads in that proxy
-  /// and the A-fragment loads see through the barrier's complete_tx) or by the producer's generic
-  /// scale stores, which the MMA warps read with generic loads. Round 68 (Nsight Compute, 4096x4096
-  /// M = 2048): 3.5% of 14's stall samples on the FENCE, another 5.9% on the WARPGROUP.ARRIVE
-  /// after it. 26 (persistent) skips it too.
-  static constexpr bool kConsFence = !(kBulk && kVariant != 14 && kVariant != 29);
-  /// Block FP8 variant 29 (probe) = 14 with five stages (26's ring depth, to separate the depth
-  /// from the persistent walk). Variant 30 (probe) = 26 with six stages and the epilogue staged
-  /// half a tile (64 tokens) at a time through a 17 KB buffer after the ring.
-  static constexpr bool kEpHalf = F == WFmt::kFp8Block && kVariant == 30;
-  /// Block FP8 variant 26 (probe) = 14 with a persistent CTA loop: min(tiles, SMs) CTAs, CTA b
-  /// walks the tiles b, b + gridDim.x, ... of the 1-D order (raster bands), the producer's ring
-  /// running on across tiles, so it fills the next tile's stages while the MMA warpgroups store
-  /// the previous one (through a buffer after the ring: five stages). Why: each 128 x 128 tile
-  /// otherwise pays the ring's fill and its epilogue with the tensor pipe idle, ~2.4 us per wave
-  /// at M = 2048 (session 18's fit of per-tensor FP8 over K = 4096 / 14336). Session 10's
-  /// persistent probes (17-20) ran 1.3-1.5x slower for a cause not found; this one keeps 14's
-  /// per-stage code and only adds the walk, and measured as slow (round 68, M = 2048: 138.9 /
-  /// 458.4 / 464.3 / 203.5 / 126.6 us against 14's 95.2 / 308.4 / 271.1 / 137.9 / 79.6).
-  static constexpr bool kPersist = F == WFmt::kFp8Block && (kVariant == 26 || kVariant == 30);
+  /// wavefronts and ~90 fewer instructions per thread and tile; round 69: within 0.5% of 28).
+  /// 34 = 32 with it.
+  static constexpr bool kStMatrix = F == WFmt::kFp8Block && (kVariant == 31 || kVariant == 34);
+  /// Block FP8 variants 32 / 33 (probes) = 28 with five / four stages (the ring's depth: round
+  /// 69's 14 with five stages, 29, ran 0.7-2.8% faster than six at the five M = 2048 shapes;
+  /// fewer stages leave more of the SM's 228 KB to L1, where the producer's x_scale rows and
+  /// w_scale reads hit).
+  static constexpr int kF8BlockStages = F != WFmt::kFp8Block               ? 0
+                                        : kVariant == 32 || kVariant == 34 ? 5
+                                        : kVariant == 33                   ? 4
+                                                                           : 0;
   /// FP8 variant 16 (the per-tensor default since session 9; a probe for block) = 6 / 8 with only
   /// the weights bulk-copied (the eight 2 KB runs by one producer thread, complete_tx on the full
   /// barrier, one more arrival); the activations stay cp.async (caller-quantized ones too). Why:
@@ -220,21 +215,16 @@ struct WgmmaCfg {
   static constexpr int kMaxStages2 = (115712 - kStaticBytes - 1024) / kStageBytes;
   /// FP8 at 64 tokens (probe): 32 + 32 accumulators, so two CTAs per SM as many stages as fit.
   static constexpr bool kNarrow = kTok < 128;
-  static constexpr int kStages = (kPersist && !kEpHalf) || (F == WFmt::kFp8Block && kVariant == 29)
-                                     ? 5
-                                 : kNarrow        ? (kMaxStages2 > 6 ? 6 : kMaxStages2)
-                                 : !kF8 && !kWide ? (kMbar && kMaxStages2 >= 5 ? 5 : 4)
-                                                  : (kMaxStages > 6 ? 6 : kMaxStages);
+  static constexpr int kStages = kF8BlockStages > 0 ? kF8BlockStages
+                                 : kNarrow          ? (kMaxStages2 > 6 ? 6 : kMaxStages2)
+                                 : !kF8 && !kWide   ? (kMbar && kMaxStages2 >= 5 ? 5 : 4)
+                                                    : (kMaxStages > 6 ? 6 : kMaxStages);
   static constexpr int kMinBlocks = (!kF8 && !kWide) || kNarrow ? 2 : 1;
   static constexpr int kEpPitch = kRows * 2 + 16;  // bytes per staged output row (token)
   static constexpr int kPipeBytes = kStages * kStageBytes;
-  /// kPersist: the output tile's staging buffer after the ring (the ring keeps filling).
-  static constexpr int kEpTok = kEpHalf ? kTok / 2 : kTok;  ///< tokens per epilogue pass
-  static constexpr int kSmemBytes = (kPersist                       ? kPipeBytes + kEpTok * kEpPitch
-                                     : kPipeBytes > kTok * kEpPitch ? kPipeBytes
-                                                                    : kTok * kEpPitch) +
-                                    1024;  // + alignment
-  static constexpr int kAcc = kTok / 2;    // fp32 accumulators per thread (64 x kTok / 128)
+  static constexpr int kSmemBytes =
+      (kPipeBytes > kTok * kEpPitch ? kPipeBytes : kTok * kEpPitch) + 1024;  // + alignment
+  static constexpr int kAcc = kTok / 2;  // fp32 accumulators per thread (64 x kTok / 128)
   static_assert(kStages >= 3, "wgmma pipeline needs 3 stages");
   static_assert(kSmemBytes + kStaticBytes <= kSmemLimit, "wgmma kernel exceeds 227 KB");
   static_assert(kTok == 128 || kTok == 192 || ((kTok == 256) != kF8 && (kTok == 256 || kTok == 64)),
@@ -687,21 +677,16 @@ __device__ __forceinline__ void wgmma_store_rows(const uint16_t* ep, const Linea
 /// CTAs resident at once share a few weight tiles (each read from HBM about once per band
 /// instead of once per token tile when the weights exceed L2) while the band's activations stay
 /// in L2. 0: the 2-D grid, weight tile fastest (blockIdx.x).
-/// Tile `id` of the 1-D order (raster bands, or weight tile fastest for raster_group 0: the
-/// persistent variant's walk).
-__device__ __forceinline__ int2 wgmma_tile_at(const LinearParams& p, int rows, int tok, int id) {
+__device__ __forceinline__ int2 wgmma_tile(const LinearParams& p, int rows, int tok) {
+  if (p.raster_group <= 0) return make_int2(blockIdx.x, blockIdx.y);
+  const int id = blockIdx.x;
   const int tiles_w = static_cast<int>((p.NP + rows - 1) / rows);
-  if (p.raster_group <= 0) return make_int2(id % tiles_w, id / tiles_w);
   const int tiles_t = static_cast<int>((p.M + tok - 1) / tok);
   const int g = p.raster_group;
   const int band = id / (g * tiles_w);
   const int in = id - band * g * tiles_w;
   const int gs = min(g, tiles_t - band * g);  // the last band may be narrower
   return make_int2(in / gs, band * g + in % gs);
-}
-__device__ __forceinline__ int2 wgmma_tile(const LinearParams& p, int rows, int tok) {
-  if (p.raster_group <= 0) return make_int2(blockIdx.x, blockIdx.y);
-  return wgmma_tile_at(p, rows, tok, blockIdx.x);
 }
 
 /// Raster bands: the activation bytes of one band's token tiles (re-read by every weight tile of
@@ -751,20 +736,10 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, t = lane & 3;
-  // This CTA's tile (kPersist: its first; set_tile moves each thread to another).
-  const int2 tile =
-      C::kPersist ? wgmma_tile_at(p, C::kRows, kTok, blockIdx.x) : wgmma_tile(p, C::kRows, kTok);
-  int64_t n0 = static_cast<int64_t>(tile.x) * C::kRows;
-  int64_t m0 = static_cast<int64_t>(tile.y) * kTok;
-  int64_t tile0 = n0 / 16;
-  const int tiles_all = static_cast<int>((p.NP + C::kRows - 1) / C::kRows) *
-                        static_cast<int>((p.M + kTok - 1) / kTok);
-  auto set_tile = [&](int id) {
-    const int2 tl = wgmma_tile_at(p, C::kRows, kTok, id);
-    n0 = static_cast<int64_t>(tl.x) * C::kRows;
-    m0 = static_cast<int64_t>(tl.y) * kTok;
-    tile0 = n0 / 16;
-  };
+  const int2 tile = wgmma_tile(p, C::kRows, kTok);
+  const int64_t n0 = static_cast<int64_t>(tile.x) * C::kRows;
+  const int64_t m0 = static_cast<int64_t>(tile.y) * kTok;
+  const int64_t tile0 = n0 / 16;
 
   if constexpr (F == WFmt::kNvfp4) {
     if (tid < 128) lut[tid] = nvfp4_scale_splat<T>(static_cast<uint8_t>(tid));
@@ -956,68 +931,7 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
         for (int s = 0; s < pro; ++s) load_weights(s, s);
       }
       griddep_wait();
-      if constexpr (C::kPersist) {
-        // Step j of this CTA's walk is stage j % num_k of its (j / num_k)-th tile, in slot j %
-        // kStages (refilled once the MMA warps released step j - kStages); the copy cursor (cid,
-        // ckb) moves the lambdas' tile with set_tile, the scale cursor (fid, fkb) runs two steps
-        // ahead of it with its own rows (variant 8's prefetch, in unrolled pairs of register
-        // sets so that no step waits for the load issued the step before).
-        const int toff = ((tid >> 1) & 3) * C::kBsPitch + 2 * (tid >> 3) + (tid & 1);
-        int fid = blockIdx.x, fkb = 0;
-        const float* fx = nullptr;  // x_scale row of token tid of tile fid (nullptr past M)
-        const float* fw = nullptr;  // w_scale row of tile fid's 128-row block
-        auto fset = [&] {
-          const int2 tl = wgmma_tile_at(p, C::kRows, kTok, fid);
-          const int64_t m = static_cast<int64_t>(tl.y) * kTok + tid;
-          fx = m < p.M ? p.xscale + m * p.xscale_ld : nullptr;
-          fw = reinterpret_cast<const float*>(p.wscale) + static_cast<int64_t>(tl.x) * p.scale_ld;
-        };
-        auto fetch = [&](float& x, float& w) {
-          x = 0.f;
-          w = 0.f;
-          if (fid < tiles_all && fx != nullptr && static_cast<int64_t>(fkb) * C::kBK < p.K) {
-            x = fx[fkb];
-            w = __ldg(fw + fkb);
-          }
-          if (++fkb == num_k) {
-            fkb = 0;
-            fid += gridDim.x;
-            if (fid < tiles_all) fset();
-          }
-        };
-        fset();
-        float xq[2], wq[2];
-        fetch(xq[0], wq[0]);
-        fetch(xq[1], wq[1]);
-        const int steps =
-            (tiles_all - static_cast<int>(blockIdx.x) + static_cast<int>(gridDim.x) - 1) /
-            static_cast<int>(gridDim.x) * num_k;
-        int sl = 0, ckb = 0, cid = blockIdx.x;
-        uint32_t ph = 0;
-        for (int j = 0; j < steps; j += 2) {
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            if (j + h < steps) {
-              if (j + h >= kStages) wg::mbar_wait(empty0 + 8 * sl, ph ^ 1);
-              if (j + h >= pro) load_weights(sl, ckb);
-              load_acts(sl, ckb);
-              reinterpret_cast<float*>(sgen + sl * C::kStageBytes + C::kActBytes +
-                                       C::kWBytes)[toff] = xq[h] * wq[h];
-              wg::mbar_arrive(full0 + 8 * sl);  // after this thread's scale store
-              fetch(xq[h], wq[h]);
-              if (++sl == kStages) sl = 0, ph ^= 1;
-              if (++ckb == num_k) {
-                ckb = 0;
-                cid += gridDim.x;
-                if (cid < tiles_all) set_tile(cid);
-              }
-            }
-          }
-        }
-        wg::cp_wait<0>();
-        griddep_launch_dependents();
-        return;
-      } else if constexpr (C::kProdScales || C::kTokM) {
+      if constexpr (C::kProdScales || C::kTokM) {
         // Variant 8: this thread's token tid of stage kb, x_scale * w_scale (0 past M / K, where
         // the activations are zero-filled), read with plain loads (x_scale comes from the
         // previous kernel) two producer steps before the step that stores the product into the
@@ -1428,9 +1342,7 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
   };
   // Accumulator (wgmma D fragment): acc[4j + 2h + e] = (weight row 16 cw + g + 8h, token
   // 8j + 2t + e), staged as out dtype [token][row] (kEpPitch-byte rows) for wgmma_store_rows.
-  // Tokens 8 kJ0 .. 8 kJ0 + 8 kNJ - 1 (kEpHalf: half the tile per pass), staged from row 0.
-  auto stage_out = [&]<int kJ0 = 0, int kNJ = kTok / 8>(uint16_t * ep, float mult,
-                                                        const float(&bias)[2]) {
+  auto stage_out = [&](uint16_t* ep, float mult, const float(&bias)[2]) {
     if constexpr (C::kStMatrix) {
       // Matrices (j, h), (j, h + 1), (j + 1, h), (j + 1, h + 1) of [weight row][token] per
       // instruction: lane l addresses stored row (token) 8 (j + (l >> 4)) + (l & 7), weight rows
@@ -1445,61 +1357,24 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
         return lo | (hi << 16);
       };
 #pragma unroll
-      for (int j = 0; j < kNJ; j += 2) {
-        const int a = 4 * (kJ0 + j);
+      for (int j = 0; j < kTok / 8; j += 2) {
+        const int a = 4 * j;
         wg::stmatrix_x4_trans(eps + 8 * j * C::kEpPitch, pk(a, 0), pk(a + 2, 1), pk(a + 4, 0),
                               pk(a + 6, 1));
       }
       return;
     }
 #pragma unroll
-    for (int j = 0; j < kNJ; ++j)
+    for (int j = 0; j < kTok / 8; ++j)
 #pragma unroll
       for (int h = 0; h < 2; ++h)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           ep[(8 * j + 2 * t + e) * (C::kEpPitch / 2) + cw * 16 + g + 8 * h] =
-              wgmma_out_bits(acc[4 * (kJ0 + j) + 2 * h + e] * mult + bias[h], p.out_fp16);
+              wgmma_out_bits(acc[4 * j + 2 * h + e] * mult + bias[h], p.out_fp16);
         }
   };
-  if constexpr (C::kPersist) {
-    // MMA warpgroups of the persistent variant: per tile the main loop below (slot and phase run
-    // on across tiles), then the epilogue through the buffer after the ring while the producer
-    // fills the next tile's stages.
-    uint16_t* const epp = reinterpret_cast<uint16_t*>(sgen + C::kPipeBytes);
-    int sl = 0;
-    uint32_t ph = 0;
-    for (int id = blockIdx.x; id < tiles_all; id += gridDim.x) {
-      if (id != static_cast<int>(blockIdx.x)) set_tile(id);
-#pragma unroll
-      for (int i = 0; i < C::kAcc; ++i) acc[i] = 0.f;
-      for (int kb = 0; kb < num_k; ++kb) {
-        wg::mbar_wait(full0 + 8 * sl, ph);  // no proxy fence: a bulk-fed slot (kConsFence)
-        compute(sl, kb);                    // releases the slot (kHoist)
-        if (++sl == kStages) sl = 0, ph ^= 1;
-      }
-      wg::fence_acc(acc);
-      if (id + static_cast<int>(gridDim.x) >= tiles_all) griddep_launch_dependents();
-      float mult = 0.f;
-      float bias[2] = {0.f, 0.f};
-      tile_out_params(mult, bias);
-      // Each pass: every MMA thread's reads of the buffer's previous contents are done, stage,
-      // store.
-      mma_sync();
-      stage_out.template operator()<0, C::kEpTok / 8>(epp, mult, bias);
-      mma_sync();
-      wgmma_store_rows<C::kRows, C::kEpTok, C::kMmaThreads, C::kEpPitch>(epp, p, n0, m0,
-                                                                         32 * cw + lane);
-      if constexpr (C::kEpHalf) {
-        mma_sync();
-        stage_out.template operator()<kTok / 16, kTok / 16>(epp, mult, bias);
-        mma_sync();
-        wgmma_store_rows<C::kRows, C::kEpTok, C::kMmaThreads, C::kEpPitch>(
-            epp, p, n0, m0 + C::kEpTok, 32 * cw + lane);
-      }
-    }
-    return;
-  } else if constexpr (C::kWs) {
+  if constexpr (C::kWs) {
     // MMA warpgroups: wait for stage kb's slot to fill (full phase kb / kStages), consume it,
     // release it (this thread's wgmmas of the slot retired and its shared-memory reads done).
     int sl = 0;
@@ -1538,7 +1413,7 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
       for (int kb = 0; kb < num_k; ++kb) {
         wg::mbar_wait(full0 + 8 * sl, ph);
         // cp.async writes (generic proxy) read by wgmma (async proxy); not needed where every
-        // byte wgmma reads came by bulk copy (kConsFence).
+        // byte the MMA warps read came by bulk copy or generic stores (kConsFence).
         if constexpr (C::kConsFence) wg::fence_proxy_async();
         compute(sl, kb);
         if constexpr (!C::kHoist) wg::mbar_arrive(empty0 + 8 * sl);  // kHoist: inside compute
