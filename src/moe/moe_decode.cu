@@ -38,7 +38,7 @@ Fc2Shape fc2_shape(const DecodeArgs& a, const DecodeKnobs& k, bool deep, int row
 }
 
 template <typename OpT, bool kFold, int kSK, int kRC, int kWM, int kG,
-          int kNW = DecodeCfg::kFc1Warps, bool kBal = false, int kLast = 0>
+          int kNW = DecodeCfg::kFc1Warps, bool kBal = false, bool kLast = false>
 void launch_fc1(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, bool pdl) {
   auto* k = dev::moe_decode_fc1_kernel<OpT, kFold, kSK, kWM, kG, kNW, kBal, kRC, kLast>;
   constexpr int kSmem = DecodeCfg::fc1_smem(kNW);
@@ -94,8 +94,6 @@ void launch_gemms(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, boo
       launch_fc1<OpT, kFold, kSK, kRC, 1, 1>(a, kn, stream, pdl1);
   } else if (a.fc1_bal != 0 && a.fc1_warps == DecodeCfg::kFc1WideWarps) {
     launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1WideWarps, true>(a, kn, stream, pdl1);
-  } else if (a.fc1_bal != 0 && a.fc1_last == 1) {
-    launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1Warps, true, 1>(a, kn, stream, pdl1);
   } else if (a.fc1_bal != 0) {
     launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1Warps, true>(a, kn, stream, pdl1);
   } else if (a.fc1_wm == 4) {
@@ -109,10 +107,7 @@ void launch_gemms(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, boo
   } else if (a.fc1_groups == 4) {
     launch_fc1<OpT, kFold, kSK, kRC, 1, 4>(a, kn, stream, pdl1);
   } else if (a.fc1_groups == 2 && a.fc1_last != 0) {
-    if (a.fc1_last == 2)
-      launch_fc1<OpT, kFold, kSK, kRC, 1, 2, DecodeCfg::kFc1Warps, false, 2>(a, kn, stream, pdl1);
-    else
-      launch_fc1<OpT, kFold, kSK, kRC, 1, 2, DecodeCfg::kFc1Warps, false, 1>(a, kn, stream, pdl1);
+    launch_fc1<OpT, kFold, kSK, kRC, 1, 2, DecodeCfg::kFc1Warps, false, true>(a, kn, stream, pdl1);
   } else if (a.fc1_groups == 2) {
     launch_fc1<OpT, kFold, kSK, kRC, 1, 2>(a, kn, stream, pdl1);
   } else {
@@ -204,6 +199,16 @@ int decode_fc1_row_warps(const DecodeKnobs& k, int aquant, bool gated) {
   return wm;
 }
 
+// Session 18: with last-warp tile ends (DecodeKnobs::fc1_last) also two unbalanced groups where a
+// tile has > 32 sub-chunks and a CTA walks >= 2 tiles, up to kMaxInlineRoutes routes, instead of
+// the balanced one group (DeepSeek-TP4 M = 4 / 8, MiniMax M = 1-8). H200 round 69, us, balanced
+// one group -> two groups with last-warp ends: DeepSeek-TP4 nvfp4 M = 8 / 4 124.9 -> 118.4, 75.7
+// -> 72.0, w4a16 M = 8 121.8 -> 115.8; MiniMax nvfp4 M = 8 / 4 / 2 277.6 -> 261.7, 156.1 ->
+// 147.9, 88.9 -> 85.2, w4a16 M = 8 268.8 -> 256.8 (0.942-0.958x).
+bool decode_fc1_long_groups(const DecodeKnobs& k, int routes, int per_cta, int k_chunks) {
+  return k.fc1_last != 0 && k_chunks > 32 && per_cta >= 2 && routes <= kMaxInlineRoutes;
+}
+
 int decode_fc1_groups(const DecodeKnobs& k, int routes, int row_blocks, int sm_count, int wm,
                       int k_chunks) {
   // Two warp groups (4 K warps per tile) where a tile is short (<= 16 sub-chunks: 2 per warp
@@ -224,8 +229,9 @@ int decode_fc1_groups(const DecodeKnobs& k, int routes, int row_blocks, int sm_c
   const bool short_tiles = k_chunks <= 16 && per_cta >= 4;
   const bool mid_tiles =
       k_chunks > 16 && k_chunks <= 32 && per_cta >= 3 && routes <= kMaxInlineRoutes;
+  const bool long_tiles = decode_fc1_long_groups(k, routes, per_cta, k_chunks);
   int g = forced == 1 || forced == 2 || forced == 4 || forced == 8 ? forced
-          : short_tiles || mid_tiles                               ? 2
+          : short_tiles || mid_tiles || long_tiles                 ? 2
                                                                    : 1;
   while (g > 1 && g > per_cta) g /= 2;
   return g;
@@ -314,11 +320,12 @@ void launch_decode_stream(const DecodeArgs& args, const DecodeKnobs& kn, bool fp
   // DecodeKnobs::fc1_bal1 0: never, 1: in every mode and route count.
   const bool bal1 =
       kn.fc1_bal1 == 1 || (kn.fc1_bal1 == 2 && a.aquant == num::kANone && a.routes <= 64);
-  const bool one_group =
-      a.fc1_groups == 0 && bal1 && bal_ok && !wide &&
-      decode_fc1_balanced(a.routes,
-                          decode_fc1_tile_groups(kn, a.routes, fc1_row_blocks, a.sm_count, 3),
-                          DecodeCfg::kFc1Warps, k_chunks);
+  // (Not where decode_fc1_long_groups takes two groups with last-warp tile ends: DeepSeek-TP4 /
+  // MiniMax w4a16 M = 8 0.951 / 0.955x in round 69.)
+  const int y3 = decode_fc1_tile_groups(kn, a.routes, fc1_row_blocks, a.sm_count, 3);
+  const bool one_group = a.fc1_groups == 0 && bal1 && bal_ok && !wide &&
+                         !decode_fc1_long_groups(kn, a.routes, a.routes / y3, k_chunks) &&
+                         decode_fc1_balanced(a.routes, y3, DecodeCfg::kFc1Warps, k_chunks);
   const int fc1_warps_in = a.fc1_warps;
   // FC1 warps and balanced ranges for the groups chosen (the balance check runs on the tile
   // groups of the warps chosen, 2 or 3 CTAs per SM).
@@ -359,15 +366,10 @@ void launch_decode_stream(const DecodeArgs& args, const DecodeKnobs& kn, bool fp
   // 171.7 -> 161.2; Qwen3-30B nvfp4 M = 4 / 8 0.998x. In the one balanced group (its finisher
   // also parks and sums the cut tiles' parts in global memory) 1.21-1.25x slower (DeepSeek-TP4
   // M = 4 / 8, MiniMax M = 1 / 4 / 8), two balanced groups 1.02-1.27x: not taken.
-  // DecodeKnobs::fc1_last 2 (probe): the finisher fixed per tile (warps in turn), hardware barriers
-  // (bar.arrive / bar.sync) instead of shared-memory counters with acquire / release; 3 (probe):
-  // 1, and in the one balanced 8-warp group the whole tiles too (its cut pieces keep the
-  // CTA-wide tile end).
-  const bool fc1_8w = !wide && a.fc1_wm == 1 && a.fc1_warps == DecodeCfg::kFc1Warps;
-  if (fc1_8w && a.fc1_groups == 2 && a.fc1_bal == 0)
-    a.fc1_last = kn.fc1_last == 2 ? 2 : kn.fc1_last != 0 ? 1 : 0;
-  else
-    a.fc1_last = fc1_8w && a.fc1_groups == 1 && a.fc1_bal != 0 && kn.fc1_last == 3 ? 1 : 0;
+  a.fc1_last = kn.fc1_last != 0 && !wide && a.fc1_wm == 1 && a.fc1_warps == DecodeCfg::kFc1Warps &&
+                       a.fc1_groups == 2 && a.fc1_bal == 0
+                   ? 1
+                   : 0;
   a.q_early = kn.q_early == 1 || kn.q_early == 2 ? kn.q_early : 0;
   a.q_load = kn.q_load == 0 ? 0 : 1;  // [Q]'s load order
   a.q_fast = kn.q_fast != 0 ? 1 : 0;

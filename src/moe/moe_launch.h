@@ -288,6 +288,9 @@ inline int decode_fc2_stages(int64_t routes, int64_t row_blocks, int fc2_split, 
   const int64_t sms = sm_count > 0 ? sm_count : 1, grid = row_blocks * fc2_split;
   return row_blocks > 3 * sms || (grid > 3 * sms && (routes >= 64 || grid <= 4 * sms)) ? 2 : 3;
 }
+/// Session 18: two FC1 groups with last-warp tile ends where a tile has > 32 sub-chunks
+/// (decode_fc1_groups; per_cta = routes / the tile groups of 3 CTAs per SM).
+bool decode_fc1_long_groups(const DecodeKnobs& k, int routes, int per_cta, int k_chunks);
 /// FC1 warp groups per CTA (1, 2, 4, 8; > 1 only with fc1_wm == 1) of the decode stream.
 int decode_fc1_groups(const DecodeKnobs& k, int routes, int row_blocks, int sm_count, int wm,
                       int k_chunks);

@@ -629,15 +629,17 @@ TEST(Moe, DecodeFc1GroupsRuleOnTheModelShapes) {
   // FC1 warp groups (decode_fc1_groups) on a 132-SM H200, one row warp: two groups where a tile
   // has <= 16 sub-chunks and a CTA walks >= 4 tiles (Qwen3-30B, 48 row blocks: M = 4 / 8), and
   // (session 16) where it has 17-32 and a CTA walks >= 3 up to 128 routes (Qwen3.5-TP4, 64 row
-  // blocks: M = 2 / 4 / 8); DeepSeek-TP4 (56 sub-chunks) and MiniMax (48) keep one group.
+  // blocks: M = 2 / 4 / 8); session 18, with last-warp tile ends (DecodeKnobs::fc1_last), also
+  // where it has > 32 and a CTA walks >= 2 up to 128 routes (DeepSeek-TP4, 56 sub-chunks, 32 row
+  // blocks: M = 4 / 8 / 16; MiniMax, 48, 192 row blocks: M = 1-16), else one group as before.
   struct Shape {
     const char* name;
     int row_blocks, topk, k_chunks;
     int groups[5];  // M = 1, 2, 4, 8, 16
   };
   const Shape shapes[] = {{"qwen3-30b", 48, 8, 16, {1, 1, 2, 2, 2}},
-                          {"deepseek-tp4", 32, 8, 56, {1, 1, 1, 1, 1}},
-                          {"minimax", 192, 4, 48, {1, 1, 1, 1, 1}},
+                          {"deepseek-tp4", 32, 8, 56, {1, 1, 2, 2, 2}},
+                          {"minimax", 192, 4, 48, {2, 2, 2, 2, 2}},
                           {"qwen3.5-tp4", 64, 10, 32, {1, 2, 2, 2, 1}}};
   const moe::DecodeKnobs def;
   const int ms[5] = {1, 2, 4, 8, 16};
@@ -647,6 +649,12 @@ TEST(Moe, DecodeFc1GroupsRuleOnTheModelShapes) {
           moe::detail::decode_fc1_groups(def, ms[i] * s.topk, s.row_blocks, 132, 1, s.k_chunks),
           s.groups[i])
           << s.name << " M=" << ms[i];
+  moe::DecodeKnobs barrier_ends;
+  barrier_ends.fc1_last = 0;
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(moe::detail::decode_fc1_groups(barrier_ends, ms[i] * 8, 32, 132, 1, 56), 1);
+    EXPECT_EQ(moe::detail::decode_fc1_groups(barrier_ends, ms[i] * 4, 192, 132, 1, 48), 1);
+  }
 }
 
 TEST(Moe, DecodeFc2RowsRuleOnTheModelShapes) {

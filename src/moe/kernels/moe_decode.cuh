@@ -692,12 +692,6 @@ __device__ __forceinline__ int smem_ld_acquire(const int* p) {
 __device__ __forceinline__ void smem_st_release(int* p, int v) {
   asm volatile("st.release.cta.shared.u32 [%0], %1;" ::"r"(smem_addr(p)), "r"(v) : "memory");
 }
-__device__ __forceinline__ void named_arrive(int id, int threads) {
-  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
-}
-__device__ __forceinline__ void named_sync(int id, int threads) {
-  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
-}
 
 template <int kThreads, int kCta>
 __device__ __forceinline__ void group_sync(int id) {
@@ -715,7 +709,7 @@ __device__ __forceinline__ void group_sync(int id) {
 // tiles at its ends. Every warp splits each piece's sub-chunks as it splits a whole tile; a
 // part's K sums go to fc1_part and the tile's last CTA (fc1_cnt) finishes it.
 template <typename OpT, bool kFold, int kSK, int kWM, int kG, int kNW = DecodeCfg::kFc1Warps,
-          bool kBal = false, int kRC = detail::kMaxInlineRoutes, int kLast = 0>
+          bool kBal = false, int kRC = detail::kMaxInlineRoutes, bool kLast = false>
 __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold ? 3 : 2) : 2)
     moe_decode_fc1_kernel(const DecodeArgs a) {
   using C = DecodeCfg;
@@ -728,12 +722,12 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
   static_assert(kWM == 1 || kWM == 2 || kWM == 4, "row warps: a power of two (epilogue shifts)");
   static_assert(!kBal || kWM == 1, "balanced FC1: one row warp");
   static_assert(C::kTileTokens * 32 == detail::kFc1BalSlotFloats, "fc1_part slot size");
-  static_assert(kLast != 2 || !kBal, "fixed tile finishers: whole tiles only");
+  static_assert(!kLast || !kBal, "last-warp tile ends: whole tiles only");
   static_assert(C::kTileTokens <= 4, "kLast: live columns 2 t + {0, 1} with t < 2");
   extern __shared__ __align__(16) uint8_t smem[];
   __shared__ RouteSmemT<kRC> rs;
   // kLast: per group, warps arrived at tile ends (cumulative) and tiles finished.
-  __shared__ int s_arrived[kLast == 1 ? kG : 1], s_done[kLast == 1 ? kG : 1];
+  __shared__ int s_arrived[kLast ? kG : 1], s_done[kLast ? kG : 1];
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t = lane & 3;
   // (Warps < 8: with one group grp is 0 and wk warp / kWM, known at compile time.)
@@ -749,8 +743,7 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
   const bool wait_first = (first && a.a16_gate == 0) || a.q_early == 1;
   if (wait_first) pdl_wait();
   pdl_trigger();  // FC2 may launch now and stream its own weights (it waits for us before reading)
-  if (kLast == 1 && tid < kG)
-    s_arrived[tid] = s_done[tid] = 0;  // route_tables' barriers publish them
+  if (kLast && tid < kG) s_arrived[tid] = s_done[tid] = 0;  // route_tables' barriers publish them
   const int ntiles = route_tables<kRC, kCta>(a, rs, smem);
   if (a.fc2_split > 1 && blockIdx.x == 0 && blockIdx.y == 0) {
     // FC2's split counters: read by FC2 only after it waited for this grid. The previous call's
@@ -902,25 +895,11 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
     // Every warp parks its partials; then each thread sums one output (gated: a (gate, up)
     // pair) over the K warps in fixed order 0, 1, ... and applies the activation (kLast: the
     // group's last warp to arrive does it all, ep / ep_n its lane / 32 instead of the group's).
-    // kLast 2: the tile's finisher is warp it % (warps per group) of the group, fixed in advance;
-    // hardware barriers instead of the counters (no fences): the others bar.arrive on the
-    // group's barrier A and go on, the finisher bar.syncs on it; it releases red / ys with
-    // bar.arrive on barrier B, where the other warps bar.sync before parking the next tile.
-    constexpr int kGW = kWK * kWM;  // warps per group
-    [[maybe_unused]] const int wig = kG == 1 ? warp : warp - grp * kGW;
-    // kBal: a piece that is part of a tile (only the range's first and last can be) keeps the
-    // CTA-wide tile end with barriers; kLast 1 finishes the whole tiles by their last warp (solo),
-    // its counters counting those only (nw before this piece).
-    auto cut = [&](int i) { return kBal && (piece_ka(i) != 0 || piece_kb(i) != nk); };
-    const bool part = cut(it), solo = kLast != 0 && !part;
-    [[maybe_unused]] const int nw = kBal ? it - (it > 0 && cut(0) ? 1 : 0) : it;
-    if constexpr (kLast == 1) {
+    if constexpr (kLast) {
       if (lane == 0)
-        while (smem_ld_acquire(&s_done[grp]) < nw) {
+        while (smem_ld_acquire(&s_done[grp]) < it) {
         }
       __syncwarp();  // the previous tile's finisher is done with red and ys
-    } else if constexpr (kLast == 2) {
-      if (it > 0 && wig != (it - 1) % kGW) named_sync(1 + kG + grp, kGT);
     }
 #pragma unroll
     for (int m = 0; m < 2; ++m)
@@ -929,38 +908,28 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
         red[((wk * kWM + wm) * 8 + m * 4 + i) * 32 + lane] = acc[m][i];
         acc[m][i] = 0.f;
       }
-    if constexpr (kLast == 2) {
-      if (wig != it % kGW) {
-        named_arrive(1 + grp, kGT);  // the partials, released to the finisher
-        continue;
-      }
-      named_sync(1 + grp, kGT);  // every warp's partials
-    } else if (solo) {           // kLast 1
-      __syncwarp();              // the warp's partials, before lane 0 releases them
+    if constexpr (kLast) {
+      __syncwarp();  // the warp's partials, before lane 0 releases them
       int old = 0;
       if (lane == 0) old = smem_add_acq_rel(&s_arrived[grp], 1);
       old = __shfl_sync(0xFFFFFFFFu, old, 0);
-      if (old != (nw + 1) * kGW - 1) continue;  // another warp finishes this tile
-      __syncwarp();                             // lane 0 acquired every warp's partials
+      if (old != (it + 1) * (kWK * kWM) - 1) continue;  // another warp finishes this tile
+      __syncwarp();                                     // lane 0 acquired every warp's partials
     } else {
       group_sync<kGT, kCta>(1 + grp);  // partials complete; the previous tile's ys readers are done
     }
-    const int ep = solo ? lane : gtid, ep_n = solo ? 32 : kGT;
+    const int ep = kLast ? lane : gtid, ep_n = kLast ? 32 : kGT;
     auto ep_sync = [&] {
-      if (solo)
+      if constexpr (kLast)
         __syncwarp();
       else
         group_sync<kGT, kCta>(1 + grp);
     };
     // kLast: the finisher hands red / ys to the next tile's warps.
     auto release_tile = [&] {
-      if constexpr (kLast == 1) {
-        if (solo) {
-          __syncwarp();  // every lane's red / ys reads are done
-          if (lane == 0) smem_st_release(&s_done[grp], nw + 1);
-        }
-      } else if constexpr (kLast == 2) {
-        if (it + 1 < n_tg) named_arrive(1 + kG + grp, kGT);  // the next tile's warps sync on it
+      if constexpr (kLast) {
+        __syncwarp();  // every lane's red / ys reads are done
+        if (lane == 0) smem_st_release(&s_done[grp], it + 1);
       }
     };
     // Item q: (wm, [m,] i, lane) of the accumulator fragments; gated items pair m = 0 / 1.
@@ -968,6 +937,7 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
     const int wm_shift = a.gated ? 7 : 8;  // log2(per_wm): no runtime division per item
     // kBal: a piece that is part of a tile parks its K sums (fc1_part [token][m * 16 + row]); the
     // tile's last CTA adds all parts in CTA order and finishes it (act: this CTA finishes it).
+    const bool part = kBal && (piece_ka(it) != 0 || piece_kb(it) != nk);
     bool act = true;
     int ya = 0, yb = -1;  // kBal parts: the CTAs holding them
     if constexpr (kBal) {
@@ -1015,8 +985,8 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
       // kLast: the finisher's lanes take only the items of the live columns (col < 4: ql & 3 <
       // 2), half of them, u -> q = (u / 16) * 32 + ((u / 2) % 8) * 4 + u % 2.
 #pragma unroll(kLast ? 2 : 1)
-      for (int u = ep; u < (solo ? kWM * per_wm / 2 : kWM * per_wm); u += ep_n) {
-        const int q = solo ? ((u >> 4) << 5) | (((u >> 1) & 7) << 2) | (u & 1) : u;
+      for (int u = ep; u < (kLast ? kWM * per_wm / 2 : kWM * per_wm); u += ep_n) {
+        const int q = kLast ? ((u >> 4) << 5) | (((u >> 1) & 7) << 2) | (u & 1) : u;
         const int qw = q >> wm_shift, r = q & (per_wm - 1);
         const int qm = a.gated ? 0 : r / 128, qi = (r / 32) % 4, ql = r % 32;
         const int col = 2 * (ql & 3) + (qi & 1);
@@ -1078,7 +1048,7 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
 #pragma unroll
     for (int qr = 0; qr < (kLast ? 4 : 1); ++qr) {
       const int qt = ep + 32 * qr;
-      if (qt >= qn || (qr > 0 && !solo)) break;
+      if (qt >= qn) break;
       // qpt = 4 or 8 times kWM (a power of two): a shift instead of a runtime division.
       const int qpt_shift = (a.gated ? 2 : 3) + (kWM == 4 ? 2 : kWM == 2 ? 1 : 0);
       const int col = qt >> qpt_shift, fl = 4 * (qt & (qpt - 1));
