@@ -751,7 +751,7 @@ TEST(MoeGpu, DecodeStreamFc1LastWarpTileEndsAreBitEqual) {
   // (FC1_KG=2, FC1_GROUPS=2, FC1_BAL=0: each group walks ~8-16 tiles). Cases: nvfp4 SiLU (16
   // sub-chunks per tile, FC2 input quantised per 16-feature block), MXFP4 ReLU2 (32-feature
   // blocks) and FP16 w4a16 ReLU2 at H = 384 (3 sub-chunks per tile, fewer than a group's 4 K
-  // warps: one parks zeros).
+  // warps: one parks zeros). Then the long-tile two groups of the default rule (below).
   const Fp4Variant a16{QuantMode::kW4A16, SourceFormat::kModeloptNvfp4, DType::kFP16,
                        Activation::kRelu2};
   const Case cases[] = {fp4_variant_case(kNvfp4Silu, 64, 2048, 256, 8, 8, 1),
@@ -779,6 +779,17 @@ TEST(MoeGpu, DecodeStreamFc1LastWarpTileEndsAreBitEqual) {
     EXPECT_EQ(std::memcmp(out[1][1].data(), out[1][0].data(), 2 * base.size()), 0)
         << "last-warp tile ends: a second run differs";
     check_against_reference(P, GpuRun::as_float(c.dtype, out[1][0]), 0.9999);
+  }
+  // decode_fc1_long_groups: with the default knobs a tile of > 32 sub-chunks (H = 4224: 33) on
+  // CTAs walking >= 2 tiles (96 row blocks, 4 tile groups, 16 routes) runs the two groups with
+  // last-warp ends; FC1_LAST=0 the balanced one group. Both against the reference.
+  Problem L;
+  L.make(fp4_variant_case(kNvfp4Silu, 16, 4224, 1536, 4, 4, 1));
+  for (const char* v : {"1", "0"}) {
+    SCOPED_TRACE(std::string("long tiles, FC1_LAST=") + v);
+    const auto out = eager_with_knobs(L, {{"B12X_MOE_FC1_LAST", v}});
+    ASSERT_EQ(out.size(), 1u);
+    check_against_reference(L, GpuRun::as_float(L.c.dtype, out[0]), 0.9999);
   }
 }
 
