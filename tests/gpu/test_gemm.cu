@@ -3202,7 +3202,7 @@ TEST(GemmGpuSanitize, Fp8BlockProbes) {
     run_case({f, 136, 136, 512, DType::kBF16, DType::kBF16, true});
 }
 
-/// Block FP8 variants 14 / 16 / 28 (B12X_GEMM_WGMMA_VAR=14|16|28; 14 the default) for
+/// Block FP8 variants 14 / 16 / 28 / 32 / 33 (B12X_GEMM_WGMMA_VAR=<n>; 28 the default) for
 /// compute-sanitizer:
 /// the bulk-copied ring (the tiled quantizer's stage images, the weight runs, transaction counts
 /// on the full barriers), K = 2048 (every slot refilled), a token tail (the quantizer's zero rows)
@@ -3210,7 +3210,7 @@ TEST(GemmGpuSanitize, Fp8BlockProbes) {
 TEST(GemmGpuSanitize, Fp8BlockBulk) {
   B12X_REQUIRE_GPU();
   ScopedEnv e("B12X_GEMM_WGMMA", "1");
-  for (const char* v : {"14", "16", "28"}) {
+  for (const char* v : {"14", "16", "28", "32", "33"}) {
     ScopedEnv ev("B12X_GEMM_WGMMA_VAR", v);
     run_case({LinearFormat::kFp8Block, 200, 136, 2048, DType::kBF16, DType::kBF16, true});
   }
