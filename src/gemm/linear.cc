@@ -316,18 +316,18 @@ constexpr int kWgmmaGroupVar256 = 13;
 /// 494.66 / 542.87 / 217.79 / 133.25 against 17's 148.66 / 519.29 / 534.84 / 223.74 / 126.73 in
 /// round 61's bench_gemm: 17 stays).
 /// Session 18 (round 68, M = 2048, us over the five shapes, x round 67's bench_gemm cuBLAS BF16):
-/// IQ2 takes 50 (the folded weights accumulated straight into the accumulators, kept in units of
-/// the row's super-block d and rescaled at each 256-K super-block: no partials, no promotions;
-/// lin::kGroupRescale) on BF16 behind the FP16 pre-pass and on FP16. IQ2_XS BF16 23 156.33 /
-/// 507.66 / 545.63 / 228.52 / 135.72 -> 134.37 / 430.93 / 444.47 / 192.58 / 114.77 (0.587-0.628x),
-/// IQ2_XXS BF16 17 150.44 / 513.35 / 537.37 / 224.29 / 127.52 -> 124.64 / 400.79 / 416.05 / 178.79
-/// / 107.07 (0.628-0.676x; 23 behind the pre-pass 149.33 / 486.26 / 539.40 / 216.78 / 133.73); on
-/// FP16 IQ2_XS 23 -> 50 143.81 / 482.98 / 522.62 / 211.67 / 120.28 -> 121.59 / 407.56 / 420.45 /
-/// 177.63 / 97.27, IQ2_XXS 138.18 / 467.32 / 525.09 / 203.76 / 117.67 -> 112.36 / 381.35 / 397.14
-/// / 165.26 / 90.79. Round 69: 52 = 50 with the next super-block's first stage decoded before the
-/// drain (bit-identical), BF16 IQ2_XS 132.35 / 433.85 / 446.75 / 192.68 / 115.38 -> 127.55 /
-/// 420.15 / 424.75 / 185.44 / 110.99, IQ2_XXS 125.05 / 409.37 / 427.02 / 179.56 / 107.37 -> 123.43
-/// / 404.50 / 410.53 / 177.58 / 107.01; 50, 17 and 23 removed.
+/// 50 (since round 69 52, below; the folded weights accumulated straight into the accumulators,
+/// kept in units of the row's super-block d and rescaled at each 256-K super-block: no partials, no
+/// promotions; lin::kGroupRescale) on BF16 behind the FP16 pre-pass and on FP16. IQ2_XS BF16 23
+/// 156.33 / 507.66 / 545.63 / 228.52 / 135.72 -> 134.37 / 430.93 / 444.47 / 192.58 / 114.77
+/// (0.587-0.628x), IQ2_XXS BF16 17 150.44 / 513.35 / 537.37 / 224.29 / 127.52 -> 124.64 / 400.79 /
+/// 416.05 / 178.79 / 107.07 (0.628-0.676x; 23 behind the pre-pass 149.33 / 486.26 / 539.40 / 216.78
+/// / 133.73); on FP16 IQ2_XS 23 -> 50 143.81 / 482.98 / 522.62 / 211.67 / 120.28 -> 121.59 / 407.56
+/// / 420.45 / 177.63 / 97.27, IQ2_XXS 138.18 / 467.32 / 525.09 / 203.76 / 117.67 -> 112.36 / 381.35
+/// / 397.14 / 165.26 / 90.79. Round 69: 52 = 50 with the next super-block's first stage decoded
+/// before the drain (bit-identical), BF16 IQ2_XS 132.35 / 433.85 / 446.75 / 192.68 / 115.38 ->
+/// 127.55 / 420.15 / 424.75 / 185.44 / 110.99, IQ2_XXS 125.05 / 409.37 / 427.02 / 179.56 / 107.37
+/// -> 123.43 / 404.50 / 410.53 / 177.58 / 107.01; 50, 17 and 23 removed.
 constexpr int kWgmmaGroupVarQ8 = 16, kWgmmaGroupVarIq2Xxs = 52, kWgmmaGroupVarIq2Xs = 52,
               kWgmmaGroupVarIq2XxsF16 = 52;
 constexpr bool kWgmmaGroupF16x = true;

@@ -82,9 +82,11 @@ GroupPick pick_cfg(int tok, int var) {
 /// = 13's schedule in two m64n64 units, 22 (IQ2, FP16 MMAs; IQ2_XS default at 128 tokens) = 21
 /// with 23's folding (without the computed signs). Measured and removed: 13 with the computed
 /// signs (IQ2_XXS -3-+1%, IQ2_XS -52%), folded with a promotion per 32 K (IQ2_XS +16-22%),
-/// folded without the computed signs (20: IQ2_XS +20-26% over 13, 1-3% behind 23). Session 18
-/// (round 68): 50 (IQ2, FP16 MMAs; the accumulators rescaled per super-block, no partials) beat
-/// 17 by 16-23 % and 23 by 14-19 % at M = 2048: 17 and 23 (with its unit-0 split) removed.
+/// folded without the computed signs (20: IQ2_XS +20-26% over 13, 1-3% behind 23). Session 18:
+/// 52 / 53 (IQ2, FP16 MMAs, 256 / 128 tokens; the accumulators rescaled per super-block, no
+/// partials; the IQ2 defaults) — round 68 (50, 52 without the early decode) beat 17 by 16-23 % and
+/// 23 by 14-19 % at M = 2048, round 69 52 beat 50 by 0.3-5 % and 53 beat 21 / 22 by 20-33 % at
+/// 128 tokens: 17, 22, 23 (with its unit-0 split), 50 and 51 removed.
 GroupPick pick(WFmt f, bool fp16, int tok, int var) {
   switch (f) {
     case WFmt::kQ8_0:

@@ -427,7 +427,7 @@ struct Runner {
 /// `tiled_wgmma`: where given, receives the plan's wgmma token width (0: not the wgmma kernel).
 /// `tweak`: where given, edits the host activations before they are uploaded.
 void run_case(const Case& c, bool graph_replay = false, int* tiled_wgmma = nullptr,
-              const std::function<void(Acts&)>& tweak = nullptr) {
+              const std::function<void(Acts&)>& tweak = nullptr, int* tiled_wgmma_var = nullptr) {
   SCOPED_TRACE(name(c));
   const int dev = 0;
   HostWeight hw = make_weight(c.fmt, c.N, c.K);
@@ -458,6 +458,7 @@ void run_case(const Case& c, bool graph_replay = false, int* tiled_wgmma = nullp
     FAIL() << "plan failed: " << e.what();
   }
   if (tiled_wgmma != nullptr) *tiled_wgmma = plan.tiled_wgmma;
+  if (tiled_wgmma_var != nullptr) *tiled_wgmma_var = plan.tiled_wgmma_var;
   DeviceBuffer<uint8_t> scratch(std::max<int64_t>(plan.scratch_bytes, 1));
   DeviceBuffer<uint16_t> out(c.M * c.N);
   std::vector<uint16_t> hbias;
@@ -2826,10 +2827,16 @@ TEST(GemmGpu, TiledWgmmaFp8TokensOnM) {
 }
 
 void run_wgmma_group_case(const Case& c) {
-  int wgmma = 0;
-  run_case(c, false, &wgmma);
+  int wgmma = 0, var = -1;
+  run_case(c, false, &wgmma, nullptr, &var);
   const auto& d = device_info(0);
-  if (d.cc_major == 9 && d.cc_minor == 0) EXPECT_GT(wgmma, 0) << name(c) << ": not on wgmma";
+  if (d.cc_major == 9 && d.cc_minor == 0) {
+    EXPECT_GT(wgmma, 0) << name(c) << ": not on wgmma";
+    // A variant selected by the knob must be the one that ran (the plan falls back to the default
+    // without a word where the knob names no kernel: a removed variant would test the default).
+    if (const char* v = std::getenv("B12X_GEMM_WGMMA_GROUP_VAR"); v != nullptr)
+      EXPECT_EQ(var, std::atoi(v)) << name(c) << ": B12X_GEMM_WGMMA_GROUP_VAR=" << v;
+  }
 }
 
 TEST(GemmGpu, TiledWgmmaGgmlFormats) {
@@ -2867,9 +2874,8 @@ TEST(GemmGpu, TiledWgmmaGgmlFormats) {
       run_wgmma_group_case({f, 300, 72, 512, DType::kFP16, DType::kFP16, true});
     }
   }
-  // The defaults (session 13: Q8_0 16, IQ2_XXS 17, IQ2_XS 23: BF16 behind the FP16 pre-pass)
-  // with a long K refilling every slot many times, odd pair / quad boundaries of the 5-slot Q8_0
-  // ring.
+  // The defaults (Q8_0 16, IQ2 52 since session 18: BF16 behind the FP16 pre-pass) with a long K
+  // refilling every slot many times, odd pair / quad boundaries of the 5-slot Q8_0 ring.
   {
     ScopedEnv et("B12X_GEMM_WGMMA_GROUP_TOK", "256");
     for (LinearFormat f : {LinearFormat::kQ8_0, LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs})
@@ -2905,11 +2911,11 @@ TEST(GemmGpu, TiledWgmmaGroupProbes) {
   // FP16 pre-pass; session 18).
   const auto& d = device_info(0);
   if (d.cc_major == 9 && d.cc_minor == 0 && d.sm_count >= 114) {
-    auto plan_of = [](LinearFormat f, DType act) {
+    auto plan_of = [](LinearFormat f, DType act, int64_t tokens = 2048) {
       gemm::Caps caps;
       caps.format = f;
       caps.act_dtype = act;
-      caps.max_tokens = 2048;
+      caps.max_tokens = tokens;
       caps.in_features = 4096;
       caps.out_features = 4096;
       return gemm::plan(caps);
@@ -2923,6 +2929,14 @@ TEST(GemmGpu, TiledWgmmaGroupProbes) {
     EXPECT_EQ(xs.tiled_wgmma_var, 52);
     EXPECT_TRUE(xs.tiled_wgmma_f16x);
     EXPECT_FALSE(plan_of(LinearFormat::kIq2Xs, DType::kFP16).tiled_wgmma_f16x);
+    // 128 tokens (M = 512): IQ2 53 behind the pre-pass on BF16, Q8_0 21.
+    for (LinearFormat f : {LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs}) {
+      const gemm::Plan p128 = plan_of(f, DType::kBF16, 512);
+      EXPECT_EQ(p128.tiled_wgmma, 128) << p128.describe();
+      EXPECT_EQ(p128.tiled_wgmma_var, 53) << p128.describe();
+      EXPECT_TRUE(p128.tiled_wgmma_f16x) << p128.describe();
+    }
+    EXPECT_EQ(plan_of(LinearFormat::kQ8_0, DType::kBF16, 512).tiled_wgmma_var, 21);
   }
   ScopedEnv eg("B12X_GEMM_WGMMA_GROUP", "1"), et("B12X_GEMM_WGMMA_GROUP_TOK", "256");
   for (const char* var : {"16", "21", "52", "53"}) {
@@ -3008,7 +3022,7 @@ TEST(GemmGpu, TiledWgmmaGroupRescale) {
   g_weight_tweak = nullptr;
 }
 
-/// The FP16 pre-pass's per-token scale on extreme BF16 rows (IQ2_XS's default 23 behind it): a
+/// The FP16 pre-pass's per-token scale on extreme BF16 rows (IQ2_XS's default 52 behind it): a
 /// zero row and a row of BF16 subnormals (scale 1; the subnormals flush to FP16 zero, far below
 /// the tolerance), a row spanning 2^-40..1 (elements below 2^-32 of its largest round on FP16's
 /// grid), then every row scaled by 2^100 (past FP16's range: scales 2^-87..).

@@ -41,9 +41,11 @@
 // schedule in two m64n64 units; 22 folded). Session 16 (rounds 59-61): the IQ2 sign masks by
 // one IMAD + LOP3 (decode_iq2_atom), 23's (2s + 1) splats by IMAD + HFMA2 and its unit 0 split
 // around atom 1's decode (kGroupSplit): IQ2_XXS 17 -7-12 %, IQ2_XS 23 -16-19 % time at M = 2048;
-// IQ2_XXS on FP16 activations takes 23. Session 18 (round 68): IQ2 takes 50 (kGroupRescale: the
-// folded weights accumulated straight into the accumulators, rescaled per 256-K super-block; no
-// partials, no promotions), on BF16 behind the pre-pass too: +14-23 % over 17 / 23 (removed).
+// IQ2_XXS on FP16 activations takes 23. Session 18 (rounds 68-69): IQ2 takes 52 at 256 tokens
+// and 53 at 128 (kGroupRescale: the folded weights accumulated straight into the accumulators,
+// rescaled per 256-K super-block; no partials, no promotions), on BF16 behind the pre-pass too:
+// +16-27 % over 17 / 23 at M = 2048, 20-33 % over 21 / 22 at 128 tokens (17, 22, 23 removed;
+// Q8_0 keeps 16 / 21).
 // Epilogue as in linear_tiled_sm90.cuh.
 //
 // SM90 only: the body compiles under __CUDA_ARCH_FEAT_SM90_ALL and traps elsewhere; the host
