@@ -99,7 +99,7 @@ WgmmaPick pick_tok(WFmt f, bool fp16, int var) {
 /// stage's A fragments loaded before the promotion (128 tokens), 8 = 6 with block FP8's combined
 /// scales built by the producer warpgroup, 9 = 8 with the tokens on the wgmma M side (probe, also
 /// per-tensor), 14 = 8 fed by bulk copies of the quantizer's stage images (block FP8's default
-/// since session 9), 16 = 6 with bulk-copied weight runs (FP8 per-tensor's default since session
+/// in sessions 9-17), 16 = 6 with bulk-copied weight runs (FP8 per-tensor's default since session
 /// 9), 28 = 14 without the MMA warps' proxy fence (block FP8's default since session 18), 31 / 34 =
 /// 28 / 32 with stmatrix output staging, 32 / 33 = 28 with five / four stages (probes);
 /// BF16-operand formats 0

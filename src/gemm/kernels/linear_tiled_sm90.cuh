@@ -87,12 +87,18 @@ struct WgmmaCfg {
                                                          (kVariant >= 31 && kVariant <= 34));
   /// Block FP8 variant 28 (the block FP8 default since session 18) = 14 without the MMA warps'
   /// fence.proxy.async after each full barrier (MEMBAR.ALL.CTA + FENCE.VIEW.ASYNC in SASS, per
-  /// stage and warp): every byte of a bulk-fed slot is written by the async proxy (the bulk copies,
-  /// which wgmma reads in that proxy and the A-fragment loads see through the barrier's
-  /// complete_tx) or by the producer's generic scale stores, which the MMA warps read with generic
-  /// loads. Round 68 (Nsight Compute, 4096x4096 M = 2048): 3.5% of 14's stall samples on the
-  /// FENCE, 5.9% on the WARPGROUP.ARRIVE after it; round 69 (M = 2048): -1.3 to -2.4% at the five
-  /// shapes, M = 256 -1 to -3.5%; memcheck / racecheck clean (GemmGpuSanitize.Fp8BlockBulk).
+  /// stage and warp). Why it is safe (compute-sanitizer does not check proxy ordering, so this
+  /// rests on the PTX memory model): the fence orders generic-proxy writes before async-proxy
+  /// reads, and a bulk-fed slot has none that wgmma reads. Its activations and weights are written
+  /// by cp.async.bulk (async proxy) and complete on the slot's full barrier by transaction count,
+  /// whose phase completion makes them visible to the threads that observe it (wgmma reads them in
+  /// the async proxy, the A-fragment loads in the generic one, as CUTLASS's TMA consumers do
+  /// without a fence); the combined scales are generic stores of the producer before its
+  /// mbarrier.arrive (release), read by generic loads after the try_wait (acquire). The slot's
+  /// refill after the empty barrier is the same write-after-read order as in 14. Round 68 (Nsight
+  /// Compute, 4096x4096 M = 2048): 3.5% of 14's stall samples on the FENCE, 5.9% on the
+  /// WARPGROUP.ARRIVE after it; round 69 (M = 2048): -1.3 to -2.4% at the five shapes, M = 256 -1
+  /// to -3.5%; memcheck / racecheck clean (GemmGpuSanitize.Fp8BlockBulk).
   static constexpr bool kConsFence = !(kBulk && kVariant != 14);
   /// Block FP8 variant 31 (probe) = 28 with the output tile staged by stmatrix .trans (per thread
   /// eight m8n8.x4 stores of packed output pairs instead of 64 two-byte STS: half the shared
