@@ -260,6 +260,20 @@ int decode_fc1_warps(const DecodeKnobs& k, int routes, int row_blocks, int sm_co
              : DecodeCfg::kFc1Warps;
 }
 
+int decode_fc1_last(const DecodeKnobs& k, bool wide, int wm, int warps, int groups, int bal) {
+  // Last-warp tile ends (DecodeKnobs::fc1_last, default on): the 8-warp FC1 with two unbalanced
+  // groups, narrow routing. H200 round 68, us, barrier tile ends -> last warp (bit-equal):
+  // Qwen3.5-TP4 nvfp4 M = 2 / 4 / 8 58.5 -> 57.3, 97.5 -> 92.9, 174.3 -> 165.7 (FC1 113.7 ->
+  // 107.9), w4a16 M = 8 171.7 -> 161.2; Qwen3-30B nvfp4 M = 4 / 8 0.998x. In the one balanced
+  // group (its finisher also parks and sums the cut tiles' parts in global memory) 1.21-1.25x
+  // slower (DeepSeek-TP4 M = 4 / 8, MiniMax M = 1 / 4 / 8), two balanced groups 1.02-1.27x: not
+  // taken.
+  return k.fc1_last != 0 && !wide && wm == 1 && warps == DecodeCfg::kFc1Warps && groups == 2 &&
+                 bal == 0
+             ? 1
+             : 0;
+}
+
 bool decode_fc1_balanced(int routes, int tile_groups, int warps, int k_chunks) {
   // Balanced ranges where the unbalanced per-warp chain (tiles per CTA, estimating ~routes
   // tiles, x sub-chunks per warp) is > 10 sub-chunks (>= 10 before session 16). H200 round 22,
@@ -360,16 +374,7 @@ void launch_decode_stream(const DecodeArgs& args, const DecodeKnobs& kn, bool fp
     a.fc1_groups = decode_fc1_groups(kn, a.routes, fc1_row_blocks, a.sm_count, a.fc1_wm, k_chunks);
     shape_fc1();
   }
-  // Last-warp tile ends (DecodeKnobs::fc1_last, default on): the 8-warp FC1 with two unbalanced
-  // groups. H200 round 68, us, barrier tile ends -> last warp (bit-equal): Qwen3.5-TP4 nvfp4
-  // M = 2 / 4 / 8 58.5 -> 57.3, 97.5 -> 92.9, 174.3 -> 165.7 (FC1 113.7 -> 107.9), w4a16 M = 8
-  // 171.7 -> 161.2; Qwen3-30B nvfp4 M = 4 / 8 0.998x. In the one balanced group (its finisher
-  // also parks and sums the cut tiles' parts in global memory) 1.21-1.25x slower (DeepSeek-TP4
-  // M = 4 / 8, MiniMax M = 1 / 4 / 8), two balanced groups 1.02-1.27x: not taken.
-  a.fc1_last = kn.fc1_last != 0 && !wide && a.fc1_wm == 1 && a.fc1_warps == DecodeCfg::kFc1Warps &&
-                       a.fc1_groups == 2 && a.fc1_bal == 0
-                   ? 1
-                   : 0;
+  a.fc1_last = decode_fc1_last(kn, wide, a.fc1_wm, a.fc1_warps, a.fc1_groups, a.fc1_bal);
   a.q_early = kn.q_early == 1 || kn.q_early == 2 ? kn.q_early : 0;
   a.q_load = kn.q_load == 0 ? 0 : 1;  // [Q]'s load order
   a.q_fast = kn.q_fast != 0 ? 1 : 0;

@@ -394,6 +394,9 @@ int decode_fc1_tile_groups(const DecodeKnobs& k, int routes, int row_blocks, int
 /// FC1 warps per CTA (8, or 12 where that shortens the per-warp chain of tiles x sub-chunks).
 int decode_fc1_warps(const DecodeKnobs& k, int routes, int row_blocks, int sm_count, int wm,
                      int groups, int k_chunks);
+/// DecodeArgs::fc1_last of a launch with these FC1 row warps, warps, groups and balance (wide:
+/// more than kMaxInlineRoutes routes): 1 where the last-warp tile ends run, else 0.
+int decode_fc1_last(const DecodeKnobs& k, bool wide, int wm, int warps, int groups, int bal);
 /// Whether the FC1 takes balanced chunk ranges (DecodeArgs::fc1_bal) where they can run.
 bool decode_fc1_balanced(int routes, int tile_groups, int warps, int k_chunks);
 /// FC2 with the deep ring (one CTA per SM, 5 stages per warp): fc2_split == 1, few routes and

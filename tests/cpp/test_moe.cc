@@ -657,6 +657,41 @@ TEST(Moe, DecodeFc1GroupsRuleOnTheModelShapes) {
   }
 }
 
+TEST(Moe, DecodeFc1LastWarpEndsRunInTheGpuTestShapes) {
+  // MoeGpu.DecodeStreamFc1LastWarpTileEndsAreBitEqual compares FC1_LAST=1 with 0 bit for bit, so
+  // it proves nothing unless its launches take the last-warp instance: its forced shapes (KG=2,
+  // GROUPS=2, BAL=0, WIDE=0; nvfp4 SiLU 16 row blocks / 64 routes / 16 sub-chunks, MXFP4 ReLU2 8 /
+  // 64 / 8, w4a16 ReLU2 4 / 72 / 3) and its default long-tile case (96 row blocks, 16 routes, 33
+  // sub-chunks) get two unbalanced 8-warp groups, and decode_fc1_last 1 (0 with FC1_LAST=0).
+  moe::DecodeKnobs forced;
+  forced.fc1_kg = 2;
+  forced.fc1_groups = 2;
+  forced.fc1_bal = 0;
+  forced.fc1_wide = 0;
+  const moe::DecodeKnobs def;
+  struct Shape {
+    const moe::DecodeKnobs* k;
+    int row_blocks, routes, k_chunks;
+  };
+  const Shape shapes[] = {
+      {&forced, 16, 64, 16}, {&forced, 8, 64, 8}, {&forced, 4, 72, 3}, {&def, 96, 16, 33}};
+  for (const Shape& s : shapes) {
+    const int g = moe::detail::decode_fc1_groups(*s.k, s.routes, s.row_blocks, 132, 1, s.k_chunks);
+    EXPECT_EQ(g, 2) << s.row_blocks << " row blocks";
+    const int w =
+        moe::detail::decode_fc1_warps(*s.k, s.routes, s.row_blocks, 132, 1, g, s.k_chunks);
+    EXPECT_EQ(moe::detail::decode_fc1_last(*s.k, false, 1, w, g, 0), 1) << s.row_blocks;
+    moe::DecodeKnobs off = *s.k;
+    off.fc1_last = 0;
+    EXPECT_EQ(moe::detail::decode_fc1_last(off, false, 1, w, g, 0), 0) << s.row_blocks;
+  }
+  // Never with the balanced group, other warp counts or row warps, or beyond 128 routes.
+  EXPECT_EQ(moe::detail::decode_fc1_last(def, false, 1, 8, 1, 1), 0);
+  EXPECT_EQ(moe::detail::decode_fc1_last(def, false, 1, 12, 1, 0), 0);
+  EXPECT_EQ(moe::detail::decode_fc1_last(def, false, 2, 8, 1, 0), 0);
+  EXPECT_EQ(moe::detail::decode_fc1_last(def, true, 1, 8, 2, 0), 0);
+}
+
 TEST(Moe, DecodeFc2RowsRuleOnTheModelShapes) {
   // The 32-row FC2 CTA (decode_fc2_rows, H200 round 46) on a 132-SM H200: from 2 to 8 tokens where
   // its one-wave grid of 2 CTAs per SM is >= 80 % full: Qwen3-30B (64 32-row blocks, split 4),
