@@ -165,9 +165,9 @@ struct DecodeArgs {
   int fc1_wm = 0;
   // FC1 warp groups per CTA (0: auto, decode_fc1_groups; 1, 2, 4 or 8 with one row warp).
   int fc1_groups = 0;
-  // FC1 with last-warp tile ends (DecodeKnobs::fc1_last; moe_decode.cuh's kLast; two unbalanced
-  // groups): the last K warp of a group to park a tile's partials finishes it alone, no tile-end
-  // barriers.
+  // FC1 with last-warp tile ends (decode_fc1_last from DecodeKnobs::fc1_last; moe_decode.cuh's
+  // kLast; two unbalanced groups): the last K warp of a group to park a tile's partials finishes
+  // it alone, no tile-end barriers.
   int fc1_last = 0;
   // FC1 warps per CTA (0: auto, decode_fc1_warps; 8, or 12 with one row warp and one group).
   int fc1_warps = 0;
