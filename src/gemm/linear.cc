@@ -652,7 +652,14 @@ Plan plan(const Caps& caps) {
       // B12X_GEMM_WGMMA_GROUP_VAR=0 (each partial drained before its promotion), 2 (256-row
       // CTAs, 128 tokens) or 3 (256 tokens, the CTA-barrier pipeline: the default until session
       // 12).
-      p.tiled_wgmma = grp_row_ctas * ((m_grp + 255) / 256) * 10 >= 9 * dev.sm_count ? 256 : 128;
+      // IQ2 (the rescaled kernels 52 / 53) from 256 tokens on (session 18, round 70, BF16, us,
+      // 128 -> 256 tokens: M = 768 4096x4096 IQ2_XS 92.41 -> 61.41, IQ2_XXS 83.16 -> 58.18; M =
+      // 256 14336x4096 91.27 -> 59.59, 83.69 -> 57.27, though the 256-token grids hold 96 / 112
+      // CTAs: 53 decodes each weight for half the tokens).
+      p.tiled_wgmma = grp_row_ctas * ((m_grp + 255) / 256) * 10 >= 9 * dev.sm_count ||
+                              (wf != WFmt::kQ8_0 && m_grp >= 256)
+                          ? 256
+                          : 128;
       const char* gt = std::getenv("B12X_GEMM_WGMMA_GROUP_TOK");
       if (gt != nullptr && (std::atoi(gt) == 128 || std::atoi(gt) == 256))
         p.tiled_wgmma = std::atoi(gt);

@@ -2911,13 +2911,13 @@ TEST(GemmGpu, TiledWgmmaGroupProbes) {
   // FP16 pre-pass; session 18).
   const auto& d = device_info(0);
   if (d.cc_major == 9 && d.cc_minor == 0 && d.sm_count >= 114) {
-    auto plan_of = [](LinearFormat f, DType act, int64_t tokens = 2048) {
+    auto plan_of = [](LinearFormat f, DType act, int64_t tokens = 2048, int64_t n = 4096) {
       gemm::Caps caps;
       caps.format = f;
       caps.act_dtype = act;
       caps.max_tokens = tokens;
       caps.in_features = 4096;
-      caps.out_features = 4096;
+      caps.out_features = n;
       return gemm::plan(caps);
     };
     EXPECT_EQ(plan_of(LinearFormat::kQ8_0, DType::kBF16).tiled_wgmma_var, 16);
@@ -2929,9 +2929,13 @@ TEST(GemmGpu, TiledWgmmaGroupProbes) {
     EXPECT_EQ(xs.tiled_wgmma_var, 52);
     EXPECT_TRUE(xs.tiled_wgmma_f16x);
     EXPECT_FALSE(plan_of(LinearFormat::kIq2Xs, DType::kFP16).tiled_wgmma_f16x);
-    // 128 tokens (M = 512): IQ2 53 behind the pre-pass on BF16, Q8_0 21.
+    // IQ2 from M = 256 on 256 tokens (52; session 18, round 70), below on 128 (53 behind the
+    // pre-pass on BF16; M = 128, N = 14336); Q8_0 at M = 512 on 128 tokens (21).
     for (LinearFormat f : {LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs}) {
-      const gemm::Plan p128 = plan_of(f, DType::kBF16, 512);
+      const gemm::Plan p512 = plan_of(f, DType::kBF16, 512);
+      EXPECT_EQ(p512.tiled_wgmma, 256) << p512.describe();
+      EXPECT_EQ(p512.tiled_wgmma_var, 52) << p512.describe();
+      const gemm::Plan p128 = plan_of(f, DType::kBF16, 128, 14336);
       EXPECT_EQ(p128.tiled_wgmma, 128) << p128.describe();
       EXPECT_EQ(p128.tiled_wgmma_var, 53) << p128.describe();
       EXPECT_TRUE(p128.tiled_wgmma_f16x) << p128.describe();
@@ -2957,7 +2961,7 @@ TEST(GemmGpu, TiledWgmmaGroupProbes) {
   }
   // The FP16 pre-pass's one-read row kernels (1 / 2 / 4 / 8 vectors of 8 per thread: K <= 2048,
   // 4096, 8192, 16384) and its two-pass warp kernel (K > 16384), on IQ2_XS's default (52).
-  ScopedEnv ev("B12X_GEMM_WGMMA_GROUP_VAR", "52");
+  ScopedEnv ev("B12X_GEMM_WGMMA_GROUP_VAR", "52"), et3("B12X_GEMM_WGMMA_GROUP_TOK", "256");
   for (int64_t K : {7168, 14336, 16640})
     run_wgmma_group_case({LinearFormat::kIq2Xs, 130, 72, K, DType::kBF16, DType::kBF16, true});
   // Its PDL trigger at the CTAs' start (the default since session 16) and at their end
