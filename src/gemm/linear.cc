@@ -224,17 +224,20 @@ constexpr int kWgmmaF8Var = 16;
 /// side: 80.3 / 253.6 / 246.2 / 116.3 / 70.2, 0.56-0.61x, needed a second copy of the weights
 /// built by bind; removed in session 10, docs/gemm.md. 17 / 19, 14 with the persistent CTA loop:
 /// removed in session 11, as 18 / 20 above.)
-/// 28 (session 18) = 14 without the MMA warps' fence.proxy.async per stage (the bulk-fed slots need
-/// none): round 69 (M = 2048, same run) 94.3 / 307.3 / 272.6 / 136.7 / 79.5 -> 93.0 / 301.0 / 266.6
-/// / 135.1 / 77.8 us (second runs 95.0 / 309.9 / 273.6 / 138.2 / 80.4 -> 93.0 / 301.9 / 266.6 /
-/// 135.1 / 77.7), M = 256 24.4 / 48.1 / 67.5 / 25.0 / 36.4 -> 24.1 / 47.0 / 65.2 / 24.7 / 35.3;
-/// memcheck / racecheck clean there. B12X_GEMM_WGMMA_VAR=14 restores 14. (Session 18's persistent
-/// probes 26 / 27 / 30 ran 1.45-1.7x slower, as session 10's: removed, docs/gemm.md.)
-constexpr int kWgmmaF8BlockVar = 28;
-/// Block FP8 variants reading the tiled FP8 1x128 quantizer's stage images (14, 28; probes 31-34,
-/// docs/gemm.md session 18).
+/// 33 (session 18) = 14 without the MMA warps' fence.proxy.async per stage (the bulk-fed slots
+/// need none) and with four stages instead of six (more L1 for the producer's scale loads): round
+/// 70 (M = 2048, us over the five shapes, same run; cuBLASLt FP8 47.66 / 151.60 / 146.26 / 69.71 /
+/// 38.94) 14 94.5 / 305.3 / 271.3 / 136.7 / 79.2, 14 without the fence (28) 92.7 / 299.8 / 265.4 /
+/// 135.5 / 77.1, 33 90.0 / 290.5 / 263.9 / 130.8 / 76.4 (second run 89.9 / 290.1 / 264.0 / 131.6
+/// / 75.8: 0.53 / 0.52 / 0.55 / 0.53 / 0.51x); M = 256 24.4 / 47.5 / 66.5 / 25.1 / 36.0 (14) ->
+/// 23.3 / 45.7 / 64.7 / 24.1 / 34.5; memcheck / racecheck of GemmGpuSanitize.Fp8BlockBulk clean
+/// in rounds 69 / 70. B12X_GEMM_WGMMA_VAR=14 restores 14. (Session 18's persistent probes 26 / 27 /
+/// 30 ran 1.45-1.7x slower, as session 10's; the stmatrix epilogue (31 / 34) within 1%: removed,
+/// docs/gemm.md.)
+constexpr int kWgmmaF8BlockVar = 33;
+/// Block FP8 variants reading the tiled FP8 1x128 quantizer's stage images (14, 33).
 bool wgmma_act_images(int var) {
-  return var == 14 || var == 28 || (var >= 31 && var <= 34);
+  return var == 14 || var == 33;
 }
 /// wgmma kernel CTA order (Plan::tiled_wgmma_raster): FP8 in raster bands sized to L2 (1): round
 /// 17 (warp-specialized FP8, M = 2048) per-tensor 14336x4096 829 -> 921 TFLOP/s (its 58 MB of
@@ -720,7 +723,7 @@ Plan plan(const Caps& caps) {
             p.tiled_wgmma_var = want_var;
         }
       }
-      // Block FP8 variants 14 / 28 (28 the default, kWgmmaF8BlockVar): bulk copies of the tiled
+      // Block FP8 variants 14 / 33 (33 the default, kWgmmaF8BlockVar): bulk copies of the tiled
       // quantizer's stage images, so only where this plan quantizes inside and every stage is a
       // whole 128-K group of K (K % 256 == 0: KP == K); run() takes variant 8 where the tiled
       // quantizer cannot run (activation rows not 16-byte vectors).

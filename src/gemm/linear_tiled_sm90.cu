@@ -39,11 +39,7 @@ WgmmaPick pick_var(int var) {
       if constexpr (F == WFmt::kFp8Block) {
         if (var == 8) return wgmma_pick<F, T, kTok, 8>();    // producer-built block scales
         if (var == 14) return wgmma_pick<F, T, kTok, 14>();  // ... fed by bulk copies
-        if (var == 28) return wgmma_pick<F, T, kTok, 28>();  // 14 without the fence (default)
-        if (var == 31) return wgmma_pick<F, T, kTok, 31>();  // 28, stmatrix epilogue (probe)
-        if (var == 32) return wgmma_pick<F, T, kTok, 32>();  // 28 with five stages (probe)
-        if (var == 33) return wgmma_pick<F, T, kTok, 33>();  // 28 with four stages (probe)
-        if (var == 34) return wgmma_pick<F, T, kTok, 34>();  // 32, stmatrix epilogue (probe)
+        if (var == 33) return wgmma_pick<F, T, kTok, 33>();  // 14, no fence, 4 stages (default)
       }
       if (var == 16) return wgmma_pick<F, T, kTok, 16>();  // bulk-copied weights (default)
       if (var == 9) return wgmma_pick<F, T, kTok, 9>();    // tokens on the M side
@@ -100,8 +96,8 @@ WgmmaPick pick_tok(WFmt f, bool fp16, int var) {
 /// scales built by the producer warpgroup, 9 = 8 with the tokens on the wgmma M side (probe, also
 /// per-tensor), 14 = 8 fed by bulk copies of the quantizer's stage images (block FP8's default
 /// in sessions 9-17), 16 = 6 with bulk-copied weight runs (FP8 per-tensor's default since session
-/// 9), 28 = 14 without the MMA warps' proxy fence (block FP8's default since session 18), 31 / 34 =
-/// 28 / 32 with stmatrix output staging, 32 / 33 = 28 with five / four stages (probes);
+/// 9), 33 = 14 without the MMA warps' proxy fence and with four stages (block FP8's default since
+/// session 18);
 /// BF16-operand formats 0
 /// = CTA-barrier pipeline, 1 = mbarrier pipeline, 3 = warp-specialized (256 tokens).
 WgmmaPick pick(WFmt f, bool fp16, int tok, int var) {

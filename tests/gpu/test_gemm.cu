@@ -2643,16 +2643,16 @@ void bulk_cases(const char* v) {
 /// stage images and the producer fills the ring with bulk copies. The plan takes them only with
 /// activations quantized inside and K % 256 == 0 (else variant 8); token / row tails (weight tiles
 /// past N copy the last tile), 1-16 token tiles, FP16 / BF16, bias, a replayed graph; K = 640 and
-/// caller-quantized activations run variant 8. Variant 28 (14 without the consumer proxy fence) is
-/// the block FP8 default since session 18 (14 from session 9): the plan takes it without overrides
-/// at M >= 128.
+/// caller-quantized activations run variant 8. Variant 33 (14 without the consumer proxy fence,
+/// four stages) is the block FP8 default since session 18 (14 from session 9): the plan takes it
+/// without overrides at M >= 128.
 TEST(GemmGpu, TiledWgmmaFp8BlockBulk) {
   B12X_REQUIRE_GPU();
   if (device_info(0).cc_major == 9 && device_info(0).cc_minor == 0) {
     gemm::Caps caps = fp8_block_caps_4096();
     const gemm::Plan pl = gemm::plan(caps);
     EXPECT_EQ(pl.tiled_wgmma, 128) << pl.describe();
-    EXPECT_EQ(pl.tiled_wgmma_var, 28) << pl.describe();  // session 18: 14 without the fence
+    EXPECT_EQ(pl.tiled_wgmma_var, 33) << pl.describe();  // session 18: no fence, four stages
     caps.act_dtype = DType::kFP8E4M3;                    // caller-quantized: variant 8
     EXPECT_EQ(gemm::plan(caps).tiled_wgmma_var, 8);
     caps.format = LinearFormat::kFp8Tensor;  // per-tensor FP8: variant 16 (session 9)
@@ -2661,12 +2661,11 @@ TEST(GemmGpu, TiledWgmmaFp8BlockBulk) {
   bulk_cases("14");
 }
 
-/// Block FP8 variant 28 (the default since session 18: 14 without the MMA warps' proxy fence after
-/// each full barrier) and the probes 31-34 (28 with stmatrix output staging, with five / four
-/// stages, 32 with stmatrix; B12X_GEMM_WGMMA_VAR=<n>); the cases of variant 14.
+/// Block FP8 variant 33 (the default since session 18: 14 without the MMA warps' proxy fence after
+/// each full barrier, four stages; B12X_GEMM_WGMMA_VAR=33); the cases of variant 14.
 TEST(GemmGpu, TiledWgmmaFp8BlockNoFence) {
   B12X_REQUIRE_GPU();
-  for (const char* v : {"28", "31", "32", "33", "34"}) bulk_cases(v);
+  bulk_cases("33");
 }
 
 /// Formats the SM90 wgmma tiled kernel runs (NVFP4 W4A4 / W4A16, MXFP4 W4A4 / W4A8 / W4A16 with
@@ -3220,7 +3219,7 @@ TEST(GemmGpuSanitize, Fp8BlockProbes) {
     run_case({f, 136, 136, 512, DType::kBF16, DType::kBF16, true});
 }
 
-/// Block FP8 variants 14 / 16 / 28 / 32 / 33 (B12X_GEMM_WGMMA_VAR=<n>; 28 the default) for
+/// Block FP8 variants 14 / 16 / 33 (B12X_GEMM_WGMMA_VAR=<n>; 33 the default) for
 /// compute-sanitizer:
 /// the bulk-copied ring (the tiled quantizer's stage images, the weight runs, transaction counts
 /// on the full barriers), K = 2048 (every slot refilled), a token tail (the quantizer's zero rows)
@@ -3228,7 +3227,7 @@ TEST(GemmGpuSanitize, Fp8BlockProbes) {
 TEST(GemmGpuSanitize, Fp8BlockBulk) {
   B12X_REQUIRE_GPU();
   ScopedEnv e("B12X_GEMM_WGMMA", "1");
-  for (const char* v : {"14", "16", "28", "32", "33"}) {
+  for (const char* v : {"14", "16", "33"}) {
     ScopedEnv ev("B12X_GEMM_WGMMA_VAR", v);
     run_case({LinearFormat::kFp8Block, 200, 136, 2048, DType::kBF16, DType::kBF16, true});
   }

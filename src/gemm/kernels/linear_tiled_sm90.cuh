@@ -55,8 +55,7 @@ struct WgmmaCfg {
   /// FP8 over variant 3; making the MMA warpgroups take turns issuing their wgmmas through named
   /// barriers, dropped, was 5-20% slower than variant 5.)
   static constexpr bool kWs = kF8 ? (kVariant >= 5 && kVariant <= 12) ||
-                                        (kVariant >= 14 && kVariant <= 16) || kVariant == 28 ||
-                                        (kVariant >= 31 && kVariant <= 34)
+                                        (kVariant >= 14 && kVariant <= 16) || kVariant == 33
                                   : kVariant == 3;
   /// FP8 variant 6 (the per-tensor default until session 9) = 5 with the stage's block scales built
   /// and loaded into registers while its wgmmas run (not after their wait) and the slot released
@@ -83,36 +82,26 @@ struct WgmmaCfg {
   /// 16 cp.async of 16 bytes per producer thread and stage (LDGSTS through the LSU) are that pipe's
   /// other large client. Needs K % 256 == 0 (KP == K: every stage a whole quantizer block) and
   /// the tiled quantizer (run() takes variant 8 where it cannot run).
-  static constexpr bool kBulk = F == WFmt::kFp8Block && (kVariant == 14 || kVariant == 28 ||
-                                                         (kVariant >= 31 && kVariant <= 34));
-  /// Block FP8 variant 28 (the block FP8 default since session 18) = 14 without the MMA warps'
+  static constexpr bool kBulk = F == WFmt::kFp8Block && (kVariant == 14 || kVariant == 33);
+  /// Block FP8 variant 33 (the block FP8 default since session 18) = 14 without the MMA warps'
   /// fence.proxy.async after each full barrier (MEMBAR.ALL.CTA + FENCE.VIEW.ASYNC in SASS, per
-  /// stage and warp). Why it is safe (compute-sanitizer does not check proxy ordering, so this
-  /// rests on the PTX memory model): the fence orders generic-proxy writes before async-proxy
-  /// reads, and a bulk-fed slot has none that wgmma reads. Its activations and weights are written
-  /// by cp.async.bulk (async proxy) and complete on the slot's full barrier by transaction count,
-  /// whose phase completion makes them visible to the threads that observe it (wgmma reads them in
-  /// the async proxy, the A-fragment loads in the generic one, as CUTLASS's TMA consumers do
-  /// without a fence); the combined scales are generic stores of the producer before its
-  /// mbarrier.arrive (release), read by generic loads after the try_wait (acquire). The slot's
-  /// refill after the empty barrier is the same write-after-read order as in 14. Round 68 (Nsight
+  /// stage and warp; kConsFence) and with four stages instead of six (kF8BlockStages). Why the
+  /// fence can go (compute-sanitizer does not check proxy ordering, so this rests on the PTX
+  /// memory model): the fence orders generic-proxy writes before async-proxy reads, and a bulk-fed
+  /// slot has none that wgmma reads. Its activations and weights are written by cp.async.bulk
+  /// (async proxy) and complete on the slot's full barrier by transaction count, whose phase
+  /// completion makes them visible to the threads that observe it (wgmma reads them in the async
+  /// proxy, the A-fragment loads in the generic one, as CUTLASS's TMA consumers do without a
+  /// fence); the combined scales are generic stores of the producer before its mbarrier.arrive
+  /// (release), read by generic loads after the try_wait (acquire). The slot's refill after the
+  /// empty barrier is the same write-after-read order as in 14. Why four stages: fewer leave more
+  /// of the SM's 228 KB to L1, where the producer's x_scale / w_scale loads hit. Round 68 (Nsight
   /// Compute, 4096x4096 M = 2048): 3.5% of 14's stall samples on the FENCE, 5.9% on the
-  /// WARPGROUP.ARRIVE after it; round 69 (M = 2048): -1.3 to -2.4% at the five shapes, M = 256 -1
-  /// to -3.5%; memcheck / racecheck clean (GemmGpuSanitize.Fp8BlockBulk).
+  /// WARPGROUP.ARRIVE after it; round 69 (M = 2048): without the fence -1.3 to -2.4% at the five
+  /// shapes; round 70: then five stages -0.6 to -2.3%, four -0.6 to -3.2% (docs/gemm.md session
+  /// 18); memcheck / racecheck clean (GemmGpuSanitize.Fp8BlockBulk).
   static constexpr bool kConsFence = !(kBulk && kVariant != 14);
-  /// Block FP8 variant 31 (probe) = 28 with the output tile staged by stmatrix .trans (per thread
-  /// eight m8n8.x4 stores of packed output pairs instead of 64 two-byte STS: half the shared
-  /// wavefronts and ~90 fewer instructions per thread and tile; round 69: within 0.5% of 28).
-  /// 34 = 32 with it.
-  static constexpr bool kStMatrix = F == WFmt::kFp8Block && (kVariant == 31 || kVariant == 34);
-  /// Block FP8 variants 32 / 33 (probes) = 28 with five / four stages (the ring's depth: round
-  /// 69's 14 with five stages, 29, ran 0.7-2.8% faster than six at the five M = 2048 shapes;
-  /// fewer stages leave more of the SM's 228 KB to L1, where the producer's x_scale rows and
-  /// w_scale reads hit).
-  static constexpr int kF8BlockStages = F != WFmt::kFp8Block               ? 0
-                                        : kVariant == 32 || kVariant == 34 ? 5
-                                        : kVariant == 33                   ? 4
-                                                                           : 0;
+  static constexpr int kF8BlockStages = F == WFmt::kFp8Block && kVariant == 33 ? 4 : 0;
   /// FP8 variant 16 (the per-tensor default since session 9; a probe for block) = 6 / 8 with only
   /// the weights bulk-copied (the eight 2 KB runs by one producer thread, complete_tx on the full
   /// barrier, one more arrival); the activations stay cp.async (caller-quantized ones too). Why:
@@ -361,20 +350,6 @@ __device__ __forceinline__ uint64_t desc_sw128(uint32_t saddr) {
 __device__ __forceinline__ uint64_t desc_kmajor(uint32_t saddr, uint32_t lbo, uint32_t sbo) {
   return static_cast<uint64_t>((saddr & 0x3FFFFu) >> 4) | (static_cast<uint64_t>(lbo >> 4) << 16) |
          (static_cast<uint64_t>(sbo >> 4) << 32);
-}
-
-/// Four 8 x 8 b16 matrices stored transposed (stmatrix .trans): register i of each lane holds the
-/// two adjacent elements (row lane / 4, columns 2 (lane % 4), + 1) of matrix i (the mma / wgmma
-/// accumulator fragment), lane l gives the shared address of stored row l % 8 (the matrix's
-/// column l % 8) of matrix l / 8 (block FP8 variant 31's epilogue).
-__device__ __forceinline__ void stmatrix_x4_trans(uint32_t saddr, uint32_t r0, uint32_t r1,
-                                                  uint32_t r2, uint32_t r3) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile(
-      "stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(saddr),
-      "r"(r0), "r"(r1), "r"(r2), "r"(r3)
-      : "memory");
-#endif
 }
 
 /// 32-bit shared-memory store (variant 9's weight transposition).
@@ -1349,27 +1324,6 @@ __global__ void __launch_bounds__(WgmmaCfg<F, T, kTokens, kVariant>::kThreads,
   // Accumulator (wgmma D fragment): acc[4j + 2h + e] = (weight row 16 cw + g + 8h, token
   // 8j + 2t + e), staged as out dtype [token][row] (kEpPitch-byte rows) for wgmma_store_rows.
   auto stage_out = [&](uint16_t* ep, float mult, const float(&bias)[2]) {
-    if constexpr (C::kStMatrix) {
-      // Matrices (j, h), (j, h + 1), (j + 1, h), (j + 1, h + 1) of [weight row][token] per
-      // instruction: lane l addresses stored row (token) 8 (j + (l >> 4)) + (l & 7), weight rows
-      // 16 cw + 8 ((l >> 3) & 1).. (16 bytes; 272-byte rows: the eight rows of a matrix on
-      // distinct banks).
-      const uint32_t eps = static_cast<uint32_t>(__cvta_generic_to_shared(ep)) +
-                           ((lane >> 4) * 8 + (lane & 7)) * C::kEpPitch +
-                           (16 * cw + 8 * ((lane >> 3) & 1)) * 2;
-      auto pk = [&](int i, int h) {
-        const uint32_t lo = wgmma_out_bits(acc[i] * mult + bias[h], p.out_fp16);
-        const uint32_t hi = wgmma_out_bits(acc[i + 1] * mult + bias[h], p.out_fp16);
-        return lo | (hi << 16);
-      };
-#pragma unroll
-      for (int j = 0; j < kTok / 8; j += 2) {
-        const int a = 4 * j;
-        wg::stmatrix_x4_trans(eps + 8 * j * C::kEpPitch, pk(a, 0), pk(a + 2, 1), pk(a + 4, 0),
-                              pk(a + 6, 1));
-      }
-      return;
-    }
 #pragma unroll
     for (int j = 0; j < kTok / 8; ++j)
 #pragma unroll
