@@ -4,10 +4,15 @@
 // racecheck_acq_rel.cu; run: for m in 0 1 2; do ./rc $m; compute-sanitizer --tool racecheck
 // ./rc $m; done (0 = barriers, expected clean; 1 = the MoE protocol; 2 = no sync, must be flagged).
 #include <cstdio>
-__device__ __forceinline__ unsigned sa(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ unsigned sa(const void* p) {
+  return (unsigned)__cvta_generic_to_shared(p);
+}
 __device__ __forceinline__ int add_acq_rel(int* p, int v) {
   int old;
-  asm volatile("atom.acq_rel.cta.shared.add.u32 %0, [%1], %2;" : "=r"(old) : "r"(sa(p)), "r"(v) : "memory");
+  asm volatile("atom.acq_rel.cta.shared.add.u32 %0, [%1], %2;"
+               : "=r"(old)
+               : "r"(sa(p)), "r"(v)
+               : "memory");
   return old;
 }
 __device__ __forceinline__ int ld_acq(const int* p) {
@@ -29,7 +34,9 @@ __global__ void k(float* out, int tiles) {
     float acc = 0.f;
     for (int i = 0; i < 200 * (w + 1); ++i) acc += (float)((it * 7 + w * 3 + lane + i) & 15);
     if (kMode == 1) {
-      if (lane == 0) while (ld_acq(&done) < it) {}
+      if (lane == 0)
+        while (ld_acq(&done) < it) {
+        }
       __syncwarp();
     }
     red[w * 32 + lane] = acc;
@@ -50,7 +57,8 @@ __global__ void k(float* out, int tiles) {
       old = __shfl_sync(0xffffffffu, old, 0);
       if (old != (it + 1) * 4 - 1) continue;
       __syncwarp();
-    } else if (w != 3) continue;
+    } else if (w != 3)
+      continue;
     float s = 0.f;
     for (int j = 0; j < 4; ++j) s += red[j * 32 + lane];
     out[(blockIdx.x * tiles + it) * 32 + lane] = s;
@@ -64,9 +72,12 @@ int main(int argc, char** argv) {
   int mode = argc > 1 ? atoi(argv[1]) : 1, tiles = 8, blocks = 4;
   float* d;
   cudaMalloc(&d, blocks * tiles * 32 * 4);
-  if (mode == 0) k<0><<<blocks, 128>>>(d, tiles);
-  else if (mode == 1) k<1><<<blocks, 128>>>(d, tiles);
-  else k<2><<<blocks, 128>>>(d, tiles);
+  if (mode == 0)
+    k<0><<<blocks, 128>>>(d, tiles);
+  else if (mode == 1)
+    k<1><<<blocks, 128>>>(d, tiles);
+  else
+    k<2><<<blocks, 128>>>(d, tiles);
   float h[4 * 8 * 32];
   cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost);
   int bad = 0;
@@ -81,6 +92,7 @@ int main(int argc, char** argv) {
         }
         bad += h[(b * tiles + it) * 32 + lane] != s;
       }
-  printf("mode %d: %s (%d wrong) err=%s\n", mode, bad ? "WRONG" : "ok", bad, cudaGetErrorString(cudaGetLastError()));
+  printf("mode %d: %s (%d wrong) err=%s\n", mode, bad ? "WRONG" : "ok", bad,
+         cudaGetErrorString(cudaGetLastError()));
   return 0;
 }
