@@ -1,28 +1,18 @@
-// Minimal copy of the MoE last-warp hand-over protocol (moe_decode.cuh kLast), to see what
-// compute-sanitizer racecheck says about shared-memory acquire / release hand-overs. Session 18
-// left it unrun (no device time after the final). Build: nvcc -O3 -arch=sm_90a -o rc
-// racecheck_acq_rel.cu; run: for m in 0 1 2; do ./rc $m; compute-sanitizer --tool racecheck
-// ./rc $m; done (0 = barriers, expected clean; 1 = the MoE protocol; 2 = no sync, must be flagged).
+// The MoE last-warp hand-over protocol (moe_decode.cuh kLast) on its own, with the kernel's own
+// acquire / release helpers (src/moe/kernels/smem_acq_rel.cuh), to see what compute-sanitizer
+// racecheck says about shared-memory acquire / release hand-overs. Session 18 left it unrun (no
+// device time after the final). Build from the repo root: nvcc -O3 -arch=sm_90a -Isrc -o rc
+// tools/session/racecheck_acq_rel.cu; run: for m in 0 1 2; do ./rc $m; compute-sanitizer --tool
+// racecheck ./rc $m; done (0 = barriers, expected clean; 1 = the MoE protocol; 2 = no sync, must
+// be flagged).
 #include <cstdio>
-__device__ __forceinline__ unsigned sa(const void* p) {
-  return (unsigned)__cvta_generic_to_shared(p);
-}
-__device__ __forceinline__ int add_acq_rel(int* p, int v) {
-  int old;
-  asm volatile("atom.acq_rel.cta.shared.add.u32 %0, [%1], %2;"
-               : "=r"(old)
-               : "r"(sa(p)), "r"(v)
-               : "memory");
-  return old;
-}
-__device__ __forceinline__ int ld_acq(const int* p) {
-  int v;
-  asm volatile("ld.acquire.cta.shared.u32 %0, [%1];" : "=r"(v) : "r"(sa(p)) : "memory");
-  return v;
-}
-__device__ __forceinline__ void st_rel(int* p, int v) {
-  asm volatile("st.release.cta.shared.u32 [%0], %1;" ::"r"(sa(p)), "r"(v) : "memory");
-}
+
+#include "moe/kernels/smem_acq_rel.cuh"
+
+using b12x::moe::dev::smem_add_acq_rel;
+using b12x::moe::dev::smem_ld_acquire;
+using b12x::moe::dev::smem_st_release;
+
 template <int kMode>  // 0: barriers, 1: acquire / release hand-over (MoE kLast), 2: no sync at all
 __global__ void k(float* out, int tiles) {
   __shared__ float red[4 * 32];
@@ -35,7 +25,7 @@ __global__ void k(float* out, int tiles) {
     for (int i = 0; i < 200 * (w + 1); ++i) acc += (float)((it * 7 + w * 3 + lane + i) & 15);
     if (kMode == 1) {
       if (lane == 0)
-        while (ld_acq(&done) < it) {
+        while (smem_ld_acquire(&done) < it) {
         }
       __syncwarp();
     }
@@ -53,7 +43,7 @@ __global__ void k(float* out, int tiles) {
     if (kMode == 1) {
       __syncwarp();
       int old = 0;
-      if (lane == 0) old = add_acq_rel(&arrived, 1);
+      if (lane == 0) old = smem_add_acq_rel(&arrived, 1);
       old = __shfl_sync(0xffffffffu, old, 0);
       if (old != (it + 1) * 4 - 1) continue;
       __syncwarp();
@@ -64,7 +54,7 @@ __global__ void k(float* out, int tiles) {
     out[(blockIdx.x * tiles + it) * 32 + lane] = s;
     if (kMode == 1) {
       __syncwarp();
-      if (lane == 0) st_rel(&done, it + 1);
+      if (lane == 0) smem_st_release(&done, it + 1);
     }
   }
 }

@@ -30,6 +30,7 @@
 #include <type_traits>
 
 #include "moe/kernels/moe_gemm.cuh"
+#include "moe/kernels/smem_acq_rel.cuh"
 
 namespace b12x::moe::dev {
 
@@ -675,23 +676,8 @@ __global__ void __launch_bounds__(DecodeCfg::kQuantThreads)
 // longer wait for the slowest one at every tile (barrier stalls 0.89 cycles per instruction at
 // Qwen3.5-TP4 M = 8). Before parking the next tile a warp waits until the previous tile's finisher
 // has released red / ys (its done counter; a tile's K loop later, so it rarely waits). Release /
-// acquire at CTA scope on shared memory: lane 0 acts for its warp after __syncwarp.
-__device__ __forceinline__ int smem_add_acq_rel(int* p, int v) {
-  int old;
-  asm volatile("atom.acq_rel.cta.shared.add.u32 %0, [%1], %2;"
-               : "=r"(old)
-               : "r"(smem_addr(p)), "r"(v)
-               : "memory");
-  return old;
-}
-__device__ __forceinline__ int smem_ld_acquire(const int* p) {
-  int v;
-  asm volatile("ld.acquire.cta.shared.u32 %0, [%1];" : "=r"(v) : "r"(smem_addr(p)) : "memory");
-  return v;
-}
-__device__ __forceinline__ void smem_st_release(int* p, int v) {
-  asm volatile("st.release.cta.shared.u32 [%0], %1;" ::"r"(smem_addr(p)), "r"(v) : "memory");
-}
+// acquire at CTA scope on shared memory (smem_acq_rel.cuh): lane 0 acts for its warp after
+// __syncwarp.
 
 template <int kThreads, int kCta>
 __device__ __forceinline__ void group_sync(int id) {
