@@ -272,11 +272,11 @@ constexpr int kWgmmaGroupVar128 = 21;
 /// 168.5 / 562.7, 165.5 / 83.0 -> 75.6 / 221.0, 128.2 / 409.9, 127.6 / 67.2 (+11-37%; 21: 74.5 /
 /// 240.7, 146.2 / 475.2, 146.3 / 73.6).
 /// Session 18 (round 69, 128 tokens, us; IQ2_XXS / IQ2_XS default -> 53 = the rescaled
-/// accumulators of kWgmmaGroupVarIq2Xs below at 128 tokens, BF16 behind the FP16 pre-pass): M = 512
+/// accumulators of kWgmmaGroupVarIq2 below at 128 tokens, BF16 behind the FP16 pre-pass): M = 512
 /// 4096x4096 62.53 -> 44.11 / 63.11 -> 48.37, 4096x14336 205.48 -> 137.98 / 200.31 -> 144.91; M =
 /// 256 14336x4096 122.89 -> 83.99 / 121.77 -> 92.46, 6144x4096 62.30 -> 43.46 / 61.70 -> 46.95 (22
 /// removed).
-constexpr int kWgmmaGroupVar128Iq2Xxs = 53, kWgmmaGroupVar128Iq2Xs = 53;
+constexpr int kWgmmaGroupVar128Iq2 = 53;  // both IQ2 formats, BF16 and FP16
 /// 256 tokens: 13 = warp-specialized (a producer warpgroup issues every copy into an mbarrier
 /// ring, the two MMA warpgroups run desynchronized without a CTA barrier) with the unit chain
 /// running on across pairs of stages (one drain per two 64-K stages). Session 12 round 46 (H200,
@@ -331,8 +331,7 @@ constexpr int kWgmmaGroupVar256 = 13;
 /// before the drain (bit-identical), BF16 IQ2_XS 132.35 / 433.85 / 446.75 / 192.68 / 115.38 ->
 /// 127.55 / 420.15 / 424.75 / 185.44 / 110.99, IQ2_XXS 125.05 / 409.37 / 427.02 / 179.56 / 107.37
 /// -> 123.43 / 404.50 / 410.53 / 177.58 / 107.01; 50, 17 and 23 removed.
-constexpr int kWgmmaGroupVarQ8 = 16, kWgmmaGroupVarIq2Xxs = 52, kWgmmaGroupVarIq2Xs = 52,
-              kWgmmaGroupVarIq2XxsF16 = 52;
+constexpr int kWgmmaGroupVarQ8 = 16, kWgmmaGroupVarIq2 = 52;  // IQ2: both formats, BF16 and FP16
 constexpr bool kWgmmaGroupF16x = true;
 /// The FP16 pre-pass (lin::launch_ggml_act_f16) triggers the group kernel at its CTAs' start, not
 /// their end: the group kernel launches once the pre-pass's last CTAs run, its prologue under
@@ -670,14 +669,9 @@ Plan plan(const Caps& caps) {
       // (IQ2 probe B12X_GEMM_WGMMA_GROUP_VAR=4, the sign masks computed instead of loaded from the
       // shared table: round 22, M = 2048, equal to 3 within 1-2% on all five shapes.)
       const bool t256 = p.tiled_wgmma == 256;
-      const bool xs = wf == WFmt::kIq2Xs;
-      int def = !t256               ? (wf == WFmt::kQ8_0 ? kWgmmaGroupVar128
-                                       : xs              ? kWgmmaGroupVar128Iq2Xs
-                                                         : kWgmmaGroupVar128Iq2Xxs)
-                : wf == WFmt::kQ8_0 ? kWgmmaGroupVarQ8
-                : xs                ? kWgmmaGroupVarIq2Xs
-                : fp16              ? kWgmmaGroupVarIq2XxsF16
-                                    : kWgmmaGroupVarIq2Xxs;
+      const bool q8 = wf == WFmt::kQ8_0;
+      int def = t256 ? (q8 ? kWgmmaGroupVarQ8 : kWgmmaGroupVarIq2)
+                     : (q8 ? kWgmmaGroupVar128 : kWgmmaGroupVar128Iq2);
       if (!fp16 && lin::wgmma_group_fold_var(def) && !kWgmmaGroupF16x)
         def = t256 ? kWgmmaGroupVar256 : kWgmmaGroupVar128;
       p.tiled_wgmma_var = def;
