@@ -8,7 +8,8 @@
 //   B12X_BENCH_FP8B_PREQUANT=1: fp8_block with caller-quantized activations (no quantizer pass).
 //   B12X_BENCH_NO_PEERS=1: skip the cuBLAS / cuBLASLt peers (probe runs; x columns read 0).
 //   B12X_BENCH_FLOOR=1: also time a read-only kernel over each shape's NVFP4 bytes (time_floor);
-//   B12X_BENCH_FLOOR_SEG=<v>, B12X_BENCH_FLOOR_ORDER=1..4: in the M = 1 stream kernel's order.
+//   B12X_BENCH_FLOOR_SEG=<v>, B12X_BENCH_FLOOR_ORDER=1..4: in the M = 1 stream kernel's order;
+//   B12X_BENCH_FLOOR_GRID=<CTAs>: that many CTAs instead of CTAs per SM x SMs (the kernel's grid).
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
@@ -444,13 +445,15 @@ void time_floor(int64_t N, int64_t K, double bw) {
   const char* ord_env = std::getenv("B12X_BENCH_FLOOR_ORDER");
   const int seg = seg_env != nullptr ? std::max(4, std::atoi(seg_env) / 4 * 4) : 0;
   const int order = seg == 0 ? 0 : ord_env != nullptr ? std::clamp(std::atoi(ord_env), 1, 4) : 1;
+  const char* grid_env = std::getenv("B12X_BENCH_FLOOR_GRID");
+  const int grid_ctas = grid_env != nullptr ? std::atoi(grid_env) : 0;
   for (int c : per_sm) {
     if (c < 1 || c > 8) continue;
     for (int mode = seg > 0 ? 2 : 0; mode < 3; ++mode) {
       const double us = bench::time_graph_us(
           [&](int i, cudaStream_t s) {
             cudaLaunchConfig_t cfg{};
-            cfg.gridDim = dim3(static_cast<unsigned>(sms * c));
+            cfg.gridDim = dim3(static_cast<unsigned>(grid_ctas > 0 ? grid_ctas : sms * c));
             cfg.blockDim = dim3(256);
             cfg.stream = s;
             cudaLaunchAttribute attr{};
@@ -467,9 +470,10 @@ void time_floor(int64_t N, int64_t K, double bw) {
                                                       bytes / 16, order, seg, o));
           },
           per_graph(1), reps(1));
-      std::printf("floor %6ld %6ld %2d/SM %-8s order %d seg %3d %8.2f us %6.1f %%bw (%.1f MB)\n",
-                  (long)N, (long)K, c, names[mode], order, seg, us, 100.0 * bytes / us / 1e3 / bw,
-                  bytes / 1e6);
+      std::printf(
+          "floor %6ld %6ld %2d/SM %-8s order %d seg %3d grid %4d %8.2f us %6.1f %%bw (%.1f MB)\n",
+          (long)N, (long)K, c, names[mode], order, seg, grid_ctas > 0 ? grid_ctas : sms * c, us,
+          100.0 * bytes / us / 1e3 / bw, bytes / 1e6);
     }
   }
   std::fflush(stdout);

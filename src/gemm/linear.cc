@@ -1327,6 +1327,15 @@ Plan plan(const Caps& caps) {
         if (f == LinearFormat::kNvfp4 && shfl &&
             (eqx != nullptr ? eqx[0] == '1' : geo.KP <= kStreamQxMaxK))
           p.decode_stream_var = 8;
+        // Session 19 timing probes (garbage outputs; lin::linear_stream_kernel's kNoMath = 16,
+        // kNoStage = 32, both = 48) where the five bench shapes' W4A16 choices have instances.
+        if (const char* ep = std::getenv("B12X_GEMM_STREAM_PROBE");
+            ep != nullptr && w4a16 && wf == lin::WFmt::kNvfp4 && shfl) {
+          const int v = std::atoi(ep);
+          if ((v == 16 || v == 32 || v == 48) &&
+              ((occ == 2 && (c.parts == 2 || c.parts == 8)) || (occ == 3 && c.parts == 8)))
+            p.decode_stream_var = v;
+        }
         stream_trig_m1 = c.ctas * 10 >= c.slots * 8 || (tile_per_sm && occ == 2);
       }
     }

@@ -48,12 +48,25 @@ StreamFn stream_var_fn(int parts, int var) {
   return var == 8 ? stream_fn<kOcc, 1, true, false, false, 8>(parts) : nullptr;
 }
 
+/// Session 19 timing probes (var 16 / 32 / 48, linear_stream_kernel's kNoMath / kNoStage) at the
+/// five bench shapes' W4A16 choices only: parts 2 / 8 at the 2-CTA cap, 8 at the 3-CTA cap.
+template <int kVar>
+StreamFn stream_probe_fn(int parts, int occ) {
+  if (occ == 2 && parts == 2) return &linear_stream_kernel<2, 2, 1, true, false, false, kVar>;
+  if (occ == 2 && parts == 8) return &linear_stream_kernel<8, 2, 1, true, false, false, kVar>;
+  if (occ == 3 && parts == 8) return &linear_stream_kernel<8, 3, 1, true, false, false, kVar>;
+  return nullptr;
+}
+
 // 4 token rows (M = 2..4) with the 2-CTA register cap only (their accumulators and activation
 // fragments do not fit 85 registers).
 StreamFn pick_stream(WFmt f, bool fp16, int parts, int occ, int rows, bool shfl = false,
                      bool mx_free = false, int var = 0) {
   if (var != 0) {
     if (fp16 || f != WFmt::kNvfp4 || rows != 1 || !shfl) return nullptr;
+    if (var == 16) return stream_probe_fn<16>(parts, occ);
+    if (var == 32) return stream_probe_fn<32>(parts, occ);
+    if (var == 48) return stream_probe_fn<48>(parts, occ);
     return occ == 3   ? stream_var_fn<3>(parts, var)
            : occ == 2 ? stream_var_fn<2>(parts, var)
                       : nullptr;

@@ -106,7 +106,12 @@ __device__ __forceinline__ void stream_store_tile(const LinearParams& p, const f
 /// the fold's HFMA2 per register (weights whose E8M0 codes are all <= 135, e8m0_bf16_splat_free).
 /// kVar (session 16, LinearParams::stream_var; NVFP4 M = 1 with kShfl): bit 8 (kQx, W4A4) the
 /// NVFP4 activations (p.act_kind kActNvfp4) converted to BF16 while staging (nvfp4x8_bf16, the
-/// pre-pass's exact values), so no pre-pass launch precedes the kernel.
+/// pre-pass's exact values), so no pre-pass launch precedes the kernel. Timing probes (session
+/// 19, B12X_GEMM_STREAM_PROBE, NVFP4 W4A16; their outputs are garbage): bit 16 (kNoMath) keeps
+/// the loads, the ring, the staging, the activation LDS and the per-group barrier but replaces
+/// the splats, the FP4 decode and the MMAs by an XOR fold of the loaded words (so no load is
+/// dead); bit 32 (kNoStage) drops the activation staging, its barrier and the per-group barrier
+/// of the K parts (the LDS read whatever shared memory holds).
 template <int kParts, int kOcc, int kRows = 1, bool kShfl = false, bool kMx = false,
           bool kMxFree = false, int kVar = 0>
 __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
@@ -115,7 +120,8 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   static_assert(!kMxFree || kMx, "fold-free splats: MXFP4 only");
   static_assert(kVar == 0 || (kRows == 1 && kShfl && !kMx), "kVar: NVFP4 M = 1, shuffled splats");
   constexpr bool kQx = (kVar & 8) != 0;  // NVFP4 activations converted while staging
-  constexpr int kSb = kMx ? 2 : 4;       // scale bytes per row and vector
+  constexpr bool kNoMath = (kVar & 16) != 0, kNoStage = (kVar & 32) != 0;  // timing probes
+  constexpr int kSb = kMx ? 2 : 4;  // scale bytes per row and vector
   static_assert(kParts == 1 || kParts == 2 || kParts == 4 || kParts == 8, "K parts per tile");
   static_assert(kRows == 1 || kRows == 4, "token rows");
   using T = Bf16Tag;
@@ -252,7 +258,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
         d[12] = v[b].w;
       }
     }
-  } else {
+  } else if constexpr (!kNoStage) {
     constexpr int kBatch = kOcc == 3 ? 4 : 8;  // within the 3-CTA register cap
     constexpr int kT = kWarps * 32;
     const uint16_t* x = static_cast<const uint16_t*>(p.x);
@@ -308,7 +314,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
       }
     }
   }
-  __syncthreads();
+  if constexpr (!kNoStage) __syncthreads();
 
   float mult = p.out_mult;
   if (p.alpha != nullptr) mult *= *p.alpha;
@@ -320,7 +326,8 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   const uint8_t* const xlane = kRows == 1
                                    ? xs + (vbase * 64 + t * 16) * 2
                                    : xs + wk * vp * kRows * 128 + ((g & (kRows - 1)) * 4 + t) * 16;
-  int rb = 0;  // reduction buffer
+  int rb = 0;         // reduction buffer
+  uint32_t fold = 0;  // kNoMath
   for (int64_t grp = blockIdx.x; grp < groups; grp += gridDim.x) {
     float acc[kNt][4][4];
 #pragma unroll
@@ -359,6 +366,10 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
                              : j == 1 ? cb1.y
                              : j == 2 ? cb1.z
                                       : cb1.w;
+        if constexpr (kNoMath) {
+          fold ^= cur.x ^ cur.y ^ cur.z ^ cur.w ^ xa[0].x ^ xa[0].w ^ xb[0].x ^ xb[0].w ^ wg ^ wg8;
+          continue;
+        }
         // (row g, row g + 8) scale * 2^119 of each k16 step, as BF16 pairs.
         __nv_bfloat162 sv[4];
         if constexpr (kShfl) {
@@ -458,7 +469,8 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     // Every column holds the row sums: c0 = row g, c2 = row g + 8.
     float r0 = (acc[0][0][0] + acc[0][1][0]) + (acc[0][2][0] + acc[0][3][0]);
     float r1 = (acc[0][0][2] + acc[0][1][2]) + (acc[0][2][2] + acc[0][3][2]);
-    if constexpr (kParts > 1) {
+    if constexpr (kNoMath) r0 = __uint_as_float(fold);
+    if constexpr (kParts > 1 && !kNoStage) {
       auto& red1 = *reinterpret_cast<float(*)[2][kWarps][16]>(red);
       if (t == 0) {
         red1[rb][warp][g] = r0;
