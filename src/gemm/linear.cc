@@ -854,6 +854,14 @@ Plan plan(const Caps& caps) {
       p.ggml_gemv = gg.kw;
       p.ggml_gemv_split = gg.split;
       p.ggml_gemv_ctas = gg.ctas;
+      if ((p.ggml_gemv_var & 4096) != 0) {
+        // The balanced split (kernels/linear_gemv_ggml.cuh, kBal): one wave of resident CTAs,
+        // each a contiguous share of the tiles, all warps on one tile's K range at a time.
+        p.ggml_gemv = p.ggml_gemv_warps;
+        p.ggml_gemv_split = 1;
+        p.ggml_gemv_ctas = static_cast<int>(
+            std::min<int64_t>(geo.n16, static_cast<int64_t>(run_occ) * dev.sm_count));
+      }
       if (const char* k = std::getenv("B12X_GGML_GEMV_KW"); k != nullptr) {
         const int want = std::atoi(k);
         if (want >= 1 && want <= p.ggml_gemv_warps && p.ggml_gemv_warps % want == 0)

@@ -106,7 +106,26 @@ bool trigger_of(WFmt f, int nt) {
 template <class T, int kVar>
 GemvFn pick_var(WFmt f, int nt, int occ, int warps) {
   constexpr WFmt kX = WFmt::kIq2Xxs, kS = WFmt::kIq2Xs;
-  if constexpr ((kVar & 512) != 0) {
+  if constexpr ((kVar & 4096) != 0) {
+    // The balanced split (one wave): 8 warps uncapped (two CTAs per SM) or 16 (one); with the
+    // atom columns capped at 128 registers as below. Q8_0: the plain kernel (no trigger).
+    if (occ == 3 || (warps != 8 && warps != 16)) return nullptr;
+    constexpr int kM8 = (kVar & 512) != 0 ? 2 : 0, kM16 = (kVar & 512) != 0 ? 1 : 0;
+    if constexpr (kVar == 4096) {
+      if (f == WFmt::kQ8_0 && nt == 1)
+        return warps == 8 ? &linear_gemv_ggml_kernel<WFmt::kQ8_0, T, 1, false, 0, 8, false, kVar>
+                          : &linear_gemv_ggml_kernel<WFmt::kQ8_0, T, 1, false, 0, 16, false, kVar>;
+    }
+    if (f == kX && nt == 1)
+      return warps == 8 ? &linear_gemv_ggml_kernel<kX, T, 1, false, kM8, 8, true, kVar>
+                        : &linear_gemv_ggml_kernel<kX, T, 1, false, kM16, 16, true, kVar>;
+    if constexpr ((kVar & 1024) == 0) {
+      if (f == kS && nt == 0)
+        return warps == 8 ? &linear_gemv_ggml_kernel<kS, T, 1, true, kM8, 8, true, kVar>
+                          : &linear_gemv_ggml_kernel<kS, T, 1, true, kM16, 16, true, kVar>;
+    }
+    return nullptr;
+  } else if constexpr ((kVar & 512) != 0) {
     // The atom columns: 8 warps with registers capped at 128 for two CTAs per SM (uncapped,
     // ptxas takes 146-178 for IQ2_XS: one CTA), or 16 (one CTA, the same cap); under the
     // 80-register caps they spill 124-368 bytes.
@@ -139,15 +158,36 @@ GemvFn pick_var(WFmt f, int nt, int occ, int warps) {
 
 template <int kVar>
 GemvFn pick_var_of(bool fp16, WFmt f, int nt, int occ, int warps) {
-  return fp16 ? pick_var<Fp16Tag, kVar>(f, nt, occ, warps)
-              : pick_var<Bf16Tag, kVar>(f, nt, occ, warps);
+  // The balanced split and the fill probe: BF16 activations only (round 72's probes).
+  if constexpr ((kVar & (4096 | 8192)) != 0) {
+    return fp16 ? nullptr : pick_var<Bf16Tag, kVar>(f, nt, occ, warps);
+  } else {
+    return fp16 ? pick_var<Fp16Tag, kVar>(f, nt, occ, warps)
+                : pick_var<Bf16Tag, kVar>(f, nt, occ, warps);
+  }
 }
 
 /// The kernel that launch_ggml_gemv runs (nullptr: none).
 GemvFn kernel_of(WFmt f, bool fp16, int nt, int occ, int warps, int var) {
   if (var != 0) {
-    if (!trigger_of(f, nt)) return nullptr;
+    if (!trigger_of(f, nt) && !(f == WFmt::kQ8_0 && var == 4096)) return nullptr;
     switch (var) {
+      case 4096:
+        return pick_var_of<4096>(fp16, f, nt, occ, warps);
+      case 4096 + 64:
+        return pick_var_of<4096 + 64>(fp16, f, nt, occ, warps);
+      case 4096 + 576:
+        return pick_var_of<4096 + 576>(fp16, f, nt, occ, warps);
+      case 4096 + 1600:
+        return pick_var_of<4096 + 1600>(fp16, f, nt, occ, warps);
+      case 8192:
+        return pick_var_of<8192>(fp16, f, nt, occ, warps);
+      case 8192 + 96:
+        return pick_var_of<8192 + 96>(fp16, f, nt, occ, warps);
+      case 8192 + 576:
+        return pick_var_of<8192 + 576>(fp16, f, nt, occ, warps);
+      case 8192 + 1600:
+        return pick_var_of<8192 + 1600>(fp16, f, nt, occ, warps);
       case 64:
         return pick_var_of<64>(fp16, f, nt, occ, warps);
       case 96:

@@ -412,7 +412,11 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
   constexpr bool kNa = (kVar & 64) != 0;
   constexpr bool kAc = (kVar & 512) != 0;
   constexpr bool kPa = (kVar & 1024) != 0;
-  static_assert(kVar == 0 || (kIq2 && NT == 1), "GEMV variants: the IQ2 one-tile kernels");
+  constexpr bool kBal = (kVar & 4096) != 0;
+  constexpr bool kNoFill = (kVar & 8192) != 0;
+  static_assert(kVar == 0 || (NT == 1 && (kIq2 || kVar == 4096)),
+                "GEMV variants: the IQ2 one-tile kernels (Q8_0: the balanced split only)");
+  static_assert(!kBal || (!kDeep && kW <= 16), "balanced split: one batch ahead, <= 16 warps");
   static_assert(!kPa || (kAc && !kXs), "PRMT addresses: IQ2_XXS with the atom columns");
   constexpr int kU = batch_atoms<F>();
   constexpr int kE = grid_entries<F>();
@@ -420,7 +424,8 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
   // Three PRMT source words after the tables (u32 index; registers ptxas cannot rematerialize).
   constexpr int kSrcWord = kPa ? kPaBytes / 4 : (kE * kGc + 128 * kClasses) * 2;
   extern __shared__ __align__(16) uint64_t tabs[];
-  __shared__ float red[kW][NT * 4][32];
+  // kBal: a head (red[warp]) and a tail (red[kW + warp]) partial per warp.
+  __shared__ float red[kBal ? 2 * kW : kW][NT * 4][32];
 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
@@ -447,11 +452,30 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
   const int64_t tok0 = static_cast<int64_t>(blockIdx.z) * (kCols ? 4 : 8 * NT);
 
   const int d8 = static_cast<int>(16 * p.scale_ld), s8 = static_cast<int>(8 * p.scale2_ld);
-  int tg = blockIdx.x;
+  // kBal (one wave of CTAs, split 1): CTA x takes the tiles [t0, t1), a contiguous share of n16
+  // (sizes differ by at most one), and its (tile, batch) units are cut into kW contiguous,
+  // equal ranges, one per warp, so that every SM's work is within one tile of the mean (the
+  // tile groups of the grid-stride walk leave e.g. 40 of 132 SMs with one of two CTAs at
+  // 14336x4096) and a warp streams its range without per-tile barriers. A warp's range
+  // [ua, ue) crosses at most one tile start where it is shorter than a tile; tiles it covers
+  // whole are stored directly, the partial ones through red (see after the loop). tg walks the
+  // warp's tiles.
+  int64_t ua = 0, ue = 0;
+  int tg = blockIdx.x, tg_end = groups, tg_step = static_cast<int>(gridDim.x);
+  if constexpr (kBal) {
+    const int64_t gx = gridDim.x, bx = blockIdx.x;
+    const int64_t t0 = bx * n16 / gx, nu = ((bx + 1) * n16 / gx - t0) * batches;
+    ua = t0 * batches + nu * warp / kW;
+    ue = t0 * batches + nu * (warp + 1) / kW;
+    tg = static_cast<int>(ua / batches);
+    tg_end = ue > ua ? static_cast<int>((ue - 1) / batches) + 1 : tg;
+    tg_step = 1;
+  }
+  const int bal_first = static_cast<int>(ua % batches);  // kBal: the first tile's first batch
   Batch<F> cur;
-  Cursor ld = cursor_at<F, kAc>(p, tg * tpc + wt, b_first, lane);
-  if (tg * tpc + wt < n16 && b_first < b_end)
-    load_batch<F, kNa, kAc>(ld, atoms - b_first * kU, d8, s8, cur);
+  Cursor ld = cursor_at<F, kAc>(p, kBal ? tg : tg * tpc + wt, kBal ? bal_first : b_first, lane);
+  if (kBal ? ue > ua : tg * tpc + wt < n16 && b_first < b_end)
+    load_batch<F, kNa, kAc>(ld, atoms - (kBal ? bal_first : b_first) * kU, d8, s8, cur);
   // kDeep: the position (group pg, batch pb) of the latest load and the batch after cur (n1);
   // pdone once the warp's positions ran out (sticky: a later step inside the group past the end
   // would otherwise read past the weights — round 52's illegal address).
@@ -476,7 +500,7 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
     if (step()) load_batch<F, kNa, kAc>(ld, atoms - pb * kU, d8, s8, n1);
   }
 
-  if constexpr (kIq2) {
+  if constexpr (kIq2 && !kNoFill) {  // kNoFill: a timing probe (outputs undefined)
     const uint64_t* gsrc;
     if constexpr (kXs) {
       gsrc = T::kFp16 ? g_gsel_xs_fp16.v : g_gsel_xs_bf16.v;
@@ -549,33 +573,56 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
 #pragma unroll
   for (int i = 0; i < 2; ++i) xlo[i] = xhi[i] = make_uint4(0u, 0u, 0u, 0u);
 
-  for (; tg < groups; tg += static_cast<int>(gridDim.x)) {
-    const int tile = tg * tpc + wt;
+  // The tile's sums (split: fp32 partials) of the lane's rows and tokens.
+  const auto store = [&](int tile, const float(&acc)[NT][4]) {
+#pragma unroll
+    for (int n = 0; n < NT; ++n)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int64_t row = static_cast<int64_t>(tile) * 16 + g + 8 * (i >> 1);
+        const int64_t m = tok0 + 8 * n + 2 * t + (i & 1);
+        if (m >= p.M) continue;
+        if (p.split > 1) {
+          // Every row < NP, also the padding's: the reduce kernel reads column pairs, with odd N
+          // column N too (its value is discarded, but the scratch read is then initialized).
+          p.partial[(static_cast<int64_t>(blockIdx.y) * p.M + m) * p.NP + row] = acc[n][i];
+        } else if (row < p.N) {
+          store_out_elem(p, m, row, acc[n][i], mult);
+        }
+      }
+  };
+  int head_tile = -1;  // kBal: the tile whose partial this warp holds in red[warp]
+  for (; tg < tg_end; tg += tg_step) {
+    const int tile = kBal ? tg : tg * tpc + wt;
     const bool active = tile < n16;
-    // The next group's tile of this warp (n16: none): its first batch is loaded during the last
-    // batch here.
-    const int next_tile = tg + static_cast<int>(gridDim.x) < groups
-                              ? (tg + static_cast<int>(gridDim.x)) * tpc + wt
-                              : n16;
+    // The warp's batches of this tile: [bs, be) step kst.
+    const int bs = kBal ? (static_cast<int64_t>(tg) * batches < ua ? bal_first : 0) : b_first;
+    const int be =
+        kBal ? (tg + 1 == tg_end ? static_cast<int>((ue - 1) % batches) + 1 : batches) : b_end;
+    const int kst = kBal ? 1 : kw;
+    // The next group's tile of this warp (n16: none): its first batch (nbs) is loaded during the
+    // last batch here.
+    const int next_tile = tg + tg_step < tg_end ? (kBal ? tg + 1 : (tg + tg_step) * tpc + wt) : n16;
+    const int nbs = kBal ? 0 : b_first;
     // kTrig: the PDL trigger at the start of the warp's last batch (the next call's CTAs launch
     // while this one drains; the end-of-kernel trigger stays for the other warps).
-    if (kTrig && next_tile >= n16 && !(active && b_first < b_end)) griddep_launch_dependents();
+    if (kTrig && next_tile >= n16 && !(active && bs < be)) griddep_launch_dependents();
     float acc[NT][4];
 #pragma unroll
     for (int n = 0; n < NT; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
 
-    for (int b = b_first; active && b < b_end; b += kw) {
+    for (int b = bs; active && b < be; b += kst) {
       Batch<F> nxt;
       if constexpr (kDeep) {
         // Two batches ahead; the trigger still at the start of the warp's last batch.
         if (step()) load_batch<F, kNa, kAc>(ld, atoms - pb * kU, d8, s8, nxt);
         if (kTrig && b + kw >= b_end && next_tile >= n16) griddep_launch_dependents();
-      } else if (b + kw < b_end) {
-        advance<F>(ld, kw);
-        load_batch<F, kNa, kAc>(ld, atoms - (b + kw) * kU, d8, s8, nxt);
+      } else if (b + kst < be) {
+        advance<F>(ld, kst);
+        load_batch<F, kNa, kAc>(ld, atoms - (b + kst) * kU, d8, s8, nxt);
       } else if (next_tile < n16) {
-        ld = cursor_at<F, kAc>(p, next_tile, b_first, lane);
-        load_batch<F, kNa, kAc>(ld, atoms - b_first * kU, d8, s8, nxt);
+        ld = cursor_at<F, kAc>(p, next_tile, nbs, lane);
+        load_batch<F, kNa, kAc>(ld, atoms - nbs * kU, d8, s8, nxt);
       } else if (kTrig) {
         griddep_launch_dependents();
       }
@@ -778,9 +825,19 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
 #pragma unroll
       for (int i = 0; i < 4; ++i) acc[0][i] += __shfl_xor_sync(0xFFFFFFFFu, acc[0][i], 2);
     }
-    // K parts of a tile added in warp order (deterministic); the first barrier keeps the
-    // previous group's readers ahead of these writes.
-    if (kw > 1) {
+    if constexpr (kBal) {
+      // A tile the warp covers in part: its last contributor (the range reaching the tile's
+      // end) keeps its partial as the head, the others leave theirs as tails (their last tile).
+      if (bs != 0 || be != batches) {
+        const bool head = be == batches;
+        if (head) head_tile = tile;
+#pragma unroll
+        for (int i = 0; i < 4; ++i) red[head ? warp : kW + warp][i][lane] = acc[0][i];
+        continue;
+      }
+    } else if (kw > 1) {
+      // K parts of a tile added in warp order (deterministic); the first barrier keeps the
+      // previous group's readers ahead of these writes.
       __syncthreads();
 #pragma unroll
       for (int n = 0; n < NT; ++n)
@@ -794,22 +851,27 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
 #pragma unroll
             for (int i = 0; i < 4; ++i) acc[n][i] += red[warp + q][n * 4 + i][lane];
     }
-    if (kp != 0 || !active || (kCols && t >= 2)) continue;
+    if ((!kBal && kp != 0) || !active || (kCols && t >= 2)) continue;
+    store(tile, acc);
+  }
+  if constexpr (kBal) {
+    // The partial tiles, each by its head warp: the tails of the earlier warps whose ranges end
+    // inside it, then its own head, in warp order (deterministic).
+    __syncthreads();
+    if (head_tile >= 0 && !(kCols && t >= 2)) {
+      const int64_t s0 = static_cast<int64_t>(head_tile) * batches, bx = blockIdx.x;
+      const int64_t u0 = bx * n16 / gridDim.x * batches,
+                    nu = ((bx + 1) * n16 / gridDim.x) * batches - u0;
+      float acc[NT][4] = {};
+      for (int q = 0; q <= warp; ++q) {
+        const int64_t qa = u0 + nu * q / kW, qe = u0 + nu * (q + 1) / kW;
+        if (q == warp || (qe > qa && qe > s0)) {
 #pragma unroll
-    for (int n = 0; n < NT; ++n)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int64_t row = static_cast<int64_t>(tile) * 16 + g + 8 * (i >> 1);
-        const int64_t m = tok0 + 8 * n + 2 * t + (i & 1);
-        if (m >= p.M) continue;
-        if (p.split > 1) {
-          // Every row < NP, also the padding's: the reduce kernel reads column pairs, with odd N
-          // column N too (its value is discarded, but the scratch read is then initialized).
-          p.partial[(static_cast<int64_t>(blockIdx.y) * p.M + m) * p.NP + row] = acc[n][i];
-        } else if (row < p.N) {
-          store_out_elem(p, m, row, acc[n][i], mult);
+          for (int i = 0; i < 4; ++i) acc[0][i] += red[q == warp ? q : kW + q][i][lane];
         }
       }
+      store(head_tile, acc);
+    }
   }
   griddep_launch_dependents();
 }
