@@ -23,6 +23,9 @@ static_assert(3 * (gemv::smem_bytes<WFmt::kIq2Xs, true>() + gemv::kWarps * 4 * 3
               "3 CTAs per SM of the capped IQ2_XS GEMV");
 static_assert(gemv::smem_bytes<WFmt::kIq2Xs>() + 24 * 4 * 32 * 4 <= 101376,
               "the 24-warp GGML GEMV must fit SM12x's 99 KB of shared memory per block");
+// The balanced split's head and tail partials (two per warp) beside the tables, 18 warps.
+static_assert(gemv::smem_bytes<WFmt::kIq2Xs>() + 2 * 18 * 4 * 32 * 4 <= 101376,
+              "the 18-warp balanced GGML GEMV must fit SM12x's 99 KB of shared memory per block");
 
 template <WFmt F, class T, bool kTrig>
 GemvFn fn_nt(int nt) {
@@ -108,14 +111,28 @@ GemvFn pick_var(WFmt f, int nt, int occ, int warps) {
   constexpr WFmt kX = WFmt::kIq2Xxs, kS = WFmt::kIq2Xs;
   if constexpr ((kVar & 4096) != 0) {
     // The balanced split (one wave): 8 warps uncapped (two CTAs per SM) or 16 (one); with the
-    // atom columns capped at 128 registers as below. Q8_0: the plain kernel (no trigger).
-    if (occ == 3 || (warps != 8 && warps != 16)) return nullptr;
+    // atom columns capped at 128 registers as below. Q8_0: the plain kernel (no trigger), also
+    // with 20 warps; IQ2 without the atom columns also with 20 (IQ2_XXS) or 18 (IQ2_XS: its
+    // tables and 2 x 18 partials fill SM12x's 99 KB). 18 or 20 warps put 5 on some of the SM's
+    // four schedulers: <= 96 registers (ptxas: the IQ2 kernels spill 16 bytes).
+    if (occ == 3) return nullptr;
     constexpr int kM8 = (kVar & 512) != 0 ? 2 : 0, kM16 = (kVar & 512) != 0 ? 1 : 0;
     if constexpr (kVar == 4096) {
       if (f == WFmt::kQ8_0 && nt == 1)
         return warps == 8 ? &linear_gemv_ggml_kernel<WFmt::kQ8_0, T, 1, false, 0, 8, false, kVar>
-                          : &linear_gemv_ggml_kernel<WFmt::kQ8_0, T, 1, false, 0, 16, false, kVar>;
+               : warps == 16
+                   ? &linear_gemv_ggml_kernel<WFmt::kQ8_0, T, 1, false, 0, 16, false, kVar>
+               : warps == 20
+                   ? &linear_gemv_ggml_kernel<WFmt::kQ8_0, T, 1, false, 1, 20, false, kVar>
+                   : nullptr;
     }
+    if constexpr (kVar == 4096 + 64) {
+      if (warps == 20 && f == kX && nt == 1)
+        return &linear_gemv_ggml_kernel<kX, T, 1, false, 1, 20, true, kVar>;
+      if (warps == 18 && f == kS && nt == 0)
+        return &linear_gemv_ggml_kernel<kS, T, 1, true, 1, 18, true, kVar>;
+    }
+    if (warps != 8 && warps != 16) return nullptr;
     if (f == kX && nt == 1)
       return warps == 8 ? &linear_gemv_ggml_kernel<kX, T, 1, false, kM8, 8, true, kVar>
                         : &linear_gemv_ggml_kernel<kX, T, 1, false, kM16, 16, true, kVar>;

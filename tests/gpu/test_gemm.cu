@@ -3877,10 +3877,11 @@ TEST(GemmGpu, GgmlGemvBalanced) {
   B12X_REQUIRE_GPU();
   // The balanced split (B12X_GGML_GEMV_VAR & 4096, session 19): each CTA a contiguous share of
   // the tiles, its (tile, batch) units cut into one contiguous range per warp; tiles a warp covers
-  // in part are added through shared memory by their last contributor. 8 warps uncapped and 16;
-  // ranges crossing tile starts (13 tiles over 3 CTAs, K = 2304), empty ranges (3 tiles of 4
-  // batches over 16 warps; K = 256), whole tiles per warp (K = 256 over 2 CTAs), Q8_0's short last
-  // batch (K = 1056), M = 3 (4160: IQ2_XS column groups), FP16 output with bias, graph replay.
+  // in part are added through shared memory by their last contributor. 8 warps uncapped, 16 and
+  // 18 / 20 (one CTA per SM); ranges crossing tile starts (13 tiles over 3 CTAs, K = 2304), empty
+  // ranges (3 tiles of 4 batches over 16 warps; K = 256), whole tiles per warp (K = 256 over 2
+  // CTAs), Q8_0's short last batch (K = 1056), M = 3 (4160: IQ2_XS column groups), FP16 output with
+  // bias, graph replay.
   ScopedEnv e("B12X_GGML_GEMV", "1"), eo("B12X_GGML_GEMV_OCC", "0");
   struct V {
     const char* var;
@@ -3889,7 +3890,12 @@ TEST(GemmGpu, GgmlGemvBalanced) {
   for (const V& v : {V{"4160", LinearFormat::kIq2Xxs}, V{"4160", LinearFormat::kIq2Xs},
                      V{"5696", LinearFormat::kIq2Xxs}, V{"4672", LinearFormat::kIq2Xs},
                      V{"4096", LinearFormat::kQ8_0}})
-    for (const char* w : {"8", "16"}) {
+    for (const char* w : {"8", "16", "wide"}) {
+      // wide: 20 warps (Q8_0, IQ2_XXS) or 18 (IQ2_XS), 4096 / 4160 only.
+      if (w[0] == 'w') {
+        if (v.var[1] != '0' && v.var[1] != '1') continue;
+        w = v.f == LinearFormat::kIq2Xs ? "18" : "20";
+      }
       ScopedEnv ev("B12X_GGML_GEMV_VAR", v.var), ew("B12X_GGML_GEMV_WARPS", w);
       const int64_t K = v.f == LinearFormat::kQ8_0 ? 1056 : 2304;
       EXPECT_EQ(bf16_plan(v.f, 1, 4096, K).ggml_gemv_var, std::atoi(v.var));
