@@ -213,7 +213,7 @@ namespace {
 
 template <int kW, int kDepth>
 F8Fn kparts_pick_nt(int nt) {
-  constexpr int kMin = kW == 8 ? 2 : 3;
+  constexpr int kMin = kW == 16 ? 1 : kW == 8 ? 2 : 3;
   return nt == 1   ? &linear_kparts_fp8_kernel<kW, 1, kDepth, kMin>
          : nt == 2 ? &linear_kparts_fp8_kernel<kW, 2, kDepth, kMin>
                    : nullptr;
@@ -224,6 +224,10 @@ F8Fn kparts_pick(int warps, int depth, int nt) {
     return depth == 4 ? kparts_pick_nt<4, 4>(nt) : depth == 8 ? kparts_pick_nt<4, 8>(nt) : nullptr;
   if (warps == 8)
     return depth == 4 ? kparts_pick_nt<8, 4>(nt) : depth == 8 ? kparts_pick_nt<8, 8>(nt) : nullptr;
+  if (warps == 16)
+    return depth == 4   ? kparts_pick_nt<16, 4>(nt)
+           : depth == 8 ? kparts_pick_nt<16, 8>(nt)
+                        : nullptr;
   return nullptr;
 }
 

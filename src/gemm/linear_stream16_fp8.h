@@ -38,8 +38,9 @@ int prepare_linear_stream16_f8(int device, WFmt f, int tw, int mma, int depth, b
 void launch_linear_stream16_f8(WFmt f, int tw, int mma, int depth, int64_t smem,
                                const LinearParams& p, Stream stream, int occ = 2, int var = 0);
 /// The K-parts kernel (session 19 probe, kernels/linear_kparts_fp8.cuh): per-tensor FP8 on e4m3
-/// activations with f16 MMAs (SM90), one 16-row tile per CTA of `warps` (4 or 8) warps that split
-/// K into contiguous parts of p.stream_vp atoms, no K split over CTAs; depth 4 or 8 ring atoms.
+/// activations with f16 MMAs (SM90), one 16-row tile per CTA of `warps` (4, 8 or 16) warps that
+/// split K into contiguous parts of p.stream_vp atoms, no K split over CTAs; depth 4 or 8 ring
+/// atoms.
 bool kparts_f8_available(int warps, int depth);
 int64_t kparts_f8_smem(int warps, int atoms);
 /// Host only (plan time): the opt-in and the CTAs per SM of both token-tile variants (the min).
