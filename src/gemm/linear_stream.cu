@@ -12,6 +12,7 @@ namespace b12x::gemm::lin {
 // fit one SM12x block (99 KB).
 static_assert(kStreamSmemBudget + kStreamRedBytes<1> <= 101376,
               "stream kernel: staging budget + static shared memory exceed 99 KB");
+static_assert(kStreamHeadBytes == kStreamWarps * kStreamHeadWarpBytes, "stream kernel: head block");
 static_assert(kStreamRowsSmemBudget + kStreamRedBytes<4> <= 101376,
               "stream kernel (4 rows): staging budget + static shared memory exceed 99 KB");
 static_assert(kS16SmemBytes<2, true> <= 101376, "M <= 16 block kernel: staging slots exceed 99 KB");
@@ -48,13 +49,16 @@ StreamFn stream_var_fn(int parts, int var) {
   return var == 8 ? stream_fn<kOcc, 1, true, false, false, 8>(parts) : nullptr;
 }
 
-/// Session 19 timing probes (var 16 / 32 / 48, linear_stream_kernel's kNoMath / kNoStage) at the
-/// five bench shapes' W4A16 choices only: parts 2 / 8 at the 2-CTA cap, 8 at the 3-CTA cap.
+/// Session 19 timing probes (var 16 / 32 / 48, linear_stream_kernel's kNoMath / kNoStage) and the
+/// head block (var 64, kHead) at the five bench shapes' W4A16 choices only: parts 2 / 8 at the
+/// 2-CTA cap, 8 at the 3-CTA cap.
 template <int kVar>
 StreamFn stream_probe_fn(int parts, int occ) {
   if (occ == 2 && parts == 2) return &linear_stream_kernel<2, 2, 1, true, false, false, kVar>;
   if (occ == 2 && parts == 8) return &linear_stream_kernel<8, 2, 1, true, false, false, kVar>;
-  if (occ == 3 && parts == 8) return &linear_stream_kernel<8, 3, 1, true, false, false, kVar>;
+  if constexpr (kVar != 64) {  // the head block spills at the 3-CTA cap (116 bytes, sm_90a)
+    if (occ == 3 && parts == 8) return &linear_stream_kernel<8, 3, 1, true, false, false, kVar>;
+  }
   return nullptr;
 }
 
@@ -67,6 +71,7 @@ StreamFn pick_stream(WFmt f, bool fp16, int parts, int occ, int rows, bool shfl 
     if (var == 16) return stream_probe_fn<16>(parts, occ);
     if (var == 32) return stream_probe_fn<32>(parts, occ);
     if (var == 48) return stream_probe_fn<48>(parts, occ);
+    if (var == 64) return stream_probe_fn<64>(parts, occ);
     return occ == 3   ? stream_var_fn<3>(parts, var)
            : occ == 2 ? stream_var_fn<2>(parts, var)
                       : nullptr;
@@ -246,7 +251,8 @@ void launch_linear_stream(WFmt f, int parts, int occ, int ctas, int64_t smem, co
   B12X_ASSERT(p.M >= 1 && p.M <= rows && p.act_kind == act_kind && p.xs_kind == kXsNone &&
                   p.stream_vp > 0 && p.stream_vp % kStreamDepth == 0 &&
                   int64_t{p.stream_vp} * parts * split >= p.kvec &&
-                  smem == int64_t{parts} * p.stream_vp * 64 * 2 * rows &&
+                  smem == int64_t{parts} * p.stream_vp * 64 * 2 * rows +
+                              (rows == 1 && (p.stream_var & 64) ? kStreamHeadBytes : 0) &&
                   (split == 1 || p.partial != nullptr),
               "stream kernel: M=", p.M, " rows=", rows, " act=", p.act_kind, " vp=", p.stream_vp,
               " split=", split, " smem=", smem);

@@ -44,6 +44,8 @@ namespace b12x::gemm::lin {
 
 inline constexpr int kStreamWarps = 8;
 inline constexpr int kStreamDepth = 4;  ///< ring vectors per warp (= scale block)
+/// The kHead block per warp: kStreamDepth vectors of 512 bytes, the 16 rows' 16 scale bytes.
+inline constexpr int kStreamHeadWarpBytes = kStreamDepth * 512 + 16 * 16;
 
 /// Position of activation k in the staged (lane-ordered) layout: vector k / 64, then lane t's 32
 /// bytes (t = (k % 8) / 2), then the k16 step, lo / hi 8, the pair element.
@@ -91,6 +93,11 @@ __device__ __forceinline__ void stream_store_tile(const LinearParams& p, const f
     }
 }
 
+__device__ __forceinline__ void s16_cp_async16(void* smem, const void* gmem) {
+  const uint32_t sa = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sa), "l"(gmem));
+}
+
 /// kOcc: CTAs per SM the registers are capped for (2: <= 128, 3: <= 85). kRows: 1 (M = 1, the
 /// token broadcast over the MMA's 8 columns) or 4 (M = 2..4, session 12: the tokens on the MMA's
 /// N side, lanes g and g + 4 on the same token; K split over gridDim.y CTAs whose fp32 partials
@@ -111,7 +118,13 @@ __device__ __forceinline__ void stream_store_tile(const LinearParams& p, const f
 /// the loads, the ring, the staging, the activation LDS and the per-group barrier but replaces
 /// the splats, the FP4 decode and the MMAs by an XOR fold of the loaded words (so no load is
 /// dead); bit 32 (kNoStage) drops the activation staging, its barrier and the per-group barrier
-/// of the K parts (the LDS read whatever shared memory holds).
+/// of the K parts (the LDS read whatever shared memory holds). Bit 64 (kHead, session 19): right
+/// after griddepcontrol.wait each warp requests the second block of its first group into shared
+/// memory (cp.async, behind the staged activations), so the weight stream does not idle for the
+/// activation staging's L2 round trip: the ring's first block was requested before the wait and
+/// has landed by then, and the ring is reissued only as its vectors are consumed, which needs the
+/// activations. The ring's reissues skip that block; the warp consumes it from shared memory
+/// after the ring's first block.
 template <int kParts, int kOcc, int kRows = 1, bool kShfl = false, bool kMx = false,
           bool kMxFree = false, int kVar = 0>
 __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
@@ -121,6 +134,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   static_assert(kVar == 0 || (kRows == 1 && kShfl && !kMx), "kVar: NVFP4 M = 1, shuffled splats");
   constexpr bool kQx = (kVar & 8) != 0;  // NVFP4 activations converted while staging
   constexpr bool kNoMath = (kVar & 16) != 0, kNoStage = (kVar & 32) != 0;  // timing probes
+  constexpr bool kHead = (kVar & 64) != 0;
   constexpr int kSb = kMx ? 2 : 4;  // scale bytes per row and vector
   static_assert(kParts == 1 || kParts == 2 || kParts == 4 || kParts == 8, "K parts per tile");
   static_assert(kRows == 1 || kRows == 4, "token rows");
@@ -208,11 +222,35 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   advance();
   griddep_wait();  // the activations (and alpha) belong to earlier kernels
 
+  const int ks = kParts * vp * 64;  // staged activations (K values)
+  uint8_t* const xs = dsm;
+  // kHead: block 1 of the warp's first group (the issue state's block now) into shared memory
+  // behind the staged activations, [warp][vector][lane] 16 bytes, then its scale bytes
+  // [warp][g][row g, row g + 8] (requested by lanes t = 0, read by the quad after a warp barrier;
+  // in registers they would be live across the first block: the 3-CTA cap spilled); vectors
+  // past hvalid read 0.
+  bool head = false;
+  int hvalid = 0;
+  uint8_t* const hs = dsm + ks * 2 + warp * kStreamHeadWarpBytes;
+  if constexpr (kHead) {
+    head = vp >= 2 * kDepth;
+    if (head) {
+      hvalid = nvalid;
+#pragma unroll
+      for (int j = 0; j < kDepth; ++j)
+        if (j < hvalid) s16_cp_async16(hs + j * 512 + lane * 16, wp + j * 512);
+      if (hvalid > 0 && t == 0) {
+        s16_cp_async16(hs + kDepth * 512 + g * 32, sp);
+        s16_cp_async16(hs + kDepth * 512 + g * 32 + 16, sp8);
+      }
+      asm volatile("cp.async.commit_group;");
+      advance();
+    }
+  }
+
   // Stage the activations of the whole (padded) K in lane order; zeros past K. Each thread's
   // loads go out in batches of kBatch 16-byte chunks before any store, so the staging costs one
   // L2 round trip per batch (K <= 16384: one; 8192 with the 3-CTA cap), not one per chunk.
-  const int ks = kParts * vp * 64;  // staged activations (K values)
-  uint8_t* const xs = dsm;
   if constexpr (kRows > 1) {
     // kRows token rows of the CTA's K range [ky * ks, ky * ks + ks); rows past M and K values
     // past K are zero (their products vanish; the rows' outputs are not stored).
@@ -337,101 +375,119 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
 #pragma unroll
         for (int i = 0; i < 4; ++i) acc[n][s][i] = 0.f;
     const uint8_t* xv = xlane;
+    // Vector j of the block being computed (scale bytes cb0 / cb1).
+    auto vec = [&](const uint4 cur, const int j) {
+      uint4 xa[kNt], xb[kNt];
+#pragma unroll
+      for (int n = 0; n < kNt; ++n) {
+        if constexpr (kRows == 1) {
+          xa[n] = *reinterpret_cast<const uint4*>(xv);
+          xb[n] = *reinterpret_cast<const uint4*>(xv + 16);
+        } else {
+          xa[n] = *reinterpret_cast<const uint4*>(xv + n * 8 * 64);
+          xb[n] = *reinterpret_cast<const uint4*>(xv + kRows * 64 + n * 8 * 64);
+        }
+      }
+      xv += kRows * 128;
+      const uint32_t wg = kMx      ? (j < 2 ? cb0.x : cb0.y)
+                          : j == 0 ? cb0.x
+                          : j == 1 ? cb0.y
+                          : j == 2 ? cb0.z
+                                   : cb0.w;
+      const uint32_t wg8 = kMx      ? (j < 2 ? cb1.x : cb1.y)
+                           : j == 0 ? cb1.x
+                           : j == 1 ? cb1.y
+                           : j == 2 ? cb1.z
+                                    : cb1.w;
+      if constexpr (kNoMath) {
+        fold ^= cur.x ^ cur.y ^ cur.z ^ cur.w ^ xa[0].x ^ xa[0].w ^ xb[0].x ^ xb[0].w ^ wg ^ wg8;
+        return;
+      }
+      // (row g, row g + 8) scale * 2^119 of each k16 step, as BF16 pairs.
+      __nv_bfloat162 sv[4];
+      if constexpr (kShfl) {
+        uint32_t v;
+        if constexpr (kMx) {
+          const int sh = 8 * (2 * (j & 1) + (t >> 1));  // atom t / 2 of vector j
+          if constexpr (kMxFree) {
+            v = (e8m0_bf16_splat_free((wg >> sh) & 0xFFu) & 0xFFFFu) |
+                (e8m0_bf16_splat_free((wg8 >> sh) & 0xFFu) << 16);
+          } else {
+            v = (e8m0_bf16_splat((wg >> sh) & 0xFFu) & 0xFFFFu) |
+                (e8m0_bf16_splat((wg8 >> sh) & 0xFFu) << 16);
+          }
+        } else {
+          const uint32_t pr = prmt(wg, wg8, t * 0x1111u + 0x4400u);  // step t
+          const uint32_t bits = (pr << 4) & 0x07F007F0u;
+          v = fma2<T>(fma2<T>(bits, 0x7B807B80u /* 2^120 */, kNegZero2<T>()),
+                      kFp4Unit2<T>() /* 2^119 */, kNegZero2<T>());
+        }
+#pragma unroll
+        for (int s = 0; s < 4; ++s) {
+          const uint32_t vs = __shfl_sync(0xFFFFFFFFu, v, s, 4);
+          sv[s] = *reinterpret_cast<const __nv_bfloat162*>(&vs);
+        }
+      } else {
+#pragma unroll
+        for (int s = 0; s < 4; ++s) {
+          // (code of row g, code of row g + 8) of step s in the low bytes of the two halves.
+          const uint32_t pr = prmt(wg, wg8, s | (s << 4) | ((4 + s) << 8) | ((4 + s) << 12));
+          const uint32_t bits = (pr << 4) & 0x07F007F0u;
+          const uint32_t v = fma2<T>(fma2<T>(bits, 0x7B807B80u /* 2^120 */, kNegZero2<T>()),
+                                     kFp4Unit2<T>() /* 2^119 */, kNegZero2<T>());
+          sv[s] = *reinterpret_cast<const __nv_bfloat162*>(&v);
+        }
+      }
+      uint32_t af[2][2][4];  // [atom][step][reg]
+#pragma unroll
+      for (int a = 0; a < 2; ++a)
+#pragma unroll
+        for (int s = 0; s < 2; ++s) {
+          uint32_t bits[4];
+          fp4_word_pairs<T>(s ? (a ? cur.w : cur.y) : (a ? cur.z : cur.x), bits);
+          if constexpr (kMx && !kMxFree) {
+#pragma unroll
+            for (int r = 0; r < 4; ++r) bits[r] = fma2<T>(bits[r], kFp4Unit2<T>(), kNegZero2<T>());
+          }
+#pragma unroll
+          for (int r = 0; r < 4; ++r) {
+            const __nv_bfloat162 m =
+                __hmul2(*reinterpret_cast<const __nv_bfloat162*>(&bits[r]),
+                        (r & 1) ? __high2bfloat162(sv[2 * a + s]) : __low2bfloat162(sv[2 * a + s]));
+            af[a][s][r] = *reinterpret_cast<const uint32_t*>(&m);
+          }
+        }
+#pragma unroll
+      for (int n = 0; n < kNt; ++n) {
+        mma16816<T>(acc[n][0], af[0][0], xa[n].x, xa[n].y);
+        mma16816<T>(acc[n][1], af[0][1], xa[n].z, xa[n].w);
+        mma16816<T>(acc[n][2], af[1][0], xb[n].x, xb[n].y);
+        mma16816<T>(acc[n][3], af[1][1], xb[n].z, xb[n].w);
+      }
+    };
     for (int v0 = 0; v0 < vp; v0 += kDepth) {
+      if constexpr (kHead) {
+        if (head && v0 == kDepth) {  // the block requested into shared memory
+          head = false;
+          asm volatile("cp.async.wait_group 0;" ::: "memory");
+          __syncwarp();  // the scale bytes came through lanes t = 0
+          const uint4* const hsc = reinterpret_cast<const uint4*>(hs + kDepth * 512 + g * 32);
+          const uint4 z = make_uint4(0, 0, 0, 0);
+          cb0 = hvalid > 0 ? hsc[0] : z;
+          cb1 = hvalid > 0 ? hsc[1] : z;
+#pragma unroll
+          for (int j = 0; j < kDepth; ++j)
+            vec(j < hvalid ? *reinterpret_cast<const uint4*>(hs + j * 512 + lane * 16) : z, j);
+          continue;
+        }
+      }
       cb0 = nb0;
       cb1 = nb1;
 #pragma unroll
       for (int j = 0; j < kDepth; ++j) {
         const uint4 cur = ring[j];
         issue(ring[j], j);
-        uint4 xa[kNt], xb[kNt];
-#pragma unroll
-        for (int n = 0; n < kNt; ++n) {
-          if constexpr (kRows == 1) {
-            xa[n] = *reinterpret_cast<const uint4*>(xv);
-            xb[n] = *reinterpret_cast<const uint4*>(xv + 16);
-          } else {
-            xa[n] = *reinterpret_cast<const uint4*>(xv + n * 8 * 64);
-            xb[n] = *reinterpret_cast<const uint4*>(xv + kRows * 64 + n * 8 * 64);
-          }
-        }
-        xv += kRows * 128;
-        const uint32_t wg = kMx      ? (j < 2 ? cb0.x : cb0.y)
-                            : j == 0 ? cb0.x
-                            : j == 1 ? cb0.y
-                            : j == 2 ? cb0.z
-                                     : cb0.w;
-        const uint32_t wg8 = kMx      ? (j < 2 ? cb1.x : cb1.y)
-                             : j == 0 ? cb1.x
-                             : j == 1 ? cb1.y
-                             : j == 2 ? cb1.z
-                                      : cb1.w;
-        if constexpr (kNoMath) {
-          fold ^= cur.x ^ cur.y ^ cur.z ^ cur.w ^ xa[0].x ^ xa[0].w ^ xb[0].x ^ xb[0].w ^ wg ^ wg8;
-          continue;
-        }
-        // (row g, row g + 8) scale * 2^119 of each k16 step, as BF16 pairs.
-        __nv_bfloat162 sv[4];
-        if constexpr (kShfl) {
-          uint32_t v;
-          if constexpr (kMx) {
-            const int sh = 8 * (2 * (j & 1) + (t >> 1));  // atom t / 2 of vector j
-            if constexpr (kMxFree) {
-              v = (e8m0_bf16_splat_free((wg >> sh) & 0xFFu) & 0xFFFFu) |
-                  (e8m0_bf16_splat_free((wg8 >> sh) & 0xFFu) << 16);
-            } else {
-              v = (e8m0_bf16_splat((wg >> sh) & 0xFFu) & 0xFFFFu) |
-                  (e8m0_bf16_splat((wg8 >> sh) & 0xFFu) << 16);
-            }
-          } else {
-            const uint32_t pr = prmt(wg, wg8, t * 0x1111u + 0x4400u);  // step t
-            const uint32_t bits = (pr << 4) & 0x07F007F0u;
-            v = fma2<T>(fma2<T>(bits, 0x7B807B80u /* 2^120 */, kNegZero2<T>()),
-                        kFp4Unit2<T>() /* 2^119 */, kNegZero2<T>());
-          }
-#pragma unroll
-          for (int s = 0; s < 4; ++s) {
-            const uint32_t vs = __shfl_sync(0xFFFFFFFFu, v, s, 4);
-            sv[s] = *reinterpret_cast<const __nv_bfloat162*>(&vs);
-          }
-        } else {
-#pragma unroll
-          for (int s = 0; s < 4; ++s) {
-            // (code of row g, code of row g + 8) of step s in the low bytes of the two halves.
-            const uint32_t pr = prmt(wg, wg8, s | (s << 4) | ((4 + s) << 8) | ((4 + s) << 12));
-            const uint32_t bits = (pr << 4) & 0x07F007F0u;
-            const uint32_t v = fma2<T>(fma2<T>(bits, 0x7B807B80u /* 2^120 */, kNegZero2<T>()),
-                                       kFp4Unit2<T>() /* 2^119 */, kNegZero2<T>());
-            sv[s] = *reinterpret_cast<const __nv_bfloat162*>(&v);
-          }
-        }
-        uint32_t af[2][2][4];  // [atom][step][reg]
-#pragma unroll
-        for (int a = 0; a < 2; ++a)
-#pragma unroll
-          for (int s = 0; s < 2; ++s) {
-            uint32_t bits[4];
-            fp4_word_pairs<T>(s ? (a ? cur.w : cur.y) : (a ? cur.z : cur.x), bits);
-            if constexpr (kMx && !kMxFree) {
-#pragma unroll
-              for (int r = 0; r < 4; ++r)
-                bits[r] = fma2<T>(bits[r], kFp4Unit2<T>(), kNegZero2<T>());
-            }
-#pragma unroll
-            for (int r = 0; r < 4; ++r) {
-              const __nv_bfloat162 m = __hmul2(
-                  *reinterpret_cast<const __nv_bfloat162*>(&bits[r]),
-                  (r & 1) ? __high2bfloat162(sv[2 * a + s]) : __low2bfloat162(sv[2 * a + s]));
-              af[a][s][r] = *reinterpret_cast<const uint32_t*>(&m);
-            }
-          }
-#pragma unroll
-        for (int n = 0; n < kNt; ++n) {
-          mma16816<T>(acc[n][0], af[0][0], xa[n].x, xa[n].y);
-          mma16816<T>(acc[n][1], af[0][1], xa[n].z, xa[n].w);
-          mma16816<T>(acc[n][2], af[1][0], xb[n].x, xb[n].y);
-          mma16816<T>(acc[n][3], af[1][1], xb[n].z, xb[n].w);
-        }
+        vec(cur, j);
       }
       advance();
     }
@@ -587,11 +643,6 @@ __device__ __forceinline__ void s16_ring_fill(uint4 (&ring)[kDepth], const S16Ra
     ring[q] = make_uint4(0, 0, 0, 0);
     if (q / kTw < r.lim[q % kTw]) ring[q] = ldg_stream(r.wp[q % kTw] + (q / kTw) * 512);
   }
-}
-
-__device__ __forceinline__ void s16_cp_async16(void* smem, const void* gmem) {
-  const uint32_t sa = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sa), "l"(gmem));
 }
 
 /// One vector of one tile in the block kernels: the lane's 4 FP4 words (k16 steps 0..3) decoded,
