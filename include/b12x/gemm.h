@@ -333,7 +333,8 @@ struct Plan {
   /// Per-tensor FP8 at M <= 16 on the K-parts kernel (session 19 probe,
   /// lin::launch_linear_kparts_f8; SM90, e4m3 activations): warps per CTA (one 16-row tile each,
   /// contiguous K parts of f8_kparts_vp atoms; 0: not used), their ring depth, dynamic shared
-  /// memory, and the smallest run M it takes. B12X_GEMM_F8_KPARTS=4|8|16, _DEPTH=4|8, _MINM=<m>.
+  /// memory, and the smallest run M it takes. B12X_GEMM_F8_KPARTS=4|8|16, _DEPTH=4|8 (16 at 4
+  /// warps), _MINM=<m>.
   int f8_kparts = 0;
   int f8_kparts_depth = 0;
   int f8_kparts_vp = 0;

@@ -1707,7 +1707,8 @@ Plan plan(const Caps& caps) {
   }
   // Session 19 probe: per-tensor FP8 at M <= 16 on the K-parts kernel (one tile per CTA, its
   // warps on contiguous K parts, no K split over CTAs and no reduce launch) where its grid of
-  // n16 CTAs is resident at once. B12X_GEMM_F8_KPARTS=4|8|16 (warps per CTA), _DEPTH=4|8, _MINM.
+  // n16 CTAs is resident at once. B12X_GEMM_F8_KPARTS=4|8|16 (warps per CTA), _DEPTH=4|8 (16 at 4
+  // warps), _MINM.
   if (const char* ek = std::getenv("B12X_GEMM_F8_KPARTS");
       ek != nullptr && wf == lin::WFmt::kFp8 && p.decode_fp8_mma == 1 &&
       caps.act_dtype == DType::kFP8E4M3 && p.regime != Regime::kTiled) {

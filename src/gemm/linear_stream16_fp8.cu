@@ -219,16 +219,20 @@ F8Fn kparts_pick_nt(int nt) {
                    : nullptr;
 }
 
+// Depth 16 with 4 warps only: 152-156 registers (8 / 16 warps, capped at 128, spill 84-156 bytes).
+template <int kW>
+F8Fn kparts_pick_depth(int depth, int nt) {
+  if constexpr (kW == 4) {
+    if (depth == 16) return kparts_pick_nt<kW, 16>(nt);
+  }
+  return depth == 4 ? kparts_pick_nt<kW, 4>(nt) : depth == 8 ? kparts_pick_nt<kW, 8>(nt) : nullptr;
+}
+
 F8Fn kparts_pick(int warps, int depth, int nt) {
-  if (warps == 4)
-    return depth == 4 ? kparts_pick_nt<4, 4>(nt) : depth == 8 ? kparts_pick_nt<4, 8>(nt) : nullptr;
-  if (warps == 8)
-    return depth == 4 ? kparts_pick_nt<8, 4>(nt) : depth == 8 ? kparts_pick_nt<8, 8>(nt) : nullptr;
-  if (warps == 16)
-    return depth == 4   ? kparts_pick_nt<16, 4>(nt)
-           : depth == 8 ? kparts_pick_nt<16, 8>(nt)
-                        : nullptr;
-  return nullptr;
+  return warps == 4    ? kparts_pick_depth<4>(depth, nt)
+         : warps == 8  ? kparts_pick_depth<8>(depth, nt)
+         : warps == 16 ? kparts_pick_depth<16>(depth, nt)
+                       : nullptr;
 }
 
 thread_local int64_t t_kparts_serial = 0;

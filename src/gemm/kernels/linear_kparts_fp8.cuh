@@ -64,7 +64,8 @@ template <int kW, int kNt, int kDepth, int kMinCtas>
 __global__ void __launch_bounds__(kW * 32, kMinCtas)
     linear_kparts_fp8_kernel(const LinearParams p) {
   static_assert(kNt == 1 || kNt == 2, "n8 token tiles");
-  static_assert(kDepth == 4 || kDepth == 8, "ring depth (a divisor of the 8-atom body)");
+  static_assert(kDepth == 4 || kDepth == 8 || kDepth == 16, "ring depth");
+  constexpr int kBody = kDepth > 8 ? kDepth : 8;  // atoms per unrolled body: a multiple of kDepth
   extern __shared__ __align__(16) uint8_t dsm[];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, t = lane & 3;
@@ -122,9 +123,9 @@ __global__ void __launch_bounds__(kW * 32, kMinCtas)
   // 16-31), (8-15, 0-15), (8-15, 16-31) = the e4m3 B fragments (b0, b1) of token tiles 0 and 1.
   const int xrow = ((lane >> 4) & 1) * 8 + (lane & 7), xcol = ((lane >> 3) & 1) * 16;
   const uint8_t* const xa = xs + xrow * pitch + xcol;
-  for (int s0 = 0; s0 < cnt; s0 += 8) {
+  for (int s0 = 0; s0 < cnt; s0 += kBody) {
 #pragma unroll
-    for (int a = 0; a < 8; ++a) {
+    for (int a = 0; a < kBody; ++a) {
       const int s = s0 + a;
       if (s >= cnt) break;
       if (a % 4 == 0) {
