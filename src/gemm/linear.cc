@@ -1350,16 +1350,17 @@ Plan plan(const Caps& caps) {
               ((occ == 2 && (c.parts == 2 || c.parts == 8)) || (occ == 3 && c.parts == 8)))
             p.decode_stream_var = v;
         }
-        // Session 19: the head block (lin::linear_stream_kernel's kHead, var 64), where the
-        // warp's first group has a second block and the larger shared memory keeps the grid.
+        // Session 19: the head block (lin::linear_stream_kernel's kHead, var bit 64), where
+        // the warp's first group has a second block, at the 2-CTA cap, and the larger shared
+        // memory keeps the grid.
         if (const char* eh = std::getenv("B12X_GEMM_STREAM_HEAD");
-            eh != nullptr && eh[0] == '1' && p.decode_stream_var == 0 && w4a16 &&
-            wf == lin::WFmt::kNvfp4 && shfl && p.decode_stream_vp >= 8 && occ == 2 &&
-            (c.parts == 2 || c.parts == 8)) {
+            eh != nullptr && eh[0] == '1' &&
+            (p.decode_stream_var == 0 || p.decode_stream_var == 8) && shfl &&
+            p.decode_stream_vp >= 8 && occ == 2) {
           const int64_t smem = p.decode_stream_smem + lin::kStreamHeadBytes;
           const int fit = lin::prepare_linear_stream(caps.device, wf, c.parts, occ, smem, 1, shfl);
           if (smem <= lin::kStreamSmemBudget && sms * fit >= c.ctas) {
-            p.decode_stream_var = 64;
+            p.decode_stream_var |= 64;
             p.decode_stream_smem = smem;
           }
         }

@@ -49,17 +49,27 @@ StreamFn stream_var_fn(int parts, int var) {
   return var == 8 ? stream_fn<kOcc, 1, true, false, false, 8>(parts) : nullptr;
 }
 
-/// Session 19 timing probes (var 16 / 32 / 48, linear_stream_kernel's kNoMath / kNoStage) and the
-/// head block (var 64, kHead) at the five bench shapes' W4A16 choices only: parts 2 / 8 at the
-/// 2-CTA cap, 8 at the 3-CTA cap.
+/// Session 19 timing probes (var 16 / 32 / 48, linear_stream_kernel's kNoMath / kNoStage) at the
+/// five bench shapes' W4A16 choices only: parts 2 / 8 at the 2-CTA cap, 8 at the 3-CTA cap.
 template <int kVar>
 StreamFn stream_probe_fn(int parts, int occ) {
   if (occ == 2 && parts == 2) return &linear_stream_kernel<2, 2, 1, true, false, false, kVar>;
   if (occ == 2 && parts == 8) return &linear_stream_kernel<8, 2, 1, true, false, false, kVar>;
-  if constexpr (kVar != 64) {  // the head block spills at the 3-CTA cap (116 bytes, sm_90a)
-    if (occ == 3 && parts == 8) return &linear_stream_kernel<8, 3, 1, true, false, false, kVar>;
-  }
+  if (occ == 3 && parts == 8) return &linear_stream_kernel<8, 3, 1, true, false, false, kVar>;
   return nullptr;
+}
+
+/// The head block (var & 64, linear_stream_kernel's kHead) at the 2-CTA cap only (the 3-CTA cap
+/// spilled 116 bytes on sm_90a): NVFP4 (var 64; 72 with W4A4's in-kernel conversion) and MXFP4.
+StreamFn stream_head_fn(WFmt f, int parts, int occ, int var, bool mx_free) {
+  if (occ != 2) return nullptr;
+  if (f == WFmt::kMxfp4)
+    return var != 64 ? nullptr
+           : mx_free ? stream_fn<2, 1, true, true, true, 64>(parts)
+                     : stream_fn<2, 1, true, true, false, 64>(parts);
+  return var == 64   ? stream_fn<2, 1, true, false, false, 64>(parts)
+         : var == 72 ? stream_fn<2, 1, true, false, false, 72>(parts)
+                     : nullptr;
 }
 
 // 4 token rows (M = 2..4) with the 2-CTA register cap only (their accumulators and activation
@@ -67,11 +77,12 @@ StreamFn stream_probe_fn(int parts, int occ) {
 StreamFn pick_stream(WFmt f, bool fp16, int parts, int occ, int rows, bool shfl = false,
                      bool mx_free = false, int var = 0) {
   if (var != 0) {
-    if (fp16 || f != WFmt::kNvfp4 || rows != 1 || !shfl) return nullptr;
+    if (fp16 || rows != 1 || !shfl) return nullptr;
+    if (var & 64) return stream_head_fn(f, parts, occ, var, mx_free);
+    if (f != WFmt::kNvfp4) return nullptr;
     if (var == 16) return stream_probe_fn<16>(parts, occ);
     if (var == 32) return stream_probe_fn<32>(parts, occ);
     if (var == 48) return stream_probe_fn<48>(parts, occ);
-    if (var == 64) return stream_probe_fn<64>(parts, occ);
     return occ == 3   ? stream_var_fn<3>(parts, var)
            : occ == 2 ? stream_var_fn<2>(parts, var)
                       : nullptr;

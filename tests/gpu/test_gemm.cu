@@ -1571,34 +1571,38 @@ TEST(GemmGpu, DecodeStreamHead) {
   // Session 19 (B12X_GEMM_STREAM_HEAD=1): the M = 1 kernel requests block 1 of each warp's first
   // group into shared memory after griddepcontrol.wait and consumes it after the ring's first
   // block. K parts 2 / 8 at the 2-CTA cap, K = 1280 (part 1's last block past K) and 4864 (parts
-  // past K), N = 72 / 200 (partial tiles and groups), bias, a persistent grid of two groups per
-  // CTA (the head in the first only), a replayed graph; no head where a part has one block.
+  // past K), N = 72 / 200 (partial tiles and groups), bias, NVFP4 W4A16 / W4A4 (the in-kernel
+  // conversion, var 72) / MXFP4 W4A4, a persistent grid of two groups per CTA (the head in the
+  // first only), a replayed graph; no head where a part has one block.
   B12X_REQUIRE_GPU();
   ScopedEnv es("B12X_GEMM_DECODE_STREAM", "1"), eh("B12X_GEMM_STREAM_HEAD", "1"),
       eo("B12X_GEMM_STREAM_OCC", "2");
-  auto plan1 = [](int64_t N, int64_t K) {
+  auto plan1 = [](LinearFormat f, int64_t N, int64_t K) {
     gemm::Caps caps;
-    caps.format = LinearFormat::kNvfp4W4A16;
+    caps.format = f;
     caps.max_tokens = 1;
     caps.in_features = K;
     caps.out_features = N;
-    caps.act_dtype = DType::kBF16;
+    caps.act_dtype =
+        f == LinearFormat::kNvfp4 || f == LinearFormat::kMxfp4 ? DType::kFP4E2M1 : DType::kBF16;
     caps.out_dtype = DType::kBF16;
     return gemm::plan(caps);
   };
+  const LinearFormat fs[3] = {LinearFormat::kNvfp4W4A16, LinearFormat::kNvfp4,
+                              LinearFormat::kMxfp4};
   int n = 0;
   for (const char* parts : {"2", "8"})
     for (int64_t K : {1280, 4864}) {
       ScopedEnv ep("B12X_GEMM_STREAM_PARTS", parts);
       const int64_t N = (n % 2) ? 72 : 200;
-      EXPECT_EQ(plan1(N, K).decode_stream_var, parts[0] == '8' && K == 1280 ? 0 : 64)
-          << "parts " << parts << " K " << K;
-      run_case({LinearFormat::kNvfp4W4A16, 1, N, K, DType::kBF16, DType::kBF16, (n % 2) == 0},
-               /*graph_replay=*/n == 3);
+      const LinearFormat f = fs[n % 3];
+      const int var = plan1(f, N, K).decode_stream_var;
+      EXPECT_EQ(var & 64, parts[0] == '8' && K == 1280 ? 0 : 64) << "parts " << parts << " K " << K;
+      run_case({f, 1, N, K, DType::kBF16, DType::kBF16, (n % 2) == 0}, /*graph_replay=*/n == 3);
       ++n;
     }
   ScopedEnv ep("B12X_GEMM_STREAM_PARTS", "8"), ec("B12X_GEMM_STREAM_CTAS", "1");
-  EXPECT_EQ(plan1(4096, 4096).decode_stream_var, 64);
+  EXPECT_EQ(plan1(LinearFormat::kNvfp4W4A16, 4096, 4096).decode_stream_var, 64);
   run_case({LinearFormat::kNvfp4W4A16, 1, 4096, 4096, DType::kBF16, DType::kBF16, true});
 }
 

@@ -97,6 +97,10 @@ __device__ __forceinline__ void s16_cp_async16(void* smem, const void* gmem) {
   const uint32_t sa = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sa), "l"(gmem));
 }
+__device__ __forceinline__ void s16_cp_async8(void* smem, const void* gmem) {
+  const uint32_t sa = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(sa), "l"(gmem));
+}
 
 /// kOcc: CTAs per SM the registers are capped for (2: <= 128, 3: <= 85). kRows: 1 (M = 1, the
 /// token broadcast over the MMA's 8 columns) or 4 (M = 2..4, session 12: the tokens on the MMA's
@@ -131,7 +135,8 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     linear_stream_kernel(const LinearParams p) {
   static_assert(!kMx || (kShfl && kRows == 1), "MXFP4: M = 1 with shuffled splats");
   static_assert(!kMxFree || kMx, "fold-free splats: MXFP4 only");
-  static_assert(kVar == 0 || (kRows == 1 && kShfl && !kMx), "kVar: NVFP4 M = 1, shuffled splats");
+  static_assert(kVar == 0 || (kRows == 1 && kShfl && (!kMx || kVar == 64)),
+                "kVar: M = 1, shuffled splats; MXFP4 with the head block only");
   constexpr bool kQx = (kVar & 8) != 0;  // NVFP4 activations converted while staging
   constexpr bool kNoMath = (kVar & 16) != 0, kNoStage = (kVar & 32) != 0;  // timing probes
   constexpr bool kHead = (kVar & 64) != 0;
@@ -240,8 +245,13 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
       for (int j = 0; j < kDepth; ++j)
         if (j < hvalid) s16_cp_async16(hs + j * 512 + lane * 16, wp + j * 512);
       if (hvalid > 0 && t == 0) {
-        s16_cp_async16(hs + kDepth * 512 + g * 32, sp);
-        s16_cp_async16(hs + kDepth * 512 + g * 32 + 16, sp8);
+        if constexpr (kMx) {  // 8 bytes per row and block (the low half of each 16)
+          s16_cp_async8(hs + kDepth * 512 + g * 32, sp);
+          s16_cp_async8(hs + kDepth * 512 + g * 32 + 16, sp8);
+        } else {
+          s16_cp_async16(hs + kDepth * 512 + g * 32, sp);
+          s16_cp_async16(hs + kDepth * 512 + g * 32 + 16, sp8);
+        }
       }
       asm volatile("cp.async.commit_group;");
       advance();
