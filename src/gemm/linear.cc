@@ -829,7 +829,17 @@ Plan plan(const Caps& caps) {
         return lin::ggml_gemv_var_available(wf, fp16, M, occ_try, p.ggml_gemv_warps, v);
       };
       const int var = var_env != nullptr ? std::atoi(var_env) : 0;
-      p.ggml_gemv_var = var != 0 && var_ok(var, p.ggml_gemv_occ) && var_ok(var, 0) ? var : 0;
+      // The balanced split counts a CTA's (tile, batch) units x warps in 32 bits: at most
+      // ceil(n16 / SMs) tiles per CTA (its grid holds >= SMs CTAs where n16 >= SMs).
+      const int64_t gemv_batches =
+          (K / 32 + (wf == lin::WFmt::kQ8_0 ? 3 : 7)) / (wf == lin::WFmt::kQ8_0 ? 4 : 8);
+      const bool bal_fits =
+          (geo.n16 + dev.sm_count - 1) / dev.sm_count * gemv_batches * p.ggml_gemv_warps <
+          (int64_t{1} << 31);
+      p.ggml_gemv_var = var != 0 && var_ok(var, p.ggml_gemv_occ) && var_ok(var, 0) &&
+                                ((var & 4096) == 0 || bal_fits)
+                            ? var
+                            : 0;
       const int occ = std::max(1, lin::prepare_ggml_gemv(caps.device, wf, fp16, M, p.ggml_gemv_occ,
                                                          p.ggml_gemv_warps, p.ggml_gemv_var));
       const GgmlGemvGrid gg =

@@ -296,8 +296,13 @@ void launch_ggml_gemv(WFmt f, bool fp16, int kw, int ctas, int occ, int warps, i
   const int u =
       f == WFmt::kQ8_0 ? gemv::batch_atoms<WFmt::kQ8_0>() : gemv::batch_atoms<WFmt::kIq2Xxs>();
   const int64_t batches = (p.K / 32 + u - 1) / u;
-  const gemv::Geo geo{kw, tpc, (65536 + kw - 1) / kw, static_cast<int>(groups),
-                      static_cast<int>((batches + p.split - 1) / p.split)};
+  gemv::Geo geo{kw, tpc, (65536 + kw - 1) / kw, static_cast<int>(groups),
+                static_cast<int>((batches + p.split - 1) / p.split)};
+  if ((var & 4096) != 0) {
+    // The balanced split: tiles per CTA n16 / grid.x, the first n16 % grid.x CTAs one more.
+    geo.groups = static_cast<int>(p.n16 / gx);
+    geo.per = static_cast<int>(p.n16 % gx);
+  }
   const dim3 grid(
       static_cast<unsigned>(gx), static_cast<unsigned>(p.split),
       static_cast<unsigned>((p.M + (nt == 0 ? 3 : 8 * nt - 1)) / (nt == 0 ? 4 : 8 * nt)));

@@ -236,7 +236,8 @@ __device__ __forceinline__ float iq2_factor_sel(uint32_t w, uint32_t sel, uint32
 /// sat on the path to the first weight load): kw warps per 16-row tile, tpc = warps / kw tiles
 /// per group, wt_magic = ceil(2^16 / kw) (warp / kw = (warp * wt_magic) >> 16, exact for warp <
 /// 32), groups = ceil(n16 / tpc) tile groups, per = ceil(batches / split) batches per split.
-/// The Q8_0 kernels use kw only (gemv_ggml_body's kDivs).
+/// The Q8_0 kernels use kw only (gemv_ggml_body's kDivs). The balanced split (kVar & 4096):
+/// groups = n16 / grid.x, per = n16 % grid.x (its CTAs' tile counts).
 struct Geo {
   int kw, tpc, wt_magic, groups, per;
 };
@@ -459,22 +460,31 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
   // 14336x4096) and a warp streams its range without per-tile barriers. A warp's range
   // [ua, ue) crosses at most one tile start where it is shorter than a tile; tiles it covers
   // whole are stored directly, the partial ones through red (see after the loop). tg walks the
-  // warp's tiles.
-  int64_t ua = 0, ue = 0;
+  // warp's tiles [tg_first, tg_end); bal_first / bal_last: the first tile's first and the last
+  // tile's end batch. Units relative to the CTA's first tile t0, 32-bit (the plan keeps
+  // tiles per CTA x batches x kW < 2^31), and no 64-bit division before the first weight load
+  // (round 72: the first version's six, ~1-2 us, lost at every shape but 14336x4096).
+  int t0 = 0, nu = 0, ua = 0, ue = 0, bal_first = 0, bal_last = 0;
   int tg = blockIdx.x, tg_end = groups, tg_step = static_cast<int>(gridDim.x);
   if constexpr (kBal) {
-    const int64_t gx = gridDim.x, bx = blockIdx.x;
-    const int64_t t0 = bx * n16 / gx, nu = ((bx + 1) * n16 / gx - t0) * batches;
-    ua = t0 * batches + nu * warp / kW;
-    ue = t0 * batches + nu * (warp + 1) / kW;
-    tg = static_cast<int>(ua / batches);
-    tg_end = ue > ua ? static_cast<int>((ue - 1) / batches) + 1 : tg;
+    // geo.groups = n16 / grid.x, geo.per = n16 % grid.x (launcher).
+    const int bx = static_cast<int>(blockIdx.x);
+    t0 = bx * geo.groups + min(bx, geo.per);
+    nu = (geo.groups + (bx < geo.per ? 1 : 0)) * batches;
+    ua = nu * warp / kW;
+    ue = nu * (warp + 1) / kW;
+    const unsigned fa = static_cast<unsigned>(ua) / static_cast<unsigned>(batches);
+    const unsigned fe = static_cast<unsigned>(max(ue - 1, 0)) / static_cast<unsigned>(batches);
+    tg = t0 + static_cast<int>(fa);
+    tg_end = ue > ua ? t0 + static_cast<int>(fe) + 1 : tg;
     tg_step = 1;
+    bal_first = ua - static_cast<int>(fa) * batches;
+    bal_last = ue - static_cast<int>(fe) * batches;
   }
-  const int bal_first = static_cast<int>(ua % batches);  // kBal: the first tile's first batch
+  const int tg_first = tg;
   Batch<F> cur;
   Cursor ld = cursor_at<F, kAc>(p, kBal ? tg : tg * tpc + wt, kBal ? bal_first : b_first, lane);
-  if (kBal ? ue > ua : tg * tpc + wt < n16 && b_first < b_end)
+  if (kBal ? tg < tg_end : tg * tpc + wt < n16 && b_first < b_end)
     load_batch<F, kNa, kAc>(ld, atoms - (kBal ? bal_first : b_first) * kU, d8, s8, cur);
   // kDeep: the position (group pg, batch pb) of the latest load and the batch after cur (n1);
   // pdone once the warp's positions ran out (sticky: a later step inside the group past the end
@@ -596,9 +606,8 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
     const int tile = kBal ? tg : tg * tpc + wt;
     const bool active = tile < n16;
     // The warp's batches of this tile: [bs, be) step kst.
-    const int bs = kBal ? (static_cast<int64_t>(tg) * batches < ua ? bal_first : 0) : b_first;
-    const int be =
-        kBal ? (tg + 1 == tg_end ? static_cast<int>((ue - 1) % batches) + 1 : batches) : b_end;
+    const int bs = kBal ? (tg == tg_first ? bal_first : 0) : b_first;
+    const int be = kBal ? (tg + 1 == tg_end ? bal_last : batches) : b_end;
     const int kst = kBal ? 1 : kw;
     // The next group's tile of this warp (n16: none): its first batch (nbs) is loaded during the
     // last batch here.
@@ -859,12 +868,10 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
     // inside it, then its own head, in warp order (deterministic).
     __syncthreads();
     if (head_tile >= 0 && !(kCols && t >= 2)) {
-      const int64_t s0 = static_cast<int64_t>(head_tile) * batches, bx = blockIdx.x;
-      const int64_t u0 = bx * n16 / gridDim.x * batches,
-                    nu = ((bx + 1) * n16 / gridDim.x) * batches - u0;
+      const int s0 = (head_tile - t0) * batches;  // the tile's first unit
       float acc[NT][4] = {};
       for (int q = 0; q <= warp; ++q) {
-        const int64_t qa = u0 + nu * q / kW, qe = u0 + nu * (q + 1) / kW;
+        const int qa = nu * q / kW, qe = nu * (q + 1) / kW;
         if (q == warp || (qe > qa && qe > s0)) {
 #pragma unroll
           for (int i = 0; i < 4; ++i) acc[0][i] += red[q == warp ? q : kW + q][i][lane];
