@@ -268,10 +268,9 @@ int decode_fc1_last(const DecodeKnobs& k, bool wide, int wm, int warps, int grou
   // group (its finisher also parks and sums the cut tiles' parts in global memory) 1.21-1.25x
   // slower (DeepSeek-TP4 M = 4 / 8, MiniMax M = 1 / 4 / 8), two balanced groups 1.02-1.27x: not
   // taken.
-  // 2 (probe, session 19): also the shared odd tile (moe_decode.cuh).
   return k.fc1_last != 0 && !wide && wm == 1 && warps == DecodeCfg::kFc1Warps && groups == 2 &&
                  bal == 0
-             ? (k.fc1_last == 2 ? 2 : 1)
+             ? 1
              : 0;
 }
 

@@ -167,8 +167,7 @@ struct DecodeArgs {
   int fc1_groups = 0;
   // FC1 with last-warp tile ends (decode_fc1_last from DecodeKnobs::fc1_last; moe_decode.cuh's
   // kLast; two unbalanced groups): the last K warp of a group to park a tile's partials finishes
-  // it alone, no tile-end barriers; 2: also the shared odd tile (a CTA's last tile split in K
-  // between its two groups).
+  // it alone, no tile-end barriers.
   int fc1_last = 0;
   // FC1 warps per CTA (0: auto, decode_fc1_warps; 8, or 12 with one row warp and one group).
   int fc1_warps = 0;
@@ -396,8 +395,7 @@ int decode_fc1_tile_groups(const DecodeKnobs& k, int routes, int row_blocks, int
 int decode_fc1_warps(const DecodeKnobs& k, int routes, int row_blocks, int sm_count, int wm,
                      int groups, int k_chunks);
 /// DecodeArgs::fc1_last of a launch with these FC1 row warps, warps, groups and balance (wide:
-/// more than kMaxInlineRoutes routes): 1 where the last-warp tile ends run (2: with the shared
-/// odd tile), else 0.
+/// more than kMaxInlineRoutes routes): 1 where the last-warp tile ends run, else 0.
 int decode_fc1_last(const DecodeKnobs& k, bool wide, int wm, int warps, int groups, int bal);
 /// Whether the FC1 takes balanced chunk ranges (DecodeArgs::fc1_bal) where they can run.
 bool decode_fc1_balanced(int routes, int tile_groups, int warps, int k_chunks);

@@ -678,13 +678,6 @@ __global__ void __launch_bounds__(DecodeCfg::kQuantThreads)
 // has released red / ys (its done counter; a tile's K loop later, so it rarely waits). Release /
 // acquire at CTA scope on shared memory (smem_acq_rel.cuh): lane 0 acts for its warp after
 // __syncwarp.
-// Shared odd tile (kLast, DecodeArgs::fc1_last == 2, two groups): round robin leaves a CTA with an
-// odd tile count one whole tile more on group 0 (DeepSeek-TP4 M = 8: 3 against 2 tiles of 56
-// sub-chunks), so the CTA's last tile is split in K instead: each group streams one half of its
-// sub-chunks as the last piece of its walk, both groups' warps count in on one
-// more arrival counter, and the last of all kNW warps sums both groups' partials (group 0's K
-// warps, then group 1's) and finishes the tile. It is every warp's last tile, so nothing waits on
-// its release.
 
 template <int kThreads, int kCta>
 __device__ __forceinline__ void group_sync(int id) {
@@ -719,9 +712,8 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
   static_assert(C::kTileTokens <= 4, "kLast: live columns 2 t + {0, 1} with t < 2");
   extern __shared__ __align__(16) uint8_t smem[];
   __shared__ RouteSmemT<kRC> rs;
-  // kLast: per group, warps arrived at tile ends (cumulative) and tiles finished; s_arrived[kG]:
-  // arrivals at the shared odd tile.
-  __shared__ int s_arrived[kLast ? kG + 1 : 1], s_done[kLast ? kG : 1];
+  // kLast: per group, warps arrived at tile ends (cumulative) and tiles finished.
+  __shared__ int s_arrived[kLast ? kG : 1], s_done[kLast ? kG : 1];
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t = lane & 3;
   // (Warps < 8: with one group grp is 0 and wk warp / kWM, known at compile time.)
@@ -737,10 +729,7 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
   const bool wait_first = (first && a.a16_gate == 0) || a.q_early == 1;
   if (wait_first) pdl_wait();
   pdl_trigger();  // FC2 may launch now and stream its own weights (it waits for us before reading)
-  if (kLast && tid <= kG) {  // route_tables' barriers publish them
-    s_arrived[tid] = 0;
-    if (tid < kG) s_done[tid] = 0;
-  }
+  if (kLast && tid < kG) s_arrived[tid] = s_done[tid] = 0;  // route_tables' barriers publish them
   const int ntiles = route_tables<kRC, kCta>(a, rs, smem);
   if (a.fc2_split > 1 && blockIdx.x == 0 && blockIdx.y == 0) {
     // FC2's split counters: read by FC2 only after it waited for this grid. The previous call's
@@ -773,30 +762,18 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
     if (!wait_first) pdl_wait();  // completion of this grid implies the predecessor's
     return;
   }
-  // share: this CTA's last tile is split in K between its two groups (the shared odd tile).
-  const bool share = kLast && kG == 2 && a.fc1_last == 2 && (n_t & 1) != 0;
-  const int n_tg = kBal ? n_t : share ? (n_t + 1) / 2 : grp < n_t ? (n_t - grp + kG - 1) / kG : 0;
-  const int t_sh = share ? n_tg - 1 : -1;  // the shared piece (n_t - 1 = kG t_sh: group 0's)
-  auto is_shared = [&](int it) { return kLast && it == t_sh; };
-  auto tile_index = [&](int it) {
-    return kBal ? t_lo + it : y0 + Y * ((is_shared(it) ? 0 : grp) + kG * it);
-  };
+  const int n_tg = kBal ? n_t : grp < n_t ? (n_t - grp + kG - 1) / kG : 0;
+  auto tile_index = [&](int it) { return kBal ? t_lo + it : y0 + Y * (grp + kG * it); };
   auto tile_of = [&](int it) { return rs.tile(tile_index(it)); };
-  // The shared tile's K halves: group 0 [0, split), group 1 [split, nk), split a multiple of kWK
-  // so that group 1's warp wk keeps the sub-chunks wk mod kWK (K offset split, its cursor from 0).
-  const int split = nk / 2 / kWK * kWK, sh_k0 = split / kWK;
   auto piece_ka = [&](int it) { return kBal && it == 0 ? k_lo : 0; };
   auto piece_kb = [&](int it) { return kBal && it == n_tg - 1 ? k_hi : nk; };
   const int n_k = wk < nk ? (nk - wk + kWK - 1) / kWK : 0;  // sub-chunks per tile of this warp
   auto piece_nk = [&](int it) {                             // this warp's sub-chunks of piece it
-    if constexpr (!kBal && !kLast) return n_k;
-    if constexpr (!kBal)
-      return !is_shared(it) ? n_k : grp == 0 ? min(n_k, sh_k0) : max(n_k - sh_k0, 0);
+    if constexpr (!kBal) return n_k;
     const int len = piece_kb(it) - piece_ka(it);
     return len > wk ? (len - wk + kWK - 1) / kWK : 0;
   };
   int n_my = n_tg * n_k;
-  if (share) n_my = t_sh * n_k + piece_nk(t_sh);
   if constexpr (kBal) {
     n_my = 0;
     for (int it = 0; it < n_tg; ++it) n_my += piece_nk(it);
@@ -809,13 +786,7 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
   };
   auto advance = [&](ChunkCursor& cu) {
     if constexpr (!kBal) {
-      if constexpr (!kLast) {
-        cu.next(n_k);
-      } else if (++cu.k == n_k) {  // (the shared tile is the last piece: its count ends the walk)
-        cu.k = 0;
-        ++cu.t;
-        cu.ka = cu.t == t_sh && grp == 1 ? split : 0;  // group 1's half: K from split
-      }
+      cu.next(n_k);
     } else if (++cu.k == cu.n) {
       cu.k = 0;
       ++cu.t;
@@ -825,7 +796,6 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
   auto cursor0 = [&] {
     ChunkCursor cu;
     if constexpr (kBal) enter(cu);
-    if constexpr (kLast) cu.ka = t_sh == 0 && grp == 1 ? split : 0;
     return cu;
   };
   const int64_t r0 = R0 + 32 * wm;
@@ -925,13 +895,12 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
         acc[m][i] = 0.f;
       }
     if constexpr (kLast) {
-      __syncwarp();                   // the warp's partials, before lane 0 releases them
-      const bool sh = is_shared(it);  // all kNW warps count in on s_arrived[kG]
+      __syncwarp();  // the warp's partials, before lane 0 releases them
       int old = 0;
-      if (lane == 0) old = smem_add_acq_rel(&s_arrived[sh ? kG : grp], 1);
+      if (lane == 0) old = smem_add_acq_rel(&s_arrived[grp], 1);
       old = __shfl_sync(0xFFFFFFFFu, old, 0);
-      if (old != (sh ? kNW : (it + 1) * (kWK * kWM)) - 1) continue;  // another warp finishes it
-      __syncwarp();  // lane 0 acquired every warp's partials
+      if (old != (it + 1) * (kWK * kWM) - 1) continue;  // another warp finishes this tile
+      __syncwarp();                                     // lane 0 acquired every warp's partials
     } else {
       group_sync<kGT, kCta>(1 + grp);  // partials complete; the previous tile's ys readers are done
     }
@@ -1029,13 +998,9 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
             }
             return v * alpha;
           }
-          // The shared tile: both groups' K warps (group areas are contiguous), group 0's first.
-          const bool sh = is_shared(it);
-          const float* rd = sh ? red - grp * (kWK * kWM * 8 * 32) : red;
 #pragma unroll
-          for (int w2 = 0; w2 < (kLast ? kG * kWK : kWK); ++w2) {
-            if (kLast && w2 >= kWK && !sh) break;
-            const float p = rd[((w2 * kWM + qw) * 8 + m * 4 + qi) * 32 + ql];
+          for (int w2 = 0; w2 < kWK; ++w2) {
+            const float p = red[((w2 * kWM + qw) * 8 + m * 4 + qi) * 32 + ql];
             v = w2 == 0 ? p : v + p;
           }
           return v * alpha;
