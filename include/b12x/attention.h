@@ -99,6 +99,20 @@ struct PagedPlan {
   /// s=24 40.8 / 41.0, B=16 s=8 67.5 vs s=12 70.6); round 46 as the default: B=4 24.8 vs 25.1,
   /// B=8 40.4 / 39.8 vs 41.5, B=16 67.6 vs 70.7. B12X_ATTN_SPLIT_OCC=n overrides (0: off).
   int split_occ = 0;
+  /// Split model, early-K/V wide3 plans (16-bit KV, head dim <= 128): a cost in KV-tile steps
+  /// of the wave's CTAs beyond one per SM, split_pair x (min(CTAs, slots) - SMs) / SMs, except
+  /// for one wave of splits of at most split_pair_free (stages - 1) tiles. Under early K/V a
+  /// wave with free slots lets the next call's CTAs enter and issue their early copies while
+  /// this call streams (session 15's stamps: 88 of them entered ~12 us before their release at
+  /// 22 splits, none at 32), which the slot count alone does not see. 3.5 (0 elsewhere), from
+  /// H200 round 72 (us, B = 1 x 8k, s = 32 -> 26 -> 22 -> 16): 64/8/128 p128 13.8 -> 12.8 ->
+  /// 12.8 -> 13.5, 32/8/128 p64 12.5 -> 12.2 -> 12.5 (s = 24) -> 13.9; x 32k (s = 32 kept) 35.5 /
+  /// 34.4 vs s = 24 36.4 / 36.4; B = 2 s = 16 kept (21.0 / 20.2 vs s = 12 20.8 / 20.5). No gain
+  /// for the FP8 tiles (hcvt3 B = 1 s = 24 11.7 vs s = 32 10.9; hcvt d256 B = 4 s = 24 16.5 vs
+  /// 15.4) nor wideh3 (16/2/256 B = 2 s = 43 15.6 = s = 64). B12X_ATTN_SPLIT_PAIR=x overrides
+  /// (0: off).
+  double split_pair = 0;
+  int split_pair_free = 0;
   /// The online softmax keeps its running max (and skips the O rescale) unless a tile's max
   /// exceeds it by more than this many base-2 units: P then stays below 2^slack, exact in
   /// fp32 accumulation (B12X_ATTN_RESCALE_SLACK; 0 = rescale on every increase).

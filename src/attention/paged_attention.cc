@@ -48,6 +48,8 @@ constexpr int kWidehMaxBatch = 16;
 // Largest max_batch whose FP8 head-dim-256 decode plans take hcvt (2 stages) instead of hcvt3.
 constexpr int kHcvt256MaxBatch = 32;
 constexpr int64_t kAlign = 256;
+// PagedPlan::split_pair of early-K/V wide3 plans (see there).
+constexpr double kEarlySplitPair = 3.5;
 
 const std::vector<KernelInfo>& registry() {
   static const std::vector<KernelInfo> kTable = [] {
@@ -229,7 +231,8 @@ int PagedPlan::auto_splits(int batch, int q_len) const {
   // heads = 256 CTAs fill 0.65 of an H200's 396 slots unsplit, 1.94 waves split in 3. Estimate
   // the time in KV-tile steps for each split count: waves x (tiles per split + a prologue of
   // ~3 tiles), plus ~2 for the merge launch; the context is the plan's capacity (bind does not
-  // see the live lengths). Ties go to fewer splits.
+  // see the live lengths). Ties go to fewer splits. Early-K/V wide3 plans also pay for a wave's
+  // second CTA per SM (PagedPlan::split_pair).
   const int group = caps.num_q_heads / caps.num_kv_heads;
   const int64_t tiles = ceil_div(int64_t(q_len) * group, tile_rows);
   const int64_t ctas = std::max<int64_t>(int64_t(batch) * caps.num_kv_heads * tiles, 1);
@@ -242,8 +245,13 @@ int PagedPlan::auto_splits(int batch, int q_len) const {
   int best = 1;
   double best_t = 0;
   for (int s = 1; s <= split_limit; ++s) {
-    const double waves = double(ceil_div(ctas * s, slots));
-    const double t = waves * (std::ceil(kv_tiles / s) + 3.0) + (s > 1 ? 2.0 : 0.0);
+    const int64_t waves = ceil_div(ctas * s, slots);
+    const double per = std::ceil(kv_tiles / s);
+    double t = double(waves) * (per + 3.0) + (s > 1 ? 2.0 : 0.0);
+    // split_pair: the wave's CTAs beyond one per SM (PagedPlan::split_pair).
+    if (split_pair > 0 && (waves > 1 || per > split_pair_free))
+      t += split_pair * double(std::max<int64_t>(0, std::min(ctas * s, slots) - sm_count)) /
+           double(std::max(1, sm_count));
     if (s == 1 || t < best_t) {
       best = s;
       best_t = t;
@@ -368,18 +376,23 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   plan.split_limit = std::max(1, limit);
 
   // Partial rows the scratch must hold: the worst automatic split over every batch the plan can
-  // see; an explicit max_splits reserves max_splits x max_total_q.
-  int64_t rows = 0;
-  if (plan.split_limit > 1) {
-    if (caps.max_splits > 1 || q_len == 0) {
-      rows = int64_t(plan.split_limit) * caps.max_total_q;
-    } else {
-      for (int b = 1; b <= caps.max_batch; ++b) {
-        const int s = plan.auto_splits(b, q_len);
-        if (s > 1) rows = std::max<int64_t>(rows, int64_t(s) * b * q_len);
+  // see; an explicit max_splits reserves max_splits x max_total_q. (Again below once early K/V,
+  // and with it split_pair, is settled.)
+  auto partial_rows = [&]() {
+    int64_t r = 0;
+    if (plan.split_limit > 1) {
+      if (caps.max_splits > 1 || q_len == 0) {
+        r = int64_t(plan.split_limit) * caps.max_total_q;
+      } else {
+        for (int b = 1; b <= caps.max_batch; ++b) {
+          const int s = plan.auto_splits(b, q_len);
+          if (s > 1) r = std::max<int64_t>(r, int64_t(s) * b * q_len);
+        }
       }
     }
-  }
+    return r;
+  };
+  const int64_t rows = partial_rows();
   plan.partial_rows = rows;
   // B12X_ATTN_FUSED_MERGE=1: decode/verify (uniform q_len: the grid maps to (request, row
   // tile) arithmetically) merge their splits in the main kernel: the last CTA of each (row tile,
@@ -420,6 +433,13 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   plan.early_kv =
       plan.spec && plan.arch >= 90 && plan.use_pdl && k->launch_early != nullptr && early_wanted;
   if (plan.stamps && plan.early_kv && k->launch_stamp_early == nullptr) plan.stamps = false;
+  // The split model's cost of a second CTA per SM: early-K/V wide3 plans (PagedPlan::split_pair).
+  plan.split_pair = plan.early_kv && k->kind == 5 ? kEarlySplitPair : 0.0;
+  plan.split_pair_free = k->stages - 1;
+  const char* sp_env = std::getenv("B12X_ATTN_SPLIT_PAIR");
+  if (sp_env != nullptr) plan.split_pair = std::max(0.0, std::strtod(sp_env, nullptr));
+  // the scratch keeps room for the counts without the term too (binds that force them)
+  if (plan.split_pair > 0) plan.partial_rows = std::max(plan.partial_rows, partial_rows());
   // The capped instance where one exists (FP8 hcvt d256; see PagedPlan::early_cap), on SM90 only:
   // the merge CTA's room beside two main CTAs is SM90's (SM12x runs one 74 KB hcvt CTA per SM,
   // and there the instance takes 249 registers uncapped: 208 would spill).

@@ -399,6 +399,37 @@ TEST(AttentionPlan, AutoSplitsOccupancyCap) {
   EXPECT_EQ(plan.auto_splits(16, 1), 12);
 }
 
+// split_pair (early-K/V wide3 plans, B12X_ATTN_SPLIT_PAIR): each wave slot beyond one CTA per
+// SM costs split_pair / SMs tile steps, except in one wave of splits of at most split_pair_free
+// tiles. 64/8/128-like plan (8 KV heads, 64-token tiles), 132 SMs x 2 CTAs: B=1 x 8k takes 26
+// splits of 5 tiles (208 CTAs) instead of 32 of 4; x 32k keeps 32, B=2 / 4 keep 16 / 8, and x 4k
+// keeps 32 splits of 2 tiles.
+TEST(AttentionPlan, AutoSplitsSecondCtaPerSm) {
+  att::PagedPlan plan;
+  plan.caps.mode = att::Mode::kDecode;
+  plan.caps.num_q_heads = 64;
+  plan.caps.num_kv_heads = 8;
+  plan.caps.page_size = 128;
+  plan.caps.max_page_table_width = 64;
+  plan.tile_rows = 16;
+  plan.tile_kv = 64;
+  plan.sm_count = 132;
+  plan.target_ctas = 264;
+  plan.split_limit = 64;
+  plan.split_pair_free = 2;
+  EXPECT_EQ(plan.auto_splits(1, 1), 32);
+  plan.split_pair = 3.5;
+  EXPECT_EQ(plan.auto_splits(1, 1), 26);
+  EXPECT_EQ(plan.auto_splits(2, 1), 16);
+  EXPECT_EQ(plan.auto_splits(4, 1), 8);
+  EXPECT_EQ(plan.auto_splits(8, 1), 4);
+  plan.caps.max_page_table_width = 256;
+  EXPECT_EQ(plan.auto_splits(1, 1), 32);
+  plan.caps.max_page_table_width = 32;
+  plan.split_limit = 32;
+  EXPECT_EQ(plan.auto_splits(1, 1), 32);
+}
+
 TEST(AttentionRef, AppendKvBf16AndFp8) {
   const int T = 3, H = 2, D = 64, P = 4, S = 2;
   std::vector<uint16_t> k(T * H * D), v(T * H * D), kc(P * S * H * D, 0), vc(P * S * H * D, 0);
