@@ -330,16 +330,6 @@ struct Plan {
   /// scales folded into the f16 operands, 6 also its in-kernel quantization on all 8 warps; 0 none
   /// (the per-atom fold). B12X_GEMM_STREAM16_F8_VAR=<flags> overrides.
   int stream16_var = 0;
-  /// Per-tensor FP8 at M <= 16 on the K-parts kernel (session 19 probe,
-  /// lin::launch_linear_kparts_f8; SM90, e4m3 activations): warps per CTA (one 16-row tile each,
-  /// contiguous K parts of f8_kparts_vp atoms; 0: not used), their ring depth, dynamic shared
-  /// memory, and the smallest run M it takes. B12X_GEMM_F8_KPARTS=4|8|16, _DEPTH=4|8 (16 at 4
-  /// warps), _MINM=<m>.
-  int f8_kparts = 0;
-  int f8_kparts_depth = 0;
-  int f8_kparts_vp = 0;
-  int64_t f8_kparts_smem = 0;
-  int f8_kparts_min_m = 0;
   /// Decode regime, from the device's opt-in shared memory at plan time (run reads no device
   /// info): the pipelined staging budget of decode_pipe_kb (bytes, 0: kDecodePipeBudget) and the
   /// 8-warps-per-tile budget (lin::decode_ws8_budget).

@@ -542,12 +542,9 @@ std::string Plan::describe() const {
      << stream_rows_describe(*this) << stream16_describe(*this)
      << (stream_mx_free ? " mx_free" : "")
      << (stream_trig ? " trig=" + std::to_string(stream_trig) : std::string())
-     << (reduce_trig ? " reduce_trig" : "")
-     << (f8_kparts ? " kparts=" + std::to_string(f8_kparts) + "x" + std::to_string(f8_kparts_vp) +
-                         "d" + std::to_string(f8_kparts_depth)
-                   : std::string())
-     << " tiled_split=" << tiled_split << (tiled_split_reduce ? "(reduce)" : "")
-     << " tiled_tok=" << tiled_tok << " scratch=" << scratch_bytes << "B]";
+     << (reduce_trig ? " reduce_trig" : "") << " tiled_split=" << tiled_split
+     << (tiled_split_reduce ? "(reduce)" : "") << " tiled_tok=" << tiled_tok
+     << " scratch=" << scratch_bytes << "B]";
   return os.str();
 }
 
@@ -1716,32 +1713,6 @@ Plan plan(const Caps& caps) {
       }
     }
   }
-  // Session 19 probe: per-tensor FP8 at M <= 16 on the K-parts kernel (one tile per CTA, its
-  // warps on contiguous K parts, no K split over CTAs and no reduce launch) where its grid of
-  // n16 CTAs is resident at once. B12X_GEMM_F8_KPARTS=4|8|16 (warps per CTA), _DEPTH=4|8 (16 at 4
-  // warps), _MINM.
-  if (const char* ek = std::getenv("B12X_GEMM_F8_KPARTS");
-      ek != nullptr && wf == lin::WFmt::kFp8 && p.decode_fp8_mma == 1 &&
-      caps.act_dtype == DType::kFP8E4M3 && p.regime != Regime::kTiled) {
-    const int w = std::atoi(ek);
-    const char* ed = std::getenv("B12X_GEMM_F8_KPARTS_DEPTH");
-    const int depth = ed != nullptr ? std::atoi(ed) : 4;
-    if (lin::kparts_f8_available(w, depth)) {
-      const int per = static_cast<int>((geo.kvec + w - 1) / w);
-      const int64_t smem = lin::kparts_f8_smem(w, per);
-      const int fit = smem <= dev.smem_per_block_optin
-                          ? lin::prepare_linear_kparts_f8(caps.device, w, depth, smem)
-                          : 0;
-      if (fit > 0 && geo.n16 <= int64_t{fit} * std::max(dev.sm_count, 1)) {
-        p.f8_kparts = w;
-        p.f8_kparts_depth = depth;
-        p.f8_kparts_vp = per;
-        p.f8_kparts_smem = smem;
-        const char* em = std::getenv("B12X_GEMM_F8_KPARTS_MINM");
-        p.f8_kparts_min_m = em != nullptr ? std::max(1, std::atoi(em)) : 2;
-      }
-    }
-  }
   // Probe override (tools/gemm-probe.sh): B12X_GEMM_SPLIT=<n> forces the decode split count.
   if (decode_plan && split_env != nullptr && std::atoi(split_env) > 0)
     split = static_cast<int>(std::min<int64_t>(std::atoi(split_env), slices));
@@ -1887,7 +1858,6 @@ Plan plan(const Caps& caps) {
     if (p.stream16_tw > 0)
       sig << " stream16=" << p.stream16_tw << (p.stream16_split > 1 ? "+reduce" : "")
           << stream16_variant_tags(p);
-    if (p.f8_kparts > 0) sig << " kparts=" << p.f8_kparts << " d" << p.f8_kparts_depth;
     // The pre-pass: every run of a quantized-activation format but the block kernel's with qx
     // (M = 5..16), which converts them itself.
     if (p.act_prepass) sig << " act_prepass";
@@ -2308,15 +2278,6 @@ void run(const Binding& b, Stream stream) {
     p.stage_slices =
         static_cast<int>(std::min<int64_t>(p.slices_per_cta, stage_fit_slices(im.wfmt, 16)));
     lin::launch_linear_decode(im.wfmt, fp16, 2, p, stream);
-    return;
-  }
-  if (plan.f8_kparts > 0 && M >= plan.f8_kparts_min_m && M <= 16 && !tiled &&
-      p.act_kind == lin::kActFp8 && p.xs_kind == lin::kXsNone && M <= plan.caps.max_tokens) {
-    p.split = 1;
-    p.partial = nullptr;
-    p.stream_vp = plan.f8_kparts_vp;
-    lin::launch_linear_kparts_f8(plan.f8_kparts, plan.f8_kparts_depth, plan.f8_kparts_smem, p,
-                                 stream);
     return;
   }
   if (f8_block16 && (p.act_kind == lin::kActFp8 || p.act_kind == lin::kActBf16Quant) &&

@@ -3,7 +3,6 @@
 
 #include "core/cuda_check.h"
 #include "core/launch.h"
-#include "gemm/kernels/linear_kparts_fp8.cuh"
 #include "gemm/kernels/linear_stream16_fp8.cuh"
 #include "gemm/linear_stream16_fp8.h"
 
@@ -207,85 +206,6 @@ void launch_linear_stream16_f8(WFmt f, int tw, int mma, int depth, int64_t smem,
       k, dim3(static_cast<unsigned>(gx), static_cast<unsigned>(split)), dim3(kStreamWarps * 32),
       static_cast<size_t>(smem), stream, p.pdl != 0, dim3(1, 1, 1), p));
   B12X_CUDA_CHECK_LAUNCH();
-}
-
-namespace {
-
-template <int kW, int kDepth>
-F8Fn kparts_pick_nt(int nt) {
-  constexpr int kMin = kW == 16 ? 1 : kW == 8 ? 2 : 3;
-  return nt == 1   ? &linear_kparts_fp8_kernel<kW, 1, kDepth, kMin>
-         : nt == 2 ? &linear_kparts_fp8_kernel<kW, 2, kDepth, kMin>
-                   : nullptr;
-}
-
-// Depth 16 with 4 warps only: 152-156 registers (8 / 16 warps, capped at 128, spill 84-156 bytes).
-template <int kW>
-F8Fn kparts_pick_depth(int depth, int nt) {
-  if constexpr (kW == 4) {
-    if (depth == 16) return kparts_pick_nt<kW, 16>(nt);
-  }
-  return depth == 4 ? kparts_pick_nt<kW, 4>(nt) : depth == 8 ? kparts_pick_nt<kW, 8>(nt) : nullptr;
-}
-
-F8Fn kparts_pick(int warps, int depth, int nt) {
-  return warps == 4    ? kparts_pick_depth<4>(depth, nt)
-         : warps == 8  ? kparts_pick_depth<8>(depth, nt)
-         : warps == 16 ? kparts_pick_depth<16>(depth, nt)
-                       : nullptr;
-}
-
-thread_local int64_t t_kparts_serial = 0;
-
-}  // namespace
-
-bool kparts_f8_available(int warps, int depth) {
-  return kparts_pick(warps, depth, 1) != nullptr && kparts_pick(warps, depth, 2) != nullptr;
-}
-
-int64_t kparts_f8_smem(int warps, int atoms) {
-  return kparts_smem_bytes(warps, atoms);
-}
-
-int prepare_linear_kparts_f8(int device, int warps, int depth, int64_t smem) {
-  const ::b12x::detail::DeviceScope scope(device);
-  int fit = 0;
-  for (int nt : {1, 2}) {
-    const F8Fn k = kparts_pick(warps, depth, nt);
-    B12X_ASSERT(k != nullptr, "no FP8 K-parts kernel for warps=", warps, " depth=", depth);
-    if (smem > 48 * 1024)
-      B12X_CUDA_CHECK(
-          ::b12x::detail::opt_in_smem(reinterpret_cast<const void*>(k), static_cast<int>(smem)));
-    int blocks = 0;
-    B12X_CUDA_CHECK(::b12x::detail::resident_ctas(reinterpret_cast<const void*>(k), warps * 32,
-                                                  static_cast<int>(smem), &blocks));
-    fit = nt == 1 ? blocks : std::min(fit, blocks);
-  }
-  return fit;
-}
-
-void launch_linear_kparts_f8(int warps, int depth, int64_t smem, const LinearParams& p,
-                             Stream stream) {
-  const int nt = p.M <= 8 ? 1 : 2;
-  const F8Fn k = kparts_pick(warps, depth, nt);
-  B12X_ASSERT(k != nullptr && p.M >= 1 && p.M <= 16 && p.act_kind == kActFp8 &&
-                  p.xs_kind == kXsNone && p.stream_vp > 0 &&
-                  int64_t{p.stream_vp} * warps >= p.kvec && p.split == 1 && p.partial == nullptr &&
-                  smem == kparts_smem_bytes(warps, p.stream_vp),
-              "FP8 K-parts kernel: warps=", warps, " depth=", depth, " M=", p.M,
-              " act=", p.act_kind, " vp=", p.stream_vp, " split=", p.split, " smem=", smem);
-  if (smem > 48 * 1024)
-    B12X_CUDA_CHECK(
-        ::b12x::detail::opt_in_smem(reinterpret_cast<const void*>(k), static_cast<int>(smem)));
-  ++t_kparts_serial;
-  B12X_CUDA_CHECK(b12x::detail::launch_ex(k, dim3(static_cast<unsigned>(p.n16)), dim3(warps * 32),
-                                          static_cast<size_t>(smem), stream, p.pdl != 0,
-                                          dim3(1, 1, 1), p));
-  B12X_CUDA_CHECK_LAUNCH();
-}
-
-int64_t kparts_f8_launches() {
-  return t_kparts_serial;
 }
 
 Stream16F8Launch last_stream16_f8_launch() {

@@ -37,16 +37,6 @@ int prepare_linear_stream16_f8(int device, WFmt f, int tw, int mma, int depth, b
                                int occ = 2, int var = 0);
 void launch_linear_stream16_f8(WFmt f, int tw, int mma, int depth, int64_t smem,
                                const LinearParams& p, Stream stream, int occ = 2, int var = 0);
-/// The K-parts kernel (session 19 probe, kernels/linear_kparts_fp8.cuh): per-tensor FP8 on e4m3
-/// activations with f16 MMAs (SM90), one 16-row tile per CTA of `warps` (4, 8 or 16) warps that
-/// split K into contiguous parts of p.stream_vp atoms, no K split over CTAs; depth 4 or 8 ring
-/// atoms.
-bool kparts_f8_available(int warps, int depth);
-int64_t kparts_f8_smem(int warps, int atoms);
-/// Host only (plan time): the opt-in and the CTAs per SM of both token-tile variants (the min).
-int prepare_linear_kparts_f8(int device, int warps, int depth, int64_t smem);
-void launch_linear_kparts_f8(int warps, int depth, int64_t smem, const LinearParams& p,
-                             Stream stream);
 /// The last launch on this thread (tests): serial (counts launches), grid x, split, kernel choice.
 struct Stream16F8Launch {
   int64_t serial = 0;
@@ -55,7 +45,5 @@ struct Stream16F8Launch {
   int var = 0;     ///< kernel variant (kF8Var*)
 };
 Stream16F8Launch last_stream16_f8_launch();
-/// K-parts kernel launches on this thread (tests).
-int64_t kparts_f8_launches();
 
 }  // namespace b12x::gemm::lin

@@ -983,48 +983,6 @@ TEST(GemmGpu, DecodeFp8SmallM) {
   }
 }
 
-TEST(GemmGpu, Fp8KParts) {
-  B12X_REQUIRE_GPU();
-  // Session 19 probe (B12X_GEMM_F8_KPARTS=4|8|16): per-tensor FP8 at M <= 16 on the K-parts
-  // kernel (one 16-row tile per CTA, its warps on contiguous K parts, each staging its own part;
-  // f16 MMAs, SM90). K = 1312 (41 atoms: 6 per warp at 8 warps, the last warp empty; 11 at 4, the
-  // last short; 3 at 16, the last two empty) and 4096, M = 2 / 5 (one n8 token tile) and 9 / 16
-  // (two), partial last tiles (N = 72 / 200), bias, FP16 outputs, capacity above M, replayed
-  // graphs, ring depths 4 / 8 (16 at 4 warps).
-  if (!(device_info(0).cc_major == 9 && device_info(0).cc_minor == 0))
-    GTEST_SKIP() << "the K-parts kernel takes SM90's f16 MMAs";
-  int i = 0;
-  for (const char* w : {"4", "8", "16"})
-    for (const char* d : {"4", "8", "16"}) {
-      if (std::string(d) == "16" && std::string(w) != "4") continue;  // 16 at 4 warps only
-      ScopedEnv ew("B12X_GEMM_F8_KPARTS", w), ed("B12X_GEMM_F8_KPARTS_DEPTH", d);
-      gemm::Caps caps;
-      caps.format = LinearFormat::kFp8Tensor;
-      caps.max_tokens = 16;
-      caps.in_features = 1312;
-      caps.out_features = 72;
-      caps.act_dtype = DType::kFP8E4M3;
-      caps.out_dtype = DType::kBF16;
-      const gemm::Plan pl = gemm::plan(caps);
-      EXPECT_EQ(pl.f8_kparts, std::atoi(w));
-      EXPECT_EQ(pl.f8_kparts_vp, (41 + std::atoi(w) - 1) / std::atoi(w));
-      for (int r = 0; r < 2; ++r, ++i) {
-        const int64_t Ms[] = {2, 9, 16, 5};
-        Case c{LinearFormat::kFp8Tensor,
-               Ms[i % 4],
-               i % 3 == 0 ? 200 : 72,
-               r == 0 ? 1312 : 4096,
-               DType::kFP8E4M3,
-               i % 2 ? DType::kFP16 : DType::kBF16,
-               i % 3 == 1};
-        c.max_tokens = i % 4 == 3 ? 16 : 0;
-        const int64_t before = gemm::lin::kparts_f8_launches();
-        run_case(c, i % 3 == 2);
-        EXPECT_GT(gemm::lin::kparts_f8_launches(), before) << name(c) << " warps " << w;
-      }
-    }
-}
-
 TEST(GemmGpu, DecodeSliceHalvesFp8) {
   B12X_REQUIRE_GPU();
   // One warp per tile throughout: the halves' rules (N = 72 and n_for_split(4) would take 2 warps
