@@ -1357,19 +1357,13 @@ Plan plan(const Caps& caps) {
               ((occ == 2 && (c.parts == 2 || c.parts == 8)) || (occ == 3 && c.parts == 8)))
             p.decode_stream_var = v;
         }
-        // Session 19: the head block (lin::linear_stream_kernel's kHead, var bit 64), where
-        // the warp's first group has a second block, at the 2-CTA cap, and the larger shared
-        // memory keeps the grid.
-        if (const char* eh = std::getenv("B12X_GEMM_STREAM_HEAD");
-            eh != nullptr && eh[0] == '1' &&
-            (p.decode_stream_var == 0 || p.decode_stream_var == 8) && shfl &&
-            p.decode_stream_vp >= 8 && occ == 2) {
-          const int64_t smem = p.decode_stream_smem + lin::kStreamHeadBytes;
-          const int fit = lin::prepare_linear_stream(caps.device, wf, c.parts, occ, smem, 1, shfl);
-          if (smem <= lin::kStreamSmemBudget && sms * fit >= c.ctas) {
-            p.decode_stream_var |= 64;
-            p.decode_stream_smem = smem;
-          }
+        // Session 19: per-warp activation blocks instead of the CTA's staging of the whole K
+        // (lin::linear_stream_kernel's kJit, var 128; BF16 activations: W4A16, W4A4 through
+        // the pre-pass), at the 2-CTA cap (the 3-CTA cap spilled).
+        if (const char* ej = std::getenv("B12X_GEMM_STREAM_JIT");
+            ej != nullptr && ej[0] == '1' && p.decode_stream_var == 0 && shfl && occ == 2) {
+          p.decode_stream_var = 128;
+          p.decode_stream_smem = lin::kStreamJitBytes;
         }
         stream_trig_m1 = c.ctas * 10 >= c.slots * 8 || (tile_per_sm && occ == 2);
       }

@@ -63,8 +63,9 @@ bool stream_kernel_available(WFmt f, bool fp16, int parts, int occ, int rows = 1
 /// Staging budget at M = 1: what SM12x's 99 KB per block leave beside the static shared memory
 /// (the 1 KB reduction buffer; static_assert in linear_stream.cu) and margin (K up to ~46k).
 inline constexpr int64_t kStreamSmemBudget = 101376 - 8 * 1024;
-/// The M = 1 stream kernel's head block (LinearParams::stream_var & 64): 4 vectors per warp.
-inline constexpr int64_t kStreamHeadBytes = 8 * (4 * 512 + 16 * 16);
+/// The M = 1 stream kernel's per-warp activation blocks (LinearParams::stream_var 128): 512
+/// bytes per warp instead of the CTA's whole K.
+inline constexpr int64_t kStreamJitBytes = 8 * 512;
 /// Staging budget with 4 token rows (session 12, M = 2..4): SM12x's 99 KB beside the 8 KB
 /// reduction buffer (kStreamRedBytes<4>) and margin: 82944 B (K up to ~10k without a K split).
 inline constexpr int64_t kStreamRowsSmemBudget = 101376 - 18 * 1024;

@@ -12,7 +12,6 @@ namespace b12x::gemm::lin {
 // fit one SM12x block (99 KB).
 static_assert(kStreamSmemBudget + kStreamRedBytes<1> <= 101376,
               "stream kernel: staging budget + static shared memory exceed 99 KB");
-static_assert(kStreamHeadBytes == kStreamWarps * kStreamHeadWarpBytes, "stream kernel: head block");
 static_assert(kStreamRowsSmemBudget + kStreamRedBytes<4> <= 101376,
               "stream kernel (4 rows): staging budget + static shared memory exceed 99 KB");
 static_assert(kS16SmemBytes<2, true> <= 101376, "M <= 16 block kernel: staging slots exceed 99 KB");
@@ -59,17 +58,14 @@ StreamFn stream_probe_fn(int parts, int occ) {
   return nullptr;
 }
 
-/// The head block (var & 64, linear_stream_kernel's kHead) at the 2-CTA cap only (the 3-CTA cap
-/// spilled 116 bytes on sm_90a): NVFP4 (var 64; 72 with W4A4's in-kernel conversion) and MXFP4.
-StreamFn stream_head_fn(WFmt f, int parts, int occ, int var, bool mx_free) {
+/// The per-warp activation blocks (var 128, linear_stream_kernel's kJit; BF16 activations):
+/// NVFP4 and MXFP4 at the 2-CTA cap (the 3-CTA cap spilled 120 bytes on sm_90a).
+StreamFn stream_jit_fn(WFmt f, int parts, int occ, bool mx_free) {
   if (occ != 2) return nullptr;
   if (f == WFmt::kMxfp4)
-    return var != 64 ? nullptr
-           : mx_free ? stream_fn<2, 1, true, true, true, 64>(parts)
-                     : stream_fn<2, 1, true, true, false, 64>(parts);
-  return var == 64   ? stream_fn<2, 1, true, false, false, 64>(parts)
-         : var == 72 ? stream_fn<2, 1, true, false, false, 72>(parts)
-                     : nullptr;
+    return mx_free ? stream_fn<2, 1, true, true, true, 128>(parts)
+                   : stream_fn<2, 1, true, true, false, 128>(parts);
+  return stream_fn<2, 1, true, false, false, 128>(parts);
 }
 
 // 4 token rows (M = 2..4) with the 2-CTA register cap only (their accumulators and activation
@@ -78,7 +74,7 @@ StreamFn pick_stream(WFmt f, bool fp16, int parts, int occ, int rows, bool shfl 
                      bool mx_free = false, int var = 0) {
   if (var != 0) {
     if (fp16 || rows != 1 || !shfl) return nullptr;
-    if (var & 64) return stream_head_fn(f, parts, occ, var, mx_free);
+    if (var == 128) return stream_jit_fn(f, parts, occ, mx_free);
     if (f != WFmt::kNvfp4) return nullptr;
     if (var == 16) return stream_probe_fn<16>(parts, occ);
     if (var == 32) return stream_probe_fn<32>(parts, occ);
@@ -262,8 +258,9 @@ void launch_linear_stream(WFmt f, int parts, int occ, int ctas, int64_t smem, co
   B12X_ASSERT(p.M >= 1 && p.M <= rows && p.act_kind == act_kind && p.xs_kind == kXsNone &&
                   p.stream_vp > 0 && p.stream_vp % kStreamDepth == 0 &&
                   int64_t{p.stream_vp} * parts * split >= p.kvec &&
-                  smem == int64_t{parts} * p.stream_vp * 64 * 2 * rows +
-                              (rows == 1 && (p.stream_var & 64) ? kStreamHeadBytes : 0) &&
+                  smem == (rows == 1 && p.stream_var == 128
+                               ? kStreamJitBytes
+                               : int64_t{parts} * p.stream_vp * 64 * 2 * rows) &&
                   (split == 1 || p.partial != nullptr),
               "stream kernel: M=", p.M, " rows=", rows, " act=", p.act_kind, " vp=", p.stream_vp,
               " split=", split, " smem=", smem);

@@ -1525,16 +1525,16 @@ TEST(GemmGpu, DecodeStreamQx) {
       }
 }
 
-TEST(GemmGpu, DecodeStreamHead) {
-  // Session 19 (B12X_GEMM_STREAM_HEAD=1): the M = 1 kernel requests block 1 of each warp's first
-  // group into shared memory after griddepcontrol.wait and consumes it after the ring's first
-  // block. K parts 2 / 8 at the 2-CTA cap, K = 1280 (part 1's last block past K) and 4864 (parts
-  // past K), N = 72 / 200 (partial tiles and groups), bias, NVFP4 W4A16 / W4A4 (the in-kernel
-  // conversion, var 72) / MXFP4 W4A4, a persistent grid of two groups per CTA (the head in the
-  // first only), a replayed graph; no head where a part has one block.
+TEST(GemmGpu, DecodeStreamJit) {
+  // Session 19 (B12X_GEMM_STREAM_JIT=1): the M = 1 kernel without the CTA's staging of the whole
+  // K, each warp loading its blocks' activations one block ahead into its own buffer. K parts 1 /
+  // 2 / 8 at the 2-CTA cap, K = 1280 (a part's last block past K) and
+  // 4864 (parts past K), N = 72 / 200 (partial tiles and groups), bias, NVFP4 W4A16 / W4A4
+  // through the pre-pass / MXFP4 W4A4, an FP16 output, a persistent grid of two groups per CTA,
+  // a replayed graph.
   B12X_REQUIRE_GPU();
-  ScopedEnv es("B12X_GEMM_DECODE_STREAM", "1"), eh("B12X_GEMM_STREAM_HEAD", "1"),
-      eo("B12X_GEMM_STREAM_OCC", "2");
+  ScopedEnv es("B12X_GEMM_DECODE_STREAM", "1"), ej("B12X_GEMM_STREAM_JIT", "1"),
+      eq("B12X_GEMM_STREAM_QX", "0");
   auto plan1 = [](LinearFormat f, int64_t N, int64_t K) {
     gemm::Caps caps;
     caps.format = f;
@@ -1548,19 +1548,20 @@ TEST(GemmGpu, DecodeStreamHead) {
   };
   const LinearFormat fs[3] = {LinearFormat::kNvfp4W4A16, LinearFormat::kNvfp4,
                               LinearFormat::kMxfp4};
+  ScopedEnv eo("B12X_GEMM_STREAM_OCC", "2");
   int n = 0;
-  for (const char* parts : {"2", "8"})
+  for (const char* parts : {"1", "2", "8"})
     for (int64_t K : {1280, 4864}) {
       ScopedEnv ep("B12X_GEMM_STREAM_PARTS", parts);
       const int64_t N = (n % 2) ? 72 : 200;
       const LinearFormat f = fs[n % 3];
-      const int var = plan1(f, N, K).decode_stream_var;
-      EXPECT_EQ(var & 64, parts[0] == '8' && K == 1280 ? 0 : 64) << "parts " << parts << " K " << K;
-      run_case({f, 1, N, K, DType::kBF16, DType::kBF16, (n % 2) == 0}, /*graph_replay=*/n == 3);
+      EXPECT_EQ(plan1(f, N, K).decode_stream_var, 128) << "parts " << parts << " K " << K;
+      run_case({f, 1, N, K, DType::kBF16, n == 4 ? DType::kFP16 : DType::kBF16, (n % 2) == 0},
+               /*graph_replay=*/n == 3);
       ++n;
     }
   ScopedEnv ep("B12X_GEMM_STREAM_PARTS", "8"), ec("B12X_GEMM_STREAM_CTAS", "1");
-  EXPECT_EQ(plan1(LinearFormat::kNvfp4W4A16, 4096, 4096).decode_stream_var, 64);
+  EXPECT_EQ(plan1(LinearFormat::kNvfp4W4A16, 4096, 4096).decode_stream_var, 128);
   run_case({LinearFormat::kNvfp4W4A16, 1, 4096, 4096, DType::kBF16, DType::kBF16, true});
 }
 

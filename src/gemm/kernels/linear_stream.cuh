@@ -44,8 +44,6 @@ namespace b12x::gemm::lin {
 
 inline constexpr int kStreamWarps = 8;
 inline constexpr int kStreamDepth = 4;  ///< ring vectors per warp (= scale block)
-/// The kHead block per warp: kStreamDepth vectors of 512 bytes, the 16 rows' 16 scale bytes.
-inline constexpr int kStreamHeadWarpBytes = kStreamDepth * 512 + 16 * 16;
 
 /// Position of activation k in the staged (lane-ordered) layout: vector k / 64, then lane t's 32
 /// bytes (t = (k % 8) / 2), then the k16 step, lo / hi 8, the pair element.
@@ -97,10 +95,6 @@ __device__ __forceinline__ void s16_cp_async16(void* smem, const void* gmem) {
   const uint32_t sa = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sa), "l"(gmem));
 }
-__device__ __forceinline__ void s16_cp_async8(void* smem, const void* gmem) {
-  const uint32_t sa = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(sa), "l"(gmem));
-}
 
 /// kOcc: CTAs per SM the registers are capped for (2: <= 128, 3: <= 85). kRows: 1 (M = 1, the
 /// token broadcast over the MMA's 8 columns) or 4 (M = 2..4, session 12: the tokens on the MMA's
@@ -122,24 +116,24 @@ __device__ __forceinline__ void s16_cp_async8(void* smem, const void* gmem) {
 /// the loads, the ring, the staging, the activation LDS and the per-group barrier but replaces
 /// the splats, the FP4 decode and the MMAs by an XOR fold of the loaded words (so no load is
 /// dead); bit 32 (kNoStage) drops the activation staging, its barrier and the per-group barrier
-/// of the K parts (the LDS read whatever shared memory holds). Bit 64 (kHead, session 19): right
-/// after griddepcontrol.wait each warp requests the second block of its first group into shared
-/// memory (cp.async, behind the staged activations), so the weight stream does not idle for the
-/// activation staging's L2 round trip: the ring's first block was requested before the wait and
-/// has landed by then, and the ring is reissued only as its vectors are consumed, which needs the
-/// activations. The ring's reissues skip that block; the warp consumes it from shared memory
-/// after the ring's first block.
+/// of the K parts (the LDS read whatever shared memory holds). Bit 128 (kJit, session 19; BF16
+/// activations): no CTA staging of the whole K before the loop (round 72's probe: the staging
+/// and its barriers cost 0.8-1.8 us of 4.7-10.7, all CTAs reading the same K x 2 bytes from L2
+/// at once while the weight stream idles); each warp loads the activations of a block of 4
+/// vectors (256 K: 16 bytes per lane) with the block's weights, one block ahead, and writes them
+/// in lane order into its own 512-byte buffer at the block's start (two warp barriers).
 template <int kParts, int kOcc, int kRows = 1, bool kShfl = false, bool kMx = false,
           bool kMxFree = false, int kVar = 0>
 __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     linear_stream_kernel(const LinearParams p) {
   static_assert(!kMx || (kShfl && kRows == 1), "MXFP4: M = 1 with shuffled splats");
   static_assert(!kMxFree || kMx, "fold-free splats: MXFP4 only");
-  static_assert(kVar == 0 || (kRows == 1 && kShfl && (!kMx || kVar == 64)),
-                "kVar: M = 1, shuffled splats; MXFP4 with the head block only");
+  static_assert(kVar == 0 || (kRows == 1 && kShfl && (!kMx || kVar == 128)),
+                "kVar: M = 1, shuffled splats; MXFP4 with kJit only");
   constexpr bool kQx = (kVar & 8) != 0;  // NVFP4 activations converted while staging
   constexpr bool kNoMath = (kVar & 16) != 0, kNoStage = (kVar & 32) != 0;  // timing probes
-  constexpr bool kHead = (kVar & 64) != 0;
+  constexpr bool kJit = (kVar & 128) != 0;
+  static_assert(!kJit || !kQx, "kJit: BF16 activations");
   constexpr int kSb = kMx ? 2 : 4;  // scale bytes per row and vector
   static_assert(kParts == 1 || kParts == 2 || kParts == 4 || kParts == 8, "K parts per tile");
   static_assert(kRows == 1 || kRows == 4, "token rows");
@@ -184,7 +178,32 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   // Vector j of the block. Vectors that do not exist are not loaded: their slot keeps an earlier
   // vector of this warp (finite: the ring starts zeroed), whose products with the zero-staged
   // activations past K, or with a tile that is not stored, vanish.
+  // kJit: the activations of the block being requested (zeros past K), once they exist (xok).
+  const uint16_t* const xg = static_cast<const uint16_t*>(p.x);
+  uint4 na = make_uint4(0, 0, 0, 0);
+  bool xok = false;
+  auto load_x = [&](int64_t kb) {
+    const int64_t k = kb + 8 * lane;
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (k < p.K) {
+      if (p.x_vec16 && k + 8 <= p.K) {
+        v = __ldg(reinterpret_cast<const uint4*>(xg + k));
+      } else {
+        uint32_t pr[4] = {0, 0, 0, 0};
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          if (k + i >= p.K) break;
+          pr[i / 2] |= static_cast<uint32_t>(xg[k + i]) << (16 * (i % 2));
+        }
+        v = make_uint4(pr[0], pr[1], pr[2], pr[3]);
+      }
+    }
+    return v;
+  };
   auto issue = [&](uint4& s, int j) {
+    if constexpr (kJit) {
+      if (j == 0 && xok) na = load_x((vbase + iv) * 64);
+    }
     if (j < nvalid) {
       s = ldg_stream(wp + j * 512);
       if (j == 0) {
@@ -229,33 +248,9 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
 
   const int ks = kParts * vp * 64;  // staged activations (K values)
   uint8_t* const xs = dsm;
-  // kHead: block 1 of the warp's first group (the issue state's block now) into shared memory
-  // behind the staged activations, [warp][vector][lane] 16 bytes, then its scale bytes
-  // [warp][g][row g, row g + 8] (requested by lanes t = 0, read by the quad after a warp barrier;
-  // in registers they would be live across the first block: the 3-CTA cap spilled); vectors
-  // past hvalid read 0.
-  bool head = false;
-  int hvalid = 0;
-  uint8_t* const hs = dsm + ks * 2 + warp * kStreamHeadWarpBytes;
-  if constexpr (kHead) {
-    head = vp >= 2 * kDepth;
-    if (head) {
-      hvalid = nvalid;
-#pragma unroll
-      for (int j = 0; j < kDepth; ++j)
-        if (j < hvalid) s16_cp_async16(hs + j * 512 + lane * 16, wp + j * 512);
-      if (hvalid > 0 && t == 0) {
-        if constexpr (kMx) {  // 8 bytes per row and block (the low half of each 16)
-          s16_cp_async8(hs + kDepth * 512 + g * 32, sp);
-          s16_cp_async8(hs + kDepth * 512 + g * 32 + 16, sp8);
-        } else {
-          s16_cp_async16(hs + kDepth * 512 + g * 32, sp);
-          s16_cp_async16(hs + kDepth * 512 + g * 32 + 16, sp8);
-        }
-      }
-      asm volatile("cp.async.commit_group;");
-      advance();
-    }
+  if constexpr (kJit) {
+    xok = true;
+    na = load_x(vbase * 64);  // block 0 of the first group (requested before the wait)
   }
 
   // Stage the activations of the whole (padded) K in lane order; zeros past K. Each thread's
@@ -306,7 +301,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
         d[12] = v[b].w;
       }
     }
-  } else if constexpr (!kNoStage) {
+  } else if constexpr (!kNoStage && !kJit) {
     constexpr int kBatch = kOcc == 3 ? 4 : 8;  // within the 3-CTA register cap
     constexpr int kT = kWarps * 32;
     const uint16_t* x = static_cast<const uint16_t*>(p.x);
@@ -362,7 +357,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
       }
     }
   }
-  if constexpr (!kNoStage) __syncthreads();
+  if constexpr (!kNoStage && !kJit) __syncthreads();
 
   float mult = p.out_mult;
   if (p.alpha != nullptr) mult *= *p.alpha;
@@ -374,8 +369,9 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   const uint8_t* const xlane = kRows == 1
                                    ? xs + (vbase * 64 + t * 16) * 2
                                    : xs + wk * vp * kRows * 128 + ((g & (kRows - 1)) * 4 + t) * 16;
-  int rb = 0;         // reduction buffer
-  uint32_t fold = 0;  // kNoMath
+  uint8_t* const xw = dsm + warp * 512;  // kJit: the warp's block of activations
+  int rb = 0;                            // reduction buffer
+  uint32_t fold = 0;                     // kNoMath
   for (int64_t grp = blockIdx.x; grp < groups; grp += gridDim.x) {
     float acc[kNt][4][4];
 #pragma unroll
@@ -476,23 +472,20 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
       }
     };
     for (int v0 = 0; v0 < vp; v0 += kDepth) {
-      if constexpr (kHead) {
-        if (head && v0 == kDepth) {  // the block requested into shared memory
-          head = false;
-          asm volatile("cp.async.wait_group 0;" ::: "memory");
-          __syncwarp();  // the scale bytes came through lanes t = 0
-          const uint4* const hsc = reinterpret_cast<const uint4*>(hs + kDepth * 512 + g * 32);
-          const uint4 z = make_uint4(0, 0, 0, 0);
-          cb0 = hvalid > 0 ? hsc[0] : z;
-          cb1 = hvalid > 0 ? hsc[1] : z;
-#pragma unroll
-          for (int j = 0; j < kDepth; ++j)
-            vec(j < hvalid ? *reinterpret_cast<const uint4*>(hs + j * 512 + lane * 16) : z, j);
-          continue;
-        }
-      }
       cb0 = nb0;
       cb1 = nb1;
+      if constexpr (kJit) {
+        // The block's activations into the warp's buffer in lane order (the staging's layout),
+        // after every lane has read the previous block's.
+        __syncwarp();
+        uint32_t* const d = reinterpret_cast<uint32_t*>(xw + stream_xpos(8 * lane) * 2);
+        d[0] = na.x;
+        d[8] = na.y;
+        d[16] = na.z;
+        d[24] = na.w;
+        __syncwarp();
+        xv = xw + t * 32;
+      }
 #pragma unroll
       for (int j = 0; j < kDepth; ++j) {
         const uint4 cur = ring[j];
