@@ -175,8 +175,9 @@ GemvFn pick_var(WFmt f, int nt, int occ, int warps) {
 
 template <int kVar>
 GemvFn pick_var_of(bool fp16, WFmt f, int nt, int occ, int warps) {
-  // The balanced split and the fill probe: BF16 activations only (round 72's probes).
-  if constexpr ((kVar & (4096 | 8192)) != 0) {
+  // The balanced split, the fill probe, the unrolled loop and the zero-pointer activations: BF16
+  // activations only (rounds 72 / 73's probes).
+  if constexpr ((kVar & (4096 | 8192 | 16384 | 32768)) != 0) {
     return fp16 ? nullptr : pick_var<Bf16Tag, kVar>(f, nt, occ, warps);
   } else {
     return fp16 ? pick_var<Fp16Tag, kVar>(f, nt, occ, warps)
@@ -205,6 +206,24 @@ GemvFn kernel_of(WFmt f, bool fp16, int nt, int occ, int warps, int var) {
         return pick_var_of<8192 + 576>(fp16, f, nt, occ, warps);
       case 8192 + 1600:
         return pick_var_of<8192 + 1600>(fp16, f, nt, occ, warps);
+      case 16384 + 96:
+        return pick_var_of<16384 + 96>(fp16, f, nt, occ, warps);
+      case 16384 + 576:
+        return pick_var_of<16384 + 576>(fp16, f, nt, occ, warps);
+      case 16384 + 1600:
+        return pick_var_of<16384 + 1600>(fp16, f, nt, occ, warps);
+      case 32768 + 576:
+        return pick_var_of<32768 + 576>(fp16, f, nt, occ, warps);
+      case 32768 + 1600:
+        return pick_var_of<32768 + 1600>(fp16, f, nt, occ, warps);
+      case 49152 + 576:
+        return pick_var_of<49152 + 576>(fp16, f, nt, occ, warps);
+      case 49152 + 1600:
+        return pick_var_of<49152 + 1600>(fp16, f, nt, occ, warps);
+      case 49152 + 4096 + 576:
+        return pick_var_of<49152 + 4096 + 576>(fp16, f, nt, occ, warps);
+      case 49152 + 4096 + 1600:
+        return pick_var_of<49152 + 4096 + 1600>(fp16, f, nt, occ, warps);
       case 64:
         return pick_var_of<64>(fp16, f, nt, occ, warps);
       case 96:

@@ -3914,6 +3914,33 @@ TEST(GemmGpu, GgmlGemvBalanced) {
     }
 }
 
+TEST(GemmGpu, GgmlGemvAtomColumnLoops) {
+  B12X_REQUIRE_GPU();
+  // The atom columns' loop variants (session 19 probes, BF16): 16384 the batch loop unrolled twice
+  // (K = 2304: 9 batches, an odd count per warp), 32768 the activations loaded by every lane from
+  // a zero line outside the atom's column, 49152 both; 8 warps (2 / 8 per tile), 16, K splits
+  // with empty ranges, tile walks, graph replay; and both with the balanced split.
+  ScopedEnv e("B12X_GGML_GEMV", "1"), eo("B12X_GGML_GEMV_OCC", "0");
+  for (int flags : {16384, 32768, 49152, 49152 + 4096})
+    for (LinearFormat f : {LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs}) {
+      const std::string v = std::to_string(flags + (f == LinearFormat::kIq2Xxs ? 1600 : 576));
+      ScopedEnv ev("B12X_GGML_GEMV_VAR", v.c_str());
+      EXPECT_EQ(bf16_plan(f, 1, 4096, 4096).ggml_gemv_var, std::atoi(v.c_str()));
+      if ((flags & 4096) == 0) {
+        for (const char* kw : {"2", "8"}) {
+          ScopedEnv ek("B12X_GGML_GEMV_KW", kw);
+          run_case({f, 1, 200, 2304, DType::kBF16, DType::kBF16, kw[0] == '2'});
+        }
+        ScopedEnv es("B12X_GGML_GEMV_SPLIT", "3"), ec("B12X_GGML_GEMV_CTAS", "2");
+        run_case({f, 1, 200, 2304, DType::kBF16, DType::kBF16, false});
+      }
+      ScopedEnv ew("B12X_GGML_GEMV_WARPS", "16");
+      run_case({f, 1, 4096, 2304, DType::kBF16, DType::kBF16, false});
+      ScopedEnv ec("B12X_GGML_GEMV_CTAS", "3");
+      run_case({f, 1, 200, 2304, DType::kBF16, DType::kFP16, true}, /*graph_replay=*/true);
+    }
+}
+
 TEST(GemmGpuSanitize, GgmlGemvVariants) {
   B12X_REQUIRE_GPU();
   // The variants past the end of a warp's work (round 52: kDeep's position step read past the
