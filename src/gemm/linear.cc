@@ -1358,11 +1358,12 @@ Plan plan(const Caps& caps) {
             p.decode_stream_var = v;
         }
         // Session 19: per-warp activation blocks instead of the CTA's staging of the whole K
-        // (lin::linear_stream_kernel's kJit, var 128; BF16 activations: W4A16, W4A4 through
-        // the pre-pass), at the 2-CTA cap (the 3-CTA cap spilled).
+        // (lin::linear_stream_kernel's kJit, var bit 128; with W4A4's in-kernel conversion
+        // 136), at the 2-CTA cap (the 3-CTA cap spilled).
         if (const char* ej = std::getenv("B12X_GEMM_STREAM_JIT");
-            ej != nullptr && ej[0] == '1' && p.decode_stream_var == 0 && shfl && occ == 2) {
-          p.decode_stream_var = 128;
+            ej != nullptr && ej[0] == '1' &&
+            (p.decode_stream_var == 0 || p.decode_stream_var == 8) && shfl && occ == 2) {
+          p.decode_stream_var |= 128;
           p.decode_stream_smem = lin::kStreamJitBytes;
         }
         stream_trig_m1 = c.ctas * 10 >= c.slots * 8 || (tile_per_sm && occ == 2);

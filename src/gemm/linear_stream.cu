@@ -58,14 +58,18 @@ StreamFn stream_probe_fn(int parts, int occ) {
   return nullptr;
 }
 
-/// The per-warp activation blocks (var 128, linear_stream_kernel's kJit; BF16 activations):
-/// NVFP4 and MXFP4 at the 2-CTA cap (the 3-CTA cap spilled 120 bytes on sm_90a).
-StreamFn stream_jit_fn(WFmt f, int parts, int occ, bool mx_free) {
+/// The per-warp activation blocks (var 128, linear_stream_kernel's kJit): NVFP4 (136: W4A4's
+/// NVFP4 activations converted in the kernel) and MXFP4 at the 2-CTA cap (the 3-CTA cap spilled
+/// 120 bytes on sm_90a).
+StreamFn stream_jit_fn(WFmt f, int parts, int occ, int var, bool mx_free) {
   if (occ != 2) return nullptr;
   if (f == WFmt::kMxfp4)
-    return mx_free ? stream_fn<2, 1, true, true, true, 128>(parts)
-                   : stream_fn<2, 1, true, true, false, 128>(parts);
-  return stream_fn<2, 1, true, false, false, 128>(parts);
+    return var != 128 ? nullptr
+           : mx_free  ? stream_fn<2, 1, true, true, true, 128>(parts)
+                      : stream_fn<2, 1, true, true, false, 128>(parts);
+  return var == 128   ? stream_fn<2, 1, true, false, false, 128>(parts)
+         : var == 136 ? stream_fn<2, 1, true, false, false, 136>(parts)
+                      : nullptr;
 }
 
 // 4 token rows (M = 2..4) with the 2-CTA register cap only (their accumulators and activation
@@ -74,7 +78,7 @@ StreamFn pick_stream(WFmt f, bool fp16, int parts, int occ, int rows, bool shfl 
                      bool mx_free = false, int var = 0) {
   if (var != 0) {
     if (fp16 || rows != 1 || !shfl) return nullptr;
-    if (var == 128) return stream_jit_fn(f, parts, occ, mx_free);
+    if (var & 128) return stream_jit_fn(f, parts, occ, var, mx_free);
     if (f != WFmt::kNvfp4) return nullptr;
     if (var == 16) return stream_probe_fn<16>(parts, occ);
     if (var == 32) return stream_probe_fn<32>(parts, occ);
@@ -258,7 +262,7 @@ void launch_linear_stream(WFmt f, int parts, int occ, int ctas, int64_t smem, co
   B12X_ASSERT(p.M >= 1 && p.M <= rows && p.act_kind == act_kind && p.xs_kind == kXsNone &&
                   p.stream_vp > 0 && p.stream_vp % kStreamDepth == 0 &&
                   int64_t{p.stream_vp} * parts * split >= p.kvec &&
-                  smem == (rows == 1 && p.stream_var == 128
+                  smem == (rows == 1 && (p.stream_var & 128)
                                ? kStreamJitBytes
                                : int64_t{parts} * p.stream_vp * 64 * 2 * rows) &&
                   (split == 1 || p.partial != nullptr),

@@ -1531,7 +1531,7 @@ TEST(GemmGpu, DecodeStreamJit) {
   // 2 / 8 at the 2-CTA cap, K = 1280 (a part's last block past K) and
   // 4864 (parts past K), N = 72 / 200 (partial tiles and groups), bias, NVFP4 W4A16 / W4A4
   // through the pre-pass / MXFP4 W4A4, an FP16 output, a persistent grid of two groups per CTA,
-  // a replayed graph.
+  // a replayed graph; W4A4 with the in-kernel conversion (var 136) at K = 1280 / 14336.
   B12X_REQUIRE_GPU();
   ScopedEnv es("B12X_GEMM_DECODE_STREAM", "1"), ej("B12X_GEMM_STREAM_JIT", "1"),
       eq("B12X_GEMM_STREAM_QX", "0");
@@ -1560,6 +1560,14 @@ TEST(GemmGpu, DecodeStreamJit) {
                /*graph_replay=*/n == 3);
       ++n;
     }
+  {
+    ScopedEnv eq1("B12X_GEMM_STREAM_QX", "1");
+    for (int64_t K : {1280, 14336}) {
+      EXPECT_EQ(plan1(LinearFormat::kNvfp4, 200, K).decode_stream_var, 136) << "K " << K;
+      run_case({LinearFormat::kNvfp4, 1, 200, K, DType::kBF16, DType::kBF16, K == 1280},
+               /*graph_replay=*/K == 1280);
+    }
+  }
   ScopedEnv ep("B12X_GEMM_STREAM_PARTS", "8"), ec("B12X_GEMM_STREAM_CTAS", "1");
   EXPECT_EQ(plan1(LinearFormat::kNvfp4W4A16, 4096, 4096).decode_stream_var, 128);
   run_case({LinearFormat::kNvfp4W4A16, 1, 4096, 4096, DType::kBF16, DType::kBF16, true});

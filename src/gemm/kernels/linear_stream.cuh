@@ -96,6 +96,33 @@ __device__ __forceinline__ void s16_cp_async16(void* smem, const void* gmem) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sa), "l"(gmem));
 }
 
+/// 8 BF16 activations of row 0 from k (zeros past K): one 16-byte load where whole and aligned.
+__device__ __forceinline__ uint4 stream_x8(const LinearParams& p, const uint16_t* x, int64_t k) {
+  if (p.x_vec16 && k + 8 <= p.K) return __ldg(reinterpret_cast<const uint4*>(x + k));
+  uint32_t pr[4] = {0, 0, 0, 0};
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    if (k + i >= p.K) break;
+    pr[i / 2] |= static_cast<uint32_t>(x[k + i]) << (16 * (i % 2));
+  }
+  return make_uint4(pr[0], pr[1], pr[2], pr[3]);
+}
+
+/// The 4 packed bytes and the UE4M3 scale (128x4-swizzled, row 0) of NVFP4 activations k..k + 7
+/// (K is a multiple of 16, so a chunk is whole or past K: zeros), for nvfp4x8_bf16.
+__device__ __forceinline__ void stream_q8(const LinearParams& p, const uint8_t* xq, bool xq4,
+                                          int64_t k, uint32_t& qw, uint32_t& qs) {
+  qw = qs = 0;
+  if (k >= p.K) return;
+  if (xq4) {
+    qw = __ldg(reinterpret_cast<const uint32_t*>(xq + k / 2));
+  } else {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) qw |= static_cast<uint32_t>(xq[k / 2 + i]) << (8 * i);
+  }
+  qs = p.xq_scale[fmt::swizzled_scale_offset(0, k / 16, p.K / 16)];
+}
+
 /// kOcc: CTAs per SM the registers are capped for (2: <= 128, 3: <= 85). kRows: 1 (M = 1, the
 /// token broadcast over the MMA's 8 columns) or 4 (M = 2..4, session 12: the tokens on the MMA's
 /// N side, lanes g and g + 4 on the same token; K split over gridDim.y CTAs whose fp32 partials
@@ -117,11 +144,11 @@ __device__ __forceinline__ void s16_cp_async16(void* smem, const void* gmem) {
 /// the splats, the FP4 decode and the MMAs by an XOR fold of the loaded words (so no load is
 /// dead); bit 32 (kNoStage) drops the activation staging, its barrier and the per-group barrier
 /// of the K parts (the LDS read whatever shared memory holds). Bit 128 (kJit, session 19; BF16
-/// activations): no CTA staging of the whole K before the loop (round 72's probe: the staging
-/// and its barriers cost 0.8-1.8 us of 4.7-10.7, all CTAs reading the same K x 2 bytes from L2
-/// at once while the weight stream idles); each warp loads the activations of a block of 4
-/// vectors (256 K: 16 bytes per lane) with the block's weights, one block ahead, and writes them
-/// in lane order into its own 512-byte buffer at the block's start (two warp barriers).
+/// activations, or NVFP4 ones with kQx): no CTA staging of the whole K before the loop (round 72's
+/// probe: the staging and its barriers cost 0.8-1.8 us of 4.7-10.7, all CTAs reading the same K x 2
+/// bytes from L2 at once while the weight stream idles); each warp loads the activations of a block
+/// of 4 vectors (256 K: 16 bytes per lane) with the block's weights, one block ahead, and writes
+/// them in lane order into its own 512-byte buffer at the block's start (two warp barriers).
 template <int kParts, int kOcc, int kRows = 1, bool kShfl = false, bool kMx = false,
           bool kMxFree = false, int kVar = 0>
 __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
@@ -133,7 +160,6 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   constexpr bool kQx = (kVar & 8) != 0;  // NVFP4 activations converted while staging
   constexpr bool kNoMath = (kVar & 16) != 0, kNoStage = (kVar & 32) != 0;  // timing probes
   constexpr bool kJit = (kVar & 128) != 0;
-  static_assert(!kJit || !kQx, "kJit: BF16 activations");
   constexpr int kSb = kMx ? 2 : 4;  // scale bytes per row and vector
   static_assert(kParts == 1 || kParts == 2 || kParts == 4 || kParts == 8, "K parts per tile");
   static_assert(kRows == 1 || kRows == 4, "token rows");
@@ -178,27 +204,21 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   // Vector j of the block. Vectors that do not exist are not loaded: their slot keeps an earlier
   // vector of this warp (finite: the ring starts zeroed), whose products with the zero-staged
   // activations past K, or with a tile that is not stored, vanish.
-  // kJit: the activations of the block being requested (zeros past K), once they exist (xok).
-  const uint16_t* const xg = static_cast<const uint16_t*>(p.x);
+  // kJit: the lane's 8 activations of the block being requested (kQx: NVFP4 bytes and scale in
+  // .x / .y, converted when stored), once they exist (xok).
+  const uint8_t* const xjq = static_cast<const uint8_t*>(p.x);
+  const bool xjq4 = (reinterpret_cast<uintptr_t>(xjq) & 3u) == 0;
   uint4 na = make_uint4(0, 0, 0, 0);
   bool xok = false;
   auto load_x = [&](int64_t kb) {
     const int64_t k = kb + 8 * lane;
-    uint4 v = make_uint4(0, 0, 0, 0);
-    if (k < p.K) {
-      if (p.x_vec16 && k + 8 <= p.K) {
-        v = __ldg(reinterpret_cast<const uint4*>(xg + k));
-      } else {
-        uint32_t pr[4] = {0, 0, 0, 0};
-#pragma unroll
-        for (int i = 0; i < 8; ++i) {
-          if (k + i >= p.K) break;
-          pr[i / 2] |= static_cast<uint32_t>(xg[k + i]) << (16 * (i % 2));
-        }
-        v = make_uint4(pr[0], pr[1], pr[2], pr[3]);
-      }
+    if constexpr (kQx) {
+      uint4 q = make_uint4(0, 0, 0, 0);
+      stream_q8(p, xjq, xjq4, k, q.x, q.y);
+      return q;
+    } else {
+      return stream_x8(p, static_cast<const uint16_t*>(p.x), k);
     }
-    return v;
   };
   auto issue = [&](uint4& s, int j) {
     if constexpr (kJit) {
@@ -307,7 +327,9 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     const uint16_t* x = static_cast<const uint16_t*>(p.x);
     const bool fast = p.x_vec16 && ks <= p.K;  // every chunk a whole aligned 16-byte load
     // kQx: the 4 packed bytes and the UE4M3 scale (128x4-swizzled, row 0) of each chunk (K is a
-    // multiple of 16, so a chunk is whole or past K), converted as the pre-pass would.
+    // multiple of 16, so a chunk is whole or past K), converted as the pre-pass would. (The
+    // stream_x8 / stream_q8 loads of kJit written out: session 19 measured the defaults with
+    // this code; the helpers inlined here changed their register allocation.)
     const uint8_t* const xq = static_cast<const uint8_t*>(p.x);
     const bool xq4 = (reinterpret_cast<uintptr_t>(xq) & 3u) == 0;
     for (int c0 = threadIdx.x; c0 < ks / 8; c0 += kT * kBatch) {
@@ -478,6 +500,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
         // The block's activations into the warp's buffer in lane order (the staging's layout),
         // after every lane has read the previous block's.
         __syncwarp();
+        if constexpr (kQx) na = nvfp4x8_bf16(na.x, fmt::ue4m3_to_float(na.y));
         uint32_t* const d = reinterpret_cast<uint32_t*>(xw + stream_xpos(8 * lane) * 2);
         d[0] = na.x;
         d[8] = na.y;
