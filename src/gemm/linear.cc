@@ -1348,15 +1348,6 @@ Plan plan(const Caps& caps) {
         if (f == LinearFormat::kNvfp4 && shfl &&
             (eqx != nullptr ? eqx[0] == '1' : geo.KP <= kStreamQxMaxK))
           p.decode_stream_var = 8;
-        // Session 19 timing probes (garbage outputs; lin::linear_stream_kernel's kNoMath = 16,
-        // kNoStage = 32, both = 48) where the five bench shapes' W4A16 choices have instances.
-        if (const char* ep = std::getenv("B12X_GEMM_STREAM_PROBE");
-            ep != nullptr && w4a16 && wf == lin::WFmt::kNvfp4 && shfl) {
-          const int v = std::atoi(ep);
-          if ((v == 16 || v == 32 || v == 48) &&
-              ((occ == 2 && (c.parts == 2 || c.parts == 8)) || (occ == 3 && c.parts == 8)))
-            p.decode_stream_var = v;
-        }
         // Session 19: per-warp activation blocks instead of the CTA's staging of the whole K
         // (lin::linear_stream_kernel's kJit, var bit 128; with W4A4's in-kernel conversion
         // 136), at the 2-CTA cap (the 3-CTA cap spilled).

@@ -48,16 +48,6 @@ StreamFn stream_var_fn(int parts, int var) {
   return var == 8 ? stream_fn<kOcc, 1, true, false, false, 8>(parts) : nullptr;
 }
 
-/// Session 19 timing probes (var 16 / 32 / 48, linear_stream_kernel's kNoMath / kNoStage) at the
-/// five bench shapes' W4A16 choices only: parts 2 / 8 at the 2-CTA cap, 8 at the 3-CTA cap.
-template <int kVar>
-StreamFn stream_probe_fn(int parts, int occ) {
-  if (occ == 2 && parts == 2) return &linear_stream_kernel<2, 2, 1, true, false, false, kVar>;
-  if (occ == 2 && parts == 8) return &linear_stream_kernel<8, 2, 1, true, false, false, kVar>;
-  if (occ == 3 && parts == 8) return &linear_stream_kernel<8, 3, 1, true, false, false, kVar>;
-  return nullptr;
-}
-
 /// The per-warp activation blocks (var 128, linear_stream_kernel's kJit): NVFP4 (136: W4A4's
 /// NVFP4 activations converted in the kernel) and MXFP4 at the 2-CTA cap (the 3-CTA cap spilled
 /// 120 bytes on sm_90a).
@@ -80,9 +70,6 @@ StreamFn pick_stream(WFmt f, bool fp16, int parts, int occ, int rows, bool shfl 
     if (fp16 || rows != 1 || !shfl) return nullptr;
     if (var & 128) return stream_jit_fn(f, parts, occ, var, mx_free);
     if (f != WFmt::kNvfp4) return nullptr;
-    if (var == 16) return stream_probe_fn<16>(parts, occ);
-    if (var == 32) return stream_probe_fn<32>(parts, occ);
-    if (var == 48) return stream_probe_fn<48>(parts, occ);
     return occ == 3   ? stream_var_fn<3>(parts, var)
            : occ == 2 ? stream_var_fn<2>(parts, var)
                       : nullptr;

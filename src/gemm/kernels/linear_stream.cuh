@@ -138,17 +138,12 @@ __device__ __forceinline__ void stream_q8(const LinearParams& p, const uint8_t* 
 /// the fold's HFMA2 per register (weights whose E8M0 codes are all <= 135, e8m0_bf16_splat_free).
 /// kVar (session 16, LinearParams::stream_var; NVFP4 M = 1 with kShfl): bit 8 (kQx, W4A4) the
 /// NVFP4 activations (p.act_kind kActNvfp4) converted to BF16 while staging (nvfp4x8_bf16, the
-/// pre-pass's exact values), so no pre-pass launch precedes the kernel. Timing probes (session
-/// 19, B12X_GEMM_STREAM_PROBE, NVFP4 W4A16; their outputs are garbage): bit 16 (kNoMath) keeps
-/// the loads, the ring, the staging, the activation LDS and the per-group barrier but replaces
-/// the splats, the FP4 decode and the MMAs by an XOR fold of the loaded words (so no load is
-/// dead); bit 32 (kNoStage) drops the activation staging, its barrier and the per-group barrier
-/// of the K parts (the LDS read whatever shared memory holds). Bit 128 (kJit, session 19; BF16
-/// activations, or NVFP4 ones with kQx): no CTA staging of the whole K before the loop (round 72's
-/// probe: the staging and its barriers cost 0.8-1.8 us of 4.7-10.7, all CTAs reading the same K x 2
-/// bytes from L2 at once while the weight stream idles); each warp loads the activations of a block
-/// of 4 vectors (256 K: 16 bytes per lane) with the block's weights, one block ahead, and writes
-/// them in lane order into its own 512-byte buffer at the block's start (two warp barriers).
+/// pre-pass's exact values), so no pre-pass launch precedes the kernel. Bit 128 (kJit, session 19;
+/// BF16 activations, or NVFP4 ones with kQx): no CTA staging of the whole K before the loop (round
+/// 72's probe: the staging and its barriers cost 0.8-1.8 us of 4.7-10.7, all CTAs reading the same
+/// K x 2 bytes from L2 at once while the weight stream idles); each warp loads the activations of a
+/// block of 4 vectors (256 K: 16 bytes per lane) with the block's weights, one block ahead, and
+/// writes them in lane order into its own 512-byte buffer at the block's start (two warp barriers).
 template <int kParts, int kOcc, int kRows = 1, bool kShfl = false, bool kMx = false,
           bool kMxFree = false, int kVar = 0>
 __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
@@ -158,7 +153,6 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   static_assert(kVar == 0 || (kRows == 1 && kShfl && (!kMx || kVar == 128)),
                 "kVar: M = 1, shuffled splats; MXFP4 with kJit only");
   constexpr bool kQx = (kVar & 8) != 0;  // NVFP4 activations converted while staging
-  constexpr bool kNoMath = (kVar & 16) != 0, kNoStage = (kVar & 32) != 0;  // timing probes
   constexpr bool kJit = (kVar & 128) != 0;
   constexpr int kSb = kMx ? 2 : 4;  // scale bytes per row and vector
   static_assert(kParts == 1 || kParts == 2 || kParts == 4 || kParts == 8, "K parts per tile");
@@ -321,7 +315,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
         d[12] = v[b].w;
       }
     }
-  } else if constexpr (!kNoStage && !kJit) {
+  } else if constexpr (!kJit) {
     constexpr int kBatch = kOcc == 3 ? 4 : 8;  // within the 3-CTA register cap
     constexpr int kT = kWarps * 32;
     const uint16_t* x = static_cast<const uint16_t*>(p.x);
@@ -379,7 +373,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
       }
     }
   }
-  if constexpr (!kNoStage && !kJit) __syncthreads();
+  if constexpr (!kJit) __syncthreads();
 
   float mult = p.out_mult;
   if (p.alpha != nullptr) mult *= *p.alpha;
@@ -393,7 +387,6 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
                                    : xs + wk * vp * kRows * 128 + ((g & (kRows - 1)) * 4 + t) * 16;
   uint8_t* const xw = dsm + warp * 512;  // kJit: the warp's block of activations
   int rb = 0;                            // reduction buffer
-  uint32_t fold = 0;                     // kNoMath
   for (int64_t grp = blockIdx.x; grp < groups; grp += gridDim.x) {
     float acc[kNt][4][4];
 #pragma unroll
@@ -427,10 +420,6 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
                            : j == 1 ? cb1.y
                            : j == 2 ? cb1.z
                                     : cb1.w;
-      if constexpr (kNoMath) {
-        fold ^= cur.x ^ cur.y ^ cur.z ^ cur.w ^ xa[0].x ^ xa[0].w ^ xb[0].x ^ xb[0].w ^ wg ^ wg8;
-        return;
-      }
       // (row g, row g + 8) scale * 2^119 of each k16 step, as BF16 pairs.
       __nv_bfloat162 sv[4];
       if constexpr (kShfl) {
@@ -551,8 +540,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     // Every column holds the row sums: c0 = row g, c2 = row g + 8.
     float r0 = (acc[0][0][0] + acc[0][1][0]) + (acc[0][2][0] + acc[0][3][0]);
     float r1 = (acc[0][0][2] + acc[0][1][2]) + (acc[0][2][2] + acc[0][3][2]);
-    if constexpr (kNoMath) r0 = __uint_as_float(fold);
-    if constexpr (kParts > 1 && !kNoStage) {
+    if constexpr (kParts > 1) {
       auto& red1 = *reinterpret_cast<float(*)[2][kWarps][16]>(red);
       if (t == 0) {
         red1[rb][warp][g] = r0;
