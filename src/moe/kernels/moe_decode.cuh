@@ -719,6 +719,9 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
   __shared__ RouteSmemT<kRC> rs;
   // kLast: per group, warps arrived at tile ends (cumulative) and tiles finished.
   __shared__ int s_arrived[kLast ? kG : 1], s_done[kLast ? kG : 1];
+  // kLast with DecodeArgs::fc1_mbar: per group an arrival mbarrier [grp] (count: the group's
+  // warps, or their lanes with fc1_mbar 2) and a done mbarrier [kG + grp] (the finisher).
+  __shared__ uint64_t s_bar[kLast ? 2 * kG : 1];
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t = lane & 3;
   // (Warps < 8: with one group grp is 0 and wk warp / kWM, known at compile time.)
@@ -734,7 +737,14 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
   const bool wait_first = (first && a.a16_gate == 0) || a.q_early == 1;
   if (wait_first) pdl_wait();
   pdl_trigger();  // FC2 may launch now and stream its own weights (it waits for us before reading)
-  if (kLast && tid < kG) s_arrived[tid] = s_done[tid] = 0;  // route_tables' barriers publish them
+  if (kLast && tid < kG) {  // route_tables' barriers publish them
+    s_arrived[tid] = s_done[tid] = 0;
+    if (a.fc1_mbar != 0) {
+      const int per = a.fc1_mbar == 2 ? 32 : 1;
+      mbar_init(&s_bar[tid], per * kWK * kWM);
+      mbar_init(&s_bar[kG + tid], per);
+    }
+  }
   const int ntiles = route_tables<kRC, kCta>(a, rs, smem);
   if (a.fc2_split > 1 && blockIdx.x == 0 && blockIdx.y == 0) {
     // FC2's split counters: read by FC2 only after it waited for this grid. The previous call's
@@ -887,9 +897,13 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
     // pair) over the K warps in fixed order 0, 1, ... and applies the activation (kLast: the
     // group's last warp to arrive does it all, ep / ep_n its lane / 32 instead of the group's).
     if constexpr (kLast) {
-      if (lane == 0)
-        while (smem_ld_acquire(&s_done[grp]) < it) {
-        }
+      if (a.fc1_mbar == 0) {
+        if (lane == 0)
+          while (smem_ld_acquire(&s_done[grp]) < it) {
+          }
+      } else if (it > 0 && (a.fc1_mbar == 2 || lane == 0)) {
+        mbar_wait(&s_bar[kG + grp], (it - 1) & 1);
+      }
       __syncwarp();  // the previous tile's finisher is done with red and ys
     }
 #pragma unroll
@@ -901,11 +915,16 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
       }
     if constexpr (kLast) {
       __syncwarp();  // the warp's partials, before lane 0 releases them
+      if (a.fc1_mbar == 2 || (a.fc1_mbar == 1 && lane == 0)) mbar_arrive(&s_bar[grp]);
       int old = 0;
       if (lane == 0) old = smem_add_acq_rel(&s_arrived[grp], 1);
       old = __shfl_sync(0xFFFFFFFFu, old, 0);
       if (old != (it + 1) * (kWK * kWM) - 1) continue;  // another warp finishes this tile
       __syncwarp();                                     // lane 0 acquired every warp's partials
+      if (a.fc1_mbar != 0) {  // every warp has arrived (this warp's atom was the last)
+        if (a.fc1_mbar == 2 || lane == 0) mbar_wait(&s_bar[grp], it & 1);
+        __syncwarp();
+      }
     } else {
       group_sync<kGT, kCta>(1 + grp);  // partials complete; the previous tile's ys readers are done
     }
@@ -920,7 +939,11 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
     auto release_tile = [&] {
       if constexpr (kLast) {
         __syncwarp();  // every lane's red / ys reads are done
-        if (lane == 0) smem_st_release(&s_done[grp], it + 1);
+        if (a.fc1_mbar == 0) {
+          if (lane == 0) smem_st_release(&s_done[grp], it + 1);
+        } else if (a.fc1_mbar == 2 || lane == 0) {
+          mbar_arrive(&s_bar[kG + grp]);
+        }
       }
     };
     // Item q: (wm, [m,] i, lane) of the accumulator fragments; gated items pair m = 0 / 1.

@@ -29,4 +29,23 @@ __device__ __forceinline__ void smem_st_release(int* p, int v) {
   asm volatile("st.release.cta.shared.u32 [%0], %1;" ::"r"(smem_u32(p)), "r"(v) : "memory");
 }
 
+// The same hand-over through mbarriers (DecodeArgs::fc1_mbar, probe of session 19):
+// compute-sanitizer racecheck flags the acquire / release above although it is correct (round 72,
+// tools/session/racecheck_acq_rel.cu mode 1); an mbarrier edge is one it may model.
+__device__ __forceinline__ void mbar_init(uint64_t* b, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(b)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint64_t* b) {
+  asm volatile("{ .reg .b64 st; mbarrier.arrive.shared::cta.b64 st, [%0]; }" ::"r"(smem_u32(b))
+               : "memory");
+}
+// Spins until the phase of parity `parity` has completed.
+__device__ __forceinline__ void mbar_wait(uint64_t* b, int parity) {
+  asm volatile(
+      "{ .reg .pred p; W: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1; @!p bra W; }" ::"r"(
+          smem_u32(b)),
+      "r"(parity)
+      : "memory");
+}
+
 }  // namespace b12x::moe::dev
