@@ -263,10 +263,6 @@ struct Plan {
   /// decode kernel with FP8 weights (session 17: once a warp has requested its last slice, where
   /// each warp streams at most 8 slices); B12X_GEMM_STREAM_TRIG=<mask>.
   int stream_trig = 0;
-  /// The split-K reduce kernel (linear_reduce_kernel) triggers its dependents' programmatic
-  /// launch once its own wait on the GEMM has passed, so the next call's CTAs request their first
-  /// weights while the partials are summed (session 19); B12X_GEMM_REDUCE_TRIG=0|1.
-  bool reduce_trig = false;
   /// Its 64-K vectors per K part and dynamic shared memory bytes (the staged activations),
   /// derived at plan time and carried to run (lin::stream_vectors_per_part / stream_smem_bytes).
   int decode_stream_vp = 0;

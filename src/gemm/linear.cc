@@ -542,9 +542,8 @@ std::string Plan::describe() const {
      << stream_rows_describe(*this) << stream16_describe(*this)
      << (stream_mx_free ? " mx_free" : "")
      << (stream_trig ? " trig=" + std::to_string(stream_trig) : std::string())
-     << (reduce_trig ? " reduce_trig" : "") << " tiled_split=" << tiled_split
-     << (tiled_split_reduce ? "(reduce)" : "") << " tiled_tok=" << tiled_tok
-     << " scratch=" << scratch_bytes << "B]";
+     << " tiled_split=" << tiled_split << (tiled_split_reduce ? "(reduce)" : "")
+     << " tiled_tok=" << tiled_tok << " scratch=" << scratch_bytes << "B]";
   return os.str();
 }
 
@@ -1803,8 +1802,6 @@ Plan plan(const Caps& caps) {
   p.stream_trig = kStreamTrig | (stream_trig_m1 ? 1 : 0) | (decode_trig ? 8 : 0);
   if (const char* e = std::getenv("B12X_GEMM_STREAM_TRIG"); e != nullptr)
     p.stream_trig = std::atoi(e) & 15;
-  if (const char* e = std::getenv("B12X_GEMM_REDUCE_TRIG"); e != nullptr)
-    p.reduce_trig = e[0] == '1';
   if (log_level() >= 3) log_message(3, p.describe());
   {
     // Kernel signature (warm-up / freeze, b12x/runtime.h): the kernels a run at max_tokens
@@ -2021,7 +2018,6 @@ void run(const Binding& b, Stream stream) {
   const bool decode_mx_fold = !tiled && im.wfmt == WFmt::kMxfp4 && !fp16;
   const int g = (tiled_mx_fold || tiled_f8_fold || decode_mx_fold) ? 0 : act_group(f, b.x.dtype);
   p.pdl = plan.pdl ? 1 : 0;
-  p.reduce_trig = plan.reduce_trig && plan.pdl ? 1 : 0;
   p.act_kind = lin::kActRaw16;
   p.xs_kind = lin::kXsNone;
   bool wgmma_bulk = false;  // block FP8 activations quantized as variant 14's stage images

@@ -62,8 +62,6 @@ struct LinearParams {
   // Stream / block / decode kernels: trigger the dependent launch (PDL) once a warp has issued
   // its last weight loads (sessions 15 / 17, Plan::stream_trig), not only at the end.
   int stream_trig;
-  // linear_reduce_kernel: trigger the dependent launch after its griddep_wait (Plan::reduce_trig).
-  int reduce_trig;
   // M = 1 stream kernel: variant (session 16, Plan::decode_stream_var; kVar of
   // linear_stream_kernel: 8 the NVFP4 activations converted while staging).
   int stream_var;

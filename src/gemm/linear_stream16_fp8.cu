@@ -26,14 +26,6 @@ template <int kGroup, int kMma, int kDepth, bool kQ>
 F8Fn pick_tw_nt(int tw, int nt) {
   if constexpr (kQ && (kGroup == 0 || kDepth != 4)) {
     return nullptr;  // in-kernel quantization: block FP8 / MXFP8 at depth 4
-  } else if constexpr (kDepth == 16) {
-    // Depth 16 (session 19 probe): per-tensor at one tile per warp on f16 MMAs.
-    if constexpr (kGroup == 0 && kMma == 1 && !kQ)
-      return tw != 1   ? nullptr
-             : nt == 1 ? &linear_stream16_fp8_kernel<1, 1, 0, 1, 16>
-             : nt == 2 ? &linear_stream16_fp8_kernel<1, 2, 0, 1, 16>
-                       : nullptr;
-    return nullptr;
   } else if constexpr (kDepth == 8 && kMma != 1) {
     return nullptr;  // depth 8: f16 MMAs only
   } else if constexpr (kDepth == 8 && kGroup != 0) {
@@ -64,7 +56,6 @@ F8Fn pick_group(int tw, int nt, int mma, int depth) {
     return mma ? pick_tw_nt<kGroup, 1, 4, kQ>(tw, nt) : pick_tw_nt<kGroup, 0, 4, kQ>(tw, nt);
   if (depth == 8)
     return mma ? pick_tw_nt<kGroup, 1, 8, kQ>(tw, nt) : pick_tw_nt<kGroup, 0, 8, kQ>(tw, nt);
-  if (depth == 16) return mma ? pick_tw_nt<kGroup, 1, 16, kQ>(tw, nt) : nullptr;
   return nullptr;
 }
 

@@ -2177,23 +2177,6 @@ TEST(GemmGpu, DecodeStream16Fp8) {
       EXPECT_GT(gemm::lin::last_stream16_f8_launch().serial, before) << "M " << M;
     }
   }
-  // A 16-atom ring (B12X_GEMM_STREAM16_DEPTH=16, session 19 probe: per-tensor, tw 1, f16 MMAs;
-  // bodies of two chunks): splits 1 / 3 (odd chunk counts per CTA: 19 chunks at K = 4864, 7 / 7 / 5
-  // per CTA), M = 5 / 16.
-  {
-    ScopedEnv ed("B12X_GEMM_STREAM16_DEPTH", "16"), et("B12X_GEMM_STREAM16_TW", "1"),
-        em("B12X_GEMM_DECODE_F8MMA", "1");
-    for (const char* sp : {"1", "3"})
-      for (int64_t M : {5, 16}) {
-        ScopedEnv es("B12X_GEMM_STREAM16_SPLIT", sp);
-        const int64_t before = gemm::lin::last_stream16_f8_launch().serial;
-        run_case({LinearFormat::kFp8Tensor, M, 200, 4864, DType::kFP8E4M3, DType::kBF16, M == 5},
-                 /*graph_replay=*/M == 16);
-        const gemm::lin::Stream16F8Launch l = gemm::lin::last_stream16_f8_launch();
-        EXPECT_GT(l.serial, before) << "M " << M << " split " << sp;
-        EXPECT_EQ(l.depth, 16) << "M " << M << " split " << sp;
-      }
-  }
   // MXFP8 on f16 MMAs (B12X_GEMM_STREAM16_F8_VAR): 2 scales folded into the f16 operands (one
   // fp32 fold per chunk; the default), 0 the per-atom fold; the in-kernel quantization or the
   // quantizer's e4m3, tw 1 / 2, M = 5 / 16, splits 1 / 3, K tails inside a chunk, partial CTAs.

@@ -86,12 +86,8 @@ __global__ void __launch_bounds__(256) act_dequant_kernel(const ActParams p) {
 /// partial. Two columns per thread (NP is even, inside the partials region). Every producer writes
 /// all NP columns, so with odd N the pair's second column n = N is read initialized and never
 /// stored (the n + e < N check below).
-/// With p.reduce_trig the dependents launch once every CTA is past its wait (the GEMM has
-/// completed): the next call's CTAs then issue their weight loads (which precede their own
-/// griddep_wait, so they read nothing this kernel writes) during the sum.
 __global__ void __launch_bounds__(256) linear_reduce_kernel(const LinearParams p) {
   griddep_wait();
-  if (p.reduce_trig) griddep_launch_dependents();
   const int64_t pairs = (p.N + 1) / 2;
   const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (idx >= p.M * pairs) return;

@@ -138,9 +138,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   static_assert(kNt == 1 || kNt == 2, "n8 token tiles");
   static_assert(kGroup == 0 || kGroup == 32 || kGroup == 128, "scale group");
   static_assert(kMma == 0 || kMma == 1, "MMA kind");
-  static_assert(
-      ((kF8ChunkV * kTw) % kDepth == 0 || kDepth % (kF8ChunkV * kTw) == 0) && kDepth % kTw == 0,
-      "ring order");
+  static_assert((kF8ChunkV * kTw) % kDepth == 0 && kDepth % kTw == 0, "ring order");
   static_assert(!kQ || kGroup > 0, "in-kernel quantization: block FP8 / MXFP8");
   constexpr int kAhead = kDepth / kTw;  // vectors of a tile in flight beyond the current one
   constexpr bool kFold2 = kGroup == 32 && (kVar & kF8VarFold);
@@ -448,160 +446,151 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   // (b0, b1) of token tiles 0 and 1 (x2 at kNt = 1: lanes 0-15). Raw e4m3: half i = k 16i + 4t..;
   // f16: half i of the h block (see convert).
   const int xrow = ((lane >> 4) & 1) * 8 + (lane & 7), xcol = ((lane >> 3) & 1) * 16;
-  // A ring deeper than a chunk (kDepth 16 at one tile per warp): bodies of kCpb chunks, so that
-  // the ring slots stay compile-time registers.
-  constexpr int kCpb = kDepth > kF8ChunkV * kTw ? kDepth / (kF8ChunkV * kTw) : 1;
-  for (int c0 = 0; c0 < nch; c0 += kCpb) {
+  for (int c = 0; c < nch; ++c) {
+    // Chunk c + 1 must have landed too (it is converted in this iteration).
+    asm volatile("cp.async.wait_group 0;" ::: "memory");
+    __syncthreads();
+    stage(c + 2);
+    if (c + 1 < nch) convert(c + 1);
+    const uint8_t* const slot = dsm + (c % kF8Slots) * kSlot;
+    const uint8_t* const xa =
+        kMma == 1 ? slot + kHalfOff + xrow * kF8HalfPitch + xcol : slot + xrow * kF8RawPitch + xcol;
+    // The chunk's weight scales of this lane's rows: block FP8 one fp32 per group (a warp's kTw
+    // tiles lie in one 128-row block: warp kTw / 8 of the CTA's, so the products with the
+    // activation scales are shared by its tiles); MXFP8 8 E8M0 bytes of rows g / g + 8 per tile.
+    float wsb[2];
+    uint2 wmx[kTw][2];
+    // The chunk's activation scales of this lane's tokens 8n + 2t, + 1 (one 8-byte load each):
+    // block FP8 the two groups' fp32, MXFP8 the 8 E8M0 bytes.
+    float2 xsb[kNt][2];
+    uint2 xmx[kNt][2];
 #pragma unroll
-    for (int cc = 0; cc < kCpb; ++cc) {
-      const int c = c0 + cc;
-      if (kCpb > 1 && c >= nch) break;
-      // Chunk c + 1 must have landed too (it is converted in this iteration).
-      asm volatile("cp.async.wait_group 0;" ::: "memory");
-      __syncthreads();
-      stage(c + 2);
-      if (c + 1 < nch) convert(c + 1);
-      const uint8_t* const slot = dsm + (c % kF8Slots) * kSlot;
-      const uint8_t* const xa = kMma == 1 ? slot + kHalfOff + xrow * kF8HalfPitch + xcol
-                                          : slot + xrow * kF8RawPitch + xcol;
-      // The chunk's weight scales of this lane's rows: block FP8 one fp32 per group (a warp's kTw
-      // tiles lie in one 128-row block: warp kTw / 8 of the CTA's, so the products with the
-      // activation scales are shared by its tiles); MXFP8 8 E8M0 bytes of rows g / g + 8 per tile.
-      float wsb[2];
-      uint2 wmx[kTw][2];
-      // The chunk's activation scales of this lane's tokens 8n + 2t, + 1 (one 8-byte load each):
-      // block FP8 the two groups' fp32, MXFP8 the 8 E8M0 bytes.
-      float2 xsb[kNt][2];
-      uint2 xmx[kNt][2];
+    for (int n = 0; n < kNt; ++n)
 #pragma unroll
-      for (int n = 0; n < kNt; ++n)
+      for (int e = 0; e < 2; ++e) {
+        const uint8_t* const xs = slot + kScaleOff + (8 * n + 2 * t + e) * 8;
+        if constexpr (kGroup == 128) xsb[n][e] = *reinterpret_cast<const float2*>(xs);
+        if constexpr (kGroup == 32 && !kFold2) xmx[n][e] = *reinterpret_cast<const uint2*>(xs);
+      }
+    if constexpr (kGroup == 128) {
+      const float* const s =
+          reinterpret_cast<const float*>(slot + kScaleOff + 128) + warp * kTw / 8 * 2;
+      wsb[0] = s[0];
+      wsb[1] = s[1];
+    }
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const uint8_t* const xs = slot + kScaleOff + (8 * n + 2 * t + e) * 8;
-          if constexpr (kGroup == 128) xsb[n][e] = *reinterpret_cast<const float2*>(xs);
-          if constexpr (kGroup == 32 && !kFold2) xmx[n][e] = *reinterpret_cast<const uint2*>(xs);
+    for (int j = 0; j < kTw; ++j) {
+      if constexpr (kGroup == 32 && !kFold2) {
+        const uint8_t* const s = slot + kWmxOff + ((warp * kTw + j) * 16 + g) * 8;
+        wmx[j][0] = *reinterpret_cast<const uint2*>(s);
+        wmx[j][1] = *reinterpret_cast<const uint2*>(s + 64);
+      }
+    }
+#pragma unroll
+    for (int a = 0; a < kF8ChunkV; ++a) {
+      uint32_t b[2][4];  // [h][reg] (f16), or b[0] (e4m3)
+      if constexpr (kMma == 1) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          if constexpr (kNt == 2)
+            ldmatrix_x4(b[h], xa + a * 64 + h * 32);
+          else
+            ldmatrix_x2(b[h], xa + a * 64 + h * 32);
         }
-      if constexpr (kGroup == 128) {
-        const float* const s =
-            reinterpret_cast<const float*>(slot + kScaleOff + 128) + warp * kTw / 8 * 2;
-        wsb[0] = s[0];
-        wsb[1] = s[1];
+      } else {
+        if constexpr (kNt == 2)
+          ldmatrix_x4(b[0], xa + a * 32);
+        else
+          ldmatrix_x2(b[0], xa + a * 32);
+      }
+      // A group's first atom starts its partials from zero (kFoldAtoms > 0); at its last one the
+      // activation scales of tokens 8n + 2t, + 1, shared by the kTw tiles.
+      constexpr bool kNoGroups = kFoldAtoms == 0;
+      const bool first = !kNoGroups && a % (kNoGroups ? 1 : kFoldAtoms) == 0;
+      const bool last = !kNoGroups && a % (kNoGroups ? 1 : kFoldAtoms) == kFoldAtoms - 1;
+      float xs0[kNt], xs1[kNt];
+#pragma unroll
+      for (int n = 0; n < kNt; ++n) {
+        xs0[n] = xs1[n] = 1.f;
+        if (last) {
+          if constexpr (kGroup == 128) {
+            xs0[n] = (a < 4 ? xsb[n][0].x : xsb[n][0].y) * wsb[a / 4];
+            xs1[n] = (a < 4 ? xsb[n][1].x : xsb[n][1].y) * wsb[a / 4];
+          } else if constexpr (kFold2) {
+            const float2 xf = reinterpret_cast<const float2*>(slot + kXfacOff)[(8 * n + 2 * t) / 2];
+            xs0[n] = xf.x;
+            xs1[n] = xf.y;
+          } else if constexpr (kGroup == 32) {
+            const uint32_t s0 = a < 4 ? xmx[n][0].x : xmx[n][0].y;
+            const uint32_t s1 = a < 4 ? xmx[n][1].x : xmx[n][1].y;
+            xs0[n] = e8m0_f32((s0 >> (8 * (a & 3))) & 0xFFu);
+            xs1[n] = e8m0_f32((s1 >> (8 * (a & 3))) & 0xFFu);
+          }
+        }
       }
 #pragma unroll
       for (int j = 0; j < kTw; ++j) {
-        if constexpr (kGroup == 32 && !kFold2) {
-          const uint8_t* const s = slot + kWmxOff + ((warp * kTw + j) * 16 + g) * 8;
-          wmx[j][0] = *reinterpret_cast<const uint2*>(s);
-          wmx[j][1] = *reinterpret_cast<const uint2*>(s + 64);
-        }
-      }
-#pragma unroll
-      for (int a = 0; a < kF8ChunkV; ++a) {
-        uint32_t b[2][4];  // [h][reg] (f16), or b[0] (e4m3)
+        const int q = (a * kTw + j) % kDepth;
+        const uint4 cur = ring[q];
+        const int vn = c * kF8ChunkV + a + kAhead;
+        if (vn < lim[j]) ring[q] = ldg_stream(wp[j] + static_cast<int64_t>(vn) * 512);
+        const uint32_t af[4] = {cur.x, cur.y, cur.z, cur.w};
+        float(&dst)[kNt][4] = kFoldAtoms ? tmp[j] : acc[j];
         if constexpr (kMma == 1) {
+          uint32_t ah[2][4];
 #pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            if constexpr (kNt == 2)
-              ldmatrix_x4(b[h], xa + a * 64 + h * 32);
-            else
-              ldmatrix_x2(b[h], xa + a * 64 + h * 32);
-          }
-        } else {
-          if constexpr (kNt == 2)
-            ldmatrix_x4(b[0], xa + a * 32);
-          else
-            ldmatrix_x2(b[0], xa + a * 32);
-        }
-        // A group's first atom starts its partials from zero (kFoldAtoms > 0); at its last one the
-        // activation scales of tokens 8n + 2t, + 1, shared by the kTw tiles.
-        constexpr bool kNoGroups = kFoldAtoms == 0;
-        const bool first = !kNoGroups && a % (kNoGroups ? 1 : kFoldAtoms) == 0;
-        const bool last = !kNoGroups && a % (kNoGroups ? 1 : kFoldAtoms) == kFoldAtoms - 1;
-        float xs0[kNt], xs1[kNt];
-#pragma unroll
-        for (int n = 0; n < kNt; ++n) {
-          xs0[n] = xs1[n] = 1.f;
-          if (last) {
-            if constexpr (kGroup == 128) {
-              xs0[n] = (a < 4 ? xsb[n][0].x : xsb[n][0].y) * wsb[a / 4];
-              xs1[n] = (a < 4 ? xsb[n][1].x : xsb[n][1].y) * wsb[a / 4];
-            } else if constexpr (kFold2) {
-              const float2 xf =
-                  reinterpret_cast<const float2*>(slot + kXfacOff)[(8 * n + 2 * t) / 2];
-              xs0[n] = xf.x;
-              xs1[n] = xf.y;
-            } else if constexpr (kGroup == 32) {
-              const uint32_t s0 = a < 4 ? xmx[n][0].x : xmx[n][0].y;
-              const uint32_t s1 = a < 4 ? xmx[n][1].x : xmx[n][1].y;
-              xs0[n] = e8m0_f32((s0 >> (8 * (a & 3))) & 0xFFu);
-              xs1[n] = e8m0_f32((s1 >> (8 * (a & 3))) & 0xFFu);
-            }
-          }
-        }
-#pragma unroll
-        for (int j = 0; j < kTw; ++j) {
-          const int q = ((cc * kF8ChunkV + a) * kTw + j) % kDepth;
-          const uint4 cur = ring[q];
-          const int vn = c * kF8ChunkV + a + kAhead;
-          if (vn < lim[j]) ring[q] = ldg_stream(wp[j] + static_cast<int64_t>(vn) * 512);
-          const uint32_t af[4] = {cur.x, cur.y, cur.z, cur.w};
-          float(&dst)[kNt][4] = kFoldAtoms ? tmp[j] : acc[j];
-          if constexpr (kMma == 1) {
-            uint32_t ah[2][4];
-#pragma unroll
-            for (int i = 0; i < 4; ++i) e4m3x2x2_to_f16x2(af[i], ah[0][i], ah[1][i]);
-            if constexpr (kFold2) {
-              // A registers i = 0, 2 hold row g, 1, 3 row g + 8.
-              const uint2 sp = reinterpret_cast<const uint2*>(
-                  slot + kSplatOff)[((warp * kTw + j) * kF8ChunkV + a) * 8 + g];
-#pragma unroll
-              for (int h = 0; h < 2; ++h)
-#pragma unroll
-                for (int i = 0; i < 4; ++i) ah[h][i] = hmul2_bits(ah[h][i], i & 1 ? sp.y : sp.x);
-            }
+          for (int i = 0; i < 4; ++i) e4m3x2x2_to_f16x2(af[i], ah[0][i], ah[1][i]);
+          if constexpr (kFold2) {
+            // A registers i = 0, 2 hold row g, 1, 3 row g + 8.
+            const uint2 sp = reinterpret_cast<const uint2*>(
+                slot + kSplatOff)[((warp * kTw + j) * kF8ChunkV + a) * 8 + g];
 #pragma unroll
             for (int h = 0; h < 2; ++h)
 #pragma unroll
-              for (int n = 0; n < kNt; ++n) {
-                if (first && h == 0)
-                  mma16816_zero<Fp16Tag>(dst[n], ah[h], b[h][2 * n], b[h][2 * n + 1]);
-                else
-                  mma16816<Fp16Tag>(dst[n], ah[h], b[h][2 * n], b[h][2 * n + 1]);
-              }
-          } else {
+              for (int i = 0; i < 4; ++i) ah[h][i] = hmul2_bits(ah[h][i], i & 1 ? sp.y : sp.x);
+          }
+#pragma unroll
+          for (int h = 0; h < 2; ++h)
 #pragma unroll
             for (int n = 0; n < kNt; ++n) {
-              if (first)
-                mma16832_e4m3_zero(dst[n], af, b[0][2 * n], b[0][2 * n + 1]);
+              if (first && h == 0)
+                mma16816_zero<Fp16Tag>(dst[n], ah[h], b[h][2 * n], b[h][2 * n + 1]);
               else
-                mma16832_e4m3(dst[n], af, b[0][2 * n], b[0][2 * n + 1]);
+                mma16816<Fp16Tag>(dst[n], ah[h], b[h][2 * n], b[h][2 * n + 1]);
             }
-          }
-          if constexpr (kFoldAtoms > 0) {
-            if (last) {
-              // acc += tmp x (weight scale of rows g / g + 8) x (activation scale of tokens
-              // 8n + 2t / + 1); the next group's first MMAs start tmp from zero.
-              // (Block FP8: the weight scale is in xs0 / xs1.)
-              float w0 = 1.f, w1 = 1.f;
-              if constexpr (kFold2) {
-                const float2 wf =
-                    reinterpret_cast<const float2*>(slot + kWfacOff)[(warp * kTw + j) * 8 + g];
-                w0 = wf.x;
-                w1 = wf.y;
-              } else if constexpr (kGroup == 32) {
-                const uint32_t s0 = a < 4 ? wmx[j][0].x : wmx[j][0].y;
-                const uint32_t s1 = a < 4 ? wmx[j][1].x : wmx[j][1].y;
-                w0 = e8m0_f32((s0 >> (8 * (a & 3))) & 0xFFu);
-                w1 = e8m0_f32((s1 >> (8 * (a & 3))) & 0xFFu);
-              }
+        } else {
 #pragma unroll
-              for (int n = 0; n < kNt; ++n) {
-                const float x0 = xs0[n], x1 = xs1[n];
-                acc[j][n][0] = fmaf(tmp[j][n][0], w0 * x0, acc[j][n][0]);
-                acc[j][n][1] = fmaf(tmp[j][n][1], w0 * x1, acc[j][n][1]);
-                acc[j][n][2] = fmaf(tmp[j][n][2], w1 * x0, acc[j][n][2]);
-                acc[j][n][3] = fmaf(tmp[j][n][3], w1 * x1, acc[j][n][3]);
-              }
+          for (int n = 0; n < kNt; ++n) {
+            if (first)
+              mma16832_e4m3_zero(dst[n], af, b[0][2 * n], b[0][2 * n + 1]);
+            else
+              mma16832_e4m3(dst[n], af, b[0][2 * n], b[0][2 * n + 1]);
+          }
+        }
+        if constexpr (kFoldAtoms > 0) {
+          if (last) {
+            // acc += tmp x (weight scale of rows g / g + 8) x (activation scale of tokens
+            // 8n + 2t / + 1); the next group's first MMAs start tmp from zero.
+            // (Block FP8: the weight scale is in xs0 / xs1.)
+            float w0 = 1.f, w1 = 1.f;
+            if constexpr (kFold2) {
+              const float2 wf =
+                  reinterpret_cast<const float2*>(slot + kWfacOff)[(warp * kTw + j) * 8 + g];
+              w0 = wf.x;
+              w1 = wf.y;
+            } else if constexpr (kGroup == 32) {
+              const uint32_t s0 = a < 4 ? wmx[j][0].x : wmx[j][0].y;
+              const uint32_t s1 = a < 4 ? wmx[j][1].x : wmx[j][1].y;
+              w0 = e8m0_f32((s0 >> (8 * (a & 3))) & 0xFFu);
+              w1 = e8m0_f32((s1 >> (8 * (a & 3))) & 0xFFu);
+            }
+#pragma unroll
+            for (int n = 0; n < kNt; ++n) {
+              const float x0 = xs0[n], x1 = xs1[n];
+              acc[j][n][0] = fmaf(tmp[j][n][0], w0 * x0, acc[j][n][0]);
+              acc[j][n][1] = fmaf(tmp[j][n][1], w0 * x1, acc[j][n][1]);
+              acc[j][n][2] = fmaf(tmp[j][n][2], w1 * x0, acc[j][n][2]);
+              acc[j][n][3] = fmaf(tmp[j][n][3], w1 * x1, acc[j][n][3]);
             }
           }
         }
