@@ -442,6 +442,29 @@ int ggml_gemv_var_default(lin::WFmt wf, bool fp16, int64_t M, int warps, int occ
   return warps == 24 && M == 1 ? 64 : 0;
 }
 
+/// Session 19: the balanced split (kernels/linear_gemv_ggml.cuh, kVar & 4096: one wave of
+/// CTAs, each a contiguous share of the 16-row tiles, its (tile, batch) units one contiguous range
+/// per warp; BF16 activations) on 16-warp CTAs (one per SM, the IQ2 tables filled once per SM):
+/// - IQ2 on more than 2 x SMs tiles where the default grid's busiest SM holds more tiles than
+///   ceil(n16 / SMs) (14336x4096:
+///   224 CTAs of 4 tiles on 132 SMs, 8 tiles on 92 of them, against 7 / 6): IQ2_XXS at M = 1 with
+///   the atom columns (5696), IQ2_XS at M <= 4 without (4160); IQ2_XS also where the default runs
+///   the capped kernels (3 CTAs of 80 registers per SM, 6144x4096);
+/// - Q8_0 at M = 1 where the 16-row tiles exceed 2 x SMs (instead of the decode kernel).
+/// Round 73 (H200, CUDA graphs, weights rotated past 3 x L2, us, default -> balanced): M = 1
+/// 14336x4096 IQ2_XXS 14.74 -> 13.41 (5696; 4160 14.85), IQ2_XS 16.59 -> 14.73 (4160; 4672 14.81),
+/// Q8_0 19.37 -> 17.92; 6144x4096 IQ2_XS 8.83 -> 8.42, Q8_0 9.96 -> 9.53 (IQ2_XXS 7.62 -> 8.00:
+/// not taken); M = 4 14336x4096 IQ2_XS 17.89 -> 15.69 (IQ2_XXS 15.65 -> 15.48: not taken). Lost
+/// where the default's grid is even: 4096x4096 IQ2_XXS 5.43 -> 6.50, 4096x14336 12.46 -> 14.13
+/// (5696), 2048x7168 5.39 -> 6.80.
+constexpr int kGgmlBalXxs = 5696, kGgmlBalXs = 4160, kGgmlBalQ8 = 4096;
+struct GgmlGemvGrid;
+bool ggml_gemv_bal_default(const GgmlGemvGrid& gg, int warps, int64_t n16, int64_t sms);
+/// Q8_0 takes the GEMV's balanced split at M = 1 (BF16) where ggml_gemv_default would not.
+bool ggml_q8_bal_default(lin::WFmt wf, int64_t M, bool fp16, int64_t n16, int64_t sms) {
+  return wf == lin::WFmt::kQ8_0 && M == 1 && !fp16 && n16 > 2 * sms;
+}
+
 /// The GGML GEMV's grid for CTAs of `warps` warps: warps per 16-row tile (kw, a divisor of warps;
 /// warps / kw tiles per CTA), K split over CTAs and the CTAs per split (at most the resident ones,
 /// walking the tile groups), by a cost model: an SM's time ~ its CTAs x (a CTA's warp-batches +
@@ -481,6 +504,14 @@ GgmlGemvGrid ggml_gemv_grid(lin::WFmt wf, int64_t n16, int64_t K, int64_t M, int
       }
     }
   return best;
+}
+
+bool ggml_gemv_bal_default(const GgmlGemvGrid& gg, int warps, int64_t n16, int64_t sms) {
+  if (gg.split != 1) return false;
+  const int64_t tpc = warps / gg.kw, groups = (n16 + tpc - 1) / tpc;
+  const int64_t gx = gg.ctas > 0 ? std::min<int64_t>(gg.ctas, groups) : groups;
+  const int64_t busiest = (gx + sms - 1) / sms * ((groups + gx - 1) / gx) * tpc;
+  return (n16 + sms - 1) / sms < busiest;
 }
 
 /// The most K slices whose staged activations (`rows` token rows) fit the decode kernel's
@@ -791,7 +822,9 @@ Plan plan(const Caps& caps) {
   // _OCC override its grid and options.
   if (M <= kGgmlGemvMaxM && p.regime == Regime::kDecode && lin::ggml_gemv_available(wf)) {
     const char* e = std::getenv("B12X_GGML_GEMV");
-    if (e != nullptr ? e[0] == '1' : ggml_gemv_default(wf, geo.n16, dev.sm_count)) {
+    if (e != nullptr ? e[0] == '1'
+                     : ggml_gemv_default(wf, geo.n16, dev.sm_count) ||
+                           ggml_q8_bal_default(wf, M, fp16, geo.n16, dev.sm_count)) {
       p.ggml_gemv_occ = kGgmlGemvOcc;
       const char* occ_env = std::getenv("B12X_GGML_GEMV_OCC");
       if (occ_env != nullptr) p.ggml_gemv_occ = std::atoi(occ_env) == 3 ? 3 : 0;
@@ -829,11 +862,12 @@ Plan plan(const Caps& caps) {
       // ceil(n16 / SMs) tiles per CTA (its grid holds >= SMs CTAs where n16 >= SMs).
       const int64_t gemv_batches =
           (K / 32 + (wf == lin::WFmt::kQ8_0 ? 3 : 7)) / (wf == lin::WFmt::kQ8_0 ? 4 : 8);
-      const bool bal_fits =
-          (geo.n16 + dev.sm_count - 1) / dev.sm_count * gemv_batches * p.ggml_gemv_warps <
-          (int64_t{1} << 31);
+      const auto bal_fits = [&](int warps) {
+        return (geo.n16 + dev.sm_count - 1) / dev.sm_count * gemv_batches * warps <
+               (int64_t{1} << 31);
+      };
       p.ggml_gemv_var = var != 0 && var_ok(var, p.ggml_gemv_occ) && var_ok(var, 0) &&
-                                ((var & 4096) == 0 || bal_fits)
+                                ((var & 4096) == 0 || bal_fits(p.ggml_gemv_warps))
                             ? var
                             : 0;
       const int occ = std::max(1, lin::prepare_ggml_gemv(caps.device, wf, fp16, M, p.ggml_gemv_occ,
@@ -862,6 +896,27 @@ Plan plan(const Caps& caps) {
             lin::prepare_ggml_gemv(caps.device, wf, fp16, M, p.ggml_gemv_occ, p.ggml_gemv_warps,
                                    dv) >= run_occ)
           p.ggml_gemv_var = dv;
+        // The balanced split on 16-warp CTAs (kGgmlBalXxs above).
+        const bool xs = wf == lin::WFmt::kIq2Xs;
+        const int bv = wf == lin::WFmt::kIq2Xxs ? kGgmlBalXxs : xs ? kGgmlBalXs : kGgmlBalQ8;
+        const bool bal =
+            wf == lin::WFmt::kQ8_0
+                ? ggml_q8_bal_default(wf, M, fp16, geo.n16, dev.sm_count)
+                : !fp16 && M <= (xs ? 4 : 1) && geo.n16 > 2 * dev.sm_count &&
+                      (ggml_gemv_bal_default(gg, p.ggml_gemv_warps, geo.n16, dev.sm_count) ||
+                       (xs && p.ggml_gemv_occ == 3));
+        // Not under the grid overrides (B12X_GGML_GEMV_OCC / _KW / _SPLIT / _CTAS): they time
+        // and test the grid-stride kernels.
+        const bool grid_env = occ_env != nullptr || std::getenv("B12X_GGML_GEMV_KW") != nullptr ||
+                              std::getenv("B12X_GGML_GEMV_SPLIT") != nullptr ||
+                              std::getenv("B12X_GGML_GEMV_CTAS") != nullptr;
+        if (warps_env == nullptr && !grid_env && bal && bal_fits(16) &&
+            lin::ggml_gemv_var_available(wf, fp16, M, 0, 16, bv)) {
+          p.ggml_gemv_warps = 16;
+          p.ggml_gemv_occ = 0;
+          p.ggml_gemv_var = bv;
+          run_occ = std::max(1, lin::prepare_ggml_gemv(caps.device, wf, fp16, M, 0, 16, bv));
+        }
       }
       p.ggml_gemv = gg.kw;
       p.ggml_gemv_split = gg.split;

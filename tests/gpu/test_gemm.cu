@@ -12,6 +12,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -3638,7 +3639,25 @@ TEST(GemmGpu, GgmlGemvDefault) {
     EXPECT_GT(bf16_plan(f, 16, 2048, 7168).ggml_gemv, 0);
     EXPECT_EQ(bf16_plan(f, 17, 2048, 7168).ggml_gemv, 0);
     const int64_t n = int64_t{2} * sms * 16;  // 2 x SMs tiles (+ 16 rows: one more)
-    EXPECT_EQ(bf16_plan(f, 1, n + 16, 4096).ggml_gemv > 0, f != LinearFormat::kQ8_0);
+    EXPECT_EQ(bf16_plan(f, 2, n + 16, 4096).ggml_gemv > 0, f != LinearFormat::kQ8_0);
+    // Session 19: Q8_0 at M = 1 (BF16) takes the GEMV's balanced split there (16 warps, one CTA
+    // per SM); IQ2_XS the balanced split where the default runs the capped kernels (M <= 4),
+    // IQ2_XXS (M = 1) where the grid-stride grid loads the SMs unevenly (14336x4096 on 132 SMs).
+    const int bal = f == LinearFormat::kQ8_0 ? 4096 : f == LinearFormat::kIq2Xs ? 4160 : 5696;
+    EXPECT_GT(bf16_plan(f, 1, n + 16, 4096).ggml_gemv, 0);
+    if (f == LinearFormat::kQ8_0) {
+      EXPECT_EQ(bf16_plan(f, 1, n + 16, 4096).ggml_gemv_var, bal);
+      EXPECT_EQ(bf16_plan(f, 1, n + 16, 4096).ggml_gemv_warps, 16);
+      run_case({f, 1, n + 16, 4096, DType::kBF16, DType::kBF16, true});
+      EXPECT_EQ(gemm::lin::last_ggml_gemv_launch().grid_x, static_cast<unsigned>(sms));
+    }
+    if (sms == 132 && f != LinearFormat::kQ8_0) {
+      EXPECT_EQ(bf16_plan(f, 1, 14336, 4096).ggml_gemv_var, bal);
+      EXPECT_EQ(bf16_plan(f, 4, 14336, 4096).ggml_gemv_var, f == LinearFormat::kIq2Xs ? bal : 96);
+      run_case({f, 1, 14336, 4096, DType::kBF16, DType::kBF16, false});
+      EXPECT_EQ(gemm::lin::last_ggml_gemv_launch().warps, 16);
+      EXPECT_EQ(gemm::lin::last_ggml_gemv_launch().grid_x, 132u);
+    }
     EXPECT_GT(bf16_plan(f, 1, n, 4096).ggml_gemv, 0);
     if (f != LinearFormat::kQ8_0) {
       // The kernel that runs: uncapped (no spills) on a grid of at most 2 CTAs per SM (2048 rows:
@@ -3653,12 +3672,20 @@ TEST(GemmGpu, GgmlGemvDefault) {
       EXPECT_EQ(bf16_plan(f, 1, 2048, 4096).ggml_gemv_var, 96);
       EXPECT_EQ(bf16_plan(f, 4, 2048, 4096).ggml_gemv_var, 96);
       EXPECT_EQ(bf16_plan(f, 5, 2048, 4096).ggml_gemv_var, 0);
-      EXPECT_EQ(bf16_plan(f, 1, 3 * sms * 16, 4096).ggml_gemv_var, 0);
+      EXPECT_EQ(bf16_plan(f, 1, 3 * sms * 16, 4096).ggml_gemv_var,
+                f == LinearFormat::kIq2Xs ? 4160 : 0);
       {
         ScopedEnv ev0("B12X_GGML_GEMV_VAR", "0");
         EXPECT_EQ(bf16_plan(f, 1, 2048, 4096).ggml_gemv_var, 0);
       }
       EXPECT_LE(int64_t{small.grid_x} * small.grid_y, 2 * sms);
+      if (f == LinearFormat::kIq2Xs) {
+        run_case({f, 1, 3 * sms * 16, 4096, DType::kBF16, DType::kBF16, false});
+        EXPECT_EQ(gemm::lin::last_ggml_gemv_launch().warps, 16);
+      }
+      // The capped kernels (IQ2_XS: with B12X_GGML_GEMV_OCC=3, which keeps the grid-stride grid).
+      std::optional<ScopedEnv> eo;
+      if (f == LinearFormat::kIq2Xs) eo.emplace("B12X_GGML_GEMV_OCC", "3");
       run_case({f, 1, 3 * sms * 16, 4096, DType::kBF16, DType::kBF16, true});
       const gemm::lin::GgmlGemvLaunch big = gemm::lin::last_ggml_gemv_launch();
       EXPECT_EQ(big.occ, 3);
@@ -3705,7 +3732,8 @@ TEST(GemmGpu, GgmlGemvDefault) {
       }
     }
     EXPECT_EQ(bf16_plan(f, 9, 2048, 6144).ggml_gemv_warps, 8);
-    EXPECT_EQ(bf16_plan(f, 1, n + 16, 14336).ggml_gemv_warps, 8);
+    EXPECT_EQ(bf16_plan(f, 1, n + 16, 14336).ggml_gemv_warps,
+              f == LinearFormat::kIq2Xxs ? 8 : 16);  // IQ2_XS (capped grid) / Q8_0 balanced
     for (int64_t M : {1, 3, 8}) {
       run_case({f, M, 200, 6144, DType::kBF16, DType::kBF16, M == 3});
       EXPECT_EQ(gemm::lin::last_ggml_gemv_launch().warps, M == 1 ? 16 : wide) << "M = " << M;
