@@ -97,6 +97,18 @@ constexpr bool kStreamMxW4a16Free = true;
 /// this K (Plan::decode_stream_var bit 8; round 60: 4096x14336 6.3 % slower, every K <= 7168
 /// 3-16 % faster).
 constexpr int64_t kStreamQxMaxK = 8192;
+/// The M = 1 stream kernel without the CTA's staging of the whole K: each warp loads its blocks'
+/// activations one block ahead into its own buffer (lin::linear_stream_kernel's kJit,
+/// Plan::decode_stream_var bit 128, signature `v128` / `v136` with W4A4's in-kernel conversion),
+/// where each warp owns its K part (8 parts: no activation loaded twice in a CTA) at the 2-CTA
+/// cap (the 3-CTA instances spilled). Round 73 (H200, M = 1, us over 4096x4096 / 14336x4096 /
+/// 4096x14336 / 6144x4096 / 2048x7168, two interleaved runs, off -> on): NVFP4 W4A16 4.78 / 10.91
+/// / 10.84 / 6.30 / 4.90 and 4.75 / 10.91 / 10.85 / 6.32 / 4.87 -> 4.24 / (2 parts: 11.01) /
+/// 9.89 / (3-CTA) / 4.47 and 4.25 / (11.06) / 9.93 / - / 4.44; MXFP4 W4A16 4.92 / 11.50 / 11.53
+/// -> 4.40 / (11.64) / 10.53, W4A4 6.14 / 12.82 / 12.85 -> 5.53 / (12.96) / 11.92; NVFP4 W4A4
+/// 5.37 / 11.50 / 12.23 -> 5.12 (v136) / (14.20) / 11.63 (v128, the pre-pass; v136 12.63).
+/// B12X_GEMM_STREAM_JIT=0 turns it off, =1 forces it at the 2-CTA cap (any K parts).
+constexpr bool kStreamJit = true;
 /// Plan::stream_trig's default mask: the 4-row kernel (M = 2..4), round 57 NVFP4 W4A16 M = 4
 /// off -> on 8.72 / 14.83 / 18.14 / 10.67 us -> 6.95 / 14.25 / 18.13 / 10.21 (2048x7168 runs the
 /// decode kernel; round 56 alike). The M = 1 kernel's (mask 1) where its grid fills >= 80 % of
@@ -1402,12 +1414,10 @@ Plan plan(const Caps& caps) {
         if (f == LinearFormat::kNvfp4 && shfl &&
             (eqx != nullptr ? eqx[0] == '1' : geo.KP <= kStreamQxMaxK))
           p.decode_stream_var = 8;
-        // Session 19: per-warp activation blocks instead of the CTA's staging of the whole K
-        // (lin::linear_stream_kernel's kJit, var bit 128; with W4A4's in-kernel conversion
-        // 136), at the 2-CTA cap (the 3-CTA cap spilled).
-        if (const char* ej = std::getenv("B12X_GEMM_STREAM_JIT");
-            ej != nullptr && ej[0] == '1' &&
-            (p.decode_stream_var == 0 || p.decode_stream_var == 8) && shfl && occ == 2) {
+        // Session 19 (kStreamJit): per-warp activation blocks instead of the CTA's staging of
+        // the whole K where each warp owns its K part, at the 2-CTA cap.
+        const char* ej = std::getenv("B12X_GEMM_STREAM_JIT");
+        if (shfl && occ == 2 && (ej != nullptr ? ej[0] == '1' : kStreamJit && c.parts == 8)) {
           p.decode_stream_var |= 128;
           p.decode_stream_smem = lin::kStreamJitBytes;
         }

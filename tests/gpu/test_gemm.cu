@@ -1500,13 +1500,16 @@ TEST(GemmGpu, DecodeStreamQx) {
     caps.out_dtype = DType::kBF16;
     return gemm::plan(caps);
   };
-  EXPECT_EQ(plan1(4096).decode_stream_var, 8);
-  EXPECT_EQ(plan1(14336).decode_stream_var, 0);
+  // (Since session 19 with the per-warp activation blocks at 8 K parts, bit 128.)
+  EXPECT_EQ(plan1(4096).decode_stream_var, 8 | 128);
+  EXPECT_EQ(plan1(14336).decode_stream_var, 128);
   {
     ScopedEnv e0("B12X_GEMM_STREAM_QX", "0");
-    EXPECT_EQ(plan1(4096).decode_stream_var, 0);
+    EXPECT_EQ(plan1(4096).decode_stream_var, 128);
   }
-  ScopedEnv es("B12X_GEMM_DECODE_STREAM", "1"), eq("B12X_GEMM_STREAM_QX", "1");
+  // The CTA's staging with the conversion (the per-warp blocks: DecodeStreamJit).
+  ScopedEnv es("B12X_GEMM_DECODE_STREAM", "1"), eq("B12X_GEMM_STREAM_QX", "1"),
+      ej("B12X_GEMM_STREAM_JIT", "0");
   int n = 0;
   for (const char* occ : {"2", "3"})
     for (const char* parts : {"1", "8"})
@@ -1532,8 +1535,27 @@ TEST(GemmGpu, DecodeStreamJit) {
   // 2 / 8 at the 2-CTA cap, K = 1280 (a part's last block past K) and
   // 4864 (parts past K), N = 72 / 200 (partial tiles and groups), bias, NVFP4 W4A16 / W4A4
   // through the pre-pass / MXFP4 W4A4, an FP16 output, a persistent grid of two groups per CTA,
-  // a replayed graph; W4A4 with the in-kernel conversion (var 136) at K = 1280 / 14336.
+  // a replayed graph; W4A4 with the in-kernel conversion (var 136) at K = 1280 / 14336. Default
+  // (round 73) where each warp owns its K part (8 parts) at the 2-CTA cap.
   B12X_REQUIRE_GPU();
+  {
+    auto var = [](LinearFormat f, int64_t N, int64_t K) {
+      gemm::Caps caps;
+      caps.format = f;
+      caps.max_tokens = 1;
+      caps.in_features = K;
+      caps.out_features = N;
+      caps.act_dtype = DType::kBF16;
+      caps.out_dtype = DType::kBF16;
+      return gemm::plan(caps).decode_stream_var;
+    };
+    EXPECT_EQ(var(LinearFormat::kNvfp4W4A16, 4096, 4096), 128);   // 8 parts
+    EXPECT_EQ(var(LinearFormat::kNvfp4W4A16, 14336, 4096), 0);    // 2 parts
+    EXPECT_EQ(var(LinearFormat::kNvfp4W4A16, 6144, 4096), 0);     // the 3-CTA cap
+    EXPECT_EQ(var(LinearFormat::kMxfp4W4A16, 4096, 14336), 128);  // 8 parts
+    ScopedEnv e0("B12X_GEMM_STREAM_JIT", "0");
+    EXPECT_EQ(var(LinearFormat::kNvfp4W4A16, 4096, 4096), 0);
+  }
   ScopedEnv es("B12X_GEMM_DECODE_STREAM", "1"), ej("B12X_GEMM_STREAM_JIT", "1"),
       eq("B12X_GEMM_STREAM_QX", "0");
   auto plan1 = [](LinearFormat f, int64_t N, int64_t K) {
