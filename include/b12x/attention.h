@@ -99,18 +99,22 @@ struct PagedPlan {
   /// s=24 40.8 / 41.0, B=16 s=8 67.5 vs s=12 70.6); round 46 as the default: B=4 24.8 vs 25.1,
   /// B=8 40.4 / 39.8 vs 41.5, B=16 67.6 vs 70.7. B12X_ATTN_SPLIT_OCC=n overrides (0: off).
   int split_occ = 0;
-  /// Split model, early-K/V wide3 plans (16-bit KV, head dim <= 128): a cost in KV-tile steps
-  /// of the wave's CTAs beyond one per SM, split_pair x (min(CTAs, slots) - SMs) / SMs, except
-  /// for one wave of splits of at most split_pair_free (stages - 1) tiles. Under early K/V a
-  /// wave with free slots lets the next call's CTAs enter and issue their early copies while
-  /// this call streams (session 15's stamps: 88 of them entered ~12 us before their release at
-  /// 22 splits, none at 32), which the slot count alone does not see. 3.5 (0 elsewhere), from
-  /// H200 round 72 (us, B = 1 x 8k, s = 32 -> 26 -> 22 -> 16): 64/8/128 p128 13.8 -> 12.8 ->
-  /// 12.8 -> 13.5, 32/8/128 p64 12.5 -> 12.2 -> 12.5 (s = 24) -> 13.9; x 32k (s = 32 kept) 35.5 /
-  /// 34.4 vs s = 24 36.4 / 36.4; B = 2 s = 16 kept (21.0 / 20.2 vs s = 12 20.8 / 20.5). No gain
-  /// for the FP8 tiles (hcvt3 B = 1 s = 24 11.7 vs s = 32 10.9; hcvt d256 B = 4 s = 24 16.5 vs
-  /// 15.4) nor wideh3 (16/2/256 B = 2 s = 43 15.6 = s = 64). B12X_ATTN_SPLIT_PAIR=x overrides
-  /// (0: off).
+  /// Split model, early-K/V plans of the 16-bit 3-stage tiles (wide3, wideh3): a cost in KV-tile
+  /// steps of the wave's CTAs beyond one per SM, weighted by the share of a split's tiles the
+  /// early copies cover: split_pair x (min(CTAs, slots) - SMs) / SMs x split_pair_free / (tiles
+  /// per split), split_pair_free = stages - 1, except for one wave of splits of at most
+  /// split_pair_free tiles. Under early K/V a wave with free slots lets the next call's CTAs
+  /// enter and issue their early copies while this call streams (session 15's stamps: 88 of
+  /// them ~12 us before their release at 22 splits, none at 32), which the slot count alone
+  /// does not see; the shorter the splits, the larger that share. 6 (0 elsewhere), fitted to
+  /// H200 rounds 72-73 (us, old -> new count; 64/8/128 p128, 32/8/128 p64): B = 1 x 8k 32 -> 26
+  /// 14.1 -> 13.2, 12.9 -> 12.6; x 6k 32 -> 24 12.2 -> 10.7, 11.1 -> 10.6; B = 2 x 4k 16 -> 13
+  /// 13.9 -> 13.1, 13.9 -> 13.0; B = 3 x 2k 11 -> 8 11.8 -> 11.2, 11.4 -> 11.0; 32/4/128 B = 2 x
+  /// 8k 32 -> 26 14.3 -> 13.2, B = 1 x 16k 64 -> 52 14.2 -> 14.0; 16/2/256 B = 2 64 -> 52 16.0
+  /// -> 15.7. Kept: x 32k (s = 24 36.4 vs 32 35.5), B = 2 / 4 / 8 x 8k, B = 6 x 2k (s = 5 17.8 /
+  /// 16.6 vs 4 18.5 / 17.1), 16/2/256 B = 4 (s = 26 22.9 = 32). No gain for the FP8 tiles (hcvt3
+  /// B = 1 s = 24 11.7 vs 32 10.9; hcvt d256 B = 4 s = 24 16.5 vs 32 15.4).
+  /// B12X_ATTN_SPLIT_PAIR=x overrides (0: off).
   double split_pair = 0;
   int split_pair_free = 0;
   /// The online softmax keeps its running max (and skips the O rescale) unless a tile's max

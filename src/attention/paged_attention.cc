@@ -48,8 +48,8 @@ constexpr int kWidehMaxBatch = 16;
 // Largest max_batch whose FP8 head-dim-256 decode plans take hcvt (2 stages) instead of hcvt3.
 constexpr int kHcvt256MaxBatch = 32;
 constexpr int64_t kAlign = 256;
-// PagedPlan::split_pair of early-K/V wide3 plans (see there).
-constexpr double kEarlySplitPair = 3.5;
+// PagedPlan::split_pair of early-K/V wide3 / wideh3 plans (see there).
+constexpr double kEarlySplitPair = 6.0;
 
 const std::vector<KernelInfo>& registry() {
   static const std::vector<KernelInfo> kTable = [] {
@@ -231,8 +231,8 @@ int PagedPlan::auto_splits(int batch, int q_len) const {
   // heads = 256 CTAs fill 0.65 of an H200's 396 slots unsplit, 1.94 waves split in 3. Estimate
   // the time in KV-tile steps for each split count: waves x (tiles per split + a prologue of
   // ~3 tiles), plus ~2 for the merge launch; the context is the plan's capacity (bind does not
-  // see the live lengths). Ties go to fewer splits. Early-K/V wide3 plans also pay for a wave's
-  // second CTA per SM (PagedPlan::split_pair).
+  // see the live lengths). Ties go to fewer splits. Early-K/V wide3 / wideh3 plans also pay for
+  // a wave's second CTA per SM (PagedPlan::split_pair).
   const int group = caps.num_q_heads / caps.num_kv_heads;
   const int64_t tiles = ceil_div(int64_t(q_len) * group, tile_rows);
   const int64_t ctas = std::max<int64_t>(int64_t(batch) * caps.num_kv_heads * tiles, 1);
@@ -248,10 +248,11 @@ int PagedPlan::auto_splits(int batch, int q_len) const {
     const int64_t waves = ceil_div(ctas * s, slots);
     const double per = std::ceil(kv_tiles / s);
     double t = double(waves) * (per + 3.0) + (s > 1 ? 2.0 : 0.0);
-    // split_pair: the wave's CTAs beyond one per SM (PagedPlan::split_pair).
+    // split_pair: the wave's CTAs beyond one per SM, weighted by the share of a split's tiles
+    // the early copies cover (PagedPlan::split_pair).
     if (split_pair > 0 && (waves > 1 || per > split_pair_free))
       t += split_pair * double(std::max<int64_t>(0, std::min(ctas * s, slots) - sm_count)) /
-           double(std::max(1, sm_count));
+           double(std::max(1, sm_count)) * (double(split_pair_free) / per);
     if (s == 1 || t < best_t) {
       best = s;
       best_t = t;
@@ -433,8 +434,9 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   plan.early_kv =
       plan.spec && plan.arch >= 90 && plan.use_pdl && k->launch_early != nullptr && early_wanted;
   if (plan.stamps && plan.early_kv && k->launch_stamp_early == nullptr) plan.stamps = false;
-  // The split model's cost of a second CTA per SM: early-K/V wide3 plans (PagedPlan::split_pair).
-  plan.split_pair = plan.early_kv && k->kind == 5 ? kEarlySplitPair : 0.0;
+  // The split model's cost of a second CTA per SM: early-K/V wide3 / wideh3 plans
+  // (PagedPlan::split_pair).
+  plan.split_pair = plan.early_kv && (k->kind == 5 || k->kind == 18) ? kEarlySplitPair : 0.0;
   plan.split_pair_free = k->stages - 1;
   const char* sp_env = std::getenv("B12X_ATTN_SPLIT_PAIR");
   if (sp_env != nullptr) plan.split_pair = std::max(0.0, std::strtod(sp_env, nullptr));

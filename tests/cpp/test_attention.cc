@@ -399,11 +399,12 @@ TEST(AttentionPlan, AutoSplitsOccupancyCap) {
   EXPECT_EQ(plan.auto_splits(16, 1), 12);
 }
 
-// split_pair (early-K/V wide3 plans, B12X_ATTN_SPLIT_PAIR): each wave slot beyond one CTA per
-// SM costs split_pair / SMs tile steps, except in one wave of splits of at most split_pair_free
-// tiles. 64/8/128-like plan (8 KV heads, 64-token tiles), 132 SMs x 2 CTAs: B=1 x 8k takes 26
-// splits of 5 tiles (208 CTAs) instead of 32 of 4; x 32k keeps 32, B=2 / 4 keep 16 / 8, and x 4k
-// keeps 32 splits of 2 tiles.
+// split_pair (early-K/V wide3 / wideh3 plans, B12X_ATTN_SPLIT_PAIR): each wave slot beyond one
+// CTA per SM costs split_pair / SMs tile steps times the early tiles' share of a split
+// (split_pair_free / tiles), except in one wave of splits of at most split_pair_free tiles.
+// 64/8/128-like plan (8 KV heads, 64-token tiles), 132 SMs x 2 CTAs: B=1 x 8k takes 26 splits
+// of 5 tiles (208 CTAs) instead of 32 of 4, B=2 x 4k 13 instead of 16; x 32k keeps 32, B=2 /
+// 4 / 8 x 8k keep 16 / 8 / 4, B=6 x 2k keeps 5 (7 tiles), and x 4k keeps 32 splits of 2 tiles.
 TEST(AttentionPlan, AutoSplitsSecondCtaPerSm) {
   att::PagedPlan plan;
   plan.caps.mode = att::Mode::kDecode;
@@ -418,7 +419,7 @@ TEST(AttentionPlan, AutoSplitsSecondCtaPerSm) {
   plan.split_limit = 64;
   plan.split_pair_free = 2;
   EXPECT_EQ(plan.auto_splits(1, 1), 32);
-  plan.split_pair = 3.5;
+  plan.split_pair = 6;
   EXPECT_EQ(plan.auto_splits(1, 1), 26);
   EXPECT_EQ(plan.auto_splits(2, 1), 16);
   EXPECT_EQ(plan.auto_splits(4, 1), 8);
@@ -428,6 +429,11 @@ TEST(AttentionPlan, AutoSplitsSecondCtaPerSm) {
   plan.caps.max_page_table_width = 32;
   plan.split_limit = 32;
   EXPECT_EQ(plan.auto_splits(1, 1), 32);
+  EXPECT_EQ(plan.auto_splits(2, 1), 13);
+  plan.caps.max_page_table_width = 16;
+  plan.split_limit = 16;
+  EXPECT_EQ(plan.auto_splits(6, 1), 5);
+  EXPECT_EQ(plan.auto_splits(3, 1), 8);
 }
 
 TEST(AttentionRef, AppendKvBf16AndFp8) {
