@@ -378,7 +378,6 @@ void launch_decode_stream(const DecodeArgs& args, const DecodeKnobs& kn, bool fp
     shape_fc1();
   }
   a.fc1_last = decode_fc1_last(kn, wide, a.fc1_wm, a.fc1_warps, a.fc1_groups, a.fc1_bal);
-  a.fc1_mbar = a.fc1_last != 0 ? kn.fc1_mbar : 0;
   a.q_early = kn.q_early == 1 || kn.q_early == 2 ? kn.q_early : 0;
   a.q_load = kn.q_load == 0 ? 0 : 1;  // [Q]'s load order
   a.q_fast = kn.q_fast != 0 ? 1 : 0;

@@ -169,9 +169,6 @@ struct DecodeArgs {
   // kLast; two unbalanced groups): the last K warp of a group to park a tile's partials finishes
   // it alone, no tile-end barriers.
   int fc1_last = 0;
-  // kLast's hand-over through mbarriers (DecodeKnobs::fc1_mbar: 1 lane 0 per warp, 2 every lane)
-  // instead of shared-memory acquire / release (0).
-  int fc1_mbar = 0;
   // FC1 warps per CTA (0: auto, decode_fc1_warps; 8, or 12 with one row warp and one group).
   int fc1_warps = 0;
   // [Q]'s trigger (DecodeKnobs::q_early): 0 after its wait, 1 before it, 2 none (FC1 launches when

@@ -1,37 +1,30 @@
-// The MoE last-warp hand-over protocol (moe_decode.cuh kLast) on its own, with the kernel's own
-// acquire / release helpers (src/moe/kernels/smem_acq_rel.cuh), to see what compute-sanitizer
-// racecheck says about shared-memory acquire / release hand-overs. Session 18 left it unrun (no
-// device time after the final). Build from the repo root: nvcc -O3 -arch=sm_90a -Isrc -o rc
-// tools/session/racecheck_acq_rel.cu; run: for m in 0 1 2; do ./rc $m; compute-sanitizer --tool
-// racecheck ./rc $m; done (0 = barriers, expected clean; 1 = the MoE protocol; 2 = no sync, must
-// be flagged). Session 19 round 72: mode 1 flagged (2 hazards, output right) with the shape of the
-// MoE report, modes 0 / 2 as expected. Modes 3 / 4: the same hand-over through mbarriers (the
-// finisher still chosen by an atomic counter): 3 = lane 0 arrives for its warp after __syncwarp
-// (count = warps), 4 = every lane arrives and waits (count = threads).
+// What compute-sanitizer racecheck makes of the MoE last-warp hand-over (moe_decode.cuh kLast) on
+// its own. Build from the repo root: nvcc -O3 -arch=sm_90a -Isrc -o rc
+// tools/session/racecheck_acq_rel.cu; run: for m in 0 1 2 3 4; do ./rc $m; compute-sanitizer
+// --tool racecheck ./rc $m; done. Modes: 0 = barriers; 1 = session 18's hand-over, lane 0's
+// acquire / release after __syncwarp; 2 = no sync; 3 / 4 = through mbarriers (the finisher still
+// picked by an atomic counter), lane 0 arriving for its warp after __syncwarp (3) or every lane
+// arriving and waiting (4, the kernel's since session 19, src/moe/kernels/smem_handover.cuh).
+// H200 rounds 72 / 73: 0 clean; 1 flagged (2 hazards) though its output is right, the shape of
+// the MoE report of session 18; 2 flagged and wrong; 3 flagged (1 hazard); 4 clean.
 #include <cstdio>
 
-#include "moe/kernels/smem_acq_rel.cuh"
+#include "moe/kernels/smem_handover.cuh"
 
+using b12x::moe::dev::mbar_arrive;
+using b12x::moe::dev::mbar_init;
+using b12x::moe::dev::mbar_wait;
 using b12x::moe::dev::smem_add_acq_rel;
-using b12x::moe::dev::smem_ld_acquire;
-using b12x::moe::dev::smem_st_release;
+using b12x::moe::dev::smem_u32;
 
-__device__ __forceinline__ void mbar_init(uint64_t* b, int count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(b12x::moe::dev::smem_u32(b)),
-               "r"(count)
-               : "memory");
+// Mode 1's acquire / release (session 18's kernel had these in the MoE header).
+__device__ __forceinline__ int smem_ld_acquire(const int* p) {
+  int v;
+  asm volatile("ld.acquire.cta.shared.u32 %0, [%1];" : "=r"(v) : "r"(smem_u32(p)) : "memory");
+  return v;
 }
-__device__ __forceinline__ void mbar_arrive(uint64_t* b) {
-  asm volatile("{ .reg .b64 st; mbarrier.arrive.shared::cta.b64 st, [%0]; }" ::"r"(
-                   b12x::moe::dev::smem_u32(b))
-               : "memory");
-}
-__device__ __forceinline__ void mbar_wait(uint64_t* b, int parity) {
-  asm volatile(
-      "{ .reg .pred p; W: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1; @!p bra W; }" ::"r"(
-          b12x::moe::dev::smem_u32(b)),
-      "r"(parity)
-      : "memory");
+__device__ __forceinline__ void smem_st_release(int* p, int v) {
+  asm volatile("st.release.cta.shared.u32 [%0], %1;" ::"r"(smem_u32(p)), "r"(v) : "memory");
 }
 
 // 0: barriers, 1: acquire / release hand-over (MoE kLast), 2: no sync at all, 3 / 4: mbarriers

@@ -30,7 +30,7 @@
 #include <type_traits>
 
 #include "moe/kernels/moe_gemm.cuh"
-#include "moe/kernels/smem_acq_rel.cuh"
+#include "moe/kernels/smem_handover.cuh"
 
 namespace b12x::moe::dev {
 
@@ -675,9 +675,9 @@ __global__ void __launch_bounds__(DecodeCfg::kQuantThreads)
 // and quantises alone, while the others go straight on with their next tile: the group's K warps no
 // longer wait for the slowest one at every tile (barrier stalls 0.89 cycles per instruction at
 // Qwen3.5-TP4 M = 8). Before parking the next tile a warp waits until the previous tile's finisher
-// has released red / ys (its done counter; a tile's K loop later, so it rarely waits). Release /
-// acquire at CTA scope on shared memory (smem_acq_rel.cuh): lane 0 acts for its warp after
-// __syncwarp.
+// has released red / ys (the group's done mbarrier; a tile's K loop later, so it rarely waits).
+// The partials reach the finisher through the group's arrival mbarrier (smem_handover.cuh: every
+// lane arrives after its writes, every reading lane waits, so racecheck can check the edges).
 // kFin (probe, B12X_MOE_FC1_LAST=2): the finisher's item loops not unrolled (sum + activation 2x,
 // quantisation 4x in the default), a smaller kernel body for the same work: round 72 saw the
 // last-warp FC1 20-30 % slower after 136 more SASS instructions outside its K loop (no new
@@ -717,10 +717,10 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
   static_assert(C::kTileTokens <= 4, "kLast: live columns 2 t + {0, 1} with t < 2");
   extern __shared__ __align__(16) uint8_t smem[];
   __shared__ RouteSmemT<kRC> rs;
-  // kLast: per group, warps arrived at tile ends (cumulative) and tiles finished.
-  __shared__ int s_arrived[kLast ? kG : 1], s_done[kLast ? kG : 1];
-  // kLast with DecodeArgs::fc1_mbar: per group an arrival mbarrier [grp] (count: the group's
-  // warps, or their lanes with fc1_mbar 2) and a done mbarrier [kG + grp] (the finisher).
+  // kLast: per group, warps arrived at tile ends (cumulative; the last one finishes the tile).
+  __shared__ int s_arrived[kLast ? kG : 1];
+  // kLast: per group an arrival mbarrier [grp] (the lanes of the group's warps, one phase per tile)
+  // and a done mbarrier [kG + grp] (the finisher's lanes).
   __shared__ uint64_t s_bar[kLast ? 2 * kG : 1];
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t = lane & 3;
@@ -738,12 +738,9 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
   if (wait_first) pdl_wait();
   pdl_trigger();  // FC2 may launch now and stream its own weights (it waits for us before reading)
   if (kLast && tid < kG) {  // route_tables' barriers publish them
-    s_arrived[tid] = s_done[tid] = 0;
-    if (a.fc1_mbar != 0) {
-      const int per = a.fc1_mbar == 2 ? 32 : 1;
-      mbar_init(&s_bar[tid], per * kWK * kWM);
-      mbar_init(&s_bar[kG + tid], per);
-    }
+    s_arrived[tid] = 0;
+    mbar_init(&s_bar[tid], 32 * kWK * kWM);
+    mbar_init(&s_bar[kG + tid], 32);
   }
   const int ntiles = route_tables<kRC, kCta>(a, rs, smem);
   if (a.fc2_split > 1 && blockIdx.x == 0 && blockIdx.y == 0) {
@@ -897,13 +894,7 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
     // pair) over the K warps in fixed order 0, 1, ... and applies the activation (kLast: the
     // group's last warp to arrive does it all, ep / ep_n its lane / 32 instead of the group's).
     if constexpr (kLast) {
-      if (a.fc1_mbar == 0) {
-        if (lane == 0)
-          while (smem_ld_acquire(&s_done[grp]) < it) {
-          }
-      } else if (it > 0 && (a.fc1_mbar == 2 || lane == 0)) {
-        mbar_wait(&s_bar[kG + grp], (it - 1) & 1);
-      }
+      if (it > 0) mbar_wait(&s_bar[kG + grp], (it - 1) & 1);
       __syncwarp();  // the previous tile's finisher is done with red and ys
     }
 #pragma unroll
@@ -914,17 +905,15 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
         acc[m][i] = 0.f;
       }
     if constexpr (kLast) {
-      __syncwarp();  // the warp's partials, before lane 0 releases them
-      if (a.fc1_mbar == 2 || (a.fc1_mbar == 1 && lane == 0)) mbar_arrive(&s_bar[grp]);
+      __syncwarp();
+      mbar_arrive(&s_bar[grp]);  // each lane's partials
       int old = 0;
       if (lane == 0) old = smem_add_acq_rel(&s_arrived[grp], 1);
       old = __shfl_sync(0xFFFFFFFFu, old, 0);
       if (old != (it + 1) * (kWK * kWM) - 1) continue;  // another warp finishes this tile
-      __syncwarp();                                     // lane 0 acquired every warp's partials
-      if (a.fc1_mbar != 0) {  // every warp has arrived (this warp's atom was the last)
-        if (a.fc1_mbar == 2 || lane == 0) mbar_wait(&s_bar[grp], it & 1);
-        __syncwarp();
-      }
+      __syncwarp();
+      mbar_wait(&s_bar[grp], it & 1);  // every warp has arrived (this warp's atom was the last)
+      __syncwarp();
     } else {
       group_sync<kGT, kCta>(1 + grp);  // partials complete; the previous tile's ys readers are done
     }
@@ -938,12 +927,8 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
     // kLast: the finisher hands red / ys to the next tile's warps.
     auto release_tile = [&] {
       if constexpr (kLast) {
-        __syncwarp();  // every lane's red / ys reads are done
-        if (a.fc1_mbar == 0) {
-          if (lane == 0) smem_st_release(&s_done[grp], it + 1);
-        } else if (a.fc1_mbar == 2 || lane == 0) {
-          mbar_arrive(&s_bar[kG + grp]);
-        }
+        __syncwarp();
+        mbar_arrive(&s_bar[kG + grp]);  // each lane's red / ys reads are done
       }
     };
     // Item q: (wm, [m,] i, lane) of the accumulator fragments; gated items pair m = 0 / 1.
