@@ -340,21 +340,29 @@ TEST(AttentionPlan, RejectsBadCaps) {
   EXPECT_EQ(h, nullptr);
 }
 
+// A decode plan for the split model's host arithmetic: 16-row tiles of tile_kv tokens, H200-like
+// 132 SMs, `target` resident CTA slots, at most 64 splits.
+att::PagedPlan split_model_plan(int hq, int hkv, int page, int width, int tile_kv, int target) {
+  att::PagedPlan plan;
+  plan.caps.mode = att::Mode::kDecode;
+  plan.caps.num_q_heads = hq;
+  plan.caps.num_kv_heads = hkv;
+  plan.caps.page_size = page;
+  plan.caps.max_page_table_width = width;
+  plan.tile_rows = 16;
+  plan.tile_kv = tile_kv;
+  plan.sm_count = 132;
+  plan.target_ctas = target;
+  plan.split_limit = 64;
+  return plan;
+}
+
 // The automatic split count (PagedPlan::auto_splits, host arithmetic only): H200-like numbers,
 // 396 resident CTA slots, 16-row decode tiles of 32 KV tokens, 8 KV heads of 4 q heads, 8k
 // context capacity. A batch whose CTAs fill a wave stays unsplit only when that wave is nearly
 // full; a batch of 32 (256 CTAs, 0.65 of a wave) splits in 3 (1.94 waves).
 TEST(AttentionPlan, AutoSplitsFillWaves) {
-  att::PagedPlan plan;
-  plan.caps.mode = att::Mode::kDecode;
-  plan.caps.num_q_heads = 32;
-  plan.caps.num_kv_heads = 8;
-  plan.caps.page_size = 64;
-  plan.caps.max_page_table_width = 128;
-  plan.tile_rows = 16;
-  plan.tile_kv = 32;
-  plan.target_ctas = 396;
-  plan.split_limit = 64;
+  att::PagedPlan plan = split_model_plan(32, 8, 64, 128, 32, 396);
   EXPECT_EQ(plan.auto_splits(32, 1), 3);
   EXPECT_EQ(plan.auto_splits(8, 1), 6);
   EXPECT_GE(plan.auto_splits(1, 1), 32);  // one request: enough CTAs for every SM
@@ -374,17 +382,7 @@ TEST(AttentionPlan, AutoSplitsFillWaves) {
 // (384 CTAs), B=16 to 12; counted at 2 per SM, 16 and 8 (256 CTAs). B=1 (128 CTAs) keeps 64;
 // a cap at or above the occupancy changes nothing.
 TEST(AttentionPlan, AutoSplitsOccupancyCap) {
-  att::PagedPlan plan;
-  plan.caps.mode = att::Mode::kDecode;
-  plan.caps.num_q_heads = 16;
-  plan.caps.num_kv_heads = 2;
-  plan.caps.page_size = 128;
-  plan.caps.max_page_table_width = 64;
-  plan.tile_rows = 16;
-  plan.tile_kv = 32;
-  plan.sm_count = 132;
-  plan.target_ctas = 396;
-  plan.split_limit = 64;
+  att::PagedPlan plan = split_model_plan(16, 2, 128, 64, 32, 396);
   EXPECT_EQ(plan.auto_splits(8, 1), 24);
   EXPECT_EQ(plan.auto_splits(16, 1), 12);
   EXPECT_EQ(plan.auto_splits(4, 1), 43);
@@ -406,17 +404,7 @@ TEST(AttentionPlan, AutoSplitsOccupancyCap) {
 // of 5 tiles (208 CTAs) instead of 32 of 4, B=2 x 4k 13 instead of 16; x 32k keeps 32, B=2 /
 // 4 / 8 x 8k keep 16 / 8 / 4, B=6 x 2k keeps 5 (7 tiles), and x 4k keeps 32 splits of 2 tiles.
 TEST(AttentionPlan, AutoSplitsSecondCtaPerSm) {
-  att::PagedPlan plan;
-  plan.caps.mode = att::Mode::kDecode;
-  plan.caps.num_q_heads = 64;
-  plan.caps.num_kv_heads = 8;
-  plan.caps.page_size = 128;
-  plan.caps.max_page_table_width = 64;
-  plan.tile_rows = 16;
-  plan.tile_kv = 64;
-  plan.sm_count = 132;
-  plan.target_ctas = 264;
-  plan.split_limit = 64;
+  att::PagedPlan plan = split_model_plan(64, 8, 128, 64, 64, 264);
   plan.split_pair_free = 2;
   EXPECT_EQ(plan.auto_splits(1, 1), 32);
   plan.split_pair = 6;
