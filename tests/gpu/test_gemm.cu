@@ -1529,6 +1529,19 @@ TEST(GemmGpu, DecodeStreamQx) {
       }
 }
 
+/// The plan of a capacity-1 linear layer (FP4 activations for W4A4, else BF16; BF16 output).
+gemm::Plan plan_m1(LinearFormat f, int64_t N, int64_t K) {
+  gemm::Caps caps;
+  caps.format = f;
+  caps.max_tokens = 1;
+  caps.in_features = K;
+  caps.out_features = N;
+  caps.act_dtype =
+      f == LinearFormat::kNvfp4 || f == LinearFormat::kMxfp4 ? DType::kFP4E2M1 : DType::kBF16;
+  caps.out_dtype = DType::kBF16;
+  return gemm::plan(caps);
+}
+
 TEST(GemmGpu, DecodeStreamJit) {
   // Session 19 (B12X_GEMM_STREAM_JIT=1): the M = 1 kernel without the CTA's staging of the whole
   // K, each warp loading its blocks' activations one block ahead into its own buffer. K parts 1 /
@@ -1540,14 +1553,7 @@ TEST(GemmGpu, DecodeStreamJit) {
   B12X_REQUIRE_GPU();
   {
     auto var = [](LinearFormat f, int64_t N, int64_t K) {
-      gemm::Caps caps;
-      caps.format = f;
-      caps.max_tokens = 1;
-      caps.in_features = K;
-      caps.out_features = N;
-      caps.act_dtype = DType::kBF16;
-      caps.out_dtype = DType::kBF16;
-      return gemm::plan(caps).decode_stream_var;
+      return plan_m1(f, N, K).decode_stream_var;
     };
     EXPECT_EQ(var(LinearFormat::kNvfp4W4A16, 4096, 4096), 128);   // 8 parts
     EXPECT_EQ(var(LinearFormat::kNvfp4W4A16, 14336, 4096), 0);    // 2 parts
@@ -1558,17 +1564,7 @@ TEST(GemmGpu, DecodeStreamJit) {
   }
   ScopedEnv es("B12X_GEMM_DECODE_STREAM", "1"), ej("B12X_GEMM_STREAM_JIT", "1"),
       eq("B12X_GEMM_STREAM_QX", "0");
-  auto plan1 = [](LinearFormat f, int64_t N, int64_t K) {
-    gemm::Caps caps;
-    caps.format = f;
-    caps.max_tokens = 1;
-    caps.in_features = K;
-    caps.out_features = N;
-    caps.act_dtype =
-        f == LinearFormat::kNvfp4 || f == LinearFormat::kMxfp4 ? DType::kFP4E2M1 : DType::kBF16;
-    caps.out_dtype = DType::kBF16;
-    return gemm::plan(caps);
-  };
+  const auto plan1 = &plan_m1;
   const LinearFormat fs[3] = {LinearFormat::kNvfp4W4A16, LinearFormat::kNvfp4,
                               LinearFormat::kMxfp4};
   ScopedEnv eo("B12X_GEMM_STREAM_OCC", "2");
@@ -1605,17 +1601,7 @@ TEST(GemmGpu, DecodeStreamShfl) {
   // over several groups (B12X_GEMM_STREAM_CTAS=1); a replayed graph; the M = 1 kernel without
   // (B12X_GEMM_STREAM_SHFL=0); the 4-row kernel over parts and K splits.
   ScopedEnv es("B12X_GEMM_DECODE_STREAM", "1"), esh("B12X_GEMM_STREAM_SHFL", "1");
-  auto plan1 = [](LinearFormat f, int64_t N, int64_t K) {
-    gemm::Caps caps;
-    caps.format = f;
-    caps.max_tokens = 1;
-    caps.in_features = K;
-    caps.out_features = N;
-    caps.act_dtype =
-        f == LinearFormat::kNvfp4 || f == LinearFormat::kMxfp4 ? DType::kFP4E2M1 : DType::kBF16;
-    caps.out_dtype = DType::kBF16;
-    return gemm::plan(caps);
-  };
+  const auto plan1 = &plan_m1;
   int i = 0;
   for (const char* occ : {"2", "3"})
     for (const char* parts : {"1", "2", "4", "8"}) {
