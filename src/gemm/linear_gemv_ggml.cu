@@ -110,38 +110,33 @@ template <class T, int kVar>
 GemvFn pick_var(WFmt f, int nt, int occ, int warps) {
   constexpr WFmt kX = WFmt::kIq2Xxs, kS = WFmt::kIq2Xs;
   if constexpr ((kVar & 4096) != 0) {
-    // The balanced split (one wave): 8 warps uncapped (two CTAs per SM) or 16 (one); with the
-    // atom columns capped at 128 registers as below. Q8_0: the plain kernel (no trigger), also
-    // with 20 warps; IQ2 without the atom columns also with 20 (IQ2_XXS) or 18 (IQ2_XS: its
-    // tables and 2 x 18 partials fill SM12x's 99 KB). 18 or 20 warps put 5 on some of the SM's
-    // four schedulers: <= 96 registers (ptxas: the IQ2 kernels spill 16 bytes).
+    // The balanced split (one wave of CTAs): 16 warps, one CTA per SM (the atom columns capped at
+    // 128 registers; 8 warps x 2 CTAs lost at every shape in round 73). Q8_0 the plain kernel (no
+    // trigger); Q8_0 and IQ2_XXS without the atom columns also with 20 warps, IQ2_XS with 18 (its
+    // tables and 2 x 18 partials fill SM12x's 99 KB): 5 warps on some of the SM's four
+    // schedulers, <= 96 registers.
     if (occ == 3) return nullptr;
-    constexpr int kM8 = (kVar & 512) != 0 ? 2 : 0, kM16 = (kVar & 512) != 0 ? 1 : 0;
     if constexpr (kVar == 4096) {
-      if (f == WFmt::kQ8_0 && nt == 1)
-        return warps == 8 ? &linear_gemv_ggml_kernel<WFmt::kQ8_0, T, 1, false, 0, 8, false, kVar>
-               : warps == 16
-                   ? &linear_gemv_ggml_kernel<WFmt::kQ8_0, T, 1, false, 0, 16, false, kVar>
-               : warps == 20
-                   ? &linear_gemv_ggml_kernel<WFmt::kQ8_0, T, 1, false, 1, 20, false, kVar>
-                   : nullptr;
-    }
-    if constexpr (kVar == 4096 + 64) {
-      if (warps == 20 && f == kX && nt == 1)
-        return &linear_gemv_ggml_kernel<kX, T, 1, false, 1, 20, true, kVar>;
-      if (warps == 18 && f == kS && nt == 0)
-        return &linear_gemv_ggml_kernel<kS, T, 1, true, 1, 18, true, kVar>;
-    }
-    if (warps != 8 && warps != 16) return nullptr;
-    if (f == kX && nt == 1)
-      return warps == 8 ? &linear_gemv_ggml_kernel<kX, T, 1, false, kM8, 8, true, kVar>
-                        : &linear_gemv_ggml_kernel<kX, T, 1, false, kM16, 16, true, kVar>;
-    if constexpr ((kVar & 1024) == 0) {
+      if (f != WFmt::kQ8_0 || nt != 1) return nullptr;
+      return warps == 16   ? &linear_gemv_ggml_kernel<WFmt::kQ8_0, T, 1, false, 0, 16, false, kVar>
+             : warps == 20 ? &linear_gemv_ggml_kernel<WFmt::kQ8_0, T, 1, false, 1, 20, false, kVar>
+                           : nullptr;
+    } else if constexpr (kVar == 4096 + 64) {
+      if (f == kX && nt == 1)
+        return warps == 16   ? &linear_gemv_ggml_kernel<kX, T, 1, false, 0, 16, true, kVar>
+               : warps == 20 ? &linear_gemv_ggml_kernel<kX, T, 1, false, 1, 20, true, kVar>
+                             : nullptr;
       if (f == kS && nt == 0)
-        return warps == 8 ? &linear_gemv_ggml_kernel<kS, T, 1, true, kM8, 8, true, kVar>
-                          : &linear_gemv_ggml_kernel<kS, T, 1, true, kM16, 16, true, kVar>;
+        return warps == 16   ? &linear_gemv_ggml_kernel<kS, T, 1, true, 0, 16, true, kVar>
+               : warps == 18 ? &linear_gemv_ggml_kernel<kS, T, 1, true, 1, 18, true, kVar>
+                             : nullptr;
+      return nullptr;
+    } else {
+      static_assert(kVar == 4096 + 1600, "balanced variants: 4096, 4160, 5696");
+      return f == kX && nt == 1 && warps == 16
+                 ? &linear_gemv_ggml_kernel<kX, T, 1, false, 1, 16, true, kVar>
+                 : nullptr;
     }
-    return nullptr;
   } else if constexpr ((kVar & 512) != 0) {
     // The atom columns: 8 warps with registers capped at 128 for two CTAs per SM (uncapped,
     // ptxas takes 146-178 for IQ2_XS: one CTA), or 16 (one CTA, the same cap); under the
@@ -175,9 +170,8 @@ GemvFn pick_var(WFmt f, int nt, int occ, int warps) {
 
 template <int kVar>
 GemvFn pick_var_of(bool fp16, WFmt f, int nt, int occ, int warps) {
-  // The balanced split, the fill probe, the unrolled loop and the zero-pointer activations: BF16
-  // activations only (rounds 72 / 73's probes).
-  if constexpr ((kVar & (4096 | 8192 | 16384 | 32768)) != 0) {
+  // The balanced split: BF16 activations only (measured in rounds 72-74).
+  if constexpr ((kVar & 4096) != 0) {
     return fp16 ? nullptr : pick_var<Bf16Tag, kVar>(f, nt, occ, warps);
   } else {
     return fp16 ? pick_var<Fp16Tag, kVar>(f, nt, occ, warps)
@@ -194,44 +188,8 @@ GemvFn kernel_of(WFmt f, bool fp16, int nt, int occ, int warps, int var) {
         return pick_var_of<4096>(fp16, f, nt, occ, warps);
       case 4096 + 64:
         return pick_var_of<4096 + 64>(fp16, f, nt, occ, warps);
-      case 4096 + 576:
-        return pick_var_of<4096 + 576>(fp16, f, nt, occ, warps);
       case 4096 + 1600:
         return pick_var_of<4096 + 1600>(fp16, f, nt, occ, warps);
-      case 8192:
-        return pick_var_of<8192>(fp16, f, nt, occ, warps);
-      case 8192 + 96:
-        return pick_var_of<8192 + 96>(fp16, f, nt, occ, warps);
-      case 8192 + 576:
-        return pick_var_of<8192 + 576>(fp16, f, nt, occ, warps);
-      case 8192 + 1600:
-        return pick_var_of<8192 + 1600>(fp16, f, nt, occ, warps);
-      case 16384 + 96:
-        return pick_var_of<16384 + 96>(fp16, f, nt, occ, warps);
-      case 16384 + 576:
-        return pick_var_of<16384 + 576>(fp16, f, nt, occ, warps);
-      case 16384 + 1600:
-        return pick_var_of<16384 + 1600>(fp16, f, nt, occ, warps);
-      case 32768 + 576:
-        return pick_var_of<32768 + 576>(fp16, f, nt, occ, warps);
-      case 32768 + 1600:
-        return pick_var_of<32768 + 1600>(fp16, f, nt, occ, warps);
-      case 49152 + 576:
-        return pick_var_of<49152 + 576>(fp16, f, nt, occ, warps);
-      case 49152 + 1600:
-        return pick_var_of<49152 + 1600>(fp16, f, nt, occ, warps);
-      case 49152 + 4096 + 576:
-        return pick_var_of<49152 + 4096 + 576>(fp16, f, nt, occ, warps);
-      case 49152 + 4096 + 1600:
-        return pick_var_of<49152 + 4096 + 1600>(fp16, f, nt, occ, warps);
-      case 64:
-        return pick_var_of<64>(fp16, f, nt, occ, warps);
-      case 96:
-        return pick_var_of<96>(fp16, f, nt, occ, warps);
-      case 576:
-        return pick_var_of<576>(fp16, f, nt, occ, warps);
-      case 1600:
-        return pick_var_of<1600>(fp16, f, nt, occ, warps);
       default:
         return nullptr;
     }

@@ -125,8 +125,6 @@ static __device__ const tab::U64s<512> g_gsel_xs_bf16 =
 static __device__ const tab::U64s<512> g_gsel_xs_fp16 =
     tab::make_grid_sel<512>(fmt::ggml::kIq2xsGrid, true);
 static __device__ const tab::U64s<128> g_ssel_bf16 = tab::make_sign_sel(false);
-/// 64 zero bytes: the activations of the lanes outside an atom's MMA column (kZx).
-static __device__ const uint4 g_gemv_zero[4] = {};
 static __device__ const tab::U64s<128> g_ssel_fp16 = tab::make_sign_sel(true);
 
 template <class T>
@@ -416,14 +414,6 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
   constexpr bool kAc = (kVar & 512) != 0;
   constexpr bool kPa = (kVar & 1024) != 0;
   constexpr bool kBal = (kVar & 4096) != 0;
-  constexpr bool kNoFill = (kVar & 8192) != 0;
-  // kUn2 (16384): the batch loop unrolled twice (round 72's SASS of 1600: 29 of its 406
-  // instructions per batch copy the next batch's registers into the current ones). kZx (32768,
-  // with kAc): the activation loads unpredicated, the lanes outside an atom's column reading
-  // zeros (g_gemv_zero), so that a reload need not keep the old value (16 copies per batch).
-  constexpr bool kUn2 = (kVar & 16384) != 0;
-  constexpr bool kZx = (kVar & 32768) != 0;
-  static_assert(!kZx || kAc, "zero-pointer activations: the atom columns");
   static_assert(kVar == 0 || (NT == 1 && (kIq2 || kVar == 4096)),
                 "GEMV variants: the IQ2 one-tile kernels (Q8_0: the balanced split only)");
   static_assert(!kBal || (!kDeep && kW <= 20), "balanced split: one batch ahead, <= 20 warps");
@@ -519,7 +509,7 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
     if (step()) load_batch<F, kNa, kAc>(ld, atoms - pb * kU, d8, s8, n1);
   }
 
-  if constexpr (kIq2 && !kNoFill) {  // kNoFill: a timing probe (outputs undefined)
+  if constexpr (kIq2) {
     const uint64_t* gsrc;
     if constexpr (kXs) {
       gsrc = T::kFp16 ? g_gsel_xs_fp16.v : g_gsel_xs_bf16.v;
@@ -629,7 +619,6 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
 #pragma unroll
     for (int n = 0; n < NT; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
 
-#pragma unroll(kUn2 ? 2 : 1)
     for (int b = bs; active && b < be; b += kst) {
       Batch<F> nxt;
       if constexpr (kDeep) {
@@ -654,13 +643,10 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
         // and d / 8 multiply the four accumulators once per batch, not every atom's partials.
         float D[2][4];
         const uint16_t* xq = xa + static_cast<int64_t>(b) * (kU * 32);
-        const uint16_t* zx = reinterpret_cast<const uint16_t*>(g_gemv_zero);
-        const uint16_t* xql = kZx && !act_lo ? zx : xq;
-        const uint16_t* xqh = kZx && !act_hi ? zx : xq;
 #pragma unroll
         for (int q = 0; q < 2; ++q) {
-          if (kZx || act_lo) xlo[q] = __ldg(reinterpret_cast<const uint4*>(xql + 8 * q));
-          if (kZx || act_hi) xhi[q] = __ldg(reinterpret_cast<const uint4*>(xqh + 8 * q));
+          if (act_lo) xlo[q] = __ldg(reinterpret_cast<const uint4*>(xq + 8 * q));
+          if (act_hi) xhi[q] = __ldg(reinterpret_cast<const uint4*>(xq + 8 * q));
         }
 #pragma unroll
         for (int q = 0; q < 4; ++q) {
@@ -676,8 +662,8 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
           }
           const uint4 xl4 = xlo[q & 1], xh4 = xhi[q & 1];
           if (q < 2) {  // group q + 2's activations into the registers just read
-            if (kZx || act_lo) xlo[q] = __ldg(reinterpret_cast<const uint4*>(xql + 8 * (q + 2)));
-            if (kZx || act_hi) xhi[q] = __ldg(reinterpret_cast<const uint4*>(xqh + 8 * (q + 2)));
+            if (act_lo) xlo[q] = __ldg(reinterpret_cast<const uint4*>(xq + 8 * (q + 2)));
+            if (act_hi) xhi[q] = __ldg(reinterpret_cast<const uint4*>(xq + 8 * (q + 2)));
           }
           const uint32_t bl[4] = {xl4.x, xl4.y, xl4.z, xl4.w};
           const uint32_t bh[4] = {xh4.x, xh4.y, xh4.z, xh4.w};
