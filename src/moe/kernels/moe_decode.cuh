@@ -678,10 +678,6 @@ __global__ void __launch_bounds__(DecodeCfg::kQuantThreads)
 // has released red / ys (the group's done mbarrier; a tile's K loop later, so it rarely waits).
 // The partials reach the finisher through the group's arrival mbarrier (smem_handover.cuh: every
 // lane arrives after its writes, every reading lane waits, so racecheck can check the edges).
-// kFin (probe, B12X_MOE_FC1_LAST=2): the finisher's item loops not unrolled (sum + activation 2x,
-// quantisation 4x in the default), a smaller kernel body for the same work: round 72 saw the
-// last-warp FC1 20-30 % slower after 136 more SASS instructions outside its K loop (no new
-// instruction inside it beyond 5), as if the code size itself (instruction fetch) mattered.
 
 template <int kThreads, int kCta>
 __device__ __forceinline__ void group_sync(int id) {
@@ -699,8 +695,7 @@ __device__ __forceinline__ void group_sync(int id) {
 // tiles at its ends. Every warp splits each piece's sub-chunks as it splits a whole tile; a
 // part's K sums go to fc1_part and the tile's last CTA (fc1_cnt) finishes it.
 template <typename OpT, bool kFold, int kSK, int kWM, int kG, int kNW = DecodeCfg::kFc1Warps,
-          bool kBal = false, int kRC = detail::kMaxInlineRoutes, bool kLast = false,
-          bool kFin = false>
+          bool kBal = false, int kRC = detail::kMaxInlineRoutes, bool kLast = false>
 __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold ? 3 : 2) : 2)
     moe_decode_fc1_kernel(const DecodeArgs a) {
   using C = DecodeCfg;
@@ -983,7 +978,7 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
     if (act) {
       // kLast: the finisher's lanes take only the items of the live columns (col < 4: ql & 3 <
       // 2), half of them, u -> q = (u / 16) * 32 + ((u / 2) % 8) * 4 + u % 2.
-#pragma unroll(kLast && !kFin ? 2 : 1)
+#pragma unroll(kLast ? 2 : 1)
       for (int u = ep; u < (kLast ? kWM * per_wm / 2 : kWM * per_wm); u += ep_n) {
         const int q = kLast ? ((u >> 4) << 5) | (((u >> 1) & 7) << 2) | (u & 1) : u;
         const int qw = q >> wm_shift, r = q & (per_wm - 1);
@@ -1044,7 +1039,7 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
     const int qpt = nf / 4;                // threads per token
     const int qn = (kT * qpt + 31) & ~31;  // whole warps (the amax shuffles use full masks)
     // kLast: the finisher's lane takes items lane, lane + 32, ... (kT * qpt <= 128).
-#pragma unroll(kFin ? 1 : 4)
+#pragma unroll
     for (int qr = 0; qr < (kLast ? 4 : 1); ++qr) {
       const int qt = ep + 32 * qr;
       if (qt >= qn) break;
