@@ -190,6 +190,14 @@ GemvFn kernel_of(WFmt f, bool fp16, int nt, int occ, int warps, int var) {
         return pick_var_of<4096 + 64>(fp16, f, nt, occ, warps);
       case 4096 + 1600:
         return pick_var_of<4096 + 1600>(fp16, f, nt, occ, warps);
+      case 64:
+        return pick_var_of<64>(fp16, f, nt, occ, warps);
+      case 96:
+        return pick_var_of<96>(fp16, f, nt, occ, warps);
+      case 576:
+        return pick_var_of<576>(fp16, f, nt, occ, warps);
+      case 1600:
+        return pick_var_of<1600>(fp16, f, nt, occ, warps);
       default:
         return nullptr;
     }
