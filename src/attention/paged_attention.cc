@@ -477,9 +477,10 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   plan.off_tiles = off;
   off = align_up(off + int64_t(caps.max_batch + 1) * 4, kAlign);
   plan.off_partial_o = off;
-  off = align_up(off + rows * caps.num_q_heads * caps.head_dim_vo * 4, kAlign);
+  // plan.partial_rows, not rows: it also holds the split counts of the split_pair model above.
+  off = align_up(off + plan.partial_rows * caps.num_q_heads * caps.head_dim_vo * 4, kAlign);
   plan.off_partial_lse = off;
-  off = align_up(off + rows * caps.num_q_heads * 4, kAlign);
+  off = align_up(off + plan.partial_rows * caps.num_q_heads * 4, kAlign);
   plan.off_lse = off;
   off = align_up(off + int64_t(caps.num_q_heads) * caps.max_total_q * 4, kAlign);
   plan.off_merge_ctr = off;

@@ -31,13 +31,22 @@ __device__ __forceinline__ void mbar_arrive(uint64_t* b) {
   asm volatile("{ .reg .b64 st; mbarrier.arrive.shared::cta.b64 st, [%0]; }" ::"r"(smem_u32(b))
                : "memory");
 }
-// Spins until the phase of parity `parity` has completed.
+// Spins until the phase of parity `parity` has completed. try_wait (which may suspend the thread
+// for a while) needs sm_90; SM89 polls with test_wait.
 __device__ __forceinline__ void mbar_wait(uint64_t* b, int parity) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  asm volatile(
+      "{ .reg .pred p; W: mbarrier.test_wait.parity.shared::cta.b64 p, [%0], %1; @!p bra W; }" ::
+          "r"(smem_u32(b)),
+      "r"(parity)
+      : "memory");
+#else
   asm volatile(
       "{ .reg .pred p; W: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1; @!p bra W; }" ::"r"(
           smem_u32(b)),
       "r"(parity)
       : "memory");
+#endif
 }
 
 }  // namespace b12x::moe::dev
