@@ -472,9 +472,19 @@ int ggml_gemv_var_default(lin::WFmt wf, bool fp16, int64_t M, int warps, int occ
 constexpr int kGgmlBalXxs = 5696, kGgmlBalXs = 4160, kGgmlBalQ8 = 4096;
 struct GgmlGemvGrid;
 bool ggml_gemv_bal_default(const GgmlGemvGrid& gg, int warps, int64_t n16, int64_t sms);
-/// Q8_0 takes the GEMV's balanced split at M = 1 (BF16) where ggml_gemv_default would not.
-bool ggml_q8_bal_default(lin::WFmt wf, int64_t M, bool fp16, int64_t n16, int64_t sms) {
-  return wf == lin::WFmt::kQ8_0 && M == 1 && !fp16 && n16 > 2 * sms;
+/// No GEMV override is set (B12X_GGML_GEMV_VAR / _WARPS / _OCC / _KW / _SPLIT / _CTAS): they
+/// time and test the grid-stride kernels, and the balanced split by default only without them.
+bool ggml_gemv_env_free() {
+  for (const char* k : {"B12X_GGML_GEMV_VAR", "B12X_GGML_GEMV_WARPS", "B12X_GGML_GEMV_OCC",
+                        "B12X_GGML_GEMV_KW", "B12X_GGML_GEMV_SPLIT", "B12X_GGML_GEMV_CTAS"})
+    if (std::getenv(k) != nullptr) return false;
+  return true;
+}
+/// Q8_0 takes the GEMV's balanced split at M = 1 (BF16) where ggml_gemv_default would not (only
+/// where that split is then taken: no override, 32-bit unit counts for 16 warps).
+bool ggml_q8_bal_default(lin::WFmt wf, int64_t M, bool fp16, int64_t n16, int64_t K, int64_t sms) {
+  return wf == lin::WFmt::kQ8_0 && M == 1 && !fp16 && n16 > 2 * sms && ggml_gemv_env_free() &&
+         (n16 + sms - 1) / sms * ((K / 32 + 3) / 4) * 16 < (int64_t{1} << 31);
 }
 
 /// The GGML GEMV's grid for CTAs of `warps` warps: warps per 16-row tile (kw, a divisor of warps;
@@ -836,7 +846,7 @@ Plan plan(const Caps& caps) {
     const char* e = std::getenv("B12X_GGML_GEMV");
     if (e != nullptr ? e[0] == '1'
                      : ggml_gemv_default(wf, geo.n16, dev.sm_count) ||
-                           ggml_q8_bal_default(wf, M, fp16, geo.n16, dev.sm_count)) {
+                           ggml_q8_bal_default(wf, M, fp16, geo.n16, K, dev.sm_count)) {
       p.ggml_gemv_occ = kGgmlGemvOcc;
       const char* occ_env = std::getenv("B12X_GGML_GEMV_OCC");
       if (occ_env != nullptr) p.ggml_gemv_occ = std::atoi(occ_env) == 3 ? 3 : 0;
@@ -913,16 +923,11 @@ Plan plan(const Caps& caps) {
         const int bv = wf == lin::WFmt::kIq2Xxs ? kGgmlBalXxs : xs ? kGgmlBalXs : kGgmlBalQ8;
         const bool bal =
             wf == lin::WFmt::kQ8_0
-                ? ggml_q8_bal_default(wf, M, fp16, geo.n16, dev.sm_count)
+                ? ggml_q8_bal_default(wf, M, fp16, geo.n16, K, dev.sm_count)
                 : !fp16 && M <= (xs ? 4 : 1) && geo.n16 > 2 * dev.sm_count &&
                       (ggml_gemv_bal_default(gg, p.ggml_gemv_warps, geo.n16, dev.sm_count) ||
                        (xs && p.ggml_gemv_occ == 3));
-        // Not under the grid overrides (B12X_GGML_GEMV_OCC / _KW / _SPLIT / _CTAS): they time
-        // and test the grid-stride kernels.
-        const bool grid_env = occ_env != nullptr || std::getenv("B12X_GGML_GEMV_KW") != nullptr ||
-                              std::getenv("B12X_GGML_GEMV_SPLIT") != nullptr ||
-                              std::getenv("B12X_GGML_GEMV_CTAS") != nullptr;
-        if (warps_env == nullptr && !grid_env && bal && bal_fits(16) &&
+        if (ggml_gemv_env_free() && bal && bal_fits(16) &&
             lin::ggml_gemv_var_available(wf, fp16, M, 0, 16, bv)) {
           p.ggml_gemv_warps = 16;
           p.ggml_gemv_occ = 0;
@@ -946,7 +951,9 @@ Plan plan(const Caps& caps) {
         if (want >= 1 && want <= p.ggml_gemv_warps && p.ggml_gemv_warps % want == 0)
           p.ggml_gemv = want;
       }
-      if (const char* sp = std::getenv("B12X_GGML_GEMV_SPLIT"); sp != nullptr)
+      // The balanced split runs one K range per CTA (its kernel ignores grid.y): no split.
+      if (const char* sp = std::getenv("B12X_GGML_GEMV_SPLIT");
+          sp != nullptr && (p.ggml_gemv_var & 4096) == 0)
         p.ggml_gemv_split = static_cast<int>(std::clamp<int64_t>(std::atoll(sp), 1, 64));
       if (const char* c = std::getenv("B12X_GGML_GEMV_CTAS"); c != nullptr)
         p.ggml_gemv_ctas = std::max(0, std::atoi(c));
