@@ -313,7 +313,8 @@ struct Plan {
   /// FP8 weights (per-tensor, block FP8, MXFP8) on the block kernel (session 14,
   /// lin::launch_linear_stream16_f8; the stream16_* fields above describe its grid): its
   /// weight ring depth per warp (0: not the FP8 kernel). Its MMA kind is decode_fp8_mma.
-  /// B12X_GEMM_STREAM16_F8=0|1 turns it off / on, B12X_GEMM_STREAM16_DEPTH=4|8 overrides.
+  /// B12X_GEMM_STREAM16_F8=0|1 turns it off / on, B12X_GEMM_STREAM16_DEPTH=4|8 (2: probe)
+  /// overrides.
   int stream16_depth = 0;
   /// FP8 block kernel: the smallest run M it takes (MXFP8 1, block FP8 3 (2 where K >= 3 N),
   /// per-tensor 4; 9 for per-tensor where it runs one tile per warp on a small grid, whose decode
