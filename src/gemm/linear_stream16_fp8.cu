@@ -26,24 +26,6 @@ template <int kGroup, int kMma, int kDepth, bool kQ>
 F8Fn pick_tw_nt(int tw, int nt) {
   if constexpr (kQ && (kGroup == 0 || kDepth != 4)) {
     return nullptr;  // in-kernel quantization: block FP8 / MXFP8 at depth 4
-  } else if constexpr (kDepth == 2) {
-    // Depth 2 (session 19 probe; round 73 measured deeper rings slower at one tile per warp):
-    // per-tensor on f16 MMAs.
-    if constexpr (kGroup == 0 && kMma == 1 && !kQ) {
-      switch (tw * 4 + nt) {
-        case 1 * 4 + 1:
-          return &linear_stream16_fp8_kernel<1, 1, 0, 1, 2>;
-        case 1 * 4 + 2:
-          return &linear_stream16_fp8_kernel<1, 2, 0, 1, 2>;
-        case 2 * 4 + 1:
-          return &linear_stream16_fp8_kernel<2, 1, 0, 1, 2>;
-        case 2 * 4 + 2:
-          return &linear_stream16_fp8_kernel<2, 2, 0, 1, 2>;
-        default:
-          return nullptr;
-      }
-    }
-    return nullptr;
   } else if constexpr (kDepth == 8 && kMma != 1) {
     return nullptr;  // depth 8: f16 MMAs only
   } else if constexpr (kDepth == 8 && kGroup != 0) {
@@ -74,7 +56,6 @@ F8Fn pick_group(int tw, int nt, int mma, int depth) {
     return mma ? pick_tw_nt<kGroup, 1, 4, kQ>(tw, nt) : pick_tw_nt<kGroup, 0, 4, kQ>(tw, nt);
   if (depth == 8)
     return mma ? pick_tw_nt<kGroup, 1, 8, kQ>(tw, nt) : pick_tw_nt<kGroup, 0, 8, kQ>(tw, nt);
-  if (depth == 2) return mma ? pick_tw_nt<kGroup, 1, 2, kQ>(tw, nt) : nullptr;
   return nullptr;
 }
 

@@ -21,8 +21,7 @@ inline constexpr int kF8VarQ8 = 4;    ///< MXFP8's in-kernel quantization on all
 /// (p.stream_tiles) over one K range of p.stream_vp 32-K atoms (a multiple of kF8ChunkV), grid =
 /// (ceil(n16 / p.stream_tiles), p.split); p.split > 1 writes fp32 partials to p.partial for
 /// launch_linear_reduce. mma: 0 e4m3 mma.sync, 1 f16 MMAs (SM90). depth: ring vectors per warp
-/// (4; 8 with f16 MMAs: per-tensor, and block FP8 / MXFP8 at tw 1; 2 per-tensor on f16 MMAs, a
-/// session-19 probe). q (block FP8 / MXFP8, depth
+/// (4; 8 with f16 MMAs: per-tensor, and block FP8 / MXFP8 at tw 1). q (block FP8 / MXFP8, depth
 /// 4): BF16 activations quantized in the kernel (p.act_kind kActBf16Quant, p.xs_kind kXsStaged;
 /// 16-byte rows) instead of the quantizer launch before it.
 /// occ 3 (probe): per-tensor, tw 1, f16 MMAs, depth 4 with registers for 3 CTAs per SM.

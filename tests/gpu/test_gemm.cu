@@ -2186,23 +2186,6 @@ TEST(GemmGpu, DecodeStream16Fp8) {
       EXPECT_GT(gemm::lin::last_stream16_f8_launch().serial, before) << "M " << M;
     }
   }
-  // A 2-vector ring (B12X_GEMM_STREAM16_DEPTH=2, session 19 probe: per-tensor, f16 MMAs): tw 1
-  // (2 vectors of the tile ahead) and tw 2 (one per tile), M = 5 / 16, splits 1 / 3.
-  {
-    ScopedEnv ed("B12X_GEMM_STREAM16_DEPTH", "2"), em("B12X_GEMM_DECODE_F8MMA", "1");
-    int k = 0;
-    for (const char* tw : {"1", "2"})
-      for (const char* sp : {"1", "3"}) {
-        ScopedEnv et("B12X_GEMM_STREAM16_TW", tw), es("B12X_GEMM_STREAM16_SPLIT", sp);
-        const int64_t M = (k++ % 2) ? 16 : 5;
-        const int64_t before = gemm::lin::last_stream16_f8_launch().serial;
-        run_case({LinearFormat::kFp8Tensor, M, 200, 4864, DType::kFP8E4M3, DType::kBF16, M == 5},
-                 /*graph_replay=*/k == 3);
-        const gemm::lin::Stream16F8Launch l = gemm::lin::last_stream16_f8_launch();
-        EXPECT_GT(l.serial, before) << "M " << M << " tw " << tw << " split " << sp;
-        EXPECT_EQ(l.depth, 2) << "M " << M << " tw " << tw << " split " << sp;
-      }
-  }
   // MXFP8 on f16 MMAs (B12X_GEMM_STREAM16_F8_VAR): 2 scales folded into the f16 operands (one
   // fp32 fold per chunk; the default), 0 the per-atom fold; the in-kernel quantization or the
   // quantizer's e4m3, tw 1 / 2, M = 5 / 16, splits 1 / 3, K tails inside a chunk, partial CTAs.
