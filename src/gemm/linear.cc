@@ -870,10 +870,7 @@ Plan plan(const Caps& caps) {
         p.ggml_gemv_warps = geo.n16 > dev.sm_count ? 8 : 16;
       if (warps_env != nullptr && M <= 8) {
         const int want = std::atoi(warps_env);
-        // 18 / 20: the balanced split's probes (VAR & 4096) only.
-        if (want == 8 || want == 16 || want == 24 ||
-            ((want == 18 || want == 20) && var_env != nullptr && (std::atoi(var_env) & 4096) != 0))
-          p.ggml_gemv_warps = want;
+        if (want == 8 || want == 16 || want == 24) p.ggml_gemv_warps = want;
       }
       if (p.ggml_gemv_warps != 8) p.ggml_gemv_occ = 0;
       const auto var_ok = [&](int v, int occ_try) {

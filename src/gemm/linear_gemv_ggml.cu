@@ -23,9 +23,9 @@ static_assert(3 * (gemv::smem_bytes<WFmt::kIq2Xs, true>() + gemv::kWarps * 4 * 3
               "3 CTAs per SM of the capped IQ2_XS GEMV");
 static_assert(gemv::smem_bytes<WFmt::kIq2Xs>() + 24 * 4 * 32 * 4 <= 101376,
               "the 24-warp GGML GEMV must fit SM12x's 99 KB of shared memory per block");
-// The balanced split's head and tail partials (two per warp) beside the tables, 18 warps.
-static_assert(gemv::smem_bytes<WFmt::kIq2Xs>() + 2 * 18 * 4 * 32 * 4 <= 101376,
-              "the 18-warp balanced GGML GEMV must fit SM12x's 99 KB of shared memory per block");
+// The balanced split's head and tail partials (two per warp) beside the tables, 16 warps.
+static_assert(gemv::smem_bytes<WFmt::kIq2Xs>() + 2 * 16 * 4 * 32 * 4 <= 101376,
+              "the 16-warp balanced GGML GEMV must fit SM12x's 99 KB of shared memory per block");
 
 template <WFmt F, class T, bool kTrig>
 GemvFn fn_nt(int nt) {
@@ -111,25 +111,19 @@ GemvFn pick_var(WFmt f, int nt, int occ, int warps) {
   constexpr WFmt kX = WFmt::kIq2Xxs, kS = WFmt::kIq2Xs;
   if constexpr ((kVar & 4096) != 0) {
     // The balanced split (one wave of CTAs): 16 warps, one CTA per SM (the atom columns capped at
-    // 128 registers; 8 warps x 2 CTAs lost at every shape in round 73). Q8_0 the plain kernel (no
-    // trigger); Q8_0 and IQ2_XXS without the atom columns also with 20 warps, IQ2_XS with 18 (its
-    // tables and 2 x 18 partials fill SM12x's 99 KB): 5 warps on some of the SM's four
-    // schedulers, <= 96 registers.
+    // 128 registers; 8 warps x 2 CTAs lost at every shape in round 73; 20 / 18 warps, five on some
+    // of the SM's four schedulers, lost in round 74 and were removed). Q8_0 the plain kernel (no
+    // trigger).
     if (occ == 3) return nullptr;
     if constexpr (kVar == 4096) {
       if (f != WFmt::kQ8_0 || nt != 1) return nullptr;
-      return warps == 16   ? &linear_gemv_ggml_kernel<WFmt::kQ8_0, T, 1, false, 0, 16, false, kVar>
-             : warps == 20 ? &linear_gemv_ggml_kernel<WFmt::kQ8_0, T, 1, false, 1, 20, false, kVar>
-                           : nullptr;
+      return warps == 16 ? &linear_gemv_ggml_kernel<WFmt::kQ8_0, T, 1, false, 0, 16, false, kVar>
+                         : nullptr;
     } else if constexpr (kVar == 4096 + 64) {
       if (f == kX && nt == 1)
-        return warps == 16   ? &linear_gemv_ggml_kernel<kX, T, 1, false, 0, 16, true, kVar>
-               : warps == 20 ? &linear_gemv_ggml_kernel<kX, T, 1, false, 1, 20, true, kVar>
-                             : nullptr;
+        return warps == 16 ? &linear_gemv_ggml_kernel<kX, T, 1, false, 0, 16, true, kVar> : nullptr;
       if (f == kS && nt == 0)
-        return warps == 16   ? &linear_gemv_ggml_kernel<kS, T, 1, true, 0, 16, true, kVar>
-               : warps == 18 ? &linear_gemv_ggml_kernel<kS, T, 1, true, 1, 18, true, kVar>
-                             : nullptr;
+        return warps == 16 ? &linear_gemv_ggml_kernel<kS, T, 1, true, 0, 16, true, kVar> : nullptr;
       return nullptr;
     } else {
       static_assert(kVar == 4096 + 1600, "balanced variants: 4096, 4160, 5696");

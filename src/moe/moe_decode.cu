@@ -38,9 +38,9 @@ Fc2Shape fc2_shape(const DecodeArgs& a, const DecodeKnobs& k, bool deep, int row
 }
 
 template <typename OpT, bool kFold, int kSK, int kRC, int kWM, int kG,
-          int kNW = DecodeCfg::kFc1Warps, bool kBal = false, bool kLast = false, bool kLazy = false>
+          int kNW = DecodeCfg::kFc1Warps, bool kBal = false, bool kLast = false>
 void launch_fc1(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, bool pdl) {
-  auto* k = dev::moe_decode_fc1_kernel<OpT, kFold, kSK, kWM, kG, kNW, kBal, kRC, kLast, kLazy>;
+  auto* k = dev::moe_decode_fc1_kernel<OpT, kFold, kSK, kWM, kG, kNW, kBal, kRC, kLast>;
   constexpr int kSmem = DecodeCfg::fc1_smem(kNW);
   // Above 48 KB of dynamic shared memory needs the opt-in (once per device and kernel); three
   // CTAs (3 x ~69 KB) per SM only with the whole unified L1 given to shared memory.
@@ -106,9 +106,6 @@ void launch_gemms(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, boo
     launch_fc1<OpT, kFold, kSK, kRC, 1, 8>(a, kn, stream, pdl1);
   } else if (a.fc1_groups == 4) {
     launch_fc1<OpT, kFold, kSK, kRC, 1, 4>(a, kn, stream, pdl1);
-  } else if (a.fc1_groups == 2 && a.fc1_last != 0 && kn.fc1_last == 2) {  // probe: lazy words
-    launch_fc1<OpT, kFold, kSK, kRC, 1, 2, DecodeCfg::kFc1Warps, false, true, true>(a, kn, stream,
-                                                                                    pdl1);
   } else if (a.fc1_groups == 2 && a.fc1_last != 0) {
     launch_fc1<OpT, kFold, kSK, kRC, 1, 2, DecodeCfg::kFc1Warps, false, true>(a, kn, stream, pdl1);
   } else if (a.fc1_groups == 2) {

@@ -3921,40 +3921,34 @@ TEST(GemmGpu, GgmlGemvBalanced) {
   B12X_REQUIRE_GPU();
   // The balanced split (B12X_GGML_GEMV_VAR & 4096, session 19): each CTA a contiguous share of
   // the tiles, its (tile, batch) units cut into one contiguous range per warp; tiles a warp covers
-  // in part are added through shared memory by their last contributor. 16 and 18 / 20 warps (one
-  // CTA per SM); ranges crossing tile starts (13 tiles over 3 CTAs, K = 2304), empty
-  // ranges (3 tiles of 4 batches over 16 warps; K = 256), whole tiles per warp (K = 256 over 2
-  // CTAs), Q8_0's short last batch (K = 1056), M = 3 (4160: IQ2_XS column groups), FP16 output with
-  // bias, graph replay.
+  // in part are added through shared memory by their last contributor. 16 warps (one CTA per
+  // SM); ranges crossing tile starts (13 tiles over 3 CTAs, K = 2304), empty ranges (3 tiles of 4
+  // batches over 16 warps; K = 256), whole tiles per warp (K = 256 over 2 CTAs), Q8_0's short last
+  // batch (K = 1056), M = 3 (4160: IQ2_XS column groups), FP16 output with bias, graph replay.
   ScopedEnv e("B12X_GGML_GEMV", "1");
   struct V {
     const char* var;
     LinearFormat f;
   };
   for (const V& v : {V{"4160", LinearFormat::kIq2Xxs}, V{"4160", LinearFormat::kIq2Xs},
-                     V{"5696", LinearFormat::kIq2Xxs}, V{"4096", LinearFormat::kQ8_0}})
-    for (const char* w : {"16", "wide"}) {
-      // wide: 20 warps (Q8_0, IQ2_XXS) or 18 (IQ2_XS), 4096 / 4160 only.
-      if (w[0] == 'w') {
-        if (v.var[1] != '0' && v.var[1] != '1') continue;
-        w = v.f == LinearFormat::kIq2Xs ? "18" : "20";
-      }
-      ScopedEnv ev("B12X_GGML_GEMV_VAR", v.var), ew("B12X_GGML_GEMV_WARPS", w);
-      const int64_t K = v.f == LinearFormat::kQ8_0 ? 1056 : 2304;
-      EXPECT_EQ(bf16_plan(v.f, 1, 4096, K).ggml_gemv_var, std::atoi(v.var));
-      run_case({v.f, 1, 4096, K, DType::kBF16, DType::kBF16, false});
-      EXPECT_EQ(gemm::lin::last_ggml_gemv_launch().warps, std::atoi(w));
-      EXPECT_EQ(gemm::lin::last_ggml_gemv_launch().kw, std::atoi(w));
-      run_case(
-          {v.f, 1, 40, v.f == LinearFormat::kQ8_0 ? 512 : 1024, DType::kBF16, DType::kFP16, true});
-      {
-        ScopedEnv ec("B12X_GGML_GEMV_CTAS", "3");
-        run_case({v.f, 1, 200, K, DType::kBF16, DType::kBF16, true});
-        if (v.var[1] == '1') run_case({v.f, 3, 200, K, DType::kBF16, DType::kBF16, false});
-      }
-      ScopedEnv ec("B12X_GGML_GEMV_CTAS", "2");
-      run_case({v.f, 1, 200, 256, DType::kBF16, DType::kBF16, false}, /*graph_replay=*/w[0] == '1');
+                     V{"5696", LinearFormat::kIq2Xxs}, V{"4096", LinearFormat::kQ8_0}}) {
+    const char* w = "16";
+    ScopedEnv ev("B12X_GGML_GEMV_VAR", v.var), ew("B12X_GGML_GEMV_WARPS", w);
+    const int64_t K = v.f == LinearFormat::kQ8_0 ? 1056 : 2304;
+    EXPECT_EQ(bf16_plan(v.f, 1, 4096, K).ggml_gemv_var, std::atoi(v.var));
+    run_case({v.f, 1, 4096, K, DType::kBF16, DType::kBF16, false});
+    EXPECT_EQ(gemm::lin::last_ggml_gemv_launch().warps, std::atoi(w));
+    EXPECT_EQ(gemm::lin::last_ggml_gemv_launch().kw, std::atoi(w));
+    run_case(
+        {v.f, 1, 40, v.f == LinearFormat::kQ8_0 ? 512 : 1024, DType::kBF16, DType::kFP16, true});
+    {
+      ScopedEnv ec("B12X_GGML_GEMV_CTAS", "3");
+      run_case({v.f, 1, 200, K, DType::kBF16, DType::kBF16, true});
+      if (v.var[1] == '1') run_case({v.f, 3, 200, K, DType::kBF16, DType::kBF16, false});
     }
+    ScopedEnv ec("B12X_GGML_GEMV_CTAS", "2");
+    run_case({v.f, 1, 200, 256, DType::kBF16, DType::kBF16, false}, /*graph_replay=*/true);
+  }
 }
 
 TEST(GemmGpuSanitize, GgmlGemvVariants) {

@@ -416,7 +416,7 @@ __device__ __forceinline__ void gemv_ggml_body(const LinearParams& p, const gemv
   constexpr bool kBal = (kVar & 4096) != 0;
   static_assert(kVar == 0 || (NT == 1 && (kIq2 || kVar == 4096)),
                 "GEMV variants: the IQ2 one-tile kernels (Q8_0: the balanced split only)");
-  static_assert(!kBal || (!kDeep && kW <= 20), "balanced split: one batch ahead, <= 20 warps");
+  static_assert(!kBal || (!kDeep && kW <= 16), "balanced split: one batch ahead, <= 16 warps");
   static_assert(!kPa || (kAc && !kXs), "PRMT addresses: IQ2_XXS with the atom columns");
   constexpr int kU = batch_atoms<F>();
   constexpr int kE = grid_entries<F>();

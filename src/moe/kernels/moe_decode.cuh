@@ -471,68 +471,60 @@ __device__ __forceinline__ uint32_t mul2_half(uint32_t a, uint32_t b) {
   return *reinterpret_cast<const uint32_t*>(&v);
 }
 
-// kLazy (probe, B12X_MOE_FC1_LAST=2, one-multiply fold only): each FP4 word read from the stage
-// at its first step (4-byte loads) instead of every fragment's 16 bytes up front — another ptxas
-// schedule of the same math (round 72: the last-warp FC1's speed moved 20-30 % with its K loop's
-// schedule alone).
-template <typename OpT, bool kFold, int kSK, int kM, bool kLazy = false>
+template <typename OpT, bool kFold, int kSK, int kM>
 __device__ __forceinline__ void stage_mma(const uint8_t* st, float (&acc)[kM][4], int g, int t) {
   constexpr int kRows = 16 * kM, kT = DecodeCfg::kTileTokens;
   constexpr bool kOne = kOneMulFold<OpT, kFold, kSK>;
-  constexpr bool kLz = kLazy && kOne;
   WeightFrag<detail::kWFp4, OpT> f[2 * kM];
 #pragma unroll
   for (int i = 0; i < 2 * kM; ++i) {
     const int r = (i >> 1) * 16 + (i & 1) * 8 + g;
-    if constexpr (!kLz) f[i].v = *reinterpret_cast<const uint4*>(st + r * 64 + t * 16);
+    f[i].v = *reinterpret_cast<const uint4*>(st + r * 64 + t * 16);
     f[i].s = *reinterpret_cast<const uint2*>(st + WarpStage<kRows>::kScaleOff + r * 8);
   }
   const uint2* s_act = reinterpret_cast<const uint2*>(st + WarpStage<kRows>::kActOff);
   uint32_t sp[2 * kM];  // scale splats of two steps (kOne)
-#define B12X_DEC_STEP(J)                                                                           \
-  {                                                                                                \
-    uint32_t a[kM][4];                                                                             \
-    float s[2 * kM];                                                                               \
-    _Pragma("unroll") for (int i = 0; i < 2 * kM; ++i) {                                           \
-      uint32_t lo, hi;                                                                             \
-      if constexpr (kOne) {                                                                        \
-        const uint32_t w =                                                                         \
-            kLz ? *reinterpret_cast<const uint32_t*>(st + ((i >> 1) * 16 + (i & 1) * 8 + g) * 64 + \
-                                                     t * 16 + 4 * (J / 2))                         \
-                : u4_word(f[i].v, J / 2);                                                          \
-        if (J % 2 == 0) {                                                                          \
-          const uint32_t sb = __byte_perm(J < 4 ? f[i].s.x : f[i].s.y, 0u,                         \
-                                          0x4040u | (((J + 1) % 4) << 8) | (J % 4));               \
-          sp[i] = sb * 16u + 0x75807580u; /* e5m3_bf16x2_2p118, steps J and J + 1 */               \
-        }                                                                                          \
-        lo = mul2_half<J % 2>(layout::fp4x2_bf16_bits<2 * (J % 2)>(w), sp[i]);                     \
-        hi = mul2_half<J % 2>(layout::fp4x2_bf16_bits<2 * (J % 2) + 1>(w), sp[i]);                 \
-        s[i] = 0.f;                                                                                \
-      } else {                                                                                     \
-        f[i].template decode<J>(lo, hi, nullptr, t);                                               \
-        s[i] = f[i].template scale<J>(kSK);                                                        \
-        if constexpr (kFold) {                                                                     \
-          const uint32_t s2 = OpTraits<OpT>::splat(s[i]);                                          \
-          lo = OpTraits<OpT>::mul2(lo, s2);                                                        \
-          hi = OpTraits<OpT>::mul2(hi, s2);                                                        \
-        }                                                                                          \
-      }                                                                                            \
-      a[i >> 1][(i & 1)] = lo;                                                                     \
-      a[i >> 1][2 + (i & 1)] = hi;                                                                 \
-    }                                                                                              \
-    const uint2 b = s_act[(J * kT + (g & (kT - 1))) * 4 + t]; /* columns >= kT: unused */          \
-    _Pragma("unroll") for (int m = 0; m < kM; ++m) {                                               \
-      if constexpr (kFold) {                                                                       \
-        OpTraits<OpT>::mma_acc(acc[m], a[m], b.x, b.y);                                            \
-      } else {                                                                                     \
-        float d[4];                                                                                \
-        OpTraits<OpT>::mma(d, a[m], b.x, b.y);                                                     \
-        acc[m][0] = fmaf(d[0], s[2 * m], acc[m][0]);                                               \
-        acc[m][1] = fmaf(d[1], s[2 * m], acc[m][1]);                                               \
-        acc[m][2] = fmaf(d[2], s[2 * m + 1], acc[m][2]);                                           \
-        acc[m][3] = fmaf(d[3], s[2 * m + 1], acc[m][3]);                                           \
-      }                                                                                            \
-    }                                                                                              \
+#define B12X_DEC_STEP(J)                                                                  \
+  {                                                                                       \
+    uint32_t a[kM][4];                                                                    \
+    float s[2 * kM];                                                                      \
+    _Pragma("unroll") for (int i = 0; i < 2 * kM; ++i) {                                  \
+      uint32_t lo, hi;                                                                    \
+      if constexpr (kOne) {                                                               \
+        const uint32_t w = u4_word(f[i].v, J / 2);                                        \
+        if (J % 2 == 0) {                                                                 \
+          const uint32_t sb = __byte_perm(J < 4 ? f[i].s.x : f[i].s.y, 0u,                \
+                                          0x4040u | (((J + 1) % 4) << 8) | (J % 4));      \
+          sp[i] = sb * 16u + 0x75807580u; /* e5m3_bf16x2_2p118, steps J and J + 1 */      \
+        }                                                                                 \
+        lo = mul2_half<J % 2>(layout::fp4x2_bf16_bits<2 * (J % 2)>(w), sp[i]);            \
+        hi = mul2_half<J % 2>(layout::fp4x2_bf16_bits<2 * (J % 2) + 1>(w), sp[i]);        \
+        s[i] = 0.f;                                                                       \
+      } else {                                                                            \
+        f[i].template decode<J>(lo, hi, nullptr, t);                                      \
+        s[i] = f[i].template scale<J>(kSK);                                               \
+        if constexpr (kFold) {                                                            \
+          const uint32_t s2 = OpTraits<OpT>::splat(s[i]);                                 \
+          lo = OpTraits<OpT>::mul2(lo, s2);                                               \
+          hi = OpTraits<OpT>::mul2(hi, s2);                                               \
+        }                                                                                 \
+      }                                                                                   \
+      a[i >> 1][(i & 1)] = lo;                                                            \
+      a[i >> 1][2 + (i & 1)] = hi;                                                        \
+    }                                                                                     \
+    const uint2 b = s_act[(J * kT + (g & (kT - 1))) * 4 + t]; /* columns >= kT: unused */ \
+    _Pragma("unroll") for (int m = 0; m < kM; ++m) {                                      \
+      if constexpr (kFold) {                                                              \
+        OpTraits<OpT>::mma_acc(acc[m], a[m], b.x, b.y);                                   \
+      } else {                                                                            \
+        float d[4];                                                                       \
+        OpTraits<OpT>::mma(d, a[m], b.x, b.y);                                            \
+        acc[m][0] = fmaf(d[0], s[2 * m], acc[m][0]);                                      \
+        acc[m][1] = fmaf(d[1], s[2 * m], acc[m][1]);                                      \
+        acc[m][2] = fmaf(d[2], s[2 * m + 1], acc[m][2]);                                  \
+        acc[m][3] = fmaf(d[3], s[2 * m + 1], acc[m][3]);                                  \
+      }                                                                                   \
+    }                                                                                     \
   }
   B12X_DEC_STEP(0);
   B12X_DEC_STEP(1);
@@ -703,8 +695,7 @@ __device__ __forceinline__ void group_sync(int id) {
 // tiles at its ends. Every warp splits each piece's sub-chunks as it splits a whole tile; a
 // part's K sums go to fc1_part and the tile's last CTA (fc1_cnt) finishes it.
 template <typename OpT, bool kFold, int kSK, int kWM, int kG, int kNW = DecodeCfg::kFc1Warps,
-          bool kBal = false, int kRC = detail::kMaxInlineRoutes, bool kLast = false,
-          bool kLazy = false>
+          bool kBal = false, int kRC = detail::kMaxInlineRoutes, bool kLast = false>
 __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold ? 3 : 2) : 2)
     moe_decode_fc1_kernel(const DecodeArgs a) {
   using C = DecodeCfg;
@@ -880,7 +871,7 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
       cp_async_wait<kS - 1>();
       __syncwarp();
       const int slot = c % kS;
-      stage_mma<OpT, kFold, kSK, 2, kLazy>(ring + slot * C::kFc1Stage, acc, g, t);
+      stage_mma<OpT, kFold, kSK, 2>(ring + slot * C::kFc1Stage, acc, g, t);
       __syncwarp();  // every lane is done reading the slot before it is refilled
       if (c + kS < n_my) {
         issue(slot, nsrc, ni, true, true);
