@@ -393,8 +393,7 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
     }
     return r;
   };
-  const int64_t rows = partial_rows();
-  plan.partial_rows = rows;
+  plan.partial_rows = partial_rows();
   // B12X_ATTN_FUSED_MERGE=1: decode/verify (uniform q_len: the grid maps to (request, row
   // tile) arithmetically) merge their splits in the main kernel: the last CTA of each (row tile,
   // KV head) folds the partials (no merge launch; run() zeroes the tickets). Off by default: on
@@ -402,7 +401,8 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   // 17.2 us, FP8 18.4 vs 14.5; B=8 73.1 vs 71.9): the last CTA's merge (dependent L2 round
   // trips on one SM) and the memset node cost more than the launch they save.
   const char* fm_env = std::getenv("B12X_ATTN_FUSED_MERGE");
-  plan.fused_merge = q_len > 0 && rows > 0 && fm_env != nullptr && std::string(fm_env) == "1";
+  plan.fused_merge =
+      q_len > 0 && plan.partial_rows > 0 && fm_env != nullptr && std::string(fm_env) == "1";
   const char* lean_env = std::getenv("B12X_ATTN_LEAN");
   if (lean_env != nullptr) plan.lean = std::string(lean_env) != "0";
   const char* spec_env = std::getenv("B12X_ATTN_SPEC");
@@ -477,7 +477,6 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   plan.off_tiles = off;
   off = align_up(off + int64_t(caps.max_batch + 1) * 4, kAlign);
   plan.off_partial_o = off;
-  // plan.partial_rows, not rows: it also holds the split counts of the split_pair model above.
   off = align_up(off + plan.partial_rows * caps.num_q_heads * caps.head_dim_vo * 4, kAlign);
   plan.off_partial_lse = off;
   off = align_up(off + plan.partial_rows * caps.num_q_heads * 4, kAlign);

@@ -480,11 +480,19 @@ bool ggml_gemv_env_free() {
     if (std::getenv(k) != nullptr) return false;
   return true;
 }
+/// The balanced split counts a CTA's (tile, batch) units x warps in 32 bits: at most
+/// ceil(n16 / SMs) tiles per CTA (its grid holds >= SMs CTAs where n16 >= SMs), of the GEMV's
+/// batches (Q8_0: 4 blocks of 32, IQ2: 8).
+bool ggml_bal_fits(lin::WFmt wf, int64_t n16, int64_t K, int64_t sms, int warps) {
+  const bool q8 = wf == lin::WFmt::kQ8_0;
+  const int64_t batches = (K / 32 + (q8 ? 3 : 7)) / (q8 ? 4 : 8);
+  return (n16 + sms - 1) / sms * batches * warps < (int64_t{1} << 31);
+}
 /// Q8_0 takes the GEMV's balanced split at M = 1 (BF16) where ggml_gemv_default would not (only
 /// where that split is then taken: no override, 32-bit unit counts for 16 warps).
 bool ggml_q8_bal_default(lin::WFmt wf, int64_t M, bool fp16, int64_t n16, int64_t K, int64_t sms) {
   return wf == lin::WFmt::kQ8_0 && M == 1 && !fp16 && n16 > 2 * sms && ggml_gemv_env_free() &&
-         (n16 + sms - 1) / sms * ((K / 32 + 3) / 4) * 16 < (int64_t{1} << 31);
+         ggml_bal_fits(wf, n16, K, sms, 16);
 }
 
 /// The GGML GEMV's grid for CTAs of `warps` warps: warps per 16-row tile (kw, a divisor of warps;
@@ -877,13 +885,8 @@ Plan plan(const Caps& caps) {
         return lin::ggml_gemv_var_available(wf, fp16, M, occ_try, p.ggml_gemv_warps, v);
       };
       const int var = var_env != nullptr ? std::atoi(var_env) : 0;
-      // The balanced split counts a CTA's (tile, batch) units x warps in 32 bits: at most
-      // ceil(n16 / SMs) tiles per CTA (its grid holds >= SMs CTAs where n16 >= SMs).
-      const int64_t gemv_batches =
-          (K / 32 + (wf == lin::WFmt::kQ8_0 ? 3 : 7)) / (wf == lin::WFmt::kQ8_0 ? 4 : 8);
       const auto bal_fits = [&](int warps) {
-        return (geo.n16 + dev.sm_count - 1) / dev.sm_count * gemv_batches * warps <
-               (int64_t{1} << 31);
+        return ggml_bal_fits(wf, geo.n16, K, dev.sm_count, warps);
       };
       p.ggml_gemv_var = var != 0 && var_ok(var, p.ggml_gemv_occ) && var_ok(var, 0) &&
                                 ((var & 4096) == 0 || bal_fits(p.ggml_gemv_warps))
