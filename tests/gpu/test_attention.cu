@@ -1659,6 +1659,51 @@ TEST(AttentionGpuDecode, EarlyKv) {
   B12X_TEST_CUDA(cudaStreamDestroy(st));
 }
 
+// The split model's cost of a wave's second CTA per SM (PagedPlan::split_pair, early-K/V wide3 /
+// wideh3 plans) moves automatic counts off the powers of two: 32/8/128 page 64 B = 1 x 8k takes
+// 26 splits on a 132-SM H200 (33 without the term), B = 2 x 2k 9 (12); BF16 16/2/256 page 128
+// B = 8 x 2k (wideh3) 12 (15). Each plan must take the count its model gives, bind it and match
+// the reference, with ragged lengths under that count's chunks.
+TEST(AttentionGpuDecode, EarlyKvAutoSplitsNonPowerOfTwo) {
+  B12X_REQUIRE_GPU();
+  const bool h200 = b12x::device_info(0).family == b12x::ArchFamily::kSm90 &&
+                    b12x::device_info(0).sm_count == 132;
+  struct Case {
+    std::vector<int> prefix;
+    int d, want;
+  };
+  const Case cases[] = {{{8191}, 128, 26},
+                        {{2047, 1500}, 128, 9},
+                        {{2047, 2000, 1, 700, 2047, 129, 1800, 2040}, 256, 12}};
+  for (const Case& c : cases) {
+    Spec s = gqa_decode_spec(c.prefix, 0, 0);
+    s.prefix_stable = true;
+    if (c.d == 256) {
+      s.dqk = s.dv = 256;
+      s.hq = 16;
+      s.hkv = 2;
+      s.page = 128;
+    }
+    s.sinks = c.d == 256;
+    Problem p(s, rng());
+    PLAN_AND_BIND(p);
+    const std::string what = "early auto splits " + s.str();
+    const int b = static_cast<int>(c.prefix.size());
+    EXPECT_EQ(p.binding.num_splits, p.plan.auto_splits(b, 1)) << what;
+    if (h200) {
+      EXPECT_TRUE(p.plan.early_kv) << what << " " << p.plan.kernel;
+      EXPECT_GT(p.plan.split_pair, 0.0) << what << " " << p.plan.kernel;
+      EXPECT_EQ(p.binding.num_splits, c.want) << what << " " << p.plan.kernel;
+      att::PagedPlan flat = p.plan;
+      flat.split_pair = 0;
+      EXPECT_NE(flat.auto_splits(b, 1), c.want) << what;
+    }
+    p.run();
+    B12X_TEST_CUDA(cudaDeviceSynchronize());
+    p.check(what);
+  }
+}
+
 // PagedCaps::kv_prefix_stable under graph replay, the way vLLM runs it: one graph holds a
 // preceding kernel that lets the attention launch at once (PDL), spins, then writes the lengths
 // and page table and appends each request's new K/V row (at cache_seqlens - 1, which the promise
