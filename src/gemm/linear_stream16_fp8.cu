@@ -12,9 +12,9 @@ static_assert(kF8SmemBytes<2, 32, 1, true> <= 101376 &&
                   kF8SmemBytes<2, 32, 1, true, kF8VarFold> <= 101376,
               "FP8 M <= 16 block kernel: slots exceed 99 KB");
 
-namespace {
-
 using F8Fn = void (*)(const LinearParams);
+
+namespace {
 
 thread_local Stream16F8Launch t_last;
 
@@ -90,9 +90,17 @@ F8Fn pick_var(int tw, int nt) {
   }
 }
 
+}  // namespace
+
+/// linear_stream16_fp8_var.cu: kF8VarQm and the session-20 probes.
+F8Fn pick_stream16_f8_var2(int tw, int nt, int var);
+
+namespace {
+
 // kF8VarFold (MXFP8), with kF8VarQ8 where quantized in the kernel; depth 4.
 F8Fn pick_variant(WFmt f, int tw, int nt, int depth, bool q, int var) {
   if (f != WFmt::kFp8Mx || depth != 4) return nullptr;
+  if (var & ~(kF8VarFold | kF8VarQ8)) return q ? pick_stream16_f8_var2(tw, nt, var) : nullptr;
   switch (var) {
     case kF8VarFold:
       return q ? pick_var<32, 4, true, kF8VarFold>(tw, nt)

@@ -2223,16 +2223,17 @@ TEST(GemmGpu, DecodeStream16Fp8) {
       }
   }
   // MXFP8's in-kernel quantization on all 8 warps with its folded scales (VAR=6, the default on
-  // SM90): tw 1 / 2, M = 5 / 12 / 16, splits 1 / 3, K tails (half chunks, 4864), partial CTAs,
-  // FP16 outputs, a graph.
-  {
+  // SM90; 14: only the warps with tokens below M quantize, at M = 1 / 3 / 16; 142: 14 with the
+  // weight scales as a per-atom fp32 fold): tw 1 / 2, M = 5 / 12 / 16, splits 1 / 3, K tails
+  // (half chunks, 4864), partial CTAs, FP16 outputs, a graph.
+  for (const int var : {6, 14, 142}) {
     ScopedEnv em("B12X_GEMM_DECODE_F8MMA", "1"), eq("B12X_GEMM_STREAM16_QX", "1"),
-        ev("B12X_GEMM_STREAM16_F8_VAR", "6");
+        ev("B12X_GEMM_STREAM16_F8_VAR", std::to_string(var).c_str());
     int k = 0;
     for (const char* tw : {"1", "2"})
       for (const char* sp : {"1", "3"}) {
         ScopedEnv et("B12X_GEMM_STREAM16_TW", tw), es("B12X_GEMM_STREAM16_SPLIT", sp);
-        const int64_t Ms[] = {5, 16, 12};
+        const int64_t Ms[] = {var == 6 ? int64_t{5} : int64_t{1}, 16, var == 6 ? 12 : 3};
         Case c{LinearFormat::kMxfp8,  Ms[k % 3],    (k % 2) ? 72 : 200,
                (k % 2) ? 4864 : 1280, DType::kBF16, (k % 4) == 2 ? DType::kFP16 : DType::kBF16,
                (k % 2) == 0};
@@ -2242,7 +2243,7 @@ TEST(GemmGpu, DecodeStream16Fp8) {
         run_case(c, /*graph_replay=*/k == 3);
         const gemm::lin::Stream16F8Launch l = gemm::lin::last_stream16_f8_launch();
         EXPECT_GT(l.serial, before) << name(c) << " tw " << tw << " sp " << sp;
-        EXPECT_EQ(l.var, 6) << name(c);
+        EXPECT_EQ(l.var, var) << name(c);
         EXPECT_TRUE(l.q) << name(c);
         EXPECT_EQ(l.split, f8_split(c.K, std::atoi(sp))) << name(c);
       }
