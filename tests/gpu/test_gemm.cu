@@ -2074,6 +2074,67 @@ TEST(GemmGpu, DecodeStream16Once) {
   }
 }
 
+TEST(GemmGpu, DecodeStream16Sk) {
+  B12X_REQUIRE_GPU();
+  // Session 20: the stream-K block kernel (B12X_GEMM_STREAM16_SK=1 from M = 5, =2 from M = 2):
+  // CTA i takes vectors [i per, (i + 1) per) of the row groups x kvec work. N = 520 (3 row
+  // groups, the last one tile) with per 5 / 7 (segments crossing row groups, odd lengths, 4 / 3
+  // partial slots with zero-filled ones), per 16 at K = 992 on one row group (one slot: outputs
+  // stored by the kernel), the plan's per; K tails (992: the last
+  // vector half past K, 2848), N = 72 / 200 / 520, bias, FP16 outputs, NVFP4 / MXFP4, W4A16 /
+  // W4A4 (pre-pass), capacity above M, replayed graphs.
+  ScopedEnv eq0("B12X_GEMM_STREAM16_QX", "0");
+  struct SkCase {
+    LinearFormat f;
+    int64_t M, N, K;
+    const char* per;  // "0": the plan's (one vector per CTA at these sizes on an H200)
+    int slots;
+  };
+  const SkCase cases[] = {
+      {LinearFormat::kNvfp4W4A16, 16, 520, 992, "5", 4},
+      {LinearFormat::kNvfp4W4A16, 5, 520, 992, "7", 3},
+      {LinearFormat::kNvfp4, 9, 520, 992, "5", 4},
+      {LinearFormat::kMxfp4W4A16, 16, 520, 992, "7", 3},
+      {LinearFormat::kMxfp4, 8, 520, 992, "5", 4},
+      {LinearFormat::kNvfp4W4A16, 16, 200, 992, "16", 1},
+      {LinearFormat::kMxfp4W4A16, 12, 72, 992, "16", 1},
+      {LinearFormat::kNvfp4W4A16, 16, 72, 2848, "0", 0},
+      {LinearFormat::kMxfp4W4A16, 6, 200, 2848, "0", 0},
+      {LinearFormat::kNvfp4W4A16, 2, 520, 992, "5", 4},
+      {LinearFormat::kNvfp4, 4, 200, 2848, "16", 3},
+      {LinearFormat::kMxfp4W4A16, 3, 520, 992, "7", 3},
+  };
+  int i = 0;
+  for (const SkCase& k : cases) {
+    ScopedEnv esk("B12X_GEMM_STREAM16_SK", k.M < 5 ? "2" : "1");
+    ScopedEnv evp("B12X_GEMM_STREAM16_SK_VP", k.per);
+    Case c{k.f,         k.M, k.N, k.K, DType::kBF16, (i % 3) == 1 ? DType::kFP16 : DType::kBF16,
+           (i % 2) == 0};
+    c.max_tokens = (i % 4) == 1 ? 16 : k.M;
+    ++i;
+    const int64_t before = gemm::lin::last_stream_launch().serial;
+    run_case(c, /*graph_replay=*/(i % 3) == 0);
+    const gemm::lin::StreamLaunch l = gemm::lin::last_stream_launch();
+    EXPECT_GT(l.serial, before) << name(c);
+    EXPECT_TRUE(l.sk) << name(c);
+    if (k.slots > 0)
+      EXPECT_EQ(l.split, k.slots) << name(c);
+    else
+      EXPECT_GE(l.split, 1) << name(c);
+  }
+  // Not taken without the knob (the staged-once kernel), nor at M = 1 with =2.
+  {
+    ScopedEnv es("B12X_GEMM_STREAM16", "1");
+    run_case({LinearFormat::kNvfp4W4A16, 16, 200, 992, DType::kBF16, DType::kBF16, false});
+    EXPECT_FALSE(gemm::lin::last_stream_launch().sk);
+    ScopedEnv esk("B12X_GEMM_STREAM16_SK", "2");
+    Case c{LinearFormat::kNvfp4W4A16, 1, 200, 992, DType::kBF16, DType::kBF16, false};
+    c.max_tokens = 16;
+    run_case(c);
+    EXPECT_FALSE(gemm::lin::last_stream_launch().sk);
+  }
+}
+
 /// The K split the FP8 block kernel runs for a forced split (its CTAs hold whole 256-K chunks,
 /// so a forced split can leave fewer K ranges).
 int f8_split(int64_t K, int split) {

@@ -1,0 +1,199 @@
+// M <= 16 stream-K block kernel (session 20, Plan::stream16_sk): NVFP4 / MXFP4 weights, BF16
+// activations, the staged-once block kernel's per-vector work (s16_step: 2 tiles per warp, a
+// register ring of kStreamDepth vectors) on an even share of the whole GEMM per CTA.
+//
+// Why: the staged-once kernel's grid is 8 x 2 tiles x one K range of a multiple of 4 vectors per
+// CTA, one wave of at most 2 x SMs CTAs, so its per-CTA work comes in steps of 4 vectors x the
+// row groups: 4096x4096 / 2048x7168 / 6144x4096 run 128 / 112 / 192 CTAs of 8 vectors (one CTA
+// on most SMs), 14336x4096 / 4096x14336 224 of 16 (ideal 13.6). Here the work is the row groups
+// (16 tiles) x kvec vectors laid out row group by row group, and CTA i takes vectors
+// [i per, (i + 1) per) of it (per = p.stream_vp, the plan's ceil(work / slots)): every CTA the
+// same share at any shape. A CTA's range crosses at most a few row-group boundaries; each piece
+// (a segment: one row group, a K range) stages its activations (16 token rows x its vectors)
+// once and builds its splats as the staged-once kernel does, its partial sums go to fp32 slot
+// (CTA - the row group's first CTA), and the slots past a row group's last segment are written
+// as zeros by that segment's CTA, so linear_reduce_kernel sums p.split slots for every row. The
+// next segment's weights are requested before the current segment's partials are stored and its
+// activations staged, so the ring stays fed across the boundary.
+#pragma once
+
+#include "gemm/kernels/linear_stream.cuh"
+
+namespace b12x::gemm::lin {
+
+/// Dynamic shared memory of the stream-K kernel for at most `per` vectors per segment: the
+/// staged-once kernel's layout (16 activation rows, then per warp 2 x per x 128 B of splats).
+__host__ __device__ constexpr int s16_sk_smem(int per) {
+  return s16_once_smem(2, per);
+}
+
+/// One segment of a CTA's range: row group r (tiles 16 r ..), vectors [v0, v0 + len).
+struct S16SkSeg {
+  int64_t r, v0;
+  int len;
+};
+__device__ __forceinline__ S16SkSeg s16_sk_seg(int64_t pos, int64_t end, int64_t kvec) {
+  S16SkSeg s;
+  s.r = pos / kvec;
+  s.v0 = pos - s.r * kvec;
+  const int64_t stop = end < (s.r + 1) * kvec ? end : (s.r + 1) * kvec;
+  s.len = static_cast<int>(stop - pos);
+  return s;
+}
+
+template <int kNt, bool kMx = false, bool kMxFree = false>
+__global__ void __launch_bounds__(kStreamWarps * 32, 2)
+    linear_stream16_sk_kernel(const LinearParams p) {
+  static_assert(!kMxFree || kMx, "fold-free splats: MXFP4 only");
+  constexpr int kTw = 2;
+  constexpr int kDepth = kStreamDepth;
+  constexpr int kAhead = kDepth / kTw;
+  // Scale tasks per lane: (tile, row pair g, block of 4 vectors) over the at most per / 4 + 1
+  // (unaligned) blocks a segment of per <= 16 vectors touches.
+  constexpr int kTasks = (kTw * 8 * 5 + 31) / 32;
+  extern __shared__ __align__(16) uint8_t dsm[];
+
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int g = lane >> 2, t = lane & 3;
+  const int per = p.stream_vp, pitch = s16_once_pitch(per);
+  const int64_t kvec = p.kvec;
+  const int64_t work = (p.n16 + 15) / 16 * kvec;
+  int64_t pos = static_cast<int64_t>(blockIdx.x) * per;
+  const int64_t end = pos + per < work ? pos + per : work;
+  uint8_t* const spw = dsm + 16 * pitch + warp * (kTw * per * 128);
+  const uint16_t* const x = static_cast<const uint16_t*>(p.x);
+
+  // The segment's per-warp range (the staged-once kernel's S16Range: its tiles' first vector
+  // addresses and vector counts) and ring fill, then its scale words into registers.
+  S16SkSeg sg = s16_sk_seg(pos, end, kvec);
+  S16Range<kTw> cr;
+  uint4 ring[kDepth];
+  uint4 sw0[kTasks], sw8[kTasks];
+  int bb0 = 0, nb = 0;
+  auto request = [&]() {
+    cr.vbase = sg.v0;
+    cr.tpc = 16;
+    cr.row0 = sg.r * 256;
+    cr.tile0 = sg.r * 16 + warp * kTw;
+    cr.nch = 0;
+#pragma unroll
+    for (int j = 0; j < kTw; ++j) {
+      const int64_t tile = cr.tile0 + j;
+      cr.lim[j] = tile < p.n16 ? sg.len : 0;
+      cr.wp[j] = p.wvals + (tile * kvec + sg.v0) * 512 + lane * 16;
+    }
+    s16_ring_fill(ring, cr);
+    bb0 = static_cast<int>(sg.v0 / 4);
+    nb = static_cast<int>((sg.v0 + sg.len - 1) / 4) - bb0 + 1;
+#pragma unroll
+    for (int u = 0; u < kTasks; ++u) {
+      const int task = lane + 32 * u;
+      const int b = task % nb, gg = (task / nb) % 8, j = task / (8 * nb);
+      sw0[u] = sw8[u] = make_uint4(0, 0, 0, 0);
+      if (task >= kTw * 8 * nb || cr.tile0 + j >= p.n16) continue;
+      const uint8_t* const sr =
+          p.wscale + ((cr.tile0 + j) * 16 + gg) * p.scale_ld + int64_t{bb0 + b} * (kMx ? 8 : 16);
+      if constexpr (kMx) {
+        const uint2 a = __ldg(reinterpret_cast<const uint2*>(sr));
+        const uint2 c = __ldg(reinterpret_cast<const uint2*>(sr + 8 * p.scale_ld));
+        sw0[u] = make_uint4(a.x, a.y, 0, 0);
+        sw8[u] = make_uint4(c.x, c.y, 0, 0);
+      } else {
+        sw0[u] = __ldg(reinterpret_cast<const uint4*>(sr));
+        sw8[u] = __ldg(reinterpret_cast<const uint4*>(sr + 8 * p.scale_ld));
+      }
+    }
+  };
+  // The segment's activations (16 token rows x len vectors; rows past M, K values past K zero)
+  // and this warp's splat pairs ([tile][vector][g][step]) while they land.
+  auto stage = [&]() {
+    const int cpr = sg.len * 8;
+    const int64_t k0 = sg.v0 * 64;
+    for (int i = threadIdx.x; i < 16 * cpr; i += kStreamWarps * 32) {
+      const int tok = i / cpr, kk = (i - tok * cpr) * 8;
+      s16_stage_x8(p, x, tok, k0 + kk, dsm + tok * pitch + kk * 2);
+    }
+    asm volatile("cp.async.commit_group;");
+#pragma unroll
+    for (int u = 0; u < kTasks; ++u) {
+      const int task = lane + 32 * u;
+      if (task >= kTw * 8 * nb) break;
+      const int b = task % nb, gg = (task / nb) % 8, j = task / (8 * nb);
+      const uint32_t r0[4] = {sw0[u].x, sw0[u].y, sw0[u].z, sw0[u].w};
+      const uint32_t r8[4] = {sw8[u].x, sw8[u].y, sw8[u].z, sw8[u].w};
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const int lv = (bb0 + b) * 4 + q - static_cast<int>(sg.v0);
+        if (lv < 0 || lv >= sg.len) continue;
+        uint4 o;
+        if constexpr (kMx) {
+          const int sh = 16 * (q & 1);
+          const uint32_t wg = r0[q >> 1] >> sh, wg8 = r8[q >> 1] >> sh;
+          auto splat = [](uint32_t e) {
+            return kMxFree ? e8m0_bf16_splat_free(e) : e8m0_bf16_splat(e);
+          };
+          const uint32_t a0 = (splat(wg & 0xFFu) & 0xFFFFu) | (splat(wg8 & 0xFFu) << 16);
+          const uint32_t a1 =
+              (splat((wg >> 8) & 0xFFu) & 0xFFFFu) | (splat((wg8 >> 8) & 0xFFu) << 16);
+          o = make_uint4(a0, a0, a1, a1);
+        } else {
+          o = make_uint4(s16_splat(r0[q], r8[q], 0), s16_splat(r0[q], r8[q], 1),
+                         s16_splat(r0[q], r8[q], 2), s16_splat(r0[q], r8[q], 3));
+        }
+        *reinterpret_cast<uint4*>(spw + (j * per + lv) * 128 + gg * 16) = o;
+      }
+    }
+    asm volatile("cp.async.wait_group 0;" ::: "memory");
+    __syncthreads();
+  };
+
+  request();
+  griddep_wait();  // the activations (and alpha) belong to earlier kernels
+  stage();
+
+  float mult = p.out_mult;
+  if (p.alpha != nullptr) mult *= *p.alpha;
+  const uint8_t* const xa =
+      dsm + (((lane >> 4) & 1) * 8 + (lane & 7)) * pitch + ((lane >> 3) & 1) * 16;
+  const uint8_t* const spl = spw + g * 16;
+  while (true) {
+    float acc[kTw][kNt][4] = {};
+    // Ring slot of vector v, tile j: (2 (v % 2) + j) % 4, so pairs of vectors from the
+    // segment's start keep s16_step's slot order for any length.
+    for (int v = 0; v < sg.len; v += 2) {
+      s16_step<kTw, kNt, kMx && !kMxFree>(acc, ring, 0, xa + v * 128, spl + v * 128, per * 128, cr,
+                                          v + kAhead);
+      if (v + 1 < sg.len)
+        s16_step<kTw, kNt, kMx && !kMxFree>(acc, ring, 1, xa + (v + 1) * 128, spl + (v + 1) * 128,
+                                            per * 128, cr, v + 1 + kAhead);
+    }
+    const S16SkSeg done = sg;
+    const int64_t tile0 = cr.tile0;
+    pos += sg.len;
+    const bool more = pos < end;
+    if (more) {
+      sg = s16_sk_seg(pos, end, kvec);
+      request();  // the next segment's weights and scales in flight during the stores below
+    }
+    // Slot: this CTA's position among the row group's CTAs; the group's last segment zeroes the
+    // slots after its own.
+    const int64_t slot = static_cast<int64_t>(blockIdx.x) - done.r * kvec / per;
+    const bool last = done.v0 + done.len == kvec;
+    const float zero[kNt][4] = {};
+#pragma unroll
+    for (int j = 0; j < kTw; ++j) {
+      const int64_t tile = tile0 + j;
+      if (tile >= p.n16) continue;
+      stream_store_tile<kNt>(p, acc[j], tile, slot, mult, g, t);
+      if (last && p.partial != nullptr)
+        for (int64_t z = slot + 1; z < p.split; ++z)
+          stream_store_tile<kNt>(p, zero, tile, z, mult, g, t);
+    }
+    if (!more) break;
+    __syncthreads();  // every warp is done with the staged activations
+    stage();
+  }
+  griddep_launch_dependents();
+}
+
+}  // namespace b12x::gemm::lin
