@@ -1424,10 +1424,24 @@ Plan plan(const Caps& caps) {
           p.decode_stream_var = 8;
         // Session 19 (kStreamJit): per-warp activation blocks instead of the CTA's staging of
         // the whole K where each warp owns its K part, at the 2-CTA cap.
+        // Session 20 probes: B12X_GEMM_STREAM_JIT=3 takes them at the 3-CTA cap with 8 parts
+        // (NVFP4), B12X_GEMM_STREAM_QCVT=1 W4A4's in-kernel conversion by BF16 pair arithmetic
+        // (bit 32: NVFP4 nvfp4x8_bf16_e7, MXFP4 mxfp4x8_bf16 with bit 8, no pre-pass).
         const char* ej = std::getenv("B12X_GEMM_STREAM_JIT");
-        if (shfl && occ == 2 && (ej != nullptr ? ej[0] == '1' : kStreamJit && c.parts == 8)) {
+        const char* eqf = std::getenv("B12X_GEMM_STREAM_QCVT");
+        const bool jit3 =
+            ej != nullptr && ej[0] == '3' && occ == 3 && c.parts == 8 && wf == lin::WFmt::kNvfp4;
+        if (shfl && (ej != nullptr ? (ej[0] == '1' && occ == 2) || jit3
+                                   : kStreamJit && occ == 2 && c.parts == 8)) {
           p.decode_stream_var |= 128;
+          if (eqf != nullptr && eqf[0] == '1' &&
+              (f == LinearFormat::kNvfp4 || (f == LinearFormat::kMxfp4 && occ == 2)))
+            p.decode_stream_var |= 8 | 32;
           p.decode_stream_smem = lin::kStreamJitBytes;
+          if (occ == 3 && p.decode_stream_var != 128 && p.decode_stream_var != 168) {
+            p.decode_stream_var &= 8;  // no 3-CTA instance: the CTA's staging
+            p.decode_stream_smem = lin::stream_smem_bytes(geo.kvec, c.parts);
+          }
         }
         stream_trig_m1 = c.ctas * 10 >= c.slots * 8 || (tile_per_sm && occ == 2);
       }
@@ -2155,7 +2169,7 @@ void run(const Binding& b, Stream stream) {
         plan.stream16_qx && !tiled && M >= kS16MinM && M <= 16 && f == LinearFormat::kNvfp4;
     // The M = 1 stream kernel with the conversion in its staging (Plan::decode_stream_var & 8).
     const bool m1_qx = (plan.decode_stream_var & 8) && plan.decode_stream_parts > 0 && !tiled &&
-                       M == 1 && f == LinearFormat::kNvfp4;
+                       M == 1 && (f == LinearFormat::kNvfp4 || f == LinearFormat::kMxfp4);
     const bool prepass =
         plan.act_prepass && (!lin::wtraits(im.wfmt).fp8mma || tiled_f8_fold) && !s16_qx && !m1_qx;
     uint16_t* const act_out = reinterpret_cast<uint16_t*>(b.scratch + plan.off_act);
@@ -2408,9 +2422,12 @@ void run(const Binding& b, Stream stream) {
     if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);
     return;
   }
+  const bool m1_mx_qx = (plan.decode_stream_var & 8) && im.wfmt == WFmt::kMxfp4;
   if (plan.decode_stream_parts > 0 && M == 1 &&
-      p.act_kind == ((plan.decode_stream_var & 8) ? lin::kActNvfp4 : lin::kActRaw16) &&
-      p.xs_kind == lin::kXsNone && (!plan.decode_stream_free_only || p.mx_free)) {
+      p.act_kind == ((plan.decode_stream_var & 8) ? m1_mx_qx ? lin::kActMxfp4 : lin::kActNvfp4
+                                                  : lin::kActRaw16) &&
+      p.xs_kind == (m1_mx_qx ? lin::kXsE8m0Swz : lin::kXsNone) &&
+      (!plan.decode_stream_free_only || p.mx_free)) {
     p.split = 1;
     p.partial = nullptr;
     p.stream_vp = plan.decode_stream_vp;

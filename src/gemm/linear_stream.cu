@@ -50,16 +50,29 @@ StreamFn stream_var_fn(int parts, int var) {
 }
 
 /// The per-warp activation blocks (var 128, linear_stream_kernel's kJit): NVFP4 (136: W4A4's
-/// NVFP4 activations converted in the kernel) and MXFP4 at the 2-CTA cap (the 3-CTA cap spilled
-/// 120 bytes on sm_90a).
+/// NVFP4 activations converted in the kernel, 168 by pair arithmetic) and MXFP4 (168: its W4A4
+/// activations converted by pair arithmetic) at the 2-CTA cap;
+/// NVFP4 at the 3-CTA cap with 8 parts only (session 20 probe; it spilled 120 bytes on sm_90a in
+/// session 19).
 StreamFn stream_jit_fn(WFmt f, int parts, int occ, int var, bool mx_free) {
+  if (occ == 3) {
+    if (f != WFmt::kNvfp4 || parts != 8) return nullptr;
+    return var == 128   ? &linear_stream_kernel<8, 3, 1, true, false, false, 128>
+           : var == 168 ? &linear_stream_kernel<8, 3, 1, true, false, false, 168>
+                        : nullptr;
+  }
   if (occ != 2) return nullptr;
-  if (f == WFmt::kMxfp4)
+  if (f == WFmt::kMxfp4) {
+    if (var == 168)  // MXFP4 activations converted in the kernel
+      return mx_free ? stream_fn<2, 1, true, true, true, 168>(parts)
+                     : stream_fn<2, 1, true, true, false, 168>(parts);
     return var != 128 ? nullptr
            : mx_free  ? stream_fn<2, 1, true, true, true, 128>(parts)
                       : stream_fn<2, 1, true, true, false, 128>(parts);
+  }
   return var == 128   ? stream_fn<2, 1, true, false, false, 128>(parts)
          : var == 136 ? stream_fn<2, 1, true, false, false, 136>(parts)
+         : var == 168 ? stream_fn<2, 1, true, false, false, 168>(parts)
                       : nullptr;
 }
 
@@ -310,8 +323,10 @@ void launch_linear_stream(WFmt f, int parts, int occ, int ctas, int64_t smem, co
   B12X_ASSERT(k != nullptr, "no stream kernel for format ", static_cast<int>(f), " parts=", parts,
               " occ=", occ, " rows=", rows, " var=", p.stream_var);
   const int split = rows == 1 ? 1 : std::max(p.split, 1);
-  const int act_kind = rows == 1 && (p.stream_var & 8) ? kActNvfp4 : kActRaw16;
-  B12X_ASSERT(p.M >= 1 && p.M <= rows && p.act_kind == act_kind && p.xs_kind == kXsNone &&
+  const bool qx = rows == 1 && (p.stream_var & 8);
+  const int act_kind = qx ? (f == WFmt::kMxfp4 ? kActMxfp4 : kActNvfp4) : kActRaw16;
+  const int xs_kind = qx && f == WFmt::kMxfp4 ? kXsE8m0Swz : kXsNone;
+  B12X_ASSERT(p.M >= 1 && p.M <= rows && p.act_kind == act_kind && p.xs_kind == xs_kind &&
                   p.stream_vp > 0 && p.stream_vp % kStreamDepth == 0 &&
                   int64_t{p.stream_vp} * parts * split >= p.kvec &&
                   smem == (rows == 1 && (p.stream_var & 128)

@@ -1586,6 +1586,23 @@ TEST(GemmGpu, DecodeStreamJit) {
       run_case({LinearFormat::kNvfp4, 1, 200, K, DType::kBF16, DType::kBF16, K == 1280},
                /*graph_replay=*/K == 1280);
     }
+    // Session 20 (B12X_GEMM_STREAM_QCVT=1): the conversion by BF16 pair arithmetic (var 168),
+    // NVFP4 and MXFP4 activations (no pre-pass).
+    ScopedEnv ef("B12X_GEMM_STREAM_QCVT", "1");
+    for (const LinearFormat f : {LinearFormat::kNvfp4, LinearFormat::kMxfp4})
+      for (int64_t K : {1280, 14336}) {
+        EXPECT_EQ(plan1(f, 200, K).decode_stream_var, 168) << "K " << K;
+        run_case({f, 1, K == 1280 ? 72 : 200, K, DType::kBF16, DType::kBF16, K == 14336},
+                 /*graph_replay=*/K == 14336);
+      }
+    // Session 20 probe (B12X_GEMM_STREAM_JIT=3): the blocks at the 3-CTA cap, 8 parts.
+    ScopedEnv e3("B12X_GEMM_STREAM_JIT", "3"), eo3("B12X_GEMM_STREAM_OCC", "3"),
+        ep8("B12X_GEMM_STREAM_PARTS", "8");
+    for (const LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kNvfp4}) {
+      const bool w4a4 = f == LinearFormat::kNvfp4;
+      EXPECT_EQ(plan1(f, 72, 4864).decode_stream_var, w4a4 ? 168 : 128);
+      run_case({f, 1, 72, 4864, DType::kBF16, DType::kBF16, w4a4});
+    }
   }
   ScopedEnv ep("B12X_GEMM_STREAM_PARTS", "8"), ec("B12X_GEMM_STREAM_CTAS", "1");
   EXPECT_EQ(plan1(LinearFormat::kNvfp4W4A16, 4096, 4096).decode_stream_var, 128);

@@ -380,6 +380,47 @@ __device__ __forceinline__ uint4 nvfp4x8_bf16(uint32_t w, float sc) {
   return make_uint4(o[0], o[1], o[2], o[3]);
 }
 
+/// Elements 2e / 2e + 1 of 8 packed E2M1 codes (element 2i in the low nibble of byte i; w4 = w >>
+/// 4) as the BF16 bits of value * 2^-126 in halves 0 / 1 (fp4_lin_bits' form): one PRMT brings the
+/// two nibbles to bits 0..3 and 16..19, two shifts and masks place magnitude (bits 8..6) and sign.
+__device__ __forceinline__ uint32_t nvfp4_nibble_pair_bits(uint32_t w, uint32_t w4, int e) {
+  const uint32_t y = prmt(w, w4, e | (e << 4) | ((4 + e) << 8) | ((4 + e) << 12));
+  return ((y << 6) & 0x01C001C0u) | ((y << 12) & 0x80008000u);
+}
+
+/// nvfp4x8_bf16's values times 2^-7 by BF16 pair arithmetic (session 20, the M = 1 stream kernel's
+/// kQf): per pair nvfp4_nibble_pair_bits and one HMUL2 by the splat scale * 2^119 (the weights'
+/// UE4M3 splat) gives v * scale * 2^-7, exact (e2m1 x UE4M3 fits BF16; the caller multiplies its
+/// output by 2^7). ~30 instructions instead of ~90 (scalar e2m1 decode, FMULs, conversions). Code
+/// 0x7F (NaN) gives a finite splat.
+__device__ __forceinline__ uint4 nvfp4x8_bf16_e7(uint32_t w, uint32_t code) {
+  const uint32_t sb = ((code * 0x10001u) << 4) & 0x07F007F0u;  // scale * 2^-120 in both halves
+  const uint32_t sc = fma2<Bf16Tag>(fma2<Bf16Tag>(sb, 0x7B807B80u /* 2^120 */, 0x80008000u),
+                                    0x7B007B00u /* 2^119 */, 0x80008000u);
+  const uint32_t w4 = w >> 4;
+  uint32_t o[4];
+#pragma unroll
+  for (int e = 0; e < 4; ++e)
+    o[e] = fma2<Bf16Tag>(nvfp4_nibble_pair_bits(w, w4, e), sc, 0x80008000u);
+  return make_uint4(o[0], o[1], o[2], o[3]);
+}
+
+/// 8 MXFP4 activations times 2^(e-127) (E8M0 code e) as 4 BF16 pairs, the pre-pass's values
+/// (act_dequant_kernel: the fp32 product rounded to BF16) by two HMUL2 per pair: the decoded bits
+/// times 2^126 are the E2M1 values, times the splat 2^(e-127) one rounding (e = 0: the subnormal
+/// 2^-127, 255: NaN).
+__device__ __forceinline__ uint4 mxfp4x8_bf16(uint32_t w, uint32_t e) {
+  const uint32_t sc = e8m0_bf16_splat(e);
+  const uint32_t w4 = w >> 4;
+  uint32_t o[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t r = nvfp4_nibble_pair_bits(w, w4, i);
+    o[i] = fma2<Bf16Tag>(fma2<Bf16Tag>(r, 0x7E807E80u /* 2^126 */, 0x80008000u), sc, 0x80008000u);
+  }
+  return make_uint4(o[0], o[1], o[2], o[3]);
+}
+
 /// E8M0 -> fp32 2^(e-127) (0 -> 2^-127, 255 -> NaN).
 __device__ __forceinline__ float e8m0_f32(uint32_t e) {
   return e == 0 ? __uint_as_float(0x00400000u)

@@ -109,7 +109,9 @@ __device__ __forceinline__ uint4 stream_x8(const LinearParams& p, const uint16_t
 }
 
 /// The 4 packed bytes and the UE4M3 scale (128x4-swizzled, row 0) of NVFP4 activations k..k + 7
-/// (K is a multiple of 16, so a chunk is whole or past K: zeros), for nvfp4x8_bf16.
+/// (K is a multiple of 16, so a chunk is whole or past K: zeros), for nvfp4x8_bf16; kMxAct: the
+/// E8M0 scale of MXFP4 activations (K a multiple of 32), for mxfp4x8_bf16.
+template <bool kMxAct = false>
 __device__ __forceinline__ void stream_q8(const LinearParams& p, const uint8_t* xq, bool xq4,
                                           int64_t k, uint32_t& qw, uint32_t& qs) {
   qw = qs = 0;
@@ -120,7 +122,8 @@ __device__ __forceinline__ void stream_q8(const LinearParams& p, const uint8_t* 
 #pragma unroll
     for (int i = 0; i < 4; ++i) qw |= static_cast<uint32_t>(xq[k / 2 + i]) << (8 * i);
   }
-  qs = p.xq_scale[fmt::swizzled_scale_offset(0, k / 16, p.K / 16)];
+  qs = kMxAct ? p.xq_scale[fmt::swizzled_scale_offset(0, k / 32, p.K / 32)]
+              : p.xq_scale[fmt::swizzled_scale_offset(0, k / 16, p.K / 16)];
 }
 
 /// kOcc: CTAs per SM the registers are capped for (2: <= 128, 3: <= 85). kRows: 1 (M = 1, the
@@ -150,10 +153,15 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     linear_stream_kernel(const LinearParams p) {
   static_assert(!kMx || (kShfl && kRows == 1), "MXFP4: M = 1 with shuffled splats");
   static_assert(!kMxFree || kMx, "fold-free splats: MXFP4 only");
-  static_assert(kVar == 0 || (kRows == 1 && kShfl && (!kMx || kVar == 128)),
+  static_assert(kVar == 0 || (kRows == 1 && kShfl && (!kMx || kVar == 128 || kVar == 168)),
                 "kVar: M = 1, shuffled splats; MXFP4 with kJit only");
-  constexpr bool kQx = (kVar & 8) != 0;  // NVFP4 activations converted while staging
+  constexpr bool kQx = (kVar & 8) != 0;  // NVFP4 (kMx: MXFP4) activations converted in the kernel
   constexpr bool kJit = (kVar & 128) != 0;
+  // kQf (bit 32, session 20; kQx with kJit): the conversion by BF16 pair arithmetic, NVFP4 into
+  // activations times 2^-7 (nvfp4x8_bf16_e7; the output multiplier times 2^7), MXFP4 (kMx: the
+  // weights' format is the activations') into the pre-pass's values (mxfp4x8_bf16).
+  constexpr bool kQf = (kVar & 32) != 0;
+  static_assert(!kQf || (kQx && kJit), "kQf: the per-warp blocks' FP4 activation conversion");
   constexpr int kSb = kMx ? 2 : 4;  // scale bytes per row and vector
   static_assert(kParts == 1 || kParts == 2 || kParts == 4 || kParts == 8, "K parts per tile");
   static_assert(kRows == 1 || kRows == 4, "token rows");
@@ -208,7 +216,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     const int64_t k = kb + 8 * lane;
     if constexpr (kQx) {
       uint4 q = make_uint4(0, 0, 0, 0);
-      stream_q8(p, xjq, xjq4, k, q.x, q.y);
+      stream_q8<kMx>(p, xjq, xjq4, k, q.x, q.y);
       return q;
     } else {
       return stream_x8(p, static_cast<const uint16_t*>(p.x), k);
@@ -377,6 +385,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
 
   float mult = p.out_mult;
   if (p.alpha != nullptr) mult *= *p.alpha;
+  if constexpr (kQf && !kMx) mult *= 128.f;  // exact: the accumulators hold the products / 2^7
 
   // Lane (g, t)'s activations: M = 1 the broadcast row (32 bytes per vector); 4 rows (M = 2..4)
   // row g & 3 (16 bytes per half, halves 4 * 64 bytes apart): lanes g and g + 4 read the same row
@@ -489,7 +498,12 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
         // The block's activations into the warp's buffer in lane order (the staging's layout),
         // after every lane has read the previous block's.
         __syncwarp();
-        if constexpr (kQx) na = nvfp4x8_bf16(na.x, fmt::ue4m3_to_float(na.y));
+        if constexpr (kQf && kMx)
+          na = mxfp4x8_bf16(na.x, na.y);
+        else if constexpr (kQf)
+          na = nvfp4x8_bf16_e7(na.x, na.y);
+        else if constexpr (kQx)
+          na = nvfp4x8_bf16(na.x, fmt::ue4m3_to_float(na.y));
         uint32_t* const d = reinterpret_cast<uint32_t*>(xw + stream_xpos(8 * lane) * 2);
         d[0] = na.x;
         d[8] = na.y;
