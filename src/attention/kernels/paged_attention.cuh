@@ -65,7 +65,11 @@ struct TileCfg {
   // tiles in flight per CTA instead of one.
   static constexpr bool kH3 = kKind_ == 18;
   static constexpr int kDH = (kKind_ == 16 || kH3) ? 2 : 1;
-  static constexpr int kKind = (kKind_ == 16 || kH3) ? 1 : kKind_;
+  // kind 19 ("hmix", FP8 head dim 256, probe): hcvt with V's fragments made by the bit move
+  // (e4m3_hi_bytes_to_f16x2_scaled, integer pipe) instead of the hardware cvt, K's by the cvt:
+  // the two halves of the conversion work on different pipes.
+  static constexpr bool kBitsV = kKind_ == 19;
+  static constexpr int kKind = (kKind_ == 16 || kH3) ? 1 : kBitsV ? 8 : kKind_;
   static constexpr bool kFp8 = kFp8_;
   static constexpr bool kDecode = kKind != 0 && kKind != 7 && kKind != 10 && kKind != 12;
   // Sub-tiles per stage: the MMA/softmax body runs on kBN / kSub tokens at a time.
@@ -1623,7 +1627,7 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
             };
             const uint32_t w0 = rd(r0), w1 = rd(r0 + 1), w8 = rd(r0 + 8), w9 = rd(r0 + 9);
             uint32_t b0[4], b1[4];
-            if constexpr (Cfg::kHwCvt) {
+            if constexpr (Cfg::kHwCvt && !Cfg::kBitsV) {
               e4m3x4_to_f16x4_hw(__byte_perm(w0, w1, 0x5140), b0[0], b0[1]);
               e4m3x4_to_f16x4_hw(__byte_perm(w0, w1, 0x7362), b0[2], b0[3]);
               e4m3x4_to_f16x4_hw(__byte_perm(w8, w9, 0x5140), b1[0], b1[1]);
@@ -1865,8 +1869,8 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
           ll = ll * rescale + fast_exp2(sl2 - mn);
           mm = mn;
         }
-        // hbits' V fragments carry 2^-8 (see e4m3_hi_bytes_to_f16x2_scaled)
-        constexpr float kVScale = (Cfg::kF16Mma && !Cfg::kHwCvt) ? 256.f : 1.f;
+        // hbits' and hmix's V fragments carry 2^-8 (see e4m3_hi_bytes_to_f16x2_scaled)
+        constexpr float kVScale = (Cfg::kF16Mma && (!Cfg::kHwCvt || Cfg::kBitsV)) ? 256.f : 1.f;
         const float factor = ll > 0.f ? rescale * vdesc * kVScale / ll : 0.f;
         const float lse = ll > 0.f ? mm + __log2f(ll) : -INFINITY;
         if constexpr (Cfg::kVec) {
