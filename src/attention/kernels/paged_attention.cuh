@@ -65,11 +65,12 @@ struct TileCfg {
   // tiles in flight per CTA instead of one.
   static constexpr bool kH3 = kKind_ == 18;
   static constexpr int kDH = (kKind_ == 16 || kH3) ? 2 : 1;
-  // kind 19 ("hmix", FP8 head dim 256, probe): hcvt with V's fragments made by the bit move
-  // (e4m3_hi_bytes_to_f16x2_scaled, integer pipe) instead of the hardware cvt, K's by the cvt:
-  // the two halves of the conversion work on different pipes.
-  static constexpr bool kBitsV = kKind_ == 19;
-  static constexpr int kKind = (kKind_ == 16 || kH3) ? 1 : kBitsV ? 8 : kKind_;
+  // kinds 19 ("hmix") and 20 ("hmixk"), FP8 head dim 256, probes: hcvt with V's (19) or K's
+  // (20) fragments made by the bit move (e4m3_hi_bytes_to_f16x2_scaled, integer pipe: x 2^-8,
+  // folded into the output or score scale) instead of the hardware cvt, the other operand's by
+  // the cvt: the conversions split over two pipes.
+  static constexpr bool kBitsV = kKind_ == 19, kBitsK = kKind_ == 20;
+  static constexpr int kKind = (kKind_ == 16 || kH3) ? 1 : (kBitsV || kBitsK) ? 8 : kKind_;
   static constexpr bool kFp8 = kFp8_;
   static constexpr bool kDecode = kKind != 0 && kKind != 7 && kKind != 10 && kKind != 12;
   // Sub-tiles per stage: the MMA/softmax body runs on kBN / kSub tokens at a time.
@@ -897,7 +898,7 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
           uint32_t ev[4], od[4];
 #pragma unroll
           for (int k = 0; k < 4; ++k) {
-            if constexpr (Cfg::kHwCvt) {
+            if constexpr (Cfg::kHwCvt && !Cfg::kBitsK) {
               ev[k] = hv[2 * k];
               od[k] = hv[2 * k + 1];
             } else {
@@ -1298,7 +1299,7 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
   for (int mb = 0; mb < Cfg::kMB; ++mb) row_scale[mb][0] = row_scale[mb][1] = scale;
   if constexpr (Cfg::kF16Mma) {
     __syncthreads();  // s_qexp
-    constexpr int kKExp = Cfg::kHwCvt ? 0 : 8;
+    constexpr int kKExp = (Cfg::kHwCvt && !Cfg::kBitsK) ? 0 : 8;
 #pragma unroll
     for (int r = 0; r < 2; ++r)
       row_scale[0][r] = scale * __int_as_float((127 + kKExp - s_qexp[g + 8 * r]) << 23);
@@ -1470,7 +1471,7 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
             const uint32_t wv = *reinterpret_cast<const uint32_t*>(
                 sK + row * kDqk + ((kb ^ (row & 7)) << 4) + 4 * t4);
             uint32_t b0, b1;
-            if constexpr (Cfg::kHwCvt) {
+            if constexpr (Cfg::kHwCvt && !Cfg::kBitsK) {
               e4m3x4_to_f16x4_hw(wv, b0, b1);  // (4t, 4t+1), (4t+2, 4t+3)
             } else if constexpr (Cfg::kF16Mma) {
               b0 = e4m3_hi_bytes_to_f16x2_scaled(wv << 8);  // (4t, 4t+2)
