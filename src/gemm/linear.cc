@@ -571,7 +571,7 @@ std::string stream_rows_describe(const Plan& p) {
 // tag names a different kernel instance or launch shape, so both must carry all of them).
 std::string stream16_variant_tags(const Plan& p) {
   return std::string(p.stream16_qx ? " qx" : "") + (p.stream16_once ? " once" : "") +
-         (p.stream16_sk ? " sk" : "") +
+         (p.stream16_sk ? (p.stream16_var ? " skp" : " sk") : "") +
          (p.stream16_depth > 0 ? " f8d" + std::to_string(p.stream16_depth) : "") +
          (p.stream16_depth > 0 && p.stream16_occ == 3 ? " o3" : "") +
          (p.stream16_depth > 0 && p.stream16_var != 0 ? " v" + std::to_string(p.stream16_var) : "");
@@ -1653,7 +1653,8 @@ Plan plan(const Caps& caps) {
     // Session 20 (probe): the stream-K block kernel (lin::launch_linear_stream16_sk), every CTA
     // an even share (per = ceil(work / slots) vectors, at most kS16OnceMaxVp) of the row groups
     // x kvec vectors. B12X_GEMM_STREAM16_SK=1 from M = 5 (with the block kernel's plan), =2 also
-    // at M = 2..4 (capacities from 2); B12X_GEMM_STREAM16_SK_VP=<per> forces the share.
+    // at M = 2..4 (capacities from 2); B12X_GEMM_STREAM16_SK_VP=<per> forces the share,
+    // B12X_GEMM_STREAM16_SK_PIPE=1 the two-group staging (Plan::stream16_var 1).
     if (sk_mode > 0 && !fp16 && stream_bf16_act && split_env == nullptr &&
         (wf == lin::WFmt::kNvfp4 || wf == lin::WFmt::kMxfp4) && (M >= kS16MinM || sk_mode == 2) &&
         !p.stream16_qx) {
@@ -1667,7 +1668,10 @@ Plan plan(const Caps& caps) {
         const int64_t slots = sms * std::max(fit, 1);
         per = static_cast<int>(std::max<int64_t>(1, (work + slots - 1) / slots));
       }
-      if (per <= lin::kS16OnceMaxVp && lin::prepare_linear_stream16_sk(caps.device, wf, per) > 0) {
+      const char* epipe = std::getenv("B12X_GEMM_STREAM16_SK_PIPE");
+      const int sk_var = epipe != nullptr && epipe[0] == '1' ? 1 : 0;
+      if (per <= lin::kS16OnceMaxVp &&
+          lin::prepare_linear_stream16_sk(caps.device, wf, per, sk_var) > 0) {
         p.stream16_sk = true;
         p.stream16_min_m = sk_mode == 2 ? 2 : static_cast<int>(kS16MinM);
         p.stream16_tw = 2;
@@ -1677,6 +1681,7 @@ Plan plan(const Caps& caps) {
         p.stream16_qx = false;
         p.stream16_once = false;
         p.stream16_smem = lin::stream16_sk_smem_bytes(per);
+        p.stream16_var = sk_var;
       }
     }
     // FP8 weights (session 14, lin::launch_linear_stream16_f8): the same block structure on
@@ -2405,7 +2410,7 @@ void run(const Binding& b, Stream stream) {
     p.partial = p.split > 1 ? reinterpret_cast<float*>(b.scratch + plan.off_partial) : nullptr;
     p.stream_vp = plan.stream16_vp;
     p.stream_tiles = plan.stream16_tiles;
-    lin::launch_linear_stream16_sk(im.wfmt, plan.stream16_smem, p, stream);
+    lin::launch_linear_stream16_sk(im.wfmt, plan.stream16_smem, p, stream, plan.stream16_var);
     if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);
     return;
   }

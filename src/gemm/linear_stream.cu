@@ -233,21 +233,28 @@ int stream16_sk_slots(int64_t n16, int64_t kvec, int per) {
 }
 
 namespace {
-S16Fn pick_stream16_sk(int nt, bool mx, bool mx_free) {
+template <bool kPipe>
+S16Fn pick_stream16_sk_t(int nt, bool mx, bool mx_free) {
   if (mx && mx_free)
-    return nt == 1 ? &linear_stream16_sk_kernel<1, true, true>
-                   : &linear_stream16_sk_kernel<2, true, true>;
+    return nt == 1 ? &linear_stream16_sk_kernel<1, true, true, kPipe>
+                   : &linear_stream16_sk_kernel<2, true, true, kPipe>;
   if (mx)
-    return nt == 1 ? &linear_stream16_sk_kernel<1, true> : &linear_stream16_sk_kernel<2, true>;
-  return nt == 1 ? &linear_stream16_sk_kernel<1> : &linear_stream16_sk_kernel<2>;
+    return nt == 1 ? &linear_stream16_sk_kernel<1, true, false, kPipe>
+                   : &linear_stream16_sk_kernel<2, true, false, kPipe>;
+  return nt == 1 ? &linear_stream16_sk_kernel<1, false, false, kPipe>
+                 : &linear_stream16_sk_kernel<2, false, false, kPipe>;
+}
+S16Fn pick_stream16_sk(int nt, bool mx, bool mx_free, int var) {
+  return var == 1 ? pick_stream16_sk_t<true>(nt, mx, mx_free)
+                  : pick_stream16_sk_t<false>(nt, mx, mx_free);
 }
 }  // namespace
 
-int prepare_linear_stream16_sk(int device, WFmt f, int per) {
+int prepare_linear_stream16_sk(int device, WFmt f, int per, int var) {
   const ::b12x::detail::DeviceScope scope(device);
   int fit = 0;
   for (int nt : {1, 2}) {
-    const S16Fn k = pick_stream16_sk(nt, f == WFmt::kMxfp4, false);
+    const S16Fn k = pick_stream16_sk(nt, f == WFmt::kMxfp4, false, var);
     int blocks = 0;
     B12X_CUDA_CHECK(::b12x::detail::resident_ctas(reinterpret_cast<const void*>(k),
                                                   kStreamWarps * 32, s16_sk_smem(per), &blocks));
@@ -256,13 +263,15 @@ int prepare_linear_stream16_sk(int device, WFmt f, int per) {
   return fit;
 }
 
-void launch_linear_stream16_sk(WFmt f, int64_t smem, const LinearParams& p, Stream stream) {
+void launch_linear_stream16_sk(WFmt f, int64_t smem, const LinearParams& p, Stream stream,
+                               int var) {
   const int nt = p.M <= 8 ? 1 : 2;
-  const S16Fn k = pick_stream16_sk(nt, f == WFmt::kMxfp4, p.mx_free != 0);
+  const S16Fn k = pick_stream16_sk(nt, f == WFmt::kMxfp4, p.mx_free != 0, var);
   const int64_t work = (p.n16 + 15) / 16 * p.kvec;
-  B12X_ASSERT((f == WFmt::kNvfp4 || f == WFmt::kMxfp4) && p.M >= 1 && p.M <= 16 &&
-                  p.act_kind == kActRaw16 && p.xs_kind == kXsNone && p.stream_vp >= 1 &&
-                  p.stream_vp <= kS16OnceMaxVp && smem == s16_sk_smem(p.stream_vp) &&
+  B12X_ASSERT((f == WFmt::kNvfp4 || f == WFmt::kMxfp4) && (var == 0 || var == 1) && p.M >= 1 &&
+                  p.M <= 16 && p.act_kind == kActRaw16 && p.xs_kind == kXsNone &&
+                  p.stream_vp >= 1 && p.stream_vp <= kS16OnceMaxVp &&
+                  smem == s16_sk_smem(p.stream_vp) &&
                   p.split == stream16_sk_slots(p.n16, p.kvec, p.stream_vp) &&
                   (p.split == 1 || p.partial != nullptr),
               "M <= 16 stream-K kernel: format ", static_cast<int>(f), " M=", p.M,

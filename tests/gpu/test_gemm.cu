@@ -2099,13 +2099,14 @@ TEST(GemmGpu, DecodeStream16Sk) {
   // partial slots with zero-filled ones), per 16 at K = 992 on one row group (one slot: outputs
   // stored by the kernel), the plan's per; K tails (992: the last
   // vector half past K, 2848), N = 72 / 200 / 520, bias, FP16 outputs, NVFP4 / MXFP4, W4A16 /
-  // W4A4 (pre-pass), capacity above M, replayed graphs.
+  // W4A4 (pre-pass), capacity above M, replayed graphs; the two-group staging (_SK_PIPE=1).
   ScopedEnv eq0("B12X_GEMM_STREAM16_QX", "0");
   struct SkCase {
     LinearFormat f;
     int64_t M, N, K;
     const char* per;  // "0": the plan's (one vector per CTA at these sizes on an H200)
     int slots;
+    bool pipe = false;  // B12X_GEMM_STREAM16_SK_PIPE=1: the two-group staging
   };
   const SkCase cases[] = {
       {LinearFormat::kNvfp4W4A16, 16, 520, 992, "5", 4},
@@ -2120,11 +2121,15 @@ TEST(GemmGpu, DecodeStream16Sk) {
       {LinearFormat::kNvfp4W4A16, 2, 520, 992, "5", 4},
       {LinearFormat::kNvfp4, 4, 200, 2848, "16", 3},
       {LinearFormat::kMxfp4W4A16, 3, 520, 992, "7", 3},
+      {LinearFormat::kNvfp4W4A16, 16, 520, 992, "7", 3, true},
+      {LinearFormat::kMxfp4, 9, 200, 2848, "16", 3, true},
+      {LinearFormat::kNvfp4W4A16, 6, 520, 992, "5", 4, true},
   };
   int i = 0;
   for (const SkCase& k : cases) {
     ScopedEnv esk("B12X_GEMM_STREAM16_SK", k.M < 5 ? "2" : "1");
     ScopedEnv evp("B12X_GEMM_STREAM16_SK_VP", k.per);
+    ScopedEnv epp("B12X_GEMM_STREAM16_SK_PIPE", k.pipe ? "1" : "0");
     Case c{k.f,         k.M, k.N, k.K, DType::kBF16, (i % 3) == 1 ? DType::kFP16 : DType::kBF16,
            (i % 2) == 0};
     c.max_tokens = (i % 4) == 1 ? 16 : k.M;

@@ -41,7 +41,11 @@ __device__ __forceinline__ S16SkSeg s16_sk_seg(int64_t pos, int64_t end, int64_t
   return s;
 }
 
-template <int kNt, bool kMx = false, bool kMxFree = false>
+/// kPipe (probe, Plan::stream16_var 1): a segment's first 2 vectors of activations are one
+/// cp.async group and the rest another, and the loop starts when the first has landed (one more
+/// CTA barrier before vector 2), so the staging's L2 round trip of the rest overlaps the first
+/// vectors' math instead of idling the weight ring.
+template <int kNt, bool kMx = false, bool kMxFree = false, bool kPipe = false>
 __global__ void __launch_bounds__(kStreamWarps * 32, 2)
     linear_stream16_sk_kernel(const LinearParams p) {
   static_assert(!kMxFree || kMx, "fold-free splats: MXFP4 only");
@@ -109,9 +113,24 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
   auto stage = [&]() {
     const int cpr = sg.len * 8;
     const int64_t k0 = sg.v0 * 64;
-    for (int i = threadIdx.x; i < 16 * cpr; i += kStreamWarps * 32) {
-      const int tok = i / cpr, kk = (i - tok * cpr) * 8;
-      s16_stage_x8(p, x, tok, k0 + kk, dsm + tok * pitch + kk * 2);
+    if constexpr (kPipe) {
+      // Group 1: vectors 0..1 (16 chunks of 16 bytes per row); group 2: the rest.
+      const int c1 = cpr < 16 ? cpr : 16;
+      for (int i = threadIdx.x; i < 16 * c1; i += kStreamWarps * 32) {
+        const int tok = i / c1, kk = (i - tok * c1) * 8;
+        s16_stage_x8(p, x, tok, k0 + kk, dsm + tok * pitch + kk * 2);
+      }
+      asm volatile("cp.async.commit_group;");
+      const int c2 = cpr - c1;
+      for (int i = threadIdx.x; i < 16 * c2; i += kStreamWarps * 32) {
+        const int tok = i / c2, kk = (c1 + i - tok * c2) * 8;
+        s16_stage_x8(p, x, tok, k0 + kk, dsm + tok * pitch + kk * 2);
+      }
+    } else {
+      for (int i = threadIdx.x; i < 16 * cpr; i += kStreamWarps * 32) {
+        const int tok = i / cpr, kk = (i - tok * cpr) * 8;
+        s16_stage_x8(p, x, tok, k0 + kk, dsm + tok * pitch + kk * 2);
+      }
     }
     asm volatile("cp.async.commit_group;");
 #pragma unroll
@@ -143,7 +162,10 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
         *reinterpret_cast<uint4*>(spw + (j * per + lv) * 128 + gg * 16) = o;
       }
     }
-    asm volatile("cp.async.wait_group 0;" ::: "memory");
+    if constexpr (kPipe)
+      asm volatile("cp.async.wait_group 1;" ::: "memory");
+    else
+      asm volatile("cp.async.wait_group 0;" ::: "memory");
     __syncthreads();
   };
 
@@ -161,12 +183,17 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
     // Ring slot of vector v, tile j: (2 (v % 2) + j) % 4, so pairs of vectors from the
     // segment's start keep s16_step's slot order for any length.
     for (int v = 0; v < sg.len; v += 2) {
+      if (kPipe && v == 2) {
+        asm volatile("cp.async.wait_group 0;" ::: "memory");
+        __syncthreads();
+      }
       s16_step<kTw, kNt, kMx && !kMxFree>(acc, ring, 0, xa + v * 128, spl + v * 128, per * 128, cr,
                                           v + kAhead);
       if (v + 1 < sg.len)
         s16_step<kTw, kNt, kMx && !kMxFree>(acc, ring, 1, xa + (v + 1) * 128, spl + (v + 1) * 128,
                                             per * 128, cr, v + 1 + kAhead);
     }
+    if constexpr (kPipe) asm volatile("cp.async.wait_group 0;" ::: "memory");  // len <= 2
     const S16SkSeg done = sg;
     const int64_t tile0 = cr.tile0;
     pos += sg.len;
