@@ -1425,12 +1425,13 @@ Plan plan(const Caps& caps) {
         // Session 19 (kStreamJit): per-warp activation blocks instead of the CTA's staging of
         // the whole K where each warp owns its K part, at the 2-CTA cap.
         // Session 20 probes: B12X_GEMM_STREAM_JIT=3 takes them at the 3-CTA cap with 8 parts
-        // (NVFP4), B12X_GEMM_STREAM_QCVT=1 W4A4's in-kernel conversion by BF16 pair arithmetic
-        // (bit 32: NVFP4 nvfp4x8_bf16_e7, MXFP4 mxfp4x8_bf16 with bit 8, no pre-pass).
+        // (NVFP4), =4 with kLean's fewer registers (bit 64), B12X_GEMM_STREAM_QCVT=1 W4A4's
+        // in-kernel conversion by BF16 pair arithmetic (bit 32: NVFP4 nvfp4x8_bf16_e7, MXFP4
+        // mxfp4x8_bf16 with bit 8, no pre-pass).
         const char* ej = std::getenv("B12X_GEMM_STREAM_JIT");
         const char* eqf = std::getenv("B12X_GEMM_STREAM_QCVT");
-        const bool jit3 =
-            ej != nullptr && ej[0] == '3' && occ == 3 && c.parts == 8 && wf == lin::WFmt::kNvfp4;
+        const bool jit3 = ej != nullptr && (ej[0] == '3' || ej[0] == '4') && occ == 3 &&
+                          c.parts == 8 && wf == lin::WFmt::kNvfp4;
         if (shfl && (ej != nullptr ? (ej[0] == '1' && occ == 2) || jit3
                                    : kStreamJit && occ == 2 && c.parts == 8)) {
           p.decode_stream_var |= 128;
@@ -1438,7 +1439,9 @@ Plan plan(const Caps& caps) {
               (f == LinearFormat::kNvfp4 || (f == LinearFormat::kMxfp4 && occ == 2)))
             p.decode_stream_var |= 8 | 32;
           p.decode_stream_smem = lin::kStreamJitBytes;
-          if (occ == 3 && p.decode_stream_var != 128 && p.decode_stream_var != 168) {
+          if (jit3 && ej[0] == '4') p.decode_stream_var |= 64;  // kLean
+          if (occ == 3 && (p.decode_stream_var & ~64) != 128 &&
+              (p.decode_stream_var & ~64) != 168) {
             p.decode_stream_var &= 8;  // no 3-CTA instance: the CTA's staging
             p.decode_stream_smem = lin::stream_smem_bytes(geo.kvec, c.parts);
           }

@@ -161,6 +161,12 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   // activations times 2^-7 (nvfp4x8_bf16_e7; the output multiplier times 2^7), MXFP4 (kMx: the
   // weights' format is the activations') into the pre-pass's values (mxfp4x8_bf16).
   constexpr bool kQf = (kVar & 32) != 0;
+  // kLean (bit 64, session 20 probe; NVFP4 kJit): fewer registers for the 3-CTA cap: one MMA
+  // accumulator chain instead of four, and of the block's scale bytes only the lane's (byte t of
+  // each vector's row word: its splat's step) kept, compressed into one register per row.
+  constexpr bool kLean = (kVar & 64) != 0;
+  static_assert(!kLean || (kJit && !kMx), "kLean: NVFP4 with the per-warp blocks");
+  constexpr int kCh = kLean ? 1 : 4;  // MMA accumulator chains
   static_assert(!kQf || (kQx && kJit), "kQf: the per-warp blocks' FP4 activation conversion");
   constexpr int kSb = kMx ? 2 : 4;  // scale bytes per row and vector
   static_assert(kParts == 1 || kParts == 2 || kParts == 4 || kParts == 8, "K parts per tile");
@@ -203,6 +209,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   // The scale bytes of rows g / g + 8 of the block being requested (next), and of the block being
   // computed (16-byte aligned: scale_ld and the block's first vector are multiples of 4 x 4).
   uint4 nb0 = make_uint4(0, 0, 0, 0), nb1 = nb0, cb0 = nb0, cb1 = nb0;
+  uint32_t cs0 = 0, cs1 = 0;  // kLean: byte j = step t's code of vector j (rows g / g + 8)
   // Vector j of the block. Vectors that do not exist are not loaded: their slot keeps an earlier
   // vector of this warp (finite: the ring starts zeroed), whose products with the zero-staged
   // activations past K, or with a tile that is not stored, vanish.
@@ -397,11 +404,11 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   uint8_t* const xw = dsm + warp * 512;  // kJit: the warp's block of activations
   int rb = 0;                            // reduction buffer
   for (int64_t grp = blockIdx.x; grp < groups; grp += gridDim.x) {
-    float acc[kNt][4][4];
+    float acc[kNt][kCh][4];
 #pragma unroll
     for (int n = 0; n < kNt; ++n)
 #pragma unroll
-      for (int s = 0; s < 4; ++s)
+      for (int s = 0; s < kCh; ++s)
 #pragma unroll
         for (int i = 0; i < 4; ++i) acc[n][s][i] = 0.f;
     const uint8_t* xv = xlane;
@@ -443,7 +450,8 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
                 (e8m0_bf16_splat((wg8 >> sh) & 0xFFu) << 16);
           }
         } else {
-          const uint32_t pr = prmt(wg, wg8, t * 0x1111u + 0x4400u);  // step t
+          const uint32_t pr = kLean ? prmt(cs0, cs1, j * 0x11u + (4 + j) * 0x1100u)
+                                    : prmt(wg, wg8, t * 0x1111u + 0x4400u);  // step t
           const uint32_t bits = (pr << 4) & 0x07F007F0u;
           v = fma2<T>(fma2<T>(bits, 0x7B807B80u /* 2^120 */, kNegZero2<T>()),
                       kFp4Unit2<T>() /* 2^119 */, kNegZero2<T>());
@@ -486,14 +494,20 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
 #pragma unroll
       for (int n = 0; n < kNt; ++n) {
         mma16816<T>(acc[n][0], af[0][0], xa[n].x, xa[n].y);
-        mma16816<T>(acc[n][1], af[0][1], xa[n].z, xa[n].w);
-        mma16816<T>(acc[n][2], af[1][0], xb[n].x, xb[n].y);
-        mma16816<T>(acc[n][3], af[1][1], xb[n].z, xb[n].w);
+        mma16816<T>(acc[n][1 % kCh], af[0][1], xa[n].z, xa[n].w);
+        mma16816<T>(acc[n][2 % kCh], af[1][0], xb[n].x, xb[n].y);
+        mma16816<T>(acc[n][3 % kCh], af[1][1], xb[n].z, xb[n].w);
       }
     };
     for (int v0 = 0; v0 < vp; v0 += kDepth) {
-      cb0 = nb0;
-      cb1 = nb1;
+      if constexpr (kLean) {
+        const uint32_t sel = t | ((t + 4) << 4);  // byte t of two words
+        cs0 = prmt(prmt(nb0.x, nb0.y, sel), prmt(nb0.z, nb0.w, sel), 0x5410u);
+        cs1 = prmt(prmt(nb1.x, nb1.y, sel), prmt(nb1.z, nb1.w, sel), 0x5410u);
+      } else {
+        cb0 = nb0;
+        cb1 = nb1;
+      }
       if constexpr (kJit) {
         // The block's activations into the warp's buffer in lane order (the staging's layout),
         // after every lane has read the previous block's.
@@ -552,8 +566,11 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
       continue;
     }
     // Every column holds the row sums: c0 = row g, c2 = row g + 8.
-    float r0 = (acc[0][0][0] + acc[0][1][0]) + (acc[0][2][0] + acc[0][3][0]);
-    float r1 = (acc[0][0][2] + acc[0][1][2]) + (acc[0][2][2] + acc[0][3][2]);
+    float r0 = acc[0][0][0], r1 = acc[0][0][2];
+    if constexpr (kCh == 4) {
+      r0 = (acc[0][0][0] + acc[0][1][0]) + (acc[0][2][0] + acc[0][3][0]);
+      r1 = (acc[0][0][2] + acc[0][1][2]) + (acc[0][2][2] + acc[0][3][2]);
+    }
     if constexpr (kParts > 1) {
       auto& red1 = *reinterpret_cast<float(*)[2][kWarps][16]>(red);
       if (t == 0) {
