@@ -571,7 +571,9 @@ std::string stream_rows_describe(const Plan& p) {
 // tag names a different kernel instance or launch shape, so both must carry all of them).
 std::string stream16_variant_tags(const Plan& p) {
   return std::string(p.stream16_qx ? " qx" : "") + (p.stream16_once ? " once" : "") +
-         (p.stream16_sk ? (p.stream16_var ? " skp" : " sk") : "") +
+         (p.stream16_sk ? std::string((p.stream16_var & 1) ? " skp" : " sk") +
+                              ((p.stream16_var & 2) ? "n" : "")
+                        : std::string()) +
          (p.stream16_depth > 0 ? " f8d" + std::to_string(p.stream16_depth) : "") +
          (p.stream16_depth > 0 && p.stream16_occ == 3 ? " o3" : "") +
          (p.stream16_depth > 0 && p.stream16_var != 0 ? " v" + std::to_string(p.stream16_var) : "");
@@ -1672,9 +1674,12 @@ Plan plan(const Caps& caps) {
         per = static_cast<int>(std::max<int64_t>(1, (work + slots - 1) / slots));
       }
       const char* epipe = std::getenv("B12X_GEMM_STREAM16_SK_PIPE");
-      const int sk_var = epipe != nullptr && epipe[0] == '1' ? 1 : 0;
+      // Timing probe B12X_GEMM_STREAM16_SK_NORED=1 (var 2): no reduce launch (outputs wrong).
+      const char* enr = std::getenv("B12X_GEMM_STREAM16_SK_NORED");
+      const int sk_var =
+          (epipe != nullptr && epipe[0] == '1' ? 1 : 0) | (enr != nullptr && enr[0] == '1' ? 2 : 0);
       if (per <= lin::kS16OnceMaxVp &&
-          lin::prepare_linear_stream16_sk(caps.device, wf, per, sk_var) > 0) {
+          lin::prepare_linear_stream16_sk(caps.device, wf, per, sk_var & 1) > 0) {
         p.stream16_sk = true;
         p.stream16_min_m = sk_mode == 2 ? 2 : static_cast<int>(kS16MinM);
         p.stream16_tw = 2;
@@ -2413,8 +2418,8 @@ void run(const Binding& b, Stream stream) {
     p.partial = p.split > 1 ? reinterpret_cast<float*>(b.scratch + plan.off_partial) : nullptr;
     p.stream_vp = plan.stream16_vp;
     p.stream_tiles = plan.stream16_tiles;
-    lin::launch_linear_stream16_sk(im.wfmt, plan.stream16_smem, p, stream, plan.stream16_var);
-    if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);
+    lin::launch_linear_stream16_sk(im.wfmt, plan.stream16_smem, p, stream, plan.stream16_var & 1);
+    if (p.partial != nullptr && !(plan.stream16_var & 2)) lin::launch_linear_reduce(p, stream);
     return;
   }
   if (M >= kS16MinM && M <= 16 && plan.stream16_tw > 0 &&
