@@ -65,12 +65,15 @@ struct TileCfg {
   // tiles in flight per CTA instead of one.
   static constexpr bool kH3 = kKind_ == 18;
   static constexpr int kDH = (kKind_ == 16 || kH3) ? 2 : 1;
-  // kinds 19 ("hmix") and 20 ("hmixk"), FP8 head dim 256, probes: hcvt with V's (19) or K's
-  // (20) fragments made by the bit move (e4m3_hi_bytes_to_f16x2_scaled, integer pipe: x 2^-8,
-  // folded into the output or score scale) instead of the hardware cvt, the other operand's by
-  // the cvt: the conversions split over two pipes.
-  static constexpr bool kBitsV = kKind_ == 19, kBitsK = kKind_ == 20;
-  static constexpr int kKind = (kKind_ == 16 || kH3) ? 1 : (kBitsV || kBitsK) ? 8 : kKind_;
+  // kinds 19 ("hmix"), 20 ("hmixk") and 21 ("hmixh"), FP8 head dim 256, probes: hcvt with V's
+  // (19), K's (20) or the odd 32-dim groups of V's (21) fragments made by the bit move
+  // (e4m3_hi_bytes_to_f16x2_scaled, integer pipe: x 2^-8, folded into the output or score scale,
+  // or for 21 into those groups' O accumulators before the epilogue) instead of the hardware cvt,
+  // the rest by the cvt: the conversions split over two pipes.
+  static constexpr bool kBitsV = kKind_ == 19, kBitsK = kKind_ == 20, kBitsVHalf = kKind_ == 21;
+  static constexpr int kKind = (kKind_ == 16 || kH3)              ? 1
+                               : (kBitsV || kBitsK || kBitsVHalf) ? 8
+                                                                  : kKind_;
   static constexpr bool kFp8 = kFp8_;
   static constexpr bool kDecode = kKind != 0 && kKind != 7 && kKind != 10 && kKind != 12;
   // Sub-tiles per stage: the MMA/softmax body runs on kBN / kSub tokens at a time.
@@ -1628,19 +1631,26 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
             };
             const uint32_t w0 = rd(r0), w1 = rd(r0 + 1), w8 = rd(r0 + 8), w9 = rd(r0 + 9);
             uint32_t b0[4], b1[4];
-            if constexpr (Cfg::kHwCvt && !Cfg::kBitsV) {
-              e4m3x4_to_f16x4_hw(__byte_perm(w0, w1, 0x5140), b0[0], b0[1]);
-              e4m3x4_to_f16x4_hw(__byte_perm(w0, w1, 0x7362), b0[2], b0[3]);
-              e4m3x4_to_f16x4_hw(__byte_perm(w8, w9, 0x5140), b1[0], b1[1]);
-              e4m3x4_to_f16x4_hw(__byte_perm(w8, w9, 0x7362), b1[2], b1[3]);
-            } else if constexpr (Cfg::kF16Mma) {
-              // dim i's bytes of the two token rows straight into the halves' high bytes
+            auto bits = [&]() {
+            // dim i's bytes of the two token rows straight into the halves' high bytes
 #pragma unroll
               for (int i = 0; i < 4; ++i) {
                 const uint32_t sel = 0x4000u + 0x1010u * i;
                 b0[i] = e4m3_hi_bytes_to_f16x2_scaled(__byte_perm(w0, w1, sel));
                 b1[i] = e4m3_hi_bytes_to_f16x2_scaled(__byte_perm(w8, w9, sel));
               }
+            };
+            if constexpr (Cfg::kHwCvt) {
+              if (Cfg::kBitsV || (Cfg::kBitsVHalf && (q & 1))) {  // unrolled: resolved per q
+                bits();
+              } else {
+                e4m3x4_to_f16x4_hw(__byte_perm(w0, w1, 0x5140), b0[0], b0[1]);
+                e4m3x4_to_f16x4_hw(__byte_perm(w0, w1, 0x7362), b0[2], b0[3]);
+                e4m3x4_to_f16x4_hw(__byte_perm(w8, w9, 0x5140), b1[0], b1[1]);
+                e4m3x4_to_f16x4_hw(__byte_perm(w8, w9, 0x7362), b1[2], b1[3]);
+              }
+            } else if constexpr (Cfg::kF16Mma) {
+              bits();
             } else {
               e4m3x4_to_bf16x4(__byte_perm(w0, w1, 0x5140), b0[0], b0[1]);
               e4m3x4_to_bf16x4(__byte_perm(w0, w1, 0x7362), b0[2], b0[3]);
@@ -1672,6 +1682,14 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
   }
   cp_async_wait<0>();
   stamp<kStamp>(p, 6);
+  if constexpr (Cfg::kBitsVHalf) {
+    // hmixh: the odd 32-dim groups' (n-blocks 4q..4q+3, q odd) V fragments carried 2^-8
+#pragma unroll
+    for (int nb = 0; nb < kDvW / 8; ++nb)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        if ((nb >> 2) & 1) o[0][nb][e] *= 256.f;
+  }
 
 #pragma unroll
   for (int mb = 0; mb < kMB; ++mb)
