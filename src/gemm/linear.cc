@@ -572,7 +572,7 @@ std::string stream_rows_describe(const Plan& p) {
 std::string stream16_variant_tags(const Plan& p) {
   return std::string(p.stream16_qx ? " qx" : "") + (p.stream16_once ? " once" : "") +
          (p.stream16_sk ? std::string((p.stream16_var & 1) ? " skp" : " sk") +
-                              ((p.stream16_var & 2) ? "n" : "")
+                              ((p.stream16_var & 2) ? "n" : "") + ((p.stream16_var & 4) ? "r" : "")
                         : std::string()) +
          (p.stream16_depth > 0 ? " f8d" + std::to_string(p.stream16_depth) : "") +
          (p.stream16_depth > 0 && p.stream16_occ == 3 ? " o3" : "") +
@@ -1676,8 +1676,11 @@ Plan plan(const Caps& caps) {
       const char* epipe = std::getenv("B12X_GEMM_STREAM16_SK_PIPE");
       // Timing probe B12X_GEMM_STREAM16_SK_NORED=1 (var 2): no reduce launch (outputs wrong).
       const char* enr = std::getenv("B12X_GEMM_STREAM16_SK_NORED");
-      const int sk_var =
-          (epipe != nullptr && epipe[0] == '1' ? 1 : 0) | (enr != nullptr && enr[0] == '1' ? 2 : 0);
+      // B12X_GEMM_STREAM16_SK_RED=1 (var 4): its own reduce kernel, 8 slot loads in flight.
+      const char* ered = std::getenv("B12X_GEMM_STREAM16_SK_RED");
+      const int sk_var = (epipe != nullptr && epipe[0] == '1' ? 1 : 0) |
+                         (enr != nullptr && enr[0] == '1' ? 2 : 0) |
+                         (ered != nullptr && ered[0] == '1' ? 4 : 0);
       if (per <= lin::kS16OnceMaxVp &&
           lin::prepare_linear_stream16_sk(caps.device, wf, per, sk_var & 1) > 0) {
         p.stream16_sk = true;
@@ -2419,7 +2422,12 @@ void run(const Binding& b, Stream stream) {
     p.stream_vp = plan.stream16_vp;
     p.stream_tiles = plan.stream16_tiles;
     lin::launch_linear_stream16_sk(im.wfmt, plan.stream16_smem, p, stream, plan.stream16_var & 1);
-    if (p.partial != nullptr && !(plan.stream16_var & 2)) lin::launch_linear_reduce(p, stream);
+    if (p.partial != nullptr && !(plan.stream16_var & 2)) {
+      if (plan.stream16_var & 4)
+        lin::launch_linear_reduce_sk(p, stream);
+      else
+        lin::launch_linear_reduce(p, stream);
+    }
     return;
   }
   if (M >= kS16MinM && M <= 16 && plan.stream16_tw > 0 &&

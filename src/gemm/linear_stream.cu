@@ -296,6 +296,15 @@ void launch_linear_stream16_sk(WFmt f, int64_t smem, const LinearParams& p, Stre
   B12X_CUDA_CHECK_LAUNCH();
 }
 
+void launch_linear_reduce_sk(const LinearParams& p, Stream stream) {
+  const int64_t n = p.M * ((p.N + 1) / 2);
+  if (n == 0) return;
+  B12X_CUDA_CHECK(b12x::detail::launch_ex(linear_reduce_sk_kernel,
+                                          dim3(static_cast<unsigned>((n + 255) / 256)), dim3(256),
+                                          0, stream, p.pdl != 0, dim3(1, 1, 1), p));
+  B12X_CUDA_CHECK_LAUNCH();
+}
+
 StreamLaunch last_stream_launch() {
   return t_last;
 }

@@ -2103,7 +2103,8 @@ TEST(GemmGpu, DecodeStream16Sk) {
   // partial slots with zero-filled ones), per 16 at K = 992 on one row group (one slot: outputs
   // stored by the kernel), the plan's per; K tails (992: the last
   // vector half past K, 2848), N = 72 / 200 / 520, bias, FP16 outputs, NVFP4 / MXFP4, W4A16 /
-  // W4A4 (pre-pass), capacity above M, replayed graphs; the two-group staging (_SK_PIPE=1).
+  // W4A4 (pre-pass), capacity above M, replayed graphs; the two-group staging (_SK_PIPE=1); its
+  // own reduce kernel on every other case (_SK_RED=1; 45 slots: the 8-load batches and the tail).
   ScopedEnv eq0("B12X_GEMM_STREAM16_QX", "0");
   struct SkCase {
     LinearFormat f;
@@ -2134,6 +2135,7 @@ TEST(GemmGpu, DecodeStream16Sk) {
     ScopedEnv esk("B12X_GEMM_STREAM16_SK", k.M < 5 ? "2" : "1");
     ScopedEnv evp("B12X_GEMM_STREAM16_SK_VP", k.per);
     ScopedEnv epp("B12X_GEMM_STREAM16_SK_PIPE", k.pipe ? "1" : "0");
+    ScopedEnv erd("B12X_GEMM_STREAM16_SK_RED", (i % 2) ? "1" : "0");
     Case c{k.f,         k.M, k.N, k.K, DType::kBF16, (i % 3) == 1 ? DType::kFP16 : DType::kBF16,
            (i % 2) == 0};
     c.max_tokens = (i % 4) == 1 ? 16 : k.M;

@@ -223,4 +223,48 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
   griddep_launch_dependents();
 }
 
+/// The stream-K kernel's partial sums reduced as linear_reduce_kernel does (out = mult x the
+/// slots summed in order from 0, + bias; the same additions, so the same bits) with 8 slot loads
+/// in flight per thread instead of the compiler's unroll of a runtime trip count: the stream-K
+/// grid's finer shares give a row group up to ~30 slots (probe, Plan::stream16_var 4).
+__global__ void __launch_bounds__(256) linear_reduce_sk_kernel(const LinearParams p) {
+  griddep_wait();
+  const int64_t pairs = (p.N + 1) / 2;
+  const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= p.M * pairs) return;
+  const int64_t m = idx / pairs, n = 2 * (idx % pairs);
+  const float* src = p.partial + m * p.NP + n;
+  const int64_t zstride = p.M * p.NP;
+  float2 s = make_float2(0.f, 0.f);
+  int z = 0;
+  for (; z + 8 <= p.split; z += 8) {
+    float2 v[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+      v[i] = __ldcg(reinterpret_cast<const float2*>(src + (z + i) * zstride));
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      s.x += v[i].x;
+      s.y += v[i].y;
+    }
+  }
+  for (; z < p.split; ++z) {
+    const float2 v = __ldcg(reinterpret_cast<const float2*>(src + z * zstride));
+    s.x += v.x;
+    s.y += v.y;
+  }
+  float mult = p.out_mult;
+  if (p.alpha != nullptr) mult *= *p.alpha;
+  const float v[2] = {s.x * mult, s.y * mult};
+#pragma unroll
+  for (int e = 0; e < 2; ++e) {
+    if (n + e >= p.N) break;
+    const float o = p.bias != nullptr ? v[e] + load_out_type(p.bias, n + e, p.out_fp16) : v[e];
+    if (p.out_fp16)
+      store_out<true>(p.out, m * p.ldo + n + e, o);
+    else
+      store_out<false>(p.out, m * p.ldo + n + e, o);
+  }
+}
+
 }  // namespace b12x::gemm::lin
