@@ -684,6 +684,13 @@ TEST(Moe, DecodeFc1LastWarpEndsRunInTheGpuTestShapes) {
     moe::DecodeKnobs off = *s.k;
     off.fc1_last = 0;
     EXPECT_EQ(moe::detail::decode_fc1_last(off, false, 1, w, g, 0), 0) << s.row_blocks;
+    // Ticketed tiles (B12X_MOE_FC1_DYN=1) where every K warp has >= 2 sub-chunks per tile: the
+    // GPU test's bit-equality of FC1_DYN=1 covers kDyn on all but the 3-sub-chunk case.
+    moe::DecodeKnobs dyn = *s.k;
+    dyn.fc1_dyn = 1;
+    EXPECT_EQ(moe::detail::decode_fc1_dyn(dyn, 1, s.k_chunks), s.k_chunks >= 8) << s.row_blocks;
+    EXPECT_FALSE(moe::detail::decode_fc1_dyn(dyn, 0, s.k_chunks));
+    EXPECT_FALSE(moe::detail::decode_fc1_dyn(*s.k, 1, s.k_chunks));
   }
   // Never with the balanced group, other warp counts or row warps, or beyond 128 routes.
   EXPECT_EQ(moe::detail::decode_fc1_last(def, false, 1, 8, 1, 1), 0);

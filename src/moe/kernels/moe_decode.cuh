@@ -590,8 +590,9 @@ __global__ void __launch_bounds__(DecodeCfg::kQuantThreads)
     pdl_wait();
     if (a.q_early == 0) pdl_trigger();
   }
-  if (a.fc1_bal) {
-    // The balanced FC1's tile counters: FC1 touches them only after its wait for this grid.
+  if (a.fc1_bal || a.fc1_dyn) {
+    // The balanced FC1's tile counters (the ticketed FC1's: [x][0]): FC1 touches them only after
+    // its wait for this grid.
     const int n = a.fc1_cnt_rows * a.fc1_cnt_stride;
     const int step = gridDim.x * gridDim.y * blockDim.x;
     for (int i = (blockIdx.y * gridDim.x + blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step)
@@ -678,6 +679,19 @@ __global__ void __launch_bounds__(DecodeCfg::kQuantThreads)
 // has released red / ys (the group's done mbarrier; a tile's K loop later, so it rarely waits).
 // The partials reach the finisher through the group's arrival mbarrier (smem_handover.cuh: every
 // lane arrives after its writes, every reading lane waits, so racecheck can check the edges).
+// kDyn (DecodeArgs::fc1_dyn, with kLast): a group's first tile is y0 + Y grp as before, its later
+// tiles are tickets Y kG + fc1_cnt[x]++ of the row block's shared counter (zeroed by [Q] / the
+// copy gate every launch), so the groups of faster SMs take more tiles: whole tiles dealt
+// statically leave SMs whose CTAs hold one tile more than others (an SM's three CTAs run 7 + 7 + 6
+// tiles where another's run 7 + 6 + 6) and the FC1 is issue-bound per SM. Warp wk 0's lane 0 takes
+// the ticket of the group's tile j + 2 as it starts computing tile j and publishes it in
+// s_tk[grp][(j + 1) % 8] with that slot's mbarrier; every warp waits on it as it starts computing
+// tile j + 1 (a tile later, so rarely), before its loads enter tile j + 2. A tile's result does
+// not depend on the group that computes it (same K-warp order): the outputs are bit-equal to
+// kDyn = false. Slot reuse: ticket j + 8 is taken at warp 0's start of tile j + 6, after it waited
+// for tile j + 4's finisher, so every warp has read ticket j (at its start of tile j - 1 and of
+// tile j) and waited on that phase. That needs >= kS sub-chunks per warp and tile (the loads then
+// never run a whole tile ahead of the math).
 
 template <int kThreads, int kCta>
 __device__ __forceinline__ void group_sync(int id) {
@@ -695,7 +709,8 @@ __device__ __forceinline__ void group_sync(int id) {
 // tiles at its ends. Every warp splits each piece's sub-chunks as it splits a whole tile; a
 // part's K sums go to fc1_part and the tile's last CTA (fc1_cnt) finishes it.
 template <typename OpT, bool kFold, int kSK, int kWM, int kG, int kNW = DecodeCfg::kFc1Warps,
-          bool kBal = false, int kRC = detail::kMaxInlineRoutes, bool kLast = false>
+          bool kBal = false, int kRC = detail::kMaxInlineRoutes, bool kLast = false,
+          bool kDyn = false>
 __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold ? 3 : 2) : 2)
     moe_decode_fc1_kernel(const DecodeArgs a) {
   using C = DecodeCfg;
@@ -710,6 +725,7 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
   static_assert(C::kTileTokens * 32 == detail::kFc1BalSlotFloats, "fc1_part slot size");
   static_assert(!kLast || !kBal, "last-warp tile ends: whole tiles only");
   static_assert(C::kTileTokens <= 4, "kLast: live columns 2 t + {0, 1} with t < 2");
+  static_assert(!kDyn || kLast, "ticketed tiles: the last-warp tile ends");
   extern __shared__ __align__(16) uint8_t smem[];
   __shared__ RouteSmemT<kRC> rs;
   // kLast: per group, warps arrived at tile ends (cumulative; the last one finishes the tile).
@@ -717,6 +733,13 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
   // kLast: per group an arrival mbarrier [grp] (the lanes of the group's warps, one phase per tile)
   // and a done mbarrier [kG + grp] (the finisher's lanes).
   __shared__ uint64_t s_bar[kLast ? 2 * kG : 1];
+  // kDyn: per group 8 ticket slots (the tile index of group tile j >= 1 in [grp * 8 + (j - 1) % 8])
+  // and their mbarriers (one arrival: the ticket taker's lane; ticket j is phase (j - 1) / 8).
+  __shared__ int s_tk[kDyn ? 8 * kG : 1];
+  __shared__ uint64_t s_tkbar[kDyn ? 8 * kG : 1];
+  // kDyn: the row block's tile count, kept by each group's ticket taker for itself (not in a
+  // register across the K loop: one more live value there spilled and rescheduled it).
+  __shared__ int s_ntiles[kDyn ? kG : 1];
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t = lane & 3;
   // (Warps < 8: with one group grp is 0 and wk warp / kWM, known at compile time.)
@@ -736,6 +759,8 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
     s_arrived[tid] = 0;
     mbar_init(&s_bar[tid], 32 * kWK * kWM);
     mbar_init(&s_bar[kG + tid], 32);
+    if constexpr (kDyn)
+      for (int j = 0; j < 8; ++j) mbar_init(&s_tkbar[8 * tid + j], 1);
   }
   const int ntiles = route_tables<kRC, kCta>(a, rs, smem);
   if (a.fc2_split > 1 && blockIdx.x == 0 && blockIdx.y == 0) {
@@ -769,8 +794,12 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
     if (!wait_first) pdl_wait();  // completion of this grid implies the predecessor's
     return;
   }
-  const int n_tg = kBal ? n_t : grp < n_t ? (n_t - grp + kG - 1) / kG : 0;
-  auto tile_index = [&](int it) { return kBal ? t_lo + it : y0 + Y * (grp + kG * it); };
+  // kDyn: the static first tile; each ticket read at a tile start adds one.
+  int n_tg = kBal ? n_t : grp < n_t ? (kDyn ? 1 : (n_t - grp + kG - 1) / kG) : 0;
+  auto tile_index = [&](int it) {
+    if constexpr (kDyn) return it == 0 ? y0 + Y * grp : s_tk[8 * grp + ((it - 1) & 7)];
+    return kBal ? t_lo + it : y0 + Y * (grp + kG * it);
+  };
   auto tile_of = [&](int it) { return rs.tile(tile_index(it)); };
   auto piece_ka = [&](int it) { return kBal && it == 0 ? k_lo : 0; };
   auto piece_kb = [&](int it) { return kBal && it == n_tg - 1 ? k_hi : nk; };
@@ -837,6 +866,16 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
     St::issue(ring_sa + slot * C::kFc1Stage, sc, wstep, cu.ka + wk + kWK * cu.k, kSK,
               W.scales_k_stride, W.values_k_stride, lane, weights, acts);
   };
+  // kDyn: the ticket of group tile j (>= 1) into its slot (-1 past the row block's tiles), by warp
+  // wk 0's lane 0.
+  auto grab = [&](int j) {
+    if (wk == 0 && lane == 0) {
+      const int sl = 8 * grp + ((j - 1) & 7);
+      const int tk = Y * kG + atomicAdd(a.fc1_cnt + blockIdx.x * a.fc1_cnt_stride, 1);
+      s_tk[sl] = tk < s_ntiles[grp] ? tk : -1;
+      mbar_arrive(&s_tkbar[sl]);
+    }
+  };
   ChunkCursor ni = cursor0();  // the next chunk to load
   {
     ChunkCursor wc = ni;  // the weights' cursor in the first pass
@@ -846,6 +885,10 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
     });
   }
   if (!wait_first) pdl_wait();  // xq is written by [Q]
+  if constexpr (kDyn) {
+    if (wk == 0 && lane == 0) s_ntiles[grp] = ntiles;  // read back by this lane only
+    if (n_tg > 0) grab(1);                             // fc1_cnt was zeroed by [Q] / the copy gate
+  }
   prime_ring<kS>(n_my, [&](int s) {
     issue(s, src_of(ni.t), ni, false, true);
     advance(ni);
@@ -861,6 +904,20 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
     for (int i = 0; i < 4; ++i) acc[m][i] = 0.f;
   int c = 0;
   for (int it = 0; it < n_tg; ++it) {
+    if constexpr (kDyn) {
+      // Tile it + 1's ticket (taken a tile ago, or after the wait for it = 0), before this tile's K
+      // loop, whose loads enter tile it + 1; then warp 0 takes tile it + 2's. The K loop is the
+      // static one's: ptxas rescheduled it when the tickets were read inside it.
+      if (it + 1 == n_tg) {
+        mbar_wait(&s_tkbar[8 * grp + (it & 7)], (it >> 3) & 1);
+        if (s_tk[8 * grp + (it & 7)] >= 0) {
+          n_tg = it + 2;
+          n_my += n_k;
+          grab(it + 2);
+          if (ni.k == 0 && ni.t == it + 1) nsrc = src_of(ni.t);  // the cursor waits at its start
+        }
+      }
+    }
     const int4 tile = tile_of(it);
     const int e = tile.x, slot0 = tile.y, cnt = tile.z;
     // Per-expert scalars, loaded now and used in the epilogue (latency off the critical path).
