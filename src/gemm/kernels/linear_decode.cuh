@@ -1035,6 +1035,9 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
   float* const red = kPipe ? reinterpret_cast<float*>(ring + 32 * NT * 16) + lane * kSums
                            : red_static[kPart0Red ? wt : warp][lane];
   if (p.cluster_split > 1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+    __trap();  // clusters need SM90+; the plan never sets cluster_split on SM89 (dev.cc_major >= 9)
+#else
     if constexpr (kPipe) __syncwarp();  // every lane's last reads of the ring are done
     if (!kPart0Red || wk == 0) {
 #pragma unroll
@@ -1069,6 +1072,7 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
     }
     cl.sync();  // remote shared memory stays alive until rank 0 has read it
     if (rank != 0) return;
+#endif
   }
   if (kParts > 1 && wk > 0) return;
   if (!active) return;

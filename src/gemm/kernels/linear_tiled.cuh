@@ -611,6 +611,9 @@ __device__ __forceinline__ void linear_tiled_body(const LinearParams& p) {
   // independent loads. The second cluster barrier of each chunk keeps the ranks from
   // overwriting a chunk rank 0 is still reading.
   if (p.cluster_split > 1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+    __trap();  // clusters need SM90+; the plan sets cluster_split only where dev.cc_major >= 9
+#else
     __syncthreads();  // the pipeline buffers become the reduction buffer
     float* red = reinterpret_cast<float*>(smem);
     cooperative_groups::cluster_group cl = cooperative_groups::this_cluster();
@@ -636,6 +639,7 @@ __device__ __forceinline__ void linear_tiled_body(const LinearParams& p) {
       cl.sync();
     }
     if (rank != 0) return;
+#endif
   }
 
   // Epilogue: c0 = (token g, row 2t), c1 = (g, 2t+1), c2/c3 = token g+8. n is even, so a pair
