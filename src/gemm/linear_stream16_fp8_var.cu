@@ -44,6 +44,8 @@ F8Fn pick_stream16_f8_var2(int tw, int nt, int var) {
       return pick_tw_nt<kV6 | kF8VarQm>(tw, nt);
     case kV6 | kF8VarQm | kF8VarWf:
       return pick_tw_nt<kV6 | kF8VarQm | kF8VarWf>(tw, nt);
+    case kV6 | kF8VarQm | kF8VarQ32:
+      return pick_tw_nt<kV6 | kF8VarQm | kF8VarQ32>(tw, nt);
     case kV6 | kF8VarPrNoQ:
       return pick_probe<kV6 | kF8VarPrNoQ>(tw);
     case kV6 | kF8VarQm | kF8VarPrNoSplat:

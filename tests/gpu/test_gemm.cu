@@ -2313,9 +2313,10 @@ TEST(GemmGpu, DecodeStream16Fp8) {
   }
   // MXFP8's in-kernel quantization on all 8 warps with its folded scales (VAR=6, the default on
   // SM90; 14: only the warps with tokens below M quantize, at M = 1 / 3 / 16; 142: 14 with the
-  // weight scales as a per-atom fp32 fold): tw 1 / 2, M = 5 / 12 / 16, splits 1 / 3, K tails
+  // weight scales as a per-atom fp32 fold; 270: 14 on a warp per token at M <= 8): tw 1 / 2,
+  // M = 5 / 12 / 16, splits 1 / 3, K tails
   // (half chunks, 4864), partial CTAs, FP16 outputs, a graph.
-  for (const int var : {6, 14, 142}) {
+  for (const int var : {6, 14, 142, 270}) {
     ScopedEnv em("B12X_GEMM_DECODE_F8MMA", "1"), eq("B12X_GEMM_STREAM16_QX", "1"),
         ev("B12X_GEMM_STREAM16_F8_VAR", std::to_string(var).c_str());
     int k = 0;

@@ -144,6 +144,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   constexpr bool kFold2 = kGroup == 32 && (kVar & kF8VarFold);
   constexpr bool kQ8 = kQ && (kVar & kF8VarQ8);
   constexpr bool kWf = kFold2 && (kVar & kF8VarWf);
+  constexpr bool kQ32 = kQ8 && kNt == 1 && (kVar & kF8VarQ32);
   static_assert(!kQ8 || kGroup == 32, "quantization on 8 warps: MXFP8");
   static_assert(!kFold2 || kMma == 1, "operand-folded MXFP8 scales: f16 MMAs");
   constexpr int kSlot = kF8SlotBytes<kTw, kGroup, kMma, kQ, kVar>;
@@ -300,12 +301,13 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
       // kF8VarQm: warp w holds tokens 2w, 2w + 1; rows past M are never stored, so warps wholly
       // past M leave their f16 rows unwritten (an MMA's column depends on its own B column only).
       if constexpr (kQ8 && (kVar & kF8VarQm) != 0)
-        if (2 * (i >> 5) >= p.M) return;
+        if ((kQ32 ? i >> 5 : 2 * (i >> 5)) >= p.M) return;
       // kQ8: 16 lanes per token (warps whole for the shuffles), lane u holding k 8u + 128q of
       // piece q (q < 2); else 4 lanes per 128 K of a token (threads 0..127), lane part of half
       // chunk j holding k 128j + 32q + 8part (q < 4).
-      constexpr int kQn = kQ8 ? 2 : 4;
-      const int tok = kQ8 ? i >> 4 : i >> 3, u = i & 15;
+      // kQ32 (one token tile): a warp per token, lane u holding k 8u (one piece).
+      constexpr int kQn = kQ32 ? 1 : kQ8 ? 2 : 4;
+      const int tok = kQ32 ? i >> 5 : kQ8 ? i >> 4 : i >> 3, u = kQ32 ? i & 31 : i & 15;
       const int j = (i >> 2) & 1, part = i & 3;
       const bool valid = tok < p.M;
       const int64_t kc = (vbase + static_cast<int64_t>(c) * kF8ChunkV) * 32;
@@ -364,6 +366,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
         }
         emax = max(emax, __shfl_xor_sync(0xFFFFFFFFu, emax, 4));
         if constexpr (kQ8) emax = max(emax, __shfl_xor_sync(0xFFFFFFFFu, emax, 8));
+        if constexpr (kQ32) emax = max(emax, __shfl_xor_sync(0xFFFFFFFFu, emax, 16));
 #pragma unroll
         for (int q = 0; q < kQn; ++q)
           put(q, valid ? lo[q] : 0u, valid ? hi[q] : 0u, pow2_h2(e[q] - emax + 7));
