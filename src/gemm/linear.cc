@@ -572,7 +572,8 @@ std::string stream_rows_describe(const Plan& p) {
 std::string stream16_variant_tags(const Plan& p) {
   return std::string(p.stream16_qx ? " qx" : "") + (p.stream16_once ? " once" : "") +
          (p.stream16_sk ? std::string((p.stream16_var & 1) ? " skp" : " sk") +
-                              ((p.stream16_var & 2) ? "n" : "") + ((p.stream16_var & 4) ? "r" : "")
+                              ((p.stream16_var & 2) ? "n" : "") +
+                              ((p.stream16_var & 4) ? "r" : "") + ((p.stream16_var & 8) ? "c" : "")
                         : std::string()) +
          (p.stream16_depth > 0 ? " f8d" + std::to_string(p.stream16_depth) : "") +
          (p.stream16_depth > 0 && p.stream16_occ == 3 ? " o3" : "") +
@@ -1678,11 +1679,14 @@ Plan plan(const Caps& caps) {
       const char* enr = std::getenv("B12X_GEMM_STREAM16_SK_NORED");
       // B12X_GEMM_STREAM16_SK_RED=1 (var 4): its own reduce kernel, 8 slot loads in flight.
       const char* ered = std::getenv("B12X_GEMM_STREAM16_SK_RED");
-      const int sk_var = (epipe != nullptr && epipe[0] == '1' ? 1 : 0) |
-                         (enr != nullptr && enr[0] == '1' ? 2 : 0) |
-                         (ered != nullptr && ered[0] == '1' ? 4 : 0);
+      // B12X_GEMM_STREAM16_SK_CONT=1 (var 8): the ring runs on across segments (not with PIPE).
+      const char* econt = std::getenv("B12X_GEMM_STREAM16_SK_CONT");
+      const int sk_var =
+          (epipe != nullptr && epipe[0] == '1' ? 1 : 0) |
+          (enr != nullptr && enr[0] == '1' ? 2 : 0) | (ered != nullptr && ered[0] == '1' ? 4 : 0) |
+          (econt != nullptr && econt[0] == '1' && !(epipe != nullptr && epipe[0] == '1') ? 8 : 0);
       if (per <= lin::kS16OnceMaxVp &&
-          lin::prepare_linear_stream16_sk(caps.device, wf, per, sk_var & 1) > 0) {
+          lin::prepare_linear_stream16_sk(caps.device, wf, per, sk_var & 9) > 0) {
         p.stream16_sk = true;
         p.stream16_min_m = sk_mode == 2 ? 2 : static_cast<int>(kS16MinM);
         p.stream16_tw = 2;
@@ -1691,7 +1695,7 @@ Plan plan(const Caps& caps) {
         p.stream16_split = lin::stream16_sk_slots(geo.n16, geo.kvec, per);
         p.stream16_qx = false;
         p.stream16_once = false;
-        p.stream16_smem = lin::stream16_sk_smem_bytes(per);
+        p.stream16_smem = lin::stream16_sk_smem_bytes(per, sk_var & 9);
         p.stream16_var = sk_var;
       }
     }
@@ -2421,7 +2425,7 @@ void run(const Binding& b, Stream stream) {
     p.partial = p.split > 1 ? reinterpret_cast<float*>(b.scratch + plan.off_partial) : nullptr;
     p.stream_vp = plan.stream16_vp;
     p.stream_tiles = plan.stream16_tiles;
-    lin::launch_linear_stream16_sk(im.wfmt, plan.stream16_smem, p, stream, plan.stream16_var & 1);
+    lin::launch_linear_stream16_sk(im.wfmt, plan.stream16_smem, p, stream, plan.stream16_var & 9);
     if (p.partial != nullptr && !(plan.stream16_var & 2)) {
       if (plan.stream16_var & 4)
         lin::launch_linear_reduce_sk(p, stream);

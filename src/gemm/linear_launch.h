@@ -116,10 +116,10 @@ void launch_linear_stream16(WFmt f, int tw, int64_t smem, const LinearParams& p,
 /// vectors [i per, (i + 1) per) of the row groups x kvec work (per = p.stream_vp <= 16), grid
 /// ceil(work / per); p.split = stream16_sk_slots fp32 partial slots (the reduce kernel's), or 1
 /// where every row group is one CTA's (outputs stored directly).
-int64_t stream16_sk_smem_bytes(int per);
+int64_t stream16_sk_smem_bytes(int per, int var = 0);
 int stream16_sk_slots(int64_t n16, int64_t kvec, int per);
 /// Host only (plan time): the opt-in and the CTAs per SM (the min over both token-tile variants).
-/// var 1: the two-group staging (kPipe, probe).
+/// var 1: the two-group staging (kPipe, probe); 8: the ring across segments (kCont, probe).
 int prepare_linear_stream16_sk(int device, WFmt f, int per, int var = 0);
 void launch_linear_stream16_sk(WFmt f, int64_t smem, const LinearParams& p, Stream stream,
                                int var = 0);

@@ -18,6 +18,8 @@ static_assert(kStreamRowsSmemBudget + kStreamRedBytes<4> <= 101376,
 static_assert(kS16SmemBytes<2, true> <= 101376, "M <= 16 block kernel: staging slots exceed 99 KB");
 static_assert(s16_once_smem(2, kS16OnceMaxVp) <= 101376,
               "M <= 16 block kernel, staged once: activations + splats exceed 99 KB");
+static_assert(s16_sk_smem(kS16OnceMaxVp, true) <= 101376,
+              "M <= 16 stream-K kernel: activations + splats + raw scales exceed 99 KB");
 
 namespace {
 
@@ -223,8 +225,8 @@ void launch_linear_stream16(WFmt f, int tw, int64_t smem, const LinearParams& p,
   B12X_CUDA_CHECK_LAUNCH();
 }
 
-int64_t stream16_sk_smem_bytes(int per) {
-  return s16_sk_smem(per);
+int64_t stream16_sk_smem_bytes(int per, int var) {
+  return s16_sk_smem(per, var == 8);
 }
 
 int stream16_sk_slots(int64_t n16, int64_t kvec, int per) {
@@ -235,20 +237,22 @@ int stream16_sk_slots(int64_t n16, int64_t kvec, int per) {
 }
 
 namespace {
-template <bool kPipe>
+template <bool kPipe, bool kCont>
 S16Fn pick_stream16_sk_t(int nt, bool mx, bool mx_free) {
   if (mx && mx_free)
-    return nt == 1 ? &linear_stream16_sk_kernel<1, true, true, kPipe>
-                   : &linear_stream16_sk_kernel<2, true, true, kPipe>;
+    return nt == 1 ? &linear_stream16_sk_kernel<1, true, true, kPipe, kCont>
+                   : &linear_stream16_sk_kernel<2, true, true, kPipe, kCont>;
   if (mx)
-    return nt == 1 ? &linear_stream16_sk_kernel<1, true, false, kPipe>
-                   : &linear_stream16_sk_kernel<2, true, false, kPipe>;
-  return nt == 1 ? &linear_stream16_sk_kernel<1, false, false, kPipe>
-                 : &linear_stream16_sk_kernel<2, false, false, kPipe>;
+    return nt == 1 ? &linear_stream16_sk_kernel<1, true, false, kPipe, kCont>
+                   : &linear_stream16_sk_kernel<2, true, false, kPipe, kCont>;
+  return nt == 1 ? &linear_stream16_sk_kernel<1, false, false, kPipe, kCont>
+                 : &linear_stream16_sk_kernel<2, false, false, kPipe, kCont>;
 }
+/// var: 1 the two-group staging (kPipe), 8 the ring across segments (kCont), 0 neither.
 S16Fn pick_stream16_sk(int nt, bool mx, bool mx_free, int var) {
-  return var == 1 ? pick_stream16_sk_t<true>(nt, mx, mx_free)
-                  : pick_stream16_sk_t<false>(nt, mx, mx_free);
+  return var == 1   ? pick_stream16_sk_t<true, false>(nt, mx, mx_free)
+         : var == 8 ? pick_stream16_sk_t<false, true>(nt, mx, mx_free)
+                    : pick_stream16_sk_t<false, false>(nt, mx, mx_free);
 }
 }  // namespace
 
@@ -258,8 +262,8 @@ int prepare_linear_stream16_sk(int device, WFmt f, int per, int var) {
   for (int nt : {1, 2}) {
     const S16Fn k = pick_stream16_sk(nt, f == WFmt::kMxfp4, false, var);
     int blocks = 0;
-    B12X_CUDA_CHECK(::b12x::detail::resident_ctas(reinterpret_cast<const void*>(k),
-                                                  kStreamWarps * 32, s16_sk_smem(per), &blocks));
+    B12X_CUDA_CHECK(::b12x::detail::resident_ctas(
+        reinterpret_cast<const void*>(k), kStreamWarps * 32, s16_sk_smem(per, var == 8), &blocks));
     fit = nt == 1 ? blocks : std::min(fit, blocks);
   }
   return fit;
@@ -270,10 +274,10 @@ void launch_linear_stream16_sk(WFmt f, int64_t smem, const LinearParams& p, Stre
   const int nt = p.M <= 8 ? 1 : 2;
   const S16Fn k = pick_stream16_sk(nt, f == WFmt::kMxfp4, p.mx_free != 0, var);
   const int64_t work = (p.n16 + 15) / 16 * p.kvec;
-  B12X_ASSERT((f == WFmt::kNvfp4 || f == WFmt::kMxfp4) && (var == 0 || var == 1) && p.M >= 1 &&
-                  p.M <= 16 && p.act_kind == kActRaw16 && p.xs_kind == kXsNone &&
+  B12X_ASSERT((f == WFmt::kNvfp4 || f == WFmt::kMxfp4) && (var == 0 || var == 1 || var == 8) &&
+                  p.M >= 1 && p.M <= 16 && p.act_kind == kActRaw16 && p.xs_kind == kXsNone &&
                   p.stream_vp >= 1 && p.stream_vp <= kS16OnceMaxVp &&
-                  smem == s16_sk_smem(p.stream_vp) &&
+                  smem == s16_sk_smem(p.stream_vp, var == 8) &&
                   p.split == stream16_sk_slots(p.n16, p.kvec, p.stream_vp) &&
                   (p.split == 1 || p.partial != nullptr),
               "M <= 16 stream-K kernel: format ", static_cast<int>(f), " M=", p.M,

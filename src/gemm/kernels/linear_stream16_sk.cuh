@@ -21,10 +21,18 @@
 
 namespace b12x::gemm::lin {
 
+/// Scale tasks per lane: (tile, row pair g, block of 4 vectors) over the at most per / 4 + 1
+/// (unaligned) blocks a segment of per <= 16 vectors touches, 2 tiles per warp.
+inline constexpr int kS16SkTasks = (2 * 8 * 5 + 31) / 32;
+/// kCont: each warp's raw scale bytes of the next segment (per task: rows g and g + 8, 16 bytes
+/// each).
+inline constexpr int kS16SkRawWarp = kS16SkTasks * 32 * 32;
+
 /// Dynamic shared memory of the stream-K kernel for at most `per` vectors per segment: the
-/// staged-once kernel's layout (16 activation rows, then per warp 2 x per x 128 B of splats).
-__host__ __device__ constexpr int s16_sk_smem(int per) {
-  return s16_once_smem(2, per);
+/// staged-once kernel's layout (16 activation rows, then per warp 2 x per x 128 B of splats),
+/// with kCont the raw scale bytes after it.
+__host__ __device__ constexpr int s16_sk_smem(int per, bool cont = false) {
+  return s16_once_smem(2, per) + (cont ? kStreamWarps * kS16SkRawWarp : 0);
 }
 
 /// One segment of a CTA's range: row group r (tiles 16 r ..), vectors [v0, v0 + len).
@@ -45,16 +53,21 @@ __device__ __forceinline__ S16SkSeg s16_sk_seg(int64_t pos, int64_t end, int64_t
 /// cp.async group and the rest another, and the loop starts when the first has landed (one more
 /// CTA barrier before vector 2), so the staging's L2 round trip of the rest overlaps the first
 /// vectors' math instead of idling the weight ring.
-template <int kNt, bool kMx = false, bool kMxFree = false, bool kPipe = false>
+/// kCont (probe, var 8): the ring runs on across segments: the last 2 steps of a segment request
+/// the next segment's first vectors into the slots they free (the slot of vector v is (2 (v + par)
+/// % 2 + j) % 4, par the parity of the vectors before the segment in the CTA, so the next
+/// segment's vectors land where its steps read them), and the next segment's scale bytes are
+/// copied (cp.async) into shared memory at the current one's start, so a boundary costs the
+/// activations' L2 round trip and the splats, not a DRAM round trip.
+template <int kNt, bool kMx = false, bool kMxFree = false, bool kPipe = false, bool kCont = false>
 __global__ void __launch_bounds__(kStreamWarps * 32, 2)
     linear_stream16_sk_kernel(const LinearParams p) {
   static_assert(!kMxFree || kMx, "fold-free splats: MXFP4 only");
+  static_assert(!(kPipe && kCont), "one staging variant");
   constexpr int kTw = 2;
   constexpr int kDepth = kStreamDepth;
   constexpr int kAhead = kDepth / kTw;
-  // Scale tasks per lane: (tile, row pair g, block of 4 vectors) over the at most per / 4 + 1
-  // (unaligned) blocks a segment of per <= 16 vectors touches.
-  constexpr int kTasks = (kTw * 8 * 5 + 31) / 32;
+  constexpr int kTasks = kS16SkTasks;
   extern __shared__ __align__(16) uint8_t dsm[];
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -65,54 +78,75 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
   int64_t pos = static_cast<int64_t>(blockIdx.x) * per;
   const int64_t end = pos + per < work ? pos + per : work;
   uint8_t* const spw = dsm + 16 * pitch + warp * (kTw * per * 128);
+  uint8_t* const rw = dsm + 16 * pitch + kStreamWarps * kTw * per * 128 + warp * kS16SkRawWarp;
   const uint16_t* const x = static_cast<const uint16_t*>(p.x);
 
-  // The segment's per-warp range (the staged-once kernel's S16Range: its tiles' first vector
-  // addresses and vector counts) and ring fill, then its scale words into registers.
-  S16SkSeg sg = s16_sk_seg(pos, end, kvec);
-  S16Range<kTw> cr;
-  uint4 ring[kDepth];
-  uint4 sw0[kTasks], sw8[kTasks];
-  int bb0 = 0, nb = 0;
-  auto request = [&]() {
-    cr.vbase = sg.v0;
-    cr.tpc = 16;
-    cr.row0 = sg.r * 256;
-    cr.tile0 = sg.r * 16 + warp * kTw;
-    cr.nch = 0;
+  // A segment's per-warp range (the staged-once kernel's S16Range: its tiles' first vector
+  // addresses and vector counts).
+  auto seg_range = [&](const S16SkSeg& s, S16Range<kTw>& r) {
+    r.vbase = s.v0;
+    r.tpc = 16;
+    r.row0 = s.r * 256;
+    r.tile0 = s.r * 16 + warp * kTw;
+    r.nch = 0;
 #pragma unroll
     for (int j = 0; j < kTw; ++j) {
-      const int64_t tile = cr.tile0 + j;
-      cr.lim[j] = tile < p.n16 ? sg.len : 0;
-      cr.wp[j] = p.wvals + (tile * kvec + sg.v0) * 512 + lane * 16;
-    }
-    s16_ring_fill(ring, cr);
-    bb0 = static_cast<int>(sg.v0 / 4);
-    nb = static_cast<int>((sg.v0 + sg.len - 1) / 4) - bb0 + 1;
-#pragma unroll
-    for (int u = 0; u < kTasks; ++u) {
-      const int task = lane + 32 * u;
-      const int b = task % nb, gg = (task / nb) % 8, j = task / (8 * nb);
-      sw0[u] = sw8[u] = make_uint4(0, 0, 0, 0);
-      if (task >= kTw * 8 * nb || cr.tile0 + j >= p.n16) continue;
-      const uint8_t* const sr =
-          p.wscale + ((cr.tile0 + j) * 16 + gg) * p.scale_ld + int64_t{bb0 + b} * (kMx ? 8 : 16);
-      if constexpr (kMx) {
-        const uint2 a = __ldg(reinterpret_cast<const uint2*>(sr));
-        const uint2 c = __ldg(reinterpret_cast<const uint2*>(sr + 8 * p.scale_ld));
-        sw0[u] = make_uint4(a.x, a.y, 0, 0);
-        sw8[u] = make_uint4(c.x, c.y, 0, 0);
-      } else {
-        sw0[u] = __ldg(reinterpret_cast<const uint4*>(sr));
-        sw8[u] = __ldg(reinterpret_cast<const uint4*>(sr + 8 * p.scale_ld));
-      }
+      const int64_t tile = r.tile0 + j;
+      r.lim[j] = tile < p.n16 ? s.len : 0;
+      r.wp[j] = p.wvals + (tile * kvec + s.v0) * 512 + lane * 16;
     }
   };
+  // Scale task u of this lane for segment s: its global source (row g; row g + 8 is 8 rows on),
+  // or nullptr where the tile does not exist or past the tasks (zero splats).
+  auto task_src = [&](const S16SkSeg& s, const S16Range<kTw>& r, int u) -> const uint8_t* {
+    const int b0 = static_cast<int>(s.v0 / 4);
+    const int nb = static_cast<int>((s.v0 + s.len - 1) / 4) - b0 + 1;
+    const int task = lane + 32 * u;
+    const int b = task % nb, gg = (task / nb) % 8, j = task / (8 * nb);
+    if (task >= kTw * 8 * nb || r.tile0 + j >= p.n16) return nullptr;
+    return p.wscale + ((r.tile0 + j) * 16 + gg) * p.scale_ld + int64_t{b0 + b} * (kMx ? 8 : 16);
+  };
+  uint4 sw0[kCont ? 1 : kTasks], sw8[kCont ? 1 : kTasks];
+  auto load_scales = [&](const S16SkSeg& s, const S16Range<kTw>& r) {
+#pragma unroll
+    for (int u = 0; u < kTasks; ++u) {
+      const uint8_t* const sr = task_src(s, r, u);
+      if constexpr (kCont) {
+        uint8_t* const d = rw + (lane + 32 * u) * 32;
+        if (sr == nullptr) {
+          *reinterpret_cast<uint4*>(d) = make_uint4(0, 0, 0, 0);
+          *reinterpret_cast<uint4*>(d + 16) = make_uint4(0, 0, 0, 0);
+        } else if constexpr (kMx) {
+          const uint32_t sa = static_cast<uint32_t>(__cvta_generic_to_shared(d));
+          asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(sa), "l"(sr));
+          asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(sa + 16),
+                       "l"(sr + 8 * p.scale_ld));
+        } else {
+          s16_cp_async16(d, sr);
+          s16_cp_async16(d + 16, sr + 8 * p.scale_ld);
+        }
+      } else {
+        sw0[u] = sw8[u] = make_uint4(0, 0, 0, 0);
+        if (sr == nullptr) continue;
+        if constexpr (kMx) {
+          const uint2 a = __ldg(reinterpret_cast<const uint2*>(sr));
+          const uint2 c = __ldg(reinterpret_cast<const uint2*>(sr + 8 * p.scale_ld));
+          sw0[u] = make_uint4(a.x, a.y, 0, 0);
+          sw8[u] = make_uint4(c.x, c.y, 0, 0);
+        } else {
+          sw0[u] = __ldg(reinterpret_cast<const uint4*>(sr));
+          sw8[u] = __ldg(reinterpret_cast<const uint4*>(sr + 8 * p.scale_ld));
+        }
+      }
+    }
+    if constexpr (kCont) asm volatile("cp.async.commit_group;");
+  };
   // The segment's activations (16 token rows x len vectors; rows past M, K values past K zero)
-  // and this warp's splat pairs ([tile][vector][g][step]) while they land.
-  auto stage = [&]() {
-    const int cpr = sg.len * 8;
-    const int64_t k0 = sg.v0 * 64;
+  // and this warp's splat pairs ([tile][vector][g][step]) while they land (kCont: from the
+  // scale bytes this lane copied, so no warp barrier).
+  auto stage = [&](const S16SkSeg& s) {
+    const int cpr = s.len * 8;
+    const int64_t k0 = s.v0 * 64;
     if constexpr (kPipe) {
       // Group 1: vectors 0..1 (16 chunks of 16 bytes per row); group 2: the rest.
       const int c1 = cpr < 16 ? cpr : 16;
@@ -133,17 +167,28 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
       }
     }
     asm volatile("cp.async.commit_group;");
+    if constexpr (kCont) asm volatile("cp.async.wait_group 1;" ::: "memory");  // the scales
+    const int b0 = static_cast<int>(s.v0 / 4);
+    const int nb = static_cast<int>((s.v0 + s.len - 1) / 4) - b0 + 1;
 #pragma unroll
     for (int u = 0; u < kTasks; ++u) {
       const int task = lane + 32 * u;
       if (task >= kTw * 8 * nb) break;
       const int b = task % nb, gg = (task / nb) % 8, j = task / (8 * nb);
-      const uint32_t r0[4] = {sw0[u].x, sw0[u].y, sw0[u].z, sw0[u].w};
-      const uint32_t r8[4] = {sw8[u].x, sw8[u].y, sw8[u].z, sw8[u].w};
+      uint4 a0, a8;
+      if constexpr (kCont) {
+        a0 = *reinterpret_cast<const uint4*>(rw + task * 32);
+        a8 = *reinterpret_cast<const uint4*>(rw + task * 32 + 16);
+      } else {
+        a0 = sw0[u];
+        a8 = sw8[u];
+      }
+      const uint32_t r0[4] = {a0.x, a0.y, a0.z, a0.w};
+      const uint32_t r8[4] = {a8.x, a8.y, a8.z, a8.w};
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
-        const int lv = (bb0 + b) * 4 + q - static_cast<int>(sg.v0);
-        if (lv < 0 || lv >= sg.len) continue;
+        const int lv = (b0 + b) * 4 + q - static_cast<int>(s.v0);
+        if (lv < 0 || lv >= s.len) continue;
         uint4 o;
         if constexpr (kMx) {
           const int sh = 16 * (q & 1);
@@ -151,10 +196,10 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
           auto splat = [](uint32_t e) {
             return kMxFree ? e8m0_bf16_splat_free(e) : e8m0_bf16_splat(e);
           };
-          const uint32_t a0 = (splat(wg & 0xFFu) & 0xFFFFu) | (splat(wg8 & 0xFFu) << 16);
-          const uint32_t a1 =
+          const uint32_t c0 = (splat(wg & 0xFFu) & 0xFFFFu) | (splat(wg8 & 0xFFu) << 16);
+          const uint32_t c1 =
               (splat((wg >> 8) & 0xFFu) & 0xFFFFu) | (splat((wg8 >> 8) & 0xFFu) << 16);
-          o = make_uint4(a0, a0, a1, a1);
+          o = make_uint4(c0, c0, c1, c1);
         } else {
           o = make_uint4(s16_splat(r0[q], r8[q], 0), s16_splat(r0[q], r8[q], 1),
                          s16_splat(r0[q], r8[q], 2), s16_splat(r0[q], r8[q], 3));
@@ -169,47 +214,83 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
     __syncthreads();
   };
 
-  request();
+  S16SkSeg sg = s16_sk_seg(pos, end, kvec), nx = sg;
+  S16Range<kTw> cr, nr;
+  uint4 ring[kDepth];
+  seg_range(sg, cr);
+  load_scales(sg, cr);
+  s16_ring_fill(ring, cr);
   griddep_wait();  // the activations (and alpha) belong to earlier kernels
-  stage();
+  stage(sg);
 
   float mult = p.out_mult;
   if (p.alpha != nullptr) mult *= *p.alpha;
   const uint8_t* const xa =
       dsm + (((lane >> 4) & 1) * 8 + (lane & 7)) * pitch + ((lane >> 3) & 1) * 16;
   const uint8_t* const spl = spw + g * 16;
+  int par = 0;  // kCont: the parity of the CTA's vectors before the segment
   while (true) {
+    const bool more = pos + sg.len < end;
+    if (kCont && more) {
+      nx = s16_sk_seg(pos + sg.len, end, kvec);
+      seg_range(nx, nr);
+      load_scales(nx, nr);
+    }
     float acc[kTw][kNt][4] = {};
-    // Ring slot of vector v, tile j: (2 (v % 2) + j) % 4, so pairs of vectors from the
-    // segment's start keep s16_step's slot order for any length.
-    for (int v = 0; v < sg.len; v += 2) {
+    // Vector v of the segment on ring slots (2 jj + j) % 4, jj = (par + v) % 2 (a compile-time
+    // constant per call); a refill past the segment takes the next segment's vector (kCont).
+    auto step = [&]<int kJj>(int v) {
       if (kPipe && v == 2) {
         asm volatile("cp.async.wait_group 0;" ::: "memory");
         __syncthreads();
       }
-      s16_step<kTw, kNt, kMx && !kMxFree>(acc, ring, 0, xa + v * 128, spl + v * 128, per * 128, cr,
-                                          v + kAhead);
-      if (v + 1 < sg.len)
-        s16_step<kTw, kNt, kMx && !kMxFree>(acc, ring, 1, xa + (v + 1) * 128, spl + (v + 1) * 128,
-                                            per * 128, cr, v + 1 + kAhead);
+      s16_step<kTw, kNt, kMx && !kMxFree>(acc, ring, kJj, xa + v * 128, spl + v * 128, per * 128,
+                                          cr, v + kAhead);
+      if constexpr (kCont) {
+        const int nv = v + kAhead - sg.len;
+        if (more && nv >= 0) {
+#pragma unroll
+          for (int j = 0; j < kTw; ++j)
+            if (nv < nr.lim[j])
+              ring[(kJj * kTw + j) % kDepth] =
+                  ldg_stream(nr.wp[j] + static_cast<int64_t>(nv) * 512);
+        }
+      }
+    };
+    int v = 0;
+    if (kCont && par) step.template operator()<1>(v++);
+    for (; v < sg.len; v += 2) {
+      step.template operator()<0>(v);
+      if (v + 1 < sg.len) step.template operator()<1>(v + 1);
     }
     if constexpr (kPipe) asm volatile("cp.async.wait_group 0;" ::: "memory");  // len <= 2
-    const S16SkSeg done = sg;
-    const int64_t tile0 = cr.tile0;
-    pos += sg.len;
-    const bool more = pos < end;
-    if (more) {
-      sg = s16_sk_seg(pos, end, kvec);
-      request();  // the next segment's weights and scales in flight during the stores below
+    if (kCont && more && sg.len == 1) {
+      // The steps requested the next segment's vector 1 only: its vector 0 goes to the slots of
+      // parity par + 1, which held the missing vector 1 of this one.
+      auto first = [&]<int kJj>() {
+#pragma unroll
+        for (int j = 0; j < kTw; ++j)
+          if (nr.lim[j] > 0) ring[(kJj * kTw + j) % kDepth] = ldg_stream(nr.wp[j]);
+      };
+      if (par)
+        first.template operator()<0>();
+      else
+        first.template operator()<1>();
+    }
+    if (!kCont && more) {
+      nx = s16_sk_seg(pos + sg.len, end, kvec);
+      seg_range(nx, nr);
+      load_scales(nx, nr);
+      s16_ring_fill(ring, nr);  // in flight during the stores below
     }
     // Slot: this CTA's position among the row group's CTAs; the group's last segment zeroes the
     // slots after its own.
-    const int64_t slot = static_cast<int64_t>(blockIdx.x) - done.r * kvec / per;
-    const bool last = done.v0 + done.len == kvec;
+    const int64_t slot = static_cast<int64_t>(blockIdx.x) - sg.r * kvec / per;
+    const bool last = sg.v0 + sg.len == kvec;
     const float zero[kNt][4] = {};
 #pragma unroll
     for (int j = 0; j < kTw; ++j) {
-      const int64_t tile = tile0 + j;
+      const int64_t tile = cr.tile0 + j;
       if (tile >= p.n16) continue;
       stream_store_tile<kNt>(p, acc[j], tile, slot, mult, g, t);
       if (last && p.partial != nullptr)
@@ -217,8 +298,12 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
           stream_store_tile<kNt>(p, zero, tile, z, mult, g, t);
     }
     if (!more) break;
+    pos += sg.len;
+    par = (par + sg.len) & 1;
+    sg = nx;
+    cr = nr;
     __syncthreads();  // every warp is done with the staged activations
-    stage();
+    stage(sg);
   }
   griddep_launch_dependents();
 }
