@@ -422,7 +422,7 @@ void launch_decode_stream(const DecodeArgs& args, const DecodeKnobs& kn, bool fp
   a.fc1_dyn = decode_fc1_dyn(kn, a.fc1_last, k_chunks) && a.fc1_cnt != nullptr &&
                       fc1_row_blocks <= a.fc1_cnt_rows &&
                       (a.aquant != num::kANone || a.a16_copy != 0)
-                  ? 1
+                  ? kn.fc1_dyn
                   : 0;
   bool fc1_pdl = pdl;
   // Measurement knob DecodeKnobs::a16_pdl 0: an A16 FC1 without a gate launches without the

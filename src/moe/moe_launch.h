@@ -171,7 +171,8 @@ struct DecodeArgs {
   int fc1_last = 0;
   // Ticketed FC1 tiles (decode_fc1_dyn; moe_decode.cuh's kDyn, with fc1_last): a group's tiles
   // after its first are taken from the row block's counter fc1_cnt[x * fc1_cnt_stride] (zeroed by
-  // [Q] / the copy gate), so faster SMs take more tiles.
+  // [Q] / the copy gate), so faster SMs take more tiles; 2: the static tile order through the same
+  // tickets (probe).
   int fc1_dyn = 0;
   // FC1 warps per CTA (0: auto, decode_fc1_warps; 8, or 12 with one row warp and one group).
   int fc1_warps = 0;

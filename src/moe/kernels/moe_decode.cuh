@@ -684,14 +684,14 @@ __global__ void __launch_bounds__(DecodeCfg::kQuantThreads)
 // copy gate every launch), so the groups of faster SMs take more tiles: whole tiles dealt
 // statically leave SMs whose CTAs hold one tile more than others (an SM's three CTAs run 7 + 7 + 6
 // tiles where another's run 7 + 6 + 6) and the FC1 is issue-bound per SM. Warp wk 0's lane 0 takes
-// the ticket of the group's tile j + 2 as it starts computing tile j and publishes it in
-// s_tk[grp][(j + 1) % 8] with that slot's mbarrier; every warp waits on it as it starts computing
-// tile j + 1 (a tile later, so rarely), before its loads enter tile j + 2. A tile's result does
-// not depend on the group that computes it (same K-warp order): the outputs are bit-equal to
-// kDyn = false. Slot reuse: ticket j + 8 is taken at warp 0's start of tile j + 6, after it waited
-// for tile j + 4's finisher, so every warp has read ticket j (at its start of tile j - 1 and of
-// tile j) and waited on that phase. That needs >= kS sub-chunks per warp and tile (the loads then
-// never run a whole tile ahead of the math).
+// the ticket of the group's tile j + 3 at its end of tile j and publishes it in s_tk[grp][(j + 2) %
+// 8] with that slot's mbarrier; every warp waits on it at its end of tile j + 1 (a tile later, so
+// rarely), before its loads enter tile j + 3. A tile's result does not depend on the group that
+// computes it (same K-warp order): the outputs are bit-equal to kDyn = false. Slot reuse: ticket
+// j + 8 is taken at warp 0's end of tile j + 5, after it waited for tile j + 4's finisher, so every
+// warp has read ticket j (at its end of tile j - 2 and start of tile j) and waited on that phase.
+// That needs >= kS sub-chunks per warp and tile (the loads then never run a whole tile ahead of
+// the math).
 
 template <int kThreads, int kCta>
 __device__ __forceinline__ void group_sync(int id) {
@@ -871,7 +871,10 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
   auto grab = [&](int j) {
     if (wk == 0 && lane == 0) {
       const int sl = 8 * grp + ((j - 1) & 7);
-      const int tk = Y * kG + atomicAdd(a.fc1_cnt + blockIdx.x * a.fc1_cnt_stride, 1);
+      // fc1_dyn 2 (a timing probe of the ticket machinery): the static tile order.
+      const int tk = a.fc1_dyn == 2
+                         ? y0 + Y * (grp + kG * j)
+                         : Y * kG + atomicAdd(a.fc1_cnt + blockIdx.x * a.fc1_cnt_stride, 1);
       s_tk[sl] = tk < s_ntiles[grp] ? tk : -1;
       mbar_arrive(&s_tkbar[sl]);
     }
@@ -896,6 +899,19 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
   // Sources of the next chunk's tile, rebuilt only when the cursor enters a new tile.
   typename St::Src nsrc{};
   if (ni.t < n_tg) nsrc = src_of(ni.t);
+  // kDyn: group tile j's ticket (j = n_tg: the tiles before it are known), a tile before the loads
+  // enter tile j; warp 0 then takes tile j + 1's. Read outside the K loop (ptxas rescheduled that
+  // loop when the tickets were read inside it): for j = 1 here, for j = it + 2 at tile it's end.
+  auto resolve = [&](int j) {
+    if (j != n_tg) return;  // a tile before j had no ticket
+    mbar_wait(&s_tkbar[8 * grp + ((j - 1) & 7)], ((j - 1) >> 3) & 1);
+    if (s_tk[8 * grp + ((j - 1) & 7)] >= 0) {
+      n_tg = j + 1;  // (n_my follows: n_tg * n_k, see the refill below)
+      grab(j + 1);
+      if (ni.k == 0 && ni.t == j) nsrc = src_of(j);  // the cursor waits at tile j's start
+    }
+  };
+  if constexpr (kDyn) resolve(1);
 
   float acc[2][4];
 #pragma unroll
@@ -904,20 +920,6 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
     for (int i = 0; i < 4; ++i) acc[m][i] = 0.f;
   int c = 0;
   for (int it = 0; it < n_tg; ++it) {
-    if constexpr (kDyn) {
-      // Tile it + 1's ticket (taken a tile ago, or after the wait for it = 0), before this tile's K
-      // loop, whose loads enter tile it + 1; then warp 0 takes tile it + 2's. The K loop is the
-      // static one's: ptxas rescheduled it when the tickets were read inside it.
-      if (it + 1 == n_tg) {
-        mbar_wait(&s_tkbar[8 * grp + (it & 7)], (it >> 3) & 1);
-        if (s_tk[8 * grp + (it & 7)] >= 0) {
-          n_tg = it + 2;
-          n_my += n_k;
-          grab(it + 2);
-          if (ni.k == 0 && ni.t == it + 1) nsrc = src_of(ni.t);  // the cursor waits at its start
-        }
-      }
-    }
     const int4 tile = tile_of(it);
     const int e = tile.x, slot0 = tile.y, cnt = tile.z;
     // Per-expert scalars, loaded now and used in the epilogue (latency off the critical path).
@@ -930,7 +932,9 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
       const int slot = c % kS;
       stage_mma<OpT, kFold, kSK, 2>(ring + slot * C::kFc1Stage, acc, g, t);
       __syncwarp();  // every lane is done reading the slot before it is refilled
-      if (c + kS < n_my) {
+      // (Whole tiles: n_my = n_tg * n_k, written as the product so that kDyn's growing n_tg
+      // is the one extra live value across this loop.)
+      if (c + kS < (kBal ? n_my : n_tg * n_k)) {
         issue(slot, nsrc, ni, true, true);
         advance(ni);
         if (ni.k == 0 && ni.t < n_tg) nsrc = src_of(ni.t);
@@ -947,6 +951,7 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
     // group's last warp to arrive does it all, ep / ep_n its lane / 32 instead of the group's).
     if constexpr (kLast) {
       if (it > 0) mbar_wait(&s_bar[kG + grp], (it - 1) & 1);
+      if constexpr (kDyn) resolve(it + 2);
       __syncwarp();  // the previous tile's finisher is done with red and ys
     }
 #pragma unroll
