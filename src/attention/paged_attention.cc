@@ -82,11 +82,9 @@ const KernelInfo* find_kernel(int dqk, int dv, int kind, DType q, bool fp8) {
 // ("wideh": wide with each token group's output dims split over two warps, bf16 head dim 256;
 // else it falls back to wide): twice the warps per SM at the same shared memory. (15, "wide3h",
 // the same for wide3 at head dim 128, was removed in session 11: 2-8 % slower.)
-// B12X_ATTN_DECODE_TILE=wide|deep|direct|wdirect|wide3|wdirect2|hcvt|hbits|hmix|hmixk|hmixh|
-// hvec|hcvt3|hcvt2|wideh|wideh3 overrides (benchmarking; 18, "wideh3": wideh with 3 stages, 104
-// KB, SM90's shared memory; else wide; 19 / 20 / 21, "hmix" / "hmixk" / "hmixh", probes: hcvt at
-// head dim 256 with V's / K's / half of V's fragments converted by the bit move, the rest by the
-// hardware cvt).
+// B12X_ATTN_DECODE_TILE=wide|deep|direct|wdirect|wide3|wdirect2|hcvt|hbits|hvec|hcvt3|hcvt2|
+// wideh|wideh3 overrides (benchmarking; 18, "wideh3": wideh with 3 stages, 104 KB, SM90's
+// shared memory; else wide).
 int decode_kind(const PagedCaps& c, ArchFamily family) {
   const bool fp8 = c.kv_dtype == DType::kFP8E4M3;
   const int head_dim = std::max(c.head_dim_qk, c.head_dim_vo);
@@ -99,9 +97,6 @@ int decode_kind(const PagedCaps& c, ArchFamily family) {
   if (e != nullptr && std::string(e) == "wdirect2") return 6;
   if (e != nullptr && std::string(e) == "hcvt") return 8;
   if (e != nullptr && std::string(e) == "hbits") return 9;
-  if (e != nullptr && std::string(e) == "hmix") return head_dim == 256 ? 19 : 8;
-  if (e != nullptr && std::string(e) == "hmixk") return head_dim == 256 ? 20 : 8;
-  if (e != nullptr && std::string(e) == "hmixh") return head_dim == 256 ? 21 : 8;
   if (e != nullptr && std::string(e) == "hvec") return 11;
   if (e != nullptr && std::string(e) == "hcvt3") return 13;
   if (e != nullptr && std::string(e) == "hcvt2") return head_dim == 256 ? 14 : 8;
@@ -114,8 +109,8 @@ int decode_kind(const PagedCaps& c, ArchFamily family) {
     std::call_once(once, [e] {
       log_message(0, std::string("B12X_ATTN_DECODE_TILE=") + e +
                          " is not a decode tile (wide, deep, direct, wdirect, wide3, wdirect2, "
-                         "hcvt, hbits, hmix, hmixk, hmixh, hvec, hcvt3, hcvt2, wideh, wideh3): "
-                         "the default tiles are used");
+                         "hcvt, hbits, hvec, hcvt3, hcvt2, wideh, wideh3): the default tiles are "
+                         "used");
     });
   }
   // Defaults from the H200 (rounds 5-7, 32/8/128, 8k): BF16 wide3 streamed at 84-99% of the
@@ -329,9 +324,6 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
                  : k->kind == 14 ? "_decode_hcvt2"
                  : k->kind == 16 ? "_decode_wideh"
                  : k->kind == 18 ? "_decode_wideh3"
-                 : k->kind == 19 ? "_decode_hmix"
-                 : k->kind == 20 ? "_decode_hmixk"
-                 : k->kind == 21 ? "_decode_hmixh"
                                  : "_decode_hbits") +
                 (fp8 ? "_kvfp8" : "") + (caps.q_dtype == DType::kFP16 ? "_fp16" : "_bf16");
   plan.tile_rows = k->tile_rows;

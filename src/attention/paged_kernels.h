@@ -28,8 +28,7 @@ struct KernelInfo {
   int dqk = 0, dv = 0;
   /// 0 extend, 1 decode wide (4 warps x 16 tokens), 2 deep (2 x 16), 3 direct, 4 wdirect,
   /// 5 wide3, 6 wdirect2, 7 extend wide, 8 hcvt, 9 hbits, 10 extend n64,
-  /// 11 hvec, 12 extend m64, 13 hcvt3, 14 hcvt2, 16 wideh, 18 wideh3, 19 hmix, 20 hmixk, 21 hmixh
-  /// (17 wide3x: removed) (TileCfg)
+  /// 11 hvec, 12 extend m64, 13 hcvt3, 14 hcvt2, 16 wideh, 18 wideh3 (17 wide3x: removed) (TileCfg)
   int kind = 0;
   DType q = DType::kBF16;
   bool fp8 = false;

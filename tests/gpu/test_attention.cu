@@ -504,7 +504,7 @@ TEST(AttentionGpuDecode, DtypesPagesWindowsSinks) {
 TEST(AttentionGpuDecode, AlternativeTiles) {
   B12X_REQUIRE_GPU();
   for (const char* tile : {"wide", "deep", "direct", "wdirect", "wide3", "wdirect2", "hcvt",
-                           "hbits", "hmix", "hmixk", "hmixh", "hvec", "hcvt3"}) {
+                           "hbits", "hvec", "hcvt3"}) {
     setenv("B12X_ATTN_DECODE_TILE", tile, 1);
     int i = 0;
     for (int d : {128, 256})
@@ -1601,20 +1601,14 @@ TEST(AttentionGpuDecode, EarlyKv) {
   cudaStream_t st;
   B12X_TEST_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   const std::vector<int32_t> fresh;
-  for (int j = 0; j < 8; ++j) {
+  for (int j = 0; j < 5; ++j) {
     // case 4: case 3 (FP8 hcvt d256, whose early instance runs at 208 registers by default:
-    // PagedPlan::early_cap) without the cap; cases 5 / 6 / 7: case 3 on the hmix / hmixk / hmixh
-    // probe tiles (capped too)
-    const int i = j >= 4 ? 3 : j;
-    std::optional<ScopedEnvs> knob;  // the defaults otherwise (knob unset)
+    // PagedPlan::early_cap) without the cap
+    const int i = j == 4 ? 3 : j;
+    std::optional<ScopedEnvs> no_cap;  // the defaults otherwise (knob unset)
     if (j == 4)
-      knob.emplace(
+      no_cap.emplace(
           std::initializer_list<std::pair<const char*, const char*>>{{"B12X_ATTN_EARLY_CAP", "0"}});
-    if (j >= 5)
-      knob.emplace(std::initializer_list<std::pair<const char*, const char*>>{
-          {"B12X_ATTN_DECODE_TILE", j == 5   ? "hmix"
-                                    : j == 6 ? "hmixk"
-                                             : "hmixh"}});
     Spec s = gqa_decode_spec({2000, 63, 1, 700}, i == 2 ? 7 : 0, i == 2 ? 7 : 0);
     s.prefix_stable = true;
     s.kv = i % 2 == 1 ? DType::kFP8E4M3 : DType::kBF16;
@@ -1642,13 +1636,7 @@ TEST(AttentionGpuDecode, EarlyKv) {
     PLAN_AND_BIND(p);
     if (sm90) EXPECT_TRUE(p.plan.early_kv) << what << " " << p.plan.kernel;
     EXPECT_EQ(p.plan.early_kv, p.plan.kernel.find("_early") != std::string::npos) << p.plan.kernel;
-    EXPECT_EQ(p.plan.early_cap, sm90 && (j == 3 || j >= 5)) << what << " " << p.plan.kernel;
-    if (j >= 5)
-      EXPECT_NE(p.plan.kernel.find(j == 5   ? "_decode_hmix_"
-                                   : j == 6 ? "_decode_hmixk_"
-                                            : "_decode_hmixh_"),
-                std::string::npos)
-          << p.plan.kernel;
+    EXPECT_EQ(p.plan.early_cap, sm90 && j == 3) << what << " " << p.plan.kernel;
     EXPECT_EQ(p.plan.early_cap, p.plan.kernel.find("_r208") != std::string::npos) << p.plan.kernel;
     p.run(st);
     B12X_TEST_CUDA(cudaStreamSynchronize(st));

@@ -65,15 +65,7 @@ struct TileCfg {
   // tiles in flight per CTA instead of one.
   static constexpr bool kH3 = kKind_ == 18;
   static constexpr int kDH = (kKind_ == 16 || kH3) ? 2 : 1;
-  // kinds 19 ("hmix"), 20 ("hmixk") and 21 ("hmixh"), FP8 head dim 256, probes: hcvt with V's
-  // (19), K's (20) or the odd 32-dim groups of V's (21) fragments made by the bit move
-  // (e4m3_hi_bytes_to_f16x2_scaled, integer pipe: x 2^-8, folded into the output or score scale,
-  // or for 21 into those groups' O accumulators before the epilogue) instead of the hardware cvt,
-  // the rest by the cvt: the conversions split over two pipes.
-  static constexpr bool kBitsV = kKind_ == 19, kBitsK = kKind_ == 20, kBitsVHalf = kKind_ == 21;
-  static constexpr int kKind = (kKind_ == 16 || kH3)              ? 1
-                               : (kBitsV || kBitsK || kBitsVHalf) ? 8
-                                                                  : kKind_;
+  static constexpr int kKind = (kKind_ == 16 || kH3) ? 1 : kKind_;
   static constexpr bool kFp8 = kFp8_;
   static constexpr bool kDecode = kKind != 0 && kKind != 7 && kKind != 10 && kKind != 12;
   // Sub-tiles per stage: the MMA/softmax body runs on kBN / kSub tokens at a time.
@@ -901,7 +893,7 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
           uint32_t ev[4], od[4];
 #pragma unroll
           for (int k = 0; k < 4; ++k) {
-            if constexpr (Cfg::kHwCvt && !Cfg::kBitsK) {
+            if constexpr (Cfg::kHwCvt) {
               ev[k] = hv[2 * k];
               od[k] = hv[2 * k + 1];
             } else {
@@ -1302,7 +1294,7 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
   for (int mb = 0; mb < Cfg::kMB; ++mb) row_scale[mb][0] = row_scale[mb][1] = scale;
   if constexpr (Cfg::kF16Mma) {
     __syncthreads();  // s_qexp
-    constexpr int kKExp = (Cfg::kHwCvt && !Cfg::kBitsK) ? 0 : 8;
+    constexpr int kKExp = Cfg::kHwCvt ? 0 : 8;
 #pragma unroll
     for (int r = 0; r < 2; ++r)
       row_scale[0][r] = scale * __int_as_float((127 + kKExp - s_qexp[g + 8 * r]) << 23);
@@ -1474,7 +1466,7 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
             const uint32_t wv = *reinterpret_cast<const uint32_t*>(
                 sK + row * kDqk + ((kb ^ (row & 7)) << 4) + 4 * t4);
             uint32_t b0, b1;
-            if constexpr (Cfg::kHwCvt && !Cfg::kBitsK) {
+            if constexpr (Cfg::kHwCvt) {
               e4m3x4_to_f16x4_hw(wv, b0, b1);  // (4t, 4t+1), (4t+2, 4t+3)
             } else if constexpr (Cfg::kF16Mma) {
               b0 = e4m3_hi_bytes_to_f16x2_scaled(wv << 8);  // (4t, 4t+2)
@@ -1631,26 +1623,19 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
             };
             const uint32_t w0 = rd(r0), w1 = rd(r0 + 1), w8 = rd(r0 + 8), w9 = rd(r0 + 9);
             uint32_t b0[4], b1[4];
-            auto bits = [&]() {
-            // dim i's bytes of the two token rows straight into the halves' high bytes
+            if constexpr (Cfg::kHwCvt) {
+              e4m3x4_to_f16x4_hw(__byte_perm(w0, w1, 0x5140), b0[0], b0[1]);
+              e4m3x4_to_f16x4_hw(__byte_perm(w0, w1, 0x7362), b0[2], b0[3]);
+              e4m3x4_to_f16x4_hw(__byte_perm(w8, w9, 0x5140), b1[0], b1[1]);
+              e4m3x4_to_f16x4_hw(__byte_perm(w8, w9, 0x7362), b1[2], b1[3]);
+            } else if constexpr (Cfg::kF16Mma) {
+              // dim i's bytes of the two token rows straight into the halves' high bytes
 #pragma unroll
               for (int i = 0; i < 4; ++i) {
                 const uint32_t sel = 0x4000u + 0x1010u * i;
                 b0[i] = e4m3_hi_bytes_to_f16x2_scaled(__byte_perm(w0, w1, sel));
                 b1[i] = e4m3_hi_bytes_to_f16x2_scaled(__byte_perm(w8, w9, sel));
               }
-            };
-            if constexpr (Cfg::kHwCvt) {
-              if (Cfg::kBitsV || (Cfg::kBitsVHalf && (q & 1))) {  // unrolled: resolved per q
-                bits();
-              } else {
-                e4m3x4_to_f16x4_hw(__byte_perm(w0, w1, 0x5140), b0[0], b0[1]);
-                e4m3x4_to_f16x4_hw(__byte_perm(w0, w1, 0x7362), b0[2], b0[3]);
-                e4m3x4_to_f16x4_hw(__byte_perm(w8, w9, 0x5140), b1[0], b1[1]);
-                e4m3x4_to_f16x4_hw(__byte_perm(w8, w9, 0x7362), b1[2], b1[3]);
-              }
-            } else if constexpr (Cfg::kF16Mma) {
-              bits();
             } else {
               e4m3x4_to_bf16x4(__byte_perm(w0, w1, 0x5140), b0[0], b0[1]);
               e4m3x4_to_bf16x4(__byte_perm(w0, w1, 0x7362), b0[2], b0[3]);
@@ -1682,14 +1667,6 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
   }
   cp_async_wait<0>();
   stamp<kStamp>(p, 6);
-  if constexpr (Cfg::kBitsVHalf) {
-    // hmixh: the odd 32-dim groups' (n-blocks 4q..4q+3, q odd) V fragments carried 2^-8
-#pragma unroll
-    for (int nb = 0; nb < kDvW / 8; ++nb)
-#pragma unroll
-      for (int e = 0; e < 4; ++e)
-        if ((nb >> 2) & 1) o[0][nb][e] *= 256.f;
-  }
 
 #pragma unroll
   for (int mb = 0; mb < kMB; ++mb)
@@ -1888,8 +1865,8 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
           ll = ll * rescale + fast_exp2(sl2 - mn);
           mm = mn;
         }
-        // hbits' and hmix's V fragments carry 2^-8 (see e4m3_hi_bytes_to_f16x2_scaled)
-        constexpr float kVScale = (Cfg::kF16Mma && (!Cfg::kHwCvt || Cfg::kBitsV)) ? 256.f : 1.f;
+        // hbits' V fragments carry 2^-8 (see e4m3_hi_bytes_to_f16x2_scaled)
+        constexpr float kVScale = (Cfg::kF16Mma && !Cfg::kHwCvt) ? 256.f : 1.f;
         const float factor = ll > 0.f ? rescale * vdesc * kVScale / ll : 0.f;
         const float lse = ll > 0.f ? mm + __log2f(ll) : -INFINITY;
         if constexpr (Cfg::kVec) {

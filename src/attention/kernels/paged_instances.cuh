@@ -59,8 +59,7 @@ KernelInfo make_info(const char* name) {
           reinterpret_cast<const void*>(&paged_attention_kernel<T, Cfg, true, false, true>);
       k.launch_early = &launch_main<T, Cfg, true, false, true>;
       // FP8 hcvt at head dim 256: the early instance at 208 registers (PagedPlan::early_cap)
-      if constexpr (kFp8 && kDqk == 256 &&
-                    (kKind == 8 || kKind == 19 || kKind == 20 || kKind == 21)) {
+      if constexpr (kFp8 && kDqk == 256 && kKind == 8) {
         k.func_early_cap = reinterpret_cast<const void*>(
             &paged_attention_kernel_cap<T, Cfg, true, false, true, 208>);
         k.launch_early_cap = &launch_main_cap<T, Cfg, 208>;
@@ -120,9 +119,6 @@ void register_kinds(std::vector<KernelInfo>& out, const char* tag) {
   }
   if constexpr (kFp8 && kDqk == 256 && kDv == 256) {
     out.push_back(make_info<T, kFp8, kDqk, kDv, 8, true, true, true>(tag));
-    out.push_back(make_info<T, kFp8, kDqk, kDv, 19, true, true, true>(tag));  // hmix (probe)
-    out.push_back(make_info<T, kFp8, kDqk, kDv, 20, true, true, true>(tag));  // hmixk (probe)
-    out.push_back(make_info<T, kFp8, kDqk, kDv, 21, true, true, true>(tag));  // hmixh (probe)
     out.push_back(make_info<T, kFp8, kDqk, kDv, 9>(tag));
     out.push_back(make_info<T, kFp8, kDqk, kDv, 13, true, true, (kDqk == 128)>(tag));
     out.push_back(make_info<T, kFp8, kDqk, kDv, 14>(tag));
