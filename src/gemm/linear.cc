@@ -575,6 +575,7 @@ std::string stream16_variant_tags(const Plan& p) {
                               ((p.stream16_var & 2) ? "n" : "") +
                               ((p.stream16_var & 4) ? "r" : "") + ((p.stream16_var & 8) ? "c" : "")
                         : std::string()) +
+         (!p.stream16_sk && p.stream16_depth == 0 && (p.stream16_var & 2) ? " nored" : "") +
          (p.stream16_depth > 0 ? " f8d" + std::to_string(p.stream16_depth) : "") +
          (p.stream16_depth > 0 && p.stream16_occ == 3 ? " o3" : "") +
          (p.stream16_depth > 0 && p.stream16_var != 0 ? " v" + std::to_string(p.stream16_var) : "");
@@ -1652,6 +1653,10 @@ Plan plan(const Caps& caps) {
         p.stream16_vp = split_vp;
         p.stream16_qx = qx;
         p.stream16_once = var != 0;
+        // Session 20 timing probe B12X_GEMM_STREAM16_NORED=1 (Plan::stream16_var 2, signature
+        // ' nored'): no reduce launch after the K split (outputs wrong), to split its cost.
+        const char* enr16 = std::getenv("B12X_GEMM_STREAM16_NORED");
+        p.stream16_var = enr16 != nullptr && enr16[0] == '1' ? 2 : 0;
         p.stream16_smem = lin::stream16_smem_bytes(tw, qx, var, split_vp);
         p.stream16_tiles = 8 * tw;
       }
@@ -2444,7 +2449,7 @@ void run(const Binding& b, Stream stream) {
     p.stream_trig = (plan.stream_trig & 4) ? 1 : 0;
     lin::launch_linear_stream16(im.wfmt, plan.stream16_tw, plan.stream16_smem, p, stream,
                                 plan.stream16_once ? lin::kS16VarOnce : 0);
-    if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);
+    if (p.partial != nullptr && !(plan.stream16_var & 2)) lin::launch_linear_reduce(p, stream);
     return;
   }
   const bool m1_mx_qx = (plan.decode_stream_var & 8) && im.wfmt == WFmt::kMxfp4;
