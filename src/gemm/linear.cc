@@ -109,6 +109,27 @@ constexpr int64_t kStreamQxMaxK = 8192;
 /// 5.37 / 11.50 / 12.23 -> 5.12 (v136) / (14.20) / 11.63 (v128, the pre-pass; v136 12.63).
 /// B12X_GEMM_STREAM_JIT=0 turns it off, =1 forces it at the 2-CTA cap (any K parts).
 constexpr bool kStreamJit = true;
+/// Session 20: W4A4's FP4 activations converted in the per-warp blocks by BF16 pair arithmetic
+/// (Plan::decode_stream_var bits 8 | 32, nvfp4x8_bf16_e7 / mxfp4x8_bf16) wherever the blocks run,
+/// instead of the pre-pass (MXFP4, NVFP4 past kStreamQxMaxK) or the scalar conversion (v136);
+/// MXFP4 W4A4 then takes the blocks at the 2-CTA cap for any K parts (no pre-pass launch). Round
+/// 75 (H200, M = 1, us over 4096x4096 / 14336x4096 / 4096x14336 / 6144x4096 / 2048x7168, default
+/// -> QCVT): NVFP4 W4A4 5.16 / - / 11.58 / - / 5.66 -> 4.71 / - / 10.88 / - / 5.14, MXFP4 W4A4
+/// 5.56 / 13.07 / 11.99 / 8.48 / 5.83 -> 4.75 / 12.67 (2 parts) / 11.41 / 7.66 (4 parts) / 5.14.
+/// B12X_GEMM_STREAM_QCVT=0|1 overrides (B12X_GEMM_STREAM_QX=0 turns it off too).
+constexpr bool kStreamQcvt = true;
+/// Session 20: MXFP4 W4A16 with fold-free weights takes NVFP4 W4A16's one-tile-per-SM rule (the
+/// stream kernel at the 2-CTA cap with the early trigger where 0.9-1 row tiles per SM): round 75
+/// 2048x7168 4.91 (decode kernel) -> 4.51 us (round 74 4.90 -> 4.52).
+constexpr bool kStreamMxTilePerSm = true;
+/// Session 20: NVFP4 at the 3-CTA cap with 8 K parts and one group per CTA takes the per-warp
+/// blocks with kLean's registers (one MMA chain, the lane's scale bytes only: 80 registers, no
+/// spills; var bit 64) where that grid fills >= 80 % of the slots, and W4A4 takes that grid there.
+/// Round 75 (6144x4096, 384 CTAs): W4A16 6.43 -> 5.70 us, W4A4 7.96 (4 parts, 2-CTA staging)
+/// -> 6.28; the spilling 3-CTA instance without kLean 7.33 / 7.32; 14336x4096 (2.3 groups per
+/// CTA) 11.04 -> 11.56, not taken. B12X_GEMM_STREAM_JIT=4 forces it at the 3-CTA cap (=3 without
+/// kLean).
+constexpr bool kStreamJitLean3 = true;
 /// Plan::stream_trig's default mask: the 4-row kernel (M = 2..4), round 57 NVFP4 W4A16 M = 4
 /// off -> on 8.72 / 14.83 / 18.14 / 10.67 us -> 6.95 / 14.25 / 18.13 / 10.21 (2048x7168 runs the
 /// decode kernel; round 56 alike). The M = 1 kernel's (mask 1) where its grid fills >= 80 % of
@@ -1356,8 +1377,9 @@ Plan plan(const Caps& caps) {
     // the stream kernel at the 2-CTA cap with the early trigger (one CTA per SM; the next call's
     // CTAs take the second slots) instead of the decode kernel's 8 warps per tile: rounds 60 / 61
     // (three runs) 4.81 / 4.79 / 4.79 us vs 5.00 / 5.03 / 5.05; without the trigger 5.40.
-    const bool tile_per_sm =
-        w4a16 && wf == lin::WFmt::kNvfp4 && geo.n16 <= sms && geo.n16 * 10 >= sms * 9;
+    const bool tile_per_sm = w4a16 &&
+                             (wf == lin::WFmt::kNvfp4 || (kStreamMxTilePerSm && mx_w4a16_free)) &&
+                             geo.n16 <= sms && geo.n16 * 10 >= sms * 9;
     const bool stream_want =
         se != nullptr ? se[0] == '1' : (!w4a16 || geo.n16 > sms || M > 1 || tile_per_sm);
     if (stream_ok && stream_want) {
@@ -1396,8 +1418,24 @@ Plan plan(const Caps& caps) {
         }
         return c;
       };
+      // The per-warp blocks' choices (session 19 / 20, below), read here: W4A4's occupancy rule
+      // depends on them.
+      const char* ej = std::getenv("B12X_GEMM_STREAM_JIT");
+      const char* eqf = std::getenv("B12X_GEMM_STREAM_QCVT");
+      const char* eqx = std::getenv("B12X_GEMM_STREAM_QX");
+      const bool qcvt =
+          eqf != nullptr ? eqf[0] == '1' : kStreamQcvt && !(eqx != nullptr && eqx[0] == '0');
+      const bool lean3 = ej != nullptr ? ej[0] == '4' : kStreamJitLean3;
       int occ = force_occ == 2 || force_occ == 3 ? force_occ : w4a16 && !tile_per_sm ? 3 : 2;
       Choice c = choose(occ);
+      // NVFP4 W4A4 (session 20): the 3-CTA grid with the lean blocks where it gives every CTA one
+      // group of 8 parts and fills >= 80 % of the slots (6144x4096).
+      if (force_occ == 0 && occ == 2 && f == LinearFormat::kNvfp4 && shfl && qcvt && lean3 &&
+          ej == nullptr) {
+        const Choice c3 = choose(3);
+        if (c3.cost >= 0 && c3.parts == 8 && c3.groups <= c3.ctas && c3.ctas * 10 >= c3.slots * 8)
+          c = c3, occ = 3;
+      }
       if (force_occ == 0 && occ == 3 && (c.cost < 0 || c.groups > c.ctas)) c = choose(occ = 2);
       // Session 16: where the 3-CTA grid fills < 80 % of its slots (no early trigger, below) and
       // the 2-CTA grid fills >= 80 % at no more vectors per warp, the 2-CTA registers with the
@@ -1422,28 +1460,28 @@ Plan plan(const Caps& caps) {
         // 60, M = 1 us over 4096x4096 / 14336x4096 / 4096x14336 / 6144x4096 / 2048x7168, pre-pass
         // -> in-kernel: 6.33 / 12.51 / 12.39 / 8.24 / 6.30 (8.24 / 6.30 from round 59) -> 5.32 /
         // 11.48 / 12.97 / 7.80 / 6.10. B12X_GEMM_STREAM_QX=0|1 overrides.
-        const char* eqx = std::getenv("B12X_GEMM_STREAM_QX");
         if (f == LinearFormat::kNvfp4 && shfl &&
             (eqx != nullptr ? eqx[0] == '1' : geo.KP <= kStreamQxMaxK))
           p.decode_stream_var = 8;
         // Session 19 (kStreamJit): per-warp activation blocks instead of the CTA's staging of
         // the whole K where each warp owns its K part, at the 2-CTA cap.
-        // Session 20 probes: B12X_GEMM_STREAM_JIT=3 takes them at the 3-CTA cap with 8 parts
-        // (NVFP4), =4 with kLean's fewer registers (bit 64), B12X_GEMM_STREAM_QCVT=1 W4A4's
-        // in-kernel conversion by BF16 pair arithmetic (bit 32: NVFP4 nvfp4x8_bf16_e7, MXFP4
-        // mxfp4x8_bf16 with bit 8, no pre-pass).
-        const char* ej = std::getenv("B12X_GEMM_STREAM_JIT");
-        const char* eqf = std::getenv("B12X_GEMM_STREAM_QCVT");
-        const bool jit3 = ej != nullptr && (ej[0] == '3' || ej[0] == '4') && occ == 3 &&
-                          c.parts == 8 && wf == lin::WFmt::kNvfp4;
-        if (shfl && (ej != nullptr ? (ej[0] == '1' && occ == 2) || jit3
-                                   : kStreamJit && occ == 2 && c.parts == 8)) {
+        // Session 20: at the 3-CTA cap with 8 parts and one group per CTA with kLean's
+        // registers (bit 64; kStreamJitLean3), and for MXFP4 W4A4 at any parts with its
+        // activations converted in the kernel (kStreamQcvt: bits 8 | 32, also NVFP4 W4A4's).
+        // B12X_GEMM_STREAM_JIT=3 / 4 force them at the 3-CTA cap with 8 parts without / with
+        // kLean (NVFP4).
+        const bool jit3 =
+            occ == 3 && c.parts == 8 && wf == lin::WFmt::kNvfp4 &&
+            (ej != nullptr ? ej[0] == '3' || ej[0] == '4'
+                           : kStreamJitLean3 && c.groups <= c.ctas && c.ctas * 10 >= c.slots * 8);
+        const bool mx_qcvt = qcvt && f == LinearFormat::kMxfp4 && occ == 2;
+        if (shfl &&
+            (ej != nullptr ? (ej[0] == '1' && occ == 2) || jit3
+                           : kStreamJit && ((occ == 2 && c.parts == 8) || jit3 || mx_qcvt))) {
           p.decode_stream_var |= 128;
-          if (eqf != nullptr && eqf[0] == '1' &&
-              (f == LinearFormat::kNvfp4 || (f == LinearFormat::kMxfp4 && occ == 2)))
-            p.decode_stream_var |= 8 | 32;
+          if (qcvt && (f == LinearFormat::kNvfp4 || mx_qcvt)) p.decode_stream_var |= 8 | 32;
           p.decode_stream_smem = lin::kStreamJitBytes;
-          if (jit3 && ej[0] == '4') p.decode_stream_var |= 64;  // kLean
+          if (jit3 && lean3) p.decode_stream_var |= 64;  // kLean
           if (occ == 3 && (p.decode_stream_var & ~64) != 128 &&
               (p.decode_stream_var & ~64) != 168) {
             p.decode_stream_var &= 8;  // no 3-CTA instance: the CTA's staging

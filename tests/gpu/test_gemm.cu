@@ -1500,9 +1500,10 @@ TEST(GemmGpu, DecodeStreamQx) {
     caps.out_dtype = DType::kBF16;
     return gemm::plan(caps);
   };
-  // (Since session 19 with the per-warp activation blocks at 8 K parts, bit 128.)
-  EXPECT_EQ(plan1(4096).decode_stream_var, 8 | 128);
-  EXPECT_EQ(plan1(14336).decode_stream_var, 128);
+  // (Since session 19 with the per-warp activation blocks at 8 K parts, bit 128; session 20 with
+  // the conversion by pair arithmetic in them at any K, bits 8 | 32.)
+  EXPECT_EQ(plan1(4096).decode_stream_var, 8 | 32 | 128);
+  EXPECT_EQ(plan1(14336).decode_stream_var, 8 | 32 | 128);
   {
     ScopedEnv e0("B12X_GEMM_STREAM_QX", "0");
     EXPECT_EQ(plan1(4096).decode_stream_var, 128);
@@ -1555,9 +1556,21 @@ TEST(GemmGpu, DecodeStreamJit) {
     auto var = [](LinearFormat f, int64_t N, int64_t K) {
       return plan_m1(f, N, K).decode_stream_var;
     };
-    EXPECT_EQ(var(LinearFormat::kNvfp4W4A16, 4096, 4096), 128);   // 8 parts
-    EXPECT_EQ(var(LinearFormat::kNvfp4W4A16, 14336, 4096), 0);    // 2 parts
-    EXPECT_EQ(var(LinearFormat::kNvfp4W4A16, 6144, 4096), 0);     // the 3-CTA cap
+    EXPECT_EQ(var(LinearFormat::kNvfp4W4A16, 4096, 4096), 128);  // 8 parts
+    EXPECT_EQ(var(LinearFormat::kNvfp4W4A16, 14336, 4096), 0);   // 2 parts
+    if (device_info(0).sm_count == 132) {
+      // Session 20: the 3-CTA cap with one group of 8 parts per CTA filling >= 80 % of the slots
+      // takes the lean blocks (W4A4 too, converted in the kernel); MXFP4 W4A4 the blocks at any
+      // parts (2 at 14336x4096) with its activations converted in the kernel.
+      EXPECT_EQ(var(LinearFormat::kNvfp4W4A16, 6144, 4096), 128 | 64);
+      EXPECT_EQ(var(LinearFormat::kNvfp4, 6144, 4096), 128 | 64 | 32 | 8);
+      EXPECT_EQ(plan_m1(LinearFormat::kNvfp4, 6144, 4096).decode_stream_occ, 3);
+      EXPECT_EQ(var(LinearFormat::kMxfp4, 14336, 4096), 128 | 32 | 8);
+      EXPECT_EQ(var(LinearFormat::kNvfp4, 14336, 4096), 8);  // 2 parts: the CTA's staging
+      ScopedEnv q0("B12X_GEMM_STREAM_QCVT", "0");
+      EXPECT_EQ(var(LinearFormat::kMxfp4, 14336, 4096), 0);
+      EXPECT_EQ(plan_m1(LinearFormat::kNvfp4, 6144, 4096).decode_stream_occ, 2);
+    }
     EXPECT_EQ(var(LinearFormat::kMxfp4W4A16, 4096, 14336), 128);  // 8 parts
     ScopedEnv e0("B12X_GEMM_STREAM_JIT", "0");
     EXPECT_EQ(var(LinearFormat::kNvfp4W4A16, 4096, 4096), 0);
@@ -1580,7 +1593,7 @@ TEST(GemmGpu, DecodeStreamJit) {
       ++n;
     }
   {
-    ScopedEnv eq1("B12X_GEMM_STREAM_QX", "1");
+    ScopedEnv eq1("B12X_GEMM_STREAM_QX", "1"), e136("B12X_GEMM_STREAM_QCVT", "0");
     for (int64_t K : {1280, 14336}) {
       EXPECT_EQ(plan1(LinearFormat::kNvfp4, 200, K).decode_stream_var, 136) << "K " << K;
       run_case({LinearFormat::kNvfp4, 1, 200, K, DType::kBF16, DType::kBF16, K == 1280},
