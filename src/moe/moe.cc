@@ -634,6 +634,7 @@ DecodeKnobs read_decode_knobs(bool stream, int aquant) {
   knob(k.fc1_kg, "B12X_MOE_FC1_KG", {1, 2, 4, 8}, "1, 2, 4, 8", not_stream);
   knob(k.fc1_last, "B12X_MOE_FC1_LAST", {0, 1}, "0, 1", not_stream);
   knob(k.fc1_dyn, "B12X_MOE_FC1_DYN", {0, 1, 2}, "0, 1, 2", not_stream);
+  knob(k.fc1_fine, "B12X_MOE_FC1_FINE", {0, 1, 2}, "0, 1, 2", not_stream);
   knob(k.fc1_wide, "B12X_MOE_FC1_WIDE", {0, 1, 2, 3}, "0, 1, 2, 3", not_stream);
   knob(k.fc1_bal, "B12X_MOE_FC1_BAL", {0, 1, 2}, "0, 1, 2", not_stream);
   knob(k.fc1_bal1, "B12X_MOE_FC1_BAL1", {0, 1, 2}, "0, 1, 2", not_stream);

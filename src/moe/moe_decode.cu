@@ -46,9 +46,9 @@ void launch_fc1(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, bool 
   // CTAs (3 x ~69 KB) per SM only with the whole unified L1 given to shared memory.
   B12X_CUDA_CHECK(::b12x::detail::opt_in_smem(reinterpret_cast<const void*>(k), kSmem, true));
   const int row_blocks = a.w1.rows_pad / (32 * kWM);
-  const dim3 grid(static_cast<unsigned>(row_blocks),
-                  static_cast<unsigned>(decode_fc1_tile_groups(kn, a.routes, row_blocks, a.sm_count,
-                                                               fc1_ctas_per_sm(kNW))));
+  int y = decode_fc1_tile_groups(kn, a.routes, row_blocks, a.sm_count, fc1_ctas_per_sm(kNW));
+  if constexpr (kLast) y = decode_fc1_fine_groups(kn, a.routes, a.w1.K_pad / 128, y);
+  const dim3 grid(static_cast<unsigned>(row_blocks), static_cast<unsigned>(y));
   launch_k(k, grid, dim3(32 * kNW), kSmem, stream, pdl, a);
   B12X_CUDA_CHECK_LAUNCH();
 }
@@ -275,6 +275,17 @@ int decode_fc1_last(const DecodeKnobs& k, bool wide, int wm, int warps, int grou
                  bal == 0
              ? 1
              : 0;
+}
+
+int decode_fc1_fine_groups(const DecodeKnobs& k, int routes, int k_chunks, int y) {
+  // Session 20: the last-warp two-group FC1 on long tiles (> 32 sub-chunks: DeepSeek-TP4 56,
+  // MiniMax 48) at a finer grid than one wave: ~2 tiles per CTA (fc1_fine 1: one per group) or
+  // ~2.7 (2), more waves of CTAs that the hardware deals to the SMs as they free up, instead of
+  // whole tiles dealt once (H200 round 74 / 75, DeepSeek-TP4 nvfp4 M = 4 at Y = 16 instead of 12
+  // 0.964 / 0.965x, M = 8 at 24 0.990 / 0.984x). Measurement knob DecodeKnobs::fc1_fine.
+  if (k.fc1_groups > 0 || k.fc1_fine == 0 || k_chunks <= 32) return y;
+  const int fine = k.fc1_fine == 2 ? (3 * routes + 7) / 8 : (routes + 1) / 2;
+  return std::max(y, std::min(routes, fine));
 }
 
 bool decode_fc1_dyn(const DecodeKnobs& k, int fc1_last, int k_chunks) {

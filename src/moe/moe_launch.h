@@ -402,6 +402,9 @@ int decode_fc1_warps(const DecodeKnobs& k, int routes, int row_blocks, int sm_co
 /// DecodeArgs::fc1_last of a launch with these FC1 row warps, warps, groups and balance (wide:
 /// more than kMaxInlineRoutes routes): 1 where the last-warp tile ends run, else 0.
 int decode_fc1_last(const DecodeKnobs& k, bool wide, int wm, int warps, int groups, int bal);
+/// grid.y of the last-warp two-group FC1 from the one-wave tile groups y (DecodeKnobs::fc1_fine:
+/// finer grids on long tiles).
+int decode_fc1_fine_groups(const DecodeKnobs& k, int routes, int k_chunks, int y);
 /// DecodeArgs::fc1_dyn of a last-warp FC1 launch with k_chunks sub-chunks per tile.
 bool decode_fc1_dyn(const DecodeKnobs& k, int fc1_last, int k_chunks);
 /// Whether the FC1 takes balanced chunk ranges (DecodeArgs::fc1_bal) where they can run.

@@ -692,6 +692,23 @@ TEST(Moe, DecodeFc1LastWarpEndsRunInTheGpuTestShapes) {
     EXPECT_FALSE(moe::detail::decode_fc1_dyn(dyn, 0, s.k_chunks));
     EXPECT_FALSE(moe::detail::decode_fc1_dyn(*s.k, 1, s.k_chunks));
   }
+  // Finer grids for the last-warp FC1 on long tiles (B12X_MOE_FC1_FINE): DeepSeek-TP4 (56
+  // sub-chunks, one-wave Y = 12) at 32 / 64 routes, ~2 (1) or ~2.7 (2) tiles per CTA; unchanged at
+  // <= 32 sub-chunks (Qwen3.5-TP4), with FC1_GROUPS forced, or off.
+  moe::DecodeKnobs fine;
+  fine.fc1_fine = 1;
+  EXPECT_EQ(moe::detail::decode_fc1_fine_groups(fine, 32, 56, 12), 16);
+  EXPECT_EQ(moe::detail::decode_fc1_fine_groups(fine, 64, 56, 12), 32);
+  EXPECT_EQ(moe::detail::decode_fc1_fine_groups(fine, 40, 32, 6), 6);
+  fine.fc1_fine = 2;
+  EXPECT_EQ(moe::detail::decode_fc1_fine_groups(fine, 32, 56, 12), 12);
+  EXPECT_EQ(moe::detail::decode_fc1_fine_groups(fine, 64, 56, 12), 24);
+  fine.fc1_groups = 12;
+  EXPECT_EQ(moe::detail::decode_fc1_fine_groups(fine, 64, 56, 12), 12);
+  EXPECT_EQ(moe::detail::decode_fc1_fine_groups(moe::DecodeKnobs{}, 64, 56, 12),
+            moe::DecodeKnobs{}.fc1_fine == 0   ? 12
+            : moe::DecodeKnobs{}.fc1_fine == 1 ? 32
+                                               : 24);
   // Never with the balanced group, other warp counts or row warps, or beyond 128 routes.
   EXPECT_EQ(moe::detail::decode_fc1_last(def, false, 1, 8, 1, 1), 0);
   EXPECT_EQ(moe::detail::decode_fc1_last(def, false, 1, 12, 1, 0), 0);
