@@ -708,16 +708,6 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
           tmp[nt][i] = kOneChain ? tmp2[0][nt][i] : tmp2[0][nt][i] + tmp2[1][nt][i];
       const float w0 = kGroup ? gsc[0][j] : 1.f;
       const float w1 = kGroup ? gsc[1][j] : 1.f;
-      if constexpr (kF8 && kGroup == 32 && NT == 1) {
-        // MXFP8 (a fold per atom) with one staged row: only token 0 (c0 / c2 of the t = 0 lanes)
-        // is ever stored, so one activation scale and c1 / c3 left unfolded.
-        if (rows == 1) {
-          const float x0 = has_xs ? xsc[gcol0 + j] : 1.f;
-          dst[0][0] = fmaf(tmp[0][0], w0 * x0, dst[0][0]);
-          dst[0][2] = fmaf(tmp[0][2], w1 * x0, dst[0][2]);
-          return;
-        }
-      }
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
         float x0 = 1.f, x1 = 1.f;
