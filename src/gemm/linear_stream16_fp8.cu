@@ -5,14 +5,13 @@
 #include "core/launch.h"
 #include "gemm/kernels/linear_stream16_fp8.cuh"
 #include "gemm/linear_stream16_fp8.h"
+#include "gemm/linear_stream16_fp8_var.h"
 
 namespace b12x::gemm::lin {
 
 static_assert(kF8SmemBytes<2, 32, 1, true> <= 101376 &&
                   kF8SmemBytes<2, 32, 1, true, kF8VarFold> <= 101376,
               "FP8 M <= 16 block kernel: slots exceed 99 KB");
-
-using F8Fn = void (*)(const LinearParams);
 
 namespace {
 
@@ -73,40 +72,21 @@ F8Fn pick_q(WFmt f, int tw, int nt, int mma, int depth) {
   }
 }
 
-// Kernel variants (kF8Var*): f16 MMAs.
-template <int kGroup, int kDepth, bool kQ, int kVar>
-F8Fn pick_var(int tw, int nt) {
-  switch (tw * 4 + nt) {
-    case 1 * 4 + 1:
-      return &linear_stream16_fp8_kernel<1, 1, kGroup, 1, kDepth, kQ, 2, kVar>;
-    case 1 * 4 + 2:
-      return &linear_stream16_fp8_kernel<1, 2, kGroup, 1, kDepth, kQ, 2, kVar>;
-    case 2 * 4 + 1:
-      return &linear_stream16_fp8_kernel<2, 1, kGroup, 1, kDepth, kQ, 2, kVar>;
-    case 2 * 4 + 2:
-      return &linear_stream16_fp8_kernel<2, 2, kGroup, 1, kDepth, kQ, 2, kVar>;
-    default:
-      return nullptr;
-  }
-}
-
-}  // namespace
-
-/// linear_stream16_fp8_var.cu: kF8VarQm and the session-20 probes.
-F8Fn pick_stream16_f8_var2(int tw, int nt, int var);
-
-namespace {
-
-// kF8VarFold (MXFP8), with kF8VarQ8 where quantized in the kernel; depth 4.
+// kF8VarFold (MXFP8), with kF8VarQ8 where quantized in the kernel; depth 4. Session 20's
+// variants (kF8VarQ32, kF8VarLate) in linear_stream16_fp8_var.cu / _late.cu.
 F8Fn pick_variant(WFmt f, int tw, int nt, int depth, bool q, int var) {
+  constexpr int kV6 = kF8VarFold | kF8VarQ8;
+  if (var == kF8VarLate) return pick_stream16_f8_late(f, tw, nt, depth, q);
   if (f != WFmt::kFp8Mx || depth != 4) return nullptr;
-  if (var & ~(kF8VarFold | kF8VarQ8)) return q ? pick_stream16_f8_var2(tw, nt, var) : nullptr;
+  if (var == (kV6 | kF8VarLate)) return q ? pick_stream16_f8_late(f, tw, nt, depth, q) : nullptr;
+  if (var == (kV6 | kF8VarQ32) || var == (kV6 | kF8VarQ32 | kF8VarLate))
+    return q ? pick_stream16_f8_mx_q32(tw, nt, (var & kF8VarLate) != 0) : nullptr;
   switch (var) {
     case kF8VarFold:
-      return q ? pick_var<32, 4, true, kF8VarFold>(tw, nt)
-               : pick_var<32, 4, false, kF8VarFold>(tw, nt);
-    case kF8VarFold | kF8VarQ8:
-      return q ? pick_var<32, 4, true, kF8VarFold | kF8VarQ8>(tw, nt) : nullptr;
+      return q ? pick_s16f8_tw_nt<32, 4, true, kF8VarFold>(tw, nt)
+               : pick_s16f8_tw_nt<32, 4, false, kF8VarFold>(tw, nt);
+    case kV6:
+      return q ? pick_s16f8_tw_nt<32, 4, true, kV6>(tw, nt) : nullptr;
     default:
       return nullptr;
   }

@@ -15,19 +15,11 @@ struct LinearParams;
 /// says what each does).
 inline constexpr int kF8VarFold = 2;  ///< MXFP8 scales folded into the f16 operands
 inline constexpr int kF8VarQ8 = 4;    ///< MXFP8's in-kernel quantization on all 8 warps
-/// With kF8VarQ8: only the warps holding tokens below M quantize (rows past M are never stored).
-inline constexpr int kF8VarQm = 8;
-/// Session 20 probes (timing only, wrong results; one token tile, M <= 8): the in-kernel
-/// quantization, the weight splat build, the weights' HMUL2s skipped.
-inline constexpr int kF8VarPrNoQ = 16;
-inline constexpr int kF8VarPrNoSplat = 32;
-inline constexpr int kF8VarPrNoHmul = 64;
-/// With kF8VarFold: the weights' E8M0 scales as an fp32 fold per atom (4 FFMAs per token tile
-/// into a chunk sum) instead of the HMUL2s on the weight fragments (8 per atom and tile).
-inline constexpr int kF8VarWf = 128;
 /// With kF8VarQ8 at one token tile (M <= 8): the quantization on a warp per token, one 8-value
 /// piece per lane, instead of 16 lanes per token with two pieces each.
-inline constexpr int kF8VarQ32 = 256;
+inline constexpr int kF8VarQ32 = 8;
+/// Any FP8 format: chunk c + 1 converted / quantized after chunk c's MMAs instead of before.
+inline constexpr int kF8VarLate = 16;
 
 /// FP8 weights (per-tensor, block FP8, MXFP8) on e4m3 activations (MXFP8 / block FP8 with their
 /// group scales, p.xs_kind kXsE8m0Rows / kXsF32Rows); CTAs of 8 warps x tw (1 or 2) 16-row tiles

@@ -2332,11 +2332,11 @@ TEST(GemmGpu, DecodeStream16Fp8) {
       }
   }
   // MXFP8's in-kernel quantization on all 8 warps with its folded scales (VAR=6, the default on
-  // SM90; 14: only the warps with tokens below M quantize, at M = 1 / 3 / 16; 142: 14 with the
-  // weight scales as a per-atom fp32 fold; 270: 14 on a warp per token at M <= 8): tw 1 / 2,
-  // M = 5 / 12 / 16, splits 1 / 3, K tails
-  // (half chunks, 4864), partial CTAs, FP16 outputs, a graph.
-  for (const int var : {6, 14, 142, 270}) {
+  // SM90; only the warps with tokens below M quantize), 14 (a warp per token at M <= 8), 22
+  // (chunk c + 1 quantized after chunk c's MMAs), 30 (both; 14 / 22 / 30 at M = 1 / 3 / 16): tw
+  // 1 / 2, M = 5 / 12 / 16, splits 1 / 3, K tails (half chunks, 4864), partial CTAs, FP16
+  // outputs, a graph.
+  for (const int var : {6, 14, 22, 30}) {
     ScopedEnv em("B12X_GEMM_DECODE_F8MMA", "1"), eq("B12X_GEMM_STREAM16_QX", "1"),
         ev("B12X_GEMM_STREAM16_F8_VAR", std::to_string(var).c_str());
     int k = 0;
@@ -2356,6 +2356,32 @@ TEST(GemmGpu, DecodeStream16Fp8) {
         EXPECT_EQ(l.var, var) << name(c);
         EXPECT_TRUE(l.q) << name(c);
         EXPECT_EQ(l.split, f8_split(c.K, std::atoi(sp))) << name(c);
+      }
+  }
+  // Per-tensor / block FP8 with chunk c + 1 converted / quantized after chunk c's MMAs (VAR=16,
+  // session 20): tw 1 / 2 (per-tensor depth 4 / 8), M = 5 / 16, splits 1 / 3, K tails.
+  {
+    ScopedEnv em("B12X_GEMM_DECODE_F8MMA", "1"), ev("B12X_GEMM_STREAM16_F8_VAR", "16");
+    int k = 0;
+    for (const LinearFormat f : {LinearFormat::kFp8Tensor, LinearFormat::kFp8Block})
+      for (const char* tw : {"1", "2"}) {
+        const char* sp = (k % 2) ? "3" : "1";
+        ScopedEnv et("B12X_GEMM_STREAM16_TW", tw), es("B12X_GEMM_STREAM16_SPLIT", sp),
+            ed("B12X_GEMM_STREAM16_DEPTH",
+               tw[0] == '1' || f == LinearFormat::kFp8Block ? "4" : "8");
+        Case c{f,
+               (k % 2) ? int64_t{16} : int64_t{5},
+               (k % 2) ? 72 : 200,
+               (k % 2) ? 4864 : 1312,
+               f == LinearFormat::kFp8Tensor ? DType::kFP8E4M3 : DType::kBF16,
+               DType::kBF16,
+               (k % 2) == 0};
+        ++k;
+        const int64_t before = gemm::lin::last_stream16_f8_launch().serial;
+        run_case(c, /*graph_replay=*/k == 4);
+        const gemm::lin::Stream16F8Launch l = gemm::lin::last_stream16_f8_launch();
+        EXPECT_GT(l.serial, before) << name(c) << " tw " << tw;
+        EXPECT_EQ(l.var, 16) << name(c);
       }
   }
   // Ring depth 8 (f16 MMAs: per-tensor, block FP8 / MXFP8 at tw 1) and the plan's own split
