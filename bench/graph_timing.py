@@ -83,20 +83,26 @@ def read_bandwidth_gbs(device=None):
     return 2 ** 31 / (us * 1e-6) / 1e9
 
 
-def timeline(fn, per_graph, strip=""):
-    """Prints the device timeline of one graph replay of fn(0..per_graph-1) (torch.profiler /
-    CUPTI): each kernel's start, end and duration in us from the replay's first kernel start.
-    With programmatic dependent launch a kernel starts when it is launched early (it then waits
-    on the device), so overlapping rows are expected."""
+def kernel_events(g):
+    """The kernel events (chrome-trace dicts: name, ts, dur in us) of one replay of the captured
+    graph `g` under torch.profiler (CUPTI)."""
     from torch.profiler import ProfilerActivity, profile
-    g = capture_graph(fn, per_graph)
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         g.replay()
         torch.cuda.synchronize()
     with tempfile.NamedTemporaryFile(suffix=".json") as f:
         prof.export_chrome_trace(f.name)
         with open(f.name) as fj:
-            evs = [e for e in json.load(fj)["traceEvents"] if e.get("cat") == "kernel"]
+            return [e for e in json.load(fj)["traceEvents"] if e.get("cat") == "kernel"]
+
+
+def timeline(fn, per_graph, strip=""):
+    """Prints the device timeline of one graph replay of fn(0..per_graph-1) (torch.profiler /
+    CUPTI): each kernel's start, end and duration in us from the replay's first kernel start.
+    With programmatic dependent launch a kernel starts when it is launched early (it then waits
+    on the device), so overlapping rows are expected."""
+    g = capture_graph(fn, per_graph)
+    evs = kernel_events(g)
     del g
     evs.sort(key=lambda e: e["ts"])
     if not evs:

@@ -13,10 +13,8 @@ adds the base variant's per-kernel median durations over one replay (torch.profi
 variant's.
 """
 
-import json
 import os
 import sys
-import tempfile
 import time
 
 import numpy as np
@@ -39,16 +37,8 @@ def parse_variants(text):
 
 
 def kernel_medians(g):
-    from torch.profiler import ProfilerActivity, profile
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        g.replay()
-        torch.cuda.synchronize()
-    with tempfile.NamedTemporaryFile(suffix=".json") as f:
-        prof.export_chrome_trace(f.name)
-        with open(f.name) as fj:
-            evs = [e for e in json.load(fj)["traceEvents"] if e.get("cat") == "kernel"]
     spans = {}
-    for e in evs:
+    for e in gt.kernel_events(g):
         n = e["name"].split("(")[0].split("<")[0].split("::")[-1].replace("moe_decode_", "")
         spans.setdefault(n[:12], []).append(e["dur"])
     return " ".join(f"{k}={np.median(v):.1f}" for k, v in spans.items())

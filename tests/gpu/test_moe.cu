@@ -362,6 +362,44 @@ std::vector<std::vector<uint16_t>> eager_with_knobs(
   return out;
 }
 
+/// Replays of G's plan (problem P) captured in a CUDA graph on a non-blocking stream, after new
+/// routes Q (P's, redrawn) were uploaded into G's buffers: n replays, the output poisoned before
+/// each, every one bit-equal to an eager run of the same inputs on that stream (`what` names the
+/// path); the last replay's output in `replay`.
+void check_graph_replays(GpuRun& G, const Problem& P, int n, const char* what, Problem& Q,
+                         std::vector<uint16_t>& replay) {
+  Q = P;  // (and a zero output: a failed capture leaves the caller's checks something to fail on)
+  replay.assign(static_cast<size_t>(P.c.M * P.c.H), 0);
+  cudaStream_t s;
+  B12X_TEST_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  B12X_TEST_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  const b12x_status st = G.launch(s);
+  B12X_TEST_CUDA(cudaStreamEndCapture(s, &graph));
+  ASSERT_EQ(st, B12X_OK) << b12x_last_error();
+  B12X_TEST_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  Q.new_routes();
+  G.ids.upload(Q.ids);
+  G.wts.upload(Q.wts);
+  std::vector<std::vector<uint16_t>> out;
+  for (int r = 0; r < n; ++r) {
+    G.out.poison();
+    B12X_TEST_CUDA(cudaDeviceSynchronize());
+    B12X_TEST_CUDA(cudaGraphLaunch(exec, s));
+    B12X_TEST_CUDA(cudaStreamSynchronize(s));
+    out.push_back(G.out.download());
+  }
+  const auto eager = G.run_eager(s);
+  for (int r = 0; r < n; ++r)
+    EXPECT_EQ(std::memcmp(out[r].data(), eager.data(), 2 * eager.size()), 0)
+        << what << ": replay " << r << " differs from eager";
+  replay = out.back();
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(s);
+}
+
 void check_against_reference(const Problem& P, const std::vector<float>& got, double min_cos) {
   const std::vector<float> ref = P.reference();
   std::vector<double> refd(ref.begin(), ref.end());
@@ -713,31 +751,10 @@ TEST(MoeGpu, DecodeStreamFc2RowsAreBitEqual) {
         if (v == 1) check_against_reference(P, G.as_float(got[v]), 0.9999);
         if (v != 1 || std::string(split) != "1") continue;
         // Graph replay of the 32-row plan with new routes matches eager.
-        cudaStream_t s;
-        B12X_TEST_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-        cudaGraph_t graph;
-        cudaGraphExec_t exec;
-        B12X_TEST_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-        const b12x_status st = G.launch(s);
-        B12X_TEST_CUDA(cudaStreamEndCapture(s, &graph));
-        ASSERT_EQ(st, B12X_OK) << b12x_last_error();
-        B12X_TEST_CUDA(cudaGraphInstantiate(&exec, graph, 0));
-        Problem Q = P;
-        Q.new_routes();
-        G.ids.upload(Q.ids);
-        G.wts.upload(Q.wts);
-        G.out.poison();
-        B12X_TEST_CUDA(cudaDeviceSynchronize());
-        B12X_TEST_CUDA(cudaGraphLaunch(exec, s));
-        B12X_TEST_CUDA(cudaStreamSynchronize(s));
-        const auto replay = G.out.download();
-        const auto eager = G.run_eager(s);
-        EXPECT_EQ(std::memcmp(replay.data(), eager.data(), 2 * replay.size()), 0)
-            << "32-row FC2: replay differs from eager";
+        Problem Q;
+        std::vector<uint16_t> replay;
+        check_graph_replays(G, P, 1, "32-row FC2", Q, replay);
         check_against_reference(Q, G.as_float(replay), 0.9999);
-        cudaGraphExecDestroy(exec);
-        cudaGraphDestroy(graph);
-        cudaStreamDestroy(s);
       }
     }
 }
@@ -803,34 +820,9 @@ TEST(MoeGpu, DecodeStreamFc1LastWarpTileEndsAreBitEqual) {
     GpuRun G(P);
     for (const auto& k : kv) unsetenv(k.first);
     ASSERT_TRUE(G.ok);
-    cudaStream_t s;
-    B12X_TEST_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    cudaGraph_t graph;
-    cudaGraphExec_t exec;
-    B12X_TEST_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-    const b12x_status st = G.launch(s);
-    B12X_TEST_CUDA(cudaStreamEndCapture(s, &graph));
-    ASSERT_EQ(st, B12X_OK) << b12x_last_error();
-    B12X_TEST_CUDA(cudaGraphInstantiate(&exec, graph, 0));
-    Problem Q = P;
-    Q.new_routes();
-    G.ids.upload(Q.ids);
-    G.wts.upload(Q.wts);
-    std::vector<uint16_t> replay[2];
-    for (int r = 0; r < 2; ++r) {
-      G.out.poison();
-      B12X_TEST_CUDA(cudaDeviceSynchronize());
-      B12X_TEST_CUDA(cudaGraphLaunch(exec, s));
-      B12X_TEST_CUDA(cudaStreamSynchronize(s));
-      replay[r] = G.out.download();
-    }
-    const auto again = G.run_eager(s);
-    for (int r = 0; r < 2; ++r)
-      EXPECT_EQ(std::memcmp(replay[r].data(), again.data(), 2 * again.size()), 0)
-          << "ticketed tiles: replay " << r << " differs from eager";
-    cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(graph);
-    cudaStreamDestroy(s);
+    Problem Q;
+    std::vector<uint16_t> replay;
+    check_graph_replays(G, P, 2, "ticketed tiles", Q, replay);
   }
   // decode_fc1_long_groups: with the default knobs a tile of > 32 sub-chunks (H = 4224: 33) on
   // CTAs walking >= 2 tiles (96 row blocks, 4 tile groups, 16 routes) runs the two groups with
@@ -898,31 +890,10 @@ TEST(MoeGpu, DecodeStreamFc2KInterleaved) {
     check_against_reference(P, G.as_float(G.run_eager()), 0.9999);
     if (&v != &vars[0]) continue;
     // Graph replay of the rule's plan with new routes matches eager.
-    cudaStream_t s;
-    B12X_TEST_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    cudaGraph_t graph;
-    cudaGraphExec_t exec;
-    B12X_TEST_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-    const b12x_status st = G.launch(s);
-    B12X_TEST_CUDA(cudaStreamEndCapture(s, &graph));
-    ASSERT_EQ(st, B12X_OK) << b12x_last_error();
-    B12X_TEST_CUDA(cudaGraphInstantiate(&exec, graph, 0));
-    Problem Q = P;
-    Q.new_routes();
-    G.ids.upload(Q.ids);
-    G.wts.upload(Q.wts);
-    G.out.poison();
-    B12X_TEST_CUDA(cudaDeviceSynchronize());
-    B12X_TEST_CUDA(cudaGraphLaunch(exec, s));
-    B12X_TEST_CUDA(cudaStreamSynchronize(s));
-    const auto replay = G.out.download();
-    const auto again = G.run_eager(s);
-    EXPECT_EQ(std::memcmp(replay.data(), again.data(), 2 * replay.size()), 0)
-        << "K-interleaved FC2: replay differs from eager";
+    Problem Q;
+    std::vector<uint16_t> replay;
+    check_graph_replays(G, P, 1, "K-interleaved FC2", Q, replay);
     check_against_reference(Q, G.as_float(replay), 0.9999);
-    cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(graph);
-    cudaStreamDestroy(s);
   }
 }
 
