@@ -592,9 +592,8 @@ std::string stream_rows_describe(const Plan& p) {
 // tag names a different kernel instance or launch shape, so both must carry all of them).
 std::string stream16_variant_tags(const Plan& p) {
   return std::string(p.stream16_qx ? " qx" : "") + (p.stream16_once ? " once" : "") +
-         (p.stream16_sk ? std::string((p.stream16_var & 1) ? " skp" : " sk") +
-                              ((p.stream16_var & 2) ? "n" : "") +
-                              ((p.stream16_var & 4) ? "r" : "") + ((p.stream16_var & 8) ? "c" : "")
+         (p.stream16_sk ? std::string(" sk") + ((p.stream16_var & 2) ? "n" : "") +
+                              ((p.stream16_var & 8) ? "c" : "")
                         : std::string()) +
          (!p.stream16_sk && p.stream16_depth == 0 && (p.stream16_var & 2) ? " nored" : "") +
          (p.stream16_depth > 0 ? " f8d" + std::to_string(p.stream16_depth) : "") +
@@ -1702,8 +1701,10 @@ Plan plan(const Caps& caps) {
     // Session 20 (probe): the stream-K block kernel (lin::launch_linear_stream16_sk), every CTA
     // an even share (per = ceil(work / slots) vectors, at most kS16OnceMaxVp) of the row groups
     // x kvec vectors. B12X_GEMM_STREAM16_SK=1 from M = 5 (with the block kernel's plan), =2 also
-    // at M = 2..4 (capacities from 2); B12X_GEMM_STREAM16_SK_VP=<per> forces the share,
-    // B12X_GEMM_STREAM16_SK_PIPE=1 the two-group staging (Plan::stream16_var 1).
+    // at M = 2..4 (capacities from 2); B12X_GEMM_STREAM16_SK_VP=<per> forces the share. Round 75
+    // (docs/gemm.md, session 20): slower than the defaults on every shape at M >= 5; dropped
+    // there (removed): a two-group activation staging (_SK_PIPE) and a reduce kernel with 8 slot
+    // loads in flight per thread (_SK_RED), neither faster.
     if (sk_mode > 0 && !fp16 && stream_bf16_act && split_env == nullptr &&
         (wf == lin::WFmt::kNvfp4 || wf == lin::WFmt::kMxfp4) && (M >= kS16MinM || sk_mode == 2) &&
         !p.stream16_qx) {
@@ -1717,19 +1718,14 @@ Plan plan(const Caps& caps) {
         const int64_t slots = sms * std::max(fit, 1);
         per = static_cast<int>(std::max<int64_t>(1, (work + slots - 1) / slots));
       }
-      const char* epipe = std::getenv("B12X_GEMM_STREAM16_SK_PIPE");
       // Timing probe B12X_GEMM_STREAM16_SK_NORED=1 (var 2): no reduce launch (outputs wrong).
       const char* enr = std::getenv("B12X_GEMM_STREAM16_SK_NORED");
-      // B12X_GEMM_STREAM16_SK_RED=1 (var 4): its own reduce kernel, 8 slot loads in flight.
-      const char* ered = std::getenv("B12X_GEMM_STREAM16_SK_RED");
-      // B12X_GEMM_STREAM16_SK_CONT=1 (var 8): the ring runs on across segments (not with PIPE).
+      // B12X_GEMM_STREAM16_SK_CONT=1 (var 8): the ring runs on across segments.
       const char* econt = std::getenv("B12X_GEMM_STREAM16_SK_CONT");
       const int sk_var =
-          (epipe != nullptr && epipe[0] == '1' ? 1 : 0) |
-          (enr != nullptr && enr[0] == '1' ? 2 : 0) | (ered != nullptr && ered[0] == '1' ? 4 : 0) |
-          (econt != nullptr && econt[0] == '1' && !(epipe != nullptr && epipe[0] == '1') ? 8 : 0);
+          (enr != nullptr && enr[0] == '1' ? 2 : 0) | (econt != nullptr && econt[0] == '1' ? 8 : 0);
       if (per <= lin::kS16OnceMaxVp &&
-          lin::prepare_linear_stream16_sk(caps.device, wf, per, sk_var & 9) > 0) {
+          lin::prepare_linear_stream16_sk(caps.device, wf, per, sk_var & 8) > 0) {
         p.stream16_sk = true;
         p.stream16_min_m = sk_mode == 2 ? 2 : static_cast<int>(kS16MinM);
         p.stream16_tw = 2;
@@ -1738,7 +1734,7 @@ Plan plan(const Caps& caps) {
         p.stream16_split = lin::stream16_sk_slots(geo.n16, geo.kvec, per);
         p.stream16_qx = false;
         p.stream16_once = false;
-        p.stream16_smem = lin::stream16_sk_smem_bytes(per, sk_var & 9);
+        p.stream16_smem = lin::stream16_sk_smem_bytes(per, sk_var & 8);
         p.stream16_var = sk_var;
       }
     }
@@ -2468,13 +2464,8 @@ void run(const Binding& b, Stream stream) {
     p.partial = p.split > 1 ? reinterpret_cast<float*>(b.scratch + plan.off_partial) : nullptr;
     p.stream_vp = plan.stream16_vp;
     p.stream_tiles = plan.stream16_tiles;
-    lin::launch_linear_stream16_sk(im.wfmt, plan.stream16_smem, p, stream, plan.stream16_var & 9);
-    if (p.partial != nullptr && !(plan.stream16_var & 2)) {
-      if (plan.stream16_var & 4)
-        lin::launch_linear_reduce_sk(p, stream);
-      else
-        lin::launch_linear_reduce(p, stream);
-    }
+    lin::launch_linear_stream16_sk(im.wfmt, plan.stream16_smem, p, stream, plan.stream16_var & 8);
+    if (p.partial != nullptr && !(plan.stream16_var & 2)) lin::launch_linear_reduce(p, stream);
     return;
   }
   if (M >= kS16MinM && M <= 16 && plan.stream16_tw > 0 &&

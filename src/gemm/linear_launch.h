@@ -119,13 +119,10 @@ void launch_linear_stream16(WFmt f, int tw, int64_t smem, const LinearParams& p,
 int64_t stream16_sk_smem_bytes(int per, int var = 0);
 int stream16_sk_slots(int64_t n16, int64_t kvec, int per);
 /// Host only (plan time): the opt-in and the CTAs per SM (the min over both token-tile variants).
-/// var 1: the two-group staging (kPipe, probe); 8: the ring across segments (kCont, probe).
+/// var 8: the ring across segments (kCont, probe).
 int prepare_linear_stream16_sk(int device, WFmt f, int per, int var = 0);
 void launch_linear_stream16_sk(WFmt f, int64_t smem, const LinearParams& p, Stream stream,
                                int var = 0);
-/// The stream-K kernel's reduce with 8 slot loads in flight per thread (probe, var 4; the same
-/// sums as launch_linear_reduce).
-void launch_linear_reduce_sk(const LinearParams& p, Stream stream);
 /// grid = (ceil(n16/4), split, ceil(M / (8*nt))); p.cluster_split > 1 launches grid.y as one
 /// thread-block cluster. p.stage_rows / p.stage_slices size the activation staging.
 void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stream stream);

@@ -237,22 +237,21 @@ int stream16_sk_slots(int64_t n16, int64_t kvec, int per) {
 }
 
 namespace {
-template <bool kPipe, bool kCont>
+template <bool kCont>
 S16Fn pick_stream16_sk_t(int nt, bool mx, bool mx_free) {
   if (mx && mx_free)
-    return nt == 1 ? &linear_stream16_sk_kernel<1, true, true, kPipe, kCont>
-                   : &linear_stream16_sk_kernel<2, true, true, kPipe, kCont>;
+    return nt == 1 ? &linear_stream16_sk_kernel<1, true, true, kCont>
+                   : &linear_stream16_sk_kernel<2, true, true, kCont>;
   if (mx)
-    return nt == 1 ? &linear_stream16_sk_kernel<1, true, false, kPipe, kCont>
-                   : &linear_stream16_sk_kernel<2, true, false, kPipe, kCont>;
-  return nt == 1 ? &linear_stream16_sk_kernel<1, false, false, kPipe, kCont>
-                 : &linear_stream16_sk_kernel<2, false, false, kPipe, kCont>;
+    return nt == 1 ? &linear_stream16_sk_kernel<1, true, false, kCont>
+                   : &linear_stream16_sk_kernel<2, true, false, kCont>;
+  return nt == 1 ? &linear_stream16_sk_kernel<1, false, false, kCont>
+                 : &linear_stream16_sk_kernel<2, false, false, kCont>;
 }
-/// var: 1 the two-group staging (kPipe), 8 the ring across segments (kCont), 0 neither.
+/// var: 8 the ring across segments (kCont), 0 without.
 S16Fn pick_stream16_sk(int nt, bool mx, bool mx_free, int var) {
-  return var == 1   ? pick_stream16_sk_t<true, false>(nt, mx, mx_free)
-         : var == 8 ? pick_stream16_sk_t<false, true>(nt, mx, mx_free)
-                    : pick_stream16_sk_t<false, false>(nt, mx, mx_free);
+  return var == 8 ? pick_stream16_sk_t<true>(nt, mx, mx_free)
+                  : pick_stream16_sk_t<false>(nt, mx, mx_free);
 }
 }  // namespace
 
@@ -274,8 +273,8 @@ void launch_linear_stream16_sk(WFmt f, int64_t smem, const LinearParams& p, Stre
   const int nt = p.M <= 8 ? 1 : 2;
   const S16Fn k = pick_stream16_sk(nt, f == WFmt::kMxfp4, p.mx_free != 0, var);
   const int64_t work = (p.n16 + 15) / 16 * p.kvec;
-  B12X_ASSERT((f == WFmt::kNvfp4 || f == WFmt::kMxfp4) && (var == 0 || var == 1 || var == 8) &&
-                  p.M >= 1 && p.M <= 16 && p.act_kind == kActRaw16 && p.xs_kind == kXsNone &&
+  B12X_ASSERT((f == WFmt::kNvfp4 || f == WFmt::kMxfp4) && (var == 0 || var == 8) && p.M >= 1 &&
+                  p.M <= 16 && p.act_kind == kActRaw16 && p.xs_kind == kXsNone &&
                   p.stream_vp >= 1 && p.stream_vp <= kS16OnceMaxVp &&
                   smem == s16_sk_smem(p.stream_vp, var == 8) &&
                   p.split == stream16_sk_slots(p.n16, p.kvec, p.stream_vp) &&
@@ -297,15 +296,6 @@ void launch_linear_stream16_sk(WFmt f, int64_t smem, const LinearParams& p, Stre
   B12X_CUDA_CHECK(b12x::detail::launch_ex(k, dim3(static_cast<unsigned>(gx)),
                                           dim3(kStreamWarps * 32), static_cast<size_t>(smem),
                                           stream, p.pdl != 0, dim3(1, 1, 1), p));
-  B12X_CUDA_CHECK_LAUNCH();
-}
-
-void launch_linear_reduce_sk(const LinearParams& p, Stream stream) {
-  const int64_t n = p.M * ((p.N + 1) / 2);
-  if (n == 0) return;
-  B12X_CUDA_CHECK(b12x::detail::launch_ex(linear_reduce_sk_kernel,
-                                          dim3(static_cast<unsigned>((n + 255) / 256)), dim3(256),
-                                          0, stream, p.pdl != 0, dim3(1, 1, 1), p));
   B12X_CUDA_CHECK_LAUNCH();
 }
 

@@ -2116,16 +2116,14 @@ TEST(GemmGpu, DecodeStream16Sk) {
   // partial slots with zero-filled ones), per 16 at K = 992 on one row group (one slot: outputs
   // stored by the kernel), the plan's per; K tails (992: the last
   // vector half past K, 2848), N = 72 / 200 / 520, bias, FP16 outputs, NVFP4 / MXFP4, W4A16 /
-  // W4A4 (pre-pass), capacity above M, replayed graphs; the two-group staging (_SK_PIPE=1); its
-  // own reduce kernel on every other case (_SK_RED=1; 45 slots: the 8-load batches and the tail);
-  // the ring across segments (_SK_CONT=1: per 5 / 3 give one-vector segments, 7 odd parities).
+  // W4A4 (pre-pass), capacity above M, replayed graphs; the ring across segments (_SK_CONT=1: per 5
+  // / 3 give one-vector segments, 7 odd parities).
   ScopedEnv eq0("B12X_GEMM_STREAM16_QX", "0");
   struct SkCase {
     LinearFormat f;
     int64_t M, N, K;
     const char* per;  // "0": the plan's (one vector per CTA at these sizes on an H200)
     int slots;
-    bool pipe = false;  // B12X_GEMM_STREAM16_SK_PIPE=1: the two-group staging
     bool cont = false;  // B12X_GEMM_STREAM16_SK_CONT=1: the ring across segments
   };
   const SkCase cases[] = {
@@ -2141,21 +2139,16 @@ TEST(GemmGpu, DecodeStream16Sk) {
       {LinearFormat::kNvfp4W4A16, 2, 520, 992, "5", 4},
       {LinearFormat::kNvfp4, 4, 200, 2848, "16", 3},
       {LinearFormat::kMxfp4W4A16, 3, 520, 992, "7", 3},
-      {LinearFormat::kNvfp4W4A16, 16, 520, 992, "7", 3, true},
-      {LinearFormat::kMxfp4, 9, 200, 2848, "16", 3, true},
-      {LinearFormat::kNvfp4W4A16, 6, 520, 992, "5", 4, true},
-      {LinearFormat::kNvfp4W4A16, 16, 520, 992, "5", 4, false, true},
-      {LinearFormat::kMxfp4W4A16, 9, 520, 992, "7", 3, false, true},
-      {LinearFormat::kNvfp4, 5, 520, 992, "3", 6, false, true},
-      {LinearFormat::kMxfp4, 16, 200, 2848, "0", 0, false, true},
+      {LinearFormat::kNvfp4W4A16, 16, 520, 992, "5", 4, true},
+      {LinearFormat::kMxfp4W4A16, 9, 520, 992, "7", 3, true},
+      {LinearFormat::kNvfp4, 5, 520, 992, "3", 6, true},
+      {LinearFormat::kMxfp4, 16, 200, 2848, "0", 0, true},
   };
   int i = 0;
   for (const SkCase& k : cases) {
     ScopedEnv esk("B12X_GEMM_STREAM16_SK", k.M < 5 ? "2" : "1");
     ScopedEnv evp("B12X_GEMM_STREAM16_SK_VP", k.per);
-    ScopedEnv epp("B12X_GEMM_STREAM16_SK_PIPE", k.pipe ? "1" : "0");
     ScopedEnv ect("B12X_GEMM_STREAM16_SK_CONT", k.cont ? "1" : "0");
-    ScopedEnv erd("B12X_GEMM_STREAM16_SK_RED", (i % 2) ? "1" : "0");
     Case c{k.f,         k.M, k.N, k.K, DType::kBF16, (i % 3) == 1 ? DType::kFP16 : DType::kBF16,
            (i % 2) == 0};
     c.max_tokens = (i % 4) == 1 ? 16 : k.M;

@@ -49,21 +49,16 @@ __device__ __forceinline__ S16SkSeg s16_sk_seg(int64_t pos, int64_t end, int64_t
   return s;
 }
 
-/// kPipe (probe, Plan::stream16_var 1): a segment's first 2 vectors of activations are one
-/// cp.async group and the rest another, and the loop starts when the first has landed (one more
-/// CTA barrier before vector 2), so the staging's L2 round trip of the rest overlaps the first
-/// vectors' math instead of idling the weight ring.
 /// kCont (probe, var 8): the ring runs on across segments: the last 2 steps of a segment request
 /// the next segment's first vectors into the slots they free (the slot of vector v is (2 (v + par)
 /// % 2 + j) % 4, par the parity of the vectors before the segment in the CTA, so the next
 /// segment's vectors land where its steps read them), and the next segment's scale bytes are
 /// copied (cp.async) into shared memory at the current one's start, so a boundary costs the
 /// activations' L2 round trip and the splats, not a DRAM round trip.
-template <int kNt, bool kMx = false, bool kMxFree = false, bool kPipe = false, bool kCont = false>
+template <int kNt, bool kMx = false, bool kMxFree = false, bool kCont = false>
 __global__ void __launch_bounds__(kStreamWarps * 32, 2)
     linear_stream16_sk_kernel(const LinearParams p) {
   static_assert(!kMxFree || kMx, "fold-free splats: MXFP4 only");
-  static_assert(!(kPipe && kCont), "one staging variant");
   constexpr int kTw = 2;
   constexpr int kDepth = kStreamDepth;
   constexpr int kAhead = kDepth / kTw;
@@ -147,24 +142,9 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
   auto stage = [&](const S16SkSeg& s) {
     const int cpr = s.len * 8;
     const int64_t k0 = s.v0 * 64;
-    if constexpr (kPipe) {
-      // Group 1: vectors 0..1 (16 chunks of 16 bytes per row); group 2: the rest.
-      const int c1 = cpr < 16 ? cpr : 16;
-      for (int i = threadIdx.x; i < 16 * c1; i += kStreamWarps * 32) {
-        const int tok = i / c1, kk = (i - tok * c1) * 8;
-        s16_stage_x8(p, x, tok, k0 + kk, dsm + tok * pitch + kk * 2);
-      }
-      asm volatile("cp.async.commit_group;");
-      const int c2 = cpr - c1;
-      for (int i = threadIdx.x; i < 16 * c2; i += kStreamWarps * 32) {
-        const int tok = i / c2, kk = (c1 + i - tok * c2) * 8;
-        s16_stage_x8(p, x, tok, k0 + kk, dsm + tok * pitch + kk * 2);
-      }
-    } else {
-      for (int i = threadIdx.x; i < 16 * cpr; i += kStreamWarps * 32) {
-        const int tok = i / cpr, kk = (i - tok * cpr) * 8;
-        s16_stage_x8(p, x, tok, k0 + kk, dsm + tok * pitch + kk * 2);
-      }
+    for (int i = threadIdx.x; i < 16 * cpr; i += kStreamWarps * 32) {
+      const int tok = i / cpr, kk = (i - tok * cpr) * 8;
+      s16_stage_x8(p, x, tok, k0 + kk, dsm + tok * pitch + kk * 2);
     }
     asm volatile("cp.async.commit_group;");
     if constexpr (kCont) asm volatile("cp.async.wait_group 1;" ::: "memory");  // the scales
@@ -207,10 +187,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
         *reinterpret_cast<uint4*>(spw + (j * per + lv) * 128 + gg * 16) = o;
       }
     }
-    if constexpr (kPipe)
-      asm volatile("cp.async.wait_group 1;" ::: "memory");
-    else
-      asm volatile("cp.async.wait_group 0;" ::: "memory");
+    asm volatile("cp.async.wait_group 0;" ::: "memory");
     __syncthreads();
   };
 
@@ -240,10 +217,6 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
     // Vector v of the segment on ring slots (2 jj + j) % 4, jj = (par + v) % 2 (a compile-time
     // constant per call); a refill past the segment takes the next segment's vector (kCont).
     auto step = [&]<int kJj>(int v) {
-      if (kPipe && v == 2) {
-        asm volatile("cp.async.wait_group 0;" ::: "memory");
-        __syncthreads();
-      }
       s16_step<kTw, kNt, kMx && !kMxFree>(acc, ring, kJj, xa + v * 128, spl + v * 128, per * 128,
                                           cr, v + kAhead);
       if constexpr (kCont) {
@@ -257,13 +230,23 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
         }
       }
     };
+    // Blocks of 4 steps (straight-line code as in the staged-once kernel's loop; round 75 ran the
+    // first version's pairs with a length check, whose kernel alone was slower at 14336x4096
+    // than the default's kernel + reduce), then the tail.
     int v = 0;
     if (kCont && par) step.template operator()<1>(v++);
-    for (; v < sg.len; v += 2) {
+    for (; v + 4 <= sg.len; v += 4) {
       step.template operator()<0>(v);
-      if (v + 1 < sg.len) step.template operator()<1>(v + 1);
+      step.template operator()<1>(v + 1);
+      step.template operator()<0>(v + 2);
+      step.template operator()<1>(v + 3);
     }
-    if constexpr (kPipe) asm volatile("cp.async.wait_group 0;" ::: "memory");  // len <= 2
+    if (v + 2 <= sg.len) {
+      step.template operator()<0>(v);
+      step.template operator()<1>(v + 1);
+      v += 2;
+    }
+    if (v < sg.len) step.template operator()<0>(v);
     if (kCont && more && sg.len == 1) {
       // The steps requested the next segment's vector 1 only: its vector 0 goes to the slots of
       // parity par + 1, which held the missing vector 1 of this one.
@@ -306,50 +289,6 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
     stage(sg);
   }
   griddep_launch_dependents();
-}
-
-/// The stream-K kernel's partial sums reduced as linear_reduce_kernel does (out = mult x the
-/// slots summed in order from 0, + bias; the same additions, so the same bits) with 8 slot loads
-/// in flight per thread instead of the compiler's unroll of a runtime trip count: the stream-K
-/// grid's finer shares give a row group up to ~30 slots (probe, Plan::stream16_var 4).
-__global__ void __launch_bounds__(256) linear_reduce_sk_kernel(const LinearParams p) {
-  griddep_wait();
-  const int64_t pairs = (p.N + 1) / 2;
-  const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (idx >= p.M * pairs) return;
-  const int64_t m = idx / pairs, n = 2 * (idx % pairs);
-  const float* src = p.partial + m * p.NP + n;
-  const int64_t zstride = p.M * p.NP;
-  float2 s = make_float2(0.f, 0.f);
-  int z = 0;
-  for (; z + 8 <= p.split; z += 8) {
-    float2 v[8];
-#pragma unroll
-    for (int i = 0; i < 8; ++i)
-      v[i] = __ldcg(reinterpret_cast<const float2*>(src + (z + i) * zstride));
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      s.x += v[i].x;
-      s.y += v[i].y;
-    }
-  }
-  for (; z < p.split; ++z) {
-    const float2 v = __ldcg(reinterpret_cast<const float2*>(src + z * zstride));
-    s.x += v.x;
-    s.y += v.y;
-  }
-  float mult = p.out_mult;
-  if (p.alpha != nullptr) mult *= *p.alpha;
-  const float v[2] = {s.x * mult, s.y * mult};
-#pragma unroll
-  for (int e = 0; e < 2; ++e) {
-    if (n + e >= p.N) break;
-    const float o = p.bias != nullptr ? v[e] + load_out_type(p.bias, n + e, p.out_fp16) : v[e];
-    if (p.out_fp16)
-      store_out<true>(p.out, m * p.ldo + n + e, o);
-    else
-      store_out<false>(p.out, m * p.ldo + n + e, o);
-  }
 }
 
 }  // namespace b12x::gemm::lin
