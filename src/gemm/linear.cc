@@ -1469,11 +1469,12 @@ Plan plan(const Caps& caps) {
         // activations converted in the kernel (kStreamQcvt: bits 8 | 32, also NVFP4 W4A4's).
         // B12X_GEMM_STREAM_JIT=3 / 4 force them at the 3-CTA cap with 8 parts without / with
         // kLean (NVFP4).
-        const bool jit3 =
-            occ == 3 && c.parts == 8 && wf == lin::WFmt::kNvfp4 &&
-            (ej != nullptr ? ej[0] == '3' || ej[0] == '4'
-                           : kStreamJitLean3 && c.groups <= c.ctas && c.ctas * 10 >= c.slots * 8);
-        const bool mx_qcvt = qcvt && f == LinearFormat::kMxfp4 && occ == 2;
+        const bool nv = wf == lin::WFmt::kNvfp4;
+        const bool jit3 = occ == 3 && c.parts == 8 &&
+                          (ej != nullptr ? (ej[0] == '3' && nv) || ej[0] == '4'
+                                         : kStreamJitLean3 && nv && c.groups <= c.ctas &&
+                                               c.ctas * 10 >= c.slots * 8);
+        const bool mx_qcvt = qcvt && f == LinearFormat::kMxfp4 && (occ == 2 || jit3);
         if (shfl &&
             (ej != nullptr ? (ej[0] == '1' && occ == 2) || jit3
                            : kStreamJit && ((occ == 2 && c.parts == 8) || jit3 || mx_qcvt))) {

@@ -55,10 +55,16 @@ StreamFn stream_var_fn(int parts, int var) {
 /// NVFP4 activations converted in the kernel, 168 by pair arithmetic) and MXFP4 (168: its W4A4
 /// activations converted by pair arithmetic) at the 2-CTA cap;
 /// NVFP4 at the 3-CTA cap with 8 parts only (session 20 probe; it spilled 120 bytes on sm_90a in
-/// session 19), also with kLean's fewer registers (+64).
+/// session 19), also with kLean's fewer registers (+64; MXFP4 with kLean only).
 StreamFn stream_jit_fn(WFmt f, int parts, int occ, int var, bool mx_free) {
   if (occ == 3) {
-    if (f != WFmt::kNvfp4 || parts != 8) return nullptr;
+    if (parts != 8) return nullptr;
+    if (f == WFmt::kMxfp4)  // kLean only
+      return var == 192   ? mx_free ? &linear_stream_kernel<8, 3, 1, true, true, true, 192>
+                                    : &linear_stream_kernel<8, 3, 1, true, true, false, 192>
+               : var == 232 ? mx_free ? &linear_stream_kernel<8, 3, 1, true, true, true, 232>
+                                      : &linear_stream_kernel<8, 3, 1, true, true, false, 232>
+                            : nullptr;
     return var == 128   ? &linear_stream_kernel<8, 3, 1, true, false, false, 128>
            : var == 168 ? &linear_stream_kernel<8, 3, 1, true, false, false, 168>
            : var == 192 ? &linear_stream_kernel<8, 3, 1, true, false, false, 192>  // kLean

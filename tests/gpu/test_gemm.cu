@@ -1609,13 +1609,16 @@ TEST(GemmGpu, DecodeStreamJit) {
                  /*graph_replay=*/K == 14336);
       }
     // Session 20 probes (B12X_GEMM_STREAM_JIT=3 / 4): the blocks at the 3-CTA cap, 8 parts,
-    // =4 with kLean's single accumulator chain and compressed scale bytes (bit 64).
+    // =4 with kLean's single accumulator chain and compressed scale bytes (bit 64; MXFP4 too).
     ScopedEnv eo3("B12X_GEMM_STREAM_OCC", "3"), ep8("B12X_GEMM_STREAM_PARTS", "8");
     for (const char* jv : {"3", "4"}) {
       ScopedEnv e3("B12X_GEMM_STREAM_JIT", jv);
       const int lean = jv[0] == '4' ? 64 : 0;
-      for (const LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kNvfp4}) {
-        const bool w4a4 = f == LinearFormat::kNvfp4;
+      for (const LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kNvfp4,
+                                   LinearFormat::kMxfp4W4A16, LinearFormat::kMxfp4}) {
+        const bool w4a4 = f == LinearFormat::kNvfp4 || f == LinearFormat::kMxfp4;
+        const bool mx = f == LinearFormat::kMxfp4W4A16 || f == LinearFormat::kMxfp4;
+        if (mx && !lean) continue;  // MXFP4 at the 3-CTA cap: kLean only
         EXPECT_EQ(plan1(f, 72, 4864).decode_stream_var, (w4a4 ? 168 : 128) | lean);
         run_case({f, 1, 72, 4864, DType::kBF16, DType::kBF16, w4a4});
       }

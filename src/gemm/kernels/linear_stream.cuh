@@ -153,19 +153,20 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     linear_stream_kernel(const LinearParams p) {
   static_assert(!kMx || (kShfl && kRows == 1), "MXFP4: M = 1 with shuffled splats");
   static_assert(!kMxFree || kMx, "fold-free splats: MXFP4 only");
-  static_assert(kVar == 0 || (kRows == 1 && kShfl && (!kMx || kVar == 128 || kVar == 168)),
-                "kVar: M = 1, shuffled splats; MXFP4 with kJit only");
+  static_assert(
+      kVar == 0 || (kRows == 1 && kShfl && (!kMx || (kVar & ~64) == 128 || (kVar & ~64) == 168)),
+      "kVar: M = 1, shuffled splats; MXFP4 with kJit only");
   constexpr bool kQx = (kVar & 8) != 0;  // NVFP4 (kMx: MXFP4) activations converted in the kernel
   constexpr bool kJit = (kVar & 128) != 0;
   // kQf (bit 32, session 20; kQx with kJit): the conversion by BF16 pair arithmetic, NVFP4 into
   // activations times 2^-7 (nvfp4x8_bf16_e7; the output multiplier times 2^7), MXFP4 (kMx: the
   // weights' format is the activations') into the pre-pass's values (mxfp4x8_bf16).
   constexpr bool kQf = (kVar & 32) != 0;
-  // kLean (bit 64, session 20 probe; NVFP4 kJit): fewer registers for the 3-CTA cap: one MMA
+  // kLean (bit 64, session 20; kJit): fewer registers for the 3-CTA cap: one MMA
   // accumulator chain instead of four, and of the block's scale bytes only the lane's (byte t of
   // each vector's row word: its splat's step) kept, compressed into one register per row.
   constexpr bool kLean = (kVar & 64) != 0;
-  static_assert(!kLean || (kJit && !kMx), "kLean: NVFP4 with the per-warp blocks");
+  static_assert(!kLean || kJit, "kLean: with the per-warp blocks");
   constexpr int kCh = kLean ? 1 : 4;  // MMA accumulator chains
   static_assert(!kQf || (kQx && kJit), "kQf: the per-warp blocks' FP4 activation conversion");
   constexpr int kSb = kMx ? 2 : 4;  // scale bytes per row and vector
@@ -209,7 +210,9 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   // The scale bytes of rows g / g + 8 of the block being requested (next), and of the block being
   // computed (16-byte aligned: scale_ld and the block's first vector are multiples of 4 x 4).
   uint4 nb0 = make_uint4(0, 0, 0, 0), nb1 = nb0, cb0 = nb0, cb1 = nb0;
-  uint32_t cs0 = 0, cs1 = 0;  // kLean: byte j = step t's code of vector j (rows g / g + 8)
+  // kLean: byte j = the code of vector j that lane t's splat takes (NVFP4: step t's; MXFP4: atom
+  // t / 2's), rows g / g + 8.
+  uint32_t cs0 = 0, cs1 = 0;
   // Vector j of the block. Vectors that do not exist are not loaded: their slot keeps an earlier
   // vector of this warp (finite: the ring starts zeroed), whose products with the zero-staged
   // activations past K, or with a tile that is not stored, vanish.
@@ -442,12 +445,12 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
         uint32_t v;
         if constexpr (kMx) {
           const int sh = 8 * (2 * (j & 1) + (t >> 1));  // atom t / 2 of vector j
+          const uint32_t e0 = kLean ? (cs0 >> (8 * j)) & 0xFFu : (wg >> sh) & 0xFFu;
+          const uint32_t e1 = kLean ? (cs1 >> (8 * j)) & 0xFFu : (wg8 >> sh) & 0xFFu;
           if constexpr (kMxFree) {
-            v = (e8m0_bf16_splat_free((wg >> sh) & 0xFFu) & 0xFFFFu) |
-                (e8m0_bf16_splat_free((wg8 >> sh) & 0xFFu) << 16);
+            v = (e8m0_bf16_splat_free(e0) & 0xFFFFu) | (e8m0_bf16_splat_free(e1) << 16);
           } else {
-            v = (e8m0_bf16_splat((wg >> sh) & 0xFFu) & 0xFFFFu) |
-                (e8m0_bf16_splat((wg8 >> sh) & 0xFFu) << 16);
+            v = (e8m0_bf16_splat(e0) & 0xFFFFu) | (e8m0_bf16_splat(e1) << 16);
           }
         } else {
           const uint32_t pr = kLean ? prmt(cs0, cs1, j * 0x11u + (4 + j) * 0x1100u)
@@ -500,7 +503,11 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
       }
     };
     for (int v0 = 0; v0 < vp; v0 += kDepth) {
-      if constexpr (kLean) {
+      if constexpr (kLean && kMx) {
+        const uint32_t sel = (t >> 1) * 0x1111u + 0x6420u;  // byte 2j + t / 2 of .x, .y
+        cs0 = prmt(nb0.x, nb0.y, sel);
+        cs1 = prmt(nb1.x, nb1.y, sel);
+      } else if constexpr (kLean) {
         const uint32_t sel = t | ((t + 4) << 4);  // byte t of two words
         cs0 = prmt(prmt(nb0.x, nb0.y, sel), prmt(nb0.z, nb0.w, sel), 0x5410u);
         cs1 = prmt(prmt(nb1.x, nb1.y, sel), prmt(nb1.z, nb1.w, sel), 0x5410u);
