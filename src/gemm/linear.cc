@@ -122,13 +122,15 @@ constexpr bool kStreamQcvt = true;
 /// stream kernel at the 2-CTA cap with the early trigger where 0.9-1 row tiles per SM): round 75
 /// 2048x7168 4.91 (decode kernel) -> 4.51 us (round 74 4.90 -> 4.52).
 constexpr bool kStreamMxTilePerSm = true;
-/// Session 20: NVFP4 at the 3-CTA cap with 8 K parts and one group per CTA takes the per-warp
-/// blocks with kLean's registers (one MMA chain, the lane's scale bytes only: 80 registers, no
-/// spills; var bit 64) where that grid fills >= 80 % of the slots, and W4A4 takes that grid there.
+/// Session 20: the 3-CTA cap with 8 K parts and one group per CTA takes the per-warp blocks with
+/// kLean's registers (one MMA chain, the lane's scale bytes only: 72-80 registers, no spills; var
+/// bit 64) where that grid fills >= 80 % of the slots, and W4A4 takes that grid there.
 /// Round 75 (6144x4096, 384 CTAs): W4A16 6.43 -> 5.70 us, W4A4 7.96 (4 parts, 2-CTA staging)
 /// -> 6.28; the spilling 3-CTA instance without kLean 7.33 / 7.32; 14336x4096 (2.3 groups per
-/// CTA) 11.04 -> 11.56, not taken. B12X_GEMM_STREAM_JIT=4 forces it at the 3-CTA cap (=3 without
-/// kLean).
+/// CTA) 11.04 -> 11.56, not taken. Round 76 (6144x4096): MXFP4 W4A16 6.60 -> 5.81, W4A4 7.83 (4
+/// parts, the blocks) -> 6.39; 4096x4096 / 4096x14336 / 2048x7168 (65 / 65 / 32 % of the slots)
+/// NVFP4 W4A16 4.24 / 9.93 / 4.45 -> 4.82 / 10.52 / 5.24, not taken. B12X_GEMM_STREAM_JIT=4 forces
+/// it at the 3-CTA cap (=3 without kLean, NVFP4).
 constexpr bool kStreamJitLean3 = true;
 /// Plan::stream_trig's default mask: the 4-row kernel (M = 2..4), round 57 NVFP4 W4A16 M = 4
 /// off -> on 8.72 / 14.83 / 18.14 / 10.67 us -> 6.95 / 14.25 / 18.13 / 10.21 (2048x7168 runs the
@@ -1427,10 +1429,10 @@ Plan plan(const Caps& caps) {
       const bool lean3 = ej != nullptr ? ej[0] == '4' : kStreamJitLean3;
       int occ = force_occ == 2 || force_occ == 3 ? force_occ : w4a16 && !tile_per_sm ? 3 : 2;
       Choice c = choose(occ);
-      // NVFP4 W4A4 (session 20): the 3-CTA grid with the lean blocks where it gives every CTA one
-      // group of 8 parts and fills >= 80 % of the slots (6144x4096).
-      if (force_occ == 0 && occ == 2 && f == LinearFormat::kNvfp4 && shfl && qcvt && lean3 &&
-          ej == nullptr) {
+      // W4A4 (session 20): the 3-CTA grid with the lean blocks where it gives every CTA one group
+      // of 8 parts and fills >= 80 % of the slots (6144x4096).
+      if (force_occ == 0 && occ == 2 && (f == LinearFormat::kNvfp4 || f == LinearFormat::kMxfp4) &&
+          shfl && qcvt && lean3 && ej == nullptr) {
         const Choice c3 = choose(3);
         if (c3.cost >= 0 && c3.parts == 8 && c3.groups <= c3.ctas && c3.ctas * 10 >= c3.slots * 8)
           c = c3, occ = 3;
@@ -1470,10 +1472,10 @@ Plan plan(const Caps& caps) {
         // B12X_GEMM_STREAM_JIT=3 / 4 force them at the 3-CTA cap with 8 parts without / with
         // kLean (NVFP4).
         const bool nv = wf == lin::WFmt::kNvfp4;
-        const bool jit3 = occ == 3 && c.parts == 8 &&
-                          (ej != nullptr ? (ej[0] == '3' && nv) || ej[0] == '4'
-                                         : kStreamJitLean3 && nv && c.groups <= c.ctas &&
-                                               c.ctas * 10 >= c.slots * 8);
+        const bool jit3 =
+            occ == 3 && c.parts == 8 &&
+            (ej != nullptr ? (ej[0] == '3' && nv) || ej[0] == '4'
+                           : kStreamJitLean3 && c.groups <= c.ctas && c.ctas * 10 >= c.slots * 8);
         const bool mx_qcvt = qcvt && f == LinearFormat::kMxfp4 && (occ == 2 || jit3);
         if (shfl &&
             (ej != nullptr ? (ej[0] == '1' && occ == 2) || jit3

@@ -1418,6 +1418,11 @@ TEST(GemmGpu, DecodeStreamMxFree) {
              false);
     launched({LinearFormat::kMxfp4W4A16, 16, 72, 1312, DType::kBF16, DType::kBF16, false}, false,
              false);
+    // Session 20: MXFP4 W4A4 at M = 1 converted in the per-warp blocks (var 168) with the fold,
+    // at the plan's K parts and at 4 (a graph).
+    launched({LinearFormat::kMxfp4, 1, 72, 4832, DType::kBF16, DType::kBF16, false}, false, false);
+    ScopedEnv ep4("B12X_GEMM_STREAM_PARTS", "4");
+    launched({LinearFormat::kMxfp4, 1, 200, 4832, DType::kBF16, DType::kBF16, true}, true, false);
   }
   {
     ScopedEnv e0("B12X_GEMM_STREAM_MX_FREE", "0");
@@ -1567,9 +1572,12 @@ TEST(GemmGpu, DecodeStreamJit) {
       EXPECT_EQ(plan_m1(LinearFormat::kNvfp4, 6144, 4096).decode_stream_occ, 3);
       EXPECT_EQ(var(LinearFormat::kMxfp4, 14336, 4096), 128 | 32 | 8);
       EXPECT_EQ(var(LinearFormat::kNvfp4, 14336, 4096), 8);  // 2 parts: the CTA's staging
+      EXPECT_EQ(var(LinearFormat::kMxfp4W4A16, 6144, 4096), 128 | 64);
+      EXPECT_EQ(var(LinearFormat::kMxfp4, 6144, 4096), 128 | 64 | 32 | 8);
       ScopedEnv q0("B12X_GEMM_STREAM_QCVT", "0");
       EXPECT_EQ(var(LinearFormat::kMxfp4, 14336, 4096), 0);
       EXPECT_EQ(plan_m1(LinearFormat::kNvfp4, 6144, 4096).decode_stream_occ, 2);
+      EXPECT_EQ(plan_m1(LinearFormat::kMxfp4, 6144, 4096).decode_stream_occ, 2);
     }
     EXPECT_EQ(var(LinearFormat::kMxfp4W4A16, 4096, 14336), 128);  // 8 parts
     ScopedEnv e0("B12X_GEMM_STREAM_JIT", "0");
