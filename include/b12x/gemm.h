@@ -310,9 +310,6 @@ struct Plan {
   /// per warp on BF16 activations where stream16_vp <= 16; B12X_GEMM_STREAM16_ONCE=0 keeps the
   /// chunked kernel).
   bool stream16_once = false;
-  /// NVFP4 / MXFP4 stream-K block kernel (session 20, probe B12X_GEMM_STREAM16_SK=1|2): every
-  /// CTA stream16_vp vectors of the row groups x K work; stream16_split partial slots.
-  bool stream16_sk = false;
   /// FP8 weights (per-tensor, block FP8, MXFP8) on the block kernel (session 14,
   /// lin::launch_linear_stream16_f8; the stream16_* fields above describe its grid): its
   /// weight ring depth per warp (0: not the FP8 kernel). Its MMA kind is decode_fp8_mma.

@@ -594,10 +594,6 @@ std::string stream_rows_describe(const Plan& p) {
 // tag names a different kernel instance or launch shape, so both must carry all of them).
 std::string stream16_variant_tags(const Plan& p) {
   return std::string(p.stream16_qx ? " qx" : "") + (p.stream16_once ? " once" : "") +
-         (p.stream16_sk ? std::string(" sk") + ((p.stream16_var & 2) ? "n" : "") +
-                              ((p.stream16_var & 8) ? "c" : "")
-                        : std::string()) +
-         (!p.stream16_sk && p.stream16_depth == 0 && (p.stream16_var & 2) ? " nored" : "") +
          (p.stream16_depth > 0 ? " f8d" + std::to_string(p.stream16_depth) : "") +
          (p.stream16_depth > 0 && p.stream16_occ == 3 ? " o3" : "") +
          (p.stream16_depth > 0 && p.stream16_var != 0 ? " v" + std::to_string(p.stream16_var) : "");
@@ -1624,9 +1620,7 @@ Plan plan(const Caps& caps) {
   const bool f8_block_deep_k = wf == lin::WFmt::kFp8Block && geo.K >= 3 * geo.N;
   const int64_t f8_cap_min =
       f8_min_m > 0 ? f8_min_m : f8_block_min_m(wf) - (f8_block_deep_k ? 1 : 0);
-  const char* esk = std::getenv("B12X_GEMM_STREAM16_SK");
-  const int sk_mode = esk != nullptr ? std::atoi(esk) : 0;
-  if ((M >= kS16MinM || (lin::wtraits(wf).fp8mma && M >= f8_cap_min) || (sk_mode == 2 && M >= 2)) &&
+  if ((M >= kS16MinM || (lin::wtraits(wf).fp8mma && M >= f8_cap_min)) &&
       p.regime != Regime::kTiled) {
     const char* e16 = std::getenv("B12X_GEMM_STREAM16");
     const bool want = !(e16 != nullptr && e16[0] == '0');
@@ -1693,52 +1687,8 @@ Plan plan(const Caps& caps) {
         p.stream16_vp = split_vp;
         p.stream16_qx = qx;
         p.stream16_once = var != 0;
-        // Session 20 timing probe B12X_GEMM_STREAM16_NORED=1 (Plan::stream16_var 2, signature
-        // ' nored'): no reduce launch after the K split (outputs wrong), to split its cost.
-        const char* enr16 = std::getenv("B12X_GEMM_STREAM16_NORED");
-        p.stream16_var = enr16 != nullptr && enr16[0] == '1' ? 2 : 0;
         p.stream16_smem = lin::stream16_smem_bytes(tw, qx, var, split_vp);
         p.stream16_tiles = 8 * tw;
-      }
-    }
-    // Session 20 (probe): the stream-K block kernel (lin::launch_linear_stream16_sk), every CTA
-    // an even share (per = ceil(work / slots) vectors, at most kS16OnceMaxVp) of the row groups
-    // x kvec vectors. B12X_GEMM_STREAM16_SK=1 from M = 5 (with the block kernel's plan), =2 also
-    // at M = 2..4 (capacities from 2); B12X_GEMM_STREAM16_SK_VP=<per> forces the share. Round 75
-    // (docs/gemm.md, session 20): slower than the defaults on every shape at M >= 5; dropped
-    // there (removed): a two-group activation staging (_SK_PIPE) and a reduce kernel with 8 slot
-    // loads in flight per thread (_SK_RED), neither faster.
-    if (sk_mode > 0 && !fp16 && stream_bf16_act && split_env == nullptr &&
-        (wf == lin::WFmt::kNvfp4 || wf == lin::WFmt::kMxfp4) && (M >= kS16MinM || sk_mode == 2) &&
-        !p.stream16_qx) {
-      const int64_t sms = std::max(dev.sm_count, 1);
-      const int64_t work = (geo.n16 + 15) / 16 * geo.kvec;
-      int per = 0;
-      if (const char* e = std::getenv("B12X_GEMM_STREAM16_SK_VP"); e != nullptr && std::atoi(e) > 0)
-        per = std::min(std::atoi(e), lin::kS16OnceMaxVp);
-      if (per == 0) {
-        const int fit = lin::prepare_linear_stream16_sk(caps.device, wf, lin::kS16OnceMaxVp);
-        const int64_t slots = sms * std::max(fit, 1);
-        per = static_cast<int>(std::max<int64_t>(1, (work + slots - 1) / slots));
-      }
-      // Timing probe B12X_GEMM_STREAM16_SK_NORED=1 (var 2): no reduce launch (outputs wrong).
-      const char* enr = std::getenv("B12X_GEMM_STREAM16_SK_NORED");
-      // B12X_GEMM_STREAM16_SK_CONT=1 (var 8): the ring runs on across segments.
-      const char* econt = std::getenv("B12X_GEMM_STREAM16_SK_CONT");
-      const int sk_var =
-          (enr != nullptr && enr[0] == '1' ? 2 : 0) | (econt != nullptr && econt[0] == '1' ? 8 : 0);
-      if (per <= lin::kS16OnceMaxVp &&
-          lin::prepare_linear_stream16_sk(caps.device, wf, per, sk_var & 8) > 0) {
-        p.stream16_sk = true;
-        p.stream16_min_m = sk_mode == 2 ? 2 : static_cast<int>(kS16MinM);
-        p.stream16_tw = 2;
-        p.stream16_tiles = 16;
-        p.stream16_vp = per;
-        p.stream16_split = lin::stream16_sk_slots(geo.n16, geo.kvec, per);
-        p.stream16_qx = false;
-        p.stream16_once = false;
-        p.stream16_smem = lin::stream16_sk_smem_bytes(per, sk_var & 8);
-        p.stream16_var = sk_var;
       }
     }
     // FP8 weights (session 14, lin::launch_linear_stream16_f8): the same block structure on
@@ -2461,16 +2411,6 @@ void run(const Binding& b, Stream stream) {
     if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);
     return;
   }
-  if (plan.stream16_sk && M >= plan.stream16_min_m && M <= 16 && p.act_kind == lin::kActRaw16 &&
-      p.xs_kind == lin::kXsNone) {
-    p.split = plan.stream16_split;
-    p.partial = p.split > 1 ? reinterpret_cast<float*>(b.scratch + plan.off_partial) : nullptr;
-    p.stream_vp = plan.stream16_vp;
-    p.stream_tiles = plan.stream16_tiles;
-    lin::launch_linear_stream16_sk(im.wfmt, plan.stream16_smem, p, stream, plan.stream16_var & 8);
-    if (p.partial != nullptr && !(plan.stream16_var & 2)) lin::launch_linear_reduce(p, stream);
-    return;
-  }
   if (M >= kS16MinM && M <= 16 && plan.stream16_tw > 0 &&
       (p.act_kind == lin::kActRaw16 || (plan.stream16_qx && p.act_kind == lin::kActNvfp4)) &&
       p.xs_kind == lin::kXsNone) {
@@ -2481,7 +2421,7 @@ void run(const Binding& b, Stream stream) {
     p.stream_trig = (plan.stream_trig & 4) ? 1 : 0;
     lin::launch_linear_stream16(im.wfmt, plan.stream16_tw, plan.stream16_smem, p, stream,
                                 plan.stream16_once ? lin::kS16VarOnce : 0);
-    if (p.partial != nullptr && !(plan.stream16_var & 2)) lin::launch_linear_reduce(p, stream);
+    if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);
     return;
   }
   const bool m1_mx_qx = (plan.decode_stream_var & 8) && im.wfmt == WFmt::kMxfp4;

@@ -77,7 +77,6 @@ struct StreamLaunch {
   int rows = 0, split = 0;
   bool mx_free = false;  // MXFP4 fold-free splat instance (p.mx_free)
   bool once = false;     // block kernel with the K range staged once (kS16VarOnce)
-  bool sk = false;       // stream-K block kernel (launch_linear_stream16_sk)
 };
 StreamLaunch last_stream_launch();
 /// 64-K vectors per K part: the tile's kvec vectors over split CTAs x parts warps, rounded up to
@@ -111,18 +110,6 @@ int stream16_vectors_per_cta(int64_t kvec, int split);
 int prepare_linear_stream16(int device, WFmt f, int tw, bool qx = false, int var = 0, int vp = 0);
 void launch_linear_stream16(WFmt f, int tw, int64_t smem, const LinearParams& p, Stream stream,
                             int var = 0);
-/// M <= 16 stream-K block kernel (session 20, kernels/linear_stream16_sk.cuh, Plan::stream16_sk):
-/// NVFP4 / MXFP4 weights on BF16 activations, 8 warps x 2 tiles per row group, CTA i taking
-/// vectors [i per, (i + 1) per) of the row groups x kvec work (per = p.stream_vp <= 16), grid
-/// ceil(work / per); p.split = stream16_sk_slots fp32 partial slots (the reduce kernel's), or 1
-/// where every row group is one CTA's (outputs stored directly).
-int64_t stream16_sk_smem_bytes(int per, int var = 0);
-int stream16_sk_slots(int64_t n16, int64_t kvec, int per);
-/// Host only (plan time): the opt-in and the CTAs per SM (the min over both token-tile variants).
-/// var 8: the ring across segments (kCont, probe).
-int prepare_linear_stream16_sk(int device, WFmt f, int per, int var = 0);
-void launch_linear_stream16_sk(WFmt f, int64_t smem, const LinearParams& p, Stream stream,
-                               int var = 0);
 /// grid = (ceil(n16/4), split, ceil(M / (8*nt))); p.cluster_split > 1 launches grid.y as one
 /// thread-block cluster. p.stage_rows / p.stage_slices size the activation staging.
 void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stream stream);

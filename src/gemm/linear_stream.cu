@@ -4,7 +4,6 @@
 #include "core/cuda_check.h"
 #include "core/launch.h"
 #include "gemm/kernels/linear_stream.cuh"
-#include "gemm/kernels/linear_stream16_sk.cuh"
 #include "gemm/linear_launch.h"
 
 namespace b12x::gemm::lin {
@@ -18,8 +17,6 @@ static_assert(kStreamRowsSmemBudget + kStreamRedBytes<4> <= 101376,
 static_assert(kS16SmemBytes<2, true> <= 101376, "M <= 16 block kernel: staging slots exceed 99 KB");
 static_assert(s16_once_smem(2, kS16OnceMaxVp) <= 101376,
               "M <= 16 block kernel, staged once: activations + splats exceed 99 KB");
-static_assert(s16_sk_smem(kS16OnceMaxVp, true) <= 101376,
-              "M <= 16 stream-K kernel: activations + splats + raw scales exceed 99 KB");
 
 namespace {
 
@@ -228,80 +225,6 @@ void launch_linear_stream16(WFmt f, int tw, int64_t smem, const LinearParams& p,
   B12X_CUDA_CHECK(b12x::detail::launch_ex(
       k, dim3(static_cast<unsigned>(gx), static_cast<unsigned>(split)), dim3(kStreamWarps * 32),
       static_cast<size_t>(smem), stream, p.pdl != 0, dim3(1, 1, 1), p));
-  B12X_CUDA_CHECK_LAUNCH();
-}
-
-int64_t stream16_sk_smem_bytes(int per, int var) {
-  return s16_sk_smem(per, var == 8);
-}
-
-int stream16_sk_slots(int64_t n16, int64_t kvec, int per) {
-  int64_t most = 0;
-  for (int64_t r = 0; r < (n16 + 15) / 16; ++r)
-    most = std::max(most, ((r + 1) * kvec - 1) / per - r * kvec / per + 1);
-  return static_cast<int>(most);
-}
-
-namespace {
-template <bool kCont>
-S16Fn pick_stream16_sk_t(int nt, bool mx, bool mx_free) {
-  if (mx && mx_free)
-    return nt == 1 ? &linear_stream16_sk_kernel<1, true, true, kCont>
-                   : &linear_stream16_sk_kernel<2, true, true, kCont>;
-  if (mx)
-    return nt == 1 ? &linear_stream16_sk_kernel<1, true, false, kCont>
-                   : &linear_stream16_sk_kernel<2, true, false, kCont>;
-  return nt == 1 ? &linear_stream16_sk_kernel<1, false, false, kCont>
-                 : &linear_stream16_sk_kernel<2, false, false, kCont>;
-}
-/// var: 8 the ring across segments (kCont), 0 without.
-S16Fn pick_stream16_sk(int nt, bool mx, bool mx_free, int var) {
-  return var == 8 ? pick_stream16_sk_t<true>(nt, mx, mx_free)
-                  : pick_stream16_sk_t<false>(nt, mx, mx_free);
-}
-}  // namespace
-
-int prepare_linear_stream16_sk(int device, WFmt f, int per, int var) {
-  const ::b12x::detail::DeviceScope scope(device);
-  int fit = 0;
-  for (int nt : {1, 2}) {
-    const S16Fn k = pick_stream16_sk(nt, f == WFmt::kMxfp4, false, var);
-    int blocks = 0;
-    B12X_CUDA_CHECK(::b12x::detail::resident_ctas(
-        reinterpret_cast<const void*>(k), kStreamWarps * 32, s16_sk_smem(per, var == 8), &blocks));
-    fit = nt == 1 ? blocks : std::min(fit, blocks);
-  }
-  return fit;
-}
-
-void launch_linear_stream16_sk(WFmt f, int64_t smem, const LinearParams& p, Stream stream,
-                               int var) {
-  const int nt = p.M <= 8 ? 1 : 2;
-  const S16Fn k = pick_stream16_sk(nt, f == WFmt::kMxfp4, p.mx_free != 0, var);
-  const int64_t work = (p.n16 + 15) / 16 * p.kvec;
-  B12X_ASSERT((f == WFmt::kNvfp4 || f == WFmt::kMxfp4) && (var == 0 || var == 8) && p.M >= 1 &&
-                  p.M <= 16 && p.act_kind == kActRaw16 && p.xs_kind == kXsNone &&
-                  p.stream_vp >= 1 && p.stream_vp <= kS16OnceMaxVp &&
-                  smem == s16_sk_smem(p.stream_vp, var == 8) &&
-                  p.split == stream16_sk_slots(p.n16, p.kvec, p.stream_vp) &&
-                  (p.split == 1 || p.partial != nullptr),
-              "M <= 16 stream-K kernel: format ", static_cast<int>(f), " M=", p.M,
-              " act=", p.act_kind, " per=", p.stream_vp, " split=", p.split, " smem=", smem);
-  if (smem > 48 * 1024)
-    B12X_CUDA_CHECK(
-        ::b12x::detail::opt_in_smem(reinterpret_cast<const void*>(k), static_cast<int>(smem)));
-  const int64_t gx = (work + p.stream_vp - 1) / p.stream_vp;
-  StreamLaunch l;
-  l.ctas = static_cast<int>(gx);
-  l.serial = t_last.serial + 1;
-  l.rows = 32;
-  l.split = p.split;
-  l.mx_free = f == WFmt::kMxfp4 && p.mx_free != 0;
-  l.sk = true;
-  t_last = l;
-  B12X_CUDA_CHECK(b12x::detail::launch_ex(k, dim3(static_cast<unsigned>(gx)),
-                                          dim3(kStreamWarps * 32), static_cast<size_t>(smem),
-                                          stream, p.pdl != 0, dim3(1, 1, 1), p));
   B12X_CUDA_CHECK_LAUNCH();
 }
 
