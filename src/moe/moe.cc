@@ -633,7 +633,6 @@ DecodeKnobs read_decode_knobs(bool stream, int aquant) {
   knob(k.fc1_groups, "B12X_MOE_FC1_GROUPS", {}, ">= 1", not_stream);
   knob(k.fc1_kg, "B12X_MOE_FC1_KG", {1, 2, 4, 8}, "1, 2, 4, 8", not_stream);
   knob(k.fc1_last, "B12X_MOE_FC1_LAST", {0, 1}, "0, 1", not_stream);
-  knob(k.fc1_dyn, "B12X_MOE_FC1_DYN", {0, 1, 2}, "0, 1, 2", not_stream);
   knob(k.fc1_fine, "B12X_MOE_FC1_FINE", {0, 1, 2}, "0, 1, 2", not_stream);
   knob(k.fc1_wide, "B12X_MOE_FC1_WIDE", {0, 1, 2, 3}, "0, 1, 2, 3", not_stream);
   knob(k.fc1_bal, "B12X_MOE_FC1_BAL", {0, 1, 2}, "0, 1, 2", not_stream);
@@ -856,7 +855,6 @@ Plan plan(const Caps& caps) {
       }
     }
     const int nk2 = static_cast<int>(round_up(I, detail::kPrepKAlign) / 128);
-    const int nk1 = static_cast<int>(round_up(H, detail::kPrepKAlign) / 128);
     const int rows_pad2 = static_cast<int>(round_up(H, detail::kPrepRowAlign));
     if (p.sm_count > 0 && detail::decode_fc2_rows(p.knobs, caps.max_tokens, R, rows_pad2,
                                                   p.sm_count, p.fc2_rows32_ctas, nk2) == 32) {
@@ -875,8 +873,6 @@ Plan plan(const Caps& caps) {
     if (stream && detail::decode_fc2_kil(p.knobs, caps.max_tokens, nk2)) sig << " fc2_kil";
     // The two-group FC1's barrier tile ends (B12X_MOE_FC1_LAST=0; default: last-warp ends).
     if (stream && p.knobs.fc1_last == 0) sig << " fc1_barrier";
-    // Ticketed tiles in the last-warp FC1 (B12X_MOE_FC1_DYN=1, where decode_fc1_dyn takes them).
-    if (stream && detail::decode_fc1_dyn(p.knobs, p.knobs.fc1_last, nk1)) sig << " fc1_dyn";
     if (caps.apply_router_weight_on_input) sig << " weight_on_input";
     std::ostringstream shape;
     shape << "E=" << E << " H=" << H << " I=" << I << " max_tokens=" << caps.max_tokens

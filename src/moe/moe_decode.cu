@@ -38,9 +38,9 @@ Fc2Shape fc2_shape(const DecodeArgs& a, const DecodeKnobs& k, bool deep, int row
 }
 
 template <typename OpT, bool kFold, int kSK, int kRC, int kWM, int kG,
-          int kNW = DecodeCfg::kFc1Warps, bool kBal = false, bool kLast = false, bool kDyn = false>
+          int kNW = DecodeCfg::kFc1Warps, bool kBal = false, bool kLast = false>
 void launch_fc1(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, bool pdl) {
-  auto* k = dev::moe_decode_fc1_kernel<OpT, kFold, kSK, kWM, kG, kNW, kBal, kRC, kLast, kDyn>;
+  auto* k = dev::moe_decode_fc1_kernel<OpT, kFold, kSK, kWM, kG, kNW, kBal, kRC, kLast>;
   constexpr int kSmem = DecodeCfg::fc1_smem(kNW);
   // Above 48 KB of dynamic shared memory needs the opt-in (once per device and kernel); three
   // CTAs (3 x ~69 KB) per SM only with the whole unified L1 given to shared memory.
@@ -106,9 +106,6 @@ void launch_gemms(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, boo
     launch_fc1<OpT, kFold, kSK, kRC, 1, 8>(a, kn, stream, pdl1);
   } else if (a.fc1_groups == 4) {
     launch_fc1<OpT, kFold, kSK, kRC, 1, 4>(a, kn, stream, pdl1);
-  } else if (a.fc1_groups == 2 && a.fc1_last != 0 && a.fc1_dyn != 0) {
-    launch_fc1<OpT, kFold, kSK, kRC, 1, 2, DecodeCfg::kFc1Warps, false, true, true>(a, kn, stream,
-                                                                                    pdl1);
   } else if (a.fc1_groups == 2 && a.fc1_last != 0) {
     launch_fc1<OpT, kFold, kSK, kRC, 1, 2, DecodeCfg::kFc1Warps, false, true>(a, kn, stream, pdl1);
   } else if (a.fc1_groups == 2) {
@@ -278,20 +275,20 @@ int decode_fc1_last(const DecodeKnobs& k, bool wide, int wm, int warps, int grou
 }
 
 int decode_fc1_fine_groups(const DecodeKnobs& k, int routes, int k_chunks, int y) {
-  // Session 20: the last-warp two-group FC1 on long tiles (> 32 sub-chunks: DeepSeek-TP4 56,
-  // MiniMax 48) at a finer grid than one wave: ~2 tiles per CTA (fc1_fine 1: one per group) or
-  // ~2.7 (2), more waves of CTAs that the hardware deals to the SMs as they free up, instead of
-  // whole tiles dealt once (H200 round 74 / 75, DeepSeek-TP4 nvfp4 M = 4 at Y = 16 instead of 12
-  // 0.964 / 0.965x, M = 8 at 24 0.990 / 0.984x). Measurement knob DecodeKnobs::fc1_fine.
+  // Session 20 (default fc1_fine 1): the last-warp two-group FC1 on long tiles (> 32 sub-chunks:
+  // DeepSeek-TP4 56, MiniMax 48) where the one-wave grid gives a CTA <= 6 tiles: ~2 tiles per CTA
+  // (one per group), more waves of CTAs that the hardware deals to the SMs as they free up,
+  // instead of whole tiles dealt once. H200, us, one wave -> routes / 2 tile groups: DeepSeek-TP4
+  // nvfp4 M = 4 (Y 12 -> 16) 0.964 / 0.965 / 0.967x in rounds 74 / 75 / 76 (76: 72.7 -> 70.4),
+  // M = 8 (12 -> 32) 0.989 / 0.986x in 75 / 76 (76: 119.3 -> 117.6), w4a16 M = 8 / 4 0.995 /
+  // 0.997x, MiniMax nvfp4 M = 2 (2 -> 4) 0.998x (76). Not beyond 6 tiles per CTA (round 76, F1:
+  // DeepSeek-TP4 M = 16 1.035x, MiniMax M = 16 1.058x, w4a16 M = 8 1.015x; M = 4 / 8 0.999 /
+  // 1.001x). fc1_fine 2 (~2.7 tiles per CTA, no cap): DeepSeek-TP4 M = 8 0.978x, M = 4 = the one
+  // wave, M = 16 1.010x, MiniMax M = 2 / 8 / 16 1.074 / 0.987 / 1.026x. 0: one wave.
   if (k.fc1_groups > 0 || k.fc1_fine == 0 || k_chunks <= 32) return y;
+  if (k.fc1_fine == 1 && routes > 6 * y) return y;
   const int fine = k.fc1_fine == 2 ? (3 * routes + 7) / 8 : (routes + 1) / 2;
   return std::max(y, std::min(routes, fine));
-}
-
-bool decode_fc1_dyn(const DecodeKnobs& k, int fc1_last, int k_chunks) {
-  // Ticketed tiles in the last-warp FC1 (two groups of 4 K warps): each warp needs >= kS = 2
-  // sub-chunks per tile (moe_decode.cuh, kDyn). Measurement knob DecodeKnobs::fc1_dyn.
-  return k.fc1_dyn != 0 && fc1_last != 0 && k_chunks >= 4 * DecodeCfg::kFc1Stages;
 }
 
 bool decode_fc1_balanced(int routes, int tile_groups, int warps, int k_chunks) {
@@ -428,13 +425,6 @@ void launch_decode_stream(const DecodeArgs& args, const DecodeKnobs& kn, bool fp
                    : 0;
   a.a16_gate = a.aquant == num::kANone &&
                (gate_knob == 2 || a.a16_copy != 0 || (gate_knob == 1 && a.fc1_bal != 0));
-  // Ticketed FC1 tiles (DecodeArgs::fc1_dyn, the last-warp FC1's kDyn): where [Q] or the copy
-  // gate zeroes the row blocks' counters and every warp has >= 2 sub-chunks per tile.
-  a.fc1_dyn = decode_fc1_dyn(kn, a.fc1_last, k_chunks) && a.fc1_cnt != nullptr &&
-                      fc1_row_blocks <= a.fc1_cnt_rows &&
-                      (a.aquant != num::kANone || a.a16_copy != 0)
-                  ? kn.fc1_dyn
-                  : 0;
   bool fc1_pdl = pdl;
   // Measurement knob DecodeKnobs::a16_pdl 0: an A16 FC1 without a gate launches without the
   // programmatic edge (not resident early beside the previous call's FC2).

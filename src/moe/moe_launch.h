@@ -169,11 +169,6 @@ struct DecodeArgs {
   // kLast; two unbalanced groups): the last K warp of a group to park a tile's partials finishes
   // it alone, no tile-end barriers.
   int fc1_last = 0;
-  // Ticketed FC1 tiles (decode_fc1_dyn; moe_decode.cuh's kDyn, with fc1_last): a group's tiles
-  // after its first are taken from the row block's counter fc1_cnt[x * fc1_cnt_stride] (zeroed by
-  // [Q] / the copy gate), so faster SMs take more tiles; 2: the static tile order through the same
-  // tickets (probe).
-  int fc1_dyn = 0;
   // FC1 warps per CTA (0: auto, decode_fc1_warps; 8, or 12 with one row warp and one group).
   int fc1_warps = 0;
   // [Q]'s trigger (DecodeKnobs::q_early): 0 after its wait, 1 before it, 2 none (FC1 launches when
@@ -405,8 +400,6 @@ int decode_fc1_last(const DecodeKnobs& k, bool wide, int wm, int warps, int grou
 /// grid.y of the last-warp two-group FC1 from the one-wave tile groups y (DecodeKnobs::fc1_fine:
 /// finer grids on long tiles).
 int decode_fc1_fine_groups(const DecodeKnobs& k, int routes, int k_chunks, int y);
-/// DecodeArgs::fc1_dyn of a last-warp FC1 launch with k_chunks sub-chunks per tile.
-bool decode_fc1_dyn(const DecodeKnobs& k, int fc1_last, int k_chunks);
 /// Whether the FC1 takes balanced chunk ranges (DecodeArgs::fc1_bal) where they can run.
 bool decode_fc1_balanced(int routes, int tile_groups, int warps, int k_chunks);
 /// FC2 with the deep ring (one CTA per SM, 5 stages per warp): fc2_split == 1, few routes and

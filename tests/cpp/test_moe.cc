@@ -684,21 +684,18 @@ TEST(Moe, DecodeFc1LastWarpEndsRunInTheGpuTestShapes) {
     moe::DecodeKnobs off = *s.k;
     off.fc1_last = 0;
     EXPECT_EQ(moe::detail::decode_fc1_last(off, false, 1, w, g, 0), 0) << s.row_blocks;
-    // Ticketed tiles (B12X_MOE_FC1_DYN=1) where every K warp has >= 2 sub-chunks per tile: the
-    // GPU test's bit-equality of FC1_DYN=1 covers kDyn on all but the 3-sub-chunk case.
-    moe::DecodeKnobs dyn = *s.k;
-    dyn.fc1_dyn = 1;
-    EXPECT_EQ(moe::detail::decode_fc1_dyn(dyn, 1, s.k_chunks), s.k_chunks >= 8) << s.row_blocks;
-    EXPECT_FALSE(moe::detail::decode_fc1_dyn(dyn, 0, s.k_chunks));
-    EXPECT_FALSE(moe::detail::decode_fc1_dyn(*s.k, 1, s.k_chunks));
   }
   // Finer grids for the last-warp FC1 on long tiles (B12X_MOE_FC1_FINE): DeepSeek-TP4 (56
-  // sub-chunks, one-wave Y = 12) at 32 / 64 routes, ~2 (1) or ~2.7 (2) tiles per CTA; unchanged at
-  // <= 32 sub-chunks (Qwen3.5-TP4), with FC1_GROUPS forced, or off.
+  // sub-chunks, one-wave Y = 12) at 32 / 64 routes, ~2 (1) or ~2.7 (2) tiles per CTA; 1 not beyond
+  // 6 tiles per CTA (DeepSeek-TP4 M = 16, MiniMax M = 4..16 keep one wave); unchanged at <= 32
+  // sub-chunks (Qwen3.5-TP4), with FC1_GROUPS forced, or off.
   moe::DecodeKnobs fine;
   fine.fc1_fine = 1;
   EXPECT_EQ(moe::detail::decode_fc1_fine_groups(fine, 32, 56, 12), 16);
   EXPECT_EQ(moe::detail::decode_fc1_fine_groups(fine, 64, 56, 12), 32);
+  EXPECT_EQ(moe::detail::decode_fc1_fine_groups(fine, 128, 56, 12), 12);
+  EXPECT_EQ(moe::detail::decode_fc1_fine_groups(fine, 8, 48, 2), 4);
+  EXPECT_EQ(moe::detail::decode_fc1_fine_groups(fine, 16, 48, 2), 2);
   EXPECT_EQ(moe::detail::decode_fc1_fine_groups(fine, 40, 32, 6), 6);
   fine.fc1_fine = 2;
   EXPECT_EQ(moe::detail::decode_fc1_fine_groups(fine, 32, 56, 12), 12);

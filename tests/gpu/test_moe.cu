@@ -774,75 +774,39 @@ TEST(MoeGpu, DecodeStreamFc1LastWarpTileEndsAreBitEqual) {
   const Case cases[] = {fp4_variant_case(kNvfp4Silu, 64, 2048, 256, 8, 8, 1),
                         fp4_variant_case(kMxfp4Relu2, 48, 1024, 256, 16, 4, 1),
                         fp4_variant_case(a16, 32, 384, 128, 12, 6, 1)};
-  // v = 2: ticketed tiles (B12X_MOE_FC1_DYN=1, kDyn: tiles after a group's first taken from the
-  // row block's counter, which [Q] / the copy gate zero every launch; the scratch is poisoned
-  // before each run), bit-equal too; not taken below 2 sub-chunks per warp (the FP16 case). v = 3:
-  // FC1_DYN=2, the static order through the tickets (a timing probe).
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name());
     Problem P;
     P.make(c);
-    const std::vector<std::pair<const char*, std::string>> knobs = {{"B12X_MOE_FC1_KG", "2"},
-                                                                    {"B12X_MOE_FC1_GROUPS", "2"},
-                                                                    {"B12X_MOE_FC1_BAL", "0"},
-                                                                    {"B12X_MOE_FC1_WIDE", "0"}};
-    // (The ticketed variants on the cases that take them: >= 8 sub-chunks per tile; the static
-    // order through the tickets on the first only, one run.)
-    const int nv = &c == &cases[0] ? 4 : &c == &cases[1] ? 3 : 2;
-    std::vector<std::vector<uint16_t>> out[4];
-    for (int v = 0; v < nv; ++v) {
-      auto kv = knobs;
-      kv.push_back({"B12X_MOE_FC1_LAST", v == 0 ? "0" : "1"});
-      if (v >= 2) kv.push_back({"B12X_MOE_FC1_DYN", v == 2 ? "1" : "2"});
-      const int runs = v == 0 || v == 3 ? 1 : 2;
-      out[v] = eager_with_knobs(P, kv, runs);
-      ASSERT_EQ(out[v].size(), static_cast<size_t>(runs));
+    std::vector<std::vector<uint16_t>> out[2];
+    for (int v = 0; v < 2; ++v) {
+      out[v] = eager_with_knobs(P,
+                                {{"B12X_MOE_FC1_KG", "2"},
+                                 {"B12X_MOE_FC1_GROUPS", "2"},
+                                 {"B12X_MOE_FC1_BAL", "0"},
+                                 {"B12X_MOE_FC1_WIDE", "0"},
+                                 {"B12X_MOE_FC1_LAST", v == 0 ? "0" : "1"}},
+                                v == 0 ? 1 : 2);
+      ASSERT_EQ(out[v].size(), v == 0 ? 1u : 2u);
     }
     const auto& base = out[0][0];
-    for (int v = 1; v < nv; ++v) {
-      const char* what = v == 1   ? "last-warp tile ends"
-                         : v == 2 ? "ticketed tiles"
-                                  : "static tiles through tickets";
-      ASSERT_EQ(out[v][0].size(), base.size());
-      EXPECT_EQ(std::memcmp(out[v][0].data(), base.data(), 2 * base.size()), 0)
-          << what << " differ from the barrier tile ends";
-      if (out[v].size() > 1)
-        EXPECT_EQ(std::memcmp(out[v][1].data(), out[v][0].data(), 2 * base.size()), 0)
-            << what << ": a second run differs";
-    }
+    ASSERT_EQ(out[1][0].size(), base.size());
+    EXPECT_EQ(std::memcmp(out[1][0].data(), base.data(), 2 * base.size()), 0)
+        << "last-warp tile ends differ from the barrier tile ends";
+    EXPECT_EQ(std::memcmp(out[1][1].data(), out[1][0].data(), 2 * base.size()), 0)
+        << "last-warp tile ends: a second run differs";
     check_against_reference(P, GpuRun::as_float(c.dtype, out[1][0]), 0.9999);
-    if (&c != &cases[0]) continue;
-    // Ticketed tiles in a graph replayed with new routes (twice: the counters restart) against
-    // eager.
-    auto kv = knobs;
-    kv.push_back({"B12X_MOE_FC1_DYN", "1"});
-    for (const auto& k : kv) ASSERT_EQ(setenv(k.first, k.second.c_str(), 1), 0);
-    GpuRun G(P);
-    for (const auto& k : kv) unsetenv(k.first);
-    ASSERT_TRUE(G.ok);
-    Problem Q;
-    std::vector<uint16_t> replay;
-    check_graph_replays(G, P, 2, "ticketed tiles", Q, replay);
   }
   // decode_fc1_long_groups: with the default knobs a tile of > 32 sub-chunks (H = 4224: 33) on
   // CTAs walking >= 2 tiles (96 row blocks, 4 tile groups, 16 routes) runs the two groups with
   // last-warp ends; FC1_LAST=0 the balanced one group. Both against the reference.
   Problem L;
   L.make(fp4_variant_case(kNvfp4Silu, 16, 4224, 1536, 4, 4, 1));
-  std::vector<uint16_t> last;
-  for (const char* v : {"1", "0", "dyn"}) {
+  for (const char* v : {"1", "0"}) {
     SCOPED_TRACE(std::string("long tiles, FC1_LAST=") + v);
-    const bool dyn = std::string(v) == "dyn";
-    const auto out = dyn ? eager_with_knobs(L, {{"B12X_MOE_FC1_DYN", "1"}})
-                         : eager_with_knobs(L, {{"B12X_MOE_FC1_LAST", v}});
+    const auto out = eager_with_knobs(L, {{"B12X_MOE_FC1_LAST", v}});
     ASSERT_EQ(out.size(), 1u);
-    if (dyn) {
-      EXPECT_EQ(std::memcmp(out[0].data(), last.data(), 2 * last.size()), 0)
-          << "long tiles: ticketed tiles differ from the last-warp tile ends";
-      continue;
-    }
     check_against_reference(L, GpuRun::as_float(L.c.dtype, out[0]), 0.9999);
-    if (std::string(v) == "1") last = out[0];
   }
 }
 

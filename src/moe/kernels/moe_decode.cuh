@@ -590,9 +590,8 @@ __global__ void __launch_bounds__(DecodeCfg::kQuantThreads)
     pdl_wait();
     if (a.q_early == 0) pdl_trigger();
   }
-  if (a.fc1_bal || a.fc1_dyn) {
-    // The balanced FC1's tile counters (the ticketed FC1's: [x][0]): FC1 touches them only after
-    // its wait for this grid.
+  if (a.fc1_bal) {
+    // The balanced FC1's tile counters: FC1 touches them only after its wait for this grid.
     const int n = a.fc1_cnt_rows * a.fc1_cnt_stride;
     const int step = gridDim.x * gridDim.y * blockDim.x;
     for (int i = (blockIdx.y * gridDim.x + blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step)
@@ -679,19 +678,6 @@ __global__ void __launch_bounds__(DecodeCfg::kQuantThreads)
 // has released red / ys (the group's done mbarrier; a tile's K loop later, so it rarely waits).
 // The partials reach the finisher through the group's arrival mbarrier (smem_handover.cuh: every
 // lane arrives after its writes, every reading lane waits, so racecheck can check the edges).
-// kDyn (DecodeArgs::fc1_dyn, with kLast): a group's first tile is y0 + Y grp as before, its later
-// tiles are tickets Y kG + fc1_cnt[x]++ of the row block's shared counter (zeroed by [Q] / the
-// copy gate every launch), so the groups of faster SMs take more tiles: whole tiles dealt
-// statically leave SMs whose CTAs hold one tile more than others (an SM's three CTAs run 7 + 7 + 6
-// tiles where another's run 7 + 6 + 6) and the FC1 is issue-bound per SM. Warp wk 0's lane 0 takes
-// the ticket of the group's tile j + 3 at its end of tile j and publishes it in s_tk[grp][(j + 2) %
-// 8] with that slot's mbarrier; every warp waits on it at its end of tile j + 1 (a tile later, so
-// rarely), before its loads enter tile j + 3. A tile's result does not depend on the group that
-// computes it (same K-warp order): the outputs are bit-equal to kDyn = false. Slot reuse: ticket
-// j + 8 is taken at warp 0's end of tile j + 5, after it waited for tile j + 4's finisher, so every
-// warp has read ticket j (at its end of tile j - 2 and start of tile j) and waited on that phase.
-// That needs >= kS sub-chunks per warp and tile (the loads then never run a whole tile ahead of
-// the math).
 
 template <int kThreads, int kCta>
 __device__ __forceinline__ void group_sync(int id) {
@@ -709,8 +695,7 @@ __device__ __forceinline__ void group_sync(int id) {
 // tiles at its ends. Every warp splits each piece's sub-chunks as it splits a whole tile; a
 // part's K sums go to fc1_part and the tile's last CTA (fc1_cnt) finishes it.
 template <typename OpT, bool kFold, int kSK, int kWM, int kG, int kNW = DecodeCfg::kFc1Warps,
-          bool kBal = false, int kRC = detail::kMaxInlineRoutes, bool kLast = false,
-          bool kDyn = false>
+          bool kBal = false, int kRC = detail::kMaxInlineRoutes, bool kLast = false>
 __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold ? 3 : 2) : 2)
     moe_decode_fc1_kernel(const DecodeArgs a) {
   using C = DecodeCfg;
@@ -725,7 +710,6 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
   static_assert(C::kTileTokens * 32 == detail::kFc1BalSlotFloats, "fc1_part slot size");
   static_assert(!kLast || !kBal, "last-warp tile ends: whole tiles only");
   static_assert(C::kTileTokens <= 4, "kLast: live columns 2 t + {0, 1} with t < 2");
-  static_assert(!kDyn || kLast, "ticketed tiles: the last-warp tile ends");
   extern __shared__ __align__(16) uint8_t smem[];
   __shared__ RouteSmemT<kRC> rs;
   // kLast: per group, warps arrived at tile ends (cumulative; the last one finishes the tile).
@@ -733,13 +717,6 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
   // kLast: per group an arrival mbarrier [grp] (the lanes of the group's warps, one phase per tile)
   // and a done mbarrier [kG + grp] (the finisher's lanes).
   __shared__ uint64_t s_bar[kLast ? 2 * kG : 1];
-  // kDyn: per group 8 ticket slots (the tile index of group tile j >= 1 in [grp * 8 + (j - 1) % 8])
-  // and their mbarriers (one arrival: the ticket taker's lane; ticket j is phase (j - 1) / 8).
-  __shared__ int s_tk[kDyn ? 8 * kG : 1];
-  __shared__ uint64_t s_tkbar[kDyn ? 8 * kG : 1];
-  // kDyn: the row block's tile count, kept by each group's ticket taker for itself (not in a
-  // register across the K loop: one more live value there spilled and rescheduled it).
-  __shared__ int s_ntiles[kDyn ? kG : 1];
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t = lane & 3;
   // (Warps < 8: with one group grp is 0 and wk warp / kWM, known at compile time.)
@@ -759,8 +736,6 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
     s_arrived[tid] = 0;
     mbar_init(&s_bar[tid], 32 * kWK * kWM);
     mbar_init(&s_bar[kG + tid], 32);
-    if constexpr (kDyn)
-      for (int j = 0; j < 8; ++j) mbar_init(&s_tkbar[8 * tid + j], 1);
   }
   const int ntiles = route_tables<kRC, kCta>(a, rs, smem);
   if (a.fc2_split > 1 && blockIdx.x == 0 && blockIdx.y == 0) {
@@ -794,12 +769,8 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
     if (!wait_first) pdl_wait();  // completion of this grid implies the predecessor's
     return;
   }
-  // kDyn: the static first tile; each ticket read at a tile start adds one.
-  int n_tg = kBal ? n_t : grp < n_t ? (kDyn ? 1 : (n_t - grp + kG - 1) / kG) : 0;
-  auto tile_index = [&](int it) {
-    if constexpr (kDyn) return it == 0 ? y0 + Y * grp : s_tk[8 * grp + ((it - 1) & 7)];
-    return kBal ? t_lo + it : y0 + Y * (grp + kG * it);
-  };
+  const int n_tg = kBal ? n_t : grp < n_t ? (n_t - grp + kG - 1) / kG : 0;
+  auto tile_index = [&](int it) { return kBal ? t_lo + it : y0 + Y * (grp + kG * it); };
   auto tile_of = [&](int it) { return rs.tile(tile_index(it)); };
   auto piece_ka = [&](int it) { return kBal && it == 0 ? k_lo : 0; };
   auto piece_kb = [&](int it) { return kBal && it == n_tg - 1 ? k_hi : nk; };
@@ -866,19 +837,6 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
     St::issue(ring_sa + slot * C::kFc1Stage, sc, wstep, cu.ka + wk + kWK * cu.k, kSK,
               W.scales_k_stride, W.values_k_stride, lane, weights, acts);
   };
-  // kDyn: the ticket of group tile j (>= 1) into its slot (-1 past the row block's tiles), by warp
-  // wk 0's lane 0.
-  auto grab = [&](int j) {
-    if (wk == 0 && lane == 0) {
-      const int sl = 8 * grp + ((j - 1) & 7);
-      // fc1_dyn 2 (a timing probe of the ticket machinery): the static tile order.
-      const int tk = a.fc1_dyn == 2
-                         ? y0 + Y * (grp + kG * j)
-                         : Y * kG + atomicAdd(a.fc1_cnt + blockIdx.x * a.fc1_cnt_stride, 1);
-      s_tk[sl] = tk < s_ntiles[grp] ? tk : -1;
-      mbar_arrive(&s_tkbar[sl]);
-    }
-  };
   ChunkCursor ni = cursor0();  // the next chunk to load
   {
     ChunkCursor wc = ni;  // the weights' cursor in the first pass
@@ -888,10 +846,6 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
     });
   }
   if (!wait_first) pdl_wait();  // xq is written by [Q]
-  if constexpr (kDyn) {
-    if (wk == 0 && lane == 0) s_ntiles[grp] = ntiles;  // read back by this lane only
-    if (n_tg > 0) grab(1);                             // fc1_cnt was zeroed by [Q] / the copy gate
-  }
   prime_ring<kS>(n_my, [&](int s) {
     issue(s, src_of(ni.t), ni, false, true);
     advance(ni);
@@ -899,19 +853,6 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
   // Sources of the next chunk's tile, rebuilt only when the cursor enters a new tile.
   typename St::Src nsrc{};
   if (ni.t < n_tg) nsrc = src_of(ni.t);
-  // kDyn: group tile j's ticket (j = n_tg: the tiles before it are known), a tile before the loads
-  // enter tile j; warp 0 then takes tile j + 1's. Read outside the K loop (ptxas rescheduled that
-  // loop when the tickets were read inside it): for j = 1 here, for j = it + 2 at tile it's end.
-  auto resolve = [&](int j) {
-    if (j != n_tg) return;  // a tile before j had no ticket
-    mbar_wait(&s_tkbar[8 * grp + ((j - 1) & 7)], ((j - 1) >> 3) & 1);
-    if (s_tk[8 * grp + ((j - 1) & 7)] >= 0) {
-      n_tg = j + 1;  // (n_my follows: n_tg * n_k, see the refill below)
-      grab(j + 1);
-      if (ni.k == 0 && ni.t == j) nsrc = src_of(j);  // the cursor waits at tile j's start
-    }
-  };
-  if constexpr (kDyn) resolve(1);
 
   float acc[2][4];
 #pragma unroll
@@ -932,9 +873,7 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
       const int slot = c % kS;
       stage_mma<OpT, kFold, kSK, 2>(ring + slot * C::kFc1Stage, acc, g, t);
       __syncwarp();  // every lane is done reading the slot before it is refilled
-      // (Whole tiles: n_my = n_tg * n_k, written as the product so that kDyn's growing n_tg
-      // is the one extra live value across this loop.)
-      if (c + kS < (kBal ? n_my : n_tg * n_k)) {
+      if (c + kS < n_my) {
         issue(slot, nsrc, ni, true, true);
         advance(ni);
         if (ni.k == 0 && ni.t < n_tg) nsrc = src_of(ni.t);
@@ -951,7 +890,6 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
     // group's last warp to arrive does it all, ep / ep_n its lane / 32 instead of the group's).
     if constexpr (kLast) {
       if (it > 0) mbar_wait(&s_bar[kG + grp], (it - 1) & 1);
-      if constexpr (kDyn) resolve(it + 2);
       __syncwarp();  // the previous tile's finisher is done with red and ys
     }
 #pragma unroll
