@@ -1754,13 +1754,19 @@ Plan plan(const Caps& caps) {
     // 13.38 / 9.76 -> 9.69 / 22.41 / 22.81 / 13.22 / 9.66, M = 4 10.05 / 22.46 / 22.91 / 13.36 /
     // 9.77 -> 9.52 / 22.00 / 22.84 / 13.21 / 9.66; block FP8's 1x128 groups on 16 lanes lost 1-6 %
     // and ring loads issued after the MMAs lost on MXFP8 / block FP8 / per-tensor's 14336x4096:
-    // removed). B12X_GEMM_STREAM16_F8_VAR=<flags> overrides (0: none).
+    // removed). Session 20 (round 76, us over 4096x4096 / 14336x4096 / 4096x14336 / 6144x4096 /
+    // 2048x7168): MXFP8 at one token tile on a warp per token (kF8VarQ32; M = 1 9.21 / 20.65 /
+    // 21.28 / 12.25 / 9.30 -> 9.00 / 20.41 / 21.07 / 12.04 / 9.19, M = 4 9.41 / 21.24 / 21.66 /
+    // 12.61 / 9.49 -> 9.21 / 21.04 / 21.55 / 12.37 / 9.35), block FP8's in-kernel quantization
+    // after the MMAs at one token tile (kF8VarLate; M = 4 8.65 / 20.19 / 19.30 / 11.49 / 9.20 ->
+    // 8.48 / 19.33 / 18.87 / 11.44 / 8.93). B12X_GEMM_STREAM16_F8_VAR=<flags> overrides (0: none).
     const char* evar = std::getenv("B12X_GEMM_STREAM16_F8_VAR");
     auto var_for = [&](int tw8, int depth) {
       const int v = evar != nullptr ? std::atoi(evar)
                     : wf == lin::WFmt::kFp8Mx && mma8 == 1 && depth == 4
-                        ? lin::kF8VarFold | (q8 ? lin::kF8VarQ8 : 0)
-                        : 0;
+                        ? lin::kF8VarFold | (q8 ? lin::kF8VarQ8 | lin::kF8VarQ32 : 0)
+                    : wf == lin::WFmt::kFp8Block && mma8 == 1 && depth == 4 && q8 ? lin::kF8VarLate
+                                                                                  : 0;
       return v != 0 && lin::stream16_f8_available(wf, tw8, mma8, depth, q8, occ_for(tw8, depth), v)
                  ? v
                  : 0;

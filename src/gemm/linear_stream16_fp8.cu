@@ -72,15 +72,13 @@ F8Fn pick_q(WFmt f, int tw, int nt, int mma, int depth) {
   }
 }
 
-// kF8VarFold (MXFP8), with kF8VarQ8 where quantized in the kernel; depth 4. Session 20's
-// variants (kF8VarQ32, kF8VarLate) in linear_stream16_fp8_var.cu / _late.cu.
+// kF8VarFold (MXFP8), with kF8VarQ8 (and kF8VarQ32) where quantized in the kernel; depth 4.
+// Block FP8's kF8VarLate. Session 20's variants in linear_stream16_fp8_var.cu / _late.cu.
 F8Fn pick_variant(WFmt f, int tw, int nt, int depth, bool q, int var) {
   constexpr int kV6 = kF8VarFold | kF8VarQ8;
   if (var == kF8VarLate) return pick_stream16_f8_late(f, tw, nt, depth, q);
   if (f != WFmt::kFp8Mx || depth != 4) return nullptr;
-  if (var == (kV6 | kF8VarLate)) return q ? pick_stream16_f8_late(f, tw, nt, depth, q) : nullptr;
-  if (var == (kV6 | kF8VarQ32) || var == (kV6 | kF8VarQ32 | kF8VarLate))
-    return q ? pick_stream16_f8_mx_q32(tw, nt, (var & kF8VarLate) != 0) : nullptr;
+  if (var == (kV6 | kF8VarQ32)) return q ? pick_stream16_f8_mx_q32(tw, nt) : nullptr;
   switch (var) {
     case kF8VarFold:
       return q ? pick_s16f8_tw_nt<32, 4, true, kF8VarFold>(tw, nt)
@@ -92,10 +90,10 @@ F8Fn pick_variant(WFmt f, int tw, int nt, int depth, bool q, int var) {
   }
 }
 
-/// The variant a launch runs: kF8VarQ8 only where the kernel quantizes (a plan's rows that are
-/// not 16-byte vectors come quantized by the quantizer launch instead).
+/// The variant a launch runs: kF8VarQ8 / kF8VarQ32 / kF8VarLate only where the kernel quantizes
+/// (a plan's rows that are not 16-byte vectors come quantized by the quantizer launch instead).
 int run_var(bool q, int var) {
-  return q ? var : var & ~kF8VarQ8;
+  return q ? var : var & ~(kF8VarQ8 | kF8VarQ32 | kF8VarLate);
 }
 
 F8Fn pick(WFmt f, int tw, int nt, int mma, int depth, bool q, int occ = 2, int var = 0) {

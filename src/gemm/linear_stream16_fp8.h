@@ -16,9 +16,11 @@ struct LinearParams;
 inline constexpr int kF8VarFold = 2;  ///< MXFP8 scales folded into the f16 operands
 inline constexpr int kF8VarQ8 = 4;    ///< MXFP8's in-kernel quantization on all 8 warps
 /// With kF8VarQ8 at one token tile (M <= 8): the quantization on a warp per token, one 8-value
-/// piece per lane, instead of 16 lanes per token with two pieces each.
+/// piece per lane, instead of 16 lanes per token with two pieces each (MXFP8's default since
+/// session 20).
 inline constexpr int kF8VarQ32 = 8;
-/// Any FP8 format: chunk c + 1 converted / quantized after chunk c's MMAs instead of before.
+/// Block FP8 with the in-kernel quantization at one token tile: chunk c + 1 quantized after chunk
+/// c's MMAs instead of before (its default since session 20).
 inline constexpr int kF8VarLate = 16;
 
 /// FP8 weights (per-tensor, block FP8, MXFP8) on e4m3 activations (MXFP8 / block FP8 with their

@@ -25,10 +25,9 @@ F8Fn pick_s16f8_tw_nt(int tw, int nt) {
   }
 }
 
-/// MXFP8 with kF8VarFold | kF8VarQ8 | kF8VarQ32 (| kF8VarLate).
-F8Fn pick_stream16_f8_mx_q32(int tw, int nt, bool late);
-/// kF8VarLate on the format's default kernel (MXFP8 with kF8VarFold | kF8VarQ8); nullptr where
-/// not compiled.
+/// MXFP8 with kF8VarFold | kF8VarQ8 | kF8VarQ32.
+F8Fn pick_stream16_f8_mx_q32(int tw, int nt);
+/// Block FP8 (in-kernel quantization, depth 4) with kF8VarLate; nullptr otherwise.
 F8Fn pick_stream16_f8_late(WFmt f, int tw, int nt, int depth, bool q);
 
 }  // namespace b12x::gemm::lin

@@ -2267,12 +2267,11 @@ TEST(GemmGpu, DecodeStream16Fp8) {
         EXPECT_EQ(l.split, f8_split(c.K, std::atoi(sp))) << name(c);
       }
   }
-  // MXFP8's in-kernel quantization on all 8 warps with its folded scales (VAR=6, the default on
-  // SM90; only the warps with tokens below M quantize), 14 (a warp per token at M <= 8), 22
-  // (chunk c + 1 quantized after chunk c's MMAs), 30 (both; 14 / 22 / 30 at M = 1 / 3 / 16): tw
-  // 1 / 2, M = 5 / 12 / 16, splits 1 / 3, K tails (half chunks, 4864), partial CTAs, FP16
-  // outputs, a graph.
-  for (const int var : {6, 14, 22, 30}) {
+  // MXFP8's in-kernel quantization on all 8 warps with its folded scales (VAR=6; only the warps
+  // with tokens below M quantize) and 14 (a warp per token at M <= 8, the default on SM90; at
+  // M = 1 / 3 / 16): tw 1 / 2, M = 5 / 12 / 16, splits 1 / 3, K tails (half chunks, 4864),
+  // partial CTAs, FP16 outputs, a graph.
+  for (const int var : {6, 14}) {
     ScopedEnv em("B12X_GEMM_DECODE_F8MMA", "1"), eq("B12X_GEMM_STREAM16_QX", "1"),
         ev("B12X_GEMM_STREAM16_F8_VAR", std::to_string(var).c_str());
     int k = 0;
@@ -2294,22 +2293,23 @@ TEST(GemmGpu, DecodeStream16Fp8) {
         EXPECT_EQ(l.split, f8_split(c.K, std::atoi(sp))) << name(c);
       }
   }
-  // Per-tensor / block FP8 with chunk c + 1 converted / quantized after chunk c's MMAs (VAR=16,
-  // session 20): tw 1 / 2 (per-tensor depth 4 / 8), M = 5 / 16, splits 1 / 3, K tails.
+  // Block FP8 quantized after the MMAs (VAR=16, the default on SM90) and before them (0) at
+  // M = 5 (one token tile; M = 16 runs the same code either way): tw 1 / 2, splits 1 / 3, K tails.
   {
-    ScopedEnv em("B12X_GEMM_DECODE_F8MMA", "1"), ev("B12X_GEMM_STREAM16_F8_VAR", "16");
+    ScopedEnv em("B12X_GEMM_DECODE_F8MMA", "1");
     int k = 0;
-    for (const LinearFormat f : {LinearFormat::kFp8Tensor, LinearFormat::kFp8Block})
+    for (const char* var : {"16", "0"})
       for (const char* tw : {"1", "2"}) {
+        const LinearFormat f = LinearFormat::kFp8Block;
+        ScopedEnv ev("B12X_GEMM_STREAM16_F8_VAR", var);
         const char* sp = (k % 2) ? "3" : "1";
         ScopedEnv et("B12X_GEMM_STREAM16_TW", tw), es("B12X_GEMM_STREAM16_SPLIT", sp),
-            ed("B12X_GEMM_STREAM16_DEPTH",
-               tw[0] == '1' || f == LinearFormat::kFp8Block ? "4" : "8");
+            ed("B12X_GEMM_STREAM16_DEPTH", "4");
         Case c{f,
                (k % 2) ? int64_t{16} : int64_t{5},
                (k % 2) ? 72 : 200,
-               (k % 2) ? 4864 : 1312,
-               f == LinearFormat::kFp8Tensor ? DType::kFP8E4M3 : DType::kBF16,
+               (k % 2) ? 4864 : 1408,
+               DType::kBF16,
                DType::kBF16,
                (k % 2) == 0};
         ++k;
@@ -2317,7 +2317,7 @@ TEST(GemmGpu, DecodeStream16Fp8) {
         run_case(c, /*graph_replay=*/k == 4);
         const gemm::lin::Stream16F8Launch l = gemm::lin::last_stream16_f8_launch();
         EXPECT_GT(l.serial, before) << name(c) << " tw " << tw;
-        EXPECT_EQ(l.var, 16) << name(c);
+        EXPECT_EQ(l.var, std::atoi(var)) << name(c);
       }
   }
   // Ring depth 8 (f16 MMAs: per-tensor, block FP8 / MXFP8 at tw 1) and the plan's own split
@@ -2460,8 +2460,9 @@ TEST(GemmGpu, DecodeStream16Fp8) {
       run_case(c);
       EXPECT_GT(gemm::lin::last_stream16_f8_launch().serial, b0) << gemm::format_name(f);
       EXPECT_TRUE(gemm::lin::last_stream16_f8_launch().q);
-      // MXFP8: folded scales, quantized on all 8 warps (session 16).
-      EXPECT_EQ(gemm::lin::last_stream16_f8_launch().var, f == LinearFormat::kMxfp8 ? 6 : 0);
+      // MXFP8: folded scales, quantized on all 8 warps (session 16), a warp per token at M <= 8;
+      // block FP8: quantized after the MMAs at M <= 8 (session 20).
+      EXPECT_EQ(gemm::lin::last_stream16_f8_launch().var, f == LinearFormat::kMxfp8 ? 14 : 16);
       c.max_tokens = 0;
       b0 = gemm::lin::last_stream16_f8_launch().serial;
       run_case(c, false, nullptr, [](Acts& a) { a.x_offset = 8; });
