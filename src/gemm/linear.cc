@@ -130,7 +130,7 @@ constexpr bool kStreamMxTilePerSm = true;
 /// CTA) 11.04 -> 11.56, not taken. Round 76 (6144x4096): MXFP4 W4A16 6.60 -> 5.81, W4A4 7.83 (4
 /// parts, the blocks) -> 6.39; 4096x4096 / 4096x14336 / 2048x7168 (65 / 65 / 32 % of the slots)
 /// NVFP4 W4A16 4.24 / 9.93 / 4.45 -> 4.82 / 10.52 / 5.24, not taken. B12X_GEMM_STREAM_JIT=4 forces
-/// it at the 3-CTA cap (=3 without kLean, NVFP4).
+/// it at the 3-CTA cap with 8 parts (the spilling instances without kLean were removed).
 constexpr bool kStreamJitLean3 = true;
 /// Plan::stream_trig's default mask: the 4-row kernel (M = 2..4), round 57 NVFP4 W4A16 M = 4
 /// off -> on 8.72 / 14.83 / 18.14 / 10.67 us -> 6.95 / 14.25 / 18.13 / 10.21 (2048x7168 runs the
@@ -1465,12 +1465,10 @@ Plan plan(const Caps& caps) {
         // Session 20: at the 3-CTA cap with 8 parts and one group per CTA with kLean's
         // registers (bit 64; kStreamJitLean3), and for MXFP4 W4A4 at any parts with its
         // activations converted in the kernel (kStreamQcvt: bits 8 | 32, also NVFP4 W4A4's).
-        // B12X_GEMM_STREAM_JIT=3 / 4 force them at the 3-CTA cap with 8 parts without / with
-        // kLean (NVFP4).
-        const bool nv = wf == lin::WFmt::kNvfp4;
+        // B12X_GEMM_STREAM_JIT=4 forces them at the 3-CTA cap with 8 parts.
         const bool jit3 =
             occ == 3 && c.parts == 8 &&
-            (ej != nullptr ? (ej[0] == '3' && nv) || ej[0] == '4'
+            (ej != nullptr ? ej[0] == '4'
                            : kStreamJitLean3 && c.groups <= c.ctas && c.ctas * 10 >= c.slots * 8);
         const bool mx_qcvt = qcvt && f == LinearFormat::kMxfp4 && (occ == 2 || jit3);
         if (shfl &&
@@ -1480,8 +1478,7 @@ Plan plan(const Caps& caps) {
           if (qcvt && (f == LinearFormat::kNvfp4 || mx_qcvt)) p.decode_stream_var |= 8 | 32;
           p.decode_stream_smem = lin::kStreamJitBytes;
           if (jit3 && lean3) p.decode_stream_var |= 64;  // kLean
-          if (occ == 3 && (p.decode_stream_var & ~64) != 128 &&
-              (p.decode_stream_var & ~64) != 168) {
+          if (occ == 3 && p.decode_stream_var != (128 | 64) && p.decode_stream_var != (168 | 64)) {
             p.decode_stream_var &= 8;  // no 3-CTA instance: the CTA's staging
             p.decode_stream_smem = lin::stream_smem_bytes(geo.kvec, c.parts);
           }

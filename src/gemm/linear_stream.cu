@@ -50,21 +50,19 @@ StreamFn stream_var_fn(int parts, int var) {
 
 /// The per-warp activation blocks (var 128, linear_stream_kernel's kJit): NVFP4 (136: W4A4's
 /// NVFP4 activations converted in the kernel, 168 by pair arithmetic) and MXFP4 (168: its W4A4
-/// activations converted by pair arithmetic) at the 2-CTA cap;
-/// NVFP4 at the 3-CTA cap with 8 parts only (session 20 probe; it spilled 120 bytes on sm_90a in
-/// session 19), also with kLean's fewer registers (+64; MXFP4 with kLean only).
+/// activations converted by pair arithmetic) at the 2-CTA cap; at the 3-CTA cap with 8 parts only
+/// and kLean's registers (+64, session 20; without kLean the instances spilled 80-120 bytes and
+/// lost, round 75: 6144x4096 NVFP4 W4A16 7.33 us vs 6.43 staged, kLean 5.70).
 StreamFn stream_jit_fn(WFmt f, int parts, int occ, int var, bool mx_free) {
   if (occ == 3) {
     if (parts != 8) return nullptr;
-    if (f == WFmt::kMxfp4)  // kLean only
+    if (f == WFmt::kMxfp4)
       return var == 192   ? mx_free ? &linear_stream_kernel<8, 3, 1, true, true, true, 192>
                                     : &linear_stream_kernel<8, 3, 1, true, true, false, 192>
                : var == 232 ? mx_free ? &linear_stream_kernel<8, 3, 1, true, true, true, 232>
                                       : &linear_stream_kernel<8, 3, 1, true, true, false, 232>
                             : nullptr;
-    return var == 128   ? &linear_stream_kernel<8, 3, 1, true, false, false, 128>
-           : var == 168 ? &linear_stream_kernel<8, 3, 1, true, false, false, 168>
-           : var == 192 ? &linear_stream_kernel<8, 3, 1, true, false, false, 192>  // kLean
+    return var == 192   ? &linear_stream_kernel<8, 3, 1, true, false, false, 192>
            : var == 232 ? &linear_stream_kernel<8, 3, 1, true, false, false, 232>
                         : nullptr;
   }

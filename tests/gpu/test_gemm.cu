@@ -1419,10 +1419,14 @@ TEST(GemmGpu, DecodeStreamMxFree) {
     launched({LinearFormat::kMxfp4W4A16, 16, 72, 1312, DType::kBF16, DType::kBF16, false}, false,
              false);
     // Session 20: MXFP4 W4A4 at M = 1 converted in the per-warp blocks (var 168) with the fold,
-    // at the plan's K parts and at 4 (a graph).
+    // at the plan's K parts and at 4 (a graph),
     launched({LinearFormat::kMxfp4, 1, 72, 4832, DType::kBF16, DType::kBF16, false}, false, false);
     ScopedEnv ep4("B12X_GEMM_STREAM_PARTS", "4");
     launched({LinearFormat::kMxfp4, 1, 200, 4832, DType::kBF16, DType::kBF16, true}, true, false);
+    // and in kLean's 3-CTA instance (var 232; the default at 6144x4096).
+    ScopedEnv eo3("B12X_GEMM_STREAM_OCC", "3"), ep8("B12X_GEMM_STREAM_PARTS", "8"),
+        e4("B12X_GEMM_STREAM_JIT", "4");
+    launched({LinearFormat::kMxfp4, 1, 72, 4832, DType::kBF16, DType::kBF16, false}, false, false);
   }
   {
     ScopedEnv e0("B12X_GEMM_STREAM_MX_FREE", "0");
@@ -1616,20 +1620,15 @@ TEST(GemmGpu, DecodeStreamJit) {
         run_case({f, 1, K == 1280 ? 72 : 200, K, DType::kBF16, DType::kBF16, K == 14336},
                  /*graph_replay=*/K == 14336);
       }
-    // Session 20 probes (B12X_GEMM_STREAM_JIT=3 / 4): the blocks at the 3-CTA cap, 8 parts,
-    // =4 with kLean's single accumulator chain and compressed scale bytes (bit 64; MXFP4 too).
-    ScopedEnv eo3("B12X_GEMM_STREAM_OCC", "3"), ep8("B12X_GEMM_STREAM_PARTS", "8");
-    for (const char* jv : {"3", "4"}) {
-      ScopedEnv e3("B12X_GEMM_STREAM_JIT", jv);
-      const int lean = jv[0] == '4' ? 64 : 0;
-      for (const LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kNvfp4,
-                                   LinearFormat::kMxfp4W4A16, LinearFormat::kMxfp4}) {
-        const bool w4a4 = f == LinearFormat::kNvfp4 || f == LinearFormat::kMxfp4;
-        const bool mx = f == LinearFormat::kMxfp4W4A16 || f == LinearFormat::kMxfp4;
-        if (mx && !lean) continue;  // MXFP4 at the 3-CTA cap: kLean only
-        EXPECT_EQ(plan1(f, 72, 4864).decode_stream_var, (w4a4 ? 168 : 128) | lean);
-        run_case({f, 1, 72, 4864, DType::kBF16, DType::kBF16, w4a4});
-      }
+    // Session 20 (B12X_GEMM_STREAM_JIT=4; the default at 6144x4096): the blocks at the 3-CTA
+    // cap, 8 parts, with kLean's single accumulator chain and compressed scale bytes (bit 64).
+    ScopedEnv eo3("B12X_GEMM_STREAM_OCC", "3"), ep8("B12X_GEMM_STREAM_PARTS", "8"),
+        e4("B12X_GEMM_STREAM_JIT", "4");
+    for (const LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kNvfp4,
+                                 LinearFormat::kMxfp4W4A16, LinearFormat::kMxfp4}) {
+      const bool w4a4 = f == LinearFormat::kNvfp4 || f == LinearFormat::kMxfp4;
+      EXPECT_EQ(plan1(f, 72, 4864).decode_stream_var, (w4a4 ? 168 : 128) | 64);
+      run_case({f, 1, 72, 4864, DType::kBF16, DType::kBF16, w4a4});
     }
   }
   ScopedEnv ep("B12X_GEMM_STREAM_PARTS", "8"), ec("B12X_GEMM_STREAM_CTAS", "1");
