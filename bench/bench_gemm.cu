@@ -10,6 +10,9 @@
 //   B12X_BENCH_FLOOR=1: also time a read-only kernel over each shape's NVFP4 bytes (time_floor);
 //   B12X_BENCH_FLOOR_SEG=<v>, B12X_BENCH_FLOOR_ORDER=1..4: in the M = 1 stream kernel's order;
 //   B12X_BENCH_FLOOR_GRID=<CTAs>: that many CTAs instead of CTAs per SM x SMs (the kernel's grid).
+//   B12X_BENCH_VARIANTS="A=1 B=2;A=0" (probes, session 21): each row planned and timed once per
+//   variant (its plan-time env set around plan()), back to back on the same packed weights; rows
+//   carry a [v<i>] tag.
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
@@ -484,6 +487,26 @@ int64_t bench_max_tokens() {
   return e != nullptr ? std::atoll(e) : 0;
 }
 
+/// B12X_BENCH_VARIANTS: ';'-separated variants of space-separated NAME=VALUE settings.
+std::vector<std::vector<std::pair<std::string, std::string>>> bench_variants() {
+  std::vector<std::vector<std::pair<std::string, std::string>>> vs;
+  const char* e = std::getenv("B12X_BENCH_VARIANTS");
+  if (e == nullptr || *e == 0) return {{}};
+  std::stringstream ss(e);
+  std::string item;
+  while (std::getline(ss, item, ';')) {
+    std::stringstream vs1(item);
+    std::string kv;
+    std::vector<std::pair<std::string, std::string>> v;
+    while (vs1 >> kv) {
+      const auto q = kv.find('=');
+      if (q != std::string::npos) v.emplace_back(kv.substr(0, q), kv.substr(q + 1));
+    }
+    vs.push_back(v);
+  }
+  return vs;
+}
+
 bool format_enabled(LinearFormat f) {
   const char* e = std::getenv("B12X_BENCH_FORMATS");
   if (!e || !*e) return true;
@@ -535,6 +558,7 @@ int main() {
   const char* budget_env = std::getenv("B12X_BENCH_BUDGET_S");
   const double budget = budget_env ? std::atof(budget_env) : 50.0;
   bench::JsonRows json;
+  const auto variants = bench_variants();
   std::printf("%-12s %6s %6s %5s %10s %9s %6s %8s %8s %8s\n", "format", "N", "K", "M", "us", "GB/s",
               "%bw", "TFLOP/s", "xBF16", "xFP8");
   for (auto [N, K] : shapes) {
@@ -595,48 +619,53 @@ int main() {
         DevMem y(M * N * 2), alpha(16);
         const float one = 1.f;
         BENCH_CUDA(cudaMemcpy(alpha.p, &one, 4, cudaMemcpyHostToDevice));
-        try {
-          const gemm::Plan plan = gemm::plan(caps);
-          DevMem scratch(plan.scratch_bytes);
-          const TensorRef st = TensorRef::contiguous(
-              scratch.p, DType::kUInt8, {std::max<int64_t>(plan.scratch_bytes, 1)}, dev);
-          const TensorRef yt = TensorRef::contiguous(y.p, DType::kBF16, {M, N}, dev);
-          const TensorRef at = (f == LinearFormat::kNvfp4)
-                                   ? TensorRef::contiguous(alpha.p, DType::kFP32, {1}, dev)
-                                   : TensorRef{};
-          std::vector<gemm::Binding> binds;
-          for (auto& w : wts)
-            binds.push_back(gemm::bind(plan, st, a.xt, a.xst, *w, yt, TensorRef{}, at));
-          const double t = bench::time_graph_us(
-              [&](int i, cudaStream_t s) { gemm::run(binds[i % binds.size()], s); }, per_graph(M),
-              reps(M));
-          const double flops = 2.0 * M * N * K;
-          const double bytes = static_cast<double>(base->stream_bytes()) + a.bytes + M * N * 2.0;
-          const double xb = t_bf16[mi] / t, xf = t_fp8[mi] > 0 ? t_fp8[mi] / t : 0;
-          const double xfb = t_fp8b[mi] > 0 ? t_fp8b[mi] / t : 0;
-          std::printf("%-12s %6ld %6ld %5ld %10.2f %9.0f %6.1f %8.1f %8.2f %8.2f\n",
-                      gemm::format_name(f), (long)N, (long)K, (long)M, t, bytes / t / 1e3,
-                      100.0 * bytes / t / 1e3 / bw, flops / t / 1e6, xb, xf);
-          std::fflush(stdout);
-          json.add(
-              {{"op", bench::JsonRows::str(gemm::format_name(f))},
-               {"N", bench::JsonRows::num(N)},
-               {"K", bench::JsonRows::num(K)},
-               {"M", bench::JsonRows::num(M)},
-               {"us", bench::JsonRows::num(t)},
-               {"gbs", bench::JsonRows::num(bytes / t / 1e3)},
-               {"pct_bw", bench::JsonRows::num(100.0 * bytes / t / 1e3 / bw)},
-               {"tflops", bench::JsonRows::num(flops / t / 1e6)},
-               {"x_cublas_bf16", bench::JsonRows::num(xb)},
-               {"x_cublaslt_fp8", bench::JsonRows::num(xf)},
-               {"x_cublaslt_fp8_block", bench::JsonRows::num(xfb)},
-               {"weight_bytes", bench::JsonRows::num(static_cast<double>(base->stream_bytes()))},
-               {"kernel", bench::JsonRows::str(binds[0].regime == gemm::Regime::kDecode ? "decode"
-                                                                                        : "tiled")},
-               {"split_k", bench::JsonRows::num(plan.split_k)}});
-        } catch (const Error& e) {
-          std::printf("%-12s M=%ld failed: %s\n", gemm::format_name(f), (long)M, e.what());
-        }
+        for (size_t vi = 0; vi < variants.size(); ++vi) try {
+            for (const auto& [k, v] : variants[vi]) setenv(k.c_str(), v.c_str(), 1);
+            const gemm::Plan plan = gemm::plan(caps);
+            for (const auto& kv : variants[vi]) unsetenv(kv.first.c_str());
+            const std::string vtag =
+                variants.size() > 1 ? " [v" + std::to_string(vi) + "]" : std::string();
+            DevMem scratch(plan.scratch_bytes);
+            const TensorRef st = TensorRef::contiguous(
+                scratch.p, DType::kUInt8, {std::max<int64_t>(plan.scratch_bytes, 1)}, dev);
+            const TensorRef yt = TensorRef::contiguous(y.p, DType::kBF16, {M, N}, dev);
+            const TensorRef at = (f == LinearFormat::kNvfp4)
+                                     ? TensorRef::contiguous(alpha.p, DType::kFP32, {1}, dev)
+                                     : TensorRef{};
+            std::vector<gemm::Binding> binds;
+            for (auto& w : wts)
+              binds.push_back(gemm::bind(plan, st, a.xt, a.xst, *w, yt, TensorRef{}, at));
+            const double t = bench::time_graph_us(
+                [&](int i, cudaStream_t s) { gemm::run(binds[i % binds.size()], s); }, per_graph(M),
+                reps(M));
+            const double flops = 2.0 * M * N * K;
+            const double bytes = static_cast<double>(base->stream_bytes()) + a.bytes + M * N * 2.0;
+            const double xb = t_bf16[mi] / t, xf = t_fp8[mi] > 0 ? t_fp8[mi] / t : 0;
+            const double xfb = t_fp8b[mi] > 0 ? t_fp8b[mi] / t : 0;
+            std::printf("%-12s %6ld %6ld %5ld %10.2f %9.0f %6.1f %8.1f %8.2f %8.2f%s\n",
+                        gemm::format_name(f), (long)N, (long)K, (long)M, t, bytes / t / 1e3,
+                        100.0 * bytes / t / 1e3 / bw, flops / t / 1e6, xb, xf, vtag.c_str());
+            std::fflush(stdout);
+            json.add(
+                {{"op", bench::JsonRows::str(gemm::format_name(f))},
+                 {"N", bench::JsonRows::num(N)},
+                 {"K", bench::JsonRows::num(K)},
+                 {"M", bench::JsonRows::num(M)},
+                 {"us", bench::JsonRows::num(t)},
+                 {"gbs", bench::JsonRows::num(bytes / t / 1e3)},
+                 {"pct_bw", bench::JsonRows::num(100.0 * bytes / t / 1e3 / bw)},
+                 {"tflops", bench::JsonRows::num(flops / t / 1e6)},
+                 {"x_cublas_bf16", bench::JsonRows::num(xb)},
+                 {"x_cublaslt_fp8", bench::JsonRows::num(xf)},
+                 {"x_cublaslt_fp8_block", bench::JsonRows::num(xfb)},
+                 {"weight_bytes", bench::JsonRows::num(static_cast<double>(base->stream_bytes()))},
+                 {"kernel", bench::JsonRows::str(
+                                binds[0].regime == gemm::Regime::kDecode ? "decode" : "tiled")},
+                 {"split_k", bench::JsonRows::num(plan.split_k)}});
+          } catch (const Error& e) {
+            for (const auto& kv : variants[vi]) unsetenv(kv.first.c_str());
+            std::printf("%-12s M=%ld failed: %s\n", gemm::format_name(f), (long)M, e.what());
+          }
       }
       json.write("gemm", bw);  // incremental: a timeout still leaves the rows so far
       const double el =

@@ -163,6 +163,11 @@ constexpr int64_t kDecodeSyncMaxMK = 8192;
 constexpr int kS16MinVp = 8;
 /// The M <= 16 block kernel's token range starts here (below: the M = 1 and 4-row stream kernels).
 constexpr int64_t kS16MinM = 5;
+/// The NVFP4 / MXFP4 block kernel's first run M: kS16MinM, or the plan's probe
+/// B12X_GEMM_STREAM16_MINM=<2..5> (session 21: the fused split at M = 2..4, Plan::stream16_min_m).
+int64_t s16_min_m(const Plan& p) {
+  return p.stream16_depth == 0 && p.stream16_min_m > 0 ? p.stream16_min_m : kS16MinM;
+}
 /// The FP8 block kernel's first M, where the decode kernel ran before (kS16MinM): MXFP8 from 2,
 /// block FP8 from 3, per-tensor from 4 (at one tile per warp on a small grid from 9). Rounds 56 /
 /// 57 (H200, us over 4096x4096 / 14336x4096 / 4096x14336 / 6144x4096 / 2048x7168, decode kernel
@@ -602,7 +607,11 @@ std::string stream16_variant_tags(const Plan& p) {
 std::string stream16_describe(const Plan& p) {
   if (p.stream16_tw == 0) return std::string();
   return " stream16=" + std::to_string(p.stream16_tw) + "x" + std::to_string(p.stream16_split) +
-         "/" + std::to_string(p.stream16_vp) + stream16_variant_tags(p);
+         "/" + std::to_string(p.stream16_vp) + stream16_variant_tags(p) +
+         (p.stream16_fuse ? " fuse" : "") +
+         (p.stream16_min_m > 0 && p.stream16_min_m != kS16MinM && p.stream16_depth == 0
+              ? " m" + std::to_string(p.stream16_min_m)
+              : "");
 }
 
 }  // namespace
@@ -1617,7 +1626,10 @@ Plan plan(const Caps& caps) {
   const bool f8_block_deep_k = wf == lin::WFmt::kFp8Block && geo.K >= 3 * geo.N;
   const int64_t f8_cap_min =
       f8_min_m > 0 ? f8_min_m : f8_block_min_m(wf) - (f8_block_deep_k ? 1 : 0);
-  if ((M >= kS16MinM || (lin::wtraits(wf).fp8mma && M >= f8_cap_min)) &&
+  int64_t s16_min = kS16MinM;
+  if (const char* e = std::getenv("B12X_GEMM_STREAM16_MINM"); e != nullptr)
+    s16_min = std::clamp<int64_t>(std::atoi(e), 2, kS16MinM);
+  if ((M >= s16_min || (lin::wtraits(wf).fp8mma && M >= f8_cap_min)) &&
       p.regime != Regime::kTiled) {
     const char* e16 = std::getenv("B12X_GEMM_STREAM16");
     const bool want = !(e16 != nullptr && e16[0] == '0');
@@ -1629,7 +1641,7 @@ Plan plan(const Caps& caps) {
     int force_split = 0;
     if (const char* e = std::getenv("B12X_GEMM_STREAM16_SPLIT"); e != nullptr)
       force_split = std::max(0, std::atoi(e));
-    if (want && !fp16 && stream_bf16_act && split_env == nullptr && M >= kS16MinM &&
+    if (want && !fp16 && stream_bf16_act && split_env == nullptr && M >= s16_min &&
         lin::stream16_available(wf, fp16, tw)) {
       const int64_t sms = std::max(dev.sm_count, 1);
       // Session 17 (default): the K range staged once (linear_stream16_once_kernel) at 2 tiles
@@ -1686,6 +1698,11 @@ Plan plan(const Caps& caps) {
         p.stream16_once = var != 0;
         p.stream16_smem = lin::stream16_smem_bytes(tw, qx, var, split_vp);
         p.stream16_tiles = 8 * tw;
+        p.stream16_min_m = static_cast<int>(s16_min);
+        // Session 21: the split summed in the kernel (s16_split_sum), no reduce launch.
+        // B12X_GEMM_STREAM16_FUSE=0|1 (probe, off by default until measured).
+        const char* ef = std::getenv("B12X_GEMM_STREAM16_FUSE");
+        p.stream16_fuse = split > 1 && ef != nullptr && ef[0] == '1';
       }
     }
     // FP8 weights (session 14, lin::launch_linear_stream16_f8): the same block structure on
@@ -1920,9 +1937,16 @@ Plan plan(const Caps& caps) {
     partial_rows = std::max<int64_t>(partial_rows, p.stream_rows_split * std::min<int64_t>(M, 4));
   if (p.stream16_tw > 0 && p.stream16_split > 1)
     partial_rows = std::max<int64_t>(partial_rows, p.stream16_split * std::min<int64_t>(M, 16));
-  if (partial_rows > 0) {
+  // The fused split's partials: [split][tile][n8 tile][lane] x float4, n8 tiles for the capacity.
+  const int64_t fuse_bytes =
+      p.stream16_fuse ? int64_t{p.stream16_split} * geo.n16 * (M > 8 ? 2 : 1) * 512 : 0;
+  if (partial_rows > 0 || fuse_bytes > 0) {
     p.off_partial = off;
-    off = align_up(off + partial_rows * geo.NP * 4);
+    off = align_up(off + std::max(partial_rows * geo.NP * 4, fuse_bytes));
+  }
+  if (p.stream16_fuse) {
+    p.off_split_cnt = off;  // a 64-bit counter per CTA column and warp
+    off = align_up(off + (geo.n16 + p.stream16_tiles - 1) / p.stream16_tiles * 8 * 8);
   }
   p.scratch_bytes = off;
   // MXFP4 on the stream / block kernels: the fold-free splat instances for weights whose E8M0
@@ -1972,7 +1996,8 @@ Plan plan(const Caps& caps) {
       sig << " stream_r4=" << p.stream_rows_parts << (p.stream_rows_shfl ? "s" : "")
           << (p.stream_rows_split > 1 ? "+reduce" : "");
     if (p.stream16_tw > 0)
-      sig << " stream16=" << p.stream16_tw << (p.stream16_split > 1 ? "+reduce" : "")
+      sig << " stream16=" << p.stream16_tw
+          << (p.stream16_split > 1 ? p.stream16_fuse ? "+fuse" : "+reduce" : "")
           << stream16_variant_tags(p);
     // The pre-pass: every run of a quantized-activation format but the block kernel's with qx
     // (M = 5..16), which converts them itself.
@@ -2181,7 +2206,7 @@ void run(const Binding& b, Stream stream) {
     lin::ActKind kind = lin::ActKind::kFp8;
     // The M <= 16 block kernel converts NVFP4 activations itself (Plan::stream16_qx).
     const bool s16_qx =
-        plan.stream16_qx && !tiled && M >= kS16MinM && M <= 16 && f == LinearFormat::kNvfp4;
+        plan.stream16_qx && !tiled && M >= s16_min_m(plan) && M <= 16 && f == LinearFormat::kNvfp4;
     // The M = 1 stream kernel with the conversion in its staging (Plan::decode_stream_var & 8).
     const bool m1_qx = (plan.decode_stream_var & 8) && plan.decode_stream_parts > 0 && !tiled &&
                        M == 1 && (f == LinearFormat::kNvfp4 || f == LinearFormat::kMxfp4);
@@ -2261,7 +2286,7 @@ void run(const Binding& b, Stream stream) {
       // 15 us at 4096x14336, where the GEMM is a cluster-split grid). Session 12: also before the
       // 4-row stream kernel (no cluster; Plan::stream_rows_pdl).
       const bool rows_stream = (M >= 2 && M <= 4 && plan.stream_rows_parts > 0) ||
-                               (M >= kS16MinM && M <= 16 && plan.stream16_tw > 0);
+                               (M >= s16_min_m(plan) && M <= 16 && plan.stream16_tw > 0);
       a.pdl = plan.pdl && (M == 1 || (rows_stream && plan.stream_rows_pdl)) && !tiled ? 1 : 0;
       if (!fused) lin::launch_act_dequant(a, stream);
       p.x = a.out;
@@ -2414,7 +2439,7 @@ void run(const Binding& b, Stream stream) {
     if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);
     return;
   }
-  if (M >= kS16MinM && M <= 16 && plan.stream16_tw > 0 &&
+  if (M >= s16_min_m(plan) && M <= 16 && plan.stream16_tw > 0 &&
       (p.act_kind == lin::kActRaw16 || (plan.stream16_qx && p.act_kind == lin::kActNvfp4)) &&
       p.xs_kind == lin::kXsNone) {
     p.split = plan.stream16_split;
@@ -2422,9 +2447,12 @@ void run(const Binding& b, Stream stream) {
     p.stream_vp = plan.stream16_vp;
     p.stream_tiles = plan.stream16_tiles;
     p.stream_trig = (plan.stream_trig & 4) ? 1 : 0;
+    p.split_cnt = p.split > 1 && plan.stream16_fuse
+                      ? reinterpret_cast<unsigned long long*>(b.scratch + plan.off_split_cnt)
+                      : nullptr;
     lin::launch_linear_stream16(im.wfmt, plan.stream16_tw, plan.stream16_smem, p, stream,
                                 plan.stream16_once ? lin::kS16VarOnce : 0);
-    if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);
+    if (p.partial != nullptr && p.split_cnt == nullptr) lin::launch_linear_reduce(p, stream);
     return;
   }
   const bool m1_mx_qx = (plan.decode_stream_var & 8) && im.wfmt == WFmt::kMxfp4;
