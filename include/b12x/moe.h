@@ -162,10 +162,8 @@ struct DecodeKnobs {
   int q_load = 1;      ///< B12X_MOE_Q_LOAD 0|1: [Q]'s load order (1: ids + x row together)
   int q_fast = 1;      ///< B12X_MOE_Q_FAST 0|1: [Q] with the 1 / a1gs table
   int q_early = 0;     ///< B12X_MOE_Q_EARLY 0|1|2: [Q]'s trigger (after / before its wait, none)
-  int fc1_wm = 0;      ///< B12X_MOE_FC1_WM 1|2|4: FC1 row warps (0: rule)
   int fc1_groups = 0;  ///< B12X_MOE_FC1_GROUPS >= 1: FC1 tile groups (0: one wave)
-  int fc1_kg = 0;      ///< B12X_MOE_FC1_KG 1|2|4|8: FC1 warp groups (0: rule)
-  int fc1_last = 1;    ///< B12X_MOE_FC1_LAST 0|1: two-group FC1 tile ends by the last warp
+  int fc1_kg = 0;      ///< B12X_MOE_FC1_KG 1|2: FC1 warp groups (0: rule)
   int fc1_fine = 1;    ///< B12X_MOE_FC1_FINE 0|1|2: last-warp FC1 long tiles, ~2 / 2.7 per CTA
   int fc1_wide = 2;    ///< B12X_MOE_FC1_WIDE 0..3: the 12-warp FC1 (0 never, 1 session 4, 2 chain
                        ///< rule, 3 wherever it runs)

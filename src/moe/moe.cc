@@ -629,10 +629,8 @@ DecodeKnobs read_decode_knobs(bool stream, int aquant) {
   knob(k.q_load, "B12X_MOE_Q_LOAD", {0, 1}, "0, 1", not_stream);
   knob(k.q_fast, "B12X_MOE_Q_FAST", {0, 1}, "0, 1", not_nvfp4);
   knob(k.q_early, "B12X_MOE_Q_EARLY", {0, 1, 2}, "0, 1, 2", not_stream);
-  knob(k.fc1_wm, "B12X_MOE_FC1_WM", {1, 2, 4}, "1, 2, 4", not_stream);
   knob(k.fc1_groups, "B12X_MOE_FC1_GROUPS", {}, ">= 1", not_stream);
-  knob(k.fc1_kg, "B12X_MOE_FC1_KG", {1, 2, 4, 8}, "1, 2, 4, 8", not_stream);
-  knob(k.fc1_last, "B12X_MOE_FC1_LAST", {0, 1}, "0, 1", not_stream);
+  knob(k.fc1_kg, "B12X_MOE_FC1_KG", {1, 2}, "1, 2", not_stream);
   knob(k.fc1_fine, "B12X_MOE_FC1_FINE", {0, 1, 2}, "0, 1, 2", not_stream);
   knob(k.fc1_wide, "B12X_MOE_FC1_WIDE", {0, 1, 2, 3}, "0, 1, 2, 3", not_stream);
   knob(k.fc1_bal, "B12X_MOE_FC1_BAL", {0, 1, 2}, "0, 1, 2", not_stream);
@@ -871,8 +869,6 @@ Plan plan(const Caps& caps) {
     }
     // The K-interleaved FC2 kernels (decode_fc2_kil, from the weights' I and the capacity).
     if (stream && detail::decode_fc2_kil(p.knobs, caps.max_tokens, nk2)) sig << " fc2_kil";
-    // The two-group FC1's barrier tile ends (B12X_MOE_FC1_LAST=0; default: last-warp ends).
-    if (stream && p.knobs.fc1_last == 0) sig << " fc1_barrier";
     if (caps.apply_router_weight_on_input) sig << " weight_on_input";
     std::ostringstream shape;
     shape << "E=" << E << " H=" << H << " I=" << I << " max_tokens=" << caps.max_tokens

@@ -74,21 +74,24 @@ void launch_fc2(const DecodeArgs& a, Stream stream, bool pdl) {
 }
 
 // pdl1: FC1's programmatic edge (off after a memset node). Launches with more than
-// kMaxInlineRoutes routes (kRC = kMaxStreamRoutes, the wide routing)
-// run a subset of the shapes: the 8-warp FC1 with one or two row warps, one or two groups,
-// balanced or not (launch_decode_stream maps the others there), and the shallow or 4-warp FC2.
+// kMaxInlineRoutes routes (kRC = kMaxStreamRoutes, the wide routing) run a subset of the shapes:
+// the 8-warp FC1 with one or two row warps, one or two groups (barrier tile ends), balanced or
+// not, and the shallow or 4-warp FC2.
 template <typename OpT, bool kFold, int kSK, int kRC>
 void launch_gemms(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, bool pdl1, bool pdl) {
   const bool mx = a.aquant == num::kAMxfp8 || a.aquant == num::kAMxfp4;
-  if constexpr (!std::is_same_v<OpT, __nv_bfloat16>)
-    B12X_ASSERT(!mx, "decode stream: FP16 operands are A16-only");
+  // Two FC1 row warps only for MX-quantised FC2 inputs (decode_fc1_row_warps), so only with BF16
+  // operands: the FP16 instances have one row warp (the kBf16 ? 2 : 1 below names no new one).
+  constexpr bool kBf16 = std::is_same_v<OpT, __nv_bfloat16>;
+  if constexpr (!kBf16)
+    B12X_ASSERT(!mx && a.fc1_wm == 1, "decode stream: FP16 operands are A16-only");
   constexpr bool kWide = kRC != kMaxInlineRoutes;
   if constexpr (kWide) {
     if (a.fc1_bal != 0)
       launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1Warps, true>(a, kn, stream, pdl1);
-    else if (a.fc1_wm >= 2)
-      launch_fc1<OpT, kFold, kSK, kRC, 2, 1>(a, kn, stream, pdl1);
-    else if (a.fc1_groups >= 2)
+    else if (kBf16 && a.fc1_wm == 2)
+      launch_fc1<OpT, kFold, kSK, kRC, kBf16 ? 2 : 1, 1>(a, kn, stream, pdl1);
+    else if (a.fc1_groups == 2)
       launch_fc1<OpT, kFold, kSK, kRC, 1, 2>(a, kn, stream, pdl1);
     else
       launch_fc1<OpT, kFold, kSK, kRC, 1, 1>(a, kn, stream, pdl1);
@@ -96,20 +99,12 @@ void launch_gemms(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, boo
     launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1WideWarps, true>(a, kn, stream, pdl1);
   } else if (a.fc1_bal != 0) {
     launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1Warps, true>(a, kn, stream, pdl1);
-  } else if (a.fc1_wm == 4) {
-    launch_fc1<OpT, kFold, kSK, kRC, 4, 1>(a, kn, stream, pdl1);
-  } else if (a.fc1_wm == 2) {
-    launch_fc1<OpT, kFold, kSK, kRC, 2, 1>(a, kn, stream, pdl1);
+  } else if (kBf16 && a.fc1_wm == 2) {
+    launch_fc1<OpT, kFold, kSK, kRC, kBf16 ? 2 : 1, 1>(a, kn, stream, pdl1);
   } else if (a.fc1_warps == DecodeCfg::kFc1WideWarps) {
     launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1WideWarps>(a, kn, stream, pdl1);
-  } else if (a.fc1_groups == 8) {
-    launch_fc1<OpT, kFold, kSK, kRC, 1, 8>(a, kn, stream, pdl1);
-  } else if (a.fc1_groups == 4) {
-    launch_fc1<OpT, kFold, kSK, kRC, 1, 4>(a, kn, stream, pdl1);
-  } else if (a.fc1_groups == 2 && a.fc1_last != 0) {
+  } else if (a.fc1_groups == 2) {  // decode_fc1_last: always the last-warp tile ends here
     launch_fc1<OpT, kFold, kSK, kRC, 1, 2, DecodeCfg::kFc1Warps, false, true>(a, kn, stream, pdl1);
-  } else if (a.fc1_groups == 2) {
-    launch_fc1<OpT, kFold, kSK, kRC, 1, 2>(a, kn, stream, pdl1);
   } else {
     launch_fc1<OpT, kFold, kSK, kRC, 1, 1>(a, kn, stream, pdl1);
   }
@@ -189,14 +184,13 @@ bool decode_fc2_deep(const DecodeKnobs& k, int routes, int fc2_split, int row_bl
          row_blocks <= 2 * std::max(sm_count, 1);
 }
 
-int decode_fc1_row_warps(const DecodeKnobs& k, int aquant, bool gated) {
-  // Gated activations with MX-quantised FC2 inputs need 32 whole features per FC1 CTA.
+int decode_fc1_row_warps(int aquant, bool gated) {
+  // Gated activations with MX-quantised FC2 inputs need 32 whole features per FC1 CTA. (Session
+  // 21 removed the knob B12X_MOE_FC1_WM and its 4-row-warp instances: 2 / 4 row warps elsewhere
+  // lost in H200 rounds 8 / 9 and 60, 64-row CTAs 0.941-0.960x against 0.920-0.948x for the two
+  // warp groups that became the default.)
   const bool mx = aquant == num::kAMxfp8 || aquant == num::kAMxfp4;
-  // Measurement knob DecodeKnobs::fc1_wm (B12X_MOE_FC1_WM=1|2|4).
-  const int forced = k.fc1_wm;
-  int wm = forced == 1 || forced == 2 || forced == 4 ? forced : 1;
-  if (mx && gated && wm < 2) wm = 2;
-  return wm;
+  return mx && gated ? 2 : 1;
 }
 
 // Session 18: with last-warp tile ends (DecodeKnobs::fc1_last) also two unbalanced groups where a
@@ -205,8 +199,8 @@ int decode_fc1_row_warps(const DecodeKnobs& k, int aquant, bool gated) {
 // one group -> two groups with last-warp ends: DeepSeek-TP4 nvfp4 M = 8 / 4 124.9 -> 118.4, 75.7
 // -> 72.0, w4a16 M = 8 121.8 -> 115.8; MiniMax nvfp4 M = 8 / 4 / 2 277.6 -> 261.7, 156.1 ->
 // 147.9, 88.9 -> 85.2, w4a16 M = 8 268.8 -> 256.8 (0.942-0.958x).
-bool decode_fc1_long_groups(const DecodeKnobs& k, int routes, int per_cta, int k_chunks) {
-  return k.fc1_last != 0 && k_chunks > 32 && per_cta >= 2 && routes <= kMaxInlineRoutes;
+bool decode_fc1_long_groups(int routes, int per_cta, int k_chunks) {
+  return k_chunks > 32 && per_cta >= 2 && routes <= kMaxInlineRoutes;
 }
 
 int decode_fc1_groups(const DecodeKnobs& k, int routes, int row_blocks, int sm_count, int wm,
@@ -215,7 +209,8 @@ int decode_fc1_groups(const DecodeKnobs& k, int routes, int row_blocks, int sm_c
   // with 8 K warps) and a CTA walks >= 4 tiles (H200 round 12, Qwen3-30B nvfp4: M = 4 63.3 ->
   // 59.4 us, M = 8 96.1 -> 89.6; DeepSeek-TP4 / Qwen3.5-TP4 at M = 8 with 56 / 32 sub-chunks
   // per tile were slower with groups). Capped by the expected tiles per CTA (~routes / tile
-  // groups): a group without a tile idles. Measurement knob DecodeKnobs::fc1_kg (1|2|4|8).
+  // groups): a group without a tile idles. Measurement knob DecodeKnobs::fc1_kg (1|2; session 21
+  // removed 4 / 8 and their instances: 4 groups 1.004-1.038x on Qwen3.5-TP4 in round 61).
   // Session 16, on the chunk-tiled codes: also where a tile has 17-32 sub-chunks (<= 4 per warp
   // with 8 K warps, 8 with 4) and a CTA walks >= 3 tiles, up to kMaxInlineRoutes routes (the
   // balanced one group, decode_fc1_balanced, is then not taken). H200 round 60, Qwen3.5-TP4 (32
@@ -229,10 +224,8 @@ int decode_fc1_groups(const DecodeKnobs& k, int routes, int row_blocks, int sm_c
   const bool short_tiles = k_chunks <= 16 && per_cta >= 4;
   const bool mid_tiles =
       k_chunks > 16 && k_chunks <= 32 && per_cta >= 3 && routes <= kMaxInlineRoutes;
-  const bool long_tiles = decode_fc1_long_groups(k, routes, per_cta, k_chunks);
-  int g = forced == 1 || forced == 2 || forced == 4 || forced == 8 ? forced
-          : short_tiles || mid_tiles || long_tiles                 ? 2
-                                                                   : 1;
+  const bool long_tiles = decode_fc1_long_groups(routes, per_cta, k_chunks);
+  int g = forced == 1 || forced == 2 ? forced : short_tiles || mid_tiles || long_tiles ? 2 : 1;
   while (g > 1 && g > per_cta) g /= 2;
   return g;
 }
@@ -260,18 +253,16 @@ int decode_fc1_warps(const DecodeKnobs& k, int routes, int row_blocks, int sm_co
              : DecodeCfg::kFc1Warps;
 }
 
-int decode_fc1_last(const DecodeKnobs& k, bool wide, int wm, int warps, int groups, int bal) {
-  // Last-warp tile ends (DecodeKnobs::fc1_last, default on): the 8-warp FC1 with two unbalanced
-  // groups, narrow routing. H200 round 68, us, barrier tile ends -> last warp (bit-equal):
+int decode_fc1_last(bool wide, int wm, int warps, int groups, int bal) {
+  // Last-warp tile ends: the 8-warp FC1 with two unbalanced groups, narrow routing (session 21
+  // removed the knob B12X_MOE_FC1_LAST and the barrier-ended instances it reached). H200 round
+  // 68, us, barrier tile ends -> last warp (bit-equal):
   // Qwen3.5-TP4 nvfp4 M = 2 / 4 / 8 58.5 -> 57.3, 97.5 -> 92.9, 174.3 -> 165.7 (FC1 113.7 ->
   // 107.9), w4a16 M = 8 171.7 -> 161.2; Qwen3-30B nvfp4 M = 4 / 8 0.998x. In the one balanced
   // group (its finisher also parks and sums the cut tiles' parts in global memory) 1.21-1.25x
   // slower (DeepSeek-TP4 M = 4 / 8, MiniMax M = 1 / 4 / 8), two balanced groups 1.02-1.27x: not
   // taken.
-  return k.fc1_last != 0 && !wide && wm == 1 && warps == DecodeCfg::kFc1Warps && groups == 2 &&
-                 bal == 0
-             ? 1
-             : 0;
+  return !wide && wm == 1 && warps == DecodeCfg::kFc1Warps && groups == 2 && bal == 0 ? 1 : 0;
 }
 
 int decode_fc1_fine_groups(const DecodeKnobs& k, int routes, int k_chunks, int y) {
@@ -317,9 +308,8 @@ bool decode_fc1_balanced(int routes, int tile_groups, int warps, int k_chunks) {
 void launch_decode_stream(const DecodeArgs& args, const DecodeKnobs& kn, bool fp16_operands,
                           Stream stream, bool pdl) {
   DecodeArgs a = args;
-  if (a.fc1_wm == 0) a.fc1_wm = decode_fc1_row_warps(kn, a.aquant, a.gated != 0);
+  if (a.fc1_wm == 0) a.fc1_wm = decode_fc1_row_warps(a.aquant, a.gated != 0);
   const bool wide = a.routes > kMaxInlineRoutes;  // launch_gemms' subset of shapes
-  if (wide && a.fc1_wm == 4) a.fc1_wm = 2;
   const int fc1_row_blocks = a.w1.rows_pad / (32 * a.fc1_wm);
   // Balanced FC1 chunk ranges (DecodeArgs::fc1_bal) where they apply (quantised activations:
   // [Q] zeroes the counters; one row warp; one group): by decode_fc1_balanced, or
@@ -355,13 +345,12 @@ void launch_decode_stream(const DecodeArgs& args, const DecodeKnobs& kn, bool fp
   // MiniMax w4a16 M = 8 0.951 / 0.955x in round 69.)
   const int y3 = decode_fc1_tile_groups(kn, a.routes, fc1_row_blocks, a.sm_count, 3);
   const bool one_group = a.fc1_groups == 0 && bal1 && bal_ok && !wide &&
-                         !decode_fc1_long_groups(kn, a.routes, a.routes / y3, k_chunks) &&
+                         !decode_fc1_long_groups(a.routes, a.routes / y3, k_chunks) &&
                          decode_fc1_balanced(a.routes, y3, DecodeCfg::kFc1Warps, k_chunks);
   const int fc1_warps_in = a.fc1_warps;
   // FC1 warps and balanced ranges for the groups chosen (the balance check runs on the tile
   // groups of the warps chosen, 2 or 3 CTAs per SM).
   auto shape_fc1 = [&] {
-    if (wide && a.fc1_groups > 2) a.fc1_groups = 2;
     a.fc1_warps = fc1_warps_in;
     if (a.fc1_warps == 0 || wide)
       a.fc1_warps = wide ? DecodeCfg::kFc1Warps
@@ -391,7 +380,10 @@ void launch_decode_stream(const DecodeArgs& args, const DecodeKnobs& kn, bool fp
     a.fc1_groups = decode_fc1_groups(kn, a.routes, fc1_row_blocks, a.sm_count, a.fc1_wm, k_chunks);
     shape_fc1();
   }
-  a.fc1_last = decode_fc1_last(kn, wide, a.fc1_wm, a.fc1_warps, a.fc1_groups, a.fc1_bal);
+  a.fc1_last = decode_fc1_last(wide, a.fc1_wm, a.fc1_warps, a.fc1_groups, a.fc1_bal);
+  // launch_gemms' narrow two-group FC1 is the last-warp instance only.
+  B12X_ASSERT(wide || a.fc1_groups != 2 || a.fc1_last == 1,
+              "decode stream: two FC1 groups without last-warp tile ends");
   a.q_early = kn.q_early == 1 || kn.q_early == 2 ? kn.q_early : 0;
   a.q_load = kn.q_load == 0 ? 0 : 1;  // [Q]'s load order
   a.q_fast = kn.q_fast != 0 ? 1 : 0;

@@ -160,14 +160,15 @@ struct DecodeArgs {
   float* partial = nullptr;
   int* counters = nullptr;
   // Launch shape of the stream, chosen by launch_decode_stream (decode_fc1_row_warps) unless
-  // set: FC1 row warps per CTA (0: auto; 1, 2 or 4) and whether [Q] lets FC1 launch before it
+  // set: FC1 row warps per CTA (0: auto; 1, or 2 with BF16 operands) and whether [Q] lets FC1
+  // launch before it
   // waits for the caller (FC1 then waits before reading anything).
   int fc1_wm = 0;
-  // FC1 warp groups per CTA (0: auto, decode_fc1_groups; 1, 2, 4 or 8 with one row warp).
+  // FC1 warp groups per CTA (0: auto, decode_fc1_groups; 1, or 2 with one row warp).
   int fc1_groups = 0;
-  // FC1 with last-warp tile ends (decode_fc1_last from DecodeKnobs::fc1_last; moe_decode.cuh's
-  // kLast; two unbalanced groups): the last K warp of a group to park a tile's partials finishes
-  // it alone, no tile-end barriers.
+  // FC1 with last-warp tile ends (decode_fc1_last; moe_decode.cuh's kLast; two unbalanced groups,
+  // every narrow launch with two groups): the last K warp of a group to park a tile's partials
+  // finishes it alone, no tile-end barriers.
   int fc1_last = 0;
   // FC1 warps per CTA (0: auto, decode_fc1_warps; 8, or 12 with one row warp and one group).
   int fc1_warps = 0;
@@ -290,12 +291,12 @@ inline int decode_fc2_stages(int64_t routes, int64_t row_blocks, int fc2_split, 
 }
 /// Session 18: two FC1 groups with last-warp tile ends where a tile has > 32 sub-chunks
 /// (decode_fc1_groups; per_cta = routes / the tile groups of 3 CTAs per SM).
-bool decode_fc1_long_groups(const DecodeKnobs& k, int routes, int per_cta, int k_chunks);
-/// FC1 warp groups per CTA (1, 2, 4, 8; > 1 only with fc1_wm == 1) of the decode stream.
+bool decode_fc1_long_groups(int routes, int per_cta, int k_chunks);
+/// FC1 warp groups per CTA (1 or 2; 2 only with fc1_wm == 1) of the decode stream.
 int decode_fc1_groups(const DecodeKnobs& k, int routes, int row_blocks, int sm_count, int wm,
                       int k_chunks);
-/// FC1 row warps per CTA (1, 2 or 4) of the decode stream.
-int decode_fc1_row_warps(const DecodeKnobs& k, int aquant, bool gated);
+/// FC1 row warps per CTA (1, or 2 for gated activations with MX-quantised FC2 inputs).
+int decode_fc1_row_warps(int aquant, bool gated);
 /// Launches the decode stream (fp16_operands: FP16 MMA for fp16 A16 inputs) with the launch
 /// shape the plan's knobs select (no environment read here).
 void launch_decode_stream(const DecodeArgs& args, const DecodeKnobs& knobs, bool fp16_operands,
@@ -396,7 +397,7 @@ int decode_fc1_warps(const DecodeKnobs& k, int routes, int row_blocks, int sm_co
                      int groups, int k_chunks);
 /// DecodeArgs::fc1_last of a launch with these FC1 row warps, warps, groups and balance (wide:
 /// more than kMaxInlineRoutes routes): 1 where the last-warp tile ends run, else 0.
-int decode_fc1_last(const DecodeKnobs& k, bool wide, int wm, int warps, int groups, int bal);
+int decode_fc1_last(bool wide, int wm, int warps, int groups, int bal);
 /// grid.y of the last-warp two-group FC1 from the one-wave tile groups y (DecodeKnobs::fc1_fine:
 /// finer grids on long tiles).
 int decode_fc1_fine_groups(const DecodeKnobs& k, int routes, int k_chunks, int y);

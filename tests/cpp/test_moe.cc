@@ -535,27 +535,31 @@ TEST(Moe, DecodeKnobsAreReadByPlan) {
     const char* name;
     const char* value;
   };
-  const Set set[] = {{"B12X_MOE_FC1_KG", "4"},     {"B12X_MOE_FC1_WIDE", "3"},
+  const Set set[] = {{"B12X_MOE_FC1_KG", "2"},     {"B12X_MOE_FC1_WIDE", "3"},
                      {"B12X_MOE_FC2_STAGES", "5"}, {"B12X_MOE_A16_GATE", "3"},
                      {"B12X_MOE_FC1_GROUPS", "7"}, {"B12X_MOE_Q_EARLY", "1"},
-                     {"B12X_MOE_FC2_SPLIT", "9"},  {"B12X_MOE_FC1_LAST", "0"}};
+                     {"B12X_MOE_FC2_SPLIT", "9"},  {"B12X_MOE_FC1_FINE", "2"}};
   for (const Set& v : set) ASSERT_EQ(setenv(v.name, v.value, 1), 0);
   const moe::DecodeKnobs nv = read_decode_knobs(true, moe::num::kANvfp4);
   const moe::DecodeKnobs a16 = read_decode_knobs(true, moe::num::kANone);
   const moe::DecodeKnobs grouped = read_decode_knobs(false, moe::num::kANvfp4);
   for (const Set& v : set) unsetenv(v.name);
-  EXPECT_EQ(nv.fc1_kg, 4);
+  EXPECT_EQ(nv.fc1_kg, 2);
   EXPECT_EQ(nv.fc1_wide, 3);
   EXPECT_EQ(nv.fc1_groups, 7);
   EXPECT_EQ(nv.q_early, 1);
-  EXPECT_EQ(nv.fc1_last, 0);
-  EXPECT_EQ(grouped.fc1_last, def.fc1_last);
+  EXPECT_EQ(nv.fc1_fine, 2);
+  EXPECT_EQ(grouped.fc1_fine, def.fc1_fine);
   EXPECT_EQ(nv.fc2_stages, def.fc2_stages);  // 5 is not a shallow ring depth
   EXPECT_EQ(nv.fc2_split, def.fc2_split);    // 9 > 4
   EXPECT_EQ(nv.a16_gate, -1);                // A16-only knob in an nvfp4 plan
   EXPECT_EQ(a16.a16_gate, 3);
-  EXPECT_EQ(a16.fc1_kg, 4);
+  EXPECT_EQ(a16.fc1_kg, 2);
   EXPECT_EQ(grouped.fc1_kg, def.fc1_kg);  // no decode stream
+  // Session 21 removed the 4- and 8-group FC1 instances: FC1_KG=4 falls back to the rule.
+  ASSERT_EQ(setenv("B12X_MOE_FC1_KG", "4", 1), 0);
+  EXPECT_EQ(read_decode_knobs(true, moe::num::kANvfp4).fc1_kg, def.fc1_kg);
+  unsetenv("B12X_MOE_FC1_KG");
   EXPECT_EQ(grouped.fc1_wide, def.fc1_wide);
   // The FC2 split's bound and rule take the forced split from the knobs.
   EXPECT_EQ(moe::detail::decode_fc2_split_bound(8, 3), 3);
@@ -629,7 +633,7 @@ TEST(Moe, DecodeFc1GroupsRuleOnTheModelShapes) {
   // FC1 warp groups (decode_fc1_groups) on a 132-SM H200, one row warp: two groups where a tile
   // has <= 16 sub-chunks and a CTA walks >= 4 tiles (Qwen3-30B, 48 row blocks: M = 4 / 8), and
   // (session 16) where it has 17-32 and a CTA walks >= 3 up to 128 routes (Qwen3.5-TP4, 64 row
-  // blocks: M = 2 / 4 / 8); session 18, with last-warp tile ends (DecodeKnobs::fc1_last), also
+  // blocks: M = 2 / 4 / 8); session 18, with last-warp tile ends, also
   // where it has > 32 and a CTA walks >= 2 up to 128 routes (DeepSeek-TP4, 56 sub-chunks, 32 row
   // blocks: M = 4 / 8 / 16; MiniMax, 48, 192 row blocks: M = 1-16), else one group as before.
   struct Shape {
@@ -649,20 +653,14 @@ TEST(Moe, DecodeFc1GroupsRuleOnTheModelShapes) {
           moe::detail::decode_fc1_groups(def, ms[i] * s.topk, s.row_blocks, 132, 1, s.k_chunks),
           s.groups[i])
           << s.name << " M=" << ms[i];
-  moe::DecodeKnobs barrier_ends;
-  barrier_ends.fc1_last = 0;
-  for (int i = 0; i < 5; ++i) {
-    EXPECT_EQ(moe::detail::decode_fc1_groups(barrier_ends, ms[i] * 8, 32, 132, 1, 56), 1);
-    EXPECT_EQ(moe::detail::decode_fc1_groups(barrier_ends, ms[i] * 4, 192, 132, 1, 48), 1);
-  }
 }
 
 TEST(Moe, DecodeFc1LastWarpEndsRunInTheGpuTestShapes) {
-  // MoeGpu.DecodeStreamFc1LastWarpTileEndsAreBitEqual compares FC1_LAST=1 with 0 bit for bit, so
-  // it proves nothing unless its launches take the last-warp instance: its forced shapes (KG=2,
+  // MoeGpu.DecodeStreamFc1LastWarpTileEnds checks the last-warp instance against the reference,
+  // so it proves nothing unless its launches take it: its forced shapes (KG=2,
   // GROUPS=2, BAL=0, WIDE=0; nvfp4 SiLU 16 row blocks / 64 routes / 16 sub-chunks, MXFP4 ReLU2 8 /
   // 64 / 8, w4a16 ReLU2 4 / 72 / 3) and its default long-tile case (96 row blocks, 16 routes, 33
-  // sub-chunks) get two unbalanced 8-warp groups, and decode_fc1_last 1 (0 with FC1_LAST=0).
+  // sub-chunks) get two unbalanced 8-warp groups, and decode_fc1_last 1.
   moe::DecodeKnobs forced;
   forced.fc1_kg = 2;
   forced.fc1_groups = 2;
@@ -680,10 +678,7 @@ TEST(Moe, DecodeFc1LastWarpEndsRunInTheGpuTestShapes) {
     EXPECT_EQ(g, 2) << s.row_blocks << " row blocks";
     const int w =
         moe::detail::decode_fc1_warps(*s.k, s.routes, s.row_blocks, 132, 1, g, s.k_chunks);
-    EXPECT_EQ(moe::detail::decode_fc1_last(*s.k, false, 1, w, g, 0), 1) << s.row_blocks;
-    moe::DecodeKnobs off = *s.k;
-    off.fc1_last = 0;
-    EXPECT_EQ(moe::detail::decode_fc1_last(off, false, 1, w, g, 0), 0) << s.row_blocks;
+    EXPECT_EQ(moe::detail::decode_fc1_last(false, 1, w, g, 0), 1) << s.row_blocks;
   }
   // Finer grids for the last-warp FC1 on long tiles (B12X_MOE_FC1_FINE): DeepSeek-TP4 (56
   // sub-chunks, one-wave Y = 12) at 32 / 64 routes, ~2 (1) or ~2.7 (2) tiles per CTA; 1 not beyond
@@ -707,10 +702,10 @@ TEST(Moe, DecodeFc1LastWarpEndsRunInTheGpuTestShapes) {
             : moe::DecodeKnobs{}.fc1_fine == 1 ? 32
                                                : 24);
   // Never with the balanced group, other warp counts or row warps, or beyond 128 routes.
-  EXPECT_EQ(moe::detail::decode_fc1_last(def, false, 1, 8, 1, 1), 0);
-  EXPECT_EQ(moe::detail::decode_fc1_last(def, false, 1, 12, 1, 0), 0);
-  EXPECT_EQ(moe::detail::decode_fc1_last(def, false, 2, 8, 1, 0), 0);
-  EXPECT_EQ(moe::detail::decode_fc1_last(def, true, 1, 8, 2, 0), 0);
+  EXPECT_EQ(moe::detail::decode_fc1_last(false, 1, 8, 1, 1), 0);
+  EXPECT_EQ(moe::detail::decode_fc1_last(false, 1, 12, 1, 0), 0);
+  EXPECT_EQ(moe::detail::decode_fc1_last(false, 2, 8, 1, 0), 0);
+  EXPECT_EQ(moe::detail::decode_fc1_last(true, 1, 8, 2, 0), 0);
 }
 
 TEST(Moe, DecodeFc2RowsRuleOnTheModelShapes) {

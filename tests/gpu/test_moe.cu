@@ -759,16 +759,16 @@ TEST(MoeGpu, DecodeStreamFc2RowsAreBitEqual) {
     }
 }
 
-TEST(MoeGpu, DecodeStreamFc1LastWarpTileEndsAreBitEqual) {
+TEST(MoeGpu, DecodeStreamFc1LastWarpTileEnds) {
   B12X_REQUIRE_GPU();
-  // The two-group FC1's last-warp tile ends (default; B12X_MOE_FC1_LAST=0, read by plan, the
-  // barrier tile ends): the last K warp of a group to park a tile's partials sums them in the same
-  // K-warp order, applies the activation and quantises alone, with no tile-end barrier, so the
-  // outputs are bit-equal to the barrier tile ends, run after run. Two groups on 2 tile groups
-  // (FC1_KG=2, FC1_GROUPS=2, FC1_BAL=0: each group walks ~8-16 tiles). Cases: nvfp4 SiLU (16
-  // sub-chunks per tile, FC2 input quantised per 16-feature block), MXFP4 ReLU2 (32-feature
-  // blocks) and FP16 w4a16 ReLU2 at H = 384 (3 sub-chunks per tile, fewer than a group's 4 K
-  // warps: one parks zeros). Then the long-tile two groups of the default rule (below).
+  // The two-group FC1's last-warp tile ends (every narrow two-group launch; session 21 removed the
+  // barrier-ended instance and its knob B12X_MOE_FC1_LAST, which this test compared bit for bit
+  // until then): the last K warp of a group to park a tile's partials sums them in the fixed K-warp
+  // order, applies the activation and quantises alone, so the outputs are bit-equal run after run.
+  // Two groups on 2 tile groups (FC1_KG=2, FC1_GROUPS=2, FC1_BAL=0: each group walks ~8-16
+  // tiles). Cases: nvfp4 SiLU (16 sub-chunks per tile, FC2 input quantised per 16-feature block),
+  // MXFP4 ReLU2 (32-feature blocks) and FP16 w4a16 ReLU2 at H = 384 (3 sub-chunks per tile, fewer
+  // than a group's 4 K warps: one parks zeros). Then the long-tile two groups of the default rule.
   const Fp4Variant a16{QuantMode::kW4A16, SourceFormat::kModeloptNvfp4, DType::kFP16,
                        Activation::kRelu2};
   const Case cases[] = {fp4_variant_case(kNvfp4Silu, 64, 2048, 256, 8, 8, 1),
@@ -778,33 +778,27 @@ TEST(MoeGpu, DecodeStreamFc1LastWarpTileEndsAreBitEqual) {
     SCOPED_TRACE(c.name());
     Problem P;
     P.make(c);
-    std::vector<std::vector<uint16_t>> out[2];
-    for (int v = 0; v < 2; ++v) {
-      out[v] = eager_with_knobs(P,
-                                {{"B12X_MOE_FC1_KG", "2"},
-                                 {"B12X_MOE_FC1_GROUPS", "2"},
-                                 {"B12X_MOE_FC1_BAL", "0"},
-                                 {"B12X_MOE_FC1_WIDE", "0"},
-                                 {"B12X_MOE_FC1_LAST", v == 0 ? "0" : "1"}},
-                                v == 0 ? 1 : 2);
-      ASSERT_EQ(out[v].size(), v == 0 ? 1u : 2u);
-    }
-    const auto& base = out[0][0];
-    ASSERT_EQ(out[1][0].size(), base.size());
-    EXPECT_EQ(std::memcmp(out[1][0].data(), base.data(), 2 * base.size()), 0)
-        << "last-warp tile ends differ from the barrier tile ends";
-    EXPECT_EQ(std::memcmp(out[1][1].data(), out[1][0].data(), 2 * base.size()), 0)
+    const auto out = eager_with_knobs(P,
+                                      {{"B12X_MOE_FC1_KG", "2"},
+                                       {"B12X_MOE_FC1_GROUPS", "2"},
+                                       {"B12X_MOE_FC1_BAL", "0"},
+                                       {"B12X_MOE_FC1_WIDE", "0"}},
+                                      2);
+    ASSERT_EQ(out.size(), 2u);
+    ASSERT_EQ(out[1].size(), out[0].size());
+    EXPECT_EQ(std::memcmp(out[1].data(), out[0].data(), 2 * out[0].size()), 0)
         << "last-warp tile ends: a second run differs";
-    check_against_reference(P, GpuRun::as_float(c.dtype, out[1][0]), 0.9999);
+    check_against_reference(P, GpuRun::as_float(c.dtype, out[0]), 0.9999);
   }
   // decode_fc1_long_groups: with the default knobs a tile of > 32 sub-chunks (H = 4224: 33) on
   // CTAs walking >= 2 tiles (96 row blocks, 4 tile groups, 16 routes) runs the two groups with
-  // last-warp ends; FC1_LAST=0 the balanced one group. Both against the reference.
+  // last-warp ends; FC1_KG=1 the balanced one group. Both against the reference.
   Problem L;
   L.make(fp4_variant_case(kNvfp4Silu, 16, 4224, 1536, 4, 4, 1));
-  for (const char* v : {"1", "0"}) {
-    SCOPED_TRACE(std::string("long tiles, FC1_LAST=") + v);
-    const auto out = eager_with_knobs(L, {{"B12X_MOE_FC1_LAST", v}});
+  using Knobs = std::vector<std::pair<const char*, std::string>>;
+  for (const Knobs& k : {Knobs{}, Knobs{{"B12X_MOE_FC1_KG", "1"}}}) {
+    SCOPED_TRACE(k.empty() ? "long tiles, default" : "long tiles, FC1_KG=1");
+    const auto out = eager_with_knobs(L, k);
     ASSERT_EQ(out.size(), 1u);
     check_against_reference(L, GpuRun::as_float(L.c.dtype, out[0]), 0.9999);
   }
