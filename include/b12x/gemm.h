@@ -239,9 +239,9 @@ struct Plan {
   int decode_stream_occ = 0;
   int decode_stream_ctas = 0;
   /// The M = 1 stream kernel with the scale splats built one k16 step per lane and exchanged by
-  /// shuffles (session 14, default since round 52); B12X_GEMM_STREAM_SHFL=0 turns it off. The
-  /// M = 1 stream kernel also takes MXFP4 weights with it: default for MXFP4 W4A4 (round 53),
-  /// B12X_GEMM_STREAM_MX=0|1 turns it off / on for every MXFP4 format.
+  /// shuffles (session 14, default since round 52; always true since session 21, which removed
+  /// the other form). The M = 1 stream kernel also takes MXFP4 weights: default for MXFP4 W4A4
+  /// (round 53), B12X_GEMM_STREAM_MX=0 turns it off.
   bool decode_stream_shfl = false;
   /// The M = 1 stream kernel's variant (session 16): 8 = W4A4's NVFP4 activations converted in
   /// the kernel's staging instead of the pre-pass launch (default where K <= 8192;
@@ -253,8 +253,9 @@ struct Plan {
   /// E8M0 codes are all <= 135 (scales up to 2^8; PackedWeight::pack records it, refresh keeps
   /// it); B12X_GEMM_STREAM_MX_FREE=0|1.
   bool stream_mx_free = false;
-  /// The M = 1 stream kernel is for weights that take the fold-free splats only (MXFP4 W4A16,
-  /// B12X_GEMM_STREAM_MX=free): run keeps the decode kernel for the others.
+  /// The M = 1 stream kernel is for weights that take the fold-free splats only (MXFP4 W4A16, and
+  /// MXFP4 W4A4 on a plan without the per-warp blocks, session 21): run keeps the decode kernel
+  /// for the others.
   bool decode_stream_free_only = false;
   /// The stream kernels trigger their dependents' programmatic launch (PDL) as soon as a warp
   /// has issued its last weight loads, so the next call's CTAs take the slots that free up and
@@ -284,8 +285,8 @@ struct Plan {
   /// stream kernel requests its first weight vectors before waiting on it);
   /// B12X_GEMM_STREAM_PREPASS_PDL=0 turns it off.
   bool stream_rows_pdl = true;
-  /// The 4-row stream kernel with the shuffled splats (session 14, default since round 53):
-  /// B12X_GEMM_STREAM_ROWS_SHFL=0 turns them off.
+  /// The 4-row stream kernel with the shuffled splats (session 14, default since round 53;
+  /// always true since session 21, which removed the other form).
   bool stream_rows_shfl = false;
   /// Decode regime at M = 5..16, NVFP4 / MXFP4 weights with BF16 activations (raw, or the
   /// pre-pass's; session 13, default): the block kernel (lin::launch_linear_stream16) whose CTAs

@@ -90,7 +90,7 @@ constexpr int64_t kStreamRowsMinTiles = 2;
 /// decode kernel, W4A16's old route, 6.01 / 14.59 / 12.73 / 8.04 in round 55), W4A4 6.64 / 14.44
 /// / 14.44 / 9.29 -> 6.16 / 12.85 / 12.87 / 8.43; M = 16 (block kernel) W4A16 8.33 / 19.49 / - ->
 /// 8.15 / 17.46 / 17.52 / 10.62 / 8.61 (round 55: 8.52 / 19.67 / 19.24 / 11.87 / 8.82).
-/// B12X_GEMM_STREAM_MX_FREE=0 / B12X_GEMM_STREAM_MX=0|1 turn them off / pick the kernel.
+/// B12X_GEMM_STREAM_MX_FREE=0 / B12X_GEMM_STREAM_MX=0 turn them off.
 constexpr bool kStreamMxFree = true;
 constexpr bool kStreamMxW4a16Free = true;
 /// W4A4 at M = 1: the stream kernel converts the NVFP4 activations itself (no pre-pass) up to
@@ -107,7 +107,8 @@ constexpr int64_t kStreamQxMaxK = 8192;
 /// 9.89 / (3-CTA) / 4.47 and 4.25 / (11.06) / 9.93 / - / 4.44; MXFP4 W4A16 4.92 / 11.50 / 11.53
 /// -> 4.40 / (11.64) / 10.53, W4A4 6.14 / 12.82 / 12.85 -> 5.53 / (12.96) / 11.92; NVFP4 W4A4
 /// 5.37 / 11.50 / 12.23 -> 5.12 (v136) / (14.20) / 11.63 (v128, the pre-pass; v136 12.63).
-/// B12X_GEMM_STREAM_JIT=0 turns it off, =1 forces it at the 2-CTA cap (any K parts).
+/// Session 21 removed B12X_GEMM_STREAM_JIT=0 / =1 (off; forced at the 2-CTA cap for any K parts)
+/// with the instances only they reached.
 constexpr bool kStreamJit = true;
 /// Session 20: W4A4's FP4 activations converted in the per-warp blocks by BF16 pair arithmetic
 /// (Plan::decode_stream_var bits 8 | 32, nvfp4x8_bf16_e7 / mxfp4x8_bf16) wherever the blocks run,
@@ -116,7 +117,8 @@ constexpr bool kStreamJit = true;
 /// 75 (H200, M = 1, us over 4096x4096 / 14336x4096 / 4096x14336 / 6144x4096 / 2048x7168, default
 /// -> QCVT): NVFP4 W4A4 5.16 / - / 11.58 / - / 5.66 -> 4.71 / - / 10.88 / - / 5.14, MXFP4 W4A4
 /// 5.56 / 13.07 / 11.99 / 8.48 / 5.83 -> 4.75 / 12.67 (2 parts) / 11.41 / 7.66 (4 parts) / 5.14.
-/// B12X_GEMM_STREAM_QCVT=0|1 overrides (B12X_GEMM_STREAM_QX=0 turns it off too).
+/// Session 21 removed B12X_GEMM_STREAM_QCVT=0 with the instances only it reached (v136, MXFP4
+/// W4A4's v128 / staging after the pre-pass).
 constexpr bool kStreamQcvt = true;
 /// Session 20: MXFP4 W4A16 with fold-free weights takes NVFP4 W4A16's one-tile-per-SM rule (the
 /// stream kernel at the 2-CTA cap with the early trigger where 0.9-1 row tiles per SM): round 75
@@ -1358,7 +1360,8 @@ Plan plan(const Caps& caps) {
     // M = 1 would run one warp per tile: the stream kernel wins there on every shape, 2048x7168
     // included (W4A16 capacity 1 keeps the 8-warp decode kernel there).
     // B12X_GEMM_DECODE_STREAM=0|1, B12X_GEMM_STREAM_OCC=2|3, B12X_GEMM_STREAM_PARTS=1|2|4|8 and
-    // B12X_GEMM_STREAM_CTAS=<per SM> override.
+    // B12X_GEMM_STREAM_CTAS=<per SM> override (session 21: a forced grid without a compiled
+    // variant runs the variant-free kernel, see below).
     const char* se = std::getenv("B12X_GEMM_DECODE_STREAM");
     const bool w4a16 = format_raw_activations(f);
     // MXFP4 weights (session 14; E8M0 splats, shuffled): default for MXFP4 W4A4 (its pre-pass's
@@ -1366,17 +1369,15 @@ Plan plan(const Caps& caps) {
     // 18.39 / 9.28 / 7.08 -> 6.79 / 15.16 / 14.88 / 9.57 / 6.74 (6.75 / 15.15 / 14.97 / 9.65 /
     // 6.80 in a second run). W4A16 was a wash (6.69 / 14.87 / 13.57 / 8.40 / 5.09 -> 6.16 /
     // 14.63 / 14.27 / 8.20 / 5.10: the extra HFMA2 per register of the 2^119 fold costs where
-    // the decode kernel is strong), so it stays on the decode kernel. B12X_GEMM_STREAM_MX=0|1
-    // turns it off / on for every MXFP4 format.
+    // the decode kernel is strong), so it stays on the decode kernel. B12X_GEMM_STREAM_MX=0
+    // turns it off (session 21 removed =1, the stream kernel for every MXFP4 format and weight:
+    // the fold's variant-free instances are gone).
     const char* emx = std::getenv("B12X_GEMM_STREAM_MX");
     // Session 15: MXFP4 W4A16 on the stream kernel where the bound weight takes the fold-free
-    // splats (run checks it; the other weights keep the decode kernel). B12X_GEMM_STREAM_MX=free.
-    const bool mx_w4a16_free =
-        f == LinearFormat::kMxfp4W4A16 && (emx != nullptr ? emx[0] == 'f' : kStreamMxW4a16Free);
-    const bool mx_ok =
-        wf == lin::WFmt::kMxfp4 &&
-        (emx != nullptr && emx[0] != 'f' ? emx[0] == '1'
-                                         : f == LinearFormat::kMxfp4 || mx_w4a16_free);
+    // splats (run checks it; the other weights keep the decode kernel).
+    const bool mx_w4a16_free = f == LinearFormat::kMxfp4W4A16 && kStreamMxW4a16Free;
+    const bool mx_ok = wf == lin::WFmt::kMxfp4 && !(emx != nullptr && emx[0] == '0') &&
+                       (f == LinearFormat::kMxfp4 || mx_w4a16_free);
     const bool stream_ok =
         (wf == lin::WFmt::kNvfp4 || mx_ok) && !fp16 && stream_bf16_act && split_env == nullptr;
     // Session 16: NVFP4 W4A16 with 0.9-1 row tiles per SM (2048x7168: 128 tiles on 132 SMs) takes
@@ -1398,9 +1399,8 @@ Plan plan(const Caps& caps) {
       // second in brackets), W4A16 5.59 / 13.28 / 12.96 / 7.59 / 5.17 (5.59 / 13.21 / 12.99 /
       // 7.64 / 5.18) -> 5.47 / 12.23 / 12.16 / 7.24 / 5.15 (5.43 / 12.25 / 12.22 / 7.25 /
       // 5.15), W4A4 6.51 / 13.93 / 13.75 / 9.05 / 6.56 -> 6.18 / 12.87 / 12.82 / 8.47 / 6.53.
-      // B12X_GEMM_STREAM_SHFL=0 turns it off.
-      const char* esh = std::getenv("B12X_GEMM_STREAM_SHFL");
-      const bool shfl = !(esh != nullptr && esh[0] == '0');
+      // The only form since session 21 (the per-lane instances and B12X_GEMM_STREAM_SHFL removed).
+      constexpr bool shfl = true;
       struct Choice {
         int parts = 0, ctas = 0;
         int64_t cost = -1, groups = 0, slots = 0;
@@ -1409,10 +1409,10 @@ Plan plan(const Caps& caps) {
         Choice c;
         for (int parts : {1, 2, 4, 8}) {
           if (force_parts > 0 && parts != force_parts) continue;
-          if (!lin::stream_kernel_available(wf, fp16, parts, occ, 1, shfl)) continue;
+          if (!lin::stream_kernel_available(wf, fp16, parts, occ, 1)) continue;
           const int64_t smem = lin::stream_smem_bytes(geo.kvec, parts);
           if (smem > lin::kStreamSmemBudget) continue;
-          const int fit = lin::prepare_linear_stream(caps.device, wf, parts, occ, smem, 1, shfl);
+          const int fit = lin::prepare_linear_stream(caps.device, wf, parts, occ, smem, 1);
           if (fit <= 0) continue;
           const int64_t slots = sms * (per_sm > 0 ? std::min(per_sm, fit) : fit);
           const int64_t groups = (geo.n16 + 8 / parts - 1) / (8 / parts);
@@ -1427,10 +1427,8 @@ Plan plan(const Caps& caps) {
       // The per-warp blocks' choices (session 19 / 20, below), read here: W4A4's occupancy rule
       // depends on them.
       const char* ej = std::getenv("B12X_GEMM_STREAM_JIT");
-      const char* eqf = std::getenv("B12X_GEMM_STREAM_QCVT");
       const char* eqx = std::getenv("B12X_GEMM_STREAM_QX");
-      const bool qcvt =
-          eqf != nullptr ? eqf[0] == '1' : kStreamQcvt && !(eqx != nullptr && eqx[0] == '0');
+      constexpr bool qcvt = kStreamQcvt;
       const bool lean3 = ej != nullptr ? ej[0] == '4' : kStreamJitLean3;
       int occ = force_occ == 2 || force_occ == 3 ? force_occ : w4a16 && !tile_per_sm ? 3 : 2;
       Choice c = choose(occ);
@@ -1460,38 +1458,43 @@ Plan plan(const Caps& caps) {
         p.decode_stream_ctas = c.ctas;
         p.decode_stream_vp = lin::stream_vectors_per_part(geo.kvec, c.parts);
         p.decode_stream_smem = lin::stream_smem_bytes(geo.kvec, c.parts);
-        p.decode_stream_free_only = mx_w4a16_free;
         // W4A4 (session 16): the NVFP4 activations converted in the kernel's staging instead of
         // the pre-pass launch before it, where K <= 8192 (each CTA converts the whole K). Round
         // 60, M = 1 us over 4096x4096 / 14336x4096 / 4096x14336 / 6144x4096 / 2048x7168, pre-pass
         // -> in-kernel: 6.33 / 12.51 / 12.39 / 8.24 / 6.30 (8.24 / 6.30 from round 59) -> 5.32 /
-        // 11.48 / 12.97 / 7.80 / 6.10. B12X_GEMM_STREAM_QX=0|1 overrides.
-        if (f == LinearFormat::kNvfp4 && shfl &&
-            (eqx != nullptr ? eqx[0] == '1' : geo.KP <= kStreamQxMaxK))
+        // 11.48 / 12.97 / 7.80 / 6.10. B12X_GEMM_STREAM_QX=0|1 overrides. At the 2-CTA cap with
+        // fewer than 8 parts only (session 21: the 3-CTA staging's instances were reached by
+        // B12X_GEMM_STREAM_OCC=3 alone; 8 parts take the blocks).
+        if (f == LinearFormat::kNvfp4 && (eqx != nullptr ? eqx[0] == '1' : geo.KP <= kStreamQxMaxK))
           p.decode_stream_var = 8;
         // Session 19 (kStreamJit): per-warp activation blocks instead of the CTA's staging of
         // the whole K where each warp owns its K part, at the 2-CTA cap.
         // Session 20: at the 3-CTA cap with 8 parts and one group per CTA with kLean's
         // registers (bit 64; kStreamJitLean3), and for MXFP4 W4A4 at any parts with its
         // activations converted in the kernel (kStreamQcvt: bits 8 | 32, also NVFP4 W4A4's).
-        // B12X_GEMM_STREAM_JIT=4 forces them at the 3-CTA cap with 8 parts.
+        // B12X_GEMM_STREAM_JIT=4 forces them at the 3-CTA cap with 8 parts. (Session 21
+        // removed =0 / =1, the CTA's staging at 8 parts / the blocks at 1..4 parts: concluded
+        // in rounds 73-76, their instances reached by the knobs alone.)
         const bool jit3 =
             occ == 3 && c.parts == 8 &&
             (ej != nullptr ? ej[0] == '4'
                            : kStreamJitLean3 && c.groups <= c.ctas && c.ctas * 10 >= c.slots * 8);
         const bool mx_qcvt = qcvt && f == LinearFormat::kMxfp4 && (occ == 2 || jit3);
-        if (shfl &&
-            (ej != nullptr ? (ej[0] == '1' && occ == 2) || jit3
-                           : kStreamJit && ((occ == 2 && c.parts == 8) || jit3 || mx_qcvt))) {
+        if (kStreamJit && ((occ == 2 && c.parts == 8) || jit3 || mx_qcvt)) {
           p.decode_stream_var |= 128;
           if (qcvt && (f == LinearFormat::kNvfp4 || mx_qcvt)) p.decode_stream_var |= 8 | 32;
           p.decode_stream_smem = lin::kStreamJitBytes;
           if (jit3 && lean3) p.decode_stream_var |= 64;  // kLean
-          if (occ == 3 && p.decode_stream_var != (128 | 64) && p.decode_stream_var != (168 | 64)) {
-            p.decode_stream_var &= 8;  // no 3-CTA instance: the CTA's staging
-            p.decode_stream_smem = lin::stream_smem_bytes(geo.kvec, c.parts);
-          }
         }
+        if (occ == 3 && !jit3) {
+          p.decode_stream_var = 0;  // the CTA's staging (W4A4: after the pre-pass)
+          p.decode_stream_smem = lin::stream_smem_bytes(geo.kvec, c.parts);
+        }
+        // MXFP4's variant-free instances take fold-free weights only (session 21 removed the
+        // fold's, reached by knobs alone): such a plan runs other weights on the decode kernel,
+        // as MXFP4 W4A16 (whose variants are fold-free only) does every weight since session 15.
+        p.decode_stream_free_only =
+            mx_w4a16_free || (wf == lin::WFmt::kMxfp4 && !(p.decode_stream_var & 128));
         stream_trig_m1 = c.ctas * 10 >= c.slots * 8 || (tile_per_sm && occ == 2);
       }
     }
@@ -1540,16 +1543,16 @@ Plan plan(const Caps& caps) {
     // The shuffled splats (default since round 53): W4A16 M = 2 / 4 9.10 / 9.27, 16.22 / 16.40,
     // 18.99 / 19.43, 11.15 / 11.37 -> 8.72 / 8.82, 15.12 / 15.27, 17.95 / 18.39, 10.66 / 10.84
     // us (4096x4096, 14336x4096, 4096x14336, 6144x4096; W4A4 17.09 -> 16.06 at 14336x4096 M = 2);
-    // B12X_GEMM_STREAM_ROWS_SHFL=0 turns them off.
-    const char* rsh = std::getenv("B12X_GEMM_STREAM_ROWS_SHFL");
-    const bool rshfl = !(rsh != nullptr && rsh[0] == '0');
+    // the only form since session 21 (the per-lane instances and B12X_GEMM_STREAM_ROWS_SHFL
+    // removed).
+    constexpr bool rshfl = true;
     constexpr int kRows = 4;
     constexpr int64_t kWarps = 8;
     int64_t best = -1;
     for (int parts : {1, 2, 4, 8}) {
       if (!ok) break;
       if (force_parts > 0 && parts != force_parts) continue;
-      if (!lin::stream_kernel_available(wf, fp16, parts, 2, kRows, rshfl)) continue;
+      if (!lin::stream_kernel_available(wf, fp16, parts, 2, kRows)) continue;
       const int64_t groups = (geo.n16 + kWarps / parts - 1) / (kWarps / parts);
       for (int sp = 1; sp <= 64; ++sp) {
         if (force_split > 0 && sp != force_split) continue;
@@ -1558,7 +1561,7 @@ Plan plan(const Caps& caps) {
           break;  // an idle K range
         const int64_t smem = lin::stream_smem_bytes(geo.kvec, parts, kRows, sp);
         if (smem > lin::kStreamRowsSmemBudget) continue;
-        const int fit = lin::prepare_linear_stream(caps.device, wf, parts, 2, smem, kRows, rshfl);
+        const int fit = lin::prepare_linear_stream(caps.device, wf, parts, 2, smem, kRows);
         if (fit <= 0) continue;
         const int64_t slots = sms * (per_sm > 0 ? std::min(per_sm, fit) : fit);
         int64_t gx = std::min(groups, std::max<int64_t>(1, slots / sp));
@@ -2467,8 +2470,7 @@ void run(const Binding& b, Stream stream) {
     p.stream_trig = (plan.stream_trig & 1) ? 1 : 0;
     p.stream_var = plan.decode_stream_var;
     lin::launch_linear_stream(im.wfmt, plan.decode_stream_parts, plan.decode_stream_occ,
-                              plan.decode_stream_ctas, plan.decode_stream_smem, p, stream, 1,
-                              plan.decode_stream_shfl);
+                              plan.decode_stream_ctas, plan.decode_stream_smem, p, stream, 1);
     return;
   }
   if (M >= 2 && M <= 4 && plan.stream_rows_parts > 0 && p.act_kind == lin::kActRaw16 &&
@@ -2478,7 +2480,7 @@ void run(const Binding& b, Stream stream) {
     p.stream_vp = plan.stream_rows_vp;
     p.stream_trig = (plan.stream_trig & 2) ? 1 : 0;
     lin::launch_linear_stream(im.wfmt, plan.stream_rows_parts, 2, plan.stream_rows_ctas,
-                              plan.stream_rows_smem, p, stream, 4, plan.stream_rows_shfl);
+                              plan.stream_rows_smem, p, stream, 4);
     if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);
     return;
   }

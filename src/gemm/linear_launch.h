@@ -57,9 +57,7 @@ bool decode_lean_available(WFmt f, bool fp16, int nt, int ws, bool pipe, bool ha
 /// parts of stream_vectors_per_part 64-K vectors, a register ring of kStreamDepth vectors per
 /// warp, registers capped for `occ` (2 or 3) CTAs per SM, a persistent grid of `ctas` CTAs over
 /// the row-tile groups; dynamic shared memory stream_smem_bytes (the staged activations).
-/// shfl: the M = 1 kernel with shuffled splats (probe, Plan::decode_stream_shfl).
-bool stream_kernel_available(WFmt f, bool fp16, int parts, int occ, int rows = 1,
-                             bool shfl = false);
+bool stream_kernel_available(WFmt f, bool fp16, int parts, int occ, int rows = 1);
 /// Staging budget at M = 1: what SM12x's 99 KB per block leave beside the static shared memory
 /// (the 1 KB reduction buffer; static_assert in linear_stream.cu) and margin (K up to ~46k).
 inline constexpr int64_t kStreamSmemBudget = 101376 - 8 * 1024;
@@ -85,13 +83,12 @@ StreamLaunch last_stream_launch();
 int stream_vectors_per_part(int64_t kvec, int parts, int split = 1);
 int64_t stream_smem_bytes(int64_t kvec, int parts, int rows = 1, int split = 1);
 /// Host only (plan time): the opt-in above 48 KB on `device` and the CTAs per SM (occupancy).
-int prepare_linear_stream(int device, WFmt f, int parts, int occ, int64_t smem, int rows = 1,
-                          bool shfl = false);
+int prepare_linear_stream(int device, WFmt f, int parts, int occ, int64_t smem, int rows = 1);
 /// rows 4 (M = 2..4): a grid of (ctas, p.split); p.split > 1 writes fp32 partials to
 /// p.partial, which the caller reduces (launch_linear_reduce). p.stream_vp and `smem` are the
 /// plan's (stream_vectors_per_part / stream_smem_bytes at plan time; run recomputes neither).
 void launch_linear_stream(WFmt f, int parts, int occ, int ctas, int64_t smem, const LinearParams& p,
-                          Stream stream, int rows = 1, bool shfl = false);
+                          Stream stream, int rows = 1);
 /// M <= 16 block kernel (session 13, kernels/linear_stream.cuh linear_stream16_kernel): NVFP4 /
 /// MXFP4 weights with BF16 MMAs on BF16 activations (or NVFP4 ones converted in the kernel: qx,
 /// p.act_kind kActNvfp4); CTAs of 8 warps x tw (1 or 2) 16-row tiles (p.stream_tiles per CTA)

@@ -24,94 +24,79 @@ using StreamFn = void (*)(const LinearParams);
 
 thread_local StreamLaunch t_last;  // last_stream_launch()
 
-template <int kOcc, int kRows = 1, bool kShfl = false, bool kMx = false, bool kMxFree = false,
-          int kVar = 0>
+template <int kOcc, int kRows = 1, bool kMx = false, bool kMxFree = false, int kVar = 0>
 StreamFn stream_fn(int parts) {
   switch (parts) {
     case 1:
-      return &linear_stream_kernel<1, kOcc, kRows, kShfl, kMx, kMxFree, kVar>;
+      return &linear_stream_kernel<1, kOcc, kRows, kMx, kMxFree, kVar>;
     case 2:
-      return &linear_stream_kernel<2, kOcc, kRows, kShfl, kMx, kMxFree, kVar>;
+      return &linear_stream_kernel<2, kOcc, kRows, kMx, kMxFree, kVar>;
     case 4:
-      return &linear_stream_kernel<4, kOcc, kRows, kShfl, kMx, kMxFree, kVar>;
+      return &linear_stream_kernel<4, kOcc, kRows, kMx, kMxFree, kVar>;
     case 8:
-      return &linear_stream_kernel<8, kOcc, kRows, kShfl, kMx, kMxFree, kVar>;
+      return &linear_stream_kernel<8, kOcc, kRows, kMx, kMxFree, kVar>;
     default:
       return nullptr;
   }
 }
 
-/// The NVFP4 M = 1 shuffled-splat instances with the in-kernel activation conversion (var 8,
-/// LinearParams::stream_var).
-template <int kOcc>
-StreamFn stream_var_fn(int parts, int var) {
-  return var == 8 ? stream_fn<kOcc, 1, true, false, false, 8>(parts) : nullptr;
-}
-
-/// The per-warp activation blocks (var 128, linear_stream_kernel's kJit): NVFP4 (136: W4A4's
-/// NVFP4 activations converted in the kernel, 168 by pair arithmetic) and MXFP4 (168: its W4A4
-/// activations converted by pair arithmetic) at the 2-CTA cap; at the 3-CTA cap with 8 parts only
-/// and kLean's registers (+64, session 20; without kLean the instances spilled 80-120 bytes and
-/// lost, round 75: 6144x4096 NVFP4 W4A16 7.33 us vs 6.43 staged, kLean 5.70).
-StreamFn stream_jit_fn(WFmt f, int parts, int occ, int var, bool mx_free) {
+/// The M = 1 instances with a variant (LinearParams::stream_var), those a default plan reaches on
+/// some device (session 21 removed the knob-only ones: the unshuffled splats, v136, the 3-CTA
+/// staging's conversion, the blocks at parts 1 / 2 / 4 but for MXFP4 W4A4, MXFP4's fold at var
+/// 0 / 128 / 192; see docs/gemm.md). NVFP4 var 8 (W4A4's activations converted in the CTA's
+/// staging) at the 2-CTA cap where parts < 8 (8 parts take the blocks). The per-warp activation
+/// blocks (var 128, linear_stream_kernel's kJit) at the 2-CTA cap with 8 parts: NVFP4 (168: W4A4's
+/// activations converted by pair arithmetic) and fold-free MXFP4 W4A16; MXFP4 W4A4 (168) at any
+/// parts. At the 3-CTA cap with 8 parts only and kLean's registers (+64, session 20; without kLean
+/// the instances spilled 80-120 bytes and lost, round 75: 6144x4096 NVFP4 W4A16 7.33 us vs 6.43
+/// staged, kLean 5.70): W4A16 192 (MXFP4 fold-free), W4A4 232.
+StreamFn stream_var_fn(WFmt f, int parts, int occ, int var, bool mx_free) {
+  const bool mx = f == WFmt::kMxfp4;
   if (occ == 3) {
     if (parts != 8) return nullptr;
-    if (f == WFmt::kMxfp4)
-      return var == 192   ? mx_free ? &linear_stream_kernel<8, 3, 1, true, true, true, 192>
-                                    : &linear_stream_kernel<8, 3, 1, true, true, false, 192>
-               : var == 232 ? mx_free ? &linear_stream_kernel<8, 3, 1, true, true, true, 232>
-                                      : &linear_stream_kernel<8, 3, 1, true, true, false, 232>
-                            : nullptr;
-    return var == 192   ? &linear_stream_kernel<8, 3, 1, true, false, false, 192>
-           : var == 232 ? &linear_stream_kernel<8, 3, 1, true, false, false, 232>
-                        : nullptr;
+    if (var == 232)
+      return !mx       ? &linear_stream_kernel<8, 3, 1, false, false, 232>
+             : mx_free ? &linear_stream_kernel<8, 3, 1, true, true, 232>
+                       : &linear_stream_kernel<8, 3, 1, true, false, 232>;
+    if (var != 192 || (mx && !mx_free)) return nullptr;
+    return mx ? &linear_stream_kernel<8, 3, 1, true, true, 192>
+              : &linear_stream_kernel<8, 3, 1, false, false, 192>;
   }
   if (occ != 2) return nullptr;
-  if (f == WFmt::kMxfp4) {
-    if (var == 168)  // MXFP4 activations converted in the kernel
-      return mx_free ? stream_fn<2, 1, true, true, true, 168>(parts)
-                     : stream_fn<2, 1, true, true, false, 168>(parts);
-    return var != 128 ? nullptr
-           : mx_free  ? stream_fn<2, 1, true, true, true, 128>(parts)
-                      : stream_fn<2, 1, true, true, false, 128>(parts);
+  if (mx) {
+    if (var == 168)  // MXFP4 W4A4, its activations converted in the kernel
+      return mx_free ? stream_fn<2, 1, true, true, 168>(parts)
+                     : stream_fn<2, 1, true, false, 168>(parts);
+    return var == 128 && parts == 8 && mx_free ? &linear_stream_kernel<8, 2, 1, true, true, 128>
+                                               : nullptr;
   }
-  return var == 128   ? stream_fn<2, 1, true, false, false, 128>(parts)
-         : var == 136 ? stream_fn<2, 1, true, false, false, 136>(parts)
-         : var == 168 ? stream_fn<2, 1, true, false, false, 168>(parts)
+  if (var == 8)
+    return parts == 1   ? &linear_stream_kernel<1, 2, 1, false, false, 8>
+           : parts == 2 ? &linear_stream_kernel<2, 2, 1, false, false, 8>
+           : parts == 4 ? &linear_stream_kernel<4, 2, 1, false, false, 8>
+                        : nullptr;
+  if (parts != 8) return nullptr;
+  return var == 128   ? &linear_stream_kernel<8, 2, 1, false, false, 128>
+         : var == 168 ? &linear_stream_kernel<8, 2, 1, false, false, 168>
                       : nullptr;
 }
 
 // 4 token rows (M = 2..4) with the 2-CTA register cap only (their accumulators and activation
-// fragments do not fit 85 registers).
-StreamFn pick_stream(WFmt f, bool fp16, int parts, int occ, int rows, bool shfl = false,
-                     bool mx_free = false, int var = 0) {
-  if (var != 0) {
-    if (fp16 || rows != 1 || !shfl) return nullptr;
-    if (var & 128) return stream_jit_fn(f, parts, occ, var, mx_free);
-    if (f != WFmt::kNvfp4) return nullptr;
-    return occ == 3   ? stream_var_fn<3>(parts, var)
-           : occ == 2 ? stream_var_fn<2>(parts, var)
-                      : nullptr;
-  }
+// fragments do not fit 85 registers). MXFP4 at M = 1 on fold-free splats only where no variant
+// runs (var 0: W4A16, whose stream kernel takes fold-free weights only).
+StreamFn pick_stream(WFmt f, bool fp16, int parts, int occ, int rows, bool mx_free = false,
+                     int var = 0) {
   if (fp16) return nullptr;
-  if (f == WFmt::kMxfp4) {  // M = 1 with shuffled splats only
-    if (rows != 1 || !shfl) return nullptr;
-    if (mx_free)
-      return occ == 3   ? stream_fn<3, 1, true, true, true>(parts)
-             : occ == 2 ? stream_fn<2, 1, true, true, true>(parts)
-                        : nullptr;
+  if (var != 0) return rows == 1 ? stream_var_fn(f, parts, occ, var, mx_free) : nullptr;
+  if (f == WFmt::kMxfp4) {
+    if (rows != 1 || !mx_free) return nullptr;
     return occ == 3   ? stream_fn<3, 1, true, true>(parts)
            : occ == 2 ? stream_fn<2, 1, true, true>(parts)
                       : nullptr;
   }
   if (f != WFmt::kNvfp4) return nullptr;
-  if (rows == 4)
-    return occ != 2 ? nullptr : shfl ? stream_fn<2, 4, true>(parts) : stream_fn<2, 4>(parts);
+  if (rows == 4) return occ == 2 ? stream_fn<2, 4>(parts) : nullptr;
   if (rows != 1) return nullptr;
-  if (shfl)
-    return occ == 3   ? stream_fn<3, 1, true>(parts)
-           : occ == 2 ? stream_fn<2, 1, true>(parts)
-                      : nullptr;
   return occ == 3 ? stream_fn<3>(parts) : occ == 2 ? stream_fn<2>(parts) : nullptr;
 }
 
@@ -232,8 +217,10 @@ StreamLaunch last_stream_launch() {
   return t_last;
 }
 
-bool stream_kernel_available(WFmt f, bool fp16, int parts, int occ, int rows, bool shfl) {
-  return pick_stream(f, fp16, parts, occ, rows, shfl) != nullptr;
+// The plan's queries take MXFP4's fold-free instance (the only staged one; the fold's have the
+// same registers and shared memory).
+bool stream_kernel_available(WFmt f, bool fp16, int parts, int occ, int rows) {
+  return pick_stream(f, fp16, parts, occ, rows, f == WFmt::kMxfp4) != nullptr;
 }
 
 int stream_vectors_per_part(int64_t kvec, int parts, int split) {
@@ -246,9 +233,8 @@ int64_t stream_smem_bytes(int64_t kvec, int parts, int rows, int split) {
          rows;  // staged BF16
 }
 
-int prepare_linear_stream(int device, WFmt f, int parts, int occ, int64_t smem, int rows,
-                          bool shfl) {
-  const StreamFn k = pick_stream(f, false, parts, occ, rows, shfl);
+int prepare_linear_stream(int device, WFmt f, int parts, int occ, int64_t smem, int rows) {
+  const StreamFn k = pick_stream(f, false, parts, occ, rows, f == WFmt::kMxfp4);
   B12X_ASSERT(k != nullptr, "no stream kernel for format ", static_cast<int>(f), " parts=", parts,
               " occ=", occ, " rows=", rows);
   const void* fn = reinterpret_cast<const void*>(k);
@@ -260,9 +246,9 @@ int prepare_linear_stream(int device, WFmt f, int parts, int occ, int64_t smem, 
 }
 
 void launch_linear_stream(WFmt f, int parts, int occ, int ctas, int64_t smem, const LinearParams& p,
-                          Stream stream, int rows, bool shfl) {
+                          Stream stream, int rows) {
   const StreamFn k =
-      pick_stream(f, false, parts, occ, rows, shfl, p.mx_free != 0, rows == 1 ? p.stream_var : 0);
+      pick_stream(f, false, parts, occ, rows, p.mx_free != 0, rows == 1 ? p.stream_var : 0);
   B12X_ASSERT(k != nullptr, "no stream kernel for format ", static_cast<int>(f), " parts=", parts,
               " occ=", occ, " rows=", rows, " var=", p.stream_var);
   const int split = rows == 1 ? 1 : std::max(p.split, 1);

@@ -1370,11 +1370,11 @@ TEST(GemmGpu, DecodeStreamMxFree) {
   // splats (2^(e-8) straight onto the decoded bits; B12X_GEMM_STREAM_MX_FREE=1), taken by run
   // for weights whose E8M0 codes are all <= 135: codes over 0..135 (the largest scale 2^8, the
   // smallest products below BF16's subnormals), both register caps, K tails, W4A16 / W4A4, a
-  // graph; a weight with one code 136 keeps the fold (and W4A16's M = 1 decode kernel under
-  // B12X_GEMM_STREAM_MX=free, the default route); refresh leaves the range only until a plan with
-  // the fold-free decode binds the weight.
-  ScopedEnv es("B12X_GEMM_DECODE_STREAM", "1"), emx("B12X_GEMM_STREAM_MX", "1"),
-      ef("B12X_GEMM_STREAM_MX_FREE", "1");
+  // graph; a weight with one code 136 keeps the fold (W4A4's per-warp blocks) or runs the
+  // decode kernel (M = 1 W4A16, and W4A4 on a plan without the blocks: since session 21 the
+  // variant-free M = 1 instances are fold-free only); refresh leaves the range only until a plan
+  // with the fold-free decode binds the weight.
+  ScopedEnv es("B12X_GEMM_DECODE_STREAM", "1"), ef("B12X_GEMM_STREAM_MX_FREE", "1");
   struct Tweak {
     explicit Tweak(int top) {
       g_weight_tweak = [top](LinearFormat f, HostWeight& h) {
@@ -1395,6 +1395,11 @@ TEST(GemmGpu, DecodeStreamMxFree) {
     EXPECT_GT(l.serial, before) << name(c);
     EXPECT_EQ(l.mx_free, want_free) << name(c);
   };
+  auto decode_kernel = [](const Case& c) {
+    const int64_t before = gemm::lin::last_stream_launch().serial;
+    run_case(c);
+    EXPECT_EQ(gemm::lin::last_stream_launch().serial, before) << name(c);
+  };
   {
     Tweak tw(0);
     int k = 0;
@@ -1414,10 +1419,13 @@ TEST(GemmGpu, DecodeStreamMxFree) {
   }
   {
     Tweak tw(136);
-    launched({LinearFormat::kMxfp4W4A16, 1, 200, 1312, DType::kBF16, DType::kBF16, true}, false,
-             false);
+    decode_kernel({LinearFormat::kMxfp4W4A16, 1, 200, 1312, DType::kBF16, DType::kBF16, true});
     launched({LinearFormat::kMxfp4W4A16, 16, 72, 1312, DType::kBF16, DType::kBF16, false}, false,
              false);
+    {
+      ScopedEnv eo3("B12X_GEMM_STREAM_OCC", "3"), ep8("B12X_GEMM_STREAM_PARTS", "8");
+      decode_kernel({LinearFormat::kMxfp4, 1, 72, 4832, DType::kBF16, DType::kBF16, false});
+    }
     // Session 20: MXFP4 W4A4 at M = 1 converted in the per-warp blocks (var 168) with the fold,
     // at the plan's K parts and at 4 (a graph),
     launched({LinearFormat::kMxfp4, 1, 72, 4832, DType::kBF16, DType::kBF16, false}, false, false);
@@ -1430,20 +1438,10 @@ TEST(GemmGpu, DecodeStreamMxFree) {
   }
   {
     ScopedEnv e0("B12X_GEMM_STREAM_MX_FREE", "0");
-    launched({LinearFormat::kMxfp4W4A16, 1, 72, 1312, DType::kBF16, DType::kBF16, false}, false,
-             false);
+    decode_kernel({LinearFormat::kMxfp4W4A16, 1, 72, 1312, DType::kBF16, DType::kBF16, false});
   }
-  // B12X_GEMM_STREAM_MX=free: MXFP4 W4A16 at M = 1 on the stream kernel for fold-free weights
-  // only; a weight with a code 136 runs the decode kernel.
-  {
-    ScopedEnv e2("B12X_GEMM_STREAM_MX", "free");
-    launched({LinearFormat::kMxfp4W4A16, 1, 200, 1312, DType::kBF16, DType::kBF16, true}, true,
-             true);
-    Tweak tw(136);
-    const int64_t before = gemm::lin::last_stream_launch().serial;
-    run_case({LinearFormat::kMxfp4W4A16, 1, 200, 1312, DType::kBF16, DType::kBF16, false});
-    EXPECT_EQ(gemm::lin::last_stream_launch().serial, before);
-  }
+  // MXFP4 W4A16 at M = 1 on the stream kernel for fold-free weights only (a graph).
+  launched({LinearFormat::kMxfp4W4A16, 1, 200, 1312, DType::kBF16, DType::kBF16, true}, true, true);
   // Refresh may leave the fold-free range until a plan with the fold-free decode binds the
   // weight; from then on it keeps it.
   const LinearFormat fm = LinearFormat::kMxfp4W4A16;
@@ -1496,9 +1494,10 @@ TEST(GemmGpu, DecodeStreamTrig) {
 TEST(GemmGpu, DecodeStreamQx) {
   B12X_REQUIRE_GPU();
   // Session 16: W4A4's NVFP4 activations converted in the M = 1 stream kernel's staging (no
-  // pre-pass; default where K <= 8192, B12X_GEMM_STREAM_QX=0|1): both register caps, K parts 1 /
-  // 8, K tails (1280: the staging past K zero), N = 72 / 200, bias, a replayed graph; the plan's
-  // choice by K and the override.
+  // pre-pass; default where K <= 8192, B12X_GEMM_STREAM_QX=0|1) at the 2-CTA cap with K parts 1 /
+  // 2 / 4 (8 parts take the per-warp blocks, DecodeStreamJit; session 21 removed the 3-CTA
+  // staging's instances), K tails (1280: the staging past K zero), N = 72 / 200, bias, a replayed
+  // graph; the plan's choice by K and the override.
   auto plan1 = [](int64_t K) {
     gemm::Caps caps;
     caps.format = LinearFormat::kNvfp4;
@@ -1513,30 +1512,29 @@ TEST(GemmGpu, DecodeStreamQx) {
   // the conversion by pair arithmetic in them at any K, bits 8 | 32.)
   EXPECT_EQ(plan1(4096).decode_stream_var, 8 | 32 | 128);
   EXPECT_EQ(plan1(14336).decode_stream_var, 8 | 32 | 128);
+  ScopedEnv es("B12X_GEMM_DECODE_STREAM", "1"), eo("B12X_GEMM_STREAM_OCC", "2");
   {
-    ScopedEnv e0("B12X_GEMM_STREAM_QX", "0");
-    EXPECT_EQ(plan1(4096).decode_stream_var, 128);
+    ScopedEnv e0("B12X_GEMM_STREAM_QX", "0"), ep("B12X_GEMM_STREAM_PARTS", "1");
+    EXPECT_EQ(plan1(4096).decode_stream_var, 0);
   }
-  // The CTA's staging with the conversion (the per-warp blocks: DecodeStreamJit).
-  ScopedEnv es("B12X_GEMM_DECODE_STREAM", "1"), eq("B12X_GEMM_STREAM_QX", "1"),
-      ej("B12X_GEMM_STREAM_JIT", "0");
+  ScopedEnv eq("B12X_GEMM_STREAM_QX", "1");
   int n = 0;
-  for (const char* occ : {"2", "3"})
-    for (const char* parts : {"1", "8"})
-      for (int64_t K : {1280, 4864}) {
-        ScopedEnv eo("B12X_GEMM_STREAM_OCC", occ), ep("B12X_GEMM_STREAM_PARTS", parts);
-        const bool graph = n == 5;
-        const int64_t before = gemm::lin::last_stream_launch().serial;
-        run_case({LinearFormat::kNvfp4, 1, (n % 3) ? 72 : 200, K, DType::kBF16, DType::kBF16,
-                  (n % 2) == 0},
-                 graph);
-        ++n;
-        const int64_t runs = gemm::lin::last_stream_launch().serial - before;
-        if (graph)
-          EXPECT_GT(runs, 1) << "parts " << parts << " occ " << occ << " K " << K;
-        else
-          EXPECT_EQ(runs, 1) << "parts " << parts << " occ " << occ << " K " << K;
-      }
+  for (const char* parts : {"1", "2", "4"})
+    for (int64_t K : {1280, 4864}) {
+      ScopedEnv ep("B12X_GEMM_STREAM_PARTS", parts);
+      EXPECT_EQ(plan1(K).decode_stream_var, 8) << "parts " << parts << " K " << K;
+      const bool graph = n == 3;
+      const int64_t before = gemm::lin::last_stream_launch().serial;
+      run_case({LinearFormat::kNvfp4, 1, (n % 3) ? 72 : 200, K, DType::kBF16, DType::kBF16,
+                (n % 2) == 0},
+               graph);
+      ++n;
+      const int64_t runs = gemm::lin::last_stream_launch().serial - before;
+      if (graph)
+        EXPECT_GT(runs, 1) << "parts " << parts << " K " << K;
+      else
+        EXPECT_EQ(runs, 1) << "parts " << parts << " K " << K;
+    }
 }
 
 /// The plan of a capacity-1 linear layer (FP4 activations for W4A4, else BF16; BF16 output).
@@ -1553,13 +1551,14 @@ gemm::Plan plan_m1(LinearFormat f, int64_t N, int64_t K) {
 }
 
 TEST(GemmGpu, DecodeStreamJit) {
-  // Session 19 (B12X_GEMM_STREAM_JIT=1): the M = 1 kernel without the CTA's staging of the whole
-  // K, each warp loading its blocks' activations one block ahead into its own buffer. K parts 1 /
-  // 2 / 8 at the 2-CTA cap, K = 1280 (a part's last block past K) and
-  // 4864 (parts past K), N = 72 / 200 (partial tiles and groups), bias, NVFP4 W4A16 / W4A4
-  // through the pre-pass / MXFP4 W4A4, an FP16 output, a persistent grid of two groups per CTA,
-  // a replayed graph; W4A4 with the in-kernel conversion (var 136) at K = 1280 / 14336. Default
-  // (round 73) where each warp owns its K part (8 parts) at the 2-CTA cap.
+  // Session 19: the M = 1 kernel without the CTA's staging of the whole K, each warp loading its
+  // blocks' activations one block ahead into its own buffer (var 128), default where each warp
+  // owns its K part (8 parts) at the 2-CTA cap; session 20: W4A4's FP4 activations converted in
+  // the blocks by BF16 pair arithmetic (var 168; NVFP4 at 8 parts, MXFP4 at any parts) and the
+  // lean 3-CTA blocks (+64). K = 1280 (a part's last block past K) and 4864 / 14336, N = 72 / 200
+  // (partial tiles and groups), bias, an FP16 output, a persistent grid of two groups per CTA,
+  // replayed graphs. (Session 21 removed the knob-only instances: the blocks at 1..4 parts but
+  // for MXFP4 W4A4, v136, the fold's v128.)
   B12X_REQUIRE_GPU();
   {
     auto var = [](LinearFormat f, int64_t N, int64_t K) {
@@ -1578,48 +1577,33 @@ TEST(GemmGpu, DecodeStreamJit) {
       EXPECT_EQ(var(LinearFormat::kNvfp4, 14336, 4096), 8);  // 2 parts: the CTA's staging
       EXPECT_EQ(var(LinearFormat::kMxfp4W4A16, 6144, 4096), 128 | 64);
       EXPECT_EQ(var(LinearFormat::kMxfp4, 6144, 4096), 128 | 64 | 32 | 8);
-      ScopedEnv q0("B12X_GEMM_STREAM_QCVT", "0");
-      EXPECT_EQ(var(LinearFormat::kMxfp4, 14336, 4096), 0);
-      EXPECT_EQ(plan_m1(LinearFormat::kNvfp4, 6144, 4096).decode_stream_occ, 2);
-      EXPECT_EQ(plan_m1(LinearFormat::kMxfp4, 6144, 4096).decode_stream_occ, 2);
     }
     EXPECT_EQ(var(LinearFormat::kMxfp4W4A16, 4096, 14336), 128);  // 8 parts
-    ScopedEnv e0("B12X_GEMM_STREAM_JIT", "0");
-    EXPECT_EQ(var(LinearFormat::kNvfp4W4A16, 4096, 4096), 0);
   }
-  ScopedEnv es("B12X_GEMM_DECODE_STREAM", "1"), ej("B12X_GEMM_STREAM_JIT", "1"),
-      eq("B12X_GEMM_STREAM_QX", "0");
+  ScopedEnv es("B12X_GEMM_DECODE_STREAM", "1"), eo("B12X_GEMM_STREAM_OCC", "2");
   const auto plan1 = &plan_m1;
-  const LinearFormat fs[3] = {LinearFormat::kNvfp4W4A16, LinearFormat::kNvfp4,
-                              LinearFormat::kMxfp4};
-  ScopedEnv eo("B12X_GEMM_STREAM_OCC", "2");
-  int n = 0;
-  for (const char* parts : {"1", "2", "8"})
-    for (int64_t K : {1280, 4864}) {
-      ScopedEnv ep("B12X_GEMM_STREAM_PARTS", parts);
-      const int64_t N = (n % 2) ? 72 : 200;
-      const LinearFormat f = fs[n % 3];
-      EXPECT_EQ(plan1(f, N, K).decode_stream_var, 128) << "parts " << parts << " K " << K;
-      run_case({f, 1, N, K, DType::kBF16, n == 4 ? DType::kFP16 : DType::kBF16, (n % 2) == 0},
-               /*graph_replay=*/n == 3);
-      ++n;
-    }
   {
-    ScopedEnv eq1("B12X_GEMM_STREAM_QX", "1"), e136("B12X_GEMM_STREAM_QCVT", "0");
-    for (int64_t K : {1280, 14336}) {
-      EXPECT_EQ(plan1(LinearFormat::kNvfp4, 200, K).decode_stream_var, 136) << "K " << K;
-      run_case({LinearFormat::kNvfp4, 1, 200, K, DType::kBF16, DType::kBF16, K == 1280},
-               /*graph_replay=*/K == 1280);
-    }
-    // Session 20 (B12X_GEMM_STREAM_QCVT=1): the conversion by BF16 pair arithmetic (var 168),
-    // NVFP4 and MXFP4 activations (no pre-pass).
-    ScopedEnv ef("B12X_GEMM_STREAM_QCVT", "1");
-    for (const LinearFormat f : {LinearFormat::kNvfp4, LinearFormat::kMxfp4})
-      for (int64_t K : {1280, 14336}) {
-        EXPECT_EQ(plan1(f, 200, K).decode_stream_var, 168) << "K " << K;
-        run_case({f, 1, K == 1280 ? 72 : 200, K, DType::kBF16, DType::kBF16, K == 14336},
-                 /*graph_replay=*/K == 14336);
+    ScopedEnv ep("B12X_GEMM_STREAM_PARTS", "8");
+    const LinearFormat fs[3] = {LinearFormat::kNvfp4W4A16, LinearFormat::kNvfp4,
+                                LinearFormat::kMxfp4};
+    int n = 0;
+    for (int64_t K : {1280, 4864, 14336})
+      for (const LinearFormat f : fs) {
+        const int64_t N = (n % 2) ? 72 : 200;
+        const bool w4a16 = f == LinearFormat::kNvfp4W4A16;
+        EXPECT_EQ(plan1(f, N, K).decode_stream_var, w4a16 ? 128 : 168) << "K " << K;
+        run_case({f, 1, N, K, DType::kBF16, n == 4 ? DType::kFP16 : DType::kBF16, (n % 2) == 0},
+                 /*graph_replay=*/n == 3 || n == 7);
+        ++n;
       }
+  }
+  // MXFP4 W4A4 in the blocks at fewer parts (its activations converted in the kernel).
+  for (const char* parts : {"1", "2"}) {
+    ScopedEnv ep("B12X_GEMM_STREAM_PARTS", parts);
+    EXPECT_EQ(plan1(LinearFormat::kMxfp4, 200, 1280).decode_stream_var, 168) << parts;
+    run_case({LinearFormat::kMxfp4, 1, 200, 1280, DType::kBF16, DType::kBF16, parts[0] == '1'});
+  }
+  {
     // Session 20 (B12X_GEMM_STREAM_JIT=4; the default at 6144x4096): the blocks at the 3-CTA
     // cap, 8 parts, with kLean's single accumulator chain and compressed scale bytes (bit 64).
     ScopedEnv eo3("B12X_GEMM_STREAM_OCC", "3"), ep8("B12X_GEMM_STREAM_PARTS", "8"),
@@ -1640,11 +1624,11 @@ TEST(GemmGpu, DecodeStreamShfl) {
   B12X_REQUIRE_GPU();
   // Session 14: the stream kernels with the scale splats built one k16 step per lane and
   // exchanged by shuffles (M = 1: the default since round 52, B12X_GEMM_STREAM_SHFL; 4 rows at
-  // M = 2..4: B12X_GEMM_STREAM_ROWS_SHFL=1): every K-part count at both register caps, N = 72
-  // (partial tile / group), K = 1280 (tail) and 4864, W4A16 and W4A4, bias; a persistent grid
-  // over several groups (B12X_GEMM_STREAM_CTAS=1); a replayed graph; the M = 1 kernel without
-  // (B12X_GEMM_STREAM_SHFL=0); the 4-row kernel over parts and K splits.
-  ScopedEnv es("B12X_GEMM_DECODE_STREAM", "1"), esh("B12X_GEMM_STREAM_SHFL", "1");
+  // M = 2..4; the only form of both since session 21): every K-part count at both register caps,
+  // N = 72 (partial tile / group), K = 1280 (tail) and 4864, W4A16 and W4A4, bias; a persistent
+  // grid over several groups (B12X_GEMM_STREAM_CTAS=1); a replayed graph; the 4-row kernel over
+  // parts and K splits.
+  ScopedEnv es("B12X_GEMM_DECODE_STREAM", "1");
   const auto plan1 = &plan_m1;
   int i = 0;
   for (const char* occ : {"2", "3"})
@@ -1671,17 +1655,9 @@ TEST(GemmGpu, DecodeStreamShfl) {
   }
   run_case({LinearFormat::kNvfp4W4A16, 1, 200, 1024, DType::kBF16, DType::kFP16, true},
            /*graph_replay=*/true);
-  {
-    ScopedEnv e0("B12X_GEMM_STREAM_SHFL", "0");
-    EXPECT_FALSE(plan1(LinearFormat::kNvfp4W4A16, 72, 1280).decode_stream_shfl);
-    const int64_t before = gemm::lin::last_stream_launch().serial;
-    run_case({LinearFormat::kNvfp4, 1, 72, 1280, DType::kBF16, DType::kBF16, true});
-    EXPECT_EQ(gemm::lin::last_stream_launch().serial, before + 1);
-  }
-  // MXFP4 weights on the M = 1 kernel (default for W4A4 since round 53; B12X_GEMM_STREAM_MX=1
-  // for every MXFP4 format): W4A16 over parts and register caps with K tails (the last vector
-  // half past K), W4A4 / W4A8 through their pre-pass. The 4-row kernel's shuffled splats are its
-  // default since round 53 (B12X_GEMM_STREAM_ROWS_SHFL=0 turns them off).
+  // MXFP4 weights on the M = 1 kernel (default for W4A4 since round 53, for W4A16 with fold-free
+  // weights since session 15): W4A16 over parts and register caps with K tails (the last vector
+  // half past K), W4A4.
   {
     const int64_t sms = device_info(0).sm_count;
     EXPECT_GT(plan1(LinearFormat::kMxfp4, 16 * (sms + 8), 4096).decode_stream_parts, 0);
@@ -1704,11 +1680,8 @@ TEST(GemmGpu, DecodeStreamShfl) {
     const gemm::Plan p4 = gemm::plan(c4);
     EXPECT_GT(p4.stream_rows_parts, 0);
     EXPECT_TRUE(p4.stream_rows_shfl);
-    ScopedEnv r0("B12X_GEMM_STREAM_ROWS_SHFL", "0");
-    EXPECT_FALSE(gemm::plan(c4).stream_rows_shfl);
   }
   {
-    ScopedEnv emx("B12X_GEMM_STREAM_MX", "1");
     int k = 0;
     for (const char* occ : {"2", "3"})
       for (const char* parts : {"1", "2", "4", "8"}) {
@@ -1724,9 +1697,8 @@ TEST(GemmGpu, DecodeStreamShfl) {
             << "mx parts " << parts << " occ " << occ;
       }
     run_case({LinearFormat::kMxfp4, 1, 200, 1312, DType::kBF16, DType::kBF16, true});
-    run_case({LinearFormat::kMxfp4W4A8, 1, 72, 4832, DType::kBF16, DType::kBF16, false});
   }
-  ScopedEnv er("B12X_GEMM_STREAM_ROWS", "1"), ers("B12X_GEMM_STREAM_ROWS_SHFL", "1");
+  ScopedEnv er("B12X_GEMM_STREAM_ROWS", "1");
   int j = 0;
   for (const char* parts : {"1", "2", "4", "8"})
     for (const char* sp : {"1", "3"}) {

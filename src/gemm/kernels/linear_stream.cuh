@@ -30,7 +30,7 @@
 // (subnormal codes included), times 2^120 and 2^119 (two exact HMUL2s). The decode's multiplies
 // take one half of a pair each (__low2bfloat162 / __high2bfloat162, which ptxas folds into the
 // HMUL2's .H0_H0 / .H1_H1 operand: no splat instructions). (Code 0x7F, NaN in UE4M3, gives a
-// finite splat; the LUT of the decode kernel gives NaN.) Since session 14 (kShfl, round 52: -8 %
+// finite splat; the LUT of the decode kernel gives NaN.) Since session 14 (round 52: -8 %
 // at 14336x4096) lane t of a row pair builds only k16 step t's pair and the quad's lanes trade
 // them by shuffles, instead of each of the 4 lanes building the same 4.
 #pragma once
@@ -236,16 +236,17 @@ __device__ __forceinline__ void stream_q8(const LinearParams& p, const uint8_t* 
 /// token broadcast over the MMA's 8 columns) or 4 (M = 2..4, session 12: the tokens on the MMA's
 /// N side, lanes g and g + 4 on the same token; K split over gridDim.y CTAs whose fp32 partials
 /// linear_reduce_kernel sums, so each CTA stages only its K range).
-/// kShfl (session 14; default at M = 1 since round 52): lane t builds only step t's (row g,
+/// The splats (session 14; the only form since session 21, which removed the per-lane build,
+/// round 52: -8 % at 14336x4096 / round 53 at 4 rows): lane t builds only step t's (row g,
 /// row g + 8) splat pair of a vector and the quad's 4 lanes exchange them by shuffles (5 ALU
 /// operations + 4 SHFL per vector instead of 4 x 5 ALU: the 4 lanes t of a row pair built the
 /// same splats).
-/// kMx (session 14 probe, M = 1 with kShfl): MXFP4 weights, 2 E8M0 bytes per row and vector
+/// kMx (session 14, M = 1): MXFP4 weights, 2 E8M0 bytes per row and vector
 /// (one 8-byte load per row and block of 4 vectors); lane t's splat pair is 2^(e-127) of atom
 /// t / 2, applied after the 2^119 that brings the FP4 bits to v * 2^-7 (the block kernel's fold).
 /// kMxFree (session 15): the splat is 2^(e-8) and multiplies the decoded bits directly, without
 /// the fold's HFMA2 per register (weights whose E8M0 codes are all <= 135, e8m0_bf16_splat_free).
-/// kVar (session 16, LinearParams::stream_var; NVFP4 M = 1 with kShfl): bit 8 (kQx, W4A4) the
+/// kVar (session 16, LinearParams::stream_var; M = 1): bit 8 (kQx, W4A4) the
 /// NVFP4 activations (p.act_kind kActNvfp4) converted to BF16 while staging (nvfp4x8_bf16, the
 /// pre-pass's exact values), so no pre-pass launch precedes the kernel. Bit 128 (kJit, session 19;
 /// BF16 activations, or NVFP4 ones with kQx): no CTA staging of the whole K before the loop (round
@@ -253,15 +254,13 @@ __device__ __forceinline__ void stream_q8(const LinearParams& p, const uint8_t* 
 /// K x 2 bytes from L2 at once while the weight stream idles); each warp loads the activations of a
 /// block of 4 vectors (256 K: 16 bytes per lane) with the block's weights, one block ahead, and
 /// writes them in lane order into its own 512-byte buffer at the block's start (two warp barriers).
-template <int kParts, int kOcc, int kRows = 1, bool kShfl = false, bool kMx = false,
-          bool kMxFree = false, int kVar = 0>
+template <int kParts, int kOcc, int kRows = 1, bool kMx = false, bool kMxFree = false, int kVar = 0>
 __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     linear_stream_kernel(const LinearParams p) {
-  static_assert(!kMx || (kShfl && kRows == 1), "MXFP4: M = 1 with shuffled splats");
+  static_assert(!kMx || kRows == 1, "MXFP4: M = 1");
   static_assert(!kMxFree || kMx, "fold-free splats: MXFP4 only");
-  static_assert(
-      kVar == 0 || (kRows == 1 && kShfl && (!kMx || (kVar & ~64) == 128 || (kVar & ~64) == 168)),
-      "kVar: M = 1, shuffled splats; MXFP4 with kJit only");
+  static_assert(kVar == 0 || (kRows == 1 && (!kMx || (kVar & ~64) == 128 || (kVar & ~64) == 168)),
+                "kVar: M = 1; MXFP4 with kJit only");
   constexpr bool kQx = (kVar & 8) != 0;  // NVFP4 (kMx: MXFP4) activations converted in the kernel
   constexpr bool kJit = (kVar & 128) != 0;
   // kQf (bit 32, session 20; kQx with kJit): the conversion by BF16 pair arithmetic, NVFP4 into
@@ -547,7 +546,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
                                     : cb1.w;
       // (row g, row g + 8) scale * 2^119 of each k16 step, as BF16 pairs.
       __nv_bfloat162 sv[4];
-      if constexpr (kShfl) {
+      {
         uint32_t v;
         if constexpr (kMx) {
           const int sh = 8 * (2 * (j & 1) + (t >> 1));  // atom t / 2 of vector j
@@ -569,16 +568,6 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
         for (int s = 0; s < 4; ++s) {
           const uint32_t vs = __shfl_sync(0xFFFFFFFFu, v, s, 4);
           sv[s] = *reinterpret_cast<const __nv_bfloat162*>(&vs);
-        }
-      } else {
-#pragma unroll
-        for (int s = 0; s < 4; ++s) {
-          // (code of row g, code of row g + 8) of step s in the low bytes of the two halves.
-          const uint32_t pr = prmt(wg, wg8, s | (s << 4) | ((4 + s) << 8) | ((4 + s) << 12));
-          const uint32_t bits = (pr << 4) & 0x07F007F0u;
-          const uint32_t v = fma2<T>(fma2<T>(bits, 0x7B807B80u /* 2^120 */, kNegZero2<T>()),
-                                     kFp4Unit2<T>() /* 2^119 */, kNegZero2<T>());
-          sv[s] = *reinterpret_cast<const __nv_bfloat162*>(&v);
         }
       }
       uint32_t af[2][2][4];  // [atom][step][reg]
