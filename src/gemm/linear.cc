@@ -1490,11 +1490,28 @@ Plan plan(const Caps& caps) {
           p.decode_stream_var = 0;  // the CTA's staging (W4A4: after the pre-pass)
           p.decode_stream_smem = lin::stream_smem_bytes(geo.kvec, c.parts);
         }
+        // Session 21 probe (B12X_GEMM_STREAM_EVEN=1|2): the even split (var bit 256, kernel's
+        // kEven): one CTA per SM of 16 warps (=2: 24 with kLean's registers, NVFP4 W4A16) over
+        // whole row tiles, the CTA's blocks of 4 vectors split evenly over its warps.
+        if (const char* ev = std::getenv("B12X_GEMM_STREAM_EVEN");
+            ev != nullptr && (ev[0] == '1' || ev[0] == '2')) {
+          const bool w4a4 = f == LinearFormat::kNvfp4 || f == LinearFormat::kMxfp4;
+          const bool lean = ev[0] == '2' && f == LinearFormat::kNvfp4W4A16;
+          p.decode_stream_parts = 8;
+          p.decode_stream_occ = 2;
+          p.decode_stream_ctas = static_cast<int>(std::min<int64_t>(sms, geo.n16));
+          p.decode_stream_var = (w4a4 ? 168 : 128) | 256 | (lean ? 64 : 0);
+          p.decode_stream_smem = lin::kStreamEvenBytes(lean);
+          p.decode_stream_vp = lin::stream_vectors_per_part(geo.kvec, 8);
+          c.ctas = p.decode_stream_ctas;
+          c.slots = sms;
+        }
         // MXFP4's variant-free instances take fold-free weights only (session 21 removed the
         // fold's, reached by knobs alone): such a plan runs other weights on the decode kernel,
         // as MXFP4 W4A16 (whose variants are fold-free only) does every weight since session 15.
         p.decode_stream_free_only =
-            mx_w4a16_free || (wf == lin::WFmt::kMxfp4 && !(p.decode_stream_var & 128));
+            mx_w4a16_free || (wf == lin::WFmt::kMxfp4 &&
+                              (!(p.decode_stream_var & 128) || (p.decode_stream_var & 256)));
         stream_trig_m1 = c.ctas * 10 >= c.slots * 8 || (tile_per_sm && occ == 2);
       }
     }

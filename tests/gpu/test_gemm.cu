@@ -1620,6 +1620,37 @@ TEST(GemmGpu, DecodeStreamJit) {
   run_case({LinearFormat::kNvfp4W4A16, 1, 4096, 4096, DType::kBF16, DType::kBF16, true});
 }
 
+TEST(GemmGpu, DecodeStreamEven) {
+  // Session 21 probe (B12X_GEMM_STREAM_EVEN=1|2): the M = 1 kernel's even split, one CTA of 16
+  // warps (=2: 24, kLean, NVFP4 W4A16) per SM over whole row tiles, the CTA's blocks of 4
+  // vectors split evenly over its warps across tile boundaries, the pieces of a tile summed by
+  // the warp owning its last block. N = 72 (5 tiles: one per CTA, warps without blocks at K =
+  // 1280), 4800 (300 tiles: 2-3 per CTA, pieces), K = 1312 (a last block of one vector), 4864,
+  // bias, an FP16 output, a replayed graph; NVFP4 / MXFP4, W4A16 / W4A4.
+  B12X_REQUIRE_GPU();
+  ScopedEnv es("B12X_GEMM_DECODE_STREAM", "1");
+  int n = 0;
+  for (const char* ev : {"1", "2"}) {
+    ScopedEnv ee("B12X_GEMM_STREAM_EVEN", ev);
+    for (const LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kNvfp4,
+                                 LinearFormat::kMxfp4W4A16, LinearFormat::kMxfp4}) {
+      if (ev[0] == '2' && f != LinearFormat::kNvfp4W4A16) continue;
+      for (const int64_t N : {72, 4800})
+        for (const int64_t K : {1280, 1312, 4864}) {
+          const gemm::Plan pl = plan_m1(f, N, K);
+          EXPECT_EQ(pl.decode_stream_var & (256 | 64), 256 | (ev[0] == '2' ? 64 : 0))
+              << gemm::format_name(f);
+          const int64_t before = gemm::lin::last_stream_launch().serial;
+          run_case({f, 1, N, K, DType::kBF16, n == 5 ? DType::kFP16 : DType::kBF16, (n % 2) == 0},
+                   /*graph_replay=*/n == 3 || n == 14);
+          EXPECT_GT(gemm::lin::last_stream_launch().serial, before)
+              << gemm::format_name(f) << " N " << N << " K " << K;
+          ++n;
+        }
+    }
+  }
+}
+
 TEST(GemmGpu, DecodeStreamShfl) {
   B12X_REQUIRE_GPU();
   // Session 14: the stream kernels with the scale splats built one k16 step per lane and
