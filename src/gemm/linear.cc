@@ -1865,6 +1865,10 @@ Plan plan(const Caps& caps) {
                            : wf == lin::WFmt::kFp8 && tw8 == 1 && small_tw1 && etw == nullptr
                                ? 9
                                : f8_cap_min;
+        // Session 21: the split summed in the kernel as the FP4 block kernel's
+        // (B12X_GEMM_STREAM16_F8_FUSE=0|1, probe).
+        const char* ef = std::getenv("B12X_GEMM_STREAM16_F8_FUSE");
+        p.stream16_fuse = gr.split > 1 && ef != nullptr && ef[0] == '1';
       }
     }
   }
@@ -2453,10 +2457,13 @@ void run(const Binding& b, Stream stream) {
                                                : lin::stream16_f8_smem_bytes(
                                                      im.wfmt, plan.stream16_tw, plan.decode_fp8_mma,
                                                      q, plan.stream16_var);
+    p.split_cnt = p.split > 1 && plan.stream16_fuse
+                      ? reinterpret_cast<unsigned long long*>(b.scratch + plan.off_split_cnt)
+                      : nullptr;
     lin::launch_linear_stream16_f8(im.wfmt, plan.stream16_tw, plan.decode_fp8_mma,
                                    plan.stream16_depth, smem, p, stream, plan.stream16_occ,
                                    plan.stream16_var);
-    if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);
+    if (p.partial != nullptr && p.split_cnt == nullptr) lin::launch_linear_reduce(p, stream);
     return;
   }
   if (M >= s16_min_m(plan) && M <= 16 && plan.stream16_tw > 0 &&

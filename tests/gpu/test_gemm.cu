@@ -2149,9 +2149,10 @@ void fuse_vs_reduce(const Case& c, const char* split) {
   gemm::Plan pf, pr;
   {
     ScopedEnv es("B12X_GEMM_STREAM16_SPLIT", split);
-    ScopedEnv ef("B12X_GEMM_STREAM16_FUSE", "1");
-    pf = gemm::plan(caps);
-    ScopedEnv e0("B12X_GEMM_STREAM16_FUSE", "0");
+    {
+      ScopedEnv ef("B12X_GEMM_STREAM16_FUSE", "1"), ef8("B12X_GEMM_STREAM16_F8_FUSE", "1");
+      pf = gemm::plan(caps);
+    }
     pr = gemm::plan(caps);
   }
   ASSERT_TRUE(pf.stream16_fuse) << pf.describe();
@@ -2192,20 +2193,23 @@ void fuse_vs_reduce(const Case& c, const char* split) {
   o1.poison();
   o2.poison();
   orf.poison();
-  const int64_t before = gemm::lin::last_stream_launch().serial;
+  const bool f8 = pf.stream16_depth > 0;
+  const int64_t before =
+      f8 ? gemm::lin::last_stream16_f8_launch().serial : gemm::lin::last_stream_launch().serial;
   gemm::run(b1, st);
   const gemm::lin::StreamLaunch l = gemm::lin::last_stream_launch();
+  const gemm::lin::Stream16F8Launch l8 = gemm::lin::last_stream16_f8_launch();
   gemm::run(b2, st);
   gemm::run(br, st);
   B12X_TEST_CUDA(cudaStreamSynchronize(st));
-  EXPECT_GT(l.serial, before);
-  EXPECT_TRUE(l.fuse);
-  EXPECT_GT(l.split, 1);
+  EXPECT_GT(f8 ? l8.serial : l.serial, before);
+  EXPECT_TRUE(f8 ? l8.fuse : l.fuse);
+  EXPECT_GT(f8 ? l8.split : l.split, 1);
   const auto ref0 = orf.download();
   EXPECT_EQ(o1.download(), ref0) << "fused split (first call) differs from the reduce kernel";
   EXPECT_EQ(o2.download(), ref0) << "fused split (second call) differs from the reduce kernel";
-  // The reduce path's output against the CPU reference once (run_case covers the rest).
-  {
+  // The reduce path against the CPU reference where run_case does not run (the deep-K cases).
+  if (c.K >= 8192) {
     std::vector<double> ref(c.M * c.N);
     reference::linear(hw.src(c.fmt), a.host_x(), a.host_xs(), a.alpha,
                       c.bias ? TensorRef::contiguous(hb.data(), c.out, {c.N}) : TensorRef{},
@@ -2248,7 +2252,7 @@ TEST(GemmGpu, DecodeStream16Fuse) {
   // staged-once kernel (NVFP4 / MXFP4, W4A16 / W4A4 through the pre-pass) and the chunked one
   // (W4A4 converted in the kernel: qx; vp > 16), M = 2 / 4 (B12X_GEMM_STREAM16_MINM=2, one n8
   // tile), 5, 8, 9, 16, splits 2..5 (K = 2848: the last range 13 of 16 vectors; 3040; 4832 with
-  // a half vector past K), N = 72 / 200 / 520 (CTAs with fewer tiles, warps without one), bias,
+  // a half vector past K), N = 72 / 200 / 264 (CTAs with fewer tiles, warps without one), bias,
   // FP16 outputs, capacity above M; bit-equal to the reduce kernel on a scratch of garbage bytes,
   // back to back and in replayed graphs; run_case checks the CPU reference and a replay.
   ScopedEnv e16("B12X_GEMM_STREAM16", "1"), em("B12X_GEMM_STREAM16_MINM", "2");
@@ -2263,7 +2267,7 @@ TEST(GemmGpu, DecodeStream16Fuse) {
              M,
              (i % 3) == 0   ? 72
              : (i % 3) == 1 ? 200
-                            : 520,
+                            : 264,
              K,
              DType::kBF16,
              (i % 5) == 0 ? DType::kFP16 : DType::kBF16,
@@ -2279,10 +2283,38 @@ TEST(GemmGpu, DecodeStream16Fuse) {
     }
   // M = 4 and 8 at the plans' own splits of a 4096x14336 weight's K, run at N = 256.
   for (int64_t M : {4, 8}) {
-    ScopedEnv ef("B12X_GEMM_STREAM16_FUSE", "1");
     Case c{LinearFormat::kNvfp4W4A16, M, 256, 14336, DType::kBF16, DType::kBF16, true};
     fuse_vs_reduce(c, "0");
   }
+  // The FP8 block kernel (B12X_GEMM_STREAM16_F8_FUSE=1): per-tensor (e4m3 activations), block
+  // FP8 (quantized in the kernel) and MXFP8, e4m3 / f16 MMAs, 2 / 1 tiles per warp, M = 1 (MXFP8),
+  // 5, 9, 16, splits 2 / 3 with K tails inside a chunk.
+  ScopedEnv ef8("B12X_GEMM_STREAM16_F8", "1");
+  int k = 0;
+  for (const char* mma : {"0", "1"})
+    for (LinearFormat f :
+         {LinearFormat::kFp8Tensor, LinearFormat::kFp8Block, LinearFormat::kMxfp8}) {
+      const char* tw = (k % 2) ? "1" : "2";
+      ScopedEnv emm("B12X_GEMM_DECODE_F8MMA", mma), et("B12X_GEMM_STREAM16_TW", tw);
+      const int64_t Ms[] = {16, 5, 9, 1};
+      const int64_t M = f == LinearFormat::kMxfp8 ? Ms[k % 4] : Ms[k % 3];
+      const int64_t K = f == LinearFormat::kFp8Block ? 2944 : 2912;
+      Case c{f,
+             M,
+             (k % 2) ? 72 : 264,
+             K,
+             f == LinearFormat::kFp8Tensor ? DType::kFP8E4M3 : DType::kBF16,
+             (k % 5) == 0 ? DType::kFP16 : DType::kBF16,
+             (k % 2) == 0};
+      const char* sp = (k % 2) ? "2" : "3";
+      ++k;
+      fuse_vs_reduce(c, sp);
+      ScopedEnv es("B12X_GEMM_STREAM16_SPLIT", sp), ef("B12X_GEMM_STREAM16_F8_FUSE", "1");
+      const int64_t before = gemm::lin::last_stream16_f8_launch().serial;
+      run_case(c, /*graph_replay=*/(k % 3) == 0);
+      EXPECT_GT(gemm::lin::last_stream16_f8_launch().serial, before) << name(c);
+      EXPECT_TRUE(gemm::lin::last_stream16_f8_launch().fuse) << name(c);
+    }
 }
 
 /// The K split the FP8 block kernel runs for a forced split (its CTAs hold whole 256-K chunks,
