@@ -258,7 +258,7 @@ def bench_extend(rows, bw, B, new, prefix, hq, hkv, D, page, kv_name, tile=None)
                       num_q_heads=hq, num_kv_heads=hkv, head_dim_qk=D, head_dim_vo=D,
                       page_size=page, max_total_q=T, max_batch=B,
                       max_page_table_width=tables[0].shape[1])
-    pl = plan_with(caps, "B12X_ATTN_EXTEND_TILE", tile)
+    pl = plan_with(caps, "B12X_ATTN_GRID", tile)  # tile: 'K=V,...' knobs
     scratch = torch.empty(pl.layout.nbytes, dtype=torch.uint8, device=DEV)
     bnd = pl.bind(scratch, q, k_cache, v_cache, out, tables[0], seq, cu, k_descale=kd,
                   v_descale=kd, return_lse=False)
@@ -386,15 +386,6 @@ def main():
             pair_cases.append((B, 8192, hq, hkv, D, 128))
     for B in (8, 32):
         pair_cases.append((B, 8192, 32, 8, 128, 128))
-    # Tile-shape comparison at the target shapes (B12X_ATTN_DECODE_TILE; defaults: BF16 'wide3'
-    # (wide with Q in registers, 3 stages), FP8 'hcvt' (128-token tiles, fp16 MMAs, hardware
-    # e4m3x2 conversion)): BF16 'wide' (2 stages, 3 CTAs/SM), FP8 'wdirect2' (bf16 MMAs,
-    # integer conversion).
-    for B in (8, 32, 128, 1):
-        decode_cases.append((B, 8192, 32, 8, 128, 64, "fp8", "wdirect2"))
-        decode_cases.append((B, 8192, 32, 8, 128, 64, "bf16", "wide"))
-    decode_cases.append((8, 32768, 32, 8, 128, 64, "fp8", "wdirect2"))
-    decode_cases.append((8, 32768, 32, 8, 128, 64, "bf16", "wide"))
     # Split counts around the automatic choice (wide3: B=8 -> 4, B=32 -> 1).
     for B, sp in ((8, 8), (8, 2), (32, 2)):
         decode_cases.append((B, 8192, 32, 8, 128, 64, "bf16", None, sp))

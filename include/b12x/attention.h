@@ -205,25 +205,12 @@ struct PagedPlan {
   bool early_kv = false;
   /// Early K/V plans of FP8 hcvt at head dim 256 on SM90: the main kernel at 208 registers instead
   /// of 209 (kernel suffix `_r208`), so that a 96-register merge CTA (12288) fits beside its two
-  /// CTAs per SM90 SM (53248 instead of 55296) and enters while they run, as the slim merge did,
-  /// without the slim merge's serial loads at 32-64 splits (B12X_ATTN_EARLY_CAP=0 turns it off).
-  /// H200 round 64 (16/2/256 x 8k, us, off -> on): page 128 B = 1 / 2 / 4 10.7 / 13.8 / 16.2 ->
-  /// 10.7 / 12.7 / 15.3, B = 8 23.7 / 24.2 -> 24.8 / 23.8; page 64 (pairs -> on) 10.9 / 14.0 /
-  /// 16.3 / 24.3 -> 10.8 / 12.8 / 15.3 / 23.9.
+  /// CTAs per SM90 SM (53248 instead of 55296) and enters while they run, as session 16's
+  /// 64-register merge did, without its serial loads at 32-64 splits (B12X_ATTN_EARLY_CAP=0 turns
+  /// it off). H200 round 64 (16/2/256 x 8k, us, off -> on): page 128 B = 1 / 2 / 4 10.7 / 13.8
+  /// / 16.2 -> 10.7 / 12.7 / 15.3, B = 8 23.7 / 24.2 -> 24.8 / 23.8; page 64 (pairs -> on) 10.9
+  /// / 14.0 / 16.3 / 24.3 -> 10.8 / 12.8 / 15.3 / 23.9.
   bool early_cap = true;
-  /// The split merge kernel at <= 64 registers per thread (head dim 256 by default;
-  /// B12X_ATTN_MERGE_SLIM=0|1 overrides): a merge CTA (8192 registers) then fits next to two
-  /// FP8 hcvt d256 main CTAs (209 registers x 128 threads), so the merge CTAs are resident from
-  /// the start and the next call's main CTAs enter as the current ones exit; the LSEs are
-  /// loaded ahead of the partials and each warp derives the weights (one barrier fewer). H200
-  /// round 60 (16/2/256 page 128 B=8 x 8k, us, off -> on): FP8 25.0 / 25.3 -> 26.5 / 25.1, with
-  /// the half epilogue 24.6 -> 24.1; BF16 37.9 / 38.2 -> 37.4 / 37.7. BF16 32/8/128 B=1 x 8k
-  /// 13.0 / 13.0 -> 13.0 / 13.2: kept off below head dim 256. Off by default since session 16's
-  /// lead round 63 (the same 16/2/256 rows at B = 1 / 2 / 4 / 8, us, on -> off): FP8 12.5 / 15.0 /
-  /// 16.5 / 23.7 -> 10.4 / 13.5 / 15.9 / 24.2, BF16 13.1 / 17.6 / 23.4 / 37.1 -> 11.0 / 15.4 /
-  /// 22.3 / 36.7: the resident merge CTAs cost the split-heavy small batches 4-20 % for 2 % at
-  /// FP8 B = 8. B12X_ATTN_MERGE_SLIM=1 turns it on.
-  bool merge_slim = false;
   /// The decode tiles' cross-warp merge exchanges only the MMA fragments' first 8 rows when the
   /// other 8 are padding (GQA groups of <= 8 heads at q_len 1): half the epilogue's shared-memory
   /// traffic (B12X_ATTN_EPILOGUE_HALF=0 turns it off). H200 round 60 (us, off -> on): FP8

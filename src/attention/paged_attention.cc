@@ -69,63 +69,20 @@ const KernelInfo* find_kernel(int dqk, int dv, int kind, DType q, bool fp8) {
   return nullptr;
 }
 
-// Decode tile kind: 1 ("wide": 4 warps x 16 tokens), 2 ("deep": 2 warps x 16 tokens), 3
-// ("direct": deep with FP8 K fragments converted in registers; FP8 head dims 128/256), 4
-// ("wdirect": wide with FP8 K and V fragments from the raw stage; FP8 128/256), 5 ("wide3": wide
-// with Q in registers and 3 stages; 16-bit KV, head dims <= 128 and 256), 6 ("wdirect2":
-// wdirect with 128-token tiles; FP8 head dim 128), 8 ("hcvt": wdirect2 with fp16 MMAs fed by
-// the hardware e4m3x2 -> f16x2 conversion) or 9 ("hbits": wdirect2 with fp16 MMAs fed by the
-// exact e4m3 -> fp16 * 2^-8 bit move); FP8 head dims 128 (128-token tiles) and 256 (64-token
-// tiles); 11 ("hvec": hcvt with 16-byte fragment reads, FP8 head dim 128); 13 ("hcvt3": hcvt
-// with 3 stages, > 99 KB of shared memory: SM90 only, hcvt elsewhere); 14 ("hcvt2": hcvt with
-// 3 CTAs per SM by a register cap, FP8 head dim 256, 24-30% slower; for 128 it is hcvt); 16
-// ("wideh": wide with each token group's output dims split over two warps, bf16 head dim 256;
-// else it falls back to wide): twice the warps per SM at the same shared memory. (15, "wide3h",
-// the same for wide3 at head dim 128, was removed in session 11: 2-8 % slower.)
-// B12X_ATTN_DECODE_TILE=wide|deep|direct|wdirect|wide3|wdirect2|hcvt|hbits|hvec|hcvt3|hcvt2|
-// wideh|wideh3 overrides (benchmarking; 18, "wideh3": wideh with 3 stages, 104 KB, SM90's
-// shared memory; else wide).
-int decode_kind(const PagedCaps& c, ArchFamily family) {
-  const bool fp8 = c.kv_dtype == DType::kFP8E4M3;
-  const int head_dim = std::max(c.head_dim_qk, c.head_dim_vo);
-  const char* e = std::getenv("B12X_ATTN_DECODE_TILE");
-  if (e != nullptr && std::string(e) == "wide") return 1;
-  if (e != nullptr && std::string(e) == "deep") return 2;
-  if (e != nullptr && std::string(e) == "direct") return 3;
-  if (e != nullptr && std::string(e) == "wdirect") return 4;
-  if (e != nullptr && std::string(e) == "wide3") return 5;
-  if (e != nullptr && std::string(e) == "wdirect2") return 6;
-  if (e != nullptr && std::string(e) == "hcvt") return 8;
-  if (e != nullptr && std::string(e) == "hbits") return 9;
-  if (e != nullptr && std::string(e) == "hvec") return 11;
-  if (e != nullptr && std::string(e) == "hcvt3") return 13;
-  if (e != nullptr && std::string(e) == "hcvt2") return head_dim == 256 ? 14 : 8;
-  if (e != nullptr && std::string(e) == "wideh") return 16;
-  if (e != nullptr && std::string(e) == "wideh3") return 18;
-  // Any other value (a typo, or a removed tile such as wide3h) takes the defaults below; say so
-  // once per process rather than silently.
-  if (e != nullptr && e[0] != '\0') {
-    static std::once_flag once;
-    std::call_once(once, [e] {
-      log_message(0, std::string("B12X_ATTN_DECODE_TILE=") + e +
-                         " is not a decode tile (wide, deep, direct, wdirect, wide3, wdirect2, "
-                         "hcvt, hbits, hvec, hcvt3, hcvt2, wideh, wideh3): the default tiles are "
-                         "used");
-    });
-  }
+int default_decode_kind(const PagedCaps& c, ArchFamily family, bool fp8, int head_dim) {
   // Defaults from the H200 (rounds 5-7, 32/8/128, 8k): BF16 wide3 streamed at 84-99% of the
   // read bandwidth (B=8..128; wide 83-98%, deep 68-77%); for FP8 wdirect2 beat wdirect by
   // 15-19% (round 7, B=8/32/128: 57.5/194.2/699.2 vs 66.0/221.8/829.2 us) and wdirect beat
   // direct by 10-20%; hcvt (wdirect2 on fp16 MMAs, hardware conversion) beat wdirect2 by
   // 17-21% (round 8, B=8/32/128: 48.1/156.8/554.7 vs 57.9/195.2/700.1 us; issued instructions
-  // -26%) while hbits (the bit move) gained nothing. Shapes without these kernels fall back
-  // (plan_paged).
+  // -26%) while hbits (the bit move) gained nothing (all three removed in session 21). Shapes
+  // without these kernels fall back (plan_paged).
   // FP8: hcvt3 (hcvt with 3 stages) where a block may hold its 102-105 KB of shared memory (SM90;
   // plan_paged falls back to hcvt elsewhere): round 17, 32/8/128 8k: B=32 134.9 vs 142.3 us,
   // B=8 41.7 vs 42.8, 16/2/256 and 64/8/128 B=8 within 0.5%; B=1 slower (14.8 vs 14.1, both
   // with interleaved splits: a split's two tiles both in flight, as with the full ring, which
   // cost FP8 B=1 10% in round 16). wide3 for head dim 256 (32-token tiles, 3 stages) measured
-  // within noise of wide (round 16: B=8 41.2 vs 42.3, B=32 131.8 vs 130.5): a variant.
+  // within noise of wide (round 16: B=8 41.2 vs 42.3, B=32 131.8 vs 130.5): removed (session 21).
   // FP8 head dim 256 in plans of at most kHcvt256MaxBatch requests: hcvt (2 stages, 74 KB; 2
   // CTAs per SM90 SM either way, held there by its 206 registers) instead of hcvt3. H200, 16/2/256
   // page 128 x 8k, us, hcvt3 -> hcvt at the same split counts: round 49 B=8 25.8 / 26.0 -> 25.2 /
@@ -154,16 +111,37 @@ int decode_kind(const PagedCaps& c, ArchFamily family) {
   return 1;
 }
 
-// Extend tile kind: 0 (32-token stages) or 7 ("wide": 64-token stages computed as two 32-token
-// sub-tiles, head dim 128 only; B12X_ATTN_EXTEND_TILE=wide, benchmarking). Unavailable -> 0.
-// B12X_ATTN_EXTEND_TILE=n64: 64-token steps in one body (kind 10, head dim 128); m64: 64-row
-// tiles with Q in registers, 3 CTAs per SM (kind 12, 16-bit KV, head dim 128).
-int extend_kind() {
-  const char* e = std::getenv("B12X_ATTN_EXTEND_TILE");
-  if (e != nullptr && std::string(e) == "wide") return 7;
-  if (e != nullptr && std::string(e) == "n64") return 10;
-  if (e != nullptr && std::string(e) == "m64") return 12;
-  return 0;
+// Decode tile kind: 1 ("wide": 4 warps x 16 tokens; 16-bit head dims 192 / 256), 2 ("deep": 2
+// warps x 16 tokens; FP8 head dims 64 / 192), 5 ("wide3": wide with Q in registers and 3
+// stages; 16-bit head dims <= 128), 8 ("hcvt": 4 warps x 32 or 16 tokens, FP8 fragments read
+// from the raw stage and converted by the hardware e4m3x2 -> f16x2 cvt for fp16 MMAs; FP8 head
+// dims 128 / 256), 13 ("hcvt3": hcvt with 3 stages, > 99 KB of shared memory: SM90 only, hcvt
+// elsewhere), 16 ("wideh": wide with each token group's output dims split over two warps, bf16
+// head dim 256) and 18 ("wideh3": wideh with 3 stages, 104 KB: SM90, else wide). The variants
+// that lost (direct, wdirect, wdirect2, hbits, hvec, hcvt2, wide3 at 256, wide at <= 128) were
+// removed in session 21 (docs/attention.md). B12X_ATTN_DECODE_TILE=wide|wide3|hcvt|hcvt3|wideh|
+// wideh3 overrides (benchmarking); a tile not compiled for the shape takes the default.
+int decode_kind(const PagedCaps& c, ArchFamily family) {
+  const bool fp8 = c.kv_dtype == DType::kFP8E4M3;
+  const int head_dim = std::max(c.head_dim_qk, c.head_dim_vo);
+  const char* e = std::getenv("B12X_ATTN_DECODE_TILE");
+  if (e != nullptr && std::string(e) == "wide") return 1;
+  if (e != nullptr && std::string(e) == "wide3") return 5;
+  if (e != nullptr && std::string(e) == "hcvt") return 8;
+  if (e != nullptr && std::string(e) == "hcvt3") return 13;
+  if (e != nullptr && std::string(e) == "wideh") return 16;
+  if (e != nullptr && std::string(e) == "wideh3") return 18;
+  // Any other value (a typo, or a removed tile such as hbits) takes the defaults below; say so
+  // once per process rather than silently.
+  if (e != nullptr && e[0] != '\0') {
+    static std::once_flag once;
+    std::call_once(once, [e] {
+      log_message(0, std::string("B12X_ATTN_DECODE_TILE=") + e +
+                         " is not a decode tile (wide, wide3, hcvt, hcvt3, wideh, wideh3): the "
+                         "default tiles are used");
+    });
+  }
+  return default_decode_kind(c, family, fp8, head_dim);
 }
 
 int64_t align_up(int64_t x, int64_t a) {
@@ -276,17 +254,19 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   // Decode tile (16 rows, warps split the KV) unless the packed rows of one request need more.
   const bool decode_tile = caps.mode != Mode::kExtend && int64_t(q_len) * group <= 16;
   const bool fp8 = caps.kv_dtype == DType::kFP8E4M3;
-  const int kind = decode_tile ? decode_kind(caps, dev.family) : extend_kind();
+  // Extend: one tile (kind 0; the 64-token-stage, n64 and m64 variants were removed in session
+  // 21). Decode / verify: decode_kind; a tile the knob names that is not compiled for the shape
+  // takes the default, and the defaults not compiled for it (wide3 for head dims 192 / 256, hcvt
+  // for FP8 64 / 192) fall back to wide for 16-bit KV and to deep for FP8 (deep beat wide for
+  // FP8 in round 5).
+  const int head_dim = std::max(caps.head_dim_qk, caps.head_dim_vo);
+  const int kind = decode_tile ? decode_kind(caps, dev.family) : 0;
   const KernelInfo* k = find_kernel(caps.head_dim_qk, caps.head_dim_vo, kind, caps.q_dtype, fp8);
-  if (k == nullptr && !decode_tile)
-    k = find_kernel(caps.head_dim_qk, caps.head_dim_vo, 0, caps.q_dtype, fp8);
-  // A tile not compiled for the shape (wide3: head dims <= 128; wdirect2: FP8 128; wdirect,
-  // direct, hcvt, hbits: FP8 128/256) falls back to wide for 16-bit KV, to wdirect for FP8, then
-  // to deep (FP8: deep beat wide there in round 5).
   if (k == nullptr && decode_tile)
-    k = find_kernel(caps.head_dim_qk, caps.head_dim_vo, fp8 ? 4 : 1, caps.q_dtype, fp8);
+    k = find_kernel(caps.head_dim_qk, caps.head_dim_vo,
+                    default_decode_kind(caps, dev.family, fp8, head_dim), caps.q_dtype, fp8);
   if (k == nullptr && decode_tile)
-    k = find_kernel(caps.head_dim_qk, caps.head_dim_vo, 2, caps.q_dtype, fp8);
+    k = find_kernel(caps.head_dim_qk, caps.head_dim_vo, fp8 ? 2 : 1, caps.q_dtype, fp8);
   // hcvt3 needs more than SM12x's (and SM89's) 99 KB of shared memory per block: hcvt there.
   if (k != nullptr && k->kind == 13 && k->smem > dev.smem_per_block_optin)
     k = find_kernel(caps.head_dim_qk, caps.head_dim_vo, 8, caps.q_dtype, fp8);
@@ -309,22 +289,13 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   plan.impl = k;
   plan.kernel = std::string(k->name) +
                 (k->kind == 0    ? "_extend"
-                 : k->kind == 7  ? "_extend_wide"
-                 : k->kind == 10 ? "_extend_n64"
-                 : k->kind == 12 ? "_extend_m64"
                  : k->kind == 1  ? "_decode_wide"
                  : k->kind == 2  ? "_decode_deep"
-                 : k->kind == 3  ? "_decode_direct"
-                 : k->kind == 4  ? "_decode_wdirect"
                  : k->kind == 5  ? "_decode_wide3"
-                 : k->kind == 6  ? "_decode_wdirect2"
                  : k->kind == 8  ? "_decode_hcvt"
-                 : k->kind == 11 ? "_decode_hvec"
                  : k->kind == 13 ? "_decode_hcvt3"
-                 : k->kind == 14 ? "_decode_hcvt2"
                  : k->kind == 16 ? "_decode_wideh"
-                 : k->kind == 18 ? "_decode_wideh3"
-                                 : "_decode_hbits") +
+                                 : "_decode_wideh3") +
                 (fp8 ? "_kvfp8" : "") + (caps.q_dtype == DType::kFP16 ? "_fp16" : "_bf16");
   plan.tile_rows = k->tile_rows;
   plan.tile_kv = k->tile_kv;
@@ -452,9 +423,6 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
                    dev.family == ArchFamily::kSm90 && k->launch_early_cap != nullptr;
   const char* eh_env = std::getenv("B12X_ATTN_EPILOGUE_HALF");
   if (eh_env != nullptr) plan.epilogue_half = std::string(eh_env) != "0";
-  plan.merge_slim = false;  // opt-in only: see PagedPlan::merge_slim (it costs B <= 4)
-  const char* ms_env = std::getenv("B12X_ATTN_MERGE_SLIM");
-  if (ms_env != nullptr) plan.merge_slim = std::string(ms_env) != "0";
   if (plan.lean) {
     plan.kernel += plan.spec ? "_lean_spec" : "_lean";
     if (plan.early_kv) plan.kernel += "_early";
@@ -509,10 +477,7 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   b12x::detail::resolve_kernels(
       kPlanOp, caps.device,
       "attention." + plan.kernel + " mode=" + mode_name(caps.mode) +
-          (splits ? (plan.fused_merge  ? " split_merge_fused"
-                     : plan.merge_slim ? " split_merge_slim"
-                                       : " split_merge")
-                  : ""),
+          (splits ? (plan.fused_merge ? " split_merge_fused" : " split_merge") : ""),
       "Hq=" + std::to_string(caps.num_q_heads) + " Hkv=" + std::to_string(caps.num_kv_heads) +
           " D=" + std::to_string(caps.head_dim_qk) + "/" + std::to_string(caps.head_dim_vo) +
           " page=" + std::to_string(caps.page_size) + " max_batch=" +
@@ -782,9 +747,7 @@ void run_paged(const PagedBinding& b, Stream stream) {
   if (b.num_splits > 1 && !fused) {
     const int64_t rows = int64_t(b.total_q) * c.num_q_heads;
     // one CTA per (token, head)
-    const detail::LaunchFn merge_fn =
-        plan.stamps ? (plan.merge_slim ? k->launch_merge_stamp_slim : k->launch_merge_stamp)
-                    : (plan.merge_slim ? k->launch_merge_slim : k->launch_merge);
+    const detail::LaunchFn merge_fn = plan.stamps ? k->launch_merge_stamp : k->launch_merge;
     merge_fn(p, dim3(static_cast<unsigned>(rows)), s, pdl);
     B12X_CUDA_CHECK_LAUNCH();
   }

@@ -26,9 +26,9 @@ inline cudaError_t launch_kernel(Kernel kernel, dim3 grid, int threads, int smem
 
 struct KernelInfo {
   int dqk = 0, dv = 0;
-  /// 0 extend, 1 decode wide (4 warps x 16 tokens), 2 deep (2 x 16), 3 direct, 4 wdirect,
-  /// 5 wide3, 6 wdirect2, 7 extend wide, 8 hcvt, 9 hbits, 10 extend n64,
-  /// 11 hvec, 12 extend m64, 13 hcvt3, 14 hcvt2, 16 wideh, 18 wideh3 (17 wide3x: removed) (TileCfg)
+  /// 0 extend, 1 decode wide (4 warps x 16 tokens), 2 deep (2 x 16; FP8 head dims 64 / 192),
+  /// 5 wide3, 8 hcvt, 13 hcvt3, 16 wideh, 18 wideh3 (TileCfg; the other kinds were removed, see
+  /// docs/attention.md)
   int kind = 0;
   DType q = DType::kBF16;
   bool fp8 = false;
@@ -36,8 +36,6 @@ struct KernelInfo {
   int smem = 0, threads = 0, tile_rows = 0, tile_kv = 0, stages = 0, warps_n = 0;
   LaunchFn launch = nullptr;
   LaunchFn launch_merge = nullptr;
-  /// The merge kernel at <= 64 registers per thread (PagedPlan::merge_slim).
-  LaunchFn launch_merge_slim = nullptr;
   /// The lean instance (decode defaults compiled in; B12X_ATTN_LEAN) where one exists.
   const void* func_lean = nullptr;
   LaunchFn launch_lean = nullptr;
@@ -46,7 +44,6 @@ struct KernelInfo {
   const void* func_stamp = nullptr;
   LaunchFn launch_stamp = nullptr;
   LaunchFn launch_merge_stamp = nullptr;
-  LaunchFn launch_merge_stamp_slim = nullptr;
   /// The early-K/V lean instance (B12X_ATTN_EARLY_KV), and stamped; null where not compiled.
   const void* func_early = nullptr;
   LaunchFn launch_early = nullptr;

@@ -494,17 +494,14 @@ TEST(AttentionGpuDecode, DtypesPagesWindowsSinks) {
       }
 }
 
-// Every decode tile ("wide": 4 warps x 16 tokens; "deep": 2 warps x 16 tokens; "direct": deep
-// with FP8 K fragments converted in registers; "wdirect": 4 warps x 16 tokens with FP8 K and V
-// fragments from the raw stage, output dims permuted in registers, the FP8 default for head dim
-// 256; "wide3": the wide tile with Q in registers and 3 stages, the 16-bit default for head
-// dims <= 128; "wdirect2": wdirect with 128-token tiles; "hcvt" / "hbits": wdirect2 on fp16 MMAs
-// with hardware / bit-move FP8 conversion, head dims 128/256) selected through
-// B12X_ATTN_DECODE_TILE at plan time (shapes a tile does not cover fall back).
+// The decode tiles ("wide": 4 warps x 16 tokens, 16-bit head dims 192 / 256; "wide3": the wide
+// tile with Q in registers and 3 stages, the 16-bit default for head dims <= 128; "hcvt" /
+// "hcvt3": FP8 fragments from the raw stage on fp16 MMAs with 2 / 3 stages, head dims 128 / 256)
+// selected through B12X_ATTN_DECODE_TILE at plan time (shapes a tile does not cover take their
+// default tile).
 TEST(AttentionGpuDecode, AlternativeTiles) {
   B12X_REQUIRE_GPU();
-  for (const char* tile : {"wide", "deep", "direct", "wdirect", "wide3", "wdirect2", "hcvt",
-                           "hbits", "hvec", "hcvt3"}) {
+  for (const char* tile : {"wide", "wide3", "hcvt", "hcvt3"}) {
     setenv("B12X_ATTN_DECODE_TILE", tile, 1);
     int i = 0;
     for (int d : {128, 256})
@@ -545,8 +542,8 @@ TEST(AttentionGpuDecode, AlternativeTiles) {
 // match the reference, with and without splits, sinks and per-head descales.
 TEST(AttentionGpuDecode, Fp16MmaQueryRange) {
   B12X_REQUIRE_GPU();
-  for (const char* tile : {"hcvt", "hbits", "hvec", "hcvt3", "default"}) {
-    if (std::string(tile) != "default") setenv("B12X_ATTN_DECODE_TILE", tile, 1);
+  for (const char* tile : {"hcvt", "hcvt3"}) {
+    setenv("B12X_ATTN_DECODE_TILE", tile, 1);
     for (int i = 0; i < 3; ++i) {
       Spec s;
       s.kv = DType::kFP8E4M3;
@@ -632,13 +629,12 @@ TEST(AttentionGpuDecode, HeadsInnerGrid) {
 // The online softmax's running max moves only past a slack of 8 (base 2; default) or on every
 // increase (B12X_ATTN_RESCALE_SLACK=0). Q rows scaled by up to 2^+-4 make scores whose row
 // maxima jump by far more than 8 between tiles of long causal rows (both branches taken), on
-// the default and the m64 extend tiles, a decode tile and an FP8 hcvt decode.
+// the extend tile (with and without sinks), a decode tile and an FP8 hcvt decode.
 TEST(AttentionGpuExtend, RescaleSlack) {
   B12X_REQUIRE_GPU();
   for (const char* slack : {"8", "0"})
-    for (const char* tile : {"default", "m64"}) {
+    for (const bool second : {false, true}) {
       setenv("B12X_ATTN_RESCALE_SLACK", slack, 1);
-      if (std::string(tile) != "default") setenv("B12X_ATTN_EXTEND_TILE", tile, 1);
       Spec e;
       e.mode = att::Mode::kExtend;
       e.hq = 16;
@@ -646,13 +642,12 @@ TEST(AttentionGpuExtend, RescaleSlack) {
       e.qlens = {300, 37, 129};
       e.prefix = {0, 500, 64};
       e.q_exp_spread = 4;
-      e.sinks = std::string(tile) == "m64";
-      run_case(e, std::string("extend slack=") + slack + " tile=" + tile);
-      unsetenv("B12X_ATTN_EXTEND_TILE");
+      e.sinks = second;
+      run_case(e, std::string("extend slack=") + slack + (second ? " sinks" : ""));
       Spec d;
       d.hq = 32;
       d.hkv = 8;
-      d.kv = std::string(tile) == "m64" ? DType::kFP8E4M3 : DType::kBF16;
+      d.kv = second ? DType::kFP8E4M3 : DType::kBF16;
       d.qlens.assign(3, 1);
       d.prefix = {1500, 63, 700};
       d.q_exp_spread = 4;
@@ -685,38 +680,6 @@ TEST(AttentionGpuExtend, DtypesPagesWindowsSinks) {
       ++i;
       run_case(s, "extend");
     }
-}
-
-// B12X_ATTN_EXTEND_TILE=wide (64-token stages computed as two 32-token sub-tiles), n64
-// (64-token steps in one body) and m64 (64-row tiles, Q in registers; 16-bit KV, FP8 falls back
-// to the default tile), head dim 128 (other dims keep the default tile). Ranges ending in
-// either half of a 64-token step, windows, sinks, FP8, verify on the extend tile.
-TEST(AttentionGpuExtend, WideTile) {
-  B12X_REQUIRE_GPU();
-  for (const char* tile : {"wide", "n64", "m64"}) {
-    setenv("B12X_ATTN_EXTEND_TILE", tile, 1);
-    int i = 0;
-    for (DType kv : {DType::kBF16, DType::kFP16, DType::kFP8E4M3})
-      for (int page : {16, 64}) {
-        Spec s;
-        s.mode = att::Mode::kExtend;
-        s.kv = kv;
-        s.q = kv == DType::kFP16 ? DType::kFP16 : DType::kBF16;
-        s.page = page;
-        s.hkv = 1 + i % 2;
-        s.hq = s.hkv * (i % 3 == 0 ? 4 : 7);
-        s.qlens = {1, 37, 70, 5, 200};
-        s.prefix = {0, page + 3, 130, 33, 96};
-        s.window = i == 2 ? 50 : -1;
-        s.sinks = i % 2 == 1;
-        s.per_head_scale = i % 2 == 0;
-        s.extra_t = 2;
-        ++i;
-        run_case(s, std::string("extend tile=") + tile);
-      }
-    run_case(verify_spec(4, 6), std::string("verify (extend tile) tile=") + tile);
-    unsetenv("B12X_ATTN_EXTEND_TILE");
-  }
 }
 
 TEST(AttentionGpuExtend, ForcedSplitAndSoftmaxScale) {
@@ -960,7 +923,7 @@ TEST(AttentionGpuDecode, FullRingOn) {
   B12X_REQUIRE_GPU();
   setenv("B12X_ATTN_FULL_RING", "1", 1);
   int i = 0;
-  for (const char* tile : {"wide3", "hcvt", "hcvt3", "wide", "deep", "wdirect"})
+  for (const char* tile : {"wide3", "hcvt", "hcvt3", "wide"})
     for (int d : {128, 256}) {
       setenv("B12X_ATTN_DECODE_TILE", tile, 1);
       Spec s;
@@ -979,6 +942,11 @@ TEST(AttentionGpuDecode, FullRingOn) {
       run_case(s, std::string("full ring, tile=") + tile);
     }
   unsetenv("B12X_ATTN_DECODE_TILE");
+  Spec deep = gqa_decode_spec({4000, 63, 1, 700}, 7, 7);  // FP8 head dim 192: deep
+  deep.kv = DType::kFP8E4M3;
+  deep.dqk = deep.dv = 192;
+  deep.sinks = true;
+  run_case(deep, "full ring, deep");
   unsetenv("B12X_ATTN_FULL_RING");
 }
 
@@ -1003,7 +971,7 @@ TEST(AttentionGpuDecode, ShortAhead) {
 // advance row addresses by token strides within a page. Both settings on decode (BF16 wide3
 // 64-token and FP8 hcvt3 / hcvt 128-token tiles over 16..256-token pages: one page, two pages,
 // the per-row path; tiles inside one page at unaligned split starts), interleaved splits,
-// verify and extend with prefixes (32-token tiles, the default extend tile and n64).
+// verify and extend with prefixes (32-token tiles; with and without a window).
 TEST(AttentionGpuDecode, PageRuns) {
   B12X_REQUIRE_GPU();
   for (const char* on : {"1", "0"}) {
@@ -1022,8 +990,7 @@ TEST(AttentionGpuDecode, PageRuns) {
       unsetenv("B12X_ATTN_DECODE_TILE");
     }
     run_case(verify_spec(8, 2), std::string("page runs=") + on + " verify");
-    for (const char* tile : {"default", "n64"}) {
-      if (std::string(tile) != "default") setenv("B12X_ATTN_EXTEND_TILE", tile, 1);
+    for (const int window : {-1, 90}) {
       Spec e;
       e.mode = att::Mode::kExtend;
       e.page = 64;
@@ -1031,10 +998,9 @@ TEST(AttentionGpuDecode, PageRuns) {
       e.hq = 8;
       e.qlens = {1, 37, 200, 5};
       e.prefix = {0, 67, 256, 1000};
-      e.window = std::string(tile) == "n64" ? 90 : -1;
+      e.window = window;
       e.extra_t = 2;
-      run_case(e, std::string("page runs=") + on + " extend " + tile);
-      unsetenv("B12X_ATTN_EXTEND_TILE");
+      run_case(e, std::string("page runs=") + on + " extend window " + std::to_string(window));
     }
     unsetenv("B12X_ATTN_PAGE_RUNS");
   }
@@ -1043,7 +1009,7 @@ TEST(AttentionGpuDecode, PageRuns) {
 // B12X_ATTN_SPREAD_MERGE (default 2): each decode warp merges and stores its own share of O's
 // columns in one code copy shared by the warps (=1: one copy per warp's columns); =0: warp 0
 // merges and stores all. Every setting over every decode tile family (4 and 2 warps, plain and
-// FP8 direct-V layouts; hvec keeps warp 0), head dims 64-256, final outputs and partials
+// FP8 direct-V layouts), head dims 64-256, final outputs and partials
 // (forced splits), sinks, window, the fused merge and verify.
 TEST(AttentionGpuDecode, SpreadMerge) {
   B12X_REQUIRE_GPU();
@@ -1051,8 +1017,7 @@ TEST(AttentionGpuDecode, SpreadMerge) {
     setenv("B12X_ATTN_SPREAD_MERGE", on, 1);
     const std::string what = std::string("spread merge=") + on;
     int i = 0;
-    for (const char* tile :
-         {"default", "wide3", "wide", "deep", "hcvt3", "hcvt", "wdirect", "hvec"})
+    for (const char* tile : {"default", "wide3", "wide", "hcvt3", "hcvt"})
       for (int d : {128, 256}) {
         if (std::string(tile) != "default") setenv("B12X_ATTN_DECODE_TILE", tile, 1);
         Spec s;
@@ -1074,6 +1039,7 @@ TEST(AttentionGpuDecode, SpreadMerge) {
     for (const int d : {64, 192}) {
       Spec s = gqa_decode_spec({4000, 63, 1, 700}, 0, 0);
       s.dqk = s.dv = d;
+      s.kv = d == 192 ? DType::kFP8E4M3 : DType::kBF16;  // FP8 192: deep
       s.sinks = true;
       run_case(s, what + ", d=" + std::to_string(d));
     }
@@ -1085,21 +1051,18 @@ TEST(AttentionGpuDecode, SpreadMerge) {
   }
 }
 
-// PagedPlan::merge_slim (the merge kernel at <= 64 registers, weights per warp from LSEs loaded
-// first; opt-in, forced here at every head dim) and PagedPlan::epilogue_half
-// (default: the decode tiles' cross-warp merge moves rows g only when rows g + 8 are padding):
+// PagedPlan::epilogue_half (default: the decode tiles' cross-warp merge moves rows g only when
+// rows g + 8 are padding):
 // the default tiles of head dims 64-256 with GQA groups of 5 / 8 (half) and 16 (not), forced
 // (7, 64) and automatic splits, sinks, a window, verify (q_len 2 x group 8: not half).
-TEST(AttentionGpuDecode, MergeSlimEpilogueHalf) {
+TEST(AttentionGpuDecode, EpilogueHalf) {
   B12X_REQUIRE_GPU();
   for (const int d : {128, 256}) {
     Spec s = gqa_decode_spec({4000}, 0, 0);
     s.dqk = s.dv = d;
     const att::PagedPlan plan = att::plan_paged(Problem(s, rng()).caps());
-    EXPECT_FALSE(plan.merge_slim) << d;  // opt-in (B12X_ATTN_MERGE_SLIM=1)
     EXPECT_TRUE(plan.epilogue_half) << d;
   }
-  const ScopedEnvs env({{"B12X_ATTN_MERGE_SLIM", "1"}});
   int i = 0;
   for (const int d : {128, 256, 64, 192})
     for (const DType kv : {DType::kBF16, DType::kFP8E4M3}) {
@@ -1116,15 +1079,15 @@ TEST(AttentionGpuDecode, MergeSlimEpilogueHalf) {
       s.window = i == 2 ? 300 : -1;
       ++i;
       const std::string what =
-          "merge slim + epilogue half, d=" + std::to_string(d) + " case " + std::to_string(i);
+          "epilogue half, d=" + std::to_string(d) + " case " + std::to_string(i);
       Problem p(s, rng());
       PLAN_AND_BIND(p);
-      ASSERT_TRUE(p.plan.merge_slim && p.plan.epilogue_half) << what;
+      ASSERT_TRUE(p.plan.epilogue_half) << what;
       p.run();
       B12X_TEST_CUDA(cudaDeviceSynchronize());
       p.check(what);
     }
-  run_case(verify_spec(8, 2), "merge slim + epilogue half, verify");
+  run_case(verify_spec(8, 2), "epilogue half, verify");
 }
 
 // B12X_ATTN_SPLIT_INTERLEAVE=1: split s takes the KV tiles s, s + splits, ...; long ranges
@@ -1964,62 +1927,6 @@ TEST(AttentionGpuAppend, MatchesReference) {
   }
 }
 
-// B12X_ATTN_DECODE_TILE=hcvt2 (FP8 head dim 256 probe: hcvt with a 3-CTA register cap; head dim
-// 128 takes hcvt, which runs 3 CTAs per SM already): the plan takes it, and it matches the
-// reference over pages 16..256, forced and automatic splits, sinks, window, per-head descales, q
-// rows spanning 2^-18..2^18, both merge layouts, the full ring, short ahead off, page runs off, the
-// fused merge and verify (2 tokens x 8 q heads per KV head fill its 16 rows).
-TEST(AttentionGpuDecode, Hcvt2) {
-  B12X_REQUIRE_GPU();
-  setenv("B12X_ATTN_DECODE_TILE", "hcvt2", 1);
-  const char* knobs[] = {"",
-                         "B12X_ATTN_SPREAD_MERGE=0",
-                         "B12X_ATTN_FULL_RING=1",
-                         "B12X_ATTN_SHORT_AHEAD=0",
-                         "B12X_ATTN_PAGE_RUNS=0",
-                         "B12X_ATTN_FUSED_MERGE=1"};
-  for (int d : {256, 128}) {
-    for (int i = 0; i < 8; ++i) {
-      const std::string knob = knobs[i % 6];
-      const size_t eq = knob.find('=');
-      if (eq != std::string::npos)
-        setenv(knob.substr(0, eq).c_str(), knob.substr(eq + 1).c_str(), 1);
-      Spec s;
-      s.kv = DType::kFP8E4M3;
-      s.dqk = s.dv = d;
-      s.hkv = 2;
-      s.hq = 2 * (i % 2 ? 8 : 5);
-      s.page = 16 << ((i + d / 128) % 5);
-      s.prefix = {4000, s.page - 1, 1, 3 * s.page + 70, 0};
-      s.qlens.assign(s.prefix.size(), 1);
-      s.num_splits = s.max_splits = i % 3 == 0 ? 7 : (i % 3 == 1 ? 1 : 0);
-      s.window = i % 4 == 2 ? 300 : -1;
-      s.sinks = i % 2 == 1;
-      s.per_head_scale = i % 3 != 1;
-      if (i >= 6) {
-        s.q_exp_spread = 18;
-        s.softmax_scale = 1.f / 16384;
-      }
-      if (i == 0) {
-        Problem p(s, rng());
-        PLAN_AND_BIND(p);
-        EXPECT_NE(p.plan.kernel.find(d == 256 ? "_decode_hcvt2" : "_decode_hcvt_"),
-                  std::string::npos)
-            << p.plan.kernel;
-      }
-      run_case(s, "hcvt2 d=" + std::to_string(d) + " " + knob + " case " + std::to_string(i));
-      if (eq != std::string::npos) unsetenv(knob.substr(0, eq).c_str());
-    }
-    Spec v = verify_spec(2, 2);
-    v.hq = 16;
-    v.kv = DType::kFP8E4M3;
-    v.dqk = v.dv = d;
-    v.sinks = true;
-    run_case(v, "hcvt2 verify d=" + std::to_string(d));
-  }
-  unsetenv("B12X_ATTN_DECODE_TILE");
-}
-
 // Small cases for compute-sanitizer (memcheck + racecheck).
 // Three FP8-KV decode requests (empty, short and 600-token prefixes, 16-token pages) in 3 splits.
 Spec sanitize_fp8_decode_spec() {
@@ -2062,7 +1969,7 @@ TEST(AttentionGpuSanitize, DecodeSplitDims) {
 
 TEST(AttentionGpuSanitize, DecodeFp16MmaTiles) {
   B12X_REQUIRE_GPU();
-  for (const char* tile : {"hcvt", "hbits", "hvec", "hcvt3"}) {
+  for (const char* tile : {"hcvt", "hcvt3"}) {
     setenv("B12X_ATTN_DECODE_TILE", tile, 1);
     Spec s = sanitize_fp8_decode_spec();
     s.q_exp_spread = 18;
@@ -2072,21 +1979,9 @@ TEST(AttentionGpuSanitize, DecodeFp16MmaTiles) {
   }
 }
 
-// hcvt2 (FP8 head dim 256, register-capped, spilling; 128: hcvt) with splits and sinks.
-TEST(AttentionGpuSanitize, DecodeHcvt2) {
-  B12X_REQUIRE_GPU();
-  setenv("B12X_ATTN_DECODE_TILE", "hcvt2", 1);
-  for (int d : {256, 128}) {
-    Spec s = sanitize_fp8_decode_spec();
-    s.dqk = s.dv = d;
-    s.sinks = true;
-    run_case(s, "sanitize decode tile=hcvt2 d=" + std::to_string(d));
-  }
-  unsetenv("B12X_ATTN_DECODE_TILE");
-}
-
 // 16-bit decode tiles with the full ring (B12X_ATTN_FULL_RING=1: wide3 loads Q's fragments
-// from global memory, every stage takes K/V) and without it; wide3 for head dims 128 and 256.
+// from global memory, every stage takes K/V) and without it; wide3 at head dim 128, the default
+// tile at 256.
 TEST(AttentionGpuSanitize, DecodeRing16Bit) {
   B12X_REQUIRE_GPU();
   for (const char* ring : {"1", "0"})

@@ -36,23 +36,15 @@ constexpr float kLog2e = 1.4426950408889634f;
 /// Tile shapes. kKind: 0 = extend (WM warps x 16 rows, all warps share each K/V tile);
 /// 1 = decode "wide" (16 rows, 4 warps split a 64-token tile); 2 = decode "deep" (16 rows,
 /// 2 warps split a 32-token tile, as many stages as fit 99 KB, at most 4: more bytes in flight
-/// per SM for the memory-bound decode); 3 = decode "direct" (deep with FP8 K fragments read
-/// from the raw stage); 4 = decode "wdirect" (4 warps split a 64-token tile, FP8 K and V
-/// fragments both read from the raw stage: no conversion pass at all); 5 = decode "wide3" (the
-/// wide tile with Q's fragments held in registers, so its shared memory goes to a third stage);
-/// 6 = decode "wdirect2" (wdirect with 128-token tiles: 4 warps x 32 tokens, twice the bytes per
-/// pipeline step); 7 = extend "wide" (the extend tile with 64-token stages computed as two
-/// 32-token sub-tiles: one barrier and one ring step per 64 tokens, registers as for 32);
-/// 8 = decode "hcvt" and 9 = decode "hbits" (wdirect2 with FP16 MMAs: FP8 fragments become fp16
-/// pairs with one hardware cvt.rn.f16x2.e4m3x2 per pair (hcvt) or with the exact bit trick
-/// e4m3 -> fp16 * 2^-8 (hbits); Q is staged as fp16 scaled per row by a power of two);
-/// 10 = extend "n64" (the extend tile with 64-token steps in one body: twice the MMAs per
-/// barrier and per softmax round, 2 stages; ptxas spills a few registers); 11 = decode "hvec"
-/// (hcvt with 16-byte K/V fragment reads); 12 = extend "m64" (16-bit KV, head dims <= 128: 64-row
-/// tiles, one 16-row block per warp with Q's fragments in registers, 64-token steps, 2 stages:
-/// ~170 registers, so 3 CTAs (12 warps) per SM instead of 2); 13 = decode "hcvt3" (hcvt with 3
+/// per SM for the memory-bound decode); 5 = decode "wide3" (the wide tile with Q's fragments
+/// held in registers, so its shared memory goes to a third stage); 8 = decode "hcvt" (4 warps
+/// split a 128-token (head dim 128) or 64-token (256) tile; FP8 K and V fragments are read from
+/// the raw stage and become fp16 pairs with one hardware cvt.rn.f16x2.e4m3x2 per pair, for FP16
+/// MMAs; Q is staged as fp16 scaled per row by a power of two); 13 = decode "hcvt3" (hcvt with 3
 /// stages: 102-105 KB, beyond SM12x's 99 KB, so SM90 only; 2 CTAs per SM instead of 3).
-/// wide3 (5) also serves head dim 256, with 32-token tiles (2 warps).
+/// Session 21 removed the variants that lost (docs/attention.md): 3 "direct", 4 "wdirect", 6
+/// "wdirect2" (bf16 MMAs on integer-converted FP8 fragments), 7 / 10 / 12 (extend "wide", "n64",
+/// "m64"), 9 "hbits", 11 "hvec", 14 "hcvt2", and wide3 at head dim 256.
 template <int kDqk_, int kDv_, int kKind_, bool kFp8_>
 struct TileCfg {
   static constexpr int kDqk = kDqk_, kDv = kDv_;
@@ -67,71 +59,38 @@ struct TileCfg {
   static constexpr int kDH = (kKind_ == 16 || kH3) ? 2 : 1;
   static constexpr int kKind = (kKind_ == 16 || kH3) ? 1 : kKind_;
   static constexpr bool kFp8 = kFp8_;
-  static constexpr bool kDecode = kKind != 0 && kKind != 7 && kKind != 10 && kKind != 12;
-  // Sub-tiles per stage: the MMA/softmax body runs on kBN / kSub tokens at a time.
-  static constexpr int kSub = kKind == 7 ? 2 : 1;
-  // kind 3: the deep decode tile with FP8 K fragments converted straight from the raw stage
-  // (no K conversion pass); Q is stored in the matching permuted slot order.
-  static constexpr bool kDirectK = kKind == 3 || kKind == 4 || kKind == 6 || kKind == 8 ||
-                                   kKind == 9 || kKind == 11 || kKind == 13 || kKind == 14;
-  // kind 4 also reads V's B fragments from raw FP8 rows (4-byte reads of 4 dims of one token;
-  // output dims permuted within 32-dim groups, undone in the epilogue).
-  static constexpr bool kDirectV = kKind == 4 || kKind == 6 || kKind == 8 || kKind == 9 ||
-                                   kKind == 11 || kKind == 13 || kKind == 14;
-  // kinds 8/9: the MMAs run on fp16 (P in [0, 1] and power-of-two-scaled Q lose nothing against
-  // bf16: fp16 has 3 more mantissa bits). hcvt converts with the hardware e4m3x2 -> f16x2 cvt
-  // (sm_89+, one instruction per pair); hbits moves the 7 magnitude bits under the fp16
-  // exponent field, which reads as the e4m3 value times 2^-8 (exact, subnormals included), and
-  // folds the 2^8 into the score and output scales.
-  // kind 13 ("hcvt3"): hcvt with three stages, over SM12x's 99 KB (SM90: 2 CTAs per SM).
-  // kind 14 ("hcvt2", head dim 256, measurement variant): hcvt (2 stages there: Q's 8 KB leave
-  // no room for a third in 99 KB) with a 3-CTA register cap instead of 2, i.e. 12 warps per
-  // SM90 SM instead of 8: 168 registers per lane instead of 206, ~65 spill loads / stores in the
-  // loop. Slower (H200 round 23, 16/2/256 page 128 x 8k: B=8 35.4-37.0 vs hcvt3's 27.1-27.3 us
-  // at any split count, B=1 15.2 vs 13.0, B=32 84.4 vs 74.8): the spills cost more than the
-  // extra warps hide. (Head dim 128's hcvt already runs 3 CTAs per SM with 165 registers.)
-  static constexpr bool kF16Mma =
-      kKind == 8 || kKind == 9 || kKind == 11 || kKind == 13 || kKind == 14;
-  static constexpr bool kHwCvt = kKind == 8 || kKind == 11 || kKind == 13 || kKind == 14;
-  // kind 11 ("hvec"): hcvt with 16-byte fragment reads. The MMA k-slots and the output columns
-  // are assigned to dims so that one lane's 16 raw bytes feed four K k-steps (k-step 4a + b,
-  // lane t: dims 64a + 16t + 4b .. +3) or all sixteen V n-blocks (n-block nb, column g: dim
-  // 16g + nb): 16 LDS.128 per step instead of 64 LDS.32.
-  static constexpr bool kVec = kKind == 11;
-  static_assert(!kVec || (kDqk_ == 128 && kDv_ == 128), "hvec: head dim 128");
-  static_assert(kKind != 14 || kDqk_ == 256, "hcvt2: head dim 256 (128: hcvt is the same)");
+  static_assert(kKind_ == 0 || kKind_ == 1 || kKind_ == 2 || kKind_ == 5 || kKind_ == 8 ||
+                    kKind_ == 13 || kKind_ == 16 || kKind_ == 18,
+                "tile kinds: 0, 1, 2, 5, 8, 13, 16, 18");
+  static constexpr bool kDecode = kKind != 0;
+  // hcvt / hcvt3 (kF16Mma): K's B fragments come straight from the raw FP8 rows (no K conversion
+  // pass; Q is stored in the matching permuted slot order), and so do V's (4-byte reads of 4
+  // dims of one token; output dims permuted within 32-dim groups, undone in the epilogue). The
+  // MMAs run on fp16 (P in [0, 1] and power-of-two-scaled Q lose nothing against bf16: fp16 has
+  // 3 more mantissa bits), the fragments converted by the hardware e4m3x2 -> f16x2 cvt (sm_89+,
+  // one instruction per pair). hcvt3: three stages, over SM12x's 99 KB (SM90: 2 CTAs per SM).
+  static constexpr bool kF16Mma = kKind == 8 || kKind == 13;
+  static constexpr bool kDirectK = kF16Mma, kDirectV = kF16Mma;
   static_assert(!kF16Mma || (kFp8_ && kDqk_ == kDv_ && (kDqk_ == 128 || kDqk_ == 256)),
                 "fp16-MMA decode tiles: FP8 KV, head dim 128 or 256");
   // kind 5: Q is staged in the ring's last stage (free until the first loop iteration issues
   // into it) and read once into registers; the 4 KB of a Q tile then buys a third 32 KB stage.
-  static constexpr bool kQInRegs = kKind == 5 || kKind == 12;
-  static_assert(!kQInRegs || (!kFp8_ && (kDqk_ <= 128 || (kKind == 5 && kDqk_ == 256))),
-                "wide3, m64: 16-bit KV, head dim <= 128 (wide3 also 256)");
-  static_assert(!kDirectK || (kFp8_ && (kDqk_ == 128 || kDqk_ == 256)),
-                "direct-K decode needs FP8 KV and a power-of-two head dim >= 128");
-  static_assert(!kDirectV || kDv_ == 128 || kDv_ == 256,
-                "direct-V decode needs a power-of-two value dim >= 128");
+  static constexpr bool kQInRegs = kKind == 5;
+  static_assert(!kQInRegs || (!kFp8_ && kDqk_ <= 128), "wide3: 16-bit KV, head dim <= 128");
   static constexpr bool kBigHead = kDqk > 128 || kDv > 128;
   // Extend: 4 warps; for head dims <= 128 each warp owns two 16-row MMA blocks (32 rows, as
   // FA2), so every K/V fragment read from shared memory feeds two MMAs (32-token tiles keep
   // the two S blocks in registers for head dim 128). Larger dims keep one block per warp
   // (registers) and 64-row tiles (Q tile + ring must fit 99 KB).
   static constexpr int kWM = kDecode ? 1 : 4;
-  static constexpr int kMB = (kDecode || kBigHead || kKind == 12) ? 1 : 2;
-  // wide3 for head dim 256: 32-token tiles (2 warps), so three 32 KB stages fit with Q's 64
-  // fragment registers per lane instead of a Q tile in shared memory.
+  static constexpr int kMB = (kDecode || kBigHead) ? 1 : 2;
   static constexpr int kBN =
-      (kKind == 5 && kBigHead) ? 32
-      : (kKind == 6 || kKind == 11 || ((kKind == 8 || kKind == 9 || kKind == 13) && kDqk == 128))
-          ? 128
-      : (kKind == 10) ? 64
-      : (kKind == 4 || kKind == 5 || kKind == 7 || kKind == 8 || kKind == 9 || kKind == 13 ||
-         kKind == 14)
+      (kF16Mma && kDqk == 128) ? 128
+      : (kKind == 5 || kF16Mma)
           ? 64
           : (kKind >= 2 ? 32 : (kBigHead ? 32 : (kMB == 2 && kDv > 64 ? 32 : 64)));
   static constexpr int kWN = kDecode ? (kBN > 64 ? 4 : kBN / 16) : 1;
   static constexpr int kThreads = kWM * kWN * kDH * 32;
-  static constexpr int kSubBN = kBN / kSub;
   static constexpr int kBM = 16 * kWM * kMB;
   static constexpr int kKvBytes = kFp8 ? 1 : 2;
   static constexpr int kQBytes = kQInRegs ? 0 : kBM * kDqk * 2;
@@ -147,9 +106,7 @@ struct TileCfg {
   static constexpr int kFitStages =
       (kSmemLimit - kQBytes - kConvBytes) / (kStageBytes + kIdStageBytes);
   static constexpr int kMaxStages =
-      (kKind == 12 || kKind == 13 || kH3) ? 3
-      : kKind == 14                       ? 2
-                    : (kKind == 7 ? 3 : (kKind >= 2 ? 4 : (kKind == 0 && kMB == 2 ? 3 : 0)));
+      (kKind == 13 || kH3) ? 3 : (kKind >= 2 ? 4 : (kKind == 0 && kMB == 2 ? 3 : 0));
   static constexpr int kStages = kMaxStages > 0
                                      ? (kFitStages < kMaxStages ? kFitStages : kMaxStages)
                                      : ((kKind == 1 && kFp8) ? 3 : 2);
@@ -166,12 +123,10 @@ struct TileCfg {
   static constexpr int kByRegs = 65536 / (kThreads * (kDv / kDH / 2 + 96));
   static constexpr int kMinBlocksRaw = kBySmem < kByRegs ? kBySmem : kByRegs;
   static constexpr int kMinBlocks =
-      (kKind == 12 || kKind == 14)
-          ? 3
-          : (!kDecode ? 1 : (kMinBlocksRaw > 4 ? 4 : (kMinBlocksRaw < 1 ? 1 : kMinBlocksRaw)));
+      !kDecode ? 1 : (kMinBlocksRaw > 4 ? 4 : (kMinBlocksRaw < 1 ? 1 : kMinBlocksRaw));
   static_assert(kStages >= 2, "paged attention needs at least a double-buffered ring");
   static_assert(kSmemBytes <= kSmemLimit, "paged attention tile exceeds its smem limit");
-  static_assert((kSubBN / kWN) % 16 == 0, "each warp needs whole 16-token MMA K steps");
+  static_assert((kBN / kWN) % 16 == 0, "each warp needs whole 16-token MMA K steps");
   static_assert(kWN == 1 || kMB == 1, "the cross-warp merge handles one row block per warp");
   static_assert(kDH == 1 || (kDecode && !kFp8 && kWN > 1 && kDv % (16 * kDH) == 0),
                 "split output dims: 16-bit decode tiles");
@@ -337,21 +292,6 @@ __device__ __forceinline__ void e4m3x4_to_bf16x4(uint32_t w, uint32_t& lo, uint3
 /// power of two: 384 for head dim 192).
 __device__ __forceinline__ uint32_t swz_in_row(int row, int chunk) {
   return static_cast<uint32_t>((chunk ^ (row & 7)) << 4);
-}
-
-/// Four e4m3 bytes -> bf16x2 (e0, e2) and (e1, e3), exact (the pairing the direct-K fragments
-/// use: Q is stored with each 16-dim block's even dims first, then its odd dims).
-__device__ __forceinline__ void e4m3x4_to_bf16_evenodd(uint32_t w, uint32_t& even, uint32_t& odd) {
-  uint32_t o = (w & 0x80008000u) | ((w & 0x7F007F00u) >> 4);  // (e1, e3)
-  const uint32_t w8 = w << 8;
-  uint32_t e = (w8 & 0x80008000u) | ((w8 & 0x7F007F00u) >> 4);  // (e0, e2)
-  const uint32_t k2p120 = 0x7B807B80u;
-  __nv_bfloat162 se = __hmul2(*reinterpret_cast<__nv_bfloat162*>(&e),
-                              *reinterpret_cast<const __nv_bfloat162*>(&k2p120));
-  __nv_bfloat162 so = __hmul2(*reinterpret_cast<__nv_bfloat162*>(&o),
-                              *reinterpret_cast<const __nv_bfloat162*>(&k2p120));
-  even = *reinterpret_cast<uint32_t*>(&se);
-  odd = *reinterpret_cast<uint32_t*>(&so);
 }
 
 /// Bytes 1 and 3 of `y` (the low bytes are ignored) -> fp16x2, each the e4m3 value times 2^-8,
@@ -638,8 +578,8 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
   constexpr int kWM = Cfg::kWM, kWN = Cfg::kWN, kStages = Cfg::kStages;
   constexpr int kThreads = Cfg::kThreads;
   constexpr bool kFp8 = Cfg::kFp8;
-  constexpr int kNT = Cfg::kSubBN / kWN;           // tokens per warp per (sub-)tile
-  constexpr int kDH = Cfg::kDH, kDvW = kDv / kDH;  // O dims per warp (Cfg::kDH)
+  constexpr int kNT = kBN / kWN;                                      // tokens per warp per tile
+  constexpr int kDH = Cfg::kDH, kDvW = kDv / kDH;                     // O dims per warp (Cfg::kDH)
   constexpr int kQRow = kDqk * 2, kKRow = kDqk * 2, kVRow = kDv * 2;  // bf16 tile row bytes
 
   extern __shared__ __align__(128) uint8_t smem[];
@@ -845,9 +785,8 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
       // fp16 MMAs: each Q row is scaled by 2^e (e from its largest |q|, so the row's maximum lands
       // in [2^14, 2^15)) and converted to fp16, exactly for every element within 2^-28 of the
       // row's maximum (bf16 has 8 significant bits, fp16 11); any finite bf16 row fits, and the
-      // softmax scale takes the 2^-e back per row (plus 2^8 for hbits' K). Slot order per 16-dim
-      // block matches the K fragments' conversion: hbits pairs dims (4t, 4t+2), (4t+1, 4t+3)
-      // (even dims then odd dims), hcvt pairs (4t, 4t+1), (4t+2, 4t+3) (even words then odd).
+      // softmax scale takes the 2^-e back per row. Slot order per 16-dim block matches the K
+      // fragments' conversion, which pairs dims (4t, 4t+1), (4t+2, 4t+3) (even words then odd).
       static_assert(std::is_same_v<T, __nv_bfloat16>, "FP8 KV takes bf16 q");
       constexpr int kBlocks = kDqk / 16;
       static_assert((kBM * kBlocks) % kThreads == 0 && 32 % kBlocks == 0,
@@ -879,33 +818,10 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
           __half2 h2 = __floats2half2_rn(f[2 * k] * sc, f[2 * k + 1] * sc);
           hv[k] = *reinterpret_cast<uint32_t*>(&h2);
         }
-        if constexpr (Cfg::kVec) {
-          // dims 16kb..16kb+15 = (a, t) = (kb / 4, kb % 4): words 2b, 2b+1 go to k-step 4a + b,
-          // slot words t (slots 2t, 2t+1) and 4 + t (slots 2t+8, 2t+9)
-          const int a = kb >> 2, t = kb & 3;
-#pragma unroll
-          for (int b = 0; b < 4; ++b) {
-            *reinterpret_cast<uint32_t*>(sQ + swz(r, 2 * (4 * a + b), kQRow) + 4 * t) = hv[2 * b];
-            *reinterpret_cast<uint32_t*>(sQ + swz(r, 2 * (4 * a + b) + 1, kQRow) + 4 * t) =
-                hv[2 * b + 1];
-          }
-        } else {
-          uint32_t ev[4], od[4];
-#pragma unroll
-          for (int k = 0; k < 4; ++k) {
-            if constexpr (Cfg::kHwCvt) {
-              ev[k] = hv[2 * k];
-              od[k] = hv[2 * k + 1];
-            } else {
-              ev[k] = __byte_perm(hv[2 * k], hv[2 * k + 1], 0x5410);
-              od[k] = __byte_perm(hv[2 * k], hv[2 * k + 1], 0x7632);
-            }
-          }
-          *reinterpret_cast<uint4*>(sQ + swz(r, 2 * kb, kQRow)) =
-              make_uint4(ev[0], ev[1], ev[2], ev[3]);
-          *reinterpret_cast<uint4*>(sQ + swz(r, 2 * kb + 1, kQRow)) =
-              make_uint4(od[0], od[1], od[2], od[3]);
-        }
+        *reinterpret_cast<uint4*>(sQ + swz(r, 2 * kb, kQRow)) =
+            make_uint4(hv[0], hv[2], hv[4], hv[6]);
+        *reinterpret_cast<uint4*>(sQ + swz(r, 2 * kb + 1, kQRow)) =
+            make_uint4(hv[1], hv[3], hv[5], hv[7]);
         if (kb == 0) s_qexp[r] = ex;
       }
     }
@@ -917,26 +833,6 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
   auto stage_q_early = [&]() {
     if constexpr (Cfg::kF16Mma) {
       if constexpr (!kLateQ) stage_q_f16();
-    } else if constexpr (Cfg::kDirectK) {
-      // Each 16-dim block is stored as its 8 even dims then its 8 odd dims (16-bit shuffles),
-      // so MMA k-slots (2t, 2t+1, 8+2t, 9+2t) hold dims (4t, 4t+2, 4t+1, 4t+3): exactly the
-      // pairs one 4-byte FP8 read of dims 4t..4t+3 converts to.
-      constexpr int kBlocks = kDqk / 16;
-      for (int i = tid; i < kBM * kBlocks; i += kThreads) {
-        const int r = i / kBlocks, kb = i % kBlocks;
-        uint32_t wv[8];
-        load_q_block(r, kb, wv);
-        uint32_t ev[4], od[4];
-#pragma unroll
-        for (int k = 0; k < 4; ++k) {
-          ev[k] = __byte_perm(wv[2 * k], wv[2 * k + 1], 0x5410);
-          od[k] = __byte_perm(wv[2 * k], wv[2 * k + 1], 0x7632);
-        }
-        *reinterpret_cast<uint4*>(sQ + swz(r, 2 * kb, kQRow)) =
-            make_uint4(ev[0], ev[1], ev[2], ev[3]);
-        *reinterpret_cast<uint4*>(sQ + swz(r, 2 * kb + 1, kQRow)) =
-            make_uint4(od[0], od[1], od[2], od[3]);
-      }
     } else if (!(Cfg::kQInRegs && full_ring)) {
       // Q of the 16-bit tiles by cp.async (with tile 0's group).
       const T* q = static_cast<const T*>(p.q);
@@ -1050,17 +946,9 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
   };
   // Chunk c of token j lands in a swizzled (bf16) or row-major (raw fp8) stage row.
   auto stage_dst = [&](uint8_t* tile, int j, int c, int cpr, bool is_k) {
-    if constexpr (Cfg::kVec) {
-      // 16-byte fragment reads: K rows g, g+1 of a phase take opposite halves (c ^ 4 on odd
-      // rows); V rows 2t (t = 0..3) of a phase spread by c ^ (row & 6)
-      return smem_u32(tile) +
-             static_cast<uint32_t>(j * (cpr * 16) + ((c ^ (is_k ? (j & 1) << 2 : (j & 6))) << 4));
-    } else if constexpr (Cfg::kDirectK) {
-      // raw FP8 rows read as 4-byte fragments (8 or 4 rows at once) are swizzled too: K, and V
-      // when its fragments are read directly
-      const bool sw = is_k || Cfg::kDirectV;
-      return smem_u32(tile) +
-             static_cast<uint32_t>(j * (cpr * 16) + ((sw ? (c ^ (j & 7)) : c) << 4));
+    if constexpr (Cfg::kDirectK) {
+      // raw FP8 K and V rows read as 4-byte fragments (8 or 4 rows at once) are swizzled too
+      return smem_u32(tile) + static_cast<uint32_t>(j * (cpr * 16) + ((c ^ (j & 7)) << 4));
     } else if constexpr (kFp8) {
       return smem_u32(tile + j * (cpr * 16) + c * 16);
     } else {
@@ -1288,16 +1176,15 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
 
   const float kdesc = load_scale(p.k_descale, p.kd_sb, p.kd_sh, w.b, kvh);
   const float scale = p.scale_log2 * kdesc;
-  // Per-row score scale: fp16-MMA tiles undo each Q row's 2^e (and hbits' 2^-8 on K).
+  // Per-row score scale: fp16-MMA tiles undo each Q row's 2^e.
   float row_scale[Cfg::kMB][2];
 #pragma unroll
   for (int mb = 0; mb < Cfg::kMB; ++mb) row_scale[mb][0] = row_scale[mb][1] = scale;
   if constexpr (Cfg::kF16Mma) {
     __syncthreads();  // s_qexp
-    constexpr int kKExp = Cfg::kHwCvt ? 0 : 8;
 #pragma unroll
     for (int r = 0; r < 2; ++r)
-      row_scale[0][r] = scale * __int_as_float((127 + kKExp - s_qexp[g + 8 * r]) << 23);
+      row_scale[0][r] = scale * __int_as_float((127 - s_qexp[g + 8 * r]) << 23);
   }
 
   // Query positions of this lane's rows (for the causal / window mask).
@@ -1354,7 +1241,7 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
       const uint8_t* rk = sRing + (it % kStages) * Cfg::kStageBytes;
       const uint8_t* rv = rk + kBN * kDqk;
       uint8_t* ck = sConv;
-      uint8_t* cv = sConv + (Cfg::kDirectK ? 0 : kBN * kDqk * 2);
+      uint8_t* cv = sConv + kBN * kDqk * 2;
       constexpr int kKc = kDqk / 16, kVc = kDv / 16;
       // Decode tiles (warps split the tokens): each warp converts only its own tokens, so a
       // warp barrier suffices; otherwise the whole block converts the tile.
@@ -1377,11 +1264,7 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
             make_uint4(w8[4], w8[5], w8[6], w8[7]);
       };
       const int conv_first = kWarpConv ? lane : tid;
-      if constexpr (Cfg::kDirectK) {
-#pragma unroll 1
-        for (int i = conv_first; i < kConvTok * kVc; i += kConvThreads)
-          convert(rv, cv, conv_tok0 + i / kVc, i % kVc, kVc);
-      } else if constexpr (kKc == kVc) {
+      if constexpr (kKc == kVc) {
 #pragma unroll 1
         for (int i = conv_first; i < kConvTok * kKc; i += kConvThreads) {
           const int j = conv_tok0 + i / kKc, c = i % kKc;
@@ -1401,22 +1284,17 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
       } else {
         __syncthreads();
       }
-      sK_t = Cfg::kDirectK ? rk : ck;
+      sK_t = ck;
       sV_t = cv;
     } else {
       sK_t = sRing + (it % kStages) * Cfg::kStageBytes;
       sV_t = sK_t + kBN * kDqk * 2;
     }
 
-    constexpr int kKRowS = Cfg::kDirectK ? kDqk : kKRow;  // row bytes of the tiles read below
-    constexpr int kVRowS = Cfg::kDirectV ? kDv : kVRow;
-#pragma unroll 1
-    for (int sub = 0; sub < Cfg::kSub; ++sub) {
-      const int kv0 = kv_begin + it * kv_step + sub * Cfg::kSubBN;
-      if (Cfg::kSub > 1 && kv0 >= kv_end) break;  // CTA-uniform: nothing left in this stage
-      // Sub-tiles start at multiples of 32 rows, so the row & 7 swizzles read the same.
-      const uint8_t* sK = sK_t + sub * Cfg::kSubBN * kKRowS;
-      const uint8_t* sV = sV_t + sub * Cfg::kSubBN * kVRowS;
+    {
+      const int kv0 = kv_begin + it * kv_step;
+      const uint8_t* sK = sK_t;
+      const uint8_t* sV = sV_t;
 
       // ---- S = Q K^T for this warp's kMB x 16 rows x kNT tokens ----
       const int tok0 = wn * kNT;
@@ -1429,29 +1307,7 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
       // Swizzled ldmatrix addresses: the chunk XOR only touches bits 4.. of the in-row offset,
       // so k-step kb is `lane_off ^ (kb << 5)` and row blocks are immediate offsets (keeps the
       // address registers few).
-      if constexpr (Cfg::kVec) {
-        // lane (g, t): 16 bytes of token row g = dims 64a + 16t .. +15 = its slots of k-steps
-        // 4a .. 4a+3 (word b -> k-step 4a + b; low half dims +0, +1, high half +2, +3)
-#pragma unroll
-        for (int a = 0; a < kDqk / 64; ++a) {
-          uint32_t qa4[4][4];
-#pragma unroll
-          for (int b = 0; b < 4; ++b) ldmatrix_x4(qa4[b], q_base + (q_lane ^ ((4 * a + b) << 5)));
-#pragma unroll
-          for (int nb = 0; nb < kNT / 8; ++nb) {
-            const int row = tok0 + nb * 8 + g;
-            const uint4 wk = *reinterpret_cast<const uint4*>(
-                sK + row * kDqk + (((4 * a + t4) ^ ((row & 1) << 2)) << 4));
-            const uint32_t wv[4] = {wk.x, wk.y, wk.z, wk.w};
-#pragma unroll
-            for (int b = 0; b < 4; ++b) {
-              uint32_t b0, b1;
-              e4m3x4_to_f16x4_hw(wv[b], b0, b1);
-              mma16816<TM>(s[0][nb], qa4[b], b0, b1);
-            }
-          }
-        }
-      } else if constexpr (Cfg::kDirectK) {
+      if constexpr (Cfg::kDirectK) {
         // B fragments straight from the raw FP8 K rows: lane (g, t) reads dims 4t..4t+3 of k-step
         // kb of token row g (one 4-byte read; rows' 16-byte chunks are swizzled by row & 7).
 #pragma unroll
@@ -1466,14 +1322,7 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
             const uint32_t wv = *reinterpret_cast<const uint32_t*>(
                 sK + row * kDqk + ((kb ^ (row & 7)) << 4) + 4 * t4);
             uint32_t b0, b1;
-            if constexpr (Cfg::kHwCvt) {
-              e4m3x4_to_f16x4_hw(wv, b0, b1);  // (4t, 4t+1), (4t+2, 4t+3)
-            } else if constexpr (Cfg::kF16Mma) {
-              b0 = e4m3_hi_bytes_to_f16x2_scaled(wv << 8);  // (4t, 4t+2)
-              b1 = e4m3_hi_bytes_to_f16x2_scaled(wv);       // (4t+1, 4t+3)
-            } else {
-              e4m3x4_to_bf16_evenodd(wv, b0, b1);
-            }
+            e4m3x4_to_f16x4_hw(wv, b0, b1);  // (4t, 4t+1), (4t+2, 4t+3)
 #pragma unroll
             for (int mb = 0; mb < kMB; ++mb) mma16816<TM>(s[mb][nb], a[mb], b0, b1);
           }
@@ -1507,7 +1356,7 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
       }
 
       // ---- mask: range end, causal diagonal, window start ----
-      constexpr int kSBN = Cfg::kSubBN;
+      constexpr int kSBN = kBN;
       const bool need_mask = (kv0 + kSBN > kv_end) || (kv0 + kSBN - 1 > tile_qi_min + off_diag) ||
                              (p.window_left >= 0 && kv0 < tile_qi_max + off_diag - p.window_left);
       if (need_mask) {
@@ -1587,27 +1436,7 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
           pa[mb][2] = pack2<TM>(s[mb][2 * kk + 1][0], s[mb][2 * kk + 1][1]);
           pa[mb][3] = pack2<TM>(s[mb][2 * kk + 1][2], s[mb][2 * kk + 1][3]);
         }
-        if constexpr (Cfg::kVec) {
-          // n-block nb, column g stands for dim 16 g + nb: lane (g, t) reads 16 bytes (chunk g)
-          // of token rows 2t, 2t+1, 2t+8, 2t+9 and pairs the two rows' byte nb for n-block nb
-          const int r0 = tok0 + kk * 16 + 2 * t4;
-          auto rd = [&](int row) {
-            return *reinterpret_cast<const uint4*>(sV + row * kDv + ((g ^ (row & 6)) << 4));
-          };
-          const uint4 x0 = rd(r0), x1 = rd(r0 + 1), x8 = rd(r0 + 8), x9 = rd(r0 + 9);
-          const uint32_t v0[4] = {x0.x, x0.y, x0.z, x0.w}, v1[4] = {x1.x, x1.y, x1.z, x1.w};
-          const uint32_t v8[4] = {x8.x, x8.y, x8.z, x8.w}, v9[4] = {x9.x, x9.y, x9.z, x9.w};
-#pragma unroll
-          for (int k = 0; k < 4; ++k) {
-            uint32_t b0[4], b1[4];
-            e4m3x4_to_f16x4_hw(__byte_perm(v0[k], v1[k], 0x5140), b0[0], b0[1]);
-            e4m3x4_to_f16x4_hw(__byte_perm(v0[k], v1[k], 0x7362), b0[2], b0[3]);
-            e4m3x4_to_f16x4_hw(__byte_perm(v8[k], v9[k], 0x5140), b1[0], b1[1]);
-            e4m3x4_to_f16x4_hw(__byte_perm(v8[k], v9[k], 0x7362), b1[2], b1[3]);
-#pragma unroll
-            for (int i = 0; i < 4; ++i) mma16816<TM>(o[0][4 * k + i], pa[0], b0[i], b1[i]);
-          }
-        } else if constexpr (Cfg::kDirectV) {
+        if constexpr (Cfg::kDirectV) {
           // B fragment of n-block (4 q + i), lane (g, t): tokens (2t, 2t+1) and (2t+8, 2t+9) of the
           // k-step at "n = g", which stands for dim 32 q + 4 g + i. One 4-byte read of dims
           // 32q+4g..+3 per token row therefore feeds all four n-blocks of the 32-dim group; rows'
@@ -1623,25 +1452,10 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
             };
             const uint32_t w0 = rd(r0), w1 = rd(r0 + 1), w8 = rd(r0 + 8), w9 = rd(r0 + 9);
             uint32_t b0[4], b1[4];
-            if constexpr (Cfg::kHwCvt) {
-              e4m3x4_to_f16x4_hw(__byte_perm(w0, w1, 0x5140), b0[0], b0[1]);
-              e4m3x4_to_f16x4_hw(__byte_perm(w0, w1, 0x7362), b0[2], b0[3]);
-              e4m3x4_to_f16x4_hw(__byte_perm(w8, w9, 0x5140), b1[0], b1[1]);
-              e4m3x4_to_f16x4_hw(__byte_perm(w8, w9, 0x7362), b1[2], b1[3]);
-            } else if constexpr (Cfg::kF16Mma) {
-              // dim i's bytes of the two token rows straight into the halves' high bytes
-#pragma unroll
-              for (int i = 0; i < 4; ++i) {
-                const uint32_t sel = 0x4000u + 0x1010u * i;
-                b0[i] = e4m3_hi_bytes_to_f16x2_scaled(__byte_perm(w0, w1, sel));
-                b1[i] = e4m3_hi_bytes_to_f16x2_scaled(__byte_perm(w8, w9, sel));
-              }
-            } else {
-              e4m3x4_to_bf16x4(__byte_perm(w0, w1, 0x5140), b0[0], b0[1]);
-              e4m3x4_to_bf16x4(__byte_perm(w0, w1, 0x7362), b0[2], b0[3]);
-              e4m3x4_to_bf16x4(__byte_perm(w8, w9, 0x5140), b1[0], b1[1]);
-              e4m3x4_to_bf16x4(__byte_perm(w8, w9, 0x7362), b1[2], b1[3]);
-            }
+            e4m3x4_to_f16x4_hw(__byte_perm(w0, w1, 0x5140), b0[0], b0[1]);
+            e4m3x4_to_f16x4_hw(__byte_perm(w0, w1, 0x7362), b0[2], b0[3]);
+            e4m3x4_to_f16x4_hw(__byte_perm(w8, w9, 0x5140), b1[0], b1[1]);
+            e4m3x4_to_f16x4_hw(__byte_perm(w8, w9, 0x7362), b1[2], b1[3]);
 #pragma unroll
             for (int i = 0; i < 4; ++i)
 #pragma unroll
@@ -1663,7 +1477,7 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
           }
         }
       }
-    }  // sub-tiles
+    }
   }
   cp_async_wait<0>();
   stamp<kStamp>(p, 6);
@@ -1677,11 +1491,11 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
     }
 
   // Spread merge (p.spread_merge, decode tiles whose n-blocks split evenly over the warps; the
-  // FP8 direct-V layout needs whole 32-dim groups per warp; not hvec): every warp merges and
+  // FP8 direct-V layout needs whole 32-dim groups per warp): every warp merges and
   // stores its own kSpreadNB n-blocks of O.
   constexpr int kSpreadNB = kWN > 1 ? (kDv / 8) / (kWN * kDH) : kDv / 8;
-  constexpr bool kSpreadOk = kWN > 1 && !Cfg::kVec && (kDv / 8) % (kWN * kDH) == 0 &&
-                             (!Cfg::kDirectV || kSpreadNB % 4 == 0);
+  constexpr bool kSpreadOk =
+      kWN > 1 && (kDv / 8) % (kWN * kDH) == 0 && (!Cfg::kDirectV || kSpreadNB % 4 == 0);
   static_assert(kDH == 1 || kSpreadOk, "split output dims merge through the spread merge");
   // the split-dims tiles (kDH = 2) merge only through the shared-copy spread merge
   const bool spread = kSpreadOk && (kDH > 1 || kLean || p.spread_merge != 0);
@@ -1865,43 +1679,9 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
           ll = ll * rescale + fast_exp2(sl2 - mn);
           mm = mn;
         }
-        // hbits' V fragments carry 2^-8 (see e4m3_hi_bytes_to_f16x2_scaled)
-        constexpr float kVScale = (Cfg::kF16Mma && !Cfg::kHwCvt) ? 256.f : 1.f;
-        const float factor = ll > 0.f ? rescale * vdesc * kVScale / ll : 0.f;
+        const float factor = ll > 0.f ? rescale * vdesc / ll : 0.f;
         const float lse = ll > 0.f ? mm + __log2f(ll) : -INFINITY;
-        if constexpr (Cfg::kVec) {
-          static_assert(kN == kDv / 8, "hvec stores whole rows");
-          if (final_out) {
-            // column c of n-block nb is dim 16c + nb: this lane holds dims 32t + nb (o[nb][2r])
-            // and 32t + 16 + nb (o[nb][2r+1]), two runs of 16 dims (two 16-byte stores each)
-            T* out = static_cast<T*>(p.out) + (int64_t)tok * p.o_st + (int64_t)h * p.o_sh + 32 * t4;
-#pragma unroll
-            for (int e = 0; e < 2; ++e)
-#pragma unroll
-              for (int hlf = 0; hlf < 2; ++hlf) {
-                uint32_t wv[4];
-#pragma unroll
-                for (int k = 0; k < 4; ++k)
-                  wv[k] = pack2<T>(at(mb, 8 * hlf + 2 * k, 2 * r + e) * factor,
-                                   at(mb, 8 * hlf + 2 * k + 1, 2 * r + e) * factor);
-                *reinterpret_cast<uint4*>(out + 16 * e + 8 * hlf) =
-                    make_uint4(wv[0], wv[1], wv[2], wv[3]);
-              }
-            if (p.lse != nullptr && t4 == 0)
-              p.lse[(int64_t)tok * p.lse_st + (int64_t)h * p.lse_sh] = lse;
-          } else {
-            const int64_t row = ((int64_t)split * p.total_q + tok) * p.num_q_heads + h;
-            float* po = p.part_o + row * kDv + 32 * t4;
-#pragma unroll
-            for (int e = 0; e < 2; ++e)
-#pragma unroll
-              for (int k = 0; k < 4; ++k)
-                *reinterpret_cast<float4*>(po + 16 * e + 4 * k) = make_float4(
-                    at(mb, 4 * k, 2 * r + e) * factor, at(mb, 4 * k + 1, 2 * r + e) * factor,
-                    at(mb, 4 * k + 2, 2 * r + e) * factor, at(mb, 4 * k + 3, 2 * r + e) * factor);
-            if (t4 == 0) p.part_lse[row] = lse;
-          }
-        } else if (Cfg::kDirectV && final_out) {
+        if (Cfg::kDirectV && final_out) {
           // permuted dims: this lane holds dims 32 q + 8 t .. +7 of each 32-dim group q (one
           // 16-byte store): dim 32q+8t+i is o[4q+i][2r], dim 32q+8t+4+i is o[4q+i][2r+1]
           T* out = static_cast<T*>(p.out) + (int64_t)tok * p.o_st + (int64_t)h * p.o_sh + 8 * base +
@@ -2015,15 +1795,9 @@ __global__ void __maxnreg__(kMaxRegs)
 /// partials are loaded while warp 0 turns the (at most 64) LSEs into weights, so the merge
 /// costs one L2 round trip after the main kernel, not three or four. Rows whose tile had a
 /// single split were written by the main kernel: skipped.
-/// kSlim (PagedPlan::merge_slim, opt-in): at most 64 registers per thread (8 CTAs' worth per
-/// SM) and kMergePre / kCols splits loaded ahead, so that a merge CTA (8192 registers) fits next to
-/// two main CTAs of up to 224 registers x 128 threads (FP8 hcvt / hcvt3 at head dim 256: 57344);
-/// with 96 registers (12288) it waits for a main CTA to exit and then keeps the next call's
-/// main CTA off that SM until the merge ends. Every warp loads the LSEs ahead of its partials
-/// and weights its splits itself (no shared weights, one barrier fewer).
 constexpr int kMergeWarps = 4;
 constexpr int kMergePre = 8;
-template <typename T, int kDv, bool kStamp, bool kSlim>
+template <typename T, int kDv, bool kStamp>
 __device__ __forceinline__ void paged_merge_body(const PagedParams& p) {
   unsigned long long* st = kStamp && threadIdx.x == 0 && p.stamps != nullptr
                                ? p.stamps + p.stamp_merge + blockIdx.x * kMergeStampSlots
@@ -2069,18 +1843,10 @@ __device__ __forceinline__ void paged_merge_body(const PagedParams& p) {
     if (st != nullptr) st[1] = global_ns();
   }
   constexpr int kCols = (kDv / 4 + 31) / 32;  // float4 columns per lane
-  constexpr int kPre = kSlim ? (kMergePre / kCols > 0 ? kMergePre / kCols : 1) : kMergePre;
+  constexpr int kPre = kMergePre;
   auto part = [&](int sidx, int c) {
     return *reinterpret_cast<const float4*>(p.part_o + (sidx * split_stride + row) * kDv + c * 4);
   };
-  // kSlim: every warp loads the LSEs first (a warp's loads return in order, so they arrive
-  // before its partials) and derives the weights itself: no shared weights, one barrier fewer.
-  float l0 = -INFINITY, l1 = -INFINITY;
-  if constexpr (kSlim) {
-    const float* lse = p.part_lse + row;
-    if (lane < ns) l0 = lse[lane * split_stride];
-    if (lane + 32 < ns) l1 = lse[(lane + 32) * split_stride];
-  }
   float4 pre[kCols][kPre];
 #pragma unroll
   for (int ci = 0; ci < kCols; ++ci)
@@ -2089,23 +1855,7 @@ __device__ __forceinline__ void paged_merge_body(const PagedParams& p) {
       const int c = lane + 32 * ci, sidx = warp + kMergeWarps * j;
       pre[ci][j] = c < kDv / 4 && sidx < ns ? part(sidx, c) : make_float4(0.f, 0.f, 0.f, 0.f);
     }
-  float sw0 = 0.f, sw1 = 0.f, s_inv_w = 0.f;  // kSlim: this warp's weights and 1 / sum
-  if constexpr (kSlim) {
-    float mm, wsum;
-    weights_of_lses(p, l0, l1, h, sw0, sw1, mm, wsum);
-    s_inv_w = wsum > 0.f ? 1.f / wsum : 0.f;
-    if (warp == 0 && lane == 0 && p.lse != nullptr)
-      p.lse[(int64_t)tok * p.lse_st + (int64_t)h * p.lse_sh] =
-          wsum > 0.f ? mm + log2f(wsum) : -INFINITY;
-  }
-  // weight of split sidx (warp-uniform)
-  auto weight = [&](int sidx) {
-    if constexpr (kSlim)
-      return __shfl_sync(0xffffffffu, sidx < 32 ? sw0 : sw1, sidx & 31);
-    else
-      return s_w[sidx];
-  };
-  if (!kSlim && warp == 0) {
+  if (warp == 0) {
     float w0, w1, mm, wsum;
     split_weights<false>(p, row, ns, h, lane, w0, w1, mm, wsum);
     s_w[lane] = w0;
@@ -2117,13 +1867,11 @@ __device__ __forceinline__ void paged_merge_body(const PagedParams& p) {
             wsum > 0.f ? mm + log2f(wsum) : -INFINITY;
     }
   }
-  if constexpr (!kSlim) __syncthreads();
+  __syncthreads();
 #pragma unroll
   for (int ci = 0; ci < kCols; ++ci) {
     const int c = lane + 32 * ci;
-    // kSlim's weights come by shuffle from every lane: lanes past the row stay in the loop
-    const bool live = c < kDv / 4;
-    if (!kSlim && !live) break;
+    if (c >= kDv / 4) break;
     float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
     auto add = [&](float ws, const float4& v) {
       acc.x += ws * v.x;
@@ -2134,17 +1882,15 @@ __device__ __forceinline__ void paged_merge_body(const PagedParams& p) {
 #pragma unroll
     for (int j = 0; j < kPre; ++j) {
       const int sidx = warp + kMergeWarps * j;
-      if (sidx < ns) add(weight(sidx), pre[ci][j]);
+      if (sidx < ns) add(s_w[sidx], pre[ci][j]);
     }
 #pragma unroll 4
-    for (int sidx = warp + kMergeWarps * kPre; sidx < ns; sidx += kMergeWarps) {
-      const float ws = weight(sidx);
-      if (live) add(ws, part(sidx, c));
-    }
-    if (live) *reinterpret_cast<float4*>(&s_acc[warp][c * 4]) = acc;
+    for (int sidx = warp + kMergeWarps * kPre; sidx < ns; sidx += kMergeWarps)
+      add(s_w[sidx], part(sidx, c));
+    *reinterpret_cast<float4*>(&s_acc[warp][c * 4]) = acc;
   }
   __syncthreads();
-  const float inv = kSlim ? s_inv_w : s_inv;
+  const float inv = s_inv;
   T* out = static_cast<T*>(p.out) + (int64_t)tok * p.o_st + (int64_t)h * p.o_sh;
   for (int c = threadIdx.x; c < kDv / 4; c += 32 * kMergeWarps) {
     float4 acc = *reinterpret_cast<const float4*>(&s_acc[0][c * 4]);
@@ -2171,12 +1917,7 @@ __device__ __forceinline__ void paged_merge_body(const PagedParams& p) {
 template <typename T, int kDv, bool kStamp = false>
 __global__ void __launch_bounds__(32 * kMergeWarps)
     paged_merge_kernel(const __grid_constant__ PagedParams p) {
-  paged_merge_body<T, kDv, kStamp, false>(p);
-}
-template <typename T, int kDv, bool kStamp = false>
-__global__ void __launch_bounds__(32 * kMergeWarps, 8)
-    paged_merge_kernel_slim(const __grid_constant__ PagedParams p) {
-  paged_merge_body<T, kDv, kStamp, true>(p);
+  paged_merge_body<T, kDv, kStamp>(p);
 }
 
 // ---------------------------------------------------------------- scheduler ------------------

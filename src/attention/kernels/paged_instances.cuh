@@ -16,12 +16,9 @@ void launch_main_cap(const PagedParams& p, dim3 grid, cudaStream_t s, bool pdl) 
   launch_kernel(paged_attention_kernel_cap<T, Cfg, true, false, true, kMaxRegs>, grid,
                 Cfg::kThreads, Cfg::kSmemBytes, s, pdl, p);
 }
-template <typename T, int kDv, bool kStamp = false, bool kSlim = false>
+template <typename T, int kDv, bool kStamp = false>
 void launch_merge(const PagedParams& p, dim3 grid, cudaStream_t s, bool pdl) {
-  if constexpr (kSlim)
-    launch_kernel(paged_merge_kernel_slim<T, kDv, kStamp>, grid, 32 * kMergeWarps, 0, s, pdl, p);
-  else
-    launch_kernel(paged_merge_kernel<T, kDv, kStamp>, grid, 32 * kMergeWarps, 0, s, pdl, p);
+  launch_kernel(paged_merge_kernel<T, kDv, kStamp>, grid, 32 * kMergeWarps, 0, s, pdl, p);
 }
 
 /// kWithLean: also the lean instance (the decode defaults' tiles); kWithStamp: also the lean
@@ -52,7 +49,6 @@ KernelInfo make_info(const char* name) {
       k.func_stamp = reinterpret_cast<const void*>(&paged_attention_kernel<T, Cfg, true, true>);
       k.launch_stamp = &launch_main<T, Cfg, true, true>;
       k.launch_merge_stamp = &launch_merge<T, kDv, true>;
-      k.launch_merge_stamp_slim = &launch_merge<T, kDv, true, true>;
     }
     if constexpr (kWithEarly) {
       k.func_early =
@@ -72,56 +68,41 @@ KernelInfo make_info(const char* name) {
     }
   }
   k.launch_merge = &launch_merge<T, kDv>;
-  k.launch_merge_slim = &launch_merge<T, kDv, false, true>;
   k.name = name;
   return k;
 }
 
-/// The variants of one head-dim pair: {bf16 q + bf16 KV, fp16 q + fp16 KV, bf16 q + fp8 KV}
-/// x {extend, decode wide, decode deep}, plus the FP8 direct decode tiles (direct, wdirect, and
-/// wdirect2, hcvt, hbits, hvec for head dim 128), the 16-bit wide3 tile (head dims <= 128 and
-/// 256), the split-dims wideh (bf16, head dim 256) and the extend tile
-/// with 64-token stages (head dim 128).
+/// The variants of one head-dim pair that a default plan reaches on some device (SM90, SM12x,
+/// SM89; decode / verify / extend; every batch capacity), for {bf16 q + bf16 KV, fp16 q + fp16
+/// KV, bf16 q + fp8 KV}:
+/// - extend (0): every head-dim pair and KV format;
+/// - 16-bit decode: wide3 (5, lean) for head dims <= 128; wide (1) for 192 and 256 (lean at 256:
+///   fp16, SM12x / SM89, and SM90 plans of more than kWidehMaxBatch requests), wideh (16) and
+///   wideh3 (18, with early K/V) for bf16 256 on SM90;
+/// - FP8 decode: hcvt3 (13, SM90) with hcvt (8) where a block holds only 99 KB, for head dims
+///   128 and 256 (hcvt also the 256 default up to kHcvt256MaxBatch requests, with early K/V and
+///   its 208-register SM90 instance); deep (2) for head dims 64 and 192.
+/// Stamped instances (B12X_ATTN_STAMPS) for the bf16 q early-K/V defaults. Session 21 removed
+/// the measured-and-dropped variants (docs/attention.md "Session 21").
 template <typename T, bool kFp8, int kDqk, int kDv>
 void register_kinds(std::vector<KernelInfo>& out, const char* tag) {
-  out.push_back(make_info<T, kFp8, kDqk, kDv, 0>(tag));
-  if constexpr (kDqk == 128 && kDv == 128) {
-    out.push_back(make_info<T, kFp8, kDqk, kDv, 7>(tag));
-    out.push_back(make_info<T, kFp8, kDqk, kDv, 10>(tag));
-    if constexpr (!kFp8) out.push_back(make_info<T, kFp8, kDqk, kDv, 12>(tag));
-  }
-  // wide: the 16-bit decode default for head dim 256 (lean at 128 too: 3 CTAs per SM)
-  constexpr bool kLeanWide = !kFp8 && kDqk == kDv && (kDqk == 128 || kDqk == 256);
-  out.push_back(make_info<T, kFp8, kDqk, kDv, 1, kLeanWide>(tag));
-  out.push_back(make_info<T, kFp8, kDqk, kDv, 2>(tag));
   constexpr bool kBf16 = std::is_same_v<T, __nv_bfloat16>;
-  if constexpr (!kFp8 && (kDqk <= 128 || (kDqk == 256 && kDv == 256)))
-    out.push_back(
-        make_info<T, kFp8, kDqk, kDv, 5, (kDqk <= 128), (kBf16 && kDqk == 128 && kDv == 128),
-                  (kBf16 && kDqk == 128 && kDv == 128)>(tag));
-  // wideh (bf16 q): wide at head dim 256 with each token group's output dims split over two
-  // warps
-  if constexpr (!kFp8 && std::is_same_v<T, __nv_bfloat16> && kDqk == 256 && kDv == 256)
+  constexpr bool kPow2 = kDqk == kDv && (kDqk == 128 || kDqk == 256);
+  out.push_back(make_info<T, kFp8, kDqk, kDv, 0>(tag));
+  if constexpr (!kFp8 && kDqk <= 128) {
+    constexpr bool kEarly = kBf16 && kDqk == 128;
+    out.push_back(make_info<T, kFp8, kDqk, kDv, 5, true, kEarly, kEarly>(tag));
+  }
+  if constexpr (!kFp8 && kDqk > 128) out.push_back(make_info<T, kFp8, kDqk, kDv, 1, kPow2>(tag));
+  if constexpr (!kFp8 && kBf16 && kDqk == 256 && kDv == 256) {
     out.push_back(make_info<T, kFp8, kDqk, kDv, 16, true>(tag));
-  // wideh3 (bf16 q, head dim 256, SM90): wideh with 3 stages
-  if constexpr (!kFp8 && std::is_same_v<T, __nv_bfloat16> && kDqk == 256 && kDv == 256)
     out.push_back(make_info<T, kFp8, kDqk, kDv, 18, true, true, true>(tag));
-  if constexpr (kFp8 && (kDqk == 128 || kDqk == 256)) {
-    out.push_back(make_info<T, kFp8, kDqk, kDv, 3>(tag));
-    out.push_back(make_info<T, kFp8, kDqk, kDv, 4>(tag));
   }
-  if constexpr (kFp8 && kDqk == 128 && kDv == 128) {
-    out.push_back(make_info<T, kFp8, kDqk, kDv, 6>(tag));
-    out.push_back(make_info<T, kFp8, kDqk, kDv, 8, true>(tag));
-    out.push_back(make_info<T, kFp8, kDqk, kDv, 9>(tag));
-    out.push_back(make_info<T, kFp8, kDqk, kDv, 11>(tag));
-    out.push_back(make_info<T, kFp8, kDqk, kDv, 13, true, true, (kDqk == 128)>(tag));
-  }
-  if constexpr (kFp8 && kDqk == 256 && kDv == 256) {
-    out.push_back(make_info<T, kFp8, kDqk, kDv, 8, true, true, true>(tag));
-    out.push_back(make_info<T, kFp8, kDqk, kDv, 9>(tag));
-    out.push_back(make_info<T, kFp8, kDqk, kDv, 13, true, true, (kDqk == 128)>(tag));
-    out.push_back(make_info<T, kFp8, kDqk, kDv, 14>(tag));
+  if constexpr (kFp8 && !kPow2) out.push_back(make_info<T, kFp8, kDqk, kDv, 2>(tag));
+  if constexpr (kFp8 && kPow2) {
+    constexpr bool k256 = kDqk == 256;
+    out.push_back(make_info<T, kFp8, kDqk, kDv, 8, true, k256, k256>(tag));
+    out.push_back(make_info<T, kFp8, kDqk, kDv, 13, true, !k256, !k256>(tag));
   }
 }
 template <int kDqk, int kDv>
