@@ -294,7 +294,7 @@ struct Plan {
   /// vectors (32-K atoms for the FP8 weight formats' block kernel, session 14: stream16_depth >
   /// 0), K split over stream16_split CTAs (fp32 partials + the reduce kernel where > 1),
   /// stream16_smem bytes of dynamic shared memory (stream16_tw 0 = the decode kernel).
-  /// B12X_GEMM_STREAM16=0|1 turns it off / forces it, B12X_GEMM_STREAM16_TW=1|2,
+  /// B12X_GEMM_STREAM16=0|1 turns it off / forces it (FP8: B12X_GEMM_STREAM16_TW=1|2),
   /// B12X_GEMM_STREAM16_SPLIT=<n>, B12X_GEMM_STREAM16_CTAS=<per SM> override.
   int stream16_tw = 0;
   int stream16_split = 0;

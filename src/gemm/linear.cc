@@ -1622,7 +1622,7 @@ Plan plan(const Caps& caps) {
   // 15.94 / 10.11 / 8.29, M = 5 8.75 / 17.05 / 19.83 / 12.62 / 11.11 -> 7.66 / 16.15 / 16.58 /
   // 9.90 / 8.14 (per lane splats), MXFP4 W4A16 M = 16 11.99 / 22.98 / 26.70 / 17.17 / 10.86 ->
   // 9.38 / 20.21 / 20.64 / 12.82 / 9.44 (per-lane splats and tw 4 since removed).
-  // B12X_GEMM_STREAM16=0|1 turns it off / forces it, B12X_GEMM_STREAM16_TW=1|2,
+  // B12X_GEMM_STREAM16=0|1 turns it off / forces it,
   // B12X_GEMM_STREAM16_SPLIT=<n>, B12X_GEMM_STREAM16_CTAS=<per SM> (the slots the split fills)
   // and B12X_GEMM_STREAM16_QX=0|1 override. W4A4 NVFP4 converts its activations in the kernel
   // (no pre-pass launch at these M) where the FP4 weight is at most kS16QxMaxBytes: round 49, us
@@ -1633,7 +1633,8 @@ Plan plan(const Caps& caps) {
   // (W4A16 M = 16 8.39 / 18.40 / 18.11 / 12.04 / 8.43 -> 10.89 / 18.91 / 18.34 / 11.79 / 11.13);
   // the block kernel at M = 1 (7.29 / 14.74 / 15.48 / 9.89 / 7.90 against the M = 1 stream
   // kernel's 5.61 / 13.23 / 13.02 / 7.60 / 5.16). 1 tile per warp (B12X_GEMM_STREAM16_TW=1)
-  // measured 8.44 / 19.62 / 18.83 / 11.25 / 8.80 (faster at 6144x4096 only).
+  // measured 8.44 / 19.62 / 18.83 / 11.25 / 8.80 (faster at 6144x4096 only; its instances and
+  // the knob's FP4 branch removed in session 21: B12X_GEMM_STREAM16_TW sets the FP8 kernel's only).
   // FP8 weights from M = f8_block_min_m (per-tensor at one tile per warp on a small grid from 9),
   // capacities below 5 included; probe B12X_GEMM_STREAM16_F8_MINM=<1..16> (session 15) sets the run
   // M it starts at.
@@ -1653,8 +1654,7 @@ Plan plan(const Caps& caps) {
       p.regime != Regime::kTiled) {
     const char* e16 = std::getenv("B12X_GEMM_STREAM16");
     const bool want = !(e16 != nullptr && e16[0] == '0');
-    int tw = 2;
-    if (const char* e = std::getenv("B12X_GEMM_STREAM16_TW"); e != nullptr) tw = std::atoi(e);
+    const int tw = 2;
     const char* eqx = std::getenv("B12X_GEMM_STREAM16_QX");
     const bool qx = f == LinearFormat::kNvfp4 &&
                     (eqx != nullptr ? eqx[0] == '1' : geo.n16 * geo.kvec * 512 <= kS16QxMaxBytes);

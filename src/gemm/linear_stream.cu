@@ -117,22 +117,16 @@ StreamFn pick_stream(WFmt f, bool fp16, int parts, int occ, int rows, bool mx_fr
 
 using S16Fn = void (*)(const LinearParams);
 
-// tw 1 / 2 tiles per warp, nt token tiles; MXFP4 weights (mx) or NVFP4 activations (qx, NVFP4
-// weights).
+// 2 tiles per warp, nt token tiles; MXFP4 weights (mx) or NVFP4 activations (qx, NVFP4
+// weights). One tile per warp (B12X_GEMM_STREAM16_TW=1, round 48: NVFP4 W4A16 M = 16 8.44 /
+// 19.62 / 18.83 / 11.25 / 8.80 us against 2's 8.76 / 19.15 / 18.17 / 11.91 / 9.23 on the chunked
+// kernel, which the staged-once kernel (2 tiles only) has replaced where vp <= 16): no default
+// plan reached it; its 8 instances were removed in session 21.
 template <bool kMx, bool kQx, bool kMxFree = false>
 S16Fn pick_stream16_fmt(int tw, int nt) {
-  switch (tw * 4 + nt) {
-    case 1 * 4 + 1:
-      return &linear_stream16_kernel<1, 1, kMx, kQx, kMxFree>;
-    case 1 * 4 + 2:
-      return &linear_stream16_kernel<1, 2, kMx, kQx, kMxFree>;
-    case 2 * 4 + 1:
-      return &linear_stream16_kernel<2, 1, kMx, kQx, kMxFree>;
-    case 2 * 4 + 2:
-      return &linear_stream16_kernel<2, 2, kMx, kQx, kMxFree>;
-    default:
-      return nullptr;
-  }
+  if (tw != 2) return nullptr;
+  return nt == 1 ? &linear_stream16_kernel<2, 1, kMx, kQx, kMxFree>
+                 : &linear_stream16_kernel<2, 2, kMx, kQx, kMxFree>;
 }
 
 /// The K range staged once (var & kS16VarOnce; 2 tiles per warp, BF16 activations). Round 64:
@@ -165,8 +159,7 @@ bool stream16_available(WFmt f, bool fp16, int tw) {
 
 int64_t stream16_smem_bytes(int tw, bool qx, int var, int vp) {
   if (var & kS16VarOnce) return s16_once_smem(tw, vp);
-  if (qx) return tw == 1 ? kS16SmemBytes<1, true> : kS16SmemBytes<2, true>;
-  return tw == 1 ? kS16SmemBytes<1> : kS16SmemBytes<2>;
+  return qx ? kS16SmemBytes<2, true> : kS16SmemBytes<2>;
 }
 
 int stream16_vectors_per_cta(int64_t kvec, int split) {

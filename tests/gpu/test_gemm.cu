@@ -1967,17 +1967,18 @@ TEST(GemmGpu, DecodeStreamRows) {
 TEST(GemmGpu, DecodeStream16) {
   B12X_REQUIRE_GPU();
   // Session 13: the M = 5..16 block kernel (forced: B12X_GEMM_STREAM16=1): NVFP4 W4A16 and W4A4
-  // (the BF16 pre-pass); 1 / 2 tiles per warp; M = 5, 8 (one n8 token tile), 9, 16 (two;
-  // rows past M staged as zeros, never stored); K split over 1 or 3 CTAs through fp32 partials +
-  // the reduce kernel (K = 1280: 24 vectors, chunks of 4; K = 1312 / 4832: the last vector half
-  // past K); partial CTAs (N = 72, 200: tiles past n16 not loaded), bias, FP16 outputs, capacity
-  // above M, replayed graphs. lin::last_stream_launch() says which kernel ran (rows = 16 x tw).
-  // The chunked kernel (B12X_GEMM_STREAM16_ONCE=0; DecodeStream16Once tests the staged-once one).
+  // (the BF16 pre-pass); 2 tiles per warp (1: removed in session 21); M = 5, 8 (one n8 token tile),
+  // 9, 16 (two; rows past M staged as zeros, never stored); K split over 1 or 3 CTAs through fp32
+  // partials + the reduce kernel (K = 1280: 24 vectors, chunks of 4; K = 1312 / 4832: the last
+  // vector half past K); partial CTAs (N = 72, 200: tiles past n16 not loaded), bias, FP16 outputs,
+  // capacity above M, replayed graphs. lin::last_stream_launch() says which kernel ran (rows = 16 x
+  // tw). The chunked kernel (B12X_GEMM_STREAM16_ONCE=0; DecodeStream16Once tests the staged-once
+  // one).
   ScopedEnv e16("B12X_GEMM_STREAM16", "1"), eo0("B12X_GEMM_STREAM16_ONCE", "0");
   int i = 0;
   {
     ScopedEnv eq0("B12X_GEMM_STREAM16_QX", "0");  // W4A4 through the pre-pass here
-    for (const char* tw : {"1", "2"})
+    for (const char* tw : {"2"})
       for (const char* sp : {"1", "3"})
         for (int64_t M : {5, 8, 9, 16}) {
           ScopedEnv et("B12X_GEMM_STREAM16_TW", tw), es("B12X_GEMM_STREAM16_SPLIT", sp);
@@ -1998,8 +1999,8 @@ TEST(GemmGpu, DecodeStream16) {
   }
   // The plan's own split: every K range non-empty (4096x14336's plan; runs at N = 256, where the
   // CPU reference is cheap).
-  for (const char* tw : {"1", "2"}) {
-    ScopedEnv et("B12X_GEMM_STREAM16_TW", tw);
+  for (const int64_t M : {6, 16}) {
+    const char* tw = "2";
     gemm::Caps caps;
     caps.format = LinearFormat::kNvfp4W4A16;
     caps.max_tokens = 16;
@@ -2013,7 +2014,6 @@ TEST(GemmGpu, DecodeStream16) {
     EXPECT_LT(int64_t{pl.stream16_vp} * (pl.stream16_split - 1), 14336 / 64);
     EXPECT_GE(int64_t{pl.stream16_vp} * pl.stream16_split, 14336 / 64);
     const int64_t before = gemm::lin::last_stream_launch().serial;
-    const int64_t M = tw[0] == '1' ? 6 : 16;
     run_case({LinearFormat::kNvfp4W4A16, M, 256, 14336, DType::kBF16, DType::kBF16, M == 6},
              /*graph_replay=*/M == 16);
     EXPECT_GT(gemm::lin::last_stream_launch().serial, before);
@@ -2021,7 +2021,7 @@ TEST(GemmGpu, DecodeStream16) {
   // MXFP4 weights: W4A16, W4A4 and
   // W4A8 (their BF16 pre-pass), K tails and splits as above.
   int j = 0;
-  for (const char* tw : {"1", "2"})
+  for (const char* tw : {"2"})
     for (const char* sp : {"1", "3"})
       for (int64_t M : {5, 16}) {
         ScopedEnv et("B12X_GEMM_STREAM16_TW", tw), es("B12X_GEMM_STREAM16_SPLIT", sp);
@@ -2039,11 +2039,11 @@ TEST(GemmGpu, DecodeStream16) {
         EXPECT_EQ(l.split, std::atoi(sp));
       }
   // W4A4 with its NVFP4 activations converted in the kernel (B12X_GEMM_STREAM16_QX=1: no
-  // pre-pass at M = 5..16; 1 / 2 tiles per warp), K tails, splits, caller-side capacity above M.
+  // pre-pass at M = 5..16), K tails, splits, caller-side capacity above M.
   {
     ScopedEnv eq("B12X_GEMM_STREAM16_QX", "1");
     int k = 0;
-    for (const char* tw : {"1", "2"})
+    for (const char* tw : {"2"})
       for (const char* sp : {"1", "3"})
         for (int64_t M : {5, 16}) {
           ScopedEnv et("B12X_GEMM_STREAM16_TW", tw), es("B12X_GEMM_STREAM16_SPLIT", sp);
@@ -3737,7 +3737,7 @@ TEST(GemmGpuSanitize, DecodeStreamRows) {
 
 TEST(GemmGpuSanitize, DecodeStream16) {
   B12X_REQUIRE_GPU();
-  // The M = 5..16 block kernel (session 13): K split 3 with a K range past K (K = 1312), 1 / 2
+  // The M = 5..16 block kernel (session 13): K split 3 with a K range past K (K = 1312), 2
   // tiles per warp over a partial CTA (N = 40), M = 5 / 16, NVFP4 W4A16 and W4A4 (also with its
   // activations converted in the kernel), MXFP4 W4A16.
   ScopedEnv e16("B12X_GEMM_STREAM16", "1"), es("B12X_GEMM_STREAM16_SPLIT", "3");
@@ -3746,8 +3746,10 @@ TEST(GemmGpuSanitize, DecodeStream16) {
     ScopedEnv eq("B12X_GEMM_STREAM16_QX", "1");
     run_case({LinearFormat::kNvfp4, 16, 40, 1312, DType::kBF16, DType::kBF16, true});
   }
-  for (const char* tw : {"1", "2"}) {
-    ScopedEnv et("B12X_GEMM_STREAM16_TW", tw);
+  // The chunked and the staged-once kernels (2 tiles per warp), the second time with the split
+  // summed in the kernel (B12X_GEMM_STREAM16_FUSE=1).
+  for (const char* once : {"0", "1"}) {
+    ScopedEnv eo("B12X_GEMM_STREAM16_ONCE", once), ef("B12X_GEMM_STREAM16_FUSE", once);
     run_case({LinearFormat::kNvfp4W4A16, 16, 40, 1312, DType::kBF16, DType::kBF16, true});
     ScopedEnv eq0("B12X_GEMM_STREAM16_QX", "0");  // W4A4 through the pre-pass
     run_case({LinearFormat::kNvfp4, 5, 40, 1312, DType::kBF16, DType::kBF16, false});
