@@ -53,14 +53,16 @@ StreamFn stream_fn(int parts) {
 StreamFn stream_var_fn(WFmt f, int parts, int occ, int var, bool mx_free) {
   const bool mx = f == WFmt::kMxfp4;
   if (var & 256) {  // the even split (session 21 probe): 16 warps, kLean's 24 (W4A16 NVFP4)
-    if (occ != 2 || parts != 8 || (mx && !mx_free)) return nullptr;
+    if (occ != 2 || parts != 8) return nullptr;
     switch (var) {
       case 384:
-        return mx ? &linear_stream_kernel<8, 2, 1, true, true, 384>
-                  : &linear_stream_kernel<8, 2, 1, false, false, 384>;
+        return !mx       ? &linear_stream_kernel<8, 2, 1, false, false, 384>
+               : mx_free ? &linear_stream_kernel<8, 2, 1, true, true, 384>
+                         : nullptr;
       case 424:
-        return mx ? &linear_stream_kernel<8, 2, 1, true, true, 424>
-                  : &linear_stream_kernel<8, 2, 1, false, false, 424>;
+        return !mx       ? &linear_stream_kernel<8, 2, 1, false, false, 424>
+               : mx_free ? &linear_stream_kernel<8, 2, 1, true, true, 424>
+                         : &linear_stream_kernel<8, 2, 1, true, false, 424>;
       case 448:
         return mx ? nullptr : &linear_stream_kernel<8, 2, 1, false, false, 448>;
       default:

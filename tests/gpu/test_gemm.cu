@@ -1431,6 +1431,12 @@ TEST(GemmGpu, DecodeStreamMxFree) {
     launched({LinearFormat::kMxfp4, 1, 72, 4832, DType::kBF16, DType::kBF16, false}, false, false);
     ScopedEnv ep4("B12X_GEMM_STREAM_PARTS", "4");
     launched({LinearFormat::kMxfp4, 1, 200, 4832, DType::kBF16, DType::kBF16, true}, true, false);
+    {
+      // the even split's fold instance (session 21; 300 tiles, pieces across warps),
+      ScopedEnv ee("B12X_GEMM_STREAM_EVEN", "1");
+      launched({LinearFormat::kMxfp4, 1, 4800, 1312, DType::kBF16, DType::kBF16, true}, false,
+               false);
+    }
     // and in kLean's 3-CTA instance (var 232; the default at 6144x4096).
     ScopedEnv eo3("B12X_GEMM_STREAM_OCC", "3"), ep8("B12X_GEMM_STREAM_PARTS", "8"),
         e4("B12X_GEMM_STREAM_JIT", "4");
@@ -1649,6 +1655,18 @@ TEST(GemmGpu, DecodeStreamEven) {
         }
     }
   }
+  // Session 21 probe (B12X_GEMM_STREAM_PF=1): each warp's weights past its first block
+  // prefetched into L2 at the start (the staged, per-warp block and even-split kernels).
+  ScopedEnv pf("B12X_GEMM_STREAM_PF", "1");
+  for (const LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kNvfp4})
+    for (const int64_t K : {1312, 4864}) {
+      EXPECT_EQ(plan_m1(f, 4800, K).decode_stream_pf, 1);
+      run_case({f, 1, 4800, K, DType::kBF16, DType::kBF16, K == 1312});
+    }
+  ScopedEnv ee("B12X_GEMM_STREAM_EVEN", "1"), eo("B12X_GEMM_STREAM_OCC", "3");
+  run_case({LinearFormat::kNvfp4W4A16, 1, 4800, 1312, DType::kBF16, DType::kBF16, true});
+  ScopedEnv e0("B12X_GEMM_STREAM_EVEN", "0");
+  run_case({LinearFormat::kNvfp4W4A16, 1, 4800, 4864, DType::kBF16, DType::kBF16, false});
 }
 
 TEST(GemmGpu, DecodeStreamShfl) {

@@ -423,6 +423,20 @@ __global__ void __launch_bounds__(kStreamCtaWarps<kVar> * 32, (kVar & 256) ? 1 :
     issue(ring[j], j);
   }
   advance();
+  // The warp's weights past the block just requested (its first group's part; kEven: its whole
+  // range, contiguous across tiles) requested into L2 at once, so its later blocks' loads are L2
+  // hits and the DRAM sees all of the grid's bytes from the start (p.stream_pf).
+  if (kRows == 1 && p.stream_pf && lane == 0) {
+    const int64_t tile0 = kEven ? et0 : static_cast<int64_t>(blockIdx.x) * kTiles + wt;
+    const int64_t v0 = kEven ? (eb0 % bpt) * kDepth : vbase;  // the first block's vector
+    const int64_t vend =
+        kEven ? ((eb1 - 1) / bpt) * p.kvec + min(((eb1 - 1) % bpt + 1) * kDepth, p.kvec)
+              : min(p.kvec, vbase + vp);
+    const int64_t first = (kEven ? (eb0 / bpt) * p.kvec : 0) + v0 + kDepth;
+    if (tile0 < p.n16 && vend > first && (!kEven || eb1 > eb0))
+      prefetch_l2_bulk(p.wvals + (tile0 * p.kvec + first) * 512,
+                       static_cast<uint32_t>(min(vend - first, int64_t{1} << 20) * 512));
+  }
   griddep_wait();  // the activations (and alpha) belong to earlier kernels
 
   const int ks = kParts * vp * 64;  // staged activations (K values)
