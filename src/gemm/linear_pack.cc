@@ -372,6 +372,19 @@ struct DeviceGuard {
   }
 };
 
+/// The host image into the packed weight's device arrays (pack and refresh; pack_host ran once).
+void upload_packed(const PackedHost& ph, int device, uint8_t* values, PackedWeight::Impl& im,
+                   Stream stream) {
+  DeviceGuard guard(device);
+  upload(values, ph.values, stream);
+  upload(im.scale, ph.scale, stream);
+  upload(im.scale2, ph.scale2, stream);
+  B12X_CUDA_CHECK(
+      cudaMemcpyAsync(im.output_scale, &ph.output_scale, 4, cudaMemcpyHostToDevice, stream));
+  B12X_CUDA_CHECK(cudaStreamSynchronize(stream));
+  im.mx_fold_free = ph.mx_fold_free;
+}
+
 }  // namespace
 
 std::shared_ptr<PackedWeight> PackedWeight::pack(const WeightSource& src, int device,
@@ -402,7 +415,8 @@ std::shared_ptr<PackedWeight> PackedWeight::pack(const WeightSource& src, int de
   B12X_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&im.output_scale), sizeof(float)));
   pw->bytes_ = static_cast<int64_t>(ph.values.size()) + im.scale_bytes + im.scale2_bytes + 4;
   pw->stream_bytes_ = static_cast<int64_t>(ph.values.size()) + im.scale_bytes + im.scale2_bytes;
-  pw->refresh(src, stream);
+  upload_packed(ph, pw->device_, pw->values_, im, stream);
+  pw->global_scale_ = ph.global_scale;
   return pw;
 }
 
@@ -418,15 +432,8 @@ void PackedWeight::refresh(const WeightSource& src, Stream stream) {
                  ": weight_scale has an E8M0 code above 135 (a scale above 2^8); the packed "
                  "weight's were all <= 135 and a plan with its fold-free decode bound it (captured "
                  "graphs keep that decode; supported: codes <= 135 here, or pack a new weight)");
-  DeviceGuard guard(device_);
-  upload(values_, ph.values, stream);
-  upload(impl_->scale, ph.scale, stream);
-  upload(impl_->scale2, ph.scale2, stream);
-  B12X_CUDA_CHECK(
-      cudaMemcpyAsync(impl_->output_scale, &ph.output_scale, 4, cudaMemcpyHostToDevice, stream));
-  B12X_CUDA_CHECK(cudaStreamSynchronize(stream));
+  upload_packed(ph, device_, values_, *impl_, stream);
   global_scale_ = ph.global_scale;
-  impl_->mx_fold_free = ph.mx_fold_free;
 }
 
 std::shared_ptr<PackedWeight> PackedWeight::clone(Stream stream) const {
