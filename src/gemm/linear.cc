@@ -13,6 +13,7 @@
 #include "b12x/runtime.h"
 #include "core/cuda_check.h"
 #include "formats/swizzle.h"
+#include "gemm/linear_decode.h"
 #include "gemm/linear_gemv_ggml.h"
 #include "gemm/linear_internal.h"
 #include "gemm/linear_launch.h"
@@ -485,8 +486,9 @@ int ggml_gemv_var_default(lin::WFmt wf, bool fp16, int64_t M, int warps, int occ
   if (wf == lin::WFmt::kQ8_0 || fp16 || M > 4) return 0;
   if (M == 1 && occ == 0 && (warps == 8 || warps == 16) && kw == warps && K >= 24 * 256)
     return wf == lin::WFmt::kIq2Xxs ? kGgmlAcXxs : kGgmlAcXs;
-  if (warps == 8 && occ == 0) return 96;
-  return warps == 24 && M == 1 ? 64 : 0;
+  // (64, the weight words not allocated in L1, the 24-warp kernels' variant at M = 1, is reached
+  // only with B12X_GGML_GEMV_WARPS=24 at M = 1 with BF16 activations: removed in session 21.)
+  return warps == 8 && occ == 0 ? 96 : 0;
 }
 
 /// Session 19: the balanced split (kernels/linear_gemv_ggml.cuh, kVar & 4096: one wave of
@@ -1054,6 +1056,8 @@ Plan plan(const Caps& caps) {
       ws_max_m = std::clamp<int64_t>(std::atoi(e), 1, 8);
     if (M <= ws_max_m && copy_staged && split_env == nullptr) {
       ws = lin::wtraits(wf).fp8mma && ctas_n * 10 >= 9 * sms ? 1 : kDecodeWarpSplit;
+      // (The IQ2 formats have no such kernel: the GGML GEMV takes their M <= 16.)
+      if (!lin::decode_ws_available(wf, fp16, ws)) ws = 1;
       // 8 warps per tile (FP4 weights with BF16 MMAs) where the 16-row tiles give at most one CTA
       // per SM and ring + staging fit the device (run checks it again): round 30, H200, M = 1,
       // us over 4096x4096 / 14336x4096 / 4096x14336 / 6144x4096 / 2048x7168, 4 -> 8 warps: NVFP4
@@ -1069,8 +1073,9 @@ Plan plan(const Caps& caps) {
         ws = 8;
       if (const char* e = std::getenv("B12X_GEMM_DECODE_WSPLIT"); e != nullptr) {
         const int want = std::atoi(e);
-        if (want == 1 || want == 2 || want == 4) ws = want;
-        if (want == 8 && lin::decode_ws8_available(wf, fp16)) ws = want;
+        if (want == 1 ||
+            ((want == 2 || want == 4 || want == 8) && lin::decode_ws_available(wf, fp16, want)))
+          ws = want;
       }
     }
     // Pipelined staging (two staging buffers) at M = 2..8, and at M = 9..32 for Q8_0 and FP8
@@ -1123,7 +1128,10 @@ Plan plan(const Caps& caps) {
           stage_fit_slices(wf, M, /*pipe=*/true) / 2 * 2 >= 2 * (lin::decode_stages(wf) - 1))
         want = 2;
       if (pipe_ws_env != nullptr) want = std::atoi(pipe_ws_env);
-      if (want == 2 || want == 4) ws = want, pipe_ws = true;
+      // (Two token tiles with 4 warps per tile, a probe, were removed in session 21.)
+      if ((want == 2 || want == 4) &&
+          lin::decode_available(wf, fp16, nt, want, true, false, 0, false))
+        ws = want, pipe_ws = true;
     }
     // The smallest split over CTAs that brings the grid to `want` CTAs (with K ranges of at most
     // max_per slices; 0 if none up to max_split does).
@@ -1843,11 +1851,17 @@ Plan plan(const Caps& caps) {
       }
       return r;
     };
+    // The kernel of tw8 tiles per warp exists with its default depth, occupancy and variant.
+    auto f8_ok = [&](int tw8) {
+      const int depth = depth_for(tw8);
+      return lin::stream16_f8_available(wf, tw8, mma8, depth, q8, occ_for(tw8, depth),
+                                        var_for(tw8, depth));
+    };
     if (want_f8 && lin::wtraits(wf).fp8mma && f8_act && split_env == nullptr) {
       int tw8 = etw != nullptr ? std::atoi(etw) : 2;
       F8Grid gr;
       bool small_tw1 = false;
-      if (lin::stream16_f8_available(wf, tw8, mma8, depth_for(tw8), q8)) {
+      if (f8_ok(tw8)) {
         gr = f8_grid(tw8, depth_for(tw8));
         // One tile per warp where two give at most one CTA per SM, and (session 15) for
         // per-tensor / block FP8 where K >= 3 N (deep K splits; round 57, 4096x14336, M = 4 / 8 /
@@ -1857,8 +1871,7 @@ Plan plan(const Caps& caps) {
         const int64_t gx2 = (geo.n16 + 15) / 16;
         small_tw1 = gr.split > 0 && gx2 * gr.split <= dev.sm_count;
         const bool deep_k = wf != lin::WFmt::kFp8Mx && geo.K >= 3 * geo.N;
-        if (etw == nullptr && gr.split > 0 && (small_tw1 || deep_k) &&
-            lin::stream16_f8_available(wf, 1, mma8, depth_for(1), q8)) {
+        if (etw == nullptr && gr.split > 0 && (small_tw1 || deep_k) && f8_ok(1)) {
           tw8 = 1;
           gr = f8_grid(tw8, depth_for(tw8));
         }
@@ -2570,11 +2583,18 @@ void run(const Binding& b, Stream stream) {
   p.decode_seg_stage = plan.decode_seg_stage ? 1 : 0;
   p.decode_sync_stage = plan.decode_sync_stage && M >= 2 ? 1 : 0;
   p.decode_mma = M >= 2 ? plan.decode_fp8_mma : plan.decode_fp8_mma_m1;
-  p.decode_lean = plan.decode_lean && lin::decode_lean_available(
-                                          im.wfmt, fp16, nt, std::max(p.decode_ws, 1),
-                                          p.decode_pipe != 0, p.decode_half != 0, p.decode_deep)
-                      ? 1
-                      : 0;
+  // kLean where the plan asks for it and the instance exists, and where only it exists (8 warps
+  // per tile, the FP4 weights' deeper ring and pipelined halves: B12X_GEMM_DECODE_LEAN=0 keeps
+  // them).
+  {
+    const int lws = std::max(p.decode_ws, 1);
+    const bool lean_ok = lin::decode_lean_available(im.wfmt, fp16, nt, lws, p.decode_pipe != 0,
+                                                    p.decode_half != 0, p.decode_deep);
+    const bool plain_ok = lin::decode_available(im.wfmt, fp16, nt, lws, p.decode_pipe != 0,
+                                                p.decode_half != 0, p.decode_deep, false,
+                                                lin::wtraits(im.wfmt).fp8mma ? p.decode_mma : 0);
+    p.decode_lean = lean_ok && (plan.decode_lean || !plain_ok) ? 1 : 0;
+  }
   p.partial = (p.split > 1 && !plan.split_cluster)
                   ? reinterpret_cast<float*>(b.scratch + plan.off_partial)
                   : nullptr;

@@ -7,6 +7,7 @@
 #include "core/cuda_check.h"
 #include "core/launch.h"
 #include "gemm/kernels/linear_decode.cuh"
+#include "gemm/linear_decode.h"
 #include "gemm/linear_launch.h"
 
 namespace b12x::gemm::lin {
@@ -34,18 +35,26 @@ DecodeFn dk() {
   return &linear_decode_kernel<F, T, NT, kWS, kPipe, kHalf, kDeep, kLean, kMma>;
 }
 
-/// ws: warps per weight tile (linear_decode_kernel's kWS), 2 and 4 for one token tile only.
-/// pipe: the pipelined two-buffer staging (kPipe), BF16 MMAs and one warp per tile only, formats
-/// whose decode-regime activations carry no group scales. half: the 8-warp kernel over slice
-/// halves (kHalf: FP4 weights with BF16 MMAs, ws = 1). deep: one extra ring stage (kDeep: FP4
-/// weights with BF16 MMAs, one token tile, 4 warps per tile, one staging buffer). lean: the
-/// kernels with the per-slice bookkeeping by running pointers (kLean, the default there: FP4
-/// weights with BF16 MMAs at M = 1 with 4 or 8 warps per tile, and the pipelined slice halves).
-/// kMma 1: the FP8 weight formats only.
+/// The instances: the configurations a default plan reaches on some supported device (SM90, SM120
+/// / SM121, SM89; tests/plans/test_gemm_plans.cc sweeps them) and the decode kernel's fallbacks
+/// where the tests turn the other kernels off (B12X_GEMM_STREAM16=0, B12X_GGML_GEMV=0, ...).
+/// Session 21 removed the probes' instances no default takes (docs/gemm.md): non-lean 8 warps per
+/// tile, deeper rings and pipelined halves of FP4 weights; two token tiles with 4 warps per tile;
+/// FP16 MMAs and MXFP8 / block FP8 with 2 warps per tile; the IQ2 formats with warps per tile or
+/// the pipelined staging.
+/// ws: warps per weight tile (linear_decode_kernel's kWS). pipe: the pipelined two-buffer staging
+/// (kPipe, BF16 MMAs). half: the 8-warp kernel over slice halves (kHalf, one warp per tile). deep:
+/// one extra ring stage (kDeep, one token tile, 4 warps per tile, one staging buffer). lean: the
+/// kernels with the per-slice bookkeeping by running pointers (kLean: FP4 weights with BF16 MMAs
+/// at M = 1 with 4 or 8 warps per tile, and the pipelined slice halves). kMma 1: the FP8 weight
+/// formats' f16 MMAs (SM90 at M >= 2, so not where only M = 1 runs take the kernel).
 template <WFmt F, class T, int kMma = 0>
 DecodeFn decode_fn(int nt, int ws, bool pipe, bool half, int deep, bool lean) {
+  constexpr bool kBf16 = std::is_same_v<T, Bf16Tag>;
+  constexpr bool kFp4 = F == WFmt::kNvfp4 || F == WFmt::kMxfp4;
+  constexpr bool kIq2 = F == WFmt::kIq2Xxs || F == WFmt::kIq2Xs;
   if (lean) {
-    if constexpr (std::is_same_v<T, Bf16Tag> && (F == WFmt::kNvfp4 || F == WFmt::kMxfp4)) {
+    if constexpr (kBf16 && kFp4) {
       if (nt == 1 && ws == 8 && !pipe && !half && deep == 0)
         return dk<F, T, kMma, 1, 8, false, false, 0, true>();
       if (nt == 1 && ws == 4 && !pipe && !half)
@@ -58,29 +67,26 @@ DecodeFn decode_fn(int nt, int ws, bool pipe, bool half, int deep, bool lean) {
     }
     return nullptr;
   }
-  if (ws == 8) {
-    // 8 warps per tile (probe): FP4 weights with BF16 MMAs at M = 1, the default ring.
-    if constexpr (std::is_same_v<T, Bf16Tag> && (F == WFmt::kNvfp4 || F == WFmt::kMxfp4)) {
-      if (nt == 1 && !pipe && !half && deep == 0) return dk<F, T, kMma, 1, 8>();
-    }
-    return nullptr;
-  }
+  // 8 warps per tile, the deeper ring of FP4 weights and their pipelined halves: kLean only.
+  if (ws == 8) return nullptr;
   if (deep > 0) {
-    // FP8 weights too (session 17: the 4-warp grid at M <= 3, both MMA kinds). (Q8_0 at M = 1,
+    // FP8 weights (session 17: the 4-warp grid at M <= 3, both MMA kinds). (Q8_0 at M = 1,
     // session 18 round 68, us: 14336x4096 18.93 -> 22.73, 6144x4096 10.48 -> 11.42, the other
     // three shapes within 1 %: not instantiated.)
-    if constexpr (std::is_same_v<T, Bf16Tag> &&
-                  (F == WFmt::kNvfp4 || F == WFmt::kMxfp4 || wtraits(F).fp8mma)) {
-      if (nt != 1 || ws != 4 || pipe || half) return nullptr;
-      if (deep == 1) return dk<F, T, kMma, 1, 4, false, false, 1>();
+    if constexpr (kBf16 && wtraits(F).fp8mma) {
+      if (nt == 1 && ws == 4 && !pipe && !half && deep == 1)
+        return dk<F, T, kMma, 1, 4, false, false, 1>();
     }
     return nullptr;
   }
   if (half) {
-    // FP4 weights with BF16 MMAs; per-tensor FP8 (by default where each CTA streams >= 16 slices).
-    if constexpr (std::is_same_v<T, Bf16Tag> &&
-                  (F == WFmt::kNvfp4 || F == WFmt::kMxfp4 || F == WFmt::kFp8)) {
-      if (ws != 1) return nullptr;
+    // FP4 weights with BF16 MMAs (with the pipelined staging: kLean only); per-tensor FP8 (by
+    // default where each CTA streams >= 16 slices).
+    if (ws != 1) return nullptr;
+    if constexpr (kBf16 && kFp4) {
+      if (!pipe)
+        return nt == 1 ? dk<F, T, kMma, 1, 1, false, true>() : dk<F, T, kMma, 2, 1, false, true>();
+    } else if constexpr (kBf16 && F == WFmt::kFp8) {
       if (nt == 1)
         return pipe ? dk<F, T, kMma, 1, 1, true, true>() : dk<F, T, kMma, 1, 1, false, true>();
       return pipe ? dk<F, T, kMma, 2, 1, true, true>() : dk<F, T, kMma, 2, 1, false, true>();
@@ -88,27 +94,35 @@ DecodeFn decode_fn(int nt, int ws, bool pipe, bool half, int deep, bool lean) {
     return nullptr;
   }
   if (pipe) {
-    if constexpr (std::is_same_v<T, Bf16Tag> && F != WFmt::kFp8Mx && F != WFmt::kFp8Block) {
-      if (nt == 1 && ws == 2) return dk<F, T, kMma, 1, 2, true>();
-      if (nt == 1 && ws == 4) return dk<F, T, kMma, 1, 4, true>();
-      // Two token tiles with warps per tile (probe, B12X_GEMM_DECODE_PIPE_WS at M = 9..16):
-      // per-tensor FP8 only.
-      if (nt == 2 && ws != 1) {
-        if constexpr (F == WFmt::kFp8) {
-          if (ws == 2) return dk<F, T, kMma, 2, 2, true>();
-          if (ws == 4) return dk<F, T, kMma, 2, 4, true>();
-        }
+    // BF16 MMAs, formats whose decode-regime activations carry no group scales (not the IQ2
+    // formats: the GGML GEMV takes their M <= 16). One token tile with 1, 2 or 4 warps per tile;
+    // two with one, per-tensor FP8 also with 2 (its M = 9..16 rule).
+    if constexpr (kBf16 && (kFp4 || F == WFmt::kFp8 || F == WFmt::kQ8_0)) {
+      if (nt == 1) {
+        if (ws == 1) return dk<F, T, kMma, 1, 1, true>();
+        if (ws == 2) return dk<F, T, kMma, 1, 2, true>();
+        if (ws == 4) return dk<F, T, kMma, 1, 4, true>();
         return nullptr;
       }
-      if (ws != 1) return nullptr;
-      return nt == 1 ? dk<F, T, kMma, 1, 1, true>() : dk<F, T, kMma, 2, 1, true>();
+      if (ws == 1) return dk<F, T, kMma, 2, 1, true>();
+      if constexpr (F == WFmt::kFp8) {
+        if (ws == 2) return dk<F, T, kMma, 2, 2, true>();
+      }
     }
     return nullptr;
   }
-  if (nt == 1 && ws == 2) return dk<F, T, kMma, 1, 2>();
-  if (nt == 1 && ws == 4) return dk<F, T, kMma, 1, 4>();
-  if (ws != 1) return nullptr;
-  return nt == 1 ? dk<F, T, kMma, 1>() : dk<F, T, kMma, 2>();
+  // One buffer: one warp per tile everywhere; at one token tile 4 warps per tile (M = 1, the FP8
+  // formats' M <= 3 grid) but for the IQ2 formats (the GGML GEMV takes their M <= 16), and 2 where
+  // a plan's pipelined 2-warp grid runs at M = 1 (the formats of that rule, BF16 MMAs).
+  if (ws == 1) return nt == 1 ? dk<F, T, kMma, 1>() : dk<F, T, kMma, 2>();
+  if (nt != 1) return nullptr;
+  if constexpr (!kIq2) {
+    if (ws == 4) return dk<F, T, kMma, 1, 4>();
+  }
+  if constexpr (kBf16 && (kFp4 || F == WFmt::kQ8_0 || F == WFmt::kFp8)) {
+    if (ws == 2) return dk<F, T, kMma, 1, 2>();
+  }
+  return nullptr;
 }
 
 thread_local DecodeLaunch t_last;  // last_decode_launch()
@@ -153,6 +167,11 @@ DecodeLaunch last_decode_launch() {
   return t_last;
 }
 
+bool decode_available(WFmt f, bool fp16, int nt, int ws, bool pipe, bool half, int deep, bool lean,
+                      int mma) {
+  return pick_decode(f, fp16, nt, ws, pipe, half, deep, lean, mma) != nullptr;
+}
+
 bool decode_pipe_available(WFmt f, bool fp16) {
   return pick_decode(f, fp16, 1, 1, true) != nullptr;
 }
@@ -165,8 +184,14 @@ bool decode_half_available(WFmt f, bool fp16) {
   return pick_decode(f, fp16, 1, 1, false, true) != nullptr;
 }
 
+bool decode_ws_available(WFmt f, bool fp16, int ws) {
+  return pick_decode(f, fp16, 1, ws) != nullptr ||
+         pick_decode(f, fp16, 1, ws, false, false, 0, true) != nullptr;
+}
+
 bool decode_deep_available(WFmt f, bool fp16, int deep) {
-  return pick_decode(f, fp16, 1, 4, false, false, deep) != nullptr;
+  return pick_decode(f, fp16, 1, 4, false, false, deep) != nullptr ||
+         pick_decode(f, fp16, 1, 4, false, false, deep, true) != nullptr;
 }
 
 int64_t decode_ring_bytes_deep(WFmt f, int deep, int ws) {
@@ -178,7 +203,7 @@ bool decode_lean_available(WFmt f, bool fp16, int nt, int ws, bool pipe, bool ha
 }
 
 bool decode_ws8_available(WFmt f, bool fp16) {
-  return pick_decode(f, fp16, 1, 8) != nullptr;
+  return decode_ws_available(f, fp16, 8);
 }
 
 void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stream stream) {

@@ -27,10 +27,39 @@ static_assert(gemv::smem_bytes<WFmt::kIq2Xs>() + 24 * 4 * 32 * 4 <= 101376,
 static_assert(gemv::smem_bytes<WFmt::kIq2Xs>() + 2 * 16 * 4 * 32 * 4 <= 101376,
               "the 16-warp balanced GGML GEMV must fit SM12x's 99 KB of shared memory per block");
 
+/// The kernels with the PDL trigger at each warp's last batch: IQ2_XS with its column groups
+/// (M <= 4) and IQ2_XXS's one-tile kernels (M <= 8); the others without (each kernel exists with
+/// this choice only: session 21 removed the B12X_GGML_GEMV_TRIGGER=0|1 probe's instances). H200, us
+/// over 4096x4096 / 14336x4096 / 4096x14336 / 6144x4096 / 2048x7168, off -> on: round 38 IQ2_XS M =
+/// 1 7.70 / 19.60 / 17.32 / 9.93 / 7.72 -> 6.65 / 18.40 / 15.63 / 9.04 / 7.35, Q8_0 7.49 / (decode
+/// kernel) / 17.75 / (decode kernel) / 7.37 -> 8.04 / 21.18 / 8.14 (off); round 42 (session 11's
+/// IQ2 decode; why the trigger now gains everywhere is not resolved; one difference: the uncapped
+/// one-tile kernel takes 88 registers, so no third CTA fits beside two of them) IQ2_XXS M = 1 7.14
+/// / 19.01 / 14.72 / 8.68 / 6.99
+/// -> 5.89 / 14.88 / 14.07 / 7.65 / 6.47, M = 4 7.20 / 19.45 / 15.13 / 8.81 / 7.16 -> 6.20 / 15.85
+/// / 14.58 / 8.01 / 6.80 (round 38, session 10's decode: 6.87 / 17.57 / 15.70 / 9.20 / 7.39 -> 7.30
+/// / 21.01 / 16.44 / 8.10 / 7.06; and in round 42 the capped kernels, B12X_GGML_GEMV_OCC=3, lost
+/// with it at 4096x4096 / 14336x4096: 6.90 / 16.59 -> 7.18 / 18.82). IQ2_XXS at M > 8 (two token
+/// tiles) and IQ2_XS's two chains (M 5..8) unmeasured: off.
+constexpr bool trigger_of(WFmt f, int nt) {
+  return (f == WFmt::kIq2Xs && nt == 0) || (f == WFmt::kIq2Xxs && nt == 1);
+}
+
+/// The kernel <F, T, NT, kCol, kOcc, kW, kTrig> where kTrig is trigger_of its (format, nt): nt 0
+/// for IQ2_XS's column groups.
+template <WFmt F, class T, int NT, bool kCol, int kOcc, int kW, bool kTrig>
+GemvFn tk() {
+  if constexpr (kTrig != trigger_of(F, kCol ? 0 : NT)) {
+    return nullptr;
+  } else {
+    return &linear_gemv_ggml_kernel<F, T, NT, kCol, kOcc, kW, kTrig>;
+  }
+}
+
 template <WFmt F, class T, bool kTrig>
 GemvFn fn_nt(int nt) {
-  return nt == 1 ? &linear_gemv_ggml_kernel<F, T, 1, false, 0, gemv::kWarps, kTrig>
-                 : &linear_gemv_ggml_kernel<F, T, 2, false, 2, gemv::kWarps, kTrig>;
+  return nt == 1 ? tk<F, T, 1, false, 0, gemv::kWarps, kTrig>()
+                 : tk<F, T, 2, false, 2, gemv::kWarps, kTrig>();
 }
 
 /// nt = 0: IQ2_XS with its two 16-K groups in the MMA's column halves (M <= 4). occ = 3: the IQ2
@@ -42,14 +71,13 @@ GemvFn pick(WFmt f, int nt, int occ) {
     case WFmt::kQ8_0:
       return nt == 0 ? nullptr : fn_nt<WFmt::kQ8_0, T, kTrig>(nt);
     case WFmt::kIq2Xxs:
-      if (occ == 3 && nt == 1)
-        return &linear_gemv_ggml_kernel<WFmt::kIq2Xxs, T, 1, false, 3, kW, kTrig>;
+      if (occ == 3 && nt == 1) return tk<WFmt::kIq2Xxs, T, 1, false, 3, kW, kTrig>();
       return nt == 0 ? nullptr : fn_nt<WFmt::kIq2Xxs, T, kTrig>(nt);
     case WFmt::kIq2Xs:
       if (occ == 3 && nt <= 1)
-        return nt == 0 ? &linear_gemv_ggml_kernel<WFmt::kIq2Xs, T, 1, true, 3, kW, kTrig>
-                       : &linear_gemv_ggml_kernel<WFmt::kIq2Xs, T, 1, false, 3, kW, kTrig>;
-      return nt == 0 ? &linear_gemv_ggml_kernel<WFmt::kIq2Xs, T, 1, true, 0, kW, kTrig>
+        return nt == 0 ? tk<WFmt::kIq2Xs, T, 1, true, 3, kW, kTrig>()
+                       : tk<WFmt::kIq2Xs, T, 1, false, 3, kW, kTrig>();
+      return nt == 0 ? tk<WFmt::kIq2Xs, T, 1, true, 0, kW, kTrig>()
                      : fn_nt<WFmt::kIq2Xs, T, kTrig>(nt);
     default:
       return nullptr;
@@ -62,12 +90,12 @@ template <class T, int kW, bool kTrig>
 GemvFn pick_wide(WFmt f, int nt) {
   switch (f) {
     case WFmt::kQ8_0:
-      return nt == 1 ? &linear_gemv_ggml_kernel<WFmt::kQ8_0, T, 1, false, 0, kW, kTrig> : nullptr;
+      return nt == 1 ? tk<WFmt::kQ8_0, T, 1, false, 0, kW, kTrig>() : nullptr;
     case WFmt::kIq2Xxs:
-      return nt == 1 ? &linear_gemv_ggml_kernel<WFmt::kIq2Xxs, T, 1, false, 0, kW, kTrig> : nullptr;
+      return nt == 1 ? tk<WFmt::kIq2Xxs, T, 1, false, 0, kW, kTrig>() : nullptr;
     case WFmt::kIq2Xs:
-      return nt == 0 ? &linear_gemv_ggml_kernel<WFmt::kIq2Xs, T, 1, true, 0, kW, kTrig>
-                     : &linear_gemv_ggml_kernel<WFmt::kIq2Xs, T, 1, false, 0, kW, kTrig>;
+      return nt == 0 ? tk<WFmt::kIq2Xs, T, 1, true, 0, kW, kTrig>()
+                     : tk<WFmt::kIq2Xs, T, 1, false, 0, kW, kTrig>();
     default:
       return nullptr;
   }
@@ -80,27 +108,6 @@ GemvFn kernel_of_t(WFmt f, int nt, int occ, int warps) {
   if (warps == 16) return pick_wide<T, 16, kTrig>(f, nt);
   if (warps == 24) return pick_wide<T, 24, kTrig>(f, nt);
   return nullptr;
-}
-
-/// The kernels with the PDL trigger at each warp's last batch: by default IQ2_XS with its column
-/// groups (M <= 4) and IQ2_XXS's one-tile kernels (M <= 8), B12X_GGML_GEMV_TRIGGER=0|1 (read once
-/// per process) off / on for all. H200, us over 4096x4096 / 14336x4096 / 4096x14336 / 6144x4096 /
-/// 2048x7168, off -> on: round 38 IQ2_XS M = 1 7.70 / 19.60 / 17.32 / 9.93 / 7.72 -> 6.65 /
-/// 18.40 / 15.63 / 9.04 / 7.35, Q8_0 7.49 / (decode kernel) / 17.75 / (decode kernel) / 7.37 ->
-/// 8.04 / 21.18 / 8.14 (off); round 42 (session 11's IQ2 decode; why the trigger now gains
-/// everywhere is not resolved; one difference: the uncapped one-tile kernel takes 88 registers,
-/// so no third CTA fits beside two of them) IQ2_XXS M = 1 7.14 / 19.01 / 14.72 / 8.68 / 6.99
-/// -> 5.89 / 14.88 / 14.07 / 7.65 / 6.47, M = 4 7.20 / 19.45 / 15.13 / 8.81 / 7.16 -> 6.20 / 15.85
-/// / 14.58 / 8.01 / 6.80 (round 38, session 10's decode: 6.87 / 17.57 / 15.70 / 9.20 / 7.39 -> 7.30
-/// / 21.01 / 16.44 / 8.10 / 7.06; and in round 42 the capped kernels, B12X_GGML_GEMV_OCC=3, lost
-/// with it at 4096x4096 / 14336x4096: 6.90 / 16.59 -> 7.18 / 18.82). IQ2_XXS at M > 8 (two token
-/// tiles) and IQ2_XS's two chains (M 5..8) unmeasured: off.
-bool trigger_of(WFmt f, int nt) {
-  static const int env = [] {
-    const char* e = std::getenv("B12X_GGML_GEMV_TRIGGER");
-    return e == nullptr ? -1 : e[0] == '1' ? 1 : 0;
-  }();
-  return env >= 0 ? env == 1 : (f == WFmt::kIq2Xs && nt == 0) || (f == WFmt::kIq2Xxs && nt == 1);
 }
 
 /// The kernels of variant kVar (B12X_GGML_GEMV_VAR, gemv_ggml_body): the IQ2 one-tile kernels at
@@ -184,8 +191,6 @@ GemvFn kernel_of(WFmt f, bool fp16, int nt, int occ, int warps, int var) {
         return pick_var_of<4096 + 64>(fp16, f, nt, occ, warps);
       case 4096 + 1600:
         return pick_var_of<4096 + 1600>(fp16, f, nt, occ, warps);
-      case 64:
-        return pick_var_of<64>(fp16, f, nt, occ, warps);
       case 96:
         return pick_var_of<96>(fp16, f, nt, occ, warps);
       case 576:

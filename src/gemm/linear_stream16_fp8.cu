@@ -21,96 +21,45 @@ int group_of(WFmt f) {
   return f == WFmt::kFp8Block ? 128 : f == WFmt::kFp8Mx ? 32 : 0;
 }
 
-template <int kGroup, int kMma, int kDepth, bool kQ>
-F8Fn pick_tw_nt(int tw, int nt) {
-  if constexpr (kQ && (kGroup == 0 || kDepth != 4)) {
-    return nullptr;  // in-kernel quantization: block FP8 / MXFP8 at depth 4
-  } else if constexpr (kDepth == 8 && kMma != 1) {
-    return nullptr;  // depth 8: f16 MMAs only
-  } else if constexpr (kDepth == 8 && kGroup != 0) {
-    // Block FP8 / MXFP8 at depth 8: one tile per warp only (registers).
-    return tw != 1   ? nullptr
-           : nt == 1 ? &linear_stream16_fp8_kernel<1, 1, kGroup, kMma, kDepth, kQ>
-           : nt == 2 ? &linear_stream16_fp8_kernel<1, 2, kGroup, kMma, kDepth, kQ>
-                     : nullptr;
-  } else {
-    switch (tw * 4 + nt) {
-      case 1 * 4 + 1:
-        return &linear_stream16_fp8_kernel<1, 1, kGroup, kMma, kDepth, kQ>;
-      case 1 * 4 + 2:
-        return &linear_stream16_fp8_kernel<1, 2, kGroup, kMma, kDepth, kQ>;
-      case 2 * 4 + 1:
-        return &linear_stream16_fp8_kernel<2, 1, kGroup, kMma, kDepth, kQ>;
-      case 2 * 4 + 2:
-        return &linear_stream16_fp8_kernel<2, 2, kGroup, kMma, kDepth, kQ>;
-      default:
-        return nullptr;
-    }
-  }
-}
-
-template <int kGroup, bool kQ>
-F8Fn pick_group(int tw, int nt, int mma, int depth) {
-  if (depth == 4)
-    return mma ? pick_tw_nt<kGroup, 1, 4, kQ>(tw, nt) : pick_tw_nt<kGroup, 0, 4, kQ>(tw, nt);
-  if (depth == 8)
-    return mma ? pick_tw_nt<kGroup, 1, 8, kQ>(tw, nt) : pick_tw_nt<kGroup, 0, 8, kQ>(tw, nt);
-  return nullptr;
-}
-
-template <bool kQ>
-F8Fn pick_q(WFmt f, int tw, int nt, int mma, int depth) {
-  switch (f) {
-    case WFmt::kFp8:
-      return pick_group<0, kQ>(tw, nt, mma, depth);
-    case WFmt::kFp8Block:
-      return pick_group<128, kQ>(tw, nt, mma, depth);
-    case WFmt::kFp8Mx:
-      return pick_group<32, kQ>(tw, nt, mma, depth);
-    default:
-      return nullptr;
-  }
-}
-
-// kF8VarFold (MXFP8), with kF8VarQ8 (and kF8VarQ32) where quantized in the kernel; depth 4.
-// Block FP8's kF8VarLate. Session 20's variants in linear_stream16_fp8_var.cu / _late.cu.
-F8Fn pick_variant(WFmt f, int tw, int nt, int depth, bool q, int var) {
-  constexpr int kV6 = kF8VarFold | kF8VarQ8;
-  if (var == kF8VarLate) return pick_stream16_f8_late(f, tw, nt, depth, q);
-  if (f != WFmt::kFp8Mx || depth != 4) return nullptr;
-  if (var == (kV6 | kF8VarQ32)) return q ? pick_stream16_f8_mx_q32(tw, nt) : nullptr;
-  switch (var) {
-    case kF8VarFold:
-      return q ? pick_s16f8_tw_nt<32, 4, true, kF8VarFold>(tw, nt)
-               : pick_s16f8_tw_nt<32, 4, false, kF8VarFold>(tw, nt);
-    case kV6:
-      return q ? pick_s16f8_tw_nt<32, 4, true, kV6>(tw, nt) : nullptr;
-    default:
-      return nullptr;
-  }
-}
-
 /// The variant a launch runs: kF8VarQ8 / kF8VarQ32 / kF8VarLate only where the kernel quantizes
 /// (a plan's rows that are not 16-byte vectors come quantized by the quantizer launch instead).
 int run_var(bool q, int var) {
   return q ? var : var & ~(kF8VarQ8 | kF8VarQ32 | kF8VarLate);
 }
 
+/// The instances: what the SM90 defaults run (f16 MMAs, 2 CTAs per SM; linear.cc's plan rules),
+/// per-tensor at one tile per warp with a ring of 4 and at two with 8, block FP8 at depth 4 (its
+/// in-kernel quantization with kF8VarLate), MXFP8 at depth 4 with kF8VarFold (quantized in the
+/// kernel: kF8VarQ8 | kF8VarQ32). Both token tiles of each (plans prepare both). Session 21 removed
+/// the rest, probes no default reaches (docs/gemm.md): the e4m3 mma.sync kernels (SM89 / SM12x
+/// only when forced, B12X_GEMM_STREAM16_F8=1), other depths and variants (B12X_GEMM_STREAM16_DEPTH,
+/// B12X_GEMM_STREAM16_F8_VAR) and 3 CTAs per SM (B12X_GEMM_STREAM16_OCC=3).
 F8Fn pick(WFmt f, int tw, int nt, int mma, int depth, bool q, int occ = 2, int var = 0) {
-  if (mma != 0 && mma != 1) return nullptr;
+  if (mma != 1 || occ != 2 || (tw != 1 && tw != 2) || (nt != 1 && nt != 2)) return nullptr;
   var = run_var(q, var);
-  if (var != 0) {
-    if (mma != 1 || occ != 2) return nullptr;
-    return pick_variant(f, tw, nt, depth, q, var);
+  switch (f) {
+    case WFmt::kFp8:
+      if (q || var != 0) return nullptr;
+      if (tw == 1 && depth == 4)
+        return nt == 1 ? &linear_stream16_fp8_kernel<1, 1, 0, 1, 4, false>
+                       : &linear_stream16_fp8_kernel<1, 2, 0, 1, 4, false>;
+      if (tw == 2 && depth == 8)
+        return nt == 1 ? &linear_stream16_fp8_kernel<2, 1, 0, 1, 8, false>
+                       : &linear_stream16_fp8_kernel<2, 2, 0, 1, 8, false>;
+      return nullptr;
+    case WFmt::kFp8Block:
+      if (depth != 4) return nullptr;
+      if (q) return var == kF8VarLate ? pick_stream16_f8_late(f, tw, nt, depth, q) : nullptr;
+      return var == 0 ? pick_s16f8_tw_nt<128, 4, false, 0>(tw, nt) : nullptr;
+    case WFmt::kFp8Mx:
+      if (depth != 4) return nullptr;
+      if (q)
+        return var == (kF8VarFold | kF8VarQ8 | kF8VarQ32) ? pick_stream16_f8_mx_q32(tw, nt)
+                                                          : nullptr;
+      return var == kF8VarFold ? pick_s16f8_tw_nt<32, 4, false, kF8VarFold>(tw, nt) : nullptr;
+    default:
+      return nullptr;
   }
-  if (occ == 3) {
-    // Probe: per-tensor, one tile per warp, f16 MMAs, depth 4, registers for 3 CTAs per SM.
-    if (f != WFmt::kFp8 || tw != 1 || mma != 1 || depth != 4 || q) return nullptr;
-    return nt == 1 ? &linear_stream16_fp8_kernel<1, 1, 0, 1, 4, false, 3>
-                   : &linear_stream16_fp8_kernel<1, 2, 0, 1, 4, false, 3>;
-  }
-  if (occ != 2) return nullptr;
-  return q ? pick_q<true>(f, tw, nt, mma, depth) : pick_q<false>(f, tw, nt, mma, depth);
 }
 
 template <int kGroup, bool kQ, int kVar = 0>

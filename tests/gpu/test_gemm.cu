@@ -1321,7 +1321,8 @@ TEST(GemmGpu, DecodeLean) {
   run_case({LinearFormat::kNvfp4W4A16, 1, 72, 4096, DType::kBF16, DType::kBF16, true});
   EXPECT_TRUE(ran_lean());  // the default at M = 1
   {
-    ScopedEnv el0("B12X_GEMM_DECODE_LEAN", "0");
+    // (4 warps per tile: the 8-warp tiles, the default at N = 72, exist with kLean only.)
+    ScopedEnv el0("B12X_GEMM_DECODE_LEAN", "0"), ew4("B12X_GEMM_DECODE_WSPLIT", "4");
     EXPECT_FALSE(bf16_plan(LinearFormat::kNvfp4W4A16, 16, 14336, 4096).decode_lean);
     run_case({LinearFormat::kNvfp4W4A16, 1, 72, 4096, DType::kBF16, DType::kBF16, true});
     EXPECT_FALSE(ran_lean());
@@ -2305,11 +2306,11 @@ TEST(GemmGpu, DecodeStream16Fuse) {
     fuse_vs_reduce(c, "0");
   }
   // The FP8 block kernel (B12X_GEMM_STREAM16_F8_FUSE=1): per-tensor (e4m3 activations), block
-  // FP8 (quantized in the kernel) and MXFP8, e4m3 / f16 MMAs, 2 / 1 tiles per warp, M = 1 (MXFP8),
-  // 5, 9, 16, splits 2 / 3 with K tails inside a chunk.
+  // FP8 (quantized in the kernel) and MXFP8, f16 MMAs (the e4m3 instances were removed in session
+  // 21), 2 / 1 tiles per warp, M = 1 (MXFP8), 5, 9, 16, splits 2 / 3 with K tails inside a chunk.
   ScopedEnv ef8("B12X_GEMM_STREAM16_F8", "1");
   int k = 0;
-  for (const char* mma : {"0", "1"})
+  for (const char* mma : {"1", "1"})
     for (LinearFormat f :
          {LinearFormat::kFp8Tensor, LinearFormat::kFp8Block, LinearFormat::kMxfp8}) {
       const char* tw = (k % 2) ? "1" : "2";
@@ -2347,13 +2348,14 @@ TEST(GemmGpu, DecodeStream16Fp8) {
   B12X_REQUIRE_GPU();
   // Session 14: the FP8 block kernel (forced: B12X_GEMM_STREAM16_F8=1) for per-tensor FP8 (e4m3
   // activations), block FP8 (BF16 through the quantizer, or the caller's e4m3 + scales) and MXFP8
-  // (the quantizer); e4m3 mma.sync and f16 MMAs (B12X_GEMM_DECODE_F8MMA); 1 / 2 tiles per warp;
+  // (the quantizer); f16 MMAs (B12X_GEMM_DECODE_F8MMA=1; session 21 removed the e4m3 mma.sync
+  // instances, a probe of SM89 / SM12x no default reaches); 1 / 2 tiles per warp;
   // M = 5 / 8 (one n8 token tile), 9 / 16 (two; rows past M zero, never stored); K split over 1
   // or 3 CTAs through fp32 partials + the reduce kernel, K tails inside a chunk (1312: 41 atoms
   // of 48), partial CTAs (N = 72 / 200), bias, FP16 outputs, capacity above M, replayed graphs.
   ScopedEnv e16("B12X_GEMM_STREAM16_F8", "1");
   int i = 0;
-  for (const char* mma : {"0", "1"})
+  for (const char* mma : {"1"})
     for (LinearFormat f : {LinearFormat::kFp8Tensor, LinearFormat::kFp8Block, LinearFormat::kMxfp8})
       for (const char* tw : {"1", "2"})
         for (const char* sp : {"1", "3"}) {
@@ -2382,12 +2384,12 @@ TEST(GemmGpu, DecodeStream16Fp8) {
           EXPECT_EQ(l.split, f8_split(K, std::atoi(sp))) << name(c);
         }
   // Block FP8 / MXFP8 with their BF16 activations quantized in the kernel (B12X_GEMM_STREAM16_QX=1,
-  // no quantizer launch): both MMA kinds, tw 1 / 2, M = 5..16, splits 1 / 3, K tails (1280 / 4864
+  // no quantizer launch): f16 MMAs, tw 1 / 2, M = 5..16, splits 1 / 3, K tails (1280 / 4864
   // with a half chunk), partial CTAs, graphs.
   {
     ScopedEnv eq("B12X_GEMM_STREAM16_QX", "1");
     int k = 0;
-    for (const char* mma : {"0", "1"})
+    for (const char* mma : {"1"})
       for (LinearFormat f : {LinearFormat::kFp8Block, LinearFormat::kMxfp8})
         for (const char* tw : {"1", "2"}) {
           const char* sp = (k % 2) ? "3" : "1";
@@ -2411,16 +2413,15 @@ TEST(GemmGpu, DecodeStream16Fp8) {
           EXPECT_EQ(l.split, f8_split(c.K, std::atoi(sp))) << name(c);
         }
   }
-  // Splits 2 / 3 / 8 (K = 4096 / 6144: whole chunks per CTA), all three formats, both MMA kinds,
-  // with and without the in-kernel quantization.
+  // Splits 2 / 3 / 8 (K = 4096 / 6144: whole chunks per CTA), all three formats, with and without
+  // the in-kernel quantization.
   {
     int k = 0;
     for (const char* sp : {"2", "3", "8"})
       for (LinearFormat f :
            {LinearFormat::kFp8Tensor, LinearFormat::kFp8Block, LinearFormat::kMxfp8}) {
-        ScopedEnv em("B12X_GEMM_DECODE_F8MMA", (k % 2) ? "0" : "1"),
-            es("B12X_GEMM_STREAM16_SPLIT", sp), eq("B12X_GEMM_STREAM16_QX", (k % 3) ? "1" : "0"),
-            et("B12X_GEMM_STREAM16_TW", "2");
+        ScopedEnv em("B12X_GEMM_DECODE_F8MMA", "1"), es("B12X_GEMM_STREAM16_SPLIT", sp),
+            eq("B12X_GEMM_STREAM16_QX", (k % 3) ? "1" : "0"), et("B12X_GEMM_STREAM16_TW", "2");
         Case c{f,
                (k % 2) ? 16 : 7,
                (k % 3) ? 200 : 72,
@@ -2436,26 +2437,16 @@ TEST(GemmGpu, DecodeStream16Fp8) {
         EXPECT_EQ(l.split, f8_split(c.K, std::atoi(sp))) << name(c);
       }
   }
-  // Registers for 3 CTAs per SM (B12X_GEMM_STREAM16_OCC=3, probe: per-tensor, tw 1, f16 MMAs).
-  {
-    ScopedEnv eo("B12X_GEMM_STREAM16_OCC", "3"), et("B12X_GEMM_STREAM16_TW", "1"),
-        em("B12X_GEMM_DECODE_F8MMA", "1"), es("B12X_GEMM_STREAM16_SPLIT", "3");
-    for (int64_t M : {5, 16}) {
-      const int64_t before = gemm::lin::last_stream16_f8_launch().serial;
-      run_case({LinearFormat::kFp8Tensor, M, 200, 4864, DType::kFP8E4M3, DType::kBF16, M == 5},
-               /*graph_replay=*/M == 16);
-      EXPECT_GT(gemm::lin::last_stream16_f8_launch().serial, before) << "M " << M;
-    }
-  }
   // MXFP8 on f16 MMAs (B12X_GEMM_STREAM16_F8_VAR): 2 scales folded into the f16 operands (one
-  // fp32 fold per chunk; the default), 0 the per-atom fold; the in-kernel quantization or the
-  // quantizer's e4m3, tw 1 / 2, M = 5 / 16, splits 1 / 3, K tails inside a chunk, partial CTAs.
+  // fp32 fold per chunk; the default; the per-atom fold, 0, was removed in session 21); the
+  // quantizer's e4m3 (QX=0; QX=1 with 2 alone is no instance: the in-kernel quantization runs 14,
+  // below), tw 1 / 2, M = 5 / 16, splits 1 / 3, K tails inside a chunk, partial CTAs.
   // Variant 2 also with weight scales over 80..150 (atoms more than 22 binades below their chunk's
   // largest scale lose f16 precision, < 2^-32 of that row's largest element).
-  for (const char* var : {"0", "2"}) {
+  for (const char* var : {"2"}) {
     ScopedEnv ev("B12X_GEMM_STREAM16_F8_VAR", var), em("B12X_GEMM_DECODE_F8MMA", "1");
     int k = 0;
-    for (const char* qx : {"0", "1"})
+    for (const char* qx : {"0", "0"})
       for (const char* tw : {"1", "2"}) {
         const char* sp = (k % 2) ? "3" : "1";
         ScopedEnv eq("B12X_GEMM_STREAM16_QX", qx), et("B12X_GEMM_STREAM16_TW", tw),
@@ -2483,11 +2474,11 @@ TEST(GemmGpu, DecodeStream16Fp8) {
         EXPECT_EQ(l.split, f8_split(c.K, std::atoi(sp))) << name(c);
       }
   }
-  // MXFP8's in-kernel quantization on all 8 warps with its folded scales (VAR=6; only the warps
-  // with tokens below M quantize) and 14 (a warp per token at M <= 8, the default on SM90; at
-  // M = 1 / 3 / 16): tw 1 / 2, M = 5 / 12 / 16, splits 1 / 3, K tails (half chunks, 4864),
-  // partial CTAs, FP16 outputs, a graph.
-  for (const int var : {6, 14}) {
+  // MXFP8's in-kernel quantization on all 8 warps with its folded scales, a warp per token at M
+  // <= 8 (VAR=14, the default on SM90; 6 without the warp per token was removed in session 21;
+  // at M = 1 / 3 / 16): tw 1 / 2, splits 1 / 3, K tails (half chunks, 4864), partial CTAs, FP16
+  // outputs, a graph.
+  for (const int var : {14}) {
     ScopedEnv em("B12X_GEMM_DECODE_F8MMA", "1"), eq("B12X_GEMM_STREAM16_QX", "1"),
         ev("B12X_GEMM_STREAM16_F8_VAR", std::to_string(var).c_str());
     int k = 0;
@@ -2509,12 +2500,12 @@ TEST(GemmGpu, DecodeStream16Fp8) {
         EXPECT_EQ(l.split, f8_split(c.K, std::atoi(sp))) << name(c);
       }
   }
-  // Block FP8 quantized after the MMAs (VAR=16, the default on SM90) and before them (0) at
-  // M = 5 (one token tile; M = 16 runs the same code either way): tw 1 / 2, splits 1 / 3, K tails.
+  // Block FP8 quantized after the MMAs (VAR=16, the default on SM90; before them, 0, was removed
+  // in session 21) at M = 5 (one token tile) and 16: tw 1 / 2, splits 1 / 3, K tails.
   {
     ScopedEnv em("B12X_GEMM_DECODE_F8MMA", "1");
     int k = 0;
-    for (const char* var : {"16", "0"})
+    for (const char* var : {"16", "16"})
       for (const char* tw : {"1", "2"}) {
         const LinearFormat f = LinearFormat::kFp8Block;
         ScopedEnv ev("B12X_GEMM_STREAM16_F8_VAR", var);
@@ -2536,8 +2527,9 @@ TEST(GemmGpu, DecodeStream16Fp8) {
         EXPECT_EQ(l.var, std::atoi(var)) << name(c);
       }
   }
-  // Ring depth 8 (f16 MMAs: per-tensor, block FP8 / MXFP8 at tw 1) and the plan's own split
-  // (4096x14336's plan, run at N = 256: every K range non-empty).
+  // Ring depth 8 (f16 MMAs: per-tensor at tw 2, its default; block FP8 / MXFP8 at tw 1 were removed
+  // in session 21) and the plan's own split (4096x14336's plan, run at N = 256: every K range
+  // non-empty).
   {
     ScopedEnv em("B12X_GEMM_DECODE_F8MMA", "1"), ed("B12X_GEMM_STREAM16_DEPTH", "8"),
         et2("B12X_GEMM_STREAM16_TW", "2");
@@ -2548,25 +2540,16 @@ TEST(GemmGpu, DecodeStream16Fp8) {
       EXPECT_GT(gemm::lin::last_stream16_f8_launch().serial, before);
       EXPECT_EQ(gemm::lin::last_stream16_f8_launch().depth, 8);
     }
-    // Block FP8 / MXFP8: depth 8 at tw 1, on the quantizer's e4m3 (the in-kernel quantization is
-    // depth 4 only).
-    ScopedEnv et("B12X_GEMM_STREAM16_TW", "1"), eq0("B12X_GEMM_STREAM16_QX", "0");
-    for (LinearFormat f : {LinearFormat::kFp8Block, LinearFormat::kMxfp8}) {
-      const int64_t before = gemm::lin::last_stream16_f8_launch().serial;
-      run_case({f, 11, 200, 1280, DType::kBF16, DType::kBF16, true});
-      EXPECT_GT(gemm::lin::last_stream16_f8_launch().serial, before) << gemm::format_name(f);
-      EXPECT_EQ(gemm::lin::last_stream16_f8_launch().depth, 8);
-    }
   }
   // The block kernel at M = 1..4 (probe B12X_GEMM_STREAM16_F8_MINM=1: one n8 token tile, rows
-  // past M zero; capacities below 5), both MMA kinds.
+  // past M zero; capacities below 5), f16 MMAs.
   {
     ScopedEnv em("B12X_GEMM_STREAM16_F8_MINM", "1");
     int k = 0;
     for (int64_t M : {1, 3})
       for (LinearFormat f :
            {LinearFormat::kFp8Tensor, LinearFormat::kFp8Block, LinearFormat::kMxfp8}) {
-        ScopedEnv ef("B12X_GEMM_DECODE_F8MMA", (k % 3) ? "1" : "0");
+        ScopedEnv ef("B12X_GEMM_DECODE_F8MMA", "1");
         Case c{f,
                M,
                (k % 3) ? 200 : 72,
@@ -4144,7 +4127,7 @@ TEST(GemmGpu, GgmlGemvVariants) {
   // 3 / 6 (24), K splits with empty ranges (K = 256 over 3 CTAs), tile walks (CTAS 2 over N = 200),
   // BF16 / FP16.
   ScopedEnv e("B12X_GGML_GEMV", "1");
-  for (const char* var : {"64", "96"}) {
+  for (const char* var : {"96"}) {
     ScopedEnv ev("B12X_GGML_GEMV_VAR", var);
     const int v = std::atoi(var);
     EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xxs, 1, 4096, 4096).ggml_gemv_var, v);
@@ -4161,7 +4144,7 @@ TEST(GemmGpu, GgmlGemvVariants) {
         run_case({f, 1, 200, 2304, DType::kBF16, DType::kBF16, false});
         run_case({f, 3, 40, 256, DType::kFP16, DType::kFP16, true});
       }
-      ScopedEnv ew("B12X_GGML_GEMV_WARPS", "24"), ek("B12X_GGML_GEMV_KW", v == 64 ? "3" : "6"),
+      ScopedEnv ew("B12X_GGML_GEMV_WARPS", "24"), ek("B12X_GGML_GEMV_KW", "6"),
           es("B12X_GGML_GEMV_SPLIT", "2");
       run_case({f, 1, 200, 2304, DType::kBF16, DType::kBF16, true});
       EXPECT_EQ(gemm::lin::last_ggml_gemv_launch().warps, 24);
@@ -4250,7 +4233,7 @@ TEST(GemmGpuSanitize, GgmlGemvVariants) {
   // kernels at M <= 4) and 64, a tile walk over 13 tiles with a split of 2, memcheck-clean.
   ScopedEnv e("B12X_GGML_GEMV", "1"), ec("B12X_GGML_GEMV_CTAS", "2"),
       es("B12X_GGML_GEMV_SPLIT", "2"), ek("B12X_GGML_GEMV_KW", "2");
-  for (const char* var : {"64", "96"}) {
+  for (const char* var : {"96"}) {
     ScopedEnv ev("B12X_GGML_GEMV_VAR", var);
     for (LinearFormat f : {LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs})
       run_case({f, 1, 200, 2304, DType::kBF16, DType::kBF16, true});

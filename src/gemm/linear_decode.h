@@ -1,0 +1,17 @@
+// Host-side queries of the decode kernel's instances (defined in linear_decode.cu), beside
+// linear_launch.h's launcher.
+#pragma once
+
+#include "gemm/linear_layout.h"
+
+namespace b12x::gemm::lin {
+
+/// True when the decode kernel of exactly this configuration exists (the pick that
+/// launch_linear_decode runs for these LinearParams::decode_* fields; mma 0 / 1): host only, for
+/// the plans and their tests.
+bool decode_available(WFmt f, bool fp16, int nt, int ws, bool pipe, bool half, int deep,
+                      bool lean, int mma = 0);
+/// The one-buffer kernel with `ws` warps per tile at one token tile exists (kLean or not).
+bool decode_ws_available(WFmt f, bool fp16, int ws);
+
+}  // namespace b12x::gemm::lin
