@@ -1291,4 +1291,276 @@ __global__ void __launch_bounds__(32 * kW, kR == 32             ? (kS == 2 ? 3 :
   }
 }
 
+// Probe (DecodeArgs::fc2_sk): a copy of moe_decode_fc2_kernel with a segment loop, so that the
+// default FC2 kernels keep their SASS (the loop rescheduled all of them); instantiated with kSk
+// only. Merged into moe_decode_fc2_kernel if it becomes a default, removed otherwise.
+// kSk: stream-K grid of the 32-row 3-stage CTA. The G CTAs take equal
+// ranges of the row blocks' concatenated (tile, sub-chunk) chunks, so a CTA covers the tail of one
+// row block and the head of the next (at most two segments: G <= 2 x row blocks), instead of one
+// row block each: DeepSeek-TP4's 224 row blocks fill 85 % of a 2-per-SM wave, the SMs with one CTA
+// idling half their issue slots while the others run two. Each segment is a split piece of its
+// row block (partials added by the last piece in piece order, like fc2_split).
+template <typename OpT, bool kFold, int kSK, int kW, int kS, int kRC = detail::kMaxInlineRoutes,
+          int kR = DecodeCfg::kFc2Rows, bool kKil = false, bool kSk = false>
+__global__ void __launch_bounds__(32 * kW, kR == 32             ? (kS == 2 ? 3 : 2)
+                                           : kW == 8 && kS == 2 ? 4
+                                                                : 1)
+    moe_decode_fc2_sk_kernel(const DecodeArgs a) {
+  using C = DecodeCfg;
+  static_assert(
+      kR == 16 || (kR == 32 && kW == 8 && (kS == 2 || kS == 3) && kRC == detail::kMaxInlineRoutes),
+      "FC2 rows: 16, or 32 with 8 warps, 2-3 stages and the narrow routing");
+  static_assert(!kKil || (kW == 8 && kS == 3 && kRC == detail::kMaxInlineRoutes),
+                "K-interleaved FC2 warps: the 8-warp 3-stage CTA, narrow routing");
+  static_assert(!kSk || (kR == 32 && kS == 3 && !kKil), "stream-K FC2: the 32-row 3-stage CTA");
+  constexpr int kM = kR / 16, kStage = C::fc2_stage(kR);
+  using St = WarpStage<kR>;
+  constexpr int kRing = C::fc2_ring(kW, kS, kR);
+  extern __shared__ __align__(16) uint8_t smem[];
+  __shared__ RouteSmemT<kRC> rs;
+  // Combine weight per slot; the wide routing (up to 1024 slots) instead loads each lane's two
+  // columns' weights at a tile's start (w01), off the flush's chain like alpha.
+  constexpr bool kWide = kRC != detail::kMaxInlineRoutes;
+  __shared__ float s_w[kWide ? 1 : kRC];
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int ntiles = route_tables<kRC, 32 * kW>(a, rs, smem);
+  const detail::WeightView& W = a.w2;
+  if (!kSk && static_cast<int>(blockIdx.x) * kR >= W.rows) {
+    pdl_wait();
+    return;
+  }
+  {
+    // Slots [0, valid routes) are the tiles' slots, contiguous in expert order.
+    const int4 last = ntiles > 0 ? rs.tile(ntiles - 1) : make_int4(0, 0, 0, 0);
+    const int nvalid = last.y + last.z;
+    for (int i = tid; i < nvalid && !kWide; i += 32 * kW)
+      s_w[i] = a.weight_on_input ? 1.f : a.topk_weights[rs.route(i)];
+  }
+  const int M = a.num_tokens;
+  float* pacc = reinterpret_cast<float*>(smem + kRing) + warp * M * kR;
+  const int nk = W.K_pad / 128;
+  // kSk: this CTA's segments {row block, piece, pieces, first chunk, chunks} (see above), in
+  // registers (two named ones, no indexed array).
+  struct Seg {
+    int x, piece, pieces, lo, len;
+  };
+  Seg s0{static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y), a.fc2_split, 0, 0}, s1{};
+  int nseg = 1;
+  if constexpr (kSk) {
+    const int64_t n2 = static_cast<int64_t>(ntiles) * nk, rb = W.rows_pad / kR;
+    const int64_t G = gridDim.x, tot = rb * n2, cta = blockIdx.x;
+    // The CTA whose range [tot c / G, tot (c + 1) / G) holds chunk v (every range is non-empty
+    // where n2 >= 2, G <= 2 rb; with n2 = 1 a row block is one chunk, one piece).
+    auto owner = [&](int64_t v) { return ((v + 1) * G + tot - 1) / tot - 1; };
+    nseg = 0;
+    if (n2 == 0) {  // no live tile: CTA x writes row block x's zeros
+      s0 = Seg{static_cast<int>(cta), 0, 1, 0, 0};
+      nseg = cta < rb ? 1 : 0;
+    } else {
+      const int64_t lo = tot * cta / G, hi = tot * (cta + 1) / G;
+      for (int64_t x = lo / n2; lo < hi && x * n2 < hi && nseg < 2; ++x) {
+        const int64_t b = x * n2, f = owner(b), c0 = lo > b ? lo : b,
+                      c1 = hi < b + n2 ? hi : b + n2;
+        const Seg sx{static_cast<int>(x), static_cast<int>(cta - f),
+                     static_cast<int>(owner(b + n2 - 1) - f + 1), static_cast<int>(c0 - b),
+                     static_cast<int>(c1 - c0)};
+        if (nseg == 0)
+          s0 = sx;
+        else
+          s1 = sx;
+        ++nseg;
+      }
+    }
+  }
+  bool waited = false;  // kSk: pdl_wait done (by the first segment that runs)
+  for (int seg = 0; seg < (kSk ? nseg : 1); ++seg) {
+    const Seg sg = seg == 0 ? s0 : s1;
+    const int R0 = sg.x * kR;
+    if (kSk && R0 >= W.rows) continue;    // every piece of the row block skips it
+    if (kSk && seg > 0) __syncthreads();  // the previous segment's reads of pacc are done
+    for (int i = lane; i < M * kR; i += 32) pacc[i] = 0.f;
+    // Work of this warp. The CTA owns the tiles split, split + P, ... (P = fc2_split CTAs share
+    // the row block): cta_tiles x nk (tile, sub-chunk) chunks in tile-major order, of which warp w
+    // takes the contiguous range [w, w + 1) * total / kW. Every warp streams the same number of
+    // sub-chunks (+-1) whatever the tile count: whole tiles round robin left warps with one tile
+    // more than others idle (Qwen3-30B at M = 8: 17 tiles on 8 warps, 3 vs 2.1 on average), and
+    // with fewer tiles than warps (top-4 routing at M = 1) a tile spreads over several warps. A
+    // warp adds each tile's (partial K) sum into its own combine rows when its range leaves the
+    // tile; the warps' rows are summed in warp order at the end (a fixed order for given routes).
+    const int P = sg.pieces;
+    const int split = sg.piece;
+    // fc2_bal: the CTA takes the chunk range [N2 split / P, N2 (split + 1) / P) of the row block's
+    // N2 = tiles x nk chunks (a tile cut between CTAs adds its partial K sums like any other);
+    // else the whole tiles split, split + P, ... (one tile more on some CTAs).
+    const bool bal = kSk || (a.fc2_bal != 0 && P > 1);
+    const int N2 = ntiles * nk;
+    const int c_lo = kSk ? sg.lo : bal ? N2 * split / P : 0;
+    const int cta_tiles = split < ntiles ? (ntiles - split + P - 1) / P : 0;
+    const int total = kSk ? sg.len : bal ? N2 * (split + 1) / P - c_lo : cta_tiles * nk;
+    // fc2_kil (decode_fc2_kil: tiles of >= 16 sub-chunks): warp w takes chunks w, w + kW, ... of
+    // the CTA's range instead, so that the CTA's warps stream neighbouring sub-chunks of the same
+    // rows at a time (FC1's K order: a row's 64-byte pieces in flight together) at the cost of a
+    // combine flush per tile and warp (H200 round 49: MiniMax's FC2 alone 152.9 -> 135.9 us).
+    constexpr bool kil = kKil;
+    constexpr int jstep = kil ? kW : 1;
+    const int j0 = kil ? c_lo + warp : c_lo + warp * total / kW;
+    const int n_my = kil ? (warp < total ? (total - warp + kW - 1) / kW : 0)
+                         : c_lo + (warp + 1) * total / kW - j0;
+    uint8_t* ring = smem + warp * kS * kStage;
+    // Chunk (it, kk): CTA tile it (global tile split + P * it; fc2_bal: global tile it), sub-chunk
+    // kk. Loads run kS chunks ahead; the ChunkCursor ni is the next one.
+    auto tile_of = [&](int it) { return bal ? it : split + P * it; };
+    const ChunkCursor first{nk > 0 ? j0 / nk : 0, nk > 0 ? j0 % nk : 0};
+    const uint32_t wstep = 8u * static_cast<uint32_t>(W.values_row_stride);
+    auto src_of = [&](int it) {
+      const int4 tl = rs.tile(tile_of(it));
+      const int n = St::lane_token(lane);
+      return St::src(W.values + tl.x * W.values_expert_stride + detail::value_row_offset(W, R0),
+                     W.scales + tl.x * W.scales_expert_stride + detail::scale_row_offset(W, R0),
+                     W.values_row_stride, W.scales_row_stride,
+                     n < tl.z ? a.inter + static_cast<int64_t>(tl.y + n) * a.features : nullptr,
+                     lane, W.K, W.values);
+    };
+    const uint32_t ring_sa = smem_addr(ring);
+    auto issue = [&](int slot, const typename St::Src& sc, int kk, bool weights, bool acts) {
+      St::issue(ring_sa + slot * kStage, sc, wstep, kk, kSK, W.scales_k_stride, W.values_k_stride,
+                lane, weights, acts);
+    };
+    // Steps a cursor to this warp's next chunk; true where that enters another tile.
+    auto step = [&](ChunkCursor& cu) {
+      if constexpr (kil) {
+        const int pt = cu.t;
+        cu.next(nk, jstep);
+        return cu.t != pt;
+      } else {
+        cu.next(nk);
+        return cu.k == 0;
+      }
+    };
+    ChunkCursor ni = first;  // the next chunk to load
+    if (!kSk || !waited) {
+      waited = true;
+      {
+        ChunkCursor wc = first;  // the weights' cursor in the first pass
+        prime_ring<kS>(n_my, [&](int s) {
+          issue(s, src_of(wc.t), wc.k, true, false);
+          step(wc);
+        });
+      }
+      pdl_wait();  // the intermediate is written by FC1
+      pdl_trigger();
+      prime_ring<kS>(n_my, [&](int s) {
+        issue(s, src_of(ni.t), ni.k, false, true);
+        step(ni);
+      });
+    } else {  // kSk's second segment: FC1 has been waited for by the first
+      prime_ring<kS>(n_my, [&](int s) {
+        issue(s, src_of(ni.t), ni.k, true, true);
+        step(ni);
+      });
+    }
+    // Sources of the next chunk's tile, rebuilt only when the cursor enters a new tile.
+    typename St::Src nsrc{};
+    if (n_my > kS) nsrc = src_of(ni.t);
+    __syncthreads();  // s_w / pacc initialised before the first flush
+
+    float acc[kM][4];
+#pragma unroll
+    for (int m = 0; m < kM; ++m) acc[m][0] = acc[m][1] = acc[m][2] = acc[m][3] = 0.f;
+    ChunkCursor cur = first;  // the chunk being multiplied
+    int4 tl = n_my > 0 ? rs.tile(tile_of(cur.t)) : make_int4(0, 0, 0, 0);
+    // Per-expert scale, loaded at the tile's start and used at its end (latency off the chain).
+    float alpha = n_my > 0 ? a.alpha2[tl.x] * kAccScale<OpT, kFold, kSK> : 0.f;
+    float w0 = 1.f, w1 = 1.f;  // kWide: the weights of this lane's columns 2t, 2t + 1 of tile tl
+    auto tile_weights = [&] {
+      if constexpr (kWide) {
+        const bool use = !a.weight_on_input;
+        w0 = use && 2 * t < tl.z ? a.topk_weights[rs.route(tl.y + 2 * t)] : 1.f;
+        w1 = use && 2 * t + 1 < tl.z ? a.topk_weights[rs.route(tl.y + 2 * t + 1)] : 1.f;
+      }
+    };
+    if (n_my > 0) tile_weights();
+    int ring_slot = 0;  // c % kS without a division (kS = 3 or 5)
+    for (int c = 0; c < n_my; ++c) {
+      cp_async_wait<kS - 1>();
+      __syncwarp();
+      const int slot = ring_slot;
+      ring_slot = ring_slot + 1 == kS ? 0 : ring_slot + 1;
+      stage_mma<OpT, kFold, kSK, kM>(ring + slot * kStage, acc, g, t);
+      __syncwarp();
+      if (c + kS < n_my) {
+        issue(slot, nsrc, ni.k, true, true);
+        if (step(ni) && c + kS + 1 < n_my) nsrc = src_of(ni.t);
+      }
+      cp_async_commit();
+      if (!step(cur) && c + 1 < n_my) continue;  // the range stays in this tile
+      // Tile (slice) done: out[token, row] += w_route * (alpha * acc). Columns one at a time in
+      // slot order, so duplicate (token, expert) routes never race and the order is fixed.
+      for (int col = 0; col < tl.z; ++col) {
+        if (t == (col >> 1)) {
+          const int slot = tl.y + col;
+          float* p = pacc + rs.token(slot) * kR;
+          const float w = kWide ? ((col & 1) ? w1 : w0) : s_w[slot];
+#pragma unroll
+          for (int m = 0; m < kM; ++m) {
+            // Registers are selected, not indexed by the runtime column (no local memory).
+            const float v0 = (col & 1) ? acc[m][1] : acc[m][0];
+            const float v1 = (col & 1) ? acc[m][3] : acc[m][2];
+            p[16 * m + g] = fmaf(w, v0 * alpha, p[16 * m + g]);
+            p[16 * m + g + 8] = fmaf(w, v1 * alpha, p[16 * m + g + 8]);
+          }
+        }
+        __syncwarp();
+      }
+#pragma unroll
+      for (int m = 0; m < kM; ++m) acc[m][0] = acc[m][1] = acc[m][2] = acc[m][3] = 0.f;
+      if (c + 1 < n_my) {
+        tl = rs.tile(tile_of(cur.t));
+        alpha = a.alpha2[tl.x] * kAccScale<OpT, kFold, kSK>;
+        tile_weights();
+      }
+    }
+    cp_async_wait<0>();
+    __syncthreads();
+    // Fixed-order sum of the kW warps' partial combines; tokens without a route get exact zeros.
+    const float* pall = reinterpret_cast<const float*>(smem + kRing);
+    auto store = [&](int m, int r, float v) {
+      static_cast<uint16_t*>(a.out)[static_cast<int64_t>(m) * a.out_ld + R0 + r] =
+          a.out_fp16 ? fmt::float_to_fp16_bits(v) : fmt::float_to_bf16_bits(v);
+    };
+    const int H = W.rows;
+    for (int i = tid; i < M * kR; i += 32 * kW) {
+      const int m = i / kR, r = i % kR;
+      if (R0 + r >= H) continue;
+      float s = pall[i];
+#pragma unroll
+      for (int w = 1; w < kW; ++w) s += pall[w * M * kR + i];
+      if (P == 1)
+        store(m, r, s);
+      else
+        a.partial[(static_cast<int64_t>(split) * M + m) * H + R0 + r] = s;
+    }
+    if (P == 1) continue;
+    // Split row block: the last of its P CTAs adds the P partials in split order (deterministic;
+    // the counter only decides who adds, not the order).
+    __shared__ int s_last;
+    __threadfence();
+    __syncthreads();
+    if (tid == 0) s_last = atomicAdd(&a.counters[sg.x], 1) == P - 1;
+    __syncthreads();
+    if (!s_last) continue;
+    __threadfence();
+    for (int i = tid; i < M * kR; i += 32 * kW) {
+      const int m = i / kR, r = i % kR;
+      if (R0 + r >= H) continue;
+      float s = 0.f;
+      for (int q = 0; q < P; ++q)
+        s += __ldcg(a.partial + (static_cast<int64_t>(q) * M + m) * H + R0 + r);
+      store(m, r, s);
+    }
+  }  // segments
+  if (kSk && !waited) pdl_wait();
+}
+
 }  // namespace b12x::moe::dev
