@@ -183,6 +183,11 @@ __device__ __forceinline__ void prefetch_l2_bulk(const void* p, uint32_t bytes) 
 #endif
 }
 
+/// Requests the 128-byte line of `p` into L2 without waiting.
+__device__ __forceinline__ void prefetch_l2(const void* p) {
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+}
+
 /// Streaming 16-byte load that bypasses L1 allocation (weights are read once).
 __device__ __forceinline__ uint4 ldg_stream(const void* p) {
   uint4 v;

@@ -425,17 +425,30 @@ __global__ void __launch_bounds__(kStreamCtaWarps<kVar> * 32, (kVar & 256) ? 1 :
   advance();
   // The warp's weights past the block just requested (its first group's part; kEven: its whole
   // range, contiguous across tiles) requested into L2 at once, so its later blocks' loads are L2
-  // hits and the DRAM sees all of the grid's bytes from the start (p.stream_pf).
-  if (kRows == 1 && p.stream_pf && lane == 0) {
+  // hits and the DRAM sees all of the grid's bytes from the start (p.stream_pf); lanes 0..15 /
+  // 16..31 request the scale bytes of rows lane & 15 of the range's first / last tile (one or
+  // two 128-byte lines each: a row's bytes of the range are contiguous).
+  if (kRows == 1 && p.stream_pf && (!kEven || eb1 > eb0)) {
     const int64_t tile0 = kEven ? et0 : static_cast<int64_t>(blockIdx.x) * kTiles + wt;
     const int64_t v0 = kEven ? (eb0 % bpt) * kDepth : vbase;  // the first block's vector
-    const int64_t vend =
-        kEven ? ((eb1 - 1) / bpt) * p.kvec + min(((eb1 - 1) % bpt + 1) * kDepth, p.kvec)
-              : min(p.kvec, vbase + vp);
-    const int64_t first = (kEven ? (eb0 / bpt) * p.kvec : 0) + v0 + kDepth;
-    if (tile0 < p.n16 && vend > first && (!kEven || eb1 > eb0))
+    const int64_t tl = kEven ? (eb1 - 1) / bpt : 0;           // the last tile (CTA-local)
+    const int64_t vl =
+        kEven ? min(((eb1 - 1) % bpt + 1) * kDepth, p.kvec) : min(p.kvec, vbase + vp);
+    const int64_t tf = kEven ? eb0 / bpt : 0;
+    const int64_t first = tf * p.kvec + v0 + kDepth, vend = tl * p.kvec + vl;
+    if (lane == 0 && tile0 + tl < p.n16 && vend > first)
       prefetch_l2_bulk(p.wvals + (tile0 * p.kvec + first) * 512,
                        static_cast<uint32_t>(min(vend - first, int64_t{1} << 20) * 512));
+    const bool last = lane >= 16;
+    const int64_t ts = tile0 + (last ? tl : tf);
+    const int64_t vs = last ? (tl == tf ? vl : 0) : v0, ve = last || tl == tf ? vl : p.kvec;
+    if (ts < p.n16 && ve > vs) {
+      const uint8_t* const a = p.wscale + (ts * 16 + (lane & 15)) * p.scale_ld + vs * kSb;
+      const uint8_t* const e = a + (ve - vs) * kSb - 1;
+      prefetch_l2(a);
+      if ((reinterpret_cast<uintptr_t>(e) >> 7) != (reinterpret_cast<uintptr_t>(a) >> 7))
+        prefetch_l2(e);
+    }
   }
   griddep_wait();  // the activations (and alpha) belong to earlier kernels
 
