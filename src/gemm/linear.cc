@@ -287,6 +287,15 @@ constexpr int kWgmmaF8BlockVar = 33;
 bool wgmma_act_images(int var) {
   return var == 14 || var == 33;
 }
+/// The wgmma kernel's variant at 128 tokens by default (the instance whose existence makes a
+/// format wgmma's): FP8 kWgmmaF8Var / kWgmmaF8BlockVar, the BF16-operand formats 0.
+int wgmma_default_var(WFmt wf) {
+  return wf == WFmt::kFp8Block ? kWgmmaF8BlockVar : wf == WFmt::kFp8 ? kWgmmaF8Var : 0;
+}
+/// The GGML formats, which the group wgmma kernel runs (defaults: kWgmmaGroupVar*).
+bool wgmma_group_format(WFmt wf) {
+  return wf == WFmt::kQ8_0 || wf == WFmt::kIq2Xxs || wf == WFmt::kIq2Xs;
+}
 /// wgmma kernel CTA order (Plan::tiled_wgmma_raster): FP8 in raster bands sized to L2 (1): round
 /// 17 (warp-specialized FP8, M = 2048) per-tensor 14336x4096 829 -> 921 TFLOP/s (its 58 MB of
 /// weights exceed L2: each band reads them about once instead of once per token tile), other
@@ -721,10 +730,10 @@ Plan plan(const Caps& caps) {
   const int64_t m_grp = caps.expected_m > 0 ? caps.expected_m : M;
   const int64_t grp_row_ctas = (geo.NP + 127) / 128;
   const bool wgmma_group =
-      lin::wgmma_group_kernel_available(wf, fp16) && group_env != 0 &&
+      wgmma_group_format(wf) && group_env != 0 &&
       (group_env == 1 || grp_row_ctas * ((m_grp + 127) / 128) * 10 >= 7 * dev.sm_count);
   if (p.regime != Regime::kDecode && dev.cc_major == 9 && dev.cc_minor == 0 &&
-      (lin::wgmma_kernel_available(wf, fp16, 128) || wgmma_group)) {
+      (lin::wgmma_kernel_available(wf, fp16, 128, wgmma_default_var(wf)) || wgmma_group)) {
     const int64_t m_eff = caps.expected_m > 0 ? caps.expected_m : M;
     const char* e = std::getenv("B12X_GEMM_WGMMA");
     const int forced = e != nullptr ? std::atoi(e) : -1;
@@ -784,8 +793,8 @@ Plan plan(const Caps& caps) {
                (!fp16 && lin::wgmma_group_fold_var(v) &&
                 lin::wgmma_group_kernel_available(wf, true, p.tiled_wgmma, v));
       };
-      if (!group_ok(p.tiled_wgmma_var))
-        p.tiled_wgmma_var = p.tiled_wgmma == 256 ? kWgmmaGroupVar256 : kWgmmaGroupVar128;
+      B12X_ASSERT(group_ok(p.tiled_wgmma_var), "no group wgmma kernel for format ",
+                  static_cast<int>(wf), " tokens ", p.tiled_wgmma, " variant ", p.tiled_wgmma_var);
       if (gv != nullptr && group_ok(std::atoi(gv))) p.tiled_wgmma_var = std::atoi(gv);
       p.tiled_wgmma_f16x = !fp16 && lin::wgmma_group_fold_var(p.tiled_wgmma_var);
       // The pre-pass's PDL trigger at its CTAs' start (kGgmlActF16Early;

@@ -37,24 +37,13 @@ TiledPick tiled_pick() {
   return {tiled_fn<F, T, kAlt, kTok>(), C::kSmemBytes, C::kBN, C::kBM};
 }
 
-/// Probe override B12X_GEMM_TILED_ALT=1 (TiledCfg::kAlt): the group mode (IQ2, FP16 MXFP4) on
-/// 64x64 warp tiles, the FP4 fold mode (NVFP4, BF16 MXFP4) on 2 x 4 warps of 64x32 at two CTAs
-/// per SM. Read once; plan (prepare) and run see the same value.
-bool tiled_alt() {
-  static const bool alt = [] {
-    const char* e = std::getenv("B12X_GEMM_TILED_ALT");
-    return e != nullptr && e[0] == '1';
-  }();
-  return alt;
-}
-
-/// tok: tokens per CTA (128, or 64 for the mid-M variant, which has no kAlt probe).
+/// tok: tokens per CTA (128, or 64 for the mid-M variant). (TiledCfg's kAlt variants, the
+/// B12X_GEMM_TILED_ALT=1 probe of session 7 that no default took, are not instantiated since
+/// session 21.)
 TiledPick pick_tiled(WFmt f, bool fp16, int tok = 128) {
-  const bool alt = tiled_alt() && tok == 128;
 #define B12X_TILED(FMT)                                                                          \
   if (tok == 64)                                                                                 \
     return fp16 ? tiled_pick<FMT, Fp16Tag, false, 64>() : tiled_pick<FMT, Bf16Tag, false, 64>(); \
-  if (alt) return fp16 ? tiled_pick<FMT, Fp16Tag, true>() : tiled_pick<FMT, Bf16Tag, true>();    \
   return fp16 ? tiled_pick<FMT, Fp16Tag>() : tiled_pick<FMT, Bf16Tag>()
   switch (f) {
     case WFmt::kNvfp4:

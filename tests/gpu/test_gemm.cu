@@ -2969,13 +2969,13 @@ void bulk_cases(const char* v) {
   run_case({LinearFormat::kFp8Block, 300, 136, 1024, DType::kBF16, DType::kBF16, false}, true);
 }
 
-/// Block FP8 variant 14 (B12X_GEMM_WGMMA_VAR=14): the FP8 1x128 quantizer writes the wgmma kernel's
-/// stage images and the producer fills the ring with bulk copies. The plan takes them only with
-/// activations quantized inside and K % 256 == 0 (else variant 8); token / row tails (weight tiles
-/// past N copy the last tile), 1-16 token tiles, FP16 / BF16, bias, a replayed graph; K = 640 and
-/// caller-quantized activations run variant 8. Variant 33 (14 without the consumer proxy fence,
-/// four stages) is the block FP8 default since session 18 (14 from session 9): the plan takes it
-/// without overrides at M >= 128.
+/// Block FP8's bulk-fed variants: the FP8 1x128 quantizer writes the wgmma kernel's stage images
+/// and the producer fills the ring with bulk copies (33, the default since session 18; session
+/// 9's 14 with the consumer proxy fence and six stages was removed in session 21). The plan takes
+/// them only with activations quantized inside and K % 256 == 0 (else variant 8), without
+/// overrides at M >= 128; bulk_cases (TiledWgmmaFp8BlockNoFence) runs token / row tails (weight
+/// tiles past N copy the last tile), 1-16 token tiles, FP16 / BF16, bias, a replayed graph; K =
+/// 640 and caller-quantized activations run variant 8.
 TEST(GemmGpu, TiledWgmmaFp8BlockBulk) {
   B12X_REQUIRE_GPU();
   if (device_info(0).cc_major == 9 && device_info(0).cc_minor == 0) {
@@ -2988,11 +2988,10 @@ TEST(GemmGpu, TiledWgmmaFp8BlockBulk) {
     caps.format = LinearFormat::kFp8Tensor;  // per-tensor FP8: variant 16 (session 9)
     EXPECT_EQ(gemm::plan(caps).tiled_wgmma_var, 16);
   }
-  bulk_cases("14");
 }
 
-/// Block FP8 variant 33 (the default since session 18: 14 without the MMA warps' proxy fence after
-/// each full barrier, four stages; B12X_GEMM_WGMMA_VAR=33); the cases of variant 14.
+/// Block FP8 variant 33 (the default since session 18: session 9's 14 without the MMA warps' proxy
+/// fence after each full barrier, four stages; 14 was removed in session 21).
 TEST(GemmGpu, TiledWgmmaFp8BlockNoFence) {
   B12X_REQUIRE_GPU();
   bulk_cases("33");
@@ -3027,33 +3026,6 @@ TEST(GemmGpu, TiledWgmmaTokenTiles) {
   }
   // The automatic choice at M >= 128 (every tiled format, wgmma where it applies).
   for (const auto& c : all_format_cases(1000, 384, 1024, true, DType::kBF16)) run_case(c);
-  // The FP8 promotion intervals (variant 0 = per 128 K; 1 / 2 = per 64 / 32 K; 3 = per 128 K on the
-  // mbarrier pipeline, the default), each against the
-  // accumulation-error bound of its interval (fp8_wgmma_bound); K with and without a zero-filled
-  // tail stage.
-  for (const char* var : {"0", "1", "2", "3"}) {
-    ScopedEnv e("B12X_GEMM_WGMMA", "1"), ev("B12X_GEMM_WGMMA_VAR", var);
-    for (int64_t K : {384, 1536})
-      for (const auto& c : wgmma_cases(200, 136, K, true, DType::kBF16))
-        if (c.fmt == LinearFormat::kFp8Tensor || c.fmt == LinearFormat::kFp8Block) run_case(c);
-  }
-  // The mbarrier pipeline (lin::WgmmaCfg::kMbar: FP8 variant 3, the BF16-operand formats
-  // variant 1; FP8 under "1" runs the 64-K promotion): token / row / K tails, 1 and 24 token
-  // tiles.
-  for (const char* var : {"1", "3"}) {
-    ScopedEnv e("B12X_GEMM_WGMMA", "1"), ev("B12X_GEMM_WGMMA_VAR", var);
-    for (const auto& c : wgmma_cases(300, 136, 768, false, DType::kFP16)) run_case(c);
-    for (const auto& c : wgmma_cases(3000, 264, 512, true, DType::kBF16)) run_case(c);
-  }
-  // Other token tiles (probes: B12X_GEMM_WGMMA_TOK=64 / 192 / 256; FP8 has 64 and 192, BF16
-  // operands 192 and 256), on the CTA-barrier and the mbarrier pipeline (VAR 1: BF16 operands,
-  // 3: FP8): token tails in a later tile.
-  for (const char* tok : {"64", "192", "256"})
-    for (const char* var : {"0", "1", "3"}) {
-      ScopedEnv e("B12X_GEMM_WGMMA", "1"), et("B12X_GEMM_WGMMA_TOK", tok),
-          ev("B12X_GEMM_WGMMA_VAR", var);
-      for (const auto& c : wgmma_cases(450, 136, 768, true, DType::kBF16)) run_case(c);
-    }
   // The BF16-operand formats' default 256-token tiles, warp-specialized (chosen where they give
   // ~0.9 x SMs CTAs: 32 x 4 here); FP8 there in raster bands by default.
   run_case({LinearFormat::kMxfp8, 1000, 4096, 512, DType::kBF16, DType::kBF16, true});
@@ -3063,20 +3035,16 @@ TEST(GemmGpu, TiledWgmmaTokenTiles) {
   // A long K at the default interval (32 promotions of 128 K).
   for (const auto& c : wgmma_cases(256, 256, 4096, false, DType::kBF16))
     if (c.fmt == LinearFormat::kFp8Tensor || c.fmt == LinearFormat::kFp8Block) run_case(c);
-  // Warp-specialized FP8 (variant 5: a copy warpgroup; 6, per-tensor's default until session 8:
-  // with the block scales loaded while the wgmmas run and the slot released before the promotion;
-  // 7: 6 with the next stage's A fragments loaded before the promotion; 8, block FP8 only: 6 with
-  // the combined scales built by the producer warpgroup; 16, per-tensor's default since session
-  // 9: 6 / 8 with the weight runs bulk-copied): token / row / K tails, 1 and (6, 8) 24 token tiles,
-  // a long K refilling every slot many times.
-  for (const char* var : {"5", "6", "7", "8", "16"}) {
+  // Warp-specialized FP8 (8, block FP8: the combined scales built by the producer warpgroup, the
+  // fallback of 33; 16, per-tensor's default since session 9: the weight runs bulk-copied; each
+  // runs the other format's default; session 21 removed the probes 0-3, 5-7, 9-12 and 14):
+  // token / row / K tails, 1 and 24 token tiles, a long K refilling every slot many times.
+  for (const char* var : {"8", "16"}) {
     ScopedEnv e("B12X_GEMM_WGMMA", "1"), ev("B12X_GEMM_WGMMA_VAR", var);
     for (const auto& c : wgmma_cases(300, 136, 768, false, DType::kFP16))
       if (c.fmt == LinearFormat::kFp8Tensor || c.fmt == LinearFormat::kFp8Block) run_case(c);
     for (const auto& c : wgmma_cases(3000, 264, 512, true, DType::kBF16))
-      if ((c.fmt == LinearFormat::kFp8Tensor || c.fmt == LinearFormat::kFp8Block) &&
-          (std::string(var) == "6" || std::string(var) == "8"))
-        run_case(c);
+      if (c.fmt == LinearFormat::kFp8Tensor || c.fmt == LinearFormat::kFp8Block) run_case(c);
     for (const auto& c : wgmma_cases(256, 256, 4096, false, DType::kBF16))
       if (c.fmt == LinearFormat::kFp8Tensor || c.fmt == LinearFormat::kFp8Block) run_case(c);
   }
@@ -3117,11 +3085,11 @@ TEST(GemmGpu, TiledWgmmaTokenTiles) {
       if (c.fmt != LinearFormat::kFp8Tensor && c.fmt != LinearFormat::kFp8Block) run_case(c);
   }
   // Raster bands (B12X_GEMM_WGMMA_RASTER: 1 = sized to L2, one band here; 5 = bands of five token
-  // tiles, the last of two, token tails in it), every format, with the FP8 variants 3 and 6.
+  // tiles, the last of two, token tails in it), every format, with the FP8 defaults and 8.
   for (const char* r : {"1", "5"}) {
     ScopedEnv e("B12X_GEMM_WGMMA", "1"), er("B12X_GEMM_WGMMA_RASTER", r);
     for (const auto& c : wgmma_cases(1500, 264, 256, true, DType::kBF16)) run_case(c);
-    ScopedEnv ev("B12X_GEMM_WGMMA_VAR", "6");
+    ScopedEnv ev("B12X_GEMM_WGMMA_VAR", "8");
     for (const auto& c : wgmma_cases(1500, 264, 256, true, DType::kBF16))
       if (c.fmt == LinearFormat::kFp8Tensor || c.fmt == LinearFormat::kFp8Block) run_case(c);
   }
@@ -3129,32 +3097,6 @@ TEST(GemmGpu, TiledWgmmaTokenTiles) {
 
 /// The GGML formats on the SM90 group wgmma kernel (opt-in: B12X_GEMM_WGMMA_GROUP=1, compute
 /// capability 9.0 only): the plan must pick it there.
-TEST(GemmGpu, TiledWgmmaFp8TokensOnM) {
-  B12X_REQUIRE_GPU();
-  // FP8 variants 9-12 (tokens on wgmma's M side, the weights re-laid out by the producer (11, 12:
-  // swizzled; 12: loaded three steps ahead); the activations through a descriptor / as register
-  // fragments): token / row / K tails with FP16 output, 24 token tiles, a long K refilling every
-  // slot many times, caller-quantized block FP8 activations, both FP8 formats; the rows of a
-  // 128-row weight block past N (N = 136, 264).
-  auto f8 = [](const Case& c) {
-    return c.fmt == LinearFormat::kFp8Tensor || c.fmt == LinearFormat::kFp8Block;
-  };
-  for (const char* var : {"9", "10", "11", "12"}) {
-    ScopedEnv e("B12X_GEMM_WGMMA", "1"), ev("B12X_GEMM_WGMMA_VAR", var);
-    for (const auto& c : wgmma_cases(300, 136, 768, false, DType::kFP16))
-      if (f8(c)) run_case(c);
-    for (const auto& c : wgmma_cases(3000, 264, 512, true, DType::kBF16))
-      if (f8(c)) run_case(c);
-    for (const auto& c : wgmma_cases(256, 256, 4096, false, DType::kBF16))
-      if (f8(c)) run_case(c);
-    for (int64_t M : {130, 300}) {
-      Case c{LinearFormat::kFp8Block, M, 264, 1024};
-      c.caller_quant = true;
-      run_case(c);
-    }
-  }
-}
-
 void run_wgmma_group_case(const Case& c) {
   int wgmma = 0, var = -1;
   run_case(c, false, &wgmma, nullptr, &var);
@@ -3184,25 +3126,6 @@ TEST(GemmGpu, TiledWgmmaGgmlFormats) {
       run_wgmma_group_case({f, 300, 72, 512, DType::kFP16, DType::kFP16, true});
     }
   }
-  // IQ2 at 256 tokens with the sign masks computed instead of loaded from the shared table
-  // (B12X_GEMM_WGMMA_GROUP_VAR=4, probe).
-  {
-    ScopedEnv et("B12X_GEMM_WGMMA_GROUP_TOK", "256"), ev("B12X_GEMM_WGMMA_GROUP_VAR", "4");
-    for (LinearFormat f : {LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs}) {
-      run_wgmma_group_case({f, 200, 200, 1280, DType::kBF16, DType::kFP16, false});
-      run_wgmma_group_case({f, 2000, 264, 1024, DType::kBF16, DType::kBF16, true});
-    }
-  }
-  // Variant 3 at 256 tokens (the default there until session 12; 13 since): the token / row / K
-  // tails and FP16.
-  {
-    ScopedEnv et("B12X_GEMM_WGMMA_GROUP_TOK", "256"), ev("B12X_GEMM_WGMMA_GROUP_VAR", "3");
-    for (LinearFormat f : {LinearFormat::kQ8_0, LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs}) {
-      const bool q8 = f == LinearFormat::kQ8_0;
-      run_wgmma_group_case({f, 200, 200, q8 ? 1312 : 1280, DType::kBF16, DType::kFP16, false});
-      run_wgmma_group_case({f, 300, 72, 512, DType::kFP16, DType::kFP16, true});
-    }
-  }
   // The defaults (Q8_0 16, IQ2 52 since session 18: BF16 behind the FP16 pre-pass) with a long K
   // refilling every slot many times, odd pair / quad boundaries of the 5-slot Q8_0 ring.
   {
@@ -3211,14 +3134,13 @@ TEST(GemmGpu, TiledWgmmaGgmlFormats) {
       run_wgmma_group_case({f, 520, 136, 4096, DType::kBF16, DType::kBF16, false});
   }
   // Raster bands (B12X_GEMM_WGMMA_RASTER=1: one band of every token tile here; 3: bands of 3 and
-  // a last one of 2 over 8 token tiles at 128 tokens, 256-row CTAs at variant 2).
+  // a last one of 2 over 8 token tiles at 128 tokens).
   for (const char* raster : {"1", "3"}) {
     ScopedEnv er("B12X_GEMM_WGMMA_RASTER", raster);
     for (LinearFormat f : {LinearFormat::kQ8_0, LinearFormat::kIq2Xs}) {
       run_wgmma_group_case({f, 2000, 264, 1024, DType::kBF16, DType::kBF16, true});
       ScopedEnv et("B12X_GEMM_WGMMA_GROUP_TOK", "128");
       run_wgmma_group_case({f, 1000, 264, 512, DType::kBF16, DType::kFP16, true});
-      ScopedEnv ev("B12X_GEMM_WGMMA_GROUP_VAR", "2");
       run_wgmma_group_case({f, 1000, 300, 512, DType::kFP16, DType::kBF16, false});
     }
   }
@@ -3513,13 +3435,13 @@ TEST(GemmGpuSanitize, SmallShapesAllFormats) {
     // variant; the BF16-operand formats: 256-token CTAs, their default on wide grids).
     for (LinearFormat f : {LinearFormat::kFp8Tensor, LinearFormat::kFp8Block})
       run_case({f, 136, 136, 2048, DType::kBF16, DType::kBF16, true});
-    // FP8 on the shared ring (variant 3) and the probes 6 / 7, raster bands of one token tile.
-    for (const char* var : {"3", "6", "7"}) {
+    // FP8's fallback 8 (block; per-tensor runs 16), raster bands of one token tile.
+    for (const char* var : {"8"}) {
       ScopedEnv ev("B12X_GEMM_WGMMA_VAR", var), er("B12X_GEMM_WGMMA_RASTER", "1");
       for (LinearFormat f : {LinearFormat::kFp8Tensor, LinearFormat::kFp8Block})
         run_case({f, 136, 136, 2048, DType::kBF16, DType::kBF16, true});
     }
-    for (const char* var : {"1", "3"}) {  // 3: warp-specialized (probe)
+    for (const char* var : {"3"}) {  // 3: warp-specialized (the default at 256 tokens)
       ScopedEnv et("B12X_GEMM_WGMMA_TOK", "256"), ev("B12X_GEMM_WGMMA_VAR", var);
       for (LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kMxfp8})
         run_case({f, 300, 136, 2048, DType::kBF16, DType::kBF16, true});
@@ -3549,18 +3471,14 @@ TEST(GemmGpuSanitize, Fp8BlockProbes) {
     run_case({f, 136, 136, 512, DType::kBF16, DType::kBF16, true});
 }
 
-/// Block FP8 variants 14 / 16 / 33 (B12X_GEMM_WGMMA_VAR=<n>; 33 the default) for
-/// compute-sanitizer:
+/// Block FP8 variant 33 (the default; 14 was removed in session 21) for compute-sanitizer:
 /// the bulk-copied ring (the tiled quantizer's stage images, the weight runs, transaction counts
 /// on the full barriers), K = 2048 (every slot refilled), a token tail (the quantizer's zero rows)
 /// and weight tiles past N; per-tensor FP8 on 16.
 TEST(GemmGpuSanitize, Fp8BlockBulk) {
   B12X_REQUIRE_GPU();
   ScopedEnv e("B12X_GEMM_WGMMA", "1");
-  for (const char* v : {"14", "16", "33"}) {
-    ScopedEnv ev("B12X_GEMM_WGMMA_VAR", v);
-    run_case({LinearFormat::kFp8Block, 200, 136, 2048, DType::kBF16, DType::kBF16, true});
-  }
+  run_case({LinearFormat::kFp8Block, 200, 136, 2048, DType::kBF16, DType::kBF16, true});
   ScopedEnv ev("B12X_GEMM_WGMMA_VAR", "16");
   run_case({LinearFormat::kFp8Tensor, 200, 136, 2048, DType::kBF16, DType::kBF16, true});
 }
@@ -3584,20 +3502,7 @@ TEST(GemmGpuSanitize, TiledSplitK) {
     run_case({f, 72, 136, 1024, DType::kBF16, DType::kBF16, true, false, gemm::Regime::kTiled});
 }
 
-/// FP8 variants 9-12 for compute-sanitizer: the producer's weight stores (STS, a second
-/// arrival on the full barrier) and the activation copies, K = 2048 (every slot refilled), two
-/// token tiles.
-TEST(GemmGpuSanitize, Fp8TokensOnM) {
-  B12X_REQUIRE_GPU();
-  ScopedEnv e("B12X_GEMM_WGMMA", "1");
-  for (const char* var : {"9", "10", "11", "12"}) {
-    ScopedEnv ev("B12X_GEMM_WGMMA_VAR", var);
-    for (LinearFormat f : {LinearFormat::kFp8Tensor, LinearFormat::kFp8Block})
-      run_case({f, 200, 136, 2048, DType::kBF16, DType::kBF16, true});
-  }
-}
-
-/// The GGML group wgmma kernel's default at 256 tokens (13, session 12) for compute-sanitizer:
+/// The GGML group wgmma kernel's defaults at 256 tokens (Q8_0 16, IQ2 52) for compute-sanitizer:
 /// the producer's cp.async arrivals on the full mbarriers, the MMA threads' arrivals on the empty
 /// ones (slots released in pairs), the epilogue's named barrier; K = 2048 refills every slot, two
 /// token tiles with a tail.
