@@ -645,7 +645,6 @@ DecodeKnobs read_decode_knobs(bool stream, int aquant) {
   knob(k.fc2_bal, "B12X_MOE_FC2_BAL", {0, 1}, "0, 1", not_stream);
   knob(k.fc2_kil, "B12X_MOE_FC2_KIL", {0, 1}, "0, 1", not_stream);
   knob(k.fc2_rows, "B12X_MOE_FC2_ROWS", {16, 32}, "16, 32", not_stream);
-  knob(k.fc2_sk, "B12X_MOE_FC2_SK", {0, 1}, "0, 1", not_stream);
   return k;
 }
 }  // namespace detail
@@ -870,8 +869,6 @@ Plan plan(const Caps& caps) {
     }
     // The K-interleaved FC2 kernels (decode_fc2_kil, from the weights' I and the capacity).
     if (stream && detail::decode_fc2_kil(p.knobs, caps.max_tokens, nk2)) sig << " fc2_kil";
-    // Probe: the stream-K 32-row FC2 (decode_fc2_sk; run derives it from the live routes).
-    if (stream && p.knobs.fc2_sk == 1) sig << " fc2_sk";
     if (caps.apply_router_weight_on_input) sig << " weight_on_input";
     std::ostringstream shape;
     shape << "E=" << E << " H=" << H << " I=" << I << " max_tokens=" << caps.max_tokens
@@ -1025,11 +1022,6 @@ void run(const Binding& b, Stream stream) {
     d.fc2_stages32 =
         detail::decode_fc2_stages32(p.knobs, S.L.fc2.rows_pad / 32, d.fc2_split, d.sm_count,
                                     p.sm_count > 0 ? p.fc2_rows32_ctas2 : 0);
-    d.fc2_sk =
-        d.fc2_rows == 32 && route_out != nullptr && !fp16_ops && S.L.fc2.scale_kind == 0
-            ? detail::decode_fc2_sk(p.knobs, R, S.L.fc2.rows_pad / 32, d.fc2_split, d.fc2_stages32,
-                                    detail::decode_fc2_kil(p.knobs, M, nk2), d.sm_count)
-            : 0;
     d.partial = route_out;  // sized for the plan's split x max_tokens (>= this call's)
     d.counters = num_tiles + 4;
     if (p.off_fc1_bal >= 0) {

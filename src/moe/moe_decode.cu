@@ -54,14 +54,9 @@ void launch_fc1(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, bool 
 }
 
 template <typename OpT, bool kFold, int kSK, int kRC, int kW, int kS, int kR = DecodeCfg::kFc2Rows,
-          bool kKil = false, bool kSk = false>
+          bool kKil = false>
 void launch_fc2(const DecodeArgs& a, Stream stream, bool pdl) {
-  auto* k = [] {
-    if constexpr (kSk)
-      return dev::moe_decode_fc2_sk_kernel<OpT, kFold, kSK, kW, kS, kRC, kR, kKil, true>;
-    else
-      return dev::moe_decode_fc2_kernel<OpT, kFold, kSK, kW, kS, kRC, kR, kKil>;
-  }();
+  auto* k = dev::moe_decode_fc2_kernel<OpT, kFold, kSK, kW, kS, kRC, kR, kKil>;
   {  // the largest shared memory this instance is launched with, once per device
     const bool deep = kS == DecodeCfg::kFc2DeepStages;
     const int max_tokens = kR == 32             ? DecodeCfg::kFc2Rows32MaxTokens
@@ -72,9 +67,7 @@ void launch_fc2(const DecodeArgs& a, Stream stream, bool pdl) {
     B12X_CUDA_CHECK(::b12x::detail::opt_in_smem(reinterpret_cast<const void*>(k),
                                                 DecodeCfg::fc2_smem(kW, kS, max_tokens, kR), true));
   }
-  // kSk: fc2_sk CTAs over the row blocks' concatenated chunks (moe_decode.cuh).
-  const dim3 grid(static_cast<unsigned>(kSk ? a.fc2_sk : a.w2.rows_pad / kR),
-                  static_cast<unsigned>(kSk ? 1 : a.fc2_split));
+  const dim3 grid(static_cast<unsigned>(a.w2.rows_pad / kR), static_cast<unsigned>(a.fc2_split));
   launch_k(k, grid, dim3(32 * kW),
            static_cast<size_t>(DecodeCfg::fc2_smem(kW, kS, a.num_tokens, kR)), stream, pdl, a);
   B12X_CUDA_CHECK_LAUNCH();
@@ -120,11 +113,8 @@ void launch_gemms(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, boo
       // 3 stages (2 CTAs per SM; H200 round 45, Qwen3.5-TP4 nvfp4 M = 8 210.6 -> 204.5 us
       // against 2 stages at 3 CTAs per SM, 80 registers); B12X_MOE_FC2_STAGES=2 the 2-stage CTA.
       // K-interleaved warps (decode_fc2_kil) in the 3-stage CTA only.
-      constexpr bool kSkOk = kBf16 && kSK == 0;  // the probe's instance (decode_fc2_sk)
-      if (a.fc2_stages32 == 2)                   // decode_fc2_stages32
+      if (a.fc2_stages32 == 2)  // decode_fc2_stages32
         launch_fc2<OpT, kFold, kSK, kRC, 8, 2, 32>(a, stream, pdl);
-      else if (kSkOk && a.fc2_sk > 0)
-        launch_fc2<OpT, kFold, kSK, kRC, 8, 3, 32, false, kSkOk>(a, stream, pdl);
       else if (a.fc2_kil != 0)
         launch_fc2<OpT, kFold, kSK, kRC, 8, 3, 32, true>(a, stream, pdl);
       else

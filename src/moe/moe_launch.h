@@ -207,10 +207,6 @@ struct DecodeArgs {
   int fc1_part_slots = 0;  // CTA slots (row blocks x tile groups) fc1_part holds
   int fc1_cnt_rows = 0;    // row blocks fc1_cnt holds (x fc1_cnt_stride counters each)
   int fc1_cnt_stride = kMaxInlineRoutes;  // counters per row block: the kernels' route capacity
-  // Probe: the stream-K grid of the 32-row 3-stage FC2 (decode_fc2_sk; 0: off). Last, in the
-  // struct's tail padding: the other fields' offsets in every kernel's parameters stay as they
-  // were.
-  int fc2_sk = 0;
 };
 /// Balanced FC1 scratch (DecodeArgs::fc1_bal): counters [row_blocks][route capacity], then
 /// fp32 partials [slots][head, tail][4 tokens x 32 rows] for slots = max(row blocks, 3 x 256)
@@ -380,19 +376,6 @@ inline int decode_fc2_rows(const DecodeKnobs& k, int64_t tokens, int64_t routes,
 /// us, 3-stage K-interleaved -> 2-stage: M = 4 173.0 -> 158.9, M = 8 303.8 -> 284.1, w4a16 M = 8
 /// 296.9 -> 280.6 (0.92-0.95x); Qwen3.5-TP4 (128 x 2 = 256 CTAs, one wave of 2 already) with
 /// split 3 in the 2-stage CTA 0.990-0.998x (kept). DecodeKnobs::fc2_stages 2 / 3 forces it.
-/// Probe (DecodeKnobs::fc2_sk, B12X_MOE_FC2_SK=1): the stream-K grid (DecodeArgs::fc2_sk, CTAs) of
-/// the 32-row 3-stage FC2 where it would run `split` = 1 CTA per row block on a grid below one wave
-/// of 2 per SM (DeepSeek-TP4: 224 of 264): one wave, 2 x SMs CTAs of equal chunk ranges; 0 where
-/// not (one piece per CTA and row block needs G > row blocks; <= 2 x row blocks keeps a row block
-/// within 3 pieces, the plan's partials hold 4 above 8 routes).
-inline int decode_fc2_sk(const DecodeKnobs& k, int64_t routes, int64_t row_blocks32, int split,
-                         int stages32, bool kil, int sm_count) {
-  const int64_t g = 2 * static_cast<int64_t>(std::max(sm_count, 1));
-  return k.fc2_sk == 1 && routes > 8 && split == 1 && stages32 == 3 && !kil && g > row_blocks32 &&
-                 g <= 2 * row_blocks32
-             ? static_cast<int>(g)
-             : 0;
-}
 inline int decode_fc2_stages32(const DecodeKnobs& k, int64_t row_blocks32, int split, int sm_count,
                                int ctas2) {
   if (k.fc2_stages == 2 || k.fc2_stages == 3) return k.fc2_stages;

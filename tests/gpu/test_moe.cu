@@ -804,40 +804,6 @@ TEST(MoeGpu, DecodeStreamFc1LastWarpTileEnds) {
   }
 }
 
-TEST(MoeGpu, DecodeStreamFc2StreamK) {
-  B12X_REQUIRE_GPU();
-  // Probe B12X_MOE_FC2_SK=1 (decode_fc2_sk, read by plan): the 32-row 3-stage FC2 on a stream-K
-  // grid of 2 x SMs CTAs, each taking an equal range of the row blocks' concatenated chunks (the
-  // tail of one row block and the head of the next: two segments, each a split piece added by the
-  // row block's last piece in piece order). Forced 32 rows on 140 / 256 32-row blocks (H = 4480 /
-  // 8192; one piece or three per row block on a 132-SM H200), nvfp4 and BF16 w4a16, against the
-  // reference; bit-equal run to run, and a graph replay with new routes (the counters).
-  const Fp4Variant a16{QuantMode::kW4A16, SourceFormat::kModeloptNvfp4, DType::kBF16,
-                       Activation::kSilu};
-  const Case cases[] = {fp4_variant_case(kNvfp4Silu, 16, 4480, 256, 4, 4, 1),
-                        fp4_variant_case(a16, 24, 8192, 512, 8, 2, 1)};
-  for (const Case& c : cases) {
-    SCOPED_TRACE(c.name());
-    Problem P;
-    P.make(c);
-    ASSERT_EQ(setenv("B12X_MOE_FC2_SK", "1", 1), 0);
-    ASSERT_EQ(setenv("B12X_MOE_FC2_ROWS", "32", 1), 0);
-    GpuRun G(P);  // the plan reads the knobs
-    unsetenv("B12X_MOE_FC2_SK");
-    unsetenv("B12X_MOE_FC2_ROWS");
-    ASSERT_TRUE(G.ok);
-    const auto a = G.run_eager(), b = G.run_eager();
-    ASSERT_EQ(a.size(), b.size());
-    EXPECT_EQ(std::memcmp(a.data(), b.data(), 2 * a.size()), 0) << "a second run differs";
-    check_against_reference(P, G.as_float(a), 0.9999);
-    if (&c != &cases[0]) continue;
-    Problem Q;
-    std::vector<uint16_t> replay;
-    check_graph_replays(G, P, 1, "stream-K FC2", Q, replay);
-    check_against_reference(Q, G.as_float(replay), 0.9999);
-  }
-}
-
 TEST(MoeGpu, DecodeStreamFc2KInterleaved) {
   B12X_REQUIRE_GPU();
   // FC2 warps taking every 8th chunk of their CTA's range (DecodeArgs::fc2_kil, the 8-warp 3-stage
