@@ -2408,7 +2408,7 @@ void run(const Binding& b, Stream stream) {
     if (plan.tiled_wgmma > 0) {
       p.split = 1;
       p.cluster_split = 1;
-      if (lin::wgmma_group_kernel_available(im.wfmt, fp16)) {
+      if (wgmma_group_format(im.wfmt)) {
         if (plan.tiled_wgmma_f16x) {
           uint8_t* const y = b.scratch + plan.off_f16x;
           float* const xs = reinterpret_cast<float*>(y + M * K * 2);

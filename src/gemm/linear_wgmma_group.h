@@ -10,13 +10,9 @@ namespace b12x::gemm::lin {
 struct LinearParams;
 
 /// True for the (format, MMA dtype fp16?, tokens per CTA: 128 or 256, var) the group wgmma
-/// kernel implements. var 0: 128 rows per CTA, each partial drained before its promotion; 1: two
-/// partial sets, a promotion overlapping the next partial's wgmmas (m64n64 units at 256 tokens);
-/// 2 (128 tokens): 256 rows per CTA; 3 (256 tokens): 1 with the refill copies issued after the
-/// stage's second unit of wgmmas; 13 (256 tokens, the default there since session 12):
-/// warp-specialized (384 threads: a producer warpgroup and an mbarrier ring) with chained stage
-/// pairs; the others are listed at pick() in linear_tiled_sm90_group.cu.
-bool wgmma_group_kernel_available(WFmt f, bool fp16, int tok = 128, int var = 0);
+/// kernel implements: since session 21 the defaults only, Q8_0 16 (256 tokens) / 21 (128) and
+/// IQ2 52 / 53 on FP16 MMAs (the variants are listed at pick() in linear_tiled_sm90_group.cu).
+bool wgmma_group_kernel_available(WFmt f, bool fp16, int tok, int var);
 /// Host-only setup (dynamic shared memory opt-in); call before capture (plan does).
 void prepare_linear_wgmma_group(WFmt f, bool fp16, int tok, int var);
 /// grid = (ceil(NP/rows), ceil(M/tok)): rows (128, 256 for var 2) weight rows x tok tokens per
