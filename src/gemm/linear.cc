@@ -135,11 +135,6 @@ constexpr bool kStreamMxTilePerSm = true;
 /// NVFP4 W4A16 4.24 / 9.93 / 4.45 -> 4.82 / 10.52 / 5.24, not taken. B12X_GEMM_STREAM_JIT=4 forces
 /// it at the 3-CTA cap with 8 parts (the spilling instances without kLean were removed).
 constexpr bool kStreamJitLean3 = true;
-/// Session 21: the M = 1 kernel's even split where it streams fewer blocks per warp (Plan::
-/// decode_stream_var bit 256; see plan()), CTAs of 16 warps (kStreamEvenLean: 24 with kLean's
-/// registers for NVFP4 W4A16).
-constexpr bool kStreamEven = false;
-constexpr bool kStreamEvenLean = false;
 /// Plan::stream_trig's default mask: the 4-row kernel (M = 2..4), round 57 NVFP4 W4A16 M = 4
 /// off -> on 8.72 / 14.83 / 18.14 / 10.67 us -> 6.95 / 14.25 / 18.13 / 10.21 (2048x7168 runs the
 /// decode kernel; round 56 alike). The M = 1 kernel's (mask 1) where its grid fills >= 80 % of
@@ -1512,39 +1507,12 @@ Plan plan(const Caps& caps) {
           p.decode_stream_var = 0;  // the CTA's staging (W4A4: after the pre-pass)
           p.decode_stream_smem = lin::stream_smem_bytes(geo.kvec, c.parts);
         }
-        // Session 21 (kStreamEven): the even split (var bit 256, the kernel's kEven): one CTA
-        // per SM of 16 warps (24 with kLean's registers, NVFP4 W4A16: kStreamEvenLean) over
-        // whole row tiles, the CTA's blocks of 4 vectors split evenly over its warps, where its
-        // warps stream fewer blocks than the chosen grid's (ROUND78). B12X_GEMM_STREAM_EVEN=0|1|2
-        // turns it off / forces it with 16 / 24 warps.
-        {
-          const char* ev = std::getenv("B12X_GEMM_STREAM_EVEN");
-          const bool w4a4 = f == LinearFormat::kNvfp4 || f == LinearFormat::kMxfp4;
-          const bool lean =
-              f == LinearFormat::kNvfp4W4A16 && (ev != nullptr ? ev[0] == '2' : kStreamEvenLean);
-          const int64_t ectas = std::min<int64_t>(sms, geo.n16);
-          const int64_t eblocks =
-              ((geo.n16 + ectas - 1) / ectas * ((geo.kvec + 3) / 4) + (lean ? 23 : 15)) /
-              (lean ? 24 : 16);
-          if (ev != nullptr ? ev[0] == '1' || ev[0] == '2' : kStreamEven && eblocks * 4 < c.cost) {
-            p.decode_stream_parts = 8;
-            p.decode_stream_occ = 2;
-            p.decode_stream_ctas = static_cast<int>(ectas);
-            p.decode_stream_var = (w4a4 ? 168 : 128) | 256 | (lean ? 64 : 0);
-            p.decode_stream_smem = lin::kStreamEvenBytes(lean);
-            p.decode_stream_vp = lin::stream_vectors_per_part(geo.kvec, 8);
-            c.ctas = p.decode_stream_ctas;
-            c.slots = sms;
-          }
-        }
         // MXFP4's variant-free instances take fold-free weights only (session 21 removed the
         // fold's, reached by knobs alone): such a plan runs other weights on the decode kernel,
         // as MXFP4 W4A16 (whose variants are fold-free only) does every weight since session 15.
         p.decode_stream_free_only =
             mx_w4a16_free || (wf == lin::WFmt::kMxfp4 && !(p.decode_stream_var & 128));
         stream_trig_m1 = c.ctas * 10 >= c.slots * 8 || (tile_per_sm && occ == 2);
-        if (const char* e = std::getenv("B12X_GEMM_STREAM_PF"); e != nullptr)
-          p.decode_stream_pf = e[0] == '1' ? 1 : 0;
       }
     }
   }
@@ -2530,7 +2498,6 @@ void run(const Binding& b, Stream stream) {
     p.stream_vp = plan.decode_stream_vp;
     p.stream_trig = (plan.stream_trig & 1) ? 1 : 0;
     p.stream_var = plan.decode_stream_var;
-    p.stream_pf = plan.decode_stream_pf;
     lin::launch_linear_stream(im.wfmt, plan.decode_stream_parts, plan.decode_stream_occ,
                               plan.decode_stream_ctas, plan.decode_stream_smem, p, stream, 1);
     return;

@@ -64,12 +64,6 @@ inline constexpr int64_t kStreamSmemBudget = 101376 - 8 * 1024;
 /// The M = 1 stream kernel's per-warp activation blocks (LinearParams::stream_var 128): 512
 /// bytes per warp instead of the CTA's whole K.
 inline constexpr int64_t kStreamJitBytes = 8 * 512;
-/// The even split's (stream_var bit 256, session 21 probe; CTAs of 16 warps, 24 with kLean):
-/// each warp's 512-byte activation block, then the partial row sums of its first and last K
-/// segments ([warp][2][16] fp32).
-inline constexpr int64_t kStreamEvenBytes(bool lean) {
-  return (lean ? 24 : 16) * (512 + 2 * 16 * 4);
-}
 /// Staging budget with 4 token rows (session 12, M = 2..4): SM12x's 99 KB beside the 8 KB
 /// reduction buffer (kStreamRedBytes<4>) and margin: 82944 B (K up to ~10k without a K split).
 inline constexpr int64_t kStreamRowsSmemBudget = 101376 - 18 * 1024;

@@ -68,9 +68,6 @@ struct LinearParams {
   // M = 1 stream kernel: variant (session 16, Plan::decode_stream_var; kVar of
   // linear_stream_kernel: 8 the NVFP4 activations converted while staging).
   int stream_var;
-  // M = 1 stream kernel: each warp's weights past its first block requested into L2 by one bulk
-  // prefetch at the start (session 21 probe, Plan::decode_stream_pf; SM90+).
-  int stream_pf;
   // 8 warps per tile: the device's ring + staging budget (lin::decode_ws8_budget of the opt-in
   // shared memory, Plan::decode_ws8_budget; run reads no device info).
   int64_t decode_ws8_budget;

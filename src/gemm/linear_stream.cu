@@ -52,23 +52,6 @@ StreamFn stream_fn(int parts) {
 /// staged, kLean 5.70): W4A16 192 (MXFP4 fold-free), W4A4 232.
 StreamFn stream_var_fn(WFmt f, int parts, int occ, int var, bool mx_free) {
   const bool mx = f == WFmt::kMxfp4;
-  if (var & 256) {  // the even split (session 21 probe): 16 warps, kLean's 24 (W4A16 NVFP4)
-    if (occ != 2 || parts != 8) return nullptr;
-    switch (var) {
-      case 384:
-        return !mx       ? &linear_stream_kernel<8, 2, 1, false, false, 384>
-               : mx_free ? &linear_stream_kernel<8, 2, 1, true, true, 384>
-                         : nullptr;
-      case 424:
-        return !mx       ? &linear_stream_kernel<8, 2, 1, false, false, 424>
-               : mx_free ? &linear_stream_kernel<8, 2, 1, true, true, 424>
-                         : &linear_stream_kernel<8, 2, 1, true, false, 424>;
-      case 448:
-        return mx ? nullptr : &linear_stream_kernel<8, 2, 1, false, false, 448>;
-      default:
-        return nullptr;
-    }
-  }
   if (occ == 3) {
     if (parts != 8) return nullptr;
     if (var == 232)
@@ -268,8 +251,7 @@ void launch_linear_stream(WFmt f, int parts, int occ, int ctas, int64_t smem, co
   B12X_ASSERT(p.M >= 1 && p.M <= rows && p.act_kind == act_kind && p.xs_kind == xs_kind &&
                   p.stream_vp > 0 && p.stream_vp % kStreamDepth == 0 &&
                   int64_t{p.stream_vp} * parts * split >= p.kvec &&
-                  smem == (rows == 1 && (p.stream_var & 256) ? kStreamEvenBytes(p.stream_var & 64)
-                           : rows == 1 && (p.stream_var & 128)
+                  smem == (rows == 1 && (p.stream_var & 128)
                                ? kStreamJitBytes
                                : int64_t{parts} * p.stream_vp * 64 * 2 * rows) &&
                   (split == 1 || p.partial != nullptr),
@@ -287,10 +269,8 @@ void launch_linear_stream(WFmt f, int parts, int occ, int ctas, int64_t smem, co
                         rows,
                         split,
                         f == WFmt::kMxfp4 && p.mx_free != 0};
-  const int warps =
-      rows == 1 && (p.stream_var & 256) ? ((p.stream_var & 64) ? 24 : 16) : kStreamWarps;
   B12X_CUDA_CHECK(b12x::detail::launch_ex(
-      k, dim3(static_cast<unsigned>(gx), static_cast<unsigned>(split)), dim3(warps * 32),
+      k, dim3(static_cast<unsigned>(gx), static_cast<unsigned>(split)), dim3(kStreamWarps * 32),
       static_cast<size_t>(smem), stream, p.pdl != 0, dim3(1, 1, 1), p));
   B12X_CUDA_CHECK_LAUNCH();
 }

@@ -1434,12 +1434,6 @@ TEST(GemmGpu, DecodeStreamMxFree) {
     launched({LinearFormat::kMxfp4, 1, 72, 4832, DType::kBF16, DType::kBF16, false}, false, false);
     ScopedEnv ep4("B12X_GEMM_STREAM_PARTS", "4");
     launched({LinearFormat::kMxfp4, 1, 200, 4832, DType::kBF16, DType::kBF16, true}, true, false);
-    {
-      // the even split's fold instance (session 21; 300 tiles, pieces across warps),
-      ScopedEnv ee("B12X_GEMM_STREAM_EVEN", "1");
-      launched({LinearFormat::kMxfp4, 1, 4800, 1312, DType::kBF16, DType::kBF16, true}, false,
-               false);
-    }
     // and in kLean's 3-CTA instance (var 232; the default at 6144x4096).
     ScopedEnv eo3("B12X_GEMM_STREAM_OCC", "3"), ep8("B12X_GEMM_STREAM_PARTS", "8"),
         e4("B12X_GEMM_STREAM_JIT", "4");
@@ -1627,49 +1621,6 @@ TEST(GemmGpu, DecodeStreamJit) {
   ScopedEnv ep("B12X_GEMM_STREAM_PARTS", "8"), ec("B12X_GEMM_STREAM_CTAS", "1");
   EXPECT_EQ(plan1(LinearFormat::kNvfp4W4A16, 4096, 4096).decode_stream_var, 128);
   run_case({LinearFormat::kNvfp4W4A16, 1, 4096, 4096, DType::kBF16, DType::kBF16, true});
-}
-
-TEST(GemmGpu, DecodeStreamEven) {
-  // Session 21 probe (B12X_GEMM_STREAM_EVEN=1|2): the M = 1 kernel's even split, one CTA of 16
-  // warps (=2: 24, kLean, NVFP4 W4A16) per SM over whole row tiles, the CTA's blocks of 4
-  // vectors split evenly over its warps across tile boundaries, the pieces of a tile summed by
-  // the warp owning its last block. N = 72 (5 tiles: one per CTA, warps without blocks at K =
-  // 1280), 4800 (300 tiles: 2-3 per CTA, pieces), K = 1312 (a last block of one vector), 4864,
-  // bias, an FP16 output, a replayed graph; NVFP4 / MXFP4, W4A16 / W4A4.
-  B12X_REQUIRE_GPU();
-  ScopedEnv es("B12X_GEMM_DECODE_STREAM", "1");
-  int n = 0;
-  for (const char* ev : {"1", "2"}) {
-    ScopedEnv ee("B12X_GEMM_STREAM_EVEN", ev);
-    for (const LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kNvfp4,
-                                 LinearFormat::kMxfp4W4A16, LinearFormat::kMxfp4}) {
-      if (ev[0] == '2' && f != LinearFormat::kNvfp4W4A16) continue;
-      for (const int64_t N : {72, 4800})
-        for (const int64_t K : {1280, 1312, 4864}) {
-          const gemm::Plan pl = plan_m1(f, N, K);
-          EXPECT_EQ(pl.decode_stream_var & (256 | 64), 256 | (ev[0] == '2' ? 64 : 0))
-              << gemm::format_name(f);
-          const int64_t before = gemm::lin::last_stream_launch().serial;
-          run_case({f, 1, N, K, DType::kBF16, n == 5 ? DType::kFP16 : DType::kBF16, (n % 2) == 0},
-                   /*graph_replay=*/n == 3 || n == 14);
-          EXPECT_GT(gemm::lin::last_stream_launch().serial, before)
-              << gemm::format_name(f) << " N " << N << " K " << K;
-          ++n;
-        }
-    }
-  }
-  // Session 21 probe (B12X_GEMM_STREAM_PF=1): each warp's weights past its first block
-  // prefetched into L2 at the start (the staged, per-warp block and even-split kernels).
-  ScopedEnv pf("B12X_GEMM_STREAM_PF", "1");
-  for (const LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kNvfp4})
-    for (const int64_t K : {1312, 4864}) {
-      EXPECT_EQ(plan_m1(f, 4800, K).decode_stream_pf, 1);
-      run_case({f, 1, 4800, K, DType::kBF16, DType::kBF16, K == 1312});
-    }
-  ScopedEnv ee("B12X_GEMM_STREAM_EVEN", "1"), eo("B12X_GEMM_STREAM_OCC", "3");
-  run_case({LinearFormat::kNvfp4W4A16, 1, 4800, 1312, DType::kBF16, DType::kBF16, true});
-  ScopedEnv e0("B12X_GEMM_STREAM_EVEN", "0");
-  run_case({LinearFormat::kNvfp4W4A16, 1, 4800, 4864, DType::kBF16, DType::kBF16, false});
 }
 
 TEST(GemmGpu, DecodeStreamShfl) {

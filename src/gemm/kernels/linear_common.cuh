@@ -175,19 +175,6 @@ __device__ __forceinline__ void griddep_launch_dependents() {
 #endif
 }
 
-/// Requests `bytes` (a multiple of 16, 16-byte aligned) from global memory into L2 without
-/// waiting (SM90+ bulk prefetch; a no-op before).
-__device__ __forceinline__ void prefetch_l2_bulk(const void* p, uint32_t bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
-#endif
-}
-
-/// Requests the 128-byte line of `p` into L2 without waiting.
-__device__ __forceinline__ void prefetch_l2(const void* p) {
-  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
-}
-
 /// Streaming 16-byte load that bypasses L1 allocation (weights are read once).
 __device__ __forceinline__ uint4 ldg_stream(const void* p) {
   uint4 v;

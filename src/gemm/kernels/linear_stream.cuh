@@ -69,11 +69,6 @@ template <int kRows>
 inline constexpr int kStreamRedBytes =
     kRows == 1 ? 2 * kStreamWarps * 16 * 4 : 2 * kStreamWarps * 4 * 32 * 4;
 
-/// The M = 1 kernel's even split (LinearParams::stream_var bit 256, session 21 probe): CTAs of 16
-/// warps (24 with kLean's registers) at one CTA per SM.
-template <int kVar>
-inline constexpr int kStreamCtaWarps = (kVar & 256) ? ((kVar & 64) ? 24 : 16) : kStreamWarps;
-
 /// Stores one 16-row tile's accumulator fragments of kNt n8 token tiles (lane (g, t) of token
 /// tile n: c0 / c1 = row g, tokens 8n + 2t / + 1; c2 / c3 = row g + 8) into fp32 partial slot
 /// `slot` ([slot][M][NP], every row of the tile: the reduce reads up to NP) or, without
@@ -260,11 +255,12 @@ __device__ __forceinline__ void stream_q8(const LinearParams& p, const uint8_t* 
 /// block of 4 vectors (256 K: 16 bytes per lane) with the block's weights, one block ahead, and
 /// writes them in lane order into its own 512-byte buffer at the block's start (two warp barriers).
 template <int kParts, int kOcc, int kRows = 1, bool kMx = false, bool kMxFree = false, int kVar = 0>
-__global__ void __launch_bounds__(kStreamCtaWarps<kVar> * 32, (kVar & 256) ? 1 : kOcc)
+__global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     linear_stream_kernel(const LinearParams p) {
   static_assert(!kMx || kRows == 1, "MXFP4: M = 1");
   static_assert(!kMxFree || kMx, "fold-free splats: MXFP4 only");
-  static_assert(kVar == 0 || (kRows == 1 && (!kMx || (kVar & 128))), "kVar: M = 1; MXFP4 kJit");
+  static_assert(kVar == 0 || (kRows == 1 && (!kMx || (kVar & ~64) == 128 || (kVar & ~64) == 168)),
+                "kVar: M = 1; MXFP4 with kJit only");
   constexpr bool kQx = (kVar & 8) != 0;  // NVFP4 (kMx: MXFP4) activations converted in the kernel
   constexpr bool kJit = (kVar & 128) != 0;
   // kQf (bit 32, session 20; kQx with kJit): the conversion by BF16 pair arithmetic, NVFP4 into
@@ -277,21 +273,13 @@ __global__ void __launch_bounds__(kStreamCtaWarps<kVar> * 32, (kVar & 256) ? 1 :
   constexpr bool kLean = (kVar & 64) != 0;
   static_assert(!kLean || kJit, "kLean: with the per-warp blocks");
   constexpr int kCh = kLean ? 1 : 4;  // MMA accumulator chains
-  // kEven (bit 256, session 21 probe; kJit, kParts 8): the CTA owns whole row tiles [T0, T1) (of
-  // the grid's even shares) and its kWarps warps split the CTA's blocks of 4 vectors evenly,
-  // whatever the tile boundaries: a warp's range crosses them, its pieces of a tile that other
-  // warps share go to shared memory and the warp owning the tile's last block sums them in warp
-  // order after one CTA barrier (deterministic). 14336x4096 on 132 CTAs of 16 warps: 7 blocks per
-  // warp, where 2 parts of 4 tiles per 8-warp CTA stream 8.
-  constexpr bool kEven = (kVar & 256) != 0;
-  static_assert(!kEven || (kJit && kParts == 8), "kEven: with the per-warp blocks");
   static_assert(!kQf || (kQx && kJit), "kQf: the per-warp blocks' FP4 activation conversion");
   constexpr int kSb = kMx ? 2 : 4;  // scale bytes per row and vector
   static_assert(kParts == 1 || kParts == 2 || kParts == 4 || kParts == 8, "K parts per tile");
   static_assert(kRows == 1 || kRows == 4, "token rows");
   using T = Bf16Tag;
   constexpr int kDepth = kStreamDepth;
-  constexpr int kWarps = kStreamCtaWarps<kVar>;
+  constexpr int kWarps = kStreamWarps;
   constexpr int kTiles = kWarps / kParts;
   constexpr int kNt = 1;  // n8 token tiles per MMA step (two measured slower for 16 rows)
   extern __shared__ __align__(16) uint8_t dsm[];
@@ -305,13 +293,6 @@ __global__ void __launch_bounds__(kStreamCtaWarps<kVar> * 32, (kVar & 256) ? 1 :
   // The CTA's K range (kRows > 1: gridDim.y ranges of kParts * vp vectors).
   const int ky = kRows == 1 ? 0 : static_cast<int>(blockIdx.y);
   const int64_t vbase = static_cast<int64_t>(ky * kParts + wk) * vp;  // warp's first vector
-  // kEven: the CTA's tiles and blocks, the warp's blocks [eb0, eb1) (CTA-local; bpt per tile).
-  const int bpt = static_cast<int>((p.kvec + kDepth - 1) / kDepth);
-  const int64_t et0 = kEven ? static_cast<int64_t>(blockIdx.x) * p.n16 / gridDim.x : 0;
-  const int64_t et1 = kEven ? static_cast<int64_t>(blockIdx.x + 1) * p.n16 / gridDim.x : 0;
-  const int64_t enb = (et1 - et0) * bpt;
-  const int64_t eb0 = warp * enb / kWarps, eb1 = (warp + 1) * enb / kWarps;
-  int64_t eib = eb0;  // kEven: the block being requested
 
   // Issue state: the next block of kDepth vectors to request starts at vector iv of group igrp
   // (vp is a multiple of kDepth, so a block never straddles two groups and the vectors of a
@@ -324,18 +305,10 @@ __global__ void __launch_bounds__(kStreamCtaWarps<kVar> * 32, (kVar & 256) ? 1 :
   const uint8_t* sp8 = nullptr;        // row g + 8
   const int64_t lim = p.kvec - vbase;  // vectors of this warp's part that exist
   auto set_group = [&]() {
-    if constexpr (kEven) {
-      const int64_t tile = et0 + eib / bpt, v = (eib % bpt) * kDepth;
-      nvalid = eib < eb1 ? static_cast<int>(min(p.kvec - v, int64_t{kDepth})) : 0;
-      iv = static_cast<int>(v);
-      wp = p.wvals + (tile * p.kvec + v) * 512 + lane * 16;
-      sp = p.wscale + (tile * 16 + g) * p.scale_ld + v * kSb;
-    } else {
-      const int64_t tile = igrp * kTiles + wt;
-      nvalid = igrp < groups && tile < p.n16 ? static_cast<int>(min(lim, int64_t{kDepth})) : 0;
-      wp = p.wvals + (tile * p.kvec + vbase) * 512 + lane * 16;
-      sp = p.wscale + (tile * 16 + g) * p.scale_ld + vbase * kSb;
-    }
+    const int64_t tile = igrp * kTiles + wt;
+    nvalid = igrp < groups && tile < p.n16 ? static_cast<int>(min(lim, int64_t{kDepth})) : 0;
+    wp = p.wvals + (tile * p.kvec + vbase) * 512 + lane * 16;
+    sp = p.wscale + (tile * 16 + g) * p.scale_ld + vbase * kSb;
     sp8 = sp + 8 * p.scale_ld;
   };
   set_group();
@@ -366,7 +339,7 @@ __global__ void __launch_bounds__(kStreamCtaWarps<kVar> * 32, (kVar & 256) ? 1 :
   };
   auto issue = [&](uint4& s, int j) {
     if constexpr (kJit) {
-      if (j == 0 && xok) na = load_x((kEven ? iv : vbase + iv) * 64);
+      if (j == 0 && xok) na = load_x((vbase + iv) * 64);
     }
     if (j < nvalid) {
       s = ldg_stream(wp + j * 512);
@@ -384,21 +357,6 @@ __global__ void __launch_bounds__(kStreamCtaWarps<kVar> * 32, (kVar & 256) ? 1 :
     }
   };
   auto advance = [&]() {
-    if constexpr (kEven) {
-      // The next block, crossing into the next tile where this one ends (pointers recomputed).
-      ++eib;
-      if (iv + kDepth >= p.kvec || eib >= eb1) {
-        set_group();
-      } else {
-        wp += kDepth * 512;
-        sp += kDepth * kSb;
-        sp8 += kDepth * kSb;
-        iv += kDepth;
-        nvalid = static_cast<int>(min(p.kvec - iv, int64_t{kDepth}));
-      }
-      if (p.stream_trig && eib == eb1) griddep_launch_dependents();
-      return;
-    }
     wp += kDepth * 512;
     sp += kDepth * kSb;
     sp8 += kDepth * kSb;
@@ -423,41 +381,11 @@ __global__ void __launch_bounds__(kStreamCtaWarps<kVar> * 32, (kVar & 256) ? 1 :
     issue(ring[j], j);
   }
   advance();
-  // The warp's weights past the block just requested (its first group's part; kEven: its whole
-  // range, contiguous across tiles) requested into L2 at once, so its later blocks' loads are L2
-  // hits and the DRAM sees all of the grid's bytes from the start (p.stream_pf); lanes 0..15 /
-  // 16..31 request the scale bytes of rows lane & 15 of the range's first / last tile (one or
-  // two 128-byte lines each: a row's bytes of the range are contiguous).
-  if (kRows == 1 && p.stream_pf && (!kEven || eb1 > eb0)) {
-    const int64_t tile0 = kEven ? et0 : static_cast<int64_t>(blockIdx.x) * kTiles + wt;
-    const int64_t v0 = kEven ? (eb0 % bpt) * kDepth : vbase;  // the first block's vector
-    const int64_t tl = kEven ? (eb1 - 1) / bpt : 0;           // the last tile (CTA-local)
-    const int64_t vl =
-        kEven ? min(((eb1 - 1) % bpt + 1) * kDepth, p.kvec) : min(p.kvec, vbase + vp);
-    const int64_t tf = kEven ? eb0 / bpt : 0;
-    const int64_t first = tf * p.kvec + v0 + kDepth, vend = tl * p.kvec + vl;
-    if (lane == 0 && tile0 + tl < p.n16 && vend > first)
-      prefetch_l2_bulk(p.wvals + (tile0 * p.kvec + first) * 512,
-                       static_cast<uint32_t>(min(vend - first, int64_t{1} << 20) * 512));
-    const bool last = lane >= 16;
-    const int64_t ts = tile0 + (last ? tl : tf);
-    const int64_t vs = last ? (tl == tf ? vl : 0) : v0, ve = last || tl == tf ? vl : p.kvec;
-    if (ts < p.n16 && ve > vs) {
-      const uint8_t* const a = p.wscale + (ts * 16 + (lane & 15)) * p.scale_ld + vs * kSb;
-      const uint8_t* const e = a + (ve - vs) * kSb - 1;
-      prefetch_l2(a);
-      if ((reinterpret_cast<uintptr_t>(e) >> 7) != (reinterpret_cast<uintptr_t>(a) >> 7))
-        prefetch_l2(e);
-    }
-  }
   griddep_wait();  // the activations (and alpha) belong to earlier kernels
 
   const int ks = kParts * vp * 64;  // staged activations (K values)
   uint8_t* const xs = dsm;
-  if constexpr (kEven) {
-    xok = true;
-    na = load_x((eb0 % bpt) * kDepth * 64);  // the warp's first block (requested before the wait)
-  } else if constexpr (kJit) {
+  if constexpr (kJit) {
     xok = true;
     na = load_x(vbase * 64);  // block 0 of the first group (requested before the wait)
   }
@@ -583,15 +511,7 @@ __global__ void __launch_bounds__(kStreamCtaWarps<kVar> * 32, (kVar & 256) ? 1 :
                                    : xs + wk * vp * kRows * 128 + ((g & (kRows - 1)) * 4 + t) * 16;
   uint8_t* const xw = dsm + warp * 512;  // kJit: the warp's block of activations
   int rb = 0;                            // reduction buffer
-  // kEven: the block being computed, the tile whose pieces this warp sums at the end (-1: none)
-  // and the pieces' partial row sums.
-  int64_t ecb = eb0, efin = -1;
-  float* const epart = reinterpret_cast<float*>(dsm + kWarps * 512);
-  // A group of kParts x kTiles tiles, or (kEven) a segment: the warp's blocks within one tile.
-  for (int64_t grp = kEven ? 0 : blockIdx.x; kEven ? ecb < eb1 : grp < groups;
-       grp += kEven ? 1 : gridDim.x) {
-    const int64_t eseg = ecb;
-    const int nblk = kEven ? static_cast<int>(min(eb1 - ecb, bpt - ecb % bpt)) : 0;
+  for (int64_t grp = blockIdx.x; grp < groups; grp += gridDim.x) {
     float acc[kNt][kCh][4];
 #pragma unroll
     for (int n = 0; n < kNt; ++n)
@@ -677,7 +597,7 @@ __global__ void __launch_bounds__(kStreamCtaWarps<kVar> * 32, (kVar & 256) ? 1 :
         mma16816<T>(acc[n][3 % kCh], af[1][1], xb[n].z, xb[n].w);
       }
     };
-    for (int v0 = 0; v0 < (kEven ? nblk * kDepth : vp); v0 += kDepth) {
+    for (int v0 = 0; v0 < vp; v0 += kDepth) {
       if constexpr (kLean && kMx) {
         const uint32_t sel = (t >> 1) * 0x1111u + 0x6420u;  // byte 2j + t / 2 of .x, .y
         cs0 = prmt(nb0.x, nb0.y, sel);
@@ -753,24 +673,6 @@ __global__ void __launch_bounds__(kStreamCtaWarps<kVar> * 32, (kVar & 256) ? 1 :
       r0 = (acc[0][0][0] + acc[0][1][0]) + (acc[0][2][0] + acc[0][3][0]);
       r1 = (acc[0][0][2] + acc[0][1][2]) + (acc[0][2][2] + acc[0][3][2]);
     }
-    if constexpr (kEven) {
-      ecb += nblk;
-      const int64_t tl = eseg / bpt;  // CTA-local tile
-      const bool starts = eseg % bpt == 0, ends = ecb % bpt == 0;
-      if (starts && ends) {
-        const int64_t row = (et0 + tl) * 16 + g + 8 * t;
-        if (t < 2 && row < p.N) store_out_elem(p, 0, row, t ? r1 : r0, mult);
-      } else {
-        // A piece: slot 0 for the warp's first segment, 1 for its last.
-        float* const pr = epart + (warp * 2 + (eseg == eb0 ? 0 : 1)) * 16;
-        if (t == 0) {
-          pr[g] = r0;
-          pr[g + 8] = r1;
-        }
-        if (ends) efin = tl;  // the tile's last block: this warp sums its pieces
-      }
-      continue;
-    }
     if constexpr (kParts > 1) {
       auto& red1 = *reinterpret_cast<float(*)[2][kWarps][16]>(red);
       if (t == 0) {
@@ -794,22 +696,6 @@ __global__ void __launch_bounds__(kStreamCtaWarps<kVar> * 32, (kVar & 256) ? 1 :
     if (wk == 0 && t < 2 && tile < p.n16) {
       const int64_t row = tile * 16 + g + 8 * t;
       if (row < p.N) store_out_elem(p, 0, row, t ? r1 : r0, mult);
-    }
-  }
-  if constexpr (kEven) {
-    // The pieces of tile efin, in warp order from the owner of its first block (warps of empty
-    // ranges skipped; a piece is its warp's first segment where the warp's range starts in the
-    // tile, else its last).
-    __syncthreads();
-    if (efin >= 0 && t < 2) {
-      const int64_t x0 = efin * bpt;
-      float r = 0.f;
-      for (int w = static_cast<int>(((x0 + 1) * kWarps - 1) / enb); w <= warp; ++w) {
-        const int64_t wb0 = w * enb / kWarps, wb1 = (w + 1) * enb / kWarps;
-        if (wb1 > wb0) r += epart[(w * 2 + (wb0 >= x0 ? 0 : 1)) * 16 + g + 8 * t];
-      }
-      const int64_t row = (et0 + efin) * 16 + g + 8 * t;
-      if (row < p.N) store_out_elem(p, 0, row, r, mult);
     }
   }
   griddep_launch_dependents();
