@@ -705,12 +705,14 @@ int choose_cfg(const Caps& c) {
 /// activation copies empty; a 16-slot tile reads its expert's weights once per 16 routes). H200
 /// round 26, nvfp4 M = 256, 64 -> 16 (32) slots, us: Qwen3-30B (rho 16) 446 -> 307 (298),
 /// DeepSeek-TP4 (8) 1683 -> 889 (1101), MiniMax (8) 3804 -> 2086 (2522), Qwen3.5-TP4 (5) 3490 ->
-/// 1818 (2265). Measurement knob B12X_MOE_GROUPED_TN=16|32|64 forces the tile.
+/// 1818 (2265). Measurement knob B12X_MOE_GROUPED_TN=16|64 forces the tile (session 21 removed the
+/// 32-slot instances, which only the knob reached: 1.21-1.25x the 16-slot tile above, 0.97x at
+/// Qwen3-30B).
 int grouped_tile_tokens(const Caps& c) {
   const int forced = [] {
     const char* e = std::getenv("B12X_MOE_GROUPED_TN");
     const int n = e != nullptr ? std::atoi(e) : 0;
-    return n == 16 || n == 32 || n == 64 ? n : 0;
+    return n == 16 || n == 64 ? n : 0;
   }();
   const bool fp4 =
       c.weight_plan != nullptr && c.weight_plan->args.source_format != SourceFormat::kGgml;

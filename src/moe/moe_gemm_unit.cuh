@@ -20,8 +20,6 @@ template <typename OpT, bool kFold>
 void launch_pipe(const GemmArgs& a, dim3 grid, Stream stream, bool pdl) {
   if (a.tile_tokens == 16)
     launch_pipe_tn<OpT, kFold, 16>(a, grid, stream, pdl);
-  else if (a.tile_tokens == 32)
-    launch_pipe_tn<OpT, kFold, 32>(a, grid, stream, pdl);
   else
     launch_pipe_tn<OpT, kFold, 64>(a, grid, stream, pdl);
 }

@@ -732,7 +732,7 @@ __device__ __forceinline__ void cp_async_wait() {
 }
 
 /// Grouped tile for FP4 weights with pre-quantised (raw) operands: 128 weight rows x kTN slots
-/// (64; 16 / 32 where experts hold few routes: B12X_MOE_GROUPED_TN), one 128-value K sub-chunk
+/// (64; 16 where experts hold few routes: B12X_MOE_GROUPED_TN), one 128-value K sub-chunk
 /// per pipeline stage (weights 8 KB + scales 1 KB + activations kTN x 256 B), kStages stages in
 /// flight via cp.async.
 template <int kTN_ = 64>
@@ -742,8 +742,8 @@ struct PipeCfg {
   static constexpr int kStageBytes = kValBytes + kScaleBytes + kActBytes;
   static constexpr int kSmem = kStages * kStageBytes;
   // Smaller tiles hold fewer accumulators: more CTAs per SM (registers capped accordingly).
-  static constexpr int kMinBlocks = kTN == 64 ? 1 : kTN == 32 ? 2 : 4;
-  static_assert(kTN == 16 || kTN == 32 || kTN == 64, "16, 32 or 64 slots");
+  static constexpr int kMinBlocks = kTN == 64 ? 1 : 4;
+  static_assert(kTN == 16 || kTN == 64, "16 or 64 slots");
   static_assert(kSmem + 2048 <= 101376, "SM12x: at most 99 KB of shared memory per block");
 };
 
