@@ -311,12 +311,6 @@ struct Plan {
   /// per warp on BF16 activations where stream16_vp <= 16; B12X_GEMM_STREAM16_ONCE=0 keeps the
   /// chunked kernel).
   bool stream16_once = false;
-  /// NVFP4 / MXFP4 block kernel with stream16_split > 1: the split summed inside the kernel by
-  /// the last of each row group's warps to arrive (session 21; no reduce launch), with fp32
-  /// partials at off_partial and a 64-bit counter per CTA column and warp at off_split_cnt
-  /// (never reset: each carries its launch's %gridid). B12X_GEMM_STREAM16_FUSE=0|1.
-  bool stream16_fuse = false;
-  int64_t off_split_cnt = 0;
   /// FP8 weights (per-tensor, block FP8, MXFP8) on the block kernel (session 14,
   /// lin::launch_linear_stream16_f8; the stream16_* fields above describe its grid): its
   /// weight ring depth per warp (0: not the FP8 kernel). Its MMA kind is decode_fp8_mma.
@@ -325,7 +319,8 @@ struct Plan {
   int stream16_depth = 0;
   /// FP8 block kernel: the smallest run M it takes (MXFP8 1, block FP8 3 (2 where K >= 3 N),
   /// per-tensor 4; 9 for per-tensor where it runs one tile per warp on a small grid, whose decode
-  /// kernel was 1-3 % faster at M = 5..8, round 52).
+  /// kernel was 1-3 % faster at M = 5..8, round 52). NVFP4 / MXFP4 (session 21): 5, 2 for MXFP4
+  /// W4A4; B12X_GEMM_STREAM16_MINM=<2..5> overrides.
   int stream16_min_m = 0;
   /// FP8 block kernel: CTAs per SM its registers are capped for (2; 3: probe
   /// B12X_GEMM_STREAM16_OCC=3, per-tensor at one tile per warp).

@@ -167,7 +167,7 @@ constexpr int kS16MinVp = 8;
 /// The M <= 16 block kernel's token range starts here (below: the M = 1 and 4-row stream kernels).
 constexpr int64_t kS16MinM = 5;
 /// The NVFP4 / MXFP4 block kernel's first run M: kS16MinM, or the plan's probe
-/// B12X_GEMM_STREAM16_MINM=<2..5> (session 21: the fused split at M = 2..4, Plan::stream16_min_m).
+/// B12X_GEMM_STREAM16_MINM=<2..5> (session 21: M = 2..4, Plan::stream16_min_m).
 int64_t s16_min_m(const Plan& p) {
   return p.stream16_depth == 0 && p.stream16_min_m > 0 ? p.stream16_min_m : kS16MinM;
 }
@@ -621,7 +621,6 @@ std::string stream16_describe(const Plan& p) {
   if (p.stream16_tw == 0) return std::string();
   return " stream16=" + std::to_string(p.stream16_tw) + "x" + std::to_string(p.stream16_split) +
          "/" + std::to_string(p.stream16_vp) + stream16_variant_tags(p) +
-         (p.stream16_fuse ? " fuse" : "") +
          (p.stream16_min_m > 0 && p.stream16_min_m != kS16MinM && p.stream16_depth == 0
               ? " m" + std::to_string(p.stream16_min_m)
               : "");
@@ -1647,7 +1646,12 @@ Plan plan(const Caps& caps) {
   const bool f8_block_deep_k = wf == lin::WFmt::kFp8Block && geo.K >= 3 * geo.N;
   const int64_t f8_cap_min =
       f8_min_m > 0 ? f8_min_m : f8_block_min_m(wf) - (f8_block_deep_k ? 1 : 0);
-  int64_t s16_min = kS16MinM;
+  // Session 21: MXFP4 W4A4 from M = 2 (its M = 2..4 ran the decode kernel on the pre-pass's BF16;
+  // the 4-row stream kernel is NVFP4's). Round 78, us over 4096x4096 / 14336x4096 / 4096x14336 /
+  // 6144x4096 / 2048x7168, decode kernel -> block kernel (with the in-kernel split sum probe,
+  // since removed): M = 2 10.72 / 19.56 / 21.99 / 13.57 / 10.92 -> 9.04 / 15.67 / 17.15 / 10.51
+  // / 9.80, M = 4 11.08 / 19.75 / 24.55 / 13.90 / 11.70 -> 10.26 / 15.67 / 16.92 / 10.36 / 9.86.
+  int64_t s16_min = f == LinearFormat::kMxfp4 ? 2 : kS16MinM;
   if (const char* e = std::getenv("B12X_GEMM_STREAM16_MINM"); e != nullptr)
     s16_min = std::clamp<int64_t>(std::atoi(e), 2, kS16MinM);
   if ((M >= s16_min || (lin::wtraits(wf).fp8mma && M >= f8_cap_min)) &&
@@ -1719,10 +1723,6 @@ Plan plan(const Caps& caps) {
         p.stream16_smem = lin::stream16_smem_bytes(tw, qx, var, split_vp);
         p.stream16_tiles = 8 * tw;
         p.stream16_min_m = static_cast<int>(s16_min);
-        // Session 21: the split summed in the kernel (s16_split_sum), no reduce launch.
-        // B12X_GEMM_STREAM16_FUSE=0|1 (probe, off by default until measured).
-        const char* ef = std::getenv("B12X_GEMM_STREAM16_FUSE");
-        p.stream16_fuse = split > 1 && ef != nullptr && ef[0] == '1';
       }
     }
     // FP8 weights (session 14, lin::launch_linear_stream16_f8): the same block structure on
@@ -1870,10 +1870,6 @@ Plan plan(const Caps& caps) {
                            : wf == lin::WFmt::kFp8 && tw8 == 1 && small_tw1 && etw == nullptr
                                ? 9
                                : f8_cap_min;
-        // Session 21: the split summed in the kernel as the FP4 block kernel's
-        // (B12X_GEMM_STREAM16_F8_FUSE=0|1, probe).
-        const char* ef = std::getenv("B12X_GEMM_STREAM16_F8_FUSE");
-        p.stream16_fuse = gr.split > 1 && ef != nullptr && ef[0] == '1';
       }
     }
   }
@@ -1966,16 +1962,9 @@ Plan plan(const Caps& caps) {
     partial_rows = std::max<int64_t>(partial_rows, p.stream_rows_split * std::min<int64_t>(M, 4));
   if (p.stream16_tw > 0 && p.stream16_split > 1)
     partial_rows = std::max<int64_t>(partial_rows, p.stream16_split * std::min<int64_t>(M, 16));
-  // The fused split's partials: [split][tile][n8 tile][lane] x float4, n8 tiles for the capacity.
-  const int64_t fuse_bytes =
-      p.stream16_fuse ? int64_t{p.stream16_split} * geo.n16 * (M > 8 ? 2 : 1) * 512 : 0;
-  if (partial_rows > 0 || fuse_bytes > 0) {
+  if (partial_rows > 0) {
     p.off_partial = off;
-    off = align_up(off + std::max(partial_rows * geo.NP * 4, fuse_bytes));
-  }
-  if (p.stream16_fuse) {
-    p.off_split_cnt = off;  // a 64-bit counter per CTA column and warp
-    off = align_up(off + (geo.n16 + p.stream16_tiles - 1) / p.stream16_tiles * 8 * 8);
+    off = align_up(off + partial_rows * geo.NP * 4);
   }
   p.scratch_bytes = off;
   // MXFP4 on the stream / block kernels: the fold-free splat instances for weights whose E8M0
@@ -2025,8 +2014,7 @@ Plan plan(const Caps& caps) {
       sig << " stream_r4=" << p.stream_rows_parts << (p.stream_rows_shfl ? "s" : "")
           << (p.stream_rows_split > 1 ? "+reduce" : "");
     if (p.stream16_tw > 0)
-      sig << " stream16=" << p.stream16_tw
-          << (p.stream16_split > 1 ? p.stream16_fuse ? "+fuse" : "+reduce" : "")
+      sig << " stream16=" << p.stream16_tw << (p.stream16_split > 1 ? "+reduce" : "")
           << stream16_variant_tags(p);
     // The pre-pass: every run of a quantized-activation format but the block kernel's with qx
     // (M = 5..16), which converts them itself.
@@ -2462,13 +2450,10 @@ void run(const Binding& b, Stream stream) {
                                                : lin::stream16_f8_smem_bytes(
                                                      im.wfmt, plan.stream16_tw, plan.decode_fp8_mma,
                                                      q, plan.stream16_var);
-    p.split_cnt = p.split > 1 && plan.stream16_fuse
-                      ? reinterpret_cast<unsigned long long*>(b.scratch + plan.off_split_cnt)
-                      : nullptr;
     lin::launch_linear_stream16_f8(im.wfmt, plan.stream16_tw, plan.decode_fp8_mma,
                                    plan.stream16_depth, smem, p, stream, plan.stream16_occ,
                                    plan.stream16_var);
-    if (p.partial != nullptr && p.split_cnt == nullptr) lin::launch_linear_reduce(p, stream);
+    if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);
     return;
   }
   if (M >= s16_min_m(plan) && M <= 16 && plan.stream16_tw > 0 &&
@@ -2479,12 +2464,9 @@ void run(const Binding& b, Stream stream) {
     p.stream_vp = plan.stream16_vp;
     p.stream_tiles = plan.stream16_tiles;
     p.stream_trig = (plan.stream_trig & 4) ? 1 : 0;
-    p.split_cnt = p.split > 1 && plan.stream16_fuse
-                      ? reinterpret_cast<unsigned long long*>(b.scratch + plan.off_split_cnt)
-                      : nullptr;
     lin::launch_linear_stream16(im.wfmt, plan.stream16_tw, plan.stream16_smem, p, stream,
                                 plan.stream16_once ? lin::kS16VarOnce : 0);
-    if (p.partial != nullptr && p.split_cnt == nullptr) lin::launch_linear_reduce(p, stream);
+    if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);
     return;
   }
   const bool m1_mx_qx = (plan.decode_stream_var & 8) && im.wfmt == WFmt::kMxfp4;

@@ -75,7 +75,6 @@ struct StreamLaunch {
   int rows = 0, split = 0;
   bool mx_free = false;  // MXFP4 fold-free splat instance (p.mx_free)
   bool once = false;     // block kernel with the K range staged once (kS16VarOnce)
-  bool fuse = false;     // block kernel summing its split itself (p.split_cnt)
 };
 StreamLaunch last_stream_launch();
 /// 64-K vectors per K part: the tile's kvec vectors over split CTAs x parts warps, rounded up to

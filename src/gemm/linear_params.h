@@ -24,9 +24,6 @@ struct LinearParams {
   const float* alpha;  // device scalar or null
   float out_mult;      // host multiplier (2^7 compensation, global scale)
   float* partial;      // split-K partials [split][M][NP] or null
-  // M <= 16 block kernels: the split summed in the kernel (Plan::stream16_fuse; partials then
-  // [split][tile][n8 tile][lane] x float4) with one counter per (blockIdx.x, warp), or null.
-  unsigned long long* split_cnt;
   int64_t NP;
   int slices_per_cta;
   int split;

@@ -181,8 +181,7 @@ void launch_linear_stream16(WFmt f, int tw, int64_t smem, const LinearParams& p,
               " var=", var, " vp=", p.stream_vp, " smem=", smem);
   B12X_ASSERT(p.M >= 1 && p.M <= 16 && (p.act_kind == kActRaw16 || qx) && p.xs_kind == kXsNone &&
                   p.stream_vp > 0 && p.stream_vp % kS16ChunkV == 0 &&
-                  int64_t{p.stream_vp} * split >= p.kvec && (split == 1 || p.partial != nullptr) &&
-                  (p.split_cnt == nullptr || split > 1),
+                  int64_t{p.stream_vp} * split >= p.kvec && (split == 1 || p.partial != nullptr),
               "M <= 16 block kernel: M=", p.M, " act=", p.act_kind, " vp=", p.stream_vp,
               " split=", split);
   if (smem > 48 * 1024)
@@ -198,8 +197,7 @@ void launch_linear_stream16(WFmt f, int tw, int64_t smem, const LinearParams& p,
                         16 * tw,
                         split,
                         k != nullptr && f == WFmt::kMxfp4 && p.mx_free != 0,
-                        (var & kS16VarOnce) != 0,
-                        p.split_cnt != nullptr};
+                        (var & kS16VarOnce) != 0};
   B12X_CUDA_CHECK(b12x::detail::launch_ex(
       k, dim3(static_cast<unsigned>(gx), static_cast<unsigned>(split)), dim3(kStreamWarps * 32),
       static_cast<size_t>(smem), stream, p.pdl != 0, dim3(1, 1, 1), p));

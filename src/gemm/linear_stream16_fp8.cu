@@ -126,8 +126,7 @@ void launch_linear_stream16_f8(WFmt f, int tw, int mma, int depth, int64_t smem,
               " depth=", depth, " q=", q, " var=", var, " smem=", smem);
   B12X_ASSERT(p.M >= 1 && p.M <= 16 && (p.act_kind == kActFp8 || q) && p.xs_kind == want_xs &&
                   p.stream_vp > 0 && p.stream_vp % kF8ChunkV == 0 &&
-                  int64_t{p.stream_vp} * split >= p.kvec && (split == 1 || p.partial != nullptr) &&
-                  (p.split_cnt == nullptr || split > 1),
+                  int64_t{p.stream_vp} * split >= p.kvec && (split == 1 || p.partial != nullptr),
               "FP8 M <= 16 block kernel: M=", p.M, " act=", p.act_kind, " xs=", p.xs_kind,
               " vp=", p.stream_vp, " split=", split);
   B12X_ASSERT(p.stream_tiles == kStreamWarps * tw, "FP8 M <= 16 block kernel: tiles per CTA ",
@@ -136,8 +135,8 @@ void launch_linear_stream16_f8(WFmt f, int tw, int mma, int depth, int64_t smem,
     B12X_CUDA_CHECK(
         ::b12x::detail::opt_in_smem(reinterpret_cast<const void*>(k), static_cast<int>(smem)));
   const int64_t gx = (p.n16 + p.stream_tiles - 1) / p.stream_tiles;
-  t_last = Stream16F8Launch{t_last.serial + 1, static_cast<int>(gx),  split, tw, mma, depth, q,
-                            run_var(q, var),   p.split_cnt != nullptr};
+  t_last = Stream16F8Launch{t_last.serial + 1, static_cast<int>(gx), split, tw, mma, depth, q,
+                            run_var(q, var)};
   B12X_CUDA_CHECK(b12x::detail::launch_ex(
       k, dim3(static_cast<unsigned>(gx), static_cast<unsigned>(split)), dim3(kStreamWarps * 32),
       static_cast<size_t>(smem), stream, p.pdl != 0, dim3(1, 1, 1), p));

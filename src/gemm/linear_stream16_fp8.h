@@ -48,9 +48,8 @@ void launch_linear_stream16_f8(WFmt f, int tw, int mma, int depth, int64_t smem,
 struct Stream16F8Launch {
   int64_t serial = 0;
   int ctas = 0, split = 0, tw = 0, mma = 0, depth = 0;
-  bool q = false;     ///< activations quantized in the kernel
-  int var = 0;        ///< kernel variant (kF8Var*)
-  bool fuse = false;  ///< split summed in the kernel (p.split_cnt)
+  bool q = false;  ///< activations quantized in the kernel
+  int var = 0;     ///< kernel variant (kF8Var*)
 };
 Stream16F8Launch last_stream16_f8_launch();
 

@@ -2093,148 +2093,23 @@ TEST(GemmGpu, DecodeStream16Once) {
   }
 }
 
-/// Runs the M <= 16 block kernel with its split summed in the kernel (B12X_GEMM_STREAM16_FUSE=1,
-/// a scratch of garbage bytes) and with the reduce kernel on the same inputs, and compares bit
-/// for bit (the same fp32 partials added in the same order): two calls back to back on the same
-/// scratch, then a graph of two calls replayed three times with new activations in between.
-void fuse_vs_reduce(const Case& c, const char* split) {
-  SCOPED_TRACE(name(c) + " split " + split);
-  const int dev = 0;
-  HostWeight hw = make_weight(c.fmt, c.N, c.K);
-  std::shared_ptr<gemm::PackedWeight> pw;
-  try {
-    pw = gemm::PackedWeight::pack(hw.src(c.fmt), dev, nullptr);
-  } catch (const Error& e) {
-    FAIL() << "pack failed: " << e.what();
-  }
-  Acts a;
-  make_acts(c, a);
-  a.upload();
-  gemm::Caps caps;
-  caps.device = dev;
-  caps.format = c.fmt;
-  caps.max_tokens = c.max_tokens > 0 ? c.max_tokens : c.M;
-  caps.in_features = c.K;
-  caps.out_features = c.N;
-  caps.act_dtype = plan_act_dtype(c, a);
-  caps.out_dtype = c.out;
-  gemm::Plan pf, pr;
-  {
-    ScopedEnv es("B12X_GEMM_STREAM16_SPLIT", split);
-    {
-      ScopedEnv ef("B12X_GEMM_STREAM16_FUSE", "1"), ef8("B12X_GEMM_STREAM16_F8_FUSE", "1");
-      pf = gemm::plan(caps);
-    }
-    pr = gemm::plan(caps);
-  }
-  ASSERT_TRUE(pf.stream16_fuse) << pf.describe();
-  ASSERT_FALSE(pr.stream16_fuse);
-  DeviceBuffer<uint8_t> sf(pf.scratch_bytes), sr(pr.scratch_bytes);
-  {
-    std::vector<uint8_t> junk(pf.scratch_bytes);
-    auto& g = test::rng();
-    for (auto& v : junk) v = static_cast<uint8_t>(g());
-    sf.upload(junk);
-  }
-  DeviceBuffer<uint16_t> o1(c.M * c.N), o2(c.M * c.N), orf(c.M * c.N), bias(c.N);
-  std::vector<uint16_t> hb(c.N);
-  for (auto& v : hb)
-    v = to_half_bits(std::normal_distribution<float>(0.f, 2.f)(test::rng()), c.out);
-  bias.upload(hb);
-  const bool w4a4 = c.fmt == LinearFormat::kNvfp4 || c.fmt == LinearFormat::kMxfp4;
-  DeviceBuffer<float> dalpha(1);
-  dalpha.upload({a.alpha});
-  const TensorRef alpha_t =
-      w4a4 ? TensorRef::contiguous(dalpha.ptr, DType::kFP32, {1}, dev) : TensorRef{};
-  const TensorRef bias_t =
-      c.bias ? TensorRef::contiguous(bias.ptr, c.out, {c.N}, dev) : TensorRef{};
-  auto out_t = [&](DeviceBuffer<uint16_t>& o) {
-    return TensorRef::contiguous(o.ptr, c.out, {c.M, c.N}, dev);
-  };
-  auto scr = [&](DeviceBuffer<uint8_t>& s, const gemm::Plan& p) {
-    return TensorRef::contiguous(s.ptr, DType::kUInt8, {p.scratch_bytes}, dev);
-  };
-  const gemm::Binding b1 =
-      gemm::bind(pf, scr(sf, pf), a.dev_x(dev), a.dev_xs(dev), *pw, out_t(o1), bias_t, alpha_t);
-  const gemm::Binding b2 =
-      gemm::bind(pf, scr(sf, pf), a.dev_x(dev), a.dev_xs(dev), *pw, out_t(o2), bias_t, alpha_t);
-  const gemm::Binding br =
-      gemm::bind(pr, scr(sr, pr), a.dev_x(dev), a.dev_xs(dev), *pw, out_t(orf), bias_t, alpha_t);
-  cudaStream_t st;
-  B12X_TEST_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-  o1.poison();
-  o2.poison();
-  orf.poison();
-  const bool f8 = pf.stream16_depth > 0;
-  const int64_t before =
-      f8 ? gemm::lin::last_stream16_f8_launch().serial : gemm::lin::last_stream_launch().serial;
-  gemm::run(b1, st);
-  const gemm::lin::StreamLaunch l = gemm::lin::last_stream_launch();
-  const gemm::lin::Stream16F8Launch l8 = gemm::lin::last_stream16_f8_launch();
-  gemm::run(b2, st);
-  gemm::run(br, st);
-  B12X_TEST_CUDA(cudaStreamSynchronize(st));
-  EXPECT_GT(f8 ? l8.serial : l.serial, before);
-  EXPECT_TRUE(f8 ? l8.fuse : l.fuse);
-  EXPECT_GT(f8 ? l8.split : l.split, 1);
-  const auto ref0 = orf.download();
-  EXPECT_EQ(o1.download(), ref0) << "fused split (first call) differs from the reduce kernel";
-  EXPECT_EQ(o2.download(), ref0) << "fused split (second call) differs from the reduce kernel";
-  // The reduce path against the CPU reference where run_case does not run (the deep-K cases).
-  if (c.K >= 8192) {
-    std::vector<double> ref(c.M * c.N);
-    reference::linear(hw.src(c.fmt), a.host_x(), a.host_xs(), a.alpha,
-                      c.bias ? TensorRef::contiguous(hb.data(), c.out, {c.N}) : TensorRef{},
-                      TensorRef::contiguous(ref.data(), DType::kFP64, {c.M, c.N}));
-    const Check ck = check_out(ref0, c.out, ref);
-    EXPECT_EQ(ck.bad, 0) << ck.cmp.str();
-  }
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  B12X_TEST_CUDA(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-  gemm::run(b1, st);
-  gemm::run(b2, st);
-  B12X_TEST_CUDA(cudaStreamEndCapture(st, &graph));
-  B12X_TEST_CUDA(cudaGraphInstantiate(&exec, graph, 0));
-  for (int rep = 0; rep < 3; ++rep) {
-    Acts a2;
-    make_acts(c, a2);
-    B12X_TEST_CUDA(cudaMemcpy(a.dx->ptr, a2.x.data(), a2.x.size(), cudaMemcpyHostToDevice));
-    if (!a2.xs.empty())
-      B12X_TEST_CUDA(cudaMemcpy(a.dxs->ptr, a2.xs.data(), a2.xs.size(), cudaMemcpyHostToDevice));
-    B12X_TEST_CUDA(cudaDeviceSynchronize());  // legacy-stream copies before `st`
-    o1.poison();
-    o2.poison();
-    orf.poison();
-    B12X_TEST_CUDA(cudaGraphLaunch(exec, st));
-    gemm::run(br, st);
-    B12X_TEST_CUDA(cudaStreamSynchronize(st));
-    const auto r = orf.download();
-    EXPECT_EQ(o1.download(), r) << "replay " << rep;
-    EXPECT_EQ(o2.download(), r) << "replay " << rep;
-  }
-  B12X_TEST_CUDA(cudaGraphExecDestroy(exec));
-  B12X_TEST_CUDA(cudaGraphDestroy(graph));
-  B12X_TEST_CUDA(cudaStreamDestroy(st));
-}
-
-TEST(GemmGpu, DecodeStream16Fuse) {
+TEST(GemmGpu, DecodeStream16LowM) {
   B12X_REQUIRE_GPU();
-  // Session 21: the block kernels' split summed in the kernel (B12X_GEMM_STREAM16_FUSE=1): the
-  // staged-once kernel (NVFP4 / MXFP4, W4A16 / W4A4 through the pre-pass) and the chunked one
-  // (W4A4 converted in the kernel: qx; vp > 16), M = 2 / 4 (B12X_GEMM_STREAM16_MINM=2, one n8
-  // tile), 5, 8, 9, 16, splits 2..5 (K = 2848: the last range 13 of 16 vectors; 3040; 4832 with
-  // a half vector past K), N = 72 / 200 / 264 (CTAs with fewer tiles, warps without one), bias,
-  // FP16 outputs, capacity above M; bit-equal to the reduce kernel on a scratch of garbage bytes,
-  // back to back and in replayed graphs; run_case checks the CPU reference and a replay.
-  ScopedEnv e16("B12X_GEMM_STREAM16", "1"), em("B12X_GEMM_STREAM16_MINM", "2");
+  // Session 21: the NVFP4 / MXFP4 block kernel below M = 5 (B12X_GEMM_STREAM16_MINM=2; the
+  // default for MXFP4 W4A4): one n8 token tile with rows past M zero and never stored; the
+  // staged-once kernel (W4A16, W4A4 through the pre-pass) and the chunked one (NVFP4 W4A4
+  // converted in the kernel; vp > 16 at K = 4832 split 4), M = 2 / 3 / 4, splits 1..4, K tails
+  // (2848: the last range 13 of 16 vectors; 4832: a half vector past K), N = 72 / 200 / 264
+  // (CTAs with fewer tiles, warps without one), bias, FP16 outputs, capacity above M, graphs.
+  ScopedEnv e16("B12X_GEMM_STREAM16", "1");
   int i = 0;
   for (const LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kNvfp4,
                                LinearFormat::kMxfp4W4A16, LinearFormat::kMxfp4})
-    for (int64_t M : {2, 5, 9, 16}) {
+    for (int64_t M : {2, 3, 4}) {
       const int64_t K = (i % 3) == 0 ? 2848 : (i % 3) == 1 ? 3040 : 4832;
-      const char* sp = (i % 4) == 0 ? "2" : (i % 4) == 1 ? "3" : (i % 4) == 2 ? "4" : "5";
-      ScopedEnv eq("B12X_GEMM_STREAM16_QX", (i % 2) ? "1" : "0");
+      const char* sp = (i % 4) == 0 ? "1" : (i % 4) == 1 ? "3" : (i % 4) == 2 ? "4" : "2";
+      ScopedEnv eq("B12X_GEMM_STREAM16_QX", (i % 2) ? "1" : "0"),
+          es("B12X_GEMM_STREAM16_SPLIT", sp), em("B12X_GEMM_STREAM16_MINM", "2");
       Case c{f,
              M,
              (i % 3) == 0   ? 72
@@ -2246,47 +2121,23 @@ TEST(GemmGpu, DecodeStream16Fuse) {
              (i % 2) == 0};
       c.max_tokens = (i % 4) == 1 ? 16 : M;
       ++i;
-      fuse_vs_reduce(c, sp);
-      ScopedEnv es("B12X_GEMM_STREAM16_SPLIT", sp), ef("B12X_GEMM_STREAM16_FUSE", "1");
       const int64_t before = gemm::lin::last_stream_launch().serial;
       run_case(c, /*graph_replay=*/(i % 3) == 0);
-      EXPECT_GT(gemm::lin::last_stream_launch().serial, before);
-      EXPECT_TRUE(gemm::lin::last_stream_launch().fuse) << name(c);
+      const gemm::lin::StreamLaunch l = gemm::lin::last_stream_launch();
+      EXPECT_GT(l.serial, before) << name(c);
+      EXPECT_EQ(l.rows, 32) << name(c);
     }
-  // M = 4 and 8 at the plans' own splits of a 4096x14336 weight's K, run at N = 256.
-  for (int64_t M : {4, 8}) {
-    Case c{LinearFormat::kNvfp4W4A16, M, 256, 14336, DType::kBF16, DType::kBF16, true};
-    fuse_vs_reduce(c, "0");
+  // MXFP4 W4A4's default at M = 2..4 (no knob); the other formats keep their kernels.
+  {
+    const int64_t before = gemm::lin::last_stream_launch().serial;
+    run_case({LinearFormat::kMxfp4, 3, 200, 4096, DType::kBF16, DType::kBF16, true});
+    EXPECT_GT(gemm::lin::last_stream_launch().serial, before);
+    EXPECT_EQ(gemm::lin::last_stream_launch().rows, 32);
+    const int64_t b2 = gemm::lin::last_stream_launch().serial;
+    run_case({LinearFormat::kMxfp4W4A16, 3, 200, 4096, DType::kBF16, DType::kBF16, false});
+    if (gemm::lin::last_stream_launch().serial > b2)
+      EXPECT_NE(gemm::lin::last_stream_launch().rows, 32);
   }
-  // The FP8 block kernel (B12X_GEMM_STREAM16_F8_FUSE=1): per-tensor (e4m3 activations), block
-  // FP8 (quantized in the kernel) and MXFP8, f16 MMAs (the e4m3 instances were removed in session
-  // 21), 2 / 1 tiles per warp, M = 1 (MXFP8), 5, 9, 16, splits 2 / 3 with K tails inside a chunk.
-  ScopedEnv ef8("B12X_GEMM_STREAM16_F8", "1");
-  int k = 0;
-  for (const char* mma : {"1", "1"})
-    for (LinearFormat f :
-         {LinearFormat::kFp8Tensor, LinearFormat::kFp8Block, LinearFormat::kMxfp8}) {
-      const char* tw = (k % 2) ? "1" : "2";
-      ScopedEnv emm("B12X_GEMM_DECODE_F8MMA", mma), et("B12X_GEMM_STREAM16_TW", tw);
-      const int64_t Ms[] = {16, 5, 9, 1};
-      const int64_t M = f == LinearFormat::kMxfp8 ? Ms[k % 4] : Ms[k % 3];
-      const int64_t K = f == LinearFormat::kFp8Block ? 2944 : 2912;
-      Case c{f,
-             M,
-             (k % 2) ? 72 : 264,
-             K,
-             f == LinearFormat::kFp8Tensor ? DType::kFP8E4M3 : DType::kBF16,
-             (k % 5) == 0 ? DType::kFP16 : DType::kBF16,
-             (k % 2) == 0};
-      const char* sp = (k % 2) ? "2" : "3";
-      ++k;
-      fuse_vs_reduce(c, sp);
-      ScopedEnv es("B12X_GEMM_STREAM16_SPLIT", sp), ef("B12X_GEMM_STREAM16_F8_FUSE", "1");
-      const int64_t before = gemm::lin::last_stream16_f8_launch().serial;
-      run_case(c, /*graph_replay=*/(k % 3) == 0);
-      EXPECT_GT(gemm::lin::last_stream16_f8_launch().serial, before) << name(c);
-      EXPECT_TRUE(gemm::lin::last_stream16_f8_launch().fuse) << name(c);
-    }
 }
 
 /// The K split the FP8 block kernel runs for a forced split (its CTAs hold whole 256-K chunks,
@@ -3605,10 +3456,9 @@ TEST(GemmGpuSanitize, DecodeStream16) {
     ScopedEnv eq("B12X_GEMM_STREAM16_QX", "1");
     run_case({LinearFormat::kNvfp4, 16, 40, 1312, DType::kBF16, DType::kBF16, true});
   }
-  // The chunked and the staged-once kernels (2 tiles per warp), the second time with the split
-  // summed in the kernel (B12X_GEMM_STREAM16_FUSE=1).
+  // The chunked and the staged-once kernels (2 tiles per warp).
   for (const char* once : {"0", "1"}) {
-    ScopedEnv eo("B12X_GEMM_STREAM16_ONCE", once), ef("B12X_GEMM_STREAM16_FUSE", once);
+    ScopedEnv eo("B12X_GEMM_STREAM16_ONCE", once);
     run_case({LinearFormat::kNvfp4W4A16, 16, 40, 1312, DType::kBF16, DType::kBF16, true});
     ScopedEnv eq0("B12X_GEMM_STREAM16_QX", "0");  // W4A4 through the pre-pass
     run_case({LinearFormat::kNvfp4, 5, 40, 1312, DType::kBF16, DType::kBF16, false});

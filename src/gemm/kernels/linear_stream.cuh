@@ -91,112 +91,6 @@ __device__ __forceinline__ void stream_store_tile(const LinearParams& p, const f
     }
 }
 
-// The K split summed inside the block kernels (session 21, Plan::stream16_fuse; p.split_cnt set):
-// no reduce launch after the grid. Each warp's tiles of one row group (blockIdx.x) are summed by
-// the last of its split warps (same warp index, blockIdx.y = 0..split-1) to arrive at a 64-bit
-// counter per (blockIdx.x, warp), in split order from 0 (deterministic; the counter only picks
-// the adder). The partials are fragment-shaped, [split][tile][n8 tile][lane] x float4, so a warp
-// writes and reads 512 contiguous bytes per instruction. The counters live in the caller's
-// scratch, whose bytes are arbitrary at every call (torch.empty), so they are never reset:
-// each holds (launch id << 16 | arrivals), the launch id being the grid's %gridid (the temporal
-// launch number of the context, new at every launch and graph replay). A warp first claims its
-// counter for this launch after griddep_wait (every earlier kernel of the stream, the previous
-// call included, has completed): if the loaded word carries another id it swaps in (id << 16)
-// by CAS, which fails only when a warp of this launch claimed or arrived first; the arrival,
-// later in the same thread, then counts from this launch's zero.
-__device__ __forceinline__ unsigned long long split_epoch() {
-  unsigned long long id;
-  asm volatile("mov.u64 %0, %%gridid;" : "=l"(id));
-  return id << 16;
-}
-__device__ __forceinline__ unsigned long long split_cnt_load(const unsigned long long* c) {
-  unsigned long long v;
-  asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(c) : "memory");
-  return v;
-}
-__device__ __forceinline__ void split_cnt_claim(unsigned long long* c, unsigned long long seen) {
-  const unsigned long long e = split_epoch();
-  if ((seen & ~0xFFFFull) != e) atomicCAS(c, seen, e);
-}
-
-/// The fused epilogue of one warp's kTw tiles (the first `ntiles` exist; the same count in every
-/// CTA of the row group): fp32 partial slot blockIdx.y written, then the last warp to arrive sums
-/// the slots in order (its own from registers) and stores the output with mult and bias, as
-/// linear_reduce_kernel would. The lane's fragment element i of n8 tile n is row g + 8 (i >> 1),
-/// token 8 n + 2 t + (i & 1).
-template <int kTw, int kNt>
-__device__ __forceinline__ void s16_split_sum(const LinearParams& p,
-                                              const float (&acc)[kTw][kNt][4], int64_t tile0,
-                                              int ntiles, int warp, int lane, float mult) {
-  if (ntiles <= 0) return;
-  float4* const part = reinterpret_cast<float4*>(p.partial);
-  const int64_t z = blockIdx.y;
-  auto at = [&](int64_t zz, int j, int n) {
-    return part + ((zz * p.n16 + tile0 + j) * kNt + n) * 32 + lane;
-  };
-#pragma unroll
-  for (int j = 0; j < kTw; ++j)
-#pragma unroll
-    for (int n = 0; n < kNt; ++n)
-      if (j < ntiles)
-        __stcg(at(z, j, n), make_float4(acc[j][n][0], acc[j][n][1], acc[j][n][2], acc[j][n][3]));
-  // Release: every lane's partial stores before lane 0's arrival (fence, then the warp barrier).
-  asm volatile("fence.acq_rel.gpu;" ::: "memory");
-  __syncwarp();
-  unsigned long long old = 0;
-  if (lane == 0) old = atomicAdd(p.split_cnt + blockIdx.x * kStreamWarps + warp, 1ull);
-  old = __shfl_sync(0xFFFFFFFFu, old, 0);
-  if (static_cast<int>(old & 0xFFFFu) + 1 != p.split) return;
-  asm volatile("fence.acq_rel.gpu;" ::: "memory");  // acquire: the other slots' stores
-  // 16 float4 loads in flight per lane: kZ slots per round trip.
-  constexpr int kZ = 16 / (kTw * kNt);
-  float4 s[kTw][kNt];
-#pragma unroll
-  for (int j = 0; j < kTw; ++j)
-#pragma unroll
-    for (int n = 0; n < kNt; ++n) s[j][n] = make_float4(0.f, 0.f, 0.f, 0.f);
-  for (int z0 = 0; z0 < p.split; z0 += kZ) {
-    float4 v[kZ][kTw][kNt];
-#pragma unroll
-    for (int u = 0; u < kZ; ++u)
-#pragma unroll
-      for (int j = 0; j < kTw; ++j)
-#pragma unroll
-        for (int n = 0; n < kNt; ++n) {
-          const int zz = z0 + u;
-          v[u][j][n] = zz == z ? make_float4(acc[j][n][0], acc[j][n][1], acc[j][n][2], acc[j][n][3])
-                       : zz < p.split && j < ntiles ? __ldcg(at(zz, j, n))
-                                                    : make_float4(0.f, 0.f, 0.f, 0.f);
-        }
-#pragma unroll
-    for (int u = 0; u < kZ; ++u)
-#pragma unroll
-      for (int j = 0; j < kTw; ++j)
-#pragma unroll
-        for (int n = 0; n < kNt; ++n)
-          if (z0 + u < p.split) {
-            s[j][n].x += v[u][j][n].x;
-            s[j][n].y += v[u][j][n].y;
-            s[j][n].z += v[u][j][n].z;
-            s[j][n].w += v[u][j][n].w;
-          }
-  }
-  const int g = lane >> 2, t = lane & 3;
-#pragma unroll
-  for (int j = 0; j < kTw; ++j)
-#pragma unroll
-    for (int n = 0; n < kNt; ++n) {
-      if (j >= ntiles) continue;
-      const float o[4] = {s[j][n].x, s[j][n].y, s[j][n].z, s[j][n].w};
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int64_t tok = 8 * n + 2 * t + (i & 1);
-        const int64_t row = (tile0 + j) * 16 + g + 8 * (i >> 1);
-        if (tok < p.M && row < p.N) store_out_elem(p, tok, row, o[i], mult);
-      }
-    }
-}
-
 __device__ __forceinline__ void s16_cp_async16(void* smem, const void* gmem) {
   const uint32_t sa = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sa), "l"(gmem));
@@ -779,26 +673,6 @@ __device__ __forceinline__ S16Range<kTw> s16_range(const LinearParams& p, int wa
   }
   return r;
 }
-/// The block kernels' epilogue: the warp's existing tiles into the output (no split), partial
-/// slot blockIdx.y (the reduce kernel's split) or the fused split's sum (p.split_cnt).
-template <int kTw, int kNt>
-__device__ __forceinline__ void s16_store(const LinearParams& p, const float (&acc)[kTw][kNt][4],
-                                          const S16Range<kTw>& cr, int warp, int lane, float mult) {
-  int ntiles = 0;
-#pragma unroll
-  for (int j = 0; j < kTw; ++j)
-    if (cr.tile0 + j < p.n16 && warp * kTw + j < cr.tpc) ntiles = j + 1;
-  if (p.split_cnt != nullptr) {
-    s16_split_sum<kTw, kNt>(p, acc, cr.tile0, ntiles, warp, lane, mult);
-    return;
-  }
-#pragma unroll
-  for (int j = 0; j < kTw; ++j)
-    if (j < ntiles)
-      stream_store_tile<kNt>(p, acc[j], cr.tile0 + j, static_cast<int64_t>(blockIdx.y), mult,
-                             lane >> 2, lane & 3);
-}
-
 /// Ring slot q holds vector q / kTw of tile q % kTw (then every kDepth later). Vectors that do
 /// not exist are not loaded: the slot keeps a finite earlier vector (the ring starts zeroed), whose
 /// products with the activations staged as zeros past K (FP8) or with the scales staged as zeros
@@ -919,11 +793,6 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
   uint4 ring[kDepth];
   s16_ring_fill(ring, cr);
   griddep_wait();  // the activations (and alpha) belong to earlier kernels
-  // The fused split's counter (s16_split_sum): loaded now, claimed before the loop.
-  unsigned long long* const cnt =
-      p.split_cnt != nullptr ? p.split_cnt + blockIdx.x * kStreamWarps + warp : nullptr;
-  unsigned long long cnt_seen = 0;
-  if (cnt != nullptr && lane == 0) cnt_seen = split_cnt_load(cnt);
 
   // Chunk c -> slot c % 3: 16 token rows x 256 K of BF16 (rows past M and K values past K zero)
   // and the 16 scale bytes of each of the CTA's rows (zero past n16 / kvec). Always one commit
@@ -1064,7 +933,6 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
     __syncthreads();
     convert(0);
   }
-  if (cnt != nullptr && lane == 0) split_cnt_claim(cnt, cnt_seen);
 
   float acc[kTw][kNt][4];
 #pragma unroll
@@ -1097,7 +965,12 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
 
   float mult = p.out_mult;
   if (p.alpha != nullptr) mult *= *p.alpha;
-  s16_store<kTw, kNt>(p, acc, cr, warp, lane, mult);
+#pragma unroll
+  for (int j = 0; j < kTw; ++j) {
+    const int64_t tile = tile0 + j;
+    if (tile >= p.n16 || warp * kTw + j >= tpc) continue;
+    stream_store_tile<kNt>(p, acc[j], tile, static_cast<int64_t>(blockIdx.y), mult, g, t);
+  }
   griddep_launch_dependents();
 }
 
@@ -1171,11 +1044,6 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
     }
   }
   griddep_wait();  // the activations (and alpha) belong to earlier kernels
-  // The fused split's counter (s16_split_sum): loaded now, claimed before the loop.
-  unsigned long long* const cnt =
-      p.split_cnt != nullptr ? p.split_cnt + blockIdx.x * kStreamWarps + warp : nullptr;
-  unsigned long long cnt_seen = 0;
-  if (cnt != nullptr && lane == 0) cnt_seen = split_cnt_load(cnt);
 
   // The CTA's activations: 16 token rows x vp x 64 K from vbase; rows past M, K values past K zero.
   const uint16_t* const x = static_cast<const uint16_t*>(p.x);
@@ -1218,7 +1086,6 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
   }
   asm volatile("cp.async.wait_group 0;" ::: "memory");
   __syncthreads();
-  if (cnt != nullptr && lane == 0) split_cnt_claim(cnt, cnt_seen);
 
   float acc[kTw][kNt][4] = {};
   // ldmatrix rows as in the chunked kernel, over the whole staged range.
@@ -1238,7 +1105,12 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
 
   float mult = p.out_mult;
   if (p.alpha != nullptr) mult *= *p.alpha;
-  s16_store<kTw, kNt>(p, acc, cr, warp, lane, mult);
+#pragma unroll
+  for (int j = 0; j < kTw; ++j) {
+    const int64_t tile = cr.tile0 + j;
+    if (tile >= p.n16 || warp * kTw + j >= cr.tpc) continue;
+    stream_store_tile<kNt>(p, acc[j], tile, static_cast<int64_t>(blockIdx.y), mult, g, t);
+  }
   griddep_launch_dependents();
 }
 

@@ -170,11 +170,6 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   uint4 ring[kDepth];
   s16_ring_fill(ring, cr);
   griddep_wait();  // the activations, their scales (and alpha) belong to earlier kernels
-  // The fused split's counter (s16_split_sum): loaded now, claimed before the loop.
-  unsigned long long* const cnt =
-      p.split_cnt != nullptr ? p.split_cnt + blockIdx.x * kStreamWarps + warp : nullptr;
-  unsigned long long cnt_seen = 0;
-  if (cnt != nullptr && lane == 0) cnt_seen = split_cnt_load(cnt);
 
   // Chunk c -> slot c % 3: 16 token rows x 256 e4m3 (zero past M / K) and the chunk's scales.
   // Always one commit group, so wait_group 1 at chunk c means chunk c has landed.
@@ -448,7 +443,6 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     __syncthreads();
     convert(0);
   }
-  if (cnt != nullptr && lane == 0) split_cnt_claim(cnt, cnt_seen);
 
   float acc[kTw][kNt][4];
   float tmp[kTw][kNt][4];
@@ -625,7 +619,12 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
 
   float mult = p.out_mult;
   if (p.alpha != nullptr) mult *= *p.alpha;
-  s16_store<kTw, kNt>(p, acc, cr, warp, lane, mult);
+#pragma unroll
+  for (int j = 0; j < kTw; ++j) {
+    const int64_t tile = tile0 + j;
+    if (tile < p.n16 && warp * kTw + j < tpc)
+      stream_store_tile<kNt>(p, acc[j], tile, blockIdx.y, mult, g, t);
+  }
   griddep_launch_dependents();
 }
 
