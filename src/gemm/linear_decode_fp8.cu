@@ -1,0 +1,25 @@
+// Weight-streaming (decode regime) kernel instantiations of the FP8 weight formats (per-tensor,
+// MXFP8, block FP8; BF16 MMAs): a unit apart from linear_decode.cu so that the two compile in
+// parallel.
+#include "gemm/linear_decode_inst.cuh"
+
+namespace b12x::gemm::lin::decode_inst {
+
+DecodeFn pick_decode_fp8(WFmt f, int nt, int ws, bool pipe, bool half, int deep, bool lean,
+                         int mma) {
+  switch (f) {
+    case WFmt::kFp8:
+      return mma ? decode_fn<WFmt::kFp8, Bf16Tag, 1>(nt, ws, pipe, half, deep, lean)
+                 : decode_fn<WFmt::kFp8, Bf16Tag>(nt, ws, pipe, half, deep, lean);
+    case WFmt::kFp8Mx:
+      return mma ? decode_fn<WFmt::kFp8Mx, Bf16Tag, 1>(nt, ws, pipe, half, deep, lean)
+                 : decode_fn<WFmt::kFp8Mx, Bf16Tag>(nt, ws, pipe, half, deep, lean);
+    case WFmt::kFp8Block:
+      return mma ? decode_fn<WFmt::kFp8Block, Bf16Tag, 1>(nt, ws, pipe, half, deep, lean)
+                 : decode_fn<WFmt::kFp8Block, Bf16Tag>(nt, ws, pipe, half, deep, lean);
+    default:
+      return nullptr;
+  }
+}
+
+}  // namespace b12x::gemm::lin::decode_inst
