@@ -140,10 +140,11 @@ int decode_kind(const PagedCaps& c, ArchFamily family) {
   if (e != nullptr && std::string(e) == "wideh3") return 18;
   // hcvtt (probe, session 21): hcvt with transposed products, FP8 head dim 256, plans whose
   // packed rows per request (q_len x group) fit the MMAs' N = 8; other plans take the default.
-  if (e != nullptr && std::string(e) == "hcvtt") {
+  // hcvtt2: at hcvt's 2-CTA bounds, Q in registers, two S^T chains (probe for round 79).
+  if (e != nullptr && (std::string(e) == "hcvtt" || std::string(e) == "hcvtt2")) {
     if (fp8 && c.head_dim_qk == 256 && c.head_dim_vo == 256 &&
         int64_t(plan_q_len(c)) * (c.num_q_heads / c.num_kv_heads) <= 8)
-      return 19;
+      return std::string(e) == "hcvtt" ? 19 : 20;
     return default_decode_kind(c, family, fp8, head_dim);
   }
   // Any other value (a typo, or a removed tile such as hbits) takes the defaults below; say so
@@ -304,6 +305,7 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
                  : k->kind == 13 ? "_decode_hcvt3"
                  : k->kind == 16 ? "_decode_wideh"
                  : k->kind == 19 ? "_decode_hcvtt"
+                 : k->kind == 20 ? "_decode_hcvtt2"
                                  : "_decode_wideh3") +
                 (fp8 ? "_kvfp8" : "") + (caps.q_dtype == DType::kFP16 ? "_fp16" : "_bf16");
   plan.tile_rows = k->tile_rows;

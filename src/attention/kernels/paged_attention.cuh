@@ -48,7 +48,9 @@ constexpr float kLog2e = 1.4426950408889634f;
 /// 19 = decode "hcvtt" (probe, session 21, FP8 head dim 256, at most 8 packed rows): hcvt with
 /// transposed products, S^T = K Q^T and O^T = V^T P^T, so the <= 8 q rows of a GQA group are the
 /// MMAs' N = 8 instead of half of a 16-row M: half the MMAs and half the O registers, launch
-/// bounds for 3 CTAs per SM90 SM.
+/// bounds for 3 CTAs per SM90 SM. 20 = "hcvtt2" (probe for round 79): hcvtt at hcvt's 2-CTA
+/// bounds, Q's B fragments held in registers, and S^T accumulated in two chains (even / odd
+/// k-steps) of 8 dependent MMAs instead of one of 16.
 template <int kDqk_, int kDv_, int kKind_, bool kFp8_>
 struct TileCfg {
   static constexpr int kDqk = kDqk_, kDv = kDv_;
@@ -62,12 +64,13 @@ struct TileCfg {
   static constexpr bool kH3 = kKind_ == 18;
   static constexpr int kDH = (kKind_ == 16 || kH3) ? 2 : 1;
   // kind 19 ("hcvtt"): hcvt's staging, ring and epilogue with the transposed loop body.
-  static constexpr bool kTrans = kKind_ == 19;
+  static constexpr bool kTrans = kKind_ == 19 || kKind_ == 20;
+  static constexpr bool kTrans2 = kKind_ == 20;
   static constexpr int kKind = (kKind_ == 16 || kH3) ? 1 : (kTrans ? 8 : kKind_);
   static constexpr bool kFp8 = kFp8_;
   static_assert(kKind_ == 0 || kKind_ == 1 || kKind_ == 2 || kKind_ == 5 || kKind_ == 8 ||
-                    kKind_ == 13 || kKind_ == 16 || kKind_ == 18 || kKind_ == 19,
-                "tile kinds: 0, 1, 2, 5, 8, 13, 16, 18, 19");
+                    kKind_ == 13 || kKind_ == 16 || kKind_ == 18 || kKind_ == 19 || kKind_ == 20,
+                "tile kinds: 0, 1, 2, 5, 8, 13, 16, 18, 19, 20");
   static_assert(!kTrans || (kFp8_ && kDqk_ == 256 && kDv_ == 256), "hcvtt: FP8 head dim 256");
   static constexpr bool kDecode = kKind != 0;
   // hcvt / hcvt3 (kF16Mma): K's B fragments come straight from the raw FP8 rows (no K conversion
@@ -127,7 +130,8 @@ struct TileCfg {
   // ~96): a register cap only; SM12x fits one or two by shared memory anyway.
   static constexpr int kSmPerSm = 233472;
   static constexpr int kBySmem = kSmPerSm / (kSmemBytes + 1024);
-  static constexpr int kByRegs = 65536 / (kThreads * (kDv / kDH / (kTrans ? 4 : 2) + 96));
+  static constexpr int kByRegs =
+      65536 / (kThreads * (kDv / kDH / (kTrans && !kTrans2 ? 4 : 2) + 96));
   static constexpr int kMinBlocksRaw = kBySmem < kByRegs ? kBySmem : kByRegs;
   static constexpr int kMinBlocks =
       !kDecode ? 1 : (kMinBlocksRaw > 4 ? 4 : (kMinBlocksRaw < 1 ? 1 : kMinBlocksRaw));
@@ -1231,6 +1235,15 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
   float ot[kTq][2][4];
   float mt_run[2] = {-INFINITY, -INFINITY}, lt_run[2] = {0.f, 0.f}, col_scale[2] = {0.f, 0.f};
   int colq[2] = {0, 0};
+  constexpr int kQt = Cfg::kTrans2 ? kDqk / 16 : 1;
+  uint32_t qt[kQt][2];  // hcvtt2: Q's B fragments of every k-step
+  if constexpr (Cfg::kTrans2) {
+#pragma unroll
+    for (int kb = 0; kb < kQt; ++kb) {
+      qt[kb][0] = *reinterpret_cast<const uint32_t*>(sQ + swz(g, 2 * kb, kQRow) + 4 * t4);
+      qt[kb][1] = *reinterpret_cast<const uint32_t*>(sQ + swz(g, 2 * kb + 1, kQRow) + 4 * t4);
+    }
+  }
   if constexpr (Cfg::kTrans) {
 #pragma unroll
     for (int q = 0; q < kTq; ++q)
@@ -1336,15 +1349,21 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
         // tile, row g, even / odd word t of k-step kb).
         constexpr int kMT = kNT / 16;
         const int tok0 = wn * kNT;
-        float st[kMT][4];
+        float st[kMT][4], st2[kMT][4];  // st2: hcvtt2's odd k-steps
 #pragma unroll
-        for (int mt = 0; mt < kMT; ++mt) st[mt][0] = st[mt][1] = st[mt][2] = st[mt][3] = 0.f;
+        for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) st[mt][e] = st2[mt][e] = 0.f;
 #pragma unroll
         for (int kb = 0; kb < kDqk / 16; ++kb) {
-          const uint32_t qb0 =
-              *reinterpret_cast<const uint32_t*>(sQ + swz(g, 2 * kb, kQRow) + 4 * t4);
-          const uint32_t qb1 =
-              *reinterpret_cast<const uint32_t*>(sQ + swz(g, 2 * kb + 1, kQRow) + 4 * t4);
+          uint32_t qb0, qb1;
+          if constexpr (Cfg::kTrans2) {
+            qb0 = qt[kb][0];
+            qb1 = qt[kb][1];
+          } else {
+            qb0 = *reinterpret_cast<const uint32_t*>(sQ + swz(g, 2 * kb, kQRow) + 4 * t4);
+            qb1 = *reinterpret_cast<const uint32_t*>(sQ + swz(g, 2 * kb + 1, kQRow) + 4 * t4);
+          }
 #pragma unroll
           for (int mt = 0; mt < kMT; ++mt) {
             const int row = tok0 + mt * 16 + g;
@@ -1355,8 +1374,17 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
             uint32_t a[4];
             e4m3x4_to_f16x4_hw(w0, a[0], a[2]);  // token g: slots (2t, 2t+1), (2t+8, 2t+9)
             e4m3x4_to_f16x4_hw(w8, a[1], a[3]);  // token g + 8
-            mma16816<__half>(st[mt], a, qb0, qb1);
+            if (Cfg::kTrans2 && (kb & 1))
+              mma16816<__half>(st2[mt], a, qb0, qb1);
+            else
+              mma16816<__half>(st[mt], a, qb0, qb1);
           }
+        }
+        if constexpr (Cfg::kTrans2) {
+#pragma unroll
+          for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) st[mt][e] += st2[mt][e];
         }
         // mask: element e is token tok0 + 16 mt + g + 8 (e >> 1) of packed row 2t + (e & 1)
         const bool need_mask_t =
@@ -1637,21 +1665,24 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
       lt_run[j] += __shfl_xor_sync(0xffffffffu, lt_run[j], 16);
     }
     __syncthreads();  // every warp's last tile is computed: the ring is free
-    float* buf = reinterpret_cast<float*>(sRing) + warp * 8 * kDv;
+    // rows of kDv + 1 floats: the reads below are conflict-free, the writes 2-way (a row
+    // stride of kDv put the 8 g lanes of a read on one bank)
+    constexpr int kBs = kDv + 1;
+    float* buf = reinterpret_cast<float*>(sRing) + warp * 8 * kBs;
 #pragma unroll
     for (int q = 0; q < kTq; ++q)
 #pragma unroll
       for (int jj = 0; jj < 2; ++jj)
 #pragma unroll
         for (int e = 0; e < 4; ++e)
-          buf[(2 * t4 + (e & 1)) * kDv + 32 * q + 4 * g + 2 * jj + (e >> 1)] = ot[q][jj][e];
+          buf[(2 * t4 + (e & 1)) * kBs + 32 * q + 4 * g + 2 * jj + (e >> 1)] = ot[q][jj][e];
     __syncwarp();
 #pragma unroll
     for (int q = 0; q < kTq; ++q)
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        o[0][4 * q + i][0] = buf[g * kDv + 32 * q + 8 * t4 + i];
-        o[0][4 * q + i][1] = buf[g * kDv + 32 * q + 8 * t4 + 4 + i];
+        o[0][4 * q + i][0] = buf[g * kBs + 32 * q + 8 * t4 + i];
+        o[0][4 * q + i][1] = buf[g * kBs + 32 * q + 8 * t4 + 4 + i];
         o[0][4 * q + i][2] = o[0][4 * q + i][3] = 0.f;
       }
     const int src = g >> 1;  // lane (0, g / 2) holds row g as its column g & 1

@@ -105,6 +105,7 @@ void register_kinds(std::vector<KernelInfo>& out, const char* tag) {
     out.push_back(make_info<T, kFp8, kDqk, kDv, 13, true, !k256, !k256>(tag));
     // hcvtt (probe, B12X_ATTN_DECODE_TILE=hcvtt): transposed products at head dim 256
     if constexpr (k256) out.push_back(make_info<T, kFp8, kDqk, kDv, 19, true, false, true>(tag));
+    if constexpr (k256) out.push_back(make_info<T, kFp8, kDqk, kDv, 20, true, false, true>(tag));
   }
 }
 template <int kDqk, int kDv>
