@@ -2055,13 +2055,14 @@ TEST(GemmGpu, DecodeStream16Once) {
   // 5, 8, 9, 16; K = 992 (split 1, 16 vectors, the last half past K), 2848 (split 3: the last
   // range 13 of its 16 vectors, zero splats past kvec), 3040; partial CTAs (N = 72, 200), bias,
   // FP16 outputs, capacity above M, replayed graphs; the early trigger on every other case.
-  // B12X_GEMM_STREAM16_ONCE=0 and vp > 16 keep the chunked kernel.
-  ScopedEnv e16("B12X_GEMM_STREAM16", "1");
+  // B12X_GEMM_STREAM16_ONCE=0 and vp > 16 keep the chunked kernel. Session 21: also M = 2 / 4
+  // (B12X_GEMM_STREAM16_MINM=2; one n8 token tile as at M = 5..8).
+  ScopedEnv e16("B12X_GEMM_STREAM16", "1"), em("B12X_GEMM_STREAM16_MINM", "2");
   ScopedEnv eq0("B12X_GEMM_STREAM16_QX", "0");  // W4A4 through the pre-pass
   int i = 0;
   for (const LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kNvfp4,
                                LinearFormat::kMxfp4W4A16, LinearFormat::kMxfp4})
-    for (int64_t M : {5, 8, 9, 16}) {
+    for (int64_t M : {2, 4, 5, 8, 9, 16}) {
       const int64_t K = (i % 3) == 0 ? 992 : (i % 3) == 1 ? 2848 : 3040;
       ScopedEnv es("B12X_GEMM_STREAM16_SPLIT", K == 992 ? "1" : "3");
       ScopedEnv etr("B12X_GEMM_STREAM_TRIG", (i % 2) ? "7" : "3");
@@ -2091,53 +2092,15 @@ TEST(GemmGpu, DecodeStream16Once) {
     EXPECT_GT(gemm::lin::last_stream_launch().serial, before);
     EXPECT_FALSE(gemm::lin::last_stream_launch().once) << (off ? "ONCE=0" : "vp 32");
   }
-}
-
-TEST(GemmGpu, DecodeStream16LowM) {
-  B12X_REQUIRE_GPU();
-  // Session 21: the NVFP4 / MXFP4 block kernel below M = 5 (B12X_GEMM_STREAM16_MINM=2; the
-  // default for MXFP4 W4A4): one n8 token tile with rows past M zero and never stored; the
-  // staged-once kernel (W4A16, W4A4 through the pre-pass) and the chunked one (NVFP4 W4A4
-  // converted in the kernel; vp > 16 at K = 4832 split 4), M = 2 / 3 / 4, splits 1..4, K tails
-  // (2848: the last range 13 of 16 vectors; 4832: a half vector past K), N = 72 / 200 / 264
-  // (CTAs with fewer tiles, warps without one), bias, FP16 outputs, capacity above M, graphs.
-  ScopedEnv e16("B12X_GEMM_STREAM16", "1");
-  int i = 0;
-  for (const LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kNvfp4,
-                               LinearFormat::kMxfp4W4A16, LinearFormat::kMxfp4})
-    for (int64_t M : {2, 3, 4}) {
-      const int64_t K = (i % 3) == 0 ? 2848 : (i % 3) == 1 ? 3040 : 4832;
-      const char* sp = (i % 4) == 0 ? "1" : (i % 4) == 1 ? "3" : (i % 4) == 2 ? "4" : "2";
-      ScopedEnv eq("B12X_GEMM_STREAM16_QX", (i % 2) ? "1" : "0"),
-          es("B12X_GEMM_STREAM16_SPLIT", sp), em("B12X_GEMM_STREAM16_MINM", "2");
-      Case c{f,
-             M,
-             (i % 3) == 0   ? 72
-             : (i % 3) == 1 ? 200
-                            : 264,
-             K,
-             DType::kBF16,
-             (i % 5) == 0 ? DType::kFP16 : DType::kBF16,
-             (i % 2) == 0};
-      c.max_tokens = (i % 4) == 1 ? 16 : M;
-      ++i;
-      const int64_t before = gemm::lin::last_stream_launch().serial;
-      run_case(c, /*graph_replay=*/(i % 3) == 0);
-      const gemm::lin::StreamLaunch l = gemm::lin::last_stream_launch();
-      EXPECT_GT(l.serial, before) << name(c);
-      EXPECT_EQ(l.rows, 32) << name(c);
-    }
-  // MXFP4 W4A4's default at M = 2..4 (no knob); the other formats keep their kernels.
-  {
-    const int64_t before = gemm::lin::last_stream_launch().serial;
-    run_case({LinearFormat::kMxfp4, 3, 200, 4096, DType::kBF16, DType::kBF16, true});
-    EXPECT_GT(gemm::lin::last_stream_launch().serial, before);
-    EXPECT_EQ(gemm::lin::last_stream_launch().rows, 32);
-    const int64_t b2 = gemm::lin::last_stream_launch().serial;
-    run_case({LinearFormat::kMxfp4W4A16, 3, 200, 4096, DType::kBF16, DType::kBF16, false});
-    if (gemm::lin::last_stream_launch().serial > b2)
-      EXPECT_NE(gemm::lin::last_stream_launch().rows, 32);
-  }
+  // MXFP4 W4A4's default from M = 2 (session 21, no knob); MXFP4 W4A16 keeps the decode kernel.
+  unsetenv("B12X_GEMM_STREAM16_MINM");
+  const int64_t before = gemm::lin::last_stream_launch().serial;
+  run_case({LinearFormat::kMxfp4, 3, 200, 4096, DType::kBF16, DType::kBF16, true});
+  EXPECT_GT(gemm::lin::last_stream_launch().serial, before);
+  EXPECT_EQ(gemm::lin::last_stream_launch().rows, 32);
+  const int64_t b2 = gemm::lin::last_stream_launch().serial;
+  run_case({LinearFormat::kMxfp4W4A16, 3, 200, 4096, DType::kBF16, DType::kBF16, false});
+  EXPECT_EQ(gemm::lin::last_stream_launch().serial, b2);
 }
 
 /// The K split the FP8 block kernel runs for a forced split (its CTAs hold whole 256-K chunks,
