@@ -270,6 +270,9 @@ class GemmPlans : public ::testing::TestWithParam<int> {};
 TEST_P(GemmPlans, EveryDefaultPlanHasItsKernels) {
   init_devices();
   const int dev = GetParam();
+  // Runs launch on the current device, as a caller's would (the plan's device: the fake checks
+  // its limits and opt-ins there).
+  ASSERT_EQ(cudaSetDevice(dev), cudaSuccess);
   Counts c;
   for (int fi = 0; fi < gemm::kNumLinearFormats; ++fi) {
     sweep(dev, static_cast<LinearFormat>(fi), &c);
