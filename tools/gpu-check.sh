@@ -11,6 +11,7 @@
 # logs/<area>.log. Without a GPU every test skips.
 set -u
 stages="build,tests,sanitize,python,bench"  # also: archs (time a 90a;120a;121a build),
+                                             # sm89 (the library's device code for sm_89),
                                              # tp (two-GPU tensor-parallel check, >= 2 GPUs)
 areas="formats gemm quantize embedding moe attention integration"
 arch="90a"
@@ -57,6 +58,11 @@ if has build; then
   if [ $rc -ne 0 ]; then
     grep -E "error|FAILED" "$logs/build.log" | head -30 | tee -a "$summary"
   fi
+fi
+
+if has sm89; then
+  ts=$(date +%s)
+  say "$(tools/compile-sm89.sh "$build" "$logs/sm89" "$jobs" 2>&1 | tail -21) in $(( $(date +%s) - ts ))s"
 fi
 
 if has archs; then
