@@ -69,13 +69,6 @@ const KernelInfo* find_kernel(int dqk, int dv, int kind, DType q, bool fp8) {
   return nullptr;
 }
 
-// Uniform q_len of a plan (decode 1, verify max_total_q / max_batch), 0 for extend.
-int plan_q_len(const PagedCaps& c) {
-  if (c.mode == Mode::kDecode) return 1;
-  if (c.mode == Mode::kVerify) return std::max(1, c.max_total_q / std::max(1, c.max_batch));
-  return 0;
-}
-
 int default_decode_kind(const PagedCaps& c, ArchFamily family, bool fp8, int head_dim) {
   // Defaults from the H200 (rounds 5-7, 32/8/128, 8k): BF16 wide3 streamed at 84-99% of the
   // read bandwidth (B=8..128; wide 83-98%, deep 68-77%); for FP8 wdirect2 beat wdirect by
@@ -138,15 +131,6 @@ int decode_kind(const PagedCaps& c, ArchFamily family) {
   if (e != nullptr && std::string(e) == "hcvt3") return 13;
   if (e != nullptr && std::string(e) == "wideh") return 16;
   if (e != nullptr && std::string(e) == "wideh3") return 18;
-  // hcvtt (probe, session 21): hcvt with transposed products, FP8 head dim 256, plans whose
-  // packed rows per request (q_len x group) fit the MMAs' N = 8; other plans take the default.
-  // hcvtt2: at hcvt's 2-CTA bounds, Q in registers, two S^T chains (probe for round 79).
-  if (e != nullptr && (std::string(e) == "hcvtt" || std::string(e) == "hcvtt2")) {
-    if (fp8 && c.head_dim_qk == 256 && c.head_dim_vo == 256 &&
-        int64_t(plan_q_len(c)) * (c.num_q_heads / c.num_kv_heads) <= 8)
-      return std::string(e) == "hcvtt" ? 19 : 20;
-    return default_decode_kind(c, family, fp8, head_dim);
-  }
   // Any other value (a typo, or a removed tile such as hbits) takes the defaults below; say so
   // once per process rather than silently.
   if (e != nullptr && e[0] != '\0') {
@@ -169,6 +153,13 @@ int ceil_div(int64_t a, int64_t b) {
 
 bool is_pow2(int64_t x) {
   return x > 0 && (x & (x - 1)) == 0;
+}
+
+// Uniform q_len of a plan (decode 1, verify max_total_q / max_batch), 0 for extend.
+int plan_q_len(const PagedCaps& c) {
+  if (c.mode == Mode::kDecode) return 1;
+  if (c.mode == Mode::kVerify) return std::max(1, c.max_total_q / std::max(1, c.max_batch));
+  return 0;
 }
 
 using ::b12x::detail::DeviceScope;  // the plan's device for its attribute calls
@@ -304,8 +295,6 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
                  : k->kind == 8  ? "_decode_hcvt"
                  : k->kind == 13 ? "_decode_hcvt3"
                  : k->kind == 16 ? "_decode_wideh"
-                 : k->kind == 19 ? "_decode_hcvtt"
-                 : k->kind == 20 ? "_decode_hcvtt2"
                                  : "_decode_wideh3") +
                 (fp8 ? "_kvfp8" : "") + (caps.q_dtype == DType::kFP16 ? "_fp16" : "_bf16");
   plan.tile_rows = k->tile_rows;

@@ -45,12 +45,6 @@ constexpr float kLog2e = 1.4426950408889634f;
 /// Session 21 removed the variants that lost (docs/attention.md): 3 "direct", 4 "wdirect", 6
 /// "wdirect2" (bf16 MMAs on integer-converted FP8 fragments), 7 / 10 / 12 (extend "wide", "n64",
 /// "m64"), 9 "hbits", 11 "hvec", 14 "hcvt2", and wide3 at head dim 256.
-/// 19 = decode "hcvtt" (probe, session 21, FP8 head dim 256, at most 8 packed rows): hcvt with
-/// transposed products, S^T = K Q^T and O^T = V^T P^T, so the <= 8 q rows of a GQA group are the
-/// MMAs' N = 8 instead of half of a 16-row M: half the MMAs and half the O registers, launch
-/// bounds for 3 CTAs per SM90 SM. 20 = "hcvtt2" (probe for round 79): hcvtt at hcvt's 2-CTA
-/// bounds, Q's B fragments held in registers, and S^T accumulated in two chains (even / odd
-/// k-steps) of 8 dependent MMAs instead of one of 16.
 template <int kDqk_, int kDv_, int kKind_, bool kFp8_>
 struct TileCfg {
   static constexpr int kDqk = kDqk_, kDv = kDv_;
@@ -63,15 +57,11 @@ struct TileCfg {
   // tiles in flight per CTA instead of one.
   static constexpr bool kH3 = kKind_ == 18;
   static constexpr int kDH = (kKind_ == 16 || kH3) ? 2 : 1;
-  // kind 19 ("hcvtt"): hcvt's staging, ring and epilogue with the transposed loop body.
-  static constexpr bool kTrans = kKind_ == 19 || kKind_ == 20;
-  static constexpr bool kTrans2 = kKind_ == 20;
-  static constexpr int kKind = (kKind_ == 16 || kH3) ? 1 : (kTrans ? 8 : kKind_);
+  static constexpr int kKind = (kKind_ == 16 || kH3) ? 1 : kKind_;
   static constexpr bool kFp8 = kFp8_;
   static_assert(kKind_ == 0 || kKind_ == 1 || kKind_ == 2 || kKind_ == 5 || kKind_ == 8 ||
-                    kKind_ == 13 || kKind_ == 16 || kKind_ == 18 || kKind_ == 19 || kKind_ == 20,
-                "tile kinds: 0, 1, 2, 5, 8, 13, 16, 18, 19, 20");
-  static_assert(!kTrans || (kFp8_ && kDqk_ == 256 && kDv_ == 256), "hcvtt: FP8 head dim 256");
+                    kKind_ == 13 || kKind_ == 16 || kKind_ == 18,
+                "tile kinds: 0, 1, 2, 5, 8, 13, 16, 18");
   static constexpr bool kDecode = kKind != 0;
   // hcvt / hcvt3 (kF16Mma): K's B fragments come straight from the raw FP8 rows (no K conversion
   // pass; Q is stored in the matching permuted slot order), and so do V's (4-byte reads of 4
@@ -130,8 +120,7 @@ struct TileCfg {
   // ~96): a register cap only; SM12x fits one or two by shared memory anyway.
   static constexpr int kSmPerSm = 233472;
   static constexpr int kBySmem = kSmPerSm / (kSmemBytes + 1024);
-  static constexpr int kByRegs =
-      65536 / (kThreads * (kDv / kDH / (kTrans && !kTrans2 ? 4 : 2) + 96));
+  static constexpr int kByRegs = 65536 / (kThreads * (kDv / kDH / 2 + 96));
   static constexpr int kMinBlocksRaw = kBySmem < kByRegs ? kBySmem : kByRegs;
   static constexpr int kMinBlocks =
       !kDecode ? 1 : (kMinBlocksRaw > 4 ? 4 : (kMinBlocksRaw < 1 ? 1 : kMinBlocksRaw));
@@ -180,12 +169,6 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(addr));
-}
-/// The 8 x 8 b16 matrix of a warp (lane (g, t): row g, columns 2t, 2t+1) transposed.
-__device__ __forceinline__ uint32_t movmatrix_trans(uint32_t x) {
-  uint32_t y;
-  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(y) : "r"(x));
-  return y;
 }
 __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
@@ -1227,36 +1210,6 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
     }
   }
 
-  // hcvtt (Cfg::kTrans): lane (g, t) accumulates O^T for dims 32 q + 4 g + 2 jj (+1) of packed
-  // rows 2t, 2t + 1 (e & 1), and keeps the running max and (partial) sum of rows 2t, 2t + 1;
-  // after the loop they are moved into hcvt's layout (o, m_run, l_run), so the merge and the
-  // epilogue are hcvt's.
-  constexpr int kTq = Cfg::kTrans ? kDv / 32 : 1;
-  float ot[kTq][2][4];
-  float mt_run[2] = {-INFINITY, -INFINITY}, lt_run[2] = {0.f, 0.f}, col_scale[2] = {0.f, 0.f};
-  int colq[2] = {0, 0};
-  constexpr int kQt = Cfg::kTrans2 ? kDqk / 16 : 1;
-  uint32_t qt[kQt][2];  // hcvtt2: Q's B fragments of every k-step
-  if constexpr (Cfg::kTrans2) {
-#pragma unroll
-    for (int kb = 0; kb < kQt; ++kb) {
-      qt[kb][0] = *reinterpret_cast<const uint32_t*>(sQ + swz(g, 2 * kb, kQRow) + 4 * t4);
-      qt[kb][1] = *reinterpret_cast<const uint32_t*>(sQ + swz(g, 2 * kb + 1, kQRow) + 4 * t4);
-    }
-  }
-  if constexpr (Cfg::kTrans) {
-#pragma unroll
-    for (int q = 0; q < kTq; ++q)
-#pragma unroll
-      for (int jj = 0; jj < 2; ++jj)
-        ot[q][jj][0] = ot[q][jj][1] = ot[q][jj][2] = ot[q][jj][3] = 0.f;
-#pragma unroll
-    for (int j = 0; j < 2; ++j) {
-      col_scale[j] = scale * __int_as_float((127 - s_qexp[2 * t4 + j]) << 23);
-      colq[j] = div_group(p, rows0 + 2 * t4 + j);
-    }
-  }
-
   for (int it = 0; it < n_tiles; ++it) {
     // Group g holds tile g (the full ring's iteration 0 commits none): `ahead` groups may stay
     // pending at iteration 0 of the full ring, ahead - 1 otherwise.
@@ -1342,131 +1295,6 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
       const int kv0 = kv_begin + it * kv_step;
       const uint8_t* sK = sK_t;
       const uint8_t* sV = sV_t;
-      if constexpr (Cfg::kTrans) {
-        // S^T = K Q^T: a 16-token block of this warp's tokens is the MMA's M (A fragments: K
-        // rows g and g + 8 of the block, converted as hcvt converts them for its B fragments),
-        // the packed q rows 0..7 its N (B fragments: Q's fp16 words straight from the staged
-        // tile, row g, even / odd word t of k-step kb).
-        constexpr int kMT = kNT / 16;
-        const int tok0 = wn * kNT;
-        float st[kMT][4], st2[kMT][4];  // st2: hcvtt2's odd k-steps
-#pragma unroll
-        for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) st[mt][e] = st2[mt][e] = 0.f;
-#pragma unroll
-        for (int kb = 0; kb < kDqk / 16; ++kb) {
-          uint32_t qb0, qb1;
-          if constexpr (Cfg::kTrans2) {
-            qb0 = qt[kb][0];
-            qb1 = qt[kb][1];
-          } else {
-            qb0 = *reinterpret_cast<const uint32_t*>(sQ + swz(g, 2 * kb, kQRow) + 4 * t4);
-            qb1 = *reinterpret_cast<const uint32_t*>(sQ + swz(g, 2 * kb + 1, kQRow) + 4 * t4);
-          }
-#pragma unroll
-          for (int mt = 0; mt < kMT; ++mt) {
-            const int row = tok0 + mt * 16 + g;
-            const uint32_t w0 = *reinterpret_cast<const uint32_t*>(
-                sK + row * kDqk + ((kb ^ (row & 7)) << 4) + 4 * t4);
-            const uint32_t w8 = *reinterpret_cast<const uint32_t*>(
-                sK + (row + 8) * kDqk + ((kb ^ (row & 7)) << 4) + 4 * t4);
-            uint32_t a[4];
-            e4m3x4_to_f16x4_hw(w0, a[0], a[2]);  // token g: slots (2t, 2t+1), (2t+8, 2t+9)
-            e4m3x4_to_f16x4_hw(w8, a[1], a[3]);  // token g + 8
-            if (Cfg::kTrans2 && (kb & 1))
-              mma16816<__half>(st2[mt], a, qb0, qb1);
-            else
-              mma16816<__half>(st[mt], a, qb0, qb1);
-          }
-        }
-        if constexpr (Cfg::kTrans2) {
-#pragma unroll
-          for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) st[mt][e] += st2[mt][e];
-        }
-        // mask: element e is token tok0 + 16 mt + g + 8 (e >> 1) of packed row 2t + (e & 1)
-        const bool need_mask_t =
-            (kv0 + kBN > kv_end) || (kv0 + kBN - 1 > tile_qi_min + off_diag) ||
-            (p.window_left >= 0 && kv0 < tile_qi_max + off_diag - p.window_left);
-        if (need_mask_t) {
-#pragma unroll
-          for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-              const int pos = kv0 + tok0 + mt * 16 + g + 8 * (e >> 1);
-              const int diag = colq[e & 1] + off_diag;
-              const bool ok =
-                  pos < kv_end && pos <= diag && (p.window_left < 0 || pos >= diag - p.window_left);
-              if (!ok) st[mt][e] = -INFINITY;
-            }
-        }
-        // online softmax per packed row (a column here: reduce over the g lanes)
-        float alpha_t[2];
-        bool grew = false;
-#pragma unroll
-        for (int j = 0; j < 2; ++j) {
-          float mx = -INFINITY;
-#pragma unroll
-          for (int mt = 0; mt < kMT; ++mt) mx = fmaxf(mx, fmaxf(st[mt][j], st[mt][2 + j]));
-          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 4));
-          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 8));
-          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 16));
-          const float m_cand = fmaxf(mt_run[j], mx * col_scale[j]);
-          const float m_new = m_cand > mt_run[j] + p.rescale_slack ? m_cand : mt_run[j];
-          const float m_use = m_new == -INFINITY ? 0.f : m_new;
-          alpha_t[j] = fast_exp2(mt_run[j] - m_use);
-          grew |= alpha_t[j] != 1.f;
-          mt_run[j] = m_new;
-          lt_run[j] *= alpha_t[j];
-          float sum = 0.f;
-#pragma unroll
-          for (int mt = 0; mt < kMT; ++mt) {
-            st[mt][j] = fast_exp2(fmaf(st[mt][j], col_scale[j], -m_use));
-            st[mt][2 + j] = fast_exp2(fmaf(st[mt][2 + j], col_scale[j], -m_use));
-            sum += st[mt][j] + st[mt][2 + j];
-          }
-          lt_run[j] += sum;
-        }
-        if (__any_sync(0xffffffffu, grew)) {
-#pragma unroll
-          for (int q = 0; q < kTq; ++q)
-#pragma unroll
-            for (int jj = 0; jj < 2; ++jj)
-#pragma unroll
-              for (int e = 0; e < 4; ++e) ot[q][jj][e] *= alpha_t[e & 1];
-        }
-        // O^T += V^T P^T: P^T's B fragments are the S^T accumulators' fp16 pairs transposed
-        // (movmatrix: token rows -> q-row rows); V^T's A fragments are hcvt's V B fragments,
-        // dims 32 q + 4 g + 2 jj (rows g) and + 1 (rows g + 8).
-#pragma unroll
-        for (int mt = 0; mt < kMT; ++mt) {
-          const uint32_t pb0 = movmatrix_trans(pack2<__half>(st[mt][0], st[mt][1]));
-          const uint32_t pb1 = movmatrix_trans(pack2<__half>(st[mt][2], st[mt][3]));
-          const int r0 = tok0 + mt * 16 + 2 * t4;
-#pragma unroll
-          for (int q = 0; q < kTq; ++q) {
-            const int c = 2 * q + (g >> 2);
-            auto rd = [&](int row) {
-              return *reinterpret_cast<const uint32_t*>(sV + row * kDv + ((c ^ (row & 7)) << 4) +
-                                                        4 * (g & 3));
-            };
-            const uint32_t w0 = rd(r0), w1 = rd(r0 + 1), w8 = rd(r0 + 8), w9 = rd(r0 + 9);
-            uint32_t b0[4], b1[4];
-            e4m3x4_to_f16x4_hw(__byte_perm(w0, w1, 0x5140), b0[0], b0[1]);
-            e4m3x4_to_f16x4_hw(__byte_perm(w0, w1, 0x7362), b0[2], b0[3]);
-            e4m3x4_to_f16x4_hw(__byte_perm(w8, w9, 0x5140), b1[0], b1[1]);
-            e4m3x4_to_f16x4_hw(__byte_perm(w8, w9, 0x7362), b1[2], b1[3]);
-#pragma unroll
-            for (int jj = 0; jj < 2; ++jj) {
-              const uint32_t a[4] = {b0[2 * jj], b0[2 * jj + 1], b1[2 * jj], b1[2 * jj + 1]};
-              mma16816<__half>(ot[q][jj], a, pb0, pb1);
-            }
-          }
-        }
-        continue;
-      }
 
       // ---- S = Q K^T for this warp's kMB x 16 rows x kNT tokens ----
       const int tok0 = wn * kNT;
@@ -1653,49 +1481,6 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
   }
   cp_async_wait<0>();
   stamp<kStamp>(p, 6);
-  if constexpr (Cfg::kTrans) {
-    // Into hcvt's layout through this warp's 8 x kDv floats of the (drained) ring: o[4q+i]
-    // holds row g's dims 32q+8t+i (e 0) and 32q+8t+4+i (e 1); rows g + 8 are padding (the plan
-    // takes hcvtt for <= 8 packed rows): an empty state. l_run's lane partials are summed over
-    // the t lanes below, so lane t = 0 takes the row's whole sum.
-#pragma unroll
-    for (int j = 0; j < 2; ++j) {
-      lt_run[j] += __shfl_xor_sync(0xffffffffu, lt_run[j], 4);
-      lt_run[j] += __shfl_xor_sync(0xffffffffu, lt_run[j], 8);
-      lt_run[j] += __shfl_xor_sync(0xffffffffu, lt_run[j], 16);
-    }
-    __syncthreads();  // every warp's last tile is computed: the ring is free
-    // rows of kDv + 1 floats: the reads below are conflict-free, the writes 2-way (a row
-    // stride of kDv put the 8 g lanes of a read on one bank)
-    constexpr int kBs = kDv + 1;
-    float* buf = reinterpret_cast<float*>(sRing) + warp * 8 * kBs;
-#pragma unroll
-    for (int q = 0; q < kTq; ++q)
-#pragma unroll
-      for (int jj = 0; jj < 2; ++jj)
-#pragma unroll
-        for (int e = 0; e < 4; ++e)
-          buf[(2 * t4 + (e & 1)) * kBs + 32 * q + 4 * g + 2 * jj + (e >> 1)] = ot[q][jj][e];
-    __syncwarp();
-#pragma unroll
-    for (int q = 0; q < kTq; ++q)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        o[0][4 * q + i][0] = buf[g * kBs + 32 * q + 8 * t4 + i];
-        o[0][4 * q + i][1] = buf[g * kBs + 32 * q + 8 * t4 + 4 + i];
-        o[0][4 * q + i][2] = o[0][4 * q + i][3] = 0.f;
-      }
-    const int src = g >> 1;  // lane (0, g / 2) holds row g as its column g & 1
-    const float m0 = __shfl_sync(0xffffffffu, mt_run[0], src);
-    const float m1 = __shfl_sync(0xffffffffu, mt_run[1], src);
-    const float l0 = __shfl_sync(0xffffffffu, lt_run[0], src);
-    const float l1 = __shfl_sync(0xffffffffu, lt_run[1], src);
-    m_run[0][0] = (g & 1) ? m1 : m0;
-    l_run[0][0] = t4 == 0 ? ((g & 1) ? l1 : l0) : 0.f;
-    m_run[0][1] = 0.f;
-    l_run[0][1] = 0.f;
-    __syncthreads();  // the merge below reuses the ring
-  }
 
 #pragma unroll
   for (int mb = 0; mb < kMB; ++mb)

@@ -103,9 +103,6 @@ void register_kinds(std::vector<KernelInfo>& out, const char* tag) {
     constexpr bool k256 = kDqk == 256;
     out.push_back(make_info<T, kFp8, kDqk, kDv, 8, true, k256, k256>(tag));
     out.push_back(make_info<T, kFp8, kDqk, kDv, 13, true, !k256, !k256>(tag));
-    // hcvtt (probe, B12X_ATTN_DECODE_TILE=hcvtt): transposed products at head dim 256
-    if constexpr (k256) out.push_back(make_info<T, kFp8, kDqk, kDv, 19, true, false, true>(tag));
-    if constexpr (k256) out.push_back(make_info<T, kFp8, kDqk, kDv, 20, true, false, true>(tag));
   }
 }
 template <int kDqk, int kDv>
