@@ -166,8 +166,8 @@ constexpr int64_t kDecodeSyncMaxMK = 8192;
 constexpr int kS16MinVp = 8;
 /// The M <= 16 block kernel's token range starts here (below: the M = 1 and 4-row stream kernels).
 constexpr int64_t kS16MinM = 5;
-/// The NVFP4 / MXFP4 block kernel's first run M: kS16MinM, or the plan's probe
-/// B12X_GEMM_STREAM16_MINM=<2..5> (session 21: M = 2..4, Plan::stream16_min_m).
+/// The NVFP4 / MXFP4 block kernel's first run M (Plan::stream16_min_m): kS16MinM, 2 for W4A4 and
+/// MXFP4 W4A16 (session 21), or B12X_GEMM_STREAM16_MINM=<2..5>.
 int64_t s16_min_m(const Plan& p) {
   return p.stream16_depth == 0 && p.stream16_min_m > 0 ? p.stream16_min_m : kS16MinM;
 }
@@ -1646,12 +1646,23 @@ Plan plan(const Caps& caps) {
   const bool f8_block_deep_k = wf == lin::WFmt::kFp8Block && geo.K >= 3 * geo.N;
   const int64_t f8_cap_min =
       f8_min_m > 0 ? f8_min_m : f8_block_min_m(wf) - (f8_block_deep_k ? 1 : 0);
-  // Session 21: MXFP4 W4A4 from M = 2 (its M = 2..4 ran the decode kernel on the pre-pass's BF16;
-  // the 4-row stream kernel is NVFP4's). Round 78, us over 4096x4096 / 14336x4096 / 4096x14336 /
-  // 6144x4096 / 2048x7168, decode kernel -> block kernel (with the in-kernel split sum probe,
-  // since removed): M = 2 10.72 / 19.56 / 21.99 / 13.57 / 10.92 -> 9.04 / 15.67 / 17.15 / 10.51
-  // / 9.80, M = 4 11.08 / 19.75 / 24.55 / 13.90 / 11.70 -> 10.26 / 15.67 / 16.92 / 10.36 / 9.86.
-  int64_t s16_min = f == LinearFormat::kMxfp4 ? 2 : kS16MinM;
+  // Session 21: NVFP4 W4A4, MXFP4 W4A4 and MXFP4 W4A16 from M = 2 (before: the 4-row stream
+  // kernel, NVFP4 only, or the decode kernel, both on the pre-pass's BF16 for W4A4); NVFP4 W4A16
+  // keeps the 4-row kernel (round 78, block kernel at M = 2: 7.56 / 15.01 / 15.61 / 9.38 / 8.41
+  // against 6.85 / 14.34 / 17.70 / 10.07 / 8.54, +5-10 % at the two K = 4096 shapes with many row
+  // groups). Round 79, us over 4096x4096 / 14336x4096 / 4096x14336 / 6144x4096 / 2048x7168,
+  // before -> block kernel: MXFP4 W4A4 M = 2 9.97 / 19.45 / 21.00 / 13.51 / 11.02 -> 7.89 / 15.43
+  // / 16.30 / 9.83 / 8.56, M = 4 11.12 / 19.68 / 24.18 / 13.90 / 11.90 -> 9.45 / 15.40 / 16.27 /
+  // 9.82 / 8.65; MXFP4 W4A16 M = 2 7.54 / 16.46 / 16.83 / 11.09 / 8.21 -> 7.15 / 14.74 / 15.64 /
+  // 9.31 / 7.84, M = 4 7.90 / 16.71 / 21.15 / 11.59 / 8.88 -> 7.09 / 14.66 / 15.75 / 9.23 / 7.77;
+  // NVFP4 W4A4 M = 2 8.22 / 15.73 / 19.06 / 11.43 / 11.80 -> 8.26 / 14.98 / 15.86 / 10.22 / 8.87,
+  // M = 4 11.17 / 15.84 / 19.43 / 11.69 / 12.43 -> 8.58 / 15.19 / 16.03 / 10.31 / 8.89 (with its
+  // in-kernel conversion where the plan takes it; through the pre-pass 7.88 / 15.21 / 15.84 /
+  // 10.22 / 8.49 at M = 2). B12X_GEMM_STREAM_ROWS=1 (the 4-row kernel forced) keeps 5.
+  const bool s16_low =
+      f == LinearFormat::kMxfp4 || f == LinearFormat::kMxfp4W4A16 || f == LinearFormat::kNvfp4;
+  const char* erows = std::getenv("B12X_GEMM_STREAM_ROWS");
+  int64_t s16_min = s16_low && !(erows != nullptr && erows[0] == '1') ? 2 : kS16MinM;
   if (const char* e = std::getenv("B12X_GEMM_STREAM16_MINM"); e != nullptr)
     s16_min = std::clamp<int64_t>(std::atoi(e), 2, kS16MinM);
   if ((M >= s16_min || (lin::wtraits(wf).fp8mma && M >= f8_cap_min)) &&

@@ -2092,15 +2092,22 @@ TEST(GemmGpu, DecodeStream16Once) {
     EXPECT_GT(gemm::lin::last_stream_launch().serial, before);
     EXPECT_FALSE(gemm::lin::last_stream_launch().once) << (off ? "ONCE=0" : "vp 32");
   }
-  // MXFP4 W4A4's default from M = 2 (session 21, no knob); MXFP4 W4A16 keeps the decode kernel.
+  // The defaults from M = 2 (session 21, no knob): NVFP4 W4A4, MXFP4 W4A4 / W4A16 on the block
+  // kernel; NVFP4 W4A16 on the 4-row stream kernel.
   unsetenv("B12X_GEMM_STREAM16_MINM");
-  const int64_t before = gemm::lin::last_stream_launch().serial;
-  run_case({LinearFormat::kMxfp4, 3, 200, 4096, DType::kBF16, DType::kBF16, true});
-  EXPECT_GT(gemm::lin::last_stream_launch().serial, before);
-  EXPECT_EQ(gemm::lin::last_stream_launch().rows, 32);
-  const int64_t b2 = gemm::lin::last_stream_launch().serial;
-  run_case({LinearFormat::kMxfp4W4A16, 3, 200, 4096, DType::kBF16, DType::kBF16, false});
-  EXPECT_EQ(gemm::lin::last_stream_launch().serial, b2);
+  unsetenv("B12X_GEMM_STREAM16_QX");
+  for (const LinearFormat f : {LinearFormat::kMxfp4, LinearFormat::kMxfp4W4A16,
+                               LinearFormat::kNvfp4, LinearFormat::kNvfp4W4A16}) {
+    const int64_t before = gemm::lin::last_stream_launch().serial;
+    run_case({f, 3, 200, 4096, DType::kBF16, DType::kBF16, f == LinearFormat::kMxfp4});
+    const bool launched = gemm::lin::last_stream_launch().serial > before;
+    if (f == LinearFormat::kNvfp4W4A16) {  // the 4-row kernel or (N = 200) the decode kernel
+      EXPECT_TRUE(!launched || gemm::lin::last_stream_launch().rows == 4);
+    } else {
+      EXPECT_TRUE(launched) << gemm::format_name(f);
+      EXPECT_EQ(gemm::lin::last_stream_launch().rows, 32) << gemm::format_name(f);
+    }
+  }
 }
 
 /// The K split the FP8 block kernel runs for a forced split (its CTAs hold whole 256-K chunks,
