@@ -179,7 +179,6 @@ struct DecodeKnobs {
   int fc2_bal = 1;     ///< B12X_MOE_FC2_BAL 0|1: FC2 split CTAs take equal chunk ranges
   int fc2_kil = -1;    ///< B12X_MOE_FC2_KIL 0|1: FC2 warps take every kW-th chunk (-1: rule)
   int fc2_rows = 0;    ///< B12X_MOE_FC2_ROWS 16|32: output rows per FC2 CTA (0: rule, 2-8 tokens)
-  int fc1_reg = 0;     ///< B12X_MOE_FC1_REG 0|1: probe, the last-warp FC1 at 2 CTAs per SM
 };
 
 /// @brief Runtime capacities.

@@ -645,7 +645,6 @@ DecodeKnobs read_decode_knobs(bool stream, int aquant) {
   knob(k.fc2_bal, "B12X_MOE_FC2_BAL", {0, 1}, "0, 1", not_stream);
   knob(k.fc2_kil, "B12X_MOE_FC2_KIL", {0, 1}, "0, 1", not_stream);
   knob(k.fc2_rows, "B12X_MOE_FC2_ROWS", {16, 32}, "16, 32", not_stream);
-  knob(k.fc1_reg, "B12X_MOE_FC1_REG", {0, 1}, "0, 1", not_stream);
   return k;
 }
 }  // namespace detail
@@ -872,8 +871,6 @@ Plan plan(const Caps& caps) {
     }
     // The K-interleaved FC2 kernels (decode_fc2_kil, from the weights' I and the capacity).
     if (stream && detail::decode_fc2_kil(p.knobs, caps.max_tokens, nk2)) sig << " fc2_kil";
-    // Probe: the last-warp FC1 at 2 CTAs per SM (B12X_MOE_FC1_REG=1).
-    if (stream && p.knobs.fc1_reg == 1) sig << " fc1_reg2";
     if (caps.apply_router_weight_on_input) sig << " weight_on_input";
     std::ostringstream shape;
     shape << "E=" << E << " H=" << H << " I=" << I << " max_tokens=" << caps.max_tokens

@@ -38,16 +38,15 @@ Fc2Shape fc2_shape(const DecodeArgs& a, const DecodeKnobs& k, bool deep, int row
 }
 
 template <typename OpT, bool kFold, int kSK, int kRC, int kWM, int kG,
-          int kNW = DecodeCfg::kFc1Warps, bool kBal = false, bool kLast = false, int kMinB = 0>
+          int kNW = DecodeCfg::kFc1Warps, bool kBal = false, bool kLast = false>
 void launch_fc1(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, bool pdl) {
-  auto* k = dev::moe_decode_fc1_kernel<OpT, kFold, kSK, kWM, kG, kNW, kBal, kRC, kLast, kMinB>;
+  auto* k = dev::moe_decode_fc1_kernel<OpT, kFold, kSK, kWM, kG, kNW, kBal, kRC, kLast>;
   constexpr int kSmem = DecodeCfg::fc1_smem(kNW);
   // Above 48 KB of dynamic shared memory needs the opt-in (once per device and kernel); three
   // CTAs (3 x ~69 KB) per SM only with the whole unified L1 given to shared memory.
   B12X_CUDA_CHECK(::b12x::detail::opt_in_smem(reinterpret_cast<const void*>(k), kSmem, true));
   const int row_blocks = a.w1.rows_pad / (32 * kWM);
-  int y = decode_fc1_tile_groups(kn, a.routes, row_blocks, a.sm_count,
-                                 kMinB > 0 ? kMinB : fc1_ctas_per_sm(kNW));
+  int y = decode_fc1_tile_groups(kn, a.routes, row_blocks, a.sm_count, fc1_ctas_per_sm(kNW));
   if constexpr (kLast) y = decode_fc1_fine_groups(kn, a.routes, a.w1.K_pad / 128, y);
   const dim3 grid(static_cast<unsigned>(row_blocks), static_cast<unsigned>(y));
   launch_k(k, grid, dim3(32 * kNW), kSmem, stream, pdl, a);
@@ -105,14 +104,7 @@ void launch_gemms(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, boo
   } else if (a.fc1_warps == DecodeCfg::kFc1WideWarps) {
     launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1WideWarps>(a, kn, stream, pdl1);
   } else if (a.fc1_groups == 2) {  // decode_fc1_last: always the last-warp tile ends here
-    // Probe DecodeKnobs::fc1_reg: the same kernel at 2 CTAs per SM (128 registers, no cap).
-    constexpr bool kRegOk = kBf16 && kSK == 0;
-    if (kRegOk && kn.fc1_reg == 1)
-      launch_fc1<OpT, kFold, kSK, kRC, 1, 2, DecodeCfg::kFc1Warps, false, true, kRegOk ? 2 : 0>(
-          a, kn, stream, pdl1);
-    else
-      launch_fc1<OpT, kFold, kSK, kRC, 1, 2, DecodeCfg::kFc1Warps, false, true>(a, kn, stream,
-                                                                                pdl1);
+    launch_fc1<OpT, kFold, kSK, kRC, 1, 2, DecodeCfg::kFc1Warps, false, true>(a, kn, stream, pdl1);
   } else {
     launch_fc1<OpT, kFold, kSK, kRC, 1, 1>(a, kn, stream, pdl1);
   }

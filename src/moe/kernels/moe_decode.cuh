@@ -694,13 +694,9 @@ __device__ __forceinline__ void group_sync(int id) {
 // range is a list of pieces (tile, K sub-chunks [ka, kb)): whole tiles in the middle, parts of
 // tiles at its ends. Every warp splits each piece's sub-chunks as it splits a whole tile; a
 // part's K sums go to fc1_part and the tile's last CTA (fc1_cnt) finishes it.
-// kMinB (probe B12X_MOE_FC1_REG=1): the launch bounds' CTAs per SM (0: 3 of 8 warps with folded
-// scales, else 2); 2 for the 8-warp CTA lifts its register cap from 80 to 128.
 template <typename OpT, bool kFold, int kSK, int kWM, int kG, int kNW = DecodeCfg::kFc1Warps,
-          bool kBal = false, int kRC = detail::kMaxInlineRoutes, bool kLast = false, int kMinB = 0>
-__global__ void __launch_bounds__(32 * kNW, kMinB > 0                     ? kMinB
-                                            : kNW == DecodeCfg::kFc1Warps ? (kFold ? 3 : 2)
-                                                                          : 2)
+          bool kBal = false, int kRC = detail::kMaxInlineRoutes, bool kLast = false>
+__global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold ? 3 : 2) : 2)
     moe_decode_fc1_kernel(const DecodeArgs a) {
   using C = DecodeCfg;
   using St = WarpStage<32>;
