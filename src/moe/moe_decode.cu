@@ -276,9 +276,16 @@ int decode_fc1_fine_groups(const DecodeKnobs& k, int routes, int k_chunks, int y
   // DeepSeek-TP4 M = 16 1.035x, MiniMax M = 16 1.058x, w4a16 M = 8 1.015x; M = 4 / 8 0.999 /
   // 1.001x). fc1_fine 2 (~2.7 tiles per CTA, no cap): DeepSeek-TP4 M = 8 0.978x, M = 4 = the one
   // wave, M = 16 1.010x, MiniMax M = 2 / 8 / 16 1.074 / 0.987 / 1.026x. 0: one wave.
+  // Session 21: from 64 routes 7 routes / 16 (DeepSeek-TP4 M = 8: Y 28 instead of 32, ~2 tiles
+  // per CTA for its ~57 tiles). H200, us, Y 32 -> 28 (bit-equal): nvfp4 M = 8 0.986x (round 76,
+  // against the one wave 0.986 -> 0.972x), 116.6 -> 114.9 (0.985x, round 78), 115.3 -> 113.6
+  // (0.985x, round 79); w4a16 M = 8 1.004 / 0.994x (rounds 78 / 79). Y 24 / 26 / 30 0.996 / 0.993 /
+  // 1.016x, 36 / 40 1.118 / 1.137x; M = 4 keeps routes / 2 (Y 14 1.066x, round 78).
   if (k.fc1_groups > 0 || k.fc1_fine == 0 || k_chunks <= 32) return y;
   if (k.fc1_fine == 1 && routes > 6 * y) return y;
-  const int fine = k.fc1_fine == 2 ? (3 * routes + 7) / 8 : (routes + 1) / 2;
+  const int fine = k.fc1_fine == 2 ? (3 * routes + 7) / 8
+                   : routes >= 64  ? 7 * routes / 16
+                                   : (routes + 1) / 2;
   return std::max(y, std::min(routes, fine));
 }
 
