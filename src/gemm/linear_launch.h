@@ -34,16 +34,17 @@ bool decode_half_available(WFmt f, bool fp16);
 /// shared memory (16.5 KB at most).
 inline constexpr int64_t kDecodeHalfStageBudget = 101376 - 17 * 1024 - 4 * 2 * 4096;
 /// Deeper rings (LinearParams::decode_deep, B12X_GEMM_DECODE_DEEP=0|1): `deep` (1) more ring
-/// stages in the M = 1 kernels with 4 warps per tile (FP4 weights, BF16 MMAs); ring + staging
-/// within what SM12x's 99 KB leave beside the static part.
+/// stages in the kernels with 4 warps per tile at one token tile (FP4 weights with BF16 MMAs:
+/// kLean only; the FP8 weight formats); ring + staging within what SM12x's 99 KB leave beside the
+/// static part.
 bool decode_deep_available(WFmt f, bool fp16, int deep);
 /// The weight rings of a CTA: 4 warps (8 with ws = 8) of decode_stages(f) + deep slices.
 int64_t decode_ring_bytes_deep(WFmt f, int deep, int ws = 4);
 inline constexpr int64_t kDecodeDeepBudget = 101376 - 15 * 1024;
-/// 8 warps per tile at M = 1 (LinearParams::decode_ws = 8, probe: B12X_GEMM_DECODE_WSPLIT=8): the
-/// kernel exists (FP4 weights, BF16 MMAs), and its dynamic shared memory budget (ring + staging)
-/// beside up to 23 KB of static shared memory on a device with `smem_optin` bytes per block (SM12x:
-/// K up to ~6k at M = 1; SM90: K up to ~70k).
+/// 8 warps per tile at M = 1 (LinearParams::decode_ws = 8; B12X_GEMM_DECODE_WSPLIT=8 forces it):
+/// the kernel exists (FP4 weights, BF16 MMAs, kLean only), and its dynamic shared memory budget
+/// (ring + staging) beside up to 23 KB of static shared memory on a device with `smem_optin` bytes
+/// per block (SM12x: K up to ~6k at M = 1; SM90: K up to ~70k).
 bool decode_ws8_available(WFmt f, bool fp16);
 inline constexpr int64_t decode_ws8_budget(int64_t smem_optin) {
   return smem_optin - 23 * 1024;

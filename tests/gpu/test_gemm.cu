@@ -3700,15 +3700,13 @@ TEST(GemmGpu, GgmlGemvDefault) {
       run_case({f, M, 200, 6144, DType::kBF16, DType::kBF16, M == 3});
       EXPECT_EQ(gemm::lin::last_ggml_gemv_launch().warps, M == 1 ? 16 : wide) << "M = " << M;
     }
-    if (std::getenv("B12X_GGML_GEMV_TRIGGER") == nullptr) {
-      // The PDL trigger at each warp's last batch: IQ2_XS with its column groups (M <= 4), IQ2_XXS
-      // with one token tile (M <= 8).
-      for (int64_t M : {1, 4, 5, 9}) {
-        run_case({f, M, 72, 2304, DType::kBF16, DType::kBF16, M == 4});
-        EXPECT_EQ(gemm::lin::last_ggml_gemv_launch().trig,
-                  (f == LinearFormat::kIq2Xs && M <= 4) || (f == LinearFormat::kIq2Xxs && M <= 8))
-            << "M = " << M;
-      }
+    // The PDL trigger at each warp's last batch: IQ2_XS with its column groups (M <= 4), IQ2_XXS
+    // with one token tile (M <= 8).
+    for (int64_t M : {1, 4, 5, 9}) {
+      run_case({f, M, 72, 2304, DType::kBF16, DType::kBF16, M == 4});
+      EXPECT_EQ(gemm::lin::last_ggml_gemv_launch().trig,
+                (f == LinearFormat::kIq2Xs && M <= 4) || (f == LinearFormat::kIq2Xxs && M <= 8))
+          << "M = " << M;
     }
     {
       // The 8-warp one-tile kernels on the same small grids (Q8_0's default above SMs tiles).

@@ -64,10 +64,10 @@ struct TiledCfg {
   static constexpr int kGroup = kTr.group;  // K group of the weight scale (0: none)
   /// 16-row weight tiles per warp: 4 (64x64 warp tiles) where the registers allow it; the fp32
   /// group temporaries of kGroup would spill with 128 accumulators.
-  /// kAlt (probe variants, B12X_GEMM_TILED_ALT=1): the group mode on 64x64 warp tiles (its
-  /// registers reach 255 and spill a little), the fold mode on 2 x 4 warps of 64x32 at two CTAs
-  /// per SM (twice the warps to hide latencies, each fragment decoded by two warps). FP8
-  /// promotion keeps a second warp-tile-sized accumulator and has no variant.
+  /// kAlt (session 7's probe variants, not instantiated since session 21): the group mode on
+  /// 64x64 warp tiles (its registers reach 255 and spill a little), the fold mode on 2 x 4 warps
+  /// of 64x32 at two CTAs per SM (twice the warps to hide latencies, each fragment decoded by two
+  /// warps). FP8 promotion keeps a second warp-tile-sized accumulator and has no variant.
   static constexpr int kWN = (kAlt && kMode == TiledMode::kGroup) ? 4 : 2;
   static constexpr int kNT = 2 * kWN;  // n8 tiles per warp
   /// Warp grid: FP4 fold runs 1 (tokens) x 8 (rows) warps of 128x32, so that every weight
