@@ -18,6 +18,9 @@ void launch_pipe_tn(const GemmArgs& a, dim3 grid, Stream stream, bool pdl) {
 }
 template <typename OpT, bool kFold>
 void launch_pipe(const GemmArgs& a, dim3 grid, Stream stream, bool pdl) {
+  // The routing was built for a.tile_tokens slots per tile: only the compiled widths may run.
+  B12X_ASSERT(a.tile_tokens == 16 || a.tile_tokens == 64, "grouped FP4 tile of ", a.tile_tokens,
+              " token slots (compiled: 16, 64)");
   if (a.tile_tokens == 16)
     launch_pipe_tn<OpT, kFold, 16>(a, grid, stream, pdl);
   else
