@@ -9,8 +9,8 @@ namespace b12x::gemm::lin {
 /// True when the decode kernel of exactly this configuration exists (the pick that
 /// launch_linear_decode runs for these LinearParams::decode_* fields; mma 0 / 1): host only, for
 /// the plans and their tests.
-bool decode_available(WFmt f, bool fp16, int nt, int ws, bool pipe, bool half, int deep,
-                      bool lean, int mma = 0);
+bool decode_available(WFmt f, bool fp16, int nt, int ws, bool pipe, bool half, int deep, bool lean,
+                      int mma = 0);
 /// The one-buffer kernel with `ws` warps per tile at one token tile exists (kLean or not).
 bool decode_ws_available(WFmt f, bool fp16, int ws);
 
