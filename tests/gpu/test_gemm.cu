@@ -2092,6 +2092,29 @@ TEST(GemmGpu, DecodeStream16Once) {
     EXPECT_GT(gemm::lin::last_stream_launch().serial, before);
     EXPECT_FALSE(gemm::lin::last_stream_launch().once) << (off ? "ONCE=0" : "vp 32");
   }
+  // The chunked kernel at M = 2 / 4 (MINM=2): NVFP4 W4A4 converting its activations in the
+  // kernel (QX=1, the default for weights up to kS16QxMaxBytes) and W4A16 with ONCE=0; split 3
+  // with a K range past K (K = 1312), FP16 output, a graph.
+  for (const int64_t M : {2, 4}) {
+    ScopedEnv em2("B12X_GEMM_STREAM16_MINM", "2"), es3("B12X_GEMM_STREAM16_SPLIT", "3");
+    {
+      ScopedEnv eq1("B12X_GEMM_STREAM16_QX", "1");
+      const int64_t b0 = gemm::lin::last_stream_launch().serial;
+      run_case({LinearFormat::kNvfp4, M, 200, 1312, DType::kBF16,
+                M == 2 ? DType::kFP16 : DType::kBF16, true},
+               /*graph_replay=*/M == 4);
+      EXPECT_GT(gemm::lin::last_stream_launch().serial, b0) << "qx M " << M;
+      EXPECT_EQ(gemm::lin::last_stream_launch().rows, 32);
+      EXPECT_FALSE(gemm::lin::last_stream_launch().once);
+    }
+    ScopedEnv eo0("B12X_GEMM_STREAM16_ONCE", "0");
+    const LinearFormat f = M == 2 ? LinearFormat::kNvfp4W4A16 : LinearFormat::kMxfp4W4A16;
+    const int64_t b1 = gemm::lin::last_stream_launch().serial;
+    run_case({f, M, 72, 1312, DType::kBF16, DType::kBF16, M == 2}, /*graph_replay=*/M == 2);
+    EXPECT_GT(gemm::lin::last_stream_launch().serial, b1) << "chunked M " << M;
+    EXPECT_EQ(gemm::lin::last_stream_launch().rows, 32);
+    EXPECT_FALSE(gemm::lin::last_stream_launch().once);
+  }
   // The defaults from M = 2 (session 21, no knob): NVFP4 W4A4, MXFP4 W4A4 / W4A16 on the block
   // kernel; NVFP4 W4A16 on the 4-row stream kernel.
   unsetenv("B12X_GEMM_STREAM16_MINM");
