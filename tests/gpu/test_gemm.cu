@@ -2590,13 +2590,23 @@ TEST(GemmGpu, DecodeStreamRowsDefault) {
       caps.out_features = big;
       EXPECT_EQ(gemm::plan(caps).stream_rows_parts, 0);
     }
-    for (int64_t M : {3, 7}) {
-      Case c{f, M, big, 1024, DType::kBF16, DType::kBF16, M == 3};
-      c.max_tokens = 16;
-      const int64_t before = gemm::lin::last_stream_launch().serial;
-      run_case(c);
-      EXPECT_EQ(gemm::lin::last_stream_launch().serial, before + 1) << "M=" << M;
-      EXPECT_EQ(gemm::lin::last_stream_launch().rows, M == 3 ? 4 : 32) << "M=" << M;
+    // NVFP4 W4A4 runs the block kernel from M = 2 (session 21, round 79); B12X_GEMM_STREAM16_MINM=5
+    // restores the 4-row kernel at M = 3 there.
+    const bool block_from_2 = f == LinearFormat::kNvfp4;
+    for (const char* minm : {"", "5"}) {
+      if (minm[0] != '\0' && !block_from_2) continue;
+      std::optional<ScopedEnv> em;
+      if (minm[0] != '\0') em.emplace("B12X_GEMM_STREAM16_MINM", minm);
+      for (int64_t M : {3, 7}) {
+        Case c{f, M, big, 1024, DType::kBF16, DType::kBF16, M == 3};
+        c.max_tokens = 16;
+        const int64_t before = gemm::lin::last_stream_launch().serial;
+        run_case(c);
+        const bool rows4 = M == 3 && (!block_from_2 || minm[0] != '\0');
+        EXPECT_EQ(gemm::lin::last_stream_launch().serial, before + 1) << "M=" << M;
+        EXPECT_EQ(gemm::lin::last_stream_launch().rows, rows4 ? 4 : 32)
+            << "M=" << M << " MINM=" << minm;
+      }
     }
   }
 }
