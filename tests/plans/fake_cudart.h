@@ -35,7 +35,8 @@ void set_devices(const std::vector<Device>& devices);
 std::vector<Launch> take_launches();
 /// The first refused call since the last call ("" when none).
 std::string take_error();
-/// The demangled name of a kernel's host stub.
+/// The demangled name of a kernel's host stub, or "<library file>+0x<offset>" where the stub is
+/// not in the dynamic symbol table (resolve it with nm).
 std::string kernel_name(const void* fn);
 
 }  // namespace fake_cuda
