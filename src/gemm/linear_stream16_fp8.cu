@@ -36,7 +36,9 @@ int run_var(bool q, int var) {
 /// B12X_GEMM_STREAM16_F8_VAR) and 3 CTAs per SM (B12X_GEMM_STREAM16_OCC=3).
 F8Fn pick(WFmt f, int tw, int nt, int mma, int depth, bool q, int occ = 2, int var = 0) {
   if (mma != 1 || occ != 2 || (tw != 1 && tw != 2) || (nt != 1 && nt != 2)) return nullptr;
-  var = run_var(q, var);
+  var = run_var(q, var & ~kF8VarNoRed);
+  if (var & kF8VarFused)
+    return nt == 1 ? pick_stream16_f8_fused(f, tw, depth, q, var & ~kF8VarFused) : nullptr;
   switch (f) {
     case WFmt::kFp8:
       if (q || var != 0) return nullptr;
@@ -72,7 +74,7 @@ int64_t smem_of(int tw, int mma) {
 }  // namespace
 
 bool stream16_f8_available(WFmt f, int tw, int mma, int depth, bool q, int occ, int var) {
-  return pick(f, tw, 2, mma, depth, q, occ, var) != nullptr &&
+  return pick(f, tw, 2, mma, depth, q, occ, var & ~kF8VarFused) != nullptr &&
          pick(f, tw, 1, mma, depth, q, occ, var) != nullptr;
 }
 
@@ -111,11 +113,18 @@ int prepare_linear_stream16_f8(int device, WFmt f, int tw, int mma, int depth, b
   return fit;
 }
 
-void launch_linear_stream16_f8(WFmt f, int tw, int mma, int depth, int64_t smem,
+bool launch_linear_stream16_f8(WFmt f, int tw, int mma, int depth, int64_t smem,
                                const LinearParams& p, Stream stream, int occ, int var) {
   const int nt = p.M <= 8 ? 1 : 2;
   const bool q = p.act_kind == kActBf16Quant;
-  const F8Fn k = pick(f, tw, nt, mma, depth, q, occ, var);
+  // kF8VarFused where its instance exists (one token tile, the plan's kind of activations).
+  F8Fn k = nullptr;
+  const bool fused = stream16_f8_fused(var, p.M) && p.partial != nullptr &&
+                     (k = pick(f, tw, nt, mma, depth, q, occ, var)) != nullptr;
+  if (!fused) {
+    var &= ~kF8VarFused;
+    k = pick(f, tw, nt, mma, depth, q, occ, var);
+  }
   const int split = std::max(p.split, 1);
   const int want_xs = q                      ? kXsStaged
                       : f == WFmt::kFp8Block ? kXsF32Rows
@@ -141,6 +150,7 @@ void launch_linear_stream16_f8(WFmt f, int tw, int mma, int depth, int64_t smem,
       k, dim3(static_cast<unsigned>(gx), static_cast<unsigned>(split)), dim3(kStreamWarps * 32),
       static_cast<size_t>(smem), stream, p.pdl != 0, dim3(1, 1, 1), p));
   B12X_CUDA_CHECK_LAUNCH();
+  return fused;
 }
 
 Stream16F8Launch last_stream16_f8_launch() {

@@ -119,6 +119,9 @@ uint8_t random_e4m3(std::mt19937_64& g) {
 
 /// Where set, edits every random weight make_weight returns (a test's own scale ranges).
 std::function<void(LinearFormat, HostWeight&)> g_weight_tweak;
+/// Non-zero: run_case fills the plan's scratch with this byte before the first run (kernels that
+/// keep state in scratch must not rely on its contents).
+uint8_t g_scratch_fill = 0;
 
 HostWeight make_weight(LinearFormat f, int64_t N, int64_t K) {
   auto& g = test::rng();
@@ -461,6 +464,7 @@ void run_case(const Case& c, bool graph_replay = false, int* tiled_wgmma = nullp
   if (tiled_wgmma != nullptr) *tiled_wgmma = plan.tiled_wgmma;
   if (tiled_wgmma_var != nullptr) *tiled_wgmma_var = plan.tiled_wgmma_var;
   DeviceBuffer<uint8_t> scratch(std::max<int64_t>(plan.scratch_bytes, 1));
+  if (g_scratch_fill != 0) scratch.poison(g_scratch_fill);
   DeviceBuffer<uint16_t> out(c.M * c.N);
   std::vector<uint16_t> hbias;
   DeviceBuffer<uint16_t> dbias(c.N);
@@ -2483,6 +2487,47 @@ TEST(GemmGpu, DecodeStream16Fp8) {
   setenv("B12X_GEMM_STREAM16_F8", "0", 1);
   EXPECT_EQ(gemm::plan(caps).stream16_depth, 0);
   setenv("B12X_GEMM_STREAM16_F8", "1", 1);
+}
+
+TEST(GemmGpu, DecodeStream16Fp8Fused) {
+  B12X_REQUIRE_GPU();
+  // Session 22 probe (B12X_GEMM_STREAM16_FUSED=1, lin::kF8VarFused): the FP8 block kernel's K
+  // split summed by each row group's last CTA at M <= 8, no reduce launch; M = 9..16 keep the
+  // reduce launch. The three formats (per-tensor on e4m3 activations, block FP8 / MXFP8 quantized
+  // in the kernel), tw 1 / 2, M = 1 / 3 / 8 / 12, splits 3 / 8 (K tails inside a chunk: 1312,
+  // 2336), partial row groups (N = 72 / 200), bias, FP16 outputs, capacity above M, the scratch
+  // filled with 0xFF or 0x00 bytes (the counters' launch tags), graphs replayed and run eagerly
+  // after them (the counters of the launches before).
+  ScopedEnv e16("B12X_GEMM_STREAM16_F8", "1"), em("B12X_GEMM_DECODE_F8MMA", "1"),
+      emin("B12X_GEMM_STREAM16_F8_MINM", "1"), ef("B12X_GEMM_STREAM16_FUSED", "1");
+  int i = 0;
+  for (LinearFormat f : {LinearFormat::kFp8Tensor, LinearFormat::kFp8Block, LinearFormat::kMxfp8})
+    for (const char* tw : {"1", "2"})
+      for (const char* sp : {"3", "8"}) {
+        ScopedEnv et("B12X_GEMM_STREAM16_TW", tw), es("B12X_GEMM_STREAM16_SPLIT", sp);
+        const int64_t Ms[] = {1, 3, 8, 12, 5};
+        const int64_t M = Ms[i % 5];
+        const int64_t K = sp[0] == '8' ? 2336 : (i % 2) ? 1312 : 4096;
+        Case c{f,
+               M,
+               (i % 2) ? 72 : 200,
+               K,
+               f == LinearFormat::kFp8Tensor ? DType::kFP8E4M3 : DType::kBF16,
+               (i % 3) == 1 ? DType::kFP16 : DType::kBF16,
+               (i % 2) == 0};
+        c.max_tokens = (i % 4) == 1 ? 16 : M;
+        g_scratch_fill = (i % 2) ? 0xFF : 0x00;
+        ++i;
+        const int64_t before = gemm::lin::last_stream16_f8_launch().serial;
+        run_case(c, /*graph_replay=*/(i % 3) != 0);
+        g_scratch_fill = 0;
+        const gemm::lin::Stream16F8Launch l = gemm::lin::last_stream16_f8_launch();
+        EXPECT_GT(l.serial, before) << name(c) << " tw " << tw << " sp " << sp;
+        EXPECT_EQ(l.tw, std::atoi(tw));
+        EXPECT_EQ(l.split, f8_split(K, std::atoi(sp))) << name(c);
+        EXPECT_EQ((l.var & gemm::lin::kF8VarFused) != 0, M <= 8 && l.split > 1) << name(c);
+        EXPECT_EQ(l.q, f != LinearFormat::kFp8Tensor) << name(c);
+      }
 }
 
 TEST(GemmGpu, DecodeStream16Default) {

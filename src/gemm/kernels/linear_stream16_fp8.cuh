@@ -111,6 +111,54 @@ __device__ __forceinline__ uint32_t hmul2_bits(uint32_t a, uint32_t b) {
   return d;
 }
 
+/// kF8VarFused: after its partials, each CTA takes a ticket on its row group's counter; the last
+/// of the split's CTAs to arrive sums the group's partials in split order (as linear_reduce_kernel
+/// does, so the outputs are bit-identical) and stores the outputs, instead of the reduce launch.
+/// The counters (one 64-bit word per row group, after the run's partials [split][M][NP]) are never
+/// reset: each word carries its launch's %gridid (new at every launch and graph replay, session
+/// 21's FP4 probe) in its upper 48 bits, so a word of another launch, or arbitrary scratch bytes,
+/// counts as zero.
+__device__ __forceinline__ void f8_split_sum(const LinearParams& p, float mult, uint8_t* flag) {
+  __threadfence();  // this thread's partials, before the ticket
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    unsigned long long id;
+    asm volatile("mov.u64 %0, %%gridid;" : "=l"(id));
+    const unsigned long long tag = id << 16;
+    unsigned long long* const cnt =
+        reinterpret_cast<unsigned long long*>(p.partial + int64_t{p.split} * p.M * p.NP) +
+        blockIdx.x;
+    unsigned long long v = *reinterpret_cast<volatile unsigned long long*>(cnt), nv;
+    for (;;) {
+      nv = (v & ~0xFFFFull) == tag ? v + 1 : tag | 1;
+      const unsigned long long prev = atomicCAS(cnt, v, nv);
+      if (prev == v) break;
+      v = prev;
+    }
+    *reinterpret_cast<volatile int*>(flag) = static_cast<int>(nv & 0xFFFF) == p.split;
+  }
+  __syncthreads();
+  if (*reinterpret_cast<volatile int*>(flag) == 0) return;
+  __threadfence();  // the other CTAs' partials, after their tickets
+  const int64_t rb = static_cast<int64_t>(blockIdx.x) * p.stream_tiles * 16;
+  const int64_t rows = p.NP - rb < p.stream_tiles * 16 ? p.NP - rb : int64_t{p.stream_tiles} * 16;
+  const int nr4 = static_cast<int>(rows) / 4;
+  const int64_t zs = p.M * p.NP;
+  for (int idx = threadIdx.x; idx < p.M * nr4; idx += blockDim.x) {
+    const int64_t m = idx / nr4, r = rb + 4 * (idx % nr4);
+    const float* const src = p.partial + m * p.NP + r;
+    float s[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll 8
+    for (int z = 0; z < p.split; ++z) {
+      const float4 v = __ldcg(reinterpret_cast<const float4*>(src + z * zs));
+      s[0] += v.x, s[1] += v.y, s[2] += v.z, s[3] += v.w;
+    }
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      if (r + e < p.N) store_out_elem(p, m, r + e, s[e], mult);
+  }
+}
+
 /// 4-byte cp.async (8 with kEight), or a plain copy where the source is not aligned.
 template <bool kEight>
 __device__ __forceinline__ void f8s_cp_small(void* smem, const uint8_t* gmem) {
@@ -145,6 +193,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   constexpr bool kQ8 = kQ && (kVar & kF8VarQ8);
   constexpr bool kQ32 = kQ8 && kNt == 1 && (kVar & kF8VarQ32);
   constexpr bool kLate = (kVar & kF8VarLate) != 0 && kNt == 1;
+  constexpr bool kFused = (kVar & kF8VarFused) != 0;
   static_assert(!kQ8 || kGroup == 32, "quantization on 8 warps: MXFP8");
   static_assert(!kFold2 || kMma == 1, "operand-folded MXFP8 scales: f16 MMAs");
   constexpr int kSlot = kF8SlotBytes<kTw, kGroup, kMma, kQ, kVar>;
@@ -625,6 +674,9 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     if (tile < p.n16 && warp * kTw + j < tpc)
       stream_store_tile<kNt>(p, acc[j], tile, blockIdx.y, mult, g, t);
   }
+  // (The slots are free: every warp has passed its last chunk before f8_split_sum's barrier.)
+  if constexpr (kFused)
+    if (p.partial != nullptr) f8_split_sum(p, mult, dsm);
   griddep_launch_dependents();
 }
 
