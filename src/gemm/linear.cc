@@ -1811,9 +1811,12 @@ Plan plan(const Caps& caps) {
     const char* enored = std::getenv("B12X_GEMM_STREAM16_NORED");
     const int nored = enored != nullptr && enored[0] == '1' ? lin::kF8VarNoRed : 0;
     // Probe (session 22): B12X_GEMM_STREAM16_FUSED=1, the split summed in the kernel by each row
-    // group's last CTA at M <= 8 (lin::kF8VarFused; no reduce launch there).
+    // group's last CTA at M <= 8 (lin::kF8VarFused; no reduce launch there); =2 at every M.
     const char* efused = std::getenv("B12X_GEMM_STREAM16_FUSED");
-    const int fused = efused != nullptr && efused[0] == '1' ? lin::kF8VarFused : 0;
+    const int fused = efused == nullptr  ? 0
+                      : efused[0] == '1' ? lin::kF8VarFused
+                      : efused[0] == '2' ? lin::kF8VarFused | lin::kF8VarFused16
+                                         : 0;
     auto var_for = [&](int tw8, int depth) {
       const int v = nored | fused |
                     (evar != nullptr ? std::atoi(evar)

@@ -38,7 +38,9 @@ F8Fn pick(WFmt f, int tw, int nt, int mma, int depth, bool q, int occ = 2, int v
   if (mma != 1 || occ != 2 || (tw != 1 && tw != 2) || (nt != 1 && nt != 2)) return nullptr;
   var = run_var(q, var & ~kF8VarNoRed);
   if (var & kF8VarFused)
-    return nt == 1 ? pick_stream16_f8_fused(f, tw, depth, q, var & ~kF8VarFused) : nullptr;
+    return nt == 1 || (var & kF8VarFused16)
+               ? pick_stream16_f8_fused(f, tw, nt, depth, q, var & ~(kF8VarFused | kF8VarFused16))
+               : nullptr;
   switch (f) {
     case WFmt::kFp8:
       if (q || var != 0) return nullptr;
@@ -74,7 +76,8 @@ int64_t smem_of(int tw, int mma) {
 }  // namespace
 
 bool stream16_f8_available(WFmt f, int tw, int mma, int depth, bool q, int occ, int var) {
-  return pick(f, tw, 2, mma, depth, q, occ, var & ~kF8VarFused) != nullptr &&
+  return pick(f, tw, 2, mma, depth, q, occ, (var & kF8VarFused16) ? var : var & ~kF8VarFused) !=
+             nullptr &&
          pick(f, tw, 1, mma, depth, q, occ, var) != nullptr;
 }
 
@@ -117,12 +120,12 @@ bool launch_linear_stream16_f8(WFmt f, int tw, int mma, int depth, int64_t smem,
                                const LinearParams& p, Stream stream, int occ, int var) {
   const int nt = p.M <= 8 ? 1 : 2;
   const bool q = p.act_kind == kActBf16Quant;
-  // kF8VarFused where its instance exists (one token tile, the plan's kind of activations).
-  F8Fn k = nullptr;
-  const bool fused = stream16_f8_fused(var, p.M) && p.partial != nullptr &&
-                     (k = pick(f, tw, nt, mma, depth, q, occ, var)) != nullptr;
-  if (!fused) {
-    var &= ~kF8VarFused;
+  // kF8VarFused where its instance exists (the plan's kind of activations; at split 1 it stores
+  // the outputs as the kernel without it does).
+  F8Fn k = stream16_f8_fused(var, p.M) ? pick(f, tw, nt, mma, depth, q, occ, var) : nullptr;
+  const bool fused = k != nullptr && p.partial != nullptr;
+  if (k == nullptr) {
+    var &= ~(kF8VarFused | kF8VarFused16);
     k = pick(f, tw, nt, mma, depth, q, occ, var);
   }
   const int split = std::max(p.split, 1);

@@ -25,13 +25,15 @@ inline constexpr int kF8VarLate = 16;
 /// Probe (session 22, timing only; outputs wrong): the K split's partials are written but the
 /// reduce launch after the kernel is skipped (run; no kernel of its own).
 inline constexpr int kF8VarNoRed = 64;
-/// Probe (session 22) at one token tile (M <= 8; two token tiles keep the reduce launch): the K
-/// split summed by the last CTA of each row group to arrive (kernels/linear_stream16_fp8.cuh,
-/// f8_split_sum), no reduce launch.
+/// Probe (session 22) at one token tile (M <= 8; two token tiles keep the reduce launch unless
+/// kF8VarFused16): the K split summed by the last CTA of each row group to arrive
+/// (kernels/linear_stream16_fp8.cuh, f8_split_sum), no reduce launch.
 inline constexpr int kF8VarFused = 32;
+/// With kF8VarFused (plan bit only): also at two token tiles (M = 9..16).
+inline constexpr int kF8VarFused16 = 128;
 /// Whether a run at M with plan variant var sums its split in the kernel (no reduce launch).
 inline bool stream16_f8_fused(int var, int64_t M) {
-  return (var & kF8VarFused) != 0 && M <= 8;
+  return (var & kF8VarFused) != 0 && (M <= 8 || (var & kF8VarFused16) != 0);
 }
 
 /// FP8 weights (per-tensor, block FP8, MXFP8) on e4m3 activations (MXFP8 / block FP8 with their

@@ -2525,9 +2525,32 @@ TEST(GemmGpu, DecodeStream16Fp8Fused) {
         EXPECT_GT(l.serial, before) << name(c) << " tw " << tw << " sp " << sp;
         EXPECT_EQ(l.tw, std::atoi(tw));
         EXPECT_EQ(l.split, f8_split(K, std::atoi(sp))) << name(c);
-        EXPECT_EQ((l.var & gemm::lin::kF8VarFused) != 0, M <= 8 && l.split > 1) << name(c);
+        EXPECT_EQ((l.var & gemm::lin::kF8VarFused) != 0, M <= 8) << name(c);
         EXPECT_EQ(l.q, f != LinearFormat::kFp8Tensor) << name(c);
       }
+  // B12X_GEMM_STREAM16_FUSED=2: also at two token tiles (M = 9..16).
+  ScopedEnv ef2("B12X_GEMM_STREAM16_FUSED", "2"), es3("B12X_GEMM_STREAM16_SPLIT", "3");
+  int k = 0;
+  for (LinearFormat f : {LinearFormat::kFp8Tensor, LinearFormat::kFp8Block, LinearFormat::kMxfp8})
+    for (const char* tw : {"1", "2"}) {
+      ScopedEnv et("B12X_GEMM_STREAM16_TW", tw);
+      Case c{f,
+             (k % 2) ? int64_t{16} : int64_t{9},
+             (k % 3) ? 72 : 200,
+             (k % 2) ? 1312 : 4096,
+             f == LinearFormat::kFp8Tensor ? DType::kFP8E4M3 : DType::kBF16,
+             (k % 4) == 1 ? DType::kFP16 : DType::kBF16,
+             (k % 2) == 1};
+      g_scratch_fill = (k % 2) ? 0x00 : 0xFF;
+      ++k;
+      const int64_t before = gemm::lin::last_stream16_f8_launch().serial;
+      run_case(c, /*graph_replay=*/(k % 2) == 0);
+      g_scratch_fill = 0;
+      const gemm::lin::Stream16F8Launch l = gemm::lin::last_stream16_f8_launch();
+      EXPECT_GT(l.serial, before) << name(c) << " tw " << tw;
+      EXPECT_EQ(l.split, 3) << name(c);
+      EXPECT_NE(l.var & gemm::lin::kF8VarFused, 0) << name(c);
+    }
 }
 
 TEST(GemmGpu, DecodeStream16Default) {
