@@ -118,6 +118,11 @@ __device__ __forceinline__ uint32_t hmul2_bits(uint32_t a, uint32_t b) {
 /// reset: each word carries its launch's %gridid (new at every launch and graph replay, session
 /// 21's FP4 probe) in its upper 48 bits, so a word of another launch, or arbitrary scratch bytes,
 /// counts as zero.
+/// kItems: float4 items per thread (the CTA's 128 kTw rows x 8 kNt tokens / 4 / 256 threads), all
+/// loaded before they are added, kZ slots at a time, so that the sum costs about one L2 round trip
+/// per kZ slots. The ticket's first CAS expects this CTA to be the last (tag | split - 1): right
+/// for the CTA whose sum is on the grid's critical path, one extra round trip for the others.
+template <int kItems>
 __device__ __forceinline__ void f8_split_sum(const LinearParams& p, float mult, uint8_t* flag) {
   __threadfence();  // this thread's partials, before the ticket
   __syncthreads();
@@ -128,7 +133,7 @@ __device__ __forceinline__ void f8_split_sum(const LinearParams& p, float mult, 
     unsigned long long* const cnt =
         reinterpret_cast<unsigned long long*>(p.partial + int64_t{p.split} * p.M * p.NP) +
         blockIdx.x;
-    unsigned long long v = *reinterpret_cast<volatile unsigned long long*>(cnt), nv;
+    unsigned long long v = tag | static_cast<unsigned>(p.split - 1), nv;
     for (;;) {
       nv = (v & ~0xFFFFull) == tag ? v + 1 : tag | 1;
       const unsigned long long prev = atomicCAS(cnt, v, nv);
@@ -140,22 +145,46 @@ __device__ __forceinline__ void f8_split_sum(const LinearParams& p, float mult, 
   __syncthreads();
   if (*reinterpret_cast<volatile int*>(flag) == 0) return;
   __threadfence();  // the other CTAs' partials, after their tickets
+  constexpr int kZ = kItems >= 4 ? 2 : kItems >= 2 ? 4 : 8;
   const int64_t rb = static_cast<int64_t>(blockIdx.x) * p.stream_tiles * 16;
   const int64_t rows = p.NP - rb < p.stream_tiles * 16 ? p.NP - rb : int64_t{p.stream_tiles} * 16;
   const int nr4 = static_cast<int>(rows) / 4;
   const int64_t zs = p.M * p.NP;
-  for (int idx = threadIdx.x; idx < p.M * nr4; idx += blockDim.x) {
+  const float* src[kItems];
+  float4 s[kItems];
+#pragma unroll
+  for (int it = 0; it < kItems; ++it) {
+    const int idx = threadIdx.x + it * kStreamWarps * 32;
     const int64_t m = idx / nr4, r = rb + 4 * (idx % nr4);
-    const float* const src = p.partial + m * p.NP + r;
-    float s[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll 8
-    for (int z = 0; z < p.split; ++z) {
-      const float4 v = __ldcg(reinterpret_cast<const float4*>(src + z * zs));
-      s[0] += v.x, s[1] += v.y, s[2] += v.z, s[3] += v.w;
-    }
+    src[it] = idx < p.M * nr4 ? p.partial + m * p.NP + r : nullptr;
+    s[it] = make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+  for (int z0 = 0; z0 < p.split; z0 += kZ) {
+    float4 v[kItems][kZ];
+#pragma unroll
+    for (int it = 0; it < kItems; ++it)
+#pragma unroll
+      for (int dz = 0; dz < kZ; ++dz)
+        if (src[it] != nullptr && z0 + dz < p.split)
+          v[it][dz] = __ldcg(reinterpret_cast<const float4*>(src[it] + (z0 + dz) * zs));
+#pragma unroll
+    for (int it = 0; it < kItems; ++it)
+#pragma unroll
+      for (int dz = 0; dz < kZ; ++dz)
+        if (src[it] != nullptr && z0 + dz < p.split) {
+          s[it].x += v[it][dz].x, s[it].y += v[it][dz].y;
+          s[it].z += v[it][dz].z, s[it].w += v[it][dz].w;
+        }
+  }
+#pragma unroll
+  for (int it = 0; it < kItems; ++it) {
+    if (src[it] == nullptr) continue;
+    const int idx = threadIdx.x + it * kStreamWarps * 32;
+    const int64_t m = idx / nr4, r = rb + 4 * (idx % nr4);
+    const float o[4] = {s[it].x, s[it].y, s[it].z, s[it].w};
 #pragma unroll
     for (int e = 0; e < 4; ++e)
-      if (r + e < p.N) store_out_elem(p, m, r + e, s[e], mult);
+      if (r + e < p.N) store_out_elem(p, m, r + e, o[e], mult);
   }
 }
 
@@ -674,10 +703,12 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     if (tile < p.n16 && warp * kTw + j < tpc)
       stream_store_tile<kNt>(p, acc[j], tile, blockIdx.y, mult, g, t);
   }
-  // (The slots are free: every warp has passed its last chunk before f8_split_sum's barrier.)
-  if constexpr (kFused)
-    if (p.partial != nullptr) f8_split_sum(p, mult, dsm);
+  // kFused: the dependent launch before the split's sum (its griddep_wait still waits for this
+  // whole grid), so that the next kernel's CTAs start during the last CTAs' sums. (The slots are
+  // free: every warp has passed its last chunk before f8_split_sum's barrier.)
   griddep_launch_dependents();
+  if constexpr (kFused)
+    if (p.partial != nullptr) f8_split_sum<kTw * kNt>(p, mult, dsm);
 }
 
 }  // namespace b12x::gemm::lin
