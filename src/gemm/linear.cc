@@ -1543,6 +1543,17 @@ Plan plan(const Caps& caps) {
           p.decode_stream_free_only = mx_w4a16_free;  // MXFP4 W4A4: the fold's instance too
           stream_trig_m1 = true;
         }
+        // Session 22 probe (B12X_GEMM_STREAM_XDB=1): NVFP4's per-warp blocks at the 2-CTA cap
+        // (8 parts or the even split) with two activation buffers per warp (var bit 512), the
+        // next block's activations converted and stored mid-block.
+        if (const char* ex = std::getenv("B12X_GEMM_STREAM_XDB"); ex != nullptr && ex[0] == '1') {
+          const int xv = p.decode_stream_var | 512;
+          if (lin::stream_var_available(wf, p.decode_stream_parts, p.decode_stream_occ, xv,
+                                        false)) {
+            p.decode_stream_var = xv;
+            p.decode_stream_smem = 2 * lin::kStreamJitBytes;
+          }
+        }
       }
     }
   }
