@@ -1859,8 +1859,14 @@ Plan plan(const Caps& caps) {
                       : efused[0] == '1' ? lin::kF8VarFused
                       : efused[0] == '2' ? lin::kF8VarFused | lin::kF8VarFused16
                                          : 0;
+    // Probe (session 22): B12X_GEMM_STREAM16_F8_SPLAT=1, MXFP8's weight splats by byte permutes
+    // (lin::kF8VarSplat; with B12X_GEMM_STREAM16_FUSED only).
+    const char* esplat = std::getenv("B12X_GEMM_STREAM16_F8_SPLAT");
+    const int splat = esplat != nullptr && esplat[0] == '1' && fused && wf == lin::WFmt::kFp8Mx
+                          ? lin::kF8VarSplat
+                          : 0;
     auto var_for = [&](int tw8, int depth) {
-      const int v = nored | fused |
+      const int v = nored | fused | splat |
                     (evar != nullptr ? std::atoi(evar)
                      : wf == lin::WFmt::kFp8Mx && mma8 == 1 && depth == 4
                          ? lin::kF8VarFold | (q8 ? lin::kF8VarQ8 | lin::kF8VarQ32 : 0)

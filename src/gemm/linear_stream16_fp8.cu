@@ -76,8 +76,8 @@ int64_t smem_of(int tw, int mma) {
 }  // namespace
 
 bool stream16_f8_available(WFmt f, int tw, int mma, int depth, bool q, int occ, int var) {
-  return pick(f, tw, 2, mma, depth, q, occ, (var & kF8VarFused16) ? var : var & ~kF8VarFused) !=
-             nullptr &&
+  return pick(f, tw, 2, mma, depth, q, occ,
+              (var & kF8VarFused16) ? var : var & ~(kF8VarFused | kF8VarSplat)) != nullptr &&
          pick(f, tw, 1, mma, depth, q, occ, var) != nullptr;
 }
 
@@ -125,7 +125,7 @@ bool launch_linear_stream16_f8(WFmt f, int tw, int mma, int depth, int64_t smem,
   F8Fn k = stream16_f8_fused(var, p.M) ? pick(f, tw, nt, mma, depth, q, occ, var) : nullptr;
   const bool fused = k != nullptr && p.partial != nullptr;
   if (k == nullptr) {
-    var &= ~(kF8VarFused | kF8VarFused16);
+    var &= ~(kF8VarFused | kF8VarFused16 | kF8VarSplat);
     k = pick(f, tw, nt, mma, depth, q, occ, var);
   }
   const int split = std::max(p.split, 1);

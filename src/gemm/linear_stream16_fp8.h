@@ -31,6 +31,10 @@ inline constexpr int kF8VarNoRed = 64;
 inline constexpr int kF8VarFused = 32;
 /// With kF8VarFused (plan bit only): also at two token tiles (M = 9..16).
 inline constexpr int kF8VarFused16 = 128;
+/// Probe (session 22; MXFP8 with kF8VarFold, instantiated with kF8VarFused only): the weight
+/// splats of a chunk by byte permutes where all its atoms are inside K and within 21 binades of
+/// the row's largest scale (kernels/linear_stream16_fp8.cuh, f8_splats_fast; the same bits).
+inline constexpr int kF8VarSplat = 256;
 /// Whether a run at M with plan variant var sums its split in the kernel (no reduce launch).
 inline bool stream16_f8_fused(int var, int64_t M) {
   return (var & kF8VarFused) != 0 && (M <= 8 || (var & kF8VarFused16) != 0);

@@ -25,8 +25,11 @@ F8Fn pick_stream16_f8_fused(WFmt f, int tw, int nt, int depth, bool q, int var) 
       if (!q || depth != 4 || var != kF8VarLate) return nullptr;
       return pick_s16f8_tw_nt<128, 4, true, kF8VarLate | kF>(tw, nt);
     case WFmt::kFp8Mx:
-      if (!q || depth != 4 || var != kMx) return nullptr;
-      return pick_s16f8_tw_nt<32, 4, true, kMx | kF>(tw, nt);
+      if (!q || depth != 4) return nullptr;
+      if (var == kMx) return pick_s16f8_tw_nt<32, 4, true, kMx | kF>(tw, nt);
+      if (var == (kMx | kF8VarSplat))
+        return pick_s16f8_tw_nt<32, 4, true, kMx | kF8VarSplat | kF>(tw, nt);
+      return nullptr;
     default:
       return nullptr;
   }

@@ -2650,6 +2650,28 @@ TEST(GemmGpu, DecodeStream16Fp8Fused) {
       EXPECT_EQ(l.split, 3) << name(c);
       EXPECT_NE(l.var & gemm::lin::kF8VarFused, 0) << name(c);
     }
+  // MXFP8's splats by byte permutes (B12X_GEMM_STREAM16_F8_SPLAT=1, kF8VarSplat): whole chunks
+  // and K tails (1312: the last chunk 1 of 8 atoms), weight scales over 120..140 (fast form) and
+  // over 80..150 (atoms beyond 21 binades: the general form), M = 1 / 5 / 16, tw 1 / 2.
+  ScopedEnv esp("B12X_GEMM_STREAM16_F8_SPLAT", "1");
+  for (int w = 0; w < 4; ++w) {
+    ScopedEnv et("B12X_GEMM_STREAM16_TW", (w % 2) ? "2" : "1");
+    const int lo = w < 2 ? 120 : 80, hi = w < 2 ? 140 : 150;
+    g_weight_tweak = [lo, hi](LinearFormat f, HostWeight& h) {
+      std::uniform_int_distribution<int> e8(lo, hi);
+      if (f == LinearFormat::kMxfp8)
+        for (auto& b : h.scale_bytes) b = static_cast<uint8_t>(e8(test::rng()));
+    };
+    const int64_t Ms[] = {1, 16, 5, 9};
+    Case c{LinearFormat::kMxfp8, Ms[w], (w % 2) ? 72 : 200, (w % 2) ? 1312 : 4096, DType::kBF16,
+           DType::kBF16,         w == 1};
+    const int64_t before = gemm::lin::last_stream16_f8_launch().serial;
+    run_case(c, /*graph_replay=*/w == 2);
+    g_weight_tweak = nullptr;
+    const gemm::lin::Stream16F8Launch l = gemm::lin::last_stream16_f8_launch();
+    EXPECT_GT(l.serial, before) << name(c);
+    EXPECT_NE(l.var & gemm::lin::kF8VarSplat, 0) << name(c);
+  }
 }
 
 TEST(GemmGpu, DecodeStream16Default) {

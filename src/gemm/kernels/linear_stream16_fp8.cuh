@@ -188,6 +188,27 @@ __device__ __forceinline__ void f8_split_sum(const LinearParams& p, float mult, 
   }
 }
 
+/// kF8VarSplat: a weight row's 8 splats of a chunk (sp[16 a]) and its largest code where all 8
+/// atoms are inside K and within 21 binades of the largest, so that every splat 2^(e - emax + 7)
+/// is a normal f16, (e - emax + 22) << 10 in each half (pow2_h2's bits): the codes widened to
+/// 16-bit lanes for the max / min, each splat one byte permute (e in both halves), one add and one
+/// shift. False (nothing written) otherwise: the general form follows.
+__device__ __forceinline__ bool f8_splats_fast(uint2 eb, int ain, uint32_t* sp, int& emax) {
+  if (ain != kF8ChunkV) return false;
+  const uint32_t a0 = eb.x & 0x00FF00FFu, a1 = (eb.x >> 8) & 0x00FF00FFu;
+  const uint32_t b0 = eb.y & 0x00FF00FFu, b1 = (eb.y >> 8) & 0x00FF00FFu;
+  const uint32_t mx = __vmaxu2(__vmaxu2(a0, a1), __vmaxu2(b0, b1));
+  const uint32_t mn = __vminu2(__vminu2(a0, a1), __vminu2(b0, b1));
+  emax = static_cast<int>(max(mx & 0xFFFFu, mx >> 16));
+  if (static_cast<int>(min(mn & 0xFFFFu, mn >> 16)) < emax - 21) return false;
+  // (e + 22 - emax) in each 16-bit half, 1..22: no borrow between the halves.
+  const uint32_t add = static_cast<uint32_t>(22 - emax) * 0x10001u;
+#pragma unroll
+  for (int a = 0; a < kF8ChunkV; ++a)
+    sp[a * 16] = (__byte_perm(a < 4 ? eb.x : eb.y, 0u, (a & 3) * 0x101u + 0x4040u) + add) << 10;
+  return true;
+}
+
 /// 4-byte cp.async (8 with kEight), or a plain copy where the source is not aligned.
 template <bool kEight>
 __device__ __forceinline__ void f8s_cp_small(void* smem, const uint8_t* gmem) {
@@ -223,6 +244,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   constexpr bool kQ32 = kQ8 && kNt == 1 && (kVar & kF8VarQ32);
   constexpr bool kLate = (kVar & kF8VarLate) != 0 && kNt == 1;
   constexpr bool kFused = (kVar & kF8VarFused) != 0;
+  constexpr bool kSplat = kFold2 && (kVar & kF8VarSplat) != 0;
   static_assert(!kQ8 || kGroup == 32, "quantization on 8 warps: MXFP8");
   static_assert(!kFold2 || kMma == 1, "operand-folded MXFP8 scales: f16 MMAs");
   constexpr int kSlot = kF8SlotBytes<kTw, kGroup, kMma, kQ, kVar>;
@@ -480,12 +502,15 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
         const int r = r0 + threadIdx.x;
         if (kStreamWarps * kTw * 16 < kStreamWarps * 32 && r >= kStreamWarps * kTw * 16) break;
         const uint2 eb = *reinterpret_cast<const uint2*>(slot + kWmxOff + r * 8);
-        const int emax = e8m0_chunk_max(eb, ain);
         const int wt = r >> 4, gg = r & 7, hi = (r >> 3) & 1;
-        uint32_t* const sp = reinterpret_cast<uint32_t*>(slot + kSplatOff);
+        uint32_t* const sp = reinterpret_cast<uint32_t*>(slot + kSplatOff) +
+                             (wt * kF8ChunkV * 8 + gg) * 2 + hi;  // + 16 per atom
+        int emax;
+        if (!(kSplat && f8_splats_fast(eb, ain, sp, emax))) {
+          emax = e8m0_chunk_max(eb, ain);
 #pragma unroll
-        for (int a = 0; a < kF8ChunkV; ++a)
-          sp[((wt * kF8ChunkV + a) * 8 + gg) * 2 + hi] = pow2_h2(e8m0_in(eb, a, ain) - emax + 7);
+          for (int a = 0; a < kF8ChunkV; ++a) sp[a * 16] = pow2_h2(e8m0_in(eb, a, ain) - emax + 7);
+        }
         reinterpret_cast<float*>(slot + kWfacOff)[(wt * 8 + gg) * 2 + hi] = chunk_factor(emax);
       }
     }
