@@ -75,6 +75,8 @@ struct LinearParams {
   // 8 warps per tile: the device's ring + staging budget (lin::decode_ws8_budget of the opt-in
   // shared memory, Plan::decode_ws8_budget; run reads no device info).
   int64_t decode_ws8_budget;
+  // linear_reduce_kernel: trigger the dependent launch right after its wait (Plan::reduce_trig).
+  int reduce_trig;
 };
 
 /// Activation source kinds of the weight-streaming kernel.
