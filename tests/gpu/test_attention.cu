@@ -1667,6 +1667,99 @@ TEST(AttentionGpuDecode, EarlyKvAutoSplitsNonPowerOfTwo) {
   }
 }
 
+// Tile stealing (B12X_ATTN_STEAL=<pool %>, PagedPlan::steal_pct): each split keeps a static
+// share of its tiles and takes the rest from a counter that the merge kernel resets. The first
+// run on a fresh scratch (and one whose counters were overwritten) hands the pool out
+// statically, later runs through the counters; all must match the reference: BF16 d256 (wideh3 /
+// wide) page 128 and 64 with early K/V, FP8 d256 (hcvt) with sinks, BF16 d128 (wide3) with a
+// window, verify q_len 2; ragged lengths with short requests (no stealing there) beside long ones.
+TEST(AttentionGpuDecode, TileStealing) {
+  B12X_REQUIRE_GPU();
+  const ScopedEnvs env({{"B12X_ATTN_STEAL", "40"}});
+  cudaStream_t st;
+  B12X_TEST_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  for (int i = 0; i < 5; ++i) {
+    Spec s = i == 4 ? verify_spec(8, 2) : gqa_decode_spec({4000, 63, 1, 2500, 3100}, 4, 8);
+    if (i == 4) {
+      s.prefix = {3000, 61, 2200};
+      s.num_splits = 3;
+    }
+    if (i <= 2) {
+      s.dqk = s.dv = 256;
+      s.hq = 16;
+      s.hkv = 2;
+    }
+    s.page = i == 0 || i == 2 ? 128 : 64;
+    s.kv = i == 2 ? DType::kFP8E4M3 : DType::kBF16;
+    s.per_head_scale = s.kv == DType::kFP8E4M3;
+    s.sinks = i == 2 || i == 4;
+    s.window = i == 3 ? 2900 : -1;
+    s.prefix_stable = i != 3;
+    const std::string what = "steal case " + std::to_string(i);
+    Problem p(s, rng());
+    PLAN_AND_BIND(p);
+    EXPECT_EQ(p.plan.steal_pct, 40) << what << " " << p.plan.kernel;
+    EXPECT_NE(p.plan.kernel.find("_steal40"), std::string::npos) << p.plan.kernel;
+    const int n_ctr = p.binding.num_row_tiles * s.hkv;  // one row tile per request here
+    auto counters = [&]() {
+      std::vector<unsigned long long> c(n_ctr);
+      EXPECT_EQ(cudaMemcpy(c.data(), p.dscratch.ptr + p.plan.off_steal, n_ctr * 8,
+                           cudaMemcpyDeviceToHost),
+                cudaSuccess);
+      return c;
+    };
+    for (int run = 0; run < 4; ++run) {
+      if (run == 3) {
+        // counters another plan overwrote: the tag differs, the pool is handed out statically
+        std::vector<unsigned long long> junk(n_ctr, 0x3f8000003f800000ull);
+        B12X_TEST_CUDA(cudaMemcpy(p.dscratch.ptr + p.plan.off_steal, junk.data(), n_ctr * 8,
+                                  cudaMemcpyHostToDevice));
+      }
+      p.run(st);
+      B12X_TEST_CUDA(cudaStreamSynchronize(st));
+      p.check(what + " run " + std::to_string(run));
+      // the merge reset the counter of every split (row tile, KV head) to the plan's tag
+      const std::vector<unsigned long long> c = counters();
+      for (int x = 0; x < n_ctr; ++x)
+        if (p.lk[x / s.hkv] > 1000)
+          EXPECT_EQ(c[x], static_cast<unsigned long long>(p.plan.steal_tag) << 32)
+              << what << " run " << run << " counter " << x;
+    }
+  }
+  // Graph replay with new lengths each time (the counters are reset inside the graph).
+  {
+    Spec s = gqa_decode_spec({4000, 3000, 2000, 3900}, 4, 8);
+    s.dqk = s.dv = 256;
+    s.hq = 16;
+    s.hkv = 2;
+    s.page = 128;
+    s.kv = DType::kFP8E4M3;
+    s.prefix_stable = true;
+    Problem p(s, rng());
+    PLAN_AND_BIND(p);
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    B12X_TEST_CUDA(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+    att::run_paged(p.binding, st);
+    B12X_TEST_CUDA(cudaStreamEndCapture(st, &graph));
+    B12X_TEST_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+    std::uniform_int_distribution<int> len_d(1, 4001);
+    for (int rep = 0; rep < 4; ++rep) {
+      for (int b = 0; b < p.B; ++b) p.lens[b] = std::min(len_d(rng()), p.npg[b] * s.page);
+      p.dlens.upload(p.lens);
+      p.dout.poison(0xFF);
+      p.dlse.poison(0xFF);
+      B12X_TEST_CUDA(cudaDeviceSynchronize());
+      B12X_TEST_CUDA(cudaGraphLaunch(exec, st));
+      B12X_TEST_CUDA(cudaStreamSynchronize(st));
+      p.check("steal graph replay " + std::to_string(rep));
+    }
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+  }
+  B12X_TEST_CUDA(cudaStreamDestroy(st));
+}
+
 // PagedCaps::kv_prefix_stable under graph replay, the way vLLM runs it: one graph holds a
 // preceding kernel that lets the attention launch at once (PDL), spins, then writes the lengths
 // and page table and appends each request's new K/V row (at cache_seqlens - 1, which the promise
