@@ -927,7 +927,7 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
   // iteration, t .. t + 2 ahead, never include the one written, t + 2 ahead + 1, for ahead <= 3)
   // and the CTA's tile count, double-buffered by iteration parity (written for iteration it + 1).
   __shared__ int s_steal_kv[kSteal ? 8 : 1];
-  __shared__ int s_steal_n[2];
+  __shared__ int s_steal_n[kSteal ? 2 : 1];
   auto tile_kv0 = [&](int t) {
     if constexpr (kSteal) {
       if (steal && t >= steal_static) return t < n_tiles ? s_steal_kv[t & 7] : kv_end;
