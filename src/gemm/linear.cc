@@ -1794,7 +1794,7 @@ Plan plan(const Caps& caps) {
         if (const char* e = std::getenv("B12X_GEMM_STREAM16_WK");
             e != nullptr && std::atoi(e) > 0 && wf == lin::WFmt::kNvfp4 && !qx) {
           const int parts = std::atoi(e) == 4 ? 4 : 8;
-          const int tiles = 16 / parts;
+          const int tiles = std::atoi(e) == 81 ? 1 : 16 / parts;  // 81: one tile per warp
           if (lin::stream16_wk_fit(caps.device, tiles) > 0) {
             p.stream16_wk = parts;
             p.stream16_split = 1;

@@ -109,8 +109,9 @@ inline constexpr int kS16VarOnce = 1;
 /// launch.
 inline constexpr int kS16VarProbeShift = 8;
 /// Session 22 probe (round 81): no K split over CTAs (linear_stream16_wk_kernel; NVFP4, BF16
-/// activations): p.stream_tiles 2 (8 K parts per CTA) or 4 (4 parts), p.stream_vp vectors per
-/// part, grid ceil(n16 / stream_tiles), no partials. B12X_GEMM_STREAM16_WK=8|4.
+/// activations): p.stream_tiles 2 (8 K parts per CTA), 4 (4 parts) or 1 (8 parts, one tile per
+/// warp), p.stream_vp vectors per part, grid ceil(n16 / stream_tiles), no partials.
+/// B12X_GEMM_STREAM16_WK=8|4|81.
 inline constexpr int kS16VarWk = 2;
 /// Host only (plan time): CTAs per SM of the whole-K kernel at `tiles` per CTA (both token tiles).
 int stream16_wk_fit(int device, int tiles);

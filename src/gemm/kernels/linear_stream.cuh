@@ -1317,26 +1317,26 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
 
 // ---------------------------------------------------------------------------------------------
 // Session 22 probe (round 81, B12X_GEMM_STREAM16_WK=<parts>): the block kernel without a K split
-// over CTAs. A CTA of 8 warps holds 2 x 8 / kParts tiles (kParts K parts x 8 / kParts warp
-// columns of 2 tiles each) over the whole K: warp (column c, part w) streams its 2 tiles' vectors
-// [w vp, (w + 1) vp) through the weight ring and its own activations (16 token rows x 64 K per
-// vector) through a per-warp ring of 4 one-vector slots in shared memory (cp.async three vectors
-// ahead, __syncwarp only: no CTA barrier in the loop), builds each vector's scale splats by the
-// M = 1 kernel's shuffles, and the parts are summed through shared memory after one CTA barrier
-// at the end. No fp32 partials in global memory, no reduce launch; the activations are read
-// from L2 by every CTA (2 x 8 / kParts tiles share them: 64 / (32 x 8 / kParts) of the weight
-// bytes in activations, 2x at kParts = 8).
+// over CTAs. A CTA of 8 warps holds kTw x 8 / kParts tiles (kParts K parts x 8 / kParts warp
+// columns of kTw tiles each) over the whole K (at one token tile only rows 0..7 are staged): warp
+// (column c, part w) streams its kTw tiles' vectors [w vp, (w + 1) vp) through the weight ring and
+// its own activations (16 token rows x 64 K per vector) through a per-warp ring of 4 one-vector
+// slots in shared memory (cp.async three vectors ahead, __syncwarp only: no CTA barrier in the
+// loop), builds each vector's scale splats by the M = 1 kernel's shuffles, and the parts are summed
+// through shared memory after one CTA barrier at the end. No fp32 partials in global memory, no
+// reduce launch; the activations are read from L2 by every CTA (kTw x 8 / kParts tiles share them:
+// 4 / (kTw x 8 / kParts) x the weight bytes, 2x at kParts = 8, kTw = 2).
 inline constexpr int kS16WkPitch = 64 * 2 + 16;  ///< one vector of a token row + 16 (ldmatrix)
 inline constexpr int kS16WkSlot = 16 * kS16WkPitch;
 inline constexpr int kS16WkSlots = 4;
 inline constexpr int kS16WkSmem = kStreamWarps * kS16WkSlots * kS16WkSlot;
 
-template <int kParts, int kNt>
+template <int kParts, int kNt, int kTw = 2>
 __global__ void __launch_bounds__(kStreamWarps * 32, 2)
     linear_stream16_wk_kernel(const LinearParams p) {
   static_assert(kParts == 4 || kParts == 8, "K parts per CTA");
   static_assert(kNt == 1 || kNt == 2, "n8 token tiles");
-  constexpr int kTw = 2;
+  static_assert(kTw == 1 || kTw == 2, "tiles per warp");
   constexpr int kDepth = kStreamDepth;
   constexpr int kAhead = kDepth / kTw;
   constexpr int kCols = kStreamWarps / kParts;  // warp columns of 2 tiles
@@ -1348,7 +1348,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
   const int vp = p.stream_vp;
   S16Range<kTw> cr;
   cr.vbase = static_cast<int64_t>(part) * vp;
-  cr.tpc = 2 * kCols;
+  cr.tpc = kTw * kCols;
   cr.row0 = static_cast<int64_t>(blockIdx.x) * cr.tpc * 16;
   cr.tile0 = cr.row0 / 16 + col * kTw;
   const int64_t vrem = p.kvec - cr.vbase;
@@ -1386,7 +1386,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
   const uint16_t* const x = static_cast<const uint16_t*>(p.x);
   const int srow = lane >> 1, sc0 = (lane & 1) * 4;
   auto stage = [&](int v) {
-    if (v < nv) {
+    if (v < nv && (kNt == 2 || srow < 8)) {
       uint8_t* const d = xw + (v % kS16WkSlots) * kS16WkSlot + srow * kS16WkPitch;
       const int64_t k = (cr.vbase + v) * 64;
 #pragma unroll
