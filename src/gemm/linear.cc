@@ -1792,10 +1792,10 @@ Plan plan(const Caps& caps) {
           p.stream16_probe = std::atoi(e) & (lin::kS16ProbeKernel | lin::kS16ProbeNoReduce);
         // Session 22 probe: no K split over CTAs (lin::kS16VarWk).
         if (const char* e = std::getenv("B12X_GEMM_STREAM16_WK");
-            e != nullptr && std::atoi(e) > 0 && wf == lin::WFmt::kNvfp4 && !qx) {
+            e != nullptr && std::atoi(e) > 0 && !qx) {
           const int parts = std::atoi(e) == 4 ? 4 : 8;
           const int tiles = std::atoi(e) == 81 ? 1 : 16 / parts;  // 81: one tile per warp
-          if (lin::stream16_wk_fit(caps.device, tiles) > 0) {
+          if (lin::stream16_wk_fit(caps.device, tiles, wf == lin::WFmt::kMxfp4) > 0) {
             p.stream16_wk = parts;
             p.stream16_split = 1;
             p.stream16_tiles = tiles;

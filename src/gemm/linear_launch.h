@@ -114,7 +114,7 @@ inline constexpr int kS16VarProbeShift = 8;
 /// B12X_GEMM_STREAM16_WK=8|4|81.
 inline constexpr int kS16VarWk = 2;
 /// Host only (plan time): CTAs per SM of the whole-K kernel at `tiles` per CTA (both token tiles).
-int stream16_wk_fit(int device, int tiles);
+int stream16_wk_fit(int device, int tiles, bool mx = false);
 inline constexpr int kS16ProbeKernel = 223, kS16ProbeNoReduce = 32;
 inline constexpr int kS16OnceMaxVp = 16;
 bool stream16_available(WFmt f, bool fp16, int tw);

@@ -208,7 +208,15 @@ S16Fn pick_stream16_once(int tw, int nt, bool mx, bool mx_free, int probe) {
 
 /// Session 22 probe: no K split over CTAs (kS16VarWk, kernels/linear_stream.cuh
 /// linear_stream16_wk_kernel), NVFP4, K parts 8 / 4 (the plan's tiles per CTA 2 / 4).
-S16Fn pick_stream16_wk(int nt, int tiles) {
+S16Fn pick_stream16_wk(int nt, int tiles, bool mx = false, bool mx_free = false) {
+  if (mx) {
+    if (tiles != 1) return nullptr;
+    if (mx_free)
+      return nt == 1 ? &linear_stream16_wk_kernel<8, 1, 1, true, true>
+                     : &linear_stream16_wk_kernel<8, 2, 1, true, true>;
+    return nt == 1 ? &linear_stream16_wk_kernel<8, 1, 1, true>
+                   : &linear_stream16_wk_kernel<8, 2, 1, true>;
+  }
   if (tiles == 1)
     return nt == 1 ? &linear_stream16_wk_kernel<8, 1, 1> : &linear_stream16_wk_kernel<8, 2, 1>;
   if (tiles == 2)
@@ -236,12 +244,12 @@ bool stream16_available(WFmt f, bool fp16, int tw) {
   return pick_stream16(tw, 2, f == WFmt::kMxfp4, false) != nullptr;
 }
 
-int stream16_wk_fit(int device, int tiles) {
+int stream16_wk_fit(int device, int tiles, bool mx) {
   const ::b12x::detail::DeviceScope scope(device);
   int fit = 0;
   for (int nt : {1, 2}) {
-    const S16Fn k = pick_stream16_wk(nt, tiles);
-    B12X_ASSERT(k != nullptr, "no M <= 16 whole-K block kernel for ", tiles, " tiles per CTA");
+    const S16Fn k = pick_stream16_wk(nt, tiles, mx);
+    if (k == nullptr) return 0;
     int blocks = 0;
     B12X_CUDA_CHECK(::b12x::detail::resident_ctas(reinterpret_cast<const void*>(k),
                                                   kStreamWarps * 32, kS16WkSmem, &blocks));
@@ -281,18 +289,26 @@ void launch_linear_stream16(WFmt f, int tw, int64_t smem, const LinearParams& p,
                             int var) {
   const int nt = p.M <= 8 ? 1 : 2;
   if (var & kS16VarWk) {
-    const S16Fn k = pick_stream16_wk(nt, p.stream_tiles);
+    const bool mx = f == WFmt::kMxfp4;
+    const S16Fn k = pick_stream16_wk(nt, p.stream_tiles, mx, mx && p.mx_free != 0);
     const int parts = p.stream_tiles <= 2 ? 8 : 4;
-    B12X_ASSERT(k != nullptr && f == WFmt::kNvfp4 && smem == kS16WkSmem && p.M >= 1 && p.M <= 16 &&
-                    p.act_kind == kActRaw16 && p.xs_kind == kXsNone && p.stream_vp > 0 &&
-                    p.stream_vp % 4 == 0 && int64_t{p.stream_vp} * parts >= p.kvec,
+    B12X_ASSERT(k != nullptr && (f == WFmt::kNvfp4 || mx) && smem == kS16WkSmem && p.M >= 1 &&
+                    p.M <= 16 && p.act_kind == kActRaw16 && p.xs_kind == kXsNone &&
+                    p.stream_vp > 0 && p.stream_vp % 4 == 0 &&
+                    int64_t{p.stream_vp} * parts >= p.kvec,
                 "M <= 16 whole-K block kernel: format ", static_cast<int>(f), " tiles ",
                 p.stream_tiles, " vp ", p.stream_vp, " M ", p.M, " act ", p.act_kind);
     B12X_CUDA_CHECK(
         ::b12x::detail::opt_in_smem(reinterpret_cast<const void*>(k), static_cast<int>(smem)));
     const int64_t gx = (p.n16 + p.stream_tiles - 1) / p.stream_tiles;
-    t_last =
-        StreamLaunch{parts, 0, static_cast<int>(gx), t_last.serial + 1, 16 * tw, 1, false, false};
+    t_last = StreamLaunch{parts,
+                          0,
+                          static_cast<int>(gx),
+                          t_last.serial + 1,
+                          16 * (p.stream_tiles == 1 ? 1 : 2),
+                          1,
+                          mx && p.mx_free != 0,
+                          false};
     B12X_CUDA_CHECK(b12x::detail::launch_ex(k, dim3(static_cast<unsigned>(gx)),
                                             dim3(kStreamWarps * 32), static_cast<size_t>(smem),
                                             stream, p.pdl != 0, dim3(1, 1, 1), p));
@@ -398,9 +414,13 @@ void launch_linear_stream(WFmt f, int parts, int occ, int ctas, int64_t smem, co
               "stream kernel, even split: per=", p.stream_per, " ctas=", ctas);
   // The even split's grid is the plan's (its warps' block ranges cover the tiles).
   const int64_t gx = even ? ctas : std::max<int64_t>(1, std::min<int64_t>(ctas, groups));
-  t_last = StreamLaunch{
-      parts, 0,    static_cast<int>(gx), t_last.serial + 1, 16 * (p.stream_tiles == 1 ? 1 : 2), 1,
-      false, false};
+  t_last = StreamLaunch{parts,
+                        occ,
+                        static_cast<int>(gx),
+                        t_last.serial + 1,
+                        rows,
+                        split,
+                        f == WFmt::kMxfp4 && p.mx_free != 0};
   B12X_CUDA_CHECK(b12x::detail::launch_ex(
       k, dim3(static_cast<unsigned>(gx), static_cast<unsigned>(split)), dim3(kStreamWarps * 32),
       static_cast<size_t>(smem), stream, p.pdl != 0, dim3(1, 1, 1), p));

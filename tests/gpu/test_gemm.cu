@@ -2242,21 +2242,23 @@ TEST(GemmGpu, DecodeStream16Variants22) {
   // kernel at one tile per warp (B12X_GEMM_STREAM16_OTW=1: 128-row CTAs), 1 with two accumulator
   // chains per tile (B12X_GEMM_STREAM16_PROBE=128), 2 / 3 / 4 without a K split over CTAs
   // (B12X_GEMM_STREAM16_WK=8 / 4 / 81: 8 / 4 / 8 K parts per CTA of 2 / 2 / 1 tiles per warp
-  // summed in shared memory; parts past kvec empty); the reduce kernel's early dependent launch
-  // (B12X_GEMM_REDUCE_TRIG=1) on every other case. M = 2, 5, 8 (one n8 token tile), 9, 16; K = 992
-  // (split 1), 2848 (split 3, the last range 13 of 16 vectors; wk: a K tail in a part), partial
-  // CTAs (N = 72, 200), bias, FP16 outputs, capacity above M, replayed graphs.
+  // summed in shared memory; parts past kvec empty), 5 MXFP4 W4A16 / W4A4 (pre-pass) at WK=81; the
+  // reduce kernel's early dependent launch (B12X_GEMM_REDUCE_TRIG=1) on every other case. M = 2, 5,
+  // 8 (one n8 token tile), 9, 16; K = 992 (split 1), 2848 (split 3, the last range 13 of 16
+  // vectors; wk: a K tail in a part), partial CTAs (N = 72, 200), bias, FP16 outputs, capacity
+  // above M, replayed graphs.
   ScopedEnv e16("B12X_GEMM_STREAM16", "1"), em("B12X_GEMM_STREAM16_MINM", "2");
   ScopedEnv eq0("B12X_GEMM_STREAM16_QX", "0");
   int i = 0;
-  for (const int mode : {0, 1, 2, 3, 4})
-    for (const LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kNvfp4})
+  for (const int mode : {0, 1, 2, 3, 4, 5})
+    for (const LinearFormat f : {mode == 5 ? LinearFormat::kMxfp4W4A16 : LinearFormat::kNvfp4W4A16,
+                                 mode == 5 ? LinearFormat::kMxfp4 : LinearFormat::kNvfp4})
       for (int64_t M : {2, 5, 8, 9, 16}) {
         ScopedEnv etw("B12X_GEMM_STREAM16_OTW", mode == 0 ? "1" : "0");
         ScopedEnv epr("B12X_GEMM_STREAM16_PROBE", mode == 1 ? "128" : "0");
         ScopedEnv ewk("B12X_GEMM_STREAM16_WK", mode == 2   ? "8"
                                                : mode == 3 ? "4"
-                                               : mode == 4 ? "81"
+                                               : mode >= 4 ? "81"
                                                            : "0");
         const int64_t K = (i % 2) == 0 ? 992 : 2848;
         ScopedEnv es("B12X_GEMM_STREAM16_SPLIT", K == 992 ? "1" : "3");
@@ -2275,7 +2277,7 @@ TEST(GemmGpu, DecodeStream16Variants22) {
         const gemm::lin::StreamLaunch l = gemm::lin::last_stream_launch();
         EXPECT_GT(l.serial, before) << "mode " << mode << " M " << M << " K " << K;
         EXPECT_EQ(l.once, mode < 2) << "mode " << mode << " M " << M << " K " << K;
-        EXPECT_EQ(l.rows, mode == 0 || mode == 4 ? 16 : 32)
+        EXPECT_EQ(l.rows, mode == 0 || mode >= 4 ? 16 : 32)
             << "mode " << mode << " M " << M << " K " << K;
         EXPECT_EQ(l.split, mode >= 2 || K == 992 ? 1 : 3) << "mode " << mode;
         if (mode >= 2) EXPECT_EQ(l.parts, mode == 3 ? 4 : 8);

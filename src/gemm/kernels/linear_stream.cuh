@@ -1331,9 +1331,11 @@ inline constexpr int kS16WkSlot = 16 * kS16WkPitch;
 inline constexpr int kS16WkSlots = 4;
 inline constexpr int kS16WkSmem = kStreamWarps * kS16WkSlots * kS16WkSlot;
 
-template <int kParts, int kNt, int kTw = 2>
+template <int kParts, int kNt, int kTw = 2, bool kMx = false, bool kMxFree = false>
 __global__ void __launch_bounds__(kStreamWarps * 32, 2)
     linear_stream16_wk_kernel(const LinearParams p) {
+  static_assert(!kMxFree || kMx, "fold-free splats: MXFP4 only");
+  constexpr int kSb = kMx ? 2 : 4;  // scale bytes per row and vector
   static_assert(kParts == 4 || kParts == 8, "K parts per CTA");
   static_assert(kNt == 1 || kNt == 2, "n8 token tiles");
   static_assert(kTw == 1 || kTw == 2, "tiles per warp");
@@ -1371,9 +1373,16 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
       n0[j] = n8[j] = make_uint4(0, 0, 0, 0);
       if (blk * 4 < cr.lim[j]) {
         const uint8_t* const sr =
-            p.wscale + ((cr.tile0 + j) * 16 + g) * p.scale_ld + (cr.vbase + blk * 4) * 4;
-        n0[j] = __ldg(reinterpret_cast<const uint4*>(sr));
-        n8[j] = __ldg(reinterpret_cast<const uint4*>(sr + 8 * p.scale_ld));
+            p.wscale + ((cr.tile0 + j) * 16 + g) * p.scale_ld + (cr.vbase + blk * 4) * kSb;
+        if constexpr (kMx) {
+          const uint2 a = __ldg(reinterpret_cast<const uint2*>(sr));
+          const uint2 b = __ldg(reinterpret_cast<const uint2*>(sr + 8 * p.scale_ld));
+          n0[j] = make_uint4(a.x, a.y, 0, 0);
+          n8[j] = make_uint4(b.x, b.y, 0, 0);
+        } else {
+          n0[j] = __ldg(reinterpret_cast<const uint4*>(sr));
+          n8[j] = __ldg(reinterpret_cast<const uint4*>(sr + 8 * p.scale_ld));
+        }
       }
     }
   };
@@ -1425,14 +1434,26 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
         const uint4 cur = ring[q];
         if (v + kAhead < cr.lim[j])
           ring[q] = ldg_stream(cr.wp[j] + static_cast<int64_t>(v + kAhead) * 512);
-        // Lane t builds step t's (row g, row g + 8) splat pair; the quad trades them.
-        const uint32_t wg = jj == 0 ? c0[j].x : jj == 1 ? c0[j].y : jj == 2 ? c0[j].z : c0[j].w;
-        const uint32_t wg8 = jj == 0 ? c8[j].x : jj == 1 ? c8[j].y : jj == 2 ? c8[j].z : c8[j].w;
-        const uint32_t sv = s16_splat(wg, wg8, t);
+        // Lane t builds step t's (row g, row g + 8) splat pair (MXFP4: atom t / 2's 2^(e-127),
+        // fold-free 2^(e-8)); the quad trades them.
+        uint32_t sv;
+        if constexpr (kMx) {
+          const int sh = 8 * (2 * (jj & 1) + (t >> 1));
+          const uint32_t e0 = ((jj < 2 ? c0[j].x : c0[j].y) >> sh) & 0xFFu;
+          const uint32_t e1 = ((jj < 2 ? c8[j].x : c8[j].y) >> sh) & 0xFFu;
+          if constexpr (kMxFree)
+            sv = (e8m0_bf16_splat_free(e0) & 0xFFFFu) | (e8m0_bf16_splat_free(e1) << 16);
+          else
+            sv = (e8m0_bf16_splat(e0) & 0xFFFFu) | (e8m0_bf16_splat(e1) << 16);
+        } else {
+          const uint32_t wg = jj == 0 ? c0[j].x : jj == 1 ? c0[j].y : jj == 2 ? c0[j].z : c0[j].w;
+          const uint32_t wg8 = jj == 0 ? c8[j].x : jj == 1 ? c8[j].y : jj == 2 ? c8[j].z : c8[j].w;
+          sv = s16_splat(wg, wg8, t);
+        }
         const uint4 q4 =
             make_uint4(__shfl_sync(0xFFFFFFFFu, sv, 0, 4), __shfl_sync(0xFFFFFFFFu, sv, 1, 4),
                        __shfl_sync(0xFFFFFFFFu, sv, 2, 4), __shfl_sync(0xFFFFFFFFu, sv, 3, 4));
-        s16_vector<kNt, false>(acc[j], acc[j], cur, q4, b);
+        s16_vector<kNt, kMx && !kMxFree>(acc[j], acc[j], cur, q4, b);
       }
     }
   }
