@@ -165,7 +165,6 @@ struct DecodeKnobs {
   int fc1_groups = 0;  ///< B12X_MOE_FC1_GROUPS >= 1: FC1 tile groups (0: one wave)
   int fc1_kg = 0;      ///< B12X_MOE_FC1_KG 1|2: FC1 warp groups (0: rule)
   int fc1_fine = 1;    ///< B12X_MOE_FC1_FINE 0|1|2: last-warp FC1 long tiles, ~2 / 2.7 per CTA
-  int fc1_dyn = 0;     ///< B12X_MOE_FC1_DYN 0|1: last-warp FC1 tiles after the first by ticket
   int fc1_wide = 2;    ///< B12X_MOE_FC1_WIDE 0..3: the 12-warp FC1 (0 never, 1 session 4, 2 chain
                        ///< rule, 3 wherever it runs)
   int fc1_bal = 2;     ///< B12X_MOE_FC1_BAL 0|1|2: balanced FC1 ranges (never / wherever / rule)

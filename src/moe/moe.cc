@@ -632,7 +632,6 @@ DecodeKnobs read_decode_knobs(bool stream, int aquant) {
   knob(k.fc1_groups, "B12X_MOE_FC1_GROUPS", {}, ">= 1", not_stream);
   knob(k.fc1_kg, "B12X_MOE_FC1_KG", {1, 2}, "1, 2", not_stream);
   knob(k.fc1_fine, "B12X_MOE_FC1_FINE", {0, 1, 2}, "0, 1, 2", not_stream);
-  knob(k.fc1_dyn, "B12X_MOE_FC1_DYN", {0, 1}, "0, 1", not_stream);
   knob(k.fc1_wide, "B12X_MOE_FC1_WIDE", {0, 1, 2, 3}, "0, 1, 2, 3", not_stream);
   knob(k.fc1_bal, "B12X_MOE_FC1_BAL", {0, 1, 2}, "0, 1, 2", not_stream);
   knob(k.fc1_bal1, "B12X_MOE_FC1_BAL1", {0, 1, 2}, "0, 1, 2", not_stream);
@@ -872,9 +871,6 @@ Plan plan(const Caps& caps) {
     }
     // The K-interleaved FC2 kernels (decode_fc2_kil, from the weights' I and the capacity).
     if (stream && detail::decode_fc2_kil(p.knobs, caps.max_tokens, nk2)) sig << " fc2_kil";
-    // Ticketed tiles in the last-warp FC1 (B12X_MOE_FC1_DYN=1, where decode_fc1_dyn takes them).
-    const int nk1 = static_cast<int>(round_up(H, detail::kPrepKAlign) / 128);
-    if (stream && detail::decode_fc1_dyn(p.knobs, 1, nk1)) sig << " fc1_dyn";
     if (caps.apply_router_weight_on_input) sig << " weight_on_input";
     std::ostringstream shape;
     shape << "E=" << E << " H=" << H << " I=" << I << " max_tokens=" << caps.max_tokens

@@ -38,9 +38,9 @@ Fc2Shape fc2_shape(const DecodeArgs& a, const DecodeKnobs& k, bool deep, int row
 }
 
 template <typename OpT, bool kFold, int kSK, int kRC, int kWM, int kG,
-          int kNW = DecodeCfg::kFc1Warps, bool kBal = false, bool kLast = false, bool kDyn = false>
+          int kNW = DecodeCfg::kFc1Warps, bool kBal = false, bool kLast = false>
 void launch_fc1(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, bool pdl) {
-  auto* k = dev::moe_decode_fc1_kernel<OpT, kFold, kSK, kWM, kG, kNW, kBal, kRC, kLast, kDyn>;
+  auto* k = dev::moe_decode_fc1_kernel<OpT, kFold, kSK, kWM, kG, kNW, kBal, kRC, kLast>;
   constexpr int kSmem = DecodeCfg::fc1_smem(kNW);
   // Above 48 KB of dynamic shared memory needs the opt-in (once per device and kernel); three
   // CTAs (3 x ~69 KB) per SM only with the whole unified L1 given to shared memory.
@@ -104,17 +104,7 @@ void launch_gemms(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, boo
   } else if (a.fc1_warps == DecodeCfg::kFc1WideWarps) {
     launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1WideWarps>(a, kn, stream, pdl1);
   } else if (a.fc1_groups == 2) {  // decode_fc1_last: always the last-warp tile ends here
-    // Ticketed tiles (DecodeArgs::fc1_dyn): BF16 operands with UE4M3 scales only.
-    bool dyn = false;
-    if constexpr (kBf16 && kFold && kSK == 0) {
-      dyn = a.fc1_dyn != 0;
-      if (dyn)
-        launch_fc1<OpT, kFold, kSK, kRC, 1, 2, DecodeCfg::kFc1Warps, false, true, true>(
-            a, kn, stream, pdl1);
-    }
-    if (!dyn)
-      launch_fc1<OpT, kFold, kSK, kRC, 1, 2, DecodeCfg::kFc1Warps, false, true>(a, kn, stream,
-                                                                                pdl1);
+    launch_fc1<OpT, kFold, kSK, kRC, 1, 2, DecodeCfg::kFc1Warps, false, true>(a, kn, stream, pdl1);
   } else {
     launch_fc1<OpT, kFold, kSK, kRC, 1, 1>(a, kn, stream, pdl1);
   }
@@ -299,12 +289,6 @@ int decode_fc1_fine_groups(const DecodeKnobs& k, int routes, int k_chunks, int y
   return std::max(y, std::min(routes, fine));
 }
 
-bool decode_fc1_dyn(const DecodeKnobs& k, int fc1_last, int k_chunks) {
-  // Ticketed tiles in the last-warp FC1 (two groups of 4 K warps): each warp needs >= kS = 2
-  // sub-chunks per tile (moe_decode.cuh, kDyn). Measurement knob DecodeKnobs::fc1_dyn.
-  return k.fc1_dyn != 0 && fc1_last != 0 && k_chunks >= 4 * DecodeCfg::kFc1Stages;
-}
-
 bool decode_fc1_balanced(int routes, int tile_groups, int warps, int k_chunks) {
   // Balanced ranges where the unbalanced per-warp chain (tiles per CTA, estimating ~routes
   // tiles, x sub-chunks per warp) is > 10 sub-chunks (>= 10 before session 16). H200 round 22,
@@ -440,14 +424,6 @@ void launch_decode_stream(const DecodeArgs& args, const DecodeKnobs& kn, bool fp
                    : 0;
   a.a16_gate = a.aquant == num::kANone &&
                (gate_knob == 2 || a.a16_copy != 0 || (gate_knob == 1 && a.fc1_bal != 0));
-  // Ticketed FC1 tiles (DecodeArgs::fc1_dyn): BF16 operands with UE4M3 scales (nvfp4, w4a16),
-  // where [Q] or the copy gate zeroes the row blocks' counters.
-  a.fc1_dyn = !wide && !fp16_operands && a.w1.scale_kind == 0 &&
-                      decode_fc1_dyn(kn, a.fc1_last, k_chunks) && a.fc1_cnt != nullptr &&
-                      fc1_row_blocks <= a.fc1_cnt_rows &&
-                      (a.aquant != num::kANone || a.a16_copy != 0)
-                  ? 1
-                  : 0;
   bool fc1_pdl = pdl;
   // Measurement knob DecodeKnobs::a16_pdl 0: an A16 FC1 without a gate launches without the
   // programmatic edge (not resident early beside the previous call's FC2).

@@ -207,11 +207,6 @@ struct DecodeArgs {
   int fc1_part_slots = 0;  // CTA slots (row blocks x tile groups) fc1_part holds
   int fc1_cnt_rows = 0;    // row blocks fc1_cnt holds (x fc1_cnt_stride counters each)
   int fc1_cnt_stride = kMaxInlineRoutes;  // counters per row block: the kernels' route capacity
-  // Ticketed FC1 tiles (decode_fc1_dyn; moe_decode.cuh's kDyn, with fc1_last): a group's tiles
-  // after its first come from the row block's counter fc1_cnt[x * fc1_cnt_stride] (zeroed by [Q] /
-  // the copy gate), taken just in time (when the group's loads reach the tile). Last: the padding
-  // after the three ints above, so no other field moves (the kernels' parameter offsets stay).
-  int fc1_dyn = 0;
 };
 /// Balanced FC1 scratch (DecodeArgs::fc1_bal): counters [row_blocks][route capacity], then
 /// fp32 partials [slots][head, tail][4 tokens x 32 rows] for slots = max(row blocks, 3 x 256)
@@ -403,9 +398,6 @@ int decode_fc1_warps(const DecodeKnobs& k, int routes, int row_blocks, int sm_co
 /// DecodeArgs::fc1_last of a launch with these FC1 row warps, warps, groups and balance (wide:
 /// more than kMaxInlineRoutes routes): 1 where the last-warp tile ends run, else 0.
 int decode_fc1_last(bool wide, int wm, int warps, int groups, int bal);
-/// Whether a last-warp FC1 launch with k_chunks sub-chunks per tile takes ticketed tiles
-/// (DecodeArgs::fc1_dyn; measurement knob DecodeKnobs::fc1_dyn).
-bool decode_fc1_dyn(const DecodeKnobs& k, int fc1_last, int k_chunks);
 /// grid.y of the last-warp two-group FC1 from the one-wave tile groups y (DecodeKnobs::fc1_fine:
 /// finer grids on long tiles).
 int decode_fc1_fine_groups(const DecodeKnobs& k, int routes, int k_chunks, int y);

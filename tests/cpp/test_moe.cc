@@ -680,13 +680,6 @@ TEST(Moe, DecodeFc1LastWarpEndsRunInTheGpuTestShapes) {
         moe::detail::decode_fc1_warps(*s.k, s.routes, s.row_blocks, 132, 1, g, s.k_chunks);
     EXPECT_EQ(moe::detail::decode_fc1_last(false, 1, w, g, 0), 1) << s.row_blocks;
   }
-  // Ticketed FC1 tiles (B12X_MOE_FC1_DYN=1, probe): last-warp FC1 only, >= 2 sub-chunks per K warp.
-  moe::DecodeKnobs dyn;
-  dyn.fc1_dyn = 1;
-  EXPECT_TRUE(moe::detail::decode_fc1_dyn(dyn, 1, 8));
-  EXPECT_FALSE(moe::detail::decode_fc1_dyn(dyn, 1, 7));
-  EXPECT_FALSE(moe::detail::decode_fc1_dyn(dyn, 0, 56));
-  EXPECT_FALSE(moe::detail::decode_fc1_dyn(moe::DecodeKnobs{}, 1, 56));
   // Finer grids for the last-warp FC1 on long tiles (B12X_MOE_FC1_FINE): DeepSeek-TP4 (56
   // sub-chunks, one-wave Y = 12) at 32 / 64 routes, ~2 (1) or ~2.7 (2) tiles per CTA; 1 not beyond
   // 6 tiles per CTA (DeepSeek-TP4 M = 16, MiniMax M = 4..16 keep one wave); unchanged at <= 32

@@ -804,51 +804,6 @@ TEST(MoeGpu, DecodeStreamFc1LastWarpTileEnds) {
   }
 }
 
-TEST(MoeGpu, DecodeStreamFc1TicketedTiles) {
-  B12X_REQUIRE_GPU();
-  // Ticketed FC1 tiles (B12X_MOE_FC1_DYN=1, a session-22 probe): in the last-warp two-group FC1 a
-  // group's tiles after its first come from the row block's counter, taken when the group's loads
-  // reach them. A tile's result does not depend on the group that computes it, so the outputs are
-  // bit-equal to the static tiles'. Cases: nvfp4 SiLU on 2 tile groups (FC1_GROUPS=2: ~16
-  // tickets per group; H = 2048, 4 sub-chunks per warp and tile), BF16 w4a16 (the copy gate
-  // zeroes the counters) with H = 1024 (2 sub-chunks per warp: the first tile fills the ring and
-  // the first ticket is taken before the K loop); the nvfp4 case also as a graph replayed with
-  // new routes (the counters are zeroed every launch).
-  const Fp4Variant a16{QuantMode::kW4A16, SourceFormat::kModeloptNvfp4, DType::kBF16,
-                       Activation::kSilu};
-  const Case cases[] = {fp4_variant_case(kNvfp4Silu, 64, 2048, 256, 8, 8, 1),
-                        fp4_variant_case(a16, 48, 1024, 256, 8, 6, 1)};
-  using Knobs = std::vector<std::pair<const char*, std::string>>;
-  const Knobs base{{"B12X_MOE_FC1_KG", "2"},
-                   {"B12X_MOE_FC1_GROUPS", "2"},
-                   {"B12X_MOE_FC1_BAL", "0"},
-                   {"B12X_MOE_FC1_WIDE", "0"}};
-  Knobs dyn = base;
-  dyn.push_back({"B12X_MOE_FC1_DYN", "1"});
-  for (const Case& c : cases) {
-    SCOPED_TRACE(c.name());
-    Problem P;
-    P.make(c);
-    const auto st = eager_with_knobs(P, base);
-    const auto dy = eager_with_knobs(P, dyn, 2);
-    ASSERT_EQ(st.size(), 1u);
-    ASSERT_EQ(dy.size(), 2u);
-    for (int r = 0; r < 2; ++r)
-      EXPECT_EQ(std::memcmp(dy[r].data(), st[0].data(), 2 * st[0].size()), 0)
-          << "ticketed tiles: run " << r << " differs from the static tiles";
-    check_against_reference(P, GpuRun::as_float(c.dtype, dy[0]), 0.9999);
-    if (c.mode != QuantMode::kNvfp4) continue;
-    for (const auto& k : dyn) ASSERT_EQ(setenv(k.first, k.second.c_str(), 1), 0);
-    GpuRun G(P);
-    for (const auto& k : dyn) unsetenv(k.first);
-    ASSERT_TRUE(G.ok);
-    Problem Q;
-    std::vector<uint16_t> replay;
-    check_graph_replays(G, P, 2, "ticketed FC1", Q, replay);
-    check_against_reference(Q, G.as_float(replay), 0.9999);
-  }
-}
-
 TEST(MoeGpu, DecodeStreamFc2KInterleaved) {
   B12X_REQUIRE_GPU();
   // FC2 warps taking every 8th chunk of their CTA's range (DecodeArgs::fc2_kil, the 8-warp 3-stage

@@ -590,9 +590,8 @@ __global__ void __launch_bounds__(DecodeCfg::kQuantThreads)
     pdl_wait();
     if (a.q_early == 0) pdl_trigger();
   }
-  if (a.fc1_bal || a.fc1_dyn) {
-    // The balanced FC1's tile counters (the ticketed FC1's: [x][0]): FC1 touches them only after
-    // its wait for this grid.
+  if (a.fc1_bal) {
+    // The balanced FC1's tile counters: FC1 touches them only after its wait for this grid.
     const int n = a.fc1_cnt_rows * a.fc1_cnt_stride;
     const int step = gridDim.x * gridDim.y * blockDim.x;
     for (int i = (blockIdx.y * gridDim.x + blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step)
@@ -696,8 +695,7 @@ __device__ __forceinline__ void group_sync(int id) {
 // tiles at its ends. Every warp splits each piece's sub-chunks as it splits a whole tile; a
 // part's K sums go to fc1_part and the tile's last CTA (fc1_cnt) finishes it.
 template <typename OpT, bool kFold, int kSK, int kWM, int kG, int kNW = DecodeCfg::kFc1Warps,
-          bool kBal = false, int kRC = detail::kMaxInlineRoutes, bool kLast = false,
-          bool kDyn = false>
+          bool kBal = false, int kRC = detail::kMaxInlineRoutes, bool kLast = false>
 __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold ? 3 : 2) : 2)
     moe_decode_fc1_kernel(const DecodeArgs a) {
   using C = DecodeCfg;
@@ -712,7 +710,6 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
   static_assert(C::kTileTokens * 32 == detail::kFc1BalSlotFloats, "fc1_part slot size");
   static_assert(!kLast || !kBal, "last-warp tile ends: whole tiles only");
   static_assert(C::kTileTokens <= 4, "kLast: live columns 2 t + {0, 1} with t < 2");
-  static_assert(!kDyn || (kLast && (kWK & (kWK - 1)) == 0), "ticketed tiles: last-warp ends");
   extern __shared__ __align__(16) uint8_t smem[];
   __shared__ RouteSmemT<kRC> rs;
   // kLast: per group, warps arrived at tile ends (cumulative; the last one finishes the tile).
@@ -720,13 +717,6 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
   // kLast: per group an arrival mbarrier [grp] (the lanes of the group's warps, one phase per tile)
   // and a done mbarrier [kG + grp] (the finisher's lanes).
   __shared__ uint64_t s_bar[kLast ? 2 * kG : 1];
-  // kDyn: per group two ticket slots (group tile j >= 1 in [2 grp + (j - 1) % 2]), the warps'
-  // arrivals at each slot (cumulative: the first of every kWK takes the ticket) and one mbarrier
-  // each (one arrival: the taker's lane 0); per warp its current ticket and the routing's tile
-  // count (not registers across the K loop).
-  __shared__ int s_tk[kDyn ? 2 * kG : 1], s_tkarr[kDyn ? 2 * kG : 1];
-  __shared__ uint64_t s_tkbar[kDyn ? 2 * kG : 1];
-  __shared__ int s_tkw[kDyn ? kNW : 1], s_ntw[kDyn ? kNW : 1];
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t = lane & 3;
   // (Warps < 8: with one group grp is 0 and wk warp / kWM, known at compile time.)
@@ -746,16 +736,8 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
     s_arrived[tid] = 0;
     mbar_init(&s_bar[tid], 32 * kWK * kWM);
     mbar_init(&s_bar[kG + tid], 32);
-    if constexpr (kDyn) {
-      for (int j = 0; j < 2; ++j) {
-        s_tkarr[2 * tid + j] = 0;
-        mbar_init(&s_tkbar[2 * tid + j], 1);
-      }
-    }
   }
   const int ntiles = route_tables<kRC, kCta>(a, rs, smem);
-  if constexpr (kDyn)
-    if (lane == 0) s_ntw[warp] = ntiles;  // read back by this lane only (resolve)
   if (a.fc2_split > 1 && blockIdx.x == 0 && blockIdx.y == 0) {
     // FC2's split counters: read by FC2 only after it waited for this grid. The previous call's
     // FC2 is complete: A16 waited above, otherwise [Q] waited before FC1 could launch.
@@ -787,12 +769,8 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
     if (!wait_first) pdl_wait();  // completion of this grid implies the predecessor's
     return;
   }
-  // kDyn: the static first tile; each valid ticket adds one.
-  int n_tg = kBal ? n_t : grp < n_t ? (kDyn ? 1 : (n_t - grp + kG - 1) / kG) : 0;
-  auto tile_index = [&](int it) {
-    if constexpr (kDyn) return it == 0 ? y0 + Y * grp : s_tkw[warp];
-    return kBal ? t_lo + it : y0 + Y * (grp + kG * it);
-  };
+  const int n_tg = kBal ? n_t : grp < n_t ? (n_t - grp + kG - 1) / kG : 0;
+  auto tile_index = [&](int it) { return kBal ? t_lo + it : y0 + Y * (grp + kG * it); };
   auto tile_of = [&](int it) { return rs.tile(tile_index(it)); };
   auto piece_ka = [&](int it) { return kBal && it == 0 ? k_lo : 0; };
   auto piece_kb = [&](int it) { return kBal && it == n_tg - 1 ? k_hi : nk; };
@@ -859,39 +837,6 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
     St::issue(ring_sa + slot * C::kFc1Stage, sc, wstep, cu.ka + wk + kWK * cu.k, kSK,
               W.scales_k_stride, W.values_k_stride, lane, weights, acts);
   };
-  typename St::Src nsrc{};
-  // kDyn: group tile j's ticket, taken just in time: when this warp's loads reach tile j (j ==
-  // n_tg), kS + 1 sub-chunks before its math. The group's first warp there takes it from the row
-  // block's counter (tiles Y kG, Y kG + 1, ... after the static first tiles y0 + Y grp) and
-  // publishes it through the slot's mbarrier; the others wait on that phase. Slot reuse: ticket j +
-  // 2 is taken in some warp's K loop of group tile j + 1, after it waited (tile end j) for tile j -
-  // 1's finisher, i.e. after every warp's K loop of tile j - 1, which read ticket j.
-  auto resolve = [&](int j) {
-    const int sl = 2 * grp + ((j - 1) & 1);
-    int old = 0;
-    if (lane == 0) old = atomicAdd(&s_tkarr[sl], 1);
-    old = __shfl_sync(0xFFFFFFFFu, old, 0);
-    int tk = -1;
-    if ((old & (kWK - 1)) == 0) {
-      if (lane == 0) {
-        const int v = Y * kG + atomicAdd(a.fc1_cnt + blockIdx.x * a.fc1_cnt_stride, 1);
-        tk = v < s_ntw[warp] ? v : -1;
-        s_tk[sl] = tk;
-        mbar_arrive(&s_tkbar[sl]);
-      }
-      tk = __shfl_sync(0xFFFFFFFFu, tk, 0);
-    } else {
-      mbar_wait(&s_tkbar[sl], ((j - 1) >> 1) & 1);
-      tk = s_tk[sl];
-    }
-    if (tk >= 0) {
-      if (lane == 0) s_tkw[warp] = tk;
-      __syncwarp();
-      n_tg = j + 1;
-      n_my += n_k;  // (whole tiles: n_my = n_tg * n_k)
-      nsrc = src_of(j);
-    }
-  };
   ChunkCursor ni = cursor0();  // the next chunk to load
   {
     ChunkCursor wc = ni;  // the weights' cursor in the first pass
@@ -906,10 +851,8 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
     advance(ni);
   });
   // Sources of the next chunk's tile, rebuilt only when the cursor enters a new tile.
-  if (ni.t < n_tg)
-    nsrc = src_of(ni.t);
-  else if (kDyn && n_tg > 0)
-    resolve(n_tg);  // (the first tile fit the ring: ni is at tile 1's start)
+  typename St::Src nsrc{};
+  if (ni.t < n_tg) nsrc = src_of(ni.t);
 
   float acc[2][4];
 #pragma unroll
@@ -933,10 +876,7 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
       if (c + kS < n_my) {
         issue(slot, nsrc, ni, true, true);
         advance(ni);
-        if (ni.k == 0 && ni.t < n_tg)
-          nsrc = src_of(ni.t);
-        else if (kDyn && ni.k == 0)
-          resolve(ni.t);
+        if (ni.k == 0 && ni.t < n_tg) nsrc = src_of(ni.t);
       }
       cp_async_commit();
     }
