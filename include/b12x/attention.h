@@ -217,15 +217,6 @@ struct PagedPlan {
   /// 16/2/256 B=8 25.0 / 25.3 -> 24.7 / 24.9, BF16 37.9 / 38.2 -> 37.8 / 37.9, BF16 32/8/128
   /// B=1 x 8k 13.0 / 13.0 -> 12.8 / 12.9.
   bool epilogue_half = true;
-  /// Tile stealing (probe, B12X_ATTN_STEAL=<pool %>, lean decode / verify plans with contiguous
-  /// splits): each split keeps a static share of its (row tile, KV head)'s KV tiles and the rest
-  /// (the pool, about `steal_pct` % of the tiles) is taken tile by tile from a counter in the
-  /// scratch, so CTAs on SMs that stream faster take more tiles. The merge kernel resets each
-  /// counter to `steal_tag` << 32 after the main grid; a counter whose tag differs (the first
-  /// call on a scratch, or one another plan overwrote) hands the pool out statically. 0 = off.
-  int steal_pct = 0;
-  uint32_t steal_tag = 0;
-  int64_t off_steal = 0;       ///< uint64 counters, one per (row tile, KV head)
   std::string kernel;          ///< kernel variant name (logging / diagnostics)
   const void* impl = nullptr;  ///< internal: the chosen kernel variant
 

@@ -3,7 +3,6 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -429,20 +428,6 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
     if (plan.early_kv) plan.kernel += "_early";
     if (plan.early_cap) plan.kernel += "_r208";
     if (plan.stamps) plan.kernel += "_stamps";
-  }
-  // Tile stealing (probe, PagedPlan::steal_pct): lean decode / verify plans with contiguous
-  // splits; the kernels are the lean instances, the counters live in the scratch.
-  const char* steal_env = std::getenv("B12X_ATTN_STEAL");
-  if (steal_env != nullptr) plan.steal_pct = std::min(90, std::max(0, std::atoi(steal_env)));
-  if (!(plan.lean && q_len > 0 && !plan.split_interleave && plan.split_limit > 1))
-    plan.steal_pct = 0;
-  if (plan.steal_pct > 0) {
-    // A tag per plan: counters another plan left in a shared scratch read as stale.
-    static std::atomic<uint32_t> plans{0};
-    plan.steal_tag = 0xB12A5000u ^ ((plans.fetch_add(1) + 1) * 2654435761u);
-    plan.kernel += "_steal" + std::to_string(plan.steal_pct);
-  }
-  if (plan.lean) {
     const void* fn = plan.stamps      ? (plan.early_kv ? k->func_stamp_early : k->func_stamp)
                      : plan.early_cap ? k->func_early_cap
                      : plan.early_kv  ? k->func_early
@@ -451,9 +436,10 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
     B12X_CUDA_CHECK(::b12x::detail::opt_in_smem(fn, k->smem));
   }
   // Tickets: at most B * ceil(q_len * group / tile_rows) <= T * group / tile_rows + B row tiles.
-  const int64_t row_tiles_cap =
-      ceil_div(int64_t(caps.max_total_q) * group, plan.tile_rows) + caps.max_batch;
-  const int64_t max_row_tiles = plan.fused_merge ? row_tiles_cap : 0;
+  const int64_t max_row_tiles =
+      plan.fused_merge
+          ? ceil_div(int64_t(caps.max_total_q) * group, plan.tile_rows) + caps.max_batch
+          : 0;
 
   int64_t off = 0;
   plan.off_tiles = off;
@@ -466,8 +452,6 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   off = align_up(off + int64_t(caps.num_q_heads) * caps.max_total_q * 4, kAlign);
   plan.off_merge_ctr = off;
   off = align_up(off + max_row_tiles * caps.num_kv_heads * 4, kAlign);
-  plan.off_steal = off;
-  if (plan.steal_pct > 0) off = align_up(off + row_tiles_cap * caps.num_kv_heads * 8, kAlign);
   if (plan.stamps) {
     // Main CTAs: grid x (row tiles x KV heads; decode and verify: at most T x group / tile_rows
     // + B row tiles) x splits; merge CTAs: T x Hq.
@@ -748,11 +732,6 @@ void run_paged(const PagedBinding& b, Stream stream) {
   const dim3 grid = plan.heads_inner
                         ? dim3(unsigned(int64_t(b.num_row_tiles) * c.num_kv_heads), 1, b.num_splits)
                         : dim3(b.num_row_tiles, c.num_kv_heads, b.num_splits);
-  if (plan.steal_pct > 0 && b.num_splits > 1 && p.tiles_per_req > 0) {
-    p.steal_ctr = reinterpret_cast<unsigned long long*>(b.scratch + plan.off_steal);
-    p.steal_tag = plan.steal_tag;
-    p.steal_keep = (100 - plan.steal_pct) * 256 / 100;
-  }
   if (plan.stamps) {
     p.stamps = reinterpret_cast<unsigned long long*>(b.scratch + plan.off_stamps);
     p.stamp_merge = plan.stamp_merge;

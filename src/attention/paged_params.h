@@ -96,12 +96,6 @@ struct PagedParams {
   int32_t min_tiles;      // max(1, min_chunk / tile_kv)
   // The kernels' divisions by these values (multiply and shift, see FastDiv).
   FastDiv div_group, div_kv_heads, div_tiles_per_req, div_splits, div_min_tiles;
-  // Tile stealing (PagedPlan::steal_pct; decode tiles, tiles_per_req > 0): counters
-  // [row tiles x KV heads], each (steal_tag << 32) + pool tiles handed out; null: off. A split
-  // keeps steal_keep / 256 of its static share of the KV tiles.
-  unsigned long long* steal_ctr;
-  uint32_t steal_tag;
-  int32_t steal_keep;
   // Timeline probe (B12X_ATTN_STAMPS, stamp instances only): per-CTA event times, main CTAs
   // first, merge CTAs from stamps + stamp_merge (see kStampSlots in the kernels); null: off.
   unsigned long long* stamps;

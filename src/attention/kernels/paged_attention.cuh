@@ -608,15 +608,6 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
   // Tile it of this split covers [kv_begin + it * kv_step, + kBN) within [.., kv_end); the
   // prologue issues `pro` tiles and the loop keeps `ahead` in flight (see below).
   int kv_begin = 0, kv_end = 0, kv_step = kBN, n_tiles = 0, ahead = 1, pro = 1;
-  // Tile stealing (p.steal_ctr, lean decode kernels, contiguous splits with every split live;
-  // PagedPlan::steal_pct): split s keeps steal_static tiles from lo + s x steal_static tiles on
-  // (its prologue and early copies are unchanged) and then takes tiles of the pool (the range's
-  // last steal_pool tiles, from steal_base) one by one from the (row tile, KV head)'s counter,
-  // so the CTAs of fast SMs take more of them; every split still writes one partial. See the
-  // loop for the claims.
-  constexpr bool kSteal = kLean && Cfg::kDecode;
-  bool steal = false;
-  int steal_static = 0, steal_pool = 0, steal_base = 0;
   auto derive = [&]() {
     kv_begin = range.lo + split * range.chunk;
     kv_end = range.stride > 0 ? range.hi : min(range.hi, kv_begin + range.chunk);
@@ -625,26 +616,6 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
     n_tiles = range.stride > 0 && range.ns == p.num_splits && kv_end > kv_begin
                   ? fast_div_apply((kv_end - kv_begin + kBN - 1) / kBN + range.ns - 1, p.div_splits)
                   : (kv_end - kv_begin + kv_step - 1) / kv_step;
-    if constexpr (kSteal) {
-      steal = false;
-      if (p.steal_ctr != nullptr && range.stride == 0 && range.ns == p.num_splits) {
-        const int tiles = (range.hi - range.lo + kBN - 1) / kBN;
-        const int keep =
-            fast_div_apply(static_cast<int>((int64_t(tiles) * p.steal_keep) >> 8), p.div_splits);
-        // keep >= 2 kStages: the first claim (issued before the loop) is consumed at iteration
-        // keep - 2 (kStages - 1) - 1 >= 1, one iteration after it was issued at the earliest.
-        if (keep >= 2 * kStages && tiles > keep * range.ns) {
-          steal = true;
-          steal_static = keep;
-          steal_pool = tiles - keep * range.ns;
-          steal_base = range.lo + keep * range.ns * kBN;
-          kv_begin = range.lo + split * keep * kBN;
-          kv_end = range.hi;
-          kv_step = kBN;
-          n_tiles = keep;  // grows in the loop as pool tiles are claimed
-        }
-      }
-    }
     // The loop keeps `ahead` tiles in flight beyond the one it computes: iteration it issues
     // tile it + ahead into stage (it + ahead) % kStages, the stage of tile it + ahead - kStages,
     // which was computed before this iteration's barrier. ahead = kStages - 1, except that with
@@ -922,18 +893,6 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
   static_assert((kBN & (kBN - 1)) == 0, "p.tile_kv_shift: KV tiles are powers of two");
   static_assert((kBN * kKc) % kThreads == 0 && (kBN * kVc) % kThreads == 0,
                 "copy loops must be warp-uniform (page ids travel by shuffle)");
-  // Stealing: the first KV position of claimed tiles (ring slot t % 8, written by thread 0 at
-  // iteration t - 2 ahead - 1, read from iteration t - 2 ahead on: the slots read in one
-  // iteration, t .. t + 2 ahead, never include the one written, t + 2 ahead + 1, for ahead <= 3)
-  // and the CTA's tile count, double-buffered by iteration parity (written for iteration it + 1).
-  __shared__ int s_steal_kv[kSteal ? 8 : 1];
-  __shared__ int s_steal_n[kSteal ? 2 : 1];
-  auto tile_kv0 = [&](int t) {
-    if constexpr (kSteal) {
-      if (steal && t >= steal_static) return t < n_tiles ? s_steal_kv[t & 7] : kv_end;
-    }
-    return kv_begin + t * kv_step;
-  };
   const int32_t* table = p.page_table + (int64_t)w.b * p.pt_stride;
   const int page_mask = (1 << p.page_shift) - 1;
   const uint32_t max_page = static_cast<uint32_t>(p.num_pages - 1);
@@ -1000,7 +959,7 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
   static_assert(kBN <= kThreads, "one thread per tile token copies the page ids");
   auto issue_ids = [&](int t) {
     if (tid < kBN) {
-      const int pos = tile_kv0(t) + tid;
+      const int pos = kv_begin + t * kv_step + tid;
       const bool valid = pos < kv_end;
       cp_async4(smem_u32(sIds + (t % kStages) * kBN + tid),
                 valid ? table + (pos >> p.page_shift) : table, valid);
@@ -1011,7 +970,7 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
   auto load_tile = [&](int it, int stage, auto&& page_at) {
     uint8_t* sk = sRing + stage * Cfg::kStageBytes;
     uint8_t* sv = sk + kBN * kDqk * kKvB;
-    const int kv0 = tile_kv0(it);
+    const int kv0 = kv_begin + it * kv_step;
     // Chunk c of token j's K (is_k) or V row.
     auto copy = [&](bool is_k, int j, int c, int page) {
       const int pos = kv0 + j;
@@ -1251,52 +1210,12 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
     }
   }
 
-  // Stealing: thread 0 claims pool tiles one iteration before it needs them (the atomic's L2
-  // round trip overlaps a tile); a counter whose tag is not the plan's (the first call on this
-  // scratch, or another plan wrote there) hands the pool out statically instead (split s takes
-  // pool tiles s, s + ns, ...), the same for every split of the tile since none changes the tag.
-  unsigned long long steal_pend = 0;
-  int steal_mode = 0, steal_n = 0;  // thread 0: 0 = tag not seen yet, 1 = counter, 2 = static
-  unsigned long long* steal_ctr = nullptr;
-  if constexpr (kSteal) {
-    if (steal) {
-      constexpr int kBigN = 1 << 30;
-      n_tiles = kBigN;
-      steal_n = kBigN;
-      steal_ctr = p.steal_ctr + (int64_t)tile_x * p.num_kv_heads + kvh;
-      if (tid == 0) {
-        s_steal_n[0] = kBigN;
-        steal_pend = atomicAdd(steal_ctr, 1ull);
-      }
-    }
-  }
   for (int it = 0; it < n_tiles; ++it) {
     // Group g holds tile g (the full ring's iteration 0 commits none): `ahead` groups may stay
     // pending at iteration 0 of the full ring, ahead - 1 otherwise.
     const bool refill = !(full_ring && it == 0);  // the full ring's stages are all in use
     cp_async_wait_n(refill ? ahead - 1 : ahead);
     __syncthreads();
-    if constexpr (kSteal) {
-      if (steal) {
-        n_tiles = s_steal_n[it & 1];
-        if (tid == 0) {
-          const int u = it + 2 * ahead + 1;  // the tile whose position is decided now
-          if (u >= steal_static && u < steal_n) {
-            if (steal_mode == 0)
-              steal_mode = static_cast<uint32_t>(steal_pend >> 32) == p.steal_tag ? 1 : 2;
-            const int c = steal_mode == 1 ? static_cast<int>(static_cast<uint32_t>(steal_pend))
-                                          : split + (u - steal_static) * p.num_splits;
-            if (c < steal_pool) {
-              s_steal_kv[u & 7] = steal_base + c * kBN;
-              if (steal_mode == 1) steal_pend = atomicAdd(steal_ctr, 1ull);
-            } else {
-              steal_n = u;
-            }
-          }
-          s_steal_n[(it + 1) & 1] = steal_n;
-        }
-      }
-    }
     if constexpr (kStamp) {
       if (it == 0) stamp<kStamp>(p, 4);
       if (it == n_tiles - 1) stamp<kStamp>(p, 5);
@@ -1373,7 +1292,7 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
     }
 
     {
-      const int kv0 = tile_kv0(it);
+      const int kv0 = kv_begin + it * kv_step;
       const uint8_t* sK = sK_t;
       const uint8_t* sV = sV_t;
 
@@ -1923,11 +1842,6 @@ __device__ __forceinline__ void paged_merge_body(const PagedParams& p) {
   if constexpr (kStamp) {
     if (st != nullptr) st[1] = global_ns();
   }
-  // Tile stealing: the main grid is complete; the first row of each (row tile, KV head) resets
-  // its counter for the next call (whose main kernel waits for this grid).
-  if (p.steal_ctr != nullptr && threadIdx.x == 0 && pr % p.tile_rows == 0)
-    p.steal_ctr[(int64_t(b) * p.tiles_per_req + pr / p.tile_rows) * p.num_kv_heads + h / p.group] =
-        static_cast<unsigned long long>(p.steal_tag) << 32;
   constexpr int kCols = (kDv / 4 + 31) / 32;  // float4 columns per lane
   constexpr int kPre = kMergePre;
   auto part = [&](int sidx, int c) {
