@@ -254,6 +254,7 @@ struct Plan {
   /// the scratch at off_stream_even.
   int decode_stream_even = 0;
   int decode_stream_even_maxp = 0;
+  int decode_stream_even_probe = 0;  ///< B12X_GEMM_STREAM_EVEN_PROBE (timing only)
   int64_t off_stream_even = 0;
   /// MXFP4 weights on the M = 1 stream kernel and the M <= 16 block kernel: the fold-free splat
   /// instances (session 15: 2^(e-8) straight onto the decoded FP4 bits, one HMUL2 per register

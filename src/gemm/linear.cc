@@ -1542,19 +1542,10 @@ Plan plan(const Caps& caps) {
           p.decode_stream_vp = lin::stream_vectors_per_part(geo.kvec, 1);
           p.decode_stream_smem = lin::kStreamJitBytes;
           p.decode_stream_var = evar;
+          if (const char* epr = std::getenv("B12X_GEMM_STREAM_EVEN_PROBE"); epr != nullptr)
+            p.decode_stream_even_probe = std::atoi(epr);
           p.decode_stream_free_only = mx_w4a16_free;  // MXFP4 W4A4: the fold's instance too
           stream_trig_m1 = true;
-        }
-        // Session 22 probe (B12X_GEMM_STREAM_XDB=1): NVFP4's per-warp blocks at the 2-CTA cap
-        // (8 parts or the even split) with two activation buffers per warp (var bit 512), the
-        // next block's activations converted and stored mid-block.
-        if (const char* ex = std::getenv("B12X_GEMM_STREAM_XDB"); ex != nullptr && ex[0] == '1') {
-          const int xv = p.decode_stream_var | 512;
-          if (lin::stream_var_available(wf, p.decode_stream_parts, p.decode_stream_occ, xv,
-                                        false)) {
-            p.decode_stream_var = xv;
-            p.decode_stream_smem = 2 * lin::kStreamJitBytes;
-          }
         }
       }
     }
@@ -2602,6 +2593,7 @@ void run(const Binding& b, Stream stream) {
     if (plan.decode_stream_even > 0) {
       p.stream_per = plan.decode_stream_even;
       p.stream_maxp = plan.decode_stream_even_maxp;
+      p.stream_eprobe = plan.decode_stream_even_probe;
       p.stream_cnt = reinterpret_cast<unsigned long long*>(b.scratch + plan.off_stream_even);
       p.stream_part = reinterpret_cast<float*>(b.scratch + plan.off_stream_even +
                                                fmt::pad_to(p.n16 * 8, int64_t{16}));

@@ -52,23 +52,6 @@ StreamFn stream_fn(int parts) {
 /// staged, kLean 5.70): W4A16 192 (MXFP4 fold-free), W4A4 232.
 StreamFn stream_var_fn(WFmt f, int parts, int occ, int var, bool mx_free) {
   const bool mx = f == WFmt::kMxfp4;
-  // The two activation buffers per warp (+512, session 22 probe): NVFP4 at the 2-CTA cap, the
-  // blocks at 8 parts (640 / 680) and the even split (896 / 936).
-  if (var & 512) {
-    if (mx || occ != 2) return nullptr;
-    switch (var) {
-      case 640:
-        return parts == 8 ? &linear_stream_kernel<8, 2, 1, false, false, 640> : nullptr;
-      case 680:
-        return parts == 8 ? &linear_stream_kernel<8, 2, 1, false, false, 680> : nullptr;
-      case 896:
-        return parts == 1 ? &linear_stream_kernel<1, 2, 1, false, false, 896> : nullptr;
-      case 936:
-        return parts == 1 ? &linear_stream_kernel<1, 2, 1, false, false, 936> : nullptr;
-      default:
-        return nullptr;
-    }
-  }
   // The even split (+256, session 22 probe): the blocks at the 2-CTA cap, one part, W4A16 384
   // (MXFP4 fold-free), W4A4 424; at the 3-CTA cap with kLean, 448 / 488.
   if (var & 256) {
@@ -398,7 +381,7 @@ void launch_linear_stream(WFmt f, int parts, int occ, int ctas, int64_t smem, co
                   p.stream_vp > 0 && p.stream_vp % kStreamDepth == 0 &&
                   int64_t{p.stream_vp} * parts * split >= p.kvec &&
                   smem == (rows == 1 && (p.stream_var & 128)
-                               ? kStreamJitBytes * ((p.stream_var & 512) ? 2 : 1)
+                               ? kStreamJitBytes
                                : int64_t{parts} * p.stream_vp * 64 * 2 * rows) &&
                   (split == 1 || p.partial != nullptr),
               "stream kernel: M=", p.M, " rows=", rows, " act=", p.act_kind, " vp=", p.stream_vp,

@@ -1698,31 +1698,6 @@ TEST(GemmGpu, DecodeStreamEven) {
     EXPECT_GT(gemm::lin::last_stream_launch().serial, before) << e.N << "x" << e.K;
   }
   unsetenv("B12X_GEMM_STREAM_EVEN_PER");
-  // B12X_GEMM_STREAM_XDB=1 (+512, NVFP4): two activation buffers per warp, the next block's
-  // stored mid-block; the blocks at 8 parts and the even split (per 3, K tail).
-  {
-    ScopedEnv ex("B12X_GEMM_STREAM_XDB", "1"), eo("B12X_GEMM_STREAM_OCC", "2");
-    for (int i = 0; i < 4; ++i) {
-      const LinearFormat f = (i % 2) ? LinearFormat::kNvfp4 : LinearFormat::kNvfp4W4A16;
-      const bool even = i >= 2;
-      if (even) {
-        setenv("B12X_GEMM_STREAM_EVEN_PER", "3", 1);
-        setenv("B12X_GEMM_STREAM_EVEN", "1", 1);
-        unsetenv("B12X_GEMM_STREAM_PARTS");
-      } else {
-        unsetenv("B12X_GEMM_STREAM_EVEN");
-        setenv("B12X_GEMM_STREAM_PARTS", "8", 1);
-      }
-      const int64_t K = even ? 1312 : 4864;
-      EXPECT_EQ(plan_m1(f, 200, K).decode_stream_var,
-                ((i % 2) ? 168 : 128) | (even ? 256 : 0) | 512)
-          << i;
-      run_case({f, 1, 200, K, DType::kBF16, i == 1 ? DType::kFP16 : DType::kBF16, i != 2},
-               /*graph_replay=*/i == 1 || i == 2);
-    }
-    unsetenv("B12X_GEMM_STREAM_PARTS");
-    unsetenv("B12X_GEMM_STREAM_EVEN_PER");
-  }
   g_random_scratch = false;
 }
 

@@ -155,7 +155,7 @@ __device__ __forceinline__ void stream_cnt_claim(unsigned long long* c) {
 
 __device__ __forceinline__ void stream_even_claim(const LinearParams& p, int eb0, int eb1, int bpt,
                                                   int lane) {
-  if (lane >= 2 || eb0 >= eb1) return;
+  if (lane >= 2 || eb0 >= eb1 || p.stream_eprobe == 1) return;
   const int tile = (lane == 0 ? eb0 : eb1 - 1) / bpt;
   if (lane == 1 && tile == eb0 / bpt) return;  // one tile: lane 0's
   if (tile * bpt < eb0 || (tile + 1) * bpt > eb1) stream_cnt_claim(p.stream_cnt + tile);
@@ -169,7 +169,8 @@ __device__ __forceinline__ void stream_even_sum(const LinearParams& p, float r0,
   const int g = lane >> 2, t = lane & 3;
   const int64_t row = tile * int64_t{16} + g + 8 * t;
   const float mine = t ? r1 : r0;
-  if (b0 == tile * bpt && b1 == (tile + 1) * bpt) {
+  if ((b0 == tile * bpt && b1 == (tile + 1) * bpt) || p.stream_eprobe == 1 ||
+      p.stream_eprobe == 2) {
     if (t < 2 && row < p.N) store_out_elem(p, 0, row, mine, mult);
     return;
   }
@@ -186,7 +187,7 @@ __device__ __forceinline__ void stream_even_sum(const LinearParams& p, float r0,
   unsigned long long old = 0;
   if (lane == al) old = atomicAdd(p.stream_cnt + tile, 1ull);
   old = __shfl_sync(0xFFFFFFFFu, old, al);
-  if (static_cast<int>(old & 0xFFFFu) + 1 != np) return;
+  if (static_cast<int>(old & 0xFFFFu) + 1 != np || p.stream_eprobe == 3) return;
   asm volatile("fence.acq_rel.gpu;" ::: "memory");  // acquire: the other slots' stores
   if (t >= 2 || row >= p.N) return;
   float s = 0.f;
@@ -241,12 +242,6 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   // vectors over the grid's warps (stream_even_sum); no CTA barrier, no K parts.
   constexpr bool kEven = (kVar & 256) != 0;
   static_assert(!kEven || (kJit && kParts == 1), "kEven: the per-warp blocks, one part");
-  // kXdb (bit 512, session 22 probe; kJit, NVFP4): two activation buffers per warp, the next
-  // block's activations converted and stored mid-block (after vector kDepth - 2, its load issued
-  // at vector 0) instead of at the block's start between two warp barriers, so the block's first
-  // MMAs wait on one warp barrier only and the conversion interleaves with the math.
-  constexpr bool kXdb = (kVar & 512) != 0;
-  static_assert(!kXdb || (kJit && !kMx && !kLean), "kXdb: NVFP4 per-warp blocks, 2-CTA cap");
   constexpr int kSb = kMx ? 2 : 4;  // scale bytes per row and vector
   static_assert(kParts == 1 || kParts == 2 || kParts == 4 || kParts == 8, "K parts per tile");
   static_assert(kRows == 1 || kRows == 4, "token rows");
@@ -328,17 +323,6 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     } else {
       return stream_x8(p, static_cast<const uint16_t*>(p.x), k);
     }
-  };
-  // The block's activations as the MMAs take them (kQx: converted from FP4).
-  auto xconv = [&](uint4 a) {
-    if constexpr (kQf && kMx)
-      return mxfp4x8_bf16(a.x, a.y);
-    else if constexpr (kQf)
-      return nvfp4x8_bf16_e7(a.x, a.y);
-    else if constexpr (kQx)
-      return nvfp4x8_bf16(a.x, fmt::ue4m3_to_float(a.y));
-    else
-      return a;
   };
   auto issue = [&](uint4& s, int j) {
     if constexpr (kEven) {
@@ -525,20 +509,9 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   const uint8_t* const xlane = kRows == 1
                                    ? xs + (vbase * 64 + t * 16) * 2
                                    : xs + wk * vp * kRows * 128 + ((g & (kRows - 1)) * 4 + t) * 16;
-  // kJit: the warp's block of activations (kXdb: two buffers, xbuf the next to store).
-  uint8_t* const xw = dsm + warp * (kXdb ? 1024 : 512);
-  // In lane order (the staging's layout).
-  auto xstore = [&](uint8_t* buf, const uint4 a) {
-    uint32_t* const d = reinterpret_cast<uint32_t*>(buf + stream_xpos(8 * lane) * 2);
-    d[0] = a.x;
-    d[8] = a.y;
-    d[16] = a.z;
-    d[24] = a.w;
-  };
-  int xbuf = 0;
-  if constexpr (kXdb) xstore(xw, xconv(na));  // the first block
-  int rb = 0;                                 // reduction buffer
-  int cb = eb0;                               // kEven: the next block to compute
+  uint8_t* const xw = dsm + warp * 512;  // kJit: the warp's block of activations
+  int rb = 0;                            // reduction buffer
+  int cb = eb0;                          // kEven: the next block to compute
   for (int64_t grp = blockIdx.x; kEven ? cb < eb1 : grp < groups; grp += gridDim.x) {
     // kEven: a segment is the warp's blocks of one tile (ctile), nseg vectors.
     const int ctile = kEven ? cb / bpt : 0;
@@ -645,35 +618,25 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
         // The block's activations into the warp's buffer in lane order (the staging's layout),
         // after every lane has read the previous block's.
         __syncwarp();
-        if constexpr (kXdb) {
-          // Stored during the previous block (or before the loop) into buffer xbuf.
-          xv = xw + xbuf * 512 + t * 32;
-          xbuf ^= 1;
-        } else {
-          if constexpr (kQf && kMx)
-            na = mxfp4x8_bf16(na.x, na.y);
-          else if constexpr (kQf)
-            na = nvfp4x8_bf16_e7(na.x, na.y);
-          else if constexpr (kQx)
-            na = nvfp4x8_bf16(na.x, fmt::ue4m3_to_float(na.y));
-          uint32_t* const d = reinterpret_cast<uint32_t*>(xw + stream_xpos(8 * lane) * 2);
-          d[0] = na.x;
-          d[8] = na.y;
-          d[16] = na.z;
-          d[24] = na.w;
-          __syncwarp();
-          xv = xw + t * 32;
-        }
+        if constexpr (kQf && kMx)
+          na = mxfp4x8_bf16(na.x, na.y);
+        else if constexpr (kQf)
+          na = nvfp4x8_bf16_e7(na.x, na.y);
+        else if constexpr (kQx)
+          na = nvfp4x8_bf16(na.x, fmt::ue4m3_to_float(na.y));
+        uint32_t* const d = reinterpret_cast<uint32_t*>(xw + stream_xpos(8 * lane) * 2);
+        d[0] = na.x;
+        d[8] = na.y;
+        d[16] = na.z;
+        d[24] = na.w;
+        __syncwarp();
+        xv = xw + t * 32;
       }
 #pragma unroll
       for (int j = 0; j < kDepth; ++j) {
         const uint4 cur = ring[j];
         issue(ring[j], j);
         vec(cur, j);
-        // The next block's activations (requested at vector 0) into the other buffer, last read
-        // in the previous block: every lane has passed this block's warp barrier since.
-        if constexpr (kXdb)
-          if (j == kDepth - 2) xstore(xw + xbuf * 512, xconv(na));
       }
       advance();
     }
