@@ -73,11 +73,16 @@ int64_t smem_of(int tw, int mma) {
   return mma ? kF8SmemBytes<2, kGroup, 1, kQ, kVar> : kF8SmemBytes<2, kGroup, 0, kQ, kVar>;
 }
 
+/// The plan variant's bits at nt token tiles: kF8VarFused (and kF8VarSplat with it) at two only
+/// with kF8VarFused16.
+int var_at(int nt, int var) {
+  return nt == 1 || (var & kF8VarFused16) ? var : var & ~(kF8VarFused | kF8VarSplat);
+}
+
 }  // namespace
 
 bool stream16_f8_available(WFmt f, int tw, int mma, int depth, bool q, int occ, int var) {
-  return pick(f, tw, 2, mma, depth, q, occ,
-              (var & kF8VarFused16) ? var : var & ~(kF8VarFused | kF8VarSplat)) != nullptr &&
+  return pick(f, tw, 2, mma, depth, q, occ, var_at(2, var)) != nullptr &&
          pick(f, tw, 1, mma, depth, q, occ, var) != nullptr;
 }
 
@@ -105,7 +110,7 @@ int prepare_linear_stream16_f8(int device, WFmt f, int tw, int mma, int depth, b
   const ::b12x::detail::DeviceScope scope(device);
   int fit = 0;
   for (int nt : {1, 2}) {
-    const F8Fn k = pick(f, tw, nt, mma, depth, q, occ, var);
+    const F8Fn k = pick(f, tw, nt, mma, depth, q, occ, var_at(nt, var));
     B12X_ASSERT(k != nullptr, "no FP8 M <= 16 block kernel for format ", static_cast<int>(f),
                 " tw=", tw, " mma=", mma, " depth=", depth, " q=", q, " var=", var);
     int blocks = 0;

@@ -116,31 +116,33 @@ __device__ __forceinline__ uint32_t hmul2_bits(uint32_t a, uint32_t b) {
 /// does, so the outputs are bit-identical) and stores the outputs, instead of the reduce launch.
 /// The counters (one 64-bit word per row group, after the run's partials [split][M][NP]) are never
 /// reset: each word carries its launch's %gridid (new at every launch and graph replay, session
-/// 21's FP4 probe) in its upper 48 bits, so a word of another launch, or arbitrary scratch bytes,
-/// counts as zero.
+/// 21's FP4 probe) in its upper 48 bits. At its start (after griddep_wait: the scratch belongs to
+/// earlier kernels) each CTA claims the word for its launch where it holds another launch's tag or
+/// arbitrary bytes (a CAS to tag | 0, which fails only where a CTA of this launch claimed it or
+/// arrived first); at its end one atomicAdd is its ticket. (Round 81's first form, a CAS loop at
+/// the end, serialized the split's arrivals: +3.8 us at 4096x4096, +15 us at 2048x7168.)
+__device__ __forceinline__ unsigned long long* f8_split_counter(const LinearParams& p) {
+  return reinterpret_cast<unsigned long long*>(p.partial + int64_t{p.split} * p.M * p.NP) +
+         blockIdx.x;
+}
+__device__ __forceinline__ void f8_split_claim(const LinearParams& p) {
+  unsigned long long id;
+  asm volatile("mov.u64 %0, %%gridid;" : "=l"(id));
+  const unsigned long long tag = id << 16;
+  unsigned long long* const cnt = f8_split_counter(p);
+  const unsigned long long v = *reinterpret_cast<volatile unsigned long long*>(cnt);
+  if ((v & ~0xFFFFull) != tag) atomicCAS(cnt, v, tag);
+}
 /// kItems: float4 items per thread (the CTA's 128 kTw rows x 8 kNt tokens / 4 / 256 threads), all
 /// loaded before they are added, kZ slots at a time, so that the sum costs about one L2 round trip
-/// per kZ slots. The ticket's first CAS expects this CTA to be the last (tag | split - 1): right
-/// for the CTA whose sum is on the grid's critical path, one extra round trip for the others.
+/// per kZ slots.
 template <int kItems>
 __device__ __forceinline__ void f8_split_sum(const LinearParams& p, float mult, uint8_t* flag) {
   __threadfence();  // this thread's partials, before the ticket
   __syncthreads();
   if (threadIdx.x == 0) {
-    unsigned long long id;
-    asm volatile("mov.u64 %0, %%gridid;" : "=l"(id));
-    const unsigned long long tag = id << 16;
-    unsigned long long* const cnt =
-        reinterpret_cast<unsigned long long*>(p.partial + int64_t{p.split} * p.M * p.NP) +
-        blockIdx.x;
-    unsigned long long v = tag | static_cast<unsigned>(p.split - 1), nv;
-    for (;;) {
-      nv = (v & ~0xFFFFull) == tag ? v + 1 : tag | 1;
-      const unsigned long long prev = atomicCAS(cnt, v, nv);
-      if (prev == v) break;
-      v = prev;
-    }
-    *reinterpret_cast<volatile int*>(flag) = static_cast<int>(nv & 0xFFFF) == p.split;
+    const unsigned long long old = atomicAdd(f8_split_counter(p), 1ull);
+    *reinterpret_cast<volatile int*>(flag) = static_cast<int>((old + 1) & 0xFFFF) == p.split;
   }
   __syncthreads();
   if (*reinterpret_cast<volatile int*>(flag) == 0) return;
@@ -270,6 +272,8 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   uint4 ring[kDepth];
   s16_ring_fill(ring, cr);
   griddep_wait();  // the activations, their scales (and alpha) belong to earlier kernels
+  if constexpr (kFused)
+    if (p.partial != nullptr && threadIdx.x == kStreamWarps * 32 - 32) f8_split_claim(p);
 
   // Chunk c -> slot c % 3: 16 token rows x 256 e4m3 (zero past M / K) and the chunk's scales.
   // Always one commit group, so wait_group 1 at chunk c means chunk c has landed.
