@@ -73,8 +73,8 @@ struct LinearParams {
   unsigned long long* stream_cnt;
   float* stream_part;
   // Timing probe of the even split (B12X_GEMM_STREAM_EVEN_PROBE, outputs wrong where > 0): 1 no
-  // claims and no sum (every piece stores its rows), 2 the claims kept, 3 claims, slot stores,
-  // fences and arrivals kept, no sum by the last arrival.
+  // claims and no sum (every piece stores its rows), 2 the claims kept, 3 claims, slot stores and
+  // arrivals kept, no sum by the last arrival.
   int stream_eprobe;
   // 8 warps per tile: the device's ring + staging budget (lin::decode_ws8_budget of the opt-in
   // shared memory, Plan::decode_ws8_budget; run reads no device info).

@@ -130,17 +130,21 @@ __device__ __forceinline__ void stream_q8(const LinearParams& p, const uint8_t* 
 /// owns blocks [ew per, (ew + 1) per) of the tile-major blocks of 4 vectors, so a tile's blocks
 /// fall to warps f0..f1 (f = block / per), often of two CTAs. A warp whose range covers a whole
 /// tile stores it; the other pieces write their 16 row sums into slot (warp - f0) of the tile
-/// ([n16][stream_maxp][16] fp32) and arrive at the tile's 64-bit counter; the last to arrive sums
-/// the slots in slot order (deterministic; its own from registers) and stores the rows with mult
-/// and bias. The counters live in the caller's scratch, whose bytes are arbitrary at every call
-/// (torch.empty), so they are never reset: each holds (launch id << 16 | arrivals), the launch id
-/// being %gridid (new at every launch and graph replay; block16's session-21 counters measured
-/// it so on the H200). A warp claims the counters of its split pieces (at most two: its first
-/// and last tile) after griddep_wait (every earlier kernel of the stream, the previous call
-/// included, has completed): where the loaded word carries another id it swaps in (id << 16) by
-/// CAS, which fails only when a warp of this launch claimed or arrived first. The claim and the
-/// arrival at a counter are made by the same thread (lane 0 the first tile's, lane 1 the last's),
-/// so the arrival counts from this launch's zero.
+/// ([n16][stream_maxp][16] fp32) at the piece's end, and after its last block the warp arrives at
+/// the 64-bit counters of its split pieces (at most two: its first and last tile); the last to
+/// arrive at a tile sums its slots in slot order (deterministic) and stores the rows with mult
+/// and bias. The arrivals wait for the warp's last block (round 81: a release fence after each
+/// piece, MEMBAR.ALL.GPU + CCTL.IVALL in every lane, waited for the ring's weight loads in flight
+/// and cost +3.3-4.6 us per call): one warp barrier, then one release atomic per split piece
+/// (lane 0 the first tile's, lane 1 the last's: MEMBAR + ATOM in that lane, no L1 invalidation),
+/// the acquire fence only in the last arrival. The counters live in the caller's scratch, whose
+/// bytes are arbitrary at every call (torch.empty), so they are never reset: each holds (launch
+/// id << 16 | arrivals), the launch id being %gridid (new at every launch and graph replay;
+/// block16's session-21 counters measured it so on the H200). The lane that arrives at a counter
+/// claims it after griddep_wait (every earlier kernel of the stream, the previous call included,
+/// has completed): where the loaded word carries another id it swaps in (id << 16) by CAS, which
+/// fails only when a warp of this launch claimed or arrived first, so the arrival, later in the
+/// same thread, counts from this launch's zero.
 __device__ __forceinline__ void stream_cnt_claim(unsigned long long* c) {
   unsigned long long id, v;
   asm volatile("mov.u64 %0, %%gridid;" : "=l"(id));
@@ -153,19 +157,25 @@ __device__ __forceinline__ void stream_cnt_claim(unsigned long long* c) {
   }
 }
 
+/// The tile of the warp's first (lane 0) / last (lane 1) piece where it is split, else -1.
+__device__ __forceinline__ int stream_even_split_tile(int eb0, int eb1, int bpt, int lane) {
+  if (lane >= 2 || eb0 >= eb1) return -1;
+  const int tile = (lane == 0 ? eb0 : eb1 - 1) / bpt;
+  if (lane == 1 && tile == eb0 / bpt) return -1;  // one tile: lane 0's
+  return tile * bpt < eb0 || (tile + 1) * bpt > eb1 ? tile : -1;
+}
+
 __device__ __forceinline__ void stream_even_claim(const LinearParams& p, int eb0, int eb1, int bpt,
                                                   int lane) {
-  if (lane >= 2 || eb0 >= eb1 || p.stream_eprobe == 1) return;
-  const int tile = (lane == 0 ? eb0 : eb1 - 1) / bpt;
-  if (lane == 1 && tile == eb0 / bpt) return;  // one tile: lane 0's
-  if (tile * bpt < eb0 || (tile + 1) * bpt > eb1) stream_cnt_claim(p.stream_cnt + tile);
+  const int tile = stream_even_split_tile(eb0, eb1, bpt, lane);
+  if (tile >= 0 && p.stream_eprobe != 1) stream_cnt_claim(p.stream_cnt + tile);
 }
 
 /// The rows of one warp's piece [b0, b1) of tile `tile` (r0 = row g, r1 = row g + 8 in every
-/// lane): stored where the piece is the whole tile, else summed through the tile's slots.
-__device__ __forceinline__ void stream_even_sum(const LinearParams& p, float r0, float r1, int tile,
-                                                int b0, int b1, int bpt, int ew, bool first,
-                                                int lane, float mult) {
+/// lane): stored where the piece is the whole tile, else into its slot.
+__device__ __forceinline__ void stream_even_put(const LinearParams& p, float r0, float r1, int tile,
+                                                int b0, int b1, int bpt, int ew, int lane,
+                                                float mult) {
   const int g = lane >> 2, t = lane & 3;
   const int64_t row = tile * int64_t{16} + g + 8 * t;
   const float mine = t ? r1 : r0;
@@ -174,26 +184,39 @@ __device__ __forceinline__ void stream_even_sum(const LinearParams& p, float r0,
     if (t < 2 && row < p.N) store_out_elem(p, 0, row, mine, mult);
     return;
   }
-  const int per = static_cast<int>(p.stream_per);
-  const int f0 = tile * bpt / per;
-  const int np = (tile * bpt + bpt - 1) / per - f0 + 1;
-  const int pi = ew - f0;
-  float* const part = p.stream_part + tile * p.stream_maxp * 16 + g + 8 * t;
-  if (t < 2) __stcg(part + pi * 16, mine);
-  // Release: every lane's slot store before the arrival (fence, then the warp barrier).
-  asm volatile("fence.acq_rel.gpu;" ::: "memory");
-  __syncwarp();
-  const int al = first ? 0 : 1;  // the lane that claimed this counter
+  const int pi = ew - tile * bpt / static_cast<int>(p.stream_per);
+  if (t < 2) __stcg(p.stream_part + (tile * p.stream_maxp + pi) * 16 + g + 8 * t, mine);
+}
+
+/// The warp's arrivals after its last block (see above).
+__device__ __forceinline__ void stream_even_arrive(const LinearParams& p, int eb0, int eb1, int bpt,
+                                                   int lane, float mult) {
+  if (p.stream_eprobe == 1 || p.stream_eprobe == 2) return;
+  const int my = stream_even_split_tile(eb0, eb1, bpt, lane);
+  __syncwarp();  // every lane's slot stores before lanes 0 / 1 release them
   unsigned long long old = 0;
-  if (lane == al) old = atomicAdd(p.stream_cnt + tile, 1ull);
-  old = __shfl_sync(0xFFFFFFFFu, old, al);
-  if (static_cast<int>(old & 0xFFFFu) + 1 != np || p.stream_eprobe == 3) return;
-  asm volatile("fence.acq_rel.gpu;" ::: "memory");  // acquire: the other slots' stores
-  if (t >= 2 || row >= p.N) return;
-  float s = 0.f;
+  if (my >= 0)
+    asm volatile("atom.add.release.gpu.global.u64 %0, [%1], 1;"
+                 : "=l"(old)
+                 : "l"(p.stream_cnt + my)
+                 : "memory");
+  const int g = lane >> 2, t = lane & 3, per = static_cast<int>(p.stream_per);
+#pragma unroll
+  for (int a = 0; a < 2; ++a) {
+    const int tile = __shfl_sync(0xFFFFFFFFu, my, a);
+    const unsigned long long o = __shfl_sync(0xFFFFFFFFu, old, a);
+    if (tile < 0) continue;
+    const int f0 = tile * bpt / per, np = (tile * bpt + bpt - 1) / per - f0 + 1;
+    if (static_cast<int>(o & 0xFFFFu) + 1 != np || p.stream_eprobe == 3) continue;
+    asm volatile("fence.acq_rel.gpu;" ::: "memory");  // acquire: the other slots' stores
+    const int64_t row = tile * int64_t{16} + g + 8 * t;
+    if (t >= 2 || row >= p.N) continue;
+    const float* const part = p.stream_part + tile * p.stream_maxp * 16 + g + 8 * t;
+    float s = 0.f;
 #pragma unroll 4
-  for (int q = 0; q < np; ++q) s += q == pi ? mine : __ldcg(part + q * 16);
-  store_out_elem(p, 0, row, s, mult);
+    for (int q = 0; q < np; ++q) s += __ldcg(part + q * 16);
+    store_out_elem(p, 0, row, s, mult);
+  }
 }
 
 /// kOcc: CTAs per SM the registers are capped for (2: <= 128, 3: <= 85). kRows: 1 (M = 1, the
@@ -697,8 +720,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
       rb ^= 1;
     }
     if constexpr (kEven) {
-      stream_even_sum(p, r0, r1, ctile, cb, cb + nseg / kDepth, bpt, ew, ctile == eb0 / bpt, lane,
-                      mult);
+      stream_even_put(p, r0, r1, ctile, cb, cb + nseg / kDepth, bpt, ew, lane, mult);
       cb += nseg / kDepth;
       continue;
     }
@@ -708,6 +730,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
       if (row < p.N) store_out_elem(p, 0, row, t ? r1 : r0, mult);
     }
   }
+  if constexpr (kEven) stream_even_arrive(p, eb0, eb1, bpt, lane, mult);
   griddep_launch_dependents();
 }
 
