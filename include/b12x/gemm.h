@@ -338,16 +338,13 @@ struct Plan {
   /// scales folded into the f16 operands, 6 also its in-kernel quantization on all 8 warps; 0 none
   /// (the per-atom fold). B12X_GEMM_STREAM16_F8_VAR=<flags> overrides.
   int stream16_var = 0;
-  /// Session 22 timing probes of the NVFP4 / MXFP4 block kernel (B12X_GEMM_STREAM16_PROBE=<bits>,
-  /// outputs wrong; removed after round 81): lin::kS16Probe* bits.
-  int stream16_probe = 0;
-  /// Session 22 probe (round 81): the block kernel without a K split over CTAs, this many K parts
-  /// per CTA (8 or 4; 0: off), B12X_GEMM_STREAM16_WK=8|4 (NVFP4, BF16 activations).
-  int stream16_wk = 0;
-  /// The split's reduce kernel lets its dependent launch (PDL) once its own wait has returned,
-  /// so the next kernel's CTAs request their first weights during the reduce (session 22;
-  /// B12X_GEMM_REDUCE_TRIG=0|1).
-  bool reduce_trig = false;
+  /// The split's reduce kernel lets its dependent launch (PDL) right after its own wait, so the
+  /// next kernel's CTAs request their first weights during the reduce (session 22). Bits: 1 after
+  /// the NVFP4 / MXFP4 block kernel and the 4-row kernel (default: round 81's rule, see
+  /// linear.cc kS16TrigRule), 2 after every split's reduce (probe). B12X_GEMM_REDUCE_TRIG=<mask>
+  /// overrides; B12X_GEMM_S16_TRIG=0 turns session 22's rule off (this bit 1 and the block
+  /// kernel's early trigger, stream_trig bit 4, on grids filling < 80 % of the CTA slots).
+  int reduce_trig = 0;
   /// Decode regime, from the device's opt-in shared memory at plan time (run reads no device
   /// info): the pipelined staging budget of decode_pipe_kb (bytes, 0: kDecodePipeBudget) and the
   /// 8-warps-per-tile budget (lin::decode_ws8_budget).

@@ -147,6 +147,17 @@ constexpr bool kStreamJitLean3 = true;
 /// 14336x4096). The block kernel's (4) lost
 /// (round 56: M = 16 W4A16 8.28 / 17.47 -> 8.54 / 17.97). B12X_GEMM_STREAM_TRIG=<mask> overrides.
 constexpr int kStreamTrig = 2;
+/// Session 22 (round 81, H200, NVFP4 W4A16, us over 4096x4096 / 14336x4096 / 4096x14336 /
+/// 6144x4096 / 2048x7168; block grids of 128 / 224 / 224 / 192 / 112 CTAs on 264 slots): the
+/// split's reduce kernel triggering the next call's launch right after its wait (Plan::reduce_trig
+/// bit 1) and, where the block kernel's grid fills < 80 % of the CTA slots, the block kernel's
+/// early trigger (stream_trig bit 4). M = 16 default 7.87 / 16.77 / 16.77 / 11.24 / 8.28; reduce
+/// trigger 9.28 / 16.16 / 15.91 / 10.19 / 9.39 (on the two grids below 50 % the next call's CTAs,
+/// launched during the reduce, stack two to an SM); both triggers 7.56 / 16.30 / 17.19 / 10.23 /
+/// 8.03. The rule: 7.56 / 16.16 / 15.91 / 10.23 / 8.03. M = 8 reduce trigger 7.12 -> 7.57, 14.07
+/// -> 13.48, 14.71 -> 14.22, 9.27 -> 8.51, 7.70 -> 8.39. The 4-row kernel (M = 2..4) splits only
+/// at 4096x14336: 17.75 / 18.22 -> 17.18 / 17.65 (M = 2 / 4). B12X_GEMM_S16_TRIG=0 turns it off.
+constexpr bool kS16TrigRule = true;
 /// Plan::stream_trig bit 8, the decode kernel's (FP8 weights; run takes it at M <= 8), where each
 /// warp streams at most this many 256-K slices. Round 64 (H200, us over 4096x4096 / 14336x4096 /
 /// 4096x14336 / 6144x4096 / 2048x7168, slices per warp 4 / 16 / 14 / 4 / 7 at M = 1, trigger off ->
@@ -612,8 +623,6 @@ std::string stream_rows_describe(const Plan& p) {
 // tag names a different kernel instance or launch shape, so both must carry all of them).
 std::string stream16_variant_tags(const Plan& p) {
   return std::string(p.stream16_qx ? " qx" : "") + (p.stream16_once ? " once" : "") +
-         (p.stream16_probe ? " p" + std::to_string(p.stream16_probe) : "") +
-         (p.stream16_wk ? " wk" + std::to_string(p.stream16_wk) : "") +
          (p.stream16_depth > 0 ? " f8d" + std::to_string(p.stream16_depth) : "") +
          (p.stream16_depth > 0 && p.stream16_occ == 3 ? " o3" : "") +
          (p.stream16_depth > 0 && p.stream16_var != 0 ? " v" + std::to_string(p.stream16_var) : "");
@@ -1359,7 +1368,9 @@ Plan plan(const Caps& caps) {
       p.decode_fp8_mma = p.decode_fp8_mma_m1 = e[0] == '1' ? 1 : 0;
   }
   // The M = 1 stream kernel, for a run whose bound M is 1.
-  bool stream_trig_m1 = false;  // the M = 1 stream kernel's grid fills >= 80 % of its slots
+  bool stream_trig_m1 = false;
+  bool s16_trig_early = false;  // the FP4 block kernel's grid fills < 80 % of its slots  // the M =
+                                // 1 stream kernel's grid fills >= 80 % of its slots
   if (M >= 1 && p.regime != Regime::kTiled) {
     const int64_t sms = std::max(dev.sm_count, 1);
     // M = 1 streaming kernel (session 11, lin::launch_linear_stream): NVFP4 weights with BF16
@@ -1704,11 +1715,7 @@ Plan plan(const Caps& caps) {
       p.regime != Regime::kTiled) {
     const char* e16 = std::getenv("B12X_GEMM_STREAM16");
     const bool want = !(e16 != nullptr && e16[0] == '0');
-    // Session 22 probe (round 81): one tile per warp on the staged-once kernel (NVFP4),
-    // B12X_GEMM_STREAM16_OTW=1.
-    const char* eotw = std::getenv("B12X_GEMM_STREAM16_OTW");
-    const bool otw1 = eotw != nullptr && eotw[0] == '1' && wf == lin::WFmt::kNvfp4;
-    const int tw = otw1 ? 1 : 2;
+    const int tw = 2;
     const char* eqx = std::getenv("B12X_GEMM_STREAM16_QX");
     const bool qx = f == LinearFormat::kNvfp4 &&
                     (eqx != nullptr ? eqx[0] == '1' : geo.n16 * geo.kvec * 512 <= kS16QxMaxBytes);
@@ -1716,7 +1723,7 @@ Plan plan(const Caps& caps) {
     if (const char* e = std::getenv("B12X_GEMM_STREAM16_SPLIT"); e != nullptr)
       force_split = std::max(0, std::atoi(e));
     if (want && !fp16 && stream_bf16_act && split_env == nullptr && M >= s16_min &&
-        lin::stream16_available(wf, fp16, 2) && !(otw1 && qx)) {
+        lin::stream16_available(wf, fp16, tw)) {
       const int64_t sms = std::max(dev.sm_count, 1);
       // Session 17 (default): the K range staged once (linear_stream16_once_kernel) at 2 tiles
       // per warp on BF16 activations where the split's vp <= lin::kS16OnceMaxVp and its shared
@@ -1731,13 +1738,8 @@ Plan plan(const Caps& caps) {
       // grid for 3 CTAs per SM 8.12 / 19.47 / 19.74 / 11.45 / 8.58; round 65 on the 2-CTA grid
       // with the early trigger and the cluster 9.02 / 18.54 / 17.36 / 11.81 / 8.56).
       const char* eonce = std::getenv("B12X_GEMM_STREAM16_ONCE");
-      int var =
-          (tw == 2 || otw1) && !qx && !(eonce != nullptr && eonce[0] == '0') ? lin::kS16VarOnce : 0;
-      // One tile per warp: the staged-once kernel only (its largest shared memory for the fit).
-      const int fit_chunked =
-          otw1 ? lin::prepare_linear_stream16(caps.device, wf, 1, false, lin::kS16VarOnce,
-                                              lin::kS16OnceMaxVp)
-               : lin::prepare_linear_stream16(caps.device, wf, tw, qx);
+      int var = tw == 2 && !qx && !(eonce != nullptr && eonce[0] == '0') ? lin::kS16VarOnce : 0;
+      const int fit_chunked = lin::prepare_linear_stream16(caps.device, wf, tw, qx);
       const int64_t gx = (geo.n16 + 8 * tw - 1) / (8 * tw);
       // The split for `fit` CTAs per SM: the largest whose grid is one wave with >= kS16MinVp
       // vectors per CTA (or the forced one); 0 if none.
@@ -1768,7 +1770,7 @@ Plan plan(const Caps& caps) {
             (split == 0 || split_vp > lin::kS16OnceMaxVp ||
              lin::prepare_linear_stream16(caps.device, wf, tw, qx, var, split_vp) < per_sm))
           var = 0;
-        if (otw1 && var == 0) split = 0;  // no chunked kernel at one tile per warp
+        s16_trig_early = gx * split * 10 < 8 * sms * per_sm;
       }
       if (split > 0) {
         p.stream16_tw = tw;
@@ -1779,23 +1781,6 @@ Plan plan(const Caps& caps) {
         p.stream16_smem = lin::stream16_smem_bytes(tw, qx, var, split_vp);
         p.stream16_tiles = 8 * tw;
         p.stream16_min_m = static_cast<int>(s16_min);
-        if (const char* e = std::getenv("B12X_GEMM_STREAM16_PROBE"); e != nullptr && var != 0)
-          p.stream16_probe = std::atoi(e) & (lin::kS16ProbeKernel | lin::kS16ProbeNoReduce);
-        // Session 22 probe: no K split over CTAs (lin::kS16VarWk).
-        if (const char* e = std::getenv("B12X_GEMM_STREAM16_WK");
-            e != nullptr && std::atoi(e) > 0 && !qx) {
-          const int parts = std::atoi(e) == 4 ? 4 : 8;
-          const int tiles = std::atoi(e) == 81 ? 1 : 16 / parts;  // 81: one tile per warp
-          if (lin::stream16_wk_fit(caps.device, tiles, wf == lin::WFmt::kMxfp4) > 0) {
-            p.stream16_wk = parts;
-            p.stream16_split = 1;
-            p.stream16_tiles = tiles;
-            p.stream16_vp = static_cast<int>((geo.kvec + parts - 1) / parts + 3) / 4 * 4;
-            p.stream16_once = false;
-            p.stream16_probe = 0;
-            p.stream16_smem = lin::stream16_smem_bytes(2, false, lin::kS16VarWk, 0);
-          }
-        }
       }
     }
     // FP8 weights (session 14, lin::launch_linear_stream16_f8): the same block structure on
@@ -2075,9 +2060,15 @@ Plan plan(const Caps& caps) {
     const char* e = std::getenv("B12X_GEMM_STREAM_MX_FREE");
     p.stream_mx_free = e != nullptr ? e[0] == '1' : kStreamMxFree || p.decode_stream_free_only;
   }
+  const char* es16t = std::getenv("B12X_GEMM_S16_TRIG");
+  const bool s16_rule = es16t != nullptr ? es16t[0] == '1' : kS16TrigRule;
+  p.reduce_trig =
+      s16_rule && ((p.stream16_tw > 0 && p.stream16_depth == 0) || p.stream_rows_parts > 0) ? 1 : 0;
   if (const char* e = std::getenv("B12X_GEMM_REDUCE_TRIG"); e != nullptr)
-    p.reduce_trig = e[0] == '1';
-  p.stream_trig = kStreamTrig | (stream_trig_m1 ? 1 : 0) | (decode_trig ? 8 : 0);
+    p.reduce_trig = std::atoi(e) & 3;
+  p.stream_trig =
+      kStreamTrig | (stream_trig_m1 ? 1 : 0) | (decode_trig ? 8 : 0) |
+      (s16_rule && p.stream16_tw > 0 && p.stream16_depth == 0 && s16_trig_early ? 4 : 0);
   if (const char* e = std::getenv("B12X_GEMM_STREAM_TRIG"); e != nullptr)
     p.stream_trig = std::atoi(e) & 15;
   if (log_level() >= 3) log_message(3, p.describe());
@@ -2123,7 +2114,7 @@ Plan plan(const Caps& caps) {
     // (M = 5..16), which converts them itself.
     if (p.act_prepass) sig << " act_prepass";
     if (p.stream_mx_free) sig << " mx_free";
-    if (p.reduce_trig) sig << " rtrig";
+    if (p.reduce_trig) sig << " rtrig" << p.reduce_trig;
     b12x::detail::resolve_kernels(op, caps.device, sig.str(), p.describe());
   }
   return p;
@@ -2297,7 +2288,7 @@ void run(const Binding& b, Stream stream) {
   const bool decode_mx_fold = !tiled && im.wfmt == WFmt::kMxfp4 && !fp16;
   const int g = (tiled_mx_fold || tiled_f8_fold || decode_mx_fold) ? 0 : act_group(f, b.x.dtype);
   p.pdl = plan.pdl ? 1 : 0;
-  p.reduce_trig = plan.reduce_trig && plan.pdl ? 1 : 0;
+  p.reduce_trig = (plan.reduce_trig & 2) && plan.pdl ? 1 : 0;
   p.act_kind = lin::kActRaw16;
   p.xs_kind = lin::kXsNone;
   bool wgmma_bulk = false;  // block FP8 activations quantized as variant 14's stage images
@@ -2570,13 +2561,10 @@ void run(const Binding& b, Stream stream) {
     p.stream_vp = plan.stream16_vp;
     p.stream_tiles = plan.stream16_tiles;
     p.stream_trig = (plan.stream_trig & 4) ? 1 : 0;
-    lin::launch_linear_stream16(
-        im.wfmt, plan.stream16_tw, plan.stream16_smem, p, stream,
-        plan.stream16_wk     ? lin::kS16VarWk
-        : plan.stream16_once ? lin::kS16VarOnce | (plan.stream16_probe << lin::kS16VarProbeShift)
-                             : 0);
-    if (p.partial != nullptr && !(plan.stream16_probe & lin::kS16ProbeNoReduce))
-      lin::launch_linear_reduce(p, stream);
+    p.reduce_trig = plan.reduce_trig && plan.pdl ? 1 : 0;
+    lin::launch_linear_stream16(im.wfmt, plan.stream16_tw, plan.stream16_smem, p, stream,
+                                plan.stream16_once ? lin::kS16VarOnce : 0);
+    if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);
     return;
   }
   const bool m1_mx_qx = (plan.decode_stream_var & 8) && im.wfmt == WFmt::kMxfp4;
@@ -2608,6 +2596,7 @@ void run(const Binding& b, Stream stream) {
     p.partial = p.split > 1 ? reinterpret_cast<float*>(b.scratch + plan.off_partial) : nullptr;
     p.stream_vp = plan.stream_rows_vp;
     p.stream_trig = (plan.stream_trig & 2) ? 1 : 0;
+    p.reduce_trig = plan.reduce_trig && plan.pdl ? 1 : 0;
     lin::launch_linear_stream(im.wfmt, plan.stream_rows_parts, 2, plan.stream_rows_ctas,
                               plan.stream_rows_smem, p, stream, 4);
     if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);

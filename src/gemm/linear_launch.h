@@ -102,20 +102,6 @@ void launch_linear_stream(WFmt f, int parts, int occ, int ctas, int64_t smem, co
 /// linear_stream16_once_kernel: tw 2, BF16 activations, p.stream_vp <= 16; its shared memory
 /// depends on vp).
 inline constexpr int kS16VarOnce = 1;
-/// Session 22 timing probes (Plan::stream16_probe, removed after round 81): var bits from 8 carry
-/// the probe; its kernel part (kS16ProbeKernel: no decode 1, no MMA 2, no staging 4, no stores 8,
-/// no loads 16, staging x8 64; 128 alone: two accumulator chains, correct) picks an instance (none
-/// for the format / token tiles: the default kernel), kS16ProbeNoReduce (host) skips the reduce
-/// launch.
-inline constexpr int kS16VarProbeShift = 8;
-/// Session 22 probe (round 81): no K split over CTAs (linear_stream16_wk_kernel; NVFP4, BF16
-/// activations): p.stream_tiles 2 (8 K parts per CTA), 4 (4 parts) or 1 (8 parts, one tile per
-/// warp), p.stream_vp vectors per part, grid ceil(n16 / stream_tiles), no partials.
-/// B12X_GEMM_STREAM16_WK=8|4|81.
-inline constexpr int kS16VarWk = 2;
-/// Host only (plan time): CTAs per SM of the whole-K kernel at `tiles` per CTA (both token tiles).
-int stream16_wk_fit(int device, int tiles, bool mx = false);
-inline constexpr int kS16ProbeKernel = 223, kS16ProbeNoReduce = 32;
 inline constexpr int kS16OnceMaxVp = 16;
 bool stream16_available(WFmt f, bool fp16, int tw);
 int64_t stream16_smem_bytes(int tw, bool qx = false, int var = 0, int vp = 0);

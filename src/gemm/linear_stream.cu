@@ -140,46 +140,7 @@ S16Fn pick_stream16_fmt(int tw, int nt) {
 /// W4A4's activations converted while staging once lost to the chunked kernel's conversion and to
 /// the pre-pass (NVFP4 M = 16, us over the five shapes, 9.77 / 21.62 / 22.15 / 13.30 / 10.36
 /// against the default's 9.07 / 19.32 / 19.47 / 12.96 / 9.64): removed.
-/// Session 22 probes (round 81, removed after it): the timing probes of NVFP4's 2-tile kernel at
-/// two token tiles (kS16Probe*), and one tile per warp (B12X_GEMM_STREAM16_OTW=1).
-S16Fn pick_stream16_probe(int nt, int probe) {
-  if (nt != 2) return nullptr;
-  switch (probe) {
-    case 1:
-      return &linear_stream16_once_kernel<2, 2, false, false, 1>;
-    case 2:
-      return &linear_stream16_once_kernel<2, 2, false, false, 2>;
-    case 3:
-      return &linear_stream16_once_kernel<2, 2, false, false, 3>;
-    case 4:
-      return &linear_stream16_once_kernel<2, 2, false, false, 4>;
-    case 7:
-      return &linear_stream16_once_kernel<2, 2, false, false, 7>;
-    case 8:
-      return &linear_stream16_once_kernel<2, 2, false, false, 8>;
-    case 16:
-      return &linear_stream16_once_kernel<2, 2, false, false, 16>;
-    case 64:
-      return &linear_stream16_once_kernel<2, 2, false, false, 64>;
-    default:
-      return nullptr;
-  }
-}
-S16Fn pick_stream16_chains(int nt) {
-  return nt == 1 ? &linear_stream16_once_kernel<2, 1, false, false, kS16ProbeChains>
-                 : &linear_stream16_once_kernel<2, 2, false, false, kS16ProbeChains>;
-}
-
-S16Fn pick_stream16_once(int tw, int nt, bool mx, bool mx_free, int probe) {
-  if (tw == 1)
-    return mx        ? nullptr
-           : nt == 1 ? &linear_stream16_once_kernel<1, 1>
-                     : &linear_stream16_once_kernel<1, 2>;
-  if (tw != 2) return nullptr;
-  if (probe == kS16ProbeChains && !mx) return pick_stream16_chains(nt);
-  if (probe != 0 && !mx) {
-    if (const S16Fn k = pick_stream16_probe(nt, probe)) return k;
-  }
+S16Fn pick_stream16_once(int nt, bool mx, bool mx_free) {
   if (mx && mx_free)
     return nt == 1 ? &linear_stream16_once_kernel<2, 1, true, true>
                    : &linear_stream16_once_kernel<2, 2, true, true>;
@@ -189,32 +150,8 @@ S16Fn pick_stream16_once(int tw, int nt, bool mx, bool mx_free, int probe) {
   return nt == 1 ? &linear_stream16_once_kernel<2, 1> : &linear_stream16_once_kernel<2, 2>;
 }
 
-/// Session 22 probe: no K split over CTAs (kS16VarWk, kernels/linear_stream.cuh
-/// linear_stream16_wk_kernel), NVFP4, K parts 8 / 4 (the plan's tiles per CTA 2 / 4).
-S16Fn pick_stream16_wk(int nt, int tiles, bool mx = false, bool mx_free = false) {
-  if (mx) {
-    if (tiles != 1) return nullptr;
-    if (mx_free)
-      return nt == 1 ? &linear_stream16_wk_kernel<8, 1, 1, true, true>
-                     : &linear_stream16_wk_kernel<8, 2, 1, true, true>;
-    return nt == 1 ? &linear_stream16_wk_kernel<8, 1, 1, true>
-                   : &linear_stream16_wk_kernel<8, 2, 1, true>;
-  }
-  if (tiles == 1)
-    return nt == 1 ? &linear_stream16_wk_kernel<8, 1, 1> : &linear_stream16_wk_kernel<8, 2, 1>;
-  if (tiles == 2)
-    return nt == 1 ? &linear_stream16_wk_kernel<8, 1> : &linear_stream16_wk_kernel<8, 2>;
-  if (tiles == 4)
-    return nt == 1 ? &linear_stream16_wk_kernel<4, 1> : &linear_stream16_wk_kernel<4, 2>;
-  return nullptr;
-}
-
 S16Fn pick_stream16(int tw, int nt, bool mx, bool qx, bool mx_free = false, int var = 0) {
-  if (var & kS16VarWk) return nullptr;  // launch_linear_stream16 / stream16_wk_fit pick it
-  if (var & kS16VarOnce)
-    return qx ? nullptr
-              : pick_stream16_once(tw, nt, mx, mx_free,
-                                   (var >> kS16VarProbeShift) & kS16ProbeKernel);
+  if (var & kS16VarOnce) return tw != 2 || qx ? nullptr : pick_stream16_once(nt, mx, mx_free);
   if (qx) return mx ? nullptr : pick_stream16_fmt<false, true>(tw, nt);
   if (mx && mx_free) return pick_stream16_fmt<true, false, true>(tw, nt);
   return mx ? pick_stream16_fmt<true, false>(tw, nt) : pick_stream16_fmt<false, false>(tw, nt);
@@ -227,22 +164,7 @@ bool stream16_available(WFmt f, bool fp16, int tw) {
   return pick_stream16(tw, 2, f == WFmt::kMxfp4, false) != nullptr;
 }
 
-int stream16_wk_fit(int device, int tiles, bool mx) {
-  const ::b12x::detail::DeviceScope scope(device);
-  int fit = 0;
-  for (int nt : {1, 2}) {
-    const S16Fn k = pick_stream16_wk(nt, tiles, mx);
-    if (k == nullptr) return 0;
-    int blocks = 0;
-    B12X_CUDA_CHECK(::b12x::detail::resident_ctas(reinterpret_cast<const void*>(k),
-                                                  kStreamWarps * 32, kS16WkSmem, &blocks));
-    fit = nt == 1 ? blocks : std::min(fit, blocks);
-  }
-  return fit;
-}
-
 int64_t stream16_smem_bytes(int tw, bool qx, int var, int vp) {
-  if (var & kS16VarWk) return kS16WkSmem;
   if (var & kS16VarOnce) return s16_once_smem(tw, vp);
   return qx ? kS16SmemBytes<2, true> : kS16SmemBytes<2>;
 }
@@ -271,33 +193,6 @@ int prepare_linear_stream16(int device, WFmt f, int tw, bool qx, int var, int vp
 void launch_linear_stream16(WFmt f, int tw, int64_t smem, const LinearParams& p, Stream stream,
                             int var) {
   const int nt = p.M <= 8 ? 1 : 2;
-  if (var & kS16VarWk) {
-    const bool mx = f == WFmt::kMxfp4;
-    const S16Fn k = pick_stream16_wk(nt, p.stream_tiles, mx, mx && p.mx_free != 0);
-    const int parts = p.stream_tiles <= 2 ? 8 : 4;
-    B12X_ASSERT(k != nullptr && (f == WFmt::kNvfp4 || mx) && smem == kS16WkSmem && p.M >= 1 &&
-                    p.M <= 16 && p.act_kind == kActRaw16 && p.xs_kind == kXsNone &&
-                    p.stream_vp > 0 && p.stream_vp % 4 == 0 &&
-                    int64_t{p.stream_vp} * parts >= p.kvec,
-                "M <= 16 whole-K block kernel: format ", static_cast<int>(f), " tiles ",
-                p.stream_tiles, " vp ", p.stream_vp, " M ", p.M, " act ", p.act_kind);
-    B12X_CUDA_CHECK(
-        ::b12x::detail::opt_in_smem(reinterpret_cast<const void*>(k), static_cast<int>(smem)));
-    const int64_t gx = (p.n16 + p.stream_tiles - 1) / p.stream_tiles;
-    t_last = StreamLaunch{parts,
-                          0,
-                          static_cast<int>(gx),
-                          t_last.serial + 1,
-                          16 * (p.stream_tiles == 1 ? 1 : 2),
-                          1,
-                          mx && p.mx_free != 0,
-                          false};
-    B12X_CUDA_CHECK(b12x::detail::launch_ex(k, dim3(static_cast<unsigned>(gx)),
-                                            dim3(kStreamWarps * 32), static_cast<size_t>(smem),
-                                            stream, p.pdl != 0, dim3(1, 1, 1), p));
-    B12X_CUDA_CHECK_LAUNCH();
-    return;
-  }
   const bool qx = p.act_kind == kActNvfp4;
   const S16Fn k = pick_stream16(tw, nt, f == WFmt::kMxfp4, qx, p.mx_free != 0, var);
   const int split = std::max(p.split, 1);

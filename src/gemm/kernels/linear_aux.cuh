@@ -89,7 +89,7 @@ __global__ void __launch_bounds__(256) act_dequant_kernel(const ActParams p) {
 __global__ void __launch_bounds__(256) linear_reduce_kernel(const LinearParams p) {
   griddep_wait();
   // The next kernel's griddep_wait still waits for this grid's completion and stores; its CTAs
-  // may take free slots and request their weights meanwhile (Plan::reduce_trig).
+  // take free slots and request their weights meanwhile (Plan::reduce_trig, session 22).
   if (p.reduce_trig) griddep_launch_dependents();
   const int64_t pairs = (p.N + 1) / 2;
   const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;

@@ -825,22 +825,11 @@ __device__ __forceinline__ void s16_ring_fill(uint4 (&ring)[kDepth], const S16Ra
   }
 }
 
-/// Timing probes of the staged-once block kernel (session 22, B12X_GEMM_STREAM16_PROBE, outputs
-/// wrong; removed after the round): no FP4 decode / scaling, no MMAs (the fragments folded into
-/// the accumulators), no activation staging, no stores, no weight loads past the ring's first
-/// fill, the activations staged 8 times (8x their L2 reads).
-inline constexpr int kS16ProbeNoDecode = 1, kS16ProbeNoMma = 2, kS16ProbeNoStage = 4,
-                     kS16ProbeNoStore = 8, kS16ProbeNoLoads = 16, kS16ProbeStage8 = 64;
-/// A variant with correct outputs: steps 2 / 3 of each vector into a second accumulator chain per
-/// tile and token tile (halves the MMA dependency chains; summed at the end).
-inline constexpr int kS16ProbeChains = 128;
-
 /// One vector of one tile in the block kernels: the lane's 4 FP4 words (k16 steps 0..3) decoded,
 /// times the steps' (row g, row g + 8) splat pairs (kFold: MXFP4's 2^119 first), into the MMAs
 /// of kNt n8 token tiles whose B fragments b[step] came from ldmatrix.
-template <int kNt, bool kFold, int kProbe = 0>
-__device__ __forceinline__ void s16_vector(float (&acc)[kNt][4], float (&acc2)[kNt][4],
-                                           const uint4 cur, const uint4 q4,
+template <int kNt, bool kFold>
+__device__ __forceinline__ void s16_vector(float (&acc)[kNt][4], const uint4 cur, const uint4 q4,
                                            const uint32_t (&b)[4][4]) {
   using T = Bf16Tag;
   const uint32_t svp[4] = {q4.x, q4.y, q4.z, q4.w};
@@ -848,37 +837,19 @@ __device__ __forceinline__ void s16_vector(float (&acc)[kNt][4], float (&acc2)[k
   for (int s = 0; s < 4; ++s) {
     const __nv_bfloat162 sv = *reinterpret_cast<const __nv_bfloat162*>(&svp[s]);
     uint32_t wb[4], af[4];
-    const uint32_t word = s == 0 ? cur.x : s == 1 ? cur.y : s == 2 ? cur.z : cur.w;
-    if constexpr (kProbe & kS16ProbeNoDecode) {
-      // Timing probe: the raw word (and the splat word) as the fragments, no decode or scaling.
+    fp4_word_pairs<T>(s == 0 ? cur.x : s == 1 ? cur.y : s == 2 ? cur.z : cur.w, wb);
+    if constexpr (kFold) {
 #pragma unroll
-      for (int r = 0; r < 4; ++r) af[r] = word ^ (r & 1 ? svp[s] : 0u);
-    } else {
-      fp4_word_pairs<T>(word, wb);
-      if constexpr (kFold) {
-#pragma unroll
-        for (int r = 0; r < 4; ++r) wb[r] = fma2<T>(wb[r], kFp4Unit2<T>(), kNegZero2<T>());
-      }
-#pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        const __nv_bfloat162 m = __hmul2(*reinterpret_cast<const __nv_bfloat162*>(&wb[r]),
-                                         (r & 1) ? __high2bfloat162(sv) : __low2bfloat162(sv));
-        af[r] = *reinterpret_cast<const uint32_t*>(&m);
-      }
+      for (int r = 0; r < 4; ++r) wb[r] = fma2<T>(wb[r], kFp4Unit2<T>(), kNegZero2<T>());
     }
-    if constexpr (kProbe & kS16ProbeNoMma) {
-      // Timing probe: the fragments folded into the accumulators' bits instead of the MMAs.
 #pragma unroll
-      for (int n = 0; n < kNt; ++n)
-#pragma unroll
-        for (int i = 0; i < 4; ++i)
-          acc[n][i] = __uint_as_float(__float_as_uint(acc[n][i]) ^ af[i] ^ b[s][2 * n + (i & 1)]);
-    } else {
-      // Steps 2 / 3 into the second chain (acc2: acc itself but for kS16ProbeChains).
-      float(&a)[kNt][4] = s < 2 ? acc : acc2;
-      mma16816<T>(a[0], af, b[s][0], b[s][1]);
-      if constexpr (kNt == 2) mma16816<T>(a[1], af, b[s][2], b[s][3]);
+    for (int r = 0; r < 4; ++r) {
+      const __nv_bfloat162 m = __hmul2(*reinterpret_cast<const __nv_bfloat162*>(&wb[r]),
+                                       (r & 1) ? __high2bfloat162(sv) : __low2bfloat162(sv));
+      af[r] = *reinterpret_cast<const uint32_t*>(&m);
     }
+    mma16816<T>(acc[0], af, b[s][0], b[s][1]);
+    if constexpr (kNt == 2) mma16816<T>(acc[1], af, b[s][2], b[s][3]);
   }
 }
 
@@ -887,11 +858,10 @@ __device__ __forceinline__ void s16_vector(float (&acc)[kNt][4], float (&acc2)[k
 /// fragments by ldmatrix at xv (this lane's row address at the vector), then per tile j its ring
 /// slot consumed and refilled with vector vn of the tile (where it exists), its splats at
 /// spv + j * spl_tile, the decode and the MMAs.
-template <int kTw, int kNt, bool kFold, int kDepth, int kProbe = 0>
-__device__ __forceinline__ void s16_step(float (&acc)[kTw][kNt][4], float (&acc2)[kTw][kNt][4],
-                                         uint4 (&ring)[kDepth], int jj, const uint8_t* xv,
-                                         const uint8_t* spv, int spl_tile, const S16Range<kTw>& cr,
-                                         int vn) {
+template <int kTw, int kNt, bool kFold, int kDepth>
+__device__ __forceinline__ void s16_step(float (&acc)[kTw][kNt][4], uint4 (&ring)[kDepth], int jj,
+                                         const uint8_t* xv, const uint8_t* spv, int spl_tile,
+                                         const S16Range<kTw>& cr, int vn) {
   uint32_t b[4][4];
 #pragma unroll
   for (int s = 0; s < 4; ++s) {
@@ -904,10 +874,8 @@ __device__ __forceinline__ void s16_step(float (&acc)[kTw][kNt][4], float (&acc2
   for (int j = 0; j < kTw; ++j) {
     const int q = (jj * kTw + j) % kDepth;
     const uint4 cur = ring[q];
-    if (!(kProbe & kS16ProbeNoLoads) && vn < cr.lim[j])
-      ring[q] = ldg_stream(cr.wp[j] + static_cast<int64_t>(vn) * 512);
-    s16_vector<kNt, kFold, kProbe>(acc[j], acc2[j], cur,
-                                   *reinterpret_cast<const uint4*>(spv + j * spl_tile), b);
+    if (vn < cr.lim[j]) ring[q] = ldg_stream(cr.wp[j] + static_cast<int64_t>(vn) * 512);
+    s16_vector<kNt, kFold>(acc[j], cur, *reinterpret_cast<const uint4*>(spv + j * spl_tile), b);
   }
 }
 
@@ -1129,8 +1097,8 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
     const uint8_t* const spl = slot + kS16ActBytes + kRawBytes + warp * kTw * 512 + g * 16;
 #pragma unroll
     for (int jj = 0; jj < kS16ChunkV; ++jj)
-      s16_step<kTw, kNt, kMx && !kMxFree>(acc, acc, ring, jj, xa + jj * 128, spl + jj * 128, 512,
-                                          cr, c * kS16ChunkV + jj + kAhead);
+      s16_step<kTw, kNt, kMx && !kMxFree>(acc, ring, jj, xa + jj * 128, spl + jj * 128, 512, cr,
+                                          c * kS16ChunkV + jj + kAhead);
   }
   asm volatile("cp.async.wait_group 0;" ::: "memory");
 
@@ -1167,7 +1135,7 @@ __host__ __device__ constexpr int s16_once_smem(int tw, int vp) {
   return 16 * s16_once_pitch(vp) + kStreamWarps * tw * vp * 128;
 }
 
-template <int kTw, int kNt, bool kMx = false, bool kMxFree = false, int kProbe = 0>
+template <int kTw, int kNt, bool kMx = false, bool kMxFree = false>
 __global__ void __launch_bounds__(kStreamWarps * 32, 2)
     linear_stream16_once_kernel(const LinearParams p) {
   static_assert(!kMxFree || kMx, "fold-free splats: MXFP4 only");
@@ -1220,12 +1188,10 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
   const uint16_t* const x = static_cast<const uint16_t*>(p.x);
   const int cpr = vp * 8;  // 16-byte chunks per row
   const int64_t k0 = cr.vbase * 64;
-  for (int rep = 0; rep < ((kProbe & kS16ProbeStage8) ? 8 : 1); ++rep)
-    for (int i = threadIdx.x; i < ((kProbe & kS16ProbeNoStage) ? 0 : 16 * cpr);
-         i += kStreamWarps * 32) {
-      const int tok = i / cpr, kk = (i - tok * cpr) * 8;
-      s16_stage_x8(p, x, tok, k0 + kk, dsm + tok * pitch + kk * 2);
-    }
+  for (int i = threadIdx.x; i < 16 * cpr; i += kStreamWarps * 32) {
+    const int tok = i / cpr, kk = (i - tok * cpr) * 8;
+    s16_stage_x8(p, x, tok, k0 + kk, dsm + tok * pitch + kk * 2);
+  }
   asm volatile("cp.async.commit_group;");
 
   // This warp's splat pairs while the activations land, from the scale bytes loaded above.
@@ -1261,7 +1227,6 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
   __syncthreads();
 
   float acc[kTw][kNt][4] = {};
-  float acc2[(kProbe & kS16ProbeChains) ? kTw : 1][kNt][4] = {};
   // ldmatrix rows as in the chunked kernel, over the whole staged range.
   const uint8_t* const xa =
       dsm + (((lane >> 4) & 1) * 8 + (lane & 7)) * pitch + ((lane >> 3) & 1) * 16;
@@ -1272,21 +1237,9 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
 #pragma unroll
     for (int jj = 0; jj < kS16ChunkV; ++jj) {
       const int v = c * kS16ChunkV + jj;
-      if constexpr (kProbe & kS16ProbeChains)
-        s16_step<kTw, kNt, kMx && !kMxFree, kDepth, kProbe>(
-            acc, acc2, ring, jj, xa + v * 128, spl + v * 128, vp * 128, cr, v + kAhead);
-      else
-        s16_step<kTw, kNt, kMx && !kMxFree, kDepth, kProbe>(
-            acc, acc, ring, jj, xa + v * 128, spl + v * 128, vp * 128, cr, v + kAhead);
+      s16_step<kTw, kNt, kMx && !kMxFree>(acc, ring, jj, xa + v * 128, spl + v * 128, vp * 128, cr,
+                                          v + kAhead);
     }
-  }
-  if constexpr (kProbe & kS16ProbeChains) {
-#pragma unroll
-    for (int j = 0; j < kTw; ++j)
-#pragma unroll
-      for (int n = 0; n < kNt; ++n)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) acc[j][n][i] += acc2[j][n][i];
   }
 
   float mult = p.out_mult;
@@ -1295,181 +1248,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
   for (int j = 0; j < kTw; ++j) {
     const int64_t tile = cr.tile0 + j;
     if (tile >= p.n16 || warp * kTw + j >= cr.tpc) continue;
-    if ((kProbe & kS16ProbeNoStore) && acc[j][0][0] != -1.25e-37f) continue;
     stream_store_tile<kNt>(p, acc[j], tile, static_cast<int64_t>(blockIdx.y), mult, g, t);
-  }
-  griddep_launch_dependents();
-}
-
-// ---------------------------------------------------------------------------------------------
-// Session 22 probe (round 81, B12X_GEMM_STREAM16_WK=<parts>): the block kernel without a K split
-// over CTAs. A CTA of 8 warps holds kTw x 8 / kParts tiles (kParts K parts x 8 / kParts warp
-// columns of kTw tiles each) over the whole K (at one token tile only rows 0..7 are staged): warp
-// (column c, part w) streams its kTw tiles' vectors [w vp, (w + 1) vp) through the weight ring and
-// its own activations (16 token rows x 64 K per vector) through a per-warp ring of 4 one-vector
-// slots in shared memory (cp.async three vectors ahead, __syncwarp only: no CTA barrier in the
-// loop), builds each vector's scale splats by the M = 1 kernel's shuffles, and the parts are summed
-// through shared memory after one CTA barrier at the end. No fp32 partials in global memory, no
-// reduce launch; the activations are read from L2 by every CTA (kTw x 8 / kParts tiles share them:
-// 4 / (kTw x 8 / kParts) x the weight bytes, 2x at kParts = 8, kTw = 2).
-inline constexpr int kS16WkPitch = 64 * 2 + 16;  ///< one vector of a token row + 16 (ldmatrix)
-inline constexpr int kS16WkSlot = 16 * kS16WkPitch;
-inline constexpr int kS16WkSlots = 4;
-inline constexpr int kS16WkSmem = kStreamWarps * kS16WkSlots * kS16WkSlot;
-
-template <int kParts, int kNt, int kTw = 2, bool kMx = false, bool kMxFree = false>
-__global__ void __launch_bounds__(kStreamWarps * 32, 2)
-    linear_stream16_wk_kernel(const LinearParams p) {
-  static_assert(!kMxFree || kMx, "fold-free splats: MXFP4 only");
-  constexpr int kSb = kMx ? 2 : 4;  // scale bytes per row and vector
-  static_assert(kParts == 4 || kParts == 8, "K parts per CTA");
-  static_assert(kNt == 1 || kNt == 2, "n8 token tiles");
-  static_assert(kTw == 1 || kTw == 2, "tiles per warp");
-  constexpr int kDepth = kStreamDepth;
-  constexpr int kAhead = kDepth / kTw;
-  constexpr int kCols = kStreamWarps / kParts;  // warp columns of 2 tiles
-  extern __shared__ __align__(16) uint8_t dsm[];
-
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int g = lane >> 2, t = lane & 3;
-  const int col = warp % kCols, part = warp / kCols;
-  const int vp = p.stream_vp;
-  S16Range<kTw> cr;
-  cr.vbase = static_cast<int64_t>(part) * vp;
-  cr.tpc = kTw * kCols;
-  cr.row0 = static_cast<int64_t>(blockIdx.x) * cr.tpc * 16;
-  cr.tile0 = cr.row0 / 16 + col * kTw;
-  const int64_t vrem = p.kvec - cr.vbase;
-  const int nv = vrem <= 0 ? 0 : vrem < vp ? static_cast<int>(vrem) : vp;
-  cr.nch = (nv + 3) / 4;
-#pragma unroll
-  for (int j = 0; j < kTw; ++j) {
-    const int64_t tile = cr.tile0 + j;
-    cr.lim[j] = tile < p.n16 ? nv : 0;
-    cr.wp[j] = p.wvals + (tile * p.kvec + cr.vbase) * 512 + lane * 16;
-  }
-  uint4 ring[kDepth];
-  s16_ring_fill(ring, cr);
-  // The scale words of rows g / g + 8 of both tiles for the block of 4 vectors being requested
-  // (n*) and computed (c*); zeros for a tile that does not exist or a block past kvec.
-  uint4 n0[kTw], n8[kTw], c0[kTw], c8[kTw];
-  auto load_scales = [&](int blk) {
-#pragma unroll
-    for (int j = 0; j < kTw; ++j) {
-      n0[j] = n8[j] = make_uint4(0, 0, 0, 0);
-      if (blk * 4 < cr.lim[j]) {
-        const uint8_t* const sr =
-            p.wscale + ((cr.tile0 + j) * 16 + g) * p.scale_ld + (cr.vbase + blk * 4) * kSb;
-        if constexpr (kMx) {
-          const uint2 a = __ldg(reinterpret_cast<const uint2*>(sr));
-          const uint2 b = __ldg(reinterpret_cast<const uint2*>(sr + 8 * p.scale_ld));
-          n0[j] = make_uint4(a.x, a.y, 0, 0);
-          n8[j] = make_uint4(b.x, b.y, 0, 0);
-        } else {
-          n0[j] = __ldg(reinterpret_cast<const uint4*>(sr));
-          n8[j] = __ldg(reinterpret_cast<const uint4*>(sr + 8 * p.scale_ld));
-        }
-      }
-    }
-  };
-  load_scales(0);
-  griddep_wait();  // the activations (and alpha) belong to earlier kernels
-
-  // Vector v of this warp's part into slot v % 4: lane l copies 4 16-byte chunks of token row
-  // l / 2 (zeros past M / K). One commit group per vector, empty past the part.
-  uint8_t* const xw = dsm + warp * (kS16WkSlots * kS16WkSlot);
-  const uint16_t* const x = static_cast<const uint16_t*>(p.x);
-  const int srow = lane >> 1, sc0 = (lane & 1) * 4;
-  auto stage = [&](int v) {
-    if (v < nv && (kNt == 2 || srow < 8)) {
-      uint8_t* const d = xw + (v % kS16WkSlots) * kS16WkSlot + srow * kS16WkPitch;
-      const int64_t k = (cr.vbase + v) * 64;
-#pragma unroll
-      for (int c = 0; c < 4; ++c) s16_stage_x8(p, x, srow, k + (sc0 + c) * 8, d + (sc0 + c) * 16);
-    }
-    asm volatile("cp.async.commit_group;");
-  };
-#pragma unroll
-  for (int v = 0; v < kS16WkSlots - 1; ++v) stage(v);
-
-  float acc[kTw][kNt][4] = {};
-  const int xoff = (((lane >> 4) & 1) * 8 + (lane & 7)) * kS16WkPitch + ((lane >> 3) & 1) * 16;
-  for (int blk = 0; blk < cr.nch; ++blk) {
-#pragma unroll
-    for (int j = 0; j < kTw; ++j) c0[j] = n0[j], c8[j] = n8[j];
-    load_scales(blk + 1);
-    if (p.stream_trig && blk + 1 == cr.nch) griddep_launch_dependents();
-#pragma unroll
-    for (int jj = 0; jj < 4; ++jj) {
-      const int v = blk * 4 + jj;
-      asm volatile("cp.async.wait_group 2;" ::: "memory");
-      __syncwarp();  // vector v's rows from every lane; slot (v + 3) % 4 read by all (v - 1)
-      stage(v + kS16WkSlots - 1);
-      const uint8_t* const xv = xw + (v % kS16WkSlots) * kS16WkSlot + xoff;
-      uint32_t b[4][4];
-#pragma unroll
-      for (int s = 0; s < 4; ++s) {
-        if constexpr (kNt == 2)
-          ldmatrix_x4(b[s], xv + s * 32);
-        else
-          ldmatrix_x2(b[s], xv + s * 32);
-      }
-#pragma unroll
-      for (int j = 0; j < kTw; ++j) {
-        const int q = (jj * kTw + j) % kDepth;
-        const uint4 cur = ring[q];
-        if (v + kAhead < cr.lim[j])
-          ring[q] = ldg_stream(cr.wp[j] + static_cast<int64_t>(v + kAhead) * 512);
-        // Lane t builds step t's (row g, row g + 8) splat pair (MXFP4: atom t / 2's 2^(e-127),
-        // fold-free 2^(e-8)); the quad trades them.
-        uint32_t sv;
-        if constexpr (kMx) {
-          const int sh = 8 * (2 * (jj & 1) + (t >> 1));
-          const uint32_t e0 = ((jj < 2 ? c0[j].x : c0[j].y) >> sh) & 0xFFu;
-          const uint32_t e1 = ((jj < 2 ? c8[j].x : c8[j].y) >> sh) & 0xFFu;
-          if constexpr (kMxFree)
-            sv = (e8m0_bf16_splat_free(e0) & 0xFFFFu) | (e8m0_bf16_splat_free(e1) << 16);
-          else
-            sv = (e8m0_bf16_splat(e0) & 0xFFFFu) | (e8m0_bf16_splat(e1) << 16);
-        } else {
-          const uint32_t wg = jj == 0 ? c0[j].x : jj == 1 ? c0[j].y : jj == 2 ? c0[j].z : c0[j].w;
-          const uint32_t wg8 = jj == 0 ? c8[j].x : jj == 1 ? c8[j].y : jj == 2 ? c8[j].z : c8[j].w;
-          sv = s16_splat(wg, wg8, t);
-        }
-        const uint4 q4 =
-            make_uint4(__shfl_sync(0xFFFFFFFFu, sv, 0, 4), __shfl_sync(0xFFFFFFFFu, sv, 1, 4),
-                       __shfl_sync(0xFFFFFFFFu, sv, 2, 4), __shfl_sync(0xFFFFFFFFu, sv, 3, 4));
-        s16_vector<kNt, kMx && !kMxFree>(acc[j], acc[j], cur, q4, b);
-      }
-    }
-  }
-  asm volatile("cp.async.wait_group 0;" ::: "memory");
-  __syncthreads();  // every warp is done with its slots: they hold the parts' sums now
-
-  // [warp][value][lane] fp32: value (j, n, i) of lane (g, t) as in stream_store_tile.
-  constexpr int kVals = kTw * kNt * 4;
-  float* const red = reinterpret_cast<float*>(dsm);
-#pragma unroll
-  for (int j = 0; j < kTw; ++j)
-#pragma unroll
-    for (int n = 0; n < kNt; ++n)
-#pragma unroll
-      for (int i = 0; i < 4; ++i)
-        red[(warp * kVals + (j * kNt + n) * 4 + i) * 32 + lane] = acc[j][n][i];
-  __syncthreads();
-  float mult = p.out_mult;
-  if (p.alpha != nullptr) mult *= *p.alpha;
-  // The kParts warps of a column share its kVals values: warp part w sums values w, w + kParts,
-  // ... over the parts in order (deterministic) and stores them.
-  for (int val = part; val < kVals; val += kParts) {
-    float o = 0.f;
-#pragma unroll
-    for (int w = 0; w < kParts; ++w) o += red[((w * kCols + col) * kVals + val) * 32 + lane];
-    const int j = val / (kNt * 4), n = (val / 4) % kNt, i = val % 4;
-    const int64_t tile = cr.tile0 + j;
-    const int64_t tok = 8 * n + 2 * t + (i & 1);
-    const int64_t row = tile * 16 + g + 8 * (i >> 1);
-    if (tile < p.n16 && tok < p.M && row < p.N) store_out_elem(p, tok, row, o, mult);
   }
   griddep_launch_dependents();
 }
