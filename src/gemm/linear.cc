@@ -1857,30 +1857,12 @@ Plan plan(const Caps& caps) {
     // after the MMAs at one token tile (kF8VarLate; M = 4 8.65 / 20.19 / 19.30 / 11.49 / 9.20 ->
     // 8.48 / 19.33 / 18.87 / 11.44 / 8.93). B12X_GEMM_STREAM16_F8_VAR=<flags> overrides (0: none).
     const char* evar = std::getenv("B12X_GEMM_STREAM16_F8_VAR");
-    // Probe (session 22, timing only): B12X_GEMM_STREAM16_NORED=1 skips the split's reduce launch
-    // (lin::kF8VarNoRed; outputs wrong).
-    const char* enored = std::getenv("B12X_GEMM_STREAM16_NORED");
-    const int nored = enored != nullptr && enored[0] == '1' ? lin::kF8VarNoRed : 0;
-    // Probe (session 22): B12X_GEMM_STREAM16_FUSED=1, the split summed in the kernel by each row
-    // group's last CTA at M <= 8 (lin::kF8VarFused; no reduce launch there); =2 at every M.
-    const char* efused = std::getenv("B12X_GEMM_STREAM16_FUSED");
-    const int fused = efused == nullptr  ? 0
-                      : efused[0] == '1' ? lin::kF8VarFused
-                      : efused[0] == '2' ? lin::kF8VarFused | lin::kF8VarFused16
-                                         : 0;
-    // Probe (session 22): B12X_GEMM_STREAM16_F8_SPLAT=1, MXFP8's weight splats by byte permutes
-    // (lin::kF8VarSplat; with B12X_GEMM_STREAM16_FUSED only).
-    const char* esplat = std::getenv("B12X_GEMM_STREAM16_F8_SPLAT");
-    const int splat = esplat != nullptr && esplat[0] == '1' && fused && wf == lin::WFmt::kFp8Mx
-                          ? lin::kF8VarSplat
-                          : 0;
     auto var_for = [&](int tw8, int depth) {
-      const int v = nored | fused | splat |
-                    (evar != nullptr ? std::atoi(evar)
-                     : wf == lin::WFmt::kFp8Mx && mma8 == 1 && depth == 4
-                         ? lin::kF8VarFold | (q8 ? lin::kF8VarQ8 | lin::kF8VarQ32 : 0)
-                     : wf == lin::WFmt::kFp8Block && mma8 == 1 && depth == 4 && q8 ? lin::kF8VarLate
-                                                                                   : 0);
+      const int v = evar != nullptr ? std::atoi(evar)
+                    : wf == lin::WFmt::kFp8Mx && mma8 == 1 && depth == 4
+                        ? lin::kF8VarFold | (q8 ? lin::kF8VarQ8 | lin::kF8VarQ32 : 0)
+                    : wf == lin::WFmt::kFp8Block && mma8 == 1 && depth == 4 && q8 ? lin::kF8VarLate
+                                                                                  : 0;
       return v != 0 && lin::stream16_f8_available(wf, tw8, mma8, depth, q8, occ_for(tw8, depth), v)
                  ? v
                  : 0;
@@ -2042,14 +2024,9 @@ Plan plan(const Caps& caps) {
     partial_rows = std::max<int64_t>(partial_rows, p.stream_rows_split * std::min<int64_t>(M, 4));
   if (p.stream16_tw > 0 && p.stream16_split > 1)
     partial_rows = std::max<int64_t>(partial_rows, p.stream16_split * std::min<int64_t>(M, 16));
-  // The FP8 block kernel's kF8VarFused: a 64-bit counter per row group after the run's partials.
-  const int64_t partial_extra =
-      p.stream16_depth > 0 && p.stream16_split > 1 && (p.stream16_var & lin::kF8VarFused)
-          ? (geo.n16 + p.stream16_tiles - 1) / p.stream16_tiles * 8
-          : 0;
   if (partial_rows > 0) {
     p.off_partial = off;
-    off = align_up(off + partial_rows * geo.NP * 4 + partial_extra);
+    off = align_up(off + partial_rows * geo.NP * 4);
   }
   // The even split's tile counters [n16] (8 bytes, 16-aligned) and slots [n16][maxp][16] fp32.
   if (p.decode_stream_even > 0) {
@@ -2550,11 +2527,10 @@ void run(const Binding& b, Stream stream) {
                                                : lin::stream16_f8_smem_bytes(
                                                      im.wfmt, plan.stream16_tw, plan.decode_fp8_mma,
                                                      q, plan.stream16_var);
-    const bool summed = lin::launch_linear_stream16_f8(
-        im.wfmt, plan.stream16_tw, plan.decode_fp8_mma, plan.stream16_depth, smem, p, stream,
-        plan.stream16_occ, plan.stream16_var);
-    if (p.partial != nullptr && !summed && !(plan.stream16_var & lin::kF8VarNoRed))
-      lin::launch_linear_reduce(p, stream);
+    lin::launch_linear_stream16_f8(im.wfmt, plan.stream16_tw, plan.decode_fp8_mma,
+                                   plan.stream16_depth, smem, p, stream, plan.stream16_occ,
+                                   plan.stream16_var);
+    if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);
     return;
   }
   if (M >= s16_min_m(plan) && M <= 16 && plan.stream16_tw > 0 &&

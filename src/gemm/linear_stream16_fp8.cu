@@ -36,11 +36,7 @@ int run_var(bool q, int var) {
 /// B12X_GEMM_STREAM16_F8_VAR) and 3 CTAs per SM (B12X_GEMM_STREAM16_OCC=3).
 F8Fn pick(WFmt f, int tw, int nt, int mma, int depth, bool q, int occ = 2, int var = 0) {
   if (mma != 1 || occ != 2 || (tw != 1 && tw != 2) || (nt != 1 && nt != 2)) return nullptr;
-  var = run_var(q, var & ~kF8VarNoRed);
-  if (var & kF8VarFused)
-    return nt == 1 || (var & kF8VarFused16)
-               ? pick_stream16_f8_fused(f, tw, nt, depth, q, var & ~(kF8VarFused | kF8VarFused16))
-               : nullptr;
+  var = run_var(q, var);
   switch (f) {
     case WFmt::kFp8:
       if (q || var != 0) return nullptr;
@@ -73,16 +69,10 @@ int64_t smem_of(int tw, int mma) {
   return mma ? kF8SmemBytes<2, kGroup, 1, kQ, kVar> : kF8SmemBytes<2, kGroup, 0, kQ, kVar>;
 }
 
-/// The plan variant's bits at nt token tiles: kF8VarFused (and kF8VarSplat with it) at two only
-/// with kF8VarFused16.
-int var_at(int nt, int var) {
-  return nt == 1 || (var & kF8VarFused16) ? var : var & ~(kF8VarFused | kF8VarSplat);
-}
-
 }  // namespace
 
 bool stream16_f8_available(WFmt f, int tw, int mma, int depth, bool q, int occ, int var) {
-  return pick(f, tw, 2, mma, depth, q, occ, var_at(2, var)) != nullptr &&
+  return pick(f, tw, 2, mma, depth, q, occ, var) != nullptr &&
          pick(f, tw, 1, mma, depth, q, occ, var) != nullptr;
 }
 
@@ -110,7 +100,7 @@ int prepare_linear_stream16_f8(int device, WFmt f, int tw, int mma, int depth, b
   const ::b12x::detail::DeviceScope scope(device);
   int fit = 0;
   for (int nt : {1, 2}) {
-    const F8Fn k = pick(f, tw, nt, mma, depth, q, occ, var_at(nt, var));
+    const F8Fn k = pick(f, tw, nt, mma, depth, q, occ, var);
     B12X_ASSERT(k != nullptr, "no FP8 M <= 16 block kernel for format ", static_cast<int>(f),
                 " tw=", tw, " mma=", mma, " depth=", depth, " q=", q, " var=", var);
     int blocks = 0;
@@ -121,18 +111,11 @@ int prepare_linear_stream16_f8(int device, WFmt f, int tw, int mma, int depth, b
   return fit;
 }
 
-bool launch_linear_stream16_f8(WFmt f, int tw, int mma, int depth, int64_t smem,
+void launch_linear_stream16_f8(WFmt f, int tw, int mma, int depth, int64_t smem,
                                const LinearParams& p, Stream stream, int occ, int var) {
   const int nt = p.M <= 8 ? 1 : 2;
   const bool q = p.act_kind == kActBf16Quant;
-  // kF8VarFused where its instance exists (the plan's kind of activations; at split 1 it stores
-  // the outputs as the kernel without it does).
-  F8Fn k = stream16_f8_fused(var, p.M) ? pick(f, tw, nt, mma, depth, q, occ, var) : nullptr;
-  const bool fused = k != nullptr && p.partial != nullptr;
-  if (k == nullptr) {
-    var &= ~(kF8VarFused | kF8VarFused16 | kF8VarSplat);
-    k = pick(f, tw, nt, mma, depth, q, occ, var);
-  }
+  const F8Fn k = pick(f, tw, nt, mma, depth, q, occ, var);
   const int split = std::max(p.split, 1);
   const int want_xs = q                      ? kXsStaged
                       : f == WFmt::kFp8Block ? kXsF32Rows
@@ -158,7 +141,6 @@ bool launch_linear_stream16_f8(WFmt f, int tw, int mma, int depth, int64_t smem,
       k, dim3(static_cast<unsigned>(gx), static_cast<unsigned>(split)), dim3(kStreamWarps * 32),
       static_cast<size_t>(smem), stream, p.pdl != 0, dim3(1, 1, 1), p));
   B12X_CUDA_CHECK_LAUNCH();
-  return fused;
 }
 
 Stream16F8Launch last_stream16_f8_launch() {

@@ -22,23 +22,6 @@ inline constexpr int kF8VarQ32 = 8;
 /// Block FP8 with the in-kernel quantization at one token tile: chunk c + 1 quantized after chunk
 /// c's MMAs instead of before (its default since session 20).
 inline constexpr int kF8VarLate = 16;
-/// Probe (session 22, timing only; outputs wrong): the K split's partials are written but the
-/// reduce launch after the kernel is skipped (run; no kernel of its own).
-inline constexpr int kF8VarNoRed = 64;
-/// Probe (session 22) at one token tile (M <= 8; two token tiles keep the reduce launch unless
-/// kF8VarFused16): the K split summed by the last CTA of each row group to arrive
-/// (kernels/linear_stream16_fp8.cuh, f8_split_sum), no reduce launch.
-inline constexpr int kF8VarFused = 32;
-/// With kF8VarFused (plan bit only): also at two token tiles (M = 9..16).
-inline constexpr int kF8VarFused16 = 128;
-/// Probe (session 22; MXFP8 with kF8VarFold, instantiated with kF8VarFused only): the weight
-/// splats of a chunk by byte permutes where all its atoms are inside K and within 21 binades of
-/// the row's largest scale (kernels/linear_stream16_fp8.cuh, f8_splats_fast; the same bits).
-inline constexpr int kF8VarSplat = 256;
-/// Whether a run at M with plan variant var sums its split in the kernel (no reduce launch).
-inline bool stream16_f8_fused(int var, int64_t M) {
-  return (var & kF8VarFused) != 0 && (M <= 8 || (var & kF8VarFused16) != 0);
-}
 
 /// FP8 weights (per-tensor, block FP8, MXFP8) on e4m3 activations (MXFP8 / block FP8 with their
 /// group scales, p.xs_kind kXsE8m0Rows / kXsF32Rows); CTAs of 8 warps x tw (1 or 2) 16-row tiles
@@ -59,8 +42,7 @@ int stream16_f8_vectors_per_cta(int64_t kvec, int split);
 /// Host only (plan time): the opt-in and the CTAs per SM of both token-tile variants (the min).
 int prepare_linear_stream16_f8(int device, WFmt f, int tw, int mma, int depth, bool q = false,
                                int occ = 2, int var = 0);
-/// Returns whether the kernel summed the K split itself (kF8VarFused): no reduce launch then.
-bool launch_linear_stream16_f8(WFmt f, int tw, int mma, int depth, int64_t smem,
+void launch_linear_stream16_f8(WFmt f, int tw, int mma, int depth, int64_t smem,
                                const LinearParams& p, Stream stream, int occ = 2, int var = 0);
 /// The last launch on this thread (tests): serial (counts launches), grid x, split, kernel choice.
 struct Stream16F8Launch {

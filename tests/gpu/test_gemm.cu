@@ -119,9 +119,6 @@ uint8_t random_e4m3(std::mt19937_64& g) {
 
 /// Where set, edits every random weight make_weight returns (a test's own scale ranges).
 std::function<void(LinearFormat, HostWeight&)> g_weight_tweak;
-/// Non-zero: run_case fills the plan's scratch with this byte before the first run (kernels that
-/// keep state in scratch must not rely on its contents).
-uint8_t g_scratch_fill = 0;
 /// Set: run_case fills the scratch with random bytes before the first call and before the graph's
 /// replay, and runs the eager call after the replay twice back to back (kernels that keep state in
 /// the scratch must not rely on its contents: python's binding passes torch.empty per call).
@@ -474,7 +471,6 @@ void run_case(const Case& c, bool graph_replay = false, int* tiled_wgmma = nullp
   if (tiled_wgmma != nullptr) *tiled_wgmma = plan.tiled_wgmma;
   if (tiled_wgmma_var != nullptr) *tiled_wgmma_var = plan.tiled_wgmma_var;
   DeviceBuffer<uint8_t> scratch(std::max<int64_t>(plan.scratch_bytes, 1));
-  if (g_scratch_fill != 0) scratch.poison(g_scratch_fill);
   if (g_random_scratch) fill_random(scratch);
   DeviceBuffer<uint16_t> out(c.M * c.N);
   std::vector<uint16_t> hbias;
@@ -2563,92 +2559,6 @@ TEST(GemmGpu, DecodeStream16Fp8) {
   setenv("B12X_GEMM_STREAM16_F8", "0", 1);
   EXPECT_EQ(gemm::plan(caps).stream16_depth, 0);
   setenv("B12X_GEMM_STREAM16_F8", "1", 1);
-}
-
-TEST(GemmGpu, DecodeStream16Fp8Fused) {
-  B12X_REQUIRE_GPU();
-  // Session 22 probe (B12X_GEMM_STREAM16_FUSED=1, lin::kF8VarFused): the FP8 block kernel's K
-  // split summed by each row group's last CTA at M <= 8, no reduce launch; M = 9..16 keep the
-  // reduce launch. The three formats (per-tensor on e4m3 activations, block FP8 / MXFP8 quantized
-  // in the kernel), tw 1 / 2, M = 1 / 3 / 8 / 12, splits 3 / 8 (K tails inside a chunk: 1312,
-  // 2336), partial row groups (N = 72 / 200), bias, FP16 outputs, capacity above M, the scratch
-  // filled with 0xFF or 0x00 bytes (the counters' launch tags), graphs replayed and run eagerly
-  // after them (the counters of the launches before).
-  ScopedEnv e16("B12X_GEMM_STREAM16_F8", "1"), em("B12X_GEMM_DECODE_F8MMA", "1"),
-      emin("B12X_GEMM_STREAM16_F8_MINM", "1"), ef("B12X_GEMM_STREAM16_FUSED", "1");
-  int i = 0;
-  for (LinearFormat f : {LinearFormat::kFp8Tensor, LinearFormat::kFp8Block, LinearFormat::kMxfp8})
-    for (const char* tw : {"1", "2"})
-      for (const char* sp : {"3", "8"}) {
-        ScopedEnv et("B12X_GEMM_STREAM16_TW", tw), es("B12X_GEMM_STREAM16_SPLIT", sp);
-        const int64_t Ms[] = {1, 3, 8, 12, 5};
-        const int64_t M = Ms[i % 5];
-        const int64_t K = sp[0] == '8' ? 2336 : (i % 2) ? 1312 : 4096;
-        Case c{f,
-               M,
-               (i % 2) ? 72 : 200,
-               K,
-               f == LinearFormat::kFp8Tensor ? DType::kFP8E4M3 : DType::kBF16,
-               (i % 3) == 1 ? DType::kFP16 : DType::kBF16,
-               (i % 2) == 0};
-        c.max_tokens = (i % 4) == 1 ? 16 : M;
-        g_scratch_fill = (i % 2) ? 0xFF : 0x00;
-        ++i;
-        const int64_t before = gemm::lin::last_stream16_f8_launch().serial;
-        run_case(c, /*graph_replay=*/(i % 3) != 0);
-        g_scratch_fill = 0;
-        const gemm::lin::Stream16F8Launch l = gemm::lin::last_stream16_f8_launch();
-        EXPECT_GT(l.serial, before) << name(c) << " tw " << tw << " sp " << sp;
-        EXPECT_EQ(l.tw, std::atoi(tw));
-        EXPECT_EQ(l.split, f8_split(K, std::atoi(sp))) << name(c);
-        EXPECT_EQ((l.var & gemm::lin::kF8VarFused) != 0, M <= 8) << name(c);
-        EXPECT_EQ(l.q, f != LinearFormat::kFp8Tensor) << name(c);
-      }
-  // B12X_GEMM_STREAM16_FUSED=2: also at two token tiles (M = 9..16).
-  ScopedEnv ef2("B12X_GEMM_STREAM16_FUSED", "2"), es3("B12X_GEMM_STREAM16_SPLIT", "3");
-  int k = 0;
-  for (LinearFormat f : {LinearFormat::kFp8Tensor, LinearFormat::kFp8Block, LinearFormat::kMxfp8})
-    for (const char* tw : {"1", "2"}) {
-      ScopedEnv et("B12X_GEMM_STREAM16_TW", tw);
-      Case c{f,
-             (k % 2) ? int64_t{16} : int64_t{9},
-             (k % 3) ? 72 : 200,
-             (k % 2) ? 1312 : 4096,
-             f == LinearFormat::kFp8Tensor ? DType::kFP8E4M3 : DType::kBF16,
-             (k % 4) == 1 ? DType::kFP16 : DType::kBF16,
-             (k % 2) == 1};
-      g_scratch_fill = (k % 2) ? 0x00 : 0xFF;
-      ++k;
-      const int64_t before = gemm::lin::last_stream16_f8_launch().serial;
-      run_case(c, /*graph_replay=*/(k % 2) == 0);
-      g_scratch_fill = 0;
-      const gemm::lin::Stream16F8Launch l = gemm::lin::last_stream16_f8_launch();
-      EXPECT_GT(l.serial, before) << name(c) << " tw " << tw;
-      EXPECT_EQ(l.split, 3) << name(c);
-      EXPECT_NE(l.var & gemm::lin::kF8VarFused, 0) << name(c);
-    }
-  // MXFP8's splats by byte permutes (B12X_GEMM_STREAM16_F8_SPLAT=1, kF8VarSplat): whole chunks
-  // and K tails (1312: the last chunk 1 of 8 atoms), weight scales over 120..140 (fast form) and
-  // over 80..150 (atoms beyond 21 binades: the general form), M = 1 / 5 / 16, tw 1 / 2.
-  ScopedEnv esp("B12X_GEMM_STREAM16_F8_SPLAT", "1");
-  for (int w = 0; w < 4; ++w) {
-    ScopedEnv et("B12X_GEMM_STREAM16_TW", (w % 2) ? "2" : "1");
-    const int lo = w < 2 ? 120 : 80, hi = w < 2 ? 140 : 150;
-    g_weight_tweak = [lo, hi](LinearFormat f, HostWeight& h) {
-      std::uniform_int_distribution<int> e8(lo, hi);
-      if (f == LinearFormat::kMxfp8)
-        for (auto& b : h.scale_bytes) b = static_cast<uint8_t>(e8(test::rng()));
-    };
-    const int64_t Ms[] = {1, 16, 5, 9};
-    Case c{LinearFormat::kMxfp8, Ms[w], (w % 2) ? 72 : 200, (w % 2) ? 1312 : 4096, DType::kBF16,
-           DType::kBF16,         w == 1};
-    const int64_t before = gemm::lin::last_stream16_f8_launch().serial;
-    run_case(c, /*graph_replay=*/w == 2);
-    g_weight_tweak = nullptr;
-    const gemm::lin::Stream16F8Launch l = gemm::lin::last_stream16_f8_launch();
-    EXPECT_GT(l.serial, before) << name(c);
-    EXPECT_NE(l.var & gemm::lin::kF8VarSplat, 0) << name(c);
-  }
 }
 
 TEST(GemmGpu, DecodeStream16Default) {

@@ -111,106 +111,6 @@ __device__ __forceinline__ uint32_t hmul2_bits(uint32_t a, uint32_t b) {
   return d;
 }
 
-/// kF8VarFused: after its partials, each CTA takes a ticket on its row group's counter; the last
-/// of the split's CTAs to arrive sums the group's partials in split order (as linear_reduce_kernel
-/// does, so the outputs are bit-identical) and stores the outputs, instead of the reduce launch.
-/// The counters (one 64-bit word per row group, after the run's partials [split][M][NP]) are never
-/// reset: each word carries its launch's %gridid (new at every launch and graph replay, session
-/// 21's FP4 probe) in its upper 48 bits. At its start (after griddep_wait: the scratch belongs to
-/// earlier kernels) each CTA claims the word for its launch where it holds another launch's tag or
-/// arbitrary bytes (a CAS to tag | 0, which fails only where a CTA of this launch claimed it or
-/// arrived first); at its end one atomicAdd is its ticket. (Round 81's first form, a CAS loop at
-/// the end, serialized the split's arrivals: +3.8 us at 4096x4096, +15 us at 2048x7168.)
-__device__ __forceinline__ unsigned long long* f8_split_counter(const LinearParams& p) {
-  return reinterpret_cast<unsigned long long*>(p.partial + int64_t{p.split} * p.M * p.NP) +
-         blockIdx.x;
-}
-__device__ __forceinline__ void f8_split_claim(const LinearParams& p) {
-  unsigned long long id;
-  asm volatile("mov.u64 %0, %%gridid;" : "=l"(id));
-  const unsigned long long tag = id << 16;
-  unsigned long long* const cnt = f8_split_counter(p);
-  const unsigned long long v = *reinterpret_cast<volatile unsigned long long*>(cnt);
-  if ((v & ~0xFFFFull) != tag) atomicCAS(cnt, v, tag);
-}
-/// kItems: float4 items per thread (the CTA's 128 kTw rows x 8 kNt tokens / 4 / 256 threads), all
-/// loaded before they are added, kZ slots at a time, so that the sum costs about one L2 round trip
-/// per kZ slots.
-template <int kItems>
-__device__ __forceinline__ void f8_split_sum(const LinearParams& p, float mult, uint8_t* flag) {
-  __threadfence();  // this thread's partials, before the ticket
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    const unsigned long long old = atomicAdd(f8_split_counter(p), 1ull);
-    *reinterpret_cast<volatile int*>(flag) = static_cast<int>((old + 1) & 0xFFFF) == p.split;
-  }
-  __syncthreads();
-  if (*reinterpret_cast<volatile int*>(flag) == 0) return;
-  __threadfence();  // the other CTAs' partials, after their tickets
-  constexpr int kZ = kItems >= 4 ? 2 : kItems >= 2 ? 4 : 8;
-  const int64_t rb = static_cast<int64_t>(blockIdx.x) * p.stream_tiles * 16;
-  const int64_t rows = p.NP - rb < p.stream_tiles * 16 ? p.NP - rb : int64_t{p.stream_tiles} * 16;
-  const int nr4 = static_cast<int>(rows) / 4;
-  const int64_t zs = p.M * p.NP;
-  const float* src[kItems];
-  float4 s[kItems];
-#pragma unroll
-  for (int it = 0; it < kItems; ++it) {
-    const int idx = threadIdx.x + it * kStreamWarps * 32;
-    const int64_t m = idx / nr4, r = rb + 4 * (idx % nr4);
-    src[it] = idx < p.M * nr4 ? p.partial + m * p.NP + r : nullptr;
-    s[it] = make_float4(0.f, 0.f, 0.f, 0.f);
-  }
-  for (int z0 = 0; z0 < p.split; z0 += kZ) {
-    float4 v[kItems][kZ];
-#pragma unroll
-    for (int it = 0; it < kItems; ++it)
-#pragma unroll
-      for (int dz = 0; dz < kZ; ++dz)
-        if (src[it] != nullptr && z0 + dz < p.split)
-          v[it][dz] = __ldcg(reinterpret_cast<const float4*>(src[it] + (z0 + dz) * zs));
-#pragma unroll
-    for (int it = 0; it < kItems; ++it)
-#pragma unroll
-      for (int dz = 0; dz < kZ; ++dz)
-        if (src[it] != nullptr && z0 + dz < p.split) {
-          s[it].x += v[it][dz].x, s[it].y += v[it][dz].y;
-          s[it].z += v[it][dz].z, s[it].w += v[it][dz].w;
-        }
-  }
-#pragma unroll
-  for (int it = 0; it < kItems; ++it) {
-    if (src[it] == nullptr) continue;
-    const int idx = threadIdx.x + it * kStreamWarps * 32;
-    const int64_t m = idx / nr4, r = rb + 4 * (idx % nr4);
-    const float o[4] = {s[it].x, s[it].y, s[it].z, s[it].w};
-#pragma unroll
-    for (int e = 0; e < 4; ++e)
-      if (r + e < p.N) store_out_elem(p, m, r + e, o[e], mult);
-  }
-}
-
-/// kF8VarSplat: a weight row's 8 splats of a chunk (sp[16 a]) and its largest code where all 8
-/// atoms are inside K and within 21 binades of the largest, so that every splat 2^(e - emax + 7)
-/// is a normal f16, (e - emax + 22) << 10 in each half (pow2_h2's bits): the codes widened to
-/// 16-bit lanes for the max / min, each splat one byte permute (e in both halves), one add and one
-/// shift. False (nothing written) otherwise: the general form follows.
-__device__ __forceinline__ bool f8_splats_fast(uint2 eb, int ain, uint32_t* sp, int& emax) {
-  if (ain != kF8ChunkV) return false;
-  const uint32_t a0 = eb.x & 0x00FF00FFu, a1 = (eb.x >> 8) & 0x00FF00FFu;
-  const uint32_t b0 = eb.y & 0x00FF00FFu, b1 = (eb.y >> 8) & 0x00FF00FFu;
-  const uint32_t mx = __vmaxu2(__vmaxu2(a0, a1), __vmaxu2(b0, b1));
-  const uint32_t mn = __vminu2(__vminu2(a0, a1), __vminu2(b0, b1));
-  emax = static_cast<int>(max(mx & 0xFFFFu, mx >> 16));
-  if (static_cast<int>(min(mn & 0xFFFFu, mn >> 16)) < emax - 21) return false;
-  // (e + 22 - emax) in each 16-bit half, 1..22: no borrow between the halves.
-  const uint32_t add = static_cast<uint32_t>(22 - emax) * 0x10001u;
-#pragma unroll
-  for (int a = 0; a < kF8ChunkV; ++a)
-    sp[a * 16] = (__byte_perm(a < 4 ? eb.x : eb.y, 0u, (a & 3) * 0x101u + 0x4040u) + add) << 10;
-  return true;
-}
-
 /// 4-byte cp.async (8 with kEight), or a plain copy where the source is not aligned.
 template <bool kEight>
 __device__ __forceinline__ void f8s_cp_small(void* smem, const uint8_t* gmem) {
@@ -245,8 +145,6 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   constexpr bool kQ8 = kQ && (kVar & kF8VarQ8);
   constexpr bool kQ32 = kQ8 && kNt == 1 && (kVar & kF8VarQ32);
   constexpr bool kLate = (kVar & kF8VarLate) != 0 && kNt == 1;
-  constexpr bool kFused = (kVar & kF8VarFused) != 0;
-  constexpr bool kSplat = kFold2 && (kVar & kF8VarSplat) != 0;
   static_assert(!kQ8 || kGroup == 32, "quantization on 8 warps: MXFP8");
   static_assert(!kFold2 || kMma == 1, "operand-folded MXFP8 scales: f16 MMAs");
   constexpr int kSlot = kF8SlotBytes<kTw, kGroup, kMma, kQ, kVar>;
@@ -272,8 +170,6 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   uint4 ring[kDepth];
   s16_ring_fill(ring, cr);
   griddep_wait();  // the activations, their scales (and alpha) belong to earlier kernels
-  if constexpr (kFused)
-    if (p.partial != nullptr && threadIdx.x == kStreamWarps * 32 - 32) f8_split_claim(p);
 
   // Chunk c -> slot c % 3: 16 token rows x 256 e4m3 (zero past M / K) and the chunk's scales.
   // Always one commit group, so wait_group 1 at chunk c means chunk c has landed.
@@ -506,15 +402,12 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
         const int r = r0 + threadIdx.x;
         if (kStreamWarps * kTw * 16 < kStreamWarps * 32 && r >= kStreamWarps * kTw * 16) break;
         const uint2 eb = *reinterpret_cast<const uint2*>(slot + kWmxOff + r * 8);
+        const int emax = e8m0_chunk_max(eb, ain);
         const int wt = r >> 4, gg = r & 7, hi = (r >> 3) & 1;
-        uint32_t* const sp = reinterpret_cast<uint32_t*>(slot + kSplatOff) +
-                             (wt * kF8ChunkV * 8 + gg) * 2 + hi;  // + 16 per atom
-        int emax;
-        if (!(kSplat && f8_splats_fast(eb, ain, sp, emax))) {
-          emax = e8m0_chunk_max(eb, ain);
+        uint32_t* const sp = reinterpret_cast<uint32_t*>(slot + kSplatOff);
 #pragma unroll
-          for (int a = 0; a < kF8ChunkV; ++a) sp[a * 16] = pow2_h2(e8m0_in(eb, a, ain) - emax + 7);
-        }
+        for (int a = 0; a < kF8ChunkV; ++a)
+          sp[((wt * kF8ChunkV + a) * 8 + gg) * 2 + hi] = pow2_h2(e8m0_in(eb, a, ain) - emax + 7);
         reinterpret_cast<float*>(slot + kWfacOff)[(wt * 8 + gg) * 2 + hi] = chunk_factor(emax);
       }
     }
@@ -732,12 +625,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     if (tile < p.n16 && warp * kTw + j < tpc)
       stream_store_tile<kNt>(p, acc[j], tile, blockIdx.y, mult, g, t);
   }
-  // kFused: the dependent launch before the split's sum (its griddep_wait still waits for this
-  // whole grid), so that the next kernel's CTAs start during the last CTAs' sums. (The slots are
-  // free: every warp has passed its last chunk before f8_split_sum's barrier.)
   griddep_launch_dependents();
-  if constexpr (kFused)
-    if (p.partial != nullptr) f8_split_sum<kTw * kNt>(p, mult, dsm);
 }
 
 }  // namespace b12x::gemm::lin
