@@ -247,15 +247,6 @@ struct Plan {
   /// the kernel's staging instead of the pre-pass launch (default where K <= 8192;
   /// B12X_GEMM_STREAM_QX=0|1 overrides), 0 the BF16 staging.
   int decode_stream_var = 0;
-  /// The M = 1 stream kernel's even split (session 22 probe, decode_stream_var bit 256,
-  /// B12X_GEMM_STREAM_EVEN=1, B12X_GEMM_STREAM_EVEN_PER=<blocks>): this many blocks of 4 vectors
-  /// per warp over the tile-major blocks (0: off), the pieces of a split tile summed across CTAs
-  /// through decode_stream_even_maxp fp32 slots per tile and a launch-tagged counter per tile in
-  /// the scratch at off_stream_even.
-  int decode_stream_even = 0;
-  int decode_stream_even_maxp = 0;
-  int decode_stream_even_probe = 0;  ///< B12X_GEMM_STREAM_EVEN_PROBE (timing only)
-  int64_t off_stream_even = 0;
   /// MXFP4 weights on the M = 1 stream kernel and the M <= 16 block kernel: the fold-free splat
   /// instances (session 15: 2^(e-8) straight onto the decoded FP4 bits, one HMUL2 per register
   /// instead of the 2^119 fold's HFMA2 + the splat's HMUL2), which run takes for weights whose

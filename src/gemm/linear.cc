@@ -654,7 +654,6 @@ std::string Plan::describe() const {
              ? " stream=" + std::to_string(decode_stream_parts) + "o" +
                    std::to_string(decode_stream_occ) + (decode_stream_shfl ? "s" : "") +
                    (decode_stream_var ? "v" + std::to_string(decode_stream_var) : std::string()) +
-                   (decode_stream_even ? "e" + std::to_string(decode_stream_even) : std::string()) +
                    "/" + std::to_string(decode_stream_ctas)
              : std::string())
      << stream_rows_describe(*this) << stream16_describe(*this)
@@ -1527,38 +1526,6 @@ Plan plan(const Caps& caps) {
         p.decode_stream_free_only =
             mx_w4a16_free || (wf == lin::WFmt::kMxfp4 && !(p.decode_stream_var & 128));
         stream_trig_m1 = c.ctas * 10 >= c.slots * 8 || (tile_per_sm && occ == 2);
-        // Session 22 probe (B12X_GEMM_STREAM_EVEN=1|3): the even split (var bit 256, one K
-        // part, the per-warp blocks at the 2-CTA cap, =3: the 3-CTA cap with kLean): the
-        // tile-major blocks of 4 vectors dealt out per = ceil(blocks / warps of the slots) to a
-        // warp (B12X_GEMM_STREAM_EVEN_PER overrides), the pieces of a tile summed across CTAs
-        // (linear_stream.cuh, stream_even_sum). 14336x4096: 7 blocks per warp on 256 CTAs
-        // instead of 8 on 224 (=3: 5 on 359).
-        const char* eev = std::getenv("B12X_GEMM_STREAM_EVEN");
-        const int eocc = eev != nullptr && eev[0] == '3' ? 3 : 2;
-        const int evar = (w4a16 ? 384 : 424) | (eocc == 3 ? 64 : 0);
-        if (eev != nullptr && (eev[0] == '1' || eev[0] == '3') &&
-            lin::stream_var_available(wf, 1, eocc, evar, wf == lin::WFmt::kMxfp4) &&
-            geo.n16 * ((geo.kvec + 3) / 4) < (int64_t{1} << 30)) {  // 32-bit block indices
-          // Blocks of 4 vectors (kStreamDepth), CTAs of 8 warps (kStreamWarps).
-          const int64_t bpt = (geo.kvec + 3) / 4;
-          const int64_t blocks = geo.n16 * bpt, warps = sms * eocc * 8;
-          int64_t per = (blocks + warps - 1) / warps;
-          if (const char* ep = std::getenv("B12X_GEMM_STREAM_EVEN_PER"); ep != nullptr)
-            per = std::max(1, std::atoi(ep));
-          const int64_t used = (blocks + per - 1) / per;
-          p.decode_stream_even = static_cast<int>(per);
-          p.decode_stream_even_maxp = static_cast<int>((bpt + per - 2) / per + 1);
-          p.decode_stream_parts = 1;
-          p.decode_stream_occ = eocc;
-          p.decode_stream_ctas = static_cast<int>((used + 7) / 8);
-          p.decode_stream_vp = lin::stream_vectors_per_part(geo.kvec, 1);
-          p.decode_stream_smem = lin::kStreamJitBytes;
-          p.decode_stream_var = evar;
-          if (const char* epr = std::getenv("B12X_GEMM_STREAM_EVEN_PROBE"); epr != nullptr)
-            p.decode_stream_even_probe = std::atoi(epr);
-          p.decode_stream_free_only = mx_w4a16_free;  // MXFP4 W4A4: the fold's instance too
-          stream_trig_m1 = true;
-        }
       }
     }
   }
@@ -2027,11 +1994,6 @@ Plan plan(const Caps& caps) {
   if (partial_rows > 0) {
     p.off_partial = off;
     off = align_up(off + partial_rows * geo.NP * 4);
-  }
-  // The even split's tile counters [n16] (8 bytes, 16-aligned) and slots [n16][maxp][16] fp32.
-  if (p.decode_stream_even > 0) {
-    p.off_stream_even = off;
-    off = align_up(off + fmt::pad_to(geo.n16 * 8, 16) + geo.n16 * p.decode_stream_even_maxp * 64);
   }
   p.scratch_bytes = off;
   // MXFP4 on the stream / block kernels: the fold-free splat instances for weights whose E8M0
@@ -2560,14 +2522,6 @@ void run(const Binding& b, Stream stream) {
     p.stream_vp = plan.decode_stream_vp;
     p.stream_trig = (plan.stream_trig & 1) ? 1 : 0;
     p.stream_var = plan.decode_stream_var;
-    if (plan.decode_stream_even > 0) {
-      p.stream_per = plan.decode_stream_even;
-      p.stream_maxp = plan.decode_stream_even_maxp;
-      p.stream_eprobe = plan.decode_stream_even_probe;
-      p.stream_cnt = reinterpret_cast<unsigned long long*>(b.scratch + plan.off_stream_even);
-      p.stream_part = reinterpret_cast<float*>(b.scratch + plan.off_stream_even +
-                                               fmt::pad_to(p.n16 * 8, int64_t{16}));
-    }
     lin::launch_linear_stream(im.wfmt, plan.decode_stream_parts, plan.decode_stream_occ,
                               plan.decode_stream_ctas, plan.decode_stream_smem, p, stream, 1);
     return;

@@ -65,17 +65,6 @@ struct LinearParams {
   // M = 1 stream kernel: variant (session 16, Plan::decode_stream_var; kVar of
   // linear_stream_kernel: 8 the NVFP4 activations converted while staging).
   int stream_var;
-  // M = 1 stream kernel, the even split (stream_var & 256, session 22, Plan::decode_stream_even):
-  // blocks of 4 vectors per warp, slots per tile, and in the scratch the tiles' launch-tagged
-  // counters [n16] and fp32 slots [n16][stream_maxp][16] (linear_stream.cuh, stream_even_sum).
-  int64_t stream_per;
-  int64_t stream_maxp;
-  unsigned long long* stream_cnt;
-  float* stream_part;
-  // Timing probe of the even split (B12X_GEMM_STREAM_EVEN_PROBE, outputs wrong where > 0): 1 no
-  // claims and no sum (every piece stores its rows), 2 the claims kept, 3 claims, slot stores and
-  // arrivals kept, no sum by the last arrival.
-  int stream_eprobe;
   // 8 warps per tile: the device's ring + staging budget (lin::decode_ws8_budget of the opt-in
   // shared memory, Plan::decode_ws8_budget; run reads no device info).
   int64_t decode_ws8_budget;

@@ -52,28 +52,6 @@ StreamFn stream_fn(int parts) {
 /// staged, kLean 5.70): W4A16 192 (MXFP4 fold-free), W4A4 232.
 StreamFn stream_var_fn(WFmt f, int parts, int occ, int var, bool mx_free) {
   const bool mx = f == WFmt::kMxfp4;
-  // The even split (+256, session 22 probe): the blocks at the 2-CTA cap, one part, W4A16 384
-  // (MXFP4 fold-free), W4A4 424; at the 3-CTA cap with kLean, 448 / 488.
-  if (var & 256) {
-    if (parts != 1) return nullptr;
-    if (occ == 3) {
-      if (var == 488)
-        return !mx       ? &linear_stream_kernel<1, 3, 1, false, false, 488>
-               : mx_free ? &linear_stream_kernel<1, 3, 1, true, true, 488>
-                         : &linear_stream_kernel<1, 3, 1, true, false, 488>;
-      if (var != 448 || (mx && !mx_free)) return nullptr;
-      return mx ? &linear_stream_kernel<1, 3, 1, true, true, 448>
-                : &linear_stream_kernel<1, 3, 1, false, false, 448>;
-    }
-    if (occ != 2) return nullptr;
-    if (var == 424)
-      return !mx       ? &linear_stream_kernel<1, 2, 1, false, false, 424>
-             : mx_free ? &linear_stream_kernel<1, 2, 1, true, true, 424>
-                       : &linear_stream_kernel<1, 2, 1, true, false, 424>;
-    if (var != 384 || (mx && !mx_free)) return nullptr;
-    return mx ? &linear_stream_kernel<1, 2, 1, true, true, 384>
-              : &linear_stream_kernel<1, 2, 1, false, false, 384>;
-  }
   if (occ == 3) {
     if (parts != 8) return nullptr;
     if (var == 232)
@@ -241,10 +219,6 @@ bool stream_kernel_available(WFmt f, bool fp16, int parts, int occ, int rows) {
   return pick_stream(f, fp16, parts, occ, rows, f == WFmt::kMxfp4) != nullptr;
 }
 
-bool stream_var_available(WFmt f, int parts, int occ, int var, bool mx_free) {
-  return pick_stream(f, false, parts, occ, 1, mx_free, var) != nullptr;
-}
-
 int stream_vectors_per_part(int64_t kvec, int parts, int split) {
   const int64_t per = (kvec + int64_t{parts} * split - 1) / (int64_t{parts} * split);
   return static_cast<int>((per + kStreamDepth - 1) / kStreamDepth * kStreamDepth);
@@ -290,13 +264,7 @@ void launch_linear_stream(WFmt f, int parts, int occ, int ctas, int64_t smem, co
     B12X_CUDA_CHECK(
         ::b12x::detail::opt_in_smem(reinterpret_cast<const void*>(k), static_cast<int>(smem)));
   const int64_t groups = (p.n16 + kStreamWarps / parts - 1) / (kStreamWarps / parts);
-  const bool even = rows == 1 && (p.stream_var & 256);
-  B12X_ASSERT(!even || (p.stream_per > 0 && p.stream_cnt != nullptr && p.stream_part != nullptr &&
-                        int64_t{ctas} * kStreamWarps * p.stream_per >=
-                            p.n16 * ((p.kvec + kStreamDepth - 1) / kStreamDepth)),
-              "stream kernel, even split: per=", p.stream_per, " ctas=", ctas);
-  // The even split's grid is the plan's (its warps' block ranges cover the tiles).
-  const int64_t gx = even ? ctas : std::max<int64_t>(1, std::min<int64_t>(ctas, groups));
+  const int64_t gx = std::max<int64_t>(1, std::min<int64_t>(ctas, groups));
   t_last = StreamLaunch{parts,
                         occ,
                         static_cast<int>(gx),

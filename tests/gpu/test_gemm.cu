@@ -119,16 +119,6 @@ uint8_t random_e4m3(std::mt19937_64& g) {
 
 /// Where set, edits every random weight make_weight returns (a test's own scale ranges).
 std::function<void(LinearFormat, HostWeight&)> g_weight_tweak;
-/// Set: run_case fills the scratch with random bytes before the first call and before the graph's
-/// replay, and runs the eager call after the replay twice back to back (kernels that keep state in
-/// the scratch must not rely on its contents: python's binding passes torch.empty per call).
-bool g_random_scratch = false;
-void fill_random(DeviceBuffer<uint8_t>& buf) {
-  std::uniform_int_distribution<int> ud(0, 255);
-  std::vector<uint8_t> h(buf.count);
-  for (auto& v : h) v = static_cast<uint8_t>(ud(test::rng()));
-  buf.upload(h);
-}
 
 HostWeight make_weight(LinearFormat f, int64_t N, int64_t K) {
   auto& g = test::rng();
@@ -471,7 +461,6 @@ void run_case(const Case& c, bool graph_replay = false, int* tiled_wgmma = nullp
   if (tiled_wgmma != nullptr) *tiled_wgmma = plan.tiled_wgmma;
   if (tiled_wgmma_var != nullptr) *tiled_wgmma_var = plan.tiled_wgmma_var;
   DeviceBuffer<uint8_t> scratch(std::max<int64_t>(plan.scratch_bytes, 1));
-  if (g_random_scratch) fill_random(scratch);
   DeviceBuffer<uint16_t> out(c.M * c.N);
   std::vector<uint16_t> hbias;
   DeviceBuffer<uint16_t> dbias(c.N);
@@ -556,13 +545,11 @@ void run_case(const Case& c, bool graph_replay = false, int* tiled_wgmma = nullp
       B12X_TEST_CUDA(cudaMemcpy(a.dxs->ptr, a2.xs.data(), a2.xs.size(), cudaMemcpyHostToDevice));
     // The copies run on the legacy stream, which does not order against `stream` (non-blocking).
     B12X_TEST_CUDA(cudaDeviceSynchronize());
-    if (g_random_scratch) fill_random(scratch);
     out.poison();
     B12X_TEST_CUDA(cudaGraphLaunch(exec, stream));
     B12X_TEST_CUDA(cudaStreamSynchronize(stream));
     const auto graph_out = out.download();
     out.poison();
-    if (g_random_scratch) gemm::run(b, stream);
     gemm::run(b, stream);
     B12X_TEST_CUDA(cudaStreamSynchronize(stream));
     const auto eager_out = out.download();
@@ -1634,67 +1621,6 @@ TEST(GemmGpu, DecodeStreamJit) {
   ScopedEnv ep("B12X_GEMM_STREAM_PARTS", "8"), ec("B12X_GEMM_STREAM_CTAS", "1");
   EXPECT_EQ(plan1(LinearFormat::kNvfp4W4A16, 4096, 4096).decode_stream_var, 128);
   run_case({LinearFormat::kNvfp4W4A16, 1, 4096, 4096, DType::kBF16, DType::kBF16, true});
-}
-
-TEST(GemmGpu, DecodeStreamEven) {
-  // Session 22 probe (B12X_GEMM_STREAM_EVEN=1, decode_stream_var bit 256): the tile-major blocks
-  // of 4 vectors dealt out evenly to the warps of 8-warp CTAs, the pieces of a tile summed
-  // across CTAs through slots and a %gridid-tagged counter per tile in the scratch (random bytes
-  // before each call, the eager call after a graph's replay twice back to back). Per 1 (a piece
-  // per block: N = 200, K = 4864 is 19 pieces of one block per tile), 2..4 (pieces across tile
-  // boundaries), 9 over 6-block tiles (whole tiles between pieces), K tails (K = 1312: the last
-  // block one vector), all four FP4 formats, bias, an FP16 output, graph replays, and the plan's
-  // own per at 2048x7168.
-  B12X_REQUIRE_GPU();
-  ScopedEnv es("B12X_GEMM_DECODE_STREAM", "1"), ee("B12X_GEMM_STREAM_EVEN", "1");
-  g_random_scratch = true;
-  const int64_t sms = device_info(0).sm_count;
-  {
-    const gemm::Plan pl = plan_m1(LinearFormat::kNvfp4W4A16, 14336, 4096);
-    EXPECT_EQ(pl.decode_stream_var, 384);
-    EXPECT_EQ(pl.decode_stream_parts, 1);
-    EXPECT_EQ(pl.decode_stream_even, (896 * 16 + sms * 16 - 1) / (sms * 16));
-    EXPECT_EQ(plan_m1(LinearFormat::kMxfp4, 14336, 4096).decode_stream_var, 424);
-  }
-  struct E {
-    LinearFormat f;
-    int64_t N, K;
-    const char* per;  // "" the plan's
-    DType out;
-    bool bias, graph;
-    const char* mode = "1";  // B12X_GEMM_STREAM_EVEN: 3 the 3-CTA cap with kLean (+64)
-  };
-  const E es_[] = {
-      {LinearFormat::kNvfp4W4A16, 200, 4864, "", DType::kBF16, true, true},
-      {LinearFormat::kNvfp4, 72, 1312, "4", DType::kBF16, false, false},
-      {LinearFormat::kNvfp4W4A16, 200, 1312, "9", DType::kFP16, true, false},
-      {LinearFormat::kMxfp4W4A16, 200, 4864, "3", DType::kFP16, false, false},
-      {LinearFormat::kMxfp4, 200, 1280, "2", DType::kBF16, true, true},
-      {LinearFormat::kNvfp4, 200, 4864, "7", DType::kBF16, true, true},
-      {LinearFormat::kNvfp4W4A16, 2048, 7168, "", DType::kBF16, false, false},
-      {LinearFormat::kNvfp4W4A16, 200, 4864, "5", DType::kBF16, true, true, "3"},
-      {LinearFormat::kNvfp4, 72, 1312, "", DType::kFP16, false, false, "3"},
-      {LinearFormat::kMxfp4W4A16, 200, 1280, "3", DType::kBF16, true, false, "3"},
-      {LinearFormat::kMxfp4, 200, 4864, "2", DType::kBF16, false, true, "3"},
-  };
-  for (const E& e : es_) {
-    if (e.per[0])
-      setenv("B12X_GEMM_STREAM_EVEN_PER", e.per, 1);
-    else
-      unsetenv("B12X_GEMM_STREAM_EVEN_PER");
-    setenv("B12X_GEMM_STREAM_EVEN", e.mode, 1);
-    const gemm::Plan pl = plan_m1(e.f, e.N, e.K);
-    const bool w4a16 = e.f == LinearFormat::kNvfp4W4A16 || e.f == LinearFormat::kMxfp4W4A16;
-    const bool lean = e.mode[0] == '3';
-    EXPECT_EQ(pl.decode_stream_var, (w4a16 ? 384 : 424) | (lean ? 64 : 0)) << e.N << "x" << e.K;
-    EXPECT_EQ(pl.decode_stream_occ, lean ? 3 : 2);
-    if (e.per[0]) EXPECT_EQ(pl.decode_stream_even, std::atoi(e.per));
-    const int64_t before = gemm::lin::last_stream_launch().serial;
-    run_case({e.f, 1, e.N, e.K, DType::kBF16, e.out, e.bias}, e.graph);
-    EXPECT_GT(gemm::lin::last_stream_launch().serial, before) << e.N << "x" << e.K;
-  }
-  unsetenv("B12X_GEMM_STREAM_EVEN_PER");
-  g_random_scratch = false;
 }
 
 TEST(GemmGpu, DecodeStreamShfl) {

@@ -126,99 +126,6 @@ __device__ __forceinline__ void stream_q8(const LinearParams& p, const uint8_t* 
               : p.xq_scale[fmt::swizzled_scale_offset(0, k / 16, p.K / 16)];
 }
 
-/// kEven's pieces of a tile summed across CTAs (session 22, Plan::decode_stream_even): warp ew
-/// owns blocks [ew per, (ew + 1) per) of the tile-major blocks of 4 vectors, so a tile's blocks
-/// fall to warps f0..f1 (f = block / per), often of two CTAs. A warp whose range covers a whole
-/// tile stores it; the other pieces write their 16 row sums into slot (warp - f0) of the tile
-/// ([n16][stream_maxp][16] fp32) at the piece's end, and after its last block the warp arrives at
-/// the 64-bit counters of its split pieces (at most two: its first and last tile); the last to
-/// arrive at a tile sums its slots in slot order (deterministic) and stores the rows with mult
-/// and bias. The arrivals wait for the warp's last block (round 81: a release fence after each
-/// piece, MEMBAR.ALL.GPU + CCTL.IVALL in every lane, waited for the ring's weight loads in flight
-/// and cost +3.3-4.6 us per call): one warp barrier, then one release atomic per split piece
-/// (lane 0 the first tile's, lane 1 the last's: MEMBAR + ATOM in that lane, no L1 invalidation),
-/// the acquire fence only in the last arrival. The counters live in the caller's scratch, whose
-/// bytes are arbitrary at every call (torch.empty), so they are never reset: each holds (launch
-/// id << 16 | arrivals), the launch id being %gridid (new at every launch and graph replay;
-/// block16's session-21 counters measured it so on the H200). The lane that arrives at a counter
-/// claims it after griddep_wait (every earlier kernel of the stream, the previous call included,
-/// has completed): where the loaded word carries another id it swaps in (id << 16) by CAS, which
-/// fails only when a warp of this launch claimed or arrived first, so the arrival, later in the
-/// same thread, counts from this launch's zero.
-__device__ __forceinline__ void stream_cnt_claim(unsigned long long* c) {
-  unsigned long long id, v;
-  asm volatile("mov.u64 %0, %%gridid;" : "=l"(id));
-  id <<= 16;
-  asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(c) : "memory");
-  while ((v & ~0xFFFFull) != id) {
-    const unsigned long long o = atomicCAS(c, v, id);
-    if (o == v) break;
-    v = o;
-  }
-}
-
-/// The tile of the warp's first (lane 0) / last (lane 1) piece where it is split, else -1.
-__device__ __forceinline__ int stream_even_split_tile(int eb0, int eb1, int bpt, int lane) {
-  if (lane >= 2 || eb0 >= eb1) return -1;
-  const int tile = (lane == 0 ? eb0 : eb1 - 1) / bpt;
-  if (lane == 1 && tile == eb0 / bpt) return -1;  // one tile: lane 0's
-  return tile * bpt < eb0 || (tile + 1) * bpt > eb1 ? tile : -1;
-}
-
-__device__ __forceinline__ void stream_even_claim(const LinearParams& p, int eb0, int eb1, int bpt,
-                                                  int lane) {
-  const int tile = stream_even_split_tile(eb0, eb1, bpt, lane);
-  if (tile >= 0 && p.stream_eprobe != 1) stream_cnt_claim(p.stream_cnt + tile);
-}
-
-/// The rows of one warp's piece [b0, b1) of tile `tile` (r0 = row g, r1 = row g + 8 in every
-/// lane): stored where the piece is the whole tile, else into its slot.
-__device__ __forceinline__ void stream_even_put(const LinearParams& p, float r0, float r1, int tile,
-                                                int b0, int b1, int bpt, int ew, int lane,
-                                                float mult) {
-  const int g = lane >> 2, t = lane & 3;
-  const int64_t row = tile * int64_t{16} + g + 8 * t;
-  const float mine = t ? r1 : r0;
-  if ((b0 == tile * bpt && b1 == (tile + 1) * bpt) || p.stream_eprobe == 1 ||
-      p.stream_eprobe == 2) {
-    if (t < 2 && row < p.N) store_out_elem(p, 0, row, mine, mult);
-    return;
-  }
-  const int pi = ew - tile * bpt / static_cast<int>(p.stream_per);
-  if (t < 2) __stcg(p.stream_part + (tile * p.stream_maxp + pi) * 16 + g + 8 * t, mine);
-}
-
-/// The warp's arrivals after its last block (see above).
-__device__ __forceinline__ void stream_even_arrive(const LinearParams& p, int eb0, int eb1, int bpt,
-                                                   int lane, float mult) {
-  if (p.stream_eprobe == 1 || p.stream_eprobe == 2) return;
-  const int my = stream_even_split_tile(eb0, eb1, bpt, lane);
-  __syncwarp();  // every lane's slot stores before lanes 0 / 1 release them
-  unsigned long long old = 0;
-  if (my >= 0)
-    asm volatile("atom.add.release.gpu.global.u64 %0, [%1], 1;"
-                 : "=l"(old)
-                 : "l"(p.stream_cnt + my)
-                 : "memory");
-  const int g = lane >> 2, t = lane & 3, per = static_cast<int>(p.stream_per);
-#pragma unroll
-  for (int a = 0; a < 2; ++a) {
-    const int tile = __shfl_sync(0xFFFFFFFFu, my, a);
-    const unsigned long long o = __shfl_sync(0xFFFFFFFFu, old, a);
-    if (tile < 0) continue;
-    const int f0 = tile * bpt / per, np = (tile * bpt + bpt - 1) / per - f0 + 1;
-    if (static_cast<int>(o & 0xFFFFu) + 1 != np || p.stream_eprobe == 3) continue;
-    asm volatile("fence.acq_rel.gpu;" ::: "memory");  // acquire: the other slots' stores
-    const int64_t row = tile * int64_t{16} + g + 8 * t;
-    if (t >= 2 || row >= p.N) continue;
-    const float* const part = p.stream_part + tile * p.stream_maxp * 16 + g + 8 * t;
-    float s = 0.f;
-#pragma unroll 4
-    for (int q = 0; q < np; ++q) s += __ldcg(part + q * 16);
-    store_out_elem(p, 0, row, s, mult);
-  }
-}
-
 /// kOcc: CTAs per SM the registers are capped for (2: <= 128, 3: <= 85). kRows: 1 (M = 1, the
 /// token broadcast over the MMA's 8 columns) or 4 (M = 2..4, session 12: the tokens on the MMA's
 /// N side, lanes g and g + 4 on the same token; K split over gridDim.y CTAs whose fp32 partials
@@ -246,7 +153,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     linear_stream_kernel(const LinearParams p) {
   static_assert(!kMx || kRows == 1, "MXFP4: M = 1");
   static_assert(!kMxFree || kMx, "fold-free splats: MXFP4 only");
-  static_assert(kVar == 0 || (kRows == 1 && (!kMx || (kVar & ~320) == 128 || (kVar & ~320) == 168)),
+  static_assert(kVar == 0 || (kRows == 1 && (!kMx || (kVar & ~64) == 128 || (kVar & ~64) == 168)),
                 "kVar: M = 1; MXFP4 with kJit only");
   constexpr bool kQx = (kVar & 8) != 0;  // NVFP4 (kMx: MXFP4) activations converted in the kernel
   constexpr bool kJit = (kVar & 128) != 0;
@@ -261,10 +168,6 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   static_assert(!kLean || kJit, "kLean: with the per-warp blocks");
   constexpr int kCh = kLean ? 1 : 4;  // MMA accumulator chains
   static_assert(!kQf || (kQx && kJit), "kQf: the per-warp blocks' FP4 activation conversion");
-  // kEven (bit 256, session 22; kJit, kParts = 1): an even split of the tile-major blocks of 4
-  // vectors over the grid's warps (stream_even_sum); no CTA barrier, no K parts.
-  constexpr bool kEven = (kVar & 256) != 0;
-  static_assert(!kEven || (kJit && kParts == 1), "kEven: the per-warp blocks, one part");
   constexpr int kSb = kMx ? 2 : 4;  // scale bytes per row and vector
   static_assert(kParts == 1 || kParts == 2 || kParts == 4 || kParts == 8, "K parts per tile");
   static_assert(kRows == 1 || kRows == 4, "token rows");
@@ -295,26 +198,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   const uint8_t* sp = nullptr;         // scale bytes of row g at the block
   const uint8_t* sp8 = nullptr;        // row g + 8
   const int64_t lim = p.kvec - vbase;  // vectors of this warp's part that exist
-  // kEven: warp ew's blocks [eb0, eb1) of the tile-major order (bpt blocks of kDepth vectors per
-  // tile, the last one short where kvec is not a multiple of kDepth); issue state: block eib,
-  // block ekb of tile etile.
-  // Block indices in 32 bits (the plan checks n16 x bpt < 2^31), offsets in 64.
-  const int bpt = static_cast<int>((p.kvec + kDepth - 1) / kDepth);
-  const int ew = static_cast<int>(blockIdx.x) * kWarps + warp;
-  const int etot = kEven ? static_cast<int>(p.n16) * bpt : 0;
-  const int eb0 = kEven ? min(ew * static_cast<int>(p.stream_per), etot) : 0;
-  const int eb1 = kEven ? min(eb0 + static_cast<int>(p.stream_per), etot) : 0;
-  int etile = kEven ? eb0 / bpt : 0;
-  int ekb = eb0 - etile * bpt, eib = eb0;
-  const int ekb0 = ekb;
   auto set_group = [&]() {
-    if constexpr (kEven) {
-      nvalid = eib < eb1 ? min(static_cast<int>(p.kvec) - ekb * kDepth, kDepth) : 0;
-      wp = p.wvals + (etile * p.kvec + ekb * kDepth) * 512 + lane * 16;
-      sp = p.wscale + (etile * int64_t{16} + g) * p.scale_ld + ekb * kDepth * kSb;
-      sp8 = sp + 8 * p.scale_ld;
-      return;
-    }
     const int64_t tile = igrp * kTiles + wt;
     nvalid = igrp < groups && tile < p.n16 ? static_cast<int>(min(lim, int64_t{kDepth})) : 0;
     wp = p.wvals + (tile * p.kvec + vbase) * 512 + lane * 16;
@@ -348,9 +232,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     }
   };
   auto issue = [&](uint4& s, int j) {
-    if constexpr (kEven) {
-      if (j == 0 && xok) na = load_x(ekb * (kDepth * 64));
-    } else if constexpr (kJit) {
+    if constexpr (kJit) {
       if (j == 0 && xok) na = load_x((vbase + iv) * 64);
     }
     if (j < nvalid) {
@@ -369,13 +251,6 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     }
   };
   auto advance = [&]() {
-    if constexpr (kEven) {
-      ++eib;
-      if (++ekb == bpt) ekb = 0, ++etile;
-      set_group();
-      if (p.stream_trig && eib == eb1) griddep_launch_dependents();  // see below
-      return;
-    }
     wp += kDepth * 512;
     sp += kDepth * kSb;
     sp8 += kDepth * kSb;
@@ -404,11 +279,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
 
   const int ks = kParts * vp * 64;  // staged activations (K values)
   uint8_t* const xs = dsm;
-  if constexpr (kEven) {
-    xok = true;
-    na = load_x(ekb0 * (kDepth * 64));  // the warp's first block (requested before the wait)
-    stream_even_claim(p, eb0, eb1, bpt, lane);
-  } else if constexpr (kJit) {
+  if constexpr (kJit) {
     xok = true;
     na = load_x(vbase * 64);  // block 0 of the first group (requested before the wait)
   }
@@ -534,11 +405,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
                                    : xs + wk * vp * kRows * 128 + ((g & (kRows - 1)) * 4 + t) * 16;
   uint8_t* const xw = dsm + warp * 512;  // kJit: the warp's block of activations
   int rb = 0;                            // reduction buffer
-  int cb = eb0;                          // kEven: the next block to compute
-  for (int64_t grp = blockIdx.x; kEven ? cb < eb1 : grp < groups; grp += gridDim.x) {
-    // kEven: a segment is the warp's blocks of one tile (ctile), nseg vectors.
-    const int ctile = kEven ? cb / bpt : 0;
-    const int nseg = kEven ? (min(eb1, (ctile + 1) * bpt) - cb) * kDepth : vp;
+  for (int64_t grp = blockIdx.x; grp < groups; grp += gridDim.x) {
     float acc[kNt][kCh][4];
 #pragma unroll
     for (int n = 0; n < kNt; ++n)
@@ -624,7 +491,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
         mma16816<T>(acc[n][3 % kCh], af[1][1], xb[n].z, xb[n].w);
       }
     };
-    for (int v0 = 0; v0 < nseg; v0 += kDepth) {
+    for (int v0 = 0; v0 < vp; v0 += kDepth) {
       if constexpr (kLean && kMx) {
         const uint32_t sel = (t >> 1) * 0x1111u + 0x6420u;  // byte 2j + t / 2 of .x, .y
         cs0 = prmt(nb0.x, nb0.y, sel);
@@ -719,18 +586,12 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
       }
       rb ^= 1;
     }
-    if constexpr (kEven) {
-      stream_even_put(p, r0, r1, ctile, cb, cb + nseg / kDepth, bpt, ew, lane, mult);
-      cb += nseg / kDepth;
-      continue;
-    }
     const int64_t tile = grp * kTiles + wt;
     if (wk == 0 && t < 2 && tile < p.n16) {
       const int64_t row = tile * 16 + g + 8 * t;
       if (row < p.N) store_out_elem(p, 0, row, t ? r1 : r0, mult);
     }
   }
-  if constexpr (kEven) stream_even_arrive(p, eb0, eb1, bpt, lane, mult);
   griddep_launch_dependents();
 }
 
