@@ -156,7 +156,13 @@ constexpr int kStreamTrig = 2;
 /// launched during the reduce, stack two to an SM); both triggers 7.56 / 16.30 / 17.19 / 10.23 /
 /// 8.03. The rule: 7.56 / 16.16 / 15.91 / 10.23 / 8.03. M = 8 reduce trigger 7.12 -> 7.57, 14.07
 /// -> 13.48, 14.71 -> 14.22, 9.27 -> 8.51, 7.70 -> 8.39. The 4-row kernel (M = 2..4) splits only
-/// at 4096x14336: 17.75 / 18.22 -> 17.18 / 17.65 (M = 2 / 4). B12X_GEMM_S16_TRIG=0 turns it off.
+/// at 4096x14336: 17.75 / 18.22 -> 17.18 / 17.65 (M = 2 / 4). B12X_GEMM_S16_TRIG=0 turns it off,
+/// =1 forces it (W4A4 / W4A8 too). Round 82 (best of two interleaved passes, rule -> off): NVFP4
+/// W4A16 M = 16 7.46 / 16.10 / 15.72 / 10.24 / 8.08 -> 8.31 / 16.56 / 16.45 / 10.89 / 8.27, M = 8
+/// 6.53 / 13.51 / 14.20 / 8.17 / 7.06 -> 7.10 / 14.07 / 14.68 / 9.23 / 7.61, M = 4 4096x14336 17.56
+/// -> 18.08 (elsewhere no split: the same launches); MXFP4 W4A16 M = 16 7.64 / 15.91 / 16.01 /
+/// 10.08 / 8.13 -> 7.98 / 16.32 / 16.75 / 10.44 / 8.24, M = 2 6.82 / 14.18 / 14.87 / 8.44 / 7.31
+/// -> 7.16 / 14.80 / 15.66 / 9.23 / 7.89 (M = 4 / 8 alike). W4A4: see s16_rule below.
 constexpr bool kS16TrigRule = true;
 /// Plan::stream_trig bit 8, the decode kernel's (FP8 weights; run takes it at M <= 8), where each
 /// warp streams at most this many 256-K slices. Round 64 (H200, us over 4096x4096 / 14336x4096 /
@@ -2004,7 +2010,12 @@ Plan plan(const Caps& caps) {
     p.stream_mx_free = e != nullptr ? e[0] == '1' : kStreamMxFree || p.decode_stream_free_only;
   }
   const char* es16t = std::getenv("B12X_GEMM_S16_TRIG");
-  const bool s16_rule = es16t != nullptr ? es16t[0] == '1' : kS16TrigRule;
+  // W4A16 only (BF16 activations, no pre-pass or in-kernel conversion): round 82 measured the
+  // W4A4 formats 1-2 % slower at some points (NVFP4 W4A4 M = 8 14336x4096 15.16 against 14.99 us,
+  // MXFP4 W4A4 M = 2 4096x4096 8.16 against 7.99, M = 16 14336x4096 17.60 against 17.29).
+  const bool s16_rule = es16t != nullptr ? es16t[0] == '1'
+                                         : kS16TrigRule && (f == LinearFormat::kNvfp4W4A16 ||
+                                                            f == LinearFormat::kMxfp4W4A16);
   p.reduce_trig =
       s16_rule && ((p.stream16_tw > 0 && p.stream16_depth == 0) || p.stream_rows_parts > 0) ? 1 : 0;
   if (const char* e = std::getenv("B12X_GEMM_REDUCE_TRIG"); e != nullptr)
