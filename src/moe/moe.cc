@@ -863,7 +863,8 @@ Plan plan(const Caps& caps) {
       const int split32 =
           p.knobs.fc2_split == 0
               ? detail::decode_fc2_split32(R, rows_pad2 / 32, p.sm_count,
-                                           detail::decode_fc2_kil(p.knobs, caps.max_tokens, nk2))
+                                           detail::decode_fc2_kil(p.knobs, caps.max_tokens, nk2),
+                                           caps.max_tokens == 1)
               : detail::decode_fc2_split(R, rows_pad2 / 32, p.sm_count, p.knobs.fc2_split);
       if (detail::decode_fc2_stages32(p.knobs, rows_pad2 / 32, split32, p.sm_count,
                                       p.fc2_rows32_ctas2) == 2)
@@ -1018,7 +1019,7 @@ void run(const Binding& b, Stream stream) {
                                          p.sm_count > 0 ? p.fc2_rows32_ctas : 2, nk2);
     d.fc2_split = d.fc2_rows == 32 && p.knobs.fc2_split == 0
                       ? detail::decode_fc2_split32(R, S.L.fc2.rows_pad / 32, d.sm_count,
-                                                   detail::decode_fc2_kil(p.knobs, M, nk2))
+                                                   detail::decode_fc2_kil(p.knobs, M, nk2), M == 1)
                       : detail::decode_fc2_split(R, S.L.fc2.rows_pad / d.fc2_rows, d.sm_count,
                                                  p.knobs.fc2_split);
     d.fc2_stages32 =

@@ -239,11 +239,12 @@ inline bool decode_a16_copy_rows(const DecodeKnobs& k) {
   return k.a16_gate == -1 || k.a16_gate == 3;
 }
 /// Upper bound of the FC2 tile split for `routes` routes (plan sizes the fp32 partials with it):
-/// 1 up to 8 routes (M = 1: each warp already has <= 1-2 tiles, and a split only adds partials),
-/// else 4. `forced` (DecodeKnobs::fc2_split, B12X_MOE_FC2_SPLIT=1..4) forces the split.
+/// 2 up to 8 routes (only the 1-token 32-row FC2 splits there, decode_fc2_rows / split32; the
+/// 16-row FC2 never: decode_fc2_split), else 4. `forced` (DecodeKnobs::fc2_split,
+/// B12X_MOE_FC2_SPLIT=1..4) forces the split.
 inline int decode_fc2_split_bound(int64_t routes, int forced = 0) {
   if (forced >= 1 && forced <= 4) return forced;
-  return routes <= 8 ? 1 : 4;
+  return routes <= 8 ? 2 : 4;
 }
 /// FC2 tile split of a run over `row_blocks` 16-row blocks (rows_pad(H) / 16) on `sm_count`
 /// SMs: as many CTAs per row block as one wave of 3 CTAs per SM holds, from 2 to 4 (1 below)
@@ -260,8 +261,8 @@ inline int decode_fc2_split_bound(int64_t routes, int forced = 0) {
 /// blocks, 896 CTAs on 528 slots). H200 round 37, DeepSeek-TP4 nvfp4 M = 4 93.5 -> 89.0 us, M = 8
 /// 147.8 -> 148.1.
 inline int decode_fc2_split(int64_t routes, int64_t row_blocks, int sm_count, int forced = 0) {
-  const int bound = decode_fc2_split_bound(routes, forced);
-  if (bound <= 1 || (forced >= 1 && forced <= 4)) return bound;
+  if (forced >= 1 && forced <= 4) return forced;
+  if (routes <= 8) return 1;  // (H200 round 82, M = 1 16-row splits 2-4: 0.99-1.42x)
   const int64_t rb = row_blocks > 0 ? row_blocks : 1;
   const int64_t sms = sm_count > 0 ? sm_count : 1;
   int64_t split;
@@ -325,13 +326,15 @@ inline bool decode_fc2_kil(const DecodeKnobs& k, int64_t tokens, int nk) {
 /// (<= 4, <= the plan's partials for `routes`) that keep the grid within one wave of 2 per SM;
 /// `kil` (K-interleaved warps): where that fills < 80 % of the wave, the split that covers it
 /// (MiniMax's 192 blocks: 2, 384 CTAs, 1.45 waves; see decode_fc2_rows).
-inline int decode_fc2_split32(int64_t routes, int64_t row_blocks32, int sm_count,
-                              bool kil = false) {
+/// `one_token` (session 22): a 1-token launch, whose split is at most 2 up to 8 routes (more
+/// tokens with <= 8 routes: none, as before).
+inline int decode_fc2_split32(int64_t routes, int64_t row_blocks32, int sm_count, bool kil = false,
+                              bool one_token = false) {
   const int64_t wave = 2 * std::max(sm_count, 1), rb = std::max<int64_t>(row_blocks32, 1);
   int64_t per = wave / rb;
   if (kil && 5 * rb * per < 4 * wave) per = (wave + rb - 1) / rb;
-  return static_cast<int>(
-      std::max<int64_t>(1, std::min<int64_t>({4, per, decode_fc2_split_bound(routes)})));
+  const int64_t cap = routes <= 8 && !one_token ? 1 : decode_fc2_split_bound(routes);
+  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>({4, per, cap})));
 }
 /// Output rows per FC2 CTA (DecodeArgs::fc2_rows) of a launch of `tokens` tokens and `routes`
 /// routes, FC2 rows padded to `rows_pad`: 32 (two 16-row MMA tiles per warp, 3 ring stages, 2
@@ -354,11 +357,18 @@ inline int decode_fc2_split32(int64_t routes, int64_t row_blocks32, int sm_count
 /// H200 round 49, MiniMax nvfp4 (192 blocks), 16 rows interleaved -> 32 rows split 2
 /// interleaved: M = 1 61.4 -> 65.8 us, M = 2 104.6 -> 106.0, M = 4 195.3 -> 192.8, M = 8 341.0
 /// -> 327.3 (FC2 124.0 -> 109.5 in the chain; 362.3 with the session-12 default).
+/// Session 22: also at 1 token, whatever the wave (split decode_fc2_split32, at most 2 up to 8
+/// routes: Qwen3-30B 64 x 2, Qwen3.5-TP4 128 x 2, DeepSeek-TP4 224 x 1, MiniMax 192 x 1 CTAs,
+/// all 3-stage), instead of the deep 16-row CTA (one per SM) or the shallow ones. H200 round 82,
+/// nvfp4 M = 1, us, 16 -> 32 rows: DeepSeek-TP4 30.4 -> 29.2 (0.962x), MiniMax 53.2 -> 52.0
+/// (0.977x), Qwen3.5-TP4 38.3 -> 38.0 / 37.7 (0.992 / 0.983x; w4a16 0.980x), Qwen3-30B 21.8 ->
+/// 21.4 (0.984x; split 1, 64 CTAs, 1.079x); round 45 had 1.01-1.24x on the kernels of then.
 inline int decode_fc2_rows(const DecodeKnobs& k, int64_t tokens, int64_t routes, int rows_pad,
                            int sm_count, int ctas32 = 2, int nk = 0) {
   if (k.fc2_rows == 16 || tokens > 8 || routes > kMaxInlineRoutes) return 16;
   if (k.fc2_rows == 32) return 32;
   if (ctas32 < 2) return 16;
+  if (tokens == 1) return 32;
   const int64_t rb = rows_pad / 32, wave = 2 * std::max<int64_t>(sm_count, 1);
   const bool kil = decode_fc2_kil(k, tokens, nk);
   const bool rounded_up = kil && 5 * rb * (wave / std::max<int64_t>(rb, 1)) < 4 * wave;

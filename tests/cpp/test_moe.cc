@@ -711,8 +711,10 @@ TEST(Moe, DecodeFc1LastWarpEndsRunInTheGpuTestShapes) {
 TEST(Moe, DecodeFc2RowsRuleOnTheModelShapes) {
   // The 32-row FC2 CTA (decode_fc2_rows, H200 round 46) on a 132-SM H200: from 2 to 8 tokens where
   // its one-wave grid of 2 CTAs per SM is >= 80 % full: Qwen3-30B (64 32-row blocks, split 4),
-  // DeepSeek-TP4 (224, split 1), Qwen3.5-TP4 (128, split 2); never MiniMax (192: 73 %), M = 1,
-  // more than 8 tokens or 128 routes. The knob forces either size within its limits.
+  // DeepSeek-TP4 (224, split 1), Qwen3.5-TP4 (128, split 2); never MiniMax (192: 73 %), more than
+  // 8 tokens or 128 routes. The knob forces either size within its limits. Session 22 (round 82):
+  // every shape at 1 token, split <= 2 up to 8 routes (Qwen3-30B 2, DeepSeek-TP4 1, MiniMax 1,
+  // Qwen3.5-TP4 2), 3 stages.
   // Session 13 (round 49): with the K-interleaved FC2 warps (decode_fc2_kil: >= 16 sub-chunks
   // per tile, MiniMax's I = 3072) MiniMax takes 32 rows from 4 tokens with the rounded-up split 2
   // (session 15: in the 2-stage CTA, decode_fc2_stages32).
@@ -720,31 +722,33 @@ TEST(Moe, DecodeFc2RowsRuleOnTheModelShapes) {
     const char* name;
     int rows_pad, topk, split, nk;
     bool r32, kil;
+    int split1;  // at 1 token
   };
-  const Shape shapes[] = {{"qwen3-30b", 2048, 8, 4, 6, true, false},
-                          {"deepseek-tp4", 7168, 8, 1, 4, true, false},
-                          {"minimax", 6144, 4, 2, 24, true, true},
-                          {"qwen3.5-tp4", 4096, 10, 2, 8, true, false}};
+  const Shape shapes[] = {{"qwen3-30b", 2048, 8, 4, 6, true, false, 2},
+                          {"deepseek-tp4", 7168, 8, 1, 4, true, false, 1},
+                          {"minimax", 6144, 4, 2, 24, true, true, 1},
+                          {"qwen3.5-tp4", 4096, 10, 2, 8, true, false, 2}};
   const moe::DecodeKnobs def;
   for (const Shape& s : shapes)
     for (int m : {1, 2, 4, 8, 9}) {
       const int routes = m * s.topk;
       const bool kil = s.kil && m >= 3 && m <= 8;  // session 16: contiguous ranges at 1-2 tokens
       EXPECT_EQ(moe::detail::decode_fc2_kil(def, m, s.nk), kil) << s.name << " M=" << m;
-      const int want = s.r32 && m >= (s.kil ? 4 : 2) && m <= 8 ? 32 : 16;
+      const int want = m == 1 || (s.r32 && m >= (s.kil ? 4 : 2) && m <= 8) ? 32 : 16;
       EXPECT_EQ(moe::detail::decode_fc2_rows(def, m, routes, s.rows_pad, 132, 2, s.nk), want)
           << s.name << " M=" << m;
       if (want == 32) {
-        EXPECT_EQ(moe::detail::decode_fc2_split32(routes, s.rows_pad / 32, 132, kil), s.split)
+        const int split = m == 1 ? s.split1 : s.split;
+        EXPECT_EQ(moe::detail::decode_fc2_split32(routes, s.rows_pad / 32, 132, kil, m == 1), split)
             << s.name << " M=" << m;
-        EXPECT_LE(moe::detail::decode_fc2_split32(routes, s.rows_pad / 32, 132, kil),
+        EXPECT_LE(moe::detail::decode_fc2_split32(routes, s.rows_pad / 32, 132, kil, m == 1),
                   moe::detail::decode_fc2_split_bound(routes));
         // Session 15 (round 57): the 2-stage 32-row CTA (3 per SM) where the grid exceeds one
         // wave of 2 per SM but fits one of 3: MiniMax (192 x 2 = 384 CTAs), no other shape; not
         // where only 2 fit an SM (ctas2 < 3), and the knob forces either depth.
-        const int st = moe::detail::decode_fc2_stages32(def, s.rows_pad / 32, s.split, 132, 3);
-        EXPECT_EQ(st, s.kil ? 2 : 3) << s.name << " M=" << m;
-        EXPECT_EQ(moe::detail::decode_fc2_stages32(def, s.rows_pad / 32, s.split, 132, 2), 3);
+        const int st = moe::detail::decode_fc2_stages32(def, s.rows_pad / 32, split, 132, 3);
+        EXPECT_EQ(st, s.kil && m > 1 ? 2 : 3) << s.name << " M=" << m;
+        EXPECT_EQ(moe::detail::decode_fc2_stages32(def, s.rows_pad / 32, split, 132, 2), 3);
       }
     }
   moe::DecodeKnobs st2, st3;
@@ -771,14 +775,17 @@ TEST(Moe, DecodeFc2RowsRuleOnTheModelShapes) {
   EXPECT_EQ(moe::detail::decode_fc2_rows(def, 8, 64, 7168, 132, 2), 32);
   EXPECT_EQ(moe::detail::decode_fc2_rows(def, 8, 64, 7168, 132, 1), 16);
   EXPECT_EQ(moe::detail::decode_fc2_rows(k32, 8, 64, 7168, 132, 1), 32);
-  // Within the plan's partials for any SM and route count (<= 8 routes: no split).
+  // Within the plan's partials for any SM and route count (<= 8 routes: at most 2).
   for (int sms : {1, 48, 84, 132, 188})
     for (int routes = 1; routes <= 128; ++routes)
       for (int rb : {1, 32, 64, 224, 4096}) {
         for (bool kil : {false, true}) {
-          const int p = moe::detail::decode_fc2_split32(routes, rb, sms, kil);
-          EXPECT_GE(p, 1);
-          EXPECT_LE(p, moe::detail::decode_fc2_split_bound(routes));
+          for (bool one : {false, true}) {
+            const int p = moe::detail::decode_fc2_split32(routes, rb, sms, kil, one);
+            EXPECT_GE(p, 1);
+            EXPECT_LE(p, moe::detail::decode_fc2_split_bound(routes));
+            if (routes <= 8) EXPECT_LE(p, one ? 2 : 1);
+          }
         }
       }
 }

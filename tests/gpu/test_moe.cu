@@ -811,7 +811,8 @@ TEST(MoeGpu, DecodeStreamFc2KInterleaved) {
   // plan) against the reference. I = 2048 (16 sub-chunks per tile, the rule's threshold): the
   // rule's 16-row CTA (split 4), 32 rows with split 2, 16 rows with whole tiles per split CTA, and
   // a graph replay with new routes; forced with fewer sub-chunks per tile than warps (FP16 w4a16,
-  // I = 256: 2; MXFP8 on E8M0 weights, I = 384: 3) and at 1 token (the 3-stage CTA, no deep ring).
+  // I = 256: 2; MXFP8 on E8M0 weights, I = 384: 3) and at 1 token (the 16-row 3-stage CTA, no
+  // deep ring).
   struct Var {
     Case c;
     const char *kil, *split, *rows, *bal, *deep;
@@ -825,7 +826,7 @@ TEST(MoeGpu, DecodeStreamFc2KInterleaved) {
       {c16, nullptr, "2", "16", "0", nullptr},
       {fp4_variant_case(a16, 32, 992, 256, 8, 6, 1), "1", nullptr, nullptr, nullptr, nullptr},
       {fp4_variant_case(kMxSitu, 16, 512, 384, 5, 4, 1), "1", nullptr, nullptr, nullptr, nullptr},
-      {fp4_variant_case(kNvfp4Silu, 8, 992, 512, 1, 2, 1), "1", nullptr, nullptr, nullptr, "0"}};
+      {fp4_variant_case(kNvfp4Silu, 8, 992, 512, 1, 2, 1), "1", nullptr, "16", nullptr, "0"}};
   for (const Var& v : vars) {
     SCOPED_TRACE(v.c.name() + " kil " + (v.kil ? v.kil : "rule") + " split " +
                  (v.split ? v.split : "rule") + " rows " + (v.rows ? v.rows : "rule") +
@@ -908,8 +909,9 @@ TEST(MoeGpu, DecodeStreamFc2RowsDefaultRule) {
   B12X_REQUIRE_GPU();
   // Nothing forced: H = 4096 (128 32-row blocks), top-k 8, M = 4 (32 routes) is where the rule
   // takes the 32-row CTA with its own split on a device that fits 2 per SM (an H200: split 2,
-  // 256 CTAs of a 264-CTA wave), nvfp4 and FP16 w4a16; M = 1 keeps 16 rows. Each run matches the
-  // reference and equals the same plan with the rule's rows and split forced (bit-equal).
+  // 256 CTAs of a 264-CTA wave), nvfp4 and FP16 w4a16; M = 1 too (session 22: split 2 with 8
+  // routes). Each run matches the reference and equals the same plan with the rule's rows and
+  // split forced (bit-equal).
   const int sms = device_info(0).sm_count, ctas32 = moe::detail::decode_fc2_rows32_ctas(0);
   const Fp4Variant a16{QuantMode::kW4A16, SourceFormat::kModeloptNvfp4, DType::kFP16,
                        Activation::kSilu};
@@ -921,9 +923,10 @@ TEST(MoeGpu, DecodeStreamFc2RowsDefaultRule) {
     const int64_t routes = c.M * c.topk;
     const int rows =
         moe::detail::decode_fc2_rows(moe::DecodeKnobs{}, c.M, routes, 4096, sms, ctas32);
-    if (ctas32 >= 2 && sms >= 100 && sms <= 160) EXPECT_EQ(rows, c.M >= 2 ? 32 : 16);
-    const int split = rows == 32 ? moe::detail::decode_fc2_split32(routes, 4096 / 32, sms)
-                                 : moe::detail::decode_fc2_split(routes, 4096 / 16, sms, 0);
+    if (ctas32 >= 2 && sms >= 100 && sms <= 160) EXPECT_EQ(rows, 32);
+    const int split = rows == 32
+                          ? moe::detail::decode_fc2_split32(routes, 4096 / 32, sms, false, c.M == 1)
+                          : moe::detail::decode_fc2_split(routes, 4096 / 16, sms, 0);
     Problem P;
     P.make(c);
     std::vector<uint16_t> def, forced;
