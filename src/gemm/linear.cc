@@ -1532,12 +1532,6 @@ Plan plan(const Caps& caps) {
         p.decode_stream_free_only =
             mx_w4a16_free || (wf == lin::WFmt::kMxfp4 && !(p.decode_stream_var & 128));
         stream_trig_m1 = c.ctas * 10 >= c.slots * 8 || (tile_per_sm && occ == 2);
-        // Session 22 timing probe (round 83, outputs wrong): NVFP4 W4A4's 8-part blocks with
-        // the activations unconverted (1), addressed without the swizzle (2), both (3).
-        if (const char* eq = std::getenv("B12X_GEMM_STREAM_QPROBE");
-            eq != nullptr && p.decode_stream_var == 168 && f == LinearFormat::kNvfp4 &&
-            lin::stream_var_available(wf, c.parts, occ, 168 + 1024 * (std::atoi(eq) & 3), false))
-          p.decode_stream_var = 168 + 1024 * (std::atoi(eq) & 3);
       }
     }
   }

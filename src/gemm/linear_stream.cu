@@ -76,13 +76,9 @@ StreamFn stream_var_fn(WFmt f, int parts, int occ, int var, bool mx_free) {
            : parts == 4 ? &linear_stream_kernel<4, 2, 1, false, false, 8>
                         : nullptr;
   if (parts != 8) return nullptr;
-  // Session 22 timing probes (B12X_GEMM_STREAM_QPROBE=1|2|3, var + 1024 / 2048 / 3072).
-  return var == 128    ? &linear_stream_kernel<8, 2, 1, false, false, 128>
-         : var == 168  ? &linear_stream_kernel<8, 2, 1, false, false, 168>
-         : var == 1192 ? &linear_stream_kernel<8, 2, 1, false, false, 1192>
-         : var == 2216 ? &linear_stream_kernel<8, 2, 1, false, false, 2216>
-         : var == 3240 ? &linear_stream_kernel<8, 2, 1, false, false, 3240>
-                       : nullptr;
+  return var == 128   ? &linear_stream_kernel<8, 2, 1, false, false, 128>
+         : var == 168 ? &linear_stream_kernel<8, 2, 1, false, false, 168>
+                      : nullptr;
 }
 
 // 4 token rows (M = 2..4) with the 2-CTA register cap only (their accumulators and activation
@@ -221,10 +217,6 @@ StreamLaunch last_stream_launch() {
 // same registers and shared memory).
 bool stream_kernel_available(WFmt f, bool fp16, int parts, int occ, int rows) {
   return pick_stream(f, fp16, parts, occ, rows, f == WFmt::kMxfp4) != nullptr;
-}
-
-bool stream_var_available(WFmt f, int parts, int occ, int var, bool mx_free) {
-  return pick_stream(f, false, parts, occ, 1, mx_free, var) != nullptr;
 }
 
 int stream_vectors_per_part(int64_t kvec, int parts, int split) {

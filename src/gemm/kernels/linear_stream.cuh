@@ -165,10 +165,6 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   // accumulator chain instead of four, and of the block's scale bytes only the lane's (byte t of
   // each vector's row word: its splat's step) kept, compressed into one register per row.
   constexpr bool kLean = (kVar & 64) != 0;
-  // Timing probes (session 22, round 83; outputs wrong): bit 1024 W4A4's NVFP4 activations stored
-  // unconverted, bit 2048 their bytes and scale addressed by k / 2 and k / 16 (no swizzle
-  // arithmetic): where W4A4's 0.4-0.9 us over W4A16 go.
-  constexpr int kQprobe = (kVar >> 10) & 3;
   static_assert(!kLean || kJit, "kLean: with the per-warp blocks");
   constexpr int kCh = kLean ? 1 : 4;  // MMA accumulator chains
   static_assert(!kQf || (kQx && kJit), "kQf: the per-warp blocks' FP4 activation conversion");
@@ -227,14 +223,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   bool xok = false;
   auto load_x = [&](int64_t kb) {
     const int64_t k = kb + 8 * lane;
-    if constexpr (kQx && (kQprobe & 2)) {
-      uint4 q = make_uint4(0, 0, 0, 0);
-      if (k < p.K) {
-        q.x = __ldg(reinterpret_cast<const uint32_t*>(xjq + k / 2));
-        q.y = __ldg(p.xq_scale + k / 16);
-      }
-      return q;
-    } else if constexpr (kQx) {
+    if constexpr (kQx) {
       uint4 q = make_uint4(0, 0, 0, 0);
       stream_q8<kMx>(p, xjq, xjq4, k, q.x, q.y);
       return q;
@@ -521,10 +510,8 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
         __syncwarp();
         if constexpr (kQf && kMx)
           na = mxfp4x8_bf16(na.x, na.y);
-        else if constexpr (kQf && !(kQprobe & 1))
-          na = nvfp4x8_bf16_e7(na.x, na.y);
         else if constexpr (kQf)
-          ;
+          na = nvfp4x8_bf16_e7(na.x, na.y);
         else if constexpr (kQx)
           na = nvfp4x8_bf16(na.x, fmt::ue4m3_to_float(na.y));
         uint32_t* const d = reinterpret_cast<uint32_t*>(xw + stream_xpos(8 * lane) * 2);
