@@ -336,9 +336,6 @@ struct Plan {
   /// overrides; B12X_GEMM_S16_TRIG=0 turns session 22's rule off (this bit 1 and the block
   /// kernel's early trigger, stream_trig bit 4, on grids filling < 80 % of the CTA slots).
   int reduce_trig = 0;
-  /// Session 22 probe (round 83): the staged-once FP4 block kernel's weight ring per warp (8; 0:
-  /// the default 4), B12X_GEMM_STREAM16_RING=8 (NVFP4).
-  int stream16_ring = 0;
   /// Decode regime, from the device's opt-in shared memory at plan time (run reads no device
   /// info): the pipelined staging budget of decode_pipe_kb (bytes, 0: kDecodePipeBudget) and the
   /// 8-warps-per-tile budget (lin::decode_ws8_budget).

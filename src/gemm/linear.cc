@@ -629,7 +629,6 @@ std::string stream_rows_describe(const Plan& p) {
 // tag names a different kernel instance or launch shape, so both must carry all of them).
 std::string stream16_variant_tags(const Plan& p) {
   return std::string(p.stream16_qx ? " qx" : "") + (p.stream16_once ? " once" : "") +
-         (p.stream16_ring ? " r" + std::to_string(p.stream16_ring) : "") +
          (p.stream16_depth > 0 ? " f8d" + std::to_string(p.stream16_depth) : "") +
          (p.stream16_depth > 0 && p.stream16_occ == 3 ? " o3" : "") +
          (p.stream16_depth > 0 && p.stream16_var != 0 ? " v" + std::to_string(p.stream16_var) : "");
@@ -1755,9 +1754,6 @@ Plan plan(const Caps& caps) {
         p.stream16_smem = lin::stream16_smem_bytes(tw, qx, var, split_vp);
         p.stream16_tiles = 8 * tw;
         p.stream16_min_m = static_cast<int>(s16_min);
-        if (const char* e = std::getenv("B12X_GEMM_STREAM16_RING");
-            e != nullptr && std::atoi(e) == 8 && var != 0 && wf == lin::WFmt::kNvfp4)
-          p.stream16_ring = 8;
       }
     }
     // FP8 weights (session 14, lin::launch_linear_stream16_f8): the same block structure on
@@ -2515,10 +2511,8 @@ void run(const Binding& b, Stream stream) {
     p.stream_tiles = plan.stream16_tiles;
     p.stream_trig = (plan.stream_trig & 4) ? 1 : 0;
     p.reduce_trig = plan.reduce_trig && plan.pdl ? 1 : 0;
-    lin::launch_linear_stream16(
-        im.wfmt, plan.stream16_tw, plan.stream16_smem, p, stream,
-        plan.stream16_once ? lin::kS16VarOnce | (plan.stream16_ring == 8 ? lin::kS16VarRing8 : 0)
-                           : 0);
+    lin::launch_linear_stream16(im.wfmt, plan.stream16_tw, plan.stream16_smem, p, stream,
+                                plan.stream16_once ? lin::kS16VarOnce : 0);
     if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);
     return;
   }

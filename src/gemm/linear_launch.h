@@ -100,9 +100,6 @@ void launch_linear_stream(WFmt f, int parts, int occ, int ctas, int64_t smem, co
 /// linear_stream16_once_kernel: tw 2, BF16 activations, p.stream_vp <= 16; its shared memory
 /// depends on vp).
 inline constexpr int kS16VarOnce = 1;
-/// Session 22 probe (round 83, B12X_GEMM_STREAM16_RING=8, NVFP4): the staged-once kernel with an
-/// 8-vector weight ring per warp (Plan::stream16_ring).
-inline constexpr int kS16VarRing8 = 4;
 inline constexpr int kS16OnceMaxVp = 16;
 bool stream16_available(WFmt f, bool fp16, int tw);
 int64_t stream16_smem_bytes(int tw, bool qx = false, int var = 0, int vp = 0);

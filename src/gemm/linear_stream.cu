@@ -118,11 +118,7 @@ S16Fn pick_stream16_fmt(int tw, int nt) {
 /// W4A4's activations converted while staging once lost to the chunked kernel's conversion and to
 /// the pre-pass (NVFP4 M = 16, us over the five shapes, 9.77 / 21.62 / 22.15 / 13.30 / 10.36
 /// against the default's 9.07 / 19.32 / 19.47 / 12.96 / 9.64): removed.
-S16Fn pick_stream16_once(int nt, bool mx, bool mx_free, bool ring8 = false) {
-  if (ring8)  // session 22 probe (round 83): NVFP4 only
-    return mx        ? nullptr
-           : nt == 1 ? &linear_stream16_once_kernel<2, 1, false, false, 8>
-                     : &linear_stream16_once_kernel<2, 2, false, false, 8>;
+S16Fn pick_stream16_once(int nt, bool mx, bool mx_free) {
   if (mx && mx_free)
     return nt == 1 ? &linear_stream16_once_kernel<2, 1, true, true>
                    : &linear_stream16_once_kernel<2, 2, true, true>;
@@ -133,8 +129,7 @@ S16Fn pick_stream16_once(int nt, bool mx, bool mx_free, bool ring8 = false) {
 }
 
 S16Fn pick_stream16(int tw, int nt, bool mx, bool qx, bool mx_free = false, int var = 0) {
-  if (var & kS16VarOnce)
-    return tw != 2 || qx ? nullptr : pick_stream16_once(nt, mx, mx_free, (var & kS16VarRing8) != 0);
+  if (var & kS16VarOnce) return tw != 2 || qx ? nullptr : pick_stream16_once(nt, mx, mx_free);
   if (qx) return mx ? nullptr : pick_stream16_fmt<false, true>(tw, nt);
   if (mx && mx_free) return pick_stream16_fmt<true, false, true>(tw, nt);
   return mx ? pick_stream16_fmt<true, false>(tw, nt) : pick_stream16_fmt<false, false>(tw, nt);

@@ -2066,8 +2066,6 @@ TEST(GemmGpu, DecodeStream16Once) {
       const int64_t K = (i % 3) == 0 ? 992 : (i % 3) == 1 ? 2848 : 3040;
       ScopedEnv es("B12X_GEMM_STREAM16_SPLIT", K == 992 ? "1" : "3");
       ScopedEnv etr("B12X_GEMM_STREAM_TRIG", (i % 2) ? "7" : "3");
-      // Session 22 probe: the 8-vector weight ring on a third of the cases (NVFP4 only).
-      ScopedEnv er8("B12X_GEMM_STREAM16_RING", (i % 3) == 2 ? "8" : "0");
       Case c{f,
              M,
              (i % 2) ? 72 : 200,

@@ -996,15 +996,14 @@ __host__ __device__ constexpr int s16_once_smem(int tw, int vp) {
   return 16 * s16_once_pitch(vp) + kStreamWarps * tw * vp * 128;
 }
 
-template <int kTw, int kNt, bool kMx = false, bool kMxFree = false, int kDepth = kStreamDepth>
+template <int kTw, int kNt, bool kMx = false, bool kMxFree = false>
 __global__ void __launch_bounds__(kStreamWarps * 32, 2)
     linear_stream16_once_kernel(const LinearParams p) {
   static_assert(!kMxFree || kMx, "fold-free splats: MXFP4 only");
   static_assert(kTw == 1 || kTw == 2, "tiles per warp");
   static_assert(kNt == 1 || kNt == 2, "n8 token tiles");
 
-  // kDepth (session 22 probe, B12X_GEMM_STREAM16_RING=8): ring vectors per warp (4 per tile
-  // ahead at 8: two DRAM round trips per 8-vector K range instead of four).
+  constexpr int kDepth = kStreamDepth;
   static_assert(kDepth % kTw == 0 && (kS16ChunkV * kTw) % kDepth == 0, "ring order");
   constexpr int kAhead = kDepth / kTw;  // vectors of a tile in flight beyond the current one
   extern __shared__ __align__(16) uint8_t dsm[];
