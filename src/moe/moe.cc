@@ -869,6 +869,12 @@ Plan plan(const Caps& caps) {
       if (detail::decode_fc2_stages32(p.knobs, rows_pad2 / 32, split32, p.sm_count,
                                       p.fc2_rows32_ctas2) == 2)
         sig << " fc2_st2";
+    } else if (stream && p.sm_count > 0 && caps.max_tokens > 1 &&
+               detail::decode_fc2_rows(p.knobs, 1, caps.num_topk, rows_pad2, p.sm_count,
+                                       p.fc2_rows32_ctas, nk2) == 32) {
+      // A 1-token run takes the 32-row FC2 (session 22) where the capacity's FC2 is 16-row: name
+      // it too (run derives the rows from the live tokens).
+      sig << " fc2_rows32_m1";
     }
     // The K-interleaved FC2 kernels (decode_fc2_kil, from the weights' I and the capacity).
     if (stream && detail::decode_fc2_kil(p.knobs, caps.max_tokens, nk2)) sig << " fc2_kil";
