@@ -330,11 +330,12 @@ struct Plan {
   /// (the per-atom fold). B12X_GEMM_STREAM16_F8_VAR=<flags> overrides.
   int stream16_var = 0;
   /// The split's reduce kernel lets its dependent launch (PDL) right after its own wait, so the
-  /// next kernel's CTAs request their first weights during the reduce (session 22). Bits: 1 after
-  /// the NVFP4 / MXFP4 block kernel and the 4-row kernel (default: round 81's rule, see
-  /// linear.cc kS16TrigRule), 2 after every split's reduce (probe). B12X_GEMM_REDUCE_TRIG=<mask>
-  /// overrides; B12X_GEMM_S16_TRIG=0 turns session 22's rule off (this bit 1 and the block
-  /// kernel's early trigger, stream_trig bit 4, on grids filling < 80 % of the CTA slots).
+  /// next kernel's CTAs request their first weights during the reduce (session 22): 1 after the
+  /// NVFP4 / MXFP4 W4A16 block kernel and the 4-row kernel (round 81-82's rule, see linear.cc
+  /// kS16TrigRule; other split kernels measured slower with it in round 82).
+  /// B12X_GEMM_REDUCE_TRIG=0|1 overrides; B12X_GEMM_S16_TRIG=0 turns session 22's rule off (this
+  /// and the block kernel's early trigger, stream_trig bit 4, on grids filling < 80 % of the CTA
+  /// slots).
   int reduce_trig = 0;
   /// Decode regime, from the device's opt-in shared memory at plan time (run reads no device
   /// info): the pipelined staging budget of decode_pipe_kb (bytes, 0: kDecodePipeBudget) and the
