@@ -2237,9 +2237,6 @@ void run(const Binding& b, Stream stream) {
   const bool decode_mx_fold = !tiled && im.wfmt == WFmt::kMxfp4 && !fp16;
   const int g = (tiled_mx_fold || tiled_f8_fold || decode_mx_fold) ? 0 : act_group(f, b.x.dtype);
   p.pdl = plan.pdl ? 1 : 0;
-  // Round 82 (fp8): the reduce's early trigger after the other split kernels was +0.6-1.2 us at
-  // 14336x4096 / 6144x4096 (M = 9 / 16): only the FP4 block / 4-row kernels' reduce triggers.
-  p.reduce_trig = 0;
   p.act_kind = lin::kActRaw16;
   p.xs_kind = lin::kXsNone;
   bool wgmma_bulk = false;  // block FP8 activations quantized as variant 14's stage images

@@ -74,8 +74,10 @@ struct StreamLaunch {
   int parts = 0, occ = 0, ctas = 0;
   int64_t serial = 0;
   int rows = 0, split = 0;
-  bool mx_free = false;  // MXFP4 fold-free splat instance (p.mx_free)
-  bool once = false;     // block kernel with the K range staged once (kS16VarOnce)
+  bool mx_free = false;      // MXFP4 fold-free splat instance (p.mx_free)
+  bool once = false;         // block kernel with the K range staged once (kS16VarOnce)
+  bool reduce_trig = false;  // the split's reduce triggers the next launch (p.reduce_trig)
+  bool trig = false;         // the kernel triggers its dependent launch early (p.stream_trig)
 };
 StreamLaunch last_stream_launch();
 /// 64-K vectors per K part: the tile's kvec vectors over split CTAs x parts warps, rounded up to

@@ -197,7 +197,9 @@ void launch_linear_stream16(WFmt f, int tw, int64_t smem, const LinearParams& p,
                         16 * tw,
                         split,
                         k != nullptr && f == WFmt::kMxfp4 && p.mx_free != 0,
-                        (var & kS16VarOnce) != 0};
+                        (var & kS16VarOnce) != 0,
+                        p.reduce_trig != 0,
+                        p.stream_trig != 0};
   B12X_CUDA_CHECK(b12x::detail::launch_ex(
       k, dim3(static_cast<unsigned>(gx), static_cast<unsigned>(split)), dim3(kStreamWarps * 32),
       static_cast<size_t>(smem), stream, p.pdl != 0, dim3(1, 1, 1), p));
@@ -266,7 +268,10 @@ void launch_linear_stream(WFmt f, int parts, int occ, int ctas, int64_t smem, co
                         t_last.serial + 1,
                         rows,
                         split,
-                        f == WFmt::kMxfp4 && p.mx_free != 0};
+                        f == WFmt::kMxfp4 && p.mx_free != 0,
+                        false,
+                        p.reduce_trig != 0,
+                        p.stream_trig != 0};
   B12X_CUDA_CHECK(b12x::detail::launch_ex(
       k, dim3(static_cast<unsigned>(gx), static_cast<unsigned>(split)), dim3(kStreamWarps * 32),
       static_cast<size_t>(smem), stream, p.pdl != 0, dim3(1, 1, 1), p));

@@ -2553,6 +2553,9 @@ TEST(GemmGpu, DecodeStream16Default) {
       EXPECT_GT(gemm::lin::last_stream_launch().serial, before) << "M=" << M;
       EXPECT_EQ(gemm::lin::last_stream_launch().rows, 32) << "M=" << M;
       EXPECT_EQ(gemm::lin::last_stream_launch().split, 8) << "M=" << M;
+      // run hands the rule's triggers to the launches (the reduce gets the block kernel's params).
+      EXPECT_EQ(gemm::lin::last_stream_launch().reduce_trig, w4a16) << "M=" << M;
+      EXPECT_EQ(gemm::lin::last_stream_launch().trig, w4a16) << "M=" << M;
     }
   }
   gemm::Caps caps;
