@@ -79,11 +79,29 @@ struct DeviceBuffer {
     EXPECT_EQ(cudaMemset(ptr, byte, bytes()), cudaSuccess);
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   }
+  /// Fill with fresh random bytes (splitmix64 from a seed drawn from rng()). For scratch: Python
+  /// hands an op torch.empty, and one scratch may serve several ops, so a call must not depend on
+  /// what the buffer held before it — neither zeros (a fresh cudaMalloc) nor a fixed pattern.
+  void randomize();
 };
 
 inline std::mt19937_64& rng() {
   static std::mt19937_64 g(std::random_device{}());
   return g;
+}
+
+template <typename T>
+void DeviceBuffer<T>::randomize() {
+  std::vector<uint64_t> h((bytes() + 7) / 8);
+  uint64_t x = rng()();
+  for (auto& w : h) {
+    uint64_t z = (x += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    w = z ^ (z >> 31);
+  }
+  EXPECT_EQ(cudaMemcpy(ptr, h.data(), bytes(), cudaMemcpyHostToDevice), cudaSuccess);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }
 
 /// Normal(0, stddev) floats, fresh each call (never zeros).

@@ -310,6 +310,7 @@ struct Problem {
     b12x_paged_plan_info info{};
     b12x_attention_paged_plan_info(h, &info);
     dscratch = DeviceBuffer<uint8_t>(std::max<int64_t>(info.scratch_bytes, 256));
+    dscratch.randomize();
     b12x::attention_test::CArgs ca(device_args());
     const b12x_tensor cs = b12x::attention_test::to_c(
         TensorRef::contiguous(dscratch.ptr, DType::kUInt8, {info.scratch_bytes}, 0));

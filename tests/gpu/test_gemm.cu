@@ -461,6 +461,7 @@ void run_case(const Case& c, bool graph_replay = false, int* tiled_wgmma = nullp
   if (tiled_wgmma != nullptr) *tiled_wgmma = plan.tiled_wgmma;
   if (tiled_wgmma_var != nullptr) *tiled_wgmma_var = plan.tiled_wgmma_var;
   DeviceBuffer<uint8_t> scratch(std::max<int64_t>(plan.scratch_bytes, 1));
+  scratch.randomize();
   DeviceBuffer<uint16_t> out(c.M * c.N);
   std::vector<uint16_t> hbias;
   DeviceBuffer<uint16_t> dbias(c.N);

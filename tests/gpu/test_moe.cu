@@ -326,7 +326,7 @@ struct GpuRun {
   }
   std::vector<uint16_t> run_eager(cudaStream_t s = nullptr) {
     out.poison();
-    scratch.poison(0xA5);
+    scratch.randomize();
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     const b12x_status st = launch(s);
     EXPECT_EQ(st, B12X_OK) << b12x_last_error();
