@@ -311,6 +311,10 @@ struct Plan {
   /// per warp on BF16 activations where stream16_vp <= 16; B12X_GEMM_STREAM16_ONCE=0 keeps the
   /// chunked kernel).
   bool stream16_once = false;
+  /// NVFP4 / MXFP4 block kernel (session 23 probe, B12X_GEMM_S16_CLUSTER=<max size>): its K split
+  /// of stream16_split CTAs launched as one thread-block cluster that sums the split through
+  /// distributed shared memory (no partials, no reduce launch); 0: partials + the reduce kernel.
+  int stream16_cluster = 0;
   /// FP8 weights (per-tensor, block FP8, MXFP8) on the block kernel (session 14,
   /// lin::launch_linear_stream16_f8; the stream16_* fields above describe its grid): its
   /// weight ring depth per warp (0: not the FP8 kernel). Its MMA kind is decode_fp8_mma.

@@ -638,6 +638,7 @@ std::string stream16_describe(const Plan& p) {
   if (p.stream16_tw == 0) return std::string();
   return " stream16=" + std::to_string(p.stream16_tw) + "x" + std::to_string(p.stream16_split) +
          "/" + std::to_string(p.stream16_vp) + stream16_variant_tags(p) +
+         (p.stream16_cluster > 0 ? " cl" + std::to_string(p.stream16_cluster) : "") +
          (p.stream16_min_m > 0 && p.stream16_min_m != kS16MinM && p.stream16_depth == 0
               ? " m" + std::to_string(p.stream16_min_m)
               : "");
@@ -1711,6 +1712,17 @@ Plan plan(const Caps& caps) {
       // with the early trigger and the cluster 9.02 / 18.54 / 17.36 / 11.81 / 8.56).
       const char* eonce = std::getenv("B12X_GEMM_STREAM16_ONCE");
       int var = tw == 2 && !qx && !(eonce != nullptr && eonce[0] == '0') ? lin::kS16VarOnce : 0;
+      // Session 23 probe: the split summed in a thread-block cluster (lin::kS16VarCluster) of at
+      // most B12X_GEMM_S16_CLUSTER CTAs (2..16; above 8 non-portable: SM90) where the device
+      // has clusters and they can be resident; B12X_GEMM_S16_CL_MINVP=<4..16> lets the split rule
+      // go down to that many vectors per CTA, capped at the cluster size (a deeper split whose sum
+      // costs no reduce).
+      int cl_max = 0, cl_minvp = 0;
+      if (const char* e = std::getenv("B12X_GEMM_S16_CLUSTER"); e != nullptr)
+        cl_max = std::clamp(std::atoi(e), 0, 16);
+      if (dev.cc_major < 9 || cl_max < 2) cl_max = 0;
+      if (const char* e = std::getenv("B12X_GEMM_S16_CL_MINVP"); e != nullptr && cl_max > 0)
+        cl_minvp = std::clamp(std::atoi(e), 4, 16) / 4 * 4;
       const int fit_chunked = lin::prepare_linear_stream16(caps.device, wf, tw, qx);
       const int64_t gx = (geo.n16 + 8 * tw - 1) / (8 * tw);
       // The split for `fit` CTAs per SM: the largest whose grid is one wave with >= kS16MinVp
@@ -1730,7 +1742,9 @@ Plan plan(const Caps& caps) {
             continue;
           }
           if (eff != sp) continue;
-          if (sp > 1 && (gx * eff > slots || vp < kS16MinVp)) break;
+          if (sp > 1 && (gx * eff > slots || vp < (cl_minvp > 0 ? cl_minvp : kS16MinVp) ||
+                         (cl_minvp > 0 && sp > cl_max)))
+            break;
           split = eff, split_vp = vp;
         }
         return per_sm;
@@ -1753,6 +1767,9 @@ Plan plan(const Caps& caps) {
         p.stream16_smem = lin::stream16_smem_bytes(tw, qx, var, split_vp);
         p.stream16_tiles = 8 * tw;
         p.stream16_min_m = static_cast<int>(s16_min);
+        if (split > 1 && split <= cl_max && (var != 0 || qx) &&
+            lin::stream16_max_active_clusters(caps.device, wf, tw, qx, var, split_vp, split) > 0)
+          p.stream16_cluster = split;
       }
     }
     // FP8 weights (session 14, lin::launch_linear_stream16_f8): the same block structure on
@@ -1990,7 +2007,7 @@ Plan plan(const Caps& caps) {
   int64_t partial_rows = partial_splits * M;  // [split][M][NP] fp32
   if (p.stream_rows_parts > 0 && p.stream_rows_split > 1)
     partial_rows = std::max<int64_t>(partial_rows, p.stream_rows_split * std::min<int64_t>(M, 4));
-  if (p.stream16_tw > 0 && p.stream16_split > 1)
+  if (p.stream16_tw > 0 && p.stream16_split > 1 && p.stream16_cluster == 0)
     partial_rows = std::max<int64_t>(partial_rows, p.stream16_split * std::min<int64_t>(M, 16));
   if (partial_rows > 0) {
     p.off_partial = off;
@@ -2057,7 +2074,10 @@ Plan plan(const Caps& caps) {
       sig << " stream_r4=" << p.stream_rows_parts << (p.stream_rows_shfl ? "s" : "")
           << (p.stream_rows_split > 1 ? "+reduce" : "");
     if (p.stream16_tw > 0)
-      sig << " stream16=" << p.stream16_tw << (p.stream16_split > 1 ? "+reduce" : "")
+      sig << " stream16=" << p.stream16_tw
+          << (p.stream16_cluster > 0 ? " cl" + std::to_string(p.stream16_cluster)
+              : p.stream16_split > 1 ? "+reduce"
+                                     : "")
           << stream16_variant_tags(p);
     // The pre-pass: every run of a quantized-activation format but the block kernel's with qx
     // (M = 5..16), which converts them itself.
@@ -2509,8 +2529,10 @@ void run(const Binding& b, Stream stream) {
     p.stream_tiles = plan.stream16_tiles;
     p.stream_trig = (plan.stream_trig & 4) ? 1 : 0;
     p.reduce_trig = plan.reduce_trig && plan.pdl ? 1 : 0;
+    if (plan.stream16_cluster > 0) p.partial = nullptr;  // summed in the cluster
     lin::launch_linear_stream16(im.wfmt, plan.stream16_tw, plan.stream16_smem, p, stream,
-                                plan.stream16_once ? lin::kS16VarOnce : 0);
+                                (plan.stream16_once ? lin::kS16VarOnce : 0) |
+                                    (plan.stream16_cluster > 0 ? lin::kS16VarCluster : 0));
     if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);
     return;
   }

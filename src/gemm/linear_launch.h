@@ -78,6 +78,7 @@ struct StreamLaunch {
   bool once = false;         // block kernel with the K range staged once (kS16VarOnce)
   bool reduce_trig = false;  // the split's reduce triggers the next launch (p.reduce_trig)
   bool trig = false;         // the kernel triggers its dependent launch early (p.stream_trig)
+  int cluster = 0;           // block kernel: the K split summed in a cluster of this many CTAs
 };
 StreamLaunch last_stream_launch();
 /// 64-K vectors per K part: the tile's kvec vectors over split CTAs x parts warps, rounded up to
@@ -102,6 +103,15 @@ void launch_linear_stream(WFmt f, int parts, int occ, int ctas, int64_t smem, co
 /// linear_stream16_once_kernel: tw 2, BF16 activations, p.stream_vp <= 16; its shared memory
 /// depends on vp).
 inline constexpr int kS16VarOnce = 1;
+/// Session 23 probe (Plan::stream16_cluster): the split's gridDim.y CTAs of one blockIdx.x
+/// launched as one thread-block cluster (SM90+, split <= 16; above 8 non-portable, the H200's
+/// limit) that sums the K split through DSMEM (kernels/cluster_sum.cuh): no partials, no reduce
+/// launch (p.partial unused). On the staged-once kernel and on the chunked kernel with qx.
+inline constexpr int kS16VarCluster = 2;
+/// Host only (plan time): the clusters of `split` CTAs of the kS16VarCluster instance (nt 2) that
+/// can be resident at once (cudaOccupancyMaxActiveClusters; 0 where clusters are not supported);
+/// allows the non-portable sizes above 8.
+int stream16_max_active_clusters(int device, WFmt f, int tw, bool qx, int var, int vp, int split);
 inline constexpr int kS16OnceMaxVp = 16;
 bool stream16_available(WFmt f, bool fp16, int tw);
 int64_t stream16_smem_bytes(int tw, bool qx = false, int var = 0, int vp = 0);

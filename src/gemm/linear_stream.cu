@@ -118,18 +118,30 @@ S16Fn pick_stream16_fmt(int tw, int nt) {
 /// W4A4's activations converted while staging once lost to the chunked kernel's conversion and to
 /// the pre-pass (NVFP4 M = 16, us over the five shapes, 9.77 / 21.62 / 22.15 / 13.30 / 10.36
 /// against the default's 9.07 / 19.32 / 19.47 / 12.96 / 9.64): removed.
+template <bool kCl>
 S16Fn pick_stream16_once(int nt, bool mx, bool mx_free) {
   if (mx && mx_free)
-    return nt == 1 ? &linear_stream16_once_kernel<2, 1, true, true>
-                   : &linear_stream16_once_kernel<2, 2, true, true>;
+    return nt == 1 ? &linear_stream16_once_kernel<2, 1, true, true, kCl>
+                   : &linear_stream16_once_kernel<2, 2, true, true, kCl>;
   if (mx)
-    return nt == 1 ? &linear_stream16_once_kernel<2, 1, true>
-                   : &linear_stream16_once_kernel<2, 2, true>;
-  return nt == 1 ? &linear_stream16_once_kernel<2, 1> : &linear_stream16_once_kernel<2, 2>;
+    return nt == 1 ? &linear_stream16_once_kernel<2, 1, true, false, kCl>
+                   : &linear_stream16_once_kernel<2, 2, true, false, kCl>;
+  return nt == 1 ? &linear_stream16_once_kernel<2, 1, false, false, kCl>
+                 : &linear_stream16_once_kernel<2, 2, false, false, kCl>;
 }
 
+/// var & kS16VarCluster (session 23 probe): the split summed in a cluster (kCl) on the staged-once
+/// kernel and on the chunked kernel's qx (W4A4 NVFP4 converted in the kernel) only.
 S16Fn pick_stream16(int tw, int nt, bool mx, bool qx, bool mx_free = false, int var = 0) {
-  if (var & kS16VarOnce) return tw != 2 || qx ? nullptr : pick_stream16_once(nt, mx, mx_free);
+  const bool cl = (var & kS16VarCluster) != 0;
+  if (var & kS16VarOnce)
+    return tw != 2 || qx ? nullptr
+           : cl          ? pick_stream16_once<true>(nt, mx, mx_free)
+                         : pick_stream16_once<false>(nt, mx, mx_free);
+  if (cl)
+    return tw != 2 || mx || !qx ? nullptr
+           : nt == 1            ? &linear_stream16_kernel<2, 1, false, true, false, true>
+                                : &linear_stream16_kernel<2, 2, false, true, false, true>;
   if (qx) return mx ? nullptr : pick_stream16_fmt<false, true>(tw, nt);
   if (mx && mx_free) return pick_stream16_fmt<true, false, true>(tw, nt);
   return mx ? pick_stream16_fmt<true, false>(tw, nt) : pick_stream16_fmt<false, false>(tw, nt);
@@ -168,6 +180,48 @@ int prepare_linear_stream16(int device, WFmt f, int tw, bool qx, int var, int vp
   return fit;
 }
 
+int stream16_max_active_clusters(int device, WFmt f, int tw, bool qx, int var, int vp, int split) {
+  const S16Fn k = pick_stream16(tw, 2, f == WFmt::kMxfp4, qx, false, var | kS16VarCluster);
+  if (k == nullptr || split < 2 || split > 16) return 0;
+  const ::b12x::detail::DeviceScope scope(device);
+  const int smem = static_cast<int>(stream16_smem_bytes(tw, qx, var, vp));
+  int major = 0;
+  B12X_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  if (major < 9) return 0;
+  // Every instance run may pick (token tiles, MXFP4's fold-free splats): the opt-in (and, above
+  // 8, the non-portable size) before the query.
+  for (int i = 0; i < 4; ++i) {
+    const void* fn = reinterpret_cast<const void*>(
+        pick_stream16(tw, 1 + (i & 1), f == WFmt::kMxfp4, qx, i >= 2, var | kS16VarCluster));
+    if (fn == nullptr) continue;
+    int blocks = 0;
+    B12X_CUDA_CHECK(::b12x::detail::resident_ctas(fn, kStreamWarps * 32, smem, &blocks));
+    if (split > 8 && cudaFuncSetAttribute(fn, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) !=
+                         cudaSuccess) {
+      (void)cudaGetLastError();
+      return 0;
+    }
+  }
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(1, static_cast<unsigned>(split), 1);
+  cfg.blockDim = dim3(kStreamWarps * 32);
+  cfg.dynamicSmemBytes = static_cast<size_t>(smem);
+  cudaLaunchAttribute attr;
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = 1;
+  attr.val.clusterDim.y = static_cast<unsigned>(split);
+  attr.val.clusterDim.z = 1;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  int clusters = 0;
+  if (cudaOccupancyMaxActiveClusters(&clusters, reinterpret_cast<const void*>(k), &cfg) !=
+      cudaSuccess) {
+    (void)cudaGetLastError();  // the query's non-sticky error: no clusters
+    clusters = 0;
+  }
+  return clusters;
+}
+
 void launch_linear_stream16(WFmt f, int tw, int64_t smem, const LinearParams& p, Stream stream,
                             int var) {
   const int nt = p.M <= 8 ? 1 : 2;
@@ -181,9 +235,14 @@ void launch_linear_stream16(WFmt f, int tw, int64_t smem, const LinearParams& p,
               " var=", var, " vp=", p.stream_vp, " smem=", smem);
   B12X_ASSERT(p.M >= 1 && p.M <= 16 && (p.act_kind == kActRaw16 || qx) && p.xs_kind == kXsNone &&
                   p.stream_vp > 0 && p.stream_vp % kS16ChunkV == 0 &&
-                  int64_t{p.stream_vp} * split >= p.kvec && (split == 1 || p.partial != nullptr),
+                  int64_t{p.stream_vp} * split >= p.kvec &&
+                  (split == 1 || p.partial != nullptr || (var & kS16VarCluster)),
               "M <= 16 block kernel: M=", p.M, " act=", p.act_kind, " vp=", p.stream_vp,
               " split=", split);
+  const bool cl = (var & kS16VarCluster) != 0;
+  B12X_ASSERT(!cl || (split >= 2 && split <= 16 &&
+                      smem >= (p.M <= 8 ? kS16ClBytes<2, 1> : kS16ClBytes<2, 2>)),
+              "M <= 16 block kernel, cluster sum: split=", split, " smem=", smem);
   if (smem > 48 * 1024)
     B12X_CUDA_CHECK(
         ::b12x::detail::opt_in_smem(reinterpret_cast<const void*>(k), static_cast<int>(smem)));
@@ -199,10 +258,12 @@ void launch_linear_stream16(WFmt f, int tw, int64_t smem, const LinearParams& p,
                         k != nullptr && f == WFmt::kMxfp4 && p.mx_free != 0,
                         (var & kS16VarOnce) != 0,
                         p.reduce_trig != 0,
-                        p.stream_trig != 0};
-  B12X_CUDA_CHECK(b12x::detail::launch_ex(
-      k, dim3(static_cast<unsigned>(gx), static_cast<unsigned>(split)), dim3(kStreamWarps * 32),
-      static_cast<size_t>(smem), stream, p.pdl != 0, dim3(1, 1, 1), p));
+                        p.stream_trig != 0,
+                        cl ? split : 0};
+  B12X_CUDA_CHECK(
+      b12x::detail::launch_ex(k, dim3(static_cast<unsigned>(gx), static_cast<unsigned>(split)),
+                              dim3(kStreamWarps * 32), static_cast<size_t>(smem), stream,
+                              p.pdl != 0, dim3(1, cl ? static_cast<unsigned>(split) : 1u, 1), p));
   B12X_CUDA_CHECK_LAUNCH();
 }
 

@@ -2134,6 +2134,83 @@ TEST(GemmGpu, DecodeStream16Once) {
   }
 }
 
+TEST(GemmGpu, DecodeStream16Cluster) {
+  B12X_REQUIRE_GPU();
+  // Session 23: the block kernel's K split summed in a thread-block cluster through DSMEM
+  // (B12X_GEMM_S16_CLUSTER=<max size>, lin::kS16VarCluster; no partials, no reduce launch):
+  // NVFP4 / MXFP4, W4A16 / W4A4 (pre-pass) on the staged-once kernel, NVFP4 W4A4 converting its
+  // activations on the chunked kernel (QX=1); M = 2..16 (one and two n8 token tiles); splits 2 /
+  // 3 / 8 (K = 1312: the last range 9 of 12 vectors, the last half past K; 2848: 13 of 16;
+  // 2016: vp 4, the smallest shared memory that holds the sum's tile); N = 72 / 200 / 520 (CTAs
+  // with fewer tiles, rows past N); bias, FP16 outputs, capacity above M, graph replays with new
+  // activations and an eager call after them. Split 16 (non-portable) where the device can.
+  if (device_info(0).cc_major < 9) GTEST_SKIP() << "no thread-block clusters below SM90";
+  ScopedEnv e16("B12X_GEMM_STREAM16", "1"), em("B12X_GEMM_STREAM16_MINM", "2");
+  ScopedEnv ecl("B12X_GEMM_S16_CLUSTER", "8");
+  int i = 0;
+  for (const LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kNvfp4,
+                               LinearFormat::kMxfp4W4A16, LinearFormat::kMxfp4})
+    for (const int64_t M : {2, 5, 8, 9, 16}) {
+      ScopedEnv eq0("B12X_GEMM_STREAM16_QX", "0");
+      const int64_t K = (i % 3) == 0 ? 1312 : (i % 3) == 1 ? 2848 : 2016;
+      const char* sp = K == 1312 ? "2" : K == 2848 ? "3" : "8";
+      ScopedEnv es("B12X_GEMM_STREAM16_SPLIT", sp);
+      ScopedEnv etr("B12X_GEMM_STREAM_TRIG", (i % 2) ? "7" : "3");
+      Case c{f,
+             M,
+             (i % 3) == 0   ? 72
+             : (i % 3) == 1 ? 200
+                            : 520,
+             K,
+             DType::kBF16,
+             (i % 5) == 0 ? DType::kFP16 : DType::kBF16,
+             (i % 2) == 0};
+      c.max_tokens = (i % 4) == 1 ? 16 : M;
+      ++i;
+      const int64_t before = gemm::lin::last_stream_launch().serial;
+      run_case(c, /*graph_replay=*/(i % 3) == 0);
+      const gemm::lin::StreamLaunch l = gemm::lin::last_stream_launch();
+      EXPECT_GT(l.serial, before) << "M " << M << " K " << K;
+      EXPECT_TRUE(l.once) << "M " << M << " K " << K;
+      EXPECT_EQ(l.split, std::atoi(sp)) << "K " << K;
+      EXPECT_EQ(l.cluster, l.split) << "M " << M << " K " << K;
+    }
+  for (const int64_t M : {3, 16}) {
+    ScopedEnv eq1("B12X_GEMM_STREAM16_QX", "1"), es("B12X_GEMM_STREAM16_SPLIT", "3");
+    const int64_t before = gemm::lin::last_stream_launch().serial;
+    run_case({LinearFormat::kNvfp4, M, 200, 2848, DType::kBF16,
+              M == 3 ? DType::kFP16 : DType::kBF16, M == 16},
+             /*graph_replay=*/M == 16);
+    const gemm::lin::StreamLaunch l = gemm::lin::last_stream_launch();
+    EXPECT_GT(l.serial, before) << "qx M " << M;
+    EXPECT_FALSE(l.once);
+    EXPECT_EQ(l.cluster, 3) << "qx M " << M;
+  }
+  {
+    ScopedEnv ec16("B12X_GEMM_S16_CLUSTER", "16"), es("B12X_GEMM_STREAM16_SPLIT", "16");
+    gemm::Caps caps;
+    caps.format = LinearFormat::kNvfp4W4A16;
+    caps.max_tokens = 16;
+    caps.in_features = 4096;
+    caps.out_features = 200;
+    caps.act_dtype = DType::kBF16;
+    caps.out_dtype = DType::kBF16;
+    const bool c16 = gemm::plan(caps).stream16_cluster == 16;
+    const int64_t before = gemm::lin::last_stream_launch().serial;
+    run_case({LinearFormat::kNvfp4W4A16, 16, 200, 4096, DType::kBF16, DType::kBF16, true},
+             /*graph_replay=*/true);
+    EXPECT_GT(gemm::lin::last_stream_launch().serial, before);
+    EXPECT_EQ(gemm::lin::last_stream_launch().cluster, c16 ? 16 : 0);
+    if (!c16) std::printf("[cluster] split 16 not resident as one cluster: partials + reduce\n");
+  }
+  // Off by default: the split's partials and the reduce kernel.
+  {
+    ScopedEnv ec0("B12X_GEMM_S16_CLUSTER", "0"), es("B12X_GEMM_STREAM16_SPLIT", "3");
+    run_case({LinearFormat::kNvfp4W4A16, 16, 200, 2848, DType::kBF16, DType::kBF16, false});
+    EXPECT_EQ(gemm::lin::last_stream_launch().cluster, 0);
+  }
+}
+
 /// The K split the FP8 block kernel runs for a forced split (its CTAs hold whole 256-K chunks,
 /// so a forced split can leave fewer K ranges).
 int f8_split(int64_t K, int split) {

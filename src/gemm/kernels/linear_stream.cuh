@@ -38,6 +38,7 @@
 #include <cuda_bf16.h>
 
 #include "formats/swizzle.h"
+#include "gemm/kernels/cluster_sum.cuh"
 #include "gemm/kernels/linear_common.cuh"
 
 namespace b12x::gemm::lin {
@@ -761,6 +762,47 @@ __device__ __forceinline__ void s16_stage_x8(const LinearParams& p, const uint16
   *reinterpret_cast<uint4*>(d) = make_uint4(pr[0], pr[1], pr[2], pr[3]);
 }
 
+/// The block kernels' K split summed in a thread-block cluster (session 23, kCl; the split's
+/// gridDim.y CTAs of one blockIdx.x are one cluster): each CTA's fp32 tile [token][row of the CTA]
+/// in its shared memory (the loop's activations and splats, after a CTA barrier), then
+/// cluster_sum_f4 over the M token rows' float4s of 4 rows, each rank storing its share with mult
+/// and bias. Row pitch 8 kTw x 16 + 4 floats: a fragment store's lanes (g, t) hit banks 8 t + g
+/// (tokens 2t apart), conflict-free, and the rows stay 16-byte aligned.
+template <int kTw>
+inline constexpr int kS16ClPitch = kStreamWarps* kTw * 16 + 4;
+template <int kTw, int kNt>
+inline constexpr int kS16ClBytes = 8 * kNt* kS16ClPitch<kTw> * 4;
+template <int kTw, int kNt>
+__device__ __forceinline__ void s16_cluster_store(const LinearParams& p,
+                                                  const float (&acc)[kTw][kNt][4], uint8_t* smem,
+                                                  int64_t row0, int tpc, float mult, int warp,
+                                                  int g, int t) {
+  constexpr int kPitch = kS16ClPitch<kTw>;
+  float* const part = reinterpret_cast<float*>(smem);
+  __syncthreads();  // every warp is past its last read of the activations and splats
+#pragma unroll
+  for (int j = 0; j < kTw; ++j)
+#pragma unroll
+    for (int n = 0; n < kNt; ++n)
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+        part[(8 * n + 2 * t + (i & 1)) * kPitch + (warp * kTw + j) * 16 + g + 8 * (i >> 1)] =
+            acc[j][n][i];
+  constexpr int kQuads = kStreamWarps * kTw * 4;  // float4s of a token row
+  const int rows = tpc * 16;
+  cluster_sum_f4(
+      reinterpret_cast<const float4*>(part),
+      static_cast<int>(p.M < 8 * kNt ? p.M : 8 * kNt) * kQuads,
+      [](int e) { return (e / kQuads) * (kPitch / 4) + e % kQuads; },
+      [&](int e, float4 v) {
+        const int tok = e / kQuads, r = (e % kQuads) * 4;
+        const float w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+          if (r + i < rows && row0 + r + i < p.N) store_out_elem(p, tok, row0 + r + i, w[i], mult);
+      });
+}
+
 /// kMx: MXFP4 weights (E8M0 per 32 K, 8 scale bytes per row and chunk): the splats
 /// are 2^(e-127) pairs, applied after the 2^119 that brings the decoded FP4 bits to v * 2^-7
 /// (two exact multiplies, as the decode kernel's fold: one with 2^(e-8) would overflow BF16 for
@@ -770,7 +812,8 @@ __device__ __forceinline__ void s16_stage_x8(const LinearParams& p, const uint16
 /// converted to BF16 in the kernel (they land one chunk before their conversion, as the scales),
 /// instead of the pre-pass launch before it; the values are the pre-pass's (e2m1 x
 /// UE4M3 is exact in BF16).
-template <int kTw, int kNt, bool kMx = false, bool kQx = false, bool kMxFree = false>
+template <int kTw, int kNt, bool kMx = false, bool kQx = false, bool kMxFree = false,
+          bool kCl = false>
 __global__ void __launch_bounds__(kStreamWarps * 32, 2)
     linear_stream16_kernel(const LinearParams p) {
   static_assert(!kMxFree || kMx, "fold-free splats: MXFP4 only");
@@ -965,11 +1008,15 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
 
   float mult = p.out_mult;
   if (p.alpha != nullptr) mult *= *p.alpha;
+  if constexpr (kCl) {
+    s16_cluster_store<kTw, kNt>(p, acc, dsm, cr.row0, tpc, mult, warp, g, t);
+  } else {
 #pragma unroll
-  for (int j = 0; j < kTw; ++j) {
-    const int64_t tile = tile0 + j;
-    if (tile >= p.n16 || warp * kTw + j >= tpc) continue;
-    stream_store_tile<kNt>(p, acc[j], tile, static_cast<int64_t>(blockIdx.y), mult, g, t);
+    for (int j = 0; j < kTw; ++j) {
+      const int64_t tile = tile0 + j;
+      if (tile >= p.n16 || warp * kTw + j >= tpc) continue;
+      stream_store_tile<kNt>(p, acc[j], tile, static_cast<int64_t>(blockIdx.y), mult, g, t);
+    }
   }
   griddep_launch_dependents();
 }
@@ -996,7 +1043,7 @@ __host__ __device__ constexpr int s16_once_smem(int tw, int vp) {
   return 16 * s16_once_pitch(vp) + kStreamWarps * tw * vp * 128;
 }
 
-template <int kTw, int kNt, bool kMx = false, bool kMxFree = false>
+template <int kTw, int kNt, bool kMx = false, bool kMxFree = false, bool kCl = false>
 __global__ void __launch_bounds__(kStreamWarps * 32, 2)
     linear_stream16_once_kernel(const LinearParams p) {
   static_assert(!kMxFree || kMx, "fold-free splats: MXFP4 only");
@@ -1105,11 +1152,15 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
 
   float mult = p.out_mult;
   if (p.alpha != nullptr) mult *= *p.alpha;
+  if constexpr (kCl) {
+    s16_cluster_store<kTw, kNt>(p, acc, dsm, cr.row0, cr.tpc, mult, warp, g, t);
+  } else {
 #pragma unroll
-  for (int j = 0; j < kTw; ++j) {
-    const int64_t tile = cr.tile0 + j;
-    if (tile >= p.n16 || warp * kTw + j >= cr.tpc) continue;
-    stream_store_tile<kNt>(p, acc[j], tile, static_cast<int64_t>(blockIdx.y), mult, g, t);
+    for (int j = 0; j < kTw; ++j) {
+      const int64_t tile = cr.tile0 + j;
+      if (tile >= p.n16 || warp * kTw + j >= cr.tpc) continue;
+      stream_store_tile<kNt>(p, acc[j], tile, static_cast<int64_t>(blockIdx.y), mult, g, t);
+    }
   }
   griddep_launch_dependents();
 }
