@@ -660,6 +660,7 @@ std::string Plan::describe() const {
              ? " stream=" + std::to_string(decode_stream_parts) + "o" +
                    std::to_string(decode_stream_occ) + (decode_stream_shfl ? "s" : "") +
                    (decode_stream_var ? "v" + std::to_string(decode_stream_var) : std::string()) +
+                   (decode_stream_cl > 1 ? "c" + std::to_string(decode_stream_cl) : std::string()) +
                    "/" + std::to_string(decode_stream_ctas)
              : std::string())
      << stream_rows_describe(*this) << stream16_describe(*this)
@@ -1531,6 +1532,32 @@ Plan plan(const Caps& caps) {
         p.decode_stream_free_only =
             mx_w4a16_free || (wf == lin::WFmt::kMxfp4 && !(p.decode_stream_var & 128));
         stream_trig_m1 = c.ctas * 10 >= c.slots * 8 || (tile_per_sm && occ == 2);
+        // Session 23 probes (round 85). B12X_GEMM_STREAM_XA=1: W4A4's FP4 activation addresses
+        // from per-lane constant bases (var bit 1024) where the blocks convert them.
+        // B12X_GEMM_STREAM_CLUSTER=<2|4|8> (SM90+): the 2-CTA blocks at 8 parts with each tile's K
+        // split over a thread-block cluster of that many CTAs (var bit 512, LinearParams::
+        // cluster_split), their row sums added over distributed shared memory: 16 x cl warps
+        // per tile instead of 8, ctas clusters (at most those co-resident).
+        if (const char* e = std::getenv("B12X_GEMM_STREAM_XA");
+            e != nullptr && e[0] == '1' && (p.decode_stream_var & 168) == 168 &&
+            lin::stream_var_available(wf, c.parts, occ, p.decode_stream_var | 1024))
+          p.decode_stream_var |= 1024;
+        if (const char* e = std::getenv("B12X_GEMM_STREAM_CLUSTER");
+            e != nullptr && dev.cc_major >= 9 && occ == 2 && c.parts == 8 &&
+            (p.decode_stream_var & 128) && !(p.decode_stream_var & 1024)) {
+          const int cl = std::atoi(e);
+          const int var = p.decode_stream_var | 512;
+          if ((cl == 2 || cl == 4 || cl == 8) && lin::stream_var_available(wf, 8, 2, var)) {
+            const int fit = lin::stream_cluster_fit(caps.device, wf, 8, 2, var, cl);
+            if (fit > 0) {
+              p.decode_stream_var = var;
+              p.decode_stream_cl = cl;
+              p.decode_stream_ctas = static_cast<int>(std::min<int64_t>(c.groups, fit));
+              p.decode_stream_vp = lin::stream_vectors_per_part(geo.kvec, 8, cl);
+              stream_trig_m1 = int64_t{p.decode_stream_ctas} * cl * 10 >= c.slots * 8;
+            }
+          }
+        }
       }
     }
   }
@@ -2069,7 +2096,8 @@ Plan plan(const Caps& caps) {
     if (p.decode_stream_parts > 0)
       sig << " stream=" << p.decode_stream_parts << "o" << p.decode_stream_occ
           << (p.decode_stream_shfl ? "s" : "")
-          << (p.decode_stream_var ? "v" + std::to_string(p.decode_stream_var) : std::string());
+          << (p.decode_stream_var ? "v" + std::to_string(p.decode_stream_var) : std::string())
+          << (p.decode_stream_cl > 1 ? "c" + std::to_string(p.decode_stream_cl) : std::string());
     if (p.stream_rows_parts > 0)
       sig << " stream_r4=" << p.stream_rows_parts << (p.stream_rows_shfl ? "s" : "")
           << (p.stream_rows_split > 1 ? "+reduce" : "");
@@ -2547,6 +2575,7 @@ void run(const Binding& b, Stream stream) {
     p.stream_vp = plan.decode_stream_vp;
     p.stream_trig = (plan.stream_trig & 1) ? 1 : 0;
     p.stream_var = plan.decode_stream_var;
+    p.cluster_split = plan.decode_stream_cl > 1 ? plan.decode_stream_cl : 1;
     lin::launch_linear_stream(im.wfmt, plan.decode_stream_parts, plan.decode_stream_occ,
                               plan.decode_stream_ctas, plan.decode_stream_smem, p, stream, 1);
     return;

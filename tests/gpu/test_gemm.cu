@@ -1624,6 +1624,69 @@ TEST(GemmGpu, DecodeStreamJit) {
   run_case({LinearFormat::kNvfp4W4A16, 1, 4096, 4096, DType::kBF16, DType::kBF16, true});
 }
 
+TEST(GemmGpu, DecodeStreamXaCluster) {
+  // Session 23 probes (round 85). B12X_GEMM_STREAM_XA=1 (var bit 1024): W4A4's FP4 activations
+  // addressed from per-lane constant bases in the blocks, NVFP4 / MXFP4 at 8 parts (2-CTA), MXFP4
+  // at 2 parts, the lean 3-CTA blocks. B12X_GEMM_STREAM_CLUSTER=2|4 (var bit 512, SM90+): the
+  // 2-CTA blocks at 8 parts with each tile's K split over a thread-block cluster, the CTAs' row
+  // sums added over distributed shared memory; all four FP4 formats, K = 1280 (parts past K) /
+  // 4864 / 7168, N = 72 / 200 (partial tiles), bias, an FP16 output, clusters walking several
+  // groups (N = 4096 at 4 CTAs), replayed graphs.
+  B12X_REQUIRE_GPU();
+  ScopedEnv es("B12X_GEMM_DECODE_STREAM", "1");
+  const auto plan1 = &plan_m1;
+  {
+    ScopedEnv ex("B12X_GEMM_STREAM_XA", "1");
+    int n = 0;
+    for (const char* parts : {"8", "2"})
+      for (const LinearFormat f : {LinearFormat::kNvfp4, LinearFormat::kMxfp4}) {
+        if (parts[0] == '2' && f == LinearFormat::kNvfp4) continue;
+        ScopedEnv eo("B12X_GEMM_STREAM_OCC", "2"), ep("B12X_GEMM_STREAM_PARTS", parts);
+        for (int64_t K : {1280, 4864}) {
+          const int64_t N = (n % 2) ? 72 : 200;
+          EXPECT_EQ(plan1(f, N, K).decode_stream_var, 168 | 1024) << parts << " K " << K;
+          run_case({f, 1, N, K, DType::kBF16, n == 2 ? DType::kFP16 : DType::kBF16, (n % 2) == 0},
+                   /*graph_replay=*/n == 1);
+          ++n;
+        }
+      }
+    ScopedEnv eo3("B12X_GEMM_STREAM_OCC", "3"), ep8("B12X_GEMM_STREAM_PARTS", "8"),
+        e4("B12X_GEMM_STREAM_JIT", "4");
+    for (const LinearFormat f : {LinearFormat::kNvfp4, LinearFormat::kMxfp4}) {
+      EXPECT_EQ(plan1(f, 72, 4864).decode_stream_var, 232 | 1024);
+      run_case({f, 1, 72, 4864, DType::kBF16, DType::kBF16, true});
+    }
+  }
+  if (device_info(0).cc_major < 9) return;  // no clusters: the plans keep the default
+  ScopedEnv eo("B12X_GEMM_STREAM_OCC", "2"), ep("B12X_GEMM_STREAM_PARTS", "8");
+  int n = 0;
+  for (const char* cl : {"2", "4"}) {
+    ScopedEnv ec("B12X_GEMM_STREAM_CLUSTER", cl);
+    for (const LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kNvfp4,
+                                 LinearFormat::kMxfp4W4A16, LinearFormat::kMxfp4}) {
+      const bool w4a4 = f == LinearFormat::kNvfp4 || f == LinearFormat::kMxfp4;
+      const int64_t K = n % 3 == 0 ? 1280 : n % 3 == 1 ? 4864 : 7168;
+      const int64_t N = (n % 2) ? 72 : 200;
+      const gemm::Plan pl = plan1(f, N, K);
+      EXPECT_EQ(pl.decode_stream_var, (w4a4 ? 168 : 128) | 512) << cl;
+      EXPECT_EQ(pl.decode_stream_cl, std::atoi(cl));
+      const int64_t before = gemm::lin::last_stream_launch().serial;
+      run_case({f, 1, N, K, DType::kBF16, n == 5 ? DType::kFP16 : DType::kBF16, (n % 2) == 0},
+               /*graph_replay=*/n == 2 || n == 7);
+      const gemm::lin::StreamLaunch sl = gemm::lin::last_stream_launch();
+      if (f != LinearFormat::kMxfp4W4A16 || sl.serial > before) {  // (its weights may not be
+        EXPECT_GT(sl.serial, before);                              // fold-free: decode kernel)
+        EXPECT_EQ(sl.split, std::atoi(cl));
+      }
+      ++n;
+    }
+  }
+  ScopedEnv ec("B12X_GEMM_STREAM_CLUSTER", "4");
+  const gemm::Plan pl = plan1(LinearFormat::kNvfp4W4A16, 4096, 1280);
+  EXPECT_LT(pl.decode_stream_ctas, 256) << "one group per cluster: no persistent walk tested";
+  run_case({LinearFormat::kNvfp4W4A16, 1, 4096, 1280, DType::kBF16, DType::kBF16, true});
+}
+
 TEST(GemmGpu, DecodeStreamShfl) {
   B12X_REQUIRE_GPU();
   // Session 14: the stream kernels with the scale splats built one k16 step per lane and

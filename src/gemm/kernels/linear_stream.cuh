@@ -127,6 +127,38 @@ __device__ __forceinline__ void stream_q8(const LinearParams& p, const uint8_t* 
               : p.xq_scale[fmt::swizzled_scale_offset(0, k / 16, p.K / 16)];
 }
 
+/// stream_q8 at k = kb + 8 lane of a block (kb a multiple of 256) from per-lane constant bases
+/// (kXa, session 23): row 0's 128x4-swizzled scale offset is (k / 16 / 4) x 512 + (k / 16) % 4 =
+/// kb x 8 + (lane / 8) x 512 + (lane / 2) % 4 (NVFP4; MXFP4's k / 32: kb x 4 + (lane / 16) x 512 +
+/// (lane / 4) % 4) and the bytes sit at kb / 2 + 4 lane, so a block costs two shifts and adds
+/// instead of stream_q8's signed 64-bit divisions (~35 sm_90a instructions per lane and block).
+struct StreamQLane {
+  const uint8_t* xb;  // the lane's packed bytes at kb = 0
+  const uint8_t* xs;  // its scale byte at kb = 0
+  int64_t klim;       // kb < klim: the lane's chunk exists (K - 8 lane)
+};
+template <bool kMxAct>
+__device__ __forceinline__ StreamQLane stream_q8_lane(const LinearParams& p, const uint8_t* xq,
+                                                      int lane) {
+  const int so =
+      kMxAct ? (lane >> 4) * 512 + ((lane >> 2) & 3) : (lane >> 3) * 512 + ((lane >> 1) & 3);
+  return StreamQLane{xq + 4 * lane, p.xq_scale + so, p.K - 8 * lane};
+}
+template <bool kMxAct>
+__device__ __forceinline__ void stream_q8_at(const StreamQLane& q, bool xq4, int64_t kb,
+                                             uint32_t& qw, uint32_t& qs) {
+  qw = qs = 0;
+  if (kb >= q.klim) return;
+  const uint8_t* const b = q.xb + (kb >> 1);
+  if (xq4) {
+    qw = __ldg(reinterpret_cast<const uint32_t*>(b));
+  } else {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) qw |= static_cast<uint32_t>(b[i]) << (8 * i);
+  }
+  qs = q.xs[kMxAct ? kb << 2 : kb << 3];
+}
+
 /// kOcc: CTAs per SM the registers are capped for (2: <= 128, 3: <= 85). kRows: 1 (M = 1, the
 /// token broadcast over the MMA's 8 columns) or 4 (M = 2..4, session 12: the tokens on the MMA's
 /// N side, lanes g and g + 4 on the same token; K split over gridDim.y CTAs whose fp32 partials
@@ -154,7 +186,8 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     linear_stream_kernel(const LinearParams p) {
   static_assert(!kMx || kRows == 1, "MXFP4: M = 1");
   static_assert(!kMxFree || kMx, "fold-free splats: MXFP4 only");
-  static_assert(kVar == 0 || (kRows == 1 && (!kMx || (kVar & ~64) == 128 || (kVar & ~64) == 168)),
+  static_assert(kVar == 0 || (kRows == 1 && (!kMx || (kVar & ~(64 | 512 | 1024)) == 128 ||
+                                             (kVar & ~(64 | 512 | 1024)) == 168)),
                 "kVar: M = 1; MXFP4 with kJit only");
   constexpr bool kQx = (kVar & 8) != 0;  // NVFP4 (kMx: MXFP4) activations converted in the kernel
   constexpr bool kJit = (kVar & 128) != 0;
@@ -167,8 +200,18 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   // each vector's row word: its splat's step) kept, compressed into one register per row.
   constexpr bool kLean = (kVar & 64) != 0;
   static_assert(!kLean || kJit, "kLean: with the per-warp blocks");
+  // kXa (bit 1024, session 23; kQf): the FP4 activations' addresses from per-lane constant bases
+  // (stream_q8_lane).
+  constexpr bool kXa = (kVar & 1024) != 0;
+  // kCl (bit 512, session 23; kJit, M = 1): the tile's K split over the gridDim.y CTAs of a
+  // thread-block cluster (1, gridDim.y, 1), each over kParts parts of vp vectors from (blockIdx.y
+  // x kParts + part) x vp; the CTAs' row sums meet in distributed shared memory (cluster_sum_f4)
+  // instead of more CTAs per tile group through global partials.
+  constexpr bool kCl = (kVar & 512) != 0;
+  static_assert(!kCl || (kJit && kRows == 1), "kCl: the per-warp blocks, M = 1");
   constexpr int kCh = kLean ? 1 : 4;  // MMA accumulator chains
   static_assert(!kQf || (kQx && kJit), "kQf: the per-warp blocks' FP4 activation conversion");
+  static_assert(!kXa || kQf, "kXa: the per-warp blocks' FP4 activations");
   constexpr int kSb = kMx ? 2 : 4;  // scale bytes per row and vector
   static_assert(kParts == 1 || kParts == 2 || kParts == 4 || kParts == 8, "K parts per tile");
   static_assert(kRows == 1 || kRows == 4, "token rows");
@@ -179,6 +222,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   constexpr int kNt = 1;  // n8 token tiles per MMA step (two measured slower for 16 rows)
   extern __shared__ __align__(16) uint8_t dsm[];
   __shared__ float red[kStreamRedBytes<kRows> / 4];
+  __shared__ float4 csum[kCl ? kTiles * 4 : 1];  // kCl: the CTA's row sums of the group's tiles
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, t = lane & 3;
@@ -186,7 +230,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   const int vp = p.stream_vp;
   const int64_t groups = (p.n16 + kTiles - 1) / kTiles;
   // The CTA's K range (kRows > 1: gridDim.y ranges of kParts * vp vectors).
-  const int ky = kRows == 1 ? 0 : static_cast<int>(blockIdx.y);
+  const int ky = kRows == 1 && !kCl ? 0 : static_cast<int>(blockIdx.y);
   const int64_t vbase = static_cast<int64_t>(ky * kParts + wk) * vp;  // warp's first vector
 
   // Issue state: the next block of kDepth vectors to request starts at vector iv of group igrp
@@ -222,9 +266,14 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   const bool xjq4 = (reinterpret_cast<uintptr_t>(xjq) & 3u) == 0;
   uint4 na = make_uint4(0, 0, 0, 0);
   bool xok = false;
+  const StreamQLane xql = kXa ? stream_q8_lane<kMx>(p, xjq, lane) : StreamQLane{};
   auto load_x = [&](int64_t kb) {
     const int64_t k = kb + 8 * lane;
-    if constexpr (kQx) {
+    if constexpr (kXa) {
+      uint4 q = make_uint4(0, 0, 0, 0);
+      stream_q8_at<kMx>(xql, xjq4, kb, q.x, q.y);
+      return q;
+    } else if constexpr (kQx) {
       uint4 q = make_uint4(0, 0, 0, 0);
       stream_q8<kMx>(p, xjq, xjq4, k, q.x, q.y);
       return q;
@@ -586,6 +635,29 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
         }
       }
       rb ^= 1;
+    }
+    if constexpr (kCl) {
+      // The CTA's sums of the group's tiles (part 0's warps) into csum, then every rank of the
+      // cluster adds its share of the 16 x kTiles rows over the ranks' csum in rank order. Every
+      // CTA of a cluster walks the same groups (same blockIdx.x), so the barriers pair up; the
+      // helper's second barrier keeps csum unread before the next group rewrites it.
+      if (wk == 0 && t == 0) {
+        float* const cw = reinterpret_cast<float*>(csum) + wt * 16;
+        cw[g] = r0;
+        cw[g + 8] = r1;
+      }
+      cluster_sum_f4(
+          csum, kTiles * 4, [](int e) { return e; },
+          [&](int e, float4 s) {
+            const int64_t tile = grp * kTiles + e / 4;
+            const int64_t row = tile * 16 + (e % 4) * 4;
+            if (tile >= p.n16) return;
+            const float v[4] = {s.x, s.y, s.z, s.w};
+#pragma unroll
+            for (int i = 0; i < 4; ++i)
+              if (row + i < p.N) store_out_elem(p, 0, row + i, v[i], mult);
+          });
+      continue;
     }
     const int64_t tile = grp * kTiles + wt;
     if (wk == 0 && t < 2 && tile < p.n16) {
