@@ -56,12 +56,21 @@ struct TileCfg {
   // kind 18 ("wideh3", SM90 only): wideh with 3 stages (104 KB, 2 CTAs per SM90 SM): two
   // tiles in flight per CTA instead of one.
   static constexpr bool kH3 = kKind_ == 18;
+  // kind 22 ("hcvtp", probe, FP8 head dim 256): hcvt with unswizzled raw K / V rows and Q rows
+  // padded by 16 bytes (row pitch = 4 banks mod 32, so the fragment reads stay conflict-free and
+  // every k-step's address is an immediate offset), and a loader in which 4 lanes copy one token
+  // row (each 16-byte chunk of the row an immediate offset from one 64-bit row address).
+  // kind 23 ("hcvtp2", probe): hcvtp with S accumulated in two chains per n-block (even / odd
+  // k-steps, summed after the loop): 8 instead of 16 dependent MMAs per chain.
+  static constexpr bool kPad = kKind_ == 22 || kKind_ == 23;
+  static constexpr bool kSChains2 = kKind_ == 23;
   static constexpr int kDH = (kKind_ == 16 || kH3) ? 2 : 1;
-  static constexpr int kKind = (kKind_ == 16 || kH3) ? 1 : kKind_;
+  static constexpr int kKind = (kKind_ == 16 || kH3) ? 1 : (kPad ? 8 : kKind_);
   static constexpr bool kFp8 = kFp8_;
   static_assert(kKind_ == 0 || kKind_ == 1 || kKind_ == 2 || kKind_ == 5 || kKind_ == 8 ||
-                    kKind_ == 13 || kKind_ == 16 || kKind_ == 18,
-                "tile kinds: 0, 1, 2, 5, 8, 13, 16, 18");
+                    kKind_ == 13 || kKind_ == 16 || kKind_ == 18 || kKind_ == 22 || kKind_ == 23,
+                "tile kinds: 0, 1, 2, 5, 8, 13, 16, 18, 22, 23");
+  static_assert(!kPad || (kFp8_ && kDqk_ == 256 && kDv_ == 256), "hcvtp: FP8 head dim 256");
   static constexpr bool kDecode = kKind != 0;
   // hcvt / hcvt3 (kF16Mma): K's B fragments come straight from the raw FP8 rows (no K conversion
   // pass; Q is stored in the matching permuted slot order), and so do V's (4-byte reads of 4
@@ -93,8 +102,11 @@ struct TileCfg {
   static constexpr int kThreads = kWM * kWN * kDH * 32;
   static constexpr int kBM = 16 * kWM * kMB;
   static constexpr int kKvBytes = kFp8 ? 1 : 2;
-  static constexpr int kQBytes = kQInRegs ? 0 : kBM * kDqk * 2;
-  static constexpr int kStageBytes = kBN * (kDqk + kDv) * kKvBytes;
+  static constexpr int kPadB = kPad ? 16 : 0;
+  static constexpr int kQRowB = kDqk * 2 + kPadB;  // Q tile row bytes
+  static constexpr int kKRaw = kDqk * kKvBytes + kPadB, kVRaw = kDv * kKvBytes + kPadB;
+  static constexpr int kQBytes = kQInRegs ? 0 : kBM * kQRowB;
+  static constexpr int kStageBytes = kBN * (kKRaw + kVRaw);
   static constexpr int kConvBytes =
       kFp8 ? kBN * ((kDirectK ? 0 : kDqk) + (kDirectV ? 0 : kDv)) * 2 : 0;
   static constexpr int kMergeBytes = kWN > 1 ? kWN*(kBM* kDv * 4 + 2 * kBM * 4) : 0;
@@ -578,9 +590,13 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
   constexpr int kWM = Cfg::kWM, kWN = Cfg::kWN, kStages = Cfg::kStages;
   constexpr int kThreads = Cfg::kThreads;
   constexpr bool kFp8 = Cfg::kFp8;
-  constexpr int kNT = kBN / kWN;                                      // tokens per warp per tile
-  constexpr int kDH = Cfg::kDH, kDvW = kDv / kDH;                     // O dims per warp (Cfg::kDH)
-  constexpr int kQRow = kDqk * 2, kKRow = kDqk * 2, kVRow = kDv * 2;  // bf16 tile row bytes
+  constexpr int kNT = kBN / kWN;                   // tokens per warp per tile
+  constexpr int kDH = Cfg::kDH, kDvW = kDv / kDH;  // O dims per warp (Cfg::kDH)
+  constexpr int kQRow = Cfg::kQRowB, kKRow = kDqk * 2, kVRow = kDv * 2;  // tile row bytes
+  // Byte offset of 16-byte chunk c of Q row r: swizzled, or padded rows (hcvtp).
+  auto q_at = [](int r, int c) {
+    return Cfg::kPad ? static_cast<uint32_t>(r * kQRow + c * 16) : swz(r, c, kQRow);
+  };
 
   extern __shared__ __align__(128) uint8_t smem[];
   uint8_t* sConv = smem + Cfg::kQBytes;  // fp8 only: bf16 K then V tile
@@ -818,9 +834,8 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
           __half2 h2 = __floats2half2_rn(f[2 * k] * sc, f[2 * k + 1] * sc);
           hv[k] = *reinterpret_cast<uint32_t*>(&h2);
         }
-        *reinterpret_cast<uint4*>(sQ + swz(r, 2 * kb, kQRow)) =
-            make_uint4(hv[0], hv[2], hv[4], hv[6]);
-        *reinterpret_cast<uint4*>(sQ + swz(r, 2 * kb + 1, kQRow)) =
+        *reinterpret_cast<uint4*>(sQ + q_at(r, 2 * kb)) = make_uint4(hv[0], hv[2], hv[4], hv[6]);
+        *reinterpret_cast<uint4*>(sQ + q_at(r, 2 * kb + 1)) =
             make_uint4(hv[1], hv[3], hv[5], hv[7]);
         if (kb == 0) s_qexp[r] = ex;
       }
@@ -844,7 +859,7 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
         const bool valid = qi < w.qlen;
         const int h = kvh * p.group + (pr - qi * p.group);
         const T* src = valid ? q + (int64_t)(w.q0 + qi) * p.q_st + (int64_t)h * p.q_sh + c * 8 : q;
-        cp_async16(smem_u32(sQ + swz(r, c, kQRow)), src, valid);
+        cp_async16(smem_u32(sQ + q_at(r, c)), src, valid);
       }
     }
   };
@@ -946,7 +961,9 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
   };
   // Chunk c of token j lands in a swizzled (bf16) or row-major (raw fp8) stage row.
   auto stage_dst = [&](uint8_t* tile, int j, int c, int cpr, bool is_k) {
-    if constexpr (Cfg::kDirectK) {
+    if constexpr (Cfg::kPad) {
+      return smem_u32(tile) + static_cast<uint32_t>(j * (cpr * 16 + 16) + c * 16);
+    } else if constexpr (Cfg::kDirectK) {
       // raw FP8 K and V rows read as 4-byte fragments (8 or 4 rows at once) are swizzled too
       return smem_u32(tile) + static_cast<uint32_t>(j * (cpr * 16) + ((c ^ (j & 7)) << 4));
     } else if constexpr (kFp8) {
@@ -969,7 +986,7 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
   // (clamped) page id of tile token j, called by all lanes together.
   auto load_tile = [&](int it, int stage, auto&& page_at) {
     uint8_t* sk = sRing + stage * Cfg::kStageBytes;
-    uint8_t* sv = sk + kBN * kDqk * kKvB;
+    uint8_t* sv = sk + kBN * Cfg::kKRaw;
     const int kv0 = kv_begin + it * kv_step;
     // Chunk c of token j's K (is_k) or V row.
     auto copy = [&](bool is_k, int j, int c, int page) {
@@ -979,7 +996,29 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
           row_src(is_k ? kbase : vbase, is_k ? k_sp : v_sp, is_k ? k_st : v_st, page, pos, c),
           pos < kv_end);
     };
-    if constexpr (kKc == kVc && kThreads % kKc == 0) {
+    if constexpr (Cfg::kPad) {
+      // kL lanes copy one token row: chunks cl, cl + kL, ... of its K and V rows are immediate
+      // offsets from one 64-bit address each (no page runs needed: one page id per row), and
+      // the kL lanes of a row cover whole 32-byte sectors.
+      constexpr int kL = 4, kRowsPass = kThreads / kL, kCh = kKc / kL;
+      static_assert(kKc == kVc && kKc % kL == 0 && kBN % kRowsPass == 0, "hcvtp loader");
+      const int cl = static_cast<int>(static_cast<unsigned>(tid) % kL);
+#pragma unroll
+      for (int k = 0; k < kBN / kRowsPass; ++k) {
+        const int j = static_cast<int>(static_cast<unsigned>(tid) / kL) + k * kRowsPass;
+        const int page = page_at(j);
+        const int pos = kv0 + j;
+        const bool valid = pos < kv_end;
+        const uint8_t* ks = row_src(kbase, k_sp, k_st, page, pos, cl);
+        const uint8_t* vs = row_src(vbase, v_sp, v_st, page, pos, cl);
+        const uint32_t kd = stage_dst(sk, j, cl, kKc, true), vd = stage_dst(sv, j, cl, kVc, false);
+#pragma unroll
+        for (int i = 0; i < kCh; ++i) {
+          cp_async16(kd + i * kL * 16, ks + i * kL * 16, valid);
+          cp_async16(vd + i * kL * 16, vs + i * kL * 16, valid);
+        }
+      }
+    } else if constexpr (kKc == kVc && kThreads % kKc == 0) {
       // A thread copies chunk c of token rows j0, j0 + kRows, ...: the chunk's column offset
       // and the row swizzle (kRows % 8 == 0: j & 7 == j0 & 7) are loop-invariant, so only the
       // page id and the in-page row change per copy.
@@ -1196,7 +1235,8 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
   const int tile_qi_min = div_group(p, rows0);
   const int tile_qi_max = min(w.qlen - 1, div_group(p, rows0 + kBM - 1));
   const uint32_t q_base = smem_u32(sQ) + (wrow0 + (lane & 15)) * kQRow;
-  const uint32_t q_lane = swz_in_row(wrow0 + (lane & 15), lane >> 4);
+  const uint32_t q_lane = Cfg::kPad ? static_cast<uint32_t>((lane >> 4) << 4)
+                                    : swz_in_row(wrow0 + (lane & 15), lane >> 4);
 
   // wide3: Q (cp.async group 0, with tile 0) into registers before the first iteration issues
   // into the last stage, where Q was staged; that iteration's barrier orders the two. (The full
@@ -1236,7 +1276,7 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
     const uint8_t* sV_t;
     if constexpr (Cfg::kDirectV) {
       sK_t = sRing + (it % kStages) * Cfg::kStageBytes;
-      sV_t = sK_t + kBN * kDqk;
+      sV_t = sK_t + kBN * Cfg::kKRaw;
     } else if constexpr (kFp8) {
       const uint8_t* rk = sRing + (it % kStages) * Cfg::kStageBytes;
       const uint8_t* rv = rk + kBN * kDqk;
@@ -1310,22 +1350,46 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
       if constexpr (Cfg::kDirectK) {
         // B fragments straight from the raw FP8 K rows: lane (g, t) reads dims 4t..4t+3 of k-step
         // kb of token row g (one 4-byte read; rows' 16-byte chunks are swizzled by row & 7).
+        float s2[Cfg::kSChains2 ? kMB : 1][Cfg::kSChains2 ? kNT / 8 : 1][4];
+        if constexpr (Cfg::kSChains2) {
+#pragma unroll
+          for (int mb = 0; mb < kMB; ++mb)
+#pragma unroll
+            for (int i = 0; i < kNT / 8; ++i)
+              s2[mb][i][0] = s2[mb][i][1] = s2[mb][i][2] = s2[mb][i][3] = 0.f;
+        }
 #pragma unroll
         for (int kb = 0; kb < kDqk / 16; ++kb) {
           uint32_t a[kMB][4];
-          const uint32_t q_off = q_base + (q_lane ^ (kb << 5));
+          const uint32_t q_off =
+              Cfg::kPad ? q_base + q_lane + (kb << 5) : q_base + (q_lane ^ (kb << 5));
 #pragma unroll
           for (int mb = 0; mb < kMB; ++mb) ldmatrix_x4(a[mb], q_off + mb * 16 * kQRow);
 #pragma unroll
           for (int nb = 0; nb < kNT / 8; ++nb) {
             const int row = tok0 + nb * 8 + g;
             const uint32_t wv = *reinterpret_cast<const uint32_t*>(
-                sK + row * kDqk + ((kb ^ (row & 7)) << 4) + 4 * t4);
+                Cfg::kPad ? sK + row * Cfg::kKRaw + kb * 16 + 4 * t4
+                          : sK + row * kDqk + ((kb ^ (row & 7)) << 4) + 4 * t4);
             uint32_t b0, b1;
             e4m3x4_to_f16x4_hw(wv, b0, b1);  // (4t, 4t+1), (4t+2, 4t+3)
 #pragma unroll
-            for (int mb = 0; mb < kMB; ++mb) mma16816<TM>(s[mb][nb], a[mb], b0, b1);
+            for (int mb = 0; mb < kMB; ++mb) {
+              if constexpr (Cfg::kSChains2) {
+                mma16816<TM>((kb & 1) ? s2[mb][nb] : s[mb][nb], a[mb], b0, b1);
+              } else {
+                mma16816<TM>(s[mb][nb], a[mb], b0, b1);
+              }
+            }
           }
+        }
+        if constexpr (Cfg::kSChains2) {
+#pragma unroll
+          for (int mb = 0; mb < kMB; ++mb)
+#pragma unroll
+            for (int i = 0; i < kNT / 8; ++i)
+#pragma unroll
+              for (int e = 0; e < 4; ++e) s[mb][i][e] += s2[mb][i][e];
         }
       }
       const int k_row = tok0 + ((lane >> 4) << 3) + (lane & 7);
@@ -1447,6 +1511,8 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
           for (int q = 0; q < kDv / 32; ++q) {
             const int c = 2 * q + (g >> 2);
             auto rd = [&](int row) {
+              if constexpr (Cfg::kPad)
+                return *reinterpret_cast<const uint32_t*>(sV + row * Cfg::kVRaw + 32 * q + 4 * g);
               return *reinterpret_cast<const uint32_t*>(sV + row * kDv + ((c ^ (row & 7)) << 4) +
                                                         4 * (g & 3));
             };
