@@ -37,11 +37,19 @@ def parse_variants(text):
 
 
 def kernel_medians(g):
-    spans = {}
-    for e in gt.kernel_events(g):
+    """Per kernel: the median span (it includes a programmatic launch's early wait) and, after
+    "ends", the median time from the previous kernel's end to its end (the chain's steps)."""
+    spans, steps = {}, {}
+    prev_end = None
+    for e in sorted(gt.kernel_events(g), key=lambda e: e["ts"]):
         n = e["name"].split("(")[0].split("<")[0].split("::")[-1].replace("moe_decode_", "")
         spans.setdefault(n[:12], []).append(e["dur"])
-    return " ".join(f"{k}={np.median(v):.1f}" for k, v in spans.items())
+        end = e["ts"] + e["dur"]
+        if prev_end is not None:
+            steps.setdefault(n[:12], []).append(end - prev_end)
+        prev_end = end
+    return (" ".join(f"{k}={np.median(v):.1f}" for k, v in spans.items()) + " | ends "
+            + " ".join(f"{k}=+{np.median(v):.1f}" for k, v in steps.items()))
 
 
 def main():

@@ -645,6 +645,7 @@ DecodeKnobs read_decode_knobs(bool stream, int aquant) {
   knob(k.fc2_bal, "B12X_MOE_FC2_BAL", {0, 1}, "0, 1", not_stream);
   knob(k.fc2_kil, "B12X_MOE_FC2_KIL", {0, 1}, "0, 1", not_stream);
   knob(k.fc2_rows, "B12X_MOE_FC2_ROWS", {16, 32}, "16, 32", not_stream);
+  knob(k.fc2_dsmem, "B12X_MOE_FC2_CLUSTER", {0, 1}, "0, 1", not_stream);
   return k;
 }
 }  // namespace detail
@@ -878,6 +879,8 @@ Plan plan(const Caps& caps) {
     }
     // The K-interleaved FC2 kernels (decode_fc2_kil, from the weights' I and the capacity).
     if (stream && detail::decode_fc2_kil(p.knobs, caps.max_tokens, nk2)) sig << " fc2_kil";
+    // FC2 split row blocks launched as clusters (DecodeKnobs::fc2_dsmem; runs with a split).
+    if (stream && p.knobs.fc2_dsmem == 1 && p.cc_major >= 9) sig << " fc2_cluster";
     if (caps.apply_router_weight_on_input) sig << " weight_on_input";
     std::ostringstream shape;
     shape << "E=" << E << " H=" << H << " I=" << I << " max_tokens=" << caps.max_tokens
@@ -1031,6 +1034,9 @@ void run(const Binding& b, Stream stream) {
     d.fc2_stages32 =
         detail::decode_fc2_stages32(p.knobs, S.L.fc2.rows_pad / 32, d.fc2_split, d.sm_count,
                                     p.sm_count > 0 ? p.fc2_rows32_ctas2 : 0);
+    // DecodeKnobs::fc2_dsmem: a split row block's CTAs as one cluster (SM90+), summed through
+    // distributed shared memory (the partials below then stay unused).
+    d.fc2_cluster = p.knobs.fc2_dsmem == 1 && d.fc2_split > 1 && pdl ? 1 : 0;
     d.partial = route_out;  // sized for the plan's split x max_tokens (>= this call's)
     d.counters = num_tiles + 4;
     if (p.off_fc1_bal >= 0) {

@@ -68,8 +68,13 @@ void launch_fc2(const DecodeArgs& a, Stream stream, bool pdl) {
                                                 DecodeCfg::fc2_smem(kW, kS, max_tokens, kR), true));
   }
   const dim3 grid(static_cast<unsigned>(a.w2.rows_pad / kR), static_cast<unsigned>(a.fc2_split));
-  launch_k(k, grid, dim3(32 * kW),
-           static_cast<size_t>(DecodeCfg::fc2_smem(kW, kS, a.num_tokens, kR)), stream, pdl, a);
+  const size_t smem = static_cast<size_t>(DecodeCfg::fc2_smem(kW, kS, a.num_tokens, kR));
+  if (a.fc2_cluster != 0 && a.fc2_split > 1) {  // a row block's split CTAs: one cluster
+    B12X_CUDA_CHECK(::b12x::detail::launch_ex(k, grid, dim3(32 * kW), smem, stream, pdl,
+                                              dim3(1, static_cast<unsigned>(a.fc2_split), 1), a));
+  } else {
+    launch_k(k, grid, dim3(32 * kW), smem, stream, pdl, a);
+  }
   B12X_CUDA_CHECK_LAUNCH();
 }
 

@@ -207,6 +207,11 @@ struct DecodeArgs {
   int fc1_part_slots = 0;  // CTA slots (row blocks x tile groups) fc1_part holds
   int fc1_cnt_rows = 0;    // row blocks fc1_cnt holds (x fc1_cnt_stride counters each)
   int fc1_cnt_stride = kMaxInlineRoutes;  // counters per row block: the kernels' route capacity
+  // FC2 split row block as one thread-block cluster (DecodeKnobs::fc2_dsmem, SM90+, fc2_split
+  // > 1): the split CTAs add their sums through distributed shared memory (in split order, the
+  // same bits) instead of fp32 partials in global memory, a fence, a counter and a reload. (Last:
+  // it sits in the struct's tail padding, so no other parameter offset moves.)
+  int fc2_cluster = 0;
 };
 /// Balanced FC1 scratch (DecodeArgs::fc1_bal): counters [row_blocks][route capacity], then
 /// fp32 partials [slots][head, tail][4 tokens x 32 rows] for slots = max(row blocks, 3 x 256)

@@ -856,6 +856,54 @@ TEST(MoeGpu, DecodeStreamFc2KInterleaved) {
   }
 }
 
+TEST(MoeGpu, DecodeStreamFc2ClusterSum) {
+  B12X_REQUIRE_GPU();
+  if (b12x::device_info(0).cc_major < 9) GTEST_SKIP() << "thread-block clusters need SM90+";
+  // A split FC2 row block as one thread-block cluster (B12X_MOE_FC2_CLUSTER=1, read by plan): the
+  // split CTAs add their sums through distributed shared memory in split order, the order the
+  // fp32 partials are added in, so the outputs are bit-equal to the partials path at the same
+  // split. Cases: 1 token (the 32-row FC2's split 2), 8 tokens with split 4 / 3 (32 / 16 rows),
+  // FP16 w4a16 at H = 992 (the last row block partly outside H); and a graph replay of the
+  // cluster plan with new routes.
+  const Fp4Variant a16{QuantMode::kW4A16, SourceFormat::kModeloptNvfp4, DType::kFP16,
+                       Activation::kSilu};
+  using Knobs = std::vector<std::pair<const char*, std::string>>;
+  struct Var {
+    Case c;
+    Knobs knobs;
+  };
+  const Var vars[] = {
+      {fp4_variant_case(kNvfp4Silu, 16, 1024, 256, 1, 8, 1), {{"B12X_MOE_FC2_SPLIT", "2"}}},
+      {fp4_variant_case(kNvfp4Silu, 16, 512, 384, 8, 4, 1),
+       {{"B12X_MOE_FC2_ROWS", "32"}, {"B12X_MOE_FC2_SPLIT", "4"}}},
+      {fp4_variant_case(kNvfp4Silu, 16, 512, 384, 8, 4, 1),
+       {{"B12X_MOE_FC2_SPLIT", "3"}, {"B12X_MOE_FC2_ROWS", "16"}}},
+      {fp4_variant_case(a16, 32, 992, 256, 6, 6, 1), {{"B12X_MOE_FC2_SPLIT", "2"}}}};
+  for (const Var& v : vars) {
+    SCOPED_TRACE(v.c.name() + " " + v.knobs.back().first + "=" + v.knobs.back().second);
+    Problem P;
+    P.make(v.c);
+    const auto base = eager_with_knobs(P, v.knobs);
+    Knobs kc = v.knobs;
+    kc.push_back({"B12X_MOE_FC2_CLUSTER", "1"});
+    for (const auto& k : kc) ASSERT_EQ(setenv(k.first, k.second.c_str(), 1), 0);
+    GpuRun G(P);  // the plan reads the knobs
+    for (const auto& k : kc) unsetenv(k.first);
+    ASSERT_TRUE(G.ok);
+    ASSERT_EQ(base.size(), 1u);
+    const auto got = G.run_eager();
+    ASSERT_EQ(got.size(), base[0].size());
+    EXPECT_EQ(std::memcmp(got.data(), base[0].data(), 2 * got.size()), 0)
+        << "cluster sum differs from the partials";
+    check_against_reference(P, G.as_float(got), 0.9999);
+    if (&v != &vars[0]) continue;
+    Problem Q;
+    std::vector<uint16_t> replay;
+    check_graph_replays(G, P, 1, "FC2 cluster sum", Q, replay);
+    check_against_reference(Q, G.as_float(replay), 0.9999);
+  }
+}
+
 TEST(MoeGpu, ChunkTilesAreBitEqual) {
   B12X_REQUIRE_GPU();
   // FP4 block scales and / or codes stored in 32-row chunk tiles (WeightsPlan::scales_tiled /

@@ -27,6 +27,8 @@
 // MMA orientation, K permutation and the FP4 fragment decode are those of moe_gemm.cuh.
 #pragma once
 
+#include <cooperative_groups.h>
+
 #include <type_traits>
 
 #include "moe/kernels/moe_gemm.cuh"
@@ -1260,6 +1262,10 @@ __global__ void __launch_bounds__(32 * kW, kR == 32             ? (kS == 2 ? 3 :
         a.out_fp16 ? fmt::float_to_fp16_bits(v) : fmt::float_to_bf16_bits(v);
   };
   const int H = W.rows;
+  // fc2_cluster: the CTA's sums stay in shared memory (the ring's start: free after the wait and
+  // barrier above) for the cluster's adds below.
+  const bool cl_sum = P > 1 && a.fc2_cluster != 0;
+  float* csum = reinterpret_cast<float*>(smem);
   for (int i = tid; i < M * kR; i += 32 * kW) {
     const int m = i / kR, r = i % kR;
     if (R0 + r >= H) continue;
@@ -1268,10 +1274,34 @@ __global__ void __launch_bounds__(32 * kW, kR == 32             ? (kS == 2 ? 3 :
     for (int w = 1; w < kW; ++w) s += pall[w * M * kR + i];
     if (P == 1)
       store(m, r, s);
+    else if (cl_sum)
+      csum[i] = s;
     else
       a.partial[(static_cast<int64_t>(blockIdx.y) * M + m) * H + R0 + r] = s;
   }
   if (P == 1) return;
+  if (cl_sum) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+    __trap();  // clusters need SM90+; the plan sets fc2_cluster only with cc_major >= 9
+#else
+    // The row block's P CTAs are one cluster (grid.y): CTA q adds the items [n q / P, n (q + 1) /
+    // P) of every CTA's sums in split order from 0, the partials path's order (the same bits),
+    // reading the others' shared memory; the second barrier keeps each CTA's csum alive until
+    // the others have read it.
+    cooperative_groups::cluster_group cl = cooperative_groups::this_cluster();
+    cl.sync();
+    const int n = M * kR, q0 = static_cast<int>(cl.block_rank());
+    for (int i = n * q0 / P + tid; i < n * (q0 + 1) / P; i += 32 * kW) {
+      const int m = i / kR, r = i % kR;
+      if (R0 + r >= H) continue;
+      float s = 0.f;
+      for (int q = 0; q < P; ++q) s += cl.map_shared_rank(csum, static_cast<unsigned>(q))[i];
+      store(m, r, s);
+    }
+    cl.sync();
+#endif
+    return;
+  }
   // Split row block: the last of its P CTAs adds the P partials in split order (deterministic;
   // the counter only decides who adds, not the order).
   __shared__ int s_last;
