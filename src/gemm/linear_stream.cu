@@ -62,6 +62,18 @@ StreamFn stream_probe_fn(WFmt f, int parts, int occ, int var, bool mx_free) {
                      : &linear_stream_kernel<8, 3, 1, true, false, 232 | 1024>;
   }
   if (occ != 2) return nullptr;
+  if (var & 2048) {  // kW: one part
+    if (parts != 1) return nullptr;
+    if (var == (128 | 2048))
+      return !mx       ? &linear_stream_kernel<1, 2, 1, false, false, 128 | 2048>
+             : mx_free ? &linear_stream_kernel<1, 2, 1, true, true, 128 | 2048>
+                       : nullptr;
+    if (var == (168 | 2048))
+      return !mx       ? &linear_stream_kernel<1, 2, 1, false, false, 168 | 2048>
+             : mx_free ? &linear_stream_kernel<1, 2, 1, true, true, 168 | 2048>
+                       : &linear_stream_kernel<1, 2, 1, true, false, 168 | 2048>;
+    return nullptr;
+  }
   if (var == (168 | 1024) && parts == 2 && mx)
     return mx_free ? &linear_stream_kernel<2, 2, 1, true, true, 168 | 1024>
                    : &linear_stream_kernel<2, 2, 1, true, false, 168 | 1024>;
@@ -83,7 +95,7 @@ StreamFn stream_probe_fn(WFmt f, int parts, int occ, int var, bool mx_free) {
 
 StreamFn stream_var_fn(WFmt f, int parts, int occ, int var, bool mx_free) {
   const bool mx = f == WFmt::kMxfp4;
-  if (var & (512 | 1024)) return stream_probe_fn(f, parts, occ, var, mx_free);
+  if (var & (512 | 1024 | 2048)) return stream_probe_fn(f, parts, occ, var, mx_free);
   if (occ == 3) {
     if (parts != 8) return nullptr;
     if (var == 232)
@@ -317,7 +329,7 @@ bool stream_var_available(WFmt f, int parts, int occ, int var) {
 
 int stream_cluster_fit(int device, WFmt f, int parts, int occ, int var, int cl) {
   const StreamFn k = pick_stream(f, false, parts, occ, 1, true, var);
-  B12X_ASSERT(k != nullptr && (var & 512) && cl >= 2 && cl <= 8,
+  B12X_ASSERT(k != nullptr && (var & (512 | 2048)) && cl >= 1 && cl <= 8,
               "no cluster stream kernel for format ", static_cast<int>(f), " parts=", parts,
               " occ=", occ, " var=", var, " cluster=", cl);
   const ::b12x::detail::DeviceScope scope(device);
@@ -371,14 +383,23 @@ void launch_linear_stream(WFmt f, int parts, int occ, int ctas, int64_t smem, co
               " occ=", occ, " rows=", rows, " var=", p.stream_var);
   const int split = rows == 1 ? 1 : std::max(p.split, 1);
   // kCl (var bit 512): grid.y is one cluster of p.cluster_split CTAs over the tile's K.
-  const int cl = rows == 1 && (p.stream_var & 512) ? p.cluster_split : 1;
-  B12X_ASSERT(cl == 1 || (cl >= 2 && cl <= 8), "stream kernel: cluster ", cl);
+  const int cl = rows == 1 && (p.stream_var & (512 | 2048)) ? p.cluster_split : 1;
+  B12X_ASSERT(cl >= 1 && cl <= 8, "stream kernel: cluster ", cl);
+  // kW (var bit 2048): ctas clusters of p.stream_tiles tiles, each warp p.stream_vp vectors.
+  const bool walk = rows == 1 && (p.stream_var & 2048);
+  B12X_ASSERT(
+      !walk || (p.stream_tiles >= 1 && p.stream_tiles <= 16 && parts == 1 &&
+                int64_t{p.stream_vp} * kStreamWarps * cl >=
+                    int64_t{p.stream_tiles} * ((p.kvec + 3) / 4 * 4) &&
+                p.stream_vp <= (p.kvec + 3) / 4 * 4 && int64_t{ctas} * p.stream_tiles >= p.n16),
+      "stream kernel walk: tiles ", p.stream_tiles, " vp ", p.stream_vp, " cluster ", cl, " ctas ",
+      ctas);
   const bool qx = rows == 1 && (p.stream_var & 8);
   const int act_kind = qx ? (f == WFmt::kMxfp4 ? kActMxfp4 : kActNvfp4) : kActRaw16;
   const int xs_kind = qx && f == WFmt::kMxfp4 ? kXsE8m0Swz : kXsNone;
   B12X_ASSERT(p.M >= 1 && p.M <= rows && p.act_kind == act_kind && p.xs_kind == xs_kind &&
                   p.stream_vp > 0 && p.stream_vp % kStreamDepth == 0 &&
-                  int64_t{p.stream_vp} * parts * split * cl >= p.kvec &&
+                  (walk || int64_t{p.stream_vp} * parts * split * cl >= p.kvec) &&
                   smem == (rows == 1 && (p.stream_var & 128)
                                ? kStreamJitBytes
                                : int64_t{parts} * p.stream_vp * 64 * 2 * rows) &&
@@ -389,7 +410,7 @@ void launch_linear_stream(WFmt f, int parts, int occ, int ctas, int64_t smem, co
     B12X_CUDA_CHECK(
         ::b12x::detail::opt_in_smem(reinterpret_cast<const void*>(k), static_cast<int>(smem)));
   const int64_t groups = (p.n16 + kStreamWarps / parts - 1) / (kStreamWarps / parts);
-  const int64_t gx = std::max<int64_t>(1, std::min<int64_t>(ctas, groups));
+  const int64_t gx = walk ? ctas : std::max<int64_t>(1, std::min<int64_t>(ctas, groups));
   t_last = StreamLaunch{parts,
                         occ,
                         static_cast<int>(gx),

@@ -1681,6 +1681,33 @@ TEST(GemmGpu, DecodeStreamXaCluster) {
       ++n;
     }
   }
+  {
+    // B12X_GEMM_STREAM_WALK=<S> (var bit 2048): clusters of S CTAs of T tiles whose blocks go
+    // evenly to the warps (pieces of two tiles per warp, summed in the CTA then over DSMEM); T
+    // forced where the tiles do not fill a cluster (N = 72: 5 tiles, T = 3 leaves 2 in the last).
+    struct W {
+      const char *s, *t;
+      int64_t N, K;
+    };
+    const W ws[4] = {
+        {"2", "7", 200, 1280}, {"1", "3", 72, 4864}, {"4", "", 200, 7168}, {"2", "", 72, 1280}};
+    for (const W& w : ws) {
+      ScopedEnv ew("B12X_GEMM_STREAM_WALK", w.s);
+      for (const LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kNvfp4,
+                                   LinearFormat::kMxfp4W4A16, LinearFormat::kMxfp4}) {
+        if (w.t[0] != 0) setenv("B12X_GEMM_STREAM_WALK_T", w.t, 1);
+        const bool w4a4 = f == LinearFormat::kNvfp4 || f == LinearFormat::kMxfp4;
+        const gemm::Plan pl = plan1(f, w.N, w.K);
+        EXPECT_EQ(pl.decode_stream_var, (w4a4 ? 168 : 128) | 2048) << w.s;
+        EXPECT_EQ(pl.decode_stream_parts, 1);
+        if (w.t[0] != 0) EXPECT_EQ(pl.decode_stream_walk_tiles, std::atoi(w.t));
+        run_case({f, 1, w.N, w.K, DType::kBF16, n == 9 ? DType::kFP16 : DType::kBF16, (n % 2) == 0},
+                 /*graph_replay=*/n == 10 || n == 15);
+        unsetenv("B12X_GEMM_STREAM_WALK_T");
+        ++n;
+      }
+    }
+  }
   ScopedEnv ec("B12X_GEMM_STREAM_CLUSTER", "4");
   const gemm::Plan pl = plan1(LinearFormat::kNvfp4W4A16, 4096, 1280);
   EXPECT_LT(pl.decode_stream_ctas, 256) << "one group per cluster: no persistent walk tested";

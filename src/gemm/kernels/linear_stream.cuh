@@ -186,8 +186,8 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     linear_stream_kernel(const LinearParams p) {
   static_assert(!kMx || kRows == 1, "MXFP4: M = 1");
   static_assert(!kMxFree || kMx, "fold-free splats: MXFP4 only");
-  static_assert(kVar == 0 || (kRows == 1 && (!kMx || (kVar & ~(64 | 512 | 1024)) == 128 ||
-                                             (kVar & ~(64 | 512 | 1024)) == 168)),
+  static_assert(kVar == 0 || (kRows == 1 && (!kMx || (kVar & ~(64 | 512 | 1024 | 2048)) == 128 ||
+                                             (kVar & ~(64 | 512 | 1024 | 2048)) == 168)),
                 "kVar: M = 1; MXFP4 with kJit only");
   constexpr bool kQx = (kVar & 8) != 0;  // NVFP4 (kMx: MXFP4) activations converted in the kernel
   constexpr bool kJit = (kVar & 128) != 0;
@@ -209,6 +209,16 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   // instead of more CTAs per tile group through global partials.
   constexpr bool kCl = (kVar & 512) != 0;
   static_assert(!kCl || (kJit && kRows == 1), "kCl: the per-warp blocks, M = 1");
+  // kW (bit 2048, session 23; kJit, kParts = 1, M = 1): an even split inside a cluster. Cluster
+  // blockIdx.x (gridDim.y CTAs, cluster (1, gridDim.y, 1)) owns tiles [c T, c T + T) (T =
+  // p.stream_tiles <= 16); their tile-major blocks of kDepth vectors are dealt out per =
+  // p.stream_vp / kDepth (<= blocks per tile) to each of its 8 gridDim.y warps in order (warp
+  // blockIdx.y x 8 + warp), so a warp's range covers a piece of at most two tiles. The pieces'
+  // 16 row sums go to shared memory; each CTA adds its warps' pieces per tile in warp order, and
+  // the ranks add the CTAs' sums in rank order through DSMEM (cluster_sum_f4): K order, no global
+  // partials, no counters (session 22's walk with L2 counters lost ~0.5 us per round trip).
+  constexpr bool kW = (kVar & 2048) != 0;
+  static_assert(!kW || (kJit && kParts == 1 && kRows == 1 && !kCl), "kW: blocks, one part");
   constexpr int kCh = kLean ? 1 : 4;  // MMA accumulator chains
   static_assert(!kQf || (kQx && kJit), "kQf: the per-warp blocks' FP4 activation conversion");
   static_assert(!kXa || kQf, "kXa: the per-warp blocks' FP4 activations");
@@ -222,7 +232,8 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   constexpr int kNt = 1;  // n8 token tiles per MMA step (two measured slower for 16 rows)
   extern __shared__ __align__(16) uint8_t dsm[];
   __shared__ float red[kStreamRedBytes<kRows> / 4];
-  __shared__ float4 csum[kCl ? kTiles * 4 : 1];  // kCl: the CTA's row sums of the group's tiles
+  __shared__ float4 csum[kCl ? kTiles * 4 : kW ? 64 : 1];  // kCl / kW: the CTA's tile row sums
+  __shared__ float wpc[kW ? kWarps * 2 * 16 : 1];  // kW: each warp's (up to) two pieces' row sums
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, t = lane & 3;
@@ -243,7 +254,25 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   const uint8_t* sp = nullptr;         // scale bytes of row g at the block
   const uint8_t* sp8 = nullptr;        // row g + 8
   const int64_t lim = p.kvec - vbase;  // vectors of this warp's part that exist
+  // kW: the cluster's tiles (wtn of them exist), blocks per tile, the warp's blocks [eb0, eb1) of
+  // the cluster's wtn x bpt, and the issue state: block ekb of tile etile (eib in the range).
+  const int bpt = kW ? static_cast<int>((p.kvec + kDepth - 1) / kDepth) : 0;
+  const int wper = kW ? vp / kDepth : 0;
+  const int64_t wt0 = kW ? static_cast<int64_t>(blockIdx.x) * p.stream_tiles : 0;
+  const int wtn = kW ? static_cast<int>(min(int64_t{p.stream_tiles}, p.n16 - wt0)) : 0;
+  const int wrank = kW ? static_cast<int>(blockIdx.y) * kWarps : 0;  // the CTA's first warp
+  const int eb0 = kW ? min((wrank + warp) * wper, wtn * bpt) : 0;
+  const int eb1 = kW ? min(eb0 + wper, wtn * bpt) : 0;
+  int eib = eb0, ekb = kW ? eb0 % bpt : 0;
+  int64_t etile = kW ? wt0 + eb0 / bpt : 0;
   auto set_group = [&]() {
+    if constexpr (kW) {
+      nvalid = eib < eb1 ? static_cast<int>(min(p.kvec - ekb * kDepth, int64_t{kDepth})) : 0;
+      wp = p.wvals + (etile * p.kvec + ekb * kDepth) * 512 + lane * 16;
+      sp = p.wscale + (etile * 16 + g) * p.scale_ld + ekb * kDepth * kSb;
+      sp8 = sp + 8 * p.scale_ld;
+      return;
+    }
     const int64_t tile = igrp * kTiles + wt;
     nvalid = igrp < groups && tile < p.n16 ? static_cast<int>(min(lim, int64_t{kDepth})) : 0;
     wp = p.wvals + (tile * p.kvec + vbase) * 512 + lane * 16;
@@ -282,7 +311,9 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     }
   };
   auto issue = [&](uint4& s, int j) {
-    if constexpr (kJit) {
+    if constexpr (kW) {
+      if (j == 0 && xok) na = load_x(int64_t{ekb} * (kDepth * 64));
+    } else if constexpr (kJit) {
       if (j == 0 && xok) na = load_x((vbase + iv) * 64);
     }
     if (j < nvalid) {
@@ -301,6 +332,21 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     }
   };
   auto advance = [&]() {
+    if constexpr (kW) {
+      ++eib;
+      if (++ekb == bpt) {
+        ekb = 0;
+        ++etile;
+        set_group();
+      } else {
+        wp += kDepth * 512;
+        sp += kDepth * kSb;
+        sp8 += kDepth * kSb;
+        nvalid = eib < eb1 ? static_cast<int>(min(p.kvec - ekb * kDepth, int64_t{kDepth})) : 0;
+      }
+      if (p.stream_trig && eib == eb1) griddep_launch_dependents();  // the warp's last loads
+      return;
+    }
     wp += kDepth * 512;
     sp += kDepth * kSb;
     sp8 += kDepth * kSb;
@@ -329,7 +375,10 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
 
   const int ks = kParts * vp * 64;  // staged activations (K values)
   uint8_t* const xs = dsm;
-  if constexpr (kJit) {
+  if constexpr (kW) {
+    xok = true;
+    na = load_x(int64_t{eb0 % bpt} * (kDepth * 64));  // the warp's first block
+  } else if constexpr (kJit) {
     xok = true;
     na = load_x(vbase * 64);  // block 0 of the first group (requested before the wait)
   }
@@ -455,7 +504,10 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
                                    : xs + wk * vp * kRows * 128 + ((g & (kRows - 1)) * 4 + t) * 16;
   uint8_t* const xw = dsm + warp * 512;  // kJit: the warp's block of activations
   int rb = 0;                            // reduction buffer
-  for (int64_t grp = blockIdx.x; grp < groups; grp += gridDim.x) {
+  int cb = eb0, seg = 0;                 // kW: the next block to compute, its piece
+  for (int64_t grp = blockIdx.x; kW ? cb < eb1 : grp < groups; grp += gridDim.x) {
+    // kW: a piece is the warp's blocks of one tile.
+    const int nv = kW ? (min(eb1, (cb / bpt + 1) * bpt) - cb) * kDepth : vp;
     float acc[kNt][kCh][4];
 #pragma unroll
     for (int n = 0; n < kNt; ++n)
@@ -541,7 +593,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
         mma16816<T>(acc[n][3 % kCh], af[1][1], xb[n].z, xb[n].w);
       }
     };
-    for (int v0 = 0; v0 < vp; v0 += kDepth) {
+    for (int v0 = 0; v0 < nv; v0 += kDepth) {
       if constexpr (kLean && kMx) {
         const uint32_t sel = (t >> 1) * 0x1111u + 0x6420u;  // byte 2j + t / 2 of .x, .y
         cs0 = prmt(nb0.x, nb0.y, sel);
@@ -617,6 +669,15 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
       r0 = (acc[0][0][0] + acc[0][1][0]) + (acc[0][2][0] + acc[0][3][0]);
       r1 = (acc[0][0][2] + acc[0][1][2]) + (acc[0][2][2] + acc[0][3][2]);
     }
+    if constexpr (kW) {
+      if (t == 0) {
+        wpc[(warp * 2 + seg) * 16 + g] = r0;
+        wpc[(warp * 2 + seg) * 16 + g + 8] = r1;
+      }
+      cb += nv / kDepth;
+      ++seg;
+      continue;
+    }
     if constexpr (kParts > 1) {
       auto& red1 = *reinterpret_cast<float(*)[2][kWarps][16]>(red);
       if (t == 0) {
@@ -664,6 +725,35 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
       const int64_t row = tile * 16 + g + 8 * t;
       if (row < p.N) store_out_elem(p, 0, row, t ? r1 : r0, mult);
     }
+  }
+  if constexpr (kW) {
+    // The CTA's pieces per tile in warp order (K order), zero where it has none; then the ranks'.
+    __syncthreads();
+    float* const cw = reinterpret_cast<float*>(csum);
+    for (int i = threadIdx.x; i < p.stream_tiles * 16; i += kWarps * 32) {
+      const int j = i >> 4, r = i & 15;
+      float s = 0.f;
+#pragma unroll
+      for (int wl = 0; wl < kWarps; ++wl) {
+        const int b0 = min((wrank + wl) * wper, wtn * bpt), b1 = min(b0 + wper, wtn * bpt);
+        if (b0 >= b1) continue;
+        if (j == b0 / bpt)
+          s += wpc[(wl * 2) * 16 + r];
+        else if (j == (b1 - 1) / bpt)
+          s += wpc[(wl * 2 + 1) * 16 + r];
+      }
+      cw[i] = s;
+    }
+    cluster_sum_f4(
+        csum, p.stream_tiles * 4, [](int e) { return e; },
+        [&](int e, float4 s) {
+          if (e / 4 >= wtn) return;
+          const int64_t row = (wt0 + e / 4) * 16 + (e % 4) * 4;
+          const float v[4] = {s.x, s.y, s.z, s.w};
+#pragma unroll
+          for (int i = 0; i < 4; ++i)
+            if (row + i < p.N) store_out_elem(p, 0, row + i, v[i], mult);
+        });
   }
   griddep_launch_dependents();
 }
