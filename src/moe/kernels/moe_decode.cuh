@@ -27,10 +27,9 @@
 // MMA orientation, K permutation and the FP4 fragment decode are those of moe_gemm.cuh.
 #pragma once
 
-#include <cooperative_groups.h>
-
 #include <type_traits>
 
+#include "gemm/kernels/cluster_sum.cuh"
 #include "moe/kernels/moe_gemm.cuh"
 #include "moe/kernels/smem_handover.cuh"
 
@@ -1281,25 +1280,18 @@ __global__ void __launch_bounds__(32 * kW, kR == 32             ? (kS == 2 ? 3 :
   }
   if (P == 1) return;
   if (cl_sum) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
-    __trap();  // clusters need SM90+; the plan sets fc2_cluster only with cc_major >= 9
-#else
-    // The row block's P CTAs are one cluster (grid.y): CTA q adds the items [n q / P, n (q + 1) /
-    // P) of every CTA's sums in split order from 0, the partials path's order (the same bits),
-    // reading the others' shared memory; the second barrier keeps each CTA's csum alive until
-    // the others have read it.
-    cooperative_groups::cluster_group cl = cooperative_groups::this_cluster();
-    cl.sync();
-    const int n = M * kR, q0 = static_cast<int>(cl.block_rank());
-    for (int i = n * q0 / P + tid; i < n * (q0 + 1) / P; i += 32 * kW) {
-      const int m = i / kR, r = i % kR;
-      if (R0 + r >= H) continue;
-      float s = 0.f;
-      for (int q = 0; q < P; ++q) s += cl.map_shared_rank(csum, static_cast<unsigned>(q))[i];
-      store(m, r, s);
-    }
-    cl.sync();
-#endif
+    // The row block's P CTAs are one cluster (grid.y): each adds its share of every CTA's sums in
+    // split order from 0, the partials path's order (the same bits), reading the others' shared
+    // memory (kR % 4 == 0: the 4 items of an entry are one token's rows).
+    ::b12x::gemm::lin::cluster_sum_f4(
+        reinterpret_cast<const float4*>(csum), M * kR / 4, [](int e) { return e; },
+        [&](int e, float4 v) {
+          const int m = 4 * e / kR, r = 4 * e % kR;
+          const float vs[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+          for (int j = 0; j < 4; ++j)
+            if (R0 + r + j < H) store(m, r + j, vs[j]);
+        });
     return;
   }
   // Split row block: the last of its P CTAs adds the P partials in split order (deterministic;
