@@ -131,6 +131,7 @@ int decode_kind(const PagedCaps& c, ArchFamily family) {
   if (e != nullptr && std::string(e) == "hcvt3") return 13;
   if (e != nullptr && std::string(e) == "hcvtp") return 22;
   if (e != nullptr && std::string(e) == "hcvtp2") return 23;
+  if (e != nullptr && std::string(e) == "hcvtv") return 24;
   if (e != nullptr && std::string(e) == "wideh") return 16;
   if (e != nullptr && std::string(e) == "wideh3") return 18;
   // Any other value (a typo, or a removed tile such as hbits) takes the defaults below; say so
@@ -138,11 +139,10 @@ int decode_kind(const PagedCaps& c, ArchFamily family) {
   if (e != nullptr && e[0] != '\0') {
     static std::once_flag once;
     std::call_once(once, [e] {
-      log_message(
-          0,
-          std::string("B12X_ATTN_DECODE_TILE=") + e +
-              " is not a decode tile (wide, wide3, hcvt, hcvt3, hcvtp, hcvtp2, wideh, wideh3): the "
-              "default tiles are used");
+      log_message(0, std::string("B12X_ATTN_DECODE_TILE=") + e +
+                         " is not a decode tile (wide, wide3, hcvt, hcvt3, hcvtp, hcvtp2, hcvtv, "
+                         "wideh, wideh3): the "
+                         "default tiles are used");
     });
   }
   return default_decode_kind(c, family, fp8, head_dim);
@@ -301,6 +301,7 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
                  : k->kind == 16 ? "_decode_wideh"
                  : k->kind == 22 ? "_decode_hcvtp"
                  : k->kind == 23 ? "_decode_hcvtp2"
+                 : k->kind == 24 ? "_decode_hcvtv"
                                  : "_decode_wideh3") +
                 (fp8 ? "_kvfp8" : "") + (caps.q_dtype == DType::kFP16 ? "_fp16" : "_bf16");
   plan.tile_rows = k->tile_rows;

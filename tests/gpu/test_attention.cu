@@ -1551,14 +1551,15 @@ TEST(AttentionGpuDecode, SpeculativePrologue) {
   unsetenv("B12X_ATTN_LEAN");
 }
 
-// Session 23's probes B12X_ATTN_DECODE_TILE=hcvtp / hcvtp2 (FP8 head dim 256: hcvt with padded,
-// unswizzled rows and a loader of 4 lanes per token row): pages 16..256 (rows of one tile on
+// Session 23's probes B12X_ATTN_DECODE_TILE=hcvtp / hcvtp2 / hcvtv (FP8 head dim 256: hcvt with
+// padded, unswizzled rows and a loader of 4 lanes per token row; 4 S chains; 16-byte K / V
+// fragment reads with permuted k-slots and output dims): pages 16..256 (rows of one tile on
 // up to four pages), forced and automatic splits, sinks, window, per-head descales, the Q
 // range of the fp16 MMAs, verify (16 packed rows), the general kernel (B12X_ATTN_LEAN=0) and
 // early K/V (the 208-register instance on SM90) with stale metadata.
 TEST(AttentionGpuDecode, PaddedTile) {
   B12X_REQUIRE_GPU();
-  for (const char* tile : {"hcvtp", "hcvtp2"}) {
+  for (const char* tile : {"hcvtp", "hcvtp2", "hcvtv"}) {
     ScopedEnvs knob({{"B12X_ATTN_DECODE_TILE", tile}});
     const std::string name = std::string("_decode_") + tile + "_";
     for (int i = 0; i < 6; ++i) {
@@ -1775,8 +1776,8 @@ __global__ void late_append_writer(LateAppend a, long long spin) {
 TEST(AttentionGpuGraph, EarlyKvReplayWithLateMetadataAndAppend) {
   B12X_REQUIRE_GPU();
   std::normal_distribution<float> nd(0.f, 1.f);
-  for (int c = 0; c < 4; ++c) {
-    // c = 2, 3: session 23's probes hcvtp, hcvtp2 (FP8 16/2/256, page 128)
+  for (int c = 0; c < 5; ++c) {
+    // c = 2, 3, 4: session 23's probes hcvtp, hcvtp2, hcvtv (FP8 16/2/256, page 128)
     const DType kv = c == 0 ? DType::kBF16 : DType::kFP8E4M3;
     Spec s = gqa_decode_spec({1500, 900, 200, 1200}, 0, 0);
     s.prefix_stable = true;
@@ -1785,7 +1786,9 @@ TEST(AttentionGpuGraph, EarlyKvReplayWithLateMetadataAndAppend) {
     std::optional<ScopedEnvs> tile;
     if (c >= 2) {
       tile.emplace(std::initializer_list<std::pair<const char*, const char*>>{
-          {"B12X_ATTN_DECODE_TILE", c == 2 ? "hcvtp" : "hcvtp2"}});
+          {"B12X_ATTN_DECODE_TILE", c == 2   ? "hcvtp"
+                                    : c == 3 ? "hcvtp2"
+                                             : "hcvtv"}});
       s.dqk = s.dv = 256;
       s.hq = 16;
       s.hkv = 2;
@@ -1794,6 +1797,7 @@ TEST(AttentionGpuGraph, EarlyKvReplayWithLateMetadataAndAppend) {
     const std::string what = std::string("early graph ") + b12x::dtype_name(kv) +
                              (c == 2   ? " hcvtp"
                               : c == 3 ? " hcvtp2"
+                              : c == 4 ? " hcvtv"
                                        : "");
     Problem p(s, rng());
     PLAN_AND_BIND(p);

@@ -62,14 +62,20 @@ struct TileCfg {
   // row (each 16-byte chunk of the row an immediate offset from one 64-bit row address).
   // kind 23 ("hcvtp2", probe): hcvtp with S accumulated in two chains per n-block (even / odd
   // k-steps, summed after the loop): 8 instead of 16 dependent MMAs per chain.
-  static constexpr bool kPad = kKind_ == 22 || kKind_ == 23;
+  // kind 24 ("hcvtv", probe): hcvtp with 16-byte K and V fragment reads (one LDS.128 feeds 4
+  // k-steps of K or 4 output groups of V): K's MMA k-slots permuted within 64-dim blocks (Q staged
+  // to match), V's output dims within 128-dim blocks (undone in the epilogue); K rows padded by
+  // 64 bytes (16 banks: the 8 lanes of a 16-byte phase stay conflict-free).
+  static constexpr bool kVec = kKind_ == 24;
+  static constexpr bool kPad = kKind_ == 22 || kKind_ == 23 || kVec;
   static constexpr bool kSChains2 = kKind_ == 23;
   static constexpr int kDH = (kKind_ == 16 || kH3) ? 2 : 1;
   static constexpr int kKind = (kKind_ == 16 || kH3) ? 1 : (kPad ? 8 : kKind_);
   static constexpr bool kFp8 = kFp8_;
   static_assert(kKind_ == 0 || kKind_ == 1 || kKind_ == 2 || kKind_ == 5 || kKind_ == 8 ||
-                    kKind_ == 13 || kKind_ == 16 || kKind_ == 18 || kKind_ == 22 || kKind_ == 23,
-                "tile kinds: 0, 1, 2, 5, 8, 13, 16, 18, 22, 23");
+                    kKind_ == 13 || kKind_ == 16 || kKind_ == 18 || kKind_ == 22 || kKind_ == 23 ||
+                    kKind_ == 24,
+                "tile kinds: 0, 1, 2, 5, 8, 13, 16, 18, 22, 23, 24");
   static_assert(!kPad || (kFp8_ && kDqk_ == 256 && kDv_ == 256), "hcvtp: FP8 head dim 256");
   static constexpr bool kDecode = kKind != 0;
   // hcvt / hcvt3 (kF16Mma): K's B fragments come straight from the raw FP8 rows (no K conversion
@@ -104,7 +110,8 @@ struct TileCfg {
   static constexpr int kKvBytes = kFp8 ? 1 : 2;
   static constexpr int kPadB = kPad ? 16 : 0;
   static constexpr int kQRowB = kDqk * 2 + kPadB;  // Q tile row bytes
-  static constexpr int kKRaw = kDqk * kKvBytes + kPadB, kVRaw = kDv * kKvBytes + kPadB;
+  static constexpr int kKRaw = kDqk * kKvBytes + (kVec ? 64 : kPadB),
+                       kVRaw = kDv * kKvBytes + kPadB;
   static constexpr int kQBytes = kQInRegs ? 0 : kBM * kQRowB;
   static constexpr int kStageBytes = kBN * (kKRaw + kVRaw);
   static constexpr int kConvBytes =
@@ -834,9 +841,21 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
           __half2 h2 = __floats2half2_rn(f[2 * k] * sc, f[2 * k + 1] * sc);
           hv[k] = *reinterpret_cast<uint32_t*>(&h2);
         }
-        *reinterpret_cast<uint4*>(sQ + q_at(r, 2 * kb)) = make_uint4(hv[0], hv[2], hv[4], hv[6]);
-        *reinterpret_cast<uint4*>(sQ + q_at(r, 2 * kb + 1)) =
-            make_uint4(hv[1], hv[3], hv[5], hv[7]);
+        if constexpr (Cfg::kVec) {
+          // block kb = 4 B + t holds dims 64 B + 16 t .. + 15; k-step 4 B + j takes dims 64 B +
+          // 16 t + 4 j .. + 3 at slots (2t, 2t + 1) (word t of its first chunk) and (2t + 8,
+          // 2t + 9) (word t of its second chunk), as one 16-byte K read feeds 4 k-steps
+          const int kb0 = kb & ~3, t = kb & 3;
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            *reinterpret_cast<uint32_t*>(sQ + q_at(r, 2 * (kb0 + j)) + 4 * t) = hv[2 * j];
+            *reinterpret_cast<uint32_t*>(sQ + q_at(r, 2 * (kb0 + j) + 1) + 4 * t) = hv[2 * j + 1];
+          }
+        } else {
+          *reinterpret_cast<uint4*>(sQ + q_at(r, 2 * kb)) = make_uint4(hv[0], hv[2], hv[4], hv[6]);
+          *reinterpret_cast<uint4*>(sQ + q_at(r, 2 * kb + 1)) =
+              make_uint4(hv[1], hv[3], hv[5], hv[7]);
+        }
         if (kb == 0) s_qexp[r] = ex;
       }
     }
@@ -962,7 +981,7 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
   // Chunk c of token j lands in a swizzled (bf16) or row-major (raw fp8) stage row.
   auto stage_dst = [&](uint8_t* tile, int j, int c, int cpr, bool is_k) {
     if constexpr (Cfg::kPad) {
-      return smem_u32(tile) + static_cast<uint32_t>(j * (cpr * 16 + 16) + c * 16);
+      return smem_u32(tile) + static_cast<uint32_t>(j * (is_k ? Cfg::kKRaw : Cfg::kVRaw) + c * 16);
     } else if constexpr (Cfg::kDirectK) {
       // raw FP8 K and V rows read as 4-byte fragments (8 or 4 rows at once) are swizzled too
       return smem_u32(tile) + static_cast<uint32_t>(j * (cpr * 16) + ((c ^ (j & 7)) << 4));
@@ -1358,6 +1377,7 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
             for (int i = 0; i < kNT / 8; ++i)
               s2[mb][i][0] = s2[mb][i][1] = s2[mb][i][2] = s2[mb][i][3] = 0.f;
         }
+        uint4 kw[kNT / 8];  // kVec: dims 64 (kb / 4) + 16 t .. + 15 of token rows g, 8 + g
 #pragma unroll
         for (int kb = 0; kb < kDqk / 16; ++kb) {
           uint32_t a[kMB][4];
@@ -1365,12 +1385,25 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
               Cfg::kPad ? q_base + q_lane + (kb << 5) : q_base + (q_lane ^ (kb << 5));
 #pragma unroll
           for (int mb = 0; mb < kMB; ++mb) ldmatrix_x4(a[mb], q_off + mb * 16 * kQRow);
+          if constexpr (Cfg::kVec) {
+            if (kb % 4 == 0) {
+#pragma unroll
+              for (int nb = 0; nb < kNT / 8; ++nb)
+                kw[nb] = *reinterpret_cast<const uint4*>(sK + (tok0 + nb * 8 + g) * Cfg::kKRaw +
+                                                         16 * kb + 16 * t4);
+            }
+          }
 #pragma unroll
           for (int nb = 0; nb < kNT / 8; ++nb) {
             const int row = tok0 + nb * 8 + g;
-            const uint32_t wv = *reinterpret_cast<const uint32_t*>(
-                Cfg::kPad ? sK + row * Cfg::kKRaw + kb * 16 + 4 * t4
-                          : sK + row * kDqk + ((kb ^ (row & 7)) << 4) + 4 * t4);
+            const uint32_t wv =
+                Cfg::kVec ? (kb % 4 == 0   ? kw[nb].x
+                             : kb % 4 == 1 ? kw[nb].y
+                             : kb % 4 == 2 ? kw[nb].z
+                                           : kw[nb].w)
+                          : *reinterpret_cast<const uint32_t*>(
+                                Cfg::kPad ? sK + row * Cfg::kKRaw + kb * 16 + 4 * t4
+                                          : sK + row * kDqk + ((kb ^ (row & 7)) << 4) + 4 * t4);
             uint32_t b0, b1;
             e4m3x4_to_f16x4_hw(wv, b0, b1);  // (4t, 4t+1), (4t+2, 4t+3)
 #pragma unroll
@@ -1506,9 +1539,24 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
           // 32q+4g..+3 per token row therefore feeds all four n-blocks of the 32-dim group; rows'
           // 16-byte chunks are swizzled by row & 7 (conflict-free: the 4 rows x 2 chunks of a read
           // land in 8 distinct chunk slots).
+          // kVec: "n = g" of n-block 4 q + i stands for dim 128 (q / 4) + 16 g + 4 (q % 4) + i, so
+          // one 16-byte read of dims 128 (q / 4) + 16 g .. + 15 per token row feeds 4 groups q.
           const int r0 = tok0 + kk * 16 + 2 * t4;
+          uint4 vw[4];
 #pragma unroll
           for (int q = 0; q < kDv / 32; ++q) {
+            if constexpr (Cfg::kVec) {
+              if (q % 4 == 0) {
+                constexpr int kRows[4] = {0, 1, 8, 9};
+#pragma unroll
+                for (int x = 0; x < 4; ++x)
+                  vw[x] = *reinterpret_cast<const uint4*>(sV + (r0 + kRows[x]) * Cfg::kVRaw +
+                                                          32 * q + 16 * g);
+              }
+            }
+            auto pick = [&](const uint4& v) {
+              return q % 4 == 0 ? v.x : q % 4 == 1 ? v.y : q % 4 == 2 ? v.z : v.w;
+            };
             const int c = 2 * q + (g >> 2);
             auto rd = [&](int row) {
               if constexpr (Cfg::kPad)
@@ -1516,7 +1564,10 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
               return *reinterpret_cast<const uint32_t*>(sV + row * kDv + ((c ^ (row & 7)) << 4) +
                                                         4 * (g & 3));
             };
-            const uint32_t w0 = rd(r0), w1 = rd(r0 + 1), w8 = rd(r0 + 8), w9 = rd(r0 + 9);
+            const uint32_t w0 = Cfg::kVec ? pick(vw[0]) : rd(r0);
+            const uint32_t w1 = Cfg::kVec ? pick(vw[1]) : rd(r0 + 1);
+            const uint32_t w8 = Cfg::kVec ? pick(vw[2]) : rd(r0 + 8);
+            const uint32_t w9 = Cfg::kVec ? pick(vw[3]) : rd(r0 + 9);
             uint32_t b0[4], b1[4];
             e4m3x4_to_f16x4_hw(__byte_perm(w0, w1, 0x5140), b0[0], b0[1]);
             e4m3x4_to_f16x4_hw(__byte_perm(w0, w1, 0x7362), b0[2], b0[3]);
@@ -1747,7 +1798,34 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
         }
         const float factor = ll > 0.f ? rescale * vdesc / ll : 0.f;
         const float lse = ll > 0.f ? mm + __log2f(ll) : -INFINITY;
-        if (Cfg::kDirectV && final_out) {
+        if (Cfg::kVec) {
+          // kVec's dims: n-block 4 q + i, column 2 t + e holds dim 128 (q / 4) + 32 t + 16 e +
+          // 4 (q % 4) + i (4 adjacent dims per group and column)
+          const int64_t row = ((int64_t)split * p.total_q + tok) * p.num_q_heads + h;
+          T* out = static_cast<T*>(p.out) + (int64_t)tok * p.o_st + (int64_t)h * p.o_sh;
+          float* po = final_out ? nullptr : p.part_o + row * kDv;
+#pragma unroll
+          for (int q = 0; q < kN / 4; ++q)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const int qg = base / 4 + q;
+              const int d0 = 128 * (qg >> 2) + 32 * t4 + 16 * e + 4 * (qg & 3);
+              auto x = [&](int i) { return at(mb, 4 * q + i, 2 * r + e) * factor; };
+              if (final_out) {
+                *reinterpret_cast<uint2*>(out + d0) =
+                    make_uint2(pack2<T>(x(0), x(1)), pack2<T>(x(2), x(3)));
+              } else {
+                *reinterpret_cast<float4*>(po + d0) = make_float4(x(0), x(1), x(2), x(3));
+              }
+            }
+          if (base == 0 && t4 == 0) {
+            if (!final_out) {
+              p.part_lse[row] = lse;
+            } else if (p.lse != nullptr) {
+              p.lse[(int64_t)tok * p.lse_st + (int64_t)h * p.lse_sh] = lse;
+            }
+          }
+        } else if (Cfg::kDirectV && final_out) {
           // permuted dims: this lane holds dims 32 q + 8 t .. +7 of each 32-dim group q (one
           // 16-byte store): dim 32q+8t+i is o[4q+i][2r], dim 32q+8t+4+i is o[4q+i][2r+1]
           T* out = static_cast<T*>(p.out) + (int64_t)tok * p.o_st + (int64_t)h * p.o_sh + 8 * base +
