@@ -645,6 +645,9 @@ int main() {
             std::printf("%-12s %6ld %6ld %5ld %10.2f %9.0f %6.1f %8.1f %8.2f %8.2f%s\n",
                         gemm::format_name(f), (long)N, (long)K, (long)M, t, bytes / t / 1e3,
                         100.0 * bytes / t / 1e3 / bw, flops / t / 1e6, xb, xf, vtag.c_str());
+            // B12X_BENCH_DESCRIBE=1: the plan's grid and kernel choices under each row.
+            if (std::getenv("B12X_BENCH_DESCRIBE") != nullptr)
+              std::printf("  plan:%s\n", plan.describe().c_str());
             std::fflush(stdout);
             json.add(
                 {{"op", bench::JsonRows::str(gemm::format_name(f))},

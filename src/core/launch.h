@@ -44,6 +44,30 @@ cudaError_t launch_ex(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t sm
   return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
 }
 
+/// Thread-block clusters of (1, cluster, 1) CTAs of `fn` (`threads` threads, `bytes` of dynamic
+/// shared memory, opted in before) that can be resident at once on the CURRENT device
+/// (cudaOccupancyMaxActiveClusters); 0 where the device or driver cannot answer (no clusters), its
+/// non-sticky error cleared. Host only, for plan time.
+inline int max_active_clusters(const void* fn, int threads, int bytes, int cluster) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(1, static_cast<unsigned>(cluster), 1);
+  cfg.blockDim = dim3(static_cast<unsigned>(threads));
+  cfg.dynamicSmemBytes = static_cast<size_t>(bytes);
+  cudaLaunchAttribute attr;
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = 1;
+  attr.val.clusterDim.y = static_cast<unsigned>(cluster);
+  attr.val.clusterDim.z = 1;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  int clusters = 0;
+  if (cudaOccupancyMaxActiveClusters(&clusters, fn, &cfg) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return clusters;
+}
+
 namespace smem_opt_in {
 
 /// One (device, kernel) whose opt-in is done: `fn` is published last (release), after `dev` and

@@ -111,6 +111,23 @@ int prepare_linear_stream16_f8(int device, WFmt f, int tw, int mma, int depth, b
   return fit;
 }
 
+int stream16_f8_max_clusters(int device, WFmt f, int tw, int mma, int depth, bool q, int occ,
+                             int var, int split) {
+  const int64_t smem = stream16_f8_smem_bytes(f, tw, mma, q, var);
+  const ::b12x::detail::DeviceScope scope(device);
+  int fit = 0;
+  for (int nt : {1, 2}) {
+    const F8Fn k = pick(f, tw, nt, mma, depth, q, occ, var);
+    if (k == nullptr) return 0;
+    B12X_CUDA_CHECK(
+        ::b12x::detail::opt_in_smem(reinterpret_cast<const void*>(k), static_cast<int>(smem)));
+    const int clusters = ::b12x::detail::max_active_clusters(
+        reinterpret_cast<const void*>(k), kStreamWarps * 32, static_cast<int>(smem), split);
+    fit = nt == 1 ? clusters : std::min(fit, clusters);
+  }
+  return fit;
+}
+
 void launch_linear_stream16_f8(WFmt f, int tw, int mma, int depth, int64_t smem,
                                const LinearParams& p, Stream stream, int occ, int var) {
   const int nt = p.M <= 8 ? 1 : 2;
@@ -126,20 +143,24 @@ void launch_linear_stream16_f8(WFmt f, int tw, int mma, int depth, int64_t smem,
               " depth=", depth, " q=", q, " var=", var, " smem=", smem);
   B12X_ASSERT(p.M >= 1 && p.M <= 16 && (p.act_kind == kActFp8 || q) && p.xs_kind == want_xs &&
                   p.stream_vp > 0 && p.stream_vp % kF8ChunkV == 0 &&
-                  int64_t{p.stream_vp} * split >= p.kvec && (split == 1 || p.partial != nullptr),
+                  int64_t{p.stream_vp} * split >= p.kvec &&
+                  (split == 1 || (p.cluster_split > 1) == (p.partial == nullptr)) &&
+                  (p.cluster_split <= 1 || (p.cluster_split == split && split <= 8)),
               "FP8 M <= 16 block kernel: M=", p.M, " act=", p.act_kind, " xs=", p.xs_kind,
-              " vp=", p.stream_vp, " split=", split);
+              " vp=", p.stream_vp, " split=", split, " cluster=", p.cluster_split);
   B12X_ASSERT(p.stream_tiles == kStreamWarps * tw, "FP8 M <= 16 block kernel: tiles per CTA ",
               p.stream_tiles, " for tw=", tw);
   if (smem > 48 * 1024)
     B12X_CUDA_CHECK(
         ::b12x::detail::opt_in_smem(reinterpret_cast<const void*>(k), static_cast<int>(smem)));
   const int64_t gx = (p.n16 + p.stream_tiles - 1) / p.stream_tiles;
+  // The K split summed in a cluster (cluster_split == split): grid.y is one cluster.
+  const unsigned cl = p.cluster_split > 1 ? static_cast<unsigned>(split) : 1u;
   t_last = Stream16F8Launch{t_last.serial + 1, static_cast<int>(gx), split, tw, mma, depth, q,
-                            run_var(q, var)};
+                            run_var(q, var),   static_cast<int>(cl)};
   B12X_CUDA_CHECK(b12x::detail::launch_ex(
       k, dim3(static_cast<unsigned>(gx), static_cast<unsigned>(split)), dim3(kStreamWarps * 32),
-      static_cast<size_t>(smem), stream, p.pdl != 0, dim3(1, 1, 1), p));
+      static_cast<size_t>(smem), stream, p.pdl != 0, dim3(1, cl, 1), p));
   B12X_CUDA_CHECK_LAUNCH();
 }
 

@@ -2653,6 +2653,47 @@ TEST(GemmGpu, DecodeStream16Fp8) {
   setenv("B12X_GEMM_STREAM16_F8", "1", 1);
 }
 
+TEST(GemmGpu, Stream16Fp8Cluster) {
+  B12X_REQUIRE_GPU();
+  if (device_info(0).cc_major < 9) GTEST_SKIP() << "thread-block clusters need SM90+";
+  // Session 23 (probe B12X_GEMM_STREAM16_F8_CLUSTER=1): the FP8 block kernel's K split summed in
+  // a cluster of the split's CTAs over DSMEM (no partials, no reduce launch), f16 MMAs, the three
+  // FP8 formats (block FP8 / MXFP8 quantized in the kernel, or by the quantizer: QX=0), tw 1 / 2,
+  // splits 2 / 3 / 8, M = 1..16 (B12X_GEMM_STREAM16_F8_MINM=1: one or two n8 token tiles), K tails
+  // inside a chunk (1312: 41 atoms of 48; 6112: 8 CTAs, the last 23 atoms of 24), N
+  // not a multiple of the CTA's rows (72 / 200), bias, FP16 outputs, capacity above M, a replayed
+  // graph with new activations and an eager call after it.
+  ScopedEnv e16("B12X_GEMM_STREAM16_F8", "1"), em("B12X_GEMM_DECODE_F8MMA", "1"),
+      emin("B12X_GEMM_STREAM16_F8_MINM", "1"), ecl("B12X_GEMM_STREAM16_F8_CLUSTER", "1");
+  int i = 0;
+  for (LinearFormat f : {LinearFormat::kFp8Tensor, LinearFormat::kFp8Block, LinearFormat::kMxfp8})
+    for (const char* sp : {"2", "3", "8"}) {
+      const char* tw = (i % 2) ? "2" : "1";
+      ScopedEnv et("B12X_GEMM_STREAM16_TW", tw), es("B12X_GEMM_STREAM16_SPLIT", sp),
+          eq("B12X_GEMM_STREAM16_QX", (i % 3) == 2 ? "0" : "1");
+      const int64_t Ms[] = {1, 5, 9, 16, 3, 12, 8, 16, 2};
+      const bool block = f == LinearFormat::kFp8Block;
+      Case c{f,
+             Ms[i % 9],
+             (i % 2) ? 72 : 200,
+             sp[0] == '8' ? (block ? 6144 : 6112)
+             : block      ? 1280
+                          : 1312,
+             f == LinearFormat::kFp8Tensor ? DType::kFP8E4M3 : DType::kBF16,
+             (i % 4) == 1 ? DType::kFP16 : DType::kBF16,
+             (i % 3) != 1};
+      c.max_tokens = (i % 4) == 2 ? 16 : c.M;
+      ++i;
+      const int64_t before = gemm::lin::last_stream16_f8_launch().serial;
+      run_case(c, /*graph_replay=*/(i % 3) != 0);
+      const gemm::lin::Stream16F8Launch l = gemm::lin::last_stream16_f8_launch();
+      const int split = f8_split(c.K, std::atoi(sp));
+      EXPECT_GT(l.serial, before) << name(c) << " tw " << tw << " sp " << sp;
+      EXPECT_EQ(l.split, split) << name(c);
+      EXPECT_EQ(l.cluster, split > 1 ? split : 1) << name(c);
+    }
+}
+
 TEST(GemmGpu, DecodeStream16Default) {
   B12X_REQUIRE_GPU();
   // The default (session 13): the M <= 16 block kernel with 2 tiles per warp and the splats per

@@ -619,6 +619,15 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
 
   float mult = p.out_mult;
   if (p.alpha != nullptr) mult *= *p.alpha;
+  if (p.cluster_split > 1) {
+    // The K split summed in the cluster (kernels/cluster_sum.cuh), the partial tile in the slots'
+    // shared memory.
+    static_assert(kS16ClBytes<kTw, kNt> <= kF8SmemBytes<kTw, kGroup, kMma, kQ, kVar>,
+                  "cluster sum: partial tile exceeds the slots");
+    s16_cluster_store<kTw, kNt>(p, acc, dsm, row0, tpc, mult, warp, g, t);
+    griddep_launch_dependents();
+    return;
+  }
 #pragma unroll
   for (int j = 0; j < kTw; ++j) {
     const int64_t tile = tile0 + j;
