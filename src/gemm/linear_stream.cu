@@ -55,6 +55,28 @@ StreamFn stream_fn(int parts) {
 /// and kCl (bit 512: the K split over a thread-block cluster) on the 2-CTA blocks at 8 parts.
 StreamFn stream_probe_fn(WFmt f, int parts, int occ, int var, bool mx_free) {
   const bool mx = f == WFmt::kMxfp4;
+  if (var & 4096) {  // kU2 (round 85): the block loop unrolled by two
+    const int b = var & ~4096;
+    if (occ == 3)
+      return parts == 8 && b == 192 && !mx
+                 ? &linear_stream_kernel<8, 3, 1, false, false, 192 | 4096>
+                 : nullptr;
+    if (occ != 2) return nullptr;
+    if (parts == 1)
+      return b == (128 | 2048) && !mx
+                 ? &linear_stream_kernel<1, 2, 1, false, false, 128 | 2048 | 4096>
+                 : nullptr;
+    if (parts != 8) return nullptr;
+    if (b == 128)
+      return !mx       ? &linear_stream_kernel<8, 2, 1, false, false, 128 | 4096>
+             : mx_free ? &linear_stream_kernel<8, 2, 1, true, true, 128 | 4096>
+                       : nullptr;
+    if (b == 168)
+      return !mx       ? &linear_stream_kernel<8, 2, 1, false, false, 168 | 4096>
+             : mx_free ? &linear_stream_kernel<8, 2, 1, true, true, 168 | 4096>
+                       : &linear_stream_kernel<8, 2, 1, true, false, 168 | 4096>;
+    return nullptr;
+  }
   if (occ == 3) {
     if (parts != 8 || var != (232 | 1024)) return nullptr;
     return !mx       ? &linear_stream_kernel<8, 3, 1, false, false, 232 | 1024>
@@ -95,7 +117,7 @@ StreamFn stream_probe_fn(WFmt f, int parts, int occ, int var, bool mx_free) {
 
 StreamFn stream_var_fn(WFmt f, int parts, int occ, int var, bool mx_free) {
   const bool mx = f == WFmt::kMxfp4;
-  if (var & (512 | 1024 | 2048)) return stream_probe_fn(f, parts, occ, var, mx_free);
+  if (var & (512 | 1024 | 2048 | 4096)) return stream_probe_fn(f, parts, occ, var, mx_free);
   if (occ == 3) {
     if (parts != 8) return nullptr;
     if (var == 232)

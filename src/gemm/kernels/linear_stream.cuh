@@ -186,9 +186,10 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     linear_stream_kernel(const LinearParams p) {
   static_assert(!kMx || kRows == 1, "MXFP4: M = 1");
   static_assert(!kMxFree || kMx, "fold-free splats: MXFP4 only");
-  static_assert(kVar == 0 || (kRows == 1 && (!kMx || (kVar & ~(64 | 512 | 1024 | 2048)) == 128 ||
-                                             (kVar & ~(64 | 512 | 1024 | 2048)) == 168)),
-                "kVar: M = 1; MXFP4 with kJit only");
+  static_assert(
+      kVar == 0 || (kRows == 1 && (!kMx || (kVar & ~(64 | 512 | 1024 | 2048 | 4096)) == 128 ||
+                                   (kVar & ~(64 | 512 | 1024 | 2048 | 4096)) == 168)),
+      "kVar: M = 1; MXFP4 with kJit only");
   constexpr bool kQx = (kVar & 8) != 0;  // NVFP4 (kMx: MXFP4) activations converted in the kernel
   constexpr bool kJit = (kVar & 128) != 0;
   // kQf (bit 32, session 20; kQx with kJit): the conversion by BF16 pair arithmetic, NVFP4 into
@@ -218,6 +219,8 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   // the ranks add the CTAs' sums in rank order through DSMEM (cluster_sum_f4): K order, no global
   // partials, no counters (session 22's walk with L2 counters lost ~0.5 us per round trip).
   constexpr bool kW = (kVar & 2048) != 0;
+  // kU2 (bit 4096, session 23 probe): the block loop unrolled by two (see the loop).
+  constexpr bool kU2 = (kVar & 4096) != 0;
   static_assert(!kW || (kJit && kParts == 1 && kRows == 1 && !kCl), "kW: blocks, one part");
   constexpr int kCh = kLean ? 1 : 4;  // MMA accumulator chains
   static_assert(!kQf || (kQx && kJit), "kQf: the per-warp blocks' FP4 activation conversion");
@@ -593,7 +596,9 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
         mma16816<T>(acc[n][3 % kCh], af[1][1], xb[n].z, xb[n].w);
       }
     };
-    for (int v0 = 0; v0 < nv; v0 += kDepth) {
+    // One block of kDepth vectors: its scale bytes and (kJit) activations in place, then each
+    // vector computed while its ring slot is reloaded one block ahead.
+    auto block = [&]() {
       if constexpr (kLean && kMx) {
         const uint32_t sel = (t >> 1) * 0x1111u + 0x6420u;  // byte 2j + t / 2 of .x, .y
         cs0 = prmt(nb0.x, nb0.y, sel);
@@ -631,6 +636,14 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
         vec(cur, j);
       }
       advance();
+    };
+    if constexpr (kU2) {
+      // kU2: two blocks per iteration, so the ring's registers alternate between two sets instead
+      // of being copied to the compute registers at every block (24 MOVs per block, sm_90a).
+#pragma unroll 2
+      for (int v0 = 0; v0 < nv; v0 += kDepth) block();
+    } else {
+      for (int v0 = 0; v0 < nv; v0 += kDepth) block();
     }
     if constexpr (kRows > 1) {
       // Lane (g, t) of token tile n: c0 / c1 = row g, tokens 8n + 2t / + 1; c2 / c3 = row g + 8.
