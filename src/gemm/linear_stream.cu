@@ -355,24 +355,8 @@ int stream_cluster_fit(int device, WFmt f, int parts, int occ, int var, int cl) 
               "no cluster stream kernel for format ", static_cast<int>(f), " parts=", parts,
               " occ=", occ, " var=", var, " cluster=", cl);
   const ::b12x::detail::DeviceScope scope(device);
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(1, static_cast<unsigned>(cl), 1);
-  cfg.blockDim = dim3(kStreamWarps * 32);
-  cfg.dynamicSmemBytes = static_cast<size_t>(kStreamJitBytes);
-  cudaLaunchAttribute attr;
-  attr.id = cudaLaunchAttributeClusterDimension;
-  attr.val.clusterDim.x = 1;
-  attr.val.clusterDim.y = static_cast<unsigned>(cl);
-  attr.val.clusterDim.z = 1;
-  cfg.attrs = &attr;
-  cfg.numAttrs = 1;
-  int clusters = 0;  // a device or driver that cannot answer: 0, no cluster plan
-  if (cudaOccupancyMaxActiveClusters(&clusters, reinterpret_cast<const void*>(k), &cfg) !=
-      cudaSuccess) {
-    (void)cudaGetLastError();
-    clusters = 0;
-  }
-  return clusters;
+  return ::b12x::detail::max_active_clusters(reinterpret_cast<const void*>(k), kStreamWarps * 32,
+                                             static_cast<int>(kStreamJitBytes), cl);
 }
 
 int stream_vectors_per_part(int64_t kvec, int parts, int split) {
