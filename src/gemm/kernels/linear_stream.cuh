@@ -221,6 +221,8 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   constexpr bool kW = (kVar & 2048) != 0;
   // kU2 (bit 4096, session 23 probe): the block loop unrolled by two (see the loop).
   constexpr bool kU2 = (kVar & 4096) != 0;
+  // kUL (bit 8192, session 23 probe): unpredicated ring loads (see issue).
+  constexpr bool kUL = (kVar & 8192) != 0 || kU2;
   static_assert(!kW || (kJit && kParts == 1 && kRows == 1 && !kCl), "kW: blocks, one part");
   constexpr int kCh = kLean ? 1 : 4;  // MMA accumulator chains
   static_assert(!kQf || (kQx && kJit), "kQf: the per-warp blocks' FP4 activation conversion");
@@ -319,7 +321,26 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     } else if constexpr (kJit) {
       if (j == 0 && xok) na = load_x((vbase + iv) * 64);
     }
-    if (j < nvalid) {
+    if constexpr (kUL) {
+      // kUL: every slot loaded, a vector that does not exist from the matrix's first bytes
+      // (finite FP4 codes; their products vanish as the kept vector's do), so the load's
+      // destination never has to carry the slot's old value.
+      const bool ok = j < nvalid;
+      s = ldg_stream(ok ? wp + j * 512 : p.wvals + lane * 16);
+      if (j == 0) {
+        const uint8_t* const a0 = ok ? sp : p.wscale;
+        const uint8_t* const a8 = ok ? sp8 : p.wscale;
+        if constexpr (kMx) {
+          const uint2 a = __ldg(reinterpret_cast<const uint2*>(a0));
+          const uint2 b = __ldg(reinterpret_cast<const uint2*>(a8));
+          nb0 = make_uint4(a.x, a.y, 0, 0);
+          nb1 = make_uint4(b.x, b.y, 0, 0);
+        } else {
+          nb0 = __ldg(reinterpret_cast<const uint4*>(a0));
+          nb1 = __ldg(reinterpret_cast<const uint4*>(a8));
+        }
+      }
+    } else if (j < nvalid) {
       s = ldg_stream(wp + j * 512);
       if (j == 0) {
         if constexpr (kMx) {
