@@ -646,6 +646,7 @@ DecodeKnobs read_decode_knobs(bool stream, int aquant) {
   knob(k.fc2_kil, "B12X_MOE_FC2_KIL", {0, 1}, "0, 1", not_stream);
   knob(k.fc2_rows, "B12X_MOE_FC2_ROWS", {16, 32}, "16, 32", not_stream);
   knob(k.fc2_dsmem, "B12X_MOE_FC2_CLUSTER", {0, 1}, "0, 1", not_stream);
+  knob(k.act_sync, "B12X_MOE_ACT_SYNC", {0, 1, 2, 3}, "0, 1, 2, 3", not_stream);
   return k;
 }
 }  // namespace detail
@@ -881,6 +882,8 @@ Plan plan(const Caps& caps) {
     if (stream && detail::decode_fc2_kil(p.knobs, caps.max_tokens, nk2)) sig << " fc2_kil";
     // FC2 split row blocks launched as clusters (DecodeKnobs::fc2_dsmem; runs with a split).
     if (stream && p.knobs.fc2_dsmem == 1 && p.cc_major >= 9) sig << " fc2_cluster";
+    // Primed activations loaded synchronously (DecodeKnobs::act_sync: 1 FC1, 2 FC2, 3 both).
+    if (stream && p.knobs.act_sync > 0) sig << " act_sync" << p.knobs.act_sync;
     if (caps.apply_router_weight_on_input) sig << " weight_on_input";
     std::ostringstream shape;
     shape << "E=" << E << " H=" << H << " I=" << I << " max_tokens=" << caps.max_tokens
@@ -1037,6 +1040,7 @@ void run(const Binding& b, Stream stream) {
     // DecodeKnobs::fc2_dsmem: a split row block's CTAs as one cluster (SM90+), summed through
     // distributed shared memory (the partials below then stay unused).
     d.fc2_cluster = p.knobs.fc2_dsmem == 1 && d.fc2_split > 1 && pdl ? 1 : 0;
+    d.act_sync = p.knobs.act_sync;
     d.partial = route_out;  // sized for the plan's split x max_tokens (>= this call's)
     d.counters = num_tiles + 4;
     if (p.off_fc1_bal >= 0) {

@@ -212,6 +212,10 @@ struct DecodeArgs {
   // same bits) instead of fp32 partials in global memory, a fence, a counter and a reload. (Last:
   // it sits in the struct's tail padding, so no other parameter offset moves.)
   int fc2_cluster = 0;
+  // Primed ring stages' activations loaded synchronously (bit 1: FC1, bit 2: FC2; DecodeKnobs::
+  // act_sync): the K loop's first sub-chunk then waits for its own weights only, not for every
+  // primed stage's (moe_decode.cuh's WarpStage::load_acts).
+  int act_sync = 0;
 };
 /// Balanced FC1 scratch (DecodeArgs::fc1_bal): counters [row_blocks][route capacity], then
 /// fp32 partials [slots][head, tail][4 tokens x 32 rows] for slots = max(row blocks, 3 x 256)

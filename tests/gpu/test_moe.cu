@@ -856,6 +856,34 @@ TEST(MoeGpu, DecodeStreamFc2KInterleaved) {
   }
 }
 
+using Knobs = std::vector<std::pair<const char*, std::string>>;
+
+/// P's eager output with plan-time `knobs` plus the probe knob `probe` against P's with `knobs`
+/// alone: bit-equal (`what` names the probe); with `replay` the probe's plan is also replayed in a
+/// CUDA graph with new routes, and both outputs are checked against the reference.
+void expect_probe_bit_equal(const Problem& P, const Knobs& knobs,
+                            const std::pair<const char*, std::string>& probe, const char* what,
+                            bool replay) {
+  const auto base = eager_with_knobs(P, knobs);
+  Knobs kp = knobs;
+  kp.push_back(probe);
+  for (const auto& k : kp) ASSERT_EQ(setenv(k.first, k.second.c_str(), 1), 0);
+  GpuRun G(P);  // the plan reads the knobs
+  for (const auto& k : kp) unsetenv(k.first);
+  ASSERT_TRUE(G.ok);
+  ASSERT_EQ(base.size(), 1u);
+  const auto got = G.run_eager();
+  ASSERT_EQ(got.size(), base[0].size());
+  EXPECT_EQ(std::memcmp(got.data(), base[0].data(), 2 * got.size()), 0)
+      << what << " differs from the default";
+  if (!replay) return;
+  check_against_reference(P, G.as_float(got), 0.9999);
+  Problem Q;
+  std::vector<uint16_t> out;
+  check_graph_replays(G, P, 1, what, Q, out);
+  check_against_reference(Q, G.as_float(out), 0.9999);
+}
+
 TEST(MoeGpu, DecodeStreamFc2ClusterSum) {
   B12X_REQUIRE_GPU();
   if (b12x::device_info(0).cc_major < 9) GTEST_SKIP() << "thread-block clusters need SM90+";
@@ -867,40 +895,43 @@ TEST(MoeGpu, DecodeStreamFc2ClusterSum) {
   // cluster plan with new routes.
   const Fp4Variant a16{QuantMode::kW4A16, SourceFormat::kModeloptNvfp4, DType::kFP16,
                        Activation::kSilu};
-  using Knobs = std::vector<std::pair<const char*, std::string>>;
-  struct Var {
-    Case c;
-    Knobs knobs;
-  };
-  const Var vars[] = {
+  const std::pair<Case, Knobs> vars[] = {
       {fp4_variant_case(kNvfp4Silu, 16, 1024, 256, 1, 8, 1), {{"B12X_MOE_FC2_SPLIT", "2"}}},
       {fp4_variant_case(kNvfp4Silu, 16, 512, 384, 8, 4, 1),
        {{"B12X_MOE_FC2_ROWS", "32"}, {"B12X_MOE_FC2_SPLIT", "4"}}},
       {fp4_variant_case(kNvfp4Silu, 16, 512, 384, 8, 4, 1),
        {{"B12X_MOE_FC2_SPLIT", "3"}, {"B12X_MOE_FC2_ROWS", "16"}}},
       {fp4_variant_case(a16, 32, 992, 256, 6, 6, 1), {{"B12X_MOE_FC2_SPLIT", "2"}}}};
-  for (const Var& v : vars) {
-    SCOPED_TRACE(v.c.name() + " " + v.knobs.back().first + "=" + v.knobs.back().second);
+  for (const auto& v : vars) {
+    SCOPED_TRACE(v.first.name() + " " + v.second[0].first + "=" + v.second[0].second);
     Problem P;
-    P.make(v.c);
-    const auto base = eager_with_knobs(P, v.knobs);
-    Knobs kc = v.knobs;
-    kc.push_back({"B12X_MOE_FC2_CLUSTER", "1"});
-    for (const auto& k : kc) ASSERT_EQ(setenv(k.first, k.second.c_str(), 1), 0);
-    GpuRun G(P);  // the plan reads the knobs
-    for (const auto& k : kc) unsetenv(k.first);
-    ASSERT_TRUE(G.ok);
-    ASSERT_EQ(base.size(), 1u);
-    const auto got = G.run_eager();
-    ASSERT_EQ(got.size(), base[0].size());
-    EXPECT_EQ(std::memcmp(got.data(), base[0].data(), 2 * got.size()), 0)
-        << "cluster sum differs from the partials";
-    check_against_reference(P, G.as_float(got), 0.9999);
-    if (&v != &vars[0]) continue;
-    Problem Q;
-    std::vector<uint16_t> replay;
-    check_graph_replays(G, P, 1, "FC2 cluster sum", Q, replay);
-    check_against_reference(Q, G.as_float(replay), 0.9999);
+    P.make(v.first);
+    expect_probe_bit_equal(P, v.second, {"B12X_MOE_FC2_CLUSTER", "1"}, "FC2 cluster sum",
+                           &v == &vars[0]);
+  }
+}
+
+TEST(MoeGpu, DecodeStreamActSyncIsBitEqual) {
+  B12X_REQUIRE_GPU();
+  // B12X_MOE_ACT_SYNC=3 (read by plan): FC1's and FC2's primed ring stages take their activations
+  // by ld.global + st.shared instead of cp.async (the K loop's first wait then needs only the first
+  // stage's weights): the same bytes in the ring, so the outputs are bit-equal to the default.
+  // Cases: nvfp4 at 1 token (one tile per CTA; the 32-row FC2, and the deep 16-row one), 8 tokens
+  // (two FC1 groups, split FC2), FP16 w4a16 at H = 992 (the copy gate, zero-filled K tails), the
+  // balanced FC1 (FC1_BAL=1); and a graph replay with new routes.
+  const Fp4Variant a16{QuantMode::kW4A16, SourceFormat::kModeloptNvfp4, DType::kFP16,
+                       Activation::kSilu};
+  const std::pair<Case, Knobs> vars[] = {
+      {fp4_variant_case(kNvfp4Silu, 16, 1024, 256, 1, 8, 1), {}},
+      {fp4_variant_case(kNvfp4Silu, 16, 1024, 256, 1, 8, 1), {{"B12X_MOE_FC2_ROWS", "16"}}},
+      {fp4_variant_case(kNvfp4Silu, 64, 2048, 256, 8, 8, 1), {}},
+      {fp4_variant_case(a16, 32, 992, 256, 6, 6, 1), {}},
+      {fp4_variant_case(kNvfp4Silu, 16, 512, 384, 8, 4, 1), {{"B12X_MOE_FC1_BAL", "1"}}}};
+  for (const auto& v : vars) {
+    SCOPED_TRACE(v.first.name() + (v.second.empty() ? "" : " " + std::string(v.second[0].first)));
+    Problem P;
+    P.make(v.first);
+    expect_probe_bit_equal(P, v.second, {"B12X_MOE_ACT_SYNC", "3"}, "act_sync", &v == &vars[0]);
   }
 }
 
