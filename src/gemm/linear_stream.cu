@@ -268,24 +268,8 @@ int stream16_max_active_clusters(int device, WFmt f, int tw, bool qx, int var, i
       return 0;
     }
   }
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(1, static_cast<unsigned>(split), 1);
-  cfg.blockDim = dim3(kStreamWarps * 32);
-  cfg.dynamicSmemBytes = static_cast<size_t>(smem);
-  cudaLaunchAttribute attr;
-  attr.id = cudaLaunchAttributeClusterDimension;
-  attr.val.clusterDim.x = 1;
-  attr.val.clusterDim.y = static_cast<unsigned>(split);
-  attr.val.clusterDim.z = 1;
-  cfg.attrs = &attr;
-  cfg.numAttrs = 1;
-  int clusters = 0;
-  if (cudaOccupancyMaxActiveClusters(&clusters, reinterpret_cast<const void*>(k), &cfg) !=
-      cudaSuccess) {
-    (void)cudaGetLastError();  // the query's non-sticky error: no clusters
-    clusters = 0;
-  }
-  return clusters;
+  return ::b12x::detail::max_active_clusters(reinterpret_cast<const void*>(k), kStreamWarps * 32,
+                                             smem, split);
 }
 
 void launch_linear_stream16(WFmt f, int tw, int64_t smem, const LinearParams& p, Stream stream,
