@@ -1890,6 +1890,7 @@ Plan plan(const Caps& caps) {
     };
     struct F8Grid {
       int split = 0, vp = 0;
+      bool cluster = false;  // the split summed in a cluster (session 23 probe)
     };
     // Probe: B12X_GEMM_STREAM16_OCC=3 (per-tensor at one tile per warp: 3 CTAs per SM).
     const char* eocc = std::getenv("B12X_GEMM_STREAM16_OCC");
@@ -1929,10 +1930,15 @@ Plan plan(const Caps& caps) {
                  : 0;
     };
     // Session 23 probe: the K split summed in a cluster of the split's CTAs (no partials, no
-    // reduce launch; SM90+), splits <= 8 (a portable cluster); B12X_GEMM_STREAM16_F8_CLUSTER=2
-    // also keeps a split only where all its clusters fit at once (one wave).
+    // reduce launch; SM90+), splits <= 8 (a portable cluster; B12X_GEMM_STREAM16_F8_CLMAX=<2..16>,
+    // above 8 where the device allows); B12X_GEMM_STREAM16_F8_CLUSTER=2 also keeps a split only
+    // where all its clusters fit at once (one wave); =3 keeps the one-wave rule's split and sums
+    // it in a cluster only where that split is <= CLMAX and all its clusters fit at once.
     const char* ecl = std::getenv("B12X_GEMM_STREAM16_F8_CLUSTER");
     const int f8_cluster = dev.cc_major >= 9 && ecl != nullptr ? std::atoi(ecl) : 0;
+    int f8_cl_max = 8;
+    if (const char* e = std::getenv("B12X_GEMM_STREAM16_F8_CLMAX"); e != nullptr)
+      f8_cl_max = std::clamp(std::atoi(e), 2, 16);
     auto f8_grid = [&](int tw8, int depth) {
       F8Grid r;
       const int fit = lin::prepare_linear_stream16_f8(caps.device, wf, tw8, mma8, depth, q8,
@@ -1940,10 +1946,10 @@ Plan plan(const Caps& caps) {
       if (fit <= 0) return r;
       const int64_t gx8 = (geo.n16 + 8 * tw8 - 1) / (8 * tw8);
       auto cluster_ok = [&](int sp) {
-        return sp <= 8 &&
-               (f8_cluster < 2 ||
-                gx8 <= lin::stream16_f8_max_clusters(caps.device, wf, tw8, mma8, depth, q8,
-                                                     occ_for(tw8, depth), var_for(tw8, depth), sp));
+        if (sp > f8_cl_max) return false;
+        const int fit_cl = lin::stream16_f8_max_clusters(
+            caps.device, wf, tw8, mma8, depth, q8, occ_for(tw8, depth), var_for(tw8, depth), sp);
+        return fit_cl > 0 && (f8_cluster < 2 || gx8 <= fit_cl);
       };
       int per_sm = fit;
       if (const char* e = std::getenv("B12X_GEMM_STREAM16_CTAS"); e != nullptr && std::atoi(e) > 0)
@@ -1954,14 +1960,16 @@ Plan plan(const Caps& caps) {
         const int vp = lin::stream16_f8_vectors_per_cta(geo.kvec, sp);
         const int eff = static_cast<int>((geo.kvec + vp - 1) / vp);  // no idle K range
         if (force_split > 0) {
-          if (sp == force_split && (f8_cluster == 0 || eff <= 8)) r.split = eff, r.vp = vp;
+          if (sp == force_split && (f8_cluster == 0 || eff == 1 || cluster_ok(eff)))
+            r.split = eff, r.vp = vp;
           continue;
         }
         if (eff != sp) continue;
         if (sp > 1 && (gx * eff > slots || vp < min_vp)) break;
-        if (f8_cluster > 0 && sp > 1 && !cluster_ok(sp)) continue;
+        if (f8_cluster > 0 && f8_cluster < 3 && sp > 1 && !cluster_ok(sp)) continue;
         r.split = eff, r.vp = vp;
       }
+      r.cluster = f8_cluster > 0 && r.split > 1 && cluster_ok(r.split);
       return r;
     };
     // The kernel of tw8 tiles per warp exists with its default depth, occupancy and variant.
@@ -1999,7 +2007,7 @@ Plan plan(const Caps& caps) {
         p.stream16_occ = occ_for(tw8, p.stream16_depth);
         p.stream16_var = var_for(tw8, p.stream16_depth);
         p.stream16_smem = lin::stream16_f8_smem_bytes(wf, tw8, mma8, q8, p.stream16_var);
-        p.stream16_cluster = f8_cluster > 0 && gr.split > 1 ? gr.split : 0;
+        p.stream16_cluster = gr.cluster ? gr.split : 0;
         // Per-tensor at one tile per warp (the small shapes) from M = 9: round 52, M = 5 / 8, us,
         // decode kernel -> this kernel, 4096x4096 7.87 / 7.95 -> 8.03 / 8.20, 2048x7168 8.28 /
         // 8.37 -> - / 8.46 (M = 9: 9.01 -> 8.25, 8.81 -> -; M = 16 9.26 -> 8.68, 10.54 -> 8.71).
@@ -2598,6 +2606,8 @@ void run(const Binding& b, Stream stream) {
       M <= plan.caps.max_tokens) {
     p.split = plan.stream16_split;
     p.cluster_split = plan.stream16_cluster > 1 ? plan.stream16_cluster : 1;
+    // Probe (B12X_GEMM_STREAM_TRIG bit 4 on an FP8 cluster plan): the trigger before the sum.
+    p.stream_trig = (plan.stream_trig & 4) && p.cluster_split > 1 ? 1 : 0;
     p.partial = p.split > 1 && p.cluster_split == 1
                     ? reinterpret_cast<float*>(b.scratch + plan.off_partial)
                     : nullptr;

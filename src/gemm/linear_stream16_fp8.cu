@@ -121,6 +121,12 @@ int stream16_f8_max_clusters(int device, WFmt f, int tw, int mma, int depth, boo
     if (k == nullptr) return 0;
     B12X_CUDA_CHECK(
         ::b12x::detail::opt_in_smem(reinterpret_cast<const void*>(k), static_cast<int>(smem)));
+    if (split > 8 &&
+        cudaFuncSetAttribute(reinterpret_cast<const void*>(k),
+                             cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess) {
+      (void)cudaGetLastError();  // no clusters above 8 CTAs here
+      return 0;
+    }
     const int clusters = ::b12x::detail::max_active_clusters(
         reinterpret_cast<const void*>(k), kStreamWarps * 32, static_cast<int>(smem), split);
     fit = nt == 1 ? clusters : std::min(fit, clusters);
@@ -145,7 +151,7 @@ void launch_linear_stream16_f8(WFmt f, int tw, int mma, int depth, int64_t smem,
                   p.stream_vp > 0 && p.stream_vp % kF8ChunkV == 0 &&
                   int64_t{p.stream_vp} * split >= p.kvec &&
                   (split == 1 || (p.cluster_split > 1) == (p.partial == nullptr)) &&
-                  (p.cluster_split <= 1 || (p.cluster_split == split && split <= 8)),
+                  (p.cluster_split <= 1 || (p.cluster_split == split && split <= 16)),
               "FP8 M <= 16 block kernel: M=", p.M, " act=", p.act_kind, " xs=", p.xs_kind,
               " vp=", p.stream_vp, " split=", split, " cluster=", p.cluster_split);
   B12X_ASSERT(p.stream_tiles == kStreamWarps * tw, "FP8 M <= 16 block kernel: tiles per CTA ",

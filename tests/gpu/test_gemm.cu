@@ -2715,6 +2715,18 @@ TEST(GemmGpu, Stream16Fp8Cluster) {
       EXPECT_EQ(l.split, split) << name(c);
       EXPECT_EQ(l.cluster, split > 1 ? split : 1) << name(c);
     }
+  // A non-portable cluster of 14 CTAs (B12X_GEMM_STREAM16_F8_CLMAX=16; K = 3584: 14 K ranges of
+  // one chunk) and the dependent launch before the sum (B12X_GEMM_STREAM_TRIG=4), a graph.
+  {
+    ScopedEnv es("B12X_GEMM_STREAM16_SPLIT", "14"), ex("B12X_GEMM_STREAM16_F8_CLMAX", "16"),
+        etr("B12X_GEMM_STREAM_TRIG", "4"), et("B12X_GEMM_STREAM16_TW", "1");
+    Case c{LinearFormat::kFp8Tensor, 6, 72, 3584, DType::kFP8E4M3, DType::kBF16, true};
+    const int64_t before = gemm::lin::last_stream16_f8_launch().serial;
+    run_case(c, /*graph_replay=*/true);
+    const gemm::lin::Stream16F8Launch l = gemm::lin::last_stream16_f8_launch();
+    EXPECT_GT(l.serial, before) << name(c);
+    EXPECT_EQ(l.cluster, 14) << name(c);
+  }
 }
 
 TEST(GemmGpu, DecodeStream16Default) {
