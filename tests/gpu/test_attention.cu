@@ -1551,15 +1551,14 @@ TEST(AttentionGpuDecode, SpeculativePrologue) {
   unsetenv("B12X_ATTN_LEAN");
 }
 
-// Session 23's probes B12X_ATTN_DECODE_TILE=hcvtp / hcvtp2 / hcvtv (FP8 head dim 256: hcvt with
-// padded, unswizzled rows and a loader of 4 lanes per token row; 4 S chains; 16-byte K / V
-// fragment reads with permuted k-slots and output dims): pages 16..256 (rows of one tile on
-// up to four pages), forced and automatic splits, sinks, window, per-head descales, the Q
-// range of the fp16 MMAs, verify (16 packed rows), the general kernel (B12X_ATTN_LEAN=0) and
-// early K/V (the 208-register instance on SM90) with stale metadata.
+// Session 23's probes B12X_ATTN_DECODE_TILE=hcvtq / hcvtw (FP8 head dim 256: hcvt with padded,
+// unswizzled rows; hcvtw with 16-byte K / V fragment reads, permuted k-slots and output dims):
+// pages 16..256, forced and automatic splits, sinks, window, per-head descales, the Q range of
+// the fp16 MMAs, verify (16 packed rows), the general kernel (B12X_ATTN_LEAN=0) and early K/V
+// (the 208-register instance on SM90) with stale metadata.
 TEST(AttentionGpuDecode, PaddedTile) {
   B12X_REQUIRE_GPU();
-  for (const char* tile : {"hcvtp", "hcvtp2", "hcvtv"}) {
+  for (const char* tile : {"hcvtq", "hcvtw"}) {
     ScopedEnvs knob({{"B12X_ATTN_DECODE_TILE", tile}});
     const std::string name = std::string("_decode_") + tile + "_";
     for (int i = 0; i < 6; ++i) {
@@ -1776,8 +1775,9 @@ __global__ void late_append_writer(LateAppend a, long long spin) {
 TEST(AttentionGpuGraph, EarlyKvReplayWithLateMetadataAndAppend) {
   B12X_REQUIRE_GPU();
   std::normal_distribution<float> nd(0.f, 1.f);
-  for (int c = 0; c < 5; ++c) {
-    // c = 2, 3, 4: session 23's probes hcvtp, hcvtp2, hcvtv (FP8 16/2/256, page 128)
+  for (int c = 0; c < 4; ++c) {
+    // c = 2, 3: session 23's probes hcvtq, hcvtw (FP8 16/2/256, page 128)
+    const char* probe = c == 2 ? "hcvtq" : "hcvtw";
     const DType kv = c == 0 ? DType::kBF16 : DType::kFP8E4M3;
     Spec s = gqa_decode_spec({1500, 900, 200, 1200}, 0, 0);
     s.prefix_stable = true;
@@ -1786,22 +1786,19 @@ TEST(AttentionGpuGraph, EarlyKvReplayWithLateMetadataAndAppend) {
     std::optional<ScopedEnvs> tile;
     if (c >= 2) {
       tile.emplace(std::initializer_list<std::pair<const char*, const char*>>{
-          {"B12X_ATTN_DECODE_TILE", c == 2   ? "hcvtp"
-                                    : c == 3 ? "hcvtp2"
-                                             : "hcvtv"}});
+          {"B12X_ATTN_DECODE_TILE", probe}});
       s.dqk = s.dv = 256;
       s.hq = 16;
       s.hkv = 2;
       s.page = 128;
     }
     const std::string what = std::string("early graph ") + b12x::dtype_name(kv) +
-                             (c == 2   ? " hcvtp"
-                              : c == 3 ? " hcvtp2"
-                              : c == 4 ? " hcvtv"
-                                       : "");
+                             (c >= 2 ? std::string(" ") + probe : "");
     Problem p(s, rng());
     PLAN_AND_BIND(p);
-    if (c >= 2) EXPECT_NE(p.plan.kernel.find("_hcvtp"), std::string::npos) << p.plan.kernel;
+    if (c >= 2)
+      EXPECT_NE(p.plan.kernel.find(std::string("_") + probe + "_"), std::string::npos)
+          << p.plan.kernel;
     if (b12x::device_info(0).family == b12x::ArchFamily::kSm90)
       EXPECT_TRUE(p.plan.early_kv) << what << " " << p.plan.kernel;
     cudaStream_t st;

@@ -56,27 +56,23 @@ struct TileCfg {
   // kind 18 ("wideh3", SM90 only): wideh with 3 stages (104 KB, 2 CTAs per SM90 SM): two
   // tiles in flight per CTA instead of one.
   static constexpr bool kH3 = kKind_ == 18;
-  // kind 22 ("hcvtp", probe, FP8 head dim 256): hcvt with unswizzled raw K / V rows and Q rows
-  // padded by 16 bytes (row pitch = 4 banks mod 32, so the fragment reads stay conflict-free and
-  // every k-step's address is an immediate offset), and a loader in which 4 lanes copy one token
-  // row (each 16-byte chunk of the row an immediate offset from one 64-bit row address).
-  // kind 23 ("hcvtp2", probe): hcvtp with S accumulated in two chains per n-block (even / odd
-  // k-steps, summed after the loop): 8 instead of 16 dependent MMAs per chain.
-  // kind 24 ("hcvtv", probe): hcvtp with 16-byte K and V fragment reads (one LDS.128 feeds 4
-  // k-steps of K or 4 output groups of V): K's MMA k-slots permuted within 64-dim blocks (Q staged
-  // to match), V's output dims within 128-dim blocks (undone in the epilogue); K rows padded by
-  // 64 bytes (16 banks: the 8 lanes of a 16-byte phase stay conflict-free).
-  static constexpr bool kVec = kKind_ == 24;
-  static constexpr bool kPad = kKind_ == 22 || kKind_ == 23 || kVec;
-  static constexpr bool kSChains2 = kKind_ == 23;
+  // kinds 25 ("hcvtq") and 26 ("hcvtw"), session 23's probes (FP8 head dim 256): hcvt with
+  // unswizzled raw K / V stage rows and Q rows padded so that a row's pitch is 4 (Q, V) or 16 (K,
+  // hcvtw) banks mod 32 (the fragment reads stay conflict-free and every k-step's shared address
+  // is an immediate offset). hcvtw also reads K and V fragments 16 bytes at a time (one LDS.128
+  // feeds 4 k-steps of K or 4 output groups of V): K's MMA k-slots permuted within 64-dim blocks
+  // (Q staged to match), V's output dims within 128-dim blocks (undone in the epilogue).
+  // (Round 85's hcvtp / hcvtp2 / hcvtv, the same layouts with a loader of 4 lanes per token row,
+  // ran 2.5-4.3 us slower at B = 8: docs/attention.md "Session 23".)
+  static constexpr bool kVec = kKind_ == 26;
+  static constexpr bool kPad = kKind_ == 25 || kVec;
   static constexpr int kDH = (kKind_ == 16 || kH3) ? 2 : 1;
   static constexpr int kKind = (kKind_ == 16 || kH3) ? 1 : (kPad ? 8 : kKind_);
   static constexpr bool kFp8 = kFp8_;
   static_assert(kKind_ == 0 || kKind_ == 1 || kKind_ == 2 || kKind_ == 5 || kKind_ == 8 ||
-                    kKind_ == 13 || kKind_ == 16 || kKind_ == 18 || kKind_ == 22 || kKind_ == 23 ||
-                    kKind_ == 24,
-                "tile kinds: 0, 1, 2, 5, 8, 13, 16, 18, 22, 23, 24");
-  static_assert(!kPad || (kFp8_ && kDqk_ == 256 && kDv_ == 256), "hcvtp: FP8 head dim 256");
+                    kKind_ == 13 || kKind_ == 16 || kKind_ == 18 || kKind_ == 25 || kKind_ == 26,
+                "tile kinds: 0, 1, 2, 5, 8, 13, 16, 18, 25, 26");
+  static_assert(!kPad || (kFp8_ && kDqk_ == 256 && kDv_ == 256), "hcvtq / hcvtw: FP8 head dim 256");
   static constexpr bool kDecode = kKind != 0;
   // hcvt / hcvt3 (kF16Mma): K's B fragments come straight from the raw FP8 rows (no K conversion
   // pass; Q is stored in the matching permuted slot order), and so do V's (4-byte reads of 4
@@ -600,7 +596,7 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
   constexpr int kNT = kBN / kWN;                   // tokens per warp per tile
   constexpr int kDH = Cfg::kDH, kDvW = kDv / kDH;  // O dims per warp (Cfg::kDH)
   constexpr int kQRow = Cfg::kQRowB, kKRow = kDqk * 2, kVRow = kDv * 2;  // tile row bytes
-  // Byte offset of 16-byte chunk c of Q row r: swizzled, or padded rows (hcvtp).
+  // Byte offset of 16-byte chunk c of Q row r: swizzled, or padded rows (hcvtq / hcvtw).
   auto q_at = [](int r, int c) {
     return Cfg::kPad ? static_cast<uint32_t>(r * kQRow + c * 16) : swz(r, c, kQRow);
   };
@@ -1015,29 +1011,7 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
           row_src(is_k ? kbase : vbase, is_k ? k_sp : v_sp, is_k ? k_st : v_st, page, pos, c),
           pos < kv_end);
     };
-    if constexpr (Cfg::kPad) {
-      // kL lanes copy one token row: chunks cl, cl + kL, ... of its K and V rows are immediate
-      // offsets from one 64-bit address each (no page runs needed: one page id per row), and
-      // the kL lanes of a row cover whole 32-byte sectors.
-      constexpr int kL = 4, kRowsPass = kThreads / kL, kCh = kKc / kL;
-      static_assert(kKc == kVc && kKc % kL == 0 && kBN % kRowsPass == 0, "hcvtp loader");
-      const int cl = static_cast<int>(static_cast<unsigned>(tid) % kL);
-#pragma unroll
-      for (int k = 0; k < kBN / kRowsPass; ++k) {
-        const int j = static_cast<int>(static_cast<unsigned>(tid) / kL) + k * kRowsPass;
-        const int page = page_at(j);
-        const int pos = kv0 + j;
-        const bool valid = pos < kv_end;
-        const uint8_t* ks = row_src(kbase, k_sp, k_st, page, pos, cl);
-        const uint8_t* vs = row_src(vbase, v_sp, v_st, page, pos, cl);
-        const uint32_t kd = stage_dst(sk, j, cl, kKc, true), vd = stage_dst(sv, j, cl, kVc, false);
-#pragma unroll
-        for (int i = 0; i < kCh; ++i) {
-          cp_async16(kd + i * kL * 16, ks + i * kL * 16, valid);
-          cp_async16(vd + i * kL * 16, vs + i * kL * 16, valid);
-        }
-      }
-    } else if constexpr (kKc == kVc && kThreads % kKc == 0) {
+    if constexpr (kKc == kVc && kThreads % kKc == 0) {
       // A thread copies chunk c of token rows j0, j0 + kRows, ...: the chunk's column offset
       // and the row swizzle (kRows % 8 == 0: j & 7 == j0 & 7) are loop-invariant, so only the
       // page id and the in-page row change per copy.
@@ -1369,14 +1343,6 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
       if constexpr (Cfg::kDirectK) {
         // B fragments straight from the raw FP8 K rows: lane (g, t) reads dims 4t..4t+3 of k-step
         // kb of token row g (one 4-byte read; rows' 16-byte chunks are swizzled by row & 7).
-        float s2[Cfg::kSChains2 ? kMB : 1][Cfg::kSChains2 ? kNT / 8 : 1][4];
-        if constexpr (Cfg::kSChains2) {
-#pragma unroll
-          for (int mb = 0; mb < kMB; ++mb)
-#pragma unroll
-            for (int i = 0; i < kNT / 8; ++i)
-              s2[mb][i][0] = s2[mb][i][1] = s2[mb][i][2] = s2[mb][i][3] = 0.f;
-        }
         uint4 kw[kNT / 8];  // kVec: dims 64 (kb / 4) + 16 t .. + 15 of token rows g, 8 + g
 #pragma unroll
         for (int kb = 0; kb < kDqk / 16; ++kb) {
@@ -1407,22 +1373,8 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
             uint32_t b0, b1;
             e4m3x4_to_f16x4_hw(wv, b0, b1);  // (4t, 4t+1), (4t+2, 4t+3)
 #pragma unroll
-            for (int mb = 0; mb < kMB; ++mb) {
-              if constexpr (Cfg::kSChains2) {
-                mma16816<TM>((kb & 1) ? s2[mb][nb] : s[mb][nb], a[mb], b0, b1);
-              } else {
-                mma16816<TM>(s[mb][nb], a[mb], b0, b1);
-              }
-            }
+            for (int mb = 0; mb < kMB; ++mb) mma16816<TM>(s[mb][nb], a[mb], b0, b1);
           }
-        }
-        if constexpr (Cfg::kSChains2) {
-#pragma unroll
-          for (int mb = 0; mb < kMB; ++mb)
-#pragma unroll
-            for (int i = 0; i < kNT / 8; ++i)
-#pragma unroll
-              for (int e = 0; e < 4; ++e) s[mb][i][e] += s2[mb][i][e];
         }
       }
       const int k_row = tok0 + ((lane >> 4) << 3) + (lane & 7);
