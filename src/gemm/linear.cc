@@ -1799,6 +1799,9 @@ Plan plan(const Caps& caps) {
       if (dev.cc_major < 9 || cl_max < 2) cl_max = 0;
       if (const char* e = std::getenv("B12X_GEMM_S16_CL_MINVP"); e != nullptr && cl_max > 0)
         cl_minvp = std::clamp(std::atoi(e), 4, 16) / 4 * 4;
+      // B12X_GEMM_S16_CL_SPREAD=1: the cluster instances' scheduling policy Spread.
+      const char* espread = std::getenv("B12X_GEMM_S16_CL_SPREAD");
+      const bool cl_spread = espread != nullptr && espread[0] == '1';
       const int fit_chunked = lin::prepare_linear_stream16(caps.device, wf, tw, qx);
       const int64_t gx = (geo.n16 + 8 * tw - 1) / (8 * tw);
       // The split for `fit` CTAs per SM: the largest whose grid is one wave with >= kS16MinVp
@@ -1844,7 +1847,8 @@ Plan plan(const Caps& caps) {
         p.stream16_tiles = 8 * tw;
         p.stream16_min_m = static_cast<int>(s16_min);
         if (split > 1 && split <= cl_max && (var != 0 || qx) &&
-            lin::stream16_max_active_clusters(caps.device, wf, tw, qx, var, split_vp, split) > 0)
+            lin::stream16_max_active_clusters(caps.device, wf, tw, qx, var, split_vp, split,
+                                              cl_spread) > 0)
           p.stream16_cluster = split;
       }
     }

@@ -2252,7 +2252,8 @@ TEST(GemmGpu, DecodeStream16Cluster) {
   // Session 23: the block kernel's K split summed in a thread-block cluster through DSMEM
   // (B12X_GEMM_S16_CLUSTER=<max size>, lin::kS16VarCluster; no partials, no reduce launch):
   // NVFP4 / MXFP4, W4A16 / W4A4 (pre-pass) on the staged-once kernel, NVFP4 W4A4 converting its
-  // activations on the chunked kernel (QX=1); M = 2..16 (one and two n8 token tiles); splits 2 /
+  // activations on the chunked kernel (QX=1); M = 2..16 (one and two n8 token tiles); the
+  // clusters' scheduling policy Spread or Default (B12X_GEMM_S16_CL_SPREAD); splits 2 /
   // 3 / 8 (K = 1312: the last range 9 of 12 vectors, the last half past K; 2848: 13 of 16;
   // 2016: vp 4, the smallest shared memory that holds the sum's tile); N = 72 / 200 / 520 (CTAs
   // with fewer tiles, rows past N); bias, FP16 outputs, capacity above M, graph replays with new
@@ -2269,6 +2270,7 @@ TEST(GemmGpu, DecodeStream16Cluster) {
       const char* sp = K == 1312 ? "2" : K == 2848 ? "3" : "8";
       ScopedEnv es("B12X_GEMM_STREAM16_SPLIT", sp);
       ScopedEnv etr("B12X_GEMM_STREAM_TRIG", (i % 2) ? "7" : "3");
+      ScopedEnv esp("B12X_GEMM_S16_CL_SPREAD", (i % 4) < 2 ? "1" : "0");
       Case c{f,
              M,
              (i % 3) == 0   ? 72
