@@ -1600,6 +1600,11 @@ Plan plan(const Caps& caps) {
             }
           }
         }
+        // B12X_GEMM_STREAM_CPROBE=1|2 (round 86, timing only, outputs wrong): the cluster / walk
+        // plans without their cluster sum (=1), and launched without the cluster attribute (=2).
+        if (const char* e = std::getenv("B12X_GEMM_STREAM_CPROBE");
+            e != nullptr && (p.decode_stream_var & (512 | 2048)))
+          p.decode_stream_cprobe = std::atoi(e);
         // B12X_GEMM_STREAM_U2=1: the blocks' loop unrolled by two (var bit 4096; the 2-CTA
         // blocks at 8 parts, the 3-CTA lean NVFP4 W4A16 blocks, NVFP4 W4A16's walk).
         if (const char* e = std::getenv("B12X_GEMM_STREAM_U2");
@@ -2659,6 +2664,7 @@ void run(const Binding& b, Stream stream) {
     p.stream_var = plan.decode_stream_var;
     p.cluster_split = plan.decode_stream_cl > 1 ? plan.decode_stream_cl : 1;
     p.stream_tiles = plan.decode_stream_walk_tiles;
+    p.stream_cprobe = plan.decode_stream_cprobe;
     lin::launch_linear_stream(im.wfmt, plan.decode_stream_parts, plan.decode_stream_occ,
                               plan.decode_stream_ctas, plan.decode_stream_smem, p, stream, 1);
     return;

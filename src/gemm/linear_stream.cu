@@ -419,10 +419,10 @@ void launch_linear_stream(WFmt f, int parts, int occ, int ctas, int64_t smem, co
                         false,
                         p.reduce_trig != 0,
                         p.stream_trig != 0};
-  B12X_CUDA_CHECK(
-      b12x::detail::launch_ex(k, dim3(static_cast<unsigned>(gx), static_cast<unsigned>(split * cl)),
-                              dim3(kStreamWarps * 32), static_cast<size_t>(smem), stream,
-                              p.pdl != 0, dim3(1, static_cast<unsigned>(cl), 1), p));
+  B12X_CUDA_CHECK(b12x::detail::launch_ex(
+      k, dim3(static_cast<unsigned>(gx), static_cast<unsigned>(split * cl)),
+      dim3(kStreamWarps * 32), static_cast<size_t>(smem), stream, p.pdl != 0,
+      dim3(1, static_cast<unsigned>(p.stream_cprobe == 2 ? 1 : cl), 1), p));
   B12X_CUDA_CHECK_LAUNCH();
 }
 
