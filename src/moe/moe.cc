@@ -645,7 +645,7 @@ DecodeKnobs read_decode_knobs(bool stream, int aquant) {
   knob(k.fc2_bal, "B12X_MOE_FC2_BAL", {0, 1}, "0, 1", not_stream);
   knob(k.fc2_kil, "B12X_MOE_FC2_KIL", {0, 1}, "0, 1", not_stream);
   knob(k.fc2_rows, "B12X_MOE_FC2_ROWS", {16, 32}, "16, 32", not_stream);
-  knob(k.fc2_dsmem, "B12X_MOE_FC2_CLUSTER", {0, 1}, "0, 1", not_stream);
+  knob(k.fc2_dsmem, "B12X_MOE_FC2_CLUSTER", {0, 1, 2}, "0, 1, 2", not_stream);
   knob(k.act_sync, "B12X_MOE_ACT_SYNC", {0, 1, 2, 3}, "0, 1, 2, 3", not_stream);
   return k;
 }
@@ -880,8 +880,6 @@ Plan plan(const Caps& caps) {
     }
     // The K-interleaved FC2 kernels (decode_fc2_kil, from the weights' I and the capacity).
     if (stream && detail::decode_fc2_kil(p.knobs, caps.max_tokens, nk2)) sig << " fc2_kil";
-    // FC2 split row blocks launched as clusters (DecodeKnobs::fc2_dsmem; runs with a split).
-    if (stream && p.knobs.fc2_dsmem == 1 && p.cc_major >= 9) sig << " fc2_cluster";
     // Primed activations loaded synchronously (DecodeKnobs::act_sync: 1 FC1, 2 FC2, 3 both).
     if (stream && p.knobs.act_sync > 0) sig << " act_sync" << p.knobs.act_sync;
     if (caps.apply_router_weight_on_input) sig << " weight_on_input";
@@ -1037,9 +1035,14 @@ void run(const Binding& b, Stream stream) {
     d.fc2_stages32 =
         detail::decode_fc2_stages32(p.knobs, S.L.fc2.rows_pad / 32, d.fc2_split, d.sm_count,
                                     p.sm_count > 0 ? p.fc2_rows32_ctas2 : 0);
-    // DecodeKnobs::fc2_dsmem: a split row block's CTAs as one cluster (SM90+), summed through
-    // distributed shared memory (the partials below then stay unused).
-    d.fc2_cluster = p.knobs.fc2_dsmem == 1 && d.fc2_split > 1 && pdl ? 1 : 0;
+    // A split row block's CTAs as one cluster summed through distributed shared memory
+    // (decode_fc2_cluster; the partials below then stay unused). A launch attribute of the same
+    // kernels: not in the signature.
+    d.fc2_cluster =
+        detail::decode_fc2_cluster(
+            p.knobs, d.fc2_split, p.cc_major > 0 ? p.cc_major : device_info(p.caps.device).cc_major)
+            ? 1
+            : 0;
     d.act_sync = p.knobs.act_sync;
     d.partial = route_out;  // sized for the plan's split x max_tokens (>= this call's)
     d.counters = num_tiles + 4;

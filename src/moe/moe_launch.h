@@ -248,12 +248,25 @@ inline bool decode_a16_copy_rows(const DecodeKnobs& k) {
   return k.a16_gate == -1 || k.a16_gate == 3;
 }
 /// Upper bound of the FC2 tile split for `routes` routes (plan sizes the fp32 partials with it):
-/// 2 up to 8 routes (only the 1-token 32-row FC2 splits there, decode_fc2_rows / split32; the
-/// 16-row FC2 never: decode_fc2_split), else 4. `forced` (DecodeKnobs::fc2_split,
+/// 4 (up to 8 routes only the 1-token 32-row FC2 splits, decode_fc2_rows / split32; the 16-row FC2
+/// never: decode_fc2_split; session 22 bounded it at 2 there). `forced` (DecodeKnobs::fc2_split,
 /// B12X_MOE_FC2_SPLIT=1..4) forces the split.
-inline int decode_fc2_split_bound(int64_t routes, int forced = 0) {
+inline int decode_fc2_split_bound(int64_t /*routes*/, int forced = 0) {
   if (forced >= 1 && forced <= 4) return forced;
-  return routes <= 8 ? 2 : 4;
+  return 4;
+}
+/// Whether a split FC2 row block runs as one thread-block cluster whose CTAs add their sums
+/// through distributed shared memory (DecodeArgs::fc2_cluster; the same order and bits as the
+/// fp32 partials, their fence, counter and reload gone): DecodeKnobs::fc2_dsmem 1 (default)
+/// where the split is 2, on SM90 (measured there only; clusters need cc >= 9), 2 at any split, 0
+/// never. H200 round 85 (session 23), us, partials -> cluster: split 2 Qwen3-30B nvfp4 M = 1 21.5
+/// -> 20.9 (0.975x), MiniMax nvfp4 M = 4 / 8 148.1 -> 144.9 / 256.6 -> 253.4 (0.979 / 0.988x),
+/// Qwen3.5-TP4 nvfp4 M = 1 / 2 / 4 / 8 0.993 / 1.000 / 0.997 / 0.996x, w4a16 M = 1 / 8 0.998 /
+/// 0.994x; clusters of 4 (Qwen3-30B M = 2 / 4 / 8, split 4) 1.16-1.20x, of 3 (Qwen3.5-TP4 M = 1
+/// split 3, 2 stages) 1.20x.
+inline bool decode_fc2_cluster(const DecodeKnobs& k, int split, int cc_major) {
+  if (split < 2 || cc_major < 9) return false;
+  return k.fc2_dsmem == 2 || (k.fc2_dsmem == 1 && split == 2 && cc_major == 9);
 }
 /// FC2 tile split of a run over `row_blocks` 16-row blocks (rows_pad(H) / 16) on `sm_count`
 /// SMs: as many CTAs per row block as one wave of 3 CTAs per SM holds, from 2 to 4 (1 below)
@@ -335,8 +348,10 @@ inline bool decode_fc2_kil(const DecodeKnobs& k, int64_t tokens, int nk) {
 /// (<= 4, <= the plan's partials for `routes`) that keep the grid within one wave of 2 per SM;
 /// `kil` (K-interleaved warps): where that fills < 80 % of the wave, the split that covers it
 /// (MiniMax's 192 blocks: 2, 384 CTAs, 1.45 waves; see decode_fc2_rows).
-/// `one_token` (session 22): a 1-token launch, whose split is at most 2 up to 8 routes (more
-/// tokens with <= 8 routes: none, as before).
+/// `one_token` (session 22): a 1-token launch, which splits up to 8 routes too (more tokens with
+/// <= 8 routes: none, as before); session 23: like more tokens, up to 4 (session 22: up to 2; H200
+/// round 85, Qwen3-30B nvfp4 M = 1, 64 row blocks, split 2 -> 4: 21.5 -> 20.1 us, 0.939x; the
+/// other shapes' splits are 1 / 2 either way).
 inline int decode_fc2_split32(int64_t routes, int64_t row_blocks32, int sm_count, bool kil = false,
                               bool one_token = false) {
   const int64_t wave = 2 * std::max(sm_count, 1), rb = std::max<int64_t>(row_blocks32, 1);

@@ -565,6 +565,19 @@ TEST(Moe, DecodeKnobsAreReadByPlan) {
   EXPECT_EQ(moe::detail::decode_fc2_split_bound(8, 3), 3);
   EXPECT_EQ(moe::detail::decode_fc2_split(64, 384, 132, 1), 1);
   EXPECT_TRUE(moe::detail::decode_a16_copy_rows(def));
+  // FC2 split row blocks as clusters (decode_fc2_cluster): by default split 2 on SM90 only.
+  EXPECT_EQ(def.fc2_dsmem, 1);
+  EXPECT_TRUE(moe::detail::decode_fc2_cluster(def, 2, 9));
+  EXPECT_FALSE(moe::detail::decode_fc2_cluster(def, 4, 9));
+  EXPECT_FALSE(moe::detail::decode_fc2_cluster(def, 1, 9));
+  EXPECT_FALSE(moe::detail::decode_fc2_cluster(def, 2, 8));
+  EXPECT_FALSE(moe::detail::decode_fc2_cluster(def, 2, 12));
+  moe::DecodeKnobs cl0 = def, cl2 = def;
+  cl0.fc2_dsmem = 0;
+  cl2.fc2_dsmem = 2;
+  EXPECT_FALSE(moe::detail::decode_fc2_cluster(cl0, 2, 9));
+  EXPECT_TRUE(moe::detail::decode_fc2_cluster(cl2, 4, 12));
+  EXPECT_FALSE(moe::detail::decode_fc2_cluster(cl2, 4, 8));
 }
 
 TEST(Moe, ChunkTilesKnobsAndOffsets) {
@@ -714,7 +727,7 @@ TEST(Moe, DecodeFc2RowsRuleOnTheModelShapes) {
   // DeepSeek-TP4 (224, split 1), Qwen3.5-TP4 (128, split 2); never MiniMax (192: 73 %), more than
   // 8 tokens or 128 routes. The knob forces either size within its limits. Session 22 (round 82):
   // every shape at 1 token, split <= 2 up to 8 routes (Qwen3-30B 2, DeepSeek-TP4 1, MiniMax 1,
-  // Qwen3.5-TP4 2), 3 stages.
+  // Qwen3.5-TP4 2), 3 stages; session 23 (round 85): up to 4 (Qwen3-30B 4).
   // Session 13 (round 49): with the K-interleaved FC2 warps (decode_fc2_kil: >= 16 sub-chunks
   // per tile, MiniMax's I = 3072) MiniMax takes 32 rows from 4 tokens with the rounded-up split 2
   // (session 15: in the 2-stage CTA, decode_fc2_stages32).
@@ -724,7 +737,7 @@ TEST(Moe, DecodeFc2RowsRuleOnTheModelShapes) {
     bool r32, kil;
     int split1;  // at 1 token
   };
-  const Shape shapes[] = {{"qwen3-30b", 2048, 8, 4, 6, true, false, 2},
+  const Shape shapes[] = {{"qwen3-30b", 2048, 8, 4, 6, true, false, 4},
                           {"deepseek-tp4", 7168, 8, 1, 4, true, false, 1},
                           {"minimax", 6144, 4, 2, 24, true, true, 1},
                           {"qwen3.5-tp4", 4096, 10, 2, 8, true, false, 2}};
@@ -775,7 +788,7 @@ TEST(Moe, DecodeFc2RowsRuleOnTheModelShapes) {
   EXPECT_EQ(moe::detail::decode_fc2_rows(def, 8, 64, 7168, 132, 2), 32);
   EXPECT_EQ(moe::detail::decode_fc2_rows(def, 8, 64, 7168, 132, 1), 16);
   EXPECT_EQ(moe::detail::decode_fc2_rows(k32, 8, 64, 7168, 132, 1), 32);
-  // Within the plan's partials for any SM and route count (<= 8 routes: at most 2).
+  // Within the plan's partials for any SM and route count (<= 8 routes: none, 1 token up to 4).
   for (int sms : {1, 48, 84, 132, 188})
     for (int routes = 1; routes <= 128; ++routes)
       for (int rb : {1, 32, 64, 224, 4096}) {
@@ -784,7 +797,7 @@ TEST(Moe, DecodeFc2RowsRuleOnTheModelShapes) {
             const int p = moe::detail::decode_fc2_split32(routes, rb, sms, kil, one);
             EXPECT_GE(p, 1);
             EXPECT_LE(p, moe::detail::decode_fc2_split_bound(routes));
-            if (routes <= 8) EXPECT_LE(p, one ? 2 : 1);
+            if (routes <= 8) EXPECT_LE(p, one ? 4 : 1);
           }
         }
       }

@@ -887,12 +887,12 @@ void expect_probe_bit_equal(const Problem& P, const Knobs& knobs,
 TEST(MoeGpu, DecodeStreamFc2ClusterSum) {
   B12X_REQUIRE_GPU();
   if (b12x::device_info(0).cc_major < 9) GTEST_SKIP() << "thread-block clusters need SM90+";
-  // A split FC2 row block as one thread-block cluster (B12X_MOE_FC2_CLUSTER=1, read by plan): the
-  // split CTAs add their sums through distributed shared memory in split order, the order the
-  // fp32 partials are added in, so the outputs are bit-equal to the partials path at the same
-  // split. Cases: 1 token (the 32-row FC2's split 2), 8 tokens with split 4 / 3 (32 / 16 rows),
-  // FP16 w4a16 at H = 992 (the last row block partly outside H); and a graph replay of the
-  // cluster plan with new routes.
+  // A split FC2 row block as one thread-block cluster (decode_fc2_cluster: by default at split 2
+  // on SM90; B12X_MOE_FC2_CLUSTER=2 at any split, =0 never, read by plan): the split CTAs add their
+  // sums through distributed shared memory in split order, the order the fp32 partials are added
+  // in, so the outputs are bit-equal to the partials path (=0) at the same split. Cases: 1 token
+  // (the 32-row FC2's split 2), 8 tokens with split 4 / 3 (32 / 16 rows), FP16 w4a16 at H = 992
+  // (the last row block partly outside H); and a graph replay of the cluster plan with new routes.
   const Fp4Variant a16{QuantMode::kW4A16, SourceFormat::kModeloptNvfp4, DType::kFP16,
                        Activation::kSilu};
   const std::pair<Case, Knobs> vars[] = {
@@ -906,7 +906,9 @@ TEST(MoeGpu, DecodeStreamFc2ClusterSum) {
     SCOPED_TRACE(v.first.name() + " " + v.second[0].first + "=" + v.second[0].second);
     Problem P;
     P.make(v.first);
-    expect_probe_bit_equal(P, v.second, {"B12X_MOE_FC2_CLUSTER", "1"}, "FC2 cluster sum",
+    Knobs base = v.second;
+    base.push_back({"B12X_MOE_FC2_CLUSTER", "0"});
+    expect_probe_bit_equal(P, base, {"B12X_MOE_FC2_CLUSTER", "2"}, "FC2 cluster sum",
                            &v == &vars[0]);
   }
 }
