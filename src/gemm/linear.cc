@@ -1945,6 +1945,9 @@ Plan plan(const Caps& caps) {
     // it in a cluster only where that split is <= CLMAX and all its clusters fit at once.
     const char* ecl = std::getenv("B12X_GEMM_STREAM16_F8_CLUSTER");
     const int f8_cluster = dev.cc_major >= 9 && ecl != nullptr ? std::atoi(ecl) : 0;
+    // B12X_GEMM_STREAM16_F8_CL_SPREAD=1 (probe): the cluster scheduling policy Spread.
+    const char* ecsp = std::getenv("B12X_GEMM_STREAM16_F8_CL_SPREAD");
+    const bool f8_cl_spread = ecsp != nullptr && ecsp[0] == '1';
     int f8_cl_max = 8;
     if (const char* e = std::getenv("B12X_GEMM_STREAM16_F8_CLMAX"); e != nullptr)
       f8_cl_max = std::clamp(std::atoi(e), 2, 16);
@@ -1956,8 +1959,9 @@ Plan plan(const Caps& caps) {
       const int64_t gx8 = (geo.n16 + 8 * tw8 - 1) / (8 * tw8);
       auto cluster_ok = [&](int sp) {
         if (sp > f8_cl_max) return false;
-        const int fit_cl = lin::stream16_f8_max_clusters(
-            caps.device, wf, tw8, mma8, depth, q8, occ_for(tw8, depth), var_for(tw8, depth), sp);
+        const int fit_cl = lin::stream16_f8_max_clusters(caps.device, wf, tw8, mma8, depth, q8,
+                                                         occ_for(tw8, depth), var_for(tw8, depth),
+                                                         sp, f8_cl_spread);
         return fit_cl > 0 && (f8_cluster < 2 || gx8 <= fit_cl);
       };
       int per_sm = fit;

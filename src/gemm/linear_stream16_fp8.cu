@@ -112,7 +112,7 @@ int prepare_linear_stream16_f8(int device, WFmt f, int tw, int mma, int depth, b
 }
 
 int stream16_f8_max_clusters(int device, WFmt f, int tw, int mma, int depth, bool q, int occ,
-                             int var, int split) {
+                             int var, int split, bool spread) {
   const int64_t smem = stream16_f8_smem_bytes(f, tw, mma, q, var);
   const ::b12x::detail::DeviceScope scope(device);
   int fit = 0;
@@ -127,6 +127,12 @@ int stream16_f8_max_clusters(int device, WFmt f, int tw, int mma, int depth, boo
       (void)cudaGetLastError();  // no clusters above 8 CTAs here
       return 0;
     }
+    // The cluster placement is a property of the function (probe: set either way).
+    if (cudaFuncSetAttribute(reinterpret_cast<const void*>(k),
+                             cudaFuncAttributeClusterSchedulingPolicyPreference,
+                             spread ? cudaClusterSchedulingPolicySpread
+                                    : cudaClusterSchedulingPolicyDefault) != cudaSuccess)
+      (void)cudaGetLastError();
     const int clusters = ::b12x::detail::max_active_clusters(
         reinterpret_cast<const void*>(k), kStreamWarps * 32, static_cast<int>(smem), split);
     fit = nt == 1 ? clusters : std::min(fit, clusters);
