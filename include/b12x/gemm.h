@@ -322,8 +322,9 @@ struct Plan {
   /// NVFP4 / MXFP4 block kernel (session 23 probe, B12X_GEMM_S16_CLUSTER=<max size>): its K split
   /// of stream16_split CTAs launched as one thread-block cluster that sums the split through
   /// distributed shared memory (no partials, no reduce launch); 0: partials + the reduce kernel.
-  /// The FP8 block kernel too (session 23 probe B12X_GEMM_STREAM16_F8_CLUSTER=1: its split rule
-  /// capped at 8 CTAs; 2: also only splits whose clusters all fit at once).
+  /// The FP8 block kernel (session 23, default on SM90): where its one-wave split is <= 4 and all
+  /// its clusters fit at once; B12X_GEMM_STREAM16_F8_CLUSTER=0 never, =1 any split <=
+  /// B12X_GEMM_STREAM16_F8_CLMAX (2..8, default 4).
   int stream16_cluster = 0;
   /// FP8 weights (per-tensor, block FP8, MXFP8) on the block kernel (session 14,
   /// lin::launch_linear_stream16_f8; the stream16_* fields above describe its grid): its

@@ -1938,31 +1938,41 @@ Plan plan(const Caps& caps) {
                  ? v
                  : 0;
     };
-    // Session 23 probe: the K split summed in a cluster of the split's CTAs (no partials, no
-    // reduce launch; SM90+), splits <= 8 (a portable cluster; B12X_GEMM_STREAM16_F8_CLMAX=<2..16>,
-    // above 8 where the device allows); B12X_GEMM_STREAM16_F8_CLUSTER=2 also keeps a split only
-    // where all its clusters fit at once (one wave); =3 keeps the one-wave rule's split and sums
-    // it in a cluster only where that split is <= CLMAX and all its clusters fit at once.
+    // Session 23 (default on SM90, where the FP8 block kernel is the default): the one-wave
+    // rule's split summed in a thread-block cluster of its CTAs (kernels/cluster_sum.cuh: no
+    // partials, no reduce launch) where the split is <= 4 and all its clusters fit at once
+    // (cudaOccupancyMaxActiveClusters >= the row groups). Rounds 85-86, H200, us, split + reduce
+    // -> cluster: 14336x4096 (cl4, 224 CTAs) per-tensor M = 4 / 8 / 16 17.71 / 18.64 / 19.54 ->
+    // 17.32 / 17.93 / 18.53, block FP8 19.78 / 21.12 / 22.30 -> 19.42 / 19.90 / 20.95, MXFP8 M = 4
+    // / 8 / 16 21.21 / 22.45 / 24.69 -> 20.93 / 21.93 / 23.88 (round 85: -0.3..-0.9 us alike).
+    // Not with clusters of 8: 6144x4096 (cl8 on 192 CTAs) within +-2 % both ways; 4096x4096 /
+    // 4096x14336 (cl8 on 256 CTAs: the two-token-tile instances' clusters do not all fit at once)
+    // M = 16 8.71 / 19.37 -> 13.22 / 27.65, and splits capped at 8 (2048x7168: 7 instead of 14)
+    // 7.55 -> 9.09 at M = 4; a non-portable cluster of 14 there 8.36 -> 8.03 at M = 4 but 8.65 ->
+    // 13.62 at M = 16; the split shrunk until its clusters fit (4096x4096: 6 instead of 8) 8.14 ->
+    // 8.64 at M = 4; the scheduling policy Spread within +-0.1 us of the default placement.
+    // B12X_GEMM_STREAM16_F8_CLUSTER=0 turns it off, =1 takes a cluster for any split <=
+    // B12X_GEMM_STREAM16_F8_CLMAX (2..8, default 4) that fits once (forced splits too; tests).
     const char* ecl = std::getenv("B12X_GEMM_STREAM16_F8_CLUSTER");
-    const int f8_cluster = dev.cc_major >= 9 && ecl != nullptr ? std::atoi(ecl) : 0;
-    // B12X_GEMM_STREAM16_F8_CL_SPREAD=1 (probe): the cluster scheduling policy Spread.
-    const char* ecsp = std::getenv("B12X_GEMM_STREAM16_F8_CL_SPREAD");
-    const bool f8_cl_spread = ecsp != nullptr && ecsp[0] == '1';
-    int f8_cl_max = 8;
+    const int f8_cluster = dev.cc_major < 9  ? 0
+                           : ecl != nullptr  ? std::atoi(ecl)
+                           : force_split > 0 ? 0
+                                             : 2;
+    int f8_cl_max = 4;
     if (const char* e = std::getenv("B12X_GEMM_STREAM16_F8_CLMAX"); e != nullptr)
-      f8_cl_max = std::clamp(std::atoi(e), 2, 16);
+      f8_cl_max = std::clamp(std::atoi(e), 2, 8);
     auto f8_grid = [&](int tw8, int depth) {
       F8Grid r;
       const int fit = lin::prepare_linear_stream16_f8(caps.device, wf, tw8, mma8, depth, q8,
                                                       occ_for(tw8, depth), var_for(tw8, depth));
       if (fit <= 0) return r;
       const int64_t gx8 = (geo.n16 + 8 * tw8 - 1) / (8 * tw8);
+      // A cluster of sp CTAs: at most f8_cl_max, and (the rule, 2) all gx8 of them at once.
       auto cluster_ok = [&](int sp) {
         if (sp > f8_cl_max) return false;
-        const int fit_cl = lin::stream16_f8_max_clusters(caps.device, wf, tw8, mma8, depth, q8,
-                                                         occ_for(tw8, depth), var_for(tw8, depth),
-                                                         sp, f8_cl_spread);
-        return fit_cl > 0 && (f8_cluster < 2 || gx8 <= fit_cl);
+        const int fit_cl = lin::stream16_f8_max_clusters(
+            caps.device, wf, tw8, mma8, depth, q8, occ_for(tw8, depth), var_for(tw8, depth), sp);
+        return fit_cl > 0 && (f8_cluster == 1 || gx8 <= fit_cl);
       };
       int per_sm = fit;
       if (const char* e = std::getenv("B12X_GEMM_STREAM16_CTAS"); e != nullptr && std::atoi(e) > 0)
@@ -1973,13 +1983,11 @@ Plan plan(const Caps& caps) {
         const int vp = lin::stream16_f8_vectors_per_cta(geo.kvec, sp);
         const int eff = static_cast<int>((geo.kvec + vp - 1) / vp);  // no idle K range
         if (force_split > 0) {
-          if (sp == force_split && (f8_cluster == 0 || eff == 1 || cluster_ok(eff)))
-            r.split = eff, r.vp = vp;
+          if (sp == force_split) r.split = eff, r.vp = vp;
           continue;
         }
         if (eff != sp) continue;
         if (sp > 1 && (gx * eff > slots || vp < min_vp)) break;
-        if (f8_cluster > 0 && f8_cluster < 3 && sp > 1 && !cluster_ok(sp)) continue;
         r.split = eff, r.vp = vp;
       }
       r.cluster = f8_cluster > 0 && r.split > 1 && cluster_ok(r.split);

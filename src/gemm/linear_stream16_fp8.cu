@@ -112,7 +112,7 @@ int prepare_linear_stream16_f8(int device, WFmt f, int tw, int mma, int depth, b
 }
 
 int stream16_f8_max_clusters(int device, WFmt f, int tw, int mma, int depth, bool q, int occ,
-                             int var, int split, bool spread) {
+                             int var, int split) {
   const int64_t smem = stream16_f8_smem_bytes(f, tw, mma, q, var);
   const ::b12x::detail::DeviceScope scope(device);
   int fit = 0;
@@ -121,18 +121,6 @@ int stream16_f8_max_clusters(int device, WFmt f, int tw, int mma, int depth, boo
     if (k == nullptr) return 0;
     B12X_CUDA_CHECK(
         ::b12x::detail::opt_in_smem(reinterpret_cast<const void*>(k), static_cast<int>(smem)));
-    if (split > 8 &&
-        cudaFuncSetAttribute(reinterpret_cast<const void*>(k),
-                             cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess) {
-      (void)cudaGetLastError();  // no clusters above 8 CTAs here
-      return 0;
-    }
-    // The cluster placement is a property of the function (probe: set either way).
-    if (cudaFuncSetAttribute(reinterpret_cast<const void*>(k),
-                             cudaFuncAttributeClusterSchedulingPolicyPreference,
-                             spread ? cudaClusterSchedulingPolicySpread
-                                    : cudaClusterSchedulingPolicyDefault) != cudaSuccess)
-      (void)cudaGetLastError();
     const int clusters = ::b12x::detail::max_active_clusters(
         reinterpret_cast<const void*>(k), kStreamWarps * 32, static_cast<int>(smem), split);
     fit = nt == 1 ? clusters : std::min(fit, clusters);
@@ -157,7 +145,7 @@ void launch_linear_stream16_f8(WFmt f, int tw, int mma, int depth, int64_t smem,
                   p.stream_vp > 0 && p.stream_vp % kF8ChunkV == 0 &&
                   int64_t{p.stream_vp} * split >= p.kvec &&
                   (split == 1 || (p.cluster_split > 1) == (p.partial == nullptr)) &&
-                  (p.cluster_split <= 1 || (p.cluster_split == split && split <= 16)),
+                  (p.cluster_split <= 1 || (p.cluster_split == split && split <= 8)),
               "FP8 M <= 16 block kernel: M=", p.M, " act=", p.act_kind, " xs=", p.xs_kind,
               " vp=", p.stream_vp, " split=", split, " cluster=", p.cluster_split);
   B12X_ASSERT(p.stream_tiles == kStreamWarps * tw, "FP8 M <= 16 block kernel: tiles per CTA ",

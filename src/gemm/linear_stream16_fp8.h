@@ -46,9 +46,8 @@ int prepare_linear_stream16_f8(int device, WFmt f, int tw, int mma, int depth, b
                                int occ = 2, int var = 0);
 /// Host only (plan time): clusters of `split` CTAs (1, split, 1) that can be resident at once
 /// (cudaOccupancyMaxActiveClusters, the min over both token-tile variants; 0 where there are none).
-/// spread: the instances' cluster scheduling policy preference Spread (probe), else Default.
 int stream16_f8_max_clusters(int device, WFmt f, int tw, int mma, int depth, bool q, int occ,
-                             int var, int split, bool spread = false);
+                             int var, int split);
 void launch_linear_stream16_f8(WFmt f, int tw, int mma, int depth, int64_t smem,
                                const LinearParams& p, Stream stream, int occ = 2, int var = 0);
 /// The last launch on this thread (tests): serial (counts launches), grid x, split, kernel choice.

@@ -2681,15 +2681,17 @@ TEST(GemmGpu, DecodeStream16Fp8) {
 TEST(GemmGpu, Stream16Fp8Cluster) {
   B12X_REQUIRE_GPU();
   if (device_info(0).cc_major < 9) GTEST_SKIP() << "thread-block clusters need SM90+";
-  // Session 23 (probe B12X_GEMM_STREAM16_F8_CLUSTER=1): the FP8 block kernel's K split summed in
-  // a cluster of the split's CTAs over DSMEM (no partials, no reduce launch), f16 MMAs, the three
+  // Session 23 (B12X_GEMM_STREAM16_F8_CLUSTER=1 CLMAX=8: any forced split <= 8 in a cluster): the
+  // FP8 block kernel's K split summed in a cluster of the split's CTAs over DSMEM (no partials, no
+  // reduce launch), f16 MMAs, the three
   // FP8 formats (block FP8 / MXFP8 quantized in the kernel, or by the quantizer: QX=0), tw 1 / 2,
   // splits 2 / 3 / 8, M = 1..16 (B12X_GEMM_STREAM16_F8_MINM=1: one or two n8 token tiles), K tails
   // inside a chunk (1312: 41 atoms of 48; 6112: 8 CTAs, the last 23 atoms of 24), N
   // not a multiple of the CTA's rows (72 / 200), bias, FP16 outputs, capacity above M, a replayed
   // graph with new activations and an eager call after it.
   ScopedEnv e16("B12X_GEMM_STREAM16_F8", "1"), em("B12X_GEMM_DECODE_F8MMA", "1"),
-      emin("B12X_GEMM_STREAM16_F8_MINM", "1"), ecl("B12X_GEMM_STREAM16_F8_CLUSTER", "1");
+      emin("B12X_GEMM_STREAM16_F8_MINM", "1"), ecl("B12X_GEMM_STREAM16_F8_CLUSTER", "1"),
+      ecx("B12X_GEMM_STREAM16_F8_CLMAX", "8");
   int i = 0;
   for (LinearFormat f : {LinearFormat::kFp8Tensor, LinearFormat::kFp8Block, LinearFormat::kMxfp8})
     for (const char* sp : {"2", "3", "8"}) {
@@ -2717,17 +2719,32 @@ TEST(GemmGpu, Stream16Fp8Cluster) {
       EXPECT_EQ(l.split, split) << name(c);
       EXPECT_EQ(l.cluster, split > 1 ? split : 1) << name(c);
     }
-  // A non-portable cluster of 14 CTAs (B12X_GEMM_STREAM16_F8_CLMAX=16; K = 3584: 14 K ranges of
-  // one chunk) and the dependent launch before the sum (B12X_GEMM_STREAM_TRIG=4), a graph.
+  // The dependent launch before the sum (probe B12X_GEMM_STREAM_TRIG=4), a graph.
   {
-    ScopedEnv es("B12X_GEMM_STREAM16_SPLIT", "14"), ex("B12X_GEMM_STREAM16_F8_CLMAX", "16"),
-        etr("B12X_GEMM_STREAM_TRIG", "4"), et("B12X_GEMM_STREAM16_TW", "1");
+    ScopedEnv es("B12X_GEMM_STREAM16_SPLIT", "4"), etr("B12X_GEMM_STREAM_TRIG", "4"),
+        et("B12X_GEMM_STREAM16_TW", "1");
     Case c{LinearFormat::kFp8Tensor, 6, 72, 3584, DType::kFP8E4M3, DType::kBF16, true};
     const int64_t before = gemm::lin::last_stream16_f8_launch().serial;
     run_case(c, /*graph_replay=*/true);
     const gemm::lin::Stream16F8Launch l = gemm::lin::last_stream16_f8_launch();
     EXPECT_GT(l.serial, before) << name(c);
-    EXPECT_EQ(l.cluster, 14) << name(c);
+    EXPECT_EQ(l.cluster, 4) << name(c);
+  }
+  // The default rule (no knob): the one-wave split summed in a cluster where it is <= 4 and all
+  // its clusters fit at once (N = 7168, K = 1024: 28 row groups of 256 rows, split 2), M = 5 / 16;
+  // B12X_GEMM_STREAM16_F8_CLUSTER=0 keeps the partials + the reduce launch.
+  unsetenv("B12X_GEMM_STREAM16_F8_CLUSTER");
+  for (const char* off : {"", "0"}) {
+    if (off[0] != 0) setenv("B12X_GEMM_STREAM16_F8_CLUSTER", off, 1);
+    for (const int64_t M : {5, 16}) {
+      Case c{LinearFormat::kFp8Tensor, M, 7168, 1024, DType::kFP8E4M3, DType::kBF16, M == 5};
+      const int64_t before = gemm::lin::last_stream16_f8_launch().serial;
+      run_case(c, /*graph_replay=*/M == 16);
+      const gemm::lin::Stream16F8Launch l = gemm::lin::last_stream16_f8_launch();
+      EXPECT_GT(l.serial, before) << name(c);
+      EXPECT_EQ(l.split, 2) << name(c);
+      EXPECT_EQ(l.cluster, off[0] != 0 ? 1 : 2) << name(c) << " CLUSTER=" << off;
+    }
   }
 }
 
