@@ -1534,19 +1534,13 @@ Plan plan(const Caps& caps) {
         p.decode_stream_free_only =
             mx_w4a16_free || (wf == lin::WFmt::kMxfp4 && !(p.decode_stream_var & 128));
         stream_trig_m1 = c.ctas * 10 >= c.slots * 8 || (tile_per_sm && occ == 2);
-        // Session 23 probes (round 85). B12X_GEMM_STREAM_XA=1: W4A4's FP4 activation addresses
-        // from per-lane constant bases (var bit 1024) where the blocks convert them.
-        // B12X_GEMM_STREAM_CLUSTER=<2|4|8> (SM90+): the 2-CTA blocks at 8 parts with each tile's K
-        // split over a thread-block cluster of that many CTAs (var bit 512, LinearParams::
-        // cluster_split), their row sums added over distributed shared memory: 16 x cl warps
-        // per tile instead of 8, ctas clusters (at most those co-resident).
-        if (const char* e = std::getenv("B12X_GEMM_STREAM_XA");
-            e != nullptr && e[0] == '1' && (p.decode_stream_var & 168) == 168 &&
-            lin::stream_var_available(wf, c.parts, occ, p.decode_stream_var | 1024))
-          p.decode_stream_var |= 1024;
+        // Session 23 probes. B12X_GEMM_STREAM_CLUSTER=<2|4|8> (SM90+): the 2-CTA blocks at 8 parts
+        // with each tile's K split over a thread-block cluster of that many CTAs (var bit 512,
+        // LinearParams::cluster_split), their row sums added over distributed shared memory: 16 x
+        // cl warps per tile instead of 8, ctas clusters (at most those co-resident).
         if (const char* e = std::getenv("B12X_GEMM_STREAM_CLUSTER");
             e != nullptr && dev.cc_major >= 9 && occ == 2 && c.parts == 8 &&
-            (p.decode_stream_var & 128) && !(p.decode_stream_var & 1024)) {
+            (p.decode_stream_var & 128)) {
           const int cl = std::atoi(e);
           const int var = p.decode_stream_var | 512;
           if ((cl == 2 || cl == 4 || cl == 8) && lin::stream_var_available(wf, 8, 2, var)) {
@@ -1567,7 +1561,7 @@ Plan plan(const Caps& caps) {
         // B12X_GEMM_STREAM_WALK_T=<T> forces T (tests). 14336x4096 at S = 2: T = 7, 7 blocks per
         // warp on 256 CTAs instead of 8 on 224.
         if (const char* e = std::getenv("B12X_GEMM_STREAM_WALK");
-            e != nullptr && dev.cc_major >= 9 && !(p.decode_stream_var & (512 | 1024)) &&
+            e != nullptr && dev.cc_major >= 9 && !(p.decode_stream_var & 512) &&
             (w4a16 || f == LinearFormat::kNvfp4 || f == LinearFormat::kMxfp4)) {
           const int cl = std::atoi(e);
           const int var = (w4a16 ? 128 : 168) | 2048;  // W4A4: converted in the blocks

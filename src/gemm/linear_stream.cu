@@ -50,9 +50,9 @@ StreamFn stream_fn(int parts) {
 /// parts. At the 3-CTA cap with 8 parts only and kLean's registers (+64, session 20; without kLean
 /// the instances spilled 80-120 bytes and lost, round 75: 6144x4096 NVFP4 W4A16 7.33 us vs 6.43
 /// staged, kLean 5.70): W4A16 192 (MXFP4 fold-free), W4A4 232.
-/// Session 23 probes (round 85): kXa (bit 1024: W4A4's activation addresses from per-lane
-/// constant bases) on the W4A4 blocks the H200's default plans reach (168 at 2 / 8 parts, 232),
-/// and kCl (bit 512: the K split over a thread-block cluster) on the 2-CTA blocks at 8 parts.
+/// Session 23 probes: kCl (bit 512: the K split over a thread-block cluster) on the 2-CTA blocks at
+/// 8 parts, kW (bit 2048: the even split in a cluster) at one part, kU2 (bit 4096: the block loop
+/// unrolled by two).
 StreamFn stream_probe_fn(WFmt f, int parts, int occ, int var, bool mx_free) {
   const bool mx = f == WFmt::kMxfp4;
   if (var & 4096) {  // kU2 (round 85): the block loop unrolled by two
@@ -77,12 +77,6 @@ StreamFn stream_probe_fn(WFmt f, int parts, int occ, int var, bool mx_free) {
                        : &linear_stream_kernel<8, 2, 1, true, false, 168 | 4096>;
     return nullptr;
   }
-  if (occ == 3) {
-    if (parts != 8 || var != (232 | 1024)) return nullptr;
-    return !mx       ? &linear_stream_kernel<8, 3, 1, false, false, 232 | 1024>
-           : mx_free ? &linear_stream_kernel<8, 3, 1, true, true, 232 | 1024>
-                     : &linear_stream_kernel<8, 3, 1, true, false, 232 | 1024>;
-  }
   if (occ != 2) return nullptr;
   if (var & 2048) {  // kW: one part
     if (parts != 1) return nullptr;
@@ -96,14 +90,7 @@ StreamFn stream_probe_fn(WFmt f, int parts, int occ, int var, bool mx_free) {
                        : &linear_stream_kernel<1, 2, 1, true, false, 168 | 2048>;
     return nullptr;
   }
-  if (var == (168 | 1024) && parts == 2 && mx)
-    return mx_free ? &linear_stream_kernel<2, 2, 1, true, true, 168 | 1024>
-                   : &linear_stream_kernel<2, 2, 1, true, false, 168 | 1024>;
   if (parts != 8) return nullptr;
-  if (var == (168 | 1024))
-    return !mx       ? &linear_stream_kernel<8, 2, 1, false, false, 168 | 1024>
-           : mx_free ? &linear_stream_kernel<8, 2, 1, true, true, 168 | 1024>
-                     : &linear_stream_kernel<8, 2, 1, true, false, 168 | 1024>;
   if (var == (128 | 512))
     return !mx       ? &linear_stream_kernel<8, 2, 1, false, false, 128 | 512>
            : mx_free ? &linear_stream_kernel<8, 2, 1, true, true, 128 | 512>
@@ -117,7 +104,7 @@ StreamFn stream_probe_fn(WFmt f, int parts, int occ, int var, bool mx_free) {
 
 StreamFn stream_var_fn(WFmt f, int parts, int occ, int var, bool mx_free) {
   const bool mx = f == WFmt::kMxfp4;
-  if (var & (512 | 1024 | 2048 | 4096)) return stream_probe_fn(f, parts, occ, var, mx_free);
+  if (var & (512 | 2048 | 4096)) return stream_probe_fn(f, parts, occ, var, mx_free);
   if (occ == 3) {
     if (parts != 8) return nullptr;
     if (var == 232)

@@ -109,29 +109,15 @@ __device__ __forceinline__ uint4 stream_x8(const LinearParams& p, const uint16_t
   return make_uint4(pr[0], pr[1], pr[2], pr[3]);
 }
 
-/// The 4 packed bytes and the UE4M3 scale (128x4-swizzled, row 0) of NVFP4 activations k..k + 7
-/// (K is a multiple of 16, so a chunk is whole or past K: zeros), for nvfp4x8_bf16; kMxAct: the
-/// E8M0 scale of MXFP4 activations (K a multiple of 32), for mxfp4x8_bf16.
-template <bool kMxAct = false>
-__device__ __forceinline__ void stream_q8(const LinearParams& p, const uint8_t* xq, bool xq4,
-                                          int64_t k, uint32_t& qw, uint32_t& qs) {
-  qw = qs = 0;
-  if (k >= p.K) return;
-  if (xq4) {
-    qw = __ldg(reinterpret_cast<const uint32_t*>(xq + k / 2));
-  } else {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) qw |= static_cast<uint32_t>(xq[k / 2 + i]) << (8 * i);
-  }
-  qs = kMxAct ? p.xq_scale[fmt::swizzled_scale_offset(0, k / 32, p.K / 32)]
-              : p.xq_scale[fmt::swizzled_scale_offset(0, k / 16, p.K / 16)];
-}
-
-/// stream_q8 at k = kb + 8 lane of a block (kb a multiple of 256) from per-lane constant bases
-/// (kXa, session 23): row 0's 128x4-swizzled scale offset is (k / 16 / 4) x 512 + (k / 16) % 4 =
-/// kb x 8 + (lane / 8) x 512 + (lane / 2) % 4 (NVFP4; MXFP4's k / 32: kb x 4 + (lane / 16) x 512 +
-/// (lane / 4) % 4) and the bytes sit at kb / 2 + 4 lane, so a block costs two shifts and adds
-/// instead of stream_q8's signed 64-bit divisions (~35 sm_90a instructions per lane and block).
+/// The 4 packed bytes and the UE4M3 scale (128x4-swizzled, row 0) of the NVFP4 activations k..k + 7
+/// of a block, k = kb + 8 lane (kb a multiple of 256; K is a multiple of 16, so a chunk is whole
+/// or past K: zeros), for nvfp4x8_bf16_e7; kMxAct: the E8M0 scale of MXFP4 activations (K a
+/// multiple of 32), for mxfp4x8_bf16. From per-lane constant bases (session 23): row 0's
+/// 128x4-swizzled scale offset is (k / 16 / 4) x 512 + (k / 16) % 4 = kb x 8 + (lane / 8) x 512 +
+/// (lane / 2) % 4 (NVFP4; MXFP4's k / 32: kb x 4 + (lane / 16) x 512 + (lane / 4) % 4) and the
+/// bytes sit at kb / 2 + 4 lane, so a block costs two shifts and adds instead of signed 64-bit
+/// divisions (~35 sm_90a instructions per lane and block; round 85 / 86: NVFP4 / MXFP4 W4A4 up to
+/// -0.17 us, docs/gemm.md session 23).
 struct StreamQLane {
   const uint8_t* xb;  // the lane's packed bytes at kb = 0
   const uint8_t* xs;  // its scale byte at kb = 0
@@ -186,10 +172,9 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     linear_stream_kernel(const LinearParams p) {
   static_assert(!kMx || kRows == 1, "MXFP4: M = 1");
   static_assert(!kMxFree || kMx, "fold-free splats: MXFP4 only");
-  static_assert(
-      kVar == 0 || (kRows == 1 && (!kMx || (kVar & ~(64 | 512 | 1024 | 2048 | 4096)) == 128 ||
-                                   (kVar & ~(64 | 512 | 1024 | 2048 | 4096)) == 168)),
-      "kVar: M = 1; MXFP4 with kJit only");
+  static_assert(kVar == 0 || (kRows == 1 && (!kMx || (kVar & ~(64 | 512 | 2048 | 4096)) == 128 ||
+                                             (kVar & ~(64 | 512 | 2048 | 4096)) == 168)),
+                "kVar: M = 1; MXFP4 with kJit only");
   constexpr bool kQx = (kVar & 8) != 0;  // NVFP4 (kMx: MXFP4) activations converted in the kernel
   constexpr bool kJit = (kVar & 128) != 0;
   // kQf (bit 32, session 20; kQx with kJit): the conversion by BF16 pair arithmetic, NVFP4 into
@@ -201,9 +186,6 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   // each vector's row word: its splat's step) kept, compressed into one register per row.
   constexpr bool kLean = (kVar & 64) != 0;
   static_assert(!kLean || kJit, "kLean: with the per-warp blocks");
-  // kXa (bit 1024, session 23; kQf): the FP4 activations' addresses from per-lane constant bases
-  // (stream_q8_lane).
-  constexpr bool kXa = (kVar & 1024) != 0;
   // kCl (bit 512, session 23; kJit, M = 1): the tile's K split over the gridDim.y CTAs of a
   // thread-block cluster (1, gridDim.y, 1), each over kParts parts of vp vectors from (blockIdx.y
   // x kParts + part) x vp; the CTAs' row sums meet in distributed shared memory (cluster_sum_f4)
@@ -226,7 +208,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   static_assert(!kW || (kJit && kParts == 1 && kRows == 1 && !kCl), "kW: blocks, one part");
   constexpr int kCh = kLean ? 1 : 4;  // MMA accumulator chains
   static_assert(!kQf || (kQx && kJit), "kQf: the per-warp blocks' FP4 activation conversion");
-  static_assert(!kXa || kQf, "kXa: the per-warp blocks' FP4 activations");
+  static_assert(!(kQx && kJit) || kQf, "the per-warp blocks convert FP4 activations by kQf only");
   constexpr int kSb = kMx ? 2 : 4;  // scale bytes per row and vector
   static_assert(kParts == 1 || kParts == 2 || kParts == 4 || kParts == 8, "K parts per tile");
   static_assert(kRows == 1 || kRows == 4, "token rows");
@@ -239,6 +221,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   __shared__ float red[kStreamRedBytes<kRows> / 4];
   __shared__ float4 csum[kCl ? kTiles * 4 : kW ? 64 : 1];  // kCl / kW: the CTA's tile row sums
   __shared__ float wpc[kW ? kWarps * 2 * 16 : 1];  // kW: each warp's (up to) two pieces' row sums
+  __shared__ int wtl[kW ? kWarps * 2 : 1];         // kW: their tiles in the cluster (-1: none)
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, t = lane & 3;
@@ -304,26 +287,24 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   const bool xjq4 = (reinterpret_cast<uintptr_t>(xjq) & 3u) == 0;
   uint4 na = make_uint4(0, 0, 0, 0);
   bool xok = false;
-  const StreamQLane xql = kXa ? stream_q8_lane<kMx>(p, xjq, lane) : StreamQLane{};
+  const StreamQLane xql = kQf ? stream_q8_lane<kMx>(p, xjq, lane) : StreamQLane{};
   auto load_x = [&](int64_t kb) {
     const int64_t k = kb + 8 * lane;
-    if constexpr (kXa) {
+    if constexpr (kQf) {
       uint4 q = make_uint4(0, 0, 0, 0);
       stream_q8_at<kMx>(xql, xjq4, kb, q.x, q.y);
-      return q;
-    } else if constexpr (kQx) {
-      uint4 q = make_uint4(0, 0, 0, 0);
-      stream_q8<kMx>(p, xjq, xjq4, k, q.x, q.y);
       return q;
     } else {
       return stream_x8(p, static_cast<const uint16_t*>(p.x), k);
     }
   };
   auto issue = [&](uint4& s, int j) {
+    // kCl / kW: no activation load for a block that does not exist (round 86: a load still in
+    // flight at the cluster barrier, whose arrive.release waits for it).
     if constexpr (kW) {
-      if (j == 0 && xok) na = load_x(int64_t{ekb} * (kDepth * 64));
+      if (j == 0 && xok && nvalid > 0) na = load_x(int64_t{ekb} * (kDepth * 64));
     } else if constexpr (kJit) {
-      if (j == 0 && xok) na = load_x((vbase + iv) * 64);
+      if (j == 0 && xok && (!kCl || nvalid > 0)) na = load_x((vbase + iv) * 64);
     }
     if constexpr (kUL) {
       // kUL: every slot loaded, so the load's destination never has to carry the slot's old
@@ -535,6 +516,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   uint8_t* const xw = dsm + warp * 512;  // kJit: the warp's block of activations
   int rb = 0;                            // reduction buffer
   int cb = eb0, seg = 0;                 // kW: the next block to compute, its piece
+  if (kW && lane == 0) wtl[warp * 2] = wtl[warp * 2 + 1] = -1;
   for (int64_t grp = blockIdx.x; kW ? cb < eb1 : grp < groups; grp += gridDim.x) {
     // kW: a piece is the warp's blocks of one tile.
     const int nv = kW ? (min(eb1, (cb / bpt + 1) * bpt) - cb) * kDepth : vp;
@@ -714,6 +696,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
         wpc[(warp * 2 + seg) * 16 + g] = r0;
         wpc[(warp * 2 + seg) * 16 + g + 8] = r1;
       }
+      if (lane == 0) wtl[warp * 2 + seg] = cb / bpt;
       cb += nv / kDepth;
       ++seg;
       continue;
@@ -774,13 +757,13 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     for (int i = threadIdx.x; i < p.stream_tiles * 16; i += kWarps * 32) {
       const int j = i >> 4, r = i & 15;
       float s = 0.f;
+      // (round 86: the pieces' tiles derived here by divisions per warp cost ~500 instructions
+      // per thread, as much as 2 blocks' loop; now each warp records them.)
 #pragma unroll
       for (int wl = 0; wl < kWarps; ++wl) {
-        const int b0 = min((wrank + wl) * wper, wtn * bpt), b1 = min(b0 + wper, wtn * bpt);
-        if (b0 >= b1) continue;
-        if (j == b0 / bpt)
+        if (wtl[wl * 2] == j)
           s += wpc[(wl * 2) * 16 + r];
-        else if (j == (b1 - 1) / bpt)
+        else if (wtl[wl * 2 + 1] == j)
           s += wpc[(wl * 2 + 1) * 16 + r];
       }
       cw[i] = s;
