@@ -1551,14 +1551,14 @@ TEST(AttentionGpuDecode, SpeculativePrologue) {
   unsetenv("B12X_ATTN_LEAN");
 }
 
-// Session 23's probes B12X_ATTN_DECODE_TILE=hcvtq / hcvtw (FP8 head dim 256: hcvt with padded,
-// unswizzled rows; hcvtw with 16-byte K / V fragment reads, permuted k-slots and output dims):
-// pages 16..256, forced and automatic splits, sinks, window, per-head descales, the Q range of
-// the fp16 MMAs, verify (16 packed rows), the general kernel (B12X_ATTN_LEAN=0) and early K/V
-// (the 208-register instance on SM90) with stale metadata.
-TEST(AttentionGpuDecode, PaddedTile) {
+// Session 23's probe B12X_ATTN_DECODE_TILE=hcvtx (FP8 head dim 256: hcvt with 16-byte K / V
+// fragment reads, permuted k-slots and output dims, rows swizzled by vec_swz): pages 16..256,
+// forced and automatic splits, sinks, window, per-head descales, the Q range of the fp16 MMAs,
+// verify (16 packed rows), the general kernel (B12X_ATTN_LEAN=0) and early K/V (the
+// 208-register instance on SM90) with stale metadata.
+TEST(AttentionGpuDecode, VecTile) {
   B12X_REQUIRE_GPU();
-  for (const char* tile : {"hcvtq", "hcvtw"}) {
+  for (const char* tile : {"hcvtx"}) {
     ScopedEnvs knob({{"B12X_ATTN_DECODE_TILE", tile}});
     const std::string name = std::string("_decode_") + tile + "_";
     for (int i = 0; i < 6; ++i) {
@@ -1775,9 +1775,9 @@ __global__ void late_append_writer(LateAppend a, long long spin) {
 TEST(AttentionGpuGraph, EarlyKvReplayWithLateMetadataAndAppend) {
   B12X_REQUIRE_GPU();
   std::normal_distribution<float> nd(0.f, 1.f);
-  for (int c = 0; c < 4; ++c) {
-    // c = 2, 3: session 23's probes hcvtq, hcvtw (FP8 16/2/256, page 128)
-    const char* probe = c == 2 ? "hcvtq" : "hcvtw";
+  for (int c = 0; c < 3; ++c) {
+    // c = 2: session 23's probe hcvtx (FP8 16/2/256, page 128)
+    const char* probe = "hcvtx";
     const DType kv = c == 0 ? DType::kBF16 : DType::kFP8E4M3;
     Spec s = gqa_decode_spec({1500, 900, 200, 1200}, 0, 0);
     s.prefix_stable = true;

@@ -56,23 +56,21 @@ struct TileCfg {
   // kind 18 ("wideh3", SM90 only): wideh with 3 stages (104 KB, 2 CTAs per SM90 SM): two
   // tiles in flight per CTA instead of one.
   static constexpr bool kH3 = kKind_ == 18;
-  // kinds 25 ("hcvtq") and 26 ("hcvtw"), session 23's probes (FP8 head dim 256): hcvt with
-  // unswizzled raw K / V stage rows and Q rows padded so that a row's pitch is 4 (Q, V) or 16 (K,
-  // hcvtw) banks mod 32 (the fragment reads stay conflict-free and every k-step's shared address
-  // is an immediate offset). hcvtw also reads K and V fragments 16 bytes at a time (one LDS.128
-  // feeds 4 k-steps of K or 4 output groups of V): K's MMA k-slots permuted within 64-dim blocks
-  // (Q staged to match), V's output dims within 128-dim blocks (undone in the epilogue).
-  // (Round 85's hcvtp / hcvtp2 / hcvtv, the same layouts with a loader of 4 lanes per token row,
-  // ran 2.5-4.3 us slower at B = 8: docs/attention.md "Session 23".)
-  static constexpr bool kVec = kKind_ == 26;
-  static constexpr bool kPad = kKind_ == 25 || kVec;
+  // kind 27 ("hcvtx", session 23's probe, FP8 head dim 256): hcvt with 16-byte K and V fragment
+  // reads (one LDS.128 feeds 4 k-steps of K or 4 output groups of V): K's MMA k-slots permuted
+  // within 64-dim blocks (Q staged to match), V's output dims within 128-dim blocks (undone in the
+  // epilogue); the raw rows' chunks swizzled by vec_swz (below) instead of row & 7, so that the 8
+  // lanes of each 16-byte phase hit distinct bank groups. (Rounds 85-86: the same reads on rows
+  // padded to a bank-shifting pitch, and padded rows alone, ran 1.0-1.7 us slower than hcvt at
+  // B = 8: docs/attention.md "Session 23".)
+  static constexpr bool kVec = kKind_ == 27;
   static constexpr int kDH = (kKind_ == 16 || kH3) ? 2 : 1;
-  static constexpr int kKind = (kKind_ == 16 || kH3) ? 1 : (kPad ? 8 : kKind_);
+  static constexpr int kKind = (kKind_ == 16 || kH3) ? 1 : (kVec ? 8 : kKind_);
   static constexpr bool kFp8 = kFp8_;
   static_assert(kKind_ == 0 || kKind_ == 1 || kKind_ == 2 || kKind_ == 5 || kKind_ == 8 ||
-                    kKind_ == 13 || kKind_ == 16 || kKind_ == 18 || kKind_ == 25 || kKind_ == 26,
-                "tile kinds: 0, 1, 2, 5, 8, 13, 16, 18, 25, 26");
-  static_assert(!kPad || (kFp8_ && kDqk_ == 256 && kDv_ == 256), "hcvtq / hcvtw: FP8 head dim 256");
+                    kKind_ == 13 || kKind_ == 16 || kKind_ == 18 || kKind_ == 27,
+                "tile kinds: 0, 1, 2, 5, 8, 13, 16, 18, 27");
+  static_assert(!kVec || (kFp8_ && kDqk_ == 256 && kDv_ == 256), "hcvtx: FP8 head dim 256");
   static constexpr bool kDecode = kKind != 0;
   // hcvt / hcvt3 (kF16Mma): K's B fragments come straight from the raw FP8 rows (no K conversion
   // pass; Q is stored in the matching permuted slot order), and so do V's (4-byte reads of 4
@@ -104,12 +102,8 @@ struct TileCfg {
   static constexpr int kThreads = kWM * kWN * kDH * 32;
   static constexpr int kBM = 16 * kWM * kMB;
   static constexpr int kKvBytes = kFp8 ? 1 : 2;
-  static constexpr int kPadB = kPad ? 16 : 0;
-  static constexpr int kQRowB = kDqk * 2 + kPadB;  // Q tile row bytes
-  static constexpr int kKRaw = kDqk * kKvBytes + (kVec ? 64 : kPadB),
-                       kVRaw = kDv * kKvBytes + kPadB;
-  static constexpr int kQBytes = kQInRegs ? 0 : kBM * kQRowB;
-  static constexpr int kStageBytes = kBN * (kKRaw + kVRaw);
+  static constexpr int kQBytes = kQInRegs ? 0 : kBM * kDqk * 2;
+  static constexpr int kStageBytes = kBN * (kDqk + kDv) * kKvBytes;
   static constexpr int kConvBytes =
       kFp8 ? kBN * ((kDirectK ? 0 : kDqk) + (kDirectV ? 0 : kDv)) * 2 : 0;
   static constexpr int kMergeBytes = kWN > 1 ? kWN*(kBM* kDv * 4 + 2 * kBM * 4) : 0;
@@ -307,6 +301,15 @@ __device__ __forceinline__ void e4m3x4_to_bf16x4(uint32_t w, uint32_t& lo, uint3
 /// power of two: 384 for head dim 192).
 __device__ __forceinline__ uint32_t swz_in_row(int row, int chunk) {
   return static_cast<uint32_t>((chunk ^ (row & 7)) << 4);
+}
+
+/// hcvtx's chunk swizzle of raw FP8 rows (TileCfg::kVec): chunk c of row r sits in slot
+/// c ^ vec_swz(r) (within its 128-byte half). Bit 2 is (r & 1) ^ ((r >> 2) & 1), bit 1 is
+/// (r >> 1) & 1: the two rows of a K phase (rows 2p, 2p + 1, chunks 4B .. 4B + 3) land in opposite
+/// 4-chunk halves, and the four rows of a V phase (rows r0 + 2t, chunks 2p, 2p + 1) in four
+/// distinct chunk pairs, so each 16-byte read's 8 lanes hit 8 bank groups.
+__device__ __forceinline__ int vec_swz(int row) {
+  return (((row >> 1) & 3) << 1) ^ ((row & 1) << 2);
 }
 
 /// Bytes 1 and 3 of `y` (the low bytes are ignored) -> fp16x2, each the e4m3 value times 2^-8,
@@ -593,13 +596,9 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
   constexpr int kWM = Cfg::kWM, kWN = Cfg::kWN, kStages = Cfg::kStages;
   constexpr int kThreads = Cfg::kThreads;
   constexpr bool kFp8 = Cfg::kFp8;
-  constexpr int kNT = kBN / kWN;                   // tokens per warp per tile
-  constexpr int kDH = Cfg::kDH, kDvW = kDv / kDH;  // O dims per warp (Cfg::kDH)
-  constexpr int kQRow = Cfg::kQRowB, kKRow = kDqk * 2, kVRow = kDv * 2;  // tile row bytes
-  // Byte offset of 16-byte chunk c of Q row r: swizzled, or padded rows (hcvtq / hcvtw).
-  auto q_at = [](int r, int c) {
-    return Cfg::kPad ? static_cast<uint32_t>(r * kQRow + c * 16) : swz(r, c, kQRow);
-  };
+  constexpr int kNT = kBN / kWN;                                      // tokens per warp per tile
+  constexpr int kDH = Cfg::kDH, kDvW = kDv / kDH;                     // O dims per warp (Cfg::kDH)
+  constexpr int kQRow = kDqk * 2, kKRow = kDqk * 2, kVRow = kDv * 2;  // bf16 tile row bytes
 
   extern __shared__ __align__(128) uint8_t smem[];
   uint8_t* sConv = smem + Cfg::kQBytes;  // fp8 only: bf16 K then V tile
@@ -844,12 +843,14 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
           const int kb0 = kb & ~3, t = kb & 3;
 #pragma unroll
           for (int j = 0; j < 4; ++j) {
-            *reinterpret_cast<uint32_t*>(sQ + q_at(r, 2 * (kb0 + j)) + 4 * t) = hv[2 * j];
-            *reinterpret_cast<uint32_t*>(sQ + q_at(r, 2 * (kb0 + j) + 1) + 4 * t) = hv[2 * j + 1];
+            *reinterpret_cast<uint32_t*>(sQ + swz(r, 2 * (kb0 + j), kQRow) + 4 * t) = hv[2 * j];
+            *reinterpret_cast<uint32_t*>(sQ + swz(r, 2 * (kb0 + j) + 1, kQRow) + 4 * t) =
+                hv[2 * j + 1];
           }
         } else {
-          *reinterpret_cast<uint4*>(sQ + q_at(r, 2 * kb)) = make_uint4(hv[0], hv[2], hv[4], hv[6]);
-          *reinterpret_cast<uint4*>(sQ + q_at(r, 2 * kb + 1)) =
+          *reinterpret_cast<uint4*>(sQ + swz(r, 2 * kb, kQRow)) =
+              make_uint4(hv[0], hv[2], hv[4], hv[6]);
+          *reinterpret_cast<uint4*>(sQ + swz(r, 2 * kb + 1, kQRow)) =
               make_uint4(hv[1], hv[3], hv[5], hv[7]);
         }
         if (kb == 0) s_qexp[r] = ex;
@@ -874,7 +875,7 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
         const bool valid = qi < w.qlen;
         const int h = kvh * p.group + (pr - qi * p.group);
         const T* src = valid ? q + (int64_t)(w.q0 + qi) * p.q_st + (int64_t)h * p.q_sh + c * 8 : q;
-        cp_async16(smem_u32(sQ + q_at(r, c)), src, valid);
+        cp_async16(smem_u32(sQ + swz(r, c, kQRow)), src, valid);
       }
     }
   };
@@ -976,8 +977,8 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
   };
   // Chunk c of token j lands in a swizzled (bf16) or row-major (raw fp8) stage row.
   auto stage_dst = [&](uint8_t* tile, int j, int c, int cpr, bool is_k) {
-    if constexpr (Cfg::kPad) {
-      return smem_u32(tile) + static_cast<uint32_t>(j * (is_k ? Cfg::kKRaw : Cfg::kVRaw) + c * 16);
+    if constexpr (Cfg::kVec) {
+      return smem_u32(tile) + static_cast<uint32_t>(j * (cpr * 16) + ((c ^ vec_swz(j)) << 4));
     } else if constexpr (Cfg::kDirectK) {
       // raw FP8 K and V rows read as 4-byte fragments (8 or 4 rows at once) are swizzled too
       return smem_u32(tile) + static_cast<uint32_t>(j * (cpr * 16) + ((c ^ (j & 7)) << 4));
@@ -1001,7 +1002,7 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
   // (clamped) page id of tile token j, called by all lanes together.
   auto load_tile = [&](int it, int stage, auto&& page_at) {
     uint8_t* sk = sRing + stage * Cfg::kStageBytes;
-    uint8_t* sv = sk + kBN * Cfg::kKRaw;
+    uint8_t* sv = sk + kBN * kDqk * kKvB;
     const int kv0 = kv_begin + it * kv_step;
     // Chunk c of token j's K (is_k) or V row.
     auto copy = [&](bool is_k, int j, int c, int page) {
@@ -1228,8 +1229,7 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
   const int tile_qi_min = div_group(p, rows0);
   const int tile_qi_max = min(w.qlen - 1, div_group(p, rows0 + kBM - 1));
   const uint32_t q_base = smem_u32(sQ) + (wrow0 + (lane & 15)) * kQRow;
-  const uint32_t q_lane = Cfg::kPad ? static_cast<uint32_t>((lane >> 4) << 4)
-                                    : swz_in_row(wrow0 + (lane & 15), lane >> 4);
+  const uint32_t q_lane = swz_in_row(wrow0 + (lane & 15), lane >> 4);
 
   // wide3: Q (cp.async group 0, with tile 0) into registers before the first iteration issues
   // into the last stage, where Q was staged; that iteration's barrier orders the two. (The full
@@ -1269,7 +1269,7 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
     const uint8_t* sV_t;
     if constexpr (Cfg::kDirectV) {
       sK_t = sRing + (it % kStages) * Cfg::kStageBytes;
-      sV_t = sK_t + kBN * Cfg::kKRaw;
+      sV_t = sK_t + kBN * kDqk;
     } else if constexpr (kFp8) {
       const uint8_t* rk = sRing + (it % kStages) * Cfg::kStageBytes;
       const uint8_t* rv = rk + kBN * kDqk;
@@ -1347,29 +1347,26 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
 #pragma unroll
         for (int kb = 0; kb < kDqk / 16; ++kb) {
           uint32_t a[kMB][4];
-          const uint32_t q_off =
-              Cfg::kPad ? q_base + q_lane + (kb << 5) : q_base + (q_lane ^ (kb << 5));
+          const uint32_t q_off = q_base + (q_lane ^ (kb << 5));
 #pragma unroll
           for (int mb = 0; mb < kMB; ++mb) ldmatrix_x4(a[mb], q_off + mb * 16 * kQRow);
           if constexpr (Cfg::kVec) {
             if (kb % 4 == 0) {
 #pragma unroll
               for (int nb = 0; nb < kNT / 8; ++nb)
-                kw[nb] = *reinterpret_cast<const uint4*>(sK + (tok0 + nb * 8 + g) * Cfg::kKRaw +
-                                                         16 * kb + 16 * t4);
+                kw[nb] = *reinterpret_cast<const uint4*>(sK + (tok0 + nb * 8 + g) * kDqk +
+                                                         (((kb + t4) ^ vec_swz(g)) << 4));
             }
           }
 #pragma unroll
           for (int nb = 0; nb < kNT / 8; ++nb) {
             const int row = tok0 + nb * 8 + g;
-            const uint32_t wv =
-                Cfg::kVec ? (kb % 4 == 0   ? kw[nb].x
-                             : kb % 4 == 1 ? kw[nb].y
-                             : kb % 4 == 2 ? kw[nb].z
-                                           : kw[nb].w)
-                          : *reinterpret_cast<const uint32_t*>(
-                                Cfg::kPad ? sK + row * Cfg::kKRaw + kb * 16 + 4 * t4
-                                          : sK + row * kDqk + ((kb ^ (row & 7)) << 4) + 4 * t4);
+            const uint32_t wv = Cfg::kVec ? (kb % 4 == 0   ? kw[nb].x
+                                             : kb % 4 == 1 ? kw[nb].y
+                                             : kb % 4 == 2 ? kw[nb].z
+                                                           : kw[nb].w)
+                                          : *reinterpret_cast<const uint32_t*>(
+                                                sK + row * kDqk + ((kb ^ (row & 7)) << 4) + 4 * t4);
             uint32_t b0, b1;
             e4m3x4_to_f16x4_hw(wv, b0, b1);  // (4t, 4t+1), (4t+2, 4t+3)
 #pragma unroll
@@ -1502,8 +1499,8 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
                 constexpr int kRows[4] = {0, 1, 8, 9};
 #pragma unroll
                 for (int x = 0; x < 4; ++x)
-                  vw[x] = *reinterpret_cast<const uint4*>(sV + (r0 + kRows[x]) * Cfg::kVRaw +
-                                                          32 * q + 16 * g);
+                  vw[x] = *reinterpret_cast<const uint4*>(
+                      sV + (r0 + kRows[x]) * kDv + (((2 * q + g) ^ vec_swz(r0 + kRows[x])) << 4));
               }
             }
             auto pick = [&](const uint4& v) {
@@ -1511,8 +1508,6 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
             };
             const int c = 2 * q + (g >> 2);
             auto rd = [&](int row) {
-              if constexpr (Cfg::kPad)
-                return *reinterpret_cast<const uint32_t*>(sV + row * Cfg::kVRaw + 32 * q + 4 * g);
               return *reinterpret_cast<const uint32_t*>(sV + row * kDv + ((c ^ (row & 7)) << 4) +
                                                         4 * (g & 3));
             };
