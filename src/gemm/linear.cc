@@ -1599,13 +1599,6 @@ Plan plan(const Caps& caps) {
         if (const char* e = std::getenv("B12X_GEMM_STREAM_CPROBE");
             e != nullptr && (p.decode_stream_var & (512 | 2048)))
           p.decode_stream_cprobe = std::atoi(e);
-        // B12X_GEMM_STREAM_U2=1: the blocks' loop unrolled by two (var bit 4096; the 2-CTA
-        // blocks at 8 parts, the 3-CTA lean NVFP4 W4A16 blocks, NVFP4 W4A16's walk).
-        if (const char* e = std::getenv("B12X_GEMM_STREAM_U2");
-            e != nullptr && e[0] == '1' && (p.decode_stream_var & 128) &&
-            lin::stream_var_available(wf, p.decode_stream_parts, p.decode_stream_occ,
-                                      p.decode_stream_var | 4096))
-          p.decode_stream_var |= 4096;
       }
     }
   }

@@ -51,32 +51,9 @@ StreamFn stream_fn(int parts) {
 /// the instances spilled 80-120 bytes and lost, round 75: 6144x4096 NVFP4 W4A16 7.33 us vs 6.43
 /// staged, kLean 5.70): W4A16 192 (MXFP4 fold-free), W4A4 232.
 /// Session 23 probes: kCl (bit 512: the K split over a thread-block cluster) on the 2-CTA blocks at
-/// 8 parts, kW (bit 2048: the even split in a cluster) at one part, kU2 (bit 4096: the block loop
-/// unrolled by two).
+/// 8 parts and kW (bit 2048: the even split in a cluster) at one part.
 StreamFn stream_probe_fn(WFmt f, int parts, int occ, int var, bool mx_free) {
   const bool mx = f == WFmt::kMxfp4;
-  if (var & 4096) {  // kU2 (round 85): the block loop unrolled by two
-    const int b = var & ~4096;
-    if (occ == 3)
-      return parts == 8 && b == 192 && !mx
-                 ? &linear_stream_kernel<8, 3, 1, false, false, 192 | 4096>
-                 : nullptr;
-    if (occ != 2) return nullptr;
-    if (parts == 1)
-      return b == (128 | 2048) && !mx
-                 ? &linear_stream_kernel<1, 2, 1, false, false, 128 | 2048 | 4096>
-                 : nullptr;
-    if (parts != 8) return nullptr;
-    if (b == 128)
-      return !mx       ? &linear_stream_kernel<8, 2, 1, false, false, 128 | 4096>
-             : mx_free ? &linear_stream_kernel<8, 2, 1, true, true, 128 | 4096>
-                       : nullptr;
-    if (b == 168)
-      return !mx       ? &linear_stream_kernel<8, 2, 1, false, false, 168 | 4096>
-             : mx_free ? &linear_stream_kernel<8, 2, 1, true, true, 168 | 4096>
-                       : &linear_stream_kernel<8, 2, 1, true, false, 168 | 4096>;
-    return nullptr;
-  }
   if (occ != 2) return nullptr;
   if (var & 2048) {  // kW: one part
     if (parts != 1) return nullptr;
@@ -104,7 +81,7 @@ StreamFn stream_probe_fn(WFmt f, int parts, int occ, int var, bool mx_free) {
 
 StreamFn stream_var_fn(WFmt f, int parts, int occ, int var, bool mx_free) {
   const bool mx = f == WFmt::kMxfp4;
-  if (var & (512 | 2048 | 4096)) return stream_probe_fn(f, parts, occ, var, mx_free);
+  if (var & (512 | 2048)) return stream_probe_fn(f, parts, occ, var, mx_free);
   if (occ == 3) {
     if (parts != 8) return nullptr;
     if (var == 232)

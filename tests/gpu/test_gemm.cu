@@ -1629,7 +1629,7 @@ TEST(GemmGpu, DecodeStreamXaCluster) {
   // parts with each tile's K split over a thread-block cluster, the CTAs' row sums added over
   // distributed shared memory; all four FP4 formats, K = 1280 (parts past K) / 4864 / 7168, N = 72
   // / 200 (partial tiles), bias, an FP16 output, clusters walking several groups (N = 4096 at 4
-  // CTAs), replayed graphs. WALK (bit 2048) and U2 (bit 4096) below. (W4A4's activation addresses
+  // CTAs), replayed graphs. WALK (bit 2048) below. (W4A4's activation addresses
   // from per-lane constant bases, the XA probe of rounds 85 / 86, are the blocks' only form since:
   // DecodeStreamJit / DecodeStreamMxFree test them.)
   B12X_REQUIRE_GPU();
@@ -1691,27 +1691,6 @@ TEST(GemmGpu, DecodeStreamXaCluster) {
     const gemm::Plan pl = plan1(LinearFormat::kNvfp4W4A16, 4096, 1280);
     EXPECT_LT(pl.decode_stream_ctas, 256) << "one group per cluster: no persistent walk tested";
     run_case({LinearFormat::kNvfp4W4A16, 1, 4096, 1280, DType::kBF16, DType::kBF16, true});
-  }
-  {
-    // B12X_GEMM_STREAM_U2=1 (var bit 4096): the blocks' loop unrolled by two (an odd block count
-    // per warp: K = 1280 at 8 parts is 20 vectors, 2.5 blocks -> 3 with a partial one), the 2-CTA
-    // blocks of the four formats, NVFP4 W4A16's walk and its lean 3-CTA blocks.
-    ScopedEnv eu("B12X_GEMM_STREAM_U2", "1");
-    for (const LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kNvfp4,
-                                 LinearFormat::kMxfp4W4A16, LinearFormat::kMxfp4}) {
-      const bool w4a4 = f == LinearFormat::kNvfp4 || f == LinearFormat::kMxfp4;
-      const int64_t K = w4a4 ? 4864 : 1280;
-      EXPECT_EQ(plan1(f, 200, K).decode_stream_var, (w4a4 ? 168 : 128) | 4096);
-      run_case({f, 1, 200, K, DType::kBF16, DType::kBF16, w4a4}, /*graph_replay=*/w4a4);
-    }
-    {
-      ScopedEnv ew("B12X_GEMM_STREAM_WALK", "2"), et("B12X_GEMM_STREAM_WALK_T", "7");
-      EXPECT_EQ(plan1(LinearFormat::kNvfp4W4A16, 200, 1280).decode_stream_var, 128 | 2048 | 4096);
-      run_case({LinearFormat::kNvfp4W4A16, 1, 200, 1280, DType::kBF16, DType::kBF16, true});
-    }
-    ScopedEnv eo3("B12X_GEMM_STREAM_OCC", "3"), e4("B12X_GEMM_STREAM_JIT", "4");  // (last)
-    EXPECT_EQ(plan1(LinearFormat::kNvfp4W4A16, 72, 4864).decode_stream_var, 128 | 64 | 4096);
-    run_case({LinearFormat::kNvfp4W4A16, 1, 72, 4864, DType::kBF16, DType::kFP16, true});
   }
 }
 

@@ -172,8 +172,8 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     linear_stream_kernel(const LinearParams p) {
   static_assert(!kMx || kRows == 1, "MXFP4: M = 1");
   static_assert(!kMxFree || kMx, "fold-free splats: MXFP4 only");
-  static_assert(kVar == 0 || (kRows == 1 && (!kMx || (kVar & ~(64 | 512 | 2048 | 4096)) == 128 ||
-                                             (kVar & ~(64 | 512 | 2048 | 4096)) == 168)),
+  static_assert(kVar == 0 || (kRows == 1 && (!kMx || (kVar & ~(64 | 512 | 2048)) == 128 ||
+                                             (kVar & ~(64 | 512 | 2048)) == 168)),
                 "kVar: M = 1; MXFP4 with kJit only");
   constexpr bool kQx = (kVar & 8) != 0;  // NVFP4 (kMx: MXFP4) activations converted in the kernel
   constexpr bool kJit = (kVar & 128) != 0;
@@ -201,10 +201,6 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   // the ranks add the CTAs' sums in rank order through DSMEM (cluster_sum_f4): K order, no global
   // partials, no counters (session 22's walk with L2 counters lost ~0.5 us per round trip).
   constexpr bool kW = (kVar & 2048) != 0;
-  // kU2 (bit 4096, session 23 probe): the block loop unrolled by two (see the loop).
-  constexpr bool kU2 = (kVar & 4096) != 0;
-  // kUL (bit 8192, session 23 probe): unpredicated ring loads (see issue).
-  constexpr bool kUL = (kVar & 8192) != 0 || kU2;
   static_assert(!kW || (kJit && kParts == 1 && kRows == 1 && !kCl), "kW: blocks, one part");
   constexpr int kCh = kLean ? 1 : 4;  // MMA accumulator chains
   static_assert(!kQf || (kQx && kJit), "kQf: the per-warp blocks' FP4 activation conversion");
@@ -268,10 +264,6 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     sp8 = sp + 8 * p.scale_ld;
   };
   set_group();
-  // kUL: the lane's first weight / scale address, or the matrix's first bytes for a warp without
-  // any block.
-  const uint8_t* const wsafe = kUL && nvalid <= 0 ? p.wvals + lane * 16 : wp;
-  const uint8_t* const ssafe = kUL && nvalid <= 0 ? p.wscale : sp;
   // The scale bytes of rows g / g + 8 of the block being requested (next), and of the block being
   // computed (16-byte aligned: scale_ld and the block's first vector are multiples of 4 x 4).
   uint4 nb0 = make_uint4(0, 0, 0, 0), nb1 = nb0, cb0 = nb0, cb1 = nb0;
@@ -306,28 +298,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     } else if constexpr (kJit) {
       if (j == 0 && xok && (!kCl || nvalid > 0)) na = load_x((vbase + iv) * 64);
     }
-    if constexpr (kUL) {
-      // kUL: every slot loaded, so the load's destination never has to carry the slot's old
-      // value: a vector past kvec reloads the tile's last one, and a block that does not exist
-      // (nvalid = 0: past the warp's range) the warp's first vector (wsafe / ssafe; round 85 took
-      // the matrix's first bytes, and every warp's last block then hit the same 512 bytes in L2:
-      // +1.4-2.3 us). Finite FP4 codes whose products vanish as the kept vector's did.
-      const bool ok = nvalid > 0;
-      s = ldg_stream(ok ? wp + min(j, nvalid - 1) * 512 : wsafe);
-      if (j == 0) {
-        const uint8_t* const a0 = ok ? sp : ssafe;
-        const uint8_t* const a8 = ok ? sp8 : ssafe;
-        if constexpr (kMx) {
-          const uint2 a = __ldg(reinterpret_cast<const uint2*>(a0));
-          const uint2 b = __ldg(reinterpret_cast<const uint2*>(a8));
-          nb0 = make_uint4(a.x, a.y, 0, 0);
-          nb1 = make_uint4(b.x, b.y, 0, 0);
-        } else {
-          nb0 = __ldg(reinterpret_cast<const uint4*>(a0));
-          nb1 = __ldg(reinterpret_cast<const uint4*>(a8));
-        }
-      }
-    } else if (j < nvalid) {
+    if (j < nvalid) {
       s = ldg_stream(wp + j * 512);
       if (j == 0) {
         if constexpr (kMx) {
@@ -605,9 +576,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
         mma16816<T>(acc[n][3 % kCh], af[1][1], xb[n].z, xb[n].w);
       }
     };
-    // One block of kDepth vectors: its scale bytes and (kJit) activations in place, then each
-    // vector computed while its ring slot is reloaded one block ahead.
-    auto block = [&]() {
+    for (int v0 = 0; v0 < nv; v0 += kDepth) {
       if constexpr (kLean && kMx) {
         const uint32_t sel = (t >> 1) * 0x1111u + 0x6420u;  // byte 2j + t / 2 of .x, .y
         cs0 = prmt(nb0.x, nb0.y, sel);
@@ -645,14 +614,6 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
         vec(cur, j);
       }
       advance();
-    };
-    if constexpr (kU2) {
-      // kU2: two blocks per iteration, so the ring's registers alternate between two sets instead
-      // of being copied to the compute registers at every block (24 MOVs per block, sm_90a).
-#pragma unroll 2
-      for (int v0 = 0; v0 < nv; v0 += kDepth) block();
-    } else {
-      for (int v0 = 0; v0 < nv; v0 += kDepth) block();
     }
     if constexpr (kRows > 1) {
       // Lane (g, t) of token tile n: c0 / c1 = row g, tokens 8n + 2t / + 1; c2 / c3 = row g + 8.
