@@ -646,7 +646,6 @@ DecodeKnobs read_decode_knobs(bool stream, int aquant) {
   knob(k.fc2_kil, "B12X_MOE_FC2_KIL", {0, 1}, "0, 1", not_stream);
   knob(k.fc2_rows, "B12X_MOE_FC2_ROWS", {16, 32}, "16, 32", not_stream);
   knob(k.fc2_dsmem, "B12X_MOE_FC2_CLUSTER", {0, 1, 2}, "0, 1, 2", not_stream);
-  knob(k.act_sync, "B12X_MOE_ACT_SYNC", {0, 1, 2, 3}, "0, 1, 2, 3", not_stream);
   return k;
 }
 }  // namespace detail
@@ -880,8 +879,6 @@ Plan plan(const Caps& caps) {
     }
     // The K-interleaved FC2 kernels (decode_fc2_kil, from the weights' I and the capacity).
     if (stream && detail::decode_fc2_kil(p.knobs, caps.max_tokens, nk2)) sig << " fc2_kil";
-    // Primed activations loaded synchronously (DecodeKnobs::act_sync: 1 FC1, 2 FC2, 3 both).
-    if (stream && p.knobs.act_sync > 0) sig << " act_sync" << p.knobs.act_sync;
     if (caps.apply_router_weight_on_input) sig << " weight_on_input";
     std::ostringstream shape;
     shape << "E=" << E << " H=" << H << " I=" << I << " max_tokens=" << caps.max_tokens
@@ -1043,7 +1040,6 @@ void run(const Binding& b, Stream stream) {
             p.knobs, d.fc2_split, p.cc_major > 0 ? p.cc_major : device_info(p.caps.device).cc_major)
             ? 1
             : 0;
-    d.act_sync = p.knobs.act_sync;
     d.partial = route_out;  // sized for the plan's split x max_tokens (>= this call's)
     d.counters = num_tiles + 4;
     if (p.off_fc1_bal >= 0) {

@@ -212,10 +212,6 @@ struct DecodeArgs {
   // same bits) instead of fp32 partials in global memory, a fence, a counter and a reload. (Last:
   // it sits in the struct's tail padding, so no other parameter offset moves.)
   int fc2_cluster = 0;
-  // Primed ring stages' activations loaded synchronously (bit 1: FC1, bit 2: FC2; DecodeKnobs::
-  // act_sync): the K loop's first sub-chunk then waits for its own weights only, not for every
-  // primed stage's (moe_decode.cuh's WarpStage::load_acts).
-  int act_sync = 0;
 };
 /// Balanced FC1 scratch (DecodeArgs::fc1_bal): counters [row_blocks][route capacity], then
 /// fp32 partials [slots][head, tail][4 tokens x 32 rows] for slots = max(row blocks, 3 x 256)
@@ -350,13 +346,17 @@ inline bool decode_fc2_kil(const DecodeKnobs& k, int64_t tokens, int nk) {
 /// (MiniMax's 192 blocks: 2, 384 CTAs, 1.45 waves; see decode_fc2_rows).
 /// `one_token` (session 22): a 1-token launch, which splits up to 8 routes too (more tokens with
 /// <= 8 routes: none, as before); session 23: like more tokens, up to 4 (session 22: up to 2; H200
-/// round 85, Qwen3-30B nvfp4 M = 1, 64 row blocks, split 2 -> 4: 21.5 -> 20.1 us, 0.939x; the
-/// other shapes' splits are 1 / 2 either way).
+/// round 85, Qwen3-30B nvfp4 M = 1, 64 row blocks, split 2 -> 4: 21.5 -> 20.1 us, 0.939x; round
+/// 86 20.7 against 22.1, w4a16 22.3 against 23.1), and rounded up like the K-interleaved FC2's
+/// where the wave is < 80 % full (MiniMax's 192 blocks: split 2, 384 CTAs, which the 2-stage CTA
+/// runs in one wave of 3 per SM, decode_fc2_stages32; split-2 clusters, decode_fc2_cluster:
+/// nvfp4 M = 1 53.5 -> 50.6 us in round 86, 0.945x, 52.6 -> 50.9 in round 85; without the
+/// cluster 0.969x; DeepSeek-TP4's 224 blocks fill 85 %: split 2 there 1.142x).
 inline int decode_fc2_split32(int64_t routes, int64_t row_blocks32, int sm_count, bool kil = false,
                               bool one_token = false) {
   const int64_t wave = 2 * std::max(sm_count, 1), rb = std::max<int64_t>(row_blocks32, 1);
   int64_t per = wave / rb;
-  if (kil && 5 * rb * per < 4 * wave) per = (wave + rb - 1) / rb;
+  if ((kil || one_token) && 5 * rb * per < 4 * wave) per = (wave + rb - 1) / rb;
   const int64_t cap = routes <= 8 && !one_token ? 1 : decode_fc2_split_bound(routes);
   return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>({4, per, cap})));
 }

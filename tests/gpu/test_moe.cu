@@ -913,30 +913,6 @@ TEST(MoeGpu, DecodeStreamFc2ClusterSum) {
   }
 }
 
-TEST(MoeGpu, DecodeStreamActSyncIsBitEqual) {
-  B12X_REQUIRE_GPU();
-  // B12X_MOE_ACT_SYNC=3 (read by plan): FC1's and FC2's primed ring stages take their activations
-  // by ld.global + st.shared instead of cp.async (the K loop's first wait then needs only the first
-  // stage's weights): the same bytes in the ring, so the outputs are bit-equal to the default.
-  // Cases: nvfp4 at 1 token (one tile per CTA; the 32-row FC2, and the deep 16-row one), 8 tokens
-  // (two FC1 groups, split FC2), FP16 w4a16 at H = 992 (the copy gate, zero-filled K tails), the
-  // balanced FC1 (FC1_BAL=1); and a graph replay with new routes.
-  const Fp4Variant a16{QuantMode::kW4A16, SourceFormat::kModeloptNvfp4, DType::kFP16,
-                       Activation::kSilu};
-  const std::pair<Case, Knobs> vars[] = {
-      {fp4_variant_case(kNvfp4Silu, 16, 1024, 256, 1, 8, 1), {}},
-      {fp4_variant_case(kNvfp4Silu, 16, 1024, 256, 1, 8, 1), {{"B12X_MOE_FC2_ROWS", "16"}}},
-      {fp4_variant_case(kNvfp4Silu, 64, 2048, 256, 8, 8, 1), {}},
-      {fp4_variant_case(a16, 32, 992, 256, 6, 6, 1), {}},
-      {fp4_variant_case(kNvfp4Silu, 16, 512, 384, 8, 4, 1), {{"B12X_MOE_FC1_BAL", "1"}}}};
-  for (const auto& v : vars) {
-    SCOPED_TRACE(v.first.name() + (v.second.empty() ? "" : " " + std::string(v.second[0].first)));
-    Problem P;
-    P.make(v.first);
-    expect_probe_bit_equal(P, v.second, {"B12X_MOE_ACT_SYNC", "3"}, "act_sync", &v == &vars[0]);
-  }
-}
-
 TEST(MoeGpu, ChunkTilesAreBitEqual) {
   B12X_REQUIRE_GPU();
   // FP4 block scales and / or codes stored in 32-row chunk tiles (WeightsPlan::scales_tiled /

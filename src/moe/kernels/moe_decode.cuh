@@ -413,28 +413,6 @@ struct WarpStage {
       }
     }
   }
-  /// DecodeArgs::act_sync: the activation part of a primed stage loaded now (ld.global, then
-  /// st.shared by store_acts) instead of by cp.async, so that it belongs to no commit group and
-  /// the K loop's first cp.async wait needs only the first stage's weights, not every primed
-  /// stage's (the groups complete in order: weights 0 .. kS - 1 were committed before the
-  /// activations). The same bytes as issue(..., acts) (zeros where it zero-fills).
-  static __device__ __forceinline__ void load_acts(uint4 (&v)[kT / 2], const Src& s, int kk) {
-    const int rem = s.a_len - kk * 128;
-#pragma unroll
-    for (int c = 0; c < kT / 2; ++c)
-      v[c] = rem > c * kActCopyK
-                 ? __ldcg(reinterpret_cast<const uint4*>(s.al + kk * 128 + c * kActCopyK))
-                 : make_uint4(0u, 0u, 0u, 0u);
-  }
-  static __device__ __forceinline__ void store_acts(uint32_t sa, const uint4 (&v)[kT / 2],
-                                                    int lane) {
-    const uint32_t d = sa + kActOff + static_cast<uint32_t>(lane) * 16u;
-#pragma unroll
-    for (int c = 0; c < kT / 2; ++c)
-      asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(d + c * 512), "r"(v[c].x),
-                   "r"(v[c].y), "r"(v[c].z), "r"(v[c].w)
-                   : "memory");
-  }
 };
 
 /// Fills the first kS stages of a warp's ring in one pass (fn(s) issues stage s's copies), one
@@ -869,23 +847,10 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
     });
   }
   if (!wait_first) pdl_wait();  // xq is written by [Q]
-  if (a.act_sync & 1) {  // every primed stage's activations loaded now, stored once all landed
-    uint4 v[kS][kT / 2];
-#pragma unroll
-    for (int s = 0; s < kS; ++s)
-      if (s < n_my) {
-        St::load_acts(v[s], src_of(ni.t), ni.ka + wk + kWK * ni.k);
-        advance(ni);
-      }
-#pragma unroll
-    for (int s = 0; s < kS; ++s)
-      if (s < n_my) St::store_acts(ring_sa + s * C::kFc1Stage, v[s], lane);
-  } else {
-    prime_ring<kS>(n_my, [&](int s) {
-      issue(s, src_of(ni.t), ni, false, true);
-      advance(ni);
-    });
-  }
+  prime_ring<kS>(n_my, [&](int s) {
+    issue(s, src_of(ni.t), ni, false, true);
+    advance(ni);
+  });
   // Sources of the next chunk's tile, rebuilt only when the cursor enters a new tile.
   typename St::Src nsrc{};
   if (ni.t < n_tg) nsrc = src_of(ni.t);
@@ -1222,23 +1187,10 @@ __global__ void __launch_bounds__(32 * kW, kR == 32             ? (kS == 2 ? 3 :
   }
   pdl_wait();  // the intermediate is written by FC1
   pdl_trigger();
-  if (a.act_sync & 2) {  // DecodeArgs::act_sync, as in FC1
-    uint4 v[kS][St::kT / 2];
-#pragma unroll
-    for (int s = 0; s < kS; ++s)
-      if (s < n_my) {
-        St::load_acts(v[s], src_of(ni.t), ni.k);
-        step(ni);
-      }
-#pragma unroll
-    for (int s = 0; s < kS; ++s)
-      if (s < n_my) St::store_acts(ring_sa + s * kStage, v[s], lane);
-  } else {
-    prime_ring<kS>(n_my, [&](int s) {
-      issue(s, src_of(ni.t), ni.k, false, true);
-      step(ni);
-    });
-  }
+  prime_ring<kS>(n_my, [&](int s) {
+    issue(s, src_of(ni.t), ni.k, false, true);
+    step(ni);
+  });
   // Sources of the next chunk's tile, rebuilt only when the cursor enters a new tile.
   typename St::Src nsrc{};
   if (n_my > kS) nsrc = src_of(ni.t);
