@@ -3729,6 +3729,18 @@ TEST(GemmGpuSanitize, DecodeStream16Fp8) {
   }
 }
 
+TEST(GemmGpuSanitize, Stream16Fp8Cluster) {
+  B12X_REQUIRE_GPU();
+  if (device_info(0).cc_major < 9) GTEST_SKIP() << "thread-block clusters need SM90+";
+  // Session 23: the FP8 block kernel's split of 3 summed in a cluster (the partial tiles read over
+  // DSMEM, the exit barrier), per-tensor at M = 16, block FP8 at M = 5, N = 40, K tails.
+  ScopedEnv e16("B12X_GEMM_STREAM16_F8", "1"), es("B12X_GEMM_STREAM16_SPLIT", "3"),
+      ecl("B12X_GEMM_STREAM16_F8_CLUSTER", "1"), et("B12X_GEMM_STREAM16_TW", "1");
+  run_case({LinearFormat::kFp8Tensor, 16, 40, 1312, DType::kFP8E4M3, DType::kBF16, true});
+  run_case({LinearFormat::kFp8Block, 5, 40, 1280, DType::kBF16, DType::kBF16, false});
+  EXPECT_EQ(gemm::lin::last_stream16_f8_launch().cluster, 3);
+}
+
 TEST(GemmGpuSanitize, DecodeFp8SmallM) {
   B12X_REQUIRE_GPU();
   // Session 17's FP8 small-M decode grid forced on a small shape (the knobs the defaults use on
