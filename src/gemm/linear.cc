@@ -164,6 +164,9 @@ constexpr int kStreamTrig = 2;
 /// 10.08 / 8.13 -> 7.98 / 16.32 / 16.75 / 10.44 / 8.24, M = 2 6.82 / 14.18 / 14.87 / 8.44 / 7.31
 /// -> 7.16 / 14.80 / 15.66 / 9.23 / 7.89 (M = 4 / 8 alike). W4A4: see s16_rule below.
 constexpr bool kS16TrigRule = true;
+/// Session 23: the W4A16 block kernel's K split summed in a thread-block cluster on SM90 where
+/// the split is <= 8 and the grid has more CTAs than SMs (see plan()).
+constexpr bool kS16ClusterRule = false;
 /// Plan::stream_trig bit 8, the decode kernel's (FP8 weights; run takes it at M <= 8), where each
 /// warp streams at most this many 256-K slices. Round 64 (H200, us over 4096x4096 / 14336x4096 /
 /// 4096x14336 / 6144x4096 / 2048x7168, slices per warp 4 / 16 / 14 / 4 / 7 at M = 1, trigger off ->
@@ -1746,8 +1749,15 @@ Plan plan(const Caps& caps) {
   // M = 4 11.17 / 15.84 / 19.43 / 11.69 / 12.43 -> 8.58 / 15.19 / 16.03 / 10.31 / 8.89 (with its
   // in-kernel conversion where the plan takes it; through the pre-pass 7.88 / 15.21 / 15.84 /
   // 10.22 / 8.49 at M = 2). B12X_GEMM_STREAM_ROWS=1 (the 4-row kernel forced) keeps 5.
-  const bool s16_low =
-      f == LinearFormat::kMxfp4 || f == LinearFormat::kMxfp4W4A16 || f == LinearFormat::kNvfp4;
+  // Session 23: NVFP4 W4A16 from M = 2 as well (with session 22's triggers the block kernel wins
+  // on every shape). Round 86 (two interleaved passes, 4-row kernel -> block kernel): M = 2 6.85
+  // / 14.41 / 17.24 / 10.09 / 8.55 -> 6.63 / 13.78 / 14.57 / 8.22 / 7.18 (again 6.89 / 14.37 /
+  // 17.29 / 10.10 / 8.55 -> 6.56 / 13.75 / 14.56 / 8.39 / 7.15), M = 3 6.96 / 14.52 / 17.47 / 10.20
+  // / 8.89 -> 6.54 / 13.61 / 14.61 / 8.44 / 7.14, M = 4 7.03 / 14.54 / 17.67 / 10.30 / 9.22 ->
+  // 6.52 / 13.68 / 14.66 / 8.42 / 7.10 (the 4-row kernel split K only at 4096x14336: M = 4 was
+  // slower there and at 2048x7168 than M = 16 on the block kernel).
+  const bool s16_low = f == LinearFormat::kMxfp4 || f == LinearFormat::kMxfp4W4A16 ||
+                       f == LinearFormat::kNvfp4 || f == LinearFormat::kNvfp4W4A16;
   const char* erows = std::getenv("B12X_GEMM_STREAM_ROWS");
   int64_t s16_min = s16_low && !(erows != nullptr && erows[0] == '1') ? 2 : kS16MinM;
   if (const char* e = std::getenv("B12X_GEMM_STREAM16_MINM"); e != nullptr)
@@ -1780,20 +1790,31 @@ Plan plan(const Caps& caps) {
       // with the early trigger and the cluster 9.02 / 18.54 / 17.36 / 11.81 / 8.56).
       const char* eonce = std::getenv("B12X_GEMM_STREAM16_ONCE");
       int var = tw == 2 && !qx && !(eonce != nullptr && eonce[0] == '0') ? lin::kS16VarOnce : 0;
-      // Session 23 probe: the split summed in a thread-block cluster (lin::kS16VarCluster) of at
-      // most B12X_GEMM_S16_CLUSTER CTAs (2..16; above 8 non-portable: SM90) where the device
-      // has clusters and they can be resident; B12X_GEMM_S16_CL_MINVP=<4..16> lets the split rule
-      // go down to that many vectors per CTA, capped at the cluster size (a deeper split whose sum
-      // costs no reduce).
-      int cl_max = 0, cl_minvp = 0;
+      // Session 23: the split summed in a thread-block cluster (lin::kS16VarCluster) through
+      // DSMEM, no partials or reduce launch. B12X_GEMM_S16_CLUSTER=<max size 2..16> (probe; above
+      // 8 non-portable) takes it wherever the split fits and its clusters can be resident; the
+      // rule (kS16ClusterRule, B12X_GEMM_S16_CL_RULE=0|1) only on SM90, for the W4A16 formats,
+      // where the split is <= 8 and the grid has more CTAs than SMs, with the block kernel's
+      // early trigger. Round 85 / 86 (H200, us over 4096x4096 / 14336x4096 / 4096x14336 /
+      // 6144x4096 / 2048x7168, NVFP4 W4A16 M = 16, default -> clusters): 7.64 / 16.13 / 15.87 /
+      // 10.09 / 8.07 -> 8.71 / 16.12 / 25.70 / 9.33 / 9.19 (cl8 / cl4 / cl14 / cl8 / cl14): the
+      // grids below the SM count (128 / 112 CTAs) and the clusters of 14 lose; the Spread
+      // scheduling policy changed nothing (8.72 / 9.21, removed); CL_MINVP=4 (4096x4096 split 16,
+      // cl16) 12.97 (removed). With the early trigger (round 86): 14336x4096 16.02 -> 15.06,
+      // 6144x4096 10.17 -> 9.27; MXFP4 W4A16 M = 2 14.12 -> 12.74 / 8.48 -> 7.69, M = 8 14.20 ->
+      // 13.15 / 8.55 -> 8.18. W4A4 (pre-pass) at M = 8, 14336x4096: 15.02 -> 25.77 (NVFP4), 15.61
+      // -> 24.42 (MXFP4), both rounds: not taken there.
+      int cl_max = 0;
+      bool cl_rule = false;
       if (const char* e = std::getenv("B12X_GEMM_S16_CLUSTER"); e != nullptr)
         cl_max = std::clamp(std::atoi(e), 0, 16);
-      if (dev.cc_major < 9 || cl_max < 2) cl_max = 0;
-      if (const char* e = std::getenv("B12X_GEMM_S16_CL_MINVP"); e != nullptr && cl_max > 0)
-        cl_minvp = std::clamp(std::atoi(e), 4, 16) / 4 * 4;
-      // B12X_GEMM_S16_CL_SPREAD=1: the cluster instances' scheduling policy Spread.
-      const char* espread = std::getenv("B12X_GEMM_S16_CL_SPREAD");
-      const bool cl_spread = espread != nullptr && espread[0] == '1';
+      if (cl_max == 0 && dev.cc_major == 9 && dev.cc_minor == 0 &&
+          (f == LinearFormat::kNvfp4W4A16 || f == LinearFormat::kMxfp4W4A16)) {
+        const char* er = std::getenv("B12X_GEMM_S16_CL_RULE");
+        cl_rule = er != nullptr ? er[0] == '1' : kS16ClusterRule;
+        if (cl_rule) cl_max = 8;
+      }
+      if (dev.cc_major < 9 || cl_max < 2) cl_max = 0, cl_rule = false;
       const int fit_chunked = lin::prepare_linear_stream16(caps.device, wf, tw, qx);
       const int64_t gx = (geo.n16 + 8 * tw - 1) / (8 * tw);
       // The split for `fit` CTAs per SM: the largest whose grid is one wave with >= kS16MinVp
@@ -1813,9 +1834,7 @@ Plan plan(const Caps& caps) {
             continue;
           }
           if (eff != sp) continue;
-          if (sp > 1 && (gx * eff > slots || vp < (cl_minvp > 0 ? cl_minvp : kS16MinVp) ||
-                         (cl_minvp > 0 && sp > cl_max)))
-            break;
+          if (sp > 1 && (gx * eff > slots || vp < kS16MinVp)) break;
           split = eff, split_vp = vp;
         }
         return per_sm;
@@ -1838,10 +1857,11 @@ Plan plan(const Caps& caps) {
         p.stream16_smem = lin::stream16_smem_bytes(tw, qx, var, split_vp);
         p.stream16_tiles = 8 * tw;
         p.stream16_min_m = static_cast<int>(s16_min);
-        if (split > 1 && split <= cl_max && (var != 0 || qx) &&
-            lin::stream16_max_active_clusters(caps.device, wf, tw, qx, var, split_vp, split,
-                                              cl_spread) > 0)
+        if (split > 1 && split <= cl_max && (var != 0 || qx) && (!cl_rule || gx * split > sms) &&
+            lin::stream16_max_active_clusters(caps.device, wf, tw, qx, var, split_vp, split) > 0) {
           p.stream16_cluster = split;
+          if (cl_rule) s16_trig_early = true;
+        }
       }
     }
     // FP8 weights (session 14, lin::launch_linear_stream16_f8): the same block structure on

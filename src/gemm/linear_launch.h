@@ -116,10 +116,8 @@ inline constexpr int kS16VarOnce = 1;
 inline constexpr int kS16VarCluster = 2;
 /// Host only (plan time): the clusters of `split` CTAs of the kS16VarCluster instance (nt 2) that
 /// can be resident at once (cudaOccupancyMaxActiveClusters; 0 where clusters are not supported);
-/// allows the non-portable sizes above 8; spread: the instances' cluster scheduling policy
-/// preference Spread (a cluster's CTAs on distinct SMs where possible), else Default.
-int stream16_max_active_clusters(int device, WFmt f, int tw, bool qx, int var, int vp, int split,
-                                 bool spread = false);
+/// allows the non-portable sizes above 8.
+int stream16_max_active_clusters(int device, WFmt f, int tw, bool qx, int var, int vp, int split);
 inline constexpr int kS16OnceMaxVp = 16;
 bool stream16_available(WFmt f, bool fp16, int tw);
 int64_t stream16_smem_bytes(int tw, bool qx = false, int var = 0, int vp = 0);

@@ -210,8 +210,7 @@ int prepare_linear_stream16(int device, WFmt f, int tw, bool qx, int var, int vp
   return fit;
 }
 
-int stream16_max_active_clusters(int device, WFmt f, int tw, bool qx, int var, int vp, int split,
-                                 bool spread) {
+int stream16_max_active_clusters(int device, WFmt f, int tw, bool qx, int var, int vp, int split) {
   const S16Fn k = pick_stream16(tw, 2, f == WFmt::kMxfp4, qx, false, var | kS16VarCluster);
   if (k == nullptr || split < 2 || split > 16) return 0;
   const ::b12x::detail::DeviceScope scope(device);
@@ -232,13 +231,6 @@ int stream16_max_active_clusters(int device, WFmt f, int tw, bool qx, int var, i
       (void)cudaGetLastError();
       return 0;
     }
-    // The kernel's cluster placement (a property of the function: the probe's plans set it
-    // either way). Round 85: the default placement packed a cluster's CTAs two to an SM where
-    // the grid has fewer CTAs than SMs (4096x4096: 128 CTAs in clusters of 8 on ~64 SMs).
-    if (cudaFuncSetAttribute(fn, cudaFuncAttributeClusterSchedulingPolicyPreference,
-                             spread ? cudaClusterSchedulingPolicySpread
-                                    : cudaClusterSchedulingPolicyDefault) != cudaSuccess)
-      (void)cudaGetLastError();
   }
   return ::b12x::detail::max_active_clusters(reinterpret_cast<const void*>(k), kStreamWarps * 32,
                                              smem, split);

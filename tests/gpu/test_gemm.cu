@@ -2187,20 +2187,15 @@ TEST(GemmGpu, DecodeStream16Once) {
     EXPECT_FALSE(gemm::lin::last_stream_launch().once);
   }
   // The defaults from M = 2 (session 21, no knob): NVFP4 W4A4, MXFP4 W4A4 / W4A16 on the block
-  // kernel; NVFP4 W4A16 on the 4-row stream kernel.
+  // kernel; NVFP4 W4A16 too since session 23 (round 86).
   unsetenv("B12X_GEMM_STREAM16_MINM");
   unsetenv("B12X_GEMM_STREAM16_QX");
   for (const LinearFormat f : {LinearFormat::kMxfp4, LinearFormat::kMxfp4W4A16,
                                LinearFormat::kNvfp4, LinearFormat::kNvfp4W4A16}) {
     const int64_t before = gemm::lin::last_stream_launch().serial;
     run_case({f, 3, 200, 4096, DType::kBF16, DType::kBF16, f == LinearFormat::kMxfp4});
-    const bool launched = gemm::lin::last_stream_launch().serial > before;
-    if (f == LinearFormat::kNvfp4W4A16) {  // the 4-row kernel or (N = 200) the decode kernel
-      EXPECT_TRUE(!launched || gemm::lin::last_stream_launch().rows == 4);
-    } else {
-      EXPECT_TRUE(launched) << gemm::format_name(f);
-      EXPECT_EQ(gemm::lin::last_stream_launch().rows, 32) << gemm::format_name(f);
-    }
+    EXPECT_GT(gemm::lin::last_stream_launch().serial, before) << gemm::format_name(f);
+    EXPECT_EQ(gemm::lin::last_stream_launch().rows, 32) << gemm::format_name(f);
   }
 }
 
@@ -2209,8 +2204,7 @@ TEST(GemmGpu, DecodeStream16Cluster) {
   // Session 23: the block kernel's K split summed in a thread-block cluster through DSMEM
   // (B12X_GEMM_S16_CLUSTER=<max size>, lin::kS16VarCluster; no partials, no reduce launch):
   // NVFP4 / MXFP4, W4A16 / W4A4 (pre-pass) on the staged-once kernel, NVFP4 W4A4 converting its
-  // activations on the chunked kernel (QX=1); M = 2..16 (one and two n8 token tiles); the
-  // clusters' scheduling policy Spread or Default (B12X_GEMM_S16_CL_SPREAD); splits 2 /
+  // activations on the chunked kernel (QX=1); M = 2..16 (one and two n8 token tiles); splits 2 /
   // 3 / 8 (K = 1312: the last range 9 of 12 vectors, the last half past K; 2848: 13 of 16;
   // 2016: vp 4, the smallest shared memory that holds the sum's tile); N = 72 / 200 / 520 (CTAs
   // with fewer tiles, rows past N); bias, FP16 outputs, capacity above M, graph replays with new
@@ -2227,7 +2221,6 @@ TEST(GemmGpu, DecodeStream16Cluster) {
       const char* sp = K == 1312 ? "2" : K == 2848 ? "3" : "8";
       ScopedEnv es("B12X_GEMM_STREAM16_SPLIT", sp);
       ScopedEnv etr("B12X_GEMM_STREAM_TRIG", (i % 2) ? "7" : "3");
-      ScopedEnv esp("B12X_GEMM_S16_CL_SPREAD", (i % 4) < 2 ? "1" : "0");
       Case c{f,
              M,
              (i % 3) == 0   ? 72
@@ -2275,11 +2268,41 @@ TEST(GemmGpu, DecodeStream16Cluster) {
     EXPECT_EQ(gemm::lin::last_stream_launch().cluster, c16 ? 16 : 0);
     if (!c16) std::printf("[cluster] split 16 not resident as one cluster: partials + reduce\n");
   }
-  // Off by default: the split's partials and the reduce kernel.
+  // Off: the split's partials and the reduce kernel.
   {
-    ScopedEnv ec0("B12X_GEMM_S16_CLUSTER", "0"), es("B12X_GEMM_STREAM16_SPLIT", "3");
+    ScopedEnv ec0("B12X_GEMM_S16_CLUSTER", "0"), er0("B12X_GEMM_S16_CL_RULE", "0");
+    ScopedEnv es("B12X_GEMM_STREAM16_SPLIT", "3");
     run_case({LinearFormat::kNvfp4W4A16, 16, 200, 2848, DType::kBF16, DType::kBF16, false});
     EXPECT_EQ(gemm::lin::last_stream_launch().cluster, 0);
+  }
+  // The rule (B12X_GEMM_S16_CL_RULE=1, kS16ClusterRule): SM90 only, W4A16 formats, a split <= 8
+  // on a grid of more CTAs than SMs, with the block kernel's early trigger (stream_trig bit 4).
+  unsetenv("B12X_GEMM_S16_CLUSTER");
+  ScopedEnv er1("B12X_GEMM_S16_CL_RULE", "1");
+  const bool sm90 = device_info(0).cc_major == 9 && device_info(0).cc_minor == 0;
+  const int64_t sms = device_info(0).sm_count;
+  auto plan_nk = [](LinearFormat f, int64_t n, int64_t k) {
+    gemm::Caps caps;
+    caps.format = f;
+    caps.max_tokens = 16;
+    caps.in_features = k;
+    caps.out_features = n;
+    caps.act_dtype = f == LinearFormat::kNvfp4 ? DType::kFP4E2M1 : DType::kBF16;
+    caps.out_dtype = DType::kBF16;
+    return gemm::plan(caps);
+  };
+  for (const LinearFormat f :
+       {LinearFormat::kNvfp4W4A16, LinearFormat::kMxfp4W4A16, LinearFormat::kNvfp4}) {
+    SCOPED_TRACE(gemm::format_name(f));
+    // N = 16 x 256 x ceil(1.5 SMs / 16) rows: 1.5 x SMs CTAs at split 8 (K = 4096), above them.
+    const int64_t n = 256 * ((3 * sms / 2 + 7) / 8);
+    const gemm::Plan big = plan_nk(f, n, 4096);
+    EXPECT_EQ(big.stream16_split, 8);
+    const bool want = sm90 && f != LinearFormat::kNvfp4;
+    EXPECT_EQ(big.stream16_cluster, want ? 8 : 0) << big.describe();
+    if (want) EXPECT_NE(big.stream_trig & 4, 0) << big.describe();
+    // floor(SMs / 8) x 8 CTAs (4096x4096 on an H200), not above the SM count: partials + reduce.
+    EXPECT_EQ(plan_nk(f, 256 * std::max<int64_t>(1, sms / 8), 4096).stream16_cluster, 0);
   }
 }
 
@@ -2711,7 +2734,7 @@ TEST(GemmGpu, DecodeStream16Default) {
   // CTA for NVFP4 / MXFP4 weights on BF16 activations (W4A16 raw, W4A4 / W4A8 through the
   // pre-pass) at runs of M = 5..16, the largest K split whose grid is one wave with >= 8 vectors
   // per CTA (K = 4096: 8 vectors at N = 16 x 8 x 2 x 4 rows); not with FP16 activations or
-  // B12X_GEMM_STREAM16=0; runs at M = 4 keep the 4-row kernel.
+  // B12X_GEMM_STREAM16=0.
   for (LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kNvfp4, LinearFormat::kMxfp4W4A16,
                          LinearFormat::kMxfp4, LinearFormat::kMxfp4W4A8}) {
     SCOPED_TRACE(gemm::format_name(f));
@@ -2834,9 +2857,9 @@ TEST(GemmGpu, DecodeStreamRowsDefault) {
       caps.out_features = big;
       EXPECT_EQ(gemm::plan(caps).stream_rows_parts, 0);
     }
-    // NVFP4 W4A4 runs the block kernel from M = 2 (session 21, round 79); B12X_GEMM_STREAM16_MINM=5
-    // restores the 4-row kernel at M = 3 there.
-    const bool block_from_2 = f == LinearFormat::kNvfp4;
+    // NVFP4 W4A4 runs the block kernel from M = 2 (session 21, round 79), NVFP4 W4A16 too (session
+    // 23, round 86); B12X_GEMM_STREAM16_MINM=5 restores the 4-row kernel at M = 3.
+    const bool block_from_2 = true;
     for (const char* minm : {"", "5"}) {
       if (minm[0] != '\0' && !block_from_2) continue;
       std::optional<ScopedEnv> em;
