@@ -3764,6 +3764,28 @@ TEST(GemmGpuSanitize, Stream16Fp8Cluster) {
   EXPECT_EQ(gemm::lin::last_stream16_f8_launch().cluster, 3);
 }
 
+TEST(GemmGpuSanitize, Stream16Cluster) {
+  B12X_REQUIRE_GPU();
+  if (device_info(0).cc_major < 9) GTEST_SKIP() << "thread-block clusters need SM90+";
+  // Session 23: the FP4 block kernel's split summed in a cluster (the partial tile written over
+  // the staged activations after the CTA barrier, read over DSMEM, the exit barrier): NVFP4 W4A16
+  // M = 16 split 3 (K = 2848: the last range 13 of 16 vectors), MXFP4 W4A16 M = 5 split 2 (K =
+  // 1312), NVFP4 W4A4 converting its activations on the chunked kernel at M = 3; N = 40 / 72.
+  ScopedEnv e16("B12X_GEMM_STREAM16", "1"), em("B12X_GEMM_STREAM16_MINM", "2"),
+      ecl("B12X_GEMM_S16_CLUSTER", "8");
+  {
+    ScopedEnv es("B12X_GEMM_STREAM16_SPLIT", "3");
+    run_case({LinearFormat::kNvfp4W4A16, 16, 40, 2848, DType::kBF16, DType::kBF16, true});
+    EXPECT_EQ(gemm::lin::last_stream_launch().cluster, 3);
+    ScopedEnv eq("B12X_GEMM_STREAM16_QX", "1");
+    run_case({LinearFormat::kNvfp4, 3, 72, 2848, DType::kBF16, DType::kFP16, false});
+    EXPECT_EQ(gemm::lin::last_stream_launch().cluster, 3);
+  }
+  ScopedEnv es("B12X_GEMM_STREAM16_SPLIT", "2");
+  run_case({LinearFormat::kMxfp4W4A16, 5, 72, 1312, DType::kBF16, DType::kBF16, true});
+  EXPECT_EQ(gemm::lin::last_stream_launch().cluster, 2);
+}
+
 TEST(GemmGpuSanitize, DecodeFp8SmallM) {
   B12X_REQUIRE_GPU();
   // Session 17's FP8 small-M decode grid forced on a small shape (the knobs the defaults use on
