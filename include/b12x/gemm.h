@@ -326,6 +326,9 @@ struct Plan {
   /// its clusters fit at once; B12X_GEMM_STREAM16_F8_CLUSTER=0 never, =1 any split <=
   /// B12X_GEMM_STREAM16_F8_CLMAX (2..8, default 4).
   int stream16_cluster = 0;
+  /// Runs at M >= this take the cluster (0: every M); below it the split's partials + the reduce
+  /// kernel. A cluster launch also triggers the dependent launch early (stream_trig bit 4's).
+  int stream16_cluster_min_m = 0;
   /// FP8 weights (per-tensor, block FP8, MXFP8) on the block kernel (session 14,
   /// lin::launch_linear_stream16_f8; the stream16_* fields above describe its grid): its
   /// weight ring depth per warp (0: not the FP8 kernel). Its MMA kind is decode_fp8_mma.

@@ -167,6 +167,9 @@ constexpr bool kS16TrigRule = true;
 /// Session 23: the W4A16 block kernel's K split summed in a thread-block cluster on SM90 where
 /// the split is <= 8 and the grid has more CTAs than SMs (see plan()).
 constexpr bool kS16ClusterRule = false;
+/// The rule's first run M, NVFP4 W4A16 / MXFP4 W4A16 (Plan::stream16_cluster_min_m; below it the
+/// partials + reduce). B12X_GEMM_S16_CL_MINM=<m> overrides (any cluster plan).
+constexpr int kS16ClusterMinM[2] = {0, 0};
 /// Plan::stream_trig bit 8, the decode kernel's (FP8 weights; run takes it at M <= 8), where each
 /// warp streams at most this many 256-K slices. Round 64 (H200, us over 4096x4096 / 14336x4096 /
 /// 4096x14336 / 6144x4096 / 2048x7168, slices per warp 4 / 16 / 14 / 4 / 7 at M = 1, trigger off ->
@@ -642,6 +645,9 @@ std::string stream16_describe(const Plan& p) {
   return " stream16=" + std::to_string(p.stream16_tw) + "x" + std::to_string(p.stream16_split) +
          "/" + std::to_string(p.stream16_vp) + stream16_variant_tags(p) +
          (p.stream16_cluster > 0 ? " cl" + std::to_string(p.stream16_cluster) : "") +
+         (p.stream16_cluster > 0 && p.stream16_cluster_min_m > 0
+              ? "m" + std::to_string(p.stream16_cluster_min_m)
+              : "") +
          (p.stream16_min_m > 0 && p.stream16_min_m != kS16MinM && p.stream16_depth == 0
               ? " m" + std::to_string(p.stream16_min_m)
               : "");
@@ -1860,7 +1866,9 @@ Plan plan(const Caps& caps) {
         if (split > 1 && split <= cl_max && (var != 0 || qx) && (!cl_rule || gx * split > sms) &&
             lin::stream16_max_active_clusters(caps.device, wf, tw, qx, var, split_vp, split) > 0) {
           p.stream16_cluster = split;
-          if (cl_rule) s16_trig_early = true;
+          p.stream16_cluster_min_m = cl_rule ? kS16ClusterMinM[f == LinearFormat::kMxfp4W4A16] : 0;
+          if (const char* e = std::getenv("B12X_GEMM_S16_CL_MINM"); e != nullptr)
+            p.stream16_cluster_min_m = std::clamp(std::atoi(e), 0, 17);
         }
       }
     }
@@ -2133,7 +2141,8 @@ Plan plan(const Caps& caps) {
   int64_t partial_rows = partial_splits * M;  // [split][M][NP] fp32
   if (p.stream_rows_parts > 0 && p.stream_rows_split > 1)
     partial_rows = std::max<int64_t>(partial_rows, p.stream_rows_split * std::min<int64_t>(M, 4));
-  if (p.stream16_tw > 0 && p.stream16_split > 1 && p.stream16_cluster == 0)
+  if (p.stream16_tw > 0 && p.stream16_split > 1 &&
+      (p.stream16_cluster == 0 || p.stream16_cluster_min_m > s16_min_m(p)))
     partial_rows = std::max<int64_t>(partial_rows, p.stream16_split * std::min<int64_t>(M, 16));
   if (partial_rows > 0) {
     p.off_partial = off;
@@ -2204,6 +2213,7 @@ Plan plan(const Caps& caps) {
           << (p.stream_rows_split > 1 ? "+reduce" : "");
     if (p.stream16_tw > 0)
       sig << " stream16=" << p.stream16_tw
+          << (p.stream16_cluster > 0 && p.stream16_cluster_min_m > s16_min_m(p) ? "+reduce" : "")
           << (p.stream16_cluster > 0 ? " cl" + std::to_string(p.stream16_cluster)
               : p.stream16_split > 1 ? "+reduce"
                                      : "")
@@ -2661,12 +2671,15 @@ void run(const Binding& b, Stream stream) {
     p.partial = p.split > 1 ? reinterpret_cast<float*>(b.scratch + plan.off_partial) : nullptr;
     p.stream_vp = plan.stream16_vp;
     p.stream_tiles = plan.stream16_tiles;
-    p.stream_trig = (plan.stream_trig & 4) ? 1 : 0;
+    // The cluster sum (no partials) with the early trigger (round 86: with it 14336x4096 NVFP4
+    // W4A16 M = 16 15.06 us, without 16.01).
+    const bool cl = plan.stream16_cluster > 0 && M >= plan.stream16_cluster_min_m;
+    p.stream_trig = (plan.stream_trig & 4) || cl ? 1 : 0;
     p.reduce_trig = plan.reduce_trig && plan.pdl ? 1 : 0;
-    if (plan.stream16_cluster > 0) p.partial = nullptr;  // summed in the cluster
-    lin::launch_linear_stream16(im.wfmt, plan.stream16_tw, plan.stream16_smem, p, stream,
-                                (plan.stream16_once ? lin::kS16VarOnce : 0) |
-                                    (plan.stream16_cluster > 0 ? lin::kS16VarCluster : 0));
+    if (cl) p.partial = nullptr;
+    lin::launch_linear_stream16(
+        im.wfmt, plan.stream16_tw, plan.stream16_smem, p, stream,
+        (plan.stream16_once ? lin::kS16VarOnce : 0) | (cl ? lin::kS16VarCluster : 0));
     if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);
     return;
   }
