@@ -1863,7 +1863,7 @@ Plan plan(const Caps& caps) {
         p.stream16_smem = lin::stream16_smem_bytes(tw, qx, var, split_vp);
         p.stream16_tiles = 8 * tw;
         p.stream16_min_m = static_cast<int>(s16_min);
-        if (split > 1 && split <= cl_max && (var != 0 || qx) && (!cl_rule || gx * split > sms) &&
+        if (split > 1 && split <= cl_max && var != 0 && (!cl_rule || gx * split > sms) &&
             lin::stream16_max_active_clusters(caps.device, wf, tw, qx, var, split_vp, split) > 0) {
           p.stream16_cluster = split;
           p.stream16_cluster_min_m = cl_rule ? kS16ClusterMinM[f == LinearFormat::kMxfp4W4A16] : 0;

@@ -160,18 +160,16 @@ S16Fn pick_stream16_once(int nt, bool mx, bool mx_free) {
                  : &linear_stream16_once_kernel<2, 2, false, false, kCl>;
 }
 
-/// var & kS16VarCluster (session 23 probe): the split summed in a cluster (kCl) on the staged-once
-/// kernel and on the chunked kernel's qx (W4A4 NVFP4 converted in the kernel) only.
+/// var & kS16VarCluster (session 23): the split summed in a cluster (kCl) on the staged-once
+/// kernel only (the chunked kernel's qx instances, W4A4 NVFP4 converted in the kernel, measured
+/// +25 % at 4096x4096 / 2048x7168 in round 85 and were removed).
 S16Fn pick_stream16(int tw, int nt, bool mx, bool qx, bool mx_free = false, int var = 0) {
   const bool cl = (var & kS16VarCluster) != 0;
   if (var & kS16VarOnce)
     return tw != 2 || qx ? nullptr
            : cl          ? pick_stream16_once<true>(nt, mx, mx_free)
                          : pick_stream16_once<false>(nt, mx, mx_free);
-  if (cl)
-    return tw != 2 || mx || !qx ? nullptr
-           : nt == 1            ? &linear_stream16_kernel<2, 1, false, true, false, true>
-                                : &linear_stream16_kernel<2, 2, false, true, false, true>;
+  if (cl) return nullptr;
   if (qx) return mx ? nullptr : pick_stream16_fmt<false, true>(tw, nt);
   if (mx && mx_free) return pick_stream16_fmt<true, false, true>(tw, nt);
   return mx ? pick_stream16_fmt<true, false>(tw, nt) : pick_stream16_fmt<false, false>(tw, nt);

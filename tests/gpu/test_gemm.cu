@@ -2203,8 +2203,8 @@ TEST(GemmGpu, DecodeStream16Cluster) {
   B12X_REQUIRE_GPU();
   // Session 23: the block kernel's K split summed in a thread-block cluster through DSMEM
   // (B12X_GEMM_S16_CLUSTER=<max size>, lin::kS16VarCluster; no partials, no reduce launch):
-  // NVFP4 / MXFP4, W4A16 / W4A4 (pre-pass) on the staged-once kernel, NVFP4 W4A4 converting its
-  // activations on the chunked kernel (QX=1); M = 2..16 (one and two n8 token tiles); splits 2 /
+  // NVFP4 / MXFP4, W4A16 / W4A4 (pre-pass) on the staged-once kernel (the only one with the
+  // cluster sum); M = 2..16 (one and two n8 token tiles); splits 2 /
   // 3 / 8 (K = 1312: the last range 9 of 12 vectors, the last half past K; 2848: 13 of 16;
   // 2016: vp 4, the smallest shared memory that holds the sum's tile); N = 72 / 200 / 520 (CTAs
   // with fewer tiles, rows past N); bias, FP16 outputs, capacity above M, graph replays with new
@@ -2240,17 +2240,6 @@ TEST(GemmGpu, DecodeStream16Cluster) {
       EXPECT_EQ(l.split, std::atoi(sp)) << "K " << K;
       EXPECT_EQ(l.cluster, l.split) << "M " << M << " K " << K;
     }
-  for (const int64_t M : {3, 16}) {
-    ScopedEnv eq1("B12X_GEMM_STREAM16_QX", "1"), es("B12X_GEMM_STREAM16_SPLIT", "3");
-    const int64_t before = gemm::lin::last_stream_launch().serial;
-    run_case({LinearFormat::kNvfp4, M, 200, 2848, DType::kBF16,
-              M == 3 ? DType::kFP16 : DType::kBF16, M == 16},
-             /*graph_replay=*/M == 16);
-    const gemm::lin::StreamLaunch l = gemm::lin::last_stream_launch();
-    EXPECT_GT(l.serial, before) << "qx M " << M;
-    EXPECT_FALSE(l.once);
-    EXPECT_EQ(l.cluster, 3) << "qx M " << M;
-  }
   {
     ScopedEnv ec16("B12X_GEMM_S16_CLUSTER", "16"), es("B12X_GEMM_STREAM16_SPLIT", "16");
     gemm::Caps caps;
@@ -3769,15 +3758,12 @@ TEST(GemmGpuSanitize, Stream16Cluster) {
   // Session 23: the FP4 block kernel's split summed in a cluster (the partial tile written over
   // the staged activations after the CTA barrier, read over DSMEM, the exit barrier): NVFP4 W4A16
   // M = 16 split 3 (K = 2848: the last range 13 of 16 vectors), MXFP4 W4A16 M = 5 split 2 (K =
-  // 1312), NVFP4 W4A4 converting its activations on the chunked kernel at M = 3; N = 40 / 72.
+  // 1312); N = 40 / 72.
   ScopedEnv e16("B12X_GEMM_STREAM16", "1"), em("B12X_GEMM_STREAM16_MINM", "2"),
       ecl("B12X_GEMM_S16_CLUSTER", "8");
   {
     ScopedEnv es("B12X_GEMM_STREAM16_SPLIT", "3");
     run_case({LinearFormat::kNvfp4W4A16, 16, 40, 2848, DType::kBF16, DType::kBF16, true});
-    EXPECT_EQ(gemm::lin::last_stream_launch().cluster, 3);
-    ScopedEnv eq("B12X_GEMM_STREAM16_QX", "1");
-    run_case({LinearFormat::kNvfp4, 3, 72, 2848, DType::kBF16, DType::kFP16, false});
     EXPECT_EQ(gemm::lin::last_stream_launch().cluster, 3);
   }
   ScopedEnv es("B12X_GEMM_STREAM16_SPLIT", "2");

@@ -960,8 +960,7 @@ __device__ __forceinline__ void s16_cluster_store(const LinearParams& p,
 /// converted to BF16 in the kernel (they land one chunk before their conversion, as the scales),
 /// instead of the pre-pass launch before it; the values are the pre-pass's (e2m1 x
 /// UE4M3 is exact in BF16).
-template <int kTw, int kNt, bool kMx = false, bool kQx = false, bool kMxFree = false,
-          bool kCl = false>
+template <int kTw, int kNt, bool kMx = false, bool kQx = false, bool kMxFree = false>
 __global__ void __launch_bounds__(kStreamWarps * 32, 2)
     linear_stream16_kernel(const LinearParams p) {
   static_assert(!kMxFree || kMx, "fold-free splats: MXFP4 only");
@@ -1156,15 +1155,11 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
 
   float mult = p.out_mult;
   if (p.alpha != nullptr) mult *= *p.alpha;
-  if constexpr (kCl) {
-    s16_cluster_store<kTw, kNt>(p, acc, dsm, cr.row0, tpc, mult, warp, g, t);
-  } else {
 #pragma unroll
-    for (int j = 0; j < kTw; ++j) {
-      const int64_t tile = tile0 + j;
-      if (tile >= p.n16 || warp * kTw + j >= tpc) continue;
-      stream_store_tile<kNt>(p, acc[j], tile, static_cast<int64_t>(blockIdx.y), mult, g, t);
-    }
+  for (int j = 0; j < kTw; ++j) {
+    const int64_t tile = tile0 + j;
+    if (tile >= p.n16 || warp * kTw + j >= tpc) continue;
+    stream_store_tile<kNt>(p, acc[j], tile, static_cast<int64_t>(blockIdx.y), mult, g, t);
   }
   griddep_launch_dependents();
 }
