@@ -247,14 +247,6 @@ struct Plan {
   /// the kernel's staging instead of the pre-pass launch (default where K <= 8192;
   /// B12X_GEMM_STREAM_QX=0|1 overrides), 0 the BF16 staging.
   int decode_stream_var = 0;
-  /// The M = 1 stream kernel's K split over a thread-block cluster of this many CTAs (session
-  /// 23 probe, var bit 512, B12X_GEMM_STREAM_CLUSTER; 0 = none): decode_stream_ctas clusters.
-  int decode_stream_cl = 0;
-  /// The M = 1 stream kernel's even split in clusters (session 23 probe, var bit 2048,
-  /// B12X_GEMM_STREAM_WALK): tiles per cluster (0 = none); decode_stream_vp vectors per warp.
-  int decode_stream_walk_tiles = 0;
-  /// Timing probe of the two above (round 86): 1 = no cluster sum, 2 = also no cluster launch.
-  int decode_stream_cprobe = 0;
   /// MXFP4 weights on the M = 1 stream kernel and the M <= 16 block kernel: the fold-free splat
   /// instances (session 15: 2^(e-8) straight onto the decoded FP4 bits, one HMUL2 per register
   /// instead of the 2^119 fold's HFMA2 + the splat's HMUL2), which run takes for weights whose

@@ -669,9 +669,7 @@ std::string Plan::describe() const {
              ? " stream=" + std::to_string(decode_stream_parts) + "o" +
                    std::to_string(decode_stream_occ) + (decode_stream_shfl ? "s" : "") +
                    (decode_stream_var ? "v" + std::to_string(decode_stream_var) : std::string()) +
-                   (decode_stream_cl > 1 ? "c" + std::to_string(decode_stream_cl) : std::string()) +
-                   (decode_stream_walk_tiles > 0 ? "w" + std::to_string(decode_stream_walk_tiles)
-                                                 : std::string()) +
+
                    "/" + std::to_string(decode_stream_ctas)
              : std::string())
      << stream_rows_describe(*this) << stream16_describe(*this)
@@ -1543,71 +1541,6 @@ Plan plan(const Caps& caps) {
         p.decode_stream_free_only =
             mx_w4a16_free || (wf == lin::WFmt::kMxfp4 && !(p.decode_stream_var & 128));
         stream_trig_m1 = c.ctas * 10 >= c.slots * 8 || (tile_per_sm && occ == 2);
-        // Session 23 probes. B12X_GEMM_STREAM_CLUSTER=<2|4|8> (SM90+): the 2-CTA blocks at 8 parts
-        // with each tile's K split over a thread-block cluster of that many CTAs (var bit 512,
-        // LinearParams::cluster_split), their row sums added over distributed shared memory: 16 x
-        // cl warps per tile instead of 8, ctas clusters (at most those co-resident).
-        if (const char* e = std::getenv("B12X_GEMM_STREAM_CLUSTER");
-            e != nullptr && dev.cc_major >= 9 && occ == 2 && c.parts == 8 &&
-            (p.decode_stream_var & 128)) {
-          const int cl = std::atoi(e);
-          const int var = p.decode_stream_var | 512;
-          if ((cl == 2 || cl == 4 || cl == 8) && lin::stream_var_available(wf, 8, 2, var)) {
-            const int fit = lin::stream_cluster_fit(caps.device, wf, 8, 2, var, cl);
-            if (fit > 0) {
-              p.decode_stream_var = var;
-              p.decode_stream_cl = cl;
-              p.decode_stream_ctas = static_cast<int>(std::min<int64_t>(c.groups, fit));
-              p.decode_stream_vp = lin::stream_vectors_per_part(geo.kvec, 8, cl);
-              stream_trig_m1 = int64_t{p.decode_stream_ctas} * cl * 10 >= c.slots * 8;
-            }
-          }
-        }
-        // B12X_GEMM_STREAM_WALK=<S> (SM90+, S = 1, 2, 4, 8): the even split inside clusters of S
-        // 2-CTA blocks at one part (var bit 2048): clusters of T tiles whose T x bpt blocks of 4
-        // vectors go per = ceil(T bpt / 8 S) to each warp, T (<= 16, per <= bpt) the one of the
-        // fewest blocks per warp whose clusters fit at once (then the most clusters);
-        // B12X_GEMM_STREAM_WALK_T=<T> forces T (tests). 14336x4096 at S = 2: T = 7, 7 blocks per
-        // warp on 256 CTAs instead of 8 on 224.
-        if (const char* e = std::getenv("B12X_GEMM_STREAM_WALK");
-            e != nullptr && dev.cc_major >= 9 && !(p.decode_stream_var & 512) &&
-            (w4a16 || f == LinearFormat::kNvfp4 || f == LinearFormat::kMxfp4)) {
-          const int cl = std::atoi(e);
-          const int var = (w4a16 ? 128 : 168) | 2048;  // W4A4: converted in the blocks
-          if ((cl == 1 || cl == 2 || cl == 4 || cl == 8) &&
-              lin::stream_var_available(wf, 1, 2, var)) {
-            const int fit = lin::stream_cluster_fit(caps.device, wf, 1, 2, var, cl);
-            const int64_t bpt = (geo.kvec + 3) / 4;
-            int force_t = 0;
-            if (const char* et = std::getenv("B12X_GEMM_STREAM_WALK_T"); et != nullptr)
-              force_t = std::atoi(et);
-            int64_t best_t = 0, best_per = 0, best_cl = 0;
-            for (int64_t tt = 1; tt <= 16; ++tt) {
-              if (force_t > 0 && tt != force_t) continue;
-              const int64_t per = (tt * bpt + 8 * cl - 1) / (8 * cl);
-              const int64_t ncl = (geo.n16 + tt - 1) / tt;
-              if (per > bpt || (force_t == 0 && ncl > fit)) continue;
-              if (best_t == 0 || per < best_per || (per == best_per && ncl > best_cl))
-                best_t = tt, best_per = per, best_cl = ncl;
-            }
-            if (fit > 0 && best_t > 0) {
-              p.decode_stream_var = var;
-              p.decode_stream_parts = 1;
-              p.decode_stream_occ = 2;
-              p.decode_stream_cl = cl;
-              p.decode_stream_walk_tiles = static_cast<int>(best_t);
-              p.decode_stream_ctas = static_cast<int>(best_cl);
-              p.decode_stream_vp = static_cast<int>(best_per * 4);
-              p.decode_stream_smem = lin::kStreamJitBytes;
-              stream_trig_m1 = true;
-            }
-          }
-        }
-        // B12X_GEMM_STREAM_CPROBE=1|2 (round 86, timing only, outputs wrong): the cluster / walk
-        // plans without their cluster sum (=1), and launched without the cluster attribute (=2).
-        if (const char* e = std::getenv("B12X_GEMM_STREAM_CPROBE");
-            e != nullptr && (p.decode_stream_var & (512 | 2048)))
-          p.decode_stream_cprobe = std::atoi(e);
       }
     }
   }
@@ -2204,10 +2137,7 @@ Plan plan(const Caps& caps) {
     if (p.decode_stream_parts > 0)
       sig << " stream=" << p.decode_stream_parts << "o" << p.decode_stream_occ
           << (p.decode_stream_shfl ? "s" : "")
-          << (p.decode_stream_var ? "v" + std::to_string(p.decode_stream_var) : std::string())
-          << (p.decode_stream_cl > 1 ? "c" + std::to_string(p.decode_stream_cl) : std::string())
-          << (p.decode_stream_walk_tiles > 0 ? "w" + std::to_string(p.decode_stream_walk_tiles)
-                                             : std::string());
+          << (p.decode_stream_var ? "v" + std::to_string(p.decode_stream_var) : std::string());
     if (p.stream_rows_parts > 0)
       sig << " stream_r4=" << p.stream_rows_parts << (p.stream_rows_shfl ? "s" : "")
           << (p.stream_rows_split > 1 ? "+reduce" : "");
@@ -2694,9 +2624,6 @@ void run(const Binding& b, Stream stream) {
     p.stream_vp = plan.decode_stream_vp;
     p.stream_trig = (plan.stream_trig & 1) ? 1 : 0;
     p.stream_var = plan.decode_stream_var;
-    p.cluster_split = plan.decode_stream_cl > 1 ? plan.decode_stream_cl : 1;
-    p.stream_tiles = plan.decode_stream_walk_tiles;
-    p.stream_cprobe = plan.decode_stream_cprobe;
     lin::launch_linear_stream(im.wfmt, plan.decode_stream_parts, plan.decode_stream_occ,
                               plan.decode_stream_ctas, plan.decode_stream_smem, p, stream, 1);
     return;

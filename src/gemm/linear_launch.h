@@ -59,12 +59,6 @@ bool decode_lean_available(WFmt f, bool fp16, int nt, int ws, bool pipe, bool ha
 /// warp, registers capped for `occ` (2 or 3) CTAs per SM, a persistent grid of `ctas` CTAs over
 /// the row-tile groups; dynamic shared memory stream_smem_bytes (the staged activations).
 bool stream_kernel_available(WFmt f, bool fp16, int parts, int occ, int rows = 1);
-/// The M = 1 variant `var` (LinearParams::stream_var) at these parts and cap exists (MXFP4: the
-/// fold-free instance, and the fold's too where W4A4 takes any weight).
-bool stream_var_available(WFmt f, int parts, int occ, int var);
-/// Host only (plan time, SM90+): how many clusters of `cl` CTAs of the M = 1 cluster variant
-/// (var bit 512) can be resident at once (cudaOccupancyMaxActiveClusters; 0 where none).
-int stream_cluster_fit(int device, WFmt f, int parts, int occ, int var, int cl);
 /// Staging budget at M = 1: what SM12x's 99 KB per block leave beside the static shared memory
 /// (the 1 KB reduction buffer; static_assert in linear_stream.cu) and margin (K up to ~46k).
 inline constexpr int64_t kStreamSmemBudget = 101376 - 8 * 1024;

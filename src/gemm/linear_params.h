@@ -70,9 +70,6 @@ struct LinearParams {
   int64_t decode_ws8_budget;
   // linear_reduce_kernel: trigger the dependent launch right after its wait (Plan::reduce_trig).
   int reduce_trig;
-  // M = 1 cluster probes (session 23, round 86; timing only, outputs wrong): 1 = no cluster sum,
-  // 2 = that and launched without the cluster attribute.
-  int stream_cprobe;
 };
 
 /// Activation source kinds of the weight-streaming kernel.

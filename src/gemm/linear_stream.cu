@@ -50,38 +50,8 @@ StreamFn stream_fn(int parts) {
 /// parts. At the 3-CTA cap with 8 parts only and kLean's registers (+64, session 20; without kLean
 /// the instances spilled 80-120 bytes and lost, round 75: 6144x4096 NVFP4 W4A16 7.33 us vs 6.43
 /// staged, kLean 5.70): W4A16 192 (MXFP4 fold-free), W4A4 232.
-/// Session 23 probes: kCl (bit 512: the K split over a thread-block cluster) on the 2-CTA blocks at
-/// 8 parts and kW (bit 2048: the even split in a cluster) at one part.
-StreamFn stream_probe_fn(WFmt f, int parts, int occ, int var, bool mx_free) {
-  const bool mx = f == WFmt::kMxfp4;
-  if (occ != 2) return nullptr;
-  if (var & 2048) {  // kW: one part
-    if (parts != 1) return nullptr;
-    if (var == (128 | 2048))
-      return !mx       ? &linear_stream_kernel<1, 2, 1, false, false, 128 | 2048>
-             : mx_free ? &linear_stream_kernel<1, 2, 1, true, true, 128 | 2048>
-                       : nullptr;
-    if (var == (168 | 2048))
-      return !mx       ? &linear_stream_kernel<1, 2, 1, false, false, 168 | 2048>
-             : mx_free ? &linear_stream_kernel<1, 2, 1, true, true, 168 | 2048>
-                       : &linear_stream_kernel<1, 2, 1, true, false, 168 | 2048>;
-    return nullptr;
-  }
-  if (parts != 8) return nullptr;
-  if (var == (128 | 512))
-    return !mx       ? &linear_stream_kernel<8, 2, 1, false, false, 128 | 512>
-           : mx_free ? &linear_stream_kernel<8, 2, 1, true, true, 128 | 512>
-                     : nullptr;
-  if (var == (168 | 512))
-    return !mx       ? &linear_stream_kernel<8, 2, 1, false, false, 168 | 512>
-           : mx_free ? &linear_stream_kernel<8, 2, 1, true, true, 168 | 512>
-                     : &linear_stream_kernel<8, 2, 1, true, false, 168 | 512>;
-  return nullptr;
-}
-
 StreamFn stream_var_fn(WFmt f, int parts, int occ, int var, bool mx_free) {
   const bool mx = f == WFmt::kMxfp4;
-  if (var & (512 | 2048)) return stream_probe_fn(f, parts, occ, var, mx_free);
   if (occ == 3) {
     if (parts != 8) return nullptr;
     if (var == 232)
@@ -289,22 +259,6 @@ bool stream_kernel_available(WFmt f, bool fp16, int parts, int occ, int rows) {
   return pick_stream(f, fp16, parts, occ, rows, f == WFmt::kMxfp4) != nullptr;
 }
 
-bool stream_var_available(WFmt f, int parts, int occ, int var) {
-  return pick_stream(f, false, parts, occ, 1, true, var) != nullptr &&
-         (f != WFmt::kMxfp4 || (var & 40) != 40 ||
-          pick_stream(f, false, parts, occ, 1, false, var));
-}
-
-int stream_cluster_fit(int device, WFmt f, int parts, int occ, int var, int cl) {
-  const StreamFn k = pick_stream(f, false, parts, occ, 1, true, var);
-  B12X_ASSERT(k != nullptr && (var & (512 | 2048)) && cl >= 1 && cl <= 8,
-              "no cluster stream kernel for format ", static_cast<int>(f), " parts=", parts,
-              " occ=", occ, " var=", var, " cluster=", cl);
-  const ::b12x::detail::DeviceScope scope(device);
-  return ::b12x::detail::max_active_clusters(reinterpret_cast<const void*>(k), kStreamWarps * 32,
-                                             static_cast<int>(kStreamJitBytes), cl);
-}
-
 int stream_vectors_per_part(int64_t kvec, int parts, int split) {
   const int64_t per = (kvec + int64_t{parts} * split - 1) / (int64_t{parts} * split);
   return static_cast<int>((per + kStreamDepth - 1) / kStreamDepth * kStreamDepth);
@@ -334,24 +288,12 @@ void launch_linear_stream(WFmt f, int parts, int occ, int ctas, int64_t smem, co
   B12X_ASSERT(k != nullptr, "no stream kernel for format ", static_cast<int>(f), " parts=", parts,
               " occ=", occ, " rows=", rows, " var=", p.stream_var);
   const int split = rows == 1 ? 1 : std::max(p.split, 1);
-  // kCl (var bit 512): grid.y is one cluster of p.cluster_split CTAs over the tile's K.
-  const int cl = rows == 1 && (p.stream_var & (512 | 2048)) ? p.cluster_split : 1;
-  B12X_ASSERT(cl >= 1 && cl <= 8, "stream kernel: cluster ", cl);
-  // kW (var bit 2048): ctas clusters of p.stream_tiles tiles, each warp p.stream_vp vectors.
-  const bool walk = rows == 1 && (p.stream_var & 2048);
-  B12X_ASSERT(
-      !walk || (p.stream_tiles >= 1 && p.stream_tiles <= 16 && parts == 1 &&
-                int64_t{p.stream_vp} * kStreamWarps * cl >=
-                    int64_t{p.stream_tiles} * ((p.kvec + 3) / 4 * 4) &&
-                p.stream_vp <= (p.kvec + 3) / 4 * 4 && int64_t{ctas} * p.stream_tiles >= p.n16),
-      "stream kernel walk: tiles ", p.stream_tiles, " vp ", p.stream_vp, " cluster ", cl, " ctas ",
-      ctas);
   const bool qx = rows == 1 && (p.stream_var & 8);
   const int act_kind = qx ? (f == WFmt::kMxfp4 ? kActMxfp4 : kActNvfp4) : kActRaw16;
   const int xs_kind = qx && f == WFmt::kMxfp4 ? kXsE8m0Swz : kXsNone;
   B12X_ASSERT(p.M >= 1 && p.M <= rows && p.act_kind == act_kind && p.xs_kind == xs_kind &&
                   p.stream_vp > 0 && p.stream_vp % kStreamDepth == 0 &&
-                  (walk || int64_t{p.stream_vp} * parts * split * cl >= p.kvec) &&
+                  int64_t{p.stream_vp} * parts * split >= p.kvec &&
                   smem == (rows == 1 && (p.stream_var & 128)
                                ? kStreamJitBytes
                                : int64_t{parts} * p.stream_vp * 64 * 2 * rows) &&
@@ -362,21 +304,20 @@ void launch_linear_stream(WFmt f, int parts, int occ, int ctas, int64_t smem, co
     B12X_CUDA_CHECK(
         ::b12x::detail::opt_in_smem(reinterpret_cast<const void*>(k), static_cast<int>(smem)));
   const int64_t groups = (p.n16 + kStreamWarps / parts - 1) / (kStreamWarps / parts);
-  const int64_t gx = walk ? ctas : std::max<int64_t>(1, std::min<int64_t>(ctas, groups));
+  const int64_t gx = std::max<int64_t>(1, std::min<int64_t>(ctas, groups));
   t_last = StreamLaunch{parts,
                         occ,
                         static_cast<int>(gx),
                         t_last.serial + 1,
                         rows,
-                        split * cl,
+                        split,
                         f == WFmt::kMxfp4 && p.mx_free != 0,
                         false,
                         p.reduce_trig != 0,
                         p.stream_trig != 0};
   B12X_CUDA_CHECK(b12x::detail::launch_ex(
-      k, dim3(static_cast<unsigned>(gx), static_cast<unsigned>(split * cl)),
-      dim3(kStreamWarps * 32), static_cast<size_t>(smem), stream, p.pdl != 0,
-      dim3(1, static_cast<unsigned>(p.stream_cprobe == 2 ? 1 : cl), 1), p));
+      k, dim3(static_cast<unsigned>(gx), static_cast<unsigned>(split)), dim3(kStreamWarps * 32),
+      static_cast<size_t>(smem), stream, p.pdl != 0, dim3(1, 1, 1), p));
   B12X_CUDA_CHECK_LAUNCH();
 }
 

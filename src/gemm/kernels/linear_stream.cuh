@@ -172,8 +172,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     linear_stream_kernel(const LinearParams p) {
   static_assert(!kMx || kRows == 1, "MXFP4: M = 1");
   static_assert(!kMxFree || kMx, "fold-free splats: MXFP4 only");
-  static_assert(kVar == 0 || (kRows == 1 && (!kMx || (kVar & ~(64 | 512 | 2048)) == 128 ||
-                                             (kVar & ~(64 | 512 | 2048)) == 168)),
+  static_assert(kVar == 0 || (kRows == 1 && (!kMx || (kVar & ~64) == 128 || (kVar & ~64) == 168)),
                 "kVar: M = 1; MXFP4 with kJit only");
   constexpr bool kQx = (kVar & 8) != 0;  // NVFP4 (kMx: MXFP4) activations converted in the kernel
   constexpr bool kJit = (kVar & 128) != 0;
@@ -186,22 +185,6 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   // each vector's row word: its splat's step) kept, compressed into one register per row.
   constexpr bool kLean = (kVar & 64) != 0;
   static_assert(!kLean || kJit, "kLean: with the per-warp blocks");
-  // kCl (bit 512, session 23; kJit, M = 1): the tile's K split over the gridDim.y CTAs of a
-  // thread-block cluster (1, gridDim.y, 1), each over kParts parts of vp vectors from (blockIdx.y
-  // x kParts + part) x vp; the CTAs' row sums meet in distributed shared memory (cluster_sum_f4)
-  // instead of more CTAs per tile group through global partials.
-  constexpr bool kCl = (kVar & 512) != 0;
-  static_assert(!kCl || (kJit && kRows == 1), "kCl: the per-warp blocks, M = 1");
-  // kW (bit 2048, session 23; kJit, kParts = 1, M = 1): an even split inside a cluster. Cluster
-  // blockIdx.x (gridDim.y CTAs, cluster (1, gridDim.y, 1)) owns tiles [c T, c T + T) (T =
-  // p.stream_tiles <= 16); their tile-major blocks of kDepth vectors are dealt out per =
-  // p.stream_vp / kDepth (<= blocks per tile) to each of its 8 gridDim.y warps in order (warp
-  // blockIdx.y x 8 + warp), so a warp's range covers a piece of at most two tiles. The pieces'
-  // 16 row sums go to shared memory; each CTA adds its warps' pieces per tile in warp order, and
-  // the ranks add the CTAs' sums in rank order through DSMEM (cluster_sum_f4): K order, no global
-  // partials, no counters (session 22's walk with L2 counters lost ~0.5 us per round trip).
-  constexpr bool kW = (kVar & 2048) != 0;
-  static_assert(!kW || (kJit && kParts == 1 && kRows == 1 && !kCl), "kW: blocks, one part");
   constexpr int kCh = kLean ? 1 : 4;  // MMA accumulator chains
   static_assert(!kQf || (kQx && kJit), "kQf: the per-warp blocks' FP4 activation conversion");
   static_assert(!(kQx && kJit) || kQf, "the per-warp blocks convert FP4 activations by kQf only");
@@ -215,9 +198,6 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   constexpr int kNt = 1;  // n8 token tiles per MMA step (two measured slower for 16 rows)
   extern __shared__ __align__(16) uint8_t dsm[];
   __shared__ float red[kStreamRedBytes<kRows> / 4];
-  __shared__ float4 csum[kCl ? kTiles * 4 : kW ? 64 : 1];  // kCl / kW: the CTA's tile row sums
-  __shared__ float wpc[kW ? kWarps * 2 * 16 : 1];  // kW: each warp's (up to) two pieces' row sums
-  __shared__ int wtl[kW ? kWarps * 2 : 1];         // kW: their tiles in the cluster (-1: none)
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, t = lane & 3;
@@ -225,7 +205,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   const int vp = p.stream_vp;
   const int64_t groups = (p.n16 + kTiles - 1) / kTiles;
   // The CTA's K range (kRows > 1: gridDim.y ranges of kParts * vp vectors).
-  const int ky = kRows == 1 && !kCl ? 0 : static_cast<int>(blockIdx.y);
+  const int ky = kRows == 1 ? 0 : static_cast<int>(blockIdx.y);
   const int64_t vbase = static_cast<int64_t>(ky * kParts + wk) * vp;  // warp's first vector
 
   // Issue state: the next block of kDepth vectors to request starts at vector iv of group igrp
@@ -238,25 +218,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   const uint8_t* sp = nullptr;         // scale bytes of row g at the block
   const uint8_t* sp8 = nullptr;        // row g + 8
   const int64_t lim = p.kvec - vbase;  // vectors of this warp's part that exist
-  // kW: the cluster's tiles (wtn of them exist), blocks per tile, the warp's blocks [eb0, eb1) of
-  // the cluster's wtn x bpt, and the issue state: block ekb of tile etile (eib in the range).
-  const int bpt = kW ? static_cast<int>((p.kvec + kDepth - 1) / kDepth) : 0;
-  const int wper = kW ? vp / kDepth : 0;
-  const int64_t wt0 = kW ? static_cast<int64_t>(blockIdx.x) * p.stream_tiles : 0;
-  const int wtn = kW ? static_cast<int>(min(int64_t{p.stream_tiles}, p.n16 - wt0)) : 0;
-  const int wrank = kW ? static_cast<int>(blockIdx.y) * kWarps : 0;  // the CTA's first warp
-  const int eb0 = kW ? min((wrank + warp) * wper, wtn * bpt) : 0;
-  const int eb1 = kW ? min(eb0 + wper, wtn * bpt) : 0;
-  int eib = eb0, ekb = kW ? eb0 % bpt : 0;
-  int64_t etile = kW ? wt0 + eb0 / bpt : 0;
   auto set_group = [&]() {
-    if constexpr (kW) {
-      nvalid = eib < eb1 ? static_cast<int>(min(p.kvec - ekb * kDepth, int64_t{kDepth})) : 0;
-      wp = p.wvals + (etile * p.kvec + ekb * kDepth) * 512 + lane * 16;
-      sp = p.wscale + (etile * 16 + g) * p.scale_ld + ekb * kDepth * kSb;
-      sp8 = sp + 8 * p.scale_ld;
-      return;
-    }
     const int64_t tile = igrp * kTiles + wt;
     nvalid = igrp < groups && tile < p.n16 ? static_cast<int>(min(lim, int64_t{kDepth})) : 0;
     wp = p.wvals + (tile * p.kvec + vbase) * 512 + lane * 16;
@@ -291,12 +253,8 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     }
   };
   auto issue = [&](uint4& s, int j) {
-    // kCl / kW: no activation load for a block that does not exist (round 86: a load still in
-    // flight at the cluster barrier, whose arrive.release waits for it).
-    if constexpr (kW) {
-      if (j == 0 && xok && nvalid > 0) na = load_x(int64_t{ekb} * (kDepth * 64));
-    } else if constexpr (kJit) {
-      if (j == 0 && xok && (!kCl || nvalid > 0)) na = load_x((vbase + iv) * 64);
+    if constexpr (kJit) {
+      if (j == 0 && xok) na = load_x((vbase + iv) * 64);
     }
     if (j < nvalid) {
       s = ldg_stream(wp + j * 512);
@@ -314,21 +272,6 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     }
   };
   auto advance = [&]() {
-    if constexpr (kW) {
-      ++eib;
-      if (++ekb == bpt) {
-        ekb = 0;
-        ++etile;
-        set_group();
-      } else {
-        wp += kDepth * 512;
-        sp += kDepth * kSb;
-        sp8 += kDepth * kSb;
-        nvalid = eib < eb1 ? static_cast<int>(min(p.kvec - ekb * kDepth, int64_t{kDepth})) : 0;
-      }
-      if (p.stream_trig && eib == eb1) griddep_launch_dependents();  // the warp's last loads
-      return;
-    }
     wp += kDepth * 512;
     sp += kDepth * kSb;
     sp8 += kDepth * kSb;
@@ -357,10 +300,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
 
   const int ks = kParts * vp * 64;  // staged activations (K values)
   uint8_t* const xs = dsm;
-  if constexpr (kW) {
-    xok = true;
-    na = load_x(int64_t{eb0 % bpt} * (kDepth * 64));  // the warp's first block
-  } else if constexpr (kJit) {
+  if constexpr (kJit) {
     xok = true;
     na = load_x(vbase * 64);  // block 0 of the first group (requested before the wait)
   }
@@ -486,11 +426,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
                                    : xs + wk * vp * kRows * 128 + ((g & (kRows - 1)) * 4 + t) * 16;
   uint8_t* const xw = dsm + warp * 512;  // kJit: the warp's block of activations
   int rb = 0;                            // reduction buffer
-  int cb = eb0, seg = 0;                 // kW: the next block to compute, its piece
-  if (kW && lane == 0) wtl[warp * 2] = wtl[warp * 2 + 1] = -1;
-  for (int64_t grp = blockIdx.x; kW ? cb < eb1 : grp < groups; grp += gridDim.x) {
-    // kW: a piece is the warp's blocks of one tile.
-    const int nv = kW ? (min(eb1, (cb / bpt + 1) * bpt) - cb) * kDepth : vp;
+  for (int64_t grp = blockIdx.x; grp < groups; grp += gridDim.x) {
     float acc[kNt][kCh][4];
 #pragma unroll
     for (int n = 0; n < kNt; ++n)
@@ -576,7 +512,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
         mma16816<T>(acc[n][3 % kCh], af[1][1], xb[n].z, xb[n].w);
       }
     };
-    for (int v0 = 0; v0 < nv; v0 += kDepth) {
+    for (int v0 = 0; v0 < vp; v0 += kDepth) {
       if constexpr (kLean && kMx) {
         const uint32_t sel = (t >> 1) * 0x1111u + 0x6420u;  // byte 2j + t / 2 of .x, .y
         cs0 = prmt(nb0.x, nb0.y, sel);
@@ -652,16 +588,6 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
       r0 = (acc[0][0][0] + acc[0][1][0]) + (acc[0][2][0] + acc[0][3][0]);
       r1 = (acc[0][0][2] + acc[0][1][2]) + (acc[0][2][2] + acc[0][3][2]);
     }
-    if constexpr (kW) {
-      if (t == 0) {
-        wpc[(warp * 2 + seg) * 16 + g] = r0;
-        wpc[(warp * 2 + seg) * 16 + g + 8] = r1;
-      }
-      if (lane == 0) wtl[warp * 2 + seg] = cb / bpt;
-      cb += nv / kDepth;
-      ++seg;
-      continue;
-    }
     if constexpr (kParts > 1) {
       auto& red1 = *reinterpret_cast<float(*)[2][kWarps][16]>(red);
       if (t == 0) {
@@ -681,65 +607,11 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
       }
       rb ^= 1;
     }
-    if constexpr (kCl) {
-      // The CTA's sums of the group's tiles (part 0's warps) into csum, then every rank of the
-      // cluster adds its share of the 16 x kTiles rows over the ranks' csum in rank order. Every
-      // CTA of a cluster walks the same groups (same blockIdx.x), so the barriers pair up; the
-      // helper's second barrier keeps csum unread before the next group rewrites it.
-      if (wk == 0 && t == 0) {
-        float* const cw = reinterpret_cast<float*>(csum) + wt * 16;
-        cw[g] = r0;
-        cw[g + 8] = r1;
-      }
-      if (p.stream_cprobe != 0) continue;  // timing probe: no cluster sum (outputs wrong)
-      cluster_sum_f4(
-          csum, kTiles * 4, [](int e) { return e; },
-          [&](int e, float4 s) {
-            const int64_t tile = grp * kTiles + e / 4;
-            const int64_t row = tile * 16 + (e % 4) * 4;
-            if (tile >= p.n16) return;
-            const float v[4] = {s.x, s.y, s.z, s.w};
-#pragma unroll
-            for (int i = 0; i < 4; ++i)
-              if (row + i < p.N) store_out_elem(p, 0, row + i, v[i], mult);
-          });
-      continue;
-    }
     const int64_t tile = grp * kTiles + wt;
     if (wk == 0 && t < 2 && tile < p.n16) {
       const int64_t row = tile * 16 + g + 8 * t;
       if (row < p.N) store_out_elem(p, 0, row, t ? r1 : r0, mult);
     }
-  }
-  if constexpr (kW) {
-    // The CTA's pieces per tile in warp order (K order), zero where it has none; then the ranks'.
-    __syncthreads();
-    float* const cw = reinterpret_cast<float*>(csum);
-    for (int i = threadIdx.x; i < p.stream_tiles * 16; i += kWarps * 32) {
-      const int j = i >> 4, r = i & 15;
-      float s = 0.f;
-      // (round 86: the pieces' tiles derived here by divisions per warp cost ~500 instructions
-      // per thread, as much as 2 blocks' loop; now each warp records them.)
-#pragma unroll
-      for (int wl = 0; wl < kWarps; ++wl) {
-        if (wtl[wl * 2] == j)
-          s += wpc[(wl * 2) * 16 + r];
-        else if (wtl[wl * 2 + 1] == j)
-          s += wpc[(wl * 2 + 1) * 16 + r];
-      }
-      cw[i] = s;
-    }
-    if (p.stream_cprobe == 0)  // (timing probe: no cluster sum, outputs wrong)
-      cluster_sum_f4(
-          csum, p.stream_tiles * 4, [](int e) { return e; },
-          [&](int e, float4 s) {
-            if (e / 4 >= wtn) return;
-            const int64_t row = (wt0 + e / 4) * 16 + (e % 4) * 4;
-            const float v[4] = {s.x, s.y, s.z, s.w};
-#pragma unroll
-            for (int i = 0; i < 4; ++i)
-              if (row + i < p.N) store_out_elem(p, 0, row + i, v[i], mult);
-          });
   }
   griddep_launch_dependents();
 }
