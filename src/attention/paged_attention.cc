@@ -129,7 +129,6 @@ int decode_kind(const PagedCaps& c, ArchFamily family) {
   if (e != nullptr && std::string(e) == "wide3") return 5;
   if (e != nullptr && std::string(e) == "hcvt") return 8;
   if (e != nullptr && std::string(e) == "hcvt3") return 13;
-  if (e != nullptr && std::string(e) == "hcvtx") return 27;
   if (e != nullptr && std::string(e) == "wideh") return 16;
   if (e != nullptr && std::string(e) == "wideh3") return 18;
   // Any other value (a typo, or a removed tile such as hbits) takes the defaults below; say so
@@ -138,8 +137,8 @@ int decode_kind(const PagedCaps& c, ArchFamily family) {
     static std::once_flag once;
     std::call_once(once, [e] {
       log_message(0, std::string("B12X_ATTN_DECODE_TILE=") + e +
-                         " is not a decode tile (wide, wide3, hcvt, hcvt3, hcvtx, wideh, wideh3): "
-                         "the default tiles are used");
+                         " is not a decode tile (wide, wide3, hcvt, hcvt3, wideh, wideh3): the "
+                         "default tiles are used");
     });
   }
   return default_decode_kind(c, family, fp8, head_dim);
@@ -296,7 +295,6 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
                  : k->kind == 8  ? "_decode_hcvt"
                  : k->kind == 13 ? "_decode_hcvt3"
                  : k->kind == 16 ? "_decode_wideh"
-                 : k->kind == 27 ? "_decode_hcvtx"
                                  : "_decode_wideh3") +
                 (fp8 ? "_kvfp8" : "") + (caps.q_dtype == DType::kFP16 ? "_fp16" : "_bf16");
   plan.tile_rows = k->tile_rows;

@@ -56,21 +56,12 @@ struct TileCfg {
   // kind 18 ("wideh3", SM90 only): wideh with 3 stages (104 KB, 2 CTAs per SM90 SM): two
   // tiles in flight per CTA instead of one.
   static constexpr bool kH3 = kKind_ == 18;
-  // kind 27 ("hcvtx", session 23's probe, FP8 head dim 256): hcvt with 16-byte K and V fragment
-  // reads (one LDS.128 feeds 4 k-steps of K or 4 output groups of V): K's MMA k-slots permuted
-  // within 64-dim blocks (Q staged to match), V's output dims within 128-dim blocks (undone in the
-  // epilogue); the raw rows' chunks swizzled by vec_swz (below) instead of row & 7, so that the 8
-  // lanes of each 16-byte phase hit distinct bank groups. (Rounds 85-86: the same reads on rows
-  // padded to a bank-shifting pitch, and padded rows alone, ran 1.0-1.7 us slower than hcvt at
-  // B = 8: docs/attention.md "Session 23".)
-  static constexpr bool kVec = kKind_ == 27;
   static constexpr int kDH = (kKind_ == 16 || kH3) ? 2 : 1;
-  static constexpr int kKind = (kKind_ == 16 || kH3) ? 1 : (kVec ? 8 : kKind_);
+  static constexpr int kKind = (kKind_ == 16 || kH3) ? 1 : kKind_;
   static constexpr bool kFp8 = kFp8_;
   static_assert(kKind_ == 0 || kKind_ == 1 || kKind_ == 2 || kKind_ == 5 || kKind_ == 8 ||
-                    kKind_ == 13 || kKind_ == 16 || kKind_ == 18 || kKind_ == 27,
-                "tile kinds: 0, 1, 2, 5, 8, 13, 16, 18, 27");
-  static_assert(!kVec || (kFp8_ && kDqk_ == 256 && kDv_ == 256), "hcvtx: FP8 head dim 256");
+                    kKind_ == 13 || kKind_ == 16 || kKind_ == 18,
+                "tile kinds: 0, 1, 2, 5, 8, 13, 16, 18");
   static constexpr bool kDecode = kKind != 0;
   // hcvt / hcvt3 (kF16Mma): K's B fragments come straight from the raw FP8 rows (no K conversion
   // pass; Q is stored in the matching permuted slot order), and so do V's (4-byte reads of 4
@@ -301,15 +292,6 @@ __device__ __forceinline__ void e4m3x4_to_bf16x4(uint32_t w, uint32_t& lo, uint3
 /// power of two: 384 for head dim 192).
 __device__ __forceinline__ uint32_t swz_in_row(int row, int chunk) {
   return static_cast<uint32_t>((chunk ^ (row & 7)) << 4);
-}
-
-/// hcvtx's chunk swizzle of raw FP8 rows (TileCfg::kVec): chunk c of row r sits in slot
-/// c ^ vec_swz(r) (within its 128-byte half). Bit 2 is (r & 1) ^ ((r >> 2) & 1), bit 1 is
-/// (r >> 1) & 1: the two rows of a K phase (rows 2p, 2p + 1, chunks 4B .. 4B + 3) land in opposite
-/// 4-chunk halves, and the four rows of a V phase (rows r0 + 2t, chunks 2p, 2p + 1) in four
-/// distinct chunk pairs, so each 16-byte read's 8 lanes hit 8 bank groups.
-__device__ __forceinline__ int vec_swz(int row) {
-  return (((row >> 1) & 3) << 1) ^ ((row & 1) << 2);
 }
 
 /// Bytes 1 and 3 of `y` (the low bytes are ignored) -> fp16x2, each the e4m3 value times 2^-8,
@@ -836,23 +818,10 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
           __half2 h2 = __floats2half2_rn(f[2 * k] * sc, f[2 * k + 1] * sc);
           hv[k] = *reinterpret_cast<uint32_t*>(&h2);
         }
-        if constexpr (Cfg::kVec) {
-          // block kb = 4 B + t holds dims 64 B + 16 t .. + 15; k-step 4 B + j takes dims 64 B +
-          // 16 t + 4 j .. + 3 at slots (2t, 2t + 1) (word t of its first chunk) and (2t + 8,
-          // 2t + 9) (word t of its second chunk), as one 16-byte K read feeds 4 k-steps
-          const int kb0 = kb & ~3, t = kb & 3;
-#pragma unroll
-          for (int j = 0; j < 4; ++j) {
-            *reinterpret_cast<uint32_t*>(sQ + swz(r, 2 * (kb0 + j), kQRow) + 4 * t) = hv[2 * j];
-            *reinterpret_cast<uint32_t*>(sQ + swz(r, 2 * (kb0 + j) + 1, kQRow) + 4 * t) =
-                hv[2 * j + 1];
-          }
-        } else {
-          *reinterpret_cast<uint4*>(sQ + swz(r, 2 * kb, kQRow)) =
-              make_uint4(hv[0], hv[2], hv[4], hv[6]);
-          *reinterpret_cast<uint4*>(sQ + swz(r, 2 * kb + 1, kQRow)) =
-              make_uint4(hv[1], hv[3], hv[5], hv[7]);
-        }
+        *reinterpret_cast<uint4*>(sQ + swz(r, 2 * kb, kQRow)) =
+            make_uint4(hv[0], hv[2], hv[4], hv[6]);
+        *reinterpret_cast<uint4*>(sQ + swz(r, 2 * kb + 1, kQRow)) =
+            make_uint4(hv[1], hv[3], hv[5], hv[7]);
         if (kb == 0) s_qexp[r] = ex;
       }
     }
@@ -977,9 +946,7 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
   };
   // Chunk c of token j lands in a swizzled (bf16) or row-major (raw fp8) stage row.
   auto stage_dst = [&](uint8_t* tile, int j, int c, int cpr, bool is_k) {
-    if constexpr (Cfg::kVec) {
-      return smem_u32(tile) + static_cast<uint32_t>(j * (cpr * 16) + ((c ^ vec_swz(j)) << 4));
-    } else if constexpr (Cfg::kDirectK) {
+    if constexpr (Cfg::kDirectK) {
       // raw FP8 K and V rows read as 4-byte fragments (8 or 4 rows at once) are swizzled too
       return smem_u32(tile) + static_cast<uint32_t>(j * (cpr * 16) + ((c ^ (j & 7)) << 4));
     } else if constexpr (kFp8) {
@@ -1343,30 +1310,17 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
       if constexpr (Cfg::kDirectK) {
         // B fragments straight from the raw FP8 K rows: lane (g, t) reads dims 4t..4t+3 of k-step
         // kb of token row g (one 4-byte read; rows' 16-byte chunks are swizzled by row & 7).
-        uint4 kw[kNT / 8];  // kVec: dims 64 (kb / 4) + 16 t .. + 15 of token rows g, 8 + g
 #pragma unroll
         for (int kb = 0; kb < kDqk / 16; ++kb) {
           uint32_t a[kMB][4];
           const uint32_t q_off = q_base + (q_lane ^ (kb << 5));
 #pragma unroll
           for (int mb = 0; mb < kMB; ++mb) ldmatrix_x4(a[mb], q_off + mb * 16 * kQRow);
-          if constexpr (Cfg::kVec) {
-            if (kb % 4 == 0) {
-#pragma unroll
-              for (int nb = 0; nb < kNT / 8; ++nb)
-                kw[nb] = *reinterpret_cast<const uint4*>(sK + (tok0 + nb * 8 + g) * kDqk +
-                                                         (((kb + t4) ^ vec_swz(g)) << 4));
-            }
-          }
 #pragma unroll
           for (int nb = 0; nb < kNT / 8; ++nb) {
             const int row = tok0 + nb * 8 + g;
-            const uint32_t wv = Cfg::kVec ? (kb % 4 == 0   ? kw[nb].x
-                                             : kb % 4 == 1 ? kw[nb].y
-                                             : kb % 4 == 2 ? kw[nb].z
-                                                           : kw[nb].w)
-                                          : *reinterpret_cast<const uint32_t*>(
-                                                sK + row * kDqk + ((kb ^ (row & 7)) << 4) + 4 * t4);
+            const uint32_t wv = *reinterpret_cast<const uint32_t*>(
+                sK + row * kDqk + ((kb ^ (row & 7)) << 4) + 4 * t4);
             uint32_t b0, b1;
             e4m3x4_to_f16x4_hw(wv, b0, b1);  // (4t, 4t+1), (4t+2, 4t+3)
 #pragma unroll
@@ -1488,33 +1442,15 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
           // 32q+4g..+3 per token row therefore feeds all four n-blocks of the 32-dim group; rows'
           // 16-byte chunks are swizzled by row & 7 (conflict-free: the 4 rows x 2 chunks of a read
           // land in 8 distinct chunk slots).
-          // kVec: "n = g" of n-block 4 q + i stands for dim 128 (q / 4) + 16 g + 4 (q % 4) + i, so
-          // one 16-byte read of dims 128 (q / 4) + 16 g .. + 15 per token row feeds 4 groups q.
           const int r0 = tok0 + kk * 16 + 2 * t4;
-          uint4 vw[4];
 #pragma unroll
           for (int q = 0; q < kDv / 32; ++q) {
-            if constexpr (Cfg::kVec) {
-              if (q % 4 == 0) {
-                constexpr int kRows[4] = {0, 1, 8, 9};
-#pragma unroll
-                for (int x = 0; x < 4; ++x)
-                  vw[x] = *reinterpret_cast<const uint4*>(
-                      sV + (r0 + kRows[x]) * kDv + (((2 * q + g) ^ vec_swz(r0 + kRows[x])) << 4));
-              }
-            }
-            auto pick = [&](const uint4& v) {
-              return q % 4 == 0 ? v.x : q % 4 == 1 ? v.y : q % 4 == 2 ? v.z : v.w;
-            };
             const int c = 2 * q + (g >> 2);
             auto rd = [&](int row) {
               return *reinterpret_cast<const uint32_t*>(sV + row * kDv + ((c ^ (row & 7)) << 4) +
                                                         4 * (g & 3));
             };
-            const uint32_t w0 = Cfg::kVec ? pick(vw[0]) : rd(r0);
-            const uint32_t w1 = Cfg::kVec ? pick(vw[1]) : rd(r0 + 1);
-            const uint32_t w8 = Cfg::kVec ? pick(vw[2]) : rd(r0 + 8);
-            const uint32_t w9 = Cfg::kVec ? pick(vw[3]) : rd(r0 + 9);
+            const uint32_t w0 = rd(r0), w1 = rd(r0 + 1), w8 = rd(r0 + 8), w9 = rd(r0 + 9);
             uint32_t b0[4], b1[4];
             e4m3x4_to_f16x4_hw(__byte_perm(w0, w1, 0x5140), b0[0], b0[1]);
             e4m3x4_to_f16x4_hw(__byte_perm(w0, w1, 0x7362), b0[2], b0[3]);
@@ -1745,34 +1681,7 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
         }
         const float factor = ll > 0.f ? rescale * vdesc / ll : 0.f;
         const float lse = ll > 0.f ? mm + __log2f(ll) : -INFINITY;
-        if (Cfg::kVec) {
-          // kVec's dims: n-block 4 q + i, column 2 t + e holds dim 128 (q / 4) + 32 t + 16 e +
-          // 4 (q % 4) + i (4 adjacent dims per group and column)
-          const int64_t row = ((int64_t)split * p.total_q + tok) * p.num_q_heads + h;
-          T* out = static_cast<T*>(p.out) + (int64_t)tok * p.o_st + (int64_t)h * p.o_sh;
-          float* po = final_out ? nullptr : p.part_o + row * kDv;
-#pragma unroll
-          for (int q = 0; q < kN / 4; ++q)
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              const int qg = base / 4 + q;
-              const int d0 = 128 * (qg >> 2) + 32 * t4 + 16 * e + 4 * (qg & 3);
-              auto x = [&](int i) { return at(mb, 4 * q + i, 2 * r + e) * factor; };
-              if (final_out) {
-                *reinterpret_cast<uint2*>(out + d0) =
-                    make_uint2(pack2<T>(x(0), x(1)), pack2<T>(x(2), x(3)));
-              } else {
-                *reinterpret_cast<float4*>(po + d0) = make_float4(x(0), x(1), x(2), x(3));
-              }
-            }
-          if (base == 0 && t4 == 0) {
-            if (!final_out) {
-              p.part_lse[row] = lse;
-            } else if (p.lse != nullptr) {
-              p.lse[(int64_t)tok * p.lse_st + (int64_t)h * p.lse_sh] = lse;
-            }
-          }
-        } else if (Cfg::kDirectV && final_out) {
+        if (Cfg::kDirectV && final_out) {
           // permuted dims: this lane holds dims 32 q + 8 t .. +7 of each 32-dim group q (one
           // 16-byte store): dim 32q+8t+i is o[4q+i][2r], dim 32q+8t+4+i is o[4q+i][2r+1]
           T* out = static_cast<T*>(p.out) + (int64_t)tok * p.o_st + (int64_t)h * p.o_sh + 8 * base +

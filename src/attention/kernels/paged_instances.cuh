@@ -55,7 +55,7 @@ KernelInfo make_info(const char* name) {
           reinterpret_cast<const void*>(&paged_attention_kernel<T, Cfg, true, false, true>);
       k.launch_early = &launch_main<T, Cfg, true, false, true>;
       // FP8 hcvt at head dim 256: the early instance at 208 registers (PagedPlan::early_cap)
-      if constexpr (kFp8 && kDqk == 256 && (kKind == 8 || kKind == 27)) {
+      if constexpr (kFp8 && kDqk == 256 && kKind == 8) {
         k.func_early_cap = reinterpret_cast<const void*>(
             &paged_attention_kernel_cap<T, Cfg, true, false, true, 208>);
         k.launch_early_cap = &launch_main_cap<T, Cfg, 208>;
@@ -103,8 +103,6 @@ void register_kinds(std::vector<KernelInfo>& out, const char* tag) {
     constexpr bool k256 = kDqk == 256;
     out.push_back(make_info<T, kFp8, kDqk, kDv, 8, true, k256, k256>(tag));
     out.push_back(make_info<T, kFp8, kDqk, kDv, 13, true, !k256, !k256>(tag));
-    // hcvtx (27): session 23's probe (B12X_ATTN_DECODE_TILE=hcvtx), head dim 256 only
-    if constexpr (k256) out.push_back(make_info<T, kFp8, kDqk, kDv, 27, true, false, true>(tag));
   }
 }
 template <int kDqk, int kDv>
