@@ -329,8 +329,8 @@ struct Plan {
   int stream16_depth = 0;
   /// FP8 block kernel: the smallest run M it takes (MXFP8 1, block FP8 3 (2 where K >= 3 N),
   /// per-tensor 4; 9 for per-tensor where it runs one tile per warp on a small grid, whose decode
-  /// kernel was 1-3 % faster at M = 5..8, round 52). NVFP4 / MXFP4 (session 21): 2 for NVFP4 W4A4,
-  /// MXFP4 W4A4 and MXFP4 W4A16, 5 for NVFP4 W4A16; B12X_GEMM_STREAM16_MINM=<2..5> overrides.
+  /// kernel was 1-3 % faster at M = 5..8, round 52). NVFP4 / MXFP4 (sessions 21, 23): 2 for every
+  /// format (NVFP4 W4A16 5 before session 23); B12X_GEMM_STREAM16_MINM=<2..5> overrides.
   int stream16_min_m = 0;
   /// FP8 block kernel: CTAs per SM its registers are capped for (2; 3: probe
   /// B12X_GEMM_STREAM16_OCC=3, per-tensor at one tile per warp).

@@ -166,10 +166,17 @@ constexpr int kStreamTrig = 2;
 constexpr bool kS16TrigRule = true;
 /// Session 23: the W4A16 block kernel's K split summed in a thread-block cluster on SM90 where
 /// the split is <= 8 and the grid has more CTAs than SMs (see plan()).
-constexpr bool kS16ClusterRule = false;
+/// Round 87 (two interleaved passes, us at 14336x4096 / 6144x4096, the rule's two shapes of the
+/// five; elsewhere it launches what the default did): MXFP4 W4A16 M = 2 14.05 / 8.42 -> 12.76 /
+/// 7.63, M = 4 14.10 / 8.34 -> 12.94 / 7.74, M = 8 14.15 / 8.42 -> 13.14 / 8.10, M = 9 15.18 / 9.30
+/// -> 14.68 / 9.09, M = 16 15.92 / 10.02 -> 15.10 / 9.31 (second pass alike); NVFP4 W4A16 M = 9
+/// 15.13 / 9.22 -> 14.44 / 8.57, M = 16 16.09 / 10.03 -> 14.98 / 9.26, but M = 2 13.23 / 8.13 ->
+/// 13.36 / 7.78, M = 8 13.50 / 8.20 -> 13.66 / 8.05 (14336x4096 +1 %, both passes): NVFP4 W4A16
+/// takes the cluster from M = 9 (its two-token-tile instance).
+constexpr bool kS16ClusterRule = true;
 /// The rule's first run M, NVFP4 W4A16 / MXFP4 W4A16 (Plan::stream16_cluster_min_m; below it the
 /// partials + reduce). B12X_GEMM_S16_CL_MINM=<m> overrides (any cluster plan).
-constexpr int kS16ClusterMinM[2] = {0, 0};
+constexpr int kS16ClusterMinM[2] = {9, 0};
 /// Plan::stream_trig bit 8, the decode kernel's (FP8 weights; run takes it at M <= 8), where each
 /// warp streams at most this many 256-K slices. Round 64 (H200, us over 4096x4096 / 14336x4096 /
 /// 4096x14336 / 6144x4096 / 2048x7168, slices per warp 4 / 16 / 14 / 4 / 7 at M = 1, trigger off ->
@@ -1734,14 +1741,15 @@ Plan plan(const Caps& caps) {
       // 8 non-portable) takes it wherever the split fits and its clusters can be resident; the
       // rule (kS16ClusterRule, B12X_GEMM_S16_CL_RULE=0|1) only on SM90, for the W4A16 formats,
       // where the split is <= 8 and the grid has more CTAs than SMs, with the block kernel's
-      // early trigger. Round 85 / 86 (H200, us over 4096x4096 / 14336x4096 / 4096x14336 /
-      // 6144x4096 / 2048x7168, NVFP4 W4A16 M = 16, default -> clusters): 7.64 / 16.13 / 15.87 /
-      // 10.09 / 8.07 -> 8.71 / 16.12 / 25.70 / 9.33 / 9.19 (cl8 / cl4 / cl14 / cl8 / cl14): the
-      // grids below the SM count (128 / 112 CTAs) and the clusters of 14 lose; the Spread
-      // scheduling policy changed nothing (8.72 / 9.21, removed); CL_MINVP=4 (4096x4096 split 16,
-      // cl16) 12.97 (removed). With the early trigger (round 86): 14336x4096 16.02 -> 15.06,
-      // 6144x4096 10.17 -> 9.27; MXFP4 W4A16 M = 2 14.12 -> 12.74 / 8.48 -> 7.69, M = 8 14.20 ->
-      // 13.15 / 8.55 -> 8.18. W4A4 (pre-pass) at M = 8, 14336x4096: 15.02 -> 25.77 (NVFP4), 15.61
+      // early trigger (default since round 87, see kS16ClusterRule). Round 85 / 86 (H200, us over
+      // 4096x4096 / 14336x4096 / 4096x14336 / 6144x4096 / 2048x7168, NVFP4 W4A16 M = 16, default ->
+      // clusters): 7.64 / 16.13 / 15.87 / 10.09 / 8.07 -> 8.71 / 16.12 / 25.70 / 9.33 / 9.19 (cl8 /
+      // cl4 / cl14 / cl8 / cl14): the grids below the SM count (128 / 112 CTAs) and the clusters of
+      // 14 lose; the Spread scheduling policy changed nothing (8.72 / 9.21, removed); CL_MINVP=4
+      // (4096x4096 split 16, cl16) 12.97 (removed). With the early trigger (round 86):
+      // 14336x4096 16.02 -> 15.06, 6144x4096 10.17 -> 9.27; MXFP4 W4A16 M = 2 14.12 -> 12.74 / 8.48
+      // -> 7.69, M = 8 14.20 -> 13.15 / 8.55 -> 8.18. W4A4 (pre-pass) at M = 8, 14336x4096: 15.02
+      // -> 25.77 (NVFP4), 15.61
       // -> 24.42 (MXFP4), both rounds: not taken there.
       int cl_max = 0;
       bool cl_rule = false;

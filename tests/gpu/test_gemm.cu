@@ -2034,8 +2034,10 @@ TEST(GemmGpu, DecodeStream16) {
           EXPECT_EQ(l.split, std::atoi(sp));
         }
   }
-  // Not taken: M <= 4 (the 4-row / M = 1 kernels), FP16 MMAs.
+  // Not taken: M <= 4 with B12X_GEMM_STREAM16_MINM=5 (the 4-row / M = 1 kernels; NVFP4 W4A16's
+  // block kernel starts at M = 2 since session 23), FP16 MMAs.
   {
+    ScopedEnv em5("B12X_GEMM_STREAM16_MINM", "5");
     Case c{LinearFormat::kNvfp4W4A16, 4, 200, 1024, DType::kBF16, DType::kBF16, false};
     c.max_tokens = 16;
     const int64_t b4 = gemm::lin::last_stream_launch().serial;
@@ -2194,8 +2196,9 @@ TEST(GemmGpu, DecodeStream16Cluster) {
     run_case({LinearFormat::kNvfp4W4A16, 16, 200, 2848, DType::kBF16, DType::kBF16, false});
     EXPECT_EQ(gemm::lin::last_stream_launch().cluster, 0);
   }
-  // The rule (B12X_GEMM_S16_CL_RULE=1, kS16ClusterRule): SM90 only, W4A16 formats, a split <= 8
-  // on a grid of more CTAs than SMs (a cluster launch triggers the dependent launch early).
+  // The rule (default, kS16ClusterRule; B12X_GEMM_S16_CL_RULE=0|1): SM90 only, W4A16 formats, a
+  // split <= 8 on a grid of more CTAs than SMs (a cluster launch triggers the dependent launch
+  // early).
   unsetenv("B12X_GEMM_S16_CLUSTER");
   ScopedEnv er1("B12X_GEMM_S16_CL_RULE", "1");
   const bool sm90 = device_info(0).cc_major == 9 && device_info(0).cc_minor == 0;
@@ -2219,6 +2222,8 @@ TEST(GemmGpu, DecodeStream16Cluster) {
     EXPECT_EQ(big.stream16_split, 8);
     const bool want = sm90 && f != LinearFormat::kNvfp4;
     EXPECT_EQ(big.stream16_cluster, want ? 8 : 0) << big.describe();
+    if (want)  // the default's first M: NVFP4 W4A16 from 9 (round 87), MXFP4 W4A16 every M
+      EXPECT_EQ(big.stream16_cluster_min_m, f == LinearFormat::kNvfp4W4A16 ? 9 : 0);
     // floor(SMs / 8) x 8 CTAs (4096x4096 on an H200), not above the SM count: partials + reduce.
     EXPECT_EQ(plan_nk(f, 256 * std::max<int64_t>(1, sms / 8), 4096).stream16_cluster, 0);
   }
