@@ -863,9 +863,10 @@ Plan plan(const Caps& caps) {
       // Its ring depth at the capacity's split (decode_fc2_stages32; run derives both again).
       const int split32 =
           p.knobs.fc2_split == 0
-              ? detail::decode_fc2_split32(R, rows_pad2 / 32, p.sm_count,
-                                           detail::decode_fc2_kil(p.knobs, caps.max_tokens, nk2),
-                                           caps.max_tokens == 1)
+              ? detail::decode_fc2_split32(
+                    R, rows_pad2 / 32, p.sm_count,
+                    detail::decode_fc2_round_up(p.knobs, caps.max_tokens, nk2),
+                    caps.max_tokens == 1)
               : detail::decode_fc2_split(R, rows_pad2 / 32, p.sm_count, p.knobs.fc2_split);
       if (detail::decode_fc2_stages32(p.knobs, rows_pad2 / 32, split32, p.sm_count,
                                       p.fc2_rows32_ctas2) == 2)
@@ -1024,11 +1025,12 @@ void run(const Binding& b, Stream stream) {
     const int nk2 = S.L.fc2.K_pad / 128;
     d.fc2_rows = detail::decode_fc2_rows(p.knobs, M, R, S.L.fc2.rows_pad, d.sm_count,
                                          p.sm_count > 0 ? p.fc2_rows32_ctas : 2, nk2);
-    d.fc2_split = d.fc2_rows == 32 && p.knobs.fc2_split == 0
-                      ? detail::decode_fc2_split32(R, S.L.fc2.rows_pad / 32, d.sm_count,
-                                                   detail::decode_fc2_kil(p.knobs, M, nk2), M == 1)
-                      : detail::decode_fc2_split(R, S.L.fc2.rows_pad / d.fc2_rows, d.sm_count,
-                                                 p.knobs.fc2_split);
+    d.fc2_split =
+        d.fc2_rows == 32 && p.knobs.fc2_split == 0
+            ? detail::decode_fc2_split32(R, S.L.fc2.rows_pad / 32, d.sm_count,
+                                         detail::decode_fc2_round_up(p.knobs, M, nk2), M == 1)
+            : detail::decode_fc2_split(R, S.L.fc2.rows_pad / d.fc2_rows, d.sm_count,
+                                       p.knobs.fc2_split);
     d.fc2_stages32 =
         detail::decode_fc2_stages32(p.knobs, S.L.fc2.rows_pad / 32, d.fc2_split, d.sm_count,
                                     p.sm_count > 0 ? p.fc2_rows32_ctas2 : 0);
@@ -1037,7 +1039,8 @@ void run(const Binding& b, Stream stream) {
     // kernels: not in the signature.
     d.fc2_cluster =
         detail::decode_fc2_cluster(
-            p.knobs, d.fc2_split, p.cc_major > 0 ? p.cc_major : device_info(p.caps.device).cc_major)
+            p.knobs, d.fc2_split, p.cc_major > 0 ? p.cc_major : device_info(p.caps.device).cc_major,
+            d.fc2_rows)
             ? 1
             : 0;
     d.partial = route_out;  // sized for the plan's split x max_tokens (>= this call's)

@@ -69,7 +69,7 @@ void launch_fc2(const DecodeArgs& a, Stream stream, bool pdl) {
   }
   const dim3 grid(static_cast<unsigned>(a.w2.rows_pad / kR), static_cast<unsigned>(a.fc2_split));
   const size_t smem = static_cast<size_t>(DecodeCfg::fc2_smem(kW, kS, a.num_tokens, kR));
-  if (a.fc2_cluster != 0 && a.fc2_split > 1) {  // a row block's split CTAs: one cluster
+  if (kR == 32 && a.fc2_cluster != 0 && a.fc2_split > 1) {  // the row block's CTAs: one cluster
     B12X_CUDA_CHECK(::b12x::detail::launch_ex(k, grid, dim3(32 * kW), smem, stream, pdl,
                                               dim3(1, static_cast<unsigned>(a.fc2_split), 1), a));
   } else {

@@ -253,15 +253,17 @@ inline int decode_fc2_split_bound(int64_t /*routes*/, int forced = 0) {
 }
 /// Whether a split FC2 row block runs as one thread-block cluster whose CTAs add their sums
 /// through distributed shared memory (DecodeArgs::fc2_cluster; the same order and bits as the
-/// fp32 partials, their fence, counter and reload gone): DecodeKnobs::fc2_dsmem 1 (default)
-/// where the split is 2, on SM90 (measured there only; clusters need cc >= 9), 2 at any split, 0
-/// never. H200 round 85 (session 23), us, partials -> cluster: split 2 Qwen3-30B nvfp4 M = 1 21.5
+/// fp32 partials, their fence, counter and reload gone), for the 32-row FC2 (`rows`; only its
+/// instances carry the cluster tail, which grew moe_decode.cu's sm_90a compile by ~20 % in all
+/// 44 FC2 instances): DecodeKnobs::fc2_dsmem 1 (default) where the split is 2, on SM90 (measured
+/// there only; clusters need cc >= 9), 2 at any split, 0 never. H200 round 85 (session 23), us,
+/// partials -> cluster: split 2 Qwen3-30B nvfp4 M = 1 21.5
 /// -> 20.9 (0.975x), MiniMax nvfp4 M = 4 / 8 148.1 -> 144.9 / 256.6 -> 253.4 (0.979 / 0.988x),
 /// Qwen3.5-TP4 nvfp4 M = 1 / 2 / 4 / 8 0.993 / 1.000 / 0.997 / 0.996x, w4a16 M = 1 / 8 0.998 /
 /// 0.994x; clusters of 4 (Qwen3-30B M = 2 / 4 / 8, split 4) 1.16-1.20x, of 3 (Qwen3.5-TP4 M = 1
 /// split 3, 2 stages) 1.20x.
-inline bool decode_fc2_cluster(const DecodeKnobs& k, int split, int cc_major) {
-  if (split < 2 || cc_major < 9) return false;
+inline bool decode_fc2_cluster(const DecodeKnobs& k, int split, int cc_major, int rows) {
+  if (rows != 32 || split < 2 || cc_major < 9) return false;
   return k.fc2_dsmem == 2 || (k.fc2_dsmem == 1 && split == 2 && cc_major == 9);
 }
 /// FC2 tile split of a run over `row_blocks` 16-row blocks (rows_pad(H) / 16) on `sm_count`
@@ -340,16 +342,25 @@ void launch_decode_stream(const DecodeArgs& args, const DecodeKnobs& knobs, bool
 inline bool decode_fc2_kil(const DecodeKnobs& k, int64_t tokens, int nk) {
   return k.fc2_kil >= 0 ? k.fc2_kil != 0 : tokens >= 3 && tokens <= 8 && nk >= 16;
 }
+/// Whether the 32-row FC2's split is rounded up where its wave is < 80 % full (decode_fc2_split32's
+/// `kil`): with the K-interleaved warps (decode_fc2_kil, 3-8 tokens), and (session 23) at 2 tokens
+/// on tiles of >= 16 sub-chunks unless the interleave is forced off. H200 round 87, MiniMax nvfp4
+/// M = 2 (192 blocks), 16 rows split 1 -> 32 rows split 2 (384 CTAs, the 2-stage CTA, a split-2
+/// cluster): 88.7 -> 84.0 us (0.948x).
+inline bool decode_fc2_round_up(const DecodeKnobs& k, int64_t tokens, int nk) {
+  return decode_fc2_kil(k, tokens, nk) || (tokens == 2 && nk >= 16 && k.fc2_kil != 0);
+}
 /// FC2 split of the 32-row FC2 CTA (3-stage ring, 2 CTAs per SM): the most CTAs per row block
 /// (<= 4, <= the plan's partials for `routes`) that keep the grid within one wave of 2 per SM;
 /// `kil` (K-interleaved warps): where that fills < 80 % of the wave, the split that covers it
 /// (MiniMax's 192 blocks: 2, 384 CTAs, 1.45 waves; see decode_fc2_rows).
-/// `one_token` (session 22): a 1-token launch, which splits up to 8 routes too (more tokens with
-/// <= 8 routes: none, as before); session 23: like more tokens, up to 4 (session 22: up to 2; H200
-/// round 85, Qwen3-30B nvfp4 M = 1, 64 row blocks, split 2 -> 4: 21.5 -> 20.1 us, 0.939x; round
-/// 86 20.7 against 22.1, w4a16 22.3 against 23.1), and rounded up like the K-interleaved FC2's
-/// where the wave is < 80 % full (MiniMax's 192 blocks: split 2, 384 CTAs, which the 2-stage CTA
-/// runs in one wave of 3 per SM, decode_fc2_stages32; split-2 clusters, decode_fc2_cluster:
+/// `one_token` (session 22): a 1-token launch, which split up to 8 routes too (more tokens with
+/// <= 8 routes did not: session 23 lifts that, the partials hold 4 splits at any route count:
+/// MiniMax at 2 tokens, 8 routes, below); session 23: like more tokens, up to 4 (session 22: up to
+/// 2; H200 round 85, Qwen3-30B nvfp4 M = 1, 64 row blocks, split 2 -> 4: 21.5 -> 20.1 us, 0.939x;
+/// round 86 20.7 against 22.1, w4a16 22.3 against 23.1), and rounded up like the K-interleaved
+/// FC2's where the wave is < 80 % full (MiniMax's 192 blocks: split 2, 384 CTAs, which the 2-stage
+/// CTA runs in one wave of 3 per SM, decode_fc2_stages32; split-2 clusters, decode_fc2_cluster:
 /// nvfp4 M = 1 53.5 -> 50.6 us in round 86, 0.945x, 52.6 -> 50.9 in round 85; without the
 /// cluster 0.969x; DeepSeek-TP4's 224 blocks fill 85 %: split 2 there 1.142x).
 inline int decode_fc2_split32(int64_t routes, int64_t row_blocks32, int sm_count, bool kil = false,
@@ -357,7 +368,7 @@ inline int decode_fc2_split32(int64_t routes, int64_t row_blocks32, int sm_count
   const int64_t wave = 2 * std::max(sm_count, 1), rb = std::max<int64_t>(row_blocks32, 1);
   int64_t per = wave / rb;
   if ((kil || one_token) && 5 * rb * per < 4 * wave) per = (wave + rb - 1) / rb;
-  const int64_t cap = routes <= 8 && !one_token ? 1 : decode_fc2_split_bound(routes);
+  const int64_t cap = decode_fc2_split_bound(routes);
   return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>({4, per, cap})));
 }
 /// Output rows per FC2 CTA (DecodeArgs::fc2_rows) of a launch of `tokens` tokens and `routes`
@@ -394,10 +405,10 @@ inline int decode_fc2_rows(const DecodeKnobs& k, int64_t tokens, int64_t routes,
   if (ctas32 < 2) return 16;
   if (tokens == 1) return 32;
   const int64_t rb = rows_pad / 32, wave = 2 * std::max<int64_t>(sm_count, 1);
-  const bool kil = decode_fc2_kil(k, tokens, nk);
+  const bool kil = decode_fc2_kil(k, tokens, nk), up = decode_fc2_round_up(k, tokens, nk);
   const bool rounded_up = kil && 5 * rb * (wave / std::max<int64_t>(rb, 1)) < 4 * wave;
   return tokens >= (rounded_up ? 4 : 2) &&
-                 5 * rb * decode_fc2_split32(routes, rb, sm_count, kil) >= 4 * wave
+                 5 * rb * decode_fc2_split32(routes, rb, sm_count, up) >= 4 * wave
              ? 32
              : 16;
 }

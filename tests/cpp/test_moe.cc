@@ -565,19 +565,21 @@ TEST(Moe, DecodeKnobsAreReadByPlan) {
   EXPECT_EQ(moe::detail::decode_fc2_split_bound(8, 3), 3);
   EXPECT_EQ(moe::detail::decode_fc2_split(64, 384, 132, 1), 1);
   EXPECT_TRUE(moe::detail::decode_a16_copy_rows(def));
-  // FC2 split row blocks as clusters (decode_fc2_cluster): by default split 2 on SM90 only.
+  // FC2 split row blocks as clusters (decode_fc2_cluster): by default split 2 of the 32-row FC2
+  // on SM90 only.
   EXPECT_EQ(def.fc2_dsmem, 1);
-  EXPECT_TRUE(moe::detail::decode_fc2_cluster(def, 2, 9));
-  EXPECT_FALSE(moe::detail::decode_fc2_cluster(def, 4, 9));
-  EXPECT_FALSE(moe::detail::decode_fc2_cluster(def, 1, 9));
-  EXPECT_FALSE(moe::detail::decode_fc2_cluster(def, 2, 8));
-  EXPECT_FALSE(moe::detail::decode_fc2_cluster(def, 2, 12));
+  EXPECT_TRUE(moe::detail::decode_fc2_cluster(def, 2, 9, 32));
+  EXPECT_FALSE(moe::detail::decode_fc2_cluster(def, 4, 9, 32));
+  EXPECT_FALSE(moe::detail::decode_fc2_cluster(def, 1, 9, 32));
+  EXPECT_FALSE(moe::detail::decode_fc2_cluster(def, 2, 8, 32));
+  EXPECT_FALSE(moe::detail::decode_fc2_cluster(def, 2, 12, 32));
   moe::DecodeKnobs cl0 = def, cl2 = def;
   cl0.fc2_dsmem = 0;
   cl2.fc2_dsmem = 2;
-  EXPECT_FALSE(moe::detail::decode_fc2_cluster(cl0, 2, 9));
-  EXPECT_TRUE(moe::detail::decode_fc2_cluster(cl2, 4, 12));
-  EXPECT_FALSE(moe::detail::decode_fc2_cluster(cl2, 4, 8));
+  EXPECT_FALSE(moe::detail::decode_fc2_cluster(cl0, 2, 9, 32));
+  EXPECT_TRUE(moe::detail::decode_fc2_cluster(cl2, 4, 12, 32));
+  EXPECT_FALSE(moe::detail::decode_fc2_cluster(cl2, 4, 8, 32));
+  EXPECT_FALSE(moe::detail::decode_fc2_cluster(cl2, 2, 9, 16));  // 16-row FC2: the partials
 }
 
 TEST(Moe, ChunkTilesKnobsAndOffsets) {
@@ -748,14 +750,16 @@ TEST(Moe, DecodeFc2RowsRuleOnTheModelShapes) {
       const int routes = m * s.topk;
       const bool kil = s.kil && m >= 3 && m <= 8;  // session 16: contiguous ranges at 1-2 tokens
       EXPECT_EQ(moe::detail::decode_fc2_kil(def, m, s.nk), kil) << s.name << " M=" << m;
-      const int want = m == 1 || (s.r32 && m >= (s.kil ? 4 : 2) && m <= 8) ? 32 : 16;
+      // Session 23 (round 87): MiniMax at 2 tokens too (the rounded-up split, decode_fc2_round_up).
+      const int want = m == 1 || (s.r32 && m >= (s.kil && m != 2 ? 4 : 2) && m <= 8) ? 32 : 16;
       EXPECT_EQ(moe::detail::decode_fc2_rows(def, m, routes, s.rows_pad, 132, 2, s.nk), want)
           << s.name << " M=" << m;
       if (want == 32) {
         const int split = m == 1 ? s.split1 : s.split;
-        EXPECT_EQ(moe::detail::decode_fc2_split32(routes, s.rows_pad / 32, 132, kil, m == 1), split)
+        const bool up = moe::detail::decode_fc2_round_up(def, m, s.nk);
+        EXPECT_EQ(moe::detail::decode_fc2_split32(routes, s.rows_pad / 32, 132, up, m == 1), split)
             << s.name << " M=" << m;
-        EXPECT_LE(moe::detail::decode_fc2_split32(routes, s.rows_pad / 32, 132, kil, m == 1),
+        EXPECT_LE(moe::detail::decode_fc2_split32(routes, s.rows_pad / 32, 132, up, m == 1),
                   moe::detail::decode_fc2_split_bound(routes));
         // Session 15 (round 57): the 2-stage 32-row CTA (3 per SM) where the grid exceeds one
         // wave of 2 per SM but fits one of 3: MiniMax (192 x 2 = 384 CTAs), no other shape; not
@@ -798,7 +802,7 @@ TEST(Moe, DecodeFc2RowsRuleOnTheModelShapes) {
             const int p = moe::detail::decode_fc2_split32(routes, rb, sms, kil, one);
             EXPECT_GE(p, 1);
             EXPECT_LE(p, moe::detail::decode_fc2_split_bound(routes));
-            if (routes <= 8) EXPECT_LE(p, one ? 4 : 1);
+            EXPECT_LE(p, 4);
           }
         }
       }

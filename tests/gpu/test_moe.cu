@@ -890,9 +890,10 @@ TEST(MoeGpu, DecodeStreamFc2ClusterSum) {
   // A split FC2 row block as one thread-block cluster (decode_fc2_cluster: by default at split 2
   // on SM90; B12X_MOE_FC2_CLUSTER=2 at any split, =0 never, read by plan): the split CTAs add their
   // sums through distributed shared memory in split order, the order the fp32 partials are added
-  // in, so the outputs are bit-equal to the partials path (=0) at the same split. Cases: 1 token
-  // (the 32-row FC2's split 2), 8 tokens with split 4 / 3 (32 / 16 rows), FP16 w4a16 at H = 992
-  // (the last row block partly outside H); and a graph replay of the cluster plan with new routes.
+  // in, so the outputs are bit-equal to the partials path (=0) at the same split. The 32-row FC2
+  // only (the 16-row instances have no cluster tail). Cases: 1 token (split 2), 8 tokens with split
+  // 4 and split 3 in the 2-stage CTA, FP16 w4a16 at H = 992 (the last row block partly outside H);
+  // and a graph replay of the cluster plan with new routes.
   const Fp4Variant a16{QuantMode::kW4A16, SourceFormat::kModeloptNvfp4, DType::kFP16,
                        Activation::kSilu};
   const std::pair<Case, Knobs> vars[] = {
@@ -900,8 +901,9 @@ TEST(MoeGpu, DecodeStreamFc2ClusterSum) {
       {fp4_variant_case(kNvfp4Silu, 16, 512, 384, 8, 4, 1),
        {{"B12X_MOE_FC2_ROWS", "32"}, {"B12X_MOE_FC2_SPLIT", "4"}}},
       {fp4_variant_case(kNvfp4Silu, 16, 512, 384, 8, 4, 1),
-       {{"B12X_MOE_FC2_SPLIT", "3"}, {"B12X_MOE_FC2_ROWS", "16"}}},
-      {fp4_variant_case(a16, 32, 992, 256, 6, 6, 1), {{"B12X_MOE_FC2_SPLIT", "2"}}}};
+       {{"B12X_MOE_FC2_SPLIT", "3"}, {"B12X_MOE_FC2_ROWS", "32"}, {"B12X_MOE_FC2_STAGES", "2"}}},
+      {fp4_variant_case(a16, 32, 992, 256, 6, 6, 1),
+       {{"B12X_MOE_FC2_SPLIT", "2"}, {"B12X_MOE_FC2_ROWS", "32"}}}};
   for (const auto& v : vars) {
     SCOPED_TRACE(v.first.name() + " " + v.second[0].first + "=" + v.second[0].second);
     Problem P;
@@ -1326,6 +1328,14 @@ TEST(MoeGpuSanitize, SmallDecodeAndGrouped) {
   c.I = 128;
   c.M = 48;
   run_case(c);
+  // The 32-row FC2 at 1 token, split 2: on SM90 one cluster per row block summed through DSMEM
+  // (decode_fc2_cluster).
+  c.E = 8;
+  c.M = 1;
+  c.topk = 4;
+  ASSERT_EQ(setenv("B12X_MOE_FC2_SPLIT", "2", 1), 0);
+  run_case(c);
+  unsetenv("B12X_MOE_FC2_SPLIT");
 }
 
 }  // namespace

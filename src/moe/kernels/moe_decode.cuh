@@ -1263,7 +1263,7 @@ __global__ void __launch_bounds__(32 * kW, kR == 32             ? (kS == 2 ? 3 :
   const int H = W.rows;
   // fc2_cluster: the CTA's sums stay in shared memory (the ring's start: free after the wait and
   // barrier above) for the cluster's adds below.
-  const bool cl_sum = P > 1 && a.fc2_cluster != 0;
+  const bool cl_sum = kR == 32 && P > 1 && a.fc2_cluster != 0;
   float* csum = reinterpret_cast<float*>(smem);
   for (int i = tid; i < M * kR; i += 32 * kW) {
     const int m = i / kR, r = i % kR;
@@ -1279,20 +1279,24 @@ __global__ void __launch_bounds__(32 * kW, kR == 32             ? (kS == 2 ? 3 :
       a.partial[(static_cast<int64_t>(blockIdx.y) * M + m) * H + R0 + r] = s;
   }
   if (P == 1) return;
-  if (cl_sum) {
-    // The row block's P CTAs are one cluster (grid.y): each adds its share of every CTA's sums in
-    // split order from 0, the partials path's order (the same bits), reading the others' shared
-    // memory (kR % 4 == 0: the 4 items of an entry are one token's rows).
-    ::b12x::gemm::lin::cluster_sum_f4(
-        reinterpret_cast<const float4*>(csum), M * kR / 4, [](int e) { return e; },
-        [&](int e, float4 v) {
-          const int m = 4 * e / kR, r = 4 * e % kR;
-          const float vs[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-          for (int j = 0; j < 4; ++j)
-            if (R0 + r + j < H) store(m, r + j, vs[j]);
-        });
-    return;
+  if constexpr (kR == 32) {  // (the 16-row instances keep the partials: no cluster tail code)
+    if (cl_sum) {
+      // The row block's P CTAs are one cluster (grid.y): each adds its share of every CTA's sums
+      // in split order from 0, the partials path's order (the same bits), reading the others'
+      // shared memory. An entry is 4 rows of one token; H % 32 == 0 (validated), so they are all
+      // inside H or all outside.
+      ::b12x::gemm::lin::cluster_sum_f4(
+          reinterpret_cast<const float4*>(csum), M * kR / 4, [](int e) { return e; },
+          [&](int e, float4 v) {
+            const int m = 4 * e / kR, r = 4 * e % kR;
+            if (R0 + r >= H) return;
+            store(m, r, v.x);
+            store(m, r + 1, v.y);
+            store(m, r + 2, v.z);
+            store(m, r + 3, v.w);
+          });
+      return;
+    }
   }
   // Split row block: the last of its P CTAs adds the P partials in split order (deterministic;
   // the counter only decides who adds, not the order).
