@@ -1894,23 +1894,28 @@ Plan plan(const Caps& caps) {
                  ? v
                  : 0;
     };
-    // Session 23 (default on SM90, where the FP8 block kernel is the default): the one-wave
-    // rule's split summed in a thread-block cluster of its CTAs (kernels/cluster_sum.cuh: no
-    // partials, no reduce launch) where the split is <= 4 and all its clusters fit at once
-    // (cudaOccupancyMaxActiveClusters >= the row groups). Rounds 85-86, H200, us, split + reduce
-    // -> cluster: 14336x4096 (cl4, 224 CTAs) per-tensor M = 4 / 8 / 16 17.71 / 18.64 / 19.54 ->
+    // Session 23 (default on SM90, where the FP8 block kernel is the default, for block FP8 and
+    // MXFP8): the one-wave rule's split summed in a thread-block cluster of its CTAs
+    // (kernels/cluster_sum.cuh: no partials, no reduce launch) where the split is <= 4 and all its
+    // clusters fit at once (cudaOccupancyMaxActiveClusters >= the row groups), the dependent
+    // launch before the sum (Plan::stream_trig bit 4). H200, us, split + reduce -> cluster:
+    // 14336x4096 (cl4, 224 CTAs) round 86 per-tensor M = 4 / 8 / 16 17.71 / 18.64 / 19.54 ->
     // 17.32 / 17.93 / 18.53, block FP8 19.78 / 21.12 / 22.30 -> 19.42 / 19.90 / 20.95, MXFP8 M = 4
-    // / 8 / 16 21.21 / 22.45 / 24.69 -> 20.93 / 21.93 / 23.88 (round 85: -0.3..-0.9 us alike).
-    // Not with clusters of 8: 6144x4096 (cl8 on 192 CTAs) within +-2 % both ways; 4096x4096 /
-    // 4096x14336 (cl8 on 256 CTAs: the two-token-tile instances' clusters do not all fit at once)
-    // M = 16 8.71 / 19.37 -> 13.22 / 27.65, and splits capped at 8 (2048x7168: 7 instead of 14)
-    // 7.55 -> 9.09 at M = 4; a non-portable cluster of 14 there 8.36 -> 8.03 at M = 4 but 8.65 ->
-    // 13.62 at M = 16; the split shrunk until its clusters fit (4096x4096: 6 instead of 8) 8.14 ->
-    // 8.64 at M = 4; the scheduling policy Spread within +-0.1 us of the default placement.
-    // B12X_GEMM_STREAM16_F8_CLUSTER=0 turns it off, =1 takes a cluster for any split <=
-    // B12X_GEMM_STREAM16_F8_CLMAX (2..8, default 4) that fits once (forced splits too; tests).
+    // / 8 / 16 21.21 / 22.45 / 24.69 -> 20.93 / 21.93 / 23.88 (round 85: -0.3..-0.9 us alike);
+    // round 87 block FP8 20.36 / 20.76 / 22.19 -> 19.72 / 20.04 / 21.31, MXFP8 M = 1 / 4 / 8 / 16
+    // 20.49 / 21.12 / 22.14 / 24.37 -> 20.48 / 20.92 / 21.87 / 23.72, but per-tensor 17.98 /
+    // 18.16 / 19.16 -> 18.15 / 18.27 / 19.21 (and 19.24 at M = 16 with the early trigger):
+    // per-tensor keeps the reduce launch. Not with clusters of 8: 6144x4096 (cl8 on 192 CTAs)
+    // within +-2 % both ways; 4096x4096 / 4096x14336 (cl8 on 256 CTAs: the two-token-tile
+    // instances' clusters do not all fit at once) M = 16 8.71 / 19.37 -> 13.22 / 27.65, and splits
+    // capped at 8 (2048x7168: 7 instead of 14) 7.55 -> 9.09 at M = 4; a non-portable cluster of 14
+    // there 8.36 -> 8.03 at M = 4 but 8.65 -> 13.62 at M = 16; the split shrunk until its clusters
+    // fit (4096x4096: 6 instead of 8) 8.14 -> 8.64 at M = 4; the scheduling policy Spread within
+    // +-0.1 us of the default placement. B12X_GEMM_STREAM16_F8_CLUSTER=0 turns it off, =1 takes a
+    // cluster for any split <= B12X_GEMM_STREAM16_F8_CLMAX (2..8, default 4) that fits once (forced
+    // splits too; tests).
     const char* ecl = std::getenv("B12X_GEMM_STREAM16_F8_CLUSTER");
-    const int f8_cluster = dev.cc_major < 9  ? 0
+    const int f8_cluster = dev.cc_major < 9 || (ecl == nullptr && wf == lin::WFmt::kFp8) ? 0
                            : ecl != nullptr  ? std::atoi(ecl)
                            : force_split > 0 ? 0
                                              : 2;
@@ -2108,9 +2113,14 @@ Plan plan(const Caps& caps) {
       s16_rule && ((p.stream16_tw > 0 && p.stream16_depth == 0) || p.stream_rows_parts > 0) ? 1 : 0;
   if (const char* e = std::getenv("B12X_GEMM_REDUCE_TRIG"); e != nullptr)
     p.reduce_trig = std::atoi(e) & 1;
+  // Bit 4 on an FP8 block kernel plan whose split is summed in a cluster (session 23): the
+  // dependent launch before the sum (round 87, 14336x4096 cl4, us, after -> before the sum: block
+  // FP8 M = 4 / 8 / 16 19.81 / 20.37 / 21.79 -> 19.56 / 20.06 / 21.24, MXFP8 M = 1 / 4 / 8 / 16
+  // 20.70 / 21.28 / 22.11 / 23.93 -> 20.24 / 20.65 / 21.74 / 23.57; round 86 alike).
   p.stream_trig =
       kStreamTrig | (stream_trig_m1 ? 1 : 0) | (decode_trig ? 8 : 0) |
-      (s16_rule && p.stream16_tw > 0 && p.stream16_depth == 0 && s16_trig_early ? 4 : 0);
+      (s16_rule && p.stream16_tw > 0 && p.stream16_depth == 0 && s16_trig_early ? 4 : 0) |
+      (p.stream16_depth > 0 && p.stream16_cluster > 1 ? 4 : 0);
   if (const char* e = std::getenv("B12X_GEMM_STREAM_TRIG"); e != nullptr)
     p.stream_trig = std::atoi(e) & 15;
   if (log_level() >= 3) log_message(3, p.describe());
@@ -2582,7 +2592,7 @@ void run(const Binding& b, Stream stream) {
       M <= plan.caps.max_tokens) {
     p.split = plan.stream16_split;
     p.cluster_split = plan.stream16_cluster > 1 ? plan.stream16_cluster : 1;
-    // Probe (B12X_GEMM_STREAM_TRIG bit 4 on an FP8 cluster plan): the trigger before the sum.
+    // Plan::stream_trig bit 4 on an FP8 cluster plan (its default): the trigger before the sum.
     p.stream_trig = (plan.stream_trig & 4) && p.cluster_split > 1 ? 1 : 0;
     p.partial = p.split > 1 && p.cluster_split == 1
                     ? reinterpret_cast<float*>(b.scratch + plan.off_partial)

@@ -2633,14 +2633,15 @@ TEST(GemmGpu, Stream16Fp8Cluster) {
     EXPECT_GT(l.serial, before) << name(c);
     EXPECT_EQ(l.cluster, 4) << name(c);
   }
-  // The default rule (no knob): the one-wave split summed in a cluster where it is <= 4 and all
-  // its clusters fit at once (N = 7168, K = 1024: 28 row groups of 256 rows, split 2), M = 5 / 16;
-  // B12X_GEMM_STREAM16_F8_CLUSTER=0 keeps the partials + the reduce launch.
+  // The default rule (no knob; block FP8 / MXFP8): the one-wave split summed in a cluster where it
+  // is <= 4 and all its clusters fit at once (block FP8, N = 7168, K = 1024: 56 row groups of 128
+  // rows, split 2), M = 5 / 16; B12X_GEMM_STREAM16_F8_CLUSTER=0 keeps the partials + the reduce
+  // launch, as per-tensor does by default.
   unsetenv("B12X_GEMM_STREAM16_F8_CLUSTER");
   for (const char* off : {"", "0"}) {
     if (off[0] != 0) setenv("B12X_GEMM_STREAM16_F8_CLUSTER", off, 1);
     for (const int64_t M : {5, 16}) {
-      Case c{LinearFormat::kFp8Tensor, M, 7168, 1024, DType::kFP8E4M3, DType::kBF16, M == 5};
+      Case c{LinearFormat::kFp8Block, M, 7168, 1024, DType::kBF16, DType::kBF16, M == 5};
       const int64_t before = gemm::lin::last_stream16_f8_launch().serial;
       run_case(c, /*graph_replay=*/M == 16);
       const gemm::lin::Stream16F8Launch l = gemm::lin::last_stream16_f8_launch();
@@ -2648,6 +2649,12 @@ TEST(GemmGpu, Stream16Fp8Cluster) {
       EXPECT_EQ(l.split, 2) << name(c);
       EXPECT_EQ(l.cluster, off[0] != 0 ? 1 : 2) << name(c) << " CLUSTER=" << off;
     }
+  }
+  {
+    unsetenv("B12X_GEMM_STREAM16_F8_CLUSTER");
+    Case c{LinearFormat::kFp8Tensor, 16, 7168, 1024, DType::kFP8E4M3, DType::kBF16, false};
+    run_case(c);
+    EXPECT_EQ(gemm::lin::last_stream16_f8_launch().cluster, 1) << name(c);
   }
 }
 
