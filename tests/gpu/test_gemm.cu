@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -677,6 +678,18 @@ struct ScopedEnv {
   ScopedEnv(const char* n, const char* v) : name(n) { setenv(n, v, 1); }
   ~ScopedEnv() { unsetenv(name.c_str()); }
 };
+
+/// The default plan of format f for N x K at capacity cap (BF16 activations, W4A4 NVFP4's FP4).
+gemm::Plan plan_fmt(LinearFormat f, int64_t N, int64_t K, int64_t cap) {
+  gemm::Caps caps;
+  caps.format = f;
+  caps.max_tokens = cap;
+  caps.in_features = K;
+  caps.out_features = N;
+  caps.act_dtype = f == LinearFormat::kNvfp4 ? DType::kFP4E2M1 : DType::kBF16;
+  caps.out_dtype = DType::kBF16;
+  return gemm::plan(caps);
+}
 
 TEST(GemmGpu, DecodeSplitReduceKernelAndActivationPrepass) {
   B12X_REQUIRE_GPU();
@@ -1733,16 +1746,7 @@ TEST(GemmGpu, DecodeStream) {
   // everywhere, W4A16 where the 16-row tiles outnumber the SMs, the 3-CTA registers where that
   // grid gives each CTA one tile group. lin::last_stream_launch() says which kernel ran.
   const LinearFormat kNv[] = {LinearFormat::kNvfp4W4A16, LinearFormat::kNvfp4};
-  auto plan1 = [](LinearFormat f, int64_t N, int64_t K) {
-    gemm::Caps caps;
-    caps.format = f;
-    caps.max_tokens = 1;
-    caps.in_features = K;
-    caps.out_features = N;
-    caps.act_dtype = f == LinearFormat::kNvfp4 ? DType::kFP4E2M1 : DType::kBF16;
-    caps.out_dtype = DType::kBF16;
-    return gemm::plan(caps);
-  };
+  auto plan1 = [](LinearFormat f, int64_t N, int64_t K) { return plan_fmt(f, N, K, 1); };
   auto ran = [](int64_t before, int parts) {
     const gemm::lin::StreamLaunch l = gemm::lin::last_stream_launch();
     return l.serial == before + 1 && (parts == 0 || l.parts == parts);
@@ -2051,6 +2055,36 @@ TEST(GemmGpu, DecodeStream16) {
   }
 }
 
+/// The staged-once block kernel (forced on, B12X_GEMM_STREAM16=1 and _MINM=2 set by the caller)
+/// over NVFP4 / MXFP4, W4A16 / W4A4 x ms: case i runs K ks[i % 3] at the forced split splits[i %
+/// 3] with N ns[i % 3], FP16 output every 5th, bias every other case, capacity 16 every 4th,
+/// the early trigger every other, a replayed graph every 3rd; cluster: the split summed in a
+/// cluster (B12X_GEMM_S16_CLUSTER=8 set by the caller).
+void s16_once_cases(const std::vector<int64_t>& ms, const std::array<int64_t, 3>& ks,
+                    const std::array<int, 3>& splits, const std::array<int64_t, 3>& ns,
+                    bool cluster) {
+  int i = 0;
+  for (const LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kNvfp4,
+                               LinearFormat::kMxfp4W4A16, LinearFormat::kMxfp4})
+    for (const int64_t M : ms) {
+      const int64_t K = ks[i % 3];
+      const int sp = splits[i % 3];
+      ScopedEnv es("B12X_GEMM_STREAM16_SPLIT", std::to_string(sp).c_str());
+      ScopedEnv etr("B12X_GEMM_STREAM_TRIG", (i % 2) ? "7" : "3");
+      Case c{f,           M, ns[i % 3], K, DType::kBF16, (i % 5) == 0 ? DType::kFP16 : DType::kBF16,
+             (i % 2) == 0};
+      c.max_tokens = (i % 4) == 1 ? 16 : M;
+      ++i;
+      const int64_t before = gemm::lin::last_stream_launch().serial;
+      run_case(c, /*graph_replay=*/(i % 3) == 0);
+      const gemm::lin::StreamLaunch l = gemm::lin::last_stream_launch();
+      EXPECT_GT(l.serial, before) << "M " << M << " K " << K;
+      EXPECT_TRUE(l.once) << "M " << M << " K " << K;
+      EXPECT_EQ(l.split, sp) << "M " << M << " K " << K;
+      EXPECT_EQ(l.cluster, cluster ? sp : 0) << "M " << M << " K " << K;
+    }
+}
+
 TEST(GemmGpu, DecodeStream16Once) {
   B12X_REQUIRE_GPU();
   // Session 17: the block kernel with its K range staged once (the default at 2 tiles per warp on
@@ -2062,29 +2096,7 @@ TEST(GemmGpu, DecodeStream16Once) {
   // (B12X_GEMM_STREAM16_MINM=2; one n8 token tile as at M = 5..8).
   ScopedEnv e16("B12X_GEMM_STREAM16", "1"), em("B12X_GEMM_STREAM16_MINM", "2");
   ScopedEnv eq0("B12X_GEMM_STREAM16_QX", "0");  // W4A4 through the pre-pass
-  int i = 0;
-  for (const LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kNvfp4,
-                               LinearFormat::kMxfp4W4A16, LinearFormat::kMxfp4})
-    for (int64_t M : {2, 4, 5, 8, 9, 16}) {
-      const int64_t K = (i % 3) == 0 ? 992 : (i % 3) == 1 ? 2848 : 3040;
-      ScopedEnv es("B12X_GEMM_STREAM16_SPLIT", K == 992 ? "1" : "3");
-      ScopedEnv etr("B12X_GEMM_STREAM_TRIG", (i % 2) ? "7" : "3");
-      Case c{f,
-             M,
-             (i % 2) ? 72 : 200,
-             K,
-             DType::kBF16,
-             (i % 5) == 0 ? DType::kFP16 : DType::kBF16,
-             (i % 2) == 0};
-      c.max_tokens = (i % 4) == 1 ? 16 : M;
-      ++i;
-      const int64_t before = gemm::lin::last_stream_launch().serial;
-      run_case(c, /*graph_replay=*/(i % 3) == 0);
-      const gemm::lin::StreamLaunch l = gemm::lin::last_stream_launch();
-      EXPECT_GT(l.serial, before) << "M " << M << " K " << K;
-      EXPECT_TRUE(l.once) << "M " << M << " K " << K;
-      EXPECT_EQ(l.split, K == 992 ? 1 : 3);
-    }
+  s16_once_cases({2, 4, 5, 8, 9, 16}, {992, 2848, 3040}, {1, 3, 3}, {200, 72, 200}, false);
   // Not taken: B12X_GEMM_STREAM16_ONCE=0; vp > 16 (K = 2048 unsplit: 32 vectors).
   for (const bool off : {true, false}) {
     ScopedEnv eo("B12X_GEMM_STREAM16_ONCE", off ? "0" : "1");
@@ -2144,34 +2156,10 @@ TEST(GemmGpu, DecodeStream16Cluster) {
   if (device_info(0).cc_major < 9) GTEST_SKIP() << "no thread-block clusters below SM90";
   ScopedEnv e16("B12X_GEMM_STREAM16", "1"), em("B12X_GEMM_STREAM16_MINM", "2");
   ScopedEnv ecl("B12X_GEMM_S16_CLUSTER", "8");
-  int i = 0;
-  for (const LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kNvfp4,
-                               LinearFormat::kMxfp4W4A16, LinearFormat::kMxfp4})
-    for (const int64_t M : {2, 5, 8, 9, 16}) {
-      ScopedEnv eq0("B12X_GEMM_STREAM16_QX", "0");
-      const int64_t K = (i % 3) == 0 ? 1312 : (i % 3) == 1 ? 2848 : 2016;
-      const char* sp = K == 1312 ? "2" : K == 2848 ? "3" : "8";
-      ScopedEnv es("B12X_GEMM_STREAM16_SPLIT", sp);
-      ScopedEnv etr("B12X_GEMM_STREAM_TRIG", (i % 2) ? "7" : "3");
-      Case c{f,
-             M,
-             (i % 3) == 0   ? 72
-             : (i % 3) == 1 ? 200
-                            : 520,
-             K,
-             DType::kBF16,
-             (i % 5) == 0 ? DType::kFP16 : DType::kBF16,
-             (i % 2) == 0};
-      c.max_tokens = (i % 4) == 1 ? 16 : M;
-      ++i;
-      const int64_t before = gemm::lin::last_stream_launch().serial;
-      run_case(c, /*graph_replay=*/(i % 3) == 0);
-      const gemm::lin::StreamLaunch l = gemm::lin::last_stream_launch();
-      EXPECT_GT(l.serial, before) << "M " << M << " K " << K;
-      EXPECT_TRUE(l.once) << "M " << M << " K " << K;
-      EXPECT_EQ(l.split, std::atoi(sp)) << "K " << K;
-      EXPECT_EQ(l.cluster, l.split) << "M " << M << " K " << K;
-    }
+  {
+    ScopedEnv eq0("B12X_GEMM_STREAM16_QX", "0");
+    s16_once_cases({2, 5, 8, 9, 16}, {1312, 2848, 2016}, {2, 3, 8}, {72, 200, 520}, true);
+  }
   {
     ScopedEnv ec16("B12X_GEMM_S16_CLUSTER", "16"), es("B12X_GEMM_STREAM16_SPLIT", "16");
     gemm::Caps caps;
@@ -2203,29 +2191,19 @@ TEST(GemmGpu, DecodeStream16Cluster) {
   ScopedEnv er1("B12X_GEMM_S16_CL_RULE", "1");
   const bool sm90 = device_info(0).cc_major == 9 && device_info(0).cc_minor == 0;
   const int64_t sms = device_info(0).sm_count;
-  auto plan_nk = [](LinearFormat f, int64_t n, int64_t k) {
-    gemm::Caps caps;
-    caps.format = f;
-    caps.max_tokens = 16;
-    caps.in_features = k;
-    caps.out_features = n;
-    caps.act_dtype = f == LinearFormat::kNvfp4 ? DType::kFP4E2M1 : DType::kBF16;
-    caps.out_dtype = DType::kBF16;
-    return gemm::plan(caps);
-  };
   for (const LinearFormat f :
        {LinearFormat::kNvfp4W4A16, LinearFormat::kMxfp4W4A16, LinearFormat::kNvfp4}) {
     SCOPED_TRACE(gemm::format_name(f));
     // N = 16 x 256 x ceil(1.5 SMs / 16) rows: 1.5 x SMs CTAs at split 8 (K = 4096), above them.
     const int64_t n = 256 * ((3 * sms / 2 + 7) / 8);
-    const gemm::Plan big = plan_nk(f, n, 4096);
+    const gemm::Plan big = plan_fmt(f, n, 4096, 16);
     EXPECT_EQ(big.stream16_split, 8);
     const bool want = sm90 && f != LinearFormat::kNvfp4;
     EXPECT_EQ(big.stream16_cluster, want ? 8 : 0) << big.describe();
     if (want)  // the default's first M: NVFP4 W4A16 from 9 (round 87), MXFP4 W4A16 every M
       EXPECT_EQ(big.stream16_cluster_min_m, f == LinearFormat::kNvfp4W4A16 ? 9 : 0);
     // floor(SMs / 8) x 8 CTAs (4096x4096 on an H200), not above the SM count: partials + reduce.
-    EXPECT_EQ(plan_nk(f, 256 * std::max<int64_t>(1, sms / 8), 4096).stream16_cluster, 0);
+    EXPECT_EQ(plan_fmt(f, 256 * std::max<int64_t>(1, sms / 8), 4096, 16).stream16_cluster, 0);
   }
 }
 
