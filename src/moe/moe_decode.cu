@@ -1,6 +1,10 @@
 // Launchers of the decode stream (kernels/moe_decode.cuh): FP4 weights, M * topk <= 1024.
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
+#include <map>
+#include <mutex>
+#include <tuple>
 #include <type_traits>
 
 #include "core/cuda_check.h"
@@ -53,6 +57,24 @@ void launch_fc1(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, bool 
   B12X_CUDA_CHECK_LAUNCH();
 }
 
+// The FC2 cluster size of the last launch (1: none); tests read it (decode_last_fc2_cluster).
+std::atomic<int> g_last_fc2_cluster{1};
+
+// Whether a cluster of `split` CTAs (1 x split x 1) of kernel `fn` fits the current device: the
+// occupancy query once per (device, kernel, split), memoized (host setup like opt_in_smem's).
+bool fc2_cluster_fits(const void* fn, int threads, int smem, int split) {
+  int dev = 0;
+  B12X_CUDA_CHECK(cudaGetDevice(&dev));
+  static std::mutex mu;
+  static std::map<std::tuple<int, const void*, int>, int> fit;
+  std::lock_guard<std::mutex> lock(mu);
+  const auto key = std::make_tuple(dev, fn, split);
+  auto it = fit.find(key);
+  if (it == fit.end())
+    it = fit.emplace(key, ::b12x::detail::max_active_clusters(fn, threads, smem, split)).first;
+  return it->second > 0;
+}
+
 template <typename OpT, bool kFold, int kSK, int kRC, int kW, int kS, int kR = DecodeCfg::kFc2Rows,
           bool kKil = false>
 void launch_fc2(const DecodeArgs& a, Stream stream, bool pdl) {
@@ -69,11 +91,21 @@ void launch_fc2(const DecodeArgs& a, Stream stream, bool pdl) {
   }
   const dim3 grid(static_cast<unsigned>(a.w2.rows_pad / kR), static_cast<unsigned>(a.fc2_split));
   const size_t smem = static_cast<size_t>(DecodeCfg::fc2_smem(kW, kS, a.num_tokens, kR));
-  if (kR == 32 && a.fc2_cluster != 0 && a.fc2_split > 1) {  // the row block's CTAs: one cluster
+  // decode_fc2_cluster: only where a cluster of the split's CTAs (at the largest shared memory this
+  // instance runs with) can be resident on this device (a GPC or MIG slice with too few free SMs
+  // would fail the launch); else the fp32 partials (sized and zeroed for any split).
+  const bool cl = kR == 32 && a.fc2_cluster != 0 && a.fc2_split > 1 && a.fc2_split <= 4 &&
+                  fc2_cluster_fits(reinterpret_cast<const void*>(k), 32 * kW,
+                                   DecodeCfg::fc2_smem(kW, kS, DecodeCfg::kFc2Rows32MaxTokens, kR),
+                                   a.fc2_split);
+  g_last_fc2_cluster.store(cl ? a.fc2_split : 1, std::memory_order_relaxed);
+  if (cl) {  // the row block's CTAs: one cluster
     B12X_CUDA_CHECK(::b12x::detail::launch_ex(k, grid, dim3(32 * kW), smem, stream, pdl,
                                               dim3(1, static_cast<unsigned>(a.fc2_split), 1), a));
   } else {
-    launch_k(k, grid, dim3(32 * kW), smem, stream, pdl, a);
+    DecodeArgs b = a;
+    b.fc2_cluster = 0;
+    launch_k(k, grid, dim3(32 * kW), smem, stream, pdl, b);
   }
   B12X_CUDA_CHECK_LAUNCH();
 }
@@ -160,6 +192,9 @@ void launch_gemms_rc(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, 
 
 }  // namespace
 
+int decode_last_fc2_cluster() {
+  return g_last_fc2_cluster.load(std::memory_order_relaxed);
+}
 int decode_fc1_smem_bytes() {
   return DecodeCfg::fc1_smem(DecodeCfg::kFc1WideWarps);  // the larger of the two variants
 }

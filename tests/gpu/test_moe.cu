@@ -857,6 +857,11 @@ TEST(MoeGpu, DecodeStreamFc2KInterleaved) {
 }
 
 using Knobs = std::vector<std::pair<const char*, std::string>>;
+}  // namespace
+namespace b12x::moe::detail {
+int decode_last_fc2_cluster();  // moe_decode.cu: the last FC2 launch's cluster size (1: none)
+}  // namespace b12x::moe::detail
+namespace {
 
 /// P's eager output with plan-time `knobs` plus the probe knob `probe` against P's with `knobs`
 /// alone: bit-equal (`what` names the probe); with `replay` the probe's plan is also replayed in a
@@ -912,6 +917,11 @@ TEST(MoeGpu, DecodeStreamFc2ClusterSum) {
     base.push_back({"B12X_MOE_FC2_CLUSTER", "0"});
     expect_probe_bit_equal(P, base, {"B12X_MOE_FC2_CLUSTER", "2"}, "FC2 cluster sum",
                            &v == &vars[0]);
+    // The probe's plan ran last: its FC2 launched as clusters of the split's CTAs.
+    int split = 0;
+    for (const auto& k : v.second)
+      if (std::string(k.first) == "B12X_MOE_FC2_SPLIT") split = std::stoi(k.second);
+    EXPECT_EQ(moe::detail::decode_last_fc2_cluster(), split);
   }
 }
 
