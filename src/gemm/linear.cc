@@ -1702,8 +1702,10 @@ Plan plan(const Caps& caps) {
   // / 8.89 -> 6.54 / 13.61 / 14.61 / 8.44 / 7.14, M = 4 7.03 / 14.54 / 17.67 / 10.30 / 9.22 ->
   // 6.52 / 13.68 / 14.66 / 8.42 / 7.10 (the 4-row kernel split K only at 4096x14336: M = 4 was
   // slower there and at 2048x7168 than M = 16 on the block kernel).
+  // (Measured on the H200 only: SM90 only; elsewhere NVFP4 W4A16 keeps the 4-row kernel.)
   const bool s16_low = f == LinearFormat::kMxfp4 || f == LinearFormat::kMxfp4W4A16 ||
-                       f == LinearFormat::kNvfp4 || f == LinearFormat::kNvfp4W4A16;
+                       f == LinearFormat::kNvfp4 ||
+                       (f == LinearFormat::kNvfp4W4A16 && dev.cc_major == 9 && dev.cc_minor == 0);
   const char* erows = std::getenv("B12X_GEMM_STREAM_ROWS");
   int64_t s16_min = s16_low && !(erows != nullptr && erows[0] == '1') ? 2 : kS16MinM;
   if (const char* e = std::getenv("B12X_GEMM_STREAM16_MINM"); e != nullptr)
@@ -1805,7 +1807,8 @@ Plan plan(const Caps& caps) {
         p.stream16_tiles = 8 * tw;
         p.stream16_min_m = static_cast<int>(s16_min);
         if (split > 1 && split <= cl_max && var != 0 && (!cl_rule || gx * split > sms) &&
-            lin::stream16_max_active_clusters(caps.device, wf, tw, qx, var, split_vp, split) > 0) {
+            lin::stream16_max_active_clusters(caps.device, wf, tw, qx, var, split_vp, split) >=
+                gx) {  // every cluster of the grid resident at once (one wave)
           p.stream16_cluster = split;
           p.stream16_cluster_min_m = cl_rule ? kS16ClusterMinM[f == LinearFormat::kMxfp4W4A16] : 0;
           if (const char* e = std::getenv("B12X_GEMM_S16_CL_MINM"); e != nullptr)
