@@ -311,9 +311,11 @@ struct Plan {
   /// per warp on BF16 activations where stream16_vp <= 16; B12X_GEMM_STREAM16_ONCE=0 keeps the
   /// chunked kernel).
   bool stream16_once = false;
-  /// NVFP4 / MXFP4 block kernel (session 23 probe, B12X_GEMM_S16_CLUSTER=<max size>): its K split
-  /// of stream16_split CTAs launched as one thread-block cluster that sums the split through
-  /// distributed shared memory (no partials, no reduce launch); 0: partials + the reduce kernel.
+  /// NVFP4 / MXFP4 block kernel (session 23; on SM90 by default for W4A16 where the split is <= 8,
+  /// the grid has more CTAs than SMs and every cluster is resident at once, B12X_GEMM_S16_CLUSTER=
+  /// <max size> takes it wherever it fits): its K split of stream16_split CTAs launched as one
+  /// thread-block cluster that sums the split through distributed shared memory (no partials,
+  /// no reduce launch); 0: partials + the reduce kernel.
   /// The FP8 block kernel (session 23, default on SM90): where its one-wave split is <= 4 and all
   /// its clusters fit at once; B12X_GEMM_STREAM16_F8_CLUSTER=0 never, =1 any split <=
   /// B12X_GEMM_STREAM16_F8_CLMAX (2..8, default 4).

@@ -1858,7 +1858,7 @@ Plan plan(const Caps& caps) {
     };
     struct F8Grid {
       int split = 0, vp = 0;
-      bool cluster = false;  // the split summed in a cluster (session 23 probe)
+      bool cluster = false;  // the split summed in a cluster (session 23)
     };
     // Probe: B12X_GEMM_STREAM16_OCC=3 (per-tensor at one tile per warp: 3 CTAs per SM).
     const char* eocc = std::getenv("B12X_GEMM_STREAM16_OCC");

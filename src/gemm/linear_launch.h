@@ -103,10 +103,11 @@ void launch_linear_stream(WFmt f, int parts, int occ, int ctas, int64_t smem, co
 /// linear_stream16_once_kernel: tw 2, BF16 activations, p.stream_vp <= 16; its shared memory
 /// depends on vp).
 inline constexpr int kS16VarOnce = 1;
-/// Session 23 probe (Plan::stream16_cluster): the split's gridDim.y CTAs of one blockIdx.x
-/// launched as one thread-block cluster (SM90+, split <= 16; above 8 non-portable, the H200's
-/// limit) that sums the K split through DSMEM (kernels/cluster_sum.cuh): no partials, no reduce
-/// launch (p.partial unused). On the staged-once kernel and on the chunked kernel with qx.
+/// Session 23 (Plan::stream16_cluster; the SM90 W4A16 rule kS16ClusterRule in linear.cc): the
+/// split's gridDim.y CTAs of one blockIdx.x launched as one thread-block cluster (SM90+, split
+/// <= 16; above 8 non-portable, the H200's limit) that sums the K split through DSMEM
+/// (kernels/cluster_sum.cuh): no partials, no reduce launch (p.partial unused). Staged-once
+/// kernel only.
 inline constexpr int kS16VarCluster = 2;
 /// Host only (plan time): the clusters of `split` CTAs of the kS16VarCluster instance (nt 2) that
 /// can be resident at once (cudaOccupancyMaxActiveClusters; 0 where clusters are not supported);
