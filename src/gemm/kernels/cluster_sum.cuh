@@ -4,8 +4,8 @@
 // in every CTA; rank r then adds its 1/S share of the tile's entries over all S partials, in rank
 // order (the order linear_reduce_kernel adds its slots: the sums are the reduce path's, bit for
 // bit), and stores them. No partials in global memory, no counters (nothing read before it is
-// written: the scratch's bytes do not matter), no reduce launch. Shared by the linear kernels that
-// split K over CTAs (the FP4 / FP8 block kernels, the M = 1 stream kernel).
+// written: the scratch's bytes do not matter), no reduce launch. Shared by the FP4 / FP8 linear
+// block kernels and MoE's split FC2 (the M = 1 stream kernel's cluster probes lost and went).
 #pragma once
 
 #include <cuda_runtime.h>
