@@ -75,7 +75,7 @@ std::string kernel_name(const void* fn) {
   Dl_info info{};
   if (fn == nullptr || dladdr(fn, &info) == 0) return "<unknown>";
   if (info.dli_sname == nullptr || info.dli_saddr != fn) {
-    // A hidden stub, not in the dynamic symbol table: named by its library file and offset.
+    // A launch function hidden from the dynamic symbol table: named by its library file and offset.
     char buf[64];
     std::snprintf(buf, sizeof(buf), "+0x%zx",
                   static_cast<size_t>(static_cast<const char*>(fn) -
