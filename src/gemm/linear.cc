@@ -1931,11 +1931,18 @@ Plan plan(const Caps& caps) {
                                                       occ_for(tw8, depth), var_for(tw8, depth));
       if (fit <= 0) return r;
       const int64_t gx8 = (geo.n16 + 8 * tw8 - 1) / (8 * tw8);
-      // A cluster of sp CTAs: at most f8_cl_max, and (the rule, 2) all gx8 of them at once.
+      // A cluster of sp CTAs: at most f8_cl_max, and (the rule, 2) all gx8 of them at once. A
+      // plan with the in-kernel quantization (q8) also launches the instance without it, as a
+      // cluster of the same split, where a run's BF16 rows are not 16-byte vectors (the quantizer
+      // launch before it): the fit is the smaller of both instances' (their registers differ).
       auto cluster_ok = [&](int sp) {
         if (sp > f8_cl_max) return false;
-        const int fit_cl = lin::stream16_f8_max_clusters(
-            caps.device, wf, tw8, mma8, depth, q8, occ_for(tw8, depth), var_for(tw8, depth), sp);
+        int fit_cl = lin::stream16_f8_max_clusters(caps.device, wf, tw8, mma8, depth, q8,
+                                                   occ_for(tw8, depth), var_for(tw8, depth), sp);
+        if (q8)
+          fit_cl = std::min(
+              fit_cl, lin::stream16_f8_max_clusters(caps.device, wf, tw8, mma8, depth, false,
+                                                    occ_for(tw8, depth), var_for(tw8, depth), sp));
         return fit_cl > 0 && (f8_cluster == 1 || gx8 <= fit_cl);
       };
       int per_sm = fit;

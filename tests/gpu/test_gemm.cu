@@ -2634,6 +2634,21 @@ TEST(GemmGpu, Stream16Fp8Cluster) {
       EXPECT_EQ(l.cluster, off[0] != 0 ? 1 : 2) << name(c) << " CLUSTER=" << off;
     }
   }
+  // Session 24: BF16 rows that are not 16-byte vectors (x 8 bytes into its buffer) under the
+  // default cluster plan: the quantizer launch, then the instance without the in-kernel
+  // quantization as a cluster of the same split (the plan checked both instances' fit); block FP8
+  // and MXFP8, one and two token tiles, bias, FP16 outputs.
+  for (LinearFormat f : {LinearFormat::kFp8Block, LinearFormat::kMxfp8})
+    for (const int64_t M : {3, 13}) {
+      Case c{f, M, 7168, 1024, DType::kBF16, M == 3 ? DType::kFP16 : DType::kBF16, M == 13};
+      const int64_t before = gemm::lin::last_stream16_f8_launch().serial;
+      run_case(c, false, nullptr, [](Acts& a) { a.x_offset = 8; });
+      const gemm::lin::Stream16F8Launch l = gemm::lin::last_stream16_f8_launch();
+      EXPECT_GT(l.serial, before) << name(c);
+      EXPECT_FALSE(l.q) << name(c);
+      EXPECT_GT(l.split, 1) << name(c);
+      EXPECT_EQ(l.cluster, l.split) << name(c);
+    }
   {
     unsetenv("B12X_GEMM_STREAM16_F8_CLUSTER");
     Case c{LinearFormat::kFp8Tensor, 16, 7168, 1024, DType::kFP8E4M3, DType::kBF16, false};
