@@ -1538,6 +1538,17 @@ Plan plan(const Caps& caps) {
           p.decode_stream_smem = lin::kStreamJitBytes;
           if (jit3 && lean3) p.decode_stream_var |= 64;  // kLean
         }
+        // Session 24 probe (B12X_GEMM_STREAM_WS=1): the blocks at 8 parts with each warp's K
+        // part staged once (lin::linear_stream_kernel's kWs, bit 256 instead of 128).
+        if (const char* ews = std::getenv("B12X_GEMM_STREAM_WS");
+            ews != nullptr && ews[0] == '1' && (p.decode_stream_var & 128) && c.parts == 8) {
+          const int wv = (p.decode_stream_var & ~128) | 256;
+          const int64_t ws_smem = lin::stream_smem_bytes(geo.kvec, 8);
+          if (ws_smem <= lin::kStreamSmemBudget && lin::stream_ws_available(wf, occ, wv)) {
+            p.decode_stream_var = wv;
+            p.decode_stream_smem = ws_smem;
+          }
+        }
         if (occ == 3 && !jit3) {
           p.decode_stream_var = 0;  // the CTA's staging (W4A4: after the pre-pass)
           p.decode_stream_smem = lin::stream_smem_bytes(geo.kvec, c.parts);
@@ -1546,7 +1557,7 @@ Plan plan(const Caps& caps) {
         // fold's, reached by knobs alone): such a plan runs other weights on the decode kernel,
         // as MXFP4 W4A16 (whose variants are fold-free only) does every weight since session 15.
         p.decode_stream_free_only =
-            mx_w4a16_free || (wf == lin::WFmt::kMxfp4 && !(p.decode_stream_var & 128));
+            mx_w4a16_free || (wf == lin::WFmt::kMxfp4 && !(p.decode_stream_var & (128 | 256)));
         stream_trig_m1 = c.ctas * 10 >= c.slots * 8 || (tile_per_sm && occ == 2);
       }
     }

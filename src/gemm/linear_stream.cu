@@ -40,6 +40,32 @@ StreamFn stream_fn(int parts) {
   }
 }
 
+/// Session 24 probe (B12X_GEMM_STREAM_WS=1, var bit 256: each warp stages its K part once,
+/// kWs): where the plan took the per-warp blocks at 8 parts (128 -> 256, W4A4 168 -> 296; the
+/// lean 3-CTA ones + 64); MXFP4 W4A16 fold-free only, as its blocks.
+template <int kOcc, int kVar>
+StreamFn stream_ws_fmt(bool mx, bool mx_free) {
+  if (!mx) return &linear_stream_kernel<8, kOcc, 1, false, false, kVar>;
+  if (mx_free) return &linear_stream_kernel<8, kOcc, 1, true, true, kVar>;
+  if constexpr ((kVar & 8) != 0) return &linear_stream_kernel<8, kOcc, 1, true, false, kVar>;
+  return nullptr;
+}
+StreamFn stream_ws_fn(bool mx, bool mx_free, int occ, int parts, int var) {
+  if (parts != 8) return nullptr;
+  switch (occ * 1000 + var) {
+    case 2256:
+      return stream_ws_fmt<2, 256>(mx, mx_free);
+    case 2296:
+      return stream_ws_fmt<2, 296>(mx, mx_free);
+    case 3320:
+      return stream_ws_fmt<3, 320>(mx, mx_free);
+    case 3360:
+      return stream_ws_fmt<3, 360>(mx, mx_free);
+    default:
+      return nullptr;
+  }
+}
+
 /// The M = 1 instances with a variant (LinearParams::stream_var), those a default plan reaches on
 /// some device (session 21 removed the knob-only ones: the unshuffled splats, v136, the 3-CTA
 /// staging's conversion, the blocks at parts 1 / 2 / 4 but for MXFP4 W4A4, MXFP4's fold at var
@@ -52,6 +78,7 @@ StreamFn stream_fn(int parts) {
 /// staged, kLean 5.70): W4A16 192 (MXFP4 fold-free), W4A4 232.
 StreamFn stream_var_fn(WFmt f, int parts, int occ, int var, bool mx_free) {
   const bool mx = f == WFmt::kMxfp4;
+  if (var & 256) return stream_ws_fn(mx, mx_free, occ, parts, var);
   if (occ == 3) {
     if (parts != 8) return nullptr;
     if (var == 232)
@@ -257,6 +284,10 @@ StreamLaunch last_stream_launch() {
 // same registers and shared memory).
 bool stream_kernel_available(WFmt f, bool fp16, int parts, int occ, int rows) {
   return pick_stream(f, fp16, parts, occ, rows, f == WFmt::kMxfp4) != nullptr;
+}
+
+bool stream_ws_available(WFmt f, int occ, int var) {
+  return stream_ws_fn(f == WFmt::kMxfp4, true, occ, 8, var) != nullptr;
 }
 
 int stream_vectors_per_part(int64_t kvec, int parts, int split) {

@@ -172,10 +172,18 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     linear_stream_kernel(const LinearParams p) {
   static_assert(!kMx || kRows == 1, "MXFP4: M = 1");
   static_assert(!kMxFree || kMx, "fold-free splats: MXFP4 only");
-  static_assert(kVar == 0 || (kRows == 1 && (!kMx || (kVar & ~64) == 128 || (kVar & ~64) == 168)),
-                "kVar: M = 1; MXFP4 with kJit only");
+  static_assert(kVar == 0 || (kRows == 1 && (!kMx || (kVar & ~64 & ~40 & ~384) == 0)),
+                "kVar: M = 1; MXFP4 with kJit / kWs only");
   constexpr bool kQx = (kVar & 8) != 0;  // NVFP4 (kMx: MXFP4) activations converted in the kernel
   constexpr bool kJit = (kVar & 128) != 0;
+  // kWs (bit 256, session 24 probe; 8 parts, one K part per warp): each warp stages its own K
+  // part of the activations once, after griddep_wait, in the CTA staging's layout (W4A4:
+  // converted by kQf's arithmetic), behind one warp barrier; the loop then reads them as the
+  // staged path does for every group (no per-block activation load, conversion, stores or warp
+  // barriers, and a CTA with several groups converts once).
+  constexpr bool kWs = (kVar & 256) != 0;
+  static_assert(!kWs || (kParts == 8 && !kJit), "kWs: 8 parts, instead of kJit");
+  static_assert(!kMx || kJit || kWs || kVar == 0 || kVar == 64, "MXFP4: kJit / kWs variants");
   // kQf (bit 32, session 20; kQx with kJit): the conversion by BF16 pair arithmetic, NVFP4 into
   // activations times 2^-7 (nvfp4x8_bf16_e7; the output multiplier times 2^7), MXFP4 (kMx: the
   // weights' format is the activations') into the pre-pass's values (mxfp4x8_bf16).
@@ -184,10 +192,10 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   // accumulator chain instead of four, and of the block's scale bytes only the lane's (byte t of
   // each vector's row word: its splat's step) kept, compressed into one register per row.
   constexpr bool kLean = (kVar & 64) != 0;
-  static_assert(!kLean || kJit, "kLean: with the per-warp blocks");
+  static_assert(!kLean || kJit || kWs, "kLean: with the per-warp blocks");
   constexpr int kCh = kLean ? 1 : 4;  // MMA accumulator chains
-  static_assert(!kQf || (kQx && kJit), "kQf: the per-warp blocks' FP4 activation conversion");
-  static_assert(!(kQx && kJit) || kQf, "the per-warp blocks convert FP4 activations by kQf only");
+  static_assert(!kQf || (kQx && (kJit || kWs)), "kQf: the per-warp FP4 activation conversion");
+  static_assert(!(kQx && (kJit || kWs)) || kQf, "the per-warp paths convert FP4 by kQf only");
   constexpr int kSb = kMx ? 2 : 4;  // scale bytes per row and vector
   static_assert(kParts == 1 || kParts == 2 || kParts == 4 || kParts == 8, "K parts per tile");
   static_assert(kRows == 1 || kRows == 4, "token rows");
@@ -305,6 +313,36 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     na = load_x(vbase * 64);  // block 0 of the first group (requested before the wait)
   }
 
+  if constexpr (kWs) {
+    // The warp's K part [vbase, vbase + vp) in blocks of kDepth vectors (8 activations per lane),
+    // up to kB blocks' loads in flight before their conversions and stores (K <= 8192 x 8: one
+    // L2 round trip).
+    constexpr int kB = kOcc == 3 ? 4 : 8;
+    const int nblk = vp / kDepth;
+    for (int b0 = 0; b0 < nblk; b0 += kB) {
+      uint4 v[kB];
+#pragma unroll
+      for (int b = 0; b < kB; ++b)
+        v[b] = b0 + b < nblk ? load_x((vbase + int64_t{b0 + b} * kDepth) * 64)
+                             : make_uint4(0, 0, 0, 0);
+#pragma unroll
+      for (int b = 0; b < kB; ++b) {
+        if (b0 + b >= nblk) break;
+        if constexpr (kQf && kMx)
+          v[b] = mxfp4x8_bf16(v[b].x, v[b].y);
+        else if constexpr (kQf)
+          v[b] = nvfp4x8_bf16_e7(v[b].x, v[b].y);
+        const int64_t k = (vbase + int64_t{b0 + b} * kDepth) * 64 + 8 * lane;
+        uint32_t* const d = reinterpret_cast<uint32_t*>(dsm + stream_xpos(static_cast<int>(k)) * 2);
+        d[0] = v[b].x;
+        d[8] = v[b].y;
+        d[16] = v[b].z;
+        d[24] = v[b].w;
+      }
+    }
+    __syncwarp();
+  }
+
   // Stage the activations of the whole (padded) K in lane order; zeros past K. Each thread's
   // loads go out in batches of kBatch 16-byte chunks before any store, so the staging costs one
   // L2 round trip per batch (K <= 16384: one; 8192 with the 3-CTA cap), not one per chunk.
@@ -353,7 +391,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
         d[12] = v[b].w;
       }
     }
-  } else if constexpr (!kJit) {
+  } else if constexpr (!kJit && !kWs) {
     constexpr int kBatch = kOcc == 3 ? 4 : 8;  // within the 3-CTA register cap
     constexpr int kT = kWarps * 32;
     const uint16_t* x = static_cast<const uint16_t*>(p.x);
@@ -411,7 +449,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
       }
     }
   }
-  if constexpr (!kJit) __syncthreads();
+  if constexpr (!kJit && !kWs) __syncthreads();
 
   float mult = p.out_mult;
   if (p.alpha != nullptr) mult *= *p.alpha;
