@@ -129,6 +129,7 @@ int decode_kind(const PagedCaps& c, ArchFamily family) {
   if (e != nullptr && std::string(e) == "wide3") return 5;
   if (e != nullptr && std::string(e) == "hcvt") return 8;
   if (e != nullptr && std::string(e) == "hcvt3") return 13;
+  if (e != nullptr && std::string(e) == "hcvt8") return 28;
   if (e != nullptr && std::string(e) == "wideh") return 16;
   if (e != nullptr && std::string(e) == "wideh3") return 18;
   // Any other value (a typo, or a removed tile such as hbits) takes the defaults below; say so
@@ -137,8 +138,8 @@ int decode_kind(const PagedCaps& c, ArchFamily family) {
     static std::once_flag once;
     std::call_once(once, [e] {
       log_message(0, std::string("B12X_ATTN_DECODE_TILE=") + e +
-                         " is not a decode tile (wide, wide3, hcvt, hcvt3, wideh, wideh3): the "
-                         "default tiles are used");
+                         " is not a decode tile (wide, wide3, hcvt, hcvt3, hcvt8, wideh, wideh3): "
+                         "the default tiles are used");
     });
   }
   return default_decode_kind(c, family, fp8, head_dim);
@@ -267,6 +268,11 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
                     default_decode_kind(caps, dev.family, fp8, head_dim), caps.q_dtype, fp8);
   if (k == nullptr && decode_tile)
     k = find_kernel(caps.head_dim_qk, caps.head_dim_vo, fp8 ? 2 : 1, caps.q_dtype, fp8);
+  // hcvt8 (session 24's probe) computes the MMA's rows 0-7 only: plans whose packed rows per
+  // request exceed 8 take the default tile.
+  if (k != nullptr && k->kind == 28 && int64_t(q_len) * group > 8)
+    k = find_kernel(caps.head_dim_qk, caps.head_dim_vo,
+                    default_decode_kind(caps, dev.family, fp8, head_dim), caps.q_dtype, fp8);
   // hcvt3 needs more than SM12x's (and SM89's) 99 KB of shared memory per block: hcvt there.
   if (k != nullptr && k->kind == 13 && k->smem > dev.smem_per_block_optin)
     k = find_kernel(caps.head_dim_qk, caps.head_dim_vo, 8, caps.q_dtype, fp8);
@@ -295,6 +301,7 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
                  : k->kind == 8  ? "_decode_hcvt"
                  : k->kind == 13 ? "_decode_hcvt3"
                  : k->kind == 16 ? "_decode_wideh"
+                 : k->kind == 28 ? "_decode_hcvt8"
                                  : "_decode_wideh3") +
                 (fp8 ? "_kvfp8" : "") + (caps.q_dtype == DType::kFP16 ? "_fp16" : "_bf16");
   plan.tile_rows = k->tile_rows;

@@ -27,8 +27,8 @@ inline cudaError_t launch_kernel(Kernel kernel, dim3 grid, int threads, int smem
 struct KernelInfo {
   int dqk = 0, dv = 0;
   /// 0 extend, 1 decode wide (4 warps x 16 tokens), 2 deep (2 x 16; FP8 head dims 64 / 192),
-  /// 5 wide3, 8 hcvt, 13 hcvt3, 16 wideh, 18 wideh3 (TileCfg; the other kinds were removed, see
-  /// docs/attention.md)
+  /// 5 wide3, 8 hcvt, 13 hcvt3, 16 wideh, 18 wideh3, 28 hcvt8 (session 24's probe) (TileCfg; the
+  /// other kinds were removed, see docs/attention.md)
   int kind = 0;
   DType q = DType::kBF16;
   bool fp8 = false;

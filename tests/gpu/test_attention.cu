@@ -1551,6 +1551,84 @@ TEST(AttentionGpuDecode, SpeculativePrologue) {
   unsetenv("B12X_ATTN_LEAN");
 }
 
+// Session 24's probe B12X_ATTN_DECODE_TILE=hcvt8 (FP8 head dim 256: hcvt with O's MMAs on rows
+// 0-7 only, 3 CTAs per SM90 SM; plans of q_len x group <= 8): group 8 and 5, pages 16..256,
+// forced and automatic splits, sinks, window, per-head descales, the Q range of the fp16 MMAs,
+// the general kernel (B12X_ATTN_LEAN=0), verify with 8 packed rows (16 take the default tile)
+// and early K/V with stale metadata.
+TEST(AttentionGpuDecode, HalfRowsTile) {
+  B12X_REQUIRE_GPU();
+  const char* tile = "hcvt8";
+  ScopedEnvs knob({{"B12X_ATTN_DECODE_TILE", tile}});
+  const std::string name = std::string("_decode_") + tile + "_";
+  for (int i = 0; i < 6; ++i) {
+    Spec s;
+    s.kv = DType::kFP8E4M3;
+    s.dqk = s.dv = 256;
+    s.hkv = 2;
+    s.hq = i == 4 ? 10 : 16;
+    s.page = 16 << (i % 5);
+    s.prefix = {1700, s.page - 1, 0, 3 * s.page + 5};
+    s.qlens.assign(s.prefix.size(), 1);
+    s.window = i == 1 ? 300 : -1;
+    s.sinks = i % 2 == 0;
+    s.per_head_scale = i != 3;
+    s.num_splits = s.max_splits = i == 2 ? 7 : 0;
+    if (i == 3) {
+      s.q_exp_spread = 18;
+      s.softmax_scale = 1.f / 16384;
+    }
+    std::optional<ScopedEnvs> general;
+    if (i == 5)
+      general.emplace(
+          std::initializer_list<std::pair<const char*, const char*>>{{"B12X_ATTN_LEAN", "0"}});
+    Problem p(s, rng());
+    PLAN_AND_BIND(p);
+    EXPECT_NE(p.plan.kernel.find(name), std::string::npos) << p.plan.kernel;
+    p.run();
+    B12X_TEST_CUDA(cudaDeviceSynchronize());
+    p.check(std::string(tile) + " " + std::to_string(i));
+  }
+  for (int hq : {8, 16}) {  // q_len 2: 8 packed rows (hcvt8), 16 (the default tile)
+    Spec v = verify_spec(2, 2);
+    v.kv = DType::kFP8E4M3;
+    v.dqk = v.dv = 256;
+    v.hq = hq;
+    v.page = 128;
+    v.sinks = hq == 8;
+    Problem p(v, rng());
+    PLAN_AND_BIND(p);
+    EXPECT_EQ(p.plan.kernel.find(name) != std::string::npos, hq == 8) << p.plan.kernel;
+    p.run();
+    B12X_TEST_CUDA(cudaDeviceSynchronize());
+    p.check(std::string(tile) + " verify hq " + std::to_string(hq));
+  }
+  cudaStream_t st;
+  B12X_TEST_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  Spec e = gqa_decode_spec({2000, 63, 1, 700}, 0, 0);
+  e.prefix_stable = true;
+  e.kv = DType::kFP8E4M3;
+  e.per_head_scale = true;
+  e.dqk = e.dv = 256;
+  e.hq = 16;
+  e.hkv = 2;
+  e.page = 128;
+  e.sinks = true;
+  Problem p(e, rng());
+  PLAN_AND_BIND(p);
+  EXPECT_NE(p.plan.kernel.find(name), std::string::npos) << p.plan.kernel;
+  if (b12x::device_info(0).family == b12x::ArchFamily::kSm90)
+    EXPECT_NE(p.plan.kernel.find("_early"), std::string::npos) << p.plan.kernel;
+  p.run(st);
+  B12X_TEST_CUDA(cudaStreamSynchronize(st));
+  p.check(std::string(tile) + " early fresh");
+  std::vector<int32_t> stale_lens = p.lens;
+  for (int b = 0; b < p.B; ++b) stale_lens[b] = p.lens[b] > 40 ? p.lens[b] - 37 : p.lens[b] + 5;
+  run_with_late_metadata(p, st, stale_lens, reversed_tables(p), {},
+                         std::string(tile) + " early stale");
+  B12X_TEST_CUDA(cudaStreamDestroy(st));
+}
+
 // Small cases for compute-sanitizer: the general kernels (B12X_ATTN_LEAN=0), lean without the
 // speculative prologue (B12X_ATTN_SPEC=0) and lean + spec (the default); group 6, splits, both
 // dtypes.
@@ -1705,14 +1783,30 @@ __global__ void late_append_writer(LateAppend a, long long spin) {
 TEST(AttentionGpuGraph, EarlyKvReplayWithLateMetadataAndAppend) {
   B12X_REQUIRE_GPU();
   std::normal_distribution<float> nd(0.f, 1.f);
-  for (DType kv : {DType::kBF16, DType::kFP8E4M3}) {
+  for (int c = 0; c < 3; ++c) {
+    // c = 2: session 24's probe hcvt8 (FP8 16/2/256, page 128)
+    const char* probe = "hcvt8";
+    const DType kv = c == 0 ? DType::kBF16 : DType::kFP8E4M3;
     Spec s = gqa_decode_spec({1500, 900, 200, 1200}, 0, 0);
     s.prefix_stable = true;
     s.kv = kv;
     s.page = 64;
-    const std::string what = std::string("early graph ") + b12x::dtype_name(kv);
+    std::optional<ScopedEnvs> tile;
+    if (c >= 2) {
+      tile.emplace(std::initializer_list<std::pair<const char*, const char*>>{
+          {"B12X_ATTN_DECODE_TILE", probe}});
+      s.dqk = s.dv = 256;
+      s.hq = 16;
+      s.hkv = 2;
+      s.page = 128;
+    }
+    const std::string what = std::string("early graph ") + b12x::dtype_name(kv) +
+                             (c >= 2 ? std::string(" ") + probe : "");
     Problem p(s, rng());
     PLAN_AND_BIND(p);
+    if (c >= 2)
+      EXPECT_NE(p.plan.kernel.find(std::string("_") + probe + "_"), std::string::npos)
+          << p.plan.kernel;
     if (b12x::device_info(0).family == b12x::ArchFamily::kSm90)
       EXPECT_TRUE(p.plan.early_kv) << what << " " << p.plan.kernel;
     cudaStream_t st;

@@ -57,11 +57,18 @@ struct TileCfg {
   // tiles in flight per CTA instead of one.
   static constexpr bool kH3 = kKind_ == 18;
   static constexpr int kDH = (kKind_ == 16 || kH3) ? 2 : 1;
-  static constexpr int kKind = (kKind_ == 16 || kH3) ? 1 : kKind_;
+  // kind 28 ("hcvt8", session 24's probe, FP8 head dim 256): hcvt for plans whose packed rows
+  // per request fit the MMA's first 8 rows (q_len x group <= 8: one row tile per request, rows
+  // 8-15 always padding). O's MMAs take rows 0-7 only: their accumulator inputs for rows 8-15
+  // are zero and the outputs dropped, so the 64 O registers of rows 8-15 are not live across
+  // the loop (the HMMA still writes a 4-register tuple: the dropped halves hold only
+  // temporaries), and the launch bounds ask for 3 CTAs per SM90 SM (<= 168 registers).
+  static constexpr bool kHalf = kKind_ == 28;
+  static constexpr int kKind = (kKind_ == 16 || kH3) ? 1 : (kHalf ? 8 : kKind_);
   static constexpr bool kFp8 = kFp8_;
   static_assert(kKind_ == 0 || kKind_ == 1 || kKind_ == 2 || kKind_ == 5 || kKind_ == 8 ||
-                    kKind_ == 13 || kKind_ == 16 || kKind_ == 18,
-                "tile kinds: 0, 1, 2, 5, 8, 13, 16, 18");
+                    kKind_ == 13 || kKind_ == 16 || kKind_ == 18 || kKind_ == 28,
+                "tile kinds: 0, 1, 2, 5, 8, 13, 16, 18, 28");
   static constexpr bool kDecode = kKind != 0;
   // hcvt / hcvt3 (kF16Mma): K's B fragments come straight from the raw FP8 rows (no K conversion
   // pass; Q is stored in the matching permuted slot order), and so do V's (4-byte reads of 4
@@ -120,7 +127,7 @@ struct TileCfg {
   // ~96): a register cap only; SM12x fits one or two by shared memory anyway.
   static constexpr int kSmPerSm = 233472;
   static constexpr int kBySmem = kSmPerSm / (kSmemBytes + 1024);
-  static constexpr int kByRegs = 65536 / (kThreads * (kDv / kDH / 2 + 96));
+  static constexpr int kByRegs = 65536 / (kThreads * (kDv / kDH / (kHalf ? 4 : 2) + 96));
   static constexpr int kMinBlocksRaw = kBySmem < kByRegs ? kBySmem : kByRegs;
   static constexpr int kMinBlocks =
       !kDecode ? 1 : (kMinBlocksRaw > 4 ? 4 : (kMinBlocksRaw < 1 ? 1 : kMinBlocksRaw));
@@ -130,6 +137,7 @@ struct TileCfg {
   static_assert(kWN == 1 || kMB == 1, "the cross-warp merge handles one row block per warp");
   static_assert(kDH == 1 || (kDecode && !kFp8 && kWN > 1 && kDv % (16 * kDH) == 0),
                 "split output dims: 16-bit decode tiles");
+  static_assert(!kHalf || (kF16Mma && kDqk == 256), "hcvt8: FP8 head dim 256");
 };
 
 // ---------------------------------------------------------------- PTX helpers ----------------
@@ -185,6 +193,19 @@ template <typename T>
 __device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
                                          uint32_t b1) {
   gemm::lin::mma16816<MmaTag<T>>(d, a, b0, b1);
+}
+
+/// fp16 m16n8k16 on rows 0-7 only (hcvt8): A's rows 8-15 (a[1], a[3]) and the accumulator's
+/// are zero, d[0], d[1] accumulate, d[2], d[3] are neither read nor written (their outputs are
+/// dropped, so they need not stay live across the caller's loop).
+__device__ __forceinline__ void mma16816_rows8(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                               uint32_t b1) {
+  asm volatile(
+      "{\n .reg .f32 x2, x3;\n"
+      " mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,x2,x3}, {%2,%3,%4,%3}, "
+      "{%5,%6}, {%0,%1,%7,%7};\n}\n"
+      : "+f"(d[0]), "+f"(d[1])
+      : "r"(a[0]), "r"(0u), "r"(a[2]), "r"(b0), "r"(b1), "f"(0.f));
 }
 
 template <typename T>
@@ -578,6 +599,9 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
   constexpr int kWM = Cfg::kWM, kWN = Cfg::kWN, kStages = Cfg::kStages;
   constexpr int kThreads = Cfg::kThreads;
   constexpr bool kFp8 = Cfg::kFp8;
+  // hcvt8 (Cfg::kHalf): the lane's rows g only (kR = 1); rows g + 8 are padding in its plans
+  constexpr bool kHalf = Cfg::kHalf;
+  constexpr int kR = kHalf ? 1 : 2;
   constexpr int kNT = kBN / kWN;                                      // tokens per warp per tile
   constexpr int kDH = Cfg::kDH, kDvW = kDv / kDH;                     // O dims per warp (Cfg::kDH)
   constexpr int kQRow = kDqk * 2, kKRow = kDqk * 2, kVRow = kDv * 2;  // bf16 tile row bytes
@@ -1381,7 +1405,7 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
 #pragma unroll
       for (int mb = 0; mb < kMB; ++mb)
 #pragma unroll
-        for (int r = 0; r < 2; ++r) {
+        for (int r = 0; r < kR; ++r) {
           float mx = -INFINITY;
 #pragma unroll
           for (int nb = 0; nb < kNT / 8; ++nb)
@@ -1414,7 +1438,7 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
 #pragma unroll
         for (int mb = 0; mb < kMB; ++mb)
 #pragma unroll
-          for (int r = 0; r < 2; ++r)
+          for (int r = 0; r < kR; ++r)
 #pragma unroll
             for (int db = 0; db < kDvW / 8; ++db) {
               o[mb][db][2 * r] *= alpha[mb][r];
@@ -1432,9 +1456,9 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
 #pragma unroll
         for (int mb = 0; mb < kMB; ++mb) {
           pa[mb][0] = pack2<TM>(s[mb][2 * kk][0], s[mb][2 * kk][1]);
-          pa[mb][1] = pack2<TM>(s[mb][2 * kk][2], s[mb][2 * kk][3]);
+          pa[mb][1] = kHalf ? 0u : pack2<TM>(s[mb][2 * kk][2], s[mb][2 * kk][3]);
           pa[mb][2] = pack2<TM>(s[mb][2 * kk + 1][0], s[mb][2 * kk + 1][1]);
-          pa[mb][3] = pack2<TM>(s[mb][2 * kk + 1][2], s[mb][2 * kk + 1][3]);
+          pa[mb][3] = kHalf ? 0u : pack2<TM>(s[mb][2 * kk + 1][2], s[mb][2 * kk + 1][3]);
         }
         if constexpr (Cfg::kDirectV) {
           // B fragment of n-block (4 q + i), lane (g, t): tokens (2t, 2t+1) and (2t+8, 2t+9) of the
@@ -1459,7 +1483,12 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
 #pragma unroll
             for (int i = 0; i < 4; ++i)
 #pragma unroll
-              for (int mb = 0; mb < kMB; ++mb) mma16816<TM>(o[mb][4 * q + i], pa[mb], b0[i], b1[i]);
+              for (int mb = 0; mb < kMB; ++mb) {
+                if constexpr (kHalf)
+                  mma16816_rows8(o[mb][4 * q + i], pa[mb], b0[i], b1[i]);
+                else
+                  mma16816<TM>(o[mb][4 * q + i], pa[mb], b0[i], b1[i]);
+              }
           }
         } else {
           // this warp's dims start at chunk dh * kDvW / 8: a power of two above the swizzle's
@@ -1541,7 +1570,7 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
     }
     __syncthreads();
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
+    for (int r = 0; r < kR; ++r) {
       const int row = wm * 16 + g + 8 * r;
       float mm = -INFINITY;
 #pragma unroll
@@ -1564,7 +1593,8 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
     // rows end within its first 8 (a decode step of a GQA group of <= 8 heads): the exchange
     // then moves elements 0, 1 only, half the shared-memory traffic of the CTA's tail
     // (PagedPlan::epilogue_half).
-    const bool half_rows = p.epilogue_half != 0 && rows0 + 8 >= w.qlen * p.group;  // CTA-uniform
+    const bool half_rows =
+        kHalf || (p.epilogue_half != 0 && rows0 + 8 >= w.qlen * p.group);  // CTA-uniform
     // kE fragment elements per lane and n-block through shared memory: 4, or 2 (rows g only)
     auto exchange = [&]<int kE>() {
       using V = std::conditional_t<kE == 2, float2, float4>;
@@ -1664,7 +1694,7 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
 #pragma unroll
     for (int mb = 0; mb < kMB; ++mb)
 #pragma unroll
-      for (int r = 0; r < 2; ++r) {
+      for (int r = 0; r < kR; ++r) {
         const int pr = rows0 + wrow0 + mb * 16 + g + 8 * r;
         const int qi = div_group(p, pr);
         if (qi >= w.qlen) continue;

@@ -54,8 +54,10 @@ KernelInfo make_info(const char* name) {
       k.func_early =
           reinterpret_cast<const void*>(&paged_attention_kernel<T, Cfg, true, false, true>);
       k.launch_early = &launch_main<T, Cfg, true, false, true>;
-      // FP8 hcvt at head dim 256: the early instance at 208 registers (PagedPlan::early_cap)
-      if constexpr (kFp8 && kDqk == 256 && kKind == 8) {
+      // FP8 hcvt at head dim 256: the early instance at 208 registers (PagedPlan::early_cap);
+      // session 24's probe hcvt8 (28): its early instance at 2 CTAs per SM (<= 208 registers,
+      // unspilled) beside the 3-CTA one (B12X_ATTN_EARLY_CAP=0)
+      if constexpr (kFp8 && kDqk == 256 && (kKind == 8 || kKind == 28)) {
         k.func_early_cap = reinterpret_cast<const void*>(
             &paged_attention_kernel_cap<T, Cfg, true, false, true, 208>);
         k.launch_early_cap = &launch_main_cap<T, Cfg, 208>;
@@ -103,6 +105,8 @@ void register_kinds(std::vector<KernelInfo>& out, const char* tag) {
     constexpr bool k256 = kDqk == 256;
     out.push_back(make_info<T, kFp8, kDqk, kDv, 8, true, k256, k256>(tag));
     out.push_back(make_info<T, kFp8, kDqk, kDv, 13, true, !k256, !k256>(tag));
+    // hcvt8 (28): session 24's probe (B12X_ATTN_DECODE_TILE=hcvt8), head dim 256 only
+    if constexpr (k256) out.push_back(make_info<T, kFp8, kDqk, kDv, 28, true, false, true>(tag));
   }
 }
 template <int kDqk, int kDv>
