@@ -4,7 +4,9 @@ shapes and expert construction).
 B12X_PROBE_CASES="shape:mode:M,..." (shape as in bench_moe.SHAPES, a prefix is enough),
 B12X_PROBE_VARIANTS="name:ENV=VAL+ENV=VAL;name:..." (knobs read by `plan`; the base variant, no
 overrides, always runs first; a case "shape:mode:M:name/name" runs only those variants, a
-fifth field "tl" adds the base variant's per-kernel median durations over one replay). Per row the experts are built once per (shape, mode), the inputs
+fifth field "tl" adds the base variant's per-kernel median durations over one replay, "tla"
+every variant's; "starts" is each kernel's start after the previous kernel's end, negative where
+it became resident during it). Per row the experts are built once per (shape, mode), the inputs
 and routes drawn once, one graph of 8 calls (rotating routes) captured per variant, and the
 graphs' timed replays interleaved variant by variant (B12X_PROBE_REPS rounds, median). Prints
 us, % of the read bandwidth on the touched bytes, ratio to the base, whether the output bits
@@ -39,7 +41,7 @@ def parse_variants(text):
 def kernel_medians(g):
     """Per kernel: the median span (it includes a programmatic launch's early wait) and, after
     "ends", the median time from the previous kernel's end to its end (the chain's steps)."""
-    spans, steps = {}, {}
+    spans, steps, starts = {}, {}, {}
     prev_end = None
     for e in sorted(gt.kernel_events(g), key=lambda e: e["ts"]):
         n = e["name"].split("(")[0].split("<")[0].split("::")[-1].replace("moe_decode_", "")
@@ -47,9 +49,11 @@ def kernel_medians(g):
         end = e["ts"] + e["dur"]
         if prev_end is not None:
             steps.setdefault(n[:12], []).append(end - prev_end)
+            starts.setdefault(n[:12], []).append(e["ts"] - prev_end)
         prev_end = end
     return (" ".join(f"{k}={np.median(v):.1f}" for k, v in spans.items()) + " | ends "
-            + " ".join(f"{k}=+{np.median(v):.1f}" for k, v in steps.items()))
+            + " ".join(f"{k}=+{np.median(v):.1f}" for k, v in steps.items()) + " | starts "
+            + " ".join(f"{k}={np.median(v):+.1f}" for k, v in starts.items()))
 
 
 def main():
@@ -73,7 +77,8 @@ def main():
             continue
         shape, mode, m_text = case[:3]
         pick = case[3].split("/") if len(case) > 3 and case[3] else None
-        tl_case = len(case) > 4 and case[4] == "tl"
+        tl_case = len(case) > 4 and case[4] in ("tl", "tla")
+        tl_all = len(case) > 4 and case[4] == "tla"
         M = int(m_text)
         sh = next(s for s in bm.SHAPES if s[0].startswith(shape))
         name, E, topk, H, I, act = sh
@@ -135,7 +140,7 @@ def main():
                     f"x{us / base_us:.3f} {same}")
             if sig != base_sig or vname == "def":
                 line += f"  [{sig}]"
-            if show_tl > 1 or ((show_tl == 1 or tl_case) and vname == "def"):
+            if show_tl > 1 or tl_all or ((show_tl == 1 or tl_case) and vname == "def"):
                 line += "\n    tl " + kernel_medians(g)
             print(line, flush=True)
         del runs

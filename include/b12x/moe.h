@@ -180,6 +180,8 @@ struct DecodeKnobs {
   int fc2_kil = -1;    ///< B12X_MOE_FC2_KIL 0|1: FC2 warps take every kW-th chunk (-1: rule)
   int fc2_rows = 0;    ///< B12X_MOE_FC2_ROWS 16|32: output rows per FC2 CTA (0: rule, 2-8 tokens)
   int fc2_dsmem = 1;   ///< B12X_MOE_FC2_CLUSTER 0|1|2: FC2 split 2 (1) / any (2) as a cluster
+  int fc1_slots = 0;   ///< B12X_MOE_FC1_SLOTS 1|2: FC1 grid for that many CTAs per SM (0: rule)
+  int fc1_slm = 2;     ///< B12X_MOE_FC1_SLOTS_M >= 1: fc1_slots only up to that many tokens
 };
 
 /// @brief Runtime capacities.
@@ -227,6 +229,10 @@ class Plan {
   /// the SMs, the compute capability's major, and the 32-row FC2 CTAs with 3 / 2 ring stages
   /// that fit one SM (0 where plan saw no device).
   int sm_count = 0, cc_major = 0, fc2_rows32_ctas = 0, fc2_rows32_ctas2 = 0;
+  /// Bit s set: a thread-block cluster of s split CTAs of every 32-row FC2 instance fits the
+  /// device (cudaOccupancyMaxActiveClusters, asked by plan for the splits the knobs allow; 0:
+  /// none fits or plan saw no device). run launches a cluster only where its bit is set.
+  int fc2_cluster_fit = 0;
 };
 
 /// Validates caps against the weights plan and device and sizes the scratch. Host only.

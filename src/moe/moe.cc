@@ -646,6 +646,8 @@ DecodeKnobs read_decode_knobs(bool stream, int aquant) {
   knob(k.fc2_kil, "B12X_MOE_FC2_KIL", {0, 1}, "0, 1", not_stream);
   knob(k.fc2_rows, "B12X_MOE_FC2_ROWS", {16, 32}, "16, 32", not_stream);
   knob(k.fc2_dsmem, "B12X_MOE_FC2_CLUSTER", {0, 1, 2}, "0, 1, 2", not_stream);
+  knob(k.fc1_slots, "B12X_MOE_FC1_SLOTS", {1, 2}, "1, 2", not_stream);
+  knob(k.fc1_slm, "B12X_MOE_FC1_SLOTS_M", {}, ">= 1", not_stream);
   return k;
 }
 }  // namespace detail
@@ -850,9 +852,18 @@ Plan plan(const Caps& caps) {
         if (stream) {
           p.fc2_rows32_ctas = detail::decode_fc2_rows32_ctas(caps.device);
           p.fc2_rows32_ctas2 = detail::decode_fc2_rows32_ctas(caps.device, 2);
+          // The FC2 clusters the knobs allow (decode_fc2_cluster): which fit this device, asked
+          // here so that run only launches (a GPC or MIG slice with too few free SMs would fail
+          // a cluster launch; the query may not run inside a graph capture).
+          const int max_split = detail::decode_fc2_cluster_max_split(p.knobs, p.cc_major);
+          if (max_split > 1)
+            p.fc2_cluster_fit = detail::decode_fc2_cluster_fit(
+                caps.device, w.args.source_format == SourceFormat::kModeloptNvfp4 ? 0 : 1,
+                max_split);
         }
       } catch (const Error&) {
         p.sm_count = p.cc_major = p.fc2_rows32_ctas = p.fc2_rows32_ctas2 = 0;
+        p.fc2_cluster_fit = 0;
       }
     }
     const int nk2 = static_cast<int>(round_up(I, detail::kPrepKAlign) / 128);
@@ -880,6 +891,17 @@ Plan plan(const Caps& caps) {
     }
     // The K-interleaved FC2 kernels (decode_fc2_kil, from the weights' I and the capacity).
     if (stream && detail::decode_fc2_kil(p.knobs, caps.max_tokens, nk2)) sig << " fc2_kil";
+    // FC2 split row blocks launched as clusters of these sizes (a launch attribute of the same
+    // kernels; decode_fc2_cluster with the plan's fit).
+    if (stream && p.fc2_cluster_fit != 0) {
+      sig << " fc2_cluster_fit=";
+      for (int s = 2, n = 0; s <= 4; ++s)
+        if ((p.fc2_cluster_fit >> s) & 1) sig << (n++ ? "," : "") << s;
+    }
+    // FC1 grid for fewer CTAs per SM at few tokens (decode_fc1_slots; a launch shape of the same
+    // kernels).
+    if (stream && p.knobs.fc1_slots != 0)
+      sig << " fc1_slots" << p.knobs.fc1_slots << "_m" << p.knobs.fc1_slm;
     if (caps.apply_router_weight_on_input) sig << " weight_on_input";
     std::ostringstream shape;
     shape << "E=" << E << " H=" << H << " I=" << I << " max_tokens=" << caps.max_tokens
@@ -1038,9 +1060,7 @@ void run(const Binding& b, Stream stream) {
     // (decode_fc2_cluster; the partials below then stay unused). A launch attribute of the same
     // kernels: not in the signature.
     d.fc2_cluster =
-        detail::decode_fc2_cluster(
-            p.knobs, d.fc2_split, p.cc_major > 0 ? p.cc_major : device_info(p.caps.device).cc_major,
-            d.fc2_rows)
+        detail::decode_fc2_cluster(p.knobs, d.fc2_split, p.cc_major, d.fc2_rows, p.fc2_cluster_fit)
             ? 1
             : 0;
     d.partial = route_out;  // sized for the plan's split x max_tokens (>= this call's)

@@ -2,9 +2,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
-#include <map>
-#include <mutex>
-#include <tuple>
 #include <type_traits>
 
 #include "core/cuda_check.h"
@@ -60,21 +57,6 @@ void launch_fc1(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, bool 
 // The FC2 cluster size of the last launch (1: none); tests read it (decode_last_fc2_cluster).
 std::atomic<int> g_last_fc2_cluster{1};
 
-// Whether a cluster of `split` CTAs (1 x split x 1) of kernel `fn` fits the current device: the
-// occupancy query once per (device, kernel, split), memoized (host setup like opt_in_smem's).
-bool fc2_cluster_fits(const void* fn, int threads, int smem, int split) {
-  int dev = 0;
-  B12X_CUDA_CHECK(cudaGetDevice(&dev));
-  static std::mutex mu;
-  static std::map<std::tuple<int, const void*, int>, int> fit;
-  std::lock_guard<std::mutex> lock(mu);
-  const auto key = std::make_tuple(dev, fn, split);
-  auto it = fit.find(key);
-  if (it == fit.end())
-    it = fit.emplace(key, ::b12x::detail::max_active_clusters(fn, threads, smem, split)).first;
-  return it->second > 0;
-}
-
 template <typename OpT, bool kFold, int kSK, int kRC, int kW, int kS, int kR = DecodeCfg::kFc2Rows,
           bool kKil = false>
 void launch_fc2(const DecodeArgs& a, Stream stream, bool pdl) {
@@ -91,13 +73,10 @@ void launch_fc2(const DecodeArgs& a, Stream stream, bool pdl) {
   }
   const dim3 grid(static_cast<unsigned>(a.w2.rows_pad / kR), static_cast<unsigned>(a.fc2_split));
   const size_t smem = static_cast<size_t>(DecodeCfg::fc2_smem(kW, kS, a.num_tokens, kR));
-  // decode_fc2_cluster: only where a cluster of the split's CTAs (at the largest shared memory this
-  // instance runs with) can be resident on this device (a GPC or MIG slice with too few free SMs
-  // would fail the launch); else the fp32 partials (sized and zeroed for any split).
-  const bool cl = kR == 32 && a.fc2_cluster != 0 && a.fc2_split > 1 && a.fc2_split <= 4 &&
-                  fc2_cluster_fits(reinterpret_cast<const void*>(k), 32 * kW,
-                                   DecodeCfg::fc2_smem(kW, kS, DecodeCfg::kFc2Rows32MaxTokens, kR),
-                                   a.fc2_split);
+  // decode_fc2_cluster (run's choice from the plan's fit, decode_fc2_cluster_fit): only where a
+  // cluster of the split's CTAs can be resident on this device; else the fp32 partials (sized and
+  // zeroed for any split).
+  const bool cl = kR == 32 && a.fc2_cluster != 0 && a.fc2_split > 1 && a.fc2_split <= 4;
   g_last_fc2_cluster.store(cl ? a.fc2_split : 1, std::memory_order_relaxed);
   if (cl) {  // the row block's CTAs: one cluster
     B12X_CUDA_CHECK(::b12x::detail::launch_ex(k, grid, dim3(32 * kW), smem, stream, pdl,
@@ -190,7 +169,51 @@ void launch_gemms_rc(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, 
     launch_gemms<OpT, kFold, kSK, kMaxInlineRoutes>(a, kn, stream, pdl1, pdl);
 }
 
+// Whether a cluster of `split` CTAs fits for all 32-row FC2 instances of these operands (see
+// decode_fc2_cluster_fit). The opt-in first: the occupancy query counts the shared memory asked.
+template <typename OpT, bool kFold, int kSK>
+bool fc2_cluster_fits(int split) {
+  constexpr int kRC = kMaxInlineRoutes;
+  const void* fns[] = {
+      reinterpret_cast<const void*>(dev::moe_decode_fc2_kernel<OpT, kFold, kSK, 8, 2, kRC, 32>),
+      reinterpret_cast<const void*>(dev::moe_decode_fc2_kernel<OpT, kFold, kSK, 8, 3, kRC, 32>),
+      reinterpret_cast<const void*>(
+          dev::moe_decode_fc2_kernel<OpT, kFold, kSK, 8, 3, kRC, 32, true>)};
+  const int stages[] = {2, 3, 3};
+  for (int i = 0; i < 3; ++i) {
+    const int smem = DecodeCfg::fc2_smem(8, stages[i], DecodeCfg::kFc2Rows32MaxTokens, 32);
+    B12X_CUDA_CHECK(::b12x::detail::opt_in_smem(fns[i], smem, true));
+    if (::b12x::detail::max_active_clusters(fns[i], 32 * 8, smem, split) < 1) return false;
+  }
+  return true;
+}
+
 }  // namespace
+
+int decode_fc2_cluster_fit(int device, int scale_kind, int max_split) {
+  struct DeviceGuard {  // the occupancy queries ask the current device
+    int prev = 0;
+    explicit DeviceGuard(int dev) {
+      B12X_CUDA_CHECK(cudaGetDevice(&prev));
+      if (prev != dev) B12X_CUDA_CHECK(cudaSetDevice(dev));
+    }
+    ~DeviceGuard() {
+      int cur = 0;
+      if (cudaGetDevice(&cur) == cudaSuccess && cur != prev) (void)cudaSetDevice(prev);
+    }
+  } guard(device);
+  int fit = 0;
+  for (int s = 2; s <= std::min(max_split, 4); ++s) {
+    // launch_decode_stream's operand / scale-folding instances: BF16 folded, FP16 folded for
+    // UE4M3 scales, unfolded for E8M0.
+    const bool ok =
+        scale_kind == 0
+            ? fc2_cluster_fits<__nv_bfloat16, true, 0>(s) && fc2_cluster_fits<__half, true, 0>(s)
+            : fc2_cluster_fits<__nv_bfloat16, true, 1>(s) && fc2_cluster_fits<__half, false, 1>(s);
+    if (ok) fit |= 1 << s;
+  }
+  return fit;
+}
 
 int decode_last_fc2_cluster() {
   return g_last_fc2_cluster.load(std::memory_order_relaxed);
@@ -212,6 +235,11 @@ int decode_fc1_tile_groups(const DecodeKnobs& k, int routes, int row_blocks, int
   // About one wave of FC1 CTAs: each CTA then walks ~ntiles / groups expert tiles.
   // At M = 1 (routes <= 3 * SMs / row blocks) this is one tile per CTA, as before.
   if (k.fc1_groups > 0) return std::min(k.fc1_groups, routes);
+  // DecodeKnobs::fc1_slots (launch_decode_stream keeps it only up to fc1_slm tokens): a grid
+  // for fewer CTAs per SM, so that FC2's CTAs (launched by FC1's early trigger) fit beside FC1's
+  // and stream their weights during it (the block scheduler deals a grid below one wave
+  // breadth-first: <= fc1_slots CTAs per SM).
+  if (k.fc1_slots > 0) ctas_per_sm = std::min(ctas_per_sm, k.fc1_slots);
   const int slots = ctas_per_sm * std::max(sm_count, 1);
   return std::max(1, std::min(routes, slots / std::max(row_blocks, 1)));
 }
@@ -278,7 +306,9 @@ int decode_fc1_warps(const DecodeKnobs& k, int routes, int row_blocks, int sm_co
   // 16: 65.5 -> 58.6 us). Measurement knob DecodeKnobs::fc1_wide 0: off; 1: the session-4 rule
   // (the 8-warp grid has <= 2 CTAs per SM); 3: wherever it can (one row warp, one group).
   const int knob = k.fc1_wide;
-  if (knob == 0 || wm != 1 || groups != 1) return DecodeCfg::kFc1Warps;
+  // fc1_slots: the 12-warp CTAs (2 per SM) would leave FC2 no room; the 8-warp ones unless forced.
+  if (knob == 0 || wm != 1 || groups != 1 || (k.fc1_slots > 0 && knob != 3))
+    return DecodeCfg::kFc1Warps;
   if (knob == 3) return DecodeCfg::kFc1WideWarps;
   if (knob == 1) {
     const int ctas = row_blocks * decode_fc1_tile_groups(k, routes, row_blocks, sm_count, 3);
@@ -321,7 +351,8 @@ int decode_fc1_fine_groups(const DecodeKnobs& k, int routes, int k_chunks, int y
   // against the one wave 0.986 -> 0.972x), 116.6 -> 114.9 (0.985x, round 78), 115.3 -> 113.6
   // (0.985x, round 79); w4a16 M = 8 1.004 / 0.994x (rounds 78 / 79). Y 24 / 26 / 30 0.996 / 0.993 /
   // 1.016x, 36 / 40 1.118 / 1.137x; M = 4 keeps routes / 2 (Y 14 1.066x, round 78).
-  if (k.fc1_groups > 0 || k.fc1_fine == 0 || k_chunks <= 32) return y;
+  // (fc1_slots: the grid stays within its slots, more tiles per CTA.)
+  if (k.fc1_groups > 0 || k.fc1_fine == 0 || k_chunks <= 32 || k.fc1_slots > 0) return y;
   if (k.fc1_fine == 1 && routes > 6 * y) return y;
   const int fine = k.fc1_fine == 2 ? (3 * routes + 7) / 8
                    : routes >= 64  ? 7 * routes / 16
@@ -352,9 +383,11 @@ bool decode_fc1_balanced(int routes, int tile_groups, int warps, int k_chunks) {
   return ((routes + y - 1) / y) * ((k_chunks + warps - 1) / warps) > 10;
 }
 
-void launch_decode_stream(const DecodeArgs& args, const DecodeKnobs& kn, bool fp16_operands,
+void launch_decode_stream(const DecodeArgs& args, const DecodeKnobs& knobs, bool fp16_operands,
                           Stream stream, bool pdl) {
   DecodeArgs a = args;
+  DecodeKnobs kn = knobs;
+  if (a.num_tokens > kn.fc1_slm) kn.fc1_slots = 0;  // fc1_slots up to fc1_slm tokens
   if (a.fc1_wm == 0) a.fc1_wm = decode_fc1_row_warps(a.aquant, a.gated != 0);
   const bool wide = a.routes > kMaxInlineRoutes;  // launch_gemms' subset of shapes
   const int fc1_row_blocks = a.w1.rows_pad / (32 * a.fc1_wm);

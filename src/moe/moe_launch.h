@@ -262,10 +262,23 @@ inline int decode_fc2_split_bound(int64_t /*routes*/, int forced = 0) {
 /// Qwen3.5-TP4 nvfp4 M = 1 / 2 / 4 / 8 0.993 / 1.000 / 0.997 / 0.996x, w4a16 M = 1 / 8 0.998 /
 /// 0.994x; clusters of 4 (Qwen3-30B M = 2 / 4 / 8, split 4) 1.16-1.20x, of 3 (Qwen3.5-TP4 M = 1
 /// split 3, 2 stages) 1.20x.
-inline bool decode_fc2_cluster(const DecodeKnobs& k, int split, int cc_major, int rows) {
-  if (rows != 32 || split < 2 || cc_major < 9) return false;
+/// `fit`: Plan::fc2_cluster_fit (bit s: a cluster of s CTAs fits the device, asked at plan time
+/// by decode_fc2_cluster_fit), so a device or MIG slice where it does not fit takes the partials.
+inline bool decode_fc2_cluster(const DecodeKnobs& k, int split, int cc_major, int rows, int fit) {
+  if (rows != 32 || split < 2 || split > 4 || cc_major < 9 || ((fit >> split) & 1) == 0)
+    return false;
   return k.fc2_dsmem == 2 || (k.fc2_dsmem == 1 && split == 2 && cc_major == 9);
 }
+/// The largest FC2 cluster decode_fc2_cluster can take under these knobs (< 2: none), the splits
+/// plan asks decode_fc2_cluster_fit about.
+inline int decode_fc2_cluster_max_split(const DecodeKnobs& k, int cc_major) {
+  if (cc_major < 9 || k.fc2_dsmem == 0) return 0;
+  return k.fc2_dsmem == 2 ? 4 : cc_major == 9 ? 2 : 0;
+}
+/// Plan time (sets the device): bit s (2 <= s <= max_split) set where a cluster of s CTAs of every
+/// 32-row FC2 instance of the weights' scale kind (both operand types, 2 / 3 stages, K-interleaved
+/// or not, at their largest shared memory) can be resident on `device`.
+int decode_fc2_cluster_fit(int device, int scale_kind, int max_split);
 /// FC2 tile split of a run over `row_blocks` 16-row blocks (rows_pad(H) / 16) on `sm_count`
 /// SMs: as many CTAs per row block as one wave of 3 CTAs per SM holds, from 2 to 4 (1 below)
 /// (above 64 routes: one split per 16 routes, at most ~1.25 waves). Up to 16 routes only where

@@ -568,18 +568,31 @@ TEST(Moe, DecodeKnobsAreReadByPlan) {
   // FC2 split row blocks as clusters (decode_fc2_cluster): by default split 2 of the 32-row FC2
   // on SM90 only.
   EXPECT_EQ(def.fc2_dsmem, 1);
-  EXPECT_TRUE(moe::detail::decode_fc2_cluster(def, 2, 9, 32));
-  EXPECT_FALSE(moe::detail::decode_fc2_cluster(def, 4, 9, 32));
-  EXPECT_FALSE(moe::detail::decode_fc2_cluster(def, 1, 9, 32));
-  EXPECT_FALSE(moe::detail::decode_fc2_cluster(def, 2, 8, 32));
-  EXPECT_FALSE(moe::detail::decode_fc2_cluster(def, 2, 12, 32));
+  constexpr int kFitAll = 0x1c;  // Plan::fc2_cluster_fit: clusters of 2, 3 and 4 fit
+  EXPECT_TRUE(moe::detail::decode_fc2_cluster(def, 2, 9, 32, kFitAll));
+  EXPECT_FALSE(moe::detail::decode_fc2_cluster(def, 4, 9, 32, kFitAll));
+  EXPECT_FALSE(moe::detail::decode_fc2_cluster(def, 1, 9, 32, kFitAll));
+  EXPECT_FALSE(moe::detail::decode_fc2_cluster(def, 2, 8, 32, kFitAll));
+  EXPECT_FALSE(moe::detail::decode_fc2_cluster(def, 2, 12, 32, kFitAll));
   moe::DecodeKnobs cl0 = def, cl2 = def;
   cl0.fc2_dsmem = 0;
   cl2.fc2_dsmem = 2;
-  EXPECT_FALSE(moe::detail::decode_fc2_cluster(cl0, 2, 9, 32));
-  EXPECT_TRUE(moe::detail::decode_fc2_cluster(cl2, 4, 12, 32));
-  EXPECT_FALSE(moe::detail::decode_fc2_cluster(cl2, 4, 8, 32));
-  EXPECT_FALSE(moe::detail::decode_fc2_cluster(cl2, 2, 9, 16));  // 16-row FC2: the partials
+  EXPECT_FALSE(moe::detail::decode_fc2_cluster(cl0, 2, 9, 32, kFitAll));
+  EXPECT_TRUE(moe::detail::decode_fc2_cluster(cl2, 4, 12, 32, kFitAll));
+  // A device where the plan's occupancy query found no room for the cluster (Plan::fc2_cluster_fit
+  // without the split's bit: a MIG slice, a GPC with too few free SMs) takes the partials.
+  EXPECT_FALSE(moe::detail::decode_fc2_cluster(def, 2, 9, 32, 0));
+  EXPECT_FALSE(moe::detail::decode_fc2_cluster(cl2, 4, 9, 32, 0x0c));
+  EXPECT_TRUE(moe::detail::decode_fc2_cluster(cl2, 3, 9, 32, 0x0c));
+  // Which splits plan asks about.
+  EXPECT_EQ(moe::detail::decode_fc2_cluster_max_split(def, 9), 2);
+  EXPECT_EQ(moe::detail::decode_fc2_cluster_max_split(def, 12), 0);
+  EXPECT_EQ(moe::detail::decode_fc2_cluster_max_split(def, 8), 0);
+  EXPECT_EQ(moe::detail::decode_fc2_cluster_max_split(cl0, 9), 0);
+  EXPECT_EQ(moe::detail::decode_fc2_cluster_max_split(cl2, 12), 4);
+  EXPECT_FALSE(moe::detail::decode_fc2_cluster(cl2, 4, 8, 32, kFitAll));
+  EXPECT_FALSE(
+      moe::detail::decode_fc2_cluster(cl2, 2, 9, 16, kFitAll));  // 16-row FC2: the partials
 }
 
 TEST(Moe, ChunkTilesKnobsAndOffsets) {
