@@ -1549,6 +1549,17 @@ Plan plan(const Caps& caps) {
             p.decode_stream_smem = ws_smem;
           }
         }
+        // Session 24 probe (B12X_GEMM_STREAM_QS=1): W4A4 on the CTA's staging with kQf's
+        // conversion (var 40) where the plan has NVFP4's scalar one (var 8) or MXFP4's blocks at
+        // fewer than 8 parts (168).
+        if (const char* eqs = std::getenv("B12X_GEMM_STREAM_QS");
+            eqs != nullptr && eqs[0] == '1' && occ == 2 && c.parts < 8 &&
+            (p.decode_stream_var == 8 || p.decode_stream_var == 168) &&
+            lin::stream_smem_bytes(geo.kvec, c.parts) <= lin::kStreamSmemBudget &&
+            lin::stream_qs_available(c.parts, occ)) {
+          p.decode_stream_var = 40;
+          p.decode_stream_smem = lin::stream_smem_bytes(geo.kvec, c.parts);
+        }
         if (occ == 3 && !jit3) {
           p.decode_stream_var = 0;  // the CTA's staging (W4A4: after the pre-pass)
           p.decode_stream_smem = lin::stream_smem_bytes(geo.kvec, c.parts);
@@ -1557,7 +1568,7 @@ Plan plan(const Caps& caps) {
         // fold's, reached by knobs alone): such a plan runs other weights on the decode kernel,
         // as MXFP4 W4A16 (whose variants are fold-free only) does every weight since session 15.
         p.decode_stream_free_only =
-            mx_w4a16_free || (wf == lin::WFmt::kMxfp4 && !(p.decode_stream_var & (128 | 256)));
+            mx_w4a16_free || (wf == lin::WFmt::kMxfp4 && !(p.decode_stream_var & (128 | 256 | 32)));
         stream_trig_m1 = c.ctas * 10 >= c.slots * 8 || (tile_per_sm && occ == 2);
       }
     }

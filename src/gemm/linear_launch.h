@@ -63,6 +63,9 @@ bool stream_kernel_available(WFmt f, bool fp16, int parts, int occ, int rows = 1
 /// of the activations staged once (LinearParams::stream_var bit 256, with 8 | 32 for W4A4 and 64
 /// for the lean 3-CTA registers); dynamic shared memory stream_smem_bytes(kvec, 8).
 bool stream_ws_available(WFmt f, int occ, int var);
+/// Session 24 probe (B12X_GEMM_STREAM_QS): W4A4's FP4 activations converted in the CTA's staging
+/// by pair arithmetic (stream_var 40 = 8 | 32), NVFP4 and MXFP4.
+bool stream_qs_available(int parts, int occ);
 /// Staging budget at M = 1: what SM12x's 99 KB per block leave beside the static shared memory
 /// (the 1 KB reduction buffer; static_assert in linear_stream.cu) and margin (K up to ~46k).
 inline constexpr int64_t kStreamSmemBudget = 101376 - 8 * 1024;

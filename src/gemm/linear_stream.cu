@@ -66,6 +66,22 @@ StreamFn stream_ws_fn(bool mx, bool mx_free, int occ, int parts, int var) {
   }
 }
 
+/// Session 24 probe (B12X_GEMM_STREAM_QS=1, var 40 = 8 | 32): W4A4's FP4 activations converted
+/// in the CTA's staging by the blocks' pair arithmetic (nvfp4x8_bf16_e7 / mxfp4x8_bf16, per-lane
+/// constant addresses) instead of the scalar nvfp4x8_bf16 (NVFP4 var 8) or the blocks at fewer
+/// than 8 parts (MXFP4 var 168); 2-CTA cap, 2 / 4 parts.
+template <int kParts>
+StreamFn stream_qs_fmt(bool mx, bool mx_free) {
+  return !mx       ? &linear_stream_kernel<kParts, 2, 1, false, false, 40>
+         : mx_free ? &linear_stream_kernel<kParts, 2, 1, true, true, 40>
+                   : &linear_stream_kernel<kParts, 2, 1, true, false, 40>;
+}
+StreamFn stream_qs_fn(bool mx, bool mx_free, int parts) {
+  return parts == 2   ? stream_qs_fmt<2>(mx, mx_free)
+         : parts == 4 ? stream_qs_fmt<4>(mx, mx_free)
+                      : nullptr;
+}
+
 /// The M = 1 instances with a variant (LinearParams::stream_var), those a default plan reaches on
 /// some device (session 21 removed the knob-only ones: the unshuffled splats, v136, the 3-CTA
 /// staging's conversion, the blocks at parts 1 / 2 / 4 but for MXFP4 W4A4, MXFP4's fold at var
@@ -90,6 +106,7 @@ StreamFn stream_var_fn(WFmt f, int parts, int occ, int var, bool mx_free) {
               : &linear_stream_kernel<8, 3, 1, false, false, 192>;
   }
   if (occ != 2) return nullptr;
+  if (var == 40) return stream_qs_fn(mx, mx_free, parts);
   if (mx) {
     if (var == 168)  // MXFP4 W4A4, its activations converted in the kernel
       return mx_free ? stream_fn<2, 1, true, true, 168>(parts)
@@ -288,6 +305,10 @@ bool stream_kernel_available(WFmt f, bool fp16, int parts, int occ, int rows) {
 
 bool stream_ws_available(WFmt f, int occ, int var) {
   return stream_ws_fn(f == WFmt::kMxfp4, true, occ, 8, var) != nullptr;
+}
+
+bool stream_qs_available(int parts, int occ) {
+  return occ == 2 && stream_qs_fn(false, false, parts) != nullptr;
 }
 
 int stream_vectors_per_part(int64_t kvec, int parts, int split) {

@@ -1671,6 +1671,28 @@ TEST(GemmGpu, DecodeStreamWs) {
   }
 }
 
+TEST(GemmGpu, DecodeStreamQs) {
+  // Session 24 probe (B12X_GEMM_STREAM_QS=1, var 40): W4A4's FP4 activations converted in the
+  // CTA's staging by the blocks' pair arithmetic (NVFP4 x 2^-7, MXFP4 the pre-pass's values) at 2
+  // / 4 parts, NVFP4 and MXFP4; K = 1280 (a tail chunk past K) / 4864, N = 72 / 200, bias, an
+  // FP16 output, replayed graphs.
+  B12X_REQUIRE_GPU();
+  ScopedEnv es("B12X_GEMM_DECODE_STREAM", "1"), eq("B12X_GEMM_STREAM_QS", "1"),
+      eo("B12X_GEMM_STREAM_OCC", "2");
+  int n = 0;
+  for (const char* parts : {"2", "4"}) {
+    ScopedEnv ep("B12X_GEMM_STREAM_PARTS", parts);
+    for (int64_t K : {1280, 4864})
+      for (const LinearFormat f : {LinearFormat::kNvfp4, LinearFormat::kMxfp4}) {
+        const int64_t N = (n % 2) ? 72 : 200;
+        EXPECT_EQ(plan_m1(f, N, K).decode_stream_var, 40) << parts << " " << K;
+        run_case({f, 1, N, K, DType::kBF16, n == 3 ? DType::kFP16 : DType::kBF16, (n % 2) == 0},
+                 /*graph_replay=*/n == 1 || n == 6);
+        ++n;
+      }
+  }
+}
+
 TEST(GemmGpu, DecodeStreamShfl) {
   B12X_REQUIRE_GPU();
   // Session 14: the stream kernels with the scale splats built one k16 step per lane and

@@ -183,7 +183,8 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   // barriers, and a CTA with several groups converts once).
   constexpr bool kWs = (kVar & 256) != 0;
   static_assert(!kWs || (kParts == 8 && !kJit), "kWs: 8 parts, instead of kJit");
-  static_assert(!kMx || kJit || kWs || kVar == 0 || kVar == 64, "MXFP4: kJit / kWs variants");
+  static_assert(!kMx || kJit || kWs || kVar == 0 || kVar == 64 || kVar == 40,
+                "MXFP4: kJit / kWs variants, or FP4 activations converted by kQf in the staging");
   // kQf (bit 32, session 20; kQx with kJit): the conversion by BF16 pair arithmetic, NVFP4 into
   // activations times 2^-7 (nvfp4x8_bf16_e7; the output multiplier times 2^7), MXFP4 (kMx: the
   // weights' format is the activations') into the pre-pass's values (mxfp4x8_bf16).
@@ -194,7 +195,8 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   constexpr bool kLean = (kVar & 64) != 0;
   static_assert(!kLean || kJit || kWs, "kLean: with the per-warp blocks");
   constexpr int kCh = kLean ? 1 : 4;  // MMA accumulator chains
-  static_assert(!kQf || (kQx && (kJit || kWs)), "kQf: the per-warp FP4 activation conversion");
+  // kQf without kJit / kWs (session 24 probe, var 40): in the CTA's staging.
+  static_assert(!kQf || kQx, "kQf: FP4 activations converted by pair arithmetic");
   static_assert(!(kQx && (kJit || kWs)) || kQf, "the per-warp paths convert FP4 by kQf only");
   constexpr int kSb = kMx ? 2 : 4;  // scale bytes per row and vector
   static_assert(kParts == 1 || kParts == 2 || kParts == 4 || kParts == 8, "K parts per tile");
@@ -409,7 +411,11 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
       for (int b = 0; b < kBatch; ++b) {
         const int k = 8 * (c0 + b * kT);
         v[b] = make_uint4(0, 0, 0, 0);
-        if constexpr (kQx) {
+        if constexpr (kQf) {
+          // kb = k - 8 lane: the chunk's block start (threads of a warp take 256 consecutive K).
+          stream_q8_at<kMx>(xql, xq4, k - 8 * lane, qw[b], qs[b]);
+          continue;
+        } else if constexpr (kQx) {
           qw[b] = qs[b] = 0;
           if (k >= p.K) continue;
           if (xq4) {
@@ -438,7 +444,12 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
       for (int b = 0; b < kBatch; ++b) {
         const int k = 8 * (c0 + b * kT);
         if (k >= ks) continue;
-        if constexpr (kQx) v[b] = nvfp4x8_bf16(qw[b], fmt::ue4m3_to_float(qs[b]));
+        if constexpr (kQf && kMx)
+          v[b] = mxfp4x8_bf16(qw[b], qs[b]);
+        else if constexpr (kQf)
+          v[b] = nvfp4x8_bf16_e7(qw[b], qs[b]);
+        else if constexpr (kQx)
+          v[b] = nvfp4x8_bf16(qw[b], fmt::ue4m3_to_float(qs[b]));
         // The chunk's 4 pairs belong to lanes t = 0..3 of one (vector, step, lo / hi): lane
         // blocks of 32 bytes.
         uint32_t* const d = reinterpret_cast<uint32_t*>(xs + stream_xpos(k) * 2);
