@@ -642,6 +642,7 @@ std::string stream_rows_describe(const Plan& p) {
 // tag names a different kernel instance or launch shape, so both must carry all of them).
 std::string stream16_variant_tags(const Plan& p) {
   return std::string(p.stream16_qx ? " qx" : "") + (p.stream16_once ? " once" : "") +
+         (p.stream16_qa ? " qa" : "") +
          (p.stream16_depth > 0 ? " f8d" + std::to_string(p.stream16_depth) : "") +
          (p.stream16_depth > 0 && p.stream16_occ == 3 ? " o3" : "") +
          (p.stream16_depth > 0 && p.stream16_var != 0 ? " v" + std::to_string(p.stream16_var) : "");
@@ -1738,7 +1739,12 @@ Plan plan(const Caps& caps) {
     const bool want = !(e16 != nullptr && e16[0] == '0');
     const int tw = 2;
     const char* eqx = std::getenv("B12X_GEMM_STREAM16_QX");
-    const bool qx = f == LinearFormat::kNvfp4 &&
+    // Session 24 probe (B12X_GEMM_S16_QA=1, Plan::stream16_qa): W4A4 on the staged-once kernel
+    // with its FP4 activations converted in the staging (no pre-pass, no chunked qx kernel).
+    const char* eqa = std::getenv("B12X_GEMM_S16_QA");
+    bool qa =
+        (f == LinearFormat::kNvfp4 || f == LinearFormat::kMxfp4) && eqa != nullptr && eqa[0] == '1';
+    const bool qx = f == LinearFormat::kNvfp4 && !qa &&
                     (eqx != nullptr ? eqx[0] == '1' : geo.n16 * geo.kvec * 512 <= kS16QxMaxBytes);
     int force_split = 0;
     if (const char* e = std::getenv("B12X_GEMM_STREAM16_SPLIT"); e != nullptr)
@@ -1779,10 +1785,11 @@ Plan plan(const Caps& caps) {
       bool cl_rule = false;
       if (const char* e = std::getenv("B12X_GEMM_S16_CLUSTER"); e != nullptr)
         cl_max = std::clamp(std::atoi(e), 0, 16);
-      if (cl_max == 0 && dev.cc_major == 9 && dev.cc_minor == 0 &&
-          (f == LinearFormat::kNvfp4W4A16 || f == LinearFormat::kMxfp4W4A16)) {
+      const bool w4a16 = f == LinearFormat::kNvfp4W4A16 || f == LinearFormat::kMxfp4W4A16;
+      if (cl_max == 0 && dev.cc_major == 9 && dev.cc_minor == 0 && (w4a16 || qa)) {
+        // W4A4 with qa: the rule only where B12X_GEMM_S16_CL_RULE=1 asks for it (probe).
         const char* er = std::getenv("B12X_GEMM_S16_CL_RULE");
-        cl_rule = er != nullptr ? er[0] == '1' : kS16ClusterRule;
+        cl_rule = er != nullptr ? er[0] == '1' : w4a16 && kS16ClusterRule;
         if (cl_rule) cl_max = 8;
       }
       if (dev.cc_major < 9 || cl_max < 2) cl_max = 0, cl_rule = false;
@@ -1817,6 +1824,8 @@ Plan plan(const Caps& caps) {
             (split == 0 || split_vp > lin::kS16OnceMaxVp ||
              lin::prepare_linear_stream16(caps.device, wf, tw, qx, var, split_vp) < per_sm))
           var = 0;
+        qa = qa && var != 0;
+        if (qa) var |= lin::kS16VarQa;
         s16_trig_early = gx * split * 10 < 8 * sms * per_sm;
       }
       if (split > 0) {
@@ -1825,6 +1834,7 @@ Plan plan(const Caps& caps) {
         p.stream16_vp = split_vp;
         p.stream16_qx = qx;
         p.stream16_once = var != 0;
+        p.stream16_qa = qa;
         p.stream16_smem = lin::stream16_smem_bytes(tw, qx, var, split_vp);
         p.stream16_tiles = 8 * tw;
         p.stream16_min_m = static_cast<int>(s16_min);
@@ -1832,7 +1842,23 @@ Plan plan(const Caps& caps) {
             lin::stream16_max_active_clusters(caps.device, wf, tw, qx, var, split_vp, split) >=
                 gx) {  // every cluster of the grid resident at once (one wave)
           p.stream16_cluster = split;
-          p.stream16_cluster_min_m = cl_rule ? kS16ClusterMinM[f == LinearFormat::kMxfp4W4A16] : 0;
+          p.stream16_cluster_min_m =
+              cl_rule ? kS16ClusterMinM[f == LinearFormat::kMxfp4W4A16 || f == LinearFormat::kMxfp4]
+                      : 0;
+          if (const char* e = std::getenv("B12X_GEMM_S16_CL_MINM"); e != nullptr)
+            p.stream16_cluster_min_m = std::clamp(std::atoi(e), 0, 17);
+        } else if (const char* e2 = std::getenv("B12X_GEMM_S16_CL2");
+                   e2 != nullptr && e2[0] == '1' && split > cl_max && split % 2 == 0 &&
+                   split / 2 <= cl_max && split / 2 >= 2 && var != 0 &&
+                   (!cl_rule || gx * split > sms) &&
+                   lin::stream16_max_active_clusters(caps.device, wf, tw, qx, var, split_vp,
+                                                     split / 2) >= 2 * gx) {
+          // Session 24 probe: a split above the cluster limit (4096x14336 / 2048x7168: 14) in two
+          // levels, clusters of split / 2 each writing one partial slot, the reduce over 2 slots.
+          p.stream16_cluster = split / 2;
+          p.stream16_cluster_min_m =
+              cl_rule ? kS16ClusterMinM[f == LinearFormat::kMxfp4W4A16 || f == LinearFormat::kMxfp4]
+                      : 0;
           if (const char* e = std::getenv("B12X_GEMM_S16_CL_MINM"); e != nullptr)
             p.stream16_cluster_min_m = std::clamp(std::atoi(e), 0, 17);
         }
@@ -2120,7 +2146,8 @@ Plan plan(const Caps& caps) {
   if (p.stream_rows_parts > 0 && p.stream_rows_split > 1)
     partial_rows = std::max<int64_t>(partial_rows, p.stream_rows_split * std::min<int64_t>(M, 4));
   if (p.stream16_tw > 0 && p.stream16_split > 1 &&
-      (p.stream16_cluster == 0 || p.stream16_cluster_min_m > s16_min_m(p)))
+      (p.stream16_cluster == 0 || p.stream16_cluster_min_m > s16_min_m(p) ||
+       p.stream16_cluster < p.stream16_split))
     partial_rows = std::max<int64_t>(partial_rows, p.stream16_split * std::min<int64_t>(M, 16));
   if (partial_rows > 0) {
     p.off_partial = off;
@@ -2193,7 +2220,10 @@ Plan plan(const Caps& caps) {
           << (p.stream_rows_split > 1 ? "+reduce" : "");
     if (p.stream16_tw > 0)
       sig << " stream16=" << p.stream16_tw
-          << (p.stream16_cluster > 0 && p.stream16_cluster_min_m > s16_min_m(p) ? "+reduce" : "")
+          << (p.stream16_cluster > 0 && (p.stream16_cluster_min_m > s16_min_m(p) ||
+                                         p.stream16_cluster < p.stream16_split)
+                  ? "+reduce"
+                  : "")
           << (p.stream16_cluster > 0 ? " cl" + std::to_string(p.stream16_cluster)
               : p.stream16_split > 1 ? "+reduce"
                                      : "")
@@ -2407,11 +2437,16 @@ void run(const Binding& b, Stream stream) {
     // The M <= 16 block kernel converts NVFP4 activations itself (Plan::stream16_qx).
     const bool s16_qx =
         plan.stream16_qx && !tiled && M >= s16_min_m(plan) && M <= 16 && f == LinearFormat::kNvfp4;
+    // The staged-once block kernel with the conversion in its staging (Plan::stream16_qa).
+    const bool s16_qa =
+        plan.stream16_qa && !tiled && M >= s16_min_m(plan) && M <= 16 && M <= plan.caps.max_tokens;
     // The M = 1 stream kernel with the conversion in its staging (Plan::decode_stream_var & 8).
     const bool m1_qx = (plan.decode_stream_var & 8) && plan.decode_stream_parts > 0 && !tiled &&
                        M == 1 && (f == LinearFormat::kNvfp4 || f == LinearFormat::kMxfp4);
-    const bool prepass =
-        plan.act_prepass && (!lin::wtraits(im.wfmt).fp8mma || tiled_f8_fold) && !s16_qx && !m1_qx;
+    const bool prepass = plan.act_prepass && (!lin::wtraits(im.wfmt).fp8mma || tiled_f8_fold) &&
+                         !s16_qx && !m1_qx && !s16_qa;
+    // s16_qa's NVFP4 values come times 2^-7 (nvfp4x8_bf16_e7): the outputs and partials times 2^7.
+    if (s16_qa && f == LinearFormat::kNvfp4) p.out_mult *= 128.f;
     uint16_t* const act_out = reinterpret_cast<uint16_t*>(b.scratch + plan.off_act);
     bool fused = false;  // the MXFP8 pre-pass done in one kernel (no E4M3 intermediate)
     switch (f) {
@@ -2644,9 +2679,13 @@ void run(const Binding& b, Stream stream) {
     if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);
     return;
   }
+  const bool s16_qa_run =
+      plan.stream16_qa && (p.act_kind == lin::kActNvfp4 ||
+                           (p.act_kind == lin::kActMxfp4 && p.xs_kind == lin::kXsE8m0Swz));
   if (M >= s16_min_m(plan) && M <= 16 && plan.stream16_tw > 0 &&
-      (p.act_kind == lin::kActRaw16 || (plan.stream16_qx && p.act_kind == lin::kActNvfp4)) &&
-      p.xs_kind == lin::kXsNone) {
+      (s16_qa_run ||
+       ((p.act_kind == lin::kActRaw16 || (plan.stream16_qx && p.act_kind == lin::kActNvfp4)) &&
+        p.xs_kind == lin::kXsNone))) {
     p.split = plan.stream16_split;
     p.partial = p.split > 1 ? reinterpret_cast<float*>(b.scratch + plan.off_partial) : nullptr;
     p.stream_vp = plan.stream16_vp;
@@ -2656,10 +2695,16 @@ void run(const Binding& b, Stream stream) {
     const bool cl = plan.stream16_cluster > 0 && M >= plan.stream16_cluster_min_m;
     p.stream_trig = (plan.stream_trig & 4) || cl ? 1 : 0;
     p.reduce_trig = plan.reduce_trig && plan.pdl ? 1 : 0;
-    if (cl) p.partial = nullptr;
-    lin::launch_linear_stream16(
-        im.wfmt, plan.stream16_tw, plan.stream16_smem, p, stream,
-        (plan.stream16_once ? lin::kS16VarOnce : 0) | (cl ? lin::kS16VarCluster : 0));
+    // Plan::stream16_cluster below the split (session 24 probe): two levels, each cluster one
+    // partial slot, the reduce over split / cluster slots.
+    const bool cl2 = cl && plan.stream16_cluster < plan.stream16_split;
+    if (cl) p.cluster_split = plan.stream16_cluster;
+    if (cl && !cl2) p.partial = nullptr;
+    lin::launch_linear_stream16(im.wfmt, plan.stream16_tw, plan.stream16_smem, p, stream,
+                                (plan.stream16_once ? lin::kS16VarOnce : 0) |
+                                    (cl ? lin::kS16VarCluster : 0) |
+                                    (s16_qa_run ? lin::kS16VarQa : 0));
+    if (cl2) p.split = plan.stream16_split / plan.stream16_cluster;
     if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);
     return;
   }

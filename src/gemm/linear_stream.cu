@@ -162,16 +162,16 @@ S16Fn pick_stream16_fmt(int tw, int nt) {
 /// W4A4's activations converted while staging once lost to the chunked kernel's conversion and to
 /// the pre-pass (NVFP4 M = 16, us over the five shapes, 9.77 / 21.62 / 22.15 / 13.30 / 10.36
 /// against the default's 9.07 / 19.32 / 19.47 / 12.96 / 9.64): removed.
-template <bool kCl>
+template <bool kCl, bool kQa = false>
 S16Fn pick_stream16_once(int nt, bool mx, bool mx_free) {
   if (mx && mx_free)
-    return nt == 1 ? &linear_stream16_once_kernel<2, 1, true, true, kCl>
-                   : &linear_stream16_once_kernel<2, 2, true, true, kCl>;
+    return nt == 1 ? &linear_stream16_once_kernel<2, 1, true, true, kCl, kQa>
+                   : &linear_stream16_once_kernel<2, 2, true, true, kCl, kQa>;
   if (mx)
-    return nt == 1 ? &linear_stream16_once_kernel<2, 1, true, false, kCl>
-                   : &linear_stream16_once_kernel<2, 2, true, false, kCl>;
-  return nt == 1 ? &linear_stream16_once_kernel<2, 1, false, false, kCl>
-                 : &linear_stream16_once_kernel<2, 2, false, false, kCl>;
+    return nt == 1 ? &linear_stream16_once_kernel<2, 1, true, false, kCl, kQa>
+                   : &linear_stream16_once_kernel<2, 2, true, false, kCl, kQa>;
+  return nt == 1 ? &linear_stream16_once_kernel<2, 1, false, false, kCl, kQa>
+                 : &linear_stream16_once_kernel<2, 2, false, false, kCl, kQa>;
 }
 
 /// var & kS16VarCluster (session 23): the split summed in a cluster (kCl) on the staged-once
@@ -179,11 +179,14 @@ S16Fn pick_stream16_once(int nt, bool mx, bool mx_free) {
 /// +25 % at 4096x4096 / 2048x7168 in round 85 and were removed).
 S16Fn pick_stream16(int tw, int nt, bool mx, bool qx, bool mx_free = false, int var = 0) {
   const bool cl = (var & kS16VarCluster) != 0;
+  const bool qa = (var & kS16VarQa) != 0;
   if (var & kS16VarOnce)
     return tw != 2 || qx ? nullptr
+           : qa          ? (cl ? pick_stream16_once<true, true>(nt, mx, mx_free)
+                               : pick_stream16_once<false, true>(nt, mx, mx_free))
            : cl          ? pick_stream16_once<true>(nt, mx, mx_free)
                          : pick_stream16_once<false>(nt, mx, mx_free);
-  if (cl) return nullptr;
+  if (cl || qa) return nullptr;
   if (qx) return mx ? nullptr : pick_stream16_fmt<false, true>(tw, nt);
   if (mx && mx_free) return pick_stream16_fmt<true, false, true>(tw, nt);
   return mx ? pick_stream16_fmt<true, false>(tw, nt) : pick_stream16_fmt<false, false>(tw, nt);
@@ -251,7 +254,8 @@ int stream16_max_active_clusters(int device, WFmt f, int tw, bool qx, int var, i
 void launch_linear_stream16(WFmt f, int tw, int64_t smem, const LinearParams& p, Stream stream,
                             int var) {
   const int nt = p.M <= 8 ? 1 : 2;
-  const bool qx = p.act_kind == kActNvfp4;
+  const bool qa = (var & kS16VarQa) != 0;
+  const bool qx = p.act_kind == kActNvfp4 && !qa;
   const S16Fn k = pick_stream16(tw, nt, f == WFmt::kMxfp4, qx, p.mx_free != 0, var);
   const int split = std::max(p.split, 1);
   B12X_ASSERT(k != nullptr && (f == WFmt::kNvfp4 || f == WFmt::kMxfp4) &&
@@ -259,14 +263,23 @@ void launch_linear_stream16(WFmt f, int tw, int64_t smem, const LinearParams& p,
                   (!(var & kS16VarOnce) || p.stream_vp <= kS16OnceMaxVp),
               "M <= 16 block kernel: format ", static_cast<int>(f), " tw=", tw, " qx=", qx,
               " var=", var, " vp=", p.stream_vp, " smem=", smem);
-  B12X_ASSERT(p.M >= 1 && p.M <= 16 && (p.act_kind == kActRaw16 || qx) && p.xs_kind == kXsNone &&
+  const int qa_act = f == WFmt::kMxfp4 ? kActMxfp4 : kActNvfp4;
+  const int qa_xs = f == WFmt::kMxfp4 ? kXsE8m0Swz : kXsNone;
+  B12X_ASSERT(p.M >= 1 && p.M <= 16 &&
+                  (qa ? p.act_kind == qa_act && p.xs_kind == qa_xs
+                      : (p.act_kind == kActRaw16 || qx) && p.xs_kind == kXsNone) &&
                   p.stream_vp > 0 && p.stream_vp % kS16ChunkV == 0 &&
                   int64_t{p.stream_vp} * split >= p.kvec &&
                   (split == 1 || p.partial != nullptr || (var & kS16VarCluster)),
               "M <= 16 block kernel: M=", p.M, " act=", p.act_kind, " vp=", p.stream_vp,
               " split=", split);
   const bool cl = (var & kS16VarCluster) != 0;
-  B12X_ASSERT(!cl || (split >= 2 && split <= 16 &&
+  // p.cluster_split below split: two levels (session 24), clusters of p.cluster_split CTAs each
+  // writing one partial slot for the reduce.
+  const int cl_size = !cl ? 1 : p.cluster_split > 1 ? p.cluster_split : split;
+  B12X_ASSERT(!cl || (cl_size == split || (split % cl_size == 0 && p.partial != nullptr)),
+              "M <= 16 block kernel, two-level cluster sum: split=", split, " cluster=", cl_size);
+  B12X_ASSERT(!cl || (cl_size >= 2 && cl_size <= 16 &&
                       smem >= (p.M <= 8 ? kS16ClBytes<2, 1> : kS16ClBytes<2, 2>)),
               "M <= 16 block kernel, cluster sum: split=", split, " smem=", smem);
   if (smem > 48 * 1024)
@@ -285,11 +298,12 @@ void launch_linear_stream16(WFmt f, int tw, int64_t smem, const LinearParams& p,
                         (var & kS16VarOnce) != 0,
                         p.reduce_trig != 0,
                         p.stream_trig != 0,
-                        cl ? split : 0};
+                        cl ? cl_size : 0,
+                        qa};
   B12X_CUDA_CHECK(
       b12x::detail::launch_ex(k, dim3(static_cast<unsigned>(gx), static_cast<unsigned>(split)),
                               dim3(kStreamWarps * 32), static_cast<size_t>(smem), stream,
-                              p.pdl != 0, dim3(1, cl ? static_cast<unsigned>(split) : 1u, 1), p));
+                              p.pdl != 0, dim3(1, static_cast<unsigned>(cl_size), 1), p));
   B12X_CUDA_CHECK_LAUNCH();
 }
 

@@ -2115,13 +2115,17 @@ TEST(GemmGpu, DecodeStream16) {
 /// over NVFP4 / MXFP4, W4A16 / W4A4 x ms: case i runs K ks[i % 3] at the forced split splits[i %
 /// 3] with N ns[i % 3], FP16 output every 5th, bias every other case, capacity 16 every 4th,
 /// the early trigger every other, a replayed graph every 3rd; cluster: the split summed in a
-/// cluster (B12X_GEMM_S16_CLUSTER=8 set by the caller).
+/// cluster (B12X_GEMM_S16_CLUSTER=8 set by the caller). qa: W4A4 only, its activations converted
+/// in the staging (B12X_GEMM_S16_QA=1 set by the caller).
 void s16_once_cases(const std::vector<int64_t>& ms, const std::array<int64_t, 3>& ks,
                     const std::array<int, 3>& splits, const std::array<int64_t, 3>& ns,
-                    bool cluster) {
+                    bool cluster, bool qa = false) {
   int i = 0;
-  for (const LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kNvfp4,
-                               LinearFormat::kMxfp4W4A16, LinearFormat::kMxfp4})
+  const std::vector<LinearFormat> fmts =
+      qa ? std::vector<LinearFormat>{LinearFormat::kNvfp4, LinearFormat::kMxfp4}
+         : std::vector<LinearFormat>{LinearFormat::kNvfp4W4A16, LinearFormat::kNvfp4,
+                                     LinearFormat::kMxfp4W4A16, LinearFormat::kMxfp4};
+  for (const LinearFormat f : fmts)
     for (const int64_t M : ms) {
       const int64_t K = ks[i % 3];
       const int sp = splits[i % 3];
@@ -2138,6 +2142,7 @@ void s16_once_cases(const std::vector<int64_t>& ms, const std::array<int64_t, 3>
       EXPECT_TRUE(l.once) << "M " << M << " K " << K;
       EXPECT_EQ(l.split, sp) << "M " << M << " K " << K;
       EXPECT_EQ(l.cluster, cluster ? sp : 0) << "M " << M << " K " << K;
+      EXPECT_EQ(l.qa, qa) << "M " << M << " K " << K;
     }
 }
 
@@ -2205,6 +2210,30 @@ TEST(GemmGpu, DecodeStream16Once) {
   }
 }
 
+TEST(GemmGpu, DecodeStream16Qa) {
+  B12X_REQUIRE_GPU();
+  // Session 24 probe (B12X_GEMM_S16_QA=1, lin::kS16VarQa): NVFP4 / MXFP4 W4A4 on the staged-once
+  // kernel with the FP4 activations converted in its staging (no pre-pass): M = 2..16 (one and
+  // two n8 token tiles), K ranges past K (split 3 of K = 2848 / 3040: 13 / 16 vectors), bias, FP16
+  // outputs, capacity above M, graph replays with new activations and an eager call after them;
+  // the split's partials + reduce (NVFP4's outputs times 2^7 there too) and, on SM90+, the
+  // cluster sum.
+  ScopedEnv e16("B12X_GEMM_STREAM16", "1"), em("B12X_GEMM_STREAM16_MINM", "2");
+  ScopedEnv eqa("B12X_GEMM_S16_QA", "1");
+  s16_once_cases({2, 5, 8, 9, 16}, {992, 2848, 3040}, {1, 3, 3}, {200, 72, 200}, false, true);
+  if (device_info(0).cc_major >= 9) {
+    ScopedEnv ecl("B12X_GEMM_S16_CLUSTER", "8");
+    s16_once_cases({3, 8, 16}, {1312, 2848, 2016}, {2, 3, 8}, {72, 200, 520}, true, true);
+  }
+  // M = 1 keeps the pre-pass and the M = 1 kernel.
+  const int64_t before = gemm::lin::last_stream_launch().serial;
+  Case c{LinearFormat::kNvfp4, 1, 200, 992, DType::kBF16, DType::kBF16, true};
+  c.max_tokens = 16;
+  run_case(c);
+  EXPECT_FALSE(gemm::lin::last_stream_launch().serial > before &&
+               gemm::lin::last_stream_launch().qa);
+}
+
 TEST(GemmGpu, DecodeStream16Cluster) {
   B12X_REQUIRE_GPU();
   // Session 23: the block kernel's K split summed in a thread-block cluster through DSMEM
@@ -2238,6 +2267,31 @@ TEST(GemmGpu, DecodeStream16Cluster) {
     EXPECT_GT(gemm::lin::last_stream_launch().serial, before);
     EXPECT_EQ(gemm::lin::last_stream_launch().cluster, c16 ? 16 : 0);
     if (!c16) std::printf("[cluster] split 16 not resident as one cluster: partials + reduce\n");
+  }
+  // Session 24 probe (B12X_GEMM_S16_CL2=1): a split above the cluster limit in two levels,
+  // clusters of split / 2 each writing one partial slot, the reduce over the 2 slots; W4A16 and
+  // W4A4 with its activations converted in the staging (B12X_GEMM_S16_QA=1), graphs.
+  {
+    ScopedEnv ec2("B12X_GEMM_S16_CL2", "1"), eqa("B12X_GEMM_S16_QA", "1");
+    struct Cl2 {
+      LinearFormat f;
+      int64_t M, N, K;
+      int split;
+    };
+    for (const Cl2 t :
+         {Cl2{LinearFormat::kNvfp4W4A16, 16, 200, 2848, 4},
+          Cl2{LinearFormat::kMxfp4W4A16, 5, 72, 2848, 6},
+          Cl2{LinearFormat::kNvfp4, 9, 520, 2848, 4}, Cl2{LinearFormat::kMxfp4, 3, 200, 3040, 6}}) {
+      ScopedEnv es("B12X_GEMM_STREAM16_SPLIT", std::to_string(t.split).c_str());
+      ScopedEnv ec("B12X_GEMM_S16_CLUSTER", std::to_string(t.split / 2).c_str());
+      const int64_t before = gemm::lin::last_stream_launch().serial;
+      run_case({t.f, t.M, t.N, t.K, DType::kBF16, t.M == 5 ? DType::kFP16 : DType::kBF16, true},
+               /*graph_replay=*/t.M != 3);
+      const gemm::lin::StreamLaunch l = gemm::lin::last_stream_launch();
+      EXPECT_GT(l.serial, before) << gemm::format_name(t.f);
+      EXPECT_EQ(l.split, t.split) << gemm::format_name(t.f);
+      EXPECT_EQ(l.cluster, t.split / 2) << gemm::format_name(t.f);
+    }
   }
   // Off: the split's partials and the reduce kernel.
   {
@@ -3767,6 +3821,25 @@ TEST(GemmGpuSanitize, Stream16Cluster) {
   ScopedEnv es("B12X_GEMM_STREAM16_SPLIT", "2");
   run_case({LinearFormat::kMxfp4W4A16, 5, 72, 1312, DType::kBF16, DType::kBF16, true});
   EXPECT_EQ(gemm::lin::last_stream_launch().cluster, 2);
+}
+
+TEST(GemmGpuSanitize, Stream16Qa) {
+  B12X_REQUIRE_GPU();
+  // Session 24 probe: W4A4's FP4 activations converted in the staged-once kernel's staging
+  // (B12X_GEMM_S16_QA=1; registers -> shared memory, then the CTA barrier): NVFP4 W4A4 M = 16
+  // split 3 (K = 2848: the last range 13 of 16 vectors) summed in a cluster where SM90+, MXFP4
+  // W4A4 M = 5 split 2 (K = 1312) through the partials; N = 40 / 72.
+  ScopedEnv e16("B12X_GEMM_STREAM16", "1"), em("B12X_GEMM_STREAM16_MINM", "2"),
+      eqa("B12X_GEMM_S16_QA", "1");
+  {
+    ScopedEnv es("B12X_GEMM_STREAM16_SPLIT", "3"),
+        ecl("B12X_GEMM_S16_CLUSTER", device_info(0).cc_major >= 9 ? "8" : "0");
+    run_case({LinearFormat::kNvfp4, 16, 40, 2848, DType::kBF16, DType::kBF16, true});
+    EXPECT_TRUE(gemm::lin::last_stream_launch().qa);
+  }
+  ScopedEnv es("B12X_GEMM_STREAM16_SPLIT", "2");
+  run_case({LinearFormat::kMxfp4, 5, 72, 1312, DType::kBF16, DType::kBF16, true});
+  EXPECT_TRUE(gemm::lin::last_stream_launch().qa);
 }
 
 TEST(GemmGpuSanitize, DecodeFp8SmallM) {

@@ -859,6 +859,12 @@ __device__ __forceinline__ void s16_cluster_store(const LinearParams& p,
             acc[j][n][i];
   constexpr int kQuads = kStreamWarps * kTw * 4;  // float4s of a token row
   const int rows = tpc * 16;
+  // Two levels (session 24, p.partial set): the cluster's sum is slot blockIdx.y / cluster size of
+  // the reduce kernel's partials, unscaled as stream_store_tile writes them.
+  float* const slot =
+      p.partial != nullptr
+          ? p.partial + static_cast<int64_t>(blockIdx.y / cluster_size()) * p.M * p.NP
+          : nullptr;
   cluster_sum_f4(
       reinterpret_cast<const float4*>(part),
       static_cast<int>(p.M < 8 * kNt ? p.M : 8 * kNt) * kQuads,
@@ -868,7 +874,12 @@ __device__ __forceinline__ void s16_cluster_store(const LinearParams& p,
         const float w[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
         for (int i = 0; i < 4; ++i)
-          if (r + i < rows && row0 + r + i < p.N) store_out_elem(p, tok, row0 + r + i, w[i], mult);
+          if (r + i < rows && row0 + r + i < p.N) {
+            if (slot != nullptr)
+              slot[tok * p.NP + row0 + r + i] = w[i];
+            else
+              store_out_elem(p, tok, row0 + r + i, w[i], mult);
+          }
       });
 }
 
@@ -1107,7 +1118,17 @@ __host__ __device__ constexpr int s16_once_smem(int tw, int vp) {
   return 16 * s16_once_pitch(vp) + kStreamWarps * tw * vp * 128;
 }
 
-template <int kTw, int kNt, bool kMx = false, bool kMxFree = false, bool kCl = false>
+/// kQa (session 24, lin::kS16VarQa): W4A4's FP4 activations (the weights' format: NVFP4 with
+/// 128x4-swizzled UE4M3, kMx MXFP4 with swizzled E8M0) converted to BF16 in the staging instead
+/// of the pre-pass launch: each thread loads whole 32-value blocks (16 bytes + their scale bytes)
+/// after griddep_wait, builds its warp's splats while they land, then stores their BF16 values.
+/// NVFP4 by pair arithmetic (nvfp4x8_bf16_e7: the values times 2^-7, the host's out_mult times
+/// 2^7; bit-identical outputs), MXFP4 as mxfp4x8_bf16 (the pre-pass's values). Only the token
+/// rows the MMAs read (8 kNt) are staged. Session 17 tried the conversion here with the scalar
+/// decode and per-value swizzle offsets (round 64: +0.7-2.3 us, the ALU work in the prologue);
+/// this one issues ~35 instructions per 8 values.
+template <int kTw, int kNt, bool kMx = false, bool kMxFree = false, bool kCl = false,
+          bool kQa = false>
 __global__ void __launch_bounds__(kStreamWarps * 32, 2)
     linear_stream16_once_kernel(const LinearParams p) {
   static_assert(!kMxFree || kMx, "fold-free splats: MXFP4 only");
@@ -1157,14 +1178,47 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
   griddep_wait();  // the activations (and alpha) belong to earlier kernels
 
   // The CTA's activations: 16 token rows x vp x 64 K from vbase; rows past M, K values past K zero.
-  const uint16_t* const x = static_cast<const uint16_t*>(p.x);
-  const int cpr = vp * 8;  // 16-byte chunks per row
   const int64_t k0 = cr.vbase * 64;
-  for (int i = threadIdx.x; i < 16 * cpr; i += kStreamWarps * 32) {
-    const int tok = i / cpr, kk = (i - tok * cpr) * 8;
-    s16_stage_x8(p, x, tok, k0 + kk, dsm + tok * pitch + kk * 2);
+  // kQa: task u = token row (8 kNt of them) x 32-value block of the range; its 16 packed bytes
+  // and scale bytes (NVFP4 2, MXFP4 1) in registers until the splats are built.
+  constexpr int kQRows = 8 * kNt,
+                kQTasks = kQa ? kQRows * 2 * 16 / (kStreamWarps * 32) : 1;  // vp <= 16
+  uint4 qv[kQTasks];
+  uint32_t qsc[kQTasks];
+  if constexpr (kQa) {
+    const uint8_t* const xq = static_cast<const uint8_t*>(p.x);
+#pragma unroll
+    for (int u = 0; u < kQTasks; ++u) {
+      const int task = threadIdx.x + kStreamWarps * 32 * u;
+      const int tok = task % kQRows, blk = task / kQRows;
+      const int64_t k = k0 + blk * 32;  // K % 32 == 0: a block is whole or past K
+      qv[u] = make_uint4(0, 0, 0, 0);
+      qsc[u] = 0;
+      if (blk >= 2 * vp || tok >= p.M || k >= p.K) continue;
+      const uint8_t* const src = xq + tok * p.ldx_bytes + k / 2;
+      if (p.x_vec16) {
+        qv[u] = __ldg(reinterpret_cast<const uint4*>(src));
+      } else {
+        uint32_t w[4] = {0, 0, 0, 0};
+#pragma unroll
+        for (int e = 0; e < 16; ++e) w[e / 4] |= static_cast<uint32_t>(src[e]) << (8 * (e % 4));
+        qv[u] = make_uint4(w[0], w[1], w[2], w[3]);
+      }
+      // fmt::swizzled_scale_offset of rows < 32: (c / 4) x 512 + row x 16 + c % 4; NVFP4's two
+      // blocks of 16 (c even) are adjacent bytes of one 4-byte group.
+      const int64_t c = k / (kMx ? 32 : 16);
+      const uint8_t* const sp = p.xq_scale + (c >> 2) * 512 + tok * 16 + (c & 3);
+      qsc[u] = kMx ? sp[0] : sp[0] | (static_cast<uint32_t>(sp[1]) << 8);
+    }
+  } else {
+    const uint16_t* const x = static_cast<const uint16_t*>(p.x);
+    const int cpr = vp * 8;  // 16-byte chunks per row
+    for (int i = threadIdx.x; i < 16 * cpr; i += kStreamWarps * 32) {
+      const int tok = i / cpr, kk = (i - tok * cpr) * 8;
+      s16_stage_x8(p, x, tok, k0 + kk, dsm + tok * pitch + kk * 2);
+    }
+    asm volatile("cp.async.commit_group;");
   }
-  asm volatile("cp.async.commit_group;");
 
   // This warp's splat pairs while the activations land, from the scale bytes loaded above.
 #pragma unroll
@@ -1195,7 +1249,23 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
       *reinterpret_cast<uint4*>(spw + (j * vp + 4 * b + q) * 128 + gg * 16) = o;
     }
   }
-  asm volatile("cp.async.wait_group 0;" ::: "memory");
+  if constexpr (kQa) {
+    // Rows past M get zeros (their columns are never stored, but stay finite).
+#pragma unroll
+    for (int u = 0; u < kQTasks; ++u) {
+      const int task = threadIdx.x + kStreamWarps * 32 * u;
+      const int tok = task % kQRows, blk = task / kQRows;
+      if (blk >= 2 * vp) continue;
+      const uint32_t w[4] = {qv[u].x, qv[u].y, qv[u].z, qv[u].w};
+      uint4* const d = reinterpret_cast<uint4*>(dsm + tok * pitch + blk * 64);
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+        d[i] = kMx ? mxfp4x8_bf16(w[i], qsc[u])
+                   : nvfp4x8_bf16_e7(w[i], (qsc[u] >> (4 * (i & 2))) & 0xFFu);
+    }
+  } else {
+    asm volatile("cp.async.wait_group 0;" ::: "memory");
+  }
   __syncthreads();
 
   float acc[kTw][kNt][4] = {};
