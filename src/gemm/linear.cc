@@ -1546,8 +1546,10 @@ Plan plan(const Caps& caps) {
         // Session 24 probe (B12X_GEMM_STREAM_WS=1): the blocks at 8 parts with each warp's K
         // part staged once (lin::linear_stream_kernel's kWs, bit 256 instead of 128).
         if (const char* ews = std::getenv("B12X_GEMM_STREAM_WS");
-            ews != nullptr && ews[0] == '1' && (p.decode_stream_var & 128) && c.parts == 8) {
-          const int wv = (p.decode_stream_var & ~128) | 256;
+            ews != nullptr && (ews[0] == '1' || ews[0] == '2') && (p.decode_stream_var & 128) &&
+            c.parts == 8) {
+          // =2: the warps' blocks interleaved over the tile (bit 512).
+          const int wv = (p.decode_stream_var & ~128) | 256 | (ews[0] == '2' ? 512 : 0);
           const int64_t ws_smem = lin::stream_smem_bytes(geo.kvec, 8);
           if (ws_smem <= lin::kStreamSmemBudget && lin::stream_ws_available(wf, occ, wv)) {
             p.decode_stream_var = wv;

@@ -42,7 +42,8 @@ StreamFn stream_fn(int parts) {
 
 /// Session 24 probe (B12X_GEMM_STREAM_WS=1, var bit 256: each warp stages its K part once,
 /// kWs): where the plan took the per-warp blocks at 8 parts (128 -> 256, W4A4 168 -> 296; the
-/// lean 3-CTA ones + 64); MXFP4 W4A16 fold-free only, as its blocks.
+/// lean 3-CTA ones + 64); MXFP4 W4A16 fold-free only, as its blocks. =2 (2-CTA cap only) also
+/// interleaves the warps' blocks over the tile (kIlv, bit 512).
 template <int kOcc, int kVar>
 StreamFn stream_ws_fmt(bool mx, bool mx_free) {
   if (!mx) return &linear_stream_kernel<8, kOcc, 1, false, false, kVar>;
@@ -61,6 +62,10 @@ StreamFn stream_ws_fn(bool mx, bool mx_free, int occ, int parts, int var) {
       return stream_ws_fmt<3, 320>(mx, mx_free);
     case 3360:
       return stream_ws_fmt<3, 360>(mx, mx_free);
+    case 2768:  // + kIlv (bit 512)
+      return stream_ws_fmt<2, 768>(mx, mx_free);
+    case 2808:
+      return stream_ws_fmt<2, 808>(mx, mx_free);
     default:
       return nullptr;
   }

@@ -1687,22 +1687,23 @@ TEST(GemmGpu, DecodeStreamJit) {
 TEST(GemmGpu, DecodeStreamWs) {
   // Session 24 probe (B12X_GEMM_STREAM_WS=1, var bit 256): the 8-part kernel with each warp's K
   // part of the activations staged once (W4A4: converted to BF16 there) instead of the per-warp
-  // blocks. The four FP4 formats at both register caps (the lean 3-CTA blocks + 64), K = 1280 (a
-  // part's last block past K) / 4864 / 14336, N = 72 / 200 (partial tiles), bias, an FP16 output,
-  // replayed graphs, and a persistent grid of several groups per CTA (the staging reused).
+  // blocks; =2 (bit 512) the warps' blocks interleaved over the tile. The four FP4 formats at both
+  // register caps (the lean 3-CTA blocks + 64; =1 only), K = 1280 (a part's last block past K) /
+  // 4864 / 14336, N = 72 / 200 (partial tiles), bias, an FP16 output, replayed graphs, and a
+  // persistent grid of several groups per CTA (the staging reused).
   B12X_REQUIRE_GPU();
-  ScopedEnv es("B12X_GEMM_DECODE_STREAM", "1"), ew("B12X_GEMM_STREAM_WS", "1"),
-      ep("B12X_GEMM_STREAM_PARTS", "8");
+  ScopedEnv es("B12X_GEMM_DECODE_STREAM", "1"), ep("B12X_GEMM_STREAM_PARTS", "8");
   const LinearFormat fs[4] = {LinearFormat::kNvfp4W4A16, LinearFormat::kNvfp4,
                               LinearFormat::kMxfp4W4A16, LinearFormat::kMxfp4};
   auto w4a4 = [](LinearFormat f) { return f == LinearFormat::kNvfp4 || f == LinearFormat::kMxfp4; };
-  {
-    ScopedEnv eo("B12X_GEMM_STREAM_OCC", "2");
+  for (const char* wsv : {"1", "2"}) {
+    ScopedEnv ew("B12X_GEMM_STREAM_WS", wsv), eo("B12X_GEMM_STREAM_OCC", "2");
+    const int ilv = wsv[0] == '2' ? 512 : 0;
     int n = 0;
     for (int64_t K : {1280, 4864, 14336})
       for (const LinearFormat f : fs) {
         const int64_t N = (n % 2) ? 72 : 200;
-        EXPECT_EQ(plan_m1(f, N, K).decode_stream_var, w4a4(f) ? 296 : 256) << "K " << K;
+        EXPECT_EQ(plan_m1(f, N, K).decode_stream_var, (w4a4(f) ? 296 : 256) | ilv) << "K " << K;
         run_case({f, 1, N, K, DType::kBF16, n == 5 ? DType::kFP16 : DType::kBF16, (n % 3) == 0},
                  /*graph_replay=*/n == 1 || n == 6);
         ++n;
@@ -1711,7 +1712,8 @@ TEST(GemmGpu, DecodeStreamWs) {
     for (const LinearFormat f : {LinearFormat::kNvfp4, LinearFormat::kMxfp4W4A16})
       run_case({f, 1, 4096, 4096, DType::kBF16, DType::kBF16, true}, /*graph_replay=*/true);
   }
-  ScopedEnv eo3("B12X_GEMM_STREAM_OCC", "3"), e4("B12X_GEMM_STREAM_JIT", "4");
+  ScopedEnv ew("B12X_GEMM_STREAM_WS", "1"), eo3("B12X_GEMM_STREAM_OCC", "3"),
+      e4("B12X_GEMM_STREAM_JIT", "4");
   for (const LinearFormat f : fs) {
     EXPECT_EQ(plan_m1(f, 72, 4864).decode_stream_var, w4a4(f) ? 360 : 320);
     run_case({f, 1, 72, 4864, DType::kBF16, DType::kBF16, w4a4(f)});

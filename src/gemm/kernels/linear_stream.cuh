@@ -172,7 +172,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     linear_stream_kernel(const LinearParams p) {
   static_assert(!kMx || kRows == 1, "MXFP4: M = 1");
   static_assert(!kMxFree || kMx, "fold-free splats: MXFP4 only");
-  static_assert(kVar == 0 || (kRows == 1 && (!kMx || (kVar & ~64 & ~40 & ~384) == 0)),
+  static_assert(kVar == 0 || (kRows == 1 && (!kMx || (kVar & ~64 & ~40 & ~896) == 0)),
                 "kVar: M = 1; MXFP4 with kJit / kWs only");
   constexpr bool kQx = (kVar & 8) != 0;  // NVFP4 (kMx: MXFP4) activations converted in the kernel
   constexpr bool kJit = (kVar & 128) != 0;
@@ -183,6 +183,12 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   // barriers, and a CTA with several groups converts once).
   constexpr bool kWs = (kVar & 256) != 0;
   static_assert(!kWs || (kParts == 8 && !kJit), "kWs: 8 parts, instead of kJit");
+  // kIlv (bit 512, session 24 probe; with kWs): the 8 warps' blocks of 4 vectors interleaved over
+  // the tile (warp w reads blocks w, w + 8, ...: the CTA streams each tile front to back, as the
+  // floor read's interleaved order, session 18: 8.77 us at 14336x4096 against 10.24 for 8-vector
+  // segments per warp); the warp stages its blocks' activations contiguously in loop order.
+  constexpr bool kIlv = (kVar & 512) != 0;
+  static_assert(!kIlv || kWs, "kIlv: with kWs");
   static_assert(!kMx || kJit || kWs || kVar == 0 || kVar == 64 || kVar == 40,
                 "MXFP4: kJit / kWs variants, or FP4 activations converted by kQf in the staging");
   // kQf (bit 32, session 20; kQx with kJit): the conversion by BF16 pair arithmetic, NVFP4 into
@@ -225,14 +231,17 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   int iv = 0;
   int nvalid = 0;  // vectors of the current block that exist (0 for a group without this tile)
   const uint8_t* wp = nullptr;
-  const uint8_t* sp = nullptr;         // scale bytes of row g at the block
-  const uint8_t* sp8 = nullptr;        // row g + 8
-  const int64_t lim = p.kvec - vbase;  // vectors of this warp's part that exist
+  const uint8_t* sp = nullptr;   // scale bytes of row g at the block
+  const uint8_t* sp8 = nullptr;  // row g + 8
+  // kIlv: the warp's weights start at block wk, and its blocks are kParts blocks apart.
+  const int64_t wbase = kIlv ? int64_t{wk} * kDepth : vbase;
+  constexpr int kBstep = kIlv ? kParts * kDepth : kDepth;  // vectors from block to block
+  const int64_t lim = p.kvec - wbase;                      // vectors of this warp's part that exist
   auto set_group = [&]() {
     const int64_t tile = igrp * kTiles + wt;
     nvalid = igrp < groups && tile < p.n16 ? static_cast<int>(min(lim, int64_t{kDepth})) : 0;
-    wp = p.wvals + (tile * p.kvec + vbase) * 512 + lane * 16;
-    sp = p.wscale + (tile * 16 + g) * p.scale_ld + vbase * kSb;
+    wp = p.wvals + (tile * p.kvec + wbase) * 512 + lane * 16;
+    sp = p.wscale + (tile * 16 + g) * p.scale_ld + wbase * kSb;
     sp8 = sp + 8 * p.scale_ld;
   };
   set_group();
@@ -282,9 +291,9 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     }
   };
   auto advance = [&]() {
-    wp += kDepth * 512;
-    sp += kDepth * kSb;
-    sp8 += kDepth * kSb;
+    wp += kBstep * 512;
+    sp += kBstep * kSb;
+    sp8 += kBstep * kSb;
     iv += kDepth;
     if (iv == vp) {
       iv = 0;
@@ -295,7 +304,11 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
       // griddep_wait still waits for this grid's completion and its stores).
       if (p.stream_trig && igrp >= groups && igrp < groups + gridDim.x) griddep_launch_dependents();
     } else {
-      nvalid = nvalid > 0 ? static_cast<int>(min(lim - iv, int64_t{kDepth})) : 0;
+      if constexpr (kIlv)
+        nvalid =
+            nvalid > 0 ? static_cast<int>(min(lim - int64_t{iv} * kParts, int64_t{kDepth})) : 0;
+      else
+        nvalid = nvalid > 0 ? static_cast<int>(min(lim - iv, int64_t{kDepth})) : 0;
     }
   };
 
@@ -325,7 +338,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
       uint4 v[kB];
 #pragma unroll
       for (int b = 0; b < kB; ++b)
-        v[b] = b0 + b < nblk ? load_x((vbase + int64_t{b0 + b} * kDepth) * 64)
+        v[b] = b0 + b < nblk ? load_x((wbase + int64_t{b0 + b} * kBstep) * 64)
                              : make_uint4(0, 0, 0, 0);
 #pragma unroll
       for (int b = 0; b < kB; ++b) {
