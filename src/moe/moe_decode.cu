@@ -121,6 +121,10 @@ void launch_gemms(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, boo
     launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1WideWarps>(a, kn, stream, pdl1);
   } else if (a.fc1_groups == 2) {  // decode_fc1_last: always the last-warp tile ends here
     launch_fc1<OpT, kFold, kSK, kRC, 1, 2, DecodeCfg::kFc1Warps, false, true>(a, kn, stream, pdl1);
+  } else if (kBf16 && a.fc1_last != 0) {  // DecodeKnobs::fc1_last1 (probe: BF16 operands only)
+    if constexpr (kBf16)
+      launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1Warps, false, true>(a, kn, stream,
+                                                                                pdl1);
   } else {
     launch_fc1<OpT, kFold, kSK, kRC, 1, 1>(a, kn, stream, pdl1);
   }
@@ -461,6 +465,15 @@ void launch_decode_stream(const DecodeArgs& args, const DecodeKnobs& knobs, bool
     shape_fc1();
   }
   a.fc1_last = decode_fc1_last(wide, a.fc1_wm, a.fc1_warps, a.fc1_groups, a.fc1_bal);
+  // DecodeKnobs::fc1_last1: the last-warp tile ends also in the narrow one-group 8-warp FC1 (at
+  // M = 1 one tile per CTA: no CTA barrier after the K loop, the finisher takes the live column).
+  if (kn.fc1_last1 != 0 && !fp16_operands && !wide && a.fc1_wm == 1 && a.fc1_groups == 1 &&
+      a.fc1_bal == 0 && a.fc1_warps == DecodeCfg::kFc1Warps)
+    a.fc1_last = 1;
+  // DecodeKnobs::route_warp: <= 32 routes sorted by one warp, in the fc1_last1 FC1 only (its
+  // instance carries the code; the default kernels' is unchanged).
+  a.route_warp =
+      kn.route_warp != 0 && a.routes <= 32 && a.fc1_last != 0 && a.fc1_groups == 1 ? 1 : 0;
   // launch_gemms' narrow two-group FC1 is the last-warp instance only.
   B12X_ASSERT(wide || a.fc1_groups != 2 || a.fc1_last == 1,
               "decode stream: two FC1 groups without last-warp tile ends");
