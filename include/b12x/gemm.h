@@ -202,11 +202,6 @@ struct Plan {
   /// requested before it (session 17: default at M >= 2 where M x K <= 8192, runs at M >= 2;
   /// B12X_GEMM_DECODE_SYNCSTAGE=0|1).
   bool decode_sync_stage = false;
-  /// Decode regime, FP8 weights with warps per tile on SM90 at M >= 2 (session 24 probe,
-  /// B12X_GEMM_DECODE_SYNCSTAGE=2): the activations staged by one bulk copy per token row into an
-  /// mbarrier (e4m3 rows, K % 16 == 0; others as decode_sync_stage says), so neither a cp.async
-  /// group wait nor plain loads' registers stand between the ring's slices and the first MMAs.
-  bool decode_bulk_stage = false;
   /// Decode regime, block FP8 / MXFP8 weights with BF16 activations: the activations quantized
   /// (the quantizer's numerics) while the decode kernel stages them, instead of by a quantizer
   /// launch before it, where a CTA stages at most 16 K values (default since session 12;

@@ -672,7 +672,7 @@ std::string Plan::describe() const {
                                     : "auto")
      << " split_k=" << split_k << " decode_ws=" << decode_warp_split
      << (decode_deep ? " decode_deep=" + std::to_string(decode_deep) : std::string())
-     << (decode_sync_stage ? " sync_stage" : "") << (decode_bulk_stage ? " bulk_stage" : "")
+     << (decode_sync_stage ? " sync_stage" : "")
      << (decode_stream_parts
              ? " stream=" + std::to_string(decode_stream_parts) + "o" +
                    std::to_string(decode_stream_occ) + (decode_stream_shfl ? "s" : "") +
@@ -1322,10 +1322,6 @@ Plan plan(const Caps& caps) {
                           M * geo.K <= kDecodeSyncMaxMK;
     if (const char* e = std::getenv("B12X_GEMM_DECODE_SYNCSTAGE"); e != nullptr)
       p.decode_sync_stage = e[0] == '1' && lin::wtraits(wf).fp8mma;
-    // Session 24 probe (B12X_GEMM_DECODE_SYNCSTAGE=2): one bulk copy per token row into an
-    // mbarrier (cp.async.bulk, SM90; the f16-MMA kernels, so runs at M >= 2) instead.
-    if (const char* e = std::getenv("B12X_GEMM_DECODE_SYNCSTAGE"); e != nullptr && e[0] == '2')
-      p.decode_bulk_stage = f8_sm90 && ws == 4 && !p.decode_pipe && !p.decode_half && M >= 2;
     // The kernels with the per-slice bookkeeping by running pointers, the halves' staging walk set
     // up once per CTA and conflict-free splat rows (kLean; run takes them where they exist for the
     // launch's configuration): FP4 weights with BF16 MMAs at M = 1 (4 / 8 warps per tile) and in
@@ -2212,8 +2208,7 @@ Plan plan(const Caps& caps) {
           << (p.decode_fp8_mma == 1 ? " mma=f16" : "")
           << (p.ggml_gemv > 0 ? (p.ggml_gemv_split > 1 ? " ggml_gemv+reduce" : " ggml_gemv") : "")
           << (p.ggml_gemv > 0 && p.ggml_gemv_var ? " v" + std::to_string(p.ggml_gemv_var) : "")
-          << (p.decode_deep ? " deep=" + std::to_string(p.decode_deep) : std::string())
-          << (p.decode_bulk_stage ? " bulk_stage" : "") << " split="
+          << (p.decode_deep ? " deep=" + std::to_string(p.decode_deep) : std::string()) << " split="
           << (M > kDecodeMaxM || split == 1 ? "none"
               : p.split_cluster             ? "cluster"
                                             : "reduce");
@@ -2786,7 +2781,7 @@ void run(const Binding& b, Stream stream) {
           lin::kDecodeDeepBudget)
     p.decode_deep = plan.decode_deep;
   p.decode_seg_stage = plan.decode_seg_stage ? 1 : 0;
-  p.decode_sync_stage = M < 2 ? 0 : plan.decode_bulk_stage ? 2 : plan.decode_sync_stage ? 1 : 0;
+  p.decode_sync_stage = plan.decode_sync_stage && M >= 2 ? 1 : 0;
   p.decode_mma = M >= 2 ? plan.decode_fp8_mma : plan.decode_fp8_mma_m1;
   // kLean where the plan asks for it and the instance exists, and where only it exists (8 warps
   // per tile, the FP4 weights' deeper ring and pipelined halves: B12X_GEMM_DECODE_LEAN=0 keeps

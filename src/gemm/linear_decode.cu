@@ -172,17 +172,9 @@ void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stre
   B12X_ASSERT(p.cluster_split <= 1 || (p.cluster_split == p.split && p.split <= 8),
               "cluster split ", p.cluster_split);
   const dim3 cluster(1, p.cluster_split > 1 ? static_cast<unsigned>(p.split) : 1u, 1);
-  t_last = DecodeLaunch{nt,
-                        ws,
-                        deep,
-                        p.split,
-                        static_cast<int>(cluster.y),
-                        pipe,
-                        half,
-                        p.decode_lean != 0,
-                        smem,
-                        mma,
-                        p.decode_sync_stage};
+  t_last = DecodeLaunch{
+      nt,   ws, deep, p.split, static_cast<int>(cluster.y), pipe, half, p.decode_lean != 0,
+      smem, mma};
   B12X_CUDA_CHECK(b12x::detail::launch_ex(fn, grid, dim3(half || ws == 8 ? 256 : 128),
                                           static_cast<size_t>(smem), stream, p.pdl != 0, cluster,
                                           p));

@@ -143,9 +143,8 @@ void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stre
 struct DecodeLaunch {
   int nt = 0, ws = 0, deep = 0, split = 0, cluster = 0;
   bool pipe = false, half = false, lean = false;
-  int64_t smem = 0;    // dynamic shared memory bytes
-  int mma = 0;         // FP8 weights: 0 e4m3 mma.sync, 1 f16 MMAs on converted fragments
-  int sync_stage = 0;  // LinearParams::decode_sync_stage
+  int64_t smem = 0;  // dynamic shared memory bytes
+  int mma = 0;       // FP8 weights: 0 e4m3 mma.sync, 1 f16 MMAs on converted fragments
 };
 DecodeLaunch last_decode_launch();
 /// Tiled kernel (M > 16): grid = (ceil(NP/tiled_block_n), ceil(M/tok), split). x must allow

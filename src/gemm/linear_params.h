@@ -35,8 +35,7 @@ struct LinearParams {
   int decode_half;          // decode kernel: 8 warps, two per tile on slice halves (kHalf)
   int decode_deep;          // decode kernel: extra ring stages (kDeep, the 4-warp grid)
   int decode_seg_stage;     // decode kernel: staging copies by 32-piece segments per warp
-  int decode_sync_stage;    // decode kernel, FP8 weights, kWS > 1 without kPipe: 1 plain loads,
-                            // 2 bulk copies into an mbarrier (SM90, the f16-MMA kernels)
+  int decode_sync_stage;    // decode kernel, FP8 weights, kWS > 1 without kPipe: plain loads
   int decode_lean;          // decode kernel: per-slice bookkeeping by running pointers (kLean)
   int decode_mma;           // decode kernel, FP8 weights: 0 e4m3 mma.sync, 1 f16 MMAs
   int64_t ldx_bytes;        // row stride of quantized x in bytes

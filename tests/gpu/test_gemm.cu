@@ -998,53 +998,6 @@ TEST(GemmGpu, DecodeFp8SmallM) {
   }
 }
 
-TEST(GemmGpu, DecodeFp8BulkStage) {
-  B12X_REQUIRE_GPU();
-  // Session 24 probe (B12X_GEMM_DECODE_SYNCSTAGE=2, with B12X_GEMM_DECODE_WS_M=8: the 4-warp grid
-  // up to M = 8): the decode kernel's activations staged by one bulk copy per token row into an
-  // mbarrier (SM90, the f16-MMA kernels at M >= 2). Per-tensor at M = 2 / 4 / 5 / 8, K = 2048
-  // and K = 896 (pieces past K inside the last slice: zeros), the deeper ring, a partial last row
-  // tile, FP16 outputs, bias, graphs with new activations; block FP8 on caller-quantized e4m3
-  // activations with their fp32 scales (staged as before beside the bulk rows); rows that are not
-  // 16-byte vectors (x 8 bytes into its buffer: the plain-load staging instead).
-  if (!(device_info(0).cc_major == 9 && device_info(0).cc_minor == 0))
-    GTEST_SKIP() << "bulk staging: the SM90 probe";
-  ScopedEnv ews("B12X_GEMM_DECODE_WS_M", "8"), ebs("B12X_GEMM_DECODE_SYNCSTAGE", "2");
-  const int64_t n = 64 * std::max<int64_t>(1, device_info(0).sm_count / 2);
-  struct Run {
-    LinearFormat f;
-    int64_t M, N, K;
-    DType out;
-    bool deep, caller, unaligned = false;
-  };
-  const Run runs[] = {
-      {LinearFormat::kFp8Tensor, 2, n, 2048, DType::kBF16, false, false},
-      {LinearFormat::kFp8Tensor, 4, n, 2048, DType::kBF16, true, false},
-      {LinearFormat::kFp8Tensor, 5, n - 8, 896, DType::kFP16, false, false},
-      {LinearFormat::kFp8Tensor, 8, n, 2048, DType::kBF16, false, false},
-      {LinearFormat::kFp8Tensor, 4, n - 8, 896, DType::kBF16, true, false},
-      {LinearFormat::kFp8Tensor, 3, n, 2048, DType::kBF16, false, false, true},
-      {LinearFormat::kFp8Block, 4, n, 2048, DType::kBF16, false, true},
-      {LinearFormat::kFp8Block, 6, n - 8, 896, DType::kFP16, true, true},
-  };
-  int k = 0;
-  for (const Run& r : runs) {
-    ScopedEnv ed("B12X_GEMM_DECODE_DEEP", r.deep ? "1" : "0"),
-        ef8("B12X_GEMM_STREAM16_F8_MINM", "9");  // block FP8: the decode kernel to M = 8
-    Case c{r.f, r.M, r.N, r.K, DType::kFP8E4M3, r.out, (k % 2) == 0, r.caller};
-    const bool graph = (k++ % 3) != 2 && !r.unaligned;
-    if (r.unaligned)
-      run_case(c, false, nullptr, [](Acts& a) { a.x_offset = 8; });
-    else
-      run_case(c, graph);
-    const gemm::lin::DecodeLaunch l = gemm::lin::last_decode_launch();
-    EXPECT_TRUE(l.ws == 4 && !l.pipe && l.nt == 1 && l.mma == 1 && l.sync_stage == 2 &&
-                l.deep == (r.deep ? 1 : 0))
-        << name(c) << " ws " << l.ws << " pipe " << l.pipe << " deep " << l.deep << " stage "
-        << l.sync_stage;
-  }
-}
-
 TEST(GemmGpu, DecodeSliceHalvesFp8) {
   B12X_REQUIRE_GPU();
   // One warp per tile throughout: the halves' rules (N = 72 and n_for_split(4) would take 2 warps

@@ -118,43 +118,6 @@ __device__ __forceinline__ void dec_cp_async_wait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
 
-/// Bulk staging (LinearParams::decode_sync_stage 2, SM90): one cp.async.bulk per token row that
-/// signals an mbarrier by its bytes (complete_tx), so the staging's wait is not a cp.async group
-/// wait and the ring's slices requested before it stay in flight.
-__device__ __forceinline__ void dec_bulk_init(uint32_t bar, uint32_t bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar) : "memory");
-  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
-               : "memory");
-#endif
-}
-__device__ __forceinline__ void dec_bulk_copy(uint32_t dst, const void* src, uint32_t bytes,
-                                              uint32_t bar) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::
-          "r"(dst),
-      "l"(src), "r"(bytes), "r"(bar)
-      : "memory");
-#endif
-}
-__device__ __forceinline__ void dec_bulk_wait(uint32_t bar) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  uint32_t done;
-  do {
-    asm volatile(
-        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0;\n"
-        "selp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(bar)
-        : "memory");
-  } while (!done);
-#else
-  __trap();                             // the plan sets decode_sync_stage 2 on SM90 only
-#endif
-}
-
 /// kWS (warps per weight tile, 1, 2 or 4): the CTA's 4 warps cover 4 / kWS 16-row tiles, and the
 /// kWS warps of a tile split the CTA's K range (contiguous parts of ceil(slices / kWS) slices),
 /// reduced through shared memory at the end: kWS x the warps of the grid for the same weight
@@ -227,13 +190,6 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
   constexpr bool kF8 = kTr.fp8mma;  // e4m3 activations staged as bytes, FP8 MMAs
   static_assert(kMma == 0 || (kMma == 1 && kF8), "f16 MMAs: the FP8 weight formats");
   constexpr bool kF16 = kMma == 1;
-  // Bulk staging (p.decode_sync_stage 2, session 24): the f16-MMA kernels with warps per tile over
-  // the whole K range staged at once (the FP8 4-warp grid at M >= 2 on SM90), e4m3 rows whose
-  // 16-byte pieces all lie inside K (K % 16 == 0, 16-byte aligned rows); others stage as before.
-  constexpr bool kBulk = kF16 && kWS > 1 && !kPipe && !kHalf;
-  __shared__ alignas(8) uint64_t xbar[1];
-  const bool bulk =
-      kBulk && p.decode_sync_stage == 2 && p.act_kind == kActFp8 && p.x_vec16 && (p.K & 15) == 0;
 
   extern __shared__ __align__(16) uint8_t dsm[];
   __shared__ uint32_t lut[F == WFmt::kNvfp4 ? 128 : 1];
@@ -583,32 +539,8 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
     // ring's outstanding slices (at most one ahead), which the next MMAs need soon anyway.
     // (p.decode_sync_stage, FP8 with warps per tile: plain loads, so that the ring's slices
     // requested before the staging stay in flight past it.)
-    const bool async_copy = !bulk && p.x_vec16 && (kF8 || p.act_kind == kActRaw16) &&
+    const bool async_copy = p.x_vec16 && (kF8 || p.act_kind == kActRaw16) &&
                             !(kF8 && kWS > 1 && !kPipe && p.decode_sync_stage);
-    if constexpr (kBulk) {
-      if (bulk) {
-        // Thread 0: the barrier (one arrival with the rows' bytes), one bulk copy per row of the
-        // pieces inside K; the rest of the range (pieces past K: zeros, as below) by all threads.
-        // The caller's CTA barrier orders the init before the other threads' waits.
-        const int64_t kin = min(static_cast<int64_t>(c1 - c0) * kKS, p.K - kbase);
-        const int in_row = kin > 0 ? static_cast<int>(kin) : 0;  // bytes, a multiple of 16
-        const uint32_t bar = static_cast<uint32_t>(__cvta_generic_to_shared(&xbar[0]));
-        if (threadIdx.x == 0) {
-          dec_bulk_init(bar, static_cast<uint32_t>(rows * in_row));
-          if (in_row > 0)
-            for (int r = 0; r < rows; ++r)
-              dec_bulk_copy(
-                  static_cast<uint32_t>(__cvta_generic_to_shared(xs + r * sg.pitch_bytes)),
-                  static_cast<const uint8_t*>(p.x) + (tok0 + r) * p.ldx_bytes + kbase,
-                  static_cast<uint32_t>(in_row), bar);
-        }
-        const int past = per_row - in_row / kElem;
-        for (int c = threadIdx.x; c < rows * past; c += kThreads) {
-          const int r = c / past, col = in_row + (c % past) * kElem;
-          *reinterpret_cast<uint4*>(xs + r * sg.pitch_bytes + col) = make_uint4(0, 0, 0, 0);
-        }
-      }
-    }
     if (async_copy) {
       if constexpr (kWS > 1 || kPipe || kHalf) {
         issue_stage(c0, c1, xs);
@@ -633,8 +565,7 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
       dec_cp_async_wait<0>();
     }
     constexpr int kBatch = 4;  // 4 x 16 B in flight per thread (dequantizing sources)
-    for (int c0i = async_copy || bulk ? total : threadIdx.x; c0i < total;
-         c0i += kThreads * kBatch) {
+    for (int c0i = async_copy ? total : threadIdx.x; c0i < total; c0i += kThreads * kBatch) {
       uint4 v[kBatch];
 #pragma unroll
       for (int b = 0; b < kBatch; ++b) {
@@ -936,10 +867,6 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
     chunk_end = c_end;
     if (c_begin < c_end) stage(c_begin, c_end);
     __syncthreads();  // also orders the LUT / IQ2 table fills before the first decode
-    if constexpr (kBulk) {
-      if (bulk && c_begin < c_end)
-        dec_bulk_wait(static_cast<uint32_t>(__cvta_generic_to_shared(&xbar[0])));
-    }
   }
   // Barriers inside depend only on block-uniform values (slice indices), never on `active`.
   auto ensure_staged = [&](int64_t sl) {
