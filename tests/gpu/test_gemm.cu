@@ -2750,6 +2750,7 @@ TEST(GemmGpu, Stream16Fp8Cluster) {
   // default cluster plan: the quantizer launch, then the instance without the in-kernel
   // quantization as a cluster of the same split (the plan checked both instances' fit); block FP8
   // and MXFP8, one and two token tiles, bias, FP16 outputs.
+  unsetenv("B12X_GEMM_STREAM16_F8_CLUSTER");
   for (LinearFormat f : {LinearFormat::kFp8Block, LinearFormat::kMxfp8})
     for (const int64_t M : {3, 13}) {
       Case c{f, M, 7168, 1024, DType::kBF16, M == 3 ? DType::kFP16 : DType::kBF16, M == 13};
