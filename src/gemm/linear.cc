@@ -121,6 +121,13 @@ constexpr bool kStreamJit = true;
 /// Session 21 removed B12X_GEMM_STREAM_QCVT=0 with the instances only it reached (v136, MXFP4
 /// W4A4's v128 / staging after the pre-pass).
 constexpr bool kStreamQcvt = true;
+/// Session 24: W4A4 at M = 1 where the 2-CTA grid has fewer than 8 K parts (NVFP4's CTA staging
+/// with the scalar nvfp4x8_bf16, K <= kStreamQxMaxK; MXFP4's per-warp blocks) takes the CTA's
+/// staging with the blocks' pair-arithmetic conversion (Plan::decode_stream_var 40 = 8 | 32:
+/// nvfp4x8_bf16_e7 / mxfp4x8_bf16 from per-lane constant addresses, once per CTA). Round 89
+/// (H200, 14336x4096, 2 parts, the one shape of the five with such a plan): NVFP4 W4A4 11.52 ->
+/// 10.91 us, MXFP4 W4A4 12.50 -> 11.68.
+constexpr bool kStreamQs = true;
 /// Session 20: MXFP4 W4A16 with fold-free weights takes NVFP4 W4A16's one-tile-per-SM rule (the
 /// stream kernel at the 2-CTA cap with the early trigger where 0.9-1 row tiles per SM): round 75
 /// 2048x7168 4.91 (decode kernel) -> 4.51 us (round 74 4.90 -> 4.52).
@@ -1539,29 +1546,26 @@ Plan plan(const Caps& caps) {
           p.decode_stream_smem = lin::kStreamJitBytes;
           if (jit3 && lean3) p.decode_stream_var |= 64;  // kLean
         }
-        // Session 24 probe (B12X_GEMM_STREAM_WS=1): the blocks at 8 parts with each warp's K
-        // part staged once (lin::linear_stream_kernel's kWs, bit 256 instead of 128).
-        if (const char* ews = std::getenv("B12X_GEMM_STREAM_WS");
-            ews != nullptr && (ews[0] == '1' || ews[0] == '2') && (p.decode_stream_var & 128) &&
-            c.parts == 8) {
-          // =2: the warps' blocks interleaved over the tile (bit 512).
-          const int wv = (p.decode_stream_var & ~128) | 256 | (ews[0] == '2' ? 512 : 0);
-          const int64_t ws_smem = lin::stream_smem_bytes(geo.kvec, 8);
-          if (ws_smem <= lin::kStreamSmemBudget && lin::stream_ws_available(wf, occ, wv)) {
-            p.decode_stream_var = wv;
-            p.decode_stream_smem = ws_smem;
-          }
-        }
-        // Session 24 probe (B12X_GEMM_STREAM_QS=1): W4A4 on the CTA's staging with kQf's
-        // conversion (var 40) where the plan has NVFP4's scalar one (var 8) or MXFP4's blocks at
-        // fewer than 8 parts (168).
+        // Session 24 (kStreamQs): W4A4 on the CTA's staging with kQf's conversion (var 40) where
+        // the plan has NVFP4's scalar one (var 8) or MXFP4's blocks at fewer than 8 parts (168).
+        // B12X_GEMM_STREAM_QS=0 keeps those.
         if (const char* eqs = std::getenv("B12X_GEMM_STREAM_QS");
-            eqs != nullptr && eqs[0] == '1' && occ == 2 && c.parts < 8 &&
+            (eqs != nullptr ? eqs[0] == '1' : kStreamQs) && occ == 2 && c.parts < 8 &&
             (p.decode_stream_var == 8 || p.decode_stream_var == 168) &&
             lin::stream_smem_bytes(geo.kvec, c.parts) <= lin::kStreamSmemBudget &&
             lin::stream_qs_available(c.parts, occ)) {
           p.decode_stream_var = 40;
           p.decode_stream_smem = lin::stream_smem_bytes(geo.kvec, c.parts);
+        }
+        // Session 24 probe (B12X_GEMM_STREAM_UNEQ=1): at 2 parts with one group per CTA and free
+        // slots, every slot of the grid with 3 or 4 tiles per CTA (kUneq, bit 1024).
+        if (const char* eu = std::getenv("B12X_GEMM_STREAM_UNEQ");
+            eu != nullptr && eu[0] == '1' && occ == 2 && c.parts == 2 &&
+            (p.decode_stream_var == 0 || p.decode_stream_var == 40) && c.groups <= c.ctas &&
+            c.ctas < c.slots && geo.n16 <= c.slots * 4 &&
+            lin::stream_uneq_available(wf, p.decode_stream_var | 1024)) {
+          p.decode_stream_var |= 1024;
+          p.decode_stream_ctas = static_cast<int>(std::min<int64_t>(c.slots, geo.n16));
         }
         if (occ == 3 && !jit3) {
           p.decode_stream_var = 0;  // the CTA's staging (W4A4: after the pre-pass)
@@ -1571,7 +1575,7 @@ Plan plan(const Caps& caps) {
         // fold's, reached by knobs alone): such a plan runs other weights on the decode kernel,
         // as MXFP4 W4A16 (whose variants are fold-free only) does every weight since session 15.
         p.decode_stream_free_only =
-            mx_w4a16_free || (wf == lin::WFmt::kMxfp4 && !(p.decode_stream_var & (128 | 256 | 32)));
+            mx_w4a16_free || (wf == lin::WFmt::kMxfp4 && !(p.decode_stream_var & (128 | 32)));
         stream_trig_m1 = c.ctas * 10 >= c.slots * 8 || (tile_per_sm && occ == 2);
       }
     }

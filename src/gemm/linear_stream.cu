@@ -40,41 +40,10 @@ StreamFn stream_fn(int parts) {
   }
 }
 
-/// Session 24 probe (B12X_GEMM_STREAM_WS=1, var bit 256: each warp stages its K part once,
-/// kWs): where the plan took the per-warp blocks at 8 parts (128 -> 256, W4A4 168 -> 296; the
-/// lean 3-CTA ones + 64); MXFP4 W4A16 fold-free only, as its blocks. =2 (2-CTA cap only) also
-/// interleaves the warps' blocks over the tile (kIlv, bit 512).
-template <int kOcc, int kVar>
-StreamFn stream_ws_fmt(bool mx, bool mx_free) {
-  if (!mx) return &linear_stream_kernel<8, kOcc, 1, false, false, kVar>;
-  if (mx_free) return &linear_stream_kernel<8, kOcc, 1, true, true, kVar>;
-  if constexpr ((kVar & 8) != 0) return &linear_stream_kernel<8, kOcc, 1, true, false, kVar>;
-  return nullptr;
-}
-StreamFn stream_ws_fn(bool mx, bool mx_free, int occ, int parts, int var) {
-  if (parts != 8) return nullptr;
-  switch (occ * 1000 + var) {
-    case 2256:
-      return stream_ws_fmt<2, 256>(mx, mx_free);
-    case 2296:
-      return stream_ws_fmt<2, 296>(mx, mx_free);
-    case 3320:
-      return stream_ws_fmt<3, 320>(mx, mx_free);
-    case 3360:
-      return stream_ws_fmt<3, 360>(mx, mx_free);
-    case 2768:  // + kIlv (bit 512)
-      return stream_ws_fmt<2, 768>(mx, mx_free);
-    case 2808:
-      return stream_ws_fmt<2, 808>(mx, mx_free);
-    default:
-      return nullptr;
-  }
-}
-
-/// Session 24 probe (B12X_GEMM_STREAM_QS=1, var 40 = 8 | 32): W4A4's FP4 activations converted
+/// Session 24 (default, linear.cc kStreamQs; var 40 = 8 | 32): W4A4's FP4 activations converted
 /// in the CTA's staging by the blocks' pair arithmetic (nvfp4x8_bf16_e7 / mxfp4x8_bf16, per-lane
 /// constant addresses) instead of the scalar nvfp4x8_bf16 (NVFP4 var 8) or the blocks at fewer
-/// than 8 parts (MXFP4 var 168); 2-CTA cap, 2 / 4 parts.
+/// than 8 parts (MXFP4 var 168); 2-CTA cap, 1 / 2 / 4 parts.
 template <int kParts>
 StreamFn stream_qs_fmt(bool mx, bool mx_free) {
   return !mx       ? &linear_stream_kernel<kParts, 2, 1, false, false, 40>
@@ -82,9 +51,27 @@ StreamFn stream_qs_fmt(bool mx, bool mx_free) {
                    : &linear_stream_kernel<kParts, 2, 1, true, false, 40>;
 }
 StreamFn stream_qs_fn(bool mx, bool mx_free, int parts) {
-  return parts == 2   ? stream_qs_fmt<2>(mx, mx_free)
+  return parts == 1   ? stream_qs_fmt<1>(mx, mx_free)
+         : parts == 2 ? stream_qs_fmt<2>(mx, mx_free)
          : parts == 4 ? stream_qs_fmt<4>(mx, mx_free)
                       : nullptr;
+}
+
+/// Session 24 probe (B12X_GEMM_STREAM_UNEQ=1, var bit 1024, kUneq): every slot of the 2-CTA
+/// grid at 2 parts, 3 or 4 tiles per CTA; W4A16 (var 0) and W4A4 (40).
+StreamFn stream_uneq_fn(bool mx, bool mx_free, int parts, int var) {
+  if (parts != 2) return nullptr;
+  if (var == 1024)
+    return !mx       ? &linear_stream_kernel<2, 2, 1, false, false, 1024>
+           : mx_free ? &linear_stream_kernel<2, 2, 1, true, true, 1024>
+                     : nullptr;
+  if (var != 1064) return nullptr;
+  return !mx       ? &linear_stream_kernel<2, 2, 1, false, false, 1064>
+         : mx_free ? &linear_stream_kernel<2, 2, 1, true, true, 1064>
+                   : &linear_stream_kernel<2, 2, 1, true, false, 1064>;
+}
+bool stream_uneq_available(WFmt f, int var) {
+  return stream_uneq_fn(f == WFmt::kMxfp4, true, 2, var) != nullptr;
 }
 
 /// The M = 1 instances with a variant (LinearParams::stream_var), those a default plan reaches on
@@ -99,7 +86,6 @@ StreamFn stream_qs_fn(bool mx, bool mx_free, int parts) {
 /// staged, kLean 5.70): W4A16 192 (MXFP4 fold-free), W4A4 232.
 StreamFn stream_var_fn(WFmt f, int parts, int occ, int var, bool mx_free) {
   const bool mx = f == WFmt::kMxfp4;
-  if (var & 256) return stream_ws_fn(mx, mx_free, occ, parts, var);
   if (occ == 3) {
     if (parts != 8) return nullptr;
     if (var == 232)
@@ -112,6 +98,7 @@ StreamFn stream_var_fn(WFmt f, int parts, int occ, int var, bool mx_free) {
   }
   if (occ != 2) return nullptr;
   if (var == 40) return stream_qs_fn(mx, mx_free, parts);
+  if (var & 1024) return stream_uneq_fn(mx, mx_free, parts, var);
   if (mx) {
     if (var == 168)  // MXFP4 W4A4, its activations converted in the kernel
       return mx_free ? stream_fn<2, 1, true, true, 168>(parts)
@@ -322,10 +309,6 @@ bool stream_kernel_available(WFmt f, bool fp16, int parts, int occ, int rows) {
   return pick_stream(f, fp16, parts, occ, rows, f == WFmt::kMxfp4) != nullptr;
 }
 
-bool stream_ws_available(WFmt f, int occ, int var) {
-  return stream_ws_fn(f == WFmt::kMxfp4, true, occ, 8, var) != nullptr;
-}
-
 bool stream_qs_available(int parts, int occ) {
   return occ == 2 && stream_qs_fn(false, false, parts) != nullptr;
 }
@@ -375,7 +358,9 @@ void launch_linear_stream(WFmt f, int parts, int occ, int ctas, int64_t smem, co
     B12X_CUDA_CHECK(
         ::b12x::detail::opt_in_smem(reinterpret_cast<const void*>(k), static_cast<int>(smem)));
   const int64_t groups = (p.n16 + kStreamWarps / parts - 1) / (kStreamWarps / parts);
-  const int64_t gx = std::max<int64_t>(1, std::min<int64_t>(ctas, groups));
+  // kUneq (var bit 1024): the plan's grid of every slot, each CTA one range of tiles.
+  const int64_t gx = std::max<int64_t>(
+      1, (rows == 1 && (p.stream_var & 1024)) ? ctas : std::min<int64_t>(ctas, groups));
   t_last = StreamLaunch{parts,
                         occ,
                         static_cast<int>(gx),

@@ -1534,7 +1534,8 @@ TEST(GemmGpu, DecodeStreamQx) {
     ScopedEnv e0("B12X_GEMM_STREAM_QX", "0"), ep("B12X_GEMM_STREAM_PARTS", "1");
     EXPECT_EQ(plan1(4096).decode_stream_var, 0);
   }
-  ScopedEnv eq("B12X_GEMM_STREAM_QX", "1");
+  // (Session 24: var 40, the staging's conversion by pair arithmetic, by default; DecodeStreamQs.)
+  ScopedEnv eq("B12X_GEMM_STREAM_QX", "1"), eqs("B12X_GEMM_STREAM_QS", "0");
   int n = 0;
   for (const char* parts : {"1", "2", "4"})
     for (int64_t K : {1280, 4864}) {
@@ -1590,8 +1591,9 @@ TEST(GemmGpu, DecodeStreamJit) {
       EXPECT_EQ(var(LinearFormat::kNvfp4W4A16, 6144, 4096), 128 | 64);
       EXPECT_EQ(var(LinearFormat::kNvfp4, 6144, 4096), 128 | 64 | 32 | 8);
       EXPECT_EQ(plan_m1(LinearFormat::kNvfp4, 6144, 4096).decode_stream_occ, 3);
-      EXPECT_EQ(var(LinearFormat::kMxfp4, 14336, 4096), 128 | 32 | 8);
-      EXPECT_EQ(var(LinearFormat::kNvfp4, 14336, 4096), 8);  // 2 parts: the CTA's staging
+      // Session 24: 2 parts, the CTA's staging with the pair arithmetic's conversion (var 40).
+      EXPECT_EQ(var(LinearFormat::kMxfp4, 14336, 4096), 32 | 8);
+      EXPECT_EQ(var(LinearFormat::kNvfp4, 14336, 4096), 32 | 8);
       EXPECT_EQ(var(LinearFormat::kMxfp4W4A16, 6144, 4096), 128 | 64);
       EXPECT_EQ(var(LinearFormat::kMxfp4, 6144, 4096), 128 | 64 | 32 | 8);
     }
@@ -1614,9 +1616,10 @@ TEST(GemmGpu, DecodeStreamJit) {
         ++n;
       }
   }
-  // MXFP4 W4A4 in the blocks at fewer parts (its activations converted in the kernel).
+  // MXFP4 W4A4 in the blocks at fewer parts (its activations converted in the kernel; session 24:
+  // B12X_GEMM_STREAM_QS=0, the default is the CTA's staging, DecodeStreamQs).
   for (const char* parts : {"1", "2"}) {
-    ScopedEnv ep("B12X_GEMM_STREAM_PARTS", parts);
+    ScopedEnv ep("B12X_GEMM_STREAM_PARTS", parts), eqs("B12X_GEMM_STREAM_QS", "0");
     EXPECT_EQ(plan1(LinearFormat::kMxfp4, 200, 1280).decode_stream_var, 168) << parts;
     run_case({LinearFormat::kMxfp4, 1, 200, 1280, DType::kBF16, DType::kBF16, parts[0] == '1'});
   }
@@ -1637,62 +1640,47 @@ TEST(GemmGpu, DecodeStreamJit) {
   run_case({LinearFormat::kNvfp4W4A16, 1, 4096, 4096, DType::kBF16, DType::kBF16, true});
 }
 
-TEST(GemmGpu, DecodeStreamWs) {
-  // Session 24 probe (B12X_GEMM_STREAM_WS=1, var bit 256): the 8-part kernel with each warp's K
-  // part of the activations staged once (W4A4: converted to BF16 there) instead of the per-warp
-  // blocks; =2 (bit 512) the warps' blocks interleaved over the tile. The four FP4 formats at both
-  // register caps (the lean 3-CTA blocks + 64; =1 only), K = 1280 (a part's last block past K) /
-  // 4864 / 14336, N = 72 / 200 (partial tiles), bias, an FP16 output, replayed graphs, and a
-  // persistent grid of several groups per CTA (the staging reused).
-  B12X_REQUIRE_GPU();
-  ScopedEnv es("B12X_GEMM_DECODE_STREAM", "1"), ep("B12X_GEMM_STREAM_PARTS", "8");
-  const LinearFormat fs[4] = {LinearFormat::kNvfp4W4A16, LinearFormat::kNvfp4,
-                              LinearFormat::kMxfp4W4A16, LinearFormat::kMxfp4};
-  auto w4a4 = [](LinearFormat f) { return f == LinearFormat::kNvfp4 || f == LinearFormat::kMxfp4; };
-  for (const char* wsv : {"1", "2"}) {
-    ScopedEnv ew("B12X_GEMM_STREAM_WS", wsv), eo("B12X_GEMM_STREAM_OCC", "2");
-    const int ilv = wsv[0] == '2' ? 512 : 0;
-    int n = 0;
-    for (int64_t K : {1280, 4864, 14336})
-      for (const LinearFormat f : fs) {
-        const int64_t N = (n % 2) ? 72 : 200;
-        EXPECT_EQ(plan_m1(f, N, K).decode_stream_var, (w4a4(f) ? 296 : 256) | ilv) << "K " << K;
-        run_case({f, 1, N, K, DType::kBF16, n == 5 ? DType::kFP16 : DType::kBF16, (n % 3) == 0},
-                 /*graph_replay=*/n == 1 || n == 6);
-        ++n;
-      }
-    ScopedEnv ec("B12X_GEMM_STREAM_CTAS", "1");  // 132 CTAs over 256 groups
-    for (const LinearFormat f : {LinearFormat::kNvfp4, LinearFormat::kMxfp4W4A16})
-      run_case({f, 1, 4096, 4096, DType::kBF16, DType::kBF16, true}, /*graph_replay=*/true);
-  }
-  ScopedEnv ew("B12X_GEMM_STREAM_WS", "1"), eo3("B12X_GEMM_STREAM_OCC", "3"),
-      e4("B12X_GEMM_STREAM_JIT", "4");
-  for (const LinearFormat f : fs) {
-    EXPECT_EQ(plan_m1(f, 72, 4864).decode_stream_var, w4a4(f) ? 360 : 320);
-    run_case({f, 1, 72, 4864, DType::kBF16, DType::kBF16, w4a4(f)});
-  }
-}
-
 TEST(GemmGpu, DecodeStreamQs) {
-  // Session 24 probe (B12X_GEMM_STREAM_QS=1, var 40): W4A4's FP4 activations converted in the
-  // CTA's staging by the blocks' pair arithmetic (NVFP4 x 2^-7, MXFP4 the pre-pass's values) at 2
-  // / 4 parts, NVFP4 and MXFP4; K = 1280 (a tail chunk past K) / 4864, N = 72 / 200, bias, an
-  // FP16 output, replayed graphs.
+  // Session 24 (default, kStreamQs; var 40): W4A4's FP4 activations converted in the CTA's staging
+  // by the blocks' pair arithmetic (NVFP4 x 2^-7, MXFP4 the pre-pass's values) at 1 / 2 / 4 parts,
+  // NVFP4 and MXFP4; K = 1280 (a tail chunk past K) / 4864, N = 72 / 200, bias, an FP16 output,
+  // replayed graphs.
   B12X_REQUIRE_GPU();
-  ScopedEnv es("B12X_GEMM_DECODE_STREAM", "1"), eq("B12X_GEMM_STREAM_QS", "1"),
-      eo("B12X_GEMM_STREAM_OCC", "2");
+  ScopedEnv es("B12X_GEMM_DECODE_STREAM", "1"), eo("B12X_GEMM_STREAM_OCC", "2");
   int n = 0;
-  for (const char* parts : {"2", "4"}) {
+  for (const char* parts : {"1", "2", "4"}) {
     ScopedEnv ep("B12X_GEMM_STREAM_PARTS", parts);
     for (int64_t K : {1280, 4864})
       for (const LinearFormat f : {LinearFormat::kNvfp4, LinearFormat::kMxfp4}) {
         const int64_t N = (n % 2) ? 72 : 200;
         EXPECT_EQ(plan_m1(f, N, K).decode_stream_var, 40) << parts << " " << K;
         run_case({f, 1, N, K, DType::kBF16, n == 3 ? DType::kFP16 : DType::kBF16, (n % 2) == 0},
-                 /*graph_replay=*/n == 1 || n == 6);
+                 /*graph_replay=*/n == 1 || n == 6 || n == 9);
         ++n;
       }
   }
+}
+
+TEST(GemmGpu, DecodeStreamUneq) {
+  // Session 24 probe (B12X_GEMM_STREAM_UNEQ=1, var bit 1024): the 2-part kernel on every slot of
+  // the 2-CTA grid, CTA c taking q or q + 1 consecutive tiles (q = n16 / CTAs). N = 14336 (3 / 4
+  // tiles per CTA on 132 SMs), 6408 (1 / 2, a partial tile), 200 (one tile per CTA), the four FP4
+  // formats (W4A4 on the staging's pair-arithmetic conversion), bias, an FP16 output, replayed
+  // graphs.
+  B12X_REQUIRE_GPU();
+  ScopedEnv es("B12X_GEMM_DECODE_STREAM", "1"), eo("B12X_GEMM_STREAM_OCC", "2"),
+      ep("B12X_GEMM_STREAM_PARTS", "2"), eu("B12X_GEMM_STREAM_UNEQ", "1");
+  int n = 0;
+  for (const int64_t N : {14336, 6408, 200})
+    for (const LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kNvfp4,
+                                 LinearFormat::kMxfp4W4A16, LinearFormat::kMxfp4}) {
+      const bool w4a4 = f == LinearFormat::kNvfp4 || f == LinearFormat::kMxfp4;
+      const int64_t K = N == 200 ? 4864 : 1280;
+      EXPECT_EQ(plan_m1(f, N, K).decode_stream_var, w4a4 ? 1064 : 1024) << N;
+      run_case({f, 1, N, K, DType::kBF16, n == 5 ? DType::kFP16 : DType::kBF16, (n % 2) == 0},
+               /*graph_replay=*/n == 1 || n == 6 || n == 8);
+      ++n;
+    }
 }
 
 TEST(GemmGpu, DecodeStreamShfl) {

@@ -172,38 +172,23 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     linear_stream_kernel(const LinearParams p) {
   static_assert(!kMx || kRows == 1, "MXFP4: M = 1");
   static_assert(!kMxFree || kMx, "fold-free splats: MXFP4 only");
-  static_assert(kVar == 0 || (kRows == 1 && (!kMx || (kVar & ~64 & ~40 & ~896) == 0)),
-                "kVar: M = 1; MXFP4 with kJit / kWs only");
+  static_assert(kVar == 0 || (kRows == 1 && (!kMx || (kVar & ~64 & ~40 & ~1152) == 0)),
+                "kVar: M = 1; MXFP4 with kQf only");
   constexpr bool kQx = (kVar & 8) != 0;  // NVFP4 (kMx: MXFP4) activations converted in the kernel
   constexpr bool kJit = (kVar & 128) != 0;
-  // kWs (bit 256, session 24 probe; 8 parts, one K part per warp): each warp stages its own K
-  // part of the activations once, after griddep_wait, in the CTA staging's layout (W4A4:
-  // converted by kQf's arithmetic), behind one warp barrier; the loop then reads them as the
-  // staged path does for every group (no per-block activation load, conversion, stores or warp
-  // barriers, and a CTA with several groups converts once).
-  constexpr bool kWs = (kVar & 256) != 0;
-  static_assert(!kWs || (kParts == 8 && !kJit), "kWs: 8 parts, instead of kJit");
-  // kIlv (bit 512, session 24 probe; with kWs): the 8 warps' blocks of 4 vectors interleaved over
-  // the tile (warp w reads blocks w, w + 8, ...: the CTA streams each tile front to back, as the
-  // floor read's interleaved order, session 18: 8.77 us at 14336x4096 against 10.24 for 8-vector
-  // segments per warp); the warp stages its blocks' activations contiguously in loop order.
-  constexpr bool kIlv = (kVar & 512) != 0;
-  static_assert(!kIlv || kWs, "kIlv: with kWs");
-  static_assert(!kMx || kJit || kWs || kVar == 0 || kVar == 64 || kVar == 40,
-                "MXFP4: kJit / kWs variants, or FP4 activations converted by kQf in the staging");
-  // kQf (bit 32, session 20; kQx with kJit): the conversion by BF16 pair arithmetic, NVFP4 into
-  // activations times 2^-7 (nvfp4x8_bf16_e7; the output multiplier times 2^7), MXFP4 (kMx: the
-  // weights' format is the activations') into the pre-pass's values (mxfp4x8_bf16).
+  // kQf (bit 32, session 20; kQx): the conversion by BF16 pair arithmetic, NVFP4 into activations
+  // times 2^-7 (nvfp4x8_bf16_e7; the output multiplier times 2^7), MXFP4 (kMx: the weights'
+  // format is the activations') into the pre-pass's values (mxfp4x8_bf16); in the per-warp
+  // blocks (kJit, session 20) and, without kJit, in the CTA's staging (session 24).
   constexpr bool kQf = (kVar & 32) != 0;
   // kLean (bit 64, session 20; kJit): fewer registers for the 3-CTA cap: one MMA
   // accumulator chain instead of four, and of the block's scale bytes only the lane's (byte t of
   // each vector's row word: its splat's step) kept, compressed into one register per row.
   constexpr bool kLean = (kVar & 64) != 0;
-  static_assert(!kLean || kJit || kWs, "kLean: with the per-warp blocks");
+  static_assert(!kLean || kJit, "kLean: with the per-warp blocks");
   constexpr int kCh = kLean ? 1 : 4;  // MMA accumulator chains
-  // kQf without kJit / kWs (session 24 probe, var 40): in the CTA's staging.
   static_assert(!kQf || kQx, "kQf: FP4 activations converted by pair arithmetic");
-  static_assert(!(kQx && (kJit || kWs)) || kQf, "the per-warp paths convert FP4 by kQf only");
+  static_assert(!kQx || kQf || (!kJit && !kMx), "the blocks and MXFP4 convert FP4 by kQf only");
   constexpr int kSb = kMx ? 2 : 4;  // scale bytes per row and vector
   static_assert(kParts == 1 || kParts == 2 || kParts == 4 || kParts == 8, "K parts per tile");
   static_assert(kRows == 1 || kRows == 4, "token rows");
@@ -219,7 +204,23 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   const int g = lane >> 2, t = lane & 3;
   const int wt = warp % kTiles, wk = warp / kTiles;
   const int vp = p.stream_vp;
-  const int64_t groups = (p.n16 + kTiles - 1) / kTiles;
+  // kUneq (bit 1024, session 24 probe; M = 1): one group per CTA, CTA c taking the tiles
+  // [c q + min(c, r), + q + (c < r)) of q = n16 / gridDim.x, r = n16 % gridDim.x (q + 1 <= kTiles,
+  // the plan's grid); warps of a missing tile stream nothing. So a grid of every slot spreads the
+  // tiles within one of each other (14336x4096, 2 parts: 3 or 4 tiles per CTA on 264 CTAs, at
+  // most 7 per SM, against 4 on 224 CTAs, 8 on the SMs that run two).
+  constexpr bool kUneq = (kVar & 1024) != 0;
+  static_assert(!kUneq || !kJit, "kUneq: the CTA's staging");
+  const int64_t groups = kUneq ? int64_t{gridDim.x} : (p.n16 + kTiles - 1) / kTiles;
+  // The tile of warp column wt in group grp, or -1.
+  auto tile_of = [&](int64_t grp) -> int64_t {
+    if constexpr (kUneq) {
+      const int64_t q = p.n16 / gridDim.x, r = p.n16 % gridDim.x;
+      return wt < q + (grp < r ? 1 : 0) ? grp * q + min(grp, r) + wt : -1;
+    } else {
+      return grp * kTiles + wt;
+    }
+  };
   // The CTA's K range (kRows > 1: gridDim.y ranges of kParts * vp vectors).
   const int ky = kRows == 1 ? 0 : static_cast<int>(blockIdx.y);
   const int64_t vbase = static_cast<int64_t>(ky * kParts + wk) * vp;  // warp's first vector
@@ -231,17 +232,16 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   int iv = 0;
   int nvalid = 0;  // vectors of the current block that exist (0 for a group without this tile)
   const uint8_t* wp = nullptr;
-  const uint8_t* sp = nullptr;   // scale bytes of row g at the block
-  const uint8_t* sp8 = nullptr;  // row g + 8
-  // kIlv: the warp's weights start at block wk, and its blocks are kParts blocks apart.
-  const int64_t wbase = kIlv ? int64_t{wk} * kDepth : vbase;
-  constexpr int kBstep = kIlv ? kParts * kDepth : kDepth;  // vectors from block to block
-  const int64_t lim = p.kvec - wbase;                      // vectors of this warp's part that exist
+  const uint8_t* sp = nullptr;         // scale bytes of row g at the block
+  const uint8_t* sp8 = nullptr;        // row g + 8
+  const int64_t lim = p.kvec - vbase;  // vectors of this warp's part that exist
   auto set_group = [&]() {
-    const int64_t tile = igrp * kTiles + wt;
-    nvalid = igrp < groups && tile < p.n16 ? static_cast<int>(min(lim, int64_t{kDepth})) : 0;
-    wp = p.wvals + (tile * p.kvec + wbase) * 512 + lane * 16;
-    sp = p.wscale + (tile * 16 + g) * p.scale_ld + wbase * kSb;
+    const int64_t tile = tile_of(igrp);
+    nvalid = igrp < groups && (!kUneq || tile >= 0) && tile < p.n16
+                 ? static_cast<int>(min(lim, int64_t{kDepth}))
+                 : 0;
+    wp = p.wvals + (tile * p.kvec + vbase) * 512 + lane * 16;
+    sp = p.wscale + (tile * 16 + g) * p.scale_ld + vbase * kSb;
     sp8 = sp + 8 * p.scale_ld;
   };
   set_group();
@@ -291,9 +291,9 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     }
   };
   auto advance = [&]() {
-    wp += kBstep * 512;
-    sp += kBstep * kSb;
-    sp8 += kBstep * kSb;
+    wp += kDepth * 512;
+    sp += kDepth * kSb;
+    sp8 += kDepth * kSb;
     iv += kDepth;
     if (iv == vp) {
       iv = 0;
@@ -304,11 +304,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
       // griddep_wait still waits for this grid's completion and its stores).
       if (p.stream_trig && igrp >= groups && igrp < groups + gridDim.x) griddep_launch_dependents();
     } else {
-      if constexpr (kIlv)
-        nvalid =
-            nvalid > 0 ? static_cast<int>(min(lim - int64_t{iv} * kParts, int64_t{kDepth})) : 0;
-      else
-        nvalid = nvalid > 0 ? static_cast<int>(min(lim - iv, int64_t{kDepth})) : 0;
+      nvalid = nvalid > 0 ? static_cast<int>(min(lim - iv, int64_t{kDepth})) : 0;
     }
   };
 
@@ -326,36 +322,6 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   if constexpr (kJit) {
     xok = true;
     na = load_x(vbase * 64);  // block 0 of the first group (requested before the wait)
-  }
-
-  if constexpr (kWs) {
-    // The warp's K part [vbase, vbase + vp) in blocks of kDepth vectors (8 activations per lane),
-    // up to kB blocks' loads in flight before their conversions and stores (K <= 8192 x 8: one
-    // L2 round trip).
-    constexpr int kB = kOcc == 3 ? 4 : 8;
-    const int nblk = vp / kDepth;
-    for (int b0 = 0; b0 < nblk; b0 += kB) {
-      uint4 v[kB];
-#pragma unroll
-      for (int b = 0; b < kB; ++b)
-        v[b] = b0 + b < nblk ? load_x((wbase + int64_t{b0 + b} * kBstep) * 64)
-                             : make_uint4(0, 0, 0, 0);
-#pragma unroll
-      for (int b = 0; b < kB; ++b) {
-        if (b0 + b >= nblk) break;
-        if constexpr (kQf && kMx)
-          v[b] = mxfp4x8_bf16(v[b].x, v[b].y);
-        else if constexpr (kQf)
-          v[b] = nvfp4x8_bf16_e7(v[b].x, v[b].y);
-        const int64_t k = (vbase + int64_t{b0 + b} * kDepth) * 64 + 8 * lane;
-        uint32_t* const d = reinterpret_cast<uint32_t*>(dsm + stream_xpos(static_cast<int>(k)) * 2);
-        d[0] = v[b].x;
-        d[8] = v[b].y;
-        d[16] = v[b].z;
-        d[24] = v[b].w;
-      }
-    }
-    __syncwarp();
   }
 
   // Stage the activations of the whole (padded) K in lane order; zeros past K. Each thread's
@@ -406,7 +372,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
         d[12] = v[b].w;
       }
     }
-  } else if constexpr (!kJit && !kWs) {
+  } else if constexpr (!kJit) {
     constexpr int kBatch = kOcc == 3 ? 4 : 8;  // within the 3-CTA register cap
     constexpr int kT = kWarps * 32;
     const uint16_t* x = static_cast<const uint16_t*>(p.x);
@@ -473,7 +439,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
       }
     }
   }
-  if constexpr (!kJit && !kWs) __syncthreads();
+  if constexpr (!kJit) __syncthreads();
 
   float mult = p.out_mult;
   if (p.alpha != nullptr) mult *= *p.alpha;
@@ -669,8 +635,8 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
       }
       rb ^= 1;
     }
-    const int64_t tile = grp * kTiles + wt;
-    if (wk == 0 && t < 2 && tile < p.n16) {
+    const int64_t tile = tile_of(grp);
+    if (wk == 0 && t < 2 && (!kUneq || tile >= 0) && tile < p.n16) {
       const int64_t row = tile * 16 + g + 8 * t;
       if (row < p.N) store_out_elem(p, 0, row, t ? r1 : r0, mult);
     }
