@@ -69,6 +69,13 @@ const KernelInfo* find_kernel(int dqk, int dv, int kind, DType q, bool fp8) {
   return nullptr;
 }
 
+// Uniform q_len of a plan (decode 1, verify max_total_q / max_batch), 0 for extend.
+int plan_q_len(const PagedCaps& c) {
+  if (c.mode == Mode::kDecode) return 1;
+  if (c.mode == Mode::kVerify) return std::max(1, c.max_total_q / std::max(1, c.max_batch));
+  return 0;
+}
+
 int default_decode_kind(const PagedCaps& c, ArchFamily family, bool fp8, int head_dim) {
   // Defaults from the H200 (rounds 5-7, 32/8/128, 8k): BF16 wide3 streamed at 84-99% of the
   // read bandwidth (B=8..128; wide 83-98%, deep 68-77%); for FP8 wdirect2 beat wdirect by
@@ -89,6 +96,16 @@ int default_decode_kind(const PagedCaps& c, ArchFamily family, bool fp8, int hea
   // 25.1; round 51 B=1 12.5 / 12.3 -> 11.0 / 11.1, B=8 25.8 / 25.8 -> 24.5 / 24.8, B=16 41.3 /
   // 41.6 -> 40.2 / 40.3; round 52 B=8 hcvt 24.2 / 24.3 vs hcvt3 25.3, B=32 (s=4) 70.0 vs 71.7.
   // Larger plans keep hcvt3 (unmeasured there).
+  // SM90 plans of those whose packed rows per request fit 8 (q_len x group <= 8, e.g. a decode
+  // step of GQA group 8) take hcvt8: hcvt with O's MMAs on rows 0-7 only (182 instead of 209
+  // registers, half the softmax and epilogue). H200 round 89 (us, FP8 16/2/256 x 8k, hcvt ->
+  // hcvt8, same split counts, two passes): page 128 B=8 24.03 / 24.08 -> 23.44 / 23.39, B=4
+  // 15.61 / 15.46 -> 14.81 / 14.92, B=2 12.68 / 12.96 -> 11.95 / 12.18, B=1 10.81 / 10.90 ->
+  // 10.05 / 10.24; page 64 B=8 23.83 / 24.03 -> 23.23 / 23.45, B=1 10.84 / 10.84 -> 10.08 /
+  // 10.29. SM12x / SM89 (one hcvt CTA per SM) are unmeasured: hcvt.
+  if (fp8 && head_dim == 256 && c.max_batch <= kHcvt256MaxBatch && family == ArchFamily::kSm90 &&
+      c.mode != Mode::kExtend && int64_t(plan_q_len(c)) * (c.num_q_heads / c.num_kv_heads) <= 8)
+    return 28;
   if (fp8) return head_dim == 256 && c.max_batch <= kHcvt256MaxBatch ? 8 : 13;
   if (head_dim <= 128) return 5;
   // BF16 head dim 256 on SM90, plans of at most kWidehMaxBatch requests: wideh (wide with each
@@ -117,10 +134,13 @@ int default_decode_kind(const PagedCaps& c, ArchFamily family, bool fp8, int hea
 // from the raw stage and converted by the hardware e4m3x2 -> f16x2 cvt for fp16 MMAs; FP8 head
 // dims 128 / 256), 13 ("hcvt3": hcvt with 3 stages, > 99 KB of shared memory: SM90 only, hcvt
 // elsewhere), 16 ("wideh": wide with each token group's output dims split over two warps, bf16
-// head dim 256) and 18 ("wideh3": wideh with 3 stages, 104 KB: SM90, else wide). The variants
+// head dim 256), 18 ("wideh3": wideh with 3 stages, 104 KB: SM90, else wide), 28 ("hcvt8": hcvt
+// on MMA rows 0-7, FP8 head dim 256 with q_len x group <= 8) and 29 ("hcvt8r3": hcvt8 with 3
+// stages, session 24's probe; hcvt8 where a block holds 99 KB). The variants
 // that lost (direct, wdirect, wdirect2, hbits, hvec, hcvt2, wide3 at 256, wide at <= 128) were
-// removed in session 21 (docs/attention.md). B12X_ATTN_DECODE_TILE=wide|wide3|hcvt|hcvt3|wideh|
-// wideh3 overrides (benchmarking); a tile not compiled for the shape takes the default.
+// removed in session 21 (docs/attention.md). B12X_ATTN_DECODE_TILE=wide|wide3|hcvt|hcvt3|hcvt8|
+// hcvt8r3|wideh|wideh3 overrides (benchmarking); a tile not compiled for the shape takes the
+// default.
 int decode_kind(const PagedCaps& c, ArchFamily family) {
   const bool fp8 = c.kv_dtype == DType::kFP8E4M3;
   const int head_dim = std::max(c.head_dim_qk, c.head_dim_vo);
@@ -130,6 +150,7 @@ int decode_kind(const PagedCaps& c, ArchFamily family) {
   if (e != nullptr && std::string(e) == "hcvt") return 8;
   if (e != nullptr && std::string(e) == "hcvt3") return 13;
   if (e != nullptr && std::string(e) == "hcvt8") return 28;
+  if (e != nullptr && std::string(e) == "hcvt8r3") return 29;
   if (e != nullptr && std::string(e) == "wideh") return 16;
   if (e != nullptr && std::string(e) == "wideh3") return 18;
   // Any other value (a typo, or a removed tile such as hbits) takes the defaults below; say so
@@ -138,8 +159,8 @@ int decode_kind(const PagedCaps& c, ArchFamily family) {
     static std::once_flag once;
     std::call_once(once, [e] {
       log_message(0, std::string("B12X_ATTN_DECODE_TILE=") + e +
-                         " is not a decode tile (wide, wide3, hcvt, hcvt3, hcvt8, wideh, wideh3): "
-                         "the default tiles are used");
+                         " is not a decode tile (wide, wide3, hcvt, hcvt3, hcvt8, hcvt8r3, wideh, "
+                         "wideh3): the default tiles are used");
     });
   }
   return default_decode_kind(c, family, fp8, head_dim);
@@ -154,13 +175,6 @@ int ceil_div(int64_t a, int64_t b) {
 
 bool is_pow2(int64_t x) {
   return x > 0 && (x & (x - 1)) == 0;
-}
-
-// Uniform q_len of a plan (decode 1, verify max_total_q / max_batch), 0 for extend.
-int plan_q_len(const PagedCaps& c) {
-  if (c.mode == Mode::kDecode) return 1;
-  if (c.mode == Mode::kVerify) return std::max(1, c.max_total_q / std::max(1, c.max_batch));
-  return 0;
 }
 
 using ::b12x::detail::DeviceScope;  // the plan's device for its attribute calls
@@ -268,11 +282,14 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
                     default_decode_kind(caps, dev.family, fp8, head_dim), caps.q_dtype, fp8);
   if (k == nullptr && decode_tile)
     k = find_kernel(caps.head_dim_qk, caps.head_dim_vo, fp8 ? 2 : 1, caps.q_dtype, fp8);
-  // hcvt8 (session 24's probe) computes the MMA's rows 0-7 only: plans whose packed rows per
-  // request exceed 8 take the default tile.
-  if (k != nullptr && k->kind == 28 && int64_t(q_len) * group > 8)
+  // hcvt8 / hcvt8r3 compute the MMA's rows 0-7 only: plans whose packed rows per request exceed
+  // 8 take the default tile (hcvt or hcvt3 then).
+  if (k != nullptr && (k->kind == 28 || k->kind == 29) && int64_t(q_len) * group > 8)
     k = find_kernel(caps.head_dim_qk, caps.head_dim_vo,
                     default_decode_kind(caps, dev.family, fp8, head_dim), caps.q_dtype, fp8);
+  // hcvt8r3 (three stages, 106 KB): hcvt8 where a block holds only 99 KB.
+  if (k != nullptr && k->kind == 29 && k->smem > dev.smem_per_block_optin)
+    k = find_kernel(caps.head_dim_qk, caps.head_dim_vo, 28, caps.q_dtype, fp8);
   // hcvt3 needs more than SM12x's (and SM89's) 99 KB of shared memory per block: hcvt there.
   if (k != nullptr && k->kind == 13 && k->smem > dev.smem_per_block_optin)
     k = find_kernel(caps.head_dim_qk, caps.head_dim_vo, 8, caps.q_dtype, fp8);
@@ -302,6 +319,7 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
                  : k->kind == 13 ? "_decode_hcvt3"
                  : k->kind == 16 ? "_decode_wideh"
                  : k->kind == 28 ? "_decode_hcvt8"
+                 : k->kind == 29 ? "_decode_hcvt8r3"
                                  : "_decode_wideh3") +
                 (fp8 ? "_kvfp8" : "") + (caps.q_dtype == DType::kFP16 ? "_fp16" : "_bf16");
   plan.tile_rows = k->tile_rows;

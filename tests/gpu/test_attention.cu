@@ -1214,23 +1214,26 @@ TEST(AttentionGpuDecode, WidehDefault) {
 }
 
 // FP8 head dim 256: hcvt in plans of <= 32 requests (rounds 51 / 52), hcvt3 above on SM90 (hcvt
-// where a block cannot hold hcvt3's 105 KB).
+// where a block cannot hold hcvt3's 105 KB); on SM90 hcvt8 instead of hcvt where q_len x group
+// <= 8 (round 89; group 16 keeps hcvt).
 TEST(AttentionGpuDecode, Hcvt256Default) {
   B12X_REQUIRE_GPU();
   const bool sm90 = b12x::device_info(0).family == b12x::ArchFamily::kSm90;
-  for (int batch : {1, 32, 33}) {
+  for (int batch : {1, 32, 33, 2}) {
     std::vector<int> lens;
     for (int i = 0; i < batch; ++i) lens.push_back(i % 3 == 0 ? 700 : i % 3 == 1 ? 130 : 1);
     Spec s = gqa_decode_spec(lens, 0, 0);
     s.kv = DType::kFP8E4M3;
     s.dqk = s.dv = 256;
-    s.hq = 16;
+    s.hq = batch == 2 ? 32 : 16;
     s.hkv = 2;
     s.page = 128;
     s.per_head_scale = true;
     Problem p(s, rng());
     PLAN_AND_BIND(p);
-    const char* want = batch > 32 && sm90 ? "_decode_hcvt3_kvfp8" : "_decode_hcvt_kvfp8";
+    const char* want = batch > 32 && sm90                  ? "_decode_hcvt3_kvfp8"
+                       : sm90 && batch <= 32 && s.hq == 16 ? "_decode_hcvt8_kvfp8"
+                                                           : "_decode_hcvt_kvfp8";
     EXPECT_NE(p.plan.kernel.find(want), std::string::npos) << batch << " " << p.plan.kernel;
     p.run();
     B12X_TEST_CUDA(cudaDeviceSynchronize());
@@ -1551,82 +1554,86 @@ TEST(AttentionGpuDecode, SpeculativePrologue) {
   unsetenv("B12X_ATTN_LEAN");
 }
 
-// Session 24's probe B12X_ATTN_DECODE_TILE=hcvt8 (FP8 head dim 256: hcvt with O's MMAs on rows
-// 0-7 only, 3 CTAs per SM90 SM; plans of q_len x group <= 8): group 8 and 5, pages 16..256,
-// forced and automatic splits, sinks, window, per-head descales, the Q range of the fp16 MMAs,
-// the general kernel (B12X_ATTN_LEAN=0), verify with 8 packed rows (16 take the default tile)
-// and early K/V with stale metadata.
+// FP8 head dim 256, hcvt with O's MMAs on rows 0-7 only, for plans of q_len x group <= 8:
+// hcvt8 (the SM90 default there) and session 24's probe hcvt8r3 (three stages; hcvt8 where a
+// block holds 99 KB), through B12X_ATTN_DECODE_TILE: group 8 and 5, pages 16..256, forced and
+// automatic splits, sinks, window, per-head descales, the Q range of the fp16 MMAs, the general
+// kernel (B12X_ATTN_LEAN=0), verify with 8 packed rows (16 take the default tile) and early
+// K/V with stale metadata.
 TEST(AttentionGpuDecode, HalfRowsTile) {
   B12X_REQUIRE_GPU();
-  const char* tile = "hcvt8";
-  ScopedEnvs knob({{"B12X_ATTN_DECODE_TILE", tile}});
-  const std::string name = std::string("_decode_") + tile + "_";
-  for (int i = 0; i < 6; ++i) {
-    Spec s;
-    s.kv = DType::kFP8E4M3;
-    s.dqk = s.dv = 256;
-    s.hkv = 2;
-    s.hq = i == 4 ? 10 : 16;
-    s.page = 16 << (i % 5);
-    s.prefix = {1700, s.page - 1, 0, 3 * s.page + 5};
-    s.qlens.assign(s.prefix.size(), 1);
-    s.window = i == 1 ? 300 : -1;
-    s.sinks = i % 2 == 0;
-    s.per_head_scale = i != 3;
-    s.num_splits = s.max_splits = i == 2 ? 7 : 0;
-    if (i == 3) {
-      s.q_exp_spread = 18;
-      s.softmax_scale = 1.f / 16384;
+  const bool sm90 = b12x::device_info(0).family == b12x::ArchFamily::kSm90;
+  for (const char* tile : {"hcvt8", "hcvt8r3"}) {
+    ScopedEnvs knob({{"B12X_ATTN_DECODE_TILE", tile}});
+    const std::string name =
+        std::string("_decode_") + (sm90 || std::string(tile) == "hcvt8" ? tile : "hcvt8") + "_";
+    for (int i = 0; i < 6; ++i) {
+      Spec s;
+      s.kv = DType::kFP8E4M3;
+      s.dqk = s.dv = 256;
+      s.hkv = 2;
+      s.hq = i == 4 ? 10 : 16;
+      s.page = 16 << (i % 5);
+      s.prefix = {1700, s.page - 1, 0, 3 * s.page + 5};
+      s.qlens.assign(s.prefix.size(), 1);
+      s.window = i == 1 ? 300 : -1;
+      s.sinks = i % 2 == 0;
+      s.per_head_scale = i != 3;
+      s.num_splits = s.max_splits = i == 2 ? 7 : 0;
+      if (i == 3) {
+        s.q_exp_spread = 18;
+        s.softmax_scale = 1.f / 16384;
+      }
+      std::optional<ScopedEnvs> general;
+      if (i == 5)
+        general.emplace(
+            std::initializer_list<std::pair<const char*, const char*>>{{"B12X_ATTN_LEAN", "0"}});
+      Problem p(s, rng());
+      PLAN_AND_BIND(p);
+      EXPECT_NE(p.plan.kernel.find(name), std::string::npos) << p.plan.kernel;
+      p.run();
+      B12X_TEST_CUDA(cudaDeviceSynchronize());
+      p.check(std::string(tile) + " " + std::to_string(i));
     }
-    std::optional<ScopedEnvs> general;
-    if (i == 5)
-      general.emplace(
-          std::initializer_list<std::pair<const char*, const char*>>{{"B12X_ATTN_LEAN", "0"}});
-    Problem p(s, rng());
+    for (int hq : {8, 16}) {  // q_len 2: 8 packed rows (hcvt8), 16 (the default tile)
+      Spec v = verify_spec(2, 2);
+      v.kv = DType::kFP8E4M3;
+      v.dqk = v.dv = 256;
+      v.hq = hq;
+      v.page = 128;
+      v.sinks = hq == 8;
+      Problem p(v, rng());
+      PLAN_AND_BIND(p);
+      EXPECT_EQ(p.plan.kernel.find(name) != std::string::npos, hq == 8) << p.plan.kernel;
+      p.run();
+      B12X_TEST_CUDA(cudaDeviceSynchronize());
+      p.check(std::string(tile) + " verify hq " + std::to_string(hq));
+    }
+    cudaStream_t st;
+    B12X_TEST_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    Spec e = gqa_decode_spec({2000, 63, 1, 700}, 0, 0);
+    e.prefix_stable = true;
+    e.kv = DType::kFP8E4M3;
+    e.per_head_scale = true;
+    e.dqk = e.dv = 256;
+    e.hq = 16;
+    e.hkv = 2;
+    e.page = 128;
+    e.sinks = true;
+    Problem p(e, rng());
     PLAN_AND_BIND(p);
     EXPECT_NE(p.plan.kernel.find(name), std::string::npos) << p.plan.kernel;
-    p.run();
-    B12X_TEST_CUDA(cudaDeviceSynchronize());
-    p.check(std::string(tile) + " " + std::to_string(i));
+    if (b12x::device_info(0).family == b12x::ArchFamily::kSm90)
+      EXPECT_NE(p.plan.kernel.find("_early"), std::string::npos) << p.plan.kernel;
+    p.run(st);
+    B12X_TEST_CUDA(cudaStreamSynchronize(st));
+    p.check(std::string(tile) + " early fresh");
+    std::vector<int32_t> stale_lens = p.lens;
+    for (int b = 0; b < p.B; ++b) stale_lens[b] = p.lens[b] > 40 ? p.lens[b] - 37 : p.lens[b] + 5;
+    run_with_late_metadata(p, st, stale_lens, reversed_tables(p), {},
+                           std::string(tile) + " early stale");
+    B12X_TEST_CUDA(cudaStreamDestroy(st));
   }
-  for (int hq : {8, 16}) {  // q_len 2: 8 packed rows (hcvt8), 16 (the default tile)
-    Spec v = verify_spec(2, 2);
-    v.kv = DType::kFP8E4M3;
-    v.dqk = v.dv = 256;
-    v.hq = hq;
-    v.page = 128;
-    v.sinks = hq == 8;
-    Problem p(v, rng());
-    PLAN_AND_BIND(p);
-    EXPECT_EQ(p.plan.kernel.find(name) != std::string::npos, hq == 8) << p.plan.kernel;
-    p.run();
-    B12X_TEST_CUDA(cudaDeviceSynchronize());
-    p.check(std::string(tile) + " verify hq " + std::to_string(hq));
-  }
-  cudaStream_t st;
-  B12X_TEST_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-  Spec e = gqa_decode_spec({2000, 63, 1, 700}, 0, 0);
-  e.prefix_stable = true;
-  e.kv = DType::kFP8E4M3;
-  e.per_head_scale = true;
-  e.dqk = e.dv = 256;
-  e.hq = 16;
-  e.hkv = 2;
-  e.page = 128;
-  e.sinks = true;
-  Problem p(e, rng());
-  PLAN_AND_BIND(p);
-  EXPECT_NE(p.plan.kernel.find(name), std::string::npos) << p.plan.kernel;
-  if (b12x::device_info(0).family == b12x::ArchFamily::kSm90)
-    EXPECT_NE(p.plan.kernel.find("_early"), std::string::npos) << p.plan.kernel;
-  p.run(st);
-  B12X_TEST_CUDA(cudaStreamSynchronize(st));
-  p.check(std::string(tile) + " early fresh");
-  std::vector<int32_t> stale_lens = p.lens;
-  for (int b = 0; b < p.B; ++b) stale_lens[b] = p.lens[b] > 40 ? p.lens[b] - 37 : p.lens[b] + 5;
-  run_with_late_metadata(p, st, stale_lens, reversed_tables(p), {},
-                         std::string(tile) + " early stale");
-  B12X_TEST_CUDA(cudaStreamDestroy(st));
 }
 
 // Small cases for compute-sanitizer: the general kernels (B12X_ATTN_LEAN=0), lean without the
@@ -1645,7 +1652,7 @@ TEST(AttentionGpuDecode, EarlyKv) {
   const std::vector<int32_t> fresh;
   for (int j = 0; j < 5; ++j) {
     // case 4: case 3 (FP8 hcvt d256, whose early instance runs at 208 registers by default:
-    // PagedPlan::early_cap) without the cap
+    // PagedPlan::early_cap; group 16: group 8 takes hcvt8 on SM90) without the cap
     const int i = j == 4 ? 3 : j;
     std::optional<ScopedEnvs> no_cap;  // the defaults otherwise (knob unset)
     if (j == 4)
@@ -1657,7 +1664,7 @@ TEST(AttentionGpuDecode, EarlyKv) {
     s.per_head_scale = s.kv == DType::kFP8E4M3;
     s.dqk = s.dv = (i == 2 || i == 3) ? 256 : 128;
     if (s.dqk == 256) {
-      s.hq = 16;
+      s.hq = i == 3 ? 32 : 16;
       s.hkv = 2;
       s.page = 128;
     } else {

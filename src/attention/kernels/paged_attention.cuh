@@ -57,18 +57,20 @@ struct TileCfg {
   // tiles in flight per CTA instead of one.
   static constexpr bool kH3 = kKind_ == 18;
   static constexpr int kDH = (kKind_ == 16 || kH3) ? 2 : 1;
-  // kind 28 ("hcvt8", session 24's probe, FP8 head dim 256): hcvt for plans whose packed rows
-  // per request fit the MMA's first 8 rows (q_len x group <= 8: one row tile per request, rows
-  // 8-15 always padding). O's MMAs take rows 0-7 only: their accumulator inputs for rows 8-15
-  // are zero and the outputs dropped, so the 64 O registers of rows 8-15 are not live across
-  // the loop (the HMMA still writes a 4-register tuple: the dropped halves hold only
-  // temporaries), and the launch bounds ask for 3 CTAs per SM90 SM (<= 168 registers).
-  static constexpr bool kHalf = kKind_ == 28;
-  static constexpr int kKind = (kKind_ == 16 || kH3) ? 1 : (kHalf ? 8 : kKind_);
+  // kind 28 ("hcvt8", FP8 head dim 256): hcvt for plans whose packed rows per request fit the
+  // MMA's first 8 rows (q_len x group <= 8: one row tile per request, rows 8-15 always
+  // padding). O's MMAs take rows 0-7 only: their accumulator inputs for rows 8-15 are zero and
+  // the outputs dropped, so the 64 O values of rows 8-15 are not live across the loop (the HMMA
+  // still writes a 4-register tuple, whose dropped halves then hold temporaries: 182 registers
+  // instead of hcvt's 209, sm_90a), and the softmax, rescale, warp merge and epilogue handle
+  // rows g only. Kind 29 ("hcvt8r3"): the same with hcvt3's three stages (SM90 only).
+  static constexpr bool kHalf = kKind_ == 28 || kKind_ == 29;
+  static constexpr int kKind =
+      (kKind_ == 16 || kH3) ? 1 : (kKind_ == 28 ? 8 : (kKind_ == 29 ? 13 : kKind_));
   static constexpr bool kFp8 = kFp8_;
   static_assert(kKind_ == 0 || kKind_ == 1 || kKind_ == 2 || kKind_ == 5 || kKind_ == 8 ||
-                    kKind_ == 13 || kKind_ == 16 || kKind_ == 18 || kKind_ == 28,
-                "tile kinds: 0, 1, 2, 5, 8, 13, 16, 18, 28");
+                    kKind_ == 13 || kKind_ == 16 || kKind_ == 18 || kKind_ == 28 || kKind_ == 29,
+                "tile kinds: 0, 1, 2, 5, 8, 13, 16, 18, 28, 29");
   static constexpr bool kDecode = kKind != 0;
   // hcvt / hcvt3 (kF16Mma): K's B fragments come straight from the raw FP8 rows (no K conversion
   // pass; Q is stored in the matching permuted slot order), and so do V's (4-byte reads of 4
@@ -127,7 +129,7 @@ struct TileCfg {
   // ~96): a register cap only; SM12x fits one or two by shared memory anyway.
   static constexpr int kSmPerSm = 233472;
   static constexpr int kBySmem = kSmPerSm / (kSmemBytes + 1024);
-  static constexpr int kByRegs = 65536 / (kThreads * (kDv / kDH / (kHalf ? 4 : 2) + 96));
+  static constexpr int kByRegs = 65536 / (kThreads * (kDv / kDH / 2 + 96));
   static constexpr int kMinBlocksRaw = kBySmem < kByRegs ? kBySmem : kByRegs;
   static constexpr int kMinBlocks =
       !kDecode ? 1 : (kMinBlocksRaw > 4 ? 4 : (kMinBlocksRaw < 1 ? 1 : kMinBlocksRaw));
@@ -137,7 +139,7 @@ struct TileCfg {
   static_assert(kWN == 1 || kMB == 1, "the cross-warp merge handles one row block per warp");
   static_assert(kDH == 1 || (kDecode && !kFp8 && kWN > 1 && kDv % (16 * kDH) == 0),
                 "split output dims: 16-bit decode tiles");
-  static_assert(!kHalf || (kF16Mma && kDqk == 256), "hcvt8: FP8 head dim 256");
+  static_assert(!kHalf || (kF16Mma && kDqk == 256), "hcvt8 / hcvt8r3: FP8 head dim 256");
 };
 
 // ---------------------------------------------------------------- PTX helpers ----------------
@@ -195,9 +197,9 @@ __device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], 
   gemm::lin::mma16816<MmaTag<T>>(d, a, b0, b1);
 }
 
-/// fp16 m16n8k16 on rows 0-7 only (hcvt8): A's rows 8-15 (a[1], a[3]) and the accumulator's
-/// are zero, d[0], d[1] accumulate, d[2], d[3] are neither read nor written (their outputs are
-/// dropped, so they need not stay live across the caller's loop).
+/// fp16 m16n8k16 on rows 0-7 only (hcvt8 / hcvt8r3): A's rows 8-15 (a[1], a[3]) and the
+/// accumulator's are zero, d[0], d[1] accumulate, d[2], d[3] are neither read nor written (their
+/// outputs are dropped, so they need not stay live across the caller's loop).
 __device__ __forceinline__ void mma16816_rows8(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
                                                uint32_t b1) {
   asm volatile(
@@ -599,7 +601,8 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
   constexpr int kWM = Cfg::kWM, kWN = Cfg::kWN, kStages = Cfg::kStages;
   constexpr int kThreads = Cfg::kThreads;
   constexpr bool kFp8 = Cfg::kFp8;
-  // hcvt8 (Cfg::kHalf): the lane's rows g only (kR = 1); rows g + 8 are padding in its plans
+  // hcvt8 / hcvt8r3 (Cfg::kHalf): the lane's rows g only (kR = 1); rows g + 8 are padding in
+  // their plans
   constexpr bool kHalf = Cfg::kHalf;
   constexpr int kR = kHalf ? 1 : 2;
   constexpr int kNT = kBN / kWN;                                      // tokens per warp per tile
