@@ -648,7 +648,7 @@ DecodeKnobs read_decode_knobs(bool stream, int aquant) {
   knob(k.fc2_dsmem, "B12X_MOE_FC2_CLUSTER", {0, 1, 2}, "0, 1, 2", not_stream);
   knob(k.fc1_slots, "B12X_MOE_FC1_SLOTS", {1, 2}, "1, 2", not_stream);
   knob(k.fc1_slm, "B12X_MOE_FC1_SLOTS_M", {}, ">= 1", not_stream);
-  knob(k.route_warp, "B12X_MOE_ROUTE_WARP", {0, 1}, "0, 1", not_stream);  // with FC1_LAST1
+  knob(k.route_warp, "B12X_MOE_ROUTE_WARP", {0, 1, 2, 3}, "0, 1, 2, 3", not_stream);
   knob(k.fc1_last1, "B12X_MOE_FC1_LAST1", {0, 1}, "0, 1", not_stream);
   return k;
 }
@@ -906,7 +906,7 @@ Plan plan(const Caps& caps) {
       sig << " fc1_slots" << p.knobs.fc1_slots << "_m" << p.knobs.fc1_slm;
     // Probes of the FC1's fixed work at few routes: one-warp routing (the same kernels), last-warp
     // tile ends in one-group CTAs (their own instances).
-    if (stream && p.knobs.route_warp != 0) sig << " route_warp";
+    if (stream && p.knobs.route_warp != 0) sig << " route_warp" << p.knobs.route_warp;
     if (stream && p.knobs.fc1_last1 != 0) sig << " fc1_last1";
     if (caps.apply_router_weight_on_input) sig << " weight_on_input";
     std::ostringstream shape;

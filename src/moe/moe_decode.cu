@@ -58,9 +58,9 @@ void launch_fc1(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, bool 
 std::atomic<int> g_last_fc2_cluster{1};
 
 template <typename OpT, bool kFold, int kSK, int kRC, int kW, int kS, int kR = DecodeCfg::kFc2Rows,
-          bool kKil = false>
+          bool kKil = false, bool kWR = false>
 void launch_fc2(const DecodeArgs& a, Stream stream, bool pdl) {
-  auto* k = dev::moe_decode_fc2_kernel<OpT, kFold, kSK, kW, kS, kRC, kR, kKil>;
+  auto* k = dev::moe_decode_fc2_kernel<OpT, kFold, kSK, kW, kS, kRC, kR, kKil, kWR>;
   {  // the largest shared memory this instance is launched with, once per device
     const bool deep = kS == DecodeCfg::kFc2DeepStages;
     const int max_tokens = kR == 32             ? DecodeCfg::kFc2Rows32MaxTokens
@@ -133,7 +133,13 @@ void launch_gemms(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, boo
       // 3 stages (2 CTAs per SM; H200 round 45, Qwen3.5-TP4 nvfp4 M = 8 210.6 -> 204.5 us
       // against 2 stages at 3 CTAs per SM, 80 registers); B12X_MOE_FC2_STAGES=2 the 2-stage CTA.
       // K-interleaved warps (decode_fc2_kil) in the 3-stage CTA only.
-      if (a.fc2_stages32 == 2)  // decode_fc2_stages32
+      // DecodeArgs::route_warp & 2 (probe): one-warp routing, BF16 operands and UE4M3 scales.
+      constexpr bool kWR = kBf16 && kSK == 0;
+      if (kWR && a.fc2_stages32 == 2 && (a.route_warp & 2) != 0)
+        launch_fc2<OpT, kFold, kSK, kRC, 8, 2, 32, false, kWR>(a, stream, pdl);
+      else if (kWR && a.fc2_stages32 != 2 && a.fc2_kil == 0 && (a.route_warp & 2) != 0)
+        launch_fc2<OpT, kFold, kSK, kRC, 8, 3, 32, false, kWR>(a, stream, pdl);
+      else if (a.fc2_stages32 == 2)  // decode_fc2_stages32
         launch_fc2<OpT, kFold, kSK, kRC, 8, 2, 32>(a, stream, pdl);
       else if (a.fc2_kil != 0)
         launch_fc2<OpT, kFold, kSK, kRC, 8, 3, 32, true>(a, stream, pdl);
@@ -472,8 +478,10 @@ void launch_decode_stream(const DecodeArgs& args, const DecodeKnobs& knobs, bool
     a.fc1_last = 1;
   // DecodeKnobs::route_warp: <= 32 routes sorted by one warp, in the fc1_last1 FC1 only (its
   // instance carries the code; the default kernels' is unchanged).
-  a.route_warp =
-      kn.route_warp != 0 && a.routes <= 32 && a.fc1_last != 0 && a.fc1_groups == 1 ? 1 : 0;
+  // Bit 1: in the fc1_last1 FC1, bit 2: in the 32-row FC2 (BF16 operands, UE4M3 scales).
+  const bool rw1 = (kn.route_warp & 1) != 0 && a.fc1_last != 0 && a.fc1_groups == 1;
+  const bool rw2 = (kn.route_warp & 2) != 0 && !fp16_operands;
+  a.route_warp = a.routes > 32 ? 0 : (rw1 ? 1 : 0) | (rw2 ? 2 : 0);
   // launch_gemms' narrow two-group FC1 is the last-warp instance only.
   B12X_ASSERT(wide || a.fc1_groups != 2 || a.fc1_last == 1,
               "decode stream: two FC1 groups without last-warp tile ends");

@@ -351,12 +351,13 @@ __device__ __forceinline__ int decode_route_wide(const DecodeArgs& a,
 }
 
 /// The routing of a kT-thread CTA with route capacity kRC (`scr`: its dynamic shared memory).
-template <int kRC, int kT, bool kWarp = false>
+/// kWarp: the DecodeArgs::route_warp bit (1 FC1, 2 FC2) of an instance that carries the probe.
+template <int kRC, int kT, int kWarp = 0>
 __device__ __forceinline__ int route_tables(const DecodeArgs& a, RouteSmemT<kRC>& rs, void* scr) {
   if constexpr (kRC == detail::kMaxInlineRoutes) {
     (void)scr;
-    if constexpr (kWarp) {
-      if (a.route_warp != 0) return decode_route_warp(a, rs);
+    if constexpr (kWarp != 0) {
+      if ((a.route_warp & kWarp) != 0) return decode_route_warp(a, rs);
     }
     return decode_route(a, rs);
   } else {
@@ -784,7 +785,7 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
     mbar_init(&s_bar[tid], 32 * kWK * kWM);
     mbar_init(&s_bar[kG + tid], 32);
   }
-  constexpr bool kWarpRoute = kLast && kG == 1;  // DecodeArgs::route_warp's code: this FC1 only
+  constexpr int kWarpRoute = kLast && kG == 1 ? 1 : 0;  // DecodeArgs::route_warp: this FC1 only
   const int ntiles = route_tables<kRC, kCta, kWarpRoute>(a, rs, smem);
   if (a.fc2_split > 1 && blockIdx.x == 0 && blockIdx.y == 0) {
     // FC2's split counters: read by FC2 only after it waited for this grid. The previous call's
@@ -1124,8 +1125,9 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
 // (3 CTAs per SM, the register cap of FC1) or 8 x 3 (2 per SM)).
 // kKil: the K-interleaved warp chunks of DecodeArgs::fc2_kil (8 warps x 3 stages, narrow
 // routing; a template constant, so the contiguous ranges' code is unchanged).
+// kWR: the probe DecodeArgs::route_warp & 2 (one-warp routing; its own instances).
 template <typename OpT, bool kFold, int kSK, int kW, int kS, int kRC = detail::kMaxInlineRoutes,
-          int kR = DecodeCfg::kFc2Rows, bool kKil = false>
+          int kR = DecodeCfg::kFc2Rows, bool kKil = false, bool kWR = false>
 __global__ void __launch_bounds__(32 * kW, kR == 32             ? (kS == 2 ? 3 : 2)
                                            : kW == 8 && kS == 2 ? 4
                                                                 : 1)
@@ -1147,7 +1149,7 @@ __global__ void __launch_bounds__(32 * kW, kR == 32             ? (kS == 2 ? 3 :
   __shared__ float s_w[kWide ? 1 : kRC];
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t = lane & 3;
-  const int ntiles = route_tables<kRC, 32 * kW>(a, rs, smem);
+  const int ntiles = route_tables < kRC, 32 * kW, kWR ? 2 : 0 > (a, rs, smem);
   const int R0 = blockIdx.x * kR;
   const detail::WeightView& W = a.w2;
   if (R0 >= W.rows) {
