@@ -312,8 +312,8 @@ struct Plan {
   /// chunked kernel).
   bool stream16_once = false;
   /// W4A4 (NVFP4 / MXFP4) on the staged-once block kernel with its FP4 activations converted in
-  /// the staging, no pre-pass launch at the block kernel's M (session 24 probe,
-  /// B12X_GEMM_S16_QA=1; lin::kS16VarQa).
+  /// the staging, no pre-pass launch at the block kernel's M (session 24, default on SM90 with the
+  /// W4A16 trigger and cluster rules; B12X_GEMM_S16_QA=0|1; lin::kS16VarQa).
   bool stream16_qa = false;
   /// NVFP4 / MXFP4 block kernel (session 23; on SM90 by default for W4A16 where the split is <= 8,
   /// the grid has more CTAs than SMs and every cluster is resident at once, B12X_GEMM_S16_CLUSTER=

@@ -181,6 +181,18 @@ constexpr bool kS16TrigRule = true;
 /// 13.36 / 7.78, M = 8 13.50 / 8.20 -> 13.66 / 8.05 (14336x4096 +1 %, both passes): NVFP4 W4A16
 /// takes the cluster from M = 9 (its two-token-tile instance).
 constexpr bool kS16ClusterRule = true;
+/// Session 24: W4A4 (NVFP4 / MXFP4) at M = 2..16 on SM90 on the staged-once block kernel with its
+/// FP4 activations converted in the staging (Plan::stream16_qa; no pre-pass launch, no chunked qx
+/// kernel), with the W4A16 formats' trigger rule (kS16TrigRule) and cluster rule (kS16ClusterRule;
+/// NVFP4 from M = 9, MXFP4 every M). Round 89 (H200, best of two interleaved passes, us over
+/// 4096x4096 / 14336x4096 / 4096x14336 / 6144x4096 / 2048x7168, pre-pass default -> this):
+/// NVFP4 W4A4 M = 2 8.33 / 14.88 / 15.81 / 10.24 / 8.90 -> 6.42 / 13.16 / 13.80 / 8.09 / 6.89,
+/// M = 8 8.82 / 15.19 / 15.96 / 10.23 / 8.96 -> 6.47 / 13.55 / 13.77 / 8.28 / 6.96, M = 16 9.68 /
+/// 17.73 / 17.91 / 12.06 / 9.54 -> 7.53 / 15.27 / 17.05 / 9.42 / 7.98; MXFP4 W4A4 M = 2 8.08 /
+/// 15.49 / 16.37 / 9.85 / 8.53 -> 6.56 / 12.16 / 14.06 / 7.14 / 6.94, M = 16 10.92 / 17.41 /
+/// 17.91 / 11.32 / 11.46 -> 7.56 / 15.27 / 16.91 / 9.41 / 7.91 (M = 4 alike; the conversion alone,
+/// without the rules, 6-12 % of it). B12X_GEMM_S16_QA=0|1 overrides (any device).
+constexpr bool kS16QaRule = true;
 /// The rule's first run M, NVFP4 W4A16 / MXFP4 W4A16 (Plan::stream16_cluster_min_m; below it the
 /// partials + reduce). B12X_GEMM_S16_CL_MINM=<m> overrides (any cluster plan).
 constexpr int kS16ClusterMinM[2] = {9, 0};
@@ -1745,11 +1757,12 @@ Plan plan(const Caps& caps) {
     const bool want = !(e16 != nullptr && e16[0] == '0');
     const int tw = 2;
     const char* eqx = std::getenv("B12X_GEMM_STREAM16_QX");
-    // Session 24 probe (B12X_GEMM_S16_QA=1, Plan::stream16_qa): W4A4 on the staged-once kernel
-    // with its FP4 activations converted in the staging (no pre-pass, no chunked qx kernel).
+    // Session 24 (kS16QaRule, Plan::stream16_qa; B12X_GEMM_S16_QA=0|1): W4A4 on the staged-once
+    // kernel with its FP4 activations converted in the staging (no pre-pass, no chunked qx kernel).
     const char* eqa = std::getenv("B12X_GEMM_S16_QA");
     bool qa =
-        (f == LinearFormat::kNvfp4 || f == LinearFormat::kMxfp4) && eqa != nullptr && eqa[0] == '1';
+        (f == LinearFormat::kNvfp4 || f == LinearFormat::kMxfp4) &&
+        (eqa != nullptr ? eqa[0] == '1' : kS16QaRule && dev.cc_major == 9 && dev.cc_minor == 0);
     const bool qx = f == LinearFormat::kNvfp4 && !qa &&
                     (eqx != nullptr ? eqx[0] == '1' : geo.n16 * geo.kvec * 512 <= kS16QxMaxBytes);
     int force_split = 0;
@@ -1793,9 +1806,9 @@ Plan plan(const Caps& caps) {
         cl_max = std::clamp(std::atoi(e), 0, 16);
       const bool w4a16 = f == LinearFormat::kNvfp4W4A16 || f == LinearFormat::kMxfp4W4A16;
       if (cl_max == 0 && dev.cc_major == 9 && dev.cc_minor == 0 && (w4a16 || qa)) {
-        // W4A4 with qa: the rule only where B12X_GEMM_S16_CL_RULE=1 asks for it (probe).
+        // W4A4 with qa too (session 24, kS16QaRule's numbers).
         const char* er = std::getenv("B12X_GEMM_S16_CL_RULE");
-        cl_rule = er != nullptr ? er[0] == '1' : w4a16 && kS16ClusterRule;
+        cl_rule = er != nullptr ? er[0] == '1' : kS16ClusterRule;
         if (cl_rule) cl_max = 8;
       }
       if (dev.cc_major < 9 || cl_max < 2) cl_max = 0, cl_rule = false;
@@ -1803,7 +1816,7 @@ Plan plan(const Caps& caps) {
       const int64_t gx = (geo.n16 + 8 * tw - 1) / (8 * tw);
       // The split for `fit` CTAs per SM: the largest whose grid is one wave with >= kS16MinVp
       // vectors per CTA (or the forced one); 0 if none.
-      auto choose = [&](int fit, int& split, int& split_vp) {
+      auto choose = [&](int fit, int& split, int& split_vp, int64_t gx) {
         split = split_vp = 0;
         int per_sm = fit;
         if (const char* e = std::getenv("B12X_GEMM_STREAM16_CTAS");
@@ -1825,7 +1838,7 @@ Plan plan(const Caps& caps) {
       };
       int split = 0, split_vp = 0;
       if (fit_chunked > 0) {
-        const int per_sm = choose(fit_chunked, split, split_vp);
+        const int per_sm = choose(fit_chunked, split, split_vp, gx);
         if (var != 0 &&
             (split == 0 || split_vp > lin::kS16OnceMaxVp ||
              lin::prepare_linear_stream16(caps.device, wf, tw, qx, var, split_vp) < per_sm))
@@ -1853,20 +1866,30 @@ Plan plan(const Caps& caps) {
                       : 0;
           if (const char* e = std::getenv("B12X_GEMM_S16_CL_MINM"); e != nullptr)
             p.stream16_cluster_min_m = std::clamp(std::atoi(e), 0, 17);
-        } else if (const char* e2 = std::getenv("B12X_GEMM_S16_CL2");
-                   e2 != nullptr && e2[0] == '1' && split > cl_max && split % 2 == 0 &&
-                   split / 2 <= cl_max && split / 2 >= 2 && var != 0 &&
-                   (!cl_rule || gx * split > sms) &&
-                   lin::stream16_max_active_clusters(caps.device, wf, tw, qx, var, split_vp,
-                                                     split / 2) >= 2 * gx) {
-          // Session 24 probe: a split above the cluster limit (4096x14336 / 2048x7168: 14) in two
-          // levels, clusters of split / 2 each writing one partial slot, the reduce over 2 slots.
-          p.stream16_cluster = split / 2;
-          p.stream16_cluster_min_m =
-              cl_rule ? kS16ClusterMinM[f == LinearFormat::kMxfp4W4A16 || f == LinearFormat::kMxfp4]
-                      : 0;
-          if (const char* e = std::getenv("B12X_GEMM_S16_CL_MINM"); e != nullptr)
-            p.stream16_cluster_min_m = std::clamp(std::atoi(e), 0, 17);
+        }
+        // Session 24 probe (B12X_GEMM_S16_TW1=1): where the grid has no more CTAs than SMs
+        // (4096x4096: 128), one tile per warp (128-row CTAs, twice the CTAs) with the split summed
+        // in clusters (split <= cl_max; 2048x7168's 14 is not), every M.
+        const char* etw1 = std::getenv("B12X_GEMM_S16_TW1");
+        if (etw1 != nullptr && etw1[0] == '1' && !qa && var != 0 && cl_max >= 2 &&
+            gx * split <= sms) {
+          const int var1 = lin::kS16VarOnce | lin::kS16VarCluster;
+          const int64_t gx1 = (geo.n16 + 7) / 8;
+          const int fit1 = lin::prepare_linear_stream16(caps.device, wf, 1, false, var1, split_vp);
+          int split1 = 0, vp1 = 0;
+          if (fit1 > 0) choose(fit1, split1, vp1, gx1);
+          const int cs = split1 >= 2 && split1 <= cl_max ? split1 : 0;
+          if (cs > 0 && vp1 <= lin::kS16OnceMaxVp && gx1 * split1 > sms &&
+              lin::stream16_max_active_clusters(caps.device, wf, 1, false, var1, vp1, cs) >= gx1) {
+            p.stream16_tw = 1;
+            p.stream16_tiles = 8;
+            p.stream16_split = split1;
+            p.stream16_vp = vp1;
+            p.stream16_smem = lin::stream16_smem_bytes(1, false, var1, vp1);
+            p.stream16_cluster = cs;
+            p.stream16_cluster_min_m = 0;
+            s16_trig_early = false;
+          }
         }
       }
     }
@@ -2152,8 +2175,7 @@ Plan plan(const Caps& caps) {
   if (p.stream_rows_parts > 0 && p.stream_rows_split > 1)
     partial_rows = std::max<int64_t>(partial_rows, p.stream_rows_split * std::min<int64_t>(M, 4));
   if (p.stream16_tw > 0 && p.stream16_split > 1 &&
-      (p.stream16_cluster == 0 || p.stream16_cluster_min_m > s16_min_m(p) ||
-       p.stream16_cluster < p.stream16_split))
+      (p.stream16_cluster == 0 || p.stream16_cluster_min_m > s16_min_m(p)))
     partial_rows = std::max<int64_t>(partial_rows, p.stream16_split * std::min<int64_t>(M, 16));
   if (partial_rows > 0) {
     p.off_partial = off;
@@ -2168,12 +2190,15 @@ Plan plan(const Caps& caps) {
     p.stream_mx_free = e != nullptr ? e[0] == '1' : kStreamMxFree || p.decode_stream_free_only;
   }
   const char* es16t = std::getenv("B12X_GEMM_S16_TRIG");
-  // W4A16 only (BF16 activations, no pre-pass or in-kernel conversion): round 82 measured the
-  // W4A4 formats 1-2 % slower at some points (NVFP4 W4A4 M = 8 14336x4096 15.16 against 14.99 us,
-  // MXFP4 W4A4 M = 2 4096x4096 8.16 against 7.99, M = 16 14336x4096 17.60 against 17.29).
-  const bool s16_rule = es16t != nullptr ? es16t[0] == '1'
-                                         : kS16TrigRule && (f == LinearFormat::kNvfp4W4A16 ||
-                                                            f == LinearFormat::kMxfp4W4A16);
+  // The W4A16 formats, and W4A4 where the block kernel converts its activations: with the
+  // pre-pass round 82 measured the W4A4 formats 1-2 % slower at some points (NVFP4 W4A4 M = 8
+  // 14336x4096 15.16 against 14.99 us, MXFP4 W4A4 M = 2 4096x4096 8.16 against 7.99, M = 16
+  // 14336x4096 17.60 against 17.29). Session 24: W4A4 with its activations converted in the block
+  // kernel (Plan::stream16_qa, no pre-pass) takes it (round 89, see kS16QaRule).
+  const bool s16_rule = es16t != nullptr
+                            ? es16t[0] == '1'
+                            : kS16TrigRule && (f == LinearFormat::kNvfp4W4A16 ||
+                                               f == LinearFormat::kMxfp4W4A16 || p.stream16_qa);
   p.reduce_trig =
       s16_rule && ((p.stream16_tw > 0 && p.stream16_depth == 0) || p.stream_rows_parts > 0) ? 1 : 0;
   if (const char* e = std::getenv("B12X_GEMM_REDUCE_TRIG"); e != nullptr)
@@ -2226,10 +2251,7 @@ Plan plan(const Caps& caps) {
           << (p.stream_rows_split > 1 ? "+reduce" : "");
     if (p.stream16_tw > 0)
       sig << " stream16=" << p.stream16_tw
-          << (p.stream16_cluster > 0 && (p.stream16_cluster_min_m > s16_min_m(p) ||
-                                         p.stream16_cluster < p.stream16_split)
-                  ? "+reduce"
-                  : "")
+          << (p.stream16_cluster > 0 && p.stream16_cluster_min_m > s16_min_m(p) ? "+reduce" : "")
           << (p.stream16_cluster > 0 ? " cl" + std::to_string(p.stream16_cluster)
               : p.stream16_split > 1 ? "+reduce"
                                      : "")
@@ -2701,16 +2723,11 @@ void run(const Binding& b, Stream stream) {
     const bool cl = plan.stream16_cluster > 0 && M >= plan.stream16_cluster_min_m;
     p.stream_trig = (plan.stream_trig & 4) || cl ? 1 : 0;
     p.reduce_trig = plan.reduce_trig && plan.pdl ? 1 : 0;
-    // Plan::stream16_cluster below the split (session 24 probe): two levels, each cluster one
-    // partial slot, the reduce over split / cluster slots.
-    const bool cl2 = cl && plan.stream16_cluster < plan.stream16_split;
-    if (cl) p.cluster_split = plan.stream16_cluster;
-    if (cl && !cl2) p.partial = nullptr;
+    if (cl) p.partial = nullptr;
     lin::launch_linear_stream16(im.wfmt, plan.stream16_tw, plan.stream16_smem, p, stream,
                                 (plan.stream16_once ? lin::kS16VarOnce : 0) |
                                     (cl ? lin::kS16VarCluster : 0) |
                                     (s16_qa_run ? lin::kS16VarQa : 0));
-    if (cl2) p.split = plan.stream16_split / plan.stream16_cluster;
     if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);
     return;
   }

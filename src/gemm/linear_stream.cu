@@ -166,12 +166,27 @@ S16Fn pick_stream16_once(int nt, bool mx, bool mx_free) {
                  : &linear_stream16_once_kernel<2, 2, false, false, kCl, kQa>;
 }
 
+/// One tile per warp (128-row CTAs), cluster sum only (session 24 probe B12X_GEMM_S16_TW1=1: the
+/// grids below the SM count with twice the CTAs, so their clusters do not idle SMs).
+S16Fn pick_stream16_once_tw1(int nt, bool mx, bool mx_free) {
+  if (mx && mx_free)
+    return nt == 1 ? &linear_stream16_once_kernel<1, 1, true, true, true>
+                   : &linear_stream16_once_kernel<1, 2, true, true, true>;
+  if (mx)
+    return nt == 1 ? &linear_stream16_once_kernel<1, 1, true, false, true>
+                   : &linear_stream16_once_kernel<1, 2, true, false, true>;
+  return nt == 1 ? &linear_stream16_once_kernel<1, 1, false, false, true>
+                 : &linear_stream16_once_kernel<1, 2, false, false, true>;
+}
+
 /// var & kS16VarCluster (session 23): the split summed in a cluster (kCl) on the staged-once
 /// kernel only (the chunked kernel's qx instances, W4A4 NVFP4 converted in the kernel, measured
 /// +25 % at 4096x4096 / 2048x7168 in round 85 and were removed).
 S16Fn pick_stream16(int tw, int nt, bool mx, bool qx, bool mx_free = false, int var = 0) {
   const bool cl = (var & kS16VarCluster) != 0;
   const bool qa = (var & kS16VarQa) != 0;
+  if ((var & kS16VarOnce) && tw == 1)
+    return cl && !qa && !qx ? pick_stream16_once_tw1(nt, mx, mx_free) : nullptr;
   if (var & kS16VarOnce)
     return tw != 2 || qx ? nullptr
            : qa          ? (cl ? pick_stream16_once<true, true>(nt, mx, mx_free)
@@ -266,13 +281,9 @@ void launch_linear_stream16(WFmt f, int tw, int64_t smem, const LinearParams& p,
               "M <= 16 block kernel: M=", p.M, " act=", p.act_kind, " vp=", p.stream_vp,
               " split=", split);
   const bool cl = (var & kS16VarCluster) != 0;
-  // p.cluster_split below split: two levels (session 24), clusters of p.cluster_split CTAs each
-  // writing one partial slot for the reduce.
-  const int cl_size = !cl ? 1 : p.cluster_split > 1 ? p.cluster_split : split;
-  B12X_ASSERT(!cl || (cl_size == split || (split % cl_size == 0 && p.partial != nullptr)),
-              "M <= 16 block kernel, two-level cluster sum: split=", split, " cluster=", cl_size);
-  B12X_ASSERT(!cl || (cl_size >= 2 && cl_size <= 16 &&
-                      smem >= (p.M <= 8 ? kS16ClBytes<2, 1> : kS16ClBytes<2, 2>)),
+  B12X_ASSERT(!cl || (split >= 2 && split <= 16 &&
+                      smem >= (tw == 1 ? (p.M <= 8 ? kS16ClBytes<1, 1> : kS16ClBytes<1, 2>)
+                                       : (p.M <= 8 ? kS16ClBytes<2, 1> : kS16ClBytes<2, 2>))),
               "M <= 16 block kernel, cluster sum: split=", split, " smem=", smem);
   if (smem > 48 * 1024)
     B12X_CUDA_CHECK(
@@ -290,12 +301,12 @@ void launch_linear_stream16(WFmt f, int tw, int64_t smem, const LinearParams& p,
                         (var & kS16VarOnce) != 0,
                         p.reduce_trig != 0,
                         p.stream_trig != 0,
-                        cl ? cl_size : 0,
+                        cl ? split : 0,
                         qa};
   B12X_CUDA_CHECK(
       b12x::detail::launch_ex(k, dim3(static_cast<unsigned>(gx), static_cast<unsigned>(split)),
                               dim3(kStreamWarps * 32), static_cast<size_t>(smem), stream,
-                              p.pdl != 0, dim3(1, static_cast<unsigned>(cl_size), 1), p));
+                              p.pdl != 0, dim3(1, cl ? static_cast<unsigned>(split) : 1u, 1), p));
   B12X_CUDA_CHECK_LAUNCH();
 }
 

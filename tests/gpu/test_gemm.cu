@@ -2146,7 +2146,9 @@ TEST(GemmGpu, DecodeStream16Once) {
   // B12X_GEMM_STREAM16_ONCE=0 and vp > 16 keep the chunked kernel. Session 21: also M = 2 / 4
   // (B12X_GEMM_STREAM16_MINM=2; one n8 token tile as at M = 5..8).
   ScopedEnv e16("B12X_GEMM_STREAM16", "1"), em("B12X_GEMM_STREAM16_MINM", "2");
-  ScopedEnv eq0("B12X_GEMM_STREAM16_QX", "0");  // W4A4 through the pre-pass
+  // W4A4 through the pre-pass (SM90's default converts them in the kernel since session 24:
+  // DecodeStream16Qa).
+  ScopedEnv eq0("B12X_GEMM_STREAM16_QX", "0"), eqa0("B12X_GEMM_S16_QA", "0");
   s16_once_cases({2, 4, 5, 8, 9, 16}, {992, 2848, 3040}, {1, 3, 3}, {200, 72, 200}, false);
   // Not taken: B12X_GEMM_STREAM16_ONCE=0; vp > 16 (K = 2048 unsplit: 32 vectors).
   for (const bool off : {true, false}) {
@@ -2238,7 +2240,7 @@ TEST(GemmGpu, DecodeStream16Cluster) {
   ScopedEnv e16("B12X_GEMM_STREAM16", "1"), em("B12X_GEMM_STREAM16_MINM", "2");
   ScopedEnv ecl("B12X_GEMM_S16_CLUSTER", "8");
   {
-    ScopedEnv eq0("B12X_GEMM_STREAM16_QX", "0");
+    ScopedEnv eq0("B12X_GEMM_STREAM16_QX", "0"), eqa0("B12X_GEMM_S16_QA", "0");
     s16_once_cases({2, 5, 8, 9, 16}, {1312, 2848, 2016}, {2, 3, 8}, {72, 200, 520}, true);
   }
   {
@@ -2258,29 +2260,22 @@ TEST(GemmGpu, DecodeStream16Cluster) {
     EXPECT_EQ(gemm::lin::last_stream_launch().cluster, c16 ? 16 : 0);
     if (!c16) std::printf("[cluster] split 16 not resident as one cluster: partials + reduce\n");
   }
-  // Session 24 probe (B12X_GEMM_S16_CL2=1): a split above the cluster limit in two levels,
-  // clusters of split / 2 each writing one partial slot, the reduce over the 2 slots; W4A16 and
-  // W4A4 with its activations converted in the staging (B12X_GEMM_S16_QA=1), graphs.
+  // Session 24 probe (B12X_GEMM_S16_TW1=1): one tile per warp (128-row CTAs) where the 2-tile
+  // grid has no more CTAs than SMs and the 1-tile grid more, the split summed in clusters of 8;
+  // N = 128 x (SMs / 8 + 1) - 40 (a partial last CTA), M = 3 / 16.
   {
-    ScopedEnv ec2("B12X_GEMM_S16_CL2", "1"), eqa("B12X_GEMM_S16_QA", "1");
-    struct Cl2 {
-      LinearFormat f;
-      int64_t M, N, K;
-      int split;
-    };
-    for (const Cl2 t :
-         {Cl2{LinearFormat::kNvfp4W4A16, 16, 200, 2848, 4},
-          Cl2{LinearFormat::kMxfp4W4A16, 5, 72, 2848, 6},
-          Cl2{LinearFormat::kNvfp4, 9, 520, 2848, 4}, Cl2{LinearFormat::kMxfp4, 3, 200, 3040, 6}}) {
-      ScopedEnv es("B12X_GEMM_STREAM16_SPLIT", std::to_string(t.split).c_str());
-      ScopedEnv ec("B12X_GEMM_S16_CLUSTER", std::to_string(t.split / 2).c_str());
+    ScopedEnv et1("B12X_GEMM_S16_TW1", "1"), es("B12X_GEMM_STREAM16_SPLIT", "8");
+    const int64_t n1 = 128 * (device_info(0).sm_count / 8 + 1) - 40;
+    for (const LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kMxfp4W4A16}) {
+      const int64_t M = f == LinearFormat::kNvfp4W4A16 ? 16 : 3;
       const int64_t before = gemm::lin::last_stream_launch().serial;
-      run_case({t.f, t.M, t.N, t.K, DType::kBF16, t.M == 5 ? DType::kFP16 : DType::kBF16, true},
-               /*graph_replay=*/t.M != 3);
+      run_case({f, M, n1, 2048, DType::kBF16, M == 3 ? DType::kFP16 : DType::kBF16, true},
+               /*graph_replay=*/true);
       const gemm::lin::StreamLaunch l = gemm::lin::last_stream_launch();
-      EXPECT_GT(l.serial, before) << gemm::format_name(t.f);
-      EXPECT_EQ(l.split, t.split) << gemm::format_name(t.f);
-      EXPECT_EQ(l.cluster, t.split / 2) << gemm::format_name(t.f);
+      EXPECT_GT(l.serial, before) << gemm::format_name(f);
+      EXPECT_EQ(l.rows, 16) << gemm::format_name(f);
+      EXPECT_EQ(l.split, 8) << gemm::format_name(f);
+      EXPECT_EQ(l.cluster, 8) << gemm::format_name(f);
     }
   }
   // Off: the split's partials and the reduce kernel.
@@ -2290,9 +2285,9 @@ TEST(GemmGpu, DecodeStream16Cluster) {
     run_case({LinearFormat::kNvfp4W4A16, 16, 200, 2848, DType::kBF16, DType::kBF16, false});
     EXPECT_EQ(gemm::lin::last_stream_launch().cluster, 0);
   }
-  // The rule (default, kS16ClusterRule; B12X_GEMM_S16_CL_RULE=0|1): SM90 only, W4A16 formats, a
-  // split <= 8 on a grid of more CTAs than SMs (a cluster launch triggers the dependent launch
-  // early).
+  // The rule (default, kS16ClusterRule; B12X_GEMM_S16_CL_RULE=0|1): SM90 only, W4A16 formats and
+  // (session 24) W4A4 with its activations converted in the kernel, a split <= 8 on a grid of
+  // more CTAs than SMs (a cluster launch triggers the dependent launch early).
   unsetenv("B12X_GEMM_S16_CLUSTER");
   ScopedEnv er1("B12X_GEMM_S16_CL_RULE", "1");
   const bool sm90 = device_info(0).cc_major == 9 && device_info(0).cc_minor == 0;
@@ -2304,10 +2299,10 @@ TEST(GemmGpu, DecodeStream16Cluster) {
     const int64_t n = 256 * ((3 * sms / 2 + 7) / 8);
     const gemm::Plan big = plan_fmt(f, n, 4096, 16);
     EXPECT_EQ(big.stream16_split, 8);
-    const bool want = sm90 && f != LinearFormat::kNvfp4;
-    EXPECT_EQ(big.stream16_cluster, want ? 8 : 0) << big.describe();
-    if (want)  // the default's first M: NVFP4 W4A16 from 9 (round 87), MXFP4 W4A16 every M
-      EXPECT_EQ(big.stream16_cluster_min_m, f == LinearFormat::kNvfp4W4A16 ? 9 : 0);
+    EXPECT_EQ(big.stream16_cluster, sm90 ? 8 : 0) << big.describe();
+    EXPECT_EQ(big.stream16_qa, sm90 && f == LinearFormat::kNvfp4);
+    if (sm90)  // the default's first M: NVFP4 from 9 (round 87), MXFP4 W4A16 every M
+      EXPECT_EQ(big.stream16_cluster_min_m, f == LinearFormat::kMxfp4W4A16 ? 0 : 9);
     // floor(SMs / 8) x 8 CTAs (4096x4096 on an H200), not above the SM count: partials + reduce.
     EXPECT_EQ(plan_fmt(f, 256 * std::max<int64_t>(1, sms / 8), 4096, 16).stream16_cluster, 0);
   }
@@ -2779,8 +2774,12 @@ TEST(GemmGpu, DecodeStream16Default) {
     const gemm::Plan pl = gemm::plan(caps);
     EXPECT_EQ(pl.stream16_tw, 2);
     // W4A4 NVFP4 converts its activations in the kernel where the weight is small (2 MB here),
-    // not at 14336x4096 (29 MB: the pre-pass).
-    EXPECT_EQ(pl.stream16_qx, f == LinearFormat::kNvfp4);
+    // not at 14336x4096 (29 MB: the pre-pass); on SM90 (session 24) both W4A4 formats convert
+    // them in the staged-once kernel (stream16_qa) at every shape.
+    const bool sm90 = device_info(0).cc_major == 9 && device_info(0).cc_minor == 0;
+    const bool qa = sm90 && (f == LinearFormat::kNvfp4 || f == LinearFormat::kMxfp4);
+    EXPECT_EQ(pl.stream16_qx, f == LinearFormat::kNvfp4 && !qa);
+    EXPECT_EQ(pl.stream16_qa, qa);
     if (f == LinearFormat::kNvfp4) {
       gemm::Caps big = caps;
       big.in_features = 4096;
@@ -2795,7 +2794,8 @@ TEST(GemmGpu, DecodeStream16Default) {
     // wait; the block kernel triggers early where its grid fills < 80 % of the slots (32 of >= 2 x
     // SMs here; 14336x4096's 224 CTAs fill 85 % of an H200's 264); B12X_GEMM_S16_TRIG=0 turns both
     // off. (W4A16 only: round 82 measured W4A4 1-2 % slower at some points.)
-    const bool w4a16 = f == LinearFormat::kNvfp4W4A16 || f == LinearFormat::kMxfp4W4A16;
+    const bool w4a16 =
+        f == LinearFormat::kNvfp4W4A16 || f == LinearFormat::kMxfp4W4A16 || qa;  // the rule's
     EXPECT_EQ(pl.reduce_trig, w4a16 ? 1 : 0);
     EXPECT_EQ((pl.stream_trig & 4) != 0, w4a16);
     if (f == LinearFormat::kNvfp4W4A16 && device_info(0).sm_count == 132) {
@@ -2813,7 +2813,7 @@ TEST(GemmGpu, DecodeStream16Default) {
       EXPECT_EQ(p0.stream_trig & 4, 0);
     }
     // The K range staged once (session 17) except where the kernel converts NVFP4 activations.
-    EXPECT_EQ(pl.stream16_once, f != LinearFormat::kNvfp4);
+    EXPECT_EQ(pl.stream16_once, f != LinearFormat::kNvfp4 || qa);
     {
       ScopedEnv e0("B12X_GEMM_STREAM16", "0");
       EXPECT_EQ(gemm::plan(caps).stream16_tw, 0);
@@ -3753,6 +3753,7 @@ TEST(GemmGpuSanitize, DecodeStream16) {
   // tiles per warp over a partial CTA (N = 40), M = 5 / 16, NVFP4 W4A16 and W4A4 (also with its
   // activations converted in the kernel), MXFP4 W4A16.
   ScopedEnv e16("B12X_GEMM_STREAM16", "1"), es("B12X_GEMM_STREAM16_SPLIT", "3");
+  ScopedEnv eqa0("B12X_GEMM_S16_QA", "0");  // Stream16Qa sanitizes SM90's default for W4A4
   run_case({LinearFormat::kMxfp4W4A16, 16, 40, 1312, DType::kBF16, DType::kBF16, true});
   {
     ScopedEnv eq("B12X_GEMM_STREAM16_QX", "1");

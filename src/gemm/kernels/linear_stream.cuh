@@ -838,12 +838,6 @@ __device__ __forceinline__ void s16_cluster_store(const LinearParams& p,
             acc[j][n][i];
   constexpr int kQuads = kStreamWarps * kTw * 4;  // float4s of a token row
   const int rows = tpc * 16;
-  // Two levels (session 24, p.partial set): the cluster's sum is slot blockIdx.y / cluster size of
-  // the reduce kernel's partials, unscaled as stream_store_tile writes them.
-  float* const slot =
-      p.partial != nullptr
-          ? p.partial + static_cast<int64_t>(blockIdx.y / cluster_size()) * p.M * p.NP
-          : nullptr;
   cluster_sum_f4(
       reinterpret_cast<const float4*>(part),
       static_cast<int>(p.M < 8 * kNt ? p.M : 8 * kNt) * kQuads,
@@ -853,12 +847,7 @@ __device__ __forceinline__ void s16_cluster_store(const LinearParams& p,
         const float w[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
         for (int i = 0; i < 4; ++i)
-          if (r + i < rows && row0 + r + i < p.N) {
-            if (slot != nullptr)
-              slot[tok * p.NP + row0 + r + i] = w[i];
-            else
-              store_out_elem(p, tok, row0 + r + i, w[i], mult);
-          }
+          if (r + i < rows && row0 + r + i < p.N) store_out_elem(p, tok, row0 + r + i, w[i], mult);
       });
 }
 
