@@ -646,8 +646,6 @@ DecodeKnobs read_decode_knobs(bool stream, int aquant) {
   knob(k.fc2_kil, "B12X_MOE_FC2_KIL", {0, 1}, "0, 1", not_stream);
   knob(k.fc2_rows, "B12X_MOE_FC2_ROWS", {16, 32}, "16, 32", not_stream);
   knob(k.fc2_dsmem, "B12X_MOE_FC2_CLUSTER", {0, 1, 2}, "0, 1, 2", not_stream);
-  knob(k.fc1_slots, "B12X_MOE_FC1_SLOTS", {1, 2}, "1, 2", not_stream);
-  knob(k.fc1_slm, "B12X_MOE_FC1_SLOTS_M", {}, ">= 1", not_stream);
   knob(k.route_warp, "B12X_MOE_ROUTE_WARP", {0, 1, 2, 3}, "0, 1, 2, 3", not_stream);
   knob(k.fc1_last1, "B12X_MOE_FC1_LAST1", {0, 1}, "0, 1", not_stream);
   return k;
@@ -900,10 +898,6 @@ Plan plan(const Caps& caps) {
       for (int s = 2, n = 0; s <= 4; ++s)
         if ((p.fc2_cluster_fit >> s) & 1) sig << (n++ ? "," : "") << s;
     }
-    // FC1 grid for fewer CTAs per SM at few tokens (decode_fc1_slots; a launch shape of the same
-    // kernels).
-    if (stream && p.knobs.fc1_slots != 0)
-      sig << " fc1_slots" << p.knobs.fc1_slots << "_m" << p.knobs.fc1_slm;
     // Probes of the FC1's fixed work at few routes: one-warp routing (the same kernels), last-warp
     // tile ends in one-group CTAs (their own instances).
     if (stream && p.knobs.route_warp != 0) sig << " route_warp" << p.knobs.route_warp;

@@ -245,11 +245,6 @@ int decode_fc1_tile_groups(const DecodeKnobs& k, int routes, int row_blocks, int
   // About one wave of FC1 CTAs: each CTA then walks ~ntiles / groups expert tiles.
   // At M = 1 (routes <= 3 * SMs / row blocks) this is one tile per CTA, as before.
   if (k.fc1_groups > 0) return std::min(k.fc1_groups, routes);
-  // DecodeKnobs::fc1_slots (launch_decode_stream keeps it only up to fc1_slm tokens): a grid
-  // for fewer CTAs per SM, so that FC2's CTAs (launched by FC1's early trigger) fit beside FC1's
-  // and stream their weights during it (the block scheduler deals a grid below one wave
-  // breadth-first: <= fc1_slots CTAs per SM).
-  if (k.fc1_slots > 0) ctas_per_sm = std::min(ctas_per_sm, k.fc1_slots);
   const int slots = ctas_per_sm * std::max(sm_count, 1);
   return std::max(1, std::min(routes, slots / std::max(row_blocks, 1)));
 }
@@ -316,9 +311,7 @@ int decode_fc1_warps(const DecodeKnobs& k, int routes, int row_blocks, int sm_co
   // 16: 65.5 -> 58.6 us). Measurement knob DecodeKnobs::fc1_wide 0: off; 1: the session-4 rule
   // (the 8-warp grid has <= 2 CTAs per SM); 3: wherever it can (one row warp, one group).
   const int knob = k.fc1_wide;
-  // fc1_slots: the 12-warp CTAs (2 per SM) would leave FC2 no room; the 8-warp ones unless forced.
-  if (knob == 0 || wm != 1 || groups != 1 || (k.fc1_slots > 0 && knob != 3))
-    return DecodeCfg::kFc1Warps;
+  if (knob == 0 || wm != 1 || groups != 1) return DecodeCfg::kFc1Warps;
   if (knob == 3) return DecodeCfg::kFc1WideWarps;
   if (knob == 1) {
     const int ctas = row_blocks * decode_fc1_tile_groups(k, routes, row_blocks, sm_count, 3);
@@ -361,8 +354,7 @@ int decode_fc1_fine_groups(const DecodeKnobs& k, int routes, int k_chunks, int y
   // against the one wave 0.986 -> 0.972x), 116.6 -> 114.9 (0.985x, round 78), 115.3 -> 113.6
   // (0.985x, round 79); w4a16 M = 8 1.004 / 0.994x (rounds 78 / 79). Y 24 / 26 / 30 0.996 / 0.993 /
   // 1.016x, 36 / 40 1.118 / 1.137x; M = 4 keeps routes / 2 (Y 14 1.066x, round 78).
-  // (fc1_slots: the grid stays within its slots, more tiles per CTA.)
-  if (k.fc1_groups > 0 || k.fc1_fine == 0 || k_chunks <= 32 || k.fc1_slots > 0) return y;
+  if (k.fc1_groups > 0 || k.fc1_fine == 0 || k_chunks <= 32) return y;
   if (k.fc1_fine == 1 && routes > 6 * y) return y;
   const int fine = k.fc1_fine == 2 ? (3 * routes + 7) / 8
                    : routes >= 64  ? 7 * routes / 16
@@ -393,11 +385,9 @@ bool decode_fc1_balanced(int routes, int tile_groups, int warps, int k_chunks) {
   return ((routes + y - 1) / y) * ((k_chunks + warps - 1) / warps) > 10;
 }
 
-void launch_decode_stream(const DecodeArgs& args, const DecodeKnobs& knobs, bool fp16_operands,
+void launch_decode_stream(const DecodeArgs& args, const DecodeKnobs& kn, bool fp16_operands,
                           Stream stream, bool pdl) {
   DecodeArgs a = args;
-  DecodeKnobs kn = knobs;
-  if (a.num_tokens > kn.fc1_slm) kn.fc1_slots = 0;  // fc1_slots up to fc1_slm tokens
   if (a.fc1_wm == 0) a.fc1_wm = decode_fc1_row_warps(a.aquant, a.gated != 0);
   const bool wide = a.routes > kMaxInlineRoutes;  // launch_gemms' subset of shapes
   const int fc1_row_blocks = a.w1.rows_pad / (32 * a.fc1_wm);
@@ -476,9 +466,9 @@ void launch_decode_stream(const DecodeArgs& args, const DecodeKnobs& knobs, bool
   if (kn.fc1_last1 != 0 && !fp16_operands && !wide && a.fc1_wm == 1 && a.fc1_groups == 1 &&
       a.fc1_bal == 0 && a.fc1_warps == DecodeCfg::kFc1Warps)
     a.fc1_last = 1;
-  // DecodeKnobs::route_warp: <= 32 routes sorted by one warp, in the fc1_last1 FC1 only (its
-  // instance carries the code; the default kernels' is unchanged).
-  // Bit 1: in the fc1_last1 FC1, bit 2: in the 32-row FC2 (BF16 operands, UE4M3 scales).
+  // DecodeKnobs::route_warp: <= 32 routes sorted by one warp; bit 1 in the fc1_last1 FC1, bit 2 in
+  // the 32-row FC2 (BF16 operands, UE4M3 scales). Their instances carry the code; the default
+  // kernels' is unchanged.
   const bool rw1 = (kn.route_warp & 1) != 0 && a.fc1_last != 0 && a.fc1_groups == 1;
   const bool rw2 = (kn.route_warp & 2) != 0 && !fp16_operands;
   a.route_warp = a.routes > 32 ? 0 : (rw1 ? 1 : 0) | (rw2 ? 2 : 0);

@@ -938,21 +938,6 @@ TEST(MoeGpu, DecodeStreamFc2ClusterSum) {
   }
 }
 
-TEST(MoeGpu, DecodeStreamFc1SlotsAreBitEqual) {
-  B12X_REQUIRE_GPU();
-  // B12X_MOE_FC1_SLOTS=2 (read by plan): FC1's grid sized for 2 CTAs per SM at <= 2 tokens, so
-  // that FC2's CTAs fit beside FC1's during it. Fewer tile groups: a CTA walks more expert tiles,
-  // each summed over the same 8 K warps in the same order (one warp group here), so the output is
-  // bit-equal to the default; the 1-token plan is also replayed in a graph with new routes.
-  // 48 FC1 row blocks x 8 / 16 routes: more CTAs than 2 per SM on any device with <= 132 SMs.
-  for (int M : {1, 2}) {
-    SCOPED_TRACE("M=" + std::to_string(M));
-    Problem P;
-    P.make(fp4_variant_case(kNvfp4Silu, 16, 512, 768, M, 8, 1));
-    expect_probe_bit_equal(P, {}, {"B12X_MOE_FC1_SLOTS", "2"}, "FC1 slots 2", M == 1);
-  }
-}
-
 TEST(MoeGpu, DecodeStreamRouteWarpAndLast1AreBitEqual) {
   B12X_REQUIRE_GPU();
   // Probes of the FC1's fixed per-CTA work (knobs read by plan): B12X_MOE_ROUTE_WARP=1 / 2 sorts
