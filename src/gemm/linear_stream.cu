@@ -70,9 +70,14 @@ StreamFn stream_uneq_fn(bool mx, bool mx_free, int parts, int var) {
          : mx_free ? &linear_stream_kernel<2, 2, 1, true, true, 1064>
                    : &linear_stream_kernel<2, 2, 1, true, false, 1064>;
 }
+}  // namespace
+
+// Declared in linear_launch.h: outside the anonymous namespace (linear.cc calls it).
 bool stream_uneq_available(WFmt f, int var) {
   return stream_uneq_fn(f == WFmt::kMxfp4, true, 2, var) != nullptr;
 }
+
+namespace {
 
 /// The M = 1 instances with a variant (LinearParams::stream_var), those a default plan reaches on
 /// some device (session 21 removed the knob-only ones: the unshuffled splats, v136, the 3-CTA
