@@ -136,11 +136,11 @@ int default_decode_kind(const PagedCaps& c, ArchFamily family, bool fp8, int hea
 // elsewhere), 16 ("wideh": wide with each token group's output dims split over two warps, bf16
 // head dim 256), 18 ("wideh3": wideh with 3 stages, 104 KB: SM90, else wide), 28 ("hcvt8": hcvt
 // on MMA rows 0-7, FP8 head dim 256 with q_len x group <= 8) and 29 ("hcvt8r3": hcvt8 with 3
-// stages, session 24's probe; hcvt8 where a block holds 99 KB). The variants
-// that lost (direct, wdirect, wdirect2, hbits, hvec, hcvt2, wide3 at 256, wide at <= 128) were
-// removed in session 21 (docs/attention.md). B12X_ATTN_DECODE_TILE=wide|wide3|hcvt|hcvt3|hcvt8|
-// hcvt8r3|wideh|wideh3 overrides (benchmarking); a tile not compiled for the shape takes the
-// default.
+// stages, session 24's probe; hcvt8 where a block holds 99 KB), 30 ("hcvt8c": hcvt8 with S in 4
+// MMA chains, session 24's probe). The variants that lost (direct, wdirect, wdirect2, hbits,
+// hvec, hcvt2, wide3 at 256, wide at <= 128) were removed in session 21 (docs/attention.md).
+// B12X_ATTN_DECODE_TILE=wide|wide3|hcvt|hcvt3|hcvt8|hcvt8r3|hcvt8c|wideh|wideh3 overrides
+// (benchmarking); a tile not compiled for the shape takes the default.
 int decode_kind(const PagedCaps& c, ArchFamily family) {
   const bool fp8 = c.kv_dtype == DType::kFP8E4M3;
   const int head_dim = std::max(c.head_dim_qk, c.head_dim_vo);
@@ -151,6 +151,7 @@ int decode_kind(const PagedCaps& c, ArchFamily family) {
   if (e != nullptr && std::string(e) == "hcvt3") return 13;
   if (e != nullptr && std::string(e) == "hcvt8") return 28;
   if (e != nullptr && std::string(e) == "hcvt8r3") return 29;
+  if (e != nullptr && std::string(e) == "hcvt8c") return 30;
   if (e != nullptr && std::string(e) == "wideh") return 16;
   if (e != nullptr && std::string(e) == "wideh3") return 18;
   // Any other value (a typo, or a removed tile such as hbits) takes the defaults below; say so
@@ -159,8 +160,8 @@ int decode_kind(const PagedCaps& c, ArchFamily family) {
     static std::once_flag once;
     std::call_once(once, [e] {
       log_message(0, std::string("B12X_ATTN_DECODE_TILE=") + e +
-                         " is not a decode tile (wide, wide3, hcvt, hcvt3, hcvt8, hcvt8r3, wideh, "
-                         "wideh3): the default tiles are used");
+                         " is not a decode tile (wide, wide3, hcvt, hcvt3, hcvt8, hcvt8r3, hcvt8c, "
+                         "wideh, wideh3): the default tiles are used");
     });
   }
   return default_decode_kind(c, family, fp8, head_dim);
@@ -284,7 +285,8 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
     k = find_kernel(caps.head_dim_qk, caps.head_dim_vo, fp8 ? 2 : 1, caps.q_dtype, fp8);
   // hcvt8 / hcvt8r3 compute the MMA's rows 0-7 only: plans whose packed rows per request exceed
   // 8 take the default tile (hcvt or hcvt3 then).
-  if (k != nullptr && (k->kind == 28 || k->kind == 29) && int64_t(q_len) * group > 8)
+  if (k != nullptr && (k->kind == 28 || k->kind == 29 || k->kind == 30) &&
+      int64_t(q_len) * group > 8)
     k = find_kernel(caps.head_dim_qk, caps.head_dim_vo,
                     default_decode_kind(caps, dev.family, fp8, head_dim), caps.q_dtype, fp8);
   // hcvt8r3 (three stages, 106 KB): hcvt8 where a block holds only 99 KB.
@@ -320,6 +322,7 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
                  : k->kind == 16 ? "_decode_wideh"
                  : k->kind == 28 ? "_decode_hcvt8"
                  : k->kind == 29 ? "_decode_hcvt8r3"
+                 : k->kind == 30 ? "_decode_hcvt8c"
                                  : "_decode_wideh3") +
                 (fp8 ? "_kvfp8" : "") + (caps.q_dtype == DType::kFP16 ? "_fp16" : "_bf16");
   plan.tile_rows = k->tile_rows;

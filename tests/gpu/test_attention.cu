@@ -1555,18 +1555,18 @@ TEST(AttentionGpuDecode, SpeculativePrologue) {
 }
 
 // FP8 head dim 256, hcvt with O's MMAs on rows 0-7 only, for plans of q_len x group <= 8:
-// hcvt8 (the SM90 default there) and session 24's probe hcvt8r3 (three stages; hcvt8 where a
-// block holds 99 KB), through B12X_ATTN_DECODE_TILE: group 8 and 5, pages 16..256, forced and
-// automatic splits, sinks, window, per-head descales, the Q range of the fp16 MMAs, the general
-// kernel (B12X_ATTN_LEAN=0), verify with 8 packed rows (16 take the default tile) and early
-// K/V with stale metadata.
+// hcvt8 (the SM90 default there) and session 24's probes hcvt8r3 (three stages; hcvt8 where a
+// block holds 99 KB) and hcvt8c (S in 4 MMA chains), through B12X_ATTN_DECODE_TILE: group 8 and 5,
+// pages 16..256, forced and automatic splits, sinks, window, per-head descales, the Q range of the
+// fp16 MMAs, the general kernel (B12X_ATTN_LEAN=0), verify with 8 packed rows (16 take the default
+// tile) and early K/V with stale metadata.
 TEST(AttentionGpuDecode, HalfRowsTile) {
   B12X_REQUIRE_GPU();
   const bool sm90 = b12x::device_info(0).family == b12x::ArchFamily::kSm90;
-  for (const char* tile : {"hcvt8", "hcvt8r3"}) {
+  for (const char* tile : {"hcvt8", "hcvt8r3", "hcvt8c"}) {
     ScopedEnvs knob({{"B12X_ATTN_DECODE_TILE", tile}});
     const std::string name =
-        std::string("_decode_") + (sm90 || std::string(tile) == "hcvt8" ? tile : "hcvt8") + "_";
+        std::string("_decode_") + (sm90 || std::string(tile) != "hcvt8r3" ? tile : "hcvt8") + "_";
     for (int i = 0; i < 6; ++i) {
       Spec s;
       s.kv = DType::kFP8E4M3;

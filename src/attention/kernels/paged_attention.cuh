@@ -63,14 +63,20 @@ struct TileCfg {
   // the outputs dropped, so the 64 O values of rows 8-15 are not live across the loop (the HMMA
   // still writes a 4-register tuple, whose dropped halves then hold temporaries: 182 registers
   // instead of hcvt's 209, sm_90a), and the softmax, rescale, warp merge and epilogue handle
-  // rows g only. Kind 29 ("hcvt8r3"): the same with hcvt3's three stages (SM90 only).
-  static constexpr bool kHalf = kKind_ == 28 || kKind_ == 29;
+  // rows g only. Kind 29 ("hcvt8r3"): the same with hcvt3's three stages (SM90 only). Kind 30
+  // ("hcvt8c", session 24's probe): hcvt8 with S in 4 MMA chains of 8 k-steps (even and odd
+  // k-steps into separate accumulators, added after the loop) instead of 2 of 16: a shorter
+  // dependent chain per tile on the CTA's critical path.
+  static constexpr bool kHalf = kKind_ == 28 || kKind_ == 29 || kKind_ == 30;
+  static constexpr bool kSChains4 = kKind_ == 30;
   static constexpr int kKind =
-      (kKind_ == 16 || kH3) ? 1 : (kKind_ == 28 ? 8 : (kKind_ == 29 ? 13 : kKind_));
+      (kKind_ == 16 || kH3) ? 1
+                            : ((kKind_ == 28 || kKind_ == 30) ? 8 : (kKind_ == 29 ? 13 : kKind_));
   static constexpr bool kFp8 = kFp8_;
   static_assert(kKind_ == 0 || kKind_ == 1 || kKind_ == 2 || kKind_ == 5 || kKind_ == 8 ||
-                    kKind_ == 13 || kKind_ == 16 || kKind_ == 18 || kKind_ == 28 || kKind_ == 29,
-                "tile kinds: 0, 1, 2, 5, 8, 13, 16, 18, 28, 29");
+                    kKind_ == 13 || kKind_ == 16 || kKind_ == 18 || kKind_ == 28 || kKind_ == 29 ||
+                    kKind_ == 30,
+                "tile kinds: 0, 1, 2, 5, 8, 13, 16, 18, 28, 29, 30");
   static constexpr bool kDecode = kKind != 0;
   // hcvt / hcvt3 (kF16Mma): K's B fragments come straight from the raw FP8 rows (no K conversion
   // pass; Q is stored in the matching permuted slot order), and so do V's (4-byte reads of 4
@@ -1337,6 +1343,16 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
       if constexpr (Cfg::kDirectK) {
         // B fragments straight from the raw FP8 K rows: lane (g, t) reads dims 4t..4t+3 of k-step
         // kb of token row g (one 4-byte read; rows' 16-byte chunks are swizzled by row & 7).
+        // hcvt8c (Cfg::kSChains4): odd k-steps accumulate into s_odd (4 chains of 8).
+        constexpr bool kS4 = Cfg::kSChains4;
+        float s_odd[kS4 ? kMB : 1][kS4 ? kNT / 8 : 1][4];
+        if constexpr (kS4) {
+#pragma unroll
+          for (int mb = 0; mb < kMB; ++mb)
+#pragma unroll
+            for (int i = 0; i < kNT / 8; ++i)
+              s_odd[mb][i][0] = s_odd[mb][i][1] = s_odd[mb][i][2] = s_odd[mb][i][3] = 0.f;
+        }
 #pragma unroll
         for (int kb = 0; kb < kDqk / 16; ++kb) {
           uint32_t a[kMB][4];
@@ -1351,8 +1367,25 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
             uint32_t b0, b1;
             e4m3x4_to_f16x4_hw(wv, b0, b1);  // (4t, 4t+1), (4t+2, 4t+3)
 #pragma unroll
-            for (int mb = 0; mb < kMB; ++mb) mma16816<TM>(s[mb][nb], a[mb], b0, b1);
+            for (int mb = 0; mb < kMB; ++mb) {
+              if constexpr (kS4) {
+                if (kb & 1)
+                  mma16816<TM>(s_odd[mb][nb], a[mb], b0, b1);
+                else
+                  mma16816<TM>(s[mb][nb], a[mb], b0, b1);
+              } else {
+                mma16816<TM>(s[mb][nb], a[mb], b0, b1);
+              }
+            }
           }
+        }
+        if constexpr (kS4) {
+#pragma unroll
+          for (int mb = 0; mb < kMB; ++mb)
+#pragma unroll
+            for (int i = 0; i < kNT / 8; ++i)
+#pragma unroll
+              for (int e = 0; e < 4; ++e) s[mb][i][e] += s_odd[mb][i][e];
         }
       }
       const int k_row = tok0 + ((lane >> 4) << 3) + (lane & 7);

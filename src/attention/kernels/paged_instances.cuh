@@ -84,7 +84,7 @@ KernelInfo make_info(const char* name) {
 ///   128 and 256 (hcvt also the 256 default up to kHcvt256MaxBatch requests, with early K/V and
 ///   its 208-register SM90 instance); hcvt8 (28, with early K/V) for SM90 head dim 256 plans of
 ///   q_len x group <= 8; deep (2) for head dims 64 and 192.
-/// hcvt8r3 (29): session 24's probe (B12X_ATTN_DECODE_TILE=hcvt8r3).
+/// hcvt8r3 (29), hcvt8c (30): session 24's probes (B12X_ATTN_DECODE_TILE=hcvt8r3|hcvt8c).
 /// Stamped instances (B12X_ATTN_STAMPS) for the bf16 q early-K/V defaults. Session 21 removed
 /// the measured-and-dropped variants (docs/attention.md "Session 21").
 template <typename T, bool kFp8, int kDqk, int kDv>
@@ -106,10 +106,12 @@ void register_kinds(std::vector<KernelInfo>& out, const char* tag) {
     constexpr bool k256 = kDqk == 256;
     out.push_back(make_info<T, kFp8, kDqk, kDv, 8, true, k256, k256>(tag));
     out.push_back(make_info<T, kFp8, kDqk, kDv, 13, true, !k256, !k256>(tag));
-    // hcvt8 (28; head dim 256, q_len x group <= 8) and session 24's probe hcvt8r3 (29)
+    // hcvt8 (28; head dim 256, q_len x group <= 8) and session 24's probes hcvt8r3 (29),
+    // hcvt8c (30)
     if constexpr (k256) {
       out.push_back(make_info<T, kFp8, kDqk, kDv, 28, true, false, true>(tag));
       out.push_back(make_info<T, kFp8, kDqk, kDv, 29, true, false, true>(tag));
+      out.push_back(make_info<T, kFp8, kDqk, kDv, 30, true, false, true>(tag));
     }
   }
 }
