@@ -2080,10 +2080,18 @@ Plan plan(const Caps& caps) {
         // Per-tensor at one tile per warp (the small shapes) from M = 9: round 52, M = 5 / 8, us,
         // decode kernel -> this kernel, 4096x4096 7.87 / 7.95 -> 8.03 / 8.20, 2048x7168 8.28 /
         // 8.37 -> - / 8.46 (M = 9: 9.01 -> 8.25, 8.81 -> -; M = 16 9.26 -> 8.68, 10.54 -> 8.71).
+        // Session 24: block FP8 on BF16 activations at two tiles per warp with the split summed by
+        // the reduce launch (not a cluster; of the five shapes 6144x4096, 2x8) from M = 5: at M =
+        // 3 / 4 the decode kernel (the 4-warp grid at M = 3, one warp per tile with a cluster
+        // split of 2 at M = 4, quantized while staged) is faster. Round 90 (H200, us, block kernel
+        // -> decode kernel, B12X_GEMM_STREAM16_F8_MINM=9): 6144x4096 M = 3 / 4 11.83 / 11.88 ->
+        // 10.59 / 11.30 (M = 8 11.95 -> 13.64); at one tile per warp the block kernel stays
+        // (4096x4096 M = 3 / 4 8.62 / 8.55 -> 8.72 / 9.04, 2048x7168 9.27 / 9.19 -> 9.39 / 9.42).
+        const bool blk_tw2 = wf == lin::WFmt::kFp8Block && q8 && tw8 == 2 && !gr.cluster;
         p.stream16_min_m = f8_min_m > 0 ? f8_min_m
-                           : wf == lin::WFmt::kFp8 && tw8 == 1 && small_tw1 && etw == nullptr
-                               ? 9
-                               : f8_cap_min;
+                           : wf == lin::WFmt::kFp8 && tw8 == 1 && small_tw1 && etw == nullptr ? 9
+                           : blk_tw2 && etw == nullptr ? std::max<int64_t>(f8_cap_min, 5)
+                                                       : f8_cap_min;
       }
     }
   }
