@@ -96,15 +96,20 @@ int default_decode_kind(const PagedCaps& c, ArchFamily family, bool fp8, int hea
   // 25.1; round 51 B=1 12.5 / 12.3 -> 11.0 / 11.1, B=8 25.8 / 25.8 -> 24.5 / 24.8, B=16 41.3 /
   // 41.6 -> 40.2 / 40.3; round 52 B=8 hcvt 24.2 / 24.3 vs hcvt3 25.3, B=32 (s=4) 70.0 vs 71.7.
   // Larger plans keep hcvt3 (unmeasured there).
-  // SM90 plans of those whose packed rows per request fit 8 (q_len x group <= 8, e.g. a decode
-  // step of GQA group 8) take hcvt8: hcvt with O's MMAs on rows 0-7 only (182 instead of 209
-  // registers, half the softmax and epilogue). H200 round 89 (us, FP8 16/2/256 x 8k, hcvt ->
-  // hcvt8, same split counts, two passes): page 128 B=8 24.03 / 24.08 -> 23.44 / 23.39, B=4
-  // 15.61 / 15.46 -> 14.81 / 14.92, B=2 12.68 / 12.96 -> 11.95 / 12.18, B=1 10.81 / 10.90 ->
-  // 10.05 / 10.24; page 64 B=8 23.83 / 24.03 -> 23.23 / 23.45, B=1 10.84 / 10.84 -> 10.08 /
-  // 10.29. SM12x / SM89 (one hcvt CTA per SM) are unmeasured: hcvt.
-  if (fp8 && head_dim == 256 && c.max_batch <= kHcvt256MaxBatch && family == ArchFamily::kSm90 &&
-      c.mode != Mode::kExtend && int64_t(plan_q_len(c)) * (c.num_q_heads / c.num_kv_heads) <= 8)
+  // SM90 plans whose packed rows per request fit 8 (q_len x group <= 8, e.g. a decode step of
+  // GQA group 8) take hcvt8 at any batch capacity: hcvt with O's MMAs on rows 0-7 only (half the
+  // softmax and epilogue) and S in 4 MMA chains of 8 k-steps. H200 (us, FP8 16/2/256 x 8k, page
+  // 128, medians of 7 graph replays, two passes), round 89 (rows 0-7 only, 2 chains; hcvt ->
+  // hcvt8): B=8 24.03 / 24.08 -> 23.44 / 23.39, B=4 15.61 / 15.46 -> 14.81 / 14.92, B=2 12.68 /
+  // 12.96 -> 11.95 / 12.18, B=1 10.81 / 10.90 -> 10.05 / 10.24; round 90 (hcvt -> 2 chains -> 4
+  // chains): B=8 24.14 / 23.94 -> 23.65 / 23.40 -> 23.41 / 23.32, B=4 15.44 / 15.39 -> 15.08 /
+  // 14.83 -> 14.92 / 14.70, B=2 12.79 / 12.63 -> 12.25 / 12.16 -> 11.96 / 11.87, B=1 10.83 /
+  // 10.70 -> 10.23 / 10.13 -> 10.04 / 10.00, B=16 39.88 / 39.68 -> 39.31 / 39.19 -> 38.99 /
+  // 39.18, B=32 70.71 / 70.41 -> 70.20 / 69.87 -> 69.85 / 69.60, page 64 B=8 23.85 / 23.74 ->
+  // 23.29 / 23.21 -> 23.29 / 23.12; B=64 (hcvt3 the default there) 135.30 / 135.55 -> 134.08 /
+  // 133.57 -> 133.35 / 133.33. SM12x / SM89 (one hcvt CTA per SM) are unmeasured: hcvt.
+  if (fp8 && head_dim == 256 && family == ArchFamily::kSm90 && c.mode != Mode::kExtend &&
+      int64_t(plan_q_len(c)) * (c.num_q_heads / c.num_kv_heads) <= 8)
     return 28;
   if (fp8) return head_dim == 256 && c.max_batch <= kHcvt256MaxBatch ? 8 : 13;
   if (head_dim <= 128) return 5;
@@ -134,12 +139,11 @@ int default_decode_kind(const PagedCaps& c, ArchFamily family, bool fp8, int hea
 // from the raw stage and converted by the hardware e4m3x2 -> f16x2 cvt for fp16 MMAs; FP8 head
 // dims 128 / 256), 13 ("hcvt3": hcvt with 3 stages, > 99 KB of shared memory: SM90 only, hcvt
 // elsewhere), 16 ("wideh": wide with each token group's output dims split over two warps, bf16
-// head dim 256), 18 ("wideh3": wideh with 3 stages, 104 KB: SM90, else wide), 28 ("hcvt8": hcvt
-// on MMA rows 0-7, FP8 head dim 256 with q_len x group <= 8) and 29 ("hcvt8r3": hcvt8 with 3
-// stages, session 24's probe; hcvt8 where a block holds 99 KB), 30 ("hcvt8c": hcvt8 with S in 4
-// MMA chains, session 24's probe). The variants that lost (direct, wdirect, wdirect2, hbits,
-// hvec, hcvt2, wide3 at 256, wide at <= 128) were removed in session 21 (docs/attention.md).
-// B12X_ATTN_DECODE_TILE=wide|wide3|hcvt|hcvt3|hcvt8|hcvt8r3|hcvt8c|wideh|wideh3 overrides
+// head dim 256), 18 ("wideh3": wideh with 3 stages, 104 KB: SM90, else wide) and 28 ("hcvt8":
+// hcvt on MMA rows 0-7 with S in 4 MMA chains, FP8 head dim 256 with q_len x group <= 8). The
+// variants that lost (direct, wdirect, wdirect2, hbits, hvec, hcvt2, wide3 at 256, wide at <=
+// 128) were removed in session 21, session 24's hcvt8r3 and 3-CTA hcvt8 after their rounds
+// (docs/attention.md). B12X_ATTN_DECODE_TILE=wide|wide3|hcvt|hcvt3|hcvt8|wideh|wideh3 overrides
 // (benchmarking); a tile not compiled for the shape takes the default.
 int decode_kind(const PagedCaps& c, ArchFamily family) {
   const bool fp8 = c.kv_dtype == DType::kFP8E4M3;
@@ -150,8 +154,6 @@ int decode_kind(const PagedCaps& c, ArchFamily family) {
   if (e != nullptr && std::string(e) == "hcvt") return 8;
   if (e != nullptr && std::string(e) == "hcvt3") return 13;
   if (e != nullptr && std::string(e) == "hcvt8") return 28;
-  if (e != nullptr && std::string(e) == "hcvt8r3") return 29;
-  if (e != nullptr && std::string(e) == "hcvt8c") return 30;
   if (e != nullptr && std::string(e) == "wideh") return 16;
   if (e != nullptr && std::string(e) == "wideh3") return 18;
   // Any other value (a typo, or a removed tile such as hbits) takes the defaults below; say so
@@ -160,8 +162,8 @@ int decode_kind(const PagedCaps& c, ArchFamily family) {
     static std::once_flag once;
     std::call_once(once, [e] {
       log_message(0, std::string("B12X_ATTN_DECODE_TILE=") + e +
-                         " is not a decode tile (wide, wide3, hcvt, hcvt3, hcvt8, hcvt8r3, hcvt8c, "
-                         "wideh, wideh3): the default tiles are used");
+                         " is not a decode tile (wide, wide3, hcvt, hcvt3, hcvt8, wideh, wideh3): "
+                         "the default tiles are used");
     });
   }
   return default_decode_kind(c, family, fp8, head_dim);
@@ -283,15 +285,11 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
                     default_decode_kind(caps, dev.family, fp8, head_dim), caps.q_dtype, fp8);
   if (k == nullptr && decode_tile)
     k = find_kernel(caps.head_dim_qk, caps.head_dim_vo, fp8 ? 2 : 1, caps.q_dtype, fp8);
-  // hcvt8 / hcvt8r3 compute the MMA's rows 0-7 only: plans whose packed rows per request exceed
-  // 8 take the default tile (hcvt or hcvt3 then).
-  if (k != nullptr && (k->kind == 28 || k->kind == 29 || k->kind == 30) &&
-      int64_t(q_len) * group > 8)
+  // hcvt8 computes the MMA's rows 0-7 only: plans whose packed rows per request exceed 8 take
+  // the default tile (hcvt or hcvt3 then).
+  if (k != nullptr && k->kind == 28 && int64_t(q_len) * group > 8)
     k = find_kernel(caps.head_dim_qk, caps.head_dim_vo,
                     default_decode_kind(caps, dev.family, fp8, head_dim), caps.q_dtype, fp8);
-  // hcvt8r3 (three stages, 106 KB): hcvt8 where a block holds only 99 KB.
-  if (k != nullptr && k->kind == 29 && k->smem > dev.smem_per_block_optin)
-    k = find_kernel(caps.head_dim_qk, caps.head_dim_vo, 28, caps.q_dtype, fp8);
   // hcvt3 needs more than SM12x's (and SM89's) 99 KB of shared memory per block: hcvt there.
   if (k != nullptr && k->kind == 13 && k->smem > dev.smem_per_block_optin)
     k = find_kernel(caps.head_dim_qk, caps.head_dim_vo, 8, caps.q_dtype, fp8);
@@ -321,8 +319,6 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
                  : k->kind == 13 ? "_decode_hcvt3"
                  : k->kind == 16 ? "_decode_wideh"
                  : k->kind == 28 ? "_decode_hcvt8"
-                 : k->kind == 29 ? "_decode_hcvt8r3"
-                 : k->kind == 30 ? "_decode_hcvt8c"
                                  : "_decode_wideh3") +
                 (fp8 ? "_kvfp8" : "") + (caps.q_dtype == DType::kFP16 ? "_fp16" : "_bf16");
   plan.tile_rows = k->tile_rows;

@@ -1214,26 +1214,26 @@ TEST(AttentionGpuDecode, WidehDefault) {
 }
 
 // FP8 head dim 256: hcvt in plans of <= 32 requests (rounds 51 / 52), hcvt3 above on SM90 (hcvt
-// where a block cannot hold hcvt3's 105 KB); on SM90 hcvt8 instead of hcvt where q_len x group
-// <= 8 (round 89; group 16 keeps hcvt).
+// where a block cannot hold hcvt3's 105 KB); on SM90 hcvt8 at any batch capacity where q_len x
+// group <= 8 (rounds 89 / 90; group 16 keeps hcvt / hcvt3).
 TEST(AttentionGpuDecode, Hcvt256Default) {
   B12X_REQUIRE_GPU();
   const bool sm90 = b12x::device_info(0).family == b12x::ArchFamily::kSm90;
-  for (int batch : {1, 32, 33, 2}) {
+  for (int batch : {1, 32, 33, 2, 34}) {
     std::vector<int> lens;
     for (int i = 0; i < batch; ++i) lens.push_back(i % 3 == 0 ? 700 : i % 3 == 1 ? 130 : 1);
     Spec s = gqa_decode_spec(lens, 0, 0);
     s.kv = DType::kFP8E4M3;
     s.dqk = s.dv = 256;
-    s.hq = batch == 2 ? 32 : 16;
+    s.hq = batch == 2 || batch == 34 ? 32 : 16;
     s.hkv = 2;
     s.page = 128;
     s.per_head_scale = true;
     Problem p(s, rng());
     PLAN_AND_BIND(p);
-    const char* want = batch > 32 && sm90                  ? "_decode_hcvt3_kvfp8"
-                       : sm90 && batch <= 32 && s.hq == 16 ? "_decode_hcvt8_kvfp8"
-                                                           : "_decode_hcvt_kvfp8";
+    const char* want = sm90 && s.hq == 16   ? "_decode_hcvt8_kvfp8"
+                       : batch > 32 && sm90 ? "_decode_hcvt3_kvfp8"
+                                            : "_decode_hcvt_kvfp8";
     EXPECT_NE(p.plan.kernel.find(want), std::string::npos) << batch << " " << p.plan.kernel;
     p.run();
     B12X_TEST_CUDA(cudaDeviceSynchronize());
@@ -1554,19 +1554,16 @@ TEST(AttentionGpuDecode, SpeculativePrologue) {
   unsetenv("B12X_ATTN_LEAN");
 }
 
-// FP8 head dim 256, hcvt with O's MMAs on rows 0-7 only, for plans of q_len x group <= 8:
-// hcvt8 (the SM90 default there) and session 24's probes hcvt8r3 (three stages; hcvt8 where a
-// block holds 99 KB) and hcvt8c (S in 4 MMA chains), through B12X_ATTN_DECODE_TILE: group 8 and 5,
-// pages 16..256, forced and automatic splits, sinks, window, per-head descales, the Q range of the
-// fp16 MMAs, the general kernel (B12X_ATTN_LEAN=0), verify with 8 packed rows (16 take the default
-// tile) and early K/V with stale metadata.
+// FP8 head dim 256, hcvt8 (hcvt with O's MMAs on rows 0-7 only and S in 4 MMA chains; the SM90
+// default for plans of q_len x group <= 8) through B12X_ATTN_DECODE_TILE (any device): group 8
+// and 5, pages 16..256, forced and automatic splits, sinks, window, per-head descales, the Q
+// range of the fp16 MMAs, the general kernel (B12X_ATTN_LEAN=0), verify with 8 packed rows (16
+// take the default tile) and early K/V with stale metadata.
 TEST(AttentionGpuDecode, HalfRowsTile) {
   B12X_REQUIRE_GPU();
-  const bool sm90 = b12x::device_info(0).family == b12x::ArchFamily::kSm90;
-  for (const char* tile : {"hcvt8", "hcvt8r3", "hcvt8c"}) {
+  for (const char* tile : {"hcvt8"}) {
     ScopedEnvs knob({{"B12X_ATTN_DECODE_TILE", tile}});
-    const std::string name =
-        std::string("_decode_") + (sm90 || std::string(tile) != "hcvt8r3" ? tile : "hcvt8") + "_";
+    const std::string name = std::string("_decode_") + tile + "_";
     for (int i = 0; i < 6; ++i) {
       Spec s;
       s.kv = DType::kFP8E4M3;

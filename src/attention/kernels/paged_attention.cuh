@@ -57,26 +57,22 @@ struct TileCfg {
   // tiles in flight per CTA instead of one.
   static constexpr bool kH3 = kKind_ == 18;
   static constexpr int kDH = (kKind_ == 16 || kH3) ? 2 : 1;
-  // kind 28 ("hcvt8", FP8 head dim 256): hcvt for plans whose packed rows per request fit the
-  // MMA's first 8 rows (q_len x group <= 8: one row tile per request, rows 8-15 always
-  // padding). O's MMAs take rows 0-7 only: their accumulator inputs for rows 8-15 are zero and
-  // the outputs dropped, so the 64 O values of rows 8-15 are not live across the loop (the HMMA
-  // still writes a 4-register tuple, whose dropped halves then hold temporaries: 182 registers
-  // instead of hcvt's 209, sm_90a), and the softmax, rescale, warp merge and epilogue handle
-  // rows g only. Kind 29 ("hcvt8r3"): the same with hcvt3's three stages (SM90 only). Kind 30
-  // ("hcvt8c", session 24's probe): hcvt8 with S in 4 MMA chains of 8 k-steps (even and odd
-  // k-steps into separate accumulators, added after the loop) instead of 2 of 16: a shorter
-  // dependent chain per tile on the CTA's critical path.
-  static constexpr bool kHalf = kKind_ == 28 || kKind_ == 29 || kKind_ == 30;
-  static constexpr bool kSChains4 = kKind_ == 30;
-  static constexpr int kKind =
-      (kKind_ == 16 || kH3) ? 1
-                            : ((kKind_ == 28 || kKind_ == 30) ? 8 : (kKind_ == 29 ? 13 : kKind_));
+  // kind 28 ("hcvt8", FP8 head dim 256, session 24): hcvt for plans whose packed rows per
+  // request fit the MMA's first 8 rows (q_len x group <= 8: one row tile per request, rows 8-15
+  // always padding). O's MMAs take rows 0-7 only: their accumulator inputs for rows 8-15 are
+  // zero and the outputs dropped, so the 64 O values of rows 8-15 are not live across the loop
+  // (the HMMA still writes a 4-register tuple, whose dropped halves then hold temporaries), and
+  // the softmax, rescale, warp merge and epilogue handle rows g only. The registers this frees
+  // (182 instead of hcvt's 209, sm_90a) hold a second S: odd k-steps accumulate apart from even
+  // ones (added after the k loop), so the tile's dependent HMMA chains are 4 of 8 instead of 2
+  // of 16 (206 registers: the early instance still fits beside the merge CTA).
+  static constexpr bool kHalf = kKind_ == 28;
+  static constexpr bool kSChains4 = kHalf;
+  static constexpr int kKind = (kKind_ == 16 || kH3) ? 1 : (kHalf ? 8 : kKind_);
   static constexpr bool kFp8 = kFp8_;
   static_assert(kKind_ == 0 || kKind_ == 1 || kKind_ == 2 || kKind_ == 5 || kKind_ == 8 ||
-                    kKind_ == 13 || kKind_ == 16 || kKind_ == 18 || kKind_ == 28 || kKind_ == 29 ||
-                    kKind_ == 30,
-                "tile kinds: 0, 1, 2, 5, 8, 13, 16, 18, 28, 29, 30");
+                    kKind_ == 13 || kKind_ == 16 || kKind_ == 18 || kKind_ == 28,
+                "tile kinds: 0, 1, 2, 5, 8, 13, 16, 18, 28");
   static constexpr bool kDecode = kKind != 0;
   // hcvt / hcvt3 (kF16Mma): K's B fragments come straight from the raw FP8 rows (no K conversion
   // pass; Q is stored in the matching permuted slot order), and so do V's (4-byte reads of 4
@@ -145,7 +141,7 @@ struct TileCfg {
   static_assert(kWN == 1 || kMB == 1, "the cross-warp merge handles one row block per warp");
   static_assert(kDH == 1 || (kDecode && !kFp8 && kWN > 1 && kDv % (16 * kDH) == 0),
                 "split output dims: 16-bit decode tiles");
-  static_assert(!kHalf || (kF16Mma && kDqk == 256), "hcvt8 / hcvt8r3: FP8 head dim 256");
+  static_assert(!kHalf || (kF16Mma && kDqk == 256), "hcvt8: FP8 head dim 256");
 };
 
 // ---------------------------------------------------------------- PTX helpers ----------------
@@ -203,7 +199,7 @@ __device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], 
   gemm::lin::mma16816<MmaTag<T>>(d, a, b0, b1);
 }
 
-/// fp16 m16n8k16 on rows 0-7 only (hcvt8 / hcvt8r3): A's rows 8-15 (a[1], a[3]) and the
+/// fp16 m16n8k16 on rows 0-7 only (hcvt8): A's rows 8-15 (a[1], a[3]) and the
 /// accumulator's are zero, d[0], d[1] accumulate, d[2], d[3] are neither read nor written (their
 /// outputs are dropped, so they need not stay live across the caller's loop).
 __device__ __forceinline__ void mma16816_rows8(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
@@ -607,8 +603,7 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
   constexpr int kWM = Cfg::kWM, kWN = Cfg::kWN, kStages = Cfg::kStages;
   constexpr int kThreads = Cfg::kThreads;
   constexpr bool kFp8 = Cfg::kFp8;
-  // hcvt8 / hcvt8r3 (Cfg::kHalf): the lane's rows g only (kR = 1); rows g + 8 are padding in
-  // their plans
+  // hcvt8 (Cfg::kHalf): the lane's rows g only (kR = 1); rows g + 8 are padding in its plans
   constexpr bool kHalf = Cfg::kHalf;
   constexpr int kR = kHalf ? 1 : 2;
   constexpr int kNT = kBN / kWN;                                      // tokens per warp per tile
@@ -1343,7 +1338,7 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
       if constexpr (Cfg::kDirectK) {
         // B fragments straight from the raw FP8 K rows: lane (g, t) reads dims 4t..4t+3 of k-step
         // kb of token row g (one 4-byte read; rows' 16-byte chunks are swizzled by row & 7).
-        // hcvt8c (Cfg::kSChains4): odd k-steps accumulate into s_odd (4 chains of 8).
+        // hcvt8 (Cfg::kSChains4): odd k-steps accumulate into s_odd (4 chains of 8).
         constexpr bool kS4 = Cfg::kSChains4;
         float s_odd[kS4 ? kMB : 1][kS4 ? kNT / 8 : 1][4];
         if constexpr (kS4) {

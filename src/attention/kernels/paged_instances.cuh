@@ -55,7 +55,7 @@ KernelInfo make_info(const char* name) {
           reinterpret_cast<const void*>(&paged_attention_kernel<T, Cfg, true, false, true>);
       k.launch_early = &launch_main<T, Cfg, true, false, true>;
       // FP8 hcvt at head dim 256: the early instance at 208 registers (PagedPlan::early_cap;
-      // hcvt8 takes 182 uncapped)
+      // hcvt8 takes 206 uncapped)
       if constexpr (kFp8 && kDqk == 256 && kKind == 8) {
         k.func_early_cap = reinterpret_cast<const void*>(
             &paged_attention_kernel_cap<T, Cfg, true, false, true, 208>);
@@ -83,8 +83,7 @@ KernelInfo make_info(const char* name) {
 /// - FP8 decode: hcvt3 (13, SM90) with hcvt (8) where a block holds only 99 KB, for head dims
 ///   128 and 256 (hcvt also the 256 default up to kHcvt256MaxBatch requests, with early K/V and
 ///   its 208-register SM90 instance); hcvt8 (28, with early K/V) for SM90 head dim 256 plans of
-///   q_len x group <= 8; deep (2) for head dims 64 and 192.
-/// hcvt8r3 (29), hcvt8c (30): session 24's probes (B12X_ATTN_DECODE_TILE=hcvt8r3|hcvt8c).
+///   q_len x group <= 8 (any batch capacity); deep (2) for head dims 64 and 192.
 /// Stamped instances (B12X_ATTN_STAMPS) for the bf16 q early-K/V defaults. Session 21 removed
 /// the measured-and-dropped variants (docs/attention.md "Session 21").
 template <typename T, bool kFp8, int kDqk, int kDv>
@@ -106,13 +105,8 @@ void register_kinds(std::vector<KernelInfo>& out, const char* tag) {
     constexpr bool k256 = kDqk == 256;
     out.push_back(make_info<T, kFp8, kDqk, kDv, 8, true, k256, k256>(tag));
     out.push_back(make_info<T, kFp8, kDqk, kDv, 13, true, !k256, !k256>(tag));
-    // hcvt8 (28; head dim 256, q_len x group <= 8) and session 24's probes hcvt8r3 (29),
-    // hcvt8c (30)
-    if constexpr (k256) {
-      out.push_back(make_info<T, kFp8, kDqk, kDv, 28, true, false, true>(tag));
-      out.push_back(make_info<T, kFp8, kDqk, kDv, 29, true, false, true>(tag));
-      out.push_back(make_info<T, kFp8, kDqk, kDv, 30, true, false, true>(tag));
-    }
+    // hcvt8 (28; head dim 256, q_len x group <= 8)
+    if constexpr (k256) out.push_back(make_info<T, kFp8, kDqk, kDv, 28, true, false, true>(tag));
   }
 }
 template <int kDqk, int kDv>
