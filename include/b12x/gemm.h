@@ -327,6 +327,13 @@ struct Plan {
   /// Runs at M >= this take the cluster (0: every M); below it the split's partials + the reduce
   /// kernel. A cluster launch also triggers the dependent launch early (stream_trig bit 4's).
   int stream16_cluster_min_m = 0;
+  /// NVFP4 / MXFP4 block kernel, staged once (session 24 probe B12X_GEMM_S16_LOSPLIT=1): runs of
+  /// M <= 8 on this split (twice stream16_split: the grids that fill under half the CTA slots),
+  /// stream16_vp_lo vectors per CTA and stream16_smem_lo bytes, partials + reduce, no early
+  /// trigger; 0: the plan's split at every M.
+  int stream16_split_lo = 0;
+  int stream16_vp_lo = 0;
+  int64_t stream16_smem_lo = 0;
   /// FP8 weights (per-tensor, block FP8, MXFP8) on the block kernel (session 14,
   /// lin::launch_linear_stream16_f8; the stream16_* fields above describe its grid): its
   /// weight ring depth per warp (0: not the FP8 kernel). Its MMA kind is decode_fp8_mma.

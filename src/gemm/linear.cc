@@ -184,18 +184,21 @@ constexpr bool kS16ClusterRule = true;
 /// Session 24: W4A4 (NVFP4 / MXFP4) at M = 2..16 on SM90 on the staged-once block kernel with its
 /// FP4 activations converted in the staging (Plan::stream16_qa; no pre-pass launch, no chunked qx
 /// kernel), with the W4A16 formats' trigger rule (kS16TrigRule) and cluster rule (kS16ClusterRule;
-/// NVFP4 from M = 9, MXFP4 every M). Round 89 (H200, best of two interleaved passes, us over
-/// 4096x4096 / 14336x4096 / 4096x14336 / 6144x4096 / 2048x7168, pre-pass default -> this):
-/// NVFP4 W4A4 M = 2 8.33 / 14.88 / 15.81 / 10.24 / 8.90 -> 6.42 / 13.16 / 13.80 / 8.09 / 6.89,
-/// M = 8 8.82 / 15.19 / 15.96 / 10.23 / 8.96 -> 6.47 / 13.55 / 13.77 / 8.28 / 6.96, M = 16 9.68 /
-/// 17.73 / 17.91 / 12.06 / 9.54 -> 7.53 / 15.27 / 17.05 / 9.42 / 7.98; MXFP4 W4A4 M = 2 8.08 /
-/// 15.49 / 16.37 / 9.85 / 8.53 -> 6.56 / 12.16 / 14.06 / 7.14 / 6.94, M = 16 10.92 / 17.41 /
-/// 17.91 / 11.32 / 11.46 -> 7.56 / 15.27 / 16.91 / 9.41 / 7.91 (M = 4 alike; the conversion alone,
-/// without the rules, 6-12 % of it). B12X_GEMM_S16_QA=0|1 overrides (any device).
+/// every M since round 90, see kS16ClusterMinMNvfp4W4A16). Round 89 (H200, best of two interleaved
+/// passes, us over 4096x4096 / 14336x4096 / 4096x14336 / 6144x4096 / 2048x7168, pre-pass default ->
+/// this): NVFP4 W4A4 M = 2 8.33 / 14.88 / 15.81 / 10.24 / 8.90 -> 6.42 / 13.16 / 13.80 / 8.09
+/// / 6.89, M = 8 8.82 / 15.19 / 15.96 / 10.23 / 8.96 -> 6.47 / 13.55 / 13.77 / 8.28 / 6.96, M =
+/// 16 9.68 / 17.73 / 17.91 / 12.06 / 9.54 -> 7.53 / 15.27 / 17.05 / 9.42 / 7.98; MXFP4 W4A4 M =
+/// 2 8.08 / 15.49 / 16.37 / 9.85 / 8.53 -> 6.56 / 12.16 / 14.06 / 7.14 / 6.94, M = 16 10.92 / 17.41
+/// / 17.91 / 11.32 / 11.46 -> 7.56 / 15.27 / 16.91 / 9.41 / 7.91 (M = 4 alike; the conversion
+/// alone, without the rules, 6-12 % of it). B12X_GEMM_S16_QA=0|1 overrides (any device).
 constexpr bool kS16QaRule = true;
-/// The rule's first run M, NVFP4 W4A16 / MXFP4 W4A16 (Plan::stream16_cluster_min_m; below it the
-/// partials + reduce). B12X_GEMM_S16_CL_MINM=<m> overrides (any cluster plan).
-constexpr int kS16ClusterMinM[2] = {9, 0};
+/// The rule's first run M for NVFP4 W4A16 (Plan::stream16_cluster_min_m; below it the partials +
+/// reduce); every other format of the rule takes the cluster at every M (NVFP4 W4A4 since round
+/// 90: 14336x4096 / 6144x4096 at M = 2 / 4 / 8, from M = 9 -> every M, 12.87 / 13.21 / 13.53 ->
+/// 12.65 / 12.94 / 13.23 and 8.13 / 8.21 / 8.28 -> 7.37 / 7.51 / 7.93, both passes alike).
+/// B12X_GEMM_S16_CL_MINM=<m> overrides (any cluster plan).
+constexpr int kS16ClusterMinMNvfp4W4A16 = 9;
 /// Plan::stream_trig bit 8, the decode kernel's (FP8 weights; run takes it at M <= 8), where each
 /// warp streams at most this many 256-K slices. Round 64 (H200, us over 4096x4096 / 14336x4096 /
 /// 4096x14336 / 6144x4096 / 2048x7168, slices per warp 4 / 16 / 14 / 4 / 7 at M = 1, trigger off ->
@@ -213,6 +216,8 @@ constexpr int64_t kDecodeSyncMaxMK = 8192;
 /// The M <= 16 block kernel: the fewest 64-K vectors per CTA its K split goes down to (two staged
 /// chunks; round 48: one chunk per CTA lost to two at 4096x4096 and 2048x7168).
 constexpr int kS16MinVp = 8;
+/// Plan::stream16_split_lo's fewest (one chunk of the staged-once kernel).
+constexpr int kS16ChunkVLo = 4;
 /// The M <= 16 block kernel's token range starts here (below: the M = 1 and 4-row stream kernels).
 constexpr int64_t kS16MinM = 5;
 /// The NVFP4 / MXFP4 block kernel's first run M (Plan::stream16_min_m): kS16MinM, 2 for W4A4 and
@@ -670,7 +675,9 @@ std::string stream16_variant_tags(const Plan& p) {
 std::string stream16_describe(const Plan& p) {
   if (p.stream16_tw == 0) return std::string();
   return " stream16=" + std::to_string(p.stream16_tw) + "x" + std::to_string(p.stream16_split) +
-         "/" + std::to_string(p.stream16_vp) + stream16_variant_tags(p) +
+         "/" + std::to_string(p.stream16_vp) +
+         (p.stream16_split_lo > 0 ? ",lo" + std::to_string(p.stream16_split_lo) : "") +
+         stream16_variant_tags(p) +
          (p.stream16_cluster > 0 ? " cl" + std::to_string(p.stream16_cluster) : "") +
          (p.stream16_cluster > 0 && p.stream16_cluster_min_m > 0
               ? "m" + std::to_string(p.stream16_cluster_min_m)
@@ -1816,7 +1823,7 @@ Plan plan(const Caps& caps) {
       const int64_t gx = (geo.n16 + 8 * tw - 1) / (8 * tw);
       // The split for `fit` CTAs per SM: the largest whose grid is one wave with >= kS16MinVp
       // vectors per CTA (or the forced one); 0 if none.
-      auto choose = [&](int fit, int& split, int& split_vp, int64_t gx) {
+      auto choose = [&](int fit, int& split, int& split_vp) {
         split = split_vp = 0;
         int per_sm = fit;
         if (const char* e = std::getenv("B12X_GEMM_STREAM16_CTAS");
@@ -1838,7 +1845,7 @@ Plan plan(const Caps& caps) {
       };
       int split = 0, split_vp = 0;
       if (fit_chunked > 0) {
-        const int per_sm = choose(fit_chunked, split, split_vp, gx);
+        const int per_sm = choose(fit_chunked, split, split_vp);
         if (var != 0 &&
             (split == 0 || split_vp > lin::kS16OnceMaxVp ||
              lin::prepare_linear_stream16(caps.device, wf, tw, qx, var, split_vp) < per_sm))
@@ -1846,6 +1853,20 @@ Plan plan(const Caps& caps) {
         qa = qa && var != 0;
         if (qa) var |= lin::kS16VarQa;
         s16_trig_early = gx * split * 10 < 8 * sms * per_sm;
+        // Session 24 probe (B12X_GEMM_S16_LOSPLIT=1, Plan::stream16_split_lo): runs of M <= 8 on
+        // twice the split where the grid fills under half the slots (4096x4096: 16, 2048x7168:
+        // 28 at 4 vectors per CTA; session 22's (6), round 83 at M = 8 -3..-6 %).
+        const char* elo = std::getenv("B12X_GEMM_S16_LOSPLIT");
+        if (elo != nullptr && elo[0] == '1' && var != 0 && split > 0 &&
+            gx * split * 2 <= sms * per_sm) {
+          const int vp2 = lin::stream16_vectors_per_cta(geo.kvec, 2 * split);
+          const int s2 = static_cast<int>((geo.kvec + vp2 - 1) / vp2);
+          if (s2 > split && vp2 >= kS16ChunkVLo && gx * s2 <= sms * per_sm) {
+            p.stream16_split_lo = s2;
+            p.stream16_vp_lo = vp2;
+            p.stream16_smem_lo = lin::stream16_smem_bytes(tw, qx, var, vp2);
+          }
+        }
       }
       if (split > 0) {
         p.stream16_tw = tw;
@@ -1862,34 +1883,9 @@ Plan plan(const Caps& caps) {
                 gx) {  // every cluster of the grid resident at once (one wave)
           p.stream16_cluster = split;
           p.stream16_cluster_min_m =
-              cl_rule ? kS16ClusterMinM[f == LinearFormat::kMxfp4W4A16 || f == LinearFormat::kMxfp4]
-                      : 0;
+              cl_rule && f == LinearFormat::kNvfp4W4A16 ? kS16ClusterMinMNvfp4W4A16 : 0;
           if (const char* e = std::getenv("B12X_GEMM_S16_CL_MINM"); e != nullptr)
             p.stream16_cluster_min_m = std::clamp(std::atoi(e), 0, 17);
-        }
-        // Session 24 probe (B12X_GEMM_S16_TW1=1): where the grid has no more CTAs than SMs
-        // (4096x4096: 128), one tile per warp (128-row CTAs, twice the CTAs) with the split summed
-        // in clusters (split <= cl_max; 2048x7168's 14 is not), every M.
-        const char* etw1 = std::getenv("B12X_GEMM_S16_TW1");
-        if (etw1 != nullptr && etw1[0] == '1' && !qa && var != 0 && cl_max >= 2 &&
-            gx * split <= sms) {
-          const int var1 = lin::kS16VarOnce | lin::kS16VarCluster;
-          const int64_t gx1 = (geo.n16 + 7) / 8;
-          const int fit1 = lin::prepare_linear_stream16(caps.device, wf, 1, false, var1, split_vp);
-          int split1 = 0, vp1 = 0;
-          if (fit1 > 0) choose(fit1, split1, vp1, gx1);
-          const int cs = split1 >= 2 && split1 <= cl_max ? split1 : 0;
-          if (cs > 0 && vp1 <= lin::kS16OnceMaxVp && gx1 * split1 > sms &&
-              lin::stream16_max_active_clusters(caps.device, wf, 1, false, var1, vp1, cs) >= gx1) {
-            p.stream16_tw = 1;
-            p.stream16_tiles = 8;
-            p.stream16_split = split1;
-            p.stream16_vp = vp1;
-            p.stream16_smem = lin::stream16_smem_bytes(1, false, var1, vp1);
-            p.stream16_cluster = cs;
-            p.stream16_cluster_min_m = 0;
-            s16_trig_early = false;
-          }
         }
       }
     }
@@ -2185,6 +2181,8 @@ Plan plan(const Caps& caps) {
   if (p.stream16_tw > 0 && p.stream16_split > 1 &&
       (p.stream16_cluster == 0 || p.stream16_cluster_min_m > s16_min_m(p)))
     partial_rows = std::max<int64_t>(partial_rows, p.stream16_split * std::min<int64_t>(M, 16));
+  if (p.stream16_split_lo > 0)
+    partial_rows = std::max<int64_t>(partial_rows, p.stream16_split_lo * std::min<int64_t>(M, 8));
   if (partial_rows > 0) {
     p.off_partial = off;
     off = align_up(off + partial_rows * geo.NP * 4);
@@ -2722,20 +2720,22 @@ void run(const Binding& b, Stream stream) {
       (s16_qa_run ||
        ((p.act_kind == lin::kActRaw16 || (plan.stream16_qx && p.act_kind == lin::kActNvfp4)) &&
         p.xs_kind == lin::kXsNone))) {
-    p.split = plan.stream16_split;
+    // Plan::stream16_split_lo (probe): runs of M <= 8 on twice the split, no early trigger.
+    const bool lo = plan.stream16_split_lo > 0 && M <= 8;
+    p.split = lo ? plan.stream16_split_lo : plan.stream16_split;
     p.partial = p.split > 1 ? reinterpret_cast<float*>(b.scratch + plan.off_partial) : nullptr;
-    p.stream_vp = plan.stream16_vp;
+    p.stream_vp = lo ? plan.stream16_vp_lo : plan.stream16_vp;
     p.stream_tiles = plan.stream16_tiles;
     // The cluster sum (no partials) with the early trigger (round 86: with it 14336x4096 NVFP4
     // W4A16 M = 16 15.06 us, without 16.01).
-    const bool cl = plan.stream16_cluster > 0 && M >= plan.stream16_cluster_min_m;
-    p.stream_trig = (plan.stream_trig & 4) || cl ? 1 : 0;
+    const bool cl = plan.stream16_cluster > 0 && M >= plan.stream16_cluster_min_m && !lo;
+    p.stream_trig = ((plan.stream_trig & 4) && !lo) || cl ? 1 : 0;
     p.reduce_trig = plan.reduce_trig && plan.pdl ? 1 : 0;
     if (cl) p.partial = nullptr;
-    lin::launch_linear_stream16(im.wfmt, plan.stream16_tw, plan.stream16_smem, p, stream,
-                                (plan.stream16_once ? lin::kS16VarOnce : 0) |
-                                    (cl ? lin::kS16VarCluster : 0) |
-                                    (s16_qa_run ? lin::kS16VarQa : 0));
+    lin::launch_linear_stream16(
+        im.wfmt, plan.stream16_tw, lo ? plan.stream16_smem_lo : plan.stream16_smem, p, stream,
+        (plan.stream16_once ? lin::kS16VarOnce : 0) | (cl ? lin::kS16VarCluster : 0) |
+            (s16_qa_run ? lin::kS16VarQa : 0));
     if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);
     return;
   }

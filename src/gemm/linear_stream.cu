@@ -171,27 +171,12 @@ S16Fn pick_stream16_once(int nt, bool mx, bool mx_free) {
                  : &linear_stream16_once_kernel<2, 2, false, false, kCl, kQa>;
 }
 
-/// One tile per warp (128-row CTAs), cluster sum only (session 24 probe B12X_GEMM_S16_TW1=1: the
-/// grids below the SM count with twice the CTAs, so their clusters do not idle SMs).
-S16Fn pick_stream16_once_tw1(int nt, bool mx, bool mx_free) {
-  if (mx && mx_free)
-    return nt == 1 ? &linear_stream16_once_kernel<1, 1, true, true, true>
-                   : &linear_stream16_once_kernel<1, 2, true, true, true>;
-  if (mx)
-    return nt == 1 ? &linear_stream16_once_kernel<1, 1, true, false, true>
-                   : &linear_stream16_once_kernel<1, 2, true, false, true>;
-  return nt == 1 ? &linear_stream16_once_kernel<1, 1, false, false, true>
-                 : &linear_stream16_once_kernel<1, 2, false, false, true>;
-}
-
 /// var & kS16VarCluster (session 23): the split summed in a cluster (kCl) on the staged-once
 /// kernel only (the chunked kernel's qx instances, W4A4 NVFP4 converted in the kernel, measured
 /// +25 % at 4096x4096 / 2048x7168 in round 85 and were removed).
 S16Fn pick_stream16(int tw, int nt, bool mx, bool qx, bool mx_free = false, int var = 0) {
   const bool cl = (var & kS16VarCluster) != 0;
   const bool qa = (var & kS16VarQa) != 0;
-  if ((var & kS16VarOnce) && tw == 1)
-    return cl && !qa && !qx ? pick_stream16_once_tw1(nt, mx, mx_free) : nullptr;
   if (var & kS16VarOnce)
     return tw != 2 || qx ? nullptr
            : qa          ? (cl ? pick_stream16_once<true, true>(nt, mx, mx_free)
@@ -287,8 +272,7 @@ void launch_linear_stream16(WFmt f, int tw, int64_t smem, const LinearParams& p,
               " split=", split);
   const bool cl = (var & kS16VarCluster) != 0;
   B12X_ASSERT(!cl || (split >= 2 && split <= 16 &&
-                      smem >= (tw == 1 ? (p.M <= 8 ? kS16ClBytes<1, 1> : kS16ClBytes<1, 2>)
-                                       : (p.M <= 8 ? kS16ClBytes<2, 1> : kS16ClBytes<2, 2>))),
+                      smem >= (p.M <= 8 ? kS16ClBytes<2, 1> : kS16ClBytes<2, 2>)),
               "M <= 16 block kernel, cluster sum: split=", split, " smem=", smem);
   if (smem > 48 * 1024)
     B12X_CUDA_CHECK(

@@ -2260,24 +2260,6 @@ TEST(GemmGpu, DecodeStream16Cluster) {
     EXPECT_EQ(gemm::lin::last_stream_launch().cluster, c16 ? 16 : 0);
     if (!c16) std::printf("[cluster] split 16 not resident as one cluster: partials + reduce\n");
   }
-  // Session 24 probe (B12X_GEMM_S16_TW1=1): one tile per warp (128-row CTAs) where the 2-tile
-  // grid has no more CTAs than SMs and the 1-tile grid more, the split summed in clusters of 8;
-  // N = 128 x (SMs / 8 + 1) - 40 (a partial last CTA), M = 3 / 16.
-  {
-    ScopedEnv et1("B12X_GEMM_S16_TW1", "1"), es("B12X_GEMM_STREAM16_SPLIT", "8");
-    const int64_t n1 = 128 * (device_info(0).sm_count / 8 + 1) - 40;
-    for (const LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kMxfp4W4A16}) {
-      const int64_t M = f == LinearFormat::kNvfp4W4A16 ? 16 : 3;
-      const int64_t before = gemm::lin::last_stream_launch().serial;
-      run_case({f, M, n1, 2048, DType::kBF16, M == 3 ? DType::kFP16 : DType::kBF16, true},
-               /*graph_replay=*/true);
-      const gemm::lin::StreamLaunch l = gemm::lin::last_stream_launch();
-      EXPECT_GT(l.serial, before) << gemm::format_name(f);
-      EXPECT_EQ(l.rows, 16) << gemm::format_name(f);
-      EXPECT_EQ(l.split, 8) << gemm::format_name(f);
-      EXPECT_EQ(l.cluster, 8) << gemm::format_name(f);
-    }
-  }
   // Off: the split's partials and the reduce kernel.
   {
     ScopedEnv ec0("B12X_GEMM_S16_CLUSTER", "0"), er0("B12X_GEMM_S16_CL_RULE", "0");
@@ -2301,8 +2283,8 @@ TEST(GemmGpu, DecodeStream16Cluster) {
     EXPECT_EQ(big.stream16_split, 8);
     EXPECT_EQ(big.stream16_cluster, sm90 ? 8 : 0) << big.describe();
     EXPECT_EQ(big.stream16_qa, sm90 && f == LinearFormat::kNvfp4);
-    if (sm90)  // the default's first M: NVFP4 from 9 (round 87), MXFP4 W4A16 every M
-      EXPECT_EQ(big.stream16_cluster_min_m, f == LinearFormat::kMxfp4W4A16 ? 0 : 9);
+    if (sm90)  // the default's first M: NVFP4 W4A16 from 9 (round 87), the others every M
+      EXPECT_EQ(big.stream16_cluster_min_m, f == LinearFormat::kNvfp4W4A16 ? 9 : 0);
     // floor(SMs / 8) x 8 CTAs (4096x4096 on an H200), not above the SM count: partials + reduce.
     EXPECT_EQ(plan_fmt(f, 256 * std::max<int64_t>(1, sms / 8), 4096, 16).stream16_cluster, 0);
   }
@@ -3830,6 +3812,30 @@ TEST(GemmGpuSanitize, Stream16Cluster) {
   ScopedEnv es("B12X_GEMM_STREAM16_SPLIT", "2");
   run_case({LinearFormat::kMxfp4W4A16, 5, 72, 1312, DType::kBF16, DType::kBF16, true});
   EXPECT_EQ(gemm::lin::last_stream_launch().cluster, 2);
+}
+
+TEST(GemmGpu, DecodeStream16LoSplit) {
+  B12X_REQUIRE_GPU();
+  // Session 24 probe (B12X_GEMM_S16_LOSPLIT=1, Plan::stream16_split_lo): runs of M <= 8 on twice
+  // the plan's split where its grid fills under half the CTA slots (N = 1024, K = 4096: 4 CTAs x
+  // split 8 -> 16 of 4 vectors), runs of M >= 9 on the plan's; capacity 16 (the partials hold
+  // both), MXFP4 W4A16 / W4A4 and NVFP4 W4A4 (SM90: converted in the kernel), bias, FP16, graphs.
+  ScopedEnv elo("B12X_GEMM_S16_LOSPLIT", "1");
+  int i = 0;
+  for (const LinearFormat f :
+       {LinearFormat::kMxfp4W4A16, LinearFormat::kMxfp4, LinearFormat::kNvfp4})
+    for (const int64_t M : {2, 8, 9}) {
+      Case c{f,           M, 1000, 4096, DType::kBF16, (i % 3) == 1 ? DType::kFP16 : DType::kBF16,
+             (i % 2) == 0};
+      c.max_tokens = 16;
+      ++i;
+      const int64_t before = gemm::lin::last_stream_launch().serial;
+      run_case(c, /*graph_replay=*/(i % 2) == 1);
+      const gemm::lin::StreamLaunch l = gemm::lin::last_stream_launch();
+      EXPECT_GT(l.serial, before) << gemm::format_name(f) << " M " << M;
+      EXPECT_TRUE(l.once) << gemm::format_name(f) << " M " << M;
+      EXPECT_EQ(l.split, M <= 8 ? 16 : 8) << gemm::format_name(f) << " M " << M;
+    }
 }
 
 TEST(GemmGpuSanitize, Stream16Qa) {
