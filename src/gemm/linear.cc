@@ -154,6 +154,9 @@ constexpr bool kStreamJitLean3 = true;
 /// 14336x4096). The block kernel's (4) lost
 /// (round 56: M = 16 W4A16 8.28 / 17.47 -> 8.54 / 17.97). B12X_GEMM_STREAM_TRIG=<mask> overrides.
 constexpr int kStreamTrig = 2;
+/// Session 24: the M = 1 kernel's early trigger also where its 2-CTA grid puts one CTA on >= 90 %
+/// of the SMs (see stream_trig_m1; B12X_GEMM_STREAM_TRIG=2 turns the M = 1 trigger off).
+constexpr bool kStreamTrigOnePerSm = true;
 /// Session 22 (round 81, H200, NVFP4 W4A16, us over 4096x4096 / 14336x4096 / 4096x14336 /
 /// 6144x4096 / 2048x7168; block grids of 128 / 224 / 224 / 192 / 112 CTAs on 264 slots): the
 /// split's reduce kernel triggering the next call's launch right after its wait (Plan::reduce_trig
@@ -1566,10 +1569,9 @@ Plan plan(const Caps& caps) {
           if (jit3 && lean3) p.decode_stream_var |= 64;  // kLean
         }
         // Session 24 (kStreamQs): W4A4 on the CTA's staging with kQf's conversion (var 40) where
-        // the plan has NVFP4's scalar one (var 8) or MXFP4's blocks at fewer than 8 parts (168).
-        // B12X_GEMM_STREAM_QS=0 keeps those.
-        if (const char* eqs = std::getenv("B12X_GEMM_STREAM_QS");
-            (eqs != nullptr ? eqs[0] == '1' : kStreamQs) && occ == 2 && c.parts < 8 &&
+        // the plan would have NVFP4's scalar one (var 8) or MXFP4's blocks at fewer than 8 parts
+        // (168); their instances were removed after round 90.
+        if (kStreamQs && occ == 2 && c.parts < 8 &&
             (p.decode_stream_var == 8 || p.decode_stream_var == 168) &&
             lin::stream_smem_bytes(geo.kvec, c.parts) <= lin::kStreamSmemBudget &&
             lin::stream_qs_available(c.parts, occ)) {
@@ -1595,7 +1597,14 @@ Plan plan(const Caps& caps) {
         // as MXFP4 W4A16 (whose variants are fold-free only) does every weight since session 15.
         p.decode_stream_free_only =
             mx_w4a16_free || (wf == lin::WFmt::kMxfp4 && !(p.decode_stream_var & (128 | 32)));
-        stream_trig_m1 = c.ctas * 10 >= c.slots * 8 || (tile_per_sm && occ == 2);
+        // Session 24: also a 2-CTA grid of one CTA per SM on >= 90 % of the SMs (W4A4 at
+        // 2048x7168: 128 CTAs of 8 parts, the grid of W4A16's tile_per_sm rule, which had the
+        // trigger; the next call's early CTAs take the free second slots evenly). Round 90 (two
+        // interleaved samples, off -> on): NVFP4 W4A4 4.92 / 4.92 -> 4.53 / 4.53 us, MXFP4 W4A4
+        // 5.38 / 5.36 -> 4.84 / 4.83.
+        const bool one_per_sm = occ == 2 && c.ctas <= sms && c.ctas * 10 >= sms * 9;
+        stream_trig_m1 = c.ctas * 10 >= c.slots * 8 || (tile_per_sm && occ == 2) ||
+                         (kStreamTrigOnePerSm && one_per_sm);
       }
     }
   }

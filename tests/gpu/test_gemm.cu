@@ -1534,13 +1534,14 @@ TEST(GemmGpu, DecodeStreamQx) {
     ScopedEnv e0("B12X_GEMM_STREAM_QX", "0"), ep("B12X_GEMM_STREAM_PARTS", "1");
     EXPECT_EQ(plan1(4096).decode_stream_var, 0);
   }
-  // (Session 24: var 40, the staging's conversion by pair arithmetic, by default; DecodeStreamQs.)
-  ScopedEnv eq("B12X_GEMM_STREAM_QX", "1"), eqs("B12X_GEMM_STREAM_QS", "0");
+  // (Session 24: var 40 = 8 | 32, the staging's conversion by pair arithmetic, DecodeStreamQs;
+  // QX=1 takes it past K = 8192 too.)
+  ScopedEnv eq("B12X_GEMM_STREAM_QX", "1");
   int n = 0;
   for (const char* parts : {"1", "2", "4"})
     for (int64_t K : {1280, 4864}) {
       ScopedEnv ep("B12X_GEMM_STREAM_PARTS", parts);
-      EXPECT_EQ(plan1(K).decode_stream_var, 8) << "parts " << parts << " K " << K;
+      EXPECT_EQ(plan1(K).decode_stream_var, 8 | 32) << "parts " << parts << " K " << K;
       const bool graph = n == 3;
       const int64_t before = gemm::lin::last_stream_launch().serial;
       run_case({LinearFormat::kNvfp4, 1, (n % 3) ? 72 : 200, K, DType::kBF16, DType::kBF16,
@@ -1595,6 +1596,10 @@ TEST(GemmGpu, DecodeStreamJit) {
       EXPECT_EQ(var(LinearFormat::kMxfp4, 14336, 4096), 32 | 8);
       EXPECT_EQ(var(LinearFormat::kNvfp4, 14336, 4096), 32 | 8);
       EXPECT_EQ(var(LinearFormat::kMxfp4W4A16, 6144, 4096), 128 | 64);
+      // Session 24: W4A4's one-CTA-per-SM grid at 2048x7168 (128 CTAs of 8 parts) triggers the
+      // next launch early, as W4A16's (kStreamTrigOnePerSm).
+      EXPECT_NE(plan_m1(LinearFormat::kNvfp4, 2048, 7168).stream_trig & 1, 0);
+      EXPECT_NE(plan_m1(LinearFormat::kMxfp4, 2048, 7168).stream_trig & 1, 0);
       EXPECT_EQ(var(LinearFormat::kMxfp4, 6144, 4096), 128 | 64 | 32 | 8);
     }
     EXPECT_EQ(var(LinearFormat::kMxfp4W4A16, 4096, 14336), 128);  // 8 parts
@@ -1615,13 +1620,6 @@ TEST(GemmGpu, DecodeStreamJit) {
                  /*graph_replay=*/n == 3 || n == 7);
         ++n;
       }
-  }
-  // MXFP4 W4A4 in the blocks at fewer parts (its activations converted in the kernel; session 24:
-  // B12X_GEMM_STREAM_QS=0, the default is the CTA's staging, DecodeStreamQs).
-  for (const char* parts : {"1", "2"}) {
-    ScopedEnv ep("B12X_GEMM_STREAM_PARTS", parts), eqs("B12X_GEMM_STREAM_QS", "0");
-    EXPECT_EQ(plan1(LinearFormat::kMxfp4, 200, 1280).decode_stream_var, 168) << parts;
-    run_case({LinearFormat::kMxfp4, 1, 200, 1280, DType::kBF16, DType::kBF16, parts[0] == '1'});
   }
   {
     // Session 20 (B12X_GEMM_STREAM_JIT=4; the default at 6144x4096): the blocks at the 3-CTA
@@ -1663,24 +1661,23 @@ TEST(GemmGpu, DecodeStreamQs) {
 
 TEST(GemmGpu, DecodeStreamUneq) {
   // Session 24 probe (B12X_GEMM_STREAM_UNEQ=1, var bit 1024): the 2-part kernel on every slot of
-  // the 2-CTA grid, CTA c taking q or q + 1 consecutive tiles (q = n16 / CTAs). N = 14336 (3 / 4
-  // tiles per CTA on 132 SMs), 6408 (1 / 2, a partial tile), 200 (one tile per CTA), the four FP4
-  // formats (W4A4 on the staging's pair-arithmetic conversion), bias, an FP16 output, replayed
-  // graphs.
+  // the 2-CTA grid, CTA c taking q or q + 1 consecutive tiles (q = n16 / CTAs; the warps of a
+  // missing tile idle). N = 14336 (3 / 4 tiles per CTA on 132 SMs), 6408 (1 / 2, a partial tile),
+  // 200 (one tile per CTA), the four FP4 formats (W4A4 on the staging's pair-arithmetic
+  // conversion), bias, an FP16 output, replayed graphs.
   B12X_REQUIRE_GPU();
   ScopedEnv es("B12X_GEMM_DECODE_STREAM", "1"), eo("B12X_GEMM_STREAM_OCC", "2"),
       ep("B12X_GEMM_STREAM_PARTS", "2"), eu("B12X_GEMM_STREAM_UNEQ", "1");
-  int n = 0;
-  for (const int64_t N : {14336, 6408, 200})
-    for (const LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kNvfp4,
-                                 LinearFormat::kMxfp4W4A16, LinearFormat::kMxfp4}) {
-      const bool w4a4 = f == LinearFormat::kNvfp4 || f == LinearFormat::kMxfp4;
-      const int64_t K = N == 200 ? 4864 : 1280;
-      EXPECT_EQ(plan_m1(f, N, K).decode_stream_var, w4a4 ? 1064 : 1024) << N;
-      run_case({f, 1, N, K, DType::kBF16, n == 5 ? DType::kFP16 : DType::kBF16, (n % 2) == 0},
-               /*graph_replay=*/n == 1 || n == 6 || n == 8);
-      ++n;
-    }
+  const LinearFormat fs[4] = {LinearFormat::kNvfp4W4A16, LinearFormat::kMxfp4, LinearFormat::kNvfp4,
+                              LinearFormat::kMxfp4W4A16};
+  for (int n = 0; n < 8; ++n) {
+    const LinearFormat f = fs[n % 4];
+    const bool w4a4 = f == LinearFormat::kNvfp4 || f == LinearFormat::kMxfp4;
+    const int64_t N = n >= 4 ? 200 : n < 2 ? 14336 : 6408, K = n >= 4 ? 4864 : 1280;
+    EXPECT_EQ(plan_m1(f, N, K).decode_stream_var, w4a4 ? 1064 : 1024) << N;
+    run_case({f, 1, N, K, DType::kBF16, n == 5 ? DType::kFP16 : DType::kBF16, (n % 2) == 0},
+             /*graph_replay=*/n == 1 || n == 6);
+  }
 }
 
 TEST(GemmGpu, DecodeStreamShfl) {
