@@ -76,6 +76,15 @@ int plan_q_len(const PagedCaps& c) {
   return 0;
 }
 
+// The largest uniform q_len a bind of the plan can take (decode 1; verify max_total_q: a bind
+// of one request may carry all of T), 0 for extend. hcvt8 computes a request's first 8 packed
+// rows only, so it needs every bind's q_len x group <= 8, not only plan_q_len's.
+int max_bind_q_len(const PagedCaps& c) {
+  if (c.mode == Mode::kDecode) return 1;
+  if (c.mode == Mode::kVerify) return std::max(1, c.max_total_q);
+  return 0;
+}
+
 int default_decode_kind(const PagedCaps& c, ArchFamily family, bool fp8, int head_dim) {
   // Defaults from the H200 (rounds 5-7, 32/8/128, 8k): BF16 wide3 streamed at 84-99% of the
   // read bandwidth (B=8..128; wide 83-98%, deep 68-77%); for FP8 wdirect2 beat wdirect by
@@ -109,7 +118,7 @@ int default_decode_kind(const PagedCaps& c, ArchFamily family, bool fp8, int hea
   // 23.29 / 23.21 -> 23.29 / 23.12; B=64 (hcvt3 the default there) 135.30 / 135.55 -> 134.08 /
   // 133.57 -> 133.35 / 133.33. SM12x / SM89 (one hcvt CTA per SM) are unmeasured: hcvt.
   if (fp8 && head_dim == 256 && family == ArchFamily::kSm90 && c.mode != Mode::kExtend &&
-      int64_t(plan_q_len(c)) * (c.num_q_heads / c.num_kv_heads) <= 8)
+      int64_t(max_bind_q_len(c)) * (c.num_q_heads / c.num_kv_heads) <= 8)
     return 28;
   if (fp8) return head_dim == 256 && c.max_batch <= kHcvt256MaxBatch ? 8 : 13;
   if (head_dim <= 128) return 5;
@@ -285,9 +294,9 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
                     default_decode_kind(caps, dev.family, fp8, head_dim), caps.q_dtype, fp8);
   if (k == nullptr && decode_tile)
     k = find_kernel(caps.head_dim_qk, caps.head_dim_vo, fp8 ? 2 : 1, caps.q_dtype, fp8);
-  // hcvt8 computes the MMA's rows 0-7 only: plans whose packed rows per request exceed 8 take
-  // the default tile (hcvt or hcvt3 then).
-  if (k != nullptr && k->kind == 28 && int64_t(q_len) * group > 8)
+  // hcvt8 computes the MMA's rows 0-7 only: plans whose binds may carry more than 8 packed rows
+  // per request (verify: q_len up to max_total_q) take the default tile (hcvt or hcvt3 then).
+  if (k != nullptr && k->kind == 28 && int64_t(max_bind_q_len(caps)) * group > 8)
     k = find_kernel(caps.head_dim_qk, caps.head_dim_vo,
                     default_decode_kind(caps, dev.family, fp8, head_dim), caps.q_dtype, fp8);
   // hcvt3 needs more than SM12x's (and SM89's) 99 KB of shared memory per block: hcvt there.

@@ -65,6 +65,7 @@ struct Spec {
   // row (the fp16-MMA tiles scale Q rows into fp16's range by powers of two)
   int q_exp_spread = 0;
   bool prefix_stable = false;  // PagedCaps::kv_prefix_stable (early K/V copies)
+  int cap_batch = 0;           // > B: the plan's max_batch (binds of fewer requests)
   std::string str() const {
     std::string s = std::string(att::mode_name(mode)) + " q=" + b12x::dtype_name(q) +
                     " kv=" + b12x::dtype_name(kv) + " hq=" + std::to_string(hq) +
@@ -263,7 +264,7 @@ struct Problem {
     c.head_dim_qk = s.dqk;
     c.head_dim_vo = s.dv;
     c.page_size = s.page;
-    c.max_batch = B;
+    c.max_batch = std::max(B, s.cap_batch);
     c.max_page_table_width = W;
     c.max_total_q = Talloc;
     c.max_splits = s.max_splits;
@@ -1592,19 +1593,26 @@ TEST(AttentionGpuDecode, HalfRowsTile) {
       B12X_TEST_CUDA(cudaDeviceSynchronize());
       p.check(std::string(tile) + " " + std::to_string(i));
     }
-    for (int hq : {8, 16}) {  // q_len 2: 8 packed rows (hcvt8), 16 (the default tile)
-      Spec v = verify_spec(2, 2);
+    // Verify: hcvt8 only where every bind's q_len x group fits 8 (q_len up to max_total_q):
+    // group 4 with T = 2 (a bind of one request may take q_len 2); the session-24 review's case,
+    // a plan of max_batch 4 / max_total_q 8 (plan_q_len 2: 8 packed rows) bound with B = 2, T = 8
+    // (q_len 4: 16 rows per request), takes the default tile, and so does group 8.
+    for (int c = 0; c < 3; ++c) {
+      Spec v = verify_spec(2, 1);
       v.kv = DType::kFP8E4M3;
       v.dqk = v.dv = 256;
-      v.hq = hq;
+      v.hq = c == 2 ? 16 : 8;
       v.page = 128;
-      v.sinks = hq == 8;
+      v.sinks = c == 0;
+      v.qlens.assign(2, c == 0 ? 1 : 4);
+      v.prefix = {61, 700};
+      v.cap_batch = c == 0 ? 0 : 4;
       Problem p(v, rng());
       PLAN_AND_BIND(p);
-      EXPECT_EQ(p.plan.kernel.find(name) != std::string::npos, hq == 8) << p.plan.kernel;
+      EXPECT_EQ(p.plan.kernel.find(name) != std::string::npos, c == 0) << p.plan.kernel;
       p.run();
       B12X_TEST_CUDA(cudaDeviceSynchronize());
-      p.check(std::string(tile) + " verify hq " + std::to_string(hq));
+      p.check(std::string(tile) + " verify case " + std::to_string(c));
     }
     cudaStream_t st;
     B12X_TEST_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
