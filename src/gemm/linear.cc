@@ -1779,8 +1779,10 @@ Plan plan(const Caps& caps) {
     bool qa =
         (f == LinearFormat::kNvfp4 || f == LinearFormat::kMxfp4) &&
         (eqa != nullptr ? eqa[0] == '1' : kS16QaRule && dev.cc_major == 9 && dev.cc_minor == 0);
-    const bool qx = f == LinearFormat::kNvfp4 && !qa &&
-                    (eqx != nullptr ? eqx[0] == '1' : geo.n16 * geo.kvec * 512 <= kS16QxMaxBytes);
+    const bool qx0 = f == LinearFormat::kNvfp4 &&
+                     (eqx != nullptr ? eqx[0] == '1' : geo.n16 * geo.kvec * 512 <= kS16QxMaxBytes);
+    bool qx =
+        qx0 && !qa;  // qa: NVFP4's chunked qx kernel only where the staged-once one is refused
     int force_split = 0;
     if (const char* e = std::getenv("B12X_GEMM_STREAM16_SPLIT"); e != nullptr)
       force_split = std::max(0, std::atoi(e));
@@ -1854,12 +1856,23 @@ Plan plan(const Caps& caps) {
       };
       int split = 0, split_vp = 0;
       if (fit_chunked > 0) {
-        const int per_sm = choose(fit_chunked, split, split_vp);
+        int per_sm = choose(fit_chunked, split, split_vp);
         if (var != 0 &&
             (split == 0 || split_vp > lin::kS16OnceMaxVp ||
-             lin::prepare_linear_stream16(caps.device, wf, tw, qx, var, split_vp) < per_sm))
+             lin::prepare_linear_stream16(caps.device, wf, tw, qx, var | (qa ? lin::kS16VarQa : 0),
+                                          split_vp) < per_sm))
           var = 0;
-        qa = qa && var != 0;
+        if (qa && var == 0) {
+          // The staged-once kernel refused (vp > 16, its fit): W4A4 keeps session 23's choices,
+          // NVFP4's chunked qx kernel where its rule takes it, else the pre-pass.
+          qa = false;
+          if (qx0) {
+            qx = true;
+            const int fit_qx = lin::prepare_linear_stream16(caps.device, wf, tw, true);
+            split = split_vp = 0;
+            if (fit_qx > 0) per_sm = choose(fit_qx, split, split_vp);
+          }
+        }
         if (qa) var |= lin::kS16VarQa;
         s16_trig_early = gx * split * 10 < 8 * sms * per_sm;
         // Session 24 probe (B12X_GEMM_S16_LOSPLIT=1, Plan::stream16_split_lo): runs of M <= 8 on

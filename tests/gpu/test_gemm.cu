@@ -686,7 +686,8 @@ gemm::Plan plan_fmt(LinearFormat f, int64_t N, int64_t K, int64_t cap) {
   caps.max_tokens = cap;
   caps.in_features = K;
   caps.out_features = N;
-  caps.act_dtype = f == LinearFormat::kNvfp4 ? DType::kFP4E2M1 : DType::kBF16;
+  caps.act_dtype =
+      f == LinearFormat::kNvfp4 || f == LinearFormat::kMxfp4 ? DType::kFP4E2M1 : DType::kBF16;
   caps.out_dtype = DType::kBF16;
   return gemm::plan(caps);
 }
@@ -2214,13 +2215,27 @@ TEST(GemmGpu, DecodeStream16Qa) {
     ScopedEnv ecl("B12X_GEMM_S16_CLUSTER", "8");
     s16_once_cases({3, 8, 16}, {1312, 2848, 2016}, {2, 3, 8}, {72, 200, 520}, true, true);
   }
-  // M = 1 keeps the pre-pass and the M = 1 kernel.
-  const int64_t before = gemm::lin::last_stream_launch().serial;
-  Case c{LinearFormat::kNvfp4, 1, 200, 992, DType::kBF16, DType::kBF16, true};
-  c.max_tokens = 16;
-  run_case(c);
-  EXPECT_FALSE(gemm::lin::last_stream_launch().serial > before &&
-               gemm::lin::last_stream_launch().qa);
+  // M = 1 never takes the block kernel (the M = 1 kernels' own conversion or the pre-pass).
+  {
+    Case c{LinearFormat::kNvfp4, 1, 200, 992, DType::kBF16, DType::kBF16, true};
+    c.max_tokens = 16;
+    const int64_t before = gemm::lin::last_stream_launch().serial;
+    run_case(c);
+    const gemm::lin::StreamLaunch l = gemm::lin::last_stream_launch();
+    if (l.serial > before) EXPECT_EQ(l.rows, 1);
+    EXPECT_FALSE(l.serial > before && l.qa);
+  }
+  // Where the staged-once kernel is refused (K = 16384 unsplit at N = 2048: 256 vectors per CTA),
+  // NVFP4 W4A4 keeps the chunked qx kernel, MXFP4 W4A4 the pre-pass.
+  {
+    ScopedEnv es("B12X_GEMM_STREAM16_SPLIT", "1");
+    for (const LinearFormat f : {LinearFormat::kNvfp4, LinearFormat::kMxfp4}) {
+      const gemm::Plan pl = plan_fmt(f, 2048, 16384, 16);
+      EXPECT_FALSE(pl.stream16_qa) << gemm::format_name(f);
+      EXPECT_FALSE(pl.stream16_once) << gemm::format_name(f);
+      EXPECT_EQ(pl.stream16_qx, f == LinearFormat::kNvfp4) << gemm::format_name(f);
+    }
+  }
 }
 
 TEST(GemmGpu, DecodeStream16Cluster) {
@@ -2271,15 +2286,15 @@ TEST(GemmGpu, DecodeStream16Cluster) {
   ScopedEnv er1("B12X_GEMM_S16_CL_RULE", "1");
   const bool sm90 = device_info(0).cc_major == 9 && device_info(0).cc_minor == 0;
   const int64_t sms = device_info(0).sm_count;
-  for (const LinearFormat f :
-       {LinearFormat::kNvfp4W4A16, LinearFormat::kMxfp4W4A16, LinearFormat::kNvfp4}) {
+  for (const LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kMxfp4W4A16,
+                               LinearFormat::kNvfp4, LinearFormat::kMxfp4}) {
     SCOPED_TRACE(gemm::format_name(f));
     // N = 16 x 256 x ceil(1.5 SMs / 16) rows: 1.5 x SMs CTAs at split 8 (K = 4096), above them.
     const int64_t n = 256 * ((3 * sms / 2 + 7) / 8);
     const gemm::Plan big = plan_fmt(f, n, 4096, 16);
     EXPECT_EQ(big.stream16_split, 8);
     EXPECT_EQ(big.stream16_cluster, sm90 ? 8 : 0) << big.describe();
-    EXPECT_EQ(big.stream16_qa, sm90 && f == LinearFormat::kNvfp4);
+    EXPECT_EQ(big.stream16_qa, sm90 && (f == LinearFormat::kNvfp4 || f == LinearFormat::kMxfp4));
     if (sm90)  // the default's first M: NVFP4 W4A16 from 9 (round 87), the others every M
       EXPECT_EQ(big.stream16_cluster_min_m, f == LinearFormat::kNvfp4W4A16 ? 9 : 0);
     // floor(SMs / 8) x 8 CTAs (4096x4096 on an H200), not above the SM count: partials + reduce.
