@@ -126,7 +126,8 @@ constexpr bool kStreamQcvt = true;
 /// staging with the blocks' pair-arithmetic conversion (Plan::decode_stream_var 40 = 8 | 32:
 /// nvfp4x8_bf16_e7 / mxfp4x8_bf16 from per-lane constant addresses, once per CTA). Round 89
 /// (H200, 14336x4096, 2 parts, the one shape of the five with such a plan): NVFP4 W4A4 11.52 ->
-/// 10.91 us, MXFP4 W4A4 12.50 -> 11.68.
+/// 10.91 us, MXFP4 W4A4 12.50 -> 11.68; round 90 10.96 / 10.92 against 11.59 / 11.60, 11.71 /
+/// 11.69 against 12.50 / 12.46). SM90 only (unmeasured elsewhere); B12X_GEMM_STREAM_QS=0|1.
 constexpr bool kStreamQs = true;
 /// Session 20: MXFP4 W4A16 with fold-free weights takes NVFP4 W4A16's one-tile-per-SM rule (the
 /// stream kernel at the 2-CTA cap with the early trigger where 0.9-1 row tiles per SM): round 75
@@ -1569,10 +1570,13 @@ Plan plan(const Caps& caps) {
           if (jit3 && lean3) p.decode_stream_var |= 64;  // kLean
         }
         // Session 24 (kStreamQs): W4A4 on the CTA's staging with kQf's conversion (var 40) where
-        // the plan would have NVFP4's scalar one (var 8) or MXFP4's blocks at fewer than 8 parts
-        // (168); their instances were removed after round 90.
-        if (kStreamQs && occ == 2 && c.parts < 8 &&
-            (p.decode_stream_var == 8 || p.decode_stream_var == 168) &&
+        // the plan has NVFP4's scalar one (var 8) or MXFP4's blocks at fewer than 8 parts (168).
+        // SM90 (cc 9.0) only: the evidence is the H200's (review s24; on SM12x MXFP4's K-sized
+        // staging replaces 4 KB of blocks). B12X_GEMM_STREAM_QS=0|1 overrides on any device.
+        if (const char* eqs = std::getenv("B12X_GEMM_STREAM_QS");
+            (eqs != nullptr ? eqs[0] == '1'
+                            : kStreamQs && dev.cc_major == 9 && dev.cc_minor == 0) &&
+            occ == 2 && c.parts < 8 && (p.decode_stream_var == 8 || p.decode_stream_var == 168) &&
             lin::stream_smem_bytes(geo.kvec, c.parts) <= lin::kStreamSmemBudget &&
             lin::stream_qs_available(c.parts, occ)) {
           p.decode_stream_var = 40;

@@ -105,13 +105,17 @@ StreamFn stream_var_fn(WFmt f, int parts, int occ, int var, bool mx_free) {
   if (var == 40) return stream_qs_fn(mx, mx_free, parts);
   if (var & 1024) return stream_uneq_fn(mx, mx_free, parts, var);
   if (mx) {
-    if (var == 168)  // MXFP4 W4A4, its activations converted in the kernel (8 parts)
-      return parts != 8 ? nullptr
-             : mx_free  ? &linear_stream_kernel<8, 2, 1, true, true, 168>
-                        : &linear_stream_kernel<8, 2, 1, true, false, 168>;
+    if (var == 168)  // MXFP4 W4A4, its activations converted in the kernel
+      return mx_free ? stream_fn<2, 1, true, true, 168>(parts)
+                     : stream_fn<2, 1, true, false, 168>(parts);
     return var == 128 && parts == 8 && mx_free ? &linear_stream_kernel<8, 2, 1, true, true, 128>
                                                : nullptr;
   }
+  if (var == 8)
+    return parts == 1   ? &linear_stream_kernel<1, 2, 1, false, false, 8>
+           : parts == 2 ? &linear_stream_kernel<2, 2, 1, false, false, 8>
+           : parts == 4 ? &linear_stream_kernel<4, 2, 1, false, false, 8>
+                        : nullptr;
   if (parts != 8) return nullptr;
   return var == 128   ? &linear_stream_kernel<8, 2, 1, false, false, 128>
          : var == 168 ? &linear_stream_kernel<8, 2, 1, false, false, 168>

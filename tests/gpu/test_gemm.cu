@@ -1535,14 +1535,13 @@ TEST(GemmGpu, DecodeStreamQx) {
     ScopedEnv e0("B12X_GEMM_STREAM_QX", "0"), ep("B12X_GEMM_STREAM_PARTS", "1");
     EXPECT_EQ(plan1(4096).decode_stream_var, 0);
   }
-  // (Session 24: var 40 = 8 | 32, the staging's conversion by pair arithmetic, DecodeStreamQs;
-  // QX=1 takes it past K = 8192 too.)
-  ScopedEnv eq("B12X_GEMM_STREAM_QX", "1");
+  // (Session 24: var 40, the staging's conversion by pair arithmetic, by default; DecodeStreamQs.)
+  ScopedEnv eq("B12X_GEMM_STREAM_QX", "1"), eqs("B12X_GEMM_STREAM_QS", "0");
   int n = 0;
   for (const char* parts : {"1", "2", "4"})
     for (int64_t K : {1280, 4864}) {
       ScopedEnv ep("B12X_GEMM_STREAM_PARTS", parts);
-      EXPECT_EQ(plan1(K).decode_stream_var, 8 | 32) << "parts " << parts << " K " << K;
+      EXPECT_EQ(plan1(K).decode_stream_var, 8) << "parts " << parts << " K " << K;
       const bool graph = n == 3;
       const int64_t before = gemm::lin::last_stream_launch().serial;
       run_case({LinearFormat::kNvfp4, 1, (n % 3) ? 72 : 200, K, DType::kBF16, DType::kBF16,
@@ -1622,6 +1621,13 @@ TEST(GemmGpu, DecodeStreamJit) {
         ++n;
       }
   }
+  // MXFP4 W4A4 in the blocks at fewer parts (its activations converted in the kernel; session 24:
+  // B12X_GEMM_STREAM_QS=0, the default is the CTA's staging, DecodeStreamQs).
+  for (const char* parts : {"1", "2"}) {
+    ScopedEnv ep("B12X_GEMM_STREAM_PARTS", parts), eqs("B12X_GEMM_STREAM_QS", "0");
+    EXPECT_EQ(plan1(LinearFormat::kMxfp4, 200, 1280).decode_stream_var, 168) << parts;
+    run_case({LinearFormat::kMxfp4, 1, 200, 1280, DType::kBF16, DType::kBF16, parts[0] == '1'});
+  }
   {
     // Session 20 (B12X_GEMM_STREAM_JIT=4; the default at 6144x4096): the blocks at the 3-CTA
     // cap, 8 parts, with kLean's single accumulator chain and compressed scale bytes (bit 64).
@@ -1645,7 +1651,8 @@ TEST(GemmGpu, DecodeStreamQs) {
   // NVFP4 and MXFP4; K = 1280 (a tail chunk past K) / 4864, N = 72 / 200, bias, an FP16 output,
   // replayed graphs.
   B12X_REQUIRE_GPU();
-  ScopedEnv es("B12X_GEMM_DECODE_STREAM", "1"), eo("B12X_GEMM_STREAM_OCC", "2");
+  ScopedEnv es("B12X_GEMM_DECODE_STREAM", "1"), eo("B12X_GEMM_STREAM_OCC", "2"),
+      eqs("B12X_GEMM_STREAM_QS", "1");  // the SM90 default, forced elsewhere
   int n = 0;
   for (const char* parts : {"1", "2", "4"}) {
     ScopedEnv ep("B12X_GEMM_STREAM_PARTS", parts);

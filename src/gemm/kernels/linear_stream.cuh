@@ -188,7 +188,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   static_assert(!kLean || kJit, "kLean: with the per-warp blocks");
   constexpr int kCh = kLean ? 1 : 4;  // MMA accumulator chains
   static_assert(!kQf || kQx, "kQf: FP4 activations converted by pair arithmetic");
-  static_assert(!kQx || kQf, "FP4 activations are converted by kQf only (session 24)");
+  static_assert(!kQx || kQf || (!kJit && !kMx), "the blocks and MXFP4 convert FP4 by kQf only");
   constexpr int kSb = kMx ? 2 : 4;  // scale bytes per row and vector
   static_assert(kParts == 1 || kParts == 2 || kParts == 4 || kParts == 8, "K parts per tile");
   static_assert(kRows == 1 || kRows == 4, "token rows");
@@ -377,12 +377,10 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     constexpr int kT = kWarps * 32;
     const uint16_t* x = static_cast<const uint16_t*>(p.x);
     const bool fast = p.x_vec16 && ks <= p.K;  // every chunk a whole aligned 16-byte load
-    // kQf (session 24): the 4 packed bytes and the scale byte of each chunk from the per-lane
-    // constant bases (stream_q8_at: the chunks of a warp are one block of 256 K), converted by
-    // the blocks' pair arithmetic (round 89, 14336x4096: NVFP4 W4A4 11.52 -> 10.91 us against
-    // the scalar nvfp4x8_bf16 from swizzled_scale_offset, MXFP4 12.50 -> 11.68 against the
-    // per-warp blocks at 2 parts). (The BF16 loads of stream_x8 written out: session 19 measured
-    // the defaults with this code; the helper inlined here changed their register allocation.)
+    // kQx: the 4 packed bytes and the UE4M3 scale (128x4-swizzled, row 0) of each chunk (K is a
+    // multiple of 16, so a chunk is whole or past K), converted as the pre-pass would. (The
+    // stream_x8 / stream_q8 loads of kJit written out: session 19 measured the defaults with
+    // this code; the helpers inlined here changed their register allocation.)
     const uint8_t* const xq = static_cast<const uint8_t*>(p.x);
     const bool xq4 = (reinterpret_cast<uintptr_t>(xq) & 3u) == 0;
     for (int c0 = threadIdx.x; c0 < ks / 8; c0 += kT * kBatch) {
@@ -395,6 +393,17 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
         if constexpr (kQf) {
           // kb = k - 8 lane: the chunk's block start (threads of a warp take 256 consecutive K).
           stream_q8_at<kMx>(xql, xq4, k - 8 * lane, qw[b], qs[b]);
+          continue;
+        } else if constexpr (kQx) {
+          qw[b] = qs[b] = 0;
+          if (k >= p.K) continue;
+          if (xq4) {
+            qw[b] = __ldg(reinterpret_cast<const uint32_t*>(xq + k / 2));
+          } else {
+#pragma unroll
+            for (int i = 0; i < 4; ++i) qw[b] |= static_cast<uint32_t>(xq[k / 2 + i]) << (8 * i);
+          }
+          qs[b] = p.xq_scale[fmt::swizzled_scale_offset(0, k / 16, p.K / 16)];
           continue;
         }
         if (k >= ks) continue;
@@ -418,6 +427,8 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
           v[b] = mxfp4x8_bf16(qw[b], qs[b]);
         else if constexpr (kQf)
           v[b] = nvfp4x8_bf16_e7(qw[b], qs[b]);
+        else if constexpr (kQx)
+          v[b] = nvfp4x8_bf16(qw[b], fmt::ue4m3_to_float(qs[b]));
         // The chunk's 4 pairs belong to lanes t = 0..3 of one (vector, step, lo / hi): lane
         // blocks of 32 bytes.
         uint32_t* const d = reinterpret_cast<uint32_t*>(xs + stream_xpos(k) * 2);
