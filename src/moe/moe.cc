@@ -646,8 +646,7 @@ DecodeKnobs read_decode_knobs(bool stream, int aquant) {
   knob(k.fc2_kil, "B12X_MOE_FC2_KIL", {0, 1}, "0, 1", not_stream);
   knob(k.fc2_rows, "B12X_MOE_FC2_ROWS", {16, 32}, "16, 32", not_stream);
   knob(k.fc2_dsmem, "B12X_MOE_FC2_CLUSTER", {0, 1, 2}, "0, 1, 2", not_stream);
-  knob(k.route_warp, "B12X_MOE_ROUTE_WARP", {0, 1, 2, 3}, "0, 1, 2, 3", not_stream);
-  knob(k.fc1_last1, "B12X_MOE_FC1_LAST1", {0, 1}, "0, 1", not_stream);
+  knob(k.route_warp, "B12X_MOE_ROUTE_WARP", {0, 1}, "0, 1", not_stream);
   return k;
 }
 }  // namespace detail
@@ -898,10 +897,8 @@ Plan plan(const Caps& caps) {
       for (int s = 2, n = 0; s <= 4; ++s)
         if ((p.fc2_cluster_fit >> s) & 1) sig << (n++ ? "," : "") << s;
     }
-    // Probes of the FC1's fixed work at few routes: one-warp routing (the same kernels), last-warp
-    // tile ends in one-group CTAs (their own instances).
-    if (stream && p.knobs.route_warp != 0) sig << " route_warp" << p.knobs.route_warp;
-    if (stream && p.knobs.fc1_last1 != 0) sig << " fc1_last1";
+    // Probe of the FC1's fixed work at few routes: one-warp routing (its own FC1 instances).
+    if (stream && p.knobs.route_warp != 0) sig << " route_warp";
     if (caps.apply_router_weight_on_input) sig << " weight_on_input";
     std::ostringstream shape;
     shape << "E=" << E << " H=" << H << " I=" << I << " max_tokens=" << caps.max_tokens

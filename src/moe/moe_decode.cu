@@ -39,9 +39,9 @@ Fc2Shape fc2_shape(const DecodeArgs& a, const DecodeKnobs& k, bool deep, int row
 }
 
 template <typename OpT, bool kFold, int kSK, int kRC, int kWM, int kG,
-          int kNW = DecodeCfg::kFc1Warps, bool kBal = false, bool kLast = false>
+          int kNW = DecodeCfg::kFc1Warps, bool kBal = false, bool kLast = false, bool kWR = false>
 void launch_fc1(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, bool pdl) {
-  auto* k = dev::moe_decode_fc1_kernel<OpT, kFold, kSK, kWM, kG, kNW, kBal, kRC, kLast>;
+  auto* k = dev::moe_decode_fc1_kernel<OpT, kFold, kSK, kWM, kG, kNW, kBal, kRC, kLast, kWR>;
   constexpr int kSmem = DecodeCfg::fc1_smem(kNW);
   // Above 48 KB of dynamic shared memory needs the opt-in (once per device and kernel); three
   // CTAs (3 x ~69 KB) per SM only with the whole unified L1 given to shared memory.
@@ -58,9 +58,9 @@ void launch_fc1(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, bool 
 std::atomic<int> g_last_fc2_cluster{1};
 
 template <typename OpT, bool kFold, int kSK, int kRC, int kW, int kS, int kR = DecodeCfg::kFc2Rows,
-          bool kKil = false, bool kWR = false>
+          bool kKil = false>
 void launch_fc2(const DecodeArgs& a, Stream stream, bool pdl) {
-  auto* k = dev::moe_decode_fc2_kernel<OpT, kFold, kSK, kW, kS, kRC, kR, kKil, kWR>;
+  auto* k = dev::moe_decode_fc2_kernel<OpT, kFold, kSK, kW, kS, kRC, kR, kKil>;
   {  // the largest shared memory this instance is launched with, once per device
     const bool deep = kS == DecodeCfg::kFc2DeepStages;
     const int max_tokens = kR == 32             ? DecodeCfg::kFc2Rows32MaxTokens
@@ -102,6 +102,7 @@ void launch_gemms(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, boo
   if constexpr (!kBf16)
     B12X_ASSERT(!mx && a.fc1_wm == 1, "decode stream: FP16 operands are A16-only");
   constexpr bool kWide = kRC != kMaxInlineRoutes;
+  constexpr bool kWR = kBf16 && kSK == 0 && !kWide;  // the route_warp probe's instances
   if constexpr (kWide) {
     if (a.fc1_bal != 0)
       launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1Warps, true>(a, kn, stream, pdl1);
@@ -117,14 +118,22 @@ void launch_gemms(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, boo
     launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1Warps, true>(a, kn, stream, pdl1);
   } else if (kBf16 && a.fc1_wm == 2) {
     launch_fc1<OpT, kFold, kSK, kRC, kBf16 ? 2 : 1, 1>(a, kn, stream, pdl1);
+  } else if (kWR && a.route_warp != 0) {
+    // DecodeArgs::route_warp (probe, launch_decode_stream: BF16 operands, UE4M3 scales, one row
+    // warp, not balanced): the same three shapes below with one-warp routing.
+    if (a.fc1_warps == DecodeCfg::kFc1WideWarps)
+      launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1WideWarps, false, false, kWR>(
+          a, kn, stream, pdl1);
+    else if (a.fc1_groups == 2)
+      launch_fc1<OpT, kFold, kSK, kRC, 1, 2, DecodeCfg::kFc1Warps, false, true, kWR>(a, kn, stream,
+                                                                                     pdl1);
+    else
+      launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1Warps, false, false, kWR>(a, kn, stream,
+                                                                                      pdl1);
   } else if (a.fc1_warps == DecodeCfg::kFc1WideWarps) {
     launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1WideWarps>(a, kn, stream, pdl1);
   } else if (a.fc1_groups == 2) {  // decode_fc1_last: always the last-warp tile ends here
     launch_fc1<OpT, kFold, kSK, kRC, 1, 2, DecodeCfg::kFc1Warps, false, true>(a, kn, stream, pdl1);
-  } else if (kBf16 && a.fc1_last != 0) {  // DecodeKnobs::fc1_last1 (probe: BF16 operands only)
-    if constexpr (kBf16)
-      launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1Warps, false, true>(a, kn, stream,
-                                                                                pdl1);
   } else {
     launch_fc1<OpT, kFold, kSK, kRC, 1, 1>(a, kn, stream, pdl1);
   }
@@ -133,13 +142,7 @@ void launch_gemms(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, boo
       // 3 stages (2 CTAs per SM; H200 round 45, Qwen3.5-TP4 nvfp4 M = 8 210.6 -> 204.5 us
       // against 2 stages at 3 CTAs per SM, 80 registers); B12X_MOE_FC2_STAGES=2 the 2-stage CTA.
       // K-interleaved warps (decode_fc2_kil) in the 3-stage CTA only.
-      // DecodeArgs::route_warp & 2 (probe): one-warp routing, BF16 operands and UE4M3 scales.
-      constexpr bool kWR = kBf16 && kSK == 0;
-      if (kWR && a.fc2_stages32 == 2 && (a.route_warp & 2) != 0)
-        launch_fc2<OpT, kFold, kSK, kRC, 8, 2, 32, false, kWR>(a, stream, pdl);
-      else if (kWR && a.fc2_stages32 != 2 && a.fc2_kil == 0 && (a.route_warp & 2) != 0)
-        launch_fc2<OpT, kFold, kSK, kRC, 8, 3, 32, false, kWR>(a, stream, pdl);
-      else if (a.fc2_stages32 == 2)  // decode_fc2_stages32
+      if (a.fc2_stages32 == 2)  // decode_fc2_stages32
         launch_fc2<OpT, kFold, kSK, kRC, 8, 2, 32>(a, stream, pdl);
       else if (a.fc2_kil != 0)
         launch_fc2<OpT, kFold, kSK, kRC, 8, 3, 32, true>(a, stream, pdl);
@@ -461,17 +464,13 @@ void launch_decode_stream(const DecodeArgs& args, const DecodeKnobs& kn, bool fp
     shape_fc1();
   }
   a.fc1_last = decode_fc1_last(wide, a.fc1_wm, a.fc1_warps, a.fc1_groups, a.fc1_bal);
-  // DecodeKnobs::fc1_last1: the last-warp tile ends also in the narrow one-group 8-warp FC1 (at
-  // M = 1 one tile per CTA: no CTA barrier after the K loop, the finisher takes the live column).
-  if (kn.fc1_last1 != 0 && !fp16_operands && !wide && a.fc1_wm == 1 && a.fc1_groups == 1 &&
-      a.fc1_bal == 0 && a.fc1_warps == DecodeCfg::kFc1Warps)
-    a.fc1_last = 1;
-  // DecodeKnobs::route_warp: <= 32 routes sorted by one warp; bit 1 in the fc1_last1 FC1, bit 2 in
-  // the 32-row FC2 (BF16 operands, UE4M3 scales). Their instances carry the code; the default
-  // kernels' is unchanged.
-  const bool rw1 = (kn.route_warp & 1) != 0 && a.fc1_last != 0 && a.fc1_groups == 1;
-  const bool rw2 = (kn.route_warp & 2) != 0 && !fp16_operands;
-  a.route_warp = a.routes > 32 ? 0 : (rw1 ? 1 : 0) | (rw2 ? 2 : 0);
+  // DecodeKnobs::route_warp (probe): <= 32 routes sorted by one warp in the narrow FC1 (its own
+  // instances: BF16 operands, UE4M3 scales, one row warp, whole tiles; the default kernels' code
+  // is unchanged).
+  a.route_warp = kn.route_warp != 0 && a.routes <= 32 && !wide && !fp16_operands &&
+                         a.w1.scale_kind == 0 && a.fc1_wm == 1 && a.fc1_bal == 0
+                     ? 1
+                     : 0;
   // launch_gemms' narrow two-group FC1 is the last-warp instance only.
   B12X_ASSERT(wide || a.fc1_groups != 2 || a.fc1_last == 1,
               "decode stream: two FC1 groups without last-warp tile ends");

@@ -212,8 +212,7 @@ struct DecodeArgs {
   // same bits) instead of fp32 partials in global memory, a fence, a counter and a reload. (Last:
   // it sits in the struct's tail padding, so no other parameter offset moves.)
   int fc2_cluster = 0;
-  // Routing of <= 32 routes by one warp (DecodeKnobs::route_warp; bit 1: the one-group last-warp
-  // FC1, bit 2: the 32-row FC2 with BF16 operands and UE4M3 scales; their own instances): the
+  // Routing of <= 32 routes by one warp in FC1 (DecodeKnobs::route_warp; its own instances): the
   // same tables with one CTA barrier instead of four.
   int route_warp = 0;
 };

@@ -226,7 +226,7 @@ __device__ __forceinline__ int decode_route(const DecodeArgs& a, RouteSmem& rs) 
   return ntiles;
 }
 
-/// The probe DecodeArgs::route_warp (<= 32 routes; compiled only into the one-group last-warp FC1,
+/// The probe DecodeArgs::route_warp (<= 32 routes; compiled only into the FC1 instances with kWR,
 /// so the default kernels' code is unchanged): decode_route's tables built by warp 0 alone, with
 /// one CTA barrier instead of four. A rank counts the same smaller keys (unique: the route is in
 /// the low bits), the tiles are the heads in slot order. The other warps have nothing to stream
@@ -351,13 +351,13 @@ __device__ __forceinline__ int decode_route_wide(const DecodeArgs& a,
 }
 
 /// The routing of a kT-thread CTA with route capacity kRC (`scr`: its dynamic shared memory).
-/// kWarp: the DecodeArgs::route_warp bit (1 FC1, 2 FC2) of an instance that carries the probe.
-template <int kRC, int kT, int kWarp = 0>
+/// kWarp: an instance that carries the probe DecodeArgs::route_warp.
+template <int kRC, int kT, bool kWarp = false>
 __device__ __forceinline__ int route_tables(const DecodeArgs& a, RouteSmemT<kRC>& rs, void* scr) {
   if constexpr (kRC == detail::kMaxInlineRoutes) {
     (void)scr;
-    if constexpr (kWarp != 0) {
-      if ((a.route_warp & kWarp) != 0) return decode_route_warp(a, rs);
+    if constexpr (kWarp) {
+      if (a.route_warp != 0) return decode_route_warp(a, rs);
     }
     return decode_route(a, rs);
   } else {
@@ -742,8 +742,10 @@ __device__ __forceinline__ void group_sync(int id) {
 // range is a list of pieces (tile, K sub-chunks [ka, kb)): whole tiles in the middle, parts of
 // tiles at its ends. Every warp splits each piece's sub-chunks as it splits a whole tile; a
 // part's K sums go to fc1_part and the tile's last CTA (fc1_cnt) finishes it.
+// kWR: the probe DecodeArgs::route_warp (one-warp routing of <= 32 routes; its own instances).
 template <typename OpT, bool kFold, int kSK, int kWM, int kG, int kNW = DecodeCfg::kFc1Warps,
-          bool kBal = false, int kRC = detail::kMaxInlineRoutes, bool kLast = false>
+          bool kBal = false, int kRC = detail::kMaxInlineRoutes, bool kLast = false,
+          bool kWR = false>
 __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold ? 3 : 2) : 2)
     moe_decode_fc1_kernel(const DecodeArgs a) {
   using C = DecodeCfg;
@@ -785,8 +787,7 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
     mbar_init(&s_bar[tid], 32 * kWK * kWM);
     mbar_init(&s_bar[kG + tid], 32);
   }
-  constexpr int kWarpRoute = kLast && kG == 1 ? 1 : 0;  // DecodeArgs::route_warp: this FC1 only
-  const int ntiles = route_tables<kRC, kCta, kWarpRoute>(a, rs, smem);
+  const int ntiles = route_tables<kRC, kCta, kWR>(a, rs, smem);
   if (a.fc2_split > 1 && blockIdx.x == 0 && blockIdx.y == 0) {
     // FC2's split counters: read by FC2 only after it waited for this grid. The previous call's
     // FC2 is complete: A16 waited above, otherwise [Q] waited before FC1 could launch.
@@ -1125,9 +1126,8 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
 // (3 CTAs per SM, the register cap of FC1) or 8 x 3 (2 per SM)).
 // kKil: the K-interleaved warp chunks of DecodeArgs::fc2_kil (8 warps x 3 stages, narrow
 // routing; a template constant, so the contiguous ranges' code is unchanged).
-// kWR: the probe DecodeArgs::route_warp & 2 (one-warp routing; its own instances).
 template <typename OpT, bool kFold, int kSK, int kW, int kS, int kRC = detail::kMaxInlineRoutes,
-          int kR = DecodeCfg::kFc2Rows, bool kKil = false, bool kWR = false>
+          int kR = DecodeCfg::kFc2Rows, bool kKil = false>
 __global__ void __launch_bounds__(32 * kW, kR == 32             ? (kS == 2 ? 3 : 2)
                                            : kW == 8 && kS == 2 ? 4
                                                                 : 1)
@@ -1149,7 +1149,7 @@ __global__ void __launch_bounds__(32 * kW, kR == 32             ? (kS == 2 ? 3 :
   __shared__ float s_w[kWide ? 1 : kRC];
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t = lane & 3;
-  const int ntiles = route_tables < kRC, 32 * kW, kWR ? 2 : 0 > (a, rs, smem);
+  const int ntiles = route_tables<kRC, 32 * kW>(a, rs, smem);
   const int R0 = blockIdx.x * kR;
   const detail::WeightView& W = a.w2;
   if (R0 >= W.rows) {
