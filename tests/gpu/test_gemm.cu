@@ -2581,7 +2581,8 @@ TEST(GemmGpu, DecodeStream16Fp8) {
     EXPECT_EQ(ps.stream16_min_m, 9);  // per-tensor at tw 1: the decode kernel at M = 5..8
     EXPECT_EQ(gemm::plan(caps).stream16_min_m, 4);  // session 15: from M = 4 (K >= 3 N at tw 1)
     // Session 24: block FP8 (BF16 activations) at two tiles per warp with the reduce launch
-    // (6144x4096 on 132 SMs: 2x8, no cluster) from M = 5; M = 4 runs the decode kernel.
+    // (6144x4096 on 132 SMs: 2x8, no cluster) from M = 5; M = 3 (capacity 3) and 4 (capacity
+    // 16) run the decode kernel, M = 5 the block kernel.
     if (device_info(0).sm_count == 132) {
       gemm::Caps c6 = caps;
       c6.format = LinearFormat::kFp8Block;
@@ -2591,11 +2592,19 @@ TEST(GemmGpu, DecodeStream16Fp8) {
       const gemm::Plan p6 = gemm::plan(c6);
       EXPECT_TRUE(p6.stream16_tw == 2 && p6.stream16_cluster == 0 && p6.stream16_min_m == 5)
           << p6.describe();
-      Case c4{LinearFormat::kFp8Block, 4, 6144, 4096, DType::kBF16, DType::kBF16, true};
-      c4.max_tokens = 16;
-      const int64_t b4 = gemm::lin::last_stream16_f8_launch().serial;
-      run_case(c4);
-      EXPECT_EQ(gemm::lin::last_stream16_f8_launch().serial, b4);
+      for (const int64_t M : {3, 4}) {
+        Case c4{LinearFormat::kFp8Block, M, 6144, 4096, DType::kBF16, DType::kBF16, M == 4};
+        c4.max_tokens = M == 3 ? 3 : 16;
+        const int64_t b4 = gemm::lin::last_stream16_f8_launch().serial;
+        run_case(c4);
+        EXPECT_EQ(gemm::lin::last_stream16_f8_launch().serial, b4) << name(c4);
+      }
+      // M = 5 (capacity 16) on the block kernel.
+      Case c5{LinearFormat::kFp8Block, 5, 6144, 4096, DType::kBF16, DType::kBF16, false};
+      c5.max_tokens = 16;
+      const int64_t b5 = gemm::lin::last_stream16_f8_launch().serial;
+      run_case(c5);
+      EXPECT_GT(gemm::lin::last_stream16_f8_launch().serial, b5);
     }
     for (LinearFormat f : {LinearFormat::kFp8Block, LinearFormat::kMxfp8}) {
       gemm::Caps cb = caps;
