@@ -56,6 +56,8 @@ void launch_fc1(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, bool 
 
 // The FC2 cluster size of the last launch (1: none); tests read it (decode_last_fc2_cluster).
 std::atomic<int> g_last_fc2_cluster{1};
+// DecodeArgs::route_warp of the last launch (the probe's instances ran); tests read it.
+std::atomic<int> g_last_route_warp{0};
 
 template <typename OpT, bool kFold, int kSK, int kRC, int kW, int kS, int kR = DecodeCfg::kFc2Rows,
           bool kKil = false>
@@ -228,6 +230,9 @@ int decode_fc2_cluster_fit(int device, int scale_kind, int max_split) {
   return fit;
 }
 
+int decode_last_route_warp() {
+  return g_last_route_warp.load(std::memory_order_relaxed);
+}
 int decode_last_fc2_cluster() {
   return g_last_fc2_cluster.load(std::memory_order_relaxed);
 }
@@ -471,6 +476,7 @@ void launch_decode_stream(const DecodeArgs& args, const DecodeKnobs& kn, bool fp
                          a.w1.scale_kind == 0 && a.fc1_wm == 1 && a.fc1_bal == 0
                      ? 1
                      : 0;
+  g_last_route_warp.store(a.route_warp, std::memory_order_relaxed);
   // launch_gemms' narrow two-group FC1 is the last-warp instance only.
   B12X_ASSERT(wide || a.fc1_groups != 2 || a.fc1_last == 1,
               "decode stream: two FC1 groups without last-warp tile ends");

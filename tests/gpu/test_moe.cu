@@ -860,6 +860,7 @@ using Knobs = std::vector<std::pair<const char*, std::string>>;
 }  // namespace
 namespace b12x::moe::detail {
 int decode_last_fc2_cluster();  // moe_decode.cu: the last FC2 launch's cluster size (1: none)
+int decode_last_route_warp();   // moe_decode.cu: the last launch's DecodeArgs::route_warp
 }  // namespace b12x::moe::detail
 namespace {
 
@@ -953,6 +954,7 @@ TEST(MoeGpu, DecodeStreamRouteWarpIsBitEqual) {
     Problem P;
     P.make(c);
     expect_probe_bit_equal(P, {}, {"B12X_MOE_ROUTE_WARP", "1"}, "one-warp routing", c.M == 1);
+    EXPECT_EQ(moe::detail::decode_last_route_warp(), 1);  // the probe's FC1 instances ran
   }
 }
 
