@@ -1582,16 +1582,6 @@ Plan plan(const Caps& caps) {
           p.decode_stream_var = 40;
           p.decode_stream_smem = lin::stream_smem_bytes(geo.kvec, c.parts);
         }
-        // Session 24 probe (B12X_GEMM_STREAM_UNEQ=1): at 2 parts with one group per CTA and free
-        // slots, every slot of the grid with 3 or 4 tiles per CTA (kUneq, bit 1024).
-        if (const char* eu = std::getenv("B12X_GEMM_STREAM_UNEQ");
-            eu != nullptr && eu[0] == '1' && occ == 2 && c.parts == 2 &&
-            (p.decode_stream_var == 0 || p.decode_stream_var == 40) && c.groups <= c.ctas &&
-            c.ctas < c.slots && geo.n16 <= c.slots * 4 &&
-            lin::stream_uneq_available(wf, p.decode_stream_var | 1024)) {
-          p.decode_stream_var |= 1024;
-          p.decode_stream_ctas = static_cast<int>(std::min<int64_t>(c.slots, geo.n16));
-        }
         if (occ == 3 && !jit3) {
           p.decode_stream_var = 0;  // the CTA's staging (W4A4: after the pre-pass)
           p.decode_stream_smem = lin::stream_smem_bytes(geo.kvec, c.parts);

@@ -62,9 +62,6 @@ bool stream_kernel_available(WFmt f, bool fp16, int parts, int occ, int rows = 1
 /// Session 24 (default; B12X_GEMM_STREAM_QS=0 off): W4A4 FP4 activations converted in the staging
 /// by pair arithmetic (stream_var 40 = 8 | 32), NVFP4 and MXFP4.
 bool stream_qs_available(int parts, int occ);
-/// Session 24 probe (B12X_GEMM_STREAM_UNEQ): the 2-part M = 1 kernel on every slot of the 2-CTA
-/// grid, 3 or 4 tiles per CTA (stream_var bit 1024 with 0 or 40).
-bool stream_uneq_available(WFmt f, int var);
 /// Staging budget at M = 1: what SM12x's 99 KB per block leave beside the static shared memory
 /// (the 1 KB reduction buffer; static_assert in linear_stream.cu) and margin (K up to ~46k).
 inline constexpr int64_t kStreamSmemBudget = 101376 - 8 * 1024;

@@ -57,28 +57,6 @@ StreamFn stream_qs_fn(bool mx, bool mx_free, int parts) {
                       : nullptr;
 }
 
-/// Session 24 probe (B12X_GEMM_STREAM_UNEQ=1, var bit 1024, kUneq): every slot of the 2-CTA
-/// grid at 2 parts, 3 or 4 tiles per CTA; W4A16 (var 0) and W4A4 (40).
-StreamFn stream_uneq_fn(bool mx, bool mx_free, int parts, int var) {
-  if (parts != 2) return nullptr;
-  if (var == 1024)
-    return !mx       ? &linear_stream_kernel<2, 2, 1, false, false, 1024>
-           : mx_free ? &linear_stream_kernel<2, 2, 1, true, true, 1024>
-                     : nullptr;
-  if (var != 1064) return nullptr;
-  return !mx       ? &linear_stream_kernel<2, 2, 1, false, false, 1064>
-         : mx_free ? &linear_stream_kernel<2, 2, 1, true, true, 1064>
-                   : &linear_stream_kernel<2, 2, 1, true, false, 1064>;
-}
-}  // namespace
-
-// Declared in linear_launch.h: outside the anonymous namespace (linear.cc calls it).
-bool stream_uneq_available(WFmt f, int var) {
-  return stream_uneq_fn(f == WFmt::kMxfp4, true, 2, var) != nullptr;
-}
-
-namespace {
-
 /// The M = 1 instances with a variant (LinearParams::stream_var), those a default plan reaches on
 /// some device (session 21 removed the knob-only ones: the unshuffled splats, v136, the 3-CTA
 /// staging's conversion, the blocks at parts 1 / 2 / 4 but for MXFP4 W4A4, MXFP4's fold at var
@@ -103,7 +81,6 @@ StreamFn stream_var_fn(WFmt f, int parts, int occ, int var, bool mx_free) {
   }
   if (occ != 2) return nullptr;
   if (var == 40) return stream_qs_fn(mx, mx_free, parts);
-  if (var & 1024) return stream_uneq_fn(mx, mx_free, parts, var);
   if (mx) {
     if (var == 168)  // MXFP4 W4A4, its activations converted in the kernel
       return mx_free ? stream_fn<2, 1, true, true, 168>(parts)
@@ -358,9 +335,7 @@ void launch_linear_stream(WFmt f, int parts, int occ, int ctas, int64_t smem, co
     B12X_CUDA_CHECK(
         ::b12x::detail::opt_in_smem(reinterpret_cast<const void*>(k), static_cast<int>(smem)));
   const int64_t groups = (p.n16 + kStreamWarps / parts - 1) / (kStreamWarps / parts);
-  // kUneq (var bit 1024): the plan's grid of every slot, each CTA one range of tiles.
-  const int64_t gx = std::max<int64_t>(
-      1, (rows == 1 && (p.stream_var & 1024)) ? ctas : std::min<int64_t>(ctas, groups));
+  const int64_t gx = std::max<int64_t>(1, std::min<int64_t>(ctas, groups));
   t_last = StreamLaunch{parts,
                         occ,
                         static_cast<int>(gx),

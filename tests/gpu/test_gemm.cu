@@ -1667,27 +1667,6 @@ TEST(GemmGpu, DecodeStreamQs) {
   }
 }
 
-TEST(GemmGpu, DecodeStreamUneq) {
-  // Session 24 probe (B12X_GEMM_STREAM_UNEQ=1, var bit 1024): the 2-part kernel on every slot of
-  // the 2-CTA grid, CTA c taking q or q + 1 consecutive tiles (q = n16 / CTAs; the warps of a
-  // missing tile idle). N = 14336 (3 / 4 tiles per CTA on 132 SMs), 6408 (1 / 2, a partial tile),
-  // 200 (one tile per CTA), the four FP4 formats (W4A4 on the staging's pair-arithmetic
-  // conversion), bias, an FP16 output, replayed graphs.
-  B12X_REQUIRE_GPU();
-  ScopedEnv es("B12X_GEMM_DECODE_STREAM", "1"), eo("B12X_GEMM_STREAM_OCC", "2"),
-      ep("B12X_GEMM_STREAM_PARTS", "2"), eu("B12X_GEMM_STREAM_UNEQ", "1");
-  const LinearFormat fs[4] = {LinearFormat::kNvfp4W4A16, LinearFormat::kMxfp4, LinearFormat::kNvfp4,
-                              LinearFormat::kMxfp4W4A16};
-  for (int n = 0; n < 8; ++n) {
-    const LinearFormat f = fs[n % 4];
-    const bool w4a4 = f == LinearFormat::kNvfp4 || f == LinearFormat::kMxfp4;
-    const int64_t N = n >= 4 ? 200 : n < 2 ? 14336 : 6408, K = n >= 4 ? 4864 : 1280;
-    EXPECT_EQ(plan_m1(f, N, K).decode_stream_var, w4a4 ? 1064 : 1024) << N;
-    run_case({f, 1, N, K, DType::kBF16, n == 5 ? DType::kFP16 : DType::kBF16, (n % 2) == 0},
-             /*graph_replay=*/n == 1 || n == 6);
-  }
-}
-
 TEST(GemmGpu, DecodeStreamShfl) {
   B12X_REQUIRE_GPU();
   // Session 14: the stream kernels with the scale splats built one k16 step per lane and

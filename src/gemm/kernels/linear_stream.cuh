@@ -172,7 +172,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     linear_stream_kernel(const LinearParams p) {
   static_assert(!kMx || kRows == 1, "MXFP4: M = 1");
   static_assert(!kMxFree || kMx, "fold-free splats: MXFP4 only");
-  static_assert(kVar == 0 || (kRows == 1 && (!kMx || (kVar & ~64 & ~40 & ~1152) == 0)),
+  static_assert(kVar == 0 || (kRows == 1 && (!kMx || (kVar & ~64 & ~40 & ~128) == 0)),
                 "kVar: M = 1; MXFP4 with kQf only");
   constexpr bool kQx = (kVar & 8) != 0;  // NVFP4 (kMx: MXFP4) activations converted in the kernel
   constexpr bool kJit = (kVar & 128) != 0;
@@ -204,23 +204,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   const int g = lane >> 2, t = lane & 3;
   const int wt = warp % kTiles, wk = warp / kTiles;
   const int vp = p.stream_vp;
-  // kUneq (bit 1024, session 24 probe; M = 1): one group per CTA, CTA c taking the tiles
-  // [c q + min(c, r), + q + (c < r)) of q = n16 / gridDim.x, r = n16 % gridDim.x (q + 1 <= kTiles,
-  // the plan's grid); warps of a missing tile stream nothing. So a grid of every slot spreads the
-  // tiles within one of each other (14336x4096, 2 parts: 3 or 4 tiles per CTA on 264 CTAs, at
-  // most 7 per SM, against 4 on 224 CTAs, 8 on the SMs that run two).
-  constexpr bool kUneq = (kVar & 1024) != 0;
-  static_assert(!kUneq || !kJit, "kUneq: the CTA's staging");
-  const int64_t groups = kUneq ? int64_t{gridDim.x} : (p.n16 + kTiles - 1) / kTiles;
-  // The tile of warp column wt in group grp, or -1.
-  auto tile_of = [&](int64_t grp) -> int64_t {
-    if constexpr (kUneq) {
-      const int64_t q = p.n16 / gridDim.x, r = p.n16 % gridDim.x;
-      return wt < q + (grp < r ? 1 : 0) ? grp * q + min(grp, r) + wt : -1;
-    } else {
-      return grp * kTiles + wt;
-    }
-  };
+  const int64_t groups = (p.n16 + kTiles - 1) / kTiles;
   // The CTA's K range (kRows > 1: gridDim.y ranges of kParts * vp vectors).
   const int ky = kRows == 1 ? 0 : static_cast<int>(blockIdx.y);
   const int64_t vbase = static_cast<int64_t>(ky * kParts + wk) * vp;  // warp's first vector
@@ -236,10 +220,8 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   const uint8_t* sp8 = nullptr;        // row g + 8
   const int64_t lim = p.kvec - vbase;  // vectors of this warp's part that exist
   auto set_group = [&]() {
-    const int64_t tile = tile_of(igrp);
-    nvalid = igrp < groups && (!kUneq || tile >= 0) && tile < p.n16
-                 ? static_cast<int>(min(lim, int64_t{kDepth}))
-                 : 0;
+    const int64_t tile = igrp * kTiles + wt;
+    nvalid = igrp < groups && tile < p.n16 ? static_cast<int>(min(lim, int64_t{kDepth})) : 0;
     wp = p.wvals + (tile * p.kvec + vbase) * 512 + lane * 16;
     sp = p.wscale + (tile * 16 + g) * p.scale_ld + vbase * kSb;
     sp8 = sp + 8 * p.scale_ld;
@@ -540,14 +522,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
         mma16816<T>(acc[n][3 % kCh], af[1][1], xb[n].z, xb[n].w);
       }
     };
-    // kUneq: the warps of a CTA's missing tile stream and compute nothing (round 90: running the
-    // loop on their empty ring made every SM execute 51k instructions, 22 % more than the default
-    // grid's average); they trigger the next launch at once (no loads of theirs to wait for) and
-    // join the CTA's barrier with zero sums.
-    const bool skip = kUneq && tile_of(grp) < 0;
-    if (skip && p.stream_trig) griddep_launch_dependents();
-    const int vend = skip ? 0 : vp;
-    for (int v0 = 0; v0 < vend; v0 += kDepth) {
+    for (int v0 = 0; v0 < vp; v0 += kDepth) {
       if constexpr (kLean && kMx) {
         const uint32_t sel = (t >> 1) * 0x1111u + 0x6420u;  // byte 2j + t / 2 of .x, .y
         cs0 = prmt(nb0.x, nb0.y, sel);
@@ -642,8 +617,8 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
       }
       rb ^= 1;
     }
-    const int64_t tile = tile_of(grp);
-    if (wk == 0 && t < 2 && (!kUneq || tile >= 0) && tile < p.n16) {
+    const int64_t tile = grp * kTiles + wt;
+    if (wk == 0 && t < 2 && tile < p.n16) {
       const int64_t row = tile * 16 + g + 8 * t;
       if (row < p.N) store_out_elem(p, 0, row, t ? r1 : r0, mult);
     }
