@@ -2093,17 +2093,21 @@ Plan plan(const Caps& caps) {
         // decode kernel -> this kernel, 4096x4096 7.87 / 7.95 -> 8.03 / 8.20, 2048x7168 8.28 /
         // 8.37 -> - / 8.46 (M = 9: 9.01 -> 8.25, 8.81 -> -; M = 16 9.26 -> 8.68, 10.54 -> 8.71).
         // Session 24: block FP8 on BF16 activations at two tiles per warp with the split summed by
-        // the reduce launch (not a cluster; of the five shapes 6144x4096, 2x8) from M = 5: at M =
-        // 3 / 4 the decode kernel (the 4-warp grid at M = 3, one warp per tile with a cluster
-        // split of 2 at M = 4, quantized while staged) is faster. Round 90 (H200, us, block kernel
-        // -> decode kernel, B12X_GEMM_STREAM16_F8_MINM=9): 6144x4096 M = 3 / 4 11.83 / 11.88 ->
-        // 10.59 / 11.30 (M = 8 11.95 -> 13.64); at one tile per warp the block kernel stays
-        // (4096x4096 M = 3 / 4 8.62 / 8.55 -> 8.72 / 9.04, 2048x7168 9.27 / 9.19 -> 9.39 / 9.42).
-        const bool blk_tw2 = wf == lin::WFmt::kFp8Block && q8 && tw8 == 2 && !gr.cluster;
+        // the reduce launch (not a cluster; of the five shapes 6144x4096, 2x8): plans of capacity
+        // <= 3 keep the decode kernel (its 4-warp grid, quantized while staged) at M = 3. H200, us,
+        // block kernel -> decode kernel (B12X_GEMM_STREAM16_F8_MINM): M = 3 at capacity 3 11.83 ->
+        // 10.59 (round 90), 11.89 -> 10.59 (round 91); not at larger capacities, whose decode plan
+        // is one warp per tile (round 91: M = 4 at capacity 4 11.83 -> 11.81, M = 3 / 4 at
+        // capacity 16 11.86 / 11.76 -> 13.62 / 13.72), nor at one tile per warp or with a cluster
+        // (round 91, capacity M, M = 3 / 4: 4096x4096 8.60 / 8.76 -> 8.69 / 9.21, 2048x7168 9.26 /
+        // 9.20 -> 9.38 / 9.39, 4096x14336 19.10 / 19.26 -> 23.70 / 23.76, 14336x4096 (cl4) 19.47 /
+        // 19.42 -> 19.31 / 20.12).
+        const bool blk_tw2_small =
+            wf == lin::WFmt::kFp8Block && q8 && tw8 == 2 && !gr.cluster && M <= 3;
         p.stream16_min_m = f8_min_m > 0 ? f8_min_m
                            : wf == lin::WFmt::kFp8 && tw8 == 1 && small_tw1 && etw == nullptr ? 9
-                           : blk_tw2 && etw == nullptr ? std::max<int64_t>(f8_cap_min, 5)
-                                                       : f8_cap_min;
+                           : blk_tw2_small && etw == nullptr ? std::max<int64_t>(f8_cap_min, 4)
+                                                             : f8_cap_min;
       }
     }
   }

@@ -2560,30 +2560,27 @@ TEST(GemmGpu, DecodeStream16Fp8) {
     EXPECT_EQ(ps.stream16_min_m, 9);  // per-tensor at tw 1: the decode kernel at M = 5..8
     EXPECT_EQ(gemm::plan(caps).stream16_min_m, 4);  // session 15: from M = 4 (K >= 3 N at tw 1)
     // Session 24: block FP8 (BF16 activations) at two tiles per warp with the reduce launch
-    // (6144x4096 on 132 SMs: 2x8, no cluster) from M = 5; M = 3 (capacity 3) and 4 (capacity
-    // 16) run the decode kernel, M = 5 the block kernel.
+    // (6144x4096 on 132 SMs: 2x8, no cluster): plans of capacity <= 3 keep the decode kernel at
+    // M = 3 (min M 4); capacity 16 takes the block kernel from M = 3.
     if (device_info(0).sm_count == 132) {
       gemm::Caps c6 = caps;
       c6.format = LinearFormat::kFp8Block;
       c6.act_dtype = DType::kBF16;
       c6.in_features = 4096;
       c6.out_features = 6144;
-      const gemm::Plan p6 = gemm::plan(c6);
-      EXPECT_TRUE(p6.stream16_tw == 2 && p6.stream16_cluster == 0 && p6.stream16_min_m == 5)
-          << p6.describe();
-      for (const int64_t M : {3, 4}) {
-        Case c4{LinearFormat::kFp8Block, M, 6144, 4096, DType::kBF16, DType::kBF16, M == 4};
-        c4.max_tokens = M == 3 ? 3 : 16;
-        const int64_t b4 = gemm::lin::last_stream16_f8_launch().serial;
-        run_case(c4);
-        EXPECT_EQ(gemm::lin::last_stream16_f8_launch().serial, b4) << name(c4);
+      const gemm::Plan p16 = gemm::plan(c6);
+      EXPECT_TRUE(p16.stream16_tw == 2 && p16.stream16_cluster == 0 && p16.stream16_min_m == 3)
+          << p16.describe();
+      c6.max_tokens = 3;
+      const gemm::Plan p3 = gemm::plan(c6);
+      EXPECT_TRUE(p3.stream16_tw == 2 && p3.stream16_min_m == 4) << p3.describe();
+      for (const int64_t cap : {3, 16}) {
+        Case c3{LinearFormat::kFp8Block, 3, 6144, 4096, DType::kBF16, DType::kBF16, cap == 3};
+        c3.max_tokens = cap;
+        const int64_t b3 = gemm::lin::last_stream16_f8_launch().serial;
+        run_case(c3);
+        EXPECT_EQ(gemm::lin::last_stream16_f8_launch().serial > b3, cap == 16) << name(c3);
       }
-      // M = 5 (capacity 16) on the block kernel.
-      Case c5{LinearFormat::kFp8Block, 5, 6144, 4096, DType::kBF16, DType::kBF16, false};
-      c5.max_tokens = 16;
-      const int64_t b5 = gemm::lin::last_stream16_f8_launch().serial;
-      run_case(c5);
-      EXPECT_GT(gemm::lin::last_stream16_f8_launch().serial, b5);
     }
     for (LinearFormat f : {LinearFormat::kFp8Block, LinearFormat::kMxfp8}) {
       gemm::Caps cb = caps;
