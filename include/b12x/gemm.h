@@ -327,7 +327,8 @@ struct Plan {
   /// Runs at M >= this take the cluster (0: every M); below it the split's partials + the reduce
   /// kernel. A cluster launch also triggers the dependent launch early (stream_trig bit 4's).
   int stream16_cluster_min_m = 0;
-  /// NVFP4 / MXFP4 block kernel, staged once (session 24 probe B12X_GEMM_S16_LOSPLIT=1): runs of
+  /// NVFP4 / MXFP4 block kernel, staged once (session 24; default for MXFP4 W4A16 on SM90,
+  /// B12X_GEMM_S16_LOSPLIT=0|1): runs of
   /// M <= 8 on this split (twice stream16_split: the grids that fill under half the CTA slots),
   /// stream16_vp_lo vectors per CTA and stream16_smem_lo bytes, partials + reduce, no early
   /// trigger; 0: the plan's split at every M.

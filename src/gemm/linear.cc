@@ -222,6 +222,13 @@ constexpr int64_t kDecodeSyncMaxMK = 8192;
 constexpr int kS16MinVp = 8;
 /// Plan::stream16_split_lo's fewest (one chunk of the staged-once kernel).
 constexpr int kS16ChunkVLo = 4;
+/// Session 24 (Plan::stream16_split_lo, B12X_GEMM_S16_LOSPLIT=0|1): MXFP4 W4A16 on SM90 runs M <= 8
+/// on twice the plan's split where its grid fills under half the CTA slots (4096x4096: 8 -> 16,
+/// 2048x7168: 14 -> 28 at 4 vectors per CTA), no early trigger. Round 91 (two interleaved passes,
+/// us at M = 2 / 4 / 8): 4096x4096 6.88 / 6.86 / 6.78 -> 6.60 / 6.56 / 6.41, 2048x7168 7.23 / 7.21
+/// / 7.18 -> 6.94 / 7.05 / 7.07 (-1.5..-5.5 %; round 90 alike). Not taken: NVFP4 W4A16 (4096x4096
+/// +1.4..+2.6 %), MXFP4 W4A4 (2048x7168 M = 4 / 8 +0.4 / +0.6 %), NVFP4 W4A4 (+0.6..+1.9 %).
+constexpr bool kS16LoSplitRule = true;
 /// The M <= 16 block kernel's token range starts here (below: the M = 1 and 4-row stream kernels).
 constexpr int64_t kS16MinM = 5;
 /// The NVFP4 / MXFP4 block kernel's first run M (Plan::stream16_min_m): kS16MinM, 2 for W4A4 and
@@ -1869,12 +1876,15 @@ Plan plan(const Caps& caps) {
         }
         if (qa) var |= lin::kS16VarQa;
         s16_trig_early = gx * split * 10 < 8 * sms * per_sm;
-        // Session 24 probe (B12X_GEMM_S16_LOSPLIT=1, Plan::stream16_split_lo): runs of M <= 8 on
-        // twice the split where the grid fills under half the slots (4096x4096: 16, 2048x7168:
-        // 28 at 4 vectors per CTA; session 22's (6), round 83 at M = 8 -3..-6 %).
+        // Session 24 (kS16LoSplitRule, Plan::stream16_split_lo; B12X_GEMM_S16_LOSPLIT=0|1): runs
+        // of M <= 8 on twice the split where the grid fills under half the slots (4096x4096: 16,
+        // 2048x7168: 28 at 4 vectors per CTA; session 22's (6)); not with a forced split.
         const char* elo = std::getenv("B12X_GEMM_S16_LOSPLIT");
-        if (elo != nullptr && elo[0] == '1' && var != 0 && split > 0 &&
-            gx * split * 2 <= sms * per_sm) {
+        const bool lo_rule = elo != nullptr
+                                 ? elo[0] == '1'
+                                 : kS16LoSplitRule && dev.cc_major == 9 && dev.cc_minor == 0 &&
+                                       force_split == 0 && f == LinearFormat::kMxfp4W4A16;
+        if (lo_rule && var != 0 && split > 0 && gx * split * 2 <= sms * per_sm) {
           const int vp2 = lin::stream16_vectors_per_cta(geo.kvec, 2 * split);
           const int s2 = static_cast<int>((geo.kvec + vp2 - 1) / vp2);
           if (s2 > split && vp2 >= kS16ChunkVLo && gx * s2 <= sms * per_sm) {

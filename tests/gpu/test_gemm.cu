@@ -2211,12 +2211,13 @@ TEST(GemmGpu, DecodeStream16Qa) {
     if (l.serial > before) EXPECT_EQ(l.rows, 1);
     EXPECT_FALSE(l.serial > before && l.qa);
   }
-  // Where the staged-once kernel is refused (K = 16384 unsplit at N = 2048: 256 vectors per CTA),
-  // NVFP4 W4A4 keeps the chunked qx kernel, MXFP4 W4A4 the pre-pass.
+  // Where the staged-once kernel is refused (K = 16384 unsplit: 256 vectors per CTA), NVFP4 W4A4
+  // keeps the chunked qx kernel (its weight within kS16QxMaxBytes: N = 1024, 8 MB; round 91 ran
+  // N = 2048, 16 MB, where the rule takes the pre-pass: the test's error), MXFP4 W4A4 the pre-pass.
   {
     ScopedEnv es("B12X_GEMM_STREAM16_SPLIT", "1");
     for (const LinearFormat f : {LinearFormat::kNvfp4, LinearFormat::kMxfp4}) {
-      const gemm::Plan pl = plan_fmt(f, 2048, 16384, 16);
+      const gemm::Plan pl = plan_fmt(f, 1024, 16384, 16);
       EXPECT_FALSE(pl.stream16_qa) << gemm::format_name(f);
       EXPECT_FALSE(pl.stream16_once) << gemm::format_name(f);
       EXPECT_EQ(pl.stream16_qx, f == LinearFormat::kNvfp4) << gemm::format_name(f);
@@ -2817,6 +2818,9 @@ TEST(GemmGpu, DecodeStream16Default) {
     }
     // The K range staged once (session 17) except where the kernel converts NVFP4 activations.
     EXPECT_EQ(pl.stream16_once, f != LinearFormat::kNvfp4 || qa);
+    // Session 24 (kS16LoSplitRule): SM90's MXFP4 runs of M <= 8 on twice the split (32 CTAs here).
+    const bool lo = sm90 && f == LinearFormat::kMxfp4W4A16;
+    EXPECT_EQ(pl.stream16_split_lo, lo ? 16 : 0);
     {
       ScopedEnv e0("B12X_GEMM_STREAM16", "0");
       EXPECT_EQ(gemm::plan(caps).stream16_tw, 0);
@@ -2828,10 +2832,10 @@ TEST(GemmGpu, DecodeStream16Default) {
       run_case(c, /*graph_replay=*/M == 16);
       EXPECT_GT(gemm::lin::last_stream_launch().serial, before) << "M=" << M;
       EXPECT_EQ(gemm::lin::last_stream_launch().rows, 32) << "M=" << M;
-      EXPECT_EQ(gemm::lin::last_stream_launch().split, 8) << "M=" << M;
+      EXPECT_EQ(gemm::lin::last_stream_launch().split, lo && M <= 8 ? 16 : 8) << "M=" << M;
       // run hands the rule's triggers to the launches (the reduce gets the block kernel's params).
       EXPECT_EQ(gemm::lin::last_stream_launch().reduce_trig, w4a16) << "M=" << M;
-      EXPECT_EQ(gemm::lin::last_stream_launch().trig, w4a16) << "M=" << M;
+      EXPECT_EQ(gemm::lin::last_stream_launch().trig, w4a16 && !(lo && M <= 8)) << "M=" << M;
     }
   }
   gemm::Caps caps;
@@ -3820,7 +3824,8 @@ TEST(GemmGpuSanitize, Stream16Cluster) {
 
 TEST(GemmGpu, DecodeStream16LoSplit) {
   B12X_REQUIRE_GPU();
-  // Session 24 probe (B12X_GEMM_S16_LOSPLIT=1, Plan::stream16_split_lo): runs of M <= 8 on twice
+  // Session 24 (Plan::stream16_split_lo; the default for MXFP4 W4A16 on SM90, forced here by
+  // B12X_GEMM_S16_LOSPLIT=1 for the others): runs of M <= 8 on twice
   // the plan's split where its grid fills under half the CTA slots (N = 1024, K = 4096: 4 CTAs x
   // split 8 -> 16 of 4 vectors), runs of M >= 9 on the plan's; capacity 16 (the partials hold
   // both), MXFP4 W4A16 / W4A4 and NVFP4 W4A4 (SM90: converted in the kernel), bias, FP16, graphs.
