@@ -39,9 +39,9 @@ Fc2Shape fc2_shape(const DecodeArgs& a, const DecodeKnobs& k, bool deep, int row
 }
 
 template <typename OpT, bool kFold, int kSK, int kRC, int kWM, int kG,
-          int kNW = DecodeCfg::kFc1Warps, bool kBal = false, bool kLast = false, bool kWR = false>
+          int kNW = DecodeCfg::kFc1Warps, bool kBal = false, bool kLast = false>
 void launch_fc1(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, bool pdl) {
-  auto* k = dev::moe_decode_fc1_kernel<OpT, kFold, kSK, kWM, kG, kNW, kBal, kRC, kLast, kWR>;
+  auto* k = dev::moe_decode_fc1_kernel<OpT, kFold, kSK, kWM, kG, kNW, kBal, kRC, kLast>;
   constexpr int kSmem = DecodeCfg::fc1_smem(kNW);
   // Above 48 KB of dynamic shared memory needs the opt-in (once per device and kernel); three
   // CTAs (3 x ~69 KB) per SM only with the whole unified L1 given to shared memory.
@@ -56,8 +56,6 @@ void launch_fc1(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, bool 
 
 // The FC2 cluster size of the last launch (1: none); tests read it (decode_last_fc2_cluster).
 std::atomic<int> g_last_fc2_cluster{1};
-// DecodeArgs::route_warp of the last launch (the probe's instances ran); tests read it.
-std::atomic<int> g_last_route_warp{0};
 
 template <typename OpT, bool kFold, int kSK, int kRC, int kW, int kS, int kR = DecodeCfg::kFc2Rows,
           bool kKil = false>
@@ -104,7 +102,6 @@ void launch_gemms(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, boo
   if constexpr (!kBf16)
     B12X_ASSERT(!mx && a.fc1_wm == 1, "decode stream: FP16 operands are A16-only");
   constexpr bool kWide = kRC != kMaxInlineRoutes;
-  constexpr bool kWR = kBf16 && kSK == 0 && !kWide;  // the route_warp probe's instances
   if constexpr (kWide) {
     if (a.fc1_bal != 0)
       launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1Warps, true>(a, kn, stream, pdl1);
@@ -120,18 +117,6 @@ void launch_gemms(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, boo
     launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1Warps, true>(a, kn, stream, pdl1);
   } else if (kBf16 && a.fc1_wm == 2) {
     launch_fc1<OpT, kFold, kSK, kRC, kBf16 ? 2 : 1, 1>(a, kn, stream, pdl1);
-  } else if (kWR && a.route_warp != 0) {
-    // DecodeArgs::route_warp (probe, launch_decode_stream: BF16 operands, UE4M3 scales, one row
-    // warp, not balanced): the same three shapes below with one-warp routing.
-    if (a.fc1_warps == DecodeCfg::kFc1WideWarps)
-      launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1WideWarps, false, false, kWR>(
-          a, kn, stream, pdl1);
-    else if (a.fc1_groups == 2)
-      launch_fc1<OpT, kFold, kSK, kRC, 1, 2, DecodeCfg::kFc1Warps, false, true, kWR>(a, kn, stream,
-                                                                                     pdl1);
-    else
-      launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1Warps, false, false, kWR>(a, kn, stream,
-                                                                                      pdl1);
   } else if (a.fc1_warps == DecodeCfg::kFc1WideWarps) {
     launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1WideWarps>(a, kn, stream, pdl1);
   } else if (a.fc1_groups == 2) {  // decode_fc1_last: always the last-warp tile ends here
@@ -230,9 +215,6 @@ int decode_fc2_cluster_fit(int device, int scale_kind, int max_split) {
   return fit;
 }
 
-int decode_last_route_warp() {
-  return g_last_route_warp.load(std::memory_order_relaxed);
-}
 int decode_last_fc2_cluster() {
   return g_last_fc2_cluster.load(std::memory_order_relaxed);
 }
@@ -469,14 +451,6 @@ void launch_decode_stream(const DecodeArgs& args, const DecodeKnobs& kn, bool fp
     shape_fc1();
   }
   a.fc1_last = decode_fc1_last(wide, a.fc1_wm, a.fc1_warps, a.fc1_groups, a.fc1_bal);
-  // DecodeKnobs::route_warp (probe): <= 32 routes sorted by one warp in the narrow FC1 (its own
-  // instances: BF16 operands, UE4M3 scales, one row warp, whole tiles; the default kernels' code
-  // is unchanged).
-  a.route_warp = kn.route_warp != 0 && a.routes <= 32 && !wide && !fp16_operands &&
-                         a.w1.scale_kind == 0 && a.fc1_wm == 1 && a.fc1_bal == 0
-                     ? 1
-                     : 0;
-  g_last_route_warp.store(a.route_warp, std::memory_order_relaxed);
   // launch_gemms' narrow two-group FC1 is the last-warp instance only.
   B12X_ASSERT(wide || a.fc1_groups != 2 || a.fc1_last == 1,
               "decode stream: two FC1 groups without last-warp tile ends");

@@ -212,9 +212,6 @@ struct DecodeArgs {
   // same bits) instead of fp32 partials in global memory, a fence, a counter and a reload. (Last:
   // it sits in the struct's tail padding, so no other parameter offset moves.)
   int fc2_cluster = 0;
-  // Routing of <= 32 routes by one warp in FC1 (DecodeKnobs::route_warp; its own instances): the
-  // same tables with one CTA barrier instead of four.
-  int route_warp = 0;
 };
 /// Balanced FC1 scratch (DecodeArgs::fc1_bal): counters [row_blocks][route capacity], then
 /// fp32 partials [slots][head, tail][4 tokens x 32 rows] for slots = max(row blocks, 3 x 256)

@@ -226,49 +226,6 @@ __device__ __forceinline__ int decode_route(const DecodeArgs& a, RouteSmem& rs) 
   return ntiles;
 }
 
-/// The probe DecodeArgs::route_warp (<= 32 routes; compiled only into the FC1 instances with kWR,
-/// so the default kernels' code is unchanged): decode_route's tables built by warp 0 alone, with
-/// one CTA barrier instead of four. A rank counts the same smaller keys (unique: the route is in
-/// the low bits), the tiles are the heads in slot order. The other warps have nothing to stream
-/// before the tiles are known, so they only wait at the one barrier.
-__device__ __forceinline__ int decode_route_warp(const DecodeArgs& a, RouteSmem& rs) {
-  constexpr int kTN = DecodeCfg::kTileTokens;
-  const int tid = threadIdx.x, lane = tid & 31;
-  if (tid < 32) {
-    int key = 0x7FFFFFFF;
-    if (lane < a.routes) {
-      const int64_t id = a.ids64 ? static_cast<const int64_t*>(a.ids)[lane]
-                                 : static_cast<const int32_t*>(a.ids)[lane];
-      if (id >= 0 && id < a.num_experts) key = (static_cast<int>(id) << 7) | lane;
-    }
-    const bool valid = key != 0x7FFFFFFF;
-    int rank = 0;
-    for (int j = 0; j < a.routes; ++j) rank += __shfl_sync(0xFFFFFFFFu, key, j) < key;
-    if (valid) {
-      rs.sorted[rank] = key;
-      rs.sr[rank] = lane;
-      rs.tok[rank] = lane / a.topk;
-    }
-    const int nvalid = __popc(__ballot_sync(0xFFFFFFFFu, valid));
-    __syncwarp();
-    bool head = false;
-    int e = 0, pos = 0, cnt_e = 0;
-    if (lane < nvalid) {
-      e = rs.sorted[lane] >> 7;
-      const int first = lower_bound_key(rs.sorted, nvalid, e << 7);
-      pos = lane - first;
-      cnt_e = lower_bound_key(rs.sorted, nvalid, (e + 1) << 7) - first;
-      head = pos % kTN == 0;
-    }
-    const unsigned b = __ballot_sync(0xFFFFFFFFu, head);
-    if (head)
-      rs.tiles[__popc(b & ((1u << lane) - 1u))] = make_int4(e, lane, min(kTN, cnt_e - pos), 0);
-    if (lane == 0) rs.warp_heads[0] = __popc(b);
-  }
-  __syncthreads();
-  return rs.warp_heads[0];
-}
-
 /// Routing of launches with more than kMaxInlineRoutes routes (up to kMaxStreamRoutes, kT
 /// threads): the same slots and tiles as decode_route (slots sorted by expert, then by route;
 /// tiles of <= kTileTokens slots in expert order), built in O(routes + experts) instead of one
@@ -351,14 +308,10 @@ __device__ __forceinline__ int decode_route_wide(const DecodeArgs& a,
 }
 
 /// The routing of a kT-thread CTA with route capacity kRC (`scr`: its dynamic shared memory).
-/// kWarp: an instance that carries the probe DecodeArgs::route_warp.
-template <int kRC, int kT, bool kWarp = false>
+template <int kRC, int kT>
 __device__ __forceinline__ int route_tables(const DecodeArgs& a, RouteSmemT<kRC>& rs, void* scr) {
   if constexpr (kRC == detail::kMaxInlineRoutes) {
     (void)scr;
-    if constexpr (kWarp) {
-      if (a.route_warp != 0) return decode_route_warp(a, rs);
-    }
     return decode_route(a, rs);
   } else {
     return decode_route_wide<kT>(a, rs, static_cast<int*>(scr));
@@ -742,10 +695,8 @@ __device__ __forceinline__ void group_sync(int id) {
 // range is a list of pieces (tile, K sub-chunks [ka, kb)): whole tiles in the middle, parts of
 // tiles at its ends. Every warp splits each piece's sub-chunks as it splits a whole tile; a
 // part's K sums go to fc1_part and the tile's last CTA (fc1_cnt) finishes it.
-// kWR: the probe DecodeArgs::route_warp (one-warp routing of <= 32 routes; its own instances).
 template <typename OpT, bool kFold, int kSK, int kWM, int kG, int kNW = DecodeCfg::kFc1Warps,
-          bool kBal = false, int kRC = detail::kMaxInlineRoutes, bool kLast = false,
-          bool kWR = false>
+          bool kBal = false, int kRC = detail::kMaxInlineRoutes, bool kLast = false>
 __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold ? 3 : 2) : 2)
     moe_decode_fc1_kernel(const DecodeArgs a) {
   using C = DecodeCfg;
@@ -787,7 +738,7 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
     mbar_init(&s_bar[tid], 32 * kWK * kWM);
     mbar_init(&s_bar[kG + tid], 32);
   }
-  const int ntiles = route_tables<kRC, kCta, kWR>(a, rs, smem);
+  const int ntiles = route_tables<kRC, kCta>(a, rs, smem);
   if (a.fc2_split > 1 && blockIdx.x == 0 && blockIdx.y == 0) {
     // FC2's split counters: read by FC2 only after it waited for this grid. The previous call's
     // FC2 is complete: A16 waited above, otherwise [Q] waited before FC1 could launch.
