@@ -113,10 +113,10 @@ inline constexpr int kS16VarOnce = 1;
 /// (kernels/cluster_sum.cuh): no partials, no reduce launch (p.partial unused). Staged-once
 /// kernel only.
 inline constexpr int kS16VarCluster = 2;
-/// Session 24 (Plan::stream16_qa, probe B12X_GEMM_S16_QA=1): W4A4's FP4 activations (p.act_kind
-/// kActNvfp4 for NVFP4 weights, kActMxfp4 + kXsE8m0Swz for MXFP4) converted to BF16 in the
-/// staged-once kernel's staging, no pre-pass launch; NVFP4's values come times 2^-7 (the caller's
-/// p.out_mult times 2^7). Staged-once kernel only, with or without kS16VarCluster.
+/// Session 24 (Plan::stream16_qa; SM90 default, B12X_GEMM_S16_QA=0|1): W4A4's FP4 activations
+/// (p.act_kind kActNvfp4 for NVFP4 weights, kActMxfp4 + kXsE8m0Swz for MXFP4) converted to BF16 in
+/// the staged-once kernel's staging, no pre-pass launch; NVFP4's values come times 2^-7 (the
+/// caller's p.out_mult times 2^7). Staged-once kernel only, with or without kS16VarCluster.
 inline constexpr int kS16VarQa = 4;
 /// Host only (plan time): the clusters of `split` CTAs of the kS16VarCluster instance (nt 2) that
 /// can be resident at once (cudaOccupancyMaxActiveClusters; 0 where clusters are not supported);

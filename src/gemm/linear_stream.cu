@@ -132,10 +132,11 @@ S16Fn pick_stream16_fmt(int tw, int nt) {
                  : &linear_stream16_kernel<2, 2, kMx, kQx, kMxFree>;
 }
 
-/// The K range staged once (var & kS16VarOnce; 2 tiles per warp, BF16 activations). Round 64:
-/// W4A4's activations converted while staging once lost to the chunked kernel's conversion and to
-/// the pre-pass (NVFP4 M = 16, us over the five shapes, 9.77 / 21.62 / 22.15 / 13.30 / 10.36
-/// against the default's 9.07 / 19.32 / 19.47 / 12.96 / 9.64): removed.
+/// The K range staged once (var & kS16VarOnce; 2 tiles per warp, BF16 activations; kQa, var &
+/// kS16VarQa: W4A4's FP4 ones converted in the staging, session 24's SM90 default). Round 64's
+/// first conversion there (scalar decode, per-value swizzle offsets) lost: NVFP4 M = 16, us over
+/// the five shapes, 9.77 / 21.62 / 22.15 / 13.30 / 10.36 against 9.07 / 19.32 / 19.47 / 12.96 /
+/// 9.64; session 24's pair arithmetic wins (docs/gemm.md).
 template <bool kCl, bool kQa = false>
 S16Fn pick_stream16_once(int nt, bool mx, bool mx_free) {
   if (mx && mx_free)
