@@ -679,17 +679,23 @@ struct ScopedEnv {
   ~ScopedEnv() { unsetenv(name.c_str()); }
 };
 
-/// The default plan of format f for N x K at capacity cap (BF16 activations, W4A4 NVFP4's FP4).
-gemm::Plan plan_fmt(LinearFormat f, int64_t N, int64_t K, int64_t cap) {
+/// The plan of a linear of max_tokens M with `act` activations and BF16 output (reads the env
+/// overrides).
+gemm::Plan linear_plan(LinearFormat f, int64_t M, int64_t N, int64_t K, DType act) {
   gemm::Caps caps;
   caps.format = f;
-  caps.max_tokens = cap;
+  caps.max_tokens = M;
   caps.in_features = K;
   caps.out_features = N;
-  caps.act_dtype =
-      f == LinearFormat::kNvfp4 || f == LinearFormat::kMxfp4 ? DType::kFP4E2M1 : DType::kBF16;
+  caps.act_dtype = act;
   caps.out_dtype = DType::kBF16;
   return gemm::plan(caps);
+}
+
+/// The default plan of format f for N x K at capacity cap (BF16 activations, W4A4's FP4).
+gemm::Plan plan_fmt(LinearFormat f, int64_t N, int64_t K, int64_t cap) {
+  const bool fp4 = f == LinearFormat::kNvfp4 || f == LinearFormat::kMxfp4;
+  return linear_plan(f, cap, N, K, fp4 ? DType::kFP4E2M1 : DType::kBF16);
 }
 
 TEST(GemmGpu, DecodeSplitReduceKernelAndActivationPrepass) {
@@ -717,14 +723,7 @@ TEST(GemmGpu, DecodeSplitReduceKernelAndActivationPrepass) {
 
 /// The plan of a BF16-activation, BF16-output linear of max_tokens M (reads the env overrides).
 gemm::Plan bf16_plan(LinearFormat f, int64_t M, int64_t N, int64_t K) {
-  gemm::Caps caps;
-  caps.format = f;
-  caps.max_tokens = M;
-  caps.in_features = K;
-  caps.out_features = N;
-  caps.act_dtype = DType::kBF16;
-  caps.out_dtype = DType::kBF16;
-  return gemm::plan(caps);
+  return linear_plan(f, M, N, K, DType::kBF16);
 }
 
 TEST(GemmGpu, DecodePipelinedStaging) {
