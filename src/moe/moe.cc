@@ -1051,8 +1051,8 @@ void run(const Binding& b, Stream stream) {
         detail::decode_fc2_stages32(p.knobs, S.L.fc2.rows_pad / 32, d.fc2_split, d.sm_count,
                                     p.sm_count > 0 ? p.fc2_rows32_ctas2 : 0);
     // A split row block's CTAs as one cluster summed through distributed shared memory
-    // (decode_fc2_cluster; the partials below then stay unused). A launch attribute of the same
-    // kernels: not in the signature.
+    // (decode_fc2_cluster; the partials below then stay unused), where the plan found it fits
+    // (Plan::fc2_cluster_fit, shown in the signature).
     d.fc2_cluster =
         detail::decode_fc2_cluster(p.knobs, d.fc2_split, p.cc_major, d.fc2_rows, p.fc2_cluster_fit)
             ? 1
