@@ -746,6 +746,8 @@ Plan plan(const Caps& caps) {
   B12X_CHECK_ARG(caps.expected_m >= 0, op, ": expected_m=", caps.expected_m, " must be >= 0");
   refuse_during_capture(nullptr, op);
   const DeviceInfo& dev = device_info(caps.device);
+  // The H200's compute capability: the defaults measured only there are gated on it.
+  const bool sm90 = dev.cc_major == 9 && dev.cc_minor == 0;
   require_compiled_arch(caps.device, op);
   // The kernels' attribute and occupancy calls below act on the current device: the plan's.
   const b12x::detail::DeviceScope device_scope(caps.device);
@@ -799,7 +801,7 @@ Plan plan(const Caps& caps) {
   const bool wgmma_group =
       wgmma_group_format(wf) && group_env != 0 &&
       (group_env == 1 || grp_row_ctas * ((m_grp + 127) / 128) * 10 >= 7 * dev.sm_count);
-  if (p.regime != Regime::kDecode && dev.cc_major == 9 && dev.cc_minor == 0 &&
+  if (p.regime != Regime::kDecode && sm90 &&
       (lin::wgmma_kernel_available(wf, fp16, 128, wgmma_default_var(wf)) || wgmma_group)) {
     const int64_t m_eff = caps.expected_m > 0 ? caps.expected_m : M;
     const char* e = std::getenv("B12X_GEMM_WGMMA");
@@ -1122,7 +1124,7 @@ Plan plan(const Caps& caps) {
     // staging cannot hold the whole K (4096x14336 M = 3: 18.16 -> 22.82 on a one-warp grid).
     // B12X_GEMM_DECODE_WS_M=<1..8> sets the largest M (1: the M = 1 rule only). This rule, the
     // deeper ring and the plain-load staging below are SM90's (measured there only).
-    const bool f8_sm90 = lin::wtraits(wf).fp8mma && dev.cc_major == 9 && dev.cc_minor == 0;
+    const bool f8_sm90 = lin::wtraits(wf).fp8mma && sm90;
     int64_t ws_max_m =
         f8_sm90 && ctas_n * 4 > sms && ctas_n * 10 < 9 * sms && stage_fit_slices(wf, M) >= slices
             ? 3
@@ -1422,8 +1424,7 @@ Plan plan(const Caps& caps) {
   if (lin::wtraits(wf).fp8mma) {
     // MXFP8 plans of capacity 1 too: their M = 1 runs take the block kernel (f8_block_min_m),
     // whose SM90 default is the f16 one (the decode kernel keeps decode_fp8_mma_m1).
-    p.decode_fp8_mma =
-        dev.cc_major == 9 && dev.cc_minor == 0 && (M >= 2 || f8_block_min_m(wf) == 1) ? 1 : 0;
+    p.decode_fp8_mma = sm90 && (M >= 2 || f8_block_min_m(wf) == 1) ? 1 : 0;
     p.decode_fp8_mma_m1 = 0;
     if (const char* e = std::getenv("B12X_GEMM_DECODE_F8MMA"); e != nullptr)
       p.decode_fp8_mma = p.decode_fp8_mma_m1 = e[0] == '1' ? 1 : 0;
@@ -1581,9 +1582,8 @@ Plan plan(const Caps& caps) {
         // SM90 (cc 9.0) only: the evidence is the H200's (review s24; on SM12x MXFP4's K-sized
         // staging replaces 4 KB of blocks). B12X_GEMM_STREAM_QS=0|1 overrides on any device.
         if (const char* eqs = std::getenv("B12X_GEMM_STREAM_QS");
-            (eqs != nullptr ? eqs[0] == '1'
-                            : kStreamQs && dev.cc_major == 9 && dev.cc_minor == 0) &&
-            occ == 2 && c.parts < 8 && (p.decode_stream_var == 8 || p.decode_stream_var == 168) &&
+            (eqs != nullptr ? eqs[0] == '1' : kStreamQs && sm90) && occ == 2 && c.parts < 8 &&
+            (p.decode_stream_var == 8 || p.decode_stream_var == 168) &&
             lin::stream_smem_bytes(geo.kvec, c.parts) <= lin::kStreamSmemBudget &&
             lin::stream_qs_available(c.parts, occ)) {
           p.decode_stream_var = 40;
@@ -1762,8 +1762,7 @@ Plan plan(const Caps& caps) {
   // slower there and at 2048x7168 than M = 16 on the block kernel).
   // (Measured on the H200 only: SM90 only; elsewhere NVFP4 W4A16 keeps the 4-row kernel.)
   const bool s16_low = f == LinearFormat::kMxfp4 || f == LinearFormat::kMxfp4W4A16 ||
-                       f == LinearFormat::kNvfp4 ||
-                       (f == LinearFormat::kNvfp4W4A16 && dev.cc_major == 9 && dev.cc_minor == 0);
+                       f == LinearFormat::kNvfp4 || (f == LinearFormat::kNvfp4W4A16 && sm90);
   const char* erows = std::getenv("B12X_GEMM_STREAM_ROWS");
   int64_t s16_min = s16_low && !(erows != nullptr && erows[0] == '1') ? 2 : kS16MinM;
   if (const char* e = std::getenv("B12X_GEMM_STREAM16_MINM"); e != nullptr)
@@ -1777,9 +1776,8 @@ Plan plan(const Caps& caps) {
     // Session 24 (kS16QaRule, Plan::stream16_qa; B12X_GEMM_S16_QA=0|1): W4A4 on the staged-once
     // kernel with its FP4 activations converted in the staging (no pre-pass, no chunked qx kernel).
     const char* eqa = std::getenv("B12X_GEMM_S16_QA");
-    bool qa =
-        (f == LinearFormat::kNvfp4 || f == LinearFormat::kMxfp4) &&
-        (eqa != nullptr ? eqa[0] == '1' : kS16QaRule && dev.cc_major == 9 && dev.cc_minor == 0);
+    bool qa = (f == LinearFormat::kNvfp4 || f == LinearFormat::kMxfp4) &&
+              (eqa != nullptr ? eqa[0] == '1' : kS16QaRule && sm90);
     const bool qx0 = f == LinearFormat::kNvfp4 &&
                      (eqx != nullptr ? eqx[0] == '1' : geo.n16 * geo.kvec * 512 <= kS16QxMaxBytes);
     bool qx =
@@ -1824,7 +1822,7 @@ Plan plan(const Caps& caps) {
       if (const char* e = std::getenv("B12X_GEMM_S16_CLUSTER"); e != nullptr)
         cl_max = std::clamp(std::atoi(e), 0, 16);
       const bool w4a16 = f == LinearFormat::kNvfp4W4A16 || f == LinearFormat::kMxfp4W4A16;
-      if (cl_max == 0 && dev.cc_major == 9 && dev.cc_minor == 0 && (w4a16 || qa)) {
+      if (cl_max == 0 && sm90 && (w4a16 || qa)) {
         // W4A4 with qa too (session 24, kS16QaRule's numbers).
         const char* er = std::getenv("B12X_GEMM_S16_CL_RULE");
         cl_rule = er != nullptr ? er[0] == '1' : kS16ClusterRule;
@@ -1880,10 +1878,9 @@ Plan plan(const Caps& caps) {
         // of M <= 8 on twice the split where the grid fills under half the slots (4096x4096: 16,
         // 2048x7168: 28 at 4 vectors per CTA; session 22's (6)); not with a forced split.
         const char* elo = std::getenv("B12X_GEMM_S16_LOSPLIT");
-        const bool lo_rule = elo != nullptr
-                                 ? elo[0] == '1'
-                                 : kS16LoSplitRule && dev.cc_major == 9 && dev.cc_minor == 0 &&
-                                       force_split == 0 && f == LinearFormat::kMxfp4W4A16;
+        const bool lo_rule = elo != nullptr ? elo[0] == '1'
+                                            : kS16LoSplitRule && sm90 && force_split == 0 &&
+                                                  f == LinearFormat::kMxfp4W4A16;
         if (lo_rule && var != 0 && split > 0 && gx * split * 2 <= sms * per_sm) {
           const int vp2 = lin::stream16_vectors_per_cta(geo.kvec, 2 * split);
           const int s2 = static_cast<int>((geo.kvec + vp2 - 1) / vp2);
