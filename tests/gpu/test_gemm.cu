@@ -3846,6 +3846,61 @@ TEST(GemmGpu, DecodeStream16LoSplit) {
     }
 }
 
+TEST(GemmGpu, DecodeStream16Xs) {
+  B12X_REQUIRE_GPU();
+  // Session 25 probes. (1) B12X_GEMM_S16_XS=<C> (Plan::stream16_xs, lin::kS16VarXs): the staging
+  // shared by (C, 1, 1) clusters of column CTAs through DSMEM stores, NVFP4 W4A16 (BF16 rows) and
+  // W4A4 (converted in the staging); C = 2 / 4 / 8 over N = 1000 (4 column CTAs, the last with 15
+  // of 16 tiles, rows past N) and 2000 (8); M = 2..16; K ranges past K (split 3 of K = 2848 /
+  // 3040); bias, FP16, capacity above M, graph replays. Not taken: column CTAs not a multiple of
+  // C (N = 200), MXFP4. (2) B12X_GEMM_S16_CL1SM=1: the cluster sum on a grid of at most one CTA
+  // per SM with the shared memory for one CTA per SM.
+  if (device_info(0).cc_major < 9) GTEST_SKIP() << "no thread-block clusters below SM90";
+  ScopedEnv e16("B12X_GEMM_STREAM16", "1"), em("B12X_GEMM_STREAM16_MINM", "2");
+  ScopedEnv er0("B12X_GEMM_S16_CL_RULE", "0");
+  int i = 0;
+  for (const LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kNvfp4}) {
+    ScopedEnv eqa("B12X_GEMM_S16_QA", f == LinearFormat::kNvfp4 ? "1" : "0");
+    for (const int64_t M : {2, 8, 9, 16}) {
+      const int xs = i % 3 == 0 ? 2 : i % 3 == 1 ? 4 : 8;
+      const int64_t K = i % 2 ? 2848 : 3040;
+      ScopedEnv ex("B12X_GEMM_S16_XS", std::to_string(xs).c_str());
+      ScopedEnv es("B12X_GEMM_STREAM16_SPLIT", i % 4 == 3 ? "1" : "3");
+      Case c{f,
+             M,
+             xs == 8 || i % 2 ? 2000 : 1000,
+             K,
+             DType::kBF16,
+             i % 5 == 0 ? DType::kFP16 : DType::kBF16,
+             i % 2 == 0};
+      c.max_tokens = i % 4 == 1 ? 16 : M;
+      ++i;
+      const int64_t before = gemm::lin::last_stream_launch().serial;
+      run_case(c, /*graph_replay=*/i % 3 == 0);
+      const gemm::lin::StreamLaunch l = gemm::lin::last_stream_launch();
+      EXPECT_GT(l.serial, before) << "M " << M;
+      EXPECT_EQ(l.xs, xs) << "M " << M;
+      EXPECT_EQ(l.qa, f == LinearFormat::kNvfp4) << "M " << M;
+    }
+  }
+  {
+    ScopedEnv ex("B12X_GEMM_S16_XS", "2");
+    EXPECT_EQ(plan_fmt(LinearFormat::kNvfp4W4A16, 200, 4096, 16).stream16_xs, 0);
+    EXPECT_EQ(plan_fmt(LinearFormat::kMxfp4W4A16, 1000, 4096, 16).stream16_xs, 0);
+  }
+  ScopedEnv ecl("B12X_GEMM_S16_CLUSTER", "8"), e1("B12X_GEMM_S16_CL1SM", "1");
+  ScopedEnv es("B12X_GEMM_STREAM16_SPLIT", "3");
+  for (const LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kMxfp4}) {
+    const bool sm90 = device_info(0).cc_major == 9;
+    EXPECT_EQ(plan_fmt(f, 1000, 2848, 16).stream16_cl1sm, sm90);
+    const int64_t before = gemm::lin::last_stream_launch().serial;
+    run_case({f, f == LinearFormat::kMxfp4 ? 5 : 16, 1000, 2848, DType::kBF16, DType::kBF16, true},
+             /*graph_replay=*/true);
+    EXPECT_GT(gemm::lin::last_stream_launch().serial, before);
+    EXPECT_EQ(gemm::lin::last_stream_launch().cluster, 3);
+  }
+}
+
 TEST(GemmGpuSanitize, Stream16Qa) {
   B12X_REQUIRE_GPU();
   // Session 24 probe: W4A4's FP4 activations converted in the staged-once kernel's staging
