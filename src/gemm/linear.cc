@@ -1068,6 +1068,22 @@ Plan plan(const Caps& caps) {
         p.ggml_gemv_ctas = static_cast<int>(
             std::min<int64_t>(geo.n16, static_cast<int64_t>(run_occ) * dev.sm_count));
       }
+      // Session 25: the IQ2_XXS GEMV on integer MMA at M = 1 (B12X_GGML_GEMV_VAR=8192,
+      // kernels/linear_gemv_imma.cuh): one wave of CTAs (16 warps, or B12X_GGML_GEMV_WARPS=8),
+      // each a contiguous share of the tiles, no K split.
+      if ((var & ~32) == lin::kGgmlImmaVar) {
+        const int iw = warps_env != nullptr && std::atoi(warps_env) == 8 ? 8 : 16;
+        if (lin::ggml_imma_available(wf, fp16, M, K, iw, var, dev.smem_per_block_optin)) {
+          const int io = std::max(1, lin::prepare_ggml_imma(caps.device, fp16, iw, var, K));
+          p.ggml_gemv_var = var;
+          p.ggml_gemv_warps = iw;
+          p.ggml_gemv_occ = 0;
+          p.ggml_gemv = iw;
+          p.ggml_gemv_split = 1;
+          p.ggml_gemv_ctas =
+              static_cast<int>(std::min<int64_t>(geo.n16, static_cast<int64_t>(io) * dev.sm_count));
+        }
+      }
       if (const char* k = std::getenv("B12X_GGML_GEMV_KW"); k != nullptr) {
         const int want = std::atoi(k);
         if (want >= 1 && want <= p.ggml_gemv_warps && p.ggml_gemv_warps % want == 0)
@@ -1075,7 +1091,7 @@ Plan plan(const Caps& caps) {
       }
       // The balanced split runs one K range per CTA (its kernel ignores grid.y): no split.
       if (const char* sp = std::getenv("B12X_GGML_GEMV_SPLIT");
-          sp != nullptr && (p.ggml_gemv_var & 4096) == 0)
+          sp != nullptr && (p.ggml_gemv_var & (4096 | lin::kGgmlImmaVar)) == 0)
         p.ggml_gemv_split = static_cast<int>(std::clamp<int64_t>(std::atoll(sp), 1, 64));
       if (const char* c = std::getenv("B12X_GGML_GEMV_CTAS"); c != nullptr)
         p.ggml_gemv_ctas = std::max(0, std::atoi(c));
@@ -2724,8 +2740,12 @@ void run(const Binding& b, Stream stream) {
   if (plan.ggml_gemv > 0 && p.x_vec16 && M <= kGgmlGemvMaxM && M <= plan.caps.max_tokens) {
     p.split = plan.ggml_gemv_split;
     p.partial = p.split > 1 ? reinterpret_cast<float*>(b.scratch + plan.off_partial) : nullptr;
-    lin::launch_ggml_gemv(im.wfmt, fp16, plan.ggml_gemv, plan.ggml_gemv_ctas, plan.ggml_gemv_occ,
-                          plan.ggml_gemv_warps, plan.ggml_gemv_var, p, stream);
+    if ((plan.ggml_gemv_var & lin::kGgmlImmaVar) != 0)
+      lin::launch_ggml_imma(fp16, plan.ggml_gemv_warps, plan.ggml_gemv_var, plan.ggml_gemv_ctas, p,
+                            stream);
+    else
+      lin::launch_ggml_gemv(im.wfmt, fp16, plan.ggml_gemv, plan.ggml_gemv_ctas, plan.ggml_gemv_occ,
+                            plan.ggml_gemv_warps, plan.ggml_gemv_var, p, stream);
     if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);
     return;
   }

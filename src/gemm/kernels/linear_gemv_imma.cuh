@@ -1,0 +1,404 @@
+// IQ2_XXS GEMV at M = 1 on integer MMA (mma.sync m16n8k32 s8 x s8 -> s32), session 25; the
+// packed weights of gemm/linear_layout.h, as the BF16 GEMV (linear_gemv_ggml.cuh) reads them.
+//
+// Why integers: an IQ2 weight is +-{8, 25, 43} times the group's fp32 factor, an exact int8. The
+// BF16 GEMV builds four BF16 pairs per 8-value entry (4 PRMTs) and runs two m16n8k16 per atom;
+// here an entry is two int8 words (2 PRMTs) and one m16n8k32 covers a quarter of 4 atoms.
+//  - Decode: the entry's grid index picks a 32-bit word of PRMT selector nibbles (value j's
+//    nibble = its magnitude code 0 / 1 / 2), its 7 sign bits (+ parity) a word with bit 2 of the
+//    negative values' nibbles; their OR selects each byte from {8, 25, 43, 0, -8, -25, -43, 0}
+//    (two source words). Both tables are replicated 32 times (lane L reads copy L: bank L, no
+//    conflicts) in the 64 KB layout of the BF16 GEMV's kPa, so that each address is one PRMT of
+//    the entry word and the lane's copy offsets: grid entry e at byte 256 e + 4 L, sign entry s at
+//    512 s + 128 + 4 L.
+//  - MMA layout ("atom columns", as the BF16 GEMV's kAc): lane (g, t) holds slot g (rows g,
+//    g + 8) of atom t of a half batch (4 atoms); MMA q takes group q (8 values) of each lane's
+//    atom, the entry's values 0-3 in a0 / a1 and 4-7 in a2 / a3, so each MMA's K order is
+//    [atom t: group q] per lane t. The activation columns separate the atoms: column 2t + p
+//    holds piece p of atom t (only lanes g = 2t + p supply B, the others zero), so C[row][2t + p]
+//    is atom t's dot product with piece p.
+//  - Activations: per 32-K block with exponent E (2^E <= max |x| < 2^(E+1)), X = rint(x *
+//    2^(19 - E)) (|X| <= 2^20), split into int8 pieces X = a 2^14 + b 2^7 + c (a = floor(X /
+//    2^14) in [-64, 64], b, c in [0, 127]). Two MMAs per group: pieces a, b (columns 2t, 2t + 1)
+//    and c (column 2t). The int32 sums are exact (|dot| <= 32 * 43 * 2^20 < 2^31) and combined
+//    in int32 as (A 2^7 + B) 2^7 + C before one conversion per row and atom. An element loses
+//    at most 2^(E - 20) (round to nearest): BF16 elements within 2^12 of their block's largest
+//    (FP16: 2^9) are exact.
+//  - Staging: each CTA converts the whole activation row into shared memory once (pieces
+//    [p][atom][32 bytes], a 16-byte pad per piece so that the 8 lanes loading pieces a / b of 4
+//    atoms hit 32 different banks; the per-atom fp32 scale 2^(E - 19) after them).
+//  - Grid: one wave of CTAs (kW warps, one per SM on H200), each a contiguous share of the
+//    16-row tiles, its (tile, batch) units cut into kW contiguous ranges, one per warp (the BF16
+//    GEMV's balanced split); a tile a warp covers in part goes through shared memory and is added
+//    in warp order (deterministic).
+#pragma once
+
+#include "gemm/kernels/linear_gemv_ggml.cuh"
+
+namespace b12x::gemm::lin {
+
+namespace imma {
+
+/// The replicated tables (gemv::kPaBytes' layout with 4-byte entries and 32 copies).
+inline constexpr int kTabBytes = 256 * 256;
+/// The PRMT source words (two copies each, read by lane parity) in a free 128-byte half (grid
+/// row 1's upper half: sign entries sit in the even rows' upper halves).
+inline constexpr int kSrcOff = 384;
+/// Bytes of one activation piece array (16-byte pad: bank shift between pieces a and b).
+__host__ __device__ constexpr int64_t piece_stride(int64_t atoms) {
+  return atoms * 32 + 16;
+}
+/// Dynamic shared memory at K: the tables, three pieces, the per-atom scales.
+__host__ __device__ constexpr int64_t smem_bytes(int64_t K) {
+  return kTabBytes + 3 * piece_stride(K / 32) + (K / 32) * 4;
+}
+
+namespace tab {
+template <int kN>
+struct U32s {
+  uint32_t v[kN];
+};
+constexpr U32s<256> make_grid_nib(const uint64_t* grid) {
+  U32s<256> t{};
+  for (int i = 0; i < 256; ++i) {
+    uint32_t s = 0;
+    for (int j = 0; j < 8; ++j)
+      s |= gemv::tab::code_of(static_cast<uint32_t>((grid[i] >> (8 * j)) & 0xFFu)) << (4 * j);
+    t.v[i] = s;
+  }
+  return t;
+}
+constexpr U32s<128> make_sign_nib() {
+  U32s<128> t{};
+  for (uint32_t s7 = 0; s7 < 128; ++s7) {
+    uint32_t par = s7 ^ (s7 >> 4);
+    par ^= par >> 2;
+    par ^= par >> 1;
+    const uint32_t s8 = s7 | ((par & 1u) << 7);
+    uint32_t v = 0;
+    for (int j = 0; j < 8; ++j)
+      if ((s8 >> j) & 1u) v |= 4u << (4 * j);
+    t.v[s7] = v;
+  }
+  return t;
+}
+}  // namespace tab
+
+static __device__ const tab::U32s<256> g_grid_nib_xxs = tab::make_grid_nib(fmt::ggml::kIq2xxsGrid);
+static __device__ const tab::U32s<128> g_sign_nib = tab::make_sign_nib();
+
+/// Source bytes {8, 25, 43, 0} and {-8, -25, -43, 0}: selector nibble c | 4 sign.
+inline constexpr uint32_t kSrcLo = 0x002B1908u, kSrcHi = 0x00D5E7F8u;
+
+__device__ __forceinline__ uint32_t lds32(uint32_t addr) {
+  uint32_t v;
+  asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(addr));
+  return v;
+}
+__device__ __forceinline__ uint4 lds128(uint32_t addr) {
+  uint4 v;
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "r"(addr));
+  return v;
+}
+
+/// m16n8k32 s8 x s8 + s32.
+__device__ __forceinline__ void imma16832(int c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};"
+      : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/// The int8 values of one entry (half kHi of word w: grid index | sign7 << 9): values 0-3 in lo,
+/// 4-7 in hi. clsw: the lane's copy offsets (byte 0: 4 L, byte 1: 4 L + 128).
+template <bool kHi>
+__device__ __forceinline__ void entry_s8(uint32_t w, uint32_t clsw, uint32_t tab0, uint32_t slo,
+                                         uint32_t shi, uint32_t& lo, uint32_t& hi) {
+  const uint32_t ga = prmt(w, clsw, kHi ? 0x7624u : 0x7604u) + tab0;
+  const uint32_t sa = prmt(w, clsw, kHi ? 0x7635u : 0x7615u) + tab0;
+  const uint32_t sel = lds32(ga) | lds32(sa);
+  lo = prmt(slo, shi, sel);
+  hi = prmt(slo, shi, sel >> 16);
+}
+
+/// One batch (8 atoms = one 256-K block) of a lane: slot g of atoms t and 4 + t, both rows'
+/// fp16 d and sub-scale words.
+struct Batch {
+  uint4 w[2];
+  uint32_t d[2], s[2];
+};
+
+/// The lane's batch b of tile `tile` (weights not allocated in L1: the activations live in
+/// shared memory, the weights are read once).
+__device__ __forceinline__ void load_batch(const LinearParams& p, int tile, int b, int g, int t,
+                                           Batch& B) {
+  const int64_t r0 = static_cast<int64_t>(tile) * 16 + g;
+  const uint8_t* w = p.wvals + (static_cast<int64_t>(tile) * p.kvec + 8 * b + t) * 128 + g * 16;
+  B.w[0] = gemv::ldg_na128(w);
+  B.w[1] = gemv::ldg_na128(w + 512);
+  const uint8_t* d = p.wscale + r0 * p.scale_ld * 2 + b * 2;
+  B.d[0] = __ldg(reinterpret_cast<const uint16_t*>(d));
+  B.d[1] = __ldg(reinterpret_cast<const uint16_t*>(d + 16 * p.scale_ld));
+  const uint8_t* s = p.wscale2 + r0 * p.scale2_ld + b * 4;
+  B.s[0] = __ldg(reinterpret_cast<const uint32_t*>(s));
+  B.s[1] = __ldg(reinterpret_cast<const uint32_t*>(s + 8 * p.scale2_ld));
+}
+
+/// Values 4 i .. 4 i + 3 of a chunk (bit patterns R of fma(x, 2^(19-E), 1.5 * 2^23): bits 0-22
+/// = 2^22 + X) -> the pieces' words: a = bits 14-21 (floor(X / 2^14) mod 256), b = bits 7-13,
+/// c = bits 0-6, one byte per value.
+__device__ __forceinline__ void split4(const uint32_t R[4], uint32_t& aw, uint32_t& bw,
+                                       uint32_t& cw) {
+  const uint32_t t01 = prmt(R[0], R[1], 0x5410u), t23 = prmt(R[2], R[3], 0x5410u);
+  cw = prmt(t01, t23, 0x6420u) & 0x7F7F7F7Fu;
+  bw = prmt(t01 << 1, t23 << 1, 0x7531u) & 0x7F7F7F7Fu;
+  const uint32_t u01 = prmt(R[0], R[1], 0x6521u) >> 6, u23 = prmt(R[2], R[3], 0x6521u) >> 6;
+  aw = prmt(u01, u23, 0x6420u);
+}
+
+}  // namespace imma
+
+/// grid = (<= n16 CTAs, 1, 1), 32 kW threads, dynamic shared memory imma::smem_bytes(K). M = 1,
+/// IQ2_XXS, K % 256 == 0, 16-byte aligned activations, no K split (p.split == 1). kDeep: the
+/// weights loaded two batches ahead instead of one.
+template <class T, int kW, bool kDeep = false>
+__global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const LinearParams p) {
+  using namespace imma;
+  constexpr int kThr = 32 * kW;
+  extern __shared__ __align__(16) uint8_t smem[];
+  __shared__ float part[kW][2][16];
+  __shared__ int ptile[kW][2];
+
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int n16 = static_cast<int>(p.n16);
+  const int atoms = static_cast<int>(p.K / 32);
+  const int batches = atoms / 8;
+  // The CTA's tiles [t0, t0 + ntl) and the warp's units [ua, ue) of its ntl x batches.
+  const int G = static_cast<int>(gridDim.x), bx = static_cast<int>(blockIdx.x);
+  const int tq = n16 / G, tr = n16 % G;
+  const int t0 = bx * tq + min(bx, tr);
+  const int ntl = tq + (bx < tr ? 1 : 0);
+  const int nu = ntl * batches;
+  const int ua = static_cast<int>(static_cast<int64_t>(nu) * warp / kW);
+  const int ue = static_cast<int>(static_cast<int64_t>(nu) * (warp + 1) / kW);
+  int tile = t0 + (ua < ue ? ua / batches : 0), b = ua < ue ? ua % batches : 0;
+
+  Batch cur, n1;
+  if (ua < ue) load_batch(p, tile, b, g, t, cur);
+  // kDeep: the unit after cur (n1) and the position of the latest load (ltile, lb).
+  int ltile = tile, lb = b;
+  const auto step = [&](int& tl, int& bb) {
+    if (++bb == batches) {
+      bb = 0;
+      ++tl;
+    }
+  };
+  if (kDeep && ua + 1 < ue) {
+    step(ltile, lb);
+    load_batch(p, ltile, lb, g, t, n1);
+  }
+
+  // Tables: 384 entries x 32 copies as 16-byte stores (4 copies each).
+  {
+    uint4* tv = reinterpret_cast<uint4*>(smem);
+    for (int i = static_cast<int>(threadIdx.x); i < 384 * 8; i += kThr) {
+      const int e = i >> 3, c = i & 7;
+      const bool grid = e < 256;
+      const uint32_t v = grid ? g_grid_nib_xxs.v[e] : g_sign_nib.v[e - 256];
+      tv[(grid ? e * 256 : (e - 256) * 512 + 128) / 16 + c] = make_uint4(v, v, v, v);
+    }
+    if (threadIdx.x < 4)
+      reinterpret_cast<uint32_t*>(smem + kSrcOff)[threadIdx.x] = threadIdx.x < 2 ? kSrcLo : kSrcHi;
+    if (lane < 2) ptile[warp][lane] = -1;
+  }
+  griddep_wait();
+  // Activation staging: chunks of 8 values, 4 per atom (lanes 4k .. 4k + 3 of a warp).
+  const int64_t PS = piece_stride(atoms);
+  uint8_t* pieces = smem + kTabBytes;
+  float* pscale = reinterpret_cast<float*>(pieces + 3 * PS);
+  {
+    const uint16_t* x = static_cast<const uint16_t*>(p.x);
+    const int chunks = atoms * 4;
+    for (int base = 0; base < chunks; base += kThr) {
+      const int c = base + static_cast<int>(threadIdx.x);
+      const bool ok = c < chunks;
+      uint4 v = make_uint4(0u, 0u, 0u, 0u);
+      if (ok) v = __ldg(reinterpret_cast<const uint4*>(x + static_cast<int64_t>(c) * 8));
+      const uint32_t vw[4] = {v.x, v.y, v.z, v.w};
+      float f[8];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        if constexpr (T::kFp16) {
+          const float2 h = __half22float2(*reinterpret_cast<const __half2*>(&vw[i]));
+          f[2 * i] = h.x;
+          f[2 * i + 1] = h.y;
+        } else {
+          f[2 * i] = __uint_as_float(vw[i] << 16);
+          f[2 * i + 1] = __uint_as_float(vw[i] & 0xFFFF0000u);
+        }
+      }
+      float m = 0.f;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) m = fmaxf(m, fabsf(f[i]));
+      m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, 1));
+      m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, 2));
+      // E = floor(log2 m), at least -100 (2^(E - 19) stays a normal fp32).
+      const int E = max(static_cast<int>(__float_as_uint(m) >> 23) - 127, -100);
+      const float up = __uint_as_float(static_cast<uint32_t>(146 - E) << 23);  // 2^(19 - E)
+      uint32_t R[8];
+#pragma unroll
+      for (int i = 0; i < 8; ++i) R[i] = __float_as_uint(fmaf(f[i], up, 12582912.f));
+      uint32_t aw[2], bw[2], cw[2];
+      split4(R, aw[0], bw[0], cw[0]);
+      split4(R + 4, aw[1], bw[1], cw[1]);
+      if (ok) {
+        const int64_t off = static_cast<int64_t>(c) * 8;  // = atom * 32 + 8 (c % 4)
+        *reinterpret_cast<uint2*>(pieces + off) = make_uint2(aw[0], aw[1]);
+        *reinterpret_cast<uint2*>(pieces + PS + off) = make_uint2(bw[0], bw[1]);
+        *reinterpret_cast<uint2*>(pieces + 2 * PS + off) = make_uint2(cw[0], cw[1]);
+        if ((c & 3) == 0) pscale[c >> 2] = __uint_as_float(static_cast<uint32_t>(108 + E) << 23);
+      }
+    }
+  }
+  __syncthreads();
+
+  const uint32_t tab0 = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  const uint32_t clsw = 4u * lane | ((4u * lane + 128u) << 8);
+  // Two copies read by lane parity (a uniform load would let ptxas keep the words in uniform
+  // registers and copy them before every PRMT).
+  const uint32_t slo = reinterpret_cast<const uint32_t*>(smem + kSrcOff)[lane & 1];
+  const uint32_t shi = reinterpret_cast<const uint32_t*>(smem + kSrcOff)[2 + (lane & 1)];
+  // Lanes g = 2t + p supply piece p (a / b) of atom t, lanes g = 2t piece c.
+  const bool act1 = (g >> 1) == t, act2 = g == 2 * t;
+  const uint32_t x1base = tab0 + kTabBytes + static_cast<uint32_t>((g & 1) * PS);
+  const uint32_t x2base = tab0 + kTabBytes + static_cast<uint32_t>(2 * PS);
+  float mult = p.out_mult;
+  if (p.alpha != nullptr) mult *= *p.alpha;
+
+  float acc[2] = {0.f, 0.f};  // rows g, g + 8 over the lane's atoms
+  int tile_b0 = b;            // the first batch of the current tile in the warp's range
+  const int first_tile = tile;
+  for (int u = ua; u < ue; ++u) {
+    int nb = b + 1, ntile = tile;
+    if (nb == batches) {
+      nb = 0;
+      ++ntile;
+    }
+    Batch nxt;
+    if constexpr (kDeep) {
+      if (u + 2 < ue) {
+        step(ltile, lb);
+        load_batch(p, ltile, lb, g, t, nxt);
+      }
+    } else if (u + 1 < ue) {
+      load_batch(p, ntile, nb, g, t, nxt);
+    }
+    float bacc[2] = {0.f, 0.f};
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int A = 8 * b + 4 * h + t;
+      uint4 x1[2], x2[2];
+#pragma unroll
+      for (int i = 0; i < 2; ++i) x1[i] = x2[i] = make_uint4(0u, 0u, 0u, 0u);
+      if (act1) {
+        x1[0] = lds128(x1base + A * 32);
+        x1[1] = lds128(x1base + A * 32 + 16);
+      }
+      if (act2) {
+        x2[0] = lds128(x2base + A * 32);
+        x2[1] = lds128(x2base + A * 32 + 16);
+      }
+      const float ps = pscale[A];
+      const uint4 wv = cur.w[h];
+      int c1[4] = {0, 0, 0, 0}, c2[4] = {0, 0, 0, 0};
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        // Slot words: row g groups 0|1, 2|3, row g + 8 groups 0|1, 2|3.
+        const uint32_t wg = q < 2 ? wv.x : wv.y, w8 = q < 2 ? wv.z : wv.w;
+        uint32_t a[4];
+        if (q & 1) {
+          entry_s8<true>(wg, clsw, tab0, slo, shi, a[0], a[2]);
+          entry_s8<true>(w8, clsw, tab0, slo, shi, a[1], a[3]);
+        } else {
+          entry_s8<false>(wg, clsw, tab0, slo, shi, a[0], a[2]);
+          entry_s8<false>(w8, clsw, tab0, slo, shi, a[1], a[3]);
+        }
+        const uint4 xa = x1[q >> 1], xc = x2[q >> 1];
+        imma16832(c1, a, (q & 1) ? xa.z : xa.x, (q & 1) ? xa.w : xa.y);
+        imma16832(c2, a, (q & 1) ? xc.z : xc.x, (q & 1) ? xc.w : xc.y);
+      }
+      // Lane (g, t): atom 4h + t's pieces a, b (c1[0], c1[1]; row g + 8: c1[2], c1[3]) and c
+      // (c2[0], c2[2]); its sub-scale nibble 4h + t of each row's word.
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int X = (c1[2 * r] * 128 + c1[2 * r + 1]) * 128 + c2[2 * r];
+        const int s = static_cast<int>((cur.s[r] >> (16 * h + 4 * t)) & 15u);
+        bacc[r] = fmaf(static_cast<float>(X), ps * static_cast<float>(2 * s + 1), bacc[r]);
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
+      acc[r] = fmaf(bacc[r], half_bits_f32(cur.d[r] & 0xFFFFu) * 0.125f, acc[r]);
+
+    if (nb == 0 || u + 1 == ue) {
+      // The warp's part of this tile ends: the quad's atoms added (fixed order).
+      float v[2];
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        v[r] = acc[r];
+        v[r] += __shfl_xor_sync(0xFFFFFFFFu, v[r], 1);
+        v[r] += __shfl_xor_sync(0xFFFFFFFFu, v[r], 2);
+        acc[r] = 0.f;
+      }
+      if (tile_b0 == 0 && nb == 0) {
+        // Whole tile: stored here.
+        if (t == 0) {
+#pragma unroll
+          for (int r = 0; r < 2; ++r) {
+            const int64_t row = static_cast<int64_t>(tile) * 16 + g + 8 * r;
+            if (row < p.N) store_out_elem(p, 0, row, v[r], mult);
+          }
+        }
+      } else {
+        const int slot = tile == first_tile ? 0 : 1;
+        if (t == 0) {
+          part[warp][slot][g] = v[0];
+          part[warp][slot][g + 8] = v[1];
+        }
+        if (lane == 0) ptile[warp][slot] = tile;
+      }
+      tile_b0 = 0;
+    }
+    if constexpr (kDeep) {
+      cur = n1;
+      n1 = nxt;
+    } else {
+      cur = nxt;
+    }
+    tile = ntile;
+    b = nb;
+  }
+  griddep_launch_dependents();
+  __syncthreads();
+  // Tiles covered in part by several warps: their partials in warp order.
+  for (int i = static_cast<int>(threadIdx.x); i < ntl * 16; i += kThr) {
+    const int tl = t0 + (i >> 4), row16 = i & 15;
+    float s = 0.f;
+    bool any = false;
+    for (int w = 0; w < kW; ++w)
+#pragma unroll
+      for (int sl = 0; sl < 2; ++sl)
+        if (ptile[w][sl] == tl) {
+          s += part[w][sl][row16];
+          any = true;
+        }
+    const int64_t row = static_cast<int64_t>(tl) * 16 + row16;
+    if (any && row < p.N) store_out_elem(p, 0, row, s, mult);
+  }
+}
+
+}  // namespace b12x::gemm::lin
