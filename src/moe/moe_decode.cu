@@ -39,9 +39,9 @@ Fc2Shape fc2_shape(const DecodeArgs& a, const DecodeKnobs& k, bool deep, int row
 }
 
 template <typename OpT, bool kFold, int kSK, int kRC, int kWM, int kG,
-          int kNW = DecodeCfg::kFc1Warps, bool kBal = false, bool kLast = false>
+          int kNW = DecodeCfg::kFc1Warps, bool kBal = false, bool kLast = false, bool kTR = false>
 void launch_fc1(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, bool pdl) {
-  auto* k = dev::moe_decode_fc1_kernel<OpT, kFold, kSK, kWM, kG, kNW, kBal, kRC, kLast>;
+  auto* k = dev::moe_decode_fc1_kernel<OpT, kFold, kSK, kWM, kG, kNW, kBal, kRC, kLast, kTR>;
   constexpr int kSmem = DecodeCfg::fc1_smem(kNW);
   // Above 48 KB of dynamic shared memory needs the opt-in (once per device and kernel); three
   // CTAs (3 x ~69 KB) per SM only with the whole unified L1 given to shared memory.
@@ -56,11 +56,20 @@ void launch_fc1(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, bool 
 
 // The FC2 cluster size of the last launch (1: none); tests read it (decode_last_fc2_cluster).
 std::atomic<int> g_last_fc2_cluster{1};
+// Whether the last launch took the chunk-tile refill instances (probe; decode_last_refill).
+std::atomic<int> g_last_refill{0};
+
+// The prepared layout WarpStage::issue<true> assumes: codes and UE4M3 scales in 32-row chunk
+// tiles (WeightsPlan::values_tiled / scales_tiled, the defaults).
+bool refill_tiled(const WeightView& w) {
+  return w.scale_kind == 0 && w.values_row_stride == 64 && w.values_k_stride == 2048 &&
+         w.scales_row_stride == 8 && w.scales_k_stride == 256;
+}
 
 template <typename OpT, bool kFold, int kSK, int kRC, int kW, int kS, int kR = DecodeCfg::kFc2Rows,
-          bool kKil = false>
+          bool kKil = false, bool kTR = false>
 void launch_fc2(const DecodeArgs& a, Stream stream, bool pdl) {
-  auto* k = dev::moe_decode_fc2_kernel<OpT, kFold, kSK, kW, kS, kRC, kR, kKil>;
+  auto* k = dev::moe_decode_fc2_kernel<OpT, kFold, kSK, kW, kS, kRC, kR, kKil, kTR>;
   {  // the largest shared memory this instance is launched with, once per device
     const bool deep = kS == DecodeCfg::kFc2DeepStages;
     const int max_tokens = kR == 32             ? DecodeCfg::kFc2Rows32MaxTokens
@@ -102,6 +111,12 @@ void launch_gemms(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, boo
   if constexpr (!kBf16)
     B12X_ASSERT(!mx && a.fc1_wm == 1, "decode stream: FP16 operands are A16-only");
   constexpr bool kWide = kRC != kMaxInlineRoutes;
+  // DecodeKnobs::refill (probe): the chunk-tile refills with constant strides (kTR instances:
+  // BF16 operands, UE4M3 scales, narrow routing, both operands chunk-tiled; the default kernels'
+  // code is unchanged).
+  constexpr bool kTRok = kBf16 && kSK == 0 && !kWide;
+  const bool tr = kTRok && kn.refill != 0 && refill_tiled(a.w1) && refill_tiled(a.w2);
+  g_last_refill.store(tr ? 1 : 0, std::memory_order_relaxed);
   if constexpr (kWide) {
     if (a.fc1_bal != 0)
       launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1Warps, true>(a, kn, stream, pdl1);
@@ -117,6 +132,16 @@ void launch_gemms(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, boo
     launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1Warps, true>(a, kn, stream, pdl1);
   } else if (kBf16 && a.fc1_wm == 2) {
     launch_fc1<OpT, kFold, kSK, kRC, kBf16 ? 2 : 1, 1>(a, kn, stream, pdl1);
+  } else if (kTRok && tr) {  // the three shapes below with the chunk-tile refills
+    if (a.fc1_warps == DecodeCfg::kFc1WideWarps)
+      launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1WideWarps, false, false, kTRok>(
+          a, kn, stream, pdl1);
+    else if (a.fc1_groups == 2)
+      launch_fc1<OpT, kFold, kSK, kRC, 1, 2, DecodeCfg::kFc1Warps, false, true, kTRok>(
+          a, kn, stream, pdl1);
+    else
+      launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1Warps, false, false, kTRok>(
+          a, kn, stream, pdl1);
   } else if (a.fc1_warps == DecodeCfg::kFc1WideWarps) {
     launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1WideWarps>(a, kn, stream, pdl1);
   } else if (a.fc1_groups == 2) {  // decode_fc1_last: always the last-warp tile ends here
@@ -129,7 +154,13 @@ void launch_gemms(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, boo
       // 3 stages (2 CTAs per SM; H200 round 45, Qwen3.5-TP4 nvfp4 M = 8 210.6 -> 204.5 us
       // against 2 stages at 3 CTAs per SM, 80 registers); B12X_MOE_FC2_STAGES=2 the 2-stage CTA.
       // K-interleaved warps (decode_fc2_kil) in the 3-stage CTA only.
-      if (a.fc2_stages32 == 2)  // decode_fc2_stages32
+      if (kTRok && tr && a.fc2_stages32 == 2)
+        launch_fc2<OpT, kFold, kSK, kRC, 8, 2, 32, false, kTRok>(a, stream, pdl);
+      else if (kTRok && tr && a.fc2_kil != 0)
+        launch_fc2<OpT, kFold, kSK, kRC, 8, 3, 32, true, kTRok>(a, stream, pdl);
+      else if (kTRok && tr)
+        launch_fc2<OpT, kFold, kSK, kRC, 8, 3, 32, false, kTRok>(a, stream, pdl);
+      else if (a.fc2_stages32 == 2)  // decode_fc2_stages32
         launch_fc2<OpT, kFold, kSK, kRC, 8, 2, 32>(a, stream, pdl);
       else if (a.fc2_kil != 0)
         launch_fc2<OpT, kFold, kSK, kRC, 8, 3, 32, true>(a, stream, pdl);
@@ -217,6 +248,9 @@ int decode_fc2_cluster_fit(int device, int scale_kind, int max_split) {
 
 int decode_last_fc2_cluster() {
   return g_last_fc2_cluster.load(std::memory_order_relaxed);
+}
+int decode_last_refill() {
+  return g_last_refill.load(std::memory_order_relaxed);
 }
 int decode_fc1_smem_bytes() {
   return DecodeCfg::fc1_smem(DecodeCfg::kFc1WideWarps);  // the larger of the two variants

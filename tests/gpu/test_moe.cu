@@ -860,6 +860,7 @@ using Knobs = std::vector<std::pair<const char*, std::string>>;
 }  // namespace
 namespace b12x::moe::detail {
 int decode_last_fc2_cluster();  // moe_decode.cu: the last FC2 launch's cluster size (1: none)
+int decode_last_refill();       // moe_decode.cu: 1 where the last launch took kTR instances
 }  // namespace b12x::moe::detail
 namespace {
 
@@ -935,6 +936,35 @@ TEST(MoeGpu, DecodeStreamFc2ClusterSum) {
     check_graph_replays(G, P, 2, "FC2 cluster captured first", Q, out);
     EXPECT_EQ(moe::detail::decode_last_fc2_cluster(), 2);
     check_against_reference(Q, G.as_float(out), 0.9999);
+  }
+}
+
+TEST(MoeGpu, DecodeStreamRefillIsBitEqual) {
+  B12X_REQUIRE_GPU();
+  // Probe B12X_MOE_REFILL=1 (read by plan): the ring refills with the chunk tiles' constant
+  // strides (immediate copy offsets; BF16 operands, UE4M3 scales) in their own instances of the
+  // default narrow FC1 shapes (one group at 1 token, 12 warps at H = 7168, two last-warp groups
+  // forced by knobs) and 32-row FC2 CTAs (3 stages; K-interleaved at I = 3072; 2 stages by knob,
+  // w4a16): the same copies, so the outputs are bit-equal. Graph replay with new routes at 1 token.
+  const Fp4Variant a16{QuantMode::kW4A16, SourceFormat::kModeloptNvfp4, DType::kBF16,
+                       Activation::kSilu};
+  const std::pair<Case, Knobs> vars[] = {
+      {fp4_variant_case(kNvfp4Silu, 16, 512, 768, 1, 8, 1), {}},
+      {fp4_variant_case(kNvfp4Silu, 16, 7168, 512, 1, 8, 1), {}},
+      {fp4_variant_case(kNvfp4Silu, 64, 2048, 256, 8, 8, 1),
+       {{"B12X_MOE_FC1_KG", "2"},
+        {"B12X_MOE_FC1_GROUPS", "2"},
+        {"B12X_MOE_FC1_BAL", "0"},
+        {"B12X_MOE_FC1_WIDE", "0"}}},
+      {fp4_variant_case(kNvfp4Silu, 16, 256, 3072, 8, 4, 1), {}},
+      {fp4_variant_case(a16, 16, 2048, 768, 2, 8, 1),
+       {{"B12X_MOE_FC2_ROWS", "32"}, {"B12X_MOE_FC2_STAGES", "2"}}}};
+  for (const auto& v : vars) {
+    SCOPED_TRACE(v.first.name());
+    Problem P;
+    P.make(v.first);
+    expect_probe_bit_equal(P, v.second, {"B12X_MOE_REFILL", "1"}, "tiled refills", &v == &vars[0]);
+    EXPECT_EQ(moe::detail::decode_last_refill(), 1);  // the probe's instances ran
   }
 }
 

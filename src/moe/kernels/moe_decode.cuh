@@ -330,6 +330,13 @@ __device__ __forceinline__ void cp_async8_sa(uint32_t sa, const void* gmem) {
 __device__ __forceinline__ void cp_async4_sa(uint32_t sa, const void* gmem) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(sa), "l"(gmem) : "memory");
 }
+/// cp.async of 16 bytes from gmem + kOff to shared sa + kOff: the offset is an immediate of the
+/// instruction on both sides (no 64-bit address add per copy).
+template <int kOff>
+__device__ __forceinline__ void cp_async16_off(uint32_t sa, const void* gmem) {
+  asm volatile("cp.async.cg.shared.global [%0+%2], [%1+%2], 16;\n" ::"r"(sa), "l"(gmem), "n"(kOff)
+               : "memory");
+}
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
@@ -383,9 +390,34 @@ struct WarpStage {
   /// 8 lane. Activations: 8 steps x kT tokens x 2 halves of 16 B, copy c to + kActOff + 16 lane
   /// + 512 c, bounded by Src (session 5 rebuilt step, token, half and the row check every
   /// refill: ~75 of FC1's ~430 SASS instructions per sub-chunk were refill, now ~53).
+  /// kTR (probe B12X_MOE_REFILL=1, chunk-tiled codes and scales only): the strides are the
+  /// tiles' constants (a chunk's 32 rows: 2 KB of codes, 32 x 8 / 4 B of scales; `step` 512 B),
+  /// so the weight copies are one 64-bit address and immediate offsets instead of a runtime
+  /// stride product and one 64-bit add per copy.
+  template <bool kTR = false>
   static __device__ __forceinline__ void issue(uint32_t sa, const Src& s, uint32_t step, int kk,
                                                int scale_kind, int sks, int vks, int lane,
                                                bool weights, bool acts) {
+    if constexpr (kTR) {
+      if (weights) {
+        const uint8_t* v = s.w + static_cast<uint32_t>(kk) * 2048u;
+        const uint32_t d = sa + static_cast<uint32_t>(lane) * 16u;
+        cp_async16_off<0>(d, v);
+        cp_async16_off<512>(d, v);
+        if constexpr (kRows == 32) {
+          cp_async16_off<1024>(d, v);
+          cp_async16_off<1536>(d, v);
+        }
+        if (lane < kRows) {
+          const uint32_t ds = sa + kScaleOff + static_cast<uint32_t>(lane) * 8u;
+          if (scale_kind == 0)
+            cp_async8_sa(ds, s.s + static_cast<uint32_t>(kk) * 256u);
+          else
+            cp_async4_sa(ds, s.s + static_cast<uint32_t>(kk) * 128u);
+        }
+      }
+      weights = false;
+    }
     if (weights) {
       // vks: WeightView::values_k_stride (row-major 64; chunk tiles 2 KB, `step` then 512: the
       // warp's 4 copy instructions each read 512 contiguous bytes).
@@ -695,8 +727,10 @@ __device__ __forceinline__ void group_sync(int id) {
 // range is a list of pieces (tile, K sub-chunks [ka, kb)): whole tiles in the middle, parts of
 // tiles at its ends. Every warp splits each piece's sub-chunks as it splits a whole tile; a
 // part's K sums go to fc1_part and the tile's last CTA (fc1_cnt) finishes it.
+// kTR: the chunk-tile refills of WarpStage::issue (probe B12X_MOE_REFILL, tiled layouts only).
 template <typename OpT, bool kFold, int kSK, int kWM, int kG, int kNW = DecodeCfg::kFc1Warps,
-          bool kBal = false, int kRC = detail::kMaxInlineRoutes, bool kLast = false>
+          bool kBal = false, int kRC = detail::kMaxInlineRoutes, bool kLast = false,
+          bool kTR = false>
 __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold ? 3 : 2) : 2)
     moe_decode_fc1_kernel(const DecodeArgs a) {
   using C = DecodeCfg;
@@ -835,8 +869,8 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
   const uint32_t ring_sa = smem_addr(ring);
   auto issue = [&](int slot, const typename St::Src& sc, const ChunkCursor& cu, bool weights,
                    bool acts) {
-    St::issue(ring_sa + slot * C::kFc1Stage, sc, wstep, cu.ka + wk + kWK * cu.k, kSK,
-              W.scales_k_stride, W.values_k_stride, lane, weights, acts);
+    St::template issue<kTR>(ring_sa + slot * C::kFc1Stage, sc, wstep, cu.ka + wk + kWK * cu.k, kSK,
+                            W.scales_k_stride, W.values_k_stride, lane, weights, acts);
   };
   ChunkCursor ni = cursor0();  // the next chunk to load
   {
@@ -1078,7 +1112,7 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
 // kKil: the K-interleaved warp chunks of DecodeArgs::fc2_kil (8 warps x 3 stages, narrow
 // routing; a template constant, so the contiguous ranges' code is unchanged).
 template <typename OpT, bool kFold, int kSK, int kW, int kS, int kRC = detail::kMaxInlineRoutes,
-          int kR = DecodeCfg::kFc2Rows, bool kKil = false>
+          int kR = DecodeCfg::kFc2Rows, bool kKil = false, bool kTR = false>
 __global__ void __launch_bounds__(32 * kW, kR == 32             ? (kS == 2 ? 3 : 2)
                                            : kW == 8 && kS == 2 ? 4
                                                                 : 1)
@@ -1163,8 +1197,8 @@ __global__ void __launch_bounds__(32 * kW, kR == 32             ? (kS == 2 ? 3 :
   };
   const uint32_t ring_sa = smem_addr(ring);
   auto issue = [&](int slot, const typename St::Src& sc, int kk, bool weights, bool acts) {
-    St::issue(ring_sa + slot * kStage, sc, wstep, kk, kSK, W.scales_k_stride, W.values_k_stride,
-              lane, weights, acts);
+    St::template issue<kTR>(ring_sa + slot * kStage, sc, wstep, kk, kSK, W.scales_k_stride,
+                            W.values_k_stride, lane, weights, acts);
   };
   // Steps a cursor to this warp's next chunk; true where that enters another tile.
   auto step = [&](ChunkCursor& cu) {
