@@ -44,6 +44,8 @@ inline constexpr int kTabBytes = 256 * 256;
 /// The PRMT source words (two copies each, read by lane parity) in a free 128-byte half (grid
 /// row 1's upper half: sign entries sit in the even rows' upper halves).
 inline constexpr int kSrcOff = 384;
+/// 32 zero bytes (grid row 3's upper half): the activation loads of the lanes that supply none.
+inline constexpr int kZeroOff = 3 * 256 + 128;
 /// Bytes of one activation piece array (16-byte pad: bank shift between pieces a and b).
 __host__ __device__ constexpr int64_t piece_stride(int64_t atoms) {
   return atoms * 32 + 16;
@@ -131,20 +133,39 @@ struct Batch {
   uint32_t d[2], s[2];
 };
 
-/// The lane's batch b of tile `tile` (weights not allocated in L1: the activations live in
-/// shared memory, the weights are read once).
-__device__ __forceinline__ void load_batch(const LinearParams& p, int tile, int b, int g, int t,
-                                           Batch& B) {
+/// Where the lane's loads of a batch read (row g's scale words; row g + 8's are d8 / s8 bytes
+/// on), advanced batch by batch within a tile (64-bit bases computed once per tile).
+struct Cursor {
+  const uint8_t* w;
+  const uint8_t* d;
+  const uint8_t* s;
+};
+__device__ __forceinline__ Cursor cursor_at(const LinearParams& p, int tile, int b, int g, int t) {
   const int64_t r0 = static_cast<int64_t>(tile) * 16 + g;
-  const uint8_t* w = p.wvals + (static_cast<int64_t>(tile) * p.kvec + 8 * b + t) * 128 + g * 16;
-  B.w[0] = gemv::ldg_na128(w);
-  B.w[1] = gemv::ldg_na128(w + 512);
-  const uint8_t* d = p.wscale + r0 * p.scale_ld * 2 + b * 2;
-  B.d[0] = __ldg(reinterpret_cast<const uint16_t*>(d));
-  B.d[1] = __ldg(reinterpret_cast<const uint16_t*>(d + 16 * p.scale_ld));
-  const uint8_t* s = p.wscale2 + r0 * p.scale2_ld + b * 4;
-  B.s[0] = __ldg(reinterpret_cast<const uint32_t*>(s));
-  B.s[1] = __ldg(reinterpret_cast<const uint32_t*>(s + 8 * p.scale2_ld));
+  return Cursor{p.wvals + (static_cast<int64_t>(tile) * p.kvec + 8 * b + t) * 128 + g * 16,
+                p.wscale + r0 * p.scale_ld * 2 + b * 2, p.wscale2 + r0 * p.scale2_ld + b * 4};
+}
+/// The cursor of the warp's next unit: the next batch of the tile, or batch 0 of the next tile.
+__device__ __forceinline__ void cursor_next(Cursor& c, const LinearParams& p, int tile, int b,
+                                            int g, int t) {
+  if (b == 0) {
+    c = cursor_at(p, tile, 0, g, t);
+  } else {
+    c.w += 1024;
+    c.d += 2;
+    c.s += 4;
+  }
+}
+
+/// The lane's batch at the cursor (weights not allocated in L1: the activations live in shared
+/// memory, the weights are read once).
+__device__ __forceinline__ void load_batch(const Cursor& c, int d8, int s8, Batch& B) {
+  B.w[0] = gemv::ldg_na128(c.w);
+  B.w[1] = gemv::ldg_na128(c.w + 512);
+  B.d[0] = __ldg(reinterpret_cast<const uint16_t*>(c.d));
+  B.d[1] = __ldg(reinterpret_cast<const uint16_t*>(c.d + d8));
+  B.s[0] = __ldg(reinterpret_cast<const uint32_t*>(c.s));
+  B.s[1] = __ldg(reinterpret_cast<const uint32_t*>(c.s + s8));
 }
 
 /// Values 4 i .. 4 i + 3 of a chunk (bit patterns R of fma(x, 2^(19-E), 1.5 * 2^23): bits 0-22
@@ -187,19 +208,22 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
   const int ue = static_cast<int>(static_cast<int64_t>(nu) * (warp + 1) / kW);
   int tile = t0 + (ua < ue ? ua / batches : 0), b = ua < ue ? ua % batches : 0;
 
+  const int d8 = static_cast<int>(16 * p.scale_ld), s8 = static_cast<int>(8 * p.scale2_ld);
   Batch cur, n1;
-  if (ua < ue) load_batch(p, tile, b, g, t, cur);
-  // kDeep: the unit after cur (n1) and the position of the latest load (ltile, lb).
+  Cursor ld = cursor_at(p, tile, b, g, t);
+  if (ua < ue) load_batch(ld, d8, s8, cur);
+  // The position of the latest load (ltile, lb); kDeep: the unit after cur in n1.
   int ltile = tile, lb = b;
-  const auto step = [&](int& tl, int& bb) {
-    if (++bb == batches) {
-      bb = 0;
-      ++tl;
+  const auto step = [&]() {
+    if (++lb == batches) {
+      lb = 0;
+      ++ltile;
     }
+    cursor_next(ld, p, ltile, lb, g, t);
   };
   if (kDeep && ua + 1 < ue) {
-    step(ltile, lb);
-    load_batch(p, ltile, lb, g, t, n1);
+    step();
+    load_batch(ld, d8, s8, n1);
   }
 
   // Tables: 384 entries x 32 copies as 16-byte stores (4 copies each).
@@ -213,6 +237,7 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
     }
     if (threadIdx.x < 4)
       reinterpret_cast<uint32_t*>(smem + kSrcOff)[threadIdx.x] = threadIdx.x < 2 ? kSrcLo : kSrcHi;
+    if (threadIdx.x < 8) reinterpret_cast<uint32_t*>(smem + kZeroOff)[threadIdx.x] = 0u;
     if (lane < 2) ptile[warp][lane] = -1;
   }
   griddep_wait();
@@ -272,10 +297,14 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
   // registers and copy them before every PRMT).
   const uint32_t slo = reinterpret_cast<const uint32_t*>(smem + kSrcOff)[lane & 1];
   const uint32_t shi = reinterpret_cast<const uint32_t*>(smem + kSrcOff)[2 + (lane & 1)];
-  // Lanes g = 2t + p supply piece p (a / b) of atom t, lanes g = 2t piece c.
+  // Lanes g = 2t + p supply piece p (a / b) of atom t, lanes g = 2t piece c; the others read
+  // 32 zero bytes (kZeroOff, stride 0): no predicated loads, no registers zeroed per atom.
   const bool act1 = (g >> 1) == t, act2 = g == 2 * t;
-  const uint32_t x1base = tab0 + kTabBytes + static_cast<uint32_t>((g & 1) * PS);
-  const uint32_t x2base = tab0 + kTabBytes + static_cast<uint32_t>(2 * PS);
+  const uint32_t x1o =
+      tab0 + (act1 ? kTabBytes + static_cast<uint32_t>((g & 1) * PS) + 32 * t : kZeroOff);
+  const uint32_t x2o =
+      tab0 + (act2 ? kTabBytes + static_cast<uint32_t>(2 * PS) + 32 * t : kZeroOff);
+  const uint32_t x1s = act1 ? 32 : 0, x2s = act2 ? 32 : 0;
   float mult = p.out_mult;
   if (p.alpha != nullptr) mult *= *p.alpha;
 
@@ -289,30 +318,18 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
       ++ntile;
     }
     Batch nxt;
-    if constexpr (kDeep) {
-      if (u + 2 < ue) {
-        step(ltile, lb);
-        load_batch(p, ltile, lb, g, t, nxt);
-      }
-    } else if (u + 1 < ue) {
-      load_batch(p, ntile, nb, g, t, nxt);
+    if (u + (kDeep ? 2 : 1) < ue) {
+      step();
+      load_batch(ld, d8, s8, nxt);
     }
     float bacc[2] = {0.f, 0.f};
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int A = 8 * b + 4 * h + t;
-      uint4 x1[2], x2[2];
-#pragma unroll
-      for (int i = 0; i < 2; ++i) x1[i] = x2[i] = make_uint4(0u, 0u, 0u, 0u);
-      if (act1) {
-        x1[0] = lds128(x1base + A * 32);
-        x1[1] = lds128(x1base + A * 32 + 16);
-      }
-      if (act2) {
-        x2[0] = lds128(x2base + A * 32);
-        x2[1] = lds128(x2base + A * 32 + 16);
-      }
-      const float ps = pscale[A];
+      const uint32_t A0 = 8 * b + 4 * h;  // the half batch's first atom
+      const uint32_t xa1 = x1o + x1s * A0, xa2 = x2o + x2s * A0;
+      const uint4 x1[2] = {lds128(xa1), lds128(xa1 + 16)};
+      const uint4 x2[2] = {lds128(xa2), lds128(xa2 + 16)};
+      const float ps = pscale[A0 + t];
       const uint4 wv = cur.w[h];
       int c1[4] = {0, 0, 0, 0}, c2[4] = {0, 0, 0, 0};
 #pragma unroll
