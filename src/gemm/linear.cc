@@ -681,6 +681,7 @@ std::string stream16_variant_tags(const Plan& p) {
   return std::string(p.stream16_qx ? " qx" : "") + (p.stream16_once ? " once" : "") +
          (p.stream16_qa ? " qa" : "") +
          (p.stream16_xs > 0 ? " xs" + std::to_string(p.stream16_xs) : "") +
+         (p.stream16_pre ? " pre" : "") +
          (p.stream16_depth > 0 ? " f8d" + std::to_string(p.stream16_depth) : "") +
          (p.stream16_depth > 0 && p.stream16_occ == 3 ? " o3" : "") +
          (p.stream16_depth > 0 && p.stream16_var != 0 ? " v" + std::to_string(p.stream16_var) : "");
@@ -1949,6 +1950,14 @@ Plan plan(const Caps& caps) {
               lin::stream16_xs_clusters(caps.device, qa, split_vp, c) > 0)
             p.stream16_xs = c;
         }
+        // Session 25 probe (B12X_GEMM_S16_PRE=1): the whole weight range of a CTA (8 vectors)
+        // requested before griddep_wait where the grid has at most one CTA per SM.
+        if (const char* e = std::getenv("B12X_GEMM_S16_PRE");
+            e != nullptr && e[0] == '1' && var != 0 && !qx && wf == lin::WFmt::kNvfp4 &&
+            p.stream16_xs == 0 && split_vp == lin::stream16_pre_vp() && gx * split <= sms &&
+            lin::prepare_linear_stream16(caps.device, wf, tw, qx, var | lin::kS16VarPre,
+                                         split_vp) >= 1)
+          p.stream16_pre = true;
       }
     }
     // FP8 weights (session 14, lin::launch_linear_stream16_f8): the same block structure on
@@ -2804,11 +2813,12 @@ void run(const Binding& b, Stream stream) {
     if (cl) p.partial = nullptr;
     // Plan::stream16_xs (probe): runs without the cluster sum share the staging in clusters.
     const int xs = cl ? 0 : plan.stream16_xs;
+    const bool pre = plan.stream16_pre && !cl && !lo;
     lin::launch_linear_stream16(
         im.wfmt, plan.stream16_tw, lo ? plan.stream16_smem_lo : plan.stream16_smem, p, stream,
         (plan.stream16_once ? lin::kS16VarOnce : 0) | (cl ? lin::kS16VarCluster : 0) |
             (s16_qa_run ? lin::kS16VarQa : 0) |
-            (xs > 0 ? lin::kS16VarXs | (xs << lin::kS16XsShift) : 0));
+            (xs > 0 ? lin::kS16VarXs | (xs << lin::kS16XsShift) : 0) | (pre ? lin::kS16VarPre : 0));
     if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);
     return;
   }

@@ -84,6 +84,7 @@ struct StreamLaunch {
   int cluster = 0;           // block kernel: the K split summed in a cluster of this many CTAs
   bool qa = false;           // block kernel: FP4 activations converted in its staging (kS16VarQa)
   int xs = 0;                // block kernel: the staging shared by clusters of this many CTAs
+  bool pre = false;          // block kernel: its whole weight range requested up front (kS16VarPre)
 };
 StreamLaunch last_stream_launch();
 /// 64-K vectors per K part: the tile's kvec vectors over split CTAs x parts warps, rounded up to
@@ -124,6 +125,12 @@ inline constexpr int kS16VarQa = 4;
 /// The cluster's C rides in var's bits from kS16XsShift (the kernel reads it from the cluster).
 inline constexpr int kS16VarXs = 8;
 inline constexpr int kS16XsShift = 8;
+/// Session 25 probe (Plan::stream16_pre, B12X_GEMM_S16_PRE=1): the CTA's whole weight range
+/// (vp 8) requested before griddep_wait, one CTA per SM (kPre); NVFP4 weights only, without
+/// kS16VarCluster / kS16VarXs.
+inline constexpr int kS16VarPre = 16;
+/// Its K range per CTA (the only one it takes).
+int stream16_pre_vp();
 /// Host only (plan time): the clusters of `split` CTAs of the kS16VarCluster instance (nt 2) that
 /// can be resident at once (cudaOccupancyMaxActiveClusters; 0 where clusters are not supported);
 /// allows the non-portable sizes above 8.

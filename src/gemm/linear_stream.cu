@@ -157,6 +157,15 @@ S16Fn pick_stream16_once(int nt, bool mx, bool mx_free) {
 S16Fn pick_stream16(int tw, int nt, bool mx, bool qx, bool mx_free = false, int var = 0) {
   const bool cl = (var & kS16VarCluster) != 0;
   const bool qa = (var & kS16VarQa) != 0;
+  if (var & kS16VarPre) {
+    if (!(var & kS16VarOnce) || tw != 2 || qx || mx || cl || (var & kS16VarXs)) return nullptr;
+    return qa ? (nt == 1
+                     ? &linear_stream16_once_kernel<2, 1, false, false, false, true, false, true>
+                     : &linear_stream16_once_kernel<2, 2, false, false, false, true, false, true>)
+              : (nt == 1
+                     ? &linear_stream16_once_kernel<2, 1, false, false, false, false, false, true>
+                     : &linear_stream16_once_kernel<2, 2, false, false, false, false, false, true>);
+  }
   if (var & kS16VarXs) {
     if (!(var & kS16VarOnce) || tw != 2 || qx || mx || cl) return nullptr;
     return qa ? (nt == 1 ? &linear_stream16_once_kernel<2, 1, false, false, false, true, true>
@@ -236,6 +245,10 @@ int stream16_max_active_clusters(int device, WFmt f, int tw, bool qx, int var, i
                                              smem, split);
 }
 
+int stream16_pre_vp() {
+  return kS16PreVp;
+}
+
 int stream16_xs_clusters(int device, bool qa, int vp, int xs) {
   const int var = kS16VarOnce | kS16VarXs | (qa ? kS16VarQa : 0);
   const S16Fn k = pick_stream16(2, 2, false, false, false, var);
@@ -284,6 +297,8 @@ void launch_linear_stream16(WFmt f, int tw, int64_t smem, const LinearParams& p,
   const int xs = (var & kS16VarXs) ? var >> kS16XsShift : 1;
   B12X_ASSERT(xs == 1 || (xs >= 2 && xs <= 8 && !cl),
               "M <= 16 block kernel, shared staging: C=", xs);
+  B12X_ASSERT(!(var & kS16VarPre) || p.stream_vp == kS16PreVp,
+              "M <= 16 block kernel, whole range requested: vp=", p.stream_vp);
   if (smem > 48 * 1024)
     B12X_CUDA_CHECK(
         ::b12x::detail::opt_in_smem(reinterpret_cast<const void*>(k), static_cast<int>(smem)));
@@ -303,7 +318,8 @@ void launch_linear_stream16(WFmt f, int tw, int64_t smem, const LinearParams& p,
                         p.stream_trig != 0,
                         cl ? split : 0,
                         qa,
-                        xs > 1 ? xs : 0};
+                        xs > 1 ? xs : 0,
+                        (var & kS16VarPre) != 0};
   B12X_CUDA_CHECK(b12x::detail::launch_ex(
       k, dim3(static_cast<unsigned>(gx), static_cast<unsigned>(split)), dim3(kStreamWarps * 32),
       static_cast<size_t>(smem), stream, p.pdl != 0,

@@ -3854,7 +3854,7 @@ TEST(GemmGpu, DecodeStream16Xs) {
   // of 16 tiles, rows past N) and 2000 (8); M = 2..16; K ranges past K (split 3 of K = 2848 /
   // 3040); bias, FP16, capacity above M, graph replays. Not taken: column CTAs not a multiple of
   // C (N = 200), MXFP4. (2) B12X_GEMM_S16_CL1SM=1: the cluster sum on a grid of at most one CTA
-  // per SM with the shared memory for one CTA per SM.
+  // per SM with the shared memory for one CTA per SM. (3) below.
   if (device_info(0).cc_major < 9) GTEST_SKIP() << "no thread-block clusters below SM90";
   ScopedEnv e16("B12X_GEMM_STREAM16", "1"), em("B12X_GEMM_STREAM16_MINM", "2");
   ScopedEnv er0("B12X_GEMM_S16_CL_RULE", "0");
@@ -3887,6 +3887,32 @@ TEST(GemmGpu, DecodeStream16Xs) {
     ScopedEnv ex("B12X_GEMM_S16_XS", "2");
     EXPECT_EQ(plan_fmt(LinearFormat::kNvfp4W4A16, 200, 4096, 16).stream16_xs, 0);
     EXPECT_EQ(plan_fmt(LinearFormat::kMxfp4W4A16, 1000, 4096, 16).stream16_xs, 0);
+  }
+  // (3) B12X_GEMM_S16_PRE=1: the whole weight range (8 vectors) requested before griddep_wait,
+  // NVFP4 W4A16 / W4A4; K = 960 at split 2 (the last range 7 of 8 vectors: zero weights past
+  // kvec) and 1504 at split 3 (the last vector half past K); N = 1000 / 200.
+  {
+    ScopedEnv ep("B12X_GEMM_S16_PRE", "1");
+    int j = 0;
+    for (const LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kNvfp4})
+      for (const int64_t M : {2, 9, 16}) {
+        ScopedEnv eqa("B12X_GEMM_S16_QA", f == LinearFormat::kNvfp4 ? "1" : "0");
+        ScopedEnv es("B12X_GEMM_STREAM16_SPLIT", j % 2 ? "3" : "2");
+        Case c{f,
+               M,
+               j % 3 ? 1000 : 200,
+               j % 2 ? 1504 : 960,
+               DType::kBF16,
+               j % 4 == 1 ? DType::kFP16 : DType::kBF16,
+               j % 2 == 0};
+        c.max_tokens = j % 3 == 2 ? 16 : M;
+        ++j;
+        const int64_t before = gemm::lin::last_stream_launch().serial;
+        run_case(c, /*graph_replay=*/j % 2 == 0);
+        const gemm::lin::StreamLaunch l = gemm::lin::last_stream_launch();
+        EXPECT_GT(l.serial, before) << "M " << M;
+        EXPECT_TRUE(l.pre) << "M " << M;
+      }
   }
   ScopedEnv ecl("B12X_GEMM_S16_CLUSTER", "8"), e1("B12X_GEMM_S16_CL1SM", "1");
   ScopedEnv es("B12X_GEMM_STREAM16_SPLIT", "3");

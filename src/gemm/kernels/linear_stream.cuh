@@ -750,11 +750,8 @@ __device__ __forceinline__ void s16_vector(float (&acc)[kNt][4], const uint4 cur
 /// fragments by ldmatrix at xv (this lane's row address at the vector), then per tile j its ring
 /// slot consumed and refilled with vector vn of the tile (where it exists), its splats at
 /// spv + j * spl_tile, the decode and the MMAs.
-template <int kTw, int kNt, bool kFold, int kDepth>
-__device__ __forceinline__ void s16_step(float (&acc)[kTw][kNt][4], uint4 (&ring)[kDepth], int jj,
-                                         const uint8_t* xv, const uint8_t* spv, int spl_tile,
-                                         const S16Range<kTw>& cr, int vn) {
-  uint32_t b[4][4];
+template <int kNt>
+__device__ __forceinline__ void s16_bfrags(uint32_t (&b)[4][4], const uint8_t* xv) {
 #pragma unroll
   for (int s = 0; s < 4; ++s) {
     if constexpr (kNt == 2)
@@ -762,6 +759,13 @@ __device__ __forceinline__ void s16_step(float (&acc)[kTw][kNt][4], uint4 (&ring
     else
       ldmatrix_x2(b[s], xv + s * 32);
   }
+}
+template <int kTw, int kNt, bool kFold, int kDepth>
+__device__ __forceinline__ void s16_step(float (&acc)[kTw][kNt][4], uint4 (&ring)[kDepth], int jj,
+                                         const uint8_t* xv, const uint8_t* spv, int spl_tile,
+                                         const S16Range<kTw>& cr, int vn) {
+  uint32_t b[4][4];
+  s16_bfrags<kNt>(b, xv);
 #pragma unroll
   for (int j = 0; j < kTw; ++j) {
     const int q = (jj * kTw + j) % kDepth;
@@ -1069,6 +1073,8 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
 __host__ __device__ constexpr int s16_once_pitch(int vp) {
   return vp * 128 + 16;
 }
+/// kPre's K range per CTA in 64-K vectors (session 25 probe; lin::stream16_pre_vp on the host).
+inline constexpr int kS16PreVp = 8;
 /// Dynamic shared memory: the activations (16 rows), then per warp tw x vp x 128 B of splats.
 __host__ __device__ constexpr int s16_once_smem(int tw, int vp) {
   return 16 * s16_once_pitch(vp) + kStreamWarps * tw * vp * 128;
@@ -1089,9 +1095,13 @@ __host__ __device__ constexpr int s16_once_smem(int tw, int vp) {
 /// no cp.async into a peer), then one cluster barrier instead of the CTA barrier. The L2 reads and
 /// the conversion per CTA drop C-fold; the CTAs of a cluster start their loops together. Not
 /// with kCl (the sum's clusters are (1, S, 1)).
+/// kPre (session 25 probe, lin::kS16VarPre; p.stream_vp == kS16PreVp, one CTA per SM): the
+/// CTA's whole weight range (kTw x 8 vectors, 64 registers) requested before griddep_wait instead
+/// of the 4-vector ring, so that under PDL the stream runs behind the previous kernel's tail and
+/// the loop after the staging waits on no DRAM round trip.
 template <int kTw, int kNt, bool kMx = false, bool kMxFree = false, bool kCl = false,
-          bool kQa = false, bool kXs = false>
-__global__ void __launch_bounds__(kStreamWarps * 32, 2)
+          bool kQa = false, bool kXs = false, bool kPre = false>
+__global__ void __launch_bounds__(kStreamWarps * 32, kPre ? 1 : 2)
     linear_stream16_once_kernel(const LinearParams p) {
   static_assert(!kMxFree || kMx, "fold-free splats: MXFP4 only");
   static_assert(!(kXs && kCl), "shared staging: clusters of column CTAs, not of the split");
@@ -1115,8 +1125,19 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
     xs_n = cluster_size();
     xs_r = cluster_rank();
   }
-  uint4 ring[kDepth];
-  s16_ring_fill(ring, cr);
+  uint4 ring[kPre ? 1 : kDepth];
+  uint4 pre[kTw][kPre ? kS16PreVp : 1];
+  if constexpr (kPre) {
+#pragma unroll
+    for (int v = 0; v < kS16PreVp; ++v)
+#pragma unroll
+      for (int j = 0; j < kTw; ++j) {
+        pre[j][v] = make_uint4(0, 0, 0, 0);  // past kvec: zero weights (and zero splats)
+        if (v < cr.lim[j]) pre[j][v] = ldg_stream(cr.wp[j] + v * 512);
+      }
+  } else {
+    s16_ring_fill(ring, cr);
+  }
   // This warp's scale bytes, requested with the ring (weights: no dependence on earlier kernels):
   // task (tile j, row pair g, block b of 4 vectors) reads rows g and g + 8's bytes of the block
   // (16 NVFP4 / 8 MXFP4 each, aligned: scale_ld and vbase are multiples of 4 vectors), at most
@@ -1284,7 +1305,19 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
   const uint8_t* const xa =
       dsm + (((lane >> 4) & 1) * 8 + (lane & 7)) * pitch + ((lane >> 3) & 1) * 16;
   const uint8_t* const spl = spw + g * 16;
-  for (int c = 0; c < cr.nch; ++c) {
+  if constexpr (kPre) {
+    if (p.stream_trig) griddep_launch_dependents();  // every weight load was issued
+#pragma unroll
+    for (int v = 0; v < kS16PreVp; ++v) {
+      uint32_t b[4][4];
+      s16_bfrags<kNt>(b, xa + v * 128);
+#pragma unroll
+      for (int j = 0; j < kTw; ++j)
+        s16_vector<kNt, kMx && !kMxFree>(
+            acc[j], pre[j][v], *reinterpret_cast<const uint4*>(spl + v * 128 + j * vp * 128), b);
+    }
+  }
+  for (int c = 0; c < (kPre ? 0 : cr.nch); ++c) {
     // The last block: its weight loads were issued a block ahead (see the M = 1 kernel).
     if (p.stream_trig && c + 1 == cr.nch) griddep_launch_dependents();
 #pragma unroll
