@@ -724,6 +724,11 @@ std::string Plan::describe() const {
      << stream_rows_describe(*this) << stream16_describe(*this)
      << (stream_mx_free ? " mx_free" : "")
      << (stream_trig ? " trig=" + std::to_string(stream_trig) : std::string())
+     << (ggml_gemv
+             ? " ggml_gemv=" + std::to_string(ggml_gemv) + "w" + std::to_string(ggml_gemv_warps) +
+                   "v" + std::to_string(ggml_gemv_var) + "x" + std::to_string(ggml_gemv_split) +
+                   "/" + std::to_string(ggml_gemv_ctas)
+             : std::string())
      << " tiled_split=" << tiled_split << (tiled_split_reduce ? "(reduce)" : "")
      << " tiled_tok=" << tiled_tok << " scratch=" << scratch_bytes << "B]";
   return os.str();
@@ -1069,13 +1074,13 @@ Plan plan(const Caps& caps) {
         p.ggml_gemv_ctas = static_cast<int>(
             std::min<int64_t>(geo.n16, static_cast<int64_t>(run_occ) * dev.sm_count));
       }
-      // Session 25: the IQ2_XXS GEMV on integer MMA at M = 1 (B12X_GGML_GEMV_VAR=8192,
+      // Session 25: the IQ2 GEMV on integer MMA at M = 1 (B12X_GGML_GEMV_VAR=8192,
       // kernels/linear_gemv_imma.cuh): one wave of CTAs (16 warps, or B12X_GGML_GEMV_WARPS=8),
       // each a contiguous share of the tiles, no K split.
       if ((var & ~32) == lin::kGgmlImmaVar) {
         const int iw = warps_env != nullptr && std::atoi(warps_env) == 8 ? 8 : 16;
         if (lin::ggml_imma_available(wf, fp16, M, K, iw, var, dev.smem_per_block_optin)) {
-          const int io = std::max(1, lin::prepare_ggml_imma(caps.device, fp16, iw, var, K));
+          const int io = std::max(1, lin::prepare_ggml_imma(caps.device, wf, fp16, iw, var, K));
           p.ggml_gemv_var = var;
           p.ggml_gemv_warps = iw;
           p.ggml_gemv_occ = 0;
@@ -2750,8 +2755,8 @@ void run(const Binding& b, Stream stream) {
     p.split = plan.ggml_gemv_split;
     p.partial = p.split > 1 ? reinterpret_cast<float*>(b.scratch + plan.off_partial) : nullptr;
     if ((plan.ggml_gemv_var & lin::kGgmlImmaVar) != 0)
-      lin::launch_ggml_imma(fp16, plan.ggml_gemv_warps, plan.ggml_gemv_var, plan.ggml_gemv_ctas, p,
-                            stream);
+      lin::launch_ggml_imma(im.wfmt, fp16, plan.ggml_gemv_warps, plan.ggml_gemv_var,
+                            plan.ggml_gemv_ctas, p, stream);
     else
       lin::launch_ggml_gemv(im.wfmt, fp16, plan.ggml_gemv, plan.ggml_gemv_ctas, plan.ggml_gemv_occ,
                             plan.ggml_gemv_warps, plan.ggml_gemv_var, p, stream);

@@ -39,20 +39,33 @@ namespace b12x::gemm::lin {
 
 namespace imma {
 
-/// The replicated tables (gemv::kPaBytes' layout with 4-byte entries and 32 copies).
-inline constexpr int kTabBytes = 256 * 256;
-/// The PRMT source words (two copies each, read by lane parity) in a free 128-byte half (grid
-/// row 1's upper half: sign entries sit in the even rows' upper halves).
-inline constexpr int kSrcOff = 384;
-/// 32 zero bytes (grid row 3's upper half): the activation loads of the lanes that supply none.
-inline constexpr int kZeroOff = 3 * 256 + 128;
+/// The replicated tables: IQ2_XXS gemv::kPaBytes' layout with 4-byte entries and 32 copies (grid
+/// entry e at 256 e, sign entry s at 512 s + 128); IQ2_XS (9-bit grid indices) grid entry e at
+/// 128 e, sign entry s at 64 KB + 128 s (addresses by shift and mask), then 64 bytes of words.
+template <WFmt F>
+__host__ __device__ constexpr int tab_bytes() {
+  return F == WFmt::kIq2Xs ? 512 * 128 + 128 * 128 + 64 : 256 * 256;
+}
+/// The PRMT source words (two copies each, read by lane parity): IQ2_XXS in a free 128-byte half
+/// (grid row 1's upper half: sign entries sit in the even rows' upper halves).
+template <WFmt F>
+__host__ __device__ constexpr int src_off() {
+  return F == WFmt::kIq2Xs ? 512 * 128 + 128 * 128 : 384;
+}
+/// 32 zero bytes (IQ2_XXS: grid row 3's upper half): the activation loads of the lanes that
+/// supply none.
+template <WFmt F>
+__host__ __device__ constexpr int zero_off() {
+  return F == WFmt::kIq2Xs ? src_off<F>() + 32 : 3 * 256 + 128;
+}
 /// Bytes of one activation piece array (16-byte pad: bank shift between pieces a and b).
 __host__ __device__ constexpr int64_t piece_stride(int64_t atoms) {
   return atoms * 32 + 16;
 }
 /// Dynamic shared memory at K: the tables, three pieces, the per-atom scales.
+template <WFmt F>
 __host__ __device__ constexpr int64_t smem_bytes(int64_t K) {
-  return kTabBytes + 3 * piece_stride(K / 32) + (K / 32) * 4;
+  return tab_bytes<F>() + 3 * piece_stride(K / 32) + (K / 32) * 4;
 }
 
 namespace tab {
@@ -60,9 +73,10 @@ template <int kN>
 struct U32s {
   uint32_t v[kN];
 };
-constexpr U32s<256> make_grid_nib(const uint64_t* grid) {
-  U32s<256> t{};
-  for (int i = 0; i < 256; ++i) {
+template <int kN>
+constexpr U32s<kN> make_grid_nib(const uint64_t* grid) {
+  U32s<kN> t{};
+  for (int i = 0; i < kN; ++i) {
     uint32_t s = 0;
     for (int j = 0; j < 8; ++j)
       s |= gemv::tab::code_of(static_cast<uint32_t>((grid[i] >> (8 * j)) & 0xFFu)) << (4 * j);
@@ -86,7 +100,10 @@ constexpr U32s<128> make_sign_nib() {
 }
 }  // namespace tab
 
-static __device__ const tab::U32s<256> g_grid_nib_xxs = tab::make_grid_nib(fmt::ggml::kIq2xxsGrid);
+static __device__ const tab::U32s<256> g_grid_nib_xxs =
+    tab::make_grid_nib<256>(fmt::ggml::kIq2xxsGrid);
+static __device__ const tab::U32s<512> g_grid_nib_xs =
+    tab::make_grid_nib<512>(fmt::ggml::kIq2xsGrid);
 static __device__ const tab::U32s<128> g_sign_nib = tab::make_sign_nib();
 
 /// Source bytes {8, 25, 43, 0} and {-8, -25, -43, 0}: selector nibble c | 4 sign.
@@ -115,12 +132,20 @@ __device__ __forceinline__ void imma16832(int c[4], const uint32_t a[4], uint32_
 }
 
 /// The int8 values of one entry (half kHi of word w: grid index | sign7 << 9): values 0-3 in lo,
-/// 4-7 in hi. clsw: the lane's copy offsets (byte 0: 4 L, byte 1: 4 L + 128).
-template <bool kHi>
+/// 4-7 in hi. clsw: the lane's copy offsets (IQ2_XXS: byte 0 4 L, byte 1 4 L + 128, the
+/// addresses one PRMT each; IQ2_XS: 4 L, the addresses shift, mask and OR).
+template <WFmt F, bool kHi>
 __device__ __forceinline__ void entry_s8(uint32_t w, uint32_t clsw, uint32_t tab0, uint32_t slo,
                                          uint32_t shi, uint32_t& lo, uint32_t& hi) {
-  const uint32_t ga = prmt(w, clsw, kHi ? 0x7624u : 0x7604u) + tab0;
-  const uint32_t sa = prmt(w, clsw, kHi ? 0x7635u : 0x7615u) + tab0;
+  uint32_t ga, sa;
+  if constexpr (F == WFmt::kIq2Xs) {
+    constexpr uint32_t kSign = 512 * 128;
+    ga = lop3<0xEA>(kHi ? w >> 9 : w << 7, 0xFF80u, clsw) + tab0;  // (idx << 7) | 4 L
+    sa = lop3<0xEA>(kHi ? w >> 18 : w >> 2, 0x3F80u, clsw) + (tab0 + kSign);
+  } else {
+    ga = prmt(w, clsw, kHi ? 0x7624u : 0x7604u) + tab0;
+    sa = prmt(w, clsw, kHi ? 0x7635u : 0x7615u) + tab0;
+  }
   const uint32_t sel = lds32(ga) | lds32(sa);
   lo = prmt(slo, shi, sel);
   hi = prmt(slo, shi, sel >> 16);
@@ -128,9 +153,11 @@ __device__ __forceinline__ void entry_s8(uint32_t w, uint32_t clsw, uint32_t tab
 
 /// One batch (8 atoms = one 256-K block) of a lane: slot g of atoms t and 4 + t, both rows'
 /// fp16 d and sub-scale words.
+template <WFmt F>
 struct Batch {
   uint4 w[2];
-  uint32_t d[2], s[2];
+  uint32_t d[2];
+  uint2 s[2];  // sub-scales (IQ2_XXS: .x, one nibble per atom; IQ2_XS: one byte per atom)
 };
 
 /// Where the lane's loads of a batch read (row g's scale words; row g + 8's are d8 / s8 bytes
@@ -140,32 +167,41 @@ struct Cursor {
   const uint8_t* d;
   const uint8_t* s;
 };
+/// kSb: sub-scale bytes of a batch per row (IQ2_XXS 4, IQ2_XS 8).
+template <int kSb>
 __device__ __forceinline__ Cursor cursor_at(const LinearParams& p, int tile, int b, int g, int t) {
   const int64_t r0 = static_cast<int64_t>(tile) * 16 + g;
   return Cursor{p.wvals + (static_cast<int64_t>(tile) * p.kvec + 8 * b + t) * 128 + g * 16,
-                p.wscale + r0 * p.scale_ld * 2 + b * 2, p.wscale2 + r0 * p.scale2_ld + b * 4};
+                p.wscale + r0 * p.scale_ld * 2 + b * 2, p.wscale2 + r0 * p.scale2_ld + b * kSb};
 }
 /// The cursor of the warp's next unit: the next batch of the tile, or batch 0 of the next tile.
+template <int kSb>
 __device__ __forceinline__ void cursor_next(Cursor& c, const LinearParams& p, int tile, int b,
                                             int g, int t) {
   if (b == 0) {
-    c = cursor_at(p, tile, 0, g, t);
+    c = cursor_at<kSb>(p, tile, 0, g, t);
   } else {
     c.w += 1024;
     c.d += 2;
-    c.s += 4;
+    c.s += kSb;
   }
 }
 
 /// The lane's batch at the cursor (weights not allocated in L1: the activations live in shared
 /// memory, the weights are read once).
-__device__ __forceinline__ void load_batch(const Cursor& c, int d8, int s8, Batch& B) {
+template <WFmt F>
+__device__ __forceinline__ void load_batch(const Cursor& c, int d8, int s8, Batch<F>& B) {
   B.w[0] = gemv::ldg_na128(c.w);
   B.w[1] = gemv::ldg_na128(c.w + 512);
   B.d[0] = __ldg(reinterpret_cast<const uint16_t*>(c.d));
   B.d[1] = __ldg(reinterpret_cast<const uint16_t*>(c.d + d8));
-  B.s[0] = __ldg(reinterpret_cast<const uint32_t*>(c.s));
-  B.s[1] = __ldg(reinterpret_cast<const uint32_t*>(c.s + s8));
+  if constexpr (F == WFmt::kIq2Xs) {
+    B.s[0] = __ldg(reinterpret_cast<const uint2*>(c.s));
+    B.s[1] = __ldg(reinterpret_cast<const uint2*>(c.s + s8));
+  } else {
+    B.s[0] = make_uint2(__ldg(reinterpret_cast<const uint32_t*>(c.s)), 0u);
+    B.s[1] = make_uint2(__ldg(reinterpret_cast<const uint32_t*>(c.s + s8)), 0u);
+  }
 }
 
 /// Values 4 i .. 4 i + 3 of a chunk (bit patterns R of fma(x, 2^(19-E), 1.5 * 2^23): bits 0-22
@@ -182,13 +218,16 @@ __device__ __forceinline__ void split4(const uint32_t R[4], uint32_t& aw, uint32
 
 }  // namespace imma
 
-/// grid = (<= n16 CTAs, 1, 1), 32 kW threads, dynamic shared memory imma::smem_bytes(K). M = 1,
-/// IQ2_XXS, K % 256 == 0, 16-byte aligned activations, no K split (p.split == 1). kDeep: the
-/// weights loaded two batches ahead instead of one.
-template <class T, int kW, bool kDeep = false>
+/// grid = (<= n16 CTAs, 1, 1), 32 kW threads, dynamic shared memory imma::smem_bytes<F>(K). M =
+/// 1, IQ2_XXS / IQ2_XS, K % 256 == 0, 16-byte aligned activations, no K split (p.split == 1).
+/// kDeep: the weights loaded two batches ahead instead of one.
+template <WFmt F, class T, int kW, bool kDeep = false>
 __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const LinearParams p) {
   using namespace imma;
   constexpr int kThr = 32 * kW;
+  constexpr bool kXs = F == WFmt::kIq2Xs;
+  constexpr int kE = kXs ? 512 : 256, kSb = kXs ? 8 : 4;
+  constexpr int kTabBytes = tab_bytes<F>(), kSrcOff = src_off<F>(), kZeroOff = zero_off<F>();
   extern __shared__ __align__(16) uint8_t smem[];
   __shared__ float part[kW][2][16];
   __shared__ int ptile[kW][2];
@@ -209,8 +248,8 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
   int tile = t0 + (ua < ue ? ua / batches : 0), b = ua < ue ? ua % batches : 0;
 
   const int d8 = static_cast<int>(16 * p.scale_ld), s8 = static_cast<int>(8 * p.scale2_ld);
-  Batch cur, n1;
-  Cursor ld = cursor_at(p, tile, b, g, t);
+  Batch<F> cur, n1;
+  Cursor ld = cursor_at<kSb>(p, tile, b, g, t);
   if (ua < ue) load_batch(ld, d8, s8, cur);
   // The position of the latest load (ltile, lb); kDeep: the unit after cur in n1.
   int ltile = tile, lb = b;
@@ -219,7 +258,7 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
       lb = 0;
       ++ltile;
     }
-    cursor_next(ld, p, ltile, lb, g, t);
+    cursor_next<kSb>(ld, p, ltile, lb, g, t);
   };
   if (kDeep && ua + 1 < ue) {
     step();
@@ -229,11 +268,14 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
   // Tables: 384 entries x 32 copies as 16-byte stores (4 copies each).
   {
     uint4* tv = reinterpret_cast<uint4*>(smem);
-    for (int i = static_cast<int>(threadIdx.x); i < 384 * 8; i += kThr) {
+    for (int i = static_cast<int>(threadIdx.x); i < (kE + 128) * 8; i += kThr) {
       const int e = i >> 3, c = i & 7;
-      const bool grid = e < 256;
-      const uint32_t v = grid ? g_grid_nib_xxs.v[e] : g_sign_nib.v[e - 256];
-      tv[(grid ? e * 256 : (e - 256) * 512 + 128) / 16 + c] = make_uint4(v, v, v, v);
+      const bool grid = e < kE;
+      const uint32_t v =
+          grid ? (kXs ? g_grid_nib_xs.v[e] : g_grid_nib_xxs.v[e]) : g_sign_nib.v[e - kE];
+      const int at = kXs ? (grid ? e * 128 : kE * 128 + (e - kE) * 128)
+                         : (grid ? e * 256 : (e - kE) * 512 + 128);
+      tv[at / 16 + c] = make_uint4(v, v, v, v);
     }
     if (threadIdx.x < 4)
       reinterpret_cast<uint32_t*>(smem + kSrcOff)[threadIdx.x] = threadIdx.x < 2 ? kSrcLo : kSrcHi;
@@ -292,7 +334,7 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
   __syncthreads();
 
   const uint32_t tab0 = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  const uint32_t clsw = 4u * lane | ((4u * lane + 128u) << 8);
+  const uint32_t clsw = kXs ? 4u * lane : 4u * lane | ((4u * lane + 128u) << 8);
   // Two copies read by lane parity (a uniform load would let ptxas keep the words in uniform
   // registers and copy them before every PRMT).
   const uint32_t slo = reinterpret_cast<const uint32_t*>(smem + kSrcOff)[lane & 1];
@@ -317,7 +359,7 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
       nb = 0;
       ++ntile;
     }
-    Batch nxt;
+    Batch<F> nxt;
     if (u + (kDeep ? 2 : 1) < ue) {
       step();
       load_batch(ld, d8, s8, nxt);
@@ -331,30 +373,39 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
       const uint4 x2[2] = {lds128(xa2), lds128(xa2 + 16)};
       const float ps = pscale[A0 + t];
       const uint4 wv = cur.w[h];
-      int c1[4] = {0, 0, 0, 0}, c2[4] = {0, 0, 0, 0};
+      // IQ2_XS: groups 0-1 (K 0-15) and 2-3 (16-31) of an atom carry their own sub-scales: two
+      // chains per piece set ([1]: groups 2-3).
+      int c1[kXs ? 2 : 1][4] = {}, c2[kXs ? 2 : 1][4] = {};
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
         // Slot words: row g groups 0|1, 2|3, row g + 8 groups 0|1, 2|3.
         const uint32_t wg = q < 2 ? wv.x : wv.y, w8 = q < 2 ? wv.z : wv.w;
         uint32_t a[4];
         if (q & 1) {
-          entry_s8<true>(wg, clsw, tab0, slo, shi, a[0], a[2]);
-          entry_s8<true>(w8, clsw, tab0, slo, shi, a[1], a[3]);
+          entry_s8<F, true>(wg, clsw, tab0, slo, shi, a[0], a[2]);
+          entry_s8<F, true>(w8, clsw, tab0, slo, shi, a[1], a[3]);
         } else {
-          entry_s8<false>(wg, clsw, tab0, slo, shi, a[0], a[2]);
-          entry_s8<false>(w8, clsw, tab0, slo, shi, a[1], a[3]);
+          entry_s8<F, false>(wg, clsw, tab0, slo, shi, a[0], a[2]);
+          entry_s8<F, false>(w8, clsw, tab0, slo, shi, a[1], a[3]);
         }
         const uint4 xa = x1[q >> 1], xc = x2[q >> 1];
-        imma16832(c1, a, (q & 1) ? xa.z : xa.x, (q & 1) ? xa.w : xa.y);
-        imma16832(c2, a, (q & 1) ? xc.z : xc.x, (q & 1) ? xc.w : xc.y);
+        const int ch = kXs ? q >> 1 : 0;
+        imma16832(c1[ch], a, (q & 1) ? xa.z : xa.x, (q & 1) ? xa.w : xa.y);
+        imma16832(c2[ch], a, (q & 1) ? xc.z : xc.x, (q & 1) ? xc.w : xc.y);
       }
       // Lane (g, t): atom 4h + t's pieces a, b (c1[0], c1[1]; row g + 8: c1[2], c1[3]) and c
-      // (c2[0], c2[2]); its sub-scale nibble 4h + t of each row's word.
+      // (c2[0], c2[2]); its sub-scale(s) (IQ2_XXS: nibble 4h + t of the row's word; IQ2_XS: byte
+      // t of word h, low nibble K 0-15, high 16-31).
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        const int X = (c1[2 * r] * 128 + c1[2 * r + 1]) * 128 + c2[2 * r];
-        const int s = static_cast<int>((cur.s[r] >> (16 * h + 4 * t)) & 15u);
-        bacc[r] = fmaf(static_cast<float>(X), ps * static_cast<float>(2 * s + 1), bacc[r]);
+#pragma unroll
+        for (int ch = 0; ch < (kXs ? 2 : 1); ++ch) {
+          const int X = (c1[ch][2 * r] * 128 + c1[ch][2 * r + 1]) * 128 + c2[ch][2 * r];
+          const uint32_t sw = kXs ? (h ? cur.s[r].y : cur.s[r].x) >> (8 * t + 4 * ch)
+                                  : cur.s[r].x >> (16 * h + 4 * t);
+          const int sc = static_cast<int>(sw & 15u);
+          bacc[r] = fmaf(static_cast<float>(X), ps * static_cast<float>(2 * sc + 1), bacc[r]);
+        }
       }
     }
 #pragma unroll
