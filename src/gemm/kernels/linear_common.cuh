@@ -26,6 +26,10 @@ namespace b12x::gemm::lin {
 //  - sign pairs: entry s7*4 + t = the sign bits of elements 2t, 2t+1 (ksigns: 7 stored bits plus
 //    even parity) placed at bits 15 and 31, XORed onto the grid pair.
 namespace iq2tab {
+/// The magnitude code (0, 1, 2) of an IQ2 grid byte (8, 25, 43).
+constexpr uint32_t code_of(uint32_t v) {
+  return v == 0x08u ? 0u : v == 0x19u ? 1u : 2u;
+}
 constexpr uint32_t small_int_bits(uint32_t v, bool fp16) {
   if (v == 0) return 0;
   int e = 0;
@@ -176,6 +180,15 @@ __device__ __forceinline__ void griddep_launch_dependents() {
 }
 
 /// Streaming 16-byte load that bypasses L1 allocation (weights are read once).
+/// A 16-byte weight vector read once, not allocated in L1 (non-volatile: the compiler may move it).
+__device__ __forceinline__ uint4 ldg_na128(const void* p) {
+  uint4 v;
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p));
+  return v;
+}
+
 __device__ __forceinline__ uint4 ldg_stream(const void* p) {
   uint4 v;
   asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"

@@ -79,9 +79,7 @@ constexpr int smem_bytes() {
 //        (4..6) leave no room for negated ones; the sign table holds 0x80 in byte i of a
 //        negative value i, moved to bits 15 / 31 by a second PRMT and XORed on.
 namespace tab {
-constexpr uint32_t code_of(uint32_t v) {
-  return v == 0x08u ? 0u : v == 0x19u ? 1u : 2u;
-}
+using iq2tab::code_of;
 template <int kN>
 struct U64s {
   uint64_t v[kN];
@@ -315,14 +313,6 @@ __device__ __forceinline__ void advance(Cursor& c, int batches) {
 __device__ __forceinline__ uint32_t ldg_na32(const void* p) {
   uint32_t v;
   asm("ld.global.nc.L1::no_allocate.u32 %0, [%1];" : "=r"(v) : "l"(p));
-  return v;
-}
-
-__device__ __forceinline__ uint4 ldg_na128(const void* p) {
-  uint4 v;
-  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
-      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-      : "l"(p));
   return v;
 }
 

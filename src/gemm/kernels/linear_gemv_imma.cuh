@@ -33,15 +33,16 @@
 //    in warp order (deterministic).
 #pragma once
 
-#include "gemm/kernels/linear_gemv_ggml.cuh"
+#include "gemm/kernels/linear_common.cuh"
 
 namespace b12x::gemm::lin {
 
 namespace imma {
 
-/// The replicated tables: IQ2_XXS gemv::kPaBytes' layout with 4-byte entries and 32 copies (grid
-/// entry e at 256 e, sign entry s at 512 s + 128); IQ2_XS (9-bit grid indices) grid entry e at
-/// 128 e, sign entry s at 64 KB + 128 s (addresses by shift and mask), then 64 bytes of words.
+/// The replicated tables: IQ2_XXS the BF16 GEMV's kPa layout (gemv::kPaBytes) with 4-byte entries
+/// and 32 copies (grid entry e at 256 e, sign entry s at 512 s + 128); IQ2_XS (9-bit grid indices)
+/// grid entry e at 128 e, sign entry s at 64 KB + 128 s (addresses by shift and mask), then 64
+/// bytes of words.
 template <WFmt F>
 __host__ __device__ constexpr int tab_bytes() {
   return F == WFmt::kIq2Xs ? 512 * 128 + 128 * 128 + 64 : 256 * 256;
@@ -79,7 +80,7 @@ constexpr U32s<kN> make_grid_nib(const uint64_t* grid) {
   for (int i = 0; i < kN; ++i) {
     uint32_t s = 0;
     for (int j = 0; j < 8; ++j)
-      s |= gemv::tab::code_of(static_cast<uint32_t>((grid[i] >> (8 * j)) & 0xFFu)) << (4 * j);
+      s |= iq2tab::code_of(static_cast<uint32_t>((grid[i] >> (8 * j)) & 0xFFu)) << (4 * j);
     t.v[i] = s;
   }
   return t;
@@ -191,8 +192,8 @@ __device__ __forceinline__ void cursor_next(Cursor& c, const LinearParams& p, in
 /// memory, the weights are read once).
 template <WFmt F>
 __device__ __forceinline__ void load_batch(const Cursor& c, int d8, int s8, Batch<F>& B) {
-  B.w[0] = gemv::ldg_na128(c.w);
-  B.w[1] = gemv::ldg_na128(c.w + 512);
+  B.w[0] = ldg_na128(c.w);
+  B.w[1] = ldg_na128(c.w + 512);
   B.d[0] = __ldg(reinterpret_cast<const uint16_t*>(c.d));
   B.d[1] = __ldg(reinterpret_cast<const uint16_t*>(c.d + d8));
   if constexpr (F == WFmt::kIq2Xs) {
