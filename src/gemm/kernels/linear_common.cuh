@@ -30,6 +30,13 @@ namespace iq2tab {
 constexpr uint32_t code_of(uint32_t v) {
   return v == 0x08u ? 0u : v == 0x19u ? 1u : 2u;
 }
+/// The 8 sign bits of an entry's 7 stored ones (ksigns: bit 7 = their parity).
+constexpr uint32_t sign8(uint32_t s7) {
+  uint32_t par = s7 ^ (s7 >> 4);
+  par ^= par >> 2;
+  par ^= par >> 1;
+  return s7 | ((par & 1u) << 7);
+}
 constexpr uint32_t small_int_bits(uint32_t v, bool fp16) {
   if (v == 0) return 0;
   int e = 0;
@@ -58,11 +65,7 @@ struct SignPairs {
 constexpr SignPairs make_sign_pairs() {
   SignPairs t{};
   for (uint32_t s7 = 0; s7 < 128; ++s7) {
-    uint32_t par = s7;
-    par ^= par >> 4;
-    par ^= par >> 2;
-    par ^= par >> 1;
-    const uint32_t s8 = s7 | ((par & 1u) << 7);
+    const uint32_t s8 = sign8(s7);
     for (uint32_t q = 0; q < 4; ++q)
       t.v[s7 * 4 + q] = (((s8 >> (2 * q)) & 1u) << 15) | (((s8 >> (2 * q + 1)) & 1u) << 31);
   }

@@ -101,10 +101,7 @@ constexpr U64s<kN> make_grid_sel(const uint64_t* grid, bool fp16) {
 constexpr U64s<128> make_sign_sel(bool fp16) {
   U64s<128> t{};
   for (uint32_t s7 = 0; s7 < 128; ++s7) {
-    uint32_t par = s7 ^ (s7 >> 4);
-    par ^= par >> 2;
-    par ^= par >> 1;
-    const uint32_t s8 = s7 | ((par & 1u) << 7);
+    const uint32_t s8 = iq2tab::sign8(s7);
     uint64_t v = 0;
     for (int i = 0; i < 8; ++i)
       if ((s8 >> i) & 1u) v |= uint64_t{1} << (8 * i + (fp16 ? 7 : 5));

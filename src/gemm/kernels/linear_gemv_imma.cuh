@@ -88,10 +88,7 @@ constexpr U32s<kN> make_grid_nib(const uint64_t* grid) {
 constexpr U32s<128> make_sign_nib() {
   U32s<128> t{};
   for (uint32_t s7 = 0; s7 < 128; ++s7) {
-    uint32_t par = s7 ^ (s7 >> 4);
-    par ^= par >> 2;
-    par ^= par >> 1;
-    const uint32_t s8 = s7 | ((par & 1u) << 7);
+    const uint32_t s8 = iq2tab::sign8(s7);
     uint32_t v = 0;
     for (int j = 0; j < 8; ++j)
       if ((s8 >> j) & 1u) v |= 4u << (4 * j);
