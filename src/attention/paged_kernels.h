@@ -53,6 +53,10 @@ struct KernelInfo {
   const void* func_early_cap = nullptr;
   LaunchFn launch_early_cap = nullptr;
   LaunchFn launch_stamp_early = nullptr;
+  /// The early instance with the lean fused merge (probe, B12X_ATTN_FUSED_MERGE=2: tagged
+  /// tickets, no merge kernel, no memset; wideh3 and hcvt8 only); null where not compiled.
+  const void* func_early_fused = nullptr;
+  LaunchFn launch_early_fused = nullptr;
   const char* name = "";
 };
 

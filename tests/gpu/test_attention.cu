@@ -1758,6 +1758,104 @@ TEST(AttentionGpuDecode, EarlyKvAutoSplitsNonPowerOfTwo) {
   }
 }
 
+// Probe (session 25): the lean fused merge (B12X_ATTN_FUSED_MERGE=2, early-K/V plans of wideh3
+// and hcvt8 on SM90): the last CTA of each row tile and KV head folds the splits, found through
+// tagged tickets that the kernel resets itself. Against the reference on randomized scratch (the
+// tickets' first use), again on the same scratch (tickets left at (tag, 0)), on zeroed and on
+// 0xFF scratch; forced (up to 64 live) and automatic splits, pages 64 / 128, sinks, windows,
+// verify (16 packed rows: two merge passes; hcvt8 with 8), and graph replays with new lengths
+// and tables, each bit-identical to an eager run.
+TEST(AttentionGpuDecode, LeanFusedMerge) {
+  B12X_REQUIRE_GPU();
+  if (b12x::device_info(0).family != b12x::ArchFamily::kSm90)
+    GTEST_SKIP() << "early K/V plans (SM90) only";
+  ScopedEnvs knob({{"B12X_ATTN_FUSED_MERGE", "2"}});
+  cudaStream_t st;
+  B12X_TEST_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  struct Case {
+    DType kv;
+    int page, splits, window;
+    bool sinks;
+    int qlen, hq;
+    std::vector<int> prefix;
+  };
+  const Case cases[] = {
+      {DType::kBF16, 128, 0, -1, false, 1, 16, {1500, 63, 1, 700}},
+      {DType::kFP8E4M3, 128, 0, -1, true, 1, 16, {1500, 63, 1, 700}},
+      {DType::kBF16, 64, 7, 300, true, 1, 16, {1500, 63, 1, 700}},
+      {DType::kFP8E4M3, 64, 16, 45, false, 1, 16, {1500, 63, 1, 700}},
+      {DType::kFP8E4M3, 128, 64, -1, true, 1, 16, {8190}},
+      {DType::kBF16, 128, 5, -1, true, 2, 16, {1500, 61, 700}},
+      {DType::kFP8E4M3, 128, 3, -1, false, 2, 8, {1500}},
+  };
+  int ci = 0;
+  for (const Case& c : cases) {
+    Spec s = gqa_decode_spec(c.prefix, c.splits, c.splits > 0 ? 64 : 0);
+    s.mode = c.qlen > 1 ? att::Mode::kVerify : att::Mode::kDecode;
+    s.qlens.assign(c.prefix.size(), c.qlen);
+    s.prefix_stable = true;
+    s.kv = c.kv;
+    s.per_head_scale = c.kv == DType::kFP8E4M3;
+    s.dqk = s.dv = 256;
+    s.hq = c.hq;
+    s.hkv = 2;
+    s.page = c.page;
+    s.window = c.window;
+    s.sinks = c.sinks;
+    const std::string what = "lean fused case " + std::to_string(ci++) + " " + s.str();
+    Problem p(s, rng());
+    PLAN_AND_BIND(p);
+    EXPECT_TRUE(p.plan.fused_tagged) << what << " " << p.plan.kernel;
+    EXPECT_NE(p.plan.kernel.find("_early_fused"), std::string::npos) << what << p.plan.kernel;
+    for (int pass = 0; pass < 4; ++pass) {
+      // 0: randomized scratch, 1: the tickets the last run left, 2: zeros, 3: 0xFF bytes
+      if (pass == 2) p.dscratch.poison(0x00);
+      if (pass == 3) p.dscratch.poison(0xFF);
+      p.run(st);
+      B12X_TEST_CUDA(cudaStreamSynchronize(st));
+      p.check(what + " pass " + std::to_string(pass));
+    }
+    if (ci != 2 && ci != 5) continue;
+    // graph replays with new lengths and reshuffled tables vs eager runs (same scratch)
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    B12X_TEST_CUDA(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+    att::run_paged(p.binding, st);
+    B12X_TEST_CUDA(cudaStreamEndCapture(st, &graph));
+    B12X_TEST_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+    int mismatches = 0;
+    for (int rep = 0; rep < 8; ++rep) {
+      for (int b = 0; b < p.B; ++b) {
+        const int ql = p.cu[b + 1] - p.cu[b];
+        p.lens[b] = std::max(ql, 1 + static_cast<int>(rng()() % (p.npg[b] * s.page)));
+        auto row = p.host_table.begin() + size_t(b) * p.W;
+        std::shuffle(row, row + p.npg[b], rng());
+        for (int i = 0; i < p.npg[b]; ++i)
+          p.dev_table[size_t(b) * p.W + i] = static_cast<int32_t>(p.dev_id[row[i]]);
+      }
+      B12X_TEST_CUDA(
+          cudaMemcpyAsync(p.dlens.ptr, p.lens.data(), p.B * 4, cudaMemcpyHostToDevice, st));
+      B12X_TEST_CUDA(cudaMemcpyAsync(p.dtable.ptr, p.dev_table.data(), p.dev_table.size() * 4,
+                                     cudaMemcpyHostToDevice, st));
+      B12X_TEST_CUDA(cudaMemsetAsync(p.dout.ptr, 0xFF, p.dout.bytes(), st));
+      B12X_TEST_CUDA(cudaGraphLaunch(exec, st));
+      B12X_TEST_CUDA(cudaStreamSynchronize(st));
+      const std::vector<uint8_t> replay = p.dout.download();
+      B12X_TEST_CUDA(cudaMemsetAsync(p.dout.ptr, 0xFF, p.dout.bytes(), st));
+      att::run_paged(p.binding, st);
+      B12X_TEST_CUDA(cudaStreamSynchronize(st));
+      const std::vector<uint8_t> eager = p.dout.download();
+      if (std::memcmp(replay.data(), eager.data(), size_t(p.T) * s.hq * s.dv * 2) != 0)
+        ++mismatches;
+      if (rep % 4 == 3) p.check(what + " replay " + std::to_string(rep));
+    }
+    EXPECT_EQ(mismatches, 0) << what << ": replays differing from eager";
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+  }
+  B12X_TEST_CUDA(cudaStreamDestroy(st));
+}
+
 // PagedCaps::kv_prefix_stable under graph replay, the way vLLM runs it: one graph holds a
 // preceding kernel that lets the attention launch at once (PDL), spins, then writes the lengths
 // and page table and appends each request's new K/V row (at cache_seqlens - 1, which the promise

@@ -6,9 +6,10 @@
 
 namespace b12x::attention::detail {
 
-template <typename T, typename Cfg, bool kLean, bool kStamp = false, bool kEarly = false>
+template <typename T, typename Cfg, bool kLean, bool kStamp = false, bool kEarly = false,
+          bool kFused = false>
 void launch_main(const PagedParams& p, dim3 grid, cudaStream_t s, bool pdl) {
-  launch_kernel(paged_attention_kernel<T, Cfg, kLean, kStamp, kEarly>, grid, Cfg::kThreads,
+  launch_kernel(paged_attention_kernel<T, Cfg, kLean, kStamp, kEarly, kFused>, grid, Cfg::kThreads,
                 Cfg::kSmemBytes, s, pdl, p);
 }
 template <typename T, typename Cfg, int kMaxRegs>
@@ -66,6 +67,12 @@ KernelInfo make_info(const char* name) {
             reinterpret_cast<const void*>(&paged_attention_kernel<T, Cfg, true, true, true>);
         k.launch_stamp_early = &launch_main<T, Cfg, true, true, true>;
       }
+      // the lean fused merge (probe, B12X_ATTN_FUSED_MERGE=2): wideh3 and hcvt8 at head dim 256
+      if constexpr (kDqk == 256 && kDv == 256 && (kKind == 18 || kKind == 28)) {
+        k.func_early_fused =
+            reinterpret_cast<const void*>(&paged_attention_kernel<T, Cfg, true, false, true, true>);
+        k.launch_early_fused = &launch_main<T, Cfg, true, false, true, true>;
+      }
     }
   }
   k.launch_merge = &launch_merge<T, kDv>;
@@ -106,7 +113,7 @@ void register_kinds(std::vector<KernelInfo>& out, const char* tag) {
     out.push_back(make_info<T, kFp8, kDqk, kDv, 8, true, k256, k256>(tag));
     out.push_back(make_info<T, kFp8, kDqk, kDv, 13, true, !k256, !k256>(tag));
     // hcvt8 (28; head dim 256, q_len x group <= 8)
-    if constexpr (k256) out.push_back(make_info<T, kFp8, kDqk, kDv, 28, true, false, true>(tag));
+    if constexpr (k256) out.push_back(make_info<T, kFp8, kDqk, kDv, 28, true, true, true>(tag));
   }
 }
 template <int kDqk, int kDv>
