@@ -714,6 +714,7 @@ std::string Plan::describe() const {
      << " split_k=" << split_k << " decode_ws=" << decode_warp_split
      << (decode_deep ? " decode_deep=" + std::to_string(decode_deep) : std::string())
      << (decode_sync_stage ? " sync_stage" : "")
+     << (decode_xshare ? " xshare=" + std::to_string(decode_xshare) : std::string())
      << (decode_stream_parts
              ? " stream=" + std::to_string(decode_stream_parts) + "o" +
                    std::to_string(decode_stream_occ) + (decode_stream_shfl ? "s" : "") +
@@ -1386,6 +1387,26 @@ Plan plan(const Caps& caps) {
                           M * geo.K <= kDecodeSyncMaxMK;
     if (const char* e = std::getenv("B12X_GEMM_DECODE_SYNCSTAGE"); e != nullptr)
       p.decode_sync_stage = e[0] == '1' && lin::wtraits(wf).fp8mma;
+    // Session 25 probe (B12X_GEMM_DECODE_XSHARE=2|4): per-tensor FP8 on the 4-warp grid (one
+    // token tile, no split) in clusters of that many CTAs sharing one read of the staged rows
+    // (kXsh), where every cluster of the grid is resident at once for each instance run may
+    // launch (both MMA kinds, with and without the deeper ring).
+    if (const char* e = std::getenv("B12X_GEMM_DECODE_XSHARE"); e != nullptr) {
+      const int want = std::atoi(e);
+      if ((want == 2 || want == 4) && f8_sm90 &&
+          (wf == lin::WFmt::kFp8 || wf == lin::WFmt::kFp8Block) && ws == 4 && nt == 1 &&
+          split == 1 && !p.decode_pipe && !p.decode_half && !fp16) {
+        const int64_t clusters = (geo.n16 + want - 1) / want;
+        const int64_t stage = lin::stage_geom(wf, std::min<int64_t>(M, 8), slices).bytes + 16;
+        int64_t fit = clusters;
+        for (int deep : {0, p.decode_deep})
+          for (int mma : {wf == lin::WFmt::kFp8 ? 0 : 1, 1})
+            fit = std::min<int64_t>(fit, lin::decode_xshare_max_clusters(
+                                             caps.device, wf, deep, mma, want,
+                                             lin::decode_ring_bytes_deep(wf, deep) + stage));
+        if (fit >= clusters) p.decode_xshare = want;
+      }
+    }
     // The kernels with the per-slice bookkeeping by running pointers, the halves' staging walk set
     // up once per CTA and conflict-free splat rows (kLean; run takes them where they exist for the
     // launch's configuration): FP4 weights with BF16 MMAs at M = 1 (4 / 8 warps per tile) and in
@@ -2323,7 +2344,9 @@ Plan plan(const Caps& caps) {
           << (p.decode_fp8_mma == 1 ? " mma=f16" : "")
           << (p.ggml_gemv > 0 ? (p.ggml_gemv_split > 1 ? " ggml_gemv+reduce" : " ggml_gemv") : "")
           << (p.ggml_gemv > 0 && p.ggml_gemv_var ? " v" + std::to_string(p.ggml_gemv_var) : "")
-          << (p.decode_deep ? " deep=" + std::to_string(p.decode_deep) : std::string()) << " split="
+          << (p.decode_deep ? " deep=" + std::to_string(p.decode_deep) : std::string())
+          << (p.decode_xshare ? " xshare=" + std::to_string(p.decode_xshare) : std::string())
+          << " split="
           << (M > kDecodeMaxM || split == 1 ? "none"
               : p.split_cluster             ? "cluster"
                                             : "reduce");
@@ -2900,6 +2923,19 @@ void run(const Binding& b, Stream stream) {
   p.decode_seg_stage = plan.decode_seg_stage ? 1 : 0;
   p.decode_sync_stage = plan.decode_sync_stage && M >= 2 ? 1 : 0;
   p.decode_mma = M >= 2 ? plan.decode_fp8_mma : plan.decode_fp8_mma_m1;
+  // The shared staging (kXsh) where the run's grid is the plan's: 4 warps per tile, one chunk,
+  // e4m3 rows of 16-byte pieces, and ring + staging within the launcher's budget.
+  p.decode_xshare = 0;
+  if (plan.decode_xshare > 1 && nt == 1 && p.decode_ws == 4 && !p.decode_pipe && !p.decode_half &&
+      p.split == 1 && p.stage_slices >= p.slices_per_cta &&
+      (im.wfmt == WFmt::kFp8Block ? p.act_kind == lin::kActBf16Quant
+                                  : p.act_kind == lin::kActFp8 && p.xs_kind == lin::kXsNone &&
+                                        p.x_vec16 && geo.K % 16 == 0 && p.ldx_bytes % 16 == 0) &&
+      lin::decode_xshare_available(im.wfmt, fp16, p.decode_deep, p.decode_mma) &&
+      (p.decode_deep > 0 ? lin::decode_ring_bytes_deep(im.wfmt, p.decode_deep) : 0) +
+              lin::stage_geom(im.wfmt, p.stage_rows, p.stage_slices).bytes + 16 <=
+          (p.decode_deep > 0 ? lin::kDecodeDeepBudget : lin::kDecodeStageBudget))
+    p.decode_xshare = plan.decode_xshare;
   // kLean where the plan asks for it and the instance exists, and where only it exists (8 warps
   // per tile, the FP4 weights' deeper ring and pipelined halves: B12X_GEMM_DECODE_LEAN=0 keeps
   // them).

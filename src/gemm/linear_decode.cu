@@ -18,6 +18,7 @@ namespace {
 using decode_inst::decode_fn;
 using decode_inst::DecodeFn;
 using decode_inst::pick_decode_fp8;
+using decode_inst::pick_decode_fp8_xshare;
 
 constexpr int64_t kDecodeRingMax = 4 * kDecodeStagesMax * 4096;
 static_assert(kDecodeRingMax + std::max(kDecodeStageBudget, kDecodePipeBudget) + 15 * 1024 <=
@@ -87,6 +88,20 @@ bool decode_ws_available(WFmt f, bool fp16, int ws) {
          pick_decode(f, fp16, 1, ws, false, false, 0, true) != nullptr;
 }
 
+bool decode_xshare_available(WFmt f, bool fp16, int deep, int mma) {
+  return !fp16 && pick_decode_fp8_xshare(f, deep, mma) != nullptr;
+}
+
+int decode_xshare_max_clusters(int device, WFmt f, int deep, int mma, int xshare, int64_t smem) {
+  const DecodeFn fn = pick_decode_fp8_xshare(f, deep, mma);
+  if (fn == nullptr || xshare < 2) return 0;
+  const ::b12x::detail::DeviceScope scope(device);
+  B12X_CUDA_CHECK(
+      ::b12x::detail::opt_in_smem(reinterpret_cast<const void*>(fn), static_cast<int>(smem)));
+  return ::b12x::detail::max_active_clusters(reinterpret_cast<const void*>(fn), 128,
+                                             static_cast<int>(smem), xshare);
+}
+
 bool decode_deep_available(WFmt f, bool fp16, int deep) {
   return pick_decode(f, fp16, 1, 4, false, false, deep) != nullptr ||
          pick_decode(f, fp16, 1, 4, false, false, deep, true) != nullptr;
@@ -127,7 +142,20 @@ void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stre
   const int deep = p.decode_deep;
   // FP8 weights: the MMA kind (LinearParams::decode_mma).
   const int mma = wtraits(f).fp8mma && p.decode_mma != 0 ? 1 : 0;
-  DecodeFn fn = pick_decode(f, fp16, nt, ws, pipe, half, deep, p.decode_lean != 0, mma);
+  // The shared staging (kXsh): clusters of S CTAs along x on the 4-warp grid, e4m3 rows whose
+  // K range is one bulk copy per row and rank (16-byte aligned pieces).
+  const int xsh = p.decode_xshare > 1 ? p.decode_xshare : 0;
+  // Block FP8: BF16 rows quantized in the staging, each CTA's share stored into all.
+  B12X_ASSERT(
+      xsh == 0 ||
+          ((xsh == 2 || xsh == 4) && ws == 4 && nt == 1 && !pipe && !half && !fp16 &&
+           p.cluster_split <= 1 && p.stage_slices >= p.slices_per_cta &&
+           (f == WFmt::kFp8Block ? p.act_kind == kActBf16Quant
+                                 : p.act_kind == kActFp8 && p.xs_kind == kXsNone && p.x_vec16 &&
+                                       p.K % 16 == 0 && p.ldx_bytes % 16 == 0)),
+      "decode shared staging ", xsh, " with ws ", ws, " nt ", nt, " K ", p.K, " act ", p.act_kind);
+  DecodeFn fn = xsh ? pick_decode_fp8_xshare(f, deep, mma)
+                    : pick_decode(f, fp16, nt, ws, pipe, half, deep, p.decode_lean != 0, mma);
   B12X_ASSERT(fn != nullptr, "no decode kernel for format ", static_cast<int>(f), " fp16=", fp16);
   B12X_ASSERT(p.stage_rows >= 1 && p.stage_rows <= 8 * nt && p.stage_slices >= 1,
               "decode staging rows=", p.stage_rows, " slices=", p.stage_slices);
@@ -141,7 +169,7 @@ void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stre
                               : half ? half_stage_budget
                                      : kDecodeStageBudget),
               "decode staging needs ", stage_bytes, " B of shared memory");
-  const int64_t smem = decode_ring_bytes_deep(f, deep, ws) + stage_bytes;
+  const int64_t smem = decode_ring_bytes_deep(f, deep, ws) + stage_bytes + (xsh ? 16 : 0);
   B12X_ASSERT(deep == 0 || smem <= kDecodeDeepBudget, "decode deep ring ", deep, " needs ", smem,
               " B of shared memory");
   // 8 warps per tile: within the device's shared memory per block (run checks it).
@@ -165,16 +193,18 @@ void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stre
   const int64_t tok_tiles = (p.M + 8 * nt - 1) / (8 * nt);
   B12X_ASSERT(tok_tiles <= 65535, "too many token tiles: M=", p.M);
   const int tiles_per_cta = half ? 4 : ws == 8 ? 1 : 4 / ws;
-  const dim3 grid(static_cast<unsigned>((p.n16 + tiles_per_cta - 1) / tiles_per_cta),
+  const int64_t ctas_x = (p.n16 + tiles_per_cta - 1) / tiles_per_cta;
+  const dim3 grid(static_cast<unsigned>(xsh ? (ctas_x + xsh - 1) / xsh * xsh : ctas_x),
                   static_cast<unsigned>(p.split), static_cast<unsigned>(tok_tiles));
   // Programmatic dependent launch lets the weight stream start while the previous kernel
   // finishes; split-K CTAs of one row block form a cluster.
   B12X_ASSERT(p.cluster_split <= 1 || (p.cluster_split == p.split && p.split <= 8),
               "cluster split ", p.cluster_split);
-  const dim3 cluster(1, p.cluster_split > 1 ? static_cast<unsigned>(p.split) : 1u, 1);
+  const dim3 cluster(xsh ? static_cast<unsigned>(xsh) : 1u,
+                     p.cluster_split > 1 ? static_cast<unsigned>(p.split) : 1u, 1);
   t_last = DecodeLaunch{
-      nt,   ws, deep, p.split, static_cast<int>(cluster.y), pipe, half, p.decode_lean != 0,
-      smem, mma};
+      nt,   ws,  deep, p.split, static_cast<int>(cluster.y), pipe, half, p.decode_lean != 0,
+      smem, mma, xsh};
   B12X_CUDA_CHECK(b12x::detail::launch_ex(fn, grid, dim3(half || ws == 8 ? 256 : 128),
                                           static_cast<size_t>(smem), stream, p.pdl != 0, cluster,
                                           p));

@@ -158,6 +158,7 @@ struct DecodeLaunch {
   bool pipe = false, half = false, lean = false;
   int64_t smem = 0;  // dynamic shared memory bytes
   int mma = 0;       // FP8 weights: 0 e4m3 mma.sync, 1 f16 MMAs on converted fragments
+  int xshare = 0;    // kXsh: CTAs per cluster sharing the activation staging (0: none)
 };
 DecodeLaunch last_decode_launch();
 /// Tiled kernel (M > 16): grid = (ceil(NP/tiled_block_n), ceil(M/tok), split). x must allow

@@ -38,6 +38,7 @@ struct LinearParams {
   int decode_sync_stage;    // decode kernel, FP8 weights, kWS > 1 without kPipe: plain loads
   int decode_lean;          // decode kernel: per-slice bookkeeping by running pointers (kLean)
   int decode_mma;           // decode kernel, FP8 weights: 0 e4m3 mma.sync, 1 f16 MMAs
+  int decode_xshare;        // decode kernel (kXsh): CTAs per cluster sharing the staging, or 0
   int64_t ldx_bytes;        // row stride of quantized x in bytes
   const uint8_t* xq_scale;  // nvfp4/mxfp4 swizzled scale bytes, or e8m0 rows
   int xs_kind;              // XsSrc: where the fp32 group scales come from

@@ -21,10 +21,11 @@ int group_of(WFmt f) {
   return f == WFmt::kFp8Block ? 128 : f == WFmt::kFp8Mx ? 32 : 0;
 }
 
-/// The variant a launch runs: kF8VarQ8 / kF8VarQ32 / kF8VarLate only where the kernel quantizes
+/// The variant a launch runs: kF8VarQ8 / kF8VarQ32 / kF8VarLate (and the kF8VarCheap probe, whose
+/// instances all quantize) only where the kernel quantizes
 /// (a plan's rows that are not 16-byte vectors come quantized by the quantizer launch instead).
 int run_var(bool q, int var) {
-  return q ? var : var & ~(kF8VarQ8 | kF8VarQ32 | kF8VarLate);
+  return q ? var : var & ~(kF8VarQ8 | kF8VarQ32 | kF8VarLate | kF8VarCheap);
 }
 
 /// The instances: what the SM90 defaults run (f16 MMAs, 2 CTAs per SM; linear.cc's plan rules),
@@ -54,8 +55,9 @@ F8Fn pick(WFmt f, int tw, int nt, int mma, int depth, bool q, int occ = 2, int v
     case WFmt::kFp8Mx:
       if (depth != 4) return nullptr;
       if (q)
-        return var == (kF8VarFold | kF8VarQ8 | kF8VarQ32) ? pick_stream16_f8_mx_q32(tw, nt)
-                                                          : nullptr;
+        return (var & ~kF8VarCheap) == (kF8VarFold | kF8VarQ8 | kF8VarQ32)
+                   ? pick_stream16_f8_mx_q32(tw, nt, (var & kF8VarCheap) != 0)
+                   : nullptr;
       return var == kF8VarFold ? pick_s16f8_tw_nt<32, 4, false, kF8VarFold>(tw, nt) : nullptr;
     default:
       return nullptr;

@@ -22,6 +22,10 @@ inline constexpr int kF8VarQ32 = 8;
 /// Block FP8 with the in-kernel quantization at one token tile: chunk c + 1 quantized after chunk
 /// c's MMAs instead of before (its default since session 20).
 inline constexpr int kF8VarLate = 16;
+/// Probe (session 25), with kF8VarFold: the splats 2^(e - emax + 7) by one f16x2 conversion per
+/// atom and the chunk's E8M0 bytes masked past K once (byte-wise maxima), instead of pow2_h2's
+/// selects and a compare per atom: the same bits.
+inline constexpr int kF8VarCheap = 32;
 
 /// FP8 weights (per-tensor, block FP8, MXFP8) on e4m3 activations (MXFP8 / block FP8 with their
 /// group scales, p.xs_kind kXsE8m0Rows / kXsF32Rows); CTAs of 8 warps x tw (1 or 2) 16-row tiles

@@ -6,8 +6,10 @@
 
 namespace b12x::gemm::lin {
 
-F8Fn pick_stream16_f8_mx_q32(int tw, int nt) {
-  return pick_s16f8_tw_nt<32, 4, true, kF8VarFold | kF8VarQ8 | kF8VarQ32>(tw, nt);
+F8Fn pick_stream16_f8_mx_q32(int tw, int nt, bool cheap) {
+  return cheap ? pick_s16f8_tw_nt<32, 4, true, kF8VarFold | kF8VarQ8 | kF8VarQ32 | kF8VarCheap>(tw,
+                                                                                                nt)
+               : pick_s16f8_tw_nt<32, 4, true, kF8VarFold | kF8VarQ8 | kF8VarQ32>(tw, nt);
 }
 
 }  // namespace b12x::gemm::lin

@@ -998,6 +998,53 @@ TEST(GemmGpu, DecodeFp8SmallM) {
   }
 }
 
+TEST(GemmGpu, DecodeFp8Xshare) {
+  B12X_REQUIRE_GPU();
+  // Session 25 probe: per-tensor / block FP8 on the 4-warp grid (B12X_GEMM_DECODE_WS_M=8) in
+  // clusters of 4 / 2 CTAs sharing their staged rows (B12X_GEMM_DECODE_XSHARE, kXsh): per-tensor
+  // multicasts 1 / S of every e4m3 row into the cluster, block FP8 quantizes 1 / S of the BF16
+  // rows' 128-K units into every CTA (B12X_GEMM_DECODE_ACTQ=1). N = 40 / 200 (a grid padded to
+  // whole clusters, a partial last tile), K tails inside a slice (K = 896 / 1312: zero-filled per
+  // CTA), M = 1..8, bias, FP16 out, graph replays, both MMA kinds, with and without the deeper
+  // ring.
+  if (!(device_info(0).cc_major == 9 && device_info(0).cc_minor == 0))
+    GTEST_SKIP() << "the shared staging is SM90's (multicast bulk copies)";
+  ScopedEnv ew("B12X_GEMM_DECODE_WS_M", "8"), ef8("B12X_GEMM_STREAM16_F8", "0"),
+      eq("B12X_GEMM_DECODE_ACTQ", "1");
+  constexpr LinearFormat kT = LinearFormat::kFp8Tensor, kB = LinearFormat::kFp8Block;
+  struct Run {
+    LinearFormat f;
+    int64_t M, N, K;
+    DType out;
+    bool bias, graph;
+    const char *xshare, *deep, *mma;
+  };
+  const Run runs[] = {
+      {kT, 1, 40, 896, DType::kBF16, true, false, "4", "0", nullptr},
+      {kT, 4, 200, 1312, DType::kFP16, false, true, "4", "0", nullptr},
+      {kT, 8, 72, 2048, DType::kBF16, true, true, "4", "0", nullptr},
+      {kT, 3, 40, 896, DType::kBF16, true, false, "4", "1", nullptr},
+      {kT, 5, 200, 2048, DType::kBF16, false, false, "4", "1", "0"},
+      {kT, 2, 40, 896, DType::kFP16, true, true, "2", "0", "0"},
+      {kT, 6, 136, 1024, DType::kBF16, false, true, "2", "1", nullptr},
+      {kB, 4, 200, 896, DType::kBF16, true, true, "4", "0", nullptr},
+      {kB, 7, 40, 2048, DType::kFP16, false, false, "4", "1", nullptr},
+      {kB, 2, 136, 1280, DType::kBF16, false, true, "2", "0", nullptr},
+  };
+  for (const Run& r : runs) {
+    ScopedEnv ex("B12X_GEMM_DECODE_XSHARE", r.xshare), ed("B12X_GEMM_DECODE_DEEP", r.deep);
+    std::unique_ptr<ScopedEnv> em;
+    if (r.mma != nullptr) em = std::make_unique<ScopedEnv>("B12X_GEMM_DECODE_F8MMA", r.mma);
+    const DType act = r.f == kT ? DType::kFP8E4M3 : DType::kBF16;
+    run_case({r.f, r.M, r.N, r.K, act, r.out, r.bias}, r.graph);
+    const gemm::lin::DecodeLaunch l = gemm::lin::last_decode_launch();
+    EXPECT_TRUE(l.ws == 4 && !l.pipe && l.nt == 1 && l.xshare == std::atoi(r.xshare) &&
+                l.deep == std::atoi(r.deep))
+        << gemm::format_name(r.f) << " M=" << r.M << " N=" << r.N << " K=" << r.K << " xshare "
+        << l.xshare << " deep " << l.deep;
+  }
+}
+
 TEST(GemmGpu, DecodeSliceHalvesFp8) {
   B12X_REQUIRE_GPU();
   // One warp per tile throughout: the halves' rules (N = 72 and n_for_split(4) would take 2 warps
@@ -2429,8 +2476,9 @@ TEST(GemmGpu, DecodeStream16Fp8) {
   // MXFP8's in-kernel quantization on all 8 warps with its folded scales, a warp per token at M
   // <= 8 (VAR=14, the default on SM90; 6 without the warp per token was removed in session 21;
   // at M = 1 / 3 / 16): tw 1 / 2, splits 1 / 3, K tails (half chunks, 4864), partial CTAs, FP16
-  // outputs, a graph.
-  for (const int var : {14}) {
+  // outputs, a graph. 46: the session-25 probe kF8VarCheap (splats by one conversion, masked
+  // E8M0 bytes), with weight scales over 80..150 in one case (splats below 2^-24 flush to 0).
+  for (const int var : {14, 46}) {
     ScopedEnv em("B12X_GEMM_DECODE_F8MMA", "1"), eq("B12X_GEMM_STREAM16_QX", "1"),
         ev("B12X_GEMM_STREAM16_F8_VAR", std::to_string(var).c_str());
     int k = 0;
@@ -2443,8 +2491,15 @@ TEST(GemmGpu, DecodeStream16Fp8) {
                (k % 2) == 0};
         c.max_tokens = (k % 3) == 0 ? 16 : c.M;
         ++k;
+        if (var == 46 && k == 2)
+          g_weight_tweak = [](LinearFormat f, HostWeight& h) {
+            std::uniform_int_distribution<int> e8(80, 150);
+            if (f == LinearFormat::kMxfp8)
+              for (auto& b : h.scale_bytes) b = static_cast<uint8_t>(e8(test::rng()));
+          };
         const int64_t before = gemm::lin::last_stream16_f8_launch().serial;
         run_case(c, /*graph_replay=*/k == 3);
+        g_weight_tweak = nullptr;
         const gemm::lin::Stream16F8Launch l = gemm::lin::last_stream16_f8_launch();
         EXPECT_GT(l.serial, before) << name(c) << " tw " << tw << " sp " << sp;
         EXPECT_EQ(l.var, var) << name(c);

@@ -22,6 +22,7 @@
 #include <type_traits>
 
 #include "formats/swizzle.h"
+#include "gemm/kernels/cluster_sum.cuh"
 #include "gemm/kernels/linear_common.cuh"
 #include "gemm/kernels/quantize.cuh"
 
@@ -118,6 +119,60 @@ __device__ __forceinline__ void dec_cp_async_wait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
 
+// kXsh (SM90a only; the plans take it on SM90 alone): the cluster's shared activation staging.
+// One mbarrier per CTA whose phase 0 completes when the staged rows' bytes have landed; each CTA
+// of the cluster brings one K quarter (1 / S) of every staged row in with a bulk copy multicast
+// into all S CTAs' staging at the same offset, so the activations are read from L2 once per
+// cluster instead of once per CTA.
+__device__ __forceinline__ void xsh_cluster_arrive() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void xsh_cluster_wait() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+#endif
+}
+/// Thread 0: the barrier (one arrival: its own, with the staged bytes as the transactions).
+__device__ __forceinline__ void xsh_bar_init(uint32_t bar, uint32_t bytes) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar) : "memory");
+  // Visible to the async proxy and the cluster (the peers' multicasts complete on it) before the
+  // cluster barrier that lets them issue.
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
+               : "memory");
+#else
+  __trap();
+#endif
+}
+__device__ __forceinline__ void xsh_bar_wait(uint32_t bar) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  uint32_t done;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0;\n"
+        "selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar)
+        : "memory");
+  } while (done == 0);
+#endif
+}
+/// `bytes` (a multiple of 16, both addresses 16-byte aligned) from global memory into the shared
+/// memory at `dst` of every CTA in `mask`, completing on each one's barrier at `bar`.
+__device__ __forceinline__ void xsh_bulk_multicast(uint32_t dst, const void* src, uint32_t bytes,
+                                                   uint32_t bar, uint16_t mask) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+      " [%0], [%1], %2, [%3], %4;" ::"r"(dst),
+      "l"(src), "r"(bytes), "r"(bar), "h"(mask)
+      : "memory");
+#endif
+}
+
 /// kWS (warps per weight tile, 1, 2 or 4): the CTA's 4 warps cover 4 / kWS 16-row tiles, and the
 /// kWS warps of a tile split the CTA's K range (contiguous parts of ceil(slices / kWS) slices),
 /// reduced through shared memory at the end: kWS x the warps of the grid for the same weight
@@ -158,8 +213,14 @@ __device__ __forceinline__ void dec_cp_async_wait() {
 /// accumulation: per-tensor FP8 needs no promotion every 128 K). At two token tiles 24 -> 16 F2FP
 /// and 8 -> 0 FADDs per atom.
 /// kMma: 0 e4m3 mma.sync, 1 kF16 (above).
+/// kXsh (session 25 probe; e4m3 activations on the 4-warp grid, SM90a): the grid's CTAs in
+/// clusters of p.decode_xshare along x (consecutive 16-row tiles, the same K range and token
+/// rows) share one read of their staged activations: each CTA requests 1 / S of every staged
+/// row's bytes by bulk copies multicast into all S CTAs (see xsh_bulk_multicast), so at M = 4 a
+/// CTA requests M = 1's bytes and the grid's L2 reads of the activations drop S-fold, while every
+/// CTA keeps M = 1's schedule (the whole K staged at once, 4 warps per tile).
 template <WFmt F, class T, int NT, int kWS = 1, bool kPipe = false, bool kHalf = false,
-          int kDeep = 0, bool kLean = false, int kMma = 0>
+          int kDeep = 0, bool kLean = false, int kMma = 0, bool kXsh = false>
 __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS == 8 ? 2 : 4)
     linear_decode_kernel(const LinearParams p) {
   static_assert(kWS == 1 || kWS == 2 || kWS == 4 || kWS == 8, "warps per weight tile");
@@ -189,6 +250,9 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
   constexpr int kGroupsPerSlice = kGroup ? kKS / kGroup : 1;
   constexpr bool kF8 = kTr.fp8mma;  // e4m3 activations staged as bytes, FP8 MMAs
   static_assert(kMma == 0 || (kMma == 1 && kF8), "f16 MMAs: the FP8 weight formats");
+  static_assert(!kXsh || ((F == WFmt::kFp8 || F == WFmt::kFp8Block) && kWS == 4 && !kPipe &&
+                          !kHalf && NT == 1),
+                "shared staging: per-tensor / block FP8 weights on the 4-warp grid");
   constexpr bool kF16 = kMma == 1;
 
   extern __shared__ __align__(16) uint8_t dsm[];
@@ -241,6 +305,18 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
   // kPipe: the second staging buffer, and the one the current chunk is read from.
   uint8_t* const xs1 = xs + sg.bytes;
   uint8_t* xcur = xs;
+  // kXsh: the staging's barrier after the staged rows (the launcher adds 16 bytes); the bytes of
+  // the CTA's K range per staged row that exist (the rest of its last slice is zero-filled).
+  [[maybe_unused]] const uint32_t xbar =
+      static_cast<uint32_t>(__cvta_generic_to_shared(xs + ((sg.bytes + 7) & ~int64_t{7})));
+  [[maybe_unused]] const int64_t xvb =
+      c_begin < c_end ? min(p.K, c_end * kKS) - c_begin * kKS : int64_t{0};
+  if constexpr (kXsh) {
+    // (Block FP8's quantized shares are stored by the threads, not multicast: no transactions.)
+    if (threadIdx.x == 0)
+      xsh_bar_init(xbar, p.act_kind == kActBf16Quant ? 0u : static_cast<uint32_t>(rows * xvb));
+    xsh_cluster_arrive();  // waited for after griddep_wait, before the multicasts
+  }
 
   if constexpr (F == WFmt::kNvfp4) {
     if (kThreads == 128 || threadIdx.x < 128)
@@ -479,7 +555,20 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
       static_assert(kKS % 128 == 0, "whole 128-K units per slice");
       constexpr int kW = kThreads / 32;
       const int64_t kbase = c0 * kKS;
-      const int per_row = static_cast<int>((c1 - c0) * (kKS / 128));
+      // kXsh: this CTA quantizes units [ju0, ju0 + per_row) of each row (its 1 / S share) and
+      // stores them into every CTA of the cluster.
+      const int units = static_cast<int>((c1 - c0) * (kKS / 128));
+      [[maybe_unused]] const int nq = kXsh ? p.decode_xshare : 1;
+      [[maybe_unused]] const int ju0 = kXsh ? units * static_cast<int>(cluster_rank()) / nq : 0;
+      const int per_row = kXsh ? units * (static_cast<int>(cluster_rank()) + 1) / nq - ju0 : units;
+      [[maybe_unused]] auto put_all = [&](auto* a, auto v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+        for (int q = 0; q < nq; ++q)
+          *cooperative_groups::this_cluster().map_shared_rank(a, static_cast<unsigned>(q)) = v;
+#else
+        __trap();                       // clusters need SM90+ (the plans take kXsh on SM90 only)
+#endif
+      };
       const int total = rows * per_row;
       const int part = lane & 3;
       const uint16_t* const x16 = static_cast<const uint16_t*>(p.x);
@@ -487,7 +576,8 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
         const int u = ub + (lane >> 2);
         const bool valid = u < total;
         const int r = valid ? u / per_row : 0;
-        const int j = valid ? u - r * per_row : 0;
+        int j = valid ? u - r * per_row : 0;
+        if constexpr (kXsh) j += ju0;
         const int64_t k0 = kbase + j * 128 + part * 8;  // this lane's first value
         const uint16_t* const src = x16 + (tok0 + r) * p.ldx + k0;
         uint4 v4[4];
@@ -502,9 +592,17 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
                                   v4[3].x, v4[3].y, v4[3].z, v4[3].w};
           const float sc =
               kernels::g128_codes<true>(w, valid, [&](int i, uint32_t lo, uint32_t hi) {
-                *reinterpret_cast<uint2*>(dst + 32 * i) = make_uint2(lo, hi);
+                if constexpr (kXsh)
+                  put_all(reinterpret_cast<uint2*>(dst + 32 * i), make_uint2(lo, hi));
+                else
+                  *reinterpret_cast<uint2*>(dst + 32 * i) = make_uint2(lo, hi);
               });
-          if (valid && part == 0) xsc[r * sg.groups + j] = kbase + j * 128 < p.K ? sc : 0.f;
+          if constexpr (kXsh) {
+            if (valid && part == 0)
+              put_all(xsc + r * sg.groups + j, kbase + j * 128 < p.K ? sc : 0.f);
+          } else {
+            if (valid && part == 0) xsc[r * sg.groups + j] = kbase + j * 128 < p.K ? sc : 0.f;
+          }
         } else {
           static_assert(kGroup == 32, "1x128 groups or MXFP8 blocks");
 #pragma unroll
@@ -865,7 +963,37 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
     // the slice loop, whose trip counts differ between the K parts.
     chunk_begin = c_begin;
     chunk_end = c_end;
-    if (c_begin < c_end) stage(c_begin, c_end);
+    if constexpr (kXsh) {
+      // Every CTA's barrier is initialized (cluster barrier); rank r's share of each row is its
+      // 16-byte pieces [r / S, (r + 1) / S) of the row's xvb bytes, issued by thread `row`.
+      xsh_cluster_wait();
+      if (kGroup > 0 && p.act_kind == kActBf16Quant) {
+        // Block FP8 on BF16 rows: each CTA quantizes its share into all; the cluster barrier
+        // orders every CTA's stores before any CTA's first read.
+        if (c_begin < c_end) stage_quant(c_begin, c_end);
+        cluster_barrier();
+      } else {
+        const int S = p.decode_xshare;
+        const int r = static_cast<int>(cluster_rank());
+        const int64_t pieces = xvb / 16;
+        const int64_t lo = pieces * r / S * 16, hi = pieces * (r + 1) / S * 16;
+        if (threadIdx.x < rows && hi > lo)
+          xsh_bulk_multicast(static_cast<uint32_t>(
+                                 __cvta_generic_to_shared(xs + threadIdx.x * sg.pitch_bytes + lo)),
+                             static_cast<const uint8_t*>(p.x) + (tok0 + threadIdx.x) * p.ldx_bytes +
+                                 c_begin * kKS + lo,
+                             static_cast<uint32_t>(hi - lo), xbar,
+                             static_cast<uint16_t>((1u << S) - 1));
+        // The last slice's columns past K (16-byte pieces: K % 16 == 0, launcher).
+        const int tail = static_cast<int>(((c_end - c_begin) * kKS - xvb) / 16);
+        for (int i = threadIdx.x; i < rows * tail; i += kThreads)
+          *reinterpret_cast<uint4*>(xs + (i / tail) * sg.pitch_bytes + xvb + (i % tail) * 16) =
+              make_uint4(0, 0, 0, 0);
+        xsh_bar_wait(xbar);
+      }
+    } else {
+      if (c_begin < c_end) stage(c_begin, c_end);
+    }
     __syncthreads();  // also orders the LUT / IQ2 table fills before the first decode
   }
   // Barriers inside depend only on block-uniform values (slice indices), never on `active`.

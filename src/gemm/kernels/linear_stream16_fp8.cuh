@@ -98,6 +98,28 @@ __device__ __forceinline__ int e8m0_chunk_max(uint2 eb, int ain) {
   for (int a = 0; a < kF8ChunkV; ++a) m = max(m, e8m0_in(eb, a, ain));
   return m;
 }
+/// kF8VarCheap: pow2_h2 by one conversion, the same bits for k <= 15 (2^k for k >= -24; 2^-25
+/// rounds to even, 0, and below, as pow2_h2's 0).
+__device__ __forceinline__ uint32_t pow2_h2_cvt(int k) {
+  const float f = __uint_as_float(static_cast<uint32_t>(max(k + 127, 1)) << 23);
+  uint32_t h;
+  asm("cvt.rn.f16x2.f32 %0, %1, %1;" : "=r"(h) : "f"(f));
+  return h;
+}
+/// kF8VarCheap: a chunk's 8 E8M0 bytes with the atoms past K (a >= ain) zeroed, their largest
+/// (byte-wise maxima) and byte a: e8m0_in / e8m0_chunk_max without a compare per atom.
+__device__ __forceinline__ uint2 e8m0_masked(uint2 eb, int ain) {
+  const uint64_t m = ain >= kF8ChunkV ? ~uint64_t{0} : (uint64_t{1} << (8 * ain)) - 1;
+  return make_uint2(eb.x & static_cast<uint32_t>(m), eb.y & static_cast<uint32_t>(m >> 32));
+}
+__device__ __forceinline__ int e8m0_max8(uint2 em) {
+  uint32_t m = __vmaxu4(em.x, em.y);
+  m = __vmaxu4(m, m >> 16);
+  return static_cast<int>(__vmaxu4(m, m >> 8) & 0xFFu);
+}
+__device__ __forceinline__ int e8m0_byte(uint2 em, int a) {
+  return static_cast<int>(((a < 4 ? em.x : em.y) >> (8 * (a & 3))) & 0xFFu);
+}
 /// kF8VarFold's chunk factor 2^(emax - 127 - 7) (fp32 subnormals included; E8M0 255 is NaN).
 __device__ __forceinline__ float chunk_factor(int emax) {
   const int k = emax - 134;
@@ -145,6 +167,8 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   constexpr bool kQ8 = kQ && (kVar & kF8VarQ8);
   constexpr bool kQ32 = kQ8 && kNt == 1 && (kVar & kF8VarQ32);
   constexpr bool kLate = (kVar & kF8VarLate) != 0 && kNt == 1;
+  constexpr bool kCheap = kFold2 && (kVar & kF8VarCheap);
+  auto pow2s = [](int k) { return kCheap ? pow2_h2_cvt(k) : pow2_h2(k); };
   static_assert(!kQ8 || kGroup == 32, "quantization on 8 warps: MXFP8");
   static_assert(!kFold2 || kMma == 1, "operand-folded MXFP8 scales: f16 MMAs");
   constexpr int kSlot = kF8SlotBytes<kTw, kGroup, kMma, kQ, kVar>;
@@ -371,7 +395,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
         if constexpr (kQ32) emax = max(emax, __shfl_xor_sync(0xFFFFFFFFu, emax, 16));
 #pragma unroll
         for (int q = 0; q < kQn; ++q)
-          put(q, valid ? lo[q] : 0u, valid ? hi[q] : 0u, pow2_h2(e[q] - emax + 7));
+          put(q, valid ? lo[q] : 0u, valid ? hi[q] : 0u, pow2s(e[q] - emax + 7));
         if ((kQ8 ? u : i & 7) == 0)
           reinterpret_cast<float*>(slot + kXfacOff)[tok] = chunk_factor(emax);
       } else {
@@ -402,12 +426,14 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
         const int r = r0 + threadIdx.x;
         if (kStreamWarps * kTw * 16 < kStreamWarps * 32 && r >= kStreamWarps * kTw * 16) break;
         const uint2 eb = *reinterpret_cast<const uint2*>(slot + kWmxOff + r * 8);
-        const int emax = e8m0_chunk_max(eb, ain);
+        const uint2 em = kCheap ? e8m0_masked(eb, ain) : eb;
+        const int emax = kCheap ? e8m0_max8(em) : e8m0_chunk_max(eb, ain);
         const int wt = r >> 4, gg = r & 7, hi = (r >> 3) & 1;
         uint32_t* const sp = reinterpret_cast<uint32_t*>(slot + kSplatOff);
 #pragma unroll
         for (int a = 0; a < kF8ChunkV; ++a)
-          sp[((wt * kF8ChunkV + a) * 8 + gg) * 2 + hi] = pow2_h2(e8m0_in(eb, a, ain) - emax + 7);
+          sp[((wt * kF8ChunkV + a) * 8 + gg) * 2 + hi] =
+              pow2s((kCheap ? e8m0_byte(em, a) : e8m0_in(eb, a, ain)) - emax + 7);
         reinterpret_cast<float*>(slot + kWfacOff)[(wt * 8 + gg) * 2 + hi] = chunk_factor(emax);
       }
     }
