@@ -646,7 +646,7 @@ DecodeKnobs read_decode_knobs(bool stream, int aquant) {
   knob(k.fc2_kil, "B12X_MOE_FC2_KIL", {0, 1}, "0, 1", not_stream);
   knob(k.fc2_rows, "B12X_MOE_FC2_ROWS", {16, 32}, "16, 32", not_stream);
   knob(k.fc2_dsmem, "B12X_MOE_FC2_CLUSTER", {0, 1, 2}, "0, 1, 2", not_stream);
-  knob(k.refill, "B12X_MOE_REFILL", {0, 1}, "0, 1", not_stream);
+  knob(k.refill, "B12X_MOE_REFILL", {0, 1, 2, 3}, "0, 1, 2, 3", not_stream);
   return k;
 }
 }  // namespace detail
@@ -899,7 +899,7 @@ Plan plan(const Caps& caps) {
     }
     // Probe: the chunk-tile refill instances (launch_gemms takes them for BF16 operands with
     // tiled UE4M3 weights; elsewhere the default kernels run).
-    if (stream && p.knobs.refill != 0) sig << " refill_tiled";
+    if (stream && p.knobs.refill != 0) sig << " refill_tiled" << p.knobs.refill;
     if (caps.apply_router_weight_on_input) sig << " weight_on_input";
     std::ostringstream shape;
     shape << "E=" << E << " H=" << H << " I=" << I << " max_tokens=" << caps.max_tokens

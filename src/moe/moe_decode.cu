@@ -115,7 +115,9 @@ void launch_gemms(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, boo
   // BF16 operands, UE4M3 scales, narrow routing, both operands chunk-tiled; the default kernels'
   // code is unchanged).
   constexpr bool kTRok = kBf16 && kSK == 0 && !kWide;
+  // refill 1: both GEMMs, 2: FC1 only, 3: FC2 only.
   const bool tr = kTRok && kn.refill != 0 && refill_tiled(a.w1) && refill_tiled(a.w2);
+  const bool tr1 = tr && kn.refill != 3, tr2 = tr && kn.refill != 2;
   g_last_refill.store(tr ? 1 : 0, std::memory_order_relaxed);
   if constexpr (kWide) {
     if (a.fc1_bal != 0)
@@ -132,7 +134,7 @@ void launch_gemms(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, boo
     launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1Warps, true>(a, kn, stream, pdl1);
   } else if (kBf16 && a.fc1_wm == 2) {
     launch_fc1<OpT, kFold, kSK, kRC, kBf16 ? 2 : 1, 1>(a, kn, stream, pdl1);
-  } else if (kTRok && tr) {  // the three shapes below with the chunk-tile refills
+  } else if (kTRok && tr1) {  // the three shapes below with the chunk-tile refills
     if (a.fc1_warps == DecodeCfg::kFc1WideWarps)
       launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1WideWarps, false, false, kTRok>(
           a, kn, stream, pdl1);
@@ -154,11 +156,11 @@ void launch_gemms(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, boo
       // 3 stages (2 CTAs per SM; H200 round 45, Qwen3.5-TP4 nvfp4 M = 8 210.6 -> 204.5 us
       // against 2 stages at 3 CTAs per SM, 80 registers); B12X_MOE_FC2_STAGES=2 the 2-stage CTA.
       // K-interleaved warps (decode_fc2_kil) in the 3-stage CTA only.
-      if (kTRok && tr && a.fc2_stages32 == 2)
+      if (kTRok && tr2 && a.fc2_stages32 == 2)
         launch_fc2<OpT, kFold, kSK, kRC, 8, 2, 32, false, kTRok>(a, stream, pdl);
-      else if (kTRok && tr && a.fc2_kil != 0)
+      else if (kTRok && tr2 && a.fc2_kil != 0)
         launch_fc2<OpT, kFold, kSK, kRC, 8, 3, 32, true, kTRok>(a, stream, pdl);
-      else if (kTRok && tr)
+      else if (kTRok && tr2)
         launch_fc2<OpT, kFold, kSK, kRC, 8, 3, 32, false, kTRok>(a, stream, pdl);
       else if (a.fc2_stages32 == 2)  // decode_fc2_stages32
         launch_fc2<OpT, kFold, kSK, kRC, 8, 2, 32>(a, stream, pdl);
