@@ -39,16 +39,16 @@ struct GgmlGemvLaunch {
 };
 GgmlGemvLaunch last_ggml_gemv_launch();
 
-/// Session 25: the IQ2 GEMV on integer MMA at M = 1 (kernels/linear_gemv_imma.cuh; plan:
+/// Session 25: the IQ2 GEMV on integer MMA at M <= 2 (kernels/linear_gemv_imma.cuh; plan:
 /// Plan::ggml_gemv_var & kGgmlImmaVar, B12X_GGML_GEMV_VAR=8192, + 32: the weights two batches
-/// ahead, IQ2_XXS BF16 with 16 warps). Available for IQ2_XXS (8 or 16 warps) and IQ2_XS (16), M =
-/// 1, K % 256 == 0, where its shared memory (64 / 80 KB of tables and ~100 bytes per 32 K of
-/// staged activations) fits smem_optin.
+/// ahead, IQ2_XXS BF16 with 16 warps, M = 1). Available for IQ2_XXS (8 or 16 warps) and IQ2_XS (16)
+/// at M = 1, both with 16 warps at M = 2, K % 256 == 0, where its shared memory (64 / 80 KB of
+/// tables and ~100 bytes per 32 K and token of staged activations) fits smem_optin.
 inline constexpr int kGgmlImmaVar = 8192;
 bool ggml_imma_available(WFmt f, bool fp16, int64_t M, int64_t K, int warps, int var,
                          int64_t smem_optin);
-/// Host-only (plan time): the opt-in and the CTAs per SM of the kernel for (fp16, warps, var, K).
-int prepare_ggml_imma(int device, WFmt f, bool fp16, int warps, int var, int64_t K);
+/// Host-only (plan time): the opt-ins of the kernels for 1..M tokens and the CTAs per SM of M's.
+int prepare_ggml_imma(int device, WFmt f, bool fp16, int warps, int var, int64_t M, int64_t K);
 /// grid = min(ctas, n16) CTAs (ctas <= 0: n16), each a contiguous share of the 16-row tiles.
 void launch_ggml_imma(WFmt f, bool fp16, int warps, int var, int ctas, const LinearParams& p,
                       Stream stream);

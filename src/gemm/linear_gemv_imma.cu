@@ -1,4 +1,4 @@
-// IQ2_XXS M = 1 GEMV on integer MMA (kernels/linear_gemv_imma.cuh): instantiations and launcher.
+// IQ2 M <= 2 GEMV on integer MMA (kernels/linear_gemv_imma.cuh): instantiations and launcher.
 #include "core/cuda_check.h"
 #include "core/launch.h"
 #include "gemm/kernels/linear_gemv_imma.cuh"
@@ -11,17 +11,28 @@ namespace {
 
 using ImmaFn = void (*)(const LinearParams);
 
-/// The kernel for (format, activation dtype, warps per CTA, var): IQ2_XXS 8 or 16 warps, IQ2_XS
-/// 16; var & 32 (IQ2_XXS, BF16, 16 warps) the weights two batches ahead (nullptr: none).
-ImmaFn imma_kernel(WFmt f, bool fp16, int warps, int var) {
+/// The kernel for (format, activation dtype, warps per CTA, var, M tokens): IQ2_XXS 8 or 16 warps,
+/// IQ2_XS 16; M = 2 with 16 warps; var & 32 (IQ2_XXS, BF16, 16 warps, M = 1) the weights two
+/// batches ahead (nullptr: none).
+ImmaFn imma_kernel(WFmt f, bool fp16, int warps, int var, int64_t M) {
   constexpr WFmt kX = WFmt::kIq2Xxs, kS = WFmt::kIq2Xs;
-  if (f == kS)
-    return warps != 16 || (var & 32) != 0 ? nullptr
-           : fp16                         ? &linear_gemv_imma_kernel<kS, Fp16Tag, 16>
-                                          : &linear_gemv_imma_kernel<kS, Bf16Tag, 16>;
-  if (f != kX) return nullptr;
+  if ((f != kX && f != kS) || M < 1 || M > 2) return nullptr;
   if ((var & 32) != 0)
-    return !fp16 && warps == 16 ? &linear_gemv_imma_kernel<kX, Bf16Tag, 16, true> : nullptr;
+    return f == kX && !fp16 && warps == 16 && M == 1
+               ? &linear_gemv_imma_kernel<kX, Bf16Tag, 16, true>
+               : nullptr;
+  if (M == 2) {
+    if (warps != 16) return nullptr;
+    if (f == kS)
+      return fp16 ? &linear_gemv_imma_kernel<kS, Fp16Tag, 16, false, 2>
+                  : &linear_gemv_imma_kernel<kS, Bf16Tag, 16, false, 2>;
+    return fp16 ? &linear_gemv_imma_kernel<kX, Fp16Tag, 16, false, 2>
+                : &linear_gemv_imma_kernel<kX, Bf16Tag, 16, false, 2>;
+  }
+  if (f == kS)
+    return warps != 16 ? nullptr
+           : fp16      ? &linear_gemv_imma_kernel<kS, Fp16Tag, 16>
+                       : &linear_gemv_imma_kernel<kS, Bf16Tag, 16>;
   if (warps == 16)
     return fp16 ? &linear_gemv_imma_kernel<kX, Fp16Tag, 16>
                 : &linear_gemv_imma_kernel<kX, Bf16Tag, 16>;
@@ -31,36 +42,43 @@ ImmaFn imma_kernel(WFmt f, bool fp16, int warps, int var) {
   return nullptr;
 }
 
-int64_t imma_smem(WFmt f, int64_t K) {
-  return f == WFmt::kIq2Xs ? imma::smem_bytes<WFmt::kIq2Xs>(K) : imma::smem_bytes<WFmt::kIq2Xxs>(K);
+int64_t imma_smem(WFmt f, int64_t K, int64_t M) {
+  return f == WFmt::kIq2Xs ? imma::smem_bytes<WFmt::kIq2Xs>(K, M)
+                           : imma::smem_bytes<WFmt::kIq2Xxs>(K, M);
 }
 
 }  // namespace
 
 bool ggml_imma_available(WFmt f, bool fp16, int64_t M, int64_t K, int warps, int var,
                          int64_t smem_optin) {
-  return M == 1 && K % 256 == 0 && imma_kernel(f, fp16, warps, var) != nullptr &&
-         imma_smem(f, K) + warps * (2 * 16 + 2) * 4 + 2048 <= smem_optin;
+  // Every M up to the plan's (a run may bind fewer tokens).
+  for (int64_t m = 1; m <= M; ++m)
+    if (imma_kernel(f, fp16, warps, var, m) == nullptr) return false;
+  return K % 256 == 0 && imma_smem(f, K, M) + warps * (2 * 2 * 16 + 2) * 4 + 2048 <= smem_optin;
 }
 
-int prepare_ggml_imma(int device, WFmt f, bool fp16, int warps, int var, int64_t K) {
-  const ImmaFn k = imma_kernel(f, fp16, warps, var);
-  B12X_ASSERT(k != nullptr, "no IQ2 integer-MMA GEMV with ", warps, " warps");
+int prepare_ggml_imma(int device, WFmt f, bool fp16, int warps, int var, int64_t M, int64_t K) {
   const ::b12x::detail::DeviceScope scope(device);
   int blocks = 0;
-  B12X_CUDA_CHECK(::b12x::detail::resident_ctas(reinterpret_cast<const void*>(k), 32 * warps,
-                                                static_cast<int>(imma_smem(f, K)), &blocks));
+  for (int64_t m = M; m >= 1; --m) {  // the opt-in of each; the occupancy of M's
+    const ImmaFn k = imma_kernel(f, fp16, warps, var, m);
+    B12X_ASSERT(k != nullptr, "no IQ2 integer-MMA GEMV with ", warps, " warps at M=", m);
+    int b = 0;
+    B12X_CUDA_CHECK(::b12x::detail::resident_ctas(reinterpret_cast<const void*>(k), 32 * warps,
+                                                  static_cast<int>(imma_smem(f, K, m)), &b));
+    if (m == M) blocks = b;
+  }
   return blocks;
 }
 
 void launch_ggml_imma(WFmt f, bool fp16, int warps, int var, int ctas, const LinearParams& p,
                       Stream stream) {
-  const ImmaFn k = imma_kernel(f, fp16, warps, var);
-  B12X_ASSERT(k != nullptr, "no IQ2 integer-MMA GEMV with ", warps, " warps");
-  B12X_ASSERT(p.M == 1 && p.split == 1 && p.K % 256 == 0, "IQ2 integer-MMA GEMV: M=", p.M,
-              " split=", p.split, " K=", p.K, " (supported: M = 1, no split, K % 256 == 0)");
+  const ImmaFn k = imma_kernel(f, fp16, warps, var, p.M);
+  B12X_ASSERT(k != nullptr && p.split == 1 && p.K % 256 == 0, "IQ2 integer-MMA GEMV: M=", p.M,
+              " warps=", warps, " var=", var, " split=", p.split, " K=", p.K,
+              " (supported: M = 1, 2, no split, K % 256 == 0)");
   const int64_t gx = std::max<int64_t>(1, std::min<int64_t>(ctas > 0 ? ctas : p.n16, p.n16));
-  const int smem = static_cast<int>(imma_smem(f, p.K));
+  const int smem = static_cast<int>(imma_smem(f, p.K, p.M));
   B12X_CUDA_CHECK(::b12x::detail::opt_in_smem(reinterpret_cast<const void*>(k), smem));
   B12X_CUDA_CHECK(b12x::detail::launch_ex(k, dim3(static_cast<unsigned>(gx)), dim3(32 * warps),
                                           static_cast<size_t>(smem), stream, p.pdl != 0,

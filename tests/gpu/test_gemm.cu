@@ -4467,17 +4467,18 @@ void widen_blocks(Acts& a, int sh) {
 
 TEST(GemmGpu, GgmlGemvImma) {
   B12X_REQUIRE_GPU();
-  // Session 25: IQ2 at M = 1 on integer MMA (B12X_GGML_GEMV_VAR=8192): activations split into
+  // Session 25: IQ2 at M <= 2 on integer MMA (B12X_GGML_GEMV_VAR=8192): activations split into
   // int8 pieces per 32-K block (exact within 2^12 of the block's largest BF16 value, else < 2^-20
   // of it lost per element). IQ2_XXS 16 / 8 warps, IQ2_XS 16; one wave (default CTAs) and CTAs of
   // several tiles whose warps' ranges cross tile starts (CTAS 2 / 5 over 13 tiles, K = 2304), N
   // off the tile, bias, BF16 / FP16, graph replay with new activations; blocks with one element
   // 2^12 (exact) and 2^20 (BF16: the small ones rounded) above the rest; 8224 (+ 32: the weights
-  // two batches ahead, IQ2_XXS BF16).
+  // two batches ahead, IQ2_XXS BF16); M = 2 and M = 1 on a plan for 2 tokens.
   ScopedEnv e("B12X_GGML_GEMV", "1"), ev("B12X_GGML_GEMV_VAR", "8192");
   EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xxs, 1, 4096, 4096).ggml_gemv_var, 8192);
   EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xxs, 1, 4096, 4096).ggml_gemv_warps, 16);
-  EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xxs, 2, 4096, 4096).ggml_gemv_var, 0);
+  EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xxs, 2, 4096, 4096).ggml_gemv_var, 8192);
+  EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xxs, 3, 4096, 4096).ggml_gemv_var, 0);
   EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xs, 1, 4096, 4096).ggml_gemv_var, 8192);
   EXPECT_EQ(bf16_plan(LinearFormat::kQ8_0, 1, 4096, 4096).ggml_gemv_var, 0);
   const auto wide12 = [](Acts& a) { widen_blocks(a, 12); };
@@ -4499,6 +4500,13 @@ TEST(GemmGpu, GgmlGemvImma) {
     run_case({f, 1, 200, 2304, DType::kBF16, DType::kBF16, false}, false, nullptr, wide12);
     run_case({f, 1, 200, 2304, DType::kFP16, DType::kBF16, false}, false, nullptr, wide12);
     run_case({f, 1, 200, 2304, DType::kBF16, DType::kBF16, true}, false, nullptr, wide20);
+    // M = 2 (three piece sets; 16 warps), and M = 1 on a plan for 2 tokens.
+    run_case({f, 2, 200, 2304, DType::kBF16, DType::kBF16, true});
+    run_case({f, 2, 40, 1024, DType::kFP16, DType::kFP16, false}, /*graph_replay=*/true);
+    run_case({f, 2, 200, 2304, DType::kBF16, DType::kBF16, false}, false, nullptr, wide12);
+    run_case({f, 1, 72, 2304, DType::kBF16, DType::kBF16, false, false, gemm::Regime::kAuto, 2});
+    ScopedEnv ec("B12X_GGML_GEMV_CTAS", "5");
+    run_case({f, 2, 200, 2304, DType::kFP16, DType::kBF16, true}, /*graph_replay=*/true);
   }
   // + 32: the weights two batches ahead; ranges of 1-4 units per warp.
   ScopedEnv ev2("B12X_GGML_GEMV_VAR", "8224");

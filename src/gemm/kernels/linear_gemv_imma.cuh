@@ -63,10 +63,11 @@ __host__ __device__ constexpr int zero_off() {
 __host__ __device__ constexpr int64_t piece_stride(int64_t atoms) {
   return atoms * 32 + 16;
 }
-/// Dynamic shared memory at K: the tables, three pieces, the per-atom scales.
+/// Dynamic shared memory at K for M tokens: the tables, three pieces and the per-atom scales
+/// per token.
 template <WFmt F>
-__host__ __device__ constexpr int64_t smem_bytes(int64_t K) {
-  return tab_bytes<F>() + 3 * piece_stride(K / 32) + (K / 32) * 4;
+__host__ __device__ constexpr int64_t smem_bytes(int64_t K, int64_t M = 1) {
+  return tab_bytes<F>() + M * (3 * piece_stride(K / 32) + (K / 32) * 4);
 }
 
 namespace tab {
@@ -218,8 +219,10 @@ __device__ __forceinline__ void split4(const uint32_t R[4], uint32_t& aw, uint32
 
 /// grid = (<= n16 CTAs, 1, 1), 32 kW threads, dynamic shared memory imma::smem_bytes<F>(K). M =
 /// 1, IQ2_XXS / IQ2_XS, K % 256 == 0, 16-byte aligned activations, no K split (p.split == 1).
-/// kDeep: the weights loaded two batches ahead instead of one.
-template <WFmt F, class T, int kW, bool kDeep = false>
+/// kDeep: the weights loaded two batches ahead instead of one. kM = M tokens (1, 2): at M = 2
+/// three piece sets per group, columns (2t, 2t + 1) token 0's pieces a, b, token 1's, and both
+/// tokens' c (lanes g = 2t + m: token m).
+template <WFmt F, class T, int kW, bool kDeep = false, int kM = 1>
 __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const LinearParams p) {
   using namespace imma;
   constexpr int kThr = 32 * kW;
@@ -227,7 +230,7 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
   constexpr int kE = kXs ? 512 : 256, kSb = kXs ? 8 : 4;
   constexpr int kTabBytes = tab_bytes<F>(), kSrcOff = src_off<F>(), kZeroOff = zero_off<F>();
   extern __shared__ __align__(16) uint8_t smem[];
-  __shared__ float part[kW][2][16];
+  __shared__ float part[kW][2][kM][16];
   __shared__ int ptile[kW][2];
 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -281,18 +284,21 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
     if (lane < 2) ptile[warp][lane] = -1;
   }
   griddep_wait();
-  // Activation staging: chunks of 8 values, 4 per atom (lanes 4k .. 4k + 3 of a warp).
+  // Activation staging: chunks of 8 values, 4 per atom (lanes 4k .. 4k + 3 of a warp); token m's
+  // piece p at piece array 3 m + p.
   const int64_t PS = piece_stride(atoms);
   uint8_t* pieces = smem + kTabBytes;
-  float* pscale = reinterpret_cast<float*>(pieces + 3 * PS);
+  float* pscale = reinterpret_cast<float*>(pieces + 3 * kM * PS);
   {
-    const uint16_t* x = static_cast<const uint16_t*>(p.x);
     const int chunks = atoms * 4;
-    for (int base = 0; base < chunks; base += kThr) {
-      const int c = base + static_cast<int>(threadIdx.x);
-      const bool ok = c < chunks;
+    for (int base = 0; base < kM * chunks; base += kThr) {
+      const int ct = base + static_cast<int>(threadIdx.x);
+      const int m = kM > 1 && ct >= chunks ? 1 : 0, c = ct - m * chunks;
+      const bool ok = ct < kM * chunks;
       uint4 v = make_uint4(0u, 0u, 0u, 0u);
-      if (ok) v = __ldg(reinterpret_cast<const uint4*>(x + static_cast<int64_t>(c) * 8));
+      if (ok)
+        v = __ldg(reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.x) + m * p.ldx +
+                                                 static_cast<int64_t>(c) * 8));
       const uint32_t vw[4] = {v.x, v.y, v.z, v.w};
       float f[8];
 #pragma unroll
@@ -306,13 +312,13 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
           f[2 * i + 1] = __uint_as_float(vw[i] & 0xFFFF0000u);
         }
       }
-      float m = 0.f;
+      float mx = 0.f;
 #pragma unroll
-      for (int i = 0; i < 8; ++i) m = fmaxf(m, fabsf(f[i]));
-      m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, 1));
-      m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, 2));
-      // E = floor(log2 m), at least -100 (2^(E - 19) stays a normal fp32).
-      const int E = max(static_cast<int>(__float_as_uint(m) >> 23) - 127, -100);
+      for (int i = 0; i < 8; ++i) mx = fmaxf(mx, fabsf(f[i]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, 2));
+      // E = floor(log2 mx), at least -100 (2^(E - 19) stays a normal fp32).
+      const int E = max(static_cast<int>(__float_as_uint(mx) >> 23) - 127, -100);
       const float up = __uint_as_float(static_cast<uint32_t>(146 - E) << 23);  // 2^(19 - E)
       uint32_t R[8];
 #pragma unroll
@@ -321,11 +327,12 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
       split4(R, aw[0], bw[0], cw[0]);
       split4(R + 4, aw[1], bw[1], cw[1]);
       if (ok) {
-        const int64_t off = static_cast<int64_t>(c) * 8;  // = atom * 32 + 8 (c % 4)
-        *reinterpret_cast<uint2*>(pieces + off) = make_uint2(aw[0], aw[1]);
-        *reinterpret_cast<uint2*>(pieces + PS + off) = make_uint2(bw[0], bw[1]);
-        *reinterpret_cast<uint2*>(pieces + 2 * PS + off) = make_uint2(cw[0], cw[1]);
-        if ((c & 3) == 0) pscale[c >> 2] = __uint_as_float(static_cast<uint32_t>(108 + E) << 23);
+        uint8_t* pc = pieces + 3 * m * PS + static_cast<int64_t>(c) * 8;  // atom * 32 + 8 (c % 4)
+        *reinterpret_cast<uint2*>(pc) = make_uint2(aw[0], aw[1]);
+        *reinterpret_cast<uint2*>(pc + PS) = make_uint2(bw[0], bw[1]);
+        *reinterpret_cast<uint2*>(pc + 2 * PS) = make_uint2(cw[0], cw[1]);
+        if ((c & 3) == 0)
+          pscale[m * atoms + (c >> 2)] = __uint_as_float(static_cast<uint32_t>(108 + E) << 23);
       }
     }
   }
@@ -337,19 +344,24 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
   // registers and copy them before every PRMT).
   const uint32_t slo = reinterpret_cast<const uint32_t*>(smem + kSrcOff)[lane & 1];
   const uint32_t shi = reinterpret_cast<const uint32_t*>(smem + kSrcOff)[2 + (lane & 1)];
-  // Lanes g = 2t + p supply piece p (a / b) of atom t, lanes g = 2t piece c; the others read
+  // Lanes g = 2t + p supply piece p (a / b) of atom t (set 1; M = 2: token 0, set 2 token 1),
+  // the last set piece c (M = 1: lanes g = 2t; M = 2: lanes g = 2t + m token m); the others read
   // 32 zero bytes (kZeroOff, stride 0): no predicated loads, no registers zeroed per atom.
-  const bool act1 = (g >> 1) == t, act2 = g == 2 * t;
-  const uint32_t x1o =
-      tab0 + (act1 ? kTabBytes + static_cast<uint32_t>((g & 1) * PS) + 32 * t : kZeroOff);
-  const uint32_t x2o =
-      tab0 + (act2 ? kTabBytes + static_cast<uint32_t>(2 * PS) + 32 * t : kZeroOff);
-  const uint32_t x1s = act1 ? 32 : 0, x2s = act2 ? 32 : 0;
+  constexpr int kSets = kM + 1;
+  const bool act1 = (g >> 1) == t, actc = kM == 1 ? g == 2 * t : act1;
+  uint32_t xo[kSets], xs[kSets];
+#pragma unroll
+  for (int k = 0; k < kSets; ++k) {
+    const bool on = k + 1 < kSets ? act1 : actc;
+    const int arr = k + 1 < kSets ? 3 * k + (g & 1) : 3 * (kM == 1 ? 0 : g & 1) + 2;
+    xo[k] = tab0 + (on ? kTabBytes + static_cast<uint32_t>(arr * PS) + 32 * t : kZeroOff);
+    xs[k] = on ? 32 : 0;
+  }
   float mult = p.out_mult;
   if (p.alpha != nullptr) mult *= *p.alpha;
 
-  float acc[2] = {0.f, 0.f};  // rows g, g + 8 over the lane's atoms
-  int tile_b0 = b;            // the first batch of the current tile in the warp's range
+  float acc[kM][2] = {};  // token m, rows g, g + 8 over the lane's atoms
+  int tile_b0 = b;        // the first batch of the current tile in the warp's range
   const int first_tile = tile;
   for (int u = ua; u < ue; ++u) {
     int nb = b + 1, ntile = tile;
@@ -362,18 +374,24 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
       step();
       load_batch(ld, d8, s8, nxt);
     }
-    float bacc[2] = {0.f, 0.f};
+    float bacc[kM][2] = {};
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const uint32_t A0 = 8 * b + 4 * h;  // the half batch's first atom
-      const uint32_t xa1 = x1o + x1s * A0, xa2 = x2o + x2s * A0;
-      const uint4 x1[2] = {lds128(xa1), lds128(xa1 + 16)};
-      const uint4 x2[2] = {lds128(xa2), lds128(xa2 + 16)};
-      const float ps = pscale[A0 + t];
+      uint4 xv[kSets][2];
+#pragma unroll
+      for (int k = 0; k < kSets; ++k) {
+        const uint32_t xa = xo[k] + xs[k] * A0;
+        xv[k][0] = lds128(xa);
+        xv[k][1] = lds128(xa + 16);
+      }
+      float ps[kM];
+#pragma unroll
+      for (int m = 0; m < kM; ++m) ps[m] = pscale[m * atoms + A0 + t];
       const uint4 wv = cur.w[h];
       // IQ2_XS: groups 0-1 (K 0-15) and 2-3 (16-31) of an atom carry their own sub-scales: two
       // chains per piece set ([1]: groups 2-3).
-      int c1[kXs ? 2 : 1][4] = {}, c2[kXs ? 2 : 1][4] = {};
+      int cs[kSets][kXs ? 2 : 1][4] = {};
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
         // Slot words: row g groups 0|1, 2|3, row g + 8 groups 0|1, 2|3.
@@ -386,54 +404,70 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
           entry_s8<F, false>(wg, clsw, tab0, slo, shi, a[0], a[2]);
           entry_s8<F, false>(w8, clsw, tab0, slo, shi, a[1], a[3]);
         }
-        const uint4 xa = x1[q >> 1], xc = x2[q >> 1];
         const int ch = kXs ? q >> 1 : 0;
-        imma16832(c1[ch], a, (q & 1) ? xa.z : xa.x, (q & 1) ? xa.w : xa.y);
-        imma16832(c2[ch], a, (q & 1) ? xc.z : xc.x, (q & 1) ? xc.w : xc.y);
+#pragma unroll
+        for (int k = 0; k < kSets; ++k) {
+          const uint4 x = xv[k][q >> 1];
+          imma16832(cs[k][ch], a, (q & 1) ? x.z : x.x, (q & 1) ? x.w : x.y);
+        }
       }
-      // Lane (g, t): atom 4h + t's pieces a, b (c1[0], c1[1]; row g + 8: c1[2], c1[3]) and c
-      // (c2[0], c2[2]); its sub-scale(s) (IQ2_XXS: nibble 4h + t of the row's word; IQ2_XS: byte
-      // t of word h, low nibble K 0-15, high 16-31).
+      // Lane (g, t): atom 4h + t's pieces a, b of token m (cs[m][.][0], [1]; row g + 8: [2],
+      // [3]) and c (cs[kM][.][m], row g + 8 [2 + m]); its sub-scale(s) (IQ2_XXS: nibble 4h + t of
+      // the row's word; IQ2_XS: byte t of word h, low nibble K 0-15, high 16-31).
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
 #pragma unroll
         for (int ch = 0; ch < (kXs ? 2 : 1); ++ch) {
-          const int X = (c1[ch][2 * r] * 128 + c1[ch][2 * r + 1]) * 128 + c2[ch][2 * r];
           const uint32_t sw = kXs ? (h ? cur.s[r].y : cur.s[r].x) >> (8 * t + 4 * ch)
                                   : cur.s[r].x >> (16 * h + 4 * t);
-          const int sc = static_cast<int>(sw & 15u);
-          bacc[r] = fmaf(static_cast<float>(X), ps * static_cast<float>(2 * sc + 1), bacc[r]);
+          const float f = static_cast<float>(2 * static_cast<int>(sw & 15u) + 1);
+#pragma unroll
+          for (int m = 0; m < kM; ++m) {
+            const int X =
+                (cs[m][ch][2 * r] * 128 + cs[m][ch][2 * r + 1]) * 128 + cs[kM][ch][2 * r + m];
+            bacc[m][r] = fmaf(static_cast<float>(X), ps[m] * f, bacc[m][r]);
+          }
         }
       }
     }
 #pragma unroll
-    for (int r = 0; r < 2; ++r)
-      acc[r] = fmaf(bacc[r], half_bits_f32(cur.d[r] & 0xFFFFu) * 0.125f, acc[r]);
+    for (int r = 0; r < 2; ++r) {
+      const float d = half_bits_f32(cur.d[r] & 0xFFFFu) * 0.125f;
+#pragma unroll
+      for (int m = 0; m < kM; ++m) acc[m][r] = fmaf(bacc[m][r], d, acc[m][r]);
+    }
 
     if (nb == 0 || u + 1 == ue) {
       // The warp's part of this tile ends: the quad's atoms added (fixed order).
-      float v[2];
+      float v[kM][2];
 #pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        v[r] = acc[r];
-        v[r] += __shfl_xor_sync(0xFFFFFFFFu, v[r], 1);
-        v[r] += __shfl_xor_sync(0xFFFFFFFFu, v[r], 2);
-        acc[r] = 0.f;
-      }
+      for (int m = 0; m < kM; ++m)
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          v[m][r] = acc[m][r];
+          v[m][r] += __shfl_xor_sync(0xFFFFFFFFu, v[m][r], 1);
+          v[m][r] += __shfl_xor_sync(0xFFFFFFFFu, v[m][r], 2);
+          acc[m][r] = 0.f;
+        }
       if (tile_b0 == 0 && nb == 0) {
         // Whole tile: stored here.
         if (t == 0) {
 #pragma unroll
-          for (int r = 0; r < 2; ++r) {
-            const int64_t row = static_cast<int64_t>(tile) * 16 + g + 8 * r;
-            if (row < p.N) store_out_elem(p, 0, row, v[r], mult);
-          }
+          for (int m = 0; m < kM; ++m)
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+              const int64_t row = static_cast<int64_t>(tile) * 16 + g + 8 * r;
+              if (row < p.N) store_out_elem(p, m, row, v[m][r], mult);
+            }
         }
       } else {
         const int slot = tile == first_tile ? 0 : 1;
         if (t == 0) {
-          part[warp][slot][g] = v[0];
-          part[warp][slot][g + 8] = v[1];
+#pragma unroll
+          for (int m = 0; m < kM; ++m) {
+            part[warp][slot][m][g] = v[m][0];
+            part[warp][slot][m][g + 8] = v[m][1];
+          }
         }
         if (lane == 0) ptile[warp][slot] = tile;
       }
@@ -451,19 +485,20 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
   griddep_launch_dependents();
   __syncthreads();
   // Tiles covered in part by several warps: their partials in warp order.
-  for (int i = static_cast<int>(threadIdx.x); i < ntl * 16; i += kThr) {
-    const int tl = t0 + (i >> 4), row16 = i & 15;
+  for (int i = static_cast<int>(threadIdx.x); i < kM * ntl * 16; i += kThr) {
+    const int m = kM > 1 ? i / (ntl * 16) : 0, it = i - m * ntl * 16;
+    const int tl = t0 + (it >> 4), row16 = it & 15;
     float s = 0.f;
     bool any = false;
     for (int w = 0; w < kW; ++w)
 #pragma unroll
       for (int sl = 0; sl < 2; ++sl)
         if (ptile[w][sl] == tl) {
-          s += part[w][sl][row16];
+          s += part[w][sl][m][row16];
           any = true;
         }
     const int64_t row = static_cast<int64_t>(tl) * 16 + row16;
-    if (any && row < p.N) store_out_elem(p, 0, row, s, mult);
+    if (any && row < p.N) store_out_elem(p, m, row, s, mult);
   }
 }
 
