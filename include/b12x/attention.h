@@ -195,6 +195,9 @@ struct PagedPlan {
   /// tagged with `merge_tag` that the kernel resets itself (no memset node, no merge kernel).
   bool fused_tagged = false;
   uint32_t merge_tag = 0;
+  /// Probe (B12X_ATTN_VD_EARLY=1, early-K/V hcvt8 plans): the V descale is loaded before the
+  /// epilogue's barriers (kernel suffix `_vd`).
+  bool vd_early = false;
   /// Timeline probe (B12X_ATTN_STAMPS=1, lean decode plans of bf16 q whose tile has a stamp
   /// instance): the kernels record per-CTA event times into the scratch at `off_stamps` (uint64:
   /// kStampSlots per main CTA slot, then from uint64 index `stamp_merge` 4 per merge CTA;

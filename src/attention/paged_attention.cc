@@ -463,18 +463,24 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
     static std::atomic<uint32_t> plans{0};
     plan.merge_tag = 0x5eed0000u | ((plans.fetch_add(1) + 1) & 0xffffu);
   }
+  const char* vd_env = std::getenv("B12X_ATTN_VD_EARLY");
+  plan.vd_early = vd_env != nullptr && std::string(vd_env) == "1" && plan.early_kv &&
+                  !plan.stamps && !plan.fused_tagged && k->launch_early_vd != nullptr;
   plan.early_cap = plan.early_cap && plan.early_kv && !plan.stamps && !plan.fused_tagged &&
-                   dev.family == ArchFamily::kSm90 && k->launch_early_cap != nullptr;
+                   !plan.vd_early && dev.family == ArchFamily::kSm90 &&
+                   k->launch_early_cap != nullptr;
   const char* eh_env = std::getenv("B12X_ATTN_EPILOGUE_HALF");
   if (eh_env != nullptr) plan.epilogue_half = std::string(eh_env) != "0";
   if (plan.lean) {
     plan.kernel += plan.spec ? "_lean_spec" : "_lean";
     if (plan.early_kv) plan.kernel += "_early";
     if (plan.fused_tagged) plan.kernel += "_fused";
+    if (plan.vd_early) plan.kernel += "_vd";
     if (plan.early_cap) plan.kernel += "_r208";
     if (plan.stamps) plan.kernel += "_stamps";
     const void* fn = plan.stamps         ? (plan.early_kv ? k->func_stamp_early : k->func_stamp)
                      : plan.fused_tagged ? k->func_early_fused
+                     : plan.vd_early     ? k->func_early_vd
                      : plan.early_cap    ? k->func_early_cap
                      : plan.early_kv     ? k->func_early
                                          : k->func_lean;
@@ -792,6 +798,7 @@ void run_paged(const PagedBinding& b, Stream stream) {
   const detail::LaunchFn main_fn = plan.stamps
                                        ? (plan.early_kv ? k->launch_stamp_early : k->launch_stamp)
                                    : plan.fused_tagged ? k->launch_early_fused
+                                   : plan.vd_early     ? k->launch_early_vd
                                    : plan.early_cap    ? k->launch_early_cap
                                    : plan.early_kv     ? k->launch_early
                                    : plan.lean         ? k->launch_lean

@@ -57,6 +57,10 @@ struct KernelInfo {
   /// tickets, no merge kernel, no memset; wideh3 and hcvt8 only); null where not compiled.
   const void* func_early_fused = nullptr;
   LaunchFn launch_early_fused = nullptr;
+  /// The early instance with the V descale loaded before the epilogue's barriers (probe,
+  /// B12X_ATTN_VD_EARLY=1; hcvt8 only); null where not compiled.
+  const void* func_early_vd = nullptr;
+  LaunchFn launch_early_vd = nullptr;
   const char* name = "";
 };
 

@@ -1856,6 +1856,35 @@ TEST(AttentionGpuDecode, LeanFusedMerge) {
   B12X_TEST_CUDA(cudaStreamDestroy(st));
 }
 
+// Probe (session 25): hcvt8's early-K/V instance with the V descale loaded before the
+// epilogue's barriers (B12X_ATTN_VD_EARLY=1): per-request-and-head descales, forced and
+// automatic splits (final output and partials), sinks, against the reference.
+TEST(AttentionGpuDecode, VdEarly) {
+  B12X_REQUIRE_GPU();
+  if (b12x::device_info(0).family != b12x::ArchFamily::kSm90)
+    GTEST_SKIP() << "early K/V plans (SM90) only";
+  ScopedEnvs knob({{"B12X_ATTN_VD_EARLY", "1"}});
+  for (int splits : {0, 1, 5}) {
+    Spec s = gqa_decode_spec({1500, 63, 1, 700}, splits, splits > 0 ? 64 : 0);
+    s.prefix_stable = true;
+    s.kv = DType::kFP8E4M3;
+    s.per_head_scale = splits != 1;
+    s.dqk = s.dv = 256;
+    s.hq = 16;
+    s.hkv = 2;
+    s.page = 128;
+    s.sinks = splits == 5;
+    const std::string what = "vd early " + s.str();
+    Problem p(s, rng());
+    PLAN_AND_BIND(p);
+    EXPECT_TRUE(p.plan.vd_early) << what << " " << p.plan.kernel;
+    EXPECT_NE(p.plan.kernel.find("_early_vd"), std::string::npos) << what << p.plan.kernel;
+    p.run();
+    B12X_TEST_CUDA(cudaDeviceSynchronize());
+    p.check(what);
+  }
+}
+
 // PagedCaps::kv_prefix_stable under graph replay, the way vLLM runs it: one graph holds a
 // preceding kernel that lets the attention launch at once (PDL), spins, then writes the lengths
 // and page table and appends each request's new K/V row (at cache_seqlens - 1, which the promise

@@ -724,7 +724,8 @@ __device__ __forceinline__ void prefetch_first_tiles(const PagedParams& p, int t
 /// kEarly (lean decode instances only, B12X_ATTN_EARLY_KV): with the speculative prologue, the
 /// prologue's tiles whose rows all lie below cache_seqlens - q_len (as read before the wait) are
 /// copied before the PDL wait (see the prologue below).
-template <typename T, typename Cfg, bool kLean, bool kStamp, bool kEarly, bool kFused = false>
+template <typename T, typename Cfg, bool kLean, bool kStamp, bool kEarly, bool kFused = false,
+          bool kVdEarly = false>
 __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
   static_assert(!kStamp || (kLean && Cfg::kDecode), "stamps: lean decode instances");
   static_assert(!kFused || (kLean && Cfg::kDecode && !kStamp), "lean fused merge: lean decode");
@@ -1672,6 +1673,10 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
   }
   cp_async_wait<0>();
   stamp<kStamp>(p, 6);
+  // Probe (B12X_ATTN_VD_EARLY=1, kVdEarly): the V descale's load leaves before the warp merge's
+  // barriers instead of after them, where its L2 round trip sat between the last barrier and the
+  // epilogue's stores.
+  const float vdesc_early = kVdEarly ? load_scale(p.v_descale, p.vd_sb, p.vd_sh, w.b, kvh) : 1.f;
 
 #pragma unroll
   for (int mb = 0; mb < kMB; ++mb)
@@ -1847,7 +1852,7 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
   }
 
   // ---- epilogue: final output (single split) or normalised partial + LSE ----
-  const float vdesc = load_scale(p.v_descale, p.vd_sb, p.vd_sh, w.b, kvh);
+  const float vdesc = kVdEarly ? vdesc_early : load_scale(p.v_descale, p.vd_sb, p.vd_sh, w.b, kvh);
   const bool final_out = range.ns == 1;
   // Rows of kN n-blocks starting at n-block `base` (all of them unless spread; the warp holding
   // n-block 0 writes the LSE); at(mb, i, e) is element e of the i-th of them (compile-time i:
@@ -1984,10 +1989,10 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
 }
 
 template <typename T, typename Cfg, bool kLean = false, bool kStamp = false, bool kEarly = false,
-          bool kFused = false>
+          bool kFused = false, bool kVdEarly = false>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     paged_attention_kernel(const __grid_constant__ PagedParams p) {
-  paged_attention_body<T, Cfg, kLean, kStamp, kEarly, kFused>(p);
+  paged_attention_body<T, Cfg, kLean, kStamp, kEarly, kFused, kVdEarly>(p);
 }
 /// The same kernel at most kMaxRegs registers per thread (__maxnreg__ instead of the launch
 /// bounds, which can only cap at 65536 / (threads x CTAs)): FP8 hcvt at head dim 256 with early

@@ -7,10 +7,10 @@
 namespace b12x::attention::detail {
 
 template <typename T, typename Cfg, bool kLean, bool kStamp = false, bool kEarly = false,
-          bool kFused = false>
+          bool kFused = false, bool kVdEarly = false>
 void launch_main(const PagedParams& p, dim3 grid, cudaStream_t s, bool pdl) {
-  launch_kernel(paged_attention_kernel<T, Cfg, kLean, kStamp, kEarly, kFused>, grid, Cfg::kThreads,
-                Cfg::kSmemBytes, s, pdl, p);
+  launch_kernel(paged_attention_kernel<T, Cfg, kLean, kStamp, kEarly, kFused, kVdEarly>, grid,
+                Cfg::kThreads, Cfg::kSmemBytes, s, pdl, p);
 }
 template <typename T, typename Cfg, int kMaxRegs>
 void launch_main_cap(const PagedParams& p, dim3 grid, cudaStream_t s, bool pdl) {
@@ -66,6 +66,12 @@ KernelInfo make_info(const char* name) {
         k.func_stamp_early =
             reinterpret_cast<const void*>(&paged_attention_kernel<T, Cfg, true, true, true>);
         k.launch_stamp_early = &launch_main<T, Cfg, true, true, true>;
+      }
+      // the V descale loaded before the epilogue's barriers (probe, B12X_ATTN_VD_EARLY=1): hcvt8
+      if constexpr (kKind == 28) {
+        k.func_early_vd = reinterpret_cast<const void*>(
+            &paged_attention_kernel<T, Cfg, true, false, true, false, true>);
+        k.launch_early_vd = &launch_main<T, Cfg, true, false, true, false, true>;
       }
       // the lean fused merge (probe, B12X_ATTN_FUSED_MERGE=2): wideh3 and hcvt8 at head dim 256
       if constexpr (kDqk == 256 && kDv == 256 && (kKind == 18 || kKind == 28)) {
