@@ -12,15 +12,31 @@ namespace {
 using ImmaFn = void (*)(const LinearParams);
 
 /// The kernel for (format, activation dtype, warps per CTA, var, M tokens): IQ2_XXS 8 or 16 warps,
-/// IQ2_XS 16; M = 2 with 16 warps; var & 32 (IQ2_XXS, BF16, 16 warps, M = 1) the weights two
-/// batches ahead (nullptr: none).
+/// IQ2_XS 16; M = 2 with 16 warps. Round-94 probes (M = 1, BF16): IQ2_XXS 20 / 24 / 32 warps,
+/// IQ2_XS 24; var & 32 (IQ2_XXS, 16 warps) the weights two batches ahead, var & 64 (IQ2_XXS, 16 /
+/// 24 warps) two MMA chains per piece set (nullptr: none).
 ImmaFn imma_kernel(WFmt f, bool fp16, int warps, int var, int64_t M) {
   constexpr WFmt kX = WFmt::kIq2Xxs, kS = WFmt::kIq2Xs;
-  if ((f != kX && f != kS) || M < 1 || M > 2) return nullptr;
+  if ((f != kX && f != kS) || M < 1 || M > 2 || (var & ~(32 | 64 | 8192)) != 0) return nullptr;
+  const bool bf16_1 = !fp16 && M == 1;
   if ((var & 32) != 0)
-    return f == kX && !fp16 && warps == 16 && M == 1
+    return f == kX && bf16_1 && warps == 16 && (var & 64) == 0
                ? &linear_gemv_imma_kernel<kX, Bf16Tag, 16, true>
                : nullptr;
+  if ((var & 64) != 0) {
+    if (f != kX || !bf16_1) return nullptr;
+    return warps == 16   ? &linear_gemv_imma_kernel<kX, Bf16Tag, 16, false, 1, true>
+           : warps == 24 ? &linear_gemv_imma_kernel<kX, Bf16Tag, 24, false, 1, true>
+                         : nullptr;
+  }
+  if (warps != 8 && warps != 16) {
+    if (!bf16_1) return nullptr;
+    if (f == kS) return warps == 24 ? &linear_gemv_imma_kernel<kS, Bf16Tag, 24> : nullptr;
+    return warps == 20   ? &linear_gemv_imma_kernel<kX, Bf16Tag, 20>
+           : warps == 24 ? &linear_gemv_imma_kernel<kX, Bf16Tag, 24>
+           : warps == 32 ? &linear_gemv_imma_kernel<kX, Bf16Tag, 32>
+                         : nullptr;
+  }
   if (M == 2) {
     if (warps != 16) return nullptr;
     if (f == kS)
@@ -36,10 +52,7 @@ ImmaFn imma_kernel(WFmt f, bool fp16, int warps, int var, int64_t M) {
   if (warps == 16)
     return fp16 ? &linear_gemv_imma_kernel<kX, Fp16Tag, 16>
                 : &linear_gemv_imma_kernel<kX, Bf16Tag, 16>;
-  if (warps == 8)
-    return fp16 ? &linear_gemv_imma_kernel<kX, Fp16Tag, 8>
-                : &linear_gemv_imma_kernel<kX, Bf16Tag, 8>;
-  return nullptr;
+  return fp16 ? &linear_gemv_imma_kernel<kX, Fp16Tag, 8> : &linear_gemv_imma_kernel<kX, Bf16Tag, 8>;
 }
 
 int64_t imma_smem(WFmt f, int64_t K, int64_t M) {

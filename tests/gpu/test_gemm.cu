@@ -4508,6 +4508,22 @@ TEST(GemmGpu, GgmlGemvImma) {
     ScopedEnv ec("B12X_GGML_GEMV_CTAS", "5");
     run_case({f, 2, 200, 2304, DType::kFP16, DType::kBF16, true}, /*graph_replay=*/true);
   }
+  // Round-94 probes (BF16, M = 1): 20 / 24 / 32 warps (IQ2_XS 24), + 64 two MMA chains per
+  // piece set (16 / 24 warps).
+  for (const char* var : {"8192", "8256"})
+    for (const char* w : {"16", "20", "24", "32"}) {
+      ScopedEnv ev1("B12X_GGML_GEMV_VAR", var), ew("B12X_GGML_GEMV_WARPS", w);
+      const bool split = var[2] == '5';
+      if (split && (w[0] == '2' && w[1] == '0')) continue;
+      if (split && w[0] == '3') continue;
+      if (!split && w[0] == '1') continue;
+      EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xxs, 1, 4096, 4096).ggml_gemv_warps, std::atoi(w));
+      run_case({LinearFormat::kIq2Xxs, 1, 200, 2304, DType::kBF16, DType::kBF16, true});
+      ScopedEnv ec("B12X_GGML_GEMV_CTAS", "2");
+      run_case({LinearFormat::kIq2Xxs, 1, 200, 2304, DType::kBF16, DType::kBF16, false});
+      if (!split && w[0] == '2' && w[1] == '4')
+        run_case({LinearFormat::kIq2Xs, 1, 200, 2304, DType::kBF16, DType::kBF16, true});
+    }
   // + 32: the weights two batches ahead; ranges of 1-4 units per warp.
   ScopedEnv ev2("B12X_GGML_GEMV_VAR", "8224");
   EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xxs, 1, 4096, 4096).ggml_gemv_var, 8224);

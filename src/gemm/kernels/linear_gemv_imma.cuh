@@ -221,8 +221,10 @@ __device__ __forceinline__ void split4(const uint32_t R[4], uint32_t& aw, uint32
 /// 1, IQ2_XXS / IQ2_XS, K % 256 == 0, 16-byte aligned activations, no K split (p.split == 1).
 /// kDeep: the weights loaded two batches ahead instead of one. kM = M tokens (1, 2): at M = 2
 /// three piece sets per group, columns (2t, 2t + 1) token 0's pieces a, b, token 1's, and both
-/// tokens' c (lanes g = 2t + m: token m).
-template <WFmt F, class T, int kW, bool kDeep = false, int kM = 1>
+/// tokens' c (lanes g = 2t + m: token m). kSplit (IQ2_XXS): each piece set's four MMAs of a half
+/// batch in two accumulator chains (groups 0, 2 and 1, 3) added before the conversion, so that no
+/// MMA waits on its predecessor's result more than once per half batch.
+template <WFmt F, class T, int kW, bool kDeep = false, int kM = 1, bool kSplit = false>
 __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const LinearParams p) {
   using namespace imma;
   constexpr int kThr = 32 * kW;
@@ -266,39 +268,50 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
     load_batch(ld, d8, s8, n1);
   }
 
-  // Tables: 384 entries x 32 copies as 16-byte stores (4 copies each).
-  {
-    uint4* tv = reinterpret_cast<uint4*>(smem);
-    for (int i = static_cast<int>(threadIdx.x); i < (kE + 128) * 8; i += kThr) {
-      const int e = i >> 3, c = i & 7;
-      const bool grid = e < kE;
-      const uint32_t v =
-          grid ? (kXs ? g_grid_nib_xs.v[e] : g_grid_nib_xxs.v[e]) : g_sign_nib.v[e - kE];
-      const int at = kXs ? (grid ? e * 128 : kE * 128 + (e - kE) * 128)
-                         : (grid ? e * 256 : (e - kE) * 512 + 128);
-      tv[at / 16 + c] = make_uint4(v, v, v, v);
-    }
-    if (threadIdx.x < 4)
-      reinterpret_cast<uint32_t*>(smem + kSrcOff)[threadIdx.x] = threadIdx.x < 2 ? kSrcLo : kSrcHi;
-    if (threadIdx.x < 8) reinterpret_cast<uint32_t*>(smem + kZeroOff)[threadIdx.x] = 0u;
-    if (lane < 2) ptile[warp][lane] = -1;
+  // Tables: 384 (IQ2_XS 640) entries x 32 copies as 16-byte stores (4 copies each); all of a
+  // thread's words loaded first (one round trip), stored after the first activation load is out.
+  constexpr int kTabChunks = (kE + 128) * 8, kTabPass = (kTabChunks + kThr - 1) / kThr;
+  uint32_t tw[kTabPass];
+#pragma unroll
+  for (int it = 0; it < kTabPass; ++it) {
+    const int e = (static_cast<int>(threadIdx.x) + it * kThr) >> 3;
+    tw[it] = e < kE         ? (kXs ? g_grid_nib_xs.v[e] : g_grid_nib_xxs.v[e])
+             : e < kE + 128 ? g_sign_nib.v[e - kE]
+                            : 0u;
   }
+  if (threadIdx.x < 4)
+    reinterpret_cast<uint32_t*>(smem + kSrcOff)[threadIdx.x] = threadIdx.x < 2 ? kSrcLo : kSrcHi;
+  if (threadIdx.x < 8) reinterpret_cast<uint32_t*>(smem + kZeroOff)[threadIdx.x] = 0u;
+  if (lane < 2) ptile[warp][lane] = -1;
   griddep_wait();
   // Activation staging: chunks of 8 values, 4 per atom (lanes 4k .. 4k + 3 of a warp); token m's
-  // piece p at piece array 3 m + p.
+  // piece p at piece array 3 m + p. Each pass's load is issued before the previous pass converts.
   const int64_t PS = piece_stride(atoms);
   uint8_t* pieces = smem + kTabBytes;
   float* pscale = reinterpret_cast<float*>(pieces + 3 * kM * PS);
   {
     const int chunks = atoms * 4;
+    const auto xload = [&](int ct) {
+      const int m = kM > 1 && ct >= chunks ? 1 : 0;
+      return ct < kM * chunks ? __ldg(reinterpret_cast<const uint4*>(
+                                    static_cast<const uint16_t*>(p.x) + m * p.ldx +
+                                    static_cast<int64_t>(ct - m * chunks) * 8))
+                              : make_uint4(0u, 0u, 0u, 0u);
+    };
+    uint4 vn = xload(static_cast<int>(threadIdx.x));
+    uint4* tv = reinterpret_cast<uint4*>(smem);
+#pragma unroll
+    for (int it = 0; it < kTabPass; ++it) {
+      const int i = static_cast<int>(threadIdx.x) + it * kThr, e = i >> 3;
+      const int at = kXs ? e * 128 : e < kE ? e * 256 : (e - kE) * 512 + 128;
+      if (i < kTabChunks) tv[at / 16 + (i & 7)] = make_uint4(tw[it], tw[it], tw[it], tw[it]);
+    }
     for (int base = 0; base < kM * chunks; base += kThr) {
       const int ct = base + static_cast<int>(threadIdx.x);
       const int m = kM > 1 && ct >= chunks ? 1 : 0, c = ct - m * chunks;
       const bool ok = ct < kM * chunks;
-      uint4 v = make_uint4(0u, 0u, 0u, 0u);
-      if (ok)
-        v = __ldg(reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.x) + m * p.ldx +
-                                                 static_cast<int64_t>(c) * 8));
+      const uint4 v = vn;
+      if (base + kThr < kM * chunks) vn = xload(ct + kThr);
       const uint32_t vw[4] = {v.x, v.y, v.z, v.w};
       float f[8];
 #pragma unroll
@@ -390,8 +403,9 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
       for (int m = 0; m < kM; ++m) ps[m] = pscale[m * atoms + A0 + t];
       const uint4 wv = cur.w[h];
       // IQ2_XS: groups 0-1 (K 0-15) and 2-3 (16-31) of an atom carry their own sub-scales: two
-      // chains per piece set ([1]: groups 2-3).
-      int cs[kSets][kXs ? 2 : 1][4] = {};
+      // chains per piece set ([1]: groups 2-3); kSplit (IQ2_XXS): chains q & 1.
+      constexpr int kCh = kXs || kSplit ? 2 : 1;
+      int cs[kSets][kCh][4] = {};
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
         // Slot words: row g groups 0|1, 2|3, row g + 8 groups 0|1, 2|3.
@@ -404,7 +418,7 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
           entry_s8<F, false>(wg, clsw, tab0, slo, shi, a[0], a[2]);
           entry_s8<F, false>(w8, clsw, tab0, slo, shi, a[1], a[3]);
         }
-        const int ch = kXs ? q >> 1 : 0;
+        const int ch = kXs ? q >> 1 : kSplit ? q & 1 : 0;
 #pragma unroll
         for (int k = 0; k < kSets; ++k) {
           const uint4 x = xv[k][q >> 1];
@@ -414,6 +428,12 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
       // Lane (g, t): atom 4h + t's pieces a, b of token m (cs[m][.][0], [1]; row g + 8: [2],
       // [3]) and c (cs[kM][.][m], row g + 8 [2 + m]); its sub-scale(s) (IQ2_XXS: nibble 4h + t of
       // the row's word; IQ2_XS: byte t of word h, low nibble K 0-15, high 16-31).
+      if constexpr (kSplit && !kXs) {
+#pragma unroll
+        for (int k = 0; k < kSets; ++k)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) cs[k][0][i] += cs[k][1][i];
+      }
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
 #pragma unroll
