@@ -1956,6 +1956,10 @@ Plan plan(const Caps& caps) {
               cl_rule && f == LinearFormat::kNvfp4W4A16 ? kS16ClusterMinMNvfp4W4A16 : 0;
           if (const char* e = std::getenv("B12X_GEMM_S16_CL_MINM"); e != nullptr)
             p.stream16_cluster_min_m = std::clamp(std::atoi(e), 0, 17);
+          // No cluster instance of one token tile (NVFP4 on BF16 activations, session 25): runs
+          // of M <= 8 keep the partials.
+          if (!lin::stream16_cluster_nt1(wf, var))
+            p.stream16_cluster_min_m = std::max(p.stream16_cluster_min_m, 9);
         }
         // Session 25 probe (B12X_GEMM_S16_CL1SM=1, SM90): a cluster-sum plan whose grid has at
         // most one CTA per SM asks for enough shared memory that only one fits per SM, so the

@@ -134,6 +134,9 @@ int stream16_pre_vp();
 /// Host only (plan time): the clusters of `split` CTAs of the kS16VarCluster instance (nt 2) that
 /// can be resident at once (cudaOccupancyMaxActiveClusters; 0 where clusters are not supported);
 /// allows the non-portable sizes above 8.
+/// Host only: whether the staged-once kernel (var) has its cluster-sum instances at one token
+/// tile (M <= 8) for format f (NVFP4 on BF16 activations has none since session 25).
+bool stream16_cluster_nt1(WFmt f, int var);
 int stream16_max_active_clusters(int device, WFmt f, int tw, bool qx, int var, int vp, int split,
                                  int64_t smem = 0);
 /// Host only (plan time, probe): the (xs, 1, 1) clusters of the kS16VarXs instance (NVFP4, nt 2)

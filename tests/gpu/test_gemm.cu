@@ -2135,7 +2135,8 @@ TEST(GemmGpu, DecodeStream16) {
 /// over NVFP4 / MXFP4, W4A16 / W4A4 x ms: case i runs K ks[i % 3] at the forced split splits[i %
 /// 3] with N ns[i % 3], FP16 output every 5th, bias every other case, capacity 16 every 4th,
 /// the early trigger every other, a replayed graph every 3rd; cluster: the split summed in a
-/// cluster (B12X_GEMM_S16_CLUSTER=8 set by the caller). qa: W4A4 only, its activations converted
+/// cluster (B12X_GEMM_S16_CLUSTER=8 set by the caller; NVFP4 on BF16 activations from M = 9).
+/// qa: W4A4 only, its activations converted
 /// in the staging (B12X_GEMM_S16_QA=1 set by the caller).
 void s16_once_cases(const std::vector<int64_t>& ms, const std::array<int64_t, 3>& ks,
                     const std::array<int, 3>& splits, const std::array<int64_t, 3>& ns,
@@ -2161,7 +2162,10 @@ void s16_once_cases(const std::vector<int64_t>& ms, const std::array<int64_t, 3>
       EXPECT_GT(l.serial, before) << "M " << M << " K " << K;
       EXPECT_TRUE(l.once) << "M " << M << " K " << K;
       EXPECT_EQ(l.split, sp) << "M " << M << " K " << K;
-      EXPECT_EQ(l.cluster, cluster ? sp : 0) << "M " << M << " K " << K;
+      // NVFP4 on BF16 activations has no cluster instance at one token tile (session 25): M <= 8
+      // keeps the partials.
+      const bool cl_nt1 = f != LinearFormat::kNvfp4W4A16 && (f != LinearFormat::kNvfp4 || qa);
+      EXPECT_EQ(l.cluster, cluster && (M > 8 || cl_nt1) ? sp : 0) << "M " << M << " K " << K;
       EXPECT_EQ(l.qa, qa) << "M " << M << " K " << K;
     }
 }
