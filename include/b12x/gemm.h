@@ -340,17 +340,6 @@ struct Plan {
   int stream16_split_lo = 0;
   int stream16_vp_lo = 0;
   int64_t stream16_smem_lo = 0;
-  /// NVFP4 block kernel, staged once (session 25 probe, B12X_GEMM_S16_XS=<C> 2 / 4 / 8): runs
-  /// without the cluster sum launch (C, 1, 1) clusters of column CTAs that share the activation
-  /// staging through DSMEM (lin::kS16VarXs); 0: each CTA stages its own.
-  int stream16_xs = 0;
-  /// Session 25 probe (B12X_GEMM_S16_CL1SM=1, SM90): the cluster-sum plan's shared memory raised
-  /// so one CTA fits per SM (stream16_smem above the kernel's own).
-  bool stream16_cl1sm = false;
-  /// NVFP4 block kernel, staged once (session 25 probe, B12X_GEMM_S16_PRE=1): where its K range
-  /// is 8 vectors and the grid has at most one CTA per SM, runs without the cluster sum request
-  /// the CTA's whole weight range before griddep_wait (lin::kS16VarPre).
-  bool stream16_pre = false;
   /// FP8 weights (per-tensor, block FP8, MXFP8) on the block kernel (session 14,
   /// lin::launch_linear_stream16_f8; the stream16_* fields above describe its grid): its
   /// weight ring depth per warp (0: not the FP8 kernel). Its MMA kind is decode_fp8_mma.

@@ -220,8 +220,6 @@ constexpr int64_t kDecodeSyncMaxMK = 8192;
 /// The M <= 16 block kernel: the fewest 64-K vectors per CTA its K split goes down to (two staged
 /// chunks; round 48: one chunk per CTA lost to two at 4096x4096 and 2048x7168).
 constexpr int kS16MinVp = 8;
-/// Plan::stream16_cl1sm's shared memory (probe): over half an SM90 SM's 228 KB.
-constexpr int64_t kS16OneSmSmem = 116 * 1024;
 /// Plan::stream16_split_lo's fewest (one chunk of the staged-once kernel).
 constexpr int kS16ChunkVLo = 4;
 /// Session 24 (Plan::stream16_split_lo, B12X_GEMM_S16_LOSPLIT=0|1): MXFP4 W4A16 on SM90 runs M <= 8
@@ -680,8 +678,6 @@ std::string stream_rows_describe(const Plan& p) {
 std::string stream16_variant_tags(const Plan& p) {
   return std::string(p.stream16_qx ? " qx" : "") + (p.stream16_once ? " once" : "") +
          (p.stream16_qa ? " qa" : "") +
-         (p.stream16_xs > 0 ? " xs" + std::to_string(p.stream16_xs) : "") +
-         (p.stream16_pre ? " pre" : "") +
          (p.stream16_depth > 0 ? " f8d" + std::to_string(p.stream16_depth) : "") +
          (p.stream16_depth > 0 && p.stream16_occ == 3 ? " o3" : "") +
          (p.stream16_depth > 0 && p.stream16_var != 0 ? " v" + std::to_string(p.stream16_var) : "");
@@ -692,7 +688,7 @@ std::string stream16_describe(const Plan& p) {
   return " stream16=" + std::to_string(p.stream16_tw) + "x" + std::to_string(p.stream16_split) +
          "/" + std::to_string(p.stream16_vp) +
          (p.stream16_split_lo > 0 ? ",lo" + std::to_string(p.stream16_split_lo) : "") +
-         stream16_variant_tags(p) + (p.stream16_cl1sm ? " cl1sm" : "") +
+         stream16_variant_tags(p) +
          (p.stream16_cluster > 0 ? " cl" + std::to_string(p.stream16_cluster) : "") +
          (p.stream16_cluster > 0 && p.stream16_cluster_min_m > 0
               ? "m" + std::to_string(p.stream16_cluster_min_m)
@@ -1961,34 +1957,6 @@ Plan plan(const Caps& caps) {
           if (!lin::stream16_cluster_nt1(wf, var))
             p.stream16_cluster_min_m = std::max(p.stream16_cluster_min_m, 9);
         }
-        // Session 25 probe (B12X_GEMM_S16_CL1SM=1, SM90): a cluster-sum plan whose grid has at
-        // most one CTA per SM asks for enough shared memory that only one fits per SM, so the
-        // clusters cannot stack two CTAs on one SM (session 23's small-grid loss, unexplained).
-        if (const char* e = std::getenv("B12X_GEMM_S16_CL1SM");
-            e != nullptr && e[0] == '1' && p.stream16_cluster > 0 && dev.cc_major == 9 &&
-            gx * split <= sms && dev.smem_per_block_optin >= kS16OneSmSmem &&
-            lin::stream16_max_active_clusters(caps.device, wf, tw, qx, var, split_vp, split,
-                                              kS16OneSmSmem) >= gx) {
-          p.stream16_smem = std::max<int64_t>(p.stream16_smem, kS16OneSmSmem);
-          p.stream16_cl1sm = true;
-        }
-        // Session 25 probe (B12X_GEMM_S16_XS=<C>): the staging shared by clusters of C column
-        // CTAs (runs without the cluster sum), NVFP4 weights on the staged-once kernel.
-        if (const char* e = std::getenv("B12X_GEMM_S16_XS");
-            e != nullptr && var != 0 && !qx && wf == lin::WFmt::kNvfp4) {
-          const int c = std::atoi(e);
-          if ((c == 2 || c == 4 || c == 8) && gx % c == 0 &&
-              lin::stream16_xs_clusters(caps.device, qa, split_vp, c) > 0)
-            p.stream16_xs = c;
-        }
-        // Session 25 probe (B12X_GEMM_S16_PRE=1): the whole weight range of a CTA (8 vectors)
-        // requested before griddep_wait where the grid has at most one CTA per SM.
-        if (const char* e = std::getenv("B12X_GEMM_S16_PRE");
-            e != nullptr && e[0] == '1' && var != 0 && !qx && wf == lin::WFmt::kNvfp4 &&
-            p.stream16_xs == 0 && split_vp == lin::stream16_pre_vp() && gx * split <= sms &&
-            lin::prepare_linear_stream16(caps.device, wf, tw, qx, var | lin::kS16VarPre,
-                                         split_vp) >= 1)
-          p.stream16_pre = true;
       }
     }
     // FP8 weights (session 14, lin::launch_linear_stream16_f8): the same block structure on
@@ -2844,14 +2812,10 @@ void run(const Binding& b, Stream stream) {
     p.stream_trig = ((plan.stream_trig & 4) && !lo) || cl ? 1 : 0;
     p.reduce_trig = plan.reduce_trig && plan.pdl ? 1 : 0;
     if (cl) p.partial = nullptr;
-    // Plan::stream16_xs (probe): runs without the cluster sum share the staging in clusters.
-    const int xs = cl ? 0 : plan.stream16_xs;
-    const bool pre = plan.stream16_pre && !cl && !lo;
     lin::launch_linear_stream16(
         im.wfmt, plan.stream16_tw, lo ? plan.stream16_smem_lo : plan.stream16_smem, p, stream,
         (plan.stream16_once ? lin::kS16VarOnce : 0) | (cl ? lin::kS16VarCluster : 0) |
-            (s16_qa_run ? lin::kS16VarQa : 0) |
-            (xs > 0 ? lin::kS16VarXs | (xs << lin::kS16XsShift) : 0) | (pre ? lin::kS16VarPre : 0));
+            (s16_qa_run ? lin::kS16VarQa : 0));
     if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);
     return;
   }

@@ -83,8 +83,6 @@ struct StreamLaunch {
   bool trig = false;         // the kernel triggers its dependent launch early (p.stream_trig)
   int cluster = 0;           // block kernel: the K split summed in a cluster of this many CTAs
   bool qa = false;           // block kernel: FP4 activations converted in its staging (kS16VarQa)
-  int xs = 0;                // block kernel: the staging shared by clusters of this many CTAs
-  bool pre = false;          // block kernel: its whole weight range requested up front (kS16VarPre)
 };
 StreamLaunch last_stream_launch();
 /// 64-K vectors per K part: the tile's kvec vectors over split CTAs x parts warps, rounded up to
@@ -120,28 +118,13 @@ inline constexpr int kS16VarCluster = 2;
 /// the staged-once kernel's staging, no pre-pass launch; NVFP4's values come times 2^-7 (the
 /// caller's p.out_mult times 2^7). Staged-once kernel only, with or without kS16VarCluster.
 inline constexpr int kS16VarQa = 4;
-/// Session 25 probe (Plan::stream16_xs, B12X_GEMM_S16_XS=<C>): the staging shared by a (C, 1, 1)
-/// cluster of column CTAs through DSMEM stores (kXs); NVFP4 weights only, without kS16VarCluster.
-/// The cluster's C rides in var's bits from kS16XsShift (the kernel reads it from the cluster).
-inline constexpr int kS16VarXs = 8;
-inline constexpr int kS16XsShift = 8;
-/// Session 25 probe (Plan::stream16_pre, B12X_GEMM_S16_PRE=1): the CTA's whole weight range
-/// (vp 8) requested before griddep_wait, one CTA per SM (kPre); NVFP4 weights only, without
-/// kS16VarCluster / kS16VarXs.
-inline constexpr int kS16VarPre = 16;
-/// Its K range per CTA (the only one it takes).
-int stream16_pre_vp();
-/// Host only (plan time): the clusters of `split` CTAs of the kS16VarCluster instance (nt 2) that
-/// can be resident at once (cudaOccupancyMaxActiveClusters; 0 where clusters are not supported);
-/// allows the non-portable sizes above 8.
 /// Host only: whether the staged-once kernel (var) has its cluster-sum instances at one token
 /// tile (M <= 8) for format f (NVFP4 on BF16 activations has none since session 25).
 bool stream16_cluster_nt1(WFmt f, int var);
-int stream16_max_active_clusters(int device, WFmt f, int tw, bool qx, int var, int vp, int split,
-                                 int64_t smem = 0);
-/// Host only (plan time, probe): the (xs, 1, 1) clusters of the kS16VarXs instance (NVFP4, nt 2)
-/// that can be resident at once; 0 where it does not exist or clusters are not supported.
-int stream16_xs_clusters(int device, bool qa, int vp, int xs);
+/// Host only (plan time): the clusters of `split` CTAs of the kS16VarCluster instance (nt 2) that
+/// can be resident at once (cudaOccupancyMaxActiveClusters; 0 where clusters are not supported);
+/// allows the non-portable sizes above 8.
+int stream16_max_active_clusters(int device, WFmt f, int tw, bool qx, int var, int vp, int split);
 inline constexpr int kS16OnceMaxVp = 16;
 bool stream16_available(WFmt f, bool fp16, int tw);
 int64_t stream16_smem_bytes(int tw, bool qx = false, int var = 0, int vp = 0);

@@ -159,27 +159,9 @@ S16Fn pick_stream16_once(int nt, bool mx, bool mx_free) {
 /// var & kS16VarCluster (session 23): the split summed in a cluster (kCl) on the staged-once
 /// kernel only (the chunked kernel's qx instances, W4A4 NVFP4 converted in the kernel, measured
 /// +25 % at 4096x4096 / 2048x7168 in round 85 and were removed).
-/// var & kS16VarXs (session 25 probe): the staging shared by a cluster of column CTAs, NVFP4
-/// weights (W4A16, W4A4 qa) only.
 S16Fn pick_stream16(int tw, int nt, bool mx, bool qx, bool mx_free = false, int var = 0) {
   const bool cl = (var & kS16VarCluster) != 0;
   const bool qa = (var & kS16VarQa) != 0;
-  if (var & kS16VarPre) {
-    if (!(var & kS16VarOnce) || tw != 2 || qx || mx || cl || (var & kS16VarXs)) return nullptr;
-    return qa ? (nt == 1
-                     ? &linear_stream16_once_kernel<2, 1, false, false, false, true, false, true>
-                     : &linear_stream16_once_kernel<2, 2, false, false, false, true, false, true>)
-              : (nt == 1
-                     ? &linear_stream16_once_kernel<2, 1, false, false, false, false, false, true>
-                     : &linear_stream16_once_kernel<2, 2, false, false, false, false, false, true>);
-  }
-  if (var & kS16VarXs) {
-    if (!(var & kS16VarOnce) || tw != 2 || qx || mx || cl) return nullptr;
-    return qa ? (nt == 1 ? &linear_stream16_once_kernel<2, 1, false, false, false, true, true>
-                         : &linear_stream16_once_kernel<2, 2, false, false, false, true, true>)
-              : (nt == 1 ? &linear_stream16_once_kernel<2, 1, false, false, false, false, true>
-                         : &linear_stream16_once_kernel<2, 2, false, false, false, false, true>);
-  }
   if (var & kS16VarOnce)
     return tw != 2 || qx ? nullptr
            : qa          ? (cl ? pick_stream16_once<true, true>(nt, mx, mx_free)
@@ -231,12 +213,11 @@ int prepare_linear_stream16(int device, WFmt f, int tw, bool qx, int var, int vp
   return fit;
 }
 
-int stream16_max_active_clusters(int device, WFmt f, int tw, bool qx, int var, int vp, int split,
-                                 int64_t smem_req) {
+int stream16_max_active_clusters(int device, WFmt f, int tw, bool qx, int var, int vp, int split) {
   const S16Fn k = pick_stream16(tw, 2, f == WFmt::kMxfp4, qx, false, var | kS16VarCluster);
   if (k == nullptr || split < 2 || split > 16) return 0;
   const ::b12x::detail::DeviceScope scope(device);
-  const int smem = static_cast<int>(std::max(stream16_smem_bytes(tw, qx, var, vp), smem_req));
+  const int smem = static_cast<int>(stream16_smem_bytes(tw, qx, var, vp));
   int major = 0;
   B12X_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
   if (major < 9) return 0;
@@ -258,29 +239,6 @@ int stream16_max_active_clusters(int device, WFmt f, int tw, bool qx, int var, i
                                              smem, split);
 }
 
-int stream16_pre_vp() {
-  return kS16PreVp;
-}
-
-int stream16_xs_clusters(int device, bool qa, int vp, int xs) {
-  const int var = kS16VarOnce | kS16VarXs | (qa ? kS16VarQa : 0);
-  const S16Fn k = pick_stream16(2, 2, false, false, false, var);
-  if (k == nullptr || xs < 2 || xs > 8) return 0;
-  const ::b12x::detail::DeviceScope scope(device);
-  int major = 0;
-  B12X_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  if (major < 9) return 0;
-  const int smem = static_cast<int>(stream16_smem_bytes(2, false, var, vp));
-  for (int nt : {1, 2}) {  // the opt-in of both instances run may pick
-    int blocks = 0;
-    B12X_CUDA_CHECK(::b12x::detail::resident_ctas(
-        reinterpret_cast<const void*>(pick_stream16(2, nt, false, false, false, var)),
-        kStreamWarps * 32, smem, &blocks));
-  }
-  return ::b12x::detail::max_active_clusters(reinterpret_cast<const void*>(k), kStreamWarps * 32,
-                                             smem, xs);
-}
-
 void launch_linear_stream16(WFmt f, int tw, int64_t smem, const LinearParams& p, Stream stream,
                             int var) {
   const int nt = p.M <= 8 ? 1 : 2;
@@ -289,7 +247,7 @@ void launch_linear_stream16(WFmt f, int tw, int64_t smem, const LinearParams& p,
   const S16Fn k = pick_stream16(tw, nt, f == WFmt::kMxfp4, qx, p.mx_free != 0, var);
   const int split = std::max(p.split, 1);
   B12X_ASSERT(k != nullptr && (f == WFmt::kNvfp4 || f == WFmt::kMxfp4) &&
-                  smem >= stream16_smem_bytes(tw, qx, var, p.stream_vp) &&
+                  smem == stream16_smem_bytes(tw, qx, var, p.stream_vp) &&
                   (!(var & kS16VarOnce) || p.stream_vp <= kS16OnceMaxVp),
               "M <= 16 block kernel: format ", static_cast<int>(f), " tw=", tw, " qx=", qx,
               " var=", var, " vp=", p.stream_vp, " smem=", smem);
@@ -307,18 +265,12 @@ void launch_linear_stream16(WFmt f, int tw, int64_t smem, const LinearParams& p,
   B12X_ASSERT(!cl || (split >= 2 && split <= 16 &&
                       smem >= (p.M <= 8 ? kS16ClBytes<2, 1> : kS16ClBytes<2, 2>)),
               "M <= 16 block kernel, cluster sum: split=", split, " smem=", smem);
-  const int xs = (var & kS16VarXs) ? var >> kS16XsShift : 1;
-  B12X_ASSERT(xs == 1 || (xs >= 2 && xs <= 8 && !cl),
-              "M <= 16 block kernel, shared staging: C=", xs);
-  B12X_ASSERT(!(var & kS16VarPre) || p.stream_vp == kS16PreVp,
-              "M <= 16 block kernel, whole range requested: vp=", p.stream_vp);
   if (smem > 48 * 1024)
     B12X_CUDA_CHECK(
         ::b12x::detail::opt_in_smem(reinterpret_cast<const void*>(k), static_cast<int>(smem)));
   B12X_ASSERT(p.stream_tiles >= 1 && p.stream_tiles <= kStreamWarps * tw,
               "M <= 16 block kernel: tiles per CTA ", p.stream_tiles, " for tw=", tw);
   const int64_t gx = (p.n16 + p.stream_tiles - 1) / p.stream_tiles;
-  B12X_ASSERT(gx % xs == 0, "M <= 16 block kernel, shared staging: ", gx, " column CTAs, C=", xs);
   t_last = StreamLaunch{0,
                         0,
                         static_cast<int>(gx),
@@ -330,13 +282,11 @@ void launch_linear_stream16(WFmt f, int tw, int64_t smem, const LinearParams& p,
                         p.reduce_trig != 0,
                         p.stream_trig != 0,
                         cl ? split : 0,
-                        qa,
-                        xs > 1 ? xs : 0,
-                        (var & kS16VarPre) != 0};
-  B12X_CUDA_CHECK(b12x::detail::launch_ex(
-      k, dim3(static_cast<unsigned>(gx), static_cast<unsigned>(split)), dim3(kStreamWarps * 32),
-      static_cast<size_t>(smem), stream, p.pdl != 0,
-      dim3(static_cast<unsigned>(xs), cl ? static_cast<unsigned>(split) : 1u, 1), p));
+                        qa};
+  B12X_CUDA_CHECK(
+      b12x::detail::launch_ex(k, dim3(static_cast<unsigned>(gx), static_cast<unsigned>(split)),
+                              dim3(kStreamWarps * 32), static_cast<size_t>(smem), stream,
+                              p.pdl != 0, dim3(1, cl ? static_cast<unsigned>(split) : 1u, 1), p));
   B12X_CUDA_CHECK_LAUNCH();
 }
 

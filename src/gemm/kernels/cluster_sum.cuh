@@ -41,34 +41,6 @@ __device__ __forceinline__ void cluster_barrier() {
 #endif
 }
 
-/// The two halves of cluster_barrier for a cluster whose CTAs write into each other's shared
-/// memory: arrive (relaxed: orders nothing) at the kernel's start, wait before the first remote
-/// store, so no CTA writes into a peer that has not started (the CUDA guide's rule for DSMEM).
-__device__ __forceinline__ void cluster_arrive_relaxed() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void cluster_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
-#else
-  __trap();
-#endif
-}
-
-/// Stores v at this CTA's shared-memory address `local` in the shared memory of rank `rank`.
-__device__ __forceinline__ void st_dsmem_u4(void* local, unsigned rank, uint4 v) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(local));
-  uint32_t ra;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(ra) : "r"(a), "r"(rank));
-  asm volatile("st.shared::cluster.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(ra), "r"(v.x), "r"(v.y),
-               "r"(v.z), "r"(v.w)
-               : "memory");
-#endif
-}
-
 /// The 16 bytes at this CTA's shared-memory address `local` in the shared memory of rank `rank`.
 __device__ __forceinline__ float4 ld_dsmem_f4(const void* local, unsigned rank) {
   float4 v = make_float4(0.f, 0.f, 0.f, 0.f);

@@ -750,8 +750,11 @@ __device__ __forceinline__ void s16_vector(float (&acc)[kNt][4], const uint4 cur
 /// fragments by ldmatrix at xv (this lane's row address at the vector), then per tile j its ring
 /// slot consumed and refilled with vector vn of the tile (where it exists), its splats at
 /// spv + j * spl_tile, the decode and the MMAs.
-template <int kNt>
-__device__ __forceinline__ void s16_bfrags(uint32_t (&b)[4][4], const uint8_t* xv) {
+template <int kTw, int kNt, bool kFold, int kDepth>
+__device__ __forceinline__ void s16_step(float (&acc)[kTw][kNt][4], uint4 (&ring)[kDepth], int jj,
+                                         const uint8_t* xv, const uint8_t* spv, int spl_tile,
+                                         const S16Range<kTw>& cr, int vn) {
+  uint32_t b[4][4];
 #pragma unroll
   for (int s = 0; s < 4; ++s) {
     if constexpr (kNt == 2)
@@ -759,13 +762,6 @@ __device__ __forceinline__ void s16_bfrags(uint32_t (&b)[4][4], const uint8_t* x
     else
       ldmatrix_x2(b[s], xv + s * 32);
   }
-}
-template <int kTw, int kNt, bool kFold, int kDepth>
-__device__ __forceinline__ void s16_step(float (&acc)[kTw][kNt][4], uint4 (&ring)[kDepth], int jj,
-                                         const uint8_t* xv, const uint8_t* spv, int spl_tile,
-                                         const S16Range<kTw>& cr, int vn) {
-  uint32_t b[4][4];
-  s16_bfrags<kNt>(b, xv);
 #pragma unroll
   for (int j = 0; j < kTw; ++j) {
     const int q = (jj * kTw + j) % kDepth;
@@ -778,11 +774,12 @@ __device__ __forceinline__ void s16_step(float (&acc)[kTw][kNt][4], uint4 (&ring
 /// The 8 BF16 activations of token row tok from K index k into shared memory at d: one 16-byte
 /// cp.async where the row allows it, else element by element with zeros past K (and for rows
 /// past M, whose outputs are never stored).
-/// The same 8 values by plain loads (zeros past K and for rows past M).
-__device__ __forceinline__ uint4 s16_x8(const LinearParams& p, const uint16_t* x, int tok,
-                                        int64_t k) {
-  if (tok < p.M && p.x_vec16 && k + 8 <= p.K)
-    return __ldg(reinterpret_cast<const uint4*>(x + tok * p.ldx + k));
+__device__ __forceinline__ void s16_stage_x8(const LinearParams& p, const uint16_t* x, int tok,
+                                             int64_t k, uint8_t* d) {
+  if (tok < p.M && p.x_vec16 && k + 8 <= p.K) {
+    s16_cp_async16(d, x + tok * p.ldx + k);
+    return;
+  }
   uint32_t pr[4] = {0, 0, 0, 0};
   if (tok < p.M) {
     const uint16_t* xr = x + tok * p.ldx + k;
@@ -792,14 +789,7 @@ __device__ __forceinline__ uint4 s16_x8(const LinearParams& p, const uint16_t* x
       pr[e / 2] |= static_cast<uint32_t>(xr[e]) << (16 * (e % 2));
     }
   }
-  return make_uint4(pr[0], pr[1], pr[2], pr[3]);
-}
-__device__ __forceinline__ void s16_stage_x8(const LinearParams& p, const uint16_t* x, int tok,
-                                             int64_t k, uint8_t* d) {
-  if (tok < p.M && p.x_vec16 && k + 8 <= p.K)
-    s16_cp_async16(d, x + tok * p.ldx + k);
-  else
-    *reinterpret_cast<uint4*>(d) = s16_x8(p, x, tok, k);
+  *reinterpret_cast<uint4*>(d) = make_uint4(pr[0], pr[1], pr[2], pr[3]);
 }
 
 /// The block kernels' K split summed in a thread-block cluster (session 23, kCl; the split's
@@ -1073,8 +1063,6 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
 __host__ __device__ constexpr int s16_once_pitch(int vp) {
   return vp * 128 + 16;
 }
-/// kPre's K range per CTA in 64-K vectors (session 25 probe; lin::stream16_pre_vp on the host).
-inline constexpr int kS16PreVp = 8;
 /// Dynamic shared memory: the activations (16 rows), then per warp tw x vp x 128 B of splats.
 __host__ __device__ constexpr int s16_once_smem(int tw, int vp) {
   return 16 * s16_once_pitch(vp) + kStreamWarps * tw * vp * 128;
@@ -1089,22 +1077,11 @@ __host__ __device__ constexpr int s16_once_smem(int tw, int vp) {
 /// rows the MMAs read (8 kNt) are staged. Session 17 tried the conversion here with the scalar
 /// decode and per-value swizzle offsets (round 64: +0.7-2.3 us, the ALU work in the prologue);
 /// this one issues ~35 instructions per 8 values.
-/// kXs (session 25 probe, lin::kS16VarXs): the CTAs of a (C, 1, 1) cluster (C column CTAs of one
-/// K range, which stage the same activations) share the staging: rank r loads (kQa: converts) the
-/// r-th of C interleaved shares and stores it into every rank's shared memory (st.shared::cluster;
-/// no cp.async into a peer), then one cluster barrier instead of the CTA barrier. The L2 reads and
-/// the conversion per CTA drop C-fold; the CTAs of a cluster start their loops together. Not
-/// with kCl (the sum's clusters are (1, S, 1)).
-/// kPre (session 25 probe, lin::kS16VarPre; p.stream_vp == kS16PreVp, one CTA per SM): the
-/// CTA's whole weight range (kTw x 8 vectors, 64 registers) requested before griddep_wait instead
-/// of the 4-vector ring, so that under PDL the stream runs behind the previous kernel's tail and
-/// the loop after the staging waits on no DRAM round trip.
 template <int kTw, int kNt, bool kMx = false, bool kMxFree = false, bool kCl = false,
-          bool kQa = false, bool kXs = false, bool kPre = false>
-__global__ void __launch_bounds__(kStreamWarps * 32, kPre ? 1 : 2)
+          bool kQa = false>
+__global__ void __launch_bounds__(kStreamWarps * 32, 2)
     linear_stream16_once_kernel(const LinearParams p) {
   static_assert(!kMxFree || kMx, "fold-free splats: MXFP4 only");
-  static_assert(!(kXs && kCl), "shared staging: clusters of column CTAs, not of the split");
   static_assert(kTw == 1 || kTw == 2, "tiles per warp");
   static_assert(kNt == 1 || kNt == 2, "n8 token tiles");
 
@@ -1117,27 +1094,8 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kPre ? 1 : 2)
   const int g = lane >> 2, t = lane & 3;
   const S16Range<kTw> cr = s16_range<kTw, kS16ChunkV>(p, warp, lane);
   const int vp = p.stream_vp, pitch = s16_once_pitch(vp);
-  // kXs: this CTA's share (rank) of C; the arrive pairs with the wait before the first remote
-  // store.
-  unsigned xs_n = 1, xs_r = 0;
-  if constexpr (kXs) {
-    cluster_arrive_relaxed();
-    xs_n = cluster_size();
-    xs_r = cluster_rank();
-  }
-  uint4 ring[kPre ? 1 : kDepth];
-  uint4 pre[kTw][kPre ? kS16PreVp : 1];
-  if constexpr (kPre) {
-#pragma unroll
-    for (int v = 0; v < kS16PreVp; ++v)
-#pragma unroll
-      for (int j = 0; j < kTw; ++j) {
-        pre[j][v] = make_uint4(0, 0, 0, 0);  // past kvec: zero weights (and zero splats)
-        if (v < cr.lim[j]) pre[j][v] = ldg_stream(cr.wp[j] + v * 512);
-      }
-  } else {
-    s16_ring_fill(ring, cr);
-  }
+  uint4 ring[kDepth];
+  s16_ring_fill(ring, cr);
   // This warp's scale bytes, requested with the ring (weights: no dependence on earlier kernels):
   // task (tile j, row pair g, block b of 4 vectors) reads rows g and g + 8's bytes of the block
   // (16 NVFP4 / 8 MXFP4 each, aligned: scale_ld and vbase are multiples of 4 vectors), at most
@@ -1175,27 +1133,13 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kPre ? 1 : 2)
   // and scale bytes (NVFP4 2, MXFP4 1) in registers until the splats are built.
   constexpr int kQRows = 8 * kNt,
                 kQTasks = kQa ? kQRows * 2 * 16 / (kStreamWarps * 32) : 1;  // vp <= 16
-  // kXs: task (thread, u) of rank r is C (thread + 256 u) + r, so the ranks' shares interleave.
-  auto qa_task = [&](int u) {
-    const int i = threadIdx.x + kStreamWarps * 32 * u;
-    return kXs ? i * static_cast<int>(xs_n) + static_cast<int>(xs_r) : i;
-  };
   uint4 qv[kQTasks];
   uint32_t qsc[kQTasks];
-  // kXs on BF16 activations: rank r's 16-byte chunks i = thread + 256 (u C + r) in registers until
-  // every rank has started (16 rows x vp x 8 chunks, vp <= 16, C >= 2: at most 4 per thread).
-  constexpr int kXsLd = kXs && !kQa ? 4 : 1;
-  uint4 xsv[kXsLd];
-  const int cpr = vp * 8;  // 16-byte chunks per row
-  auto xs_chunk = [&](int u) {
-    return static_cast<int>(threadIdx.x) +
-           kStreamWarps * 32 * (u * static_cast<int>(xs_n) + static_cast<int>(xs_r));
-  };
   if constexpr (kQa) {
     const uint8_t* const xq = static_cast<const uint8_t*>(p.x);
 #pragma unroll
     for (int u = 0; u < kQTasks; ++u) {
-      const int task = qa_task(u);
+      const int task = threadIdx.x + kStreamWarps * 32 * u;
       const int tok = task % kQRows, blk = task / kQRows;
       const int64_t k = k0 + blk * 32;  // K % 32 == 0: a block is whole or past K
       qv[u] = make_uint4(0, 0, 0, 0);
@@ -1216,17 +1160,9 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kPre ? 1 : 2)
       const uint8_t* const sp = p.xq_scale + (c >> 2) * 512 + tok * 16 + (c & 3);
       qsc[u] = kMx ? sp[0] : sp[0] | (static_cast<uint32_t>(sp[1]) << 8);
     }
-  } else if constexpr (kXs) {
-    const uint16_t* const x = static_cast<const uint16_t*>(p.x);
-#pragma unroll
-    for (int u = 0; u < kXsLd; ++u) {
-      const int i = xs_chunk(u);
-      if (i >= 16 * cpr) continue;
-      const int tok = i / cpr, kk = (i - tok * cpr) * 8;
-      xsv[u] = s16_x8(p, x, tok, k0 + kk);
-    }
   } else {
     const uint16_t* const x = static_cast<const uint16_t*>(p.x);
+    const int cpr = vp * 8;  // 16-byte chunks per row
     for (int i = threadIdx.x; i < 16 * cpr; i += kStreamWarps * 32) {
       const int tok = i / cpr, kk = (i - tok * cpr) * 8;
       s16_stage_x8(p, x, tok, k0 + kk, dsm + tok * pitch + kk * 2);
@@ -1263,61 +1199,31 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kPre ? 1 : 2)
       *reinterpret_cast<uint4*>(spw + (j * vp + 4 * b + q) * 128 + gg * 16) = o;
     }
   }
-  if constexpr (kXs) cluster_wait();  // every rank has started: its shared memory is there
   if constexpr (kQa) {
     // Rows past M get zeros (their columns are never stored, but stay finite).
 #pragma unroll
     for (int u = 0; u < kQTasks; ++u) {
-      const int task = qa_task(u);
+      const int task = threadIdx.x + kStreamWarps * 32 * u;
       const int tok = task % kQRows, blk = task / kQRows;
       if (blk >= 2 * vp) continue;
       const uint32_t w[4] = {qv[u].x, qv[u].y, qv[u].z, qv[u].w};
       uint4* const d = reinterpret_cast<uint4*>(dsm + tok * pitch + blk * 64);
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const uint4 o = kMx ? mxfp4x8_bf16(w[i], qsc[u])
-                            : nvfp4x8_bf16_e7(w[i], (qsc[u] >> (4 * (i & 2))) & 0xFFu);
-        if constexpr (kXs) {
-          for (unsigned q = 0; q < xs_n; ++q) st_dsmem_u4(d + i, q, o);
-        } else {
-          d[i] = o;
-        }
-      }
-    }
-  } else if constexpr (kXs) {
-#pragma unroll
-    for (int u = 0; u < kXsLd; ++u) {
-      const int i = xs_chunk(u);
-      if (i >= 16 * cpr) continue;
-      const int tok = i / cpr, kk = (i - tok * cpr) * 8;
-      for (unsigned q = 0; q < xs_n; ++q) st_dsmem_u4(dsm + tok * pitch + kk * 2, q, xsv[u]);
+      for (int i = 0; i < 4; ++i)
+        d[i] = kMx ? mxfp4x8_bf16(w[i], qsc[u])
+                   : nvfp4x8_bf16_e7(w[i], (qsc[u] >> (4 * (i & 2))) & 0xFFu);
     }
   } else {
     asm volatile("cp.async.wait_group 0;" ::: "memory");
   }
-  if constexpr (kXs)
-    cluster_barrier();  // every rank's shares stored into every rank (release / acquire)
-  else
-    __syncthreads();
+  __syncthreads();
 
   float acc[kTw][kNt][4] = {};
   // ldmatrix rows as in the chunked kernel, over the whole staged range.
   const uint8_t* const xa =
       dsm + (((lane >> 4) & 1) * 8 + (lane & 7)) * pitch + ((lane >> 3) & 1) * 16;
   const uint8_t* const spl = spw + g * 16;
-  if constexpr (kPre) {
-    if (p.stream_trig) griddep_launch_dependents();  // every weight load was issued
-#pragma unroll
-    for (int v = 0; v < kS16PreVp; ++v) {
-      uint32_t b[4][4];
-      s16_bfrags<kNt>(b, xa + v * 128);
-#pragma unroll
-      for (int j = 0; j < kTw; ++j)
-        s16_vector<kNt, kMx && !kMxFree>(
-            acc[j], pre[j][v], *reinterpret_cast<const uint4*>(spl + v * 128 + j * vp * 128), b);
-    }
-  }
-  for (int c = 0; c < (kPre ? 0 : cr.nch); ++c) {
+  for (int c = 0; c < cr.nch; ++c) {
     // The last block: its weight loads were issued a block ahead (see the M = 1 kernel).
     if (p.stream_trig && c + 1 == cr.nch) griddep_launch_dependents();
 #pragma unroll
