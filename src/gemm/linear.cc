@@ -1072,11 +1072,11 @@ Plan plan(const Caps& caps) {
             std::min<int64_t>(geo.n16, static_cast<int64_t>(run_occ) * dev.sm_count));
       }
       // Session 25: the IQ2 GEMV on integer MMA at M <= 2 (B12X_GGML_GEMV_VAR=8192,
-      // kernels/linear_gemv_imma.cuh): one wave of CTAs (16 warps, or B12X_GGML_GEMV_WARPS=8 /
-      // 20 / 24 / 32), each a contiguous share of the tiles, no K split.
+      // kernels/linear_gemv_imma.cuh): one wave of CTAs (16 warps, or B12X_GGML_GEMV_WARPS=20 /
+      // 24 / 32), each a contiguous share of the tiles, no K split.
       if ((var & lin::kGgmlImmaVar) != 0) {
         const int ew = warps_env != nullptr ? std::atoi(warps_env) : 16;
-        const int iw = ew == 8 || ew == 20 || ew == 24 || ew == 32 ? ew : 16;
+        const int iw = ew == 20 || ew == 24 || ew == 32 ? ew : 16;
         if (lin::ggml_imma_available(wf, fp16, M, K, iw, var, dev.smem_per_block_optin)) {
           const int io = std::max(1, lin::prepare_ggml_imma(caps.device, wf, fp16, iw, var, M, K));
           p.ggml_gemv_var = var;

@@ -40,10 +40,10 @@ struct GgmlGemvLaunch {
 GgmlGemvLaunch last_ggml_gemv_launch();
 
 /// Session 25: the IQ2 GEMV on integer MMA at M <= 2 (kernels/linear_gemv_imma.cuh; plan:
-/// Plan::ggml_gemv_var & kGgmlImmaVar, B12X_GGML_GEMV_VAR=8192, + 32: the weights two batches
-/// ahead, IQ2_XXS BF16 with 16 warps, M = 1). Available for IQ2_XXS (8 or 16 warps) and IQ2_XS (16)
-/// at M = 1, both with 16 warps at M = 2, K % 256 == 0, where its shared memory (64 / 80 KB of
-/// tables and ~100 bytes per 32 K and token of staged activations) fits smem_optin.
+/// Plan::ggml_gemv_var & kGgmlImmaVar, B12X_GGML_GEMV_VAR=8192; + 64: two MMA chains per piece
+/// set). IQ2_XXS / IQ2_XS with 16 warps at M = 1, 2 (round-94 probes: other warp counts at M = 1,
+/// BF16; linear_gemv_imma.cu), K % 256 == 0, where its shared memory (64 / 80 KB of tables and
+/// ~100 bytes per 32 K and token of staged activations) fits smem_optin.
 inline constexpr int kGgmlImmaVar = 8192;
 bool ggml_imma_available(WFmt f, bool fp16, int64_t M, int64_t K, int warps, int var,
                          int64_t smem_optin);

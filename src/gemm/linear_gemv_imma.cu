@@ -11,25 +11,21 @@ namespace {
 
 using ImmaFn = void (*)(const LinearParams);
 
-/// The kernel for (format, activation dtype, warps per CTA, var, M tokens): IQ2_XXS 8 or 16 warps,
-/// IQ2_XS 16; M = 2 with 16 warps. Round-94 probes (M = 1, BF16): IQ2_XXS 20 / 24 / 32 warps,
-/// IQ2_XS 24; var & 32 (IQ2_XXS, 16 warps) the weights two batches ahead, var & 64 (IQ2_XXS, 16 /
-/// 24 warps) two MMA chains per piece set (nullptr: none).
+/// The kernel for (format, activation dtype, warps per CTA, var, M tokens): 16 warps at M = 1, 2.
+/// Round-94 probes (M = 1, BF16): IQ2_XXS 20 / 24 / 32 warps, IQ2_XS 24; var & 64 (IQ2_XXS, 16 /
+/// 24 warps) two MMA chains per piece set (nullptr: none). Round 93 dropped 8 warps (two CTAs per
+/// SM) and var & 32 (the weights two batches ahead).
 ImmaFn imma_kernel(WFmt f, bool fp16, int warps, int var, int64_t M) {
   constexpr WFmt kX = WFmt::kIq2Xxs, kS = WFmt::kIq2Xs;
-  if ((f != kX && f != kS) || M < 1 || M > 2 || (var & ~(32 | 64 | 8192)) != 0) return nullptr;
+  if ((f != kX && f != kS) || M < 1 || M > 2 || (var & ~(64 | 8192)) != 0) return nullptr;
   const bool bf16_1 = !fp16 && M == 1;
-  if ((var & 32) != 0)
-    return f == kX && bf16_1 && warps == 16 && (var & 64) == 0
-               ? &linear_gemv_imma_kernel<kX, Bf16Tag, 16, true>
-               : nullptr;
   if ((var & 64) != 0) {
     if (f != kX || !bf16_1) return nullptr;
-    return warps == 16   ? &linear_gemv_imma_kernel<kX, Bf16Tag, 16, false, 1, true>
-           : warps == 24 ? &linear_gemv_imma_kernel<kX, Bf16Tag, 24, false, 1, true>
+    return warps == 16   ? &linear_gemv_imma_kernel<kX, Bf16Tag, 16, 1, true>
+           : warps == 24 ? &linear_gemv_imma_kernel<kX, Bf16Tag, 24, 1, true>
                          : nullptr;
   }
-  if (warps != 8 && warps != 16) {
+  if (warps != 16) {
     if (!bf16_1) return nullptr;
     if (f == kS) return warps == 24 ? &linear_gemv_imma_kernel<kS, Bf16Tag, 24> : nullptr;
     return warps == 20   ? &linear_gemv_imma_kernel<kX, Bf16Tag, 20>
@@ -37,22 +33,15 @@ ImmaFn imma_kernel(WFmt f, bool fp16, int warps, int var, int64_t M) {
            : warps == 32 ? &linear_gemv_imma_kernel<kX, Bf16Tag, 32>
                          : nullptr;
   }
-  if (M == 2) {
-    if (warps != 16) return nullptr;
-    if (f == kS)
-      return fp16 ? &linear_gemv_imma_kernel<kS, Fp16Tag, 16, false, 2>
-                  : &linear_gemv_imma_kernel<kS, Bf16Tag, 16, false, 2>;
-    return fp16 ? &linear_gemv_imma_kernel<kX, Fp16Tag, 16, false, 2>
-                : &linear_gemv_imma_kernel<kX, Bf16Tag, 16, false, 2>;
-  }
-  if (f == kS)
-    return warps != 16 ? nullptr
-           : fp16      ? &linear_gemv_imma_kernel<kS, Fp16Tag, 16>
-                       : &linear_gemv_imma_kernel<kS, Bf16Tag, 16>;
-  if (warps == 16)
-    return fp16 ? &linear_gemv_imma_kernel<kX, Fp16Tag, 16>
-                : &linear_gemv_imma_kernel<kX, Bf16Tag, 16>;
-  return fp16 ? &linear_gemv_imma_kernel<kX, Fp16Tag, 8> : &linear_gemv_imma_kernel<kX, Bf16Tag, 8>;
+  if (M == 2)
+    return f == kS ? (fp16 ? &linear_gemv_imma_kernel<kS, Fp16Tag, 16, 2>
+                           : &linear_gemv_imma_kernel<kS, Bf16Tag, 16, 2>)
+                   : (fp16 ? &linear_gemv_imma_kernel<kX, Fp16Tag, 16, 2>
+                           : &linear_gemv_imma_kernel<kX, Bf16Tag, 16, 2>);
+  return f == kS ? (fp16 ? &linear_gemv_imma_kernel<kS, Fp16Tag, 16>
+                         : &linear_gemv_imma_kernel<kS, Bf16Tag, 16>)
+                 : (fp16 ? &linear_gemv_imma_kernel<kX, Fp16Tag, 16>
+                         : &linear_gemv_imma_kernel<kX, Bf16Tag, 16>);
 }
 
 int64_t imma_smem(WFmt f, int64_t K, int64_t M) {

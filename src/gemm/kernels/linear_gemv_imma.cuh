@@ -219,12 +219,12 @@ __device__ __forceinline__ void split4(const uint32_t R[4], uint32_t& aw, uint32
 
 /// grid = (<= n16 CTAs, 1, 1), 32 kW threads, dynamic shared memory imma::smem_bytes<F>(K). M =
 /// 1, IQ2_XXS / IQ2_XS, K % 256 == 0, 16-byte aligned activations, no K split (p.split == 1).
-/// kDeep: the weights loaded two batches ahead instead of one. kM = M tokens (1, 2): at M = 2
+/// kM = M tokens (1, 2): at M = 2
 /// three piece sets per group, columns (2t, 2t + 1) token 0's pieces a, b, token 1's, and both
 /// tokens' c (lanes g = 2t + m: token m). kSplit (IQ2_XXS): each piece set's four MMAs of a half
 /// batch in two accumulator chains (groups 0, 2 and 1, 3) added before the conversion, so that no
 /// MMA waits on its predecessor's result more than once per half batch.
-template <WFmt F, class T, int kW, bool kDeep = false, int kM = 1, bool kSplit = false>
+template <WFmt F, class T, int kW, int kM = 1, bool kSplit = false>
 __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const LinearParams p) {
   using namespace imma;
   constexpr int kThr = 32 * kW;
@@ -251,10 +251,10 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
   int tile = t0 + (ua < ue ? ua / batches : 0), b = ua < ue ? ua % batches : 0;
 
   const int d8 = static_cast<int>(16 * p.scale_ld), s8 = static_cast<int>(8 * p.scale2_ld);
-  Batch<F> cur, n1;
+  Batch<F> cur;
   Cursor ld = cursor_at<kSb>(p, tile, b, g, t);
   if (ua < ue) load_batch(ld, d8, s8, cur);
-  // The position of the latest load (ltile, lb); kDeep: the unit after cur in n1.
+  // The position of the latest load (ltile, lb).
   int ltile = tile, lb = b;
   const auto step = [&]() {
     if (++lb == batches) {
@@ -263,10 +263,6 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
     }
     cursor_next<kSb>(ld, p, ltile, lb, g, t);
   };
-  if (kDeep && ua + 1 < ue) {
-    step();
-    load_batch(ld, d8, s8, n1);
-  }
 
   // Tables: 384 (IQ2_XS 640) entries x 32 copies as 16-byte stores (4 copies each); all of a
   // thread's words loaded first (one round trip), stored after the first activation load is out.
@@ -383,7 +379,7 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
       ++ntile;
     }
     Batch<F> nxt;
-    if (u + (kDeep ? 2 : 1) < ue) {
+    if (u + 1 < ue) {
       step();
       load_batch(ld, d8, s8, nxt);
     }
@@ -493,12 +489,7 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
       }
       tile_b0 = 0;
     }
-    if constexpr (kDeep) {
-      cur = n1;
-      n1 = nxt;
-    } else {
-      cur = nxt;
-    }
+    cur = nxt;
     tile = ntile;
     b = nb;
   }
