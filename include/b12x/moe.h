@@ -180,7 +180,8 @@ struct DecodeKnobs {
   int fc2_kil = -1;    ///< B12X_MOE_FC2_KIL 0|1: FC2 warps take every kW-th chunk (-1: rule)
   int fc2_rows = 0;    ///< B12X_MOE_FC2_ROWS 16|32: output rows per FC2 CTA (0: rule, 2-8 tokens)
   int fc2_dsmem = 1;   ///< B12X_MOE_FC2_CLUSTER 0|1|2: FC2 split 2 (1) / any (2) as a cluster
-  int refill = 0;      ///< B12X_MOE_REFILL 0..3: chunk-tile refills (probe; 2 FC1, 3 FC2 only)
+  int refill = 1;      ///< B12X_MOE_REFILL 0..3: chunk-tile refills (0 none, 2 FC1, 3 FC2 only)
+  int fc1_items = 0;   ///< B12X_MOE_FC1_ITEMS 0|1: one-wave (row block, tile) items (probe)
 };
 
 /// @brief Runtime capacities.

@@ -647,6 +647,7 @@ DecodeKnobs read_decode_knobs(bool stream, int aquant) {
   knob(k.fc2_rows, "B12X_MOE_FC2_ROWS", {16, 32}, "16, 32", not_stream);
   knob(k.fc2_dsmem, "B12X_MOE_FC2_CLUSTER", {0, 1, 2}, "0, 1, 2", not_stream);
   knob(k.refill, "B12X_MOE_REFILL", {0, 1, 2, 3}, "0, 1, 2, 3", not_stream);
+  knob(k.fc1_items, "B12X_MOE_FC1_ITEMS", {0, 1}, "0, 1", not_stream);
   return k;
 }
 }  // namespace detail
@@ -897,9 +898,12 @@ Plan plan(const Caps& caps) {
       for (int s = 2, n = 0; s <= 4; ++s)
         if ((p.fc2_cluster_fit >> s) & 1) sig << (n++ ? "," : "") << s;
     }
-    // Probe: the chunk-tile refill instances (launch_gemms takes them for BF16 operands with
-    // tiled UE4M3 weights; elsewhere the default kernels run).
-    if (stream && p.knobs.refill != 0) sig << " refill_tiled" << p.knobs.refill;
+    // The chunk-tile refill instances (default since round 93; launch_gemms takes them for BF16
+    // operands with tiled UE4M3 weights): named where a knob chose otherwise.
+    if (stream && p.knobs.refill != 1) sig << " refill_tiled" << p.knobs.refill;
+    // Probe: the last-warp FC1 as one wave of (row block, tile) items (with the refill probe's
+    // instances: REFILL=1 or 2).
+    if (stream && p.knobs.fc1_items != 0) sig << " fc1_items";
     if (caps.apply_router_weight_on_input) sig << " weight_on_input";
     std::ostringstream shape;
     shape << "E=" << E << " H=" << H << " I=" << I << " max_tokens=" << caps.max_tokens

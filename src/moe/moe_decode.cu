@@ -39,9 +39,10 @@ Fc2Shape fc2_shape(const DecodeArgs& a, const DecodeKnobs& k, bool deep, int row
 }
 
 template <typename OpT, bool kFold, int kSK, int kRC, int kWM, int kG,
-          int kNW = DecodeCfg::kFc1Warps, bool kBal = false, bool kLast = false, bool kTR = false>
+          int kNW = DecodeCfg::kFc1Warps, bool kBal = false, bool kLast = false, bool kTR = false,
+          bool kIt = false>
 void launch_fc1(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, bool pdl) {
-  auto* k = dev::moe_decode_fc1_kernel<OpT, kFold, kSK, kWM, kG, kNW, kBal, kRC, kLast, kTR>;
+  auto* k = dev::moe_decode_fc1_kernel<OpT, kFold, kSK, kWM, kG, kNW, kBal, kRC, kLast, kTR, kIt>;
   constexpr int kSmem = DecodeCfg::fc1_smem(kNW);
   // Above 48 KB of dynamic shared memory needs the opt-in (once per device and kernel); three
   // CTAs (3 x ~69 KB) per SM only with the whole unified L1 given to shared memory.
@@ -49,7 +50,11 @@ void launch_fc1(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, bool 
   const int row_blocks = a.w1.rows_pad / (32 * kWM);
   int y = decode_fc1_tile_groups(kn, a.routes, row_blocks, a.sm_count, fc1_ctas_per_sm(kNW));
   if constexpr (kLast) y = decode_fc1_fine_groups(kn, a.routes, a.w1.K_pad / 128, y);
-  const dim3 grid(static_cast<unsigned>(row_blocks), static_cast<unsigned>(y));
+  dim3 grid(static_cast<unsigned>(row_blocks), static_cast<unsigned>(y));
+  if constexpr (kIt) {  // one wave of CTAs taking (row block, tile) items (tiles <= routes)
+    const int64_t slots = int64_t{fc1_ctas_per_sm(kNW)} * std::max(a.sm_count, 1);
+    grid = dim3(static_cast<unsigned>(std::min<int64_t>(slots, int64_t{row_blocks} * a.routes)), 1);
+  }
   launch_k(k, grid, dim3(32 * kNW), kSmem, stream, pdl, a);
   B12X_CUDA_CHECK_LAUNCH();
 }
@@ -111,7 +116,8 @@ void launch_gemms(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, boo
   if constexpr (!kBf16)
     B12X_ASSERT(!mx && a.fc1_wm == 1, "decode stream: FP16 operands are A16-only");
   constexpr bool kWide = kRC != kMaxInlineRoutes;
-  // DecodeKnobs::refill (probe): the chunk-tile refills with constant strides (kTR instances:
+  // DecodeKnobs::refill (default 1 since round 93: 0.980-0.996x on 29 of the 32 M <= 8 rows,
+  // DeepSeek-TP4 nvfp4 M = 4 1.009x): the chunk-tile refills with constant strides (kTR instances:
   // BF16 operands, UE4M3 scales, narrow routing, both operands chunk-tiled; the default kernels'
   // code is unchanged).
   constexpr bool kTRok = kBf16 && kSK == 0 && !kWide;
@@ -137,6 +143,9 @@ void launch_gemms(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, boo
   } else if (kTRok && tr1) {  // the three shapes below with the chunk-tile refills
     if (a.fc1_warps == DecodeCfg::kFc1WideWarps)
       launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1WideWarps, false, false, kTRok>(
+          a, kn, stream, pdl1);
+    else if (a.fc1_groups == 2 && kn.fc1_items != 0)  // probe B12X_MOE_FC1_ITEMS
+      launch_fc1<OpT, kFold, kSK, kRC, 1, 2, DecodeCfg::kFc1Warps, false, true, kTRok, kTRok>(
           a, kn, stream, pdl1);
     else if (a.fc1_groups == 2)
       launch_fc1<OpT, kFold, kSK, kRC, 1, 2, DecodeCfg::kFc1Warps, false, true, kTRok>(

@@ -941,11 +941,12 @@ TEST(MoeGpu, DecodeStreamFc2ClusterSum) {
 
 TEST(MoeGpu, DecodeStreamRefillIsBitEqual) {
   B12X_REQUIRE_GPU();
-  // Probe B12X_MOE_REFILL=1 (read by plan): the ring refills with the chunk tiles' constant
-  // strides (immediate copy offsets; BF16 operands, UE4M3 scales) in their own instances of the
-  // default narrow FC1 shapes (one group at 1 token, 12 warps at H = 7168, two last-warp groups
-  // forced by knobs) and 32-row FC2 CTAs (3 stages; K-interleaved at I = 3072; 2 stages by knob,
-  // w4a16): the same copies, so the outputs are bit-equal. Graph replay with new routes at 1 token.
+  // B12X_MOE_REFILL=1 (default since round 93; 0 the old refills, read by plan): the ring refills
+  // with the chunk tiles' constant strides (immediate copy offsets; BF16 operands, UE4M3 scales) in
+  // their own instances of the default narrow FC1 shapes (one group at 1 token, 12 warps at H =
+  // 7168, two last-warp groups forced by knobs) and 32-row FC2 CTAs (3 stages; K-interleaved at I =
+  // 3072; 2 stages by knob, w4a16): the same copies, so the outputs are bit-equal. Graph replay
+  // with new routes at 1 token.
   const Fp4Variant a16{QuantMode::kW4A16, SourceFormat::kModeloptNvfp4, DType::kBF16,
                        Activation::kSilu};
   const std::pair<Case, Knobs> vars[] = {
@@ -963,8 +964,24 @@ TEST(MoeGpu, DecodeStreamRefillIsBitEqual) {
     SCOPED_TRACE(v.first.name());
     Problem P;
     P.make(v.first);
-    expect_probe_bit_equal(P, v.second, {"B12X_MOE_REFILL", "1"}, "tiled refills", &v == &vars[0]);
-    EXPECT_EQ(moe::detail::decode_last_refill(), 1);  // the probe's instances ran
+    expect_probe_bit_equal(P, v.second, {"B12X_MOE_REFILL", "0"}, "row-stride refills",
+                           &v == &vars[0]);
+    EXPECT_EQ(moe::detail::decode_last_refill(), 0);  // the old instances ran
+  }
+  // B12X_MOE_FC1_ITEMS=1 (with the refill instances): the two-group last-warp FC1 as one wave of
+  // CTAs taking (row block, tile) items; every tile is summed in the same K-warp order, so the
+  // outputs are bit-equal. Short tiles at 64 routes (groups forced) and long ones (H = 4224: 33
+  // sub-chunks) at 16 routes, where fewer items than CTAs leave some CTAs without one; graph
+  // replay with new routes.
+  const std::pair<Case, Knobs> items[] = {
+      {vars[2].first, vars[2].second},
+      {fp4_variant_case(kNvfp4Silu, 8, 4224, 256, 4, 4, 1), vars[2].second}};
+  for (const auto& v : items) {
+    SCOPED_TRACE(v.first.name() + " items");
+    Problem P;
+    P.make(v.first);
+    expect_probe_bit_equal(P, v.second, {"B12X_MOE_FC1_ITEMS", "1"}, "FC1 items", &v == &items[1]);
+    EXPECT_EQ(moe::detail::decode_last_refill(), 1);  // the default: the tiled refills
   }
 }
 
