@@ -190,14 +190,10 @@ struct PagedPlan {
   /// (B12X_ATTN_FUSED_MERGE=1; off by default: slower on the H200).
   bool fused_merge = false;
   int64_t off_merge_ctr = 0;  ///< int32 tickets, one per (row tile, KV head)
-  /// Probe (B12X_ATTN_FUSED_MERGE=2, early-K/V plans of wideh3 / hcvt8): the lean fused merge,
-  /// the last CTA of each row tile and KV head folds the splits, found through uint64 tickets
-  /// tagged with `merge_tag` that the kernel resets itself (no memset node, no merge kernel).
-  bool fused_tagged = false;
-  uint32_t merge_tag = 0;
-  /// Probe (B12X_ATTN_VD_EARLY=1, early-K/V hcvt8 plans): the V descale is loaded before the
-  /// epilogue's barriers (kernel suffix `_vd`).
-  bool vd_early = false;
+  /// Probe (B12X_ATTN_EARLY_VAR=v, session 25; early-K/V plans of hcvt8 (v = 1..3) and wideh3
+  /// (v = 2)): bit 1 loads the V descale before the epilogue's barriers, bit 2 prefetches the
+  /// CTA's Q rows into L2 before the PDL wait (kernel suffix `_v<v>`). 0: the default instance.
+  int early_var = 0;
   /// Timeline probe (B12X_ATTN_STAMPS=1, lean decode plans of bf16 q whose tile has a stamp
   /// instance): the kernels record per-CTA event times into the scratch at `off_stamps` (uint64:
   /// kStampSlots per main CTA slot, then from uint64 index `stamp_merge` 4 per merge CTA;

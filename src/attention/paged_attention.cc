@@ -3,7 +3,6 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -453,43 +452,34 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   plan.early_cap = true;
   const char* cap_env = std::getenv("B12X_ATTN_EARLY_CAP");
   if (cap_env != nullptr) plan.early_cap = std::string(cap_env) != "0";
-  // Probe: the lean fused merge with tagged tickets (B12X_ATTN_FUSED_MERGE=2; PagedPlan::
-  // fused_tagged): no merge kernel and no memset node in the chain of back-to-back calls.
-  plan.fused_tagged = fm_env != nullptr && std::string(fm_env) == "2" && plan.early_kv &&
-                      !plan.stamps && q_len > 0 && plan.partial_rows > 0 &&
-                      k->launch_early_fused != nullptr;
-  if (plan.fused_tagged) {
-    // any value but 0 and ~0 in the high word (zeroed or poisoned scratch reads as foreign)
-    static std::atomic<uint32_t> plans{0};
-    plan.merge_tag = 0x5eed0000u | ((plans.fetch_add(1) + 1) & 0xffffu);
-  }
-  const char* vd_env = std::getenv("B12X_ATTN_VD_EARLY");
-  plan.vd_early = vd_env != nullptr && std::string(vd_env) == "1" && plan.early_kv &&
-                  !plan.stamps && !plan.fused_tagged && k->launch_early_vd != nullptr;
-  plan.early_cap = plan.early_cap && plan.early_kv && !plan.stamps && !plan.fused_tagged &&
-                   !plan.vd_early && dev.family == ArchFamily::kSm90 &&
-                   k->launch_early_cap != nullptr;
+  // Probe variants of the early instance (B12X_ATTN_EARLY_VAR=v; PagedPlan::early_var), where
+  // compiled.
+  const char* ev_env = std::getenv("B12X_ATTN_EARLY_VAR");
+  const int ev = ev_env != nullptr ? std::atoi(ev_env) : 0;
+  plan.early_var =
+      plan.early_kv && !plan.stamps && ev > 0 && ev < 4 && k->launch_early_var[ev] != nullptr ? ev
+                                                                                              : 0;
+  plan.early_cap = plan.early_cap && plan.early_kv && !plan.stamps && plan.early_var == 0 &&
+                   dev.family == ArchFamily::kSm90 && k->launch_early_cap != nullptr;
   const char* eh_env = std::getenv("B12X_ATTN_EPILOGUE_HALF");
   if (eh_env != nullptr) plan.epilogue_half = std::string(eh_env) != "0";
   if (plan.lean) {
     plan.kernel += plan.spec ? "_lean_spec" : "_lean";
     if (plan.early_kv) plan.kernel += "_early";
-    if (plan.fused_tagged) plan.kernel += "_fused";
-    if (plan.vd_early) plan.kernel += "_vd";
+    if (plan.early_var > 0) plan.kernel += "_v" + std::to_string(plan.early_var);
     if (plan.early_cap) plan.kernel += "_r208";
     if (plan.stamps) plan.kernel += "_stamps";
-    const void* fn = plan.stamps         ? (plan.early_kv ? k->func_stamp_early : k->func_stamp)
-                     : plan.fused_tagged ? k->func_early_fused
-                     : plan.vd_early     ? k->func_early_vd
-                     : plan.early_cap    ? k->func_early_cap
-                     : plan.early_kv     ? k->func_early
-                                         : k->func_lean;
+    const void* fn = plan.stamps          ? (plan.early_kv ? k->func_stamp_early : k->func_stamp)
+                     : plan.early_var > 0 ? k->func_early_var[plan.early_var]
+                     : plan.early_cap     ? k->func_early_cap
+                     : plan.early_kv      ? k->func_early
+                                          : k->func_lean;
     const DeviceScope scope(caps.device);
     B12X_CUDA_CHECK(::b12x::detail::opt_in_smem(fn, k->smem));
   }
   // Tickets: at most B * ceil(q_len * group / tile_rows) <= T * group / tile_rows + B row tiles.
   const int64_t max_row_tiles =
-      plan.fused_merge || plan.fused_tagged
+      plan.fused_merge
           ? ceil_div(int64_t(caps.max_total_q) * group, plan.tile_rows) + caps.max_batch
           : 0;
 
@@ -503,7 +493,7 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   plan.off_lse = off;
   off = align_up(off + int64_t(caps.num_q_heads) * caps.max_total_q * 4, kAlign);
   plan.off_merge_ctr = off;
-  off = align_up(off + max_row_tiles * caps.num_kv_heads * (plan.fused_tagged ? 8 : 4), kAlign);
+  off = align_up(off + max_row_tiles * caps.num_kv_heads * 4, kAlign);
   if (plan.stamps) {
     // Main CTAs: grid x (row tiles x KV heads; decode and verify: at most T x group / tile_rows
     // + B row tiles) x splits; merge CTAs: T x Hq.
@@ -529,8 +519,7 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   b12x::detail::resolve_kernels(
       kPlanOp, caps.device,
       "attention." + plan.kernel + " mode=" + mode_name(caps.mode) +
-          (splits ? (plan.fused_merge || plan.fused_tagged ? " split_merge_fused" : " split_merge")
-                  : ""),
+          (splits ? (plan.fused_merge ? " split_merge_fused" : " split_merge") : ""),
       "Hq=" + std::to_string(caps.num_q_heads) + " Hkv=" + std::to_string(caps.num_kv_heads) +
           " D=" + std::to_string(caps.head_dim_qk) + "/" + std::to_string(caps.head_dim_vo) +
           " page=" + std::to_string(caps.page_size) + " max_batch=" +
@@ -782,12 +771,6 @@ void run_paged(const PagedBinding& b, Stream stream) {
     B12X_CUDA_CHECK(cudaMemsetAsync(p.merge_ctr, 0,
                                     size_t(b.num_row_tiles) * c.num_kv_heads * sizeof(int32_t), s));
   }
-  // Lean fused merge (probe): tickets the kernel resets itself, no memset node.
-  const bool tagged = b.num_splits > 1 && plan.fused_tagged && p.tiles_per_req > 0;
-  if (tagged) {
-    p.merge_tix = reinterpret_cast<unsigned long long*>(b.scratch + plan.off_merge_ctr);
-    p.merge_tag = plan.merge_tag;
-  }
   const dim3 grid = plan.heads_inner
                         ? dim3(unsigned(int64_t(b.num_row_tiles) * c.num_kv_heads), 1, b.num_splits)
                         : dim3(b.num_row_tiles, c.num_kv_heads, b.num_splits);
@@ -797,15 +780,14 @@ void run_paged(const PagedBinding& b, Stream stream) {
   }
   const detail::LaunchFn main_fn = plan.stamps
                                        ? (plan.early_kv ? k->launch_stamp_early : k->launch_stamp)
-                                   : plan.fused_tagged ? k->launch_early_fused
-                                   : plan.vd_early     ? k->launch_early_vd
-                                   : plan.early_cap    ? k->launch_early_cap
-                                   : plan.early_kv     ? k->launch_early
-                                   : plan.lean         ? k->launch_lean
-                                                       : k->launch;
+                                   : plan.early_var > 0 ? k->launch_early_var[plan.early_var]
+                                   : plan.early_cap     ? k->launch_early_cap
+                                   : plan.early_kv      ? k->launch_early
+                                   : plan.lean          ? k->launch_lean
+                                                        : k->launch;
   main_fn(p, grid, s, pdl);
   B12X_CUDA_CHECK_LAUNCH();
-  if (b.num_splits > 1 && !fused && !tagged) {
+  if (b.num_splits > 1 && !fused) {
     const int64_t rows = int64_t(b.total_q) * c.num_q_heads;
     // one CTA per (token, head)
     const detail::LaunchFn merge_fn = plan.stamps ? k->launch_merge_stamp : k->launch_merge;

@@ -53,14 +53,11 @@ struct KernelInfo {
   const void* func_early_cap = nullptr;
   LaunchFn launch_early_cap = nullptr;
   LaunchFn launch_stamp_early = nullptr;
-  /// The early instance with the lean fused merge (probe, B12X_ATTN_FUSED_MERGE=2: tagged
-  /// tickets, no merge kernel, no memset; wideh3 and hcvt8 only); null where not compiled.
-  const void* func_early_fused = nullptr;
-  LaunchFn launch_early_fused = nullptr;
-  /// The early instance with the V descale loaded before the epilogue's barriers (probe,
-  /// B12X_ATTN_VD_EARLY=1; hcvt8 only); null where not compiled.
-  const void* func_early_vd = nullptr;
-  LaunchFn launch_early_vd = nullptr;
+  /// Probe variants of the early instance (B12X_ATTN_EARLY_VAR=v, session 25; null where not
+  /// compiled): bit 1 the V descale loaded before the epilogue's barriers, bit 2 the CTA's Q rows
+  /// prefetched into L2 before the PDL wait (kVar in the kernels).
+  const void* func_early_var[4] = {};
+  LaunchFn launch_early_var[4] = {};
   const char* name = "";
 };
 

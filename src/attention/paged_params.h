@@ -53,9 +53,6 @@ struct PagedParams {
   int32_t* tile_start;     // [B+1] row-tile prefix (extend), written by the scheduler kernel
   int32_t* merge_ctr;      // non-null: fused split merge, one ticket per (row tile, KV head),
                            // zeroed before the launch (decode/verify only)
-  unsigned long long* merge_tix;  // non-null: lean fused merge (probe), tagged tickets
-                                  // (tag << 32 | count) per (row tile, KV head), no memset
-  uint32_t merge_tag;             // the plan's tag of those tickets
   int64_t q_st, q_sh;
   int64_t o_st, o_sh;
   int64_t k_sp, k_st, k_sh;

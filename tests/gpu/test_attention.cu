@@ -1758,131 +1758,68 @@ TEST(AttentionGpuDecode, EarlyKvAutoSplitsNonPowerOfTwo) {
   }
 }
 
-// Probe (session 25): the lean fused merge (B12X_ATTN_FUSED_MERGE=2, early-K/V plans of wideh3
-// and hcvt8 on SM90): the last CTA of each row tile and KV head folds the splits, found through
-// tagged tickets that the kernel resets itself. Against the reference on randomized scratch (the
-// tickets' first use), again on the same scratch (tickets left at (tag, 0)), on zeroed and on
-// 0xFF scratch; forced (up to 64 live) and automatic splits, pages 64 / 128, sinks, windows,
-// verify (16 packed rows: two merge passes; hcvt8 with 8), and graph replays with new lengths
-// and tables, each bit-identical to an eager run.
-TEST(AttentionGpuDecode, LeanFusedMerge) {
+// Probes (session 25, B12X_ATTN_EARLY_VAR=v): the early-K/V instances with the V descale loaded
+// before the epilogue's barriers (v = 1, hcvt8), the CTA's Q rows prefetched into L2 before the
+// PDL wait (v = 2, hcvt8 and wideh3), both (v = 3, hcvt8): per-request-and-head descales, forced
+// and automatic splits (final output and partials), sinks, a window, fresh and stale metadata
+// (a preceding PDL kernel rewrites lengths and tables during the pre-wait part), against the
+// reference.
+TEST(AttentionGpuDecode, EarlyVariants) {
   B12X_REQUIRE_GPU();
   if (b12x::device_info(0).family != b12x::ArchFamily::kSm90)
     GTEST_SKIP() << "early K/V plans (SM90) only";
-  ScopedEnvs knob({{"B12X_ATTN_FUSED_MERGE", "2"}});
   cudaStream_t st;
   B12X_TEST_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  const std::vector<int32_t> fresh;
   struct Case {
+    const char* var;
     DType kv;
-    int page, splits, window;
-    bool sinks;
-    int qlen, hq;
-    std::vector<int> prefix;
+    int splits;
   };
-  const Case cases[] = {
-      {DType::kBF16, 128, 0, -1, false, 1, 16, {1500, 63, 1, 700}},
-      {DType::kFP8E4M3, 128, 0, -1, true, 1, 16, {1500, 63, 1, 700}},
-      {DType::kBF16, 64, 7, 300, true, 1, 16, {1500, 63, 1, 700}},
-      {DType::kFP8E4M3, 64, 16, 45, false, 1, 16, {1500, 63, 1, 700}},
-      {DType::kFP8E4M3, 128, 64, -1, true, 1, 16, {8190}},
-      {DType::kBF16, 128, 5, -1, true, 2, 16, {1500, 61, 700}},
-      {DType::kFP8E4M3, 128, 3, -1, false, 2, 8, {1500}},
-  };
-  int ci = 0;
+  const Case cases[] = {{"1", DType::kFP8E4M3, 0}, {"2", DType::kFP8E4M3, 5},
+                        {"3", DType::kFP8E4M3, 1}, {"3", DType::kFP8E4M3, 0},
+                        {"2", DType::kBF16, 0},    {"2", DType::kBF16, 7}};
   for (const Case& c : cases) {
-    Spec s = gqa_decode_spec(c.prefix, c.splits, c.splits > 0 ? 64 : 0);
-    s.mode = c.qlen > 1 ? att::Mode::kVerify : att::Mode::kDecode;
-    s.qlens.assign(c.prefix.size(), c.qlen);
+    ScopedEnvs knob({{"B12X_ATTN_EARLY_VAR", c.var}});
+    Spec s = gqa_decode_spec({1500, 63, 1, 700}, c.splits, c.splits > 0 ? 64 : 0);
     s.prefix_stable = true;
     s.kv = c.kv;
-    s.per_head_scale = c.kv == DType::kFP8E4M3;
-    s.dqk = s.dv = 256;
-    s.hq = c.hq;
-    s.hkv = 2;
-    s.page = c.page;
-    s.window = c.window;
-    s.sinks = c.sinks;
-    const std::string what = "lean fused case " + std::to_string(ci++) + " " + s.str();
-    Problem p(s, rng());
-    PLAN_AND_BIND(p);
-    EXPECT_TRUE(p.plan.fused_tagged) << what << " " << p.plan.kernel;
-    EXPECT_NE(p.plan.kernel.find("_early_fused"), std::string::npos) << what << p.plan.kernel;
-    for (int pass = 0; pass < 4; ++pass) {
-      // 0: randomized scratch, 1: the tickets the last run left, 2: zeros, 3: 0xFF bytes
-      if (pass == 2) p.dscratch.poison(0x00);
-      if (pass == 3) p.dscratch.poison(0xFF);
-      p.run(st);
-      B12X_TEST_CUDA(cudaStreamSynchronize(st));
-      p.check(what + " pass " + std::to_string(pass));
-    }
-    if (ci != 2 && ci != 5) continue;
-    // graph replays with new lengths and reshuffled tables vs eager runs (same scratch)
-    cudaGraph_t graph;
-    cudaGraphExec_t exec;
-    B12X_TEST_CUDA(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-    att::run_paged(p.binding, st);
-    B12X_TEST_CUDA(cudaStreamEndCapture(st, &graph));
-    B12X_TEST_CUDA(cudaGraphInstantiate(&exec, graph, 0));
-    int mismatches = 0;
-    for (int rep = 0; rep < 8; ++rep) {
-      for (int b = 0; b < p.B; ++b) {
-        const int ql = p.cu[b + 1] - p.cu[b];
-        p.lens[b] = std::max(ql, 1 + static_cast<int>(rng()() % (p.npg[b] * s.page)));
-        auto row = p.host_table.begin() + size_t(b) * p.W;
-        std::shuffle(row, row + p.npg[b], rng());
-        for (int i = 0; i < p.npg[b]; ++i)
-          p.dev_table[size_t(b) * p.W + i] = static_cast<int32_t>(p.dev_id[row[i]]);
-      }
-      B12X_TEST_CUDA(
-          cudaMemcpyAsync(p.dlens.ptr, p.lens.data(), p.B * 4, cudaMemcpyHostToDevice, st));
-      B12X_TEST_CUDA(cudaMemcpyAsync(p.dtable.ptr, p.dev_table.data(), p.dev_table.size() * 4,
-                                     cudaMemcpyHostToDevice, st));
-      B12X_TEST_CUDA(cudaMemsetAsync(p.dout.ptr, 0xFF, p.dout.bytes(), st));
-      B12X_TEST_CUDA(cudaGraphLaunch(exec, st));
-      B12X_TEST_CUDA(cudaStreamSynchronize(st));
-      const std::vector<uint8_t> replay = p.dout.download();
-      B12X_TEST_CUDA(cudaMemsetAsync(p.dout.ptr, 0xFF, p.dout.bytes(), st));
-      att::run_paged(p.binding, st);
-      B12X_TEST_CUDA(cudaStreamSynchronize(st));
-      const std::vector<uint8_t> eager = p.dout.download();
-      if (std::memcmp(replay.data(), eager.data(), size_t(p.T) * s.hq * s.dv * 2) != 0)
-        ++mismatches;
-      if (rep % 4 == 3) p.check(what + " replay " + std::to_string(rep));
-    }
-    EXPECT_EQ(mismatches, 0) << what << ": replays differing from eager";
-    cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(graph);
-  }
-  B12X_TEST_CUDA(cudaStreamDestroy(st));
-}
-
-// Probe (session 25): hcvt8's early-K/V instance with the V descale loaded before the
-// epilogue's barriers (B12X_ATTN_VD_EARLY=1): per-request-and-head descales, forced and
-// automatic splits (final output and partials), sinks, against the reference.
-TEST(AttentionGpuDecode, VdEarly) {
-  B12X_REQUIRE_GPU();
-  if (b12x::device_info(0).family != b12x::ArchFamily::kSm90)
-    GTEST_SKIP() << "early K/V plans (SM90) only";
-  ScopedEnvs knob({{"B12X_ATTN_VD_EARLY", "1"}});
-  for (int splits : {0, 1, 5}) {
-    Spec s = gqa_decode_spec({1500, 63, 1, 700}, splits, splits > 0 ? 64 : 0);
-    s.prefix_stable = true;
-    s.kv = DType::kFP8E4M3;
-    s.per_head_scale = splits != 1;
+    s.per_head_scale = c.kv == DType::kFP8E4M3 && c.splits != 1;
     s.dqk = s.dv = 256;
     s.hq = 16;
     s.hkv = 2;
-    s.page = 128;
-    s.sinks = splits == 5;
-    const std::string what = "vd early " + s.str();
+    s.page = c.splits == 7 ? 64 : 128;
+    s.sinks = c.splits == 5 || c.splits == 7;
+    s.window = c.splits == 7 ? 300 : -1;
+    const std::string what = std::string("early var ") + c.var + " " + s.str();
     Problem p(s, rng());
     PLAN_AND_BIND(p);
-    EXPECT_TRUE(p.plan.vd_early) << what << " " << p.plan.kernel;
-    EXPECT_NE(p.plan.kernel.find("_early_vd"), std::string::npos) << what << p.plan.kernel;
-    p.run();
-    B12X_TEST_CUDA(cudaDeviceSynchronize());
-    p.check(what);
+    EXPECT_EQ(p.plan.early_var, std::atoi(c.var)) << what << " " << p.plan.kernel;
+    EXPECT_NE(p.plan.kernel.find(std::string("_early_v") + c.var), std::string::npos)
+        << what << p.plan.kernel;
+    p.run(st);
+    B12X_TEST_CUDA(cudaStreamSynchronize(st));
+    p.check(what + " fresh");
+    std::vector<int32_t> stale_lens = p.lens;
+    for (int b = 0; b < p.B; ++b) stale_lens[b] = p.lens[b] > 40 ? p.lens[b] - 37 : p.lens[b] + 5;
+    run_with_late_metadata(p, st, stale_lens, reversed_tables(p), fresh, what + " stale");
+    // Q written by the preceding kernel while the attention grid runs its pre-wait part (after
+    // the Q prefetch may have brought the stale rows into L2)
+    const int qwords = static_cast<int>(p.dq.bytes() / 4);
+    DeviceBuffer<int32_t> good_q(qwords);
+    B12X_TEST_CUDA(cudaMemcpy(good_q.ptr, p.dq.ptr, p.dq.bytes(), cudaMemcpyDeviceToDevice));
+    B12X_TEST_CUDA(cudaMemset(p.dq.ptr, 0x3c, p.dq.bytes()));
+    p.dout.poison(0xFF);
+    p.dlse.poison(0xFF);
+    late_metadata_writer<<<1, 256, 0, st>>>(
+        LateCopy{reinterpret_cast<int32_t*>(p.dq.ptr), good_q.ptr, qwords}, LateCopy{}, LateCopy{},
+        2000000);
+    B12X_TEST_CUDA(cudaGetLastError());
+    att::run_paged(p.binding, st);
+    B12X_TEST_CUDA(cudaStreamSynchronize(st));
+    p.check(what + " late q");
   }
+  B12X_TEST_CUDA(cudaStreamDestroy(st));
 }
 
 // PagedCaps::kv_prefix_stable under graph replay, the way vLLM runs it: one graph holds a

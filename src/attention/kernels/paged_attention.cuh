@@ -537,136 +537,6 @@ __device__ __forceinline__ void merge_row_warp(const PagedParams& p, int tok, in
         wsum > 0.f ? mm + log2f(wsum) : -INFINITY;
 }
 
-/// Tagged tickets of the lean fused merge (probe, B12X_ATTN_FUSED_MERGE=2): one uint64 per (row
-/// tile, KV head) in the scratch, (p.merge_tag << 32) | tickets drawn, which the CTA drawing the
-/// last ticket sets back to (tag, 0): no memset node before the launch, so the PDL chain of
-/// back-to-back calls stays intact. A counter whose high word is not the tag (the scratch's first
-/// use, or bytes another plan wrote) counts as zero: the CTAs that drew on it convert it with a
-/// compare-and-swap to (tag, 1) and retry their draw, so every CTA still draws exactly one ticket.
-/// Returns the ticket, 0 .. ns - 1 (thread 0 only).
-__device__ __forceinline__ int draw_tagged_ticket(unsigned long long* ctr, uint32_t tag, int ns) {
-  const unsigned long long hi = static_cast<unsigned long long>(tag) << 32;
-  unsigned long long cur = atomicAdd(ctr, 1ull);
-  int ticket;
-  if ((cur >> 32) == tag) {
-    ticket = static_cast<int>(cur & 0xffffffffull);
-  } else {
-    // every draw that saw a foreign high word happened before the conversion: retry by CAS
-    cur += 1ull;
-    while (true) {
-      const unsigned long long want = (cur >> 32) == tag ? cur + 1ull : hi | 1ull;
-      const unsigned long long prev = atomicCAS(ctr, cur, want);
-      if (prev == cur) {
-        ticket = static_cast<int>(want & 0xffffffffull) - 1;
-        break;
-      }
-      cur = prev;
-    }
-  }
-  if (ticket == ns - 1) atomicExch(ctr, hi);  // every CTA of the tile has drawn
-  return ticket;
-}
-
-/// The lean fused merge in the CTA that drew a row tile's last ticket: folds the `ns` (<= 64)
-/// normalised partials of its `n_rows` live packed rows (rows0 ..) with their base-2 LSEs and
-/// the sinks. All of the CTA's threads share the rows' loads (thread = float4 column x row
-/// slot, several splits' loads in flight), so the serial tail is about one pass of the rows'
-/// bytes through the SM rather than a chain of per-row round trips (kBM / slots x kSplitsAtOnce
-/// float4 loads in flight per thread); `sw` (shared memory of at least kBM x 64 floats) holds
-/// the weights. kBM: the most live rows (8 for the rows-0-7 tiles).
-template <typename T, int kDv, int kBM, int kThreads, int kSplitsAtOnce>
-__device__ __forceinline__ void merge_tile_cta(const PagedParams& p, int q0, int rows0, int n_rows,
-                                               int kvh, int ns, float* sw) {
-  constexpr int kCols = kDv / 4;  // float4 columns of a row: one per thread
-  static_assert(kThreads % kCols == 0, "every thread takes one column of kThreads / kCols rows");
-  constexpr int kSlots = kThreads / kCols;  // rows at once
-  constexpr int kSteps = (kBM + kSlots - 1) / kSlots;
-  constexpr int kWarps = kThreads / 32, kRowsPerWarp = (kBM + kWarps - 1) / kWarps;
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int c = tid % kCols, slot = tid / kCols;
-  const int64_t ss = (int64_t)p.total_q * p.num_q_heads;  // split stride (rows)
-  auto row_of = [&](int i, int& tok, int& h) {
-    const int pr = rows0 + i;
-    const int qi = div_group(p, pr);
-    tok = q0 + qi;
-    h = kvh * p.group + (pr - qi * p.group);
-    return (int64_t)tok * p.num_q_heads + h;
-  };
-  int64_t rows[kSteps];
-#pragma unroll
-  for (int k = 0; k < kSteps; ++k) {
-    int tok, h;
-    rows[k] = slot + k * kSlots < n_rows ? row_of(slot + k * kSlots, tok, h) : -1;
-  }
-  float4 v[kSteps][kSplitsAtOnce];
-  auto load_chunk = [&](int s0) {
-#pragma unroll
-    for (int k = 0; k < kSteps; ++k)
-#pragma unroll
-      for (int j = 0; j < kSplitsAtOnce; ++j)
-        v[k][j] = rows[k] >= 0 && s0 + j < ns
-                      ? __ldcg(reinterpret_cast<const float4*>(
-                            p.part_o + ((s0 + j) * ss + rows[k]) * kDv + c * 4))
-                      : make_float4(0.f, 0.f, 0.f, 0.f);
-  };
-  __syncthreads();  // a previous pass's weights are read
-  // The LSEs of this warp's rows (lanes l and l + 32: splits l and l + 32) and the first splits'
-  // partials go out together: one L2 round trip before the weights, then one per later chunk.
-  float la[kRowsPerWarp], lb[kRowsPerWarp];
-#pragma unroll
-  for (int r = 0; r < kRowsPerWarp; ++r) {
-    const int i = warp + r * kWarps;
-    int tok, h;
-    const int64_t row = i < n_rows ? row_of(i, tok, h) : 0;
-    la[r] = i < n_rows && lane < ns ? __ldcg(p.part_lse + lane * ss + row) : -INFINITY;
-    lb[r] = i < n_rows && lane + 32 < ns ? __ldcg(p.part_lse + (lane + 32) * ss + row) : -INFINITY;
-  }
-  load_chunk(0);
-#pragma unroll
-  for (int r = 0; r < kRowsPerWarp; ++r) {
-    const int i = warp + r * kWarps;
-    if (i >= n_rows) break;  // warp-uniform
-    int tok, h;
-    row_of(i, tok, h);
-    float w0, w1, mm, wsum;
-    weights_of_lses(p, la[r], lb[r], h, w0, w1, mm, wsum);
-    const float inv = wsum > 0.f ? 1.f / wsum : 0.f;
-    sw[i * 64 + lane] = w0 * inv;
-    sw[i * 64 + lane + 32] = w1 * inv;
-    if (p.lse != nullptr && lane == 0)
-      p.lse[(int64_t)tok * p.lse_st + (int64_t)h * p.lse_sh] =
-          wsum > 0.f ? mm + log2f(wsum) : -INFINITY;
-  }
-  __syncthreads();
-  float4 acc[kSteps];
-#pragma unroll
-  for (int k = 0; k < kSteps; ++k) acc[k] = make_float4(0.f, 0.f, 0.f, 0.f);
-  for (int s0 = 0;;) {
-#pragma unroll
-    for (int k = 0; k < kSteps; ++k)
-#pragma unroll
-      for (int j = 0; j < kSplitsAtOnce; ++j) {
-        const float ws = s0 + j < ns ? sw[(slot + k * kSlots) * 64 + s0 + j] : 0.f;
-        acc[k].x += ws * v[k][j].x;
-        acc[k].y += ws * v[k][j].y;
-        acc[k].z += ws * v[k][j].z;
-        acc[k].w += ws * v[k][j].w;
-      }
-    s0 += kSplitsAtOnce;
-    if (s0 >= ns) break;
-    load_chunk(s0);
-  }
-#pragma unroll
-  for (int k = 0; k < kSteps; ++k) {
-    if (rows[k] < 0) break;
-    int tok, h;
-    row_of(slot + k * kSlots, tok, h);
-    T* out = static_cast<T*>(p.out) + (int64_t)tok * p.o_st + (int64_t)h * p.o_sh;
-    *reinterpret_cast<uint2*>(out + c * 4) =
-        make_uint2(pack2<T>(acc[k].x, acc[k].y), pack2<T>(acc[k].z, acc[k].w));
-  }
-}
-
 /// Decode/verify, before the PDL wait: the K/V rows of the CTA's first p.prefetch tiles (by
 /// default those the prologue loads: kStages - 1, or all kStages with the full ring) and their
 /// page-table entries are prefetched into L2, so that after the wait the prologue's dependent
@@ -724,11 +594,15 @@ __device__ __forceinline__ void prefetch_first_tiles(const PagedParams& p, int t
 /// kEarly (lean decode instances only, B12X_ATTN_EARLY_KV): with the speculative prologue, the
 /// prologue's tiles whose rows all lie below cache_seqlens - q_len (as read before the wait) are
 /// copied before the PDL wait (see the prologue below).
-template <typename T, typename Cfg, bool kLean, bool kStamp, bool kEarly, bool kFused = false,
-          bool kVdEarly = false>
+/// kVar (probes of session 25, early-K/V lean instances only; B12X_ATTN_EARLY_VAR): kVarVdEarly
+/// loads the V descale before the epilogue's barriers, kVarQPrefetch prefetches the CTA's Q rows
+/// into L2 before the PDL wait.
+constexpr int kVarVdEarly = 1, kVarQPrefetch = 2;
+template <typename T, typename Cfg, bool kLean, bool kStamp, bool kEarly, int kVar = 0>
 __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
   static_assert(!kStamp || (kLean && Cfg::kDecode), "stamps: lean decode instances");
-  static_assert(!kFused || (kLean && Cfg::kDecode && !kStamp), "lean fused merge: lean decode");
+  static_assert(kVar == 0 || (kEarly && !kStamp), "probe variants: early-K/V lean instances");
+  constexpr bool kVdEarly = (kVar & kVarVdEarly) != 0;
   static_assert(!kEarly || (kLean && Cfg::kDecode), "early K/V: lean decode instances");
   stamp<kStamp>(p, 0);
   constexpr int kDqk = Cfg::kDqk, kDv = Cfg::kDv, kBN = Cfg::kBN, kBM = Cfg::kBM;
@@ -820,6 +694,22 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
       spec = __syncthreads_and(spec);
       if (spec) {
         derive();
+        if constexpr ((kVar & kVarQPrefetch) != 0) {
+          // Probe (kVarQPrefetch): the tile's Q rows into L2 before the wait, so that Q's loads
+          // after it hit L2 (a row the preceding kernel writes later is updated in L2, the
+          // point of coherence: the loads after the wait still see it; L1 holds no Q line yet).
+          constexpr int kLines = kDqk * int(sizeof(T)) / 128;  // 128-byte lines per Q row
+          static_assert(kLines >= 1 && kBM * kLines <= kThreads, "one prefetch per thread");
+          const int r = static_cast<int>(threadIdx.x) / kLines;
+          const int pr = w.tile * kBM + r;
+          const int qi = div_group(p, pr);
+          if (r < kBM && qi < w.qlen) {
+            const int h = kvh * p.group + (pr - qi * p.group);
+            const T* q = static_cast<const T*>(p.q) + (int64_t)(w.q0 + qi) * p.q_st +
+                         (int64_t)h * p.q_sh + (threadIdx.x % kLines) * (128 / sizeof(T));
+            asm volatile("prefetch.global.L2 [%0];\n" ::"l"(q));
+          }
+        }
         const int32_t* tab = p.page_table + (int64_t)w.b * p.pt_stride;
         const uint32_t top = static_cast<uint32_t>(p.num_pages - 1);
 #pragma unroll
@@ -1673,7 +1563,7 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
   }
   cp_async_wait<0>();
   stamp<kStamp>(p, 6);
-  // Probe (B12X_ATTN_VD_EARLY=1, kVdEarly): the V descale's load leaves before the warp merge's
+  // Probe (kVarVdEarly): the V descale's load leaves before the warp merge's
   // barriers instead of after them, where its L2 round trip sat between the last barrier and the
   // epilogue's stores.
   const float vdesc_early = kVdEarly ? load_scale(p.v_descale, p.vd_sb, p.vd_sh, w.b, kvh) : 1.f;
@@ -1964,35 +1854,13 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
       merge_row_warp<T, kDv>(p, w.q0 + qi, kvh * p.group + (pr - qi * p.group), range.ns, lane);
     }
   }
-  // ---- lean fused merge (probe, B12X_ATTN_FUSED_MERGE=2): tagged tickets, no memset ----
-  if constexpr (kFused) {
-    if (range.ns > 1 && p.merge_tix != nullptr) {  // CTA-uniform
-      __shared__ int s_last;
-      __threadfence();  // this CTA's partials are visible before its ticket
-      __syncthreads();
-      if (tid == 0)
-        s_last = draw_tagged_ticket(p.merge_tix + (int64_t)tile_x * p.num_kv_heads + kvh,
-                                    p.merge_tag, range.ns) == range.ns - 1;
-      __syncthreads();
-      if (!s_last) return;
-      __threadfence();
-      const int n_rows = min(kBM, w.qlen * p.group - rows0);
-      static_assert(kBM * 64 * 4 <= Cfg::kStageBytes, "merge weights fit a drained stage");
-      // 8 rows per pass (the rows-0-7 tiles have no more); 8 splits' loads in flight per row
-      // slot for those, 4 for the others (registers: wideh3 spilled at 8)
-      for (int r0 = 0; r0 < n_rows; r0 += 8)
-        merge_tile_cta<T, kDv, 8, kThreads, kHalf ? 8 : 4>(p, w.q0, rows0 + r0, min(8, n_rows - r0),
-                                                           kvh, range.ns,
-                                                           reinterpret_cast<float*>(sRing));
-    }
-  }
 }
 
 template <typename T, typename Cfg, bool kLean = false, bool kStamp = false, bool kEarly = false,
-          bool kFused = false, bool kVdEarly = false>
+          int kVar = 0>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     paged_attention_kernel(const __grid_constant__ PagedParams p) {
-  paged_attention_body<T, Cfg, kLean, kStamp, kEarly, kFused, kVdEarly>(p);
+  paged_attention_body<T, Cfg, kLean, kStamp, kEarly, kVar>(p);
 }
 /// The same kernel at most kMaxRegs registers per thread (__maxnreg__ instead of the launch
 /// bounds, which can only cap at 65536 / (threads x CTAs)): FP8 hcvt at head dim 256 with early

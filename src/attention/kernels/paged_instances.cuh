@@ -7,10 +7,17 @@
 namespace b12x::attention::detail {
 
 template <typename T, typename Cfg, bool kLean, bool kStamp = false, bool kEarly = false,
-          bool kFused = false, bool kVdEarly = false>
+          int kVar = 0>
 void launch_main(const PagedParams& p, dim3 grid, cudaStream_t s, bool pdl) {
-  launch_kernel(paged_attention_kernel<T, Cfg, kLean, kStamp, kEarly, kFused, kVdEarly>, grid,
-                Cfg::kThreads, Cfg::kSmemBytes, s, pdl, p);
+  launch_kernel(paged_attention_kernel<T, Cfg, kLean, kStamp, kEarly, kVar>, grid, Cfg::kThreads,
+                Cfg::kSmemBytes, s, pdl, p);
+}
+/// The early-K/V lean instance of probe variant kVar (B12X_ATTN_EARLY_VAR).
+template <typename T, typename Cfg, int kVar>
+void add_early_var(KernelInfo& k) {
+  k.func_early_var[kVar] =
+      reinterpret_cast<const void*>(&paged_attention_kernel<T, Cfg, true, false, true, kVar>);
+  k.launch_early_var[kVar] = &launch_main<T, Cfg, true, false, true, kVar>;
 }
 template <typename T, typename Cfg, int kMaxRegs>
 void launch_main_cap(const PagedParams& p, dim3 grid, cudaStream_t s, bool pdl) {
@@ -67,18 +74,13 @@ KernelInfo make_info(const char* name) {
             reinterpret_cast<const void*>(&paged_attention_kernel<T, Cfg, true, true, true>);
         k.launch_stamp_early = &launch_main<T, Cfg, true, true, true>;
       }
-      // the V descale loaded before the epilogue's barriers (probe, B12X_ATTN_VD_EARLY=1): hcvt8
-      if constexpr (kKind == 28) {
-        k.func_early_vd = reinterpret_cast<const void*>(
-            &paged_attention_kernel<T, Cfg, true, false, true, false, true>);
-        k.launch_early_vd = &launch_main<T, Cfg, true, false, true, false, true>;
+      // probe variants (B12X_ATTN_EARLY_VAR, session 25): hcvt8 1 / 2 / 3, wideh3 2
+      if constexpr (kDqk == 256 && kDv == 256 && kKind == 28) {
+        add_early_var<T, Cfg, 1>(k);
+        add_early_var<T, Cfg, 2>(k);
+        add_early_var<T, Cfg, 3>(k);
       }
-      // the lean fused merge (probe, B12X_ATTN_FUSED_MERGE=2): wideh3 and hcvt8 at head dim 256
-      if constexpr (kDqk == 256 && kDv == 256 && (kKind == 18 || kKind == 28)) {
-        k.func_early_fused =
-            reinterpret_cast<const void*>(&paged_attention_kernel<T, Cfg, true, false, true, true>);
-        k.launch_early_fused = &launch_main<T, Cfg, true, false, true, true>;
-      }
+      if constexpr (kDqk == 256 && kDv == 256 && kKind == 18) add_early_var<T, Cfg, 2>(k);
     }
   }
   k.launch_merge = &launch_merge<T, kDv>;
