@@ -202,11 +202,13 @@ struct Plan {
   /// requested before it (session 17: default at M >= 2 where M x K <= 8192, runs at M >= 2;
   /// B12X_GEMM_DECODE_SYNCSTAGE=0|1).
   bool decode_sync_stage = false;
-  /// Decode regime, per-tensor FP8 on the 4-warp grid (SM90; session 25 probe,
-  /// B12X_GEMM_DECODE_XSHARE=2|4): clusters of this many CTAs along the weight rows share one read
-  /// of the staged activations (each multicasts 1 / n of them into all n); 0: every CTA stages its
-  /// own. Taken only where all the grid's clusters are resident at once.
+  /// Decode regime, per-tensor FP8 on the 4-warp grid (SM90; session 25): clusters of this many
+  /// CTAs along the weight rows share one read of the staged activations (each multicasts 1 / n
+  /// of them into all n), for runs from M = decode_xshare_min_m; 0: every CTA stages its own.
+  /// Taken only where all the grid's clusters are resident at once (B12X_GEMM_DECODE_XSHARE=0
+  /// turns it off, =2|4 forces n).
   int decode_xshare = 0;
+  int decode_xshare_min_m = 0;
   /// Decode regime, block FP8 / MXFP8 weights with BF16 activations: the activations quantized
   /// (the quantizer's numerics) while the decode kernel stages them, instead of by a quantizer
   /// launch before it, where a CTA stages at most 16 K values (default since session 12;

@@ -1155,6 +1155,60 @@ Plan plan(const Caps& caps) {
     if (const char* e = std::getenv("B12X_GEMM_DECODE_WS_M");
         e != nullptr && lin::wtraits(wf).fp8mma)
       ws_max_m = std::clamp<int64_t>(std::atoi(e), 1, 8);
+    // Session 25: per-tensor FP8 on the 4-warp grid with the staged rows shared by clusters of S
+    // CTAs along the weight rows (kXsh, Plan::decode_xshare: each CTA multicasts 1 / S of every
+    // row into the S CTAs, so the grid reads the activations from L2 once per cluster), to M = 4
+    // where a CTA stages >= 12 KB (M x K) at M >= 2, or at every M where the grid has at most one
+    // CTA per SM; S = 4 where the grid has more CTAs than SMs and all its clusters are resident
+    // at once (with the deeper ring's rule, else without it), else 2. Round 93 (H200, us, M = 1 /
+    // 2 / 4, default -> shared: S, deeper ring): 4096x4096 M = 4 7.73 -> 6.65 (4, none; 2: 7.07),
+    // M = 1 5.77 -> 5.62-5.68 (4, deep), M = 2 6.22 -> 6.21 (2, deep) / 6.51 (4, none);
+    // 6144x4096 M = 4 10.09 -> 8.63 (2: 4 does not fit 384 CTAs), M = 1 / 2 7.34 / 8.01 -> 8.00 /
+    // 8.35 (2); 2048x7168 M = 1 / 2 / 4 5.96 / 7.02 / 7.52 -> 5.57 / 5.82 / 6.22 (2; 4: 5.67-5.79
+    // / 5.83-6.00 / 6.36-6.59); 4096x14336 M = 2 17.93 -> 16.55 (2, deep), M = 1 15.73 -> 16.03.
+    // Nsight Compute (4096x4096 M = 4, the 4-warp grid alone): 8.99 -> 7.71 us, 1.37 -> 1.18 M
+    // instructions, long scoreboard 2.98 -> 1.78 per issue. B12X_GEMM_DECODE_XSHARE=0 turns it
+    // off, =2|4 forces S (at any M the grid takes, with B12X_GEMM_DECODE_WS_M).
+    const char* xs_env = std::getenv("B12X_GEMM_DECODE_XSHARE");
+    const int xs_force = xs_env != nullptr ? std::atoi(xs_env) : -1;
+    const int64_t xs_min_m = geo.n16 <= sms ? 1 : std::max<int64_t>(2, (12288 + geo.K - 1) / geo.K);
+    // Every cluster of S CTAs resident at once, for each instance run may launch: the f16 MMAs
+    // of runs at M >= 2 (SM90) and, where runs from M = 1 take it (m1) and it exists, the e4m3
+    // one; the deeper ring's and none (run drops it where ring + staging exceed its budget).
+    auto xs_fits = [&](int S, int deep, bool m1) {
+      const int64_t clusters = (geo.n16 + S - 1) / S;
+      const int64_t stage = lin::stage_geom(wf, std::min<int64_t>(M, 8), slices).bytes + 16;
+      int64_t fit = clusters;
+      for (int d : {0, deep})
+        for (int mma : {0, 1}) {
+          if ((mma == 0 && !m1) || (mma == 1 && M < 2)) continue;
+          // (Without an instance run falls back to the plain staging: no cluster.)
+          if (!lin::decode_xshare_available(wf, fp16, d, mma)) {
+            if (mma == 0) continue;
+            return false;
+          }
+          fit = std::min<int64_t>(
+              fit, lin::decode_xshare_max_clusters(caps.device, wf, d, mma, S,
+                                                   lin::decode_ring_bytes_deep(wf, d) + stage));
+        }
+      return fit >= clusters;
+    };
+    int xs_s = 0, xs_deep = 0;
+    if (f8_sm90 && wf == lin::WFmt::kFp8 && !fp16 && geo.K % 16 == 0 && split_env == nullptr &&
+        ctas_n * 10 < 9 * sms && M <= 8 && stage_fit_slices(wf, M) >= slices && xs_force != 0) {
+      // The deeper ring's rule below at the grid's split of 1.
+      const int pd = M <= 3 && geo.n16 > sms && geo.n16 <= 2 * sms ? 1 : 0;
+      if (xs_force == 2 || xs_force == 4) {
+        for (int d : {pd, 0})
+          if (xs_s == 0 && xs_fits(xs_force, d, true)) xs_s = xs_force, xs_deep = d;
+      } else if (xs_force < 0 && M <= 4 && M >= xs_min_m) {
+        const int cand[3][2] = {{4, pd}, {4, 0}, {2, pd}};
+        for (const auto& c : cand)
+          if (xs_s == 0 && (c[0] == 2 || geo.n16 > sms) && xs_fits(c[0], c[1], xs_min_m == 1))
+            xs_s = c[0], xs_deep = c[1];
+      }
+      if (xs_s > 0) ws_max_m = std::max<int64_t>(ws_max_m, M);
+    }
     if (M <= ws_max_m && copy_staged && split_env == nullptr) {
       ws = lin::wtraits(wf).fp8mma && ctas_n * 10 >= 9 * sms ? 1 : kDecodeWarpSplit;
       // (The IQ2 formats have no such kernel: the GGML GEMV takes their M <= 16.)
@@ -1355,6 +1409,7 @@ Plan plan(const Caps& caps) {
     if (f8_sm90 && M <= 3 && ws == 4 && !p.decode_pipe && !p.decode_half && geo.n16 * split > sms &&
         geo.n16 * split <= 2 * sms && lin::decode_deep_available(wf, fp16, 1))
       p.decode_deep = 1;
+    if (xs_s > 0 && xs_deep == 0) p.decode_deep = 0;  // the shared staging's clusters need it
     if (const char* e = std::getenv("B12X_GEMM_DECODE_DEEP"); e != nullptr) {
       const int want = std::atoi(e);
       p.decode_deep = ws == 4 && want == 1 && !p.decode_pipe && !p.decode_half &&
@@ -1384,25 +1439,12 @@ Plan plan(const Caps& caps) {
                           M * geo.K <= kDecodeSyncMaxMK;
     if (const char* e = std::getenv("B12X_GEMM_DECODE_SYNCSTAGE"); e != nullptr)
       p.decode_sync_stage = e[0] == '1' && lin::wtraits(wf).fp8mma;
-    // Session 25 probe (B12X_GEMM_DECODE_XSHARE=2|4): per-tensor FP8 on the 4-warp grid (one
-    // token tile, no split) in clusters of that many CTAs sharing one read of the staged rows
-    // (kXsh), where every cluster of the grid is resident at once for each instance run may
-    // launch (both MMA kinds, with and without the deeper ring).
-    if (const char* e = std::getenv("B12X_GEMM_DECODE_XSHARE"); e != nullptr) {
-      const int want = std::atoi(e);
-      if ((want == 2 || want == 4) && f8_sm90 &&
-          (wf == lin::WFmt::kFp8 || wf == lin::WFmt::kFp8Block) && ws == 4 && nt == 1 &&
-          split == 1 && !p.decode_pipe && !p.decode_half && !fp16) {
-        const int64_t clusters = (geo.n16 + want - 1) / want;
-        const int64_t stage = lin::stage_geom(wf, std::min<int64_t>(M, 8), slices).bytes + 16;
-        int64_t fit = clusters;
-        for (int deep : {0, p.decode_deep})
-          for (int mma : {wf == lin::WFmt::kFp8 ? 0 : 1, 1})
-            fit = std::min<int64_t>(fit, lin::decode_xshare_max_clusters(
-                                             caps.device, wf, deep, mma, want,
-                                             lin::decode_ring_bytes_deep(wf, deep) + stage));
-        if (fit >= clusters) p.decode_xshare = want;
-      }
+    // The shared staging (below, at the 4-warp grid's rule): where the grid is the one it was
+    // chosen for and its clusters fit with the ring the plan took.
+    if (xs_s > 0 && ws == 4 && nt == 1 && split == 1 && !p.decode_pipe && !p.decode_half &&
+        xs_fits(xs_s, p.decode_deep, xs_force > 0 || xs_min_m == 1)) {
+      p.decode_xshare = xs_s;
+      p.decode_xshare_min_m = static_cast<int>(xs_force > 0 ? 1 : xs_min_m);
     }
     // The kernels with the per-slice bookkeeping by running pointers, the halves' staging walk set
     // up once per CTA and conflict-free splat rows (kLean; run takes them where they exist for the
@@ -2032,14 +2074,20 @@ Plan plan(const Caps& caps) {
     // 21.28 / 12.25 / 9.30 -> 9.00 / 20.41 / 21.07 / 12.04 / 9.19, M = 4 9.41 / 21.24 / 21.66 /
     // 12.61 / 9.49 -> 9.21 / 21.04 / 21.55 / 12.37 / 9.35), block FP8's in-kernel quantization
     // after the MMAs at one token tile (kF8VarLate; M = 4 8.65 / 20.19 / 19.30 / 11.49 / 9.20 ->
-    // 8.48 / 19.33 / 18.87 / 11.44 / 8.93). B12X_GEMM_STREAM16_F8_VAR=<flags> overrides (0: none).
+    // 8.48 / 19.33 / 18.87 / 11.44 / 8.93). Session 25: MXFP8's splats by one conversion per
+    // atom (kF8VarCheap, 14 -> 46, the same bits; round 93, us over the five shapes, M = 1: 9.03 /
+    // 20.05 / 20.85 / 11.96 / 9.18 -> 8.95 / 19.93 / 20.72 / 11.85 / 9.07, M = 4: 9.31 / 20.44 /
+    // 21.40 / 12.30 / 9.26 -> 9.22 / 20.51 / 21.28 / 12.18 / 9.21, M = 16: 11.04 / 23.44 / 24.84 /
+    // 14.46 / 10.58 -> 10.91 / 23.16 / 24.50 / 14.28 / 10.45). B12X_GEMM_STREAM16_F8_VAR=<flags>
+    // overrides (0: none).
     const char* evar = std::getenv("B12X_GEMM_STREAM16_F8_VAR");
     auto var_for = [&](int tw8, int depth) {
-      const int v = evar != nullptr ? std::atoi(evar)
-                    : wf == lin::WFmt::kFp8Mx && mma8 == 1 && depth == 4
-                        ? lin::kF8VarFold | (q8 ? lin::kF8VarQ8 | lin::kF8VarQ32 : 0)
-                    : wf == lin::WFmt::kFp8Block && mma8 == 1 && depth == 4 && q8 ? lin::kF8VarLate
-                                                                                  : 0;
+      const int v =
+          evar != nullptr ? std::atoi(evar)
+          : wf == lin::WFmt::kFp8Mx && mma8 == 1 && depth == 4
+              ? lin::kF8VarFold | (q8 ? lin::kF8VarQ8 | lin::kF8VarQ32 | lin::kF8VarCheap : 0)
+          : wf == lin::WFmt::kFp8Block && mma8 == 1 && depth == 4 && q8 ? lin::kF8VarLate
+                                                                        : 0;
       return v != 0 && lin::stream16_f8_available(wf, tw8, mma8, depth, q8, occ_for(tw8, depth), v)
                  ? v
                  : 0;
@@ -2166,6 +2214,9 @@ Plan plan(const Caps& caps) {
                            : wf == lin::WFmt::kFp8 && tw8 == 1 && small_tw1 && etw == nullptr ? 9
                            : blk_tw2_small && etw == nullptr ? std::max<int64_t>(f8_cap_min, 4)
                                                              : f8_cap_min;
+        // Session 25: a plan with the shared staging keeps its runs on the decode kernel.
+        if (p.decode_xshare > 0 && f8_min_m == 0)
+          p.stream16_min_m = std::max<int64_t>(p.stream16_min_m, M + 1);
       }
     }
   }
@@ -2896,14 +2947,13 @@ void run(const Binding& b, Stream stream) {
   p.decode_seg_stage = plan.decode_seg_stage ? 1 : 0;
   p.decode_sync_stage = plan.decode_sync_stage && M >= 2 ? 1 : 0;
   p.decode_mma = M >= 2 ? plan.decode_fp8_mma : plan.decode_fp8_mma_m1;
-  // The shared staging (kXsh) where the run's grid is the plan's: 4 warps per tile, one chunk,
-  // e4m3 rows of 16-byte pieces, and ring + staging within the launcher's budget.
+  // The shared staging (kXsh) from the plan's first M where the run's grid is the plan's: 4 warps
+  // per tile, one chunk, e4m3 rows of 16-byte pieces, and ring + staging within the budget.
   p.decode_xshare = 0;
-  if (plan.decode_xshare > 1 && nt == 1 && p.decode_ws == 4 && !p.decode_pipe && !p.decode_half &&
-      p.split == 1 && p.stage_slices >= p.slices_per_cta &&
-      (im.wfmt == WFmt::kFp8Block ? p.act_kind == lin::kActBf16Quant
-                                  : p.act_kind == lin::kActFp8 && p.xs_kind == lin::kXsNone &&
-                                        p.x_vec16 && geo.K % 16 == 0 && p.ldx_bytes % 16 == 0) &&
+  if (plan.decode_xshare > 1 && M >= plan.decode_xshare_min_m && nt == 1 && p.decode_ws == 4 &&
+      !p.decode_pipe && !p.decode_half && p.split == 1 && p.stage_slices >= p.slices_per_cta &&
+      p.act_kind == lin::kActFp8 && p.xs_kind == lin::kXsNone && p.x_vec16 && geo.K % 16 == 0 &&
+      p.ldx_bytes % 16 == 0 &&
       lin::decode_xshare_available(im.wfmt, fp16, p.decode_deep, p.decode_mma) &&
       (p.decode_deep > 0 ? lin::decode_ring_bytes_deep(im.wfmt, p.decode_deep) : 0) +
               lin::stage_geom(im.wfmt, p.stage_rows, p.stage_slices).bytes + 16 <=

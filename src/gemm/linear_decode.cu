@@ -145,15 +145,11 @@ void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stre
   // The shared staging (kXsh): clusters of S CTAs along x on the 4-warp grid, e4m3 rows whose
   // K range is one bulk copy per row and rank (16-byte aligned pieces).
   const int xsh = p.decode_xshare > 1 ? p.decode_xshare : 0;
-  // Block FP8: BF16 rows quantized in the staging, each CTA's share stored into all.
-  B12X_ASSERT(
-      xsh == 0 ||
-          ((xsh == 2 || xsh == 4) && ws == 4 && nt == 1 && !pipe && !half && !fp16 &&
-           p.cluster_split <= 1 && p.stage_slices >= p.slices_per_cta &&
-           (f == WFmt::kFp8Block ? p.act_kind == kActBf16Quant
-                                 : p.act_kind == kActFp8 && p.xs_kind == kXsNone && p.x_vec16 &&
-                                       p.K % 16 == 0 && p.ldx_bytes % 16 == 0)),
-      "decode shared staging ", xsh, " with ws ", ws, " nt ", nt, " K ", p.K, " act ", p.act_kind);
+  B12X_ASSERT(xsh == 0 || ((xsh == 2 || xsh == 4) && ws == 4 && nt == 1 && !pipe && !half &&
+                           !fp16 && p.cluster_split <= 1 && p.act_kind == kActFp8 &&
+                           p.xs_kind == kXsNone && p.x_vec16 && p.K % 16 == 0 &&
+                           p.ldx_bytes % 16 == 0 && p.stage_slices >= p.slices_per_cta),
+              "decode shared staging ", xsh, " with ws ", ws, " nt ", nt, " K ", p.K);
   DecodeFn fn = xsh ? pick_decode_fp8_xshare(f, deep, mma)
                     : pick_decode(f, fp16, nt, ws, pipe, half, deep, p.decode_lean != 0, mma);
   B12X_ASSERT(fn != nullptr, "no decode kernel for format ", static_cast<int>(f), " fp16=", fp16);

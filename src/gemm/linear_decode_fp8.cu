@@ -23,19 +23,14 @@ DecodeFn pick_decode_fp8(WFmt f, int nt, int ws, bool pipe, bool half, int deep,
 }
 
 DecodeFn pick_decode_fp8_xshare(WFmt f, int deep, int mma) {
-  constexpr WFmt kT = WFmt::kFp8, kB = WFmt::kFp8Block;
-  if (deep < 0 || deep > 1) return nullptr;
-  if (f == kT && mma)
-    return deep ? &linear_decode_kernel<kT, Bf16Tag, 1, 4, false, false, 1, false, 1, true>
-                : &linear_decode_kernel<kT, Bf16Tag, 1, 4, false, false, 0, false, 1, true>;
-  if (f == kT)
-    return deep ? &linear_decode_kernel<kT, Bf16Tag, 1, 4, false, false, 1, false, 0, true>
-                : &linear_decode_kernel<kT, Bf16Tag, 1, 4, false, false, 0, false, 0, true>;
-  // Block FP8 (BF16 rows quantized in the staging) at M >= 2: f16 MMAs only.
-  if (f == kB && mma)
-    return deep ? &linear_decode_kernel<kB, Bf16Tag, 1, 4, false, false, 1, false, 1, true>
-                : &linear_decode_kernel<kB, Bf16Tag, 1, 4, false, false, 0, false, 1, true>;
-  return nullptr;
+  constexpr WFmt F = WFmt::kFp8;
+  if (f != F || deep < 0 || deep > 1) return nullptr;
+  // The e4m3 MMAs of M = 1 runs without the deeper ring (its rule never meets the shared
+  // staging's from M = 1: both take grids of more CTAs than SMs only from M = 2).
+  if (mma)
+    return deep ? &linear_decode_kernel<F, Bf16Tag, 1, 4, false, false, 1, false, 1, true>
+                : &linear_decode_kernel<F, Bf16Tag, 1, 4, false, false, 0, false, 1, true>;
+  return deep ? nullptr : &linear_decode_kernel<F, Bf16Tag, 1, 4, false, false, 0, false, 0, true>;
 }
 
 }  // namespace b12x::gemm::lin::decode_inst

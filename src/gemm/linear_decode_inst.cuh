@@ -114,8 +114,8 @@ DecodeFn decode_fn(int nt, int ws, bool pipe, bool half, int deep, bool lean) {
 /// MMAs on converted fragments).
 DecodeFn pick_decode_fp8(WFmt f, int nt, int ws, bool pipe, bool half, int deep, bool lean,
                          int mma);
-/// The 4-warp grid's shared-staging instances (kXsh, session 25 probe: one token tile, 4 warps per
-/// tile, deep 0 / 1; per-tensor FP8 with mma 0 / 1, block FP8 with f16 MMAs); nullptr otherwise.
+/// The 4-warp grid's shared-staging instances (kXsh, session 25: per-tensor FP8, one token tile, 4
+/// warps per tile; f16 MMAs with deep 0 / 1, e4m3 with deep 0); nullptr otherwise.
 DecodeFn pick_decode_fp8_xshare(WFmt f, int deep, int mma);
 
 }  // namespace b12x::gemm::lin::decode_inst

@@ -947,7 +947,10 @@ TEST(GemmGpu, DecodeFp8SmallM) {
   };
   for (int64_t M : {1, 2, 3}) {
     const gemm::Plan pt = plan_of(LinearFormat::kFp8Tensor, M, 4096);
-    EXPECT_TRUE(pt.decode_warp_split == 4 && !pt.decode_pipe && pt.decode_deep == 1) << "M = " << M;
+    // (M = 3: the shared staging of session 25 where its clusters fit only without the ring.)
+    EXPECT_TRUE(pt.decode_warp_split == 4 && !pt.decode_pipe &&
+                (pt.decode_deep == 1 || (M == 3 && pt.decode_xshare > 0)))
+        << "M = " << M;
     EXPECT_EQ(pt.stream_trig & 8, 8) << "M = " << M;  // 4 slices per warp
     EXPECT_EQ(pt.decode_sync_stage, M == 2) << "M = " << M;
   }
@@ -1000,48 +1003,68 @@ TEST(GemmGpu, DecodeFp8SmallM) {
 
 TEST(GemmGpu, DecodeFp8Xshare) {
   B12X_REQUIRE_GPU();
-  // Session 25 probe: per-tensor / block FP8 on the 4-warp grid (B12X_GEMM_DECODE_WS_M=8) in
-  // clusters of 4 / 2 CTAs sharing their staged rows (B12X_GEMM_DECODE_XSHARE, kXsh): per-tensor
-  // multicasts 1 / S of every e4m3 row into the cluster, block FP8 quantizes 1 / S of the BF16
-  // rows' 128-K units into every CTA (B12X_GEMM_DECODE_ACTQ=1). N = 40 / 200 (a grid padded to
-  // whole clusters, a partial last tile), K tails inside a slice (K = 896 / 1312: zero-filled per
-  // CTA), M = 1..8, bias, FP16 out, graph replays, both MMA kinds, with and without the deeper
-  // ring.
+  // Session 25: per-tensor FP8 on the 4-warp grid in clusters of S CTAs sharing their staged rows
+  // (Plan::decode_xshare, kXsh: each CTA multicasts 1 / S of every e4m3 row into the cluster).
   if (!(device_info(0).cc_major == 9 && device_info(0).cc_minor == 0))
     GTEST_SKIP() << "the shared staging is SM90's (multicast bulk copies)";
-  ScopedEnv ew("B12X_GEMM_DECODE_WS_M", "8"), ef8("B12X_GEMM_STREAM16_F8", "0"),
-      eq("B12X_GEMM_DECODE_ACTQ", "1");
-  constexpr LinearFormat kT = LinearFormat::kFp8Tensor, kB = LinearFormat::kFp8Block;
+  // The default: at M <= 4 where a CTA stages >= 12 KB from M = 2 (K = 4096: M = 3, 4), at every
+  // M where the grid has at most one CTA per SM; S = 4 with more CTAs than SMs where all clusters
+  // fit, else 2. N = 64 x SMs / 2 (2 x SMs tiles); capacity 4 run at M = 2 (below the plan's first
+  // M: the plain staging), 3, 4; capacity 2 at K = 4096 keeps the plain staging.
+  const int64_t sms = device_info(0).sm_count;
+  const int64_t n = 64 * std::max<int64_t>(1, sms / 2);
+  {
+    const gemm::Plan p4 = linear_plan(LinearFormat::kFp8Tensor, 4, n, 4096, DType::kFP8E4M3);
+    EXPECT_TRUE(p4.decode_warp_split == 4 && (p4.decode_xshare == 2 || p4.decode_xshare == 4) &&
+                p4.decode_xshare_min_m == 3)
+        << "ws " << p4.decode_warp_split << " xshare " << p4.decode_xshare << " from "
+        << p4.decode_xshare_min_m;
+    EXPECT_EQ(linear_plan(LinearFormat::kFp8Tensor, 2, n, 4096, DType::kFP8E4M3).decode_xshare, 0);
+    const gemm::Plan p1 =
+        linear_plan(LinearFormat::kFp8Tensor, 1, 16 * (sms - 4), 7168, DType::kFP8E4M3);
+    EXPECT_TRUE(p1.decode_xshare == 2 && p1.decode_xshare_min_m == 1) << p1.decode_xshare;
+    for (int64_t M : {2, 3, 4}) {
+      Case c{LinearFormat::kFp8Tensor, M, n, 4096, DType::kFP8E4M3, DType::kBF16, M == 3};
+      c.max_tokens = 4;
+      run_case(c, /*graph_replay=*/M == 4);
+      const gemm::lin::DecodeLaunch l = gemm::lin::last_decode_launch();
+      EXPECT_EQ(l.xshare, M >= 3 ? p4.decode_xshare : 0) << "M = " << M;
+      EXPECT_TRUE(l.ws == 4 && l.nt == 1 && !l.pipe) << "M = " << M;
+    }
+    ScopedEnv ex("B12X_GEMM_DECODE_XSHARE", "0");
+    EXPECT_EQ(linear_plan(LinearFormat::kFp8Tensor, 4, n, 4096, DType::kFP8E4M3).decode_xshare, 0);
+  }
+  // Forced (B12X_GEMM_DECODE_XSHARE=4|2 to M = 8, the decode kernel at M >= 4): N = 40 / 200
+  // (grids padded to whole clusters, a partial last tile), K tails inside a slice (K = 896 /
+  // 1312: zero-filled per CTA), M = 1..8, bias, FP16 out, graph replays, both MMA kinds, with
+  // and without the deeper ring.
+  ScopedEnv ew("B12X_GEMM_DECODE_WS_M", "8"), ef8("B12X_GEMM_STREAM16_F8", "0");
   struct Run {
-    LinearFormat f;
     int64_t M, N, K;
     DType out;
     bool bias, graph;
     const char *xshare, *deep, *mma;
   };
   const Run runs[] = {
-      {kT, 1, 40, 896, DType::kBF16, true, false, "4", "0", nullptr},
-      {kT, 4, 200, 1312, DType::kFP16, false, true, "4", "0", nullptr},
-      {kT, 8, 72, 2048, DType::kBF16, true, true, "4", "0", nullptr},
-      {kT, 3, 40, 896, DType::kBF16, true, false, "4", "1", nullptr},
-      {kT, 5, 200, 2048, DType::kBF16, false, false, "4", "1", "0"},
-      {kT, 2, 40, 896, DType::kFP16, true, true, "2", "0", "0"},
-      {kT, 6, 136, 1024, DType::kBF16, false, true, "2", "1", nullptr},
-      {kB, 4, 200, 896, DType::kBF16, true, true, "4", "0", nullptr},
-      {kB, 7, 40, 2048, DType::kFP16, false, false, "4", "1", nullptr},
-      {kB, 2, 136, 1280, DType::kBF16, false, true, "2", "0", nullptr},
+      {1, 40, 896, DType::kBF16, true, false, "4", "0", nullptr},
+      {4, 200, 1312, DType::kFP16, false, true, "4", "0", nullptr},
+      {8, 72, 2048, DType::kBF16, true, true, "4", "0", nullptr},
+      {3, 40, 896, DType::kBF16, true, false, "4", "1", nullptr},
+      {5, 200, 2048, DType::kBF16, false, false, "4", "1", nullptr},
+      {1, 200, 2048, DType::kBF16, false, false, "4", "0", "0"},
+      {2, 40, 896, DType::kFP16, true, true, "2", "0", "0"},
+      {6, 136, 1024, DType::kBF16, false, true, "2", "1", nullptr},
   };
   for (const Run& r : runs) {
     ScopedEnv ex("B12X_GEMM_DECODE_XSHARE", r.xshare), ed("B12X_GEMM_DECODE_DEEP", r.deep);
     std::unique_ptr<ScopedEnv> em;
     if (r.mma != nullptr) em = std::make_unique<ScopedEnv>("B12X_GEMM_DECODE_F8MMA", r.mma);
-    const DType act = r.f == kT ? DType::kFP8E4M3 : DType::kBF16;
-    run_case({r.f, r.M, r.N, r.K, act, r.out, r.bias}, r.graph);
+    run_case({LinearFormat::kFp8Tensor, r.M, r.N, r.K, DType::kFP8E4M3, r.out, r.bias}, r.graph);
     const gemm::lin::DecodeLaunch l = gemm::lin::last_decode_launch();
     EXPECT_TRUE(l.ws == 4 && !l.pipe && l.nt == 1 && l.xshare == std::atoi(r.xshare) &&
                 l.deep == std::atoi(r.deep))
-        << gemm::format_name(r.f) << " M=" << r.M << " N=" << r.N << " K=" << r.K << " xshare "
-        << l.xshare << " deep " << l.deep;
+        << "M=" << r.M << " N=" << r.N << " K=" << r.K << " xshare " << l.xshare << " deep "
+        << l.deep;
   }
 }
 
@@ -3974,12 +3997,25 @@ TEST(GemmGpuSanitize, DecodeFp8SmallM) {
   // while staged); the decode kernel, not the block kernel.
   ScopedEnv ew("B12X_GEMM_DECODE_WS_M", "3"), ed("B12X_GEMM_DECODE_DEEP", "1"),
       es("B12X_GEMM_DECODE_SYNCSTAGE", "1"), et("B12X_GEMM_STREAM_TRIG", "8"),
-      e16("B12X_GEMM_STREAM16_F8", "0");
+      e16("B12X_GEMM_STREAM16_F8", "0"), ex("B12X_GEMM_DECODE_XSHARE", "0");
   run_case({LinearFormat::kFp8Tensor, 2, 40, 1312, DType::kFP8E4M3, DType::kBF16, true});
   run_case({LinearFormat::kFp8Tensor, 3, 40, 1312, DType::kFP8E4M3, DType::kFP16, false});
   run_case({LinearFormat::kFp8Block, 2, 40, 1280, DType::kBF16, DType::kBF16, true});
   const gemm::lin::DecodeLaunch l = gemm::lin::last_decode_launch();
   EXPECT_TRUE(l.ws == 4 && l.deep == 1 && !l.pipe);
+}
+
+TEST(GemmGpuSanitize, DecodeFp8Xshare) {
+  B12X_REQUIRE_GPU();
+  // The shared staging (kXsh, session 25): clusters of 4 and 2 CTAs multicasting their shares of
+  // the staged e4m3 rows; N = 40 (a grid padded to whole clusters), K tails inside a slice.
+  if (!(device_info(0).cc_major == 9 && device_info(0).cc_minor == 0))
+    GTEST_SKIP() << "the shared staging is SM90's (multicast bulk copies)";
+  for (const char* xs : {"4", "2"}) {
+    ScopedEnv ex("B12X_GEMM_DECODE_XSHARE", xs);
+    run_case({LinearFormat::kFp8Tensor, 3, 40, 1312, DType::kFP8E4M3, DType::kBF16, true});
+    EXPECT_EQ(gemm::lin::last_decode_launch().xshare, std::atoi(xs));
+  }
 }
 
 TEST(GemmGpuSanitize, DecodeHalvesReduce) {

@@ -250,9 +250,8 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
   constexpr int kGroupsPerSlice = kGroup ? kKS / kGroup : 1;
   constexpr bool kF8 = kTr.fp8mma;  // e4m3 activations staged as bytes, FP8 MMAs
   static_assert(kMma == 0 || (kMma == 1 && kF8), "f16 MMAs: the FP8 weight formats");
-  static_assert(!kXsh || ((F == WFmt::kFp8 || F == WFmt::kFp8Block) && kWS == 4 && !kPipe &&
-                          !kHalf && NT == 1),
-                "shared staging: per-tensor / block FP8 weights on the 4-warp grid");
+  static_assert(!kXsh || (F == WFmt::kFp8 && kWS == 4 && !kPipe && !kHalf && NT == 1),
+                "shared staging: per-tensor FP8 weights on the 4-warp grid");
   constexpr bool kF16 = kMma == 1;
 
   extern __shared__ __align__(16) uint8_t dsm[];
@@ -312,9 +311,7 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
   [[maybe_unused]] const int64_t xvb =
       c_begin < c_end ? min(p.K, c_end * kKS) - c_begin * kKS : int64_t{0};
   if constexpr (kXsh) {
-    // (Block FP8's quantized shares are stored by the threads, not multicast: no transactions.)
-    if (threadIdx.x == 0)
-      xsh_bar_init(xbar, p.act_kind == kActBf16Quant ? 0u : static_cast<uint32_t>(rows * xvb));
+    if (threadIdx.x == 0) xsh_bar_init(xbar, static_cast<uint32_t>(rows * xvb));
     xsh_cluster_arrive();  // waited for after griddep_wait, before the multicasts
   }
 
@@ -555,20 +552,7 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
       static_assert(kKS % 128 == 0, "whole 128-K units per slice");
       constexpr int kW = kThreads / 32;
       const int64_t kbase = c0 * kKS;
-      // kXsh: this CTA quantizes units [ju0, ju0 + per_row) of each row (its 1 / S share) and
-      // stores them into every CTA of the cluster.
-      const int units = static_cast<int>((c1 - c0) * (kKS / 128));
-      [[maybe_unused]] const int nq = kXsh ? p.decode_xshare : 1;
-      [[maybe_unused]] const int ju0 = kXsh ? units * static_cast<int>(cluster_rank()) / nq : 0;
-      const int per_row = kXsh ? units * (static_cast<int>(cluster_rank()) + 1) / nq - ju0 : units;
-      [[maybe_unused]] auto put_all = [&](auto* a, auto v) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-        for (int q = 0; q < nq; ++q)
-          *cooperative_groups::this_cluster().map_shared_rank(a, static_cast<unsigned>(q)) = v;
-#else
-        __trap();                       // clusters need SM90+ (the plans take kXsh on SM90 only)
-#endif
-      };
+      const int per_row = static_cast<int>((c1 - c0) * (kKS / 128));
       const int total = rows * per_row;
       const int part = lane & 3;
       const uint16_t* const x16 = static_cast<const uint16_t*>(p.x);
@@ -576,8 +560,7 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
         const int u = ub + (lane >> 2);
         const bool valid = u < total;
         const int r = valid ? u / per_row : 0;
-        int j = valid ? u - r * per_row : 0;
-        if constexpr (kXsh) j += ju0;
+        const int j = valid ? u - r * per_row : 0;
         const int64_t k0 = kbase + j * 128 + part * 8;  // this lane's first value
         const uint16_t* const src = x16 + (tok0 + r) * p.ldx + k0;
         uint4 v4[4];
@@ -592,17 +575,9 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
                                   v4[3].x, v4[3].y, v4[3].z, v4[3].w};
           const float sc =
               kernels::g128_codes<true>(w, valid, [&](int i, uint32_t lo, uint32_t hi) {
-                if constexpr (kXsh)
-                  put_all(reinterpret_cast<uint2*>(dst + 32 * i), make_uint2(lo, hi));
-                else
-                  *reinterpret_cast<uint2*>(dst + 32 * i) = make_uint2(lo, hi);
+                *reinterpret_cast<uint2*>(dst + 32 * i) = make_uint2(lo, hi);
               });
-          if constexpr (kXsh) {
-            if (valid && part == 0)
-              put_all(xsc + r * sg.groups + j, kbase + j * 128 < p.K ? sc : 0.f);
-          } else {
-            if (valid && part == 0) xsc[r * sg.groups + j] = kbase + j * 128 < p.K ? sc : 0.f;
-          }
+          if (valid && part == 0) xsc[r * sg.groups + j] = kbase + j * 128 < p.K ? sc : 0.f;
         } else {
           static_assert(kGroup == 32, "1x128 groups or MXFP8 blocks");
 #pragma unroll
@@ -967,30 +942,22 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
       // Every CTA's barrier is initialized (cluster barrier); rank r's share of each row is its
       // 16-byte pieces [r / S, (r + 1) / S) of the row's xvb bytes, issued by thread `row`.
       xsh_cluster_wait();
-      if (kGroup > 0 && p.act_kind == kActBf16Quant) {
-        // Block FP8 on BF16 rows: each CTA quantizes its share into all; the cluster barrier
-        // orders every CTA's stores before any CTA's first read.
-        if (c_begin < c_end) stage_quant(c_begin, c_end);
-        cluster_barrier();
-      } else {
-        const int S = p.decode_xshare;
-        const int r = static_cast<int>(cluster_rank());
-        const int64_t pieces = xvb / 16;
-        const int64_t lo = pieces * r / S * 16, hi = pieces * (r + 1) / S * 16;
-        if (threadIdx.x < rows && hi > lo)
-          xsh_bulk_multicast(static_cast<uint32_t>(
-                                 __cvta_generic_to_shared(xs + threadIdx.x * sg.pitch_bytes + lo)),
-                             static_cast<const uint8_t*>(p.x) + (tok0 + threadIdx.x) * p.ldx_bytes +
-                                 c_begin * kKS + lo,
-                             static_cast<uint32_t>(hi - lo), xbar,
-                             static_cast<uint16_t>((1u << S) - 1));
-        // The last slice's columns past K (16-byte pieces: K % 16 == 0, launcher).
-        const int tail = static_cast<int>(((c_end - c_begin) * kKS - xvb) / 16);
-        for (int i = threadIdx.x; i < rows * tail; i += kThreads)
-          *reinterpret_cast<uint4*>(xs + (i / tail) * sg.pitch_bytes + xvb + (i % tail) * 16) =
-              make_uint4(0, 0, 0, 0);
-        xsh_bar_wait(xbar);
-      }
+      const int S = p.decode_xshare;
+      const int r = static_cast<int>(cluster_rank());
+      const int64_t pieces = xvb / 16;
+      const int64_t lo = pieces * r / S * 16, hi = pieces * (r + 1) / S * 16;
+      if (threadIdx.x < rows && hi > lo)
+        xsh_bulk_multicast(
+            static_cast<uint32_t>(__cvta_generic_to_shared(xs + threadIdx.x * sg.pitch_bytes + lo)),
+            static_cast<const uint8_t*>(p.x) + (tok0 + threadIdx.x) * p.ldx_bytes + c_begin * kKS +
+                lo,
+            static_cast<uint32_t>(hi - lo), xbar, static_cast<uint16_t>((1u << S) - 1));
+      // The last slice's columns past K (16-byte pieces: K % 16 == 0, launcher).
+      const int tail = static_cast<int>(((c_end - c_begin) * kKS - xvb) / 16);
+      for (int i = threadIdx.x; i < rows * tail; i += kThreads)
+        *reinterpret_cast<uint4*>(xs + (i / tail) * sg.pitch_bytes + xvb + (i % tail) * 16) =
+            make_uint4(0, 0, 0, 0);
+      xsh_bar_wait(xbar);
     } else {
       if (c_begin < c_end) stage(c_begin, c_end);
     }
