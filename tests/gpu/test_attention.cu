@@ -1497,6 +1497,17 @@ std::vector<int32_t> reversed_tables(const Problem& p) {
   return t;
 }
 
+// p with fresh metadata, then with stale lengths (37 shorter, or 5 longer) and reversed tables
+// that a preceding PDL kernel rewrites during the attention grid's pre-wait part.
+void run_fresh_and_stale(Problem& p, cudaStream_t st, const std::string& what) {
+  p.run(st);
+  B12X_TEST_CUDA(cudaStreamSynchronize(st));
+  p.check(what + " fresh");
+  std::vector<int32_t> stale_lens = p.lens;
+  for (int b = 0; b < p.B; ++b) stale_lens[b] = p.lens[b] > 40 ? p.lens[b] - 37 : p.lens[b] + 5;
+  run_with_late_metadata(p, st, stale_lens, reversed_tables(p), {}, what + " stale");
+}
+
 // B12X_ATTN_LEAN=1 + B12X_ATTN_SPEC=1: the speculative prologue, with fresh metadata (the
 // speculation holds), with stale lengths and page tables, and with a stale page table alone
 // (fresh lengths: only the page-id comparison finds the difference), each replaced by a preceding
@@ -1692,12 +1703,7 @@ TEST(AttentionGpuDecode, EarlyKv) {
     EXPECT_EQ(p.plan.early_kv, p.plan.kernel.find("_early") != std::string::npos) << p.plan.kernel;
     EXPECT_EQ(p.plan.early_cap, sm90 && j == 3) << what << " " << p.plan.kernel;
     EXPECT_EQ(p.plan.early_cap, p.plan.kernel.find("_r208") != std::string::npos) << p.plan.kernel;
-    p.run(st);
-    B12X_TEST_CUDA(cudaStreamSynchronize(st));
-    p.check(what + " fresh");
-    std::vector<int32_t> stale_lens = p.lens;
-    for (int b = 0; b < p.B; ++b) stale_lens[b] = p.lens[b] > 40 ? p.lens[b] - 37 : p.lens[b] + 5;
-    run_with_late_metadata(p, st, stale_lens, reversed_tables(p), fresh, what + " stale");
+    run_fresh_and_stale(p, st, what);
   }
   {
     Spec v = verify_spec(8, 2);
@@ -1760,34 +1766,34 @@ TEST(AttentionGpuDecode, EarlyKvAutoSplitsNonPowerOfTwo) {
 
 // Probes (session 25, B12X_ATTN_EARLY_VAR=v): the early-K/V instances with the V descale loaded
 // before the epilogue's barriers (v = 1, hcvt8), the CTA's Q rows prefetched into L2 before the
-// PDL wait (v = 2, hcvt8 and wideh3), both (v = 3, hcvt8): per-request-and-head descales, forced
-// and automatic splits (final output and partials), sinks, a window, fresh and stale metadata
-// (a preceding PDL kernel rewrites lengths and tables during the pre-wait part), against the
-// reference.
+// PDL wait (v = 2: hcvt8, wideh3, and at head dim 128 wide3 and hcvt3), both (v = 3, hcvt8):
+// per-request-and-head descales, forced and automatic splits (final output and partials), sinks, a
+// window, fresh and stale metadata (a preceding PDL kernel rewrites lengths and tables during the
+// pre-wait part), against the reference.
 TEST(AttentionGpuDecode, EarlyVariants) {
   B12X_REQUIRE_GPU();
   if (b12x::device_info(0).family != b12x::ArchFamily::kSm90)
     GTEST_SKIP() << "early K/V plans (SM90) only";
   cudaStream_t st;
   B12X_TEST_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-  const std::vector<int32_t> fresh;
   struct Case {
     const char* var;
     DType kv;
-    int splits;
+    int splits, d;
   };
-  const Case cases[] = {{"1", DType::kFP8E4M3, 0}, {"2", DType::kFP8E4M3, 5},
-                        {"3", DType::kFP8E4M3, 1}, {"3", DType::kFP8E4M3, 0},
-                        {"2", DType::kBF16, 0},    {"2", DType::kBF16, 7}};
+  const Case cases[] = {{"1", DType::kFP8E4M3, 0, 256}, {"2", DType::kFP8E4M3, 5, 256},
+                        {"3", DType::kFP8E4M3, 1, 256}, {"3", DType::kFP8E4M3, 0, 256},
+                        {"2", DType::kBF16, 0, 256},    {"2", DType::kBF16, 7, 256},
+                        {"2", DType::kBF16, 0, 128},    {"2", DType::kFP8E4M3, 7, 128}};
   for (const Case& c : cases) {
     ScopedEnvs knob({{"B12X_ATTN_EARLY_VAR", c.var}});
     Spec s = gqa_decode_spec({1500, 63, 1, 700}, c.splits, c.splits > 0 ? 64 : 0);
     s.prefix_stable = true;
     s.kv = c.kv;
     s.per_head_scale = c.kv == DType::kFP8E4M3 && c.splits != 1;
-    s.dqk = s.dv = 256;
-    s.hq = 16;
-    s.hkv = 2;
+    s.dqk = s.dv = c.d;
+    s.hq = c.d == 256 ? 16 : 32;
+    s.hkv = c.d == 256 ? 2 : 8;
     s.page = c.splits == 7 ? 64 : 128;
     s.sinks = c.splits == 5 || c.splits == 7;
     s.window = c.splits == 7 ? 300 : -1;
@@ -1797,12 +1803,7 @@ TEST(AttentionGpuDecode, EarlyVariants) {
     EXPECT_EQ(p.plan.early_var, std::atoi(c.var)) << what << " " << p.plan.kernel;
     EXPECT_NE(p.plan.kernel.find(std::string("_early_v") + c.var), std::string::npos)
         << what << p.plan.kernel;
-    p.run(st);
-    B12X_TEST_CUDA(cudaStreamSynchronize(st));
-    p.check(what + " fresh");
-    std::vector<int32_t> stale_lens = p.lens;
-    for (int b = 0; b < p.B; ++b) stale_lens[b] = p.lens[b] > 40 ? p.lens[b] - 37 : p.lens[b] + 5;
-    run_with_late_metadata(p, st, stale_lens, reversed_tables(p), fresh, what + " stale");
+    run_fresh_and_stale(p, st, what);
     // Q written by the preceding kernel while the attention grid runs its pre-wait part (after
     // the Q prefetch may have brought the stale rows into L2)
     const int qwords = static_cast<int>(p.dq.bytes() / 4);

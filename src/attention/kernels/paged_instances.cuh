@@ -74,13 +74,16 @@ KernelInfo make_info(const char* name) {
             reinterpret_cast<const void*>(&paged_attention_kernel<T, Cfg, true, true, true>);
         k.launch_stamp_early = &launch_main<T, Cfg, true, true, true>;
       }
-      // probe variants (B12X_ATTN_EARLY_VAR, session 25): hcvt8 1 / 2 / 3, wideh3 2
+      // probe variants (B12X_ATTN_EARLY_VAR, session 25): hcvt8 1 / 2 / 3; wideh3, wide3 d128
+      // and hcvt3 d128 2
       if constexpr (kDqk == 256 && kDv == 256 && kKind == 28) {
         add_early_var<T, Cfg, 1>(k);
         add_early_var<T, Cfg, 2>(k);
         add_early_var<T, Cfg, 3>(k);
       }
       if constexpr (kDqk == 256 && kDv == 256 && kKind == 18) add_early_var<T, Cfg, 2>(k);
+      if constexpr (kDqk == 128 && kDv == 128 && (kKind == 5 || kKind == 13))
+        add_early_var<T, Cfg, 2>(k);
     }
   }
   k.launch_merge = &launch_merge<T, kDv>;
