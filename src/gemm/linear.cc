@@ -677,7 +677,7 @@ std::string stream_rows_describe(const Plan& p) {
 // tag names a different kernel instance or launch shape, so both must carry all of them).
 std::string stream16_variant_tags(const Plan& p) {
   return std::string(p.stream16_qx ? " qx" : "") + (p.stream16_once ? " once" : "") +
-         (p.stream16_qa ? " qa" : "") + (p.stream16_half ? " half" : "") +
+         (p.stream16_qa ? " qa" : "") +
          (p.stream16_depth > 0 ? " f8d" + std::to_string(p.stream16_depth) : "") +
          (p.stream16_depth > 0 && p.stream16_occ == 3 ? " o3" : "") +
          (p.stream16_depth > 0 && p.stream16_var != 0 ? " v" + std::to_string(p.stream16_var) : "");
@@ -1999,10 +1999,6 @@ Plan plan(const Caps& caps) {
           if (!lin::stream16_cluster_nt1(wf, var))
             p.stream16_cluster_min_m = std::max(p.stream16_cluster_min_m, 9);
         }
-        // Session 25 probe (B12X_GEMM_S16_HALF=1): NVFP4's staging in two halves.
-        if (const char* e = std::getenv("B12X_GEMM_S16_HALF");
-            e != nullptr && e[0] == '1' && var != 0 && !qx && wf == lin::WFmt::kNvfp4)
-          p.stream16_half = true;
       }
     }
     // FP8 weights (session 14, lin::launch_linear_stream16_f8): the same block structure on
@@ -2870,7 +2866,7 @@ void run(const Binding& b, Stream stream) {
     lin::launch_linear_stream16(
         im.wfmt, plan.stream16_tw, lo ? plan.stream16_smem_lo : plan.stream16_smem, p, stream,
         (plan.stream16_once ? lin::kS16VarOnce : 0) | (cl ? lin::kS16VarCluster : 0) |
-            (s16_qa_run ? lin::kS16VarQa : 0) | (plan.stream16_half ? lin::kS16VarHalf : 0));
+            (s16_qa_run ? lin::kS16VarQa : 0));
     if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);
     return;
   }

@@ -83,7 +83,6 @@ struct StreamLaunch {
   bool trig = false;         // the kernel triggers its dependent launch early (p.stream_trig)
   int cluster = 0;           // block kernel: the K split summed in a cluster of this many CTAs
   bool qa = false;           // block kernel: FP4 activations converted in its staging (kS16VarQa)
-  bool half = false;         // block kernel: the staging in two halves (kS16VarHalf)
 };
 StreamLaunch last_stream_launch();
 /// 64-K vectors per K part: the tile's kvec vectors over split CTAs x parts warps, rounded up to
@@ -119,9 +118,6 @@ inline constexpr int kS16VarCluster = 2;
 /// the staged-once kernel's staging, no pre-pass launch; NVFP4's values come times 2^-7 (the
 /// caller's p.out_mult times 2^7). Staged-once kernel only, with or without kS16VarCluster.
 inline constexpr int kS16VarQa = 4;
-/// Session 25 probe (Plan::stream16_half, B12X_GEMM_S16_HALF=1): the staging in two halves, the
-/// second behind the loop's first chunk (kHalf); NVFP4 weights only.
-inline constexpr int kS16VarHalf = 8;
 /// Host only: whether the staged-once kernel (var) has its cluster-sum instances at one token
 /// tile (M <= 8) for format f (NVFP4 on BF16 activations has none since session 25).
 bool stream16_cluster_nt1(WFmt f, int var);

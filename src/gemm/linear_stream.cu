@@ -159,23 +159,9 @@ S16Fn pick_stream16_once(int nt, bool mx, bool mx_free) {
 /// var & kS16VarCluster (session 23): the split summed in a cluster (kCl) on the staged-once
 /// kernel only (the chunked kernel's qx instances, W4A4 NVFP4 converted in the kernel, measured
 /// +25 % at 4096x4096 / 2048x7168 in round 85 and were removed).
-/// var & kS16VarHalf (session 25 probe): NVFP4's instances the defaults run (W4A16 without the
-/// cluster at one token tile).
 S16Fn pick_stream16(int tw, int nt, bool mx, bool qx, bool mx_free = false, int var = 0) {
   const bool cl = (var & kS16VarCluster) != 0;
   const bool qa = (var & kS16VarQa) != 0;
-  if (var & kS16VarHalf) {
-    if (!(var & kS16VarOnce) || tw != 2 || qx || mx) return nullptr;
-    if (qa)
-      return cl ? (nt == 1 ? &linear_stream16_once_kernel<2, 1, false, false, true, true, true>
-                           : &linear_stream16_once_kernel<2, 2, false, false, true, true, true>)
-                : (nt == 1 ? &linear_stream16_once_kernel<2, 1, false, false, false, true, true>
-                           : &linear_stream16_once_kernel<2, 2, false, false, false, true, true>);
-    return cl ? (nt == 1 ? nullptr
-                         : &linear_stream16_once_kernel<2, 2, false, false, true, false, true>)
-              : (nt == 1 ? &linear_stream16_once_kernel<2, 1, false, false, false, false, true>
-                         : &linear_stream16_once_kernel<2, 2, false, false, false, false, true>);
-  }
   if (var & kS16VarOnce)
     return tw != 2 || qx ? nullptr
            : qa          ? (cl ? pick_stream16_once<true, true>(nt, mx, mx_free)
@@ -296,8 +282,7 @@ void launch_linear_stream16(WFmt f, int tw, int64_t smem, const LinearParams& p,
                         p.reduce_trig != 0,
                         p.stream_trig != 0,
                         cl ? split : 0,
-                        qa,
-                        (var & kS16VarHalf) != 0};
+                        qa};
   B12X_CUDA_CHECK(
       b12x::detail::launch_ex(k, dim3(static_cast<unsigned>(gx), static_cast<unsigned>(split)),
                               dim3(kStreamWarps * 32), static_cast<size_t>(smem), stream,

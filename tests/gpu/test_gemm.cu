@@ -3928,47 +3928,6 @@ TEST(GemmGpu, DecodeStream16LoSplit) {
     }
 }
 
-TEST(GemmGpu, DecodeStream16Half) {
-  B12X_REQUIRE_GPU();
-  // Session 25 probe (B12X_GEMM_S16_HALF=1, lin::kS16VarHalf): NVFP4's staged-once kernel with
-  // its staging (W4A4: the conversion in the kernel) in two halves, the second behind the loop's
-  // first chunk. NVFP4 W4A16 / W4A4 (qa) at M = 2 / 9 / 16; K ranges of 16 vectors (K = 2848 split
-  // 3: the last range 13, vh 8), 12 (K = 1312 split 2: vh 4, the last range 9 of 12, half past
-  // K), 8 (K = 992 split 2: vh 4 of 8, the last 7 / 8) and 4 (K = 1312 split 6: no second half);
-  // the cluster sum on SM90+ (CLUSTER=8) every third case; N = 72 / 200, bias, FP16, capacity 16,
-  // graph replays.
-  ScopedEnv e16("B12X_GEMM_STREAM16", "1"), em("B12X_GEMM_STREAM16_MINM", "2"),
-      eh("B12X_GEMM_S16_HALF", "1");
-  const bool clusters = device_info(0).cc_major >= 9;
-  const int64_t ks[4] = {2848, 1312, 992, 1312};
-  const char* splits[4] = {"3", "2", "2", "6"};
-  int i = 0;
-  for (const LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kNvfp4})
-    for (const int64_t M : {2, 9, 16}) {
-      ScopedEnv eqa("B12X_GEMM_S16_QA", f == LinearFormat::kNvfp4 ? "1" : "0");
-      ScopedEnv es("B12X_GEMM_STREAM16_SPLIT", splits[i % 4]);
-      const bool cl = clusters && i % 3 == 2;
-      ScopedEnv ecl("B12X_GEMM_S16_CLUSTER", cl ? "8" : "0");
-      Case c{f,
-             M,
-             i % 2 ? 72 : 200,
-             ks[i % 4],
-             DType::kBF16,
-             i % 4 == 1 ? DType::kFP16 : DType::kBF16,
-             i % 2 == 0};
-      c.max_tokens = i % 3 == 1 ? 16 : M;
-      ++i;
-      const int64_t before = gemm::lin::last_stream_launch().serial;
-      run_case(c, /*graph_replay=*/i % 2 == 0);
-      const gemm::lin::StreamLaunch l = gemm::lin::last_stream_launch();
-      EXPECT_GT(l.serial, before) << "M " << M;
-      EXPECT_TRUE(l.half && l.once) << "M " << M;
-      EXPECT_EQ(l.qa, f == LinearFormat::kNvfp4) << "M " << M;
-    }
-  // MXFP4 keeps the default staging.
-  EXPECT_FALSE(plan_fmt(LinearFormat::kMxfp4W4A16, 1024, 4096, 16).stream16_half);
-}
-
 TEST(GemmGpuSanitize, Stream16Qa) {
   B12X_REQUIRE_GPU();
   // Session 24 probe: W4A4's FP4 activations converted in the staged-once kernel's staging

@@ -1077,12 +1077,8 @@ __host__ __device__ constexpr int s16_once_smem(int tw, int vp) {
 /// rows the MMAs read (8 kNt) are staged. Session 17 tried the conversion here with the scalar
 /// decode and per-value swizzle offsets (round 64: +0.7-2.3 us, the ALU work in the prologue);
 /// this one issues ~35 instructions per 8 values.
-/// kHalf (session 25 probe, lin::kS16VarHalf): the staging in two halves, so that the weight
-/// stream resumes before all of it is done: the first vh = vp / 8 x 4 vectors (all where vp < 8)
-/// are staged (kQa: converted) before the CTA barrier, the rest land (cp.async group 2) or are
-/// converted (kQa) after the loop's first chunk, behind a second barrier before vector vh.
 template <int kTw, int kNt, bool kMx = false, bool kMxFree = false, bool kCl = false,
-          bool kQa = false, bool kHalf = false>
+          bool kQa = false>
 __global__ void __launch_bounds__(kStreamWarps * 32, 2)
     linear_stream16_once_kernel(const LinearParams p) {
   static_assert(!kMxFree || kMx, "fold-free splats: MXFP4 only");
@@ -1098,7 +1094,6 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
   const int g = lane >> 2, t = lane & 3;
   const S16Range<kTw> cr = s16_range<kTw, kS16ChunkV>(p, warp, lane);
   const int vp = p.stream_vp, pitch = s16_once_pitch(vp);
-  const int vh = kHalf && vp >= 8 ? vp / 8 * kS16ChunkV : vp;  // vectors staged before the loop
   uint4 ring[kDepth];
   s16_ring_fill(ring, cr);
   // This warp's scale bytes, requested with the ring (weights: no dependence on earlier kernels):
@@ -1167,17 +1162,12 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
     }
   } else {
     const uint16_t* const x = static_cast<const uint16_t*>(p.x);
-    // 16-byte chunks per row from vector v0 to v1, one cp.async group.
-    auto stage = [&](int v0, int v1) {
-      const int cpr = (v1 - v0) * 8;
-      for (int i = threadIdx.x; i < 16 * cpr; i += kStreamWarps * 32) {
-        const int tok = i / cpr, kk = v0 * 64 + (i - tok * cpr) * 8;
-        s16_stage_x8(p, x, tok, k0 + kk, dsm + tok * pitch + kk * 2);
-      }
-      asm volatile("cp.async.commit_group;");
-    };
-    stage(0, vh);
-    if constexpr (kHalf) stage(vh, vp);
+    const int cpr = vp * 8;  // 16-byte chunks per row
+    for (int i = threadIdx.x; i < 16 * cpr; i += kStreamWarps * 32) {
+      const int tok = i / cpr, kk = (i - tok * cpr) * 8;
+      s16_stage_x8(p, x, tok, k0 + kk, dsm + tok * pitch + kk * 2);
+    }
+    asm volatile("cp.async.commit_group;");
   }
 
   // This warp's splat pairs while the activations land, from the scale bytes loaded above.
@@ -1209,14 +1199,13 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
       *reinterpret_cast<uint4*>(spw + (j * vp + 4 * b + q) * 128 + gg * 16) = o;
     }
   }
-  // kQa: the blocks of vectors [0, vh) (late: [vh, vp)) converted into the staged layout.
-  auto qa_store = [&](bool late) {
-  // Rows past M get zeros (their columns are never stored, but stay finite).
+  if constexpr (kQa) {
+    // Rows past M get zeros (their columns are never stored, but stay finite).
 #pragma unroll
     for (int u = 0; u < kQTasks; ++u) {
       const int task = threadIdx.x + kStreamWarps * 32 * u;
       const int tok = task % kQRows, blk = task / kQRows;
-      if (blk >= 2 * vp || (blk >= 2 * vh) != late) continue;
+      if (blk >= 2 * vp) continue;
       const uint32_t w[4] = {qv[u].x, qv[u].y, qv[u].z, qv[u].w};
       uint4* const d = reinterpret_cast<uint4*>(dsm + tok * pitch + blk * 64);
 #pragma unroll
@@ -1224,13 +1213,9 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
         d[i] = kMx ? mxfp4x8_bf16(w[i], qsc[u])
                    : nvfp4x8_bf16_e7(w[i], (qsc[u] >> (4 * (i & 2))) & 0xFFu);
     }
-  };
-  if constexpr (kQa)
-    qa_store(false);
-  else if constexpr (kHalf)
-    asm volatile("cp.async.wait_group 1;" ::: "memory");
-  else
+  } else {
     asm volatile("cp.async.wait_group 0;" ::: "memory");
+  }
   __syncthreads();
 
   float acc[kTw][kNt][4] = {};
@@ -1239,15 +1224,6 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
       dsm + (((lane >> 4) & 1) * 8 + (lane & 7)) * pitch + ((lane >> 3) & 1) * 16;
   const uint8_t* const spl = spw + g * 16;
   for (int c = 0; c < cr.nch; ++c) {
-    if constexpr (kHalf) {
-      // The second half: converted after the first chunk's steps (their weight refills in
-      // flight), landed, then one barrier before its first vector (c uniform over the CTA).
-      if (kQa && c == 1) qa_store(true);
-      if (c * kS16ChunkV == vh) {
-        if constexpr (!kQa) asm volatile("cp.async.wait_group 0;" ::: "memory");
-        __syncthreads();
-      }
-    }
     // The last block: its weight loads were issued a block ahead (see the M = 1 kernel).
     if (p.stream_trig && c + 1 == cr.nch) griddep_launch_dependents();
 #pragma unroll
@@ -1257,9 +1233,6 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
                                           v + kAhead);
     }
   }
-  // A short last range may end before vector vh: its second group must land before the shared
-  // memory is reused (kCl) or released.
-  if constexpr (kHalf && !kQa) asm volatile("cp.async.wait_group 0;" ::: "memory");
 
   float mult = p.out_mult;
   if (p.alpha != nullptr) mult *= *p.alpha;
