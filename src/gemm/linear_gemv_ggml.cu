@@ -238,6 +238,10 @@ GgmlGemvLaunch last_ggml_gemv_launch() {
   return t_last;
 }
 
+void note_ggml_gemv_launch(const GgmlGemvLaunch& l) {
+  t_last = l;
+}
+
 bool ggml_gemv_available(WFmt f) {
   return f == WFmt::kQ8_0 || f == WFmt::kIq2Xxs || f == WFmt::kIq2Xs;
 }

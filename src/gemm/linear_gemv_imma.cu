@@ -11,37 +11,23 @@ namespace {
 
 using ImmaFn = void (*)(const LinearParams);
 
-/// The kernel for (format, activation dtype, warps per CTA, var, M tokens): 16 warps at M = 1, 2.
-/// Round-94 probes (M = 1, BF16): IQ2_XXS 20 / 24 / 32 warps, IQ2_XS 24; var & 64 (IQ2_XXS, 16 /
-/// 24 warps) two MMA chains per piece set (nullptr: none). Round 93 dropped 8 warps (two CTAs per
-/// SM) and var & 32 (the weights two batches ahead).
+/// The kernel for (format, activation dtype, warps per CTA, var, M tokens): BF16 activations,
+/// 16 warps at M = 1, 2, IQ2_XS also 24 at M = 1 (its default; round 94) (nullptr: none). Dropped
+/// in rounds 93-94 (removed): 8 warps (two CTAs per SM), 20 / 32 warps, IQ2_XXS 24, the weights
+/// two batches ahead, two MMA chains per piece set; FP16 activations are unmeasured (no default,
+/// no kernel).
 ImmaFn imma_kernel(WFmt f, bool fp16, int warps, int var, int64_t M) {
   constexpr WFmt kX = WFmt::kIq2Xxs, kS = WFmt::kIq2Xs;
-  if ((f != kX && f != kS) || M < 1 || M > 2 || (var & ~(64 | 8192)) != 0) return nullptr;
-  const bool bf16_1 = !fp16 && M == 1;
-  if ((var & 64) != 0) {
-    if (f != kX || !bf16_1) return nullptr;
-    return warps == 16   ? &linear_gemv_imma_kernel<kX, Bf16Tag, 16, 1, true>
-           : warps == 24 ? &linear_gemv_imma_kernel<kX, Bf16Tag, 24, 1, true>
-                         : nullptr;
-  }
-  if (warps != 16) {
-    if (!bf16_1) return nullptr;
-    if (f == kS) return warps == 24 ? &linear_gemv_imma_kernel<kS, Bf16Tag, 24> : nullptr;
-    return warps == 20   ? &linear_gemv_imma_kernel<kX, Bf16Tag, 20>
-           : warps == 24 ? &linear_gemv_imma_kernel<kX, Bf16Tag, 24>
-           : warps == 32 ? &linear_gemv_imma_kernel<kX, Bf16Tag, 32>
-                         : nullptr;
-  }
-  if (M == 2)
-    return f == kS ? (fp16 ? &linear_gemv_imma_kernel<kS, Fp16Tag, 16, 2>
-                           : &linear_gemv_imma_kernel<kS, Bf16Tag, 16, 2>)
-                   : (fp16 ? &linear_gemv_imma_kernel<kX, Fp16Tag, 16, 2>
-                           : &linear_gemv_imma_kernel<kX, Bf16Tag, 16, 2>);
-  return f == kS ? (fp16 ? &linear_gemv_imma_kernel<kS, Fp16Tag, 16>
-                         : &linear_gemv_imma_kernel<kS, Bf16Tag, 16>)
-                 : (fp16 ? &linear_gemv_imma_kernel<kX, Fp16Tag, 16>
-                         : &linear_gemv_imma_kernel<kX, Bf16Tag, 16>);
+  if (fp16 || var != kGgmlImmaVar || M < 1 || M > 2) return nullptr;
+  if (f == kS && warps == 24 && M == 1) return &linear_gemv_imma_kernel<kS, Bf16Tag, 24>;
+  if (warps != 16) return nullptr;
+  if (f == kS)
+    return M == 2 ? &linear_gemv_imma_kernel<kS, Bf16Tag, 16, 2>
+                  : &linear_gemv_imma_kernel<kS, Bf16Tag, 16>;
+  if (f == kX)
+    return M == 2 ? &linear_gemv_imma_kernel<kX, Bf16Tag, 16, 2>
+                  : &linear_gemv_imma_kernel<kX, Bf16Tag, 16>;
+  return nullptr;
 }
 
 int64_t imma_smem(WFmt f, int64_t K, int64_t M) {
@@ -82,6 +68,8 @@ void launch_ggml_imma(WFmt f, bool fp16, int warps, int var, int ctas, const Lin
   const int64_t gx = std::max<int64_t>(1, std::min<int64_t>(ctas > 0 ? ctas : p.n16, p.n16));
   const int smem = static_cast<int>(imma_smem(f, p.K, p.M));
   B12X_CUDA_CHECK(::b12x::detail::opt_in_smem(reinterpret_cast<const void*>(k), smem));
+  note_ggml_gemv_launch(
+      GgmlGemvLaunch{1, 0, warps, warps, static_cast<unsigned>(gx), 1u, 1u, false});
   B12X_CUDA_CHECK(b12x::detail::launch_ex(k, dim3(static_cast<unsigned>(gx)), dim3(32 * warps),
                                           static_cast<size_t>(smem), stream, p.pdl != 0,
                                           dim3(1, 1, 1), p));

@@ -4111,6 +4111,35 @@ TEST(GemmGpu, GgmlGemvDefault) {
   // decode kernel.
   int sms = 0;
   B12X_TEST_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  int ccmaj = 0, ccmin = 0;
+  B12X_TEST_CUDA(cudaDeviceGetAttribute(&ccmaj, cudaDevAttrComputeCapabilityMajor, 0));
+  B12X_TEST_CUDA(cudaDeviceGetAttribute(&ccmin, cudaDevAttrComputeCapabilityMinor, 0));
+  if (ccmaj == 9 && ccmin == 0) {
+    // Session 25 (SM90): the integer-MMA GEMV at M = 1 where the SMs get >= 40 (tile, 256-K)
+    // units (IQ2_XXS 16 warps, IQ2_XS 24), at M = 2 above 4 x SMs tiles; BF16 only;
+    // B12X_GGML_GEMV_IMMA=0 or any GEMV override keeps the BF16 GEMV.
+    const int64_t big = int64_t{5} * sms * 16, small = int64_t{2} * sms * 16;  // rows
+    for (LinearFormat f : {LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs}) {
+      const int w = f == LinearFormat::kIq2Xs ? 24 : 16;
+      EXPECT_EQ(bf16_plan(f, 1, big, 4096).ggml_gemv_var, 8192);
+      EXPECT_EQ(bf16_plan(f, 1, big, 4096).ggml_gemv_warps, w);
+      EXPECT_NE(bf16_plan(f, 1, small, 4096).ggml_gemv_var, 8192);  // 2 x 16 = 32 units per SM
+      EXPECT_EQ(bf16_plan(f, 1, small, 6144).ggml_gemv_var, 8192);  // 2 x 24 = 48
+      EXPECT_NE(linear_plan(f, 1, big, 4096, DType::kFP16).ggml_gemv_var, 8192);
+      EXPECT_EQ(bf16_plan(f, 2, big, 4096).ggml_gemv_var, 8192);
+      EXPECT_NE(bf16_plan(f, 2, small, 4096).ggml_gemv_var, 8192);
+      EXPECT_NE(bf16_plan(f, 3, big, 4096).ggml_gemv_var, 8192);
+      run_case({f, 1, big, 4096, DType::kBF16, DType::kBF16, true});
+      EXPECT_EQ(gemm::lin::last_ggml_gemv_launch().warps, w);
+      EXPECT_EQ(gemm::lin::last_ggml_gemv_launch().grid_x, static_cast<unsigned>(sms));
+      run_case({f, 2, big, 4096, DType::kBF16, DType::kBF16, false});
+      EXPECT_EQ(gemm::lin::last_ggml_gemv_launch().warps, 16);
+      ScopedEnv ei("B12X_GGML_GEMV_IMMA", "0");
+      EXPECT_NE(bf16_plan(f, 1, big, 4096).ggml_gemv_var, 8192);
+    }
+  }
+  // Below: the BF16 GEMV's defaults (sessions 13-19).
+  ScopedEnv ei("B12X_GGML_GEMV_IMMA", "0");
   for (LinearFormat f : kGgmlFormats) {
     const int ac = f == LinearFormat::kIq2Xxs ? 1600 : 576;  // session 17's M = 1 variants
     EXPECT_GT(bf16_plan(f, 1, 4096, 4096).ggml_gemv, 0);
@@ -4434,13 +4463,13 @@ void widen_blocks(Acts& a, int sh) {
 
 TEST(GemmGpu, GgmlGemvImma) {
   B12X_REQUIRE_GPU();
-  // Session 25: IQ2 at M <= 2 on integer MMA (B12X_GGML_GEMV_VAR=8192): activations split into
-  // int8 pieces per 32-K block (exact within 2^12 of the block's largest BF16 value, else < 2^-20
-  // of it lost per element). 16 warps; one wave (default CTAs) and CTAs of
-  // several tiles whose warps' ranges cross tile starts (CTAS 2 / 5 over 13 tiles, K = 2304), N
-  // off the tile, bias, BF16 / FP16, graph replay with new activations; blocks with one element
-  // 2^12 (exact) and 2^20 (BF16: the small ones rounded) above the rest; M = 2 and M = 1 on a
-  // plan for 2 tokens; the round-94 probes.
+  // Session 25: IQ2 at M <= 2 on integer MMA (B12X_GGML_GEMV_VAR=8192; BF16 activations):
+  // activations split into int8 pieces per 32-K block (exact within 2^12 of the block's largest
+  // BF16 value, else < 2^-20 of it lost per element). 16 warps (IQ2_XS also 24, its default);
+  // one wave (default CTAs) and CTAs of several tiles whose warps' ranges cross tile starts (CTAS
+  // 2 / 5 over 13 tiles, K = 2304), N off the tile, bias, FP16 output, graph replay with new
+  // activations; blocks with one element 2^12 (exact) and 2^20 (the small ones rounded) above the
+  // rest; M = 2 and M = 1 on a plan for 2 tokens. FP16 activations: no kernel (the BF16 GEMV).
   ScopedEnv e("B12X_GGML_GEMV", "1"), ev("B12X_GGML_GEMV_VAR", "8192");
   EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xxs, 1, 4096, 4096).ggml_gemv_var, 8192);
   EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xxs, 1, 4096, 4096).ggml_gemv_warps, 16);
@@ -4450,43 +4479,33 @@ TEST(GemmGpu, GgmlGemvImma) {
   EXPECT_EQ(bf16_plan(LinearFormat::kQ8_0, 1, 4096, 4096).ggml_gemv_var, 0);
   const auto wide12 = [](Acts& a) { widen_blocks(a, 12); };
   const auto wide20 = [](Acts& a) { widen_blocks(a, 20); };
-  for (LinearFormat f : {LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs}) {
-    run_case({f, 1, 200, 2304, DType::kBF16, DType::kBF16, true});
-    run_case({f, 1, 40, 1024, DType::kFP16, DType::kFP16, false});
-    for (const char* ctas : {"2", "5"}) {
-      ScopedEnv ec("B12X_GGML_GEMV_CTAS", ctas);
-      run_case({f, 1, 200, 2304, DType::kBF16, DType::kBF16, ctas[0] == '2'});
-      run_case({f, 1, 200, 2304, DType::kFP16, DType::kBF16, ctas[0] != '2'},
-               /*graph_replay=*/true);
+  for (LinearFormat f : {LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs})
+    for (const char* w : {"16", "24"}) {
+      if (f == LinearFormat::kIq2Xxs && w[0] == '2') continue;
+      ScopedEnv ew("B12X_GGML_GEMV_WARPS", w);
+      EXPECT_EQ(bf16_plan(f, 1, 4096, 4096).ggml_gemv_warps, std::atoi(w));
+      run_case({f, 1, 200, 2304, DType::kBF16, DType::kBF16, true});
+      EXPECT_EQ(gemm::lin::last_ggml_gemv_launch().warps, std::atoi(w));
+      run_case({f, 1, 40, 1024, DType::kBF16, DType::kFP16, false});
+      for (const char* ctas : {"2", "5"}) {
+        ScopedEnv ec("B12X_GGML_GEMV_CTAS", ctas);
+        run_case({f, 1, 200, 2304, DType::kBF16, DType::kBF16, ctas[0] == '2'},
+                 /*graph_replay=*/ctas[0] == '5');
+      }
+      run_case({f, 1, 72, 4096, DType::kBF16, DType::kBF16, false}, /*graph_replay=*/true);
+      run_case({f, 1, 200, 2304, DType::kBF16, DType::kBF16, false}, false, nullptr, wide12);
+      run_case({f, 1, 200, 2304, DType::kBF16, DType::kBF16, true}, false, nullptr, wide20);
+      if (w[0] == '2') continue;
+      // M = 2 (three piece sets; 16 warps), and M = 1 on a plan for 2 tokens.
+      run_case({f, 2, 200, 2304, DType::kBF16, DType::kBF16, true});
+      run_case({f, 2, 40, 1024, DType::kBF16, DType::kFP16, false}, /*graph_replay=*/true);
+      run_case({f, 2, 200, 2304, DType::kBF16, DType::kBF16, false}, false, nullptr, wide12);
+      run_case({f, 1, 72, 2304, DType::kBF16, DType::kBF16, false, false, gemm::Regime::kAuto, 2});
+      ScopedEnv ec("B12X_GGML_GEMV_CTAS", "5");
+      run_case({f, 2, 200, 2304, DType::kBF16, DType::kBF16, true}, /*graph_replay=*/true);
     }
-    run_case({f, 1, 72, 4096, DType::kBF16, DType::kBF16, false}, /*graph_replay=*/true);
-    run_case({f, 1, 200, 2304, DType::kBF16, DType::kBF16, false}, false, nullptr, wide12);
-    run_case({f, 1, 200, 2304, DType::kFP16, DType::kBF16, false}, false, nullptr, wide12);
-    run_case({f, 1, 200, 2304, DType::kBF16, DType::kBF16, true}, false, nullptr, wide20);
-    // M = 2 (three piece sets; 16 warps), and M = 1 on a plan for 2 tokens.
-    run_case({f, 2, 200, 2304, DType::kBF16, DType::kBF16, true});
-    run_case({f, 2, 40, 1024, DType::kFP16, DType::kFP16, false}, /*graph_replay=*/true);
-    run_case({f, 2, 200, 2304, DType::kBF16, DType::kBF16, false}, false, nullptr, wide12);
-    run_case({f, 1, 72, 2304, DType::kBF16, DType::kBF16, false, false, gemm::Regime::kAuto, 2});
-    ScopedEnv ec("B12X_GGML_GEMV_CTAS", "5");
-    run_case({f, 2, 200, 2304, DType::kFP16, DType::kBF16, true}, /*graph_replay=*/true);
-  }
-  // Round-94 probes (BF16, M = 1): 20 / 24 / 32 warps (IQ2_XS 24), + 64 two MMA chains per
-  // piece set (16 / 24 warps).
-  for (const char* var : {"8192", "8256"})
-    for (const char* w : {"16", "20", "24", "32"}) {
-      ScopedEnv ev1("B12X_GGML_GEMV_VAR", var), ew("B12X_GGML_GEMV_WARPS", w);
-      const bool split = var[2] == '5';
-      if (split && (w[0] == '2' && w[1] == '0')) continue;
-      if (split && w[0] == '3') continue;
-      if (!split && w[0] == '1') continue;
-      EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xxs, 1, 4096, 4096).ggml_gemv_warps, std::atoi(w));
-      run_case({LinearFormat::kIq2Xxs, 1, 200, 2304, DType::kBF16, DType::kBF16, true});
-      ScopedEnv ec("B12X_GGML_GEMV_CTAS", "2");
-      run_case({LinearFormat::kIq2Xxs, 1, 200, 2304, DType::kBF16, DType::kBF16, false});
-      if (!split && w[0] == '2' && w[1] == '4')
-        run_case({LinearFormat::kIq2Xs, 1, 200, 2304, DType::kBF16, DType::kBF16, true});
-    }
+  // FP16 activations: the BF16 GEMV (no integer-MMA kernel).
+  run_case({LinearFormat::kIq2Xxs, 1, 72, 1024, DType::kFP16, DType::kFP16, false});
 }
 
 TEST(GemmGpuSanitize, GgmlGemvVariants) {

@@ -221,10 +221,8 @@ __device__ __forceinline__ void split4(const uint32_t R[4], uint32_t& aw, uint32
 /// 1, IQ2_XXS / IQ2_XS, K % 256 == 0, 16-byte aligned activations, no K split (p.split == 1).
 /// kM = M tokens (1, 2): at M = 2
 /// three piece sets per group, columns (2t, 2t + 1) token 0's pieces a, b, token 1's, and both
-/// tokens' c (lanes g = 2t + m: token m). kSplit (IQ2_XXS): each piece set's four MMAs of a half
-/// batch in two accumulator chains (groups 0, 2 and 1, 3) added before the conversion, so that no
-/// MMA waits on its predecessor's result more than once per half batch.
-template <WFmt F, class T, int kW, int kM = 1, bool kSplit = false>
+/// tokens' c (lanes g = 2t + m: token m).
+template <WFmt F, class T, int kW, int kM = 1>
 __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const LinearParams p) {
   using namespace imma;
   constexpr int kThr = 32 * kW;
@@ -399,9 +397,8 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
       for (int m = 0; m < kM; ++m) ps[m] = pscale[m * atoms + A0 + t];
       const uint4 wv = cur.w[h];
       // IQ2_XS: groups 0-1 (K 0-15) and 2-3 (16-31) of an atom carry their own sub-scales: two
-      // chains per piece set ([1]: groups 2-3); kSplit (IQ2_XXS): chains q & 1.
-      constexpr int kCh = kXs || kSplit ? 2 : 1;
-      int cs[kSets][kCh][4] = {};
+      // chains per piece set ([1]: groups 2-3).
+      int cs[kSets][kXs ? 2 : 1][4] = {};
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
         // Slot words: row g groups 0|1, 2|3, row g + 8 groups 0|1, 2|3.
@@ -414,7 +411,7 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
           entry_s8<F, false>(wg, clsw, tab0, slo, shi, a[0], a[2]);
           entry_s8<F, false>(w8, clsw, tab0, slo, shi, a[1], a[3]);
         }
-        const int ch = kXs ? q >> 1 : kSplit ? q & 1 : 0;
+        const int ch = kXs ? q >> 1 : 0;
 #pragma unroll
         for (int k = 0; k < kSets; ++k) {
           const uint4 x = xv[k][q >> 1];
@@ -424,12 +421,6 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
       // Lane (g, t): atom 4h + t's pieces a, b of token m (cs[m][.][0], [1]; row g + 8: [2],
       // [3]) and c (cs[kM][.][m], row g + 8 [2 + m]); its sub-scale(s) (IQ2_XXS: nibble 4h + t of
       // the row's word; IQ2_XS: byte t of word h, low nibble K 0-15, high 16-31).
-      if constexpr (kSplit && !kXs) {
-#pragma unroll
-        for (int k = 0; k < kSets; ++k)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) cs[k][0][i] += cs[k][1][i];
-      }
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
 #pragma unroll
