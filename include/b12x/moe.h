@@ -97,11 +97,10 @@ struct WeightsPlan {
   /// (or empty) the source tensors afterwards. Always true in this implementation.
   bool discards_source_parameters = true;
   int64_t prepared_bytes = 0;  ///< device bytes of the prepared storage
-  /// FP4 block scales stored in 32-row chunk tiles (default; B12X_MOE_SCALE_TILED=0 / 1, read by
-  /// plan_weights).
+  /// FP4 block scales stored in 32-row chunk tiles (plan_weights: always for FP4 weights, never
+  /// for GGML; plan() rejects an FP4 plan without them).
   bool scales_tiled = true;
-  /// FP4 codes stored in 32-row chunk tiles (default; B12X_MOE_VALUE_TILED=0 / 1, read by
-  /// plan_weights).
+  /// FP4 codes stored in 32-row chunk tiles (as scales_tiled).
   bool values_tiled = true;
   std::string describe() const;
 };
@@ -180,8 +179,6 @@ struct DecodeKnobs {
   int fc2_kil = -1;    ///< B12X_MOE_FC2_KIL 0|1: FC2 warps take every kW-th chunk (-1: rule)
   int fc2_rows = 0;    ///< B12X_MOE_FC2_ROWS 16|32: output rows per FC2 CTA (0: rule, 2-8 tokens)
   int fc2_dsmem = 1;   ///< B12X_MOE_FC2_CLUSTER 0|1|2: FC2 split 2 (1) / any (2) as a cluster
-  int refill = 1;      ///< B12X_MOE_REFILL 0..3: chunk-tile refills (0 none, 2 FC1, 3 FC2 only)
-  int fc1_items = 0;   ///< B12X_MOE_FC1_ITEMS 0|1: one-wave (row block, tile) items (probe)
 };
 
 /// @brief Runtime capacities.

@@ -340,25 +340,13 @@ WeightsPlan plan_weights(const WeightsPlanArgs& args) {
   p.gated = args.activation != Activation::kRelu2;
   p.w1_rows = p.gated ? 2 * args.intermediate_size : args.intermediate_size;
   p.discards_source_parameters = true;
-  // B12X_MOE_SCALE_TILED / B12X_MOE_VALUE_TILED=0 / 1 (measurement knobs, read here: the
-  // layout is fixed by prepare_weights): FP4 block scales / codes in 32-row chunk tiles
-  // (WeightView). GGML weights keep their per-row layout (the knobs are ignored).
+  // FP4 block scales and codes in 32-row chunk tiles (WeightView; sessions 14 / 15 measured them
+  // against row-major, session 25 removed the row-major measurement knobs B12X_MOE_SCALE_TILED /
+  // B12X_MOE_VALUE_TILED with the decode stream's stride-general BF16 refills). GGML weights
+  // keep their per-row layout.
   const bool fp4 = args.source_format != SourceFormat::kGgml;
-  auto layout_knob = [fp4](const char* name, bool def) {
-    const char* v = std::getenv(name);
-    if (v == nullptr || *v == 0) return fp4 && def;
-    if (!fp4) {
-      log_message(1, std::string("fused_moe.plan_weights: ") + name + "=" + v +
-                         " is ignored: GGML weights have no FP4 chunk tiles");
-      return false;
-    }
-    if (std::strcmp(v, "0") == 0 || std::strcmp(v, "1") == 0) return *v == '1';
-    log_message(1, std::string("fused_moe.plan_weights: ") + name + "=" + v +
-                       " is not supported (supported: 0, 1); the default is used");
-    return def;
-  };
-  p.scales_tiled = layout_knob("B12X_MOE_SCALE_TILED", detail::kScalesTiledDefault);
-  p.values_tiled = layout_knob("B12X_MOE_VALUE_TILED", detail::kValuesTiledDefault);
+  p.scales_tiled = fp4;
+  p.values_tiled = fp4;
   p.prepared_bytes = layout_of(p).bytes;
   return p;
 }
@@ -646,8 +634,6 @@ DecodeKnobs read_decode_knobs(bool stream, int aquant) {
   knob(k.fc2_kil, "B12X_MOE_FC2_KIL", {0, 1}, "0, 1", not_stream);
   knob(k.fc2_rows, "B12X_MOE_FC2_ROWS", {16, 32}, "16, 32", not_stream);
   knob(k.fc2_dsmem, "B12X_MOE_FC2_CLUSTER", {0, 1, 2}, "0, 1, 2", not_stream);
-  knob(k.refill, "B12X_MOE_REFILL", {0, 1, 2, 3}, "0, 1, 2, 3", not_stream);
-  knob(k.fc1_items, "B12X_MOE_FC1_ITEMS", {0, 1}, "0, 1", not_stream);
   return k;
 }
 }  // namespace detail
@@ -753,6 +739,13 @@ Plan plan(const Caps& caps) {
   const WeightsPlan& w = *caps.weight_plan;
   const std::string why = weights_support_reason(w.args);
   B12X_CHECK_ARG(why.empty(), kOp, ".plan: ", why);
+  // The decode stream's BF16 refills take the chunk tiles' constant strides (plan_weights always
+  // tiles FP4 weights).
+  const bool fp4w = w.args.source_format != SourceFormat::kGgml;
+  B12X_CHECK_ARG(!fp4w || (w.scales_tiled && w.values_tiled), kOp,
+                 ".plan: caps.weight_plan scales_tiled=", w.scales_tiled,
+                 " values_tiled=", w.values_tiled,
+                 " (supported: both true for FP4 weights, as plan_weights makes them)");
   B12X_CHECK_ARG(caps.max_tokens >= 1 && caps.max_tokens <= (1 << 24), kOp,
                  ".plan: max_tokens=", caps.max_tokens, " outside [1, 2^24]");
   B12X_CHECK_ARG(caps.num_topk >= 1 && caps.num_topk <= 64, kOp, ".plan: num_topk=", caps.num_topk,
@@ -898,12 +891,6 @@ Plan plan(const Caps& caps) {
       for (int s = 2, n = 0; s <= 4; ++s)
         if ((p.fc2_cluster_fit >> s) & 1) sig << (n++ ? "," : "") << s;
     }
-    // The chunk-tile refill instances (default since round 93; launch_gemms takes them for BF16
-    // operands with tiled UE4M3 weights): named where a knob chose otherwise.
-    if (stream && p.knobs.refill != 1) sig << " refill_tiled" << p.knobs.refill;
-    // Probe: the last-warp FC1 as one wave of (row block, tile) items (with the refill probe's
-    // instances: REFILL=1 or 2).
-    if (stream && p.knobs.fc1_items != 0) sig << " fc1_items";
     if (caps.apply_router_weight_on_input) sig << " weight_on_input";
     std::ostringstream shape;
     shape << "E=" << E << " H=" << H << " I=" << I << " max_tokens=" << caps.max_tokens

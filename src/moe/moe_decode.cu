@@ -39,10 +39,9 @@ Fc2Shape fc2_shape(const DecodeArgs& a, const DecodeKnobs& k, bool deep, int row
 }
 
 template <typename OpT, bool kFold, int kSK, int kRC, int kWM, int kG,
-          int kNW = DecodeCfg::kFc1Warps, bool kBal = false, bool kLast = false, bool kTR = false,
-          bool kIt = false>
+          int kNW = DecodeCfg::kFc1Warps, bool kBal = false, bool kLast = false, bool kTR = false>
 void launch_fc1(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, bool pdl) {
-  auto* k = dev::moe_decode_fc1_kernel<OpT, kFold, kSK, kWM, kG, kNW, kBal, kRC, kLast, kTR, kIt>;
+  auto* k = dev::moe_decode_fc1_kernel<OpT, kFold, kSK, kWM, kG, kNW, kBal, kRC, kLast, kTR>;
   constexpr int kSmem = DecodeCfg::fc1_smem(kNW);
   // Above 48 KB of dynamic shared memory needs the opt-in (once per device and kernel); three
   // CTAs (3 x ~69 KB) per SM only with the whole unified L1 given to shared memory.
@@ -50,22 +49,15 @@ void launch_fc1(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, bool 
   const int row_blocks = a.w1.rows_pad / (32 * kWM);
   int y = decode_fc1_tile_groups(kn, a.routes, row_blocks, a.sm_count, fc1_ctas_per_sm(kNW));
   if constexpr (kLast) y = decode_fc1_fine_groups(kn, a.routes, a.w1.K_pad / 128, y);
-  dim3 grid(static_cast<unsigned>(row_blocks), static_cast<unsigned>(y));
-  if constexpr (kIt) {  // one wave of CTAs taking (row block, tile) items (tiles <= routes)
-    const int64_t slots = int64_t{fc1_ctas_per_sm(kNW)} * std::max(a.sm_count, 1);
-    grid = dim3(static_cast<unsigned>(std::min<int64_t>(slots, int64_t{row_blocks} * a.routes)), 1);
-  }
+  const dim3 grid(static_cast<unsigned>(row_blocks), static_cast<unsigned>(y));
   launch_k(k, grid, dim3(32 * kNW), kSmem, stream, pdl, a);
   B12X_CUDA_CHECK_LAUNCH();
 }
 
 // The FC2 cluster size of the last launch (1: none); tests read it (decode_last_fc2_cluster).
 std::atomic<int> g_last_fc2_cluster{1};
-// Whether the last launch took the chunk-tile refill instances (probe; decode_last_refill).
-std::atomic<int> g_last_refill{0};
-
 // The prepared layout WarpStage::issue<true> assumes: codes and UE4M3 scales in 32-row chunk
-// tiles (WeightsPlan::values_tiled / scales_tiled, the defaults).
+// tiles (WeightsPlan::values_tiled / scales_tiled: always for FP4 weights).
 bool refill_tiled(const WeightView& w) {
   return w.scale_kind == 0 && w.values_row_stride == 64 && w.values_k_stride == 2048 &&
          w.scales_row_stride == 8 && w.scales_k_stride == 256;
@@ -116,15 +108,15 @@ void launch_gemms(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, boo
   if constexpr (!kBf16)
     B12X_ASSERT(!mx && a.fc1_wm == 1, "decode stream: FP16 operands are A16-only");
   constexpr bool kWide = kRC != kMaxInlineRoutes;
-  // DecodeKnobs::refill (default 1 since round 93: 0.980-0.996x on 29 of the 32 M <= 8 rows,
-  // DeepSeek-TP4 nvfp4 M = 4 1.009x): the chunk-tile refills with constant strides (kTR instances:
-  // BF16 operands, UE4M3 scales, narrow routing, both operands chunk-tiled; the default kernels'
-  // code is unchanged).
-  constexpr bool kTRok = kBf16 && kSK == 0 && !kWide;
-  // refill 1: both GEMMs, 2: FC1 only, 3: FC2 only.
-  const bool tr = kTRok && kn.refill != 0 && refill_tiled(a.w1) && refill_tiled(a.w2);
-  const bool tr1 = tr && kn.refill != 3, tr2 = tr && kn.refill != 2;
-  g_last_refill.store(tr ? 1 : 0, std::memory_order_relaxed);
+  // BF16 operands with UE4M3 scales, narrow routing (kTR): the ring refills take the chunk tiles'
+  // constant strides (session 25, round 93: 0.980-0.996x on 29 of the 32 M <= 8 rows, DeepSeek-TP4
+  // nvfp4 M = 4 1.009x; round 94: the stride-general refills 1.002-1.041x against them on 16 of
+  // 19 rows, Qwen3-30B nvfp4 M = 8 0.999x, DeepSeek-TP4 M = 4 nvfp4 / w4a16 0.981 / 0.990x). The
+  // other operand and scale kinds keep the stride-general refills.
+  constexpr bool kTR = kBf16 && kSK == 0 && !kWide;
+  if constexpr (kTR)
+    B12X_ASSERT(refill_tiled(a.w1) && refill_tiled(a.w2),
+                "decode stream: FP4 weights not in 32-row chunk tiles");
   if constexpr (kWide) {
     if (a.fc1_bal != 0)
       launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1Warps, true>(a, kn, stream, pdl1);
@@ -140,43 +132,27 @@ void launch_gemms(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, boo
     launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1Warps, true>(a, kn, stream, pdl1);
   } else if (kBf16 && a.fc1_wm == 2) {
     launch_fc1<OpT, kFold, kSK, kRC, kBf16 ? 2 : 1, 1>(a, kn, stream, pdl1);
-  } else if (kTRok && tr1) {  // the three shapes below with the chunk-tile refills
-    if (a.fc1_warps == DecodeCfg::kFc1WideWarps)
-      launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1WideWarps, false, false, kTRok>(
-          a, kn, stream, pdl1);
-    else if (a.fc1_groups == 2 && kn.fc1_items != 0)  // probe B12X_MOE_FC1_ITEMS
-      launch_fc1<OpT, kFold, kSK, kRC, 1, 2, DecodeCfg::kFc1Warps, false, true, kTRok, kTRok>(
-          a, kn, stream, pdl1);
-    else if (a.fc1_groups == 2)
-      launch_fc1<OpT, kFold, kSK, kRC, 1, 2, DecodeCfg::kFc1Warps, false, true, kTRok>(
-          a, kn, stream, pdl1);
-    else
-      launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1Warps, false, false, kTRok>(
-          a, kn, stream, pdl1);
   } else if (a.fc1_warps == DecodeCfg::kFc1WideWarps) {
-    launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1WideWarps>(a, kn, stream, pdl1);
+    launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1WideWarps, false, false, kTR>(
+        a, kn, stream, pdl1);
   } else if (a.fc1_groups == 2) {  // decode_fc1_last: always the last-warp tile ends here
-    launch_fc1<OpT, kFold, kSK, kRC, 1, 2, DecodeCfg::kFc1Warps, false, true>(a, kn, stream, pdl1);
+    launch_fc1<OpT, kFold, kSK, kRC, 1, 2, DecodeCfg::kFc1Warps, false, true, kTR>(a, kn, stream,
+                                                                                   pdl1);
   } else {
-    launch_fc1<OpT, kFold, kSK, kRC, 1, 1>(a, kn, stream, pdl1);
+    launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1Warps, false, false, kTR>(a, kn, stream,
+                                                                                    pdl1);
   }
   if constexpr (!kWide) {
     if (a.fc2_rows == 32) {  // decode_fc2_rows: <= kFc2Rows32MaxTokens tokens, narrow routing
       // 3 stages (2 CTAs per SM; H200 round 45, Qwen3.5-TP4 nvfp4 M = 8 210.6 -> 204.5 us
       // against 2 stages at 3 CTAs per SM, 80 registers); B12X_MOE_FC2_STAGES=2 the 2-stage CTA.
       // K-interleaved warps (decode_fc2_kil) in the 3-stage CTA only.
-      if (kTRok && tr2 && a.fc2_stages32 == 2)
-        launch_fc2<OpT, kFold, kSK, kRC, 8, 2, 32, false, kTRok>(a, stream, pdl);
-      else if (kTRok && tr2 && a.fc2_kil != 0)
-        launch_fc2<OpT, kFold, kSK, kRC, 8, 3, 32, true, kTRok>(a, stream, pdl);
-      else if (kTRok && tr2)
-        launch_fc2<OpT, kFold, kSK, kRC, 8, 3, 32, false, kTRok>(a, stream, pdl);
-      else if (a.fc2_stages32 == 2)  // decode_fc2_stages32
-        launch_fc2<OpT, kFold, kSK, kRC, 8, 2, 32>(a, stream, pdl);
+      if (a.fc2_stages32 == 2)  // decode_fc2_stages32
+        launch_fc2<OpT, kFold, kSK, kRC, 8, 2, 32, false, kTR>(a, stream, pdl);
       else if (a.fc2_kil != 0)
-        launch_fc2<OpT, kFold, kSK, kRC, 8, 3, 32, true>(a, stream, pdl);
+        launch_fc2<OpT, kFold, kSK, kRC, 8, 3, 32, true, kTR>(a, stream, pdl);
       else
-        launch_fc2<OpT, kFold, kSK, kRC, 8, 3, 32>(a, stream, pdl);
+        launch_fc2<OpT, kFold, kSK, kRC, 8, 3, 32, false, kTR>(a, stream, pdl);
       return;
     }
   }
@@ -216,11 +192,13 @@ void launch_gemms_rc(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, 
 template <typename OpT, bool kFold, int kSK>
 bool fc2_cluster_fits(int split) {
   constexpr int kRC = kMaxInlineRoutes;
-  const void* fns[] = {
-      reinterpret_cast<const void*>(dev::moe_decode_fc2_kernel<OpT, kFold, kSK, 8, 2, kRC, 32>),
-      reinterpret_cast<const void*>(dev::moe_decode_fc2_kernel<OpT, kFold, kSK, 8, 3, kRC, 32>),
-      reinterpret_cast<const void*>(
-          dev::moe_decode_fc2_kernel<OpT, kFold, kSK, 8, 3, kRC, 32, true>)};
+  constexpr bool kTR = std::is_same_v<OpT, __nv_bfloat16> && kSK == 0;  // launch_gemms' instances
+  const void* fns[] = {reinterpret_cast<const void*>(
+                           dev::moe_decode_fc2_kernel<OpT, kFold, kSK, 8, 2, kRC, 32, false, kTR>),
+                       reinterpret_cast<const void*>(
+                           dev::moe_decode_fc2_kernel<OpT, kFold, kSK, 8, 3, kRC, 32, false, kTR>),
+                       reinterpret_cast<const void*>(
+                           dev::moe_decode_fc2_kernel<OpT, kFold, kSK, 8, 3, kRC, 32, true, kTR>)};
   const int stages[] = {2, 3, 3};
   for (int i = 0; i < 3; ++i) {
     const int smem = DecodeCfg::fc2_smem(8, stages[i], DecodeCfg::kFc2Rows32MaxTokens, 32);
@@ -259,9 +237,6 @@ int decode_fc2_cluster_fit(int device, int scale_kind, int max_split) {
 
 int decode_last_fc2_cluster() {
   return g_last_fc2_cluster.load(std::memory_order_relaxed);
-}
-int decode_last_refill() {
-  return g_last_refill.load(std::memory_order_relaxed);
 }
 int decode_fc1_smem_bytes() {
   return DecodeCfg::fc1_smem(DecodeCfg::kFc1WideWarps);  // the larger of the two variants

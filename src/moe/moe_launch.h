@@ -22,16 +22,15 @@ inline constexpr int kCfgTokens[2] = {8, 64};  // tokens per CTA tile
 inline constexpr int kPrepRowAlign = 128;      // prepared rows are padded to this
 inline constexpr int kPrepKAlign = 128;        // prepared K is padded to this
 inline constexpr int kMaxExperts = 4096;       // routing keeps per-expert counters in smem
-// WeightsPlan::scales_tiled: H200 round 51, row-major -> chunk-tiled scales, us: MiniMax nvfp4
-// M = 1 / 2 / 4 / 8 62.7 / 106.1 / 190.8 / 323.8 -> 59.0 / 101.6 / 180.7 / 309.2, Qwen3.5-TP4
-// 42.2 / 69.8 / 115.2 / 204.5 -> 41.0 / 67.6 / 112.3 / 199.7; all 24 M <= 8 rows 1.4-5.9 % faster.
-inline constexpr bool kScalesTiledDefault = true;
-// WeightsPlan::values_tiled: H200 round 55 (session 15), row-major -> chunk-tiled codes (the
-// scales tiled in both), us: MiniMax nvfp4 M = 1 / 2 / 4 / 8 58.2 / 100.7 / 178.1 / 309.9 ->
-// 54.8 / 95.1 / 171.6 / 300.6, Qwen3.5-TP4 40.9 / 69.0 / 115.9 / 204.4 -> 38.0 / 64.6 / 107.6 /
-// 184.3; 15 M <= 8 rows 0.880-0.972x (session 14's round 52 had not measured them: its probe
-// built the variant's experts with the default layout).
-inline constexpr bool kValuesTiledDefault = true;
+// FP4 weights are prepared in 32-row chunk tiles (WeightsPlan::scales_tiled / values_tiled,
+// always; session 25 removed the row-major layout): H200 round 51, row-major -> chunk-tiled
+// scales, us: MiniMax nvfp4 M = 1 / 2 / 4 / 8 62.7 / 106.1 / 190.8 / 323.8 -> 59.0 / 101.6 /
+// 180.7 / 309.2, Qwen3.5-TP4 42.2 / 69.8 / 115.2 / 204.5 -> 41.0 / 67.6 / 112.3 / 199.7; all 24
+// M <= 8 rows 1.4-5.9 % faster. Round 55 (session 15), row-major -> chunk-tiled codes (the scales
+// tiled in both), us: MiniMax nvfp4 M = 1 / 2 / 4 / 8 58.2 / 100.7 / 178.1 / 309.9 -> 54.8 /
+// 95.1 / 171.6 / 300.6, Qwen3.5-TP4 40.9 / 69.0 / 115.9 / 204.4 -> 38.0 / 64.6 / 107.6 / 184.3;
+// 15 M <= 8 rows 0.880-0.972x. Round 93 (session 25): the BF16 decode-stream refills with the
+// tiles' constant strides (WarpStage::issue<true>) 0.980-0.996x on 29 of the 32 M <= 8 rows.
 
 /// Prepared per-expert layout of one GEMM operand (FC1 or FC2).
 struct WeightView {

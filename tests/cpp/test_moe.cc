@@ -595,46 +595,39 @@ TEST(Moe, DecodeKnobsAreReadByPlan) {
       moe::detail::decode_fc2_cluster(cl2, 2, 9, 16, kFitAll));  // 16-row FC2: the partials
 }
 
-TEST(Moe, ChunkTilesKnobsAndOffsets) {
-  // B12X_MOE_SCALE_TILED / B12X_MOE_VALUE_TILED are read by plan_weights (the prepared layout is
-  // fixed by prepare_weights): 0 / 1 taken, anything else logged and the default kept; the
-  // chunk-tiled layout has the row-major layout's bytes.
+TEST(Moe, ChunkTilesAndOffsets) {
+  // plan_weights prepares FP4 weights in 32-row chunk tiles, always (session 25 removed the
+  // row-major measurement knobs B12X_MOE_SCALE_TILED / B12X_MOE_VALUE_TILED), GGML weights never;
+  // plan() refuses an FP4 weight plan without them (the decode stream's BF16 refills take the
+  // tiles' constant strides).
   moe::WeightsPlanArgs wa;
   wa.quant_mode = QuantMode::kNvfp4;
   wa.source_format = SourceFormat::kModeloptNvfp4;
   wa.num_experts = 4;
   wa.hidden_size = 256;
   wa.intermediate_size = 96;
-  ASSERT_EQ(setenv("B12X_MOE_SCALE_TILED", "0", 1), 0);
-  const moe::WeightsPlan p0 = moe::plan_weights(wa);
-  ASSERT_EQ(setenv("B12X_MOE_SCALE_TILED", "1", 1), 0);
-  const moe::WeightsPlan p1 = moe::plan_weights(wa);
-  ASSERT_EQ(setenv("B12X_MOE_SCALE_TILED", "2", 1), 0);
-  ASSERT_EQ(setenv("B12X_MOE_VALUE_TILED", "1", 1), 0);
-  const moe::WeightsPlan p2 = moe::plan_weights(wa);
-  unsetenv("B12X_MOE_SCALE_TILED");
-  unsetenv("B12X_MOE_VALUE_TILED");
-  EXPECT_FALSE(p0.scales_tiled);
-  EXPECT_TRUE(p1.scales_tiled);
-  EXPECT_EQ(p2.scales_tiled, moe::detail::kScalesTiledDefault);
-  EXPECT_TRUE(p2.values_tiled);
-  EXPECT_EQ(p0.values_tiled, moe::detail::kValuesTiledDefault);
-  EXPECT_NE(p2.describe().find("values_tiled"), std::string::npos);
-  EXPECT_EQ(p0.prepared_bytes, p1.prepared_bytes);
-  EXPECT_NE(p1.describe().find("scales_tiled"), std::string::npos);
-  // GGML weights have no FP4 chunk tiles: never tiled, whatever the knobs.
+  const moe::WeightsPlan p = moe::plan_weights(wa);
+  EXPECT_TRUE(p.scales_tiled);
+  EXPECT_TRUE(p.values_tiled);
+  EXPECT_NE(p.describe().find("scales_tiled, values_tiled"), std::string::npos);
+  moe::WeightsPlan bad = p;
+  bad.values_tiled = false;
+  moe::Caps caps;
+  caps.max_tokens = 4;
+  caps.num_topk = 2;
+  caps.weight_plan = &bad;
+  try {
+    (void)moe::plan(caps);
+    ADD_FAILURE() << "an untiled FP4 weight plan was accepted";
+  } catch (const b12x::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("values_tiled=0"), std::string::npos) << e.what();
+  }
   moe::WeightsPlanArgs wg = wa;
   wg.quant_mode = QuantMode::kGgmlA16;
   wg.source_format = SourceFormat::kGgml;
-  ASSERT_EQ(setenv("B12X_MOE_SCALE_TILED", "1", 1), 0);
-  ASSERT_EQ(setenv("B12X_MOE_VALUE_TILED", "1", 1), 0);
   const moe::WeightsPlan pg = moe::plan_weights(wg);
-  unsetenv("B12X_MOE_SCALE_TILED");
-  unsetenv("B12X_MOE_VALUE_TILED");
-  const moe::WeightsPlan pg_def = moe::plan_weights(wg);
   EXPECT_FALSE(pg.scales_tiled);
   EXPECT_FALSE(pg.values_tiled);
-  EXPECT_FALSE(pg_def.values_tiled);
   EXPECT_EQ(pg.describe().find("scales_tiled"), std::string::npos);
   EXPECT_EQ(pg.describe().find("values_tiled"), std::string::npos);
   // Chunk tiles of 128 rows x 384 values (UE4M3: 3 chunks of 8 bytes per row): every (row,

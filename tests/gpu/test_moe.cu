@@ -860,7 +860,6 @@ using Knobs = std::vector<std::pair<const char*, std::string>>;
 }  // namespace
 namespace b12x::moe::detail {
 int decode_last_fc2_cluster();  // moe_decode.cu: the last FC2 launch's cluster size (1: none)
-int decode_last_refill();       // moe_decode.cu: 1 where the last launch took kTR instances
 }  // namespace b12x::moe::detail
 namespace {
 
@@ -936,101 +935,6 @@ TEST(MoeGpu, DecodeStreamFc2ClusterSum) {
     check_graph_replays(G, P, 2, "FC2 cluster captured first", Q, out);
     EXPECT_EQ(moe::detail::decode_last_fc2_cluster(), 2);
     check_against_reference(Q, G.as_float(out), 0.9999);
-  }
-}
-
-TEST(MoeGpu, DecodeStreamRefillIsBitEqual) {
-  B12X_REQUIRE_GPU();
-  // B12X_MOE_REFILL=1 (default since round 93; 0 the old refills, read by plan): the ring refills
-  // with the chunk tiles' constant strides (immediate copy offsets; BF16 operands, UE4M3 scales) in
-  // their own instances of the default narrow FC1 shapes (one group at 1 token, 12 warps at H =
-  // 7168, two last-warp groups forced by knobs) and 32-row FC2 CTAs (3 stages; K-interleaved at I =
-  // 3072; 2 stages by knob, w4a16): the same copies, so the outputs are bit-equal. Graph replay
-  // with new routes at 1 token.
-  const Fp4Variant a16{QuantMode::kW4A16, SourceFormat::kModeloptNvfp4, DType::kBF16,
-                       Activation::kSilu};
-  const std::pair<Case, Knobs> vars[] = {
-      {fp4_variant_case(kNvfp4Silu, 16, 512, 768, 1, 8, 1), {}},
-      {fp4_variant_case(kNvfp4Silu, 16, 7168, 512, 1, 8, 1), {}},
-      {fp4_variant_case(kNvfp4Silu, 64, 2048, 256, 8, 8, 1),
-       {{"B12X_MOE_FC1_KG", "2"},
-        {"B12X_MOE_FC1_GROUPS", "2"},
-        {"B12X_MOE_FC1_BAL", "0"},
-        {"B12X_MOE_FC1_WIDE", "0"}}},
-      {fp4_variant_case(kNvfp4Silu, 16, 256, 3072, 8, 4, 1), {}},
-      {fp4_variant_case(a16, 16, 2048, 768, 2, 8, 1),
-       {{"B12X_MOE_FC2_ROWS", "32"}, {"B12X_MOE_FC2_STAGES", "2"}}}};
-  for (const auto& v : vars) {
-    SCOPED_TRACE(v.first.name());
-    Problem P;
-    P.make(v.first);
-    expect_probe_bit_equal(P, v.second, {"B12X_MOE_REFILL", "0"}, "row-stride refills",
-                           &v == &vars[0]);
-    EXPECT_EQ(moe::detail::decode_last_refill(), 0);  // the old instances ran
-  }
-  // B12X_MOE_FC1_ITEMS=1 (with the refill instances): the two-group last-warp FC1 as one wave of
-  // CTAs taking (row block, tile) items; every tile is summed in the same K-warp order, so the
-  // outputs are bit-equal. Short tiles at 64 routes (groups forced) and long ones (H = 4224: 33
-  // sub-chunks) at 16 routes, where fewer items than CTAs leave some CTAs without one; graph
-  // replay with new routes.
-  const std::pair<Case, Knobs> items[] = {
-      {vars[2].first, vars[2].second},
-      {fp4_variant_case(kNvfp4Silu, 8, 4224, 256, 4, 4, 1), vars[2].second}};
-  for (const auto& v : items) {
-    SCOPED_TRACE(v.first.name() + " items");
-    Problem P;
-    P.make(v.first);
-    expect_probe_bit_equal(P, v.second, {"B12X_MOE_FC1_ITEMS", "1"}, "FC1 items", &v == &items[1]);
-    EXPECT_EQ(moe::detail::decode_last_refill(), 1);  // the default: the tiled refills
-  }
-}
-
-TEST(MoeGpu, ChunkTilesAreBitEqual) {
-  B12X_REQUIRE_GPU();
-  // FP4 block scales and / or codes stored in 32-row chunk tiles (WeightsPlan::scales_tiled /
-  // values_tiled, B12X_MOE_SCALE_TILED / B12X_MOE_VALUE_TILED read by plan_weights) against the
-  // row-major layout: the same values at other addresses, so every kernel's output is bit-equal.
-  // Decode stream: nvfp4 (UE4M3, 8-byte scale copies; FC2 16- and 32-row CTAs, whose row blocks
-  // start at 16 rows into a tile), MXFP8 on E8M0 weights (4-byte copies, two FC1 row warps), FP16
-  // w4a16 relu2 on E8M0; the grouped pipe (nvfp4, w4a16 E8M0).
-  struct Var {
-    Case c;
-    const char* rows;
-  };
-  const Fp4Variant a16{QuantMode::kW4A16, SourceFormat::kFp4E8M0K32, DType::kFP16,
-                       Activation::kRelu2};
-  const Var vars[] = {{fp4_variant_case(kNvfp4Silu, 16, 1056, 256, 6, 8, 1), nullptr},
-                      {fp4_variant_case(kNvfp4Silu, 16, 1056, 256, 4, 8, 1), "32"},
-                      {fp4_variant_case(kMxSitu, 16, 512, 384, 3, 4, 1), nullptr},
-                      {fp4_variant_case(a16, 16, 512, 256, 2, 4, 1), nullptr},
-                      {fp4_variant_case(kNvfp4Silu, 8, 512, 256, 40, 4, 0), nullptr},
-                      {fp4_variant_case(a16, 8, 512, 256, 24, 4, 0), nullptr}};
-  for (const Var& v : vars) {
-    SCOPED_TRACE(v.c.name() + " rows " + (v.rows ? v.rows : "rule"));
-    Problem P;
-    P.make(v.c);
-    std::vector<uint16_t> got[4];  // layout l: scales tiled (l & 1), codes tiled (l >> 1)
-    for (int l = 0; l < 4; ++l) {
-      ASSERT_EQ(setenv("B12X_MOE_SCALE_TILED", (l & 1) ? "1" : "0", 1), 0);
-      ASSERT_EQ(setenv("B12X_MOE_VALUE_TILED", (l >> 1) ? "1" : "0", 1), 0);
-      if (v.rows) ASSERT_EQ(setenv("B12X_MOE_FC2_ROWS", v.rows, 1), 0);
-      GpuRun G(P);  // plan_weights (prepare and plan) reads the knobs
-      unsetenv("B12X_MOE_SCALE_TILED");
-      unsetenv("B12X_MOE_VALUE_TILED");
-      unsetenv("B12X_MOE_FC2_ROWS");
-      ASSERT_TRUE(G.ok);
-      got[l] = G.run_eager();
-      ASSERT_EQ(got[l].size(), got[0].size());
-      EXPECT_EQ(std::memcmp(got[l].data(), got[0].data(), 2 * got[0].size()), 0)
-          << "chunk-tiled layout " << l << " differs from row-major";
-    }
-    if (&v == &vars[0] || &v == &vars[4]) {
-      std::vector<float> f(got[3].size());
-      for (size_t i = 0; i < f.size(); ++i)
-        f[i] = v.c.dtype == DType::kBF16 ? fmt::bf16_bits_to_float(got[3][i])
-                                         : fmt::fp16_bits_to_float(got[3][i]);
-      check_against_reference(P, f, 0.9999);
-    }
   }
 }
 

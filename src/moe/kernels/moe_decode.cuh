@@ -390,10 +390,12 @@ struct WarpStage {
   /// 8 lane. Activations: 8 steps x kT tokens x 2 halves of 16 B, copy c to + kActOff + 16 lane
   /// + 512 c, bounded by Src (session 5 rebuilt step, token, half and the row check every
   /// refill: ~75 of FC1's ~430 SASS instructions per sub-chunk were refill, now ~53).
-  /// kTR (probe B12X_MOE_REFILL=1, chunk-tiled codes and scales only): the strides are the
-  /// tiles' constants (a chunk's 32 rows: 2 KB of codes, 32 x 8 / 4 B of scales; `step` 512 B),
-  /// so the weight copies are one 64-bit address and immediate offsets instead of a runtime
-  /// stride product and one 64-bit add per copy.
+  /// kTR (the BF16-operand UE4M3 kernels of the narrow routing, session 25; FP4 weights are
+  /// always chunk-tiled): the strides are the tiles' constants (a chunk's 32 rows: 2 KB of codes,
+  /// 32 x 8 / 4 B of scales; `step` 512 B), so the weight copies are one 64-bit address and
+  /// immediate offsets instead of a runtime stride product and one 64-bit add per copy (the
+  /// last-warp FC1's refill 53 -> 41 SASS instructions; H200 round 93 0.980-0.996x on 29 of 32
+  /// M <= 8 rows).
   template <bool kTR = false>
   static __device__ __forceinline__ void issue(uint32_t sa, const Src& s, uint32_t step, int kk,
                                                int scale_kind, int sks, int vks, int lane,
@@ -727,15 +729,10 @@ __device__ __forceinline__ void group_sync(int id) {
 // range is a list of pieces (tile, K sub-chunks [ka, kb)): whole tiles in the middle, parts of
 // tiles at its ends. Every warp splits each piece's sub-chunks as it splits a whole tile; a
 // part's K sums go to fc1_part and the tile's last CTA (fc1_cnt) finishes it.
-// kTR: the chunk-tile refills of WarpStage::issue (probe B12X_MOE_REFILL, tiled layouts only).
-// kIt (probe B12X_MOE_FC1_ITEMS, the last-warp two-group FC1): a one-wave 1-D grid of gridDim.x
-// CTAs that take the (row block, tile) items c, c + gridDim.x, ... of the item list (tile-major),
-// groups round robin, instead of CTA (row block, tile group y) with tiles y, y + Y, ...: no CTA
-// restarts (routing, ring priming, first round trip) after the first wave, and the SMs' item
-// counts differ by at most one item per CTA.
+// kTR: the chunk-tile refills of WarpStage::issue (launch_gemms: BF16 operands, UE4M3 scales).
 template <typename OpT, bool kFold, int kSK, int kWM, int kG, int kNW = DecodeCfg::kFc1Warps,
           bool kBal = false, int kRC = detail::kMaxInlineRoutes, bool kLast = false,
-          bool kTR = false, bool kIt = false>
+          bool kTR = false>
 __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold ? 3 : 2) : 2)
     moe_decode_fc1_kernel(const DecodeArgs a) {
   using C = DecodeCfg;
@@ -783,15 +780,10 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
     // FC2 is complete: A16 waited above, otherwise [Q] waited before FC1 could launch.
     for (int i = tid; i < a.w2.rows_pad / C::kFc2Rows; i += kCta) a.counters[i] = 0;
   }
-  static_assert(!kIt || (kLast && kWM == 1 && !kBal), "kIt: the last-warp FC1, one row warp");
-  const int R0 = kIt ? 0 : blockIdx.x * kRows;
+  const int R0 = blockIdx.x * kRows;
   const int F0 = a.gated ? R0 / 2 : R0;
-  const int y0 = kIt ? 0 : blockIdx.y, Y = kIt ? 1 : gridDim.y;
+  const int y0 = blockIdx.y, Y = gridDim.y;
   const detail::WeightView& W = a.w1;
-  // kIt: row blocks holding features (F0 < features), items = tiles x RB.
-  const int RB =
-      kIt ? min(W.rows_pad / kRows, (a.features + (a.gated ? 15 : 31)) >> (a.gated ? 4 : 5)) : 1;
-  const int n_items = kIt ? ntiles * RB : 0;
   const int nk = W.K_pad / 128;
   // Pieces of this group: tiles grp, grp + kG, ... of the CTA's tiles y0, y0 + Y, ... (whole),
   // or (kBal) tiles t_lo..t_hi of the chunk range [c_lo, c_hi), the first from sub-chunk k_lo,
@@ -806,27 +798,16 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
   const int c_lo = kBal ? range_lo(u0) : 0, c_hi = kBal ? range_lo(u0 + 1) : 0;
   const int t_lo = c_lo / max(nk, 1), k_lo = c_lo - t_lo * nk;
   const int k_hi = c_hi - (c_hi - 1) / max(nk, 1) * nk;  // 1..nk
-  const int cx = blockIdx.x, nC = gridDim.x;
-  const int n_t = kIt                ? (cx < n_items ? (n_items - cx + nC - 1) / nC : 0)
-                  : F0 >= a.features ? 0
-                  : kBal             ? (c_hi > c_lo ? (c_hi - 1) / nk - t_lo + 1 : 0)
-                  : y0 < ntiles      ? (ntiles - y0 + Y - 1) / Y
-                                     : 0;  // my pieces
+  const int n_t = F0 >= a.features ? 0
+                  : kBal           ? (c_hi > c_lo ? (c_hi - 1) / nk - t_lo + 1 : 0)
+                  : y0 < ntiles    ? (ntiles - y0 + Y - 1) / Y
+                                   : 0;  // my pieces
   if (n_t == 0) {
     if (!wait_first) pdl_wait();  // completion of this grid implies the predecessor's
     return;
   }
   const int n_tg = kBal ? n_t : grp < n_t ? (n_t - grp + kG - 1) / kG : 0;
-  // kIt: the group's item it is cx + nC (grp + kG it), tile item / RB, row block item % RB.
-  auto item_of = [&](int it) { return cx + nC * (grp + kG * it); };
-  auto tile_index = [&](int it) {
-    if constexpr (kIt) return item_of(it) / RB;
-    return kBal ? t_lo + it : y0 + Y * (grp + kG * it);
-  };
-  auto rb_of = [&](int it) {
-    if constexpr (kIt) return item_of(it) % RB;
-    return static_cast<int>(blockIdx.x);
-  };
+  auto tile_index = [&](int it) { return kBal ? t_lo + it : y0 + Y * (grp + kG * it); };
   auto tile_of = [&](int it) { return rs.tile(tile_index(it)); };
   auto piece_ka = [&](int it) { return kBal && it == 0 ? k_lo : 0; };
   auto piece_kb = [&](int it) { return kBal && it == n_tg - 1 ? k_hi : nk; };
@@ -884,14 +865,7 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
                  ? static_cast<const uint16_t*>(a.x) + static_cast<int64_t>(rs.token(slot)) * a.x_ld
                  : a.xq + static_cast<int64_t>(rs.route(slot)) * W.K;
     }
-    const uint8_t* v = vrow;
-    const uint8_t* sc = srow;
-    if constexpr (kIt) {  // the item's row block (one row warp: its rows start at 32 rb)
-      const int64_t ri = static_cast<int64_t>(rb_of(it)) * kRows;
-      v = W.values + detail::value_row_offset(W, ri);
-      sc = W.scales + detail::scale_row_offset(W, ri);
-    }
-    return St::src(v + tl.x * W.values_expert_stride, sc + tl.x * W.scales_expert_stride,
+    return St::src(vrow + tl.x * W.values_expert_stride, srow + tl.x * W.scales_expert_stride,
                    W.values_row_stride, W.scales_row_stride, arow, lane, W.K, W.values);
   };
   const uint32_t ring_sa = smem_addr(ring);
@@ -1123,7 +1097,7 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
 #pragma unroll
         for (int q = 0; q < 4; ++q) v[q] = num::quant_value(a.aquant, qb, v[q]);
       }
-      const int f = (kIt ? (a.gated ? rb_of(it) * 16 : rb_of(it) * 32) : F0) + fl;
+      const int f = F0 + fl;
       if (col < cnt && f < a.features)
         *reinterpret_cast<uint2*>(a.inter + static_cast<int64_t>(slot0 + col) * a.features + f) =
             make_uint2(pack_op(v[0], v[1], a.inter_fp16 != 0),
