@@ -457,7 +457,7 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   const char* ev_env = std::getenv("B12X_ATTN_EARLY_VAR");
   const int ev = ev_env != nullptr ? std::atoi(ev_env) : 0;
   plan.early_var =
-      plan.early_kv && !plan.stamps && ev > 0 && ev < 4 && k->launch_early_var[ev] != nullptr ? ev
+      plan.early_kv && !plan.stamps && ev > 0 && ev < 8 && k->launch_early_var[ev] != nullptr ? ev
                                                                                               : 0;
   plan.early_cap = plan.early_cap && plan.early_kv && !plan.stamps && plan.early_var == 0 &&
                    dev.family == ArchFamily::kSm90 && k->launch_early_cap != nullptr;

@@ -594,14 +594,16 @@ __device__ __forceinline__ void prefetch_first_tiles(const PagedParams& p, int t
 /// kEarly (lean decode instances only, B12X_ATTN_EARLY_KV): with the speculative prologue, the
 /// prologue's tiles whose rows all lie below cache_seqlens - q_len (as read before the wait) are
 /// copied before the PDL wait (see the prologue below).
-/// kVar (probes of session 25, early-K/V lean instances only; B12X_ATTN_EARLY_VAR): kVarVdEarly
-/// loads the V descale before the epilogue's barriers, kVarQPrefetch prefetches the CTA's Q rows
-/// into L2 before the PDL wait.
-constexpr int kVarVdEarly = 1, kVarQPrefetch = 2;
+/// kVar (session 25, early-K/V lean instances only): kVarVdEarly loads the V descale before the
+/// epilogue's barriers, kVarQPrefetch prefetches the CTA's Q rows into L2 before the PDL wait,
+/// kVarQPrefetchSplit0 (with kVarQPrefetch) leaves that prefetch to split 0. hcvt8's early
+/// instance runs kVarVdEarly | kVarQPrefetch (round 94); other values are probes
+/// (B12X_ATTN_EARLY_VAR).
+constexpr int kVarVdEarly = 1, kVarQPrefetch = 2, kVarQPrefetchSplit0 = 4;
 template <typename T, typename Cfg, bool kLean, bool kStamp, bool kEarly, int kVar = 0>
 __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
   static_assert(!kStamp || (kLean && Cfg::kDecode), "stamps: lean decode instances");
-  static_assert(kVar == 0 || (kEarly && !kStamp), "probe variants: early-K/V lean instances");
+  static_assert(kVar == 0 || kEarly, "kVar: early-K/V lean instances");
   constexpr bool kVdEarly = (kVar & kVarVdEarly) != 0;
   static_assert(!kEarly || (kLean && Cfg::kDecode), "early K/V: lean decode instances");
   stamp<kStamp>(p, 0);
@@ -695,15 +697,18 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
       if (spec) {
         derive();
         if constexpr ((kVar & kVarQPrefetch) != 0) {
-          // Probe (kVarQPrefetch): the tile's Q rows into L2 before the wait, so that Q's loads
-          // after it hit L2 (a row the preceding kernel writes later is updated in L2, the
-          // point of coherence: the loads after the wait still see it; L1 holds no Q line yet).
+          // kVarQPrefetch: the tile's Q rows into L2 before the wait, so that Q's loads after it
+          // hit L2 (a row the preceding kernel writes later is updated in L2, the point of
+          // coherence: the loads after the wait still see it; L1 holds no Q line yet). Round 94
+          // (FP8 16/2/256): the bench's Q, last written many calls ago, came from DRAM after the
+          // wait (release -> first tile 2.05 us at B = 8).
           constexpr int kLines = kDqk * int(sizeof(T)) / 128;  // 128-byte lines per Q row
           static_assert(kLines >= 1 && kBM * kLines <= kThreads, "one prefetch per thread");
           const int r = static_cast<int>(threadIdx.x) / kLines;
           const int pr = w.tile * kBM + r;
           const int qi = div_group(p, pr);
-          if (r < kBM && qi < w.qlen) {
+          const bool mine = (kVar & kVarQPrefetchSplit0) == 0 || split == 0;
+          if (mine && r < kBM && qi < w.qlen) {
             const int h = kvh * p.group + (pr - qi * p.group);
             const T* q = static_cast<const T*>(p.q) + (int64_t)(w.q0 + qi) * p.q_st +
                          (int64_t)h * p.q_sh + (threadIdx.x % kLines) * (128 / sizeof(T));
@@ -1563,9 +1568,8 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
   }
   cp_async_wait<0>();
   stamp<kStamp>(p, 6);
-  // Probe (kVarVdEarly): the V descale's load leaves before the warp merge's
-  // barriers instead of after them, where its L2 round trip sat between the last barrier and the
-  // epilogue's stores.
+  // kVarVdEarly: the V descale's load leaves before the warp merge's barriers instead of after
+  // them, where its L2 round trip sat between the last barrier and the epilogue's stores.
   const float vdesc_early = kVdEarly ? load_scale(p.v_descale, p.vd_sb, p.vd_sh, w.b, kvh) : 1.f;
 
 #pragma unroll

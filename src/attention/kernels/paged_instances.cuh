@@ -59,9 +59,16 @@ KernelInfo make_info(const char* name) {
       k.launch_merge_stamp = &launch_merge<T, kDv, true>;
     }
     if constexpr (kWithEarly) {
-      k.func_early =
-          reinterpret_cast<const void*>(&paged_attention_kernel<T, Cfg, true, false, true>);
-      k.launch_early = &launch_main<T, Cfg, true, false, true>;
+      // hcvt8: the V descale before the epilogue's barriers and Q prefetched into L2 before the
+      // wait (round 94, 16/2/256 x 8k, us, then -> now, two passes: B = 8 23.15 / 23.01 -> 23.04
+      // / 23.00, B = 4 14.84 / 14.69 -> 14.57 / 14.48, B = 2 11.93 / 11.82 -> 11.69 / 11.57,
+      // B = 1 10.36 / 10.13 -> 10.25 / 9.92, B = 32 69.15 / 68.67 -> 68.58 / 68.39, page 64 B = 8
+      // 22.99 / 22.94 -> 22.88 / 22.75)
+      constexpr int kEarlyVar =
+          kDqk == 256 && kDv == 256 && kKind == 28 ? (kVarVdEarly | kVarQPrefetch) : 0;
+      k.func_early = reinterpret_cast<const void*>(
+          &paged_attention_kernel<T, Cfg, true, false, true, kEarlyVar>);
+      k.launch_early = &launch_main<T, Cfg, true, false, true, kEarlyVar>;
       // FP8 hcvt at head dim 256: the early instance at 208 registers (PagedPlan::early_cap;
       // hcvt8 takes 206 uncapped)
       if constexpr (kFp8 && kDqk == 256 && kKind == 8) {
@@ -74,16 +81,13 @@ KernelInfo make_info(const char* name) {
             reinterpret_cast<const void*>(&paged_attention_kernel<T, Cfg, true, true, true>);
         k.launch_stamp_early = &launch_main<T, Cfg, true, true, true>;
       }
-      // probe variants (B12X_ATTN_EARLY_VAR, session 25): hcvt8 1 / 2 / 3; wideh3, wide3 d128
-      // and hcvt3 d128 2
-      if constexpr (kDqk == 256 && kDv == 256 && kKind == 28) {
-        add_early_var<T, Cfg, 1>(k);
+      // probe variants (B12X_ATTN_EARLY_VAR, round 95): hcvt8 7 (the Q prefetch by split 0
+      // only), wideh3 2 / 6
+      if constexpr (kDqk == 256 && kDv == 256 && kKind == 28) add_early_var<T, Cfg, 7>(k);
+      if constexpr (kDqk == 256 && kDv == 256 && kKind == 18) {
         add_early_var<T, Cfg, 2>(k);
-        add_early_var<T, Cfg, 3>(k);
+        add_early_var<T, Cfg, 6>(k);
       }
-      if constexpr (kDqk == 256 && kDv == 256 && kKind == 18) add_early_var<T, Cfg, 2>(k);
-      if constexpr (kDqk == 128 && kDv == 128 && (kKind == 5 || kKind == 13))
-        add_early_var<T, Cfg, 2>(k);
     }
   }
   k.launch_merge = &launch_merge<T, kDv>;
@@ -124,7 +128,7 @@ void register_kinds(std::vector<KernelInfo>& out, const char* tag) {
     out.push_back(make_info<T, kFp8, kDqk, kDv, 8, true, k256, k256>(tag));
     out.push_back(make_info<T, kFp8, kDqk, kDv, 13, true, !k256, !k256>(tag));
     // hcvt8 (28; head dim 256, q_len x group <= 8)
-    if constexpr (k256) out.push_back(make_info<T, kFp8, kDqk, kDv, 28, true, true, true>(tag));
+    if constexpr (k256) out.push_back(make_info<T, kFp8, kDqk, kDv, 28, true, false, true>(tag));
   }
 }
 template <int kDqk, int kDv>
