@@ -2407,6 +2407,10 @@ Plan plan(const Caps& caps) {
           << (p.decode_fp8_mma == 1 ? " mma=f16" : "")
           << (p.ggml_gemv > 0 ? (p.ggml_gemv_split > 1 ? " ggml_gemv+reduce" : " ggml_gemv") : "")
           << (p.ggml_gemv > 0 && p.ggml_gemv_var ? " v" + std::to_string(p.ggml_gemv_var) : "")
+          // The integer-MMA GEMV's kernel: its warps, and the M = 1 kernel a 2-token plan runs too.
+          << ((p.ggml_gemv_var & lin::kGgmlImmaVar) != 0
+                  ? " w" + std::to_string(p.ggml_gemv_warps) + (M == 2 ? " m1+2" : "")
+                  : "")
           << (p.decode_deep ? " deep=" + std::to_string(p.decode_deep) : std::string())
           << (p.decode_xshare ? " xshare=" + std::to_string(p.decode_xshare) : std::string())
           << " split="

@@ -4461,6 +4461,44 @@ void widen_blocks(Acts& a, int sh) {
   }
 }
 
+/// Runs case c with element 35 of the activations (block 1) NaN and element 200 (block 6) +Inf
+/// and expects every output non-finite (every row reads every block; IQ2 weights are never 0).
+void run_nonfinite(const Case& c) {
+  SCOPED_TRACE(name(c));
+  HostWeight hw = make_weight(c.fmt, c.N, c.K);
+  const auto pw = gemm::PackedWeight::pack(hw.src(c.fmt), 0, nullptr);
+  Acts a;
+  make_acts(c, a);
+  uint16_t* x = reinterpret_cast<uint16_t*>(a.x.data());
+  const bool h = a.x_dtype == DType::kFP16;
+  for (int64_t m = 0; m < c.M; ++m) {
+    x[m * c.K + 35] = h ? 0x7E00 : 0x7FC0;
+    x[m * c.K + 200] = h ? 0x7C00 : 0x7F80;
+  }
+  a.upload();
+  gemm::Caps caps;
+  caps.format = c.fmt;
+  caps.max_tokens = c.M;
+  caps.in_features = c.K;
+  caps.out_features = c.N;
+  caps.act_dtype = a.x_dtype;
+  caps.out_dtype = c.out;
+  const gemm::Plan plan = gemm::plan(caps);
+  DeviceBuffer<uint8_t> scratch(std::max<int64_t>(plan.scratch_bytes, 1));
+  DeviceBuffer<uint16_t> out(c.M * c.N);
+  out.poison();
+  const TensorRef out_t = TensorRef::contiguous(out.ptr, c.out, {c.M, c.N}, 0);
+  const TensorRef scratch_t = TensorRef::contiguous(scratch.ptr, DType::kUInt8,
+                                                    {std::max<int64_t>(plan.scratch_bytes, 1)}, 0);
+  const gemm::Binding b =
+      gemm::bind(plan, scratch_t, a.dev_x(0), a.dev_xs(0), *pw, out_t, TensorRef{}, TensorRef{});
+  gemm::run(b, nullptr);
+  B12X_TEST_CUDA(cudaDeviceSynchronize());
+  int finite = 0;
+  for (uint16_t v : out.download()) finite += std::isfinite(from_half_bits(v, c.out)) ? 1 : 0;
+  EXPECT_EQ(finite, 0);
+}
+
 TEST(GemmGpu, GgmlGemvImma) {
   B12X_REQUIRE_GPU();
   // Session 25: IQ2 at M <= 2 on integer MMA (B12X_GGML_GEMV_VAR=8192; BF16 activations):
@@ -4506,6 +4544,9 @@ TEST(GemmGpu, GgmlGemvImma) {
     }
   // FP16 activations: the BF16 GEMV (no integer-MMA kernel).
   run_case({LinearFormat::kIq2Xxs, 1, 72, 1024, DType::kFP16, DType::kFP16, false});
+  // NaN / Inf activations propagate (review s25 item 1: the block's scale is NaN).
+  for (LinearFormat f : {LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs})
+    for (int64_t M : {1, 2}) run_nonfinite({f, M, 72, 2304, DType::kBF16, DType::kBF16, false});
 }
 
 TEST(GemmGpuSanitize, GgmlGemvVariants) {

@@ -19,11 +19,12 @@
 //    is atom t's dot product with piece p.
 //  - Activations: per 32-K block with exponent E (2^E <= max |x| < 2^(E+1)), X = rint(x *
 //    2^(19 - E)) (|X| <= 2^20), split into int8 pieces X = a 2^14 + b 2^7 + c (a = floor(X /
-//    2^14) in [-64, 64], b, c in [0, 127]). Two MMAs per group: pieces a, b (columns 2t, 2t + 1)
+//    2^14) in [-64, 64], b, c in [0, 127]; E at least -100, a block with a NaN / Inf gets a NaN
+//    scale). Two MMAs per group: pieces a, b (columns 2t, 2t + 1)
 //    and c (column 2t). The int32 sums are exact (|dot| <= 32 * 43 * 2^20 < 2^31) and combined
 //    in int32 as (A 2^7 + B) 2^7 + C before one conversion per row and atom. An element loses
-//    at most 2^(E - 20) (round to nearest): BF16 elements within 2^12 of their block's largest
-//    (FP16: 2^9) are exact.
+//    at most 2^(max(E, -100) - 20) (round to nearest): BF16 elements within 2^12 of their
+//    block's largest are exact.
 //  - Staging: each CTA converts the whole activation row into shared memory once (pieces
 //    [p][atom][32 bytes], a 16-byte pad per piece so that the 8 lanes loading pieces a / b of 4
 //    atoms hit 32 different banks; the per-atom fp32 scale 2^(E - 19) after them).
@@ -319,13 +320,17 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
           f[2 * i + 1] = __uint_as_float(vw[i] & 0xFFFF0000u);
         }
       }
-      float mx = 0.f;
+      // The block's largest |x| as bits (integer max: a NaN or Inf, exponent field 255, wins, where
+      // fmaxf would drop a NaN), over the atom's 4 lanes.
+      uint32_t mx = 0u;
 #pragma unroll
-      for (int i = 0; i < 8; ++i) mx = fmaxf(mx, fabsf(f[i]));
-      mx = fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, 2));
-      // E = floor(log2 mx), at least -100 (2^(E - 19) stays a normal fp32).
-      const int E = max(static_cast<int>(__float_as_uint(mx) >> 23) - 127, -100);
+      for (int i = 0; i < 8; ++i) mx = max(mx, __float_as_uint(f[i]) & 0x7FFFFFFFu);
+      mx = max(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, 1));
+      mx = max(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, 2));
+      // E = floor(log2 max |x|), at least -100 (2^(E - 19) stays a normal fp32); a non-finite
+      // block (E = 128) gets a NaN scale, so its rows' outputs are NaN as the reference's are
+      // non-finite (IQ2 weights are never 0).
+      const int E = max(static_cast<int>(mx >> 23) - 127, -100);
       const float up = __uint_as_float(static_cast<uint32_t>(146 - E) << 23);  // 2^(19 - E)
       uint32_t R[8];
 #pragma unroll
@@ -339,7 +344,9 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
         *reinterpret_cast<uint2*>(pc + PS) = make_uint2(bw[0], bw[1]);
         *reinterpret_cast<uint2*>(pc + 2 * PS) = make_uint2(cw[0], cw[1]);
         if ((c & 3) == 0)
-          pscale[m * atoms + (c >> 2)] = __uint_as_float(static_cast<uint32_t>(108 + E) << 23);
+          pscale[m * atoms + (c >> 2)] =
+              E > 127 ? __uint_as_float(0x7FC00000u)
+                      : __uint_as_float(static_cast<uint32_t>(108 + E) << 23);
       }
     }
   }
