@@ -1192,10 +1192,16 @@ Plan plan(const Caps& caps) {
       ws_max_m = std::clamp<int64_t>(std::atoi(e), 1, 8);
     // Session 25: per-tensor FP8 on the 4-warp grid with the staged rows shared by clusters of S
     // CTAs along the weight rows (kXsh, Plan::decode_xshare: each CTA multicasts 1 / S of every
-    // row into the S CTAs, so the grid reads the activations from L2 once per cluster), to M = 4
-    // where a CTA stages >= 12 KB (M x K) at M >= 2, or at every M where the grid has at most one
-    // CTA per SM; S = 4 where the grid has more CTAs than SMs and all its clusters are resident
-    // at once (with the deeper ring's rule, else without it), else 2. Round 93 (H200, us, M = 1 /
+    // row into the S CTAs, so the grid reads the activations from L2 once per cluster), to M = 8
+    // where the staging holds the whole K, where a CTA stages >= 12 KB (M x K) at M >= 2, or at
+    // every M where the grid has at most one CTA per SM; S = 4 where the grid has more CTAs than
+    // SMs and all its clusters are resident at once (with the deeper ring's rule, else without
+    // it), else 2. Round 94 (default -> B12X_GEMM_DECODE_XSHARE=0 | forced 2 | forced 4):
+    // 4096x4096 M = 3 5.99-6.52 -> 6.48 | 6.14 | 6.00, M = 4 6.58-6.62 -> 7.70 | 6.95 | 6.71, M = 5
+    // (then M <= 4) 7.81 | 7.14 | 6.65, M = 6 8.08 | 6.86 | - (4 does not fit); 6144x4096 M = 3 /
+    // 4 8.43-8.50 / 8.64-8.66 (2) -> 8.45-8.58 / 10.09, M = 5 10.18 | 8.88 | -; 2048x7168 M = 3 /
+    // 4 6.18-6.21 / 6.18-6.20 (2) -> 7.24-7.27 / 7.56 | - | 5.92 / 6.60 (M >= 5: the staging does
+    // not hold K = 7168); 4096x14336 M = 2 16.50 -> 17.89. Round 93 (H200, us, M = 1 /
     // 2 / 4, default -> shared: S, deeper ring): 4096x4096 M = 4 7.73 -> 6.65 (4, none; 2: 7.07),
     // M = 1 5.77 -> 5.62-5.68 (4, deep), M = 2 6.22 -> 6.21 (2, deep) / 6.51 (4, none);
     // 6144x4096 M = 4 10.09 -> 8.63 (2: 4 does not fit 384 CTAs), M = 1 / 2 7.34 / 8.01 -> 8.00 /
@@ -1236,7 +1242,7 @@ Plan plan(const Caps& caps) {
       if (xs_force == 2 || xs_force == 4) {
         for (int d : {pd, 0})
           if (xs_s == 0 && xs_fits(xs_force, d, true)) xs_s = xs_force, xs_deep = d;
-      } else if (xs_force < 0 && M <= 4 && M >= xs_min_m) {
+      } else if (xs_force < 0 && M >= xs_min_m) {
         const int cand[3][2] = {{4, pd}, {4, 0}, {2, pd}};
         for (const auto& c : cand)
           if (xs_s == 0 && (c[0] == 2 || geo.n16 > sms) && xs_fits(c[0], c[1], xs_min_m == 1))

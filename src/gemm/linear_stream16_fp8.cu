@@ -31,10 +31,11 @@ int run_var(bool q, int var) {
 /// The instances: what the SM90 defaults run (f16 MMAs, 2 CTAs per SM; linear.cc's plan rules),
 /// per-tensor at one tile per warp with a ring of 4 and at two with 8, block FP8 at depth 4 (its
 /// in-kernel quantization with kF8VarLate), MXFP8 at depth 4 with kF8VarFold (quantized in the
-/// kernel: kF8VarQ8 | kF8VarQ32). Both token tiles of each (plans prepare both). Session 21 removed
-/// the rest, probes no default reaches (docs/gemm.md): the e4m3 mma.sync kernels (SM89 / SM12x
-/// only when forced, B12X_GEMM_STREAM16_F8=1), other depths and variants (B12X_GEMM_STREAM16_DEPTH,
-/// B12X_GEMM_STREAM16_F8_VAR) and 3 CTAs per SM (B12X_GEMM_STREAM16_OCC=3).
+/// kernel: kF8VarQ8 | kF8VarQ32 | kF8VarCheap). Both token tiles of each (plans prepare both).
+/// Session 21 removed the rest, probes no default reaches (docs/gemm.md): the e4m3 mma.sync kernels
+/// (SM89 / SM12x only when forced, B12X_GEMM_STREAM16_F8=1), other depths and variants
+/// (B12X_GEMM_STREAM16_DEPTH, B12X_GEMM_STREAM16_F8_VAR) and 3 CTAs per SM
+/// (B12X_GEMM_STREAM16_OCC=3).
 F8Fn pick(WFmt f, int tw, int nt, int mma, int depth, bool q, int occ = 2, int var = 0) {
   if (mma != 1 || occ != 2 || (tw != 1 && tw != 2) || (nt != 1 && nt != 2)) return nullptr;
   var = run_var(q, var);
@@ -55,8 +56,8 @@ F8Fn pick(WFmt f, int tw, int nt, int mma, int depth, bool q, int occ = 2, int v
     case WFmt::kFp8Mx:
       if (depth != 4) return nullptr;
       if (q)
-        return (var & ~kF8VarCheap) == (kF8VarFold | kF8VarQ8 | kF8VarQ32)
-                   ? pick_stream16_f8_mx_q32(tw, nt, (var & kF8VarCheap) != 0)
+        return var == (kF8VarFold | kF8VarQ8 | kF8VarQ32 | kF8VarCheap)
+                   ? pick_stream16_f8_mx_q32(tw, nt)
                    : nullptr;
       return var == kF8VarFold ? pick_s16f8_tw_nt<32, 4, false, kF8VarFold>(tw, nt) : nullptr;
     default:

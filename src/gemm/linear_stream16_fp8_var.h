@@ -26,8 +26,9 @@ F8Fn pick_s16f8_tw_nt(int tw, int nt) {
 }
 
 /// MXFP8 with kF8VarFold | kF8VarQ8 | kF8VarQ32.
-/// MXFP8's quantizing instances (kF8VarFold | kF8VarQ8 | kF8VarQ32; cheap: with kF8VarCheap).
-F8Fn pick_stream16_f8_mx_q32(int tw, int nt, bool cheap = false);
+/// MXFP8's quantizing instances (kF8VarFold | kF8VarQ8 | kF8VarQ32 | kF8VarCheap; session 25
+/// removed the ones without kF8VarCheap).
+F8Fn pick_stream16_f8_mx_q32(int tw, int nt);
 /// Block FP8 (in-kernel quantization, depth 4) with kF8VarLate; nullptr otherwise.
 F8Fn pick_stream16_f8_late(WFmt f, int tw, int nt, int depth, bool q);
 

@@ -1007,10 +1007,11 @@ TEST(GemmGpu, DecodeFp8Xshare) {
   // (Plan::decode_xshare, kXsh: each CTA multicasts 1 / S of every e4m3 row into the cluster).
   if (!(device_info(0).cc_major == 9 && device_info(0).cc_minor == 0))
     GTEST_SKIP() << "the shared staging is SM90's (multicast bulk copies)";
-  // The default: at M <= 4 where a CTA stages >= 12 KB from M = 2 (K = 4096: M = 3, 4), at every
-  // M where the grid has at most one CTA per SM; S = 4 with more CTAs than SMs where all clusters
-  // fit, else 2. N = 64 x SMs / 2 (2 x SMs tiles); capacity 4 run at M = 2 (below the plan's first
-  // M: the plain staging), 3, 4; capacity 2 at K = 4096 keeps the plain staging.
+  // The default: at M <= 8 (the staging holding K) where a CTA stages >= 12 KB from M = 2 (K =
+  // 4096: M = 3..7), at every M where the grid has at most one CTA per SM; S = 4 with more CTAs
+  // than SMs where all clusters fit, else 2. N = 64 x SMs / 2 (2 x SMs tiles); capacity 4 run at M
+  // = 2 (below the plan's first M: the plain staging), 3, 4; capacity 2 at K = 4096 keeps the plain
+  // staging.
   const int64_t sms = device_info(0).sm_count;
   const int64_t n = 64 * std::max<int64_t>(1, sms / 2);
   {
@@ -1031,6 +1032,10 @@ TEST(GemmGpu, DecodeFp8Xshare) {
       EXPECT_EQ(l.xshare, M >= 3 ? p4.decode_xshare : 0) << "M = " << M;
       EXPECT_TRUE(l.ws == 4 && l.nt == 1 && !l.pipe) << "M = " << M;
     }
+    // To M = 8 where the staging holds the whole K (K = 4096: M <= 7): capacity 6 at M = 6.
+    Case c6{LinearFormat::kFp8Tensor, 6, n, 4096, DType::kFP8E4M3, DType::kFP16, true};
+    run_case(c6);
+    EXPECT_GT(gemm::lin::last_decode_launch().xshare, 0);
     ScopedEnv ex("B12X_GEMM_DECODE_XSHARE", "0");
     EXPECT_EQ(linear_plan(LinearFormat::kFp8Tensor, 4, n, 4096, DType::kFP8E4M3).decode_xshare, 0);
   }
@@ -2511,9 +2516,10 @@ TEST(GemmGpu, DecodeStream16Fp8) {
   // MXFP8's in-kernel quantization on all 8 warps with its folded scales, a warp per token at M
   // <= 8 (VAR=14, the default on SM90; 6 without the warp per token was removed in session 21;
   // at M = 1 / 3 / 16): tw 1 / 2, splits 1 / 3, K tails (half chunks, 4864), partial CTAs, FP16
-  // outputs, a graph. 46: the session-25 probe kF8VarCheap (splats by one conversion, masked
-  // E8M0 bytes), with weight scales over 80..150 in one case (splats below 2^-24 flush to 0).
-  for (const int var : {14, 46}) {
+  // outputs, a graph; with kF8VarCheap (46, the default since session 25: splats by one
+  // conversion, masked E8M0 bytes; 14 without it was removed), weight scales over 80..150 in one
+  // case (splats below 2^-24 flush to 0).
+  for (const int var : {46}) {
     ScopedEnv em("B12X_GEMM_DECODE_F8MMA", "1"), eq("B12X_GEMM_STREAM16_QX", "1"),
         ev("B12X_GEMM_STREAM16_F8_VAR", std::to_string(var).c_str());
     int k = 0;
@@ -2724,9 +2730,10 @@ TEST(GemmGpu, DecodeStream16Fp8) {
       run_case(c);
       EXPECT_GT(gemm::lin::last_stream16_f8_launch().serial, b0) << gemm::format_name(f);
       EXPECT_TRUE(gemm::lin::last_stream16_f8_launch().q);
-      // MXFP8: folded scales, quantized on all 8 warps (session 16), a warp per token at M <= 8;
-      // block FP8: quantized after the MMAs at M <= 8 (session 20).
-      EXPECT_EQ(gemm::lin::last_stream16_f8_launch().var, f == LinearFormat::kMxfp8 ? 14 : 16);
+      // MXFP8: folded scales, quantized on all 8 warps (session 16), a warp per token at M <= 8,
+      // splats by one conversion (session 25); block FP8: quantized after the MMAs at M <= 8
+      // (session 20).
+      EXPECT_EQ(gemm::lin::last_stream16_f8_launch().var, f == LinearFormat::kMxfp8 ? 46 : 16);
       c.max_tokens = 0;
       b0 = gemm::lin::last_stream16_f8_launch().serial;
       run_case(c, false, nullptr, [](Acts& a) { a.x_offset = 8; });
