@@ -190,11 +190,6 @@ struct PagedPlan {
   /// (B12X_ATTN_FUSED_MERGE=1; off by default: slower on the H200).
   bool fused_merge = false;
   int64_t off_merge_ctr = 0;  ///< int32 tickets, one per (row tile, KV head)
-  /// Probe (B12X_ATTN_EARLY_VAR=v, session 25; early-K/V plans of hcvt8 (v = 7) and wideh3
-  /// (v = 2, 6)): bit 1 loads the V descale before the epilogue's barriers, bit 2 prefetches the
-  /// CTA's Q rows into L2 before the PDL wait, bit 4 leaves that prefetch to split 0 (kernel
-  /// suffix `_v<v>`). 0: the default instance (hcvt8's runs bits 1 and 2).
-  int early_var = 0;
   /// Timeline probe (B12X_ATTN_STAMPS=1, lean decode plans of bf16 q whose tile has a stamp
   /// instance): the kernels record per-CTA event times into the scratch at `off_stamps` (uint64:
   /// kStampSlots per main CTA slot, then from uint64 index `stamp_merge` 4 per merge CTA;

@@ -53,11 +53,6 @@ struct KernelInfo {
   const void* func_early_cap = nullptr;
   LaunchFn launch_early_cap = nullptr;
   LaunchFn launch_stamp_early = nullptr;
-  /// Probe variants of the early instance (B12X_ATTN_EARLY_VAR=v, session 25; null where not
-  /// compiled): kVar in the kernels (bit 1 the V descale loaded before the epilogue's barriers,
-  /// bit 2 the CTA's Q rows prefetched into L2 before the PDL wait, bit 4 by split 0 only).
-  const void* func_early_var[8] = {};
-  LaunchFn launch_early_var[8] = {};
   const char* name = "";
 };
 

@@ -595,11 +595,9 @@ __device__ __forceinline__ void prefetch_first_tiles(const PagedParams& p, int t
 /// prologue's tiles whose rows all lie below cache_seqlens - q_len (as read before the wait) are
 /// copied before the PDL wait (see the prologue below).
 /// kVar (session 25, early-K/V lean instances only): kVarVdEarly loads the V descale before the
-/// epilogue's barriers, kVarQPrefetch prefetches the CTA's Q rows into L2 before the PDL wait,
-/// kVarQPrefetchSplit0 (with kVarQPrefetch) leaves that prefetch to split 0. hcvt8's early
-/// instance runs kVarVdEarly | kVarQPrefetch (round 94); other values are probes
-/// (B12X_ATTN_EARLY_VAR).
-constexpr int kVarVdEarly = 1, kVarQPrefetch = 2, kVarQPrefetchSplit0 = 4;
+/// epilogue's barriers, kVarQPrefetch prefetches the CTA's Q rows into L2 before the PDL wait.
+/// hcvt8's early instance runs both (round 94; paged_instances.cuh).
+constexpr int kVarVdEarly = 1, kVarQPrefetch = 2;
 template <typename T, typename Cfg, bool kLean, bool kStamp, bool kEarly, int kVar = 0>
 __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
   static_assert(!kStamp || (kLean && Cfg::kDecode), "stamps: lean decode instances");
@@ -707,8 +705,7 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
           const int r = static_cast<int>(threadIdx.x) / kLines;
           const int pr = w.tile * kBM + r;
           const int qi = div_group(p, pr);
-          const bool mine = (kVar & kVarQPrefetchSplit0) == 0 || split == 0;
-          if (mine && r < kBM && qi < w.qlen) {
+          if (r < kBM && qi < w.qlen) {
             const int h = kvh * p.group + (pr - qi * p.group);
             const T* q = static_cast<const T*>(p.q) + (int64_t)(w.q0 + qi) * p.q_st +
                          (int64_t)h * p.q_sh + (threadIdx.x % kLines) * (128 / sizeof(T));

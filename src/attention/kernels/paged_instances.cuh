@@ -12,13 +12,6 @@ void launch_main(const PagedParams& p, dim3 grid, cudaStream_t s, bool pdl) {
   launch_kernel(paged_attention_kernel<T, Cfg, kLean, kStamp, kEarly, kVar>, grid, Cfg::kThreads,
                 Cfg::kSmemBytes, s, pdl, p);
 }
-/// The early-K/V lean instance of probe variant kVar (B12X_ATTN_EARLY_VAR).
-template <typename T, typename Cfg, int kVar>
-void add_early_var(KernelInfo& k) {
-  k.func_early_var[kVar] =
-      reinterpret_cast<const void*>(&paged_attention_kernel<T, Cfg, true, false, true, kVar>);
-  k.launch_early_var[kVar] = &launch_main<T, Cfg, true, false, true, kVar>;
-}
 template <typename T, typename Cfg, int kMaxRegs>
 void launch_main_cap(const PagedParams& p, dim3 grid, cudaStream_t s, bool pdl) {
   launch_kernel(paged_attention_kernel_cap<T, Cfg, true, false, true, kMaxRegs>, grid,
@@ -59,11 +52,13 @@ KernelInfo make_info(const char* name) {
       k.launch_merge_stamp = &launch_merge<T, kDv, true>;
     }
     if constexpr (kWithEarly) {
-      // hcvt8: the V descale before the epilogue's barriers and Q prefetched into L2 before the
-      // wait (round 94, 16/2/256 x 8k, us, then -> now, two passes: B = 8 23.15 / 23.01 -> 23.04
-      // / 23.00, B = 4 14.84 / 14.69 -> 14.57 / 14.48, B = 2 11.93 / 11.82 -> 11.69 / 11.57,
-      // B = 1 10.36 / 10.13 -> 10.25 / 9.92, B = 32 69.15 / 68.67 -> 68.58 / 68.39, page 64 B = 8
-      // 22.99 / 22.94 -> 22.88 / 22.75)
+      // Session 25: hcvt8's early instance loads the V descale before the epilogue's barriers and
+      // prefetches its Q rows into L2 before the PDL wait (round 94, 16/2/256 x 8k, us, then ->
+      // now, two passes: B = 8 23.15 / 23.01 -> 23.04 / 23.00, B = 4 14.84 / 14.69 -> 14.57 /
+      // 14.48, B = 2 11.93 / 11.82 -> 11.69 / 11.57, B = 1 10.36 / 10.13 -> 10.25 / 9.92, B = 32
+      // 69.15 / 68.67 -> 68.58 / 68.39, page 64 B = 8 22.99 / 22.94 -> 22.88 / 22.75). wideh3
+      // keeps none (the Q prefetch: B = 8 36.83 / 36.66 -> 36.45 / 36.43, B = 2 15.14 / 15.04 ->
+      // 15.29 / 15.21; docs/attention.md "Session 25").
       constexpr int kEarlyVar =
           kDqk == 256 && kDv == 256 && kKind == 28 ? (kVarVdEarly | kVarQPrefetch) : 0;
       k.func_early = reinterpret_cast<const void*>(
@@ -77,16 +72,9 @@ KernelInfo make_info(const char* name) {
         k.launch_early_cap = &launch_main_cap<T, Cfg, 208>;
       }
       if constexpr (kWithStamp) {
-        k.func_stamp_early =
-            reinterpret_cast<const void*>(&paged_attention_kernel<T, Cfg, true, true, true>);
-        k.launch_stamp_early = &launch_main<T, Cfg, true, true, true>;
-      }
-      // probe variants (B12X_ATTN_EARLY_VAR, round 95): hcvt8 7 (the Q prefetch by split 0
-      // only), wideh3 2 / 6
-      if constexpr (kDqk == 256 && kDv == 256 && kKind == 28) add_early_var<T, Cfg, 7>(k);
-      if constexpr (kDqk == 256 && kDv == 256 && kKind == 18) {
-        add_early_var<T, Cfg, 2>(k);
-        add_early_var<T, Cfg, 6>(k);
+        k.func_stamp_early = reinterpret_cast<const void*>(
+            &paged_attention_kernel<T, Cfg, true, true, true, kEarlyVar>);
+        k.launch_stamp_early = &launch_main<T, Cfg, true, true, true, kEarlyVar>;
       }
     }
   }
