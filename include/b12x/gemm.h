@@ -342,9 +342,6 @@ struct Plan {
   int stream16_split_lo = 0;
   int stream16_vp_lo = 0;
   int64_t stream16_smem_lo = 0;
-  /// Session 25 probe (B12X_GEMM_S16_CL_LATE=1): the cluster-sum launches trigger the dependent
-  /// launch at their end only (host side; the same kernels).
-  bool stream16_cl_late = false;
   /// FP8 weights (per-tensor, block FP8, MXFP8) on the block kernel (session 14,
   /// lin::launch_linear_stream16_f8; the stream16_* fields above describe its grid): its
   /// weight ring depth per warp (0: not the FP8 kernel). Its MMA kind is decode_fp8_mma.

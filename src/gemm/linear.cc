@@ -722,7 +722,6 @@ std::string stream16_describe(const Plan& p) {
          (p.stream16_cluster > 0 && p.stream16_cluster_min_m > 0
               ? "m" + std::to_string(p.stream16_cluster_min_m)
               : "") +
-         (p.stream16_cl_late ? " late" : "") +
          (p.stream16_min_m > 0 && p.stream16_min_m != kS16MinM && p.stream16_depth == 0
               ? " m" + std::to_string(p.stream16_min_m)
               : "");
@@ -2039,10 +2038,6 @@ Plan plan(const Caps& caps) {
           // of M <= 8 keep the partials.
           if (!lin::stream16_cluster_nt1(wf, var))
             p.stream16_cluster_min_m = std::max(p.stream16_cluster_min_m, 9);
-          // Session 25 probe (B12X_GEMM_S16_CL_LATE=1): the cluster launches without the early
-          // trigger (the next call's CTAs then launch after the sum, not during it).
-          if (const char* e = std::getenv("B12X_GEMM_S16_CL_LATE"); e != nullptr && e[0] == '1')
-            p.stream16_cl_late = true;
         }
       }
     }
@@ -2909,9 +2904,7 @@ void run(const Binding& b, Stream stream) {
     // The cluster sum (no partials) with the early trigger (round 86: with it 14336x4096 NVFP4
     // W4A16 M = 16 15.06 us, without 16.01).
     const bool cl = plan.stream16_cluster > 0 && M >= plan.stream16_cluster_min_m && !lo;
-    // Plan::stream16_cl_late (probe): a cluster launch triggers at its end only.
-    const bool late = cl && plan.stream16_cl_late;
-    p.stream_trig = !late && (((plan.stream_trig & 4) && !lo) || cl) ? 1 : 0;
+    p.stream_trig = ((plan.stream_trig & 4) && !lo) || cl ? 1 : 0;
     p.reduce_trig = plan.reduce_trig && plan.pdl ? 1 : 0;
     if (cl) p.partial = nullptr;
     lin::launch_linear_stream16(

@@ -2337,14 +2337,6 @@ TEST(GemmGpu, DecodeStream16Cluster) {
     EXPECT_EQ(gemm::lin::last_stream_launch().cluster, c16 ? 16 : 0);
     if (!c16) std::printf("[cluster] split 16 not resident as one cluster: partials + reduce\n");
   }
-  // Session 25 probe B12X_GEMM_S16_CL_LATE=1: the cluster launch triggers at its end only.
-  {
-    ScopedEnv el("B12X_GEMM_S16_CL_LATE", "1"), es("B12X_GEMM_STREAM16_SPLIT", "3");
-    run_case({LinearFormat::kNvfp4W4A16, 16, 200, 2848, DType::kBF16, DType::kBF16, true},
-             /*graph_replay=*/true);
-    EXPECT_EQ(gemm::lin::last_stream_launch().cluster, 3);
-    EXPECT_FALSE(gemm::lin::last_stream_launch().trig);
-  }
   // Off: the split's partials and the reduce kernel.
   {
     ScopedEnv ec0("B12X_GEMM_S16_CLUSTER", "0"), er0("B12X_GEMM_S16_CL_RULE", "0");
