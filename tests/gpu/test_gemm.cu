@@ -1079,6 +1079,8 @@ TEST(GemmGpu, DecodeSliceHalvesFp8) {
   // per tile at M = 9..16 since session 13). The decode kernel at M = 5..16, not the session-14
   // FP8 block kernel.
   ScopedEnv ews("B12X_GEMM_DECODE_PIPE_WS", "1"), ef8("B12X_GEMM_STREAM16_F8", "0");
+  // The halves, not session 25's shared staging (the 4-warp grid at M <= 8 on these N).
+  ScopedEnv ex("B12X_GEMM_DECODE_XSHARE", "0");
   // Per-tensor FP8 weights on the slice halves (8 warps, each on 4 of the 8 atoms of a 256-K
   // slice): by default at M = 9..32 where K is split over at most 2 CTAs of >= 16 slices each
   // (4096x8192: split 2 on the H200), forced by B12X_GEMM_DECODE_HALF=1: K = 4864 (19 slices) in
@@ -2384,7 +2386,8 @@ TEST(GemmGpu, DecodeStream16Fp8) {
   // M = 5 / 8 (one n8 token tile), 9 / 16 (two; rows past M zero, never stored); K split over 1
   // or 3 CTAs through fp32 partials + the reduce kernel, K tails inside a chunk (1312: 41 atoms
   // of 48), partial CTAs (N = 72 / 200), bias, FP16 outputs, capacity above M, replayed graphs.
-  ScopedEnv e16("B12X_GEMM_STREAM16_F8", "1");
+  // (Session 25's shared staging keeps per-tensor plans of capacity <= 8 on the decode kernel.)
+  ScopedEnv e16("B12X_GEMM_STREAM16_F8", "1"), ex("B12X_GEMM_DECODE_XSHARE", "0");
   int i = 0;
   for (const char* mma : {"1"})
     for (LinearFormat f : {LinearFormat::kFp8Tensor, LinearFormat::kFp8Block, LinearFormat::kMxfp8})
