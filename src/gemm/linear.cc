@@ -647,14 +647,16 @@ GgmlGemvGrid ggml_gemv_grid(lin::WFmt wf, int64_t n16, int64_t K, int64_t M, int
 /// activations, no GEMV override (ggml_gemv_env_free; B12X_GGML_GEMV_IMMA=0 keeps the BF16
 /// GEMV). At M = 1 where the SMs get >= 40 (tile, 256-K block) units each (the one-wave grid's
 /// prologue, 64-80 KB of tables and the CTA's activation split, amortized), IQ2_XXS with 16
-/// warps, IQ2_XS with 24; at M = 2 above 4 x SMs tiles, 16 warps. Round 94 (H200, us over
+/// warps, IQ2_XS with 24; at M = 2 IQ2_XXS above 4 x SMs tiles, 16 warps. Round 94 (H200, us over
 /// 4096x4096 / 14336x4096 / 4096x14336 / 6144x4096 / 2048x7168, units per SM 31 / 108 / 109 / 47 /
 /// 27; BF16 GEMV default -> integer MMA): IQ2_XXS M = 1 5.45 / 13.37 / 12.36 / 7.59 / 5.44 ->
 /// 5.54 / 11.09 / 11.87 / 6.81 / 5.41 (16 warps; 24: 5.80 / 11.88 / 12.67 / 7.31 / 6.09), IQ2_XS
 /// M = 1 6.04 / 14.60 / 14.52 / 8.37 / 6.19 -> 6.29 / 13.19 / 13.90 / 8.02 / 6.55 (24 warps; 16:
 /// 6.23 / 13.65 / 14.58 / 8.09 / 6.13); M = 2 IQ2_XXS 5.70 / 15.17 / 14.35 / 7.84 / 6.59 -> 6.39
 /// / 13.20 / 14.73 / 7.91 / 6.63, IQ2_XS 6.33 / 15.08 / 15.53 / 8.58 / 7.06 -> 6.55 / 14.38 /
-/// 15.72 / 8.40 / 6.74.
+/// 15.72 / 8.40 / 6.74. Round 95 (BF16 GEMV -> this rule): IQ2_XXS M = 1 13.38 / 12.39 / 7.61 ->
+/// 11.36 / 12.37 / 6.98 at the three taken shapes, IQ2_XS 14.69 / 14.52 / 8.38 -> 13.29 / 14.05 /
+/// 8.11; M = 2 14336x4096 IQ2_XXS 15.18 -> 13.21, IQ2_XS 15.14 -> 15.71 (not taken, removed).
 int ggml_imma_default(lin::WFmt wf, bool fp16, int64_t M, int64_t n16, int64_t K, int64_t sms,
                       int* warps) {
   const bool xs = wf == lin::WFmt::kIq2Xs;
@@ -664,7 +666,7 @@ int ggml_imma_default(lin::WFmt wf, bool fp16, int64_t M, int64_t n16, int64_t K
     *warps = xs ? 24 : 16;
     return lin::kGgmlImmaVar;
   }
-  if (M == 2 && n16 > 4 * sms) {
+  if (M == 2 && !xs && n16 > 4 * sms) {
     *warps = 16;
     return lin::kGgmlImmaVar;
   }
@@ -1100,12 +1102,12 @@ Plan plan(const Caps& caps) {
         p.ggml_gemv_ctas = static_cast<int>(
             std::min<int64_t>(geo.n16, static_cast<int64_t>(run_occ) * dev.sm_count));
       }
-      // Session 25: the IQ2 GEMV on integer MMA at M <= 2 (B12X_GGML_GEMV_VAR=8192 with 16 warps
-      // or B12X_GGML_GEMV_WARPS=24, or ggml_imma_default): one wave of CTAs, each a contiguous
-      // share of the tiles, no K split.
+      // Session 25: the IQ2 GEMV on integer MMA (B12X_GGML_GEMV_VAR=8192 or ggml_imma_default;
+      // IQ2_XXS 16 warps at M <= 2, IQ2_XS 24 at M = 1): one wave of CTAs, each a contiguous share
+      // of the tiles, no K split.
       int ivar = var, iw = 0;
       if ((var & lin::kGgmlImmaVar) != 0) {
-        iw = warps_env != nullptr && std::atoi(warps_env) == 24 ? 24 : 16;
+        iw = wf == lin::WFmt::kIq2Xs ? 24 : 16;
       } else if (sm90 && ggml_gemv_env_free()) {
         ivar = ggml_imma_default(wf, fp16, M, geo.n16, K, dev.sm_count, &iw);
       }

@@ -43,9 +43,9 @@ void note_ggml_gemv_launch(const GgmlGemvLaunch& l);
 
 /// Session 25: the IQ2 GEMV on integer MMA at M <= 2 (kernels/linear_gemv_imma.cuh; plan:
 /// Plan::ggml_gemv_var = kGgmlImmaVar, B12X_GGML_GEMV_VAR=8192, by default where
-/// ggml_imma_default says so). BF16 activations; IQ2_XXS 16 warps, IQ2_XS 16 or 24 at M = 1, both
-/// 16 at M = 2; K % 256 == 0, where its shared memory (64 / 80 KB of tables and ~100 bytes per
-/// 32 K and token of staged activations) fits smem_optin.
+/// ggml_imma_default says so). BF16 activations; IQ2_XXS 16 warps at M = 1, 2, IQ2_XS 24 at M =
+/// 1; K % 256 == 0, where its shared memory (64 / 80 KB of tables and ~100 bytes per 32 K and
+/// token of staged activations) fits smem_optin.
 inline constexpr int kGgmlImmaVar = 8192;
 bool ggml_imma_available(WFmt f, bool fp16, int64_t M, int64_t K, int warps, int var,
                          int64_t smem_optin);
