@@ -4131,10 +4131,18 @@ TEST(GemmGpu, GgmlGemvDefault) {
       EXPECT_EQ(bf16_plan(f, 2, big, 4096).ggml_gemv_var == 8192, w == 16);  // IQ2_XXS only
       EXPECT_NE(bf16_plan(f, 2, small, 4096).ggml_gemv_var, 8192);
       EXPECT_NE(bf16_plan(f, 3, big, 4096).ggml_gemv_var, 8192);
-      run_case({f, 1, big, 4096, DType::kBF16, DType::kBF16, true});
-      EXPECT_EQ(gemm::lin::last_ggml_gemv_launch().warps, w);
-      EXPECT_EQ(gemm::lin::last_ggml_gemv_launch().grid_x, static_cast<unsigned>(sms));
-      run_case({f, 2, big, 4096, DType::kBF16, DType::kBF16, false});
+      if (f == LinearFormat::kIq2Xxs) {
+        // Runs kept small (the CPU reference): M = 1 at K = 16384 on just >= 40 units per SM,
+        // M = 2 at K = 256 above 4 x SMs tiles.
+        const int64_t n1 = 16 * ((40 * sms + 63) / 64);
+        EXPECT_EQ(bf16_plan(f, 1, n1, 16384).ggml_gemv_var, 8192);
+        run_case({f, 1, n1, 16384, DType::kBF16, DType::kBF16, true});
+        EXPECT_EQ(gemm::lin::last_ggml_gemv_launch().warps, 16);
+        EXPECT_EQ(gemm::lin::last_ggml_gemv_launch().grid_x, static_cast<unsigned>(n1 / 16));
+        EXPECT_EQ(bf16_plan(f, 2, big, 256).ggml_gemv_var, 8192);
+        run_case({f, 2, big, 256, DType::kBF16, DType::kBF16, false});
+        EXPECT_EQ(gemm::lin::last_ggml_gemv_launch().warps, 16);
+      }
       ScopedEnv ei("B12X_GGML_GEMV_IMMA", "0");
       EXPECT_NE(bf16_plan(f, 1, big, 4096).ggml_gemv_var, 8192);
     }
