@@ -660,8 +660,8 @@ GgmlGemvGrid ggml_gemv_grid(lin::WFmt wf, int64_t n16, int64_t K, int64_t M, int
 int ggml_imma_default(lin::WFmt wf, bool fp16, int64_t M, int64_t n16, int64_t K, int64_t sms,
                       int* warps) {
   const bool xs = wf == lin::WFmt::kIq2Xs;
-  if (fp16 || (wf != lin::WFmt::kIq2Xxs && !xs) || std::getenv("B12X_GGML_GEMV_IMMA") != nullptr)
-    return 0;
+  const char* off = std::getenv("B12X_GGML_GEMV_IMMA");
+  if (fp16 || (wf != lin::WFmt::kIq2Xxs && !xs) || (off != nullptr && off[0] == '0')) return 0;
   if (M == 1 && n16 * (K / 256) >= 40 * sms) {
     *warps = xs ? 24 : 16;
     return lin::kGgmlImmaVar;
