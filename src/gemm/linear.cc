@@ -708,7 +708,7 @@ std::string stream_rows_describe(const Plan& p) {
 // tag names a different kernel instance or launch shape, so both must carry all of them).
 std::string stream16_variant_tags(const Plan& p) {
   return std::string(p.stream16_qx ? " qx" : "") + (p.stream16_once ? " once" : "") +
-         (p.stream16_qa ? " qa" : "") +
+         (p.stream16_qa ? " qa" : "") + (p.stream16_w16 ? " w16" : "") +
          (p.stream16_depth > 0 ? " f8d" + std::to_string(p.stream16_depth) : "") +
          (p.stream16_depth > 0 && p.stream16_occ == 3 ? " o3" : "") +
          (p.stream16_depth > 0 && p.stream16_var != 0 ? " v" + std::to_string(p.stream16_var) : "");
@@ -2000,6 +2000,33 @@ Plan plan(const Caps& caps) {
           }
         }
         if (qa) var |= lin::kS16VarQa;
+        // Session 26 probe (B12X_GEMM_S16_W16=1, Plan::stream16_w16, lin::kS16VarW16): the
+        // staged-once kernel with 16 warps over two K halves of the same tiles, one CTA per SM:
+        // the split chosen as above for one CTA per SM with vp a multiple of 8 (each half whole
+        // chunks), up to lin::kS16W16MaxVp on SM90 (131 KB of staging), 16 elsewhere (99 KB).
+        if (const char* ew = std::getenv("B12X_GEMM_S16_W16");
+            ew != nullptr && ew[0] == '1' && (var & lin::kS16VarOnce) && split > 0) {
+          const int max_vp = sm90 ? lin::kS16W16MaxVp : lin::kS16OnceMaxVp;
+          int ws = 0, wvp = 0;
+          for (int sp = 1; sp <= 256; ++sp) {
+            const int vp = lin::stream16_vectors_per_cta(geo.kvec, sp, 2 * kS16ChunkVLo);
+            const int eff = static_cast<int>((geo.kvec + vp - 1) / vp);
+            if (force_split > 0) {
+              if (sp == force_split && vp <= max_vp) ws = eff, wvp = vp;
+              continue;
+            }
+            if (eff != sp) continue;
+            if (sp > 1 && (gx * eff > sms || vp < kS16MinVp)) break;
+            if (vp <= max_vp) ws = eff, wvp = vp;
+          }
+          const int wvar = var | lin::kS16VarW16;
+          if (ws > 0 && lin::prepare_linear_stream16(caps.device, wf, tw, qx, wvar, wvp) >= 1) {
+            var = wvar;
+            split = ws;
+            split_vp = wvp;
+            per_sm = 1;
+          }
+        }
         s16_trig_early = gx * split * 10 < 8 * sms * per_sm;
         // Session 24 (kS16LoSplitRule, Plan::stream16_split_lo; B12X_GEMM_S16_LOSPLIT=0|1): runs
         // of M <= 8 on twice the split where the grid fills under half the slots (4096x4096: 16,
@@ -2008,7 +2035,8 @@ Plan plan(const Caps& caps) {
         const bool lo_rule = elo != nullptr ? elo[0] == '1'
                                             : kS16LoSplitRule && sm90 && force_split == 0 &&
                                                   f == LinearFormat::kMxfp4W4A16;
-        if (lo_rule && var != 0 && split > 0 && gx * split * 2 <= sms * per_sm) {
+        if (lo_rule && var != 0 && !(var & lin::kS16VarW16) && split > 0 &&
+            gx * split * 2 <= sms * per_sm) {
           const int vp2 = lin::stream16_vectors_per_cta(geo.kvec, 2 * split);
           const int s2 = static_cast<int>((geo.kvec + vp2 - 1) / vp2);
           if (s2 > split && vp2 >= kS16ChunkVLo && gx * s2 <= sms * per_sm) {
@@ -2025,10 +2053,12 @@ Plan plan(const Caps& caps) {
         p.stream16_qx = qx;
         p.stream16_once = var != 0;
         p.stream16_qa = qa;
+        p.stream16_w16 = (var & lin::kS16VarW16) != 0;
         p.stream16_smem = lin::stream16_smem_bytes(tw, qx, var, split_vp);
         p.stream16_tiles = 8 * tw;
         p.stream16_min_m = static_cast<int>(s16_min);
-        if (split > 1 && split <= cl_max && var != 0 && (!cl_rule || gx * split > sms) &&
+        if (split > 1 && split <= cl_max && var != 0 && !p.stream16_w16 &&
+            (!cl_rule || gx * split > sms) &&
             lin::stream16_max_active_clusters(caps.device, wf, tw, qx, var, split_vp, split) >=
                 gx) {  // every cluster of the grid resident at once (one wave)
           p.stream16_cluster = split;
@@ -2912,7 +2942,7 @@ void run(const Binding& b, Stream stream) {
     lin::launch_linear_stream16(
         im.wfmt, plan.stream16_tw, lo ? plan.stream16_smem_lo : plan.stream16_smem, p, stream,
         (plan.stream16_once ? lin::kS16VarOnce : 0) | (cl ? lin::kS16VarCluster : 0) |
-            (s16_qa_run ? lin::kS16VarQa : 0));
+            (s16_qa_run ? lin::kS16VarQa : 0) | (plan.stream16_w16 ? lin::kS16VarW16 : 0));
     if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);
     return;
   }

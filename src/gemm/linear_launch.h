@@ -83,6 +83,7 @@ struct StreamLaunch {
   bool trig = false;         // the kernel triggers its dependent launch early (p.stream_trig)
   int cluster = 0;           // block kernel: the K split summed in a cluster of this many CTAs
   bool qa = false;           // block kernel: FP4 activations converted in its staging (kS16VarQa)
+  bool w16 = false;          // block kernel: 16 warps over two K halves (kS16VarW16)
 };
 StreamLaunch last_stream_launch();
 /// 64-K vectors per K part: the tile's kvec vectors over split CTAs x parts warps, rounded up to
@@ -118,6 +119,11 @@ inline constexpr int kS16VarCluster = 2;
 /// the staged-once kernel's staging, no pre-pass launch; NVFP4's values come times 2^-7 (the
 /// caller's p.out_mult times 2^7). Staged-once kernel only, with or without kS16VarCluster.
 inline constexpr int kS16VarQa = 4;
+/// Session 26 probe (Plan::stream16_w16, B12X_GEMM_S16_W16=1): the staged-once kernel with 16
+/// warps, two K halves of the same tiles summed in shared memory (1 CTA per SM; p.stream_vp a
+/// multiple of 8, at most kS16W16MaxVp; partials only, no cluster).
+inline constexpr int kS16VarW16 = 8;
+inline constexpr int kS16W16MaxVp = 32;
 /// Host only: whether the staged-once kernel (var) has its cluster-sum instances at one token
 /// tile (M <= 8) for format f (NVFP4 on BF16 activations has none since session 25).
 bool stream16_cluster_nt1(WFmt f, int var);
@@ -128,7 +134,8 @@ int stream16_max_active_clusters(int device, WFmt f, int tw, bool qx, int var, i
 inline constexpr int kS16OnceMaxVp = 16;
 bool stream16_available(WFmt f, bool fp16, int tw);
 int64_t stream16_smem_bytes(int tw, bool qx = false, int var = 0, int vp = 0);
-int stream16_vectors_per_cta(int64_t kvec, int split);
+/// 64-K vectors per CTA of the split, rounded up to `chunk` (0: kS16ChunkV).
+int stream16_vectors_per_cta(int64_t kvec, int split, int chunk = 0);
 /// Host only (plan time): the opt-in and the CTAs per SM of both token-tile variants (the min).
 int prepare_linear_stream16(int device, WFmt f, int tw, bool qx = false, int var = 0, int vp = 0);
 void launch_linear_stream16(WFmt f, int tw, int64_t smem, const LinearParams& p, Stream stream,

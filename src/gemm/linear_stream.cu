@@ -17,6 +17,8 @@ static_assert(kStreamRowsSmemBudget + kStreamRedBytes<4> <= 101376,
 static_assert(kS16SmemBytes<2, true> <= 101376, "M <= 16 block kernel: staging slots exceed 99 KB");
 static_assert(s16_once_smem(2, kS16OnceMaxVp) <= 101376,
               "M <= 16 block kernel, staged once: activations + splats exceed 99 KB");
+static_assert(s16_once_smem(2, kS16W16MaxVp) <= 232448,
+              "M <= 16 block kernel, 16 warps: activations + splats exceed SM90's 227 KB");
 
 namespace {
 
@@ -137,14 +139,14 @@ S16Fn pick_stream16_fmt(int tw, int nt) {
 /// first conversion there (scalar decode, per-value swizzle offsets) lost: NVFP4 M = 16, us over
 /// the five shapes, 9.77 / 21.62 / 22.15 / 13.30 / 10.36 against 9.07 / 19.32 / 19.47 / 12.96 /
 /// 9.64; session 24's pair arithmetic wins (docs/gemm.md).
-template <bool kCl, bool kQa = false>
+template <bool kCl, bool kQa = false, bool kW16 = false>
 S16Fn pick_stream16_once(int nt, bool mx, bool mx_free) {
   if (mx && mx_free)
-    return nt == 1 ? &linear_stream16_once_kernel<2, 1, true, true, kCl, kQa>
-                   : &linear_stream16_once_kernel<2, 2, true, true, kCl, kQa>;
+    return nt == 1 ? &linear_stream16_once_kernel<2, 1, true, true, kCl, kQa, kW16>
+                   : &linear_stream16_once_kernel<2, 2, true, true, kCl, kQa, kW16>;
   if (mx)
-    return nt == 1 ? &linear_stream16_once_kernel<2, 1, true, false, kCl, kQa>
-                   : &linear_stream16_once_kernel<2, 2, true, false, kCl, kQa>;
+    return nt == 1 ? &linear_stream16_once_kernel<2, 1, true, false, kCl, kQa, kW16>
+                   : &linear_stream16_once_kernel<2, 2, true, false, kCl, kQa, kW16>;
   // NVFP4 weights on BF16 activations summed in a cluster at one token tile: no default reached
   // it (NVFP4 W4A16 takes the cluster from M = 9, session 23's round 87; NVFP4 W4A4 with its
   // activations converted in the kernel, qa); removed in session 25, its runs keep the partials
@@ -152,8 +154,8 @@ S16Fn pick_stream16_once(int nt, bool mx, bool mx_free) {
   if constexpr (kCl && !kQa)
     return nt == 1 ? nullptr : &linear_stream16_once_kernel<2, 2, false, false, kCl, kQa>;
   else
-    return nt == 1 ? &linear_stream16_once_kernel<2, 1, false, false, kCl, kQa>
-                   : &linear_stream16_once_kernel<2, 2, false, false, kCl, kQa>;
+    return nt == 1 ? &linear_stream16_once_kernel<2, 1, false, false, kCl, kQa, kW16>
+                   : &linear_stream16_once_kernel<2, 2, false, false, kCl, kQa, kW16>;
 }
 
 /// var & kS16VarCluster (session 23): the split summed in a cluster (kCl) on the staged-once
@@ -162,6 +164,10 @@ S16Fn pick_stream16_once(int nt, bool mx, bool mx_free) {
 S16Fn pick_stream16(int tw, int nt, bool mx, bool qx, bool mx_free = false, int var = 0) {
   const bool cl = (var & kS16VarCluster) != 0;
   const bool qa = (var & kS16VarQa) != 0;
+  if (var & kS16VarW16)  // session 26 probe: staged once, partials only
+    return tw != 2 || qx || cl || !(var & kS16VarOnce) ? nullptr
+           : qa ? pick_stream16_once<false, true, true>(nt, mx, mx_free)
+                : pick_stream16_once<false, false, true>(nt, mx, mx_free);
   if (var & kS16VarOnce)
     return tw != 2 || qx ? nullptr
            : qa          ? (cl ? pick_stream16_once<true, true>(nt, mx, mx_free)
@@ -187,14 +193,19 @@ bool stream16_available(WFmt f, bool fp16, int tw) {
   return pick_stream16(tw, 2, f == WFmt::kMxfp4, false) != nullptr;
 }
 
+static int stream16_threads(int var) {
+  return kStreamWarps * 32 * ((var & kS16VarW16) ? 2 : 1);
+}
+
 int64_t stream16_smem_bytes(int tw, bool qx, int var, int vp) {
   if (var & kS16VarOnce) return s16_once_smem(tw, vp);
   return qx ? kS16SmemBytes<2, true> : kS16SmemBytes<2>;
 }
 
-int stream16_vectors_per_cta(int64_t kvec, int split) {
+int stream16_vectors_per_cta(int64_t kvec, int split, int chunk) {
   const int64_t per = (kvec + split - 1) / split;
-  return static_cast<int>((per + kS16ChunkV - 1) / kS16ChunkV * kS16ChunkV);
+  const int64_t c = chunk > 0 ? chunk : kS16ChunkV;
+  return static_cast<int>((per + c - 1) / c * c);
 }
 
 int prepare_linear_stream16(int device, WFmt f, int tw, bool qx, int var, int vp) {
@@ -207,7 +218,7 @@ int prepare_linear_stream16(int device, WFmt f, int tw, bool qx, int var, int vp
                 " tw=", tw, " qx=", qx);
     int blocks = 0;
     B12X_CUDA_CHECK(::b12x::detail::resident_ctas(
-        reinterpret_cast<const void*>(k), kStreamWarps * 32, static_cast<int>(smem), &blocks));
+        reinterpret_cast<const void*>(k), stream16_threads(var), static_cast<int>(smem), &blocks));
     fit = nt == 1 ? blocks : std::min(fit, blocks);
   }
   return fit;
@@ -248,7 +259,9 @@ void launch_linear_stream16(WFmt f, int tw, int64_t smem, const LinearParams& p,
   const int split = std::max(p.split, 1);
   B12X_ASSERT(k != nullptr && (f == WFmt::kNvfp4 || f == WFmt::kMxfp4) &&
                   smem == stream16_smem_bytes(tw, qx, var, p.stream_vp) &&
-                  (!(var & kS16VarOnce) || p.stream_vp <= kS16OnceMaxVp),
+                  (!(var & kS16VarOnce) || p.stream_vp <= kS16OnceMaxVp ||
+                   ((var & kS16VarW16) && p.stream_vp <= kS16W16MaxVp)) &&
+                  (!(var & kS16VarW16) || p.stream_vp % (2 * kS16ChunkV) == 0),
               "M <= 16 block kernel: format ", static_cast<int>(f), " tw=", tw, " qx=", qx,
               " var=", var, " vp=", p.stream_vp, " smem=", smem);
   const int qa_act = f == WFmt::kMxfp4 ? kActMxfp4 : kActNvfp4;
@@ -282,10 +295,11 @@ void launch_linear_stream16(WFmt f, int tw, int64_t smem, const LinearParams& p,
                         p.reduce_trig != 0,
                         p.stream_trig != 0,
                         cl ? split : 0,
-                        qa};
+                        qa,
+                        (var & kS16VarW16) != 0};
   B12X_CUDA_CHECK(
       b12x::detail::launch_ex(k, dim3(static_cast<unsigned>(gx), static_cast<unsigned>(split)),
-                              dim3(kStreamWarps * 32), static_cast<size_t>(smem), stream,
+                              dim3(stream16_threads(var)), static_cast<size_t>(smem), stream,
                               p.pdl != 0, dim3(1, cl ? static_cast<unsigned>(split) : 1u, 1), p));
   B12X_CUDA_CHECK_LAUNCH();
 }

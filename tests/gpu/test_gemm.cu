@@ -2167,10 +2167,11 @@ TEST(GemmGpu, DecodeStream16) {
 /// the early trigger every other, a replayed graph every 3rd; cluster: the split summed in a
 /// cluster (B12X_GEMM_S16_CLUSTER=8 set by the caller; NVFP4 on BF16 activations from M = 9).
 /// qa: W4A4 only, its activations converted
-/// in the staging (B12X_GEMM_S16_QA=1 set by the caller).
+/// in the staging (B12X_GEMM_S16_QA=1 set by the caller). w16: the 16-warp kernel
+/// (B12X_GEMM_S16_W16=1 set by the caller).
 void s16_once_cases(const std::vector<int64_t>& ms, const std::array<int64_t, 3>& ks,
                     const std::array<int, 3>& splits, const std::array<int64_t, 3>& ns,
-                    bool cluster, bool qa = false) {
+                    bool cluster, bool qa = false, bool w16 = false) {
   int i = 0;
   const std::vector<LinearFormat> fmts =
       qa ? std::vector<LinearFormat>{LinearFormat::kNvfp4, LinearFormat::kMxfp4}
@@ -2197,6 +2198,7 @@ void s16_once_cases(const std::vector<int64_t>& ms, const std::array<int64_t, 3>
       const bool cl_nt1 = f != LinearFormat::kNvfp4W4A16 && (f != LinearFormat::kNvfp4 || qa);
       EXPECT_EQ(l.cluster, cluster && (M > 8 || cl_nt1) ? sp : 0) << "M " << M << " K " << K;
       EXPECT_EQ(l.qa, qa) << "M " << M << " K " << K;
+      EXPECT_EQ(l.w16, w16) << "M " << M << " K " << K;
     }
 }
 
@@ -2263,6 +2265,47 @@ TEST(GemmGpu, DecodeStream16Once) {
       EXPECT_TRUE(launched) << gemm::format_name(f);
       EXPECT_EQ(gemm::lin::last_stream_launch().rows, 32) << gemm::format_name(f);
     }
+  }
+}
+
+TEST(GemmGpu, DecodeStream16W16) {
+  B12X_REQUIRE_GPU();
+  // Session 26 probe (B12X_GEMM_S16_W16=1, lin::kS16VarW16): the staged-once kernel with 16 warps,
+  // two K halves of the same tiles summed in shared memory. NVFP4 / MXFP4, W4A16 / W4A4 (the
+  // pre-pass, and converted in the staging), M = 2..16 (one and two n8 token tiles); vp 16 halves
+  // of 8 (K = 992: the last vector half past K; 2848 split 3: the last range 13 of 16 vectors, its
+  // second half 5; 1312 split 2: the last range 5 vectors, its second half idle), bias, FP16
+  // outputs, capacity above M, graph replays with new activations and an eager call after them;
+  // vp 24 / 32 unsplit (halves of 3 / 4 chunks; SM90 only).
+  ScopedEnv e16("B12X_GEMM_STREAM16", "1"), em("B12X_GEMM_STREAM16_MINM", "2");
+  ScopedEnv ew("B12X_GEMM_S16_W16", "1");
+  {
+    ScopedEnv eq0("B12X_GEMM_STREAM16_QX", "0"), eqa0("B12X_GEMM_S16_QA", "0");
+    s16_once_cases({2, 9, 16}, {992, 2848, 3040}, {1, 3, 3}, {200, 72, 200}, false, false, true);
+  }
+  {
+    ScopedEnv eqa("B12X_GEMM_S16_QA", "1");
+    s16_once_cases({4, 8, 16}, {1312, 2848, 992}, {2, 3, 1}, {72, 200, 520}, false, true, true);
+  }
+  const bool sm90 = device_info(0).cc_major == 9 && device_info(0).cc_minor == 0;
+  for (const int64_t K : {1536, 2048}) {
+    ScopedEnv es("B12X_GEMM_STREAM16_SPLIT", "1");
+    const LinearFormat f = K == 1536 ? LinearFormat::kMxfp4W4A16 : LinearFormat::kNvfp4W4A16;
+    const int64_t before = gemm::lin::last_stream_launch().serial;
+    run_case({f, 16, 200, K, DType::kBF16, DType::kBF16, true}, /*graph_replay=*/true);
+    const gemm::lin::StreamLaunch l = gemm::lin::last_stream_launch();
+    EXPECT_GT(l.serial, before) << "K " << K;
+    EXPECT_EQ(l.w16, sm90) << "K " << K;  // vp 24 / 32: above 16 on SM90 only
+  }
+  // The plan's own split for one CTA per SM: vp a multiple of 8, at most one CTA per SM.
+  const int64_t sms = device_info(0).sm_count;
+  for (const LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kMxfp4}) {
+    unsetenv("B12X_GEMM_STREAM16_MINM");
+    const gemm::Plan pl = plan_fmt(f, 4096, 4096, 16);
+    EXPECT_TRUE(pl.stream16_w16) << pl.describe();
+    EXPECT_EQ(pl.stream16_vp % 8, 0) << pl.describe();
+    EXPECT_LE(16 * pl.stream16_split, sms) << pl.describe();
+    EXPECT_EQ(pl.stream16_cluster, 0) << pl.describe();
   }
 }
 

@@ -704,6 +704,23 @@ __device__ __forceinline__ S16Range<kTw> s16_range(const LinearParams& p, int wa
   }
   return r;
 }
+/// kW16 (the staged-once kernel's 16 warps): half h's part of the CTA's range, its vectors [h vh,
+/// (h + 1) vh) with vh = p.stream_vp / 2 (whole chunks), capped by what exists.
+template <bool kW16, int kTw>
+__device__ __forceinline__ S16Range<kTw> s16_half(S16Range<kTw> r, const LinearParams& p,
+                                                  int half) {
+  if constexpr (kW16) {
+    const int vh = p.stream_vp / 2, c0 = half * (vh / kS16ChunkV);
+    r.nch = max(0, min(r.nch - c0, vh / kS16ChunkV));
+    r.vbase += c0 * kS16ChunkV;
+#pragma unroll
+    for (int j = 0; j < kTw; ++j) {
+      r.lim[j] = max(0, min(r.lim[j] - c0 * kS16ChunkV, vh));
+      r.wp[j] += static_cast<int64_t>(c0) * kS16ChunkV * 512;
+    }
+  }
+  return r;
+}
 /// Ring slot q holds vector q / kTw of tile q % kTw (then every kDepth later). Vectors that do
 /// not exist are not loaded: the slot keeps a finite earlier vector (the ring starts zeroed), whose
 /// products with the activations staged as zeros past K (FP8) or with the scales staged as zeros
@@ -1077,23 +1094,35 @@ __host__ __device__ constexpr int s16_once_smem(int tw, int vp) {
 /// rows the MMAs read (8 kNt) are staged. Session 17 tried the conversion here with the scalar
 /// decode and per-value swizzle offsets (round 64: +0.7-2.3 us, the ALU work in the prologue);
 /// this one issues ~35 instructions per 8 values.
+///
+/// kW16 (session 26 probe, lin::kS16VarW16): 16 warps, two K halves of the same 8 x kTw tiles —
+/// warps 0..7 the range's first vp / 2 vectors, warps 8..15 the rest (p.stream_vp a multiple of 8,
+/// at most lin::kS16W16MaxVp) — summed in shared memory at the end, so an SM that holds one CTA
+/// runs 16 warps where the 8-warp CTA gave the small grids 8 (session 25: 0.50 eligible warps per
+/// scheduler at 4096x4096 against M = 1's 0.93). The staging and the splats are the 8-warp
+/// kernel's bytes (each warp's splats cover its half), 1 CTA per SM (512 x <= 128 registers).
 template <int kTw, int kNt, bool kMx = false, bool kMxFree = false, bool kCl = false,
-          bool kQa = false>
-__global__ void __launch_bounds__(kStreamWarps * 32, 2)
+          bool kQa = false, bool kW16 = false>
+__global__ void __launch_bounds__(kStreamWarps * 32 * (kW16 ? 2 : 1), kW16 ? 1 : 2)
     linear_stream16_once_kernel(const LinearParams p) {
   static_assert(!kMxFree || kMx, "fold-free splats: MXFP4 only");
   static_assert(kTw == 1 || kTw == 2, "tiles per warp");
   static_assert(kNt == 1 || kNt == 2, "n8 token tiles");
+  static_assert(!(kW16 && kCl), "16 warps: partials only");
 
   constexpr int kDepth = kStreamDepth;
   static_assert(kDepth % kTw == 0 && (kS16ChunkV * kTw) % kDepth == 0, "ring order");
   constexpr int kAhead = kDepth / kTw;  // vectors of a tile in flight beyond the current one
+  constexpr int kThreads = kStreamWarps * 32 * (kW16 ? 2 : 1);
   extern __shared__ __align__(16) uint8_t dsm[];
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, t = lane & 3;
-  const S16Range<kTw> cr = s16_range<kTw, kS16ChunkV>(p, warp, lane);
+  const int wt = kW16 ? warp % kStreamWarps : warp;  // its tiles (kW16: both halves the same)
+  const int half = kW16 ? warp / kStreamWarps : 0;
+  const S16Range<kTw> cr = s16_half<kW16>(s16_range<kTw, kS16ChunkV>(p, wt, lane), p, half);
   const int vp = p.stream_vp, pitch = s16_once_pitch(vp);
+  const int vh = kW16 ? vp / 2 : vp;  // this warp's vectors (its splats' extent)
   uint4 ring[kDepth];
   s16_ring_fill(ring, cr);
   // This warp's scale bytes, requested with the ring (weights: no dependence on earlier kernels):
@@ -1102,8 +1131,8 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
   // kTasks per lane (vp <= 16). Tiles that do not exist and blocks past kvec get zero splats, so
   // the ring's stale vectors there contribute nothing.
   constexpr int kTasks = kTw * 8 * (16 / 4) / 32;
-  uint8_t* const spw = dsm + 16 * pitch + warp * (kTw * vp * 128);
-  const int nb = vp / 4;
+  uint8_t* const spw = dsm + 16 * pitch + warp * (kTw * vh * 128);
+  const int nb = vh / 4;
   uint4 sw0[kTasks], sw8[kTasks];
 #pragma unroll
   for (int u = 0; u < kTasks; ++u) {
@@ -1111,7 +1140,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
     const int b = task % nb, gg = (task / nb) % 8, j = task / (8 * nb);
     const int64_t v0 = cr.vbase + 4 * b;
     sw0[u] = sw8[u] = make_uint4(0, 0, 0, 0);
-    if (task >= kTw * 8 * nb || cr.tile0 + j >= p.n16 || warp * kTw + j >= cr.tpc || v0 >= p.kvec)
+    if (task >= kTw * 8 * nb || cr.tile0 + j >= p.n16 || wt * kTw + j >= cr.tpc || v0 >= p.kvec)
       continue;
     const uint8_t* const sr =
         p.wscale + ((cr.tile0 + j) * 16 + gg) * p.scale_ld + v0 * (kMx ? 2 : 4);
@@ -1128,18 +1157,18 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
   griddep_wait();  // the activations (and alpha) belong to earlier kernels
 
   // The CTA's activations: 16 token rows x vp x 64 K from vbase; rows past M, K values past K zero.
-  const int64_t k0 = cr.vbase * 64;
+  const int64_t k0 = kW16 ? static_cast<int64_t>(blockIdx.y) * vp * 64 : cr.vbase * 64;
   // kQa: task u = token row (8 kNt of them) x 32-value block of the range; its 16 packed bytes
   // and scale bytes (NVFP4 2, MXFP4 1) in registers until the splats are built.
   constexpr int kQRows = 8 * kNt,
-                kQTasks = kQa ? kQRows * 2 * 16 / (kStreamWarps * 32) : 1;  // vp <= 16
+                kQTasks = kQa ? kQRows * 2 * 16 / (kStreamWarps * 32) : 1;  // vh <= 16
   uint4 qv[kQTasks];
   uint32_t qsc[kQTasks];
   if constexpr (kQa) {
     const uint8_t* const xq = static_cast<const uint8_t*>(p.x);
 #pragma unroll
     for (int u = 0; u < kQTasks; ++u) {
-      const int task = threadIdx.x + kStreamWarps * 32 * u;
+      const int task = threadIdx.x + kThreads * u;
       const int tok = task % kQRows, blk = task / kQRows;
       const int64_t k = k0 + blk * 32;  // K % 32 == 0: a block is whole or past K
       qv[u] = make_uint4(0, 0, 0, 0);
@@ -1163,7 +1192,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
   } else {
     const uint16_t* const x = static_cast<const uint16_t*>(p.x);
     const int cpr = vp * 8;  // 16-byte chunks per row
-    for (int i = threadIdx.x; i < 16 * cpr; i += kStreamWarps * 32) {
+    for (int i = threadIdx.x; i < 16 * cpr; i += kThreads) {
       const int tok = i / cpr, kk = (i - tok * cpr) * 8;
       s16_stage_x8(p, x, tok, k0 + kk, dsm + tok * pitch + kk * 2);
     }
@@ -1196,14 +1225,14 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
         o = make_uint4(s16_splat(r0[q], r8[q], 0), s16_splat(r0[q], r8[q], 1),
                        s16_splat(r0[q], r8[q], 2), s16_splat(r0[q], r8[q], 3));
       }
-      *reinterpret_cast<uint4*>(spw + (j * vp + 4 * b + q) * 128 + gg * 16) = o;
+      *reinterpret_cast<uint4*>(spw + (j * vh + 4 * b + q) * 128 + gg * 16) = o;
     }
   }
   if constexpr (kQa) {
     // Rows past M get zeros (their columns are never stored, but stay finite).
 #pragma unroll
     for (int u = 0; u < kQTasks; ++u) {
-      const int task = threadIdx.x + kStreamWarps * 32 * u;
+      const int task = threadIdx.x + kThreads * u;
       const int tok = task % kQRows, blk = task / kQRows;
       if (blk >= 2 * vp) continue;
       const uint32_t w[4] = {qv[u].x, qv[u].y, qv[u].z, qv[u].w};
@@ -1220,8 +1249,9 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
 
   float acc[kTw][kNt][4] = {};
   // ldmatrix rows as in the chunked kernel, over the whole staged range.
+  // (kW16: this half's vectors start vh into the staged range.)
   const uint8_t* const xa =
-      dsm + (((lane >> 4) & 1) * 8 + (lane & 7)) * pitch + ((lane >> 3) & 1) * 16;
+      dsm + (((lane >> 4) & 1) * 8 + (lane & 7)) * pitch + ((lane >> 3) & 1) * 16 + half * vh * 128;
   const uint8_t* const spl = spw + g * 16;
   for (int c = 0; c < cr.nch; ++c) {
     // The last block: its weight loads were issued a block ahead (see the M = 1 kernel).
@@ -1229,20 +1259,48 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
 #pragma unroll
     for (int jj = 0; jj < kS16ChunkV; ++jj) {
       const int v = c * kS16ChunkV + jj;
-      s16_step<kTw, kNt, kMx && !kMxFree>(acc, ring, jj, xa + v * 128, spl + v * 128, vp * 128, cr,
+      s16_step<kTw, kNt, kMx && !kMxFree>(acc, ring, jj, xa + v * 128, spl + v * 128, vh * 128, cr,
                                           v + kAhead);
     }
   }
 
   float mult = p.out_mult;
   if (p.alpha != nullptr) mult *= *p.alpha;
+  if constexpr (kW16) {
+    // The second half's accumulators through shared memory (lane-minor, conflict-free; 16 KB at
+    // kTw 2 / kNt 2, within the staging of vp >= 8), added by the first half in a fixed order.
+    float* const red = reinterpret_cast<float*>(dsm);
+    constexpr int kAcc = kTw * kNt * 4;
+    __syncthreads();  // every warp is past its last read of the activations and splats
+    if (half == 1) {
+#pragma unroll
+      for (int j = 0; j < kTw; ++j)
+#pragma unroll
+        for (int n = 0; n < kNt; ++n)
+#pragma unroll
+          for (int i = 0; i < 4; ++i)
+            red[((wt * kAcc) + (j * kNt + n) * 4 + i) * 32 + lane] = acc[j][n][i];
+    }
+    __syncthreads();
+    if (half == 1) {
+      griddep_launch_dependents();
+      return;
+    }
+#pragma unroll
+    for (int j = 0; j < kTw; ++j)
+#pragma unroll
+      for (int n = 0; n < kNt; ++n)
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+          acc[j][n][i] += red[((wt * kAcc) + (j * kNt + n) * 4 + i) * 32 + lane];
+  }
   if constexpr (kCl) {
     s16_cluster_store<kTw, kNt>(p, acc, dsm, cr.row0, cr.tpc, mult, warp, g, t);
   } else {
 #pragma unroll
     for (int j = 0; j < kTw; ++j) {
       const int64_t tile = cr.tile0 + j;
-      if (tile >= p.n16 || warp * kTw + j >= cr.tpc) continue;
+      if (tile >= p.n16 || wt * kTw + j >= cr.tpc) continue;
       stream_store_tile<kNt>(p, acc[j], tile, static_cast<int64_t>(blockIdx.y), mult, g, t);
     }
   }
