@@ -29,6 +29,7 @@
 #include "formats/swizzle.h"
 #include "gemm/linear_gemv_ggml.h"
 #include "gemm/linear_launch.h"
+#include "gemm/linear_params.h"
 #include "gemm/linear_stream16_fp8.h"
 #include "gpu_test_util.h"
 #include "reference/parallel.h"
@@ -1458,6 +1459,32 @@ TEST(GemmGpu, DecodeLean) {
   EXPECT_FALSE(ran_lean());  // FP16 MMAs: no lean instance
 }
 
+/// MXFP4 weights' E8M0 codes drawn over 0..135 (the fold-free range; 135 and 0 included), one
+/// code set to `top` where > 135, while in scope.
+struct MxCodeTweak {
+  explicit MxCodeTweak(int top) {
+    g_weight_tweak = [top](LinearFormat f, HostWeight& h) {
+      if (f != LinearFormat::kMxfp4W4A16 && f != LinearFormat::kMxfp4) return;
+      std::uniform_int_distribution<int> e8(0, 135);
+      for (auto& b : h.scale_bytes) b = static_cast<uint8_t>(e8(test::rng()));
+      h.scale_bytes[0] = 135;
+      h.scale_bytes[1] = 0;
+      if (top > 135) h.scale_bytes[h.scale_bytes.size() / 2] = static_cast<uint8_t>(top);
+    };
+  }
+  ~MxCodeTweak() { g_weight_tweak = nullptr; }
+};
+
+/// Runs c (against the reference) and expects an M = 1 / block stream kernel launch with or
+/// without MXFP4's fold-free splats.
+void expect_stream_launch(const Case& c, bool graph, bool want_free) {
+  const int64_t before = gemm::lin::last_stream_launch().serial;
+  run_case(c, graph);
+  const gemm::lin::StreamLaunch l = gemm::lin::last_stream_launch();
+  EXPECT_GT(l.serial, before) << name(c);
+  EXPECT_EQ(l.mx_free, want_free) << name(c);
+}
+
 TEST(GemmGpu, DecodeStreamMxFree) {
   B12X_REQUIRE_GPU();
   // Session 15: MXFP4 on the M = 1 stream kernel and the M <= 16 block kernel with the fold-free
@@ -1469,26 +1496,8 @@ TEST(GemmGpu, DecodeStreamMxFree) {
   // variant-free M = 1 instances are fold-free only); refresh leaves the range only until a plan
   // with the fold-free decode binds the weight.
   ScopedEnv es("B12X_GEMM_DECODE_STREAM", "1"), ef("B12X_GEMM_STREAM_MX_FREE", "1");
-  struct Tweak {
-    explicit Tweak(int top) {
-      g_weight_tweak = [top](LinearFormat f, HostWeight& h) {
-        if (f != LinearFormat::kMxfp4W4A16 && f != LinearFormat::kMxfp4) return;
-        std::uniform_int_distribution<int> e8(0, 135);
-        for (auto& b : h.scale_bytes) b = static_cast<uint8_t>(e8(test::rng()));
-        h.scale_bytes[0] = 135;
-        h.scale_bytes[1] = 0;
-        if (top > 135) h.scale_bytes[h.scale_bytes.size() / 2] = static_cast<uint8_t>(top);
-      };
-    }
-    ~Tweak() { g_weight_tweak = nullptr; }
-  };
-  auto launched = [](const Case& c, bool graph, bool want_free) {
-    const int64_t before = gemm::lin::last_stream_launch().serial;
-    run_case(c, graph);
-    const gemm::lin::StreamLaunch l = gemm::lin::last_stream_launch();
-    EXPECT_GT(l.serial, before) << name(c);
-    EXPECT_EQ(l.mx_free, want_free) << name(c);
-  };
+  using Tweak = MxCodeTweak;
+  const auto launched = expect_stream_launch;
   auto decode_kernel = [](const Case& c) {
     const int64_t before = gemm::lin::last_stream_launch().serial;
     run_case(c);
@@ -1643,6 +1652,35 @@ gemm::Plan plan_m1(LinearFormat f, int64_t N, int64_t K) {
       f == LinearFormat::kNvfp4 || f == LinearFormat::kMxfp4 ? DType::kFP4E2M1 : DType::kBF16;
   caps.out_dtype = DType::kBF16;
   return gemm::plan(caps);
+}
+
+TEST(GemmGpu, DecodeStreamMxS) {
+  // Session 26 probe (B12X_GEMM_STREAM_MXS=1, var bit 2048): fold-free MXFP4's splats built per
+  // lane for both atoms (no shuffles) on the 2-part (var 0 / 40) and 8-part (128 / 168) grids at
+  // the 2-CTA cap, W4A16 / W4A4, codes over 0..135, K tails (1312, 4832), bias, an FP16 output,
+  // graphs; a weight with a code 136 runs the plan's own variant with the fold.
+  B12X_REQUIRE_GPU();
+  ScopedEnv es("B12X_GEMM_DECODE_STREAM", "1"), ef("B12X_GEMM_STREAM_MX_FREE", "1"),
+      em("B12X_GEMM_STREAM_MXS", "1"), eo("B12X_GEMM_STREAM_OCC", "2");
+  {
+    MxCodeTweak tw(0);
+    int k = 0;
+    for (const char* parts : {"2", "8"})
+      for (const LinearFormat f : {LinearFormat::kMxfp4W4A16, LinearFormat::kMxfp4}) {
+        ScopedEnv ep("B12X_GEMM_STREAM_PARTS", parts);
+        const int64_t N = (k % 2) ? 72 : 200, K = k < 2 ? 1312 : 4832;
+        EXPECT_NE(plan_m1(f, N, K).decode_stream_var & gemm::lin::kStreamVarMxS, 0)
+            << parts << " " << static_cast<int>(f);
+        expect_stream_launch(
+            {f, 1, N, K, DType::kBF16, k == 3 ? DType::kFP16 : DType::kBF16, (k % 2) == 0},
+            /*graph=*/k == 1 || k == 2, true);
+        ++k;
+      }
+  }
+  MxCodeTweak tw(136);
+  ScopedEnv ep("B12X_GEMM_STREAM_PARTS", "8");
+  expect_stream_launch({LinearFormat::kMxfp4, 1, 72, 4832, DType::kBF16, DType::kBF16, true}, false,
+                       false);
 }
 
 TEST(GemmGpu, DecodeStreamJit) {

@@ -172,8 +172,15 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     linear_stream_kernel(const LinearParams p) {
   static_assert(!kMx || kRows == 1, "MXFP4: M = 1");
   static_assert(!kMxFree || kMx, "fold-free splats: MXFP4 only");
-  static_assert(kVar == 0 || (kRows == 1 && (!kMx || (kVar & ~64 & ~40 & ~128) == 0)),
-                "kVar: M = 1; MXFP4 with kQf only");
+  static_assert(
+      kVar == 0 || (kRows == 1 && (!kMx || (kVar & ~64 & ~40 & ~128 & ~kStreamVarMxS) == 0)),
+      "kVar: M = 1; MXFP4 with kQf only");
+  // kMxS (bit 2048, session 26; fold-free MXFP4, not kLean): each lane builds both atoms' splat
+  // pairs of a vector from the scale words by integer arithmetic (one PRMT, a mask and one IMAD
+  // per atom, 2 ops for code 255's NaN) instead of atom t / 2's by compares and selects and the
+  // quad's 4 shuffles.
+  constexpr bool kMxS = (kVar & kStreamVarMxS) != 0;
+  static_assert(!kMxS || (kMx && kMxFree && (kVar & 64) == 0), "kMxS: fold-free MXFP4, not kLean");
   constexpr bool kQx = (kVar & 8) != 0;  // NVFP4 (kMx: MXFP4) activations converted in the kernel
   constexpr bool kJit = (kVar & 128) != 0;
   // kQf (bit 32, session 20; kQx): the conversion by BF16 pair arithmetic, NVFP4 into activations
@@ -471,7 +478,19 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
                                     : cb1.w;
       // (row g, row g + 8) scale * 2^119 of each k16 step, as BF16 pairs.
       __nv_bfloat162 sv[4];
-      {
+      if constexpr (kMxS) {
+        // Atom a's codes of rows g / g + 8 to the halves' low bytes; (e + 119) << 7 per half is
+        // e8m0_bf16_splat_free's 2^(e - 8) for every code <= 135 (a fold-free weight's), and
+        // sets bit 15 of a half only for e = 255, whose half then becomes NaN.
+#pragma unroll
+        for (int a = 0; a < 2; ++a) {
+          const uint32_t b = 2 * (j & 1) + a;  // a constant after unrolling
+          const uint32_t pr = prmt(wg, wg8, b | ((b + 4) << 8));
+          uint32_t v = (pr & 0x00FF00FFu) * 128u + 0x3B803B80u;
+          v = lop3<kLutAndOr>(prmt(v, 0, 0xBB99u), 0x7FC07FC0u, v);
+          sv[2 * a] = sv[2 * a + 1] = *reinterpret_cast<const __nv_bfloat162*>(&v);
+        }
+      } else {
         uint32_t v;
         if constexpr (kMx) {
           const int sh = 8 * (2 * (j & 1) + (t >> 1));  // atom t / 2 of vector j
