@@ -96,12 +96,9 @@ struct WeightsPlan {
   /// True: prepare_weights copies everything into b12x-owned storage, so the caller may free
   /// (or empty) the source tensors afterwards. Always true in this implementation.
   bool discards_source_parameters = true;
-  int64_t prepared_bytes = 0;  ///< device bytes of the prepared storage
-  /// FP4 block scales stored in 32-row chunk tiles (plan_weights: always for FP4 weights, never
-  /// for GGML; plan() rejects an FP4 plan without them).
-  bool scales_tiled = true;
-  /// FP4 codes stored in 32-row chunk tiles (as scales_tiled).
-  bool values_tiled = true;
+  /// Device bytes of the prepared storage. FP4 codes and block scales are stored in 32-row
+  /// chunk tiles, GGML blocks per row (fixed by args.source_format).
+  int64_t prepared_bytes = 0;
   std::string describe() const;
 };
 

@@ -138,8 +138,7 @@ int64_t fc1_row_blocks(bool gated, int64_t I) {
 }
 
 /// The prepared layout of one operand: rows x K of format wfmt.
-WeightView make_view(int wfmt, SourceFormat f, int64_t rows, int64_t rows_pad, int64_t K,
-                     bool scales_tiled, bool values_tiled) {
+WeightView make_view(int wfmt, SourceFormat f, int64_t rows, int64_t rows_pad, int64_t K) {
   WeightView v;
   v.rows = static_cast<int>(rows);
   v.rows_pad = static_cast<int>(rows_pad);
@@ -171,13 +170,16 @@ WeightView make_view(int wfmt, SourceFormat f, int64_t rows, int64_t rows_pad, i
   // Bytes per 128-value chunk (only the FP4 kernels step chunks through scales_k_stride).
   const int chunk = wfmt == detail::kWFp4 ? (v.scale_kind == 0 ? 8 : 4) : 8;
   v.scales_k_stride = chunk;
-  if (scales_tiled && wfmt == detail::kWFp4) {  // [32-row group][chunk][32 rows][chunk bytes]
+  // FP4 block scales and codes in 32-row chunk tiles (sessions 14 / 15 measured them against
+  // row-major; session 25's decode-stream refills take the tiles' constant strides, so FP4 is
+  // always tiled). GGML weights keep their per-row layout.
+  if (wfmt == detail::kWFp4) {  // scales: [32-row group][chunk][32 rows][chunk bytes]
     v.scales_row_stride = chunk;
     v.scales_k_stride = 32 * chunk;
   }
   v.values_group_stride = 32 * v.values_row_stride;
-  v.values_k_stride = 64;  // FP4: 128 codes per chunk (only the FP4 kernels step through it)
-  if (values_tiled && wfmt == detail::kWFp4) {  // [32-row group][chunk][32 rows][64 B]
+  v.values_k_stride = 64;       // FP4: 128 codes per chunk (only the FP4 kernels step through it)
+  if (wfmt == detail::kWFp4) {  // codes: [32-row group][chunk][32 rows][64 B]
     v.values_row_stride = 64;
     v.values_k_stride = 32 * 64;
   }
@@ -198,10 +200,8 @@ Layout layout_of(const WeightsPlan& p) {
   L.wfmt2 = wfmt_of(a.source_format, a.ggml_w2_dtype);
   const int64_t I = a.intermediate_size, H = a.hidden_size, E = a.num_experts;
   const int64_t rows1_pad = 32 * fc1_row_blocks(p.gated, I);
-  L.fc1 =
-      make_view(L.wfmt1, a.source_format, p.w1_rows, rows1_pad, H, p.scales_tiled, p.values_tiled);
-  L.fc2 = make_view(L.wfmt2, a.source_format, H, round_up(H, detail::kPrepRowAlign), I,
-                    p.scales_tiled, p.values_tiled);
+  L.fc1 = make_view(L.wfmt1, a.source_format, p.w1_rows, rows1_pad, H);
+  L.fc2 = make_view(L.wfmt2, a.source_format, H, round_up(H, detail::kPrepRowAlign), I);
   int64_t o = 0;
   L.off_w1v = o;
   o = align256(o + L.fc1.values_expert_stride * E);
@@ -340,13 +340,6 @@ WeightsPlan plan_weights(const WeightsPlanArgs& args) {
   p.gated = args.activation != Activation::kRelu2;
   p.w1_rows = p.gated ? 2 * args.intermediate_size : args.intermediate_size;
   p.discards_source_parameters = true;
-  // FP4 block scales and codes in 32-row chunk tiles (WeightView; sessions 14 / 15 measured them
-  // against row-major, session 25 removed the row-major measurement knobs B12X_MOE_SCALE_TILED /
-  // B12X_MOE_VALUE_TILED with the decode stream's stride-general BF16 refills). GGML weights
-  // keep their per-row layout.
-  const bool fp4 = args.source_format != SourceFormat::kGgml;
-  p.scales_tiled = fp4;
-  p.values_tiled = fp4;
   p.prepared_bytes = layout_of(p).bytes;
   return p;
 }
@@ -359,7 +352,7 @@ std::string WeightsPlan::describe() const {
      << ", params_dtype=" << dtype_name(args.params_dtype) << ", E=" << args.num_experts
      << ", H=" << args.hidden_size << ", I=" << args.intermediate_size
      << ", w13_layout=" << (args.w13_layout == W13Layout::kW13 ? "w13" : "w31")
-     << (scales_tiled ? ", scales_tiled" : "") << (values_tiled ? ", values_tiled" : "")
+     << (args.source_format != SourceFormat::kGgml ? ", fp4_chunk_tiles" : "")
      << ", prepared_bytes=" << prepared_bytes << ")";
   return os.str();
 }
@@ -739,13 +732,6 @@ Plan plan(const Caps& caps) {
   const WeightsPlan& w = *caps.weight_plan;
   const std::string why = weights_support_reason(w.args);
   B12X_CHECK_ARG(why.empty(), kOp, ".plan: ", why);
-  // The decode stream's BF16 refills take the chunk tiles' constant strides (plan_weights always
-  // tiles FP4 weights).
-  const bool fp4w = w.args.source_format != SourceFormat::kGgml;
-  B12X_CHECK_ARG(!fp4w || (w.scales_tiled && w.values_tiled), kOp,
-                 ".plan: caps.weight_plan scales_tiled=", w.scales_tiled,
-                 " values_tiled=", w.values_tiled,
-                 " (supported: both true for FP4 weights, as plan_weights makes them)");
   B12X_CHECK_ARG(caps.max_tokens >= 1 && caps.max_tokens <= (1 << 24), kOp,
                  ".plan: max_tokens=", caps.max_tokens, " outside [1, 2^24]");
   B12X_CHECK_ARG(caps.num_topk >= 1 && caps.num_topk <= 64, kOp, ".plan: num_topk=", caps.num_topk,

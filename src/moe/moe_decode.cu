@@ -57,7 +57,7 @@ void launch_fc1(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, bool 
 // The FC2 cluster size of the last launch (1: none); tests read it (decode_last_fc2_cluster).
 std::atomic<int> g_last_fc2_cluster{1};
 // The prepared layout WarpStage::issue<true> assumes: codes and UE4M3 scales in 32-row chunk
-// tiles (WeightsPlan::values_tiled / scales_tiled: always for FP4 weights).
+// tiles (always for FP4 weights: make_view in moe.cc).
 bool refill_tiled(const WeightView& w) {
   return w.scale_kind == 0 && w.values_row_stride == 64 && w.values_k_stride == 2048 &&
          w.scales_row_stride == 8 && w.scales_k_stride == 256;

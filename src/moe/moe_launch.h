@@ -22,7 +22,7 @@ inline constexpr int kCfgTokens[2] = {8, 64};  // tokens per CTA tile
 inline constexpr int kPrepRowAlign = 128;      // prepared rows are padded to this
 inline constexpr int kPrepKAlign = 128;        // prepared K is padded to this
 inline constexpr int kMaxExperts = 4096;       // routing keeps per-expert counters in smem
-// FP4 weights are prepared in 32-row chunk tiles (WeightsPlan::scales_tiled / values_tiled,
+// FP4 weights are prepared in 32-row chunk tiles (make_view in moe.cc,
 // always; session 25 removed the row-major layout): H200 round 51, row-major -> chunk-tiled
 // scales, us: MiniMax nvfp4 M = 1 / 2 / 4 / 8 62.7 / 106.1 / 190.8 / 323.8 -> 59.0 / 101.6 /
 // 180.7 / 309.2, Qwen3.5-TP4 42.2 / 69.8 / 115.2 / 204.5 -> 41.0 / 67.6 / 112.3 / 199.7; all 24
@@ -45,14 +45,14 @@ struct WeightView {
   int scale_kind = 0;  // FP4 only: 0 = UE4M3 per 16, 1 = E8M0 per 32
   // Scales of row r, 128-value chunk kk: (r >> 5) * scales_group_stride + (r & 31) *
   // scales_row_stride + kk * scales_k_stride. Row-major: group = 32 rows, k = the chunk's bytes
-  // (FP4: 8 UE4M3 / 4 E8M0). FP4 "chunk tiles" (WeightsPlan::scales_tiled): [32 rows][bytes]
+  // (FP4: 8 UE4M3 / 4 E8M0). FP4 "chunk tiles": [32 rows][bytes]
   // per chunk, so one warp's 32 rows of one chunk are 256 (128) contiguous bytes — 8 (4) 32-byte
   // sectors per copy instruction instead of 32.
   int64_t scales_group_stride = 0;
   int scales_k_stride = 0;
   // Values likewise: (r >> 5) * values_group_stride + (r & 31) * values_row_stride + kk *
   // values_k_stride. Row-major: k = 64 (FP4: the chunk's 128 codes); FP4 chunk tiles
-  // (WeightsPlan::values_tiled): [32 rows][64 B] per chunk, one warp's 32 rows of a chunk 2 KB
+  // (always for FP4): [32 rows][64 B] per chunk, one warp's 32 rows of a chunk 2 KB
   // contiguous (a 512-byte run per copy instruction instead of 8 rows x 64 B).
   int64_t values_group_stride = 0;
   int values_k_stride = 0;

@@ -607,29 +607,12 @@ TEST(Moe, ChunkTilesAndOffsets) {
   wa.hidden_size = 256;
   wa.intermediate_size = 96;
   const moe::WeightsPlan p = moe::plan_weights(wa);
-  EXPECT_TRUE(p.scales_tiled);
-  EXPECT_TRUE(p.values_tiled);
-  EXPECT_NE(p.describe().find("scales_tiled, values_tiled"), std::string::npos);
-  moe::WeightsPlan bad = p;
-  bad.values_tiled = false;
-  moe::Caps caps;
-  caps.max_tokens = 4;
-  caps.num_topk = 2;
-  caps.weight_plan = &bad;
-  try {
-    (void)moe::plan(caps);
-    ADD_FAILURE() << "an untiled FP4 weight plan was accepted";
-  } catch (const b12x::Error& e) {
-    EXPECT_NE(std::string(e.what()).find("values_tiled=0"), std::string::npos) << e.what();
-  }
+  EXPECT_NE(p.describe().find("fp4_chunk_tiles"), std::string::npos);
   moe::WeightsPlanArgs wg = wa;
   wg.quant_mode = QuantMode::kGgmlA16;
   wg.source_format = SourceFormat::kGgml;
   const moe::WeightsPlan pg = moe::plan_weights(wg);
-  EXPECT_FALSE(pg.scales_tiled);
-  EXPECT_FALSE(pg.values_tiled);
-  EXPECT_EQ(pg.describe().find("scales_tiled"), std::string::npos);
-  EXPECT_EQ(pg.describe().find("values_tiled"), std::string::npos);
+  EXPECT_EQ(pg.describe().find("fp4_chunk_tiles"), std::string::npos);
   // Chunk tiles of 128 rows x 384 values (UE4M3: 3 chunks of 8 bytes per row): every (row,
   // chunk) maps to its own 8 bytes inside the expert; a 32-row group's chunk is contiguous.
   moe::detail::WeightView w;
