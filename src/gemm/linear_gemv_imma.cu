@@ -16,19 +16,54 @@ using ImmaFn = void (*)(const LinearParams);
 /// in rounds 93-95 (removed): 8 warps (two CTAs per SM), 20 / 32 warps, IQ2_XXS 24, IQ2_XS 16 and
 /// M = 2 (round 95: 15.71 us at 14336x4096 against the BF16 GEMV's 15.14), the weights two
 /// batches ahead, two MMA chains per piece set; FP16 activations are unmeasured (no kernel).
+/// Session 26 probes (var kGgmlImmaVar | imma::kP2 [| imma::kPred] [| imma::kU2] or | kD2): both
+/// formats, M = 1 all four, M = 2 kP2 and kP2 | kU2; kP2 | kD2 IQ2_XXS M = 1.
+template <WFmt F, int kW>
+ImmaFn imma_probe(int v, int64_t M) {
+  using namespace imma;
+  if (M == 2) {
+    return v == kP2           ? &linear_gemv_imma_kernel<F, Bf16Tag, kW, 2, kP2>
+           : v == (kP2 | kU2) ? &linear_gemv_imma_kernel<F, Bf16Tag, kW, 2, kP2 | kU2>
+                              : nullptr;
+  }
+  switch (v) {
+    case kP2:
+      return &linear_gemv_imma_kernel<F, Bf16Tag, kW, 1, kP2>;
+    case kP2 | kPred:
+      return &linear_gemv_imma_kernel<F, Bf16Tag, kW, 1, kP2 | kPred>;
+    case kP2 | kU2:
+      return &linear_gemv_imma_kernel<F, Bf16Tag, kW, 1, kP2 | kU2>;
+    case kP2 | kPred | kU2:
+      return &linear_gemv_imma_kernel<F, Bf16Tag, kW, 1, kP2 | kPred | kU2>;
+    case kP2 | kD2:  // IQ2_XXS only (IQ2_XS's 24 warps: 80 registers)
+      if constexpr (F == WFmt::kIq2Xxs)
+        return &linear_gemv_imma_kernel<F, Bf16Tag, kW, 1, kP2 | kD2>;
+      return nullptr;
+    default:
+      return nullptr;
+  }
+}
+
 ImmaFn imma_kernel(WFmt f, bool fp16, int warps, int var, int64_t M) {
-  if (fp16 || var != kGgmlImmaVar) return nullptr;
-  if (f == WFmt::kIq2Xs && warps == 24 && M == 1)
-    return &linear_gemv_imma_kernel<WFmt::kIq2Xs, Bf16Tag, 24>;
+  constexpr int kBits = imma::kP2 | imma::kPred | imma::kU2 | imma::kD2;
+  if (fp16 || (var & ~kBits) != kGgmlImmaVar) return nullptr;
+  const int v = var & kBits;
+  const bool xs = f == WFmt::kIq2Xs;
+  if (v != 0) {
+    if (M < 1 || M > 2 || warps != (xs ? 24 : 16)) return nullptr;
+    return xs ? imma_probe<WFmt::kIq2Xs, 24>(v, M) : imma_probe<WFmt::kIq2Xxs, 16>(v, M);
+  }
+  if (xs && warps == 24 && M == 1) return &linear_gemv_imma_kernel<WFmt::kIq2Xs, Bf16Tag, 24>;
   if (f == WFmt::kIq2Xxs && warps == 16 && (M == 1 || M == 2))
     return M == 2 ? &linear_gemv_imma_kernel<WFmt::kIq2Xxs, Bf16Tag, 16, 2>
                   : &linear_gemv_imma_kernel<WFmt::kIq2Xxs, Bf16Tag, 16>;
   return nullptr;
 }
 
-int64_t imma_smem(WFmt f, int64_t K, int64_t M) {
-  return f == WFmt::kIq2Xs ? imma::smem_bytes<WFmt::kIq2Xs>(K, M)
-                           : imma::smem_bytes<WFmt::kIq2Xxs>(K, M);
+int64_t imma_smem(WFmt f, int64_t K, int64_t M, int var) {
+  const int v = var & imma::kP2;
+  return f == WFmt::kIq2Xs ? imma::smem_bytes<WFmt::kIq2Xs>(K, M, v)
+                           : imma::smem_bytes<WFmt::kIq2Xxs>(K, M, v);
 }
 
 }  // namespace
@@ -38,7 +73,8 @@ bool ggml_imma_available(WFmt f, bool fp16, int64_t M, int64_t K, int warps, int
   // Every M up to the plan's (a run may bind fewer tokens).
   for (int64_t m = 1; m <= M; ++m)
     if (imma_kernel(f, fp16, warps, var, m) == nullptr) return false;
-  return K % 256 == 0 && imma_smem(f, K, M) + warps * (2 * 2 * 16 + 2) * 4 + 2048 <= smem_optin;
+  return K % 256 == 0 &&
+         imma_smem(f, K, M, var) + warps * (2 * 2 * 16 + 2) * 4 + 2048 <= smem_optin;
 }
 
 int prepare_ggml_imma(int device, WFmt f, bool fp16, int warps, int var, int64_t M, int64_t K) {
@@ -49,7 +85,7 @@ int prepare_ggml_imma(int device, WFmt f, bool fp16, int warps, int var, int64_t
     B12X_ASSERT(k != nullptr, "no IQ2 integer-MMA GEMV with ", warps, " warps at M=", m);
     int b = 0;
     B12X_CUDA_CHECK(::b12x::detail::resident_ctas(reinterpret_cast<const void*>(k), 32 * warps,
-                                                  static_cast<int>(imma_smem(f, K, m)), &b));
+                                                  static_cast<int>(imma_smem(f, K, m, var)), &b));
     if (m == M) blocks = b;
   }
   return blocks;
@@ -62,7 +98,7 @@ void launch_ggml_imma(WFmt f, bool fp16, int warps, int var, int ctas, const Lin
               " warps=", warps, " var=", var, " split=", p.split, " K=", p.K,
               " (supported: M = 1, 2, no split, K % 256 == 0)");
   const int64_t gx = std::max<int64_t>(1, std::min<int64_t>(ctas > 0 ? ctas : p.n16, p.n16));
-  const int smem = static_cast<int>(imma_smem(f, p.K, p.M));
+  const int smem = static_cast<int>(imma_smem(f, p.K, p.M, var));
   B12X_CUDA_CHECK(::b12x::detail::opt_in_smem(reinterpret_cast<const void*>(k), smem));
   note_ggml_gemv_launch(
       GgmlGemvLaunch{1, 0, warps, warps, static_cast<unsigned>(gx), 1u, 1u, false});

@@ -4583,6 +4583,44 @@ void run_nonfinite(const Case& c) {
   EXPECT_EQ(finite, 0);
 }
 
+/// The integer-MMA GEMV's cases for the plan variant in B12X_GGML_GEMV_VAR (IQ2_XXS 16 warps,
+/// IQ2_XS 24): one wave (default CTAs) and CTAs of several tiles whose warps' ranges cross tile
+/// starts (CTAS 2 / 5 over 13 tiles, K = 2304), N off the tile, bias, FP16 output, graph replay
+/// with new activations; blocks with one element 2^12 and 2^20 above the rest; M = 2 (formats
+/// with a 2-token kernel: m2xs adds IQ2_XS) and M = 1 on a plan for 2 tokens; NaN / Inf. xs:
+/// IQ2_XS too.
+void imma_cases(bool xs, bool m2xs) {
+  const auto wide12 = [](Acts& a) { widen_blocks(a, 12); };
+  const auto wide20 = [](Acts& a) { widen_blocks(a, 20); };
+  for (LinearFormat f : {LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs}) {
+    if (f == LinearFormat::kIq2Xs && !xs) continue;
+    const char* w = f == LinearFormat::kIq2Xxs ? "16" : "24";
+    ScopedEnv ew("B12X_GGML_GEMV_WARPS", w);
+    EXPECT_EQ(bf16_plan(f, 1, 4096, 4096).ggml_gemv_warps, std::atoi(w));
+    run_case({f, 1, 200, 2304, DType::kBF16, DType::kBF16, true});
+    EXPECT_EQ(gemm::lin::last_ggml_gemv_launch().warps, std::atoi(w));
+    run_case({f, 1, 40, 1024, DType::kBF16, DType::kFP16, false});
+    for (const char* ctas : {"2", "5"}) {
+      ScopedEnv ec("B12X_GGML_GEMV_CTAS", ctas);
+      run_case({f, 1, 200, 2304, DType::kBF16, DType::kBF16, ctas[0] == '2'},
+               /*graph_replay=*/ctas[0] == '5');
+    }
+    run_case({f, 1, 72, 4096, DType::kBF16, DType::kBF16, false}, /*graph_replay=*/true);
+    run_case({f, 1, 200, 2304, DType::kBF16, DType::kBF16, false}, false, nullptr, wide12);
+    run_case({f, 1, 200, 2304, DType::kBF16, DType::kBF16, true}, false, nullptr, wide20);
+    run_nonfinite({f, 1, 72, 2304, DType::kBF16, DType::kBF16, false});
+    if (f != LinearFormat::kIq2Xxs && !m2xs) continue;
+    // M = 2, and M = 1 on a plan for 2 tokens.
+    run_case({f, 2, 200, 2304, DType::kBF16, DType::kBF16, true});
+    run_case({f, 2, 40, 1024, DType::kBF16, DType::kFP16, false}, /*graph_replay=*/true);
+    run_case({f, 2, 200, 2304, DType::kBF16, DType::kBF16, false}, false, nullptr, wide12);
+    run_case({f, 1, 72, 2304, DType::kBF16, DType::kBF16, false, false, gemm::Regime::kAuto, 2});
+    run_nonfinite({f, 2, 72, 2304, DType::kBF16, DType::kBF16, false});
+    ScopedEnv ec("B12X_GGML_GEMV_CTAS", "5");
+    run_case({f, 2, 200, 2304, DType::kBF16, DType::kBF16, true}, /*graph_replay=*/true);
+  }
+}
+
 TEST(GemmGpu, GgmlGemvImma) {
   B12X_REQUIRE_GPU();
   // Session 25: IQ2 at M <= 2 on integer MMA (B12X_GGML_GEMV_VAR=8192; BF16 activations):
@@ -4601,41 +4639,29 @@ TEST(GemmGpu, GgmlGemvImma) {
   EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xs, 1, 4096, 4096).ggml_gemv_warps, 24);
   EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xs, 2, 4096, 4096).ggml_gemv_var, 0);
   EXPECT_EQ(bf16_plan(LinearFormat::kQ8_0, 1, 4096, 4096).ggml_gemv_var, 0);
-  const auto wide12 = [](Acts& a) { widen_blocks(a, 12); };
-  const auto wide20 = [](Acts& a) { widen_blocks(a, 20); };
-  for (LinearFormat f : {LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs})
-    for (const char* w : {"16", "24"}) {
-      if ((f == LinearFormat::kIq2Xxs) != (w[0] == '1')) continue;
-      ScopedEnv ew("B12X_GGML_GEMV_WARPS", w);
-      EXPECT_EQ(bf16_plan(f, 1, 4096, 4096).ggml_gemv_warps, std::atoi(w));
-      run_case({f, 1, 200, 2304, DType::kBF16, DType::kBF16, true});
-      EXPECT_EQ(gemm::lin::last_ggml_gemv_launch().warps, std::atoi(w));
-      run_case({f, 1, 40, 1024, DType::kBF16, DType::kFP16, false});
-      for (const char* ctas : {"2", "5"}) {
-        ScopedEnv ec("B12X_GGML_GEMV_CTAS", ctas);
-        run_case({f, 1, 200, 2304, DType::kBF16, DType::kBF16, ctas[0] == '2'},
-                 /*graph_replay=*/ctas[0] == '5');
-      }
-      run_case({f, 1, 72, 4096, DType::kBF16, DType::kBF16, false}, /*graph_replay=*/true);
-      run_case({f, 1, 200, 2304, DType::kBF16, DType::kBF16, false}, false, nullptr, wide12);
-      run_case({f, 1, 200, 2304, DType::kBF16, DType::kBF16, true}, false, nullptr, wide20);
-      if (f != LinearFormat::kIq2Xxs) continue;
-      // M = 2 (three piece sets; IQ2_XXS, 16 warps), and M = 1 on a plan for 2 tokens.
-      run_case({f, 2, 200, 2304, DType::kBF16, DType::kBF16, true});
-      run_case({f, 2, 40, 1024, DType::kBF16, DType::kFP16, false}, /*graph_replay=*/true);
-      run_case({f, 2, 200, 2304, DType::kBF16, DType::kBF16, false}, false, nullptr, wide12);
-      run_case({f, 1, 72, 2304, DType::kBF16, DType::kBF16, false, false, gemm::Regime::kAuto, 2});
-      ScopedEnv ec("B12X_GGML_GEMV_CTAS", "5");
-      run_case({f, 2, 200, 2304, DType::kBF16, DType::kBF16, true}, /*graph_replay=*/true);
-    }
+  // The cases incl. NaN / Inf activations (review s25 item 1: the block's scale is NaN).
+  imma_cases(/*xs=*/true, /*m2xs=*/false);
   // FP16 activations: the BF16 GEMV (no integer-MMA kernel).
   run_case({LinearFormat::kIq2Xxs, 1, 72, 1024, DType::kFP16, DType::kFP16, false});
-  // NaN / Inf activations propagate (review s25 item 1: the block's scale is NaN).
-  for (LinearFormat f : {LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs})
-    for (int64_t M : {1, 2}) {
-      if (M == 2 && f == LinearFormat::kIq2Xs) continue;
-      run_nonfinite({f, M, 72, 2304, DType::kBF16, DType::kBF16, false});
-    }
+}
+
+TEST(GemmGpu, GgmlGemvImmaProbe) {
+  B12X_REQUIRE_GPU();
+  // Session 26 probes (B12X_GGML_GEMV_VAR = 8192 | bits): 1 two pieces (15-bit activations:
+  // exact within 2^6 of the block's largest BF16 value, else < 2^-14 of it lost per element), 2
+  // activation loads by the supplying lanes only, 4 two units per loop iteration, 8 the weights
+  // two batches ahead (IQ2_XXS M = 1 only); M = 2 with 8193 / 8197 only.
+  ScopedEnv e("B12X_GGML_GEMV", "1");
+  for (const char* var : {"8193", "8195", "8197", "8199", "8201"}) {
+    SCOPED_TRACE(var);
+    ScopedEnv ev("B12X_GGML_GEMV_VAR", var);
+    const int v = std::atoi(var);
+    const bool m2 = v == 8193 || v == 8197, xs = v != 8201;
+    EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xxs, 1, 4096, 4096).ggml_gemv_var, v);
+    EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xs, 1, 4096, 4096).ggml_gemv_var, xs ? v : 0);
+    EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xs, 2, 4096, 4096).ggml_gemv_var, m2 ? v : 0);
+    imma_cases(xs, m2);
+  }
 }
 
 TEST(GemmGpuSanitize, GgmlGemvVariants) {

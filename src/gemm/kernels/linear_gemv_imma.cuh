@@ -64,11 +64,16 @@ __host__ __device__ constexpr int zero_off() {
 __host__ __device__ constexpr int64_t piece_stride(int64_t atoms) {
   return atoms * 32 + 16;
 }
-/// Dynamic shared memory at K for M tokens: the tables, three pieces and the per-atom scales
-/// per token.
+/// Kernel variant bits (plan var kGgmlImmaVar | bits; session 26 probes): kP2 two pieces per
+/// value (radix 2^8 signed digits, 15 bits), kPred activation loads by the supplying lanes only,
+/// kU2 two units per loop iteration (no copy of the next batch's registers), kD2 the weights two
+/// batches ahead (three units per iteration).
+inline constexpr int kP2 = 1, kPred = 2, kU2 = 4, kD2 = 8;
+/// Dynamic shared memory at K for M tokens: the tables, the pieces (three, kP2 two) and the
+/// per-atom scales per token.
 template <WFmt F>
-__host__ __device__ constexpr int64_t smem_bytes(int64_t K, int64_t M = 1) {
-  return tab_bytes<F>() + M * (3 * piece_stride(K / 32) + (K / 32) * 4);
+__host__ __device__ constexpr int64_t smem_bytes(int64_t K, int64_t M = 1, int V = 0) {
+  return tab_bytes<F>() + M * (((V & kP2) ? 2 : 3) * piece_stride(K / 32) + (K / 32) * 4);
 }
 
 namespace tab {
@@ -216,20 +221,40 @@ __device__ __forceinline__ void split4(const uint32_t R[4], uint32_t& aw, uint32
   aw = prmt(u01, u23, 0x6420u);
 }
 
+/// Two pieces (kP2): R bits of fma(x, 2^(13-E), 1.5 * 2^23 + 128), bits 0-22 = 2^22 + X + 128
+/// (|X| <= 2^14); X = a 2^8 + b with signed digits b = ((X + 128) mod 256) - 128 (byte 0 xor
+/// 0x80) and a = floor((X + 128) / 2^8) in [-64, 64] (byte 1).
+__device__ __forceinline__ void split4_p2(const uint32_t R[4], uint32_t& aw, uint32_t& bw) {
+  const uint32_t t01 = prmt(R[0], R[1], 0x5410u), t23 = prmt(R[2], R[3], 0x5410u);
+  bw = prmt(t01, t23, 0x6420u) ^ 0x80808080u;
+  aw = prmt(t01, t23, 0x7531u);
+}
+
+/// Lanes that supply no activations keep zero registers (kPred): the load only where on.
+__device__ __forceinline__ void lds128_if(uint4& v, uint32_t addr, bool on) {
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.b32 p, %5, 0;\n @p ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n}"
+      : "+r"(v.x), "+r"(v.y), "+r"(v.z), "+r"(v.w)
+      : "r"(addr), "r"(static_cast<uint32_t>(on)));
+}
+
 }  // namespace imma
 
 /// grid = (<= n16 CTAs, 1, 1), 32 kW threads, dynamic shared memory imma::smem_bytes<F>(K). M =
 /// 1, IQ2_XXS / IQ2_XS, K % 256 == 0, 16-byte aligned activations, no K split (p.split == 1).
 /// kM = M tokens (1, 2): at M = 2
 /// three piece sets per group, columns (2t, 2t + 1) token 0's pieces a, b, token 1's, and both
-/// tokens' c (lanes g = 2t + m: token m).
-template <WFmt F, class T, int kW, int kM = 1>
+/// tokens' c (lanes g = 2t + m: token m). kV: imma::kP2 (two pieces: one set per token, columns
+/// (2t, 2t + 1) its pieces a, b), imma::kPred (activation loads by the supplying lanes only).
+template <WFmt F, class T, int kW, int kM = 1, int kV = 0>
 __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const LinearParams p) {
   using namespace imma;
   constexpr int kThr = 32 * kW;
   constexpr bool kXs = F == WFmt::kIq2Xs;
   constexpr int kE = kXs ? 512 : 256, kSb = kXs ? 8 : 4;
   constexpr int kTabBytes = tab_bytes<F>(), kSrcOff = src_off<F>(), kZeroOff = zero_off<F>();
+  constexpr bool kTwo = (kV & kP2) != 0, kPr = (kV & kPred) != 0;
+  constexpr int kNp = kTwo ? 2 : 3;  // pieces per token
   extern __shared__ __align__(16) uint8_t smem[];
   __shared__ float part[kW][2][kM][16];
   __shared__ int ptile[kW][2];
@@ -262,6 +287,12 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
     }
     cursor_next<kSb>(ld, p, ltile, lb, g, t);
   };
+  constexpr int kAhead = (kV & kD2) != 0 ? 2 : 1;
+  Batch<F> nx1;
+  if (kAhead == 2 && ua + 1 < ue) {
+    step();
+    load_batch(ld, d8, s8, nx1);
+  }
 
   // Tables: 384 (IQ2_XS 640) entries x 32 copies as 16-byte stores (4 copies each); all of a
   // thread's words loaded first (one round trip), stored after the first activation load is out.
@@ -280,10 +311,10 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
   if (lane < 2) ptile[warp][lane] = -1;
   griddep_wait();
   // Activation staging: chunks of 8 values, 4 per atom (lanes 4k .. 4k + 3 of a warp); token m's
-  // piece p at piece array 3 m + p. Each pass's load is issued before the previous pass converts.
+  // piece p at piece array kNp m + p. Each pass's load is issued before the previous pass converts.
   const int64_t PS = piece_stride(atoms);
   uint8_t* pieces = smem + kTabBytes;
-  float* pscale = reinterpret_cast<float*>(pieces + 3 * kM * PS);
+  float* pscale = reinterpret_cast<float*>(pieces + kNp * kM * PS);
   {
     const int chunks = atoms * 4;
     const auto xload = [&](int ct) {
@@ -331,22 +362,30 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
       // block (E = 128) gets a NaN scale, so its rows' outputs are NaN as the reference's are
       // non-finite (IQ2 weights are never 0).
       const int E = max(static_cast<int>(mx >> 23) - 127, -100);
-      const float up = __uint_as_float(static_cast<uint32_t>(146 - E) << 23);  // 2^(19 - E)
+      // X = rint(x 2^(19 - E)) (kP2: 2^(13 - E)); the atom's scale is its inverse.
+      constexpr int kSh = kTwo ? 13 : 19, kSc = kTwo ? 16 : 19;  // kP2: d / 8 in the scale
+      const float up = __uint_as_float(static_cast<uint32_t>(127 + kSh - E) << 23);
       uint32_t R[8];
 #pragma unroll
-      for (int i = 0; i < 8; ++i) R[i] = __float_as_uint(fmaf(f[i], up, 12582912.f));
+      for (int i = 0; i < 8; ++i)
+        R[i] = __float_as_uint(fmaf(f[i], up, kTwo ? 12583040.f : 12582912.f));
       uint32_t aw[2], bw[2], cw[2];
-      split4(R, aw[0], bw[0], cw[0]);
-      split4(R + 4, aw[1], bw[1], cw[1]);
+      if constexpr (kTwo) {
+        split4_p2(R, aw[0], bw[0]);
+        split4_p2(R + 4, aw[1], bw[1]);
+      } else {
+        split4(R, aw[0], bw[0], cw[0]);
+        split4(R + 4, aw[1], bw[1], cw[1]);
+      }
       if (ok) {
-        uint8_t* pc = pieces + 3 * m * PS + static_cast<int64_t>(c) * 8;  // atom * 32 + 8 (c % 4)
+        uint8_t* pc = pieces + kNp * m * PS + static_cast<int64_t>(c) * 8;  // atom 32 + 8 (c % 4)
         *reinterpret_cast<uint2*>(pc) = make_uint2(aw[0], aw[1]);
         *reinterpret_cast<uint2*>(pc + PS) = make_uint2(bw[0], bw[1]);
-        *reinterpret_cast<uint2*>(pc + 2 * PS) = make_uint2(cw[0], cw[1]);
+        if constexpr (!kTwo) *reinterpret_cast<uint2*>(pc + 2 * PS) = make_uint2(cw[0], cw[1]);
         if ((c & 3) == 0)
           pscale[m * atoms + (c >> 2)] =
               E > 127 ? __uint_as_float(0x7FC00000u)
-                      : __uint_as_float(static_cast<uint32_t>(108 + E) << 23);
+                      : __uint_as_float(static_cast<uint32_t>(127 - kSc + E) << 23);
       }
     }
   }
@@ -360,31 +399,40 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
   const uint32_t shi = reinterpret_cast<const uint32_t*>(smem + kSrcOff)[2 + (lane & 1)];
   // Lanes g = 2t + p supply piece p (a / b) of atom t (set 1; M = 2: token 0, set 2 token 1),
   // the last set piece c (M = 1: lanes g = 2t; M = 2: lanes g = 2t + m token m); the others read
-  // 32 zero bytes (kZeroOff, stride 0): no predicated loads, no registers zeroed per atom.
-  constexpr int kSets = kM + 1;
+  // 32 zero bytes (kZeroOff, stride 0): no predicated loads, no registers zeroed per atom. kP2:
+  // set m token m's pieces a, b (lanes g = 2t + p); kPred: the other lanes load nothing and keep
+  // zero registers (loop-carried).
+  constexpr int kSets = kTwo ? kM : kM + 1;
   const bool act1 = (g >> 1) == t, actc = kM == 1 ? g == 2 * t : act1;
   uint32_t xo[kSets], xs[kSets];
+  bool xon[kSets];
 #pragma unroll
   for (int k = 0; k < kSets; ++k) {
-    const bool on = k + 1 < kSets ? act1 : actc;
-    const int arr = k + 1 < kSets ? 3 * k + (g & 1) : 3 * (kM == 1 ? 0 : g & 1) + 2;
+    const bool on = kTwo || k + 1 < kSets ? act1 : actc;
+    const int arr = kTwo || k + 1 < kSets ? kNp * k + (g & 1) : 3 * (kM == 1 ? 0 : g & 1) + 2;
     xo[k] = tab0 + (on ? kTabBytes + static_cast<uint32_t>(arr * PS) + 32 * t : kZeroOff);
     xs[k] = on ? 32 : 0;
+    xon[k] = on;
   }
+  uint4 xz[2][kSets][2];  // kPred: the halves' activation registers (zero where not on)
+#pragma unroll
+  for (int h = 0; h < 2; ++h)
+#pragma unroll
+    for (int k = 0; k < kSets; ++k) xz[h][k][0] = xz[h][k][1] = make_uint4(0u, 0u, 0u, 0u);
   float mult = p.out_mult;
   if (p.alpha != nullptr) mult *= *p.alpha;
 
   float acc[kM][2] = {};  // token m, rows g, g + 8 over the lane's atoms
   int tile_b0 = b;        // the first batch of the current tile in the warp's range
   const int first_tile = tile;
-  for (int u = ua; u < ue; ++u) {
+  // One unit: the batch in cur, the one kAhead units on loaded into nxt.
+  const auto unit = [&](int u, const Batch<F>& cur, Batch<F>& nxt) {
     int nb = b + 1, ntile = tile;
     if (nb == batches) {
       nb = 0;
       ++ntile;
     }
-    Batch<F> nxt;
-    if (u + 1 < ue) {
+    if (u + kAhead < ue) {
       step();
       load_batch(ld, d8, s8, nxt);
     }
@@ -396,8 +444,15 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
 #pragma unroll
       for (int k = 0; k < kSets; ++k) {
         const uint32_t xa = xo[k] + xs[k] * A0;
-        xv[k][0] = lds128(xa);
-        xv[k][1] = lds128(xa + 16);
+        if constexpr (kPr) {
+          lds128_if(xz[h][k][0], xa, xon[k]);
+          lds128_if(xz[h][k][1], xa + 16, xon[k]);
+          xv[k][0] = xz[h][k][0];
+          xv[k][1] = xz[h][k][1];
+        } else {
+          xv[k][0] = lds128(xa);
+          xv[k][1] = lds128(xa + 16);
+        }
       }
       float ps[kM];
 #pragma unroll
@@ -430,23 +485,41 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
       // the row's word; IQ2_XS: byte t of word h, low nibble K 0-15, high 16-31).
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
+        if constexpr (kTwo) {
+          // kP2: the sub-scales applied in int32 (|A 2^8 + B| (2s + 1) <= 2^29.5 over both
+          // IQ2_XS chains), one conversion per row and atom; d / 8 is in the atom's scale.
+          int Xs[kM] = {};
 #pragma unroll
-        for (int ch = 0; ch < (kXs ? 2 : 1); ++ch) {
-          const uint32_t sw = kXs ? (h ? cur.s[r].y : cur.s[r].x) >> (8 * t + 4 * ch)
-                                  : cur.s[r].x >> (16 * h + 4 * t);
-          const float f = static_cast<float>(2 * static_cast<int>(sw & 15u) + 1);
+          for (int ch = 0; ch < (kXs ? 2 : 1); ++ch) {
+            const uint32_t sw = kXs ? (h ? cur.s[r].y : cur.s[r].x) >> (8 * t + 4 * ch)
+                                    : cur.s[r].x >> (16 * h + 4 * t);
+            const int fi = static_cast<int>(((sw << 1) & 0x1Eu) | 1u);
 #pragma unroll
-          for (int m = 0; m < kM; ++m) {
-            const int X =
-                (cs[m][ch][2 * r] * 128 + cs[m][ch][2 * r + 1]) * 128 + cs[kM][ch][2 * r + m];
-            bacc[m][r] = fmaf(static_cast<float>(X), ps[m] * f, bacc[m][r]);
+            for (int m = 0; m < kM; ++m)
+              Xs[m] += (cs[m][ch][2 * r] * 256 + cs[m][ch][2 * r + 1]) * fi;
+          }
+#pragma unroll
+          for (int m = 0; m < kM; ++m)
+            bacc[m][r] = fmaf(static_cast<float>(Xs[m]), ps[m], bacc[m][r]);
+        } else {
+#pragma unroll
+          for (int ch = 0; ch < (kXs ? 2 : 1); ++ch) {
+            const uint32_t sw = kXs ? (h ? cur.s[r].y : cur.s[r].x) >> (8 * t + 4 * ch)
+                                    : cur.s[r].x >> (16 * h + 4 * t);
+            const float f = static_cast<float>(2 * static_cast<int>(sw & 15u) + 1);
+#pragma unroll
+            for (int m = 0; m < kM; ++m) {
+              const int X =
+                  (cs[m][ch][2 * r] * 128 + cs[m][ch][2 * r + 1]) * 128 + cs[kM][ch][2 * r + m];
+              bacc[m][r] = fmaf(static_cast<float>(X), ps[m] * f, bacc[m][r]);
+            }
           }
         }
       }
     }
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      const float d = half_bits_f32(cur.d[r] & 0xFFFFu) * 0.125f;
+      const float d = half_bits_f32(cur.d[r] & 0xFFFFu) * (kTwo ? 1.f : 0.125f);
 #pragma unroll
       for (int m = 0; m < kM; ++m) acc[m][r] = fmaf(bacc[m][r], d, acc[m][r]);
     }
@@ -487,9 +560,33 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
       }
       tile_b0 = 0;
     }
-    cur = nxt;
     tile = ntile;
     b = nb;
+  };
+  if constexpr (kAhead == 2) {
+    // A ring of three batches: cur (unit u), nx1 (u + 1), c2 (loaded during unit u).
+    Batch<F> c2;
+    for (int u = ua; u < ue; u += 3) {
+      unit(u, cur, c2);
+      if (u + 1 == ue) break;
+      unit(u + 1, nx1, cur);
+      if (u + 2 == ue) break;
+      unit(u + 2, c2, nx1);
+    }
+  } else if constexpr ((kV & kU2) != 0) {
+    // Two units per iteration, the batch registers alternating (no copy of the next batch).
+    Batch<F> alt;
+    for (int u = ua; u < ue; u += 2) {
+      unit(u, cur, alt);
+      if (u + 1 == ue) break;
+      unit(u + 1, alt, cur);
+    }
+  } else {
+    for (int u = ua; u < ue; ++u) {
+      Batch<F> nxt;
+      unit(u, cur, nxt);
+      cur = nxt;
+    }
   }
   griddep_launch_dependents();
   __syncthreads();
