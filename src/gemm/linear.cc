@@ -1108,6 +1108,8 @@ Plan plan(const Caps& caps) {
       int ivar = var, iw = 0;
       if ((var & lin::kGgmlImmaVar) != 0) {
         iw = wf == lin::WFmt::kIq2Xs ? 24 : 16;
+        // Session 26 probe: other warps per CTA where a kernel exists (else no integer MMA).
+        if (const char* w = std::getenv("B12X_GGML_GEMV_WARPS"); w != nullptr) iw = std::atoi(w);
       } else if (sm90 && ggml_gemv_env_free()) {
         ivar = ggml_imma_default(wf, fp16, M, geo.n16, K, dev.sm_count, &iw);
       }

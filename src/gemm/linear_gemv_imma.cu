@@ -50,6 +50,8 @@ ImmaFn imma_kernel(WFmt f, bool fp16, int warps, int var, int64_t M) {
   const int v = var & kBits;
   const bool xs = f == WFmt::kIq2Xs;
   if (v != 0) {
+    if (!xs && warps == 20 && M == 1 && v == imma::kP2)  // 20 warps: 96 registers
+      return &linear_gemv_imma_kernel<WFmt::kIq2Xxs, Bf16Tag, 20, 1, imma::kP2>;
     if (M < 1 || M > 2 || warps != (xs ? 24 : 16)) return nullptr;
     return xs ? imma_probe<WFmt::kIq2Xs, 24>(v, M) : imma_probe<WFmt::kIq2Xxs, 16>(v, M);
   }

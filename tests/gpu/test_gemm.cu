@@ -4650,7 +4650,7 @@ TEST(GemmGpu, GgmlGemvImmaProbe) {
   // Session 26 probes (B12X_GGML_GEMV_VAR = 8192 | bits): 1 two pieces (15-bit activations:
   // exact within 2^6 of the block's largest BF16 value, else < 2^-14 of it lost per element), 2
   // activation loads by the supplying lanes only, 4 two units per loop iteration, 8 the weights
-  // two batches ahead (IQ2_XXS M = 1 only); M = 2 with 8193 / 8197 only.
+  // two batches ahead (IQ2_XXS M = 1 only); M = 2 with 8193 / 8197 only; 20 warps with 8193.
   ScopedEnv e("B12X_GGML_GEMV", "1");
   for (const char* var : {"8193", "8195", "8197", "8199", "8201"}) {
     SCOPED_TRACE(var);
@@ -4662,6 +4662,14 @@ TEST(GemmGpu, GgmlGemvImmaProbe) {
     EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xs, 2, 4096, 4096).ggml_gemv_var, m2 ? v : 0);
     imma_cases(xs, m2);
   }
+  // 20 warps (8193, IQ2_XXS M = 1).
+  ScopedEnv ev("B12X_GGML_GEMV_VAR", "8193"), ew("B12X_GGML_GEMV_WARPS", "20");
+  EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xxs, 1, 4096, 4096).ggml_gemv_warps, 20);
+  run_case({LinearFormat::kIq2Xxs, 1, 200, 2304, DType::kBF16, DType::kBF16, true});
+  EXPECT_EQ(gemm::lin::last_ggml_gemv_launch().warps, 20);
+  ScopedEnv ec("B12X_GGML_GEMV_CTAS", "5");
+  run_case({LinearFormat::kIq2Xxs, 1, 200, 2304, DType::kBF16, DType::kBF16, false},
+           /*graph_replay=*/true);
 }
 
 TEST(GemmGpuSanitize, GgmlGemvVariants) {

@@ -42,11 +42,11 @@ namespace imma {
 
 /// The replicated tables: IQ2_XXS the BF16 GEMV's kPa layout (gemv::kPaBytes) with 4-byte entries
 /// and 32 copies (grid entry e at 256 e, sign entry s at 512 s + 128); IQ2_XS (9-bit grid indices)
-/// grid entry e at 128 e, sign entry s at 64 KB + 128 s (addresses by shift and mask), then 64
-/// bytes of words.
+/// grid entry e at 128 e, sign entry s at 64 KB + 128 s (addresses by shift and mask), then 128
+/// bytes with the words and 128 zero bytes.
 template <WFmt F>
 __host__ __device__ constexpr int tab_bytes() {
-  return F == WFmt::kIq2Xs ? 512 * 128 + 128 * 128 + 64 : 256 * 256;
+  return F == WFmt::kIq2Xs ? 512 * 128 + 128 * 128 + 256 : 256 * 256;
 }
 /// The PRMT source words (two copies each, read by lane parity): IQ2_XXS in a free 128-byte half
 /// (grid row 1's upper half: sign entries sit in the even rows' upper halves).
@@ -54,11 +54,11 @@ template <WFmt F>
 __host__ __device__ constexpr int src_off() {
   return F == WFmt::kIq2Xs ? 512 * 128 + 128 * 128 : 384;
 }
-/// 32 zero bytes (IQ2_XXS: grid row 3's upper half): the activation loads of the lanes that
-/// supply none.
+/// 128 zero bytes at bank 0 (IQ2_XXS: grid row 3's upper half): the activation loads of the
+/// lanes that supply none (kP2: each quarter warp its own 32 bytes, off its data's banks).
 template <WFmt F>
 __host__ __device__ constexpr int zero_off() {
-  return F == WFmt::kIq2Xs ? src_off<F>() + 32 : 3 * 256 + 128;
+  return F == WFmt::kIq2Xs ? src_off<F>() + 128 : 3 * 256 + 128;
 }
 /// Bytes of one activation piece array (16-byte pad: bank shift between pieces a and b).
 __host__ __device__ constexpr int64_t piece_stride(int64_t atoms) {
@@ -307,7 +307,7 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
   }
   if (threadIdx.x < 4)
     reinterpret_cast<uint32_t*>(smem + kSrcOff)[threadIdx.x] = threadIdx.x < 2 ? kSrcLo : kSrcHi;
-  if (threadIdx.x < 8) reinterpret_cast<uint32_t*>(smem + kZeroOff)[threadIdx.x] = 0u;
+  if (threadIdx.x < 32) reinterpret_cast<uint32_t*>(smem + kZeroOff)[threadIdx.x] = 0u;
   if (lane < 2) ptile[warp][lane] = -1;
   griddep_wait();
   // Activation staging: chunks of 8 values, 4 per atom (lanes 4k .. 4k + 3 of a warp); token m's
@@ -382,8 +382,11 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
         *reinterpret_cast<uint2*>(pc) = make_uint2(aw[0], aw[1]);
         *reinterpret_cast<uint2*>(pc + PS) = make_uint2(bw[0], bw[1]);
         if constexpr (!kTwo) *reinterpret_cast<uint2*>(pc + 2 * PS) = make_uint2(cw[0], cw[1]);
+        // kP2: atom a's scale at 8 (a / 8) + 2 (a % 4) + (a % 8) / 4 (a lane's two halves in
+        // one 8-byte load).
+        const int at = c >> 2, sa = kTwo ? (at & ~7) + 2 * (at & 3) + ((at >> 2) & 1) : at;
         if ((c & 3) == 0)
-          pscale[m * atoms + (c >> 2)] =
+          pscale[m * atoms + sa] =
               E > 127 ? __uint_as_float(0x7FC00000u)
                       : __uint_as_float(static_cast<uint32_t>(127 - kSc + E) << 23);
       }
@@ -410,7 +413,11 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
   for (int k = 0; k < kSets; ++k) {
     const bool on = kTwo || k + 1 < kSets ? act1 : actc;
     const int arr = kTwo || k + 1 < kSets ? kNp * k + (g & 1) : 3 * (kM == 1 ? 0 : g & 1) + 2;
-    xo[k] = tab0 + (on ? kTabBytes + static_cast<uint32_t>(arr * PS) + 32 * t : kZeroOff);
+    // kP2 without kPred: quarter warp q's data of set k (lanes g = 2q, 2q + 1; arrays 2k, 2k + 1,
+    // each 4 banks on) sits in banks 8 (q + k) .. + 11 over the two loads; its zero lanes read
+    // 32 bytes at banks 8 (q + k + 2) .. (mod 32): no conflict.
+    const uint32_t zo = kZeroOff + (kTwo ? 32u * (((g >> 1) + k + 2) & 3) : 0u);
+    xo[k] = tab0 + (on ? kTabBytes + static_cast<uint32_t>(arr * PS) + 32 * t : zo);
     xs[k] = on ? 32 : 0;
     xon[k] = on;
   }
@@ -437,6 +444,11 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
       load_batch(ld, d8, s8, nxt);
     }
     float bacc[kM][2] = {};
+    float2 ps2[kM];
+#pragma unroll
+    for (int m = 0; m < kM; ++m)
+      ps2[m] = kTwo ? *reinterpret_cast<const float2*>(pscale + m * atoms + 8 * b + 2 * t)
+                    : make_float2(0.f, 0.f);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const uint32_t A0 = 8 * b + 4 * h;  // the half batch's first atom
@@ -456,7 +468,8 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
       }
       float ps[kM];
 #pragma unroll
-      for (int m = 0; m < kM; ++m) ps[m] = pscale[m * atoms + A0 + t];
+      for (int m = 0; m < kM; ++m)
+        ps[m] = kTwo ? (h ? ps2[m].y : ps2[m].x) : pscale[m * atoms + A0 + t];
       const uint4 wv = cur.w[h];
       // IQ2_XS: groups 0-1 (K 0-15) and 2-3 (16-31) of an atom carry their own sub-scales: two
       // chains per piece set ([1]: groups 2-3).
