@@ -217,6 +217,13 @@ struct PagedPlan {
   /// 16/2/256 B=8 25.0 / 25.3 -> 24.7 / 24.9, BF16 37.9 / 38.2 -> 37.8 / 37.9, BF16 32/8/128
   /// B=1 x 8k 13.0 / 13.0 -> 12.8 / 12.9.
   bool epilogue_half = true;
+  /// Session 26 probe (B12X_ATTN_MERGE_VAR): 0 the merge kernel of sessions 16-25 (4 warps, each
+  /// a quarter of the splits, two barriers), 1 the barrier-free merge (adjacent lanes share a
+  /// float4 column and split the splits, every warp derives the weights itself, shuffles add the
+  /// lanes' sums); 2 / 3: 0 / 1 letting the next grid launch only once the partials have arrived
+  /// (not at the merge's start); diagnostics, wrong outputs: 8 no merge launch, 9 the merge exits
+  /// after its wait.
+  int merge_var = 0;
   std::string kernel;          ///< kernel variant name (logging / diagnostics)
   const void* impl = nullptr;  ///< internal: the chosen kernel variant
 

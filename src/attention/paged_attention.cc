@@ -456,6 +456,11 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
                    dev.family == ArchFamily::kSm90 && k->launch_early_cap != nullptr;
   const char* eh_env = std::getenv("B12X_ATTN_EPILOGUE_HALF");
   if (eh_env != nullptr) plan.epilogue_half = std::string(eh_env) != "0";
+  const char* mv_env = std::getenv("B12X_ATTN_MERGE_VAR");
+  if (mv_env != nullptr) plan.merge_var = std::atoi(mv_env);
+  B12X_CHECK_ARG(
+      (plan.merge_var >= 0 && plan.merge_var <= 3) || plan.merge_var == 8 || plan.merge_var == 9,
+      kPlanOp, ": B12X_ATTN_MERGE_VAR=", plan.merge_var, " (supported: 0, 1, 2, 3, 8, 9)");
   if (plan.lean) {
     plan.kernel += plan.spec ? "_lean_spec" : "_lean";
     if (plan.early_kv) plan.kernel += "_early";
@@ -740,6 +745,7 @@ void run_paged(const PagedBinding& b, Stream stream) {
   // Without PDL the values read before the (absent) wait are final: nothing to speculate on.
   p.spec = plan.spec && pdl ? 1 : 0;
   p.epilogue_half = plan.epilogue_half ? 1 : 0;
+  p.merge_var = plan.merge_var;
   // The prefetch is only useful while waiting for the previous grid (decode tiles: p.prefetch
   // is ignored by the extend tiles).
   // Early K/V copies the prologue's tiles before the wait, which makes the prefetch redundant and
@@ -777,7 +783,7 @@ void run_paged(const PagedBinding& b, Stream stream) {
                                                     : k->launch;
   main_fn(p, grid, s, pdl);
   B12X_CUDA_CHECK_LAUNCH();
-  if (b.num_splits > 1 && !fused) {
+  if (b.num_splits > 1 && !fused && plan.merge_var != 8) {
     const int64_t rows = int64_t(b.total_q) * c.num_q_heads;
     // one CTA per (token, head)
     const detail::LaunchFn merge_fn = plan.stamps ? k->launch_merge_stamp : k->launch_merge;

@@ -597,6 +597,66 @@ TEST(AttentionGpuDecode, SplitCountsAgree) {
   }
 }
 
+// B12X_ATTN_MERGE_VAR=1 (session 26 probe): the barrier-free merge kernel (2 / 4 / 8 lanes per
+// float4 column at head dims 256 and 192 / 128 / 64), over forced split counts up to 64 (several
+// batches of loads per lane), automatic splits, both KV dtypes, pages 64 / 128, sinks, windows,
+// early K/V at 16/2/256, verify (q_len 2 / 4) and an extend split.
+TEST(AttentionGpuDecode, MergeVariants) {
+  B12X_REQUIRE_GPU();
+  const ScopedEnvs env({{"B12X_ATTN_MERGE_VAR", "1"}});
+  int i = 0;
+  for (const Dims d : kDims)
+    for (int splits : {7, 64, 0}) {
+      Spec s = gqa_decode_spec({1500, 63, 1, 4000}, splits, splits);
+      s.dqk = d.dqk;
+      s.dv = d.dv;
+      s.kv = i % 2 ? DType::kFP8E4M3 : DType::kBF16;
+      s.per_head_scale = s.kv == DType::kFP8E4M3 && i % 4 == 1;
+      s.page = i % 3 ? 64 : 128;
+      s.sinks = i % 3 == 1;
+      s.window = i % 5 == 2 ? 300 : -1;
+      s.lse = i % 4 != 3;
+      ++i;
+      run_case(s, "merge var 1");
+    }
+  for (DType kv : {DType::kBF16, DType::kFP8E4M3}) {
+    Spec s = gqa_decode_spec({1500, 63, 1, 8000}, 0, 0);
+    s.prefix_stable = true;
+    s.kv = kv;
+    s.dqk = s.dv = 256;
+    s.hq = 16;
+    s.hkv = 2;
+    s.page = 128;
+    s.sinks = kv == DType::kBF16;
+    run_case(s, "merge var 1 early");
+  }
+  for (int qlen : {2, 4}) {
+    Spec v = verify_spec(2, qlen);
+    v.hq = 16;
+    v.kv = qlen == 2 ? DType::kFP8E4M3 : DType::kBF16;
+    v.num_splits = v.max_splits = qlen == 2 ? 5 : 0;
+    v.sinks = qlen == 4;
+    run_case(v, "merge var 1 verify");
+  }
+  Spec e;
+  e.mode = att::Mode::kExtend;
+  e.hq = 16;
+  e.hkv = 4;
+  e.qlens = {20, 3};
+  e.prefix = {900, 1200};
+  e.num_splits = e.max_splits = 5;
+  e.sinks = true;
+  run_case(e, "merge var 1 extend");
+  for (const char* var : {"2", "3"}) {  // the next grid's launch only after the partials' loads
+    const ScopedEnvs env2({{"B12X_ATTN_MERGE_VAR", var}});
+    Spec s = gqa_decode_spec({1500, 63, 1, 4000}, 0, 0);
+    s.dqk = s.dv = 256;
+    s.kv = DType::kFP8E4M3;
+    s.sinks = true;
+    run_case(s, std::string("merge var ") + var);
+  }
+}
+
 // B12X_ATTN_GRID=heads (the default): grid x enumerates (row tile, KV head) with the heads
 // fastest; tiles: (row tile, head) = (x, y). Decode (automatic and forced splits, FP8 direct
 // tile) and extend must match the reference with either.
@@ -800,9 +860,10 @@ TEST(AttentionGpuDecode, OutOfRangeLengthsAndWindow) {
 // metadata read early): replays must still match eager runs and the reference.
 TEST(AttentionGpuGraph, ReplayWithChangingMetadataMatchesEager) {
   B12X_REQUIRE_GPU();
-  for (int run = 0; run < 3; ++run) {
+  for (int run = 0; run < 4; ++run) {
     const att::Mode mode = run == 1 ? att::Mode::kExtend : att::Mode::kDecode;
     if (run == 2) setenv("B12X_ATTN_PREFETCH", "1", 1);
+    if (run == 3) setenv("B12X_ATTN_MERGE_VAR", "1", 1);  // session 26 probe
     Spec s;
     s.mode = mode;
     s.hq = 8;
@@ -873,11 +934,12 @@ TEST(AttentionGpuGraph, ReplayWithChangingMetadataMatchesEager) {
       (void)replay_lse;
     }
     EXPECT_EQ(mismatches, 0) << att::mode_name(mode) << " prefetch=" << (run == 2)
-                             << ": replays differing from eager";
+                             << " merge_var=" << (run == 3) << ": replays differing from eager";
     cudaGraphExecDestroy(exec);
     cudaGraphDestroy(graph);
     cudaStreamDestroy(st);
     unsetenv("B12X_ATTN_PREFETCH");
+    unsetenv("B12X_ATTN_MERGE_VAR");
   }
 }
 

@@ -1886,6 +1886,66 @@ __global__ void __maxnreg__(kMaxRegs)
 /// single split were written by the main kernel: skipped.
 constexpr int kMergeWarps = 4;
 constexpr int kMergePre = 8;
+/// The barrier-free merge of row (tok, h) (PagedPlan::merge_var 1): kP adjacent lanes share a
+/// float4 column (kP x kDv / 4 <= the CTA's 128 threads) and take every kP-th split, so a warp's
+/// loads of one split cover 32 / kP columns contiguously; every warp turns the (at most 64) LSEs
+/// into weights itself (shuffles, no shared memory) while its first 8 splits' partials are in
+/// flight, and kP - 1 shuffle steps add the lanes' sums. No __syncthreads: the row costs one L2
+/// round trip for the partials and the LSEs together, then the warp's own arithmetic.
+template <typename T, int kDv>
+__device__ __forceinline__ void merge_row_flat(const PagedParams& p, int64_t row, int tok, int h,
+                                               int ns, bool late_trigger) {
+  constexpr int kC = kDv / 4;  // float4 columns: 16, 32, 48 or 64
+  constexpr int kP = kC <= 16 ? 8 : (kC <= 32 ? 4 : 2);
+  static_assert(kC * kP <= 32 * kMergeWarps && 64 % (8 * kP) == 0, "merge lanes");
+  const int lane = threadIdx.x & 31;
+  const int c = threadIdx.x / kP, part = threadIdx.x % kP;
+  const bool active = c < kC;
+  const int64_t split_stride = int64_t(p.total_q) * p.num_q_heads;
+  const float* base = p.part_o + row * kDv + c * 4;
+  float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+  float w0 = 0.f, w1 = 0.f, mm = 0.f, wsum = 0.f;
+  // batches of 8 splits per lane; 8 x kP divides 64, so every split index stays below 64
+  for (int s0 = 0; s0 < ns; s0 += 8 * kP) {  // CTA-uniform
+    float4 v[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const int sidx = s0 + part + kP * j;
+      v[j] = active && sidx < ns
+                 ? *reinterpret_cast<const float4*>(base + sidx * split_stride * kDv)
+                 : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+    if (s0 == 0) split_weights<false>(p, row, ns, h, lane, w0, w1, mm, wsum);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const int sidx = s0 + part + kP * j;  // < 64; weights past ns are 0
+      const float a = __shfl_sync(0xffffffffu, w0, sidx & 31);
+      const float b = __shfl_sync(0xffffffffu, w1, sidx & 31);
+      const float ws = sidx < 32 ? a : b;
+      acc.x += ws * v[j].x;
+      acc.y += ws * v[j].y;
+      acc.z += ws * v[j].z;
+      acc.w += ws * v[j].w;
+    }
+  }
+  if (late_trigger) allow_next_grid();
+#pragma unroll
+  for (int d = 1; d < kP; d <<= 1) {
+    acc.x += __shfl_xor_sync(0xffffffffu, acc.x, d);
+    acc.y += __shfl_xor_sync(0xffffffffu, acc.y, d);
+    acc.z += __shfl_xor_sync(0xffffffffu, acc.z, d);
+    acc.w += __shfl_xor_sync(0xffffffffu, acc.w, d);
+  }
+  const float inv = wsum > 0.f ? 1.f / wsum : 0.f;
+  if (active && part == 0) {
+    T* out = static_cast<T*>(p.out) + (int64_t)tok * p.o_st + (int64_t)h * p.o_sh + c * 4;
+    *reinterpret_cast<uint2*>(out) =
+        make_uint2(pack2<T>(acc.x * inv, acc.y * inv), pack2<T>(acc.z * inv, acc.w * inv));
+  }
+  if (p.lse != nullptr && threadIdx.x == 0)
+    p.lse[(int64_t)tok * p.lse_st + (int64_t)h * p.lse_sh] =
+        wsum > 0.f ? mm + log2f(wsum) : -INFINITY;
+}
 template <typename T, int kDv, bool kStamp>
 __device__ __forceinline__ void paged_merge_body(const PagedParams& p) {
   unsigned long long* st = kStamp && threadIdx.x == 0 && p.stamps != nullptr
@@ -1899,8 +1959,10 @@ __device__ __forceinline__ void paged_merge_body(const PagedParams& p) {
   __shared__ float s_inv;
   // The next PDL-launched kernel (e.g. the next call's main kernel) may get scheduled now: it
   // waits for this grid's completion before reading anything, and its launch latency overlaps
-  // the merge instead of following it.
-  allow_next_grid();
+  // the merge instead of following it. (Probe, merge_var 2 / 3: only once the partials have
+  // arrived, so that the next call's early K/V copies do not queue before the merge's loads.)
+  const bool late_trigger = p.merge_var == 2 || p.merge_var == 3;
+  if (!late_trigger) allow_next_grid();
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t row = blockIdx.x;
   if (row >= int64_t(p.total_q) * p.num_q_heads) return;
@@ -1931,6 +1993,17 @@ __device__ __forceinline__ void paged_merge_body(const PagedParams& p) {
   if constexpr (kStamp) {
     if (st != nullptr) st[1] = global_ns();
   }
+  if (p.merge_var == 9) return;  // diagnostics: the chain without the merge's work
+  if (p.merge_var == 1 || p.merge_var == 3) {
+    merge_row_flat<T, kDv>(p, row, tok, h, ns, late_trigger);
+    if constexpr (kStamp) {
+      if (st != nullptr) {
+        st[2] = global_ns();
+        st[3] = (uint64_t(1) << 63) | sm_id();
+      }
+    }
+    return;
+  }
   constexpr int kCols = (kDv / 4 + 31) / 32;  // float4 columns per lane
   constexpr int kPre = kMergePre;
   auto part = [&](int sidx, int c) {
@@ -1957,6 +2030,7 @@ __device__ __forceinline__ void paged_merge_body(const PagedParams& p) {
     }
   }
   __syncthreads();
+  if (late_trigger) allow_next_grid();
 #pragma unroll
   for (int ci = 0; ci < kCols; ++ci) {
     const int c = lane + 32 * ci;
