@@ -73,10 +73,16 @@ StreamFn stream_var_fn(WFmt f, int parts, int occ, int var, bool mx_free) {
   const bool mx = f == WFmt::kMxfp4;
   if (var & kStreamVarMxS) {
     // Session 26 probe (B12X_GEMM_STREAM_MXS=1): fold-free MXFP4's splats built per lane for
-    // both atoms, at the 2-CTA cap on the grids of the bench shapes' plans (2 parts: var 0 / 40;
-    // 8 parts: 128 / 168). A weight without fold-free codes runs the plan's own variant.
+    // both atoms, on the grids of the bench shapes' plans (2-CTA cap, 2 parts: var 0 / 40; 8
+    // parts: 128 / 168; 3-CTA kLean: 192 / 232). A weight without fold-free codes runs the
+    // plan's own variant.
     const int base = var & ~kStreamVarMxS;
     if (!mx || !mx_free) return base != 0 ? stream_var_fn(f, parts, occ, base, mx_free) : nullptr;
+    if (occ == 3)  // kLean's 3-CTA blocks (6144x4096)
+      return parts != 8    ? nullptr
+             : base == 192 ? &linear_stream_kernel<8, 3, 1, true, true, kStreamVarMxS | 192>
+             : base == 232 ? &linear_stream_kernel<8, 3, 1, true, true, kStreamVarMxS | 232>
+                           : nullptr;
     if (occ != 2) return nullptr;
     if (parts == 2)
       return base == 0    ? &linear_stream_kernel<2, 2, 1, true, true, kStreamVarMxS>

@@ -1657,17 +1657,21 @@ gemm::Plan plan_m1(LinearFormat f, int64_t N, int64_t K) {
 TEST(GemmGpu, DecodeStreamMxS) {
   // Session 26 probe (B12X_GEMM_STREAM_MXS=1, var bit 2048): fold-free MXFP4's splats built per
   // lane for both atoms (no shuffles) on the 2-part (var 0 / 40) and 8-part (128 / 168) grids at
-  // the 2-CTA cap, W4A16 / W4A4, codes over 0..135, K tails (1312, 4832), bias, an FP16 output,
-  // graphs; a weight with a code 136 runs the plan's own variant with the fold.
+  // the 2-CTA cap and kLean's 3-CTA blocks (192 / 232), W4A16 / W4A4, codes over 0..135, K tails
+  // (1312, 4832), bias, an FP16 output, graphs; a weight with a code 136 runs the plan's own
+  // variant with the fold.
   B12X_REQUIRE_GPU();
   ScopedEnv es("B12X_GEMM_DECODE_STREAM", "1"), ef("B12X_GEMM_STREAM_MX_FREE", "1"),
-      em("B12X_GEMM_STREAM_MXS", "1"), eo("B12X_GEMM_STREAM_OCC", "2");
+      em("B12X_GEMM_STREAM_MXS", "1");
   {
     MxCodeTweak tw(0);
     int k = 0;
-    for (const char* parts : {"2", "8"})
+    for (const char* parts : {"2", "8", "8lean"})
       for (const LinearFormat f : {LinearFormat::kMxfp4W4A16, LinearFormat::kMxfp4}) {
-        ScopedEnv ep("B12X_GEMM_STREAM_PARTS", parts);
+        const bool lean = parts[1] != 0;
+        ScopedEnv ep("B12X_GEMM_STREAM_PARTS", lean ? "8" : parts),
+            eo("B12X_GEMM_STREAM_OCC", lean ? "3" : "2"),
+            ej("B12X_GEMM_STREAM_JIT", lean ? "4" : "");
         const int64_t N = (k % 2) ? 72 : 200, K = k < 2 ? 1312 : 4832;
         EXPECT_NE(plan_m1(f, N, K).decode_stream_var & gemm::lin::kStreamVarMxS, 0)
             << parts << " " << static_cast<int>(f);
@@ -1678,7 +1682,7 @@ TEST(GemmGpu, DecodeStreamMxS) {
       }
   }
   MxCodeTweak tw(136);
-  ScopedEnv ep("B12X_GEMM_STREAM_PARTS", "8");
+  ScopedEnv ep("B12X_GEMM_STREAM_PARTS", "8"), eo("B12X_GEMM_STREAM_OCC", "2");
   expect_stream_launch({LinearFormat::kMxfp4, 1, 72, 4832, DType::kBF16, DType::kBF16, true}, false,
                        false);
 }

@@ -175,12 +175,13 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   static_assert(
       kVar == 0 || (kRows == 1 && (!kMx || (kVar & ~64 & ~40 & ~128 & ~kStreamVarMxS) == 0)),
       "kVar: M = 1; MXFP4 with kQf only");
-  // kMxS (bit 2048, session 26; fold-free MXFP4, not kLean): each lane builds both atoms' splat
-  // pairs of a vector from the scale words by integer arithmetic (one PRMT, a mask and one IMAD
-  // per atom, 2 ops for code 255's NaN) instead of atom t / 2's by compares and selects and the
-  // quad's 4 shuffles.
+  // kMxS (bit 2048, session 26; fold-free MXFP4): each lane builds both atoms' splat pairs of a
+  // vector from the scale words by integer arithmetic (one PRMT, a mask and one IMAD per atom, 2
+  // ops for code 255's NaN) instead of atom t / 2's by compares and selects and the quad's 4
+  // shuffles; with kLean it keeps the block's two scale words per row (kLean's one compressed
+  // word holds the lane's atom only).
   constexpr bool kMxS = (kVar & kStreamVarMxS) != 0;
-  static_assert(!kMxS || (kMx && kMxFree && (kVar & 64) == 0), "kMxS: fold-free MXFP4, not kLean");
+  static_assert(!kMxS || (kMx && kMxFree), "kMxS: fold-free MXFP4");
   constexpr bool kQx = (kVar & 8) != 0;  // NVFP4 (kMx: MXFP4) activations converted in the kernel
   constexpr bool kJit = (kVar & 128) != 0;
   // kQf (bit 32, session 20; kQx): the conversion by BF16 pair arithmetic, NVFP4 into activations
@@ -542,11 +543,11 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
       }
     };
     for (int v0 = 0; v0 < vp; v0 += kDepth) {
-      if constexpr (kLean && kMx) {
+      if constexpr (kLean && kMx && !kMxS) {
         const uint32_t sel = (t >> 1) * 0x1111u + 0x6420u;  // byte 2j + t / 2 of .x, .y
         cs0 = prmt(nb0.x, nb0.y, sel);
         cs1 = prmt(nb1.x, nb1.y, sel);
-      } else if constexpr (kLean) {
+      } else if constexpr (kLean && !kMx) {
         const uint32_t sel = t | ((t + 4) << 4);  // byte t of two words
         cs0 = prmt(prmt(nb0.x, nb0.y, sel), prmt(nb0.z, nb0.w, sel), 0x5410u);
         cs1 = prmt(prmt(nb1.x, nb1.y, sel), prmt(nb1.z, nb1.w, sel), 0x5410u);
