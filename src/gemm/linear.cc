@@ -1989,7 +1989,7 @@ Plan plan(const Caps& caps) {
         }
         return per_sm;
       };
-      int split = 0, split_vp = 0;
+      int split = 0, split_vp = 0, w16_mode = 0;
       if (fit_chunked > 0) {
         int per_sm = choose(fit_chunked, split, split_vp);
         if (var != 0 &&
@@ -2009,12 +2009,14 @@ Plan plan(const Caps& caps) {
           }
         }
         if (qa) var |= lin::kS16VarQa;
-        // Session 26 probe (B12X_GEMM_S16_W16=1, Plan::stream16_w16, lin::kS16VarW16): the
+        // Session 26 probe (B12X_GEMM_S16_W16=1|2, Plan::stream16_w16, lin::kS16VarW16): the
         // staged-once kernel with 16 warps over two K halves of the same tiles, one CTA per SM:
         // the split chosen as above for one CTA per SM with vp a multiple of 8 (each half whole
-        // chunks), up to lin::kS16W16MaxVp on SM90 (131 KB of staging), 16 elsewhere (99 KB).
-        if (const char* ew = std::getenv("B12X_GEMM_S16_W16");
-            ew != nullptr && ew[0] == '1' && (var & lin::kS16VarOnce) && split > 0) {
+        // chunks), up to lin::kS16W16MaxVp on SM90 (131 KB of staging), 16 elsewhere (99 KB);
+        // =2: its split summed in a cluster (SM90+, split <= 8, every cluster resident).
+        if (const char* ew = std::getenv("B12X_GEMM_S16_W16"); ew != nullptr)
+          w16_mode = ew[0] - '0';
+        if ((w16_mode == 1 || w16_mode == 2) && (var & lin::kS16VarOnce) && split > 0) {
           const int max_vp = sm90 ? lin::kS16W16MaxVp : lin::kS16OnceMaxVp;
           int ws = 0, wvp = 0;
           for (int sp = 1; sp <= 256; ++sp) {
@@ -2066,13 +2068,15 @@ Plan plan(const Caps& caps) {
         p.stream16_smem = lin::stream16_smem_bytes(tw, qx, var, split_vp);
         p.stream16_tiles = 8 * tw;
         p.stream16_min_m = static_cast<int>(s16_min);
-        if (split > 1 && split <= cl_max && var != 0 && !p.stream16_w16 &&
-            (!cl_rule || gx * split > sms) &&
+        const bool w16_cl = p.stream16_w16 && w16_mode == 2 && dev.cc_major >= 9;
+        if (split > 1 && var != 0 &&
+            (w16_cl ? split <= 8
+                    : !p.stream16_w16 && split <= cl_max && (!cl_rule || gx * split > sms)) &&
             lin::stream16_max_active_clusters(caps.device, wf, tw, qx, var, split_vp, split) >=
                 gx) {  // every cluster of the grid resident at once (one wave)
           p.stream16_cluster = split;
           p.stream16_cluster_min_m =
-              cl_rule && f == LinearFormat::kNvfp4W4A16 ? kS16ClusterMinMNvfp4W4A16 : 0;
+              cl_rule && !w16_cl && f == LinearFormat::kNvfp4W4A16 ? kS16ClusterMinMNvfp4W4A16 : 0;
           if (const char* e = std::getenv("B12X_GEMM_S16_CL_MINM"); e != nullptr)
             p.stream16_cluster_min_m = std::clamp(std::atoi(e), 0, 17);
           // No cluster instance of one token tile (NVFP4 on BF16 activations, session 25): runs

@@ -177,7 +177,7 @@ S16Fn pick_stream16_once(int nt, bool mx, bool mx_free) {
   // activations converted in the kernel, qa); removed in session 25, its runs keep the partials
   // (the plan's stream16_cluster_min_m >= 9, stream16_cluster_nt1).
   if constexpr (kCl && !kQa)
-    return nt == 1 ? nullptr : &linear_stream16_once_kernel<2, 2, false, false, kCl, kQa>;
+    return nt == 1 ? nullptr : &linear_stream16_once_kernel<2, 2, false, false, kCl, kQa, kW16>;
   else
     return nt == 1 ? &linear_stream16_once_kernel<2, 1, false, false, kCl, kQa, kW16>
                    : &linear_stream16_once_kernel<2, 2, false, false, kCl, kQa, kW16>;
@@ -189,9 +189,11 @@ S16Fn pick_stream16_once(int nt, bool mx, bool mx_free) {
 S16Fn pick_stream16(int tw, int nt, bool mx, bool qx, bool mx_free = false, int var = 0) {
   const bool cl = (var & kS16VarCluster) != 0;
   const bool qa = (var & kS16VarQa) != 0;
-  if (var & kS16VarW16)  // session 26 probe: staged once, partials only
-    return tw != 2 || qx || cl || !(var & kS16VarOnce) ? nullptr
-           : qa ? pick_stream16_once<false, true, true>(nt, mx, mx_free)
+  if (var & kS16VarW16)  // session 26 probe: staged once
+    return tw != 2 || qx || !(var & kS16VarOnce) ? nullptr
+           : qa ? (cl ? pick_stream16_once<true, true, true>(nt, mx, mx_free)
+                      : pick_stream16_once<false, true, true>(nt, mx, mx_free))
+           : cl ? pick_stream16_once<true, false, true>(nt, mx, mx_free)
                 : pick_stream16_once<false, false, true>(nt, mx, mx_free);
   if (var & kS16VarOnce)
     return tw != 2 || qx ? nullptr
@@ -207,6 +209,10 @@ S16Fn pick_stream16(int tw, int nt, bool mx, bool qx, bool mx_free = false, int 
 
 }  // namespace
 
+static int stream16_threads(int var) {
+  return kStreamWarps * 32 * ((var & kS16VarW16) ? 2 : 1);
+}
+
 bool stream16_cluster_nt1(WFmt f, int var) {
   const bool mx = f == WFmt::kMxfp4;
   return pick_stream16(2, 1, mx, false, false, var | kS16VarCluster) != nullptr &&
@@ -216,10 +222,6 @@ bool stream16_cluster_nt1(WFmt f, int var) {
 bool stream16_available(WFmt f, bool fp16, int tw) {
   if (fp16 || (f != WFmt::kNvfp4 && f != WFmt::kMxfp4)) return false;
   return pick_stream16(tw, 2, f == WFmt::kMxfp4, false) != nullptr;
-}
-
-static int stream16_threads(int var) {
-  return kStreamWarps * 32 * ((var & kS16VarW16) ? 2 : 1);
 }
 
 int64_t stream16_smem_bytes(int tw, bool qx, int var, int vp) {
@@ -264,15 +266,15 @@ int stream16_max_active_clusters(int device, WFmt f, int tw, bool qx, int var, i
         pick_stream16(tw, 1 + (i & 1), f == WFmt::kMxfp4, qx, i >= 2, var | kS16VarCluster));
     if (fn == nullptr) continue;
     int blocks = 0;
-    B12X_CUDA_CHECK(::b12x::detail::resident_ctas(fn, kStreamWarps * 32, smem, &blocks));
+    B12X_CUDA_CHECK(::b12x::detail::resident_ctas(fn, stream16_threads(var), smem, &blocks));
     if (split > 8 && cudaFuncSetAttribute(fn, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) !=
                          cudaSuccess) {
       (void)cudaGetLastError();
       return 0;
     }
   }
-  return ::b12x::detail::max_active_clusters(reinterpret_cast<const void*>(k), kStreamWarps * 32,
-                                             smem, split);
+  return ::b12x::detail::max_active_clusters(reinterpret_cast<const void*>(k),
+                                             stream16_threads(var), smem, split);
 }
 
 void launch_linear_stream16(WFmt f, int tw, int64_t smem, const LinearParams& p, Stream stream,

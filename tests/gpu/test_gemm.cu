@@ -2318,7 +2318,7 @@ TEST(GemmGpu, DecodeStream16W16) {
   // of 8 (K = 992: the last vector half past K; 2848 split 3: the last range 13 of 16 vectors, its
   // second half 5; 1312 split 2: the last range 5 vectors, its second half idle), bias, FP16
   // outputs, capacity above M, graph replays with new activations and an eager call after them;
-  // vp 24 / 32 unsplit (halves of 3 / 4 chunks; SM90 only).
+  // vp 24 / 32 unsplit (halves of 3 / 4 chunks; SM90 only); =2 the split summed in a cluster.
   ScopedEnv e16("B12X_GEMM_STREAM16", "1"), em("B12X_GEMM_STREAM16_MINM", "2");
   ScopedEnv ew("B12X_GEMM_S16_W16", "1");
   {
@@ -2328,6 +2328,16 @@ TEST(GemmGpu, DecodeStream16W16) {
   {
     ScopedEnv eqa("B12X_GEMM_S16_QA", "1");
     s16_once_cases({4, 8, 16}, {1312, 2848, 992}, {2, 3, 1}, {72, 200, 520}, false, true, true);
+  }
+  // =2: the split summed in a cluster (SM90+; the ranges as above, K = 4032 split 4).
+  if (device_info(0).cc_major >= 9) {
+    ScopedEnv ew2("B12X_GEMM_S16_W16", "2");
+    {
+      ScopedEnv eq0("B12X_GEMM_STREAM16_QX", "0"), eqa0("B12X_GEMM_S16_QA", "0");
+      s16_once_cases({3, 16}, {1312, 2848, 4032}, {2, 3, 4}, {72, 200, 520}, true, false, true);
+    }
+    ScopedEnv eqa("B12X_GEMM_S16_QA", "1");
+    s16_once_cases({8, 16}, {2848, 4032, 1312}, {3, 4, 2}, {520, 200, 72}, true, true, true);
   }
   const bool sm90 = device_info(0).cc_major == 9 && device_info(0).cc_minor == 0;
   for (const int64_t K : {1536, 2048}) {
