@@ -337,6 +337,13 @@ __device__ __forceinline__ void cp_async16_off(uint32_t sa, const void* gmem) {
   asm volatile("cp.async.cg.shared.global [%0+%2], [%1+%2], 16;\n" ::"r"(sa), "l"(gmem), "n"(kOff)
                : "memory");
 }
+/// cp.async of 16 bytes from gmem + kG to shared sa + kS (both immediates of the instruction).
+template <int kS, int kG>
+__device__ __forceinline__ void cp_async16_off2(uint32_t sa, const void* gmem) {
+  asm volatile("cp.async.cg.shared.global [%0+%2], [%1+%3], 16;\n" ::"r"(sa), "l"(gmem), "n"(kS),
+               "n"(kG)
+               : "memory");
+}
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
@@ -446,6 +453,29 @@ struct WarpStage {
         cp_async16_sa(d + c * 512, s.al + (ok ? kk * 128 + c * kActCopyK : 0), ok);
       }
     }
+  }
+  /// kPL refill (probe B12X_MOE_PL: the last-warp FC1 / the 32-row FC2 with chunk-tile refills):
+  /// one 32-bit offset `off` = kk * 256 addresses all three streams — the chunk's codes at kk *
+  /// 2048 (off
+  /// << 3), its UE4M3 scales at kk * 256 and the activations' kk * 128 BF16 values at kk * 256
+  /// bytes — and the activation copies go unpredicated: the plan takes this only where K % 128
+  /// == 0 (every valid token's row holds the whole sub-chunk), and an absent token's copies read
+  /// the valid dummy address of Src (its MMA column is never read: FC1's tile end and FC2's flush
+  /// take the tile's live columns only). No per-refill compares, selects or 64-bit products of the
+  /// sub-chunk.
+  static __device__ __forceinline__ void issue_pl(uint32_t sa, const Src& s, uint32_t off,
+                                                  int lane) {
+    static_assert(kRows == 32 && kT == 4, "32 rows: 4 code copies, 2 activation copies");
+    const uint8_t* v = s.w + (off << 3);
+    const uint32_t d = sa + static_cast<uint32_t>(lane) * 16u;
+    cp_async16_off<0>(d, v);
+    cp_async16_off<512>(d, v);
+    cp_async16_off<1024>(d, v);
+    cp_async16_off<1536>(d, v);
+    cp_async8_sa(sa + kScaleOff + static_cast<uint32_t>(lane) * 8u, s.s + off);
+    const uint8_t* a8 = reinterpret_cast<const uint8_t*>(s.al) + off;
+    cp_async16_off2<kActOff, 0>(d, a8);
+    cp_async16_off2<kActOff + 512, 2 * kActCopyK>(d, a8);
   }
 };
 
@@ -730,9 +760,11 @@ __device__ __forceinline__ void group_sync(int id) {
 // tiles at its ends. Every warp splits each piece's sub-chunks as it splits a whole tile; a
 // part's K sums go to fc1_part and the tile's last CTA (fc1_cnt) finishes it.
 // kTR: the chunk-tile refills of WarpStage::issue (launch_gemms: BF16 operands, UE4M3 scales).
+// kPL (probe, with kTR and kLast): the K loop's refills through WarpStage::issue_pl, the next
+// load tracked as (tile, byte offset) instead of a chunk cursor.
 template <typename OpT, bool kFold, int kSK, int kWM, int kG, int kNW = DecodeCfg::kFc1Warps,
           bool kBal = false, int kRC = detail::kMaxInlineRoutes, bool kLast = false,
-          bool kTR = false>
+          bool kTR = false, bool kPL = false>
 __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold ? 3 : 2) : 2)
     moe_decode_fc1_kernel(const DecodeArgs a) {
   using C = DecodeCfg;
@@ -746,6 +778,7 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
   static_assert(!kBal || kWM == 1, "balanced FC1: one row warp");
   static_assert(C::kTileTokens * 32 == detail::kFc1BalSlotFloats, "fc1_part slot size");
   static_assert(!kLast || !kBal, "last-warp tile ends: whole tiles only");
+  static_assert(!kPL || (kTR && kLast && kWM == 1), "kPL: the last-warp chunk-tile FC1");
   static_assert(C::kTileTokens <= 4, "kLast: live columns 2 t + {0, 1} with t < 2");
   extern __shared__ __align__(16) uint8_t smem[];
   __shared__ RouteSmemT<kRC> rs;
@@ -890,6 +923,10 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
   // Sources of the next chunk's tile, rebuilt only when the cursor enters a new tile.
   typename St::Src nsrc{};
   if (ni.t < n_tg) nsrc = src_of(ni.t);
+  // kPL: the next load as (tile nt, byte offset noff = kk * 256 of its sub-chunk kk).
+  int nt = ni.t;
+  uint32_t noff = static_cast<uint32_t>(wk + kWK * ni.k) * 256u;
+  const uint32_t noff_end = static_cast<uint32_t>(nk) * 256u;
 
   float acc[2][4];
 #pragma unroll
@@ -907,10 +944,19 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
     for (int kc = 0; kc < n_kc; ++kc, ++c) {
       cp_async_wait<kS - 1>();
       __syncwarp();
-      const int slot = c % kS;
+      const int slot = kPL ? static_cast<int>(static_cast<unsigned>(c) % kS) : c % kS;
       stage_mma<OpT, kFold, kSK, 2>(ring + slot * C::kFc1Stage, acc, g, t);
       __syncwarp();  // every lane is done reading the slot before it is refilled
-      if (c + kS < n_my) {
+      if constexpr (kPL) {
+        if (nt < n_tg) {
+          St::issue_pl(ring_sa + slot * C::kFc1Stage, nsrc, noff, lane);
+          noff += kWK * 256u;
+          if (noff >= noff_end) {  // the tile's last sub-chunk of this warp: enter the next
+            noff = static_cast<uint32_t>(wk) * 256u;
+            if (++nt < n_tg) nsrc = src_of(nt);
+          }
+        }
+      } else if (c + kS < n_my) {
         issue(slot, nsrc, ni, true, true);
         advance(ni);
         if (ni.k == 0 && ni.t < n_tg) nsrc = src_of(ni.t);
@@ -1113,8 +1159,10 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
 // (3 CTAs per SM, the register cap of FC1) or 8 x 3 (2 per SM)).
 // kKil: the K-interleaved warp chunks of DecodeArgs::fc2_kil (8 warps x 3 stages, narrow
 // routing; a template constant, so the contiguous ranges' code is unchanged).
+// kPL (probe, with kTR): the refills through WarpStage::issue_pl (the next load as (tile, byte
+// offset), as in the FC1's kPL).
 template <typename OpT, bool kFold, int kSK, int kW, int kS, int kRC = detail::kMaxInlineRoutes,
-          int kR = DecodeCfg::kFc2Rows, bool kKil = false, bool kTR = false>
+          int kR = DecodeCfg::kFc2Rows, bool kKil = false, bool kTR = false, bool kPL = false>
 __global__ void __launch_bounds__(32 * kW, kR == 32             ? (kS == 2 ? 3 : 2)
                                            : kW == 8 && kS == 2 ? 4
                                                                 : 1)
@@ -1125,6 +1173,7 @@ __global__ void __launch_bounds__(32 * kW, kR == 32             ? (kS == 2 ? 3 :
       "FC2 rows: 16, or 32 with 8 warps, 2-3 stages and the narrow routing");
   static_assert(!kKil || (kW == 8 && kS == 3 && kRC == detail::kMaxInlineRoutes),
                 "K-interleaved FC2 warps: the 8-warp 3-stage CTA, narrow routing");
+  static_assert(!kPL || (kTR && kR == 32), "kPL: the 32-row chunk-tile FC2");
   constexpr int kM = kR / 16, kStage = C::fc2_stage(kR);
   using St = WarpStage<kR>;
   constexpr int kRing = C::fc2_ring(kW, kS, kR);
@@ -1230,6 +1279,10 @@ __global__ void __launch_bounds__(32 * kW, kR == 32             ? (kS == 2 ? 3 :
   // Sources of the next chunk's tile, rebuilt only when the cursor enters a new tile.
   typename St::Src nsrc{};
   if (n_my > kS) nsrc = src_of(ni.t);
+  // kPL: the next load as (tile nt, byte offset noff = kk * 256 of its sub-chunk kk).
+  int nt = ni.t;
+  uint32_t noff = static_cast<uint32_t>(ni.k) * 256u;
+  const uint32_t noff_end = static_cast<uint32_t>(nk) * 256u;
   __syncthreads();  // s_w / pacc initialised before the first flush
 
   float acc[kM][4];
@@ -1256,7 +1309,19 @@ __global__ void __launch_bounds__(32 * kW, kR == 32             ? (kS == 2 ? 3 :
     ring_slot = ring_slot + 1 == kS ? 0 : ring_slot + 1;
     stage_mma<OpT, kFold, kSK, kM>(ring + slot * kStage, acc, g, t);
     __syncwarp();
-    if (c + kS < n_my) {
+    if constexpr (kPL) {
+      if (c + kS < n_my) {
+        St::issue_pl(ring_sa + slot * kStage, nsrc, noff, lane);
+        noff += jstep * 256u;
+        if (noff >= noff_end) {  // the next chunk is in a later tile
+          do {
+            noff -= noff_end;
+            ++nt;
+          } while (noff >= noff_end);
+          if (c + kS + 1 < n_my) nsrc = src_of(nt);
+        }
+      }
+    } else if (c + kS < n_my) {
       issue(slot, nsrc, ni.k, true, true);
       if (step(ni) && c + kS + 1 < n_my) nsrc = src_of(ni.t);
     }
