@@ -131,6 +131,10 @@ struct PagedPlan {
   /// K/V tiles per CTA the prefetch covers (0: those the ring's prologue issues, kStages - 1;
   /// B12X_ATTN_PREFETCH_TILES).
   int prefetch_tiles = 0;
+  /// Session 26 probe (B12X_ATTN_EARLY_PREFETCH=1): early-K/V plans run the L2 prefetch above too
+  /// (otherwise off for them), so that with prefetch_tiles beyond the prologue's tiles the idle
+  /// DRAM time around the PDL boundary fetches the loop's first tiles.
+  bool early_prefetch = false;
   /// Decode/verify tiles fill every stage of their K/V ring before the first wait (wide3 then
   /// loads Q's fragments from global memory instead of staging Q in the ring), so a short
   /// split has one more tile in flight behind its first round trip (B12X_ATTN_FULL_RING=1|0).

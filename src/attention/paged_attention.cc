@@ -354,6 +354,8 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   if (pf_env != nullptr && std::string(pf_env) == "0") plan.prefetch_splits = false;
   const char* pft_env = std::getenv("B12X_ATTN_PREFETCH_TILES");
   if (pft_env != nullptr) plan.prefetch_tiles = std::max(0, std::atoi(pft_env));
+  const char* epf_env = std::getenv("B12X_ATTN_EARLY_PREFETCH");
+  plan.early_prefetch = epf_env != nullptr && std::string(epf_env) == "1";
   // The split model's CTAs per SM (PagedPlan::split_occ): 2 for wideh (rounds 45 / 46, see there).
   plan.split_occ = k->kind == 16 ? 2 : 0;
   const char* so_env = std::getenv("B12X_ATTN_SPLIT_OCC");
@@ -751,8 +753,8 @@ void run_paged(const PagedBinding& b, Stream stream) {
   // Early K/V copies the prologue's tiles before the wait, which makes the prefetch redundant and
   // its dependent L2 reads only delay the copies (round 53: BF16 B=1 x 8k 13.0 / 13.2 -> 12.8 /
   // 12.9 us, FP8 B=1 10.7 -> 10.4, 16/2/256 B=1 11.5 -> 11.2).
-  const bool prefetch =
-      pdl && !plan.early_kv && (plan.prefetch || (plan.prefetch_splits && b.num_splits > 1));
+  const bool prefetch = pdl && (!plan.early_kv || plan.early_prefetch) &&
+                        (plan.prefetch || (plan.prefetch_splits && b.num_splits > 1));
   const int stages = static_cast<const detail::KernelInfo*>(plan.impl)->stages;
   const int ring_ahead = plan.full_ring ? stages : stages - 1;
   p.prefetch = prefetch ? (plan.prefetch_tiles > 0 ? plan.prefetch_tiles : ring_ahead) : 0;

@@ -1884,6 +1884,34 @@ TEST(AttentionGpuDecode, EarlyQPrefetch) {
   B12X_TEST_CUDA(cudaStreamDestroy(st));
 }
 
+// B12X_ATTN_EARLY_PREFETCH=1 (session 26 probe): the early-K/V defaults at 16/2/256 with the L2
+// prefetch of their first 4 / 64 tiles before the wait (fresh, then stale lengths and tables).
+TEST(AttentionGpuDecode, EarlyPrefetch) {
+  B12X_REQUIRE_GPU();
+  if (b12x::device_info(0).family != b12x::ArchFamily::kSm90)
+    GTEST_SKIP() << "early K/V plans (SM90) only";
+  cudaStream_t st;
+  B12X_TEST_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  for (DType kv : {DType::kFP8E4M3, DType::kBF16}) {
+    const ScopedEnvs env({{"B12X_ATTN_EARLY_PREFETCH", "1"},
+                          {"B12X_ATTN_PREFETCH_TILES", kv == DType::kBF16 ? "4" : "64"}});
+    Spec s = gqa_decode_spec({1500, 63, 1, 700}, 0, 0);
+    s.prefix_stable = true;
+    s.kv = kv;
+    s.dqk = s.dv = 256;
+    s.hq = 16;
+    s.hkv = 2;
+    s.page = 128;
+    s.sinks = kv == DType::kBF16;
+    const std::string what = "early prefetch " + s.str();
+    Problem p(s, rng());
+    PLAN_AND_BIND(p);
+    EXPECT_TRUE(p.plan.early_kv && p.plan.early_prefetch) << what << " " << p.plan.kernel;
+    run_fresh_and_stale(p, st, what);
+  }
+  B12X_TEST_CUDA(cudaStreamDestroy(st));
+}
+
 // PagedCaps::kv_prefix_stable under graph replay, the way vLLM runs it: one graph holds a
 // preceding kernel that lets the attention launch at once (PDL), spins, then writes the lengths
 // and page table and appends each request's new K/V row (at cache_seqlens - 1, which the promise
