@@ -1215,13 +1215,30 @@ Plan plan(const Caps& caps) {
     // off, =2|4 forces S (at any M the grid takes, with B12X_GEMM_DECODE_WS_M).
     const char* xs_env = std::getenv("B12X_GEMM_DECODE_XSHARE");
     const int xs_force = xs_env != nullptr ? std::atoi(xs_env) : -1;
-    const int64_t xs_min_m = geo.n16 <= sms ? 1 : std::max<int64_t>(2, (12288 + geo.K - 1) / geo.K);
+    // Session 26 probe: block FP8 on BF16 activations on the same grid
+    // (B12X_GEMM_DECODE_XSHARE_BLK=1): the BF16 rows multicast, each CTA quantizing its copy from
+    // shared memory; f16 MMAs (M >= 2), the default ring.
+    const char* xb_env = std::getenv("B12X_GEMM_DECODE_XSHARE_BLK");
+    const bool xs_blk = wf == lin::WFmt::kFp8Block && caps.act_dtype == DType::kBF16 &&
+                        geo.K % 8 == 0 && xb_env != nullptr && xb_env[0] == '1';
+    // Session 26 probe (B12X_GEMM_DECODE_XSHARE_BIG=1): the staging beyond kDecodeStageBudget
+    // (SM90: ring + staging within kDecodeXshBudget), so per-tensor M = 8 at K = 4096, M = 5..8
+    // at 7168 and M = 3..8 at 14336 take the grid too.
+    const char* xbig_env = std::getenv("B12X_GEMM_DECODE_XSHARE_BIG");
+    const bool xs_big = xbig_env != nullptr && xbig_env[0] == '1';
+    const bool xs_stage_ok = (xs_big || stage_fit_slices(wf, M) >= slices) &&
+                             lin::decode_ring_bytes_deep(wf, 0) +
+                                     lin::xsh_stage_bytes(wf, std::min<int64_t>(M, 8), slices) <=
+                                 lin::kDecodeXshBudget;
+    const int64_t xs_min_m = xs_blk           ? 2
+                             : geo.n16 <= sms ? 1
+                                              : std::max<int64_t>(2, (12288 + geo.K - 1) / geo.K);
     // Every cluster of S CTAs resident at once, for each instance run may launch: the f16 MMAs
     // of runs at M >= 2 (SM90) and, where runs from M = 1 take it (m1) and it exists, the e4m3
     // one; the deeper ring's and none (run drops it where ring + staging exceed its budget).
     auto xs_fits = [&](int S, int deep, bool m1) {
       const int64_t clusters = (geo.n16 + S - 1) / S;
-      const int64_t stage = lin::stage_geom(wf, std::min<int64_t>(M, 8), slices).bytes + 16;
+      const int64_t stage = lin::xsh_stage_bytes(wf, std::min<int64_t>(M, 8), slices);
       int64_t fit = clusters;
       for (int d : {0, deep})
         for (int mma : {0, 1}) {
@@ -1238,15 +1255,15 @@ Plan plan(const Caps& caps) {
       return fit >= clusters;
     };
     int xs_s = 0, xs_deep = 0;
-    if (f8_sm90 && wf == lin::WFmt::kFp8 && !fp16 && geo.K % 16 == 0 && split_env == nullptr &&
-        ctas_n * 10 < 9 * sms && M <= 8 && stage_fit_slices(wf, M) >= slices && xs_force != 0) {
-      // The deeper ring's rule below at the grid's split of 1.
-      const int pd = M <= 3 && geo.n16 > sms && geo.n16 <= 2 * sms ? 1 : 0;
+    if (f8_sm90 && ((wf == lin::WFmt::kFp8 && geo.K % 16 == 0) || xs_blk) && !fp16 &&
+        split_env == nullptr && ctas_n * 10 < 9 * sms && M <= 8 && xs_stage_ok && xs_force != 0) {
+      // The deeper ring's rule below at the grid's split of 1 (block FP8: the default ring only).
+      const int pd = !xs_blk && M <= 3 && geo.n16 > sms && geo.n16 <= 2 * sms ? 1 : 0;
       if (xs_force == 2 || xs_force == 4) {
         for (int d : {pd, 0})
           if (xs_s == 0 && xs_fits(xs_force, d, true)) xs_s = xs_force, xs_deep = d;
       } else if (xs_force < 0 && M >= xs_min_m) {
-        const int cand[3][2] = {{4, pd}, {4, 0}, {2, pd}};
+        const int cand[3][2] = {{4, pd}, {4, 0}, {2, pd}};  // (pd is 0 for block FP8)
         for (const auto& c : cand)
           if (xs_s == 0 && (c[0] == 2 || geo.n16 > sms) && xs_fits(c[0], c[1], xs_min_m == 1))
             xs_s = c[0], xs_deep = c[1];
@@ -1357,9 +1374,12 @@ Plan plan(const Caps& caps) {
       // 4096x14336 with a cluster of 2: Q8_0 23.2 -> 20.5 us, IQ2_XS 32.5 -> 30.1; NVFP4 W4A16,
       // 7 slices per warp, 16.1 -> 19.4 and FP8 16.7 -> 21.0 with it); B12X_GEMM_DECODE_WS_CTAS=<n>
       // (probe) splits further, up to n CTAs per SM.
+      // (The shared staging holds the whole K within kDecodeXshBudget: no split.)
       const int64_t max_per =
-          std::min<int64_t>(stage_fit_slices(wf, std::min<int64_t>(M, 8)),
-                            lin::wtraits(wf).fp8mma ? slices : int64_t{kDecodeWsMaxSlices} * ws);
+          xs_s > 0 ? slices
+                   : std::min<int64_t>(
+                         stage_fit_slices(wf, std::min<int64_t>(M, 8)),
+                         lin::wtraits(wf).fp8mma ? slices : int64_t{kDecodeWsMaxSlices} * ws);
       // MXFP8 weights (per-atom fp32 fold: instruction-bound at M = 1) where the 64-row CTAs
       // fill at most a quarter of the SMs: 2 CTAs per SM (a cluster split; session 12). Round 45
       // (H200, M = 1, staging quantization, us, default -> 2 per SM): 2048x7168 13.94 -> 11.17
@@ -2320,7 +2340,10 @@ Plan plan(const Caps& caps) {
       caps.act_dtype == DType::kBF16) {
     const char* e = std::getenv("B12X_GEMM_DECODE_ACTQ");
     const int64_t rows = std::min<int64_t>(M, 8 * decode_nt(M));
-    p.decode_act_quant = e != nullptr ? e[0] == '1' : rows * ((slices + split - 1) / split) <= 64;
+    // (Block FP8's shared staging quantizes from shared memory at any K it takes.)
+    p.decode_act_quant = e != nullptr ? e[0] == '1'
+                                      : rows * ((slices + split - 1) / split) <= 64 ||
+                                            (p.decode_xshare > 0 && wf == WFmt::kFp8Block);
   }
   p.split_k = split;
   p.decode_warp_split = ws;
@@ -2998,6 +3021,23 @@ void run(const Binding& b, Stream stream) {
   p.stage_rows = static_cast<int>(std::min<int64_t>(M, 8 * nt));
   p.stage_slices = static_cast<int>(
       std::min<int64_t>(p.slices_per_cta, stage_fit_slices(im.wfmt, p.stage_rows)));
+  // The shared staging (kXsh, below) where the run's grid is the plan's: its rows (block FP8:
+  // BF16 rows quantized in the staging, kActBf16Quant; per-tensor: e4m3 rows) in 16-byte pieces;
+  // the CTA's whole K staged within kDecodeXshBudget (beyond kDecodeStageBudget: session 26's
+  // B12X_GEMM_DECODE_XSHARE_BIG plans).
+  const bool xs_blk = im.wfmt == WFmt::kFp8Block;
+  const bool xs_rows = xs_blk ? p.act_kind == lin::kActBf16Quant && geo.K % 8 == 0 && p.ldx % 8 == 0
+                              : p.act_kind == lin::kActFp8 && p.xs_kind == lin::kXsNone &&
+                                    geo.K % 16 == 0 && p.ldx_bytes % 16 == 0;
+  const bool xs_run =
+      plan.decode_xshare > 1 && M >= plan.decode_xshare_min_m && nt == 1 && p.decode_ws == 4 &&
+      !plan.decode_pipe && !p.decode_half && p.split == 1 && xs_rows && p.x_vec16 &&
+      lin::decode_xshare_available(im.wfmt, fp16, 0,
+                                   M >= 2 ? plan.decode_fp8_mma : plan.decode_fp8_mma_m1) &&
+      lin::decode_ring_bytes_deep(im.wfmt, 0) +
+              lin::xsh_stage_bytes(im.wfmt, p.stage_rows, p.slices_per_cta) <=
+          lin::kDecodeXshBudget;
+  if (xs_run) p.stage_slices = p.slices_per_cta;
   // Pipelined staging where the CTA's K range takes more than one chunk (or its warps split K
   // at M >= 2) and the staging is a plain copy without group scales (else the kernels with one
   // buffer); chunks of a multiple of ws slices and at least (kStages - 1) x ws, so the ring's
@@ -3035,14 +3075,11 @@ void run(const Binding& b, Stream stream) {
   // The shared staging (kXsh) from the plan's first M where the run's grid is the plan's: 4 warps
   // per tile, one chunk, e4m3 rows of 16-byte pieces, and ring + staging within the budget.
   p.decode_xshare = 0;
-  if (plan.decode_xshare > 1 && M >= plan.decode_xshare_min_m && nt == 1 && p.decode_ws == 4 &&
-      !p.decode_pipe && !p.decode_half && p.split == 1 && p.stage_slices >= p.slices_per_cta &&
-      p.act_kind == lin::kActFp8 && p.xs_kind == lin::kXsNone && p.x_vec16 && geo.K % 16 == 0 &&
-      p.ldx_bytes % 16 == 0 &&
+  if (xs_run && p.decode_ws == 4 && !p.decode_pipe && p.stage_slices >= p.slices_per_cta &&
       lin::decode_xshare_available(im.wfmt, fp16, p.decode_deep, p.decode_mma) &&
-      (p.decode_deep > 0 ? lin::decode_ring_bytes_deep(im.wfmt, p.decode_deep) : 0) +
-              lin::stage_geom(im.wfmt, p.stage_rows, p.stage_slices).bytes + 16 <=
-          (p.decode_deep > 0 ? lin::kDecodeDeepBudget : lin::kDecodeStageBudget))
+      lin::decode_ring_bytes_deep(im.wfmt, p.decode_deep) +
+              lin::xsh_stage_bytes(im.wfmt, p.stage_rows, p.stage_slices) <=
+          lin::kDecodeXshBudget)
     p.decode_xshare = plan.decode_xshare;
   // kLean where the plan asks for it and the instance exists, and where only it exists (8 warps
   // per tile, the FP4 weights' deeper ring and pipelined halves: B12X_GEMM_DECODE_LEAN=0 keeps

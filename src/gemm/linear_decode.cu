@@ -142,13 +142,17 @@ void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stre
   const int deep = p.decode_deep;
   // FP8 weights: the MMA kind (LinearParams::decode_mma).
   const int mma = wtraits(f).fp8mma && p.decode_mma != 0 ? 1 : 0;
-  // The shared staging (kXsh): clusters of S CTAs along x on the 4-warp grid, e4m3 rows whose
-  // K range is one bulk copy per row and rank (16-byte aligned pieces).
+  // The shared staging (kXsh): clusters of S CTAs along x on the 4-warp grid, e4m3 rows (block
+  // FP8: BF16 rows, quantized in each CTA) whose K range is one bulk copy per row and rank
+  // (16-byte aligned pieces).
   const int xsh = p.decode_xshare > 1 ? p.decode_xshare : 0;
+  const bool xsh_rows_ok =
+      f == WFmt::kFp8Block
+          ? p.act_kind == kActBf16Quant && p.K % 8 == 0 && p.ldx % 8 == 0
+          : p.act_kind == kActFp8 && p.xs_kind == kXsNone && p.K % 16 == 0 && p.ldx_bytes % 16 == 0;
   B12X_ASSERT(xsh == 0 || ((xsh == 2 || xsh == 4) && ws == 4 && nt == 1 && !pipe && !half &&
-                           !fp16 && p.cluster_split <= 1 && p.act_kind == kActFp8 &&
-                           p.xs_kind == kXsNone && p.x_vec16 && p.K % 16 == 0 &&
-                           p.ldx_bytes % 16 == 0 && p.stage_slices >= p.slices_per_cta),
+                           !fp16 && p.cluster_split <= 1 && xsh_rows_ok && p.x_vec16 &&
+                           p.stage_slices >= p.slices_per_cta),
               "decode shared staging ", xsh, " with ws ", ws, " nt ", nt, " K ", p.K);
   DecodeFn fn = xsh ? pick_decode_fp8_xshare(f, deep, mma)
                     : pick_decode(f, fp16, nt, ws, pipe, half, deep, p.decode_lean != 0, mma);
@@ -161,13 +165,15 @@ void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stre
   // ring (48 KB) leaves the default staging budget.
   const int64_t half_stage_budget =
       decode_ring_bytes(f) <= kFp4RingBytes ? kDecodeHalfStageBudget : kDecodeStageBudget;
-  B12X_ASSERT(stage_bytes <= (pipe   ? pipe_budget
+  B12X_ASSERT(stage_bytes <= (xsh    ? kDecodeXshBudget
+                              : pipe ? pipe_budget
                               : half ? half_stage_budget
                                      : kDecodeStageBudget),
               "decode staging needs ", stage_bytes, " B of shared memory");
-  const int64_t smem = decode_ring_bytes_deep(f, deep, ws) + stage_bytes + (xsh ? 16 : 0);
-  B12X_ASSERT(deep == 0 || smem <= kDecodeDeepBudget, "decode deep ring ", deep, " needs ", smem,
-              " B of shared memory");
+  const int64_t smem = decode_ring_bytes_deep(f, deep, ws) +
+                       (xsh ? xsh_stage_bytes(f, p.stage_rows, p.stage_slices) : stage_bytes);
+  B12X_ASSERT(deep == 0 || xsh || smem <= kDecodeDeepBudget, "decode deep ring ", deep, " needs ",
+              smem, " B of shared memory");
   // 8 warps per tile: within the device's shared memory per block (run checks it).
   const int64_t ws8_budget = ws == 8 ? p.decode_ws8_budget : 0;
   B12X_ASSERT(ws != 8 || smem <= ws8_budget, "decode with 8 warps per tile needs ", smem,
@@ -178,7 +184,9 @@ void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stre
     // ring plus the larger of their two staging budgets. The pipelined kernels: the largest ring
     // plus this launch's pipelined budget (LinearParams::decode_pipe_budget, the default's or the
     // B12X_GEMM_DECODE_PIPE_KB probe's, which the run bounds by the device's opt-in).
-    const int64_t most = ws == 8    ? ws8_budget
+    // The shared staging (SM90 only): kDecodeXshBudget.
+    const int64_t most = xsh        ? kDecodeXshBudget
+                         : ws == 8  ? ws8_budget
                          : deep > 0 ? kDecodeDeepBudget
                          : half ? decode_ring_bytes(f) + std::max(half_stage_budget, pipe_budget)
                                 : kDecodeRingMax + (pipe ? pipe_budget : kDecodeStageBudget);

@@ -1072,6 +1072,51 @@ TEST(GemmGpu, DecodeFp8Xshare) {
         << "M=" << r.M << " N=" << r.N << " K=" << r.K << " xshare " << l.xshare << " deep "
         << l.deep;
   }
+  // Session 26 probe (B12X_GEMM_DECODE_XSHARE_BLK=1): block FP8 on BF16 activations, the BF16
+  // rows multicast and quantized by each CTA from shared memory (f16 MMAs, M >= 2, the default
+  // ring): the rule's plan at capacity 4, then forced S at M = 2..8 with K tails inside a slice
+  // (K = 1152 / 1408: half slices, zero-filled by the quantization), N = 40 / 200, bias, FP16 out,
+  // graph replays.
+  ScopedEnv eb("B12X_GEMM_DECODE_XSHARE_BLK", "1");
+  {
+    const gemm::Plan pb = linear_plan(LinearFormat::kFp8Block, 4, n, 4096, DType::kBF16);
+    EXPECT_TRUE(pb.decode_warp_split == 4 && pb.decode_xshare > 0 && pb.decode_xshare_min_m == 2)
+        << "ws " << pb.decode_warp_split << " xshare " << pb.decode_xshare;
+  }
+  const Run brs[] = {
+      {2, 40, 1152, DType::kBF16, true, false, "4", "0", nullptr},
+      {4, 200, 1408, DType::kFP16, false, true, "4", "0", nullptr},
+      {8, 72, 2048, DType::kBF16, true, true, "2", "0", nullptr},
+      {5, 136, 1024, DType::kBF16, false, false, "2", "0", nullptr},
+  };
+  for (const Run& r : brs) {
+    ScopedEnv ex("B12X_GEMM_DECODE_XSHARE", r.xshare), ed("B12X_GEMM_DECODE_DEEP", r.deep);
+    run_case({LinearFormat::kFp8Block, r.M, r.N, r.K, DType::kBF16, r.out, r.bias}, r.graph);
+    const gemm::lin::DecodeLaunch l = gemm::lin::last_decode_launch();
+    EXPECT_TRUE(l.ws == 4 && !l.pipe && l.nt == 1 && l.xshare == std::atoi(r.xshare) && l.mma == 1)
+        << "block FP8 M=" << r.M << " N=" << r.N << " K=" << r.K << " xshare " << l.xshare;
+  }
+  // Session 26 probe (B12X_GEMM_DECODE_XSHARE_BIG=1): the staging beyond kDecodeStageBudget
+  // (per-tensor M = 5 / 8 at K = 8976 / 6160: 46 / 51 KB of rows, K tails inside a slice; block FP8
+  // M = 3 at K = 5248 with its raw rows).
+  ScopedEnv eg("B12X_GEMM_DECODE_XSHARE_BIG", "1");
+  const Run grs[] = {
+      {5, 200, 8976, DType::kBF16, true, true, "4", "0", nullptr},
+      {8, 72, 6160, DType::kFP16, false, false, "2", "0", nullptr},
+      {3, 136, 5248, DType::kBF16, true, false, "2", "0", nullptr},
+  };
+  for (const Run& r : grs) {
+    ScopedEnv ex("B12X_GEMM_DECODE_XSHARE", r.xshare), ed("B12X_GEMM_DECODE_DEEP", r.deep);
+    const LinearFormat f = r.M == 3 ? LinearFormat::kFp8Block : LinearFormat::kFp8Tensor;
+    run_case({f, r.M, r.N, r.K, f == LinearFormat::kFp8Block ? DType::kBF16 : DType::kFP8E4M3,
+              r.out, r.bias},
+             r.graph);
+    const gemm::lin::DecodeLaunch l = gemm::lin::last_decode_launch();
+    EXPECT_TRUE(l.ws == 4 && !l.pipe && l.nt == 1 && l.xshare == std::atoi(r.xshare) &&
+                l.smem > 48 * 1024 + gemm::lin::kDecodeStageBudget)
+        << "big staging M=" << r.M << " N=" << r.N << " K=" << r.K << " xshare " << l.xshare
+        << " smem " << l.smem;
+  }
 }
 
 TEST(GemmGpu, DecodeSliceHalvesFp8) {
