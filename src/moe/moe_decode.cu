@@ -40,7 +40,7 @@ Fc2Shape fc2_shape(const DecodeArgs& a, const DecodeKnobs& k, bool deep, int row
 
 template <typename OpT, bool kFold, int kSK, int kRC, int kWM, int kG,
           int kNW = DecodeCfg::kFc1Warps, bool kBal = false, bool kLast = false, bool kTR = false,
-          bool kPL = false>
+          int kPL = 0>
 void launch_fc1(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, bool pdl) {
   auto* k = dev::moe_decode_fc1_kernel<OpT, kFold, kSK, kWM, kG, kNW, kBal, kRC, kLast, kTR, kPL>;
   constexpr int kSmem = DecodeCfg::fc1_smem(kNW);
@@ -67,7 +67,7 @@ bool refill_tiled(const WeightView& w) {
 }
 
 template <typename OpT, bool kFold, int kSK, int kRC, int kW, int kS, int kR = DecodeCfg::kFc2Rows,
-          bool kKil = false, bool kTR = false, bool kPL = false>
+          bool kKil = false, bool kTR = false, int kPL = 0>
 void launch_fc2(const DecodeArgs& a, Stream stream, bool pdl) {
   auto* k = dev::moe_decode_fc2_kernel<OpT, kFold, kSK, kW, kS, kRC, kR, kKil, kTR, kPL>;
   {  // the largest shared memory this instance is launched with, once per device
@@ -140,10 +140,10 @@ void launch_gemms(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, boo
         a, kn, stream, pdl1);
   } else if (a.fc1_groups == 2) {  // decode_fc1_last: always the last-warp tile ends here
     // Probe B12X_MOE_PL bit 1 (decode_fc1_pl): the offset-tracked refills (WarpStage::issue_pl).
-    const bool pl = kTR && decode_fc1_pl(kn, a.w1.K);
-    g_last_fc1_pl.store(pl ? 1 : 0, std::memory_order_relaxed);
-    if (pl)
-      launch_fc1<OpT, kFold, kSK, kRC, 1, 2, DecodeCfg::kFc1Warps, false, true, kTR, kTR>(
+    const int pl = kTR ? decode_fc1_pl(kn, a.w1.K) : 0;
+    g_last_fc1_pl.store(pl > 0 ? 1 : 0, std::memory_order_relaxed);
+    if (pl > 0)
+      launch_fc1<OpT, kFold, kSK, kRC, 1, 2, DecodeCfg::kFc1Warps, false, true, kTR, kTR ? 1 : 0>(
           a, kn, stream, pdl1);
     else
       launch_fc1<OpT, kFold, kSK, kRC, 1, 2, DecodeCfg::kFc1Warps, false, true, kTR>(a, kn, stream,
@@ -158,14 +158,21 @@ void launch_gemms(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, boo
       // against 2 stages at 3 CTAs per SM, 80 registers); B12X_MOE_FC2_STAGES=2 the 2-stage CTA.
       // K-interleaved warps (decode_fc2_kil) in the 3-stage CTA only.
       // Probe B12X_MOE_PL bit 2 (decode_fc2_pl): the offset-tracked refills (WarpStage::issue_pl).
-      const bool pl = kTR && decode_fc2_pl(kn, a.w2.K);
-      g_last_fc2_pl.store(pl ? 1 : 0, std::memory_order_relaxed);
-      if (pl && a.fc2_stages32 == 2)
-        launch_fc2<OpT, kFold, kSK, kRC, 8, 2, 32, false, kTR, kTR>(a, stream, pdl);
-      else if (pl && a.fc2_kil != 0)
-        launch_fc2<OpT, kFold, kSK, kRC, 8, 3, 32, true, kTR, kTR>(a, stream, pdl);
-      else if (pl)
-        launch_fc2<OpT, kFold, kSK, kRC, 8, 3, 32, false, kTR, kTR>(a, stream, pdl);
+      const int pl = kTR ? decode_fc2_pl(kn, a.w2.K) : 0;
+      g_last_fc2_pl.store(pl > 0 ? 1 : 0, std::memory_order_relaxed);
+      constexpr int kP1 = kTR ? 1 : 0, kP2 = kTR ? 2 : 0;
+      if (pl == 2 && a.fc2_stages32 == 2)
+        launch_fc2<OpT, kFold, kSK, kRC, 8, 2, 32, false, kTR, kP2>(a, stream, pdl);
+      else if (pl == 2 && a.fc2_kil != 0)
+        launch_fc2<OpT, kFold, kSK, kRC, 8, 3, 32, true, kTR, kP2>(a, stream, pdl);
+      else if (pl == 2)
+        launch_fc2<OpT, kFold, kSK, kRC, 8, 3, 32, false, kTR, kP2>(a, stream, pdl);
+      else if (pl == 1 && a.fc2_stages32 == 2)
+        launch_fc2<OpT, kFold, kSK, kRC, 8, 2, 32, false, kTR, kP1>(a, stream, pdl);
+      else if (pl == 1 && a.fc2_kil != 0)
+        launch_fc2<OpT, kFold, kSK, kRC, 8, 3, 32, true, kTR, kP1>(a, stream, pdl);
+      else if (pl == 1)
+        launch_fc2<OpT, kFold, kSK, kRC, 8, 3, 32, false, kTR, kP1>(a, stream, pdl);
       else if (a.fc2_stages32 == 2)  // decode_fc2_stages32
         launch_fc2<OpT, kFold, kSK, kRC, 8, 2, 32, false, kTR>(a, stream, pdl);
       else if (a.fc2_kil != 0)

@@ -941,7 +941,7 @@ TEST(MoeGpu, DecodeStreamFc2ClusterSum) {
 
 TEST(MoeGpu, DecodeStreamOffsetRefillsAreBitEqual) {
   B12X_REQUIRE_GPU();
-  // Probe B12X_MOE_PL=3 (read by plan): the last-warp two-group FC1 and the 32-row FC2 (BF16
+  // Probe B12X_MOE_PL=3 / 7 (read by plan): the last-warp two-group FC1 and the 32-row FC2 (BF16
   // operands, UE4M3 chunk tiles) refill through WarpStage::issue_pl — one offset for codes,
   // scales and activations, unpredicated activation copies (absent tokens read a dummy row into
   // MMA columns that the tile end / flush never read) — where their K % 128 == 0: the same
@@ -977,8 +977,10 @@ TEST(MoeGpu, DecodeStreamOffsetRefillsAreBitEqual) {
     SCOPED_TRACE(v.c.name());
     Problem P;
     P.make(v.c);
-    expect_probe_bit_equal(P, v.k, {"B12X_MOE_PL", "3"}, "offset refills", &v == &vars[0]);
-    EXPECT_EQ(moe::detail::decode_last_pl(), v.pl);
+    for (const char* pl : {"3", "7"}) {  // 7: the FC2 lanes' stage offsets kept in registers
+      expect_probe_bit_equal(P, v.k, {"B12X_MOE_PL", pl}, pl, &v == &vars[0]);
+      EXPECT_EQ(moe::detail::decode_last_pl(), v.pl);
+    }
   }
 }
 

@@ -463,16 +463,17 @@ struct WarpStage {
   /// the valid dummy address of Src (its MMA column is never read: FC1's tile end and FC2's flush
   /// take the tile's live columns only). No per-refill compares, selects or 64-bit products of the
   /// sub-chunk.
+  /// `l16` / `l8`: lane * 16 / lane * 8 (kPL 2 passes them from registers kept across the loop).
   static __device__ __forceinline__ void issue_pl(uint32_t sa, const Src& s, uint32_t off,
-                                                  int lane) {
+                                                  uint32_t l16, uint32_t l8) {
     static_assert(kRows == 32 && kT == 4, "32 rows: 4 code copies, 2 activation copies");
     const uint8_t* v = s.w + (off << 3);
-    const uint32_t d = sa + static_cast<uint32_t>(lane) * 16u;
+    const uint32_t d = sa + l16;
     cp_async16_off<0>(d, v);
     cp_async16_off<512>(d, v);
     cp_async16_off<1024>(d, v);
     cp_async16_off<1536>(d, v);
-    cp_async8_sa(sa + kScaleOff + static_cast<uint32_t>(lane) * 8u, s.s + off);
+    cp_async8_sa(sa + kScaleOff + l8, s.s + off);
     const uint8_t* a8 = reinterpret_cast<const uint8_t*>(s.al) + off;
     cp_async16_off2<kActOff, 0>(d, a8);
     cp_async16_off2<kActOff + 512, 2 * kActCopyK>(d, a8);
@@ -536,60 +537,77 @@ __device__ __forceinline__ uint32_t mul2_half(uint32_t a, uint32_t b) {
   return *reinterpret_cast<const uint32_t*>(&v);
 }
 
+/// The lane's byte offsets in a stage (stage_mma_lo): its weight quad (rows g + 8 j, quad t),
+/// its scale rows g + 8 j and its activation fragment (column g % kT, quad t of step 0).
+struct LaneOffsets {
+  uint32_t w, s, a;
+};
+template <int kRows>
+__device__ __forceinline__ LaneOffsets lane_offsets(int g, int t) {
+  constexpr int kT = DecodeCfg::kTileTokens;
+  return {static_cast<uint32_t>(g * 64 + t * 16),
+          static_cast<uint32_t>(WarpStage<kRows>::kScaleOff + g * 8),
+          static_cast<uint32_t>(WarpStage<kRows>::kActOff + ((g & (kT - 1)) * 4 + t) * 8)};
+}
+
+/// stage_mma with the lane's offsets given (kPL 2 keeps them in registers across the K loop:
+/// under the 80-register cap ptxas otherwise rebuilds them from the thread index every
+/// sub-chunk).
 template <typename OpT, bool kFold, int kSK, int kM>
-__device__ __forceinline__ void stage_mma(const uint8_t* st, float (&acc)[kM][4], int g, int t) {
-  constexpr int kRows = 16 * kM, kT = DecodeCfg::kTileTokens;
+__device__ __forceinline__ void stage_mma_lo(const uint8_t* st, float (&acc)[kM][4], int t,
+                                             const LaneOffsets& lo_) {
+  constexpr int kT = DecodeCfg::kTileTokens;
   constexpr bool kOne = kOneMulFold<OpT, kFold, kSK>;
   WeightFrag<detail::kWFp4, OpT> f[2 * kM];
 #pragma unroll
   for (int i = 0; i < 2 * kM; ++i) {
-    const int r = (i >> 1) * 16 + (i & 1) * 8 + g;
-    f[i].v = *reinterpret_cast<const uint4*>(st + r * 64 + t * 16);
-    f[i].s = *reinterpret_cast<const uint2*>(st + WarpStage<kRows>::kScaleOff + r * 8);
+    const int r = (i >> 1) * 16 + (i & 1) * 8;
+    f[i].v = *reinterpret_cast<const uint4*>(st + lo_.w + r * 64);
+    f[i].s = *reinterpret_cast<const uint2*>(st + lo_.s + r * 8);
   }
-  const uint2* s_act = reinterpret_cast<const uint2*>(st + WarpStage<kRows>::kActOff);
+  const uint2* s_act = reinterpret_cast<const uint2*>(st + lo_.a);
   uint32_t sp[2 * kM];  // scale splats of two steps (kOne)
-#define B12X_DEC_STEP(J)                                                                  \
-  {                                                                                       \
-    uint32_t a[kM][4];                                                                    \
-    float s[2 * kM];                                                                      \
-    _Pragma("unroll") for (int i = 0; i < 2 * kM; ++i) {                                  \
-      uint32_t lo, hi;                                                                    \
-      if constexpr (kOne) {                                                               \
-        const uint32_t w = u4_word(f[i].v, J / 2);                                        \
-        if (J % 2 == 0) {                                                                 \
-          const uint32_t sb = __byte_perm(J < 4 ? f[i].s.x : f[i].s.y, 0u,                \
-                                          0x4040u | (((J + 1) % 4) << 8) | (J % 4));      \
-          sp[i] = sb * 16u + 0x75807580u; /* e5m3_bf16x2_2p118, steps J and J + 1 */      \
-        }                                                                                 \
-        lo = mul2_half<J % 2>(layout::fp4x2_bf16_bits<2 * (J % 2)>(w), sp[i]);            \
-        hi = mul2_half<J % 2>(layout::fp4x2_bf16_bits<2 * (J % 2) + 1>(w), sp[i]);        \
-        s[i] = 0.f;                                                                       \
-      } else {                                                                            \
-        f[i].template decode<J>(lo, hi, nullptr, t);                                      \
-        s[i] = f[i].template scale<J>(kSK);                                               \
-        if constexpr (kFold) {                                                            \
-          const uint32_t s2 = OpTraits<OpT>::splat(s[i]);                                 \
-          lo = OpTraits<OpT>::mul2(lo, s2);                                               \
-          hi = OpTraits<OpT>::mul2(hi, s2);                                               \
-        }                                                                                 \
-      }                                                                                   \
-      a[i >> 1][(i & 1)] = lo;                                                            \
-      a[i >> 1][2 + (i & 1)] = hi;                                                        \
-    }                                                                                     \
-    const uint2 b = s_act[(J * kT + (g & (kT - 1))) * 4 + t]; /* columns >= kT: unused */ \
-    _Pragma("unroll") for (int m = 0; m < kM; ++m) {                                      \
-      if constexpr (kFold) {                                                              \
-        OpTraits<OpT>::mma_acc(acc[m], a[m], b.x, b.y);                                   \
-      } else {                                                                            \
-        float d[4];                                                                       \
-        OpTraits<OpT>::mma(d, a[m], b.x, b.y);                                            \
-        acc[m][0] = fmaf(d[0], s[2 * m], acc[m][0]);                                      \
-        acc[m][1] = fmaf(d[1], s[2 * m], acc[m][1]);                                      \
-        acc[m][2] = fmaf(d[2], s[2 * m + 1], acc[m][2]);                                  \
-        acc[m][3] = fmaf(d[3], s[2 * m + 1], acc[m][3]);                                  \
-      }                                                                                   \
-    }                                                                                     \
+#define B12X_DEC_STEP(J)                                                             \
+  {                                                                                  \
+    uint32_t a[kM][4];                                                               \
+    float s[2 * kM];                                                                 \
+    _Pragma("unroll") for (int i = 0; i < 2 * kM; ++i) {                             \
+      uint32_t lo, hi;                                                               \
+      if constexpr (kOne) {                                                          \
+        const uint32_t w = u4_word(f[i].v, J / 2);                                   \
+        if (J % 2 == 0) {                                                            \
+          const uint32_t sb = __byte_perm(J < 4 ? f[i].s.x : f[i].s.y, 0u,           \
+                                          0x4040u | (((J + 1) % 4) << 8) | (J % 4)); \
+          sp[i] = sb * 16u + 0x75807580u; /* e5m3_bf16x2_2p118, steps J and J + 1 */ \
+        }                                                                            \
+        lo = mul2_half<J % 2>(layout::fp4x2_bf16_bits<2 * (J % 2)>(w), sp[i]);       \
+        hi = mul2_half<J % 2>(layout::fp4x2_bf16_bits<2 * (J % 2) + 1>(w), sp[i]);   \
+        s[i] = 0.f;                                                                  \
+      } else {                                                                       \
+        f[i].template decode<J>(lo, hi, nullptr, t);                                 \
+        s[i] = f[i].template scale<J>(kSK);                                          \
+        if constexpr (kFold) {                                                       \
+          const uint32_t s2 = OpTraits<OpT>::splat(s[i]);                            \
+          lo = OpTraits<OpT>::mul2(lo, s2);                                          \
+          hi = OpTraits<OpT>::mul2(hi, s2);                                          \
+        }                                                                            \
+      }                                                                              \
+      a[i >> 1][(i & 1)] = lo;                                                       \
+      a[i >> 1][2 + (i & 1)] = hi;                                                   \
+    }                                                                                \
+    const uint2 b = s_act[J * kT * 4]; /* columns >= kT: unused */                   \
+    _Pragma("unroll") for (int m = 0; m < kM; ++m) {                                 \
+      if constexpr (kFold) {                                                         \
+        OpTraits<OpT>::mma_acc(acc[m], a[m], b.x, b.y);                              \
+      } else {                                                                       \
+        float d[4];                                                                  \
+        OpTraits<OpT>::mma(d, a[m], b.x, b.y);                                       \
+        acc[m][0] = fmaf(d[0], s[2 * m], acc[m][0]);                                 \
+        acc[m][1] = fmaf(d[1], s[2 * m], acc[m][1]);                                 \
+        acc[m][2] = fmaf(d[2], s[2 * m + 1], acc[m][2]);                             \
+        acc[m][3] = fmaf(d[3], s[2 * m + 1], acc[m][3]);                             \
+      }                                                                              \
+    }                                                                                \
   }
   B12X_DEC_STEP(0);
   B12X_DEC_STEP(1);
@@ -600,6 +618,11 @@ __device__ __forceinline__ void stage_mma(const uint8_t* st, float (&acc)[kM][4]
   B12X_DEC_STEP(6);
   B12X_DEC_STEP(7);
 #undef B12X_DEC_STEP
+}
+
+template <typename OpT, bool kFold, int kSK, int kM>
+__device__ __forceinline__ void stage_mma(const uint8_t* st, float (&acc)[kM][4], int g, int t) {
+  stage_mma_lo<OpT, kFold, kSK, kM>(st, acc, t, lane_offsets<16 * kM>(g, t));
 }
 
 __device__ __forceinline__ uint32_t pack_op(float lo, float hi, bool fp16) {
@@ -760,11 +783,13 @@ __device__ __forceinline__ void group_sync(int id) {
 // tiles at its ends. Every warp splits each piece's sub-chunks as it splits a whole tile; a
 // part's K sums go to fc1_part and the tile's last CTA (fc1_cnt) finishes it.
 // kTR: the chunk-tile refills of WarpStage::issue (launch_gemms: BF16 operands, UE4M3 scales).
-// kPL (probe, with kTR and kLast): the K loop's refills through WarpStage::issue_pl, the next
-// load tracked as (tile, byte offset) instead of a chunk cursor.
+// kPL (probe, with kTR and kLast): 1 the K loop's refills through WarpStage::issue_pl, the next
+// load tracked as (tile, byte offset) instead of a chunk cursor; 2 also the lane's stage offsets
+// kept in registers (stage_mma_lo) instead of rebuilt from the thread index every sub-chunk (not
+// instantiated: it spilled under the 80-register cap, K loop 319 -> 323 SASS instructions).
 template <typename OpT, bool kFold, int kSK, int kWM, int kG, int kNW = DecodeCfg::kFc1Warps,
           bool kBal = false, int kRC = detail::kMaxInlineRoutes, bool kLast = false,
-          bool kTR = false, bool kPL = false>
+          bool kTR = false, int kPL = 0>
 __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold ? 3 : 2) : 2)
     moe_decode_fc1_kernel(const DecodeArgs a) {
   using C = DecodeCfg;
@@ -778,7 +803,7 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
   static_assert(!kBal || kWM == 1, "balanced FC1: one row warp");
   static_assert(C::kTileTokens * 32 == detail::kFc1BalSlotFloats, "fc1_part slot size");
   static_assert(!kLast || !kBal, "last-warp tile ends: whole tiles only");
-  static_assert(!kPL || (kTR && kLast && kWM == 1), "kPL: the last-warp chunk-tile FC1");
+  static_assert(kPL == 0 || (kTR && kLast && kWM == 1), "kPL: the last-warp chunk-tile FC1");
   static_assert(C::kTileTokens <= 4, "kLast: live columns 2 t + {0, 1} with t < 2");
   extern __shared__ __align__(16) uint8_t smem[];
   __shared__ RouteSmemT<kRC> rs;
@@ -927,6 +952,10 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
   int nt = ni.t;
   uint32_t noff = static_cast<uint32_t>(wk + kWK * ni.k) * 256u;
   const uint32_t noff_end = static_cast<uint32_t>(nk) * 256u;
+  // kPL 2: the lane's offsets as opaque values (ptxas keeps them instead of rematerialising).
+  LaneOffsets lofs = lane_offsets<32>(g, t);
+  uint32_t l8 = static_cast<uint32_t>(lane) * 8u;
+  if constexpr (kPL >= 2) asm("" : "+r"(lofs.w), "+r"(lofs.s), "+r"(lofs.a), "+r"(l8));
 
   float acc[2][4];
 #pragma unroll
@@ -944,12 +973,16 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
     for (int kc = 0; kc < n_kc; ++kc, ++c) {
       cp_async_wait<kS - 1>();
       __syncwarp();
-      const int slot = kPL ? static_cast<int>(static_cast<unsigned>(c) % kS) : c % kS;
-      stage_mma<OpT, kFold, kSK, 2>(ring + slot * C::kFc1Stage, acc, g, t);
+      const int slot = kPL > 0 ? static_cast<int>(static_cast<unsigned>(c) % kS) : c % kS;
+      if constexpr (kPL >= 2)
+        stage_mma_lo<OpT, kFold, kSK, 2>(ring + slot * C::kFc1Stage, acc, t, lofs);
+      else
+        stage_mma<OpT, kFold, kSK, 2>(ring + slot * C::kFc1Stage, acc, g, t);
       __syncwarp();  // every lane is done reading the slot before it is refilled
-      if constexpr (kPL) {
+      if constexpr (kPL > 0) {
         if (nt < n_tg) {
-          St::issue_pl(ring_sa + slot * C::kFc1Stage, nsrc, noff, lane);
+          // (lofs.w = g * 64 + t * 16 = lane * 16)
+          St::issue_pl(ring_sa + slot * C::kFc1Stage, nsrc, noff, lofs.w, l8);
           noff += kWK * 256u;
           if (noff >= noff_end) {  // the tile's last sub-chunk of this warp: enter the next
             noff = static_cast<uint32_t>(wk) * 256u;
@@ -1159,10 +1192,10 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
 // (3 CTAs per SM, the register cap of FC1) or 8 x 3 (2 per SM)).
 // kKil: the K-interleaved warp chunks of DecodeArgs::fc2_kil (8 warps x 3 stages, narrow
 // routing; a template constant, so the contiguous ranges' code is unchanged).
-// kPL (probe, with kTR): the refills through WarpStage::issue_pl (the next load as (tile, byte
-// offset), as in the FC1's kPL).
+// kPL (probe, with kTR): 1 the refills through WarpStage::issue_pl (the next load as (tile, byte
+// offset), as in the FC1's kPL), 2 also the lane's stage offsets kept in registers.
 template <typename OpT, bool kFold, int kSK, int kW, int kS, int kRC = detail::kMaxInlineRoutes,
-          int kR = DecodeCfg::kFc2Rows, bool kKil = false, bool kTR = false, bool kPL = false>
+          int kR = DecodeCfg::kFc2Rows, bool kKil = false, bool kTR = false, int kPL = 0>
 __global__ void __launch_bounds__(32 * kW, kR == 32             ? (kS == 2 ? 3 : 2)
                                            : kW == 8 && kS == 2 ? 4
                                                                 : 1)
@@ -1173,7 +1206,7 @@ __global__ void __launch_bounds__(32 * kW, kR == 32             ? (kS == 2 ? 3 :
       "FC2 rows: 16, or 32 with 8 warps, 2-3 stages and the narrow routing");
   static_assert(!kKil || (kW == 8 && kS == 3 && kRC == detail::kMaxInlineRoutes),
                 "K-interleaved FC2 warps: the 8-warp 3-stage CTA, narrow routing");
-  static_assert(!kPL || (kTR && kR == 32), "kPL: the 32-row chunk-tile FC2");
+  static_assert(kPL == 0 || (kTR && kR == 32), "kPL: the 32-row chunk-tile FC2");
   constexpr int kM = kR / 16, kStage = C::fc2_stage(kR);
   using St = WarpStage<kR>;
   constexpr int kRing = C::fc2_ring(kW, kS, kR);
@@ -1283,6 +1316,10 @@ __global__ void __launch_bounds__(32 * kW, kR == 32             ? (kS == 2 ? 3 :
   int nt = ni.t;
   uint32_t noff = static_cast<uint32_t>(ni.k) * 256u;
   const uint32_t noff_end = static_cast<uint32_t>(nk) * 256u;
+  // kPL 2: the lane's offsets as opaque values (ptxas keeps them instead of rematerialising).
+  LaneOffsets lofs = lane_offsets<kR>(g, t);
+  uint32_t l8 = static_cast<uint32_t>(lane) * 8u;
+  if constexpr (kPL >= 2) asm("" : "+r"(lofs.w), "+r"(lofs.s), "+r"(lofs.a), "+r"(l8));
   __syncthreads();  // s_w / pacc initialised before the first flush
 
   float acc[kM][4];
@@ -1307,11 +1344,14 @@ __global__ void __launch_bounds__(32 * kW, kR == 32             ? (kS == 2 ? 3 :
     __syncwarp();
     const int slot = ring_slot;
     ring_slot = ring_slot + 1 == kS ? 0 : ring_slot + 1;
-    stage_mma<OpT, kFold, kSK, kM>(ring + slot * kStage, acc, g, t);
+    if constexpr (kPL >= 2)
+      stage_mma_lo<OpT, kFold, kSK, kM>(ring + slot * kStage, acc, t, lofs);
+    else
+      stage_mma<OpT, kFold, kSK, kM>(ring + slot * kStage, acc, g, t);
     __syncwarp();
-    if constexpr (kPL) {
+    if constexpr (kPL > 0) {
       if (c + kS < n_my) {
-        St::issue_pl(ring_sa + slot * kStage, nsrc, noff, lane);
+        St::issue_pl(ring_sa + slot * kStage, nsrc, noff, lofs.w, l8);
         noff += jstep * 256u;
         if (noff >= noff_end) {  // the next chunk is in a later tile
           do {
