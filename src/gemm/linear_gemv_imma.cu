@@ -16,12 +16,14 @@ using ImmaFn = void (*)(const LinearParams);
 /// in rounds 93-95 (removed): 8 warps (two CTAs per SM), 20 / 32 warps, IQ2_XXS 24, IQ2_XS 16 and
 /// M = 2 (round 95: 15.71 us at 14336x4096 against the BF16 GEMV's 15.14), the weights two
 /// batches ahead, two MMA chains per piece set; FP16 activations are unmeasured (no kernel).
-/// Session 26 probes (var kGgmlImmaVar | imma::kP2 [| imma::kPred] [| imma::kU2] or | kD2): both
-/// formats, M = 1 all four, M = 2 kP2 and kP2 | kU2; kP2 | kD2 IQ2_XXS M = 1.
+/// Session 26 probes (var kGgmlImmaVar | imma::kP2 [| imma::kPred] [| imma::kU2 [| kLean]] or |
+/// kD2): both formats, M = 1 all, M = 2 kP2, kP2 | kU2 [| kLean]; kP2 | kD2 IQ2_XXS M = 1.
 template <WFmt F, int kW>
 ImmaFn imma_probe(int v, int64_t M) {
   using namespace imma;
   if (M == 2) {
+    if (v == (kP2 | kU2 | kLean))
+      return &linear_gemv_imma_kernel<F, Bf16Tag, kW, 2, kP2 | kU2 | kLean>;
     return v == kP2           ? &linear_gemv_imma_kernel<F, Bf16Tag, kW, 2, kP2>
            : v == (kP2 | kU2) ? &linear_gemv_imma_kernel<F, Bf16Tag, kW, 2, kP2 | kU2>
                               : nullptr;
@@ -35,6 +37,10 @@ ImmaFn imma_probe(int v, int64_t M) {
       return &linear_gemv_imma_kernel<F, Bf16Tag, kW, 1, kP2 | kU2>;
     case kP2 | kPred | kU2:
       return &linear_gemv_imma_kernel<F, Bf16Tag, kW, 1, kP2 | kPred | kU2>;
+    case kP2 | kU2 | kLean:
+      return &linear_gemv_imma_kernel<F, Bf16Tag, kW, 1, kP2 | kU2 | kLean>;
+    case kP2 | kPred | kU2 | kLean:
+      return &linear_gemv_imma_kernel<F, Bf16Tag, kW, 1, kP2 | kPred | kU2 | kLean>;
     case kP2 | kD2:  // IQ2_XXS only (IQ2_XS's 24 warps: 80 registers)
       if constexpr (F == WFmt::kIq2Xxs)
         return &linear_gemv_imma_kernel<F, Bf16Tag, kW, 1, kP2 | kD2>;
@@ -45,7 +51,7 @@ ImmaFn imma_probe(int v, int64_t M) {
 }
 
 ImmaFn imma_kernel(WFmt f, bool fp16, int warps, int var, int64_t M) {
-  constexpr int kBits = imma::kP2 | imma::kPred | imma::kU2 | imma::kD2;
+  constexpr int kBits = imma::kP2 | imma::kPred | imma::kU2 | imma::kD2 | imma::kLean;
   if (fp16 || (var & ~kBits) != kGgmlImmaVar) return nullptr;
   const int v = var & kBits;
   const bool xs = f == WFmt::kIq2Xs;

@@ -4709,13 +4709,14 @@ TEST(GemmGpu, GgmlGemvImmaProbe) {
   // Session 26 probes (B12X_GGML_GEMV_VAR = 8192 | bits): 1 two pieces (15-bit activations:
   // exact within 2^6 of the block's largest BF16 value, else < 2^-14 of it lost per element), 2
   // activation loads by the supplying lanes only, 4 two units per loop iteration, 8 the weights
-  // two batches ahead (IQ2_XXS M = 1 only); M = 2 with 8193 / 8197 only; 20 warps with 8193.
+  // two batches ahead (IQ2_XXS M = 1 only), 16 lane constants kept and sub-scales as X 2s + X
+  // (with 4); M = 2 with 8193 / 8197 / 8213 only; 20 warps with 8193.
   ScopedEnv e("B12X_GGML_GEMV", "1");
-  for (const char* var : {"8193", "8195", "8197", "8199", "8201"}) {
+  for (const char* var : {"8193", "8195", "8197", "8199", "8201", "8213", "8215"}) {
     SCOPED_TRACE(var);
     ScopedEnv ev("B12X_GGML_GEMV_VAR", var);
     const int v = std::atoi(var);
-    const bool m2 = v == 8193 || v == 8197, xs = v != 8201;
+    const bool m2 = v == 8193 || v == 8197 || v == 8213, xs = v != 8201;
     EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xxs, 1, 4096, 4096).ggml_gemv_var, v);
     EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xs, 1, 4096, 4096).ggml_gemv_var, xs ? v : 0);
     EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xs, 2, 4096, 4096).ggml_gemv_var, m2 ? v : 0);

@@ -67,8 +67,9 @@ __host__ __device__ constexpr int64_t piece_stride(int64_t atoms) {
 /// Kernel variant bits (plan var kGgmlImmaVar | bits; session 26 probes): kP2 two pieces per
 /// value (radix 2^8 signed digits, 15 bits), kPred activation loads by the supplying lanes only,
 /// kU2 two units per loop iteration (no copy of the next batch's registers), kD2 the weights two
-/// batches ahead (three units per iteration).
-inline constexpr int kP2 = 1, kPred = 2, kU2 = 4, kD2 = 8;
+/// batches ahead (three units per iteration), kLean (with kP2) the lane constants kept in
+/// registers (opaque to rematerialization) and the sub-scales as X (2s) + X.
+inline constexpr int kP2 = 1, kPred = 2, kU2 = 4, kD2 = 8, kLean = 16;
 /// Dynamic shared memory at K for M tokens: the tables, the pieces (three, kP2 two) and the
 /// per-atom scales per token.
 template <WFmt F>
@@ -395,7 +396,12 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
   __syncthreads();
 
   const uint32_t tab0 = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  const uint32_t clsw = kXs ? 4u * lane : 4u * lane | ((4u * lane + 128u) << 8);
+  constexpr bool kLn = kTwo && (kV & kLean) != 0;
+  // kLean: lane constants through an identity shuffle, so that ptxas keeps them in registers
+  // instead of recomputing them from the thread index every unit (12 instructions per batch).
+  const auto keep = [&](uint32_t v) { return kLn ? __shfl_sync(0xFFFFFFFFu, v, lane) : v; };
+  const uint32_t clsw = keep(kXs ? 4u * lane : 4u * lane | ((4u * lane + 128u) << 8));
+  const uint32_t t4 = keep(4u * t);  // kLean: the lane's sub-scale shift
   // Two copies read by lane parity (a uniform load would let ptxas keep the words in uniform
   // registers and copy them before every PRMT).
   const uint32_t slo = reinterpret_cast<const uint32_t*>(smem + kSrcOff)[lane & 1];
@@ -417,8 +423,8 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
     // each 4 banks on) sits in banks 8 (q + k) .. + 11 over the two loads; its zero lanes read
     // 32 bytes at banks 8 (q + k + 2) .. (mod 32): no conflict.
     const uint32_t zo = kZeroOff + (kTwo ? 32u * (((g >> 1) + k + 2) & 3) : 0u);
-    xo[k] = tab0 + (on ? kTabBytes + static_cast<uint32_t>(arr * PS) + 32 * t : zo);
-    xs[k] = on ? 32 : 0;
+    xo[k] = keep(tab0 + (on ? kTabBytes + static_cast<uint32_t>(arr * PS) + 32 * t : zo));
+    xs[k] = keep(on ? 32 : 0);
     xon[k] = on;
   }
   uint4 xz[2][kSets][2];  // kPred: the halves' activation registers (zero where not on)
@@ -444,6 +450,9 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
       load_batch(ld, d8, s8, nxt);
     }
     float bacc[kM][2] = {};
+    uint2 s2[2];  // kLean: the rows' sub-scale words << 1
+#pragma unroll
+    for (int r = 0; r < 2; ++r) s2[r] = make_uint2(cur.s[r].x << 1, cur.s[r].y << 1);
     float2 ps2[kM];
 #pragma unroll
     for (int m = 0; m < kM; ++m)
@@ -504,12 +513,24 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
           int Xs[kM] = {};
 #pragma unroll
           for (int ch = 0; ch < (kXs ? 2 : 1); ++ch) {
-            const uint32_t sw = kXs ? (h ? cur.s[r].y : cur.s[r].x) >> (8 * t + 4 * ch)
-                                    : cur.s[r].x >> (16 * h + 4 * t);
-            const int fi = static_cast<int>(((sw << 1) & 0x1Eu) | 1u);
+            if constexpr (kLn) {
+              // X (2s + 1) as X (2s) + X, 2s from the word shifted once per unit.
+              const uint32_t sw =
+                  kXs ? (h ? s2[r].y : s2[r].x) >> (2 * t4 + 4 * ch) : s2[r].x >> (16 * h + t4);
+              const int f2 = static_cast<int>(sw & 0x1Eu);
 #pragma unroll
-            for (int m = 0; m < kM; ++m)
-              Xs[m] += (cs[m][ch][2 * r] * 256 + cs[m][ch][2 * r + 1]) * fi;
+              for (int m = 0; m < kM; ++m) {
+                const int X = cs[m][ch][2 * r] * 256 + cs[m][ch][2 * r + 1];
+                Xs[m] += X * f2 + X;
+              }
+            } else {
+              const uint32_t sw = kXs ? (h ? cur.s[r].y : cur.s[r].x) >> (8 * t + 4 * ch)
+                                      : cur.s[r].x >> (16 * h + 4 * t);
+              const int fi = static_cast<int>(((sw << 1) & 0x1Eu) | 1u);
+#pragma unroll
+              for (int m = 0; m < kM; ++m)
+                Xs[m] += (cs[m][ch][2 * r] * 256 + cs[m][ch][2 * r + 1]) * fi;
+            }
           }
 #pragma unroll
           for (int m = 0; m < kM; ++m)
