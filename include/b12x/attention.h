@@ -225,8 +225,9 @@ struct PagedPlan {
   /// a quarter of the splits, two barriers), 1 the barrier-free merge (adjacent lanes share a
   /// float4 column and split the splits, every warp derives the weights itself, shuffles add the
   /// lanes' sums); 2 / 3: 0 / 1 letting the next grid launch only once the partials have arrived
-  /// (not at the merge's start); diagnostics, wrong outputs: 8 no merge launch, 9 the merge exits
-  /// after its wait.
+  /// (not at the merge's start); 4: 1 with its code run once before the wait, loads and stores
+  /// predicated off (instruction-cache warm-up); diagnostics, wrong outputs: 8 no merge launch,
+  /// 9 the merge exits after its wait.
   int merge_var = 0;
   std::string kernel;          ///< kernel variant name (logging / diagnostics)
   const void* impl = nullptr;  ///< internal: the chosen kernel variant

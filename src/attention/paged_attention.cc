@@ -461,8 +461,8 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   const char* mv_env = std::getenv("B12X_ATTN_MERGE_VAR");
   if (mv_env != nullptr) plan.merge_var = std::atoi(mv_env);
   B12X_CHECK_ARG(
-      (plan.merge_var >= 0 && plan.merge_var <= 3) || plan.merge_var == 8 || plan.merge_var == 9,
-      kPlanOp, ": B12X_ATTN_MERGE_VAR=", plan.merge_var, " (supported: 0, 1, 2, 3, 8, 9)");
+      (plan.merge_var >= 0 && plan.merge_var <= 4) || plan.merge_var == 8 || plan.merge_var == 9,
+      kPlanOp, ": B12X_ATTN_MERGE_VAR=", plan.merge_var, " (supported: 0-4, 8, 9)");
   if (plan.lean) {
     plan.kernel += plan.spec ? "_lean_spec" : "_lean";
     if (plan.early_kv) plan.kernel += "_early";

@@ -1894,7 +1894,7 @@ constexpr int kMergePre = 8;
 /// round trip for the partials and the LSEs together, then the warp's own arithmetic.
 template <typename T, int kDv>
 __device__ __forceinline__ void merge_row_flat(const PagedParams& p, int64_t row, int tok, int h,
-                                               int ns, bool late_trigger) {
+                                               int ns, bool late_trigger, bool live = true) {
   constexpr int kC = kDv / 4;  // float4 columns: 16, 32, 48 or 64
   constexpr int kP = kC <= 16 ? 8 : (kC <= 32 ? 4 : 2);
   static_assert(kC * kP <= 32 * kMergeWarps && 64 % (8 * kP) == 0, "merge lanes");
@@ -1911,11 +1911,11 @@ __device__ __forceinline__ void merge_row_flat(const PagedParams& p, int64_t row
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       const int sidx = s0 + part + kP * j;
-      v[j] = active && sidx < ns
+      v[j] = live && active && sidx < ns
                  ? *reinterpret_cast<const float4*>(base + sidx * split_stride * kDv)
                  : make_float4(0.f, 0.f, 0.f, 0.f);
     }
-    if (s0 == 0) split_weights<false>(p, row, ns, h, lane, w0, w1, mm, wsum);
+    if (s0 == 0) split_weights<false>(p, row, live ? ns : 0, h, lane, w0, w1, mm, wsum);
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       const int sidx = s0 + part + kP * j;  // < 64; weights past ns are 0
@@ -1937,12 +1937,12 @@ __device__ __forceinline__ void merge_row_flat(const PagedParams& p, int64_t row
     acc.w += __shfl_xor_sync(0xffffffffu, acc.w, d);
   }
   const float inv = wsum > 0.f ? 1.f / wsum : 0.f;
-  if (active && part == 0) {
+  if (live && active && part == 0) {
     T* out = static_cast<T*>(p.out) + (int64_t)tok * p.o_st + (int64_t)h * p.o_sh + c * 4;
     *reinterpret_cast<uint2*>(out) =
         make_uint2(pack2<T>(acc.x * inv, acc.y * inv), pack2<T>(acc.z * inv, acc.w * inv));
   }
-  if (p.lse != nullptr && threadIdx.x == 0)
+  if (live && p.lse != nullptr && threadIdx.x == 0)
     p.lse[(int64_t)tok * p.lse_st + (int64_t)h * p.lse_sh] =
         wsum > 0.f ? mm + log2f(wsum) : -INFINITY;
 }
@@ -1989,6 +1989,28 @@ __device__ __forceinline__ void paged_merge_body(const PagedParams& p) {
   if (range.ns <= 1) return;  // CTA-uniform
   const int ns = min(range.ns, 64);
   const int64_t split_stride = int64_t(p.total_q) * p.num_q_heads;
+  if (p.merge_var == 4) {
+    // Probe: the barrier-free merge's code runs once before the wait with every load and store
+    // predicated off, so that after the wait its instructions come from the SM's instruction
+    // cache, not from DRAM (the K/V stream evicts them from L2 between calls).
+#pragma unroll 1
+    for (int pass = 0; pass < 2; ++pass) {
+      if (pass == 1) {
+        wait_prior_grid();
+        if constexpr (kStamp) {
+          if (st != nullptr) st[1] = global_ns();
+        }
+      }
+      merge_row_flat<T, kDv>(p, row, tok, h, ns, false, pass == 1);
+    }
+    if constexpr (kStamp) {
+      if (st != nullptr) {
+        st[2] = global_ns();
+        st[3] = (uint64_t(1) << 63) | sm_id();
+      }
+    }
+    return;
+  }
   wait_prior_grid();
   if constexpr (kStamp) {
     if (st != nullptr) st[1] = global_ns();
