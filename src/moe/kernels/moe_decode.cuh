@@ -337,11 +337,12 @@ __device__ __forceinline__ void cp_async16_off(uint32_t sa, const void* gmem) {
   asm volatile("cp.async.cg.shared.global [%0+%2], [%1+%2], 16;\n" ::"r"(sa), "l"(gmem), "n"(kOff)
                : "memory");
 }
-/// cp.async of 16 bytes from gmem + kG to shared sa + kS (both immediates of the instruction).
+/// cp.async of 16 bytes from gmem + kG to shared sa + kS (both immediates of the instruction),
+/// `bytes` (16 or 0: zero-filled, nothing read) of them from global memory.
 template <int kS, int kG>
-__device__ __forceinline__ void cp_async16_off2(uint32_t sa, const void* gmem) {
-  asm volatile("cp.async.cg.shared.global [%0+%2], [%1+%3], 16;\n" ::"r"(sa), "l"(gmem), "n"(kS),
-               "n"(kG)
+__device__ __forceinline__ void cp_async16_off2(uint32_t sa, const void* gmem, uint32_t bytes) {
+  asm volatile("cp.async.cg.shared.global [%0+%2], [%1+%3], 16, %4;\n" ::"r"(sa), "l"(gmem),
+               "n"(kS), "n"(kG), "r"(bytes)
                : "memory");
 }
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
@@ -456,14 +457,13 @@ struct WarpStage {
   }
   /// kPL refill (probe B12X_MOE_PL: the last-warp FC1 / the 32-row FC2 with chunk-tile refills):
   /// one 32-bit offset `off` = kk * 256 addresses all three streams — the chunk's codes at kk *
-  /// 2048 (off
-  /// << 3), its UE4M3 scales at kk * 256 and the activations' kk * 128 BF16 values at kk * 256
-  /// bytes — and the activation copies go unpredicated: the plan takes this only where K % 128
-  /// == 0 (every valid token's row holds the whole sub-chunk), and an absent token's copies read
-  /// the valid dummy address of Src (its MMA column is never read: FC1's tile end and FC2's flush
-  /// take the tile's live columns only). No per-refill compares, selects or 64-bit products of the
-  /// sub-chunk.
-  /// `l16` / `l8`: lane * 16 / lane * 8 (kPL 2 passes them from registers kept across the loop).
+  /// 2048 (off << 3), its UE4M3 scales at kk * 256 and the activations' kk * 128 BF16 values at
+  /// kk * 256 bytes — and the activation copies need no per-refill bound: the plan takes this
+  /// only where K % 128 == 0 (a valid token's row holds every whole sub-chunk), and `s.a_len` is
+  /// the copies' byte count, 16 for a valid token or 0 for an absent one (pl_src: zero-filled,
+  /// nothing read; round 97 read a dummy row instead: every absent lane of every CTA on the same
+  /// address, 1.18-2.5x slower). `l16` / `l8`: lane * 16 / lane * 8 (kPL 2 passes them from
+  /// registers kept across the loop).
   static __device__ __forceinline__ void issue_pl(uint32_t sa, const Src& s, uint32_t off,
                                                   uint32_t l16, uint32_t l8) {
     static_assert(kRows == 32 && kT == 4, "32 rows: 4 code copies, 2 activation copies");
@@ -475,8 +475,14 @@ struct WarpStage {
     cp_async16_off<1536>(d, v);
     cp_async8_sa(sa + kScaleOff + l8, s.s + off);
     const uint8_t* a8 = reinterpret_cast<const uint8_t*>(s.al) + off;
-    cp_async16_off2<kActOff, 0>(d, a8);
-    cp_async16_off2<kActOff + 512, 2 * kActCopyK>(d, a8);
+    const uint32_t n = static_cast<uint32_t>(s.a_len);
+    cp_async16_off2<kActOff, 0>(d, a8, n);
+    cp_async16_off2<kActOff + 512, 2 * kActCopyK>(d, a8, n);
+  }
+  /// Src of issue_pl: a_len becomes the activation copies' byte count (16: valid token, 0: absent).
+  static __device__ __forceinline__ Src pl_src(Src s) {
+    s.a_len = s.a_len > 0 ? 16 : 0;
+    return s;
   }
 };
 
@@ -949,6 +955,7 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
   typename St::Src nsrc{};
   if (ni.t < n_tg) nsrc = src_of(ni.t);
   // kPL: the next load as (tile nt, byte offset noff = kk * 256 of its sub-chunk kk).
+  if constexpr (kPL > 0) nsrc = St::pl_src(nsrc);
   int nt = ni.t;
   uint32_t noff = static_cast<uint32_t>(wk + kWK * ni.k) * 256u;
   const uint32_t noff_end = static_cast<uint32_t>(nk) * 256u;
@@ -986,7 +993,7 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
           noff += kWK * 256u;
           if (noff >= noff_end) {  // the tile's last sub-chunk of this warp: enter the next
             noff = static_cast<uint32_t>(wk) * 256u;
-            if (++nt < n_tg) nsrc = src_of(nt);
+            if (++nt < n_tg) nsrc = St::pl_src(src_of(nt));
           }
         }
       } else if (c + kS < n_my) {
@@ -1313,6 +1320,7 @@ __global__ void __launch_bounds__(32 * kW, kR == 32             ? (kS == 2 ? 3 :
   typename St::Src nsrc{};
   if (n_my > kS) nsrc = src_of(ni.t);
   // kPL: the next load as (tile nt, byte offset noff = kk * 256 of its sub-chunk kk).
+  if constexpr (kPL > 0) nsrc = St::pl_src(nsrc);
   int nt = ni.t;
   uint32_t noff = static_cast<uint32_t>(ni.k) * 256u;
   const uint32_t noff_end = static_cast<uint32_t>(nk) * 256u;
@@ -1358,7 +1366,7 @@ __global__ void __launch_bounds__(32 * kW, kR == 32             ? (kS == 2 ? 3 :
             noff -= noff_end;
             ++nt;
           } while (noff >= noff_end);
-          if (c + kS + 1 < n_my) nsrc = src_of(nt);
+          if (c + kS + 1 < n_my) nsrc = St::pl_src(src_of(nt));
         }
       }
     } else if (c + kS < n_my) {
